@@ -1,0 +1,14 @@
+/* clock.c — wall and monotonic clocks. */
+#include "core/clock.h"
+
+#include <time.h>
+
+static int64_t read_clock(clockid_t id, int64_t div) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (int64_t)ts.tv_sec * (1000000000 / div) + ts.tv_nsec / div;
+}
+
+int64_t hookd_now_ms(void) { return read_clock(CLOCK_REALTIME, 1000000); }
+int64_t hookd_mono_ms(void) { return read_clock(CLOCK_MONOTONIC, 1000000); }
+int64_t hookd_mono_us(void) { return read_clock(CLOCK_MONOTONIC, 1000); }

@@ -1,0 +1,57 @@
+/* ids.c — ULID-layout identifiers and CSPRNG helpers (OpenSSL RAND_bytes). */
+#include "core/ids.h"
+
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char crockford[] = "0123456789abcdefghjkmnpqrstvwxyz";
+
+int hookd_random_bytes(void *out, size_t n) {
+  return RAND_bytes(out, (int)n) == 1 ? 0 : -1;
+}
+
+uint64_t hookd_random_u64(void) {
+  uint64_t v;
+  if (hookd_random_bytes(&v, sizeof v) != 0) abort();
+  return v;
+}
+
+int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]) {
+  unsigned char raw[16];
+  uint64_t t = (uint64_t)now_ms;
+  for (int i = 5; i >= 0; i--) {
+    raw[i] = (unsigned char)(t & 0xff);
+    t >>= 8;
+  }
+  if (hookd_random_bytes(raw + 6, 10) != 0) return -1;
+  size_t plen = strlen(prefix);
+  if (plen > 8) plen = 8;
+  memcpy(out, prefix, plen);
+  out[plen] = '_';
+  char *p = out + plen + 1;
+  /* 128 bits -> 26 base32 digits, most significant first (the top digit holds 3 bits). */
+  for (int d = 0; d < 26; d++) {
+    int bit = 128 - (26 - d) * 5; /* index of the lowest bit of this digit, from the top */
+    unsigned v = 0;
+    for (int k = 0; k < 5; k++) {
+      int b = bit + k;
+      v <<= 1;
+      if (b >= 0) v |= (raw[b / 8] >> (7 - b % 8)) & 1u;
+    }
+    p[d] = crockford[v & 31];
+  }
+  p[26] = '\0';
+  return 0;
+}
+
+int hookd_id_valid(const char *s, size_t max) {
+  size_t n = 0;
+  for (; s[n]; n++) {
+    char c = s[n];
+    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '-' || c == '.' || c == ':';
+    if (!ok || n >= max) return 0;
+  }
+  return n > 0;
+}

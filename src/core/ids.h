@@ -1,0 +1,26 @@
+/* ids.h — public identifiers: "<prefix>_" + 26 characters of Crockford base32 over 48 bits of
+ * millisecond time and 80 random bits (ULID layout), so ids sort by creation time, reveal no
+ * counts, and never collide in practice. Also random secrets and tokens. */
+#ifndef HOOKD_CORE_IDS_H
+#define HOOKD_CORE_IDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HOOKD_ID_MAX 48 /* buffer size that fits any generated id with its prefix */
+
+/* Writes "<prefix>_<26 chars>" into out (HOOKD_ID_MAX bytes). prefix is at most 8 chars.
+ * Returns 0, or -1 if the CSPRNG failed. */
+int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]);
+
+/* Fills out with n bytes from the CSPRNG. Returns 0 or -1. */
+int hookd_random_bytes(void *out, size_t n);
+
+/* A uniformly random 64-bit value from the CSPRNG (aborts if the CSPRNG fails: used where a
+ * value is mandatory, like jitter). */
+uint64_t hookd_random_u64(void);
+
+/* True when s is a plausible caller-supplied identifier: 1..max bytes of [A-Za-z0-9_.:-]. */
+int hookd_id_valid(const char *s, size_t max);
+
+#endif

@@ -1,0 +1,42 @@
+/* jsonio.h — JSON at hookd's edges, on jansson:
+ *  - parse untrusted bytes with limits: size, nesting depth, NUL bytes, invalid UTF-8, duplicate
+ *    keys, integers beyond 64 bits (all refused with a message naming the problem);
+ *  - serialise compactly with stable, shortest round-trip numbers (the bytes stored and sent);
+ *  - small typed getters for request validation. */
+#ifndef HOOKD_CORE_JSONIO_H
+#define HOOKD_CORE_JSONIO_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+typedef struct hookd_json_limits {
+  size_t max_depth; /* arrays/objects nested deeper than this are refused */
+} hookd_json_limits;
+
+#define HOOKD_JSON_ERR_MAX 160
+
+/* Parses buf[0..len). On failure returns NULL and writes a message to err. */
+json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *lim,
+                         char err[HOOKD_JSON_ERR_MAX]);
+
+/* Appends the compact serialisation of v to out. Object keys keep their order. Returns
+ * HOOKD_BUF_* codes. */
+int hookd_json_dump(const json_t *v, hookd_buf *out);
+
+/* Appends a JSON string literal (with quotes) for s[0..n). */
+int hookd_json_quote(hookd_buf *out, const char *s, size_t n);
+
+/* Shortest decimal text that reads back as exactly d (JSON-valid, no NaN/Inf). */
+void hookd_json_fmt_double(double d, char out[32]);
+
+/* Getters: return 0 when present and typed correctly, 1 when absent (or null), -1 when the
+ * wrong type. */
+int hookd_json_get_str(const json_t *obj, const char *key, const char **out);
+int hookd_json_get_int(const json_t *obj, const char *key, int64_t *out);
+int hookd_json_get_bool(const json_t *obj, const char *key, bool *out);
+
+#endif

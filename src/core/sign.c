@@ -1,0 +1,138 @@
+/* sign.c — HMAC helpers and Standard Webhooks v1 sign/verify on OpenSSL 3 EVP_MAC. */
+#include "core/sign.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/b64.h"
+#include "core/ids.h"
+
+static EVP_MAC *hmac_alg;
+static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+
+static void hmac_init(void) { hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL); }
+
+int hookd_hmac(hookd_md md, const void *key, size_t keylen, const void *const *parts,
+               const size_t *lens, size_t n, unsigned char *out) {
+  pthread_once(&hmac_once, hmac_init);
+  if (!hmac_alg) return -1;
+  const char *name = md == HOOKD_MD_SHA1 ? "SHA1" : md == HOOKD_MD_SHA512 ? "SHA512" : "SHA256";
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)name, 0),
+      OSSL_PARAM_construct_end(),
+  };
+  EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac_alg);
+  if (!ctx) return -1;
+  size_t outlen = 0;
+  int ok = EVP_MAC_init(ctx, key, keylen, params);
+  for (size_t i = 0; ok && i < n; i++) ok = EVP_MAC_update(ctx, parts[i], lens[i]);
+  ok = ok && EVP_MAC_final(ctx, out, &outlen, 64);
+  EVP_MAC_CTX_free(ctx);
+  return ok ? (int)outlen : -1;
+}
+
+int hookd_secret_parse(const char *secret, hookd_hmac_key *out) {
+  if (strncmp(secret, "whsec_", 6) == 0) secret += 6;
+  size_t len = strlen(secret);
+  if (len == 0 || len > HOOKD_B64_ENCLEN(HOOKD_KEY_MAX) - 1) return -1;
+  long n = hookd_b64_decode(secret, len, out->bytes);
+  if (n <= 0) return -1;
+  out->len = (size_t)n;
+  return 0;
+}
+
+int hookd_secret_generate(char out[HOOKD_SECRET_MAX]) {
+  unsigned char raw[32];
+  if (hookd_random_bytes(raw, sizeof raw) != 0) return -1;
+  memcpy(out, "whsec_", 6);
+  hookd_b64_encode(raw, sizeof raw, out + 6);
+  OPENSSL_cleanse(raw, sizeof raw);
+  return 0;
+}
+
+static int mac_v1(const hookd_hmac_key *key, const char *msg_id, const char *ts,
+                  const void *body, size_t body_len, unsigned char mac[64]) {
+  const void *parts[] = {msg_id, ".", ts, ".", body};
+  size_t lens[] = {strlen(msg_id), 1, strlen(ts), 1, body_len};
+  return hookd_hmac(HOOKD_MD_SHA256, key->bytes, key->len, parts, lens, 5, mac);
+}
+
+int hookd_sign_v1(const hookd_hmac_key *key, const char *msg_id, int64_t timestamp,
+                  const void *body, size_t body_len, char out[HOOKD_SIG_MAX]) {
+  char ts[24];
+  snprintf(ts, sizeof ts, "%lld", (long long)timestamp);
+  unsigned char mac[64];
+  if (mac_v1(key, msg_id, ts, body, body_len, mac) != 32) return -1;
+  memcpy(out, "v1,", 3);
+  hookd_b64_encode(mac, 32, out + 3);
+  return 0;
+}
+
+int hookd_ct_equal(const void *a, size_t alen, const void *b, size_t blen) {
+  return alen == blen && CRYPTO_memcmp(a, b, alen) == 0;
+}
+
+static int parse_ts(const char *s, int64_t *out) {
+  if (!s || !*s || strlen(s) > 18) return -1;
+  int64_t v = 0;
+  for (const char *p = s; *p; p++) {
+    if (*p < '0' || *p > '9') return -1;
+    v = v * 10 + (*p - '0');
+  }
+  *out = v;
+  return 0;
+}
+
+int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id,
+                    const char *timestamp, const char *sig_header, const void *body,
+                    size_t body_len, int64_t now_s, int64_t tolerance_s) {
+  int64_t ts;
+  if (!msg_id || !*msg_id || !sig_header || parse_ts(timestamp, &ts) != 0)
+    return HOOKD_VERIFY_MALFORMED;
+  if (tolerance_s > 0) {
+    if (ts < now_s - tolerance_s) return HOOKD_VERIFY_STALE;
+    if (ts > now_s + tolerance_s) return HOOKD_VERIFY_FUTURE;
+  }
+  unsigned char macs[8][64];
+  size_t nmacs = 0;
+  for (size_t k = 0; k < nkeys && nmacs < 8; k++)
+    if (mac_v1(&keys[k], msg_id, timestamp, body, body_len, macs[nmacs]) == 32) nmacs++;
+
+  int seen_v1 = 0, match = 0;
+  const char *p = sig_header;
+  while (*p) {
+    while (*p == ' ') p++;
+    const char *end = p;
+    while (*end && *end != ' ') end++;
+    size_t len = (size_t)(end - p);
+    if (len > 3 && memcmp(p, "v1,", 3) == 0 && len - 3 <= 88) {
+      unsigned char sig[72];
+      long n = hookd_b64_decode(p + 3, len - 3, sig);
+      if (n > 0) {
+        seen_v1 = 1;
+        for (size_t k = 0; k < nmacs; k++) match |= hookd_ct_equal(sig, (size_t)n, macs[k], 32);
+      }
+    }
+    p = end;
+  }
+  OPENSSL_cleanse(macs, sizeof macs);
+  if (!seen_v1) return HOOKD_VERIFY_MALFORMED;
+  return match ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH;
+}
+
+const char *hookd_verify_strerror(int rc) {
+  switch (rc) {
+  case HOOKD_VERIFY_OK: return "signature valid";
+  case HOOKD_VERIFY_MALFORMED: return "missing or malformed webhook headers";
+  case HOOKD_VERIFY_STALE: return "timestamp too old";
+  case HOOKD_VERIFY_FUTURE: return "timestamp too far in the future";
+  case HOOKD_VERIFY_MISMATCH: return "no matching signature";
+  }
+  return "unknown error";
+}

@@ -1,0 +1,23 @@
+/* timefmt.h — time text formats hookd reads and writes: RFC 3339 (API, envelopes) and
+ * HTTP-date (Retry-After). Pure, locale- and timezone-independent. */
+#ifndef HOOKD_CORE_TIMEFMT_H
+#define HOOKD_CORE_TIMEFMT_H
+
+#include <stdint.h>
+
+#define HOOKD_RFC3339_MAX 32
+
+/* "2024-01-02T03:04:05.678Z". */
+void hookd_fmt_rfc3339_ms(int64_t ms, char out[HOOKD_RFC3339_MAX]);
+
+/* Parses "YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)" (T or t or space). Returns 0 or -1. */
+int hookd_parse_rfc3339(const char *s, int64_t *ms);
+
+/* Parses an HTTP-date in any of the three forms RFC 9110 §5.6.7 requires recipients to accept
+ * (IMF-fixdate, RFC 850, asctime). Returns 0 and seconds since the epoch, or -1. */
+int hookd_parse_http_date(const char *s, int64_t *epoch_s);
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (month 1..12). */
+int64_t hookd_days_from_civil(int64_t y, unsigned m, unsigned d);
+
+#endif

@@ -1,0 +1,230 @@
+/* egress.c — libcurl multi driver (see egress.h). One thread owns it; other threads may only
+ * call hookd_egress_wakeup. Easy handles are pooled so a request does not pay for curl_easy_init;
+ * connections live in the multi handle's cache and are reused across requests. */
+#include "egress/egress.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/clock.h"
+
+#define POOL_MAX 256
+
+struct hookd_egress {
+  hookd_egress_config cfg;
+  CURLM *multi;
+  int in_flight;
+  CURL *pool[POOL_MAX];
+  int pool_len;
+};
+
+hookd_egress *hookd_egress_new(const hookd_egress_config *cfg) {
+  hookd_egress *eg = calloc(1, sizeof *eg);
+  if (!eg) return NULL;
+  eg->cfg = *cfg;
+  if (!eg->cfg.connect_timeout_ms) eg->cfg.connect_timeout_ms = 5000;
+  if (!eg->cfg.max_response_bytes) eg->cfg.max_response_bytes = 64 * 1024;
+  if (!eg->cfg.excerpt_bytes) eg->cfg.excerpt_bytes = 4096;
+  if (!eg->cfg.max_connects) eg->cfg.max_connects = 1024;
+  if (!eg->cfg.user_agent) eg->cfg.user_agent = "hookd/" HOOKD_VERSION;
+  eg->multi = curl_multi_init();
+  if (!eg->multi) {
+    free(eg);
+    return NULL;
+  }
+  curl_multi_setopt(eg->multi, CURLMOPT_MAXCONNECTS, eg->cfg.max_connects);
+  return eg;
+}
+
+void hookd_egress_free(hookd_egress *eg) {
+  if (!eg) return;
+  for (int i = 0; i < eg->pool_len; i++) curl_easy_cleanup(eg->pool[i]);
+  curl_multi_cleanup(eg->multi);
+  free(eg);
+}
+
+int hookd_egress_in_flight(const hookd_egress *eg) { return eg->in_flight; }
+
+void hookd_egress_wakeup(hookd_egress *eg) { curl_multi_wakeup(eg->multi); }
+
+void hookd_egress_req_cleanup(hookd_egress_req *req) { hookd_buf_free(&req->response); }
+
+/* ---------- callbacks ---------- */
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg) {
+  hookd_egress_req *req = arg;
+  size_t len = size * n;
+  req->response_total += len;
+  size_t room = req->response.max - req->response.len;
+  if (room) hookd_buf_append(&req->response, p, len < room ? len : room);
+  if (req->response_total > req->eg->cfg.max_response_bytes) return 0; /* abort: too large */
+  return len;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *arg) {
+  hookd_egress_req *req = arg;
+  size_t len = size * n;
+  if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+    req->retry_after[0] = '\0'; /* a new response (after 1xx) starts */
+  } else if (len > 12 && strncasecmp(p, "retry-after:", 12) == 0) {
+    const char *v = p + 12;
+    size_t vl = len - 12;
+    while (vl && (*v == ' ' || *v == '\t')) v++, vl--;
+    while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' ')) vl--;
+    if (vl >= sizeof req->retry_after) vl = sizeof req->retry_after - 1;
+    memcpy(req->retry_after, v, vl);
+    req->retry_after[vl] = '\0';
+  }
+  return len;
+}
+
+static curl_socket_t on_open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a) {
+  hookd_egress_req *req = arg;
+  hookd_egress *eg = req->eg;
+  if (eg->cfg.addr_check) {
+    const char *rule = eg->cfg.addr_check(eg->cfg.addr_check_ctx, &a->addr, a->addrlen);
+    if (rule) {
+      snprintf(req->blocked_rule, sizeof req->blocked_rule, "%s", rule);
+      return CURL_SOCKET_BAD;
+    }
+  }
+  return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
+                     int conn_local_port) {
+  hookd_egress_req *req = arg;
+  req->request_sent = true;
+  return CURL_PREREQFUNC_OK;
+}
+
+/* ---------- requests ---------- */
+
+int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
+  CURL *e = eg->pool_len ? eg->pool[--eg->pool_len] : curl_easy_init();
+  if (!e) return -1;
+  req->easy = e;
+  req->eg = eg;
+  req->net = HOOKD_NET_PROTOCOL;
+  req->status = 0;
+  req->retry_after[0] = req->blocked_rule[0] = req->error[0] = req->primary_ip[0] = '\0';
+  req->response_total = 0;
+  req->request_sent = false;
+  hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);
+
+  curl_easy_setopt(e, CURLOPT_URL, req->url);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)req);
+  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, req->headers);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, eg->cfg.user_agent);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, req->timeout_ms);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                   eg->cfg.connect_timeout_ms < req->timeout_ms ? eg->cfg.connect_timeout_ms
+                                                                : req->timeout_ms);
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_PROXY, eg->cfg.proxy ? eg->cfg.proxy : "");
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, req);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, req);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, req);
+  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+  curl_easy_setopt(e, CURLOPT_PREREQDATA, req);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->error);
+  if (eg->cfg.resolve) curl_easy_setopt(e, CURLOPT_RESOLVE, eg->cfg.resolve);
+
+  req->started_ms = hookd_now_ms();
+  req->t0_us = hookd_mono_us();
+  if (curl_multi_add_handle(eg->multi, e) != CURLM_OK) {
+    curl_easy_reset(e);
+    if (eg->pool_len < POOL_MAX)
+      eg->pool[eg->pool_len++] = e;
+    else
+      curl_easy_cleanup(e);
+    hookd_buf_free(&req->response);
+    req->easy = NULL;
+    return -1;
+  }
+  eg->in_flight++;
+  return 0;
+}
+
+static hookd_net map_result(CURLcode rc, hookd_egress_req *req) {
+  if (req->blocked_rule[0]) return HOOKD_NET_BLOCKED;
+  /* A status line already received decides the outcome even if the body was cut short. */
+  if (rc == CURLE_OK || (req->status >= 200 && (rc == CURLE_WRITE_ERROR ||
+                                                rc == CURLE_PARTIAL_FILE ||
+                                                rc == CURLE_RECV_ERROR)))
+    return HOOKD_NET_OK;
+  switch (rc) {
+  case CURLE_OPERATION_TIMEDOUT: return HOOKD_NET_TIMEOUT;
+  case CURLE_COULDNT_RESOLVE_HOST:
+  case CURLE_COULDNT_RESOLVE_PROXY: return HOOKD_NET_DNS;
+  case CURLE_COULDNT_CONNECT: return HOOKD_NET_CONNECT;
+  case CURLE_SSL_CONNECT_ERROR:
+  case CURLE_PEER_FAILED_VERIFICATION:
+  case CURLE_SSL_CERTPROBLEM:
+  case CURLE_SSL_CIPHER:
+  case CURLE_SSL_CACERT_BADFILE:
+  case CURLE_SSL_ISSUER_ERROR:
+  case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+  case CURLE_SSL_INVALIDCERTSTATUS: return HOOKD_NET_TLS;
+  case CURLE_WRITE_ERROR: return HOOKD_NET_TOO_LARGE;
+  default: return HOOKD_NET_PROTOCOL;
+  }
+}
+
+void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
+                       void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
+  int running = 0;
+  curl_multi_perform(eg->multi, &running);
+  int numfds = 0;
+  curl_multi_poll(eg->multi, NULL, 0, timeout_ms, &numfds);
+  curl_multi_perform(eg->multi, &running);
+
+  CURLMsg *msg;
+  int left;
+  while ((msg = curl_multi_info_read(eg->multi, &left))) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    CURL *e = msg->easy_handle;
+    CURLcode rc = msg->data.result;
+    hookd_egress_req *req = NULL;
+    curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&req);
+    long status = 0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    req->status = (int)status;
+    req->net = map_result(rc, req);
+    if (req->net == HOOKD_NET_OK) {
+      req->error[0] = '\0';
+    } else if (!req->error[0]) {
+      snprintf(req->error, sizeof req->error, "%s", curl_easy_strerror(rc));
+    }
+    if (req->net == HOOKD_NET_BLOCKED)
+      snprintf(req->error, sizeof req->error, "destination refused by rule %s",
+               req->blocked_rule);
+    char *ip = NULL;
+    if (curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip)
+      snprintf(req->primary_ip, sizeof req->primary_ip, "%s", ip);
+    req->latency_ms = (hookd_mono_us() - req->t0_us) / 1000;
+    curl_multi_remove_handle(eg->multi, e);
+    eg->in_flight--;
+    curl_easy_reset(e);
+    if (eg->pool_len < POOL_MAX)
+      eg->pool[eg->pool_len++] = e;
+    else
+      curl_easy_cleanup(e);
+    req->easy = NULL;
+    on_done(req, arg);
+  }
+}

@@ -1,0 +1,91 @@
+/* egress.h — outbound HTTP on one libcurl multi handle, driven by its owner's thread.
+ *
+ * The owner (the dispatcher) starts requests and calls hookd_egress_poll(), which waits for
+ * network activity (or a wakeup from another thread) and hands back finished requests. Nothing
+ * blocks and nothing sleeps: every request has a connect timeout and a total timeout, redirects
+ * are never followed, only http/https are spoken, the response body is read up to a bound, and
+ * connections are kept alive and reused through the multi handle's cache.
+ *
+ * The address about to be connected to is passed to the configured policy callback first
+ * (CURLOPT_OPENSOCKETFUNCTION): a refused address never gets a socket, so DNS rebinding cannot
+ * slip past a check done at registration. */
+#ifndef HOOKD_EGRESS_EGRESS_H
+#define HOOKD_EGRESS_EGRESS_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core/buf.h"
+#include "core/classify.h"
+
+/* Returns NULL to allow the address, or the name of the rule that forbids it. */
+typedef const char *(*hookd_egress_addr_check)(void *ctx, const struct sockaddr *sa,
+                                               socklen_t len);
+
+typedef struct hookd_egress_config {
+  long connect_timeout_ms;       /* default 5000 */
+  size_t max_response_bytes;     /* read at most this much of a response; default 64 KiB */
+  size_t excerpt_bytes;          /* keep this much of it; default 4096 */
+  const char *user_agent;        /* "hookd/<version>" */
+  long max_connects;             /* connection cache size; default 1024 */
+  hookd_egress_addr_check addr_check; /* NULL = allow every address */
+  void *addr_check_ctx;
+  const char *proxy;             /* egress proxy URL, NULL = direct (environment proxies are
+                                    ignored either way) */
+  struct curl_slist *resolve;    /* CURLOPT_RESOLVE entries (development and tests) */
+} hookd_egress_config;
+
+typedef struct hookd_egress_req {
+  /* In: set by the caller before hookd_egress_start; borrowed until completion. */
+  const char *url;
+  struct curl_slist *headers;    /* request headers */
+  const char *body;
+  size_t body_len;
+  long timeout_ms;               /* total */
+  void *user;
+
+  /* Out: filled when the request completes. */
+  hookd_net net;
+  int status;                    /* HTTP status, 0 if none */
+  char retry_after[64];          /* Retry-After header value, "" if none */
+  hookd_buf response;            /* excerpt of the body (excerpt_bytes) */
+  size_t response_total;         /* bytes of body received */
+  int64_t started_ms;            /* wall clock at start */
+  int64_t latency_ms;
+  bool request_sent;             /* the connection was made and the request may have reached
+                                    the peer (an ambiguous outcome if no response follows) */
+  char blocked_rule[48];         /* rule that refused the address, when net == BLOCKED */
+  char error[CURL_ERROR_SIZE];   /* transport error text, "" on HTTP responses */
+  char primary_ip[64];
+
+  /* Internal. */
+  CURL *easy;
+  struct hookd_egress *eg;
+  int64_t t0_us;
+} hookd_egress_req;
+
+typedef struct hookd_egress hookd_egress;
+
+hookd_egress *hookd_egress_new(const hookd_egress_config *cfg);
+void hookd_egress_free(hookd_egress *eg); /* aborts requests still in flight */
+
+/* Starts req. Returns 0, or -1 (req untouched, nothing will complete) on allocation failure. */
+int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req);
+
+/* Waits up to timeout_ms for activity, then calls on_done for every finished request. The
+ * request's response buffer belongs to the caller afterwards (hookd_egress_req_cleanup). */
+void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
+                       void (*on_done)(hookd_egress_req *req, void *arg), void *arg);
+
+/* Makes a poll in progress return early. Safe from any thread. */
+void hookd_egress_wakeup(hookd_egress *eg);
+
+/* Requests started and not yet completed. */
+int hookd_egress_in_flight(const hookd_egress *eg);
+
+/* Frees what a completed request still holds (its response buffer). */
+void hookd_egress_req_cleanup(hookd_egress_req *req);
+
+#endif

@@ -1,0 +1,322 @@
+/* sqlite_config.c — SQLite backend: tenants, endpoints, retry-policy versions and API keys
+ * (the configuration tables, written rarely, read by the API and the dispatcher). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/sqlite/sqlite_int.h"
+
+/* ---------- tenants ---------- */
+
+int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_INSERT,
+                             "INSERT INTO tenants(id, name, created_at) VALUES (?1, ?2, ?3)"
+                             " ON CONFLICT(id) DO NOTHING");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, t->id);
+  sq_bind_text(st, 2, t->name ? t->name : "");
+  sq_bind_i64(st, 3, t->created_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert tenant");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
+}
+
+int sq_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out) {
+  sqlite3_stmt *st =
+      sq_stmt(c, SQ_TENANT_GET, "SELECT id, name, created_at FROM tenants WHERE id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "get tenant");
+  memset(out, 0, sizeof *out);
+  out->id = sq_col_str(st, 0);
+  out->name = sq_col_str(st, 1);
+  out->created_ms = sq_col_i64(st, 2);
+  return HOOKD_STORE_OK;
+}
+
+/* ---------- retry policies ---------- */
+
+void sq_read_policy(sqlite3_stmt *st, int i, hookd_retry_policy *p) {
+  p->id = sq_col_i64(st, i);
+  p->max_attempts = (int)sq_col_i64(st, i + 1);
+  p->base_ms = sq_col_i64(st, i + 2);
+  p->cap_ms = sq_col_i64(st, i + 3);
+  p->max_age_ms = sq_col_i64(st, i + 4);
+  p->retry_after_cap_ms = sq_col_i64(st, i + 5);
+}
+
+static int policy_insert(hookd_store_conn *c, hookd_retry_policy *p, int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_POLICY_INSERT,
+                             "INSERT INTO retry_policies(max_attempts, base_ms, cap_ms, max_age_ms,"
+                             " retry_after_cap_ms, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, p->max_attempts);
+  sq_bind_i64(st, 2, p->base_ms);
+  sq_bind_i64(st, 3, p->cap_ms);
+  sq_bind_i64(st, 4, p->max_age_ms);
+  sq_bind_i64(st, 5, p->retry_after_cap_ms);
+  sq_bind_i64(st, 6, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert retry policy");
+  p->id = sqlite3_last_insert_rowid(c->db);
+  return HOOKD_STORE_OK;
+}
+
+static int same_policy(const hookd_retry_policy *a, const hookd_retry_policy *b) {
+  return a->max_attempts == b->max_attempts && a->base_ms == b->base_ms &&
+         a->cap_ms == b->cap_ms && a->max_age_ms == b->max_age_ms &&
+         a->retry_after_cap_ms == b->retry_after_cap_ms;
+}
+
+/* ---------- endpoints ---------- */
+
+#define EP_COLS                                                                              \
+  "e.id, e.tenant_id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason,"    \
+  " e.max_in_flight, e.timeout_ms, e.secret, e.created_at, e.updated_at, e.deleted_at,"      \
+  " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms"
+#define EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
+
+static void read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
+  memset(e, 0, sizeof *e);
+  e->id = sq_col_str(st, 0);
+  e->tenant_id = sq_col_str(st, 1);
+  e->url = sq_col_str(st, 2);
+  e->description = sq_col_str(st, 3);
+  e->event_types = sq_col_str(st, 4);
+  e->enabled = sq_col_i64(st, 5) != 0;
+  e->disabled_reason = sq_col_str(st, 6);
+  e->max_in_flight = (int)sq_col_i64(st, 7);
+  e->timeout_ms = (int)sq_col_i64(st, 8);
+  e->secret = sq_col_str(st, 9);
+  e->created_ms = sq_col_i64(st, 10);
+  e->updated_ms = sq_col_i64(st, 11);
+  e->deleted_ms = sq_col_i64(st, 12);
+  sq_read_policy(st, 13, &e->policy);
+}
+
+static int read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint **out,
+                          size_t *n) {
+  size_t cap = 16, len = 0;
+  hookd_endpoint *v = malloc(cap * sizeof *v);
+  if (!v) return HOOKD_STORE_ERR;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      hookd_endpoint *nv = realloc(v, (cap *= 2) * sizeof *v);
+      if (!nv) {
+        hookd_endpoints_free(v, len);
+        return HOOKD_STORE_ERR;
+      }
+      v = nv;
+    }
+    read_endpoint(st, &v[len++]);
+  }
+  if (rc != SQLITE_DONE) {
+    hookd_endpoints_free(v, len);
+    return sq_fail(c, "list endpoints");
+  }
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}
+
+int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant) {
+  sqlite3_stmt *st;
+  if (max_per_tenant > 0) {
+    st = sq_stmt(c, SQ_EP_COUNT,
+                 "SELECT COUNT(*) FROM endpoints WHERE tenant_id = ?1 AND deleted_at IS NULL");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, ep->tenant_id);
+    if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "count endpoints");
+    if (sq_col_i64(st, 0) >= max_per_tenant) {
+      snprintf(c->err, sizeof c->err, "tenant already has %d endpoints (the limit)",
+               max_per_tenant);
+      return HOOKD_STORE_LIMIT;
+    }
+  }
+  int rc = policy_insert(c, &ep->policy, ep->created_ms);
+  if (rc) return rc;
+  st = sq_stmt(c, SQ_EP_INSERT,
+               "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
+               " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
+               " updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, ep->id);
+  sq_bind_text(st, 2, ep->tenant_id);
+  sq_bind_text(st, 3, ep->url);
+  sq_bind_text(st, 4, ep->description ? ep->description : "");
+  sq_bind_text(st, 5, ep->event_types);
+  sq_bind_i64(st, 6, ep->enabled);
+  sq_bind_text(st, 7, ep->disabled_reason);
+  sq_bind_i64(st, 8, ep->max_in_flight);
+  sq_bind_i64(st, 9, ep->timeout_ms);
+  sq_bind_i64(st, 10, ep->policy.id);
+  sq_bind_text(st, 11, ep->secret);
+  sq_bind_i64(st, 12, ep->created_ms);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    snprintf(c->err, sizeof c->err, "tenant not found");
+    return HOOKD_STORE_NOTFOUND;
+  }
+  if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) return HOOKD_STORE_EXISTS;
+  if (rc != SQLITE_DONE) return sq_fail(c, "insert endpoint");
+  ep->updated_ms = ep->created_ms;
+  return HOOKD_STORE_OK;
+}
+
+int sq_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_GET, "SELECT " EP_COLS EP_FROM " WHERE e.id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "get endpoint");
+  read_endpoint(st, out);
+  if (out->deleted_ms) {
+    hookd_endpoint_free(out);
+    return HOOKD_STORE_NOTFOUND;
+  }
+  return HOOKD_STORE_OK;
+}
+
+int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
+                     hookd_endpoint **out, size_t *n) {
+  sqlite3_stmt *st =
+      sq_stmt(c, SQ_EP_LIST,
+              "SELECT " EP_COLS EP_FROM " WHERE e.tenant_id = ?1 AND e.deleted_at IS NULL"
+              " AND e.id > ?2 ORDER BY e.id LIMIT ?3");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, tenant_id);
+  sq_bind_text(st, 2, after_id ? after_id : "");
+  sq_bind_i64(st, 3, limit);
+  return read_endpoints(c, st, out, n);
+}
+
+int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
+  hookd_endpoint cur;
+  int rc = sq_endpoint_get(c, ep->id, &cur);
+  if (rc) return rc;
+  if (same_policy(&cur.policy, &ep->policy)) {
+    ep->policy.id = cur.policy.id;
+  } else if ((rc = policy_insert(c, &ep->policy, ep->updated_ms)) != 0) {
+    hookd_endpoint_free(&cur);
+    return rc;
+  }
+  hookd_endpoint_free(&cur);
+  sqlite3_stmt *st =
+      sq_stmt(c, SQ_EP_UPDATE,
+              "UPDATE endpoints SET url = ?2, description = ?3, event_types = ?4, enabled = ?5,"
+              " disabled_reason = ?6, max_in_flight = ?7, timeout_ms = ?8, policy_id = ?9,"
+              " secret = ?10, updated_at = ?11 WHERE id = ?1 AND deleted_at IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, ep->id);
+  sq_bind_text(st, 2, ep->url);
+  sq_bind_text(st, 3, ep->description ? ep->description : "");
+  sq_bind_text(st, 4, ep->event_types);
+  sq_bind_i64(st, 5, ep->enabled);
+  sq_bind_text(st, 6, ep->enabled ? NULL : ep->disabled_reason);
+  sq_bind_i64(st, 7, ep->max_in_flight);
+  sq_bind_i64(st, 8, ep->timeout_ms);
+  sq_bind_i64(st, 9, ep->policy.id);
+  sq_bind_text(st, 10, ep->secret);
+  sq_bind_i64(st, 11, ep->updated_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
+}
+
+int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_DELETE,
+                             "UPDATE endpoints SET deleted_at = ?2, updated_at = ?2, enabled = 0"
+                             " WHERE id = ?1 AND deleted_at IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete endpoint");
+  if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
+  /* Active deliveries are cancelled; bumping the lease token fences any in-flight attempt. */
+  st = sq_stmt(c, SQ_EP_CANCEL,
+               "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
+               " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL"
+               " WHERE endpoint_id = ?1 AND state IN ('pending','retrying')");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "cancel deliveries");
+  if (cancelled) *cancelled = sqlite3_changes(c->db);
+  return HOOKD_STORE_OK;
+}
+
+int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_SINCE,
+                             "SELECT " EP_COLS EP_FROM " WHERE e.updated_at >= ?1 ORDER BY e.id");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, since_ms);
+  return read_endpoints(c, st, out, n);
+}
+
+/* ---------- API keys ---------- */
+
+int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_KEY_INSERT,
+                             "INSERT INTO api_keys(id, hash, role, tenants, name, created_at)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, k->id);
+  sqlite3_bind_blob(st, 2, k->hash, 32, SQLITE_STATIC);
+  sq_bind_text(st, 3, k->role);
+  sq_bind_text(st, 4, k->tenants);
+  sq_bind_text(st, 5, k->name ? k->name : "");
+  sq_bind_i64(st, 6, k->created_ms);
+  int rc = sqlite3_step(st);
+  if ((rc & 0xff) == SQLITE_CONSTRAINT) return HOOKD_STORE_EXISTS;
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "insert api key");
+}
+
+int sq_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n) {
+  sqlite3_stmt *st =
+      sq_stmt(c, SQ_KEY_LIST,
+              "SELECT id, hash, role, tenants, name, created_at, revoked_at FROM api_keys"
+              " ORDER BY created_at, id");
+  if (!st) return HOOKD_STORE_ERR;
+  size_t cap = 8, len = 0;
+  hookd_api_key *v = calloc(cap, sizeof *v);
+  if (!v) return HOOKD_STORE_ERR;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      hookd_api_key *nv = realloc(v, (cap *= 2) * sizeof *v);
+      if (!nv) {
+        hookd_api_keys_free(v, len);
+        return HOOKD_STORE_ERR;
+      }
+      v = nv;
+    }
+    hookd_api_key *k = &v[len++];
+    memset(k, 0, sizeof *k);
+    k->id = sq_col_str(st, 0);
+    if (sqlite3_column_bytes(st, 1) == 32) memcpy(k->hash, sqlite3_column_blob(st, 1), 32);
+    k->role = sq_col_str(st, 2);
+    k->tenants = sq_col_str(st, 3);
+    k->name = sq_col_str(st, 4);
+    k->created_ms = sq_col_i64(st, 5);
+    k->revoked_ms = sq_col_i64(st, 6);
+  }
+  if (rc != SQLITE_DONE) {
+    hookd_api_keys_free(v, len);
+    return sq_fail(c, "list api keys");
+  }
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}
+
+int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_KEY_REVOKE,
+                             "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1"
+                             " AND revoked_at IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "revoke api key");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
+}

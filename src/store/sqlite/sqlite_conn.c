@@ -1,0 +1,256 @@
+/* sqlite_conn.c — SQLite connections for hookd: WAL with synchronous=FULL, a prepared-statement
+ * cache, transactions, and the checkpointer thread.
+ *
+ * Checkpoints never run on the committing thread: the writer connection has automatic
+ * checkpoints off and a WAL hook that wakes the checkpointer, which runs PASSIVE checkpoints on
+ * its own connection (they never block the writer). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store/sqlite/sqlite_int.h"
+
+#define CKPT_PAGES 2000 /* wake the checkpointer once the WAL holds this many pages */
+
+struct sq_shared {
+  char *path;
+  pthread_t ckpt_thread;
+  int ckpt_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int wal_pages; /* latest WAL size reported by the writer's hook */
+  int stop;
+  uint64_t checkpoints;
+};
+
+/* ---------- helpers ---------- */
+
+int sq_fail(hookd_store_conn *c, const char *what) {
+  snprintf(c->err, sizeof c->err, "%s: %s", what, sqlite3_errmsg(c->db));
+  return HOOKD_STORE_ERR;
+}
+
+int sq_exec(hookd_store_conn *c, const char *sql) {
+  char *msg = NULL;
+  if (sqlite3_exec(c->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(c->err, sizeof c->err, "%s", msg ? msg : sqlite3_errmsg(c->db));
+    sqlite3_free(msg);
+    return HOOKD_STORE_ERR;
+  }
+  return HOOKD_STORE_OK;
+}
+
+sqlite3_stmt *sq_stmt(hookd_store_conn *c, enum sq_stmt_id id, const char *sql) {
+  sqlite3_stmt *st = c->stmts[id];
+  if (st) {
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+  }
+  if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+    sq_fail(c, "prepare");
+    return NULL;
+  }
+  c->stmts[id] = st;
+  return st;
+}
+
+void sq_bind_text(sqlite3_stmt *st, int i, const char *s) {
+  if (s)
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+void sq_bind_i64(sqlite3_stmt *st, int i, int64_t v) { sqlite3_bind_int64(st, i, v); }
+
+void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v) {
+  if (v)
+    sqlite3_bind_int64(st, i, v);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+char *sq_col_str(sqlite3_stmt *st, int i) {
+  const unsigned char *s = sqlite3_column_text(st, i);
+  return s ? strdup((const char *)s) : NULL;
+}
+
+int64_t sq_col_i64(sqlite3_stmt *st, int i) { return sqlite3_column_int64(st, i); }
+
+/* ---------- checkpointer ---------- */
+
+static void *ckpt_main(void *arg) {
+  sq_shared *sh = arg;
+  sqlite3 *db = NULL;
+  if (sqlite3_open_v2(sh->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+      SQLITE_OK) {
+    sqlite3_close(db);
+    return NULL;
+  }
+  sqlite3_busy_timeout(db, 1000);
+  sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+  pthread_mutex_lock(&sh->mu);
+  while (!sh->stop) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2; /* also checkpoint an idle WAL now and then */
+    while (!sh->stop && sh->wal_pages < CKPT_PAGES)
+      if (pthread_cond_timedwait(&sh->cv, &sh->mu, &deadline) != 0) break;
+    if (sh->stop) break;
+    sh->wal_pages = 0;
+    pthread_mutex_unlock(&sh->mu);
+    int log = 0, done = 0;
+    sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    pthread_mutex_lock(&sh->mu);
+    sh->checkpoints++;
+  }
+  pthread_mutex_unlock(&sh->mu);
+  sqlite3_close(db);
+  return NULL;
+}
+
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
+  sq_shared *sh = arg;
+  if (pages >= CKPT_PAGES) {
+    pthread_mutex_lock(&sh->mu);
+    sh->wal_pages = pages;
+    pthread_cond_signal(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+  }
+  return SQLITE_OK;
+}
+
+int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen) {
+  sq_shared *sh = calloc(1, sizeof *sh);
+  if (!sh || !(sh->path = strdup(path))) {
+    free(sh);
+    snprintf(err, errlen, "out of memory");
+    return HOOKD_STORE_ERR;
+  }
+  pthread_mutex_init(&sh->mu, NULL);
+  pthread_cond_init(&sh->cv, NULL);
+  *shared = sh;
+  return HOOKD_STORE_OK;
+}
+
+void hookd_sqlite_shared_free(void *shared) {
+  sq_shared *sh = shared;
+  if (!sh) return;
+  if (sh->ckpt_started) {
+    pthread_mutex_lock(&sh->mu);
+    sh->stop = 1;
+    pthread_cond_signal(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+    pthread_join(sh->ckpt_thread, NULL);
+  }
+  pthread_mutex_destroy(&sh->mu);
+  pthread_cond_destroy(&sh->cv);
+  free(sh->path);
+  free(sh);
+}
+
+/* ---------- connections ---------- */
+
+static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, size_t errlen) {
+  sq_shared *sh = shared;
+  hookd_store_conn *c = calloc(1, sizeof *c);
+  if (!c) {
+    snprintf(err, errlen, "out of memory");
+    return HOOKD_STORE_ERR;
+  }
+  c->writer = writer;
+  c->sh = sh;
+  int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0);
+  if (sqlite3_open_v2(sh->path, &c->db, flags, NULL) != SQLITE_OK) {
+    snprintf(err, errlen, "cannot open %s: %s", sh->path,
+             c->db ? sqlite3_errmsg(c->db) : "out of memory");
+    sqlite3_close(c->db);
+    free(c);
+    return HOOKD_STORE_ERR;
+  }
+  sqlite3_busy_timeout(c->db, 5000);
+  sqlite3_extended_result_codes(c->db, 1);
+  const char *pragmas = writer ? "PRAGMA journal_mode=WAL;"
+                                 "PRAGMA synchronous=FULL;"
+                                 "PRAGMA foreign_keys=ON;"
+                                 "PRAGMA wal_autocheckpoint=0;"
+                                 "PRAGMA cache_size=-65536;"
+                                 "PRAGMA temp_store=MEMORY;"
+                               : "PRAGMA synchronous=FULL;"
+                                 "PRAGMA query_only=1;"
+                                 "PRAGMA cache_size=-32768;";
+  if (sq_exec(c, pragmas) != 0) {
+    snprintf(err, errlen, "configure %s: %s", sh->path, c->err);
+    sqlite3_close(c->db);
+    free(c);
+    return HOOKD_STORE_ERR;
+  }
+  if (writer) {
+    sqlite3_wal_hook(c->db, wal_hook, sh);
+    if (!sh->ckpt_started && pthread_create(&sh->ckpt_thread, NULL, ckpt_main, sh) == 0) {
+      pthread_setname_np(sh->ckpt_thread, "checkpoint");
+      sh->ckpt_started = 1;
+    }
+  }
+  *out = c;
+  return HOOKD_STORE_OK;
+}
+
+static void sq_close(hookd_store_conn *c) {
+  if (!c) return;
+  for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(c->stmts[i]);
+  sqlite3_close(c->db);
+  free(c);
+}
+
+static const char *sq_errmsg(hookd_store_conn *c) { return c->err; }
+
+static int sq_begin(hookd_store_conn *c, int writer) {
+  return sq_exec(c, writer ? "BEGIN IMMEDIATE" : "BEGIN");
+}
+static int sq_commit(hookd_store_conn *c) { return sq_exec(c, "COMMIT"); }
+static int sq_rollback(hookd_store_conn *c) {
+  if (sqlite3_get_autocommit(c->db)) return HOOKD_STORE_OK;
+  return sq_exec(c, "ROLLBACK");
+}
+static int sq_savepoint(hookd_store_conn *c) { return sq_exec(c, "SAVEPOINT op"); }
+static int sq_release(hookd_store_conn *c) { return sq_exec(c, "RELEASE op"); }
+static int sq_rollback_to(hookd_store_conn *c) { return sq_exec(c, "ROLLBACK TO op"); }
+
+const hookd_store_backend hookd_sqlite_backend = {
+    .name = "sqlite",
+    .open = sq_open,
+    .close = sq_close,
+    .errmsg = sq_errmsg,
+    .migrate = sq_migrate,
+    .begin = sq_begin,
+    .commit = sq_commit,
+    .rollback = sq_rollback,
+    .savepoint = sq_savepoint,
+    .release = sq_release,
+    .rollback_to = sq_rollback_to,
+    .tenant_create = sq_tenant_create,
+    .tenant_get = sq_tenant_get,
+    .endpoint_create = sq_endpoint_create,
+    .endpoint_get = sq_endpoint_get,
+    .endpoint_list = sq_endpoint_list,
+    .endpoint_update = sq_endpoint_update,
+    .endpoint_delete = sq_endpoint_delete,
+    .endpoints_since = sq_endpoints_since,
+    .publish = sq_publish,
+    .event_get = sq_event_get,
+    .delivery_get = sq_delivery_get,
+    .delivery_list = sq_delivery_list,
+    .delivery_replay = sq_delivery_replay,
+    .claim = sq_claim,
+    .record_outcome = sq_record_outcome,
+    .release_lease = sq_release_lease,
+    .reclaim_leases = sq_reclaim_leases,
+    .due_hints = sq_due_hints,
+    .api_key_create = sq_api_key_create,
+    .api_key_list = sq_api_key_list,
+    .api_key_revoke = sq_api_key_revoke,
+};

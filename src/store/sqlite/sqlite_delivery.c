@@ -1,0 +1,708 @@
+/* sqlite_delivery.c — SQLite backend: the delivery engine's tables.
+ *   publish (event + idempotency + fan-out), event and delivery reads, replay,
+ *   claim with lease, the fenced outcome write, lease reclaim, due hints. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ids.h"
+#include "store/sqlite/sqlite_int.h"
+
+/* ---------- row readers ---------- */
+
+void sq_read_delivery(sqlite3_stmt *st, int i, hookd_delivery *d) {
+  memset(d, 0, sizeof *d);
+  d->seq = sq_col_i64(st, i + 0);
+  d->id = sq_col_str(st, i + 1);
+  d->event_seq = sq_col_i64(st, i + 2);
+  d->event_id = sq_col_str(st, i + 3);
+  d->event_type = sq_col_str(st, i + 4);
+  d->endpoint_id = sq_col_str(st, i + 5);
+  d->tenant_id = sq_col_str(st, i + 6);
+  const char *state = (const char *)sqlite3_column_text(st, i + 7);
+  hookd_dstate s = HOOKD_DS_PENDING;
+  if (state) hookd_dstate_parse(state, &s);
+  d->state = s;
+  d->attempt_count = (int)sq_col_i64(st, i + 8);
+  d->cycle_base = (int)sq_col_i64(st, i + 9);
+  d->cycle_started_ms = sq_col_i64(st, i + 10);
+  d->next_attempt_ms = sq_col_i64(st, i + 11);
+  d->lease_owner = sq_col_str(st, i + 12);
+  d->lease_token = sq_col_i64(st, i + 13);
+  d->leased_until_ms = sq_col_i64(st, i + 14);
+  d->last_error = sq_col_str(st, i + 15);
+  d->last_status = (int)sq_col_i64(st, i + 16);
+  d->policy_id = sq_col_i64(st, i + 17);
+  d->created_ms = sq_col_i64(st, i + 18);
+  d->updated_ms = sq_col_i64(st, i + 19);
+  d->delivered_ms = sq_col_i64(st, i + 20);
+  d->dead_ms = sq_col_i64(st, i + 21);
+  d->dead_reason = sq_col_str(st, i + 22);
+  const char *kind = (const char *)sqlite3_column_text(st, i + 23);
+  d->replay_cycle = kind && strcmp(kind, "replay") == 0;
+}
+
+static int read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **out,
+                           size_t *n) {
+  size_t cap = 8, len = 0;
+  hookd_delivery *v = malloc(cap * sizeof *v);
+  if (!v) return HOOKD_STORE_ERR;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      hookd_delivery *nv = realloc(v, (cap *= 2) * sizeof *v);
+      if (!nv) {
+        hookd_deliveries_free(v, len);
+        return HOOKD_STORE_ERR;
+      }
+      v = nv;
+    }
+    sq_read_delivery(st, 0, &v[len++]);
+  }
+  if (rc != SQLITE_DONE) {
+    hookd_deliveries_free(v, len);
+    return sq_fail(c, "read deliveries");
+  }
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}
+
+/* ---------- publish ---------- */
+
+static int count_deliveries(hookd_store_conn *c, int64_t event_seq, int *n) {
+  sqlite3_stmt *st =
+      sq_stmt(c, SQ_EV_COUNT_DL, "SELECT COUNT(*) FROM deliveries WHERE event_seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, event_seq);
+  if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "count deliveries");
+  *n = (int)sq_col_i64(st, 0);
+  return HOOKD_STORE_OK;
+}
+
+static int event_by_key(hookd_store_conn *c, const char *tenant_id, const char *id,
+                        int64_t *seq, unsigned char hash[32]) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_BY_KEY,
+                             "SELECT seq, request_hash FROM events WHERE id = ?1 AND tenant_id = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_text(st, 2, tenant_id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "find event");
+  *seq = sq_col_i64(st, 0);
+  memset(hash, 0, 32);
+  if (sqlite3_column_bytes(st, 1) == 32) memcpy(hash, sqlite3_column_blob(st, 1), 32);
+  return HOOKD_STORE_OK;
+}
+
+static int idem_set_event(hookd_store_conn *c, const hookd_publish_req *req, int64_t seq) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_IDEM_SET,
+                             "UPDATE idempotency_keys SET event_seq = ?3"
+                             " WHERE tenant_id = ?1 AND key = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, req->tenant_id);
+  sq_bind_text(st, 2, req->idempotency_key);
+  sq_bind_i64(st, 3, seq);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "set idempotency key");
+}
+
+int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res) {
+  memset(res, 0, sizeof *res);
+  hookd_tenant t;
+  int rc = sq_tenant_get(c, req->tenant_id, &t);
+  if (rc) return rc;
+  hookd_tenant_free(&t);
+
+  int idem_new = 0;
+  if (req->idempotency_key) {
+    sqlite3_stmt *st = sq_stmt(c, SQ_IDEM_INSERT,
+                               "INSERT INTO idempotency_keys(tenant_id, key, request_hash,"
+                               " created_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, req->tenant_id);
+    sq_bind_text(st, 2, req->idempotency_key);
+    sqlite3_bind_blob(st, 3, req->request_hash, 32, SQLITE_STATIC);
+    sq_bind_i64(st, 4, req->now_ms);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert idempotency key");
+    if (sqlite3_changes(c->db) == 0) {
+      st = sq_stmt(c, SQ_IDEM_GET,
+                   "SELECT i.request_hash, i.event_seq, e.id FROM idempotency_keys i"
+                   " JOIN events e ON e.seq = i.event_seq WHERE i.tenant_id = ?1 AND i.key = ?2");
+      if (!st) return HOOKD_STORE_ERR;
+      sq_bind_text(st, 1, req->tenant_id);
+      sq_bind_text(st, 2, req->idempotency_key);
+      if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "read idempotency key");
+      if (sqlite3_column_bytes(st, 0) != 32 ||
+          memcmp(sqlite3_column_blob(st, 0), req->request_hash, 32) != 0) {
+        snprintf(c->err, sizeof c->err,
+                 "Idempotency-Key was already used with a different request body");
+        return HOOKD_STORE_CONFLICT;
+      }
+      int64_t seq = sq_col_i64(st, 1);
+      res->event_id = sq_col_str(st, 2);
+      res->duplicate = true;
+      return count_deliveries(c, seq, &res->n_deliveries);
+    }
+    idem_new = 1;
+  }
+
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT,
+                             "INSERT INTO events(id, tenant_id, type, body, request_hash,"
+                             " occurred_at, created_at, expires_at)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                             " ON CONFLICT(id, tenant_id) DO NOTHING");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, req->event_id);
+  sq_bind_text(st, 2, req->tenant_id);
+  sq_bind_text(st, 3, req->type);
+  sqlite3_bind_blob(st, 4, req->body, (int)req->body_len, SQLITE_STATIC);
+  sqlite3_bind_blob(st, 5, req->request_hash, 32, SQLITE_STATIC);
+  sq_bind_i64(st, 6, req->occurred_ms);
+  sq_bind_i64(st, 7, req->now_ms);
+  sq_bind_i64_or_null(st, 8, req->expires_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert event");
+
+  int64_t seq = 0;
+  if (sqlite3_changes(c->db) == 0) {
+    unsigned char hash[32];
+    if ((rc = event_by_key(c, req->tenant_id, req->event_id, &seq, hash)) != 0) return rc;
+    if (memcmp(hash, req->request_hash, 32) != 0) {
+      snprintf(c->err, sizeof c->err, "event id already used with a different request body");
+      return HOOKD_STORE_CONFLICT;
+    }
+    if (idem_new && (rc = idem_set_event(c, req, seq)) != 0) return rc;
+    res->event_id = strdup(req->event_id);
+    res->duplicate = true;
+    return count_deliveries(c, seq, &res->n_deliveries);
+  }
+  seq = sqlite3_last_insert_rowid(c->db);
+  if (idem_new && (rc = idem_set_event(c, req, seq)) != 0) return rc;
+  res->event_id = strdup(req->event_id);
+  res->due_ms = req->now_ms;
+
+  /* Fan-out: one delivery per live, enabled endpoint whose filter matches. */
+  sqlite3_stmt *eps = sq_stmt(c, SQ_EP_FANOUT,
+                              "SELECT id, event_types, policy_id FROM endpoints"
+                              " WHERE tenant_id = ?1 AND deleted_at IS NULL AND enabled = 1");
+  if (!eps) return HOOKD_STORE_ERR;
+  sq_bind_text(eps, 1, req->tenant_id);
+  sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT,
+                              "INSERT INTO deliveries(id, event_seq, endpoint_id, tenant_id, state,"
+                              " cycle_started_at, next_attempt_at, policy_id, created_at,"
+                              " updated_at) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?5, ?5)"
+                              " ON CONFLICT(event_seq, endpoint_id) DO NOTHING");
+  if (!ins) return HOOKD_STORE_ERR;
+  while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
+    const char *filter = (const char *)sqlite3_column_text(eps, 1);
+    if (!hookd_filter_match(filter, req->type)) continue;
+    char did[HOOKD_ID_MAX];
+    if (hookd_id_new("dlv", req->now_ms, did) != 0) return HOOKD_STORE_ERR;
+    sqlite3_reset(ins);
+    sq_bind_text(ins, 1, did);
+    sq_bind_i64(ins, 2, seq);
+    sqlite3_bind_text(ins, 3, (const char *)sqlite3_column_text(eps, 0), -1, SQLITE_TRANSIENT);
+    sq_bind_text(ins, 4, req->tenant_id);
+    sq_bind_i64(ins, 5, req->now_ms);
+    sq_bind_i64(ins, 6, sq_col_i64(eps, 2));
+    if (sqlite3_step(ins) != SQLITE_DONE) return sq_fail(c, "insert delivery");
+    if (sqlite3_changes(c->db) == 0) continue;
+    res->n_deliveries++;
+    if (res->n_endpoints < HOOKD_FANOUT_MAX)
+      res->endpoints[res->n_endpoints++] = sq_col_str(eps, 0);
+    else
+      res->endpoints_truncated = true;
+  }
+  if (rc != SQLITE_DONE) return sq_fail(c, "fan-out");
+  return HOOKD_STORE_OK;
+}
+
+/* ---------- reads ---------- */
+
+int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hookd_event *ev,
+                 hookd_delivery **dl, size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_GET,
+                             "SELECT seq, id, tenant_id, type, body, occurred_at, created_at,"
+                             " expires_at FROM events WHERE id = ?1"
+                             " AND (?2 IS NULL OR tenant_id = ?2) LIMIT 2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_text(st, 2, tenant_id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "get event");
+  memset(ev, 0, sizeof *ev);
+  ev->seq = sq_col_i64(st, 0);
+  ev->id = sq_col_str(st, 1);
+  ev->tenant_id = sq_col_str(st, 2);
+  ev->type = sq_col_str(st, 3);
+  ev->body_len = (size_t)sqlite3_column_bytes(st, 4);
+  ev->body = malloc(ev->body_len + 1);
+  if (ev->body) {
+    memcpy(ev->body, sqlite3_column_blob(st, 4), ev->body_len);
+    ev->body[ev->body_len] = '\0';
+  }
+  ev->occurred_ms = sq_col_i64(st, 5);
+  ev->created_ms = sq_col_i64(st, 6);
+  ev->expires_ms = sq_col_i64(st, 7);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    hookd_event_free(ev);
+    snprintf(c->err, sizeof c->err, "event id is used by several tenants");
+    return HOOKD_STORE_CONFLICT;
+  }
+  if (!ev->body) {
+    hookd_event_free(ev);
+    return HOOKD_STORE_ERR;
+  }
+  if (!dl) return HOOKD_STORE_OK;
+  st = sq_stmt(c, SQ_DL_BY_EVENT,
+               "SELECT " SQ_DELIVERY_COLS " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+               " WHERE d.event_seq = ?1 ORDER BY d.id");
+  if (!st) {
+    hookd_event_free(ev);
+    return HOOKD_STORE_ERR;
+  }
+  sq_bind_i64(st, 1, ev->seq);
+  if ((rc = read_deliveries(c, st, dl, n)) != 0) hookd_event_free(ev);
+  return rc;
+}
+
+int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hookd_attempt **att,
+                    size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_DL_GET,
+                             "SELECT " SQ_DELIVERY_COLS
+                             " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+                             " WHERE d.id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "get delivery");
+  sq_read_delivery(st, 0, d);
+  if (!att) return HOOKD_STORE_OK;
+
+  st = sq_stmt(c, SQ_DL_ATTEMPTS,
+               "SELECT attempt_number, started_at, finished_at, outcome, http_status, latency_ms,"
+               " error, response, lease_token, kind FROM attempts WHERE delivery_seq = ?1"
+               " ORDER BY attempt_number");
+  if (!st) goto fail;
+  sq_bind_i64(st, 1, d->seq);
+  size_t cap = 4, len = 0;
+  hookd_attempt *v = malloc(cap * sizeof *v);
+  if (!v) goto fail;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      hookd_attempt *nv = realloc(v, (cap *= 2) * sizeof *v);
+      if (!nv) {
+        hookd_attempts_free(v, len);
+        goto fail;
+      }
+      v = nv;
+    }
+    hookd_attempt *a = &v[len++];
+    memset(a, 0, sizeof *a);
+    a->number = (int)sq_col_i64(st, 0);
+    a->started_ms = sq_col_i64(st, 1);
+    a->finished_ms = sq_col_i64(st, 2);
+    a->outcome = sq_col_str(st, 3);
+    a->http_status = (int)sq_col_i64(st, 4);
+    a->latency_ms = sq_col_i64(st, 5);
+    a->error = sq_col_str(st, 6);
+    a->response_len = (size_t)sqlite3_column_bytes(st, 7);
+    if (a->response_len) {
+      a->response = malloc(a->response_len + 1);
+      if (a->response) {
+        memcpy(a->response, sqlite3_column_blob(st, 7), a->response_len);
+        a->response[a->response_len] = '\0';
+      } else {
+        a->response_len = 0;
+      }
+    }
+    a->lease_token = sq_col_i64(st, 8);
+    a->trigger = sq_col_str(st, 9);
+  }
+  if (rc != SQLITE_DONE) {
+    hookd_attempts_free(v, len);
+    sq_fail(c, "read attempts");
+    goto fail;
+  }
+  *att = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+fail:
+  hookd_delivery_free(d);
+  return HOOKD_STORE_ERR;
+}
+
+int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_delivery **out,
+                     size_t *n) {
+  /* One statement per filter shape, so each is prepared once and uses the tenant index. */
+  static const char *base = "SELECT " SQ_DELIVERY_COLS
+                            " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+                            " WHERE d.tenant_id = ?1 AND (?2 = '' OR d.id < ?2)";
+  char sql[1024];
+  enum sq_stmt_id id;
+  const char *extra;
+  if (f->endpoint_id && f->state >= 0) {
+    id = SQ_DL_LIST_EP_STATE;
+    extra = " AND d.endpoint_id = ?4 AND d.state = ?5";
+  } else if (f->endpoint_id) {
+    id = SQ_DL_LIST_EP;
+    extra = " AND d.endpoint_id = ?4";
+  } else if (f->state >= 0) {
+    id = SQ_DL_LIST_STATE;
+    extra = " AND d.state = ?5";
+  } else {
+    id = SQ_DL_LIST;
+    extra = "";
+  }
+  if (f->event_id) {
+    /* Rare: deliveries of one event are few; filter in the same statement family. */
+    id = SQ_DL_LIST_EVENT;
+    extra = " AND e.id = ?6 AND (?4 IS NULL OR d.endpoint_id = ?4) AND (?5 IS NULL OR d.state = ?5)";
+  }
+  snprintf(sql, sizeof sql, "%s%s ORDER BY d.id DESC LIMIT ?3", base, extra);
+  sqlite3_stmt *st = sq_stmt(c, id, sql);
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, f->tenant_id);
+  sq_bind_text(st, 2, f->after_id ? f->after_id : "");
+  sq_bind_i64(st, 3, f->limit);
+  sq_bind_text(st, 4, f->endpoint_id);
+  sq_bind_text(st, 5, f->state >= 0 ? hookd_dstate_name((hookd_dstate)f->state) : NULL);
+  if (f->event_id) sq_bind_text(st, 6, f->event_id);
+  return read_deliveries(c, st, out, n);
+}
+
+int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
+  hookd_delivery d;
+  int rc = sq_delivery_get(c, id, &d, NULL, NULL);
+  if (rc) return rc;
+  hookd_dstate to;
+  if (hookd_dstate_next(d.state, HOOKD_DT_REPLAY, &to) != 0) {
+    snprintf(c->err, sizeof c->err, "a %s delivery cannot be replayed%s",
+             hookd_dstate_name(d.state),
+             hookd_dstate_active(d.state) ? ": it is already scheduled" : "");
+    hookd_delivery_free(&d);
+    return HOOKD_STORE_STATE;
+  }
+  hookd_endpoint ep;
+  rc = sq_endpoint_get(c, d.endpoint_id, &ep);
+  if (rc == HOOKD_STORE_NOTFOUND) {
+    snprintf(c->err, sizeof c->err, "its endpoint was deleted");
+    rc = HOOKD_STORE_STATE;
+  } else if (rc == 0 && !ep.enabled) {
+    snprintf(c->err, sizeof c->err, "its endpoint is disabled");
+    rc = HOOKD_STORE_STATE;
+  }
+  if (rc == 0) hookd_endpoint_free(&ep);
+  int64_t seq = d.seq;
+  hookd_delivery_free(&d);
+  if (rc) return rc;
+
+  sqlite3_stmt *st = sq_stmt(c, SQ_DL_REPLAY,
+                             "UPDATE deliveries SET state = 'pending', cycle_base = attempt_count,"
+                             " cycle_kind = 'replay', cycle_started_at = ?2, next_attempt_at = ?2,"
+                             " dead_at = NULL, dead_reason = NULL, updated_at = ?2"
+                             " WHERE seq = ?1 AND state IN ('delivered','dead')");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, seq);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "replay");
+  if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_STATE;
+  return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
+}
+
+/* ---------- dispatcher ---------- */
+
+static int next_due(hookd_store_conn *c, const char *endpoint_id, int64_t now_ms, int64_t *due) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_NEXT_DUE,
+                             "SELECT next_attempt_at FROM deliveries WHERE endpoint_id = ?1"
+                             " AND state IN ('pending','retrying')"
+                             " AND (leased_until IS NULL OR leased_until <= ?2)"
+                             " ORDER BY next_attempt_at LIMIT 1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, endpoint_id);
+  sq_bind_i64(st, 2, now_ms);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    *due = sq_col_i64(st, 0);
+  else if (rc == SQLITE_DONE)
+    *due = 0;
+  else
+    return sq_fail(c, "next due");
+  return HOOKD_STORE_OK;
+}
+
+static int cmp_claimed(const void *a, const void *b) {
+  const hookd_claimed *x = a, *y = b;
+  if (x->d.next_attempt_ms != y->d.next_attempt_ms)
+    return x->d.next_attempt_ms < y->d.next_attempt_ms ? -1 : 1;
+  return x->d.seq < y->d.seq ? -1 : x->d.seq > y->d.seq;
+}
+
+int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
+             int64_t *next_due_ms) {
+  *out = NULL;
+  *n = 0;
+  sqlite3_stmt *st = sq_stmt(
+      c, SQ_CLAIM,
+      "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1,"
+      " leased_until = ?4 WHERE seq IN (SELECT seq FROM deliveries WHERE endpoint_id = ?1"
+      " AND state IN ('pending','retrying') AND next_attempt_at <= ?3"
+      " AND (leased_until IS NULL OR leased_until <= ?3) ORDER BY next_attempt_at LIMIT ?5)"
+      " RETURNING seq, id, event_seq, endpoint_id, tenant_id, state, attempt_count, cycle_base,"
+      " cycle_started_at, next_attempt_at, lease_token, leased_until, policy_id, created_at,"
+      " cycle_kind");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, req->endpoint_id);
+  sq_bind_text(st, 2, req->owner);
+  sq_bind_i64(st, 3, req->now_ms);
+  sq_bind_i64(st, 4, req->now_ms + req->lease_ms);
+  sq_bind_i64(st, 5, req->limit);
+  hookd_claimed *v = calloc((size_t)(req->limit > 0 ? req->limit : 1), sizeof *v);
+  if (!v) return HOOKD_STORE_ERR;
+  size_t len = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && len < (size_t)req->limit) {
+    hookd_delivery *d = &v[len++].d;
+    d->seq = sq_col_i64(st, 0);
+    d->id = sq_col_str(st, 1);
+    d->event_seq = sq_col_i64(st, 2);
+    d->endpoint_id = sq_col_str(st, 3);
+    d->tenant_id = sq_col_str(st, 4);
+    const char *state = (const char *)sqlite3_column_text(st, 5);
+    hookd_dstate s = HOOKD_DS_PENDING;
+    if (state) hookd_dstate_parse(state, &s);
+    d->state = s;
+    d->attempt_count = (int)sq_col_i64(st, 6);
+    d->cycle_base = (int)sq_col_i64(st, 7);
+    d->cycle_started_ms = sq_col_i64(st, 8);
+    d->next_attempt_ms = sq_col_i64(st, 9);
+    d->lease_token = sq_col_i64(st, 10);
+    d->leased_until_ms = sq_col_i64(st, 11);
+    d->policy_id = sq_col_i64(st, 12);
+    d->created_ms = sq_col_i64(st, 13);
+    const char *kind = (const char *)sqlite3_column_text(st, 14);
+    d->replay_cycle = kind && strcmp(kind, "replay") == 0;
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    for (size_t i = 0; i < len; i++) hookd_claimed_free(&v[i]);
+    free(v);
+    return sq_fail(c, "claim");
+  }
+  sqlite3_reset(st);
+
+  sqlite3_stmt *det = sq_stmt(c, SQ_CLAIM_DETAIL,
+                              "SELECT e.id, e.type, e.body, e.expires_at, p.id, p.max_attempts,"
+                              " p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms"
+                              " FROM events e, retry_policies p WHERE e.seq = ?1 AND p.id = ?2");
+  for (size_t i = 0; det && i < len; i++) {
+    sqlite3_reset(det);
+    sq_bind_i64(det, 1, v[i].d.event_seq);
+    sq_bind_i64(det, 2, v[i].d.policy_id);
+    if (sqlite3_step(det) != SQLITE_ROW) {
+      det = NULL;
+      break;
+    }
+    v[i].d.event_id = sq_col_str(det, 0);
+    v[i].d.event_type = sq_col_str(det, 1);
+    v[i].body_len = (size_t)sqlite3_column_bytes(det, 2);
+    v[i].body = malloc(v[i].body_len + 1);
+    if (!v[i].body) {
+      det = NULL;
+      break;
+    }
+    memcpy(v[i].body, sqlite3_column_blob(det, 2), v[i].body_len);
+    v[i].body[v[i].body_len] = '\0';
+    v[i].expires_ms = sq_col_i64(det, 3);
+    sq_read_policy(det, 4, &v[i].policy);
+  }
+  if (!det || (rc = next_due(c, req->endpoint_id, req->now_ms, next_due_ms)) != 0) {
+    for (size_t i = 0; i < len; i++) hookd_claimed_free(&v[i]);
+    free(v);
+    return sq_fail(c, "claim details");
+  }
+  qsort(v, len, sizeof *v, cmp_claimed);
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}
+
+int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o) {
+  const char *to = hookd_dstate_name(o->to);
+  int terminal = !hookd_dstate_active(o->to);
+  sqlite3_stmt *st = sq_stmt(
+      c, SQ_OUTCOME,
+      "UPDATE deliveries SET state = ?4,"
+      " attempt_count = CASE WHEN ?5 > 0 THEN ?5 ELSE attempt_count END,"
+      " next_attempt_at = ?6, last_error = ?7,"
+      " last_status = CASE WHEN ?5 > 0 THEN ?8 ELSE last_status END,"
+      " lease_owner = NULL, leased_until = NULL, updated_at = ?9,"
+      " delivered_at = CASE WHEN ?4 = 'delivered' THEN ?9 ELSE delivered_at END,"
+      " dead_at = CASE WHEN ?4 = 'dead' THEN ?9 ELSE dead_at END,"
+      " dead_reason = CASE WHEN ?4 = 'dead' THEN ?10 ELSE dead_reason END"
+      " WHERE seq = ?1 AND lease_token = ?2 AND state = ?3");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, o->delivery_seq);
+  sq_bind_i64(st, 2, o->lease_token);
+  sq_bind_text(st, 3, hookd_dstate_name(o->from));
+  sq_bind_text(st, 4, to);
+  sq_bind_i64(st, 5, o->attempt_number);
+  if (terminal)
+    sqlite3_bind_null(st, 6);
+  else
+    sq_bind_i64(st, 6, o->next_attempt_ms);
+  sq_bind_text(st, 7, o->last_error);
+  sq_bind_i64_or_null(st, 8, o->attempt.http_status);
+  sq_bind_i64(st, 9, o->now_ms);
+  sq_bind_text(st, 10, o->dead_reason);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
+  if (sqlite3_changes(c->db) != 1) {
+    snprintf(c->err, sizeof c->err, "lease token %lld is no longer current",
+             (long long)o->lease_token);
+    return HOOKD_STORE_STALE;
+  }
+
+  if (o->attempt_number > 0) {
+    const hookd_attempt *a = &o->attempt;
+    st = sq_stmt(c, SQ_ATTEMPT_INSERT,
+                 "INSERT INTO attempts(delivery_seq, attempt_number, started_at, finished_at,"
+                 " outcome, http_status, latency_ms, error, response, lease_token, kind)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, o->delivery_seq);
+    sq_bind_i64(st, 2, o->attempt_number);
+    sq_bind_i64(st, 3, a->started_ms);
+    sq_bind_i64(st, 4, a->finished_ms);
+    sq_bind_text(st, 5, a->outcome);
+    sq_bind_i64_or_null(st, 6, a->http_status);
+    sq_bind_i64(st, 7, a->latency_ms);
+    sq_bind_text(st, 8, a->error);
+    if (a->response_len)
+      sqlite3_bind_blob(st, 9, a->response,
+                        (int)(a->response_len > HOOKD_EXCERPT_MAX ? HOOKD_EXCERPT_MAX
+                                                                  : a->response_len),
+                        SQLITE_STATIC);
+    sq_bind_i64(st, 10, o->lease_token);
+    sq_bind_text(st, 11, a->trigger ? a->trigger : "live");
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert attempt");
+  }
+  if (o->disable_endpoint && o->endpoint_id) {
+    st = sq_stmt(c, SQ_EP_DISABLE,
+                 "UPDATE endpoints SET enabled = 0, disabled_reason = ?2, updated_at = ?3"
+                 " WHERE id = ?1 AND deleted_at IS NULL");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, o->endpoint_id);
+    sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
+    sq_bind_i64(st, 3, o->now_ms);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "disable endpoint");
+  }
+  return HOOKD_STORE_OK;
+}
+
+int sq_release_lease(hookd_store_conn *c, int64_t seq, int64_t token) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RELEASE,
+                             "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL"
+                             " WHERE seq = ?1 AND lease_token = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, seq);
+  sq_bind_i64(st, 2, token);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "release lease");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_STALE;
+}
+
+/* Appends (endpoint, due) to a hint list. */
+static int hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    hookd_due_hint *nv = realloc(*v, nc * sizeof **v);
+    if (!nv) return -1;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[*n].endpoint_id = strdup(ep);
+  if (!(*v)[*n].endpoint_id) return -1;
+  (*v)[(*n)++].due_ms = due;
+  return 0;
+}
+
+/* Like hint_push, but keeps one entry per endpoint with the earliest due (small lists). */
+static int hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
+  for (size_t i = 0; i < *n; i++) {
+    if (strcmp((*v)[i].endpoint_id, ep) == 0) {
+      if (due < (*v)[i].due_ms) (*v)[i].due_ms = due;
+      return 0;
+    }
+  }
+  return hint_push(v, n, cap, ep, due);
+}
+
+int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
+                      hookd_due_hint **hints, size_t *n) {
+  sqlite3_stmt *st;
+  if (owner) {
+    st = sq_stmt(c, SQ_RECLAIM_OWNER,
+                 "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL,"
+                 " lease_token = lease_token + 1 WHERE seq IN (SELECT seq FROM deliveries"
+                 " WHERE leased_until IS NOT NULL AND lease_owner = ?1 LIMIT ?3)"
+                 " RETURNING endpoint_id, next_attempt_at, state");
+  } else {
+    st = sq_stmt(c, SQ_RECLAIM_EXPIRED,
+                 "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL,"
+                 " lease_token = lease_token + 1 WHERE seq IN (SELECT seq FROM deliveries"
+                 " WHERE leased_until IS NOT NULL AND leased_until <= ?2 LIMIT ?3)"
+                 " RETURNING endpoint_id, next_attempt_at, state");
+  }
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, owner);
+  sq_bind_i64(st, 2, now_ms);
+  sq_bind_i64(st, 3, limit);
+  hookd_due_hint *v = NULL;
+  size_t len = 0, cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *state = (const char *)sqlite3_column_text(st, 2);
+    if (!state || (strcmp(state, "pending") != 0 && strcmp(state, "retrying") != 0)) continue;
+    if (hint_add(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
+                 sq_col_i64(st, 1)) != 0) {
+      hookd_due_hints_free(v, len);
+      return HOOKD_STORE_ERR;
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    hookd_due_hints_free(v, len);
+    return sq_fail(c, "reclaim leases");
+  }
+  *hints = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}
+
+int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
+  sqlite3_stmt *st = sq_stmt(
+      c, SQ_DUE_HINTS,
+      "SELECT e.id, (SELECT d.next_attempt_at FROM deliveries d WHERE d.endpoint_id = e.id"
+      " AND d.state IN ('pending','retrying') AND (d.leased_until IS NULL OR d.leased_until <= ?1)"
+      " ORDER BY d.next_attempt_at LIMIT 1) FROM endpoints e"
+      " WHERE e.deleted_at IS NULL AND e.enabled = 1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, now_ms);
+  hookd_due_hint *v = NULL;
+  size_t len = 0, cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (sqlite3_column_type(st, 1) == SQLITE_NULL) continue;
+    if (hint_push(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
+                 sq_col_i64(st, 1)) != 0) {
+      hookd_due_hints_free(v, len);
+      return HOOKD_STORE_ERR;
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    hookd_due_hints_free(v, len);
+    return sq_fail(c, "due hints");
+  }
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}

@@ -1,0 +1,99 @@
+/* sqlite_int.h — internals shared by the SQLite backend's files: the connection struct, the
+ * prepared-statement cache and small bind/column helpers. Nothing outside src/store/sqlite/
+ * includes this. */
+#ifndef HOOKD_STORE_SQLITE_INT_H
+#define HOOKD_STORE_SQLITE_INT_H
+
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+/* Every cached statement has an id; its SQL is written where it is used (sq_stmt). */
+enum sq_stmt_id {
+  SQ_TENANT_INSERT, SQ_TENANT_GET,
+  SQ_POLICY_INSERT, SQ_POLICY_GET,
+  SQ_EP_INSERT, SQ_EP_GET, SQ_EP_LIST, SQ_EP_UPDATE, SQ_EP_DELETE, SQ_EP_CANCEL, SQ_EP_SINCE,
+  SQ_EP_COUNT, SQ_EP_FANOUT, SQ_EP_DISABLE,
+  SQ_IDEM_INSERT, SQ_IDEM_GET, SQ_IDEM_SET,
+  SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
+  SQ_DL_INSERT, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY,
+  SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
+  SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_ATTEMPT_INSERT, SQ_RELEASE,
+  SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_DUE_HINTS,
+  SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
+  SQ__COUNT
+};
+
+typedef struct sq_shared sq_shared; /* path and checkpointer, sqlite_conn.c */
+
+struct hookd_store_conn {
+  sqlite3 *db;
+  int writer;
+  sq_shared *sh;
+  char err[256];
+  sqlite3_stmt *stmts[SQ__COUNT];
+};
+
+/* Returns the cached statement (reset, bindings cleared), preparing it on first use; NULL on
+ * error with c->err set. */
+sqlite3_stmt *sq_stmt(hookd_store_conn *c, enum sq_stmt_id id, const char *sql);
+/* Records sqlite's error message in c->err and returns HOOKD_STORE_ERR. */
+int sq_fail(hookd_store_conn *c, const char *what);
+/* Executes one statement without results. */
+int sq_exec(hookd_store_conn *c, const char *sql);
+
+void sq_bind_text(sqlite3_stmt *st, int i, const char *s); /* NULL binds NULL */
+void sq_bind_i64(sqlite3_stmt *st, int i, int64_t v);
+void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v); /* 0 binds NULL */
+char *sq_col_str(sqlite3_stmt *st, int i);                   /* strdup, NULL for NULL */
+int64_t sq_col_i64(sqlite3_stmt *st, int i);                 /* 0 for NULL */
+
+/* Migrations, sqlite_schema.c. */
+int sq_migrate(hookd_store_conn *c);
+
+/* Row readers shared between files. */
+void sq_read_policy(sqlite3_stmt *st, int first_col, hookd_retry_policy *p);
+/* The delivery column list every delivery query selects (with table alias d and events e). */
+#define SQ_DELIVERY_COLS                                                                        \
+  "d.seq, d.id, d.event_seq, e.id, e.type, d.endpoint_id, d.tenant_id, d.state, "               \
+  "d.attempt_count, d.cycle_base, d.cycle_started_at, d.next_attempt_at, d.lease_owner, "       \
+  "d.lease_token, d.leased_until, d.last_error, d.last_status, d.policy_id, d.created_at, "     \
+  "d.updated_at, d.delivered_at, d.dead_at, d.dead_reason, d.cycle_kind"
+#define SQ_DELIVERY_NCOLS 24
+void sq_read_delivery(sqlite3_stmt *st, int first_col, hookd_delivery *d);
+
+/* The ops implemented in each file, assembled into the table in sqlite_conn.c. */
+int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t);
+int sq_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out);
+int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant);
+int sq_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out);
+int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
+                     hookd_endpoint **out, size_t *n);
+int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
+int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
+int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
+int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res);
+int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hookd_event *ev,
+                 hookd_delivery **dl, size_t *n);
+int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hookd_attempt **att,
+                    size_t *n);
+int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_delivery **out,
+                     size_t *n);
+int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out);
+int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
+             int64_t *next_due_ms);
+int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o);
+int sq_release_lease(hookd_store_conn *c, int64_t seq, int64_t token);
+int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
+                      hookd_due_hint **hints, size_t *n);
+int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
+int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k);
+int sq_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n);
+int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms);
+
+/* Opens the backend's shared state for a "sqlite:PATH" url. */
+int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen);
+void hookd_sqlite_shared_free(void *shared);
+extern const hookd_store_backend hookd_sqlite_backend;
+
+#endif

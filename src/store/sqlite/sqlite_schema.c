@@ -1,0 +1,173 @@
+/* sqlite_schema.c — the SQLite schema as numbered migrations, applied in order at start.
+ * A migration is never edited once released: add a new one. */
+#include <stdio.h>
+
+#include "core/clock.h"
+#include "store/sqlite/sqlite_int.h"
+
+static const struct {
+  int version;
+  const char *sql;
+} migrations[] = {
+    {1,
+     "CREATE TABLE tenants ("
+     "  id TEXT PRIMARY KEY,"
+     "  name TEXT NOT NULL DEFAULT '',"
+     "  created_at INTEGER NOT NULL"
+     ") WITHOUT ROWID;"
+
+     /* Immutable policy versions: an endpoint points at its current one, each delivery at the
+      * one it started with. */
+     "CREATE TABLE retry_policies ("
+     "  id INTEGER PRIMARY KEY,"
+     "  max_attempts INTEGER NOT NULL,"
+     "  base_ms INTEGER NOT NULL,"
+     "  cap_ms INTEGER NOT NULL,"
+     "  max_age_ms INTEGER NOT NULL,"
+     "  retry_after_cap_ms INTEGER NOT NULL,"
+     "  created_at INTEGER NOT NULL"
+     ");"
+
+     "CREATE TABLE endpoints ("
+     "  id TEXT PRIMARY KEY,"
+     "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+     "  url TEXT NOT NULL,"
+     "  description TEXT NOT NULL DEFAULT '',"
+     "  event_types TEXT,"
+     "  enabled INTEGER NOT NULL DEFAULT 1,"
+     "  disabled_reason TEXT,"
+     "  max_in_flight INTEGER NOT NULL,"
+     "  timeout_ms INTEGER NOT NULL,"
+     "  policy_id INTEGER NOT NULL REFERENCES retry_policies(id),"
+     "  secret TEXT NOT NULL,"
+     "  created_at INTEGER NOT NULL,"
+     "  updated_at INTEGER NOT NULL,"
+     "  deleted_at INTEGER"
+     ");"
+     "CREATE INDEX endpoints_tenant ON endpoints(tenant_id, id) WHERE deleted_at IS NULL;"
+     "CREATE INDEX endpoints_updated ON endpoints(updated_at);"
+
+     /* The payload is stored once, as the exact envelope bytes. (id, tenant_id) serves lookups
+      * by id alone and by tenant + id. */
+     "CREATE TABLE events ("
+     "  seq INTEGER PRIMARY KEY,"
+     "  id TEXT NOT NULL,"
+     "  tenant_id TEXT NOT NULL,"
+     "  type TEXT NOT NULL,"
+     "  body BLOB NOT NULL,"
+     "  request_hash BLOB NOT NULL,"
+     "  occurred_at INTEGER NOT NULL,"
+     "  created_at INTEGER NOT NULL,"
+     "  expires_at INTEGER,"
+     "  UNIQUE (id, tenant_id)"
+     ");"
+
+     "CREATE TABLE deliveries ("
+     "  seq INTEGER PRIMARY KEY,"
+     "  id TEXT NOT NULL UNIQUE,"
+     "  event_seq INTEGER NOT NULL REFERENCES events(seq),"
+     "  endpoint_id TEXT NOT NULL,"
+     "  tenant_id TEXT NOT NULL,"
+     "  state TEXT NOT NULL CHECK (state IN "
+     "    ('pending','retrying','delivered','dead','cancelled')),"
+     "  attempt_count INTEGER NOT NULL DEFAULT 0,"
+     "  cycle_base INTEGER NOT NULL DEFAULT 0,"
+     "  cycle_kind TEXT NOT NULL DEFAULT 'live',"
+     "  cycle_started_at INTEGER NOT NULL,"
+     "  next_attempt_at INTEGER,"
+     "  lease_owner TEXT,"
+     "  lease_token INTEGER NOT NULL DEFAULT 0,"
+     "  leased_until INTEGER,"
+     "  last_error TEXT,"
+     "  last_status INTEGER,"
+     "  policy_id INTEGER NOT NULL,"
+     "  created_at INTEGER NOT NULL,"
+     "  updated_at INTEGER NOT NULL,"
+     "  delivered_at INTEGER,"
+     "  dead_at INTEGER,"
+     "  dead_reason TEXT,"
+     "  UNIQUE (event_seq, endpoint_id)"
+     ");"
+     /* Only deliveries that may still be sent are in the due index. */
+     "CREATE INDEX deliveries_due ON deliveries(endpoint_id, next_attempt_at)"
+     "  WHERE state IN ('pending','retrying');"
+     "CREATE INDEX deliveries_leased ON deliveries(leased_until) WHERE leased_until IS NOT NULL;"
+     "CREATE INDEX deliveries_tenant ON deliveries(tenant_id, id);"
+
+     /* Append-only history. */
+     "CREATE TABLE attempts ("
+     "  delivery_seq INTEGER NOT NULL,"
+     "  attempt_number INTEGER NOT NULL,"
+     "  started_at INTEGER NOT NULL,"
+     "  finished_at INTEGER NOT NULL,"
+     "  outcome TEXT NOT NULL,"
+     "  http_status INTEGER,"
+     "  latency_ms INTEGER NOT NULL,"
+     "  error TEXT,"
+     "  response BLOB,"
+     "  lease_token INTEGER NOT NULL,"
+     "  kind TEXT NOT NULL,"
+     "  PRIMARY KEY (delivery_seq, attempt_number)"
+     ") WITHOUT ROWID;"
+     "CREATE TRIGGER attempts_no_update BEFORE UPDATE ON attempts"
+     "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only'); END;"
+     "CREATE TRIGGER attempts_no_delete BEFORE DELETE ON attempts"
+     "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only'); END;"
+
+     "CREATE TABLE idempotency_keys ("
+     "  tenant_id TEXT NOT NULL,"
+     "  key TEXT NOT NULL,"
+     "  request_hash BLOB NOT NULL,"
+     "  event_seq INTEGER,"
+     "  created_at INTEGER NOT NULL,"
+     "  PRIMARY KEY (tenant_id, key)"
+     ") WITHOUT ROWID;"
+
+     "CREATE TABLE api_keys ("
+     "  id TEXT PRIMARY KEY,"
+     "  hash BLOB NOT NULL UNIQUE,"
+     "  role TEXT NOT NULL,"
+     "  tenants TEXT,"
+     "  name TEXT NOT NULL DEFAULT '',"
+     "  created_at INTEGER NOT NULL,"
+     "  revoked_at INTEGER"
+     ");"},
+};
+
+int sq_migrate(hookd_store_conn *c) {
+  if (sq_exec(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                 " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)") != 0)
+    return HOOKD_STORE_ERR;
+  int64_t current = 0;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(c->db, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", -1,
+                         &st, NULL) != SQLITE_OK)
+    return sq_fail(c, "read schema version");
+  if (sqlite3_step(st) == SQLITE_ROW) current = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+
+  int latest = migrations[sizeof migrations / sizeof migrations[0] - 1].version;
+  if (current > latest) {
+    snprintf(c->err, sizeof c->err,
+             "database schema version %lld is newer than this hookd (%d): refusing to start",
+             (long long)current, latest);
+    return HOOKD_STORE_ERR;
+  }
+  for (size_t i = 0; i < sizeof migrations / sizeof migrations[0]; i++) {
+    if (migrations[i].version <= current) continue;
+    if (sq_exec(c, "BEGIN IMMEDIATE") != 0) return HOOKD_STORE_ERR;
+    char record[128];
+    snprintf(record, sizeof record,
+             "INSERT INTO schema_migrations(version, applied_at) VALUES (%d, %lld)",
+             migrations[i].version, (long long)hookd_now_ms());
+    if (sq_exec(c, migrations[i].sql) != 0 || sq_exec(c, record) != 0) {
+      char keep[256];
+      snprintf(keep, sizeof keep, "migration %d: %s", migrations[i].version, c->err);
+      sq_exec(c, "ROLLBACK");
+      snprintf(c->err, sizeof c->err, "%s", keep);
+      return HOOKD_STORE_ERR;
+    }
+    if (sq_exec(c, "COMMIT") != 0) return HOOKD_STORE_ERR;
+  }
+  return HOOKD_STORE_OK;
+}

@@ -1,0 +1,200 @@
+/* store.c — opening a store by URL, and the record helpers every backend shares. */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/sqlite/sqlite_int.h"
+#include "store/storeq.h"
+
+const char *hookd_store_strerror(int rc) {
+  switch (rc) {
+  case HOOKD_STORE_OK: return "ok";
+  case HOOKD_STORE_ERR: return "storage error";
+  case HOOKD_STORE_NOTFOUND: return "not found";
+  case HOOKD_STORE_EXISTS: return "already exists";
+  case HOOKD_STORE_CONFLICT: return "conflict";
+  case HOOKD_STORE_STALE: return "stale lease";
+  case HOOKD_STORE_STATE: return "illegal in the current state";
+  case HOOKD_STORE_LIMIT: return "limit reached";
+  }
+  return "unknown";
+}
+
+void hookd_tenant_free(hookd_tenant *t) {
+  free(t->id);
+  free(t->name);
+  memset(t, 0, sizeof *t);
+}
+
+void hookd_endpoint_free(hookd_endpoint *e) {
+  free(e->id);
+  free(e->tenant_id);
+  free(e->url);
+  free(e->description);
+  free(e->event_types);
+  free(e->disabled_reason);
+  if (e->secret) {
+    memset(e->secret, 0, strlen(e->secret));
+    free(e->secret);
+  }
+  memset(e, 0, sizeof *e);
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src) {
+  *dst = *src;
+  dst->id = dup_or_null(src->id);
+  dst->tenant_id = dup_or_null(src->tenant_id);
+  dst->url = dup_or_null(src->url);
+  dst->description = dup_or_null(src->description);
+  dst->event_types = dup_or_null(src->event_types);
+  dst->disabled_reason = dup_or_null(src->disabled_reason);
+  dst->secret = dup_or_null(src->secret);
+}
+
+void hookd_event_free(hookd_event *e) {
+  free(e->id);
+  free(e->tenant_id);
+  free(e->type);
+  free(e->body);
+  memset(e, 0, sizeof *e);
+}
+
+void hookd_delivery_free(hookd_delivery *d) {
+  free(d->id);
+  free(d->event_id);
+  free(d->event_type);
+  free(d->endpoint_id);
+  free(d->tenant_id);
+  free(d->lease_owner);
+  free(d->last_error);
+  free(d->dead_reason);
+  memset(d, 0, sizeof *d);
+}
+
+void hookd_attempt_free(hookd_attempt *a) {
+  free(a->outcome);
+  free(a->error);
+  free(a->response);
+  free(a->trigger);
+  memset(a, 0, sizeof *a);
+}
+
+void hookd_endpoints_free(hookd_endpoint *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_endpoint_free(&v[i]);
+  free(v);
+}
+
+void hookd_deliveries_free(hookd_delivery *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_delivery_free(&v[i]);
+  free(v);
+}
+
+void hookd_attempts_free(hookd_attempt *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_attempt_free(&v[i]);
+  free(v);
+}
+
+void hookd_publish_res_free(hookd_publish_res *r) {
+  free(r->event_id);
+  for (size_t i = 0; i < r->n_endpoints; i++) free(r->endpoints[i]);
+  memset(r, 0, sizeof *r);
+}
+
+void hookd_claimed_free(hookd_claimed *c) {
+  hookd_delivery_free(&c->d);
+  free(c->body);
+  c->body = NULL;
+}
+
+void hookd_due_hints_free(hookd_due_hint *v, size_t n) {
+  for (size_t i = 0; i < n; i++) free(v[i].endpoint_id);
+  free(v);
+}
+
+void hookd_api_key_free(hookd_api_key *k) {
+  free(k->id);
+  free(k->role);
+  free(k->tenants);
+  free(k->name);
+  memset(k, 0, sizeof *k);
+}
+
+void hookd_api_keys_free(hookd_api_key *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_api_key_free(&v[i]);
+  free(v);
+}
+
+bool hookd_filter_match(const char *filter, const char *type) {
+  if (!filter || !*filter) return true;
+  size_t tlen = strlen(type);
+  const char *p = filter;
+  while (*p) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == 1 && p[0] == '*') return true;
+    if (len >= 2 && p[len - 1] == '*' && p[len - 2] == '.') {
+      /* "a.b.*" matches "a.b.c" and deeper, not "a.b" itself */
+      if (tlen >= len && memcmp(type, p, len - 1) == 0) return true;
+    } else if (len == tlen && memcmp(type, p, len) == 0) {
+      return true;
+    }
+    if (!end) break;
+    p = end + 1;
+  }
+  return false;
+}
+
+int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err, size_t errlen) {
+  hookd_store *s = calloc(1, sizeof *s);
+  if (!s) {
+    snprintf(err, errlen, "out of memory");
+    return HOOKD_STORE_ERR;
+  }
+  if (strncmp(cfg->url, "sqlite:", 7) == 0 && cfg->url[7]) {
+    s->be = &hookd_sqlite_backend;
+    s->shared_free = hookd_sqlite_shared_free;
+    if (hookd_sqlite_shared_open(cfg->url + 7, &s->shared, err, errlen) != 0) goto fail;
+  } else {
+    snprintf(err, errlen, "unsupported store \"%s\" (expected sqlite:PATH)", cfg->url);
+    goto fail;
+  }
+
+  hookd_store_conn *wc = NULL, *rc = NULL;
+  if (s->be->open(s->shared, 1, &wc, err, errlen) != 0) goto fail;
+  if (s->be->migrate(wc) != 0) {
+    snprintf(err, errlen, "migrate: %s", s->be->errmsg(wc));
+    s->be->close(wc);
+    goto fail;
+  }
+  if (s->be->open(s->shared, 0, &rc, err, errlen) != 0) {
+    s->be->close(wc);
+    goto fail;
+  }
+  s->writer = hookd_storeq_start(s->be, wc, 1, cfg->max_batch, "store-writer");
+  s->reader = hookd_storeq_start(s->be, rc, 0, 1, "store-reader");
+  if (!s->writer || !s->reader) {
+    snprintf(err, errlen, "cannot start store threads");
+    if (s->writer) hookd_storeq_stop(s->writer); else s->be->close(wc);
+    if (s->reader) hookd_storeq_stop(s->reader); else s->be->close(rc);
+    s->writer = s->reader = NULL;
+    goto fail;
+  }
+  *out = s;
+  return HOOKD_STORE_OK;
+fail:
+  if (s->shared_free) s->shared_free(s->shared);
+  free(s);
+  return HOOKD_STORE_ERR;
+}
+
+void hookd_store_close(hookd_store *s) {
+  if (!s) return;
+  hookd_storeq_stop(s->reader);
+  hookd_storeq_stop(s->writer);
+  if (s->shared_free) s->shared_free(s->shared);
+  free(s);
+}

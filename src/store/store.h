@@ -1,0 +1,307 @@
+/* store.h — hookd's storage interface.
+ *
+ * Three pieces:
+ *  1. Records (tenant, endpoint, event, delivery, attempt, …) that every backend fills.
+ *  2. hookd_store_backend: a table of synchronous functions, one per operation the engine needs.
+ *     Each runs on a connection owned by one executor thread, inside the transaction (and
+ *     savepoint) the executor opened. SQL lives in the backend's directory only.
+ *  3. hookd_store: an opened store with two executors (storeq.h): the writer, which group-commits
+ *     every mutation, and the reader, which runs API queries on its own connection.
+ *
+ * Error convention: 0 on success, a negative HOOKD_STORE_* code otherwise; detail text (never a
+ * secret) in the connection's error buffer, read with backend->errmsg(). Strings in records are
+ * heap-allocated and owned by the record; free with the matching *_free(). */
+#ifndef HOOKD_STORE_STORE_H
+#define HOOKD_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/backoff.h"
+#include "core/delivery_state.h"
+
+enum {
+  HOOKD_STORE_OK = 0,
+  HOOKD_STORE_ERR = -1,      /* I/O or internal failure: retry later, answer 503 */
+  HOOKD_STORE_NOTFOUND = -2, /* the row addressed does not exist */
+  HOOKD_STORE_EXISTS = -3,   /* unique key taken by a different row */
+  HOOKD_STORE_CONFLICT = -4, /* same key, different content (idempotency) */
+  HOOKD_STORE_STALE = -5,    /* fenced out: the lease token is no longer current */
+  HOOKD_STORE_STATE = -6,    /* the operation is illegal in the row's current state */
+  HOOKD_STORE_LIMIT = -7,    /* a configured quota would be exceeded */
+};
+const char *hookd_store_strerror(int rc);
+
+/* ---------- records ---------- */
+
+typedef struct hookd_tenant {
+  char *id;
+  char *name;
+  int64_t created_ms;
+} hookd_tenant;
+
+typedef struct hookd_endpoint {
+  char *id;
+  char *tenant_id;
+  char *url;
+  char *description;
+  char *event_types;     /* comma-separated filter, NULL = every type; "a.*" matches a prefix */
+  bool enabled;
+  char *disabled_reason; /* why it was disabled (410, operator, …), NULL when enabled */
+  int max_in_flight;     /* concurrent requests to this endpoint */
+  int timeout_ms;        /* total request timeout */
+  hookd_retry_policy policy; /* current version (policy.id) */
+  char *secret;          /* signing secret as stored (sealed by the caller when encryption is on) */
+  int64_t created_ms;
+  int64_t updated_ms;
+  int64_t deleted_ms;    /* 0 unless deleted */
+} hookd_endpoint;
+
+typedef struct hookd_event {
+  int64_t seq;       /* store-internal key */
+  char *id;          /* public id, the webhook-id; unique per tenant */
+  char *tenant_id;
+  char *type;
+  char *body;        /* the exact envelope bytes sent on every attempt */
+  size_t body_len;
+  int64_t occurred_ms;
+  int64_t created_ms;
+  int64_t expires_ms; /* 0 = never */
+} hookd_event;
+
+typedef struct hookd_delivery {
+  int64_t seq;
+  char *id;          /* public id (dlv_…) */
+  int64_t event_seq;
+  char *event_id;
+  char *event_type;
+  char *endpoint_id;
+  char *tenant_id;
+  hookd_dstate state;
+  int attempt_count;        /* all attempts ever made */
+  int cycle_base;           /* attempt_count when the current cycle (creation/replay) began */
+  bool replay_cycle;        /* the current cycle was started by a replay */
+  int64_t cycle_started_ms;
+  int64_t next_attempt_ms;  /* when it may be sent (active states) */
+  char *lease_owner;
+  int64_t lease_token;      /* grows by one on every claim */
+  int64_t leased_until_ms;  /* 0 = not leased */
+  char *last_error;         /* category of the last failure */
+  int last_status;          /* HTTP status of the last attempt, 0 if none */
+  int64_t policy_id;
+  int64_t created_ms, updated_ms, delivered_ms, dead_ms;
+  char *dead_reason;
+} hookd_delivery;
+
+#define HOOKD_EXCERPT_MAX 4096 /* bytes of a response body kept with an attempt */
+
+typedef struct hookd_attempt {
+  int number;               /* 1-based, unique per delivery */
+  int64_t started_ms, finished_ms;
+  char *outcome;            /* classify.h outcome names */
+  int http_status;          /* 0 when no response */
+  int64_t latency_ms;
+  char *error;              /* transport error text, NULL on HTTP responses */
+  char *response;           /* excerpt, at most HOOKD_EXCERPT_MAX bytes */
+  size_t response_len;
+  int64_t lease_token;
+  char *trigger;            /* live, retry, replay */
+} hookd_attempt;
+
+void hookd_tenant_free(hookd_tenant *t);
+void hookd_endpoint_free(hookd_endpoint *e);
+void hookd_event_free(hookd_event *e);
+void hookd_delivery_free(hookd_delivery *d);
+void hookd_attempt_free(hookd_attempt *a);
+void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src);
+/* Free arrays of records. */
+void hookd_endpoints_free(hookd_endpoint *v, size_t n);
+void hookd_deliveries_free(hookd_delivery *v, size_t n);
+void hookd_attempts_free(hookd_attempt *v, size_t n);
+
+/* True when `type` passes the endpoint's comma-separated filter (NULL = everything; an entry
+ * ending in ".*" matches that prefix; "*" matches everything). */
+bool hookd_filter_match(const char *filter, const char *type);
+
+/* ---------- operation arguments ---------- */
+
+typedef struct hookd_publish_req {
+  const char *tenant_id;
+  const char *event_id;       /* caller's or generated */
+  const char *type;
+  const char *body;           /* envelope bytes */
+  size_t body_len;
+  const unsigned char *request_hash; /* 32 bytes: SHA-256 of the canonical request */
+  const char *idempotency_key;       /* NULL when absent */
+  int64_t occurred_ms, now_ms, expires_ms;
+} hookd_publish_req;
+
+#define HOOKD_FANOUT_MAX 64 /* endpoints reported back per publish (for dispatcher hints) */
+
+typedef struct hookd_publish_res {
+  char *event_id;             /* the event's id (the original one for a duplicate) */
+  int n_deliveries;           /* deliveries of the event */
+  bool duplicate;             /* an earlier identical request created it */
+  size_t n_endpoints;         /* endpoints that got a new delivery (first HOOKD_FANOUT_MAX) */
+  char *endpoints[HOOKD_FANOUT_MAX];
+  bool endpoints_truncated;   /* more endpoints than reported: rescan hints */
+  int64_t due_ms;             /* when the new deliveries are due */
+} hookd_publish_res;
+void hookd_publish_res_free(hookd_publish_res *r);
+
+typedef struct hookd_claim_req {
+  const char *endpoint_id;
+  const char *owner;          /* node id of the claimer */
+  int limit;
+  int64_t now_ms;
+  int64_t lease_ms;           /* leased_until = now + lease_ms */
+} hookd_claim_req;
+
+/* A claimed delivery with everything needed to send it. */
+typedef struct hookd_claimed {
+  hookd_delivery d;           /* seq, id, event_id, state, attempt_count, cycle, lease_token… */
+  char *body;                 /* envelope bytes */
+  size_t body_len;
+  int64_t expires_ms;
+  hookd_retry_policy policy;  /* the version the delivery started with */
+} hookd_claimed;
+void hookd_claimed_free(hookd_claimed *c);
+
+typedef struct hookd_outcome {
+  int64_t delivery_seq;
+  int64_t lease_token;        /* the token the attempt was made under (fencing) */
+  hookd_dstate from, to;
+  int attempt_number;         /* attempt_count after this attempt; 0 = no attempt row */
+  int64_t next_attempt_ms;
+  const char *last_error;     /* category or NULL on success */
+  const char *dead_reason;
+  const char *endpoint_id;    /* for disable_endpoint */
+  bool disable_endpoint;
+  const char *disable_reason;
+  int64_t now_ms;
+  hookd_attempt attempt;      /* the row to append (borrowed strings) */
+} hookd_outcome;
+
+typedef struct hookd_due_hint {
+  char *endpoint_id;
+  int64_t due_ms;             /* earliest next_attempt_at of unleased active deliveries */
+} hookd_due_hint;
+void hookd_due_hints_free(hookd_due_hint *v, size_t n);
+
+typedef struct hookd_delivery_filter {
+  const char *tenant_id;      /* required */
+  const char *endpoint_id;    /* optional */
+  const char *event_id;       /* optional */
+  int state;                  /* hookd_dstate or -1 for any */
+  const char *after_id;       /* pagination cursor: deliveries with id < after_id (newest first) */
+  int limit;
+} hookd_delivery_filter;
+
+typedef struct hookd_api_key {
+  char *id;                   /* key_…, public */
+  unsigned char hash[32];     /* SHA-256 of the secret token */
+  char *role;                 /* admin, operator, viewer, publisher */
+  char *tenants;              /* comma-separated scope, NULL = all tenants */
+  char *name;
+  int64_t created_ms;
+  int64_t revoked_ms;         /* 0 when active */
+} hookd_api_key;
+void hookd_api_key_free(hookd_api_key *k);
+void hookd_api_keys_free(hookd_api_key *v, size_t n);
+
+/* ---------- the backend ops table ---------- */
+
+typedef struct hookd_store_conn hookd_store_conn; /* backend-defined */
+
+typedef struct hookd_store_backend {
+  const char *name;
+  /* Opens a connection. writer != 0 for the connection that commits mutations. */
+  int (*open)(void *shared, int writer, hookd_store_conn **out, char *err, size_t errlen);
+  void (*close)(hookd_store_conn *c);
+  const char *(*errmsg)(hookd_store_conn *c);
+  /* Applies numbered migrations not yet applied. Runs once at start on the writer. */
+  int (*migrate)(hookd_store_conn *c);
+
+  /* Transactions, driven by the executor. */
+  int (*begin)(hookd_store_conn *c, int writer);
+  int (*commit)(hookd_store_conn *c);
+  int (*rollback)(hookd_store_conn *c);
+  int (*savepoint)(hookd_store_conn *c);
+  int (*release)(hookd_store_conn *c);
+  int (*rollback_to)(hookd_store_conn *c);
+
+  /* Tenants. */
+  int (*tenant_create)(hookd_store_conn *c, const hookd_tenant *t);
+  int (*tenant_get)(hookd_store_conn *c, const char *id, hookd_tenant *out);
+
+  /* Endpoints. create stores ep->policy as a new version and fills ep->policy.id.
+   * max_per_tenant > 0 refuses with HOOKD_STORE_LIMIT beyond that many live endpoints. */
+  int (*endpoint_create)(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant);
+  int (*endpoint_get)(hookd_store_conn *c, const char *id, hookd_endpoint *out);
+  int (*endpoint_list)(hookd_store_conn *c, const char *tenant_id, const char *after_id,
+                       int limit, hookd_endpoint **out, size_t *n);
+  /* Writes every mutable field of ep; a policy different from the stored current version
+   * becomes a new version (ep->policy.id updated). */
+  int (*endpoint_update)(hookd_store_conn *c, hookd_endpoint *ep);
+  /* Marks deleted and cancels its active deliveries. */
+  int (*endpoint_delete)(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
+  /* Live endpoints changed at or after since_ms (0 = all), including deleted ones. */
+  int (*endpoints_since)(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
+
+  /* Events. */
+  int (*publish)(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res);
+  /* tenant_id may be NULL: then an id shared by several tenants is HOOKD_STORE_CONFLICT. */
+  int (*event_get)(hookd_store_conn *c, const char *tenant_id, const char *id, hookd_event *ev,
+                   hookd_delivery **dl, size_t *n);
+
+  /* Deliveries. */
+  int (*delivery_get)(hookd_store_conn *c, const char *id, hookd_delivery *d,
+                      hookd_attempt **att, size_t *n);
+  int (*delivery_list)(hookd_store_conn *c, const hookd_delivery_filter *f,
+                       hookd_delivery **out, size_t *n);
+  /* Moves a delivered or dead delivery back to pending, due now, with a new cycle. */
+  int (*delivery_replay)(hookd_store_conn *c, const char *id, int64_t now_ms,
+                         hookd_delivery *out);
+
+  /* Dispatcher. */
+  int (*claim)(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
+               int64_t *next_due_ms);
+  int (*record_outcome)(hookd_store_conn *c, const hookd_outcome *o);
+  int (*release_lease)(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token);
+  /* Clears up to `limit` leases that expired before now_ms, or (owner != NULL) every lease held
+   * by owner; reports the endpoints affected as due hints. */
+  int (*reclaim_leases)(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
+                        hookd_due_hint **hints, size_t *n);
+  /* Earliest due time of unleased active deliveries for each endpoint that has any. */
+  int (*due_hints)(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
+
+  /* API keys. */
+  int (*api_key_create)(hookd_store_conn *c, const hookd_api_key *k);
+  int (*api_key_list)(hookd_store_conn *c, hookd_api_key **out, size_t *n);
+  int (*api_key_revoke)(hookd_store_conn *c, const char *id, int64_t now_ms);
+} hookd_store_backend;
+
+/* ---------- an opened store ---------- */
+
+typedef struct hookd_storeq hookd_storeq;
+
+typedef struct hookd_store {
+  const hookd_store_backend *be;
+  void *shared;           /* backend state shared by its connections (path, checkpointer) */
+  void (*shared_free)(void *shared);
+  hookd_storeq *writer;   /* group-committing executor */
+  hookd_storeq *reader;   /* read executor */
+} hookd_store;
+
+typedef struct hookd_store_config {
+  const char *url;        /* "sqlite:PATH" (postgres:// later) */
+  int max_batch;          /* ops per group commit, default 512 */
+} hookd_store_config;
+
+/* Opens the store named by cfg->url, applies migrations, starts the executors. */
+int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err, size_t errlen);
+/* Drains the executors and closes everything. */
+void hookd_store_close(hookd_store *s);
+
+#endif

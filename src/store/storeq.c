@@ -1,0 +1,233 @@
+/* storeq.c — the store executor (group commit for the writer). See storeq.h.
+ *
+ * The design is simple: a mutex-protected singly linked FIFO; the thread sleeps on a condition
+ * variable while it is empty. The writer takes up to max_batch ops per transaction. Nothing is
+ * timed: when the queue is empty after a commit, the next op starts a batch of one. */
+#include "store/storeq.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+
+struct hookd_storeq {
+  const hookd_store_backend *be;
+  hookd_store_conn *conn;
+  int writer;
+  int max_batch;
+  char name[16];
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  hookd_store_op *head, *tail;
+  size_t depth;
+  int stopping;
+  int stopped; /* thread has exited: submit completes ops at once */
+  hookd_storeq_stats stats;
+};
+
+static int bucket_batch(size_t n) {
+  static const size_t lim[] = {1, 4, 16, 64, 256, 1024};
+  for (int i = 0; i < 6; i++)
+    if (n <= lim[i]) return i;
+  return 6;
+}
+
+static int bucket_us(int64_t us) {
+  static const int64_t lim[] = {500, 1000, 2000, 5000, 10000, 50000, 250000};
+  for (int i = 0; i < 7; i++)
+    if (us < lim[i]) return i;
+  return 7;
+}
+
+static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
+  const hookd_store_backend *be = q->be;
+  int txn_rc = be->begin(q->conn, 1);
+  for (hookd_store_op *op = batch; op; op = op->next) {
+    if (txn_rc != 0) {
+      op->rc = HOOKD_STORE_ERR;
+      continue;
+    }
+    if (be->savepoint(q->conn) != 0) {
+      op->rc = HOOKD_STORE_ERR;
+      continue;
+    }
+    op->rc = op->run(q->conn, be, op->arg);
+    if (op->rc < 0) {
+      if (be->rollback_to(q->conn) != 0) txn_rc = HOOKD_STORE_ERR;
+    }
+    if (be->release(q->conn) != 0) txn_rc = HOOKD_STORE_ERR;
+  }
+  int64_t t0 = hookd_mono_us();
+  if (txn_rc == 0) txn_rc = be->commit(q->conn);
+  int64_t dt = hookd_mono_us() - t0;
+  if (txn_rc != 0) be->rollback(q->conn);
+
+  pthread_mutex_lock(&q->mu);
+  if (txn_rc == 0) {
+    q->stats.batches++;
+    q->stats.batch_hist[bucket_batch(n)]++;
+    q->stats.commit_us_hist[bucket_us(dt)]++;
+    q->stats.commit_us_sum += (uint64_t)dt;
+  } else {
+    q->stats.failed_commits++;
+  }
+  q->stats.ops += n;
+  pthread_mutex_unlock(&q->mu);
+
+  for (hookd_store_op *op = batch, *next; op; op = next) {
+    next = op->next; /* done() may free op */
+    if (txn_rc != 0) op->rc = HOOKD_STORE_ERR;
+    if (op->done) op->done(op->arg, op->rc);
+  }
+}
+
+static void run_batch_reader(hookd_storeq *q, hookd_store_op *batch, size_t n) {
+  const hookd_store_backend *be = q->be;
+  for (hookd_store_op *op = batch, *next; op; op = next) {
+    next = op->next;
+    if (be->begin(q->conn, 0) != 0) {
+      op->rc = HOOKD_STORE_ERR;
+    } else {
+      op->rc = op->run(q->conn, be, op->arg);
+      be->rollback(q->conn); /* read-only: nothing to commit */
+    }
+    if (op->done) op->done(op->arg, op->rc);
+  }
+  pthread_mutex_lock(&q->mu);
+  q->stats.ops += n;
+  pthread_mutex_unlock(&q->mu);
+}
+
+static void *thread_main(void *arg) {
+  hookd_storeq *q = arg;
+  for (;;) {
+    pthread_mutex_lock(&q->mu);
+    while (!q->head && !q->stopping) pthread_cond_wait(&q->cv, &q->mu);
+    if (!q->head && q->stopping) {
+      q->stopped = 1;
+      pthread_mutex_unlock(&q->mu);
+      break;
+    }
+    hookd_store_op *batch = q->head, *last = q->head;
+    size_t n = 1;
+    size_t cap = q->writer ? (size_t)q->max_batch : 1;
+    while (last->next && n < cap) {
+      last = last->next;
+      n++;
+    }
+    q->head = last->next;
+    if (!q->head) q->tail = NULL;
+    last->next = NULL;
+    q->depth -= n;
+    pthread_mutex_unlock(&q->mu);
+
+    if (q->writer)
+      run_batch_writer(q, batch, n);
+    else
+      run_batch_reader(q, batch, n);
+  }
+  return NULL;
+}
+
+hookd_storeq *hookd_storeq_start(const hookd_store_backend *be, hookd_store_conn *conn,
+                                 int writer, int max_batch, const char *name) {
+  hookd_storeq *q = calloc(1, sizeof *q);
+  if (!q) return NULL;
+  q->be = be;
+  q->conn = conn;
+  q->writer = writer;
+  q->max_batch = max_batch > 0 ? max_batch : 512;
+  snprintf(q->name, sizeof q->name, "%s", name);
+  pthread_mutex_init(&q->mu, NULL);
+  pthread_cond_init(&q->cv, NULL);
+  if (pthread_create(&q->thread, NULL, thread_main, q) != 0) {
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+    return NULL;
+  }
+  pthread_setname_np(q->thread, q->name);
+  return q;
+}
+
+void hookd_storeq_submit(hookd_storeq *q, hookd_store_op *op) {
+  op->next = NULL;
+  pthread_mutex_lock(&q->mu);
+  if (q->stopped) {
+    pthread_mutex_unlock(&q->mu);
+    if (op->done) op->done(op->arg, HOOKD_STORE_ERR);
+    return;
+  }
+  if (q->tail)
+    q->tail->next = op;
+  else
+    q->head = op;
+  q->tail = op;
+  q->depth++;
+  pthread_cond_signal(&q->cv);
+  pthread_mutex_unlock(&q->mu);
+}
+
+/* Synchronous call: the op's arg is this struct, which carries both the caller's run/arg and
+ * the waiter that done() signals. */
+typedef struct sync_call {
+  int (*run)(hookd_store_conn *, const hookd_store_backend *, void *);
+  void *arg;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int finished;
+  int rc;
+} sync_call;
+
+static int sync_run(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  sync_call *call = arg;
+  return call->run(c, be, call->arg);
+}
+
+static void sync_done(void *arg, int rc) {
+  sync_call *call = arg;
+  pthread_mutex_lock(&call->mu);
+  call->finished = 1;
+  call->rc = rc;
+  pthread_cond_signal(&call->cv);
+  pthread_mutex_unlock(&call->mu);
+}
+
+int hookd_storeq_run_sync(hookd_storeq *q,
+                          int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
+                          void *arg) {
+  sync_call call = {.run = run, .arg = arg};
+  pthread_mutex_init(&call.mu, NULL);
+  pthread_cond_init(&call.cv, NULL);
+  hookd_store_op op = {.run = sync_run, .done = sync_done, .arg = &call};
+  hookd_storeq_submit(q, &op);
+  pthread_mutex_lock(&call.mu);
+  while (!call.finished) pthread_cond_wait(&call.cv, &call.mu);
+  pthread_mutex_unlock(&call.mu);
+  pthread_mutex_destroy(&call.mu);
+  pthread_cond_destroy(&call.cv);
+  return call.rc;
+}
+
+void hookd_storeq_stop(hookd_storeq *q) {
+  if (!q) return;
+  pthread_mutex_lock(&q->mu);
+  q->stopping = 1;
+  pthread_cond_signal(&q->cv);
+  pthread_mutex_unlock(&q->mu);
+  pthread_join(q->thread, NULL);
+  q->be->close(q->conn);
+  pthread_mutex_destroy(&q->mu);
+  pthread_cond_destroy(&q->cv);
+  free(q);
+}
+
+void hookd_storeq_get_stats(hookd_storeq *q, hookd_storeq_stats *out) {
+  pthread_mutex_lock(&q->mu);
+  *out = q->stats;
+  out->queue_depth = q->depth;
+  pthread_mutex_unlock(&q->mu);
+}

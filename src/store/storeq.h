@@ -1,0 +1,56 @@
+/* storeq.h — the store executor: one thread, one connection, a queue of ops.
+ *
+ * Writer mode (group commit): the thread takes every queued op (up to max_batch), opens one
+ * transaction, runs each op inside its own savepoint (an op that fails rolls back alone),
+ * commits once — one fsync — and only then calls each op's done(). A failed commit completes
+ * every op of the batch with HOOKD_STORE_ERR: nothing is acknowledged that is not durable.
+ * Batches grow with load on their own: ops queue while the previous commit is in flight.
+ *
+ * Reader mode: each op runs in its own read transaction (a consistent snapshot).
+ *
+ * done() runs on the executor thread: it must not block; typically it resumes an HTTP request
+ * or posts to the dispatcher. */
+#ifndef HOOKD_STORE_STOREQ_H
+#define HOOKD_STORE_STOREQ_H
+
+#include <stdint.h>
+
+#include "store/store.h"
+
+typedef struct hookd_store_op hookd_store_op;
+struct hookd_store_op {
+  /* Runs on the executor's connection. Return 0 or a negative HOOKD_STORE_* code; a negative
+   * code rolls back this op's savepoint. Positive values are passed through as success. */
+  int (*run)(hookd_store_conn *c, const hookd_store_backend *be, void *arg);
+  /* Called after the commit (or failure) with run's code, or HOOKD_STORE_ERR if the commit
+   * failed. */
+  void (*done)(void *arg, int rc);
+  void *arg;
+  hookd_store_op *next; /* queue link, owned by the executor */
+  int rc;               /* run's result, kept until the commit */
+};
+
+typedef struct hookd_storeq_stats {
+  uint64_t batches;        /* transactions committed (writer) */
+  uint64_t ops;            /* ops completed */
+  uint64_t failed_commits;
+  uint64_t queue_depth;    /* ops waiting right now */
+  uint64_t batch_hist[8];  /* batch sizes: 1, 2-4, 5-16, 17-64, 65-256, 257-1024, >1024 */
+  uint64_t commit_us_hist[8]; /* commit latency: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms >= */
+  uint64_t commit_us_sum;
+} hookd_storeq_stats;
+
+/* Starts an executor on conn (which it then owns and closes on stop). */
+hookd_storeq *hookd_storeq_start(const hookd_store_backend *be, hookd_store_conn *conn,
+                                 int writer, int max_batch, const char *name);
+/* Enqueues op; thread-safe. After stop, op->done is called at once with HOOKD_STORE_ERR. */
+void hookd_storeq_submit(hookd_storeq *q, hookd_store_op *op);
+/* Runs op and waits for its completion; returns its code. Not for the executor's own thread. */
+int hookd_storeq_run_sync(hookd_storeq *q,
+                          int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
+                          void *arg);
+/* Completes every queued op, then stops the thread and closes the connection. */
+void hookd_storeq_stop(hookd_storeq *q);
+void hookd_storeq_get_stats(hookd_storeq *q, hookd_storeq_stats *out);
+
+#endif

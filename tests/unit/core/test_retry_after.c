@@ -1,0 +1,74 @@
+/* test_retry_after.c — Retry-After in both forms (delta-seconds, the three HTTP-date forms),
+ * and garbage that must be refused so the caller falls back to its own backoff. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/retry_after.h"
+#include "core/timefmt.h"
+
+/* 1994-11-06T08:49:37Z */
+#define T0 784111777LL
+
+static void seconds(void **s) {
+  int64_t d;
+  assert_int_equal(hookd_retry_after_parse("120", 0, &d), 0);
+  assert_int_equal(d, 120000);
+  assert_int_equal(hookd_retry_after_parse("  0 ", 0, &d), 0);
+  assert_int_equal(d, 0);
+  assert_int_equal(hookd_retry_after_parse("99999999999999999999999", 0, &d), 0);
+  assert_true(d > 0 && d <= 10LL * 366 * 24 * 3600 * 1000); /* clamped, no overflow */
+}
+
+static void http_dates(void **s) {
+  int64_t d, now = (T0 - 10) * 1000;
+  assert_int_equal(hookd_retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", now, &d), 0);
+  assert_int_equal(d, 10000);
+  assert_int_equal(hookd_retry_after_parse("Sunday, 06-Nov-94 08:49:37 GMT", now, &d), 0);
+  assert_int_equal(d, 10000);
+  assert_int_equal(hookd_retry_after_parse("Sun Nov  6 08:49:37 1994", now, &d), 0);
+  assert_int_equal(d, 10000);
+  /* a date in the past means "now" */
+  assert_int_equal(hookd_retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", now + 60000, &d), 0);
+  assert_int_equal(d, 0);
+  /* sub-second remainder: the delay reaches the date exactly */
+  assert_int_equal(hookd_retry_after_parse("Sun, 06 Nov 1994 08:49:37 GMT", now + 9500, &d), 0);
+  assert_int_equal(d, 500);
+}
+
+static void garbage(void **s) {
+  int64_t d = 42;
+  const char *bad[] = {"", " ", "-5", "1.5", "12abc", "abc", "Sun, 32 Nov 1994 08:49:37 GMT",
+                       "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 06 Nov 1994 25:49:37 GMT",
+                       "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37",
+                       "Mon, 29 Feb 2023 00:00:00 GMT", "tomorrow", "0x10", NULL};
+  for (int i = 0; bad[i]; i++) assert_int_equal(hookd_retry_after_parse(bad[i], 0, &d), -1);
+  assert_int_equal(hookd_retry_after_parse(NULL, 0, &d), -1);
+  assert_int_equal(d, 42);
+}
+
+static void rfc3339(void **s) {
+  int64_t ms;
+  char buf[HOOKD_RFC3339_MAX];
+  assert_int_equal(hookd_parse_rfc3339("1994-11-06T08:49:37Z", &ms), 0);
+  assert_int_equal(ms, T0 * 1000);
+  assert_int_equal(hookd_parse_rfc3339("1994-11-06T10:49:37.250+02:00", &ms), 0);
+  assert_int_equal(ms, T0 * 1000 + 250);
+  hookd_fmt_rfc3339_ms(T0 * 1000 + 7, buf);
+  assert_string_equal(buf, "1994-11-06T08:49:37.007Z");
+  assert_int_equal(hookd_parse_rfc3339("1994-11-06", &ms), -1);
+  assert_int_equal(hookd_parse_rfc3339("1994-13-06T08:49:37Z", &ms), -1);
+  assert_int_equal(hookd_parse_rfc3339("1994-11-06T08:49:37Zjunk", &ms), -1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(seconds),
+      cmocka_unit_test(http_dates),
+      cmocka_unit_test(garbage),
+      cmocka_unit_test(rfc3339),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

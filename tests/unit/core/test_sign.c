@@ -1,0 +1,86 @@
+/* test_sign.c — Standard Webhooks signing against the specification's published vector, and
+ * verification: tampering, wrong secret, rotation (several signatures), timestamps. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/b64.h"
+#include "core/sign.h"
+
+#define SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+#define MSG_ID "msg_p5jXN8AQM9LWM0D4loKWxJek"
+#define TS 1614265330
+#define BODY "{\"test\": 2432232314}"
+#define EXPECTED "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+static void published_vector(void **s) {
+  hookd_hmac_key k;
+  char sig[HOOKD_SIG_MAX];
+  assert_int_equal(hookd_secret_parse(SECRET, &k), 0);
+  assert_int_equal(hookd_sign_v1(&k, MSG_ID, TS, BODY, strlen(BODY), sig), 0);
+  assert_string_equal(sig, EXPECTED);
+}
+
+static void verify(void **s) {
+  hookd_hmac_key k, other;
+  assert_int_equal(hookd_secret_parse(SECRET, &k), 0);
+  char fresh[HOOKD_SECRET_MAX];
+  assert_int_equal(hookd_secret_generate(fresh), 0);
+  assert_int_equal(strncmp(fresh, "whsec_", 6), 0);
+  assert_int_equal(hookd_secret_parse(fresh, &other), 0);
+  assert_int_equal(other.len, 32);
+
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS + 10, 300), HOOKD_VERIFY_OK);
+  /* tampered byte */
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, "{\"test\": 2432232315}",
+                                   strlen(BODY), TS, 300), HOOKD_VERIFY_MISMATCH);
+  /* wrong secret */
+  assert_int_equal(hookd_verify_v1(&other, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS, 300), HOOKD_VERIFY_MISMATCH);
+  /* either key may match (receiver rotation) */
+  hookd_hmac_key both[2] = {other, k};
+  assert_int_equal(hookd_verify_v1(both, 2, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS, 300), HOOKD_VERIFY_OK);
+  /* several signatures in the header (sender rotation): any may match */
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330",
+                                   "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= " EXPECTED, BODY,
+                                   strlen(BODY), TS, 300), HOOKD_VERIFY_OK);
+  /* stale and future timestamps */
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS + 301, 300), HOOKD_VERIFY_STALE);
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS - 301, 300), HOOKD_VERIFY_FUTURE);
+  /* malformed */
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "16x", EXPECTED, BODY, strlen(BODY), TS, 300),
+                   HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", "v2,abc", BODY, strlen(BODY), TS,
+                                   300), HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(hookd_verify_v1(&k, 1, "", "1614265330", EXPECTED, BODY, strlen(BODY), TS, 300),
+                   HOOKD_VERIFY_MALFORMED);
+}
+
+static void base64(void **s) {
+  unsigned char out[16];
+  char enc[HOOKD_B64_ENCLEN(5)];
+  hookd_b64_encode((const unsigned char *)"hello", 5, enc);
+  assert_string_equal(enc, "aGVsbG8=");
+  assert_int_equal(hookd_b64_decode("aGVsbG8=", 8, out), 5);
+  assert_memory_equal(out, "hello", 5);
+  assert_int_equal(hookd_b64_decode("aGVsbG8", 7, out), -1);
+  assert_int_equal(hookd_b64_decode("aGV=bG8=", 8, out), -1);
+  assert_int_equal(hookd_b64_decode("aGVsbG=x", 8, out), -1);
+  assert_int_equal(hookd_b64_decode("", 0, out), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(published_vector),
+      cmocka_unit_test(verify),
+      cmocka_unit_test(base64),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
