@@ -18,8 +18,8 @@
 typedef struct hookd_url_policy {
   hookd_addr_policy addr;
   bool allow_http;          /* plain http allowed (development, tests) */
-  const uint16_t *ports;    /* allowed ports; NULL = the default set {80, 443, 8000-8999 no:} */
-  size_t n_ports;           /* see hookd_url_default_ports */
+  const uint16_t *ports;    /* allowed ports; NULL = hookd_url_default_ports */
+  size_t n_ports;
   size_t max_url_len;       /* default 2048 */
 } hookd_url_policy;
 

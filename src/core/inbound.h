@@ -1,0 +1,147 @@
+/* inbound.h — the pure side of inbound webhooks (I1–I3): provider signature verifiers,
+ * provider handshakes, event identity and type extraction, and RFC 8785 canonical JSON.
+ *
+ * Everything here is a pure function over the raw request (method, URL, headers, body bytes)
+ * and the current time: no I/O, no global state. Comparisons of secrets and MACs are
+ * constant-time (CRYPTO_memcmp). Nothing here logs; reasons written to callers never contain
+ * a secret or a signature value.
+ *
+ * Secret formats per provider (what an operator stores as a source secret):
+ *   standard (Standard Webhooks / Svix): "whsec_<base64>"
+ *   stripe:  "whsec_…" used as-is (the whole string is the HMAC key, as Stripe does)
+ *   github, shopify, slack, gitlab, paddle, zoom, twilio (auth token), vnpay (hash secret),
+ *   generic: the secret string, used as raw bytes
+ *   discord: the application's Ed25519 public key, 64 hex characters
+ *   momo:    "<accessKey>:<secretKey>" (the IPN signature covers the access key)
+ * Several secrets may be configured (rotation): a request is valid if any one matches. */
+#ifndef HOOKD_CORE_INBOUND_H
+#define HOOKD_CORE_INBOUND_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+#include "core/sign.h"
+
+typedef enum hookd_provider {
+  HOOKD_PROVIDER_STANDARD = 0, /* Standard Webhooks and Svix (webhook-* or svix-* headers) */
+  HOOKD_PROVIDER_STRIPE,
+  HOOKD_PROVIDER_GITHUB,
+  HOOKD_PROVIDER_SHOPIFY,
+  HOOKD_PROVIDER_SLACK,
+  HOOKD_PROVIDER_GITLAB,
+  HOOKD_PROVIDER_TWILIO,
+  HOOKD_PROVIDER_PADDLE,
+  HOOKD_PROVIDER_ZOOM,
+  HOOKD_PROVIDER_DISCORD,
+  HOOKD_PROVIDER_VNPAY,
+  HOOKD_PROVIDER_MOMO,
+  HOOKD_PROVIDER_GENERIC,
+  HOOKD_PROVIDER__COUNT
+} hookd_provider;
+
+const char *hookd_provider_name(hookd_provider p);              /* "stripe", … */
+int hookd_provider_parse(const char *name, hookd_provider *out); /* 0 or -1 */
+
+typedef struct hookd_in_header {
+  const char *name;  /* as received; lookups are case-insensitive */
+  const char *value;
+} hookd_in_header;
+
+/* One provider-facing request, untrusted. */
+typedef struct hookd_in_request {
+  const char *method;            /* "POST", "GET" */
+  const char *url;               /* the full URL the provider called, as it sees it
+                                    (scheme://host[:port]/path[?query]) — Twilio signs it */
+  const char *query;             /* raw query string without '?', NULL if none */
+  const hookd_in_header *headers;
+  size_t n_headers;
+  const char *body;              /* raw bytes, exactly as received */
+  size_t body_len;
+  int64_t now_s;                 /* current Unix time */
+} hookd_in_request;
+
+/* Returns the first header with this name (case-insensitive), or NULL. */
+const char *hookd_in_header_get(const hookd_in_request *req, const char *name);
+
+/* Configuration of the generic HMAC verifier. */
+typedef enum hookd_encoding { HOOKD_ENC_HEX = 0, HOOKD_ENC_BASE64 } hookd_encoding;
+typedef struct hookd_generic_hmac {
+  const char *header;            /* header carrying the signature (required) */
+  const char *prefix;            /* stripped from the header value before decoding, e.g.
+                                    "sha256=" (optional) */
+  hookd_md algorithm;            /* SHA-1, SHA-256, SHA-512 */
+  hookd_encoding encoding;       /* hex (either case) or base64 */
+  const char *template;          /* signed string with {id}, {timestamp}, {body}; NULL =
+                                    "{body}" */
+  const char *id_header;         /* value of {id} (optional) */
+  const char *timestamp_header;  /* value of {timestamp}; when set, tolerance applies */
+} hookd_generic_hmac;
+
+typedef struct hookd_in_secrets {
+  const char *const *v;
+  size_t n;
+} hookd_in_secrets;
+
+typedef struct hookd_verify_result {
+  int rc;               /* HOOKD_VERIFY_OK, _MALFORMED, _STALE, _FUTURE, _MISMATCH (sign.h) */
+  char reason[128];     /* for logs and the 401 body: which check failed; no secrets */
+  int64_t timestamp_s;  /* the provider's signed timestamp when the scheme has one, else 0 */
+} hookd_verify_result;
+
+/* Verifies req for provider p. tolerance_s applies to schemes with a signed timestamp
+ * (standard, stripe, slack, paddle, zoom, discord, generic with timestamp_header); <= 0 uses the
+ * provider's default (300 s). generic is required for HOOKD_PROVIDER_GENERIC, else ignored.
+ * Returns out->rc. */
+int hookd_in_verify(hookd_provider p, const hookd_in_request *req,
+                    const hookd_in_secrets *secrets, int64_t tolerance_s,
+                    const hookd_generic_hmac *generic, hookd_verify_result *out);
+
+/* The provider's own event or delivery id (the default identity, I3), written to out:
+ *   stripe: body "id"; github: X-GitHub-Delivery; shopify: X-Shopify-Webhook-Id (or
+ *   X-Shopify-Event-Id); standard: webhook-id / svix-id; slack: body "event_id"; paddle: body
+ *   "event_id" (or "notification_id"); zoom: body "event" + "event_ts" + payload object id when
+ *   present; gitlab: X-Gitlab-Event-UUID (or Idempotency-Key); twilio: I-Twilio-Idempotency-Token
+ *   (or the MessageSid/CallSid form field); discord: body "id"; vnpay: vnp_TxnRef + ":" +
+ *   vnp_TransactionNo (query); momo: orderId + ":" + requestId (body); generic: the configured
+ *   id_header.
+ * body is the parsed JSON body or NULL. Returns 0 when found, 1 when the provider gave none. */
+int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                      const hookd_generic_hmac *generic, char *out, size_t outlen);
+
+/* The event type, when the provider states one (stripe "type", github X-GitHub-Event, shopify
+ * X-Shopify-Topic, standard body "type", slack event.type or type, paddle "event_type", zoom
+ * "event", gitlab X-Gitlab-Event, discord "type" as a number, vnpay "payment", momo "payment").
+ * Returns 0 when found, 1 otherwise (out = ""). */
+int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                        char *out, size_t outlen);
+
+/* Provider handshakes that need a synchronous answer, after verification:
+ *   slack url_verification → 200 {"challenge": <challenge>}
+ *   zoom endpoint.url_validation → 200 {"plainToken": t, "encryptedToken": hex HMAC-SHA256(
+ *     secret, t)} (first secret)
+ *   discord PING (type 1) → 200 {"type": 1}
+ * Returns 1 and fills status/body when req is a handshake, 0 otherwise. */
+int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                       const hookd_in_secrets *secrets, int *status, hookd_buf *resp_body);
+
+/* Looks up a dotted path ("data.object.id", array indices as numbers: "items.0.id"). */
+const json_t *hookd_json_path(const json_t *root, const char *path);
+
+/* Builds a composite key from comma-separated paths: "path=value|path=value" with scalar
+ * values in canonical form. Returns 0, or -1 when a path is missing or not a scalar (the name
+ * of the first missing path in missing). */
+int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out, char *missing,
+                           size_t missing_len);
+
+/* RFC 8785 JSON Canonicalization Scheme: object members sorted by their names' UTF-16 code
+ * units, numbers in ECMAScript shortest form (integers held by jansson are converted to double
+ * as JCS requires), strings with minimal escaping, no whitespace. Returns HOOKD_BUF_* codes
+ * (-1 also for NaN/Inf, which JSON cannot hold). */
+int hookd_jcs(const json_t *v, hookd_buf *out);
+
+/* Formats a double as ECMAScript Number.prototype.toString does (RFC 8785 §3.2.2.3). */
+void hookd_jcs_number(double d, char out[32]);
+
+#endif
