@@ -240,8 +240,7 @@ static int parse_v6(const char *s, size_t n, unsigned char addr[16]) {
 
 int hookd_host_parse_ip(const char *host, unsigned char addr[16]) {
   if (!host || !*host) return 0;
-  size_t len = strnlen(host, 512);
-  if (len >= 512) return 0;
+  size_t len = strlen(host);
   unsigned char tmp[16] = {0};
   if (host[0] == '[') {
     if (len < 3 || host[len - 1] != ']') return 0;
