@@ -1,2 +1,31 @@
-/* main.c — placeholder entry point until the CLI lands. */
-int main(void) { return 0; }
+/* main.c — `hookd <command>`: dispatch to the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: hookd <command> [options]\n\n"
+               "commands:\n"
+               "  serve     run the daemon (hookd serve --help lists every option)\n"
+               "  verify    check a Standard Webhooks signature (receivers' kit)\n"
+               "  version   print the version\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "serve")) return hookd_cmd_serve(argc - 2, argv + 2);
+  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return hookd_cmd_version(argc - 2, argv + 2);
+  if (!strcmp(cmd, "verify")) return hookd_cmd_verify(argc - 2, argv + 2);
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    usage(stdout);
+    return 0;
+  }
+  fprintf(stderr, "hookd: unknown command \"%s\"\n", cmd);
+  usage(stderr);
+  return 2;
+}

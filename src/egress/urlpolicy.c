@@ -134,6 +134,7 @@ static bool is_localhost(const char *host) {
 }
 
 static bool port_allowed(const hookd_url_policy *p, unsigned port) {
+  if (p->any_port) return port >= 1 && port <= 65535;
   const uint16_t *ports = hookd_url_default_ports;
   size_t n = hookd_url_default_ports_n;
   if (p->ports && p->n_ports) {

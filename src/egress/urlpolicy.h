@@ -20,6 +20,7 @@ typedef struct hookd_url_policy {
   bool allow_http;          /* plain http allowed (development, tests) */
   const uint16_t *ports;    /* allowed ports; NULL = hookd_url_default_ports */
   size_t n_ports;
+  bool any_port;            /* every port allowed (the operator said so) */
   size_t max_url_len;       /* default 2048 */
 } hookd_url_policy;
 

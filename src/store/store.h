@@ -269,10 +269,11 @@ typedef struct hookd_store_backend {
                int64_t *next_due_ms);
   int (*record_outcome)(hookd_store_conn *c, const hookd_outcome *o);
   int (*release_lease)(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token);
-  /* Clears up to `limit` leases that expired before now_ms, or (owner != NULL) every lease held
-   * by owner; reports the endpoints affected as due hints. */
+  /* Clears up to `limit` leases that expired before now_ms, or (owner != NULL) up to `limit`
+   * leases held by owner, bumping their tokens; reports the number reclaimed and the endpoints
+   * affected as due hints (earliest next_attempt_at per endpoint). */
   int (*reclaim_leases)(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
-                        hookd_due_hint **hints, size_t *n);
+                        hookd_due_hint **hints, size_t *n, int *reclaimed);
   /* Earliest due time of unleased active deliveries for each endpoint that has any. */
   int (*due_hints)(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
 

@@ -638,7 +638,7 @@ static int hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, 
 }
 
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
-                      hookd_due_hint **hints, size_t *n) {
+                      hookd_due_hint **hints, size_t *n, int *reclaimed) {
   sqlite3_stmt *st;
   if (owner) {
     st = sq_stmt(c, SQ_RECLAIM_OWNER,
@@ -659,8 +659,9 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
   sq_bind_i64(st, 3, limit);
   hookd_due_hint *v = NULL;
   size_t len = 0, cap = 0;
-  int rc;
+  int rc, rows = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    rows++;
     const char *state = (const char *)sqlite3_column_text(st, 2);
     if (!state || (strcmp(state, "pending") != 0 && strcmp(state, "retrying") != 0)) continue;
     if (hint_add(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
@@ -675,6 +676,7 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
   }
   *hints = v;
   *n = len;
+  *reclaimed = rows;
   return HOOKD_STORE_OK;
 }
 

@@ -1,0 +1,17 @@
+/* cmd_version.c — `hookd version`. */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <openssl/crypto.h>
+#include <sqlite3.h>
+#include <stdio.h>
+
+#include "cli/cli.h"
+
+int hookd_cmd_version(int argc, char **argv) {
+  printf("hookd %s\n", HOOKD_VERSION);
+  printf("  libcurl %s, libmicrohttpd %s, SQLite %s, jansson %s, %s\n",
+         curl_version_info(CURLVERSION_NOW)->version, MHD_get_version(), sqlite3_libversion(),
+         jansson_version_str(), OpenSSL_version(OPENSSL_VERSION));
+  return 0;
+}

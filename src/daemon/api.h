@@ -1,0 +1,79 @@
+/* api.h — shared pieces of the JSON API handlers (api_*.c): the async store-op helper, the
+ * record → JSON renderers, request-body parsing, and the handler declarations the router uses.
+ *
+ * A handler validates its input on the ingress thread, then hands a store op to the writer
+ * (mutations) or the reader (queries) and suspends the request; the op's reply callback answers
+ * it after the commit, on the executor thread. */
+#ifndef HOOKD_DAEMON_API_H
+#define HOOKD_DAEMON_API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "daemon/app.h"
+#include "daemon/auth.h"
+#include "daemon/server.h"
+#include "store/storeq.h"
+
+typedef struct hookd_api_op hookd_api_op;
+struct hookd_api_op {
+  hookd_store_op sop;
+  hookd_req *req;
+  hookd_app *app;
+  /* runs on the executor thread inside the transaction */
+  int (*run)(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *op);
+  /* answers op->req (executor thread, after the commit); rc is run's result */
+  void (*reply)(hookd_api_op *op, int rc);
+  /* frees what the op owns beyond itself (optional) */
+  void (*cleanup)(hookd_api_op *op);
+  char err[256]; /* the backend's error text when run failed */
+};
+
+/* Allocates an op of `size` bytes (a struct that starts with hookd_api_op). */
+void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
+                       int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                       void (*reply)(hookd_api_op *, int));
+/* Suspends the request and submits the op to the writer (write) or reader. */
+void hookd_api_submit(hookd_api_op *op, bool write);
+
+/* Answers with the HTTP status matching a store error, the op's error text as message. */
+void hookd_api_store_error(hookd_api_op *op, int rc, const char *what);
+
+/* Parses the request body as a JSON object within the configured limits; on failure answers 400
+ * and returns NULL. */
+json_t *hookd_api_body_object(hookd_req *r, hookd_app *app);
+
+/* The principal the router authenticated (NULL on public routes). */
+const hookd_principal *hookd_api_principal(hookd_req *r);
+/* Answers 403 and returns false if the principal may not act on tenant_id. */
+bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id);
+
+/* Renderers. */
+json_t *hookd_json_tenant(const hookd_tenant *t);
+json_t *hookd_json_endpoint(const hookd_endpoint *e);  /* never includes the secret */
+json_t *hookd_json_delivery(const hookd_delivery *d);
+json_t *hookd_json_attempt(const hookd_attempt *a);
+json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
+
+/* Query parameter helpers: limit (1..max, default def), returns -1 after answering 400. */
+int hookd_api_limit(hookd_req *r, int def, int max);
+
+/* Handlers (router.c maps routes to them). */
+void hookd_api_tenant_create(hookd_req *r, hookd_app *app);
+void hookd_api_tenant_get(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_create(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_get(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_list(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_delete(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_secret(hookd_req *r, hookd_app *app);
+void hookd_api_event_publish(hookd_req *r, hookd_app *app);
+void hookd_api_event_get(hookd_req *r, hookd_app *app);
+void hookd_api_delivery_get(hookd_req *r, hookd_app *app);
+void hookd_api_delivery_list(hookd_req *r, hookd_app *app);
+void hookd_api_delivery_replay(hookd_req *r, hookd_app *app);
+void hookd_api_healthz(hookd_req *r, hookd_app *app);
+void hookd_api_readyz(hookd_req *r, hookd_app *app);
+void hookd_api_metrics(hookd_req *r, hookd_app *app);
+
+#endif

@@ -1,0 +1,174 @@
+/* api_deliveries.c — finding and replaying deliveries.
+ *   GET  /v1/deliveries/{id}                      the delivery with every attempt
+ *   GET  /v1/tenants/{t}/deliveries?state=&endpoint=&event=&limit=&after=   newest first
+ *   POST /v1/deliveries/{id}/replay               same event id and delivery id, new attempt */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "daemon/api.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+
+typedef struct dl_op {
+  hookd_api_op base;
+  char id[HOOKD_ID_MAX + 64];
+  hookd_principal who;     /* copy: the scope check runs on the executor thread */
+  bool scoped;
+  hookd_delivery d;
+  hookd_attempt *att;
+  size_t n_att;
+  bool loaded;
+  /* listing */
+  char tenant[HOOKD_ID_MAX + 64], endpoint[HOOKD_ID_MAX + 64], event[160], after[HOOKD_ID_MAX + 64];
+  hookd_delivery_filter f;
+  hookd_delivery *list;
+  size_t n;
+} dl_op;
+
+static void dl_cleanup(hookd_api_op *base) {
+  dl_op *op = (dl_op *)base;
+  if (op->loaded) hookd_delivery_free(&op->d);
+  if (op->att) hookd_attempts_free(op->att, op->n_att);
+  if (op->list) hookd_deliveries_free(op->list, op->n);
+}
+
+static dl_op *new_op(hookd_req *r, hookd_app *app,
+                     int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                     void (*reply)(hookd_api_op *, int)) {
+  dl_op *op = hookd_api_op_new(sizeof *op, r, app, run, reply);
+  if (!op) return NULL;
+  op->base.cleanup = dl_cleanup;
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p) {
+    op->who = *p;
+    op->scoped = true;
+  }
+  return op;
+}
+
+/* A delivery outside the key's tenants does not exist, as far as that key can tell. */
+static int hide_foreign(dl_op *op) {
+  if (op->scoped && !hookd_principal_has_tenant(&op->who, op->d.tenant_id)) {
+    hookd_delivery_free(&op->d);
+    op->loaded = false;
+    return HOOKD_STORE_NOTFOUND;
+  }
+  return 0;
+}
+
+/* ---------- get ---------- */
+
+static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  dl_op *op = (dl_op *)base;
+  int rc = be->delivery_get(c, op->id, &op->d, &op->att, &op->n_att);
+  op->loaded = rc == 0;
+  return rc ? rc : hide_foreign(op);
+}
+
+static void reply_get(hookd_api_op *base, int rc) {
+  dl_op *op = (dl_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "delivery");
+    return;
+  }
+  json_t *v = hookd_json_delivery(&op->d);
+  json_t *att = json_array();
+  for (size_t i = 0; i < op->n_att; i++) json_array_append_new(att, hookd_json_attempt(&op->att[i]));
+  json_object_set_new(v, "attempts", att);
+  hookd_req_reply_json(base->req, 200, v);
+}
+
+void hookd_api_delivery_get(hookd_req *r, hookd_app *app) {
+  dl_op *op = new_op(r, app, run_get, reply_get);
+  if (!op) return;
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  hookd_api_submit(&op->base, false);
+}
+
+/* ---------- list ---------- */
+
+static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  dl_op *op = (dl_op *)base;
+  return be->delivery_list(c, &op->f, &op->list, &op->n);
+}
+
+static void reply_list(hookd_api_op *base, int rc) {
+  dl_op *op = (dl_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "deliveries");
+    return;
+  }
+  size_t shown = op->n > (size_t)op->f.limit - 1 ? (size_t)op->f.limit - 1 : op->n;
+  json_t *data = json_array();
+  for (size_t i = 0; i < shown; i++) json_array_append_new(data, hookd_json_delivery(&op->list[i]));
+  json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+}
+
+void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
+  int limit = hookd_api_limit(r, 50, 500);
+  if (limit < 0) return;
+  const char *state = hookd_req_query(r, "state"), *ep = hookd_req_query(r, "endpoint"),
+             *ev = hookd_req_query(r, "event"), *after = hookd_req_query(r, "after");
+  hookd_dstate st = HOOKD_DS_PENDING;
+  if (state && hookd_dstate_parse(state, &st) != 0) {
+    hookd_req_error(r, 400, "invalid_parameter",
+                    "state must be one of pending, retrying, delivered, dead, cancelled");
+    return;
+  }
+  if ((ep && !hookd_id_valid(ep, 128)) || (ev && !hookd_id_valid(ev, 128)) ||
+      (after && !hookd_id_valid(after, 128))) {
+    hookd_req_error(r, 400, "invalid_parameter", "endpoint, event and after must be ids");
+    return;
+  }
+  dl_op *op = new_op(r, app, run_list, reply_list);
+  if (!op) return;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->endpoint, sizeof op->endpoint, "%s", ep ? ep : "");
+  snprintf(op->event, sizeof op->event, "%s", ev ? ev : "");
+  snprintf(op->after, sizeof op->after, "%s", after ? after : "");
+  op->f.tenant_id = op->tenant;
+  op->f.endpoint_id = ep ? op->endpoint : NULL;
+  op->f.event_id = ev ? op->event : NULL;
+  op->f.state = state ? (int)st : -1;
+  op->f.after_id = after ? op->after : NULL;
+  op->f.limit = limit + 1; /* one more tells whether there is a next page */
+  hookd_api_submit(&op->base, false);
+}
+
+/* ---------- replay ---------- */
+
+static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  dl_op *op = (dl_op *)base;
+  int rc = be->delivery_get(c, op->id, &op->d, NULL, NULL);
+  op->loaded = rc == 0;
+  if (rc || (rc = hide_foreign(op)) != 0) return rc;
+  hookd_delivery_free(&op->d);
+  op->loaded = false;
+  rc = be->delivery_replay(c, op->id, hookd_now_ms(), &op->d);
+  op->loaded = rc == 0;
+  return rc;
+}
+
+static void reply_replay(hookd_api_op *base, int rc) {
+  dl_op *op = (dl_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "delivery");
+    return;
+  }
+  HOOKD_INC(replays);
+  hookd_dispatcher_hint(base->app->disp, op->d.endpoint_id, op->d.next_attempt_ms);
+  HLOG(HOOKD_LOG_INFO, "delivery.replayed", KV_S("delivery_id", op->d.id),
+       KV_S("event_id", op->d.event_id), KV_S("tenant_id", op->d.tenant_id),
+       KV_S("endpoint_id", op->d.endpoint_id), KV_S("actor", op->scoped ? op->who.key_id : NULL));
+  hookd_req_reply_json(base->req, 202, hookd_json_delivery(&op->d));
+}
+
+void hookd_api_delivery_replay(hookd_req *r, hookd_app *app) {
+  dl_op *op = new_op(r, app, run_replay, reply_replay);
+  if (!op) return;
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  hookd_api_submit(&op->base, true);
+}

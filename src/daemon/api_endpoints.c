@@ -1,0 +1,516 @@
+/* api_endpoints.c — the endpoints of a tenant:
+ *   POST   /v1/tenants/{t}/endpoints           create (201, with its whsec_ secret)
+ *   GET    /v1/tenants/{t}/endpoints           list (cursor pagination)
+ *   GET    /v1/tenants/{t}/endpoints/{id}      one
+ *   PATCH  /v1/tenants/{t}/endpoints/{id}      change url, filter, limits, policy, enabled
+ *   DELETE /v1/tenants/{t}/endpoints/{id}      delete (its pending deliveries are cancelled)
+ *   GET    /v1/tenants/{t}/endpoints/{id}/secret
+ * A new or changed URL passes the destination policy (shape, then every resolved address)
+ * before anything is stored: 422 naming the rule otherwise. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "core/sign.h"
+#include "daemon/api.h"
+#include "daemon/log.h"
+
+/* Fields a body may carry, and which of them were present (PATCH applies only those). */
+enum {
+  F_URL = 1 << 0, F_DESC = 1 << 1, F_TYPES = 1 << 2, F_ENABLED = 1 << 3, F_MAXIF = 1 << 4,
+  F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8,
+};
+
+typedef struct ep_op {
+  hookd_api_op base;
+  unsigned fields;
+  char tenant[HOOKD_ID_MAX + 64];
+  char id[HOOKD_ID_MAX + 64];
+  /* parsed input (owned) */
+  char *url, *description, *event_types, *secret;
+  bool enabled;
+  int max_in_flight, timeout_ms;
+  /* retry overrides: -1 = unchanged */
+  int64_t r_attempts, r_base, r_cap, r_age_s, r_ra_s;
+  /* result */
+  hookd_endpoint ep;
+  int cancelled;
+  bool listing;
+  hookd_endpoint *list;
+  size_t n;
+  int limit;
+  char after[HOOKD_ID_MAX + 64];
+  bool want_secret;
+  hookd_dest_check check;
+} ep_op;
+
+static void ep_op_cleanup(hookd_api_op *op) {
+  ep_op *e = (ep_op *)op;
+  free(e->url);
+  free(e->description);
+  free(e->event_types);
+  if (e->secret) {
+    memset(e->secret, 0, strlen(e->secret));
+    free(e->secret);
+  }
+  hookd_endpoint_free(&e->ep);
+  if (e->list) hookd_endpoints_free(e->list, e->n);
+  free(e->check.url);
+}
+
+static bool valid_type_pattern(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 128) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.' || c == ':';
+    /* '*' only as "*" or a final ".*" */
+    if (c == '*') ok = (n == 1) || (i == n - 1 && i > 0 && s[i - 1] == '.');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+static bool get_int(hookd_req *r, json_t *body, const char *key, int64_t min, int64_t max,
+                    int64_t *out) {
+  int64_t v;
+  int rc = hookd_json_get_int(body, key, &v);
+  if (rc == 1) return true;
+  if (rc < 0 || v < min || v > max) {
+    hookd_req_error(r, 422, "invalid_field", "%s must be an integer in [%lld, %lld]", key,
+                    (long long)min, (long long)max);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+/* Parses and validates the body into op; answers and returns false on error. */
+static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, bool create) {
+  const hookd_config *cfg = app->cfg;
+  static const char *const known[] = {"url",        "description", "event_types", "enabled",
+                                      "max_in_flight", "timeout_ms", "retry",       "secret",
+                                      "id",         NULL};
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    int i = 0;
+    while (known[i] && strcmp(known[i], k)) i++;
+    if (!known[i] || (!create && !strcmp(k, "id"))) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      return false;
+    }
+    op->fields |= 1u << i;
+  }
+  const char *s;
+  if (hookd_json_get_str(body, "url", &s) < 0 || (create && !(op->fields & F_URL))) {
+    hookd_req_error(r, 422, "invalid_field", "url is required and must be a string");
+    return false;
+  }
+  if (op->fields & F_URL) op->url = strdup(s);
+  if (hookd_json_get_str(body, "id", &s) < 0 ||
+      ((op->fields & F_ID) && !hookd_id_valid(s, 64))) {
+    hookd_req_error(r, 422, "invalid_field", "id must be 1-64 characters of [A-Za-z0-9_.:-]");
+    return false;
+  }
+  if (op->fields & F_ID) snprintf(op->id, sizeof op->id, "%s", s);
+  s = "";
+  if (hookd_json_get_str(body, "description", &s) < 0 || strlen(s) > 1024) {
+    hookd_req_error(r, 422, "invalid_field", "description must be a string of at most 1024 bytes");
+    return false;
+  }
+  op->description = strdup(s);
+  if (op->fields & F_TYPES) {
+    json_t *types = json_object_get(body, "event_types");
+    if (!json_is_null(types)) {
+      if (!json_is_array(types) || json_array_size(types) == 0 ||
+          json_array_size(types) > (size_t)cfg->max_event_types) {
+        hookd_req_error(r, 422, "invalid_field",
+                        "event_types must be null (every type) or an array of 1 to %d patterns",
+                        cfg->max_event_types);
+        return false;
+      }
+      hookd_buf b;
+      hookd_buf_init(&b, 64 * 1024);
+      size_t i;
+      json_t *t;
+      json_array_foreach(types, i, t) {
+        if (!json_is_string(t) || !valid_type_pattern(json_string_value(t))) {
+          hookd_buf_free(&b);
+          hookd_req_error(r, 422, "invalid_field",
+                          "event_types[%zu] must be a type name (letters, digits, _ - . :), "
+                          "\"*\" or a prefix ending in \".*\"",
+                          i);
+          return false;
+        }
+        if (i) hookd_buf_puts(&b, ",");
+        hookd_buf_puts(&b, json_string_value(t));
+      }
+      op->event_types = hookd_buf_steal(&b);
+    }
+  }
+  bool en = true;
+  if (hookd_json_get_bool(body, "enabled", &en) < 0) {
+    hookd_req_error(r, 422, "invalid_field", "enabled must be a boolean");
+    return false;
+  }
+  op->enabled = en;
+  int64_t mif = cfg->default_max_in_flight, to = cfg->default_timeout_ms;
+  if (!get_int(r, body, "max_in_flight", 1, 10000, &mif) ||
+      !get_int(r, body, "timeout_ms", 100, cfg->max_timeout_ms, &to))
+    return false;
+  op->max_in_flight = (int)mif;
+  op->timeout_ms = (int)to;
+  op->r_attempts = op->r_base = op->r_cap = op->r_age_s = op->r_ra_s = -1;
+  if (op->fields & F_RETRY) {
+    json_t *retry = json_object_get(body, "retry");
+    if (!json_is_object(retry)) {
+      hookd_req_error(r, 422, "invalid_field", "retry must be an object");
+      return false;
+    }
+    json_object_foreach(retry, k, v) {
+      if (strcmp(k, "max_attempts") && strcmp(k, "backoff_base_ms") &&
+          strcmp(k, "backoff_cap_ms") && strcmp(k, "max_age_s") && strcmp(k, "retry_after_cap_s")) {
+        hookd_req_error(r, 422, "unknown_field", "unknown field \"retry.%.64s\"", k);
+        return false;
+      }
+    }
+    const int64_t year_s = 366LL * 24 * 3600;
+    if (!get_int(r, retry, "max_attempts", 1, 1000, &op->r_attempts) ||
+        !get_int(r, retry, "backoff_base_ms", 1, year_s * 1000, &op->r_base) ||
+        !get_int(r, retry, "backoff_cap_ms", 1, year_s * 1000, &op->r_cap) ||
+        !get_int(r, retry, "max_age_s", 1, year_s, &op->r_age_s) ||
+        !get_int(r, retry, "retry_after_cap_s", 0, year_s, &op->r_ra_s))
+      return false;
+  }
+  if (op->fields & F_SECRET) {
+    hookd_hmac_key key;
+    if (hookd_json_get_str(body, "secret", &s) != 0 || strncmp(s, "whsec_", 6) != 0 ||
+        hookd_secret_parse(s, &key) != 0 || key.len < 24 || key.len > 64) {
+      hookd_req_error(r, 422, "invalid_field",
+                      "secret must be \"whsec_\" followed by base64 of 24 to 64 bytes");
+      return false;
+    }
+    op->secret = strdup(s);
+  }
+  if ((op->fields & F_URL && !op->url) || !op->description) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return false;
+  }
+  return true;
+}
+
+/* Applies the parsed fields onto ep (all of them on create, the present ones on PATCH). */
+static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create) {
+  unsigned f = create ? ~0u : op->fields;
+  if (f & F_URL && op->url) {
+    free(ep->url);
+    ep->url = strdup(op->url);
+  }
+  if (f & F_DESC) {
+    free(ep->description);
+    ep->description = strdup(op->description);
+  }
+  if (f & F_TYPES) {
+    free(ep->event_types);
+    ep->event_types = op->event_types ? strdup(op->event_types) : NULL;
+  }
+  if (f & F_ENABLED) {
+    if (op->enabled && !ep->enabled) {
+      free(ep->disabled_reason);
+      ep->disabled_reason = NULL;
+    } else if (!op->enabled && ep->enabled) {
+      free(ep->disabled_reason);
+      ep->disabled_reason = strdup("disabled by an operator");
+    }
+    ep->enabled = op->enabled;
+  }
+  if (f & F_MAXIF) ep->max_in_flight = op->max_in_flight;
+  if (f & F_TIMEOUT) ep->timeout_ms = op->timeout_ms;
+  if (op->r_attempts >= 0) ep->policy.max_attempts = (int)op->r_attempts;
+  if (op->r_base >= 0) ep->policy.base_ms = op->r_base;
+  if (op->r_cap >= 0) ep->policy.cap_ms = op->r_cap;
+  if (op->r_age_s >= 0) ep->policy.max_age_ms = op->r_age_s * 1000;
+  if (op->r_ra_s >= 0) ep->policy.retry_after_cap_ms = op->r_ra_s * 1000;
+  if (f & F_SECRET && op->secret) {
+    free(ep->secret);
+    ep->secret = strdup(op->secret);
+  }
+  return hookd_retry_policy_check(&ep->policy);
+}
+
+/* After the destination check (resolver thread): store, or answer 422. */
+static void dest_checked(hookd_dest_check *c, void *arg) {
+  ep_op *op = arg;
+  if (c->rc != 0) {
+    hookd_req_error(op->base.req, 422, "destination_refused", "url refused by rule %s: %s",
+                    c->err.rule, c->err.message);
+    HLOG(HOOKD_LOG_INFO, "destination.refused", KV_S("rule", c->err.rule),
+         KV_S("tenant_id", op->tenant), KV_S("endpoint_id", op->id[0] ? op->id : NULL));
+    ep_op_cleanup(&op->base);
+    free(op);
+    return;
+  }
+  hookd_storeq_submit(op->base.app->store->writer, &op->base.sop);
+}
+
+/* Suspends the request; checks the URL (when one was given), then runs the store op. */
+static void submit_with_check(ep_op *op) {
+  hookd_req_suspend(op->base.req);
+  if (!(op->fields & F_URL)) {
+    hookd_storeq_submit(op->base.app->store->writer, &op->base.sop);
+    return;
+  }
+  op->check.url = strdup(op->url);
+  op->check.done = dest_checked;
+  op->check.arg = op;
+  if (!op->check.url) {
+    op->check.rc = -1;
+    snprintf(op->check.err.rule, sizeof op->check.err.rule, "internal");
+    snprintf(op->check.err.message, sizeof op->check.err.message, "out of memory");
+    dest_checked(&op->check, op);
+    return;
+  }
+  hookd_destinations_check_async(op->base.app->dest, &op->check);
+}
+
+/* ---------- create ---------- */
+
+static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  ep_op *op = (ep_op *)base;
+  return be->endpoint_create(c, &op->ep, op->base.app->cfg->max_endpoints_per_tenant);
+}
+
+static void reply_create(hookd_api_op *base, int rc) {
+  ep_op *op = (ep_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, rc == HOOKD_STORE_NOTFOUND ? "tenant" : "endpoint");
+    return;
+  }
+  hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
+  HLOG(HOOKD_LOG_INFO, "endpoint.created", KV_S("endpoint_id", op->ep.id),
+       KV_S("tenant_id", op->ep.tenant_id));
+  json_t *v = hookd_json_endpoint(&op->ep);
+  json_object_set_new(v, "secret", json_string(op->ep.secret));
+  hookd_req_reply_json(base->req, 201, v);
+}
+
+void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  ep_op *op = hookd_api_op_new(sizeof *op, r, app, run_create, reply_create);
+  if (!op) {
+    json_decref(body);
+    return;
+  }
+  op->base.cleanup = ep_op_cleanup;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  bool ok = parse_fields(r, app, body, op, true);
+  json_decref(body);
+  int64_t now = hookd_now_ms();
+  hookd_endpoint *ep = &op->ep;
+  if (ok) {
+    hookd_url_info info;
+    hookd_url_error uerr;
+    if (hookd_destinations_check_shape(app->dest, op->url, &info, &uerr) != 0) {
+      hookd_req_error(r, 422, "destination_refused", "url refused by rule %s: %s", uerr.rule,
+                      uerr.message);
+      ok = false;
+    }
+  }
+  if (ok) {
+    if (!op->id[0]) hookd_id_new("ep", now, op->id);
+    ep->id = strdup(op->id);
+    ep->tenant_id = strdup(op->tenant);
+    ep->enabled = true;
+    hookd_retry_policy_defaults(&ep->policy);
+    ep->policy = app->cfg->policy;
+    ep->created_ms = ep->updated_ms = now;
+    const char *bad = apply_fields(op, ep, true);
+    if (!ep->secret) {
+      char sec[HOOKD_SECRET_MAX];
+      if (hookd_secret_generate(sec) == 0) ep->secret = strdup(sec);
+      memset(sec, 0, sizeof sec);
+    }
+    if (bad) {
+      hookd_req_error(r, 422, "invalid_field", "retry.%s is out of range (backoff_cap_ms must be "
+                      ">= backoff_base_ms)", bad);
+      ok = false;
+    } else if (!ep->id || !ep->tenant_id || !ep->url || !ep->secret) {
+      hookd_req_error(r, 503, "unavailable", "out of memory");
+      ok = false;
+    }
+  }
+  if (!ok) {
+    ep_op_cleanup(&op->base);
+    free(op);
+    return;
+  }
+  submit_with_check(op);
+}
+
+/* ---------- get / list / secret ---------- */
+
+static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  ep_op *op = (ep_op *)base;
+  if (op->listing)
+    return be->endpoint_list(c, op->tenant, op->after, op->limit + 1, &op->list, &op->n);
+  int rc = be->endpoint_get(c, op->id, &op->ep);
+  if (rc == 0 && strcmp(op->ep.tenant_id, op->tenant) != 0) {
+    hookd_endpoint_free(&op->ep);
+    rc = HOOKD_STORE_NOTFOUND;
+  }
+  return rc;
+}
+
+static void reply_get(hookd_api_op *base, int rc) {
+  ep_op *op = (ep_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "endpoint");
+    return;
+  }
+  if (op->want_secret) {
+    hookd_req_reply_json(base->req, 200, json_pack("{s:s}", "secret", op->ep.secret));
+    return;
+  }
+  if (!op->listing) {
+    hookd_req_reply_json(base->req, 200, hookd_json_endpoint(&op->ep));
+    return;
+  }
+  json_t *data = json_array();
+  size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
+  for (size_t i = 0; i < shown; i++) json_array_append_new(data, hookd_json_endpoint(&op->list[i]));
+  json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+}
+
+static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret) {
+  ep_op *op = hookd_api_op_new(sizeof *op, r, app, run_get, reply_get);
+  if (!op) return;
+  op->base.cleanup = ep_op_cleanup;
+  op->listing = listing;
+  op->want_secret = secret;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  if (listing) {
+    op->limit = hookd_api_limit(r, 50, 500);
+    const char *after = hookd_req_query(r, "after");
+    if (op->limit < 0 || (after && !hookd_id_valid(after, 128))) {
+      if (op->limit >= 0) hookd_req_error(r, 400, "invalid_parameter", "after must be an id");
+      free(op);
+      return;
+    }
+    snprintf(op->after, sizeof op->after, "%s", after ? after : "");
+  } else {
+    snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
+  }
+  hookd_api_submit(&op->base, false);
+}
+
+void hookd_api_endpoint_get(hookd_req *r, hookd_app *app) { submit_get(r, app, false, false); }
+void hookd_api_endpoint_list(hookd_req *r, hookd_app *app) { submit_get(r, app, true, false); }
+void hookd_api_endpoint_secret(hookd_req *r, hookd_app *app) { submit_get(r, app, false, true); }
+
+/* ---------- patch ---------- */
+
+static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  ep_op *op = (ep_op *)base;
+  int rc = be->endpoint_get(c, op->id, &op->ep);
+  if (rc) return rc;
+  if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
+  const char *bad = apply_fields(op, &op->ep, false);
+  if (bad) {
+    snprintf(op->base.err, sizeof op->base.err,
+             "retry.%s is out of range (backoff_cap_ms must be >= backoff_base_ms)", bad);
+    return HOOKD_STORE_LIMIT; /* answered 422 */
+  }
+  op->ep.updated_ms = hookd_now_ms();
+  return be->endpoint_update(c, &op->ep);
+}
+
+static void reply_patch(hookd_api_op *base, int rc) {
+  ep_op *op = (ep_op *)base;
+  if (rc == HOOKD_STORE_LIMIT && base->err[0]) {
+    hookd_req_error(base->req, 422, "invalid_field", "%s", base->err);
+    return;
+  }
+  if (rc) {
+    hookd_api_store_error(base, rc, "endpoint");
+    return;
+  }
+  hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
+  HLOG(HOOKD_LOG_INFO, "endpoint.updated", KV_S("endpoint_id", op->ep.id),
+       KV_S("tenant_id", op->ep.tenant_id), KV_I("enabled", op->ep.enabled));
+  hookd_req_reply_json(base->req, 200, hookd_json_endpoint(&op->ep));
+}
+
+void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app) {
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  ep_op *op = hookd_api_op_new(sizeof *op, r, app, run_patch, reply_patch);
+  if (!op) {
+    json_decref(body);
+    return;
+  }
+  op->base.cleanup = ep_op_cleanup;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
+  bool ok = parse_fields(r, app, body, op, false);
+  json_decref(body);
+  const hookd_principal *p = hookd_api_principal(r);
+  if (ok && p && p->role != HOOKD_ROLE_ADMIN && (op->fields & ~(unsigned)F_ENABLED)) {
+    hookd_req_error(r, 403, "forbidden", "the %s role may only change \"enabled\"",
+                    hookd_role_name(p->role));
+    ok = false;
+  }
+  if (ok && (op->fields & F_URL)) {
+    hookd_url_info info;
+    hookd_url_error uerr;
+    if (hookd_destinations_check_shape(app->dest, op->url, &info, &uerr) != 0) {
+      hookd_req_error(r, 422, "destination_refused", "url refused by rule %s: %s", uerr.rule,
+                      uerr.message);
+      ok = false;
+    }
+  }
+  if (!ok) {
+    ep_op_cleanup(&op->base);
+    free(op);
+    return;
+  }
+  submit_with_check(op);
+}
+
+/* ---------- delete ---------- */
+
+static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  ep_op *op = (ep_op *)base;
+  int rc = be->endpoint_get(c, op->id, &op->ep);
+  if (rc) return rc;
+  if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
+  op->ep.deleted_ms = hookd_now_ms();
+  return be->endpoint_delete(c, op->id, op->ep.deleted_ms, &op->cancelled);
+}
+
+static void reply_delete(hookd_api_op *base, int rc) {
+  ep_op *op = (ep_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "endpoint");
+    return;
+  }
+  hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
+  HLOG(HOOKD_LOG_INFO, "endpoint.deleted", KV_S("endpoint_id", op->id),
+       KV_S("tenant_id", op->tenant), KV_I("cancelled", op->cancelled));
+  hookd_req_reply_json(base->req, 200,
+                       json_pack("{s:s,s:b,s:i}", "id", op->id, "deleted", 1,
+                                 "cancelled_deliveries", op->cancelled));
+}
+
+void hookd_api_endpoint_delete(hookd_req *r, hookd_app *app) {
+  ep_op *op = hookd_api_op_new(sizeof *op, r, app, run_delete, reply_delete);
+  if (!op) return;
+  op->base.cleanup = ep_op_cleanup;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
+  hookd_api_submit(&op->base, true);
+}

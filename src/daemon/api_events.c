@@ -1,0 +1,250 @@
+/* api_events.c — publishing and reading events.
+ *   POST /v1/tenants/{t}/events  {type, payload, id?, occurred_at?}  + Idempotency-Key?
+ *        → 202 {id, deliveries, duplicate} after the commit (never before).
+ *   GET  /v1/events/{id}, GET /v1/tenants/{t}/events/{id}  → the event with its deliveries.
+ *
+ * The Standard Webhooks envelope {"id","type","timestamp","data"} is serialised here, once, and
+ * stored as the exact bytes every attempt and replay sends. The request hash that decides
+ * "same request" for idempotency is SHA-256 over the request's canonical JSON, so key order and
+ * whitespace do not matter. */
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "core/inbound.h"
+#include "core/timefmt.h"
+#include "daemon/api.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+
+typedef struct pub_op {
+  hookd_api_op base;
+  hookd_publish_req req;
+  hookd_publish_res res;
+  char tenant[HOOKD_ID_MAX + 64];
+  char event_id[160];
+  char type[260];
+  char idem[260];
+  hookd_buf body;
+  unsigned char hash[32];
+} pub_op;
+
+static void pub_cleanup(hookd_api_op *base) {
+  pub_op *op = (pub_op *)base;
+  hookd_buf_free(&op->body);
+  hookd_publish_res_free(&op->res);
+}
+
+static int run_publish(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  pub_op *op = (pub_op *)base;
+  return be->publish(c, &op->req, &op->res);
+}
+
+static void reply_publish(hookd_api_op *base, int rc) {
+  pub_op *op = (pub_op *)base;
+  if (rc) {
+    if (rc == HOOKD_STORE_CONFLICT) HOOKD_INC(publish_conflicts);
+    hookd_api_store_error(base, rc, "tenant");
+    return;
+  }
+  if (op->res.duplicate) {
+    HOOKD_INC(publish_duplicates);
+    hookd_req_add_header(base->req, "Idempotent-Replayed", "true");
+  } else {
+    HOOKD_INC(events_published);
+    HOOKD_ADD(deliveries_created, (uint64_t)op->res.n_deliveries);
+    for (size_t i = 0; i < op->res.n_endpoints; i++)
+      hookd_dispatcher_hint(base->app->disp, op->res.endpoints[i], op->res.due_ms);
+    if (op->res.endpoints_truncated) hookd_dispatcher_rescan(base->app->disp);
+    HLOG(HOOKD_LOG_DEBUG, "event.published", KV_S("event_id", op->res.event_id),
+         KV_S("tenant_id", op->tenant), KV_I("deliveries", op->res.n_deliveries));
+  }
+  hookd_req_reply_json(base->req, 202,
+                       json_pack("{s:s,s:i,s:b}", "id", op->res.event_id, "deliveries",
+                                 op->res.n_deliveries, "duplicate", op->res.duplicate));
+}
+
+static bool valid_type(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 256) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '_' || c == '-' || c == '.' || c == ':'))
+      return false;
+  }
+  return true;
+}
+
+static bool valid_idempotency_key(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 255) return false;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e) return false;
+  return true;
+}
+
+void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  pub_op *op = NULL;
+  const char *k, *type = NULL, *id = NULL, *occurred = NULL;
+  json_t *v, *payload = json_object_get(body, "payload");
+  int64_t now = hookd_now_ms(), occurred_ms = now;
+  json_object_foreach(body, k, v) {
+    if (strcmp(k, "type") && strcmp(k, "payload") && strcmp(k, "id") && strcmp(k, "occurred_at")) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      goto done;
+    }
+  }
+  if (hookd_json_get_str(body, "type", &type) != 0 || !valid_type(type)) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "type is required: 1-256 characters of letters, digits, '_', '-', '.', ':'");
+    goto done;
+  }
+  if (!payload) {
+    hookd_req_error(r, 422, "missing_field", "payload is required (any JSON value)");
+    goto done;
+  }
+  if (hookd_json_get_str(body, "id", &id) < 0 || (id && !hookd_id_valid(id, 128))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "id must be 1-128 characters of letters, digits, '_', '-', '.', ':'");
+    goto done;
+  }
+  if (hookd_json_get_str(body, "occurred_at", &occurred) < 0 ||
+      (occurred && hookd_parse_rfc3339(occurred, &occurred_ms) != 0)) {
+    hookd_req_error(r, 422, "invalid_field", "occurred_at must be an RFC 3339 timestamp");
+    goto done;
+  }
+  const char *idem = hookd_req_header(r, "Idempotency-Key");
+  if (idem && !valid_idempotency_key(idem)) {
+    hookd_req_error(r, 400, "invalid_header",
+                    "Idempotency-Key must be 1-255 printable ASCII characters");
+    goto done;
+  }
+
+  op = hookd_api_op_new(sizeof *op, r, app, run_publish, reply_publish);
+  if (!op) goto done;
+  op->base.cleanup = pub_cleanup;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->type, sizeof op->type, "%s", type);
+  if (id)
+    snprintf(op->event_id, sizeof op->event_id, "%s", id);
+  else
+    hookd_id_new("evt", now, op->event_id);
+  if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
+
+  /* request hash: SHA-256 of the canonical request body */
+  hookd_buf canon;
+  hookd_buf_init(&canon, app->cfg->max_body_bytes * 2 + 1024);
+  int brc = hookd_jcs(body, &canon);
+  if (brc == 0) {
+    unsigned int hl = 32;
+    EVP_Digest(canon.data, canon.len, op->hash, &hl, EVP_sha256(), NULL);
+  }
+  hookd_buf_free(&canon);
+
+  /* the envelope, serialised once */
+  char ts[HOOKD_RFC3339_MAX];
+  hookd_fmt_rfc3339_ms(occurred_ms, ts);
+  hookd_buf_init(&op->body, app->cfg->max_body_bytes * 2 + 1024);
+  hookd_buf *b = &op->body;
+  if (!brc) brc = hookd_buf_puts(b, "{\"id\":");
+  if (!brc) brc = hookd_json_quote(b, op->event_id, strlen(op->event_id));
+  if (!brc) brc = hookd_buf_puts(b, ",\"type\":");
+  if (!brc) brc = hookd_json_quote(b, op->type, strlen(op->type));
+  if (!brc) brc = hookd_buf_printf(b, ",\"timestamp\":\"%s\",\"data\":", ts);
+  if (!brc) brc = hookd_json_dump(payload, b);
+  if (!brc) brc = hookd_buf_puts(b, "}");
+  if (brc) {
+    hookd_req_error(r, brc == HOOKD_BUF_TOOBIG ? 413 : 400, "invalid_payload",
+                    "payload cannot be serialised (too large or not representable)");
+    pub_cleanup(&op->base);
+    free(op);
+    op = NULL;
+    goto done;
+  }
+  op->req.tenant_id = op->tenant;
+  op->req.event_id = op->event_id;
+  op->req.type = op->type;
+  op->req.body = b->data;
+  op->req.body_len = b->len;
+  op->req.request_hash = op->hash;
+  op->req.idempotency_key = idem ? op->idem : NULL;
+  op->req.occurred_ms = occurred_ms;
+  op->req.now_ms = now;
+  op->req.expires_ms = app->cfg->event_ttl_s ? now + app->cfg->event_ttl_s * 1000 : 0;
+  hookd_api_submit(&op->base, true);
+done:
+  json_decref(body);
+}
+
+/* ---------- read ---------- */
+
+typedef struct event_op {
+  hookd_api_op base;
+  char tenant[HOOKD_ID_MAX + 64]; /* "" = any */
+  char id[160];
+  hookd_event ev;
+  hookd_delivery *dl;
+  size_t n;
+  bool loaded;
+} event_op;
+
+static void event_cleanup(hookd_api_op *base) {
+  event_op *op = (event_op *)base;
+  if (op->loaded) {
+    hookd_event_free(&op->ev);
+    hookd_deliveries_free(op->dl, op->n);
+  }
+}
+
+static int run_event_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  event_op *op = (event_op *)base;
+  int rc = be->event_get(c, op->tenant[0] ? op->tenant : NULL, op->id, &op->ev, &op->dl, &op->n);
+  op->loaded = rc == 0;
+  return rc;
+}
+
+static void reply_event_get(hookd_api_op *base, int rc) {
+  event_op *op = (event_op *)base;
+  if (rc == HOOKD_STORE_CONFLICT) {
+    hookd_req_error(base->req, 409, "ambiguous_id",
+                    "several tenants use this event id: use /v1/tenants/{tenant}/events/{id}");
+    return;
+  }
+  if (rc) {
+    hookd_api_store_error(base, rc, "event");
+    return;
+  }
+  const hookd_principal *p = hookd_api_principal(base->req);
+  if (p && !hookd_principal_has_tenant(p, op->ev.tenant_id)) {
+    hookd_req_error(base->req, 404, "not_found", "event not found");
+    return;
+  }
+  json_t *env = json_loadb(op->ev.body, op->ev.body_len, 0, NULL);
+  json_t *payload = env ? json_incref(json_object_get(env, "data")) : NULL;
+  json_decref(env);
+  json_t *dl = json_array();
+  for (size_t i = 0; i < op->n; i++) json_array_append_new(dl, hookd_json_delivery(&op->dl[i]));
+  hookd_req_reply_json(
+      base->req, 200,
+      json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "id", op->ev.id, "tenant_id",
+                op->ev.tenant_id, "type", op->ev.type, "occurred_at",
+                hookd_json_time(op->ev.occurred_ms), "created_at",
+                hookd_json_time(op->ev.created_ms), "expires_at",
+                hookd_json_time(op->ev.expires_ms), "payload", payload ? payload : json_null(),
+                "deliveries", dl));
+}
+
+void hookd_api_event_get(hookd_req *r, hookd_app *app) {
+  event_op *op = hookd_api_op_new(sizeof *op, r, app, run_event_get, reply_event_get);
+  if (!op) return;
+  op->base.cleanup = event_cleanup;
+  bool scoped = hookd_req_param(r, 1) != NULL;
+  if (scoped) snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, scoped ? 1 : 0));
+  hookd_api_submit(&op->base, false);
+}

@@ -1,0 +1,87 @@
+/* api_system.c — /healthz (alive), /readyz (ready to take traffic) and /metrics (Prometheus). */
+#include <stdlib.h>
+
+#include "core/clock.h"
+#include "daemon/api.h"
+#include "daemon/metrics.h"
+
+void hookd_api_healthz(hookd_req *r, hookd_app *app) {
+  hookd_req_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+void hookd_api_readyz(hookd_req *r, hookd_app *app) {
+  if (atomic_load(&app->ready))
+    hookd_req_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
+  else
+    hookd_req_error(r, 503, "not_ready", "hookd is starting or shutting down");
+}
+
+static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
+  hookd_storeq_stats st;
+  hookd_storeq_get_stats(q, &st);
+  static const char *const bb[] = {"1", "4", "16", "64", "256", "1024", "+Inf"};
+  static const char *const lb[] = {"0.0005", "0.001", "0.002", "0.005",
+                                   "0.01",   "0.05",  "0.25",  "+Inf"};
+  int rc = hookd_buf_printf(o,
+                            "# HELP hookd_store_%s_queue_depth store ops waiting\n"
+                            "# TYPE hookd_store_%s_queue_depth gauge\n"
+                            "hookd_store_%s_queue_depth %llu\n",
+                            name, name, name, (unsigned long long)st.queue_depth);
+  if (rc || name[0] == 'r') return rc; /* the reader does not group-commit */
+  rc = hookd_buf_printf(o,
+                        "# HELP hookd_store_commit_batch_size ops per group commit\n"
+                        "# TYPE hookd_store_commit_batch_size histogram\n");
+  unsigned long long cum = 0;
+  for (int i = 0; i < 7 && !rc; i++) {
+    cum += st.batch_hist[i];
+    rc = hookd_buf_printf(o, "hookd_store_commit_batch_size_bucket{le=\"%s\"} %llu\n", bb[i], cum);
+  }
+  if (!rc)
+    rc = hookd_buf_printf(o,
+                          "hookd_store_commit_batch_size_sum %llu\n"
+                          "hookd_store_commit_batch_size_count %llu\n"
+                          "# HELP hookd_store_commit_seconds time to commit (fsync) a batch\n"
+                          "# TYPE hookd_store_commit_seconds histogram\n",
+                          (unsigned long long)st.ops, (unsigned long long)st.batches);
+  cum = 0;
+  for (int i = 0; i < 8 && !rc; i++) {
+    cum += st.commit_us_hist[i];
+    rc = hookd_buf_printf(o, "hookd_store_commit_seconds_bucket{le=\"%s\"} %llu\n", lb[i], cum);
+  }
+  if (!rc)
+    rc = hookd_buf_printf(o,
+                          "hookd_store_commit_seconds_sum %.6f\n"
+                          "hookd_store_commit_seconds_count %llu\n"
+                          "# HELP hookd_store_failed_commits_total group commits that failed\n"
+                          "# TYPE hookd_store_failed_commits_total counter\n"
+                          "hookd_store_failed_commits_total %llu\n",
+                          (double)st.commit_us_sum / 1e6, (unsigned long long)st.batches,
+                          (unsigned long long)st.failed_commits);
+  return rc;
+}
+
+void hookd_api_metrics(hookd_req *r, hookd_app *app) {
+  hookd_buf o;
+  hookd_buf_init(&o, 1 << 20);
+  int rc = hookd_metrics_render(&o);
+  hookd_dispatcher_stats ds = {0};
+  if (app->disp) hookd_dispatcher_get_stats(app->disp, &ds);
+  int64_t now = hookd_now_ms();
+  double oldest = ds.oldest_due_ms && ds.oldest_due_ms < now ? (now - ds.oldest_due_ms) / 1e3 : 0;
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_in_flight", "HTTP attempts in flight", ds.in_flight);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_claimed_waiting",
+                                     "claimed deliveries waiting for a slot", ds.queued);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_oldest_pending_age_seconds",
+                                     "how overdue the most overdue due delivery is", oldest);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints", "endpoints known to the dispatcher",
+                                     ds.endpoints);
+  rc = rc ? rc : storeq_metrics(&o, "writer", app->store->writer);
+  rc = rc ? rc : storeq_metrics(&o, "reader", app->store->reader);
+  if (rc) {
+    hookd_buf_free(&o);
+    hookd_req_error(r, 500, "internal", "metrics too large");
+    return;
+  }
+  size_t len = o.len;
+  hookd_req_reply(r, 200, "text/plain; version=0.0.4", hookd_buf_steal(&o), len);
+}

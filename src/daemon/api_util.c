@@ -1,0 +1,187 @@
+/* api_util.c — the async store-op helper, error mapping, body parsing and JSON renderers
+ * shared by the API handlers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timefmt.h"
+#include "daemon/api.h"
+
+static int op_run(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  hookd_api_op *op = arg;
+  int rc = op->run(c, be, op);
+  if (rc < 0) snprintf(op->err, sizeof op->err, "%s", be->errmsg(c));
+  return rc;
+}
+
+static void op_done(void *arg, int rc) {
+  hookd_api_op *op = arg;
+  op->reply(op, rc);
+  if (op->cleanup) op->cleanup(op);
+  free(op);
+}
+
+void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
+                       int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                       void (*reply)(hookd_api_op *, int)) {
+  hookd_api_op *op = calloc(1, size);
+  if (!op) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return NULL;
+  }
+  op->req = r;
+  op->app = app;
+  op->run = run;
+  op->reply = reply;
+  op->sop.run = op_run;
+  op->sop.done = op_done;
+  op->sop.arg = op;
+  return op;
+}
+
+void hookd_api_submit(hookd_api_op *op, bool write) {
+  hookd_req_suspend(op->req);
+  hookd_storeq_submit(write ? op->app->store->writer : op->app->store->reader, &op->sop);
+}
+
+void hookd_api_store_error(hookd_api_op *op, int rc, const char *what) {
+  const char *msg = op->err[0] ? op->err : hookd_store_strerror(rc);
+  switch (rc) {
+  case HOOKD_STORE_NOTFOUND:
+    hookd_req_error(op->req, 404, "not_found", "%s not found", what);
+    break;
+  case HOOKD_STORE_EXISTS:
+    hookd_req_error(op->req, 409, "already_exists", "%s already exists", what);
+    break;
+  case HOOKD_STORE_CONFLICT:
+    hookd_req_error(op->req, 409, "conflict", "%s", msg);
+    break;
+  case HOOKD_STORE_STATE:
+    hookd_req_error(op->req, 409, "invalid_state", "%s", msg);
+    break;
+  case HOOKD_STORE_LIMIT:
+    hookd_req_error(op->req, 422, "limit_exceeded", "%s", msg);
+    break;
+  default:
+    hookd_req_add_header(op->req, "Retry-After", "1");
+    hookd_req_error(op->req, 503, "storage_unavailable",
+                    "the store could not complete the request; retry later");
+  }
+}
+
+json_t *hookd_api_body_object(hookd_req *r, hookd_app *app) {
+  size_t len;
+  const char *body = hookd_req_body(r, &len);
+  if (len == 0) {
+    hookd_req_error(r, 400, "invalid_json", "request body is empty; expected a JSON object");
+    return NULL;
+  }
+  char err[HOOKD_JSON_ERR_MAX];
+  json_t *v = hookd_json_parse(body, len, &app->json_limits, err);
+  if (!v) {
+    hookd_req_error(r, 400, "invalid_json", "%s", err);
+    return NULL;
+  }
+  if (!json_is_object(v)) {
+    json_decref(v);
+    hookd_req_error(r, 400, "invalid_json", "request body must be a JSON object");
+    return NULL;
+  }
+  return v;
+}
+
+const hookd_principal *hookd_api_principal(hookd_req *r) { return hookd_req_get_app(r); }
+
+bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id) {
+  const hookd_principal *p = hookd_api_principal(r);
+  if (!p || hookd_principal_has_tenant(p, tenant_id)) return true;
+  hookd_req_error(r, 403, "forbidden", "this API key is not scoped to tenant %s", tenant_id);
+  return false;
+}
+
+int hookd_api_limit(hookd_req *r, int def, int max) {
+  const char *s = hookd_req_query(r, "limit");
+  if (!s) return def;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || end == s || v < 1 || v > max) {
+    hookd_req_error(r, 400, "invalid_parameter", "limit must be an integer in [1, %d]", max);
+    return -1;
+  }
+  return (int)v;
+}
+
+json_t *hookd_json_time(int64_t ms) {
+  if (!ms) return json_null();
+  char buf[HOOKD_RFC3339_MAX];
+  hookd_fmt_rfc3339_ms(ms, buf);
+  return json_string(buf);
+}
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+json_t *hookd_json_tenant(const hookd_tenant *t) {
+  return json_pack("{s:s,s:s,s:o}", "id", t->id, "name", t->name ? t->name : "", "created_at",
+                   hookd_json_time(t->created_ms));
+}
+
+json_t *hookd_json_endpoint(const hookd_endpoint *e) {
+  json_t *types = json_null();
+  if (e->event_types) {
+    types = json_array();
+    for (const char *p = e->event_types; *p;) {
+      const char *c = strchr(p, ',');
+      size_t len = c ? (size_t)(c - p) : strlen(p);
+      json_array_append_new(types, json_stringn(p, len));
+      if (!c) break;
+      p = c + 1;
+    }
+  }
+  return json_pack("{s:s,s:s,s:s,s:s,s:o,s:b,s:o,s:i,s:i,s:{s:I,s:i,s:I,s:I,s:I,s:I},s:o,s:o}",
+                   "id", e->id, "tenant_id", e->tenant_id, "url", e->url, "description",
+                   e->description ? e->description : "", "event_types", types, "enabled",
+                   e->enabled, "disabled_reason", str_or_null(e->disabled_reason),
+                   "max_in_flight", e->max_in_flight, "timeout_ms", e->timeout_ms, "retry",
+                   "policy_version", (json_int_t)e->policy.id, "max_attempts",
+                   e->policy.max_attempts, "backoff_base_ms", (json_int_t)e->policy.base_ms,
+                   "backoff_cap_ms", (json_int_t)e->policy.cap_ms, "max_age_s",
+                   (json_int_t)(e->policy.max_age_ms / 1000), "retry_after_cap_s",
+                   (json_int_t)(e->policy.retry_after_cap_ms / 1000), "created_at",
+                   hookd_json_time(e->created_ms), "updated_at", hookd_json_time(e->updated_ms));
+}
+
+json_t *hookd_json_delivery(const hookd_delivery *d) {
+  json_t *v = json_pack(
+      "{s:s,s:s,s:o,s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o}", "id", d->id,
+      "event_id", d->event_id ? d->event_id : "", "event_type", str_or_null(d->event_type),
+      "endpoint_id", d->endpoint_id, "tenant_id", d->tenant_id, "state",
+      hookd_dstate_name(d->state), "attempt_count", d->attempt_count, "next_attempt_at",
+      hookd_dstate_active(d->state) ? hookd_json_time(d->next_attempt_ms) : json_null(),
+      "last_error", str_or_null(d->last_error), "last_status",
+      d->last_status ? json_integer(d->last_status) : json_null(), "policy_version",
+      (json_int_t)d->policy_id, "lease",
+      d->leased_until_ms
+          ? json_pack("{s:o,s:I,s:o}", "owner", str_or_null(d->lease_owner), "token",
+                      (json_int_t)d->lease_token, "until", hookd_json_time(d->leased_until_ms))
+          : json_null(),
+      "created_at", hookd_json_time(d->created_ms), "updated_at", hookd_json_time(d->updated_ms),
+      "delivered_at", hookd_json_time(d->delivered_ms), "dead_at", hookd_json_time(d->dead_ms),
+      "dead_reason", str_or_null(d->dead_reason));
+  return v;
+}
+
+json_t *hookd_json_attempt(const hookd_attempt *a) {
+  json_t *resp = json_null();
+  if (a->response && a->response_len) {
+    /* the excerpt is the receiver's bytes: show them as text when they are UTF-8, else base64 */
+    resp = json_stringn(a->response, a->response_len);
+    if (!resp) resp = json_string("(binary response not shown)");
+  }
+  return json_pack("{s:i,s:s,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:I}", "attempt", a->number, "outcome",
+                   a->outcome ? a->outcome : "", "trigger", str_or_null(a->trigger),
+                   "http_status", a->http_status ? json_integer(a->http_status) : json_null(),
+                   "started_at", hookd_json_time(a->started_ms), "latency_ms",
+                   (json_int_t)a->latency_ms, "finished_at", hookd_json_time(a->finished_ms),
+                   "error", str_or_null(a->error), "response_excerpt", resp, "lease_token",
+                   (json_int_t)a->lease_token);
+}

@@ -1,0 +1,32 @@
+/* app.h — what the API handlers share: configuration, the store, the dispatcher, the key cache.
+ * One instance per `hookd serve`. */
+#ifndef HOOKD_DAEMON_APP_H
+#define HOOKD_DAEMON_APP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "core/jsonio.h"
+#include "daemon/auth.h"
+#include "daemon/config.h"
+#include "daemon/destination.h"
+#include "daemon/dispatcher.h"
+#include "daemon/server.h"
+#include "store/store.h"
+
+typedef struct hookd_app {
+  const hookd_config *cfg;
+  hookd_store *store;
+  hookd_dispatcher *disp;
+  hookd_server *srv;
+  hookd_auth *auth;
+  hookd_destinations *dest;
+  hookd_json_limits json_limits;
+  _Atomic bool ready;       /* /readyz: store open, dispatcher running, not shutting down */
+  int64_t started_ms;
+} hookd_app;
+
+/* The request handler installed in the server (router.c). */
+void hookd_api_handle(hookd_req *r, void *app);
+
+#endif

@@ -1,0 +1,160 @@
+/* auth.c — API-key cache and role checks (see auth.h). Tokens are compared by hash, in
+ * constant time against every cached key, so timing reveals nothing about which key is close. */
+#include "daemon/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/b64.h"
+#include "core/ids.h"
+
+typedef struct cached_key {
+  unsigned char hash[32];
+  hookd_principal p;
+} cached_key;
+
+struct hookd_auth {
+  pthread_rwlock_t lock;
+  cached_key *keys;
+  size_t n;
+  bool has_bootstrap;
+  cached_key bootstrap;
+};
+
+void hookd_auth_hash(const char *token, unsigned char hash[32]) {
+  unsigned int len = 32;
+  EVP_Digest(token, strlen(token), hash, &len, EVP_sha256(), NULL);
+}
+
+hookd_auth *hookd_auth_new(const char *bootstrap_key) {
+  hookd_auth *a = calloc(1, sizeof *a);
+  if (!a) return NULL;
+  pthread_rwlock_init(&a->lock, NULL);
+  if (bootstrap_key && *bootstrap_key) {
+    a->has_bootstrap = true;
+    hookd_auth_hash(bootstrap_key, a->bootstrap.hash);
+    snprintf(a->bootstrap.p.key_id, sizeof a->bootstrap.p.key_id, "key_config");
+    a->bootstrap.p.role = HOOKD_ROLE_ADMIN;
+  }
+  return a;
+}
+
+void hookd_auth_free(hookd_auth *a) {
+  if (!a) return;
+  pthread_rwlock_destroy(&a->lock);
+  OPENSSL_cleanse(a->keys, a->n * sizeof *a->keys);
+  free(a->keys);
+  free(a);
+}
+
+void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n) {
+  cached_key *v = calloc(n ? n : 1, sizeof *v);
+  if (!v) return;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (keys[i].revoked_ms) continue;
+    hookd_role role;
+    if (hookd_role_parse(keys[i].role, &role) != 0) continue;
+    memcpy(v[m].hash, keys[i].hash, 32);
+    snprintf(v[m].p.key_id, sizeof v[m].p.key_id, "%s", keys[i].id);
+    v[m].p.role = role;
+    snprintf(v[m].p.tenants, sizeof v[m].p.tenants, "%s", keys[i].tenants ? keys[i].tenants : "");
+    m++;
+  }
+  pthread_rwlock_wrlock(&a->lock);
+  cached_key *old = a->keys;
+  size_t oldn = a->n;
+  a->keys = v;
+  a->n = m;
+  pthread_rwlock_unlock(&a->lock);
+  OPENSSL_cleanse(old, oldn * sizeof *old);
+  free(old);
+}
+
+size_t hookd_auth_count(hookd_auth *a) {
+  pthread_rwlock_rdlock(&a->lock);
+  size_t n = a->n + (a->has_bootstrap ? 1 : 0);
+  pthread_rwlock_unlock(&a->lock);
+  return n;
+}
+
+bool hookd_auth_check(hookd_auth *a, const char *token, hookd_principal *p) {
+  if (!token || !*token || strlen(token) > 256) return false;
+  unsigned char h[32];
+  hookd_auth_hash(token, h);
+  bool found = false;
+  pthread_rwlock_rdlock(&a->lock);
+  if (a->has_bootstrap && CRYPTO_memcmp(h, a->bootstrap.hash, 32) == 0) {
+    *p = a->bootstrap.p;
+    found = true;
+  }
+  for (size_t i = 0; i < a->n; i++) {
+    if (CRYPTO_memcmp(h, a->keys[i].hash, 32) == 0 && !found) {
+      *p = a->keys[i].p;
+      found = true;
+    }
+  }
+  pthread_rwlock_unlock(&a->lock);
+  return found;
+}
+
+bool hookd_role_allows(hookd_role role, hookd_perm perm) {
+  switch (perm) {
+  case HOOKD_PERM_PUBLIC: return true;
+  case HOOKD_PERM_READ:
+    return role == HOOKD_ROLE_VIEWER || role == HOOKD_ROLE_OPERATOR || role == HOOKD_ROLE_ADMIN;
+  case HOOKD_PERM_PUBLISH: return role == HOOKD_ROLE_PUBLISHER || role == HOOKD_ROLE_ADMIN;
+  case HOOKD_PERM_OPERATE: return role == HOOKD_ROLE_OPERATOR || role == HOOKD_ROLE_ADMIN;
+  case HOOKD_PERM_ADMIN: return role == HOOKD_ROLE_ADMIN;
+  }
+  return false;
+}
+
+bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id) {
+  if (!p->tenants[0]) return true;
+  size_t tl = strlen(tenant_id);
+  for (const char *s = p->tenants; *s;) {
+    const char *e = strchr(s, ',');
+    size_t len = e ? (size_t)(e - s) : strlen(s);
+    if (len == tl && memcmp(s, tenant_id, tl) == 0) return true;
+    if (!e) break;
+    s = e + 1;
+  }
+  return false;
+}
+
+static const char *const role_names[] = {"none", "publisher", "viewer", "operator", "admin"};
+
+const char *hookd_role_name(hookd_role r) {
+  return (unsigned)r <= HOOKD_ROLE_ADMIN ? role_names[r] : "none";
+}
+
+int hookd_role_parse(const char *s, hookd_role *out) {
+  for (int i = 1; i <= HOOKD_ROLE_ADMIN; i++) {
+    if (s && strcmp(s, role_names[i]) == 0) {
+      *out = (hookd_role)i;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+int hookd_auth_generate(char token[64], unsigned char hash[32]) {
+  unsigned char raw[32];
+  char b64[HOOKD_B64_ENCLEN(32)];
+  if (hookd_random_bytes(raw, sizeof raw) != 0) return -1;
+  hookd_b64_encode(raw, sizeof raw, b64);
+  /* base64url without padding: tokens survive shells and URLs unquoted */
+  size_t o = 0;
+  memcpy(token, "hk_", 3);
+  o = 3;
+  for (char *c = b64; *c && *c != '='; c++) token[o++] = *c == '+' ? '-' : *c == '/' ? '_' : *c;
+  token[o] = '\0';
+  OPENSSL_cleanse(raw, sizeof raw);
+  hookd_auth_hash(token, hash);
+  return 0;
+}

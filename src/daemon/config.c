@@ -1,0 +1,373 @@
+/* config.c — the option table and its three sources (flags, environment, file). */
+#include "daemon/config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/log.h"
+
+typedef enum { T_STR, T_INT, T_I64, T_SIZE, T_BOOL, T_LIST, T_LISTEN, T_MS_FROM_S, T_LEVEL } opt_type;
+
+typedef struct opt {
+  const char *name;  /* flag without "--", config-file key */
+  const char *env;   /* environment variable or NULL */
+  opt_type type;
+  size_t off;        /* offset in hookd_config */
+  size_t size;       /* buffer size for T_STR; list count offset for T_LIST */
+  long long min, max;
+  const char *arg, *help;
+} opt;
+
+#define OFF(f) offsetof(hookd_config, f)
+#define SZ(f) sizeof(((hookd_config *)0)->f)
+
+static const opt opts[] = {
+    {"listen", "HOOKD_LISTEN", T_LISTEN, 0, 0, 0, 0, "HOST:PORT",
+     "address of the HTTP API and /in/ endpoints (port 0 = any free port)"},
+    {"store", "HOOKD_STORE", T_STR, OFF(store_url), SZ(store_url), 0, 0, "URL",
+     "storage: sqlite:PATH (embedded default)"},
+    {"api-key", "HOOKD_API_KEY", T_STR, OFF(api_key), SZ(api_key), 0, 0, "KEY",
+     "bootstrap admin API key (else one is generated at first start and printed once)"},
+    {"node-id", "HOOKD_NODE_ID", T_STR, OFF(node_id), SZ(node_id), 0, 0, "ID",
+     "name of this node in leases (unique per node sharing a store)"},
+    {"egress-allow", "HOOKD_EGRESS_ALLOW", T_LIST, OFF(egress_allow), OFF(n_egress_allow), 0, 0,
+     "CIDR", "allow destinations in this range despite the SSRF policy (repeatable; env: "
+             "comma-separated)"},
+    {"allow-private-networks", "HOOKD_ALLOW_PRIVATE_NETWORKS", T_BOOL,
+     OFF(allow_private_networks), 0, 0, 0, "",
+     "allow private, loopback and link-local destinations (development; cloud metadata stays "
+     "forbidden)"},
+    {"allow-http", "HOOKD_ALLOW_HTTP", T_BOOL, OFF(allow_http), 0, 0, 0, "",
+     "allow plain http:// destinations (default: https only)"},
+    {"egress-proxy", "HOOKD_EGRESS_PROXY", T_STR, OFF(egress_proxy), SZ(egress_proxy), 0, 0,
+     "URL", "send deliveries through this proxy (the connect-time address check then applies to "
+            "the proxy hop; the proxy must enforce the destination policy)"},
+    {"egress-ports", "HOOKD_EGRESS_PORTS", T_STR, OFF(egress_ports), SZ(egress_ports), 0, 0,
+     "LIST", "destination ports allowed: comma-separated, or \"any\" (default 80,443,8080,8443)"},
+    {"resolve", NULL, T_LIST, OFF(resolve), OFF(n_resolve), 0, 0, "HOST:PORT:ADDR",
+     "pin a name to an address for deliveries (curl --resolve syntax; development and tests)"},
+    {"max-in-flight", "HOOKD_MAX_IN_FLIGHT", T_INT, OFF(max_in_flight), 0, 1, 100000, "N",
+     "deliveries in flight at once, all endpoints"},
+    {"default-max-in-flight", NULL, T_INT, OFF(default_max_in_flight), 0, 1, 10000, "N",
+     "per-endpoint concurrency when the endpoint does not set max_in_flight"},
+    {"default-timeout-ms", NULL, T_INT, OFF(default_timeout_ms), 0, 100, 300000, "MS",
+     "total request timeout when the endpoint does not set timeout_ms"},
+    {"max-timeout-ms", NULL, T_INT, OFF(max_timeout_ms), 0, 100, 300000, "MS",
+     "largest timeout_ms an endpoint may set"},
+    {"connect-timeout-ms", NULL, T_INT, OFF(connect_timeout_ms), 0, 100, 120000, "MS",
+     "TCP + TLS connect timeout"},
+    {"max-response-bytes", NULL, T_SIZE, OFF(max_response_bytes), 0, 1024, 16 << 20, "BYTES",
+     "read at most this much of a response body (4 KiB of it is kept)"},
+    {"lease-margin-ms", NULL, T_INT, OFF(lease_margin_ms), 0, 1000, 3600000, "MS",
+     "a claim's lease lasts the request timeout plus this margin"},
+    {"retry-max-attempts", NULL, T_INT, OFF(policy.max_attempts), 0, 1, 1000, "N",
+     "default retry policy: attempts per delivery"},
+    {"retry-base-ms", NULL, T_I64, OFF(policy.base_ms), 0, 1, 86400000, "MS",
+     "default retry policy: first backoff ceiling (full jitter)"},
+    {"retry-cap-ms", NULL, T_I64, OFF(policy.cap_ms), 0, 1, 86400000, "MS",
+     "default retry policy: largest backoff ceiling"},
+    {"retry-max-age-s", NULL, T_MS_FROM_S, OFF(policy.max_age_ms), 0, 1, 31536000, "S",
+     "default retry policy: a delivery older than this goes DEAD"},
+    {"retry-after-cap-s", NULL, T_MS_FROM_S, OFF(policy.retry_after_cap_ms), 0, 0, 31536000, "S",
+     "default retry policy: longest Retry-After honoured"},
+    {"event-ttl-s", NULL, T_I64, OFF(event_ttl_s), 0, 0, 315360000, "S",
+     "events expire (undelivered deliveries go DEAD) after this; 0 = never"},
+    {"max-body-bytes", "HOOKD_MAX_BODY_BYTES", T_SIZE, OFF(max_body_bytes), 0, 64, 64 << 20,
+     "BYTES", "largest request body accepted (413 beyond)"},
+    {"max-json-depth", NULL, T_INT, OFF(max_json_depth), 0, 2, 1000, "N",
+     "deepest JSON nesting accepted"},
+    {"max-endpoints-per-tenant", NULL, T_INT, OFF(max_endpoints_per_tenant), 0, 1, 1000000, "N",
+     "endpoints a tenant may register"},
+    {"max-event-types", NULL, T_INT, OFF(max_event_types), 0, 1, 10000, "N",
+     "entries in an endpoint's event-type filter"},
+    {"max-url-length", NULL, T_SIZE, OFF(max_url_len), 0, 64, 65536, "N",
+     "longest destination URL"},
+    {"header-timeout-s", NULL, T_INT, OFF(header_timeout_s), 0, 1, 3600, "S",
+     "close a client connection idle (or trickling) this long"},
+    {"max-connections", NULL, T_INT, OFF(max_connections), 0, 1, 1000000, "N",
+     "concurrent client connections"},
+    {"store-batch", NULL, T_INT, OFF(store_batch), 0, 1, 100000, "N",
+     "most writes per group commit"},
+    {"log-level", "HOOKD_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, 0, "LEVEL",
+     "debug, info, warn or error"},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+void hookd_config_defaults(hookd_config *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
+  c->listen_port = 8080;
+  c->header_timeout_s = 10;
+  c->max_connections = 4096;
+  snprintf(c->store_url, sizeof c->store_url, "sqlite:hookd.db");
+  c->store_batch = 512;
+  snprintf(c->node_id, sizeof c->node_id, "local");
+  c->max_body_bytes = 1 << 20;
+  c->max_json_depth = 32;
+  c->max_endpoints_per_tenant = 1000;
+  c->max_event_types = 64;
+  c->max_url_len = 2048;
+  c->max_in_flight = 1024;
+  c->default_max_in_flight = 16;
+  c->default_timeout_ms = 15000;
+  c->max_timeout_ms = 60000;
+  c->connect_timeout_ms = 5000;
+  c->max_response_bytes = 64 * 1024;
+  c->lease_margin_ms = 30000;
+  hookd_retry_policy_defaults(&c->policy);
+  c->log_level = HOOKD_LOG_INFO;
+}
+
+void hookd_config_free(hookd_config *c) {
+  for (size_t i = 0; i < c->n_egress_allow; i++) free(c->egress_allow[i]);
+  for (size_t i = 0; i < c->n_resolve; i++) free(c->resolve[i]);
+  c->n_egress_allow = c->n_resolve = 0;
+}
+
+static const opt *find_opt(const char *name, size_t len) {
+  for (size_t i = 0; i < NOPTS; i++)
+    if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0) return &opts[i];
+  return NULL;
+}
+
+static int parse_ll(const char *s, long long min, long long max, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max) return -1;
+  *out = v;
+  return 0;
+}
+
+static int list_add(hookd_config *c, const opt *o, const char *v, char *err, size_t errlen) {
+  char **list = (char **)((char *)c + o->off);
+  size_t *n = (size_t *)((char *)c + o->size);
+  if (*n >= HOOKD_CFG_LIST_MAX) {
+    snprintf(err, errlen, "--%s: at most %d entries", o->name, HOOKD_CFG_LIST_MAX);
+    return -1;
+  }
+  if (!(list[*n] = strdup(v))) return -1;
+  (*n)++;
+  return 0;
+}
+
+/* Applies one value; from_env splits lists on commas. */
+static int apply(hookd_config *c, const opt *o, const char *v, int from_env, char *err,
+                 size_t errlen) {
+  char *field = (char *)c + o->off;
+  long long ll;
+  switch (o->type) {
+  case T_STR:
+    if (strlen(v) >= o->size) {
+      snprintf(err, errlen, "--%s: value too long", o->name);
+      return -1;
+    }
+    snprintf(field, o->size, "%s", v);
+    return 0;
+  case T_INT:
+  case T_I64:
+  case T_SIZE:
+  case T_MS_FROM_S:
+    if (parse_ll(v, o->min, o->max, &ll) != 0) {
+      snprintf(err, errlen, "--%s: expected an integer in [%lld, %lld], got \"%.40s\"", o->name,
+               o->min, o->max, v);
+      return -1;
+    }
+    if (o->type == T_I64) {
+      *(int64_t *)field = ll;
+    } else if (o->type == T_INT) {
+      *(int *)field = (int)ll;
+    } else if (o->type == T_SIZE) {
+      *(size_t *)field = (size_t)ll;
+    } else {
+      *(int64_t *)field = ll * 1000;
+    }
+    return 0;
+  case T_BOOL:
+    if (!*v || !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) *(bool *)field = true;
+    else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")) *(bool *)field = false;
+    else {
+      snprintf(err, errlen, "--%s: expected true or false", o->name);
+      return -1;
+    }
+    return 0;
+  case T_LIST:
+    if (!from_env) return list_add(c, o, v, err, errlen);
+    for (const char *p = v; *p;) {
+      const char *e = strchr(p, ',');
+      size_t len = e ? (size_t)(e - p) : strlen(p);
+      char item[256];
+      if (len && len < sizeof item) {
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (list_add(c, o, item, err, errlen) != 0) return -1;
+      }
+      if (!e) break;
+      p = e + 1;
+    }
+    return 0;
+  case T_LISTEN: {
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v || parse_ll(colon + 1, 0, 65535, &ll) != 0 ||
+        (size_t)(colon - v) >= sizeof c->listen_host) {
+      snprintf(err, errlen, "--listen: expected HOST:PORT, got \"%.60s\"", v);
+      return -1;
+    }
+    const char *h = v;
+    size_t hl = (size_t)(colon - v);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2;
+    memcpy(c->listen_host, h, hl);
+    c->listen_host[hl] = '\0';
+    c->listen_port = (int)ll;
+    return 0;
+  }
+  case T_LEVEL: {
+    int lvl = hookd_log_parse_level(v);
+    if (lvl < 0) {
+      snprintf(err, errlen, "--log-level: expected debug, info, warn or error");
+      return -1;
+    }
+    c->log_level = lvl;
+    return 0;
+  }
+  }
+  return -1;
+}
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t') s++;
+  size_t n = strlen(s);
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+    s[--n] = '\0';
+  return s;
+}
+
+static int load_file(hookd_config *c, const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, errlen, "--config %s: %s", path, strerror(errno));
+    return -1;
+  }
+  char line[2048];
+  int lineno = 0, rc = 0;
+  while (rc == 0 && fgets(line, sizeof line, f)) {
+    lineno++;
+    char *s = trim(line);
+    if (!*s || *s == '#') continue;
+    char *eq = strchr(s, '=');
+    char *key = s, *val = (char *)"";
+    if (eq) {
+      *eq = '\0';
+      val = trim(eq + 1);
+    }
+    key = trim(key);
+    const opt *o = find_opt(key, strlen(key));
+    if (!o) {
+      snprintf(err, errlen, "%s:%d: unknown option \"%.60s\"", path, lineno, key);
+      rc = -1;
+    } else if (apply(c, o, val, 0, err, errlen) != 0) {
+      rc = -1;
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t errlen) {
+  /* 1. config file (found among the flags first) */
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      hookd_config_usage(stdout);
+      return 1;
+    }
+    const char *file = NULL;
+    if (!strcmp(argv[i], "--config") && i + 1 < argc) file = argv[i + 1];
+    else if (!strncmp(argv[i], "--config=", 9)) file = argv[i] + 9;
+    if (file && load_file(c, file, err, errlen) != 0) return -1;
+  }
+  /* 2. environment */
+  for (size_t i = 0; i < NOPTS; i++) {
+    const char *v = opts[i].env ? getenv(opts[i].env) : NULL;
+    if (v && *v && apply(c, &opts[i], v, 1, err, errlen) != 0) return -1;
+  }
+  /* 3. flags; lists given by flag replace those from the environment and file */
+  int list_reset[NOPTS] = {0};
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--", 2) != 0) {
+      snprintf(err, errlen, "unexpected argument \"%.60s\" (see --help)", a);
+      return -1;
+    }
+    a += 2;
+    const char *eq = strchr(a, '=');
+    size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+    if (nlen == 6 && !strncmp(a, "config", 6)) {
+      if (!eq) i++;
+      continue;
+    }
+    const opt *o = find_opt(a, nlen);
+    if (!o) {
+      snprintf(err, errlen, "unknown option --%.*s (see --help)", (int)(nlen > 60 ? 60 : nlen), a);
+      return -1;
+    }
+    const char *v;
+    if (eq) v = eq + 1;
+    else if (o->type == T_BOOL) v = "true";
+    else if (i + 1 < argc) v = argv[++i];
+    else {
+      snprintf(err, errlen, "--%s needs a value", o->name);
+      return -1;
+    }
+    if (o->type == T_LIST && !list_reset[o - opts]) {
+      list_reset[o - opts] = 1;
+      char **list = (char **)((char *)c + o->off);
+      size_t *n = (size_t *)((char *)c + o->size);
+      for (size_t k = 0; k < *n; k++) free(list[k]);
+      *n = 0;
+    }
+    if (apply(c, o, v, 0, err, errlen) != 0) return -1;
+  }
+  const char *bad = hookd_retry_policy_check(&c->policy);
+  if (bad) {
+    snprintf(err, errlen, "invalid default retry policy: %s", bad);
+    return -1;
+  }
+  if (c->default_timeout_ms > c->max_timeout_ms) {
+    snprintf(err, errlen, "--default-timeout-ms exceeds --max-timeout-ms");
+    return -1;
+  }
+  return 0;
+}
+
+void hookd_config_usage(FILE *out) {
+  hookd_config d;
+  hookd_config_defaults(&d);
+  fprintf(out, "usage: hookd serve [options]\n\n"
+               "Runs the hookd daemon: the HTTP API, the provider-facing /in/ endpoints, the\n"
+               "dispatcher and the egress. Each option is also read from a config file\n"
+               "(--config FILE, lines \"name = value\") and, where shown, the environment.\n"
+               "Precedence: flag > environment > file > default.\n\n"
+               "  --config FILE\n      read options from FILE\n");
+  for (size_t i = 0; i < NOPTS; i++) {
+    const opt *o = &opts[i];
+    char def[128] = "";
+    const char *field = (const char *)&d + o->off;
+    switch (o->type) {
+    case T_STR: snprintf(def, sizeof def, "%s", *field ? field : "(none)"); break;
+    case T_INT: snprintf(def, sizeof def, "%d", *(const int *)field); break;
+    case T_I64: snprintf(def, sizeof def, "%lld", (long long)*(const int64_t *)field); break;
+    case T_SIZE: snprintf(def, sizeof def, "%zu", *(const size_t *)field); break;
+    case T_MS_FROM_S:
+      snprintf(def, sizeof def, "%lld", (long long)(*(const int64_t *)field / 1000));
+      break;
+    case T_BOOL: snprintf(def, sizeof def, "%s", *(const bool *)field ? "true" : "false"); break;
+    case T_LIST: snprintf(def, sizeof def, "(none)"); break;
+    case T_LISTEN: snprintf(def, sizeof def, "%s:%d", d.listen_host, d.listen_port); break;
+    case T_LEVEL: snprintf(def, sizeof def, "info"); break;
+    }
+    fprintf(out, "  --%s%s%s\n      %s\n      default: %s%s%s\n", o->name, *o->arg ? " " : "",
+            o->arg, o->help, def, o->env ? "; env: " : "", o->env ? o->env : "");
+  }
+  hookd_config_free(&d);
+}

@@ -1,0 +1,66 @@
+/* config.h — `hookd serve` configuration: one table of options, each settable by flag, by
+ * environment variable and by config file (`name = value` lines, `#` comments). Precedence:
+ * flag > environment > file > default. `--help` prints the table with every default. */
+#ifndef HOOKD_DAEMON_CONFIG_H
+#define HOOKD_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/backoff.h"
+
+#define HOOKD_CFG_LIST_MAX 64
+
+typedef struct hookd_config {
+  /* network */
+  char listen_host[256];
+  int listen_port;
+  int header_timeout_s;        /* idle connection / slow client timeout */
+  int max_connections;
+  /* store */
+  char store_url[1024];
+  int store_batch;
+  char node_id[64];
+  /* access */
+  char api_key[256];           /* bootstrap admin key ("" = from the store, generated once) */
+  /* limits */
+  size_t max_body_bytes;
+  int max_json_depth;
+  int max_endpoints_per_tenant;
+  int max_event_types;
+  size_t max_url_len;
+  /* egress */
+  int max_in_flight;           /* global */
+  int default_max_in_flight;   /* per endpoint */
+  int default_timeout_ms;
+  int max_timeout_ms;
+  int connect_timeout_ms;
+  size_t max_response_bytes;
+  int lease_margin_ms;
+  char *egress_allow[HOOKD_CFG_LIST_MAX]; /* CIDR strings */
+  size_t n_egress_allow;
+  bool allow_private_networks;
+  bool allow_http;
+  char egress_proxy[1024];
+  char egress_ports[512];      /* "any" or comma-separated ports; "" = 80,443,8080,8443 */
+  char *resolve[HOOKD_CFG_LIST_MAX];     /* curl RESOLVE entries HOST:PORT:ADDR */
+  size_t n_resolve;
+  /* retries */
+  hookd_retry_policy policy;   /* default policy for new endpoints */
+  int64_t event_ttl_s;         /* events expire after this (0 = never) */
+  /* logs */
+  int log_level;
+} hookd_config;
+
+void hookd_config_defaults(hookd_config *c);
+void hookd_config_free(hookd_config *c);
+
+/* Parses argv (after the "serve" word) and the environment. Returns 0, 1 when --help was
+ * printed, or -1 with a message in err. */
+int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t errlen);
+
+void hookd_config_usage(FILE *out);
+
+#endif

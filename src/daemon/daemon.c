@@ -1,0 +1,188 @@
+/* daemon.c — start-up, the signal loop and graceful shutdown.
+ *
+ * Start: block signals (every thread inherits the mask; only this thread takes them) → open the
+ * store (migrations) → take the store's single-process lock (SQLite) → load API keys, creating
+ * the first admin key if there is none → destination policy → dispatcher (rebuilds its index
+ * from the store) → HTTP server → "listening" → ready.
+ * Stop (SIGTERM/SIGINT): not ready → stop accepting → wait for requests waiting on a commit →
+ * stop the server → stop the dispatcher (in-flight requests finish and are recorded, queued
+ * ones released) → drain and close the store → exit 0. */
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "daemon/app.h"
+#include "daemon/log.h"
+#include "store/storeq.h"
+
+typedef struct keys_load {
+  hookd_api_key *keys;
+  size_t n;
+} keys_load;
+
+static int run_keys_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  keys_load *k = arg;
+  return be->api_key_list(c, &k->keys, &k->n);
+}
+
+static int run_key_create(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  return be->api_key_create(c, arg);
+}
+
+static int refresh_keys(hookd_app *app) {
+  keys_load k = {0};
+  int rc = hookd_storeq_run_sync(app->store->reader, run_keys_list, &k);
+  if (rc == 0) {
+    hookd_auth_set_keys(app->auth, k.keys, k.n);
+    hookd_api_keys_free(k.keys, k.n);
+  }
+  return rc;
+}
+
+/* The first start of a store with no key and no --api-key creates an admin key and shows it
+ * once. */
+static int bootstrap_key(hookd_app *app) {
+  if (app->cfg->api_key[0] || hookd_auth_count(app->auth) > 0) return 0;
+  char token[64];
+  hookd_api_key k = {0};
+  char id[HOOKD_ID_MAX];
+  if (hookd_auth_generate(token, k.hash) != 0) return -1;
+  hookd_id_new("key", hookd_now_ms(), id);
+  k.id = id;
+  k.role = (char *)"admin";
+  k.name = (char *)"bootstrap";
+  k.created_ms = hookd_now_ms();
+  if (hookd_storeq_run_sync(app->store->writer, run_key_create, &k) != 0) return -1;
+  printf("hookd: created the first admin API key (%s). It is shown only this once:\n  %s\n", id,
+         token);
+  fflush(stdout);
+  memset(token, 0, sizeof token);
+  HLOG(HOOKD_LOG_WARN, "auth.bootstrap_key_created", KV_S("key_id", id));
+  return refresh_keys(app);
+}
+
+/* SQLite is single-process: a second hookd on the same file would reclaim the first one's
+ * leases. An advisory lock next to the database refuses that. */
+static int lock_store(const char *url, int *fd_out, char *err, size_t errlen) {
+  *fd_out = -1;
+  if (strncmp(url, "sqlite:", 7) != 0) return 0;
+  char path[1100];
+  snprintf(path, sizeof path, "%s.lock", url + 7);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    snprintf(err, errlen, "another hookd is running on %s", url + 7);
+    close(fd);
+    return -1;
+  }
+  *fd_out = fd;
+  return 0;
+}
+
+int hookd_serve(const hookd_config *cfg) {
+  hookd_log_level = cfg->log_level;
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms()};
+  app.json_limits.max_depth = (size_t)cfg->max_json_depth;
+  char err[512] = "";
+  int lock_fd = -1, exit_code = 1;
+
+  if (lock_store(cfg->store_url, &lock_fd, err, sizeof err) != 0) goto fail;
+  hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
+  if (hookd_store_open(&sc, &app.store, err, sizeof err) != 0) goto fail;
+  app.auth = hookd_auth_new(cfg->api_key);
+  if (!app.auth || refresh_keys(&app) != 0 || bootstrap_key(&app) != 0) {
+    snprintf(err, sizeof err, "cannot load API keys");
+    goto fail;
+  }
+  app.dest = hookd_destinations_new(cfg, err, sizeof err);
+  if (!app.dest) goto fail;
+
+  hookd_dispatcher_config dc = {
+      .store = app.store,
+      .node_id = cfg->node_id,
+      .max_in_flight = cfg->max_in_flight,
+      .lease_margin_ms = cfg->lease_margin_ms,
+      .egress = {.connect_timeout_ms = cfg->connect_timeout_ms,
+                 .max_response_bytes = cfg->max_response_bytes,
+                 .excerpt_bytes = HOOKD_EXCERPT_MAX,
+                 .user_agent = "hookd/" HOOKD_VERSION,
+                 .max_connects = cfg->max_in_flight > 1024 ? cfg->max_in_flight : 1024,
+                 .addr_check = hookd_destinations_addr_check,
+                 .addr_check_ctx = app.dest,
+                 .proxy = cfg->egress_proxy[0] ? cfg->egress_proxy : NULL,
+                 .resolve = hookd_destinations_resolve_list(app.dest)},
+  };
+  app.disp = hookd_dispatcher_start(&dc, err, sizeof err);
+  if (!app.disp) goto fail;
+
+  hookd_server_config hc = {.host = cfg->listen_host,
+                            .port = cfg->listen_port,
+                            .idle_timeout_s = cfg->header_timeout_s,
+                            .max_connections = cfg->max_connections,
+                            .max_body = cfg->max_body_bytes,
+                            .max_head_bytes = 64 * 1024,
+                            .max_headers = 100,
+                            .max_url_len = 4096,
+                            .handler = hookd_api_handle,
+                            .app = &app};
+  app.srv = hookd_server_start(&hc, err, sizeof err);
+  if (!app.srv) goto fail;
+  atomic_store(&app.ready, true);
+  HLOG(HOOKD_LOG_INFO, "listening", KV_S("host", cfg->listen_host),
+       KV_I("port", hookd_server_port(app.srv)), KV_S("store", cfg->store_url),
+       KV_S("node_id", cfg->node_id), KV_S("version", HOOKD_VERSION));
+
+  for (;;) {
+    struct timespec ts = {2, 0};
+    int sig = sigtimedwait(&sigs, NULL, &ts);
+    if (sig == SIGTERM || sig == SIGINT) {
+      HLOG(HOOKD_LOG_INFO, "shutdown.begin", KV_S("signal", sig == SIGTERM ? "TERM" : "INT"));
+      break;
+    }
+    refresh_keys(&app); /* keys created or revoked by `hookd keys` take effect */
+  }
+  exit_code = 0;
+
+fail:
+  if (exit_code != 0 && err[0]) {
+    HLOG(HOOKD_LOG_ERROR, "startup.failed", KV_S("error", err));
+    fprintf(stderr, "hookd: %s\n", err);
+  }
+  atomic_store(&app.ready, false);
+  if (app.srv) {
+    hookd_server_quiesce(app.srv);
+    int64_t deadline = hookd_mono_ms() + 30000;
+    while (hookd_server_suspended(app.srv) > 0 && hookd_mono_ms() < deadline) {
+      struct timespec nap = {0, 10 * 1000 * 1000};
+      nanosleep(&nap, NULL); /* bounded drain: requests waiting on a commit */
+    }
+    hookd_server_stop(app.srv);
+  }
+  hookd_dispatcher_stop(app.disp);
+  hookd_destinations_free(app.dest);
+  hookd_store_close(app.store);
+  hookd_auth_free(app.auth);
+  if (lock_fd >= 0) close(lock_fd);
+  if (exit_code == 0) HLOG(HOOKD_LOG_INFO, "shutdown.complete", KV_I("exit", 0));
+  return exit_code;
+}

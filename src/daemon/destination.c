@@ -1,0 +1,186 @@
+/* destination.c — policy construction, the connect-time hook, and the resolver pool. */
+#include "daemon/destination.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "daemon/log.h"
+
+#define RESOLVER_THREADS 2
+#define MAX_ADDRS 32
+
+struct hookd_destinations {
+  hookd_url_policy url;
+  hookd_cidr allow[HOOKD_CFG_LIST_MAX];
+  uint16_t ports[64];
+  struct curl_slist *resolve;
+  pthread_t threads[RESOLVER_THREADS];
+  int nthreads;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  hookd_dest_check *head, *tail;
+  int stop;
+};
+
+const char *hookd_destinations_addr_check(void *ctx, const struct sockaddr *sa, socklen_t len) {
+  hookd_destinations *d = ctx;
+  return hookd_addr_judge_sockaddr(&d->url.addr, sa, len);
+}
+
+struct curl_slist *hookd_destinations_resolve_list(hookd_destinations *d) { return d->resolve; }
+
+int hookd_destinations_check_shape(hookd_destinations *d, const char *url, hookd_url_info *info,
+                                   hookd_url_error *err) {
+  return hookd_url_check(&d->url, url, info, err);
+}
+
+/* Looks the host:port up in the --resolve pins ("HOST:PORT:ADDR[,ADDR]"). */
+static size_t pinned(hookd_destinations *d, const hookd_url_info *info, int *fam,
+                     unsigned char (*addrs)[16]) {
+  char prefix[300];
+  snprintf(prefix, sizeof prefix, "%s:%u:", info->host, info->port);
+  size_t plen = strlen(prefix), n = 0;
+  for (struct curl_slist *e = d->resolve; e; e = e->next) {
+    const char *s = e->data;
+    if (*s == '+') s++;
+    if (strncasecmp(s, prefix, plen) != 0) continue;
+    char list[256];
+    snprintf(list, sizeof list, "%s", s + plen);
+    for (char *save = NULL, *a = strtok_r(list, ",", &save); a && n < MAX_ADDRS;
+         a = strtok_r(NULL, ",", &save)) {
+      size_t al = strlen(a);
+      if (al > 2 && a[0] == '[' && a[al - 1] == ']') {
+        a[al - 1] = '\0';
+        a++;
+      }
+      if (inet_pton(AF_INET, a, addrs[n]) == 1) fam[n++] = AF_INET;
+      else if (inet_pton(AF_INET6, a, addrs[n]) == 1) fam[n++] = AF_INET6;
+    }
+    return n;
+  }
+  return 0;
+}
+
+static void check_one(hookd_destinations *d, hookd_dest_check *c) {
+  c->rc = hookd_url_check(&d->url, c->url, &c->info, &c->err);
+  if (c->rc != 0 || c->info.ip_family) return;
+  int fam[MAX_ADDRS];
+  unsigned char addrs[MAX_ADDRS][16];
+  size_t n = pinned(d, &c->info, fam, addrs);
+  if (n == 0) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int g = getaddrinfo(c->info.host, NULL, &hints, &res);
+    for (struct addrinfo *a = res; g == 0 && a && n < MAX_ADDRS; a = a->ai_next) {
+      if (a->ai_family == AF_INET) {
+        memcpy(addrs[n], &((struct sockaddr_in *)a->ai_addr)->sin_addr, 4);
+        fam[n++] = AF_INET;
+      } else if (a->ai_family == AF_INET6) {
+        memcpy(addrs[n], &((struct sockaddr_in6 *)a->ai_addr)->sin6_addr, 16);
+        fam[n++] = AF_INET6;
+      }
+    }
+    if (res) freeaddrinfo(res);
+  }
+  c->rc = hookd_url_check_resolved(&d->url, &c->info, fam,
+                                   (const unsigned char(*)[16])addrs, n, &c->err);
+}
+
+static void *resolver_main(void *arg) {
+  hookd_destinations *d = arg;
+  for (;;) {
+    pthread_mutex_lock(&d->mu);
+    while (!d->head && !d->stop) pthread_cond_wait(&d->cv, &d->mu);
+    if (!d->head) {
+      pthread_mutex_unlock(&d->mu);
+      return NULL;
+    }
+    hookd_dest_check *c = d->head;
+    d->head = c->next;
+    if (!d->head) d->tail = NULL;
+    pthread_mutex_unlock(&d->mu);
+    check_one(d, c);
+    c->done(c, c->arg);
+  }
+}
+
+void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c) {
+  c->next = NULL;
+  pthread_mutex_lock(&d->mu);
+  if (d->tail)
+    d->tail->next = c;
+  else
+    d->head = c;
+  d->tail = c;
+  pthread_cond_signal(&d->cv);
+  pthread_mutex_unlock(&d->mu);
+}
+
+hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, size_t errlen) {
+  hookd_destinations *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  for (size_t i = 0; i < cfg->n_egress_allow; i++) {
+    if (hookd_cidr_parse(cfg->egress_allow[i], &d->allow[i]) != 0) {
+      snprintf(err, errlen, "--egress-allow: \"%.60s\" is not a CIDR", cfg->egress_allow[i]);
+      free(d);
+      return NULL;
+    }
+  }
+  d->url.addr.allow = d->allow;
+  d->url.addr.n_allow = cfg->n_egress_allow;
+  d->url.addr.allow_private = cfg->allow_private_networks;
+  d->url.allow_http = cfg->allow_http;
+  if (!strcmp(cfg->egress_ports, "any")) {
+    d->url.any_port = true;
+  } else if (cfg->egress_ports[0]) {
+    char list[sizeof cfg->egress_ports];
+    snprintf(list, sizeof list, "%s", cfg->egress_ports);
+    for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+      char *end;
+      long v = strtol(t, &end, 10);
+      if (*end || v < 1 || v > 65535 || d->url.n_ports >= 64) {
+        snprintf(err, errlen, "--egress-ports: expected \"any\" or up to 64 ports, got \"%.40s\"",
+                 t);
+        free(d);
+        return NULL;
+      }
+      d->ports[d->url.n_ports++] = (uint16_t)v;
+    }
+    d->url.ports = d->ports;
+  }
+  d->url.max_url_len = cfg->max_url_len;
+  for (size_t i = 0; i < cfg->n_resolve; i++) {
+    struct curl_slist *t = curl_slist_append(d->resolve, cfg->resolve[i]);
+    if (t) d->resolve = t;
+  }
+  pthread_mutex_init(&d->mu, NULL);
+  pthread_cond_init(&d->cv, NULL);
+  for (int i = 0; i < RESOLVER_THREADS; i++) {
+    if (pthread_create(&d->threads[i], NULL, resolver_main, d) != 0) break;
+    pthread_setname_np(d->threads[i], "resolver");
+    d->nthreads++;
+  }
+  if (!d->nthreads) {
+    snprintf(err, errlen, "cannot start resolver threads");
+    hookd_destinations_free(d);
+    return NULL;
+  }
+  return d;
+}
+
+void hookd_destinations_free(hookd_destinations *d) {
+  if (!d) return;
+  pthread_mutex_lock(&d->mu);
+  d->stop = 1;
+  pthread_cond_broadcast(&d->cv);
+  pthread_mutex_unlock(&d->mu);
+  for (int i = 0; i < d->nthreads; i++) pthread_join(d->threads[i], NULL);
+  curl_slist_free_all(d->resolve);
+  pthread_mutex_destroy(&d->mu);
+  pthread_cond_destroy(&d->cv);
+  free(d);
+}

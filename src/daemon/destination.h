@@ -1,0 +1,41 @@
+/* destination.h — the destination policy of this daemon: building the address/URL policy from
+ * the configuration, the connect-time check handed to the egress, and registration-time checks
+ * that resolve names on a small resolver pool (getaddrinfo blocks; the ingress thread must not).
+ * Names pinned with --resolve resolve to their pinned address, here as in the egress. */
+#ifndef HOOKD_DAEMON_DESTINATION_H
+#define HOOKD_DAEMON_DESTINATION_H
+
+#include <curl/curl.h>
+
+#include "daemon/config.h"
+#include "egress/urlpolicy.h"
+
+typedef struct hookd_destinations hookd_destinations;
+
+typedef struct hookd_dest_check {
+  char *url;                      /* in (owned by the check) */
+  int rc;                         /* out: 0 allowed, -1 refused */
+  hookd_url_info info;
+  hookd_url_error err;
+  void (*done)(struct hookd_dest_check *c, void *arg); /* runs on a resolver thread */
+  void *arg;
+  struct hookd_dest_check *next;
+} hookd_dest_check;
+
+/* Builds the policy from cfg (CIDRs parsed; an invalid one fails with err). */
+hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, size_t errlen);
+void hookd_destinations_free(hookd_destinations *d);
+
+/* The egress's connect-time check (hookd_egress_addr_check signature). */
+const char *hookd_destinations_addr_check(void *ctx, const struct sockaddr *sa, socklen_t len);
+/* CURLOPT_RESOLVE list built from --resolve (owned by d). */
+struct curl_slist *hookd_destinations_resolve_list(hookd_destinations *d);
+
+/* Checks url synchronously without resolving names (shape and IP literals). */
+int hookd_destinations_check_shape(hookd_destinations *d, const char *url, hookd_url_info *info,
+                                   hookd_url_error *err);
+/* Full check on a resolver thread; c->done is called there. c->url is freed with the check by
+ * the caller after done. */
+void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c);
+
+#endif

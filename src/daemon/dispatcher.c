@@ -1,0 +1,986 @@
+/* dispatcher.c — due work → claims → signed HTTP attempts → fenced outcomes (see dispatcher.h).
+ *
+ * Data structures, all owned by the dispatcher thread:
+ *  - endpoints: id → struct ep (strmap);
+ *  - a min-heap of endpoints that may claim now or later, keyed by next_due;
+ *  - a ready ring of endpoints that hold claimed deliveries and have a free slot; sending takes
+ *    one delivery from the head endpoint and moves it to the tail (round robin per delivery);
+ *  - the inbox: messages from other threads (store completions, hints, endpoint changes).
+ * An endpoint is freed only when it is gone and nothing references it (claims, queue, flight). */
+#include "daemon/dispatcher.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/delivery_state.h"
+#include "core/ids.h"
+#include "core/retry_after.h"
+#include "core/sign.h"
+#include "core/strmap.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+#include "store/storeq.h"
+
+#define CLAIM_LIMIT_MAX 256
+#define RECLAIM_BATCH 1000
+
+struct ep;
+
+typedef enum {
+  MSG_HINT, MSG_RESCAN_REQ, MSG_ENDPOINT, MSG_CLAIMED, MSG_RECORDED, MSG_RELEASED, MSG_SWEPT,
+  MSG_RESCANNED
+} msg_type;
+
+typedef struct msg {
+  msg_type type;
+  struct msg *next;
+  struct hookd_dispatcher *d;
+  hookd_store_op op;
+  int rc;
+  /* MSG_HINT */
+  char *endpoint_id;
+  int64_t due_ms;
+  /* MSG_ENDPOINT */
+  hookd_endpoint ep;
+  /* MSG_CLAIMED */
+  hookd_claim_req claim;
+  struct ep *claim_ep;
+  hookd_claimed *claimed;
+  size_t n_claimed;
+  int64_t next_due;
+  /* MSG_SWEPT / MSG_RESCANNED */
+  hookd_due_hint *hints;
+  size_t n_hints;
+  int reclaimed;
+  int64_t now_ms;
+  /* MSG_RECORDED / MSG_RELEASED: the item, which embeds this message */
+  struct item *item;
+} msg;
+
+
+/* One claimed delivery, from claim to recorded outcome. */
+typedef struct item {
+  hookd_claimed c;
+  struct ep *ep;
+  struct item *next;            /* endpoint queue link */
+  hookd_egress_req req;
+  struct curl_slist *hdrs;
+  int64_t sent_ms;
+  hookd_store_op op;            /* record or release */
+  msg done;                     /* posted back when op completes (no allocation) */
+  bool recording;               /* op records an outcome (else releases the lease) */
+  char *endpoint_id;            /* copy for the writer thread */
+  hookd_outcome out;
+  char last_error[32];
+  char dead_reason[32];
+  char disable_reason[64];
+  int rc;
+  struct hookd_dispatcher *d;
+} item;
+
+typedef struct ep {
+  hookd_endpoint cfg;
+  hookd_hmac_key key;
+  bool key_ok;
+  bool gone;                    /* deleted: free when refs drop to 0 */
+  int in_flight;
+  int queued;
+  int claiming;                 /* 0 or 1: a claim op is outstanding */
+  item *q_head, *q_tail;
+  int64_t next_due;             /* 0 = nothing known due */
+  size_t heap_pos;              /* index + 1 in the heap, 0 = not in it */
+  bool in_ready;
+  struct ep *ready_next;
+} ep;
+
+struct hookd_dispatcher {
+  hookd_dispatcher_config cfg;
+  char *node_id;
+  hookd_store *store;
+  hookd_egress *eg;
+  pthread_t thread;
+
+  pthread_mutex_t mu;           /* guards inbox, stopping, stats */
+  msg *in_head, *in_tail;
+  bool stopping;
+  hookd_dispatcher_stats stats;
+
+  hookd_strmap eps;
+  ep **heap;
+  size_t heap_len, heap_cap;
+  ep *ready_head, *ready_tail;
+  int in_flight, queued;
+  int store_ops;                /* outstanding store ops issued by the dispatcher */
+  bool sweeping, rescanning;
+  int64_t next_sweep_ms, next_rescan_ms;
+};
+
+/* ---------- inbox ---------- */
+
+static void post(hookd_dispatcher *d, msg *m) {
+  m->next = NULL;
+  pthread_mutex_lock(&d->mu);
+  if (d->in_tail)
+    d->in_tail->next = m;
+  else
+    d->in_head = m;
+  d->in_tail = m;
+  pthread_mutex_unlock(&d->mu);
+  hookd_egress_wakeup(d->eg);
+}
+
+static msg *msg_new(hookd_dispatcher *d, msg_type t) {
+  msg *m = calloc(1, sizeof *m);
+  if (m) {
+    m->type = t;
+    m->d = d;
+  }
+  return m;
+}
+
+void hookd_dispatcher_hint(hookd_dispatcher *d, const char *endpoint_id, int64_t due_ms) {
+  msg *m = msg_new(d, MSG_HINT);
+  if (!m || !(m->endpoint_id = strdup(endpoint_id))) {
+    free(m);
+    return; /* the periodic rescan will find it */
+  }
+  m->due_ms = due_ms;
+  post(d, m);
+}
+
+void hookd_dispatcher_rescan(hookd_dispatcher *d) {
+  msg *m = msg_new(d, MSG_RESCAN_REQ);
+  if (m) post(d, m);
+}
+
+void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint *e) {
+  msg *m = msg_new(d, MSG_ENDPOINT);
+  if (!m) return;
+  hookd_endpoint_copy(&m->ep, e);
+  post(d, m);
+}
+
+void hookd_dispatcher_get_stats(hookd_dispatcher *d, hookd_dispatcher_stats *out) {
+  pthread_mutex_lock(&d->mu);
+  *out = d->stats;
+  pthread_mutex_unlock(&d->mu);
+}
+
+/* Store completions run on the writer thread: they only post the message back. */
+static void op_done_post(void *arg, int rc) {
+  msg *m = arg;
+  m->rc = rc;
+  post(m->d, m);
+}
+
+static void item_done_post(void *arg, int rc) {
+  item *it = arg;
+  it->rc = rc;
+  memset(&it->done, 0, sizeof it->done);
+  it->done.type = it->recording ? MSG_RECORDED : MSG_RELEASED;
+  it->done.d = it->d;
+  it->done.item = it;
+  it->done.rc = rc;
+  post(it->d, &it->done);
+}
+
+/* ---------- heap of endpoints by next_due ---------- */
+
+static bool heap_less(ep *a, ep *b) { return a->next_due < b->next_due; }
+
+static void heap_swap(hookd_dispatcher *d, size_t i, size_t j) {
+  ep *t = d->heap[i];
+  d->heap[i] = d->heap[j];
+  d->heap[j] = t;
+  d->heap[i]->heap_pos = i + 1;
+  d->heap[j]->heap_pos = j + 1;
+}
+
+static void heap_up(hookd_dispatcher *d, size_t i) {
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (!heap_less(d->heap[i], d->heap[p])) break;
+    heap_swap(d, i, p);
+    i = p;
+  }
+}
+
+static void heap_down(hookd_dispatcher *d, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < d->heap_len && heap_less(d->heap[l], d->heap[m])) m = l;
+    if (r < d->heap_len && heap_less(d->heap[r], d->heap[m])) m = r;
+    if (m == i) break;
+    heap_swap(d, i, m);
+    i = m;
+  }
+}
+
+static void heap_remove(hookd_dispatcher *d, ep *e) {
+  if (!e->heap_pos) return;
+  size_t i = e->heap_pos - 1;
+  e->heap_pos = 0;
+  d->heap_len--;
+  if (i == d->heap_len) return;
+  d->heap[i] = d->heap[d->heap_len];
+  d->heap[i]->heap_pos = i + 1;
+  heap_up(d, i);
+  heap_down(d, d->heap[i]->heap_pos - 1);
+}
+
+static void heap_set(hookd_dispatcher *d, ep *e) {
+  if (e->heap_pos) {
+    heap_up(d, e->heap_pos - 1);
+    heap_down(d, e->heap_pos - 1);
+    return;
+  }
+  if (d->heap_len == d->heap_cap) {
+    size_t nc = d->heap_cap ? d->heap_cap * 2 : 64;
+    ep **nh = realloc(d->heap, nc * sizeof *nh);
+    if (!nh) return; /* stays out of the heap until the next rescan */
+    d->heap = nh;
+    d->heap_cap = nc;
+  }
+  d->heap[d->heap_len] = e;
+  e->heap_pos = ++d->heap_len;
+  heap_up(d, d->heap_len - 1);
+}
+
+/* ---------- endpoints ---------- */
+
+static int ep_limit(const ep *e) { return e->cfg.max_in_flight > 0 ? e->cfg.max_in_flight : 1; }
+
+/* How many more deliveries the endpoint may claim: its in-flight window plus one prefetched. */
+static int ep_room(const ep *e) { return 2 * ep_limit(e) - e->in_flight - e->queued; }
+
+/* Puts the endpoint in the claim heap if it may claim, else takes it out. */
+static void ep_schedule(hookd_dispatcher *d, ep *e) {
+  if (e->next_due > 0 && !e->claiming && !e->gone && e->cfg.enabled && e->key_ok &&
+      ep_room(e) > 0 && !d->stopping)
+    heap_set(d, e);
+  else
+    heap_remove(d, e);
+}
+
+static void ready_push(hookd_dispatcher *d, ep *e) {
+  if (e->in_ready || !e->q_head || e->in_flight >= ep_limit(e)) return;
+  e->in_ready = true;
+  e->ready_next = NULL;
+  if (d->ready_tail)
+    d->ready_tail->ready_next = e;
+  else
+    d->ready_head = e;
+  d->ready_tail = e;
+}
+
+static ep *ready_pop(hookd_dispatcher *d) {
+  ep *e = d->ready_head;
+  if (!e) return NULL;
+  d->ready_head = e->ready_next;
+  if (!d->ready_head) d->ready_tail = NULL;
+  e->in_ready = false;
+  e->ready_next = NULL;
+  return e;
+}
+
+static void ep_free(ep *e) {
+  memset(&e->key, 0, sizeof e->key);
+  hookd_endpoint_free(&e->cfg);
+  free(e);
+}
+
+static void ep_maybe_free(hookd_dispatcher *d, ep *e) {
+  if (!e->gone || e->in_flight || e->queued || e->claiming) return;
+  heap_remove(d, e);
+  if (e->in_ready) {
+    /* rebuild the ring without e */
+    ep *prev = NULL;
+    for (ep *p = d->ready_head; p; prev = p, p = p->ready_next) {
+      if (p != e) continue;
+      if (prev) prev->ready_next = p->ready_next;
+      else d->ready_head = p->ready_next;
+      if (d->ready_tail == p) d->ready_tail = prev;
+      break;
+    }
+  }
+  if (hookd_strmap_get(&d->eps, e->cfg.id) == e) hookd_strmap_del(&d->eps, e->cfg.id);
+  ep_free(e);
+}
+
+static void ep_apply_config(ep *e, const hookd_endpoint *cfg) {
+  hookd_endpoint_free(&e->cfg);
+  hookd_endpoint_copy(&e->cfg, cfg);
+  e->key_ok = e->cfg.secret && hookd_secret_parse(e->cfg.secret, &e->key) == 0;
+  if (!e->key_ok)
+    HLOG(HOOKD_LOG_ERROR, "endpoint.secret_invalid", KV_S("endpoint_id", e->cfg.id),
+         KV_S("tenant_id", e->cfg.tenant_id));
+}
+
+static ep *ep_get(hookd_dispatcher *d, const char *id) { return hookd_strmap_get(&d->eps, id); }
+
+static void release_queue(hookd_dispatcher *d, ep *e);
+
+static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
+  ep *e = ep_get(d, cfg->id);
+  if (cfg->deleted_ms) {
+    if (!e) return;
+    e->gone = true;
+    release_queue(d, e);
+    ep_schedule(d, e);
+    ep_maybe_free(d, e);
+    return;
+  }
+  if (!e) {
+    e = calloc(1, sizeof *e);
+    if (!e) return;
+    ep_apply_config(e, cfg);
+    if (hookd_strmap_put(&d->eps, e->cfg.id, e) != 0) {
+      ep_free(e);
+      return;
+    }
+    e->next_due = hookd_now_ms(); /* a claim finds out what is due */
+  } else {
+    bool was_enabled = e->cfg.enabled;
+    ep_apply_config(e, cfg);
+    if (!was_enabled && e->cfg.enabled) e->next_due = hookd_now_ms();
+    if (was_enabled && !e->cfg.enabled) release_queue(d, e);
+  }
+  ep_schedule(d, e);
+}
+
+/* ---------- store ops issued by the dispatcher ---------- */
+
+static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  msg *m = arg;
+  return be->claim(c, &m->claim, &m->claimed, &m->n_claimed, &m->next_due);
+}
+
+static void submit_claim(hookd_dispatcher *d, ep *e, int limit, int64_t now) {
+  msg *m = msg_new(d, MSG_CLAIMED);
+  if (!m) return;
+  if (!(m->endpoint_id = strdup(e->cfg.id))) {
+    free(m);
+    return;
+  }
+  m->claim_ep = e;
+  m->claim.endpoint_id = m->endpoint_id;
+  m->claim.owner = d->node_id;
+  m->claim.limit = limit;
+  m->claim.now_ms = now;
+  /* the lease covers a queue wait of one request plus the request itself, plus the margin */
+  m->claim.lease_ms = 2 * (int64_t)e->cfg.timeout_ms + d->cfg.lease_margin_ms;
+  m->op.run = run_claim;
+  m->op.done = op_done_post;
+  m->op.arg = m;
+  e->claiming = 1;
+  d->store_ops++;
+  HOOKD_INC(claims);
+  hookd_storeq_submit(d->store->writer, &m->op);
+}
+
+static int run_record(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  item *it = arg;
+  return be->record_outcome(c, &it->out);
+}
+
+static int run_release(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  item *it = arg;
+  return be->release_lease(c, it->c.d.seq, it->c.d.lease_token);
+}
+
+static void submit_item_op(hookd_dispatcher *d, item *it, bool record) {
+  it->d = d;
+  it->recording = record;
+  it->op.run = record ? run_record : run_release;
+  it->op.done = item_done_post;
+  it->op.arg = it;
+  d->store_ops++;
+  hookd_storeq_submit(d->store->writer, &it->op);
+}
+
+/* A claimed delivery that will not be sent now goes back to the store. */
+static void release_item(hookd_dispatcher *d, item *it) { submit_item_op(d, it, false); }
+
+static void release_queue(hookd_dispatcher *d, ep *e) {
+  for (item *it = e->q_head, *next; it; it = next) {
+    next = it->next;
+    e->queued--;
+    d->queued--;
+    release_item(d, it);
+  }
+  e->q_head = e->q_tail = NULL;
+}
+
+/* Records an outcome decided without an HTTP attempt (expired before sending). */
+static void record_without_attempt(hookd_dispatcher *d, item *it, const char *reason) {
+  hookd_delivery *dl = &it->c.d;
+  hookd_dstate to;
+  if (hookd_dstate_next(dl->state, HOOKD_DT_DEAD, &to) != 0) {
+    release_item(d, it);
+    return;
+  }
+  memset(&it->out, 0, sizeof it->out);
+  snprintf(it->dead_reason, sizeof it->dead_reason, "%s", reason);
+  it->out.delivery_seq = dl->seq;
+  it->out.lease_token = dl->lease_token;
+  it->out.from = dl->state;
+  it->out.to = to;
+  it->out.attempt_number = 0;
+  it->out.last_error = it->dead_reason;
+  it->out.dead_reason = it->dead_reason;
+  it->out.now_ms = hookd_now_ms();
+  submit_item_op(d, it, true);
+}
+
+/* ---------- sending ---------- */
+
+static const char *attempt_kind(const hookd_delivery *dl) {
+  if (dl->attempt_count > dl->cycle_base) return "retry";
+  return dl->replay_cycle ? "replay" : "live";
+}
+
+static int send_item(hookd_dispatcher *d, item *it, int64_t now) {
+  ep *e = it->ep;
+  hookd_delivery *dl = &it->c.d;
+  char ts[24], sig[HOOKD_SIG_MAX], h[HOOKD_ID_MAX + 64];
+  int64_t now_s = now / 1000;
+  snprintf(ts, sizeof ts, "%lld", (long long)now_s);
+  if (hookd_sign_v1(&e->key, dl->event_id, now_s, it->c.body, it->c.body_len, sig) != 0)
+    return -1;
+  struct curl_slist *hs = NULL, *t;
+#define ADD(...)                                                                               \
+  do {                                                                                         \
+    snprintf(h, sizeof h, __VA_ARGS__);                                                        \
+    if (!(t = curl_slist_append(hs, h))) goto fail;                                            \
+    hs = t;                                                                                    \
+  } while (0)
+  ADD("Content-Type: application/json");
+  ADD("webhook-id: %s", dl->event_id);
+  ADD("webhook-timestamp: %s", ts);
+  ADD("webhook-signature: %s", sig);
+  ADD("hookd-delivery-id: %s", dl->id);
+  ADD("hookd-attempt: %d", dl->attempt_count + 1);
+  ADD("Expect:");
+#undef ADD
+  memset(&it->req, 0, sizeof it->req);
+  it->hdrs = hs;
+  it->req.url = e->cfg.url;
+  it->req.headers = hs;
+  it->req.body = it->c.body;
+  it->req.body_len = it->c.body_len;
+  it->req.timeout_ms = e->cfg.timeout_ms;
+  it->req.user = it;
+  if (hookd_egress_start(d->eg, &it->req) != 0) goto fail;
+  it->sent_ms = now;
+  if (dl->attempt_count == 0 && !dl->replay_cycle)
+    hookd_hist_observe_ms(&hookd_m.first_attempt_delay, now - dl->created_ms);
+  return 0;
+fail:
+  curl_slist_free_all(hs);
+  it->hdrs = NULL;
+  return -1;
+}
+
+/* Sends as many queued deliveries as the global and per-endpoint caps allow, one per endpoint
+ * in turn. */
+static void dispatch_ready(hookd_dispatcher *d, int64_t now) {
+  while (d->in_flight < d->cfg.max_in_flight) {
+    ep *e = ready_pop(d);
+    if (!e) break;
+    item *it = e->q_head;
+    if (!it || e->in_flight >= ep_limit(e)) continue;
+    e->q_head = it->next;
+    if (!e->q_head) e->q_tail = NULL;
+    it->next = NULL;
+    e->queued--;
+    d->queued--;
+
+    if (it->c.expires_ms && now >= it->c.expires_ms) {
+      record_without_attempt(d, it, "expired");
+    } else if (it->c.d.leased_until_ms - now < e->cfg.timeout_ms + 1000) {
+      /* waited too long for a slot: the lease could lapse mid-request; claim it again later */
+      release_item(d, it);
+      if (!e->next_due || e->next_due > now) e->next_due = now;
+    } else if (send_item(d, it, now) == 0) {
+      e->in_flight++;
+      d->in_flight++;
+    } else {
+      release_item(d, it);
+    }
+    ready_push(d, e);
+    ep_schedule(d, e);
+  }
+}
+
+/* ---------- outcomes ---------- */
+
+static void on_http_done(hookd_egress_req *req, void *arg) {
+  hookd_dispatcher *d = arg;
+  item *it = req->user;
+  ep *e = it->ep;
+  hookd_delivery *dl = &it->c.d;
+  int64_t now = hookd_now_ms();
+  curl_slist_free_all(it->hdrs);
+  it->hdrs = NULL;
+  e->in_flight--;
+  d->in_flight--;
+
+  hookd_classification cls = hookd_classify(req->net, req->status);
+  int64_t ra = -1;
+  if (req->net == HOOKD_NET_OK && req->retry_after[0] &&
+      hookd_retry_after_parse(req->retry_after, now, &ra) != 0)
+    ra = -1;
+  hookd_delivery_view view = {.state = dl->state,
+                              .cycle_attempts = dl->attempt_count - dl->cycle_base,
+                              .cycle_started_ms = dl->cycle_started_ms,
+                              .expires_ms = it->c.expires_ms};
+  hookd_decision dec;
+  if (hookd_decide(&it->c.policy, &view, cls, ra, now, hookd_random_u64(), &dec) != 0) {
+    HLOG(HOOKD_LOG_ERROR, "delivery.illegal_transition", KV_S("delivery_id", dl->id),
+         KV_S("state", hookd_dstate_name(dl->state)));
+    hookd_egress_req_cleanup(req);
+    release_item(d, it);
+    return;
+  }
+
+  hookd_outcome *o = &it->out;
+  memset(o, 0, sizeof *o);
+  snprintf(it->last_error, sizeof it->last_error, "%s", cls.category);
+  o->delivery_seq = dl->seq;
+  o->lease_token = dl->lease_token;
+  o->from = dl->state;
+  o->to = dec.next;
+  o->attempt_number = dl->attempt_count + 1;
+  o->next_attempt_ms = dec.next_attempt_ms;
+  o->last_error = cls.cls == HOOKD_CLASS_SUCCESS ? NULL : it->last_error;
+  if (dec.dead_reason) {
+    snprintf(it->dead_reason, sizeof it->dead_reason, "%s", dec.dead_reason);
+    o->dead_reason = it->dead_reason;
+  }
+  free(it->endpoint_id);
+  it->endpoint_id = strdup(e->cfg.id);
+  o->endpoint_id = it->endpoint_id;
+  o->disable_endpoint = dec.disable_endpoint && it->endpoint_id;
+  if (dec.disable_endpoint) {
+    snprintf(it->disable_reason, sizeof it->disable_reason, "endpoint answered 410 Gone");
+    o->disable_reason = it->disable_reason;
+  }
+  o->now_ms = now;
+  o->attempt.started_ms = req->started_ms;
+  o->attempt.finished_ms = req->started_ms + req->latency_ms;
+  o->attempt.outcome = (char *)cls.outcome;
+  o->attempt.http_status = req->net == HOOKD_NET_OK ? req->status : 0;
+  o->attempt.latency_ms = req->latency_ms;
+  o->attempt.error = req->error[0] ? req->error : NULL;
+  o->attempt.response = req->response.data;
+  o->attempt.response_len = req->response.len;
+  o->attempt.trigger = (char *)attempt_kind(dl);
+
+  HOOKD_INC(attempts[hookd_metrics_outcome_index(cls.outcome)]);
+  hookd_hist_observe_ms(&hookd_m.attempt_latency, req->latency_ms);
+  if (req->net == HOOKD_NET_BLOCKED) {
+    HOOKD_INC(egress_blocked);
+    HLOG(HOOKD_LOG_WARN, "egress.blocked", KV_S("rule", req->blocked_rule),
+         KV_S("endpoint_id", e->cfg.id), KV_S("tenant_id", e->cfg.tenant_id),
+         KV_S("delivery_id", dl->id));
+  }
+  int lvl = cls.cls == HOOKD_CLASS_SUCCESS ? HOOKD_LOG_DEBUG : HOOKD_LOG_INFO;
+  HLOG(lvl, "attempt", KV_S("event_id", dl->event_id), KV_S("delivery_id", dl->id),
+       KV_I("attempt", o->attempt_number), KV_S("tenant_id", dl->tenant_id),
+       KV_S("endpoint_id", e->cfg.id), KV_I("lease_token", dl->lease_token),
+       KV_S("outcome", cls.outcome), KV_I("status", o->attempt.http_status),
+       KV_I("latency_ms", req->latency_ms), KV_S("next_state", hookd_dstate_name(dec.next)));
+
+  if (dec.disable_endpoint && e->cfg.enabled) {
+    e->cfg.enabled = false;
+    HOOKD_INC(endpoints_disabled);
+    HLOG(HOOKD_LOG_WARN, "endpoint.disabled", KV_S("endpoint_id", e->cfg.id),
+         KV_S("tenant_id", e->cfg.tenant_id), KV_S("reason", "410 Gone"));
+    release_queue(d, e);
+  }
+  submit_item_op(d, it, true);
+  /* the response excerpt is written by the record op; free the buffer when it completes */
+  ready_push(d, e);
+  ep_schedule(d, e);
+}
+
+/* ---------- inbox processing ---------- */
+
+static void set_due(hookd_dispatcher *d, ep *e, int64_t due, bool authoritative) {
+  if (authoritative)
+    e->next_due = due;
+  else if (due > 0 && (!e->next_due || due < e->next_due))
+    e->next_due = due;
+  ep_schedule(d, e);
+}
+
+static void on_claimed(hookd_dispatcher *d, msg *m) {
+  ep *e = m->claim_ep;
+  e->claiming = 0;
+  free(m->endpoint_id);
+  if (m->rc != 0) {
+    HLOG(HOOKD_LOG_ERROR, "claim.failed", KV_S("endpoint_id", e->cfg.id),
+         KV_S("error", hookd_store_strerror(m->rc)));
+    /* retry the claim on the next sweep rather than spinning */
+    e->next_due = hookd_now_ms() + 1000;
+  } else {
+    HOOKD_ADD(claimed, m->n_claimed);
+    for (size_t i = 0; i < m->n_claimed; i++) {
+      item *it = calloc(1, sizeof *it);
+      if (!it) {
+        hookd_claimed_free(&m->claimed[i]);
+        continue; /* its lease expires and it is claimed again */
+      }
+      it->c = m->claimed[i];
+      it->ep = e;
+      it->d = d;
+      if (e->gone || !e->cfg.enabled || d->stopping) {
+        release_item(d, it);
+        continue;
+      }
+      if (e->q_tail)
+        e->q_tail->next = it;
+      else
+        e->q_head = it;
+      e->q_tail = it;
+      e->queued++;
+      d->queued++;
+    }
+    free(m->claimed);
+    m->claimed = NULL;
+    e->next_due = m->next_due;
+  }
+  ready_push(d, e);
+  ep_schedule(d, e);
+  ep_maybe_free(d, e);
+}
+
+static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
+  ep *e = it->ep;
+  hookd_outcome *o = &it->out;
+  if (recorded) {
+    if (it->rc == HOOKD_STORE_STALE) {
+      if (!e->gone) {
+        HOOKD_INC(stale_outcomes);
+        HLOG(HOOKD_LOG_WARN, "outcome.stale", KV_S("delivery_id", it->c.d.id),
+             KV_S("event_id", it->c.d.event_id), KV_I("lease_token", it->c.d.lease_token),
+             KV_S("endpoint_id", e->cfg.id));
+      }
+    } else if (it->rc != 0) {
+      HLOG(HOOKD_LOG_ERROR, "outcome.write_failed", KV_S("delivery_id", it->c.d.id),
+           KV_S("error", hookd_store_strerror(it->rc)));
+      /* the lease expires and the delivery is attempted again: at-least-once */
+    } else {
+      if (o->to == HOOKD_DS_DELIVERED) HOOKD_INC(delivered);
+      if (o->to == HOOKD_DS_RETRYING) {
+        HOOKD_INC(retries_scheduled);
+        set_due(d, e, o->next_attempt_ms, false);
+      }
+      if (o->to == HOOKD_DS_DEAD) {
+        HOOKD_INC(dead[hookd_metrics_dead_index(o->dead_reason)]);
+        HLOG(HOOKD_LOG_WARN, "delivery.dead", KV_S("delivery_id", it->c.d.id),
+             KV_S("event_id", it->c.d.event_id), KV_S("tenant_id", it->c.d.tenant_id),
+             KV_S("endpoint_id", e->cfg.id), KV_S("reason", o->dead_reason),
+             KV_I("attempts", o->attempt_number ? o->attempt_number : it->c.d.attempt_count));
+      }
+    }
+  } else if (it->rc == 0 && !e->gone) {
+    /* released: it is due again */
+    set_due(d, e, it->c.d.next_attempt_ms ? it->c.d.next_attempt_ms : hookd_now_ms(), false);
+  }
+  hookd_egress_req_cleanup(&it->req);
+  hookd_claimed_free(&it->c);
+  free(it->endpoint_id);
+  free(it);
+  ep_schedule(d, e);
+  ep_maybe_free(d, e);
+}
+
+static void apply_hints(hookd_dispatcher *d, hookd_due_hint *h, size_t n, bool authoritative,
+                        int64_t snapshot_ms) {
+  if (authoritative) {
+    /* endpoints absent from a full snapshot have nothing due (beyond what we hold) */
+    const char *k;
+    void *v;
+    for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+      ep *e = v;
+      /* hints that arrived after the snapshot was taken are kept */
+      if (e->next_due && e->next_due < snapshot_ms) e->next_due = 0;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    ep *e = ep_get(d, h[i].endpoint_id);
+    if (e) set_due(d, e, h[i].due_ms, false);
+  }
+  if (authoritative) {
+    const char *k;
+    void *v;
+    for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_schedule(d, v);
+  }
+}
+
+static int run_sweep(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  msg *m = arg;
+  return be->reclaim_leases(c, NULL, m->now_ms, RECLAIM_BATCH, &m->hints, &m->n_hints,
+                            &m->reclaimed);
+}
+
+static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  msg *m = arg;
+  return be->due_hints(c, m->now_ms, &m->hints, &m->n_hints);
+}
+
+static void submit_maintenance(hookd_dispatcher *d, msg_type t, int64_t now) {
+  msg *m = msg_new(d, t);
+  if (!m) return;
+  m->now_ms = now;
+  m->op.run = t == MSG_SWEPT ? run_sweep : run_rescan;
+  m->op.done = op_done_post;
+  m->op.arg = m;
+  if (t == MSG_SWEPT) d->sweeping = true;
+  else d->rescanning = true;
+  d->store_ops++;
+  hookd_storeq_submit(d->store->writer, &m->op);
+}
+
+static void process_inbox(hookd_dispatcher *d) {
+  pthread_mutex_lock(&d->mu);
+  msg *m = d->in_head;
+  d->in_head = d->in_tail = NULL;
+  pthread_mutex_unlock(&d->mu);
+  while (m) {
+    msg *next = m->next;
+    bool keep = false;
+    switch (m->type) {
+    case MSG_HINT: {
+      ep *e = ep_get(d, m->endpoint_id);
+      if (e) set_due(d, e, m->due_ms, false);
+      free(m->endpoint_id);
+      break;
+    }
+    case MSG_RESCAN_REQ:
+      d->next_rescan_ms = 0;
+      break;
+    case MSG_ENDPOINT:
+      ep_upsert(d, &m->ep);
+      hookd_endpoint_free(&m->ep);
+      break;
+    case MSG_CLAIMED:
+      d->store_ops--;
+      on_claimed(d, m);
+      break;
+    case MSG_RECORDED:
+    case MSG_RELEASED:
+      d->store_ops--;
+      keep = true; /* embedded in the item, freed with it */
+      on_item_done(d, m->item, m->type == MSG_RECORDED);
+      break;
+    case MSG_SWEPT:
+      d->store_ops--;
+      d->sweeping = false;
+      if (m->rc == 0) {
+        if (m->reclaimed) {
+          HOOKD_ADD(leases_reclaimed, (uint64_t)m->reclaimed);
+          HLOG(HOOKD_LOG_INFO, "leases.reclaimed", KV_I("count", m->reclaimed));
+        }
+        apply_hints(d, m->hints, m->n_hints, false, 0);
+        /* a full batch means more may be waiting: sweep again at once */
+        if (m->reclaimed >= RECLAIM_BATCH) d->next_sweep_ms = 0;
+      }
+      hookd_due_hints_free(m->hints, m->n_hints);
+      break;
+    case MSG_RESCANNED:
+      d->store_ops--;
+      d->rescanning = false;
+      if (m->rc == 0) apply_hints(d, m->hints, m->n_hints, true, m->now_ms);
+      hookd_due_hints_free(m->hints, m->n_hints);
+      break;
+    }
+    if (!keep) free(m);
+    m = next;
+  }
+}
+
+/* ---------- the loop ---------- */
+
+static void claim_due(hookd_dispatcher *d, int64_t now) {
+  int leased_cap = 2 * d->cfg.max_in_flight;
+  while (d->heap_len && d->heap[0]->next_due <= now) {
+    int leased = d->in_flight + d->queued;
+    if (leased >= leased_cap) break;
+    ep *e = d->heap[0];
+    int room = ep_room(e);
+    if (room > leased_cap - leased) room = leased_cap - leased;
+    if (room > CLAIM_LIMIT_MAX) room = CLAIM_LIMIT_MAX;
+    heap_remove(d, e);
+    if (room <= 0) continue;
+    submit_claim(d, e, room, now);
+  }
+}
+
+static int poll_timeout(hookd_dispatcher *d, int64_t now) {
+  int64_t t = 1000;
+  if (d->heap_len && d->in_flight + d->queued < 2 * d->cfg.max_in_flight) {
+    int64_t due = d->heap[0]->next_due - now;
+    if (due < t) t = due < 0 ? 0 : due;
+  }
+  if (!d->sweeping && d->next_sweep_ms - now < t) t = d->next_sweep_ms - now;
+  return t < 0 ? 0 : (int)t;
+}
+
+static void update_stats(hookd_dispatcher *d) {
+  int64_t oldest = 0;
+  if (d->heap_len) oldest = d->heap[0]->next_due;
+  for (ep *e = d->ready_head; e; e = e->ready_next)
+    if (e->q_head && (!oldest || e->q_head->c.d.next_attempt_ms < oldest))
+      oldest = e->q_head->c.d.next_attempt_ms;
+  pthread_mutex_lock(&d->mu);
+  d->stats.in_flight = d->in_flight;
+  d->stats.queued = d->queued;
+  d->stats.endpoints = (int)d->eps.len;
+  d->stats.oldest_due_ms = oldest;
+  pthread_mutex_unlock(&d->mu);
+}
+
+static void *thread_main(void *arg) {
+  hookd_dispatcher *d = arg;
+  for (;;) {
+    process_inbox(d);
+    pthread_mutex_lock(&d->mu);
+    bool stopping = d->stopping;
+    pthread_mutex_unlock(&d->mu);
+    if (stopping) {
+      /* release whatever is queued, let flights land, wait for the store */
+      const char *k;
+      void *v;
+      for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+        ep *e = v;
+        release_queue(d, e);
+        heap_remove(d, e);
+      }
+      if (d->in_flight == 0 && d->store_ops == 0) break;
+    }
+    int64_t now = hookd_now_ms();
+    if (!stopping) {
+      claim_due(d, now);
+      dispatch_ready(d, now);
+      if (!d->sweeping && now >= d->next_sweep_ms) {
+        submit_maintenance(d, MSG_SWEPT, now);
+        d->next_sweep_ms = now + d->cfg.sweep_interval_ms;
+      }
+      if (!d->rescanning && now >= d->next_rescan_ms) {
+        submit_maintenance(d, MSG_RESCANNED, now);
+        d->next_rescan_ms = now + d->cfg.rescan_interval_ms;
+      }
+    }
+    update_stats(d);
+    hookd_egress_poll(d->eg, stopping ? 100 : poll_timeout(d, hookd_now_ms()), on_http_done, d);
+  }
+  return NULL;
+}
+
+/* ---------- start / stop ---------- */
+
+typedef struct boot {
+  hookd_dispatcher *d;
+  hookd_endpoint *eps;
+  size_t n_eps;
+  hookd_due_hint *hints;
+  size_t n_hints;
+  int reclaimed;
+} boot;
+
+static int run_boot_load(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  boot *b = arg;
+  return be->endpoints_since(c, 0, &b->eps, &b->n_eps);
+}
+
+static int run_boot_reclaim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  boot *b = arg;
+  return be->reclaim_leases(c, b->d->node_id, hookd_now_ms(), RECLAIM_BATCH, &b->hints,
+                            &b->n_hints, &b->reclaimed);
+}
+
+hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, char *err,
+                                         size_t errlen) {
+  hookd_dispatcher *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  d->cfg = *cfg;
+  if (!d->cfg.sweep_interval_ms) d->cfg.sweep_interval_ms = 1000;
+  if (!d->cfg.rescan_interval_ms) d->cfg.rescan_interval_ms = 30000;
+  d->store = cfg->store;
+  d->node_id = strdup(cfg->node_id);
+  pthread_mutex_init(&d->mu, NULL);
+  hookd_strmap_init(&d->eps);
+  d->eg = hookd_egress_new(&cfg->egress);
+  if (!d->node_id || !d->eg) {
+    snprintf(err, errlen, "cannot start the egress");
+    goto fail;
+  }
+
+  /* 1. endpoints */
+  boot b = {.d = d};
+  if (hookd_storeq_run_sync(d->store->writer, run_boot_load, &b) != 0) {
+    snprintf(err, errlen, "cannot load endpoints");
+    goto fail;
+  }
+  for (size_t i = 0; i < b.n_eps; i++)
+    if (!b.eps[i].deleted_ms) ep_upsert(d, &b.eps[i]);
+  hookd_endpoints_free(b.eps, b.n_eps);
+
+  /* 2. leases this node held before it stopped (a crash or kill -9) are void now */
+  int total = 0;
+  do {
+    b.hints = NULL;
+    b.n_hints = 0;
+    if (hookd_storeq_run_sync(d->store->writer, run_boot_reclaim, &b) != 0) {
+      snprintf(err, errlen, "cannot release old leases");
+      goto fail;
+    }
+    hookd_due_hints_free(b.hints, b.n_hints);
+    total += b.reclaimed;
+  } while (b.reclaimed >= RECLAIM_BATCH);
+  if (total) {
+    HOOKD_ADD(leases_reclaimed, (uint64_t)total);
+    HLOG(HOOKD_LOG_INFO, "leases.released_at_start", KV_I("count", total),
+         KV_S("node_id", d->node_id));
+  }
+  /* 3. every endpoint starts due now; the first claim (or the first rescan) tells the truth */
+  d->next_rescan_ms = 0;
+  d->next_sweep_ms = hookd_now_ms() + d->cfg.sweep_interval_ms;
+
+  if (pthread_create(&d->thread, NULL, thread_main, d) != 0) {
+    snprintf(err, errlen, "cannot start the dispatcher thread");
+    goto fail;
+  }
+  pthread_setname_np(d->thread, "dispatcher");
+  return d;
+fail:
+  hookd_egress_free(d->eg);
+  hookd_strmap_free(&d->eps);
+  free(d->node_id);
+  free(d);
+  return NULL;
+}
+
+void hookd_dispatcher_stop(hookd_dispatcher *d) {
+  if (!d) return;
+  pthread_mutex_lock(&d->mu);
+  d->stopping = true;
+  pthread_mutex_unlock(&d->mu);
+  hookd_egress_wakeup(d->eg);
+  pthread_join(d->thread, NULL);
+  process_inbox(d); /* hints posted after the loop ended */
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_free(v);
+  hookd_strmap_free(&d->eps);
+  free(d->heap);
+  hookd_egress_free(d->eg);
+  pthread_mutex_destroy(&d->mu);
+  free(d->node_id);
+  free(d);
+}

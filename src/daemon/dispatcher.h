@@ -1,0 +1,56 @@
+/* dispatcher.h — the thread that turns due deliveries into HTTP attempts.
+ *
+ * It owns the egress and an in-memory index of endpoints (a cache of the store, rebuilt at
+ * start): per endpoint its configuration, `next_due` (earliest time the store may hold unclaimed
+ * work for it), in-flight count and a small queue of claimed deliveries. Due endpoints are
+ * claimed through the store writer (lease + token); claimed deliveries are signed and sent;
+ * each outcome is decided by the pure state machine and written back fenced by the lease token.
+ *
+ * Every store operation of the dispatcher goes through the writer queue, so their completions
+ * arrive in commit order: a claim's "next due" snapshot is authoritative when it arrives, and
+ * later hints (publishes, retries) merge into it with min(). Other threads talk to the
+ * dispatcher only through the thread-safe calls below. */
+#ifndef HOOKD_DAEMON_DISPATCHER_H
+#define HOOKD_DAEMON_DISPATCHER_H
+
+#include <stdint.h>
+
+#include "egress/egress.h"
+#include "store/store.h"
+
+typedef struct hookd_dispatcher hookd_dispatcher;
+
+typedef struct hookd_dispatcher_config {
+  hookd_store *store;
+  const char *node_id;        /* lease owner name */
+  int max_in_flight;          /* global concurrency cap */
+  int lease_margin_ms;        /* lease = endpoint timeout + margin (+ queue allowance) */
+  int64_t sweep_interval_ms;  /* expired-lease reclaim cadence; default 1000 */
+  int64_t rescan_interval_ms; /* full due-hint recomputation; default 30000 */
+  hookd_egress_config egress;
+} hookd_dispatcher_config;
+
+typedef struct hookd_dispatcher_stats {
+  int in_flight;
+  int queued;                 /* claimed, waiting for a slot */
+  int endpoints;
+  int64_t oldest_due_ms;      /* earliest next_due among endpoints with due work, 0 if none */
+} hookd_dispatcher_stats;
+
+/* Loads endpoints, releases this node's old leases, computes due hints, starts the thread. */
+hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, char *err,
+                                         size_t errlen);
+
+/* Thread-safe notifications. */
+void hookd_dispatcher_hint(hookd_dispatcher *d, const char *endpoint_id, int64_t due_ms);
+void hookd_dispatcher_rescan(hookd_dispatcher *d);
+/* ep is copied. Deleted endpoints have deleted_ms set. */
+void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint *ep);
+
+void hookd_dispatcher_get_stats(hookd_dispatcher *d, hookd_dispatcher_stats *out);
+
+/* Graceful stop: no new claims; queued deliveries are released; in-flight requests finish and
+ * their outcomes are recorded. Then the thread exits and everything is freed. */
+void hookd_dispatcher_stop(hookd_dispatcher *d);
+
+#endif

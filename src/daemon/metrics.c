@@ -1,0 +1,121 @@
+/* metrics.c — Prometheus text rendering of hookd_m. */
+#include "daemon/metrics.h"
+
+#include <string.h>
+
+hookd_metrics hookd_m;
+
+/* Upper bounds in ms of the latency histograms. */
+static const int64_t bounds_ms[HOOKD_HIST_BUCKETS] = {1,   5,    10,   25,    50,    100,
+                                                      250, 500,  1000, 2500,  10000, 60000};
+
+static const char *const outcome_names[M_OUT__COUNT] = {
+    "success",       "http_error", "timeout",        "dns_error", "connect_error",
+    "tls_error",     "blocked",    "protocol_error", "too_large"};
+static const char *const dead_names[M_DEAD__COUNT] = {"permanent", "gone",    "blocked",
+                                                      "max_attempts", "max_age", "expired"};
+
+void hookd_hist_observe_ms(hookd_hist *h, int64_t ms) {
+  int b = HOOKD_HIST_BUCKETS;
+  for (int i = 0; i < HOOKD_HIST_BUCKETS; i++) {
+    if (ms <= bounds_ms[i]) {
+      b = i;
+      break;
+    }
+  }
+  atomic_fetch_add_explicit(&h->bucket[b], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->sum_us, (uint64_t)(ms < 0 ? 0 : ms) * 1000, memory_order_relaxed);
+}
+
+int hookd_metrics_outcome_index(const char *outcome) {
+  for (int i = 0; i < M_OUT__COUNT; i++)
+    if (strcmp(outcome, outcome_names[i]) == 0) return i;
+  return M_OUT_PROTOCOL;
+}
+
+int hookd_metrics_dead_index(const char *reason) {
+  for (int i = 0; i < M_DEAD__COUNT; i++)
+    if (reason && strcmp(reason, dead_names[i]) == 0) return i;
+  return M_DEAD_PERMANENT;
+}
+
+#define LOAD(x) ((unsigned long long)atomic_load_explicit(&(x), memory_order_relaxed))
+
+static int counter(hookd_buf *o, const char *name, const char *help, unsigned long long v) {
+  return hookd_buf_printf(o, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+                          v);
+}
+
+static int hist(hookd_buf *o, const char *name, const char *help, hookd_hist *h) {
+  int rc = hookd_buf_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  unsigned long long cum = 0;
+  for (int i = 0; i < HOOKD_HIST_BUCKETS && !rc; i++) {
+    cum += LOAD(h->bucket[i]);
+    rc = hookd_buf_printf(o, "%s_bucket{le=\"%g\"} %llu\n", name, (double)bounds_ms[i] / 1000.0,
+                          cum);
+  }
+  cum += LOAD(h->bucket[HOOKD_HIST_BUCKETS]);
+  if (!rc)
+    rc = hookd_buf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                          cum, name, (double)LOAD(h->sum_us) / 1e6, name, LOAD(h->count));
+  return rc;
+}
+
+int hookd_metrics_gauge(hookd_buf *out, const char *name, const char *help, double v) {
+  return hookd_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.6g\n", name, help, name, name,
+                          v);
+}
+
+int hookd_metrics_render(hookd_buf *o) {
+  hookd_metrics *m = &hookd_m;
+  int rc = hookd_buf_puts(o, "# HELP hookd_http_requests_total API responses by status class\n"
+                             "# TYPE hookd_http_requests_total counter\n");
+  for (int i = 1; i <= 5 && !rc; i++)
+    rc = hookd_buf_printf(o, "hookd_http_requests_total{code=\"%dxx\"} %llu\n", i,
+                          LOAD(m->http_requests[i]));
+  rc = rc ? rc : counter(o, "hookd_events_published_total", "events accepted (new)",
+                         LOAD(m->events_published));
+  rc = rc ? rc : counter(o, "hookd_publish_duplicates_total",
+                         "publishes answered with an earlier result (idempotency)",
+                         LOAD(m->publish_duplicates));
+  rc = rc ? rc : counter(o, "hookd_publish_conflicts_total",
+                         "publishes refused: same key, different body", LOAD(m->publish_conflicts));
+  rc = rc ? rc : counter(o, "hookd_deliveries_created_total", "deliveries created by fan-out",
+                         LOAD(m->deliveries_created));
+  if (!rc)
+    rc = hookd_buf_puts(o, "# HELP hookd_attempts_total delivery attempts by outcome\n"
+                           "# TYPE hookd_attempts_total counter\n");
+  for (int i = 0; i < M_OUT__COUNT && !rc; i++)
+    rc = hookd_buf_printf(o, "hookd_attempts_total{outcome=\"%s\"} %llu\n", outcome_names[i],
+                          LOAD(m->attempts[i]));
+  rc = rc ? rc : counter(o, "hookd_retries_scheduled_total", "retries scheduled",
+                         LOAD(m->retries_scheduled));
+  rc = rc ? rc : counter(o, "hookd_deliveries_delivered_total", "deliveries that got a 2xx",
+                         LOAD(m->delivered));
+  if (!rc)
+    rc = hookd_buf_puts(o, "# HELP hookd_deliveries_dead_total deliveries moved to DEAD\n"
+                           "# TYPE hookd_deliveries_dead_total counter\n");
+  for (int i = 0; i < M_DEAD__COUNT && !rc; i++)
+    rc = hookd_buf_printf(o, "hookd_deliveries_dead_total{reason=\"%s\"} %llu\n", dead_names[i],
+                          LOAD(m->dead[i]));
+  rc = rc ? rc : counter(o, "hookd_stale_outcomes_total",
+                         "outcome writes refused because the lease token was superseded",
+                         LOAD(m->stale_outcomes));
+  rc = rc ? rc : counter(o, "hookd_claims_total", "claim operations", LOAD(m->claims));
+  rc = rc ? rc : counter(o, "hookd_claimed_total", "deliveries claimed", LOAD(m->claimed));
+  rc = rc ? rc : counter(o, "hookd_leases_reclaimed_total", "expired leases reclaimed",
+                         LOAD(m->leases_reclaimed));
+  rc = rc ? rc : counter(o, "hookd_endpoints_disabled_total", "endpoints disabled automatically",
+                         LOAD(m->endpoints_disabled));
+  rc = rc ? rc : counter(o, "hookd_egress_blocked_total",
+                         "connections refused by the destination policy", LOAD(m->egress_blocked));
+  rc = rc ? rc : counter(o, "hookd_replays_total", "deliveries replayed", LOAD(m->replays));
+  rc = rc ? rc : counter(o, "hookd_auth_failures_total", "API requests refused 401/403",
+                         LOAD(m->auth_failures));
+  rc = rc ? rc : hist(o, "hookd_attempt_duration_seconds", "HTTP attempt latency",
+                      &m->attempt_latency);
+  rc = rc ? rc : hist(o, "hookd_first_attempt_delay_seconds",
+                      "time from publish to the first attempt's start", &m->first_attempt_delay);
+  return rc;
+}

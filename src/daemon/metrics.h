@@ -1,0 +1,62 @@
+/* metrics.h — process-wide counters, gauges and histograms, rendered as Prometheus text at
+ * GET /metrics. Increments are relaxed atomics (any thread). Labels carry categories and ids,
+ * never URLs or payloads. */
+#ifndef HOOKD_DAEMON_METRICS_H
+#define HOOKD_DAEMON_METRICS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+#define HOOKD_HIST_BUCKETS 12
+
+typedef struct hookd_hist {
+  _Atomic uint64_t bucket[HOOKD_HIST_BUCKETS + 1]; /* cumulative at render; +Inf last */
+  _Atomic uint64_t count;
+  _Atomic uint64_t sum_us;
+} hookd_hist;
+
+/* Outcome and dead-reason label sets. */
+enum { M_OUT_SUCCESS, M_OUT_HTTP_ERROR, M_OUT_TIMEOUT, M_OUT_DNS, M_OUT_CONNECT, M_OUT_TLS,
+       M_OUT_BLOCKED, M_OUT_PROTOCOL, M_OUT_TOO_LARGE, M_OUT__COUNT };
+enum { M_DEAD_PERMANENT, M_DEAD_GONE, M_DEAD_BLOCKED, M_DEAD_MAX_ATTEMPTS, M_DEAD_MAX_AGE,
+       M_DEAD_EXPIRED, M_DEAD__COUNT };
+
+typedef struct hookd_metrics {
+  _Atomic uint64_t http_requests[6];      /* by status class: 1xx..5xx, [0] other */
+  _Atomic uint64_t events_published;
+  _Atomic uint64_t publish_duplicates;
+  _Atomic uint64_t publish_conflicts;
+  _Atomic uint64_t deliveries_created;
+  _Atomic uint64_t attempts[M_OUT__COUNT];
+  _Atomic uint64_t retries_scheduled;
+  _Atomic uint64_t delivered;
+  _Atomic uint64_t dead[M_DEAD__COUNT];
+  _Atomic uint64_t stale_outcomes;        /* fenced-out outcome writes */
+  _Atomic uint64_t claims;                /* claim operations */
+  _Atomic uint64_t claimed;               /* deliveries claimed */
+  _Atomic uint64_t leases_reclaimed;
+  _Atomic uint64_t endpoints_disabled;
+  _Atomic uint64_t egress_blocked;
+  _Atomic uint64_t replays;
+  _Atomic uint64_t auth_failures;
+  hookd_hist attempt_latency;             /* seconds */
+  hookd_hist first_attempt_delay;         /* publish → first attempt start, seconds */
+} hookd_metrics;
+
+extern hookd_metrics hookd_m;
+
+#define HOOKD_INC(field) atomic_fetch_add_explicit(&hookd_m.field, 1, memory_order_relaxed)
+#define HOOKD_ADD(field, n) atomic_fetch_add_explicit(&hookd_m.field, (n), memory_order_relaxed)
+
+void hookd_hist_observe_ms(hookd_hist *h, int64_t ms);
+int hookd_metrics_outcome_index(const char *outcome);
+int hookd_metrics_dead_index(const char *reason);
+
+/* Appends every counter and histogram above. */
+int hookd_metrics_render(hookd_buf *out);
+/* Helpers for gauges and histograms owned elsewhere. */
+int hookd_metrics_gauge(hookd_buf *out, const char *name, const char *help, double v);
+
+#endif

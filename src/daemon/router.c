@@ -1,0 +1,137 @@
+/* router.c — maps method + path to a handler, after authentication and the role check.
+ *
+ * Patterns are matched segment by segment; "{}" captures one segment into the request's
+ * parameters (in order). A path that matches with another method answers 405 with Allow. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/ids.h"
+#include "daemon/api.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+
+typedef struct route {
+  const char *method;
+  const char *pattern;
+  hookd_perm perm;
+  int tenant_param; /* index of the {} holding a tenant id, -1 if none */
+  void (*fn)(hookd_req *, hookd_app *);
+} route;
+
+static const route routes[] = {
+    {"GET", "/healthz", HOOKD_PERM_PUBLIC, -1, hookd_api_healthz},
+    {"GET", "/readyz", HOOKD_PERM_PUBLIC, -1, hookd_api_readyz},
+    {"GET", "/metrics", HOOKD_PERM_PUBLIC, -1, hookd_api_metrics},
+    {"POST", "/v1/tenants", HOOKD_PERM_ADMIN, -1, hookd_api_tenant_create},
+    {"GET", "/v1/tenants/{}", HOOKD_PERM_READ, 0, hookd_api_tenant_get},
+    {"POST", "/v1/tenants/{}/endpoints", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_create},
+    {"GET", "/v1/tenants/{}/endpoints", HOOKD_PERM_READ, 0, hookd_api_endpoint_list},
+    {"GET", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_READ, 0, hookd_api_endpoint_get},
+    {"PATCH", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_OPERATE, 0, hookd_api_endpoint_patch},
+    {"DELETE", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_delete},
+    {"GET", "/v1/tenants/{}/endpoints/{}/secret", HOOKD_PERM_ADMIN, 0,
+     hookd_api_endpoint_secret},
+    {"POST", "/v1/tenants/{}/events", HOOKD_PERM_PUBLISH, 0, hookd_api_event_publish},
+    {"GET", "/v1/tenants/{}/events/{}", HOOKD_PERM_READ, 0, hookd_api_event_get},
+    {"GET", "/v1/events/{}", HOOKD_PERM_READ, -1, hookd_api_event_get},
+    {"GET", "/v1/tenants/{}/deliveries", HOOKD_PERM_READ, 0, hookd_api_delivery_list},
+    {"GET", "/v1/deliveries/{}", HOOKD_PERM_READ, -1, hookd_api_delivery_get},
+    {"POST", "/v1/deliveries/{}/replay", HOOKD_PERM_OPERATE, -1, hookd_api_delivery_replay},
+};
+#define NROUTES (sizeof routes / sizeof routes[0])
+
+/* Matches path against pattern; on success captures {} segments into r. */
+static bool match(const char *pattern, const char *path, hookd_req *r, bool capture) {
+  const char *p = pattern, *s = path;
+  int param = 0;
+  while (*p && *s) {
+    if (*p != '/' || *s != '/') return false;
+    p++;
+    s++;
+    const char *pe = strchr(p, '/'), *se = strchr(s, '/');
+    size_t pl = pe ? (size_t)(pe - p) : strlen(p), sl = se ? (size_t)(se - s) : strlen(s);
+    if (pl == 2 && p[0] == '{' && p[1] == '}') {
+      if (sl == 0) return false;
+      if (capture) hookd_req_set_param(r, param, s, sl);
+      param++;
+    } else if (pl != sl || memcmp(p, s, pl) != 0) {
+      return false;
+    }
+    p += pl;
+    s += sl;
+  }
+  return *p == '\0' && *s == '\0';
+}
+
+static const char *bearer(hookd_req *r) {
+  const char *h = hookd_req_header(r, "Authorization");
+  if (!h || strncasecmp(h, "Bearer ", 7) != 0) return NULL;
+  h += 7;
+  while (*h == ' ') h++;
+  return h;
+}
+
+void hookd_api_handle(hookd_req *r, void *arg) {
+  hookd_app *app = arg;
+  const char *method = hookd_req_method(r), *path = hookd_req_path(r);
+  const route *rt = NULL;
+  char allow[64] = "";
+  for (size_t i = 0; i < NROUTES; i++) {
+    if (!match(routes[i].pattern, path, r, false)) continue;
+    if (strcmp(routes[i].method, method) == 0) {
+      rt = &routes[i];
+      break;
+    }
+    if (strlen(allow) + strlen(routes[i].method) + 3 < sizeof allow) {
+      if (allow[0]) strcat(allow, ", ");
+      strcat(allow, routes[i].method);
+    }
+  }
+  if (!rt) {
+    if (allow[0]) {
+      hookd_req_add_header(r, "Allow", allow);
+      hookd_req_error(r, 405, "method_not_allowed", "%s is not allowed on this path (allowed: %s)",
+                      method, allow);
+    } else {
+      hookd_req_error(r, 404, "not_found", "no such route");
+    }
+    return;
+  }
+  match(rt->pattern, path, r, true);
+
+  if (rt->perm != HOOKD_PERM_PUBLIC) {
+    hookd_principal *p = calloc(1, sizeof *p);
+    const char *tok = bearer(r);
+    if (!p) {
+      hookd_req_error(r, 503, "unavailable", "out of memory");
+      return;
+    }
+    if (!tok || !hookd_auth_check(app->auth, tok, p)) {
+      free(p);
+      HOOKD_INC(auth_failures);
+      hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
+      hookd_req_error(r, 401, "unauthorized",
+                      tok ? "invalid API key" : "missing API key (Authorization: Bearer …)");
+      return;
+    }
+    hookd_req_set_app(r, p, free);
+    if (!hookd_role_allows(p->role, rt->perm)) {
+      HOOKD_INC(auth_failures);
+      hookd_req_error(r, 403, "forbidden", "the %s role may not do this",
+                      hookd_role_name(p->role));
+      return;
+    }
+    if (rt->tenant_param >= 0 && !hookd_api_tenant_allowed(r, hookd_req_param(r, rt->tenant_param))) {
+      HOOKD_INC(auth_failures);
+      return;
+    }
+  }
+  for (int i = 0; i < HOOKD_REQ_MAX_PARAMS && hookd_req_param(r, i); i++) {
+    if (!hookd_id_valid(hookd_req_param(r, i), 128)) {
+      hookd_req_error(r, 404, "not_found", "no such resource (malformed identifier)");
+      return;
+    }
+  }
+  rt->fn(r, app);
+}

@@ -1,0 +1,369 @@
+/* server.c — libmicrohttpd glue (see server.h).
+ *
+ * MHD calls the access handler several times per request: once with the head, then with body
+ * chunks, then with an empty chunk when the body is complete. The request moves through
+ * READING → HANDLED; a handler that suspends sets `async`, and the answer (from any thread)
+ * stores the response and resumes the connection, after which MHD calls us once more and the
+ * stored response is queued. */
+#include "daemon/server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+
+#define MAX_RESP_HEADERS 4
+
+struct hookd_server {
+  struct MHD_Daemon *mhd;
+  hookd_server_config cfg;
+  int port;
+  _Atomic int suspended;
+};
+
+struct hookd_req {
+  hookd_server *srv;
+  struct MHD_Connection *conn;
+  const char *method;              /* owned by MHD, valid for the request */
+  char *path;
+  const char *query;               /* points into url copy */
+  char *url_copy;
+  hookd_buf body;
+  bool too_large;
+  bool handled;
+  bool async;                      /* the handler suspended the connection */
+  _Atomic bool ready;              /* a response is stored */
+  bool queued;
+  int status;
+  char *resp;
+  size_t resp_len;
+  const char *content_type;
+  char *hdr_name[MAX_RESP_HEADERS], *hdr_value[MAX_RESP_HEADERS];
+  int n_hdr;
+  char *params[HOOKD_REQ_MAX_PARAMS];
+  void *app_data;
+  void (*app_free)(void *);
+};
+
+/* ---------- request accessors ---------- */
+
+const char *hookd_req_method(const hookd_req *r) { return r->method; }
+const char *hookd_req_path(const hookd_req *r) { return r->path; }
+const char *hookd_req_query_string(const hookd_req *r) { return r->query ? r->query : ""; }
+
+const char *hookd_req_header(const hookd_req *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *hookd_req_query(const hookd_req *r, const char *key) {
+  return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *hookd_req_body(const hookd_req *r, size_t *len) {
+  *len = r->body.len;
+  return hookd_buf_str(&r->body);
+}
+
+typedef struct hdr_iter {
+  const char **names, **values;
+  size_t max, n;
+} hdr_iter;
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value) {
+  hdr_iter *it = cls;
+  if (it->n < it->max) {
+    it->names[it->n] = key;
+    it->values[it->n] = value ? value : "";
+  }
+  it->n++;
+  return MHD_YES;
+}
+
+size_t hookd_req_headers(const hookd_req *r, const char **names, const char **values, size_t max) {
+  hdr_iter it = {names, values, max, 0};
+  MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect_header, &it);
+  return it.n;
+}
+
+const char *hookd_req_param(const hookd_req *r, int i) {
+  return i >= 0 && i < HOOKD_REQ_MAX_PARAMS ? r->params[i] : NULL;
+}
+
+void hookd_req_set_param(hookd_req *r, int i, const char *v, size_t len) {
+  if (i < 0 || i >= HOOKD_REQ_MAX_PARAMS) return;
+  free(r->params[i]);
+  r->params[i] = strndup(v, len);
+}
+
+void hookd_req_set_app(hookd_req *r, void *data, void (*free_fn)(void *)) {
+  if (r->app_free) r->app_free(r->app_data);
+  r->app_data = data;
+  r->app_free = free_fn;
+}
+
+void *hookd_req_get_app(const hookd_req *r) { return r->app_data; }
+
+/* ---------- answering ---------- */
+
+void hookd_req_suspend(hookd_req *r) {
+  r->async = true;
+  atomic_fetch_add(&r->srv->suspended, 1);
+  MHD_suspend_connection(r->conn);
+}
+
+void hookd_req_add_header(hookd_req *r, const char *name, const char *value) {
+  if (r->n_hdr >= MAX_RESP_HEADERS) return;
+  r->hdr_name[r->n_hdr] = strdup(name);
+  r->hdr_value[r->n_hdr] = strdup(value);
+  r->n_hdr++;
+}
+
+void hookd_req_reply(hookd_req *r, int status, const char *content_type, char *body, size_t len) {
+  r->status = status;
+  r->content_type = content_type;
+  r->resp = body;
+  r->resp_len = len;
+  atomic_store(&r->ready, true);
+  if (r->async) {
+    /* From here on the request belongs to MHD's thread again. */
+    hookd_server *srv = r->srv;
+    struct MHD_Connection *conn = r->conn;
+    atomic_fetch_sub(&srv->suspended, 1);
+    MHD_resume_connection(conn);
+  }
+}
+
+void hookd_req_reply_json(hookd_req *r, int status, json_t *v) {
+  char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(v);
+  if (!s) {
+    s = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
+    status = 500;
+  }
+  size_t len = s ? strlen(s) : 0;
+  hookd_req_reply(r, status, "application/json", s, len);
+}
+
+void hookd_req_error(hookd_req *r, int status, const char *code, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  json_t *v = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+  if (!v) {
+    /* msg was not valid UTF-8 (it may quote input): fall back to the code alone. */
+    v = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", "invalid request");
+  }
+  hookd_req_reply_json(r, status, v);
+}
+
+static enum MHD_Result queue(hookd_req *r) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(
+      r->resp_len, r->resp, free);
+  if (!resp) return MHD_NO;
+  r->resp = NULL; /* owned by the response now */
+  if (r->content_type) MHD_add_response_header(resp, "Content-Type", r->content_type);
+  for (int i = 0; i < r->n_hdr; i++) MHD_add_response_header(resp, r->hdr_name[i], r->hdr_value[i]);
+  enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)r->status, resp);
+  MHD_destroy_response(resp);
+  r->queued = true;
+  int cls = r->status / 100;
+  HOOKD_INC(http_requests[cls >= 1 && cls <= 5 ? cls : 0]);
+  return rc;
+}
+
+/* ---------- MHD callbacks ---------- */
+
+static void req_free(hookd_req *r) {
+  hookd_buf_free(&r->body);
+  free(r->path);
+  free(r->url_copy);
+  free(r->resp);
+  for (int i = 0; i < r->n_hdr; i++) {
+    free(r->hdr_name[i]);
+    free(r->hdr_value[i]);
+  }
+  for (int i = 0; i < HOOKD_REQ_MAX_PARAMS; i++) free(r->params[i]);
+  if (r->app_free) r->app_free(r->app_data);
+  free(r);
+}
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+  (*(int *)cls)++;
+  return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+  hookd_server *srv = cls;
+  hookd_req *r = *con_cls;
+
+  if (!r || !r->conn) {
+    if (!r && !(r = calloc(1, sizeof *r))) return MHD_NO;
+    r->srv = srv;
+    r->conn = conn;
+    r->method = method;
+    hookd_buf_init(&r->body, srv->cfg.max_body);
+    *con_cls = r;
+    /* MHD passes the path without the query; keep the raw query from the request line. */
+    r->path = strdup(url);
+    if (!r->path) return MHD_NO;
+    int nh = 0;
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &nh);
+    if (srv->cfg.max_headers && nh > srv->cfg.max_headers) {
+      hookd_req_error(r, 431, "headers_too_large", "more than %d request headers",
+                      srv->cfg.max_headers);
+      return queue(r);
+    }
+    if (srv->cfg.max_url_len && strlen(url) > srv->cfg.max_url_len) {
+      hookd_req_error(r, 414, "uri_too_long", "request path longer than %zu bytes",
+                      srv->cfg.max_url_len);
+      return queue(r);
+    }
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    if (cl) {
+      char *end;
+      unsigned long long n = strtoull(cl, &end, 10);
+      if (*end == '\0' && n > srv->cfg.max_body) {
+        hookd_req_error(r, 413, "body_too_large",
+                        "request body of %llu bytes exceeds the limit of %zu bytes", n,
+                        srv->cfg.max_body);
+        return queue(r);
+      }
+    }
+    return MHD_YES;
+  }
+
+  if (r->queued) { /* answered early (413/414/431): discard whatever still arrives */
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+
+  if (*upload_data_size) {
+    if (!r->too_large && hookd_buf_append(&r->body, upload_data, *upload_data_size) != 0)
+      r->too_large = true;
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+
+  if (!r->handled) {
+    r->handled = true;
+    if (r->too_large) {
+      hookd_req_error(r, 413, "body_too_large", "request body exceeds the limit of %zu bytes",
+                      srv->cfg.max_body);
+      return queue(r);
+    }
+    srv->cfg.handler(r, srv->cfg.app);
+    if (r->async) return MHD_YES; /* answered after resume */
+  }
+  if (atomic_load(&r->ready) && !r->queued) return queue(r);
+  return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  hookd_req *r = *con_cls;
+  if (r) req_free(r);
+  *con_cls = NULL;
+}
+
+/* Called with the raw request target before MHD splits it: keep the query string verbatim
+ * (provider signatures such as Twilio's and VNPay's cover it). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+  hookd_req *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  const char *q = strchr(uri, '?');
+  if (q && (r->url_copy = strdup(q + 1))) r->query = r->url_copy;
+  return r;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  size_t n = strlen(msg);
+  while (n && msg[n - 1] == '\n') msg[--n] = '\0';
+  HLOG(HOOKD_LOG_DEBUG, "http.server", KV_S("detail", msg));
+}
+
+hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size_t errlen) {
+  hookd_server *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->cfg = *cfg;
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof ss);
+  struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                   MHD_USE_ERROR_LOG;
+  if (inet_pton(AF_INET, cfg->host, &sin->sin_addr) == 1) {
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t)cfg->port);
+  } else if (inet_pton(AF_INET6, cfg->host, &sin6->sin6_addr) == 1) {
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons((uint16_t)cfg->port);
+    flags |= MHD_USE_IPv6;
+  } else {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(cfg->host, NULL, &hints, &res) != 0 || !res) {
+      snprintf(err, errlen, "cannot resolve listen host \"%s\"", cfg->host);
+      free(s);
+      return NULL;
+    }
+    memcpy(&ss, res->ai_addr, res->ai_addrlen);
+    if (ss.ss_family == AF_INET6) {
+      sin6->sin6_port = htons((uint16_t)cfg->port);
+      flags |= MHD_USE_IPv6;
+    } else {
+      sin->sin_port = htons((uint16_t)cfg->port);
+    }
+    freeaddrinfo(res);
+  }
+  s->mhd = MHD_start_daemon(
+      flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+      on_mhd_log, s, MHD_OPTION_SOCK_ADDR,
+      (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      (size_t)(cfg->max_head_bytes ? cfg->max_head_bytes : 32768),
+      MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+  if (!s->mhd) {
+    snprintf(err, errlen, "cannot listen on %s:%d (address in use or not permitted)", cfg->host,
+             cfg->port);
+    free(s);
+    return NULL;
+  }
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = info ? info->port : cfg->port;
+  return s;
+}
+
+int hookd_server_port(const hookd_server *s) { return s->port; }
+
+int hookd_server_suspended(const hookd_server *s) { return atomic_load(&s->suspended); }
+
+void hookd_server_quiesce(hookd_server *s) {
+  MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void hookd_server_stop(hookd_server *s) {
+  if (!s) return;
+  MHD_stop_daemon(s->mhd);
+  free(s);
+}

@@ -1,0 +1,71 @@
+/* server.h — the HTTP front door on libmicrohttpd (one epoll thread).
+ *
+ * The server reads a request (head limits, a body bounded by max_body: 413 beyond, answered
+ * without reading the rest), then calls the handler once with the complete request. The handler
+ * answers at once (hookd_req_reply*), or calls hookd_req_suspend() and answers later from any
+ * thread — typically the store writer, after the commit. A suspended request costs no thread. */
+#ifndef HOOKD_DAEMON_SERVER_H
+#define HOOKD_DAEMON_SERVER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct hookd_req hookd_req;
+typedef struct hookd_server hookd_server;
+
+typedef void (*hookd_handler_fn)(hookd_req *r, void *app);
+
+typedef struct hookd_server_config {
+  const char *host;          /* IP literal or name to bind */
+  int port;                  /* 0 = any free port (see hookd_server_port) */
+  int idle_timeout_s;        /* slow or idle clients are disconnected after this */
+  int max_connections;
+  size_t max_body;           /* 413 beyond */
+  size_t max_head_bytes;     /* request line + headers; 431 beyond */
+  int max_headers;           /* header count; 431 beyond */
+  size_t max_url_len;        /* 414 beyond */
+  hookd_handler_fn handler;
+  void *app;
+} hookd_server_config;
+
+hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size_t errlen);
+int hookd_server_port(const hookd_server *s);
+/* Stops accepting connections (requests in progress continue). */
+void hookd_server_quiesce(hookd_server *s);
+/* Suspended requests not yet answered. */
+int hookd_server_suspended(const hookd_server *s);
+void hookd_server_stop(hookd_server *s);
+
+/* ---- the request (valid until answered) ---- */
+const char *hookd_req_method(const hookd_req *r);
+const char *hookd_req_path(const hookd_req *r);      /* path without the query */
+const char *hookd_req_header(const hookd_req *r, const char *name); /* case-insensitive */
+const char *hookd_req_query(const hookd_req *r, const char *key);
+const char *hookd_req_body(const hookd_req *r, size_t *len);
+/* Raw query string (without '?'), "" if none. */
+const char *hookd_req_query_string(const hookd_req *r);
+/* Iterates request headers: returns the number of headers, filling up to max pairs. */
+size_t hookd_req_headers(const hookd_req *r, const char **names, const char **values, size_t max);
+/* Router-captured path parameters. */
+#define HOOKD_REQ_MAX_PARAMS 4
+const char *hookd_req_param(const hookd_req *r, int i);
+void hookd_req_set_param(hookd_req *r, int i, const char *v, size_t len);
+/* Per-request data of the application (e.g. the authenticated principal), freed with the
+ * request by free_fn. */
+void hookd_req_set_app(hookd_req *r, void *data, void (*free_fn)(void *));
+void *hookd_req_get_app(const hookd_req *r);
+
+/* ---- answering (exactly once per request; from any thread once suspended) ---- */
+void hookd_req_suspend(hookd_req *r);
+/* Adds a response header (before reply). name and value are copied. */
+void hookd_req_add_header(hookd_req *r, const char *name, const char *value);
+/* body is taken over (freed by the server). */
+void hookd_req_reply(hookd_req *r, int status, const char *content_type, char *body, size_t len);
+/* v is taken over (decref'd). */
+void hookd_req_reply_json(hookd_req *r, int status, json_t *v);
+/* {"error": {"code": code, "message": message}} */
+void hookd_req_error(hookd_req *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif
