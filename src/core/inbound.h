@@ -117,6 +117,11 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
 int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const json_t *body,
                         char *out, size_t outlen);
 
+/* Ed25519 (RFC 8032) verification of msg[0..len) under a raw 32-byte public key, on OpenSSL's
+ * EVP_PKEY_ED25519 (Discord's scheme uses it). Returns 1 valid, 0 invalid, -1 on error. */
+int hookd_ed25519_verify(const unsigned char pub[32], const void *msg, size_t len,
+                         const unsigned char sig[64]);
+
 /* Provider handshakes that need a synchronous answer, after verification:
  *   slack url_verification → 200 {"challenge": <challenge>}
  *   zoom endpoint.url_validation → 200 {"plainToken": t, "encryptedToken": hex HMAC-SHA256(
