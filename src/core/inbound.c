@@ -132,9 +132,9 @@ const char *hookd_in_query(const hookd_in_request *req, size_t *len) {
   return q;
 }
 
-int hookd_in_verify(hookd_provider p, const hookd_in_request *req,
-                    const hookd_in_secrets *secrets, int64_t tolerance_s,
-                    const hookd_generic_hmac *generic, hookd_verify_result *out) {
+int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_in_secrets *secrets,
+                    int64_t tolerance_s, const hookd_generic_hmac *generic,
+                    hookd_verify_result *out) {
   out->timestamp_s = 0;
   out->reason[0] = '\0';
   if (!req) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "no request");

@@ -52,8 +52,8 @@ static const char *after_prefix(const char *v, const char *prefix) {
 
 /* ---- Standard Webhooks / Svix ---------------------------------------------------------- */
 
-int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets *s,
-                             int64_t tol, hookd_verify_result *out) {
+int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
+                             hookd_verify_result *out) {
   const char *id = hookd_in_header_get(req, "webhook-id");
   const char *ts = hookd_in_header_get(req, "webhook-timestamp");
   const char *sig = hookd_in_header_get(req, "webhook-signature");
@@ -127,7 +127,8 @@ int hookd_in_verify_stripe(const hookd_in_request *req, const hookd_in_secrets *
   if (!nv1) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "stripe: no v1 signature");
   out->timestamp_s = ts;
   int rc = hookd_in_check_ts(ts, req->now_s, tol);
-  if (rc) return ts_failure(out, rc, "stripe: timestamp too old", "stripe: timestamp in the future");
+  if (rc)
+    return ts_failure(out, rc, "stripe: timestamp too old", "stripe: timestamp in the future");
 
   macset m;
   const void *parts[] = {t, ".", req->body ? req->body : ""};
@@ -136,7 +137,8 @@ int hookd_in_verify_stripe(const hookd_in_request *req, const hookd_in_secrets *
   int match = 0;
   for (size_t i = 0; i < nv1; i++) {
     unsigned char sig[32];
-    if (hookd_in_hex_decode(v1[i], v1len[i], sig, sizeof sig) == 0) match |= macs_match(&m, sig, 32);
+    if (hookd_in_hex_decode(v1[i], v1len[i], sig, sizeof sig) == 0)
+      match |= macs_match(&m, sig, 32);
   }
   macs_clear(&m);
   return match ? hookd_in_result(out, HOOKD_VERIFY_OK, "stripe: signature valid")
@@ -159,7 +161,8 @@ static int body_mac_match(const hookd_in_request *req, const hookd_in_secrets *s
 int hookd_in_verify_github(const hookd_in_request *req, const hookd_in_secrets *s,
                            hookd_verify_result *out) {
   const char *h = hookd_in_header_get(req, "X-Hub-Signature-256");
-  if (!h) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "github: missing X-Hub-Signature-256");
+  if (!h)
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "github: missing X-Hub-Signature-256");
   const char *hex = after_prefix(h, "sha256=");
   unsigned char sig[32];
   size_t len = hex ? strlen(hex) : 0;
@@ -174,7 +177,8 @@ int hookd_in_verify_github(const hookd_in_request *req, const hookd_in_secrets *
 int hookd_in_verify_shopify(const hookd_in_request *req, const hookd_in_secrets *s,
                             hookd_verify_result *out) {
   const char *h = hookd_in_header_get(req, "X-Shopify-Hmac-Sha256");
-  if (!h) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "shopify: missing X-Shopify-Hmac-Sha256");
+  if (!h)
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "shopify: missing X-Shopify-Hmac-Sha256");
   size_t len = strlen(h);
   h = hookd_in_trim(h, &len);
   unsigned char sig[48];
@@ -229,8 +233,7 @@ int hookd_in_verify_slack(const hookd_in_request *req, const hookd_in_secrets *s
       "slack: signature valid",
       "slack: signature does not match",
   };
-  return v0_scheme(req, s, tol, "X-Slack-Signature", "X-Slack-Request-Timestamp", 0, reasons,
-                   out);
+  return v0_scheme(req, s, tol, "X-Slack-Signature", "X-Slack-Request-Timestamp", 0, reasons, out);
 }
 
 int hookd_in_verify_zoom(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
@@ -258,7 +261,8 @@ static int sha256(const void *p, size_t n, unsigned char out[32]) {
 int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s,
                            hookd_verify_result *out) {
   const char *tok = hookd_in_header_get(req, "X-Gitlab-Token");
-  if (!tok || !*tok) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "gitlab: missing X-Gitlab-Token");
+  if (!tok || !*tok)
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "gitlab: missing X-Gitlab-Token");
   unsigned char got[32], want[32];
   if (sha256(tok, strlen(tok), got) != 0)
     return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "gitlab: digest failed");
@@ -303,7 +307,8 @@ int hookd_in_verify_paddle(const hookd_in_request *req, const hookd_in_secrets *
   if (!nh1) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "paddle: no h1 signature");
   out->timestamp_s = ts;
   int rc = hookd_in_check_ts(ts, req->now_s, tol);
-  if (rc) return ts_failure(out, rc, "paddle: timestamp too old", "paddle: timestamp in the future");
+  if (rc)
+    return ts_failure(out, rc, "paddle: timestamp too old", "paddle: timestamp in the future");
   macset m;
   const void *parts[] = {t, ":", req->body ? req->body : ""};
   size_t lens[] = {tlen, 1, req->body_len};
@@ -311,7 +316,8 @@ int hookd_in_verify_paddle(const hookd_in_request *req, const hookd_in_secrets *
   int match = 0;
   for (size_t i = 0; i < nh1; i++) {
     unsigned char sig[32];
-    if (hookd_in_hex_decode(h1[i], h1len[i], sig, sizeof sig) == 0) match |= macs_match(&m, sig, 32);
+    if (hookd_in_hex_decode(h1[i], h1len[i], sig, sizeof sig) == 0)
+      match |= macs_match(&m, sig, 32);
   }
   macs_clear(&m);
   return match ? hookd_in_result(out, HOOKD_VERIFY_OK, "paddle: signature valid")
@@ -354,11 +360,13 @@ int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets 
     ts = hookd_in_header_get(req, g->timestamp_header);
     int64_t t;
     if (!ts || hookd_in_parse_ts(ts, strlen(ts), &t) != 0)
-      return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: missing or malformed timestamp");
+      return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
+                             "generic: missing or malformed timestamp");
     if (t >= 100000000000LL) t /= 1000; /* milliseconds */
     out->timestamp_s = t;
     int rc = hookd_in_check_ts(t, req->now_s, tol);
-    if (rc) return ts_failure(out, rc, "generic: timestamp too old", "generic: timestamp in the future");
+    if (rc)
+      return ts_failure(out, rc, "generic: timestamp too old", "generic: timestamp in the future");
   }
 
   /* Split the template into literal runs and placeholders. */
@@ -382,7 +390,8 @@ int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets 
         tag = 1, taglen = 4, val = id, vlen = strlen(id);
       } else if (strncmp(tpl + i, "{timestamp}", 11) == 0) {
         if (!ts)
-          return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: template needs a timestamp header");
+          return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
+                                 "generic: template needs a timestamp header");
         tag = 1, taglen = 11, val = ts, vlen = strlen(ts);
       }
     }

@@ -134,10 +134,12 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
   case HOOKD_PROVIDER_TWILIO: {
     h = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
     if (h && *h) return put_str(out, outlen, h);
+    /* Form fields (the usual encoding), else a JSON body's members. */
     json_t *form = form_object(req->body, req->body_len);
-    const json_t *src = form ? form : body;
-    int rc = put_json(out, outlen, obj_get(src, "MessageSid"));
-    if (rc) rc = put_json(out, outlen, obj_get(src, "CallSid"));
+    int rc = put_json(out, outlen, obj_get(form, "MessageSid"));
+    if (rc) rc = put_json(out, outlen, obj_get(form, "CallSid"));
+    if (rc) rc = put_json(out, outlen, obj_get(body, "MessageSid"));
+    if (rc) rc = put_json(out, outlen, obj_get(body, "CallSid"));
     json_decref(form);
     return rc;
   }
@@ -227,7 +229,8 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
   }
   if (p == HOOKD_PROVIDER_ZOOM) {
     const char *event = NULL;
-    if (hookd_json_get_str(body, "event", &event) != 0 || strcmp(event, "endpoint.url_validation") != 0)
+    if (hookd_json_get_str(body, "event", &event) != 0 ||
+        strcmp(event, "endpoint.url_validation") != 0)
       return 0;
     const json_t *t = obj_get(obj_get(body, "payload"), "plainToken");
     if (!json_is_string(t) || !secrets || !secrets->n || !secrets->v || !secrets->v[0]) return 0;
@@ -235,7 +238,8 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
     size_t lens[] = {json_string_length(t)};
     unsigned char mac[64];
     char hex[65];
-    if (hookd_hmac(HOOKD_MD_SHA256, secrets->v[0], strlen(secrets->v[0]), parts, lens, 1, mac) != 32)
+    if (hookd_hmac(HOOKD_MD_SHA256, secrets->v[0], strlen(secrets->v[0]), parts, lens, 1, mac) !=
+        32)
       return 0;
     hookd_in_hex_encode(mac, 32, hex);
     OPENSSL_cleanse(mac, sizeof mac);

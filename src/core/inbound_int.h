@@ -9,11 +9,11 @@
 
 #include "core/inbound.h"
 
-#define HOOKD_IN_MAX_SECRETS 16   /* secrets beyond this many are ignored */
-#define HOOKD_IN_MAX_SIGS 16      /* signatures in one header beyond this many are ignored */
-#define HOOKD_IN_MAX_PAIRS 256    /* form/query pairs beyond this many: malformed */
-#define HOOKD_IN_MAX_FORM 65536   /* form/query text longer than this: malformed */
-#define HOOKD_IN_MAX_URL 8192     /* Twilio URL */
+#define HOOKD_IN_MAX_SECRETS 16 /* secrets beyond this many are ignored */
+#define HOOKD_IN_MAX_SIGS 16    /* signatures in one header beyond this many are ignored */
+#define HOOKD_IN_MAX_PAIRS 256  /* form/query pairs beyond this many: malformed */
+#define HOOKD_IN_MAX_FORM 65536 /* form/query text longer than this: malformed */
+#define HOOKD_IN_MAX_URL 8192   /* Twilio URL */
 
 /* Fills out and returns rc. reason is a fixed string (never request data). */
 int hookd_in_result(hookd_verify_result *out, int rc, const char *reason);
@@ -62,8 +62,8 @@ void hookd_in_form_sort(hookd_in_form *f);
 const char *hookd_in_query(const hookd_in_request *req, size_t *len);
 
 /* Provider verifiers. Each fills out and returns out->rc. secrets->n >= 1. */
-int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets *s,
-                             int64_t tol, hookd_verify_result *out);
+int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
+                             hookd_verify_result *out);
 int hookd_in_verify_stripe(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                            hookd_verify_result *out);
 int hookd_in_verify_github(const hookd_in_request *req, const hookd_in_secrets *s,

@@ -21,7 +21,8 @@ static int append_value(hookd_buf *b, const json_t *v) {
   char num[32];
   if (!v || json_is_null(v)) return 0;
   if (json_is_string(v)) return hookd_buf_append(b, json_string_value(v), json_string_length(v));
-  if (json_is_integer(v)) return hookd_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+  if (json_is_integer(v))
+    return hookd_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
   if (json_is_real(v)) {
     if (!isfinite(json_real_value(v))) return -1;
     hookd_jcs_number(json_real_value(v), num);
@@ -55,7 +56,8 @@ int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
     int brc = hookd_buf_printf(&tail, "&%s=", fields[i]);
     if (!brc) brc = append_value(&tail, json_object_get(root, fields[i]));
     if (brc) {
-      reason = brc == -1 ? "momo: a signed field is not a string or number" : "momo: body too large";
+      reason =
+          brc == -1 ? "momo: a signed field is not a string or number" : "momo: body too large";
       goto done;
     }
   }

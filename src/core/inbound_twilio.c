@@ -58,8 +58,10 @@ static int make_variants(const char *url, size_t url_len, url_variants *v) {
     v->n = 2;
   } else {
     const char *port = NULL;
-    if (scheme_len == 5 && strncasecmp(url, "https", 5) == 0) port = ":443";
-    else if (scheme_len == 4 && strncasecmp(url, "http", 4) == 0) port = ":80";
+    if (scheme_len == 5 && strncasecmp(url, "https", 5) == 0)
+      port = ":443";
+    else if (scheme_len == 4 && strncasecmp(url, "http", 4) == 0)
+      port = ":80";
     if (port) {
       size_t plen = strlen(port), n = a1;
       memcpy(v->buf[1], url, a1);

@@ -40,7 +40,8 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
                           hookd_verify_result *out) {
   size_t qlen = 0;
   const char *q = hookd_in_query(req, &qlen);
-  if (!q || !qlen) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "vnpay: no query parameters");
+  if (!q || !qlen)
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "vnpay: no query parameters");
   hookd_in_form f;
   if (hookd_in_form_parse(q, qlen, &f) != 0)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "vnpay: malformed query");

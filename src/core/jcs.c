@@ -38,7 +38,7 @@ void hookd_jcs_number(double d, char out[32]) {
   int k = 0;
   const char *c = tmp;
   digits[k++] = *c++;
-  if (*c == '.') {
+  if (*c && *c != 'e') { /* the decimal point ('.' in the C locale) */
     c++;
     while (*c >= '0' && *c <= '9' && k < 17) digits[k++] = *c++;
   }
@@ -94,9 +94,12 @@ static long utf8_next(const unsigned char *s, size_t n, size_t *i) {
   }
   size_t len;
   unsigned long cp, min;
-  if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-  else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-  else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+  if ((c & 0xE0) == 0xC0)
+    len = 2, cp = c & 0x1F, min = 0x80;
+  else if ((c & 0xF0) == 0xE0)
+    len = 3, cp = c & 0x0F, min = 0x800;
+  else if ((c & 0xF8) == 0xF0)
+    len = 4, cp = c & 0x07, min = 0x10000;
   else {
     (*i)++;
     return -1;

@@ -31,9 +31,10 @@ static void rfc8032(void **st) {
   unsigned char pub[32], sig[64];
   /* TEST 1: empty message */
   unhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a", pub);
-  unhex("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701c"
-        "f9b46bd25bf5f0595bbe24655141438e7a100b",
-        sig);
+  unhex(
+      "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701c"
+      "f9b46bd25bf5f0595bbe24655141438e7a100b",
+      sig);
   assert_int_equal(hookd_ed25519_verify(pub, "", 0, sig), 1);
   assert_int_equal(hookd_ed25519_verify(pub, NULL, 0, sig), 1);
   assert_int_equal(hookd_ed25519_verify(pub, "x", 1, sig), 0);
@@ -41,9 +42,10 @@ static void rfc8032(void **st) {
   assert_int_equal(hookd_ed25519_verify(pub, "", 0, sig), 0);
   /* TEST 2: one byte, 0x72 */
   unhex("3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c", pub);
-  unhex("92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0"
-        "f11d8c387b2eaeb4302aeeb00d291612bb0c00",
-        sig);
+  unhex(
+      "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0"
+      "f11d8c387b2eaeb4302aeeb00d291612bb0c00",
+      sig);
   assert_int_equal(hookd_ed25519_verify(pub, "\x72", 1, sig), 1);
   assert_int_equal(hookd_ed25519_verify(pub, "\x73", 1, sig), 0);
 }
@@ -78,9 +80,13 @@ static void sign_hex(EVP_PKEY *k, const char *ts, const char *body, char *sighex
 static int verify(const char *ts, const char *sighex, const char *body, int64_t now,
                   const char *const *keys, size_t n) {
   hookd_in_header h[] = {{"X-Signature-Ed25519", sighex}, {"X-Signature-Timestamp", ts}};
-  hookd_in_request r = {.method = "POST", .url = "https://hooks.example.com/discord",
-                        .headers = h, .n_headers = 2, .body = body,
-                        .body_len = strlen(body), .now_s = now};
+  hookd_in_request r = {.method = "POST",
+                        .url = "https://hooks.example.com/discord",
+                        .headers = h,
+                        .n_headers = 2,
+                        .body = body,
+                        .body_len = strlen(body),
+                        .now_s = now};
   hookd_in_secrets s = {keys, n};
   hookd_verify_result res;
   int rc = hookd_in_verify(HOOKD_PROVIDER_DISCORD, &r, &s, 0, NULL, &res);
@@ -99,7 +105,8 @@ static void discord(void **st) {
   assert_int_equal(verify("1700000000", sig, BODY, 1700000000, wrong, 1), HOOKD_VERIFY_MISMATCH);
   assert_int_equal(verify("1700000000", sig, BODY, 1700000000, rot, 2), HOOKD_VERIFY_OK);
   /* tampered body, tampered (signed) timestamp */
-  assert_int_equal(verify("1700000000", sig, "{\"id\":\"1190000000000000001\",\"type\":1,\"application_id\":\"42\"}",
+  assert_int_equal(verify("1700000000", sig,
+                          "{\"id\":\"1190000000000000001\",\"type\":1,\"application_id\":\"42\"}",
                           1700000000, one, 1),
                    HOOKD_VERIFY_MISMATCH);
   assert_int_equal(verify("1700000001", sig, BODY, 1700000000, one, 1), HOOKD_VERIFY_MISMATCH);

@@ -120,7 +120,9 @@ static void stripe(void **st) {
   reqb b;
   const char *one[] = {ST_SECRET}, *wrong[] = {"whsec_other"}, *rot[] = {"whsec_other", ST_SECRET};
   req_init(&b, ST_BODY, 1700000000);
-  hdr(&b, "stripe-signature", "t=1700000000,v1=" ST_SIG ",v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39");
+  hdr(&b, "stripe-signature",
+      "t=1700000000,v1=" ST_SIG
+      ",v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39");
   assert_int_equal(run(HOOKD_PROVIDER_STRIPE, &b, one, 1), HOOKD_VERIFY_OK);
   assert_int_equal(run(HOOKD_PROVIDER_STRIPE, &b, wrong, 1), HOOKD_VERIFY_MISMATCH);
   assert_int_equal(run(HOOKD_PROVIDER_STRIPE, &b, rot, 2), HOOKD_VERIFY_OK);
@@ -177,7 +179,8 @@ static void github(void **st) {
   tamper(&b, 0);
   assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, one, 1), HOOKD_VERIFY_MISMATCH);
   req_init(&b, "Hello, World!", 0);
-  hdr(&b, "X-Hub-Signature-256", "sha1=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17");
+  hdr(&b, "X-Hub-Signature-256",
+      "sha1=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17");
   assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, one, 1), HOOKD_VERIFY_MALFORMED);
   req_init(&b, "Hello, World!", 0);
   hdr(&b, "X-Hub-Signature-256", "sha256=757107ea0e");
@@ -212,11 +215,11 @@ static void shopify(void **st) {
 /* ---- Slack: the worked example in Slack's "Verifying requests from Slack" docs --------------- */
 
 #define SL_SECRET "8f742231b10e8888abcd99yyyzzz85a5"
-#define SL_BODY                                                                                  \
-  "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id="         \
-  "G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-"     \
-  "collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%"             \
-  "2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121."               \
+#define SL_BODY                                                                              \
+  "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id="     \
+  "G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-" \
+  "collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%"         \
+  "2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121."           \
   "803a0bc887a14d10d2c447fce8b6703c"
 #define SL_SIG "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
 
@@ -240,7 +243,8 @@ static void slack(void **st) {
   assert_int_equal(run(HOOKD_PROVIDER_SLACK, &b, one, 1), HOOKD_VERIFY_MISMATCH);
   req_init(&b, SL_BODY, 1531420618);
   hdr(&b, "X-Slack-Request-Timestamp", "1531420618");
-  hdr(&b, "X-Slack-Signature", "v1=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503");
+  hdr(&b, "X-Slack-Signature",
+      "v1=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503");
   assert_int_equal(run(HOOKD_PROVIDER_SLACK, &b, one, 1), HOOKD_VERIFY_MALFORMED);
 }
 
@@ -300,8 +304,8 @@ static void paddle(void **st) {
 /* ---- Zoom ----------------------------------------------------------------------------------- */
 
 #define ZM_SECRET "zoom_test_secret_token"
-#define ZM_BODY                                                                                  \
-  "{\"event\":\"meeting.started\",\"event_ts\":1700000000123,\"payload\":{\"object\":{\"id\":"   \
+#define ZM_BODY                                                                                \
+  "{\"event\":\"meeting.started\",\"event_ts\":1700000000123,\"payload\":{\"object\":{\"id\":" \
   "\"85746065432\"}}}"
 /* printf '%s' 'v0:1700000000:<ZM_BODY>' | openssl dgst -sha256 -hmac 'zoom_test_secret_token' */
 #define ZM_SIG "v0=bc1711ca7d8c1f16e93314ed1327eb0ac4def9bd2856545a8b2becc761c1dcd0"
@@ -343,7 +347,8 @@ static int run_generic(reqb *b, const hookd_generic_hmac *g, const char *const *
 
 static void generic(void **st) {
   reqb b;
-  const char *one[] = {GN_SECRET}, *wrong[] = {"generic-other"}, *rot[] = {"generic-other", GN_SECRET};
+  const char *one[] = {GN_SECRET}, *wrong[] = {"generic-other"},
+             *rot[] = {"generic-other", GN_SECRET};
   hookd_generic_hmac g = {.header = "X-Signature",
                           .prefix = "sha512=",
                           .algorithm = HOOKD_MD_SHA512,
@@ -378,8 +383,8 @@ static void generic(void **st) {
   assert_int_equal(run_generic(&b, &g, one, 1), HOOKD_VERIFY_MALFORMED);
 
   /* SHA-1, base64, body only, no prefix */
-  hookd_generic_hmac g1 = {.header = "X-Hook-Sig", .algorithm = HOOKD_MD_SHA1,
-                           .encoding = HOOKD_ENC_BASE64};
+  hookd_generic_hmac g1 = {
+      .header = "X-Hook-Sig", .algorithm = HOOKD_MD_SHA1, .encoding = HOOKD_ENC_BASE64};
   req_init(&b, GN_BODY, 0);
   hdr(&b, "X-Hook-Sig", GN_SIG1);
   assert_int_equal(run_generic(&b, &g1, one, 1), HOOKD_VERIFY_OK);
@@ -425,10 +430,11 @@ static void names_and_headers(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(standard), cmocka_unit_test(stripe), cmocka_unit_test(github),
-      cmocka_unit_test(shopify),  cmocka_unit_test(slack),  cmocka_unit_test(gitlab),
-      cmocka_unit_test(paddle),   cmocka_unit_test(zoom),   cmocka_unit_test(generic),
-      cmocka_unit_test(names_and_headers),
+      cmocka_unit_test(standard), cmocka_unit_test(stripe),
+      cmocka_unit_test(github),   cmocka_unit_test(shopify),
+      cmocka_unit_test(slack),    cmocka_unit_test(gitlab),
+      cmocka_unit_test(paddle),   cmocka_unit_test(zoom),
+      cmocka_unit_test(generic),  cmocka_unit_test(names_and_headers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,8 +18,12 @@ static json_t *J(const char *s) {
 }
 
 static hookd_in_request R(const hookd_in_header *h, size_t n, const char *body) {
-  hookd_in_request r = {.method = "POST", .url = "https://hooks.example.com/in", .headers = h,
-                        .n_headers = n, .body = body, .body_len = body ? strlen(body) : 0};
+  hookd_in_request r = {.method = "POST",
+                        .url = "https://hooks.example.com/in",
+                        .headers = h,
+                        .n_headers = n,
+                        .body = body,
+                        .body_len = body ? strlen(body) : 0};
   return r;
 }
 
@@ -54,7 +58,8 @@ static void event_ids(void **st) {
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_STANDARD, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "msg_2");
 
-  b = J("{\"event_id\":\"Ev123\",\"type\":\"event_callback\",\"event\":{\"type\":\"app_mention\"}}");
+  b = J(
+      "{\"event_id\":\"Ev123\",\"type\":\"event_callback\",\"event\":{\"type\":\"app_mention\"}}");
   r = R(NULL, 0, "{}");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_SLACK, &r, b, NULL, id, sizeof id), 0);
   assert_string_equal(id, "Ev123");
@@ -69,7 +74,9 @@ static void event_ids(void **st) {
   assert_string_equal(id, "evt_1");
   json_decref(b);
 
-  b = J("{\"event\":\"meeting.started\",\"event_ts\":1700000000123,\"payload\":{\"object\":{\"id\":85746065432}}}");
+  b = J(
+      "{\"event\":\"meeting.started\",\"event_ts\":1700000000123,"
+      "\"payload\":{\"object\":{\"id\":85746065432}}}");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 0);
   assert_string_equal(id, "meeting.started:1700000000123:85746065432");
   json_decref(b);
@@ -102,6 +109,12 @@ static void event_ids(void **st) {
   assert_string_equal(id, "SM1");
   r = R(NULL, 0, "Body=hi");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 1);
+  /* a JSON body (bodySHA256 scheme): the parsed body's member */
+  b = J("{\"MessageSid\":\"SM9\"}");
+  r = R(NULL, 0, "{\"MessageSid\":\"SM9\"}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "SM9");
+  json_decref(b);
 
   b = J("{\"id\":\"1190000000000000000\",\"type\":2}");
   r = R(NULL, 0, "{}");
@@ -109,7 +122,8 @@ static void event_ids(void **st) {
   assert_string_equal(id, "1190000000000000000");
   json_decref(b);
 
-  hookd_in_request vr = {.method = "GET", .url = "https://shop.example.com/ipn",
+  hookd_in_request vr = {.method = "GET",
+                         .url = "https://shop.example.com/ipn",
                          .query = "vnp_TxnRef=ORDER5&vnp_Amount=100&vnp_TransactionNo=14226112"};
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_VNPAY, &vr, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "ORDER5:14226112");
@@ -139,7 +153,8 @@ static void event_types(void **st) {
   assert_string_equal(t, "invoice.paid");
   json_decref(b);
 
-  hookd_in_header h[] = {{"X-GitHub-Event", "push"}, {"X-Shopify-Topic", "orders/create"},
+  hookd_in_header h[] = {{"X-GitHub-Event", "push"},
+                         {"X-Shopify-Topic", "orders/create"},
                          {"X-Gitlab-Event", "Push Hook"}};
   r = R(h, 3, "{}");
   assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_GITHUB, &r, NULL, t, sizeof t), 0);
@@ -184,7 +199,9 @@ static void handshakes(void **st) {
   const char *zs[] = {"zoom_test_secret_token"};
   hookd_in_secrets secrets = {zs, 1};
 
-  json_t *b = J("{\"token\":\"x\",\"challenge\":\"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P\",\"type\":\"url_verification\"}");
+  json_t *b = J(
+      "{\"token\":\"x\",\"challenge\":\"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P\","
+      "\"type\":\"url_verification\"}");
   assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_SLACK, &r, b, NULL, &status, &out), 1);
   assert_int_equal(status, 200);
   assert_string_equal(hookd_buf_str(&out),
@@ -197,7 +214,8 @@ static void handshakes(void **st) {
   json_decref(b);
 
   /* printf '%s' 'qgg8vlvZRS6UYooatFL8Aw' | openssl dgst -sha256 -hmac 'zoom_test_secret_token' */
-  b = J("{\"payload\":{\"plainToken\":\"qgg8vlvZRS6UYooatFL8Aw\"},\"event_ts\":1654503849680,"
+  b =
+      J("{\"payload\":{\"plainToken\":\"qgg8vlvZRS6UYooatFL8Aw\"},\"event_ts\":1654503849680,"
         "\"event\":\"endpoint.url_validation\"}");
   assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_ZOOM, &r, b, &secrets, &status, &out), 1);
   assert_int_equal(status, 200);
@@ -219,8 +237,9 @@ static void handshakes(void **st) {
 }
 
 static void paths(void **st) {
-  json_t *b = J("{\"data\":{\"object\":{\"id\":\"pi_1\",\"n\":3}},\"items\":[{\"id\":7},{\"id\":8}],"
-                "\"a.b\":1}");
+  json_t *b =
+      J("{\"data\":{\"object\":{\"id\":\"pi_1\",\"n\":3}},\"items\":[{\"id\":7},{\"id\":8}],"
+        "\"a.b\":1}");
   assert_string_equal(json_string_value(hookd_json_path(b, "data.object.id")), "pi_1");
   assert_int_equal(json_integer_value(hookd_json_path(b, "items.1.id")), 8);
   assert_ptr_equal(hookd_json_path(b, ""), b);
@@ -248,8 +267,8 @@ static void paths(void **st) {
   assert_int_equal(hookd_in_composite_key(b, "data.object", &out, missing, sizeof missing), -1);
   assert_string_equal(missing, "data.object");
   hookd_buf_reset(&out);
-  assert_int_equal(hookd_in_composite_key(b, "data.object.id,,items", &out, missing, sizeof missing),
-                   -1);
+  assert_int_equal(
+      hookd_in_composite_key(b, "data.object.id,,items", &out, missing, sizeof missing), -1);
   assert_string_equal(missing, "");
   json_decref(b);
   hookd_buf_free(&out);

@@ -18,8 +18,12 @@
 
 static int verify(const char *body, const char *const *secrets, size_t n) {
   hookd_in_header h[] = {{"Content-Type", "application/json"}};
-  hookd_in_request r = {.method = "POST", .url = "https://shop.example.com/momo_ipn",
-                        .headers = h, .n_headers = 1, .body = body, .body_len = strlen(body),
+  hookd_in_request r = {.method = "POST",
+                        .url = "https://shop.example.com/momo_ipn",
+                        .headers = h,
+                        .n_headers = 1,
+                        .body = body,
+                        .body_len = strlen(body),
                         .now_s = 1};
   hookd_in_secrets s = {secrets, n};
   hookd_verify_result res;

@@ -18,8 +18,8 @@
 #define TOKEN "12345"
 #define URL "https://mycompany.com/myapp.php?foo=1&bar=2"
 /* The parameters in another order than the signed one, '+' percent-encoded as a form does. */
-#define FORM                                                                                     \
-  "To=%2B18005551212&CallSid=CA1234567890ABCDE&Digits=1234&From=%2B14158675309&Caller=%"         \
+#define FORM                                                                             \
+  "To=%2B18005551212&CallSid=CA1234567890ABCDE&Digits=1234&From=%2B14158675309&Caller=%" \
   "2B14158675309"
 #define SIG "RSOYDt4T1cUTdK1PDd93/VVr8B8="
 
@@ -27,8 +27,13 @@ static int verify(const char *url, const char *query, const char *body, const ch
                   const char *const *secrets, size_t n) {
   hookd_in_header h[] = {{"Content-Type", "application/x-www-form-urlencoded"},
                          {"X-Twilio-Signature", sig}};
-  hookd_in_request r = {.method = "POST", .url = url, .query = query, .headers = h,
-                        .n_headers = sig ? 2 : 1, .body = body, .body_len = strlen(body),
+  hookd_in_request r = {.method = "POST",
+                        .url = url,
+                        .query = query,
+                        .headers = h,
+                        .n_headers = sig ? 2 : 1,
+                        .body = body,
+                        .body_len = strlen(body),
                         .now_s = 1700000000};
   hookd_in_secrets s = {secrets, n};
   hookd_verify_result res;
@@ -72,10 +77,12 @@ static void duplicate_parameters(void **st) {
 static void ports(void **st) {
   const char *one[] = {TOKEN};
   /* signed without a port, received with one: the port is dropped */
-  assert_int_equal(verify("https://mycompany.com:1234/myapp.php?foo=1&bar=2", NULL, FORM, SIG, one, 1),
-                   HOOKD_VERIFY_OK);
+  assert_int_equal(
+      verify("https://mycompany.com:1234/myapp.php?foo=1&bar=2", NULL, FORM, SIG, one, 1),
+      HOOKD_VERIFY_OK);
   /* signed with :443 ("kvajT1Ptam85bY51eRf/AJRuM3w="), received without: the port is added */
-  assert_int_equal(verify(URL, NULL, FORM, "kvajT1Ptam85bY51eRf/AJRuM3w=", one, 1), HOOKD_VERIFY_OK);
+  assert_int_equal(verify(URL, NULL, FORM, "kvajT1Ptam85bY51eRf/AJRuM3w=", one, 1),
+                   HOOKD_VERIFY_OK);
   /* http with :1234 as signed ("Zmvh+3yNM1Phv2jhDCwEM3q5ebU=") */
   assert_int_equal(verify("http://mycompany.com:1234/myapp.php?foo=1&bar=2", NULL, FORM,
                           "Zmvh+3yNM1Phv2jhDCwEM3q5ebU=", one, 1),
@@ -96,12 +103,14 @@ static void json_body(void **st) {
   assert_int_equal(verify(JURL, NULL, JBODY, JSIG, wrong, 1), HOOKD_VERIFY_MISMATCH);
   assert_int_equal(verify(JURL, NULL, JBODY, JSIG, rot, 2), HOOKD_VERIFY_OK);
   /* the body no longer matches its signed hash */
-  assert_int_equal(verify(JURL, NULL, "{\"property\": \"value\", \"boolean\": false}", JSIG, one, 1),
-                   HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(
+      verify(JURL, NULL, "{\"property\": \"value\", \"boolean\": false}", JSIG, one, 1),
+      HOOKD_VERIFY_MISMATCH);
   /* a tampered hash in the URL breaks the signature */
-  assert_int_equal(verify(URL "&bodySHA256=1a1ff7634d9ab3b95db5c9a2dfe9416e41502b283a80c7cf19632632f96e6620",
-                          NULL, JBODY, JSIG, one, 1),
-                   HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(
+      verify(URL "&bodySHA256=1a1ff7634d9ab3b95db5c9a2dfe9416e41502b283a80c7cf19632632f96e6620",
+             NULL, JBODY, JSIG, one, 1),
+      HOOKD_VERIFY_MISMATCH);
   assert_int_equal(verify(URL "&bodySHA256=zz", NULL, JBODY, JSIG, one, 1), HOOKD_VERIFY_MALFORMED);
 }
 

@@ -26,41 +26,46 @@ static char *canon(const char *json, size_t flags) {
 
 static void rfc_sample(void **st) {
   /* RFC 8785 §3.2.2 */
-  char *out = canon("{\n  \"numbers\": [333333333.33333329, 1E30, 4.50, 2e-3, "
-                    "0.000000000000000000000000001],\n"
-                    "  \"string\": \"\\u20ac$\\u000F\\u000aA'\\u0042\\u0022\\u005c\\\\\\\"\\/\",\n"
-                    "  \"literals\": [null, true, false]\n}",
-                    0);
-  assert_string_equal(out, "{\"literals\":[null,true,false],\"numbers\":[333333333.3333333,1e+30,"
-                           "4.5,0.002,1e-27],\"string\":\"\xe2\x82\xac$\\u000f\\nA'B\\\"\\\\\\\\"
-                           "\\\"/\"}");
+  char *out = canon(
+      "{\n  \"numbers\": [333333333.33333329, 1E30, 4.50, 2e-3, "
+      "0.000000000000000000000000001],\n"
+      "  \"string\": \"\\u20ac$\\u000F\\u000aA'\\u0042\\u0022\\u005c\\\\\\\"\\/\",\n"
+      "  \"literals\": [null, true, false]\n}",
+      0);
+  assert_string_equal(out,
+                      "{\"literals\":[null,true,false],\"numbers\":[333333333.3333333,1e+30,"
+                      "4.5,0.002,1e-27],\"string\":\"\xe2\x82\xac$\\u000f\\nA'B\\\"\\\\\\\\"
+                      "\\\"/\"}");
   free(out);
 }
 
 static void rfc_sorting(void **st) {
   /* RFC 8785 §3.2.3: the emoji (D83D DE00 in UTF-16) sorts before U+FB33, though its UTF-8
    * bytes (F0 …) are greater than U+FB33's (EF …). */
-  char *out = canon("{\"\\u20ac\": \"Euro Sign\", \"\\r\": \"Carriage Return\", \"\\ufb33\": "
-                    "\"Hebrew Letter Dalet With Dagesh\", \"1\": \"One\", \"\\ud83d\\ude00\": "
-                    "\"Emoji: Grinning Face\", \"\\u0080\": \"Control\", \"\\u00f6\": "
-                    "\"Latin Small Letter O With Diaeresis\"}",
-                    0);
-  assert_string_equal(out, "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\xc2\x80\":\"Control\","
-                           "\"\xc3\xb6\":\"Latin Small Letter O With Diaeresis\",\"\xe2\x82\xac\":"
-                           "\"Euro Sign\",\"\xf0\x9f\x98\x80\":\"Emoji: Grinning Face\","
-                           "\"\xef\xac\xb3\":\"Hebrew Letter Dalet With Dagesh\"}");
+  char *out = canon(
+      "{\"\\u20ac\": \"Euro Sign\", \"\\r\": \"Carriage Return\", \"\\ufb33\": "
+      "\"Hebrew Letter Dalet With Dagesh\", \"1\": \"One\", \"\\ud83d\\ude00\": "
+      "\"Emoji: Grinning Face\", \"\\u0080\": \"Control\", \"\\u00f6\": "
+      "\"Latin Small Letter O With Diaeresis\"}",
+      0);
+  assert_string_equal(out,
+                      "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\xc2\x80\":\"Control\","
+                      "\"\xc3\xb6\":\"Latin Small Letter O With Diaeresis\",\"\xe2\x82\xac\":"
+                      "\"Euro Sign\",\"\xf0\x9f\x98\x80\":\"Emoji: Grinning Face\","
+                      "\"\xef\xac\xb3\":\"Hebrew Letter Dalet With Dagesh\"}");
   free(out);
 }
 
 static void weird_sorting(void **st) {
   /* The RFC's reference test data (cyberphone/json-canonicalization, testdata weird.json), whose
    * expected output is published as hex. */
-  char *out = canon("{\"\\u20ac\": \"Euro Sign\", \"\\r\": \"Carriage Return\", \"\\u000a\": "
-                    "\"Newline\", \"1\": \"One\", \"\\u0080\": \"Control\\u007f\", "
-                    "\"\\ud83d\\ude02\": \"Smiley\", \"\\u00f6\": \"Latin Small Letter O With "
-                    "Diaeresis\", \"\\ufb33\": \"Hebrew Letter Dalet With Dagesh\", "
-                    "\"</script>\": \"Browser Challenge\"}",
-                    0);
+  char *out = canon(
+      "{\"\\u20ac\": \"Euro Sign\", \"\\r\": \"Carriage Return\", \"\\u000a\": "
+      "\"Newline\", \"1\": \"One\", \"\\u0080\": \"Control\\u007f\", "
+      "\"\\ud83d\\ude02\": \"Smiley\", \"\\u00f6\": \"Latin Small Letter O With "
+      "Diaeresis\", \"\\ufb33\": \"Hebrew Letter Dalet With Dagesh\", "
+      "\"</script>\": \"Browser Challenge\"}",
+      0);
   static const char hex[] =
       "7b225c6e223a224e65776c696e65222c225c72223a2243617272696167652052657475726e222c2231223a224f"
       "6e65222c223c2f7363726970743e223a2242726f77736572204368616c6c656e6765222c22c280223a22436f6e"
@@ -120,8 +125,10 @@ static void appendix_b(void **st) {
     double d;
     const char *text;
   } more[] = {
-      {1e21, "1e+21"},  {1e20, "100000000000000000000"}, {1e-7, "1e-7"}, {0.000001, "0.000001"},
-      {1.5, "1.5"},     {-2, "-2"},                      {0.1, "0.1"},  {123e-20, "1.23e-18"},
+      {1e21, "1e+21"},   {1e20, "100000000000000000000"},
+      {1e-7, "1e-7"},    {0.000001, "0.000001"},
+      {1.5, "1.5"},      {-2, "-2"},
+      {0.1, "0.1"},      {123e-20, "1.23e-18"},
       {1e300, "1e+300"}, {4.5, "4.5"},
   };
   for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
@@ -142,8 +149,10 @@ static void number_round_trip(void **st) {
     if (d != d || d - d != 0) continue; /* NaN, Inf */
     hookd_jcs_number(d, out);
     assert_true(strlen(out) < 32);
-    if (d == 0) assert_string_equal(out, "0");
-    else assert_true(strtod(out, NULL) == d);
+    if (d == 0)
+      assert_string_equal(out, "0");
+    else
+      assert_true(strtod(out, NULL) == d);
   }
 }
 
@@ -168,7 +177,8 @@ static void integers_and_values(void **st) {
   assert_string_equal(out, "{\"a\":{\"c\":null,\"d\":true},\"b\":[{\"a\":2,\"z\":1},3]}");
   free(out);
   /* prefixes sort first; U+FFFF after the astral emoji */
-  out = canon("{\"ab\":1,\"a\":2,\"\\uffff\":3,\"\\ud83d\\ude00\":4,\"\":5}", JSON_DECODE_INT_AS_REAL);
+  out = canon("{\"ab\":1,\"a\":2,\"\\uffff\":3,\"\\ud83d\\ude00\":4,\"\":5}",
+              JSON_DECODE_INT_AS_REAL);
   assert_string_equal(out, "{\"\":5,\"a\":2,\"ab\":1,\"\xf0\x9f\x98\x80\":4,\"\xef\xbf\xbf\":3}");
   free(out);
 
@@ -189,9 +199,9 @@ static void integers_and_values(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(rfc_sample),          cmocka_unit_test(rfc_sorting),
-      cmocka_unit_test(weird_sorting),       cmocka_unit_test(appendix_b),
-      cmocka_unit_test(number_round_trip),   cmocka_unit_test(integers_and_values),
+      cmocka_unit_test(rfc_sample),        cmocka_unit_test(rfc_sorting),
+      cmocka_unit_test(weird_sorting),     cmocka_unit_test(appendix_b),
+      cmocka_unit_test(number_round_trip), cmocka_unit_test(integers_and_values),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
