@@ -52,6 +52,16 @@ static const char *after_prefix(const char *v, const char *prefix) {
 
 /* ---- Standard Webhooks / Svix ---------------------------------------------------------- */
 
+/* hookd_secret_parse accepts base64 text that decodes to up to 129 bytes, one more than
+ * hookd_hmac_key holds: refuse such secrets before it decodes them. */
+static int key_fits(const char *secret) {
+  if (strncmp(secret, "whsec_", 6) == 0) secret += 6;
+  size_t len = strlen(secret);
+  if (len % 4) return 0;
+  size_t pad = (len && secret[len - 1] == '=') + (len > 1 && secret[len - 2] == '=');
+  return len / 4 * 3 - pad <= HOOKD_KEY_MAX;
+}
+
 int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                              hookd_verify_result *out) {
   const char *id = hookd_in_header_get(req, "webhook-id");
@@ -73,7 +83,7 @@ int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets
   hookd_hmac_key keys[HOOKD_IN_MAX_SECRETS];
   size_t nkeys = 0;
   for (size_t i = 0; i < s->n && nkeys < HOOKD_IN_MAX_SECRETS; i++)
-    if (hookd_secret_parse(s->v[i], &keys[nkeys]) == 0) nkeys++;
+    if (key_fits(s->v[i]) && hookd_secret_parse(s->v[i], &keys[nkeys]) == 0) nkeys++;
   int rc = HOOKD_VERIFY_MISMATCH;
   /* hookd_verify_v1 takes at most 8 keys at once. */
   for (size_t off = 0; off < nkeys; off += 8) {
@@ -272,6 +282,7 @@ int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *
     match |= CRYPTO_memcmp(got, want, 32) == 0;
   }
   OPENSSL_cleanse(want, sizeof want);
+  OPENSSL_cleanse(got, sizeof got);
   return match ? hookd_in_result(out, HOOKD_VERIFY_OK, "gitlab: token valid")
                : hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "gitlab: token does not match");
 }

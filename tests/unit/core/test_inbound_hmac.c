@@ -102,6 +102,13 @@ static void standard(void **st) {
   /* unusable secrets only */
   const char *bad[] = {"not base64!"};
   assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, bad, 1), HOOKD_VERIFY_MISMATCH);
+  /* a key longer than hookd_hmac_key holds (172 base64 characters decode to 129 bytes) */
+  char longkey[6 + 172 + 1] = "whsec_";
+  memset(longkey + 6, 'A', 172);
+  longkey[6 + 172] = '\0';
+  const char *toolong[] = {longkey, SW_SECRET};
+  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, toolong, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, toolong, 2), HOOKD_VERIFY_OK);
   /* missing headers */
   req_init(&b, SW_BODY, 1614265330);
   hdr(&b, "webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek");
@@ -326,6 +333,14 @@ static void zoom(void **st) {
   b.r.now_s = 1700000000;
   tamper(&b, 20);
   assert_int_equal(run(HOOKD_PROVIDER_ZOOM, &b, one, 1), HOOKD_VERIFY_MISMATCH);
+  /* a timestamp in milliseconds is signed as sent and checked as seconds:
+   * printf '%s' 'v0:1700000000123:<ZM_BODY>' | openssl dgst -sha256 -hmac 'zoom_test_secret_token' */
+  req_init(&b, ZM_BODY, 1700000000);
+  hdr(&b, "x-zm-request-timestamp", "1700000000123");
+  hdr(&b, "x-zm-signature", "v0=90c68f28053506b77a57d8ab59a753b3b866d0cbf4fd8d25bd28edc20b35bfb3");
+  assert_int_equal(run(HOOKD_PROVIDER_ZOOM, &b, one, 1), HOOKD_VERIFY_OK);
+  b.r.now_s = 1700000000 + 301;
+  assert_int_equal(run(HOOKD_PROVIDER_ZOOM, &b, one, 1), HOOKD_VERIFY_STALE);
 }
 
 /* ---- Generic HMAC --------------------------------------------------------------------------- */
