@@ -16,7 +16,7 @@
 static int put(char *out, size_t outlen, const char *s, size_t n) {
   if (!out || !outlen) return 1;
   out[0] = '\0';
-  if (!s || !n || n >= outlen) return 1;
+  if (!s || !n || n >= outlen || memchr(s, '\0', n)) return 1; /* no truncated ids */
   memcpy(out, s, n);
   out[n] = '\0';
   return 0;
@@ -69,7 +69,7 @@ static int put_joined(char *out, size_t outlen, const json_t *const *parts, size
       }
       continue;
     }
-    if (o + (o ? 1 : 0) + len >= outlen) {
+    if (o + (o ? 1 : 0) + len >= outlen || memchr(s, '\0', len)) {
       out[0] = '\0';
       return 1;
     }

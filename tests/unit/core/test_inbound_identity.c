@@ -109,6 +109,9 @@ static void event_ids(void **st) {
   assert_string_equal(id, "SM1");
   r = R(NULL, 0, "Body=hi");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 1);
+  /* an id with a NUL byte is no id (it would be truncated) */
+  r = R(NULL, 0, "MessageSid=SM1%00x");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 1);
   /* a JSON body (bodySHA256 scheme): the parsed body's member */
   b = J("{\"MessageSid\":\"SM9\"}");
   r = R(NULL, 0, "{\"MessageSid\":\"SM9\"}");
