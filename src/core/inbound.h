@@ -117,6 +117,11 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
 int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const json_t *body,
                         char *out, size_t outlen);
 
+/* Ed25519 (RFC 8032) verification of msg[0..len) under a raw 32-byte public key, on OpenSSL's
+ * EVP_PKEY_ED25519 (Discord's scheme uses it). Returns 1 valid, 0 invalid, -1 on error. */
+int hookd_ed25519_verify(const unsigned char pub[32], const void *msg, size_t len,
+                         const unsigned char sig[64]);
+
 /* Provider handshakes that need a synchronous answer, after verification:
  *   slack url_verification → 200 {"challenge": <challenge>}
  *   zoom endpoint.url_validation → 200 {"plainToken": t, "encryptedToken": hex HMAC-SHA256(
@@ -130,18 +135,21 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
 const json_t *hookd_json_path(const json_t *root, const char *path);
 
 /* Builds a composite key from comma-separated paths: "path=value|path=value" with scalar
- * values in canonical form. Returns 0, or -1 when a path is missing or not a scalar (the name
- * of the first missing path in missing). */
+ * values in canonical form (RFC 8785: strings quoted, numbers in ECMAScript form), appended to
+ * out. Returns 0, or -1 when a path is missing, null or not a scalar (the name of the first such
+ * path in missing). */
 int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out, char *missing,
                            size_t missing_len);
 
 /* RFC 8785 JSON Canonicalization Scheme: object members sorted by their names' UTF-16 code
  * units, numbers in ECMAScript shortest form (integers held by jansson are converted to double
  * as JCS requires), strings with minimal escaping, no whitespace. Returns HOOKD_BUF_* codes
- * (-1 also for NaN/Inf, which JSON cannot hold). */
+ * (-1 also for NaN/Inf, which JSON cannot hold, for invalid UTF-8 and for nesting deeper than
+ * 4096). On failure out may hold a partial result. */
 int hookd_jcs(const json_t *v, hookd_buf *out);
 
-/* Formats a double as ECMAScript Number.prototype.toString does (RFC 8785 §3.2.2.3). */
+/* Formats a double as ECMAScript Number.prototype.toString does (RFC 8785 §3.2.2.3); -0 is
+ * "0". NaN and infinities, which JSON cannot hold, are written as "null". */
 void hookd_jcs_number(double d, char out[32]);
 
 #endif

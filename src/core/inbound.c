@@ -1,0 +1,168 @@
+/* inbound.c — the entry points of the inbound verifiers: provider names, case-insensitive header
+ * lookup, hookd_in_verify's dispatch to the per-provider files, and the small helpers they share
+ * (result reporting, timestamps and tolerance, hex). */
+#include "core/inbound.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "core/inbound_int.h"
+
+#define DEFAULT_TOLERANCE_S 300
+
+static const char *const provider_names[HOOKD_PROVIDER__COUNT] = {
+    [HOOKD_PROVIDER_STANDARD] = "standard", [HOOKD_PROVIDER_STRIPE] = "stripe",
+    [HOOKD_PROVIDER_GITHUB] = "github",     [HOOKD_PROVIDER_SHOPIFY] = "shopify",
+    [HOOKD_PROVIDER_SLACK] = "slack",       [HOOKD_PROVIDER_GITLAB] = "gitlab",
+    [HOOKD_PROVIDER_TWILIO] = "twilio",     [HOOKD_PROVIDER_PADDLE] = "paddle",
+    [HOOKD_PROVIDER_ZOOM] = "zoom",         [HOOKD_PROVIDER_DISCORD] = "discord",
+    [HOOKD_PROVIDER_VNPAY] = "vnpay",       [HOOKD_PROVIDER_MOMO] = "momo",
+    [HOOKD_PROVIDER_GENERIC] = "generic",
+};
+
+const char *hookd_provider_name(hookd_provider p) {
+  if ((unsigned)p >= HOOKD_PROVIDER__COUNT) return "unknown";
+  return provider_names[p];
+}
+
+int hookd_provider_parse(const char *name, hookd_provider *out) {
+  if (!name) return -1;
+  for (int i = 0; i < HOOKD_PROVIDER__COUNT; i++) {
+    if (strcasecmp(name, provider_names[i]) == 0) {
+      *out = (hookd_provider)i;
+      return 0;
+    }
+  }
+  /* Svix sends the same scheme under its own header names. */
+  if (strcasecmp(name, "svix") == 0) {
+    *out = HOOKD_PROVIDER_STANDARD;
+    return 0;
+  }
+  return -1;
+}
+
+const char *hookd_in_header_get(const hookd_in_request *req, const char *name) {
+  if (!req || !name || !req->headers) return NULL;
+  for (size_t i = 0; i < req->n_headers; i++) {
+    const hookd_in_header *h = &req->headers[i];
+    if (h->name && h->value && strcasecmp(h->name, name) == 0) return h->value;
+  }
+  return NULL;
+}
+
+int hookd_in_result(hookd_verify_result *out, int rc, const char *reason) {
+  out->rc = rc;
+  size_t n = strlen(reason);
+  if (n >= sizeof out->reason) n = sizeof out->reason - 1;
+  memcpy(out->reason, reason, n);
+  out->reason[n] = '\0';
+  return rc;
+}
+
+int hookd_in_parse_ts(const char *s, size_t len, int64_t *out) {
+  if (!s || len == 0 || len > 18) return -1;
+  int64_t v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return 0;
+}
+
+int hookd_in_check_ts(int64_t ts, int64_t now_s, int64_t tolerance_s) {
+  /* ts is 0..10^18 and now/tolerance come from the caller: compare via differences computed in
+   * a range that cannot overflow. */
+  if (now_s > INT64_MIN / 2 && now_s < INT64_MAX / 2 && tolerance_s < INT64_MAX / 4) {
+    if (ts < now_s - tolerance_s) return HOOKD_VERIFY_STALE;
+    if (ts > now_s + tolerance_s) return HOOKD_VERIFY_FUTURE;
+    return HOOKD_VERIFY_OK;
+  }
+  return now_s >= INT64_MAX / 2 ? HOOKD_VERIFY_STALE : HOOKD_VERIFY_FUTURE;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+int hookd_in_hex_decode(const char *s, size_t len, unsigned char *out, size_t outlen) {
+  if (len != outlen * 2) return -1;
+  for (size_t i = 0; i < outlen; i++) {
+    int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) return -1;
+    out[i] = (unsigned char)(hi << 4 | lo);
+  }
+  return 0;
+}
+
+void hookd_in_hex_encode(const unsigned char *in, size_t n, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[in[i] >> 4];
+    out[2 * i + 1] = digits[in[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+const char *hookd_in_trim(const char *s, size_t *len) {
+  size_t n = *len;
+  while (n && (*s == ' ' || *s == '\t')) {
+    s++;
+    n--;
+  }
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
+  *len = n;
+  return s;
+}
+
+const char *hookd_in_query(const hookd_in_request *req, size_t *len) {
+  if (req->query) {
+    *len = strlen(req->query);
+    return req->query;
+  }
+  if (!req->url) return NULL;
+  const char *q = strchr(req->url, '?');
+  if (!q) return NULL;
+  q++;
+  const char *hash = strchr(q, '#');
+  *len = hash ? (size_t)(hash - q) : strlen(q);
+  return q;
+}
+
+int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_in_secrets *secrets,
+                    int64_t tolerance_s, const hookd_generic_hmac *generic,
+                    hookd_verify_result *out) {
+  out->timestamp_s = 0;
+  out->reason[0] = '\0';
+  if (!req) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "no request");
+  if (!req->body && req->body_len) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "no body");
+  if (!secrets || secrets->n == 0 || !secrets->v)
+    return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "no secret configured");
+  for (size_t i = 0; i < secrets->n; i++)
+    if (!secrets->v[i]) return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "null secret");
+  int64_t tol = tolerance_s > 0 ? tolerance_s : DEFAULT_TOLERANCE_S;
+
+  switch (p) {
+  case HOOKD_PROVIDER_STANDARD: return hookd_in_verify_standard(req, secrets, tol, out);
+  case HOOKD_PROVIDER_STRIPE: return hookd_in_verify_stripe(req, secrets, tol, out);
+  case HOOKD_PROVIDER_GITHUB: return hookd_in_verify_github(req, secrets, out);
+  case HOOKD_PROVIDER_SHOPIFY: return hookd_in_verify_shopify(req, secrets, out);
+  case HOOKD_PROVIDER_SLACK: return hookd_in_verify_slack(req, secrets, tol, out);
+  case HOOKD_PROVIDER_GITLAB: return hookd_in_verify_gitlab(req, secrets, out);
+  case HOOKD_PROVIDER_TWILIO: return hookd_in_verify_twilio(req, secrets, out);
+  case HOOKD_PROVIDER_PADDLE: return hookd_in_verify_paddle(req, secrets, tol, out);
+  case HOOKD_PROVIDER_ZOOM: return hookd_in_verify_zoom(req, secrets, tol, out);
+  case HOOKD_PROVIDER_DISCORD: return hookd_in_verify_discord(req, secrets, tol, out);
+  case HOOKD_PROVIDER_VNPAY: return hookd_in_verify_vnpay(req, secrets, out);
+  case HOOKD_PROVIDER_MOMO: return hookd_in_verify_momo(req, secrets, out);
+  case HOOKD_PROVIDER_GENERIC:
+    if (!generic || !generic->header || !*generic->header)
+      return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: no configuration");
+    return hookd_in_verify_generic(req, secrets, tol, generic, out);
+  case HOOKD_PROVIDER__COUNT: break;
+  }
+  return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "unknown provider");
+}

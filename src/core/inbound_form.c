@@ -1,0 +1,117 @@
+/* inbound_form.c — a bounded parser for application/x-www-form-urlencoded text (POST bodies and
+ * query strings), as Twilio signs form fields and VNPay signs its query parameters: pairs split
+ * on '&', name and value split on the first '=', '+' decoded as a space, %XX percent-decoding
+ * (a malformed escape makes the whole string malformed). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/inbound_int.h"
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Decodes s[0..len) into dst (room for len + 1), NUL-terminates; returns decoded length or -1. */
+static long decode(const char *s, size_t len, char *dst) {
+  size_t o = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = s[i];
+    if (c == '+') {
+      dst[o++] = ' ';
+    } else if (c == '%') {
+      if (len - i < 3) return -1;
+      int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+      if (hi < 0 || lo < 0) return -1;
+      dst[o++] = (char)(hi << 4 | lo);
+      i += 2;
+    } else {
+      dst[o++] = c;
+    }
+  }
+  dst[o] = '\0';
+  return (long)o;
+}
+
+void hookd_in_form_free(hookd_in_form *f) {
+  free(f->kv);
+  free(f->mem);
+  f->kv = NULL;
+  f->mem = NULL;
+  f->n = 0;
+}
+
+int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out) {
+  out->kv = NULL;
+  out->mem = NULL;
+  out->n = 0;
+  if (!s || len == 0) return 0;
+  if (len > HOOKD_IN_MAX_FORM) return -1;
+  size_t pairs = 1;
+  for (size_t i = 0; i < len; i++) pairs += s[i] == '&';
+  if (pairs > HOOKD_IN_MAX_PAIRS) return -1;
+  /* Each pair decodes to at most its own length, plus two NULs. */
+  out->mem = malloc(len + 2 * pairs + 1);
+  out->kv = calloc(pairs, sizeof *out->kv);
+  if (!out->mem || !out->kv) {
+    hookd_in_form_free(out);
+    return -1;
+  }
+  char *w = out->mem;
+  size_t start = 0;
+  while (start <= len) {
+    size_t end = start;
+    while (end < len && s[end] != '&') end++;
+    const char *p = s + start;
+    size_t plen = end - start;
+    if (plen) {
+      const char *eq = memchr(p, '=', plen);
+      size_t klen = eq ? (size_t)(eq - p) : plen;
+      const char *v = eq ? eq + 1 : p + plen;
+      size_t vlen = eq ? plen - klen - 1 : 0;
+      long kd = decode(p, klen, w);
+      if (kd < 0) goto bad;
+      hookd_in_kv *kv = &out->kv[out->n];
+      kv->k = w;
+      kv->klen = (size_t)kd;
+      w += kd + 1;
+      long vd = decode(v, vlen, w);
+      if (vd < 0) goto bad;
+      kv->v = w;
+      kv->vlen = (size_t)vd;
+      w += vd + 1;
+      if (kd > 0) out->n++;
+    }
+    start = end + 1;
+  }
+  return 0;
+bad:
+  hookd_in_form_free(out);
+  return -1;
+}
+
+const hookd_in_kv *hookd_in_form_get(const hookd_in_form *f, const char *name) {
+  size_t nlen = strlen(name);
+  for (size_t i = 0; i < f->n; i++)
+    if (f->kv[i].klen == nlen && memcmp(f->kv[i].k, name, nlen) == 0) return &f->kv[i];
+  return NULL;
+}
+
+static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen) {
+  size_t n = alen < blen ? alen : blen;
+  int c = n ? memcmp(a, b, n) : 0;
+  if (c) return c;
+  return alen < blen ? -1 : alen > blen;
+}
+
+static int kv_cmp(const void *pa, const void *pb) {
+  const hookd_in_kv *a = pa, *b = pb;
+  int c = bytes_cmp(a->k, a->klen, b->k, b->klen);
+  return c ? c : bytes_cmp(a->v, a->vlen, b->v, b->vlen);
+}
+
+void hookd_in_form_sort(hookd_in_form *f) {
+  if (f->n > 1) qsort(f->kv, f->n, sizeof *f->kv, kv_cmp);
+}

@@ -1,0 +1,335 @@
+/* inbound_identity.c — what an inbound request is, once verified: the provider's own event or
+ * delivery id (the default deduplication identity), the event type, the synchronous handshakes
+ * some providers require (Slack url_verification, Zoom endpoint.url_validation, Discord PING),
+ * dotted JSON path lookup, and composite keys built from several paths. */
+#include <math.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/inbound_int.h"
+#include "core/jsonio.h"
+
+/* ---- small helpers --------------------------------------------------------------------------- */
+
+/* Copies s[0..n) to out; 0 when it fits and is non-empty, else 1 (out = ""). */
+static int put(char *out, size_t outlen, const char *s, size_t n) {
+  if (!out || !outlen) return 1;
+  out[0] = '\0';
+  if (!s || !n || n >= outlen || memchr(s, '\0', n)) return 1; /* no truncated ids */
+  memcpy(out, s, n);
+  out[n] = '\0';
+  return 0;
+}
+
+static int put_str(char *out, size_t outlen, const char *s) {
+  return put(out, outlen, s, s ? strlen(s) : 0);
+}
+
+/* A JSON string or number written as text into tmp (strings borrowed); NULL otherwise. */
+static const char *scalar_text(const json_t *v, char tmp[32], size_t *len) {
+  if (json_is_string(v)) {
+    *len = json_string_length(v);
+    return json_string_value(v);
+  }
+  if (json_is_integer(v)) {
+    int n = snprintf(tmp, 32, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    *len = n > 0 ? (size_t)n : 0;
+    return tmp;
+  }
+  if (json_is_real(v) && isfinite(json_real_value(v))) {
+    hookd_jcs_number(json_real_value(v), tmp);
+    *len = strlen(tmp);
+    return tmp;
+  }
+  return NULL;
+}
+
+static int put_json(char *out, size_t outlen, const json_t *v) {
+  char tmp[32];
+  size_t len = 0;
+  const char *s = v ? scalar_text(v, tmp, &len) : NULL;
+  return put(out, outlen, s, len);
+}
+
+/* "a:b[:c]" from scalar parts (NULL parts skipped); 1 when a required part is missing. */
+static int put_joined(char *out, size_t outlen, const json_t *const *parts, size_t n,
+                      size_t required) {
+  if (!out || !outlen) return 1;
+  out[0] = '\0';
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    char tmp[32];
+    size_t len = 0;
+    const char *s = parts[i] ? scalar_text(parts[i], tmp, &len) : NULL;
+    if (!s || !len) {
+      if (i < required) {
+        out[0] = '\0';
+        return 1;
+      }
+      continue;
+    }
+    if (o + (o ? 1 : 0) + len >= outlen || memchr(s, '\0', len)) {
+      out[0] = '\0';
+      return 1;
+    }
+    if (o) out[o++] = ':';
+    memcpy(out + o, s, len);
+    o += len;
+  }
+  out[o] = '\0';
+  return o ? 0 : 1;
+}
+
+/* Form fields of the body (Twilio) or of the query (VNPay), as JSON strings in an object. */
+static json_t *form_object(const char *s, size_t len) {
+  hookd_in_form f;
+  if (!s || hookd_in_form_parse(s, len, &f) != 0) return NULL;
+  json_t *o = json_object();
+  for (size_t i = 0; o && i < f.n; i++)
+    if (!json_object_getn(o, f.kv[i].k, f.kv[i].klen)) /* first occurrence wins */
+      json_object_setn_new_nocheck(o, f.kv[i].k, f.kv[i].klen,
+                                   json_stringn_nocheck(f.kv[i].v, f.kv[i].vlen));
+  hookd_in_form_free(&f);
+  return o;
+}
+
+static const json_t *obj_get(const json_t *o, const char *k) {
+  return json_is_object(o) ? json_object_get(o, k) : NULL;
+}
+
+/* ---- event id -------------------------------------------------------------------------------- */
+
+int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                      const hookd_generic_hmac *generic, char *out, size_t outlen) {
+  if (out && outlen) out[0] = '\0';
+  if (!req || !out || !outlen) return 1;
+  const char *h;
+  switch (p) {
+  case HOOKD_PROVIDER_STRIPE:
+  case HOOKD_PROVIDER_DISCORD: return put_json(out, outlen, obj_get(body, "id"));
+  case HOOKD_PROVIDER_GITHUB:
+    return put_str(out, outlen, hookd_in_header_get(req, "X-GitHub-Delivery"));
+  case HOOKD_PROVIDER_SHOPIFY:
+    h = hookd_in_header_get(req, "X-Shopify-Webhook-Id");
+    if (!h || !*h) h = hookd_in_header_get(req, "X-Shopify-Event-Id");
+    return put_str(out, outlen, h);
+  case HOOKD_PROVIDER_STANDARD:
+    h = hookd_in_header_get(req, "webhook-id");
+    if (!h || !*h) h = hookd_in_header_get(req, "svix-id");
+    return put_str(out, outlen, h);
+  case HOOKD_PROVIDER_SLACK: return put_json(out, outlen, obj_get(body, "event_id"));
+  case HOOKD_PROVIDER_PADDLE:
+    if (put_json(out, outlen, obj_get(body, "event_id")) == 0) return 0;
+    return put_json(out, outlen, obj_get(body, "notification_id"));
+  case HOOKD_PROVIDER_ZOOM: {
+    const json_t *parts[] = {obj_get(body, "event"), obj_get(body, "event_ts"),
+                             obj_get(obj_get(obj_get(body, "payload"), "object"), "id")};
+    return put_joined(out, outlen, parts, 3, 2);
+  }
+  case HOOKD_PROVIDER_GITLAB:
+    h = hookd_in_header_get(req, "X-Gitlab-Event-UUID");
+    if (!h || !*h) h = hookd_in_header_get(req, "Idempotency-Key");
+    return put_str(out, outlen, h);
+  case HOOKD_PROVIDER_TWILIO: {
+    h = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
+    if (h && *h) return put_str(out, outlen, h);
+    /* Form fields (the usual encoding), else a JSON body's members. */
+    json_t *form = form_object(req->body, req->body_len);
+    int rc = put_json(out, outlen, obj_get(form, "MessageSid"));
+    if (rc) rc = put_json(out, outlen, obj_get(form, "CallSid"));
+    if (rc) rc = put_json(out, outlen, obj_get(body, "MessageSid"));
+    if (rc) rc = put_json(out, outlen, obj_get(body, "CallSid"));
+    json_decref(form);
+    return rc;
+  }
+  case HOOKD_PROVIDER_VNPAY: {
+    size_t qlen = 0;
+    const char *q = hookd_in_query(req, &qlen);
+    json_t *form = form_object(q, qlen);
+    const json_t *parts[] = {obj_get(form, "vnp_TxnRef"), obj_get(form, "vnp_TransactionNo")};
+    int rc = put_joined(out, outlen, parts, 2, 2);
+    json_decref(form);
+    return rc;
+  }
+  case HOOKD_PROVIDER_MOMO: {
+    const json_t *parts[] = {obj_get(body, "orderId"), obj_get(body, "requestId")};
+    return put_joined(out, outlen, parts, 2, 2);
+  }
+  case HOOKD_PROVIDER_GENERIC:
+    if (!generic || !generic->id_header || !*generic->id_header) return 1;
+    return put_str(out, outlen, hookd_in_header_get(req, generic->id_header));
+  case HOOKD_PROVIDER__COUNT: break;
+  }
+  return 1;
+}
+
+/* ---- event type ------------------------------------------------------------------------------ */
+
+int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                        char *out, size_t outlen) {
+  if (out && outlen) out[0] = '\0';
+  if (!req || !out || !outlen) return 1;
+  switch (p) {
+  case HOOKD_PROVIDER_STRIPE:
+  case HOOKD_PROVIDER_STANDARD: {
+    const json_t *t = obj_get(body, "type");
+    return json_is_string(t) ? put_json(out, outlen, t) : 1;
+  }
+  case HOOKD_PROVIDER_GITHUB:
+    return put_str(out, outlen, hookd_in_header_get(req, "X-GitHub-Event"));
+  case HOOKD_PROVIDER_SHOPIFY:
+    return put_str(out, outlen, hookd_in_header_get(req, "X-Shopify-Topic"));
+  case HOOKD_PROVIDER_SLACK: {
+    const json_t *t = obj_get(obj_get(body, "event"), "type");
+    if (!json_is_string(t)) t = obj_get(body, "type");
+    return json_is_string(t) ? put_json(out, outlen, t) : 1;
+  }
+  case HOOKD_PROVIDER_PADDLE: {
+    const json_t *t = obj_get(body, "event_type");
+    return json_is_string(t) ? put_json(out, outlen, t) : 1;
+  }
+  case HOOKD_PROVIDER_ZOOM: {
+    const json_t *t = obj_get(body, "event");
+    return json_is_string(t) ? put_json(out, outlen, t) : 1;
+  }
+  case HOOKD_PROVIDER_GITLAB:
+    return put_str(out, outlen, hookd_in_header_get(req, "X-Gitlab-Event"));
+  case HOOKD_PROVIDER_DISCORD: {
+    const json_t *t = obj_get(body, "type");
+    return json_is_number(t) ? put_json(out, outlen, t) : 1;
+  }
+  case HOOKD_PROVIDER_VNPAY:
+  case HOOKD_PROVIDER_MOMO: return put_str(out, outlen, "payment");
+  case HOOKD_PROVIDER_TWILIO:
+  case HOOKD_PROVIDER_GENERIC:
+  case HOOKD_PROVIDER__COUNT: break;
+  }
+  return 1;
+}
+
+/* ---- handshakes ------------------------------------------------------------------------------ */
+
+int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                       const hookd_in_secrets *secrets, int *status, hookd_buf *resp_body) {
+  if (!req || !json_is_object(body) || !status || !resp_body) return 0;
+  if (p == HOOKD_PROVIDER_SLACK) {
+    const char *type = NULL, *challenge = NULL;
+    if (hookd_json_get_str(body, "type", &type) != 0 || strcmp(type, "url_verification") != 0)
+      return 0;
+    if (hookd_json_get_str(body, "challenge", &challenge) != 0) return 0;
+    const json_t *c = json_object_get(body, "challenge");
+    hookd_buf_reset(resp_body);
+    int rc = hookd_buf_puts(resp_body, "{\"challenge\":");
+    if (!rc) rc = hookd_json_quote(resp_body, challenge, json_string_length(c));
+    if (!rc) rc = hookd_buf_puts(resp_body, "}");
+    if (rc) return 0;
+    *status = 200;
+    return 1;
+  }
+  if (p == HOOKD_PROVIDER_ZOOM) {
+    const char *event = NULL;
+    if (hookd_json_get_str(body, "event", &event) != 0 ||
+        strcmp(event, "endpoint.url_validation") != 0)
+      return 0;
+    const json_t *t = obj_get(obj_get(body, "payload"), "plainToken");
+    if (!json_is_string(t) || !secrets || !secrets->n || !secrets->v || !secrets->v[0]) return 0;
+    const void *parts[] = {json_string_value(t)};
+    size_t lens[] = {json_string_length(t)};
+    unsigned char mac[64];
+    char hex[65];
+    if (hookd_hmac(HOOKD_MD_SHA256, secrets->v[0], strlen(secrets->v[0]), parts, lens, 1, mac) !=
+        32)
+      return 0;
+    hookd_in_hex_encode(mac, 32, hex);
+    OPENSSL_cleanse(mac, sizeof mac);
+    hookd_buf_reset(resp_body);
+    int rc = hookd_buf_puts(resp_body, "{\"plainToken\":");
+    if (!rc) rc = hookd_json_quote(resp_body, json_string_value(t), json_string_length(t));
+    if (!rc) rc = hookd_buf_printf(resp_body, ",\"encryptedToken\":\"%s\"}", hex);
+    if (rc) return 0;
+    *status = 200;
+    return 1;
+  }
+  if (p == HOOKD_PROVIDER_DISCORD) {
+    const json_t *t = json_object_get(body, "type");
+    if (!json_is_number(t) || json_number_value(t) != 1) return 0;
+    hookd_buf_reset(resp_body);
+    if (hookd_buf_puts(resp_body, "{\"type\":1}") != 0) return 0;
+    *status = 200;
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- JSON paths and composite keys ----------------------------------------------------------- */
+
+const json_t *hookd_json_path(const json_t *root, const char *path) {
+  if (!root || !path) return NULL;
+  const json_t *cur = root;
+  const char *p = path;
+  if (!*p) return root;
+  for (;;) {
+    const char *dot = strchr(p, '.');
+    size_t len = dot ? (size_t)(dot - p) : strlen(p);
+    if (!len) return NULL;
+    if (json_is_object(cur)) {
+      cur = json_object_getn(cur, p, len);
+    } else if (json_is_array(cur)) {
+      if (len > 9) return NULL;
+      size_t idx = 0;
+      for (size_t i = 0; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9') return NULL;
+        idx = idx * 10 + (size_t)(p[i] - '0');
+      }
+      if (len > 1 && p[0] == '0') return NULL; /* no "01" */
+      cur = json_array_get(cur, idx);
+    } else {
+      return NULL;
+    }
+    if (!cur) return NULL;
+    if (!dot) return cur;
+    p = dot + 1;
+  }
+}
+
+#define COMPOSITE_MAX_PATHS 32
+#define PATH_MAX_LEN 256
+
+int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out, char *missing,
+                           size_t missing_len) {
+  if (missing && missing_len) missing[0] = '\0';
+  if (!paths || !out) return -1;
+  const char *p = paths;
+  size_t count = 0;
+  int first = 1;
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    const char *path = hookd_in_trim(p, &len);
+    char buf[PATH_MAX_LEN];
+    const json_t *v = NULL;
+    if (len && len < sizeof buf && ++count <= COMPOSITE_MAX_PATHS) {
+      memcpy(buf, path, len);
+      buf[len] = '\0';
+      v = hookd_json_path(root, buf);
+    }
+    /* Scalars only; null counts as missing. */
+    if (!v || json_is_null(v) || json_is_object(v) || json_is_array(v)) {
+      if (missing && missing_len) {
+        size_t n = len < missing_len ? len : missing_len - 1;
+        memcpy(missing, path, n);
+        missing[n] = '\0';
+      }
+      return -1;
+    }
+    int rc = first ? 0 : hookd_buf_append(out, "|", 1);
+    first = 0;
+    if (!rc) rc = hookd_buf_append(out, path, len);
+    if (!rc) rc = hookd_buf_append(out, "=", 1);
+    if (!rc) rc = hookd_jcs(v, out);
+    if (rc) return -1;
+    if (!comma) return 0;
+    p = comma + 1;
+  }
+}

@@ -1,0 +1,92 @@
+/* inbound_int.h — helpers shared by the inbound_*.c files (not part of the public contract):
+ * result reporting, timestamp parsing and tolerance, hex, a bounded form/query parser, and the
+ * per-provider verifier entry points that hookd_in_verify dispatches to. */
+#ifndef HOOKD_CORE_INBOUND_INT_H
+#define HOOKD_CORE_INBOUND_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/inbound.h"
+
+#define HOOKD_IN_MAX_SECRETS 16 /* secrets beyond this many are ignored */
+#define HOOKD_IN_MAX_SIGS 16    /* signatures in one header beyond this many are ignored */
+#define HOOKD_IN_MAX_PAIRS 256  /* form/query pairs beyond this many: malformed */
+#define HOOKD_IN_MAX_FORM 65536 /* form/query text longer than this: malformed */
+#define HOOKD_IN_MAX_URL 8192   /* Twilio URL */
+
+/* Fills out and returns rc. reason is a fixed string (never request data). */
+int hookd_in_result(hookd_verify_result *out, int rc, const char *reason);
+
+/* Parses a decimal Unix timestamp (digits only, at most 18). Returns 0 or -1. */
+int hookd_in_parse_ts(const char *s, size_t len, int64_t *out);
+
+/* HOOKD_VERIFY_OK, _STALE or _FUTURE for ts against now with tolerance (> 0). */
+int hookd_in_check_ts(int64_t ts, int64_t now_s, int64_t tolerance_s);
+
+/* Decodes hex (either case) of exactly outlen bytes from s[0..len). Returns 0 or -1. */
+int hookd_in_hex_decode(const char *s, size_t len, unsigned char *out, size_t outlen);
+
+/* Lowercase hex of in[0..n) into out (2n + 1 bytes). */
+void hookd_in_hex_encode(const unsigned char *in, size_t n, char *out);
+
+/* Trims ASCII spaces and tabs from both ends of s[0..*len); returns the new start. */
+const char *hookd_in_trim(const char *s, size_t *len);
+
+/* One decoded name/value pair of an application/x-www-form-urlencoded string. */
+typedef struct hookd_in_kv {
+  const char *k; /* NUL-terminated, decoded */
+  size_t klen;
+  const char *v;
+  size_t vlen;
+} hookd_in_kv;
+
+typedef struct hookd_in_form {
+  hookd_in_kv *kv;
+  size_t n;
+  char *mem; /* decoded text */
+} hookd_in_form;
+
+/* Parses "a=1&b=2" with percent-decoding and '+' as space. Pairs with an empty name are
+ * skipped. Returns 0, or -1 when s is longer than HOOKD_IN_MAX_FORM, has more than
+ * HOOKD_IN_MAX_PAIRS pairs, a bad percent escape, or memory runs out. */
+int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out);
+void hookd_in_form_free(hookd_in_form *f);
+/* First pair with this exact name, or NULL. */
+const hookd_in_kv *hookd_in_form_get(const hookd_in_form *f, const char *name);
+/* Sorts by name, then value (bytewise). */
+void hookd_in_form_sort(hookd_in_form *f);
+
+/* The query string of the request: req->query, or the part of req->url after '?' (without a
+ * '#' fragment). *len gets its length; NULL when there is none. */
+const char *hookd_in_query(const hookd_in_request *req, size_t *len);
+
+/* Provider verifiers. Each fills out and returns out->rc. secrets->n >= 1. */
+int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
+                             hookd_verify_result *out);
+int hookd_in_verify_stripe(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
+                           hookd_verify_result *out);
+int hookd_in_verify_github(const hookd_in_request *req, const hookd_in_secrets *s,
+                           hookd_verify_result *out);
+int hookd_in_verify_shopify(const hookd_in_request *req, const hookd_in_secrets *s,
+                            hookd_verify_result *out);
+int hookd_in_verify_slack(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
+                          hookd_verify_result *out);
+int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s,
+                           hookd_verify_result *out);
+int hookd_in_verify_paddle(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
+                           hookd_verify_result *out);
+int hookd_in_verify_zoom(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
+                         hookd_verify_result *out);
+int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
+                            const hookd_generic_hmac *g, hookd_verify_result *out);
+int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *s,
+                           hookd_verify_result *out);
+int hookd_in_verify_discord(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
+                            hookd_verify_result *out);
+int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s,
+                          hookd_verify_result *out);
+int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
+                         hookd_verify_result *out);
+
+#endif

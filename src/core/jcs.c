@@ -1,0 +1,268 @@
+/* jcs.c — RFC 8785 JSON Canonicalization Scheme over jansson values: object members sorted by
+ * the UTF-16 code units of their names, numbers written as ECMAScript's Number.prototype.toString
+ * writes them (shortest round-trip digits, then ECMAScript's layout), strings with the minimal
+ * escaping RFC 8785 prescribes, no whitespace. Used for content hashes and composite keys. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/inbound.h"
+
+#define JCS_MAX_DEPTH 4096 /* guards against cyclic or absurdly deep values */
+
+/* ---- numbers ------------------------------------------------------------------------------ */
+
+void hookd_jcs_number(double d, char out[32]) {
+  if (!isfinite(d)) {
+    memcpy(out, "null", 5); /* not JSON: hookd_jcs refuses these before getting here */
+    return;
+  }
+  if (d == 0) { /* both 0 and -0 */
+    memcpy(out, "0", 2);
+    return;
+  }
+  char *o = out;
+  if (d < 0) {
+    *o++ = '-';
+    d = -d;
+  }
+  /* Shortest digits that read back as d: printf rounds correctly (ties to even), so the first
+   * precision that round-trips gives ECMAScript's digits. */
+  char tmp[40];
+  for (int p = 1; p <= 17; p++) {
+    snprintf(tmp, sizeof tmp, "%.*e", p - 1, d);
+    if (strtod(tmp, NULL) == d) break;
+  }
+  char digits[20];
+  int k = 0;
+  const char *c = tmp;
+  digits[k++] = *c++;
+  if (*c && *c != 'e') { /* the decimal point ('.' in the C locale) */
+    c++;
+    while (*c >= '0' && *c <= '9' && k < 17) digits[k++] = *c++;
+  }
+  while (*c && *c != 'e') c++;
+  int exp10 = *c ? (int)strtol(c + 1, NULL, 10) : 0;
+  while (k > 1 && digits[k - 1] == '0') k--;
+  int n = exp10 + 1; /* value = 0.d1d2…dk × 10^n */
+
+  if (k <= n && n <= 21) {
+    memcpy(o, digits, (size_t)k);
+    o += k;
+    for (int i = 0; i < n - k; i++) *o++ = '0';
+  } else if (0 < n && n <= 21) {
+    memcpy(o, digits, (size_t)n);
+    o += n;
+    *o++ = '.';
+    memcpy(o, digits + n, (size_t)(k - n));
+    o += k - n;
+  } else if (-6 < n && n <= 0) {
+    *o++ = '0';
+    *o++ = '.';
+    for (int i = 0; i < -n; i++) *o++ = '0';
+    memcpy(o, digits, (size_t)k);
+    o += k;
+  } else {
+    int e = n - 1;
+    *o++ = digits[0];
+    if (k > 1) {
+      *o++ = '.';
+      memcpy(o, digits + 1, (size_t)(k - 1));
+      o += k - 1;
+    }
+    *o++ = 'e';
+    *o++ = e < 0 ? '-' : '+';
+    if (e < 0) e = -e;
+    char ebuf[8];
+    int elen = snprintf(ebuf, sizeof ebuf, "%d", e);
+    memcpy(o, ebuf, (size_t)elen);
+    o += elen;
+  }
+  *o = '\0';
+}
+
+/* ---- strings ------------------------------------------------------------------------------ */
+
+/* Decodes one UTF-8 code point at s[*i]; returns it, or -1 (consuming one byte) when the
+ * sequence is malformed, overlong, a surrogate or beyond U+10FFFF. */
+static long utf8_next(const unsigned char *s, size_t n, size_t *i) {
+  unsigned c = s[*i];
+  if (c < 0x80) {
+    (*i)++;
+    return c;
+  }
+  size_t len;
+  unsigned long cp, min;
+  if ((c & 0xE0) == 0xC0)
+    len = 2, cp = c & 0x1F, min = 0x80;
+  else if ((c & 0xF0) == 0xE0)
+    len = 3, cp = c & 0x0F, min = 0x800;
+  else if ((c & 0xF8) == 0xF0)
+    len = 4, cp = c & 0x07, min = 0x10000;
+  else {
+    (*i)++;
+    return -1;
+  }
+  if (n - *i < len) {
+    (*i)++;
+    return -1;
+  }
+  for (size_t j = 1; j < len; j++) {
+    unsigned cc = s[*i + j];
+    if ((cc & 0xC0) != 0x80) {
+      (*i)++;
+      return -1;
+    }
+    cp = cp << 6 | (cc & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    (*i)++;
+    return -1;
+  }
+  *i += len;
+  return (long)cp;
+}
+
+static int utf8_valid(const char *s, size_t n) {
+  size_t i = 0;
+  while (i < n)
+    if (utf8_next((const unsigned char *)s, n, &i) < 0) return 0;
+  return 1;
+}
+
+static int jcs_string(hookd_buf *out, const char *s, size_t n) {
+  if (!utf8_valid(s, n)) return -1;
+  int rc = hookd_buf_append(out, "\"", 1);
+  size_t run = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    unsigned char c = (unsigned char)s[i];
+    const char *esc = NULL;
+    char tmp[8];
+    switch (c) {
+    case '"': esc = "\\\""; break;
+    case '\\': esc = "\\\\"; break;
+    case '\b': esc = "\\b"; break;
+    case '\t': esc = "\\t"; break;
+    case '\n': esc = "\\n"; break;
+    case '\f': esc = "\\f"; break;
+    case '\r': esc = "\\r"; break;
+    default:
+      if (c < 0x20) {
+        snprintf(tmp, sizeof tmp, "\\u%04x", c);
+        esc = tmp;
+      }
+    }
+    if (esc) {
+      rc = hookd_buf_append(out, s + i - run, run);
+      if (!rc) rc = hookd_buf_puts(out, esc);
+      run = 0;
+    } else {
+      run++;
+    }
+  }
+  if (!rc) rc = hookd_buf_append(out, s + n - run, run);
+  if (!rc) rc = hookd_buf_append(out, "\"", 1);
+  return rc;
+}
+
+/* ---- member order: UTF-16 code units ------------------------------------------------------ */
+
+typedef struct u16iter {
+  const unsigned char *s;
+  size_t n, i;
+  unsigned pending; /* low surrogate still to return, or 0 */
+} u16iter;
+
+/* Next UTF-16 code unit, or -1 at the end. A malformed byte stands for itself. */
+static long u16_next(u16iter *it) {
+  if (it->pending) {
+    unsigned u = it->pending;
+    it->pending = 0;
+    return u;
+  }
+  if (it->i >= it->n) return -1;
+  size_t at = it->i;
+  long cp = utf8_next(it->s, it->n, &it->i);
+  if (cp < 0) return it->s[at];
+  if (cp < 0x10000) return cp;
+  cp -= 0x10000;
+  it->pending = 0xDC00 | (unsigned)(cp & 0x3FF);
+  return 0xD800 | (cp >> 10);
+}
+
+typedef struct member {
+  const char *key;
+  size_t len;
+  json_t *value;
+} member;
+
+static int member_cmp(const void *pa, const void *pb) {
+  const member *a = pa, *b = pb;
+  u16iter ia = {(const unsigned char *)a->key, a->len, 0, 0};
+  u16iter ib = {(const unsigned char *)b->key, b->len, 0, 0};
+  for (;;) {
+    long ua = u16_next(&ia), ub = u16_next(&ib);
+    if (ua != ub) return ua < ub ? -1 : 1; /* the end (-1) sorts first */
+    if (ua < 0) return 0;
+  }
+}
+
+/* ---- values ------------------------------------------------------------------------------- */
+
+static int jcs_value(const json_t *v, hookd_buf *out, int depth) {
+  char num[32];
+  if (!v || depth > JCS_MAX_DEPTH) return -1;
+  switch (json_typeof(v)) {
+  case JSON_NULL: return hookd_buf_puts(out, "null");
+  case JSON_TRUE: return hookd_buf_puts(out, "true");
+  case JSON_FALSE: return hookd_buf_puts(out, "false");
+  case JSON_INTEGER:
+    hookd_jcs_number((double)json_integer_value(v), num);
+    return hookd_buf_puts(out, num);
+  case JSON_REAL: {
+    double d = json_real_value(v);
+    if (!isfinite(d)) return -1;
+    hookd_jcs_number(d, num);
+    return hookd_buf_puts(out, num);
+  }
+  case JSON_STRING: return jcs_string(out, json_string_value(v), json_string_length(v));
+  case JSON_ARRAY: {
+    int rc = hookd_buf_append(out, "[", 1);
+    for (size_t i = 0; i < json_array_size(v) && !rc; i++) {
+      if (i) rc = hookd_buf_append(out, ",", 1);
+      if (!rc) rc = jcs_value(json_array_get(v, i), out, depth + 1);
+    }
+    return rc ? rc : hookd_buf_append(out, "]", 1);
+  }
+  case JSON_OBJECT: {
+    size_t n = json_object_size(v);
+    member *m = n ? malloc(n * sizeof *m) : NULL;
+    if (n && !m) return HOOKD_BUF_NOMEM;
+    size_t i = 0;
+    const char *key;
+    size_t klen;
+    json_t *child;
+    json_object_keylen_foreach((json_t *)v, key, klen, child) {
+      if (i == n) break;
+      m[i].key = key;
+      m[i].len = klen;
+      m[i].value = child;
+      i++;
+    }
+    if (i > 1) qsort(m, i, sizeof *m, member_cmp);
+    int rc = hookd_buf_append(out, "{", 1);
+    for (size_t j = 0; j < i && !rc; j++) {
+      if (j) rc = hookd_buf_append(out, ",", 1);
+      if (!rc) rc = jcs_string(out, m[j].key, m[j].len);
+      if (!rc) rc = hookd_buf_append(out, ":", 1);
+      if (!rc) rc = jcs_value(m[j].value, out, depth + 1);
+    }
+    free(m);
+    return rc ? rc : hookd_buf_append(out, "}", 1);
+  }
+  }
+  return -1;
+}
+
+int hookd_jcs(const json_t *v, hookd_buf *out) { return jcs_value(v, out, 0); }

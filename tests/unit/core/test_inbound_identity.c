@@ -1,0 +1,288 @@
+/* test_inbound_identity.c — event ids, event types, handshakes, JSON paths and composite keys
+ * (inbound_identity.c), provider by provider as inbound.h lists them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/inbound.h"
+
+static json_t *J(const char *s) {
+  json_error_t e;
+  json_t *v = json_loads(s, 0, &e);
+  if (!v) fail_msg("parse: %s", e.text);
+  return v;
+}
+
+static hookd_in_request R(const hookd_in_header *h, size_t n, const char *body) {
+  hookd_in_request r = {.method = "POST",
+                        .url = "https://hooks.example.com/in",
+                        .headers = h,
+                        .n_headers = n,
+                        .body = body,
+                        .body_len = body ? strlen(body) : 0};
+  return r;
+}
+
+static void event_ids(void **st) {
+  char id[128];
+  hookd_in_request r = R(NULL, 0, "");
+  json_t *b = J("{\"id\":\"evt_123\",\"type\":\"invoice.paid\"}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_STRIPE, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "evt_123");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_STRIPE, &r, NULL, NULL, id, sizeof id), 1);
+  assert_string_equal(id, "");
+  /* too small an output: no (truncated) id */
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_STRIPE, &r, b, NULL, id, 4), 1);
+  json_decref(b);
+
+  hookd_in_header gh[] = {{"X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"}};
+  r = R(gh, 1, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GITHUB, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "72d3162e-cc78-11e3-81ab-4c9367dc0958");
+
+  hookd_in_header sh[] = {{"X-Shopify-Event-Id", "ev-9"}};
+  r = R(sh, 1, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_SHOPIFY, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "ev-9");
+  hookd_in_header sh2[] = {{"X-Shopify-Event-Id", "ev-9"}, {"X-Shopify-Webhook-Id", "wh-1"}};
+  r = R(sh2, 2, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_SHOPIFY, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "wh-1");
+
+  hookd_in_header sv[] = {{"svix-id", "msg_2"}};
+  r = R(sv, 1, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_STANDARD, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "msg_2");
+
+  b = J(
+      "{\"event_id\":\"Ev123\",\"type\":\"event_callback\",\"event\":{\"type\":\"app_mention\"}}");
+  r = R(NULL, 0, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_SLACK, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "Ev123");
+  json_decref(b);
+
+  b = J("{\"notification_id\":\"ntf_1\"}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_PADDLE, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "ntf_1");
+  json_decref(b);
+  b = J("{\"notification_id\":\"ntf_1\",\"event_id\":\"evt_1\"}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_PADDLE, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "evt_1");
+  json_decref(b);
+
+  b = J(
+      "{\"event\":\"meeting.started\",\"event_ts\":1700000000123,"
+      "\"payload\":{\"object\":{\"id\":85746065432}}}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "meeting.started:1700000000123:85746065432");
+  json_decref(b);
+  b = J("{\"event\":\"user.created\",\"event_ts\":1700000000123}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "user.created:1700000000123");
+  json_decref(b);
+  b = J("{\"event\":\"user.created\"}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 1);
+  json_decref(b);
+
+  hookd_in_header gl[] = {{"Idempotency-Key", "idem-1"}};
+  r = R(gl, 1, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GITLAB, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "idem-1");
+  hookd_in_header gl2[] = {{"Idempotency-Key", "idem-1"}, {"X-Gitlab-Event-UUID", "uuid-1"}};
+  r = R(gl2, 2, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GITLAB, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "uuid-1");
+
+  hookd_in_header tw[] = {{"I-Twilio-Idempotency-Token", "tok-1"}};
+  r = R(tw, 1, "MessageSid=SM1&Body=hi");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "tok-1");
+  r = R(NULL, 0, "CallSid=CA1&CallStatus=ringing");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "CA1");
+  r = R(NULL, 0, "Body=hi+there&MessageSid=SM%31");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "SM1");
+  r = R(NULL, 0, "Body=hi");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 1);
+  /* an id with a NUL byte is no id (it would be truncated) */
+  r = R(NULL, 0, "MessageSid=SM1%00x");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 1);
+  /* a JSON body (bodySHA256 scheme): the parsed body's member */
+  b = J("{\"MessageSid\":\"SM9\"}");
+  r = R(NULL, 0, "{\"MessageSid\":\"SM9\"}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "SM9");
+  json_decref(b);
+
+  b = J("{\"id\":\"1190000000000000000\",\"type\":2}");
+  r = R(NULL, 0, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_DISCORD, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "1190000000000000000");
+  json_decref(b);
+
+  hookd_in_request vr = {.method = "GET",
+                         .url = "https://shop.example.com/ipn",
+                         .query = "vnp_TxnRef=ORDER5&vnp_Amount=100&vnp_TransactionNo=14226112"};
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_VNPAY, &vr, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "ORDER5:14226112");
+  vr.query = "vnp_TxnRef=ORDER5";
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_VNPAY, &vr, NULL, NULL, id, sizeof id), 1);
+
+  b = J("{\"orderId\":\"ORD1\",\"requestId\":\"REQ1\",\"amount\":5}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_MOMO, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "ORD1:REQ1");
+  json_decref(b);
+
+  hookd_generic_hmac g = {.header = "X-Sig", .id_header = "X-Delivery"};
+  hookd_in_header gn[] = {{"x-delivery", "d-77"}};
+  r = R(gn, 1, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GENERIC, &r, NULL, &g, id, sizeof id), 0);
+  assert_string_equal(id, "d-77");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GENERIC, &r, NULL, NULL, id, sizeof id), 1);
+}
+
+static void event_types(void **st) {
+  char t[64];
+  hookd_in_request r = R(NULL, 0, "{}");
+  json_t *b = J("{\"type\":\"invoice.paid\"}");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_STRIPE, &r, b, t, sizeof t), 0);
+  assert_string_equal(t, "invoice.paid");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_STANDARD, &r, b, t, sizeof t), 0);
+  assert_string_equal(t, "invoice.paid");
+  json_decref(b);
+
+  hookd_in_header h[] = {{"X-GitHub-Event", "push"},
+                         {"X-Shopify-Topic", "orders/create"},
+                         {"X-Gitlab-Event", "Push Hook"}};
+  r = R(h, 3, "{}");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_GITHUB, &r, NULL, t, sizeof t), 0);
+  assert_string_equal(t, "push");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_SHOPIFY, &r, NULL, t, sizeof t), 0);
+  assert_string_equal(t, "orders/create");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_GITLAB, &r, NULL, t, sizeof t), 0);
+  assert_string_equal(t, "Push Hook");
+
+  b = J("{\"type\":\"event_callback\",\"event\":{\"type\":\"app_mention\"}}");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_SLACK, &r, b, t, sizeof t), 0);
+  assert_string_equal(t, "app_mention");
+  json_decref(b);
+  b = J("{\"type\":\"url_verification\"}");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_SLACK, &r, b, t, sizeof t), 0);
+  assert_string_equal(t, "url_verification");
+  json_decref(b);
+
+  b = J("{\"event_type\":\"transaction.completed\",\"event\":\"meeting.ended\",\"type\":2}");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_PADDLE, &r, b, t, sizeof t), 0);
+  assert_string_equal(t, "transaction.completed");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_ZOOM, &r, b, t, sizeof t), 0);
+  assert_string_equal(t, "meeting.ended");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_DISCORD, &r, b, t, sizeof t), 0);
+  assert_string_equal(t, "2");
+  json_decref(b);
+
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_VNPAY, &r, NULL, t, sizeof t), 0);
+  assert_string_equal(t, "payment");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_MOMO, &r, NULL, t, sizeof t), 0);
+  assert_string_equal(t, "payment");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_TWILIO, &r, NULL, t, sizeof t), 1);
+  assert_string_equal(t, "");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_STRIPE, &r, NULL, t, sizeof t), 1);
+}
+
+static void handshakes(void **st) {
+  hookd_buf out;
+  hookd_buf_init(&out, 4096);
+  int status = 0;
+  hookd_in_request r = R(NULL, 0, "{}");
+  const char *zs[] = {"zoom_test_secret_token"};
+  hookd_in_secrets secrets = {zs, 1};
+
+  json_t *b = J(
+      "{\"token\":\"x\",\"challenge\":\"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P\","
+      "\"type\":\"url_verification\"}");
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_SLACK, &r, b, NULL, &status, &out), 1);
+  assert_int_equal(status, 200);
+  assert_string_equal(hookd_buf_str(&out),
+                      "{\"challenge\":\"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P\"}");
+  /* the same body is no handshake for another provider */
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_STRIPE, &r, b, NULL, &status, &out), 0);
+  json_decref(b);
+  b = J("{\"type\":\"event_callback\",\"challenge\":\"x\"}");
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_SLACK, &r, b, NULL, &status, &out), 0);
+  json_decref(b);
+
+  /* printf '%s' 'qgg8vlvZRS6UYooatFL8Aw' | openssl dgst -sha256 -hmac 'zoom_test_secret_token' */
+  b =
+      J("{\"payload\":{\"plainToken\":\"qgg8vlvZRS6UYooatFL8Aw\"},\"event_ts\":1654503849680,"
+        "\"event\":\"endpoint.url_validation\"}");
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_ZOOM, &r, b, &secrets, &status, &out), 1);
+  assert_int_equal(status, 200);
+  assert_string_equal(hookd_buf_str(&out),
+                      "{\"plainToken\":\"qgg8vlvZRS6UYooatFL8Aw\",\"encryptedToken\":"
+                      "\"8d4dd13bef79e3935d4da689b9e1bb2f36cd7182ef1655edf4b46b51d8119c93\"}");
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_ZOOM, &r, b, NULL, &status, &out), 0);
+  json_decref(b);
+
+  b = J("{\"type\":1,\"id\":\"1\"}");
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_DISCORD, &r, b, NULL, &status, &out), 1);
+  assert_string_equal(hookd_buf_str(&out), "{\"type\":1}");
+  json_decref(b);
+  b = J("{\"type\":2,\"id\":\"1\"}");
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_DISCORD, &r, b, NULL, &status, &out), 0);
+  json_decref(b);
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_DISCORD, &r, NULL, NULL, &status, &out), 0);
+  hookd_buf_free(&out);
+}
+
+static void paths(void **st) {
+  json_t *b =
+      J("{\"data\":{\"object\":{\"id\":\"pi_1\",\"n\":3}},\"items\":[{\"id\":7},{\"id\":8}],"
+        "\"a.b\":1}");
+  assert_string_equal(json_string_value(hookd_json_path(b, "data.object.id")), "pi_1");
+  assert_int_equal(json_integer_value(hookd_json_path(b, "items.1.id")), 8);
+  assert_ptr_equal(hookd_json_path(b, ""), b);
+  assert_null(hookd_json_path(b, "items.2.id"));
+  assert_null(hookd_json_path(b, "items.01.id"));
+  assert_null(hookd_json_path(b, "items.x"));
+  assert_null(hookd_json_path(b, "data..object"));
+  assert_null(hookd_json_path(b, "data.object.id.more"));
+  assert_null(hookd_json_path(b, "nope"));
+  assert_null(hookd_json_path(NULL, "a"));
+
+  hookd_buf out;
+  hookd_buf_init(&out, 1024);
+  char missing[32];
+  assert_int_equal(hookd_in_composite_key(b, "data.object.id, items.0.id,data.object.n", &out,
+                                          missing, sizeof missing),
+                   0);
+  assert_string_equal(hookd_buf_str(&out), "data.object.id=\"pi_1\"|items.0.id=7|data.object.n=3");
+  hookd_buf_reset(&out);
+  assert_int_equal(hookd_in_composite_key(b, "data.object.id,data.object.missing", &out, missing,
+                                          sizeof missing),
+                   -1);
+  assert_string_equal(missing, "data.object.missing");
+  hookd_buf_reset(&out);
+  assert_int_equal(hookd_in_composite_key(b, "data.object", &out, missing, sizeof missing), -1);
+  assert_string_equal(missing, "data.object");
+  hookd_buf_reset(&out);
+  assert_int_equal(
+      hookd_in_composite_key(b, "data.object.id,,items", &out, missing, sizeof missing), -1);
+  assert_string_equal(missing, "");
+  json_decref(b);
+  hookd_buf_free(&out);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(event_ids),
+      cmocka_unit_test(event_types),
+      cmocka_unit_test(handshakes),
+      cmocka_unit_test(paths),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,79 @@
+/* test_inbound_momo.c — MoMo IPN signature (inbound_momo.c). MoMo publishes no fixed test vector,
+ * so the expected signature was computed with the openssl command line over the raw string of
+ * MoMo's IPN documentation (fields in its order, numbers in decimal, UTF-8 as sent):
+ *   printf '%s' 'accessKey=ACCESSKEY123&amount=50000&extraData=&message=Thành công.&orderId=ORD1&orderInfo=pay with MoMo&orderType=momo_wallet&partnerCode=MOMO&payType=qr&requestId=REQ1&responseTime=1721720663942&resultCode=0&transId=4088878653'
+ *     | openssl dgst -sha256 -hmac 'SECRETKEY456' */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/inbound.h"
+
+#define SECRET "ACCESSKEY123:SECRETKEY456"
+#define SIG "e54179de24e9f1d5d51fc54611d068ebdf88a9483c86e3a0a1fa25b71c981ce6"
+
+static int verify(const char *body, const char *const *secrets, size_t n) {
+  hookd_in_header h[] = {{"Content-Type", "application/json"}};
+  hookd_in_request r = {.method = "POST",
+                        .url = "https://shop.example.com/momo_ipn",
+                        .headers = h,
+                        .n_headers = 1,
+                        .body = body,
+                        .body_len = strlen(body),
+                        .now_s = 1};
+  hookd_in_secrets s = {secrets, n};
+  hookd_verify_result res;
+  int rc = hookd_in_verify(HOOKD_PROVIDER_MOMO, &r, &s, 0, NULL, &res);
+  assert_int_equal(rc, res.rc);
+  assert_null(strstr(res.reason, "SECRETKEY"));
+  return rc;
+}
+
+static void body_with(char *out, size_t n, const char *amount, const char *sig) {
+  snprintf(out, n,
+           "{\"partnerCode\":\"MOMO\",\"orderId\":\"ORD1\",\"requestId\":\"REQ1\",\"amount\":%s,"
+           "\"orderInfo\":\"pay with MoMo\",\"orderType\":\"momo_wallet\",\"transId\":4088878653,"
+           "\"resultCode\":0,\"message\":\"Thành công.\",\"payType\":\"qr\","
+           "\"responseTime\":1721720663942,\"extraData\":\"\",\"signature\":\"%s\"}",
+           amount, sig);
+}
+
+static void momo(void **st) {
+  char body[1024];
+  const char *one[] = {SECRET}, *wrong[] = {"ACCESSKEY123:SECRETKEY457"},
+             *wrong_access[] = {"ACCESSKEY124:SECRETKEY456"},
+             *rot[] = {"ACCESSKEY123:OLDSECRET", SECRET};
+  body_with(body, sizeof body, "50000", SIG);
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_OK);
+  assert_int_equal(verify(body, wrong, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(body, wrong_access, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(body, rot, 2), HOOKD_VERIFY_OK);
+  /* tampered amount */
+  body_with(body, sizeof body, "50001", SIG);
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MISMATCH);
+  /* the amount as a JSON real with the same value is the same text */
+  body_with(body, sizeof body, "5e4", SIG);
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_OK);
+  /* malformed: no signature, short signature, a signed field of the wrong type, not JSON */
+  body_with(body, sizeof body, "50000", "abc");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  body_with(body, sizeof body, "[50000]", SIG);
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(verify("{\"orderId\":\"ORD1\"}", one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(verify("not json", one, 1), HOOKD_VERIFY_MALFORMED);
+  /* a secret without the access key part */
+  const char *nokey[] = {"SECRETKEY456"};
+  body_with(body, sizeof body, "50000", SIG);
+  assert_int_equal(verify(body, nokey, 1), HOOKD_VERIFY_MISMATCH);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(momo),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

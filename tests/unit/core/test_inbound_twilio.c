@@ -1,0 +1,125 @@
+/* test_inbound_twilio.c — Twilio's X-Twilio-Signature (inbound_twilio.c), against the vectors in
+ * Twilio's official helper library tests (twilio/twilio-python,
+ * tests/unit/test_request_validator.py: auth token "12345", URL
+ * https://mycompany.com/myapp.php?foo=1&bar=2, the Gather parameters, the JSON body with
+ * bodySHA256, duplicated parameters and the port variants). Each vector was also recomputed
+ * with the openssl command line, e.g.
+ *   printf '%s' 'https://mycompany.com/myapp.php?foo=1&bar=2CallSidCA1234567890ABCDECaller+1415…'
+ *     | openssl dgst -sha1 -hmac 12345 -binary | base64 */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/inbound.h"
+
+#define TOKEN "12345"
+#define URL "https://mycompany.com/myapp.php?foo=1&bar=2"
+/* The parameters in another order than the signed one, '+' percent-encoded as a form does. */
+#define FORM                                                                             \
+  "To=%2B18005551212&CallSid=CA1234567890ABCDE&Digits=1234&From=%2B14158675309&Caller=%" \
+  "2B14158675309"
+#define SIG "RSOYDt4T1cUTdK1PDd93/VVr8B8="
+
+static int verify(const char *url, const char *query, const char *body, const char *sig,
+                  const char *const *secrets, size_t n) {
+  hookd_in_header h[] = {{"Content-Type", "application/x-www-form-urlencoded"},
+                         {"X-Twilio-Signature", sig}};
+  hookd_in_request r = {.method = "POST",
+                        .url = url,
+                        .query = query,
+                        .headers = h,
+                        .n_headers = sig ? 2 : 1,
+                        .body = body,
+                        .body_len = strlen(body),
+                        .now_s = 1700000000};
+  hookd_in_secrets s = {secrets, n};
+  hookd_verify_result res;
+  int rc = hookd_in_verify(HOOKD_PROVIDER_TWILIO, &r, &s, 0, NULL, &res);
+  assert_null(strstr(res.reason, TOKEN));
+  return rc;
+}
+
+static void form_vector(void **st) {
+  const char *one[] = {TOKEN}, *wrong[] = {"54321"}, *rot[] = {"secondary", TOKEN};
+  assert_int_equal(verify(URL, NULL, FORM, SIG, one, 1), HOOKD_VERIFY_OK);
+  assert_int_equal(verify(URL, NULL, FORM, SIG, wrong, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(URL, NULL, FORM, SIG, rot, 2), HOOKD_VERIFY_OK);
+  /* tampered: a parameter value, the URL, a dropped parameter */
+  assert_int_equal(verify(URL, NULL,
+                          "To=%2B18005551212&CallSid=CA1234567890ABCDE&Digits=1235&From=%"
+                          "2B14158675309&Caller=%2B14158675309",
+                          SIG, one, 1),
+                   HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify("https://mycompany.com/myapp.php?foo=1&bar=3", NULL, FORM, SIG, one, 1),
+                   HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(URL, NULL, "To=%2B18005551212&CallSid=CA1234567890ABCDE", SIG, one, 1),
+                   HOOKD_VERIFY_MISMATCH);
+  /* the query given apart from the URL */
+  assert_int_equal(verify("https://mycompany.com/myapp.php", "foo=1&bar=2", FORM, SIG, one, 1),
+                   HOOKD_VERIFY_OK);
+  /* missing or malformed signature, bad form encoding */
+  assert_int_equal(verify(URL, NULL, FORM, NULL, one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(verify(URL, NULL, FORM, "RSOYDt4T1cUTdK1PDd93", one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(verify(URL, NULL, "To=%2", SIG, one, 1), HOOKD_VERIFY_MALFORMED);
+}
+
+static void duplicate_parameters(void **st) {
+  const char *one[] = {TOKEN};
+  /* twilio-python: duplicate names are sorted by value too ("IK+Dwps556ElfBT0I3Rgjkr1wJU=") */
+  assert_int_equal(verify(URL, NULL, "Sid=CA123&SidAccount=AC123&Digits=5678&Digits=1234",
+                          "IK+Dwps556ElfBT0I3Rgjkr1wJU=", one, 1),
+                   HOOKD_VERIFY_OK);
+}
+
+static void ports(void **st) {
+  const char *one[] = {TOKEN};
+  /* signed without a port, received with one: the port is dropped */
+  assert_int_equal(
+      verify("https://mycompany.com:1234/myapp.php?foo=1&bar=2", NULL, FORM, SIG, one, 1),
+      HOOKD_VERIFY_OK);
+  /* signed with :443 ("kvajT1Ptam85bY51eRf/AJRuM3w="), received without: the port is added */
+  assert_int_equal(verify(URL, NULL, FORM, "kvajT1Ptam85bY51eRf/AJRuM3w=", one, 1),
+                   HOOKD_VERIFY_OK);
+  /* http with :1234 as signed ("Zmvh+3yNM1Phv2jhDCwEM3q5ebU=") */
+  assert_int_equal(verify("http://mycompany.com:1234/myapp.php?foo=1&bar=2", NULL, FORM,
+                          "Zmvh+3yNM1Phv2jhDCwEM3q5ebU=", one, 1),
+                   HOOKD_VERIFY_OK);
+  /* http signed with :80 ("0ZXoZLH/DfblKGATFgpif+LLRf4="), received without */
+  assert_int_equal(verify("http://mycompany.com/myapp.php?foo=1&bar=2", NULL, FORM,
+                          "0ZXoZLH/DfblKGATFgpif+LLRf4=", one, 1),
+                   HOOKD_VERIFY_OK);
+}
+
+#define JBODY "{\"property\": \"value\", \"boolean\": true}"
+#define JURL URL "&bodySHA256=0a1ff7634d9ab3b95db5c9a2dfe9416e41502b283a80c7cf19632632f96e6620"
+#define JSIG "a9nBmqA0ju/hNViExpshrM61xv4="
+
+static void json_body(void **st) {
+  const char *one[] = {TOKEN}, *wrong[] = {"54321"}, *rot[] = {"secondary", TOKEN};
+  assert_int_equal(verify(JURL, NULL, JBODY, JSIG, one, 1), HOOKD_VERIFY_OK);
+  assert_int_equal(verify(JURL, NULL, JBODY, JSIG, wrong, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(JURL, NULL, JBODY, JSIG, rot, 2), HOOKD_VERIFY_OK);
+  /* the body no longer matches its signed hash */
+  assert_int_equal(
+      verify(JURL, NULL, "{\"property\": \"value\", \"boolean\": false}", JSIG, one, 1),
+      HOOKD_VERIFY_MISMATCH);
+  /* a tampered hash in the URL breaks the signature */
+  assert_int_equal(
+      verify(URL "&bodySHA256=1a1ff7634d9ab3b95db5c9a2dfe9416e41502b283a80c7cf19632632f96e6620",
+             NULL, JBODY, JSIG, one, 1),
+      HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(URL "&bodySHA256=zz", NULL, JBODY, JSIG, one, 1), HOOKD_VERIFY_MALFORMED);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(form_vector),
+      cmocka_unit_test(duplicate_parameters),
+      cmocka_unit_test(ports),
+      cmocka_unit_test(json_body),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
