@@ -208,11 +208,23 @@ static void sq_close(hookd_store_conn *c) {
 
 static const char *sq_errmsg(hookd_store_conn *c) { return c->err; }
 
+/* A cached statement stepped but not reset keeps its read snapshot open past the end of the
+ * transaction (a reader would then never see later commits): end every transaction with every
+ * statement reset. */
+static void reset_all(hookd_store_conn *c) {
+  for (int i = 0; i < SQ__COUNT; i++)
+    if (c->stmts[i]) sqlite3_reset(c->stmts[i]);
+}
+
 static int sq_begin(hookd_store_conn *c, int writer) {
   return sq_exec(c, writer ? "BEGIN IMMEDIATE" : "BEGIN");
 }
-static int sq_commit(hookd_store_conn *c) { return sq_exec(c, "COMMIT"); }
+static int sq_commit(hookd_store_conn *c) {
+  reset_all(c);
+  return sq_exec(c, "COMMIT");
+}
 static int sq_rollback(hookd_store_conn *c) {
+  reset_all(c);
   if (sqlite3_get_autocommit(c->db)) return HOOKD_STORE_OK;
   return sq_exec(c, "ROLLBACK");
 }

@@ -63,6 +63,19 @@ static void verify(void **s) {
                    HOOKD_VERIFY_MALFORMED);
 }
 
+/* A secret whose base64 would decode past the key buffer is refused, not truncated. */
+static void oversized_secret(void **s) {
+  char big[6 + 200 + 1];
+  memcpy(big, "whsec_", 6);
+  memset(big + 6, 'A', 172); /* 172 chars -> 129 bytes */
+  big[6 + 172] = '\0';
+  hookd_hmac_key k;
+  assert_int_equal(hookd_secret_parse(big, &k), -1);
+  big[6 + 168] = '\0'; /* 168 chars -> 126 bytes: fits */
+  assert_int_equal(hookd_secret_parse(big, &k), 0);
+  assert_int_equal(k.len, 126);
+}
+
 static void base64(void **s) {
   unsigned char out[16];
   char enc[HOOKD_B64_ENCLEN(5)];
@@ -80,6 +93,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(published_vector),
       cmocka_unit_test(verify),
+      cmocka_unit_test(oversized_secret),
       cmocka_unit_test(base64),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,147 @@
+// hookd.mjs — start a real hookd daemon for a test, talk to its API, stop or kill it.
+// The daemon listens on 127.0.0.1 with port 0; the port is read from its "listening" log line.
+// Every wait is bounded; nothing sleeps as synchronisation.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const HOOKD_BIN = process.env.HOOKD_BIN || new URL('../../../build/hookd', import.meta.url).pathname;
+export const API_KEY = 'test-admin-key';
+
+// Options every test daemon gets: loopback receivers allowed, http, any port, fast retries.
+export const TEST_ARGS = [
+  '--egress-allow', '127.0.0.0/8', '--allow-http', '--egress-ports', 'any',
+  '--retry-base-ms', '100', '--retry-cap-ms', '400', '--log-level', 'debug',
+];
+
+export function tempDir(prefix = 'hookd-test-') {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, testArgs = TEST_ARGS } = {}) {
+  const ownDir = !dir;
+  if (!dir) dir = tempDir().dir;
+  const db = join(dir, 'hookd.db');
+  const argv = ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${db}`,
+                ...(apiKey ? ['--api-key', apiKey] : []), ...testArgs, ...args];
+  const proc = spawn(HOOKD_BIN, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const h = new Hookd(proc, dir, db, apiKey, ownDir);
+  await h.waitForLog((l) => l.msg === 'listening', 20000, 'hookd did not start');
+  h.port = h.logs.find((l) => l.msg === 'listening').port;
+  h.url = `http://127.0.0.1:${h.port}`;
+  return h;
+}
+
+class Hookd {
+  constructor(proc, dir, db, apiKey, ownDir) {
+    this.proc = proc; this.dir = dir; this.db = db; this.apiKey = apiKey; this.ownDir = ownDir;
+    this.logs = []; this.stdout = ''; this.stderrText = ''; this.waiters = [];
+    this.exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+    let buf = '';
+    proc.stdout.on('data', (d) => { this.stdout += d; });
+    proc.stderr.on('data', (d) => {
+      this.stderrText += d;
+      buf += d;
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i); buf = buf.slice(i + 1);
+        let obj = null;
+        try { obj = JSON.parse(line); } catch { obj = { msg: '(non-json)', line }; }
+        this.logs.push(obj);
+        this.waiters = this.waiters.filter((w) => { if (w.pred(obj)) { w.resolve(obj); return false; } return true; });
+      }
+    });
+  }
+
+  waitForLog(pred, timeout = 10000, what = 'log line') {
+    const found = this.logs.find(pred);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve: (v) => { clearTimeout(t); resolve(v); } };
+      const t = setTimeout(() => { this.waiters = this.waiters.filter((x) => x !== w);
+        reject(new Error(`${what}: timed out after ${timeout} ms\n${this.stderrText.slice(-3000)}`)); }, timeout);
+      this.waiters.push(w);
+    });
+  }
+
+  async api(method, path, body, headers = {}) {
+    const h = { ...headers };
+    if (this.apiKey && !('Authorization' in h)) h.Authorization = `Bearer ${this.apiKey}`;
+    let payload;
+    if (body !== undefined) { payload = typeof body === 'string' ? body : JSON.stringify(body); h['Content-Type'] ??= 'application/json'; }
+    const res = await fetch(this.url + path, { method, headers: h, body: payload });
+    const text = await res.text();
+    let json = null;
+    try { json = JSON.parse(text); } catch { /* not JSON */ }
+    return { status: res.status, headers: res.headers, json, text };
+  }
+
+  // Graceful stop: SIGTERM, then the exit status (must be 0 for a clean shutdown).
+  async stop() {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return this.exited;
+    this.proc.kill('SIGTERM');
+    const r = await withTimeout(this.exited, 30000, 'hookd did not exit after SIGTERM');
+    if (this.ownDir) rmSync(this.dir, { recursive: true, force: true });
+    return r;
+  }
+
+  async kill9() {
+    this.proc.kill('SIGKILL');
+    return withTimeout(this.exited, 10000, 'hookd did not die');
+  }
+
+  // Reads the SQLite store directly (the daemon may be dead): sqlite3 CLI, JSON rows.
+  query(sql) {
+    const out = execFileSync('sqlite3', ['-json', this.db, sql], { encoding: 'utf8' });
+    return out.trim() ? JSON.parse(out) : [];
+  }
+}
+
+export function withTimeout(promise, ms, what) {
+  let t;
+  return Promise.race([promise.finally(() => clearTimeout(t)),
+    new Promise((_, reject) => { t = setTimeout(() => reject(new Error(`${what} (after ${ms} ms)`)), ms); })]);
+}
+
+// Polls an async condition until it returns a truthy value; bounded. Use for API state that has
+// no push notification (a delivery's state), never as a fixed sleep.
+export async function waitUntil(fn, { timeout = 10000, interval = 25, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeout;
+  let last;
+  for (;;) {
+    last = await fn();
+    if (last) return last;
+    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeout} ms (last: ${JSON.stringify(last)})`);
+    await new Promise((r) => setTimeout(r, interval));
+  }
+}
+
+// Creates a tenant and an endpoint for url; returns {tenant, endpoint, secret}.
+export async function setup(h, url, endpointFields = {}, tenant = `t${Math.random().toString(36).slice(2, 10)}`) {
+  const t = await h.api('POST', '/v1/tenants', { id: tenant, name: tenant });
+  if (t.status !== 201) throw new Error(`tenant create: ${t.status} ${t.text}`);
+  const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url, ...endpointFields });
+  if (e.status !== 201) throw new Error(`endpoint create: ${e.status} ${e.text}`);
+  return { tenant, endpoint: e.json.id, secret: e.json.secret, ep: e.json };
+}
+
+export async function publish(h, tenant, body, headers = {}) {
+  return h.api('POST', `/v1/tenants/${tenant}/events`, body, headers);
+}
+
+export async function waitDelivery(h, eventId, pred, what = 'delivery state', timeout = 15000) {
+  return waitUntil(async () => {
+    const r = await h.api('GET', `/v1/events/${eventId}`);
+    if (r.status !== 200) return null;
+    const d = r.json.deliveries;
+    return pred(d) ? d : null;
+  }, { timeout, what });
+}
+
+export async function getDelivery(h, id) {
+  const r = await h.api('GET', `/v1/deliveries/${id}`);
+  if (r.status !== 200) throw new Error(`delivery ${id}: ${r.status} ${r.text}`);
+  return r.json;
+}

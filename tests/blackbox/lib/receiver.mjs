@@ -1,0 +1,71 @@
+// receiver.mjs — webhook receivers on loopback with controllable behaviour, recording every
+// request, and verifying every signature with the standardwebhooks reference library.
+import http from 'node:http';
+import { Webhook } from 'standardwebhooks';
+
+// behave(req, n) → { status, headers, body } | 'hang' | 'drop' | 'drop-after-read'
+export async function startReceiver(behave = () => ({ status: 200 }), { host = '127.0.0.1' } = {}) {
+  const r = new Receiver(behave);
+  await new Promise((resolve) => r.server.listen(0, host, resolve));
+  r.port = r.server.address().port;
+  r.url = `http://${host}:${r.port}/hook`;
+  return r;
+}
+
+class Receiver {
+  constructor(behave) {
+    this.behave = behave;
+    this.requests = [];
+    this.waiters = [];
+    this.hanging = [];
+    this.sockets = new Set();
+    this.server = http.createServer((req, res) => this.onRequest(req, res));
+    this.server.on('connection', (s) => { this.sockets.add(s); s.on('close', () => this.sockets.delete(s)); });
+  }
+
+  onRequest(req, res) {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const rec = { n: this.requests.length + 1, at: Date.now(), method: req.method, url: req.url, headers: req.headers, body };
+      this.requests.push(rec);
+      const b = this.behave(rec, rec.n);
+      if (b === 'hang') { this.hanging.push(res); }
+      else if (b === 'drop' || b === 'drop-after-read') { req.socket.destroy(); }
+      else { res.writeHead(b.status ?? 200, b.headers ?? {}); res.end(b.body ?? 'ok'); }
+      this.waiters = this.waiters.filter((w) => { if (w.pred(this)) { w.resolve(this.requests); return false; } return true; });
+    });
+  }
+
+  // Resolves when pred(receiver) holds (checked on every request); bounded.
+  waitFor(pred, timeout = 15000, what = 'receiver requests') {
+    if (typeof pred === 'number') { const n = pred; pred = (r) => r.requests.length >= n; }
+    if (pred(this)) return Promise.resolve(this.requests);
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve: (v) => { clearTimeout(t); resolve(v); } };
+      const t = setTimeout(() => { this.waiters = this.waiters.filter((x) => x !== w);
+        reject(new Error(`${what}: timed out after ${timeout} ms with ${this.requests.length} requests`)); }, timeout);
+      this.waiters.push(w);
+    });
+  }
+
+  // Verifies a recorded request with the Standard Webhooks reference library; throws if invalid.
+  verify(rec, secret) {
+    const wh = new Webhook(secret);
+    return wh.verify(rec.body, {
+      'webhook-id': rec.headers['webhook-id'],
+      'webhook-timestamp': rec.headers['webhook-timestamp'],
+      'webhook-signature': rec.headers['webhook-signature'],
+    });
+  }
+
+  releaseHanging(status = 200) {
+    for (const res of this.hanging.splice(0)) { try { res.writeHead(status); res.end('ok'); } catch { /* closed */ } }
+  }
+
+  async close() {
+    for (const s of this.sockets) s.destroy();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}

@@ -1,0 +1,223 @@
+// outbound_delivery.test.mjs — the engine's delivery behaviour on a real daemon with real
+// receivers on loopback (issue: the engine). Every request a receiver gets is verified with the
+// standardwebhooks reference library.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { getDelivery, publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+let h;
+before(async () => { h = await startHookd(); });
+after(async () => { const r = await h.stop(); assert.equal(r.code, 0, 'clean shutdown exits 0'); });
+
+function assertSigned(recv, secret) {
+  for (const rec of recv.requests) {
+    assert.doesNotThrow(() => recv.verify(rec, secret), `request ${rec.n} signature verifies`);
+    assert.equal(rec.headers['content-type'], 'application/json');
+    assert.match(rec.headers['user-agent'], /^hookd\/\d+\.\d+\.\d+/);
+    assert.ok(rec.headers['hookd-delivery-id'].startsWith('dlv_'));
+    assert.equal(rec.headers['hookd-attempt'], String(rec.n));
+  }
+}
+
+describe('delivery outcomes', () => {
+  it('delivers the first time, signed, with the envelope byte-identical to the stored one', async () => {
+    const recv = await startReceiver();
+    const { tenant, secret } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'invoice.paid', payload: { amount: 12.5, n: 2432232314 } });
+    assert.equal(p.status, 202);
+    assert.equal(p.json.deliveries, 1);
+    await recv.waitFor(1);
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assertSigned(recv, secret);
+    const rec = recv.requests[0];
+    assert.equal(rec.headers['webhook-id'], p.json.id);
+    const env = JSON.parse(rec.body);
+    assert.deepEqual(Object.keys(env), ['id', 'type', 'timestamp', 'data']);
+    assert.equal(env.id, p.json.id);
+    assert.equal(env.type, 'invoice.paid');
+    assert.deepEqual(env.data, { amount: 12.5, n: 2432232314 });
+    const full = await getDelivery(h, d.id);
+    assert.equal(full.attempts.length, 1);
+    assert.equal(full.attempts[0].outcome, 'success');
+    assert.equal(full.attempts[0].http_status, 200);
+    assert.equal(full.attempts[0].trigger, 'live');
+    assert.equal(full.attempts[0].response_excerpt, 'ok');
+    await recv.close();
+  });
+
+  it('500 then 200: delivered on a retry with the same webhook-id and body', async () => {
+    const recv = await startReceiver((rec, n) => ({ status: n === 1 ? 500 : 200 }));
+    const { tenant, secret } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: { x: 1 } });
+    await recv.waitFor(2);
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assertSigned(recv, secret);
+    assert.equal(recv.requests[0].headers['webhook-id'], recv.requests[1].headers['webhook-id']);
+    assert.equal(recv.requests[0].body, recv.requests[1].body, 'byte-identical on every attempt');
+    const full = await getDelivery(h, d.id);
+    assert.deepEqual(full.attempts.map((a) => [a.outcome, a.http_status, a.trigger]),
+      [['http_error', 500, 'live'], ['success', 200, 'retry']]);
+    await recv.close();
+  });
+
+  it('429 with Retry-After in seconds: the next attempt is not before it', async () => {
+    const recv = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '2' } } : { status: 200 }));
+    const { tenant, secret } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await recv.waitFor(2);
+    const gap = recv.requests[1].at - recv.requests[0].at;
+    assert.ok(gap >= 2000 - 50, `second attempt ${gap} ms after the first, Retry-After was 2 s`);
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assertSigned(recv, secret);
+    await recv.close();
+  });
+
+  it('503 with Retry-After as an HTTP-date: the next attempt is not before that date', async () => {
+    let until = 0;
+    const recv = await startReceiver((rec, n) => {
+      if (n > 1) return { status: 200 };
+      until = (Math.floor(Date.now() / 1000) + 3) * 1000; // whole seconds, as HTTP-dates are
+      return { status: 503, headers: { 'Retry-After': new Date(until).toUTCString() } };
+    });
+    const { tenant } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await recv.waitFor(2);
+    assert.ok(recv.requests[1].at >= until - 50, `retried at ${recv.requests[1].at}, date was ${until}`);
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    await recv.close();
+  });
+
+  it('400: DEAD at once, the attempt kept in its history', async () => {
+    const recv = await startReceiver(() => ({ status: 400, body: 'bad field "amount"' }));
+    const { tenant } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(recv.requests.length, 1, 'no retry after a permanent error');
+    assert.equal(d.dead_reason, 'permanent');
+    assert.equal(d.last_error, 'http_4xx');
+    const full = await getDelivery(h, d.id);
+    assert.equal(full.attempts.length, 1);
+    assert.equal(full.attempts[0].http_status, 400);
+    assert.equal(full.attempts[0].response_excerpt, 'bad field "amount"');
+    await recv.close();
+  });
+
+  it('410: DEAD and the endpoint disabled; later events create no delivery', async () => {
+    const recv = await startReceiver(() => ({ status: 410 }));
+    const { tenant, endpoint } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(d.dead_reason, 'gone');
+    const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.equal(ep.json.enabled, false);
+    assert.match(ep.json.disabled_reason, /410/);
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: {} });
+    assert.equal(p2.json.deliveries, 0, 'a disabled endpoint gets no new deliveries');
+    assert.equal(recv.requests.length, 1);
+    await recv.close();
+  });
+
+  it('302: a failure, and the Location is never visited', async () => {
+    const trap = await startReceiver();
+    const recv = await startReceiver(() => ({ status: 302, headers: { Location: trap.url } }));
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 2, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    const full = await getDelivery(h, d.id);
+    assert.deepEqual(full.attempts.map((a) => a.http_status), [302, 302]);
+    assert.equal(d.last_error, 'http_3xx');
+    assert.equal(d.dead_reason, 'max_attempts');
+    assert.equal(trap.requests.length, 0, 'redirect target never contacted');
+    await recv.close();
+    await trap.close();
+  });
+
+  it('a receiver that hangs: timeout, then retried', async () => {
+    const recv = await startReceiver((rec, n) => (n === 1 ? 'hang' : { status: 200 }));
+    const { tenant, secret } = await setup(h, recv.url, { timeout_ms: 500 });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await recv.waitFor(2);
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    const full = await getDelivery(h, d.id);
+    assert.equal(full.attempts[0].outcome, 'timeout');
+    assert.ok(full.attempts[0].latency_ms >= 450 && full.attempts[0].latency_ms < 3000,
+      `timed out after ${full.attempts[0].latency_ms} ms (timeout_ms 500)`);
+    assert.equal(full.attempts[1].outcome, 'success');
+    assertSigned(recv, secret);
+    recv.releaseHanging();
+    await recv.close();
+  });
+
+  it('event-type filters fan out only to matching endpoints', async () => {
+    const all = await startReceiver(), inv = await startReceiver(), exact = await startReceiver();
+    const { tenant } = await setup(h, all.url);
+    const e2 = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: inv.url, event_types: ['invoice.*'] });
+    const e3 = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: exact.url, event_types: ['user.created'] });
+    assert.equal(e2.status, 201);
+    assert.equal(e3.status, 201);
+    const p1 = await publish(h, tenant, { type: 'invoice.paid', payload: {} });
+    const p2 = await publish(h, tenant, { type: 'user.created', payload: {} });
+    const p3 = await publish(h, tenant, { type: 'invoice', payload: {} });
+    assert.deepEqual([p1.json.deliveries, p2.json.deliveries, p3.json.deliveries], [2, 2, 1]);
+    await all.waitFor(3);
+    await inv.waitFor(1);
+    await exact.waitFor(1);
+    await waitDelivery(h, p3.json.id, (ds) => ds.every((x) => x.state === 'delivered'));
+    assert.deepEqual(inv.requests.map((r) => JSON.parse(r.body).type), ['invoice.paid']);
+    assert.deepEqual(exact.requests.map((r) => JSON.parse(r.body).type), ['user.created']);
+    for (const r of [all, inv, exact]) await r.close();
+  });
+
+  it('a connection refused is retried and reported as connect_error', async () => {
+    const recv = await startReceiver();
+    const url = recv.url;
+    await recv.close(); // nothing listens on that port now
+    const { tenant } = await setup(h, url, { retry: { max_attempts: 2, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    const full = await getDelivery(h, d.id);
+    assert.deepEqual(full.attempts.map((a) => a.outcome), ['connect_error', 'connect_error']);
+    assert.equal(d.dead_reason, 'max_attempts');
+  });
+});
+
+describe('replay', () => {
+  it('replays a delivered delivery: same event id and delivery id, a new attempt and signature', async () => {
+    const recv = await startReceiver();
+    const { tenant, secret } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: { k: 'v' } });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.equal(r.status, 202);
+    assert.equal(r.json.id, d.id);
+    await recv.waitFor(2);
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered' && ds[0].attempt_count === 2);
+    assertSigned(recv, secret);
+    assert.equal(recv.requests[1].headers['webhook-id'], p.json.id);
+    assert.equal(recv.requests[1].headers['hookd-delivery-id'], d.id);
+    assert.equal(recv.requests[1].body, recv.requests[0].body);
+    const full = await getDelivery(h, d.id);
+    assert.deepEqual(full.attempts.map((a) => a.trigger), ['live', 'replay']);
+    // a delivery that is still scheduled cannot be replayed
+    const again = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.ok(again.status === 202 || again.status === 409);
+    await recv.close();
+  });
+
+  it('replays a DEAD delivery with a fresh retry budget', async () => {
+    let ok = false;
+    const recv = await startReceiver(() => ({ status: ok ? 200 : 500 }));
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 2, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    ok = true;
+    const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.equal(r.status, 202);
+    assert.equal(r.json.state, 'pending');
+    const [d2] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(d2.attempt_count, 3);
+    assert.equal(d2.dead_reason, null);
+    await recv.close();
+  });
+});
