@@ -28,7 +28,11 @@ export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, t
                 ...(apiKey ? ['--api-key', apiKey] : []), ...testArgs, ...args];
   const proc = spawn(HOOKD_BIN, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const h = new Hookd(proc, dir, db, apiKey, ownDir);
-  await h.waitForLog((l) => l.msg === 'listening', 20000, 'hookd did not start');
+  const exitedEarly = h.exited.then(({ code, signal }) => {
+    throw new Error(`hookd did not start: exited (code ${code}, signal ${signal})\n${h.stderrText.slice(-2000)}`);
+  });
+  await Promise.race([h.waitForLog((l) => l.msg === 'listening', 20000, 'hookd did not start'), exitedEarly]);
+  exitedEarly.catch(() => {}); // a later exit is the test's business
   h.port = h.logs.find((l) => l.msg === 'listening').port;
   h.url = `http://127.0.0.1:${h.port}`;
   return h;
@@ -62,6 +66,7 @@ class Hookd {
       const w = { pred, resolve: (v) => { clearTimeout(t); resolve(v); } };
       const t = setTimeout(() => { this.waiters = this.waiters.filter((x) => x !== w);
         reject(new Error(`${what}: timed out after ${timeout} ms\n${this.stderrText.slice(-3000)}`)); }, timeout);
+      t.unref(); // a wait that lost a race must not keep the test process alive
       this.waiters.push(w);
     });
   }

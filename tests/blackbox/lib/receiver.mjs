@@ -46,6 +46,7 @@ class Receiver {
       const w = { pred, resolve: (v) => { clearTimeout(t); resolve(v); } };
       const t = setTimeout(() => { this.waiters = this.waiters.filter((x) => x !== w);
         reject(new Error(`${what}: timed out after ${timeout} ms with ${this.requests.length} requests`)); }, timeout);
+      t.unref();
       this.waiters.push(w);
     });
   }

@@ -1,0 +1,136 @@
+// faults.test.mjs — the durability and ambiguity faults of the seeds' test plan (T), each on a
+// real daemon: kill -9 after acknowledged publishes, a receiver that commits and drops the
+// connection, kill -9 with requests in flight, graceful shutdown with requests in flight.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+describe('durability', () => {
+  it('kill -9 right after publishes are acknowledged: every one is delivered after restart', async () => {
+    const { dir, cleanup } = tempDir();
+    // The receiver is not there yet: nothing can be delivered before the kill.
+    const placeholder = await startReceiver();
+    const url = placeholder.url;
+    const port = placeholder.port;
+    await placeholder.close();
+    let h = await startHookd({ dir, args: ['--retry-base-ms', '1000', '--retry-cap-ms', '1000'] });
+    const { tenant, secret } = await setup(h, url);
+    const acked = await Promise.all(Array.from({ length: 50 }, (_, i) =>
+      publish(h, tenant, { type: 'order.paid', payload: { i } })));
+    assert.ok(acked.every((r) => r.status === 202));
+    await h.kill9(); // the very moment after the last acknowledgement
+
+    const recv = await startReceiver();
+    await new Promise((resolve) => recv.server.close(resolve)); // move it to the endpoint's port
+    await new Promise((resolve) => recv.server.listen(port, '127.0.0.1', resolve));
+    h = await startHookd({ dir, args: ['--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    const ids = new Set(acked.map((r) => r.json.id));
+    await recv.waitFor((r) => ids.size === new Set(r.requests.map((q) => q.headers['webhook-id']).filter((x) => ids.has(x))).size,
+      30000, 'every acknowledged event delivered');
+    for (const rec of recv.requests) assert.doesNotThrow(() => recv.verify(rec, secret));
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('a receiver that commits then drops the connection: retried with the same webhook-id', async () => {
+    const h = await startHookd();
+    const effects = [];
+    const recv = await startReceiver((rec, n) => {
+      effects.push(rec.headers['webhook-id']); // the side effect happened…
+      return n === 1 ? 'drop-after-read' : { status: 200 }; // …but the answer is lost
+    });
+    const { tenant } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.deepEqual(effects, [p.json.id, p.json.id], 'a duplicate, by design, with the same id to dedupe on');
+    const full = (await h.api('GET', `/v1/deliveries/${d.id}`)).json;
+    assert.equal(full.attempts[0].outcome, 'protocol_error');
+    assert.equal(full.attempts[0].http_status, null);
+    assert.equal(full.attempts[1].outcome, 'success');
+    await recv.close();
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  it('kill -9 with requests in flight: none marked delivered without a 2xx; all delivered after restart', async () => {
+    const { dir, cleanup } = tempDir();
+    let hold = true;
+    const recv = await startReceiver(() => (hold ? 'hang' : { status: 200 }));
+    let h = await startHookd({ dir });
+    const { tenant } = await setup(h, recv.url, { max_in_flight: 10 });
+    const acked = await Promise.all(Array.from({ length: 10 }, (_, i) => publish(h, tenant, { type: 'a.b', payload: { i } })));
+    await recv.waitFor(10, 15000, 'all ten requests in flight');
+    await h.kill9();
+    // the receiver now "answers" into a dead socket; the store must not claim success
+    recv.releaseHanging(200);
+    const rows = h.query("SELECT state, attempt_count, lease_owner FROM deliveries");
+    assert.equal(rows.length, 10);
+    assert.ok(rows.every((r) => r.state === 'pending' && r.attempt_count === 0), JSON.stringify(rows));
+    assert.ok(rows.every((r) => r.lease_owner === 'local'), 'the dead process still holds the leases');
+
+    hold = false;
+    h = await startHookd({ dir });
+    await h.waitForLog((l) => l.msg === 'leases.released_at_start' && l.count === 10, 10000);
+    for (const r of acked) {
+      const [d] = await waitDelivery(h, r.json.id, (ds) => ds[0]?.state === 'delivered');
+      const full = (await h.api('GET', `/v1/deliveries/${d.id}`)).json;
+      assert.ok(full.attempts.some((a) => a.outcome === 'success' && a.http_status === 200),
+        'delivered only with a recorded 2xx');
+    }
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('SIGTERM with requests in flight: they finish, their outcomes are recorded, exit 0', async () => {
+    const { dir, cleanup } = tempDir();
+    const recv = await startReceiver(() => 'hang');
+    let h = await startHookd({ dir });
+    const { tenant } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await recv.waitFor(1);
+    h.proc.kill('SIGTERM');
+    await h.waitForLog((l) => l.msg === 'shutdown.begin');
+    recv.releaseHanging(200); // the in-flight request completes during shutdown
+    const r = await h.exited;
+    assert.equal(r.code, 0);
+    const rows = h.query('SELECT state, attempt_count, leased_until FROM deliveries');
+    assert.deepEqual(rows, [{ state: 'delivered', attempt_count: 1, leased_until: null }]);
+    h = await startHookd({ dir });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds.length === 1);
+    assert.equal(d.state, 'delivered');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('a second hookd on the same SQLite store refuses to start', async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir });
+    await assert.rejects(startHookd({ dir }), /another hookd is running/);
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+});
+
+describe('recovery', () => {
+  it('a restart rebuilds the schedule from the store: a pending retry still happens', async () => {
+    const { dir, cleanup } = tempDir();
+    let fail = true;
+    const recv = await startReceiver(() => ({ status: fail ? 503 : 200 }));
+    let h = await startHookd({ dir, args: ['--retry-base-ms', '1500', '--retry-cap-ms', '1500'] });
+    const { tenant } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'retrying');
+    assert.equal((await h.stop()).code, 0);
+    fail = false;
+    h = await startHookd({ dir });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    await waitUntil(async () => recv.requests.length >= 2);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+});

@@ -1,0 +1,242 @@
+// outbound_api.test.mjs — the publish API's contract and the API's handling of bad input, on a
+// real daemon: idempotency, validation with JSON errors naming the problem, limits, auth,
+// health and metrics, graceful shutdown.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+let h, recv, tenant;
+before(async () => {
+  h = await startHookd({ args: ['--max-body-bytes', '4096', '--max-json-depth', '8'] });
+  recv = await startReceiver();
+  ({ tenant } = await setup(h, recv.url));
+});
+after(async () => {
+  await recv.close();
+  const r = await h.stop();
+  assert.equal(r.code, 0);
+});
+
+function assertError(r, status, code) {
+  assert.equal(r.status, status, r.text);
+  assert.equal(r.headers.get('content-type'), 'application/json');
+  assert.equal(r.json.error.code, code, r.text);
+  assert.ok(r.json.error.message.length > 0);
+}
+
+describe('publish idempotency', () => {
+  it('the same Idempotency-Key and body: one event, the original result', async () => {
+    const body = { type: 'order.paid', payload: { order: 1, total: 9.99 } };
+    const a = await publish(h, tenant, body, { 'Idempotency-Key': 'key-1' });
+    const b = await publish(h, tenant, { payload: { total: 9.99, order: 1 }, type: 'order.paid' }, { 'Idempotency-Key': 'key-1' });
+    assert.equal(a.status, 202);
+    assert.equal(b.status, 202);
+    assert.equal(b.json.id, a.json.id);
+    assert.equal(b.json.duplicate, true);
+    assert.equal(b.headers.get('idempotent-replayed'), 'true');
+    assert.equal(b.json.deliveries, a.json.deliveries);
+    await waitDelivery(h, a.json.id, (ds) => ds[0]?.state === 'delivered');
+    const sent = recv.requests.filter((r) => r.headers['webhook-id'] === a.json.id);
+    assert.equal(sent.length, 1, 'one event, one delivery');
+  });
+
+  it('the same Idempotency-Key with a different body: 409', async () => {
+    await publish(h, tenant, { type: 'order.paid', payload: { order: 2 } }, { 'Idempotency-Key': 'key-2' });
+    const r = await publish(h, tenant, { type: 'order.paid', payload: { order: 3 } }, { 'Idempotency-Key': 'key-2' });
+    assertError(r, 409, 'conflict');
+    assert.match(r.json.error.message, /Idempotency-Key/);
+  });
+
+  it('the same event id: the original result; with a different body: 409', async () => {
+    const a = await publish(h, tenant, { id: 'evt-fixed-1', type: 'x.y', payload: { v: 1 } });
+    const b = await publish(h, tenant, { id: 'evt-fixed-1', type: 'x.y', payload: { v: 1 } });
+    const c = await publish(h, tenant, { id: 'evt-fixed-1', type: 'x.y', payload: { v: 2 } });
+    assert.equal(a.status, 202);
+    assert.equal(a.json.id, 'evt-fixed-1');
+    assert.equal(b.status, 202);
+    assert.equal(b.json.duplicate, true);
+    assertError(c, 409, 'conflict');
+  });
+
+  it('an unknown tenant: 404', async () => {
+    assertError(await publish(h, 'no-such-tenant', { type: 'a', payload: 1 }), 404, 'not_found');
+  });
+});
+
+describe('bad input gets a clear 4xx', () => {
+  it('malformed JSON, missing and wrong fields', async () => {
+    assertError(await publish(h, tenant, '{"type": "a",'), 400, 'invalid_json');
+    assertError(await publish(h, tenant, '[1,2]'), 400, 'invalid_json');
+    assertError(await publish(h, tenant, ''), 400, 'invalid_json');
+    assertError(await publish(h, tenant, { payload: {} }), 422, 'invalid_field');
+    assertError(await publish(h, tenant, { type: 'a b', payload: {} }), 422, 'invalid_field');
+    assertError(await publish(h, tenant, { type: 'a' }), 422, 'missing_field');
+    assertError(await publish(h, tenant, { type: 'a', payload: {}, extra: 1 }), 422, 'unknown_field');
+    assertError(await publish(h, tenant, { type: 'a', payload: {}, occurred_at: 'yesterday' }), 422, 'invalid_field');
+    assertError(await publish(h, tenant, { type: 'a', payload: {}, id: 'has space' }), 422, 'invalid_field');
+  });
+
+  it('duplicate keys, invalid UTF-8, \\u0000 and a NUL byte are refused', async () => {
+    const dup = await publish(h, tenant, '{"type":"a","payload":{"k":1,"k":2}}');
+    assertError(dup, 400, 'invalid_json');
+    assert.match(dup.json.error.message, /duplicate/);
+    const res = await fetch(`${h.url}/v1/tenants/${tenant}/events`, {
+      method: 'POST', headers: { Authorization: `Bearer ${h.apiKey}` },
+      body: Buffer.concat([Buffer.from('{"type":"a","payload":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]),
+    });
+    const utf8 = await res.json();
+    assert.equal(res.status, 400);
+    assert.match(utf8.error.message, /UTF-8/);
+    assertError(await publish(h, tenant, '{"type":"a","payload":"x\\u0000y"}'), 400, 'invalid_json');
+    const nul = await publish(h, tenant, '{"type":"a","payload":1}\u0000');
+    assertError(nul, 400, 'invalid_json');
+  });
+
+  it('JSON nested deeper than the limit is refused', async () => {
+    const deep = '{"type":"a","payload":' + '['.repeat(20) + ']'.repeat(20) + '}';
+    const r = await publish(h, tenant, deep);
+    assertError(r, 400, 'invalid_json');
+    assert.match(r.json.error.message, /deeper than 8/);
+  });
+
+  it('an oversize body gets 413 without being read', async () => {
+    const big = JSON.stringify({ type: 'a', payload: 'x'.repeat(10000) });
+    assertError(await publish(h, tenant, big), 413, 'body_too_large');
+  });
+
+  it('unknown routes 404, wrong methods 405 with Allow', async () => {
+    assertError(await h.api('GET', '/v1/nothing'), 404, 'not_found');
+    const r = await h.api('DELETE', `/v1/tenants/${tenant}/events`);
+    assertError(r, 405, 'method_not_allowed');
+    assert.match(r.headers.get('allow'), /POST/);
+  });
+
+  it('endpoint validation: url policy, ranges, unknown fields', async () => {
+    const bad = [
+      [{ url: 'ftp://127.0.0.1/x' }, 'destination_refused'],
+      [{ url: 'http://user:pw@127.0.0.1/x' }, 'destination_refused'],
+      [{ url: 'http://169.254.169.254/latest' }, 'destination_refused'],
+      [{ url: recv.url, max_in_flight: 0 }, 'invalid_field'],
+      [{ url: recv.url, timeout_ms: 10 }, 'invalid_field'],
+      [{ url: recv.url, event_types: [] }, 'invalid_field'],
+      [{ url: recv.url, event_types: ['a*b'] }, 'invalid_field'],
+      [{ url: recv.url, retry: { max_attempts: 0 } }, 'invalid_field'],
+      [{ url: recv.url, retry: { backoff_base_ms: 1000, backoff_cap_ms: 10 } }, 'invalid_field'],
+      [{ url: recv.url, retry: { bogus: 1 } }, 'unknown_field'],
+      [{ url: recv.url, colour: 'red' }, 'unknown_field'],
+      [{ description: 'no url' }, 'invalid_field'],
+    ];
+    for (const [body, code] of bad) {
+      const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, body);
+      assertError(r, 422, code);
+    }
+    const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: 'http://169.254.169.254/x' });
+    assert.match(r.json.error.message, /metadata|link_local/);
+  });
+});
+
+describe('endpoints CRUD', () => {
+  it('create, get, list, patch (new policy version), disable, delete', async () => {
+    const c = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, description: 'd', event_types: ['a.*'] });
+    assert.equal(c.status, 201);
+    assert.match(c.json.secret, /^whsec_/);
+    const id = c.json.id;
+    const g = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${id}`);
+    assert.equal(g.json.secret, undefined, 'GET never shows the secret');
+    assert.deepEqual(g.json.event_types, ['a.*']);
+    const s = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${id}/secret`);
+    assert.equal(s.json.secret, c.json.secret);
+    const v1 = g.json.retry.policy_version;
+    const p = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${id}`, { retry: { max_attempts: 3 }, event_types: null });
+    assert.equal(p.status, 200);
+    assert.equal(p.json.retry.max_attempts, 3);
+    assert.ok(p.json.retry.policy_version > v1, 'a changed policy is a new version');
+    assert.equal(p.json.event_types, null);
+    const d = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${id}`, { enabled: false });
+    assert.equal(d.json.enabled, false);
+    const l = await h.api('GET', `/v1/tenants/${tenant}/endpoints?limit=1`);
+    assert.equal(l.json.data.length, 1);
+    assert.ok(l.json.next_cursor);
+    const l2 = await h.api('GET', `/v1/tenants/${tenant}/endpoints?limit=1&after=${l.json.next_cursor}`);
+    assert.equal(l2.json.data.length, 1);
+    assert.notEqual(l2.json.data[0].id, l.json.data[0].id);
+    const del = await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${id}`);
+    assert.equal(del.status, 200);
+    assertError(await h.api('GET', `/v1/tenants/${tenant}/endpoints/${id}`), 404, 'not_found');
+    assertError(await h.api('GET', `/v1/tenants/other/endpoints/${id}`), 404, 'not_found');
+  });
+
+  it('a deleted endpoint stops its deliveries (cancelled)', async () => {
+    const slow = await startReceiver(() => ({ status: 500 }));
+    const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: slow.url, event_types: ['only.me'], retry: { backoff_base_ms: 5000, backoff_cap_ms: 5000 } });
+    const p = await publish(h, tenant, { type: 'only.me', payload: {} });
+    await slow.waitFor(1);
+    await waitDelivery(h, p.json.id, (ds) => ds.find((x) => x.endpoint_id === e.json.id)?.state === 'retrying');
+    const del = await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${e.json.id}`);
+    assert.equal(del.json.cancelled_deliveries, 1);
+    const [d] = (await h.api('GET', `/v1/events/${p.json.id}`)).json.deliveries.filter((x) => x.endpoint_id === e.json.id);
+    assert.equal(d.state, 'cancelled');
+    assertError(await h.api('POST', `/v1/deliveries/${d.id}/replay`), 409, 'invalid_state');
+    await slow.close();
+  });
+});
+
+describe('finding deliveries', () => {
+  it('lists a tenant\'s deliveries by state and endpoint, paginated', async () => {
+    const r = await startReceiver(() => ({ status: 400 }));
+    const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, event_types: ['list.me'] });
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await publish(h, tenant, { type: 'list.me', payload: { i } })).json.id);
+    await waitDelivery(h, ids[2], (ds) => ds.some((x) => x.endpoint_id === e.json.id && x.state === 'dead'));
+    await waitDelivery(h, ids[0], (ds) => ds.some((x) => x.endpoint_id === e.json.id && x.state === 'dead'));
+    await waitDelivery(h, ids[1], (ds) => ds.some((x) => x.endpoint_id === e.json.id && x.state === 'dead'));
+    const page1 = await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&endpoint=${e.json.id}&limit=2`);
+    assert.equal(page1.status, 200);
+    assert.equal(page1.json.data.length, 2);
+    assert.ok(page1.json.data.every((d) => d.state === 'dead' && d.endpoint_id === e.json.id));
+    const page2 = await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&endpoint=${e.json.id}&limit=2&after=${page1.json.next_cursor}`);
+    assert.equal(page2.json.data.length, 1);
+    assert.equal(page2.json.next_cursor, null);
+    assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=lost`), 400, 'invalid_parameter');
+    assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit=0`), 400, 'invalid_parameter');
+    await r.close();
+  });
+});
+
+describe('auth, health, metrics', () => {
+  it('401 without a key or with a wrong one; public health routes', async () => {
+    assertError(await h.api('GET', `/v1/tenants/${tenant}`, undefined, { Authorization: '' }), 401, 'unauthorized');
+    assertError(await h.api('GET', `/v1/tenants/${tenant}`, undefined, { Authorization: 'Bearer nope' }), 401, 'unauthorized');
+    assert.equal((await h.api('GET', '/healthz', undefined, { Authorization: '' })).status, 200);
+    const ready = await h.api('GET', '/readyz', undefined, { Authorization: '' });
+    assert.equal(ready.status, 200);
+  });
+
+  it('/metrics in Prometheus text format with the engine\'s series', async () => {
+    const r = await h.api('GET', '/metrics', undefined, { Authorization: '' });
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type'), /text\/plain/);
+    for (const name of ['hookd_events_published_total', 'hookd_attempts_total{outcome="success"}',
+      'hookd_retries_scheduled_total', 'hookd_deliveries_dead_total{reason="permanent"}', 'hookd_in_flight',
+      'hookd_oldest_pending_age_seconds', 'hookd_store_commit_batch_size_bucket', 'hookd_store_commit_seconds_bucket',
+      'hookd_stale_outcomes_total', 'hookd_first_attempt_delay_seconds_bucket']) {
+      assert.ok(r.text.includes(name), `metrics include ${name}`);
+    }
+    const published = Number(/^hookd_events_published_total (\d+)/m.exec(r.text)[1]);
+    assert.ok(published >= 3);
+  });
+
+  it('a slow client is disconnected after the header timeout', async () => {
+    const slow = await startHookd({ args: ['--header-timeout-s', '1'] });
+    const sock = net.connect(slow.port, '127.0.0.1');
+    await new Promise((r) => sock.on('connect', r));
+    sock.write('POST /v1/tenants HTTP/1.1\r\nHost: x\r\n'); // never finishes the head
+    const t0 = Date.now();
+    await new Promise((resolve) => sock.on('close', resolve));
+    const waited = Date.now() - t0;
+    assert.ok(waited < 5000, `closed after ${waited} ms`);
+    assert.equal((await slow.stop()).code, 0);
+  });
+});
