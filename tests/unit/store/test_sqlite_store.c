@@ -1,0 +1,467 @@
+/* test_sqlite_store.c — the SQLite backend through the executor, on a real database file:
+ * lease fencing (a stale holder's outcome is refused after another claim), claims never hand
+ * the same delivery to two holders, fan-out and publish idempotency, append-only attempts,
+ * replay cycles, group commit (one failing op rolls back alone; the batch commits once), and
+ * migrations applied once. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "store/sqlite/sqlite_int.h"
+#include "store/storeq.h"
+
+typedef struct fx {
+  char dir[64];
+  char url[128];
+  hookd_store *s;
+} fx;
+
+static int setup(void **state) {
+  fx *f = calloc(1, sizeof *f);
+  snprintf(f->dir, sizeof f->dir, "/tmp/hookd-store-XXXXXX");
+  assert_non_null(mkdtemp(f->dir));
+  snprintf(f->url, sizeof f->url, "sqlite:%s/t.db", f->dir);
+  hookd_store_config cfg = {.url = f->url, .max_batch = 64};
+  char err[256];
+  assert_int_equal(hookd_store_open(&cfg, &f->s, err, sizeof err), 0);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fx *f = *state;
+  hookd_store_close(f->s);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+  assert_int_equal(system(cmd), 0);
+  free(f);
+  return 0;
+}
+
+/* ---- small synchronous wrappers ---- */
+
+typedef struct call {
+  const void *in;
+  void *out;
+  void *out2;
+  size_t n;
+  int64_t i64;
+  int ival;
+} call;
+
+static int w(fx *f, int (*run)(hookd_store_conn *, const hookd_store_backend *, void *), call *c) {
+  return hookd_storeq_run_sync(f->s->writer, run, c);
+}
+
+static int run_tenant(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  return be->tenant_create(c, ((call *)a)->in);
+}
+static int run_ep(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  return be->endpoint_create(c, (hookd_endpoint *)((call *)a)->in, 0);
+}
+static int run_publish(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->publish(c, k->in, k->out);
+}
+static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->claim(c, k->in, (hookd_claimed **)k->out, &k->n, &k->i64);
+}
+static int run_outcome(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  return be->record_outcome(c, ((call *)a)->in);
+}
+static int run_get(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->delivery_get(c, k->in, k->out, (hookd_attempt **)k->out2, &k->n);
+}
+static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->delivery_replay(c, k->in, hookd_now_ms(), NULL);
+}
+static int run_reclaim(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  hookd_due_hint *h = NULL;
+  size_t n = 0;
+  int rc = be->reclaim_leases(c, k->in, k->i64, 100, &h, &n, &k->ival);
+  hookd_due_hints_free(h, n);
+  return rc;
+}
+
+static void make_tenant_endpoint(fx *f, const char *tenant, const char *ep_id, const char *filter) {
+  hookd_tenant t = {.id = (char *)tenant, .name = (char *)"", .created_ms = hookd_now_ms()};
+  call c = {.in = &t};
+  int rc = w(f, run_tenant, &c);
+  assert_true(rc == 0 || rc == HOOKD_STORE_EXISTS);
+  hookd_endpoint e = {0};
+  e.id = strdup(ep_id);
+  e.tenant_id = strdup(tenant);
+  e.url = strdup("https://example.com/hook");
+  e.description = strdup("");
+  e.event_types = filter ? strdup(filter) : NULL;
+  e.enabled = true;
+  e.max_in_flight = 4;
+  e.timeout_ms = 1000;
+  e.secret = strdup("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+  hookd_retry_policy_defaults(&e.policy);
+  e.created_ms = hookd_now_ms();
+  c.in = &e;
+  assert_int_equal(w(f, run_ep, &c), 0);
+  assert_true(e.policy.id > 0);
+  hookd_endpoint_free(&e);
+}
+
+static int publish(fx *f, const char *tenant, const char *id, const char *type, const char *idem,
+                   unsigned char hash_byte, hookd_publish_res *res) {
+  unsigned char hash[32];
+  memset(hash, hash_byte, sizeof hash);
+  hookd_publish_req req = {.tenant_id = tenant, .event_id = id, .type = type, .body = "{}",
+                           .body_len = 2, .request_hash = hash, .idempotency_key = idem,
+                           .occurred_ms = hookd_now_ms(), .now_ms = hookd_now_ms()};
+  call c = {.in = &req, .out = res};
+  return w(f, run_publish, &c);
+}
+
+static size_t claim(fx *f, const char *ep, const char *owner, int64_t now, int64_t lease_ms,
+                    hookd_claimed **out) {
+  hookd_claim_req req = {.endpoint_id = ep, .owner = owner, .limit = 10, .now_ms = now,
+                         .lease_ms = lease_ms};
+  call c = {.in = &req, .out = out};
+  assert_int_equal(w(f, run_claim, &c), 0);
+  return c.n;
+}
+
+static void free_claimed(hookd_claimed *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_claimed_free(&v[i]);
+  free(v);
+}
+
+static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
+  hookd_outcome o = {0};
+  o.delivery_seq = cl->d.seq;
+  o.lease_token = cl->d.lease_token;
+  o.from = cl->d.state;
+  o.to = to;
+  o.attempt_number = cl->d.attempt_count + 1;
+  o.next_attempt_ms = hookd_now_ms();
+  o.now_ms = hookd_now_ms();
+  o.attempt.started_ms = o.now_ms;
+  o.attempt.finished_ms = o.now_ms;
+  o.attempt.outcome = (char *)(status == 200 ? "success" : "http_error");
+  o.attempt.http_status = status;
+  o.attempt.trigger = (char *)"live";
+  call c = {.in = &o};
+  return w(f, run_outcome, &c);
+}
+
+/* ---- tests ---- */
+
+static void stale_lease_is_fenced(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  hookd_publish_res res;
+  assert_int_equal(publish(f, "t1", "evt1", "a.b", NULL, 1, &res), 0);
+  assert_int_equal(res.n_deliveries, 1);
+  hookd_publish_res_free(&res);
+
+  int64_t now = hookd_now_ms();
+  hookd_claimed *a = NULL, *b = NULL;
+  assert_int_equal(claim(f, "ep1", "node-a", now, 1000, &a), 1);
+  /* while A's lease is live nobody else gets it */
+  assert_int_equal(claim(f, "ep1", "node-b", now + 10, 1000, &b), 0);
+  free(b);
+  /* A's lease expires; B claims with a higher token */
+  assert_int_equal(claim(f, "ep1", "node-b", now + 2000, 1000, &b), 1);
+  assert_true(b[0].d.lease_token > a[0].d.lease_token);
+  /* A's late outcome is refused; B's is accepted */
+  assert_int_equal(record(f, &a[0], HOOKD_DS_DELIVERED, 200), HOOKD_STORE_STALE);
+  assert_int_equal(record(f, &b[0], HOOKD_DS_RETRYING, 500), 0);
+  /* the refused write left no trace: one attempt, by B */
+  hookd_delivery d;
+  hookd_attempt *att = NULL;
+  call c = {.in = b[0].d.id, .out = &d, .out2 = &att};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_get, &c), 0);
+  assert_int_equal(d.state, HOOKD_DS_RETRYING);
+  assert_int_equal(c.n, 1);
+  assert_int_equal(att[0].http_status, 500);
+  assert_int_equal(att[0].lease_token, b[0].d.lease_token);
+  hookd_delivery_free(&d);
+  hookd_attempts_free(att, c.n);
+  /* a second outcome under the same (now consumed) token is refused too */
+  assert_int_equal(record(f, &b[0], HOOKD_DS_DELIVERED, 200), HOOKD_STORE_STALE);
+  free_claimed(a, 1);
+  free_claimed(b, 1);
+}
+
+static void reclaim_bumps_token(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  hookd_publish_res res;
+  assert_int_equal(publish(f, "t1", "evt1", "a.b", NULL, 1, &res), 0);
+  hookd_publish_res_free(&res);
+  hookd_claimed *a = NULL, *b = NULL;
+  int64_t now = hookd_now_ms();
+  assert_int_equal(claim(f, "ep1", "node-a", now, 60000, &a), 1);
+  /* node-a restarts: its own leases are released at start */
+  call c = {.in = "node-a", .i64 = now};
+  assert_int_equal(w(f, run_reclaim, &c), 0);
+  assert_int_equal(c.ival, 1);
+  assert_int_equal(claim(f, "ep1", "node-a", now, 60000, &b), 1);
+  assert_int_equal(record(f, &a[0], HOOKD_DS_DELIVERED, 200), HOOKD_STORE_STALE);
+  assert_int_equal(record(f, &b[0], HOOKD_DS_DELIVERED, 200), 0);
+  free_claimed(a, 1);
+  free_claimed(b, 1);
+}
+
+static void fanout_and_idempotency(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep-all", NULL);
+  make_tenant_endpoint(f, "t1", "ep-inv", "invoice.*,refund");
+  make_tenant_endpoint(f, "t2", "ep-other", NULL);
+  hookd_publish_res r1, r2, r3;
+  assert_int_equal(publish(f, "t1", "e1", "invoice.paid", NULL, 7, &r1), 0);
+  assert_int_equal(r1.n_deliveries, 2);
+  assert_false(r1.duplicate);
+  /* same id, same hash: the original result, nothing new */
+  assert_int_equal(publish(f, "t1", "e1", "invoice.paid", NULL, 7, &r2), 0);
+  assert_true(r2.duplicate);
+  assert_int_equal(r2.n_deliveries, 2);
+  assert_int_equal(r2.n_endpoints, 0);
+  /* same id, different request: conflict */
+  assert_int_equal(publish(f, "t1", "e1", "invoice.paid", NULL, 8, &r3), HOOKD_STORE_CONFLICT);
+  hookd_publish_res_free(&r1);
+  hookd_publish_res_free(&r2);
+  /* idempotency key: a second request with a new generated id returns the first event */
+  assert_int_equal(publish(f, "t1", "gen-1", "refund", "key-9", 3, &r1), 0);
+  assert_int_equal(publish(f, "t1", "gen-2", "refund", "key-9", 3, &r2), 0);
+  assert_true(r2.duplicate);
+  assert_string_equal(r2.event_id, "gen-1");
+  assert_int_equal(publish(f, "t1", "gen-3", "refund", "key-9", 4, &r3), HOOKD_STORE_CONFLICT);
+  hookd_publish_res_free(&r1);
+  hookd_publish_res_free(&r2);
+  /* the same event id in another tenant is another event */
+  assert_int_equal(publish(f, "t2", "e1", "invoice.paid", NULL, 9, &r1), 0);
+  assert_false(r1.duplicate);
+  assert_int_equal(r1.n_deliveries, 1);
+  hookd_publish_res_free(&r1);
+}
+
+/* An op that holds the writer thread until released, so the ops queued meanwhile form one
+ * batch deterministically. */
+typedef struct gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int entered, open;
+} gate;
+
+static int run_gate(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  gate *g = a;
+  pthread_mutex_lock(&g->mu);
+  g->entered = 1;
+  pthread_cond_broadcast(&g->cv);
+  while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+  return 0;
+}
+
+static void gate_close(fx *f, gate *g, hookd_store_op *op) {
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  g->entered = g->open = 0;
+  *op = (hookd_store_op){.run = run_gate, .arg = g};
+  hookd_storeq_submit(f->s->writer, op);
+  pthread_mutex_lock(&g->mu);
+  while (!g->entered) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(gate *g) {
+  pthread_mutex_lock(&g->mu);
+  g->open = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static int run_t_ok(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  hookd_tenant t = {.id = (char *)a, .name = (char *)"", .created_ms = 1};
+  return be->tenant_create(c, &t);
+}
+
+static int run_t_fail(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  run_t_ok(c, be, a); /* written, then rolled back with the op's savepoint */
+  return HOOKD_STORE_CONFLICT;
+}
+
+typedef struct done_rec {
+  int rc[256];
+  int n;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} done_rec;
+static done_rec dr = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* Records each op's completion (1 when the code is the expected one for its tenant id). */
+static void record_done(void *arg, int rc) {
+  pthread_mutex_lock(&dr.mu);
+  dr.rc[dr.n++] = strcmp(arg, "t-batch-fail") == 0 ? (rc == HOOKD_STORE_CONFLICT) : (rc == 0);
+  pthread_cond_broadcast(&dr.cv);
+  pthread_mutex_unlock(&dr.mu);
+}
+
+static void count_done(void *arg, int rc) {
+  pthread_mutex_lock(&dr.mu);
+  dr.rc[0] += rc == 0;
+  dr.n++;
+  pthread_cond_broadcast(&dr.cv);
+  pthread_mutex_unlock(&dr.mu);
+}
+
+static void wait_done(int n) {
+  pthread_mutex_lock(&dr.mu);
+  while (dr.n < n) pthread_cond_wait(&dr.cv, &dr.mu);
+  pthread_mutex_unlock(&dr.mu);
+}
+
+static int tenant_exists(fx *f, const char *id) {
+  hookd_store_conn *c = NULL;
+  char err[128];
+  assert_int_equal(f->s->be->open(f->s->shared, 0, &c, err, sizeof err), 0);
+  hookd_tenant got;
+  int rc = f->s->be->tenant_get(c, id, &got);
+  if (rc == 0) hookd_tenant_free(&got);
+  f->s->be->close(c);
+  return rc == 0;
+}
+
+static void group_commit_isolates_failures(void **state) {
+  fx *f = *state;
+  gate g;
+  hookd_store_op gop, ops[3];
+  memset(dr.rc, 0, sizeof dr.rc);
+  dr.n = 0;
+  hookd_storeq_stats before, after;
+  gate_close(f, &g, &gop);
+  hookd_storeq_get_stats(f->s->writer, &before);
+  const char *ids[] = {"t-a", "t-batch-fail", "t-b"};
+  for (int i = 0; i < 3; i++)
+    ops[i] = (hookd_store_op){.run = i == 1 ? run_t_fail : run_t_ok, .done = record_done,
+                              .arg = (void *)ids[i]};
+  hookd_storeq_submit(f->s->writer, &ops[0]);
+  hookd_storeq_submit(f->s->writer, &ops[1]);
+  hookd_storeq_submit(f->s->writer, &ops[2]);
+  gate_open(&g);
+  wait_done(3);
+  hookd_storeq_get_stats(f->s->writer, &after);
+  /* the gate's batch, then one batch (one commit) for the three */
+  assert_int_equal(after.batches - before.batches, 2);
+  assert_int_equal(dr.n, 3);
+  for (int i = 0; i < 3; i++) assert_int_equal(dr.rc[i], 1); /* each completed with its own code */
+  assert_true(tenant_exists(f, "t-a"));
+  assert_true(tenant_exists(f, "t-b"));
+  assert_false(tenant_exists(f, "t-batch-fail"));
+}
+
+static void batches_form_under_load(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  enum { N = 200 };
+  static hookd_publish_req reqs[N];
+  static hookd_publish_res res[N];
+  static call calls[N];
+  static char ids[N][32];
+  static unsigned char hash[32];
+  static hookd_store_op ops[N];
+  gate g;
+  hookd_store_op gop;
+  gate_close(f, &g, &gop);
+  hookd_storeq_stats before, after;
+  hookd_storeq_get_stats(f->s->writer, &before);
+  for (int i = 0; i < N; i++) {
+    snprintf(ids[i], sizeof ids[i], "bulk-%d", i);
+    reqs[i] = (hookd_publish_req){.tenant_id = "t1", .event_id = ids[i], .type = "x",
+                                  .body = "{}", .body_len = 2, .request_hash = hash,
+                                  .now_ms = hookd_now_ms(), .occurred_ms = hookd_now_ms()};
+    calls[i] = (call){.in = &reqs[i], .out = &res[i]};
+    ops[i] = (hookd_store_op){.run = run_publish, .done = count_done, .arg = &calls[i]};
+    hookd_storeq_submit(f->s->writer, &ops[i]);
+  }
+  memset(dr.rc, 0, sizeof dr.rc);
+  dr.n = 0;
+  gate_open(&g);
+  wait_done(N);
+  hookd_storeq_get_stats(f->s->writer, &after);
+  /* the gate's batch + 200 publishes in batches of at most 64: 4 commits, not 200 */
+  assert_int_equal(after.ops - before.ops, 1 + N);
+  assert_int_equal(after.batches - before.batches, 1 + 4);
+  assert_int_equal(dr.rc[0], N);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(res[i].n_deliveries, 1);
+    hookd_publish_res_free(&res[i]);
+  }
+}
+
+static int run_exec(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  return sq_exec(c, a) == 0 ? 0 : HOOKD_STORE_ERR;
+}
+
+static void attempts_are_append_only_and_replay_starts_a_cycle(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  hookd_publish_res res;
+  assert_int_equal(publish(f, "t1", "evt1", "a.b", NULL, 1, &res), 0);
+  hookd_publish_res_free(&res);
+  hookd_claimed *a = NULL;
+  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms(), 60000, &a), 1);
+  assert_int_equal(record(f, &a[0], HOOKD_DS_DEAD, 400), 0);
+  assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_exec,
+                                         "UPDATE attempts SET http_status = 200"),
+                   HOOKD_STORE_ERR);
+  assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_exec, "DELETE FROM attempts"),
+                   HOOKD_STORE_ERR);
+  call c = {.in = a[0].d.id};
+  assert_int_equal(w(f, run_replay, &c), 0);
+  /* replaying a pending delivery is refused */
+  assert_int_equal(w(f, run_replay, &c), HOOKD_STORE_STATE);
+  hookd_claimed *b = NULL;
+  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms(), 60000, &b), 1);
+  assert_true(b[0].d.replay_cycle);
+  assert_int_equal(b[0].d.cycle_base, 1);
+  assert_int_equal(b[0].d.state, HOOKD_DS_PENDING);
+  free_claimed(a, 1);
+  free_claimed(b, 1);
+}
+
+static void reopen_keeps_schema(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  hookd_store_close(f->s);
+  hookd_store_config cfg = {.url = f->url, .max_batch = 64};
+  char err[256];
+  assert_int_equal(hookd_store_open(&cfg, &f->s, err, sizeof err), 0);
+  hookd_publish_res res;
+  assert_int_equal(publish(f, "t1", "after-reopen", "a.b", NULL, 1, &res), 0);
+  assert_int_equal(res.n_deliveries, 1);
+  hookd_publish_res_free(&res);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(stale_lease_is_fenced, setup, teardown),
+      cmocka_unit_test_setup_teardown(reclaim_bumps_token, setup, teardown),
+      cmocka_unit_test_setup_teardown(fanout_and_idempotency, setup, teardown),
+      cmocka_unit_test_setup_teardown(group_commit_isolates_failures, setup, teardown),
+      cmocka_unit_test_setup_teardown(batches_form_under_load, setup, teardown),
+      cmocka_unit_test_setup_teardown(attempts_are_append_only_and_replay_starts_a_cycle, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(reopen_keeps_schema, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
