@@ -1,0 +1,131 @@
+// demo.mjs — the `make demo` walkthrough: hookd on an embedded SQLite file (.demo/hookd.db), a
+// receiver on 127.0.0.1 with two paths (/orders answers 200; /flaky answers 503 to each event's
+// first attempt, then 200), a tenant, two endpoints, three events; then it shows the deliveries,
+// their attempts, checks a signature with `hookd verify`, and prints the API calls to explore.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync, openSync } from 'node:fs';
+import http from 'node:http';
+import { randomBytes } from 'node:crypto';
+
+const DIR = '.demo';
+const PORT = Number(process.env.HOOKD_DEMO_PORT || 8787);
+const KEY = 'hk_demo_' + randomBytes(8).toString('hex');
+const API = `http://127.0.0.1:${PORT}`;
+const bold = (s) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
+
+rmSync(DIR, { recursive: true, force: true });
+mkdirSync(DIR, { recursive: true });
+
+// --- the receiver: what a customer's endpoint would be -------------------------------------
+const received = [];
+const seen = new Set();
+const receiver = http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks).toString();
+    const id = req.headers['webhook-id'];
+    let status = 200;
+    if (req.url === '/flaky' && !seen.has(id)) { seen.add(id); status = 503; }
+    received.push({ path: req.url, id, attempt: req.headers['hookd-attempt'], status, headers: req.headers, body });
+    console.log(`  receiver  ${req.url.padEnd(8)} webhook-id=${id} attempt=${req.headers['hookd-attempt']} → ${status}`);
+    res.writeHead(status, status === 503 ? { 'Retry-After': '1' } : {});
+    res.end(status === 200 ? 'thanks' : 'busy, try later');
+  });
+});
+await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+const RPORT = receiver.address().port;
+
+// --- hookd ---------------------------------------------------------------------------------
+const log = openSync(`${DIR}/hookd.log`, 'w');
+const args = ['serve', '--listen', `127.0.0.1:${PORT}`, '--store', `sqlite:${DIR}/hookd.db`,
+  '--api-key', KEY, '--egress-allow', '127.0.0.0/8', '--allow-http', '--egress-ports', 'any',
+  '--retry-base-ms', '500', '--retry-cap-ms', '2000'];
+const hookd = spawn('build/hookd', args, { stdio: ['ignore', 'inherit', log] });
+let stopping = false;
+hookd.on('exit', (code) => { if (!stopping) { console.error(`hookd exited (${code}); see ${DIR}/hookd.log`); process.exit(1); } });
+const stop = async () => {
+  stopping = true;
+  hookd.kill('SIGTERM');
+  await new Promise((r) => hookd.once('exit', r));
+  receiver.close();
+};
+
+async function api(method, path, body) {
+  const res = await fetch(API + path, { method, headers: { Authorization: `Bearer ${KEY}` }, body: body && JSON.stringify(body) });
+  const json = await res.json();
+  if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+async function until(fn, what, ms = 15000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn().catch(() => null);
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+try {
+  console.log(bold('\n1. hookd starts on an embedded SQLite store'));
+  await until(() => fetch(`${API}/readyz`).then((r) => r.ok), 'hookd to be ready');
+  console.log(`  hookd ${API}  (store ${DIR}/hookd.db, log ${DIR}/hookd.log)`);
+
+  console.log(bold('\n2. a tenant and two endpoints (each gets its own whsec_ signing secret)'));
+  await api('POST', '/v1/tenants', { id: 'acme', name: 'Acme Inc.' });
+  const orders = await api('POST', '/v1/tenants/acme/endpoints', { url: `http://127.0.0.1:${RPORT}/orders`, description: 'order service' });
+  const flaky = await api('POST', '/v1/tenants/acme/endpoints', { url: `http://127.0.0.1:${RPORT}/flaky`, event_types: ['invoice.*'] });
+  console.log(`  ${orders.id}  → /orders  every event type`);
+  console.log(`  ${flaky.id}  → /flaky   invoice.* only; answers 503 first, then 200`);
+
+  console.log(bold('\n3. three events published (202 = durably stored, delivery happens after)'));
+  const events = [];
+  for (const [type, payload] of [['invoice.paid', { invoice: 'inv_1', amount: 4200 }],
+    ['order.shipped', { order: 'ord_7' }], ['invoice.voided', { invoice: 'inv_2' }]]) {
+    const r = await api('POST', '/v1/tenants/acme/events', { type, payload });
+    events.push(r.id);
+    console.log(`  ${r.id}  ${type.padEnd(15)} → ${r.deliveries} deliver${r.deliveries === 1 ? "y" : "ies"}`);
+  }
+
+  console.log(bold('\n4. deliveries (the receiver prints what it gets)'));
+  const final = await until(async () => {
+    const all = await Promise.all(events.map((id) => api('GET', `/v1/events/${id}`)));
+    return all.every((e) => e.deliveries.every((d) => d.state === 'delivered')) ? all : null;
+  }, 'every delivery to be delivered');
+
+  console.log(bold('\n5. every delivery is delivered; the flaky ones after a retry'));
+  for (const e of final) for (const d of e.deliveries)
+    console.log(`  ${d.id}  ${e.type.padEnd(15)} ${d.endpoint_id === flaky.id ? '/flaky ' : '/orders'}  ${d.state}  attempts=${d.attempt_count}`);
+  const retried = final.flatMap((e) => e.deliveries).find((d) => d.attempt_count > 1);
+  const detail = await api('GET', `/v1/deliveries/${retried.id}`);
+  console.log(`\n  GET /v1/deliveries/${retried.id}  → attempts:`);
+  for (const a of detail.attempts)
+    console.log(`    #${a.attempt} ${a.trigger.padEnd(6)} ${String(a.http_status).padEnd(4)} ${a.outcome.padEnd(10)} ${a.latency_ms} ms  "${a.response_excerpt}"`);
+
+  console.log(bold('\n6. a receiver checks the signature (hookd verify, the receivers\' kit)'));
+  const rec = received.find((r) => r.path === '/orders');
+  writeFileSync(`${DIR}/body.json`, rec.body);
+  const out = execFileSync('build/hookd', ['verify', '--secret', orders.secret, '--body', `${DIR}/body.json`,
+    '--header', `webhook-id: ${rec.headers['webhook-id']}`, '--header', `webhook-timestamp: ${rec.headers['webhook-timestamp']}`,
+    '--header', `webhook-signature: ${rec.headers['webhook-signature']}`], { encoding: 'utf8' });
+  console.log(`  webhook-signature: ${rec.headers['webhook-signature']}\n  hookd verify → ${out.trim()}`);
+
+  console.log(bold('\nIt worked. Where to look:'));
+  console.log(`  export KEY=${KEY}`);
+  console.log(`  curl -s -H "Authorization: Bearer $KEY" ${API}/v1/events/${events[0]}`);
+  console.log(`  curl -s -H "Authorization: Bearer $KEY" ${API}/v1/deliveries/${retried.id}`);
+  console.log(`  curl -s -H "Authorization: Bearer $KEY" '${API}/v1/tenants/acme/deliveries?state=delivered'`);
+  console.log(`  curl -s -X POST -H "Authorization: Bearer $KEY" ${API}/v1/deliveries/${retried.id}/replay`);
+  console.log(`  curl -s ${API}/metrics | grep hookd_attempts_total`);
+  if (process.stdin.isTTY && !process.env.CI) {
+    console.log(bold('\nhookd keeps running for you to explore; press Ctrl-C to stop.'));
+    await new Promise((r) => process.once('SIGINT', r));
+  }
+  await stop();
+  console.log('stopped.');
+} catch (e) {
+  console.error(`demo failed: ${e.message}\n(see ${DIR}/hookd.log)`);
+  await stop();
+  process.exit(1);
+}
