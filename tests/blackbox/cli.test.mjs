@@ -1,0 +1,106 @@
+// cli.test.mjs — the hookd command: serve --help documents every option with its default,
+// configuration precedence (flag > environment > file), version, and `hookd verify` with the
+// Standard Webhooks specification's vector.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { HOOKD_BIN, startHookd, tempDir } from './lib/hookd.mjs';
+
+const run = (args, opts = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', ...opts });
+
+describe('hookd CLI', () => {
+  it('serve --help lists the contract options with defaults and environment names', () => {
+    const r = run(['serve', '--help']);
+    assert.equal(r.status, 0);
+    for (const [opt, env] of [['--listen', 'HOOKD_LISTEN'], ['--store', 'HOOKD_STORE'],
+      ['--api-key', 'HOOKD_API_KEY'], ['--egress-allow', 'HOOKD_EGRESS_ALLOW']]) {
+      assert.match(r.stdout, new RegExp(`${opt} `));
+      assert.ok(r.stdout.includes(env), `${opt} names ${env}`);
+    }
+    const options = r.stdout.split('\n').filter((l) => /^ {2}--/.test(l)).length;
+    const defaults = r.stdout.split('\n').filter((l) => /^ {6}default: /.test(l)).length;
+    assert.equal(defaults, options - 1, 'every option but --config shows its default');
+    assert.match(r.stdout, /default: 127\.0\.0\.1:8080/);
+    assert.match(r.stdout, /default: sqlite:hookd\.db/);
+  });
+
+  it('unknown options and bad values are refused with a message', () => {
+    let r = run(['serve', '--no-such-thing']);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /unknown option --no-such-thing/);
+    r = run(['serve', '--max-in-flight', 'lots']);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--max-in-flight: expected an integer/);
+    r = run(['serve', '--egress-allow', 'not-a-cidr', '--store', 'sqlite:/tmp/hookd-cli-unused.db', '--listen', '127.0.0.1:0']);
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /--egress-allow: "not-a-cidr" is not a CIDR/);
+    r = run(['serve', '--store', 'mysql://x', '--listen', '127.0.0.1:0']);
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /unsupported store/);
+  });
+
+  it('configuration precedence: flag > environment > file', async () => {
+    const { dir, cleanup } = tempDir();
+    const conf = join(dir, 'hookd.conf');
+    writeFileSync(conf, `# test config\nlisten = 127.0.0.1:1\napi-key = from-file\nmax-in-flight = 7\n`);
+    // the file says port 1 and key from-file; the environment overrides the key; the flag the port
+    const h = await startHookd({ dir, apiKey: null, args: ['--config', conf, '--listen', '127.0.0.1:0'],
+      env: { HOOKD_API_KEY: 'from-env' } });
+    assert.notEqual(h.port, 1);
+    h.apiKey = 'from-file';
+    assert.equal((await h.api('GET', '/v1/tenants/x')).status, 401, 'the file key was overridden');
+    h.apiKey = 'from-env';
+    assert.equal((await h.api('GET', '/v1/tenants/x')).status, 404, 'the environment key works');
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
+  it('the first start without a key creates an admin key and prints it once', async () => {
+    const { dir, cleanup } = tempDir();
+    let h = await startHookd({ dir, apiKey: null });
+    const m = /\n {2}(hk_[A-Za-z0-9_-]+)\n/.exec(h.stdout);
+    assert.ok(m, `a key is printed: ${h.stdout}`);
+    h.apiKey = m[1];
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'x' })).status, 201);
+    assert.equal((await h.stop()).code, 0);
+    h = await startHookd({ dir, apiKey: null });
+    assert.equal(h.stdout, '', 'not printed again');
+    h.apiKey = m[1];
+    assert.equal((await h.api('GET', '/v1/tenants/x')).status, 200, 'the key is stored (hashed)');
+    const rows = h.query("SELECT hex(hash) AS h FROM api_keys");
+    assert.equal(rows.length, 1);
+    assert.ok(!execFileSync('sqlite3', [h.db, '.dump'], { encoding: 'utf8' }).includes(m[1]), 'the key itself is not stored');
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
+  it('version', () => {
+    const r = run(['version']);
+    assert.equal(r.status, 0);
+    assert.match(r.stdout, /^hookd \d+\.\d+\.\d+/);
+  });
+
+  it('verify: the Standard Webhooks vector is valid; a tampered body or a stale timestamp is not', () => {
+    const { dir, cleanup } = tempDir();
+    const body = join(dir, 'body.json');
+    writeFileSync(body, '{"test": 2432232314}');
+    const args = ['verify', '--secret', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', '--body', body,
+      '--id', 'msg_p5jXN8AQM9LWM0D4loKWxJek', '--timestamp', '1614265330',
+      '--signature', 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=', '--now', '1614265330'];
+    let r = run(args);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'valid');
+    writeFileSync(body, '{"test": 2432232315}');
+    r = run(args);
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /no matching signature/);
+    writeFileSync(body, '{"test": 2432232314}');
+    r = run([...args.slice(0, -2), '--now', String(1614265330 + 3600)]);
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /too old/);
+    assert.equal(run(['verify', '--secret', 'x']).status, 2);
+    cleanup();
+  });
+});

@@ -1,0 +1,84 @@
+// outbound_policy.test.mjs — retry policies and endpoint state on a real daemon: a policy change
+// while deliveries are pending (each keeps the version it started with), disabling an endpoint
+// pauses its deliveries without dropping them, enabling resumes them.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+let h;
+before(async () => { h = await startHookd(); });
+after(async () => { assert.equal((await h.stop()).code, 0); });
+
+describe('retry policy versions', () => {
+  it('a policy change while deliveries are pending: each delivery keeps its version', async () => {
+    const recv = await startReceiver(() => ({ status: 500 }));
+    const { tenant, endpoint } = await setup(h, recv.url,
+      { retry: { max_attempts: 4, backoff_base_ms: 150, backoff_cap_ms: 150 } });
+    const a = await publish(h, tenant, { type: 'a.b', payload: { which: 'A' } });
+    const [da] = await waitDelivery(h, a.json.id, (ds) => ds[0]?.state === 'retrying');
+    const v1 = da.policy_version;
+    const p = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { retry: { max_attempts: 1 } });
+    assert.equal(p.status, 200);
+    const v2 = p.json.retry.policy_version;
+    assert.ok(v2 > v1);
+    const b = await publish(h, tenant, { type: 'a.b', payload: { which: 'B' } });
+    const [db] = await waitDelivery(h, b.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(db.policy_version, v2);
+    assert.equal(db.attempt_count, 1, 'the new version allows one attempt');
+    const [da2] = await waitDelivery(h, a.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(da2.policy_version, v1);
+    assert.equal(da2.attempt_count, 4, 'the pending delivery kept its four attempts');
+    assert.equal(da2.dead_reason, 'max_attempts');
+    await recv.close();
+  });
+
+  it('max age: a delivery older than the policy allows goes DEAD', async () => {
+    const recv = await startReceiver(() => ({ status: 503 }));
+    const { tenant } = await setup(h, recv.url,
+      { retry: { max_attempts: 100, backoff_base_ms: 400, backoff_cap_ms: 400, max_age_s: 1 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(d.dead_reason, 'max_age');
+    assert.ok(d.attempt_count >= 1 && d.attempt_count < 100);
+    await recv.close();
+  });
+});
+
+describe('endpoint state', () => {
+  it('disabling pauses deliveries without dropping them; enabling resumes', async () => {
+    let ok = false;
+    const recv = await startReceiver(() => ({ status: ok ? 200 : 500 }));
+    const { tenant, endpoint } = await setup(h, recv.url,
+      { retry: { backoff_base_ms: 300, backoff_cap_ms: 300 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'retrying');
+    const dis = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false });
+    assert.equal(dis.json.enabled, false);
+    assert.equal(dis.json.disabled_reason, 'disabled by an operator');
+    const before = recv.requests.length;
+    // the retry was due within 300 ms: wait well past it, then check nothing was sent
+    const due = Date.parse((await getDelivery(h, d.id)).next_attempt_at);
+    await waitUntil(async () => Date.now() > due + 700, { what: 'past the retry time' });
+    assert.equal(recv.requests.length, before, 'no attempt while disabled');
+    assert.equal((await getDelivery(h, d.id)).state, 'retrying', 'still pending, not dropped');
+    ok = true;
+    const en = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: true });
+    assert.equal(en.json.enabled, true);
+    assert.equal(en.json.disabled_reason, null);
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    await recv.close();
+  });
+
+  it('replay of a delivery whose endpoint is disabled is refused', async () => {
+    const recv = await startReceiver(() => ({ status: 400 }));
+    const { tenant, endpoint } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false });
+    const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.equal(r.status, 409);
+    assert.match(r.json.error.message, /disabled/);
+    await recv.close();
+  });
+});
