@@ -137,3 +137,128 @@ const char *hookd_verify_strerror(int rc) {
   }
   return "unknown error";
 }
+
+/* ---------- Ed25519, v1a ---------- */
+
+static EVP_PKEY *ed_key(const char *text, const char *prefix, int private_key) {
+  size_t pl = strlen(prefix);
+  if (strncmp(text, prefix, pl) != 0) return NULL;
+  const char *b = text + pl;
+  size_t len = strlen(b);
+  unsigned char raw[48];
+  if (len != 44 || hookd_b64_decode(b, len, raw) != 32) return NULL;
+  EVP_PKEY *k = private_key ? EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, raw, 32)
+                            : EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, raw, 32);
+  OPENSSL_cleanse(raw, sizeof raw);
+  return k;
+}
+
+static int export_key(EVP_PKEY *k, const char *prefix, int private_key, char out[HOOKD_ED_SECRET_MAX]) {
+  unsigned char raw[32];
+  size_t len = sizeof raw;
+  int ok = private_key ? EVP_PKEY_get_raw_private_key(k, raw, &len)
+                       : EVP_PKEY_get_raw_public_key(k, raw, &len);
+  if (!ok || len != 32) return -1;
+  size_t pl = strlen(prefix);
+  memcpy(out, prefix, pl);
+  hookd_b64_encode(raw, 32, out + pl);
+  OPENSSL_cleanse(raw, sizeof raw);
+  return 0;
+}
+
+int hookd_ed25519_generate(char out_secret[HOOKD_ED_SECRET_MAX],
+                           char out_public[HOOKD_ED_SECRET_MAX]) {
+  EVP_PKEY *k = NULL;
+  EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, NULL);
+  int ok = ctx && EVP_PKEY_keygen_init(ctx) > 0 && EVP_PKEY_keygen(ctx, &k) > 0;
+  ok = ok && export_key(k, "whsk_", 1, out_secret) == 0 && export_key(k, "whpk_", 0, out_public) == 0;
+  EVP_PKEY_free(k);
+  EVP_PKEY_CTX_free(ctx);
+  return ok ? 0 : -1;
+}
+
+int hookd_ed25519_public(const char *whsk, char out_public[HOOKD_ED_SECRET_MAX]) {
+  EVP_PKEY *k = ed_key(whsk, "whsk_", 1);
+  int rc = k ? export_key(k, "whpk_", 0, out_public) : -1;
+  EVP_PKEY_free(k);
+  return rc;
+}
+
+static int signed_input(const char *msg_id, const char *ts, const void *body, size_t body_len,
+                        unsigned char **out, size_t *out_len) {
+  size_t il = strlen(msg_id), tl = strlen(ts);
+  size_t n = il + 1 + tl + 1 + body_len;
+  unsigned char *m = malloc(n ? n : 1);
+  if (!m) return -1;
+  memcpy(m, msg_id, il);
+  m[il] = '.';
+  memcpy(m + il + 1, ts, tl);
+  m[il + 1 + tl] = '.';
+  if (body_len) memcpy(m + il + tl + 2, body, body_len);
+  *out = m;
+  *out_len = n;
+  return 0;
+}
+
+int hookd_sign_v1a(const char *whsk, const char *msg_id, int64_t timestamp, const void *body,
+                   size_t body_len, char out[100]) {
+  char ts[24];
+  snprintf(ts, sizeof ts, "%lld", (long long)timestamp);
+  EVP_PKEY *k = ed_key(whsk, "whsk_", 1);
+  unsigned char *m = NULL, sig[64];
+  size_t mlen = 0, slen = sizeof sig;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  int ok = k && ctx && signed_input(msg_id, ts, body, body_len, &m, &mlen) == 0 &&
+           EVP_DigestSignInit(ctx, NULL, NULL, NULL, k) > 0 &&
+           EVP_DigestSign(ctx, sig, &slen, m, mlen) > 0 && slen == 64;
+  if (ok) {
+    memcpy(out, "v1a,", 4);
+    hookd_b64_encode(sig, 64, out + 4);
+  }
+  free(m);
+  EVP_MD_CTX_free(ctx);
+  EVP_PKEY_free(k);
+  return ok ? 0 : -1;
+}
+
+int hookd_verify_v1a(const char *whpk, const char *msg_id, const char *timestamp,
+                     const char *sig_header, const void *body, size_t body_len, int64_t now_s,
+                     int64_t tolerance_s) {
+  int64_t ts;
+  if (!msg_id || !*msg_id || !sig_header || parse_ts(timestamp, &ts) != 0)
+    return HOOKD_VERIFY_MALFORMED;
+  if (tolerance_s > 0) {
+    if (ts < now_s - tolerance_s) return HOOKD_VERIFY_STALE;
+    if (ts > now_s + tolerance_s) return HOOKD_VERIFY_FUTURE;
+  }
+  EVP_PKEY *k = ed_key(whpk, "whpk_", 0);
+  unsigned char *m = NULL;
+  size_t mlen = 0;
+  if (!k || signed_input(msg_id, timestamp, body, body_len, &m, &mlen) != 0) {
+    EVP_PKEY_free(k);
+    return HOOKD_VERIFY_MALFORMED;
+  }
+  int seen = 0, match = 0;
+  for (const char *p = sig_header; *p;) {
+    while (*p == ' ') p++;
+    const char *end = p;
+    while (*end && *end != ' ') end++;
+    size_t len = (size_t)(end - p);
+    if (len == 4 + 88 && memcmp(p, "v1a,", 4) == 0) {
+      unsigned char sig[72];
+      if (hookd_b64_decode(p + 4, 88, sig) == 64) {
+        seen = 1;
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        if (ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, k) > 0 &&
+            EVP_DigestVerify(ctx, sig, 64, m, mlen) == 1)
+          match = 1;
+        EVP_MD_CTX_free(ctx);
+      }
+    }
+    p = end;
+  }
+  free(m);
+  EVP_PKEY_free(k);
+  if (!seen) return HOOKD_VERIFY_MALFORMED;
+  return match ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH;
+}

@@ -52,6 +52,24 @@ int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id
 
 const char *hookd_verify_strerror(int rc);
 
+/* ---- Ed25519 (Standard Webhooks "v1a") ----
+ * Signing keys are "whsk_" + base64 of the 32-byte private key (seed); public keys "whpk_" +
+ * base64 of the 32-byte public key. Signature header entry: "v1a,<base64 64-byte signature>" over
+ * "<id>.<timestamp>.<body>". */
+#define HOOKD_ED_SECRET_MAX 64 /* "whsk_" + 44 + NUL */
+
+/* A new signing key (out_secret) and its public key (out_public). Returns 0 or -1. */
+int hookd_ed25519_generate(char out_secret[HOOKD_ED_SECRET_MAX], char out_public[HOOKD_ED_SECRET_MAX]);
+/* The public key of a whsk_ secret. Returns 0 or -1. */
+int hookd_ed25519_public(const char *whsk, char out_public[HOOKD_ED_SECRET_MAX]);
+/* Writes "v1a,<base64 signature>" (out holds 100 bytes). Returns 0 or -1. */
+int hookd_sign_v1a(const char *whsk, const char *msg_id, int64_t timestamp, const void *body,
+                   size_t body_len, char out[100]);
+/* Verifies any v1a entry of sig_header with the whpk_ public key. HOOKD_VERIFY_* codes. */
+int hookd_verify_v1a(const char *whpk, const char *msg_id, const char *timestamp,
+                     const char *sig_header, const void *body, size_t body_len, int64_t now_s,
+                     int64_t tolerance_s);
+
 /* Constant-time equality of two byte strings (length is not secret). */
 int hookd_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 

@@ -27,6 +27,8 @@ struct hookd_api_op {
   /* frees what the op owns beyond itself (optional) */
   void (*cleanup)(hookd_api_op *op);
   char err[256]; /* the backend's error text when run failed */
+  char actor[64];   /* the API key id of the principal ("" on public routes) */
+  char reason[256]; /* Hookd-Reason header, for the audit log */
 };
 
 /* Allocates an op of `size` bytes (a struct that starts with hookd_api_op). */
@@ -35,6 +37,12 @@ void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
                        void (*reply)(hookd_api_op *, int));
 /* Suspends the request and submits the op to the writer (write) or reader. */
 void hookd_api_submit(hookd_api_op *op, bool write);
+
+/* Appends an audit row for op's actor and reason, inside the op's transaction (call from run).
+ * detail may be NULL; it never holds secrets. */
+int hookd_api_audit(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                    const char *action, const char *target, const char *tenant_id,
+                    const char *detail);
 
 /* Answers with the HTTP status matching a store error, the op's error text as message. */
 void hookd_api_store_error(hookd_api_op *op, int rc, const char *what);
@@ -67,6 +75,9 @@ void hookd_api_endpoint_list(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_delete(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_secret(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_rotate(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_public_key(hookd_req *r, hookd_app *app);
+void hookd_api_audit_list(hookd_req *r, hookd_app *app);
 void hookd_api_event_publish(hookd_req *r, hookd_app *app);
 void hookd_api_event_get(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_get(hookd_req *r, hookd_app *app);

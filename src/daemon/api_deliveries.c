@@ -149,7 +149,9 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   op->loaded = false;
   rc = be->delivery_replay(c, op->id, hookd_now_ms(), &op->d);
   op->loaded = rc == 0;
-  return rc;
+  return rc ? rc
+            : hookd_api_audit(base, c, be, "delivery.replay", op->d.id, op->d.tenant_id,
+                              op->d.event_id);
 }
 
 static void reply_replay(hookd_api_op *base, int rc) {

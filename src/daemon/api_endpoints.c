@@ -19,8 +19,11 @@
 /* Fields a body may carry, and which of them were present (PATCH applies only those). */
 enum {
   F_URL = 1 << 0, F_DESC = 1 << 1, F_TYPES = 1 << 2, F_ENABLED = 1 << 3, F_MAXIF = 1 << 4,
-  F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8,
+  F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8, F_SIGNING = 1 << 9,
 };
+static const char *const field_names[] = {"url",        "description", "event_types", "enabled",
+                                          "max_in_flight", "timeout_ms", "retry",       "secret",
+                                          "id",         "signing",     NULL};
 
 typedef struct ep_op {
   hookd_api_op base;
@@ -29,6 +32,10 @@ typedef struct ep_op {
   char id[HOOKD_ID_MAX + 64];
   /* parsed input (owned) */
   char *url, *description, *event_types, *secret;
+  bool ed25519;              /* signing scheme asked for at creation */
+  char *plain_secret;        /* the new secret, returned once to the caller */
+  char public_key[HOOKD_ED_SECRET_MAX];
+  int64_t expire_previous_s; /* rotation overlap */
   bool enabled;
   int max_in_flight, timeout_ms;
   /* retry overrides: -1 = unchanged */
@@ -54,6 +61,10 @@ static void ep_op_cleanup(hookd_api_op *op) {
     memset(e->secret, 0, strlen(e->secret));
     free(e->secret);
   }
+  if (e->plain_secret) {
+    memset(e->plain_secret, 0, strlen(e->plain_secret));
+    free(e->plain_secret);
+  }
   hookd_endpoint_free(&e->ep);
   if (e->list) hookd_endpoints_free(e->list, e->n);
   free(e->check.url);
@@ -73,6 +84,34 @@ static bool valid_type_pattern(const char *s) {
   return true;
 }
 
+static bool valid_secret(bool ed25519, const char *s) {
+  if (ed25519) {
+    char pk[HOOKD_ED_SECRET_MAX];
+    return hookd_ed25519_public(s, pk) == 0;
+  }
+  hookd_hmac_key key;
+  return strncmp(s, "whsec_", 6) == 0 && hookd_secret_parse(s, &key) == 0 && key.len >= 24 &&
+         key.len <= 64;
+}
+
+/* A new secret of the endpoint's scheme (malloc'd), and its public key for Ed25519. */
+static char *new_secret(bool ed25519, char public_key[HOOKD_ED_SECRET_MAX]) {
+  char sec[HOOKD_SECRET_MAX];
+  int rc = ed25519 ? hookd_ed25519_generate(sec, public_key) : hookd_secret_generate(sec);
+  char *out = rc == 0 ? strdup(sec) : NULL;
+  memset(sec, 0, sizeof sec);
+  return out;
+}
+
+/* "url,retry": the names of the fields present, for the audit log (values are not logged). */
+static void fields_detail(unsigned fields, char *out, size_t len) {
+  size_t o = 0;
+  out[0] = '\0';
+  for (int i = 0; field_names[i]; i++)
+    if (fields & (1u << i))
+      o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s", o ? "," : "", field_names[i]);
+}
+
 static bool get_int(hookd_req *r, json_t *body, const char *key, int64_t min, int64_t max,
                     int64_t *out) {
   int64_t v;
@@ -90,16 +129,19 @@ static bool get_int(hookd_req *r, json_t *body, const char *key, int64_t min, in
 /* Parses and validates the body into op; answers and returns false on error. */
 static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, bool create) {
   const hookd_config *cfg = app->cfg;
-  static const char *const known[] = {"url",        "description", "event_types", "enabled",
-                                      "max_in_flight", "timeout_ms", "retry",       "secret",
-                                      "id",         NULL};
   const char *k;
   json_t *v;
   json_object_foreach(body, k, v) {
     int i = 0;
-    while (known[i] && strcmp(known[i], k)) i++;
-    if (!known[i] || (!create && !strcmp(k, "id"))) {
+    while (field_names[i] && strcmp(field_names[i], k)) i++;
+    if (!field_names[i]) {
       hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      return false;
+    }
+    if (!create && (!strcmp(k, "id") || !strcmp(k, "signing") || !strcmp(k, "secret"))) {
+      hookd_req_error(r, 422, "immutable_field",
+                      "%s cannot be changed%s", k,
+                      strcmp(k, "id") ? ": rotate with POST …/secret/rotate" : "");
       return false;
     }
     op->fields |= 1u << i;
@@ -185,12 +227,19 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
         !get_int(r, retry, "retry_after_cap_s", 0, year_s, &op->r_ra_s))
       return false;
   }
+  if (op->fields & F_SIGNING) {
+    if (hookd_json_get_str(body, "signing", &s) != 0 ||
+        (strcmp(s, "hmac") && strcmp(s, "ed25519"))) {
+      hookd_req_error(r, 422, "invalid_field", "signing must be \"hmac\" or \"ed25519\"");
+      return false;
+    }
+    op->ed25519 = !strcmp(s, "ed25519");
+  }
   if (op->fields & F_SECRET) {
-    hookd_hmac_key key;
-    if (hookd_json_get_str(body, "secret", &s) != 0 || strncmp(s, "whsec_", 6) != 0 ||
-        hookd_secret_parse(s, &key) != 0 || key.len < 24 || key.len > 64) {
+    if (hookd_json_get_str(body, "secret", &s) != 0 || !valid_secret(op->ed25519, s)) {
       hookd_req_error(r, 422, "invalid_field",
-                      "secret must be \"whsec_\" followed by base64 of 24 to 64 bytes");
+                      op->ed25519 ? "secret must be a \"whsk_\" Ed25519 signing key"
+                                  : "secret must be \"whsec_\" followed by base64 of 24 to 64 bytes");
       return false;
     }
     op->secret = strdup(s);
@@ -234,21 +283,23 @@ static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create
   if (op->r_cap >= 0) ep->policy.cap_ms = op->r_cap;
   if (op->r_age_s >= 0) ep->policy.max_age_ms = op->r_age_s * 1000;
   if (op->r_ra_s >= 0) ep->policy.retry_after_cap_ms = op->r_ra_s * 1000;
-  if (f & F_SECRET && op->secret) {
-    free(ep->secret);
-    ep->secret = strdup(op->secret);
-  }
   return hookd_retry_policy_check(&ep->policy);
+}
+
+/* Every refused destination is answered the same way and logged (rule, tenant, endpoint;
+ * never the URL, which may carry credentials). */
+static void refuse_destination(hookd_req *r, const ep_op *op, const hookd_url_error *err) {
+  hookd_req_error(r, 422, "destination_refused", "url refused by rule %s: %s", err->rule,
+                  err->message);
+  HLOG(HOOKD_LOG_INFO, "destination.refused", KV_S("rule", err->rule),
+       KV_S("tenant_id", op->tenant), KV_S("endpoint_id", op->id[0] ? op->id : NULL));
 }
 
 /* After the destination check (resolver thread): store, or answer 422. */
 static void dest_checked(hookd_dest_check *c, void *arg) {
   ep_op *op = arg;
   if (c->rc != 0) {
-    hookd_req_error(op->base.req, 422, "destination_refused", "url refused by rule %s: %s",
-                    c->err.rule, c->err.message);
-    HLOG(HOOKD_LOG_INFO, "destination.refused", KV_S("rule", c->err.rule),
-         KV_S("tenant_id", op->tenant), KV_S("endpoint_id", op->id[0] ? op->id : NULL));
+    refuse_destination(op->base.req, op, &c->err);
     ep_op_cleanup(&op->base);
     free(op);
     return;
@@ -280,7 +331,9 @@ static void submit_with_check(ep_op *op) {
 
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   ep_op *op = (ep_op *)base;
-  return be->endpoint_create(c, &op->ep, op->base.app->cfg->max_endpoints_per_tenant);
+  int rc = be->endpoint_create(c, &op->ep, op->base.app->cfg->max_endpoints_per_tenant);
+  return rc ? rc : hookd_api_audit(base, c, be, "endpoint.create", op->ep.id, op->ep.tenant_id,
+                                   op->ep.signing);
 }
 
 static void reply_create(hookd_api_op *base, int rc) {
@@ -293,7 +346,8 @@ static void reply_create(hookd_api_op *base, int rc) {
   HLOG(HOOKD_LOG_INFO, "endpoint.created", KV_S("endpoint_id", op->ep.id),
        KV_S("tenant_id", op->ep.tenant_id));
   json_t *v = hookd_json_endpoint(&op->ep);
-  json_object_set_new(v, "secret", json_string(op->ep.secret));
+  json_object_set_new(v, "secret", json_string(op->plain_secret));
+  if (op->public_key[0]) json_object_set_new(v, "public_key", json_string(op->public_key));
   hookd_req_reply_json(base->req, 201, v);
 }
 
@@ -315,8 +369,7 @@ void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
     hookd_url_info info;
     hookd_url_error uerr;
     if (hookd_destinations_check_shape(app->dest, op->url, &info, &uerr) != 0) {
-      hookd_req_error(r, 422, "destination_refused", "url refused by rule %s: %s", uerr.rule,
-                      uerr.message);
+      refuse_destination(r, op, &uerr);
       ok = false;
     }
   }
@@ -329,11 +382,14 @@ void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
     ep->policy = app->cfg->policy;
     ep->created_ms = ep->updated_ms = now;
     const char *bad = apply_fields(op, ep, true);
-    if (!ep->secret) {
-      char sec[HOOKD_SECRET_MAX];
-      if (hookd_secret_generate(sec) == 0) ep->secret = strdup(sec);
-      memset(sec, 0, sizeof sec);
+    ep->signing = strdup(op->ed25519 ? "ed25519" : "hmac");
+    if (op->secret) {
+      op->plain_secret = strdup(op->secret);
+      if (op->ed25519) hookd_ed25519_public(op->secret, op->public_key);
+    } else {
+      op->plain_secret = new_secret(op->ed25519, op->public_key);
     }
+    if (op->plain_secret) ep->secret = hookd_keyring_seal(&app->keyring, op->plain_secret, ep->id);
     if (bad) {
       hookd_req_error(r, 422, "invalid_field", "retry.%s is out of range (backoff_cap_ms must be "
                       ">= backoff_base_ms)", bad);
@@ -362,6 +418,8 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
     hookd_endpoint_free(&op->ep);
     rc = HOOKD_STORE_NOTFOUND;
   }
+  if (rc == 0 && op->want_secret) /* reading a secret is itself audited */
+    rc = hookd_api_audit(base, c, be, "endpoint.secret.read", op->id, op->tenant, NULL);
   return rc;
 }
 
@@ -371,8 +429,29 @@ static void reply_get(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "endpoint");
     return;
   }
-  if (op->want_secret) {
-    hookd_req_reply_json(base->req, 200, json_pack("{s:s}", "secret", op->ep.secret));
+  if (op->want_secret || op->public_key[0] == '?') {
+    char *plain = hookd_keyring_open(&base->app->keyring, op->ep.secret, op->ep.id);
+    if (!plain) {
+      hookd_req_error(base->req, 500, "secret_unavailable",
+                      "the stored secret cannot be opened with the configured master key");
+      return;
+    }
+    json_t *v;
+    if (op->want_secret) {
+      v = json_pack("{s:s}", "secret", plain);
+    } else if (op->ep.signing && !strcmp(op->ep.signing, "ed25519") &&
+               hookd_ed25519_public(plain, op->public_key) == 0) {
+      v = json_pack("{s:s,s:s}", "signing", "ed25519", "public_key", op->public_key);
+    } else {
+      v = NULL;
+    }
+    memset(plain, 0, strlen(plain));
+    free(plain);
+    if (v)
+      hookd_req_reply_json(base->req, 200, v);
+    else
+      hookd_req_error(base->req, 409, "invalid_state",
+                      "this endpoint signs with HMAC (whsec_): it has no public key");
     return;
   }
   if (!op->listing) {
@@ -386,7 +465,7 @@ static void reply_get(hookd_api_op *base, int rc) {
   hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
 }
 
-static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret) {
+static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret, bool public_key) {
   ep_op *op = hookd_api_op_new(sizeof *op, r, app, run_get, reply_get);
   if (!op) return;
   op->base.cleanup = ep_op_cleanup;
@@ -405,12 +484,18 @@ static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret) 
   } else {
     snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
   }
-  hookd_api_submit(&op->base, false);
+  if (public_key) op->public_key[0] = '?'; /* marks the public-key view */
+  hookd_api_submit(&op->base, secret);
 }
 
-void hookd_api_endpoint_get(hookd_req *r, hookd_app *app) { submit_get(r, app, false, false); }
-void hookd_api_endpoint_list(hookd_req *r, hookd_app *app) { submit_get(r, app, true, false); }
-void hookd_api_endpoint_secret(hookd_req *r, hookd_app *app) { submit_get(r, app, false, true); }
+void hookd_api_endpoint_get(hookd_req *r, hookd_app *app) { submit_get(r, app, false, false, false); }
+void hookd_api_endpoint_list(hookd_req *r, hookd_app *app) { submit_get(r, app, true, false, false); }
+void hookd_api_endpoint_secret(hookd_req *r, hookd_app *app) {
+  submit_get(r, app, false, true, false);
+}
+void hookd_api_endpoint_public_key(hookd_req *r, hookd_app *app) {
+  submit_get(r, app, false, false, true);
+}
 
 /* ---------- patch ---------- */
 
@@ -426,7 +511,14 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
   op->ep.updated_ms = hookd_now_ms();
-  return be->endpoint_update(c, &op->ep);
+  int rc2 = be->endpoint_update(c, &op->ep);
+  if (rc2) return rc2;
+  char detail[128];
+  fields_detail(op->fields, detail, sizeof detail);
+  return hookd_api_audit(base, c, be, op->fields == F_ENABLED
+                                          ? (op->ep.enabled ? "endpoint.enable" : "endpoint.disable")
+                                          : "endpoint.update",
+                         op->id, op->tenant, detail);
 }
 
 static void reply_patch(hookd_api_op *base, int rc) {
@@ -468,8 +560,7 @@ void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app) {
     hookd_url_info info;
     hookd_url_error uerr;
     if (hookd_destinations_check_shape(app->dest, op->url, &info, &uerr) != 0) {
-      hookd_req_error(r, 422, "destination_refused", "url refused by rule %s: %s", uerr.rule,
-                      uerr.message);
+      refuse_destination(r, op, &uerr);
       ok = false;
     }
   }
@@ -489,7 +580,11 @@ static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc) return rc;
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
   op->ep.deleted_ms = hookd_now_ms();
-  return be->endpoint_delete(c, op->id, op->ep.deleted_ms, &op->cancelled);
+  rc = be->endpoint_delete(c, op->id, op->ep.deleted_ms, &op->cancelled);
+  if (rc) return rc;
+  char detail[64];
+  snprintf(detail, sizeof detail, "cancelled_deliveries=%d", op->cancelled);
+  return hookd_api_audit(base, c, be, "endpoint.delete", op->id, op->tenant, detail);
 }
 
 static void reply_delete(hookd_api_op *base, int rc) {
@@ -512,5 +607,102 @@ void hookd_api_endpoint_delete(hookd_req *r, hookd_app *app) {
   op->base.cleanup = ep_op_cleanup;
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
+  hookd_api_submit(&op->base, true);
+}
+
+/* ---------- secret rotation ---------- */
+
+static int run_rotate(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  ep_op *op = (ep_op *)base;
+  int rc = be->endpoint_get(c, op->id, &op->ep);
+  if (rc) return rc;
+  if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
+  bool ed = op->ep.signing && !strcmp(op->ep.signing, "ed25519");
+  if (op->secret && !valid_secret(ed, op->secret)) {
+    snprintf(base->err, sizeof base->err, "secret must be a new %s",
+             ed ? "\"whsk_\" Ed25519 signing key" : "\"whsec_\" secret (24 to 64 bytes)");
+    return HOOKD_STORE_LIMIT;
+  }
+  op->plain_secret = op->secret ? strdup(op->secret) : new_secret(ed, op->public_key);
+  if (op->secret && ed) hookd_ed25519_public(op->secret, op->public_key);
+  char *sealed = op->plain_secret
+                     ? hookd_keyring_seal(&base->app->keyring, op->plain_secret, op->id)
+                     : NULL;
+  if (!sealed) return HOOKD_STORE_ERR;
+  int64_t now = hookd_now_ms();
+  free(op->ep.previous_secret);
+  op->ep.previous_secret = NULL;
+  op->ep.previous_expires_ms = 0;
+  if (op->expire_previous_s > 0) {
+    op->ep.previous_secret = op->ep.secret; /* still sealed for this endpoint id */
+    op->ep.previous_expires_ms = now + op->expire_previous_s * 1000;
+  } else {
+    free(op->ep.secret);
+  }
+  op->ep.secret = sealed;
+  op->ep.updated_ms = now;
+  if ((rc = be->endpoint_update(c, &op->ep)) != 0) return rc;
+  char detail[64];
+  snprintf(detail, sizeof detail, "expire_previous_after_s=%lld", (long long)op->expire_previous_s);
+  return hookd_api_audit(base, c, be, "endpoint.secret.rotate", op->id, op->tenant, detail);
+}
+
+static void reply_rotate(hookd_api_op *base, int rc) {
+  ep_op *op = (ep_op *)base;
+  if (rc == HOOKD_STORE_LIMIT && base->err[0]) {
+    hookd_req_error(base->req, 422, "invalid_field", "%s", base->err);
+    return;
+  }
+  if (rc) {
+    hookd_api_store_error(base, rc, "endpoint");
+    return;
+  }
+  hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
+  HLOG(HOOKD_LOG_INFO, "endpoint.secret_rotated", KV_S("endpoint_id", op->id),
+       KV_S("tenant_id", op->tenant), KV_I("expire_previous_after_s", op->expire_previous_s));
+  json_t *v = json_pack("{s:s,s:s,s:o}", "id", op->id, "secret", op->plain_secret,
+                        "previous_expires_at", hookd_json_time(op->ep.previous_expires_ms));
+  if (op->public_key[0]) json_object_set_new(v, "public_key", json_string(op->public_key));
+  hookd_req_reply_json(base->req, 200, v);
+}
+
+void hookd_api_endpoint_rotate(hookd_req *r, hookd_app *app) {
+  size_t len;
+  hookd_req_body(r, &len);
+  json_t *body = len ? hookd_api_body_object(r, app) : json_object();
+  if (!body) return;
+  ep_op *op = hookd_api_op_new(sizeof *op, r, app, run_rotate, reply_rotate);
+  if (!op) {
+    json_decref(body);
+    return;
+  }
+  op->base.cleanup = ep_op_cleanup;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
+  op->expire_previous_s = 24 * 3600;
+  const char *k, *sec = NULL;
+  json_t *v;
+  bool ok = true;
+  json_object_foreach(body, k, v) {
+    if (strcmp(k, "expire_previous_after_s") && strcmp(k, "secret")) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      ok = false;
+      break;
+    }
+  }
+  if (ok && !get_int(r, body, "expire_previous_after_s", 0, 30LL * 24 * 3600,
+                     &op->expire_previous_s))
+    ok = false;
+  if (ok && hookd_json_get_str(body, "secret", &sec) < 0) {
+    hookd_req_error(r, 422, "invalid_field", "secret must be a string");
+    ok = false;
+  }
+  if (ok && sec) op->secret = strdup(sec);
+  json_decref(body);
+  if (!ok) {
+    ep_op_cleanup(&op->base);
+    free(op);
+    return;
+  }
   hookd_api_submit(&op->base, true);
 }

@@ -14,7 +14,8 @@ typedef struct tenant_op {
 
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *op) {
   tenant_op *t = (tenant_op *)op;
-  return be->tenant_create(c, &t->t);
+  int rc = be->tenant_create(c, &t->t);
+  return rc ? rc : hookd_api_audit(op, c, be, "tenant.create", t->t.id, t->t.id, NULL);
 }
 
 static void reply_create(hookd_api_op *op, int rc) {

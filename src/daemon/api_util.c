@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
 
@@ -36,7 +37,24 @@ void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
   op->sop.run = op_run;
   op->sop.done = op_done;
   op->sop.arg = op;
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p) snprintf(op->actor, sizeof op->actor, "%s", p->key_id);
+  const char *reason = hookd_req_header(r, "Hookd-Reason");
+  if (reason) snprintf(op->reason, sizeof op->reason, "%s", reason);
   return op;
+}
+
+int hookd_api_audit(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                    const char *action, const char *target, const char *tenant_id,
+                    const char *detail) {
+  hookd_audit a = {.at_ms = hookd_now_ms(),
+                   .actor = op->actor[0] ? op->actor : (char *)"anonymous",
+                   .action = (char *)action,
+                   .target = (char *)target,
+                   .tenant_id = (char *)tenant_id,
+                   .reason = op->reason[0] ? op->reason : NULL,
+                   .detail = (char *)detail};
+  return be->audit_append(c, &a);
 }
 
 void hookd_api_submit(hookd_api_op *op, bool write) {
@@ -137,17 +155,20 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e) {
       p = c + 1;
     }
   }
-  return json_pack("{s:s,s:s,s:s,s:s,s:o,s:b,s:o,s:i,s:i,s:{s:I,s:i,s:I,s:I,s:I,s:I},s:o,s:o}",
-                   "id", e->id, "tenant_id", e->tenant_id, "url", e->url, "description",
-                   e->description ? e->description : "", "event_types", types, "enabled",
-                   e->enabled, "disabled_reason", str_or_null(e->disabled_reason),
-                   "max_in_flight", e->max_in_flight, "timeout_ms", e->timeout_ms, "retry",
-                   "policy_version", (json_int_t)e->policy.id, "max_attempts",
-                   e->policy.max_attempts, "backoff_base_ms", (json_int_t)e->policy.base_ms,
-                   "backoff_cap_ms", (json_int_t)e->policy.cap_ms, "max_age_s",
-                   (json_int_t)(e->policy.max_age_ms / 1000), "retry_after_cap_s",
-                   (json_int_t)(e->policy.retry_after_cap_ms / 1000), "created_at",
-                   hookd_json_time(e->created_ms), "updated_at", hookd_json_time(e->updated_ms));
+  json_t *v = json_pack(
+      "{s:s,s:s,s:s,s:s,s:o,s:b,s:o,s:i,s:i,s:{s:I,s:i,s:I,s:I,s:I,s:I},s:s,s:o,s:o,s:o}", "id",
+      e->id, "tenant_id", e->tenant_id, "url", e->url, "description",
+      e->description ? e->description : "", "event_types", types, "enabled", e->enabled,
+      "disabled_reason", str_or_null(e->disabled_reason), "max_in_flight", e->max_in_flight,
+      "timeout_ms", e->timeout_ms, "retry", "policy_version", (json_int_t)e->policy.id,
+      "max_attempts", e->policy.max_attempts, "backoff_base_ms", (json_int_t)e->policy.base_ms,
+      "backoff_cap_ms", (json_int_t)e->policy.cap_ms, "max_age_s",
+      (json_int_t)(e->policy.max_age_ms / 1000), "retry_after_cap_s",
+      (json_int_t)(e->policy.retry_after_cap_ms / 1000), "signing",
+      e->signing ? e->signing : "hmac", "previous_secret_expires_at",
+      e->previous_secret ? hookd_json_time(e->previous_expires_ms) : json_null(), "created_at",
+      hookd_json_time(e->created_ms), "updated_at", hookd_json_time(e->updated_ms));
+  return v;
 }
 
 json_t *hookd_json_delivery(const hookd_delivery *d) {

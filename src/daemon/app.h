@@ -11,6 +11,7 @@
 #include "daemon/config.h"
 #include "daemon/destination.h"
 #include "daemon/dispatcher.h"
+#include "daemon/keyring.h"
 #include "daemon/server.h"
 #include "store/store.h"
 
@@ -21,6 +22,7 @@ typedef struct hookd_app {
   hookd_server *srv;
   hookd_auth *auth;
   hookd_destinations *dest;
+  hookd_keyring keyring;     /* seals and opens secrets at rest */
   hookd_json_limits json_limits;
   _Atomic bool ready;       /* /readyz: store open, dispatcher running, not shutting down */
   int64_t started_ms;

@@ -29,6 +29,10 @@ static const opt opts[] = {
      "storage: sqlite:PATH (embedded default)"},
     {"api-key", "HOOKD_API_KEY", T_STR, OFF(api_key), SZ(api_key), 0, 0, "KEY",
      "bootstrap admin API key (else one is generated at first start and printed once)"},
+    {"master-key-file", "HOOKD_MASTER_KEY_FILE", T_STR, OFF(master_key_file),
+     SZ(master_key_file), 0, 0, "PATH",
+     "master key (base64 of 32 bytes) that seals signing secrets at rest; HOOKD_MASTER_KEY may "
+     "hold the key itself. Default: <sqlite path>.key, created at the first start"},
     {"node-id", "HOOKD_NODE_ID", T_STR, OFF(node_id), SZ(node_id), 0, 0, "ID",
      "name of this node in leases (unique per node sharing a store)"},
     {"egress-allow", "HOOKD_EGRESS_ALLOW", T_LIST, OFF(egress_allow), OFF(n_egress_allow), 0, 0,
@@ -47,6 +51,9 @@ static const opt opts[] = {
      "LIST", "destination ports allowed: comma-separated, or \"any\" (default 80,443,8080,8443)"},
     {"resolve", NULL, T_LIST, OFF(resolve), OFF(n_resolve), 0, 0, "HOST:PORT:ADDR",
      "pin a name to an address for deliveries (curl --resolve syntax; development and tests)"},
+    {"resolve-file", NULL, T_STR, OFF(resolve_file), SZ(resolve_file), 0, 0, "PATH",
+     "--resolve entries, one per line, re-read whenever the file changes (tests of DNS "
+     "rebinding; development)"},
     {"max-in-flight", "HOOKD_MAX_IN_FLIGHT", T_INT, OFF(max_in_flight), 0, 1, 100000, "N",
      "deliveries in flight at once, all endpoints"},
     {"default-max-in-flight", NULL, T_INT, OFF(default_max_in_flight), 0, 1, 10000, "N",

@@ -25,6 +25,7 @@ typedef struct hookd_config {
   char node_id[64];
   /* access */
   char api_key[256];           /* bootstrap admin key ("" = from the store, generated once) */
+  char master_key_file[1024];  /* file holding the master key for secrets at rest */
   /* limits */
   size_t max_body_bytes;
   int max_json_depth;
@@ -47,6 +48,7 @@ typedef struct hookd_config {
   char egress_ports[512];      /* "any" or comma-separated ports; "" = 80,443,8080,8443 */
   char *resolve[HOOKD_CFG_LIST_MAX];     /* curl RESOLVE entries HOST:PORT:ADDR */
   size_t n_resolve;
+  char resolve_file[1024];     /* more entries, one per line, re-read when the file changes */
   /* retries */
   hookd_retry_policy policy;   /* default policy for new endpoints */
   int64_t event_ttl_s;         /* events expire after this (0 = never) */

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,7 @@ int hookd_serve(const hookd_config *cfg) {
   if (lock_store(cfg->store_url, &lock_fd, err, sizeof err) != 0) goto fail;
   hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
   if (hookd_store_open(&sc, &app.store, err, sizeof err) != 0) goto fail;
+  if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   app.auth = hookd_auth_new(cfg->api_key);
   if (!app.auth || refresh_keys(&app) != 0 || bootstrap_key(&app) != 0) {
     snprintf(err, sizeof err, "cannot load API keys");
@@ -122,6 +124,7 @@ int hookd_serve(const hookd_config *cfg) {
       .node_id = cfg->node_id,
       .max_in_flight = cfg->max_in_flight,
       .lease_margin_ms = cfg->lease_margin_ms,
+      .keyring = &app.keyring,
       .egress = {.connect_timeout_ms = cfg->connect_timeout_ms,
                  .max_response_bytes = cfg->max_response_bytes,
                  .excerpt_bytes = HOOKD_EXCERPT_MAX,
@@ -130,7 +133,8 @@ int hookd_serve(const hookd_config *cfg) {
                  .addr_check = hookd_destinations_addr_check,
                  .addr_check_ctx = app.dest,
                  .proxy = cfg->egress_proxy[0] ? cfg->egress_proxy : NULL,
-                 .resolve = hookd_destinations_resolve_list(app.dest)},
+                 .resolve_list = hookd_destinations_resolve_list,
+                 .resolve_ctx = app.dest},
   };
   app.disp = hookd_dispatcher_start(&dc, err, sizeof err);
   if (!app.disp) goto fail;
@@ -182,6 +186,7 @@ fail:
   hookd_destinations_free(app.dest);
   hookd_store_close(app.store);
   hookd_auth_free(app.auth);
+  OPENSSL_cleanse(&app.keyring, sizeof app.keyring);
   if (lock_fd >= 0) close(lock_fd);
   if (exit_code == 0) HLOG(HOOKD_LOG_INFO, "shutdown.complete", KV_I("exit", 0));
   return exit_code;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "daemon/log.h"
 
@@ -16,6 +17,12 @@
 
 struct hookd_destinations {
   hookd_url_policy url;
+  pthread_mutex_t pin_mu;          /* guards the pin lists */
+  struct curl_slist *fixed;        /* --resolve */
+  char resolve_file[1024];
+  struct stat file_st;             /* the file as last loaded */
+  struct curl_slist *retired[64];  /* replaced lists, kept for requests still using them */
+  int n_retired;
   hookd_cidr allow[HOOKD_CFG_LIST_MAX];
   uint16_t ports[64];
   struct curl_slist *resolve;
@@ -32,7 +39,51 @@ const char *hookd_destinations_addr_check(void *ctx, const struct sockaddr *sa, 
   return hookd_addr_judge_sockaddr(&d->url.addr, sa, len);
 }
 
-struct curl_slist *hookd_destinations_resolve_list(hookd_destinations *d) { return d->resolve; }
+static struct curl_slist *append_all(struct curl_slist *dst, const struct curl_slist *src) {
+  for (; src; src = src->next) {
+    struct curl_slist *t = curl_slist_append(dst, src->data);
+    if (t) dst = t;
+  }
+  return dst;
+}
+
+/* Rebuilds d->resolve when the resolve file changed. Call with pin_mu held. */
+static void reload_pins(hookd_destinations *d) {
+  if (!d->resolve_file[0]) return;
+  struct stat st;
+  if (stat(d->resolve_file, &st) != 0) memset(&st, 0, sizeof st);
+  if (st.st_ino == d->file_st.st_ino && st.st_size == d->file_st.st_size &&
+      st.st_mtim.tv_sec == d->file_st.st_mtim.tv_sec &&
+      st.st_mtim.tv_nsec == d->file_st.st_mtim.tv_nsec && d->resolve)
+    return;
+  struct curl_slist *list = append_all(NULL, d->fixed);
+  FILE *f = fopen(d->resolve_file, "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f)) {
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ')) line[--n] = '\0';
+    if (!n || line[0] == '#') continue;
+    struct curl_slist *t = curl_slist_append(list, line);
+    if (t) list = t;
+  }
+  if (f) fclose(f);
+  if (d->resolve) {
+    if (d->n_retired < (int)(sizeof d->retired / sizeof d->retired[0]))
+      d->retired[d->n_retired++] = d->resolve;
+    /* beyond that many reloads the oldest list is leaked rather than freed under a request */
+  }
+  d->resolve = list;
+  d->file_st = st;
+}
+
+struct curl_slist *hookd_destinations_resolve_list(void *ctx) {
+  hookd_destinations *d = ctx;
+  pthread_mutex_lock(&d->pin_mu);
+  reload_pins(d);
+  struct curl_slist *l = d->resolve;
+  pthread_mutex_unlock(&d->pin_mu);
+  return l;
+}
 
 int hookd_destinations_check_shape(hookd_destinations *d, const char *url, hookd_url_info *info,
                                    hookd_url_error *err) {
@@ -45,7 +96,7 @@ static size_t pinned(hookd_destinations *d, const hookd_url_info *info, int *fam
   char prefix[300];
   snprintf(prefix, sizeof prefix, "%s:%u:", info->host, info->port);
   size_t plen = strlen(prefix), n = 0;
-  for (struct curl_slist *e = d->resolve; e; e = e->next) {
+  for (struct curl_slist *e = hookd_destinations_resolve_list(d); e; e = e->next) {
     const char *s = e->data;
     if (*s == '+') s++;
     if (strncasecmp(s, prefix, plen) != 0) continue;
@@ -154,9 +205,12 @@ hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, s
   }
   d->url.max_url_len = cfg->max_url_len;
   for (size_t i = 0; i < cfg->n_resolve; i++) {
-    struct curl_slist *t = curl_slist_append(d->resolve, cfg->resolve[i]);
-    if (t) d->resolve = t;
+    struct curl_slist *t = curl_slist_append(d->fixed, cfg->resolve[i]);
+    if (t) d->fixed = t;
   }
+  d->resolve = append_all(NULL, d->fixed);
+  snprintf(d->resolve_file, sizeof d->resolve_file, "%s", cfg->resolve_file);
+  pthread_mutex_init(&d->pin_mu, NULL);
   pthread_mutex_init(&d->mu, NULL);
   pthread_cond_init(&d->cv, NULL);
   for (int i = 0; i < RESOLVER_THREADS; i++) {
@@ -180,6 +234,9 @@ void hookd_destinations_free(hookd_destinations *d) {
   pthread_mutex_unlock(&d->mu);
   for (int i = 0; i < d->nthreads; i++) pthread_join(d->threads[i], NULL);
   curl_slist_free_all(d->resolve);
+  curl_slist_free_all(d->fixed);
+  for (int i = 0; i < d->n_retired; i++) curl_slist_free_all(d->retired[i]);
+  pthread_mutex_destroy(&d->pin_mu);
   pthread_mutex_destroy(&d->mu);
   pthread_cond_destroy(&d->cv);
   free(d);

@@ -28,8 +28,10 @@ void hookd_destinations_free(hookd_destinations *d);
 
 /* The egress's connect-time check (hookd_egress_addr_check signature). */
 const char *hookd_destinations_addr_check(void *ctx, const struct sockaddr *sa, socklen_t len);
-/* CURLOPT_RESOLVE list built from --resolve (owned by d). */
-struct curl_slist *hookd_destinations_resolve_list(hookd_destinations *d);
+/* The current CURLOPT_RESOLVE list: --resolve entries plus --resolve-file's, reloaded when the
+ * file changed (owned by d; lists replaced by a reload stay valid until d is freed). Has the
+ * signature of hookd_egress_config.resolve_list. */
+struct curl_slist *hookd_destinations_resolve_list(void *d);
 
 /* Checks url synchronously without resolving names (shape and IP literals). */
 int hookd_destinations_check_shape(hookd_destinations *d, const char *url, hookd_url_info *info,

@@ -82,8 +82,12 @@ typedef struct item {
 } item;
 
 typedef struct ep {
-  hookd_endpoint cfg;
-  hookd_hmac_key key;
+  hookd_endpoint cfg;            /* as stored: secrets sealed */
+  bool ed25519;                  /* signs v1a with an Ed25519 key, else v1 HMAC */
+  hookd_hmac_key key, prev_key;  /* HMAC keys (current, previous) */
+  char *ed_key, *prev_ed_key;    /* opened whsk_ keys (current, previous) */
+  bool has_prev;                 /* a rotated-out secret is still sent … */
+  int64_t prev_until_ms;         /* … until then */
   bool key_ok;
   bool gone;                    /* deleted: free when refs drop to 0 */
   int in_flight;
@@ -286,8 +290,25 @@ static ep *ready_pop(hookd_dispatcher *d) {
   return e;
 }
 
-static void ep_free(ep *e) {
+static void free_secret(char **s) {
+  if (*s) {
+    memset(*s, 0, strlen(*s));
+    free(*s);
+    *s = NULL;
+  }
+}
+
+static void ep_forget_keys(ep *e) {
   memset(&e->key, 0, sizeof e->key);
+  memset(&e->prev_key, 0, sizeof e->prev_key);
+  free_secret(&e->ed_key);
+  free_secret(&e->prev_ed_key);
+  e->has_prev = false;
+  e->key_ok = false;
+}
+
+static void ep_free(ep *e) {
+  ep_forget_keys(e);
   hookd_endpoint_free(&e->cfg);
   free(e);
 }
@@ -310,12 +331,36 @@ static void ep_maybe_free(hookd_dispatcher *d, ep *e) {
   ep_free(e);
 }
 
-static void ep_apply_config(ep *e, const hookd_endpoint *cfg) {
+/* Opens one stored secret into the form the signer uses. */
+static bool open_key(hookd_dispatcher *d, const ep *e, const char *stored, hookd_hmac_key *hk,
+                     char **ed) {
+  char *plain = hookd_keyring_open(d->cfg.keyring, stored, e->cfg.id);
+  if (!plain) return false;
+  bool ok;
+  if (e->ed25519) {
+    char pk[HOOKD_ED_SECRET_MAX];
+    ok = hookd_ed25519_public(plain, pk) == 0;
+    if (ok) *ed = plain;
+    else free_secret(&plain);
+  } else {
+    ok = hookd_secret_parse(plain, hk) == 0;
+    free_secret(&plain);
+  }
+  return ok;
+}
+
+static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cfg) {
   hookd_endpoint_free(&e->cfg);
   hookd_endpoint_copy(&e->cfg, cfg);
-  e->key_ok = e->cfg.secret && hookd_secret_parse(e->cfg.secret, &e->key) == 0;
+  ep_forget_keys(e);
+  e->ed25519 = e->cfg.signing && !strcmp(e->cfg.signing, "ed25519");
+  e->key_ok = e->cfg.secret && open_key(d, e, e->cfg.secret, &e->key, &e->ed_key);
+  if (e->key_ok && e->cfg.previous_secret && e->cfg.previous_expires_ms > hookd_now_ms()) {
+    e->has_prev = open_key(d, e, e->cfg.previous_secret, &e->prev_key, &e->prev_ed_key);
+    e->prev_until_ms = e->cfg.previous_expires_ms;
+  }
   if (!e->key_ok)
-    HLOG(HOOKD_LOG_ERROR, "endpoint.secret_invalid", KV_S("endpoint_id", e->cfg.id),
+    HLOG(HOOKD_LOG_ERROR, "endpoint.secret_unavailable", KV_S("endpoint_id", e->cfg.id),
          KV_S("tenant_id", e->cfg.tenant_id));
 }
 
@@ -336,7 +381,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
   if (!e) {
     e = calloc(1, sizeof *e);
     if (!e) return;
-    ep_apply_config(e, cfg);
+    ep_apply_config(d, e, cfg);
     if (hookd_strmap_put(&d->eps, e->cfg.id, e) != 0) {
       ep_free(e);
       return;
@@ -344,7 +389,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     e->next_due = hookd_now_ms(); /* a claim finds out what is due */
   } else {
     bool was_enabled = e->cfg.enabled;
-    ep_apply_config(e, cfg);
+    ep_apply_config(d, e, cfg);
     if (!was_enabled && e->cfg.enabled) e->next_due = hookd_now_ms();
     if (was_enabled && !e->cfg.enabled) release_queue(d, e);
   }
@@ -445,11 +490,30 @@ static const char *attempt_kind(const hookd_delivery *dl) {
 static int send_item(hookd_dispatcher *d, item *it, int64_t now) {
   ep *e = it->ep;
   hookd_delivery *dl = &it->c.d;
-  char ts[24], sig[HOOKD_SIG_MAX], h[HOOKD_ID_MAX + 64];
+  char ts[24], sig[2 * 100 + 2], h[HOOKD_ID_MAX + 256];
   int64_t now_s = now / 1000;
   snprintf(ts, sizeof ts, "%lld", (long long)now_s);
-  if (hookd_sign_v1(&e->key, dl->event_id, now_s, it->c.body, it->c.body_len, sig) != 0)
-    return -1;
+  /* the current signature, then during a rotation overlap the previous one */
+  bool prev = e->has_prev && now < e->prev_until_ms;
+  int rc;
+  if (e->ed25519) {
+    rc = hookd_sign_v1a(e->ed_key, dl->event_id, now_s, it->c.body, it->c.body_len, sig);
+    if (!rc && prev) {
+      size_t n = strlen(sig);
+      sig[n] = ' ';
+      rc = hookd_sign_v1a(e->prev_ed_key, dl->event_id, now_s, it->c.body, it->c.body_len,
+                          sig + n + 1);
+    }
+  } else {
+    rc = hookd_sign_v1(&e->key, dl->event_id, now_s, it->c.body, it->c.body_len, sig);
+    if (!rc && prev) {
+      size_t n = strlen(sig);
+      sig[n] = ' ';
+      rc = hookd_sign_v1(&e->prev_key, dl->event_id, now_s, it->c.body, it->c.body_len,
+                         sig + n + 1);
+    }
+  }
+  if (rc != 0) return -1;
   struct curl_slist *hs = NULL, *t;
 #define ADD(...)                                                                               \
   do {                                                                                         \

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "daemon/keyring.h"
 #include "egress/egress.h"
 #include "store/store.h"
 
@@ -25,6 +26,7 @@ typedef struct hookd_dispatcher_config {
   const char *node_id;        /* lease owner name */
   int max_in_flight;          /* global concurrency cap */
   int lease_margin_ms;        /* lease = endpoint timeout + margin (+ queue allowance) */
+  const hookd_keyring *keyring; /* opens the endpoints' sealed secrets */
   int64_t sweep_interval_ms;  /* expired-lease reclaim cadence; default 1000 */
   int64_t rescan_interval_ms; /* full due-hint recomputation; default 30000 */
   hookd_egress_config egress;

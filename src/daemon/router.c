@@ -32,6 +32,11 @@ static const route routes[] = {
     {"DELETE", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_delete},
     {"GET", "/v1/tenants/{}/endpoints/{}/secret", HOOKD_PERM_ADMIN, 0,
      hookd_api_endpoint_secret},
+    {"POST", "/v1/tenants/{}/endpoints/{}/secret/rotate", HOOKD_PERM_ADMIN, 0,
+     hookd_api_endpoint_rotate},
+    {"GET", "/v1/tenants/{}/endpoints/{}/public-key", HOOKD_PERM_READ, 0,
+     hookd_api_endpoint_public_key},
+    {"GET", "/v1/audit", HOOKD_PERM_ADMIN, -1, hookd_api_audit_list},
     {"POST", "/v1/tenants/{}/events", HOOKD_PERM_PUBLISH, 0, hookd_api_event_publish},
     {"GET", "/v1/tenants/{}/events/{}", HOOKD_PERM_READ, 0, hookd_api_event_get},
     {"GET", "/v1/events/{}", HOOKD_PERM_READ, -1, hookd_api_event_get},
@@ -124,6 +129,16 @@ void hookd_api_handle(hookd_req *r, void *arg) {
     }
     if (rt->tenant_param >= 0 && !hookd_api_tenant_allowed(r, hookd_req_param(r, rt->tenant_param))) {
       HOOKD_INC(auth_failures);
+      return;
+    }
+  }
+  const char *reason = hookd_req_header(r, "Hookd-Reason");
+  if (reason) {
+    size_t n = strlen(reason);
+    for (size_t i = 0; i < n; i++)
+      if ((unsigned char)reason[i] < 0x20 || reason[i] == 0x7f) n = 0;
+    if (n == 0 || n > 255) {
+      hookd_req_error(r, 400, "invalid_header", "Hookd-Reason must be 1-255 printable characters");
       return;
     }
   }

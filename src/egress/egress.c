@@ -142,7 +142,10 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
   curl_easy_setopt(e, CURLOPT_PREREQDATA, req);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->error);
-  if (eg->cfg.resolve) curl_easy_setopt(e, CURLOPT_RESOLVE, eg->cfg.resolve);
+  if (eg->cfg.resolve_list) {
+    struct curl_slist *pins = eg->cfg.resolve_list(eg->cfg.resolve_ctx);
+    if (pins) curl_easy_setopt(e, CURLOPT_RESOLVE, pins);
+  }
 
   req->started_ms = hookd_now_ms();
   req->t0_us = hookd_mono_us();

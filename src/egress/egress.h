@@ -34,7 +34,10 @@ typedef struct hookd_egress_config {
   void *addr_check_ctx;
   const char *proxy;             /* egress proxy URL, NULL = direct (environment proxies are
                                     ignored either way) */
-  struct curl_slist *resolve;    /* CURLOPT_RESOLVE entries (development and tests) */
+  /* CURLOPT_RESOLVE entries (development and tests), asked for at every request; the list must
+   * stay valid while requests that used it are in flight. NULL = none. */
+  struct curl_slist *(*resolve_list)(void *ctx);
+  void *resolve_ctx;
 } hookd_egress_config;
 
 typedef struct hookd_egress_req {

@@ -35,9 +35,14 @@ void hookd_endpoint_free(hookd_endpoint *e) {
   free(e->description);
   free(e->event_types);
   free(e->disabled_reason);
+  free(e->signing);
   if (e->secret) {
     memset(e->secret, 0, strlen(e->secret));
     free(e->secret);
+  }
+  if (e->previous_secret) {
+    memset(e->previous_secret, 0, strlen(e->previous_secret));
+    free(e->previous_secret);
   }
   memset(e, 0, sizeof *e);
 }
@@ -52,7 +57,9 @@ void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src) {
   dst->description = dup_or_null(src->description);
   dst->event_types = dup_or_null(src->event_types);
   dst->disabled_reason = dup_or_null(src->disabled_reason);
+  dst->signing = dup_or_null(src->signing);
   dst->secret = dup_or_null(src->secret);
+  dst->previous_secret = dup_or_null(src->previous_secret);
 }
 
 void hookd_event_free(hookd_event *e) {
@@ -121,6 +128,18 @@ void hookd_api_key_free(hookd_api_key *k) {
   free(k->tenants);
   free(k->name);
   memset(k, 0, sizeof *k);
+}
+
+void hookd_audits_free(hookd_audit *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(v[i].actor);
+    free(v[i].action);
+    free(v[i].target);
+    free(v[i].tenant_id);
+    free(v[i].reason);
+    free(v[i].detail);
+  }
+  free(v);
 }
 
 void hookd_api_keys_free(hookd_api_key *v, size_t n) {

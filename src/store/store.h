@@ -52,7 +52,10 @@ typedef struct hookd_endpoint {
   int max_in_flight;     /* concurrent requests to this endpoint */
   int timeout_ms;        /* total request timeout */
   hookd_retry_policy policy; /* current version (policy.id) */
-  char *secret;          /* signing secret as stored (sealed by the caller when encryption is on) */
+  char *signing;         /* "hmac" (whsec_ secret, v1) or "ed25519" (whsk_ secret, v1a) */
+  char *secret;          /* current signing secret, sealed by the daemon (secretbox.h) */
+  char *previous_secret; /* the rotated-out secret, still sent until previous_expires_ms */
+  int64_t previous_expires_ms;
   int64_t created_ms;
   int64_t updated_ms;
   int64_t deleted_ms;    /* 0 unless deleted */
@@ -208,6 +211,19 @@ typedef struct hookd_api_key {
   int64_t revoked_ms;         /* 0 when active */
 } hookd_api_key;
 void hookd_api_key_free(hookd_api_key *k);
+
+/* One row of the append-only audit log. */
+typedef struct hookd_audit {
+  int64_t seq;
+  int64_t at_ms;
+  char *actor;      /* API key id, "cli", or "system" */
+  char *action;     /* e.g. endpoint.create, delivery.replay */
+  char *target;     /* the id acted on */
+  char *tenant_id;
+  char *reason;     /* given by the actor (Hookd-Reason header or a reason field) */
+  char *detail;     /* what changed (field names, counts); never secrets */
+} hookd_audit;
+void hookd_audits_free(hookd_audit *v, size_t n);
 void hookd_api_keys_free(hookd_api_key *v, size_t n);
 
 /* ---------- the backend ops table ---------- */
@@ -246,6 +262,10 @@ typedef struct hookd_store_backend {
   int (*endpoint_update)(hookd_store_conn *c, hookd_endpoint *ep);
   /* Marks deleted and cancels its active deliveries. */
   int (*endpoint_delete)(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
+  /* Replaces the stored (sealed) secrets of an endpoint, deleted ones included: master-key
+   * rotation. */
+  int (*endpoint_reseal)(hookd_store_conn *c, const char *id, const char *secret,
+                         const char *previous_secret);
   /* Live endpoints changed at or after since_ms (0 = all), including deleted ones. */
   int (*endpoints_since)(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
 
@@ -281,6 +301,12 @@ typedef struct hookd_store_backend {
   int (*api_key_create)(hookd_store_conn *c, const hookd_api_key *k);
   int (*api_key_list)(hookd_store_conn *c, hookd_api_key **out, size_t *n);
   int (*api_key_revoke)(hookd_store_conn *c, const char *id, int64_t now_ms);
+
+  /* Audit log: append in the transaction of the action it records; list newest first,
+   * optionally for one tenant, before a seq cursor (0 = from the newest). */
+  int (*audit_append)(hookd_store_conn *c, const hookd_audit *a);
+  int (*audit_list)(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
+                    hookd_audit **out, size_t *n);
 } hookd_store_backend;
 
 /* ---------- an opened store ---------- */

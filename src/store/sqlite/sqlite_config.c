@@ -73,7 +73,8 @@ static int same_policy(const hookd_retry_policy *a, const hookd_retry_policy *b)
 #define EP_COLS                                                                              \
   "e.id, e.tenant_id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason,"    \
   " e.max_in_flight, e.timeout_ms, e.secret, e.created_at, e.updated_at, e.deleted_at,"      \
-  " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms"
+  " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
+  " e.signing, e.previous_secret, e.previous_expires_at"
 #define EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
 
 static void read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
@@ -92,6 +93,9 @@ static void read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->updated_ms = sq_col_i64(st, 11);
   e->deleted_ms = sq_col_i64(st, 12);
   sq_read_policy(st, 13, &e->policy);
+  e->signing = sq_col_str(st, 19);
+  e->previous_secret = sq_col_str(st, 20);
+  e->previous_expires_ms = sq_col_i64(st, 21);
 }
 
 static int read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint **out,
@@ -139,7 +143,8 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   st = sq_stmt(c, SQ_EP_INSERT,
                "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
                " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
-               " updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)");
+               " updated_at, signing) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+               " ?12, ?13)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);
   sq_bind_text(st, 2, ep->tenant_id);
@@ -153,6 +158,7 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   sq_bind_i64(st, 10, ep->policy.id);
   sq_bind_text(st, 11, ep->secret);
   sq_bind_i64(st, 12, ep->created_ms);
+  sq_bind_text(st, 13, ep->signing ? ep->signing : "hmac");
   rc = sqlite3_step(st);
   if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
     snprintf(c->err, sizeof c->err, "tenant not found");
@@ -207,7 +213,8 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
       sq_stmt(c, SQ_EP_UPDATE,
               "UPDATE endpoints SET url = ?2, description = ?3, event_types = ?4, enabled = ?5,"
               " disabled_reason = ?6, max_in_flight = ?7, timeout_ms = ?8, policy_id = ?9,"
-              " secret = ?10, updated_at = ?11 WHERE id = ?1 AND deleted_at IS NULL");
+              " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13"
+              " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);
   sq_bind_text(st, 2, ep->url);
@@ -220,6 +227,8 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sq_bind_i64(st, 9, ep->policy.id);
   sq_bind_text(st, 10, ep->secret);
   sq_bind_i64(st, 11, ep->updated_ms);
+  sq_bind_text(st, 12, ep->previous_secret);
+  sq_bind_i64_or_null(st, 13, ep->previous_secret ? ep->previous_expires_ms : 0);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
 }
@@ -244,6 +253,18 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "cancel deliveries");
   if (cancelled) *cancelled = sqlite3_changes(c->db);
   return HOOKD_STORE_OK;
+}
+
+int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
+                       const char *previous_secret) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_RESEAL,
+                             "UPDATE endpoints SET secret = ?2, previous_secret = ?3 WHERE id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_text(st, 2, secret);
+  sq_bind_text(st, 3, previous_secret);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "reseal endpoint");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
 }
 
 int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n) {
@@ -319,4 +340,63 @@ int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms) {
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "revoke api key");
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
+}
+
+/* ---------- audit log ---------- */
+
+int sq_audit_append(hookd_store_conn *c, const hookd_audit *a) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_AUDIT_INSERT,
+                             "INSERT INTO audit_log(at, actor, action, target, tenant_id, reason,"
+                             " detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, a->at_ms);
+  sq_bind_text(st, 2, a->actor ? a->actor : "system");
+  sq_bind_text(st, 3, a->action);
+  sq_bind_text(st, 4, a->target);
+  sq_bind_text(st, 5, a->tenant_id);
+  sq_bind_text(st, 6, a->reason);
+  sq_bind_text(st, 7, a->detail);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "append audit");
+}
+
+int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
+                  hookd_audit **out, size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_AUDIT_LIST,
+                             "SELECT seq, at, actor, action, target, tenant_id, reason, detail"
+                             " FROM audit_log WHERE (?1 IS NULL OR tenant_id = ?1)"
+                             " AND (?2 = 0 OR seq < ?2) ORDER BY seq DESC LIMIT ?3");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, tenant_id);
+  sq_bind_i64(st, 2, before_seq);
+  sq_bind_i64(st, 3, limit);
+  size_t cap = 16, len = 0;
+  hookd_audit *v = calloc(cap, sizeof *v);
+  if (!v) return HOOKD_STORE_ERR;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      hookd_audit *nv = realloc(v, (cap *= 2) * sizeof *v);
+      if (!nv) {
+        hookd_audits_free(v, len);
+        return HOOKD_STORE_ERR;
+      }
+      v = nv;
+    }
+    hookd_audit *a = &v[len++];
+    a->seq = sq_col_i64(st, 0);
+    a->at_ms = sq_col_i64(st, 1);
+    a->actor = sq_col_str(st, 2);
+    a->action = sq_col_str(st, 3);
+    a->target = sq_col_str(st, 4);
+    a->tenant_id = sq_col_str(st, 5);
+    a->reason = sq_col_str(st, 6);
+    a->detail = sq_col_str(st, 7);
+  }
+  if (rc != SQLITE_DONE) {
+    hookd_audits_free(v, len);
+    return sq_fail(c, "list audit");
+  }
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
 }

@@ -251,6 +251,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .endpoint_list = sq_endpoint_list,
     .endpoint_update = sq_endpoint_update,
     .endpoint_delete = sq_endpoint_delete,
+    .endpoint_reseal = sq_endpoint_reseal,
     .endpoints_since = sq_endpoints_since,
     .publish = sq_publish,
     .event_get = sq_event_get,
@@ -265,4 +266,6 @@ const hookd_store_backend hookd_sqlite_backend = {
     .api_key_create = sq_api_key_create,
     .api_key_list = sq_api_key_list,
     .api_key_revoke = sq_api_key_revoke,
+    .audit_append = sq_audit_append,
+    .audit_list = sq_audit_list,
 };

@@ -13,7 +13,7 @@ enum sq_stmt_id {
   SQ_TENANT_INSERT, SQ_TENANT_GET,
   SQ_POLICY_INSERT, SQ_POLICY_GET,
   SQ_EP_INSERT, SQ_EP_GET, SQ_EP_LIST, SQ_EP_UPDATE, SQ_EP_DELETE, SQ_EP_CANCEL, SQ_EP_SINCE,
-  SQ_EP_COUNT, SQ_EP_FANOUT, SQ_EP_DISABLE,
+  SQ_EP_COUNT, SQ_EP_FANOUT, SQ_EP_DISABLE, SQ_EP_RESEAL,
   SQ_IDEM_INSERT, SQ_IDEM_GET, SQ_IDEM_SET,
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
   SQ_DL_INSERT, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY,
@@ -21,6 +21,7 @@ enum sq_stmt_id {
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_ATTEMPT_INSERT, SQ_RELEASE,
   SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_DUE_HINTS,
   SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
+  SQ_AUDIT_INSERT, SQ_AUDIT_LIST,
   SQ__COUNT
 };
 
@@ -71,6 +72,8 @@ int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *aft
                      hookd_endpoint **out, size_t *n);
 int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
 int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
+int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
+                       const char *previous_secret);
 int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
 int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res);
 int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hookd_event *ev,
@@ -90,6 +93,9 @@ int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
 int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k);
 int sq_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n);
 int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms);
+int sq_audit_append(hookd_store_conn *c, const hookd_audit *a);
+int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
+                  hookd_audit **out, size_t *n);
 
 /* Opens the backend's shared state for a "sqlite:PATH" url. */
 int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen);

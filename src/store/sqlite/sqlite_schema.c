@@ -132,6 +132,28 @@ static const struct {
      "  created_at INTEGER NOT NULL,"
      "  revoked_at INTEGER"
      ");"},
+    {2,
+     /* Signing scheme (hmac: whsec_, ed25519: whsk_), the secret being rotated out and when it
+      * stops being sent; secrets are sealed by the daemon before they reach the store. */
+     "ALTER TABLE endpoints ADD COLUMN signing TEXT NOT NULL DEFAULT 'hmac';"
+     "ALTER TABLE endpoints ADD COLUMN previous_secret TEXT;"
+     "ALTER TABLE endpoints ADD COLUMN previous_expires_at INTEGER;"
+     /* Append-only record of every mutating administrative action. */
+     "CREATE TABLE audit_log ("
+     "  seq INTEGER PRIMARY KEY,"
+     "  at INTEGER NOT NULL,"
+     "  actor TEXT NOT NULL,"
+     "  action TEXT NOT NULL,"
+     "  target TEXT,"
+     "  tenant_id TEXT,"
+     "  reason TEXT,"
+     "  detail TEXT"
+     ");"
+     "CREATE INDEX audit_log_tenant ON audit_log(tenant_id, seq);"
+     "CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log"
+     "  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;"
+     "CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log"
+     "  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {

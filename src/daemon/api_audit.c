@@ -1,0 +1,79 @@
+/* api_audit.c — GET /v1/audit?tenant=&limit=&before=  (admin): the append-only audit log,
+ * newest first. A key scoped to tenants must name one of them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ids.h"
+#include "daemon/api.h"
+
+typedef struct audit_op {
+  hookd_api_op base;
+  char tenant[HOOKD_ID_MAX + 64];
+  int64_t before;
+  int limit;
+  hookd_audit *rows;
+  size_t n;
+} audit_op;
+
+static void audit_cleanup(hookd_api_op *base) {
+  audit_op *op = (audit_op *)base;
+  hookd_audits_free(op->rows, op->n);
+}
+
+static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  audit_op *op = (audit_op *)base;
+  return be->audit_list(c, op->tenant[0] ? op->tenant : NULL, op->before, op->limit + 1,
+                        &op->rows, &op->n);
+}
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+static void reply_list(hookd_api_op *base, int rc) {
+  audit_op *op = (audit_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "audit log");
+    return;
+  }
+  size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
+  json_t *data = json_array();
+  for (size_t i = 0; i < shown; i++) {
+    hookd_audit *a = &op->rows[i];
+    json_array_append_new(
+        data, json_pack("{s:I,s:o,s:s,s:s,s:o,s:o,s:o,s:o}", "seq", (json_int_t)a->seq, "at",
+                        hookd_json_time(a->at_ms), "actor", a->actor ? a->actor : "",
+                        "action", a->action ? a->action : "", "target", str_or_null(a->target),
+                        "tenant_id", str_or_null(a->tenant_id), "reason", str_or_null(a->reason),
+                        "detail", str_or_null(a->detail)));
+  }
+  json_t *next = op->n > shown ? json_integer(op->rows[shown - 1].seq) : json_null();
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+}
+
+void hookd_api_audit_list(hookd_req *r, hookd_app *app) {
+  int limit = hookd_api_limit(r, 100, 1000);
+  if (limit < 0) return;
+  const char *tenant = hookd_req_query(r, "tenant"), *before = hookd_req_query(r, "before");
+  const hookd_principal *p = hookd_api_principal(r);
+  if (tenant && !hookd_id_valid(tenant, 64)) {
+    hookd_req_error(r, 400, "invalid_parameter", "tenant must be a tenant id");
+    return;
+  }
+  if (p && p->tenants[0] && !tenant) {
+    hookd_req_error(r, 403, "forbidden", "a key scoped to tenants must ask for one (?tenant=)");
+    return;
+  }
+  if (tenant && !hookd_api_tenant_allowed(r, tenant)) return;
+  char *end = NULL;
+  long long b = before ? strtoll(before, &end, 10) : 0;
+  if (before && (*end || b <= 0)) {
+    hookd_req_error(r, 400, "invalid_parameter", "before must be a positive sequence number");
+    return;
+  }
+  audit_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
+  if (!op) return;
+  op->base.cleanup = audit_cleanup;
+  snprintf(op->tenant, sizeof op->tenant, "%s", tenant ? tenant : "");
+  op->before = b;
+  op->limit = limit;
+  hookd_api_submit(&op->base, false);
+}

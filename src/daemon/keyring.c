@@ -1,0 +1,136 @@
+/* keyring.c — master key loading, first-start creation, and the store check (see keyring.h). */
+#include "daemon/keyring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/storeq.h"
+
+int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_t errlen) {
+  char text[256] = "";
+  if (!file) {
+    const char *env = getenv("HOOKD_MASTER_KEY");
+    if (!env || strlen(env) >= sizeof text) {
+      snprintf(err, errlen, "HOOKD_MASTER_KEY is not set or too long");
+      return -1;
+    }
+    snprintf(text, sizeof text, "%s", env);
+  } else {
+    FILE *f = fopen(file, "r");
+    if (!f) {
+      snprintf(err, errlen, "cannot read master key file %s: %s", file, strerror(errno));
+      return -1;
+    }
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+  }
+  int rc = hookd_master_key_parse(text, out);
+  OPENSSL_cleanse(text, sizeof text);
+  if (rc != 0) {
+    snprintf(err, errlen, "the master key%s%s is not base64 (or hex) of 32 bytes",
+             file ? " in " : "", file ? file : " in HOOKD_MASTER_KEY");
+    return -1;
+  }
+  return 0;
+}
+
+static int create_key_file(const char *path, hookd_master_key *out, char *err, size_t errlen) {
+  char text[64];
+  if (hookd_master_key_generate(out, text) != 0) {
+    snprintf(err, errlen, "cannot generate a master key");
+    return -1;
+  }
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot create master key file %s: %s", path, strerror(errno));
+    return -1;
+  }
+  size_t n = strlen(text);
+  text[n++] = '\n';
+  int ok = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
+  close(fd);
+  OPENSSL_cleanse(text, sizeof text);
+  if (!ok) {
+    snprintf(err, errlen, "cannot write master key file %s", path);
+    unlink(path);
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct scan {
+  hookd_endpoint *eps;
+  size_t n;
+} scan;
+
+static int run_scan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  scan *s = arg;
+  return be->endpoints_since(c, 0, &s->eps, &s->n);
+}
+
+int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyring *out, char *err,
+                       size_t errlen) {
+  scan s = {0};
+  if (hookd_storeq_run_sync(store->reader, run_scan, &s) != 0) {
+    snprintf(err, errlen, "cannot read endpoints");
+    return -1;
+  }
+  /* which key sealed the stored secrets? */
+  char sealed_by[HOOKD_KEY_ID_LEN] = "";
+  size_t secrets = 0;
+  for (size_t i = 0; i < s.n; i++) {
+    secrets += (s.eps[i].secret != NULL) + (s.eps[i].previous_secret != NULL);
+    if (!sealed_by[0]) hookd_sealed_key_id(s.eps[i].secret, sealed_by);
+  }
+  hookd_endpoints_free(s.eps, s.n);
+
+  int rc;
+  char path[1100] = "";
+  if (getenv("HOOKD_MASTER_KEY")) {
+    rc = hookd_keyring_read(NULL, &out->key, err, errlen);
+  } else if (cfg->master_key_file[0]) {
+    rc = hookd_keyring_read(cfg->master_key_file, &out->key, err, errlen);
+  } else if (strncmp(cfg->store_url, "sqlite:", 7) == 0) {
+    snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
+    if (access(path, F_OK) == 0) {
+      rc = hookd_keyring_read(path, &out->key, err, errlen);
+    } else if (secrets) {
+      snprintf(err, errlen,
+               "the store holds %zu signing secrets but no master key is configured "
+               "(--master-key-file or HOOKD_MASTER_KEY): refusing to start",
+               secrets);
+      return -1;
+    } else {
+      rc = create_key_file(path, &out->key, err, errlen);
+    }
+  } else {
+    snprintf(err, errlen, "no master key configured (--master-key-file or HOOKD_MASTER_KEY)");
+    return -1;
+  }
+  if (rc != 0) return -1;
+  if (sealed_by[0] && strcmp(sealed_by, out->key.id) != 0) {
+    snprintf(err, errlen,
+             "the store's secrets were sealed with master key %s but the configured key is %s: "
+             "refusing to start",
+             sealed_by, out->key.id);
+    return -1;
+  }
+  return 0;
+}
+
+char *hookd_keyring_seal(const hookd_keyring *k, const char *plain, const char *owner_id) {
+  return hookd_seal(&k->key, plain, owner_id);
+}
+
+char *hookd_keyring_open(const hookd_keyring *k, const char *stored, const char *owner_id) {
+  if (!stored) return NULL;
+  if (!hookd_is_sealed(stored)) return strdup(stored);
+  return hookd_unseal(&k->key, stored, owner_id);
+}

@@ -1,0 +1,31 @@
+/* keyring.h — the master key that seals endpoint and source secrets at rest (secretbox.h), and
+ * where it comes from: HOOKD_MASTER_KEY (the key), --master-key-file, or by default a key file
+ * next to the SQLite database, created at the first start of a store that holds no secret yet.
+ * A store that holds sealed secrets never starts without the key that sealed them. */
+#ifndef HOOKD_DAEMON_KEYRING_H
+#define HOOKD_DAEMON_KEYRING_H
+
+#include <stddef.h>
+
+#include "core/secretbox.h"
+#include "daemon/config.h"
+#include "store/store.h"
+
+typedef struct hookd_keyring {
+  hookd_master_key key;
+} hookd_keyring;
+
+/* Loads (or creates) the master key for cfg and checks that it opens the store's secrets.
+ * Returns 0, or -1 with a message in err. */
+int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyring *out, char *err,
+                       size_t errlen);
+/* Reads a key from a file or from HOOKD_MASTER_KEY (file == NULL). */
+int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_t errlen);
+
+/* Seals a secret for the row `owner_id` (malloc'd; NULL on failure). */
+char *hookd_keyring_seal(const hookd_keyring *k, const char *plain, const char *owner_id);
+/* Opens a stored secret (malloc'd; NULL when it does not open). A value stored before
+ * encryption (not sealed) is returned as is. */
+char *hookd_keyring_open(const hookd_keyring *k, const char *stored, const char *owner_id);
+
+#endif

@@ -1,0 +1,317 @@
+// security.test.mjs — the security issue's black-box tests, loopback only: the default
+// destination policy, DNS rebinding refused at connect time, redirects to forbidden addresses
+// not followed, roles and tenant scopes, the audit log, secret rotation overlap, Ed25519
+// signatures, secrets at rest, and master-key rotation.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
+import { readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Webhook } from 'standardwebhooks';
+import { HOOKD_BIN, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+const hookd = (args, env = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', env: { ...process.env, ...env } });
+
+describe('destination policy', () => {
+  it('the default policy refuses loopback, private and metadata destinations at registration (422)', async () => {
+    const h = await startHookd({ testArgs: ['--allow-http', '--egress-ports', 'any'] });
+    const t = await h.api('POST', '/v1/tenants', { id: 'sec' });
+    assert.equal(t.status, 201);
+    for (const [url, rule] of [['http://127.0.0.1:9/x', 'loopback'], ['http://localhost:9/x', 'loopback'],
+      ['http://0x7f.1/x', 'loopback'], ['http://[::ffff:127.0.0.1]/x', 'loopback'], ['http://10.1.2.3/x', 'private'],
+      ['http://169.254.169.254/latest/meta-data', 'metadata'], ['http://[fd00:ec2::254]/x', 'metadata'],
+      ['http://100.64.0.1/x', 'cgnat']]) {
+      const r = await h.api('POST', '/v1/tenants/sec/endpoints', { url });
+      assert.equal(r.status, 422, url);
+      assert.equal(r.json.error.code, 'destination_refused');
+      assert.match(r.json.error.message, new RegExp(`rule ${rule}`), `${url}: ${r.json.error.message}`);
+    }
+    const https = await startHookd({ testArgs: ['--egress-ports', 'any'] });
+    await https.api('POST', '/v1/tenants', { id: 'sec' });
+    const r = await https.api('POST', '/v1/tenants/sec/endpoints', { url: 'http://93.184.216.34/x' });
+    assert.equal(r.status, 422);
+    assert.match(r.json.error.message, /rule scheme/);
+    assert.ok(h.logs.some((l) => l.msg === 'destination.refused' && l.rule === 'loopback' && l.tenant_id === 'sec'));
+    assert.equal((await h.stop()).code, 0);
+    assert.equal((await https.stop()).code, 0);
+  });
+
+  it('DNS rebinding: a name allowed at registration that resolves elsewhere at delivery is blocked before connecting', async () => {
+    const { dir, cleanup } = tempDir();
+    const good = await startReceiver(() => ({ status: 200, headers: { Connection: 'close' } }), { host: '127.0.0.2' });
+    const evil = await startReceiver(() => ({ status: 200 }), { host: '127.0.0.3' });
+    // the forbidden receiver takes the same port number on another address
+    await new Promise((r) => evil.server.close(r));
+    await new Promise((r) => evil.server.listen(good.port, '127.0.0.3', r));
+    const pins = join(dir, 'resolve');
+    writeFileSync(pins, `rebind.test:${good.port}:127.0.0.2\n`);
+    const h = await startHookd({ dir, testArgs: ['--egress-allow', '127.0.0.2/32', '--allow-http', '--egress-ports', 'any',
+      '--resolve-file', pins, '--retry-base-ms', '100', '--retry-cap-ms', '200'] });
+    const { tenant } = await setup(h, `http://rebind.test:${good.port}/hook`);
+    const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(good.requests.length, 1);
+
+    writeFileSync(pins, `rebind.test:${good.port}:127.0.0.3\n`); // the attacker's DNS answer changes
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(d.dead_reason, 'blocked');
+    const full = await getDelivery(h, d.id);
+    assert.equal(full.attempts.length, 1, 'blocked is permanent: not retried');
+    assert.equal(full.attempts[0].outcome, 'blocked');
+    assert.match(full.attempts[0].error, /rule loopback/);
+    assert.equal(evil.requests.length, 0, 'nothing reached 127.0.0.3');
+    const blocked = await h.waitForLog((l) => l.msg === 'egress.blocked');
+    assert.equal(blocked.rule, 'loopback');
+    assert.equal(blocked.tenant_id, tenant);
+    const m = await h.api('GET', '/metrics');
+    assert.match(m.text, /hookd_egress_blocked_total [1-9]/);
+    // registering the name while it resolves to the forbidden address is refused outright
+    const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: `http://rebind.test:${good.port}/other` });
+    assert.equal(r.status, 422);
+    assert.match(r.json.error.message, /rule loopback/);
+    assert.equal((await h.stop()).code, 0);
+    await good.close();
+    await evil.close();
+    cleanup();
+  });
+
+  it('a 302 to a forbidden address is not followed', async () => {
+    const trap = await startReceiver(() => ({ status: 200 }), { host: '127.0.0.3' });
+    const recv = await startReceiver(() => ({ status: 302, headers: { Location: trap.url } }), { host: '127.0.0.2' });
+    const h = await startHookd({ testArgs: ['--egress-allow', '127.0.0.2/32', '--allow-http', '--egress-ports', 'any'] });
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 2, backoff_base_ms: 50, backoff_cap_ms: 50 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(d.last_error, 'http_3xx');
+    assert.equal(recv.requests.length, 2);
+    assert.equal(trap.requests.length, 0);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    await trap.close();
+  });
+});
+
+function createKey(h, role, tenants) {
+  const args = ['keys', 'create', '--role', role, '--store', `sqlite:${h.db}`, '--name', `test-${role}`];
+  if (tenants) args.push('--tenants', tenants);
+  const r = hookd(args);
+  assert.equal(r.status, 0, r.stderr);
+  return { token: r.stdout.trim(), id: /created (key_\w+)/.exec(r.stderr)[1] };
+}
+
+async function as(h, token, method, path, body) {
+  return h.api(method, path, body, { Authorization: `Bearer ${token}` });
+}
+
+describe('access control', () => {
+  it('each role on each route class: 401 without a key, 403 outside the role or tenant; audited', async () => {
+    const h = await startHookd();
+    const recv = await startReceiver(() => ({ status: 400 }));
+    const { tenant, endpoint } = await setup(h, recv.url);
+    const other = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [dead] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    const po = await publish(h, other.tenant, { type: 'a.b', payload: {} });
+    const [deadOther] = await waitDelivery(h, po.json.id, (ds) => ds[0]?.state === 'dead');
+
+    const keys = {
+      admin: createKey(h, 'admin'), operator: createKey(h, 'operator'),
+      viewer: createKey(h, 'viewer'), publisher: createKey(h, 'publisher'),
+      scoped: createKey(h, 'operator', tenant),
+    };
+    // the running daemon picks the new keys up within seconds
+    await waitUntil(async () => (await as(h, keys.viewer.token, 'GET', `/v1/tenants/${tenant}`)).status === 200,
+      { timeout: 10000, what: 'new keys active' });
+
+    // one DEAD delivery per role, so that each replay finds its delivery replayable
+    const deadFor = {};
+    for (const role of ['admin', 'operator', 'viewer', 'publisher']) {
+      const e = await publish(h, tenant, { type: 'a.b', payload: { role } });
+      [deadFor[role]] = await waitDelivery(h, e.json.id, (ds) => ds[0]?.state === 'dead');
+    }
+    let role = '';
+    const routes = {
+      read: () => ['GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`],
+      publish: () => ['POST', `/v1/tenants/${tenant}/events`, { type: 'a.b', payload: {} }],
+      operate: () => ['POST', `/v1/deliveries/${deadFor[role]?.id ?? dead.id}/replay`],
+      toggle: () => ['PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: true }],
+      admin: () => ['POST', '/v1/tenants', { id: `t${randomBytes(4).toString('hex')}` }],
+      secret: () => ['GET', `/v1/tenants/${tenant}/endpoints/${endpoint}/secret`],
+      audit: () => ['GET', '/v1/audit'],
+    };
+    const allowed = {
+      admin: ['read', 'publish', 'operate', 'toggle', 'admin', 'secret', 'audit'],
+      operator: ['read', 'operate', 'toggle'],
+      viewer: ['read'],
+      publisher: ['publish'],
+    };
+    for (const [name, ok] of Object.entries(allowed)) {
+      role = name;
+      for (const [cls, route] of Object.entries(routes)) {
+        const [method, path, body] = route();
+        const r = await as(h, keys[role].token, method, path, body);
+        if (ok.includes(cls)) assert.ok(r.status < 400, `${role} ${cls}: ${r.status} ${r.text}`);
+        else {
+          assert.equal(r.status, 403, `${role} ${cls}: ${r.status}`);
+          assert.equal(r.json.error.code, 'forbidden');
+        }
+      }
+    }
+    // without a key, or a wrong one
+    for (const [, route] of Object.entries(routes)) {
+      const [method, path, body] = route();
+      assert.equal((await as(h, '', method, path, body)).status, 401);
+      assert.equal((await as(h, 'hk_wrong', method, path, body)).status, 401);
+    }
+    // the operator may toggle but not change anything else
+    const edit = await as(h, keys.operator.token, 'PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { url: recv.url });
+    assert.equal(edit.status, 403);
+    // a key scoped to one tenant: 403 on other tenants' paths, 404 on their ids
+    assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/tenants/${other.tenant}`)).status, 403);
+    assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/deliveries/${deadOther.id}`)).status, 404);
+    assert.equal((await as(h, keys.scoped.token, 'POST', `/v1/deliveries/${deadOther.id}/replay`)).status, 404);
+    assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/events/${po.json.id}`)).status, 404);
+    assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/deliveries/${dead.id}`)).status, 200);
+
+    // every mutating action is in the audit log, with the actor and the reason given
+    const reasoned = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false },
+      { 'Hookd-Reason': 'customer asked (ticket 42)' });
+    assert.equal(reasoned.status, 200);
+    const audit = await as(h, keys.admin.token, 'GET', '/v1/audit?limit=200');
+    assert.equal(audit.status, 200);
+    const rows = audit.json.data;
+    const has = (action, actor, extra = () => true) => rows.some((r) => r.action === action && r.actor === actor && extra(r));
+    assert.ok(has('tenant.create', 'key_config'));
+    assert.ok(has('endpoint.create', 'key_config'));
+    assert.ok(has('delivery.replay', keys.operator.id));
+    assert.ok(has('delivery.replay', keys.admin.id));
+    assert.ok(has('endpoint.enable', keys.operator.id));
+    assert.ok(has('endpoint.secret.read', keys.admin.id));
+    assert.ok(has('key.create', 'cli'));
+    assert.ok(has('endpoint.disable', 'key_config', (r) => r.reason === 'customer asked (ticket 42)'));
+    assert.ok(!audit.text.includes('whsec_'), 'no secret in the audit log');
+    // append-only, enforced by the store itself
+    const tamper = spawnSync('sqlite3', [h.db, 'DELETE FROM audit_log'], { encoding: 'utf8' });
+    assert.match(tamper.stderr, /append-only/);
+    // a scoped admin key sees only its tenant
+    assert.equal((await as(h, keys.scoped.token, 'GET', '/v1/audit')).status, 403);
+
+    // a revoked key stops working
+    const rv = hookd(['keys', 'revoke', keys.viewer.id, '--store', `sqlite:${h.db}`]);
+    assert.equal(rv.status, 0, rv.stderr);
+    await waitUntil(async () => (await as(h, keys.viewer.token, 'GET', `/v1/tenants/${tenant}`)).status === 401,
+      { timeout: 10000, what: 'revoked key refused' });
+    const list = hookd(['keys', 'list', '--store', `sqlite:${h.db}`]);
+    assert.match(list.stdout, new RegExp(`${keys.viewer.id}\\s+viewer\\s+\\*\\s+revoked`));
+    assert.ok(!list.stdout.includes(keys.admin.token), 'list never shows tokens');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+});
+
+describe('secrets', () => {
+  it('rotation: during the overlap both signatures verify, after it only the new one', async () => {
+    const h = await startHookd();
+    const recv = await startReceiver();
+    const { tenant, endpoint, secret: oldSecret } = await setup(h, recv.url);
+    const rot = await h.api('POST', `/v1/tenants/${tenant}/endpoints/${endpoint}/secret/rotate`, { expire_previous_after_s: 2 });
+    assert.equal(rot.status, 200);
+    const newSecret = rot.json.secret;
+    assert.notEqual(newSecret, oldSecret);
+    const until = Date.parse(rot.json.previous_expires_at);
+    const p1 = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    const during = recv.requests.at(-1);
+    assert.equal(during.headers['webhook-signature'].split(' ').length, 2, 'both signatures in one header');
+    const verifyWith = (s, rec) => new Webhook(s).verify(rec.body, rec.headers);
+    assert.doesNotThrow(() => verifyWith(newSecret, during));
+    assert.doesNotThrow(() => verifyWith(oldSecret, during));
+    await waitUntil(async () => Date.now() > until + 100, { what: 'overlap over' });
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+    await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered');
+    const afterRot = recv.requests.at(-1);
+    assert.equal(afterRot.headers['webhook-signature'].split(' ').length, 1);
+    assert.doesNotThrow(() => verifyWith(newSecret, afterRot));
+    assert.throws(() => verifyWith(oldSecret, afterRot));
+    const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.ok(ep.json.previous_secret_expires_at);
+    assert.ok(!h.stderrText.includes(oldSecret) && !h.stderrText.includes(newSecret), 'no secret in the logs');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+
+  it('Ed25519 endpoints sign v1a; the public key is retrievable', async () => {
+    const h = await startHookd();
+    const recv = await startReceiver();
+    const { tenant, endpoint, ep } = await setup(h, recv.url, { signing: 'ed25519' });
+    assert.match(ep.secret, /^whsk_/);
+    assert.match(ep.public_key, /^whpk_/);
+    assert.equal(ep.signing, 'ed25519');
+    const pk = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}/public-key`);
+    assert.equal(pk.json.public_key, ep.public_key);
+    const p = await publish(h, tenant, { type: 'a.b', payload: { x: 1 } });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    const rec = recv.requests[0];
+    const [scheme, sig] = rec.headers['webhook-signature'].split(',');
+    assert.equal(scheme, 'v1a');
+    const key = createPublicKey({ key: Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'),
+      Buffer.from(ep.public_key.slice(5), 'base64')]), format: 'der', type: 'spki' });
+    const msg = Buffer.from(`${rec.headers['webhook-id']}.${rec.headers['webhook-timestamp']}.${rec.body}`);
+    assert.ok(edVerify(null, msg, key, Buffer.from(sig, 'base64')), 'the v1a signature verifies with the public key');
+    assert.ok(!edVerify(null, Buffer.concat([msg, Buffer.from('x')]), key, Buffer.from(sig, 'base64')));
+    const hm = await setup(h, recv.url);
+    assert.equal((await h.api('GET', `/v1/tenants/${hm.tenant}/endpoints/${hm.endpoint}/public-key`)).status, 409);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+
+  it('secrets at rest: the database files hold no secret in clear; no key, no start; master-key rotation', async () => {
+    const { dir, cleanup } = tempDir();
+    let h = await startHookd({ dir });
+    const recv = await startReceiver();
+    const { tenant, secret } = await setup(h, recv.url);
+    const ed = await setup(h, recv.url, { signing: 'ed25519' });
+    const rot = await h.api('POST', `/v1/tenants/${tenant}/endpoints/${(await h.api('GET', `/v1/tenants/${tenant}/endpoints`)).json.data[0].id}/secret/rotate`);
+    const secrets = [secret, rot.json.secret, ed.ep.secret];
+    assert.equal((await h.stop()).code, 0);
+    for (const f of readdirSync(dir).filter((n) => n.startsWith('hookd.db'))) {
+      const bytes = readFileSync(join(dir, f));
+      for (const s of secrets) {
+        assert.ok(!bytes.includes(Buffer.from(s)), `${f} contains no secret in clear`);
+        assert.ok(!bytes.includes(Buffer.from(s.slice(6, 30))), `${f} contains no secret fragment`);
+      }
+    }
+    // without the key the store does not open
+    const keyFile = join(dir, 'hookd.db.key');
+    const keyText = readFileSync(keyFile, 'utf8');
+    rmSync(keyFile);
+    await assert.rejects(startHookd({ dir }), /holds 3 signing secrets but no master key/);
+    const wrong = join(dir, 'wrong.key');
+    writeFileSync(wrong, randomBytes(32).toString('base64'));
+    await assert.rejects(startHookd({ dir, args: ['--master-key-file', wrong] }), /sealed with master key/);
+    // rotate the master key offline; the new key opens the same secrets
+    writeFileSync(keyFile, keyText);
+    const newKey = join(dir, 'new.key');
+    writeFileSync(newKey, randomBytes(32).toString('base64') + '\n');
+    const r = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /re-sealed 3 secrets/);
+    await assert.rejects(startHookd({ dir }), /sealed with master key/); // the old key no longer fits
+    h = await startHookd({ dir, args: ['--master-key-file', newKey] });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await waitDelivery(h, p.json.id, (ds) => ds.length && ds.every((d) => d.state === 'delivered'));
+    const rec = recv.requests.find((q) => q.headers['webhook-id'] === p.json.id);
+    assert.doesNotThrow(() => new Webhook(rot.json.secret).verify(rec.body, rec.headers));
+    // while hookd runs, the master key cannot be rotated under it
+    const busy = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', keyFile,
+      '--master-key-file', newKey]);
+    assert.equal(busy.status, 1);
+    assert.match(busy.stderr, /stop it first/);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+});
