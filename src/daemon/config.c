@@ -89,7 +89,11 @@ static const opt opts[] = {
     {"max-event-types", NULL, T_INT, OFF(max_event_types), 0, 1, 10000, "N",
      "entries in an endpoint's event-type filter"},
     {"max-url-length", NULL, T_SIZE, OFF(max_url_len), 0, 64, 65536, "N",
-     "longest destination URL"},
+     "longest destination URL and request path"},
+    {"max-headers", NULL, T_INT, OFF(max_headers), 0, 1, 10000, "N",
+     "request headers accepted (431 beyond)"},
+    {"max-header-bytes", NULL, T_SIZE, OFF(max_header_bytes), 0, 4096, 16 << 20, "BYTES",
+     "request line plus headers (431 beyond)"},
     {"header-timeout-s", NULL, T_INT, OFF(header_timeout_s), 0, 1, 3600, "S",
      "close a client connection idle (or trickling) this long"},
     {"max-connections", NULL, T_INT, OFF(max_connections), 0, 1, 1000000, "N",
@@ -115,6 +119,8 @@ void hookd_config_defaults(hookd_config *c) {
   c->max_endpoints_per_tenant = 1000;
   c->max_event_types = 64;
   c->max_url_len = 2048;
+  c->max_headers = 100;
+  c->max_header_bytes = 64 * 1024;
   c->max_in_flight = 1024;
   c->default_max_in_flight = 16;
   c->default_timeout_ms = 15000;

@@ -32,6 +32,8 @@ typedef struct hookd_config {
   int max_endpoints_per_tenant;
   int max_event_types;
   size_t max_url_len;
+  int max_headers;             /* request header count (431 beyond) */
+  size_t max_header_bytes;     /* request line + headers (431 beyond) */
   /* egress */
   int max_in_flight;           /* global */
   int default_max_in_flight;   /* per endpoint */

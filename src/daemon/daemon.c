@@ -144,9 +144,9 @@ int hookd_serve(const hookd_config *cfg) {
                             .idle_timeout_s = cfg->header_timeout_s,
                             .max_connections = cfg->max_connections,
                             .max_body = cfg->max_body_bytes,
-                            .max_head_bytes = 64 * 1024,
-                            .max_headers = 100,
-                            .max_url_len = 4096,
+                            .max_head_bytes = cfg->max_header_bytes,
+                            .max_headers = cfg->max_headers,
+                            .max_url_len = cfg->max_url_len,
                             .handler = hookd_api_handle,
                             .app = &app};
   app.srv = hookd_server_start(&hc, err, sizeof err);

@@ -106,6 +106,15 @@ describe('bad input gets a clear 4xx', () => {
     assertError(await publish(h, tenant, big), 413, 'body_too_large');
   });
 
+  it('too many request headers: 431; an overlong path: 414', async () => {
+    const many = {};
+    for (let i = 0; i < 120; i++) many[`x-h-${i}`] = 'v';
+    const r = await h.api('GET', `/v1/tenants/${tenant}`, undefined, many);
+    assertError(r, 431, 'headers_too_large');
+    const long = await h.api('GET', `/v1/tenants/${'a'.repeat(3000)}`);
+    assertError(long, 414, 'uri_too_long');
+  });
+
   it('unknown routes 404, wrong methods 405 with Allow', async () => {
     assertError(await h.api('GET', '/v1/nothing'), 404, 'not_found');
     const r = await h.api('DELETE', `/v1/tenants/${tenant}/events`);
