@@ -390,11 +390,13 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   if (rc == HOOKD_STORE_NOTFOUND) {
     snprintf(c->err, sizeof c->err, "its endpoint was deleted");
     rc = HOOKD_STORE_STATE;
-  } else if (rc == 0 && !ep.enabled) {
-    snprintf(c->err, sizeof c->err, "its endpoint is disabled");
-    rc = HOOKD_STORE_STATE;
+  } else if (rc == 0) {
+    if (!ep.enabled) {
+      snprintf(c->err, sizeof c->err, "its endpoint is disabled");
+      rc = HOOKD_STORE_STATE;
+    }
+    hookd_endpoint_free(&ep);
   }
-  if (rc == 0) hookd_endpoint_free(&ep);
   int64_t seq = d.seq;
   hookd_delivery_free(&d);
   if (rc) return rc;

@@ -88,6 +88,7 @@ class Hookd {
     if (this.proc.exitCode !== null || this.proc.signalCode !== null) return this.exited;
     this.proc.kill('SIGTERM');
     const r = await withTimeout(this.exited, 30000, 'hookd did not exit after SIGTERM');
+    if (r.code !== 0) console.error(`hookd exited with ${r.code}:\n${this.stderrText.slice(-6000)}`);
     if (this.ownDir) rmSync(this.dir, { recursive: true, force: true });
     return r;
   }
