@@ -6,18 +6,23 @@
 static const char *const names[HOOKD_DS__COUNT] = {
     [HOOKD_DS_PENDING] = "pending",     [HOOKD_DS_RETRYING] = "retrying",
     [HOOKD_DS_DELIVERED] = "delivered", [HOOKD_DS_DEAD] = "dead",
-    [HOOKD_DS_CANCELLED] = "cancelled",
+    [HOOKD_DS_CANCELLED] = "cancelled", [HOOKD_DS_UNKNOWN] = "unknown",
 };
 
 #define X -1
 /* table[from][trigger] = to, or X when illegal. */
 static const int table[HOOKD_DS__COUNT][HOOKD_DT__COUNT] = {
-    /*                    SUCCESS             RETRY               DEAD           REPLAY            CANCEL */
-    [HOOKD_DS_PENDING] = {HOOKD_DS_DELIVERED, HOOKD_DS_RETRYING, HOOKD_DS_DEAD, X, HOOKD_DS_CANCELLED},
-    [HOOKD_DS_RETRYING] = {HOOKD_DS_DELIVERED, HOOKD_DS_RETRYING, HOOKD_DS_DEAD, X, HOOKD_DS_CANCELLED},
-    [HOOKD_DS_DELIVERED] = {X, X, X, HOOKD_DS_PENDING, X},
-    [HOOKD_DS_DEAD] = {X, X, X, HOOKD_DS_PENDING, X},
-    [HOOKD_DS_CANCELLED] = {X, X, X, X, X},
+    /*                    SUCCESS             RETRY              DEAD           REPLAY
+                          CANCEL              HOLD               RESOLVE */
+    [HOOKD_DS_PENDING] = {HOOKD_DS_DELIVERED, HOOKD_DS_RETRYING, HOOKD_DS_DEAD, X,
+                          HOOKD_DS_CANCELLED, HOOKD_DS_UNKNOWN, X},
+    [HOOKD_DS_RETRYING] = {HOOKD_DS_DELIVERED, HOOKD_DS_RETRYING, HOOKD_DS_DEAD, X,
+                           HOOKD_DS_CANCELLED, HOOKD_DS_UNKNOWN, X},
+    [HOOKD_DS_DELIVERED] = {X, X, X, HOOKD_DS_PENDING, X, X, X},
+    [HOOKD_DS_DEAD] = {X, X, X, HOOKD_DS_PENDING, X, X, X},
+    [HOOKD_DS_CANCELLED] = {X, X, X, X, X, X, X},
+    [HOOKD_DS_UNKNOWN] = {X, X, HOOKD_DS_DEAD, HOOKD_DS_PENDING, HOOKD_DS_CANCELLED, X,
+                          HOOKD_DS_DELIVERED},
 };
 #undef X
 
@@ -54,8 +59,9 @@ static int finish(const hookd_delivery_view *d, hookd_dtrigger trig, hookd_decis
 
 int hookd_decide(const hookd_retry_policy *p, const hookd_delivery_view *d,
                  hookd_classification c, int64_t retry_after_ms, int64_t now_ms, uint64_t rnd,
-                 hookd_decision *out) {
+                 bool hold_if_ambiguous, hookd_decision *out) {
   memset(out, 0, sizeof *out);
+  if (hold_if_ambiguous && c.cls == HOOKD_CLASS_RETRY) return finish(d, HOOKD_DT_HOLD, out);
   switch (c.cls) {
   case HOOKD_CLASS_SUCCESS:
     return finish(d, HOOKD_DT_SUCCESS, out);

@@ -1,7 +1,8 @@
 /* delivery_state.h — the delivery state machine and the decision taken after each attempt.
  *
- * States (docs/architecture.md): pending → delivered | retrying | dead | cancelled;
- * retrying → delivered | retrying | dead | cancelled; delivered | dead → pending (replay).
+ * States (docs/architecture.md): pending → delivered | retrying | dead | cancelled | unknown;
+ * retrying → the same; delivered | dead | unknown → pending (replay); unknown → delivered
+ * (resolved by an operator) | dead.
  * Every state change in the store goes through hookd_dstate_next, which refuses illegal ones. */
 #ifndef HOOKD_CORE_DELIVERY_STATE_H
 #define HOOKD_CORE_DELIVERY_STATE_H
@@ -18,6 +19,8 @@ typedef enum hookd_dstate {
   HOOKD_DS_DELIVERED,   /* a 2xx was recorded */
   HOOKD_DS_DEAD,        /* no more automatic attempts */
   HOOKD_DS_CANCELLED,   /* the endpoint was deleted */
+  HOOKD_DS_UNKNOWN,     /* ambiguous outcome at a non-idempotent destination: held for an
+                           operator, never resent automatically */
   HOOKD_DS__COUNT
 } hookd_dstate;
 
@@ -27,6 +30,8 @@ typedef enum hookd_dtrigger {
   HOOKD_DT_DEAD,        /* permanent failure, budget exhausted or expired */
   HOOKD_DT_REPLAY,      /* operator asked for a new attempt */
   HOOKD_DT_CANCEL,      /* endpoint deleted */
+  HOOKD_DT_HOLD,        /* ambiguous outcome, not safe to resend */
+  HOOKD_DT_RESOLVE,     /* an operator confirms the effect happened */
   HOOKD_DT__COUNT
 } hookd_dtrigger;
 
@@ -55,10 +60,13 @@ typedef struct hookd_decision {
 } hookd_decision;
 
 /* Decide the delivery's next state after an attempt classified as `c`. retry_after_ms is the
- * parsed Retry-After delay, or -1 when absent. rnd feeds the jitter. Returns 0, or -1 if the
- * resulting transition would be illegal (e.g. the view is already terminal). */
+ * parsed Retry-After delay, or -1 when absent. rnd feeds the jitter. hold_if_ambiguous: the
+ * destination is not idempotent and the request may have reached it without an answer (a
+ * timeout or a dropped connection after sending): such an outcome goes to UNKNOWN instead of
+ * being retried. Returns 0, or -1 if the resulting transition would be illegal (e.g. the view
+ * is already terminal). */
 int hookd_decide(const hookd_retry_policy *policy, const hookd_delivery_view *d,
                  hookd_classification c, int64_t retry_after_ms, int64_t now_ms, uint64_t rnd,
-                 hookd_decision *out);
+                 bool hold_if_ambiguous, hookd_decision *out);
 
 #endif

@@ -31,6 +31,11 @@ static int depth_exceeds(const char *p, size_t n, size_t max, size_t *at) {
 
 json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *lim,
                          char err[HOOKD_JSON_ERR_MAX]) {
+  return hookd_json_parse_ex(buf, len, lim, 0, err);
+}
+
+json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
+                            char err[HOOKD_JSON_ERR_MAX]) {
   size_t at;
   if (memchr(buf, '\0', len)) {
     snprintf(err, HOOKD_JSON_ERR_MAX, "body contains a NUL byte");
@@ -42,7 +47,7 @@ json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *l
     return NULL;
   }
   json_error_t je;
-  json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+  json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES | (size_t)flags, &je);
   if (!v) {
     /* jansson's messages name the problem: "invalid UTF-8", "duplicate object key",
      * "too big integer", "\u0000 is not allowed without JSON_ALLOW_NUL", … */

@@ -23,6 +23,11 @@ typedef struct hookd_json_limits {
 json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *lim,
                          char err[HOOKD_JSON_ERR_MAX]);
 
+/* Same, with extra jansson decoding flags (e.g. JSON_DECODE_INT_AS_REAL for providers' bodies,
+ * whose integers may exceed 64 bits and whose canonical form is a double anyway). */
+json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
+                            char err[HOOKD_JSON_ERR_MAX]);
+
 /* Appends the compact serialisation of v to out. Object keys keep their order. Returns
  * HOOKD_BUF_* codes. */
 int hookd_json_dump(const json_t *v, hookd_buf *out);

@@ -13,6 +13,7 @@
 #include "daemon/dispatcher.h"
 #include "daemon/keyring.h"
 #include "daemon/server.h"
+#include "daemon/sources.h"
 #include "store/store.h"
 
 typedef struct hookd_app {
@@ -23,6 +24,7 @@ typedef struct hookd_app {
   hookd_auth *auth;
   hookd_destinations *dest;
   hookd_keyring keyring;     /* seals and opens secrets at rest */
+  hookd_source_cache *sources; /* inbound sources, for the receive path */
   hookd_json_limits json_limits;
   _Atomic bool ready;       /* /readyz: store open, dispatcher running, not shutting down */
   int64_t started_ms;

@@ -100,6 +100,11 @@ static const opt opts[] = {
      "concurrent client connections"},
     {"store-batch", NULL, T_INT, OFF(store_batch), 0, 1, 100000, "N",
      "most writes per group commit"},
+    {"public-url", "HOOKD_PUBLIC_URL", T_STR, OFF(public_url), SZ(public_url), 0, 0, "URL",
+     "the base URL providers use to reach /in/ (e.g. https://hooks.example.com); providers that "
+     "sign the URL (Twilio) are verified against it. Default: http:// + the Host header"},
+    {"inbox-retention-s", NULL, T_I64, OFF(inbox_retention_s), 0, 3600, 315360000, "S",
+     "keep inbound dedup records this long (longer than any provider's redelivery window)"},
     {"log-level", "HOOKD_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, 0, "LEVEL",
      "debug, info, warn or error"},
 };
@@ -130,6 +135,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->lease_margin_ms = 30000;
   hookd_retry_policy_defaults(&c->policy);
   c->log_level = HOOKD_LOG_INFO;
+  c->inbox_retention_s = 30LL * 24 * 3600;
 }
 
 void hookd_config_free(hookd_config *c) {

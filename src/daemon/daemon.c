@@ -23,6 +23,7 @@
 #include "core/ids.h"
 #include "daemon/app.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 #include "store/storeq.h"
 
 typedef struct keys_load {
@@ -37,6 +38,50 @@ static int run_keys_list(hookd_store_conn *c, const hookd_store_backend *be, voi
 
 static int run_key_create(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   return be->api_key_create(c, arg);
+}
+
+typedef struct sources_load {
+  hookd_source *v;
+  size_t n;
+} sources_load;
+
+static int run_sources_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  sources_load *l = arg;
+  return be->source_list(c, NULL, &l->v, &l->n);
+}
+
+/* Sources changed by another node (or by this one) reach the receive path's cache. */
+static int refresh_sources(hookd_app *app) {
+  sources_load l = {0};
+  int rc = hookd_storeq_run_sync(app->store->reader, run_sources_list, &l);
+  if (rc == 0) {
+    hookd_source_cache_sync(app->sources, l.v, l.n);
+    hookd_sources_free(l.v, l.n);
+  }
+  return rc;
+}
+
+typedef struct purge {
+  int64_t before_ms;
+  int purged;
+} purge;
+
+static int run_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  purge *p = arg;
+  return be->inbox_purge(c, p->before_ms, 1000, &p->purged);
+}
+
+/* Retention of dedup records: small batches, until none is older than the window. */
+static void purge_inbox(hookd_app *app) {
+  purge p = {.before_ms = hookd_now_ms() - app->cfg->inbox_retention_s * 1000};
+  do {
+    p.purged = 0;
+    if (hookd_storeq_run_sync(app->store->writer, run_purge, &p) != 0) return;
+    if (p.purged) {
+      HOOKD_ADD(inbox_purged, (uint64_t)p.purged);
+      HLOG(HOOKD_LOG_INFO, "inbox.purged", KV_I("count", p.purged));
+    }
+  } while (p.purged == 1000);
 }
 
 static int refresh_keys(hookd_app *app) {
@@ -118,6 +163,11 @@ int hookd_serve(const hookd_config *cfg) {
   }
   app.dest = hookd_destinations_new(cfg, err, sizeof err);
   if (!app.dest) goto fail;
+  app.sources = hookd_source_cache_new(&app.keyring);
+  if (!app.sources || refresh_sources(&app) != 0) {
+    snprintf(err, sizeof err, "cannot load inbound sources");
+    goto fail;
+  }
 
   hookd_dispatcher_config dc = {
       .store = app.store,
@@ -156,6 +206,7 @@ int hookd_serve(const hookd_config *cfg) {
        KV_I("port", hookd_server_port(app.srv)), KV_S("store", cfg->store_url),
        KV_S("node_id", cfg->node_id), KV_S("version", HOOKD_VERSION));
 
+  int64_t next_purge = 0;
   for (;;) {
     struct timespec ts = {2, 0};
     int sig = sigtimedwait(&sigs, NULL, &ts);
@@ -164,6 +215,11 @@ int hookd_serve(const hookd_config *cfg) {
       break;
     }
     refresh_keys(&app); /* keys created or revoked by `hookd keys` take effect */
+    refresh_sources(&app);
+    if (hookd_mono_ms() >= next_purge) {
+      purge_inbox(&app);
+      next_purge = hookd_mono_ms() + 60 * 1000;
+    }
   }
   exit_code = 0;
 
@@ -184,6 +240,7 @@ fail:
   }
   hookd_dispatcher_stop(app.disp);
   hookd_destinations_free(app.dest);
+  hookd_source_cache_free(app.sources);
   hookd_store_close(app.store);
   hookd_auth_free(app.auth);
   OPENSSL_cleanse(&app.keyring, sizeof app.keyring);

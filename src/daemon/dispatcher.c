@@ -77,6 +77,7 @@ typedef struct item {
   char last_error[32];
   char dead_reason[32];
   char disable_reason[64];
+  char result_ref[256];
   int rc;
   struct hookd_dispatcher *d;
 } item;
@@ -476,6 +477,7 @@ static void record_without_attempt(hookd_dispatcher *d, item *it, const char *re
   it->out.attempt_number = 0;
   it->out.last_error = it->dead_reason;
   it->out.dead_reason = it->dead_reason;
+  it->out.inbound = it->c.inbound;
   it->out.now_ms = hookd_now_ms();
   submit_item_op(d, it, true);
 }
@@ -521,7 +523,25 @@ static int send_item(hookd_dispatcher *d, item *it, int64_t now) {
     if (!(t = curl_slist_append(hs, h))) goto fail;                                            \
     hs = t;                                                                                    \
   } while (0)
-  ADD("Content-Type: application/json");
+  if (it->c.inbound) {
+    /* a forward: the provider's raw body, its content type, the same Idempotency-Key on every
+     * attempt, the provider's identifying headers, and hookd's signature */
+    ADD("Content-Type: %s", it->c.content_type ? it->c.content_type : "application/json");
+    ADD("Idempotency-Key: %s", dl->event_id);
+    for (const char *line = it->c.meta; line && *line;) {
+      const char *end = strchr(line, '\n');
+      size_t ll = end ? (size_t)(end - line) : strlen(line);
+      if (ll && ll < sizeof h) {
+        memcpy(h, line, ll);
+        h[ll] = '\0';
+        if (!(t = curl_slist_append(hs, h))) goto fail;
+        hs = t;
+      }
+      line = end ? end + 1 : line + ll;
+    }
+  } else {
+    ADD("Content-Type: application/json");
+  }
   ADD("webhook-id: %s", dl->event_id);
   ADD("webhook-timestamp: %s", ts);
   ADD("webhook-signature: %s", sig);
@@ -601,8 +621,13 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
                               .cycle_attempts = dl->attempt_count - dl->cycle_base,
                               .cycle_started_ms = dl->cycle_started_ms,
                               .expires_ms = it->c.expires_ms};
+  /* a request that may have reached a non-idempotent destination without an answer is not
+   * resent: it waits for an operator (inbound destinations marked idempotent: false) */
+  bool ambiguous = req->request_sent &&
+                   (req->net == HOOKD_NET_TIMEOUT || req->net == HOOKD_NET_PROTOCOL);
+  bool hold = it->c.inbound && !e->cfg.idempotent && ambiguous;
   hookd_decision dec;
-  if (hookd_decide(&it->c.policy, &view, cls, ra, now, hookd_random_u64(), &dec) != 0) {
+  if (hookd_decide(&it->c.policy, &view, cls, ra, now, hookd_random_u64(), hold, &dec) != 0) {
     HLOG(HOOKD_LOG_ERROR, "delivery.illegal_transition", KV_S("delivery_id", dl->id),
          KV_S("state", hookd_dstate_name(dl->state)));
     hookd_egress_req_cleanup(req);
@@ -633,6 +658,11 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     o->disable_reason = it->disable_reason;
   }
   o->now_ms = now;
+  o->inbound = it->c.inbound;
+  if (req->result_ref[0] && cls.cls == HOOKD_CLASS_SUCCESS) {
+    snprintf(it->result_ref, sizeof it->result_ref, "%s", req->result_ref);
+    o->result_ref = it->result_ref;
+  }
   o->attempt.started_ms = req->started_ms;
   o->attempt.finished_ms = req->started_ms + req->latency_ms;
   o->attempt.outcome = (char *)cls.outcome;
@@ -743,6 +773,10 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
         HOOKD_INC(retries_scheduled);
         set_due(d, e, o->next_attempt_ms, false);
       }
+      if (o->to == HOOKD_DS_UNKNOWN)
+        HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_S("delivery_id", it->c.d.id),
+             KV_S("event_id", it->c.d.event_id), KV_S("tenant_id", it->c.d.tenant_id),
+             KV_S("endpoint_id", e->cfg.id), KV_S("reason", "ambiguous outcome, not idempotent"));
       if (o->to == HOOKD_DS_DEAD) {
         HOOKD_INC(dead[hookd_metrics_dead_index(o->dead_reason)]);
         HLOG(HOOKD_LOG_WARN, "delivery.dead", KV_S("delivery_id", it->c.d.id),

@@ -113,6 +113,24 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_replays_total", "deliveries replayed", LOAD(m->replays));
   rc = rc ? rc : counter(o, "hookd_auth_failures_total", "API requests refused 401/403",
                          LOAD(m->auth_failures));
+  rc = rc ? rc : counter(o, "hookd_deliveries_unknown_total",
+                         "deliveries held for an operator (ambiguous outcome, not idempotent)",
+                         LOAD(m->unknown));
+  if (!rc)
+    rc = hookd_buf_puts(o, "# HELP hookd_inbound_received_total verified inbound requests by "
+                           "outcome\n# TYPE hookd_inbound_received_total counter\n");
+  static const char *const recv_names[6] = {"new",       "duplicate", "conflict",
+                                            "semantic_duplicate", "stale", "filtered"};
+  for (int i = 0; i < 6 && !rc; i++)
+    rc = hookd_buf_printf(o, "hookd_inbound_received_total{outcome=\"%s\"} %llu\n", recv_names[i],
+                          LOAD(m->inbound[i]));
+  rc = rc ? rc : counter(o, "hookd_inbound_rejected_total",
+                         "inbound requests refused (signature, timestamp, format)",
+                         LOAD(m->inbound_rejected));
+  rc = rc ? rc : counter(o, "hookd_inbound_handshakes_total", "provider handshakes answered",
+                         LOAD(m->inbound_handshakes));
+  rc = rc ? rc : counter(o, "hookd_inbox_purged_total", "dedup records purged by retention",
+                         LOAD(m->inbox_purged));
   rc = rc ? rc : hist(o, "hookd_attempt_duration_seconds", "HTTP attempt latency",
                       &m->attempt_latency);
   rc = rc ? rc : hist(o, "hookd_first_attempt_delay_seconds",

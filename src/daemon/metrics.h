@@ -41,6 +41,11 @@ typedef struct hookd_metrics {
   _Atomic uint64_t egress_blocked;
   _Atomic uint64_t replays;
   _Atomic uint64_t auth_failures;
+  _Atomic uint64_t unknown;                 /* deliveries held: ambiguous, not idempotent */
+  _Atomic uint64_t inbound[6];              /* by HOOKD_RECV_* outcome */
+  _Atomic uint64_t inbound_rejected;        /* signature, timestamp or format refused (401) */
+  _Atomic uint64_t inbound_handshakes;
+  _Atomic uint64_t inbox_purged;
   hookd_hist attempt_latency;             /* seconds */
   hookd_hist first_attempt_delay;         /* publish → first attempt start, seconds */
 } hookd_metrics;

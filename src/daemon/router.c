@@ -8,6 +8,7 @@
 
 #include "core/ids.h"
 #include "daemon/api.h"
+#include "daemon/inbound.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 
@@ -23,6 +24,9 @@ static const route routes[] = {
     {"GET", "/healthz", HOOKD_PERM_PUBLIC, -1, hookd_api_healthz},
     {"GET", "/readyz", HOOKD_PERM_PUBLIC, -1, hookd_api_readyz},
     {"GET", "/metrics", HOOKD_PERM_PUBLIC, -1, hookd_api_metrics},
+    /* provider-facing: the provider's signature is the authentication */
+    {"POST", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle},
+    {"GET", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle},
     {"POST", "/v1/tenants", HOOKD_PERM_ADMIN, -1, hookd_api_tenant_create},
     {"GET", "/v1/tenants/{}", HOOKD_PERM_READ, 0, hookd_api_tenant_get},
     {"POST", "/v1/tenants/{}/endpoints", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_create},
@@ -37,6 +41,14 @@ static const route routes[] = {
     {"GET", "/v1/tenants/{}/endpoints/{}/public-key", HOOKD_PERM_READ, 0,
      hookd_api_endpoint_public_key},
     {"GET", "/v1/audit", HOOKD_PERM_ADMIN, -1, hookd_api_audit_list},
+    {"POST", "/v1/sources", HOOKD_PERM_ADMIN, -1, hookd_api_source_create},
+    {"GET", "/v1/sources", HOOKD_PERM_READ, -1, hookd_api_source_list},
+    {"GET", "/v1/sources/{}", HOOKD_PERM_READ, -1, hookd_api_source_get},
+    {"PATCH", "/v1/sources/{}", HOOKD_PERM_ADMIN, -1, hookd_api_source_patch},
+    {"DELETE", "/v1/sources/{}", HOOKD_PERM_ADMIN, -1, hookd_api_source_delete},
+    {"GET", "/v1/inbox", HOOKD_PERM_READ, -1, hookd_api_inbox_list},
+    {"GET", "/v1/inbox/{}", HOOKD_PERM_READ, -1, hookd_api_inbox_get},
+    {"POST", "/v1/inbox/{}/resolve", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_resolve},
     {"POST", "/v1/tenants/{}/events", HOOKD_PERM_PUBLISH, 0, hookd_api_event_publish},
     {"GET", "/v1/tenants/{}/events/{}", HOOKD_PERM_READ, 0, hookd_api_event_get},
     {"GET", "/v1/events/{}", HOOKD_PERM_READ, -1, hookd_api_event_get},

@@ -63,19 +63,32 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
   return len;
 }
 
+/* Copies the value of header line p (after the name of length nl) into out, trimmed and
+ * truncated; control bytes end it. */
+static void header_value(const char *p, size_t len, size_t nl, char *out, size_t cap) {
+  const char *v = p + nl;
+  size_t vl = len - nl;
+  while (vl && (*v == ' ' || *v == '\t')) v++, vl--;
+  size_t o = 0;
+  while (o < vl && o + 1 < cap && (unsigned char)v[o] >= 0x20 && v[o] != 0x7f) {
+    out[o] = v[o];
+    o++;
+  }
+  while (o && out[o - 1] == ' ') o--;
+  out[o] = '\0';
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *arg) {
   hookd_egress_req *req = arg;
   size_t len = size * n;
   if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
-    req->retry_after[0] = '\0'; /* a new response (after 1xx) starts */
+    req->retry_after[0] = req->result_ref[0] = '\0'; /* a new response (after 1xx) starts */
   } else if (len > 12 && strncasecmp(p, "retry-after:", 12) == 0) {
-    const char *v = p + 12;
-    size_t vl = len - 12;
-    while (vl && (*v == ' ' || *v == '\t')) v++, vl--;
-    while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' ')) vl--;
-    if (vl >= sizeof req->retry_after) vl = sizeof req->retry_after - 1;
-    memcpy(req->retry_after, v, vl);
-    req->retry_after[vl] = '\0';
+    header_value(p, len, 12, req->retry_after, sizeof req->retry_after);
+  } else if (len > 17 && strncasecmp(p, "hookd-result-ref:", 17) == 0) {
+    header_value(p, len, 17, req->result_ref, sizeof req->result_ref);
+  } else if (len > 9 && strncasecmp(p, "location:", 9) == 0 && !req->result_ref[0]) {
+    header_value(p, len, 9, req->result_ref, sizeof req->result_ref);
   }
   return len;
 }
@@ -110,6 +123,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->net = HOOKD_NET_PROTOCOL;
   req->status = 0;
   req->retry_after[0] = req->blocked_rule[0] = req->error[0] = req->primary_ip[0] = '\0';
+  req->result_ref[0] = '\0';
   req->response_total = 0;
   req->request_sent = false;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);

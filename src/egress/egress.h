@@ -53,6 +53,7 @@ typedef struct hookd_egress_req {
   hookd_net net;
   int status;                    /* HTTP status, 0 if none */
   char retry_after[64];          /* Retry-After header value, "" if none */
+  char result_ref[256];          /* Hookd-Result-Ref (else Location) header value, "" if none */
   hookd_buf response;            /* excerpt of the body (excerpt_bytes) */
   size_t response_total;         /* bytes of body received */
   int64_t started_ms;            /* wall clock at start */

@@ -36,6 +36,7 @@ void hookd_endpoint_free(hookd_endpoint *e) {
   free(e->event_types);
   free(e->disabled_reason);
   free(e->signing);
+  free(e->source_id);
   if (e->secret) {
     memset(e->secret, 0, strlen(e->secret));
     free(e->secret);
@@ -58,6 +59,7 @@ void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src) {
   dst->event_types = dup_or_null(src->event_types);
   dst->disabled_reason = dup_or_null(src->disabled_reason);
   dst->signing = dup_or_null(src->signing);
+  dst->source_id = dup_or_null(src->source_id);
   dst->secret = dup_or_null(src->secret);
   dst->previous_secret = dup_or_null(src->previous_secret);
 }
@@ -114,7 +116,62 @@ void hookd_publish_res_free(hookd_publish_res *r) {
 void hookd_claimed_free(hookd_claimed *c) {
   hookd_delivery_free(&c->d);
   free(c->body);
-  c->body = NULL;
+  free(c->content_type);
+  free(c->meta);
+  c->body = c->content_type = c->meta = NULL;
+}
+
+void hookd_source_free(hookd_source *s) {
+  free(s->id);
+  free(s->tenant_id);
+  free(s->provider);
+  if (s->secrets) {
+    memset(s->secrets, 0, strlen(s->secrets));
+    free(s->secrets);
+  }
+  free(s->event_types);
+  free(s->identity_paths);
+  free(s->business_paths);
+  free(s->business_operation);
+  free(s->version_object_path);
+  free(s->version_path);
+  free(s->version_header);
+  free(s->generic);
+  memset(s, 0, sizeof *s);
+}
+
+void hookd_sources_free(hookd_source *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_source_free(&v[i]);
+  free(v);
+}
+
+void hookd_inbox_free(hookd_inbox *r) {
+  free(r->id);
+  free(r->source_id);
+  free(r->tenant_id);
+  free(r->provider);
+  free(r->identity_key);
+  free(r->identity_kind);
+  free(r->provider_event_id);
+  free(r->business_key);
+  free(r->event_type);
+  free(r->payload_hash);
+  free(r->status);
+  free(r->conflict_of);
+  free(r->result_ref);
+  free(r->last_error);
+  memset(r, 0, sizeof *r);
+}
+
+void hookd_inboxes_free(hookd_inbox *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_inbox_free(&v[i]);
+  free(v);
+}
+
+void hookd_receive_res_free(hookd_receive_res *r) {
+  hookd_inbox_free(&r->record);
+  for (size_t i = 0; i < r->n_endpoints; i++) free(r->endpoints[i]);
+  r->n_endpoints = 0;
 }
 
 void hookd_due_hints_free(hookd_due_hint *v, size_t n) {

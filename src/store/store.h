@@ -56,6 +56,8 @@ typedef struct hookd_endpoint {
   char *secret;          /* current signing secret, sealed by the daemon (secretbox.h) */
   char *previous_secret; /* the rotated-out secret, still sent until previous_expires_ms */
   int64_t previous_expires_ms;
+  char *source_id;       /* set when this endpoint is an inbound source's destination */
+  bool idempotent;       /* the destination tolerates a resend (ambiguous outcomes retry) */
   int64_t created_ms;
   int64_t updated_ms;
   int64_t deleted_ms;    /* 0 unless deleted */
@@ -164,8 +166,11 @@ typedef struct hookd_claim_req {
 /* A claimed delivery with everything needed to send it. */
 typedef struct hookd_claimed {
   hookd_delivery d;           /* seq, id, event_id, state, attempt_count, cycle, lease_token… */
-  char *body;                 /* envelope bytes */
+  char *body;                 /* envelope bytes (outbound) or the provider's raw body (inbound) */
   size_t body_len;
+  bool inbound;               /* a forward of an inbound event */
+  char *content_type;         /* inbound: the provider's content type */
+  char *meta;                 /* inbound: header lines to forward, "name: value\n"… */
   int64_t expires_ms;
   hookd_retry_policy policy;  /* the version the delivery started with */
 } hookd_claimed;
@@ -182,6 +187,8 @@ typedef struct hookd_outcome {
   const char *endpoint_id;    /* for disable_endpoint */
   bool disable_endpoint;
   const char *disable_reason;
+  const char *result_ref;     /* the destination's reference for what it did (inbound) */
+  bool inbound;               /* also update the inbox record of the event */
   int64_t now_ms;
   hookd_attempt attempt;      /* the row to append (borrowed strings) */
 } hookd_outcome;
@@ -224,6 +231,93 @@ typedef struct hookd_audit {
   char *detail;     /* what changed (field names, counts); never secrets */
 } hookd_audit;
 void hookd_audits_free(hookd_audit *v, size_t n);
+
+/* ---------- inbound ---------- */
+
+typedef struct hookd_source {
+  char *id;
+  char *tenant_id;
+  char *provider;              /* inbound.h provider name */
+  char *secrets;               /* sealed JSON array of secret strings */
+  int tolerance_s;
+  char *event_types;           /* comma-separated allowlist, NULL = every type */
+  char *identity_paths;        /* comma-separated JSON paths: composite identity, NULL = provider id */
+  char *business_paths;        /* comma-separated JSON paths of the business key, NULL = none */
+  char *business_operation;    /* the operation the business key names (e.g. mark_paid) */
+  char *version_object_path;   /* late-event detection: the object's id … */
+  char *version_path;          /* … and its version, from the body … */
+  char *version_header;        /* … or from a header */
+  char *generic;               /* generic HMAC settings as JSON, NULL unless provider generic */
+  int64_t created_ms, updated_ms, deleted_ms;
+} hookd_source;
+void hookd_source_free(hookd_source *s);
+void hookd_sources_free(hookd_source *v, size_t n);
+
+typedef struct hookd_inbox {
+  int64_t seq;
+  char *id;                    /* in_… ; the forward's webhook-id and Idempotency-Key */
+  char *source_id, *tenant_id, *provider;
+  char *identity_key;          /* SHA-256 hex; NULL on conflict and duplicate rows */
+  char *identity_kind;         /* provider_id, composite, payload_hash */
+  char *provider_event_id;
+  char *business_key;
+  char *event_type;
+  char *payload_hash;
+  char *status;                /* see docs/inbound.md */
+  char *conflict_of;           /* the record a conflict or duplicate row refers to */
+  int64_t event_seq;
+  int attempt_count;
+  int64_t received_ms, completed_ms;
+  char *result_ref;
+  char *last_error;
+  int64_t lease_until_ms;      /* read-time: the latest live lease among its deliveries */
+} hookd_inbox;
+void hookd_inbox_free(hookd_inbox *r);
+void hookd_inboxes_free(hookd_inbox *v, size_t n);
+
+enum {
+  HOOKD_RECV_NEW = 0,          /* stored and queued for forwarding */
+  HOOKD_RECV_DUPLICATE,        /* same identity, same payload: the existing record */
+  HOOKD_RECV_CONFLICT,         /* same identity, different payload: recorded, not forwarded */
+  HOOKD_RECV_SEMANTIC_DUP,     /* new identity, business key already seen: recorded, not forwarded */
+  HOOKD_RECV_STALE,            /* older than the newest version seen: recorded, not forwarded */
+  HOOKD_RECV_FILTERED,         /* event type not allowed: recorded, not forwarded */
+};
+
+typedef struct hookd_receive_req {
+  const char *inbox_id;        /* generated for a new record */
+  const char *source_id, *tenant_id, *provider;
+  const char *identity_key, *identity_kind, *provider_event_id;
+  const char *business_key;    /* NULL when the source has no business-key rule */
+  const char *event_type;
+  const char *payload_hash;
+  bool filtered;
+  const char *object_key;      /* late-event detection, NULL when not configured */
+  const char *version;
+  bool version_numeric;
+  const char *body;
+  size_t body_len;
+  const char *content_type;
+  const char *meta;            /* forwarded header lines */
+  int64_t now_ms;
+} hookd_receive_req;
+
+typedef struct hookd_receive_res {
+  int outcome;                 /* HOOKD_RECV_* */
+  hookd_inbox record;          /* the record the provider's request maps to */
+  size_t n_endpoints;          /* destinations that got a delivery (dispatcher hints) */
+  char *endpoints[HOOKD_FANOUT_MAX];
+  int64_t due_ms;
+} hookd_receive_res;
+void hookd_receive_res_free(hookd_receive_res *r);
+
+typedef struct hookd_inbox_filter {
+  const char *tenant_id;       /* NULL = any (unscoped keys) */
+  const char *source_id;
+  const char *status;
+  int64_t before_seq;          /* cursor, 0 = newest */
+  int limit;
+} hookd_inbox_filter;
 void hookd_api_keys_free(hookd_api_key *v, size_t n);
 
 /* ---------- the backend ops table ---------- */
@@ -307,6 +401,32 @@ typedef struct hookd_store_backend {
   int (*audit_append)(hookd_store_conn *c, const hookd_audit *a);
   int (*audit_list)(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
                     hookd_audit **out, size_t *n);
+
+  /* Inbound sources. create stores the source and its destinations (endpoints with
+   * source_id set; their policies are stored like endpoint_create's). */
+  int (*source_create)(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
+                       size_t n_dests);
+  int (*source_get)(hookd_store_conn *c, const char *id, hookd_source *out,
+                    hookd_endpoint **dests, size_t *n_dests);
+  int (*source_update)(hookd_store_conn *c, const hookd_source *s);
+  /* Deletes the source and its destinations (their active deliveries are cancelled). */
+  int (*source_delete)(hookd_store_conn *c, const char *id, int64_t now_ms);
+  /* Every live source (the receive path's cache), or one tenant's. */
+  int (*source_list)(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
+
+  /* The receive path's atomic step (docs/inbound.md). */
+  int (*receive)(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);
+  int (*inbox_get)(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_delivery **dl,
+                   size_t *n);
+  int (*inbox_list)(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out,
+                    size_t *n);
+  /* Settles the record's deliveries held in `unknown`: to = DELIVERED (the effect happened),
+   * PENDING (send again) or DEAD. HOOKD_STORE_STATE when none is held. Reports the endpoints
+   * of deliveries made pending (hints). */
+  int (*inbox_resolve)(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
+                       hookd_due_hint **hints, size_t *n_hints);
+  /* Deletes up to `limit` inbox records received before `before_ms`. */
+  int (*inbox_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int *purged);
 } hookd_store_backend;
 
 /* ---------- an opened store ---------- */

@@ -70,14 +70,7 @@ static int same_policy(const hookd_retry_policy *a, const hookd_retry_policy *b)
 
 /* ---------- endpoints ---------- */
 
-#define EP_COLS                                                                              \
-  "e.id, e.tenant_id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason,"    \
-  " e.max_in_flight, e.timeout_ms, e.secret, e.created_at, e.updated_at, e.deleted_at,"      \
-  " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
-  " e.signing, e.previous_secret, e.previous_expires_at"
-#define EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
-
-static void read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
+void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   memset(e, 0, sizeof *e);
   e->id = sq_col_str(st, 0);
   e->tenant_id = sq_col_str(st, 1);
@@ -96,10 +89,11 @@ static void read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->signing = sq_col_str(st, 19);
   e->previous_secret = sq_col_str(st, 20);
   e->previous_expires_ms = sq_col_i64(st, 21);
+  e->source_id = sq_col_str(st, 22);
+  e->idempotent = sq_col_i64(st, 23) != 0;
 }
 
-static int read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint **out,
-                          size_t *n) {
+int sq_read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint **out, size_t *n) {
   size_t cap = 16, len = 0;
   hookd_endpoint *v = malloc(cap * sizeof *v);
   if (!v) return HOOKD_STORE_ERR;
@@ -113,7 +107,7 @@ static int read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint 
       }
       v = nv;
     }
-    read_endpoint(st, &v[len++]);
+    sq_read_endpoint(st, &v[len++]);
   }
   if (rc != SQLITE_DONE) {
     hookd_endpoints_free(v, len);
@@ -143,8 +137,8 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   st = sq_stmt(c, SQ_EP_INSERT,
                "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
                " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
-               " updated_at, signing) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-               " ?12, ?13)");
+               " updated_at, signing, source_id, idempotent) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+               " ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);
   sq_bind_text(st, 2, ep->tenant_id);
@@ -159,6 +153,8 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   sq_bind_text(st, 11, ep->secret);
   sq_bind_i64(st, 12, ep->created_ms);
   sq_bind_text(st, 13, ep->signing ? ep->signing : "hmac");
+  sq_bind_text(st, 14, ep->source_id);
+  sq_bind_i64(st, 15, ep->source_id ? ep->idempotent : 1);
   rc = sqlite3_step(st);
   if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
     snprintf(c->err, sizeof c->err, "tenant not found");
@@ -171,13 +167,13 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
 }
 
 int sq_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_EP_GET, "SELECT " EP_COLS EP_FROM " WHERE e.id = ?1");
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_GET, "SELECT " SQ_EP_COLS SQ_EP_FROM " WHERE e.id = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
   if (rc != SQLITE_ROW) return sq_fail(c, "get endpoint");
-  read_endpoint(st, out);
+  sq_read_endpoint(st, out);
   if (out->deleted_ms) {
     hookd_endpoint_free(out);
     return HOOKD_STORE_NOTFOUND;
@@ -189,13 +185,13 @@ int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *aft
                      hookd_endpoint **out, size_t *n) {
   sqlite3_stmt *st =
       sq_stmt(c, SQ_EP_LIST,
-              "SELECT " EP_COLS EP_FROM " WHERE e.tenant_id = ?1 AND e.deleted_at IS NULL"
+              "SELECT " SQ_EP_COLS SQ_EP_FROM " WHERE e.tenant_id = ?1 AND e.deleted_at IS NULL"
               " AND e.id > ?2 ORDER BY e.id LIMIT ?3");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, tenant_id);
   sq_bind_text(st, 2, after_id ? after_id : "");
   sq_bind_i64(st, 3, limit);
-  return read_endpoints(c, st, out, n);
+  return sq_read_endpoints(c, st, out, n);
 }
 
 int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
@@ -269,10 +265,10 @@ int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
 
 int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_SINCE,
-                             "SELECT " EP_COLS EP_FROM " WHERE e.updated_at >= ?1 ORDER BY e.id");
+                             "SELECT " SQ_EP_COLS SQ_EP_FROM " WHERE e.updated_at >= ?1 ORDER BY e.id");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, since_ms);
-  return read_endpoints(c, st, out, n);
+  return sq_read_endpoints(c, st, out, n);
 }
 
 /* ---------- API keys ---------- */

@@ -42,8 +42,7 @@ void sq_read_delivery(sqlite3_stmt *st, int i, hookd_delivery *d) {
   d->replay_cycle = kind && strcmp(kind, "replay") == 0;
 }
 
-static int read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **out,
-                           size_t *n) {
+int sq_read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **out, size_t *n) {
   size_t cap = 8, len = 0;
   hookd_delivery *v = malloc(cap * sizeof *v);
   if (!v) return HOOKD_STORE_ERR;
@@ -184,7 +183,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   /* Fan-out: one delivery per live, enabled endpoint whose filter matches. */
   sqlite3_stmt *eps = sq_stmt(c, SQ_EP_FANOUT,
                               "SELECT id, event_types, policy_id FROM endpoints"
-                              " WHERE tenant_id = ?1 AND deleted_at IS NULL AND enabled = 1");
+                              " WHERE tenant_id = ?1 AND deleted_at IS NULL AND enabled = 1"
+                              " AND source_id IS NULL");
   if (!eps) return HOOKD_STORE_ERR;
   sq_bind_text(eps, 1, req->tenant_id);
   sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT,
@@ -263,7 +263,7 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
     return HOOKD_STORE_ERR;
   }
   sq_bind_i64(st, 1, ev->seq);
-  if ((rc = read_deliveries(c, st, dl, n)) != 0) hookd_event_free(ev);
+  if ((rc = sq_read_deliveries(c, st, dl, n)) != 0) hookd_event_free(ev);
   return rc;
 }
 
@@ -370,7 +370,7 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   sq_bind_text(st, 4, f->endpoint_id);
   sq_bind_text(st, 5, f->state >= 0 ? hookd_dstate_name((hookd_dstate)f->state) : NULL);
   if (f->event_id) sq_bind_text(st, 6, f->event_id);
-  return read_deliveries(c, st, out, n);
+  return sq_read_deliveries(c, st, out, n);
 }
 
 int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
@@ -496,7 +496,8 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
 
   sqlite3_stmt *det = sq_stmt(c, SQ_CLAIM_DETAIL,
                               "SELECT e.id, e.type, e.body, e.expires_at, p.id, p.max_attempts,"
-                              " p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms"
+                              " p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms, e.kind,"
+                              " e.content_type, e.meta"
                               " FROM events e, retry_policies p WHERE e.seq = ?1 AND p.id = ?2");
   for (size_t i = 0; det && i < len; i++) {
     sqlite3_reset(det);
@@ -518,6 +519,10 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
     v[i].body[v[i].body_len] = '\0';
     v[i].expires_ms = sq_col_i64(det, 3);
     sq_read_policy(det, 4, &v[i].policy);
+    const char *kind = (const char *)sqlite3_column_text(det, 10);
+    v[i].inbound = kind && strcmp(kind, "inbound") == 0;
+    v[i].content_type = sq_col_str(det, 11);
+    v[i].meta = sq_col_str(det, 12);
   }
   if (!det || (rc = next_due(c, req->endpoint_id, req->now_ms, next_due_ms)) != 0) {
     for (size_t i = 0; i < len; i++) hookd_claimed_free(&v[i]);
@@ -542,7 +547,8 @@ int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o) {
       " lease_owner = NULL, leased_until = NULL, updated_at = ?9,"
       " delivered_at = CASE WHEN ?4 = 'delivered' THEN ?9 ELSE delivered_at END,"
       " dead_at = CASE WHEN ?4 = 'dead' THEN ?9 ELSE dead_at END,"
-      " dead_reason = CASE WHEN ?4 = 'dead' THEN ?10 ELSE dead_reason END"
+      " dead_reason = CASE WHEN ?4 = 'dead' THEN ?10 ELSE dead_reason END,"
+      " result_ref = COALESCE(?11, result_ref)"
       " WHERE seq = ?1 AND lease_token = ?2 AND state = ?3");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, o->delivery_seq);
@@ -558,6 +564,7 @@ int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o) {
   sq_bind_i64_or_null(st, 8, o->attempt.http_status);
   sq_bind_i64(st, 9, o->now_ms);
   sq_bind_text(st, 10, o->dead_reason);
+  sq_bind_text(st, 11, o->result_ref);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
   if (sqlite3_changes(c->db) != 1) {
     snprintf(c->err, sizeof c->err, "lease token %lld is no longer current",
@@ -589,6 +596,10 @@ int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o) {
     sq_bind_text(st, 11, a->trigger ? a->trigger : "live");
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert attempt");
   }
+  if (o->inbound) {
+    int rc = sq_inbox_follow(c, o->delivery_seq, o->now_ms, o->last_error, o->result_ref);
+    if (rc) return rc;
+  }
   if (o->disable_endpoint && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_DISABLE,
                  "UPDATE endpoints SET enabled = 0, disabled_reason = ?2, updated_at = ?3"
@@ -614,7 +625,7 @@ int sq_release_lease(hookd_store_conn *c, int64_t seq, int64_t token) {
 }
 
 /* Appends (endpoint, due) to a hint list. */
-static int hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
+int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
   if (*n == *cap) {
     size_t nc = *cap ? *cap * 2 : 16;
     hookd_due_hint *nv = realloc(*v, nc * sizeof **v);
@@ -636,7 +647,7 @@ static int hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, 
       return 0;
     }
   }
-  return hint_push(v, n, cap, ep, due);
+  return sq_hint_push(v, n, cap, ep, due);
 }
 
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
@@ -696,7 +707,7 @@ int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (sqlite3_column_type(st, 1) == SQLITE_NULL) continue;
-    if (hint_push(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
+    if (sq_hint_push(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
                  sq_col_i64(st, 1)) != 0) {
       hookd_due_hints_free(v, len);
       return HOOKD_STORE_ERR;

@@ -22,6 +22,10 @@ enum sq_stmt_id {
   SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_DUE_HINTS,
   SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
   SQ_AUDIT_INSERT, SQ_AUDIT_LIST,
+  SQ_SRC_INSERT, SQ_SRC_GET, SQ_SRC_UPDATE, SQ_SRC_DELETE, SQ_SRC_LIST, SQ_SRC_DESTS,
+  SQ_INBOX_INSERT, SQ_INBOX_BY_KEY, SQ_INBOX_BY_BKEY, SQ_INBOX_GET, SQ_INBOX_AGG, SQ_INBOX_SET,
+  SQ_INBOX_LEASE, SQ_INBOX_PURGE, SQ_INBOX_RESOLVE, SQ_VERSION_GET, SQ_VERSION_SET, SQ_DL_DEST,
+  SQ_EV_INSERT_IN, SQ_INBOX_DL, SQ_INBOX_LIST, SQ_DL_RESOLVE,
   SQ__COUNT
 };
 
@@ -53,6 +57,15 @@ int64_t sq_col_i64(sqlite3_stmt *st, int i);                 /* 0 for NULL */
 int sq_migrate(hookd_store_conn *c);
 
 /* Row readers shared between files. */
+#define SQ_EP_COLS                                                                              \
+  "e.id, e.tenant_id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason,"    \
+  " e.max_in_flight, e.timeout_ms, e.secret, e.created_at, e.updated_at, e.deleted_at,"      \
+  " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
+  " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent"
+#define SQ_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
+
+void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e);
+int sq_read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint **out, size_t *n);
 void sq_read_policy(sqlite3_stmt *st, int first_col, hookd_retry_policy *p);
 /* The delivery column list every delivery query selects (with table alias d and events e). */
 #define SQ_DELIVERY_COLS                                                                        \
@@ -62,6 +75,7 @@ void sq_read_policy(sqlite3_stmt *st, int first_col, hookd_retry_policy *p);
   "d.updated_at, d.delivered_at, d.dead_at, d.dead_reason, d.cycle_kind"
 #define SQ_DELIVERY_NCOLS 24
 void sq_read_delivery(sqlite3_stmt *st, int first_col, hookd_delivery *d);
+int sq_read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **out, size_t *n);
 
 /* The ops implemented in each file, assembled into the table in sqlite_conn.c. */
 int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t);
@@ -96,6 +110,26 @@ int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms);
 int sq_audit_append(hookd_store_conn *c, const hookd_audit *a);
 int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
                   hookd_audit **out, size_t *n);
+
+/* Inbound, sqlite_inbound.c. */
+int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
+                     size_t n_dests);
+int sq_source_get(hookd_store_conn *c, const char *id, hookd_source *out, hookd_endpoint **dests,
+                  size_t *n_dests);
+int sq_source_update(hookd_store_conn *c, const hookd_source *s);
+int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms);
+int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
+int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);
+int sq_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_delivery **dl,
+                 size_t *n);
+int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out, size_t *n);
+int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
+                     hookd_due_hint **hints, size_t *n_hints);
+int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged);
+/* Recomputes the inbox record of a delivery's event from its deliveries (outcome writes). */
+int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
+                    const char *last_error, const char *result_ref);
+int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
 
 /* Opens the backend's shared state for a "sqlite:PATH" url. */
 int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen);

@@ -35,6 +35,17 @@ static void transitions(void **s) {
   assert_int_equal(hookd_dstate_next(HOOKD_DS_RETRYING, HOOKD_DT_REPLAY, &to), -1);
   for (int t = 0; t < HOOKD_DT__COUNT; t++)
     assert_int_equal(hookd_dstate_next(HOOKD_DS_CANCELLED, (hookd_dtrigger)t, &to), -1);
+  /* unknown: only an operator moves it (resolve, dead, replay) */
+  assert_int_equal(hookd_dstate_next(HOOKD_DS_RETRYING, HOOKD_DT_HOLD, &to), 0);
+  assert_int_equal(to, HOOKD_DS_UNKNOWN);
+  assert_int_equal(hookd_dstate_next(HOOKD_DS_UNKNOWN, HOOKD_DT_RESOLVE, &to), 0);
+  assert_int_equal(to, HOOKD_DS_DELIVERED);
+  assert_int_equal(hookd_dstate_next(HOOKD_DS_UNKNOWN, HOOKD_DT_REPLAY, &to), 0);
+  assert_int_equal(to, HOOKD_DS_PENDING);
+  assert_int_equal(hookd_dstate_next(HOOKD_DS_UNKNOWN, HOOKD_DT_RETRY, &to), -1);
+  assert_int_equal(hookd_dstate_next(HOOKD_DS_UNKNOWN, HOOKD_DT_SUCCESS, &to), -1);
+  assert_int_equal(hookd_dstate_next(HOOKD_DS_DELIVERED, HOOKD_DT_RESOLVE, &to), -1);
+  assert_int_equal(hookd_dstate_next(HOOKD_DS_DEAD, HOOKD_DT_HOLD, &to), -1);
   assert_int_equal(hookd_dstate_next((hookd_dstate)99, HOOKD_DT_SUCCESS, &to), -1);
 }
 
@@ -61,54 +72,66 @@ static void decide(void **s) {
   hookd_decision d;
   int64_t now = 1000000;
 
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 204), -1, now, 0, &d), 0);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 204), -1, now, 0, false, &d), 0);
   assert_int_equal(d.next, HOOKD_DS_DELIVERED);
 
   /* 503: retry within [now, now + base] */
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 503), -1, now, 12345, &d), 0);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 503), -1, now, 12345, false, &d), 0);
   assert_int_equal(d.next, HOOKD_DS_RETRYING);
   assert_true(d.next_attempt_ms >= now && d.next_attempt_ms <= now + 1000);
 
   /* Retry-After honoured, and capped by the policy */
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 429), 3000, now, 0, &d), 0);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 429), 3000, now, 0, false, &d), 0);
   assert_int_equal(d.next_attempt_ms, now + 3000);
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 429), 999999, now, 0, &d), 0);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 429), 999999, now, 0, false, &d), 0);
   assert_int_equal(d.next_attempt_ms, now + 5000);
 
   /* 400 → dead, permanent; 410 → dead and disable the endpoint */
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 400), -1, now, 0, &d), 0);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 400), -1, now, 0, false, &d), 0);
   assert_int_equal(d.next, HOOKD_DS_DEAD);
   assert_string_equal(d.dead_reason, "permanent");
   assert_false(d.disable_endpoint);
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 410), -1, now, 0, &d), 0);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 410), -1, now, 0, false, &d), 0);
   assert_int_equal(d.next, HOOKD_DS_DEAD);
   assert_true(d.disable_endpoint);
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_BLOCKED, 0), -1, now, 0, &d), 0);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_BLOCKED, 0), -1, now, 0, false, &d), 0);
   assert_string_equal(d.dead_reason, "blocked");
 
   /* third failure of a 3-attempt policy → dead */
   v.state = HOOKD_DS_RETRYING;
   v.cycle_attempts = 2;
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_TIMEOUT, 0), -1, now, 0, &d), 0);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_TIMEOUT, 0), -1, now, 0, false, &d), 0);
   assert_int_equal(d.next, HOOKD_DS_DEAD);
   assert_string_equal(d.dead_reason, "max_attempts");
 
   /* age: the next attempt would land beyond max_age → dead */
   v.cycle_attempts = 1;
   assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 500), 5000,
-                                v.cycle_started_ms + 58000, 0, &d), 0);
+                                v.cycle_started_ms + 58000, 0, false, &d), 0);
   assert_int_equal(d.next, HOOKD_DS_DEAD);
   assert_string_equal(d.dead_reason, "max_age");
 
   /* event expiry */
   v.expires_ms = now + 2000;
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 500), 3000, now, 0, &d), 0);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 500), 3000, now, 0, false, &d), 0);
   assert_string_equal(d.dead_reason, "expired");
+
+  /* an ambiguous outcome at a non-idempotent destination is held, not retried; a clear
+   * failure (an HTTP answer) still is retried, and success is success */
+  v.state = HOOKD_DS_RETRYING;
+  v.expires_ms = 0;
+  v.cycle_attempts = 0;
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_TIMEOUT, 0), -1, now, 0, true, &d), 0);
+  assert_int_equal(d.next, HOOKD_DS_UNKNOWN);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 200), -1, now, 0, true, &d), 0);
+  assert_int_equal(d.next, HOOKD_DS_DELIVERED);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 400), -1, now, 0, true, &d), 0);
+  assert_int_equal(d.next, HOOKD_DS_DEAD);
 
   /* a terminal view cannot take an outcome */
   v.state = HOOKD_DS_DELIVERED;
   v.expires_ms = 0;
-  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 200), -1, now, 0, &d), -1);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 200), -1, now, 0, false, &d), -1);
 }
 
 int main(void) {

@@ -1,0 +1,241 @@
+/* api_inbox.c — the inbound dedup records (docs/inbound.md):
+ *   GET  /v1/inbox?tenant=&source=&state=&limit=&before=   newest first (e.g. state=conflict)
+ *   GET  /v1/inbox/{id}                                     the record and its deliveries
+ *   POST /v1/inbox/{id}/resolve {"outcome", "reason"}       settle a record held in unknown */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "daemon/api.h"
+#include "daemon/log.h"
+
+typedef struct inbox_op {
+  hookd_api_op base;
+  char id[HOOKD_ID_MAX + 64];
+  char tenant[HOOKD_ID_MAX + 64], source[HOOKD_ID_MAX + 64], status[32];
+  hookd_inbox_filter f;
+  hookd_principal who;
+  bool scoped;
+  hookd_inbox rec;
+  bool loaded;
+  hookd_delivery *dl;
+  size_t n;
+  hookd_inbox *list;
+  size_t n_list;
+  hookd_dstate to;
+  hookd_due_hint *hints;
+  size_t n_hints;
+} inbox_op;
+
+static void inbox_cleanup(hookd_api_op *base) {
+  inbox_op *op = (inbox_op *)base;
+  if (op->loaded) hookd_inbox_free(&op->rec);
+  if (op->dl) hookd_deliveries_free(op->dl, op->n);
+  if (op->list) hookd_inboxes_free(op->list, op->n_list);
+  hookd_due_hints_free(op->hints, op->n_hints);
+}
+
+static inbox_op *new_op(hookd_req *r, hookd_app *app,
+                        int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                        void (*reply)(hookd_api_op *, int)) {
+  inbox_op *op = hookd_api_op_new(sizeof *op, r, app, run, reply);
+  if (!op) return NULL;
+  op->base.cleanup = inbox_cleanup;
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p) {
+    op->who = *p;
+    op->scoped = true;
+  }
+  return op;
+}
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+static json_t *inbox_json(const hookd_inbox *r) {
+  const char *status = r->status;
+  bool live = r->lease_until_ms > hookd_now_ms();
+  if (live && (!strcmp(status, "received") || !strcmp(status, "retryable_failed")))
+    status = "processing";
+  return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:s,s:s,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "id",
+                   r->id, "source_id", r->source_id, "tenant_id", r->tenant_id, "provider",
+                   r->provider, "event_id", str_or_null(r->provider_event_id), "identity_kind",
+                   r->identity_kind, "event_type", str_or_null(r->event_type), "payload_hash",
+                   r->payload_hash, "status", status, "attempt_count", r->attempt_count,
+                   "lease_until", live ? hookd_json_time(r->lease_until_ms) : json_null(),
+                   "received_at", hookd_json_time(r->received_ms), "completed_at",
+                   hookd_json_time(r->completed_ms), "result_ref", str_or_null(r->result_ref),
+                   "last_error", str_or_null(r->last_error), "conflict_of",
+                   str_or_null(r->conflict_of));
+}
+
+/* Records of tenants outside the key's scope do not exist for it. */
+static int hide_foreign(inbox_op *op) {
+  if (op->scoped && !hookd_principal_has_tenant(&op->who, op->rec.tenant_id)) return HOOKD_STORE_NOTFOUND;
+  return 0;
+}
+
+/* ---------- get ---------- */
+
+static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  inbox_op *op = (inbox_op *)base;
+  int rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
+  op->loaded = rc == 0;
+  return rc ? rc : hide_foreign(op);
+}
+
+static void reply_get(hookd_api_op *base, int rc) {
+  inbox_op *op = (inbox_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "inbox record");
+    return;
+  }
+  json_t *v = inbox_json(&op->rec);
+  json_t *d = json_array();
+  for (size_t i = 0; i < op->n; i++) json_array_append_new(d, hookd_json_delivery(&op->dl[i]));
+  json_object_set_new(v, "deliveries", d);
+  hookd_req_reply_json(base->req, 200, v);
+}
+
+void hookd_api_inbox_get(hookd_req *r, hookd_app *app) {
+  inbox_op *op = new_op(r, app, run_get, reply_get);
+  if (!op) return;
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  hookd_api_submit(&op->base, false);
+}
+
+/* ---------- list ---------- */
+
+static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  inbox_op *op = (inbox_op *)base;
+  return be->inbox_list(c, &op->f, &op->list, &op->n_list);
+}
+
+static void reply_list(hookd_api_op *base, int rc) {
+  inbox_op *op = (inbox_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "inbox");
+    return;
+  }
+  size_t shown = op->n_list > (size_t)op->f.limit - 1 ? (size_t)op->f.limit - 1 : op->n_list;
+  json_t *data = json_array();
+  for (size_t i = 0; i < shown; i++) json_array_append_new(data, inbox_json(&op->list[i]));
+  json_t *next = op->n_list > shown ? json_integer(op->list[shown - 1].seq) : json_null();
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+}
+
+void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
+  static const char *const states[] = {"received", "retryable_failed", "completed",
+                                       "dead_lettered", "unknown", "filtered", "stale",
+                                       "conflict", "duplicate", NULL};
+  int limit = hookd_api_limit(r, 50, 500);
+  if (limit < 0) return;
+  const char *tenant = hookd_req_query(r, "tenant"), *source = hookd_req_query(r, "source"),
+             *state = hookd_req_query(r, "state"), *before = hookd_req_query(r, "before");
+  const hookd_principal *p = hookd_api_principal(r);
+  if ((tenant && !hookd_id_valid(tenant, 64)) || (source && !hookd_id_valid(source, 128))) {
+    hookd_req_error(r, 400, "invalid_parameter", "tenant and source must be ids");
+    return;
+  }
+  int i = 0;
+  while (state && states[i] && strcmp(states[i], state)) i++;
+  if (state && !states[i]) {
+    hookd_req_error(r, 400, "invalid_parameter",
+                    "state must be received, retryable_failed, completed, dead_lettered, "
+                    "unknown, filtered, stale, conflict or duplicate");
+    return;
+  }
+  if (p && p->tenants[0] && !tenant) {
+    hookd_req_error(r, 403, "forbidden", "a key scoped to tenants must ask for one (?tenant=)");
+    return;
+  }
+  if (tenant && !hookd_api_tenant_allowed(r, tenant)) return;
+  char *end = NULL;
+  long long b = before ? strtoll(before, &end, 10) : 0;
+  if (before && (*end || b <= 0)) {
+    hookd_req_error(r, 400, "invalid_parameter", "before must be a next_cursor value");
+    return;
+  }
+  inbox_op *op = new_op(r, app, run_list, reply_list);
+  if (!op) return;
+  snprintf(op->tenant, sizeof op->tenant, "%s", tenant ? tenant : "");
+  snprintf(op->source, sizeof op->source, "%s", source ? source : "");
+  snprintf(op->status, sizeof op->status, "%s", state ? state : "");
+  op->f.tenant_id = tenant ? op->tenant : NULL;
+  op->f.source_id = source ? op->source : NULL;
+  op->f.status = state ? op->status : NULL;
+  op->f.before_seq = b;
+  op->f.limit = limit + 1;
+  hookd_api_submit(&op->base, false);
+}
+
+/* ---------- resolve ---------- */
+
+static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  inbox_op *op = (inbox_op *)base;
+  int rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
+  op->loaded = rc == 0;
+  if (rc || (rc = hide_foreign(op)) != 0) return rc;
+  rc = be->inbox_resolve(c, op->id, op->to, hookd_now_ms(), &op->hints, &op->n_hints);
+  if (rc) return rc;
+  hookd_inbox_free(&op->rec);
+  rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
+  op->loaded = rc == 0;
+  return rc ? rc
+            : hookd_api_audit(base, c, be, "inbox.resolve", op->id, op->rec.tenant_id,
+                              hookd_dstate_name(op->to));
+}
+
+static void reply_resolve(hookd_api_op *base, int rc) {
+  inbox_op *op = (inbox_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "inbox record");
+    return;
+  }
+  for (size_t i = 0; i < op->n_hints; i++)
+    hookd_dispatcher_hint(base->app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", op->id),
+       KV_S("tenant_id", op->rec.tenant_id), KV_S("to", hookd_dstate_name(op->to)),
+       KV_S("actor", op->scoped ? op->who.key_id : NULL));
+  hookd_req_reply_json(base->req, 200, inbox_json(&op->rec));
+}
+
+void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  const char *outcome = NULL, *reason = NULL;
+  hookd_dstate to = HOOKD_DS_DELIVERED;
+  bool ok = true;
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    if (strcmp(k, "outcome") && strcmp(k, "reason")) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      ok = false;
+      break;
+    }
+  }
+  if (ok && hookd_json_get_str(body, "outcome", &outcome) == 0 && !strcmp(outcome, "completed"))
+    to = HOOKD_DS_DELIVERED;
+  else if (ok && outcome && !strcmp(outcome, "retry"))
+    to = HOOKD_DS_PENDING;
+  else if (ok && outcome && !strcmp(outcome, "dead_lettered"))
+    to = HOOKD_DS_DEAD;
+  else if (ok) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "outcome must be completed (the effect happened), retry or dead_lettered");
+    ok = false;
+  }
+  if (ok && (hookd_json_get_str(body, "reason", &reason) != 0 || !*reason || strlen(reason) > 255)) {
+    hookd_req_error(r, 422, "invalid_field", "reason is required (1-255 bytes): it goes to the audit log");
+    ok = false;
+  }
+  inbox_op *op = ok ? new_op(r, app, run_resolve, reply_resolve) : NULL;
+  if (op) {
+    snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+    snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+    op->to = to;
+    hookd_api_submit(&op->base, true);
+  }
+  json_decref(body);
+}

@@ -1,0 +1,669 @@
+/* api_sources.c — inbound sources (docs/inbound.md):
+ *   POST   /v1/sources             create, with its destinations (201: ingest URL, each
+ *                                  destination's whsec_ secret)
+ *   GET    /v1/sources?tenant=     list
+ *   GET    /v1/sources/{id}        one, with its destinations
+ *   PATCH  /v1/sources/{id}        secrets (rotation), tolerance, event types, rules
+ *   DELETE /v1/sources/{id}        delete it and its destinations
+ * Source secrets are sealed at rest (one sealed JSON array) and never returned. Destination URLs
+ * pass the destination policy like endpoint URLs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "core/inbound.h"
+#include "core/sign.h"
+#include "daemon/api.h"
+#include "daemon/log.h"
+
+#define MAX_DESTS 8
+#define MAX_SECRETS 16
+
+typedef struct src_op {
+  hookd_api_op base;
+  hookd_source src;               /* owned strings */
+  hookd_endpoint dests[MAX_DESTS];
+  char *dest_secrets[MAX_DESTS];  /* plaintext, returned once */
+  size_t n_dests;
+  size_t checking;                /* destination whose URL is being checked */
+  hookd_dest_check check;
+  unsigned patch;                 /* PATCH: fields present */
+  char id[HOOKD_ID_MAX + 64];
+  hookd_principal who;
+  bool scoped;
+  /* results */
+  hookd_source *list;
+  size_t n_list;
+  hookd_endpoint *got_dests;
+  size_t n_got;
+  bool loaded;
+} src_op;
+
+enum { P_SECRETS = 1, P_TOLERANCE = 2, P_TYPES = 4, P_IDENTITY = 8, P_BKEY = 16, P_VERSION = 32 };
+
+static void src_cleanup(hookd_api_op *base) {
+  src_op *op = (src_op *)base;
+  hookd_source_free(&op->src);
+  for (size_t i = 0; i < op->n_dests; i++) {
+    hookd_endpoint_free(&op->dests[i]);
+    if (op->dest_secrets[i]) {
+      memset(op->dest_secrets[i], 0, strlen(op->dest_secrets[i]));
+      free(op->dest_secrets[i]);
+    }
+  }
+  if (op->list) hookd_sources_free(op->list, op->n_list);
+  if (op->got_dests) hookd_endpoints_free(op->got_dests, op->n_got);
+  free(op->check.url);
+}
+
+static src_op *new_op(hookd_req *r, hookd_app *app,
+                      int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                      void (*reply)(hookd_api_op *, int)) {
+  src_op *op = hookd_api_op_new(sizeof *op, r, app, run, reply);
+  if (!op) return NULL;
+  op->base.cleanup = src_cleanup;
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p) {
+    op->who = *p;
+    op->scoped = true;
+  }
+  return op;
+}
+
+static void fail_op(src_op *op) {
+  src_cleanup(&op->base);
+  free(op);
+}
+
+/* ---------- rendering ---------- */
+
+static json_t *csv_array(const char *csv) {
+  if (!csv) return json_null();
+  json_t *a = json_array();
+  for (const char *p = csv; *p;) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    json_array_append_new(a, json_stringn(p, len));
+    if (!c) break;
+    p = c + 1;
+  }
+  return a;
+}
+
+static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_endpoint *dests,
+                           size_t n, char *const *secrets) {
+  char path[256];
+  snprintf(path, sizeof path, "/in/%s", s->id);
+  json_t *v = json_pack(
+      "{s:s,s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "id", s->id, "tenant_id", s->tenant_id,
+      "provider", s->provider, "ingest_path", path, "tolerance_s", s->tolerance_s, "event_types",
+      csv_array(s->event_types), "identity_paths", csv_array(s->identity_paths), "business_key",
+      s->business_paths ? json_pack("{s:o,s:s}", "paths", csv_array(s->business_paths),
+                                    "operation", s->business_operation ? s->business_operation : "")
+                        : json_null(),
+      "version",
+      s->version_object_path
+          ? json_pack("{s:s,s:o,s:o}", "object_path", s->version_object_path, "path",
+                      s->version_path ? json_string(s->version_path) : json_null(), "header",
+                      s->version_header ? json_string(s->version_header) : json_null())
+          : json_null(),
+      "created_at", hookd_json_time(s->created_ms), "updated_at", hookd_json_time(s->updated_ms));
+  if (app->cfg->public_url[0]) {
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", app->cfg->public_url, path);
+    json_object_set_new(v, "ingest_url", json_string(url));
+  }
+  if (s->generic) json_object_set_new(v, "generic", json_loads(s->generic, 0, NULL));
+  json_t *d = json_array();
+  for (size_t i = 0; i < n; i++) {
+    json_t *e = json_pack("{s:s,s:s,s:b,s:b,s:i,s:o}", "id", dests[i].id, "url", dests[i].url,
+                          "idempotent", dests[i].idempotent, "enabled", dests[i].enabled,
+                          "timeout_ms", dests[i].timeout_ms, "disabled_reason",
+                          dests[i].disabled_reason ? json_string(dests[i].disabled_reason)
+                                                   : json_null());
+    if (secrets && secrets[i]) json_object_set_new(e, "secret", json_string(secrets[i]));
+    json_array_append_new(d, e);
+  }
+  json_object_set_new(v, "destinations", d);
+  return v;
+}
+
+/* ---------- parsing ---------- */
+
+static char *join_strings(hookd_req *r, json_t *arr, const char *field, size_t max_items,
+                          size_t max_len, bool paths, bool *ok) {
+  *ok = false;
+  if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > max_items) {
+    hookd_req_error(r, 422, "invalid_field", "%s must be an array of 1 to %zu strings", field,
+                    max_items);
+    return NULL;
+  }
+  hookd_buf b;
+  hookd_buf_init(&b, 64 * 1024);
+  size_t i;
+  json_t *x;
+  json_array_foreach(arr, i, x) {
+    const char *s = json_string_value(x);
+    bool good = s && *s && strlen(s) <= max_len && !strchr(s, ',');
+    for (const char *c = s; good && *c; c++)
+      good = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+             strchr(paths ? "_-.$" : "_-.:*", *c);
+    if (!good) {
+      hookd_buf_free(&b);
+      hookd_req_error(r, 422, "invalid_field", "%s[%zu] is not a valid %s", field, i,
+                      paths ? "JSON path (a.b.0.c)" : "event type pattern");
+      return NULL;
+    }
+    if (i) hookd_buf_puts(&b, ",");
+    hookd_buf_puts(&b, s);
+  }
+  *ok = true;
+  return hookd_buf_steal(&b);
+}
+
+/* Secrets: 1..16 strings; provider-specific shape checks where they are cheap. */
+static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, json_t *arr,
+                           const char *owner_id) {
+  if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > MAX_SECRETS) {
+    hookd_req_error(r, 422, "invalid_field", "secrets must be an array of 1 to %d strings",
+                    MAX_SECRETS);
+    return NULL;
+  }
+  size_t i;
+  json_t *x;
+  json_array_foreach(arr, i, x) {
+    const char *s = json_string_value(x);
+    size_t n = s ? strlen(s) : 0;
+    bool ok = n > 0 && n <= 512;
+    if (ok && !strcmp(provider, "discord")) ok = n == 64 && strspn(s, "0123456789abcdefABCDEF") == 64;
+    if (ok && !strcmp(provider, "momo")) ok = strchr(s, ':') != NULL;
+    if (ok && !strcmp(provider, "standard")) {
+      hookd_hmac_key k;
+      ok = hookd_secret_parse(s, &k) == 0;
+    }
+    if (!ok) {
+      hookd_req_error(r, 422, "invalid_field",
+                      "secrets[%zu] is not a valid %s secret (discord: 64 hex chars of the public "
+                      "key; momo: accessKey:secretKey; standard: whsec_…)",
+                      i, provider);
+      return NULL;
+    }
+  }
+  char *plain = json_dumps(arr, JSON_COMPACT);
+  char *sealed = plain ? hookd_keyring_seal(&app->keyring, plain, owner_id) : NULL;
+  if (plain) {
+    memset(plain, 0, strlen(plain));
+    free(plain);
+  }
+  if (!sealed) hookd_req_error(r, 503, "unavailable", "cannot seal the secrets");
+  return sealed;
+}
+
+/* Rule fields shared by create and PATCH. */
+static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
+  bool ok = true;
+  json_t *v;
+  if ((v = json_object_get(body, "tolerance_s"))) {
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 86400) {
+      hookd_req_error(r, 422, "invalid_field", "tolerance_s must be an integer in [1, 86400]");
+      return false;
+    }
+    op->src.tolerance_s = (int)json_integer_value(v);
+    op->patch |= P_TOLERANCE;
+  }
+  if ((v = json_object_get(body, "event_types"))) {
+    op->patch |= P_TYPES;
+    free(op->src.event_types);
+    op->src.event_types = json_is_null(v) ? NULL : join_strings(r, v, "event_types", 64, 128, false, &ok);
+    if (!json_is_null(v) && !ok) return false;
+  }
+  if ((v = json_object_get(body, "identity_paths"))) {
+    op->patch |= P_IDENTITY;
+    free(op->src.identity_paths);
+    op->src.identity_paths = json_is_null(v) ? NULL : join_strings(r, v, "identity_paths", 8, 128, true, &ok);
+    if (!json_is_null(v) && !ok) return false;
+  }
+  if ((v = json_object_get(body, "business_key"))) {
+    op->patch |= P_BKEY;
+    free(op->src.business_paths);
+    free(op->src.business_operation);
+    op->src.business_paths = op->src.business_operation = NULL;
+    if (!json_is_null(v)) {
+      const char *opn = "";
+      if (!json_is_object(v) || hookd_json_get_str(v, "operation", &opn) < 0 || strlen(opn) > 64) {
+        hookd_req_error(r, 422, "invalid_field",
+                        "business_key must be {\"paths\": [...], \"operation\": \"name\"}");
+        return false;
+      }
+      op->src.business_paths = join_strings(r, json_object_get(v, "paths"), "business_key.paths", 8,
+                                            128, true, &ok);
+      if (!ok) return false;
+      op->src.business_operation = strdup(opn);
+    }
+  }
+  if ((v = json_object_get(body, "version"))) {
+    op->patch |= P_VERSION;
+    free(op->src.version_object_path);
+    free(op->src.version_path);
+    free(op->src.version_header);
+    op->src.version_object_path = op->src.version_path = op->src.version_header = NULL;
+    if (!json_is_null(v)) {
+      const char *objp = NULL, *vp = NULL, *vh = NULL;
+      if (!json_is_object(v) || hookd_json_get_str(v, "object_path", &objp) != 0 ||
+          hookd_json_get_str(v, "path", &vp) < 0 || hookd_json_get_str(v, "header", &vh) < 0 ||
+          (!vp == !vh) || strlen(objp) > 128 || (vp && strlen(vp) > 128) ||
+          (vh && strlen(vh) > 128)) {
+        hookd_req_error(r, 422, "invalid_field",
+                        "version must be {\"object_path\": p, \"path\": q} or {\"object_path\": p, "
+                        "\"header\": h}");
+        return false;
+      }
+      op->src.version_object_path = strdup(objp);
+      op->src.version_path = vp ? strdup(vp) : NULL;
+      op->src.version_header = vh ? strdup(vh) : NULL;
+    }
+  }
+  return true;
+}
+
+/* ---------- create ---------- */
+
+static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  src_op *op = (src_op *)base;
+  int rc = be->source_create(c, &op->src, op->dests, op->n_dests);
+  return rc ? rc : hookd_api_audit(base, c, be, "source.create", op->src.id, op->src.tenant_id,
+                                   op->src.provider);
+}
+
+static void reply_create(hookd_api_op *base, int rc) {
+  src_op *op = (src_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, rc == HOOKD_STORE_NOTFOUND ? "tenant" : "source");
+    return;
+  }
+  hookd_source_cache_put(base->app->sources, &op->src);
+  for (size_t i = 0; i < op->n_dests; i++)
+    hookd_dispatcher_endpoint_changed(base->app->disp, &op->dests[i]);
+  HLOG(HOOKD_LOG_INFO, "source.created", KV_S("source_id", op->src.id),
+       KV_S("tenant_id", op->src.tenant_id), KV_S("provider", op->src.provider));
+  hookd_req_reply_json(base->req, 201,
+                       source_json(base->app, &op->src, op->dests, op->n_dests, op->dest_secrets));
+}
+
+/* Destination URLs are checked one after the other, then the source is stored. */
+static void check_next(src_op *op);
+
+static void dest_checked(hookd_dest_check *c, void *arg) {
+  src_op *op = arg;
+  if (c->rc != 0) {
+    hookd_req_error(op->base.req, 422, "destination_refused",
+                    "destinations[%zu].url refused by rule %s: %s", op->checking, c->err.rule,
+                    c->err.message);
+    HLOG(HOOKD_LOG_INFO, "destination.refused", KV_S("rule", c->err.rule),
+         KV_S("tenant_id", op->src.tenant_id), KV_S("source_id", op->src.id));
+    fail_op(op);
+    return;
+  }
+  op->checking++;
+  check_next(op);
+}
+
+static void check_next(src_op *op) {
+  if (op->checking >= op->n_dests) {
+    hookd_storeq_submit(op->base.app->store->writer, &op->base.sop);
+    return;
+  }
+  free(op->check.url);
+  memset(&op->check, 0, sizeof op->check);
+  op->check.url = strdup(op->dests[op->checking].url);
+  op->check.done = dest_checked;
+  op->check.arg = op;
+  hookd_destinations_check_async(op->base.app->dest, &op->check);
+}
+
+static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i, src_op *op,
+                              int64_t now) {
+  hookd_endpoint *e = &op->dests[i];
+  const char *url = NULL;
+  bool idem = true;
+  int64_t timeout = app->cfg->default_timeout_ms, mif = app->cfg->default_max_in_flight;
+  const char *k;
+  json_t *x;
+  if (!json_is_object(d)) {
+    hookd_req_error(r, 422, "invalid_field", "destinations[%zu] must be an object", i);
+    return false;
+  }
+  json_object_foreach(d, k, x) {
+    if (strcmp(k, "url") && strcmp(k, "idempotent") && strcmp(k, "timeout_ms") &&
+        strcmp(k, "max_in_flight") && strcmp(k, "retry")) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"destinations[%zu].%.64s\"", i, k);
+      return false;
+    }
+  }
+  if (hookd_json_get_str(d, "url", &url) != 0 || hookd_json_get_bool(d, "idempotent", &idem) < 0 ||
+      hookd_json_get_int(d, "timeout_ms", &timeout) < 0 ||
+      hookd_json_get_int(d, "max_in_flight", &mif) < 0 || timeout < 100 ||
+      timeout > app->cfg->max_timeout_ms || mif < 1 || mif > 10000) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "destinations[%zu] needs a url; idempotent is a boolean; timeout_ms in [100, "
+                    "%d]; max_in_flight in [1, 10000]",
+                    i, app->cfg->max_timeout_ms);
+    return false;
+  }
+  hookd_url_info info;
+  hookd_url_error uerr;
+  if (hookd_destinations_check_shape(app->dest, url, &info, &uerr) != 0) {
+    hookd_req_error(r, 422, "destination_refused", "destinations[%zu].url refused by rule %s: %s",
+                    i, uerr.rule, uerr.message);
+    return false;
+  }
+  char id[HOOKD_ID_MAX], sec[HOOKD_SECRET_MAX];
+  hookd_id_new("dst", now, id);
+  if (hookd_secret_generate(sec) != 0) return false;
+  e->id = strdup(id);
+  e->tenant_id = strdup(op->src.tenant_id);
+  e->source_id = strdup(op->src.id);
+  e->url = strdup(url);
+  e->description = strdup("inbound destination");
+  e->enabled = true;
+  e->idempotent = idem;
+  e->timeout_ms = (int)timeout;
+  e->max_in_flight = (int)mif;
+  e->signing = strdup("hmac");
+  e->policy = app->cfg->policy;
+  e->created_ms = e->updated_ms = now;
+  op->dest_secrets[i] = strdup(sec);
+  e->secret = hookd_keyring_seal(&app->keyring, sec, id);
+  memset(sec, 0, sizeof sec);
+  json_t *retry = json_object_get(d, "retry");
+  if (retry) {
+    int64_t v;
+    if (!json_is_object(retry)) {
+      hookd_req_error(r, 422, "invalid_field", "destinations[%zu].retry must be an object", i);
+      return false;
+    }
+    if (hookd_json_get_int(retry, "max_attempts", &v) == 0) e->policy.max_attempts = (int)v;
+    if (hookd_json_get_int(retry, "backoff_base_ms", &v) == 0) e->policy.base_ms = v;
+    if (hookd_json_get_int(retry, "backoff_cap_ms", &v) == 0) e->policy.cap_ms = v;
+    if (hookd_json_get_int(retry, "max_age_s", &v) == 0) e->policy.max_age_ms = v * 1000;
+    const char *bad = hookd_retry_policy_check(&e->policy);
+    if (bad) {
+      hookd_req_error(r, 422, "invalid_field", "destinations[%zu].retry.%s is out of range", i, bad);
+      return false;
+    }
+  }
+  return e->id && e->url && e->secret && op->dest_secrets[i];
+}
+
+void hookd_api_source_create(hookd_req *r, hookd_app *app) {
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  src_op *op = new_op(r, app, run_create, reply_create);
+  if (!op) {
+    json_decref(body);
+    return;
+  }
+  bool ok = true;
+  static const char *const known[] = {"id",          "tenant",         "provider",     "secrets",
+                                      "tolerance_s", "event_types",    "identity_paths",
+                                      "business_key", "version",       "generic",
+                                      "destinations", NULL};
+  const char *k, *tenant = NULL, *provider = NULL, *id = NULL;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    int i = 0;
+    while (known[i] && strcmp(known[i], k)) i++;
+    if (!known[i]) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      ok = false;
+      break;
+    }
+  }
+  hookd_provider prov;
+  if (ok && (hookd_json_get_str(body, "tenant", &tenant) != 0 || !hookd_id_valid(tenant, 64))) {
+    hookd_req_error(r, 422, "invalid_field", "tenant is required (a tenant id)");
+    ok = false;
+  }
+  if (ok && !hookd_api_tenant_allowed(r, tenant)) ok = false;
+  if (ok && (hookd_json_get_str(body, "provider", &provider) != 0 ||
+             hookd_provider_parse(provider, &prov) != 0)) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "provider must be one of standard, stripe, github, shopify, slack, gitlab, "
+                    "twilio, paddle, zoom, discord, vnpay, momo, generic");
+    ok = false;
+  }
+  if (ok && (hookd_json_get_str(body, "id", &id) < 0 || (id && !hookd_id_valid(id, 64)))) {
+    hookd_req_error(r, 422, "invalid_field", "id must be 1-64 characters of [A-Za-z0-9_.:-]");
+    ok = false;
+  }
+  int64_t now = hookd_now_ms();
+  if (ok) {
+    if (id) snprintf(op->id, sizeof op->id, "%s", id);
+    else hookd_id_new("src", now, op->id);
+    op->src.id = strdup(op->id);
+    op->src.tenant_id = strdup(tenant);
+    op->src.provider = strdup(hookd_provider_name(prov));
+    op->src.tolerance_s = 300;
+    op->src.created_ms = op->src.updated_ms = now;
+    op->src.secrets = parse_secrets(r, app, op->src.provider, json_object_get(body, "secrets"),
+                                    op->src.id);
+    ok = op->src.secrets != NULL;
+  }
+  if (ok) ok = parse_rules(r, body, op);
+  json_t *gen = json_object_get(body, "generic");
+  if (ok && (prov == HOOKD_PROVIDER_GENERIC) != (gen != NULL)) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "generic settings are required for provider generic, and only for it");
+    ok = false;
+  }
+  if (ok && gen) {
+    hookd_generic_hmac g;
+    const char *bad = hookd_generic_parse(gen, &g);
+    if (bad) {
+      hookd_req_error(r, 422, "invalid_field", "%s is missing or invalid", bad);
+      ok = false;
+    } else {
+      op->src.generic = json_dumps(gen, JSON_COMPACT);
+    }
+  }
+  json_t *dests = json_object_get(body, "destinations");
+  if (ok && (!json_is_array(dests) || json_array_size(dests) < 1 ||
+             json_array_size(dests) > MAX_DESTS)) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "destinations must be an array of 1 to %d {url, idempotent, timeout_ms, retry}",
+                    MAX_DESTS);
+    ok = false;
+  }
+  for (size_t i = 0; ok && i < json_array_size(dests); i++) {
+    op->n_dests = i + 1;
+    ok = parse_destination(r, app, json_array_get(dests, i), i, op, now);
+  }
+  json_decref(body);
+  if (!ok) {
+    fail_op(op);
+    return;
+  }
+  hookd_req_suspend(r);
+  check_next(op);
+}
+
+/* ---------- read ---------- */
+
+static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  src_op *op = (src_op *)base;
+  if (op->id[0]) {
+    int rc = be->source_get(c, op->id, &op->src, &op->got_dests, &op->n_got);
+    if (rc == 0 && op->scoped && !hookd_principal_has_tenant(&op->who, op->src.tenant_id)) {
+      hookd_source_free(&op->src);
+      hookd_endpoints_free(op->got_dests, op->n_got);
+      op->got_dests = NULL;
+      op->n_got = 0;
+      rc = HOOKD_STORE_NOTFOUND;
+    }
+    return rc;
+  }
+  return be->source_list(c, op->src.tenant_id, &op->list, &op->n_list);
+}
+
+static void reply_get(hookd_api_op *base, int rc) {
+  src_op *op = (src_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "source");
+    return;
+  }
+  if (op->id[0]) {
+    hookd_req_reply_json(base->req, 200,
+                         source_json(base->app, &op->src, op->got_dests, op->n_got, NULL));
+    return;
+  }
+  json_t *data = json_array();
+  for (size_t i = 0; i < op->n_list; i++)
+    json_array_append_new(data, source_json(base->app, &op->list[i], NULL, 0, NULL));
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "data", data));
+}
+
+void hookd_api_source_get(hookd_req *r, hookd_app *app) {
+  src_op *op = new_op(r, app, run_get, reply_get);
+  if (!op) return;
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  hookd_api_submit(&op->base, false);
+}
+
+void hookd_api_source_list(hookd_req *r, hookd_app *app) {
+  const char *tenant = hookd_req_query(r, "tenant");
+  const hookd_principal *p = hookd_api_principal(r);
+  if (!tenant || !hookd_id_valid(tenant, 64)) {
+    hookd_req_error(r, 400, "invalid_parameter", "tenant is required (?tenant=)");
+    return;
+  }
+  if (p && !hookd_api_tenant_allowed(r, tenant)) return;
+  src_op *op = new_op(r, app, run_get, reply_get);
+  if (!op) return;
+  op->src.tenant_id = strdup(tenant);
+  hookd_api_submit(&op->base, false);
+}
+
+/* ---------- patch / delete ---------- */
+
+static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  src_op *op = (src_op *)base;
+  hookd_source cur;
+  int rc = be->source_get(c, op->id, &cur, NULL, NULL);
+  if (rc) return rc;
+  if (op->scoped && !hookd_principal_has_tenant(&op->who, cur.tenant_id)) {
+    hookd_source_free(&cur);
+    return HOOKD_STORE_NOTFOUND;
+  }
+  /* keep what the PATCH does not name */
+#define KEEP(bit, f)                                                                         \
+  if (!(op->patch & (bit))) {                                                                 \
+    free(op->src.f);                                                                          \
+    op->src.f = cur.f;                                                                        \
+    cur.f = NULL;                                                                             \
+  }
+  KEEP(P_SECRETS, secrets);
+  KEEP(P_TYPES, event_types);
+  KEEP(P_IDENTITY, identity_paths);
+  KEEP(P_BKEY, business_paths);
+  KEEP(P_BKEY, business_operation);
+  KEEP(P_VERSION, version_object_path);
+  KEEP(P_VERSION, version_path);
+  KEEP(P_VERSION, version_header);
+#undef KEEP
+  if (!(op->patch & P_TOLERANCE)) op->src.tolerance_s = cur.tolerance_s;
+  op->src.tenant_id = cur.tenant_id;
+  op->src.provider = cur.provider;
+  op->src.generic = cur.generic;
+  op->src.created_ms = cur.created_ms;
+  cur.tenant_id = cur.provider = cur.generic = NULL;
+  hookd_source_free(&cur);
+  op->src.updated_ms = hookd_now_ms();
+  if ((rc = be->source_update(c, &op->src)) != 0) return rc;
+  char detail[96];
+  snprintf(detail, sizeof detail, "%s%s%s%s%s%s", op->patch & P_SECRETS ? "secrets " : "",
+           op->patch & P_TOLERANCE ? "tolerance_s " : "", op->patch & P_TYPES ? "event_types " : "",
+           op->patch & P_IDENTITY ? "identity_paths " : "",
+           op->patch & P_BKEY ? "business_key " : "", op->patch & P_VERSION ? "version" : "");
+  return hookd_api_audit(base, c, be, "source.update", op->id, op->src.tenant_id, detail);
+}
+
+static void reply_patch(hookd_api_op *base, int rc) {
+  src_op *op = (src_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "source");
+    return;
+  }
+  hookd_source_cache_put(base->app->sources, &op->src);
+  hookd_req_reply_json(base->req, 200, source_json(base->app, &op->src, NULL, 0, NULL));
+}
+
+void hookd_api_source_patch(hookd_req *r, hookd_app *app) {
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  src_op *op = new_op(r, app, run_patch, reply_patch);
+  if (!op) {
+    json_decref(body);
+    return;
+  }
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  op->src.id = strdup(op->id);
+  bool ok = true;
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    if (strcmp(k, "secrets") && strcmp(k, "tolerance_s") && strcmp(k, "event_types") &&
+        strcmp(k, "identity_paths") && strcmp(k, "business_key") && strcmp(k, "version")) {
+      hookd_req_error(r, 422, "unknown_field",
+                      "unknown or immutable field \"%.64s\" (provider and destinations are "
+                      "fixed; destinations are endpoints: PATCH them there)",
+                      k);
+      ok = false;
+      break;
+    }
+  }
+  if (ok && (v = json_object_get(body, "secrets"))) {
+    /* the provider is not known here: validate generically; the store keeps the provider */
+    op->src.secrets = parse_secrets(r, app, "", v, op->id);
+    ok = op->src.secrets != NULL;
+    op->patch |= P_SECRETS;
+  }
+  if (ok) ok = parse_rules(r, body, op);
+  json_decref(body);
+  if (!ok) {
+    fail_op(op);
+    return;
+  }
+  hookd_api_submit(&op->base, true);
+}
+
+static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  src_op *op = (src_op *)base;
+  int rc = be->source_get(c, op->id, &op->src, &op->got_dests, &op->n_got);
+  if (rc) return rc;
+  if (op->scoped && !hookd_principal_has_tenant(&op->who, op->src.tenant_id))
+    return HOOKD_STORE_NOTFOUND;
+  if ((rc = be->source_delete(c, op->id, hookd_now_ms())) != 0) return rc;
+  return hookd_api_audit(base, c, be, "source.delete", op->id, op->src.tenant_id, NULL);
+}
+
+static void reply_delete(hookd_api_op *base, int rc) {
+  src_op *op = (src_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "source");
+    return;
+  }
+  hookd_source_cache_remove(base->app->sources, op->id);
+  for (size_t i = 0; i < op->n_got; i++) {
+    op->got_dests[i].deleted_ms = hookd_now_ms();
+    hookd_dispatcher_endpoint_changed(base->app->disp, &op->got_dests[i]);
+  }
+  hookd_req_reply_json(base->req, 200, json_pack("{s:s,s:b}", "id", op->id, "deleted", 1));
+}
+
+void hookd_api_source_delete(hookd_req *r, hookd_app *app) {
+  src_op *op = new_op(r, app, run_delete, reply_delete);
+  if (!op) return;
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  hookd_api_submit(&op->base, true);
+}

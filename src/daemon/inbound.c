@@ -1,0 +1,373 @@
+/* inbound.c — the provider-facing receive path, POST /in/{source} (GET for VNPay's IPN).
+ * docs/inbound.md has the order of the checks and why.
+ *
+ * Everything up to the store runs on the ingress thread from the in-memory source cache:
+ * method, content type, signature on the raw bytes, timestamp, handshakes, event-type
+ * allowlist, identity. The store step is one writer op (group-committed); the provider gets its
+ * 2xx only after the commit. Nothing is stored for a request that fails verification, and the
+ * logs never carry the body, a secret or a signature. */
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "core/inbound.h"
+#include "daemon/api.h"
+#include "daemon/inbound.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+#include "daemon/sources.h"
+
+#define MAX_IN_HEADERS 128
+
+typedef struct recv_op {
+  hookd_api_op base;
+  hookd_receive_req rq;
+  hookd_receive_res rs;
+  hookd_provider provider;
+  bool loaded;
+  char inbox_id[HOOKD_ID_MAX];
+  char source_id[HOOKD_ID_MAX + 64];
+  char tenant_id[HOOKD_ID_MAX + 64];
+  char provider_name[24];
+  char identity_key[65];
+  char identity_kind[16];
+  char provider_event_id[256];
+  char business_key[65];
+  char event_type[256];
+  char payload_hash[65];
+  char object_key[65];
+  char version[128];
+  char content_type[128];
+  hookd_buf body;
+  hookd_buf meta;
+} recv_op;
+
+static void recv_cleanup(hookd_api_op *base) {
+  recv_op *op = (recv_op *)base;
+  if (op->loaded) hookd_receive_res_free(&op->rs);
+  hookd_buf_free(&op->body);
+  hookd_buf_free(&op->meta);
+}
+
+static void sha256_hex(const void *p, size_t n, char out[65]) {
+  unsigned char h[32];
+  unsigned int len = 32;
+  EVP_Digest(p, n, h, &len, EVP_sha256(), NULL);
+  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+/* Keeps printable ASCII only: values that become forwarded header lines. */
+static void header_safe(const char *in, char *out, size_t cap) {
+  size_t o = 0;
+  for (const char *p = in; *p && o + 1 < cap; p++)
+    if ((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f) out[o++] = *p;
+  out[o] = '\0';
+}
+
+static bool is_form(const char *ct) {
+  return ct && !strncasecmp(ct, "application/x-www-form-urlencoded", 33);
+}
+static bool is_json(const char *ct) {
+  if (!ct) return false;
+  const char *semi = strchr(ct, ';');
+  size_t n = semi ? (size_t)(semi - ct) : strlen(ct);
+  while (n && ct[n - 1] == ' ') n--;
+  return (n == 16 && !strncasecmp(ct, "application/json", 16)) ||
+         (n > 5 && !strncasecmp(ct + n - 5, "+json", 5));
+}
+
+/* Content types each provider sends. */
+static bool content_type_ok(hookd_provider p, const char *ct) {
+  switch (p) {
+  case HOOKD_PROVIDER_TWILIO:
+  case HOOKD_PROVIDER_SLACK:
+  case HOOKD_PROVIDER_GITHUB: return is_json(ct) || is_form(ct);
+  case HOOKD_PROVIDER_VNPAY:
+  case HOOKD_PROVIDER_GENERIC: return true;
+  default: return is_json(ct);
+  }
+}
+
+/* Answers a provider the way it expects. */
+static void reply_ack(hookd_req *r, hookd_provider p, const hookd_inbox *rec, bool dup) {
+  if (p == HOOKD_PROVIDER_VNPAY) {
+    hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "00", "Message",
+                                           "Confirm Success"));
+  } else if (p == HOOKD_PROVIDER_MOMO) {
+    hookd_req_reply(r, 204, NULL, NULL, 0);
+  } else {
+    const char *status = rec->status;
+    bool live_lease = rec->lease_until_ms > hookd_now_ms();
+    if (live_lease && (!strcmp(status, "received") || !strcmp(status, "retryable_failed")))
+      status = "processing";
+    json_t *v = json_pack("{s:s,s:s,s:b}", "inbox_id", rec->id, "status", status, "duplicate",
+                          dup);
+    if (rec->result_ref) json_object_set_new(v, "result_ref", json_string(rec->result_ref));
+    hookd_req_reply_json(r, 200, v);
+  }
+}
+
+static void reply_receive(hookd_api_op *base, int rc) {
+  recv_op *op = (recv_op *)base;
+  if (rc) {
+    HLOG(HOOKD_LOG_ERROR, "inbound.store_failed", KV_S("source_id", op->source_id),
+         KV_S("error", hookd_store_strerror(rc)));
+    if (op->provider == HOOKD_PROVIDER_VNPAY) { /* "99": VNPay retries */
+      hookd_req_reply_json(base->req, 200,
+                           json_pack("{s:s,s:s}", "RspCode", "99", "Message", "Unknown error"));
+      return;
+    }
+    hookd_api_store_error(base, rc, "source");
+    return;
+  }
+  op->loaded = true;
+  int out = op->rs.outcome;
+  HOOKD_INC(inbound[out >= 0 && out < 6 ? out : 0]);
+  for (size_t i = 0; i < op->rs.n_endpoints; i++)
+    hookd_dispatcher_hint(base->app->disp, op->rs.endpoints[i], op->rs.due_ms);
+  static const char *const names[] = {"new", "duplicate", "conflict", "semantic_duplicate",
+                                      "stale", "filtered"};
+  HLOG(out == HOOKD_RECV_CONFLICT ? HOOKD_LOG_WARN : HOOKD_LOG_DEBUG, "inbound.received",
+       KV_S("outcome", names[out]), KV_S("inbox_id", op->rs.record.id),
+       KV_S("source_id", op->source_id), KV_S("tenant_id", op->tenant_id),
+       KV_S("provider", op->provider_name), KV_S("event_type", op->event_type),
+       KV_S("identity_kind", op->identity_kind));
+  reply_ack(base->req, op->provider, &op->rs.record, out == HOOKD_RECV_DUPLICATE);
+}
+
+static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  recv_op *op = (recv_op *)base;
+  return be->receive(c, &op->rq, &op->rs);
+}
+
+static void reject(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
+                   const char *code, const char *why) {
+  HOOKD_INC(inbound_rejected);
+  HLOG(HOOKD_LOG_INFO, "inbound.rejected", KV_S("source_id", rt->src.id),
+       KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
+       KV_S("reason", why));
+  if (p == HOOKD_PROVIDER_VNPAY && status == 401) {
+    hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "97", "Message",
+                                           "Invalid Checksum"));
+    return;
+  }
+  hookd_req_error(r, status, code, "%s", why);
+}
+
+/* The value a JSON scalar contributes to a key or version, as text. */
+static bool scalar_text(const json_t *v, char *out, size_t cap, bool *numeric) {
+  *numeric = false;
+  if (json_is_string(v)) {
+    snprintf(out, cap, "%s", json_string_value(v));
+  } else if (json_is_number(v)) {
+    hookd_jcs_number(json_number_value(v), out);
+    *numeric = true;
+  } else if (json_is_boolean(v)) {
+    snprintf(out, cap, "%s", json_is_true(v) ? "true" : "false");
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
+  hookd_source_rt *rt = hookd_source_cache_get(app->sources, hookd_req_param(r, 0));
+  if (!rt) {
+    hookd_req_error(r, 404, "not_found", "no such source");
+    return;
+  }
+  hookd_provider p = rt->provider;
+  recv_op *op = NULL;
+  json_t *json = NULL;
+  const char *method = hookd_req_method(r);
+  bool get = !strcmp(method, "GET");
+  bool method_ok = p == HOOKD_PROVIDER_VNPAY ? get || !strcmp(method, "POST") : !get;
+  if (!method_ok) {
+    hookd_req_add_header(r, "Allow", p == HOOKD_PROVIDER_VNPAY ? "GET, POST" : "POST");
+    hookd_req_error(r, 405, "method_not_allowed", "this source receives %s",
+                    p == HOOKD_PROVIDER_VNPAY ? "GET or POST" : "POST");
+    goto done;
+  }
+  const char *ct = hookd_req_header(r, "Content-Type");
+  size_t body_len;
+  const char *body = hookd_req_body(r, &body_len);
+  if (!get && !content_type_ok(p, ct)) {
+    reject(r, p, rt, 415, "unsupported_media_type", "content type not sent by this provider");
+    goto done;
+  }
+
+  /* the request as the verifiers see it */
+  const char *names[MAX_IN_HEADERS], *values[MAX_IN_HEADERS];
+  size_t nh = hookd_req_headers(r, names, values, MAX_IN_HEADERS);
+  if (nh > MAX_IN_HEADERS) nh = MAX_IN_HEADERS;
+  hookd_in_header hdrs[MAX_IN_HEADERS];
+  for (size_t i = 0; i < nh; i++) hdrs[i] = (hookd_in_header){names[i], values[i]};
+  const char *query = hookd_req_query_string(r);
+  char url[4096];
+  const char *host = hookd_req_header(r, "Host");
+  if (app->cfg->public_url[0])
+    snprintf(url, sizeof url, "%s%s%s%s", app->cfg->public_url, hookd_req_path(r),
+             *query ? "?" : "", query);
+  else
+    snprintf(url, sizeof url, "http://%s%s%s%s", host ? host : "localhost", hookd_req_path(r),
+             *query ? "?" : "", query);
+  hookd_in_request in = {.method = method, .url = url, .query = *query ? query : NULL,
+                         .headers = hdrs, .n_headers = nh, .body = body, .body_len = body_len,
+                         .now_s = hookd_now_ms() / 1000};
+  hookd_in_secrets secrets = {(const char *const *)rt->secrets, rt->n_secrets};
+  hookd_verify_result vr;
+  if (hookd_in_verify(p, &in, &secrets, rt->src.tolerance_s,
+                      rt->has_generic ? &rt->generic : NULL, &vr) != HOOKD_VERIFY_OK) {
+    reject(r, p, rt, 401, "invalid_signature", vr.reason[0] ? vr.reason : "signature refused");
+    goto done;
+  }
+
+  /* the body as JSON, when it is JSON */
+  if (body_len && (is_json(ct) || (!ct && (body[0] == '{' || body[0] == '[')))) {
+    char err[HOOKD_JSON_ERR_MAX];
+    json = hookd_json_parse_ex(body, body_len, &app->json_limits, JSON_DECODE_INT_AS_REAL, err);
+    if (!json) {
+      reject(r, p, rt, 400, "invalid_json", err);
+      goto done;
+    }
+  }
+
+  /* handshakes are answered at once and stored nowhere */
+  int hs_status = 0;
+  hookd_buf hs;
+  hookd_buf_init(&hs, 4096);
+  if (hookd_in_handshake(p, &in, json, &secrets, &hs_status, &hs) == 1) {
+    HOOKD_INC(inbound_handshakes);
+    size_t n = hs.len;
+    hookd_req_reply(r, hs_status, "application/json", hookd_buf_steal(&hs), n);
+    goto done;
+  }
+  hookd_buf_free(&hs);
+
+  op = hookd_api_op_new(sizeof *op, r, app, run_receive, reply_receive);
+  if (!op) goto done;
+  op->base.cleanup = recv_cleanup;
+  op->provider = p;
+  int64_t now = hookd_now_ms();
+  hookd_id_new("in", now, op->inbox_id);
+  snprintf(op->source_id, sizeof op->source_id, "%s", rt->src.id);
+  snprintf(op->tenant_id, sizeof op->tenant_id, "%s", rt->src.tenant_id);
+  snprintf(op->provider_name, sizeof op->provider_name, "%s", hookd_provider_name(p));
+  char type[256] = "";
+  hookd_in_event_type(p, &in, json, type, sizeof type);
+  header_safe(type, op->event_type, sizeof op->event_type);
+  bool filtered = rt->src.event_types && !hookd_filter_match(rt->src.event_types, op->event_type);
+
+  /* payload hash: canonical JSON, else the raw bytes (VNPay: the query) */
+  hookd_buf canon;
+  hookd_buf_init(&canon, app->cfg->max_body_bytes * 2 + 64);
+  if (json && hookd_jcs(json, &canon) == 0)
+    sha256_hex(canon.data, canon.len, op->payload_hash);
+  else if (get)
+    sha256_hex(query, strlen(query), op->payload_hash);
+  else
+    sha256_hex(body, body_len, op->payload_hash);
+  hookd_buf_free(&canon);
+
+  /* identity: a configured composite, else the provider's id, else the payload hash */
+  char ident[1024] = "";
+  hookd_buf comp;
+  hookd_buf_init(&comp, 8192);
+  char missing[128];
+  if (rt->src.identity_paths && json &&
+      hookd_in_composite_key(json, rt->src.identity_paths, &comp, missing, sizeof missing) == 0) {
+    snprintf(op->identity_kind, sizeof op->identity_kind, "composite");
+    sha256_hex(comp.data, comp.len, ident);
+  } else if (hookd_in_event_id(p, &in, json, rt->has_generic ? &rt->generic : NULL, ident,
+                               sizeof ident) == 0) {
+    snprintf(op->identity_kind, sizeof op->identity_kind, "provider_id");
+    header_safe(ident, op->provider_event_id, sizeof op->provider_event_id);
+  } else {
+    snprintf(op->identity_kind, sizeof op->identity_kind, "payload_hash");
+    snprintf(ident, sizeof ident, "%s", op->payload_hash);
+  }
+  hookd_buf_free(&comp);
+  hookd_buf key;
+  hookd_buf_init(&key, 4096);
+  hookd_buf_printf(&key, "%s\x1f%s\x1f%s\x1f%s\x1f%s", op->provider_name, op->source_id,
+                   op->tenant_id, op->identity_kind, ident);
+  sha256_hex(key.data, key.len, op->identity_key);
+  hookd_buf_free(&key);
+
+  /* business key and object version, when the source declares them */
+  bool has_bkey = false, has_version = false, numeric = false;
+  if (rt->src.business_paths && json) {
+    hookd_buf_init(&comp, 8192);
+    hookd_buf_printf(&comp, "%s\x1f", rt->src.business_operation ? rt->src.business_operation : "");
+    if (hookd_in_composite_key(json, rt->src.business_paths, &comp, missing, sizeof missing) == 0) {
+      sha256_hex(comp.data, comp.len, op->business_key);
+      has_bkey = true;
+    }
+    hookd_buf_free(&comp);
+  }
+  if (rt->src.version_object_path && json) {
+    const json_t *obj = hookd_json_path(json, rt->src.version_object_path);
+    char objtext[512];
+    bool n2;
+    if (obj && scalar_text(obj, objtext, sizeof objtext, &n2)) {
+      sha256_hex(objtext, strlen(objtext), op->object_key);
+      if (rt->src.version_header) {
+        const char *hv = hookd_in_header_get(&in, rt->src.version_header);
+        if (hv) {
+          header_safe(hv, op->version, sizeof op->version);
+          char *end;
+          strtod(op->version, &end);
+          numeric = *op->version && !*end;
+          has_version = true;
+        }
+      } else if (rt->src.version_path) {
+        const json_t *ver = hookd_json_path(json, rt->src.version_path);
+        has_version = ver && scalar_text(ver, op->version, sizeof op->version, &numeric);
+      }
+    }
+  }
+
+  /* what the forward carries */
+  hookd_buf_init(&op->body, app->cfg->max_body_bytes + 1);
+  hookd_buf_init(&op->meta, 2048);
+  if (get)
+    hookd_buf_append(&op->body, query, strlen(query));
+  else
+    hookd_buf_append(&op->body, body, body_len);
+  if (ct) header_safe(ct, op->content_type, sizeof op->content_type);
+  else snprintf(op->content_type, sizeof op->content_type, "%s",
+                get ? "application/x-www-form-urlencoded" : "application/octet-stream");
+  hookd_buf_printf(&op->meta, "hookd-provider: %s\nhookd-source-id: %s\n", op->provider_name,
+                   op->source_id);
+  if (op->event_type[0]) hookd_buf_printf(&op->meta, "hookd-event-type: %s\n", op->event_type);
+  if (op->provider_event_id[0])
+    hookd_buf_printf(&op->meta, "hookd-provider-event-id: %s\n", op->provider_event_id);
+
+  op->rq = (hookd_receive_req){.inbox_id = op->inbox_id,
+                               .source_id = op->source_id,
+                               .tenant_id = op->tenant_id,
+                               .provider = op->provider_name,
+                               .identity_key = op->identity_key,
+                               .identity_kind = op->identity_kind,
+                               .provider_event_id =
+                                   op->provider_event_id[0] ? op->provider_event_id : NULL,
+                               .business_key = has_bkey ? op->business_key : NULL,
+                               .event_type = op->event_type,
+                               .payload_hash = op->payload_hash,
+                               .filtered = filtered,
+                               .object_key = has_version ? op->object_key : NULL,
+                               .version = has_version ? op->version : NULL,
+                               .version_numeric = numeric,
+                               .body = hookd_buf_str(&op->body),
+                               .body_len = op->body.len,
+                               .content_type = op->content_type,
+                               .meta = hookd_buf_str(&op->meta),
+                               .now_ms = now};
+  hookd_api_submit(&op->base, true);
+done:
+  json_decref(json);
+  hookd_source_rt_release(rt);
+}

@@ -1,0 +1,10 @@
+/* inbound.h — the provider-facing receive path (POST /in/{source}); see docs/inbound.md. */
+#ifndef HOOKD_DAEMON_INBOUND_H
+#define HOOKD_DAEMON_INBOUND_H
+
+#include "daemon/app.h"
+#include "daemon/server.h"
+
+void hookd_inbound_handle(hookd_req *r, hookd_app *app);
+
+#endif

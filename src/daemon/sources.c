@@ -1,0 +1,187 @@
+/* sources.c — the inbound source cache (see sources.h). */
+#include "daemon/sources.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/strmap.h"
+#include "daemon/log.h"
+
+struct hookd_source_cache {
+  const hookd_keyring *keyring;
+  pthread_rwlock_t lock;
+  hookd_strmap map; /* id → hookd_source_rt* */
+};
+
+static void rt_free(hookd_source_rt *rt) {
+  for (size_t i = 0; i < rt->n_secrets; i++) {
+    memset(rt->secrets[i], 0, strlen(rt->secrets[i]));
+    free(rt->secrets[i]);
+  }
+  free(rt->secrets);
+  json_decref(rt->generic_json);
+  hookd_source_free(&rt->src);
+  free(rt);
+}
+
+void hookd_source_rt_release(hookd_source_rt *rt) {
+  if (rt && atomic_fetch_sub(&rt->refs, 1) == 1) rt_free(rt);
+}
+
+const char *hookd_generic_parse(const json_t *v, hookd_generic_hmac *g) {
+  memset(g, 0, sizeof *g);
+  if (!json_is_object(v)) return "generic";
+  const char *alg = "sha256", *enc = "hex";
+  if (hookd_json_get_str(v, "header", &g->header) != 0 || !*g->header) return "generic.header";
+  if (hookd_json_get_str(v, "prefix", &g->prefix) < 0) return "generic.prefix";
+  if (hookd_json_get_str(v, "algorithm", &alg) < 0) return "generic.algorithm";
+  if (hookd_json_get_str(v, "encoding", &enc) < 0) return "generic.encoding";
+  if (hookd_json_get_str(v, "template", &g->template) < 0) return "generic.template";
+  if (hookd_json_get_str(v, "id_header", &g->id_header) < 0) return "generic.id_header";
+  if (hookd_json_get_str(v, "timestamp_header", &g->timestamp_header) < 0)
+    return "generic.timestamp_header";
+  if (!strcasecmp(alg, "sha1")) g->algorithm = HOOKD_MD_SHA1;
+  else if (!strcasecmp(alg, "sha256")) g->algorithm = HOOKD_MD_SHA256;
+  else if (!strcasecmp(alg, "sha512")) g->algorithm = HOOKD_MD_SHA512;
+  else return "generic.algorithm";
+  if (!strcasecmp(enc, "hex")) g->encoding = HOOKD_ENC_HEX;
+  else if (!strcasecmp(enc, "base64")) g->encoding = HOOKD_ENC_BASE64;
+  else return "generic.encoding";
+  const char *k;
+  json_t *x;
+  json_object_foreach((json_t *)v, k, x) {
+    if (strcmp(k, "header") && strcmp(k, "prefix") && strcmp(k, "algorithm") &&
+        strcmp(k, "encoding") && strcmp(k, "template") && strcmp(k, "id_header") &&
+        strcmp(k, "timestamp_header"))
+      return "generic (unknown field)";
+  }
+  return NULL;
+}
+
+static hookd_source_rt *build(hookd_source_cache *s, const hookd_source *src) {
+  hookd_source_rt *rt = calloc(1, sizeof *rt);
+  if (!rt) return NULL;
+  atomic_init(&rt->refs, 1);
+  rt->src = *src;
+  rt->src.id = strdup(src->id);
+  rt->src.tenant_id = strdup(src->tenant_id);
+  rt->src.provider = strdup(src->provider);
+  rt->src.secrets = NULL;
+#define DUP(f) rt->src.f = src->f ? strdup(src->f) : NULL
+  DUP(event_types);
+  DUP(identity_paths);
+  DUP(business_paths);
+  DUP(business_operation);
+  DUP(version_object_path);
+  DUP(version_path);
+  DUP(version_header);
+  DUP(generic);
+#undef DUP
+  if (hookd_provider_parse(src->provider, &rt->provider) != 0) goto fail;
+  char *plain = hookd_keyring_open(s->keyring, src->secrets, src->id);
+  if (!plain) goto fail;
+  json_t *arr = json_loads(plain, 0, NULL);
+  memset(plain, 0, strlen(plain));
+  free(plain);
+  if (!json_is_array(arr)) {
+    json_decref(arr);
+    goto fail;
+  }
+  rt->secrets = calloc(json_array_size(arr) + 1, sizeof *rt->secrets);
+  size_t i;
+  json_t *x;
+  json_array_foreach(arr, i, x) {
+    if (json_is_string(x) && rt->secrets) rt->secrets[rt->n_secrets++] = strdup(json_string_value(x));
+  }
+  json_decref(arr);
+  if (src->generic) {
+    rt->generic_json = json_loads(src->generic, 0, NULL);
+    if (!rt->generic_json || hookd_generic_parse(rt->generic_json, &rt->generic) != NULL) goto fail;
+    rt->has_generic = true;
+  }
+  return rt;
+fail:
+  HLOG(HOOKD_LOG_ERROR, "source.unusable", KV_S("source_id", src->id),
+       KV_S("tenant_id", src->tenant_id), KV_S("reason", "secrets or settings do not load"));
+  rt_free(rt);
+  return NULL;
+}
+
+hookd_source_cache *hookd_source_cache_new(const hookd_keyring *keyring) {
+  hookd_source_cache *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->keyring = keyring;
+  pthread_rwlock_init(&s->lock, NULL);
+  hookd_strmap_init(&s->map);
+  return s;
+}
+
+void hookd_source_cache_free(hookd_source_cache *s) {
+  if (!s) return;
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&s->map, i, &k, &v)) != 0;) hookd_source_rt_release(v);
+  hookd_strmap_free(&s->map);
+  pthread_rwlock_destroy(&s->lock);
+  free(s);
+}
+
+int hookd_source_cache_put(hookd_source_cache *s, const hookd_source *src) {
+  if (src->deleted_ms) {
+    hookd_source_cache_remove(s, src->id);
+    return 0;
+  }
+  hookd_source_rt *rt = build(s, src);
+  pthread_rwlock_wrlock(&s->lock);
+  hookd_source_rt *old = hookd_strmap_del(&s->map, src->id);
+  if (rt && hookd_strmap_put(&s->map, src->id, rt) != 0) {
+    hookd_source_rt_release(rt);
+    rt = NULL;
+  }
+  pthread_rwlock_unlock(&s->lock);
+  hookd_source_rt_release(old);
+  return rt ? 0 : -1;
+}
+
+void hookd_source_cache_remove(hookd_source_cache *s, const char *id) {
+  pthread_rwlock_wrlock(&s->lock);
+  hookd_source_rt *old = hookd_strmap_del(&s->map, id);
+  pthread_rwlock_unlock(&s->lock);
+  hookd_source_rt_release(old);
+}
+
+void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, size_t n) {
+  /* rebuild only what changed */
+  for (size_t i = 0; i < n; i++) {
+    hookd_source_rt *cur = hookd_source_cache_get(s, list[i].id);
+    bool same = cur && cur->src.updated_ms == list[i].updated_ms;
+    hookd_source_rt_release(cur);
+    if (!same) hookd_source_cache_put(s, &list[i]);
+  }
+  /* and drop what is gone */
+  pthread_rwlock_wrlock(&s->lock);
+  const char *k;
+  void *v;
+  char *gone[256];
+  size_t ng = 0;
+  for (size_t i = 0; (i = hookd_strmap_next(&s->map, i, &k, &v)) != 0 && ng < 256;) {
+    bool found = false;
+    for (size_t j = 0; j < n && !found; j++) found = strcmp(list[j].id, k) == 0;
+    if (!found) gone[ng++] = strdup(k);
+  }
+  pthread_rwlock_unlock(&s->lock);
+  for (size_t i = 0; i < ng; i++) {
+    if (gone[i]) hookd_source_cache_remove(s, gone[i]);
+    free(gone[i]);
+  }
+}
+
+hookd_source_rt *hookd_source_cache_get(hookd_source_cache *s, const char *id) {
+  pthread_rwlock_rdlock(&s->lock);
+  hookd_source_rt *rt = hookd_strmap_get(&s->map, id);
+  if (rt) atomic_fetch_add(&rt->refs, 1);
+  pthread_rwlock_unlock(&s->lock);
+  return rt;
+}

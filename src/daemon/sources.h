@@ -1,0 +1,47 @@
+/* sources.h — the receive path's in-memory view of inbound sources: provider, opened secrets,
+ * rules. Built from the store at start, updated by the API as sources change and refreshed
+ * periodically (other nodes). Readers take a reference to an immutable snapshot, so a lookup
+ * never waits on a store read and a source changed mid-request does not move under it. */
+#ifndef HOOKD_DAEMON_SOURCES_H
+#define HOOKD_DAEMON_SOURCES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "core/inbound.h"
+#include "core/jsonio.h"
+#include "daemon/keyring.h"
+#include "store/store.h"
+
+typedef struct hookd_source_rt {
+  _Atomic int refs;
+  hookd_source src;            /* as stored (secrets sealed) */
+  hookd_provider provider;
+  char **secrets;              /* opened */
+  size_t n_secrets;
+  bool has_generic;
+  hookd_generic_hmac generic;  /* strings point into generic_json */
+  json_t *generic_json;
+} hookd_source_rt;
+
+typedef struct hookd_source_cache hookd_source_cache;
+
+hookd_source_cache *hookd_source_cache_new(const hookd_keyring *keyring);
+void hookd_source_cache_free(hookd_source_cache *s);
+
+/* Replaces or adds one source (deleted ones are removed); builds its runtime form. Returns 0,
+ * or -1 when its secrets do not open (it is then left out). */
+int hookd_source_cache_put(hookd_source_cache *s, const hookd_source *src);
+void hookd_source_cache_remove(hookd_source_cache *s, const char *id);
+/* Takes the whole list (a periodic refresh): sources missing from it are removed. */
+void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, size_t n);
+
+/* A reference to the source, or NULL. Release it with hookd_source_rt_release. */
+hookd_source_rt *hookd_source_cache_get(hookd_source_cache *s, const char *id);
+void hookd_source_rt_release(hookd_source_rt *rt);
+
+/* Parses a generic-HMAC settings object (API input) into g, pointing into v. Returns NULL or
+ * the name of the bad field. */
+const char *hookd_generic_parse(const json_t *v, hookd_generic_hmac *g);
+
+#endif

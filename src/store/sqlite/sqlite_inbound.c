@@ -1,0 +1,565 @@
+/* sqlite_inbound.c — SQLite backend: inbound sources, the receive path's atomic step, the
+ * inbox record that follows its deliveries, operator resolution and retention purge
+ * (docs/inbound.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ids.h"
+#include "store/sqlite/sqlite_int.h"
+
+/* ---------- sources ---------- */
+
+#define SRC_COLS                                                                              \
+  "id, tenant_id, provider, secrets, tolerance_s, event_types, identity_paths,"               \
+  " business_paths, business_operation, version_object_path, version_path, version_header,"   \
+  " generic, created_at, updated_at, deleted_at"
+
+static void read_source(sqlite3_stmt *st, hookd_source *s) {
+  memset(s, 0, sizeof *s);
+  s->id = sq_col_str(st, 0);
+  s->tenant_id = sq_col_str(st, 1);
+  s->provider = sq_col_str(st, 2);
+  s->secrets = sq_col_str(st, 3);
+  s->tolerance_s = (int)sq_col_i64(st, 4);
+  s->event_types = sq_col_str(st, 5);
+  s->identity_paths = sq_col_str(st, 6);
+  s->business_paths = sq_col_str(st, 7);
+  s->business_operation = sq_col_str(st, 8);
+  s->version_object_path = sq_col_str(st, 9);
+  s->version_path = sq_col_str(st, 10);
+  s->version_header = sq_col_str(st, 11);
+  s->generic = sq_col_str(st, 12);
+  s->created_ms = sq_col_i64(st, 13);
+  s->updated_ms = sq_col_i64(st, 14);
+  s->deleted_ms = sq_col_i64(st, 15);
+}
+
+static void bind_source_fields(sqlite3_stmt *st, const hookd_source *s) {
+  sq_bind_text(st, 1, s->id);
+  sq_bind_text(st, 2, s->tenant_id);
+  sq_bind_text(st, 3, s->provider);
+  sq_bind_text(st, 4, s->secrets);
+  sq_bind_i64(st, 5, s->tolerance_s);
+  sq_bind_text(st, 6, s->event_types);
+  sq_bind_text(st, 7, s->identity_paths);
+  sq_bind_text(st, 8, s->business_paths);
+  sq_bind_text(st, 9, s->business_operation);
+  sq_bind_text(st, 10, s->version_object_path);
+  sq_bind_text(st, 11, s->version_path);
+  sq_bind_text(st, 12, s->version_header);
+  sq_bind_text(st, 13, s->generic);
+  sq_bind_i64(st, 14, s->created_ms);
+  sq_bind_i64(st, 15, s->updated_ms);
+}
+
+int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
+                     size_t n_dests) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_SRC_INSERT,
+                             "INSERT INTO sources(" SRC_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+                             " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, NULL)");
+  if (!st) return HOOKD_STORE_ERR;
+  bind_source_fields(st, s);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    snprintf(c->err, sizeof c->err, "tenant not found");
+    return HOOKD_STORE_NOTFOUND;
+  }
+  if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) return HOOKD_STORE_EXISTS;
+  if (rc != SQLITE_DONE) return sq_fail(c, "insert source");
+  for (size_t i = 0; i < n_dests; i++) {
+    if ((rc = sq_endpoint_create(c, &dests[i], 0)) != 0) return rc;
+  }
+  return HOOKD_STORE_OK;
+}
+
+static int source_dests(hookd_store_conn *c, const char *id, hookd_endpoint **dests, size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_SRC_DESTS,
+                             "SELECT " SQ_EP_COLS SQ_EP_FROM " WHERE e.source_id = ?1"
+                             " AND e.deleted_at IS NULL ORDER BY e.id");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  return sq_read_endpoints(c, st, dests, n);
+}
+
+int sq_source_get(hookd_store_conn *c, const char *id, hookd_source *out, hookd_endpoint **dests,
+                  size_t *n_dests) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_SRC_GET,
+                             "SELECT " SRC_COLS " FROM sources WHERE id = ?1"
+                             " AND deleted_at IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "get source");
+  read_source(st, out);
+  if (!dests) return HOOKD_STORE_OK;
+  if ((rc = source_dests(c, id, dests, n_dests)) != 0) hookd_source_free(out);
+  return rc;
+}
+
+int sq_source_update(hookd_store_conn *c, const hookd_source *s) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_SRC_UPDATE,
+                             "UPDATE sources SET secrets = ?4, tolerance_s = ?5, event_types = ?6,"
+                             " identity_paths = ?7, business_paths = ?8, business_operation = ?9,"
+                             " version_object_path = ?10, version_path = ?11,"
+                             " version_header = ?12, generic = ?13, updated_at = ?15"
+                             " WHERE id = ?1 AND tenant_id = ?2 AND provider = ?3"
+                             " AND deleted_at IS NULL AND ?14 IS NOT NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  bind_source_fields(st, s);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update source");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
+}
+
+int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_SRC_DELETE,
+                             "UPDATE sources SET deleted_at = ?2, updated_at = ?2 WHERE id = ?1"
+                             " AND deleted_at IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete source");
+  if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
+  hookd_endpoint *dests = NULL;
+  size_t n = 0;
+  int rc = source_dests(c, id, &dests, &n);
+  for (size_t i = 0; rc == 0 && i < n; i++) rc = sq_endpoint_delete(c, dests[i].id, now_ms, NULL);
+  hookd_endpoints_free(dests, n);
+  return rc;
+}
+
+int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_SRC_LIST,
+                             "SELECT " SRC_COLS " FROM sources WHERE deleted_at IS NULL"
+                             " AND (?1 IS NULL OR tenant_id = ?1) ORDER BY id");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, tenant_id);
+  size_t cap = 8, len = 0;
+  hookd_source *v = calloc(cap, sizeof *v);
+  if (!v) return HOOKD_STORE_ERR;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      hookd_source *nv = realloc(v, (cap *= 2) * sizeof *v);
+      if (!nv) {
+        hookd_sources_free(v, len);
+        return HOOKD_STORE_ERR;
+      }
+      v = nv;
+    }
+    read_source(st, &v[len++]);
+  }
+  if (rc != SQLITE_DONE) {
+    hookd_sources_free(v, len);
+    return sq_fail(c, "list sources");
+  }
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}
+
+/* ---------- inbox rows ---------- */
+
+#define INBOX_COLS                                                                            \
+  "i.seq, i.id, i.source_id, i.tenant_id, i.provider, i.identity_key, i.identity_kind,"       \
+  " i.provider_event_id, i.business_key, i.event_type, i.payload_hash, i.status,"             \
+  " i.conflict_of, i.event_seq, i.attempt_count, i.received_at, i.completed_at,"              \
+  " i.result_ref, i.last_error,"                                                               \
+  " (SELECT MAX(d.leased_until) FROM deliveries d WHERE d.event_seq = i.event_seq)"
+
+static void read_inbox(sqlite3_stmt *st, hookd_inbox *r) {
+  memset(r, 0, sizeof *r);
+  r->seq = sq_col_i64(st, 0);
+  r->id = sq_col_str(st, 1);
+  r->source_id = sq_col_str(st, 2);
+  r->tenant_id = sq_col_str(st, 3);
+  r->provider = sq_col_str(st, 4);
+  r->identity_key = sq_col_str(st, 5);
+  r->identity_kind = sq_col_str(st, 6);
+  r->provider_event_id = sq_col_str(st, 7);
+  r->business_key = sq_col_str(st, 8);
+  r->event_type = sq_col_str(st, 9);
+  r->payload_hash = sq_col_str(st, 10);
+  r->status = sq_col_str(st, 11);
+  r->conflict_of = sq_col_str(st, 12);
+  r->event_seq = sq_col_i64(st, 13);
+  r->attempt_count = (int)sq_col_i64(st, 14);
+  r->received_ms = sq_col_i64(st, 15);
+  r->completed_ms = sq_col_i64(st, 16);
+  r->result_ref = sq_col_str(st, 17);
+  r->last_error = sq_col_str(st, 18);
+  r->lease_until_ms = sq_col_i64(st, 19);
+}
+
+static int inbox_by(hookd_store_conn *c, enum sq_stmt_id id, const char *sql, const char *a,
+                    const char *b, hookd_inbox *out) {
+  sqlite3_stmt *st = sq_stmt(c, id, sql);
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, a);
+  if (b) sq_bind_text(st, 2, b);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "read inbox");
+  read_inbox(st, out);
+  return HOOKD_STORE_OK;
+}
+
+static int inbox_get_row(hookd_store_conn *c, const char *id, hookd_inbox *out) {
+  return inbox_by(c, SQ_INBOX_GET, "SELECT " INBOX_COLS " FROM inbox i WHERE i.id = ?1", id, NULL,
+                  out);
+}
+
+static int inbox_insert(hookd_store_conn *c, const hookd_receive_req *req, const char *id,
+                        const char *identity_key, const char *status, const char *conflict_of) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_INSERT,
+                             "INSERT INTO inbox(id, source_id, tenant_id, provider, identity_key,"
+                             " identity_kind, provider_event_id, event_type, payload_hash, status,"
+                             " conflict_of, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                             " ?9, ?10, ?11, ?12) ON CONFLICT(source_id, identity_key) DO NOTHING");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_text(st, 2, req->source_id);
+  sq_bind_text(st, 3, req->tenant_id);
+  sq_bind_text(st, 4, req->provider);
+  sq_bind_text(st, 5, identity_key);
+  sq_bind_text(st, 6, req->identity_kind);
+  sq_bind_text(st, 7, req->provider_event_id);
+  sq_bind_text(st, 8, req->event_type);
+  sq_bind_text(st, 9, req->payload_hash);
+  sq_bind_text(st, 10, status);
+  sq_bind_text(st, 11, conflict_of);
+  sq_bind_i64(st, 12, req->now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert inbox");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
+}
+
+static int inbox_set(hookd_store_conn *c, const char *id, const char *status,
+                     const char *conflict_of, int64_t event_seq) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_SET,
+                             "UPDATE inbox SET status = COALESCE(?2, status),"
+                             " conflict_of = COALESCE(?3, conflict_of),"
+                             " event_seq = COALESCE(?4, event_seq) WHERE id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_text(st, 2, status);
+  sq_bind_text(st, 3, conflict_of);
+  sq_bind_i64_or_null(st, 4, event_seq);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "update inbox");
+}
+
+/* Late events: 1 when `version` is older than the newest seen for the object, else records it
+ * as the newest and returns 0. */
+static int older_than_seen(hookd_store_conn *c, const hookd_receive_req *req) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_VERSION_GET,
+                             "SELECT version, numeric FROM object_versions"
+                             " WHERE source_id = ?1 AND object_key = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, req->source_id);
+  sq_bind_text(st, 2, req->object_key);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    const char *seen = (const char *)sqlite3_column_text(st, 0);
+    bool numeric = sq_col_i64(st, 1) && req->version_numeric;
+    int older = numeric ? strtod(req->version, NULL) < strtod(seen, NULL)
+                        : strcmp(req->version, seen) < 0;
+    if (older) return 1;
+  } else if (rc != SQLITE_DONE) {
+    return sq_fail(c, "read object version");
+  }
+  st = sq_stmt(c, SQ_VERSION_SET,
+               "INSERT INTO object_versions(source_id, object_key, version, numeric)"
+               " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(source_id, object_key)"
+               " DO UPDATE SET version = excluded.version, numeric = excluded.numeric");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, req->source_id);
+  sq_bind_text(st, 2, req->object_key);
+  sq_bind_text(st, 3, req->version);
+  sq_bind_i64(st, 4, req->version_numeric);
+  return sqlite3_step(st) == SQLITE_DONE ? 0 : sq_fail(c, "record object version");
+}
+
+int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res) {
+  memset(res, 0, sizeof *res);
+  int rc = inbox_insert(c, req, req->inbox_id, req->identity_key,
+                        req->filtered ? "filtered" : "received", NULL);
+  if (rc == HOOKD_STORE_EXISTS) {
+    /* the identity is known: the same payload is a duplicate, another one a conflict */
+    hookd_inbox orig;
+    rc = inbox_by(c, SQ_INBOX_BY_KEY,
+                  "SELECT " INBOX_COLS " FROM inbox i WHERE i.source_id = ?1"
+                  " AND i.identity_key = ?2",
+                  req->source_id, req->identity_key, &orig);
+    if (rc) return rc;
+    if (strcmp(orig.payload_hash, req->payload_hash) == 0) {
+      res->outcome = HOOKD_RECV_DUPLICATE;
+      res->record = orig;
+      return HOOKD_STORE_OK;
+    }
+    rc = inbox_insert(c, req, req->inbox_id, NULL, "conflict", orig.id);
+    hookd_inbox_free(&orig);
+    if (rc) return rc;
+    res->outcome = HOOKD_RECV_CONFLICT;
+    return inbox_get_row(c, req->inbox_id, &res->record);
+  }
+  if (rc) return rc;
+  if (req->filtered) {
+    res->outcome = HOOKD_RECV_FILTERED;
+    return inbox_get_row(c, req->inbox_id, &res->record);
+  }
+
+  /* a business key already taken by another event: a semantic duplicate */
+  if (req->business_key) {
+    sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_BY_BKEY,
+                               "UPDATE inbox SET business_key = ?2 WHERE id = ?1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, req->inbox_id);
+    sq_bind_text(st, 2, req->business_key);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_CONSTRAINT_UNIQUE) {
+      hookd_inbox orig;
+      sqlite3_reset(st);
+      rc = inbox_by(c, SQ_INBOX_LEASE,
+                    "SELECT " INBOX_COLS " FROM inbox i WHERE i.source_id = ?1"
+                    " AND i.business_key = ?2",
+                    req->source_id, req->business_key, &orig);
+      if (rc) return rc;
+      rc = inbox_set(c, req->inbox_id, "duplicate", orig.id, 0);
+      hookd_inbox_free(&orig);
+      if (rc) return rc;
+      res->outcome = HOOKD_RECV_SEMANTIC_DUP;
+      return inbox_get_row(c, req->inbox_id, &res->record);
+    }
+    if (step != SQLITE_DONE) return sq_fail(c, "set business key");
+  }
+
+  if (req->object_key && req->version) {
+    rc = older_than_seen(c, req);
+    if (rc < 0) return rc;
+    if (rc == 1) {
+      if ((rc = inbox_set(c, req->inbox_id, "stale", NULL, 0)) != 0) return rc;
+      res->outcome = HOOKD_RECV_STALE;
+      return inbox_get_row(c, req->inbox_id, &res->record);
+    }
+  }
+
+  /* the raw body, stored once, as an inbound engine event */
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT_IN,
+                             "INSERT INTO events(id, tenant_id, type, body, request_hash,"
+                             " occurred_at, created_at, kind, content_type, meta)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 'inbound', ?7, ?8)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, req->inbox_id);
+  sq_bind_text(st, 2, req->tenant_id);
+  sq_bind_text(st, 3, req->event_type && *req->event_type ? req->event_type : "unknown");
+  sqlite3_bind_blob(st, 4, req->body, (int)req->body_len, SQLITE_STATIC);
+  sqlite3_bind_blob(st, 5, req->payload_hash, (int)strlen(req->payload_hash), SQLITE_STATIC);
+  sq_bind_i64(st, 6, req->now_ms);
+  sq_bind_text(st, 7, req->content_type);
+  sq_bind_text(st, 8, req->meta);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert inbound event");
+  int64_t event_seq = sqlite3_last_insert_rowid(c->db);
+  if ((rc = inbox_set(c, req->inbox_id, NULL, NULL, event_seq)) != 0) return rc;
+
+  /* one delivery per enabled destination */
+  sqlite3_stmt *eps = sq_stmt(c, SQ_DL_DEST,
+                              "SELECT id, policy_id FROM endpoints WHERE source_id = ?1"
+                              " AND deleted_at IS NULL AND enabled = 1");
+  if (!eps) return HOOKD_STORE_ERR;
+  sq_bind_text(eps, 1, req->source_id);
+  sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT,
+                              "INSERT INTO deliveries(id, event_seq, endpoint_id, tenant_id, state,"
+                              " cycle_started_at, next_attempt_at, policy_id, created_at,"
+                              " updated_at) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?5, ?5)"
+                              " ON CONFLICT(event_seq, endpoint_id) DO NOTHING");
+  if (!ins) return HOOKD_STORE_ERR;
+  while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
+    char did[HOOKD_ID_MAX];
+    if (hookd_id_new("dlv", req->now_ms, did) != 0) return HOOKD_STORE_ERR;
+    sqlite3_reset(ins);
+    sq_bind_text(ins, 1, did);
+    sq_bind_i64(ins, 2, event_seq);
+    sqlite3_bind_text(ins, 3, (const char *)sqlite3_column_text(eps, 0), -1, SQLITE_TRANSIENT);
+    sq_bind_text(ins, 4, req->tenant_id);
+    sq_bind_i64(ins, 5, req->now_ms);
+    sq_bind_i64(ins, 6, sq_col_i64(eps, 1));
+    if (sqlite3_step(ins) != SQLITE_DONE) return sq_fail(c, "insert delivery");
+    if (res->n_endpoints < HOOKD_FANOUT_MAX) res->endpoints[res->n_endpoints++] = sq_col_str(eps, 0);
+  }
+  if (rc != SQLITE_DONE) return sq_fail(c, "destinations");
+  res->outcome = HOOKD_RECV_NEW;
+  res->due_ms = req->now_ms;
+  return inbox_get_row(c, req->inbox_id, &res->record);
+}
+
+/* ---------- the record follows its deliveries ---------- */
+
+int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
+                    const char *last_error, const char *result_ref) {
+  sqlite3_stmt *st = sq_stmt(
+      c, SQ_INBOX_AGG,
+      "SELECT d.event_seq, SUM(x.state = 'unknown'), SUM(x.state = 'dead'),"
+      " SUM(x.state = 'retrying'), SUM(x.state = 'pending'), SUM(x.state = 'delivered'),"
+      " SUM(x.attempt_count) FROM deliveries d JOIN deliveries x ON x.event_seq = d.event_seq"
+      " WHERE d.seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, delivery_seq);
+  if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "aggregate deliveries");
+  int64_t event_seq = sq_col_i64(st, 0);
+  const char *status = sq_col_i64(st, 1)   ? "unknown"
+                       : sq_col_i64(st, 2) ? "dead_lettered"
+                       : sq_col_i64(st, 3) ? "retryable_failed"
+                       : sq_col_i64(st, 4) ? "received"
+                       : sq_col_i64(st, 5) ? "completed"
+                                           : "received";
+  int64_t attempts = sq_col_i64(st, 6);
+  sqlite3_reset(st);
+  st = sq_stmt(c, SQ_INBOX_RESOLVE,
+               "UPDATE inbox SET status = ?2, attempt_count = ?3,"
+               " last_error = COALESCE(?4, last_error), result_ref = COALESCE(?5, result_ref),"
+               " completed_at = CASE WHEN ?2 = 'completed' THEN COALESCE(completed_at, ?6)"
+               " ELSE NULL END"
+               " WHERE event_seq = ?1 AND status IN"
+               " ('received','retryable_failed','completed','dead_lettered','unknown')");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, event_seq);
+  sq_bind_text(st, 2, status);
+  sq_bind_i64(st, 3, attempts);
+  sq_bind_text(st, 4, last_error);
+  sq_bind_text(st, 5, result_ref);
+  sq_bind_i64(st, 6, now_ms);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "follow inbox");
+}
+
+/* ---------- reads ---------- */
+
+int sq_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_delivery **dl,
+                 size_t *n) {
+  int rc = inbox_get_row(c, id, out);
+  if (rc || !dl) return rc;
+  *dl = NULL;
+  *n = 0;
+  if (!out->event_seq) return HOOKD_STORE_OK;
+  sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_DL,
+                             "SELECT " SQ_DELIVERY_COLS
+                             " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+                             " WHERE d.event_seq = ?1 ORDER BY d.id");
+  if (!st) {
+    hookd_inbox_free(out);
+    return HOOKD_STORE_ERR;
+  }
+  sq_bind_i64(st, 1, out->event_seq);
+  if ((rc = sq_read_deliveries(c, st, dl, n)) != 0) hookd_inbox_free(out);
+  return rc;
+}
+
+int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out, size_t *n) {
+  sqlite3_stmt *q = sq_stmt(c, SQ_INBOX_LIST,
+                            "SELECT " INBOX_COLS " FROM inbox i"
+                            " WHERE (?1 IS NULL OR i.tenant_id = ?1)"
+                            " AND (?2 IS NULL OR i.source_id = ?2)"
+                            " AND (?3 IS NULL OR i.status = ?3)"
+                            " AND (?4 = 0 OR i.seq < ?4) ORDER BY i.seq DESC LIMIT ?5");
+  if (!q) return HOOKD_STORE_ERR;
+  sq_bind_text(q, 1, f->tenant_id);
+  sq_bind_text(q, 2, f->source_id);
+  sq_bind_text(q, 3, f->status);
+  sq_bind_i64(q, 4, f->before_seq);
+  sq_bind_i64(q, 5, f->limit);
+  size_t cap = 16, len = 0;
+  hookd_inbox *v = calloc(cap, sizeof *v);
+  int rc = SQLITE_DONE;
+  while (v && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    if (len == cap) {
+      hookd_inbox *nv = realloc(v, (cap *= 2) * sizeof *v);
+      if (!nv) break;
+      v = nv;
+    }
+    read_inbox(q, &v[len++]);
+  }
+  if (!v || rc != SQLITE_DONE) {
+    if (v) hookd_inboxes_free(v, len);
+    return sq_fail(c, "list inbox");
+  }
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}
+
+/* ---------- operator resolution ---------- */
+
+int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
+                     hookd_due_hint **hints, size_t *n_hints) {
+  *hints = NULL;
+  *n_hints = 0;
+  hookd_inbox r;
+  hookd_delivery *dl = NULL;
+  size_t n = 0;
+  int rc = sq_inbox_get(c, id, &r, &dl, &n);
+  if (rc) return rc;
+  size_t cap = 0, held = 0;
+  int64_t any_seq = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    if (dl[i].state != HOOKD_DS_UNKNOWN) continue;
+    hookd_dtrigger trig = to == HOOKD_DS_DELIVERED ? HOOKD_DT_RESOLVE
+                          : to == HOOKD_DS_PENDING ? HOOKD_DT_REPLAY
+                                                   : HOOKD_DT_DEAD;
+    hookd_dstate next;
+    if (hookd_dstate_next(HOOKD_DS_UNKNOWN, trig, &next) != 0) {
+      rc = HOOKD_STORE_STATE;
+      break;
+    }
+    sqlite3_stmt *st = sq_stmt(
+        c, SQ_DL_RESOLVE,
+        "UPDATE deliveries SET state = ?2, updated_at = ?3,"
+        " next_attempt_at = CASE WHEN ?2 = 'pending' THEN ?3 ELSE NULL END,"
+        " delivered_at = CASE WHEN ?2 = 'delivered' THEN ?3 ELSE delivered_at END,"
+        " dead_at = CASE WHEN ?2 = 'dead' THEN ?3 ELSE dead_at END,"
+        " dead_reason = CASE WHEN ?2 = 'dead' THEN 'operator' ELSE dead_reason END,"
+        " cycle_base = CASE WHEN ?2 = 'pending' THEN attempt_count ELSE cycle_base END,"
+        " cycle_kind = CASE WHEN ?2 = 'pending' THEN 'replay' ELSE cycle_kind END,"
+        " cycle_started_at = CASE WHEN ?2 = 'pending' THEN ?3 ELSE cycle_started_at END"
+        " WHERE seq = ?1 AND state = 'unknown'");
+    if (!st) {
+      rc = HOOKD_STORE_ERR;
+      break;
+    }
+    sq_bind_i64(st, 1, dl[i].seq);
+    sq_bind_text(st, 2, hookd_dstate_name(next));
+    sq_bind_i64(st, 3, now_ms);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      rc = sq_fail(c, "resolve delivery");
+      break;
+    }
+    held++;
+    any_seq = dl[i].seq;
+    if (next == HOOKD_DS_PENDING &&
+        sq_hint_push(hints, n_hints, &cap, dl[i].endpoint_id, now_ms) != 0)
+      rc = HOOKD_STORE_ERR;
+  }
+  hookd_deliveries_free(dl, n);
+  hookd_inbox_free(&r);
+  if (rc == 0 && held == 0) {
+    snprintf(c->err, sizeof c->err, "the record has no delivery held in the unknown state");
+    rc = HOOKD_STORE_STATE;
+  }
+  if (rc == 0) rc = sq_inbox_follow(c, any_seq, now_ms, NULL, NULL);
+  if (rc) {
+    hookd_due_hints_free(*hints, *n_hints);
+    *hints = NULL;
+    *n_hints = 0;
+  }
+  return rc;
+}
+
+int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_PURGE,
+                             "DELETE FROM inbox WHERE seq IN (SELECT seq FROM inbox"
+                             " WHERE received_at < ?1 LIMIT ?2)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, before_ms);
+  sq_bind_i64(st, 2, limit);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "purge inbox");
+  *purged = sqlite3_changes(c->db);
+  return HOOKD_STORE_OK;
+}
