@@ -6,5 +6,6 @@ int hookd_cmd_serve(int argc, char **argv);
 int hookd_cmd_version(int argc, char **argv);
 int hookd_cmd_verify(int argc, char **argv);
 int hookd_cmd_keys(int argc, char **argv);
+int hookd_cmd_inbox(int argc, char **argv);
 
 #endif

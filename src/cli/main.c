@@ -10,6 +10,7 @@ static void usage(FILE *out) {
                "  serve     run the daemon (hookd serve --help lists every option)\n"
                "  verify    check a Standard Webhooks signature (receivers' kit)\n"
                "  keys      API keys (create, list, revoke) and master-key rotation\n"
+               "  inbox     replay a stored inbound request at a local handler\n"
                "  version   print the version\n");
 }
 
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return hookd_cmd_version(argc - 2, argv + 2);
   if (!strcmp(cmd, "verify")) return hookd_cmd_verify(argc - 2, argv + 2);
   if (!strcmp(cmd, "keys")) return hookd_cmd_keys(argc - 2, argv + 2);
+  if (!strcmp(cmd, "inbox")) return hookd_cmd_inbox(argc - 2, argv + 2);
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
     usage(stdout);
     return 0;

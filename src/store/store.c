@@ -69,6 +69,8 @@ void hookd_event_free(hookd_event *e) {
   free(e->tenant_id);
   free(e->type);
   free(e->body);
+  free(e->content_type);
+  free(e->meta);
   memset(e, 0, sizeof *e);
 }
 

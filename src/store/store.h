@@ -73,6 +73,9 @@ typedef struct hookd_event {
   int64_t occurred_ms;
   int64_t created_ms;
   int64_t expires_ms; /* 0 = never */
+  bool inbound;       /* an inbound event: body is the provider's raw request body */
+  char *content_type; /* inbound: as received */
+  char *meta;         /* inbound: the header lines its forwards carry */
 } hookd_event;
 
 typedef struct hookd_delivery {

@@ -223,7 +223,7 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
                  hookd_delivery **dl, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_GET,
                              "SELECT seq, id, tenant_id, type, body, occurred_at, created_at,"
-                             " expires_at FROM events WHERE id = ?1"
+                             " expires_at, kind, content_type, meta FROM events WHERE id = ?1"
                              " AND (?2 IS NULL OR tenant_id = ?2) LIMIT 2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
@@ -245,6 +245,10 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
   ev->occurred_ms = sq_col_i64(st, 5);
   ev->created_ms = sq_col_i64(st, 6);
   ev->expires_ms = sq_col_i64(st, 7);
+  const char *kind = (const char *)sqlite3_column_text(st, 8);
+  ev->inbound = kind && !strcmp(kind, "inbound");
+  ev->content_type = sq_col_str(st, 9);
+  ev->meta = sq_col_str(st, 10);
   if (sqlite3_step(st) == SQLITE_ROW) {
     hookd_event_free(ev);
     snprintf(c->err, sizeof c->err, "event id is used by several tenants");

@@ -1,0 +1,139 @@
+/* cmd_inbox.c — `hookd inbox replay`: local replay for developers (X7).
+ *
+ *   hookd inbox replay <inbox id> --to URL [--times N] [--store URL]
+ *
+ * Re-sends a stored inbound request — its raw body, content type, the provider headers hookd
+ * forwards, and the same Idempotency-Key every time — to a handler, N times, and prints what
+ * each call answered. It is an explicit developer action aimed at a local handler: the
+ * destination policy of the daemon does not apply. */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "store/storeq.h"
+
+typedef struct load {
+  const char *id;
+  hookd_inbox rec;
+  hookd_event ev;
+  bool have_event;
+} load;
+
+static int run_load(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  load *l = arg;
+  int rc = be->inbox_get(c, l->id, &l->rec, NULL, NULL);
+  if (rc) return rc;
+  if (!l->rec.event_seq) return HOOKD_STORE_OK; /* filtered, stale, conflict: nothing forwarded */
+  rc = be->event_get(c, l->rec.tenant_id, l->rec.id, &l->ev, NULL, NULL);
+  l->have_event = rc == 0;
+  return rc;
+}
+
+static size_t collect(char *p, size_t size, size_t n, void *arg) {
+  char *buf = arg;
+  size_t have = strlen(buf), len = size * n, room = 199 - have;
+  memcpy(buf + have, p, len < room ? len : room);
+  buf[have + (len < room ? len : room)] = '\0';
+  return size * n;
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: hookd inbox replay <inbox id> --to URL [--times N] [--store URL]\n");
+}
+
+int hookd_cmd_inbox(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[0], "replay") != 0) {
+    usage();
+    return 2;
+  }
+  const char *id = argv[1], *to = NULL, *store = getenv("HOOKD_STORE");
+  long times = 1;
+  for (int i = 2; i + 1 < argc + 1; i += 2) {
+    if (i + 1 >= argc) {
+      usage();
+      return 2;
+    }
+    if (!strcmp(argv[i], "--to")) to = argv[i + 1];
+    else if (!strcmp(argv[i], "--times")) times = strtol(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
+    else {
+      usage();
+      return 2;
+    }
+  }
+  if (!to || times < 1 || times > 10000) {
+    usage();
+    return 2;
+  }
+  hookd_store_config cfg = {.url = store ? store : "sqlite:hookd.db", .max_batch = 16};
+  hookd_store *s = NULL;
+  char err[512];
+  if (hookd_store_open(&cfg, &s, err, sizeof err) != 0) {
+    fprintf(stderr, "hookd inbox replay: %s\n", err);
+    return 1;
+  }
+  load l = {.id = id};
+  int rc = hookd_storeq_run_sync(s->reader, run_load, &l);
+  hookd_store_close(s);
+  if (rc) {
+    fprintf(stderr, "hookd inbox replay: %s: %s\n", id,
+            rc == HOOKD_STORE_NOTFOUND ? "no such inbox record" : hookd_store_strerror(rc));
+    return 1;
+  }
+  if (!l.have_event) {
+    fprintf(stderr, "hookd inbox replay: %s is %s: it was never forwarded, nothing to replay\n",
+            id, l.rec.status);
+    hookd_inbox_free(&l.rec);
+    return 1;
+  }
+
+  struct curl_slist *hs = NULL;
+  char h[512];
+  snprintf(h, sizeof h, "Content-Type: %s",
+           l.ev.content_type ? l.ev.content_type : "application/json");
+  hs = curl_slist_append(hs, h);
+  snprintf(h, sizeof h, "Idempotency-Key: %s", l.rec.id);
+  hs = curl_slist_append(hs, h);
+  hs = curl_slist_append(hs, "Expect:");
+  for (const char *line = l.ev.meta; line && *line;) {
+    const char *end = strchr(line, '\n');
+    size_t ll = end ? (size_t)(end - line) : strlen(line);
+    if (ll && ll < sizeof h) {
+      memcpy(h, line, ll);
+      h[ll] = '\0';
+      hs = curl_slist_append(hs, h);
+    }
+    line = end ? end + 1 : line + ll;
+  }
+  int failures = 0;
+  CURL *e = curl_easy_init();
+  for (long i = 1; i <= times && e; i++) {
+    char resp[200] = "";
+    curl_easy_setopt(e, CURLOPT_URL, to);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, l.ev.body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)l.ev.body_len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hs);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, resp);
+    CURLcode cc = curl_easy_perform(e);
+    long status = 0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    if (cc != CURLE_OK) {
+      printf("%ld/%ld  %s\n", i, times, curl_easy_strerror(cc));
+      failures++;
+    } else {
+      for (char *c = resp; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+      printf("%ld/%ld  %ld  %s\n", i, times, status, resp);
+      if (status < 200 || status > 299) failures++;
+    }
+  }
+  curl_easy_cleanup(e);
+  curl_slist_free_all(hs);
+  hookd_event_free(&l.ev);
+  hookd_inbox_free(&l.rec);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,380 @@
+// inbound.test.mjs — the inbound issue's black-box tests (seed 000's list), on a real daemon:
+// providers sign with their own algorithms (lib/providers.mjs), destinations are real receivers
+// on loopback, and every forward is checked for the same Idempotency-Key and hookd's signature.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { Webhook } from 'standardwebhooks';
+import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+import * as sign from './lib/providers.mjs';
+
+let h;
+const TENANT = 'shop';
+before(async () => {
+  h = await startHookd();
+  assert.equal((await h.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+});
+after(async () => { assert.equal((await h.stop()).code, 0); });
+
+let n = 0;
+async function source(provider, secrets, destinations, extra = {}, daemon = h) {
+  const r = await daemon.api('POST', '/v1/sources', { id: `src_${provider}_${++n}`, tenant: TENANT, provider,
+    secrets, destinations, ...extra });
+  assert.equal(r.status, 201, r.text);
+  return r.json;
+}
+
+async function post(src, body, headers, daemon = h) {
+  const res = await fetch(`${daemon.url}/in/${src.id}`, { method: 'POST', headers, body });
+  const text = await res.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, json, text };
+}
+
+async function inbox(src, state, daemon = h) {
+  const r = await daemon.api('GET', `/v1/inbox?tenant=${TENANT}&source=${src.id}${state ? `&state=${state}` : ''}&limit=500`);
+  assert.equal(r.status, 200, r.text);
+  return r.json.data;
+}
+
+const waitStatus = (src, id, status, timeout = 15000, daemon = h) => waitUntil(async () => {
+  const r = await daemon.api('GET', `/v1/inbox/${id}`);
+  return r.json?.status === status ? r.json : null;
+}, { timeout, what: `inbox ${id} ${status}` });
+
+const stripeEvent = (id, extra = {}) => JSON.stringify({ id, object: 'event', type: 'invoice.paid',
+  data: { object: { id: 'in_1', amount_paid: 4200 } }, ...extra });
+
+describe('deduplication', () => {
+  it('the same payload sent 10 times in a row: one record, one forward', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_seq'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_seq_1');
+    const answers = [];
+    for (let i = 0; i < 10; i++) answers.push(await post(src, body, sign.stripe(body, 'whsec_seq')));
+    assert.ok(answers.every((a) => a.status === 200));
+    assert.equal(answers[0].json.duplicate, false);
+    assert.ok(answers.slice(1).every((a) => a.json.duplicate && a.json.inbox_id === answers[0].json.inbox_id));
+    await waitStatus(src, answers[0].json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 1);
+    assert.equal((await inbox(src)).length, 1);
+    // a redelivery after completion: 2xx with the state, nothing forwarded
+    const again = await post(src, body, sign.stripe(body, 'whsec_seq'));
+    assert.equal(again.status, 200);
+    assert.equal(again.json.status, 'completed');
+    assert.equal(dest.requests.length, 1);
+    await dest.close();
+  });
+
+  it('20 concurrent copies: one record, one forward', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_conc'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_conc_1');
+    const answers = await Promise.all(Array.from({ length: 20 }, () => post(src, body, sign.stripe(body, 'whsec_conc'))));
+    assert.ok(answers.every((a) => a.status === 200));
+    assert.equal(new Set(answers.map((a) => a.json.inbox_id)).size, 1);
+    assert.equal(answers.filter((a) => !a.json.duplicate).length, 1, 'exactly one claimed the identity');
+    await waitStatus(src, answers[0].json.inbox_id, 'completed');
+    assert.equal((await inbox(src)).length, 1);
+    assert.equal(dest.requests.length, 1);
+    await dest.close();
+  });
+
+  it('the same key with a different payload: recorded as conflict, not forwarded', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_cf'], [{ url: dest.url }]);
+    const a = stripeEvent('evt_cf_1');
+    const b = stripeEvent('evt_cf_1', { data: { object: { id: 'in_1', amount_paid: 9999 } } });
+    const first = await post(src, a, sign.stripe(a, 'whsec_cf'));
+    const second = await post(src, b, sign.stripe(b, 'whsec_cf'));
+    assert.equal(second.status, 200, 'the provider is told to stop retrying');
+    assert.equal(second.json.status, 'conflict');
+    const conflicts = await inbox(src, 'conflict');
+    assert.equal(conflicts.length, 1);
+    assert.equal(conflicts[0].conflict_of, first.json.inbox_id);
+    await waitStatus(src, first.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 1);
+    const m = await h.api('GET', '/metrics');
+    assert.match(m.text, /hookd_inbound_received_total\{outcome="conflict"\} [1-9]/);
+    await dest.close();
+  });
+
+  it('a business key deduplicates semantic duplicates with different event ids', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_bk'], [{ url: dest.url }],
+      { business_key: { paths: ['data.object.id'], operation: 'mark_paid' } });
+    const a = stripeEvent('evt_bk_1'), b = stripeEvent('evt_bk_2');
+    const ra = await post(src, a, sign.stripe(a, 'whsec_bk'));
+    const rb = await post(src, b, sign.stripe(b, 'whsec_bk'));
+    assert.equal(rb.json.status, 'duplicate');
+    assert.notEqual(rb.json.inbox_id, ra.json.inbox_id);
+    await waitStatus(src, ra.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 1);
+    await dest.close();
+  });
+
+  it('out-of-order versions: the older one is recorded as stale and not forwarded', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_v'], [{ url: dest.url }],
+      { version: { object_path: 'data.object.id', path: 'data.object.version' } });
+    const v2 = stripeEvent('evt_v2', { data: { object: { id: 'cus_1', version: 2 } } });
+    const v1 = stripeEvent('evt_v1', { data: { object: { id: 'cus_1', version: 1 } } });
+    const v3 = stripeEvent('evt_v3', { data: { object: { id: 'cus_1', version: 3 } } });
+    const r2 = await post(src, v2, sign.stripe(v2, 'whsec_v'));
+    const r1 = await post(src, v1, sign.stripe(v1, 'whsec_v'));
+    const r3 = await post(src, v3, sign.stripe(v3, 'whsec_v'));
+    assert.equal(r1.json.status, 'stale');
+    await waitStatus(src, r3.json.inbox_id, 'completed');
+    await waitStatus(src, r2.json.inbox_id, 'completed');
+    assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id).sort(), ['evt_v2', 'evt_v3']);
+    await dest.close();
+  });
+
+  it('event types outside the allowlist are recorded as filtered, not forwarded', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_f'], [{ url: dest.url }], { event_types: ['charge.*'] });
+    const body = stripeEvent('evt_f_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_f'));
+    assert.equal(r.status, 200);
+    assert.equal(r.json.status, 'filtered');
+    assert.equal((await inbox(src, 'filtered')).length, 1);
+    assert.equal(dest.requests.length, 0);
+    await dest.close();
+  });
+});
+
+describe('verification', () => {
+  it('wrong signature, wrong secret, tampered byte, stale and future timestamps: 401, nothing stored', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_good'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_bad_1');
+    const now = Math.floor(Date.now() / 1000);
+    const cases = [
+      ['wrong signature', body, { 'Content-Type': 'application/json', 'Stripe-Signature': `t=${now},v1=${'0'.repeat(64)}` }],
+      ['wrong secret', body, sign.stripe(body, 'whsec_bad')],
+      ['tampered byte', body.replace('4200', '4201'), sign.stripe(body, 'whsec_good')],
+      ['stale timestamp', body, sign.stripe(body, 'whsec_good', now - 3600)],
+      ['future timestamp', body, sign.stripe(body, 'whsec_good', now + 3600)],
+      ['no signature', body, { 'Content-Type': 'application/json' }],
+    ];
+    for (const [what, b, hd] of cases) {
+      const r = await post(src, b, hd);
+      assert.equal(r.status, 401, what);
+      assert.equal(r.json.error.code, 'invalid_signature', what);
+    }
+    assert.equal((await inbox(src)).length, 0, 'nothing stored');
+    assert.equal(dest.requests.length, 0);
+    const m = await h.api('GET', '/metrics');
+    assert.ok(Number(/^hookd_inbound_rejected_total (\d+)/m.exec(m.text)[1]) >= cases.length);
+    assert.ok(!h.stderrText.includes(body), 'bodies never reach the log');
+    await dest.close();
+  });
+
+  it('a Stripe request signed with two v1 signatures during rotation is accepted', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_new'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_rot_1');
+    const r = await post(src, body, sign.stripe(body, ['whsec_old', 'whsec_new']));
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    await dest.close();
+  });
+
+  it('oversize body: 413; unknown source: 404; wrong method: 405; wrong content type: 415', async () => {
+    const small = await startHookd({ args: ['--max-body-bytes', '1024'] });
+    await small.api('POST', '/v1/tenants', { id: TENANT });
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_big'], [{ url: dest.url }], {}, small);
+    const big = stripeEvent('evt_big', { pad: 'x'.repeat(5000) });
+    assert.equal((await post(src, big, sign.stripe(big, 'whsec_big'), small)).status, 413);
+    assert.equal((await post({ id: 'src_nope' }, '{}', { 'Content-Type': 'application/json' }, small)).status, 404);
+    assert.equal((await fetch(`${small.url}/in/${src.id}`)).status, 405);
+    const b = stripeEvent('evt_ct');
+    assert.equal((await post(src, b, { ...sign.stripe(b, 'whsec_big'), 'Content-Type': 'text/plain' }, small)).status, 415);
+    assert.equal((await inbox(src, undefined, small)).length, 0);
+    assert.equal((await small.stop()).code, 0);
+    await dest.close();
+  });
+
+  it('GitHub, Slack (with its url_verification handshake), Standard Webhooks', async () => {
+    const dest = await startReceiver();
+    const gh = await source('github', ['gh-secret'], [{ url: dest.url }]);
+    const ghBody = JSON.stringify({ ref: 'refs/heads/main' });
+    const r1 = await post(gh, ghBody, sign.github(ghBody, 'gh-secret', '72d3162e-cc78-11e3-81ab-4c9367dc0958'));
+    assert.equal(r1.status, 200);
+    const rec = (await h.api('GET', `/v1/inbox/${r1.json.inbox_id}`)).json;
+    assert.equal(rec.event_id, '72d3162e-cc78-11e3-81ab-4c9367dc0958');
+    assert.equal(rec.event_type, 'push');
+
+    const sl = await source('slack', ['8f742231b10e8888abcd99yyyzzz85a5'], [{ url: dest.url }]);
+    const challenge = JSON.stringify({ token: 't', challenge: 'abc123', type: 'url_verification' });
+    const hs = await post(sl, challenge, sign.slack(challenge, '8f742231b10e8888abcd99yyyzzz85a5'));
+    assert.equal(hs.status, 200);
+    assert.equal(hs.json.challenge, 'abc123');
+    assert.equal((await inbox(sl)).length, 0, 'a handshake is answered, not stored');
+    const bad = await post(sl, challenge, sign.slack(challenge, 'wrong'));
+    assert.equal(bad.status, 401, 'handshakes are verified too');
+
+    const std = await source('standard', ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'], [{ url: dest.url }]);
+    const sb = JSON.stringify({ type: 'user.created', data: { id: 1 } });
+    const r3 = await post(std, sb, sign.standard(sb, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_std_1'));
+    assert.equal(r3.status, 200, r3.text);
+    assert.equal((await h.api('GET', `/v1/inbox/${r3.json.inbox_id}`)).json.event_id, 'msg_std_1');
+    await dest.close();
+  });
+
+  it('VNPay IPN (GET) answers RspCode 00, 97 for a bad checksum; MoMo IPN answers 204', async () => {
+    const dest = await startReceiver();
+    const vn = await source('vnpay', ['VNPAYSECRET'], [{ url: dest.url }]);
+    const params = { vnp_Amount: '1000000', vnp_TxnRef: 'order-77', vnp_TransactionNo: '14000001',
+      vnp_ResponseCode: '00', vnp_OrderInfo: 'Thanh toan don hang 77', vnp_TmnCode: 'DEMO' };
+    const q = sign.vnpayQuery(params, 'VNPAYSECRET');
+    let r = await fetch(`${h.url}/in/${vn.id}?${q}`);
+    assert.equal(r.status, 200);
+    assert.deepEqual(await r.json(), { RspCode: '00', Message: 'Confirm Success' });
+    r = await fetch(`${h.url}/in/${vn.id}?${q.replace('1000000', '2000000')}`);
+    assert.deepEqual(await r.json(), { RspCode: '97', Message: 'Invalid Checksum' });
+    const rows = await inbox(vn);
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0].event_id, 'order-77:14000001');
+    await waitUntil(async () => dest.requests.length === 1, { what: 'VNPay forward' });
+    assert.equal(dest.requests[0].headers['content-type'], 'application/x-www-form-urlencoded');
+
+    const momo = await source('momo', ['F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'], [{ url: dest.url }]);
+    const mb = sign.momoBody({ partnerCode: 'MOMO', orderId: 'ord-5', requestId: 'req-5', amount: 50000,
+      orderInfo: 'pay', orderType: 'momo_wallet', transId: 2588659987, resultCode: 0, message: 'Successful.',
+      payType: 'qr', responseTime: 1700000000000, extraData: '' }, 'F8BBA842ECF85', 'K951B6PE1waDMi640xX08PD3vg6EkVlz');
+    const mr = await post(momo, mb, { 'Content-Type': 'application/json' });
+    assert.equal(mr.status, 204, mr.text);
+    assert.equal((await inbox(momo))[0].event_id, 'ord-5:req-5');
+    await dest.close();
+  });
+});
+
+describe('forwarding', () => {
+  it('forwards the raw body with the same Idempotency-Key, provider headers and hookd\'s signature', async () => {
+    const dest = await startReceiver((rec, i) => (i === 1 ? { status: 503 } : { status: 200, headers: { 'Hookd-Result-Ref': 'inv-row-9' } }));
+    const src = await source('stripe', ['whsec_fw'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_fw_1').replace('{', '{ '); // raw bytes, spacing kept
+    const r = await post(src, body, sign.stripe(body, 'whsec_fw'));
+    const done = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(done.result_ref, 'inv-row-9');
+    assert.equal(done.attempt_count, 2);
+    assert.equal(dest.requests.length, 2);
+    for (const q of dest.requests) {
+      assert.equal(q.body, body, 'the raw body, byte for byte');
+      assert.equal(q.headers['idempotency-key'], r.json.inbox_id);
+      assert.equal(q.headers['hookd-provider'], 'stripe');
+      assert.equal(q.headers['hookd-event-type'], 'invoice.paid');
+      assert.equal(q.headers['hookd-provider-event-id'], 'evt_fw_1');
+      assert.doesNotThrow(() => new Webhook(src.destinations[0].secret).verify(q.body, q.headers));
+    }
+    // the duplicate after completion returns the result reference
+    const again = await post(src, body, sign.stripe(body, 'whsec_fw'));
+    assert.equal(again.json.result_ref, 'inv-row-9');
+    await dest.close();
+  });
+
+  it('a destination that times out after doing the work is retried with the same Idempotency-Key', async () => {
+    const effects = new Map();
+    const dest = await startReceiver((rec, i) => {
+      const key = rec.headers['idempotency-key'];
+      if (!effects.has(key)) effects.set(key, 1); // the effect, deduplicated by key
+      return i === 1 ? 'hang' : { status: 200 };
+    });
+    const src = await source('stripe', ['whsec_to'], [{ url: dest.url, idempotent: true, timeout_ms: 400 }]);
+    const body = stripeEvent('evt_to_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_to'));
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 2);
+    assert.equal(dest.requests[0].headers['idempotency-key'], dest.requests[1].headers['idempotency-key']);
+    assert.equal(effects.size, 1, 'one effect');
+    dest.releaseHanging();
+    await dest.close();
+  });
+
+  it('a non-idempotent destination that times out: unknown, not resent; an operator resolves it', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_un'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
+    const body = stripeEvent('evt_un_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_un'));
+    const rec = await waitStatus(src, r.json.inbox_id, 'unknown');
+    assert.equal(rec.deliveries[0].state, 'unknown');
+    assert.equal((await inbox(src, 'unknown')).length, 1);
+    // held: past any retry time nothing more is sent
+    await waitUntil(async () => Date.now() > Date.parse(rec.deliveries[0].updated_at) + 800, { what: 'time passes' });
+    assert.equal(dest.requests.length, 1, 'not resent');
+    const bad = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed' });
+    assert.equal(bad.status, 422, 'a reason is required');
+    const ok = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed', reason: 'checked the ledger: invoice exists' });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.json.status, 'completed');
+    const again = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed', reason: 'x' });
+    assert.equal(again.status, 409);
+    const audit = await h.api('GET', `/v1/audit?tenant=${TENANT}`);
+    assert.ok(audit.json.data.some((a) => a.action === 'inbox.resolve' && a.reason === 'checked the ledger: invoice exists'));
+    dest.releaseHanging();
+    await dest.close();
+  });
+});
+
+describe('durability and local replay', () => {
+  it('hookd killed mid-forward: resumed after restart, one effect at a deduplicating handler', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const effects = new Set();
+    const keys = [];
+    const dest = await startReceiver((rec, i) => {
+      keys.push(rec.headers['idempotency-key']);
+      effects.add(rec.headers['idempotency-key']); // dedup on the key, as the recipe says
+      return i === 1 ? 'hang' : { status: 200 };
+    });
+    const src = await source('stripe', ['whsec_kill'], [{ url: dest.url }], {}, d);
+    const body = stripeEvent('evt_kill_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_kill'), d);
+    assert.equal(r.status, 200);
+    await dest.waitFor(1);
+    await d.kill9();
+    dest.releaseHanging();
+    d = await startHookd({ dir });
+    await waitStatus(src, r.json.inbox_id, 'completed', 15000, d);
+    assert.equal(keys.length, 2);
+    assert.equal(keys[0], keys[1], 'the same Idempotency-Key after the restart');
+    assert.equal(effects.size, 1);
+    assert.equal((await d.stop()).code, 0);
+    await dest.close();
+    cleanup();
+  });
+
+  it('hookd inbox replay: the first call writes, the next nine answer 200 and write nothing', async () => {
+    const { dir, cleanup } = tempDir();
+    const recvBin = join(HOOKD_BIN, '..', 'dedup_receiver');
+    const effectsDb = join(dir, 'effects.db');
+    const proc = spawn(recvBin, ['--db', effectsDb, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const port = await new Promise((resolve) => proc.stdout.on('data', (d) => {
+      const m = /listening (\d+)/.exec(String(d));
+      if (m) resolve(Number(m[1]));
+    }));
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_rp'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_rp_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_rp'));
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    const out = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port}/hook`,
+      '--times', '10', '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+    assert.equal(out.status, 0, out.stderr);
+    const lines = out.stdout.trim().split('\n');
+    assert.equal(lines.length, 10);
+    assert.match(lines[0], /^1\/10 {2}200 {2}\{"result":"written"\}/);
+    for (const l of lines.slice(1)) assert.match(l, /200 {2}\{"result":"duplicate"\}/);
+    const count = spawnSync('sqlite3', [effectsDb, 'SELECT COUNT(*) FROM effects'], { encoding: 'utf8' });
+    assert.equal(count.stdout.trim(), '1', 'one side effect');
+    proc.kill('SIGTERM');
+    await dest.close();
+    cleanup();
+  });
+});
