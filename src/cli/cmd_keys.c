@@ -94,6 +94,24 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
     free(prev);
   }
   hookd_endpoints_free(eps, n);
+  /* inbound sources' secrets too */
+  hookd_source *srcs = NULL;
+  size_t ns = 0;
+  if (rc == 0) rc = be->source_list(c, NULL, &srcs, &ns);
+  for (size_t i = 0; rc == 0 && i < ns; i++) {
+    char *sealed = reseal(x, srcs[i].secrets, srcs[i].id);
+    if (!sealed) {
+      snprintf(x->err, sizeof x->err,
+               "the secrets of source %s do not open with the current master key", srcs[i].id);
+      rc = HOOKD_STORE_ERR;
+      break;
+    }
+    free(srcs[i].secrets);
+    srcs[i].secrets = sealed;
+    rc = be->source_update(c, &srcs[i]);
+    x->resealed++;
+  }
+  hookd_sources_free(srcs, ns);
   return rc ? rc : be->audit_append(c, &x->audit);
 }
 

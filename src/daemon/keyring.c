@@ -68,11 +68,14 @@ static int create_key_file(const char *path, hookd_master_key *out, char *err, s
 typedef struct scan {
   hookd_endpoint *eps;
   size_t n;
+  hookd_source *srcs;
+  size_t n_srcs;
 } scan;
 
 static int run_scan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   scan *s = arg;
-  return be->endpoints_since(c, 0, &s->eps, &s->n);
+  int rc = be->endpoints_since(c, 0, &s->eps, &s->n);
+  return rc ? rc : be->source_list(c, NULL, &s->srcs, &s->n_srcs);
 }
 
 int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyring *out, char *err,
@@ -89,7 +92,12 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
     secrets += (s.eps[i].secret != NULL) + (s.eps[i].previous_secret != NULL);
     if (!sealed_by[0]) hookd_sealed_key_id(s.eps[i].secret, sealed_by);
   }
+  for (size_t i = 0; i < s.n_srcs; i++) {
+    secrets += s.srcs[i].secrets != NULL;
+    if (!sealed_by[0]) hookd_sealed_key_id(s.srcs[i].secrets, sealed_by);
+  }
   hookd_endpoints_free(s.eps, s.n);
+  hookd_sources_free(s.srcs, s.n_srcs);
 
   int rc;
   char path[1100] = "";

@@ -5,7 +5,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
+import { createHmac, createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
@@ -275,7 +275,11 @@ describe('secrets', () => {
     const { tenant, secret } = await setup(h, recv.url);
     const ed = await setup(h, recv.url, { signing: 'ed25519' });
     const rot = await h.api('POST', `/v1/tenants/${tenant}/endpoints/${(await h.api('GET', `/v1/tenants/${tenant}/endpoints`)).json.data[0].id}/secret/rotate`);
-    const secrets = [secret, rot.json.secret, ed.ep.secret];
+    const srcSecret = 'whsec_inbound_source_secret_4711';
+    const src = await h.api('POST', '/v1/sources', { tenant, provider: 'stripe', secrets: [srcSecret],
+      destinations: [{ url: recv.url }] });
+    assert.equal(src.status, 201, src.text);
+    const secrets = [secret, rot.json.secret, ed.ep.secret, srcSecret, src.json.destinations[0].secret];
     assert.equal((await h.stop()).code, 0);
     for (const f of readdirSync(dir).filter((n) => n.startsWith('hookd.db'))) {
       const bytes = readFileSync(join(dir, f));
@@ -288,7 +292,7 @@ describe('secrets', () => {
     const keyFile = join(dir, 'hookd.db.key');
     const keyText = readFileSync(keyFile, 'utf8');
     rmSync(keyFile);
-    await assert.rejects(startHookd({ dir }), /holds 3 signing secrets but no master key/);
+    await assert.rejects(startHookd({ dir }), /holds 5 signing secrets but no master key/);
     const wrong = join(dir, 'wrong.key');
     writeFileSync(wrong, randomBytes(32).toString('base64'));
     await assert.rejects(startHookd({ dir, args: ['--master-key-file', wrong] }), /sealed with master key/);
@@ -298,13 +302,20 @@ describe('secrets', () => {
     writeFileSync(newKey, randomBytes(32).toString('base64') + '\n');
     const r = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
     assert.equal(r.status, 0, r.stderr);
-    assert.match(r.stdout, /re-sealed 3 secrets/);
+    assert.match(r.stdout, /re-sealed 5 secrets/);
     await assert.rejects(startHookd({ dir }), /sealed with master key/); // the old key no longer fits
     h = await startHookd({ dir, args: ['--master-key-file', newKey] });
     const p = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p.json.id, (ds) => ds.length && ds.every((d) => d.state === 'delivered'));
     const rec = recv.requests.find((q) => q.headers['webhook-id'] === p.json.id);
     assert.doesNotThrow(() => new Webhook(rot.json.secret).verify(rec.body, rec.headers));
+    // the inbound source's re-sealed secret still verifies providers' requests
+    const body = JSON.stringify({ id: 'evt_after_rotation', type: 'a.b' });
+    const ts = Math.floor(Date.now() / 1000);
+    const sig = createHmac('sha256', srcSecret).update(`${ts}.${body}`).digest('hex');
+    const ir = await fetch(`${h.url}/in/${src.json.id}`, { method: 'POST', body,
+      headers: { 'Content-Type': 'application/json', 'Stripe-Signature': `t=${ts},v1=${sig}` } });
+    assert.equal(ir.status, 200);
     // while hookd runs, the master key cannot be rotated under it
     const busy = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', keyFile,
       '--master-key-file', newKey]);

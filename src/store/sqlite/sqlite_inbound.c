@@ -105,7 +105,7 @@ int sq_source_update(hookd_store_conn *c, const hookd_source *s) {
                              " version_object_path = ?10, version_path = ?11,"
                              " version_header = ?12, generic = ?13, updated_at = ?15"
                              " WHERE id = ?1 AND tenant_id = ?2 AND provider = ?3"
-                             " AND deleted_at IS NULL AND ?14 IS NOT NULL");
+                             " AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   bind_source_fields(st, s);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update source");

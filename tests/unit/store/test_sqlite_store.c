@@ -439,6 +439,62 @@ static void attempts_are_append_only_and_replay_starts_a_cycle(void **state) {
   free_claimed(b, 1);
 }
 
+static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->receive(c, k->in, k->out);
+}
+static int run_purge(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->inbox_purge(c, k->i64, 100, &k->ival);
+}
+static int run_src(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  return be->source_create(c, ((call *)a)->in, NULL, 0);
+}
+
+static int receive(fx *f, const char *inbox_id, const char *key, const char *hash, int64_t now,
+                   hookd_receive_res *res) {
+  hookd_receive_req req = {.inbox_id = inbox_id, .source_id = "src1", .tenant_id = "t1",
+                           .provider = "stripe", .identity_key = key,
+                           .identity_kind = "provider_id", .event_type = "a.b",
+                           .payload_hash = hash, .body = "{}", .body_len = 2,
+                           .content_type = "application/json", .meta = "", .now_ms = now};
+  call c = {.in = &req, .out = res};
+  return w(f, run_receive, &c);
+}
+
+static void receive_dedup_conflict_purge(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  hookd_source src = {.id = "src1", .tenant_id = "t1", .provider = "stripe", .secrets = "[]",
+                      .tolerance_s = 300, .created_ms = 1, .updated_ms = 1};
+  call c = {.in = &src};
+  assert_int_equal(w(f, run_src, &c), 0);
+  int64_t old = hookd_now_ms() - 10 * 86400 * 1000LL;
+  hookd_receive_res r;
+  assert_int_equal(receive(f, "in_1", "key-a", "hash-1", old, &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_NEW);
+  assert_string_equal(r.record.status, "received");
+  assert_int_equal(r.n_endpoints, 0); /* a source without destinations: stored, nothing to send */
+  hookd_receive_res_free(&r);
+  assert_int_equal(receive(f, "in_2", "key-a", "hash-1", old, &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_DUPLICATE);
+  assert_string_equal(r.record.id, "in_1");
+  hookd_receive_res_free(&r);
+  assert_int_equal(receive(f, "in_3", "key-a", "hash-2", hookd_now_ms(), &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_CONFLICT);
+  assert_string_equal(r.record.status, "conflict");
+  assert_string_equal(r.record.conflict_of, "in_1");
+  hookd_receive_res_free(&r);
+  /* retention: the 10-day-old record goes, the fresh conflict row stays */
+  c.i64 = hookd_now_ms() - 86400 * 1000LL;
+  assert_int_equal(w(f, run_purge, &c), 0);
+  assert_int_equal(c.ival, 1);
+  /* after the purge the identity is free again: a redelivery is new */
+  assert_int_equal(receive(f, "in_4", "key-a", "hash-1", hookd_now_ms(), &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_NEW);
+  hookd_receive_res_free(&r);
+}
+
 static void reopen_keeps_schema(void **state) {
   fx *f = *state;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
@@ -462,6 +518,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(attempts_are_append_only_and_replay_starts_a_cycle, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(reopen_keeps_schema, setup, teardown),
+      cmocka_unit_test_setup_teardown(receive_dedup_conflict_purge, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
