@@ -1,0 +1,41 @@
+/* bucket.c — token bucket (see bucket.h). */
+#include "core/bucket.h"
+
+#include <math.h>
+
+static void refill(hookd_bucket *b, int64_t now_ms) {
+  if (now_ms > b->last_ms) {
+    b->tokens += (double)(now_ms - b->last_ms) * b->rate / 1000.0;
+    if (b->tokens > b->burst) b->tokens = b->burst;
+  }
+  b->last_ms = now_ms;
+}
+
+void hookd_bucket_init(hookd_bucket *b, double rate, double burst, int64_t now_ms) {
+  b->rate = rate > 0 ? rate : 0;
+  b->burst = burst >= 1 ? burst : 1;
+  b->tokens = b->burst;
+  b->last_ms = now_ms;
+}
+
+void hookd_bucket_set(hookd_bucket *b, double rate, double burst, int64_t now_ms) {
+  refill(b, now_ms);
+  b->rate = rate > 0 ? rate : 0;
+  b->burst = burst >= 1 ? burst : 1;
+  if (b->tokens > b->burst) b->tokens = b->burst;
+}
+
+bool hookd_bucket_take(hookd_bucket *b, int64_t now_ms) {
+  if (b->rate <= 0) return true;
+  refill(b, now_ms);
+  if (b->tokens < 1.0) return false;
+  b->tokens -= 1.0;
+  return true;
+}
+
+int64_t hookd_bucket_wait_ms(hookd_bucket *b, int64_t now_ms) {
+  if (b->rate <= 0) return 0;
+  refill(b, now_ms);
+  if (b->tokens >= 1.0) return 0;
+  return (int64_t)ceil((1.0 - b->tokens) * 1000.0 / b->rate);
+}

@@ -1,0 +1,25 @@
+/* bucket.h — token bucket rate limiting (O8): `rate` tokens per second, up to `burst` saved.
+ * A rate of 0 means unlimited. Pure: the caller passes the time. */
+#ifndef HOOKD_CORE_BUCKET_H
+#define HOOKD_CORE_BUCKET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct hookd_bucket {
+  double rate;    /* tokens per second, 0 = unlimited */
+  double burst;   /* most tokens held */
+  double tokens;
+  int64_t last_ms;
+} hookd_bucket;
+
+/* Starts full. */
+void hookd_bucket_init(hookd_bucket *b, double rate, double burst, int64_t now_ms);
+/* Changes the rate and burst, keeping the tokens (clamped to the new burst). */
+void hookd_bucket_set(hookd_bucket *b, double rate, double burst, int64_t now_ms);
+/* Takes one token if there is one. */
+bool hookd_bucket_take(hookd_bucket *b, int64_t now_ms);
+/* Milliseconds until a token is available (0 = now). */
+int64_t hookd_bucket_wait_ms(hookd_bucket *b, int64_t now_ms);
+
+#endif

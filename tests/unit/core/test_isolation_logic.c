@@ -1,0 +1,84 @@
+/* test_isolation_logic.c — the pure parts of isolation: token buckets hold their rate and
+ * burst; the circuit breaker opens on a failure ratio with a minimum count, probes after the
+ * cool-down, closes on a successful probe and reopens on a failed one. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/breaker.h"
+#include "core/bucket.h"
+
+static void bucket_rate_and_burst(void **s) {
+  hookd_bucket b;
+  hookd_bucket_init(&b, 10, 5, 0); /* 10/s, burst 5 */
+  int taken = 0;
+  for (int i = 0; i < 20; i++) taken += hookd_bucket_take(&b, 0);
+  assert_int_equal(taken, 5); /* the burst */
+  assert_int_equal(hookd_bucket_wait_ms(&b, 0), 100);
+  assert_false(hookd_bucket_take(&b, 99));
+  assert_true(hookd_bucket_take(&b, 100));
+  /* over 10 s at most 10/s + burst go through, however often we ask */
+  taken = 0;
+  for (int64_t t = 100; t <= 10100; t += 7) taken += hookd_bucket_take(&b, t);
+  assert_true(taken >= 99 && taken <= 100 + 5);
+  /* unlimited */
+  hookd_bucket u;
+  hookd_bucket_init(&u, 0, 1, 0);
+  for (int i = 0; i < 1000; i++) assert_true(hookd_bucket_take(&u, 0));
+  assert_int_equal(hookd_bucket_wait_ms(&u, 0), 0);
+  /* lowering the burst clamps the saved tokens */
+  hookd_bucket_init(&b, 10, 50, 0);
+  hookd_bucket_set(&b, 10, 2, 0);
+  assert_true(hookd_bucket_take(&b, 0));
+  assert_true(hookd_bucket_take(&b, 0));
+  assert_false(hookd_bucket_take(&b, 0));
+}
+
+static void breaker_cycle(void **s) {
+  hookd_breaker_cfg c;
+  hookd_breaker_cfg_defaults(&c);
+  c.min_requests = 4;
+  c.cooldown_ms = 1000;
+  hookd_breaker b;
+  hookd_breaker_init(&b, 0);
+  /* below the minimum count nothing is decided, even with only failures */
+  for (int i = 0; i < 3; i++) assert_false(hookd_breaker_record(&b, &c, false, true, false, 10));
+  assert_int_equal(b.state, HOOKD_BREAKER_CLOSED);
+  /* the 4th failure reaches the minimum: open */
+  assert_true(hookd_breaker_record(&b, &c, false, true, false, 20));
+  assert_int_equal(b.state, HOOKD_BREAKER_OPEN);
+  assert_int_equal(b.opens, 1);
+  assert_false(hookd_breaker_allow(&b, &c, 500));
+  assert_int_equal(hookd_breaker_retry_at(&b, &c), 1020);
+  /* after the cool-down: one probe only */
+  assert_true(hookd_breaker_allow(&b, &c, 1020));
+  assert_int_equal(b.state, HOOKD_BREAKER_HALF_OPEN);
+  assert_false(hookd_breaker_allow(&b, &c, 1021));
+  /* the probe fails: open again */
+  assert_true(hookd_breaker_record(&b, &c, false, true, true, 1100));
+  assert_int_equal(b.state, HOOKD_BREAKER_OPEN);
+  assert_true(hookd_breaker_allow(&b, &c, 2100));
+  /* a successful probe closes it */
+  assert_true(hookd_breaker_record(&b, &c, true, false, true, 2200));
+  assert_int_equal(b.state, HOOKD_BREAKER_CLOSED);
+  assert_true(hookd_breaker_allow(&b, &c, 2201));
+  /* a mixed window under the ratio stays closed; neutral outcomes do not count */
+  for (int i = 0; i < 6; i++) hookd_breaker_record(&b, &c, true, false, false, 2300);
+  for (int i = 0; i < 5; i++) hookd_breaker_record(&b, &c, false, true, false, 2300);
+  for (int i = 0; i < 50; i++) hookd_breaker_record(&b, &c, false, false, false, 2300);
+  assert_int_equal(b.state, HOOKD_BREAKER_CLOSED);
+  /* the window restarts: old failures are forgotten */
+  hookd_breaker_record(&b, &c, false, true, false, 2300 + c.window_ms);
+  assert_int_equal(b.failures, 1);
+  assert_int_equal(b.successes, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(bucket_rate_and_burst),
+      cmocka_unit_test(breaker_cycle),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
