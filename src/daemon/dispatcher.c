@@ -1,15 +1,13 @@
-/* dispatcher.c — due work → claims → signed HTTP attempts → fenced outcomes (see dispatcher.h).
+/* dispatcher.c — the dispatcher thread: its inbox, the store operations it issues (claims,
+ * fenced outcomes, lease releases, sweeps), signing and sending, and what each outcome does to
+ * the delivery and to its endpoint's health (breaker, Retry-After pause, slowness, failing
+ * streak). What is claimed and sent when is dispatcher_sched.c's business.
  *
- * Data structures, all owned by the dispatcher thread:
- *  - endpoints: id → struct ep (strmap);
- *  - a min-heap of endpoints that may claim now or later, keyed by next_due;
- *  - a ready ring of endpoints that hold claimed deliveries and have a free slot; sending takes
- *    one delivery from the head endpoint and moves it to the tail (round robin per delivery);
- *  - the inbox: messages from other threads (store completions, hints, endpoint changes).
- * An endpoint is freed only when it is gone and nothing references it (claims, queue, flight). */
+ * Every store operation goes through the writer queue, so completions arrive in commit order: a
+ * claim's "next due" snapshot is authoritative, later hints merge into it with min(). An
+ * endpoint is freed only when it is gone and nothing references it. */
 #include "daemon/dispatcher.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,120 +16,19 @@
 #include "core/delivery_state.h"
 #include "core/ids.h"
 #include "core/retry_after.h"
-#include "core/sign.h"
-#include "core/strmap.h"
+#include "daemon/dispatcher_int.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
-#include "store/storeq.h"
 
-#define CLAIM_LIMIT_MAX 256
 #define RECLAIM_BATCH 1000
-
-struct ep;
-
-typedef enum {
-  MSG_HINT, MSG_RESCAN_REQ, MSG_ENDPOINT, MSG_CLAIMED, MSG_RECORDED, MSG_RELEASED, MSG_SWEPT,
-  MSG_RESCANNED
-} msg_type;
-
-typedef struct msg {
-  msg_type type;
-  struct msg *next;
-  struct hookd_dispatcher *d;
-  hookd_store_op op;
-  int rc;
-  /* MSG_HINT */
-  char *endpoint_id;
-  int64_t due_ms;
-  /* MSG_ENDPOINT */
-  hookd_endpoint ep;
-  /* MSG_CLAIMED */
-  hookd_claim_req claim;
-  struct ep *claim_ep;
-  hookd_claimed *claimed;
-  size_t n_claimed;
-  int64_t next_due;
-  /* MSG_SWEPT / MSG_RESCANNED */
-  hookd_due_hint *hints;
-  size_t n_hints;
-  int reclaimed;
-  int64_t now_ms;
-  /* MSG_RECORDED / MSG_RELEASED: the item, which embeds this message */
-  struct item *item;
-} msg;
-
-
-/* One claimed delivery, from claim to recorded outcome. */
-typedef struct item {
-  hookd_claimed c;
-  struct ep *ep;
-  struct item *next;            /* endpoint queue link */
-  hookd_egress_req req;
-  struct curl_slist *hdrs;
-  int64_t sent_ms;
-  hookd_store_op op;            /* record or release */
-  msg done;                     /* posted back when op completes (no allocation) */
-  bool recording;               /* op records an outcome (else releases the lease) */
-  char *endpoint_id;            /* copy for the writer thread */
-  hookd_outcome out;
-  char last_error[32];
-  char dead_reason[32];
-  char disable_reason[64];
-  char result_ref[256];
-  int rc;
-  struct hookd_dispatcher *d;
-} item;
-
-typedef struct ep {
-  hookd_endpoint cfg;            /* as stored: secrets sealed */
-  bool ed25519;                  /* signs v1a with an Ed25519 key, else v1 HMAC */
-  hookd_hmac_key key, prev_key;  /* HMAC keys (current, previous) */
-  char *ed_key, *prev_ed_key;    /* opened whsk_ keys (current, previous) */
-  bool has_prev;                 /* a rotated-out secret is still sent … */
-  int64_t prev_until_ms;         /* … until then */
-  bool key_ok;
-  bool gone;                    /* deleted: free when refs drop to 0 */
-  int in_flight;
-  int queued;
-  int claiming;                 /* 0 or 1: a claim op is outstanding */
-  item *q_head, *q_tail;
-  int64_t next_due;             /* 0 = nothing known due */
-  size_t heap_pos;              /* index + 1 in the heap, 0 = not in it */
-  bool in_ready;
-  struct ep *ready_next;
-} ep;
-
-struct hookd_dispatcher {
-  hookd_dispatcher_config cfg;
-  char *node_id;
-  hookd_store *store;
-  hookd_egress *eg;
-  pthread_t thread;
-
-  pthread_mutex_t mu;           /* guards inbox, stopping, stats */
-  msg *in_head, *in_tail;
-  bool stopping;
-  hookd_dispatcher_stats stats;
-
-  hookd_strmap eps;
-  ep **heap;
-  size_t heap_len, heap_cap;
-  ep *ready_head, *ready_tail;
-  int in_flight, queued;
-  int store_ops;                /* outstanding store ops issued by the dispatcher */
-  bool sweeping, rescanning;
-  int64_t next_sweep_ms, next_rescan_ms;
-};
 
 /* ---------- inbox ---------- */
 
 static void post(hookd_dispatcher *d, msg *m) {
   m->next = NULL;
   pthread_mutex_lock(&d->mu);
-  if (d->in_tail)
-    d->in_tail->next = m;
-  else
-    d->in_head = m;
+  if (d->in_tail) d->in_tail->next = m;
+  else d->in_head = m;
   d->in_tail = m;
   pthread_mutex_unlock(&d->mu);
   hookd_egress_wakeup(d->eg);
@@ -168,10 +65,32 @@ void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint
   post(d, m);
 }
 
+void hookd_dispatcher_tenant_changed(hookd_dispatcher *d, const hookd_tenant *t) {
+  msg *m = msg_new(d, MSG_TENANT);
+  if (!m) return;
+  m->tenant = *t;
+  m->tenant.id = strdup(t->id);
+  m->tenant.name = NULL;
+  if (!m->tenant.id) {
+    free(m);
+    return;
+  }
+  post(d, m);
+}
+
 void hookd_dispatcher_get_stats(hookd_dispatcher *d, hookd_dispatcher_stats *out) {
   pthread_mutex_lock(&d->mu);
   *out = d->stats;
   pthread_mutex_unlock(&d->mu);
+}
+
+int hookd_dispatcher_endpoint_health(hookd_dispatcher *d, const char *id,
+                                     hookd_endpoint_health *out) {
+  pthread_mutex_lock(&d->health_mu);
+  ep_health_rec *r = hookd_strmap_get(&d->health, id);
+  if (r) *out = r->h;
+  pthread_mutex_unlock(&d->health_mu);
+  return r ? 0 : -1;
 }
 
 /* Store completions run on the writer thread: they only post the message back. */
@@ -192,104 +111,7 @@ static void item_done_post(void *arg, int rc) {
   post(it->d, &it->done);
 }
 
-/* ---------- heap of endpoints by next_due ---------- */
-
-static bool heap_less(ep *a, ep *b) { return a->next_due < b->next_due; }
-
-static void heap_swap(hookd_dispatcher *d, size_t i, size_t j) {
-  ep *t = d->heap[i];
-  d->heap[i] = d->heap[j];
-  d->heap[j] = t;
-  d->heap[i]->heap_pos = i + 1;
-  d->heap[j]->heap_pos = j + 1;
-}
-
-static void heap_up(hookd_dispatcher *d, size_t i) {
-  while (i > 0) {
-    size_t p = (i - 1) / 2;
-    if (!heap_less(d->heap[i], d->heap[p])) break;
-    heap_swap(d, i, p);
-    i = p;
-  }
-}
-
-static void heap_down(hookd_dispatcher *d, size_t i) {
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < d->heap_len && heap_less(d->heap[l], d->heap[m])) m = l;
-    if (r < d->heap_len && heap_less(d->heap[r], d->heap[m])) m = r;
-    if (m == i) break;
-    heap_swap(d, i, m);
-    i = m;
-  }
-}
-
-static void heap_remove(hookd_dispatcher *d, ep *e) {
-  if (!e->heap_pos) return;
-  size_t i = e->heap_pos - 1;
-  e->heap_pos = 0;
-  d->heap_len--;
-  if (i == d->heap_len) return;
-  d->heap[i] = d->heap[d->heap_len];
-  d->heap[i]->heap_pos = i + 1;
-  heap_up(d, i);
-  heap_down(d, d->heap[i]->heap_pos - 1);
-}
-
-static void heap_set(hookd_dispatcher *d, ep *e) {
-  if (e->heap_pos) {
-    heap_up(d, e->heap_pos - 1);
-    heap_down(d, e->heap_pos - 1);
-    return;
-  }
-  if (d->heap_len == d->heap_cap) {
-    size_t nc = d->heap_cap ? d->heap_cap * 2 : 64;
-    ep **nh = realloc(d->heap, nc * sizeof *nh);
-    if (!nh) return; /* stays out of the heap until the next rescan */
-    d->heap = nh;
-    d->heap_cap = nc;
-  }
-  d->heap[d->heap_len] = e;
-  e->heap_pos = ++d->heap_len;
-  heap_up(d, d->heap_len - 1);
-}
-
 /* ---------- endpoints ---------- */
-
-static int ep_limit(const ep *e) { return e->cfg.max_in_flight > 0 ? e->cfg.max_in_flight : 1; }
-
-/* How many more deliveries the endpoint may claim: its in-flight window plus one prefetched. */
-static int ep_room(const ep *e) { return 2 * ep_limit(e) - e->in_flight - e->queued; }
-
-/* Puts the endpoint in the claim heap if it may claim, else takes it out. */
-static void ep_schedule(hookd_dispatcher *d, ep *e) {
-  if (e->next_due > 0 && !e->claiming && !e->gone && e->cfg.enabled && e->key_ok &&
-      ep_room(e) > 0 && !d->stopping)
-    heap_set(d, e);
-  else
-    heap_remove(d, e);
-}
-
-static void ready_push(hookd_dispatcher *d, ep *e) {
-  if (e->in_ready || !e->q_head || e->in_flight >= ep_limit(e)) return;
-  e->in_ready = true;
-  e->ready_next = NULL;
-  if (d->ready_tail)
-    d->ready_tail->ready_next = e;
-  else
-    d->ready_head = e;
-  d->ready_tail = e;
-}
-
-static ep *ready_pop(hookd_dispatcher *d) {
-  ep *e = d->ready_head;
-  if (!e) return NULL;
-  d->ready_head = e->ready_next;
-  if (!d->ready_head) d->ready_tail = NULL;
-  e->in_ready = false;
-  e->ready_next = NULL;
-  return e;
-}
 
 static void free_secret(char **s) {
   if (*s) {
@@ -308,7 +130,8 @@ static void ep_forget_keys(ep *e) {
   e->key_ok = false;
 }
 
-static void ep_free(ep *e) {
+static void ep_free(hookd_dispatcher *d, ep *e) {
+  if (e->t) sched_tenant_release(d, e->t);
   ep_forget_keys(e);
   hookd_endpoint_free(&e->cfg);
   free(e);
@@ -316,20 +139,10 @@ static void ep_free(ep *e) {
 
 static void ep_maybe_free(hookd_dispatcher *d, ep *e) {
   if (!e->gone || e->in_flight || e->queued || e->claiming) return;
-  heap_remove(d, e);
-  if (e->in_ready) {
-    /* rebuild the ring without e */
-    ep *prev = NULL;
-    for (ep *p = d->ready_head; p; prev = p, p = p->ready_next) {
-      if (p != e) continue;
-      if (prev) prev->ready_next = p->ready_next;
-      else d->ready_head = p->ready_next;
-      if (d->ready_tail == p) d->ready_tail = prev;
-      break;
-    }
-  }
+  sched_ep_unlink(d, e);
+  sched_health_remove(d, e->cfg.id);
   if (hookd_strmap_get(&d->eps, e->cfg.id) == e) hookd_strmap_del(&d->eps, e->cfg.id);
-  ep_free(e);
+  ep_free(d, e);
 }
 
 /* Opens one stored secret into the form the signer uses. */
@@ -351,60 +164,69 @@ static bool open_key(hookd_dispatcher *d, const ep *e, const char *stored, hookd
 }
 
 static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cfg) {
+  int64_t now = hookd_now_ms();
   hookd_endpoint_free(&e->cfg);
   hookd_endpoint_copy(&e->cfg, cfg);
   ep_forget_keys(e);
   e->ed25519 = e->cfg.signing && !strcmp(e->cfg.signing, "ed25519");
   e->key_ok = e->cfg.secret && open_key(d, e, e->cfg.secret, &e->key, &e->ed_key);
-  if (e->key_ok && e->cfg.previous_secret && e->cfg.previous_expires_ms > hookd_now_ms()) {
+  if (e->key_ok && e->cfg.previous_secret && e->cfg.previous_expires_ms > now) {
     e->has_prev = open_key(d, e, e->cfg.previous_secret, &e->prev_key, &e->prev_ed_key);
     e->prev_until_ms = e->cfg.previous_expires_ms;
   }
   if (!e->key_ok)
     HLOG(HOOKD_LOG_ERROR, "endpoint.secret_unavailable", KV_S("endpoint_id", e->cfg.id),
          KV_S("tenant_id", e->cfg.tenant_id));
+  /* a rate limit spaces deliveries: burst 1 */
+  hookd_bucket_set(&e->bucket, e->cfg.rate_limit, 1, now);
+  if (!e->failing_since) e->failing_since = e->cfg.failing_since_ms;
 }
 
 static ep *ep_get(hookd_dispatcher *d, const char *id) { return hookd_strmap_get(&d->eps, id); }
 
-static void release_queue(hookd_dispatcher *d, ep *e);
-
 static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
   ep *e = ep_get(d, cfg->id);
+  int64_t now = hookd_now_ms();
   if (cfg->deleted_ms) {
     if (!e) return;
     e->gone = true;
-    release_queue(d, e);
-    ep_schedule(d, e);
+    sched_release_queue(d, e);
+    sched_ep_unlink(d, e);
     ep_maybe_free(d, e);
     return;
   }
   if (!e) {
     e = calloc(1, sizeof *e);
     if (!e) return;
+    hookd_bucket_init(&e->bucket, 0, 1, now);
+    hookd_breaker_init(&e->br, now);
     ep_apply_config(d, e, cfg);
-    if (hookd_strmap_put(&d->eps, e->cfg.id, e) != 0) {
-      ep_free(e);
+    e->t = sched_tenant(d, e->cfg.tenant_id);
+    if (!e->t || hookd_strmap_put(&d->eps, e->cfg.id, e) != 0) {
+      ep_free(d, e);
       return;
     }
-    e->next_due = hookd_now_ms(); /* a claim finds out what is due */
+    e->t->refs++;
+    e->next_due = now; /* a claim finds out what is due */
   } else {
     bool was_enabled = e->cfg.enabled;
     ep_apply_config(d, e, cfg);
-    if (!was_enabled && e->cfg.enabled) e->next_due = hookd_now_ms();
-    if (was_enabled && !e->cfg.enabled) release_queue(d, e);
+    if (!was_enabled && e->cfg.enabled) e->next_due = now;
+    if (was_enabled && !e->cfg.enabled) sched_release_queue(d, e);
   }
-  ep_schedule(d, e);
+  sched_ep_ready(d, e);
+  sched_ep_schedule(d, e);
+  sched_health_update(d, e);
 }
 
-/* ---------- store ops issued by the dispatcher ---------- */
+/* ---------- store ops ---------- */
 
 static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   msg *m = arg;
   return be->claim(c, &m->claim, &m->claimed, &m->n_claimed, &m->next_due);
 }
 
-static void submit_claim(hookd_dispatcher *d, ep *e, int limit, int64_t now) {
+void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, int64_t now) {
   msg *m = msg_new(d, MSG_CLAIMED);
   if (!m) return;
   if (!(m->endpoint_id = strdup(e->cfg.id))) {
@@ -415,6 +237,9 @@ static void submit_claim(hookd_dispatcher *d, ep *e, int limit, int64_t now) {
   m->claim.endpoint_id = m->endpoint_id;
   m->claim.owner = d->node_id;
   m->claim.limit = limit;
+  m->claim.replay_limit = replay_limit;
+  m->claim.ordered = e->cfg.ordered;
+  m->claim.lane_block = e->cfg.lane_policy && !strcmp(e->cfg.lane_policy, "block");
   m->claim.now_ms = now;
   /* the lease covers a queue wait of one request plus the request itself, plus the margin */
   m->claim.lease_ms = 2 * (int64_t)e->cfg.timeout_ms + d->cfg.lease_margin_ms;
@@ -447,25 +272,13 @@ static void submit_item_op(hookd_dispatcher *d, item *it, bool record) {
   hookd_storeq_submit(d->store->writer, &it->op);
 }
 
-/* A claimed delivery that will not be sent now goes back to the store. */
-static void release_item(hookd_dispatcher *d, item *it) { submit_item_op(d, it, false); }
+void disp_release_item(hookd_dispatcher *d, item *it) { submit_item_op(d, it, false); }
 
-static void release_queue(hookd_dispatcher *d, ep *e) {
-  for (item *it = e->q_head, *next; it; it = next) {
-    next = it->next;
-    e->queued--;
-    d->queued--;
-    release_item(d, it);
-  }
-  e->q_head = e->q_tail = NULL;
-}
-
-/* Records an outcome decided without an HTTP attempt (expired before sending). */
-static void record_without_attempt(hookd_dispatcher *d, item *it, const char *reason) {
+void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reason) {
   hookd_delivery *dl = &it->c.d;
   hookd_dstate to;
   if (hookd_dstate_next(dl->state, HOOKD_DT_DEAD, &to) != 0) {
-    release_item(d, it);
+    disp_release_item(d, it);
     return;
   }
   memset(&it->out, 0, sizeof it->out);
@@ -474,7 +287,6 @@ static void record_without_attempt(hookd_dispatcher *d, item *it, const char *re
   it->out.lease_token = dl->lease_token;
   it->out.from = dl->state;
   it->out.to = to;
-  it->out.attempt_number = 0;
   it->out.last_error = it->dead_reason;
   it->out.dead_reason = it->dead_reason;
   it->out.inbound = it->c.inbound;
@@ -489,7 +301,7 @@ static const char *attempt_kind(const hookd_delivery *dl) {
   return dl->replay_cycle ? "replay" : "live";
 }
 
-static int send_item(hookd_dispatcher *d, item *it, int64_t now) {
+int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   ep *e = it->ep;
   hookd_delivery *dl = &it->c.d;
   char ts[24], sig[2 * 100 + 2], h[HOOKD_ID_MAX + 256];
@@ -568,38 +380,15 @@ fail:
   return -1;
 }
 
-/* Sends as many queued deliveries as the global and per-endpoint caps allow, one per endpoint
- * in turn. */
-static void dispatch_ready(hookd_dispatcher *d, int64_t now) {
-  while (d->in_flight < d->cfg.max_in_flight) {
-    ep *e = ready_pop(d);
-    if (!e) break;
-    item *it = e->q_head;
-    if (!it || e->in_flight >= ep_limit(e)) continue;
-    e->q_head = it->next;
-    if (!e->q_head) e->q_tail = NULL;
-    it->next = NULL;
-    e->queued--;
-    d->queued--;
-
-    if (it->c.expires_ms && now >= it->c.expires_ms) {
-      record_without_attempt(d, it, "expired");
-    } else if (it->c.d.leased_until_ms - now < e->cfg.timeout_ms + 1000) {
-      /* waited too long for a slot: the lease could lapse mid-request; claim it again later */
-      release_item(d, it);
-      if (!e->next_due || e->next_due > now) e->next_due = now;
-    } else if (send_item(d, it, now) == 0) {
-      e->in_flight++;
-      d->in_flight++;
-    } else {
-      release_item(d, it);
-    }
-    ready_push(d, e);
-    ep_schedule(d, e);
-  }
-}
-
 /* ---------- outcomes ---------- */
+
+/* What an outcome says about the endpoint's health: success, failure, or neither (a 4xx is the
+ * payload's problem; a 429 is a request to slow down, handled by the pause). */
+static void health_signal(const hookd_egress_req *req, hookd_classification cls, bool *ok,
+                          bool *bad) {
+  *ok = cls.cls == HOOKD_CLASS_SUCCESS;
+  *bad = cls.cls == HOOKD_CLASS_RETRY && !(req->net == HOOKD_NET_OK && req->status == 429);
+}
 
 static void on_http_done(hookd_egress_req *req, void *arg) {
   hookd_dispatcher *d = arg;
@@ -609,8 +398,6 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   int64_t now = hookd_now_ms();
   curl_slist_free_all(it->hdrs);
   it->hdrs = NULL;
-  e->in_flight--;
-  d->in_flight--;
 
   hookd_classification cls = hookd_classify(req->net, req->status);
   int64_t ra = -1;
@@ -631,7 +418,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     HLOG(HOOKD_LOG_ERROR, "delivery.illegal_transition", KV_S("delivery_id", dl->id),
          KV_S("state", hookd_dstate_name(dl->state)));
     hookd_egress_req_cleanup(req);
-    release_item(d, it);
+    sched_sent_done(d, it);
+    disp_release_item(d, it);
     return;
   }
 
@@ -688,27 +476,64 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
        KV_S("outcome", cls.outcome), KV_I("status", o->attempt.http_status),
        KV_I("latency_ms", req->latency_ms), KV_S("next_state", hookd_dstate_name(dec.next)));
 
-  if (dec.disable_endpoint && e->cfg.enabled) {
+  /* the endpoint's health: breaker, slowness, failing streak */
+  bool ok, bad;
+  health_signal(req, cls, &ok, &bad);
+  hookd_breaker_state before = e->br.state;
+  if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok, bad, it->probe, now)) {
+    HOOKD_INC(breaker_transitions);
+    if (e->br.state == HOOKD_BREAKER_OPEN) HOOKD_INC(breaker_opens);
+    HLOG(HOOKD_LOG_WARN, "endpoint.breaker", KV_S("endpoint_id", e->cfg.id),
+         KV_S("tenant_id", e->cfg.tenant_id), KV_S("from", hookd_breaker_name(before)),
+         KV_S("to", hookd_breaker_name(e->br.state)));
+    if (e->br.state == HOOKD_BREAKER_OPEN) sched_release_queue(d, e); /* they wait in the store */
+  }
+  if (req->net == HOOKD_NET_TIMEOUT || req->latency_ms * 2 > e->cfg.timeout_ms) e->slow = true;
+  else if (ok && req->latency_ms * 4 < e->cfg.timeout_ms) e->slow = false;
+  if (ok && e->failing_since) {
+    e->failing_since = 0;
+    o->failing = -1;
+  } else if (bad && !e->failing_since) {
+    e->failing_since = now;
+    o->failing = 1;
+  }
+  if (bad && d->cfg.disable_failing_after_ms > 0 && e->failing_since &&
+      now - e->failing_since >= d->cfg.disable_failing_after_ms && e->cfg.enabled) {
+    o->disable_endpoint = it->endpoint_id != NULL;
+    snprintf(it->disable_reason, sizeof it->disable_reason,
+             "failing without a success since %lld (unix ms)", (long long)e->failing_since);
+    o->disable_reason = it->disable_reason;
+  }
+  /* a 429 or 503 with Retry-After pauses the whole endpoint, not only this delivery */
+  if (ra >= 0 && (req->status == 429 || req->status == 503)) {
+    int64_t cap = it->c.policy.retry_after_cap_ms;
+    int64_t until = now + (ra < cap ? ra : cap);
+    if (until > e->paused_until) {
+      e->paused_until = until;
+      HOOKD_INC(endpoint_pauses);
+      HLOG(HOOKD_LOG_INFO, "endpoint.paused", KV_S("endpoint_id", e->cfg.id),
+           KV_S("tenant_id", e->cfg.tenant_id), KV_I("for_ms", until - now));
+      sched_release_queue(d, e);
+    }
+  }
+  if (o->disable_endpoint && e->cfg.enabled) {
     e->cfg.enabled = false;
     HOOKD_INC(endpoints_disabled);
     HLOG(HOOKD_LOG_WARN, "endpoint.disabled", KV_S("endpoint_id", e->cfg.id),
-         KV_S("tenant_id", e->cfg.tenant_id), KV_S("reason", "410 Gone"));
-    release_queue(d, e);
+         KV_S("tenant_id", e->cfg.tenant_id), KV_S("reason", o->disable_reason));
+    sched_release_queue(d, e);
   }
   submit_item_op(d, it, true);
-  /* the response excerpt is written by the record op; free the buffer when it completes */
-  ready_push(d, e);
-  ep_schedule(d, e);
+  sched_sent_done(d, it);
+  sched_health_update(d, e);
 }
 
 /* ---------- inbox processing ---------- */
 
 static void set_due(hookd_dispatcher *d, ep *e, int64_t due, bool authoritative) {
-  if (authoritative)
-    e->next_due = due;
-  else if (due > 0 && (!e->next_due || due < e->next_due))
-    e->next_due = due;
-  ep_schedule(d, e);
+  if (authoritative) e->next_due = due;
+  else if (due > 0 && (!e->next_due || due < e->next_due)) e->next_due = due;
+  sched_ep_schedule(d, e);
 }
 
 static void on_claimed(hookd_dispatcher *d, msg *m) {
@@ -718,8 +543,7 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
   if (m->rc != 0) {
     HLOG(HOOKD_LOG_ERROR, "claim.failed", KV_S("endpoint_id", e->cfg.id),
          KV_S("error", hookd_store_strerror(m->rc)));
-    /* retry the claim on the next sweep rather than spinning */
-    e->next_due = hookd_now_ms() + 1000;
+    e->next_due = hookd_now_ms() + 1000; /* try again later rather than spinning */
   } else {
     HOOKD_ADD(claimed, m->n_claimed);
     for (size_t i = 0; i < m->n_claimed; i++) {
@@ -731,24 +555,20 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
       it->c = m->claimed[i];
       it->ep = e;
       it->d = d;
-      if (e->gone || !e->cfg.enabled || d->stopping) {
-        release_item(d, it);
+      if (e->gone || !e->cfg.enabled || d->stopping || e->br.state == HOOKD_BREAKER_OPEN ||
+          e->paused_until > hookd_now_ms()) {
+        disp_release_item(d, it);
         continue;
       }
-      if (e->q_tail)
-        e->q_tail->next = it;
-      else
-        e->q_head = it;
-      e->q_tail = it;
-      e->queued++;
-      d->queued++;
+      sched_enqueue(d, e, it);
     }
     free(m->claimed);
     m->claimed = NULL;
     e->next_due = m->next_due;
   }
-  ready_push(d, e);
-  ep_schedule(d, e);
+  sched_ep_ready(d, e);
+  sched_ep_schedule(d, e);
+  sched_health_update(d, e);
   ep_maybe_free(d, e);
 }
 
@@ -773,10 +593,13 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
         HOOKD_INC(retries_scheduled);
         set_due(d, e, o->next_attempt_ms, false);
       }
-      if (o->to == HOOKD_DS_UNKNOWN)
+      if (o->to == HOOKD_DS_UNKNOWN) {
+        HOOKD_INC(unknown);
         HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_S("delivery_id", it->c.d.id),
              KV_S("event_id", it->c.d.event_id), KV_S("tenant_id", it->c.d.tenant_id),
-             KV_S("endpoint_id", e->cfg.id), KV_S("reason", "ambiguous outcome, not idempotent"));
+             KV_S("endpoint_id", e->cfg.id),
+             KV_S("reason", "ambiguous outcome, destination not idempotent"));
+      }
       if (o->to == HOOKD_DS_DEAD) {
         HOOKD_INC(dead[hookd_metrics_dead_index(o->dead_reason)]);
         HLOG(HOOKD_LOG_WARN, "delivery.dead", KV_S("delivery_id", it->c.d.id),
@@ -784,6 +607,9 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
              KV_S("endpoint_id", e->cfg.id), KV_S("reason", o->dead_reason),
              KV_I("attempts", o->attempt_number ? o->attempt_number : it->c.d.attempt_count));
       }
+      /* the next delivery of an ordering lane may be claimable now */
+      if (it->c.d.ordering_key && e->cfg.ordered && o->to != HOOKD_DS_RETRYING)
+        set_due(d, e, hookd_now_ms(), false);
     }
   } else if (it->rc == 0 && !e->gone) {
     /* released: it is due again */
@@ -793,19 +619,19 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   hookd_claimed_free(&it->c);
   free(it->endpoint_id);
   free(it);
-  ep_schedule(d, e);
+  sched_ep_schedule(d, e);
   ep_maybe_free(d, e);
 }
 
 static void apply_hints(hookd_dispatcher *d, hookd_due_hint *h, size_t n, bool authoritative,
                         int64_t snapshot_ms) {
+  const char *k;
+  void *v;
   if (authoritative) {
-    /* endpoints absent from a full snapshot have nothing due (beyond what we hold) */
-    const char *k;
-    void *v;
+    /* endpoints absent from a full snapshot have nothing due (beyond what we hold); hints
+     * that arrived after the snapshot was taken are kept */
     for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
       ep *e = v;
-      /* hints that arrived after the snapshot was taken are kept */
       if (e->next_due && e->next_due < snapshot_ms) e->next_due = 0;
     }
   }
@@ -813,11 +639,8 @@ static void apply_hints(hookd_dispatcher *d, hookd_due_hint *h, size_t n, bool a
     ep *e = ep_get(d, h[i].endpoint_id);
     if (e) set_due(d, e, h[i].due_ms, false);
   }
-  if (authoritative) {
-    const char *k;
-    void *v;
-    for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_schedule(d, v);
-  }
+  if (authoritative)
+    for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) sched_ep_schedule(d, v);
 }
 
 static int run_sweep(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -866,6 +689,12 @@ static void process_inbox(hookd_dispatcher *d) {
       ep_upsert(d, &m->ep);
       hookd_endpoint_free(&m->ep);
       break;
+    case MSG_TENANT: {
+      tenant *t = sched_tenant(d, m->tenant.id);
+      if (t) sched_tenant_apply(d, t, &m->tenant);
+      free(m->tenant.id);
+      break;
+    }
     case MSG_CLAIMED:
       d->store_ops--;
       on_claimed(d, m);
@@ -885,8 +714,7 @@ static void process_inbox(hookd_dispatcher *d) {
           HLOG(HOOKD_LOG_INFO, "leases.reclaimed", KV_I("count", m->reclaimed));
         }
         apply_hints(d, m->hints, m->n_hints, false, 0);
-        /* a full batch means more may be waiting: sweep again at once */
-        if (m->reclaimed >= RECLAIM_BATCH) d->next_sweep_ms = 0;
+        if (m->reclaimed >= RECLAIM_BATCH) d->next_sweep_ms = 0; /* more may be waiting */
       }
       hookd_due_hints_free(m->hints, m->n_hints);
       break;
@@ -904,47 +732,35 @@ static void process_inbox(hookd_dispatcher *d) {
 
 /* ---------- the loop ---------- */
 
-static void claim_due(hookd_dispatcher *d, int64_t now) {
-  int leased_cap = 2 * d->cfg.max_in_flight;
-  while (d->heap_len && d->heap[0]->next_due <= now) {
-    int leased = d->in_flight + d->queued;
-    if (leased >= leased_cap) break;
-    ep *e = d->heap[0];
-    int room = ep_room(e);
-    if (room > leased_cap - leased) room = leased_cap - leased;
-    if (room > CLAIM_LIMIT_MAX) room = CLAIM_LIMIT_MAX;
-    heap_remove(d, e);
-    if (room <= 0) continue;
-    submit_claim(d, e, room, now);
-  }
-}
-
-static int poll_timeout(hookd_dispatcher *d, int64_t now) {
-  int64_t t = 1000;
-  if (d->heap_len && d->in_flight + d->queued < 2 * d->cfg.max_in_flight) {
-    int64_t due = d->heap[0]->next_due - now;
-    if (due < t) t = due < 0 ? 0 : due;
-  }
-  if (!d->sweeping && d->next_sweep_ms - now < t) t = d->next_sweep_ms - now;
-  return t < 0 ? 0 : (int)t;
-}
-
 static void update_stats(hookd_dispatcher *d) {
-  int64_t oldest = 0;
-  if (d->heap_len) oldest = d->heap[0]->next_due;
-  for (ep *e = d->ready_head; e; e = e->ready_next)
-    if (e->q_head && (!oldest || e->q_head->c.d.next_attempt_ms < oldest))
-      oldest = e->q_head->c.d.next_attempt_ms;
+  int64_t oldest = 0, now = hookd_now_ms();
+  int open = 0, paused = 0, slow = 0;
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+    ep *e = v;
+    if (e->next_due && e->next_due <= now && (!oldest || e->next_due < oldest)) oldest = e->next_due;
+    for (int c = 0; c < CLS__COUNT; c++)
+      if (e->q_head[c] && (!oldest || e->q_head[c]->c.d.next_attempt_ms < oldest))
+        oldest = e->q_head[c]->c.d.next_attempt_ms;
+    open += e->br.state != HOOKD_BREAKER_CLOSED;
+    paused += e->paused_until > now;
+    slow += e->slow;
+  }
   pthread_mutex_lock(&d->mu);
   d->stats.in_flight = d->in_flight;
   d->stats.queued = d->queued;
   d->stats.endpoints = (int)d->eps.len;
   d->stats.oldest_due_ms = oldest;
+  d->stats.breakers_open = open;
+  d->stats.endpoints_paused = paused;
+  d->stats.endpoints_slow = slow;
   pthread_mutex_unlock(&d->mu);
 }
 
 static void *thread_main(void *arg) {
   hookd_dispatcher *d = arg;
+  int64_t next_stats = 0;
   for (;;) {
     process_inbox(d);
     pthread_mutex_lock(&d->mu);
@@ -956,15 +772,16 @@ static void *thread_main(void *arg) {
       void *v;
       for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
         ep *e = v;
-        release_queue(d, e);
-        heap_remove(d, e);
+        sched_release_queue(d, e);
+        sched_ep_unlink(d, e);
       }
       if (d->in_flight == 0 && d->store_ops == 0) break;
     }
     int64_t now = hookd_now_ms();
     if (!stopping) {
-      claim_due(d, now);
-      dispatch_ready(d, now);
+      sched_wake(d, now);
+      sched_claim_due(d, now);
+      sched_dispatch(d, now);
       if (!d->sweeping && now >= d->next_sweep_ms) {
         submit_maintenance(d, MSG_SWEPT, now);
         d->next_sweep_ms = now + d->cfg.sweep_interval_ms;
@@ -974,8 +791,14 @@ static void *thread_main(void *arg) {
         d->next_rescan_ms = now + d->cfg.rescan_interval_ms;
       }
     }
-    update_stats(d);
-    hookd_egress_poll(d->eg, stopping ? 100 : poll_timeout(d, hookd_now_ms()), on_http_done, d);
+    if (now >= next_stats) { /* the stats walk every endpoint: a few times a second is plenty */
+      update_stats(d);
+      next_stats = now + 200;
+    }
+    int64_t timeout = sched_next_timer(d, hookd_now_ms());
+    if (!d->sweeping && d->next_sweep_ms - now < timeout) timeout = d->next_sweep_ms - now;
+    if (timeout < 0) timeout = 0;
+    hookd_egress_poll(d->eg, stopping ? 100 : (int)timeout, on_http_done, d);
   }
   return NULL;
 }
@@ -986,6 +809,8 @@ typedef struct boot {
   hookd_dispatcher *d;
   hookd_endpoint *eps;
   size_t n_eps;
+  hookd_tenant *tenants;
+  size_t n_tenants;
   hookd_due_hint *hints;
   size_t n_hints;
   int reclaimed;
@@ -993,7 +818,8 @@ typedef struct boot {
 
 static int run_boot_load(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   boot *b = arg;
-  return be->endpoints_since(c, 0, &b->eps, &b->n_eps);
+  int rc = be->tenant_list(c, &b->tenants, &b->n_tenants);
+  return rc ? rc : be->endpoints_since(c, 0, &b->eps, &b->n_eps);
 }
 
 static int run_boot_reclaim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -1009,22 +835,32 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   d->cfg = *cfg;
   if (!d->cfg.sweep_interval_ms) d->cfg.sweep_interval_ms = 1000;
   if (!d->cfg.rescan_interval_ms) d->cfg.rescan_interval_ms = 30000;
+  if (d->cfg.tenant_max_in_flight <= 0) d->cfg.tenant_max_in_flight = d->cfg.max_in_flight;
+  hookd_breaker_cfg_defaults(&d->breaker_cfg);
   d->store = cfg->store;
   d->node_id = strdup(cfg->node_id);
   pthread_mutex_init(&d->mu, NULL);
+  pthread_mutex_init(&d->health_mu, NULL);
   hookd_strmap_init(&d->eps);
+  hookd_strmap_init(&d->tenants);
+  hookd_strmap_init(&d->health);
   d->eg = hookd_egress_new(&cfg->egress);
   if (!d->node_id || !d->eg) {
     snprintf(err, errlen, "cannot start the egress");
     goto fail;
   }
 
-  /* 1. endpoints */
+  /* 1. tenants and endpoints */
   boot b = {.d = d};
   if (hookd_storeq_run_sync(d->store->writer, run_boot_load, &b) != 0) {
     snprintf(err, errlen, "cannot load endpoints");
     goto fail;
   }
+  for (size_t i = 0; i < b.n_tenants; i++) {
+    tenant *t = sched_tenant(d, b.tenants[i].id);
+    if (t) sched_tenant_apply(d, t, &b.tenants[i]);
+  }
+  hookd_tenants_free(b.tenants, b.n_tenants);
   for (size_t i = 0; i < b.n_eps; i++)
     if (!b.eps[i].deleted_ms) ep_upsert(d, &b.eps[i]);
   hookd_endpoints_free(b.eps, b.n_eps);
@@ -1057,6 +893,11 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   pthread_setname_np(d->thread, "dispatcher");
   return d;
 fail:
+  {
+    const char *k;
+    void *v;
+    for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_free(d, v);
+  }
   hookd_egress_free(d->eg);
   hookd_strmap_free(&d->eps);
   free(d->node_id);
@@ -1074,11 +915,21 @@ void hookd_dispatcher_stop(hookd_dispatcher *d) {
   process_inbox(d); /* hints posted after the loop ended */
   const char *k;
   void *v;
-  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_free(v);
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_free(d, v);
   hookd_strmap_free(&d->eps);
+  for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
+    tenant *t = v;
+    free(t->id);
+    free(t);
+  }
+  hookd_strmap_free(&d->tenants);
+  for (size_t i = 0; (i = hookd_strmap_next(&d->health, i, &k, &v)) != 0;) free(v);
+  hookd_strmap_free(&d->health);
   free(d->heap);
+  free(d->wake);
   hookd_egress_free(d->eg);
   pthread_mutex_destroy(&d->mu);
+  pthread_mutex_destroy(&d->health_mu);
   free(d->node_id);
   free(d);
 }

@@ -25,6 +25,8 @@ typedef struct hookd_dispatcher_config {
   hookd_store *store;
   const char *node_id;        /* lease owner name */
   int max_in_flight;          /* global concurrency cap */
+  int tenant_max_in_flight;   /* a tenant's cap unless it sets one */
+  int64_t disable_failing_after_ms; /* disable an endpoint failing this long (0 = never) */
   int lease_margin_ms;        /* lease = endpoint timeout + margin (+ queue allowance) */
   const hookd_keyring *keyring; /* opens the endpoints' sealed secrets */
   int64_t sweep_interval_ms;  /* expired-lease reclaim cadence; default 1000 */
@@ -32,11 +34,27 @@ typedef struct hookd_dispatcher_config {
   hookd_egress_config egress;
 } hookd_dispatcher_config;
 
+/* An endpoint's health as the dispatcher of this node sees it (the API shows it). */
+typedef struct hookd_endpoint_health {
+  const char *breaker;        /* closed, open, half_open */
+  int64_t breaker_opened_ms;
+  int64_t breaker_retry_ms;   /* open: when it probes again */
+  uint64_t breaker_opens;
+  int in_flight;
+  int queued;
+  int64_t paused_until_ms;    /* Retry-After pause, 0 = none */
+  bool slow;
+  int64_t failing_since_ms;
+} hookd_endpoint_health;
+
 typedef struct hookd_dispatcher_stats {
   int in_flight;
   int queued;                 /* claimed, waiting for a slot */
   int endpoints;
   int64_t oldest_due_ms;      /* earliest next_due among endpoints with due work, 0 if none */
+  int breakers_open;
+  int endpoints_paused;
+  int endpoints_slow;
 } hookd_dispatcher_stats;
 
 /* Loads endpoints, releases this node's old leases, computes due hints, starts the thread. */
@@ -49,7 +67,13 @@ void hookd_dispatcher_rescan(hookd_dispatcher *d);
 /* ep is copied. Deleted endpoints have deleted_ms set. */
 void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint *ep);
 
+/* t is copied: its limits and weight apply from now on. */
+void hookd_dispatcher_tenant_changed(hookd_dispatcher *d, const hookd_tenant *t);
+
 void hookd_dispatcher_get_stats(hookd_dispatcher *d, hookd_dispatcher_stats *out);
+/* Returns 0 and fills out, or -1 when this node's dispatcher does not know the endpoint. */
+int hookd_dispatcher_endpoint_health(hookd_dispatcher *d, const char *endpoint_id,
+                                     hookd_endpoint_health *out);
 
 /* Graceful stop: no new claims; queued deliveries are released; in-flight requests finish and
  * their outcomes are recorded. Then the thread exits and everything is freed. */

@@ -131,6 +131,15 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->inbound_handshakes));
   rc = rc ? rc : counter(o, "hookd_inbox_purged_total", "dedup records purged by retention",
                          LOAD(m->inbox_purged));
+  rc = rc ? rc : counter(o, "hookd_breaker_transitions_total",
+                         "circuit breaker state changes", LOAD(m->breaker_transitions));
+  rc = rc ? rc : counter(o, "hookd_breaker_opens_total", "circuit breakers opened",
+                         LOAD(m->breaker_opens));
+  rc = rc ? rc : counter(o, "hookd_endpoint_pauses_total",
+                         "endpoints paused by a Retry-After on 429/503", LOAD(m->endpoint_pauses));
+  rc = rc ? rc : counter(o, "hookd_publish_backpressure_total",
+                         "publishes answered 503 because the store fell behind",
+                         LOAD(m->publish_backpressure));
   rc = rc ? rc : hist(o, "hookd_attempt_duration_seconds", "HTTP attempt latency",
                       &m->attempt_latency);
   rc = rc ? rc : hist(o, "hookd_first_attempt_delay_seconds",

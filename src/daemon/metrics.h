@@ -46,6 +46,10 @@ typedef struct hookd_metrics {
   _Atomic uint64_t inbound_rejected;        /* signature, timestamp or format refused (401) */
   _Atomic uint64_t inbound_handshakes;
   _Atomic uint64_t inbox_purged;
+  _Atomic uint64_t breaker_transitions;
+  _Atomic uint64_t breaker_opens;
+  _Atomic uint64_t endpoint_pauses;
+  _Atomic uint64_t publish_backpressure;
   hookd_hist attempt_latency;             /* seconds */
   hookd_hist first_attempt_delay;         /* publish → first attempt start, seconds */
 } hookd_metrics;

@@ -28,7 +28,13 @@ void hookd_tenant_free(hookd_tenant *t) {
   memset(t, 0, sizeof *t);
 }
 
+void hookd_tenants_free(hookd_tenant *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_tenant_free(&v[i]);
+  free(v);
+}
+
 void hookd_endpoint_free(hookd_endpoint *e) {
+  free(e->lane_policy);
   free(e->id);
   free(e->tenant_id);
   free(e->url);
@@ -60,6 +66,7 @@ void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src) {
   dst->disabled_reason = dup_or_null(src->disabled_reason);
   dst->signing = dup_or_null(src->signing);
   dst->source_id = dup_or_null(src->source_id);
+  dst->lane_policy = dup_or_null(src->lane_policy);
   dst->secret = dup_or_null(src->secret);
   dst->previous_secret = dup_or_null(src->previous_secret);
 }
@@ -83,6 +90,7 @@ void hookd_delivery_free(hookd_delivery *d) {
   free(d->lease_owner);
   free(d->last_error);
   free(d->dead_reason);
+  free(d->ordering_key);
   memset(d, 0, sizeof *d);
 }
 

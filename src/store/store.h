@@ -39,6 +39,10 @@ typedef struct hookd_tenant {
   char *id;
   char *name;
   int64_t created_ms;
+  int64_t updated_ms;
+  int max_in_flight;     /* 0 = the server default */
+  double rate_limit;     /* deliveries per second, 0 = unlimited */
+  int weight;            /* share of sending turns, >= 1 */
 } hookd_tenant;
 
 typedef struct hookd_endpoint {
@@ -58,6 +62,10 @@ typedef struct hookd_endpoint {
   int64_t previous_expires_ms;
   char *source_id;       /* set when this endpoint is an inbound source's destination */
   bool idempotent;       /* the destination tolerates a resend (ambiguous outcomes retry) */
+  double rate_limit;     /* deliveries per second, 0 = unlimited */
+  bool ordered;          /* ordering lanes on (events with an ordering_key) */
+  char *lane_policy;     /* "skip" or "block": a lane whose head is DEAD */
+  int64_t failing_since_ms; /* first failure since the last success, 0 = healthy */
   int64_t created_ms;
   int64_t updated_ms;
   int64_t deleted_ms;    /* 0 unless deleted */
@@ -90,6 +98,7 @@ typedef struct hookd_delivery {
   int attempt_count;        /* all attempts ever made */
   int cycle_base;           /* attempt_count when the current cycle (creation/replay) began */
   bool replay_cycle;        /* the current cycle was started by a replay */
+  char *ordering_key;       /* lane key, NULL when the event has none */
   int64_t cycle_started_ms;
   int64_t next_attempt_ms;  /* when it may be sent (active states) */
   char *lease_owner;
@@ -118,6 +127,7 @@ typedef struct hookd_attempt {
 } hookd_attempt;
 
 void hookd_tenant_free(hookd_tenant *t);
+void hookd_tenants_free(hookd_tenant *v, size_t n);
 void hookd_endpoint_free(hookd_endpoint *e);
 void hookd_event_free(hookd_event *e);
 void hookd_delivery_free(hookd_delivery *d);
@@ -143,6 +153,8 @@ typedef struct hookd_publish_req {
   const unsigned char *request_hash; /* 32 bytes: SHA-256 of the canonical request */
   const char *idempotency_key;       /* NULL when absent */
   int64_t occurred_ms, now_ms, expires_ms;
+  const char *ordering_key;          /* NULL when absent */
+  int64_t ordering_version;          /* 0 when absent */
 } hookd_publish_req;
 
 #define HOOKD_FANOUT_MAX 64 /* endpoints reported back per publish (for dispatcher hints) */
@@ -161,7 +173,10 @@ void hookd_publish_res_free(hookd_publish_res *r);
 typedef struct hookd_claim_req {
   const char *endpoint_id;
   const char *owner;          /* node id of the claimer */
-  int limit;
+  int limit;                  /* deliveries in all; live ones (and their retries) first */
+  int replay_limit;           /* at most this many of them from replay cycles */
+  bool ordered;               /* only the head of each ordering lane is claimable */
+  bool lane_block;            /* a DEAD head blocks its lane */
   int64_t now_ms;
   int64_t lease_ms;           /* leased_until = now + lease_ms */
 } hookd_claim_req;
@@ -192,6 +207,8 @@ typedef struct hookd_outcome {
   const char *disable_reason;
   const char *result_ref;     /* the destination's reference for what it did (inbound) */
   bool inbound;               /* also update the inbox record of the event */
+  int failing;                /* endpoint health: 1 = failing since now (if not already),
+                                 -1 = healthy again, 0 = unchanged */
   int64_t now_ms;
   hookd_attempt attempt;      /* the row to append (borrowed strings) */
 } hookd_outcome;
@@ -347,6 +364,9 @@ typedef struct hookd_store_backend {
   /* Tenants. */
   int (*tenant_create)(hookd_store_conn *c, const hookd_tenant *t);
   int (*tenant_get)(hookd_store_conn *c, const char *id, hookd_tenant *out);
+  /* Writes the tenant's name and limits. */
+  int (*tenant_update)(hookd_store_conn *c, const hookd_tenant *t);
+  int (*tenant_list)(hookd_store_conn *c, hookd_tenant **out, size_t *n);
 
   /* Endpoints. create stores ep->policy as a new version and fills ep->policy.id.
    * max_per_tenant > 0 refuses with HOOKD_STORE_LIMIT beyond that many live endpoints. */

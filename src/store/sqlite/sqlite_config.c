@@ -8,30 +8,81 @@
 
 /* ---------- tenants ---------- */
 
-int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_INSERT,
-                             "INSERT INTO tenants(id, name, created_at) VALUES (?1, ?2, ?3)"
-                             " ON CONFLICT(id) DO NOTHING");
-  if (!st) return HOOKD_STORE_ERR;
+#define TENANT_COLS "id, name, created_at, updated_at, max_in_flight, rate_limit, weight"
+
+static void read_tenant(sqlite3_stmt *st, hookd_tenant *t) {
+  memset(t, 0, sizeof *t);
+  t->id = sq_col_str(st, 0);
+  t->name = sq_col_str(st, 1);
+  t->created_ms = sq_col_i64(st, 2);
+  t->updated_ms = sq_col_i64(st, 3);
+  t->max_in_flight = (int)sq_col_i64(st, 4);
+  t->rate_limit = sqlite3_column_double(st, 5);
+  t->weight = (int)sq_col_i64(st, 6);
+}
+
+static void bind_tenant(sqlite3_stmt *st, const hookd_tenant *t) {
   sq_bind_text(st, 1, t->id);
   sq_bind_text(st, 2, t->name ? t->name : "");
   sq_bind_i64(st, 3, t->created_ms);
+  sq_bind_i64(st, 4, t->updated_ms ? t->updated_ms : t->created_ms);
+  sq_bind_i64(st, 5, t->max_in_flight);
+  sqlite3_bind_double(st, 6, t->rate_limit);
+  sq_bind_i64(st, 7, t->weight > 0 ? t->weight : 1);
+}
+
+int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_UPDATE,
+                             "UPDATE tenants SET name = ?2, updated_at = ?4, max_in_flight = ?5,"
+                             " rate_limit = ?6, weight = ?7 WHERE id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  bind_tenant(st, t);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update tenant");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
+}
+
+int sq_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_LIST, "SELECT " TENANT_COLS " FROM tenants ORDER BY id");
+  if (!st) return HOOKD_STORE_ERR;
+  size_t cap = 16, len = 0;
+  hookd_tenant *v = calloc(cap, sizeof *v);
+  int rc = SQLITE_DONE;
+  while (v && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      hookd_tenant *nv = realloc(v, (cap *= 2) * sizeof *v);
+      if (!nv) break;
+      v = nv;
+    }
+    read_tenant(st, &v[len++]);
+  }
+  if (!v || rc != SQLITE_DONE) {
+    if (v) hookd_tenants_free(v, len);
+    return sq_fail(c, "list tenants");
+  }
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}
+
+int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_INSERT,
+                             "INSERT INTO tenants(" TENANT_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+                             " ?7) ON CONFLICT(id) DO NOTHING");
+  if (!st) return HOOKD_STORE_ERR;
+  bind_tenant(st, t);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert tenant");
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
 }
 
 int sq_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out) {
   sqlite3_stmt *st =
-      sq_stmt(c, SQ_TENANT_GET, "SELECT id, name, created_at FROM tenants WHERE id = ?1");
+      sq_stmt(c, SQ_TENANT_GET, "SELECT " TENANT_COLS " FROM tenants WHERE id = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
   if (rc != SQLITE_ROW) return sq_fail(c, "get tenant");
-  memset(out, 0, sizeof *out);
-  out->id = sq_col_str(st, 0);
-  out->name = sq_col_str(st, 1);
-  out->created_ms = sq_col_i64(st, 2);
+  read_tenant(st, out);
   return HOOKD_STORE_OK;
 }
 
@@ -91,6 +142,10 @@ void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->previous_expires_ms = sq_col_i64(st, 21);
   e->source_id = sq_col_str(st, 22);
   e->idempotent = sq_col_i64(st, 23) != 0;
+  e->rate_limit = sqlite3_column_double(st, 24);
+  e->ordered = sq_col_i64(st, 25) != 0;
+  e->lane_policy = sq_col_str(st, 26);
+  e->failing_since_ms = sq_col_i64(st, 27);
 }
 
 int sq_read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint **out, size_t *n) {
@@ -137,8 +192,9 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   st = sq_stmt(c, SQ_EP_INSERT,
                "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
                " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
-               " updated_at, signing, source_id, idempotent) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
-               " ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15)");
+               " updated_at, signing, source_id, idempotent, rate_limit, ordered, lane_policy)"
+               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15,"
+               " ?16, ?17, ?18)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);
   sq_bind_text(st, 2, ep->tenant_id);
@@ -155,6 +211,9 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   sq_bind_text(st, 13, ep->signing ? ep->signing : "hmac");
   sq_bind_text(st, 14, ep->source_id);
   sq_bind_i64(st, 15, ep->source_id ? ep->idempotent : 1);
+  sqlite3_bind_double(st, 16, ep->rate_limit);
+  sq_bind_i64(st, 17, ep->ordered);
+  sq_bind_text(st, 18, ep->lane_policy ? ep->lane_policy : "skip");
   rc = sqlite3_step(st);
   if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
     snprintf(c->err, sizeof c->err, "tenant not found");
@@ -209,7 +268,8 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
       sq_stmt(c, SQ_EP_UPDATE,
               "UPDATE endpoints SET url = ?2, description = ?3, event_types = ?4, enabled = ?5,"
               " disabled_reason = ?6, max_in_flight = ?7, timeout_ms = ?8, policy_id = ?9,"
-              " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13"
+              " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13,"
+              " rate_limit = ?14, ordered = ?15, lane_policy = ?16"
               " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);
@@ -225,6 +285,9 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sq_bind_i64(st, 11, ep->updated_ms);
   sq_bind_text(st, 12, ep->previous_secret);
   sq_bind_i64_or_null(st, 13, ep->previous_secret ? ep->previous_expires_ms : 0);
+  sqlite3_bind_double(st, 14, ep->rate_limit);
+  sq_bind_i64(st, 15, ep->ordered);
+  sq_bind_text(st, 16, ep->lane_policy ? ep->lane_policy : "skip");
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
 }

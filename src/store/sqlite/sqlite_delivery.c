@@ -40,6 +40,7 @@ void sq_read_delivery(sqlite3_stmt *st, int i, hookd_delivery *d) {
   d->dead_reason = sq_col_str(st, i + 22);
   const char *kind = (const char *)sqlite3_column_text(st, i + 23);
   d->replay_cycle = kind && strcmp(kind, "replay") == 0;
+  d->ordering_key = sq_col_str(st, i + 24);
 }
 
 int sq_read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **out, size_t *n) {
@@ -148,8 +149,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
 
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT,
                              "INSERT INTO events(id, tenant_id, type, body, request_hash,"
-                             " occurred_at, created_at, expires_at)"
-                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                             " occurred_at, created_at, expires_at, ordering_key, ordering_version)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
                              " ON CONFLICT(id, tenant_id) DO NOTHING");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, req->event_id);
@@ -160,6 +161,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   sq_bind_i64(st, 6, req->occurred_ms);
   sq_bind_i64(st, 7, req->now_ms);
   sq_bind_i64_or_null(st, 8, req->expires_ms);
+  sq_bind_text(st, 9, req->ordering_key);
+  sq_bind_i64_or_null(st, 10, req->ordering_version);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert event");
 
   int64_t seq = 0;
@@ -187,11 +190,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
                               " AND source_id IS NULL");
   if (!eps) return HOOKD_STORE_ERR;
   sq_bind_text(eps, 1, req->tenant_id);
-  sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT,
-                              "INSERT INTO deliveries(id, event_seq, endpoint_id, tenant_id, state,"
-                              " cycle_started_at, next_attempt_at, policy_id, created_at,"
-                              " updated_at) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?5, ?5)"
-                              " ON CONFLICT(event_seq, endpoint_id) DO NOTHING");
+  sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL);
   if (!ins) return HOOKD_STORE_ERR;
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
     const char *filter = (const char *)sqlite3_column_text(eps, 1);
@@ -205,6 +204,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     sq_bind_text(ins, 4, req->tenant_id);
     sq_bind_i64(ins, 5, req->now_ms);
     sq_bind_i64(ins, 6, sq_col_i64(eps, 2));
+    sq_bind_text(ins, 7, req->ordering_key);
     if (sqlite3_step(ins) != SQLITE_DONE) return sq_fail(c, "insert delivery");
     if (sqlite3_changes(c->db) == 0) continue;
     res->n_deliveries++;
@@ -420,23 +420,52 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 
 /* ---------- dispatcher ---------- */
 
-static int next_due(hookd_store_conn *c, const char *endpoint_id, int64_t now_ms, int64_t *due) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_NEXT_DUE,
-                             "SELECT next_attempt_at FROM deliveries WHERE endpoint_id = ?1"
-                             " AND state IN ('pending','retrying')"
-                             " AND (leased_until IS NULL OR leased_until <= ?2)"
-                             " ORDER BY next_attempt_at LIMIT 1");
+/* The claimable set, shared by claims and next-due lookups: due (or any time, for next due),
+ * unleased, active, of one cycle kind; for ordered endpoints only the head of each lane (no
+ * earlier delivery of its lane still pending, retrying, held unknown — or DEAD when the lane
+ * policy blocks). */
+#define CLAIMABLE(kind)                                                                         \
+  " FROM deliveries d WHERE d.endpoint_id = ?1 AND d.cycle_kind = '" kind "'"                  \
+  " AND d.state IN ('pending','retrying') AND (d.leased_until IS NULL OR d.leased_until <= ?3)"
+#define LANE_HEAD                                                                               \
+  " AND (d.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM deliveries p"                      \
+  " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
+  " AND (p.state IN ('pending','retrying','unknown') OR (?6 AND p.state = 'dead'))))"
+#define CLAIM_SQL(kind, lanes)                                                                  \
+  "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1, leased_until = ?4"    \
+  " WHERE seq IN (SELECT d.seq" CLAIMABLE(kind) " AND d.next_attempt_at <= ?3" lanes          \
+  " ORDER BY d.next_attempt_at, d.seq LIMIT ?5)"                                                 \
+  " RETURNING seq, id, event_seq, endpoint_id, tenant_id, state, attempt_count, cycle_base,"    \
+  " cycle_started_at, next_attempt_at, lease_token, leased_until, policy_id, created_at,"      \
+  " cycle_kind, ordering_key"
+#define NEXT_DUE_SQL(kind, lanes)                                                               \
+  "SELECT d.next_attempt_at" CLAIMABLE(kind) lanes " ORDER BY d.next_attempt_at LIMIT 1"
+
+static int next_due_kind(hookd_store_conn *c, const hookd_claim_req *req, bool replay,
+                         int64_t *due) {
+  enum sq_stmt_id id = replay ? (req->ordered ? SQ_NEXT_DUE_REPLAY_LANES : SQ_NEXT_DUE_REPLAY)
+                              : (req->ordered ? SQ_NEXT_DUE_LANES : SQ_NEXT_DUE);
+  const char *sql = replay ? (req->ordered ? NEXT_DUE_SQL("replay", LANE_HEAD)
+                                           : NEXT_DUE_SQL("replay", ""))
+                           : (req->ordered ? NEXT_DUE_SQL("live", LANE_HEAD)
+                                           : NEXT_DUE_SQL("live", ""));
+  sqlite3_stmt *st = sq_stmt(c, id, sql);
   if (!st) return HOOKD_STORE_ERR;
-  sq_bind_text(st, 1, endpoint_id);
-  sq_bind_i64(st, 2, now_ms);
+  sq_bind_text(st, 1, req->endpoint_id);
+  sq_bind_i64(st, 3, req->now_ms);
+  if (req->ordered) sq_bind_i64(st, 6, req->lane_block);
   int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW)
-    *due = sq_col_i64(st, 0);
-  else if (rc == SQLITE_DONE)
-    *due = 0;
-  else
-    return sq_fail(c, "next due");
+  *due = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "next due");
   return HOOKD_STORE_OK;
+}
+
+static int next_due(hookd_store_conn *c, const hookd_claim_req *req, int64_t *due) {
+  int64_t live = 0, replay = 0;
+  int rc = next_due_kind(c, req, false, &live);
+  if (!rc) rc = next_due_kind(c, req, true, &replay);
+  *due = !live ? replay : !replay ? live : live < replay ? live : replay;
+  return rc;
 }
 
 static int cmp_claimed(const void *a, const void *b) {
@@ -446,31 +475,25 @@ static int cmp_claimed(const void *a, const void *b) {
   return x->d.seq < y->d.seq ? -1 : x->d.seq > y->d.seq;
 }
 
-int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
-             int64_t *next_due_ms) {
-  *out = NULL;
-  *n = 0;
-  sqlite3_stmt *st = sq_stmt(
-      c, SQ_CLAIM,
-      "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1,"
-      " leased_until = ?4 WHERE seq IN (SELECT seq FROM deliveries WHERE endpoint_id = ?1"
-      " AND state IN ('pending','retrying') AND next_attempt_at <= ?3"
-      " AND (leased_until IS NULL OR leased_until <= ?3) ORDER BY next_attempt_at LIMIT ?5)"
-      " RETURNING seq, id, event_seq, endpoint_id, tenant_id, state, attempt_count, cycle_base,"
-      " cycle_started_at, next_attempt_at, lease_token, leased_until, policy_id, created_at,"
-      " cycle_kind");
+/* Runs one claim statement, appending the claimed rows to v. */
+static int claim_kind(hookd_store_conn *c, const hookd_claim_req *req, bool replay, int limit,
+                      hookd_claimed *v, size_t *len) {
+  if (limit <= 0) return HOOKD_STORE_OK;
+  enum sq_stmt_id id = replay ? (req->ordered ? SQ_CLAIM_REPLAY_LANES : SQ_CLAIM_REPLAY)
+                              : (req->ordered ? SQ_CLAIM_LIVE_LANES : SQ_CLAIM);
+  const char *sql = replay ? (req->ordered ? CLAIM_SQL("replay", LANE_HEAD) : CLAIM_SQL("replay", ""))
+                           : (req->ordered ? CLAIM_SQL("live", LANE_HEAD) : CLAIM_SQL("live", ""));
+  sqlite3_stmt *st = sq_stmt(c, id, sql);
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, req->endpoint_id);
   sq_bind_text(st, 2, req->owner);
   sq_bind_i64(st, 3, req->now_ms);
   sq_bind_i64(st, 4, req->now_ms + req->lease_ms);
-  sq_bind_i64(st, 5, req->limit);
-  hookd_claimed *v = calloc((size_t)(req->limit > 0 ? req->limit : 1), sizeof *v);
-  if (!v) return HOOKD_STORE_ERR;
-  size_t len = 0;
+  sq_bind_i64(st, 5, limit);
+  if (req->ordered) sq_bind_i64(st, 6, req->lane_block);
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW && len < (size_t)req->limit) {
-    hookd_delivery *d = &v[len++].d;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    hookd_delivery *d = &v[(*len)++].d;
     d->seq = sq_col_i64(st, 0);
     d->id = sq_col_str(st, 1);
     d->event_seq = sq_col_i64(st, 2);
@@ -490,13 +513,29 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
     d->created_ms = sq_col_i64(st, 13);
     const char *kind = (const char *)sqlite3_column_text(st, 14);
     d->replay_cycle = kind && strcmp(kind, "replay") == 0;
-  }
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    for (size_t i = 0; i < len; i++) hookd_claimed_free(&v[i]);
-    free(v);
-    return sq_fail(c, "claim");
+    d->ordering_key = sq_col_str(st, 15);
   }
   sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "claim");
+}
+
+int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
+             int64_t *next_due_ms) {
+  *out = NULL;
+  *n = 0;
+  hookd_claimed *v = calloc((size_t)(req->limit > 0 ? req->limit : 1), sizeof *v);
+  if (!v) return HOOKD_STORE_ERR;
+  size_t len = 0;
+  /* live first; replays take what is left, up to their limit */
+  int rc = claim_kind(c, req, false, req->limit, v, &len);
+  int replays = req->limit - (int)len;
+  if (replays > req->replay_limit) replays = req->replay_limit;
+  if (!rc) rc = claim_kind(c, req, true, replays, v, &len);
+  if (rc) {
+    for (size_t i = 0; i < len; i++) hookd_claimed_free(&v[i]);
+    free(v);
+    return rc;
+  }
 
   sqlite3_stmt *det = sq_stmt(c, SQ_CLAIM_DETAIL,
                               "SELECT e.id, e.type, e.body, e.expires_at, p.id, p.max_attempts,"
@@ -528,7 +567,7 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
     v[i].content_type = sq_col_str(det, 11);
     v[i].meta = sq_col_str(det, 12);
   }
-  if (!det || (rc = next_due(c, req->endpoint_id, req->now_ms, next_due_ms)) != 0) {
+  if (!det || (rc = next_due(c, req, next_due_ms)) != 0) {
     for (size_t i = 0; i < len; i++) hookd_claimed_free(&v[i]);
     free(v);
     return sq_fail(c, "claim details");
@@ -603,6 +642,16 @@ int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o) {
   if (o->inbound) {
     int rc = sq_inbox_follow(c, o->delivery_seq, o->now_ms, o->last_error, o->result_ref);
     if (rc) return rc;
+  }
+  if (o->failing && o->endpoint_id) {
+    st = sq_stmt(c, SQ_EP_FAILING,
+                 "UPDATE endpoints SET failing_since = CASE WHEN ?2 > 0"
+                 " THEN COALESCE(failing_since, ?3) ELSE NULL END WHERE id = ?1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, o->endpoint_id);
+    sq_bind_i64(st, 2, o->failing);
+    sq_bind_i64(st, 3, o->now_ms);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "endpoint health");
   }
   if (o->disable_endpoint && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_DISABLE,
@@ -700,9 +749,13 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
 int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(
       c, SQ_DUE_HINTS,
-      "SELECT e.id, (SELECT d.next_attempt_at FROM deliveries d WHERE d.endpoint_id = e.id"
+      "SELECT e.id, MIN(COALESCE((SELECT d.next_attempt_at FROM deliveries d"
+      " WHERE d.endpoint_id = e.id AND d.cycle_kind = 'live' AND d.state IN ('pending','retrying')"
+      " AND (d.leased_until IS NULL OR d.leased_until <= ?1) ORDER BY d.next_attempt_at LIMIT 1),"
+      " 9e18), COALESCE((SELECT d.next_attempt_at FROM deliveries d"
+      " WHERE d.endpoint_id = e.id AND d.cycle_kind = 'replay'"
       " AND d.state IN ('pending','retrying') AND (d.leased_until IS NULL OR d.leased_until <= ?1)"
-      " ORDER BY d.next_attempt_at LIMIT 1) FROM endpoints e"
+      " ORDER BY d.next_attempt_at LIMIT 1), 9e18)) FROM endpoints e"
       " WHERE e.deleted_at IS NULL AND e.enabled = 1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, now_ms);
@@ -710,7 +763,7 @@ int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
   size_t len = 0, cap = 0;
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (sqlite3_column_type(st, 1) == SQLITE_NULL) continue;
+    if (sqlite3_column_double(st, 1) >= 9e18) continue; /* nothing due */
     if (sq_hint_push(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
                  sq_col_i64(st, 1)) != 0) {
       hookd_due_hints_free(v, len);

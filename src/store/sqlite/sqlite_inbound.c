@@ -367,11 +367,7 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
                               " AND deleted_at IS NULL AND enabled = 1");
   if (!eps) return HOOKD_STORE_ERR;
   sq_bind_text(eps, 1, req->source_id);
-  sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT,
-                              "INSERT INTO deliveries(id, event_seq, endpoint_id, tenant_id, state,"
-                              " cycle_started_at, next_attempt_at, policy_id, created_at,"
-                              " updated_at) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?5, ?5)"
-                              " ON CONFLICT(event_seq, endpoint_id) DO NOTHING");
+  sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL);
   if (!ins) return HOOKD_STORE_ERR;
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
     char did[HOOKD_ID_MAX];

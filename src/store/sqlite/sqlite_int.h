@@ -26,6 +26,8 @@ enum sq_stmt_id {
   SQ_INBOX_INSERT, SQ_INBOX_BY_KEY, SQ_INBOX_BY_BKEY, SQ_INBOX_GET, SQ_INBOX_AGG, SQ_INBOX_SET,
   SQ_INBOX_LEASE, SQ_INBOX_PURGE, SQ_INBOX_RESOLVE, SQ_VERSION_GET, SQ_VERSION_SET, SQ_DL_DEST,
   SQ_EV_INSERT_IN, SQ_INBOX_DL, SQ_INBOX_LIST, SQ_DL_RESOLVE,
+  SQ_TENANT_UPDATE, SQ_TENANT_LIST, SQ_CLAIM_LIVE_LANES, SQ_CLAIM_REPLAY, SQ_CLAIM_REPLAY_LANES,
+  SQ_NEXT_DUE_REPLAY, SQ_EP_FAILING, SQ_NEXT_DUE_LANES, SQ_NEXT_DUE_REPLAY_LANES,
   SQ__COUNT
 };
 
@@ -56,12 +58,20 @@ int64_t sq_col_i64(sqlite3_stmt *st, int i);                 /* 0 for NULL */
 /* Migrations, sqlite_schema.c. */
 int sq_migrate(hookd_store_conn *c);
 
+/* One statement for every delivery insert (publish fan-out and inbound), prepared once. */
+#define SQ_DL_INSERT_SQL                                                                        \
+  "INSERT INTO deliveries(id, event_seq, endpoint_id, tenant_id, state, cycle_started_at,"      \
+  " next_attempt_at, policy_id, created_at, updated_at, ordering_key)"                          \
+  " VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?5, ?5, ?7)"                                 \
+  " ON CONFLICT(event_seq, endpoint_id) DO NOTHING"
+
 /* Row readers shared between files. */
 #define SQ_EP_COLS                                                                              \
   "e.id, e.tenant_id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason,"    \
   " e.max_in_flight, e.timeout_ms, e.secret, e.created_at, e.updated_at, e.deleted_at,"      \
   " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
-  " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent"
+  " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent,"        \
+  " e.rate_limit, e.ordered, e.lane_policy, e.failing_since"
 #define SQ_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
 
 void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e);
@@ -72,14 +82,16 @@ void sq_read_policy(sqlite3_stmt *st, int first_col, hookd_retry_policy *p);
   "d.seq, d.id, d.event_seq, e.id, e.type, d.endpoint_id, d.tenant_id, d.state, "               \
   "d.attempt_count, d.cycle_base, d.cycle_started_at, d.next_attempt_at, d.lease_owner, "       \
   "d.lease_token, d.leased_until, d.last_error, d.last_status, d.policy_id, d.created_at, "     \
-  "d.updated_at, d.delivered_at, d.dead_at, d.dead_reason, d.cycle_kind"
-#define SQ_DELIVERY_NCOLS 24
+  "d.updated_at, d.delivered_at, d.dead_at, d.dead_reason, d.cycle_kind, d.ordering_key"
+#define SQ_DELIVERY_NCOLS 25
 void sq_read_delivery(sqlite3_stmt *st, int first_col, hookd_delivery *d);
 int sq_read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **out, size_t *n);
 
 /* The ops implemented in each file, assembled into the table in sqlite_conn.c. */
 int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t);
 int sq_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out);
+int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t);
+int sq_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n);
 int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant);
 int sq_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out);
 int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,

@@ -220,6 +220,25 @@ static const struct {
      "  numeric INTEGER NOT NULL,"
      "  PRIMARY KEY (source_id, object_key)"
      ") WITHOUT ROWID;"},
+    {4,
+     /* Isolation (docs/isolation.md): tenant and endpoint limits, ordering lanes, how long an
+      * endpoint has been failing, and a due index that keeps live work apart from replays. */
+     "ALTER TABLE tenants ADD COLUMN max_in_flight INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE tenants ADD COLUMN rate_limit REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE tenants ADD COLUMN weight INTEGER NOT NULL DEFAULT 1;"
+     "ALTER TABLE tenants ADD COLUMN updated_at INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE endpoints ADD COLUMN rate_limit REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE endpoints ADD COLUMN ordered INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE endpoints ADD COLUMN lane_policy TEXT NOT NULL DEFAULT 'skip';"
+     "ALTER TABLE endpoints ADD COLUMN failing_since INTEGER;"
+     "ALTER TABLE events ADD COLUMN ordering_key TEXT;"
+     "ALTER TABLE events ADD COLUMN ordering_version INTEGER;"
+     "ALTER TABLE deliveries ADD COLUMN ordering_key TEXT;"
+     "DROP INDEX deliveries_due;"
+     "CREATE INDEX deliveries_due ON deliveries(endpoint_id, cycle_kind, next_attempt_at)"
+     "  WHERE state IN ('pending','retrying');"
+     "CREATE INDEX deliveries_lane ON deliveries(endpoint_id, ordering_key, seq)"
+     "  WHERE ordering_key IS NOT NULL;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {

@@ -132,7 +132,7 @@ static int publish(fx *f, const char *tenant, const char *id, const char *type, 
 
 static size_t claim(fx *f, const char *ep, const char *owner, int64_t now, int64_t lease_ms,
                     hookd_claimed **out) {
-  hookd_claim_req req = {.endpoint_id = ep, .owner = owner, .limit = 10, .now_ms = now,
+  hookd_claim_req req = {.endpoint_id = ep, .owner = owner, .limit = 10, .replay_limit = 10, .now_ms = now,
                          .lease_ms = lease_ms};
   call c = {.in = &req, .out = out};
   assert_int_equal(w(f, run_claim, &c), 0);

@@ -1,0 +1,188 @@
+/* dispatcher_int.h — the dispatcher's internal structures, shared by dispatcher.c (the thread,
+ * its inbox, store operations and outcomes) and dispatcher_sched.c (what is claimed and what is
+ * sent: tenants, endpoint readiness, limits, budgets, breakers, timers). Everything here is
+ * owned by the dispatcher thread unless a field says otherwise. docs/isolation.md explains the
+ * policies. */
+#ifndef HOOKD_DAEMON_DISPATCHER_INT_H
+#define HOOKD_DAEMON_DISPATCHER_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/breaker.h"
+#include "core/bucket.h"
+#include "core/sign.h"
+#include "core/strmap.h"
+#include "daemon/dispatcher.h"
+#include "store/storeq.h"
+
+/* Traffic classes with separate budgets. */
+enum { CLS_LIVE = 0, CLS_RETRY, CLS_REPLAY, CLS__COUNT };
+
+struct ep;
+struct tenant;
+struct item;
+
+typedef enum {
+  MSG_HINT, MSG_RESCAN_REQ, MSG_ENDPOINT, MSG_TENANT, MSG_CLAIMED, MSG_RECORDED, MSG_RELEASED,
+  MSG_SWEPT, MSG_RESCANNED
+} msg_type;
+
+/* A message to the dispatcher thread (from other threads, or store completions). */
+typedef struct msg {
+  msg_type type;
+  struct msg *next;
+  struct hookd_dispatcher *d;
+  hookd_store_op op;
+  int rc;
+  char *endpoint_id;          /* MSG_HINT, MSG_CLAIMED (copy for the writer thread) */
+  int64_t due_ms;
+  hookd_endpoint ep;          /* MSG_ENDPOINT */
+  hookd_tenant tenant;        /* MSG_TENANT */
+  hookd_claim_req claim;      /* MSG_CLAIMED */
+  struct ep *claim_ep;
+  hookd_claimed *claimed;
+  size_t n_claimed;
+  int64_t next_due;
+  hookd_due_hint *hints;      /* MSG_SWEPT, MSG_RESCANNED */
+  size_t n_hints;
+  int reclaimed;
+  int64_t now_ms;
+  struct item *item;          /* MSG_RECORDED, MSG_RELEASED */
+} msg;
+
+/* One claimed delivery, from claim to recorded outcome. */
+typedef struct item {
+  hookd_claimed c;
+  struct ep *ep;
+  struct item *next;          /* endpoint class-queue link */
+  int cls;                    /* CLS_* */
+  bool slow;                  /* counted in the slow share while in flight */
+  bool probe;                 /* sent as a half-open breaker probe */
+  hookd_egress_req req;
+  struct curl_slist *hdrs;
+  int64_t sent_ms;
+  hookd_store_op op;          /* record or release */
+  msg done;                   /* posted back when op completes (no allocation) */
+  bool recording;
+  char *endpoint_id;          /* copy for the writer thread */
+  hookd_outcome out;
+  char last_error[32];
+  char dead_reason[32];
+  char disable_reason[96];
+  char result_ref[256];
+  int rc;
+  struct hookd_dispatcher *d;
+} item;
+
+typedef struct tenant {
+  char *id;
+  int max_in_flight;          /* effective cap */
+  int weight;
+  hookd_bucket bucket;
+  int in_flight, queued, slow_in_flight;
+  struct ep *ready_head, *ready_tail; /* endpoints with something they may send */
+  bool in_ring;               /* in the dispatcher's sending ring */
+  struct tenant *ring_next;
+  int turn_left;              /* sends left in its current turn */
+  bool blocked_cap;           /* out of the ring until one of its requests completes */
+  int64_t wake_ms;            /* rate-limited: back in the ring then (0 = not waiting) */
+  struct tenant *wait_next;
+  bool waiting;
+  int refs;                   /* endpoints pointing here */
+} tenant;
+
+typedef struct ep {
+  hookd_endpoint cfg;         /* as stored: secrets sealed */
+  tenant *t;
+  bool ed25519;
+  hookd_hmac_key key, prev_key;
+  char *ed_key, *prev_ed_key;
+  bool has_prev;
+  int64_t prev_until_ms;
+  bool key_ok;
+  bool gone;
+  int in_flight;
+  int queued;                 /* all classes */
+  int claiming;
+  item *q_head[CLS__COUNT], *q_tail[CLS__COUNT];
+  int64_t next_due;           /* 0 = nothing known due */
+  size_t heap_pos;            /* claim heap, index + 1 (0 = not in it) */
+  int64_t heap_key;           /* when it may claim: max(next_due, pause, breaker) */
+  bool in_ready;              /* in its tenant's ready list */
+  struct ep *ready_next;
+  size_t wake_pos;            /* wake heap (rate limit, pause, breaker), index + 1 */
+  int64_t wake_ms;
+  bool budget_blocked;        /* waiting for a retry/replay budget (on d->budget_wait) */
+  bool slow_blocked;          /* waiting for the slow share (on d->slow_wait) */
+  struct ep *wait_next;
+  hookd_bucket bucket;
+  hookd_breaker br;
+  int64_t paused_until;       /* Retry-After from a 429/503 */
+  bool slow;                  /* last attempt timed out or took half its timeout */
+  int64_t failing_since;      /* first failure since the last success (0 = healthy) */
+} ep;
+
+/* A snapshot of an endpoint's health for the API (guarded by hookd_dispatcher.health_mu). */
+typedef struct ep_health_rec {
+  hookd_endpoint_health h;
+} ep_health_rec;
+
+struct hookd_dispatcher {
+  hookd_dispatcher_config cfg;
+  char *node_id;
+  hookd_store *store;
+  hookd_egress *eg;
+  pthread_t thread;
+
+  pthread_mutex_t mu;         /* guards inbox, stopping, stats */
+  msg *in_head, *in_tail;
+  bool stopping;
+  hookd_dispatcher_stats stats;
+
+  pthread_mutex_t health_mu;  /* guards health (read by API threads) */
+  hookd_strmap health;        /* endpoint id → ep_health_rec* */
+
+  hookd_strmap eps;
+  hookd_strmap tenants;
+  ep **heap;                  /* claim heap by heap_key */
+  size_t heap_len, heap_cap;
+  ep **wake;                  /* wake heap by wake_ms */
+  size_t wake_len, wake_cap;
+  tenant *ring_head, *ring_tail; /* tenants with endpoints ready to send */
+  tenant *tenant_wait;        /* rate-limited tenants */
+  ep *budget_wait, *slow_wait;
+  int in_flight, queued, slow_in_flight;
+  int in_flight_cls[CLS__COUNT], queued_cls[CLS__COUNT];
+  int store_ops;
+  bool sweeping, rescanning;
+  int64_t next_sweep_ms, next_rescan_ms;
+  hookd_breaker_cfg breaker_cfg;
+};
+
+/* dispatcher_sched.c */
+tenant *sched_tenant(hookd_dispatcher *d, const char *id);
+void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg);
+void sched_tenant_release(hookd_dispatcher *d, tenant *t);
+void sched_ep_schedule(hookd_dispatcher *d, ep *e);   /* claim heap membership and key */
+void sched_ep_ready(hookd_dispatcher *d, ep *e);      /* may it send? ready list, waits */
+void sched_ep_unlink(hookd_dispatcher *d, ep *e);     /* out of every list and heap */
+void sched_enqueue(hookd_dispatcher *d, ep *e, item *it);
+void sched_release_queue(hookd_dispatcher *d, ep *e); /* claimed deliveries back to the store */
+void sched_claim_due(hookd_dispatcher *d, int64_t now);
+void sched_dispatch(hookd_dispatcher *d, int64_t now);
+void sched_wake(hookd_dispatcher *d, int64_t now);    /* timers that have fired */
+void sched_sent_done(hookd_dispatcher *d, item *it);  /* a request finished: free its slot */
+int64_t sched_next_timer(hookd_dispatcher *d, int64_t now); /* ms until the next timer */
+void sched_health_update(hookd_dispatcher *d, ep *e);
+void sched_health_remove(hookd_dispatcher *d, const char *id);
+int sched_ep_limit(const ep *e);
+
+/* dispatcher.c */
+void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, int64_t now);
+void disp_release_item(hookd_dispatcher *d, item *it);
+void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reason);
+int disp_send_item(hookd_dispatcher *d, item *it, int64_t now);
+
+#endif

@@ -1,0 +1,557 @@
+/* dispatcher_sched.c — what the dispatcher claims and what it sends (docs/isolation.md).
+ *
+ *  - claim heap: endpoints by the time they may claim (max of next due, Retry-After pause,
+ *    breaker cool-down); claims are bounded per endpoint, per tenant and globally, with a fair
+ *    share that a small tenant may always claim;
+ *  - sending: a ring of tenants with ready endpoints, in weighted round robin; each tenant's
+ *    endpoints in round robin; per endpoint a live, a retry and a replay queue with budgets;
+ *  - an endpoint leaves its tenant's ready list when it cannot send (empty, at its cap,
+ *    rate-limited, paused, breaker open, waiting for a budget or the slow share) and comes back
+ *    when that changes (a claim, a completion, a timer on the wake heap);
+ *  - a tenant leaves the ring when it has no ready endpoint, is at its cap (back on one of its
+ *    completions) or is rate-limited (back when its bucket refills). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "daemon/dispatcher_int.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+
+#define CLAIM_LIMIT_MAX 256
+
+int sched_ep_limit(const ep *e) { return e->cfg.max_in_flight > 0 ? e->cfg.max_in_flight : 1; }
+
+/* ---------- generic min-heaps of endpoints ---------- */
+
+/* Two heaps of endpoints (claim times, wake times), written out by one macro. */
+#define HEAP_FUNCS(name, arr, len, cap, pos, key)                                              \
+  static void name##_swap(hookd_dispatcher *d, size_t i, size_t j) {                            \
+    ep *t = d->arr[i];                                                                          \
+    d->arr[i] = d->arr[j];                                                                      \
+    d->arr[j] = t;                                                                              \
+    d->arr[i]->pos = i + 1;                                                                     \
+    d->arr[j]->pos = j + 1;                                                                     \
+  }                                                                                             \
+  static void name##_up(hookd_dispatcher *d, size_t i) {                                        \
+    while (i > 0) {                                                                             \
+      size_t p = (i - 1) / 2;                                                                   \
+      if (d->arr[i]->key >= d->arr[p]->key) break;                                              \
+      name##_swap(d, i, p);                                                                     \
+      i = p;                                                                                    \
+    }                                                                                           \
+  }                                                                                             \
+  static void name##_down(hookd_dispatcher *d, size_t i) {                                      \
+    for (;;) {                                                                                  \
+      size_t l = 2 * i + 1, r = l + 1, m = i;                                                   \
+      if (l < d->len && d->arr[l]->key < d->arr[m]->key) m = l;                                 \
+      if (r < d->len && d->arr[r]->key < d->arr[m]->key) m = r;                                 \
+      if (m == i) break;                                                                        \
+      name##_swap(d, i, m);                                                                     \
+      i = m;                                                                                    \
+    }                                                                                           \
+  }                                                                                             \
+  static void name##_remove(hookd_dispatcher *d, ep *e) {                                       \
+    if (!e->pos) return;                                                                        \
+    size_t i = e->pos - 1;                                                                      \
+    e->pos = 0;                                                                                 \
+    d->len--;                                                                                   \
+    if (i == d->len) return;                                                                    \
+    d->arr[i] = d->arr[d->len];                                                                 \
+    d->arr[i]->pos = i + 1;                                                                     \
+    name##_up(d, i);                                                                            \
+    name##_down(d, d->arr[i]->pos - 1);                                                         \
+  }                                                                                             \
+  static void name##_set(hookd_dispatcher *d, ep *e) {                                          \
+    if (e->pos) {                                                                               \
+      name##_up(d, e->pos - 1);                                                                 \
+      name##_down(d, e->pos - 1);                                                               \
+      return;                                                                                   \
+    }                                                                                           \
+    if (d->len == d->cap) {                                                                     \
+      size_t nc = d->cap ? d->cap * 2 : 64;                                                     \
+      ep **nh = realloc(d->arr, nc * sizeof *nh);                                               \
+      if (!nh) return; /* left out until the next rescan */                                     \
+      d->arr = nh;                                                                              \
+      d->cap = nc;                                                                              \
+    }                                                                                           \
+    d->arr[d->len] = e;                                                                         \
+    e->pos = ++d->len;                                                                          \
+    name##_up(d, d->len - 1);                                                                   \
+  }
+
+HEAP_FUNCS(claimh, heap, heap_len, heap_cap, heap_pos, heap_key)
+HEAP_FUNCS(wakeh, wake, wake_len, wake_cap, wake_pos, wake_ms)
+
+/* ---------- health snapshots for the API ---------- */
+
+void sched_health_update(hookd_dispatcher *d, ep *e) {
+  pthread_mutex_lock(&d->health_mu);
+  ep_health_rec *r = hookd_strmap_get(&d->health, e->cfg.id);
+  if (!r && (r = calloc(1, sizeof *r)) && hookd_strmap_put(&d->health, e->cfg.id, r) != 0) {
+    free(r);
+    r = NULL;
+  }
+  if (r) {
+    r->h.breaker = hookd_breaker_name(e->br.state);
+    r->h.breaker_opened_ms = e->br.opens ? e->br.opened_ms : 0;
+    r->h.breaker_retry_ms = hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
+    r->h.breaker_opens = e->br.opens;
+    r->h.in_flight = e->in_flight;
+    r->h.queued = e->queued;
+    r->h.paused_until_ms = e->paused_until > hookd_now_ms() ? e->paused_until : 0;
+    r->h.slow = e->slow;
+    r->h.failing_since_ms = e->failing_since;
+  }
+  pthread_mutex_unlock(&d->health_mu);
+}
+
+void sched_health_remove(hookd_dispatcher *d, const char *id) {
+  pthread_mutex_lock(&d->health_mu);
+  free(hookd_strmap_del(&d->health, id));
+  pthread_mutex_unlock(&d->health_mu);
+}
+
+/* ---------- tenants ---------- */
+
+tenant *sched_tenant(hookd_dispatcher *d, const char *id) {
+  tenant *t = hookd_strmap_get(&d->tenants, id);
+  if (t) return t;
+  t = calloc(1, sizeof *t);
+  if (!t || !(t->id = strdup(id)) || hookd_strmap_put(&d->tenants, id, t) != 0) {
+    if (t) free(t->id);
+    free(t);
+    return NULL;
+  }
+  t->max_in_flight = d->cfg.tenant_max_in_flight;
+  t->weight = 1;
+  hookd_bucket_init(&t->bucket, 0, 1, hookd_now_ms());
+  return t;
+}
+
+void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg) {
+  t->max_in_flight = cfg->max_in_flight > 0 ? cfg->max_in_flight : d->cfg.tenant_max_in_flight;
+  t->weight = cfg->weight > 0 ? cfg->weight : 1;
+  double burst = cfg->rate_limit > 1 ? cfg->rate_limit : 1;
+  hookd_bucket_set(&t->bucket, cfg->rate_limit, burst, hookd_now_ms());
+}
+
+static void ring_push(hookd_dispatcher *d, tenant *t) {
+  if (t->in_ring || !t->ready_head || t->blocked_cap || t->waiting) return;
+  t->in_ring = true;
+  t->ring_next = NULL;
+  t->turn_left = t->weight;
+  if (d->ring_tail) d->ring_tail->ring_next = t;
+  else d->ring_head = t;
+  d->ring_tail = t;
+}
+
+static tenant *ring_pop(hookd_dispatcher *d) {
+  tenant *t = d->ring_head;
+  if (!t) return NULL;
+  d->ring_head = t->ring_next;
+  if (!d->ring_head) d->ring_tail = NULL;
+  t->in_ring = false;
+  t->ring_next = NULL;
+  return t;
+}
+
+void sched_tenant_release(hookd_dispatcher *d, tenant *t) {
+  if (!t || --t->refs > 0) return;
+  /* no endpoint left: keep the tenant (its limits) — tenants are few and long-lived */
+}
+
+/* ---------- endpoint readiness ---------- */
+
+static bool ep_queue_empty(const ep *e) {
+  return !e->q_head[CLS_LIVE] && !e->q_head[CLS_RETRY] && !e->q_head[CLS_REPLAY];
+}
+
+static void ready_push(hookd_dispatcher *d, ep *e) {
+  tenant *t = e->t;
+  if (e->in_ready || !t) return;
+  e->in_ready = true;
+  e->ready_next = NULL;
+  if (t->ready_tail) t->ready_tail->ready_next = e;
+  else t->ready_head = e;
+  t->ready_tail = e;
+  ring_push(d, t);
+}
+
+static ep *ready_pop(tenant *t) {
+  ep *e = t->ready_head;
+  if (!e) return NULL;
+  t->ready_head = e->ready_next;
+  if (!t->ready_head) t->ready_tail = NULL;
+  e->in_ready = false;
+  e->ready_next = NULL;
+  return e;
+}
+
+static void ready_remove(ep *e) {
+  tenant *t = e->t;
+  if (!e->in_ready || !t) return;
+  ep *prev = NULL;
+  for (ep *p = t->ready_head; p; prev = p, p = p->ready_next) {
+    if (p != e) continue;
+    if (prev) prev->ready_next = p->ready_next;
+    else t->ready_head = p->ready_next;
+    if (t->ready_tail == p) t->ready_tail = prev;
+    break;
+  }
+  e->in_ready = false;
+  e->ready_next = NULL;
+}
+
+static void wait_list_remove(ep **head, ep *e) {
+  ep *prev = NULL;
+  for (ep *p = *head; p; prev = p, p = p->wait_next) {
+    if (p != e) continue;
+    if (prev) prev->wait_next = p->wait_next;
+    else *head = p->wait_next;
+    break;
+  }
+  e->wait_next = NULL;
+}
+
+void sched_ep_unlink(hookd_dispatcher *d, ep *e) {
+  claimh_remove(d, e);
+  wakeh_remove(d, e);
+  ready_remove(e);
+  if (e->budget_blocked) wait_list_remove(&d->budget_wait, e);
+  if (e->slow_blocked) wait_list_remove(&d->slow_wait, e);
+  e->budget_blocked = e->slow_blocked = false;
+}
+
+static void wake_at(hookd_dispatcher *d, ep *e, int64_t when) {
+  if (e->wake_pos && e->wake_ms <= when) return;
+  e->wake_ms = when;
+  wakeh_set(d, e);
+}
+
+/* The class this endpoint may send now, or -1 (budget_blocked set when only a budget stops
+ * it). Live first; retries and replays within their budgets while live work waits. */
+static int pick_class(hookd_dispatcher *d, ep *e, bool *budget_blocked) {
+  *budget_blocked = false;
+  if (e->q_head[CLS_LIVE]) return CLS_LIVE;
+  bool live_waiting = d->queued_cls[CLS_LIVE] > 0;
+  int cap = d->cfg.max_in_flight;
+  if (e->q_head[CLS_RETRY]) {
+    if (!live_waiting || d->in_flight_cls[CLS_RETRY] < (cap + 4) / 5) return CLS_RETRY;
+    *budget_blocked = true;
+  }
+  if (e->q_head[CLS_REPLAY]) {
+    if (!live_waiting || d->in_flight_cls[CLS_REPLAY] < (cap + 9) / 10) return CLS_REPLAY;
+    *budget_blocked = true;
+  }
+  return -1;
+}
+
+/* Decides whether e may send now; places it in its tenant's ready list or in the wait that
+ * will bring it back. */
+void sched_ep_ready(hookd_dispatcher *d, ep *e) {
+  if (e->gone || !e->t) return;
+  int64_t now = hookd_now_ms();
+  if (ep_queue_empty(e) || e->in_flight >= sched_ep_limit(e) || !e->cfg.enabled) {
+    ready_remove(e); /* a completion or a claim brings it back */
+    return;
+  }
+  if (e->paused_until > now) {
+    ready_remove(e);
+    wake_at(d, e, e->paused_until);
+    return;
+  }
+  if (e->br.state == HOOKD_BREAKER_OPEN) {
+    ready_remove(e);
+    wake_at(d, e, hookd_breaker_retry_at(&e->br, &d->breaker_cfg));
+    return;
+  }
+  if (e->br.state == HOOKD_BREAKER_HALF_OPEN && e->br.probes_in_flight >= d->breaker_cfg.probes) {
+    ready_remove(e); /* the probe's outcome brings it back */
+    return;
+  }
+  int64_t wait = hookd_bucket_wait_ms(&e->bucket, now);
+  if (wait > 0) {
+    ready_remove(e);
+    wake_at(d, e, now + wait);
+    return;
+  }
+  ready_push(d, e);
+}
+
+void sched_enqueue(hookd_dispatcher *d, ep *e, item *it) {
+  const hookd_delivery *dl = &it->c.d;
+  it->cls = dl->attempt_count > dl->cycle_base ? CLS_RETRY
+            : dl->replay_cycle                  ? CLS_REPLAY
+                                                : CLS_LIVE;
+  it->next = NULL;
+  if (e->q_tail[it->cls]) e->q_tail[it->cls]->next = it;
+  else e->q_head[it->cls] = it;
+  e->q_tail[it->cls] = it;
+  e->queued++;
+  e->t->queued++;
+  d->queued++;
+  d->queued_cls[it->cls]++;
+}
+
+static item *dequeue(hookd_dispatcher *d, ep *e, int cls) {
+  item *it = e->q_head[cls];
+  if (!it) return NULL;
+  e->q_head[cls] = it->next;
+  if (!e->q_head[cls]) e->q_tail[cls] = NULL;
+  it->next = NULL;
+  e->queued--;
+  e->t->queued--;
+  d->queued--;
+  d->queued_cls[cls]--;
+  return it;
+}
+
+void sched_release_queue(hookd_dispatcher *d, ep *e) {
+  for (int cls = 0; cls < CLS__COUNT; cls++) {
+    item *it;
+    while ((it = dequeue(d, e, cls))) disp_release_item(d, it);
+  }
+  ready_remove(e);
+}
+
+/* ---------- claiming ---------- */
+
+/* When the endpoint may claim next (0 = not at all for now). */
+static int64_t claim_key(hookd_dispatcher *d, const ep *e) {
+  if (!e->next_due) return 0;
+  int64_t k = e->next_due;
+  if (e->paused_until > k) k = e->paused_until;
+  int64_t br = hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
+  if (br > k) k = br;
+  return k;
+}
+
+/* How many more the endpoint may claim: two windows of its concurrency, or about two seconds
+ * of its rate when it is rate-limited; a half-open breaker claims only its probes. */
+static int ep_room(hookd_dispatcher *d, const ep *e) {
+  int limit = 2 * sched_ep_limit(e);
+  if (e->cfg.rate_limit > 0) {
+    int by_rate = (int)ceil(e->cfg.rate_limit * 2) + 1;
+    if (by_rate < limit) limit = by_rate;
+  }
+  if (e->br.state == HOOKD_BREAKER_HALF_OPEN) limit = d->breaker_cfg.probes;
+  return limit - e->in_flight - e->queued;
+}
+
+void sched_ep_schedule(hookd_dispatcher *d, ep *e) {
+  int64_t key = claim_key(d, e);
+  if (key > 0 && !e->claiming && !e->gone && e->cfg.enabled && e->key_ok && ep_room(d, e) > 0 &&
+      !d->stopping) {
+    e->heap_key = key;
+    claimh_set(d, e);
+  } else {
+    claimh_remove(d, e);
+  }
+}
+
+static int tenants_active(hookd_dispatcher *d) {
+  int n = 0;
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
+    tenant *t = v;
+    if (t->in_flight + t->queued > 0) n++;
+  }
+  return n;
+}
+
+void sched_claim_due(hookd_dispatcher *d, int64_t now) {
+  int leased_cap = 2 * d->cfg.max_in_flight;
+  int active = -1;
+  /* endpoints the caps stop now go back in the heap afterwards */
+  ep *later[64];
+  int n_later = 0;
+  while (d->heap_len && d->heap[0]->heap_key <= now) {
+    ep *e = d->heap[0];
+    claimh_remove(d, e);
+    tenant *t = e->t;
+    int room = ep_room(d, e);
+    int leased = d->in_flight + d->queued;
+    int t_leased = t->in_flight + t->queued;
+    int t_room = 2 * t->max_in_flight - t_leased;
+    if (room > t_room) room = t_room;
+    if (leased + room > leased_cap) {
+      if (active < 0) active = tenants_active(d) + 1;
+      int fair = leased_cap / active; /* a tenant below its fair share may always claim */
+      int g_room = leased_cap - leased;
+      if (t_leased < fair && fair - t_leased > g_room) g_room = fair - t_leased;
+      if (room > g_room) room = g_room;
+    }
+    if (room > CLAIM_LIMIT_MAX) room = CLAIM_LIMIT_MAX;
+    if (room <= 0) {
+      if (n_later < 64) later[n_later++] = e;
+      continue;
+    }
+    int replays = d->queued_cls[CLS_LIVE] > 0 ? (room + 9) / 10 : room;
+    disp_submit_claim(d, e, room, replays, now);
+  }
+  for (int i = 0; i < n_later; i++) {
+    /* retried when a slot frees (a completion reschedules its endpoint) or on the next pass */
+    later[i]->heap_key = now + 50;
+    claimh_set(d, later[i]);
+  }
+}
+
+/* ---------- sending ---------- */
+
+/* The slow share: slow endpoints together hold at most half the global and tenant caps. */
+static bool slow_share_ok(hookd_dispatcher *d, const ep *e) {
+  if (!e->slow) return true;
+  return d->slow_in_flight < (d->cfg.max_in_flight + 1) / 2 &&
+         e->t->slow_in_flight < (e->t->max_in_flight + 1) / 2;
+}
+
+void sched_dispatch(hookd_dispatcher *d, int64_t now) {
+  while (d->in_flight < d->cfg.max_in_flight) {
+    tenant *t = ring_pop(d);
+    if (!t) break;
+    if (t->in_flight >= t->max_in_flight) {
+      t->blocked_cap = true; /* back in the ring on one of its completions */
+      continue;
+    }
+    int64_t twait = hookd_bucket_wait_ms(&t->bucket, now);
+    if (twait > 0) {
+      t->waiting = true;
+      t->wake_ms = now + twait;
+      t->wait_next = d->tenant_wait;
+      d->tenant_wait = t;
+      continue;
+    }
+    ep *e = ready_pop(t);
+    if (!e) continue; /* nothing ready: out of the ring until an endpoint is */
+    bool budget = false;
+    int cls = pick_class(d, e, &budget);
+    if (cls < 0) {
+      if (budget && !e->budget_blocked) {
+        e->budget_blocked = true;
+        e->wait_next = d->budget_wait;
+        d->budget_wait = e;
+      }
+      ring_push(d, t);
+      continue;
+    }
+    if (!slow_share_ok(d, e)) {
+      if (!e->slow_blocked) {
+        e->slow_blocked = true;
+        e->wait_next = d->slow_wait;
+        d->slow_wait = e;
+      }
+      ring_push(d, t);
+      continue;
+    }
+    if (hookd_bucket_wait_ms(&e->bucket, now) > 0 ||
+        !hookd_breaker_allow(&e->br, &d->breaker_cfg, now)) {
+      sched_ep_ready(d, e); /* into the wake heap, or out until a completion */
+      ring_push(d, t);
+      continue;
+    }
+    hookd_bucket_take(&e->bucket, now);
+    hookd_bucket_take(&t->bucket, now);
+    item *it = dequeue(d, e, cls);
+    it->probe = e->br.state == HOOKD_BREAKER_HALF_OPEN;
+    if (it->c.expires_ms && now >= it->c.expires_ms) {
+      disp_record_without_attempt(d, it, "expired");
+    } else if (it->c.d.leased_until_ms - now < e->cfg.timeout_ms + 1000) {
+      /* waited too long for a slot: the lease could lapse mid-request; claim it again later */
+      disp_release_item(d, it);
+      if (!e->next_due || e->next_due > now) e->next_due = now;
+    } else if (disp_send_item(d, it, now) == 0) {
+      e->in_flight++;
+      t->in_flight++;
+      d->in_flight++;
+      d->in_flight_cls[it->cls]++;
+      it->slow = e->slow;
+      if (it->slow) {
+        d->slow_in_flight++;
+        t->slow_in_flight++;
+      }
+    } else {
+      disp_release_item(d, it);
+    }
+    sched_ep_ready(d, e);
+    sched_ep_schedule(d, e);
+    if (--t->turn_left > 0 && !t->in_ring) {
+      /* its turn continues: put it back at the head */
+      t->in_ring = true;
+      t->ring_next = d->ring_head;
+      d->ring_head = t;
+      if (!d->ring_tail) d->ring_tail = t;
+    } else {
+      ring_push(d, t);
+    }
+  }
+}
+
+static void flush_wait(hookd_dispatcher *d, ep **head, bool budget) {
+  ep *list = *head;
+  *head = NULL;
+  while (list) {
+    ep *e = list;
+    list = e->wait_next;
+    e->wait_next = NULL;
+    if (budget) e->budget_blocked = false;
+    else e->slow_blocked = false;
+    sched_ep_ready(d, e);
+  }
+}
+
+void sched_sent_done(hookd_dispatcher *d, item *it) {
+  ep *e = it->ep;
+  tenant *t = e->t;
+  e->in_flight--;
+  t->in_flight--;
+  d->in_flight--;
+  d->in_flight_cls[it->cls]--;
+  if (it->slow) {
+    d->slow_in_flight--;
+    t->slow_in_flight--;
+    flush_wait(d, &d->slow_wait, false);
+  }
+  if (it->cls != CLS_LIVE && d->budget_wait) flush_wait(d, &d->budget_wait, true);
+  if (t->blocked_cap && t->in_flight < t->max_in_flight) {
+    t->blocked_cap = false;
+    ring_push(d, t);
+  }
+  sched_ep_ready(d, e);
+  sched_ep_schedule(d, e);
+}
+
+void sched_wake(hookd_dispatcher *d, int64_t now) {
+  while (d->wake_len && d->wake[0]->wake_ms <= now) {
+    ep *e = d->wake[0];
+    wakeh_remove(d, e);
+    sched_ep_ready(d, e);
+    sched_ep_schedule(d, e);
+  }
+  tenant **pp = &d->tenant_wait;
+  while (*pp) {
+    tenant *t = *pp;
+    if (t->wake_ms <= now) {
+      *pp = t->wait_next;
+      t->wait_next = NULL;
+      t->waiting = false;
+      ring_push(d, t);
+    } else {
+      pp = &t->wait_next;
+    }
+  }
+}
+
+int64_t sched_next_timer(hookd_dispatcher *d, int64_t now) {
+  int64_t t = 1000;
+  if (d->heap_len && d->in_flight + d->queued < 2 * d->cfg.max_in_flight) {
+    int64_t due = d->heap[0]->heap_key - now;
+    if (due < t) t = due;
+  }
+  if (d->wake_len && d->wake[0]->wake_ms - now < t) t = d->wake[0]->wake_ms - now;
+  for (tenant *w = d->tenant_wait; w; w = w->wait_next)
+    if (w->wake_ms - now < t) t = w->wake_ms - now;
+  return t < 0 ? 0 : t;
+}
