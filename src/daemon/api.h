@@ -47,6 +47,10 @@ int hookd_api_audit(hookd_api_op *op, hookd_store_conn *c, const hookd_store_bac
 /* Answers with the HTTP status matching a store error, the op's error text as message. */
 void hookd_api_store_error(hookd_api_op *op, int rc, const char *what);
 
+/* Backpressure: true (after answering 503 with Retry-After) when the store writer has more
+ * queued work than --max-store-queue. */
+bool hookd_api_store_overloaded(hookd_req *r, hookd_app *app);
+
 /* Parses the request body as a JSON object within the configured limits; on failure answers 400
  * and returns NULL. */
 json_t *hookd_api_body_object(hookd_req *r, hookd_app *app);
@@ -63,12 +67,17 @@ json_t *hookd_json_delivery(const hookd_delivery *d);
 json_t *hookd_json_attempt(const hookd_attempt *a);
 json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
 
+/* A rate limit field: null (unlimited), {"per_second": n} or {"per_minute": n}. Returns 0 with
+ * *per_second set, or -1 after answering 422. */
+int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double *per_second);
+
 /* Query parameter helpers: limit (1..max, default def), returns -1 after answering 400. */
 int hookd_api_limit(hookd_req *r, int def, int max);
 
 /* Handlers (router.c maps routes to them). */
 void hookd_api_tenant_create(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_get(hookd_req *r, hookd_app *app);
+void hookd_api_tenant_patch(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_create(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_get(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_list(hookd_req *r, hookd_app *app);

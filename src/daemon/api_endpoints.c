@@ -20,10 +20,12 @@
 enum {
   F_URL = 1 << 0, F_DESC = 1 << 1, F_TYPES = 1 << 2, F_ENABLED = 1 << 3, F_MAXIF = 1 << 4,
   F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8, F_SIGNING = 1 << 9,
+  F_RATE = 1 << 10, F_ORDERED = 1 << 11, F_LANE = 1 << 12,
 };
 static const char *const field_names[] = {"url",        "description", "event_types", "enabled",
                                           "max_in_flight", "timeout_ms", "retry",       "secret",
-                                          "id",         "signing",     NULL};
+                                          "id",         "signing",     "rate_limit",  "ordered",
+                                          "lane_policy", NULL};
 
 typedef struct ep_op {
   hookd_api_op base;
@@ -38,6 +40,9 @@ typedef struct ep_op {
   int64_t expire_previous_s; /* rotation overlap */
   bool enabled;
   int max_in_flight, timeout_ms;
+  double rate_limit;
+  bool ordered;
+  const char *lane_policy;
   /* retry overrides: -1 = unchanged */
   int64_t r_attempts, r_base, r_cap, r_age_s, r_ra_s;
   /* result */
@@ -227,6 +232,19 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
         !get_int(r, retry, "retry_after_cap_s", 0, year_s, &op->r_ra_s))
       return false;
   }
+  if (hookd_api_parse_rate(r, json_object_get(body, "rate_limit"), "rate_limit", &op->rate_limit))
+    return false;
+  if (hookd_json_get_bool(body, "ordered", &op->ordered) < 0) {
+    hookd_req_error(r, 422, "invalid_field", "ordered must be a boolean");
+    return false;
+  }
+  op->lane_policy = "skip";
+  if (hookd_json_get_str(body, "lane_policy", &op->lane_policy) < 0 ||
+      (strcmp(op->lane_policy, "skip") && strcmp(op->lane_policy, "block"))) {
+    hookd_req_error(r, 422, "invalid_field", "lane_policy must be \"skip\" or \"block\"");
+    return false;
+  }
+  op->lane_policy = !strcmp(op->lane_policy, "block") ? "block" : "skip";
   if (op->fields & F_SIGNING) {
     if (hookd_json_get_str(body, "signing", &s) != 0 ||
         (strcmp(s, "hmac") && strcmp(s, "ed25519"))) {
@@ -277,6 +295,12 @@ static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create
     ep->enabled = op->enabled;
   }
   if (f & F_MAXIF) ep->max_in_flight = op->max_in_flight;
+  if (f & F_RATE) ep->rate_limit = op->rate_limit;
+  if (f & F_ORDERED) ep->ordered = op->ordered;
+  if (f & F_LANE) {
+    free(ep->lane_policy);
+    ep->lane_policy = strdup(op->lane_policy);
+  }
   if (f & F_TIMEOUT) ep->timeout_ms = op->timeout_ms;
   if (op->r_attempts >= 0) ep->policy.max_attempts = (int)op->r_attempts;
   if (op->r_base >= 0) ep->policy.base_ms = op->r_base;
@@ -455,7 +479,18 @@ static void reply_get(hookd_api_op *base, int rc) {
     return;
   }
   if (!op->listing) {
-    hookd_req_reply_json(base->req, 200, hookd_json_endpoint(&op->ep));
+    json_t *v = hookd_json_endpoint(&op->ep);
+    hookd_endpoint_health hh;
+    if (hookd_dispatcher_endpoint_health(base->app->disp, op->ep.id, &hh) == 0)
+      json_object_set_new(
+          v, "health",
+          json_pack("{s:s,s:o,s:o,s:I,s:i,s:i,s:o,s:b,s:o}", "breaker", hh.breaker,
+                    "breaker_opened_at", hookd_json_time(hh.breaker_opened_ms),
+                    "breaker_retry_at", hookd_json_time(hh.breaker_retry_ms), "breaker_opens",
+                    (json_int_t)hh.breaker_opens, "in_flight", hh.in_flight, "claimed",
+                    hh.queued, "paused_until", hookd_json_time(hh.paused_until_ms), "slow",
+                    hh.slow, "failing_since", hookd_json_time(hh.failing_since_ms)));
+    hookd_req_reply_json(base->req, 200, v);
     return;
   }
   json_t *data = json_array();

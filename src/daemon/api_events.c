@@ -27,6 +27,7 @@ typedef struct pub_op {
   char event_id[160];
   char type[260];
   char idem[260];
+  char ordering_key[260];
   hookd_buf body;
   unsigned char hash[32];
 } pub_op;
@@ -87,14 +88,17 @@ static bool valid_idempotency_key(const char *s) {
 }
 
 void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
+  if (hookd_api_store_overloaded(r, app)) return;
   json_t *body = hookd_api_body_object(r, app);
   if (!body) return;
   pub_op *op = NULL;
-  const char *k, *type = NULL, *id = NULL, *occurred = NULL;
+  const char *k, *type = NULL, *id = NULL, *occurred = NULL, *okey = NULL;
+  int64_t over = 0;
   json_t *v, *payload = json_object_get(body, "payload");
   int64_t now = hookd_now_ms(), occurred_ms = now;
   json_object_foreach(body, k, v) {
-    if (strcmp(k, "type") && strcmp(k, "payload") && strcmp(k, "id") && strcmp(k, "occurred_at")) {
+    if (strcmp(k, "type") && strcmp(k, "payload") && strcmp(k, "id") && strcmp(k, "occurred_at") &&
+        strcmp(k, "ordering_key") && strcmp(k, "ordering_version")) {
       hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
       goto done;
     }
@@ -118,6 +122,15 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
     hookd_req_error(r, 422, "invalid_field", "occurred_at must be an RFC 3339 timestamp");
     goto done;
   }
+  if (hookd_json_get_str(body, "ordering_key", &okey) < 0 || (okey && !hookd_id_valid(okey, 256))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "ordering_key must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
+    goto done;
+  }
+  if (hookd_json_get_int(body, "ordering_version", &over) < 0) {
+    hookd_req_error(r, 422, "invalid_field", "ordering_version must be an integer");
+    goto done;
+  }
   const char *idem = hookd_req_header(r, "Idempotency-Key");
   if (idem && !valid_idempotency_key(idem)) {
     hookd_req_error(r, 400, "invalid_header",
@@ -135,6 +148,7 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   else
     hookd_id_new("evt", now, op->event_id);
   if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
+  if (okey) snprintf(op->ordering_key, sizeof op->ordering_key, "%s", okey);
 
   /* request hash: SHA-256 of the canonical request body */
   hookd_buf canon;
@@ -176,6 +190,8 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   op->req.occurred_ms = occurred_ms;
   op->req.now_ms = now;
   op->req.expires_ms = app->cfg->event_ttl_s ? now + app->cfg->event_ttl_s * 1000 : 0;
+  op->req.ordering_key = okey ? op->ordering_key : NULL;
+  op->req.ordering_version = over;
   hookd_api_submit(&op->base, true);
 done:
   json_decref(body);

@@ -75,6 +75,14 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) {
                                      "how overdue the most overdue due delivery is", oldest);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints", "endpoints known to the dispatcher",
                                      ds.endpoints);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_breakers_open",
+                                     "endpoints whose circuit breaker is open or half-open",
+                                     ds.breakers_open);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_paused",
+                                     "endpoints paused by a Retry-After", ds.endpoints_paused);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_slow",
+                                     "endpoints whose last attempt was slow or timed out",
+                                     ds.endpoints_slow);
   rc = rc ? rc : storeq_metrics(&o, "writer", app->store->writer);
   rc = rc ? rc : storeq_metrics(&o, "reader", app->store->reader);
   if (rc) {

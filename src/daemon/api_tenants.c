@@ -1,4 +1,7 @@
-/* api_tenants.c — POST /v1/tenants, GET /v1/tenants/{tenant}. */
+/* api_tenants.c — POST /v1/tenants, GET and PATCH /v1/tenants/{tenant}.
+ * A tenant carries its isolation settings: max_in_flight, rate_limit and weight (its share of
+ * sending turns); docs/isolation.md. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -10,7 +13,53 @@ typedef struct tenant_op {
   hookd_tenant t;
   char id[HOOKD_ID_MAX + 64];
   char name[256];
+  unsigned fields;
+  bool loaded;
 } tenant_op;
+
+enum { T_NAME = 1, T_MAXIF = 2, T_RATE = 4, T_WEIGHT = 8 };
+
+static void tenant_cleanup(hookd_api_op *base) {
+  tenant_op *op = (tenant_op *)base;
+  if (op->loaded) hookd_tenant_free(&op->t);
+}
+
+/* Parses the fields shared by create and PATCH into op; answers and returns false on error. */
+static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    if (!strcmp(k, "name")) op->fields |= T_NAME;
+    else if (!strcmp(k, "max_in_flight")) op->fields |= T_MAXIF;
+    else if (!strcmp(k, "rate_limit")) op->fields |= T_RATE;
+    else if (!strcmp(k, "weight")) op->fields |= T_WEIGHT;
+    else if (!(create && !strcmp(k, "id"))) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      return false;
+    }
+  }
+  const char *name = "";
+  if (hookd_json_get_str(body, "name", &name) < 0 || (name && strlen(name) > 200)) {
+    hookd_req_error(r, 422, "invalid_field", "name must be a string of at most 200 bytes");
+    return false;
+  }
+  snprintf(op->name, sizeof op->name, "%s", name ? name : "");
+  int64_t n;
+  int rc = hookd_json_get_int(body, "max_in_flight", &n);
+  if (rc < 0 || (rc == 0 && (n < 1 || n > 100000))) {
+    hookd_req_error(r, 422, "invalid_field", "max_in_flight must be an integer in [1, 100000]");
+    return false;
+  }
+  op->t.max_in_flight = rc == 0 ? (int)n : 0;
+  rc = hookd_json_get_int(body, "weight", &n);
+  if (rc < 0 || (rc == 0 && (n < 1 || n > 1000))) {
+    hookd_req_error(r, 422, "invalid_field", "weight must be an integer in [1, 1000]");
+    return false;
+  }
+  op->t.weight = rc == 0 ? (int)n : 1;
+  return hookd_api_parse_rate(r, json_object_get(body, "rate_limit"), "rate_limit",
+                              &op->t.rate_limit) == 0;
+}
 
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *op) {
   tenant_op *t = (tenant_op *)op;
@@ -18,60 +67,54 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   return rc ? rc : hookd_api_audit(op, c, be, "tenant.create", t->t.id, t->t.id, NULL);
 }
 
-static void reply_create(hookd_api_op *op, int rc) {
+static void reply_changed(hookd_api_op *op, int rc, int status) {
   tenant_op *t = (tenant_op *)op;
   if (rc) {
     hookd_api_store_error(op, rc, "tenant");
     return;
   }
-  hookd_req_reply_json(op->req, 201, hookd_json_tenant(&t->t));
+  hookd_dispatcher_tenant_changed(op->app->disp, &t->t);
+  hookd_req_reply_json(op->req, status, hookd_json_tenant(&t->t));
 }
+static void reply_create(hookd_api_op *op, int rc) { reply_changed(op, rc, 201); }
+static void reply_patch(hookd_api_op *op, int rc) { reply_changed(op, rc, 200); }
 
 void hookd_api_tenant_create(hookd_req *r, hookd_app *app) {
   json_t *body = hookd_api_body_object(r, app);
   if (!body) return;
-  const char *id = NULL, *name = "";
-  const char *k;
-  json_t *v;
-  json_object_foreach(body, k, v) {
-    if (strcmp(k, "id") && strcmp(k, "name")) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
-      json_decref(body);
-      return;
-    }
-  }
-  if (hookd_json_get_str(body, "id", &id) < 0 || (id && !hookd_id_valid(id, 64))) {
-    hookd_req_error(r, 422, "invalid_field",
-                    "id must be 1-64 characters of letters, digits, '_', '-', '.', ':'");
-    json_decref(body);
-    return;
-  }
-  if (hookd_json_get_str(body, "name", &name) < 0 || (name && strlen(name) > 200)) {
-    hookd_req_error(r, 422, "invalid_field", "name must be a string of at most 200 bytes");
-    json_decref(body);
-    return;
-  }
   tenant_op *op = hookd_api_op_new(sizeof *op, r, app, run_create, reply_create);
   if (!op) {
     json_decref(body);
     return;
   }
+  const char *id = NULL;
+  bool ok = parse_fields(r, body, op, true);
+  if (ok && (hookd_json_get_str(body, "id", &id) < 0 || (id && !hookd_id_valid(id, 64)))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "id must be 1-64 characters of letters, digits, '_', '-', '.', ':'");
+    ok = false;
+  }
   int64_t now = hookd_now_ms();
-  if (id)
-    snprintf(op->id, sizeof op->id, "%s", id);
-  else
-    hookd_id_new("ten", now, op->id);
-  snprintf(op->name, sizeof op->name, "%s", name ? name : "");
+  if (ok) {
+    if (id) snprintf(op->id, sizeof op->id, "%s", id);
+    else hookd_id_new("ten", now, op->id);
+  }
+  json_decref(body);
+  if (!ok) {
+    free(op);
+    return;
+  }
   op->t.id = op->id;
   op->t.name = op->name;
-  op->t.created_ms = now;
-  json_decref(body);
+  op->t.created_ms = op->t.updated_ms = now;
   hookd_api_submit(&op->base, true);
 }
 
 static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *op) {
   tenant_op *t = (tenant_op *)op;
-  return be->tenant_get(c, t->id, &t->t);
+  int rc = be->tenant_get(c, t->id, &t->t);
+  t->loaded = rc == 0;
+  return rc;
 }
 
 static void reply_get(hookd_api_op *op, int rc) {
@@ -81,12 +124,51 @@ static void reply_get(hookd_api_op *op, int rc) {
     return;
   }
   hookd_req_reply_json(op->req, 200, hookd_json_tenant(&t->t));
-  hookd_tenant_free(&t->t);
 }
 
 void hookd_api_tenant_get(hookd_req *r, hookd_app *app) {
   tenant_op *op = hookd_api_op_new(sizeof *op, r, app, run_get, reply_get);
   if (!op) return;
+  op->base.cleanup = tenant_cleanup;
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
   hookd_api_submit(&op->base, false);
+}
+
+/* PATCH keeps what the body does not name. */
+static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *op) {
+  tenant_op *t = (tenant_op *)op;
+  hookd_tenant cur;
+  int rc = be->tenant_get(c, t->id, &cur);
+  if (rc) return rc;
+  if (t->fields & T_NAME) {
+    free(cur.name);
+    cur.name = strdup(t->name);
+  }
+  if (t->fields & T_MAXIF) cur.max_in_flight = t->t.max_in_flight;
+  if (t->fields & T_RATE) cur.rate_limit = t->t.rate_limit;
+  if (t->fields & T_WEIGHT) cur.weight = t->t.weight;
+  cur.updated_ms = hookd_now_ms();
+  t->t = cur;
+  t->loaded = true;
+  if ((rc = be->tenant_update(c, &t->t)) != 0) return rc;
+  return hookd_api_audit(op, c, be, "tenant.update", t->t.id, t->t.id, NULL);
+}
+
+void hookd_api_tenant_patch(hookd_req *r, hookd_app *app) {
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  tenant_op *op = hookd_api_op_new(sizeof *op, r, app, run_patch, reply_patch);
+  if (!op) {
+    json_decref(body);
+    return;
+  }
+  op->base.cleanup = tenant_cleanup;
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  bool ok = parse_fields(r, body, op, false);
+  json_decref(body);
+  if (!ok) {
+    free(op);
+    return;
+  }
+  hookd_api_submit(&op->base, true);
 }

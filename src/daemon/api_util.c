@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
+#include "daemon/metrics.h"
 
 static int op_run(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   hookd_api_op *op = arg;
@@ -87,6 +88,18 @@ void hookd_api_store_error(hookd_api_op *op, int rc, const char *what) {
   }
 }
 
+bool hookd_api_store_overloaded(hookd_req *r, hookd_app *app) {
+  hookd_storeq_stats st;
+  hookd_storeq_get_stats(app->store->writer, &st);
+  if (st.queue_depth <= (uint64_t)app->cfg->max_store_queue) return false;
+  HOOKD_INC(publish_backpressure);
+  hookd_req_add_header(r, "Retry-After", "1");
+  hookd_req_error(r, 503, "overloaded",
+                  "the store is falling behind (%llu writes waiting); retry after a second",
+                  (unsigned long long)st.queue_depth);
+  return true;
+}
+
 json_t *hookd_api_body_object(hookd_req *r, hookd_app *app) {
   size_t len;
   const char *body = hookd_req_body(r, &len);
@@ -117,6 +130,26 @@ bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id) {
   return false;
 }
 
+int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double *per_second) {
+  if (!v || json_is_null(v)) {
+    *per_second = 0;
+    return 0;
+  }
+  json_t *s = json_object_get(v, "per_second"), *m = json_object_get(v, "per_minute");
+  if (!json_is_object(v) || json_object_size(v) != 1 || (!json_is_number(s) && !json_is_number(m))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "%s must be null, {\"per_second\": n} or {\"per_minute\": n}", field);
+    return -1;
+  }
+  double n = json_number_value(s ? s : m);
+  if (!(n > 0) || n > 1e6) {
+    hookd_req_error(r, 422, "invalid_field", "%s must be a positive rate up to 1000000", field);
+    return -1;
+  }
+  *per_second = s ? n : n / 60.0;
+  return 0;
+}
+
 int hookd_api_limit(hookd_req *r, int def, int max) {
   const char *s = hookd_req_query(r, "limit");
   if (!s) return def;
@@ -139,8 +172,14 @@ json_t *hookd_json_time(int64_t ms) {
 static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
 json_t *hookd_json_tenant(const hookd_tenant *t) {
-  return json_pack("{s:s,s:s,s:o}", "id", t->id, "name", t->name ? t->name : "", "created_at",
-                   hookd_json_time(t->created_ms));
+  return json_pack("{s:s,s:s,s:o,s:o,s:o,s:i,s:o}", "id", t->id, "name", t->name ? t->name : "",
+                   "max_in_flight", t->max_in_flight ? json_integer(t->max_in_flight) : json_null(),
+                   "rate_limit",
+                   t->rate_limit > 0 ? json_pack("{s:f}", "per_second", t->rate_limit)
+                                     : json_null(),
+                   "created_at", hookd_json_time(t->created_ms), "weight",
+                   t->weight > 0 ? t->weight : 1, "updated_at",
+                   hookd_json_time(t->updated_ms ? t->updated_ms : t->created_ms));
 }
 
 json_t *hookd_json_endpoint(const hookd_endpoint *e) {
@@ -168,6 +207,13 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e) {
       e->signing ? e->signing : "hmac", "previous_secret_expires_at",
       e->previous_secret ? hookd_json_time(e->previous_expires_ms) : json_null(), "created_at",
       hookd_json_time(e->created_ms), "updated_at", hookd_json_time(e->updated_ms));
+  json_object_set_new(v, "rate_limit",
+                      e->rate_limit > 0 ? json_pack("{s:f}", "per_second", e->rate_limit)
+                                        : json_null());
+  json_object_set_new(v, "ordered", json_boolean(e->ordered));
+  json_object_set_new(v, "lane_policy", json_string(e->lane_policy ? e->lane_policy : "skip"));
+  json_object_set_new(v, "failing_since", hookd_json_time(e->failing_since_ms));
+  if (e->source_id) json_object_set_new(v, "source_id", json_string(e->source_id));
   return v;
 }
 

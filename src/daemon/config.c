@@ -56,6 +56,12 @@ static const opt opts[] = {
      "rebinding; development)"},
     {"max-in-flight", "HOOKD_MAX_IN_FLIGHT", T_INT, OFF(max_in_flight), 0, 1, 100000, "N",
      "deliveries in flight at once, all endpoints"},
+    {"tenant-max-in-flight", NULL, T_INT, OFF(tenant_max_in_flight), 0, 1, 100000, "N",
+     "deliveries in flight at once for one tenant, unless the tenant sets max_in_flight"},
+    {"disable-failing-after-s", NULL, T_I64, OFF(disable_failing_after_s), 0, 0, 315360000, "S",
+     "disable an endpoint that has failed without a success for this long (0 = never)"},
+    {"max-store-queue", NULL, T_INT, OFF(max_store_queue), 0, 100, 10000000, "N",
+     "publish and /in/ answer 503 with Retry-After while more store writes than this wait"},
     {"default-max-in-flight", NULL, T_INT, OFF(default_max_in_flight), 0, 1, 10000, "N",
      "per-endpoint concurrency when the endpoint does not set max_in_flight"},
     {"default-timeout-ms", NULL, T_INT, OFF(default_timeout_ms), 0, 100, 300000, "MS",
@@ -127,6 +133,9 @@ void hookd_config_defaults(hookd_config *c) {
   c->max_headers = 100;
   c->max_header_bytes = 64 * 1024;
   c->max_in_flight = 1024;
+  c->tenant_max_in_flight = 256;
+  c->disable_failing_after_s = 5LL * 24 * 3600;
+  c->max_store_queue = 20000;
   c->default_max_in_flight = 16;
   c->default_timeout_ms = 15000;
   c->max_timeout_ms = 60000;

@@ -36,6 +36,9 @@ typedef struct hookd_config {
   size_t max_header_bytes;     /* request line + headers (431 beyond) */
   /* egress */
   int max_in_flight;           /* global */
+  int tenant_max_in_flight;    /* a tenant's cap unless it sets one */
+  int64_t disable_failing_after_s; /* disable an endpoint failing this long (0 = never) */
+  int max_store_queue;         /* publish answers 503 beyond this many queued store writes */
   int default_max_in_flight;   /* per endpoint */
   int default_timeout_ms;
   int max_timeout_ms;

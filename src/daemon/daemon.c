@@ -173,6 +173,8 @@ int hookd_serve(const hookd_config *cfg) {
       .store = app.store,
       .node_id = cfg->node_id,
       .max_in_flight = cfg->max_in_flight,
+      .tenant_max_in_flight = cfg->tenant_max_in_flight,
+      .disable_failing_after_ms = cfg->disable_failing_after_s * 1000,
       .lease_margin_ms = cfg->lease_margin_ms,
       .keyring = &app.keyring,
       .egress = {.connect_timeout_ms = cfg->connect_timeout_ms,

@@ -247,6 +247,17 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   }
   hookd_buf_free(&hs);
 
+  if (p == HOOKD_PROVIDER_VNPAY) {
+    hookd_storeq_stats st;
+    hookd_storeq_get_stats(app->store->writer, &st);
+    if (st.queue_depth > (uint64_t)app->cfg->max_store_queue) { /* "99": VNPay retries */
+      hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "99", "Message",
+                                             "Unknown error"));
+      goto done;
+    }
+  } else if (hookd_api_store_overloaded(r, app)) {
+    goto done; /* 503 + Retry-After: the provider retries */
+  }
   op = hookd_api_op_new(sizeof *op, r, app, run_receive, reply_receive);
   if (!op) goto done;
   op->base.cleanup = recv_cleanup;

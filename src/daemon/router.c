@@ -29,6 +29,7 @@ static const route routes[] = {
     {"GET", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle},
     {"POST", "/v1/tenants", HOOKD_PERM_ADMIN, -1, hookd_api_tenant_create},
     {"GET", "/v1/tenants/{}", HOOKD_PERM_READ, 0, hookd_api_tenant_get},
+    {"PATCH", "/v1/tenants/{}", HOOKD_PERM_ADMIN, 0, hookd_api_tenant_patch},
     {"POST", "/v1/tenants/{}/endpoints", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_create},
     {"GET", "/v1/tenants/{}/endpoints", HOOKD_PERM_READ, 0, hookd_api_endpoint_list},
     {"GET", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_READ, 0, hookd_api_endpoint_get},
