@@ -62,6 +62,14 @@ static const opt opts[] = {
      "disable an endpoint that has failed without a success for this long (0 = never)"},
     {"max-store-queue", NULL, T_INT, OFF(max_store_queue), 0, 100, 10000000, "N",
      "publish and /in/ answer 503 with Retry-After while more store writes than this wait"},
+    {"breaker-window-ms", NULL, T_I64, OFF(breaker_window_ms), 0, 100, 3600000, "MS",
+     "circuit breaker: outcomes are counted over this window"},
+    {"breaker-min-requests", NULL, T_INT, OFF(breaker_min_requests), 0, 1, 100000, "N",
+     "circuit breaker: fewest outcomes in the window before it may open"},
+    {"breaker-failure-percent", NULL, T_INT, OFF(breaker_failure_percent), 0, 1, 100, "P",
+     "circuit breaker: opens when at least this share of the window's outcomes failed"},
+    {"breaker-cooldown-ms", NULL, T_I64, OFF(breaker_cooldown_ms), 0, 100, 3600000, "MS",
+     "circuit breaker: time open before a probe is let through"},
     {"default-max-in-flight", NULL, T_INT, OFF(default_max_in_flight), 0, 1, 10000, "N",
      "per-endpoint concurrency when the endpoint does not set max_in_flight"},
     {"default-timeout-ms", NULL, T_INT, OFF(default_timeout_ms), 0, 100, 300000, "MS",
@@ -136,6 +144,10 @@ void hookd_config_defaults(hookd_config *c) {
   c->tenant_max_in_flight = 256;
   c->disable_failing_after_s = 5LL * 24 * 3600;
   c->max_store_queue = 20000;
+  c->breaker_window_ms = 60000;
+  c->breaker_min_requests = 10;
+  c->breaker_failure_percent = 50;
+  c->breaker_cooldown_ms = 30000;
   c->default_max_in_flight = 16;
   c->default_timeout_ms = 15000;
   c->max_timeout_ms = 60000;

@@ -39,6 +39,10 @@ typedef struct hookd_config {
   int tenant_max_in_flight;    /* a tenant's cap unless it sets one */
   int64_t disable_failing_after_s; /* disable an endpoint failing this long (0 = never) */
   int max_store_queue;         /* publish answers 503 beyond this many queued store writes */
+  int64_t breaker_window_ms;   /* circuit breaker: outcome window … */
+  int breaker_min_requests;    /* … fewest outcomes before it decides … */
+  int breaker_failure_percent; /* … failure share that opens it … */
+  int64_t breaker_cooldown_ms; /* … time open before a probe */
   int default_max_in_flight;   /* per endpoint */
   int default_timeout_ms;
   int max_timeout_ms;

@@ -555,7 +555,7 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
       it->c = m->claimed[i];
       it->ep = e;
       it->d = d;
-      if (e->gone || !e->cfg.enabled || d->stopping || e->br.state == HOOKD_BREAKER_OPEN ||
+      if (e->gone || !e->cfg.enabled || d->stopping || sched_breaker_blocks(d, e, hookd_now_ms()) ||
           e->paused_until > hookd_now_ms()) {
         disp_release_item(d, it);
         continue;
@@ -837,6 +837,10 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   if (!d->cfg.rescan_interval_ms) d->cfg.rescan_interval_ms = 30000;
   if (d->cfg.tenant_max_in_flight <= 0) d->cfg.tenant_max_in_flight = d->cfg.max_in_flight;
   hookd_breaker_cfg_defaults(&d->breaker_cfg);
+  if (cfg->breaker.window_ms) d->breaker_cfg.window_ms = cfg->breaker.window_ms;
+  if (cfg->breaker.min_requests) d->breaker_cfg.min_requests = cfg->breaker.min_requests;
+  if (cfg->breaker.failure_ratio > 0) d->breaker_cfg.failure_ratio = cfg->breaker.failure_ratio;
+  if (cfg->breaker.cooldown_ms) d->breaker_cfg.cooldown_ms = cfg->breaker.cooldown_ms;
   d->store = cfg->store;
   d->node_id = strdup(cfg->node_id);
   pthread_mutex_init(&d->mu, NULL);

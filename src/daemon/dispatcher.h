@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "core/breaker.h"
 #include "daemon/keyring.h"
 #include "egress/egress.h"
 #include "store/store.h"
@@ -27,6 +28,7 @@ typedef struct hookd_dispatcher_config {
   int max_in_flight;          /* global concurrency cap */
   int tenant_max_in_flight;   /* a tenant's cap unless it sets one */
   int64_t disable_failing_after_ms; /* disable an endpoint failing this long (0 = never) */
+  hookd_breaker_cfg breaker;  /* zero fields take the defaults */
   int lease_margin_ms;        /* lease = endpoint timeout + margin (+ queue allowance) */
   const hookd_keyring *keyring; /* opens the endpoints' sealed secrets */
   int64_t sweep_interval_ms;  /* expired-lease reclaim cadence; default 1000 */

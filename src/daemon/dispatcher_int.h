@@ -178,6 +178,8 @@ int64_t sched_next_timer(hookd_dispatcher *d, int64_t now); /* ms until the next
 void sched_health_update(hookd_dispatcher *d, ep *e);
 void sched_health_remove(hookd_dispatcher *d, const char *id);
 int sched_ep_limit(const ep *e);
+/* The breaker blocks this endpoint now (open, cool-down not over; half-open moves lazily). */
+bool sched_breaker_blocks(hookd_dispatcher *d, const ep *e, int64_t now);
 
 /* dispatcher.c */
 void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, int64_t now);

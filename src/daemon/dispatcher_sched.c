@@ -23,6 +23,10 @@
 
 int sched_ep_limit(const ep *e) { return e->cfg.max_in_flight > 0 ? e->cfg.max_in_flight : 1; }
 
+bool sched_breaker_blocks(hookd_dispatcher *d, const ep *e, int64_t now) {
+  return e->br.state == HOOKD_BREAKER_OPEN && now < hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
+}
+
 /* ---------- generic min-heaps of endpoints ---------- */
 
 /* Two heaps of endpoints (claim times, wake times), written out by one macro. */
@@ -262,7 +266,7 @@ void sched_ep_ready(hookd_dispatcher *d, ep *e) {
     wake_at(d, e, e->paused_until);
     return;
   }
-  if (e->br.state == HOOKD_BREAKER_OPEN) {
+  if (sched_breaker_blocks(d, e, now)) {
     ready_remove(e);
     wake_at(d, e, hookd_breaker_retry_at(&e->br, &d->breaker_cfg));
     return;

@@ -16,6 +16,8 @@ class Receiver {
   constructor(behave) {
     this.behave = behave;
     this.requests = [];
+    this.open = 0;       // requests not answered or closed yet
+    this.maxOpen = 0;    // the most that were open at once
     this.waiters = [];
     this.hanging = [];
     this.sockets = new Set();
@@ -24,6 +26,9 @@ class Receiver {
   }
 
   onRequest(req, res) {
+    this.open++;
+    if (this.open > this.maxOpen) this.maxOpen = this.open;
+    res.on('close', () => { this.open--; });
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {

@@ -1,0 +1,214 @@
+// isolation.test.mjs — the isolation issue's tests on a real daemon with receivers on loopback:
+// hanging endpoints do not starve healthy ones, a tenant's big backlog does not starve a small
+// tenant, rate limits hold, the circuit breaker opens/probes/closes without burning attempts,
+// ordering lanes keep order per key, replays do not delay live traffic, and a 429 with
+// Retry-After pauses the whole endpoint.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+const p99 = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))]; };
+
+describe('isolation', () => {
+  it('10% of endpoints hang until the timeout: healthy endpoints keep flowing; hanging ones stay within their cap', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '24', '--tenant-max-in-flight', '24'] });
+    const healthy = [], hanging = [];
+    for (let i = 0; i < 18; i++) healthy.push(await startReceiver());
+    for (let i = 0; i < 2; i++) hanging.push(await startReceiver(() => 'hang'));
+    const tenant = 'iso';
+    await h.api('POST', '/v1/tenants', { id: tenant });
+    const eps = [];
+    for (const [i, r] of [...healthy, ...hanging].entries()) {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, max_in_flight: 4, timeout_ms: 3000,
+        event_types: [`t${i}`], retry: { max_attempts: 1 } });
+      eps.push(e.json.id);
+    }
+    // saturate the hanging endpoints first, then publish to healthy ones and time the first attempts
+    for (let j = 0; j < 12; j++) for (let i = 18; i < 20; i++) await publish(h, tenant, { type: `t${i}`, payload: { j } });
+    await waitUntil(async () => hanging.every((r) => r.open === 4), { what: 'hanging endpoints saturated', timeout: 5000 });
+    const sentAt = new Map();
+    for (let j = 0; j < 10; j++) {
+      for (let i = 0; i < 18; i++) {
+        const p = await publish(h, tenant, { type: `t${i}`, payload: { j } });
+        sentAt.set(p.json.id, Date.now());
+      }
+    }
+    await waitUntil(async () => healthy.every((r) => r.requests.length === 10), { what: 'healthy deliveries', timeout: 15000 });
+    const delays = healthy.flatMap((r) => r.requests.map((q) => q.at - sentAt.get(q.headers['webhook-id'])));
+    assert.ok(p99(delays) < 1500, `healthy first-attempt delay p99 ${p99(delays)} ms while others hang`);
+    assert.ok(hanging.every((r) => r.maxOpen <= 4), `hanging endpoints held at most their cap: ${hanging.map((r) => r.maxOpen)}`);
+    for (const r of hanging) r.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [...healthy, ...hanging]) await r.close();
+  });
+
+  it('a tenant with a 50x larger backlog does not starve a small tenant', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '8', '--tenant-max-in-flight', '8'] });
+    // the big tenant's receiver answers slowly (held, then released in small batches)
+    const big = await startReceiver(() => 'hang');
+    const small = await startReceiver();
+    const A = await setup(h, big.url, { max_in_flight: 8 }, 'big');
+    const B = await setup(h, small.url, { max_in_flight: 8 }, 'small');
+    const bigIds = [];
+    for (let i = 0; i < 500; i++) bigIds.push((await publish(h, A.tenant, { type: 'a', payload: { i } })).json.id);
+    // release the big tenant's requests slowly, 8 at a time, as a slow receiver would
+    const drip = setInterval(() => { big.releaseHanging(); }, 50);
+    const t0 = Date.now();
+    const smallIds = [];
+    for (let i = 0; i < 10; i++) smallIds.push((await publish(h, B.tenant, { type: 'b', payload: { i } })).json.id);
+    await small.waitFor(10, 10000, 'the small tenant delivered');
+    const tookMs = Date.now() - t0;
+    const bigDone = big.requests.length;
+    assert.ok(bigDone < 500, `the big backlog was still draining (${bigDone}/500) when the small tenant finished`);
+    assert.ok(tookMs < 3000, `the small tenant's 10 events took ${tookMs} ms`);
+    clearInterval(drip);
+    big.releaseHanging();
+    big.behave = () => ({ status: 200 });
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [big, small]) await r.close();
+  });
+
+  it('a per-endpoint rate limit of N/s: deliveries are spaced at least 1/N s apart', async () => {
+    const h = await startHookd();
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url, { rate_limit: { per_second: 5 } });
+    for (let i = 0; i < 12; i++) await publish(h, tenant, { type: 'a', payload: { i } });
+    await r.waitFor(12, 15000);
+    const gaps = r.requests.slice(1).map((q, i) => q.at - r.requests[i].at);
+    assert.ok(Math.min(...gaps) >= 170, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
+    const span = r.requests.at(-1).at - r.requests[0].at;
+    assert.ok(span >= 11 * 200 * 0.9, `12 deliveries took ${span} ms at 5/s`);
+    const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints`);
+    assert.equal(ep.json.data[0].rate_limit.per_second, 5);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('the circuit breaker opens on 500s, burns no attempts while open, probes half-open, closes on recovery', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '4', '--breaker-cooldown-ms', '1500',
+      '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    let healthy = false;
+    const r = await startReceiver(() => ({ status: healthy ? 200 : 500 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const ids = [];
+    for (let i = 0; i < 6; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    const open = await waitUntil(async () => {
+      const e = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+      return e.json.health?.breaker === 'open' ? e.json : null;
+    }, { what: 'breaker open', timeout: 10000 });
+    const sentAtOpen = r.requests.length;
+    const attemptsAtOpen = await Promise.all(ids.map(async (id) => (await h.api('GET', `/v1/events/${id}`)).json.deliveries[0].attempt_count));
+    // while open: nothing is sent, no attempt is charged, nothing is dropped
+    const retryAt = Date.parse(open.health.breaker_retry_at);
+    await waitUntil(async () => Date.now() >= retryAt - 100, { what: 'cool-down nearly over' });
+    assert.equal(r.requests.length, sentAtOpen, 'nothing sent while the breaker is open');
+    const during = await Promise.all(ids.map(async (id) => (await h.api('GET', `/v1/events/${id}`)).json.deliveries[0]));
+    assert.deepEqual(during.map((d) => d.attempt_count), attemptsAtOpen, 'no attempt charged while open');
+    assert.ok(during.every((d) => d.state === 'retrying' || d.state === 'pending'), 'nothing dropped');
+    // half-open: one probe, which fails: open again
+    await r.waitFor(sentAtOpen + 1, 5000, 'a probe');
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.breaker_opens >= 2,
+      { what: 'reopened after a failed probe', timeout: 5000 });
+    assert.equal(r.requests.length, sentAtOpen + 1, 'exactly one probe');
+    // recovery: the next probe succeeds and the breaker closes; everything is delivered
+    healthy = true;
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', 'delivered after recovery', 15000);
+    const closed = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.equal(closed.json.health.breaker, 'closed');
+    const m = await h.api('GET', '/metrics');
+    assert.match(m.text, /hookd_breaker_opens_total [2-9]/);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('ordering lanes: each key in order even when its first event needs three retries; other keys flow', async () => {
+    const h = await startHookd({ args: ['--retry-base-ms', '150', '--retry-cap-ms', '150'] });
+    let e1Failures = 0;
+    const r = await startReceiver((rec) => {
+      const body = JSON.parse(rec.body);
+      if (body.data.name === 'k1-e1' && e1Failures < 3) { e1Failures++; return { status: 500 }; }
+      return { status: 200 };
+    });
+    const { tenant } = await setup(h, r.url, { ordered: true, max_in_flight: 8 });
+    const names = ['k1-e1', 'k2-f1', 'k1-e2', 'k2-f2', 'k1-e3', 'k2-f3'];
+    for (const name of names) await publish(h, tenant, { type: 'a', payload: { name }, ordering_key: name.slice(0, 2) });
+    await r.waitFor((x) => x.requests.filter((q) => q.headers['hookd-attempt'] !== undefined).length >= 9, 15000, 'all deliveries');
+    const seen = r.requests.map((q) => JSON.parse(q.body).data.name);
+    const k1 = seen.filter((n) => n.startsWith('k1'));
+    assert.deepEqual(k1, ['k1-e1', 'k1-e1', 'k1-e1', 'k1-e1', 'k1-e2', 'k1-e3'], 'k1 in order, e2 only after e1 succeeded');
+    assert.deepEqual(seen.filter((n) => n.startsWith('k2')), ['k2-f1', 'k2-f2', 'k2-f3']);
+    const e1Success = seen.lastIndexOf('k1-e1');
+    assert.ok(seen.indexOf('k2-f3') < e1Success, 'k2 was not blocked by k1\'s retries');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a replay of 1,000 deliveries does not delay live deliveries beyond their bound', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '10', '--tenant-max-in-flight', '10'] });
+    let phase = 'fail';
+    const r = await startReceiver((rec) => ({
+      status: phase === 'fail' && JSON.parse(rec.body).type === 'old' ? 400 : 200,
+    }));
+    const { tenant } = await setup(h, r.url, { max_in_flight: 10 });
+    const old = [];
+    const batch = [];
+    for (let i = 0; i < 1000; i++) {
+      batch.push(publish(h, tenant, { type: 'old', payload: { i } }));
+      if (batch.length === 50) old.push(...(await Promise.all(batch.splice(0))).map((p) => p.json.id));
+    }
+    await r.waitFor(1000, 30000, 'the first attempts of 1,000 deliveries');
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=pending&limit=1`)).json.data.length === 0,
+      { what: '1,000 dead deliveries', timeout: 30000 });
+    phase = 'ok';
+    // replay them all, while live events are published
+    const dead = [];
+    let cursor = '';
+    for (;;) {
+      const page = await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=500${cursor}`);
+      dead.push(...page.json.data.map((d) => d.id));
+      if (!page.json.next_cursor) break;
+      cursor = `&after=${page.json.next_cursor}`;
+    }
+    assert.equal(dead.length, 1000);
+    const replays = (async () => {
+      for (let i = 0; i < dead.length; i += 50) await Promise.all(dead.slice(i, i + 50).map((id) => h.api('POST', `/v1/deliveries/${id}/replay`)));
+    })();
+    const liveSent = new Map();
+    for (let i = 0; i < 20; i++) {
+      const p = await publish(h, tenant, { type: 'live', payload: { i } });
+      liveSent.set(p.json.id, Date.now());
+      await new Promise((res) => setTimeout(res, 25)); // a steady trickle of live traffic
+    }
+    await replays;
+    await r.waitFor((x) => x.requests.filter((q) => JSON.parse(q.body).type === 'live').length === 20, 20000, 'live delivered');
+    const delays = r.requests.filter((q) => JSON.parse(q.body).type === 'live').map((q) => q.at - liveSent.get(q.headers['webhook-id']));
+    assert.ok(Math.max(...delays) < 1500, `live first-attempt delays up to ${Math.max(...delays)} ms during a 1,000-delivery replay`);
+    await waitUntil(async () => r.requests.filter((q) => JSON.parse(q.body).type === 'old').length >= 2000, { what: 'replays drained', timeout: 60000 });
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a 429 with Retry-After pauses the whole endpoint', async () => {
+    const h = await startHookd();
+    let first = true;
+    const r = await startReceiver(() => {
+      if (first) { first = false; return { status: 429, headers: { 'Retry-After': '2' } }; }
+      return { status: 200 };
+    });
+    const { tenant, endpoint } = await setup(h, r.url, { max_in_flight: 1 });
+    const a = await publish(h, tenant, { type: 'a', payload: { n: 1 } });
+    await r.waitFor(1);
+    const t429 = r.requests[0].at;
+    const others = [];
+    for (let i = 0; i < 5; i++) others.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    const paused = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.ok(paused.json.health.paused_until, 'the endpoint shows its pause');
+    await r.waitFor(7, 10000);
+    const next = r.requests[1].at;
+    assert.ok(next - t429 >= 1950, `nothing was sent to the endpoint for ${next - t429} ms after the 429 (Retry-After 2 s)`);
+    for (const id of [a.json.id, ...others]) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+});
