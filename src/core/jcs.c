@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/inbound.h"
+#include "core/jsonio.h"
 
 #define JCS_MAX_DEPTH 4096 /* guards against cyclic or absurdly deep values */
 
@@ -131,39 +132,10 @@ static int utf8_valid(const char *s, size_t n) {
   return 1;
 }
 
+/* Strings: valid UTF-8 only, then the minimal escaping JCS requires (jsonio's quoting). */
 static int jcs_string(hookd_buf *out, const char *s, size_t n) {
   if (!utf8_valid(s, n)) return -1;
-  int rc = hookd_buf_append(out, "\"", 1);
-  size_t run = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
-    unsigned char c = (unsigned char)s[i];
-    const char *esc = NULL;
-    char tmp[8];
-    switch (c) {
-    case '"': esc = "\\\""; break;
-    case '\\': esc = "\\\\"; break;
-    case '\b': esc = "\\b"; break;
-    case '\t': esc = "\\t"; break;
-    case '\n': esc = "\\n"; break;
-    case '\f': esc = "\\f"; break;
-    case '\r': esc = "\\r"; break;
-    default:
-      if (c < 0x20) {
-        snprintf(tmp, sizeof tmp, "\\u%04x", c);
-        esc = tmp;
-      }
-    }
-    if (esc) {
-      rc = hookd_buf_append(out, s + i - run, run);
-      if (!rc) rc = hookd_buf_puts(out, esc);
-      run = 0;
-    } else {
-      run++;
-    }
-  }
-  if (!rc) rc = hookd_buf_append(out, s + n - run, run);
-  if (!rc) rc = hookd_buf_append(out, "\"", 1);
-  return rc;
+  return hookd_json_quote(out, s, n);
 }
 
 /* ---- member order: UTF-16 code units ------------------------------------------------------ */

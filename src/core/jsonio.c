@@ -93,7 +93,7 @@ int hookd_json_quote(hookd_buf *out, const char *s, size_t n) {
     case '\b': esc = "\\b"; break;
     case '\f': esc = "\\f"; break;
     default:
-      if (c < 0x20 || c == 0x7f) {
+      if (c < 0x20) { /* the minimal escaping of RFC 8785, which JCS shares */
         snprintf(tmp, sizeof tmp, "\\u%04x", c);
         esc = tmp;
       }

@@ -90,9 +90,9 @@ static int parse_ts(const char *s, int64_t *out) {
   return 0;
 }
 
-int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id,
-                    const char *timestamp, const char *sig_header, const void *body,
-                    size_t body_len, int64_t now_s, int64_t tolerance_s) {
+/* The checks before any signature: the headers are there, the timestamp within tolerance. */
+static int check_headers(const char *msg_id, const char *timestamp, const char *sig_header,
+                         int64_t now_s, int64_t tolerance_s) {
   int64_t ts;
   if (!msg_id || !*msg_id || !sig_header || parse_ts(timestamp, &ts) != 0)
     return HOOKD_VERIFY_MALFORMED;
@@ -100,6 +100,14 @@ int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id
     if (ts < now_s - tolerance_s) return HOOKD_VERIFY_STALE;
     if (ts > now_s + tolerance_s) return HOOKD_VERIFY_FUTURE;
   }
+  return HOOKD_VERIFY_OK;
+}
+
+int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id,
+                    const char *timestamp, const char *sig_header, const void *body,
+                    size_t body_len, int64_t now_s, int64_t tolerance_s) {
+  int pre = check_headers(msg_id, timestamp, sig_header, now_s, tolerance_s);
+  if (pre != HOOKD_VERIFY_OK) return pre;
   unsigned char macs[8][64];
   size_t nmacs = 0;
   for (size_t k = 0; k < nkeys && nmacs < 8; k++)
@@ -224,13 +232,8 @@ int hookd_sign_v1a(const char *whsk, const char *msg_id, int64_t timestamp, cons
 int hookd_verify_v1a(const char *whpk, const char *msg_id, const char *timestamp,
                      const char *sig_header, const void *body, size_t body_len, int64_t now_s,
                      int64_t tolerance_s) {
-  int64_t ts;
-  if (!msg_id || !*msg_id || !sig_header || parse_ts(timestamp, &ts) != 0)
-    return HOOKD_VERIFY_MALFORMED;
-  if (tolerance_s > 0) {
-    if (ts < now_s - tolerance_s) return HOOKD_VERIFY_STALE;
-    if (ts > now_s + tolerance_s) return HOOKD_VERIFY_FUTURE;
-  }
+  int pre = check_headers(msg_id, timestamp, sig_header, now_s, tolerance_s);
+  if (pre != HOOKD_VERIFY_OK) return pre;
   EVP_PKEY *k = ed_key(whpk, "whpk_", 0);
   unsigned char *m = NULL;
   size_t mlen = 0;

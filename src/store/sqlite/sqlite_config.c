@@ -41,27 +41,14 @@ int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t) {
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
 }
 
+static void rd_tenant(sqlite3_stmt *st, void *rec) { read_tenant(st, rec); }
+static void free_tenants(void *v, size_t n) { hookd_tenants_free(v, n); }
+
 int sq_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_LIST, "SELECT " TENANT_COLS " FROM tenants ORDER BY id");
   if (!st) return HOOKD_STORE_ERR;
-  size_t cap = 16, len = 0;
-  hookd_tenant *v = calloc(cap, sizeof *v);
-  int rc = SQLITE_DONE;
-  while (v && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      hookd_tenant *nv = realloc(v, (cap *= 2) * sizeof *v);
-      if (!nv) break;
-      v = nv;
-    }
-    read_tenant(st, &v[len++]);
-  }
-  if (!v || rc != SQLITE_DONE) {
-    if (v) hookd_tenants_free(v, len);
-    return sq_fail(c, "list tenants");
-  }
-  *out = v;
-  *n = len;
-  return HOOKD_STORE_OK;
+  return sq_read_rows(c, st, sizeof **out, rd_tenant, free_tenants, (void **)out, n,
+                      "list tenants");
 }
 
 int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t) {
@@ -148,29 +135,12 @@ void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->failing_since_ms = sq_col_i64(st, 27);
 }
 
+static void rd_endpoint(sqlite3_stmt *st, void *rec) { sq_read_endpoint(st, rec); }
+static void free_endpoints(void *v, size_t n) { hookd_endpoints_free(v, n); }
+
 int sq_read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint **out, size_t *n) {
-  size_t cap = 16, len = 0;
-  hookd_endpoint *v = malloc(cap * sizeof *v);
-  if (!v) return HOOKD_STORE_ERR;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      hookd_endpoint *nv = realloc(v, (cap *= 2) * sizeof *v);
-      if (!nv) {
-        hookd_endpoints_free(v, len);
-        return HOOKD_STORE_ERR;
-      }
-      v = nv;
-    }
-    sq_read_endpoint(st, &v[len++]);
-  }
-  if (rc != SQLITE_DONE) {
-    hookd_endpoints_free(v, len);
-    return sq_fail(c, "list endpoints");
-  }
-  *out = v;
-  *n = len;
-  return HOOKD_STORE_OK;
+  return sq_read_rows(c, st, sizeof **out, rd_endpoint, free_endpoints, (void **)out, n,
+                      "list endpoints");
 }
 
 int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant) {
@@ -352,42 +322,26 @@ int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k) {
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "insert api key");
 }
 
+static void rd_api_key(sqlite3_stmt *st, void *rec) {
+  hookd_api_key *k = rec;
+  k->id = sq_col_str(st, 0);
+  if (sqlite3_column_bytes(st, 1) == 32) memcpy(k->hash, sqlite3_column_blob(st, 1), 32);
+  k->role = sq_col_str(st, 2);
+  k->tenants = sq_col_str(st, 3);
+  k->name = sq_col_str(st, 4);
+  k->created_ms = sq_col_i64(st, 5);
+  k->revoked_ms = sq_col_i64(st, 6);
+}
+static void free_api_keys(void *v, size_t n) { hookd_api_keys_free(v, n); }
+
 int sq_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n) {
   sqlite3_stmt *st =
       sq_stmt(c, SQ_KEY_LIST,
               "SELECT id, hash, role, tenants, name, created_at, revoked_at FROM api_keys"
               " ORDER BY created_at, id");
   if (!st) return HOOKD_STORE_ERR;
-  size_t cap = 8, len = 0;
-  hookd_api_key *v = calloc(cap, sizeof *v);
-  if (!v) return HOOKD_STORE_ERR;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      hookd_api_key *nv = realloc(v, (cap *= 2) * sizeof *v);
-      if (!nv) {
-        hookd_api_keys_free(v, len);
-        return HOOKD_STORE_ERR;
-      }
-      v = nv;
-    }
-    hookd_api_key *k = &v[len++];
-    memset(k, 0, sizeof *k);
-    k->id = sq_col_str(st, 0);
-    if (sqlite3_column_bytes(st, 1) == 32) memcpy(k->hash, sqlite3_column_blob(st, 1), 32);
-    k->role = sq_col_str(st, 2);
-    k->tenants = sq_col_str(st, 3);
-    k->name = sq_col_str(st, 4);
-    k->created_ms = sq_col_i64(st, 5);
-    k->revoked_ms = sq_col_i64(st, 6);
-  }
-  if (rc != SQLITE_DONE) {
-    hookd_api_keys_free(v, len);
-    return sq_fail(c, "list api keys");
-  }
-  *out = v;
-  *n = len;
-  return HOOKD_STORE_OK;
+  return sq_read_rows(c, st, sizeof **out, rd_api_key, free_api_keys, (void **)out, n,
+                      "list api keys");
 }
 
 int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms) {
@@ -418,6 +372,19 @@ int sq_audit_append(hookd_store_conn *c, const hookd_audit *a) {
   return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "append audit");
 }
 
+static void rd_audit(sqlite3_stmt *st, void *rec) {
+  hookd_audit *a = rec;
+  a->seq = sq_col_i64(st, 0);
+  a->at_ms = sq_col_i64(st, 1);
+  a->actor = sq_col_str(st, 2);
+  a->action = sq_col_str(st, 3);
+  a->target = sq_col_str(st, 4);
+  a->tenant_id = sq_col_str(st, 5);
+  a->reason = sq_col_str(st, 6);
+  a->detail = sq_col_str(st, 7);
+}
+static void free_audits(void *v, size_t n) { hookd_audits_free(v, n); }
+
 int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
                   hookd_audit **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_AUDIT_LIST,
@@ -428,34 +395,5 @@ int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq
   sq_bind_text(st, 1, tenant_id);
   sq_bind_i64(st, 2, before_seq);
   sq_bind_i64(st, 3, limit);
-  size_t cap = 16, len = 0;
-  hookd_audit *v = calloc(cap, sizeof *v);
-  if (!v) return HOOKD_STORE_ERR;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      hookd_audit *nv = realloc(v, (cap *= 2) * sizeof *v);
-      if (!nv) {
-        hookd_audits_free(v, len);
-        return HOOKD_STORE_ERR;
-      }
-      v = nv;
-    }
-    hookd_audit *a = &v[len++];
-    a->seq = sq_col_i64(st, 0);
-    a->at_ms = sq_col_i64(st, 1);
-    a->actor = sq_col_str(st, 2);
-    a->action = sq_col_str(st, 3);
-    a->target = sq_col_str(st, 4);
-    a->tenant_id = sq_col_str(st, 5);
-    a->reason = sq_col_str(st, 6);
-    a->detail = sq_col_str(st, 7);
-  }
-  if (rc != SQLITE_DONE) {
-    hookd_audits_free(v, len);
-    return sq_fail(c, "list audit");
-  }
-  *out = v;
-  *n = len;
-  return HOOKD_STORE_OK;
+  return sq_read_rows(c, st, sizeof **out, rd_audit, free_audits, (void **)out, n, "list audit");
 }

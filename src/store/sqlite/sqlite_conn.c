@@ -80,6 +80,31 @@ char *sq_col_str(sqlite3_stmt *st, int i) {
 
 int64_t sq_col_i64(sqlite3_stmt *st, int i) { return sqlite3_column_int64(st, i); }
 
+int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
+                 void (*read)(sqlite3_stmt *st, void *rec), void (*free_all)(void *v, size_t n),
+                 void **out, size_t *n, const char *what) {
+  size_t cap = 8, len = 0;
+  char *v = calloc(cap, elem);
+  int rc = SQLITE_DONE;
+  while (v && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (len == cap) {
+      char *nv = realloc(v, cap * 2 * elem);
+      if (!nv) break;
+      memset(nv + cap * elem, 0, cap * elem);
+      v = nv;
+      cap *= 2;
+    }
+    read(st, v + len++ * elem);
+  }
+  if (!v || rc != SQLITE_DONE) {
+    if (v) free_all(v, len);
+    return sq_fail(c, what);
+  }
+  *out = v;
+  *n = len;
+  return HOOKD_STORE_OK;
+}
+
 /* ---------- checkpointer ---------- */
 
 static void *ckpt_main(void *arg) {

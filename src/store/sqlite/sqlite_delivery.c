@@ -43,29 +43,12 @@ void sq_read_delivery(sqlite3_stmt *st, int i, hookd_delivery *d) {
   d->ordering_key = sq_col_str(st, i + 24);
 }
 
+static void rd_delivery(sqlite3_stmt *st, void *rec) { sq_read_delivery(st, 0, rec); }
+static void free_deliveries(void *v, size_t n) { hookd_deliveries_free(v, n); }
+
 int sq_read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **out, size_t *n) {
-  size_t cap = 8, len = 0;
-  hookd_delivery *v = malloc(cap * sizeof *v);
-  if (!v) return HOOKD_STORE_ERR;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      hookd_delivery *nv = realloc(v, (cap *= 2) * sizeof *v);
-      if (!nv) {
-        hookd_deliveries_free(v, len);
-        return HOOKD_STORE_ERR;
-      }
-      v = nv;
-    }
-    sq_read_delivery(st, 0, &v[len++]);
-  }
-  if (rc != SQLITE_DONE) {
-    hookd_deliveries_free(v, len);
-    return sq_fail(c, "read deliveries");
-  }
-  *out = v;
-  *n = len;
-  return HOOKD_STORE_OK;
+  return sq_read_rows(c, st, sizeof **out, rd_delivery, free_deliveries, (void **)out, n,
+                      "read deliveries");
 }
 
 /* ---------- publish ---------- */
@@ -271,6 +254,27 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
   return rc;
 }
 
+static void rd_attempt(sqlite3_stmt *st, void *rec) {
+  hookd_attempt *a = rec;
+  a->number = (int)sq_col_i64(st, 0);
+  a->started_ms = sq_col_i64(st, 1);
+  a->finished_ms = sq_col_i64(st, 2);
+  a->outcome = sq_col_str(st, 3);
+  a->http_status = (int)sq_col_i64(st, 4);
+  a->latency_ms = sq_col_i64(st, 5);
+  a->error = sq_col_str(st, 6);
+  a->response_len = (size_t)sqlite3_column_bytes(st, 7);
+  if (a->response_len && (a->response = malloc(a->response_len + 1))) {
+    memcpy(a->response, sqlite3_column_blob(st, 7), a->response_len);
+    a->response[a->response_len] = '\0';
+  } else {
+    a->response_len = 0;
+  }
+  a->lease_token = sq_col_i64(st, 8);
+  a->trigger = sq_col_str(st, 9);
+}
+static void free_attempts(void *v, size_t n) { hookd_attempts_free(v, n); }
+
 int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hookd_attempt **att,
                     size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_DL_GET,
@@ -291,47 +295,9 @@ int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
                " ORDER BY attempt_number");
   if (!st) goto fail;
   sq_bind_i64(st, 1, d->seq);
-  size_t cap = 4, len = 0;
-  hookd_attempt *v = malloc(cap * sizeof *v);
-  if (!v) goto fail;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      hookd_attempt *nv = realloc(v, (cap *= 2) * sizeof *v);
-      if (!nv) {
-        hookd_attempts_free(v, len);
-        goto fail;
-      }
-      v = nv;
-    }
-    hookd_attempt *a = &v[len++];
-    memset(a, 0, sizeof *a);
-    a->number = (int)sq_col_i64(st, 0);
-    a->started_ms = sq_col_i64(st, 1);
-    a->finished_ms = sq_col_i64(st, 2);
-    a->outcome = sq_col_str(st, 3);
-    a->http_status = (int)sq_col_i64(st, 4);
-    a->latency_ms = sq_col_i64(st, 5);
-    a->error = sq_col_str(st, 6);
-    a->response_len = (size_t)sqlite3_column_bytes(st, 7);
-    if (a->response_len) {
-      a->response = malloc(a->response_len + 1);
-      if (a->response) {
-        memcpy(a->response, sqlite3_column_blob(st, 7), a->response_len);
-        a->response[a->response_len] = '\0';
-      } else {
-        a->response_len = 0;
-      }
-    }
-    a->lease_token = sq_col_i64(st, 8);
-    a->trigger = sq_col_str(st, 9);
-  }
-  if (rc != SQLITE_DONE) {
-    hookd_attempts_free(v, len);
-    sq_fail(c, "read attempts");
+  if (sq_read_rows(c, st, sizeof **att, rd_attempt, free_attempts, (void **)att, n,
+                   "read attempts") != 0)
     goto fail;
-  }
-  *att = v;
-  *n = len;
   return HOOKD_STORE_OK;
 fail:
   hookd_delivery_free(d);

@@ -129,34 +129,17 @@ int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms) {
   return rc;
 }
 
+static void rd_source(sqlite3_stmt *st, void *rec) { read_source(st, rec); }
+static void free_sources(void *v, size_t n) { hookd_sources_free(v, n); }
+
 int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_LIST,
                              "SELECT " SRC_COLS " FROM sources WHERE deleted_at IS NULL"
                              " AND (?1 IS NULL OR tenant_id = ?1) ORDER BY id");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, tenant_id);
-  size_t cap = 8, len = 0;
-  hookd_source *v = calloc(cap, sizeof *v);
-  if (!v) return HOOKD_STORE_ERR;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (len == cap) {
-      hookd_source *nv = realloc(v, (cap *= 2) * sizeof *v);
-      if (!nv) {
-        hookd_sources_free(v, len);
-        return HOOKD_STORE_ERR;
-      }
-      v = nv;
-    }
-    read_source(st, &v[len++]);
-  }
-  if (rc != SQLITE_DONE) {
-    hookd_sources_free(v, len);
-    return sq_fail(c, "list sources");
-  }
-  *out = v;
-  *n = len;
-  return HOOKD_STORE_OK;
+  return sq_read_rows(c, st, sizeof **out, rd_source, free_sources, (void **)out, n,
+                      "list sources");
 }
 
 /* ---------- inbox rows ---------- */
@@ -449,6 +432,9 @@ int sq_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_de
   return rc;
 }
 
+static void rd_inbox(sqlite3_stmt *st, void *rec) { read_inbox(st, rec); }
+static void free_inboxes(void *v, size_t n) { hookd_inboxes_free(v, n); }
+
 int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out, size_t *n) {
   sqlite3_stmt *q = sq_stmt(c, SQ_INBOX_LIST,
                             "SELECT " INBOX_COLS " FROM inbox i"
@@ -462,24 +448,7 @@ int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
   sq_bind_text(q, 3, f->status);
   sq_bind_i64(q, 4, f->before_seq);
   sq_bind_i64(q, 5, f->limit);
-  size_t cap = 16, len = 0;
-  hookd_inbox *v = calloc(cap, sizeof *v);
-  int rc = SQLITE_DONE;
-  while (v && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-    if (len == cap) {
-      hookd_inbox *nv = realloc(v, (cap *= 2) * sizeof *v);
-      if (!nv) break;
-      v = nv;
-    }
-    read_inbox(q, &v[len++]);
-  }
-  if (!v || rc != SQLITE_DONE) {
-    if (v) hookd_inboxes_free(v, len);
-    return sq_fail(c, "list inbox");
-  }
-  *out = v;
-  *n = len;
-  return HOOKD_STORE_OK;
+  return sq_read_rows(c, q, sizeof **out, rd_inbox, free_inboxes, (void **)out, n, "list inbox");
 }
 
 /* ---------- operator resolution ---------- */

@@ -55,6 +55,13 @@ void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v); /* 0 binds NULL */
 char *sq_col_str(sqlite3_stmt *st, int i);                   /* strdup, NULL for NULL */
 int64_t sq_col_i64(sqlite3_stmt *st, int i);                 /* 0 for NULL */
 
+/* Steps st to the end, reading each row into a growing array of elem-sized records with read();
+ * on failure frees what was read with free_all() and returns HOOKD_STORE_ERR (c->err says
+ * what). */
+int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
+                 void (*read)(sqlite3_stmt *st, void *rec), void (*free_all)(void *v, size_t n),
+                 void **out, size_t *n, const char *what);
+
 /* Migrations, sqlite_schema.c. */
 int sq_migrate(hookd_store_conn *c);
 
