@@ -142,7 +142,7 @@ void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg)
 }
 
 static void ring_push(hookd_dispatcher *d, tenant *t) {
-  if (t->in_ring || !t->ready_head || t->blocked_cap || t->waiting) return;
+  if (t->in_ring || t->serving || !t->ready_head || t->blocked_cap || t->waiting) return;
   t->in_ring = true;
   t->ring_next = NULL;
   t->turn_left = t->weight;
@@ -355,20 +355,20 @@ void sched_ep_schedule(hookd_dispatcher *d, ep *e) {
   }
 }
 
-static int tenants_active(hookd_dispatcher *d) {
-  int n = 0;
+/* Sum of the weights of tenants holding work, plus the claimer's when it holds none. */
+static int active_weight(hookd_dispatcher *d, const tenant *claimer) {
+  int w = claimer->in_flight + claimer->queued > 0 ? 0 : claimer->weight;
   const char *k;
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
     tenant *t = v;
-    if (t->in_flight + t->queued > 0) n++;
+    if (t->in_flight + t->queued > 0) w += t->weight;
   }
-  return n;
+  return w > 0 ? w : 1;
 }
 
 void sched_claim_due(hookd_dispatcher *d, int64_t now) {
   int leased_cap = 2 * d->cfg.max_in_flight;
-  int active = -1;
   /* endpoints the caps stop now go back in the heap afterwards */
   ep *later[64];
   int n_later = 0;
@@ -382,8 +382,9 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     int t_room = 2 * t->max_in_flight - t_leased;
     if (room > t_room) room = t_room;
     if (leased + room > leased_cap) {
-      if (active < 0) active = tenants_active(d) + 1;
-      int fair = leased_cap / active; /* a tenant below its fair share may always claim */
+      /* a tenant below its weighted share of the claim budget may always claim: one that
+       * sends slowly and hoards claims cannot starve the others */
+      int fair = (int)((int64_t)leased_cap * t->weight / active_weight(d, t));
       int g_room = leased_cap - leased;
       if (t_leased < fair && fair - t_leased > g_room) g_room = fair - t_leased;
       if (room > g_room) room = g_room;
@@ -416,12 +417,15 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
   while (d->in_flight < d->cfg.max_in_flight) {
     tenant *t = ring_pop(d);
     if (!t) break;
+    t->serving = true; /* its endpoints becoming ready must not re-queue it mid-turn */
     if (t->in_flight >= t->max_in_flight) {
+      t->serving = false;
       t->blocked_cap = true; /* back in the ring on one of its completions */
       continue;
     }
     int64_t twait = hookd_bucket_wait_ms(&t->bucket, now);
     if (twait > 0) {
+      t->serving = false;
       t->waiting = true;
       t->wake_ms = now + twait;
       t->wait_next = d->tenant_wait;
@@ -429,7 +433,10 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
       continue;
     }
     ep *e = ready_pop(t);
-    if (!e) continue; /* nothing ready: out of the ring until an endpoint is */
+    if (!e) {
+      t->serving = false;
+      continue; /* nothing ready: out of the ring until an endpoint is */
+    }
     bool budget = false;
     int cls = pick_class(d, e, &budget);
     if (cls < 0) {
@@ -438,6 +445,7 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
         e->wait_next = d->budget_wait;
         d->budget_wait = e;
       }
+      t->serving = false;
       ring_push(d, t);
       continue;
     }
@@ -447,12 +455,14 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
         e->wait_next = d->slow_wait;
         d->slow_wait = e;
       }
+      t->serving = false;
       ring_push(d, t);
       continue;
     }
     if (hookd_bucket_wait_ms(&e->bucket, now) > 0 ||
         !hookd_breaker_allow(&e->br, &d->breaker_cfg, now)) {
       sched_ep_ready(d, e); /* into the wake heap, or out until a completion */
+      t->serving = false;
       ring_push(d, t);
       continue;
     }
@@ -481,14 +491,15 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
     }
     sched_ep_ready(d, e);
     sched_ep_schedule(d, e);
-    if (--t->turn_left > 0 && !t->in_ring) {
-      /* its turn continues: put it back at the head */
+    t->serving = false;
+    if (--t->turn_left > 0 && t->ready_head) {
+      /* its turn continues: back at the head, with what is left of the turn */
       t->in_ring = true;
       t->ring_next = d->ring_head;
       d->ring_head = t;
       if (!d->ring_tail) d->ring_tail = t;
     } else {
-      ring_push(d, t);
+      ring_push(d, t); /* at the tail, with a new turn */
     }
   }
 }

@@ -211,4 +211,86 @@ describe('isolation', () => {
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
+
+  it('tenant weights share the sending turns (weight 3 gets about three times weight 1)', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '4', '--tenant-max-in-flight', '4'] });
+    // both receivers hold requests; releasing them in rounds shows who got the slots
+    const heavy = await startReceiver(() => 'hang');
+    const light = await startReceiver(() => 'hang');
+    const H = await setup(h, heavy.url, { max_in_flight: 4 }, 'heavy');
+    const L = await setup(h, light.url, { max_in_flight: 4 }, 'light');
+    assert.equal((await h.api('PATCH', '/v1/tenants/heavy', { weight: 3 })).json.weight, 3);
+    for (let i = 0; i < 120; i++) {
+      await publish(h, H.tenant, { type: 'a', payload: { i } });
+      await publish(h, L.tenant, { type: 'a', payload: { i } });
+    }
+    await waitUntil(async () => heavy.open + light.open === 4, { what: 'slots full', timeout: 5000 });
+    for (let round = 0; round < 30; round++) {
+      const before = heavy.requests.length + light.requests.length;
+      heavy.releaseHanging();
+      light.releaseHanging();
+      await waitUntil(async () => heavy.requests.length + light.requests.length >= before + 4 || heavy.requests.length + light.requests.length >= 240,
+        { what: `round ${round}`, timeout: 5000 });
+    }
+    const ratio = heavy.requests.length / light.requests.length;
+    assert.ok(ratio > 2 && ratio < 4.5, `heavy/light = ${heavy.requests.length}/${light.requests.length} = ${ratio.toFixed(2)} (weights 3:1)`);
+    heavy.releaseHanging();
+    light.releaseHanging();
+    heavy.behave = light.behave = () => ({ status: 200 });
+    assert.equal((await h.stop()).code, 0);
+    await heavy.close();
+    await light.close();
+  });
+
+  it('a lane with policy block waits behind a DEAD head until it is replayed', async () => {
+    const h = await startHookd();
+    let reject = true;
+    const r = await startReceiver((rec) => ({ status: reject && JSON.parse(rec.body).data.n === 1 ? 400 : 200 }));
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
+    const first = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'acct-7' });
+    const second = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'acct-7' });
+    const other = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'acct-8' });
+    const [dead] = await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'dead');
+    await waitDelivery(h, other.json.id, (ds) => ds[0]?.state === 'delivered');
+    const waiting = await h.api('GET', `/v1/events/${second.json.id}`);
+    assert.equal(waiting.json.deliveries[0].state, 'pending', 'blocked behind the DEAD head');
+    assert.equal(r.requests.filter((q) => JSON.parse(q.body).data.n === 2).length, 0);
+    reject = false;
+    await h.api('POST', `/v1/deliveries/${dead.id}/replay`);
+    await waitDelivery(h, second.json.id, (ds) => ds[0]?.state === 'delivered');
+    const order = r.requests.map((q) => JSON.parse(q.body).data.n).filter((n) => n !== 3);
+    assert.deepEqual(order, [1, 1, 2]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('an endpoint failing without a success for longer than the limit is disabled with the reason', async () => {
+    const h = await startHookd({ args: ['--disable-failing-after-s', '1', '--retry-base-ms', '200', '--retry-cap-ms', '200'] });
+    const r = await startReceiver(() => ({ status: 503 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 100, backoff_base_ms: 200, backoff_cap_ms: 200 } });
+    await publish(h, tenant, { type: 'a', payload: {} });
+    const ep = await waitUntil(async () => {
+      const e = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+      return e.json.enabled === false ? e.json : null;
+    }, { what: 'endpoint disabled', timeout: 10000 });
+    assert.match(ep.disabled_reason, /failing without a success/);
+    assert.ok(ep.failing_since);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('limits: endpoints per tenant and event types per filter', async () => {
+    const h = await startHookd({ args: ['--max-endpoints-per-tenant', '2', '--max-event-types', '3'] });
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url);
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url })).status, 201);
+    const third = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url });
+    assert.equal(third.status, 422);
+    assert.equal(third.json.error.code, 'limit_exceeded');
+    const tooMany = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${(await h.api('GET', `/v1/tenants/${tenant}/endpoints`)).json.data[0].id}`,
+      { event_types: ['a', 'b', 'c', 'd'] });
+    assert.equal(tooMany.status, 422);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
 });

@@ -15,6 +15,11 @@ export const TEST_ARGS = [
   '--retry-base-ms', '100', '--retry-cap-ms', '400', '--log-level', 'debug',
 ];
 
+// Every daemon a test starts dies with the test process, even when the test fails before it
+// could stop it: no orphan keeps retrying in the background.
+const children = new Set();
+process.on('exit', () => { for (const p of children) { try { p.kill('SIGKILL'); } catch { /* gone */ } } });
+
 export function tempDir(prefix = 'hookd-test-') {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
@@ -27,6 +32,8 @@ export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, t
   const argv = ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${db}`,
                 ...(apiKey ? ['--api-key', apiKey] : []), ...testArgs, ...args];
   const proc = spawn(HOOKD_BIN, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(proc);
+  proc.on('exit', () => children.delete(proc));
   const h = new Hookd(proc, dir, db, apiKey, ownDir);
   const exitedEarly = h.exited.then(({ code, signal }) => {
     throw new Error(`hookd did not start: exited (code ${code}, signal ${signal})\n${h.stderrText.slice(-2000)}`);
