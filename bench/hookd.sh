@@ -1,0 +1,107 @@
+# hookd.sh — start, configure, query and stop the hookd under test (sourced, not run). The
+# daemon listens on 127.0.0.1 port 0 (the port is read from its "listening" log line), stores
+# in sqlite:DIR/hookd.db (WAL, synchronous=FULL: hookd's defaults) and may deliver to loopback.
+# shellcheck shell=bash
+
+HOOKD_BIN=${HOOKD_BIN:-$BENCH_ROOT/build/hookd}
+HOOKD_KEY=bench-admin-key
+HOOKD_ARGS_BASE=(--api-key "$HOOKD_KEY" --egress-allow 127.0.0.0/8 --allow-http
+  --egress-ports any --log-level info)
+
+# hookd_start DIR [extra hookd serve args...] — sets HOOKD_PID, HOOKD_PORT, HOOKD_URL.
+hookd_start() {
+  local dir=$1 i log
+  shift
+  mkdir -p "$dir"
+  _HOOKD_N=$((${_HOOKD_N:-0} + 1))
+  log=$dir/hookd.$_HOOKD_N.log
+  : >"$log" # exists before the loop below reads it
+  "$HOOKD_BIN" serve --listen 127.0.0.1:0 --store "sqlite:$dir/hookd.db" "${HOOKD_ARGS_BASE[@]}" \
+    "$@" 2>"$log" >"$dir/hookd.$_HOOKD_N.out" &
+  HOOKD_PID=$!
+  HOOKD_LOG=$log
+  bench_track "$HOOKD_PID"
+  for ((i = 0; i < 200; i++)); do
+    HOOKD_PORT=$(sed -n '/"msg":"listening"/ { s/.*"port":\([0-9]*\).*/\1/p; q }' "$log")
+    if [ -n "$HOOKD_PORT" ]; then
+      HOOKD_URL=http://127.0.0.1:$HOOKD_PORT
+      return 0
+    fi
+    kill -0 "$HOOKD_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  tail -20 "$log" >&2
+  die "hookd did not start"
+}
+
+# hookd_stop — SIGTERM (graceful: drains the store queue), SIGKILL after 30 s.
+hookd_stop() { [ -n "${HOOKD_PID:-}" ] && bench_kill "$HOOKD_PID" 30; HOOKD_PID=; }
+
+# hookd_api METHOD PATH [JSON] → prints "STATUS BODY".
+hookd_api() {
+  curl -s -X "$1" -H "Authorization: Bearer $HOOKD_KEY" -H 'Content-Type: application/json' \
+    ${3:+-d "$3"} -w '\n%{http_code}' "$HOOKD_URL$2" | awk '{l[NR]=$0} END {print l[NR], l[1]}'
+}
+
+# hookd_setup TENANTS SINK_URL MAX_IN_FLIGHT — tenants t1..tN, one endpoint each.
+hookd_setup() {
+  local n=$1 url=$2 mif=$3 i r
+  for ((i = 1; i <= n; i++)); do
+    r=$(hookd_api POST /v1/tenants "{\"id\":\"t$i\"}")
+    [ "${r%% *}" = 201 ] || die "tenant t$i: $r"
+    r=$(hookd_api POST "/v1/tenants/t$i/endpoints" "{\"url\":\"$url\",\"max_in_flight\":$mif}")
+    [ "${r%% *}" = 201 ] || die "endpoint for t$i: $r"
+  done
+}
+
+# hookd_metrics → the /metrics text; hookd_metric NAME → one sample's value (0 if absent).
+hookd_metrics() { curl -s "$HOOKD_URL/metrics"; }
+hookd_metric() {
+  curl -s "$HOOKD_URL/metrics" | awk -v n="$1" '$1 == n { print $2; f = 1 } END { if (!f) print 0 }'
+}
+
+# hookd_metric_fast NAME — one sample's value read with bash builtins only (/dev/tcp, no curl or
+# awk process per call), so polling every 50 ms costs the measured machine almost nothing.
+hookd_metric_fast() {
+  local line v=0 fd
+  { exec {fd}<>"/dev/tcp/127.0.0.1/$HOOKD_PORT"; } 2>/dev/null || { echo 0; return 0; }
+  printf 'GET /metrics HTTP/1.0\r\n\r\n' >&"$fd"
+  while IFS= read -r line <&"$fd"; do
+    case $line in "$1 "*) v=${line#* }; v=${v%$'\r'} ;; esac
+  done
+  exec {fd}>&-
+  echo "$v"
+}
+
+# hookd_wait_delivered TARGET TIMEOUT_S — polls every 50 ms until
+# hookd_deliveries_delivered_total >= TARGET; prints the time it was reached (epoch seconds)
+# or fails.
+hookd_wait_delivered() {
+  local target=$1 deadline=$((SECONDS + $2)) v
+  while :; do
+    v=$(hookd_metric_fast hookd_deliveries_delivered_total)
+    if [ "${v%.*}" -ge "$target" ]; then
+      now
+      return 0
+    fi
+    if ! kill -0 "$HOOKD_PID" 2>/dev/null; then
+      log "hookd exited before delivering everything (log: $HOOKD_LOG)"
+      return 1
+    fi
+    if [ "$SECONDS" -gt "$deadline" ]; then
+      log "timed out: $v of $target deliveries"
+      return 1
+    fi
+    nap 0.05
+  done
+}
+
+# hookd_store_summary DIR → the store's own account (read after hookd stopped): journal mode,
+# deliveries by state, attempts by outcome.
+hookd_store_summary() {
+  sqlite3 "$1/hookd.db" \
+    "SELECT 'journal_mode=' || (SELECT journal_mode FROM pragma_journal_mode);
+     SELECT 'deliveries.' || state || '=' || COUNT(*) FROM deliveries GROUP BY state;
+     SELECT 'attempts.' || outcome || '=' || COUNT(*) FROM attempts GROUP BY outcome;
+     SELECT 'events=' || COUNT(*) FROM events;" | tr '\n' ' '
+}
