@@ -7,8 +7,21 @@
 
 static const char crockford[] = "0123456789abcdefghjkmnpqrstvwxyz";
 
+/* Small random draws (ids, jitter) come from a per-thread buffer refilled from the CSPRNG in
+ * blocks: one RAND_bytes call per few dozen draws instead of one each. */
+static _Thread_local unsigned char pool[512];
+static _Thread_local size_t pool_left;
+
 int hookd_random_bytes(void *out, size_t n) {
-  return RAND_bytes(out, (int)n) == 1 ? 0 : -1;
+  if (n > sizeof pool / 4) return RAND_bytes(out, (int)n) == 1 ? 0 : -1;
+  if (pool_left < n) {
+    if (RAND_bytes(pool, (int)sizeof pool) != 1) return -1;
+    pool_left = sizeof pool;
+  }
+  memcpy(out, pool + sizeof pool - pool_left, n);
+  memset(pool + sizeof pool - pool_left, 0, n); /* used bytes do not linger */
+  pool_left -= n;
+  return 0;
 }
 
 uint64_t hookd_random_u64(void) {

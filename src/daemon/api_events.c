@@ -150,15 +150,19 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
   if (okey) snprintf(op->ordering_key, sizeof op->ordering_key, "%s", okey);
 
-  /* request hash: SHA-256 of the canonical request body */
-  hookd_buf canon;
-  hookd_buf_init(&canon, app->cfg->max_body_bytes * 2 + 1024);
-  int brc = hookd_jcs(body, &canon);
-  if (brc == 0) {
-    unsigned int hl = 32;
-    EVP_Digest(canon.data, canon.len, op->hash, &hl, EVP_sha256(), NULL);
+  /* request hash: SHA-256 of the canonical request body. It only matters when the request can
+   * be repeated — a caller's event id or an Idempotency-Key; a generated id never collides. */
+  int brc = 0;
+  if (id || idem) {
+    hookd_buf canon;
+    hookd_buf_init(&canon, app->cfg->max_body_bytes * 2 + 1024);
+    brc = hookd_jcs(body, &canon);
+    if (brc == 0) {
+      unsigned int hl = 32;
+      EVP_Digest(canon.data, canon.len, op->hash, &hl, EVP_sha256(), NULL);
+    }
+    hookd_buf_free(&canon);
   }
-  hookd_buf_free(&canon);
 
   /* the envelope, serialised once */
   char ts[HOOKD_RFC3339_MAX];

@@ -139,7 +139,8 @@ void hookd_config_defaults(hookd_config *c) {
   c->max_event_types = 64;
   c->max_url_len = 2048;
   c->max_headers = 100;
-  c->max_header_bytes = 64 * 1024;
+  c->max_header_bytes = 16 * 1024; /* also libmicrohttpd's per-connection pool, zeroed per
+                                     request: bigger costs every request (bench/) */
   c->max_in_flight = 1024;
   c->tenant_max_in_flight = 256;
   c->disable_failing_after_s = 5LL * 24 * 3600;

@@ -24,14 +24,17 @@
 
 /* ---------- inbox ---------- */
 
+/* Queues m; wakes the dispatcher only when the inbox goes from empty to non-empty (it drains
+ * everything each time it wakes). */
 static void post(hookd_dispatcher *d, msg *m) {
   m->next = NULL;
   pthread_mutex_lock(&d->mu);
+  bool was_empty = d->in_head == NULL;
   if (d->in_tail) d->in_tail->next = m;
   else d->in_head = m;
   d->in_tail = m;
   pthread_mutex_unlock(&d->mu);
-  hookd_egress_wakeup(d->eg);
+  if (was_empty) hookd_egress_wakeup(d->eg);
 }
 
 static msg *msg_new(hookd_dispatcher *d, msg_type t) {

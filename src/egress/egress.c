@@ -10,7 +10,7 @@
 
 #include "core/clock.h"
 
-#define POOL_MAX 256
+#define POOL_MAX 8192 /* above any in-flight cap: a request never pays for curl_easy_init */
 
 struct hookd_egress {
   hookd_egress_config cfg;
@@ -115,9 +115,30 @@ static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int 
 
 /* ---------- requests ---------- */
 
+/* Options that are the same for every request are set once per handle. */
+static void set_constant_options(hookd_egress *eg, CURL *e) {
+  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, eg->cfg.user_agent);
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_PROXY, eg->cfg.proxy ? eg->cfg.proxy : "");
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+}
+
 int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
-  CURL *e = eg->pool_len ? eg->pool[--eg->pool_len] : curl_easy_init();
-  if (!e) return -1;
+  CURL *e = eg->pool_len ? eg->pool[--eg->pool_len] : NULL;
+  if (!e) {
+    if (!(e = curl_easy_init())) return -1;
+    set_constant_options(eg, e);
+  }
   req->easy = e;
   req->eg = eg;
   req->net = HOOKD_NET_PROTOCOL;
@@ -128,43 +149,26 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->request_sent = false;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);
 
+  /* per request: what differs, and the pointers to this request's state */
   curl_easy_setopt(e, CURLOPT_URL, req->url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)req);
-  curl_easy_setopt(e, CURLOPT_POST, 1L);
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body);
   curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, req->headers);
-  curl_easy_setopt(e, CURLOPT_USERAGENT, eg->cfg.user_agent);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, req->timeout_ms);
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                    eg->cfg.connect_timeout_ms < req->timeout_ms ? eg->cfg.connect_timeout_ms
                                                                 : req->timeout_ms);
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(e, CURLOPT_PROXY, eg->cfg.proxy ? eg->cfg.proxy : "");
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, req);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, req);
-  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, req);
-  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
   curl_easy_setopt(e, CURLOPT_PREREQDATA, req);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->error);
-  if (eg->cfg.resolve_list) {
-    struct curl_slist *pins = eg->cfg.resolve_list(eg->cfg.resolve_ctx);
-    if (pins) curl_easy_setopt(e, CURLOPT_RESOLVE, pins);
-  }
+  if (eg->cfg.resolve_list) curl_easy_setopt(e, CURLOPT_RESOLVE, eg->cfg.resolve_list(eg->cfg.resolve_ctx));
 
   req->started_ms = hookd_now_ms();
   req->t0_us = hookd_mono_us();
   if (curl_multi_add_handle(eg->multi, e) != CURLM_OK) {
-    curl_easy_reset(e);
     if (eg->pool_len < POOL_MAX)
       eg->pool[eg->pool_len++] = e;
     else
@@ -236,7 +240,9 @@ void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
     req->latency_ms = (hookd_mono_us() - req->t0_us) / 1000;
     curl_multi_remove_handle(eg->multi, e);
     eg->in_flight--;
-    curl_easy_reset(e);
+    /* the handle keeps its constant options for the next request; the error buffer points
+     * into this request, so detach it */
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
     if (eg->pool_len < POOL_MAX)
       eg->pool[eg->pool_len++] = e;
     else

@@ -241,21 +241,32 @@ static void reset_all(hookd_store_conn *c) {
     if (c->stmts[i]) sqlite3_reset(c->stmts[i]);
 }
 
+/* Transaction control runs for every op: prepared once, like every other statement. */
+static int tx(hookd_store_conn *c, enum sq_stmt_id id, const char *sql) {
+  sqlite3_stmt *st = sq_stmt(c, id, sql);
+  if (!st) return HOOKD_STORE_ERR;
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, sql);
+}
+
 static int sq_begin(hookd_store_conn *c, int writer) {
-  return sq_exec(c, writer ? "BEGIN IMMEDIATE" : "BEGIN");
+  return writer ? tx(c, SQ_TX_BEGIN_W, "BEGIN IMMEDIATE") : tx(c, SQ_TX_BEGIN_R, "BEGIN");
 }
 static int sq_commit(hookd_store_conn *c) {
   reset_all(c);
-  return sq_exec(c, "COMMIT");
+  return tx(c, SQ_TX_COMMIT, "COMMIT");
 }
 static int sq_rollback(hookd_store_conn *c) {
   reset_all(c);
   if (sqlite3_get_autocommit(c->db)) return HOOKD_STORE_OK;
-  return sq_exec(c, "ROLLBACK");
+  return tx(c, SQ_TX_ROLLBACK, "ROLLBACK");
 }
-static int sq_savepoint(hookd_store_conn *c) { return sq_exec(c, "SAVEPOINT op"); }
-static int sq_release(hookd_store_conn *c) { return sq_exec(c, "RELEASE op"); }
-static int sq_rollback_to(hookd_store_conn *c) { return sq_exec(c, "ROLLBACK TO op"); }
+static int sq_savepoint(hookd_store_conn *c) { return tx(c, SQ_TX_SAVEPOINT, "SAVEPOINT op"); }
+static int sq_release(hookd_store_conn *c) { return tx(c, SQ_TX_RELEASE, "RELEASE op"); }
+static int sq_rollback_to(hookd_store_conn *c) {
+  return tx(c, SQ_TX_ROLLBACK_TO, "ROLLBACK TO op");
+}
 
 const hookd_store_backend hookd_sqlite_backend = {
     .name = "sqlite",
