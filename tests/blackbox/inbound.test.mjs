@@ -378,3 +378,50 @@ describe('durability and local replay', () => {
     cleanup();
   });
 });
+
+describe('source lifecycle', () => {
+  it('GET never shows secrets; PATCH rotates them at once; DELETE makes /in answer 404; all audited without secrets', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_life_old'], [{ url: dest.url }]);
+    const got = await h.api('GET', `/v1/sources/${src.id}`);
+    assert.equal(got.status, 200, got.text);
+    assert.equal(got.json.provider, 'stripe');
+    assert.ok(!got.text.includes('whsec_life_old'), 'the source secret is never returned');
+    const listed = await h.api('GET', `/v1/sources?tenant=${TENANT}`);
+    assert.ok(listed.json.data.some((s) => s.id === src.id));
+
+    // rotation: both secrets during the overlap, then only the new one
+    let r = await h.api('PATCH', `/v1/sources/${src.id}`, { secrets: ['whsec_life_old', 'whsec_life_new'] });
+    assert.equal(r.status, 200, r.text);
+    const b1 = stripeEvent('evt_life_1');
+    assert.equal((await post(src, b1, sign.stripe(b1, 'whsec_life_old'))).status, 200);
+    const b2 = stripeEvent('evt_life_2');
+    assert.equal((await post(src, b2, sign.stripe(b2, 'whsec_life_new'))).status, 200);
+    r = await h.api('PATCH', `/v1/sources/${src.id}`, { secrets: ['whsec_life_new'], tolerance_s: 60 });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.tolerance_s, 60);
+    const b3 = stripeEvent('evt_life_3');
+    assert.equal((await post(src, b3, sign.stripe(b3, 'whsec_life_old'))).status, 401, 'the retired secret no longer verifies');
+    // a timestamp 120 s old is inside the default 300 s tolerance but outside the new 60 s
+    const b4 = stripeEvent('evt_life_4');
+    assert.equal((await post(src, b4, sign.stripe(b4, 'whsec_life_new', Math.floor(Date.now() / 1000) - 120))).status, 401);
+    // provider and destinations are immutable here
+    r = await h.api('PATCH', `/v1/sources/${src.id}`, { provider: 'github' });
+    assert.equal(r.status, 422);
+    assert.match(r.json.error.message, /provider/);
+    await waitUntil(async () => dest.requests.length >= 2 || null, { what: 'two forwards' });
+
+    const audit = await h.api('GET', '/v1/audit?limit=200');
+    const rows = audit.json.data.filter((a) => a.target === src.id);
+    assert.ok(rows.some((a) => a.action === 'source.update'), 'PATCH audited');
+    assert.ok(!audit.text.includes('whsec_life_'), 'no secret in the audit log');
+
+    r = await h.api('DELETE', `/v1/sources/${src.id}`);
+    assert.equal(r.status, 200, r.text);
+    assert.equal((await h.api('GET', `/v1/sources/${src.id}`)).status, 404);
+    const b5 = stripeEvent('evt_life_5');
+    assert.equal((await post(src, b5, sign.stripe(b5, 'whsec_life_new'))).status, 404, 'a deleted source is unknown');
+    assert.ok((await h.api('GET', '/v1/audit?limit=200')).json.data.some((a) => a.target === src.id && a.action === 'source.delete'));
+    await dest.close();
+  });
+});
