@@ -74,6 +74,11 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
 /* Query parameter helpers: limit (1..max, default def), returns -1 after answering 400. */
 int hookd_api_limit(hookd_req *r, int def, int max);
 
+/* The scope of a cross-tenant listing (audit, inbox): a key scoped to tenants must name one of
+ * them in ?tenant=, and ?before= is a positive sequence cursor (0 when absent). Returns 0, or
+ * -1 after answering 400/403. */
+int hookd_api_list_scope(hookd_req *r, const char *tenant, long long *before);
+
 /* Handlers (router.c maps routes to them). */
 void hookd_api_tenant_create(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_get(hookd_req *r, hookd_app *app);

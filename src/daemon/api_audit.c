@@ -52,23 +52,13 @@ static void reply_list(hookd_api_op *base, int rc) {
 void hookd_api_audit_list(hookd_req *r, hookd_app *app) {
   int limit = hookd_api_limit(r, 100, 1000);
   if (limit < 0) return;
-  const char *tenant = hookd_req_query(r, "tenant"), *before = hookd_req_query(r, "before");
-  const hookd_principal *p = hookd_api_principal(r);
+  const char *tenant = hookd_req_query(r, "tenant");
   if (tenant && !hookd_id_valid(tenant, 64)) {
     hookd_req_error(r, 400, "invalid_parameter", "tenant must be a tenant id");
     return;
   }
-  if (p && p->tenants[0] && !tenant) {
-    hookd_req_error(r, 403, "forbidden", "a key scoped to tenants must ask for one (?tenant=)");
-    return;
-  }
-  if (tenant && !hookd_api_tenant_allowed(r, tenant)) return;
-  char *end = NULL;
-  long long b = before ? strtoll(before, &end, 10) : 0;
-  if (before && (*end || b <= 0)) {
-    hookd_req_error(r, 400, "invalid_parameter", "before must be a positive sequence number");
-    return;
-  }
+  long long b;
+  if (hookd_api_list_scope(r, tenant, &b) != 0) return;
   audit_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
   if (!op) return;
   op->base.cleanup = audit_cleanup;

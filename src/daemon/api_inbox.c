@@ -131,8 +131,7 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   int limit = hookd_api_limit(r, 50, 500);
   if (limit < 0) return;
   const char *tenant = hookd_req_query(r, "tenant"), *source = hookd_req_query(r, "source"),
-             *state = hookd_req_query(r, "state"), *before = hookd_req_query(r, "before");
-  const hookd_principal *p = hookd_api_principal(r);
+             *state = hookd_req_query(r, "state");
   if ((tenant && !hookd_id_valid(tenant, 64)) || (source && !hookd_id_valid(source, 128))) {
     hookd_req_error(r, 400, "invalid_parameter", "tenant and source must be ids");
     return;
@@ -145,17 +144,8 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
                     "unknown, filtered, stale, conflict or duplicate");
     return;
   }
-  if (p && p->tenants[0] && !tenant) {
-    hookd_req_error(r, 403, "forbidden", "a key scoped to tenants must ask for one (?tenant=)");
-    return;
-  }
-  if (tenant && !hookd_api_tenant_allowed(r, tenant)) return;
-  char *end = NULL;
-  long long b = before ? strtoll(before, &end, 10) : 0;
-  if (before && (*end || b <= 0)) {
-    hookd_req_error(r, 400, "invalid_parameter", "before must be a next_cursor value");
-    return;
-  }
+  long long b;
+  if (hookd_api_list_scope(r, tenant, &b) != 0) return;
   inbox_op *op = new_op(r, app, run_list, reply_list);
   if (!op) return;
   snprintf(op->tenant, sizeof op->tenant, "%s", tenant ? tenant : "");

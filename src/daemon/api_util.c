@@ -162,6 +162,23 @@ int hookd_api_limit(hookd_req *r, int def, int max) {
   return (int)v;
 }
 
+int hookd_api_list_scope(hookd_req *r, const char *tenant, long long *before) {
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p && p->tenants[0] && !tenant) {
+    hookd_req_error(r, 403, "forbidden", "a key scoped to tenants must ask for one (?tenant=)");
+    return -1;
+  }
+  if (tenant && !hookd_api_tenant_allowed(r, tenant)) return -1;
+  const char *s = hookd_req_query(r, "before");
+  char *end = NULL;
+  *before = s ? strtoll(s, &end, 10) : 0;
+  if (s && (end == s || *end || *before <= 0)) {
+    hookd_req_error(r, 400, "invalid_parameter", "before must be a next_cursor value");
+    return -1;
+  }
+  return 0;
+}
+
 json_t *hookd_json_time(int64_t ms) {
   if (!ms) return json_null();
   char buf[HOOKD_RFC3339_MAX];
