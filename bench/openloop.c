@@ -1,7 +1,8 @@
 /* openloop.c — open-loop HTTP load generator for hookd's publish-latency benchmark.
  *
  *   openloop -r RATE -d SECONDS [-w WARMUP_SECONDS] [-c MAX_CONNECTIONS] [-b BODY_BYTES]
- *            [-H "Name: value"]... [-s EXPECTED_STATUS] URL [URL...]
+ *            [-H "Name: value"]... [-s EXPECTED_STATUS] [-T TYPES]
+ *            [-S STRIPE_SECRET -g TAG [-D]] URL [URL...]
  *
  * Sends POST requests at a fixed rate (request i is due at start + i/RATE, whatever happened to
  * earlier ones: open loop, so a slow server cannot slow the offered load down), cycling through
@@ -10,6 +11,12 @@
  * counts (no coordinated omission); requests leave in 1 ms ticks. The body is a JSON event of
  * about BODY_BYTES bytes:
  *   {"type":"order.created","payload":{"order":N,"pad":"xx…"}}
+ * With -T TYPES the event type cycles through "t000" … (TYPES-1), request i having type i % TYPES
+ * (the isolation benchmark routes each type to one endpoint).
+ * With -S the requests are instead Stripe-style webhooks for POST /in/{source}
+ * (bench/stripe_event.h): request i carries event id evt_TAG_i (a new event each time; with -D
+ * every request repeats id 0, the duplicate path), and a Stripe-Signature header computed as it
+ * leaves (t = the current second), so the timestamp is always within the tolerance.
  * Requests due during the warm-up are sent but not counted. Prints one line of key=value pairs:
  *   offered_rps achieved_rps sent ok other errors p50_ms p90_ms p99_ms p999_ms max_ms
  *   service_p50_ms service_p99_ms (latency from the actual send, without connection wait)
@@ -21,10 +28,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "stripe_event.h"
+
 typedef struct slot {
   CURL *easy;
   double due, sent;
   int counted;
+  char *body;                 /* per-request body (-T, -S) */
+  struct curl_slist *headers; /* per-request header list (-S) */
   struct slot *next_free;
 } slot;
 
@@ -59,6 +70,8 @@ int main(int argc, char **argv) {
   headers = curl_slist_append(headers, "Expect:");
   const char *urls[64];
   int n_urls = 0;
+  long types = 0, dup = 0;
+  const char *stripe_secret = NULL, *tag = "openloop";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-r") && i + 1 < argc) rate = atof(argv[++i]);
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) duration = atof(argv[++i]);
@@ -67,14 +80,20 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-b") && i + 1 < argc) body_bytes = atol(argv[++i]);
     else if (!strcmp(argv[i], "-s") && i + 1 < argc) expect = atol(argv[++i]);
     else if (!strcmp(argv[i], "-H") && i + 1 < argc) headers = curl_slist_append(headers, argv[++i]);
+    else if (!strcmp(argv[i], "-T") && i + 1 < argc) types = atol(argv[++i]);
+    else if (!strcmp(argv[i], "-S") && i + 1 < argc) stripe_secret = argv[++i];
+    else if (!strcmp(argv[i], "-g") && i + 1 < argc) tag = argv[++i];
+    else if (!strcmp(argv[i], "-D")) dup = 1;
     else if (argv[i][0] != '-' && n_urls < 64) urls[n_urls++] = argv[i];
     else {
       fprintf(stderr, "usage: %s -r RATE -d SECONDS [-w WARMUP] [-c MAX_CONNECTIONS] "
-                      "[-b BODY_BYTES] [-H HEADER]... [-s STATUS] URL [URL...]\n", argv[0]);
+                      "[-b BODY_BYTES] [-H HEADER]... [-s STATUS] [-T TYPES] "
+                      "[-S STRIPE_SECRET -g TAG [-D]] URL [URL...]\n", argv[0]);
       return 2;
     }
   }
-  if (!n_urls || rate <= 0 || duration <= 0 || warmup < 0 || max_conns < 1 || body_bytes < 100) {
+  if (!n_urls || rate <= 0 || duration <= 0 || warmup < 0 || max_conns < 1 || body_bytes < 100 ||
+      types < 0 || types > 1000 || strlen(tag) != 8 || (stripe_secret && body_bytes < 512)) {
     fprintf(stderr, "openloop: bad arguments\n");
     return 2;
   }
@@ -84,6 +103,12 @@ int main(int argc, char **argv) {
                       "{\"type\":\"order.created\",\"payload\":{\"order\":12345,\"pad\":\"");
   memset(body + head, 'x', (size_t)body_bytes - (size_t)head - 3);
   memcpy(body + body_bytes - 3, "\"}}", 4);
+  stripe_template tpl = {0};
+  if (stripe_secret && stripe_template_init(&tpl, (size_t)body_bytes, (long long)time(NULL)) != 0) {
+    fprintf(stderr, "openloop: cannot build the Stripe body\n");
+    return 2;
+  }
+  int per_request = stripe_secret || types;
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
   CURLM *m = curl_multi_init();
@@ -98,8 +123,9 @@ int main(int argc, char **argv) {
   for (long i = n_slots - 1; i >= 0; i--) {
     slot *s = &slots[i];
     s->easy = curl_easy_init();
+    if (per_request) s->body = malloc((size_t)body_bytes + 1);
     curl_easy_setopt(s->easy, CURLOPT_POST, 1L);
-    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, per_request ? s->body : body);
     curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_bytes);
     curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, discard);
@@ -130,6 +156,26 @@ int main(int argc, char **argv) {
       s->sent = t;
       s->counted = due >= t_count && due < t_stop;
       curl_easy_setopt(s->easy, CURLOPT_URL, urls[next % (size_t)n_urls]);
+      if (stripe_secret) {
+        char id[STRIPE_ID_LEN + 1], sig[65], h[128];
+        long long ts = (long long)time(NULL);
+        stripe_event_id(id, tag, dup ? 0 : (unsigned long long)next);
+        stripe_body(&tpl, id, s->body);
+        stripe_sign(stripe_secret, ts, s->body, (size_t)body_bytes, sig);
+        curl_slist_free_all(s->headers);
+        s->headers = NULL;
+        for (struct curl_slist *l = headers; l; l = l->next)
+          s->headers = curl_slist_append(s->headers, l->data);
+        snprintf(h, sizeof h, "Stripe-Signature: t=%lld,v1=%s", ts, sig);
+        s->headers = curl_slist_append(s->headers, h);
+        curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers);
+      } else if (types) {
+        int hn = snprintf(s->body, (size_t)body_bytes + 1,
+                          "{\"type\":\"t%03ld\",\"payload\":{\"order\":%zu,\"pad\":\"",
+                          (long)(next % (size_t)types), next);
+        memset(s->body + hn, 'x', (size_t)body_bytes - (size_t)hn - 3);
+        memcpy(s->body + body_bytes - 3, "\"}}", 4);
+      }
       curl_multi_add_handle(m, s->easy);
       next++;
       sent++;
@@ -185,7 +231,11 @@ int main(int argc, char **argv) {
          errors, pct(lat, n_lat, 0.50), pct(lat, n_lat, 0.90), pct(lat, n_lat, 0.99),
          pct(lat, n_lat, 0.999), n_lat ? lat[n_lat - 1] : NAN, pct(svc, n_lat, 0.50),
          pct(svc, n_lat, 0.99));
-  for (long i = 0; i < n_slots; i++) curl_easy_cleanup(slots[i].easy);
+  for (long i = 0; i < n_slots; i++) {
+    curl_easy_cleanup(slots[i].easy);
+    curl_slist_free_all(slots[i].headers);
+    free(slots[i].body);
+  }
   curl_multi_cleanup(m);
   curl_global_cleanup();
   return ok ? 0 : 1;

@@ -4,21 +4,25 @@
 # loopback, runs the benchmarks and writes bench/out/results.md. Every process it starts is
 # stopped on exit, failure or Ctrl-C.
 #
-#   bench/run.sh            all benchmarks (about 5 minutes on 2 vCPUs)
+#   bench/run.sh            all benchmarks (about 25 minutes on 2 vCPUs)
 #   bench/run.sh outbound   outbound end to end: deliveries/s vs the libcurl -> nginx ceiling
 #   bench/run.sh publish    publish API latency at fixed offered loads
+#   bench/run.sh inbound    signed Stripe-style webhooks to /in/{source}: acks/s vs wrk -> nginx,
+#                           latency at a fixed offered rate, the duplicate path
+#   bench/run.sh isolation  10 % of endpoints hanging vs all healthy; a 10M-delivery backlog
 #
 # Environment knobs (defaults in brackets): BENCH_REPS [3], BENCH_EVENTS [100000] (drain backlog),
 # BENCH_STEADY_EVENTS [50000] (0 = skip the steady phase), BENCH_PUBLISH_RATES ["2000 5000"],
 # BENCH_PUBLISH_SECONDS [10], BENCH_QUIET_WAIT [30] (seconds to wait for a quiet machine),
-# BENCH_KEEP_TMP [0] (keep logs, stores and metrics of every run).
+# BENCH_KEEP_TMP [0] (keep logs, stores and metrics of every run); bench/inbound.sh and
+# bench/isolation.sh list their own.
 # These are benchmarks, not tests: a slow figure prints MISS, it never fails the run.
 set -euo pipefail
 
 what=${1:-all}
 case "$what" in
-all | outbound | publish) ;;
-*) echo "usage: bench/run.sh [all|outbound|publish]" >&2; exit 2 ;;
+all | outbound | publish | inbound | isolation) ;;
+*) echo "usage: bench/run.sh [all|outbound|publish|inbound|isolation]" >&2; exit 2 ;;
 esac
 
 cd "$(dirname "$0")/.."
@@ -28,6 +32,8 @@ cd "$(dirname "$0")/.."
 . bench/hookd.sh
 . bench/outbound.sh
 . bench/publish.sh
+. bench/inbound.sh
+. bench/isolation.sh
 bench_install_trap
 
 started=$(date +%s)
@@ -38,7 +44,10 @@ cmake --build build -j2 --target hookd >/dev/null
 log "building the load tools (bench/out/bin)"
 read -r -a curl_flags <<<"$(pkg-config --cflags --libs libcurl)"
 cc -O2 -Wall -Wextra -o "$BENCH_BIN/curl_ceiling" bench/curl_ceiling.c "${curl_flags[@]}"
-cc -O2 -Wall -Wextra -o "$BENCH_BIN/openloop" bench/openloop.c "${curl_flags[@]}" -lm
+cc -O2 -Wall -Wextra -o "$BENCH_BIN/openloop" bench/openloop.c "${curl_flags[@]}" -lcrypto -lm
+cc -O2 -Wall -Wextra -o "$BENCH_BIN/inbound_sign" bench/inbound_sign.c -lcrypto
+read -r -a mhd_flags <<<"$(pkg-config --cflags --libs libmicrohttpd)"
+cc -O2 -Wall -Wextra -o "$BENCH_BIN/hang_receiver" bench/hang_receiver.c "${mhd_flags[@]}" -lpthread
 
 NGINX_WORKERS=${BENCH_NGINX_WORKERS:-1}
 : >"$BENCH_RESULTS"
@@ -54,9 +63,11 @@ nginx_start "$NGINX_WORKERS"
 log "nginx sink at $SINK_URL (pid $NGINX_PID)"
 
 case "$what" in
-all) outbound_main; publish_main ;;
+all) outbound_main; publish_main; inbound_main; isolation_main ;;
 outbound) outbound_main ;;
 publish) publish_main ;;
+inbound) inbound_main ;;
+isolation) isolation_main ;;
 esac
 
 nginx_stop

@@ -398,8 +398,10 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
                " last_error = COALESCE(?4, last_error), result_ref = COALESCE(?5, result_ref),"
                " completed_at = CASE WHEN ?2 = 'completed' THEN COALESCE(completed_at, ?6)"
                " ELSE NULL END"
-               " WHERE event_seq = ?1 AND status IN"
-               " ('received','retryable_failed','completed','dead_lettered','unknown')");
+               /* OR, not IN: an IN list of more than two constants builds a temporary
+                * b-tree on every execution (see the deliveries CHECK in sqlite_schema.c) */
+               " WHERE event_seq = ?1 AND (status = 'received' OR status = 'retryable_failed'"
+               " OR status = 'completed' OR status = 'dead_lettered' OR status = 'unknown')");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, event_seq);
   sq_bind_text(st, 2, status);

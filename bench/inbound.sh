@@ -1,0 +1,267 @@
+# inbound.sh — the inbound receive-path benchmark (sourced by run.sh): signed Stripe-style
+# webhooks posted to POST /in/{source}, each verified (HMAC-SHA256 over the raw body, timestamp
+# tolerance), deduplicated (UNIQUE(source, identity)), stored durably (the 200 is sent after the
+# group commit's fsync) and forwarded to a destination (the nginx sink) as in production.
+#
+# Each repetition, on a fresh store:
+#   presign  — bench/inbound_sign signs BENCH_INBOUND_PRESIGN requests with distinct event ids
+#              just before the run (Stripe's tolerance is 300 s), for wrk's Lua script;
+#   ceiling  — wrk with the same script and the same requests against nginx `return 200`;
+#   new      — wrk -> hookd, every request a new event (no id sent twice): acknowledgements/s
+#              (200 answers with duplicate=false) and wrk's latency percentiles (closed loop);
+#   dup      — wrk -> hookd, every request repeats one event id already stored (the duplicate
+#              path: verified, found, answered 200 duplicate=true, nothing written);
+#   check    — hookd stopped, the store read back: every acknowledged inbox id is stored once,
+#              one inbound event and one forward delivery each, no identity twice;
+#   open     — bench/openloop signs each request as it leaves, at a fixed offered rate
+#              (BENCH_INBOUND_RATES, default 2000 and 10000/s) on a fresh hookd: p50/p99 from each
+#              request's due time (no coordinated omission).
+# shellcheck shell=bash
+
+IN_REPS=${BENCH_REPS:-3}
+IN_SECONDS=${BENCH_INBOUND_SECONDS:-10}
+IN_CONNS=${BENCH_INBOUND_CONNS:-64}
+IN_WRK_THREADS=${BENCH_INBOUND_WRK_THREADS:-1}
+IN_PRESIGN=${BENCH_INBOUND_PRESIGN:-400000}
+IN_RATES=${BENCH_INBOUND_RATES:-"2000 10000"}
+IN_OPEN_SECONDS=${BENCH_INBOUND_OPEN_SECONDS:-10}
+IN_OPEN_CONNS=256
+IN_BODY=1024
+IN_DEST_MIF=64
+IN_SECRET=whsec_benchInboundSecret0123456789
+IN_SOURCE=src_bench
+IN_TENANT=shop
+IN_TARGET_RATE=30000
+IN_TARGET_RATIO=0.25
+IN_TARGET_P99_MS=10
+IN_TARGET_P99_RATE=10000
+
+in_field() { sed -n "s/.*[ ^]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
+
+# in_setup — tenant + Stripe source whose one destination is the nginx sink.
+in_setup() {
+  local r
+  r=$(hookd_api POST /v1/tenants "{\"id\":\"$IN_TENANT\"}")
+  [ "${r%% *}" = 201 ] || die "tenant: $r"
+  r=$(hookd_api POST /v1/sources "{\"id\":\"$IN_SOURCE\",\"tenant\":\"$IN_TENANT\",\"provider\":\"stripe\",
+    \"secrets\":[\"$IN_SECRET\"],\"destinations\":[{\"url\":\"$SINK_URL\",\"max_in_flight\":$IN_DEST_MIF}]}")
+  [ "${r%% *}" = 201 ] || die "source: $r"
+}
+
+# in_wrk URL MODE OUT [IDS_OUT] — runs wrk with bench/inbound.lua for IN_SECONDS; the script's
+# summary line goes to OUT.
+in_wrk() {
+  local url=$1 mode=$2 out=$3 ids=${4:--}
+  wrk -t"$IN_WRK_THREADS" -c"$IN_CONNS" -d"${IN_SECONDS}s" --timeout 30s -s "$BENCH_ROOT/bench/inbound.lua" \
+    "$url" -- "$IN_SIGNED" "$mode" "$IN_WRK_THREADS" "$ids" >"$out" 2>&1 ||
+    { cat "$out" >&2; die "wrk failed"; }
+  grep -q '^inbound_lua ' "$out" || { cat "$out" >&2; die "wrk printed no summary"; }
+}
+
+# in_window_start / in_window_end DIR NAME — CPU per hookd thread and per process over a window.
+in_window_start() {
+  local w
+  IN_PROCS=("nginx:$NGINX_PID" "hookd:$HOOKD_PID")
+  for w in $(nginx_workers); do IN_PROCS+=("nginx:$w"); done
+  threads_snapshot "$HOOKD_PID" >"$1/threads.$2.0"
+  procs_snapshot "${IN_PROCS[@]}" >"$1/procs.$2.0"
+  IN_CB=$(cpu_snapshot)
+  IN_T0=$(now)
+}
+in_window_end() {
+  local dir=$1 name=$2 n=$3 secs busy ours
+  secs=$(calc "$(now) - $IN_T0" %.3f)
+  threads_snapshot "$HOOKD_PID" >"$dir/threads.$name.1"
+  procs_snapshot "${IN_PROCS[@]}" >"$dir/procs.$name.1"
+  busy=$(cpu_window "$IN_CB" "$(cpu_snapshot)")
+  ours=$(procs_report "$dir/procs.$name.0" "$dir/procs.$name.1" "$secs")
+  IN_CPU="machine $busy; processes (% of one core): $(awk '{printf "%s=%s%% ", $1, $2}' <<<"$ours")$(awk -v b="$busy" -v n="$(nproc)" '
+    { s += $2 } END { sub(/^busy=/, "", b); b += 0; printf "everything else (wrk, kernel threads, other work)=%.0f%%", b * n - s }' <<<"$ours")"
+  IN_THREADS=$(threads_report "$dir/threads.$name.0" "$dir/threads.$name.1" "$secs" |
+    awk -v n="$n" -v s="$secs" '$2 >= 1 {printf "%s=%s%% (%.0f us/request) ", $1, $2, n ? $2 / 100 * s * 1e6 / n : 0}')
+}
+
+# in_store_check DIR ACKED_FILE DUP_ID — the store's account after hookd stopped.
+in_store_check() {
+  local dir=$1 acked=$2 dup_id=$3
+  sqlite3 "$dir/hookd.db" <<EOF
+CREATE TEMP TABLE acked(id TEXT);
+.mode csv
+.import $acked acked
+.mode list
+.separator =
+SELECT 'journal_mode', (SELECT journal_mode FROM pragma_journal_mode);
+SELECT 'acked', COUNT(*) FROM acked;
+SELECT 'acked_distinct', COUNT(DISTINCT id) FROM acked;
+SELECT 'acked_missing', COUNT(*) FROM acked a WHERE NOT EXISTS (SELECT 1 FROM inbox i WHERE i.id = a.id);
+SELECT 'acked_not_forwardable', COUNT(*) FROM acked a JOIN inbox i ON i.id = a.id
+  WHERE i.event_seq IS NULL OR i.status NOT IN ('received','completed');
+SELECT 'inbox', COUNT(*) FROM inbox;
+SELECT 'inbox_distinct_event_ids', COUNT(DISTINCT provider_event_id) FROM inbox;
+SELECT 'inbox_distinct_identities', COUNT(DISTINCT identity_key) FROM inbox;
+SELECT 'inbox_rows_of_dup_id', COUNT(*) FROM inbox WHERE provider_event_id = '$dup_id';
+SELECT 'inbound_events', COUNT(*) FROM events WHERE kind = 'inbound';
+SELECT 'deliveries', COUNT(*) FROM deliveries;
+SELECT 'deliveries_delivered', COUNT(*) FROM deliveries WHERE state = 'delivered';
+SELECT 'inbox_completed', COUNT(*) FROM inbox WHERE status = 'completed';
+EOF
+}
+
+in_rep() {
+  local rep=$1 dir=$BENCH_TMP/inbound-$rep tag line secs ok n
+  mkdir -p "$dir"
+  tag=$(printf 'r%02dx%04x' "$rep" $((RANDOM % 65536)))
+  IN_SIGNED=$dir/signed.txt
+  "$BENCH_BIN/inbound_sign" -k "$IN_SECRET" -n "$IN_PRESIGN" -g "$tag" -b "$IN_BODY" >"$IN_SIGNED"
+
+  # ceiling: the same requests, same wrk, nginx `return 200`
+  in_wrk "http://127.0.0.1:$NGINX_PORT/in/$IN_SOURCE" cycle "$dir/wrk-ceiling.txt"
+  line=$(grep '^inbound_lua ' "$dir/wrk-ceiling.txt")
+  IN_CEIL=$(calc "$(in_field ok "$line") / $(in_field duration_s "$line")" %.0f)
+
+  hookd_start "$dir" --max-in-flight 512
+  in_setup
+  # new events
+  in_window_start "$dir" new
+  in_wrk "$HOOKD_URL/in/$IN_SOURCE" new "$dir/wrk-new.txt" "$dir/acked"
+  line=$(grep '^inbound_lua ' "$dir/wrk-new.txt")
+  ok=$(in_field new_answers "$line")
+  in_window_end "$dir" new "$ok"
+  IN_NEW=$(calc "$ok / $(in_field duration_s "$line")" %.0f)
+  IN_NEW_P50=$(in_field p50_ms "$line") IN_NEW_P99=$(in_field p99_ms "$line")
+  IN_NEW_LINE="$line"
+  IN_NEW_CPU=$IN_CPU IN_NEW_THREADS=$IN_THREADS
+  [ "$(in_field exhausted "$line")" = 0 ] ||
+    say "  WARNING: the $IN_PRESIGN pre-signed requests ran out before ${IN_SECONDS}s (raise BENCH_INBOUND_PRESIGN)"
+  cat "$dir"/acked.* >"$dir/acked.txt" 2>/dev/null || : >"$dir/acked.txt"
+
+  # forwards of the new events finish before the duplicate run (they would share the CPU)
+  n=$(hookd_metric 'hookd_inbound_received_total{outcome="new"}')
+  local t0 t1
+  t0=$(now)
+  t1=$(hookd_wait_delivered "${n%.*}" 300) || die "forwards did not finish"
+  IN_FWD_SECS=$(calc "$t1 - $t0" %.1f)
+
+  # duplicates: every request repeats the first pre-signed event, stored by the run above
+  in_window_start "$dir" dup
+  in_wrk "$HOOKD_URL/in/$IN_SOURCE" dup "$dir/wrk-dup.txt"
+  line=$(grep '^inbound_lua ' "$dir/wrk-dup.txt")
+  ok=$(in_field dup_answers "$line")
+  in_window_end "$dir" dup "$ok"
+  IN_DUP=$(calc "$ok / $(in_field duration_s "$line")" %.0f)
+  IN_DUP_P50=$(in_field p50_ms "$line") IN_DUP_P99=$(in_field p99_ms "$line")
+  IN_DUP_LINE="$line"
+  IN_DUP_CPU=$IN_CPU IN_DUP_THREADS=$IN_THREADS
+  hookd_metrics >"$dir/metrics.txt"
+  hookd_stop
+
+  IN_CHECK=$(in_store_check "$dir" "$dir/acked.txt" "$(sed -n '4s/ .*//p' "$IN_SIGNED")" | tr '\n' ' ')
+  echo "$IN_CHECK" >"$dir/store-check.txt"
+  local a ad miss nf ib ide idd dupr ev dl
+  a=$(in_field acked "$IN_CHECK") ad=$(in_field acked_distinct "$IN_CHECK")
+  miss=$(in_field acked_missing "$IN_CHECK") nf=$(in_field acked_not_forwardable "$IN_CHECK")
+  ib=$(in_field inbox "$IN_CHECK") ide=$(in_field inbox_distinct_event_ids "$IN_CHECK")
+  idd=$(in_field inbox_distinct_identities "$IN_CHECK") dupr=$(in_field inbox_rows_of_dup_id "$IN_CHECK")
+  ev=$(in_field inbound_events "$IN_CHECK") dl=$(in_field deliveries "$IN_CHECK")
+  if [ "$a" = "$ad" ] && [ "$miss" = 0 ] && [ "$nf" = 0 ] && [ "$ib" = "$ide" ] && [ "$ib" = "$idd" ] &&
+    [ "$dupr" = 1 ] && [ "$ev" = "$ib" ] && [ "$dl" = "$ib" ] && [ "$ib" -ge "$a" ]; then
+    IN_CHECK_VERDICT="ok: $a acknowledged, each stored once (inbox $ib rows = $ide distinct event ids;"
+    IN_CHECK_VERDICT+=" $((ib - a)) stored whose answer wrk did not read before it stopped), $ev inbound"
+    IN_CHECK_VERDICT+=" events, $dl forward deliveries ($(in_field deliveries_delivered "$IN_CHECK") delivered);"
+    IN_CHECK_VERDICT+=" the duplicate run's id stored once"
+  else
+    IN_CHECK_VERDICT="FAILED: $IN_CHECK"
+  fi
+}
+
+# in_open RATE REP — open-loop latency at RATE req/s offered, on a fresh hookd.
+in_open() {
+  local rate=$1 rep=$2 dir=$BENCH_TMP/inbound-open-$1-$2 tag TIMEFORMAT='%U %S' secs
+  mkdir -p "$dir"
+  tag=$(printf 'o%02dx%04x' "$rep" $((RANDOM % 65536)))
+  hookd_start "$dir" --max-in-flight 512
+  in_setup
+  in_window_start "$dir" open
+  { time "$BENCH_BIN/openloop" -r "$rate" -d "$IN_OPEN_SECONDS" -w 2 -c "$IN_OPEN_CONNS" -b "$IN_BODY" \
+    -S "$IN_SECRET" -g "$tag" -s 200 "$HOOKD_URL/in/$IN_SOURCE" >"$dir/openloop.txt"; } \
+    2>"$dir/openloop.time" || log "openloop reported no successful request"
+  IN_OPEN_LINE=$(cat "$dir/openloop.txt")
+  in_window_end "$dir" open "$(in_field ok "$IN_OPEN_LINE")"
+  secs=$(calc "$(now) - $IN_T0" %.3f)
+  IN_OPEN_CPU="$IN_CPU; openloop=$(tail -1 "$dir/openloop.time" | awk -v s="$secs" '{printf "%.0f%%", 100 * ($1 + $2) / s}')"
+  IN_OPEN_THREADS=$IN_THREADS
+  hookd_metrics >"$dir/metrics.txt"
+  hookd_stop
+  local stored
+  stored=$(sqlite3 "$dir/hookd.db" "SELECT COUNT(*) FROM inbox")
+  IN_OPEN_STORE="inbox rows $stored for $(in_field sent "$IN_OPEN_LINE") requests sent ($(in_field ok "$IN_OPEN_LINE") acknowledged in the measured window)"
+}
+
+inbound_main() {
+  local rep news=() ceils=() ratios=() dups=() p50s=() p99s=() dp50s=() dp99s=() rate
+  say ""
+  say "## Inbound receive path (Stripe-style signed webhooks)"
+  say ""
+  say "hookd: source '$IN_SOURCE' (provider stripe, one secret, tolerance 300 s), one destination" \
+    "(the nginx sink, max_in_flight $IN_DEST_MIF), --max-in-flight 512, SQLite store (WAL," \
+    "synchronous=FULL) in $BENCH_TMP ($(fs_type "$BENCH_TMP")). Requests: POST /in/$IN_SOURCE," \
+    "a ${IN_BODY}-byte Stripe invoice.paid event, Stripe-Signature t=…,v1=HMAC-SHA256."
+  say "Closed loop: wrk -t$IN_WRK_THREADS -c$IN_CONNS -d${IN_SECONDS}s + bench/inbound.lua with" \
+    "$IN_PRESIGN requests pre-signed by bench/inbound_sign just before the run (distinct event ids);" \
+    "acks/s = 200 answers with duplicate=false per second. Ceiling: the same wrk, script and" \
+    "requests against nginx 'return 200'. Forwards to the destination run meanwhile, as in production."
+  say ""
+  for ((rep = 1; rep <= IN_REPS; rep++)); do
+    wait_quiet
+    in_rep "$rep"
+    news+=("$IN_NEW") ceils+=("$IN_CEIL") dups+=("$IN_DUP")
+    ratios+=("$(calc "$IN_NEW / $IN_CEIL" %.3f)")
+    p50s+=("$IN_NEW_P50") p99s+=("$IN_NEW_P99") dp50s+=("$IN_DUP_P50") dp99s+=("$IN_DUP_P99")
+    say "run $rep: new events $IN_NEW acks/s (p50 $IN_NEW_P50 ms, p99 $IN_NEW_P99 ms) | ceiling wrk -> nginx $IN_CEIL req/s | ratio ${ratios[-1]} | duplicates $IN_DUP acks/s (p50 $IN_DUP_P50 ms, p99 $IN_DUP_P99 ms)"
+    say "  new: $IN_NEW_LINE"
+    say "  new CPU: $IN_NEW_CPU"
+    say "  new threads (% of one core): $IN_NEW_THREADS"
+    say "  forwards of the new events finished ${IN_FWD_SECS}s after wrk stopped"
+    say "  dup: $IN_DUP_LINE"
+    say "  dup CPU: $IN_DUP_CPU"
+    say "  dup threads (% of one core): $IN_DUP_THREADS"
+    say "  store check: $IN_CHECK_VERDICT"
+  done
+  local opens_p50=() opens_p99=() opens_ach=()
+  for rate in $IN_RATES; do
+    opens_p50=() opens_p99=() opens_ach=()
+    for ((rep = 1; rep <= IN_REPS; rep++)); do
+      wait_quiet
+      in_open "$rate" "$rep"
+      opens_p50+=("$(in_field p50_ms "$IN_OPEN_LINE")")
+      opens_p99+=("$(in_field p99_ms "$IN_OPEN_LINE")")
+      opens_ach+=("$(in_field achieved_rps "$IN_OPEN_LINE")")
+      say "open run $rep @ $rate/s: $IN_OPEN_LINE"
+      say "  $IN_OPEN_CPU"
+      say "  hookd threads: $IN_OPEN_THREADS"
+      say "  store: $IN_OPEN_STORE"
+    done
+    IN_OPEN_RESULT[$rate]="p50 $(median "${opens_p50[@]}") ms, p99 $(median "${opens_p99[@]}") ms, achieved $(median "${opens_ach[@]}") req/s"
+    IN_OPEN_P99[$rate]=$(median "${opens_p99[@]}")
+    IN_OPEN_ACH[$rate]=$(median "${opens_ach[@]}")
+  done
+  local new_m ceil_m ratio_m dup_m
+  new_m=$(median "${news[@]}") ceil_m=$(median "${ceils[@]}") ratio_m=$(median "${ratios[@]}")
+  dup_m=$(median "${dups[@]}")
+  say ""
+  say "RESULT inbound acks/s (new events, wrk closed loop, median of $IN_REPS): $new_m" \
+    "(p50 $(median "${p50s[@]}") ms, p99 $(median "${p99s[@]}") ms) — target >= $IN_TARGET_RATE: $(pass_miss "$new_m" "$IN_TARGET_RATE")"
+  say "RESULT inbound ceiling wrk -> nginx return 200 (median of $IN_REPS): $ceil_m req/s"
+  say "RESULT inbound ratio acks/ceiling (median of per-run ratios): $ratio_m — target >= $IN_TARGET_RATIO: $(pass_miss "$ratio_m" "$IN_TARGET_RATIO")"
+  for rate in $IN_RATES; do
+    local verdict=""
+    if [ "$rate" = "$IN_TARGET_P99_RATE" ]; then
+      verdict=" — target p99 <= $IN_TARGET_P99_MS ms: $(awk -v p="${IN_OPEN_P99[$rate]}" -v t="$IN_TARGET_P99_MS" -v a="${IN_OPEN_ACH[$rate]}" -v r="$rate" \
+        'BEGIN { print (p + 0 <= t + 0 && a >= 0.98 * r) ? "PASS" : "MISS" }')"
+    fi
+    say "RESULT inbound @ $rate req/s offered (open loop, median of $IN_REPS): ${IN_OPEN_RESULT[$rate]}$verdict"
+  done
+  say "RESULT inbound duplicate path acks/s (every request repeats one id, median of $IN_REPS): $dup_m" \
+    "(p50 $(median "${dp50s[@]}") ms, p99 $(median "${dp99s[@]}") ms) — target >= the new-event path ($new_m): $(pass_miss "$dup_m" "$new_m")"
+}
+declare -A IN_OPEN_RESULT IN_OPEN_P99 IN_OPEN_ACH
