@@ -2,7 +2,9 @@
 // hanging endpoints do not starve healthy ones, a tenant's big backlog does not starve a small
 // tenant, rate limits hold, the circuit breaker opens/probes/closes without burning attempts,
 // ordering lanes keep order per key, replays do not delay live traffic, and a 429 with
-// Retry-After pauses the whole endpoint.
+// Retry-After pauses the whole endpoint; and backpressure: a stalled store makes publish answer
+// 503 + Retry-After instead of queueing without bound.
+import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
@@ -290,6 +292,46 @@ describe('isolation', () => {
     const tooMany = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${(await h.api('GET', `/v1/tenants/${tenant}/endpoints`)).json.data[0].id}`,
       { event_types: ['a', 'b', 'c', 'd'] });
     assert.equal(tooMany.status, 422);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('backpressure: with the store stalled, publishes past --max-store-queue get 503 + Retry-After; nothing acknowledged is lost, nothing refused is stored', async () => {
+    const h = await startHookd({ args: ['--max-store-queue', '100'] });
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url);
+    // Another connection holds SQLite's write lock: hookd's writer waits for it (busy timeout 5 s)
+    // and the publishes behind it queue up.
+    const locker = spawn('sqlite3', [h.db], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    locker.stdout.on('data', (d) => { out += d; });
+    locker.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n");
+    await waitUntil(() => out.includes('locked'), { what: 'write lock taken' });
+    const n = 300;
+    const results = new Array(n);
+    const pending = Array.from({ length: n }, (_, i) =>
+      publish(h, tenant, { id: `evt_bp_${i}`, type: 'bp', payload: { i } }).then((res) => { results[i] = res; }));
+    await waitUntil(() => results.some((x) => x?.status === 503), { what: 'a 503 while the store is stalled', timeout: 3000 });
+    assert.ok(!results.some((x) => x?.status === 202), 'no 202 before the store could commit');
+    locker.stdin.end('COMMIT;\n');
+    await new Promise((resolve) => locker.on('exit', resolve));
+    await Promise.all(pending);
+
+    const acked = [], refused = [];
+    for (const [i, x] of results.entries()) {
+      assert.ok(x.status === 202 || x.status === 503, `publish ${i}: ${x.status} ${x.text}`);
+      if (x.status === 202) { acked.push(`evt_bp_${i}`); continue; }
+      refused.push(`evt_bp_${i}`);
+      assert.equal(x.headers.get('retry-after'), '1');
+      assert.equal(x.json.error.code, 'overloaded');
+    }
+    assert.ok(acked.length >= 1 && refused.length >= 1, `${acked.length} acknowledged, ${refused.length} refused`);
+    for (const id of refused) assert.equal((await h.api('GET', `/v1/events/${id}`)).status, 404, `${id} refused yet stored`);
+    const ids = new Set(acked);
+    await r.waitFor((rr) => new Set(rr.requests.map((q) => q.headers['webhook-id']).filter((x) => ids.has(x))).size === ids.size,
+      15000, 'every acknowledged event delivered');
+    const m = await h.api('GET', '/metrics');
+    assert.ok(Number(m.text.match(/^hookd_publish_backpressure_total (\d+)/m)[1]) >= refused.length);
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
