@@ -4,7 +4,7 @@
 # loopback, runs the benchmarks and writes bench/out/results.md. Every process it starts is
 # stopped on exit, failure or Ctrl-C.
 #
-#   bench/run.sh            all benchmarks (about 25 minutes on 2 vCPUs)
+#   bench/run.sh            all benchmarks (about 30 minutes on 2 vCPUs)
 #   bench/run.sh outbound   outbound end to end: deliveries/s vs the libcurl -> nginx ceiling
 #   bench/run.sh publish    publish API latency at fixed offered loads
 #   bench/run.sh inbound    signed Stripe-style webhooks to /in/{source}: acks/s vs wrk -> nginx,
