@@ -30,8 +30,6 @@ enum {
   HOOKD_STORE_STALE = -5,    /* fenced out: the lease token is no longer current */
   HOOKD_STORE_STATE = -6,    /* the operation is illegal in the row's current state */
   HOOKD_STORE_LIMIT = -7,    /* a configured quota would be exceeded */
-  /* commit() of a backend with sync(): the transaction wrote, sync() must follow */
-  HOOKD_STORE_COMMIT_UNSYNCED = 1,
 };
 const char *hookd_store_strerror(int rc);
 
@@ -362,13 +360,6 @@ typedef struct hookd_store_backend {
   int (*savepoint)(hookd_store_conn *c);
   int (*release)(hookd_store_conn *c);
   int (*rollback_to)(hookd_store_conn *c);
-  /* Makes every transaction committed so far on this writer connection durable. NULL when
-   * commit() is durable by itself. When present, commit() need not be: it returns
-   * HOOKD_STORE_COMMIT_UNSYNCED when the transaction wrote (0 when it wrote nothing), and the
-   * group-commit executor (storeq.h) then calls sync() from its own thread — concurrently with
-   * the writer using the connection, so sync() must touch nothing the writer does — and answers
-   * the batch only after sync() returned 0. Returns 0 or a negative errno. */
-  int (*sync)(hookd_store_conn *c);
 
   /* Tenants. */
   int (*tenant_create)(hookd_store_conn *c, const hookd_tenant *t);

@@ -2,18 +2,12 @@
  *
  * The design is simple: a mutex-protected singly linked FIFO; the thread sleeps on a condition
  * variable while it is empty. The writer takes up to max_batch ops per transaction. Nothing is
- * timed: when the queue is empty after a commit, the next op starts a batch of one.
- *
- * With a backend sync(), committed batches are appended to a second FIFO that the syncer thread
- * drains: one sync() for everything in it (none when no batch in it wrote), then the done()s in
- * order. A sync() failure means
- * committed data may not be on disk while readers already see it: the process aborts, and
- * recovery starts from what the disk holds (nothing unacknowledged was answered). */
+ * timed: when the queue is empty after a commit, the next op starts a batch of one. */
 #include "store/storeq.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -32,14 +26,6 @@ struct hookd_storeq {
   int stopping;
   int stopped; /* thread has exited: submit completes ops at once */
   hookd_storeq_stats stats;
-  /* the syncer (writer with a backend sync() only) */
-  int has_syncer;
-  pthread_t syncer;
-  pthread_cond_t sync_cv;
-  hookd_store_op *sync_head, *sync_tail; /* committed (or failed) batches, in commit order */
-  size_t sync_depth;
-  int sync_needed; /* a batch in the FIFO committed: sync() before its done()s */
-  int sync_stop;
 };
 
 static int bucket_batch(size_t n) {
@@ -75,102 +61,27 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
     if (be->release(q->conn) != 0) txn_rc = HOOKD_STORE_ERR;
   }
   int64_t t0 = hookd_mono_us();
-  int wrote = 0; /* something for sync() to make durable */
   if (txn_rc == 0) txn_rc = be->commit(q->conn);
-  if (txn_rc == HOOKD_STORE_COMMIT_UNSYNCED) {
-    wrote = 1;
-    txn_rc = 0;
-  }
   int64_t dt = hookd_mono_us() - t0;
   if (txn_rc != 0) be->rollback(q->conn);
 
-  hookd_store_op *last = batch;
-  for (hookd_store_op *op = batch; op; op = op->next) {
-    if (txn_rc != 0) op->rc = HOOKD_STORE_ERR;
-    op->batch_n = 0; /* the caller may reuse an op: only this batch's first one counts */
-    last = op;
-  }
   pthread_mutex_lock(&q->mu);
   if (txn_rc == 0) {
     q->stats.batches++;
     q->stats.batch_hist[bucket_batch(n)]++;
-    if (!q->has_syncer) {
-      q->stats.commit_us_hist[bucket_us(dt)]++;
-      q->stats.commit_us_sum += (uint64_t)dt;
-    }
+    q->stats.commit_us_hist[bucket_us(dt)]++;
+    q->stats.commit_us_sum += (uint64_t)dt;
   } else {
     q->stats.failed_commits++;
-  }
-  if (q->has_syncer) { /* the syncer makes it durable and completes it */
-    batch->commit_us = t0;
-    batch->batch_n = txn_rc == 0 ? (uint32_t)n : 0;
-    if (q->sync_tail)
-      q->sync_tail->next = batch;
-    else
-      q->sync_head = batch;
-    q->sync_tail = last;
-    q->sync_depth += n;
-    /* a batch that wrote nothing needs no sync of its own, but it is answered after every
-     * batch ahead of it in the FIFO — including one whose data it read — is durable */
-    if (wrote) q->sync_needed = 1;
-    pthread_cond_signal(&q->sync_cv);
-    pthread_mutex_unlock(&q->mu);
-    return;
   }
   q->stats.ops += n;
   pthread_mutex_unlock(&q->mu);
 
   for (hookd_store_op *op = batch, *next; op; op = next) {
     next = op->next; /* done() may free op */
+    if (txn_rc != 0) op->rc = HOOKD_STORE_ERR;
     if (op->done) op->done(op->arg, op->rc);
   }
-}
-
-static void *syncer_main(void *arg) {
-  hookd_storeq *q = arg;
-  pthread_mutex_lock(&q->mu);
-  for (;;) {
-    while (!q->sync_head && !q->sync_stop) pthread_cond_wait(&q->sync_cv, &q->mu);
-    if (!q->sync_head) break; /* stopping, and everything completed */
-    hookd_store_op *list = q->sync_head;
-    size_t n = q->sync_depth;
-    int needed = q->sync_needed;
-    q->sync_head = q->sync_tail = NULL;
-    q->sync_depth = 0;
-    q->sync_needed = 0;
-    pthread_mutex_unlock(&q->mu);
-
-    if (needed) {
-      int rc = q->be->sync(q->conn);
-      if (rc != 0) {
-        fprintf(stderr,
-                "{\"level\":\"fatal\",\"msg\":\"store sync failed: committed writes may not be on "
-                "disk; exiting so recovery starts from what is\",\"error\":\"%s\"}\n",
-                strerror(-rc));
-        abort();
-      }
-    }
-    int64_t durable = hookd_mono_us();
-
-    pthread_mutex_lock(&q->mu);
-    if (needed) q->stats.syncs++;
-    for (hookd_store_op *op = list; op; op = op->next) {
-      if (!op->batch_n) continue;
-      int64_t dt = durable - op->commit_us;
-      q->stats.commit_us_hist[bucket_us(dt)]++;
-      q->stats.commit_us_sum += (uint64_t)dt;
-    }
-    q->stats.ops += n;
-    pthread_mutex_unlock(&q->mu);
-
-    for (hookd_store_op *op = list, *next; op; op = next) {
-      next = op->next; /* done() may free op */
-      if (op->done) op->done(op->arg, op->rc);
-    }
-    pthread_mutex_lock(&q->mu);
-  }
-  pthread_mutex_unlock(&q->mu);
-  return NULL;
 }
 
 static void run_batch_reader(hookd_storeq *q, hookd_store_op *batch, size_t n) {
@@ -221,17 +132,6 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
-/* Lets the syncer complete what it holds, then joins it. */
-static void stop_syncer(hookd_storeq *q) {
-  if (!q->has_syncer) return;
-  pthread_mutex_lock(&q->mu);
-  q->sync_stop = 1;
-  pthread_cond_signal(&q->sync_cv);
-  pthread_mutex_unlock(&q->mu);
-  pthread_join(q->syncer, NULL);
-  q->has_syncer = 0;
-}
-
 hookd_storeq *hookd_storeq_start(const hookd_store_backend *be, hookd_store_conn *conn,
                                  int writer, int max_batch, const char *name) {
   hookd_storeq *q = calloc(1, sizeof *q);
@@ -243,24 +143,14 @@ hookd_storeq *hookd_storeq_start(const hookd_store_backend *be, hookd_store_conn
   snprintf(q->name, sizeof q->name, "%s", name);
   pthread_mutex_init(&q->mu, NULL);
   pthread_cond_init(&q->cv, NULL);
-  pthread_cond_init(&q->sync_cv, NULL);
-  if (writer && be->sync) {
-    if (pthread_create(&q->syncer, NULL, syncer_main, q) != 0) goto fail;
-    q->has_syncer = 1;
-    pthread_setname_np(q->syncer, "store-sync");
-  }
   if (pthread_create(&q->thread, NULL, thread_main, q) != 0) {
-    stop_syncer(q);
-    goto fail;
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+    return NULL;
   }
   pthread_setname_np(q->thread, q->name);
   return q;
-fail:
-  pthread_mutex_destroy(&q->mu);
-  pthread_cond_destroy(&q->cv);
-  pthread_cond_destroy(&q->sync_cv);
-  free(q);
-  return NULL;
 }
 
 void hookd_storeq_submit(hookd_storeq *q, hookd_store_op *op) {
@@ -329,17 +219,15 @@ void hookd_storeq_stop(hookd_storeq *q) {
   pthread_cond_signal(&q->cv);
   pthread_mutex_unlock(&q->mu);
   pthread_join(q->thread, NULL);
-  stop_syncer(q); /* after the writer: it may still hand over a last batch */
   q->be->close(q->conn);
   pthread_mutex_destroy(&q->mu);
   pthread_cond_destroy(&q->cv);
-  pthread_cond_destroy(&q->sync_cv);
   free(q);
 }
 
 void hookd_storeq_get_stats(hookd_storeq *q, hookd_storeq_stats *out) {
   pthread_mutex_lock(&q->mu);
   *out = q->stats;
-  out->queue_depth = q->depth + q->sync_depth;
+  out->queue_depth = q->depth;
   pthread_mutex_unlock(&q->mu);
 }

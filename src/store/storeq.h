@@ -6,15 +6,10 @@
  * every op of the batch with HOOKD_STORE_ERR: nothing is acknowledged that is not durable.
  * Batches grow with load on their own: ops queue while the previous commit is in flight.
  *
- * When the backend has a sync() (its commit is not durable by itself), the fsync leaves the
- * writer thread: committed batches go to a second thread, the syncer, which calls sync() once
- * for every batch committed since its last call and only then calls their done()s, in commit
- * order. The writer meanwhile runs the next batch (docs/architecture.md, "Group commit").
- *
  * Reader mode: each op runs in its own read transaction (a consistent snapshot).
  *
- * done() runs on the executor's thread (the syncer's, when there is one): it must not block;
- * typically it resumes an HTTP request or posts to the dispatcher. */
+ * done() runs on the executor thread: it must not block; typically it resumes an HTTP request
+ * or posts to the dispatcher. */
 #ifndef HOOKD_STORE_STOREQ_H
 #define HOOKD_STORE_STOREQ_H
 
@@ -33,19 +28,16 @@ struct hookd_store_op {
   void *arg;
   hookd_store_op *next; /* queue link, owned by the executor */
   int rc;               /* run's result, kept until the commit */
-  int64_t commit_us;    /* owned by the executor: when its batch's COMMIT started */
-  uint32_t batch_n;     /* owned by the executor: the batch's size, on its first op only */
 };
 
 typedef struct hookd_storeq_stats {
   uint64_t batches;        /* transactions committed (writer) */
   uint64_t ops;            /* ops completed */
   uint64_t failed_commits;
-  uint64_t queue_depth;    /* ops waiting right now: to run, or committed and waiting for sync */
+  uint64_t queue_depth;    /* ops waiting right now */
   uint64_t batch_hist[8];  /* batch sizes: 1, 2-4, 5-16, 17-64, 65-256, 257-1024, >1024 */
-  uint64_t commit_us_hist[8]; /* COMMIT until durable: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms >= */
+  uint64_t commit_us_hist[8]; /* commit latency: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms >= */
   uint64_t commit_us_sum;
-  uint64_t syncs;          /* sync() calls (0 when commit is durable by itself) */
 } hookd_storeq_stats;
 
 /* Starts an executor on conn (which it then owns and closes on stop). */

@@ -1,26 +1,14 @@
-/* sqlite_conn.c — SQLite connections for hookd: WAL, a prepared-statement cache, transactions,
- * the writer's durability barrier, and the checkpointer thread.
- *
- * Durability: the writer commits with synchronous=NORMAL (in WAL mode: no fsync in COMMIT) and
- * sync() fdatasyncs the WAL file through a descriptor of its own, on the group-commit executor's
- * syncer thread, before any op of the batch is answered (storeq.h). Every frame of every
- * committed transaction is in the WAL file's page cache when COMMIT returns, so one fdatasync
- * covers every batch committed before it. Checkpoints sync the WAL before copying it (SQLite
- * does so whenever synchronous is not OFF), so a WAL restart never overwrites frames that are on
- * disk nowhere else. Without WAL (a filesystem without shared memory), commits stay
- * synchronous=FULL and sync() has nothing to do.
+/* sqlite_conn.c — SQLite connections for hookd: WAL with synchronous=FULL, a prepared-statement
+ * cache, transactions, and the checkpointer thread.
  *
  * Checkpoints never run on the committing thread: the writer connection has automatic
  * checkpoints off and a WAL hook that wakes the checkpointer, which runs PASSIVE checkpoints on
  * its own connection (they never block the writer). */
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "store/sqlite/sqlite_int.h"
 
@@ -149,11 +137,8 @@ static void *ckpt_main(void *arg) {
   return NULL;
 }
 
-/* Runs on the writer's thread after each commit that appended frames to the WAL. */
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
-  hookd_store_conn *c = arg;
-  sq_shared *sh = c->sh;
-  c->wal_written = 1;
+  sq_shared *sh = arg;
   if (pages >= CKPT_PAGES) {
     pthread_mutex_lock(&sh->mu);
     sh->wal_pages = pages;
@@ -203,7 +188,6 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
   }
   c->writer = writer;
   c->sh = sh;
-  c->wal_fd = -1;
   int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0);
   if (sqlite3_open_v2(sh->path, &c->db, flags, NULL) != SQLITE_OK) {
     snprintf(err, errlen, "cannot open %s: %s", sh->path,
@@ -215,7 +199,7 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
   sqlite3_busy_timeout(c->db, 5000);
   sqlite3_extended_result_codes(c->db, 1);
   const char *pragmas = writer ? "PRAGMA journal_mode=WAL;"
-                                 "PRAGMA synchronous=FULL;" /* NORMAL below, once WAL is sure */
+                                 "PRAGMA synchronous=FULL;"
                                  "PRAGMA foreign_keys=ON;"
                                  "PRAGMA wal_autocheckpoint=0;"
                                  "PRAGMA cache_size=-65536;"
@@ -230,19 +214,7 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
     return HOOKD_STORE_ERR;
   }
   if (writer) {
-    sqlite3_stmt *jm = NULL;
-    if (sqlite3_prepare_v2(c->db, "PRAGMA journal_mode", -1, &jm, NULL) == SQLITE_OK &&
-        sqlite3_step(jm) == SQLITE_ROW &&
-        sqlite3_stricmp((const char *)sqlite3_column_text(jm, 0), "wal") == 0)
-      c->deferred_sync = 1;
-    sqlite3_finalize(jm);
-    if (c->deferred_sync && sq_exec(c, "PRAGMA synchronous=NORMAL") != 0) {
-      snprintf(err, errlen, "configure %s: %s", sh->path, c->err);
-      sqlite3_close(c->db);
-      free(c);
-      return HOOKD_STORE_ERR;
-    }
-    sqlite3_wal_hook(c->db, wal_hook, c);
+    sqlite3_wal_hook(c->db, wal_hook, sh);
     if (!sh->ckpt_started && pthread_create(&sh->ckpt_thread, NULL, ckpt_main, sh) == 0) {
       pthread_setname_np(sh->ckpt_thread, "checkpoint");
       sh->ckpt_started = 1;
@@ -256,22 +228,7 @@ static void sq_close(hookd_store_conn *c) {
   if (!c) return;
   for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(c->stmts[i]);
   sqlite3_close(c->db);
-  if (c->wal_fd >= 0) close(c->wal_fd);
   free(c);
-}
-
-/* The durability barrier (store.h): touches only wal_fd, which no other thread uses. The WAL
- * file exists once a transaction committed in it, and stays the same file while the store is
- * open (SQLite truncates or rewrites it, never replaces it). */
-static int sq_sync(hookd_store_conn *c) {
-  if (!c->deferred_sync) return 0;
-  if (c->wal_fd < 0) {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s-wal", c->sh->path) >= (int)sizeof path) return -ENAMETOOLONG;
-    c->wal_fd = open(path, O_RDWR | O_CLOEXEC);
-    if (c->wal_fd < 0) return -errno;
-  }
-  return fdatasync(c->wal_fd) == 0 ? 0 : -errno;
 }
 
 static const char *sq_errmsg(hookd_store_conn *c) { return c->err; }
@@ -296,16 +253,9 @@ static int tx(hookd_store_conn *c, enum sq_stmt_id id, const char *sql) {
 static int sq_begin(hookd_store_conn *c, int writer) {
   return writer ? tx(c, SQ_TX_BEGIN_W, "BEGIN IMMEDIATE") : tx(c, SQ_TX_BEGIN_R, "BEGIN");
 }
-/* HOOKD_STORE_COMMIT_UNSYNCED when this COMMIT — or a write committed outside the executor
- * since the last one (migrations at start) — appended to the WAL. */
 static int sq_commit(hookd_store_conn *c) {
   reset_all(c);
-  int rc = tx(c, SQ_TX_COMMIT, "COMMIT");
-  if (rc == 0 && c->deferred_sync && c->wal_written) {
-    c->wal_written = 0;
-    return HOOKD_STORE_COMMIT_UNSYNCED;
-  }
-  return rc;
+  return tx(c, SQ_TX_COMMIT, "COMMIT");
 }
 static int sq_rollback(hookd_store_conn *c) {
   reset_all(c);
@@ -330,7 +280,6 @@ const hookd_store_backend hookd_sqlite_backend = {
     .savepoint = sq_savepoint,
     .release = sq_release,
     .rollback_to = sq_rollback_to,
-    .sync = sq_sync,
     .tenant_create = sq_tenant_create,
     .tenant_get = sq_tenant_get,
     .tenant_update = sq_tenant_update,

@@ -38,9 +38,6 @@ typedef struct sq_shared sq_shared; /* path and checkpointer, sqlite_conn.c */
 struct hookd_store_conn {
   sqlite3 *db;
   int writer;
-  int deferred_sync; /* writer in WAL mode: COMMIT does not fsync, sync() does */
-  int wal_fd;        /* sync()'s own descriptor of the WAL file, opened on first use */
-  int wal_written;   /* the current COMMIT appended to the WAL (set by the WAL hook) */
   sq_shared *sh;
   char err[256];
   sqlite3_stmt *stmts[SQ__COUNT];

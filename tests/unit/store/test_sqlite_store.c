@@ -1,8 +1,8 @@
 /* test_sqlite_store.c — the SQLite backend through the executor, on a real database file:
  * lease fencing (a stale holder's outcome is refused after another claim), claims never hand
  * the same delivery to two holders, fan-out and publish idempotency, append-only attempts,
- * replay cycles, group commit (one failing op rolls back alone; the batch commits once; a write
- * is answered after the WAL sync), and migrations applied once. */
+ * replay cycles, group commit (one failing op rolls back alone; the batch commits once), and
+ * migrations applied once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -369,34 +369,6 @@ static void group_commit_isolates_failures(void **state) {
   assert_false(tenant_exists(f, "t-batch-fail"));
 }
 
-static int run_synchronous_mode(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
-  (void)be;
-  sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(c->db, "PRAGMA synchronous", -1, &st, NULL);
-  if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) ((call *)a)->ival = sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
-  return rc == SQLITE_OK ? 0 : HOOKD_STORE_ERR;
-}
-
-/* The writer commits without fsync (synchronous=NORMAL in WAL) and a write is answered only
- * after the executor's sync() of the WAL file; a transaction that wrote nothing is not synced. */
-static void writes_are_answered_after_a_wal_sync(void **state) {
-  fx *f = *state;
-  call mode = {0};
-  assert_int_equal(w(f, run_synchronous_mode, &mode), 0);
-  assert_int_equal(mode.ival, 1); /* NORMAL */
-  hookd_storeq_stats before, after;
-  hookd_storeq_get_stats(f->s->writer, &before);
-  make_tenant_endpoint(f, "t-sync", "ep-sync", NULL);
-  hookd_storeq_get_stats(f->s->writer, &after);
-  assert_true(after.syncs > before.syncs);
-  assert_int_equal(after.queue_depth, 0);
-  /* a transaction that wrote nothing needs no sync */
-  assert_int_equal(w(f, run_synchronous_mode, &mode), 0);
-  hookd_storeq_get_stats(f->s->writer, &before);
-  assert_int_equal(before.syncs, after.syncs);
-}
-
 static void batches_form_under_load(void **state) {
   fx *f = *state;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
@@ -543,7 +515,6 @@ int main(void) {
       cmocka_unit_test_setup_teardown(fanout_and_idempotency, setup, teardown),
       cmocka_unit_test_setup_teardown(group_commit_isolates_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(batches_form_under_load, setup, teardown),
-      cmocka_unit_test_setup_teardown(writes_are_answered_after_a_wal_sync, setup, teardown),
       cmocka_unit_test_setup_teardown(attempts_are_append_only_and_replay_starts_a_cycle, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(reopen_keeps_schema, setup, teardown),
