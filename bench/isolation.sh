@@ -14,8 +14,8 @@
 #              CLOCK_REALTIME, one machine). Events of the first 2 s (connection warm-up) are
 #              left out in both modes.
 #   drain    — BENCH_ISO_BACKLOG events published while hookd runs with --max-in-flight 1, then
-#              hookd restarted with --max-in-flight 512: healthy deliveries per second from
-#              "listening" until every healthy delivery is delivered (the hanging endpoints
+#              hookd restarted with --max-in-flight 512: healthy deliveries per second from its
+#              exec until every healthy delivery is delivered (the hanging endpoints
 #              hold their max_in_flight of 16 connections each meanwhile).
 # Targets (issue 5): hanging p99 <= 2x healthy p99; hanging drain >= 80 % of healthy drain.
 #
