@@ -3,6 +3,7 @@
  * writes them (shortest round-trip digits, then ECMAScript's layout), strings with the minimal
  * escaping RFC 8785 prescribes, no whitespace. Used for content hashes and composite keys. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,22 @@ void hookd_jcs_number(double d, char out[32]) {
   if (d < 0) {
     *o++ = '-';
     d = -d;
+  }
+  /* Integers below 2^53 (most numbers in webhooks: amounts, timestamps, counts): every integer
+   * of that range is a distinct double, so the shortest digits that read back are the integer's
+   * own, and ECMAScript writes them in full (n <= 16 < 21). Same text as below, without the
+   * printf/strtod rounds. */
+  if (d < 9007199254740992.0 && d == floor(d)) {
+    uint64_t u = (uint64_t)d;
+    char rev[20];
+    int k = 0;
+    do {
+      rev[k++] = (char)('0' + u % 10);
+      u /= 10;
+    } while (u);
+    while (k) *o++ = rev[--k];
+    *o = '\0';
+    return;
   }
   /* Shortest digits that read back as d: printf rounds correctly (ties to even), so the first
    * precision that round-trips gives ECMAScript's digits. */

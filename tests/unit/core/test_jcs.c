@@ -156,6 +156,34 @@ static void number_round_trip(void **st) {
   }
 }
 
+/* Integral doubles below 2^53 take a fast path: it must write exactly what the general
+ * algorithm writes (the integer in full), checked against printf's exact integer text. */
+static void integer_fast_path(void **st) {
+  (void)st;
+  char out[32], want[40];
+  static const double edges[] = {1, 9, 10, 99, 100, 1e15, 1e15 + 1, 123456789012345.0,
+                                 4503599627370496.0, 9007199254740991.0, 1700000000, 4200};
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+    for (int sign = 1; sign >= -1; sign -= 2) {
+      double d = sign * edges[i];
+      hookd_jcs_number(d, out);
+      snprintf(want, sizeof want, "%.0f", d);
+      assert_string_equal(out, want);
+    }
+  }
+  uint64_t x = 0x2545f4914f6cdd1dULL;
+  for (int i = 0; i < 100000; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    double d = (double)(x >> (11 + (i % 40))); /* integers of every magnitude below 2^53 */
+    hookd_jcs_number(d, out);
+    snprintf(want, sizeof want, "%.0f", d);
+    assert_string_equal(out, want);
+    assert_true(strtod(out, NULL) == d);
+  }
+}
+
 static void integers_and_values(void **st) {
   hookd_buf b;
   hookd_buf_init(&b, 1024);
@@ -201,7 +229,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(rfc_sample),        cmocka_unit_test(rfc_sorting),
       cmocka_unit_test(weird_sorting),     cmocka_unit_test(appendix_b),
-      cmocka_unit_test(number_round_trip), cmocka_unit_test(integers_and_values),
+      cmocka_unit_test(number_round_trip), cmocka_unit_test(integer_fast_path),
+      cmocka_unit_test(integers_and_values),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
