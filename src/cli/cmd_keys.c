@@ -23,6 +23,7 @@
 #include "daemon/auth.h"
 #include "daemon/keyring.h"
 #include "store/storeq.h"
+#include "core/secretbox.h"
 
 typedef struct keys_args {
   const char *store, *role, *tenants, *name, *id, *master_file, *new_master_file;
@@ -69,8 +70,7 @@ static char *reseal(ctx *x, const char *stored, const char *id) {
   char *plain = hookd_is_sealed(stored) ? hookd_unseal(x->old_key, stored, id) : strdup(stored);
   if (!plain) return NULL;
   char *out = hookd_seal(x->new_key, plain, id);
-  memset(plain, 0, strlen(plain));
-  free(plain);
+  hookd_secret_free(plain);
   return out;
 }
 

@@ -130,3 +130,9 @@ char *hookd_unseal(const hookd_master_key *k, const char *sealed, const char *aa
   }
   return out;
 }
+
+void hookd_secret_free(char *s) {
+  if (!s) return;
+  OPENSSL_cleanse(s, strlen(s));
+  free(s);
+}

@@ -34,5 +34,8 @@ char *hookd_seal(const hookd_master_key *k, const char *plaintext, const char *a
 /* Returns the malloc'd plaintext, or NULL when the key, the associated data or the bytes do
  * not match (tampering). */
 char *hookd_unseal(const hookd_master_key *k, const char *sealed, const char *aad);
+/* Wipes a malloc'd secret string (sealed or plain; OPENSSL_cleanse, which the compiler cannot
+ * drop as a dead store) and frees it. NULL is fine. */
+void hookd_secret_free(char *s);
 
 #endif

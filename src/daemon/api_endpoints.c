@@ -15,6 +15,7 @@
 #include "core/sign.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
+#include "core/secretbox.h"
 
 /* Fields a body may carry, and which of them were present (PATCH applies only those). */
 enum {
@@ -62,14 +63,8 @@ static void ep_op_cleanup(hookd_api_op *op) {
   free(e->url);
   free(e->description);
   free(e->event_types);
-  if (e->secret) {
-    memset(e->secret, 0, strlen(e->secret));
-    free(e->secret);
-  }
-  if (e->plain_secret) {
-    memset(e->plain_secret, 0, strlen(e->plain_secret));
-    free(e->plain_secret);
-  }
+  hookd_secret_free(e->secret);
+  hookd_secret_free(e->plain_secret);
   hookd_endpoint_free(&e->ep);
   if (e->list) hookd_endpoints_free(e->list, e->n);
   free(e->check.url);
@@ -469,8 +464,7 @@ static void reply_get(hookd_api_op *base, int rc) {
     } else {
       v = NULL;
     }
-    memset(plain, 0, strlen(plain));
-    free(plain);
+    hookd_secret_free(plain);
     if (v)
       hookd_req_reply_json(base->req, 200, v);
     else
@@ -556,17 +550,25 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
                          op->id, op->tenant, detail);
 }
 
-static void reply_patch(hookd_api_op *base, int rc) {
-  ep_op *op = (ep_op *)base;
+/* The shared ending of a change to a stored endpoint: false after answering the error (a
+ * validation the store op made on the merged endpoint comes back as LIMIT with its message);
+ * true once the dispatcher knows the new endpoint. */
+static bool ep_changed(hookd_api_op *base, int rc) {
   if (rc == HOOKD_STORE_LIMIT && base->err[0]) {
     hookd_req_error(base->req, 422, "invalid_field", "%s", base->err);
-    return;
+    return false;
   }
   if (rc) {
     hookd_api_store_error(base, rc, "endpoint");
-    return;
+    return false;
   }
-  hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
+  hookd_dispatcher_endpoint_changed(base->app->disp, &((ep_op *)base)->ep);
+  return true;
+}
+
+static void reply_patch(hookd_api_op *base, int rc) {
+  ep_op *op = (ep_op *)base;
+  if (!ep_changed(base, rc)) return;
   HLOG(HOOKD_LOG_INFO, "endpoint.updated", KV_S("endpoint_id", op->ep.id),
        KV_S("tenant_id", op->ep.tenant_id), KV_I("enabled", op->ep.enabled));
   hookd_req_reply_json(base->req, 200, hookd_json_endpoint(&op->ep));
@@ -684,15 +686,7 @@ static int run_rotate(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 
 static void reply_rotate(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
-  if (rc == HOOKD_STORE_LIMIT && base->err[0]) {
-    hookd_req_error(base->req, 422, "invalid_field", "%s", base->err);
-    return;
-  }
-  if (rc) {
-    hookd_api_store_error(base, rc, "endpoint");
-    return;
-  }
-  hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
+  if (!ep_changed(base, rc)) return;
   HLOG(HOOKD_LOG_INFO, "endpoint.secret_rotated", KV_S("endpoint_id", op->id),
        KV_S("tenant_id", op->tenant), KV_I("expire_previous_after_s", op->expire_previous_s));
   json_t *v = json_pack("{s:s,s:s,s:o}", "id", op->id, "secret", op->plain_secret,

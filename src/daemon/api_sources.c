@@ -16,6 +16,7 @@
 #include "core/sign.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
+#include "core/secretbox.h"
 
 #define MAX_DESTS 8
 #define MAX_SECRETS 16
@@ -47,10 +48,7 @@ static void src_cleanup(hookd_api_op *base) {
   hookd_source_free(&op->src);
   for (size_t i = 0; i < op->n_dests; i++) {
     hookd_endpoint_free(&op->dests[i]);
-    if (op->dest_secrets[i]) {
-      memset(op->dest_secrets[i], 0, strlen(op->dest_secrets[i]));
-      free(op->dest_secrets[i]);
-    }
+    hookd_secret_free(op->dest_secrets[i]);
   }
   if (op->list) hookd_sources_free(op->list, op->n_list);
   if (op->got_dests) hookd_endpoints_free(op->got_dests, op->n_got);
@@ -192,10 +190,7 @@ static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, j
   }
   char *plain = json_dumps(arr, JSON_COMPACT);
   char *sealed = plain ? hookd_keyring_seal(&app->keyring, plain, owner_id) : NULL;
-  if (plain) {
-    memset(plain, 0, strlen(plain));
-    free(plain);
-  }
+  hookd_secret_free(plain);
   if (!sealed) hookd_req_error(r, 503, "unavailable", "cannot seal the secrets");
   return sealed;
 }

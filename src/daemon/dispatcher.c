@@ -19,6 +19,7 @@
 #include "daemon/dispatcher_int.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "core/secretbox.h"
 
 #define RECLAIM_BATCH 1000
 
@@ -116,19 +117,12 @@ static void item_done_post(void *arg, int rc) {
 
 /* ---------- endpoints ---------- */
 
-static void free_secret(char **s) {
-  if (*s) {
-    memset(*s, 0, strlen(*s));
-    free(*s);
-    *s = NULL;
-  }
-}
-
 static void ep_forget_keys(ep *e) {
   memset(&e->key, 0, sizeof e->key);
   memset(&e->prev_key, 0, sizeof e->prev_key);
-  free_secret(&e->ed_key);
-  free_secret(&e->prev_ed_key);
+  hookd_secret_free(e->ed_key);
+  hookd_secret_free(e->prev_ed_key);
+  e->ed_key = e->prev_ed_key = NULL;
   e->has_prev = false;
   e->key_ok = false;
 }
@@ -158,10 +152,10 @@ static bool open_key(hookd_dispatcher *d, const ep *e, const char *stored, hookd
     char pk[HOOKD_ED_SECRET_MAX];
     ok = hookd_ed25519_public(plain, pk) == 0;
     if (ok) *ed = plain;
-    else free_secret(&plain);
+    else hookd_secret_free(plain);
   } else {
     ok = hookd_secret_parse(plain, hk) == 0;
-    free_secret(&plain);
+    hookd_secret_free(plain);
   }
   return ok;
 }

@@ -47,6 +47,15 @@ static int counter(hookd_buf *o, const char *name, const char *help, unsigned lo
                           v);
 }
 
+/* One counter family with a label: name{label="names[i]"} v[i] for i < n. */
+static int labelled(hookd_buf *o, const char *name, const char *help, const char *label,
+                    const char *const *names, _Atomic uint64_t *v, int n) {
+  int rc = hookd_buf_printf(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+  for (int i = 0; i < n && !rc; i++)
+    rc = hookd_buf_printf(o, "%s{%s=\"%s\"} %llu\n", name, label, names[i], LOAD(v[i]));
+  return rc;
+}
+
 static int hist(hookd_buf *o, const char *name, const char *help, hookd_hist *h) {
   int rc = hookd_buf_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
   unsigned long long cum = 0;
@@ -83,22 +92,14 @@ int hookd_metrics_render(hookd_buf *o) {
                          "publishes refused: same key, different body", LOAD(m->publish_conflicts));
   rc = rc ? rc : counter(o, "hookd_deliveries_created_total", "deliveries created by fan-out",
                          LOAD(m->deliveries_created));
-  if (!rc)
-    rc = hookd_buf_puts(o, "# HELP hookd_attempts_total delivery attempts by outcome\n"
-                           "# TYPE hookd_attempts_total counter\n");
-  for (int i = 0; i < M_OUT__COUNT && !rc; i++)
-    rc = hookd_buf_printf(o, "hookd_attempts_total{outcome=\"%s\"} %llu\n", outcome_names[i],
-                          LOAD(m->attempts[i]));
+  rc = rc ? rc : labelled(o, "hookd_attempts_total", "delivery attempts by outcome", "outcome",
+                          outcome_names, m->attempts, M_OUT__COUNT);
   rc = rc ? rc : counter(o, "hookd_retries_scheduled_total", "retries scheduled",
                          LOAD(m->retries_scheduled));
   rc = rc ? rc : counter(o, "hookd_deliveries_delivered_total", "deliveries that got a 2xx",
                          LOAD(m->delivered));
-  if (!rc)
-    rc = hookd_buf_puts(o, "# HELP hookd_deliveries_dead_total deliveries moved to DEAD\n"
-                           "# TYPE hookd_deliveries_dead_total counter\n");
-  for (int i = 0; i < M_DEAD__COUNT && !rc; i++)
-    rc = hookd_buf_printf(o, "hookd_deliveries_dead_total{reason=\"%s\"} %llu\n", dead_names[i],
-                          LOAD(m->dead[i]));
+  rc = rc ? rc : labelled(o, "hookd_deliveries_dead_total", "deliveries moved to DEAD", "reason",
+                          dead_names, m->dead, M_DEAD__COUNT);
   rc = rc ? rc : counter(o, "hookd_stale_outcomes_total",
                          "outcome writes refused because the lease token was superseded",
                          LOAD(m->stale_outcomes));
@@ -116,14 +117,10 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_deliveries_unknown_total",
                          "deliveries held for an operator (ambiguous outcome, not idempotent)",
                          LOAD(m->unknown));
-  if (!rc)
-    rc = hookd_buf_puts(o, "# HELP hookd_inbound_received_total verified inbound requests by "
-                           "outcome\n# TYPE hookd_inbound_received_total counter\n");
   static const char *const recv_names[6] = {"new",       "duplicate", "conflict",
                                             "semantic_duplicate", "stale", "filtered"};
-  for (int i = 0; i < 6 && !rc; i++)
-    rc = hookd_buf_printf(o, "hookd_inbound_received_total{outcome=\"%s\"} %llu\n", recv_names[i],
-                          LOAD(m->inbound[i]));
+  rc = rc ? rc : labelled(o, "hookd_inbound_received_total", "verified inbound requests by outcome",
+                          "outcome", recv_names, m->inbound, 6);
   rc = rc ? rc : counter(o, "hookd_inbound_rejected_total",
                          "inbound requests refused (signature, timestamp, format)",
                          LOAD(m->inbound_rejected));

@@ -8,6 +8,7 @@
 
 #include "core/strmap.h"
 #include "daemon/log.h"
+#include "core/secretbox.h"
 
 struct hookd_source_cache {
   const hookd_keyring *keyring;
@@ -16,10 +17,7 @@ struct hookd_source_cache {
 };
 
 static void rt_free(hookd_source_rt *rt) {
-  for (size_t i = 0; i < rt->n_secrets; i++) {
-    memset(rt->secrets[i], 0, strlen(rt->secrets[i]));
-    free(rt->secrets[i]);
-  }
+  for (size_t i = 0; i < rt->n_secrets; i++) hookd_secret_free(rt->secrets[i]);
   free(rt->secrets);
   json_decref(rt->generic_json);
   hookd_source_free(&rt->src);
@@ -83,8 +81,7 @@ static hookd_source_rt *build(hookd_source_cache *s, const hookd_source *src) {
   char *plain = hookd_keyring_open(s->keyring, src->secrets, src->id);
   if (!plain) goto fail;
   json_t *arr = json_loads(plain, 0, NULL);
-  memset(plain, 0, strlen(plain));
-  free(plain);
+  hookd_secret_free(plain);
   if (!json_is_array(arr)) {
     json_decref(arr);
     goto fail;

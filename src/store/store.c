@@ -7,6 +7,7 @@
 
 #include "store/sqlite/sqlite_int.h"
 #include "store/storeq.h"
+#include "core/secretbox.h"
 
 const char *hookd_store_strerror(int rc) {
   switch (rc) {
@@ -43,14 +44,8 @@ void hookd_endpoint_free(hookd_endpoint *e) {
   free(e->disabled_reason);
   free(e->signing);
   free(e->source_id);
-  if (e->secret) {
-    memset(e->secret, 0, strlen(e->secret));
-    free(e->secret);
-  }
-  if (e->previous_secret) {
-    memset(e->previous_secret, 0, strlen(e->previous_secret));
-    free(e->previous_secret);
-  }
+  hookd_secret_free(e->secret);
+  hookd_secret_free(e->previous_secret);
   memset(e, 0, sizeof *e);
 }
 
@@ -135,10 +130,7 @@ void hookd_source_free(hookd_source *s) {
   free(s->id);
   free(s->tenant_id);
   free(s->provider);
-  if (s->secrets) {
-    memset(s->secrets, 0, strlen(s->secrets));
-    free(s->secrets);
-  }
+  hookd_secret_free(s->secrets);
   free(s->event_types);
   free(s->identity_paths);
   free(s->business_paths);

@@ -48,6 +48,18 @@ static void seal_round_trip(void **s) {
   free(sealed);
 }
 
+static void secret_free_takes_null_and_sealed_values(void **s) {
+  (void)s;
+  hookd_secret_free(NULL);
+  hookd_master_key k;
+  char text[64];
+  assert_int_equal(hookd_master_key_generate(&k, text), 0);
+  char *sealed = hookd_seal(&k, "whsec_c2VjcmV0", "ep_1");
+  assert_non_null(sealed);
+  hookd_secret_free(sealed); /* LeakSanitizer fails the run if it is not freed */
+  hookd_secret_free(strdup("whsec_plain"));
+}
+
 static void master_key_formats(void **s) {
   hookd_master_key k;
   assert_int_equal(hookd_master_key_parse("  AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n", &k), 0);
@@ -88,6 +100,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(seal_round_trip),
       cmocka_unit_test(master_key_formats),
+      cmocka_unit_test(secret_free_takes_null_and_sealed_values),
       cmocka_unit_test(ed25519_v1a),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
