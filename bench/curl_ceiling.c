@@ -24,17 +24,7 @@
 #include <sys/epoll.h>
 #include <time.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static size_t discard(char *p, size_t size, size_t n, void *arg) {
-  (void)p;
-  (void)arg;
-  return size * n;
-}
+#include "bench_util.h"
 
 static struct curl_slist *headers;
 static char *body;
@@ -42,12 +32,6 @@ static size_t body_len;
 static long completed, errors;
 static int hookd_mode;
 static const char *the_url;
-
-static size_t on_header(char *p, size_t size, size_t n, void *arg) {
-  (void)p;
-  (void)arg;
-  return size * n;
-}
 
 /* What src/egress/egress.c sets on a pooled handle for every request (after curl_easy_reset),
  * with the header list src/daemon/dispatcher.c builds for it. */
@@ -86,7 +70,7 @@ static void setup_like_hookd(CURL *e) {
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(e, CURLOPT_PROXY, "");
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, discard);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, err);
 }
 

@@ -36,8 +36,6 @@ IN_TARGET_RATIO=0.25
 IN_TARGET_P99_MS=10
 IN_TARGET_P99_RATE=10000
 
-in_field() { sed -n "s/.*[ ^]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
-
 # in_setup — tenant + Stripe source whose one destination is the nginx sink.
 in_setup() {
   local r
@@ -117,7 +115,7 @@ in_rep() {
   # ceiling: the same requests, same wrk, nginx `return 200`
   in_wrk "http://127.0.0.1:$NGINX_PORT/in/$IN_SOURCE" cycle "$dir/wrk-ceiling.txt"
   line=$(grep '^inbound_lua ' "$dir/wrk-ceiling.txt")
-  IN_CEIL=$(calc "$(in_field ok "$line") / $(in_field duration_s "$line")" %.0f)
+  IN_CEIL=$(calc "$(field ok "$line") / $(field duration_s "$line")" %.0f)
 
   hookd_start "$dir" --max-in-flight 512
   in_setup
@@ -125,13 +123,13 @@ in_rep() {
   in_window_start "$dir" new
   in_wrk "$HOOKD_URL/in/$IN_SOURCE" new "$dir/wrk-new.txt" "$dir/acked"
   line=$(grep '^inbound_lua ' "$dir/wrk-new.txt")
-  ok=$(in_field new_answers "$line")
+  ok=$(field new_answers "$line")
   in_window_end "$dir" new "$ok"
-  IN_NEW=$(calc "$ok / $(in_field duration_s "$line")" %.0f)
-  IN_NEW_P50=$(in_field p50_ms "$line") IN_NEW_P99=$(in_field p99_ms "$line")
+  IN_NEW=$(calc "$ok / $(field duration_s "$line")" %.0f)
+  IN_NEW_P50=$(field p50_ms "$line") IN_NEW_P99=$(field p99_ms "$line")
   IN_NEW_LINE="$line"
   IN_NEW_CPU=$IN_CPU IN_NEW_THREADS=$IN_THREADS
-  [ "$(in_field exhausted "$line")" = 0 ] ||
+  [ "$(field exhausted "$line")" = 0 ] ||
     say "  WARNING: the $IN_PRESIGN pre-signed requests ran out before ${IN_SECONDS}s (raise BENCH_INBOUND_PRESIGN)"
   cat "$dir"/acked.* >"$dir/acked.txt" 2>/dev/null || : >"$dir/acked.txt"
 
@@ -146,10 +144,10 @@ in_rep() {
   in_window_start "$dir" dup
   in_wrk "$HOOKD_URL/in/$IN_SOURCE" dup "$dir/wrk-dup.txt"
   line=$(grep '^inbound_lua ' "$dir/wrk-dup.txt")
-  ok=$(in_field dup_answers "$line")
+  ok=$(field dup_answers "$line")
   in_window_end "$dir" dup "$ok"
-  IN_DUP=$(calc "$ok / $(in_field duration_s "$line")" %.0f)
-  IN_DUP_P50=$(in_field p50_ms "$line") IN_DUP_P99=$(in_field p99_ms "$line")
+  IN_DUP=$(calc "$ok / $(field duration_s "$line")" %.0f)
+  IN_DUP_P50=$(field p50_ms "$line") IN_DUP_P99=$(field p99_ms "$line")
   IN_DUP_LINE="$line"
   IN_DUP_CPU=$IN_CPU IN_DUP_THREADS=$IN_THREADS
   hookd_metrics >"$dir/metrics.txt"
@@ -158,16 +156,16 @@ in_rep() {
   IN_CHECK=$(in_store_check "$dir" "$dir/acked.txt" "$(sed -n '4s/ .*//p' "$IN_SIGNED")" | tr '\n' ' ')
   echo "$IN_CHECK" >"$dir/store-check.txt"
   local a ad miss nf ib ide idd dupr ev dl
-  a=$(in_field acked "$IN_CHECK") ad=$(in_field acked_distinct "$IN_CHECK")
-  miss=$(in_field acked_missing "$IN_CHECK") nf=$(in_field acked_not_forwardable "$IN_CHECK")
-  ib=$(in_field inbox "$IN_CHECK") ide=$(in_field inbox_distinct_event_ids "$IN_CHECK")
-  idd=$(in_field inbox_distinct_identities "$IN_CHECK") dupr=$(in_field inbox_rows_of_dup_id "$IN_CHECK")
-  ev=$(in_field inbound_events "$IN_CHECK") dl=$(in_field deliveries "$IN_CHECK")
+  a=$(field acked "$IN_CHECK") ad=$(field acked_distinct "$IN_CHECK")
+  miss=$(field acked_missing "$IN_CHECK") nf=$(field acked_not_forwardable "$IN_CHECK")
+  ib=$(field inbox "$IN_CHECK") ide=$(field inbox_distinct_event_ids "$IN_CHECK")
+  idd=$(field inbox_distinct_identities "$IN_CHECK") dupr=$(field inbox_rows_of_dup_id "$IN_CHECK")
+  ev=$(field inbound_events "$IN_CHECK") dl=$(field deliveries "$IN_CHECK")
   if [ "$a" = "$ad" ] && [ "$miss" = 0 ] && [ "$nf" = 0 ] && [ "$ib" = "$ide" ] && [ "$ib" = "$idd" ] &&
     [ "$dupr" = 1 ] && [ "$ev" = "$ib" ] && [ "$dl" = "$ib" ] && [ "$ib" -ge "$a" ]; then
     IN_CHECK_VERDICT="ok: $a acknowledged, each stored once (inbox $ib rows = $ide distinct event ids;"
     IN_CHECK_VERDICT+=" $((ib - a)) stored whose answer wrk did not read before it stopped), $ev inbound"
-    IN_CHECK_VERDICT+=" events, $dl forward deliveries ($(in_field deliveries_delivered "$IN_CHECK") delivered);"
+    IN_CHECK_VERDICT+=" events, $dl forward deliveries ($(field deliveries_delivered "$IN_CHECK") delivered);"
     IN_CHECK_VERDICT+=" the duplicate run's id stored once"
   else
     IN_CHECK_VERDICT="FAILED: $IN_CHECK"
@@ -186,7 +184,7 @@ in_open() {
     -S "$IN_SECRET" -g "$tag" -s 200 "$HOOKD_URL/in/$IN_SOURCE" >"$dir/openloop.txt"; } \
     2>"$dir/openloop.time" || log "openloop reported no successful request"
   IN_OPEN_LINE=$(cat "$dir/openloop.txt")
-  in_window_end "$dir" open "$(in_field ok "$IN_OPEN_LINE")"
+  in_window_end "$dir" open "$(field ok "$IN_OPEN_LINE")"
   secs=$(calc "$(now) - $IN_T0" %.3f)
   IN_OPEN_CPU="$IN_CPU; openloop=$(tail -1 "$dir/openloop.time" | awk -v s="$secs" '{printf "%.0f%%", 100 * ($1 + $2) / s}')"
   IN_OPEN_THREADS=$IN_THREADS
@@ -194,7 +192,7 @@ in_open() {
   hookd_stop
   local stored
   stored=$(sqlite3 "$dir/hookd.db" "SELECT COUNT(*) FROM inbox")
-  IN_OPEN_STORE="inbox rows $stored for $(in_field sent "$IN_OPEN_LINE") requests sent ($(in_field ok "$IN_OPEN_LINE") acknowledged in the measured window)"
+  IN_OPEN_STORE="inbox rows $stored for $(field sent "$IN_OPEN_LINE") requests sent ($(field ok "$IN_OPEN_LINE") acknowledged in the measured window)"
 }
 
 inbound_main() {
@@ -233,9 +231,9 @@ inbound_main() {
     for ((rep = 1; rep <= IN_REPS; rep++)); do
       wait_quiet
       in_open "$rate" "$rep"
-      opens_p50+=("$(in_field p50_ms "$IN_OPEN_LINE")")
-      opens_p99+=("$(in_field p99_ms "$IN_OPEN_LINE")")
-      opens_ach+=("$(in_field achieved_rps "$IN_OPEN_LINE")")
+      opens_p50+=("$(field p50_ms "$IN_OPEN_LINE")")
+      opens_p99+=("$(field p99_ms "$IN_OPEN_LINE")")
+      opens_ach+=("$(field achieved_rps "$IN_OPEN_LINE")")
       say "open run $rep @ $rate/s: $IN_OPEN_LINE"
       say "  $IN_OPEN_CPU"
       say "  hookd threads: $IN_OPEN_THREADS"

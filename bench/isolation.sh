@@ -50,8 +50,6 @@ ISO_TARGET_RSS_MB=512
 ISO_TARGET_RESTART_S=5
 ISO_BIG_WINDOW=$((ISO_SMALL * 8 / 10))
 
-iso_field() { sed -n "s/.*[ ^]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
-
 # iso_receiver_start DIR — bench/hang_receiver on a free port; sets ISO_RCV_PID, ISO_RCV_URL.
 iso_receiver_start() {
   local dir=$1 i port=
@@ -158,7 +156,7 @@ iso_run() {
   hookd_stop
   iso_receiver_stop
   line=$(iso_latency "$dir/lat" "$mode" | tr '\n' ' ')
-  ISO_P50=$(iso_field p50_ms "$line") ISO_P99=$(iso_field p99_ms "$line")
+  ISO_P50=$(field p50_ms "$line") ISO_P99=$(field p99_ms "$line")
   ISO_HUNG=$(awk '$2 == "h"' "$dir/lat/receiver.log" | wc -l)
   ISO_LAT_LINE="$line(healthy deliveries, first attempt); publish: $(cat "$dir/lat/openloop.txt");"
   ISO_LAT_LINE+=" requests to hanging endpoints: $ISO_HUNG, at most $(iso_max_hung "$dir/lat/receiver.log")"

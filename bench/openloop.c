@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "stripe_event.h"
 
 typedef struct slot {
@@ -38,18 +39,6 @@ typedef struct slot {
   struct curl_slist *headers; /* per-request header list (-S) */
   struct slot *next_free;
 } slot;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static size_t discard(char *p, size_t size, size_t n, void *arg) {
-  (void)p;
-  (void)arg;
-  return size * n;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -44,8 +44,6 @@ publish_run() {
   hookd threads: $(threads_report "$dir/threads.0" "$dir/threads.1" "$secs" | awk '$2 >= 1 {printf "%s=%s%% ", $1, $2}')"
 }
 
-field() { sed -n "s/.*[ ^]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
-
 publish_main() {
   local rate rep p50s p99s achs
   say ""
