@@ -125,13 +125,12 @@ static void reply_receive(hookd_api_op *base, int rc) {
   }
   op->loaded = true;
   int out = op->rs.outcome;
-  HOOKD_INC(inbound[out >= 0 && out < 6 ? out : 0]);
+  if (out < 0 || out >= HOOKD_RECV__COUNT) out = HOOKD_RECV_NEW;
+  HOOKD_INC(inbound[out]);
   for (size_t i = 0; i < op->rs.n_endpoints; i++)
     hookd_dispatcher_hint(base->app->disp, op->rs.endpoints[i], op->rs.due_ms);
-  static const char *const names[] = {"new", "duplicate", "conflict", "semantic_duplicate",
-                                      "stale", "filtered"};
   HLOG(out == HOOKD_RECV_CONFLICT ? HOOKD_LOG_WARN : HOOKD_LOG_DEBUG, "inbound.received",
-       KV_S("outcome", names[out]), KV_S("inbox_id", op->rs.record.id),
+       KV_S("outcome", hookd_recv_outcome_names[out]), KV_S("inbox_id", op->rs.record.id),
        KV_S("source_id", op->source_id), KV_S("tenant_id", op->tenant_id),
        KV_S("provider", op->provider_name), KV_S("event_type", op->event_type),
        KV_S("identity_kind", op->identity_kind));

@@ -117,10 +117,8 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_deliveries_unknown_total",
                          "deliveries held for an operator (ambiguous outcome, not idempotent)",
                          LOAD(m->unknown));
-  static const char *const recv_names[6] = {"new",       "duplicate", "conflict",
-                                            "semantic_duplicate", "stale", "filtered"};
   rc = rc ? rc : labelled(o, "hookd_inbound_received_total", "verified inbound requests by outcome",
-                          "outcome", recv_names, m->inbound, 6);
+                          "outcome", hookd_recv_outcome_names, m->inbound, HOOKD_RECV__COUNT);
   rc = rc ? rc : counter(o, "hookd_inbound_rejected_total",
                          "inbound requests refused (signature, timestamp, format)",
                          LOAD(m->inbound_rejected));

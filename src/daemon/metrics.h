@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "store/store.h"
 
 #define HOOKD_HIST_BUCKETS 12
 
@@ -42,7 +43,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t replays;
   _Atomic uint64_t auth_failures;
   _Atomic uint64_t unknown;                 /* deliveries held: ambiguous, not idempotent */
-  _Atomic uint64_t inbound[6];              /* by HOOKD_RECV_* outcome */
+  _Atomic uint64_t inbound[HOOKD_RECV__COUNT]; /* by HOOKD_RECV_* outcome */
   _Atomic uint64_t inbound_rejected;        /* signature, timestamp or format refused (401) */
   _Atomic uint64_t inbound_handshakes;
   _Atomic uint64_t inbox_purged;

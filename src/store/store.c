@@ -9,6 +9,9 @@
 #include "store/storeq.h"
 #include "core/secretbox.h"
 
+const char *const hookd_recv_outcome_names[HOOKD_RECV__COUNT] = {
+    "new", "duplicate", "conflict", "semantic_duplicate", "stale", "filtered"};
+
 const char *hookd_store_strerror(int rc) {
   switch (rc) {
   case HOOKD_STORE_OK: return "ok";

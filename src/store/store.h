@@ -302,7 +302,10 @@ enum {
   HOOKD_RECV_SEMANTIC_DUP,     /* new identity, business key already seen: recorded, not forwarded */
   HOOKD_RECV_STALE,            /* older than the newest version seen: recorded, not forwarded */
   HOOKD_RECV_FILTERED,         /* event type not allowed: recorded, not forwarded */
+  HOOKD_RECV__COUNT
 };
+/* "new", "duplicate", "conflict", "semantic_duplicate", "stale", "filtered" (logs, metrics). */
+extern const char *const hookd_recv_outcome_names[HOOKD_RECV__COUNT];
 
 typedef struct hookd_receive_req {
   const char *inbox_id;        /* generated for a new record */
