@@ -64,6 +64,9 @@ in_window_start() {
   threads_snapshot "$HOOKD_PID" >"$1/threads.$2.0"
   procs_snapshot "${IN_PROCS[@]}" >"$1/procs.$2.0"
   IN_CB=$(cpu_snapshot)
+  IN_IO0=$(awk '/^write_bytes:/ {print $2}' "/proc/$HOOKD_PID/io")
+  IN_COMMITS0=$(hookd_metric hookd_store_commit_seconds_count)
+  IN_COMMIT_S0=$(hookd_metric hookd_store_commit_seconds_sum)
   IN_T0=$(now)
 }
 in_window_end() {
@@ -77,6 +80,15 @@ in_window_end() {
     { s += $2 } END { sub(/^busy=/, "", b); b += 0; printf "everything else (wrk, kernel threads, other work)=%.0f%%", b * n - s }' <<<"$ours")"
   IN_THREADS=$(threads_report "$dir/threads.$name.0" "$dir/threads.$name.1" "$secs" |
     awk -v n="$n" -v s="$secs" '$2 >= 1 {printf "%s=%s%% (%.0f us/request) ", $1, $2, n ? $2 / 100 * s * 1e6 / n : 0}')
+  # what the store costs besides CPU: bytes sent to the disk (WAL and checkpoints) and the time
+  # the writer spent in COMMIT (WAL writes + fsync) per request
+  local io1 c1 cs1
+  io1=$(awk '/^write_bytes:/ {print $2}' "/proc/$HOOKD_PID/io")
+  c1=$(hookd_metric hookd_store_commit_seconds_count) cs1=$(hookd_metric hookd_store_commit_seconds_sum)
+  IN_STORE=$(awk -v n="$n" -v s="$secs" -v io="$((io1 - IN_IO0))" -v c="$(calc "$c1 - $IN_COMMITS0" %.0f)" \
+    -v cs="$(calc "$cs1 - $IN_COMMIT_S0" %.6f)" 'BEGIN { if (!n) n = 1;
+      printf "disk writes %.1f KiB/request; %d commits (%.1f requests each), in COMMIT %.0f%% of the time (%.0f us/request)",
+        io / 1024 / n, c, c ? n / c : 0, 100 * cs / s, cs * 1e6 / n }')
 }
 
 # in_store_check DIR ACKED_FILE DUP_ID — the store's account after hookd stopped.
@@ -128,7 +140,7 @@ in_rep() {
   IN_NEW=$(calc "$ok / $(field duration_s "$line")" %.0f)
   IN_NEW_P50=$(field p50_ms "$line") IN_NEW_P99=$(field p99_ms "$line")
   IN_NEW_LINE="$line"
-  IN_NEW_CPU=$IN_CPU IN_NEW_THREADS=$IN_THREADS
+  IN_NEW_CPU=$IN_CPU IN_NEW_THREADS=$IN_THREADS IN_NEW_STORE=$IN_STORE
   [ "$(field exhausted "$line")" = 0 ] ||
     say "  WARNING: the $IN_PRESIGN pre-signed requests ran out before ${IN_SECONDS}s (raise BENCH_INBOUND_PRESIGN)"
   cat "$dir"/acked.* >"$dir/acked.txt" 2>/dev/null || : >"$dir/acked.txt"
@@ -149,7 +161,7 @@ in_rep() {
   IN_DUP=$(calc "$ok / $(field duration_s "$line")" %.0f)
   IN_DUP_P50=$(field p50_ms "$line") IN_DUP_P99=$(field p99_ms "$line")
   IN_DUP_LINE="$line"
-  IN_DUP_CPU=$IN_CPU IN_DUP_THREADS=$IN_THREADS
+  IN_DUP_CPU=$IN_CPU IN_DUP_THREADS=$IN_THREADS IN_DUP_STORE=$IN_STORE
   hookd_metrics >"$dir/metrics.txt"
   hookd_stop
 
@@ -187,7 +199,7 @@ in_open() {
   in_window_end "$dir" open "$(field ok "$IN_OPEN_LINE")"
   secs=$(calc "$(now) - $IN_T0" %.3f)
   IN_OPEN_CPU="$IN_CPU; openloop=$(tail -1 "$dir/openloop.time" | awk -v s="$secs" '{printf "%.0f%%", 100 * ($1 + $2) / s}')"
-  IN_OPEN_THREADS=$IN_THREADS
+  IN_OPEN_THREADS=$IN_THREADS IN_OPEN_DISK=$IN_STORE
   hookd_metrics >"$dir/metrics.txt"
   hookd_stop
   local stored
@@ -219,10 +231,12 @@ inbound_main() {
     say "  new: $IN_NEW_LINE"
     say "  new CPU: $IN_NEW_CPU"
     say "  new threads (% of one core): $IN_NEW_THREADS"
+    say "  new store: $IN_NEW_STORE"
     say "  forwards of the new events finished ${IN_FWD_SECS}s after wrk stopped"
     say "  dup: $IN_DUP_LINE"
     say "  dup CPU: $IN_DUP_CPU"
     say "  dup threads (% of one core): $IN_DUP_THREADS"
+    say "  dup store: $IN_DUP_STORE"
     say "  store check: $IN_CHECK_VERDICT"
   done
   local opens_p50=() opens_p99=() opens_ach=()
@@ -237,6 +251,7 @@ inbound_main() {
       say "open run $rep @ $rate/s: $IN_OPEN_LINE"
       say "  $IN_OPEN_CPU"
       say "  hookd threads: $IN_OPEN_THREADS"
+      say "  hookd store: $IN_OPEN_DISK"
       say "  store: $IN_OPEN_STORE"
     done
     IN_OPEN_RESULT[$rate]="p50 $(median "${opens_p50[@]}") ms, p99 $(median "${opens_p99[@]}") ms, achieved $(median "${opens_ach[@]}") req/s"

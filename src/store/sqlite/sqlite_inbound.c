@@ -193,13 +193,17 @@ static int inbox_get_row(hookd_store_conn *c, const char *id, hookd_inbox *out) 
                   out);
 }
 
+/* Inserts the record unless its identity is known. event_seq (0 = none) is the engine event it
+ * will link to, so a new record is written once (see next_event_seq). */
 static int inbox_insert(hookd_store_conn *c, const hookd_receive_req *req, const char *id,
-                        const char *identity_key, const char *status, const char *conflict_of) {
+                        const char *identity_key, const char *status, const char *conflict_of,
+                        int64_t event_seq) {
   sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_INSERT,
                              "INSERT INTO inbox(id, source_id, tenant_id, provider, identity_key,"
                              " identity_kind, provider_event_id, event_type, payload_hash, status,"
-                             " conflict_of, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-                             " ?9, ?10, ?11, ?12) ON CONFLICT(source_id, identity_key) DO NOTHING");
+                             " conflict_of, received_at, event_seq) VALUES (?1, ?2, ?3, ?4, ?5,"
+                             " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                             " ON CONFLICT(source_id, identity_key) DO NOTHING");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   sq_bind_text(st, 2, req->source_id);
@@ -213,22 +217,58 @@ static int inbox_insert(hookd_store_conn *c, const hookd_receive_req *req, const
   sq_bind_text(st, 10, status);
   sq_bind_text(st, 11, conflict_of);
   sq_bind_i64(st, 12, req->now_ms);
+  sq_bind_i64_or_null(st, 13, event_seq);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert inbox");
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
 }
 
-static int inbox_set(hookd_store_conn *c, const char *id, const char *status,
-                     const char *conflict_of, int64_t event_seq) {
+/* A record that will not be forwarded after all (semantic duplicate, stale): its status, and no
+ * link to an event (none is written). */
+static int inbox_settle(hookd_store_conn *c, const char *id, const char *status,
+                        const char *conflict_of) {
   sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_SET,
-                             "UPDATE inbox SET status = COALESCE(?2, status),"
-                             " conflict_of = COALESCE(?3, conflict_of),"
-                             " event_seq = COALESCE(?4, event_seq) WHERE id = ?1");
+                             "UPDATE inbox SET status = ?2, conflict_of = ?3, event_seq = NULL"
+                             " WHERE id = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   sq_bind_text(st, 2, status);
   sq_bind_text(st, 3, conflict_of);
-  sq_bind_i64_or_null(st, 4, event_seq);
   return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "update inbox");
+}
+
+/* The seq the next engine event gets: what SQLite itself assigns to a rowid (the largest + 1).
+ * Only the writer connection inserts events, one op at a time, so nothing takes it in between. */
+static int next_event_seq(hookd_store_conn *c, int64_t *out) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_NEXT_SEQ, "SELECT COALESCE(MAX(seq), 0) + 1 FROM events");
+  if (!st) return HOOKD_STORE_ERR;
+  if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "next event seq");
+  *out = sq_col_i64(st, 0);
+  sqlite3_reset(st);
+  return HOOKD_STORE_OK;
+}
+
+/* The answer for a new record, from what was just written (no re-read). */
+static int new_record(const hookd_receive_req *req, int64_t seq, int64_t event_seq,
+                      hookd_inbox *r) {
+  memset(r, 0, sizeof *r);
+  const char *src[] = {req->inbox_id,     req->source_id,         req->tenant_id,
+                       req->provider,     req->identity_key,      req->identity_kind,
+                       req->provider_event_id, req->business_key, req->event_type,
+                       req->payload_hash, "received"};
+  char **dst[] = {&r->id,           &r->source_id,         &r->tenant_id,
+                  &r->provider,     &r->identity_key,      &r->identity_kind,
+                  &r->provider_event_id, &r->business_key, &r->event_type,
+                  &r->payload_hash, &r->status};
+  for (size_t i = 0; i < sizeof src / sizeof src[0]; i++) {
+    if (src[i] && !(*dst[i] = strdup(src[i]))) {
+      hookd_inbox_free(r);
+      return HOOKD_STORE_ERR;
+    }
+  }
+  r->seq = seq;
+  r->event_seq = event_seq;
+  r->received_ms = req->now_ms;
+  return HOOKD_STORE_OK;
 }
 
 /* Late events: 1 when `version` is older than the newest seen for the object, else records it
@@ -264,8 +304,11 @@ static int older_than_seen(hookd_store_conn *c, const hookd_receive_req *req) {
 
 int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res) {
   memset(res, 0, sizeof *res);
-  int rc = inbox_insert(c, req, req->inbox_id, req->identity_key,
-                        req->filtered ? "filtered" : "received", NULL);
+  int64_t event_seq = 0;
+  int rc;
+  if (!req->filtered && (rc = next_event_seq(c, &event_seq)) != 0) return rc;
+  rc = inbox_insert(c, req, req->inbox_id, req->identity_key,
+                    req->filtered ? "filtered" : "received", NULL, event_seq);
   if (rc == HOOKD_STORE_EXISTS) {
     /* the identity is known: the same payload is a duplicate, another one a conflict */
     hookd_inbox orig;
@@ -279,13 +322,14 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
       res->record = orig;
       return HOOKD_STORE_OK;
     }
-    rc = inbox_insert(c, req, req->inbox_id, NULL, "conflict", orig.id);
+    rc = inbox_insert(c, req, req->inbox_id, NULL, "conflict", orig.id, 0);
     hookd_inbox_free(&orig);
     if (rc) return rc;
     res->outcome = HOOKD_RECV_CONFLICT;
     return inbox_get_row(c, req->inbox_id, &res->record);
   }
   if (rc) return rc;
+  int64_t inbox_seq = sqlite3_last_insert_rowid(c->db);
   if (req->filtered) {
     res->outcome = HOOKD_RECV_FILTERED;
     return inbox_get_row(c, req->inbox_id, &res->record);
@@ -307,7 +351,7 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
                     " AND i.business_key = ?2",
                     req->source_id, req->business_key, &orig);
       if (rc) return rc;
-      rc = inbox_set(c, req->inbox_id, "duplicate", orig.id, 0);
+      rc = inbox_settle(c, req->inbox_id, "duplicate", orig.id);
       hookd_inbox_free(&orig);
       if (rc) return rc;
       res->outcome = HOOKD_RECV_SEMANTIC_DUP;
@@ -320,17 +364,17 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
     rc = older_than_seen(c, req);
     if (rc < 0) return rc;
     if (rc == 1) {
-      if ((rc = inbox_set(c, req->inbox_id, "stale", NULL, 0)) != 0) return rc;
+      if ((rc = inbox_settle(c, req->inbox_id, "stale", NULL)) != 0) return rc;
       res->outcome = HOOKD_RECV_STALE;
       return inbox_get_row(c, req->inbox_id, &res->record);
     }
   }
 
-  /* the raw body, stored once, as an inbound engine event */
+  /* the raw body, stored once, as an inbound engine event, at the seq the record links to */
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT_IN,
-                             "INSERT INTO events(id, tenant_id, type, body, request_hash,"
+                             "INSERT INTO events(seq, id, tenant_id, type, body, request_hash,"
                              " occurred_at, created_at, kind, content_type, meta)"
-                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 'inbound', ?7, ?8)");
+                             " VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?6, 'inbound', ?7, ?8)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, req->inbox_id);
   sq_bind_text(st, 2, req->tenant_id);
@@ -340,9 +384,8 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
   sq_bind_i64(st, 6, req->now_ms);
   sq_bind_text(st, 7, req->content_type);
   sq_bind_text(st, 8, req->meta);
+  sq_bind_i64(st, 9, event_seq);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert inbound event");
-  int64_t event_seq = sqlite3_last_insert_rowid(c->db);
-  if ((rc = inbox_set(c, req->inbox_id, NULL, NULL, event_seq)) != 0) return rc;
 
   /* one delivery per enabled destination */
   sqlite3_stmt *eps = sq_stmt(c, SQ_DL_DEST,
@@ -368,7 +411,7 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
   if (rc != SQLITE_DONE) return sq_fail(c, "destinations");
   res->outcome = HOOKD_RECV_NEW;
   res->due_ms = req->now_ms;
-  return inbox_get_row(c, req->inbox_id, &res->record);
+  return new_record(req, inbox_seq, event_seq, &res->record);
 }
 
 /* ---------- the record follows its deliveries ---------- */
@@ -519,13 +562,26 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
   return rc;
 }
 
+/* Retention walks the oldest rows in seq order and stops at the first one inside the window:
+ * seq grows with received_at, so no index on received_at is written on every receive. */
 int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged) {
+  *purged = 0;
   sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_PURGE,
-                             "DELETE FROM inbox WHERE seq IN (SELECT seq FROM inbox"
-                             " WHERE received_at < ?1 LIMIT ?2)");
+                             "SELECT seq, received_at FROM inbox ORDER BY seq LIMIT ?1");
   if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, before_ms);
-  sq_bind_i64(st, 2, limit);
+  sq_bind_i64(st, 1, limit);
+  int64_t upto = 0;
+  int n = 0, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && sq_col_i64(st, 1) < before_ms) {
+    upto = sq_col_i64(st, 0);
+    n++;
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read inbox for purge");
+  sqlite3_reset(st);
+  if (!n) return HOOKD_STORE_OK;
+  st = sq_stmt(c, SQ_INBOX_PURGE_DEL, "DELETE FROM inbox WHERE seq <= ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, upto);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "purge inbox");
   *purged = sqlite3_changes(c->db);
   return HOOKD_STORE_OK;

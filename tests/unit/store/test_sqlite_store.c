@@ -1,8 +1,9 @@
 /* test_sqlite_store.c — the SQLite backend through the executor, on a real database file:
  * lease fencing (a stale holder's outcome is refused after another claim), claims never hand
  * the same delivery to two holders, fan-out and publish idempotency, append-only attempts,
- * replay cycles, group commit (one failing op rolls back alone; the batch commits once), and
- * migrations applied once. */
+ * replay cycles, group commit (one failing op rolls back alone; the batch commits once),
+ * migrations applied once, and the inbound receive step (dedup, conflict, the record written
+ * once and linked to its event, retention). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -450,16 +451,25 @@ static int run_purge(hookd_store_conn *c, const hookd_store_backend *be, void *a
 static int run_src(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   return be->source_create(c, ((call *)a)->in, NULL, 0);
 }
+static int run_src_dests(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->source_create(c, k->in, k->out, k->out ? 1 : 0);
+}
 
-static int receive(fx *f, const char *inbox_id, const char *key, const char *hash, int64_t now,
-                   hookd_receive_res *res) {
+static int receive_bkey(fx *f, const char *inbox_id, const char *key, const char *bkey,
+                        const char *hash, int64_t now, hookd_receive_res *res) {
   hookd_receive_req req = {.inbox_id = inbox_id, .source_id = "src1", .tenant_id = "t1",
                            .provider = "stripe", .identity_key = key,
-                           .identity_kind = "provider_id", .event_type = "a.b",
-                           .payload_hash = hash, .body = "{}", .body_len = 2,
-                           .content_type = "application/json", .meta = "", .now_ms = now};
+                           .identity_kind = "provider_id", .provider_event_id = "evt_1",
+                           .business_key = bkey, .event_type = "a.b", .payload_hash = hash,
+                           .body = "{}", .body_len = 2, .content_type = "application/json",
+                           .meta = "", .now_ms = now};
   call c = {.in = &req, .out = res};
   return w(f, run_receive, &c);
+}
+static int receive(fx *f, const char *inbox_id, const char *key, const char *hash, int64_t now,
+                   hookd_receive_res *res) {
+  return receive_bkey(f, inbox_id, key, NULL, hash, now, res);
 }
 
 static void receive_dedup_conflict_purge(void **state) {
@@ -495,6 +505,148 @@ static void receive_dedup_conflict_purge(void **state) {
   hookd_receive_res_free(&r);
 }
 
+static void make_source(fx *f, bool with_destination) {
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  hookd_source src = {.id = "src1", .tenant_id = "t1", .provider = "stripe", .secrets = "[]",
+                      .tolerance_s = 300, .created_ms = 1, .updated_ms = 1};
+  hookd_endpoint d = {.id = "dst1", .tenant_id = "t1", .url = "https://example.com/handler",
+                      .description = "", .enabled = true, .max_in_flight = 4,
+                      .timeout_ms = 1000, .secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                      .source_id = "src1", .idempotent = true, .created_ms = 1};
+  hookd_retry_policy_defaults(&d.policy);
+  call c = {.in = &src};
+  c.out = with_destination ? &d : NULL;
+  assert_int_equal(w(f, run_src_dests, &c), 0);
+}
+
+static int run_inbox_get(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->inbox_get(c, k->in, k->out, NULL, NULL);
+}
+/* i64 = the seq of the engine event whose id is `in` (0 when there is none) */
+static int run_event_seq(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)be;
+  call *k = a;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(c->db, "SELECT seq FROM events WHERE id = ?1", -1, &st, NULL))
+    return HOOKD_STORE_ERR;
+  sqlite3_bind_text(st, 1, k->in, -1, SQLITE_STATIC);
+  k->i64 = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  return 0;
+}
+static int64_t event_seq_of(fx *f, const char *id) {
+  call c = {.in = id};
+  assert_int_equal(w(f, run_event_seq, &c), 0);
+  return c.i64;
+}
+
+/* The receive path writes a new record once, already linked to its event (no UPDATE of the row
+ * it just inserted), and answers from what it wrote: the answer equals the stored record. */
+static void receive_writes_the_record_once(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  /* on the writer's connection, any UPDATE of an inbox row now fails the op */
+  assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_exec,
+                                         "CREATE TEMP TRIGGER inbox_no_update BEFORE UPDATE ON"
+                                         " main.inbox BEGIN SELECT RAISE(ABORT, 'updated'); END"),
+                   0);
+  hookd_receive_res r;
+  int64_t now = hookd_now_ms();
+  assert_int_equal(receive(f, "in_1", "key-a", "hash-1", now, &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_NEW);
+  assert_int_equal(r.n_endpoints, 1);
+  assert_string_equal(r.endpoints[0], "dst1");
+  hookd_inbox got;
+  call c = {.in = "in_1", .out = &got};
+  assert_int_equal(w(f, run_inbox_get, &c), 0);
+  assert_int_equal(r.record.seq, got.seq);
+  assert_int_equal(r.record.event_seq, got.event_seq);
+  assert_int_equal(got.event_seq, event_seq_of(f, "in_1"));
+  assert_true(got.event_seq > 0);
+  assert_int_equal(r.record.received_ms, got.received_ms);
+  assert_int_equal(r.record.attempt_count, got.attempt_count);
+  assert_int_equal(r.record.lease_until_ms, got.lease_until_ms);
+  const char *a[] = {r.record.id,           r.record.source_id,    r.record.tenant_id,
+                     r.record.provider,     r.record.identity_key, r.record.identity_kind,
+                     r.record.provider_event_id, r.record.event_type, r.record.payload_hash,
+                     r.record.status};
+  const char *b[] = {got.id,           got.source_id,    got.tenant_id,
+                     got.provider,     got.identity_key, got.identity_kind,
+                     got.provider_event_id, got.event_type, got.payload_hash,
+                     got.status};
+  for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) assert_string_equal(a[i], b[i]);
+  assert_null(got.business_key);
+  assert_null(r.record.business_key);
+  assert_null(r.record.result_ref);
+  hookd_inbox_free(&got);
+  hookd_receive_res_free(&r);
+  /* a duplicate writes nothing either */
+  assert_int_equal(receive(f, "in_2", "key-a", "hash-1", now, &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_DUPLICATE);
+  hookd_receive_res_free(&r);
+}
+
+/* A record that is not forwarded after its insert (semantic duplicate) links no event, and the
+ * next new record still links the event written for it. */
+static void receive_links_the_right_event(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  hookd_receive_res r;
+  int64_t now = hookd_now_ms();
+  assert_int_equal(receive_bkey(f, "in_1", "key-a", "bk", "hash-1", now, &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_NEW);
+  assert_string_equal(r.record.business_key, "bk");
+  int64_t first = r.record.event_seq;
+  assert_int_equal(first, event_seq_of(f, "in_1"));
+  hookd_receive_res_free(&r);
+  /* another identity, the same business key */
+  assert_int_equal(receive_bkey(f, "in_2", "key-b", "bk", "hash-2", now, &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_SEMANTIC_DUP);
+  assert_string_equal(r.record.status, "duplicate");
+  assert_string_equal(r.record.conflict_of, "in_1");
+  assert_int_equal(r.record.event_seq, 0);
+  assert_int_equal(event_seq_of(f, "in_2"), 0);
+  hookd_receive_res_free(&r);
+  assert_int_equal(receive(f, "in_3", "key-c", "hash-3", now, &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_NEW);
+  assert_int_equal(r.record.event_seq, first + 1);
+  assert_int_equal(event_seq_of(f, "in_3"), first + 1);
+  hookd_receive_res_free(&r);
+  hookd_inbox got;
+  call c = {.in = "in_3", .out = &got};
+  assert_int_equal(w(f, run_inbox_get, &c), 0);
+  assert_int_equal(got.event_seq, first + 1);
+  hookd_inbox_free(&got);
+}
+
+/* Retention walks seq order and stops at the first record inside the window. */
+static void purge_stops_at_the_first_fresh_record(void **state) {
+  fx *f = *state;
+  make_source(f, false);
+  int64_t now = hookd_now_ms(), old = now - 10 * 86400 * 1000LL;
+  hookd_receive_res r;
+  const char *ids[] = {"in_1", "in_2", "in_3", "in_4"};
+  const char *keys[] = {"k1", "k2", "k3", "k4"};
+  int64_t at[] = {old, old, now, old}; /* in_4's clock ran behind in_3's */
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(receive(f, ids[i], keys[i], "h", at[i], &r), 0);
+    hookd_receive_res_free(&r);
+  }
+  call c = {.i64 = now - 86400 * 1000LL};
+  assert_int_equal(w(f, run_purge, &c), 0);
+  assert_int_equal(c.ival, 2);
+  hookd_inbox got;
+  call g = {.in = "in_2", .out = &got};
+  assert_int_equal(w(f, run_inbox_get, &g), HOOKD_STORE_NOTFOUND);
+  g.in = "in_4";
+  assert_int_equal(w(f, run_inbox_get, &g), 0);
+  hookd_inbox_free(&got);
+  /* nothing older left ahead of the fresh record: the next purge removes nothing */
+  assert_int_equal(w(f, run_purge, &c), 0);
+  assert_int_equal(c.ival, 0);
+}
+
 static void reopen_keeps_schema(void **state) {
   fx *f = *state;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
@@ -519,6 +671,9 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(reopen_keeps_schema, setup, teardown),
       cmocka_unit_test_setup_teardown(receive_dedup_conflict_purge, setup, teardown),
+      cmocka_unit_test_setup_teardown(receive_writes_the_record_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(receive_links_the_right_event, setup, teardown),
+      cmocka_unit_test_setup_teardown(purge_stops_at_the_first_fresh_record, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
