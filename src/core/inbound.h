@@ -141,6 +141,9 @@ const json_t *hookd_json_path(const json_t *root, const char *path);
 int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out, char *missing,
                            size_t missing_len);
 
+/* Lowercase hex of the SHA-256 of p[0..n): identity, business and payload keys. */
+void hookd_in_sha256_hex(const void *p, size_t n, char out[65]);
+
 /* RFC 8785 JSON Canonicalization Scheme: object members sorted by their names' UTF-16 code
  * units, numbers in ECMAScript shortest form (integers held by jansson are converted to double
  * as JCS requires), strings with minimal escaping, no whitespace. Returns HOOKD_BUF_* codes

@@ -4,7 +4,6 @@
  * and compares every received signature against every MAC in constant time, without stopping
  * at the first match. Reasons name the failed check, never a value. */
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <string.h>
 #include <strings.h>
 
@@ -263,10 +262,6 @@ int hookd_in_verify_zoom(const hookd_in_request *req, const hookd_in_secrets *s,
 /* ---- GitLab: the secret token itself, compared through SHA-256 so that its length is not
  * exposed by the comparison either ------------------------------------------------------- */
 
-static int sha256(const void *p, size_t n, unsigned char out[32]) {
-  unsigned int len = 0;
-  return EVP_Digest(p, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32 ? 0 : -1;
-}
 
 int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s,
                            hookd_verify_result *out) {
@@ -274,11 +269,11 @@ int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *
   if (!tok || !*tok)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "gitlab: missing X-Gitlab-Token");
   unsigned char got[32], want[32];
-  if (sha256(tok, strlen(tok), got) != 0)
+  if (hookd_sha256(tok, strlen(tok), got) != 0)
     return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "gitlab: digest failed");
   int match = 0;
   for (size_t i = 0; i < s->n && i < HOOKD_IN_MAX_SECRETS; i++) {
-    if (!*s->v[i] || sha256(s->v[i], strlen(s->v[i]), want) != 0) continue;
+    if (!*s->v[i] || hookd_sha256(s->v[i], strlen(s->v[i]), want) != 0) continue;
     match |= CRYPTO_memcmp(got, want, 32) == 0;
   }
   OPENSSL_cleanse(want, sizeof want);

@@ -5,7 +5,6 @@
  * match. Like Twilio's own SDKs, the URL is also tried without its port and with the scheme's
  * default port added, since proxies commonly add or drop one. */
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -78,11 +77,9 @@ static int make_variants(const char *url, size_t url_len, url_variants *v) {
 
 static int body_hash_ok(const hookd_in_request *req, const hookd_in_kv *kv) {
   unsigned char want[32], got[32];
-  unsigned int len = 0;
   if (hookd_in_hex_decode(kv->v, kv->vlen, want, sizeof want) != 0) return -1;
-  if (EVP_Digest(req->body ? req->body : "", req->body_len, got, &len, EVP_sha256(), NULL) != 1)
-    return 0;
-  return hookd_ct_equal(got, len, want, sizeof want);
+  if (hookd_sha256(req->body ? req->body : "", req->body_len, got) != 0) return 0;
+  return hookd_ct_equal(got, sizeof got, want, sizeof want);
 }
 
 int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *s,

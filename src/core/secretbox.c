@@ -9,6 +9,7 @@
 
 #include "core/b64.h"
 #include "core/ids.h"
+#include "core/sign.h"
 
 #define PREFIX "sealed:v1:"
 #define NONCE 12
@@ -16,8 +17,7 @@
 
 static void key_id(hookd_master_key *k) {
   unsigned char h[32];
-  unsigned int len = 32;
-  EVP_Digest(k->key, sizeof k->key, h, &len, EVP_sha256(), NULL);
+  if (hookd_sha256(k->key, sizeof k->key, h) != 0) memset(h, 0, sizeof h); /* not reached */
   for (int i = 0; i < 8; i++) snprintf(k->id + 2 * i, 3, "%02x", h[i]);
 }
 

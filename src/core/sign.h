@@ -26,6 +26,9 @@ int hookd_secret_parse(const char *secret, hookd_hmac_key *out);
 /* New "whsec_" secret with 32 random bytes. Returns 0 or -1. */
 int hookd_secret_generate(char out[HOOKD_SECRET_MAX]);
 
+/* SHA-256 of n bytes. Returns 0 or -1. */
+int hookd_sha256(const void *p, size_t n, unsigned char out[32]);
+
 /* HMAC over the concatenation of n parts. out must hold 64 bytes; returns the MAC length or
  * -1. */
 int hookd_hmac(hookd_md md, const void *key, size_t keylen, const void *const *parts,

@@ -7,7 +7,6 @@
  * stored as the exact bytes every attempt and replay sends. The request hash that decides
  * "same request" for idempotency is SHA-256 over the request's canonical JSON, so key order and
  * whitespace do not matter. */
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,10 +156,7 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
     hookd_buf canon;
     hookd_buf_init(&canon, app->cfg->max_body_bytes * 2 + 1024);
     brc = hookd_jcs(body, &canon);
-    if (brc == 0) {
-      unsigned int hl = 32;
-      EVP_Digest(canon.data, canon.len, op->hash, &hl, EVP_sha256(), NULL);
-    }
+    if (brc == 0 && hookd_sha256(canon.data, canon.len, op->hash) != 0) brc = -1;
     hookd_buf_free(&canon);
   }
 

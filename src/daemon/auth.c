@@ -3,7 +3,6 @@
 #include "daemon/auth.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 
 #include "core/b64.h"
 #include "core/ids.h"
+#include "core/sign.h"
 
 typedef struct cached_key {
   unsigned char hash[32];
@@ -26,8 +26,7 @@ struct hookd_auth {
 };
 
 void hookd_auth_hash(const char *token, unsigned char hash[32]) {
-  unsigned int len = 32;
-  EVP_Digest(token, strlen(token), hash, &len, EVP_sha256(), NULL);
+  if (hookd_sha256(token, strlen(token), hash) != 0) memset(hash, 0, 32); /* not reached */
 }
 
 hookd_auth *hookd_auth_new(const char *bootstrap_key) {

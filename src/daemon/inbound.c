@@ -6,7 +6,6 @@
  * allowlist, identity. The store step is one writer op (group-committed); the provider gets its
  * 2xx only after the commit. Nothing is stored for a request that fails verification, and the
  * logs never carry the body, a secret or a signature. */
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -52,12 +51,6 @@ static void recv_cleanup(hookd_api_op *base) {
   hookd_buf_free(&op->meta);
 }
 
-static void sha256_hex(const void *p, size_t n, char out[65]) {
-  unsigned char h[32];
-  unsigned int len = 32;
-  EVP_Digest(p, n, h, &len, EVP_sha256(), NULL);
-  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
-}
 
 /* Keeps printable ASCII only: values that become forwarded header lines. */
 static void header_safe(const char *in, char *out, size_t cap) {
@@ -275,11 +268,11 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf canon;
   hookd_buf_init(&canon, app->cfg->max_body_bytes * 2 + 64);
   if (json && hookd_jcs(json, &canon) == 0)
-    sha256_hex(canon.data, canon.len, op->payload_hash);
+    hookd_in_sha256_hex(canon.data, canon.len, op->payload_hash);
   else if (get)
-    sha256_hex(query, strlen(query), op->payload_hash);
+    hookd_in_sha256_hex(query, strlen(query), op->payload_hash);
   else
-    sha256_hex(body, body_len, op->payload_hash);
+    hookd_in_sha256_hex(body, body_len, op->payload_hash);
   hookd_buf_free(&canon);
 
   /* identity: a configured composite, else the provider's id, else the payload hash */
@@ -290,7 +283,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (rt->src.identity_paths && json &&
       hookd_in_composite_key(json, rt->src.identity_paths, &comp, missing, sizeof missing) == 0) {
     snprintf(op->identity_kind, sizeof op->identity_kind, "composite");
-    sha256_hex(comp.data, comp.len, ident);
+    hookd_in_sha256_hex(comp.data, comp.len, ident);
   } else if (hookd_in_event_id(p, &in, json, rt->has_generic ? &rt->generic : NULL, ident,
                                sizeof ident) == 0) {
     snprintf(op->identity_kind, sizeof op->identity_kind, "provider_id");
@@ -304,7 +297,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf_init(&key, 4096);
   hookd_buf_printf(&key, "%s\x1f%s\x1f%s\x1f%s\x1f%s", op->provider_name, op->source_id,
                    op->tenant_id, op->identity_kind, ident);
-  sha256_hex(key.data, key.len, op->identity_key);
+  hookd_in_sha256_hex(key.data, key.len, op->identity_key);
   hookd_buf_free(&key);
 
   /* business key and object version, when the source declares them */
@@ -313,7 +306,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     hookd_buf_init(&comp, 8192);
     hookd_buf_printf(&comp, "%s\x1f", rt->src.business_operation ? rt->src.business_operation : "");
     if (hookd_in_composite_key(json, rt->src.business_paths, &comp, missing, sizeof missing) == 0) {
-      sha256_hex(comp.data, comp.len, op->business_key);
+      hookd_in_sha256_hex(comp.data, comp.len, op->business_key);
       has_bkey = true;
     }
     hookd_buf_free(&comp);
@@ -323,7 +316,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     char objtext[512];
     bool n2;
     if (obj && scalar_text(obj, objtext, sizeof objtext, &n2)) {
-      sha256_hex(objtext, strlen(objtext), op->object_key);
+      hookd_in_sha256_hex(objtext, strlen(objtext), op->object_key);
       if (rt->src.version_header) {
         const char *hv = hookd_in_header_get(&in, rt->src.version_header);
         if (hv) {

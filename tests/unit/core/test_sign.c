@@ -1,9 +1,12 @@
 /* test_sign.c — Standard Webhooks signing against the specification's published vector, and
- * verification: tampering, wrong secret, rotation (several signatures), timestamps. */
+ * verification: tampering, wrong secret, rotation (several signatures), timestamps; the HMAC and
+ * SHA-256 helpers against RFC 2202 / RFC 4231 / FIPS 180-2 vectors, repeatedly (their
+ * algorithms are fetched once and their contexts reused). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -64,6 +67,51 @@ static void verify(void **s) {
 }
 
 /* A secret whose base64 would decode past the key buffer is refused, not truncated. */
+static void hex(const unsigned char *in, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", in[i]);
+}
+
+/* RFC 2202 test 2 (SHA-1) and RFC 4231 test 2 (SHA-256, SHA-512): key "Jefe", data split in two
+ * parts; each computed twice, interleaved, so a reused context that kept state would show. */
+static void hmac_vectors(void **s) {
+  (void)s;
+  const void *parts[] = {"what do ya want ", "for nothing?"};
+  size_t lens[] = {16, 12};
+  struct {
+    hookd_md md;
+    int len;
+    const char *want;
+  } v[] = {
+      {HOOKD_MD_SHA1, 20, "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"},
+      {HOOKD_MD_SHA256, 32, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+      {HOOKD_MD_SHA512, 64,
+       "164b7a7bfcf819e2e395fbe73b56e0a387bd64222e831fd610270cd7ea2505549758bf75c05a994a6d034f65f8f0e6fdcaeab1a34d4a6b4b636e070a38bce737"},
+  };
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+      unsigned char mac[64];
+      char got[129];
+      assert_int_equal(hookd_hmac(v[i].md, "Jefe", 4, parts, lens, 2, mac), v[i].len);
+      hex(mac, (size_t)v[i].len, got);
+      assert_string_equal(got, v[i].want);
+    }
+  }
+  unsigned char mac[64];
+  assert_int_equal(hookd_hmac((hookd_md)7, "Jefe", 4, parts, lens, 2, mac), -1);
+}
+
+static void sha256_vectors(void **s) {
+  (void)s;
+  unsigned char h[32];
+  char got[65];
+  assert_int_equal(hookd_sha256("abc", 3, h), 0);
+  hex(h, 32, got);
+  assert_string_equal(got, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  assert_int_equal(hookd_sha256("", 0, h), 0);
+  hex(h, 32, got);
+  assert_string_equal(got, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
 static void oversized_secret(void **s) {
   char big[6 + 200 + 1];
   memcpy(big, "whsec_", 6);
@@ -94,6 +142,8 @@ int main(void) {
       cmocka_unit_test(published_vector),
       cmocka_unit_test(verify),
       cmocka_unit_test(oversized_secret),
+      cmocka_unit_test(hmac_vectors),
+      cmocka_unit_test(sha256_vectors),
       cmocka_unit_test(base64),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
