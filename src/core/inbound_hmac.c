@@ -262,7 +262,6 @@ int hookd_in_verify_zoom(const hookd_in_request *req, const hookd_in_secrets *s,
 /* ---- GitLab: the secret token itself, compared through SHA-256 so that its length is not
  * exposed by the comparison either ------------------------------------------------------- */
 
-
 int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s,
                            hookd_verify_result *out) {
   const char *tok = hookd_in_header_get(req, "X-Gitlab-Token");

@@ -15,7 +15,7 @@
 
 /* OpenSSL 3 looks an algorithm up by name (a locked provider query) whenever it is named in a
  * call (EVP_sha256(), an HMAC "digest" parameter). hookd fetches each one once and copies an
- * unkeyed HMAC context per use instead: the lookups were ~10 % of the inbound receive thread. */
+ * unkeyed HMAC context per use instead (the receive thread's CPU per inbound event fell ~8 %). */
 static EVP_MD *sha256_md;
 static EVP_MAC_CTX *hmac_tmpl[3]; /* by hookd_md, digest set, no key */
 static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;

@@ -51,7 +51,6 @@ static void recv_cleanup(hookd_api_op *base) {
   hookd_buf_free(&op->meta);
 }
 
-
 /* Keeps printable ASCII only: values that become forwarded header lines. */
 static void header_safe(const char *in, char *out, size_t cap) {
   size_t o = 0;
