@@ -1,6 +1,6 @@
 /* inbound.c — the entry points of the inbound verifiers: provider names, case-insensitive header
  * lookup, hookd_in_verify's dispatch to the per-provider files, and the small helpers they share
- * (result reporting, timestamps and tolerance, hex). */
+ * (result reporting, timestamps and tolerance, hex, the SHA-256 keys). */
 #include "core/inbound.h"
 
 #include <string.h>
