@@ -22,7 +22,7 @@ IN_REPS=${BENCH_REPS:-3}
 IN_SECONDS=${BENCH_INBOUND_SECONDS:-10}
 # Closed-loop concurrency. hookd acknowledges only after a group commit's fsync, so its ack rate
 # grows with the requests in flight until the CPU is spent: 64 → 256 → 1000 connections measured
-# ~2.8k → ~4.1k → ~5.8k acks/s on the 2-vCPU machine (BENCHMARKS.md). The default is the plateau
+# ~2.8k → ~4.1k → 5.6–6.4k acks/s on the 2-vCPU machine (BENCHMARKS.md). The default is the plateau
 # (the peak rate); the same wrk settings measure the nginx ceiling. Set BENCH_INBOUND_CONNS to
 # compare.
 IN_CONNS=${BENCH_INBOUND_CONNS:-1000}
