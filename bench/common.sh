@@ -109,10 +109,10 @@ cpu_window() {
 # calc EXPR [FORMAT] — floating-point arithmetic (awk), e.g. calc "10 / 3" %.1f
 calc() { awk "BEGIN { printf \"${2:-%.2f}\", $1 }"; }
 
-# pass_miss VALUE TARGET — PASS when VALUE >= TARGET.
 # field KEY LINE — the value of KEY in a line of key=value pairs (the load tools' summaries).
 field() { sed -n "s/.*[ ^]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
 
+# pass_miss VALUE TARGET — PASS when VALUE >= TARGET.
 pass_miss() { awk -v v="$1" -v t="$2" 'BEGIN { print (v + 0 >= t + 0) ? "PASS" : "MISS" }'; }
 
 # fs_type DIR — the file system DIR is on (fsync costs depend on it; tmpfs makes fsync free).

@@ -20,10 +20,10 @@
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "core/ids.h"
+#include "core/secretbox.h"
 #include "daemon/auth.h"
 #include "daemon/keyring.h"
 #include "store/storeq.h"
-#include "core/secretbox.h"
 
 typedef struct keys_args {
   const char *store, *role, *tenants, *name, *id, *master_file, *new_master_file;

@@ -12,10 +12,10 @@
 
 #include "core/clock.h"
 #include "core/ids.h"
+#include "core/secretbox.h"
 #include "core/sign.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
-#include "core/secretbox.h"
 
 /* Fields a body may carry, and which of them were present (PATCH applies only those). */
 enum {

@@ -13,10 +13,10 @@
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/inbound.h"
+#include "core/secretbox.h"
 #include "core/sign.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
-#include "core/secretbox.h"
 
 #define MAX_DESTS 8
 #define MAX_SECRETS 16

@@ -16,10 +16,10 @@
 #include "core/delivery_state.h"
 #include "core/ids.h"
 #include "core/retry_after.h"
+#include "core/secretbox.h"
 #include "daemon/dispatcher_int.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
-#include "core/secretbox.h"
 
 #define RECLAIM_BATCH 1000
 

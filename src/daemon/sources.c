@@ -6,9 +6,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/secretbox.h"
 #include "core/strmap.h"
 #include "daemon/log.h"
-#include "core/secretbox.h"
 
 struct hookd_source_cache {
   const hookd_keyring *keyring;

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/secretbox.h"
 #include "store/sqlite/sqlite_int.h"
 #include "store/storeq.h"
-#include "core/secretbox.h"
 
 const char *const hookd_recv_outcome_names[HOOKD_RECV__COUNT] = {
     "new", "duplicate", "conflict", "semantic_duplicate", "stale", "filtered"};
