@@ -11,6 +11,7 @@
  * actor "cli". Tokens are shown once and stored only as SHA-256 hashes. */
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,8 +281,8 @@ static int cmd_rotate_master(keys_args *a) {
          x.resealed, new_key.id, a->new_master_file);
   rc = 0;
 out:
-  memset(&old_key, 0, sizeof old_key);
-  memset(&new_key, 0, sizeof new_key);
+  OPENSSL_cleanse(&old_key, sizeof old_key); /* locals going out of scope: memset is a dead store */
+  OPENSSL_cleanse(&new_key, sizeof new_key);
   if (lock_fd >= 0) close(lock_fd);
   return rc;
 }

@@ -131,8 +131,11 @@ char *hookd_unseal(const hookd_master_key *k, const char *sealed, const char *aa
   return out;
 }
 
+void hookd_secret_wipe(char *s) {
+  if (s) OPENSSL_cleanse(s, strlen(s));
+}
+
 void hookd_secret_free(char *s) {
-  if (!s) return;
-  OPENSSL_cleanse(s, strlen(s));
+  hookd_secret_wipe(s);
   free(s);
 }

@@ -34,8 +34,10 @@ char *hookd_seal(const hookd_master_key *k, const char *plaintext, const char *a
 /* Returns the malloc'd plaintext, or NULL when the key, the associated data or the bytes do
  * not match (tampering). */
 char *hookd_unseal(const hookd_master_key *k, const char *sealed, const char *aad);
-/* Wipes a malloc'd secret string (sealed or plain; OPENSSL_cleanse, which the compiler cannot
- * drop as a dead store) and frees it. NULL is fine. */
+/* Overwrites a secret string's bytes with zeros (OPENSSL_cleanse, which the compiler cannot drop
+ * as a dead store, unlike a memset right before free). NULL is fine. */
+void hookd_secret_wipe(char *s);
+/* hookd_secret_wipe, then free: for malloc'd secrets (sealed or plain). NULL is fine. */
 void hookd_secret_free(char *s);
 
 #endif

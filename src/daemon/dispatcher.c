@@ -8,6 +8,7 @@
  * endpoint is freed only when it is gone and nothing references it. */
 #include "daemon/dispatcher.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,8 +119,8 @@ static void item_done_post(void *arg, int rc) {
 /* ---------- endpoints ---------- */
 
 static void ep_forget_keys(ep *e) {
-  memset(&e->key, 0, sizeof e->key);
-  memset(&e->prev_key, 0, sizeof e->prev_key);
+  OPENSSL_cleanse(&e->key, sizeof e->key); /* ep_free frees e next: a memset could be dropped */
+  OPENSSL_cleanse(&e->prev_key, sizeof e->prev_key);
   hookd_secret_free(e->ed_key);
   hookd_secret_free(e->prev_ed_key);
   e->ed_key = e->prev_ed_key = NULL;

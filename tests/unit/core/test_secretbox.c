@@ -48,6 +48,16 @@ static void seal_round_trip(void **s) {
   free(sealed);
 }
 
+/* The wipe itself, on a buffer that stays alive so its bytes can be read afterwards. */
+static void secret_wipe_zeroes_every_byte(void **s) {
+  (void)s;
+  char buf[] = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  size_t n = strlen(buf);
+  hookd_secret_wipe(buf);
+  for (size_t i = 0; i < n; i++) assert_int_equal(buf[i], 0);
+  hookd_secret_wipe(NULL);
+}
+
 static void secret_free_takes_null_and_sealed_values(void **s) {
   (void)s;
   hookd_secret_free(NULL);
@@ -100,6 +110,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(seal_round_trip),
       cmocka_unit_test(master_key_formats),
+      cmocka_unit_test(secret_wipe_zeroes_every_byte),
       cmocka_unit_test(secret_free_takes_null_and_sealed_values),
       cmocka_unit_test(ed25519_v1a),
   };
