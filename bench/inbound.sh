@@ -81,8 +81,7 @@ in_window_end() {
   procs_snapshot "${IN_PROCS[@]}" >"$dir/procs.$name.1"
   busy=$(cpu_window "$IN_CB" "$(cpu_snapshot)")
   ours=$(procs_report "$dir/procs.$name.0" "$dir/procs.$name.1" "$secs")
-  IN_CPU="machine $busy; processes (% of one core): $(awk '{printf "%s=%s%% ", $1, $2}' <<<"$ours")$(awk -v b="$busy" -v n="$(nproc)" '
-    { s += $2 } END { sub(/^busy=/, "", b); b += 0; printf "everything else (wrk, kernel threads, other work)=%.0f%%", b * n - s }' <<<"$ours")"
+  IN_CPU=$(cpu_summary "$busy" "$ours" "wrk, kernel threads, other work")
   IN_THREADS=$(threads_report "$dir/threads.$name.0" "$dir/threads.$name.1" "$secs" |
     awk -v n="$n" -v s="$secs" '$2 >= 1 {printf "%s=%s%% (%.0f us/request) ", $1, $2, n ? $2 / 100 * s * 1e6 / n : 0}')
   # what the store costs besides CPU: bytes sent to the disk (WAL and checkpoints) and the time
@@ -94,6 +93,20 @@ in_window_end() {
     -v cs="$(calc "$cs1 - $IN_COMMIT_S0" %.6f)" 'BEGIN { if (!n) n = 1;
       printf "disk writes %.1f KiB/request; %d commits (%.1f requests each), in COMMIT %.0f%% of the time (%.0f us/request)",
         io / 1024 / n, c, c ? n / c : 0, 100 * cs / s, cs * 1e6 / n }')
+}
+
+# in_closed DIR MODE ANSWERS [IDS_OUT] — one closed-loop wrk run against hookd in MODE (new, dup),
+# measured: IN_RATE (ANSWERS — the script's count of the answers that matter — per second), IN_P50,
+# IN_P99, IN_LINE (the script's summary), and in_window_end's IN_CPU, IN_THREADS, IN_STORE.
+in_closed() {
+  local dir=$1 mode=$2 ok
+  in_window_start "$dir" "$mode"
+  in_wrk "$HOOKD_URL/in/$IN_SOURCE" "$mode" "$dir/wrk-$mode.txt" "${4:--}"
+  IN_LINE=$(grep '^inbound_lua ' "$dir/wrk-$mode.txt")
+  ok=$(field "$3" "$IN_LINE")
+  in_window_end "$dir" "$mode" "$ok"
+  IN_RATE=$(calc "$ok / $(field duration_s "$IN_LINE")" %.0f)
+  IN_P50=$(field p50_ms "$IN_LINE") IN_P99=$(field p99_ms "$IN_LINE")
 }
 
 # in_store_check DIR ACKED_FILE DUP_ID — the store's account after hookd stopped.
@@ -123,7 +136,7 @@ EOF
 }
 
 in_rep() {
-  local rep=$1 dir=$BENCH_TMP/inbound-$rep tag line secs ok n
+  local rep=$1 dir=$BENCH_TMP/inbound-$1 tag line n
   mkdir -p "$dir"
   tag=$(printf 'r%02dx%04x' "$rep" $((RANDOM % 65536)))
   IN_SIGNED=$dir/signed.txt
@@ -137,16 +150,10 @@ in_rep() {
   hookd_start "$dir" --max-in-flight 512
   in_setup
   # new events
-  in_window_start "$dir" new
-  in_wrk "$HOOKD_URL/in/$IN_SOURCE" new "$dir/wrk-new.txt" "$dir/acked"
-  line=$(grep '^inbound_lua ' "$dir/wrk-new.txt")
-  ok=$(field new_answers "$line")
-  in_window_end "$dir" new "$ok"
-  IN_NEW=$(calc "$ok / $(field duration_s "$line")" %.0f)
-  IN_NEW_P50=$(field p50_ms "$line") IN_NEW_P99=$(field p99_ms "$line")
-  IN_NEW_LINE="$line"
+  in_closed "$dir" new new_answers "$dir/acked"
+  IN_NEW=$IN_RATE IN_NEW_P50=$IN_P50 IN_NEW_P99=$IN_P99 IN_NEW_LINE=$IN_LINE
   IN_NEW_CPU=$IN_CPU IN_NEW_THREADS=$IN_THREADS IN_NEW_STORE=$IN_STORE
-  [ "$(field exhausted "$line")" = 0 ] ||
+  [ "$(field exhausted "$IN_LINE")" = 0 ] ||
     say "  WARNING: the $IN_PRESIGN pre-signed requests ran out before ${IN_SECONDS}s (raise BENCH_INBOUND_PRESIGN)"
   cat "$dir"/acked.* >"$dir/acked.txt" 2>/dev/null || : >"$dir/acked.txt"
 
@@ -161,14 +168,8 @@ in_rep() {
   IN_E2E=$(calc "${n%.*} / ($(field duration_s "$IN_NEW_LINE") + $IN_FWD_SECS)" %.0f)
 
   # duplicates: every request repeats the first pre-signed event, stored by the run above
-  in_window_start "$dir" dup
-  in_wrk "$HOOKD_URL/in/$IN_SOURCE" dup "$dir/wrk-dup.txt"
-  line=$(grep '^inbound_lua ' "$dir/wrk-dup.txt")
-  ok=$(field dup_answers "$line")
-  in_window_end "$dir" dup "$ok"
-  IN_DUP=$(calc "$ok / $(field duration_s "$line")" %.0f)
-  IN_DUP_P50=$(field p50_ms "$line") IN_DUP_P99=$(field p99_ms "$line")
-  IN_DUP_LINE="$line"
+  in_closed "$dir" dup dup_answers
+  IN_DUP=$IN_RATE IN_DUP_P50=$IN_P50 IN_DUP_P99=$IN_P99 IN_DUP_LINE=$IN_LINE
   IN_DUP_CPU=$IN_CPU IN_DUP_THREADS=$IN_THREADS IN_DUP_STORE=$IN_STORE
   hookd_metrics >"$dir/metrics.txt"
   hookd_stop

@@ -127,8 +127,7 @@ drain_run() {
   local busy ours
   busy=$(cpu_window "$cb" "$ca")
   ours=$(procs_report "$dir/procs.0" "$dir/procs.1" "$secs")
-  DRAIN_CPU="machine $busy; processes (% of one core): $(awk '{printf "%s=%s%% ", $1, $2}' <<<"$ours")$(awk -v b="$busy" -v n="$(nproc)" '
-    { s += $2 } END { sub(/^busy=/, "", b); b += 0; printf "everything else (kernel threads, other work)=%.0f%%", b * n - s }' <<<"$ours")"
+  DRAIN_CPU=$(cpu_summary "$busy" "$ours" "kernel threads, other work")
   DRAIN_THREADS=$(threads_report "$dir/threads.0" "$dir/threads.1" "$secs" |
     awk -v n="$DRAIN_PENDING" -v s="$secs" '$2 >= 1 {printf "%s=%s%% (%.0f us/delivery) ", $1, $2, $2 / 100 * s * 1e6 / n}')
   DRAIN_BATCH=$(awk '$1=="hookd_store_commit_batch_size_sum"{s=$2} $1=="hookd_store_commit_batch_size_count"{c=$2}

@@ -39,8 +39,7 @@ publish_run() {
   busy=$(cpu_window "$cb" "$ca")
   ours=$(procs_report "$dir/procs.0" "$dir/procs.1" "$secs"
     tail -1 "$dir/openloop.time" | awk -v s="$secs" '{printf "openloop %.0f\n", 100 * ($1 + $2) / s}')
-  PUB_CPU="machine $busy; processes (% of one core): $(awk '{printf "%s=%s%% ", $1, $2}' <<<"$ours")$(awk -v b="$busy" -v n="$(nproc)" '
-    { s += $2 } END { sub(/^busy=/, "", b); b += 0; printf "everything else (kernel threads, other work)=%.0f%%", b * n - s }' <<<"$ours")
+  PUB_CPU="$(cpu_summary "$busy" "$ours" "kernel threads, other work")
   hookd threads: $(threads_report "$dir/threads.0" "$dir/threads.1" "$secs" | awk '$2 >= 1 {printf "%s=%s%% ", $1, $2}')"
 }
 

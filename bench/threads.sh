@@ -46,3 +46,13 @@ procs_report() {
     END { for (k in after) printf "%s %.0f\n", k, 100 * (after[k] - before[k]) / hz / secs }
   ' "$1" "$2" | sort -k2 -n -r
 }
+
+# cpu_summary BUSY PROCS OTHERS — one line for a window: the machine's "busy=N% steal=N%" (from
+# cpu_window), each process of PROCS (procs_report's "label NN" lines) in % of one core, and the
+# rest of the busy time as "everything else (OTHERS)".
+cpu_summary() {
+  printf 'machine %s; processes (%% of one core): ' "$1"
+  awk -v b="$1" -v n="$(nproc)" -v others="$3" '
+    NF { printf "%s=%s%% ", $1, $2; s += $2 }
+    END { sub(/^busy=/, "", b); b += 0; printf "everything else (%s)=%.0f%%", others, b * n - s }' <<<"$2"
+}
