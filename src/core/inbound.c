@@ -107,10 +107,12 @@ void hookd_in_hex_encode(const unsigned char *in, size_t n, char *out) {
   out[2 * n] = '\0';
 }
 
-void hookd_in_sha256_hex(const void *p, size_t n, char out[65]) {
+int hookd_in_sha256_hex(const void *p, size_t n, char out[65]) {
   unsigned char h[32];
-  if (hookd_sha256(p, n, h) != 0) memset(h, 0, sizeof h); /* not reached: SHA-256 is built in */
+  out[0] = '\0';
+  if (hookd_sha256(p, n, h) != 0) return -1;
   hookd_in_hex_encode(h, 32, out);
+  return 0;
 }
 
 const char *hookd_in_trim(const char *s, size_t *len) {

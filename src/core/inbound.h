@@ -141,8 +141,10 @@ const json_t *hookd_json_path(const json_t *root, const char *path);
 int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out, char *missing,
                            size_t missing_len);
 
-/* Lowercase hex of the SHA-256 of p[0..n): identity, business and payload keys. */
-void hookd_in_sha256_hex(const void *p, size_t n, char out[65]);
+/* Lowercase hex of the SHA-256 of p[0..n): identity, business and payload keys. Returns 0, or -1
+ * (out empty) when the digest failed: a caller must not use a key it could not compute — a
+ * constant stand-in would make every event a duplicate of the first. */
+int hookd_in_sha256_hex(const void *p, size_t n, char out[65]);
 
 /* RFC 8785 JSON Canonicalization Scheme: object members sorted by their names' UTF-16 code
  * units, numbers in ECMAScript shortest form (integers held by jansson are converted to double

@@ -15,10 +15,11 @@
 #define NONCE 12
 #define TAG 16
 
-static void key_id(hookd_master_key *k) {
+static int key_id(hookd_master_key *k) {
   unsigned char h[32];
-  if (hookd_sha256(k->key, sizeof k->key, h) != 0) memset(h, 0, sizeof h); /* not reached */
+  if (hookd_sha256(k->key, sizeof k->key, h) != 0) return -1;
   for (int i = 0; i < 8; i++) snprintf(k->id + 2 * i, 3, "%02x", h[i]);
+  return 0;
 }
 
 int hookd_master_key_parse(const char *text, hookd_master_key *out) {
@@ -42,15 +43,13 @@ int hookd_master_key_parse(const char *text, hookd_master_key *out) {
   } else {
     return -1;
   }
-  key_id(out);
-  return 0;
+  return key_id(out);
 }
 
 int hookd_master_key_generate(hookd_master_key *out, char text[64]) {
   if (hookd_random_bytes(out->key, sizeof out->key) != 0) return -1;
   hookd_b64_encode(out->key, sizeof out->key, text);
-  key_id(out);
-  return 0;
+  return key_id(out);
 }
 
 bool hookd_is_sealed(const char *value) {

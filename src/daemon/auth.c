@@ -25,8 +25,8 @@ struct hookd_auth {
   cached_key bootstrap;
 };
 
-void hookd_auth_hash(const char *token, unsigned char hash[32]) {
-  if (hookd_sha256(token, strlen(token), hash) != 0) memset(hash, 0, 32); /* not reached */
+int hookd_auth_hash(const char *token, unsigned char hash[32]) {
+  return hookd_sha256(token, strlen(token), hash);
 }
 
 hookd_auth *hookd_auth_new(const char *bootstrap_key) {
@@ -34,8 +34,8 @@ hookd_auth *hookd_auth_new(const char *bootstrap_key) {
   if (!a) return NULL;
   pthread_rwlock_init(&a->lock, NULL);
   if (bootstrap_key && *bootstrap_key) {
-    a->has_bootstrap = true;
-    hookd_auth_hash(bootstrap_key, a->bootstrap.hash);
+    /* a hash that could not be computed must not become a key anything matches */
+    a->has_bootstrap = hookd_auth_hash(bootstrap_key, a->bootstrap.hash) == 0;
     snprintf(a->bootstrap.p.key_id, sizeof a->bootstrap.p.key_id, "key_config");
     a->bootstrap.p.role = HOOKD_ROLE_ADMIN;
   }
@@ -84,7 +84,7 @@ size_t hookd_auth_count(hookd_auth *a) {
 bool hookd_auth_check(hookd_auth *a, const char *token, hookd_principal *p) {
   if (!token || !*token || strlen(token) > 256) return false;
   unsigned char h[32];
-  hookd_auth_hash(token, h);
+  if (hookd_auth_hash(token, h) != 0) return false;
   bool found = false;
   pthread_rwlock_rdlock(&a->lock);
   if (a->has_bootstrap && CRYPTO_memcmp(h, a->bootstrap.hash, 32) == 0) {
@@ -154,6 +154,5 @@ int hookd_auth_generate(char token[64], unsigned char hash[32]) {
   for (char *c = b64; *c && *c != '='; c++) token[o++] = *c == '+' ? '-' : *c == '/' ? '_' : *c;
   token[o] = '\0';
   OPENSSL_cleanse(raw, sizeof raw);
-  hookd_auth_hash(token, hash);
-  return 0;
+  return hookd_auth_hash(token, hash);
 }

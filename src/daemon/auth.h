@@ -56,6 +56,7 @@ int hookd_role_parse(const char *s, hookd_role *out);
 
 /* Generates a new key token "hk_<43 base64url chars>" and its hash. */
 int hookd_auth_generate(char token[64], unsigned char hash[32]);
-void hookd_auth_hash(const char *token, unsigned char hash[32]);
+/* SHA-256 of a key token (what the store keeps). Returns 0 or -1. */
+int hookd_auth_hash(const char *token, unsigned char hash[32]);
 
 #endif

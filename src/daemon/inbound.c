@@ -27,6 +27,7 @@ typedef struct recv_op {
   hookd_receive_res rs;
   hookd_provider provider;
   bool loaded;
+  bool hash_failed; /* a key could not be computed: answered as a storage failure, nothing stored */
   char inbox_id[HOOKD_ID_MAX];
   char source_id[HOOKD_ID_MAX + 64];
   char tenant_id[HOOKD_ID_MAX + 64];
@@ -131,6 +132,10 @@ static void reply_receive(hookd_api_op *base, int rc) {
 
 static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   recv_op *op = (recv_op *)base;
+  if (op->hash_failed) {
+    snprintf(base->err, sizeof base->err, "SHA-256 failed");
+    return HOOKD_STORE_ERR; /* 503 (VNPay: "99"): the provider retries */
+  }
   return be->receive(c, &op->rq, &op->rs);
 }
 
@@ -267,11 +272,11 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf canon;
   hookd_buf_init(&canon, app->cfg->max_body_bytes * 2 + 64);
   if (json && hookd_jcs(json, &canon) == 0)
-    hookd_in_sha256_hex(canon.data, canon.len, op->payload_hash);
+    op->hash_failed |= hookd_in_sha256_hex(canon.data, canon.len, op->payload_hash) != 0;
   else if (get)
-    hookd_in_sha256_hex(query, strlen(query), op->payload_hash);
+    op->hash_failed |= hookd_in_sha256_hex(query, strlen(query), op->payload_hash) != 0;
   else
-    hookd_in_sha256_hex(body, body_len, op->payload_hash);
+    op->hash_failed |= hookd_in_sha256_hex(body, body_len, op->payload_hash) != 0;
   hookd_buf_free(&canon);
 
   /* identity: a configured composite, else the provider's id, else the payload hash */
@@ -282,7 +287,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (rt->src.identity_paths && json &&
       hookd_in_composite_key(json, rt->src.identity_paths, &comp, missing, sizeof missing) == 0) {
     snprintf(op->identity_kind, sizeof op->identity_kind, "composite");
-    hookd_in_sha256_hex(comp.data, comp.len, ident);
+    op->hash_failed |= hookd_in_sha256_hex(comp.data, comp.len, ident) != 0;
   } else if (hookd_in_event_id(p, &in, json, rt->has_generic ? &rt->generic : NULL, ident,
                                sizeof ident) == 0) {
     snprintf(op->identity_kind, sizeof op->identity_kind, "provider_id");
@@ -296,7 +301,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf_init(&key, 4096);
   hookd_buf_printf(&key, "%s\x1f%s\x1f%s\x1f%s\x1f%s", op->provider_name, op->source_id,
                    op->tenant_id, op->identity_kind, ident);
-  hookd_in_sha256_hex(key.data, key.len, op->identity_key);
+  op->hash_failed |= hookd_in_sha256_hex(key.data, key.len, op->identity_key) != 0;
   hookd_buf_free(&key);
 
   /* business key and object version, when the source declares them */
@@ -305,7 +310,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     hookd_buf_init(&comp, 8192);
     hookd_buf_printf(&comp, "%s\x1f", rt->src.business_operation ? rt->src.business_operation : "");
     if (hookd_in_composite_key(json, rt->src.business_paths, &comp, missing, sizeof missing) == 0) {
-      hookd_in_sha256_hex(comp.data, comp.len, op->business_key);
+      op->hash_failed |= hookd_in_sha256_hex(comp.data, comp.len, op->business_key) != 0;
       has_bkey = true;
     }
     hookd_buf_free(&comp);
@@ -315,7 +320,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     char objtext[512];
     bool n2;
     if (obj && scalar_text(obj, objtext, sizeof objtext, &n2)) {
-      hookd_in_sha256_hex(objtext, strlen(objtext), op->object_key);
+      op->hash_failed |= hookd_in_sha256_hex(objtext, strlen(objtext), op->object_key) != 0;
       if (rt->src.version_header) {
         const char *hv = hookd_in_header_get(&in, rt->src.version_header);
         if (hv) {
