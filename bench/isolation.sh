@@ -69,6 +69,14 @@ iso_receiver_stop() { [ -n "${ISO_RCV_PID:-}" ] && bench_kill "$ISO_RCV_PID" 10;
 
 iso_hangs() { [ "$1" = hanging ] && [[ $ISO_HANG == *" $2 "* ]]; }
 
+# iso_hang_types MODE → the event types routed to hanging endpoints as an SQL list ('t000',…),
+# from ISO_HANG; "''" (matches no type) when MODE is healthy.
+iso_hang_types() {
+  local e out=""
+  [ "$1" = hanging ] && for e in $ISO_HANG; do out+="${out:+,}'t$(printf %03d "$e")'"; done
+  echo "${out:-"''"}"
+}
+
 # iso_setup MODE — tenants t0..t4, endpoints 0..49.
 iso_setup() {
   local mode=$1 i j r path
@@ -98,16 +106,15 @@ iso_publish() {
 # iso_healthy_events DIR MODE → how many stored events go to a healthy endpoint (hookd stopped
 # or not: reads the WAL-mode store concurrently).
 iso_healthy_events() {
-  local mode=$1 where=""
-  [ "$mode" = hanging ] && where="WHERE type NOT IN ('t000','t011','t022','t033','t044')"
-  sqlite3 "$2/hookd.db" "PRAGMA busy_timeout=5000; SELECT COUNT(*) FROM events $where" | tail -1
+  sqlite3 "$2/hookd.db" "PRAGMA busy_timeout=5000;
+    SELECT COUNT(*) FROM events WHERE type NOT IN ($(iso_hang_types "$1"))" | tail -1
 }
 
 # iso_latency DIR MODE — first-attempt latency of healthy deliveries (hookd and the receiver
 # stopped): "p50_ms=… p99_ms=… max_ms=… n=… late=…".
 iso_latency() {
-  local dir=$1 mode=$2 hang_types="''"
-  [ "$mode" = hanging ] && hang_types="'t000','t011','t022','t033','t044'"
+  local dir=$1 hang_types
+  hang_types=$(iso_hang_types "$2")
   awk '$2 == "o" { print $1 "," $4 }' "$dir/receiver.log" >"$dir/arrivals.csv"
   sqlite3 "$dir/hookd.db" <<EOF
 CREATE TEMP TABLE arr(t_us INTEGER, id TEXT);
