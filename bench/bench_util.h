@@ -1,4 +1,5 @@
-/* bench_util.h — the small helpers the C load tools (curl_ceiling.c, openloop.c) share.
+/* bench_util.h — the small helpers the C load tools (curl_ceiling.c, openloop.c,
+ * hang_receiver.c) share.
  * Header-only. */
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H

@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 typedef struct req {
   char kind; /* 'o', 'h', 'x' */
   int hung;  /* suspended, waiting on the hold list */
@@ -44,12 +46,6 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static req *held_head, *held_tail; /* suspended, oldest first */
 static volatile sig_atomic_t stop;
 static unsigned long long n_req, n_ok, n_hang, n_other;
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void on_signal(int sig) {
   (void)sig;
@@ -98,7 +94,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000, r->kind, n, id ? id : "-");
     if (r->kind == 'h') {
       r->conn = c;
-      r->since = mono_s();
+      r->since = now_s();
       r->hung = 1;
       pthread_mutex_lock(&mu);
       if (held_tail) held_tail->next = r;
@@ -158,10 +154,10 @@ int main(int argc, char **argv) {
   printf("port=%u\n", info ? (unsigned)info->port : 0u);
   fflush(stdout);
 
-  double last_flush = mono_s();
+  double last_flush = now_s();
   while (!stop) {
     usleep(100 * 1000);
-    double now = mono_s();
+    double now = now_s();
     pthread_mutex_lock(&mu);
     while (held_head && now - held_head->since >= hold) {
       req *r = held_head;
