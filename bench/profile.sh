@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# profile.sh — where hookd's CPU goes, per thread, in the outbound benchmark's two scenarios.
+# profile.sh — where hookd's CPU goes, per thread, in the benchmarks' scenarios.
 # Not part of `make bench`; the analysis in BENCHMARKS.md was made with it.
 #
 #   bench/profile.sh drain    the delivery engine alone (backlog drained, nothing published)
 #   bench/profile.sh steady   publish (wrk) and deliver at the same time
+#   bench/profile.sh inbound  signed Stripe-style webhooks (wrk, closed loop) received and forwarded
 #
 # Runs the scenario once with a shorter backlog, samples hookd with `perf record -e cpu-clock`
 # (a software clock: hardware counters are often missing in VMs) with DWARF call stacks for
@@ -14,13 +15,14 @@
 set -euo pipefail
 
 what=${1:-drain}
-case "$what" in drain | steady) ;; *) echo "usage: bench/profile.sh [drain|steady]" >&2; exit 2 ;; esac
+case "$what" in drain | steady | inbound) ;; *) echo "usage: bench/profile.sh [drain|steady|inbound]" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 . bench/common.sh
 . bench/threads.sh
 . bench/nginx.sh
 . bench/hookd.sh
 . bench/outbound.sh
+. bench/inbound.sh
 bench_install_trap
 command -v perf >/dev/null || die "perf is not installed (Debian: apt-get install linux-perf)"
 perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&1 ||
@@ -73,6 +75,35 @@ mhd_rules=(
   'routing=hookd_api_handle'
   'metrics endpoint=hookd_api_metrics'
 )
+inbound_mhd_rules=(
+  'kernel TCP (recv/send/epoll)=entry_SYSCALL'
+  'verify (Stripe HMAC-SHA256)=hookd_in_verify'
+  'JSON parse (jansson)=hookd_json_parse|json_loadb'
+  'payload hash (JCS + SHA-256)=hookd_jcs|jcs_'
+  'keys (SHA-256)=hookd_in_sha256_hex'
+  'JSON free=json_decref|json_delete'
+  'source lookup=hookd_source_cache'
+  'queue to the writer=hookd_api_submit|hookd_storeq'
+  'receive handler (other)=hookd_inbound_handle'
+  'suspend/resume=MHD_suspend_connection|MHD_resume_connection|hookd_req_suspend'
+  'response build/queue=hookd_req_reply|json_dumps|MHD_queue_response|MHD_create_response'
+  'request body/header collection=hookd_req_|on_request|MHD_lookup|MHD_get_connection_values'
+  'MHD parsing and connection handling=MHD_'
+)
+inbound_writer_rules=(
+  'wake-ups (curl_multi_wakeup, MHD resume)=curl_multi_wakeup|MHD_resume_connection'
+  'SAVEPOINT/RELEASE (sqlite3_exec parses each)=sqlite3_prepare|sqlite3RunParser'
+  'COMMIT (WAL write, fsync)=sqlite3VdbeHalt|CommitPhase|fdatasync'
+  'receive: next seq=next_event_seq'
+  'receive: inbox insert=inbox_insert'
+  'receive: event + forward delivery=sq_publish|event_insert|sq_fanout|fanout'
+  'receive: other=sq_receive'
+  'inbox follow (forward outcomes)=sq_inbox_follow'
+  'record_outcome SQL=sq_record_outcome'
+  'claim SQL=sq_claim'
+  'completions (done callbacks)=op_done|item_done_post|op_done_post'
+  'queue locking=futex|pthread_mutex|pthread_cond'
+)
 
 # classify TID RULES... < perf-script-output → "NN.N%  label" lines, busiest first
 classify() {
@@ -95,7 +126,14 @@ nginx_start 1
 dir=$BENCH_TMP/profile-$what
 PHASE_DIR=$dir
 mkdir -p "$dir"
-if [ "$what" = drain ]; then
+if [ "$what" = inbound ]; then
+  hookd_start "$dir" --max-in-flight 512
+  in_setup
+  IN_SIGNED=$dir/signed.txt
+  "$BENCH_BIN/inbound_sign" -k "$IN_SECRET" -n "$IN_PRESIGN" -g "$(printf 'p%07x' $((RANDOM % 65536)))" -b "$IN_BODY" >"$IN_SIGNED"
+  target=
+  delay=2
+elif [ "$what" = drain ]; then
   log "publishing a backlog of $OUT_EVENTS events"
   drain_prepare "$dir"
   hookd_start "$dir" --max-in-flight "$OUT_MIF"
@@ -116,6 +154,11 @@ bench_track "$perf_pid"
 if [ "$what" = steady ]; then
   publish_events "$OUT_STEADY_EVENTS"
   target=$(hookd_metric hookd_events_published_total)
+elif [ "$what" = inbound ]; then
+  in_wrk "$HOOKD_URL/in/$IN_SOURCE" new "$dir/wrk.txt"
+  grep '^inbound_lua ' "$dir/wrk.txt"
+  target=$(hookd_metric 'hookd_inbound_received_total{outcome="new"}')
+  target=${target%.*}
 fi
 t1=$(hookd_wait_delivered "$target" 600) || die "not all delivered"
 threads_snapshot "$HOOKD_PID" >"$dir/threads.1"
@@ -140,8 +183,10 @@ for name in dispatcher store-writer MHD-single; do
   echo "== $name: inclusive breakdown by activity"
   case $name in
   dispatcher) classify "$tid" "${dispatcher_rules[@]}" <"$dir/perf.txt" ;;
-  store-writer) classify "$tid" "${writer_rules[@]}" <"$dir/perf.txt" ;;
-  MHD-single) classify "$tid" "${mhd_rules[@]}" <"$dir/perf.txt" ;;
+  store-writer) if [ "$what" = inbound ]; then classify "$tid" "${inbound_writer_rules[@]}"
+    else classify "$tid" "${writer_rules[@]}"; fi <"$dir/perf.txt" ;;
+  MHD-single) if [ "$what" = inbound ]; then classify "$tid" "${inbound_mhd_rules[@]}"
+    else classify "$tid" "${mhd_rules[@]}"; fi <"$dir/perf.txt" ;;
   esac | sed 's/^/  /' || true
 done
 echo
