@@ -143,9 +143,15 @@ static long utf8_next(const unsigned char *s, size_t n, size_t *i) {
 }
 
 static int utf8_valid(const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
   size_t i = 0;
-  while (i < n)
-    if (utf8_next((const unsigned char *)s, n, &i) < 0) return 0;
+  while (i < n) {
+    if (u[i] < 0x80) { /* ASCII, most of a webhook: no decoding needed */
+      i++;
+      continue;
+    }
+    if (utf8_next(u, n, &i) < 0) return 0;
+  }
   return 1;
 }
 
@@ -188,6 +194,15 @@ typedef struct member {
 
 static int member_cmp(const void *pa, const void *pb) {
   const member *a = pa, *b = pb;
+  /* UTF-8 byte order is code point order, and UTF-16 code-unit order differs from it only
+   * between U+E000..U+FFFF (lead bytes EE, EF) and U+10000 and above (F0..F4), whose surrogates
+   * sort lower. So where the names first differ in bytes below EE, bytes decide (the usual,
+   * ASCII case); otherwise walk code units from the start. */
+  size_t n = a->len < b->len ? a->len : b->len, i = 0;
+  const unsigned char *ka = (const unsigned char *)a->key, *kb = (const unsigned char *)b->key;
+  while (i < n && ka[i] == kb[i]) i++;
+  if (i == n) return a->len < b->len ? -1 : a->len > b->len;
+  if (ka[i] < 0xEE && kb[i] < 0xEE) return ka[i] < kb[i] ? -1 : 1;
   u16iter ia = {(const unsigned char *)a->key, a->len, 0, 0};
   u16iter ib = {(const unsigned char *)b->key, b->len, 0, 0};
   for (;;) {
@@ -226,8 +241,9 @@ static int jcs_value(const json_t *v, hookd_buf *out, int depth) {
   }
   case JSON_OBJECT: {
     size_t n = json_object_size(v);
-    member *m = n ? malloc(n * sizeof *m) : NULL;
-    if (n && !m) return HOOKD_BUF_NOMEM;
+    member small[16]; /* most objects: no allocation */
+    member *m = n <= 16 ? small : malloc(n * sizeof *m);
+    if (!m) return HOOKD_BUF_NOMEM;
     size_t i = 0;
     const char *key;
     size_t klen;
@@ -247,7 +263,7 @@ static int jcs_value(const json_t *v, hookd_buf *out, int depth) {
       if (!rc) rc = hookd_buf_append(out, ":", 1);
       if (!rc) rc = jcs_value(m[j].value, out, depth + 1);
     }
-    free(m);
+    if (m != small) free(m);
     return rc ? rc : hookd_buf_append(out, "}", 1);
   }
   }

@@ -77,13 +77,20 @@ void hookd_json_fmt_double(double d, char out[32]) {
   if (!strpbrk(out, ".eEn")) strcat(out, ".0");
 }
 
+/* Bytes a JSON string must escape: '"', '\\' and the controls below 0x20. */
+static bool needs_escape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
 int hookd_json_quote(hookd_buf *out, const char *s, size_t n) {
   int rc = hookd_buf_append(out, "\"", 1);
-  size_t run = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
-    unsigned char c = (unsigned char)s[i];
-    const char *esc = NULL;
+  size_t i = 0;
+  while (i < n && !rc) {
+    size_t run = i;
+    while (run < n && !needs_escape((unsigned char)s[run])) run++;
+    rc = hookd_buf_append(out, s + i, run - i); /* the unescaped stretch, in one copy */
+    if (rc || run == n) break;
+    unsigned char c = (unsigned char)s[run];
     char tmp[8];
+    const char *esc = tmp;
     switch (c) {
     case '"': esc = "\\\""; break;
     case '\\': esc = "\\\\"; break;
@@ -92,21 +99,11 @@ int hookd_json_quote(hookd_buf *out, const char *s, size_t n) {
     case '\t': esc = "\\t"; break;
     case '\b': esc = "\\b"; break;
     case '\f': esc = "\\f"; break;
-    default:
-      if (c < 0x20) { /* the minimal escaping of RFC 8785, which JCS shares */
-        snprintf(tmp, sizeof tmp, "\\u%04x", c);
-        esc = tmp;
-      }
+    default: snprintf(tmp, sizeof tmp, "\\u%04x", c); /* RFC 8785's minimal escaping */
     }
-    if (esc) {
-      rc = hookd_buf_append(out, s + i - run, run);
-      if (!rc) rc = hookd_buf_puts(out, esc);
-      run = 0;
-    } else {
-      run++;
-    }
+    rc = hookd_buf_puts(out, esc);
+    i = run + 1;
   }
-  if (!rc) rc = hookd_buf_append(out, s + n - run, run);
   if (!rc) rc = hookd_buf_append(out, "\"", 1);
   return rc;
 }
