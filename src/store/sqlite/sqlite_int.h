@@ -156,6 +156,9 @@ int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int
 /* Opens the backend's shared state for a "sqlite:PATH" url. */
 int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen);
 void hookd_sqlite_shared_free(void *shared);
+/* Checkpoint thresholds in WAL pages: the checkpointer wakes at ckpt_pages (0: only when told to
+ * stop — for tests), the writer checkpoints itself past limit_pages. Defaults 8,000 and 32,000. */
+void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages);
 extern const hookd_store_backend hookd_sqlite_backend;
 
 #endif

@@ -2,8 +2,9 @@
  * lease fencing (a stale holder's outcome is refused after another claim), claims never hand
  * the same delivery to two holders, fan-out and publish idempotency, append-only attempts,
  * replay cycles, group commit (one failing op rolls back alone; the batch commits once),
- * migrations applied once, and the inbound receive step (dedup, conflict, the record written
- * once and linked to its event, retention). */
+ * migrations applied once, the inbound receive step (dedup, conflict, the record written
+ * once and linked to its event, retention), and a WAL that stays bounded when the checkpointer
+ * falls behind. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -647,6 +649,52 @@ static void purge_stops_at_the_first_fresh_record(void **state) {
   assert_int_equal(c.ival, 0);
 }
 
+/* ---- the WAL stays bounded ---- */
+
+static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)be;
+  return sq_exec(c, ((call *)a)->in);
+}
+
+static long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+static void writer_bounds_the_wal(void **state) {
+  fx *f = *state;
+  /* the checkpointer never runs, like one that always ends a few commits behind the writer:
+   * only the writer's own checkpoint past the limit lets the WAL start over */
+  enum { LIMIT = 300, ROWS = 1000 };
+  hookd_sqlite_set_wal_pages(f->s->shared, 0, LIMIT);
+  call c = {.in = "CREATE TABLE scratch(b BLOB)"};
+  assert_int_equal(w(f, run_sql, &c), 0);
+  char wal[160];
+  snprintf(wal, sizeof wal, "%s/t.db-wal", f->dir);
+  long largest = 0;
+  c.in = "INSERT INTO scratch VALUES (randomblob(6000))"; /* >= 2 pages per commit */
+  for (int i = 0; i < ROWS; i++) {
+    assert_int_equal(w(f, run_sql, &c), 0);
+    long size = file_size(wal);
+    if (size > largest) largest = size;
+  }
+  /* unbounded, 1,000 commits would leave > 2,000 frames; bounded: the limit + one commit's */
+  assert_true(largest > 0);
+  assert_true(largest <= 32 + (LIMIT + 8) * (24 + 4096));
+  /* and every row is there, read through a connection of its own */
+  sqlite3 *db;
+  char path[160];
+  snprintf(path, sizeof path, "%s/t.db", f->dir);
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM scratch", -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(st, 0), ROWS);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
 static void reopen_keeps_schema(void **state) {
   fx *f = *state;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
@@ -674,6 +722,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(receive_writes_the_record_once, setup, teardown),
       cmocka_unit_test_setup_teardown(receive_links_the_right_event, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_stops_at_the_first_fresh_record, setup, teardown),
+      cmocka_unit_test_setup_teardown(writer_bounds_the_wal, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
