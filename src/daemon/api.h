@@ -71,6 +71,19 @@ json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
  * *per_second set, or -1 after answering 422. */
 int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double *per_second);
 
+/* A "retry" object (an endpoint's, a source destination's): every field optional, -1 where
+ * absent. */
+typedef struct hookd_api_retry {
+  int64_t max_attempts, backoff_base_ms, backoff_cap_ms, max_age_s, retry_after_cap_s;
+} hookd_api_retry;
+
+/* Parses v (must be an object; `field` names it in messages, e.g. "destinations[0].retry"):
+ * unknown fields, wrong types and values out of range are answered 422 naming the field and
+ * return -1; 0 otherwise. */
+int hookd_api_parse_retry(hookd_req *r, const json_t *v, const char *field, hookd_api_retry *out);
+/* Writes the fields given onto p (the policy's own check — cap >= base — is the caller's). */
+void hookd_api_retry_apply(const hookd_api_retry *in, hookd_retry_policy *p);
+
 /* Query parameter helpers: limit (1..max, default def), returns -1 after answering 400. */
 int hookd_api_limit(hookd_req *r, int def, int max);
 

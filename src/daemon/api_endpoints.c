@@ -45,7 +45,7 @@ typedef struct ep_op {
   bool ordered;
   const char *lane_policy;
   /* retry overrides: -1 = unchanged */
-  int64_t r_attempts, r_base, r_cap, r_age_s, r_ra_s;
+  hookd_api_retry retry; /* -1 where not given */
   /* result */
   hookd_endpoint ep;
   int cancelled;
@@ -205,28 +205,10 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     return false;
   op->max_in_flight = (int)mif;
   op->timeout_ms = (int)to;
-  op->r_attempts = op->r_base = op->r_cap = op->r_age_s = op->r_ra_s = -1;
-  if (op->fields & F_RETRY) {
-    json_t *retry = json_object_get(body, "retry");
-    if (!json_is_object(retry)) {
-      hookd_req_error(r, 422, "invalid_field", "retry must be an object");
-      return false;
-    }
-    json_object_foreach(retry, k, v) {
-      if (strcmp(k, "max_attempts") && strcmp(k, "backoff_base_ms") &&
-          strcmp(k, "backoff_cap_ms") && strcmp(k, "max_age_s") && strcmp(k, "retry_after_cap_s")) {
-        hookd_req_error(r, 422, "unknown_field", "unknown field \"retry.%.64s\"", k);
-        return false;
-      }
-    }
-    const int64_t year_s = 366LL * 24 * 3600;
-    if (!get_int(r, retry, "max_attempts", 1, 1000, &op->r_attempts) ||
-        !get_int(r, retry, "backoff_base_ms", 1, year_s * 1000, &op->r_base) ||
-        !get_int(r, retry, "backoff_cap_ms", 1, year_s * 1000, &op->r_cap) ||
-        !get_int(r, retry, "max_age_s", 1, year_s, &op->r_age_s) ||
-        !get_int(r, retry, "retry_after_cap_s", 0, year_s, &op->r_ra_s))
-      return false;
-  }
+  op->retry = (hookd_api_retry){-1, -1, -1, -1, -1};
+  if ((op->fields & F_RETRY) &&
+      hookd_api_parse_retry(r, json_object_get(body, "retry"), "retry", &op->retry) != 0)
+    return false;
   if (hookd_api_parse_rate(r, json_object_get(body, "rate_limit"), "rate_limit", &op->rate_limit))
     return false;
   if (hookd_json_get_bool(body, "ordered", &op->ordered) < 0) {
@@ -297,11 +279,7 @@ static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create
     ep->lane_policy = strdup(op->lane_policy);
   }
   if (f & F_TIMEOUT) ep->timeout_ms = op->timeout_ms;
-  if (op->r_attempts >= 0) ep->policy.max_attempts = (int)op->r_attempts;
-  if (op->r_base >= 0) ep->policy.base_ms = op->r_base;
-  if (op->r_cap >= 0) ep->policy.cap_ms = op->r_cap;
-  if (op->r_age_s >= 0) ep->policy.max_age_ms = op->r_age_s * 1000;
-  if (op->r_ra_s >= 0) ep->policy.retry_after_cap_ms = op->r_ra_s * 1000;
+  hookd_api_retry_apply(&op->retry, &ep->policy);
   return hookd_retry_policy_check(&ep->policy);
 }
 

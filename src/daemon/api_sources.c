@@ -373,15 +373,11 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   memset(sec, 0, sizeof sec);
   json_t *retry = json_object_get(d, "retry");
   if (retry) {
-    int64_t v;
-    if (!json_is_object(retry)) {
-      hookd_req_error(r, 422, "invalid_field", "destinations[%zu].retry must be an object", i);
-      return false;
-    }
-    if (hookd_json_get_int(retry, "max_attempts", &v) == 0) e->policy.max_attempts = (int)v;
-    if (hookd_json_get_int(retry, "backoff_base_ms", &v) == 0) e->policy.base_ms = v;
-    if (hookd_json_get_int(retry, "backoff_cap_ms", &v) == 0) e->policy.cap_ms = v;
-    if (hookd_json_get_int(retry, "max_age_s", &v) == 0) e->policy.max_age_ms = v * 1000;
+    char field[48];
+    snprintf(field, sizeof field, "destinations[%zu].retry", i);
+    hookd_api_retry given;
+    if (hookd_api_parse_retry(r, retry, field, &given) != 0) return false;
+    hookd_api_retry_apply(&given, &e->policy);
     const char *bad = hookd_retry_policy_check(&e->policy);
     if (bad) {
       hookd_req_error(r, 422, "invalid_field", "destinations[%zu].retry.%s is out of range", i, bad);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/jsonio.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/metrics.h"
@@ -148,6 +149,51 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
   }
   *per_second = s ? n : n / 60.0;
   return 0;
+}
+
+int hookd_api_parse_retry(hookd_req *r, const json_t *v, const char *field, hookd_api_retry *out) {
+  const int64_t year_s = 366LL * 24 * 3600;
+  const struct {
+    const char *name;
+    int64_t min, max;
+    int64_t *out;
+  } f[] = {{"max_attempts", 1, 1000, &out->max_attempts},
+           {"backoff_base_ms", 1, year_s * 1000, &out->backoff_base_ms},
+           {"backoff_cap_ms", 1, year_s * 1000, &out->backoff_cap_ms},
+           {"max_age_s", 1, year_s, &out->max_age_s},
+           {"retry_after_cap_s", 0, year_s, &out->retry_after_cap_s}};
+  const size_t nf = sizeof f / sizeof f[0];
+  for (size_t i = 0; i < nf; i++) *f[i].out = -1;
+  if (!json_is_object(v)) {
+    hookd_req_error(r, 422, "invalid_field", "%s must be an object", field);
+    return -1;
+  }
+  const char *k;
+  json_t *x;
+  json_object_foreach((json_t *)v, k, x) {
+    size_t i = 0;
+    while (i < nf && strcmp(f[i].name, k)) i++;
+    if (i == nf) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"%s.%.64s\"", field, k);
+      return -1;
+    }
+    int64_t n;
+    if (hookd_json_get_int(v, k, &n) < 0 || (json_is_integer(x) && (n < f[i].min || n > f[i].max))) {
+      hookd_req_error(r, 422, "invalid_field", "%s.%s must be an integer in [%lld, %lld]", field,
+                      k, (long long)f[i].min, (long long)f[i].max);
+      return -1;
+    }
+    if (json_is_integer(x)) *f[i].out = n;
+  }
+  return 0;
+}
+
+void hookd_api_retry_apply(const hookd_api_retry *in, hookd_retry_policy *p) {
+  if (in->max_attempts >= 0) p->max_attempts = (int)in->max_attempts;
+  if (in->backoff_base_ms >= 0) p->base_ms = in->backoff_base_ms;
+  if (in->backoff_cap_ms >= 0) p->cap_ms = in->backoff_cap_ms;
+  if (in->max_age_s >= 0) p->max_age_ms = in->max_age_s * 1000;
+  if (in->retry_after_cap_s >= 0) p->retry_after_cap_ms = in->retry_after_cap_s * 1000;
 }
 
 int hookd_api_limit(hookd_req *r, int def, int max) {
