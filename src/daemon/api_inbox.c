@@ -92,7 +92,15 @@ static void reply_get(hookd_api_op *base, int rc) {
   }
   json_t *v = inbox_json(&op->rec);
   json_t *d = json_array();
-  for (size_t i = 0; i < op->n; i++) json_array_append_new(d, hookd_json_delivery(&op->dl[i]));
+  int64_t next = 0; /* the earliest next attempt of a forward still to be sent */
+  for (size_t i = 0; i < op->n; i++) {
+    const hookd_delivery *dl = &op->dl[i];
+    json_array_append_new(d, hookd_json_delivery(dl));
+    if ((dl->state == HOOKD_DS_PENDING || dl->state == HOOKD_DS_RETRYING) && dl->next_attempt_ms &&
+        (!next || dl->next_attempt_ms < next))
+      next = dl->next_attempt_ms;
+  }
+  json_object_set_new(v, "next_attempt_at", hookd_json_time(next));
   json_object_set_new(v, "deliveries", d);
   hookd_req_reply_json(base->req, 200, v);
 }

@@ -319,6 +319,83 @@ describe('forwarding', () => {
     dest.releaseHanging();
     await dest.close();
   });
+  it('a destination answering 4xx: dead_lettered at once, not retried', async () => {
+    const dest = await startReceiver(() => ({ status: 422, body: '{"error":"unknown invoice"}' }));
+    const src = await source('stripe', ['whsec_4xx'], [{ url: dest.url, retry: { max_attempts: 5, backoff_base_ms: 50 } }]);
+    const body = stripeEvent('evt_4xx_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_4xx'));
+    const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    assert.equal(rec.last_error, 'http_4xx');
+    assert.equal(rec.attempt_count, 1);
+    assert.equal(rec.next_attempt_at, null);
+    assert.equal(rec.deliveries[0].state, 'dead', 'terminal: nothing more is sent');
+    assert.equal(dest.requests.length, 1);
+    assert.deepEqual((await inbox(src, 'dead_lettered')).map((x) => x.id), [r.json.inbox_id]);
+    // a redelivery by the provider is a duplicate of the dead-lettered record: acknowledged, not forwarded
+    const again = await post(src, body, sign.stripe(body, 'whsec_4xx'));
+    assert.equal(again.status, 200);
+    assert.equal(again.json.duplicate, true);
+    assert.equal(again.json.status, 'dead_lettered');
+    assert.equal(dest.requests.length, 1);
+    await dest.close();
+  });
+
+  it('a destination failing with 5xx: retryable_failed with its next attempt, the same Idempotency-Key, completed once it recovers', async () => {
+    let failing = true;
+    const dest = await startReceiver(() => (failing ? { status: 503 } : { status: 200 }));
+    const src = await source('stripe', ['whsec_5xx'], [{ url: dest.url, retry: { max_attempts: 50, backoff_base_ms: 200, backoff_cap_ms: 400 } }]);
+    const body = stripeEvent('evt_5xx_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_5xx'));
+    const rec = await waitStatus(src, r.json.inbox_id, 'retryable_failed');
+    assert.equal(rec.last_error, 'http_5xx');
+    assert.ok(rec.attempt_count >= 1);
+    assert.equal(rec.deliveries[0].state, 'retrying');
+    assert.ok(rec.next_attempt_at, 'the next attempt is scheduled');
+    assert.ok(Date.parse(rec.next_attempt_at) <= Date.parse(rec.deliveries[0].updated_at) + 400 + 1000,
+      'within the backoff cap');
+    await dest.waitFor(2); // retried
+    failing = false;
+    const done = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(done.next_attempt_at, null);
+    assert.equal(done.attempt_count, dest.requests.length);
+    assert.equal(new Set(dest.requests.map((q) => q.headers['idempotency-key'])).size, 1, 'one key on every attempt');
+    await dest.close();
+  });
+
+  it('attempts exhausted: dead_lettered', async () => {
+    const dest = await startReceiver(() => ({ status: 500 }));
+    const src = await source('stripe', ['whsec_ex'], [{ url: dest.url, retry: { max_attempts: 2, backoff_base_ms: 20 } }]);
+    const body = stripeEvent('evt_ex_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_ex'));
+    const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    assert.equal(rec.attempt_count, 2);
+    assert.equal(rec.last_error, 'http_5xx');
+    assert.equal(rec.deliveries[0].state, 'dead');
+    assert.equal(dest.requests.length, 2);
+    await dest.close();
+  });
+
+  it('a destination retry policy is validated: unknown field, wrong type, out of range → 422 naming it', async () => {
+    const dest = 'http://127.0.0.1:9/hook';
+    const cases = [
+      [{ max_attempt: 3 }, 'unknown_field', 'destinations[0].retry.max_attempt'],
+      [{ max_attempts: '3' }, 'invalid_field', 'destinations[0].retry.max_attempts'],
+      [{ max_attempts: 4294967301 }, 'invalid_field', 'destinations[0].retry.max_attempts'],
+      [{ max_age_s: 9223372036854775 }, 'invalid_field', 'destinations[0].retry.max_age_s'],
+      [{ backoff_base_ms: 500, backoff_cap_ms: 100 }, 'invalid_field', 'destinations[0].retry.backoff_cap_ms'],
+      [[1], 'invalid_field', 'destinations[0].retry'],
+    ];
+    for (const [retry, code, field] of cases) {
+      const res = await h.api('POST', '/v1/sources', { id: `src_bad_retry_${++n}`, tenant: TENANT, provider: 'stripe',
+        secrets: ['whsec_x'], destinations: [{ url: dest, retry }] });
+      assert.equal(res.status, 422, JSON.stringify(retry));
+      assert.equal(res.json.error.code, code, res.text);
+      assert.ok(res.json.error.message.includes(field), res.text);
+    }
+    const ok = await h.api('POST', '/v1/sources', { id: `src_good_retry_${++n}`, tenant: TENANT, provider: 'stripe',
+      secrets: ['whsec_x'], destinations: [{ url: dest, retry: { max_attempts: 3, retry_after_cap_s: 60 } }] });
+    assert.equal(ok.status, 201, ok.text);
+  });
 });
 
 describe('durability and local replay', () => {
