@@ -195,6 +195,22 @@ static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, j
   return sealed;
 }
 
+/* An object field's members must be among `names` (NULL-terminated): a misspelt optional member
+ * would otherwise be ignored without a word. Answers 422 and returns false otherwise. */
+static bool known_members(hookd_req *r, json_t *v, const char *field, const char *const *names) {
+  const char *k;
+  json_t *x;
+  json_object_foreach(v, k, x) {
+    size_t i = 0;
+    while (names[i] && strcmp(names[i], k)) i++;
+    if (!names[i]) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"%s.%.64s\"", field, k);
+      return false;
+    }
+  }
+  return true;
+}
+
 /* Rule fields shared by create and PATCH. */
 static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
   bool ok = true;
@@ -224,6 +240,8 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
     free(op->src.business_paths);
     free(op->src.business_operation);
     op->src.business_paths = op->src.business_operation = NULL;
+    static const char *const bkey_members[] = {"paths", "operation", NULL};
+    if (json_is_object(v) && !known_members(r, v, "business_key", bkey_members)) return false;
     if (!json_is_null(v)) {
       const char *opn = "";
       if (!json_is_object(v) || hookd_json_get_str(v, "operation", &opn) < 0 || strlen(opn) > 64) {
@@ -243,6 +261,8 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
     free(op->src.version_path);
     free(op->src.version_header);
     op->src.version_object_path = op->src.version_path = op->src.version_header = NULL;
+    static const char *const version_members[] = {"object_path", "path", "header", NULL};
+    if (json_is_object(v) && !known_members(r, v, "version", version_members)) return false;
     if (!json_is_null(v)) {
       const char *objp = NULL, *vp = NULL, *vh = NULL;
       if (!json_is_object(v) || hookd_json_get_str(v, "object_path", &objp) != 0 ||

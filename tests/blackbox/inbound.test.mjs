@@ -375,7 +375,7 @@ describe('forwarding', () => {
     await dest.close();
   });
 
-  it('a destination retry policy is validated: unknown field, wrong type, out of range → 422 naming it', async () => {
+  it('destination retry policies and rule objects are validated: unknown field, wrong type, out of range → 422 naming it', async () => {
     const dest = 'http://127.0.0.1:9/hook';
     const cases = [
       [{ max_attempt: 3 }, 'unknown_field', 'destinations[0].retry.max_attempt'],
@@ -395,6 +395,20 @@ describe('forwarding', () => {
     const ok = await h.api('POST', '/v1/sources', { id: `src_good_retry_${++n}`, tenant: TENANT, provider: 'stripe',
       secrets: ['whsec_x'], destinations: [{ url: dest, retry: { max_attempts: 3, retry_after_cap_s: 60 } }] });
     assert.equal(ok.status, 201, ok.text);
+    // the same for the rule objects: a misspelt member is named, not ignored
+    for (const [rule, field] of [
+      [{ business_key: { paths: ['data.object.id'], operaton: 'mark_paid' } }, 'business_key.operaton'],
+      [{ version: { object_path: 'data.object.id', path: 'data.object.version', heder: 'x' } }, 'version.heder'],
+    ]) {
+      const res = await h.api('POST', '/v1/sources', { id: `src_bad_rule_${++n}`, tenant: TENANT, provider: 'stripe',
+        secrets: ['whsec_x'], destinations: [{ url: dest }], ...rule });
+      assert.equal(res.status, 422, res.text);
+      assert.equal(res.json.error.code, 'unknown_field', res.text);
+      assert.ok(res.json.error.message.includes(field), res.text);
+      const patch = await h.api('PATCH', `/v1/sources/${ok.json.id}`, rule);
+      assert.equal(patch.status, 422, patch.text);
+      assert.equal(patch.json.error.code, 'unknown_field', patch.text);
+    }
   });
 });
 
