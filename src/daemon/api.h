@@ -71,6 +71,12 @@ json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
  * *per_second set, or -1 after answering 422. */
 int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double *per_second);
 
+/* Every member of obj must be among names (NULL-terminated): otherwise answers 422
+ * unknown_field naming it ("prefix.member", or "member" when prefix is NULL) and returns false.
+ * A misspelt optional member would otherwise be ignored without a word. */
+bool hookd_api_known_members(hookd_req *r, const json_t *obj, const char *prefix,
+                             const char *const *names);
+
 /* A "retry" object (an endpoint's, a source destination's): every field optional, -1 where
  * absent. */
 typedef struct hookd_api_retry {

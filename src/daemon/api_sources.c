@@ -195,22 +195,6 @@ static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, j
   return sealed;
 }
 
-/* An object field's members must be among `names` (NULL-terminated): a misspelt optional member
- * would otherwise be ignored without a word. Answers 422 and returns false otherwise. */
-static bool known_members(hookd_req *r, json_t *v, const char *field, const char *const *names) {
-  const char *k;
-  json_t *x;
-  json_object_foreach(v, k, x) {
-    size_t i = 0;
-    while (names[i] && strcmp(names[i], k)) i++;
-    if (!names[i]) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%s.%.64s\"", field, k);
-      return false;
-    }
-  }
-  return true;
-}
-
 /* Rule fields shared by create and PATCH. */
 static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
   bool ok = true;
@@ -241,7 +225,8 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
     free(op->src.business_operation);
     op->src.business_paths = op->src.business_operation = NULL;
     static const char *const bkey_members[] = {"paths", "operation", NULL};
-    if (json_is_object(v) && !known_members(r, v, "business_key", bkey_members)) return false;
+    if (json_is_object(v) && !hookd_api_known_members(r, v, "business_key", bkey_members))
+      return false;
     if (!json_is_null(v)) {
       const char *opn = "";
       if (!json_is_object(v) || hookd_json_get_str(v, "operation", &opn) < 0 || strlen(opn) > 64) {
@@ -262,7 +247,8 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
     free(op->src.version_header);
     op->src.version_object_path = op->src.version_path = op->src.version_header = NULL;
     static const char *const version_members[] = {"object_path", "path", "header", NULL};
-    if (json_is_object(v) && !known_members(r, v, "version", version_members)) return false;
+    if (json_is_object(v) && !hookd_api_known_members(r, v, "version", version_members))
+      return false;
     if (!json_is_null(v)) {
       const char *objp = NULL, *vp = NULL, *vh = NULL;
       if (!json_is_object(v) || hookd_json_get_str(v, "object_path", &objp) != 0 ||
@@ -343,19 +329,15 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   const char *url = NULL;
   bool idem = true;
   int64_t timeout = app->cfg->default_timeout_ms, mif = app->cfg->default_max_in_flight;
-  const char *k;
-  json_t *x;
   if (!json_is_object(d)) {
     hookd_req_error(r, 422, "invalid_field", "destinations[%zu] must be an object", i);
     return false;
   }
-  json_object_foreach(d, k, x) {
-    if (strcmp(k, "url") && strcmp(k, "idempotent") && strcmp(k, "timeout_ms") &&
-        strcmp(k, "max_in_flight") && strcmp(k, "retry")) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"destinations[%zu].%.64s\"", i, k);
-      return false;
-    }
-  }
+  static const char *const members[] = {"url", "idempotent", "timeout_ms", "max_in_flight",
+                                        "retry", NULL};
+  char where[32];
+  snprintf(where, sizeof where, "destinations[%zu]", i);
+  if (!hookd_api_known_members(r, d, where, members)) return false;
   if (hookd_json_get_str(d, "url", &url) != 0 || hookd_json_get_bool(d, "idempotent", &idem) < 0 ||
       hookd_json_get_int(d, "timeout_ms", &timeout) < 0 ||
       hookd_json_get_int(d, "max_in_flight", &mif) < 0 || timeout < 100 ||
@@ -420,17 +402,8 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
                                       "tolerance_s", "event_types",    "identity_paths",
                                       "business_key", "version",       "generic",
                                       "destinations", NULL};
-  const char *k, *tenant = NULL, *provider = NULL, *id = NULL;
-  json_t *v;
-  json_object_foreach(body, k, v) {
-    int i = 0;
-    while (known[i] && strcmp(known[i], k)) i++;
-    if (!known[i]) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
-      ok = false;
-      break;
-    }
-  }
+  const char *tenant = NULL, *provider = NULL, *id = NULL;
+  ok = hookd_api_known_members(r, body, NULL, known);
   hookd_provider prov;
   if (ok && (hookd_json_get_str(body, "tenant", &tenant) != 0 || !hookd_id_valid(tenant, 64))) {
     hookd_req_error(r, 422, "invalid_field", "tenant is required (a tenant id)");

@@ -151,39 +151,44 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
   return 0;
 }
 
+bool hookd_api_known_members(hookd_req *r, const json_t *obj, const char *prefix,
+                             const char *const *names) {
+  const char *k;
+  json_t *x;
+  json_object_foreach((json_t *)obj, k, x) {
+    size_t i = 0;
+    while (names[i] && strcmp(names[i], k)) i++;
+    if (!names[i]) {
+      hookd_req_error(r, 422, "unknown_field", "unknown field \"%s%s%.64s\"", prefix ? prefix : "",
+                      prefix ? "." : "", k);
+      return false;
+    }
+  }
+  return true;
+}
+
 int hookd_api_parse_retry(hookd_req *r, const json_t *v, const char *field, hookd_api_retry *out) {
+  static const char *const names[] = {"max_attempts", "backoff_base_ms", "backoff_cap_ms",
+                                      "max_age_s", "retry_after_cap_s", NULL};
   const int64_t year_s = 366LL * 24 * 3600;
-  const struct {
-    const char *name;
-    int64_t min, max;
-    int64_t *out;
-  } f[] = {{"max_attempts", 1, 1000, &out->max_attempts},
-           {"backoff_base_ms", 1, year_s * 1000, &out->backoff_base_ms},
-           {"backoff_cap_ms", 1, year_s * 1000, &out->backoff_cap_ms},
-           {"max_age_s", 1, year_s, &out->max_age_s},
-           {"retry_after_cap_s", 0, year_s, &out->retry_after_cap_s}};
-  const size_t nf = sizeof f / sizeof f[0];
-  for (size_t i = 0; i < nf; i++) *f[i].out = -1;
+  const int64_t min[] = {1, 1, 1, 1, 0}, max[] = {1000, year_s * 1000, year_s * 1000, year_s, year_s};
+  int64_t *dst[] = {&out->max_attempts, &out->backoff_base_ms, &out->backoff_cap_ms,
+                    &out->max_age_s, &out->retry_after_cap_s};
+  for (size_t i = 0; names[i]; i++) *dst[i] = -1;
   if (!json_is_object(v)) {
     hookd_req_error(r, 422, "invalid_field", "%s must be an object", field);
     return -1;
   }
-  const char *k;
-  json_t *x;
-  json_object_foreach((json_t *)v, k, x) {
-    size_t i = 0;
-    while (i < nf && strcmp(f[i].name, k)) i++;
-    if (i == nf) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%s.%.64s\"", field, k);
-      return -1;
-    }
+  if (!hookd_api_known_members(r, v, field, names)) return -1;
+  for (size_t i = 0; names[i]; i++) {
     int64_t n;
-    if (hookd_json_get_int(v, k, &n) < 0 || (json_is_integer(x) && (n < f[i].min || n > f[i].max))) {
+    int rc = hookd_json_get_int(v, names[i], &n); /* 1: absent or null */
+    if (rc < 0 || (rc == 0 && (n < min[i] || n > max[i]))) {
       hookd_req_error(r, 422, "invalid_field", "%s.%s must be an integer in [%lld, %lld]", field,
-                      k, (long long)f[i].min, (long long)f[i].max);
+                      names[i], (long long)min[i], (long long)max[i]);
       return -1;
     }
-    if (json_is_integer(x)) *f[i].out = n;
+    if (rc == 0) *dst[i] = n;
   }
   return 0;
 }
