@@ -44,8 +44,7 @@ typedef struct ep_op {
   double rate_limit;
   bool ordered;
   const char *lane_policy;
-  /* retry overrides: -1 = unchanged */
-  hookd_api_retry retry; /* -1 where not given */
+  hookd_api_retry retry; /* overrides; -1 = unchanged */
   /* result */
   hookd_endpoint ep;
   int cancelled;
