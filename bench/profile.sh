@@ -92,12 +92,11 @@ inbound_mhd_rules=(
 )
 inbound_writer_rules=(
   'wake-ups (curl_multi_wakeup, MHD resume)=curl_multi_wakeup|MHD_resume_connection'
-  'SAVEPOINT/RELEASE (sqlite3_exec parses each)=sqlite3_prepare|sqlite3RunParser'
-  'COMMIT (WAL write, fsync)=sqlite3VdbeHalt|CommitPhase|fdatasync'
+  'SAVEPOINT/RELEASE per op=sq_savepoint|sq_release|sq_rollback_to'
+  'COMMIT (WAL write, fsync)=sq_commit|CommitPhase|fdatasync'
   'receive: next seq=next_event_seq'
   'receive: inbox insert=inbox_insert'
-  'receive: event + forward delivery=sq_publish|event_insert|sq_fanout|fanout'
-  'receive: other=sq_receive'
+  'receive: event row, forward delivery, the rest=sq_receive'
   'inbox follow (forward outcomes)=sq_inbox_follow'
   'record_outcome SQL=sq_record_outcome'
   'claim SQL=sq_claim'
