@@ -71,6 +71,11 @@ json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
  * *per_second set, or -1 after answering 422. */
 int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double *per_second);
 
+/* obj.key, when present and not null, must be an integer in [min, max]: stored in *out (left
+ * alone when absent); otherwise answers 422 naming "prefix.key" (or "key") and returns false. */
+bool hookd_api_int_in(hookd_req *r, const json_t *obj, const char *prefix, const char *key,
+                      int64_t min, int64_t max, int64_t *out);
+
 /* Every member of obj must be among names (NULL-terminated): otherwise answers 422
  * unknown_field naming it ("prefix.member", or "member" when prefix is NULL) and returns false.
  * A misspelt optional member would otherwise be ignored without a word. */

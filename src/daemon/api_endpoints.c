@@ -111,20 +111,6 @@ static void fields_detail(unsigned fields, char *out, size_t len) {
       o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s", o ? "," : "", field_names[i]);
 }
 
-static bool get_int(hookd_req *r, json_t *body, const char *key, int64_t min, int64_t max,
-                    int64_t *out) {
-  int64_t v;
-  int rc = hookd_json_get_int(body, key, &v);
-  if (rc == 1) return true;
-  if (rc < 0 || v < min || v > max) {
-    hookd_req_error(r, 422, "invalid_field", "%s must be an integer in [%lld, %lld]", key,
-                    (long long)min, (long long)max);
-    return false;
-  }
-  *out = v;
-  return true;
-}
-
 /* Parses and validates the body into op; answers and returns false on error. */
 static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, bool create) {
   const hookd_config *cfg = app->cfg;
@@ -199,8 +185,8 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
   }
   op->enabled = en;
   int64_t mif = cfg->default_max_in_flight, to = cfg->default_timeout_ms;
-  if (!get_int(r, body, "max_in_flight", 1, 10000, &mif) ||
-      !get_int(r, body, "timeout_ms", 100, cfg->max_timeout_ms, &to))
+  if (!hookd_api_int_in(r, body, NULL, "max_in_flight", 1, 10000, &mif) ||
+      !hookd_api_int_in(r, body, NULL, "timeout_ms", 100, cfg->max_timeout_ms, &to))
     return false;
   op->max_in_flight = (int)mif;
   op->timeout_ms = (int)to;
@@ -696,7 +682,7 @@ void hookd_api_endpoint_rotate(hookd_req *r, hookd_app *app) {
       break;
     }
   }
-  if (ok && !get_int(r, body, "expire_previous_after_s", 0, 30LL * 24 * 3600,
+  if (ok && !hookd_api_int_in(r, body, NULL, "expire_previous_after_s", 0, 30LL * 24 * 3600,
                      &op->expire_previous_s))
     ok = false;
   if (ok && hookd_json_get_str(body, "secret", &sec) < 0) {

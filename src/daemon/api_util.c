@@ -151,6 +151,20 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
   return 0;
 }
 
+bool hookd_api_int_in(hookd_req *r, const json_t *obj, const char *prefix, const char *key,
+                      int64_t min, int64_t max, int64_t *out) {
+  int64_t v;
+  int rc = hookd_json_get_int(obj, key, &v); /* 1: absent or null */
+  if (rc == 1) return true;
+  if (rc < 0 || v < min || v > max) {
+    hookd_req_error(r, 422, "invalid_field", "%s%s%s must be an integer in [%lld, %lld]",
+                    prefix ? prefix : "", prefix ? "." : "", key, (long long)min, (long long)max);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
 bool hookd_api_known_members(hookd_req *r, const json_t *obj, const char *prefix,
                              const char *const *names) {
   const char *k;
@@ -180,16 +194,8 @@ int hookd_api_parse_retry(hookd_req *r, const json_t *v, const char *field, hook
     return -1;
   }
   if (!hookd_api_known_members(r, v, field, names)) return -1;
-  for (size_t i = 0; names[i]; i++) {
-    int64_t n;
-    int rc = hookd_json_get_int(v, names[i], &n); /* 1: absent or null */
-    if (rc < 0 || (rc == 0 && (n < min[i] || n > max[i]))) {
-      hookd_req_error(r, 422, "invalid_field", "%s.%s must be an integer in [%lld, %lld]", field,
-                      names[i], (long long)min[i], (long long)max[i]);
-      return -1;
-    }
-    if (rc == 0) *dst[i] = n;
-  }
+  for (size_t i = 0; names[i]; i++)
+    if (!hookd_api_int_in(r, v, field, names[i], min[i], max[i], dst[i])) return -1;
   return 0;
 }
 
