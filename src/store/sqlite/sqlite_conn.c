@@ -40,7 +40,6 @@ struct sq_shared {
   int wal_pages;  /* latest WAL size reported by the writer's hook */
   int ckpt_pages; /* wake the checkpointer at this WAL size; 0: never (tests) */
   int stop;
-  uint64_t checkpoints;
   int wal_limit;  /* the writer checkpoints itself past this WAL size */
   int wal_over;   /* the last commit left the WAL past wal_limit (the writer's thread only) */
 };
@@ -152,7 +151,6 @@ static void *ckpt_main(void *arg) {
     int log = 0, done = 0;
     sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
     pthread_mutex_lock(&sh->mu);
-    sh->checkpoints++;
   }
   pthread_mutex_unlock(&sh->mu);
   sqlite3_close(db);
@@ -180,12 +178,8 @@ static void writer_checkpoint(hookd_store_conn *c) {
   int log = 0, done = 0;
   if (sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done) ==
           SQLITE_OK &&
-      done == log) {
+      done == log)
     c->sh->wal_over = 0;
-    pthread_mutex_lock(&c->sh->mu);
-    c->sh->checkpoints++;
-    pthread_mutex_unlock(&c->sh->mu);
-  }
 }
 
 void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages) {
