@@ -446,43 +446,47 @@ describe('durability and local replay', () => {
     let d = await startHookd({ dir });
     await d.api('POST', '/v1/tenants', { id: TENANT });
     const dest = await startReceiver();
-    const src = await source('stripe', ['whsec_crash'], [{ url: dest.url }], {}, d);
-    const N = 400;
-    const bodies = Array.from({ length: N }, (_, i) => stripeEvent(`evt_crash_${i}`));
-    const acked = new Map(); // index -> inbox id, for every 200 received before the kill
-    let killed = null;
-    const sends = bodies.map((b, i) => post(src, b, sign.stripe(b, 'whsec_crash'), d)
-      .then((r) => {
-        if (r.status === 200 && !killed) acked.set(i, r.json.inbox_id);
-        if (acked.size >= 20 && !killed) killed = d.kill9(); // at once, with most requests in flight
-      })
-      .catch(() => { /* the connection died with hookd: not acknowledged */ }));
-    await Promise.all(sends);
-    await killed;
-    assert.ok(acked.size >= 20 && acked.size < N, `${acked.size} acknowledged before the kill`);
+    try { // on a failed assertion, no daemon or receiver is left to keep the runner waiting
+      const src = await source('stripe', ['whsec_crash'], [{ url: dest.url }], {}, d);
+      const N = 400;
+      const bodies = Array.from({ length: N }, (_, i) => stripeEvent(`evt_crash_${i}`));
+      const acked = new Map(); // index -> inbox id, for every 200 received before the kill
+      let killed = null;
+      const sends = bodies.map((b, i) => post(src, b, sign.stripe(b, 'whsec_crash'), d)
+        .then((r) => {
+          if (r.status === 200 && !killed) acked.set(i, r.json.inbox_id);
+          if (acked.size >= 20 && !killed) killed = d.kill9(); // at once, with most requests in flight
+        })
+        .catch(() => { /* the connection died with hookd: not acknowledged */ }));
+      await Promise.all(sends);
+      await killed;
+      assert.ok(acked.size >= 20 && acked.size < N, `${acked.size} acknowledged before the kill`);
 
-    d = await startHookd({ dir });
-    // the provider retries everything it sent: acknowledged events are duplicates of their record
-    const retries = await Promise.all(bodies.map((b) => post(src, b, sign.stripe(b, 'whsec_crash'), d)));
-    assert.ok(retries.every((r) => r.status === 200), 'every retry acknowledged');
-    for (const [i, inboxId] of acked) {
-      assert.equal(retries[i].json.duplicate, true, `event ${i} was acknowledged before the kill`);
-      assert.equal(retries[i].json.inbox_id, inboxId);
+      d = await startHookd({ dir });
+      // the provider retries everything it sent: acknowledged events are duplicates of their record
+      const retries = await Promise.all(bodies.map((b) => post(src, b, sign.stripe(b, 'whsec_crash'), d)));
+      assert.ok(retries.every((r) => r.status === 200), 'every retry acknowledged');
+      for (const [i, inboxId] of acked) {
+        assert.equal(retries[i].json.duplicate, true, `event ${i} was acknowledged before the kill`);
+        assert.equal(retries[i].json.inbox_id, inboxId);
+      }
+      // every event forwarded; a resend (a forward in flight at the kill) keeps the event's key
+      await dest.waitFor((r) => new Set(r.requests.map((q) => q.headers['idempotency-key'])).size === N,
+        30000, 'one forward per event');
+      const keyOf = new Map();
+      for (const q of dest.requests) {
+        const id = JSON.parse(q.body).id;
+        if (keyOf.has(id)) assert.equal(keyOf.get(id), q.headers['idempotency-key'], `${id}: one key`);
+        keyOf.set(id, q.headers['idempotency-key']);
+      }
+      assert.equal(keyOf.size, N);
+      assert.equal(d.query(`SELECT COUNT(*) AS n FROM inbox WHERE source_id = '${src.id}'`)[0].n, N, 'one record per event');
+      assert.equal((await d.stop()).code, 0);
+    } finally {
+      if (d.proc.exitCode === null && d.proc.signalCode === null) await d.kill9();
+      await dest.close();
+      cleanup();
     }
-    // every event forwarded; a resend (a forward in flight at the kill) keeps the event's key
-    await dest.waitFor((r) => new Set(r.requests.map((q) => q.headers['idempotency-key'])).size === N,
-      30000, 'one forward per event');
-    const keyOf = new Map();
-    for (const q of dest.requests) {
-      const id = JSON.parse(q.body).id;
-      if (keyOf.has(id)) assert.equal(keyOf.get(id), q.headers['idempotency-key'], `${id}: one key`);
-      keyOf.set(id, q.headers['idempotency-key']);
-    }
-    assert.equal(keyOf.size, N);
-    assert.equal(d.query(`SELECT COUNT(*) AS n FROM inbox WHERE source_id = '${src.id}'`)[0].n, N, 'one record per event');
-    assert.equal((await d.stop()).code, 0);
-    await dest.close();
-    cleanup();
   });
 
   it('hookd inbox replay: the first call writes, the next nine answer 200 and write nothing', async () => {
