@@ -191,6 +191,7 @@ void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages) {
 }
 
 int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen) {
+  sq_process_setup();
   sq_shared *sh = calloc(1, sizeof *sh);
   if (!sh || !(sh->path = strdup(path))) {
     free(sh);

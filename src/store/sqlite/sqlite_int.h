@@ -159,6 +159,12 @@ void hookd_sqlite_shared_free(void *shared);
 /* Checkpoint thresholds in WAL pages: the checkpointer wakes at ckpt_pages (0: only when told to
  * stop — for tests), the writer checkpoints itself past limit_pages. Defaults 8,000 and 32,000. */
 void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages);
+/* Process-wide SQLite set-up (sqlite_pcache.c), made once before the first connection: the
+ * page-cache wrapper and no global memory statistics. Returns 1 if the wrapper is installed
+ * (0: SQLite was already in use in this process, so its defaults stay). */
+int sq_process_setup(void);
+/* Pages the wrapper has parked under key 0 since the process started (tests). */
+uint64_t hookd_sqlite_pcache_parks(void);
 extern const hookd_store_backend hookd_sqlite_backend;
 
 #endif
