@@ -244,6 +244,7 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
   m->op.run = run_claim;
   m->op.done = op_done_post;
   m->op.arg = m;
+  m->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* it fails only on I/O errors */
   e->claiming = 1;
   d->store_ops++;
   HOOKD_INC(claims);
@@ -266,6 +267,8 @@ static void submit_item_op(hookd_dispatcher *d, item *it, bool record) {
   it->op.run = record ? run_record : run_release;
   it->op.done = item_done_post;
   it->op.arg = it;
+  /* a fenced lease (HOOKD_STORE_STALE) is found by the first UPDATE, before anything is written */
+  it->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   d->store_ops++;
   hookd_storeq_submit(d->store->writer, &it->op);
 }
@@ -542,6 +545,10 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
     HLOG(HOOKD_LOG_ERROR, "claim.failed", KV_S("endpoint_id", e->cfg.id),
          KV_S("error", hookd_store_strerror(m->rc)));
     e->next_due = hookd_now_ms() + 1000; /* try again later rather than spinning */
+    /* a claim that ran but whose batch did not commit: the rows it read are not leased */
+    for (size_t i = 0; i < m->n_claimed; i++) hookd_claimed_free(&m->claimed[i]);
+    free(m->claimed);
+    m->claimed = NULL;
   } else {
     HOOKD_ADD(claimed, m->n_claimed);
     for (size_t i = 0; i < m->n_claimed; i++) {

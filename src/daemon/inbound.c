@@ -26,7 +26,6 @@ typedef struct recv_op {
   hookd_receive_req rq;
   hookd_receive_res rs;
   hookd_provider provider;
-  bool loaded;
   bool hash_failed; /* a key could not be computed: answered as a storage failure, nothing stored */
   char inbox_id[HOOKD_ID_MAX];
   char source_id[HOOKD_ID_MAX + 64];
@@ -47,7 +46,8 @@ typedef struct recv_op {
 
 static void recv_cleanup(hookd_api_op *base) {
   recv_op *op = (recv_op *)base;
-  if (op->loaded) hookd_receive_res_free(&op->rs);
+  /* also after a failure: a receive that ran in a batch that did not commit filled it */
+  hookd_receive_res_free(&op->rs);
   hookd_buf_free(&op->body);
   hookd_buf_free(&op->meta);
 }
@@ -116,7 +116,6 @@ static void reply_receive(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "source");
     return;
   }
-  op->loaded = true;
   int out = op->rs.outcome;
   if (out < 0 || out >= HOOKD_RECV__COUNT) out = HOOKD_RECV_NEW;
   HOOKD_INC(inbound[out]);
@@ -373,6 +372,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                                .content_type = op->content_type,
                                .meta = hookd_buf_str(&op->meta),
                                .now_ms = now};
+  /* the receive's only expected failure (a taken identity) comes before its first write */
+  op->base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   hookd_api_submit(&op->base, true);
 done:
   json_decref(json);

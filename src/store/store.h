@@ -363,6 +363,9 @@ typedef struct hookd_store_backend {
   int (*savepoint)(hookd_store_conn *c);
   int (*release)(hookd_store_conn *c);
   int (*rollback_to)(hookd_store_conn *c);
+  /* Rows this connection has inserted, updated or deleted since it opened (monotonic): tells
+   * the executor whether a failed op without a savepoint left writes behind. */
+  int64_t (*changes)(hookd_store_conn *c);
 
   /* Tenants. */
   int (*tenant_create)(hookd_store_conn *c, const hookd_tenant *t);

@@ -50,6 +50,13 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
       op->rc = HOOKD_STORE_ERR;
       continue;
     }
+    if (op->flags & HOOKD_STORE_OP_NO_SAVEPOINT) {
+      int64_t before = be->changes(q->conn);
+      op->rc = op->run(q->conn, be, op->arg);
+      /* failed after writing: nothing but the whole transaction can undo it */
+      if (op->rc < 0 && be->changes(q->conn) != before) txn_rc = HOOKD_STORE_ERR;
+      continue;
+    }
     if (be->savepoint(q->conn) != 0) {
       op->rc = HOOKD_STORE_ERR;
       continue;

@@ -6,6 +6,14 @@
  * every op of the batch with HOOKD_STORE_ERR: nothing is acknowledged that is not durable.
  * Batches grow with load on their own: ops queue while the previous commit is in flight.
  *
+ * An op marked HOOKD_STORE_OP_NO_SAVEPOINT runs without one (a savepoint copies every page the
+ * op is first to touch in it: most of a batch's pages, once per op). If such an op fails having
+ * written nothing (backend->changes() unchanged), the batch goes on; if it fails after writing,
+ * its writes cannot be undone alone, so the whole batch is rolled back and every op completes
+ * with HOOKD_STORE_ERR, as after a failed commit. Mark only ops whose expected failures (a
+ * fenced lease, a taken key) come before their first write, so that only I/O errors and the
+ * like roll back their batch-mates.
+ *
  * Reader mode: each op runs in its own read transaction (a consistent snapshot).
  *
  * done() runs on the executor thread: it must not block; typically it resumes an HTTP request
@@ -26,14 +34,18 @@ struct hookd_store_op {
    * failed. */
   void (*done)(void *arg, int rc);
   void *arg;
+  int flags;            /* HOOKD_STORE_OP_* */
   hookd_store_op *next; /* queue link, owned by the executor */
   int rc;               /* run's result, kept until the commit */
 };
 
+/* The op runs without a savepoint of its own (see the top of this file). */
+#define HOOKD_STORE_OP_NO_SAVEPOINT 1
+
 typedef struct hookd_storeq_stats {
   uint64_t batches;        /* transactions committed (writer) */
   uint64_t ops;            /* ops completed */
-  uint64_t failed_commits;
+  uint64_t failed_commits; /* batches that failed to commit or were rolled back whole */
   uint64_t queue_depth;    /* ops waiting right now */
   uint64_t batch_hist[8];  /* batch sizes: 1, 2-4, 5-16, 17-64, 65-256, 257-1024, >1024 */
   uint64_t commit_us_hist[8]; /* commit latency: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms >= */

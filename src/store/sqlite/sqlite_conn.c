@@ -317,6 +317,7 @@ static int sq_release(hookd_store_conn *c) { return tx(c, SQ_TX_RELEASE, "RELEAS
 static int sq_rollback_to(hookd_store_conn *c) {
   return tx(c, SQ_TX_ROLLBACK_TO, "ROLLBACK TO op");
 }
+static int64_t sq_changes(hookd_store_conn *c) { return sqlite3_total_changes64(c->db); }
 
 const hookd_store_backend hookd_sqlite_backend = {
     .name = "sqlite",
@@ -330,6 +331,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .savepoint = sq_savepoint,
     .release = sq_release,
     .rollback_to = sq_rollback_to,
+    .changes = sq_changes,
     .tenant_create = sq_tenant_create,
     .tenant_get = sq_tenant_get,
     .tenant_update = sq_tenant_update,

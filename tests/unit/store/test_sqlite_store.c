@@ -372,6 +372,89 @@ static void group_commit_isolates_failures(void **state) {
   assert_false(tenant_exists(f, "t-batch-fail"));
 }
 
+static int run_t_refuse(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)c, (void)be, (void)a;
+  return HOOKD_STORE_STALE; /* like a fenced lease: refused before writing anything */
+}
+
+/* Codes seen by each op of one batch, by position. */
+static int seen_rc[8];
+static void seen_done(void *arg, int rc) {
+  pthread_mutex_lock(&dr.mu);
+  seen_rc[(intptr_t)arg] = rc;
+  dr.n++;
+  pthread_cond_broadcast(&dr.cv);
+  pthread_mutex_unlock(&dr.mu);
+}
+
+typedef struct {
+  const char *tenant;
+  int (*run)(hookd_store_conn *, const hookd_store_backend *, void *);
+} t_step;
+static t_step steps[8];
+static int run_step(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  t_step *s = &steps[(intptr_t)a];
+  return s->run(c, be, (void *)s->tenant);
+}
+
+/* Submits n ops in one batch (held behind a gate); flags[i] are the ops' HOOKD_STORE_OP_*. */
+static void one_batch(fx *f, int n, const int *flags) {
+  gate g;
+  hookd_store_op gop, ops[8];
+  dr.n = 0;
+  gate_close(f, &g, &gop);
+  for (intptr_t i = 0; i < n; i++) {
+    ops[i] = (hookd_store_op){.run = run_step, .done = seen_done, .arg = (void *)i,
+                              .flags = flags[i]};
+    hookd_storeq_submit(f->s->writer, &ops[i]);
+  }
+  gate_open(&g);
+  wait_done(n);
+}
+
+static void savepoint_free_ops_fail_alone_or_roll_back_the_batch(void **state) {
+  fx *f = *state;
+  const int NS = HOOKD_STORE_OP_NO_SAVEPOINT;
+  hookd_storeq_stats before, after;
+  hookd_storeq_get_stats(f->s->writer, &before);
+
+  /* refused before writing: the op fails alone, its batch-mates (with and without a savepoint)
+   * commit */
+  steps[0] = (t_step){"t-sp-a", run_t_ok};
+  steps[1] = (t_step){"t-sp-refused", run_t_refuse};
+  steps[2] = (t_step){"t-sp-b", run_t_ok};
+  steps[3] = (t_step){"t-sp-c", run_t_fail}; /* with a savepoint: rolled back alone */
+  one_batch(f, 4, (int[]){0, NS, NS, 0});
+  assert_int_equal(seen_rc[0], 0);
+  assert_int_equal(seen_rc[1], HOOKD_STORE_STALE);
+  assert_int_equal(seen_rc[2], 0);
+  assert_int_equal(seen_rc[3], HOOKD_STORE_CONFLICT);
+  assert_true(tenant_exists(f, "t-sp-a"));
+  assert_true(tenant_exists(f, "t-sp-b"));
+  assert_false(tenant_exists(f, "t-sp-c"));
+  hookd_storeq_get_stats(f->s->writer, &after);
+  assert_int_equal(after.failed_commits, before.failed_commits);
+
+  /* failed after writing, without a savepoint to undo it alone: the whole batch is rolled
+   * back and every op (before and after it) completes as after a failed commit */
+  steps[0] = (t_step){"t-sp-d", run_t_ok};
+  steps[1] = (t_step){"t-sp-e", run_t_fail};
+  steps[2] = (t_step){"t-sp-f", run_t_ok};
+  one_batch(f, 3, (int[]){NS, NS, 0});
+  for (int i = 0; i < 3; i++) assert_int_equal(seen_rc[i], HOOKD_STORE_ERR);
+  assert_false(tenant_exists(f, "t-sp-d"));
+  assert_false(tenant_exists(f, "t-sp-e"));
+  assert_false(tenant_exists(f, "t-sp-f"));
+  hookd_storeq_get_stats(f->s->writer, &after);
+  assert_int_equal(after.failed_commits, before.failed_commits + 1);
+
+  /* and the writer goes on: the next batch commits */
+  steps[0] = (t_step){"t-sp-g", run_t_ok};
+  one_batch(f, 1, (int[]){NS});
+  assert_int_equal(seen_rc[0], 0);
+  assert_true(tenant_exists(f, "t-sp-g"));
+}
+
 static void batches_form_under_load(void **state) {
   fx *f = *state;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
@@ -784,6 +867,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(reclaim_bumps_token, setup, teardown),
       cmocka_unit_test_setup_teardown(fanout_and_idempotency, setup, teardown),
       cmocka_unit_test_setup_teardown(group_commit_isolates_failures, setup, teardown),
+      cmocka_unit_test_setup_teardown(savepoint_free_ops_fail_alone_or_roll_back_the_batch,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(batches_form_under_load, setup, teardown),
       cmocka_unit_test_setup_teardown(attempts_are_append_only_and_replay_starts_a_cycle, setup,
                                       teardown),
