@@ -1,19 +1,25 @@
 /* sqlite_conn.c — SQLite connections for hookd: WAL with synchronous=FULL, a prepared-statement
  * cache, transactions, and the checkpointer thread.
  *
- * Checkpoints normally never run on the committing thread: the writer connection has automatic
- * checkpoints off and a WAL hook that wakes the checkpointer, which runs PASSIVE checkpoints on
- * its own connection (they never block the writer).
+ * The bulk of checkpointing never runs on the committing thread: the writer connection has
+ * automatic checkpoints off and a WAL hook that wakes the checkpointer once CKPT_PAGES frames
+ * have been written since the last checkpoint copied; the checkpointer runs a PASSIVE checkpoint
+ * on its own connection (it never blocks the writer), and each page is copied once however many
+ * commits rewrote it meanwhile.
  *
- * Those alone do not bound the WAL under sustained writes. SQLite starts the WAL over from its
- * beginning only when a write transaction begins on a fully checkpointed WAL, and while the
+ * That alone does not let the WAL start over under sustained writes. SQLite restarts the WAL from
+ * its beginning only when a write transaction begins on a fully checkpointed WAL, and while the
  * writer commits every few milliseconds a checkpoint on another connection always ends a few
  * commits behind: the file kept growing (75 → 206 MB in 60 s at 3,000 received events/s). So
- * once the WAL passes WAL_LIMIT_PAGES, the writer itself runs a PASSIVE checkpoint before its
- * next transaction: it copies only what the checkpointer has not (the frames of the last
- * moments), nothing commits meanwhile, and the transaction that follows restarts the WAL
- * (unless a reader still uses old frames; then the next one tries again). The price is one
- * pause of the writer per WAL_LIMIT_PAGES written under sustained load. */
+ * after each of the checkpointer's passes, and whenever the WAL passes WAL_LIMIT_PAGES, the
+ * writer itself runs a PASSIVE checkpoint before its next transaction: it copies only what the
+ * checkpointer has not (the frames of the last few commits), nothing commits meanwhile, and the
+ * transaction that follows restarts the WAL (unless a reader still uses old frames; then the
+ * next one tries again). The price is one short pause of the writer per CKPT_PAGES written.
+ *
+ * (Waking the checkpointer on the WAL's size instead of on the frames not yet copied made it run
+ * after every commit once the WAL was past CKPT_PAGES: each pass copied one commit's pages and
+ * synced the database, ~16 % of a core at 2,000 received events/s.) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,14 +28,22 @@
 
 #include "store/sqlite/sqlite_int.h"
 
-/* Wake the checkpointer once the WAL holds this many pages (32 MiB at 4 KiB): a page written by
- * several commits between two checkpoints is copied to the database once. 2,000 → 8,000
- * measured 17 → 15 KiB of disk writes and 24 → 19 us of checkpointer CPU per received event
- * (bench/run.sh inbound); recovery after a crash reads at most this much WAL. */
-#define CKPT_PAGES 8000
-/* The writer checkpoints itself past this many WAL pages (128 MiB at 4 KiB); the file is cut
- * back to this size when the WAL restarts after a longer pile-up (journal_size_limit). */
-#define WAL_LIMIT_PAGES (4 * CKPT_PAGES)
+/* Wake the checkpointer once this many WAL frames (4 MiB at 4 KiB pages) are not yet copied: a
+ * page written by several commits in between is copied to the database once. The writer's own
+ * checkpoint after each pass — a pause of its commits, mostly the database's fsync — grows with
+ * the pass: at 2,000 received events/s it averaged 3.6 ms after 1,000-frame passes, 5.9 ms after
+ * 2,000 and 14 ms after 8,000, and p99 latency was 12–13, 10–16 and 22–24 ms (BENCHMARKS.md). */
+#define CKPT_PAGES 1000
+/* The writer also checkpoints itself past this many WAL pages (128 MiB at 4 KiB): when the
+ * checkpointer cannot keep up. The file is cut back to this size when the WAL restarts after a
+ * longer pile-up (journal_size_limit). */
+#define WAL_LIMIT_PAGES 32000
+/* After a pass the checkpointer makes up to CKPT_ROUNDS - 1 shorter ones while more than
+ * CKPT_LEFT_PAGES frames were appended meanwhile, so that the writer's own checkpoint copies at
+ * most about that many (with 8,000-frame passes at 2,000 events/s: p99 18–21 ms with the extra
+ * rounds, 26–29 ms without). */
+#define CKPT_ROUNDS 4
+#define CKPT_LEFT_PAGES 256
 
 struct sq_shared {
   char *path;
@@ -37,11 +51,14 @@ struct sq_shared {
   int ckpt_started;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int wal_pages;  /* latest WAL size reported by the writer's hook */
-  int ckpt_pages; /* wake the checkpointer at this WAL size; 0: never (tests) */
+  int wal_pages;   /* frames in the WAL after the writer's last commit */
+  int backfilled;  /* of those, frames a checkpoint has copied (0 once the WAL starts over) */
+  int ckpt_pages;  /* wake the checkpointer at this many frames not yet copied; 0: never (tests) */
+  int ckpt_passed; /* the checkpointer finished a pass: the writer finishes it, the WAL restarts */
+  uint64_t passes; /* checkpointer passes that copied frames (tests) */
   int stop;
-  int wal_limit;  /* the writer checkpoints itself past this WAL size */
-  int wal_over;   /* the last commit left the WAL past wal_limit (the writer's thread only) */
+  int wal_limit;   /* the writer checkpoints itself past this WAL size */
+  int wal_over;    /* the writer checkpoints before its next transaction (its thread only) */
 };
 
 /* ---------- helpers ---------- */
@@ -141,16 +158,26 @@ static void *ckpt_main(void *arg) {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 2; /* also checkpoint an idle WAL now and then */
-    while (!sh->stop && !(sh->ckpt_pages && sh->wal_pages >= sh->ckpt_pages)) {
+    while (!sh->stop && !(sh->ckpt_pages && sh->wal_pages - sh->backfilled >= sh->ckpt_pages)) {
       if (!sh->ckpt_pages) pthread_cond_wait(&sh->cv, &sh->mu); /* tests: only stop wakes it */
       else if (pthread_cond_timedwait(&sh->cv, &sh->mu, &deadline) != 0) break;
     }
     if (sh->stop) break;
-    sh->wal_pages = 0;
-    pthread_mutex_unlock(&sh->mu);
-    int log = 0, done = 0;
-    sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
-    pthread_mutex_lock(&sh->mu);
+    /* a pass, then short ones for what the writer appended meanwhile, so that what is left for
+     * the writer to copy itself is a few commits' frames */
+    for (int round = 0; round < CKPT_ROUNDS && !sh->stop; round++) {
+      pthread_mutex_unlock(&sh->mu);
+      int log = 0, done = 0;
+      int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+      pthread_mutex_lock(&sh->mu);
+      /* done counts every frame copied in this WAL; more than before: this pass copied some
+       * (a done past wal_pages belongs to a WAL that has started over meanwhile) */
+      if (rc != SQLITE_OK || done <= sh->backfilled || done > sh->wal_pages) break;
+      sh->backfilled = done;
+      sh->ckpt_passed = 1;
+      sh->passes++;
+      if (sh->wal_pages - sh->backfilled <= CKPT_LEFT_PAGES) break;
+    }
   }
   pthread_mutex_unlock(&sh->mu);
   sqlite3_close(db);
@@ -163,11 +190,10 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
   (void)db;
   (void)name;
   pthread_mutex_lock(&sh->mu);
-  sh->wal_over = pages >= sh->wal_limit;
-  if (sh->ckpt_pages && pages >= sh->ckpt_pages) {
-    sh->wal_pages = pages;
-    pthread_cond_signal(&sh->cv);
-  }
+  if (pages < sh->wal_pages) sh->backfilled = 0; /* the WAL started over */
+  sh->wal_pages = pages;
+  sh->wal_over = pages >= sh->wal_limit || sh->ckpt_passed;
+  if (sh->ckpt_pages && pages - sh->backfilled >= sh->ckpt_pages) pthread_cond_signal(&sh->cv);
   pthread_mutex_unlock(&sh->mu);
   return SQLITE_OK;
 }
@@ -176,10 +202,19 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
  * if the checkpointer is busy (SQLITE_BUSY) the next transaction tries again. */
 static void writer_checkpoint(hookd_store_conn *c) {
   int log = 0, done = 0;
-  if (sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done) ==
-          SQLITE_OK &&
-      done == log)
-    c->sh->wal_over = 0;
+  if (sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done) !=
+          SQLITE_OK ||
+      done != log)
+    return;
+  sq_shared *sh = c->sh;
+  sh->wal_over = 0;
+  pthread_mutex_lock(&sh->mu);
+  sh->ckpt_passed = 0;
+  /* the next transaction starts the WAL over (if a reader still holds old frames, the hook will
+   * report more frames than this and the checkpointer wakes early once: harmless) */
+  sh->backfilled = 0;
+  sh->wal_pages = 0;
+  pthread_mutex_unlock(&sh->mu);
 }
 
 void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages) {
@@ -188,6 +223,14 @@ void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages) {
   sh->ckpt_pages = ckpt_pages;
   sh->wal_limit = limit_pages;
   pthread_mutex_unlock(&sh->mu);
+}
+
+uint64_t hookd_sqlite_checkpoint_passes(void *shared) {
+  sq_shared *sh = shared;
+  pthread_mutex_lock(&sh->mu);
+  uint64_t n = sh->passes;
+  pthread_mutex_unlock(&sh->mu);
+  return n;
 }
 
 int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen) {

@@ -156,9 +156,12 @@ int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int
 /* Opens the backend's shared state for a "sqlite:PATH" url. */
 int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen);
 void hookd_sqlite_shared_free(void *shared);
-/* Checkpoint thresholds in WAL pages: the checkpointer wakes at ckpt_pages (0: only when told to
- * stop — for tests), the writer checkpoints itself past limit_pages. Defaults 8,000 and 32,000. */
+/* Checkpoint thresholds in WAL pages: the checkpointer wakes when ckpt_pages frames are not yet
+ * copied (0: only when told to stop — for tests), the writer checkpoints itself past limit_pages.
+ * Defaults 1,000 and 32,000. */
 void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages);
+/* The checkpointer's passes that copied frames since the store opened (tests). */
+uint64_t hookd_sqlite_checkpoint_passes(void *shared);
 /* Process-wide SQLite set-up (sqlite_pcache.c), made once before the first connection: the
  * page-cache wrapper and no global memory statistics. Returns 1 if the wrapper is installed
  * (0: SQLite was already in use in this process, so its defaults stay). */

@@ -793,6 +793,33 @@ static int64_t query_i64(fx *f, const char *sql) {
   return v;
 }
 
+static void checkpointer_copies_in_passes_and_the_wal_starts_over(void **state) {
+  fx *f = *state;
+  /* the checkpointer wakes at 200 frames not yet copied; the writer's own limit is never reached,
+   * so only the writer finishing each pass lets the WAL start over */
+  enum { CKPT = 200, ROWS = 1000 };
+  hookd_sqlite_set_wal_pages(f->s->shared, CKPT, 1 << 30);
+  call c = {.in = "CREATE TABLE scratch(b BLOB)"};
+  assert_int_equal(w(f, run_sql, &c), 0);
+  char wal[160];
+  snprintf(wal, sizeof wal, "%s/t.db-wal", f->dir);
+  uint64_t passes0 = hookd_sqlite_checkpoint_passes(f->s->shared);
+  long largest = 0;
+  c.in = "INSERT INTO scratch VALUES (randomblob(6000))"; /* ~3 frames per commit */
+  for (int i = 0; i < ROWS; i++) {
+    assert_int_equal(w(f, run_sql, &c), 0);
+    long size = file_size(wal);
+    if (size > largest) largest = size;
+  }
+  uint64_t passes = hookd_sqlite_checkpoint_passes(f->s->shared) - passes0;
+  /* one pass per ~CKPT frames (~3,000 in all), not one per commit once the WAL is that long */
+  assert_true(passes >= 1);
+  assert_true(passes <= ROWS / 10);
+  /* and the WAL started over after the passes rather than growing with every commit */
+  assert_true(largest <= 32 + 5 * CKPT * (24 + 4096));
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM scratch"), ROWS);
+}
+
 static void page_cache_parks_split_pages_under_key_zero(void **state) {
   fx *f = *state;
   /* the store's open installed the wrapper before this process used SQLite */
@@ -878,6 +905,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(receive_links_the_right_event, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_stops_at_the_first_fresh_record, setup, teardown),
       cmocka_unit_test_setup_teardown(writer_bounds_the_wal, setup, teardown),
+      cmocka_unit_test_setup_teardown(checkpointer_copies_in_passes_and_the_wal_starts_over, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(page_cache_parks_split_pages_under_key_zero, setup,
                                       teardown),
   };
