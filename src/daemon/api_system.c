@@ -52,7 +52,8 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
     rc = hookd_buf_printf(o,
                           "hookd_store_commit_seconds_sum %.6f\n"
                           "hookd_store_commit_seconds_count %llu\n"
-                          "# HELP hookd_store_failed_commits_total group commits that failed\n"
+                          "# HELP hookd_store_failed_commits_total group commits that failed"
+                          " or were rolled back whole\n"
                           "# TYPE hookd_store_failed_commits_total counter\n"
                           "hookd_store_failed_commits_total %llu\n",
                           (double)st.commit_us_sum / 1e6, (unsigned long long)st.batches,
