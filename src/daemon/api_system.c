@@ -52,12 +52,16 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
     rc = hookd_buf_printf(o,
                           "hookd_store_commit_seconds_sum %.6f\n"
                           "hookd_store_commit_seconds_count %llu\n"
-                          "# HELP hookd_store_failed_commits_total group commits that failed"
-                          " or were rolled back whole\n"
+                          "# HELP hookd_store_failed_commits_total group commits that failed\n"
                           "# TYPE hookd_store_failed_commits_total counter\n"
-                          "hookd_store_failed_commits_total %llu\n",
+                          "hookd_store_failed_commits_total %llu\n"
+                          "# HELP hookd_store_redone_batches_total group commits run a second"
+                          " time, each op in a savepoint, after an op failed having written\n"
+                          "# TYPE hookd_store_redone_batches_total counter\n"
+                          "hookd_store_redone_batches_total %llu\n",
                           (double)st.commit_us_sum / 1e6, (unsigned long long)st.batches,
-                          (unsigned long long)st.failed_commits);
+                          (unsigned long long)st.failed_commits,
+                          (unsigned long long)st.redone_batches);
   return rc;
 }
 

@@ -221,6 +221,11 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
 
 static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   msg *m = arg;
+  /* a second run (its batch rolled back and redone) forgets what the first one read */
+  for (size_t i = 0; i < m->n_claimed; i++) hookd_claimed_free(&m->claimed[i]);
+  free(m->claimed);
+  m->claimed = NULL;
+  m->n_claimed = 0;
   return be->claim(c, &m->claim, &m->claimed, &m->n_claimed, &m->next_due);
 }
 
@@ -244,7 +249,7 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
   m->op.run = run_claim;
   m->op.done = op_done_post;
   m->op.arg = m;
-  m->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* it fails only on I/O errors */
+  m->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* it fails only on I/O errors; runs twice safely */
   e->claiming = 1;
   d->store_ops++;
   HOOKD_INC(claims);
@@ -267,7 +272,8 @@ static void submit_item_op(hookd_dispatcher *d, item *it, bool record) {
   it->op.run = record ? run_record : run_release;
   it->op.done = item_done_post;
   it->op.arg = it;
-  /* a fenced lease (HOOKD_STORE_STALE) is found by the first UPDATE, before anything is written */
+  /* a fenced lease (HOOKD_STORE_STALE) is found by the first UPDATE, before anything is written;
+   * both write only the store, so they may run twice */
   it->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   d->store_ops++;
   hookd_storeq_submit(d->store->writer, &it->op);

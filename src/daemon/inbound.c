@@ -135,6 +135,7 @@ static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd
     snprintf(base->err, sizeof base->err, "SHA-256 failed");
     return HOOKD_STORE_ERR; /* 503 (VNPay: "99"): the provider retries */
   }
+  hookd_receive_res_free(&op->rs); /* a second run (its batch redone) starts afresh */
   return be->receive(c, &op->rq, &op->rs);
 }
 
@@ -372,7 +373,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                                .content_type = op->content_type,
                                .meta = hookd_buf_str(&op->meta),
                                .now_ms = now};
-  /* the receive's only expected failure (a taken identity) comes before its first write */
+  /* the receive's only expected failure (a taken identity) comes before its first write, and
+   * run_receive may run twice */
   op->base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   hookd_api_submit(&op->base, true);
 done:

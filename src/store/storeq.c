@@ -42,19 +42,32 @@ static int bucket_us(int64_t us) {
   return 7;
 }
 
-static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
+/* run_ops() result: a savepoint-free op failed after writing; only a rollback undoes it. */
+#define POISONED 1
+
+/* Runs the batch's ops inside the open transaction. First attempt (redo = 0): ops marked
+ * HOOKD_STORE_OP_NO_SAVEPOINT without one, stopping at the first that fails after writing.
+ * Second attempt (redo = 1, a new transaction): every op in its own savepoint, except ops without
+ * the mark that already ran in the first: they complete with HOOKD_STORE_ERR (not every op may
+ * run twice). Returns 0, POISONED, or HOOKD_STORE_ERR if the transaction itself failed. */
+static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
   const hookd_store_backend *be = q->be;
-  int txn_rc = be->begin(q->conn, 1);
+  int txn_rc = 0;
   for (hookd_store_op *op = batch; op; op = op->next) {
     if (txn_rc != 0) {
       op->rc = HOOKD_STORE_ERR;
       continue;
     }
-    if (op->flags & HOOKD_STORE_OP_NO_SAVEPOINT) {
+    int no_savepoint = op->flags & HOOKD_STORE_OP_NO_SAVEPOINT;
+    if (redo && op->ran && !no_savepoint) {
+      op->rc = HOOKD_STORE_ERR;
+      continue;
+    }
+    op->ran = 1;
+    if (no_savepoint && !redo) {
       int64_t before = be->changes(q->conn);
       op->rc = op->run(q->conn, be, op->arg);
-      /* failed after writing: nothing but the whole transaction can undo it */
-      if (op->rc < 0 && be->changes(q->conn) != before) txn_rc = HOOKD_STORE_ERR;
+      if (op->rc < 0 && be->changes(q->conn) != before) return POISONED;
       continue;
     }
     if (be->savepoint(q->conn) != 0) {
@@ -66,6 +79,20 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
       if (be->rollback_to(q->conn) != 0) txn_rc = HOOKD_STORE_ERR;
     }
     if (be->release(q->conn) != 0) txn_rc = HOOKD_STORE_ERR;
+  }
+  return txn_rc;
+}
+
+static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
+  const hookd_store_backend *be = q->be;
+  for (hookd_store_op *op = batch; op; op = op->next) op->ran = 0;
+  int txn_rc = be->begin(q->conn, 1);
+  if (txn_rc == 0) txn_rc = run_ops(q, batch, 0);
+  int redone = txn_rc == POISONED;
+  if (redone) {
+    be->rollback(q->conn);
+    txn_rc = be->begin(q->conn, 1);
+    if (txn_rc == 0) txn_rc = run_ops(q, batch, 1);
   }
   int64_t t0 = hookd_mono_us();
   if (txn_rc == 0) txn_rc = be->commit(q->conn);
@@ -81,6 +108,7 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
   } else {
     q->stats.failed_commits++;
   }
+  q->stats.redone_batches += (uint64_t)redone;
   q->stats.ops += n;
   pthread_mutex_unlock(&q->mu);
 

@@ -8,11 +8,13 @@
  *
  * An op marked HOOKD_STORE_OP_NO_SAVEPOINT runs without one (a savepoint copies every page the
  * op is first to touch in it: most of a batch's pages, once per op). If such an op fails having
- * written nothing (backend->changes() unchanged), the batch goes on; if it fails after writing,
- * its writes cannot be undone alone, so the whole batch is rolled back and every op completes
- * with HOOKD_STORE_ERR, as after a failed commit. Mark only ops whose expected failures (a
- * fenced lease, a taken key) come before their first write, so that only I/O errors and the
- * like roll back their batch-mates.
+ * written nothing (backend->changes() unchanged), the batch goes on. If it fails after writing,
+ * its writes cannot be undone alone: the transaction is rolled back and the batch runs again in
+ * a new one, every op in its own savepoint, so the failing op fails alone — except the batch's
+ * unmarked ops that had already run: not every op may run twice, so they complete with
+ * HOOKD_STORE_ERR (retryable). A marked op must therefore be safe to run twice (its run() resets
+ * what a first run filled in), and should find its expected failures (a fenced lease, a taken
+ * key) before its first write, so that only I/O errors and the like cost a second attempt.
  *
  * Reader mode: each op runs in its own read transaction (a consistent snapshot).
  *
@@ -36,6 +38,7 @@ struct hookd_store_op {
   void *arg;
   int flags;            /* HOOKD_STORE_OP_* */
   hookd_store_op *next; /* queue link, owned by the executor */
+  int ran;              /* ran in the batch's first attempt (the executor's) */
   int rc;               /* run's result, kept until the commit */
 };
 
@@ -45,7 +48,8 @@ struct hookd_store_op {
 typedef struct hookd_storeq_stats {
   uint64_t batches;        /* transactions committed (writer) */
   uint64_t ops;            /* ops completed */
-  uint64_t failed_commits; /* batches that failed to commit or were rolled back whole */
+  uint64_t failed_commits; /* batches that failed to commit */
+  uint64_t redone_batches; /* batches run a second time, with savepoints (see above) */
   uint64_t queue_depth;    /* ops waiting right now */
   uint64_t batch_hist[8];  /* batch sizes: 1, 2-4, 5-16, 17-64, 65-256, 257-1024, >1024 */
   uint64_t commit_us_hist[8]; /* commit latency: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms >= */

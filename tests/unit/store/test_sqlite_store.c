@@ -412,7 +412,7 @@ static void one_batch(fx *f, int n, const int *flags) {
   wait_done(n);
 }
 
-static void savepoint_free_ops_fail_alone_or_roll_back_the_batch(void **state) {
+static void savepoint_free_ops_fail_alone_or_redo_the_batch(void **state) {
   fx *f = *state;
   const int NS = HOOKD_STORE_OP_NO_SAVEPOINT;
   hookd_storeq_stats before, after;
@@ -435,18 +435,29 @@ static void savepoint_free_ops_fail_alone_or_roll_back_the_batch(void **state) {
   hookd_storeq_get_stats(f->s->writer, &after);
   assert_int_equal(after.failed_commits, before.failed_commits);
 
-  /* failed after writing, without a savepoint to undo it alone: the whole batch is rolled
-   * back and every op (before and after it) completes as after a failed commit */
+  /* failed after writing, without a savepoint to undo it alone: the transaction is rolled back
+   * and the batch runs again, each op in a savepoint, so the failing op fails alone; marked ops
+   * run again; an unmarked op that had already run completes with ERR (it may not run twice);
+   * ops after the failing one ran only in the second attempt */
   steps[0] = (t_step){"t-sp-d", run_t_ok};
-  steps[1] = (t_step){"t-sp-e", run_t_fail};
-  steps[2] = (t_step){"t-sp-f", run_t_ok};
-  one_batch(f, 3, (int[]){NS, NS, 0});
-  for (int i = 0; i < 3; i++) assert_int_equal(seen_rc[i], HOOKD_STORE_ERR);
+  steps[1] = (t_step){"t-sp-e", run_t_ok};
+  steps[2] = (t_step){"t-sp-x", run_t_fail};
+  steps[3] = (t_step){"t-sp-f", run_t_ok};
+  steps[4] = (t_step){"t-sp-h", run_t_ok};
+  one_batch(f, 5, (int[]){0, NS, NS, NS, 0});
+  assert_int_equal(seen_rc[0], HOOKD_STORE_ERR);
+  assert_int_equal(seen_rc[1], 0);
+  assert_int_equal(seen_rc[2], HOOKD_STORE_CONFLICT);
+  assert_int_equal(seen_rc[3], 0);
+  assert_int_equal(seen_rc[4], 0);
   assert_false(tenant_exists(f, "t-sp-d"));
-  assert_false(tenant_exists(f, "t-sp-e"));
-  assert_false(tenant_exists(f, "t-sp-f"));
+  assert_true(tenant_exists(f, "t-sp-e"));
+  assert_false(tenant_exists(f, "t-sp-x"));
+  assert_true(tenant_exists(f, "t-sp-f"));
+  assert_true(tenant_exists(f, "t-sp-h"));
   hookd_storeq_get_stats(f->s->writer, &after);
-  assert_int_equal(after.failed_commits, before.failed_commits + 1);
+  assert_int_equal(after.failed_commits, before.failed_commits);
+  assert_int_equal(after.redone_batches, before.redone_batches + 1);
 
   /* and the writer goes on: the next batch commits */
   steps[0] = (t_step){"t-sp-g", run_t_ok};
@@ -894,7 +905,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(reclaim_bumps_token, setup, teardown),
       cmocka_unit_test_setup_teardown(fanout_and_idempotency, setup, teardown),
       cmocka_unit_test_setup_teardown(group_commit_isolates_failures, setup, teardown),
-      cmocka_unit_test_setup_teardown(savepoint_free_ops_fail_alone_or_roll_back_the_batch,
+      cmocka_unit_test_setup_teardown(savepoint_free_ops_fail_alone_or_redo_the_batch,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(batches_form_under_load, setup, teardown),
       cmocka_unit_test_setup_teardown(attempts_are_append_only_and_replay_starts_a_cycle, setup,
