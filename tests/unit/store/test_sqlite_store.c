@@ -808,7 +808,7 @@ static void checkpointer_copies_in_passes_and_the_wal_starts_over(void **state) 
   fx *f = *state;
   /* the checkpointer wakes at 200 frames not yet copied; the writer's own limit is never reached,
    * so only the writer finishing each pass lets the WAL start over */
-  enum { CKPT = 200, ROWS = 1000 };
+  enum { CKPT = 200, ROWS = 2000 };
   hookd_sqlite_set_wal_pages(f->s->shared, CKPT, 1 << 30);
   call c = {.in = "CREATE TABLE scratch(b BLOB)"};
   assert_int_equal(w(f, run_sql, &c), 0);
@@ -823,11 +823,12 @@ static void checkpointer_copies_in_passes_and_the_wal_starts_over(void **state) 
     if (size > largest) largest = size;
   }
   uint64_t passes = hookd_sqlite_checkpoint_passes(f->s->shared) - passes0;
-  /* one pass per ~CKPT frames (~3,000 in all), not one per commit once the WAL is that long */
+  /* one pass per ~CKPT frames (~6,000 in all), not one per commit once the WAL is that long */
   assert_true(passes >= 1);
   assert_true(passes <= ROWS / 10);
-  /* and the WAL started over after the passes rather than growing with every commit */
-  assert_true(largest <= 32 + 5 * CKPT * (24 + 4096));
+  /* and the WAL started over after the passes rather than growing with every commit (~25 MB);
+   * the margin leaves the checkpointer thread ~400 commits of lag on a loaded machine */
+  assert_true(largest <= 32 + 10 * CKPT * (24 + 4096));
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM scratch"), ROWS);
 }
 
