@@ -39,6 +39,7 @@ static void pub_cleanup(hookd_api_op *base) {
 
 static int run_publish(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   pub_op *op = (pub_op *)base;
+  hookd_publish_res_free(&op->res); /* a second run (its batch redone) starts afresh */
   return be->publish(c, &op->req, &op->res);
 }
 
@@ -192,6 +193,8 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   op->req.expires_ms = app->cfg->event_ttl_s ? now + app->cfg->event_ttl_s * 1000 : 0;
   op->req.ordering_key = okey ? op->ordering_key : NULL;
   op->req.ordering_version = over;
+  /* publish refuses (409, 404) before its first write and may run twice */
+  op->base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   hookd_api_submit(&op->base, true);
 done:
   json_decref(body);

@@ -79,15 +79,20 @@ static int event_by_key(hookd_store_conn *c, const char *tenant_id, const char *
   return HOOKD_STORE_OK;
 }
 
-static int idem_set_event(hookd_store_conn *c, const hookd_publish_req *req, int64_t seq) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_IDEM_SET,
-                             "UPDATE idempotency_keys SET event_seq = ?3"
-                             " WHERE tenant_id = ?1 AND key = ?2");
+/* Records a new Idempotency-Key for the event it created or found. A plain INSERT on the
+ * unique key: the lookup before it ran in the same write transaction (one writer), so it fails
+ * only on I/O errors — or loudly, never with a second row, if a key were taken meanwhile. */
+static int idem_insert(hookd_store_conn *c, const hookd_publish_req *req, int64_t seq) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_IDEM_INSERT,
+                             "INSERT INTO idempotency_keys(tenant_id, key, request_hash,"
+                             " created_at, event_seq) VALUES (?1, ?2, ?3, ?4, ?5)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, req->tenant_id);
   sq_bind_text(st, 2, req->idempotency_key);
-  sq_bind_i64(st, 3, seq);
-  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "set idempotency key");
+  sqlite3_bind_blob(st, 3, req->request_hash, 32, SQLITE_STATIC);
+  sq_bind_i64(st, 4, req->now_ms);
+  sq_bind_i64(st, 5, seq);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "insert idempotency key");
 }
 
 int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res) {
@@ -97,37 +102,31 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   if (rc) return rc;
   hookd_tenant_free(&t);
 
-  int idem_new = 0;
+  /* Every refusal (unknown tenant, a key or an event id used with another body) comes before
+   * the first write: publish runs without a savepoint of its own (storeq.h). */
   if (req->idempotency_key) {
-    sqlite3_stmt *st = sq_stmt(c, SQ_IDEM_INSERT,
-                               "INSERT INTO idempotency_keys(tenant_id, key, request_hash,"
-                               " created_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING");
+    sqlite3_stmt *st = sq_stmt(c, SQ_IDEM_GET,
+                               "SELECT i.request_hash, i.event_seq, e.id FROM idempotency_keys i"
+                               " LEFT JOIN events e ON e.seq = i.event_seq"
+                               " WHERE i.tenant_id = ?1 AND i.key = ?2");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, req->tenant_id);
     sq_bind_text(st, 2, req->idempotency_key);
-    sqlite3_bind_blob(st, 3, req->request_hash, 32, SQLITE_STATIC);
-    sq_bind_i64(st, 4, req->now_ms);
-    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert idempotency key");
-    if (sqlite3_changes(c->db) == 0) {
-      st = sq_stmt(c, SQ_IDEM_GET,
-                   "SELECT i.request_hash, i.event_seq, e.id FROM idempotency_keys i"
-                   " JOIN events e ON e.seq = i.event_seq WHERE i.tenant_id = ?1 AND i.key = ?2");
-      if (!st) return HOOKD_STORE_ERR;
-      sq_bind_text(st, 1, req->tenant_id);
-      sq_bind_text(st, 2, req->idempotency_key);
-      if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "read idempotency key");
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
       if (sqlite3_column_bytes(st, 0) != 32 ||
           memcmp(sqlite3_column_blob(st, 0), req->request_hash, 32) != 0) {
         snprintf(c->err, sizeof c->err,
                  "Idempotency-Key was already used with a different request body");
         return HOOKD_STORE_CONFLICT;
       }
+      if (sqlite3_column_type(st, 2) == SQLITE_NULL) return sq_fail(c, "read idempotency key");
       int64_t seq = sq_col_i64(st, 1);
       res->event_id = sq_col_str(st, 2);
       res->duplicate = true;
       return count_deliveries(c, seq, &res->n_deliveries);
     }
-    idem_new = 1;
+    if (step != SQLITE_DONE) return sq_fail(c, "read idempotency key");
   }
 
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT,
@@ -156,13 +155,13 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
       snprintf(c->err, sizeof c->err, "event id already used with a different request body");
       return HOOKD_STORE_CONFLICT;
     }
-    if (idem_new && (rc = idem_set_event(c, req, seq)) != 0) return rc;
+    if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
     res->event_id = strdup(req->event_id);
     res->duplicate = true;
     return count_deliveries(c, seq, &res->n_deliveries);
   }
   seq = sqlite3_last_insert_rowid(c->db);
-  if (idem_new && (rc = idem_set_event(c, req, seq)) != 0) return rc;
+  if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
   res->event_id = strdup(req->event_id);
   res->due_ms = req->now_ms;
 
