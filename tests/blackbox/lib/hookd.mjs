@@ -5,6 +5,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after } from 'node:test';
 
 export const HOOKD_BIN = process.env.HOOKD_BIN || new URL('../../../build/hookd', import.meta.url).pathname;
 export const API_KEY = 'test-admin-key';
@@ -15,10 +16,15 @@ export const TEST_ARGS = [
   '--retry-base-ms', '100', '--retry-cap-ms', '400', '--log-level', 'debug',
 ];
 
-// Every daemon a test starts dies with the test process, even when the test fails before it
-// could stop it: no orphan keeps retrying in the background.
+// Every daemon a test starts dies with the test file, even when a test fails before it could
+// stop it: no orphan keeps retrying in the background, and no live daemon keeps the test process
+// (and CI) waiting after a failure. Once the file's tests are done, pass or fail, a daemon still
+// running 2 s later (after the file's own `after` hooks have stopped theirs) is killed; the timer
+// is unref'd, so it never holds the process open by itself.
 const children = new Set();
-process.on('exit', () => { for (const p of children) { try { p.kill('SIGKILL'); } catch { /* gone */ } } });
+const killAll = () => { for (const p of children) { try { p.kill('SIGKILL'); } catch { /* gone */ } } };
+process.on('exit', killAll);
+after(() => { setTimeout(killAll, 2000).unref(); });
 
 export function tempDir(prefix = 'hookd-test-') {
   const dir = mkdtempSync(join(tmpdir(), prefix));

@@ -1,11 +1,18 @@
 // receiver.mjs — webhook receivers on loopback with controllable behaviour, recording every
 // request, and verifying every signature with the standardwebhooks reference library.
 import http from 'node:http';
+import { after } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 
 // behave(req, n) → { status, headers, body } | 'hang' | 'drop' | 'drop-after-read'
+// Receivers a failed test left open are closed once the file's tests are done (2 s later, after
+// the file's own `after` hooks), so that they do not keep the test process (and CI) waiting.
+const live = new Set();
+after(() => { setTimeout(() => { for (const r of [...live]) r.close(); }, 2000).unref(); });
+
 export async function startReceiver(behave = () => ({ status: 200 }), { host = '127.0.0.1' } = {}) {
   const r = new Receiver(behave);
+  live.add(r);
   await new Promise((resolve) => r.server.listen(0, host, resolve));
   r.port = r.server.address().port;
   r.url = `http://${host}:${r.port}/hook`;
@@ -71,6 +78,7 @@ class Receiver {
   }
 
   async close() {
+    if (!live.delete(this)) return; /* closed already */
     for (const s of this.sockets) s.destroy();
     await new Promise((resolve) => this.server.close(resolve));
   }
