@@ -219,13 +219,17 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
 
 /* ---------- store ops ---------- */
 
-static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
-  msg *m = arg;
-  /* a second run (its batch rolled back and redone) forgets what the first one read */
+/* Frees the rows a claim read (they hold no lease unless its batch committed). */
+static void claimed_drop(msg *m) {
   for (size_t i = 0; i < m->n_claimed; i++) hookd_claimed_free(&m->claimed[i]);
   free(m->claimed);
   m->claimed = NULL;
   m->n_claimed = 0;
+}
+
+static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  msg *m = arg;
+  claimed_drop(m); /* a second run (its batch rolled back and redone) forgets the first one's */
   return be->claim(c, &m->claim, &m->claimed, &m->n_claimed, &m->next_due);
 }
 
@@ -551,10 +555,7 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
     HLOG(HOOKD_LOG_ERROR, "claim.failed", KV_S("endpoint_id", e->cfg.id),
          KV_S("error", hookd_store_strerror(m->rc)));
     e->next_due = hookd_now_ms() + 1000; /* try again later rather than spinning */
-    /* a claim that ran but whose batch did not commit: the rows it read are not leased */
-    for (size_t i = 0; i < m->n_claimed; i++) hookd_claimed_free(&m->claimed[i]);
-    free(m->claimed);
-    m->claimed = NULL;
+    claimed_drop(m); /* a claim that ran but whose batch did not commit */
   } else {
     HOOKD_ADD(claimed, m->n_claimed);
     for (size_t i = 0; i < m->n_claimed; i++) {

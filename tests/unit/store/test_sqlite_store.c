@@ -755,6 +755,21 @@ static long file_size(const char *path) {
   return stat(path, &st) == 0 ? (long)st.st_size : 0;
 }
 
+/* Runs one query returning a single integer on a read-only connection of its own. */
+static int64_t query_i64(fx *f, const char *sql) {
+  sqlite3 *db;
+  char path[160];
+  snprintf(path, sizeof path, "%s/t.db", f->dir);
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  int64_t v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
 static void writer_bounds_the_wal(void **state) {
   fx *f = *state;
   /* the checkpointer never runs, like one that always ends a few commits behind the writer:
@@ -776,32 +791,7 @@ static void writer_bounds_the_wal(void **state) {
   assert_true(largest > 0);
   assert_true(largest <= 32 + (LIMIT + 8) * (24 + 4096));
   /* and every row is there, read through a connection of its own */
-  sqlite3 *db;
-  char path[160];
-  snprintf(path, sizeof path, "%s/t.db", f->dir);
-  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  sqlite3_stmt *st;
-  assert_int_equal(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM scratch", -1, &st, NULL),
-                   SQLITE_OK);
-  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-  assert_int_equal(sqlite3_column_int(st, 0), ROWS);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-}
-
-/* Runs one query returning a single integer on a read-only connection of its own. */
-static int64_t query_i64(fx *f, const char *sql) {
-  sqlite3 *db;
-  char path[160];
-  snprintf(path, sizeof path, "%s/t.db", f->dir);
-  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  sqlite3_stmt *st;
-  assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-  int64_t v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM scratch"), ROWS);
 }
 
 static void checkpointer_copies_in_passes_and_the_wal_starts_over(void **state) {
@@ -865,16 +855,9 @@ static void page_cache_parks_split_pages_under_key_zero(void **state) {
   /* the mechanism ran: page splits moved pages to the temporary number and back */
   assert_true(hookd_sqlite_pcache_parks() > parks0);
   /* and the database read from disk by another connection is whole and exactly right */
-  sqlite3 *db;
-  char path[160];
-  snprintf(path, sizeof path, "%s/t.db", f->dir);
-  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  sqlite3_stmt *st;
-  assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-  assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM pragma_integrity_check"
+                                " WHERE integrity_check <> 'ok'"),
+                   0);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM parked"), committed * PER);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM parked WHERE v = 'v' ||"
                                 " CAST(substr(k, 1, 8) AS INTEGER) AND length(k) = 108"),
