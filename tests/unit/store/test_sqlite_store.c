@@ -257,6 +257,52 @@ static void fanout_and_idempotency(void **state) {
   hookd_publish_res_free(&r1);
 }
 
+/* Publishes as an op that also reports whether it changed any row (call.i64: rows changed). */
+static int run_publish_counting(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  int64_t before = be->changes(c);
+  int rc = be->publish(c, k->in, k->out);
+  k->i64 = be->changes(c) - before;
+  return rc;
+}
+
+static int publish_counting(fx *f, const char *tenant, const char *id, const char *idem,
+                            unsigned char hash_byte, int64_t *changed) {
+  unsigned char hash[32];
+  memset(hash, hash_byte, sizeof hash);
+  hookd_publish_req req = {.tenant_id = tenant, .event_id = id, .type = "a", .body = "{}",
+                           .body_len = 2, .request_hash = hash, .idempotency_key = idem,
+                           .occurred_ms = hookd_now_ms(), .now_ms = hookd_now_ms()};
+  hookd_publish_res res = {0};
+  call c = {.in = &req, .out = &res};
+  int rc = w(f, run_publish_counting, &c);
+  hookd_publish_res_free(&res);
+  *changed = c.i64;
+  return rc;
+}
+
+/* publish runs without a savepoint: each of its refusals must come before its first write */
+static void publish_refuses_before_writing(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  int64_t changed = 0;
+  assert_int_equal(publish_counting(f, "t1", "e1", NULL, 7, &changed), 0);
+  assert_true(changed > 0);
+  assert_int_equal(publish_counting(f, "t1", "k1-event", "k1", 5, &changed), 0);
+  /* an unknown tenant */
+  assert_int_equal(publish_counting(f, "nobody", "e9", NULL, 7, &changed), HOOKD_STORE_NOTFOUND);
+  assert_int_equal(changed, 0);
+  /* an event id reused with another body, under a new Idempotency-Key */
+  assert_int_equal(publish_counting(f, "t1", "e1", "k-new", 8, &changed), HOOKD_STORE_CONFLICT);
+  assert_int_equal(changed, 0);
+  /* an Idempotency-Key reused with another body */
+  assert_int_equal(publish_counting(f, "t1", "e2", "k1", 6, &changed), HOOKD_STORE_CONFLICT);
+  assert_int_equal(changed, 0);
+  /* and the refused request left no key behind: k-new is free for another event */
+  assert_int_equal(publish_counting(f, "t1", "e3", "k-new", 8, &changed), 0);
+  assert_true(changed > 0);
+}
+
 /* An op that holds the writer thread until released, so the ops queued meanwhile form one
  * batch deterministically. */
 typedef struct gate {
@@ -888,6 +934,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(stale_lease_is_fenced, setup, teardown),
       cmocka_unit_test_setup_teardown(reclaim_bumps_token, setup, teardown),
       cmocka_unit_test_setup_teardown(fanout_and_idempotency, setup, teardown),
+      cmocka_unit_test_setup_teardown(publish_refuses_before_writing, setup, teardown),
       cmocka_unit_test_setup_teardown(group_commit_isolates_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(savepoint_free_ops_fail_alone_or_redo_the_batch,
                                       setup, teardown),
