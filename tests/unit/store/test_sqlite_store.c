@@ -79,8 +79,13 @@ static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *a
   call *k = a;
   return be->claim(c, k->in, (hookd_claimed **)k->out, &k->n, &k->i64);
 }
+/* Also reports in call.i64 the rows the outcome changed. */
 static int run_outcome(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
-  return be->record_outcome(c, ((call *)a)->in);
+  call *k = a;
+  int64_t before = be->changes(c);
+  int rc = be->record_outcome(c, k->in);
+  k->i64 = be->changes(c) - before;
+  return rc;
 }
 static int run_get(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
@@ -147,6 +152,7 @@ static void free_claimed(hookd_claimed *v, size_t n) {
   free(v);
 }
 
+static int64_t last_outcome_changes; /* rows the last record() changed */
 static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
   hookd_outcome o = {0};
   o.delivery_seq = cl->d.seq;
@@ -162,7 +168,9 @@ static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
   o.attempt.http_status = status;
   o.attempt.trigger = (char *)"live";
   call c = {.in = &o};
-  return w(f, run_outcome, &c);
+  int rc = w(f, run_outcome, &c);
+  last_outcome_changes = c.i64;
+  return rc;
 }
 
 /* ---- tests ---- */
@@ -186,6 +194,8 @@ static void stale_lease_is_fenced(void **state) {
   assert_true(b[0].d.lease_token > a[0].d.lease_token);
   /* A's late outcome is refused; B's is accepted */
   assert_int_equal(record(f, &a[0], HOOKD_DS_DELIVERED, 200), HOOKD_STORE_STALE);
+  /* refused before writing anything: outcomes run without a savepoint (storeq.h) */
+  assert_int_equal(last_outcome_changes, 0);
   assert_int_equal(record(f, &b[0], HOOKD_DS_RETRYING, 500), 0);
   /* the refused write left no trace: one attempt, by B */
   hookd_delivery d;
