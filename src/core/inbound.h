@@ -136,8 +136,9 @@ const json_t *hookd_json_path(const json_t *root, const char *path);
 
 /* Builds a composite key from comma-separated paths: "path=value|path=value" with scalar
  * values in canonical form (RFC 8785: strings quoted, numbers in ECMAScript form), appended to
- * out. Returns 0, or -1 when a path is missing, null or not a scalar (the name of the first such
- * path in missing). */
+ * out. Returns 0; 1 when a path is missing, null or not a scalar (the name of the first such
+ * path in missing); a HOOKD_BUF_* code (< 0) when the key could not be written (out of memory,
+ * beyond out's maximum): not a reason to fall back to another identity. */
 int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out, char *missing,
                            size_t missing_len);
 

@@ -52,7 +52,10 @@ static int put_json(char *out, size_t outlen, const json_t *v) {
   return put(out, outlen, s, len);
 }
 
-/* "a:b[:c]" from scalar parts (NULL parts skipped); 1 when a required part is missing. */
+/* "a:b[:c]" from scalar parts (NULL parts skipped); 1 when a required part is missing. A part's
+ * own ':' and '%' are written %3A and %25, so two different lists never join to the same id
+ * (MoMo's orderId "A:B" + requestId "C" against "A" + "B:C"); ids without either character
+ * read as they always did. */
 static int put_joined(char *out, size_t outlen, const json_t *const *parts, size_t n,
                       size_t required) {
   if (!out || !outlen) return 1;
@@ -69,13 +72,21 @@ static int put_joined(char *out, size_t outlen, const json_t *const *parts, size
       }
       continue;
     }
-    if (o + (o ? 1 : 0) + len >= outlen || memchr(s, '\0', len)) {
+    size_t need = len;
+    for (size_t k = 0; k < len; k++) need += (s[k] == ':' || s[k] == '%') ? 2 : 0;
+    if (o + (o ? 1 : 0) + need >= outlen || memchr(s, '\0', len)) {
       out[0] = '\0';
       return 1;
     }
     if (o) out[o++] = ':';
-    memcpy(out + o, s, len);
-    o += len;
+    for (size_t k = 0; k < len; k++) {
+      if (s[k] == ':' || s[k] == '%') {
+        memcpy(out + o, s[k] == ':' ? "%3A" : "%25", 3);
+        o += 3;
+      } else {
+        out[o++] = s[k];
+      }
+    }
   }
   out[o] = '\0';
   return o ? 0 : 1;
@@ -321,14 +332,14 @@ int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out
         memcpy(missing, path, n);
         missing[n] = '\0';
       }
-      return -1;
+      return 1;
     }
     int rc = first ? 0 : hookd_buf_append(out, "|", 1);
     first = 0;
     if (!rc) rc = hookd_buf_append(out, path, len);
     if (!rc) rc = hookd_buf_append(out, "=", 1);
     if (!rc) rc = hookd_jcs(v, out);
-    if (rc) return -1;
+    if (rc) return rc < 0 ? rc : HOOKD_BUF_NOMEM;
     if (!comma) return 0;
     p = comma + 1;
   }

@@ -34,9 +34,10 @@ json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *l
   return hookd_json_parse_ex(buf, len, lim, 0, err);
 }
 
-json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
-                            char err[HOOKD_JSON_ERR_MAX]) {
+static json_t *parse(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
+                     char err[HOOKD_JSON_ERR_MAX], bool *overflow) {
   size_t at;
+  *overflow = false;
   if (memchr(buf, '\0', len)) {
     snprintf(err, HOOKD_JSON_ERR_MAX, "body contains a NUL byte");
     return NULL;
@@ -56,8 +57,25 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
     if (strstr(msg, "JSON_ALLOW_NUL")) msg = "\\u0000 is not allowed in strings";
     if (strstr(msg, "unable to decode byte")) what = "invalid UTF-8 in JSON";
     snprintf(err, HOOKD_JSON_ERR_MAX, "%s at byte %d: %s", what, je.position, msg);
+    *overflow = json_error_code(&je) == json_error_numeric_overflow;
   }
   return v;
+}
+
+json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
+                            char err[HOOKD_JSON_ERR_MAX]) {
+  bool overflow;
+  return parse(buf, len, lim, flags, err, &overflow);
+}
+
+json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
+                              bool *lossy, char err[HOOKD_JSON_ERR_MAX]) {
+  bool overflow;
+  *lossy = false;
+  json_t *v = parse(buf, len, lim, 0, err, &overflow);
+  if (v || !overflow) return v;
+  *lossy = true;
+  return parse(buf, len, lim, JSON_DECODE_INT_AS_REAL, err, &overflow);
 }
 
 void hookd_json_fmt_double(double d, char out[32]) {

@@ -23,10 +23,16 @@ typedef struct hookd_json_limits {
 json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *lim,
                          char err[HOOKD_JSON_ERR_MAX]);
 
-/* Same, with extra jansson decoding flags (e.g. JSON_DECODE_INT_AS_REAL for providers' bodies,
- * whose integers may exceed 64 bits and whose canonical form is a double anyway). */
+/* Same, with extra jansson decoding flags. */
 json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
                             char err[HOOKD_JSON_ERR_MAX]);
+
+/* A provider's body, which hookd must take whatever its integers: integers exact (64-bit) —
+ * ids and versions beyond 2^53 stay distinct — and, only when one is beyond 64 bits, parsed
+ * again with every integer as a double, *lossy set (integers that differ beyond 2^53 then
+ * read the same; the caller hashes the raw bytes instead). */
+json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
+                              bool *lossy, char err[HOOKD_JSON_ERR_MAX]);
 
 /* Appends the compact serialisation of v to out. Object keys keep their order. Returns
  * HOOKD_BUF_* codes. */

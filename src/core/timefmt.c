@@ -57,9 +57,11 @@ static int valid_ymdhms(int y, int mo, int d, int h, int mi, int s) {
   return h <= 23 && mi <= 59 && s <= 60;
 }
 
-int hookd_parse_rfc3339(const char *s, int64_t *ms) {
+int hookd_parse_rfc3339_exact(const char *s, int64_t *secs_out,
+                              char frac[HOOKD_RFC3339_FRAC_MAX]) {
   const char *p = s;
-  int y, mo, d, h, mi, se, frac_ms = 0;
+  int y, mo, d, h, mi, se;
+  frac[0] = '\0';
   if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' ||
       digits(&p, 2, &d))
     return -1;
@@ -69,14 +71,14 @@ int hookd_parse_rfc3339(const char *s, int64_t *ms) {
     return -1;
   if (*p == '.') {
     p++;
-    int n = 0;
+    size_t n = 0;
     while (*p >= '0' && *p <= '9') {
-      if (n < 3) frac_ms = frac_ms * 10 + (*p - '0');
-      n++;
-      p++;
+      if (n + 1 >= HOOKD_RFC3339_FRAC_MAX) return -1;
+      frac[n++] = *p++;
     }
     if (n == 0) return -1;
-    for (; n < 3; n++) frac_ms *= 10;
+    while (n && frac[n - 1] == '0') n--;
+    frac[n] = '\0';
   }
   int offset_min = 0;
   if (*p == 'Z' || *p == 'z') {
@@ -90,8 +92,18 @@ int hookd_parse_rfc3339(const char *s, int64_t *ms) {
   }
   if (*p != '\0' || !valid_ymdhms(y, mo, d, h, mi, se)) return -1;
   if (se == 60) se = 59; /* a leap second reads as the second before it */
-  int64_t secs = hookd_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 +
-                 mi * 60 + se - (int64_t)offset_min * 60;
+  *secs_out = hookd_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 +
+              se - (int64_t)offset_min * 60;
+  return 0;
+}
+
+int hookd_parse_rfc3339(const char *s, int64_t *ms) {
+  int64_t secs;
+  char frac[HOOKD_RFC3339_FRAC_MAX];
+  if (hookd_parse_rfc3339_exact(s, &secs, frac) != 0) return -1;
+  size_t fl = strlen(frac);
+  int frac_ms = 0;
+  for (size_t i = 0; i < 3; i++) frac_ms = frac_ms * 10 + (i < fl ? frac[i] - '0' : 0);
   *ms = secs * 1000 + frac_ms;
   return 0;
 }

@@ -13,6 +13,11 @@ void hookd_fmt_rfc3339_ms(int64_t ms, char out[HOOKD_RFC3339_MAX]);
 /* Parses "YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)" (T or t or space). Returns 0 or -1. */
 int hookd_parse_rfc3339(const char *s, int64_t *ms);
 
+/* Same grammar, exactly: seconds since the epoch and the fraction's digits without trailing
+ * zeros ("" when none); -1 also when the fraction has more than HOOKD_RFC3339_FRAC_MAX-1 digits. */
+#define HOOKD_RFC3339_FRAC_MAX 20
+int hookd_parse_rfc3339_exact(const char *s, int64_t *secs, char frac[HOOKD_RFC3339_FRAC_MAX]);
+
 /* Parses an HTTP-date in any of the three forms RFC 9110 §5.6.7 requires recipients to accept
  * (IMF-fixdate, RFC 850, asctime). Returns 0 and seconds since the epoch, or -1. */
 int hookd_parse_http_date(const char *s, int64_t *epoch_s);

@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/inbound.h"
+#include "core/version.h"
 #include "daemon/api.h"
 #include "daemon/inbound.h"
 #include "daemon/log.h"
@@ -26,7 +27,8 @@ typedef struct recv_op {
   hookd_receive_req rq;
   hookd_receive_res rs;
   hookd_provider provider;
-  bool hash_failed; /* a key could not be computed: answered as a storage failure, nothing stored */
+  bool hash_failed; /* a key could not be computed (SHA-256 or memory failed): answered as a
+                     * storage failure, nothing stored, the provider retries */
   char inbox_id[HOOKD_ID_MAX];
   char source_id[HOOKD_ID_MAX + 64];
   char tenant_id[HOOKD_ID_MAX + 64];
@@ -38,7 +40,7 @@ typedef struct recv_op {
   char event_type[256];
   char payload_hash[65];
   char object_key[65];
-  char version[128];
+  char version[256];
   char content_type[128];
   hookd_buf body;
   hookd_buf meta;
@@ -132,19 +134,20 @@ static void reply_receive(hookd_api_op *base, int rc) {
 static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   recv_op *op = (recv_op *)base;
   if (op->hash_failed) {
-    snprintf(base->err, sizeof base->err, "SHA-256 failed");
+    snprintf(base->err, sizeof base->err, "an identity key could not be computed");
     return HOOKD_STORE_ERR; /* 503 (VNPay: "99"): the provider retries */
   }
   hookd_receive_res_free(&op->rs); /* a second run (its batch redone) starts afresh */
   return be->receive(c, &op->rq, &op->rs);
 }
 
-static void reject(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
-                   const char *code, const char *why) {
+/* Answers a refused request with why; the log gets log_why, which never quotes the request. */
+static void reject_as(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
+                      const char *code, const char *why, const char *log_why) {
   HOOKD_INC(inbound_rejected);
   HLOG(HOOKD_LOG_INFO, "inbound.rejected", KV_S("source_id", rt->src.id),
        KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
-       KV_S("reason", why));
+       KV_S("reason", log_why));
   if (p == HOOKD_PROVIDER_VNPAY && status == 401) {
     hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "97", "Message",
                                            "Invalid Checksum"));
@@ -153,19 +156,40 @@ static void reject(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, in
   hookd_req_error(r, status, code, "%s", why);
 }
 
-/* The value a JSON scalar contributes to a key or version, as text. */
-static bool scalar_text(const json_t *v, char *out, size_t cap, bool *numeric) {
-  *numeric = false;
+static void reject(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
+                   const char *code, const char *why) {
+  reject_as(r, p, rt, status, code, why, why);
+}
+
+/* A JSON scalar as text: strings as they are (borrowed), numbers exactly (integers with all
+ * their digits, reals in ECMAScript form), booleans; NULL for anything else. */
+static const char *scalar_text(const json_t *v, char num[40], size_t *len) {
+  const char *t = NULL;
   if (json_is_string(v)) {
-    snprintf(out, cap, "%s", json_string_value(v));
-  } else if (json_is_number(v)) {
-    hookd_jcs_number(json_number_value(v), out);
-    *numeric = true;
-  } else if (json_is_boolean(v)) {
-    snprintf(out, cap, "%s", json_is_true(v) ? "true" : "false");
-  } else {
-    return false;
+    *len = json_string_length(v);
+    return json_string_value(v);
   }
+  if (json_is_integer(v)) {
+    snprintf(num, 40, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    t = num;
+  } else if (json_is_real(v)) {
+    hookd_jcs_number(json_real_value(v), num);
+    t = num;
+  } else if (json_is_boolean(v)) {
+    t = json_is_true(v) ? "true" : "false";
+  }
+  if (t) *len = strlen(t);
+  return t;
+}
+
+/* A version (docs/inbound.md "Late events"): numbers and date-times compare by value, the rest
+ * as text; false when there is none or it does not fit out (then nothing is held back). */
+static bool version_of(const char *text, size_t len, char *out, size_t cap, bool *numeric) {
+  int kind;
+  if (!text || len >= cap || memchr(text, '\0', len) ||
+      hookd_version_normalize(text, out, cap, &kind) != 0)
+    return false;
+  *numeric = kind == HOOKD_VERSION_NUMBER;
   return true;
 }
 
@@ -178,6 +202,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_provider p = rt->provider;
   recv_op *op = NULL;
   json_t *json = NULL;
+  bool lossy = false; /* an integer beyond 64 bits: the canonical form cannot be trusted */
   const char *method = hookd_req_method(r);
   bool get = !strcmp(method, "GET");
   bool method_ok = p == HOOKD_PROVIDER_VNPAY ? get || !strcmp(method, "POST") : !get;
@@ -224,9 +249,9 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* the body as JSON, when it is JSON */
   if (body_len && (is_json(ct) || (!ct && (body[0] == '{' || body[0] == '[')))) {
     char err[HOOKD_JSON_ERR_MAX];
-    json = hookd_json_parse_ex(body, body_len, &app->json_limits, JSON_DECODE_INT_AS_REAL, err);
-    if (!json) {
-      reject(r, p, rt, 400, "invalid_json", err);
+    json = hookd_json_parse_body(body, body_len, &app->json_limits, &lossy, err);
+    if (!json) { /* jansson's message quotes the body near the error: the provider's own bytes */
+      reject_as(r, p, rt, 400, "invalid_json", err, "invalid JSON body");
       goto done;
     }
   }
@@ -268,12 +293,18 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   header_safe(type, op->event_type, sizeof op->event_type);
   bool filtered = rt->src.event_types && !hookd_filter_match(rt->src.event_types, op->event_type);
 
-  /* payload hash: canonical JSON, else the raw bytes (VNPay: the query) */
+  /* payload hash: canonical JSON, else the raw bytes (VNPay: the query). Canonical numbers
+   * take at most 5.25 times their bytes ("1e20" is 21 digits), so the bound never refuses a
+   * body; a canonical form that cannot be written is a failure, not a reason to hash other
+   * bytes (a retry would then get another identity). */
   hookd_buf canon;
-  hookd_buf_init(&canon, app->cfg->max_body_bytes * 2 + 64);
-  if (json && hookd_jcs(json, &canon) == 0)
-    op->hash_failed |= hookd_in_sha256_hex(canon.data, canon.len, op->payload_hash) != 0;
-  else if (get)
+  hookd_buf_init(&canon, app->cfg->max_body_bytes * 6 + 64);
+  if (json && !lossy) {
+    if (hookd_jcs(json, &canon) == 0)
+      op->hash_failed |= hookd_in_sha256_hex(canon.data, canon.len, op->payload_hash) != 0;
+    else
+      op->hash_failed = true;
+  } else if (get)
     op->hash_failed |= hookd_in_sha256_hex(query, strlen(query), op->payload_hash) != 0;
   else
     op->hash_failed |= hookd_in_sha256_hex(body, body_len, op->payload_hash) != 0;
@@ -284,8 +315,13 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf comp;
   hookd_buf_init(&comp, 8192);
   char missing[128];
-  if (rt->src.identity_paths && json &&
-      hookd_in_composite_key(json, rt->src.identity_paths, &comp, missing, sizeof missing) == 0) {
+  int crc = rt->src.identity_paths && json
+                ? hookd_in_composite_key(json, rt->src.identity_paths, &comp, missing,
+                                         sizeof missing)
+                : 1;
+  if (crc < 0) {
+    op->hash_failed = true;
+  } else if (crc == 0) {
     snprintf(op->identity_kind, sizeof op->identity_kind, "composite");
     op->hash_failed |= hookd_in_sha256_hex(comp.data, comp.len, ident) != 0;
   } else if (hookd_in_event_id(p, &in, json, rt->has_generic ? &rt->generic : NULL, ident,
@@ -299,17 +335,23 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf_free(&comp);
   hookd_buf key;
   hookd_buf_init(&key, 4096);
-  hookd_buf_printf(&key, "%s\x1f%s\x1f%s\x1f%s\x1f%s", op->provider_name, op->source_id,
-                   op->tenant_id, op->identity_kind, ident);
-  op->hash_failed |= hookd_in_sha256_hex(key.data, key.len, op->identity_key) != 0;
+  op->hash_failed |= hookd_buf_printf(&key, "%s\x1f%s\x1f%s\x1f%s\x1f%s", op->provider_name,
+                                      op->source_id, op->tenant_id, op->identity_kind,
+                                      ident) != 0 ||
+                     hookd_in_sha256_hex(key.data, key.len, op->identity_key) != 0;
   hookd_buf_free(&key);
 
   /* business key and object version, when the source declares them */
   bool has_bkey = false, has_version = false, numeric = false;
   if (rt->src.business_paths && json) {
     hookd_buf_init(&comp, 8192);
-    hookd_buf_printf(&comp, "%s\x1f", rt->src.business_operation ? rt->src.business_operation : "");
-    if (hookd_in_composite_key(json, rt->src.business_paths, &comp, missing, sizeof missing) == 0) {
+    int brc = hookd_buf_printf(&comp, "%s\x1f",
+                               rt->src.business_operation ? rt->src.business_operation : "");
+    if (!brc) brc = hookd_in_composite_key(json, rt->src.business_paths, &comp, missing,
+                                           sizeof missing);
+    if (brc < 0) {
+      op->hash_failed = true;
+    } else if (brc == 0) {
       op->hash_failed |= hookd_in_sha256_hex(comp.data, comp.len, op->business_key) != 0;
       has_bkey = true;
     }
@@ -317,22 +359,22 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   }
   if (rt->src.version_object_path && json) {
     const json_t *obj = hookd_json_path(json, rt->src.version_object_path);
-    char objtext[512];
-    bool n2;
-    if (obj && scalar_text(obj, objtext, sizeof objtext, &n2)) {
-      op->hash_failed |= hookd_in_sha256_hex(objtext, strlen(objtext), op->object_key) != 0;
+    char num[40];
+    size_t len = 0;
+    const char *objtext = obj ? scalar_text(obj, num, &len) : NULL;
+    if (objtext) { /* the object's whole id, hashed */
+      op->hash_failed |= hookd_in_sha256_hex(objtext, len, op->object_key) != 0;
       if (rt->src.version_header) {
         const char *hv = hookd_in_header_get(&in, rt->src.version_header);
-        if (hv) {
-          header_safe(hv, op->version, sizeof op->version);
-          char *end;
-          strtod(op->version, &end);
-          numeric = *op->version && !*end;
-          has_version = true;
+        char safe[sizeof op->version];
+        if (hv && strlen(hv) < sizeof safe) {
+          header_safe(hv, safe, sizeof safe);
+          has_version = version_of(safe, strlen(safe), op->version, sizeof op->version, &numeric);
         }
       } else if (rt->src.version_path) {
         const json_t *ver = hookd_json_path(json, rt->src.version_path);
-        has_version = ver && scalar_text(ver, op->version, sizeof op->version, &numeric);
+        const char *vt = ver ? scalar_text(ver, num, &len) : NULL;
+        has_version = version_of(vt, len, op->version, sizeof op->version, &numeric);
       }
     }
   }

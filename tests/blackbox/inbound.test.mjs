@@ -133,6 +133,48 @@ describe('deduplication', () => {
     await dest.close();
   });
 
+  it('versions compare by value: numeric strings, integers beyond 2^53, date-times with offsets', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_vv'], [{ url: dest.url }],
+      { version: { object_path: 'data.object.id', path: 'data.object.version' } });
+    // [object, version as JSON text, expected status]: each pair's second is newer, then older
+    const steps = [
+      ['o_str', '"9"', 'received'], ['o_str', '"10"', 'received'], ['o_str', '"8"', 'stale'],
+      ['o_big', '1700000000000000001', 'received'], ['o_big', '1700000000000000100', 'received'],
+      ['o_big', '1700000000000000050', 'stale'],
+      ['o_time', '"2024-03-29T18:00:00Z"', 'received'], ['o_time', '"2024-03-29T18:00:00.5Z"', 'received'],
+      ['o_time', '"2024-03-29T20:00:00+02:00"', 'stale'],
+    ];
+    const forwarded = [];
+    for (const [i, [obj, ver, want]] of steps.entries()) {
+      const body = `{"id":"evt_vv_${i}","object":"event","type":"customer.updated","data":{"object":{"id":"${obj}","version":${ver}}}}`;
+      const r = await post(src, body, sign.stripe(body, 'whsec_vv'));
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.status === 'stale' ? 'stale' : 'received', want, `${obj} version ${ver}: ${r.json.status}`);
+      if (want !== 'stale') forwarded.push(`evt_vv_${i}`);
+    }
+    await waitUntil(async () => dest.requests.length >= forwarded.length, { what: 'forwards' });
+    assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id).sort(), forwarded.sort());
+    await dest.close();
+  });
+
+  it('a stale event leaves its business key free for a newer event', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_vb'], [{ url: dest.url }],
+      { version: { object_path: 'data.object.id', path: 'data.object.version' },
+        business_key: { paths: ['data.object.change'], operation: 'apply' } });
+    const ev = (id, version, change) => JSON.stringify({ id, object: 'event', type: 'customer.updated',
+      data: { object: { id: 'cus_vb', version, change } } });
+    const a = ev('evt_vb_1', 2, 'ch_1'), late = ev('evt_vb_2', 1, 'ch_2'), again = ev('evt_vb_3', 3, 'ch_2');
+    assert.equal((await post(src, a, sign.stripe(a, 'whsec_vb'))).json.status, 'received');
+    assert.equal((await post(src, late, sign.stripe(late, 'whsec_vb'))).json.status, 'stale');
+    const r = await post(src, again, sign.stripe(again, 'whsec_vb'));
+    assert.notEqual(r.json.status, 'duplicate', 'the stale event had kept business key ch_2');
+    await waitUntil(async () => dest.requests.length >= 2, { what: 'two forwards' });
+    assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id).sort(), ['evt_vb_1', 'evt_vb_3']);
+    await dest.close();
+  });
+
   it('event types outside the allowlist are recorded as filtered, not forwarded', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_f'], [{ url: dest.url }], { event_types: ['charge.*'] });

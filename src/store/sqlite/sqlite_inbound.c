@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/ids.h"
+#include "core/version.h"
 #include "store/sqlite/sqlite_int.h"
 
 /* ---------- sources ---------- */
@@ -222,13 +223,14 @@ static int inbox_insert(hookd_store_conn *c, const hookd_receive_req *req, const
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
 }
 
-/* A record that will not be forwarded after all (semantic duplicate, stale): its status, and no
- * link to an event (none is written). */
+/* A record that will not be forwarded after all (semantic duplicate, stale): its status, no
+ * link to an event (none is written), and no business key either, so a later event with that
+ * key is not taken for a duplicate of one that was never forwarded. */
 static int inbox_settle(hookd_store_conn *c, const char *id, const char *status,
                         const char *conflict_of) {
   sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_SET,
-                             "UPDATE inbox SET status = ?2, conflict_of = ?3, event_seq = NULL"
-                             " WHERE id = ?1");
+                             "UPDATE inbox SET status = ?2, conflict_of = ?3, event_seq = NULL,"
+                             " business_key = NULL WHERE id = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   sq_bind_text(st, 2, status);
@@ -283,10 +285,9 @@ static int older_than_seen(hookd_store_conn *c, const hookd_receive_req *req) {
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     const char *seen = (const char *)sqlite3_column_text(st, 0);
-    bool numeric = sq_col_i64(st, 1) && req->version_numeric;
-    int older = numeric ? strtod(req->version, NULL) < strtod(seen, NULL)
-                        : strcmp(req->version, seen) < 0;
-    if (older) return 1;
+    int seen_kind = sq_col_i64(st, 1) ? HOOKD_VERSION_NUMBER : HOOKD_VERSION_TEXT;
+    int kind = req->version_numeric ? HOOKD_VERSION_NUMBER : HOOKD_VERSION_TEXT;
+    if (hookd_version_older(req->version, kind, seen, seen_kind)) return 1;
   } else if (rc != SQLITE_DONE) {
     return sq_fail(c, "read object version");
   }

@@ -137,6 +137,21 @@ static void event_ids(void **st) {
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_MOMO, &r, b, NULL, id, sizeof id), 0);
   assert_string_equal(id, "ORD1:REQ1");
   json_decref(b);
+  /* the parts' own ':' and '%' are escaped: "A:B" + "C" and "A" + "B:C" are two ids */
+  b = J("{\"orderId\":\"A:B\",\"requestId\":\"C%\"}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_MOMO, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "A%3AB:C%25");
+  json_decref(b);
+  b = J("{\"orderId\":\"A\",\"requestId\":\"B:C%\"}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_MOMO, &r, b, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "A:B%3AC%25");
+  json_decref(b);
+  /* escaping counts against the room: 4 bytes + NUL do not hold "A%3A:" */
+  b = J("{\"orderId\":\"A:\",\"requestId\":\"B\"}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_MOMO, &r, b, NULL, id, 6), 1);
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_MOMO, &r, b, NULL, id, 7), 0);
+  assert_string_equal(id, "A%3A:B");
+  json_decref(b);
 
   hookd_generic_hmac g = {.header = "X-Sig", .id_header = "X-Delivery"};
   hookd_in_header gn[] = {{"x-delivery", "d-77"}};
@@ -264,15 +279,21 @@ static void paths(void **st) {
   hookd_buf_reset(&out);
   assert_int_equal(hookd_in_composite_key(b, "data.object.id,data.object.missing", &out, missing,
                                           sizeof missing),
-                   -1);
+                   1);
   assert_string_equal(missing, "data.object.missing");
   hookd_buf_reset(&out);
-  assert_int_equal(hookd_in_composite_key(b, "data.object", &out, missing, sizeof missing), -1);
+  assert_int_equal(hookd_in_composite_key(b, "data.object", &out, missing, sizeof missing), 1);
   assert_string_equal(missing, "data.object");
   hookd_buf_reset(&out);
   assert_int_equal(
-      hookd_in_composite_key(b, "data.object.id,,items", &out, missing, sizeof missing), -1);
+      hookd_in_composite_key(b, "data.object.id,,items", &out, missing, sizeof missing), 1);
   assert_string_equal(missing, "");
+  /* a key that cannot be written is not a missing field (no fallback to another identity) */
+  hookd_buf tiny;
+  hookd_buf_init(&tiny, 8);
+  assert_int_equal(hookd_in_composite_key(b, "data.object.id", &tiny, missing, sizeof missing),
+                   HOOKD_BUF_TOOBIG);
+  hookd_buf_free(&tiny);
   json_decref(b);
   hookd_buf_free(&out);
 }

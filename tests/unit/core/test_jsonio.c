@@ -36,6 +36,30 @@ static void refusals(void **st) {
   assert_non_null(strstr(err, "NUL"));
 }
 
+/* A provider's body: integers stay exact; one beyond 64 bits makes the whole body lossy. */
+static void provider_bodies(void **st) {
+  char err[HOOKD_JSON_ERR_MAX];
+  bool lossy = true;
+  const char *b = "{\"a\":9007199254740993,\"b\":9007199254740992,\"c\":1.5}";
+  json_t *v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, err);
+  assert_non_null(v);
+  assert_false(lossy);
+  assert_true(json_is_integer(json_object_get(v, "a")));
+  assert_int_equal(json_integer_value(json_object_get(v, "a")), 9007199254740993LL);
+  assert_int_equal(json_integer_value(json_object_get(v, "b")), 9007199254740992LL);
+  json_decref(v);
+  b = "{\"a\":123456789012345678901234567890}";
+  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, err);
+  assert_non_null(v);
+  assert_true(lossy);
+  assert_true(json_is_real(json_object_get(v, "a")));
+  json_decref(v);
+  /* other errors are errors */
+  b = "{\"a\":1,\"a\":2}";
+  assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, err));
+  assert_non_null(strstr(err, "duplicate"));
+}
+
 static void dump(void **st) {
   char err[HOOKD_JSON_ERR_MAX];
   json_t *v = parse("{ \"z\" : 1, \"a\" : [ true, null, 1.1, 0.1, 1e300, -0.0, 2.5e-7, 3.0 ],"
@@ -64,6 +88,7 @@ static void buffer_limit(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(refusals),
+      cmocka_unit_test(provider_bodies),
       cmocka_unit_test(dump),
       cmocka_unit_test(buffer_limit),
   };
