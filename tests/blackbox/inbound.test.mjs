@@ -215,6 +215,19 @@ describe('verification', () => {
     await dest.close();
   });
 
+  it('a signed body that is not valid JSON: 400 naming the problem, and the log quotes none of it', async () => {
+    const src = await source('stripe', ['whsec_badjson'], [{ url: 'http://127.0.0.1:9/unused' }]);
+    const body = '{"id":"evt_badjson","card":"4242-hunter2\\q"}'; // an invalid escape, \q
+    const r = await post(src, body, sign.stripe(body, 'whsec_badjson'));
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.json.error.code, 'invalid_json');
+    assert.match(r.json.error.message, /invalid JSON at byte \d+/);
+    const line = await h.waitForLog((l) => l.msg === 'inbound.rejected' && l.source_id === src.id);
+    assert.equal(line.reason, 'invalid JSON body');
+    assert.ok(!h.stderrText.includes('hunter2'), 'the body reached the log');
+    assert.equal((await inbox(src)).length, 0, 'nothing stored');
+  });
+
   it('a Stripe request signed with two v1 signatures during rotation is accepted', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_new'], [{ url: dest.url }]);
