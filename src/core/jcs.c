@@ -45,24 +45,9 @@ void hookd_jcs_number(double d, char out[32]) {
     *o = '\0';
     return;
   }
-  /* Shortest digits that read back as d: printf rounds correctly (ties to even), so the first
-   * precision that round-trips gives ECMAScript's digits. */
-  char tmp[40];
-  for (int p = 1; p <= 17; p++) {
-    snprintf(tmp, sizeof tmp, "%.*e", p - 1, d);
-    if (strtod(tmp, NULL) == d) break;
-  }
-  char digits[20];
-  int k = 0;
-  const char *c = tmp;
-  digits[k++] = *c++;
-  if (*c && *c != 'e') { /* the decimal point ('.' in the C locale) */
-    c++;
-    while (*c >= '0' && *c <= '9' && k < 17) digits[k++] = *c++;
-  }
-  while (*c && *c != 'e') c++;
-  int exp10 = *c ? (int)strtol(c + 1, NULL, 10) : 0;
-  while (k > 1 && digits[k - 1] == '0') k--;
+  /* Shortest digits that read back as d, the closest of that length (jsonio.c). */
+  char digits[17];
+  int exp10, k = hookd_json_shortest(d, digits, &exp10);
   int n = exp10 + 1; /* value = 0.d1d2…dk × 10^n */
 
   if (k <= n && n <= 21) {

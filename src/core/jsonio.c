@@ -1,5 +1,6 @@
-/* jsonio.c — bounded JSON parse and a deterministic compact serialiser (see jsonio.h).
- * The depth pre-scan only counts brackets outside strings; jansson does the parsing. */
+/* jsonio.c — bounded JSON parse, a deterministic compact serialiser, and the shortest round-trip
+ * digits of a double that it and jcs.c write (see jsonio.h). The depth pre-scan only counts
+ * brackets outside strings; jansson does the parsing. */
 #include "core/jsonio.h"
 
 #include <math.h>
@@ -60,6 +61,25 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
   return v;
 }
 
+int hookd_json_shortest(double d, char digits[17], int *exp10) {
+  char tmp[40];
+  int p, e = 0;
+  d = fabs(d);
+  for (p = 1; p <= 17; p++) {
+    /* printf rounds correctly (ties to even): the p-digit decimal nearest d, the one
+     * ECMAScript picks when it reads back */
+    snprintf(tmp, sizeof tmp, "%.*e", p - 1, d);
+    digits[0] = tmp[0];
+    if (p > 1) memcpy(digits + 1, tmp + 2, (size_t)(p - 1)); /* past the '.' (C locale) */
+    e = (int)strtol(strchr(tmp, 'e') + 1, NULL, 10);
+    double r = strtod(tmp, NULL);
+    if (r == d || p == 17) break; /* at 17 significant digits the nearest always reads back */
+  }
+  while (p > 1 && digits[p - 1] == '0') p--;
+  *exp10 = e;
+  return p;
+}
+
 void hookd_json_fmt_double(double d, char out[32]) {
   if (!isfinite(d)) {
     snprintf(out, 32, "null");
@@ -69,12 +89,40 @@ void hookd_json_fmt_double(double d, char out[32]) {
     snprintf(out, 32, signbit(d) ? "-0.0" : "0.0");
     return;
   }
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(out, 32, "%.*g", prec, d);
-    if (strtod(out, NULL) == d) break;
+  char digits[17];
+  int e, k = hookd_json_shortest(d, digits, &e);
+  char *o = out;
+  if (d < 0) *o++ = '-';
+  /* printf's "%.*g" layout at precision k, as this function always wrote (fixed notation for
+   * exponents -4..k-1, else d.ddde±XX), and still a JSON real: "3" becomes "3.0". */
+  if (-4 <= e && e < k) {
+    if (e >= 0) {
+      memcpy(o, digits, (size_t)e + 1);
+      o += e + 1;
+      *o++ = '.';
+      if (k > e + 1) {
+        memcpy(o, digits + e + 1, (size_t)(k - e - 1));
+        o += k - e - 1;
+      } else {
+        *o++ = '0';
+      }
+    } else {
+      *o++ = '0';
+      *o++ = '.';
+      for (int i = 0; i < -e - 1; i++) *o++ = '0';
+      memcpy(o, digits, (size_t)k);
+      o += k;
+    }
+    *o = '\0';
+  } else {
+    *o++ = digits[0];
+    if (k > 1) {
+      *o++ = '.';
+      memcpy(o, digits + 1, (size_t)(k - 1));
+      o += k - 1;
+    }
+    snprintf(o, (size_t)(out + 32 - o), "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
   }
-  /* Keep the value a JSON real: "1e+20" and "1.5" are fine; "3" becomes "3.0". */
-  if (!strpbrk(out, ".eEn")) strcat(out, ".0");
 }
 
 /* Bytes a JSON string must escape: '"', '\\' and the controls below 0x20. */

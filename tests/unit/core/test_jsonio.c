@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -51,6 +52,31 @@ static void dump(void **st) {
   json_decref(v);
 }
 
+/* hookd_json_fmt_double writes printf's "%.*g" layout by hand since it takes its digits from
+ * hookd_json_shortest: the bytes of every other real are unchanged. The expected texts are what
+ * "%.{k}g" writes (k the digit count), checked here against printf itself too. */
+static void fmt_keeps_printf_layout(void **st) {
+  static const struct {
+    double d;
+    const char *text;
+  } cases[] = {
+      {100, "1e+02"},        {123456, "123456.0"},       {1234.5, "1234.5"},
+      {0.0001, "0.0001"},    {0.000123, "0.000123"},     {0.00001, "1e-05"},
+      {1e16, "1e+16"},       {1e21, "1e+21"},            {9007199254740993.0, "9007199254740992.0"},
+      {5e-324, "5e-324"},    {1.7976931348623157e308, "1.7976931348623157e+308"},
+      {-2.5, "-2.5"},        {0.1 + 0.2, "0.30000000000000004"},
+  };
+  char out[32], want[40], digits[17];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    hookd_json_fmt_double(cases[i].d, out);
+    assert_string_equal(out, cases[i].text);
+    int e, k = hookd_json_shortest(cases[i].d, digits, &e);
+    snprintf(want, sizeof want, "%.*g", k, cases[i].d);
+    if (!strpbrk(want, ".e")) strcat(want, ".0");
+    assert_string_equal(out, want);
+  }
+}
+
 static void buffer_limit(void **st) {
   hookd_buf b;
   hookd_buf_init(&b, 4);
@@ -65,6 +91,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(refusals),
       cmocka_unit_test(dump),
+      cmocka_unit_test(fmt_keeps_printf_layout),
       cmocka_unit_test(buffer_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
