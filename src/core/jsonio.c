@@ -3,6 +3,7 @@
  * brackets outside strings; jansson does the parsing. */
 #include "core/jsonio.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,10 +62,41 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
   return v;
 }
 
+/* d1.d2…dp × 10^e as "%.*e" writes it, read back. */
+static double read_back(const char *digits, int p, int e) {
+  char s[32];
+  int o = 0;
+  s[o++] = digits[0];
+  if (p > 1) {
+    s[o++] = '.';
+    memcpy(s + o, digits + 1, (size_t)(p - 1));
+    o += p - 1;
+  }
+  snprintf(s + o, sizeof s - (size_t)o, "e%d", e);
+  return strtod(s, NULL);
+}
+
+/* The next p-digit decimal above d1.d2…dp × 10^*e, in place: the last digit + 1, with carry
+ * (above 9.99…9 × 10^e comes 1.00…0 × 10^(e+1)). */
+static void next_up(char *digits, int p, int *e) {
+  int i = p - 1;
+  while (i >= 0 && digits[i] == '9') digits[i--] = '0';
+  if (i >= 0) {
+    digits[i]++;
+  } else {
+    digits[0] = '1';
+    ++*e;
+  }
+}
+
 int hookd_json_shortest(double d, char digits[17], int *exp10) {
   char tmp[40];
-  int p, e = 0;
+  int p, e = 0, m;
   d = fabs(d);
+  /* d reads back from the decimals within half a gap of it on either side. The two gaps are
+   * equal except at a power of two above the smallest normal, whose gap below is half the gap
+   * above. */
+  int narrow_below = frexp(d, &m) == 0.5 && d > DBL_MIN;
   for (p = 1; p <= 17; p++) {
     /* printf rounds correctly (ties to even): the p-digit decimal nearest d, the one
      * ECMAScript picks when it reads back */
@@ -74,6 +106,20 @@ int hookd_json_shortest(double d, char digits[17], int *exp10) {
     e = (int)strtol(strchr(tmp, 'e') + 1, NULL, 10);
     double r = strtod(tmp, NULL);
     if (r == d || p == 17) break; /* at 17 significant digits the nearest always reads back */
+    /* The nearest does not read back. Its neighbour on d's other side is at least as far from
+     * d, so with equal gaps it does not read back either. With a narrow gap below, a nearest
+     * below d may lie beyond that narrow half-gap while its successor (last digit + 1), though
+     * farther, lies within the wide half-gap above: then the successor is the only p-digit
+     * decimal that reads back, hence the closest one, which is ECMAScript's choice: 2^-24 is
+     * 5.960464477539063e-8, not the 17 digits 5.9604644775390625e-8 (46 powers of two are
+     * like it). A nearest above d is beyond the wide half-gap; its predecessor, farther. */
+    if (!narrow_below || r > d) continue;
+    int ne = e;
+    next_up(digits, p, &ne);
+    if (read_back(digits, p, ne) == d) {
+      e = ne;
+      break;
+    }
   }
   while (p > 1 && digits[p - 1] == '0') p--;
   *exp10 = e;

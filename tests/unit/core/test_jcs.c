@@ -2,6 +2,7 @@
  * UTF-16 sorting example, the number table of Appendix B (IEEE 754 bit patterns and their
  * ECMAScript text), the "weird" sorting sample of the RFC's reference test data (with
  * "</script>"), string escaping, and a round-trip property of the number formatter. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,6 +138,45 @@ static void appendix_b(void **st) {
   }
 }
 
+/* Powers of two have a gap below half the gap above, so the nearest p-digit decimal may not
+ * read back while the next one up does: ECMAScript then writes p digits, not 17. All 2,098 of
+ * them (and their negatives) against node's String(2 ** e); 46 differed before the fix. */
+static void powers_of_two(void **st) {
+  static const char *const pow2[] = {
+#include "jcs_pow2.inc"
+  };
+  assert_int_equal(sizeof pow2 / sizeof pow2[0], 1023 + 1074 + 1);
+  char out[32], neg[40];
+  for (int e = -1074; e <= 1023; e++) {
+    const char *want = pow2[e + 1074];
+    hookd_jcs_number(ldexp(1, e), out);
+    if (strcmp(out, want) != 0) fail_msg("2^%d: got %s, want %s", e, out, want);
+    hookd_jcs_number(-ldexp(1, e), out);
+    snprintf(neg, sizeof neg, "-%s", want);
+    if (strcmp(out, neg) != 0) fail_msg("-2^%d: got %s, want %s", e, out, neg);
+  }
+  /* by name: the audit's three examples and eight more of the 46, then both ends of the range,
+   * the smallest normal (equal gaps) and its double (the first narrow gap below) */
+  static const struct {
+    int e;
+    const char *text;
+  } cases[] = {
+      {-24, "5.960464477539063e-8"},      {-44, "5.684341886080802e-14"},
+      {89, "6.189700196426902e+26"},      {-1017, "7.120236347223045e-307"},
+      {-509, "5.966672584960166e-154"},   {-140, "7.174648137343064e-43"},
+      {-77, "6.617444900424222e-24"},     {122, "5.316911983139664e+36"},
+      {305, "6.518515124270356e+91"},     {574, "6.183260036827614e+172"},
+      {976, "6.386688990511104e+293"},    {-1074, "5e-324"},
+      {1023, "8.98846567431158e+307"},    {-1022, "2.2250738585072014e-308"},
+      {-1021, "4.450147717014403e-308"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    hookd_jcs_number(ldexp(1, cases[i].e), out);
+    if (strcmp(out, cases[i].text) != 0)
+      fail_msg("2^%d: got %s, want %s", cases[i].e, out, cases[i].text);
+  }
+}
+
 static void number_round_trip(void **st) {
   /* Every finite double's text reads back as the same double. */
   uint64_t x = 0x9e3779b97f4a7c15ULL;
@@ -229,6 +269,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(rfc_sample),        cmocka_unit_test(rfc_sorting),
       cmocka_unit_test(weird_sorting),     cmocka_unit_test(appendix_b),
+      cmocka_unit_test(powers_of_two),
       cmocka_unit_test(number_round_trip), cmocka_unit_test(integer_fast_path),
       cmocka_unit_test(integers_and_values),
   };

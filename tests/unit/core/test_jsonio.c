@@ -1,5 +1,6 @@
 /* test_jsonio.c — bounded JSON input (depth, NUL, UTF-8, duplicate keys, huge integers) and the
  * deterministic compact output (order kept, shortest round-trip reals, escaping). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,6 +53,35 @@ static void dump(void **st) {
   json_decref(v);
 }
 
+/* The shortest digits at a power of two, whose gap below is half the gap above: the nearest
+ * 16-digit decimal lies beyond the narrow half-gap below while the next one up reads back, so 16
+ * digits, not 17 (node: String(2 ** -24) is 5.960464477539063e-8). */
+static void shortest_at_powers_of_two(void **st) {
+  static const struct {
+    int e;
+    const char *text;
+  } cases[] = {
+      {-24, "5.960464477539063e-08"},   {-44, "5.684341886080802e-14"},
+      {89, "6.189700196426902e+26"},    {-1017, "7.120236347223045e-307"},
+      {976, "6.386688990511104e+293"},  {122, "5.316911983139664e+36"},
+  };
+  char out[32], neg[40];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double d = ldexp(1, cases[i].e);
+    hookd_json_fmt_double(d, out);
+    if (strcmp(out, cases[i].text) != 0)
+      fail_msg("2^%d: got %s, want %s", cases[i].e, out, cases[i].text);
+    hookd_json_fmt_double(-d, out);
+    snprintf(neg, sizeof neg, "-%s", cases[i].text);
+    assert_string_equal(out, neg);
+  }
+  char digits[17];
+  int e, k = hookd_json_shortest(ldexp(1, -24), digits, &e);
+  assert_int_equal(k, 16);
+  assert_memory_equal(digits, "5960464477539063", 16);
+  assert_int_equal(e, -8);
+}
+
 /* hookd_json_fmt_double writes printf's "%.*g" layout by hand since it takes its digits from
  * hookd_json_shortest: the bytes of every other real are unchanged. The expected texts are what
  * "%.{k}g" writes (k the digit count), checked here against printf itself too. */
@@ -91,6 +121,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(refusals),
       cmocka_unit_test(dump),
+      cmocka_unit_test(shortest_at_powers_of_two),
       cmocka_unit_test(fmt_keeps_printf_layout),
       cmocka_unit_test(buffer_limit),
   };
