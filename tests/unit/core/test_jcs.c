@@ -1,7 +1,8 @@
 /* test_jcs.c — RFC 8785 canonical JSON (jcs.c): the RFC's §3.2.2 sample object, its §3.2.3
  * UTF-16 sorting example, the number table of Appendix B (IEEE 754 bit patterns and their
- * ECMAScript text), the "weird" sorting sample of the RFC's reference test data (with
- * "</script>"), string escaping, and a round-trip property of the number formatter. */
+ * ECMAScript text), every power of two against node (jcs_pow2.inc), the "weird" sorting sample
+ * of the RFC's reference test data (with "</script>"), string escaping, a round-trip property of
+ * the number formatter, and integers above 2^53 written exactly (hookd's one deviation). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -227,8 +228,8 @@ static void integer_fast_path(void **st) {
 static void integers_and_values(void **st) {
   hookd_buf b;
   hookd_buf_init(&b, 1024);
-  /* integers are IEEE doubles in JCS */
-  json_t *v = json_pack("[I,I,i,f]", (json_int_t)9007199254740993LL, (json_int_t)-42, 0, -0.0);
+  /* integers and reals alike (integers above 2^53: big_integers_exact) */
+  json_t *v = json_pack("[I,I,i,f]", (json_int_t)9007199254740992LL, (json_int_t)-42, 0, -0.0);
   assert_int_equal(hookd_jcs(v, &b), 0);
   assert_string_equal(hookd_buf_str(&b), "[9007199254740992,-42,0,0]");
   json_decref(v);
@@ -265,13 +266,54 @@ static void integers_and_values(void **st) {
   hookd_buf_free(&b);
 }
 
+/* hookd's one deviation from RFC 8785: an integer held exactly whose magnitude is above 2^53 is
+ * written with its own digits instead of rounded through a double, so events differing only in
+ * it do not share a canonical form (and a hash). Within ±2^53, and for reals, RFC 8785's text. */
+static void big_integers_exact(void **st) {
+  char *a = canon("{\"amount\":9007199254740993}", 0);
+  char *b = canon("{\"amount\":9007199254740992}", 0);
+  assert_string_equal(a, "{\"amount\":9007199254740993}");
+  assert_string_equal(b, "{\"amount\":9007199254740992}");
+  free(a);
+  free(b);
+  a = canon("[9007199254740993,-9007199254740993,9007199254740994,1700000000000000001,"
+            "9223372036854775807,-9223372036854775808]",
+            0);
+  assert_string_equal(a, "[9007199254740993,-9007199254740993,9007199254740994,"
+                         "1700000000000000001,9223372036854775807,-9223372036854775808]");
+  free(a);
+
+  /* within ±2^53 (both ends included) an integer is written as its double is */
+  static const json_int_t within[] = {9007199254740992LL, -9007199254740992LL, 9007199254740991LL,
+                                      -9007199254740991LL, 1700000000000LL, -1, 0};
+  char want[32];
+  for (size_t i = 0; i < sizeof within / sizeof within[0]; i++) {
+    json_t *v = json_integer(within[i]);
+    hookd_buf buf;
+    hookd_buf_init(&buf, 64);
+    assert_int_equal(hookd_jcs(v, &buf), 0);
+    hookd_jcs_number((double)within[i], want);
+    assert_string_equal(hookd_buf_str(&buf), want);
+    hookd_buf_free(&buf);
+    json_decref(v);
+  }
+
+  /* reals stay RFC 8785's: an exponent or a fraction, or integers parsed as reals */
+  a = canon("[9007199254740993.0,1152921504606846976e0]", 0);
+  assert_string_equal(a, "[9007199254740992,1152921504606847000]");
+  free(a);
+  a = canon("{\"amount\":9007199254740993}", JSON_DECODE_INT_AS_REAL);
+  assert_string_equal(a, "{\"amount\":9007199254740992}");
+  free(a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(rfc_sample),        cmocka_unit_test(rfc_sorting),
-      cmocka_unit_test(weird_sorting),     cmocka_unit_test(appendix_b),
-      cmocka_unit_test(powers_of_two),
-      cmocka_unit_test(number_round_trip), cmocka_unit_test(integer_fast_path),
-      cmocka_unit_test(integers_and_values),
+      cmocka_unit_test(rfc_sample),         cmocka_unit_test(rfc_sorting),
+      cmocka_unit_test(weird_sorting),      cmocka_unit_test(appendix_b),
+      cmocka_unit_test(powers_of_two),      cmocka_unit_test(number_round_trip),
+      cmocka_unit_test(integer_fast_path),  cmocka_unit_test(integers_and_values),
+      cmocka_unit_test(big_integers_exact),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
