@@ -148,8 +148,10 @@ int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out
 int hookd_in_sha256_hex(const void *p, size_t n, char out[65]);
 
 /* RFC 8785 JSON Canonicalization Scheme: object members sorted by their names' UTF-16 code
- * units, numbers in ECMAScript shortest form (integers held by jansson are converted to double
- * as JCS requires), strings with minimal escaping, no whitespace. Returns HOOKD_BUF_* codes
+ * units, numbers in ECMAScript shortest form, strings with minimal escaping, no whitespace. One
+ * deliberate deviation (see jcs.c): an integer jansson holds exactly whose magnitude is above
+ * 2^53 is written with its exact digits, not rounded through a double as RFC 8785 would, so
+ * 9007199254740993 and 9007199254740992 stay distinct. Returns HOOKD_BUF_* codes
  * (-1 also for NaN/Inf, which JSON cannot hold, for invalid UTF-8 and for nesting deeper than
  * 4096). On failure out may hold a partial result. */
 int hookd_jcs(const json_t *v, hookd_buf *out);

@@ -1,7 +1,18 @@
 /* jcs.c — RFC 8785 JSON Canonicalization Scheme over jansson values: object members sorted by
  * the UTF-16 code units of their names, numbers written as ECMAScript's Number.prototype.toString
  * writes them (shortest round-trip digits, then ECMAScript's layout), strings with the minimal
- * escaping RFC 8785 prescribes, no whitespace. Used for content hashes and composite keys. */
+ * escaping RFC 8785 prescribes, no whitespace. Used for content hashes and composite keys.
+ *
+ * One deliberate deviation: an integer jansson holds exactly (json_int_t, 64 bits) whose
+ * magnitude is above 2^53 is written with its own decimal digits. RFC 8785 reads every number as
+ * an IEEE double, which rounds such an integer (9007199254740993 becomes 9007199254740992): two
+ * events differing only in it (an id, an amount in minor units) would share a canonical form
+ * and a hash, and hookd's identity and conflict checks would merge them. RFC 8785 expects I-JSON
+ * input, and I-JSON (RFC 7493) calls such integers non-interoperable; for them hookd prefers
+ * telling events apart to matching another canonicaliser's hash. Within ±2^53 both write the
+ * same (every such integer is a double). Reals (a fraction or an exponent, or every number
+ * parsed with JSON_DECODE_INT_AS_REAL) stay RFC 8785's, so 2^60 as an integer and as a real
+ * differ. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +23,7 @@
 #include "core/jsonio.h"
 
 #define JCS_MAX_DEPTH 4096 /* guards against cyclic or absurdly deep values */
+#define JCS_EXACT_INT ((json_int_t)1 << 53) /* integers up to this magnitude are doubles */
 
 /* ---- numbers ------------------------------------------------------------------------------ */
 
@@ -45,24 +57,9 @@ void hookd_jcs_number(double d, char out[32]) {
     *o = '\0';
     return;
   }
-  /* Shortest digits that read back as d: printf rounds correctly (ties to even), so the first
-   * precision that round-trips gives ECMAScript's digits. */
-  char tmp[40];
-  for (int p = 1; p <= 17; p++) {
-    snprintf(tmp, sizeof tmp, "%.*e", p - 1, d);
-    if (strtod(tmp, NULL) == d) break;
-  }
-  char digits[20];
-  int k = 0;
-  const char *c = tmp;
-  digits[k++] = *c++;
-  if (*c && *c != 'e') { /* the decimal point ('.' in the C locale) */
-    c++;
-    while (*c >= '0' && *c <= '9' && k < 17) digits[k++] = *c++;
-  }
-  while (*c && *c != 'e') c++;
-  int exp10 = *c ? (int)strtol(c + 1, NULL, 10) : 0;
-  while (k > 1 && digits[k - 1] == '0') k--;
+  /* Shortest digits that read back as d, the closest of that length (jsonio.c). */
+  char digits[17];
+  int exp10, k = hookd_json_shortest(d, digits, &exp10);
   int n = exp10 + 1; /* value = 0.d1d2…dk × 10^n */
 
   if (k <= n && n <= 21) {
@@ -221,9 +218,13 @@ static int jcs_value(const json_t *v, hookd_buf *out, int depth) {
   case JSON_NULL: return hookd_buf_puts(out, "null");
   case JSON_TRUE: return hookd_buf_puts(out, "true");
   case JSON_FALSE: return hookd_buf_puts(out, "false");
-  case JSON_INTEGER:
-    hookd_jcs_number((double)json_integer_value(v), num);
+  case JSON_INTEGER: {
+    json_int_t i = json_integer_value(v);
+    if (i > JCS_EXACT_INT || i < -JCS_EXACT_INT) /* exact, not rounded: see the top of the file */
+      return hookd_buf_printf(out, "%" JSON_INTEGER_FORMAT, i);
+    hookd_jcs_number((double)i, num);
     return hookd_buf_puts(out, num);
+  }
   case JSON_REAL: {
     double d = json_real_value(v);
     if (!isfinite(d)) return -1;

@@ -1,7 +1,9 @@
-/* jsonio.c — bounded JSON parse and a deterministic compact serialiser (see jsonio.h).
- * The depth pre-scan only counts brackets outside strings; jansson does the parsing. */
+/* jsonio.c — bounded JSON parse, a deterministic compact serialiser, and the shortest round-trip
+ * digits of a double that it and jcs.c write (see jsonio.h). The depth pre-scan only counts
+ * brackets outside strings; jansson does the parsing. */
 #include "core/jsonio.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +80,70 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
   return parse(buf, len, lim, JSON_DECODE_INT_AS_REAL, err, &overflow);
 }
 
+/* d1.d2…dp × 10^e as "%.*e" writes it, read back. */
+static double read_back(const char *digits, int p, int e) {
+  char s[32];
+  int o = 0;
+  s[o++] = digits[0];
+  if (p > 1) {
+    s[o++] = '.';
+    memcpy(s + o, digits + 1, (size_t)(p - 1));
+    o += p - 1;
+  }
+  snprintf(s + o, sizeof s - (size_t)o, "e%d", e);
+  return strtod(s, NULL);
+}
+
+/* The next p-digit decimal above d1.d2…dp × 10^*e, in place: the last digit + 1, with carry
+ * (above 9.99…9 × 10^e comes 1.00…0 × 10^(e+1)). */
+static void next_up(char *digits, int p, int *e) {
+  int i = p - 1;
+  while (i >= 0 && digits[i] == '9') digits[i--] = '0';
+  if (i >= 0) {
+    digits[i]++;
+  } else {
+    digits[0] = '1';
+    ++*e;
+  }
+}
+
+int hookd_json_shortest(double d, char digits[17], int *exp10) {
+  char tmp[40];
+  int p, e = 0, m;
+  d = fabs(d);
+  /* d reads back from the decimals within half a gap of it on either side. The two gaps are
+   * equal except at a power of two above the smallest normal, whose gap below is half the gap
+   * above. */
+  int narrow_below = frexp(d, &m) == 0.5 && d > DBL_MIN;
+  for (p = 1; p <= 17; p++) {
+    /* printf rounds correctly (ties to even): the p-digit decimal nearest d, the one
+     * ECMAScript picks when it reads back */
+    snprintf(tmp, sizeof tmp, "%.*e", p - 1, d);
+    digits[0] = tmp[0];
+    if (p > 1) memcpy(digits + 1, tmp + 2, (size_t)(p - 1)); /* past the '.' (C locale) */
+    e = (int)strtol(strchr(tmp, 'e') + 1, NULL, 10);
+    double r = strtod(tmp, NULL);
+    if (r == d || p == 17) break; /* at 17 significant digits the nearest always reads back */
+    /* The nearest does not read back. Its neighbour on d's other side is at least as far from
+     * d, so with equal gaps it does not read back either. With a narrow gap below, a nearest
+     * below d may lie beyond that narrow half-gap while its successor (last digit + 1), though
+     * farther, lies within the wide half-gap above: then the successor is the only p-digit
+     * decimal that reads back, hence the closest one, which is ECMAScript's choice: 2^-24 is
+     * 5.960464477539063e-8, not the 17 digits 5.9604644775390625e-8 (46 powers of two are
+     * like it). A nearest above d is beyond the wide half-gap; its predecessor, farther. */
+    if (!narrow_below || r > d) continue;
+    int ne = e;
+    next_up(digits, p, &ne);
+    if (read_back(digits, p, ne) == d) {
+      e = ne;
+      break;
+    }
+  }
+  while (p > 1 && digits[p - 1] == '0') p--;
+  *exp10 = e;
+  return p;
+}
+
 void hookd_json_fmt_double(double d, char out[32]) {
   if (!isfinite(d)) {
     snprintf(out, 32, "null");
@@ -87,12 +153,40 @@ void hookd_json_fmt_double(double d, char out[32]) {
     snprintf(out, 32, signbit(d) ? "-0.0" : "0.0");
     return;
   }
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(out, 32, "%.*g", prec, d);
-    if (strtod(out, NULL) == d) break;
+  char digits[17];
+  int e, k = hookd_json_shortest(d, digits, &e);
+  char *o = out;
+  if (d < 0) *o++ = '-';
+  /* printf's "%.*g" layout at precision k, as this function always wrote (fixed notation for
+   * exponents -4..k-1, else d.ddde±XX), and still a JSON real: "3" becomes "3.0". */
+  if (-4 <= e && e < k) {
+    if (e >= 0) {
+      memcpy(o, digits, (size_t)e + 1);
+      o += e + 1;
+      *o++ = '.';
+      if (k > e + 1) {
+        memcpy(o, digits + e + 1, (size_t)(k - e - 1));
+        o += k - e - 1;
+      } else {
+        *o++ = '0';
+      }
+    } else {
+      *o++ = '0';
+      *o++ = '.';
+      for (int i = 0; i < -e - 1; i++) *o++ = '0';
+      memcpy(o, digits, (size_t)k);
+      o += k;
+    }
+    *o = '\0';
+  } else {
+    *o++ = digits[0];
+    if (k > 1) {
+      *o++ = '.';
+      memcpy(o, digits + 1, (size_t)(k - 1));
+      o += k - 1;
+    }
+    snprintf(o, (size_t)(out + 32 - o), "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
   }
-  /* Keep the value a JSON real: "1e+20" and "1.5" are fine; "3" becomes "3.0". */
-  if (!strpbrk(out, ".eEn")) strcat(out, ".0");
 }
 
 /* Bytes a JSON string must escape: '"', '\\' and the controls below 0x20. */

@@ -41,8 +41,17 @@ int hookd_json_dump(const json_t *v, hookd_buf *out);
 /* Appends a JSON string literal (with quotes) for s[0..n). */
 int hookd_json_quote(hookd_buf *out, const char *s, size_t n);
 
-/* Shortest decimal text that reads back as exactly d (JSON-valid, no NaN/Inf). */
+/* Shortest decimal text that reads back as exactly d (JSON-valid, no NaN/Inf), in printf's
+ * "%g" layout ("0.1", "1e+300", "2.5e-07", "1e+02"); text with neither a '.' nor an exponent
+ * gets ".0" ("3.0") to stay a JSON real. */
 void hookd_json_fmt_double(double d, char out[32]);
+
+/* The shortest significant digits that read back as exactly |d| (d finite, non-zero), and
+ * among those of that length the closest to |d|: ECMAScript's choice of k and s in
+ * Number::toString, which RFC 8785 adopts. Writes the k digits (no trailing zero, no NUL) to
+ * digits and returns k (1..17); *exp10 is the power of ten of the first digit, so that
+ * |d| ~ d1.d2…dk × 10^exp10. */
+int hookd_json_shortest(double d, char digits[17], int *exp10);
 
 /* Getters: return 0 when present and typed correctly, 1 when absent (or null), -1 when the
  * wrong type. */

@@ -175,6 +175,21 @@ describe('deduplication', () => {
     await dest.close();
   });
 
+  it('a composite identity keeps integers beyond 2^53 apart', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_big'], [{ url: dest.url }], { identity_paths: ['data.object.id'] });
+    const ids = ['1700000000000000001', '1700000000000000100'];
+    for (const id of ids) {
+      const body = `{"id":"evt_same","object":"event","type":"order.paid","data":{"object":{"id":${id}}}}`;
+      const r = await post(src, body, sign.stripe(body, 'whsec_big'));
+      assert.equal(r.json.duplicate, false, `order ${id} taken for a duplicate`);
+      assert.notEqual(r.json.status, 'conflict', `order ${id} taken for a conflict`);
+    }
+    await waitUntil(async () => dest.requests.length >= 2, { what: 'two forwards' });
+    assert.deepEqual(dest.requests.map((q) => q.body.match(/"id":(\d+)\}/)[1]).sort(), ids);
+    await dest.close();
+  });
+
   it('event types outside the allowlist are recorded as filtered, not forwarded', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_f'], [{ url: dest.url }], { event_types: ['charge.*'] });

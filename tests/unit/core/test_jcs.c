@@ -1,7 +1,9 @@
 /* test_jcs.c — RFC 8785 canonical JSON (jcs.c): the RFC's §3.2.2 sample object, its §3.2.3
  * UTF-16 sorting example, the number table of Appendix B (IEEE 754 bit patterns and their
- * ECMAScript text), the "weird" sorting sample of the RFC's reference test data (with
- * "</script>"), string escaping, and a round-trip property of the number formatter. */
+ * ECMAScript text), every power of two against node (jcs_pow2.inc), the "weird" sorting sample
+ * of the RFC's reference test data (with "</script>"), string escaping, a round-trip property of
+ * the number formatter, and integers above 2^53 written exactly (hookd's one deviation). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,6 +139,45 @@ static void appendix_b(void **st) {
   }
 }
 
+/* Powers of two have a gap below half the gap above, so the nearest p-digit decimal may not
+ * read back while the next one up does: ECMAScript then writes p digits, not 17. All 2,098 of
+ * them (and their negatives) against node's String(2 ** e); 46 differed before the fix. */
+static void powers_of_two(void **st) {
+  static const char *const pow2[] = {
+#include "jcs_pow2.inc"
+  };
+  assert_int_equal(sizeof pow2 / sizeof pow2[0], 1023 + 1074 + 1);
+  char out[32], neg[40];
+  for (int e = -1074; e <= 1023; e++) {
+    const char *want = pow2[e + 1074];
+    hookd_jcs_number(ldexp(1, e), out);
+    if (strcmp(out, want) != 0) fail_msg("2^%d: got %s, want %s", e, out, want);
+    hookd_jcs_number(-ldexp(1, e), out);
+    snprintf(neg, sizeof neg, "-%s", want);
+    if (strcmp(out, neg) != 0) fail_msg("-2^%d: got %s, want %s", e, out, neg);
+  }
+  /* by name: the audit's three examples and eight more of the 46, then both ends of the range,
+   * the smallest normal (equal gaps) and its double (the first narrow gap below) */
+  static const struct {
+    int e;
+    const char *text;
+  } cases[] = {
+      {-24, "5.960464477539063e-8"},      {-44, "5.684341886080802e-14"},
+      {89, "6.189700196426902e+26"},      {-1017, "7.120236347223045e-307"},
+      {-509, "5.966672584960166e-154"},   {-140, "7.174648137343064e-43"},
+      {-77, "6.617444900424222e-24"},     {122, "5.316911983139664e+36"},
+      {305, "6.518515124270356e+91"},     {574, "6.183260036827614e+172"},
+      {976, "6.386688990511104e+293"},    {-1074, "5e-324"},
+      {1023, "8.98846567431158e+307"},    {-1022, "2.2250738585072014e-308"},
+      {-1021, "4.450147717014403e-308"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    hookd_jcs_number(ldexp(1, cases[i].e), out);
+    if (strcmp(out, cases[i].text) != 0)
+      fail_msg("2^%d: got %s, want %s", cases[i].e, out, cases[i].text);
+  }
+}
+
 static void number_round_trip(void **st) {
   /* Every finite double's text reads back as the same double. */
   uint64_t x = 0x9e3779b97f4a7c15ULL;
@@ -187,8 +228,8 @@ static void integer_fast_path(void **st) {
 static void integers_and_values(void **st) {
   hookd_buf b;
   hookd_buf_init(&b, 1024);
-  /* integers are IEEE doubles in JCS */
-  json_t *v = json_pack("[I,I,i,f]", (json_int_t)9007199254740993LL, (json_int_t)-42, 0, -0.0);
+  /* integers and reals alike (integers above 2^53: big_integers_exact) */
+  json_t *v = json_pack("[I,I,i,f]", (json_int_t)9007199254740992LL, (json_int_t)-42, 0, -0.0);
   assert_int_equal(hookd_jcs(v, &b), 0);
   assert_string_equal(hookd_buf_str(&b), "[9007199254740992,-42,0,0]");
   json_decref(v);
@@ -225,12 +266,54 @@ static void integers_and_values(void **st) {
   hookd_buf_free(&b);
 }
 
+/* hookd's one deviation from RFC 8785: an integer held exactly whose magnitude is above 2^53 is
+ * written with its own digits instead of rounded through a double, so events differing only in
+ * it do not share a canonical form (and a hash). Within ±2^53, and for reals, RFC 8785's text. */
+static void big_integers_exact(void **st) {
+  char *a = canon("{\"amount\":9007199254740993}", 0);
+  char *b = canon("{\"amount\":9007199254740992}", 0);
+  assert_string_equal(a, "{\"amount\":9007199254740993}");
+  assert_string_equal(b, "{\"amount\":9007199254740992}");
+  free(a);
+  free(b);
+  a = canon("[9007199254740993,-9007199254740993,9007199254740994,1700000000000000001,"
+            "9223372036854775807,-9223372036854775808]",
+            0);
+  assert_string_equal(a, "[9007199254740993,-9007199254740993,9007199254740994,"
+                         "1700000000000000001,9223372036854775807,-9223372036854775808]");
+  free(a);
+
+  /* within ±2^53 (both ends included) an integer is written as its double is */
+  static const json_int_t within[] = {9007199254740992LL, -9007199254740992LL, 9007199254740991LL,
+                                      -9007199254740991LL, 1700000000000LL, -1, 0};
+  char want[32];
+  for (size_t i = 0; i < sizeof within / sizeof within[0]; i++) {
+    json_t *v = json_integer(within[i]);
+    hookd_buf buf;
+    hookd_buf_init(&buf, 64);
+    assert_int_equal(hookd_jcs(v, &buf), 0);
+    hookd_jcs_number((double)within[i], want);
+    assert_string_equal(hookd_buf_str(&buf), want);
+    hookd_buf_free(&buf);
+    json_decref(v);
+  }
+
+  /* reals stay RFC 8785's: an exponent or a fraction, or integers parsed as reals */
+  a = canon("[9007199254740993.0,1152921504606846976e0]", 0);
+  assert_string_equal(a, "[9007199254740992,1152921504606847000]");
+  free(a);
+  a = canon("{\"amount\":9007199254740993}", JSON_DECODE_INT_AS_REAL);
+  assert_string_equal(a, "{\"amount\":9007199254740992}");
+  free(a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(rfc_sample),        cmocka_unit_test(rfc_sorting),
-      cmocka_unit_test(weird_sorting),     cmocka_unit_test(appendix_b),
-      cmocka_unit_test(number_round_trip), cmocka_unit_test(integer_fast_path),
-      cmocka_unit_test(integers_and_values),
+      cmocka_unit_test(rfc_sample),         cmocka_unit_test(rfc_sorting),
+      cmocka_unit_test(weird_sorting),      cmocka_unit_test(appendix_b),
+      cmocka_unit_test(powers_of_two),      cmocka_unit_test(number_round_trip),
+      cmocka_unit_test(integer_fast_path),  cmocka_unit_test(integers_and_values),
+      cmocka_unit_test(big_integers_exact),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,11 @@
 /* test_jsonio.c — bounded JSON input (depth, NUL, UTF-8, duplicate keys, huge integers) and the
  * deterministic compact output (order kept, shortest round-trip reals, escaping). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -75,6 +77,60 @@ static void dump(void **st) {
   json_decref(v);
 }
 
+/* The shortest digits at a power of two, whose gap below is half the gap above: the nearest
+ * 16-digit decimal lies beyond the narrow half-gap below while the next one up reads back, so 16
+ * digits, not 17 (node: String(2 ** -24) is 5.960464477539063e-8). */
+static void shortest_at_powers_of_two(void **st) {
+  static const struct {
+    int e;
+    const char *text;
+  } cases[] = {
+      {-24, "5.960464477539063e-08"},   {-44, "5.684341886080802e-14"},
+      {89, "6.189700196426902e+26"},    {-1017, "7.120236347223045e-307"},
+      {976, "6.386688990511104e+293"},  {122, "5.316911983139664e+36"},
+  };
+  char out[32], neg[40];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double d = ldexp(1, cases[i].e);
+    hookd_json_fmt_double(d, out);
+    if (strcmp(out, cases[i].text) != 0)
+      fail_msg("2^%d: got %s, want %s", cases[i].e, out, cases[i].text);
+    hookd_json_fmt_double(-d, out);
+    snprintf(neg, sizeof neg, "-%s", cases[i].text);
+    assert_string_equal(out, neg);
+  }
+  char digits[17];
+  int e, k = hookd_json_shortest(ldexp(1, -24), digits, &e);
+  assert_int_equal(k, 16);
+  assert_memory_equal(digits, "5960464477539063", 16);
+  assert_int_equal(e, -8);
+}
+
+/* hookd_json_fmt_double writes printf's "%.*g" layout by hand since it takes its digits from
+ * hookd_json_shortest: the bytes of every other real are unchanged. The expected texts are what
+ * "%.{k}g" writes (k the digit count), checked here against printf itself too. */
+static void fmt_keeps_printf_layout(void **st) {
+  static const struct {
+    double d;
+    const char *text;
+  } cases[] = {
+      {100, "1e+02"},        {123456, "123456.0"},       {1234.5, "1234.5"},
+      {0.0001, "0.0001"},    {0.000123, "0.000123"},     {0.00001, "1e-05"},
+      {1e16, "1e+16"},       {1e21, "1e+21"},            {9007199254740993.0, "9007199254740992.0"},
+      {5e-324, "5e-324"},    {1.7976931348623157e308, "1.7976931348623157e+308"},
+      {-2.5, "-2.5"},        {0.1 + 0.2, "0.30000000000000004"},
+  };
+  char out[32], want[40], digits[17];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    hookd_json_fmt_double(cases[i].d, out);
+    assert_string_equal(out, cases[i].text);
+    int e, k = hookd_json_shortest(cases[i].d, digits, &e);
+    snprintf(want, sizeof want, "%.*g", k, cases[i].d);
+    if (!strpbrk(want, ".e")) strcat(want, ".0");
+    assert_string_equal(out, want);
+  }
+}
+
 static void buffer_limit(void **st) {
   hookd_buf b;
   hookd_buf_init(&b, 4);
@@ -90,6 +146,8 @@ int main(void) {
       cmocka_unit_test(refusals),
       cmocka_unit_test(provider_bodies),
       cmocka_unit_test(dump),
+      cmocka_unit_test(shortest_at_powers_of_two),
+      cmocka_unit_test(fmt_keeps_printf_layout),
       cmocka_unit_test(buffer_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
