@@ -366,6 +366,10 @@ typedef struct hookd_store_backend {
   /* Rows this connection has inserted, updated or deleted since it opened (monotonic): tells
    * the executor whether a failed op without a savepoint left writes behind. */
   int64_t (*changes)(hookd_store_conn *c);
+  /* 1 while a transaction is open. A database can end one by itself (SQLite rolls back the
+   * whole transaction on SQLITE_FULL, SQLITE_IOERR or SQLITE_NOMEM in some statements): the
+   * executor then must not run another op, which would run outside the batch's transaction. */
+  int (*in_txn)(hookd_store_conn *c);
 
   /* Tenants. */
   int (*tenant_create)(hookd_store_conn *c, const hookd_tenant *t);

@@ -42,14 +42,21 @@ static int bucket_us(int64_t us) {
   return 7;
 }
 
-/* run_ops() result: a savepoint-free op failed after writing; only a rollback undoes it. */
+/* run_ops() result: a savepoint-free op failed after writing, or the database ended the
+ * transaction under an op (SQLite does on SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM): only a new
+ * transaction can go on. */
 #define POISONED 1
 
 /* Runs the batch's ops inside the open transaction. First attempt (redo = 0): ops marked
  * HOOKD_STORE_OP_NO_SAVEPOINT without one, stopping at the first that fails after writing.
  * Second attempt (redo = 1, a new transaction): every op in its own savepoint, except ops without
  * the mark that already ran in the first: they complete with HOOKD_STORE_ERR (not every op may
- * run twice). Returns 0, POISONED, or HOOKD_STORE_ERR if the transaction itself failed. */
+ * run twice). Returns 0, POISONED, or HOOKD_STORE_ERR if the transaction itself failed.
+ *
+ * After every op the transaction must still be open: were it not, the next op's SAVEPOINT would
+ * quietly start (and its RELEASE commit) a transaction of its own and a savepoint-free op would
+ * run in autocommit — writes made durable one by one while their ops are told the batch failed,
+ * and an event committed without its deliveries. */
 static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
   const hookd_store_backend *be = q->be;
   int txn_rc = 0;
@@ -67,6 +74,7 @@ static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
     if (no_savepoint && !redo) {
       int64_t before = be->changes(q->conn);
       op->rc = op->run(q->conn, be, op->arg);
+      if (!be->in_txn(q->conn)) return POISONED;
       if (op->rc < 0 && be->changes(q->conn) != before) return POISONED;
       continue;
     }
@@ -75,6 +83,11 @@ static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
       continue;
     }
     op->rc = op->run(q->conn, be, op->arg);
+    if (!be->in_txn(q->conn)) {
+      if (!redo) return POISONED;
+      txn_rc = HOOKD_STORE_ERR;
+      continue;
+    }
     if (op->rc < 0) {
       if (be->rollback_to(q->conn) != 0) txn_rc = HOOKD_STORE_ERR;
     }

@@ -361,6 +361,7 @@ static int sq_rollback_to(hookd_store_conn *c) {
   return tx(c, SQ_TX_ROLLBACK_TO, "ROLLBACK TO op");
 }
 static int64_t sq_changes(hookd_store_conn *c) { return sqlite3_total_changes64(c->db); }
+static int sq_in_txn(hookd_store_conn *c) { return !sqlite3_get_autocommit(c->db); }
 
 const hookd_store_backend hookd_sqlite_backend = {
     .name = "sqlite",
@@ -375,6 +376,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .release = sq_release,
     .rollback_to = sq_rollback_to,
     .changes = sq_changes,
+    .in_txn = sq_in_txn,
     .tenant_create = sq_tenant_create,
     .tenant_get = sq_tenant_get,
     .tenant_update = sq_tenant_update,

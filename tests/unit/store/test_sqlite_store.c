@@ -433,6 +433,18 @@ static int run_t_refuse(hookd_store_conn *c, const hookd_store_backend *be, void
   return HOOKD_STORE_STALE; /* like a fenced lease: refused before writing anything */
 }
 
+/* Ends the transaction the way SQLite does on SQLITE_FULL or an I/O error (the whole
+ * transaction rolled back, no change counted) on its first call, and fails; writes normally on
+ * the second. */
+static int lose_txn_calls;
+static int run_t_lose_txn_once(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  if (lose_txn_calls++ == 0) {
+    assert_int_equal(sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    return HOOKD_STORE_ERR;
+  }
+  return run_t_ok(c, be, a);
+}
+
 /* Codes seen by each op of one batch, by position. */
 static int seen_rc[8];
 static void seen_done(void *arg, int rc) {
@@ -514,6 +526,35 @@ static void savepoint_free_ops_fail_alone_or_redo_the_batch(void **state) {
   hookd_storeq_get_stats(f->s->writer, &after);
   assert_int_equal(after.failed_commits, before.failed_commits);
   assert_int_equal(after.redone_batches, before.redone_batches + 1);
+
+  /* the database ends the transaction under an op (SQLite rolls it back on SQLITE_FULL, an
+   * I/O error, out of memory) without a change counted: nothing may run outside the batch's
+   * transaction. The batch is redone in a new one, as above; without the check, t-sp-j's
+   * savepoint would have committed on its own and t-sp-k run in autocommit while both were told
+   * the batch failed. Once with the op that loses it without a savepoint, once with one. */
+  for (int with_savepoint = 0; with_savepoint < 2; with_savepoint++) {
+    char ids[4][16];
+    for (int i = 0; i < 4; i++) snprintf(ids[i], sizeof ids[i], "t-lost-%d-%d", with_savepoint, i);
+    lose_txn_calls = 0;
+    steps[0] = (t_step){ids[0], run_t_ok};
+    steps[1] = (t_step){ids[1], run_t_lose_txn_once};
+    steps[2] = (t_step){ids[2], run_t_ok};
+    steps[3] = (t_step){ids[3], run_t_ok};
+    hookd_storeq_get_stats(f->s->writer, &before);
+    one_batch(f, 4, (int[]){0, with_savepoint ? 0 : NS, 0, NS});
+    assert_int_equal(lose_txn_calls, with_savepoint ? 1 : 2); /* an unmarked op runs once */
+    assert_int_equal(seen_rc[0], HOOKD_STORE_ERR); /* ran, rolled back by the database */
+    assert_int_equal(seen_rc[1], with_savepoint ? HOOKD_STORE_ERR : 0);
+    assert_int_equal(seen_rc[2], 0);
+    assert_int_equal(seen_rc[3], 0);
+    assert_false(tenant_exists(f, ids[0]));
+    assert_int_equal(tenant_exists(f, ids[1]), !with_savepoint);
+    assert_true(tenant_exists(f, ids[2]));
+    assert_true(tenant_exists(f, ids[3]));
+    hookd_storeq_get_stats(f->s->writer, &after);
+    assert_int_equal(after.redone_batches, before.redone_batches + 1);
+    assert_int_equal(after.failed_commits, before.failed_commits);
+  }
 
   /* and the writer goes on: the next batch commits */
   steps[0] = (t_step){"t-sp-g", run_t_ok};
