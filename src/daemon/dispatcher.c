@@ -136,7 +136,7 @@ static void ep_free(hookd_dispatcher *d, ep *e) {
 }
 
 static void ep_maybe_free(hookd_dispatcher *d, ep *e) {
-  if (!e->gone || e->in_flight || e->queued || e->claiming) return;
+  if (!e->gone || e->in_flight || e->queued || e->claiming || e->item_ops) return;
   sched_ep_unlink(d, e);
   sched_health_remove(d, e->cfg.id);
   if (hookd_strmap_get(&d->eps, e->cfg.id) == e) hookd_strmap_del(&d->eps, e->cfg.id);
@@ -280,6 +280,7 @@ static void submit_item_op(hookd_dispatcher *d, item *it, bool record) {
    * both write only the store, so they may run twice */
   it->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   d->store_ops++;
+  it->ep->item_ops++; /* the endpoint outlives the op even if it is deleted meanwhile */
   hookd_storeq_submit(d->store->writer, &it->op);
 }
 
@@ -587,6 +588,7 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
 static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   ep *e = it->ep;
   hookd_outcome *o = &it->out;
+  e->item_ops--;
   if (recorded) {
     if (it->rc == HOOKD_STORE_STALE) {
       if (!e->gone) {

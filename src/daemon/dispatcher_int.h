@@ -107,6 +107,7 @@ typedef struct ep {
   int in_flight;
   int queued;                 /* all classes */
   int claiming;
+  int item_ops;               /* its items' record/release ops not completed yet */
   item *q_head[CLS__COUNT], *q_tail[CLS__COUNT];
   int64_t next_due;           /* 0 = nothing known due */
   size_t heap_pos;            /* claim heap, index + 1 (0 = not in it) */
