@@ -9,6 +9,7 @@
 #include "core/inbound_int.h"
 
 #define DEFAULT_TOLERANCE_S 300
+#define MAX_TOLERANCE_S (366 * 86400) /* larger tolerances are clamped to this */
 
 static const char *const provider_names[HOOKD_PROVIDER__COUNT] = {
     [HOOKD_PROVIDER_STANDARD] = "standard", [HOOKD_PROVIDER_STRIPE] = "stripe",
@@ -71,14 +72,7 @@ int hookd_in_parse_ts(const char *s, size_t len, int64_t *out) {
 }
 
 int hookd_in_check_ts(int64_t ts, int64_t now_s, int64_t tolerance_s) {
-  /* ts is 0..10^18 and now/tolerance come from the caller: compare via differences computed in
-   * a range that cannot overflow. */
-  if (now_s > INT64_MIN / 2 && now_s < INT64_MAX / 2 && tolerance_s < INT64_MAX / 4) {
-    if (ts < now_s - tolerance_s) return HOOKD_VERIFY_STALE;
-    if (ts > now_s + tolerance_s) return HOOKD_VERIFY_FUTURE;
-    return HOOKD_VERIFY_OK;
-  }
-  return now_s >= INT64_MAX / 2 ? HOOKD_VERIFY_STALE : HOOKD_VERIFY_FUTURE;
+  return hookd_ts_check(ts, now_s, tolerance_s);
 }
 
 static int hexval(char c) {
@@ -151,7 +145,9 @@ int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_i
     return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "no secret configured");
   for (size_t i = 0; i < secrets->n; i++)
     if (!secrets->v[i]) return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "null secret");
-  int64_t tol = tolerance_s > 0 ? tolerance_s : DEFAULT_TOLERANCE_S;
+  int64_t tol = tolerance_s <= 0               ? DEFAULT_TOLERANCE_S
+                : tolerance_s > MAX_TOLERANCE_S ? MAX_TOLERANCE_S
+                                                : tolerance_s;
 
   switch (p) {
   case HOOKD_PROVIDER_STANDARD: return hookd_in_verify_standard(req, secrets, tol, out);

@@ -92,8 +92,8 @@ typedef struct hookd_verify_result {
 
 /* Verifies req for provider p. tolerance_s applies to schemes with a signed timestamp
  * (standard, stripe, slack, paddle, zoom, discord, generic with timestamp_header); <= 0 uses the
- * provider's default (300 s). generic is required for HOOKD_PROVIDER_GENERIC, else ignored.
- * Returns out->rc. */
+ * provider's default (300 s), more than 366 days is clamped to 366 days. generic is required for
+ * HOOKD_PROVIDER_GENERIC, else ignored. Returns out->rc. */
 int hookd_in_verify(hookd_provider p, const hookd_in_request *req,
                     const hookd_in_secrets *secrets, int64_t tolerance_s,
                     const hookd_generic_hmac *generic, hookd_verify_result *out);

@@ -418,6 +418,46 @@ static void generic(void **st) {
                    HOOKD_VERIFY_MALFORMED);
 }
 
+/* A tolerance up to INT64_MAX is clamped to 366 days: it neither overflows now ± tolerance
+ * (UBSan aborts the test on that) nor fails closed on a valid request. */
+static void tolerance_extremes(void **st) {
+  reqb b;
+  const char *st_one[] = {ST_SECRET}, *sw_one[] = {SW_SECRET};
+  hookd_in_secrets sts = {st_one, 1}, sws = {sw_one, 1};
+  hookd_verify_result res;
+  req_init(&b, ST_BODY, 1700000000 + 20);
+  hdr(&b, "Stripe-Signature", "t=1700000000,v1=" ST_SIG);
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_OK);
+  b.r.now_s = 1700000000 - 20;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_OK);
+  b.r.now_s = 1700000000 + 365 * 86400;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_OK);
+  b.r.now_s = 1700000000 + 367 * 86400;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_STALE);
+  b.r.now_s = 1700000000 - 367 * 86400;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_FUTURE);
+  /* a clock at either end of int64_t */
+  b.r.now_s = INT64_MIN;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, 300, NULL, &res),
+                   HOOKD_VERIFY_FUTURE);
+  b.r.now_s = INT64_MAX;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, 300, NULL, &res),
+                   HOOKD_VERIFY_STALE);
+  /* Standard Webhooks checks its timestamp in sign.c (hookd_verify_v1) */
+  req_init(&b, SW_BODY, 1614265330 + 5);
+  standard_headers(&b, "webhook");
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STANDARD, &b.r, &sws, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_OK);
+  b.r.now_s = INT64_MIN;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STANDARD, &b.r, &sws, 300, NULL, &res),
+                   HOOKD_VERIFY_FUTURE);
+}
+
 static void names_and_headers(void **st) {
   hookd_provider p;
   for (int i = 0; i < HOOKD_PROVIDER__COUNT; i++) {
@@ -450,6 +490,7 @@ int main(void) {
       cmocka_unit_test(slack),    cmocka_unit_test(gitlab),
       cmocka_unit_test(paddle),   cmocka_unit_test(zoom),
       cmocka_unit_test(generic),  cmocka_unit_test(names_and_headers),
+      cmocka_unit_test(tolerance_extremes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
