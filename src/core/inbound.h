@@ -13,7 +13,8 @@
  *   generic: the secret string, used as raw bytes
  *   discord: the application's Ed25519 public key, 64 hex characters
  *   momo:    "<accessKey>:<secretKey>" (the IPN signature covers the access key)
- * Several secrets may be configured (rotation): a request is valid if any one matches. */
+ * Several secrets may be configured (rotation): a request is valid if any one matches. An empty
+ * secret is skipped (a MAC keyed with "" is one anyone can compute). */
 #ifndef HOOKD_CORE_INBOUND_H
 #define HOOKD_CORE_INBOUND_H
 

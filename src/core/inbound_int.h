@@ -9,7 +9,7 @@
 
 #include "core/inbound.h"
 
-#define HOOKD_IN_MAX_SECRETS 16 /* secrets beyond this many are ignored */
+#define HOOKD_IN_MAX_SECRETS 16 /* non-empty secrets beyond this many are ignored */
 #define HOOKD_IN_MAX_SIGS 16    /* signatures in one header beyond this many are ignored */
 #define HOOKD_IN_MAX_PAIRS 256  /* form/query pairs beyond this many: malformed */
 #define HOOKD_IN_MAX_FORM 65536 /* form/query text longer than this: malformed */

@@ -418,6 +418,37 @@ static void generic(void **st) {
                    HOOKD_VERIFY_MALFORMED);
 }
 
+/* An empty secret keys the MAC with "": a signature anyone can compute is refused, and the
+ * source's other secrets still verify.
+ *   printf '%s' 'Hello, World!' | openssl dgst -sha256 -hmac ''
+ *   printf '%s' '{"hello":"world"}' | openssl dgst -sha1 -hmac '' -binary | base64 */
+#define EMPTY_KEY_GH "sha256=2bbcfa9524f3218c7a34b30e6936f8b1a4516cb097f1a85a1c7d98b5977ec769"
+#define EMPTY_KEY_GN "pMV9PCTrPfm3U+tUlXqk+fGZHHo="
+
+static void empty_secrets(void **st) {
+  reqb b;
+  const char *empty[] = {""}, *two_empty[] = {"", ""}, *with_real[] = {"", GH_SECRET},
+             *gn_with_real[] = {"", GN_SECRET};
+  req_init(&b, "Hello, World!", 0);
+  hdr(&b, "X-Hub-Signature-256", EMPTY_KEY_GH);
+  assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, empty, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, two_empty, 2), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, with_real, 2), HOOKD_VERIFY_MISMATCH);
+  req_init(&b, "Hello, World!", 0);
+  hdr(&b, "X-Hub-Signature-256", GH_SIG);
+  assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, with_real, 2), HOOKD_VERIFY_OK);
+
+  hookd_generic_hmac g1 = {
+      .header = "X-Hook-Sig", .algorithm = HOOKD_MD_SHA1, .encoding = HOOKD_ENC_BASE64};
+  req_init(&b, GN_BODY, 0);
+  hdr(&b, "X-Hook-Sig", EMPTY_KEY_GN);
+  assert_int_equal(run_generic(&b, &g1, empty, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(run_generic(&b, &g1, gn_with_real, 2), HOOKD_VERIFY_MISMATCH);
+  req_init(&b, GN_BODY, 0);
+  hdr(&b, "X-Hook-Sig", GN_SIG1);
+  assert_int_equal(run_generic(&b, &g1, gn_with_real, 2), HOOKD_VERIFY_OK);
+}
+
 /* A tolerance up to INT64_MAX is clamped to 366 days: it neither overflows now ± tolerance
  * (UBSan aborts the test on that) nor fails closed on a valid request. */
 static void tolerance_extremes(void **st) {
@@ -490,7 +521,7 @@ int main(void) {
       cmocka_unit_test(slack),    cmocka_unit_test(gitlab),
       cmocka_unit_test(paddle),   cmocka_unit_test(zoom),
       cmocka_unit_test(generic),  cmocka_unit_test(names_and_headers),
-      cmocka_unit_test(tolerance_extremes),
+      cmocka_unit_test(tolerance_extremes), cmocka_unit_test(empty_secrets),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

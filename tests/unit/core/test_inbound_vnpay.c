@@ -71,9 +71,26 @@ static void vnpay(void **st) {
                    HOOKD_VERIFY_MALFORMED);
 }
 
+/* An empty hash secret keys the HMAC with "": a vnp_SecureHash anyone can compute is refused. */
+static void empty_secret(void **st) {
+  const char *empty[] = {""}, *with_real[] = {"", SECRET};
+  const char *data = "vnp_Amount=1000000&vnp_ResponseCode=00&vnp_TxnRef=ORDER5";
+  const void *parts[] = {data};
+  size_t lens[] = {strlen(data)};
+  unsigned char mac[64];
+  char q[512];
+  int n = snprintf(q, sizeof q, "%s&vnp_SecureHash=", data);
+  assert_int_equal(hookd_hmac(HOOKD_MD_SHA512, "", 0, parts, lens, 1, mac), 64);
+  for (int i = 0; i < 64; i++) n += snprintf(q + n, sizeof q - (size_t)n, "%02x", mac[i]);
+  assert_int_equal(verify_q(q, NULL, empty, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify_q(q, NULL, with_real, 2), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify_q(PARAMS "&vnp_SecureHash=" HASH, NULL, with_real, 2), HOOKD_VERIFY_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(vnpay),
+      cmocka_unit_test(empty_secret),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
