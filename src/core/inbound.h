@@ -99,6 +99,13 @@ int hookd_in_verify(hookd_provider p, const hookd_in_request *req,
                     const hookd_in_secrets *secrets, int64_t tolerance_s,
                     const hookd_generic_hmac *generic, hookd_verify_result *out);
 
+/* VNPay: the form text to forward for a request hookd_in_verify accepted, appended to out —
+ * exactly what vnp_SecureHash signs (the vnp_ parameters but the hash ones, sorted by name, PHP
+ * urlencode), then vnp_SecureHashType (when sent) and vnp_SecureHash. Every other query
+ * parameter is left out. Returns 0, or -1 when the query does not parse or out's limit is
+ * reached (out may then hold part of the text: do not forward it). */
+int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out);
+
 /* The provider's own event or delivery id (the default identity, I3), written to out:
  *   stripe: body "id"; github: X-GitHub-Delivery; shopify: X-Shopify-Webhook-Id (or
  *   X-Shopify-Event-Id); standard: webhook-id / svix-id; slack: body "event_id"; paddle: body
