@@ -340,13 +340,14 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* what the forward carries */
   hookd_buf_init(&op->body, app->cfg->max_body_bytes + 1);
   hookd_buf_init(&op->meta, 2048);
-  if (get)
-    hookd_buf_append(&op->body, query, strlen(query));
+  if (p == HOOKD_PROVIDER_VNPAY) /* only what vnp_SecureHash signs; unbuilt: "99", not stored */
+    op->hash_failed |= hookd_in_vnpay_forward(&in, &op->body) != 0;
   else
     hookd_buf_append(&op->body, body, body_len);
-  if (ct) header_safe(ct, op->content_type, sizeof op->content_type);
+  if (ct && p != HOOKD_PROVIDER_VNPAY) header_safe(ct, op->content_type, sizeof op->content_type);
   else snprintf(op->content_type, sizeof op->content_type, "%s",
-                get ? "application/x-www-form-urlencoded" : "application/octet-stream");
+                p == HOOKD_PROVIDER_VNPAY ? "application/x-www-form-urlencoded"
+                                          : "application/octet-stream");
   hookd_buf_printf(&op->meta, "hookd-provider: %s\nhookd-source-id: %s\n", op->provider_name,
                    op->source_id);
   if (op->event_type[0]) hookd_buf_printf(&op->meta, "hookd-event-type: %s\n", op->event_type);

@@ -1,0 +1,86 @@
+// inbound_verify.test.mjs — what the inbound verifiers let through, on a real daemon: a VNPay
+// forward carries only what vnp_SecureHash signs; source settings that would leave part of a
+// request unsigned, or secrets that cannot verify anything, are refused when they are written.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startHookd } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+import * as sign from './lib/providers.mjs';
+
+let h;
+const TENANT = 'verify';
+before(async () => {
+  h = await startHookd();
+  assert.equal((await h.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+});
+after(async () => { assert.equal((await h.stop()).code, 0); });
+
+let n = 0;
+async function source(provider, secrets, destinations, extra = {}) {
+  const r = await h.api('POST', '/v1/sources', { id: `src_${provider}_${++n}`, tenant: TENANT, provider,
+    secrets, destinations, ...extra });
+  assert.equal(r.status, 201, r.text);
+  return r.json;
+}
+
+async function inbox(src) {
+  const r = await h.api('GET', `/v1/inbox?tenant=${TENANT}&source=${src.id}&limit=500`);
+  assert.equal(r.status, 200, r.text);
+  return r.json.data;
+}
+
+async function vnpay(src, query, init = {}) {
+  const res = await fetch(`${h.url}/in/${src.id}?${query}`, init);
+  return { status: res.status, json: await res.json() };
+}
+
+const INVALID = { RspCode: '97', Message: 'Invalid Checksum' };
+const SUCCESS = { RspCode: '00', Message: 'Confirm Success' };
+
+describe('VNPay: only what vnp_SecureHash signs is accepted and forwarded', () => {
+  const SECRET = 'VNPAYHARDENSECRET';
+  // what a customer finds in the vnp_ReturnUrl redirect of a payment they cancelled
+  const cancelled = (ref) => sign.vnpayQuery({ vnp_Amount: '1000000', vnp_TxnRef: ref, vnp_TransactionNo: '0',
+    vnp_ResponseCode: '24', vnp_TmnCode: 'DEMO', vnp_OrderInfo: `Thanh toan don hang ${ref}` }, SECRET);
+
+  it('a POST with a body next to a signed query: 97, nothing stored or forwarded; without a body it is the signed query that is forwarded', async () => {
+    const dest = await startReceiver();
+    const src = await source('vnpay', [SECRET], [{ url: dest.url }]);
+    const q = cancelled('order-1');
+    const forged = 'vnp_TxnRef=order-1&vnp_ResponseCode=00&vnp_Amount=99999900';
+    const r = await vnpay(src, q, { method: 'POST', body: forged,
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, INVALID);
+    assert.equal((await inbox(src)).length, 0, 'nothing stored');
+
+    // the same query without a body is VNPay's IPN sent as a POST: accepted, and the forward is
+    // the signed text as form data whatever the request's content type
+    const ok = await vnpay(src, q, { method: 'POST', headers: { 'Content-Type': 'application/json' } });
+    assert.deepEqual(ok.json, SUCCESS);
+    await dest.waitFor(1);
+    assert.equal(dest.requests.length, 1, 'only the accepted request is forwarded');
+    assert.equal(dest.requests[0].body, q);
+    assert.equal(dest.requests[0].headers['content-type'], 'application/x-www-form-urlencoded');
+    await dest.close();
+  });
+
+  it('names a PHP or ASP.NET handler reads as a signed vnp_ name: 97; other unsigned parameters are left out of the forward', async () => {
+    const dest = await startReceiver();
+    const src = await source('vnpay', [SECRET], [{ url: dest.url }]);
+    const q = cancelled('order-2');
+    for (const extra of ['vnp.ResponseCode=00', 'vnp+ResponseCode=00', '+vnp_ResponseCode=00',
+      'vnp%5BResponseCode=00', 'VNP_ResponseCode=00', 'Vnp_ResponseCode=00', '=00']) {
+      const r = await vnpay(src, `${q}&${extra}`);
+      assert.deepEqual(r.json, INVALID, extra);
+    }
+    assert.equal((await inbox(src)).length, 0, 'nothing stored');
+
+    const ok = await vnpay(src, `utm_source=mail&${q}&utm_campaign=x`);
+    assert.deepEqual(ok.json, SUCCESS);
+    await dest.waitFor(1);
+    assert.equal(dest.requests.length, 1);
+    assert.equal(dest.requests[0].body, q, 'the signed pairs and the hash, nothing else');
+    await dest.close();
+  });
+});
