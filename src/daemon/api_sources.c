@@ -445,7 +445,7 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     hookd_generic_hmac g;
     const char *bad = hookd_generic_parse(gen, &g);
     if (bad) {
-      hookd_req_error(r, 422, "invalid_field", "%s is missing or invalid", bad);
+      hookd_req_error(r, 422, "invalid_field", "%s", bad);
       ok = false;
     } else {
       op->src.generic = json_dumps(gen, JSON_COMPACT);

@@ -3,6 +3,7 @@
 // request unsigned, or secrets that cannot verify anything, are refused when they are written.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { startHookd } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
@@ -82,5 +83,42 @@ describe('VNPay: only what vnp_SecureHash signs is accepted and forwarded', () =
     assert.equal(dest.requests.length, 1);
     assert.equal(dest.requests[0].body, q, 'the signed pairs and the hash, nothing else');
     await dest.close();
+  });
+});
+
+describe('generic HMAC: the template signs the body, and the timestamp and id it is given', () => {
+  it('POST /v1/sources refuses a template that leaves them out: 422 naming the problem', async () => {
+    const dest = 'http://127.0.0.1:9/hook';
+    const cases = [
+      [{ header: 'X-Sig', template: '{id}.{timestamp}', id_header: 'X-Id', timestamp_header: 'X-Ts' }, '{body}'],
+      [{ header: 'X-Sig', template: 'v0:{timestamp}' }, '{body}'],
+      [{ header: 'X-Sig', timestamp_header: 'X-Ts' }, '{timestamp}'],
+      [{ header: 'X-Sig', template: '{id}.{body}', id_header: 'X-Id', timestamp_header: 'X-Ts' }, '{timestamp}'],
+      [{ header: 'X-Sig', id_header: 'X-Id' }, '{id}'],
+      [{ header: 'X-Sig', template: '{timestamp}.{body}', timestamp_header: 'X-Ts', id_header: 'X-Id' }, '{id}'],
+    ];
+    for (const [generic, missing] of cases) {
+      const r = await h.api('POST', '/v1/sources', { id: `src_generic_bad_${++n}`, tenant: TENANT,
+        provider: 'generic', secrets: ['s3cret'], generic, destinations: [{ url: dest }] });
+      assert.equal(r.status, 422, JSON.stringify(generic));
+      assert.equal(r.json.error.code, 'invalid_field', r.text);
+      assert.ok(r.json.error.message.includes('generic.template') && r.json.error.message.includes(missing), r.text);
+    }
+
+    // a template that signs all three: created, and a request it signs is accepted
+    const rec = await startReceiver();
+    const src = await source('generic', ['s3cret'], [{ url: rec.url }],
+      { generic: { header: 'X-Sig', template: '{id}.{timestamp}.{body}', id_header: 'X-Id', timestamp_header: 'X-Ts' } });
+    const body = JSON.stringify({ order: 42, status: 'paid' });
+    const ts = String(Math.floor(Date.now() / 1000));
+    const sig = createHmac('sha256', 's3cret').update(`msg-1.${ts}.${body}`).digest('hex');
+    const ok = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body,
+      headers: { 'Content-Type': 'application/json', 'X-Sig': sig, 'X-Id': 'msg-1', 'X-Ts': ts } });
+    assert.equal(ok.status, 200, await ok.text());
+    // the same signature under another id is not
+    const replay = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body,
+      headers: { 'Content-Type': 'application/json', 'X-Sig': sig, 'X-Id': 'msg-2', 'X-Ts': ts } });
+    assert.equal(replay.status, 401);
+    await rec.close();
   });
 });

@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       .algorithm = (hookd_md)(cfg % 3),
       .encoding = (cfg >> 2) & 1 ? HOOKD_ENC_BASE64 : HOOKD_ENC_HEX,
       .template = (cfg & 0x08) ? "{id}.{timestamp}.{body}{unknown}{" : NULL,
-      .id_header = "X-Id",
+      .id_header = (cfg & 0x08) ? "X-Id" : NULL,
       .timestamp_header = (cfg & 0x10) ? "X-Timestamp" : NULL,
   };
   for (int pv = 0; pv < HOOKD_PROVIDER__COUNT; pv++) {

@@ -489,6 +489,39 @@ static void tolerance_extremes(void **st) {
                    HOOKD_VERIFY_FUTURE);
 }
 
+/* A configured timestamp or id header the template leaves out would be trusted unsigned: a
+ * captured body, signed once, replayed a year later under a fresh timestamp and id passed. A
+ * template without {body} leaves the body unsigned. Both configurations are refused. */
+static void generic_unsigned_parts(void **st) {
+  reqb b;
+  const char *one[] = {GN_SECRET};
+  /* printf '%s' '{"hello":"world"}' | openssl dgst -sha256 -hmac 'generic-test-secret' */
+  const char *body_sig = "004ac9753d2830fc7a306585c84e0095f895250fee34d4a8605cc6d72cafb612";
+  hookd_generic_hmac g = {.header = "X-Sig",
+                          .algorithm = HOOKD_MD_SHA256,
+                          .encoding = HOOKD_ENC_HEX,
+                          .timestamp_header = "X-Ts",
+                          .id_header = "X-Id"};
+  req_init(&b, GN_BODY, 1731536000);
+  hdr(&b, "X-Sig", body_sig);
+  hdr(&b, "X-Ts", "1731536000");
+  hdr(&b, "X-Id", "replay-2");
+  assert_int_equal(run_generic(&b, &g, one, 1), HOOKD_VERIFY_MALFORMED);
+  g.template = "{timestamp}.{body}"; /* the id still unsigned */
+  assert_int_equal(run_generic(&b, &g, one, 1), HOOKD_VERIFY_MALFORMED);
+  g.template = "{id}.{body}"; /* the timestamp still unsigned */
+  assert_int_equal(run_generic(&b, &g, one, 1), HOOKD_VERIFY_MALFORMED);
+  g.template = "{id}.{timestamp}"; /* the body unsigned */
+  assert_int_equal(run_generic(&b, &g, one, 1), HOOKD_VERIFY_MALFORMED);
+  hookd_generic_hmac nobody = {
+      .header = "X-Sig", .algorithm = HOOKD_MD_SHA256, .encoding = HOOKD_ENC_HEX, .template = "x"};
+  assert_int_equal(run_generic(&b, &nobody, one, 1), HOOKD_VERIFY_MALFORMED);
+  /* the body alone, with neither header configured, is what such a sender signs */
+  hookd_generic_hmac plain = {
+      .header = "X-Sig", .algorithm = HOOKD_MD_SHA256, .encoding = HOOKD_ENC_HEX};
+  assert_int_equal(run_generic(&b, &plain, one, 1), HOOKD_VERIFY_OK);
+}
+
 static void names_and_headers(void **st) {
   hookd_provider p;
   for (int i = 0; i < HOOKD_PROVIDER__COUNT; i++) {
@@ -522,6 +555,7 @@ int main(void) {
       cmocka_unit_test(paddle),   cmocka_unit_test(zoom),
       cmocka_unit_test(generic),  cmocka_unit_test(names_and_headers),
       cmocka_unit_test(tolerance_extremes), cmocka_unit_test(empty_secrets),
+      cmocka_unit_test(generic_unsigned_parts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
