@@ -122,3 +122,35 @@ describe('generic HMAC: the template signs the body, and the timestamp and id it
     await rec.close();
   });
 });
+
+describe('PATCH /v1/sources: new secrets are checked against the source\'s provider', () => {
+  it('a secret that cannot verify the provider\'s requests: 422 naming it, the old secrets kept', async () => {
+    const dest = 'http://127.0.0.1:9/hook';
+    const STD = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    const std = await source('standard', [STD], [{ url: dest }]);
+    const discord = await source('discord', ['d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a'], [{ url: dest }]);
+    const momo = await source('momo', ['F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'], [{ url: dest }]);
+    for (const [src, secrets, provider] of [
+      [std, ['not-a-whsec-secret'], 'standard'],
+      [std, [STD, 'whsec_%%%%'], 'standard'],
+      [discord, ['not-an-ed25519-key'], 'discord'],
+      [momo, ['F8BBA842ECF85'], 'momo'],
+      [momo, ['F8BBA842ECF85:'], 'momo'],
+      [momo, [':K951B6PE1waDMi640xX08PD3vg6EkVlz'], 'momo'],
+    ]) {
+      const r = await h.api('PATCH', `/v1/sources/${src.id}`, { secrets, tolerance_s: 60 });
+      assert.equal(r.status, 422, `${provider} ${JSON.stringify(secrets)}: ${r.text}`);
+      assert.equal(r.json.error.code, 'invalid_field', r.text);
+      assert.match(r.json.error.message, new RegExp(`^secrets\\[${secrets.length - 1}\\] is not a valid ${provider} secret`));
+      assert.ok(!r.text.includes(secrets[secrets.length - 1]), 'the secret is not echoed');
+    }
+    // nothing of a refused PATCH was written: the old secret verifies, the tolerance is unchanged
+    assert.equal((await h.api('GET', `/v1/sources/${std.id}`)).json.tolerance_s, 300);
+    const body = JSON.stringify({ type: 'user.created', data: { id: 7 } });
+    const r = await fetch(`${h.url}/in/${std.id}`, { method: 'POST', body, headers: sign.standard(body, STD, 'msg_patch_1') });
+    assert.equal(r.status, 200, await r.text());
+    // secrets that fit are taken
+    const ok = await h.api('PATCH', `/v1/sources/${momo.id}`, { secrets: ['AK2:SK2', 'F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'] });
+    assert.equal(ok.status, 200, ok.text);
+  });
+});
