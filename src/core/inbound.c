@@ -9,6 +9,7 @@
 #include "core/inbound_int.h"
 
 #define DEFAULT_TOLERANCE_S 300
+#define MAX_TOLERANCE_S (366 * 86400) /* larger tolerances are clamped to this */
 
 static const char *const provider_names[HOOKD_PROVIDER__COUNT] = {
     [HOOKD_PROVIDER_STANDARD] = "standard", [HOOKD_PROVIDER_STRIPE] = "stripe",
@@ -71,14 +72,7 @@ int hookd_in_parse_ts(const char *s, size_t len, int64_t *out) {
 }
 
 int hookd_in_check_ts(int64_t ts, int64_t now_s, int64_t tolerance_s) {
-  /* ts is 0..10^18 and now/tolerance come from the caller: compare via differences computed in
-   * a range that cannot overflow. */
-  if (now_s > INT64_MIN / 2 && now_s < INT64_MAX / 2 && tolerance_s < INT64_MAX / 4) {
-    if (ts < now_s - tolerance_s) return HOOKD_VERIFY_STALE;
-    if (ts > now_s + tolerance_s) return HOOKD_VERIFY_FUTURE;
-    return HOOKD_VERIFY_OK;
-  }
-  return now_s >= INT64_MAX / 2 ? HOOKD_VERIFY_STALE : HOOKD_VERIFY_FUTURE;
+  return hookd_ts_check(ts, now_s, tolerance_s);
 }
 
 static int hexval(char c) {
@@ -149,27 +143,36 @@ int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_i
   if (!req->body && req->body_len) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "no body");
   if (!secrets || secrets->n == 0 || !secrets->v)
     return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "no secret configured");
-  for (size_t i = 0; i < secrets->n; i++)
+  /* An empty secret keys the MAC with "", which anyone can compute: it is skipped. */
+  const char *usable[HOOKD_IN_MAX_SECRETS];
+  hookd_in_secrets s = {usable, 0};
+  for (size_t i = 0; i < secrets->n; i++) {
     if (!secrets->v[i]) return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "null secret");
-  int64_t tol = tolerance_s > 0 ? tolerance_s : DEFAULT_TOLERANCE_S;
+    if (secrets->v[i][0] && s.n < HOOKD_IN_MAX_SECRETS) usable[s.n++] = secrets->v[i];
+  }
+  if (s.n == 0)
+    return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "only empty secrets configured");
+  int64_t tol = tolerance_s <= 0               ? DEFAULT_TOLERANCE_S
+                : tolerance_s > MAX_TOLERANCE_S ? MAX_TOLERANCE_S
+                                                : tolerance_s;
 
   switch (p) {
-  case HOOKD_PROVIDER_STANDARD: return hookd_in_verify_standard(req, secrets, tol, out);
-  case HOOKD_PROVIDER_STRIPE: return hookd_in_verify_stripe(req, secrets, tol, out);
-  case HOOKD_PROVIDER_GITHUB: return hookd_in_verify_github(req, secrets, out);
-  case HOOKD_PROVIDER_SHOPIFY: return hookd_in_verify_shopify(req, secrets, out);
-  case HOOKD_PROVIDER_SLACK: return hookd_in_verify_slack(req, secrets, tol, out);
-  case HOOKD_PROVIDER_GITLAB: return hookd_in_verify_gitlab(req, secrets, out);
-  case HOOKD_PROVIDER_TWILIO: return hookd_in_verify_twilio(req, secrets, out);
-  case HOOKD_PROVIDER_PADDLE: return hookd_in_verify_paddle(req, secrets, tol, out);
-  case HOOKD_PROVIDER_ZOOM: return hookd_in_verify_zoom(req, secrets, tol, out);
-  case HOOKD_PROVIDER_DISCORD: return hookd_in_verify_discord(req, secrets, tol, out);
-  case HOOKD_PROVIDER_VNPAY: return hookd_in_verify_vnpay(req, secrets, out);
-  case HOOKD_PROVIDER_MOMO: return hookd_in_verify_momo(req, secrets, out);
+  case HOOKD_PROVIDER_STANDARD: return hookd_in_verify_standard(req, &s, tol, out);
+  case HOOKD_PROVIDER_STRIPE: return hookd_in_verify_stripe(req, &s, tol, out);
+  case HOOKD_PROVIDER_GITHUB: return hookd_in_verify_github(req, &s, out);
+  case HOOKD_PROVIDER_SHOPIFY: return hookd_in_verify_shopify(req, &s, out);
+  case HOOKD_PROVIDER_SLACK: return hookd_in_verify_slack(req, &s, tol, out);
+  case HOOKD_PROVIDER_GITLAB: return hookd_in_verify_gitlab(req, &s, out);
+  case HOOKD_PROVIDER_TWILIO: return hookd_in_verify_twilio(req, &s, out);
+  case HOOKD_PROVIDER_PADDLE: return hookd_in_verify_paddle(req, &s, tol, out);
+  case HOOKD_PROVIDER_ZOOM: return hookd_in_verify_zoom(req, &s, tol, out);
+  case HOOKD_PROVIDER_DISCORD: return hookd_in_verify_discord(req, &s, tol, out);
+  case HOOKD_PROVIDER_VNPAY: return hookd_in_verify_vnpay(req, &s, out);
+  case HOOKD_PROVIDER_MOMO: return hookd_in_verify_momo(req, &s, out);
   case HOOKD_PROVIDER_GENERIC:
     if (!generic || !generic->header || !*generic->header)
       return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: no configuration");
-    return hookd_in_verify_generic(req, secrets, tol, generic, out);
+    return hookd_in_verify_generic(req, &s, tol, generic, out);
   case HOOKD_PROVIDER__COUNT: break;
   }
   return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "unknown provider");

@@ -13,7 +13,8 @@
  *   generic: the secret string, used as raw bytes
  *   discord: the application's Ed25519 public key, 64 hex characters
  *   momo:    "<accessKey>:<secretKey>" (the IPN signature covers the access key)
- * Several secrets may be configured (rotation): a request is valid if any one matches. */
+ * Several secrets may be configured (rotation): a request is valid if any one matches. An empty
+ * secret is skipped (a MAC keyed with "" is one anyone can compute). */
 #ifndef HOOKD_CORE_INBOUND_H
 #define HOOKD_CORE_INBOUND_H
 
@@ -92,11 +93,18 @@ typedef struct hookd_verify_result {
 
 /* Verifies req for provider p. tolerance_s applies to schemes with a signed timestamp
  * (standard, stripe, slack, paddle, zoom, discord, generic with timestamp_header); <= 0 uses the
- * provider's default (300 s). generic is required for HOOKD_PROVIDER_GENERIC, else ignored.
- * Returns out->rc. */
+ * provider's default (300 s), more than 366 days is clamped to 366 days. generic is required for
+ * HOOKD_PROVIDER_GENERIC, else ignored. Returns out->rc. */
 int hookd_in_verify(hookd_provider p, const hookd_in_request *req,
                     const hookd_in_secrets *secrets, int64_t tolerance_s,
                     const hookd_generic_hmac *generic, hookd_verify_result *out);
+
+/* VNPay: the form text to forward for a request hookd_in_verify accepted, appended to out —
+ * exactly what vnp_SecureHash signs (the vnp_ parameters but the hash ones, sorted by name, PHP
+ * urlencode), then vnp_SecureHashType (when sent) and vnp_SecureHash. Every other query
+ * parameter is left out. Returns 0, or -1 when the query does not parse or out's limit is
+ * reached (out may then hold part of the text: do not forward it). */
+int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out);
 
 /* The provider's own event or delivery id (the default identity, I3), written to out:
  *   stripe: body "id"; github: X-GitHub-Delivery; shopify: X-Shopify-Webhook-Id (or

@@ -41,12 +41,14 @@ void hookd_in_form_free(hookd_in_form *f) {
   f->kv = NULL;
   f->mem = NULL;
   f->n = 0;
+  f->empty_names = 0;
 }
 
 int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out) {
   out->kv = NULL;
   out->mem = NULL;
   out->n = 0;
+  out->empty_names = 0;
   if (!s || len == 0) return 0;
   if (len > HOOKD_IN_MAX_FORM) return -1;
   size_t pairs = 1;
@@ -83,6 +85,7 @@ int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out) {
       kv->vlen = (size_t)vd;
       w += vd + 1;
       if (kd > 0) out->n++;
+      else out->empty_names++;
     }
     start = end + 1;
   }

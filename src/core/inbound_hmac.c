@@ -359,6 +359,19 @@ int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets 
   }
   if (!ok) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: malformed signature");
 
+  /* A configured timestamp or id the template leaves out would be trusted unsigned (a
+   * captured request replayed later under a fresh timestamp and id), as would the body. */
+  const char *tpl = g->template && *g->template ? g->template : "{body}";
+  if (!strstr(tpl, "{body}"))
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
+                           "generic: the template does not sign {body}");
+  if (g->timestamp_header && *g->timestamp_header && !strstr(tpl, "{timestamp}"))
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
+                           "generic: timestamp_header set but the template does not sign it");
+  if (g->id_header && *g->id_header && !strstr(tpl, "{id}"))
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
+                           "generic: id_header set but the template does not sign it");
+
   const char *id = g->id_header && *g->id_header ? hookd_in_header_get(req, g->id_header) : NULL;
   const char *ts = NULL;
   if (g->timestamp_header && *g->timestamp_header) {
@@ -375,7 +388,6 @@ int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets 
   }
 
   /* Split the template into literal runs and placeholders. */
-  const char *tpl = g->template && *g->template ? g->template : "{body}";
   size_t tpl_len = strlen(tpl);
   if (tpl_len > TEMPLATE_MAX)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: template too long");

@@ -9,7 +9,7 @@
 
 #include "core/inbound.h"
 
-#define HOOKD_IN_MAX_SECRETS 16 /* secrets beyond this many are ignored */
+#define HOOKD_IN_MAX_SECRETS 16 /* non-empty secrets beyond this many are ignored */
 #define HOOKD_IN_MAX_SIGS 16    /* signatures in one header beyond this many are ignored */
 #define HOOKD_IN_MAX_PAIRS 256  /* form/query pairs beyond this many: malformed */
 #define HOOKD_IN_MAX_FORM 65536 /* form/query text longer than this: malformed */
@@ -44,12 +44,15 @@ typedef struct hookd_in_kv {
 typedef struct hookd_in_form {
   hookd_in_kv *kv;
   size_t n;
-  char *mem; /* decoded text */
+  size_t empty_names; /* pairs left out for their empty name ("=x", "="): a signer that skips
+                         them leaves them unsigned, so callers refuse them */
+  char *mem;          /* decoded text */
 } hookd_in_form;
 
 /* Parses "a=1&b=2" with percent-decoding and '+' as space. Pairs with an empty name are
- * skipped. Returns 0, or -1 when s is longer than HOOKD_IN_MAX_FORM, has more than
- * HOOKD_IN_MAX_PAIRS pairs, a bad percent escape, or memory runs out. */
+ * left out of kv and counted in empty_names; empty pairs ("a=1&&b=2") are ignored. Returns 0,
+ * or -1 when s is longer than HOOKD_IN_MAX_FORM, has more than HOOKD_IN_MAX_PAIRS pairs, a bad
+ * percent escape, or memory runs out. */
 int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out);
 void hookd_in_form_free(hookd_in_form *f);
 /* First pair with this exact name, or NULL. */

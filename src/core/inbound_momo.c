@@ -3,10 +3,17 @@
  * partnerCode=…&payType=…&requestId=…&responseTime=…&resultCode=…&transId=…" (fields in that
  * order, values as sent: strings verbatim, numbers in decimal). The configured secret is
  * "<accessKey>:<secretKey>", since the access key is part of the signed text but not of the
- * body. */
+ * body.
+ *
+ * Handlers bind the body with case-insensitive readers (Json.NET, System.Text.Json's web
+ * defaults), which would take an unsigned "ResultCode" next to the signed "resultCode". So a
+ * field name that equals a signed one (or "signature") but for case, and a non-ASCII name (.NET
+ * folds 'ſ' onto 's'), make the body malformed; and amount, transId, resultCode and
+ * responseTime must be JSON numbers, as MoMo documents them. */
 #include <math.h>
 #include <openssl/crypto.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/inbound_int.h"
 #include "core/jsonio.h"
@@ -15,6 +22,27 @@ static const char *const fields[] = {
     "amount",      "extraData", "message",   "orderId",      "orderInfo",  "orderType",
     "partnerCode", "payType",   "requestId", "responseTime", "resultCode", "transId",
 };
+
+static const char *const numbers[] = {"amount", "transId", "resultCode", "responseTime"};
+
+/* NULL, or why the body's shape is refused (see the top of the file). */
+static const char *shape_error(json_t *root) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(root, k, v) {
+    for (const char *c = k; *c; c++)
+      if ((unsigned char)*c >= 0x80) return "momo: a field name is not ASCII";
+    for (size_t i = 0; i <= sizeof fields / sizeof fields[0]; i++) {
+      const char *f = i < sizeof fields / sizeof fields[0] ? fields[i] : "signature";
+      if (strcasecmp(k, f) == 0 && strcmp(k, f) != 0)
+        return "momo: a field name differs from a signed one only in case";
+    }
+  }
+  for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
+    if (!json_is_number(json_object_get(root, numbers[i])))
+      return "momo: amount, transId, resultCode or responseTime is not a number";
+  return NULL;
+}
 
 /* Appends a field's value as MoMo writes it; -1 for a value that is not a string or number. */
 static int append_value(hookd_buf *b, const json_t *v) {
@@ -50,6 +78,11 @@ int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
   if (hookd_json_get_str(root, "signature", &sighex) != 0 ||
       hookd_in_hex_decode(sighex, strlen(sighex), sig, sizeof sig) != 0)
     goto done;
+  const char *bad = shape_error(root);
+  if (bad) {
+    reason = bad;
+    goto done;
+  }
 
   /* Everything after "accessKey=<key>": the same for every configured secret. */
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {

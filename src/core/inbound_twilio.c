@@ -3,7 +3,8 @@
  * value concatenated. For JSON bodies Twilio instead puts bodySHA256=<hex SHA-256 of the body>
  * in the URL's query and signs the URL alone: then both the signature and the body hash must
  * match. Like Twilio's own SDKs, the URL is also tried without its port and with the scheme's
- * default port added, since proxies commonly add or drop one. */
+ * default port added, since proxies commonly add or drop one. A form field with an empty name
+ * ("=x"), which the signed text leaves out, makes the body malformed. */
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,11 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
     if (hookd_in_form_parse(req->body, req->body_len, &form) != 0) {
       rc = HOOKD_VERIFY_MALFORMED;
       reason = "twilio: malformed form body";
+      goto done;
+    }
+    if (form.empty_names) { /* left out of the signed text, yet forwarded */
+      rc = HOOKD_VERIFY_MALFORMED;
+      reason = "twilio: form field with an empty name";
       goto done;
     }
     hookd_in_form_sort(&form);

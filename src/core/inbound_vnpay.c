@@ -3,9 +3,16 @@
  * vnp_SecureHash and vnp_SecureHashType, sorted by name, written as urlencode(k)=urlencode(v)
  * joined with '&' — urlencode being PHP's (alphanumerics and "-_." kept, space as '+', all else
  * %XX in upper case), as VNPay's reference code builds it. The query is percent-decoded first;
- * a parameter given twice is refused as ambiguous. */
+ * a parameter given twice is refused as ambiguous.
+ *
+ * Handlers read hookd's forward with lenient parsers: PHP turns "vnp.X", "vnp X", " vnp_X" and
+ * "vnp[X" into "vnp_X", ASP.NET matches names in any case. So what is forwarded must be exactly
+ * what was verified: a name outside [A-Za-z0-9_], and a name starting with "vnp" in any case
+ * that is not a "vnp_" name, make the query malformed; so does a request body (nothing signs
+ * it); and the forward (hookd_in_vnpay_forward) is rebuilt from the signed pairs alone. */
 #include <openssl/crypto.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/inbound_int.h"
 
@@ -36,55 +43,92 @@ static int php_urlencode(hookd_buf *b, const char *s, size_t n) {
   return rc;
 }
 
-int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s,
-                          hookd_verify_result *out) {
+/* 1 when s[0..n) is all ASCII letters and digits, and '_' when underscore is set. */
+static int alnum(const char *s, size_t n, int underscore) {
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+          (underscore && c == '_')))
+      return 0;
+  }
+  return 1;
+}
+
+static int name_is(const hookd_in_kv *kv, const char *name) {
+  return kv->klen == strlen(name) && memcmp(kv->k, name, kv->klen) == 0;
+}
+
+/* A query, checked, with the text its vnp_SecureHash signs. */
+typedef struct vnp_query {
+  hookd_in_form f;
+  hookd_buf data;          /* the signed text */
+  const hookd_in_kv *hash; /* vnp_SecureHash */
+  const hookd_in_kv *type; /* vnp_SecureHashType (not signed), or NULL */
+} vnp_query;
+
+static void vnp_free(vnp_query *v) {
+  hookd_buf_free(&v->data);
+  hookd_in_form_free(&v->f);
+}
+
+/* Parses and checks req's query into v (free it with vnp_free either way). Returns NULL, or why
+ * the query is malformed. */
+static const char *vnp_parse(const hookd_in_request *req, vnp_query *v) {
+  memset(v, 0, sizeof *v);
+  hookd_buf_init(&v->data, HOOKD_IN_MAX_FORM * 3);
   size_t qlen = 0;
   const char *q = hookd_in_query(req, &qlen);
-  if (!q || !qlen)
-    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "vnpay: no query parameters");
-  hookd_in_form f;
-  if (hookd_in_form_parse(q, qlen, &f) != 0)
-    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "vnpay: malformed query");
-  hookd_in_form_sort(&f);
-
-  int rc = HOOKD_VERIFY_MALFORMED;
-  const char *reason = "vnpay: missing vnp_SecureHash";
-  hookd_buf data;
-  hookd_buf_init(&data, HOOKD_IN_MAX_FORM * 3);
-  const hookd_in_kv *hash = NULL;
-  int first = 1;
-  for (size_t i = 0; i < f.n; i++) {
-    const hookd_in_kv *kv = &f.kv[i];
-    if (i > 0 && kv->klen == f.kv[i - 1].klen && memcmp(kv->k, f.kv[i - 1].k, kv->klen) == 0) {
-      reason = "vnpay: duplicate query parameter";
-      goto done;
-    }
-    if (kv->klen < 4 || memcmp(kv->k, "vnp_", 4) != 0) continue;
-    if (strcmp(kv->k, "vnp_SecureHash") == 0 && kv->klen == 14) {
-      hash = kv;
+  if (!q || !qlen) return "vnpay: no query parameters";
+  if (hookd_in_form_parse(q, qlen, &v->f) != 0) return "vnpay: malformed query";
+  if (v->f.empty_names) return "vnpay: query parameter with an empty name";
+  hookd_in_form_sort(&v->f);
+  for (size_t i = 0; i < v->f.n; i++) {
+    const hookd_in_kv *kv = &v->f.kv[i];
+    if (i > 0 && kv->klen == v->f.kv[i - 1].klen && memcmp(kv->k, v->f.kv[i - 1].k, kv->klen) == 0)
+      return "vnpay: duplicate query parameter";
+    if (!alnum(kv->k, kv->klen, 1)) return "vnpay: query parameter name outside [A-Za-z0-9_]";
+    int vnp = kv->klen >= 4 && memcmp(kv->k, "vnp_", 4) == 0;
+    if (!vnp && kv->klen >= 3 && strncasecmp(kv->k, "vnp", 3) == 0)
+      return "vnpay: query parameter name like vnp_ but not vnp_";
+    if (!vnp) continue; /* neither signed nor forwarded */
+    if (name_is(kv, "vnp_SecureHash")) {
+      v->hash = kv;
       continue;
     }
-    if (strcmp(kv->k, "vnp_SecureHashType") == 0 && kv->klen == 18) continue;
-    int brc = first ? 0 : hookd_buf_append(&data, "&", 1);
-    first = 0;
-    if (!brc) brc = php_urlencode(&data, kv->k, kv->klen);
-    if (!brc) brc = hookd_buf_append(&data, "=", 1);
-    if (!brc) brc = php_urlencode(&data, kv->v, kv->vlen);
-    if (brc) {
-      reason = "vnpay: query too large";
-      goto done;
+    if (name_is(kv, "vnp_SecureHashType")) {
+      /* not signed: an algorithm's name, not text for the handler */
+      if (kv->vlen < 1 || kv->vlen > 16 || !alnum(kv->v, kv->vlen, 0))
+        return "vnpay: malformed vnp_SecureHashType";
+      v->type = kv;
+      continue;
     }
+    int brc = v->data.len ? hookd_buf_append(&v->data, "&", 1) : 0;
+    if (!brc) brc = php_urlencode(&v->data, kv->k, kv->klen);
+    if (!brc) brc = hookd_buf_append(&v->data, "=", 1);
+    if (!brc) brc = php_urlencode(&v->data, kv->v, kv->vlen);
+    if (brc) return "vnpay: query too large";
   }
+  if (!v->hash) return "vnpay: missing vnp_SecureHash";
+  return NULL;
+}
+
+int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s,
+                          hookd_verify_result *out) {
+  if (req->body_len)
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "vnpay: a request body is not signed");
+  vnp_query v;
+  int rc = HOOKD_VERIFY_MALFORMED;
+  const char *reason = vnp_parse(req, &v);
   unsigned char sig[64];
-  if (!hash) goto done;
-  if (hookd_in_hex_decode(hash->v, hash->vlen, sig, sizeof sig) != 0) {
+  if (reason) goto done;
+  if (hookd_in_hex_decode(v.hash->v, v.hash->vlen, sig, sizeof sig) != 0) {
     reason = "vnpay: malformed vnp_SecureHash";
     goto done;
   }
   int match = 0;
   unsigned char mac[64];
-  const void *parts[] = {data.data ? data.data : ""};
-  size_t lens[] = {data.len};
+  const void *parts[] = {v.data.data ? v.data.data : ""};
+  size_t lens[] = {v.data.len};
   for (size_t k = 0; k < s->n && k < HOOKD_IN_MAX_SECRETS; k++) {
     if (hookd_hmac(HOOKD_MD_SHA512, s->v[k], strlen(s->v[k]), parts, lens, 1, mac) == 64)
       match |= hookd_ct_equal(sig, 64, mac, 64);
@@ -93,7 +137,22 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
   rc = match ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH;
   reason = match ? "vnpay: signature valid" : "vnpay: vnp_SecureHash does not match";
 done:
-  hookd_buf_free(&data);
-  hookd_in_form_free(&f);
+  vnp_free(&v);
   return hookd_in_result(out, rc, reason);
+}
+
+int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out) {
+  vnp_query v;
+  int rc = vnp_parse(req, &v) ? -1 : 0;
+  const char *sep = v.data.len ? "&" : "";
+  if (!rc && v.data.len) rc = hookd_buf_append(out, v.data.data, v.data.len);
+  if (!rc && v.type) {
+    rc = hookd_buf_printf(out, "%svnp_SecureHashType=", sep);
+    if (!rc) rc = php_urlencode(out, v.type->v, v.type->vlen);
+    sep = "&";
+  }
+  if (!rc) rc = hookd_buf_printf(out, "%svnp_SecureHash=", sep);
+  if (!rc) rc = php_urlencode(out, v.hash->v, v.hash->vlen);
+  vnp_free(&v);
+  return rc ? -1 : 0;
 }

@@ -103,6 +103,15 @@ int hookd_ct_equal(const void *a, size_t alen, const void *b, size_t blen) {
   return alen == blen && CRYPTO_memcmp(a, b, alen) == 0;
 }
 
+int hookd_ts_check(int64_t ts, int64_t now_s, int64_t tolerance_s) {
+  /* The distance is taken in uint64_t, where the difference of any two int64_t values is exact:
+   * no now ± tolerance is ever formed, so no value of either can overflow. */
+  uint64_t tol = tolerance_s > 0 ? (uint64_t)tolerance_s : 0;
+  if (ts < now_s && (uint64_t)now_s - (uint64_t)ts > tol) return HOOKD_VERIFY_STALE;
+  if (ts > now_s && (uint64_t)ts - (uint64_t)now_s > tol) return HOOKD_VERIFY_FUTURE;
+  return HOOKD_VERIFY_OK;
+}
+
 static int parse_ts(const char *s, int64_t *out) {
   if (!s || !*s || strlen(s) > 18) return -1;
   int64_t v = 0;
@@ -120,11 +129,7 @@ static int check_headers(const char *msg_id, const char *timestamp, const char *
   int64_t ts;
   if (!msg_id || !*msg_id || !sig_header || parse_ts(timestamp, &ts) != 0)
     return HOOKD_VERIFY_MALFORMED;
-  if (tolerance_s > 0) {
-    if (ts < now_s - tolerance_s) return HOOKD_VERIFY_STALE;
-    if (ts > now_s + tolerance_s) return HOOKD_VERIFY_FUTURE;
-  }
-  return HOOKD_VERIFY_OK;
+  return tolerance_s > 0 ? hookd_ts_check(ts, now_s, tolerance_s) : HOOKD_VERIFY_OK;
 }
 
 int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id,

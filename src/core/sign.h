@@ -55,6 +55,10 @@ int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id
 
 const char *hookd_verify_strerror(int rc);
 
+/* HOOKD_VERIFY_OK when ts is within tolerance_s of now_s, else _STALE or _FUTURE; exact for any
+ * int64_t values (no overflow). tolerance_s <= 0 accepts only ts == now_s. */
+int hookd_ts_check(int64_t ts, int64_t now_s, int64_t tolerance_s);
+
 /* ---- Ed25519 (Standard Webhooks "v1a") ----
  * Signing keys are "whsk_" + base64 of the 32-byte private key (seed); public keys "whpk_" +
  * base64 of the 32-byte public key. Signature header entry: "v1a,<base64 64-byte signature>" over

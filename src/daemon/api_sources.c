@@ -30,6 +30,11 @@ typedef struct src_op {
   size_t checking;                /* destination whose URL is being checked */
   hookd_dest_check check;
   unsigned patch;                 /* PATCH: fields present */
+  int unfit[HOOKD_PROVIDER__COUNT]; /* PATCH: per provider, the first new secret that cannot
+                                       verify its requests, or -1 (the provider is read with the
+                                       source, in run_patch) */
+  int refused;                    /* PATCH: that secret's index for the source's provider, or -1 */
+  hookd_provider refused_for;     /* PATCH: the source's provider, when refused >= 0 */
   char id[HOOKD_ID_MAX + 64];
   hookd_principal who;
   bool scoped;
@@ -160,33 +165,54 @@ static char *join_strings(hookd_req *r, json_t *arr, const char *field, size_t m
   return hookd_buf_steal(&b);
 }
 
-/* Secrets: 1..16 strings; provider-specific shape checks where they are cheap. */
+/* Provider-specific shape checks, where they are cheap: a secret failing one could never verify
+ * a request (discord: an Ed25519 public key; momo: both halves of accessKey:secretKey; standard:
+ * whsec_ and base64 that fits a key). */
+static bool secret_fits(const char *provider, const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 512) return false;
+  if (!strcmp(provider, "discord")) return n == 64 && strspn(s, "0123456789abcdefABCDEF") == 64;
+  if (!strcmp(provider, "momo")) {
+    const char *colon = strchr(s, ':');
+    return colon && colon > s && colon[1];
+  }
+  if (!strcmp(provider, "standard")) {
+    hookd_hmac_key k;
+    bool ok = hookd_secret_parse(s, &k) == 0;
+    memset(&k, 0, sizeof k);
+    return ok;
+  }
+  return true;
+}
+
+static void secret_refused(hookd_req *r, size_t i, const char *provider) {
+  hookd_req_error(r, 422, "invalid_field",
+                  "secrets[%zu] is not a valid %s secret (discord: 64 hex chars of the public "
+                  "key; momo: accessKey:secretKey; standard: whsec_…)",
+                  i, provider);
+}
+
+/* Secrets: 1..16 strings that fit provider ("" checks only what every provider needs); sealed.
+ * unfit, when given, gets per provider the index of the first secret that does not fit it. */
 static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, json_t *arr,
-                           const char *owner_id) {
+                           const char *owner_id, int unfit[HOOKD_PROVIDER__COUNT]) {
   if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > MAX_SECRETS) {
     hookd_req_error(r, 422, "invalid_field", "secrets must be an array of 1 to %d strings",
                     MAX_SECRETS);
     return NULL;
   }
+  for (int p = 0; unfit && p < HOOKD_PROVIDER__COUNT; p++) unfit[p] = -1;
   size_t i;
   json_t *x;
   json_array_foreach(arr, i, x) {
     const char *s = json_string_value(x);
-    size_t n = s ? strlen(s) : 0;
-    bool ok = n > 0 && n <= 512;
-    if (ok && !strcmp(provider, "discord")) ok = n == 64 && strspn(s, "0123456789abcdefABCDEF") == 64;
-    if (ok && !strcmp(provider, "momo")) ok = strchr(s, ':') != NULL;
-    if (ok && !strcmp(provider, "standard")) {
-      hookd_hmac_key k;
-      ok = hookd_secret_parse(s, &k) == 0;
-    }
-    if (!ok) {
-      hookd_req_error(r, 422, "invalid_field",
-                      "secrets[%zu] is not a valid %s secret (discord: 64 hex chars of the public "
-                      "key; momo: accessKey:secretKey; standard: whsec_…)",
-                      i, provider);
+    if (!s || !secret_fits(provider, s)) {
+      secret_refused(r, i, provider);
       return NULL;
     }
+    for (int p = 0; unfit && p < HOOKD_PROVIDER__COUNT; p++)
+      if (unfit[p] < 0 && !secret_fits(hookd_provider_name((hookd_provider)p), s))
+        unfit[p] = (int)i;
   }
   char *plain = json_dumps(arr, JSON_COMPACT);
   char *sealed = plain ? hookd_keyring_seal(&app->keyring, plain, owner_id) : NULL;
@@ -431,7 +457,7 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     op->src.tolerance_s = 300;
     op->src.created_ms = op->src.updated_ms = now;
     op->src.secrets = parse_secrets(r, app, op->src.provider, json_object_get(body, "secrets"),
-                                    op->src.id);
+                                    op->src.id, NULL);
     ok = op->src.secrets != NULL;
   }
   if (ok) ok = parse_rules(r, body, op);
@@ -445,7 +471,7 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     hookd_generic_hmac g;
     const char *bad = hookd_generic_parse(gen, &g);
     if (bad) {
-      hookd_req_error(r, 422, "invalid_field", "%s is missing or invalid", bad);
+      hookd_req_error(r, 422, "invalid_field", "%s", bad);
       ok = false;
     } else {
       op->src.generic = json_dumps(gen, JSON_COMPACT);
@@ -533,11 +559,21 @@ void hookd_api_source_list(hookd_req *r, hookd_app *app) {
 static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   src_op *op = (src_op *)base;
   hookd_source cur;
+  op->refused = -1;
   int rc = be->source_get(c, op->id, &cur, NULL, NULL);
   if (rc) return rc;
   if (op->scoped && !hookd_principal_has_tenant(&op->who, cur.tenant_id)) {
     hookd_source_free(&cur);
     return HOOKD_STORE_NOTFOUND;
+  }
+  /* new secrets must fit the stored provider, as on create: else every request fails */
+  hookd_provider prov;
+  if ((op->patch & P_SECRETS) && hookd_provider_parse(cur.provider, &prov) == 0 &&
+      op->unfit[prov] >= 0) {
+    op->refused = op->unfit[prov];
+    op->refused_for = prov;
+    hookd_source_free(&cur);
+    return HOOKD_STORE_STATE; /* nothing written */
   }
   /* keep what the PATCH does not name */
 #define KEEP(bit, f)                                                                         \
@@ -574,6 +610,10 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
 
 static void reply_patch(hookd_api_op *base, int rc) {
   src_op *op = (src_op *)base;
+  if (rc == HOOKD_STORE_STATE && op->refused >= 0) {
+    secret_refused(base->req, (size_t)op->refused, hookd_provider_name(op->refused_for));
+    return;
+  }
   if (rc) {
     hookd_api_store_error(base, rc, "source");
     return;
@@ -606,9 +646,10 @@ void hookd_api_source_patch(hookd_req *r, hookd_app *app) {
       break;
     }
   }
+  op->refused = -1;
   if (ok && (v = json_object_get(body, "secrets"))) {
-    /* the provider is not known here: validate generically; the store keeps the provider */
-    op->src.secrets = parse_secrets(r, app, "", v, op->id);
+    /* the provider is read with the source: run_patch refuses secrets that do not fit it */
+    op->src.secrets = parse_secrets(r, app, "", v, op->id, op->unfit);
     ok = op->src.secrets != NULL;
     op->patch |= P_SECRETS;
   }

@@ -293,7 +293,15 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   header_safe(type, op->event_type, sizeof op->event_type);
   bool filtered = rt->src.event_types && !hookd_filter_match(rt->src.event_types, op->event_type);
 
-  /* payload hash: canonical JSON, else the raw bytes (VNPay: the query). Canonical numbers
+  /* the body forwarded and stored: the raw bytes; VNPay: only what vnp_SecureHash signs.
+   * Not built (out of memory): 503 / "99", nothing stored. */
+  hookd_buf_init(&op->body, app->cfg->max_body_bytes + 1);
+  if (p == HOOKD_PROVIDER_VNPAY)
+    op->hash_failed |= hookd_in_vnpay_forward(&in, &op->body) != 0;
+  else
+    op->hash_failed |= hookd_buf_append(&op->body, body, body_len) != 0;
+
+  /* payload hash: canonical JSON, else the raw bytes (VNPay: the signed pairs). Canonical numbers
    * take at most 5.25 times their bytes ("1e20" is 21 digits), so the bound never refuses a
    * body; a canonical form that cannot be written is a failure, not a reason to hash other
    * bytes (a retry would then get another identity). */
@@ -304,8 +312,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       op->hash_failed |= hookd_in_sha256_hex(canon.data, canon.len, op->payload_hash) != 0;
     else
       op->hash_failed = true;
-  } else if (get)
-    op->hash_failed |= hookd_in_sha256_hex(query, strlen(query), op->payload_hash) != 0;
+  } else if (p == HOOKD_PROVIDER_VNPAY)
+    op->hash_failed |= hookd_in_sha256_hex(op->body.data, op->body.len, op->payload_hash) != 0;
   else
     op->hash_failed |= hookd_in_sha256_hex(body, body_len, op->payload_hash) != 0;
   hookd_buf_free(&canon);
@@ -379,21 +387,19 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     }
   }
 
-  /* what the forward carries */
-  hookd_buf_init(&op->body, app->cfg->max_body_bytes + 1);
+  /* what the forward carries (the body was copied above) */
   hookd_buf_init(&op->meta, 2048);
-  if (get)
-    hookd_buf_append(&op->body, query, strlen(query));
-  else
-    hookd_buf_append(&op->body, body, body_len);
-  if (ct) header_safe(ct, op->content_type, sizeof op->content_type);
+  if (ct && p != HOOKD_PROVIDER_VNPAY) header_safe(ct, op->content_type, sizeof op->content_type);
   else snprintf(op->content_type, sizeof op->content_type, "%s",
-                get ? "application/x-www-form-urlencoded" : "application/octet-stream");
-  hookd_buf_printf(&op->meta, "hookd-provider: %s\nhookd-source-id: %s\n", op->provider_name,
-                   op->source_id);
-  if (op->event_type[0]) hookd_buf_printf(&op->meta, "hookd-event-type: %s\n", op->event_type);
-  if (op->provider_event_id[0])
-    hookd_buf_printf(&op->meta, "hookd-provider-event-id: %s\n", op->provider_event_id);
+                p == HOOKD_PROVIDER_VNPAY ? "application/x-www-form-urlencoded"
+                                          : "application/octet-stream");
+  int mrc = hookd_buf_printf(&op->meta, "hookd-provider: %s\nhookd-source-id: %s\n",
+                             op->provider_name, op->source_id);
+  if (!mrc && op->event_type[0])
+    mrc = hookd_buf_printf(&op->meta, "hookd-event-type: %s\n", op->event_type);
+  if (!mrc && op->provider_event_id[0])
+    mrc = hookd_buf_printf(&op->meta, "hookd-provider-event-id: %s\n", op->provider_event_id);
+  op->hash_failed |= mrc != 0; /* out of memory: 503, the provider retries */
 
   op->rq = (hookd_receive_req){.inbox_id = op->inbox_id,
                                .source_id = op->source_id,

@@ -30,31 +30,42 @@ void hookd_source_rt_release(hookd_source_rt *rt) {
 
 const char *hookd_generic_parse(const json_t *v, hookd_generic_hmac *g) {
   memset(g, 0, sizeof *g);
-  if (!json_is_object(v)) return "generic";
+  if (!json_is_object(v)) return "generic must be an object";
   const char *alg = "sha256", *enc = "hex";
-  if (hookd_json_get_str(v, "header", &g->header) != 0 || !*g->header) return "generic.header";
-  if (hookd_json_get_str(v, "prefix", &g->prefix) < 0) return "generic.prefix";
-  if (hookd_json_get_str(v, "algorithm", &alg) < 0) return "generic.algorithm";
-  if (hookd_json_get_str(v, "encoding", &enc) < 0) return "generic.encoding";
-  if (hookd_json_get_str(v, "template", &g->template) < 0) return "generic.template";
-  if (hookd_json_get_str(v, "id_header", &g->id_header) < 0) return "generic.id_header";
+  if (hookd_json_get_str(v, "header", &g->header) != 0 || !*g->header)
+    return "generic.header is missing or invalid";
+  if (hookd_json_get_str(v, "prefix", &g->prefix) < 0) return "generic.prefix is invalid";
+  if (hookd_json_get_str(v, "algorithm", &alg) < 0) return "generic.algorithm is invalid";
+  if (hookd_json_get_str(v, "encoding", &enc) < 0) return "generic.encoding is invalid";
+  if (hookd_json_get_str(v, "template", &g->template) < 0) return "generic.template is invalid";
+  if (hookd_json_get_str(v, "id_header", &g->id_header) < 0) return "generic.id_header is invalid";
   if (hookd_json_get_str(v, "timestamp_header", &g->timestamp_header) < 0)
-    return "generic.timestamp_header";
+    return "generic.timestamp_header is invalid";
   if (!strcasecmp(alg, "sha1")) g->algorithm = HOOKD_MD_SHA1;
   else if (!strcasecmp(alg, "sha256")) g->algorithm = HOOKD_MD_SHA256;
   else if (!strcasecmp(alg, "sha512")) g->algorithm = HOOKD_MD_SHA512;
-  else return "generic.algorithm";
+  else return "generic.algorithm must be sha1, sha256 or sha512";
   if (!strcasecmp(enc, "hex")) g->encoding = HOOKD_ENC_HEX;
   else if (!strcasecmp(enc, "base64")) g->encoding = HOOKD_ENC_BASE64;
-  else return "generic.encoding";
+  else return "generic.encoding must be hex or base64";
   const char *k;
   json_t *x;
   json_object_foreach((json_t *)v, k, x) {
     if (strcmp(k, "header") && strcmp(k, "prefix") && strcmp(k, "algorithm") &&
         strcmp(k, "encoding") && strcmp(k, "template") && strcmp(k, "id_header") &&
         strcmp(k, "timestamp_header"))
-      return "generic (unknown field)";
+      return "generic has an unknown field";
   }
+  /* What the template leaves out of the MAC reaches the handler unsigned: the body, a timestamp
+   * that would vouch for freshness, an id that would deduplicate. */
+  const char *tpl = g->template && *g->template ? g->template : "{body}";
+  bool has_ts = g->timestamp_header && *g->timestamp_header;
+  bool has_id = g->id_header && *g->id_header;
+  if (!strstr(tpl, "{body}")) return "generic.template must contain {body}";
+  if (has_ts != (strstr(tpl, "{timestamp}") != NULL))
+    return "generic.template must contain {timestamp} if and only if timestamp_header is set";
+  if (has_id != (strstr(tpl, "{id}") != NULL))
+    return "generic.template must contain {id} if and only if id_header is set";
   return NULL;
 }
 

@@ -40,8 +40,9 @@ void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, si
 hookd_source_rt *hookd_source_cache_get(hookd_source_cache *s, const char *id);
 void hookd_source_rt_release(hookd_source_rt *rt);
 
-/* Parses a generic-HMAC settings object (API input) into g, pointing into v. Returns NULL or
- * the name of the bad field. */
+/* Parses a generic-HMAC settings object (API input) into g, pointing into v. Returns NULL, or
+ * what is wrong, naming the field — also a template that leaves the body, or the configured
+ * timestamp or id header, out of the signed text. */
 const char *hookd_generic_parse(const json_t *v, hookd_generic_hmac *g);
 
 #endif

@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       .algorithm = (hookd_md)(cfg % 3),
       .encoding = (cfg >> 2) & 1 ? HOOKD_ENC_BASE64 : HOOKD_ENC_HEX,
       .template = (cfg & 0x08) ? "{id}.{timestamp}.{body}{unknown}{" : NULL,
-      .id_header = "X-Id",
+      .id_header = (cfg & 0x08) ? "X-Id" : NULL,
       .timestamp_header = (cfg & 0x10) ? "X-Timestamp" : NULL,
   };
   for (int pv = 0; pv < HOOKD_PROVIDER__COUNT; pv++) {
@@ -89,6 +89,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc != res.rc || rc > 0 || rc < HOOKD_VERIFY_MISMATCH) abort();
     if (!memchr(res.reason, '\0', sizeof res.reason) || !res.reason[0]) abort();
   }
+  /* VNPay's forward text, whatever the query */
+  hookd_buf fw;
+  hookd_buf_init(&fw, 1 << 20);
+  if (hookd_in_vnpay_forward(&req, &fw) < -1) abort();
+  hookd_buf_free(&fw);
   free(url);
   free(query);
   free(hdrs);

@@ -418,6 +418,110 @@ static void generic(void **st) {
                    HOOKD_VERIFY_MALFORMED);
 }
 
+/* An empty secret keys the MAC with "": a signature anyone can compute is refused, and the
+ * source's other secrets still verify.
+ *   printf '%s' 'Hello, World!' | openssl dgst -sha256 -hmac ''
+ *   printf '%s' '{"hello":"world"}' | openssl dgst -sha1 -hmac '' -binary | base64 */
+#define EMPTY_KEY_GH "sha256=2bbcfa9524f3218c7a34b30e6936f8b1a4516cb097f1a85a1c7d98b5977ec769"
+#define EMPTY_KEY_GN "pMV9PCTrPfm3U+tUlXqk+fGZHHo="
+
+static void empty_secrets(void **st) {
+  reqb b;
+  const char *empty[] = {""}, *two_empty[] = {"", ""}, *with_real[] = {"", GH_SECRET},
+             *gn_with_real[] = {"", GN_SECRET};
+  req_init(&b, "Hello, World!", 0);
+  hdr(&b, "X-Hub-Signature-256", EMPTY_KEY_GH);
+  assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, empty, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, two_empty, 2), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, with_real, 2), HOOKD_VERIFY_MISMATCH);
+  req_init(&b, "Hello, World!", 0);
+  hdr(&b, "X-Hub-Signature-256", GH_SIG);
+  assert_int_equal(run(HOOKD_PROVIDER_GITHUB, &b, with_real, 2), HOOKD_VERIFY_OK);
+
+  hookd_generic_hmac g1 = {
+      .header = "X-Hook-Sig", .algorithm = HOOKD_MD_SHA1, .encoding = HOOKD_ENC_BASE64};
+  req_init(&b, GN_BODY, 0);
+  hdr(&b, "X-Hook-Sig", EMPTY_KEY_GN);
+  assert_int_equal(run_generic(&b, &g1, empty, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(run_generic(&b, &g1, gn_with_real, 2), HOOKD_VERIFY_MISMATCH);
+  req_init(&b, GN_BODY, 0);
+  hdr(&b, "X-Hook-Sig", GN_SIG1);
+  assert_int_equal(run_generic(&b, &g1, gn_with_real, 2), HOOKD_VERIFY_OK);
+}
+
+/* A tolerance up to INT64_MAX is clamped to 366 days: it neither overflows now ± tolerance
+ * (UBSan aborts the test on that) nor fails closed on a valid request. */
+static void tolerance_extremes(void **st) {
+  reqb b;
+  const char *st_one[] = {ST_SECRET}, *sw_one[] = {SW_SECRET};
+  hookd_in_secrets sts = {st_one, 1}, sws = {sw_one, 1};
+  hookd_verify_result res;
+  req_init(&b, ST_BODY, 1700000000 + 20);
+  hdr(&b, "Stripe-Signature", "t=1700000000,v1=" ST_SIG);
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_OK);
+  b.r.now_s = 1700000000 - 20;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_OK);
+  b.r.now_s = 1700000000 + 365 * 86400;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_OK);
+  b.r.now_s = 1700000000 + 367 * 86400;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_STALE);
+  b.r.now_s = 1700000000 - 367 * 86400;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_FUTURE);
+  /* a clock at either end of int64_t */
+  b.r.now_s = INT64_MIN;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, 300, NULL, &res),
+                   HOOKD_VERIFY_FUTURE);
+  b.r.now_s = INT64_MAX;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STRIPE, &b.r, &sts, 300, NULL, &res),
+                   HOOKD_VERIFY_STALE);
+  /* Standard Webhooks checks its timestamp in sign.c (hookd_verify_v1) */
+  req_init(&b, SW_BODY, 1614265330 + 5);
+  standard_headers(&b, "webhook");
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STANDARD, &b.r, &sws, INT64_MAX, NULL, &res),
+                   HOOKD_VERIFY_OK);
+  b.r.now_s = INT64_MIN;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STANDARD, &b.r, &sws, 300, NULL, &res),
+                   HOOKD_VERIFY_FUTURE);
+}
+
+/* A configured timestamp or id header the template leaves out would be trusted unsigned: a
+ * captured body, signed once, replayed a year later under a fresh timestamp and id passed. A
+ * template without {body} leaves the body unsigned. Both configurations are refused. */
+static void generic_unsigned_parts(void **st) {
+  reqb b;
+  const char *one[] = {GN_SECRET};
+  /* printf '%s' '{"hello":"world"}' | openssl dgst -sha256 -hmac 'generic-test-secret' */
+  const char *body_sig = "004ac9753d2830fc7a306585c84e0095f895250fee34d4a8605cc6d72cafb612";
+  hookd_generic_hmac g = {.header = "X-Sig",
+                          .algorithm = HOOKD_MD_SHA256,
+                          .encoding = HOOKD_ENC_HEX,
+                          .timestamp_header = "X-Ts",
+                          .id_header = "X-Id"};
+  req_init(&b, GN_BODY, 1731536000);
+  hdr(&b, "X-Sig", body_sig);
+  hdr(&b, "X-Ts", "1731536000");
+  hdr(&b, "X-Id", "replay-2");
+  assert_int_equal(run_generic(&b, &g, one, 1), HOOKD_VERIFY_MALFORMED);
+  g.template = "{timestamp}.{body}"; /* the id still unsigned */
+  assert_int_equal(run_generic(&b, &g, one, 1), HOOKD_VERIFY_MALFORMED);
+  g.template = "{id}.{body}"; /* the timestamp still unsigned */
+  assert_int_equal(run_generic(&b, &g, one, 1), HOOKD_VERIFY_MALFORMED);
+  g.template = "{id}.{timestamp}"; /* the body unsigned */
+  assert_int_equal(run_generic(&b, &g, one, 1), HOOKD_VERIFY_MALFORMED);
+  hookd_generic_hmac nobody = {
+      .header = "X-Sig", .algorithm = HOOKD_MD_SHA256, .encoding = HOOKD_ENC_HEX, .template = "x"};
+  assert_int_equal(run_generic(&b, &nobody, one, 1), HOOKD_VERIFY_MALFORMED);
+  /* the body alone, with neither header configured, is what such a sender signs */
+  hookd_generic_hmac plain = {
+      .header = "X-Sig", .algorithm = HOOKD_MD_SHA256, .encoding = HOOKD_ENC_HEX};
+  assert_int_equal(run_generic(&b, &plain, one, 1), HOOKD_VERIFY_OK);
+}
+
 static void names_and_headers(void **st) {
   hookd_provider p;
   for (int i = 0; i < HOOKD_PROVIDER__COUNT; i++) {
@@ -450,6 +554,8 @@ int main(void) {
       cmocka_unit_test(slack),    cmocka_unit_test(gitlab),
       cmocka_unit_test(paddle),   cmocka_unit_test(zoom),
       cmocka_unit_test(generic),  cmocka_unit_test(names_and_headers),
+      cmocka_unit_test(tolerance_extremes), cmocka_unit_test(empty_secrets),
+      cmocka_unit_test(generic_unsigned_parts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

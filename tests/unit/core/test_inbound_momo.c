@@ -71,9 +71,48 @@ static void momo(void **st) {
   assert_int_equal(verify(body, nokey, 1), HOOKD_VERIFY_MISMATCH);
 }
 
+/* body with `from` replaced by `to` (once) */
+static void body_edit(char *out, size_t n, const char *from, const char *to) {
+  char body[1024];
+  body_with(body, sizeof body, "50000", SIG);
+  char *at = strstr(body, from);
+  assert_non_null(at);
+  snprintf(out, n, "%.*s%s%s", (int)(at - body), body, to, at + strlen(from));
+}
+
+/* A case-insensitive binder (Json.NET, System.Text.Json web defaults) would read an unsigned
+ * "ResultCode" next to the signed "resultCode": such bodies, and signed numbers sent as another
+ * type, are malformed. */
+static void unsigned_look_alikes(void **st) {
+  const char *one[] = {SECRET};
+  char body[1200];
+  static const char *const added[] = {
+      ",\"ResultCode\":0}", ",\"RESULTCODE\":0}", ",\"Amount\":99999999}",
+      ",\"transid\":1}",    ",\"Signature\":\"x\"}",
+      ",\"re\xc5\xbfultCode\":0}", /* U+017F, which .NET folds onto 's' */
+  };
+  for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
+    body_edit(body, sizeof body, "}", added[i]); /* the body's only '}' closes it */
+    assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  }
+  /* an unrelated extra field is not signed data and not a look-alike */
+  body_edit(body, sizeof body, "}", ",\"partnerUserId\":\"u1\"}");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_OK);
+  /* the signed numbers as strings (same signed text), or missing */
+  body_edit(body, sizeof body, "\"resultCode\":0", "\"resultCode\":\"0\"");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  body_with(body, sizeof body, "\"50000\"", SIG);
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  body_edit(body, sizeof body, "\"transId\":4088878653", "\"transId\":\"4088878653\"");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  body_edit(body, sizeof body, "\"responseTime\":1721720663942,", "");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(momo),
+      cmocka_unit_test(unsigned_look_alikes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

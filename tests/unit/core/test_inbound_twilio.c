@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/b64.h"
 #include "core/inbound.h"
 
 #define TOKEN "12345"
@@ -66,6 +67,16 @@ static void form_vector(void **st) {
   assert_int_equal(verify(URL, NULL, "To=%2", SIG, one, 1), HOOKD_VERIFY_MALFORMED);
 }
 
+/* A field with an empty name is left out of the signed text: it would reach the handler
+ * unsigned, so the body is refused. Empty pairs ("&&", a trailing '&') carry nothing. */
+static void empty_names(void **st) {
+  const char *one[] = {TOKEN};
+  assert_int_equal(verify(URL, NULL, FORM "&=x", SIG, one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(verify(URL, NULL, "=x&" FORM, SIG, one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(verify(URL, NULL, FORM "&=", SIG, one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(verify(URL, NULL, FORM "&&", SIG, one, 1), HOOKD_VERIFY_OK);
+}
+
 static void duplicate_parameters(void **st) {
   const char *one[] = {TOKEN};
   /* twilio-python: duplicate names are sorted by value too ("IK+Dwps556ElfBT0I3Rgjkr1wJU=") */
@@ -114,12 +125,30 @@ static void json_body(void **st) {
   assert_int_equal(verify(URL "&bodySHA256=zz", NULL, JBODY, JSIG, one, 1), HOOKD_VERIFY_MALFORMED);
 }
 
+/* An empty auth token keys the HMAC with "": a signature anyone can compute is refused. */
+static void empty_token(void **st) {
+  const char *empty[] = {""}, *with_real[] = {"", TOKEN};
+  const char *data = URL "CallSidCA1234567890ABCDECaller+14158675309Digits1234From+14158675309To"
+                         "+18005551212";
+  const void *parts[] = {data};
+  size_t lens[] = {strlen(data)};
+  unsigned char mac[64];
+  char forged[32];
+  assert_int_equal(hookd_hmac(HOOKD_MD_SHA1, "", 0, parts, lens, 1, mac), 20);
+  hookd_b64_encode(mac, 20, forged);
+  assert_int_equal(verify(URL, NULL, FORM, forged, empty, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(URL, NULL, FORM, forged, with_real, 2), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(URL, NULL, FORM, SIG, with_real, 2), HOOKD_VERIFY_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(form_vector),
+      cmocka_unit_test(empty_names),
       cmocka_unit_test(duplicate_parameters),
       cmocka_unit_test(ports),
       cmocka_unit_test(json_body),
+      cmocka_unit_test(empty_token),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

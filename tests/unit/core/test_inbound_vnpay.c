@@ -71,9 +71,110 @@ static void vnpay(void **st) {
                    HOOKD_VERIFY_MALFORMED);
 }
 
+static int verify_body(const char *method, const char *query, const char *body) {
+  const char *one[] = {SECRET};
+  hookd_in_request r = {
+      .method = method, .query = query, .body = body, .body_len = strlen(body), .now_s = 1};
+  hookd_in_secrets s = {one, 1};
+  hookd_verify_result res;
+  return hookd_in_verify(HOOKD_PROVIDER_VNPAY, &r, &s, 0, NULL, &res);
+}
+
+/* Nothing signs a body: a POST carrying one (e.g. a signed query replayed from a customer's
+ * vnp_ReturnUrl with a body of the sender's choosing) is refused. */
+static void body_refused(void **st) {
+  const char *q = PARAMS "&vnp_SecureHash=" HASH;
+  assert_int_equal(verify_body("POST", q, ""), HOOKD_VERIFY_OK);
+  assert_int_equal(verify_body("POST", q, "vnp_TxnRef=ORDER9&vnp_ResponseCode=00"),
+                   HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(verify_body("GET", q, "x"), HOOKD_VERIFY_MALFORMED);
+}
+
+/* A name that a handler's parser reads as a signed vnp_ name — PHP turns "vnp.X", "vnp X",
+ * " vnp_X" and "vnp[X" into vnp_X, ASP.NET matches any case — is refused, as is any name
+ * outside [A-Za-z0-9_]; so is a vnp_SecureHashType (not signed) that is not an algorithm name. */
+static void look_alikes(void **st) {
+  const char *one[] = {SECRET};
+  static const char *const bad[] = {
+      "vnp.ResponseCode=00",   "vnp+ResponseCode=00",  "+vnp_ResponseCode=00",
+      "vnp%5BResponseCode=00", "vnp%2EResponseCode=00", "VNP_ResponseCode=00",
+      "Vnp_ResponseCode=00",   "vnpResponseCode=00",    "VNP=1",
+      "a-b=1",                 "x%00y=1",               "vnp_TxnRef%00=1",
+      "=00",                   "=",                     "%C3%A9=1",
+      "vnp=1",
+  };
+  char q[1024];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(q, sizeof q, "%s&%s&vnp_SecureHash=%s", PARAMS, bad[i], HASH);
+    assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_MALFORMED);
+  }
+  /* other parameters in [A-Za-z0-9_] stay allowed (and are not forwarded) */
+  assert_int_equal(verify_q(PARAMS "&xvnp_A=1&utm_2=b&vnp_SecureHash=" HASH, NULL, one, 1),
+                   HOOKD_VERIFY_OK);
+  const char *no_type = "vnp_TxnRef=ORDER5&vnp_Amount=1000000&vnp_BankCode=NCB&vnp_OrderInfo="
+                        "Thanh%20toan+don%20hang%3a5~x&vnp_PayDate=20240101120000&vnp_"
+                        "ResponseCode=00&vnp_TmnCode=DEMO1234&vnp_TransactionNo=14226112";
+  snprintf(q, sizeof q, "%s&vnp_SecureHashType=Hmac+SHA512&vnp_SecureHash=%s", no_type, HASH);
+  assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_MALFORMED);
+  snprintf(q, sizeof q, "%s&vnp_SecureHashType=&vnp_SecureHash=%s", no_type, HASH);
+  assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_MALFORMED);
+  snprintf(q, sizeof q, "%s&vnp_SecureHashType=SHA512&vnp_SecureHash=%s", no_type, HASH);
+  assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_OK);
+}
+
+/* The forward is the signed text, then the hash type and hash; nothing else of the query. */
+static void forward(void **st) {
+  const char *one[] = {SECRET};
+  hookd_in_request r = {.method = "GET", .query = PARAMS "&vnp_SecureHash=" HASH, .now_s = 1};
+  hookd_buf out;
+  hookd_buf_init(&out, 65536);
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out), 0);
+  assert_string_equal(hookd_buf_str(&out),
+                      "vnp_Amount=1000000&vnp_BankCode=NCB&vnp_OrderInfo=Thanh+toan+don+hang%3A5%"
+                      "7Ex&vnp_PayDate=20240101120000&vnp_ResponseCode=00&vnp_TmnCode=DEMO1234&"
+                      "vnp_TransactionNo=14226112&vnp_TxnRef=ORDER5&vnp_SecureHashType=HmacSHA512&"
+                      "vnp_SecureHash=" HASH);
+  /* the forward, read as a query, verifies */
+  assert_int_equal(verify_q(hookd_buf_str(&out), NULL, one, 1), HOOKD_VERIFY_OK);
+  /* without a hash type; a query that does not parse gives nothing to forward */
+  hookd_buf_reset(&out);
+  r.query = "vnp_TxnRef=A&vnp_SecureHash=00";
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out), 0);
+  assert_string_equal(hookd_buf_str(&out), "vnp_TxnRef=A&vnp_SecureHash=00");
+  hookd_buf_reset(&out);
+  r.query = "vnp_SecureHash=00";
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out), 0);
+  assert_string_equal(hookd_buf_str(&out), "vnp_SecureHash=00");
+  r.query = "VNP_X=1&vnp_SecureHash=00";
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out), -1);
+  r.query = "vnp_TxnRef=A";
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out), -1);
+  hookd_buf_free(&out);
+}
+
+/* An empty hash secret keys the HMAC with "": a vnp_SecureHash anyone can compute is refused. */
+static void empty_secret(void **st) {
+  const char *empty[] = {""}, *with_real[] = {"", SECRET};
+  const char *data = "vnp_Amount=1000000&vnp_ResponseCode=00&vnp_TxnRef=ORDER5";
+  const void *parts[] = {data};
+  size_t lens[] = {strlen(data)};
+  unsigned char mac[64];
+  char q[512];
+  int n = snprintf(q, sizeof q, "%s&vnp_SecureHash=", data);
+  assert_int_equal(hookd_hmac(HOOKD_MD_SHA512, "", 0, parts, lens, 1, mac), 64);
+  for (int i = 0; i < 64; i++) n += snprintf(q + n, sizeof q - (size_t)n, "%02x", mac[i]);
+  assert_int_equal(verify_q(q, NULL, empty, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify_q(q, NULL, with_real, 2), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify_q(PARAMS "&vnp_SecureHash=" HASH, NULL, with_real, 2), HOOKD_VERIFY_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(vnpay),
+      cmocka_unit_test(empty_secret),
+      cmocka_unit_test(body_refused),
+      cmocka_unit_test(look_alikes),
+      cmocka_unit_test(forward),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

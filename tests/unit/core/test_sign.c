@@ -66,6 +66,28 @@ static void verify(void **s) {
                    HOOKD_VERIFY_MALFORMED);
 }
 
+/* Tolerance and clock at the ends of int64_t: the exact answer, and no now ± tolerance overflow
+ * (UBSan aborts the test on one). */
+static void extreme_tolerance(void **s) {
+  hookd_hmac_key k;
+  assert_int_equal(hookd_secret_parse(SECRET, &k), 0);
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS + 10, INT64_MAX), HOOKD_VERIFY_OK);
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY), -10,
+                                   INT64_MAX), HOOKD_VERIFY_OK);
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   INT64_MIN, 300), HOOKD_VERIFY_FUTURE);
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   INT64_MAX, 300), HOOKD_VERIFY_STALE);
+  assert_int_equal(hookd_ts_check(INT64_MAX, INT64_MIN, INT64_MAX), HOOKD_VERIFY_FUTURE);
+  assert_int_equal(hookd_ts_check(INT64_MIN, INT64_MAX, INT64_MAX), HOOKD_VERIFY_STALE);
+  assert_int_equal(hookd_ts_check(INT64_MIN + 1, 0, INT64_MAX), HOOKD_VERIFY_OK);
+  assert_int_equal(hookd_ts_check(INT64_MIN, 0, INT64_MAX), HOOKD_VERIFY_STALE);
+  assert_int_equal(hookd_ts_check(100, 401, 300), HOOKD_VERIFY_STALE);
+  assert_int_equal(hookd_ts_check(100, 400, 300), HOOKD_VERIFY_OK);
+  assert_int_equal(hookd_ts_check(701, 400, 300), HOOKD_VERIFY_FUTURE);
+}
+
 /* A secret whose base64 would decode past the key buffer is refused, not truncated. */
 static void hex(const unsigned char *in, size_t n, char *out) {
   for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", in[i]);
@@ -141,6 +163,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(published_vector),
       cmocka_unit_test(verify),
+      cmocka_unit_test(extreme_tolerance),
       cmocka_unit_test(oversized_secret),
       cmocka_unit_test(hmac_vectors),
       cmocka_unit_test(sha256_vectors),

@@ -1,0 +1,156 @@
+// inbound_verify.test.mjs — what the inbound verifiers let through, on a real daemon: a VNPay
+// forward carries only what vnp_SecureHash signs; source settings that would leave part of a
+// request unsigned, or secrets that cannot verify anything, are refused when they are written.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { startHookd } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+import * as sign from './lib/providers.mjs';
+
+let h;
+const TENANT = 'verify';
+before(async () => {
+  h = await startHookd();
+  assert.equal((await h.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+});
+after(async () => { assert.equal((await h.stop()).code, 0); });
+
+let n = 0;
+async function source(provider, secrets, destinations, extra = {}) {
+  const r = await h.api('POST', '/v1/sources', { id: `src_${provider}_${++n}`, tenant: TENANT, provider,
+    secrets, destinations, ...extra });
+  assert.equal(r.status, 201, r.text);
+  return r.json;
+}
+
+async function inbox(src) {
+  const r = await h.api('GET', `/v1/inbox?tenant=${TENANT}&source=${src.id}&limit=500`);
+  assert.equal(r.status, 200, r.text);
+  return r.json.data;
+}
+
+async function vnpay(src, query, init = {}) {
+  const res = await fetch(`${h.url}/in/${src.id}?${query}`, init);
+  return { status: res.status, json: await res.json() };
+}
+
+const INVALID = { RspCode: '97', Message: 'Invalid Checksum' };
+const SUCCESS = { RspCode: '00', Message: 'Confirm Success' };
+
+describe('VNPay: only what vnp_SecureHash signs is accepted and forwarded', () => {
+  const SECRET = 'VNPAYHARDENSECRET';
+  // what a customer finds in the vnp_ReturnUrl redirect of a payment they cancelled
+  const cancelled = (ref) => sign.vnpayQuery({ vnp_Amount: '1000000', vnp_TxnRef: ref, vnp_TransactionNo: '0',
+    vnp_ResponseCode: '24', vnp_TmnCode: 'DEMO', vnp_OrderInfo: `Thanh toan don hang ${ref}` }, SECRET);
+
+  it('a POST with a body next to a signed query: 97, nothing stored or forwarded; without a body it is the signed query that is forwarded', async () => {
+    const dest = await startReceiver();
+    const src = await source('vnpay', [SECRET], [{ url: dest.url }]);
+    const q = cancelled('order-1');
+    const forged = 'vnp_TxnRef=order-1&vnp_ResponseCode=00&vnp_Amount=99999900';
+    const r = await vnpay(src, q, { method: 'POST', body: forged,
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, INVALID);
+    assert.equal((await inbox(src)).length, 0, 'nothing stored');
+
+    // the same query without a body is VNPay's IPN sent as a POST: accepted, and the forward is
+    // the signed text as form data whatever the request's content type
+    const ok = await vnpay(src, q, { method: 'POST', headers: { 'Content-Type': 'application/json' } });
+    assert.deepEqual(ok.json, SUCCESS);
+    await dest.waitFor(1);
+    assert.equal(dest.requests.length, 1, 'only the accepted request is forwarded');
+    assert.equal(dest.requests[0].body, q);
+    assert.equal(dest.requests[0].headers['content-type'], 'application/x-www-form-urlencoded');
+    await dest.close();
+  });
+
+  it('names a PHP or ASP.NET handler reads as a signed vnp_ name: 97; other unsigned parameters are left out of the forward', async () => {
+    const dest = await startReceiver();
+    const src = await source('vnpay', [SECRET], [{ url: dest.url }]);
+    const q = cancelled('order-2');
+    for (const extra of ['vnp.ResponseCode=00', 'vnp+ResponseCode=00', '+vnp_ResponseCode=00',
+      'vnp%5BResponseCode=00', 'VNP_ResponseCode=00', 'Vnp_ResponseCode=00', '=00']) {
+      const r = await vnpay(src, `${q}&${extra}`);
+      assert.deepEqual(r.json, INVALID, extra);
+    }
+    assert.equal((await inbox(src)).length, 0, 'nothing stored');
+
+    const ok = await vnpay(src, `utm_source=mail&${q}&utm_campaign=x`);
+    assert.deepEqual(ok.json, SUCCESS);
+    await dest.waitFor(1);
+    assert.equal(dest.requests.length, 1);
+    assert.equal(dest.requests[0].body, q, 'the signed pairs and the hash, nothing else');
+    await dest.close();
+  });
+});
+
+describe('generic HMAC: the template signs the body, and the timestamp and id it is given', () => {
+  it('POST /v1/sources refuses a template that leaves them out: 422 naming the problem', async () => {
+    const dest = 'http://127.0.0.1:9/hook';
+    const cases = [
+      [{ header: 'X-Sig', template: '{id}.{timestamp}', id_header: 'X-Id', timestamp_header: 'X-Ts' }, '{body}'],
+      [{ header: 'X-Sig', template: 'v0:{timestamp}' }, '{body}'],
+      [{ header: 'X-Sig', timestamp_header: 'X-Ts' }, '{timestamp}'],
+      [{ header: 'X-Sig', template: '{id}.{body}', id_header: 'X-Id', timestamp_header: 'X-Ts' }, '{timestamp}'],
+      [{ header: 'X-Sig', id_header: 'X-Id' }, '{id}'],
+      [{ header: 'X-Sig', template: '{timestamp}.{body}', timestamp_header: 'X-Ts', id_header: 'X-Id' }, '{id}'],
+    ];
+    for (const [generic, missing] of cases) {
+      const r = await h.api('POST', '/v1/sources', { id: `src_generic_bad_${++n}`, tenant: TENANT,
+        provider: 'generic', secrets: ['s3cret'], generic, destinations: [{ url: dest }] });
+      assert.equal(r.status, 422, JSON.stringify(generic));
+      assert.equal(r.json.error.code, 'invalid_field', r.text);
+      assert.ok(r.json.error.message.includes('generic.template') && r.json.error.message.includes(missing), r.text);
+    }
+
+    // a template that signs all three: created, and a request it signs is accepted
+    const rec = await startReceiver();
+    const src = await source('generic', ['s3cret'], [{ url: rec.url }],
+      { generic: { header: 'X-Sig', template: '{id}.{timestamp}.{body}', id_header: 'X-Id', timestamp_header: 'X-Ts' } });
+    const body = JSON.stringify({ order: 42, status: 'paid' });
+    const ts = String(Math.floor(Date.now() / 1000));
+    const sig = createHmac('sha256', 's3cret').update(`msg-1.${ts}.${body}`).digest('hex');
+    const ok = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body,
+      headers: { 'Content-Type': 'application/json', 'X-Sig': sig, 'X-Id': 'msg-1', 'X-Ts': ts } });
+    assert.equal(ok.status, 200, await ok.text());
+    // the same signature under another id is not
+    const replay = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body,
+      headers: { 'Content-Type': 'application/json', 'X-Sig': sig, 'X-Id': 'msg-2', 'X-Ts': ts } });
+    assert.equal(replay.status, 401);
+    await rec.close();
+  });
+});
+
+describe('PATCH /v1/sources: new secrets are checked against the source\'s provider', () => {
+  it('a secret that cannot verify the provider\'s requests: 422 naming it, the old secrets kept', async () => {
+    const dest = 'http://127.0.0.1:9/hook';
+    const STD = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    const std = await source('standard', [STD], [{ url: dest }]);
+    const discord = await source('discord', ['d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a'], [{ url: dest }]);
+    const momo = await source('momo', ['F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'], [{ url: dest }]);
+    for (const [src, secrets, provider] of [
+      [std, ['not-a-whsec-secret'], 'standard'],
+      [std, [STD, 'whsec_%%%%'], 'standard'],
+      [discord, ['not-an-ed25519-key'], 'discord'],
+      [momo, ['F8BBA842ECF85'], 'momo'],
+      [momo, ['F8BBA842ECF85:'], 'momo'],
+      [momo, [':K951B6PE1waDMi640xX08PD3vg6EkVlz'], 'momo'],
+    ]) {
+      const r = await h.api('PATCH', `/v1/sources/${src.id}`, { secrets, tolerance_s: 60 });
+      assert.equal(r.status, 422, `${provider} ${JSON.stringify(secrets)}: ${r.text}`);
+      assert.equal(r.json.error.code, 'invalid_field', r.text);
+      assert.match(r.json.error.message, new RegExp(`^secrets\\[${secrets.length - 1}\\] is not a valid ${provider} secret`));
+      assert.ok(!r.text.includes(secrets[secrets.length - 1]), 'the secret is not echoed');
+    }
+    // nothing of a refused PATCH was written: the old secret verifies, the tolerance is unchanged
+    assert.equal((await h.api('GET', `/v1/sources/${std.id}`)).json.tolerance_s, 300);
+    const body = JSON.stringify({ type: 'user.created', data: { id: 7 } });
+    const r = await fetch(`${h.url}/in/${std.id}`, { method: 'POST', body, headers: sign.standard(body, STD, 'msg_patch_1') });
+    assert.equal(r.status, 200, await r.text());
+    // secrets that fit are taken
+    const ok = await h.api('PATCH', `/v1/sources/${momo.id}`, { secrets: ['AK2:SK2', 'F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'] });
+    assert.equal(ok.status, 200, ok.text);
+  });
+});
