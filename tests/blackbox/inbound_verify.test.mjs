@@ -82,6 +82,14 @@ describe('VNPay: only what vnp_SecureHash signs is accepted and forwarded', () =
     await dest.waitFor(1);
     assert.equal(dest.requests.length, 1);
     assert.equal(dest.requests[0].body, q, 'the signed pairs and the hash, nothing else');
+    // the same IPN again, without the unsigned extras or by POST: a duplicate of what was
+    // signed (the payload hash covers the signed pairs), not a conflict
+    for (const [query, init] of [[q, {}], [`${q}&utm_source=other`, { method: 'POST' }]]) {
+      assert.deepEqual((await vnpay(src, query, init)).json, SUCCESS);
+    }
+    const rows = await inbox(src);
+    assert.equal(rows.length, 1, `one record: ${rows.map((x) => x.status)}`);
+    assert.equal(dest.requests.length, 1);
     await dest.close();
   });
 });
