@@ -585,22 +585,79 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
   ep_maybe_free(d, e);
 }
 
+/* An outcome whose write failed with a store error (a commit that failed, a busy or full disk):
+ * the request was sent and answered, so giving the outcome up would send it again once the lease
+ * expires. The write is fenced by the lease token, so it may simply run again: later, a few
+ * times, while the lease leaves room for it (one that did commit after all comes back STALE).
+ * Returns true when the item waits in d->record_retry. */
+#define RECORD_TRIES 6
+#define RECORD_RETRY_BASE_MS 100
+#define RECORD_LEASE_GUARD_MS 1000
+static bool record_retry_later(hookd_dispatcher *d, item *it) {
+  int64_t now = hookd_now_ms();
+  int64_t delay = (int64_t)RECORD_RETRY_BASE_MS << it->record_tries; /* 0.1 s … 3.2 s */
+  if (it->record_tries >= RECORD_TRIES ||
+      now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS)
+    return false;
+  it->record_tries++;
+  it->retry_ms = now + delay;
+  it->retry_next = d->record_retry;
+  d->record_retry = it;
+  it->ep->item_ops++; /* the endpoint waits for it, as for an op in the store */
+  HOOKD_INC(outcome_write_retries);
+  HLOG(HOOKD_LOG_WARN, "outcome.write_retry", KV_S("delivery_id", it->c.d.id),
+       KV_S("error", hookd_store_strerror(it->rc)), KV_I("try", it->record_tries),
+       KV_I("in_ms", delay));
+  return true;
+}
+
+/* Writes again the outcomes whose time has come (all of them while stopping); returns the ms
+ * until the next one (1000 when none). */
+static int64_t record_retry_due(hookd_dispatcher *d, int64_t now, bool stopping) {
+  int64_t next = 1000;
+  for (item **pp = &d->record_retry; *pp;) {
+    item *it = *pp;
+    if (stopping || it->retry_ms <= now) {
+      *pp = it->retry_next;
+      it->retry_next = NULL;
+      it->ep->item_ops--; /* submit_item_op counts it again */
+      submit_item_op(d, it, true);
+      continue;
+    }
+    if (it->retry_ms - now < next) next = it->retry_ms - now;
+    pp = &it->retry_next;
+  }
+  return next;
+}
+
+/* The endpoint was disabled in memory by an outcome that did not reach the store: the store
+ * still says enabled, so this node must go on claiming for it. */
+static void undo_disable(ep *e, const hookd_outcome *o) {
+  if (!o->disable_endpoint || e->gone || e->cfg.enabled) return;
+  e->cfg.enabled = true;
+  HLOG(HOOKD_LOG_WARN, "endpoint.disable_not_recorded", KV_S("endpoint_id", e->cfg.id),
+       KV_S("tenant_id", e->cfg.tenant_id));
+}
+
 static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   ep *e = it->ep;
   hookd_outcome *o = &it->out;
   e->item_ops--;
   if (recorded) {
     if (it->rc == HOOKD_STORE_STALE) {
-      if (!e->gone) {
+      if (!e->gone && !it->record_tries) { /* after a retry: the failed write had committed */
         HOOKD_INC(stale_outcomes);
         HLOG(HOOKD_LOG_WARN, "outcome.stale", KV_S("delivery_id", it->c.d.id),
              KV_S("event_id", it->c.d.event_id), KV_I("lease_token", it->c.d.lease_token),
              KV_S("endpoint_id", e->cfg.id));
       }
+      if (!it->record_tries) undo_disable(e, o);
     } else if (it->rc != 0) {
+      if (record_retry_later(d, it)) return;
       HLOG(HOOKD_LOG_ERROR, "outcome.write_failed", KV_S("delivery_id", it->c.d.id),
-           KV_S("error", hookd_store_strerror(it->rc)));
+           KV_S("error", hookd_store_strerror(it->rc)), KV_I("tries", it->record_tries + 1));
       /* the lease expires and the delivery is attempted again: at-least-once */
+      undo_disable(e, o);
     } else {
       if (o->to == HOOKD_DS_DELIVERED) HOOKD_INC(delivered);
       if (o->to == HOOKD_DS_RETRYING) {
@@ -789,7 +846,7 @@ static void *thread_main(void *arg) {
         sched_release_queue(d, e);
         sched_ep_unlink(d, e);
       }
-      if (d->in_flight == 0 && d->store_ops == 0) break;
+      if (d->in_flight == 0 && d->store_ops == 0 && !d->record_retry) break;
     }
     int64_t now = hookd_now_ms();
     if (!stopping) {
@@ -809,7 +866,9 @@ static void *thread_main(void *arg) {
       update_stats(d);
       next_stats = now + 200;
     }
+    int64_t retry_in = record_retry_due(d, hookd_now_ms(), stopping);
     int64_t timeout = sched_next_timer(d, hookd_now_ms());
+    if (retry_in < timeout) timeout = retry_in;
     if (!d->sweeping && d->next_sweep_ms - now < timeout) timeout = d->next_sweep_ms - now;
     if (timeout < 0) timeout = 0;
     hookd_egress_poll(d->eg, stopping ? 100 : (int)timeout, on_http_done, d);

@@ -73,6 +73,9 @@ typedef struct item {
   char disable_reason[96];
   char result_ref[256];
   int rc;
+  int record_tries;           /* outcome writes that failed with a store error */
+  int64_t retry_ms;           /* when to write the outcome again (in d->record_retry) */
+  struct item *retry_next;
   struct hookd_dispatcher *d;
 } item;
 
@@ -158,6 +161,7 @@ struct hookd_dispatcher {
   int in_flight, queued, slow_in_flight;
   int in_flight_cls[CLS__COUNT], queued_cls[CLS__COUNT];
   int store_ops;
+  item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
   hookd_breaker_cfg breaker_cfg;

@@ -103,6 +103,9 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_stale_outcomes_total",
                          "outcome writes refused because the lease token was superseded",
                          LOAD(m->stale_outcomes));
+  rc = rc ? rc : counter(o, "hookd_outcome_write_retries_total",
+                         "outcome writes that failed (store error) and were tried again",
+                         LOAD(m->outcome_write_retries));
   rc = rc ? rc : counter(o, "hookd_claims_total", "claim operations", LOAD(m->claims));
   rc = rc ? rc : counter(o, "hookd_claimed_total", "deliveries claimed", LOAD(m->claimed));
   rc = rc ? rc : counter(o, "hookd_leases_reclaimed_total", "expired leases reclaimed",

@@ -3,6 +3,7 @@
 // connection, kill -9 with requests in flight, graceful shutdown with requests in flight.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -104,6 +105,32 @@ describe('durability', () => {
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();
+  });
+
+  it('an outcome whose write fails (another process holds the store\'s write lock): written again, not sent again', async () => {
+    const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
+    const r = await startReceiver(() => 'hang');
+    const { tenant } = await setup(h, r.url, { timeout_ms: 4000 }); // lease: 2 × 4 s + 1 s
+    const p = await publish(h, tenant, { type: 'a', payload: {} });
+    await r.waitFor(1);
+    // another writer takes the database: the outcome's transaction waits out the busy timeout (5 s)
+    // and fails
+    const lock = spawn('sqlite3', [h.db], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    const locked = new Promise((resolve) => lock.stdout.on('data', (b) => { out += b; if (out.includes('locked')) resolve(); }));
+    lock.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n");
+    await locked;
+    r.releaseHanging(200);
+    const retry = await h.waitForLog((l) => l.msg === 'outcome.write_retry', 15000, 'the failed outcome write tried again');
+    assert.equal(retry.try, 1);
+    lock.stdin.end('ROLLBACK;\n');
+    await new Promise((resolve) => lock.on('exit', resolve));
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(r.requests.length, 1, 'the answered request was not sent again');
+    const m = await h.api('GET', '/metrics');
+    assert.match(m.text, /^hookd_outcome_write_retries_total [1-9]/m);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
   });
 
   it('a second hookd on the same SQLite store refuses to start', async () => {
