@@ -168,6 +168,8 @@ uint64_t hookd_sqlite_checkpoint_passes(void *shared);
 int sq_process_setup(void);
 /* Pages the wrapper has parked under key 0 since the process started (tests). */
 uint64_t hookd_sqlite_pcache_parks(void);
+/* The wrapper's methods, to test them directly (NULL when SQLite's own cache is in use). */
+const sqlite3_pcache_methods2 *hookd_sqlite_pcache_methods(void);
 extern const hookd_store_backend hookd_sqlite_backend;
 
 #endif

@@ -15,7 +15,10 @@
  * private key differs; the pager's page header still carries the number SQLite chose. One page at
  * a time is parked; a second one, or a move whose page is not the parked one, passes through
  * unchanged (the old behaviour: a slow truncation, nothing worse). A parked page dropped before
- * its move back is forgotten. Each cache belongs to one connection, which one thread uses at a
+ * its move back is forgotten. Anything else that concerns the temporary number while a page is
+ * parked — a fetch of it, a truncation at or below it — first moves the page back to it, so the
+ * cache then behaves exactly as SQLite's own (SQLite 3.40 does neither between the moves; this
+ * keeps the wrapper right if another version does). Each cache belongs to one connection, which one thread uses at a
  * time (SQLITE_OPEN_NOMUTEX, no shared cache), so the parking state needs no lock. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -62,8 +65,16 @@ static void pc_cachesize(sqlite3_pcache *p, int n) { base.xCachesize(((sq_pcache
 
 static int pc_pagecount(sqlite3_pcache *p) { return base.xPagecount(((sq_pcache *)p)->inner); }
 
+/* Puts the parked page back under the number SQLite gave it. */
+static void unpark(sq_pcache *pc) {
+  base.xRekey(pc->inner, pc->parked, 0, pc->park_key);
+  pc->parked = NULL;
+}
+
 static sqlite3_pcache_page *pc_fetch(sqlite3_pcache *p, unsigned key, int create) {
-  return base.xFetch(((sq_pcache *)p)->inner, key, create);
+  sq_pcache *pc = (sq_pcache *)p;
+  if (pc->parked && key == pc->park_key) unpark(pc);
+  return base.xFetch(pc->inner, key, create);
 }
 
 static void pc_unpin(sqlite3_pcache *p, sqlite3_pcache_page *page, int discard) {
@@ -89,7 +100,9 @@ static void pc_rekey(sqlite3_pcache *p, sqlite3_pcache_page *page, unsigned from
 }
 
 static void pc_truncate(sqlite3_pcache *p, unsigned limit) {
-  base.xTruncate(((sq_pcache *)p)->inner, limit);
+  sq_pcache *pc = (sq_pcache *)p;
+  if (pc->parked && pc->park_key >= limit) unpark(pc); /* it goes with the others */
+  base.xTruncate(pc->inner, limit);
 }
 
 static void pc_destroy(sqlite3_pcache *p) {
@@ -102,11 +115,12 @@ static void pc_shrink(sqlite3_pcache *p) {
   if (base.xShrink) base.xShrink(((sq_pcache *)p)->inner);
 }
 
+static sqlite3_pcache_methods2 wrap;
+
 static void setup(void) {
   /* Both fail (SQLITE_MISUSE) once SQLite is initialised: then the defaults stay. */
   sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   if (sqlite3_config(SQLITE_CONFIG_GETPCACHE2, &base) != SQLITE_OK || !base.xCreate) return;
-  static sqlite3_pcache_methods2 wrap;
   wrap = (sqlite3_pcache_methods2){
       .iVersion = 1,
       .pArg = NULL,
@@ -129,6 +143,10 @@ int sq_process_setup(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, setup);
   return installed;
+}
+
+const sqlite3_pcache_methods2 *hookd_sqlite_pcache_methods(void) {
+  return sq_process_setup() ? &wrap : NULL;
 }
 
 uint64_t hookd_sqlite_pcache_parks(void) {

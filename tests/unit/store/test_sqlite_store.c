@@ -980,6 +980,44 @@ static void reopen_keeps_schema(void **state) {
   hookd_publish_res_free(&res);
 }
 
+/* The wrapper's contract, method by method: a page moved to the temporary number is found
+ * under it — by a fetch, and gone with a truncation that covers it — as in SQLite's own cache,
+ * whatever SQLite does between the moves. */
+static void page_cache_parked_page_answers_to_its_number(void **state) {
+  (void)state;
+  const sqlite3_pcache_methods2 *m = hookd_sqlite_pcache_methods();
+  assert_non_null(m);
+  const int psz = 4096;
+  const unsigned tmp = 0x40000000u / psz + 1;
+  sqlite3_pcache *c = m->xCreate(psz, 64, 1);
+  assert_non_null(c);
+  m->xCachesize(c, 100); /* unpinned pages stay cached */
+  uint64_t parks0 = hookd_sqlite_pcache_parks();
+
+  /* parked, then fetched by its number: the same page, and the move back still works */
+  sqlite3_pcache_page *pg = m->xFetch(c, 7, 2);
+  assert_non_null(pg);
+  m->xRekey(c, pg, 7, tmp);
+  assert_int_equal(hookd_sqlite_pcache_parks(), parks0 + 1);
+  assert_ptr_equal(m->xFetch(c, tmp, 0), pg);
+  m->xRekey(c, pg, tmp, 9);
+  assert_ptr_equal(m->xFetch(c, 9, 0), pg);
+  assert_null(m->xFetch(c, tmp, 0));
+
+  /* parked, then truncated below its number: gone, as SQLite's cache would have it */
+  m->xRekey(c, pg, 9, tmp);
+  m->xUnpin(c, pg, 0);
+  m->xTruncate(c, 100);
+  assert_null(m->xFetch(c, tmp, 0));
+  assert_null(m->xFetch(c, 0, 0));
+  /* a truncation above it leaves it */
+  pg = m->xFetch(c, 8, 2);
+  m->xRekey(c, pg, 8, tmp);
+  m->xTruncate(c, tmp + 1);
+  assert_ptr_equal(m->xFetch(c, tmp, 0), pg);
+  m->xDestroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(stale_lease_is_fenced, setup, teardown),
@@ -1002,6 +1040,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(page_cache_parks_split_pages_under_key_zero, setup,
                                       teardown),
+      cmocka_unit_test(page_cache_parked_page_answers_to_its_number),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
