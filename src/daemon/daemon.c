@@ -243,6 +243,14 @@ fail:
       struct timespec nap = {0, 10 * 1000 * 1000};
       nanosleep(&nap, NULL); /* bounded drain: requests waiting on a commit */
     }
+    int waiting = hookd_server_suspended(app.srv);
+    if (waiting > 0) {
+      /* The store has not answered for 30 s. Their replies would reach a freed server, so leave
+       * now without freeing anything: none of them was acknowledged, and what did commit is
+       * in the store (the next start recovers the WAL). */
+      HLOG(HOOKD_LOG_ERROR, "shutdown.store_stalled", KV_I("requests_waiting", (int64_t)waiting));
+      _exit(1);
+    }
     hookd_server_stop(app.srv);
   }
   hookd_dispatcher_stop(app.disp);
