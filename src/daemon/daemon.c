@@ -137,6 +137,16 @@ static int lock_store(const char *url, int *fd_out, char *err, size_t errlen) {
   return 0;
 }
 
+/* A commit the store cannot say happened (an I/O error while committing): leave at once, as
+ * PostgreSQL does on a failed fsync. The next start's recovery decides whether it happened;
+ * every client of the batch sees its connection close (ambiguous: it retries, and publishes and
+ * provider deliveries are deduplicated), none is answered "failed" for what may be written. */
+static void on_unknown_commit(void) {
+  HLOG(HOOKD_LOG_ERROR, "store.commit_unknown",
+       KV_S("action", "exiting; the next start recovers the store"));
+  _exit(1);
+}
+
 int hookd_serve(const hookd_config *cfg) {
   hookd_log_level = cfg->log_level;
   sigset_t sigs;
@@ -154,6 +164,7 @@ int hookd_serve(const hookd_config *cfg) {
 
   if (lock_store(cfg->store_url, &lock_fd, err, sizeof err) != 0) goto fail;
   hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
+  hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   if (hookd_store_open(&sc, &app.store, err, sizeof err) != 0) goto fail;
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   app.auth = hookd_auth_new(cfg->api_key);

@@ -22,6 +22,7 @@ const char *hookd_store_strerror(int rc) {
   case HOOKD_STORE_STALE: return "stale lease";
   case HOOKD_STORE_STATE: return "illegal in the current state";
   case HOOKD_STORE_LIMIT: return "limit reached";
+  case HOOKD_STORE_UNKNOWN: return "commit outcome unknown (I/O error)";
   }
   return "unknown";
 }

@@ -30,6 +30,8 @@ enum {
   HOOKD_STORE_STALE = -5,    /* fenced out: the lease token is no longer current */
   HOOKD_STORE_STATE = -6,    /* the operation is illegal in the row's current state */
   HOOKD_STORE_LIMIT = -7,    /* a configured quota would be exceeded */
+  HOOKD_STORE_UNKNOWN = -8,  /* commit only: an I/O error while committing — the transaction
+                              * may be on disk and come back at the next start */
 };
 const char *hookd_store_strerror(int rc);
 

@@ -6,6 +6,7 @@
 #include "store/storeq.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,10 @@ struct hookd_storeq {
   int stopped; /* thread has exited: submit completes ops at once */
   hookd_storeq_stats stats;
 };
+
+static _Atomic(void (*)(void)) unknown_commit_handler;
+
+void hookd_storeq_set_unknown_commit_handler(void (*fn)(void)) { unknown_commit_handler = fn; }
 
 static int bucket_batch(size_t n) {
   static const size_t lim[] = {1, 4, 16, 64, 256, 1024};
@@ -109,6 +114,10 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
   }
   int64_t t0 = hookd_mono_us();
   if (txn_rc == 0) txn_rc = be->commit(q->conn);
+  if (txn_rc == HOOKD_STORE_UNKNOWN) {
+    void (*fn)(void) = unknown_commit_handler;
+    if (fn) fn();
+  }
   int64_t dt = hookd_mono_us() - t0;
   if (txn_rc != 0) be->rollback(q->conn);
 

@@ -56,6 +56,13 @@ typedef struct hookd_storeq_stats {
   uint64_t commit_us_sum;
 } hookd_storeq_stats;
 
+/* What the writer does when a commit's outcome is unknown (HOOKD_STORE_UNKNOWN): fn is called,
+ * process-wide, before anything else (the daemon logs and exits, as PostgreSQL does on an fsync
+ * failure, so that the next start's recovery decides, and no op is answered "failed" for what
+ * may have committed — a client would retry a create that happened). Without one the batch's
+ * ops complete with HOOKD_STORE_ERR, like any failed commit. */
+void hookd_storeq_set_unknown_commit_handler(void (*fn)(void));
+
 /* Starts an executor on conn (which it then owns and closes on stop). */
 hookd_storeq *hookd_storeq_start(const hookd_store_backend *be, hookd_store_conn *conn,
                                  int writer, int max_batch, const char *name);

@@ -348,7 +348,12 @@ static int sq_begin(hookd_store_conn *c, int writer) {
 }
 static int sq_commit(hookd_store_conn *c) {
   reset_all(c);
-  return tx(c, SQ_TX_COMMIT, "COMMIT");
+  int rc = tx(c, SQ_TX_COMMIT, "COMMIT");
+  /* the WAL frames, commit mark included, may be written and only their sync have failed:
+   * recovery would then bring the transaction back */
+  if (rc != HOOKD_STORE_OK && (sqlite3_errcode(c->db) & 0xff) == SQLITE_IOERR)
+    return HOOKD_STORE_UNKNOWN;
+  return rc;
 }
 static int sq_rollback(hookd_store_conn *c) {
   reset_all(c);
