@@ -40,6 +40,8 @@ static const range v4_metadata[] = {
     {V4(169, 254, 169, 254), 32, "metadata"}, /* AWS, GCP, Azure, OpenStack, … */
     {V4(168, 63, 129, 16), 32, "metadata"},   /* Azure wireserver */
     {V4(100, 100, 100, 200), 32, "metadata"}, /* Alibaba Cloud */
+    {V4(169, 254, 170, 2), 32, "metadata"},   /* AWS ECS task credentials */
+    {V4(169, 254, 170, 23), 32, "metadata"},  /* AWS EKS Pod Identity */
 };
 
 static const range v6_rules[] = {
@@ -55,7 +57,14 @@ static const range v6_rules[] = {
 
 static const range v6_metadata[] = {
     {{0xfd, 0x00, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54}, 128, "metadata"}, /* fd00:ec2::254 */
+    {{0xfd, 0x00, 0x0e, 0xc2, [15] = 0x23}, 128, "metadata"}, /* fd00:ec2::23, EKS Pod Identity */
+    {{0xfd, 0x20, 0x00, 0xce, [14] = 0x02, [15] = 0x54}, 128, "metadata"}, /* fd20:ce::254, GCP */
 };
+
+/* The local-use NAT64 prefix (RFC 8215) may carry its IPv4 address at other bits than the last
+ * 32 (RFC 6052 §2.2, prefixes shorter than /96): what a gateway would translate it to cannot be
+ * told, so it is refused unless allowlisted as IPv6, whatever else is lifted. */
+static const unsigned char nat64_local_prefix[16] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -80,11 +89,12 @@ static const char *match_table(const range *t, size_t n, const unsigned char *ad
  * v4 and returns true. */
 static bool embedded_v4(const unsigned char *a, unsigned char v4[4]) {
   static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
+  static const unsigned char translated[12] = {[8] = 0xff, [9] = 0xff}; /* SIIT ::ffff:0:0/96 */
   static const unsigned char zero[12] = {0};
   static const unsigned char nat64[12] = {0x00, 0x64, 0xff, 0x9b};
   static const unsigned char nat64_local[6] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
 
-  if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0 ||
+  if (memcmp(a, mapped, 12) == 0 || memcmp(a, translated, 12) == 0 || memcmp(a, nat64, 12) == 0 ||
       memcmp(a, nat64_local, 6) == 0) {
     memcpy(v4, a + 12, 4);
     return true;
@@ -132,6 +142,9 @@ const char *hookd_addr_judge(const hookd_addr_policy *p, int family, const unsig
   const char *meta = is_v4 ? match_table(v4_metadata, COUNT(v4_metadata), v4)
                            : match_table(v6_metadata, COUNT(v6_metadata), addr);
   if (meta) return meta;
+  if (family == AF_INET6 && prefix_match(addr, nat64_local_prefix, 48) &&
+      !allowlisted(p, AF_INET6, addr))
+    return "nat64_local";
   if (p && p->allow_private) return NULL;
   /* An allowlist entry covers the address as given or the IPv4 address it embeds. */
   if (allowlisted(p, family, addr)) return NULL;

@@ -380,6 +380,7 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   it->req.body = it->c.body;
   it->req.body_len = it->c.body_len;
   it->req.timeout_ms = e->cfg.timeout_ms;
+  it->req.no_resend = it->c.inbound && !e->cfg.idempotent; /* see the hold in on_http_done */
   it->req.user = it;
   if (hookd_egress_start(d->eg, &it->req) != 0) goto fail;
   it->sent_ms = now;

@@ -103,12 +103,17 @@ static curl_socket_t on_open_socket(void *arg, curlsocktype purpose, struct curl
       return CURL_SOCKET_BAD;
     }
   }
+  req->sockets_opened++;
   return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
 static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
                      int conn_local_port) {
   hookd_egress_req *req = arg;
+  /* Called before each send: a second call means libcurl is sending the request again by
+   * itself, on a new connection after a reused one closed without an answer — which the peer
+   * may have read and acted on. */
+  if (req->request_sent && req->no_resend) return CURL_PREREQFUNC_ABORT;
   req->request_sent = true;
   return CURL_PREREQFUNC_OK;
 }
@@ -147,6 +152,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->result_ref[0] = '\0';
   req->response_total = 0;
   req->request_sent = false;
+  req->sockets_opened = 0;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);
 
   /* per request: what differs, and the pointers to this request's state */
@@ -182,7 +188,10 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
 }
 
 static hookd_net map_result(CURLcode rc, hookd_egress_req *req) {
-  if (req->blocked_rule[0]) return HOOKD_NET_BLOCKED;
+  /* Refused only when no address was allowed: with one refused and another allowed, libcurl
+   * goes on to the allowed one, and what happened there is the outcome (a 200 there is a
+   * delivery, a refused connection a retryable error). */
+  if (req->blocked_rule[0] && req->sockets_opened == 0) return HOOKD_NET_BLOCKED;
   /* A status line already received decides the outcome even if the body was cut short. */
   if (rc == CURLE_OK || (req->status >= 200 && (rc == CURLE_WRITE_ERROR ||
                                                 rc == CURLE_PARTIAL_FILE ||

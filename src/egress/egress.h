@@ -47,6 +47,9 @@ typedef struct hookd_egress_req {
   const char *body;
   size_t body_len;
   long timeout_ms;               /* total */
+  bool no_resend;                /* a request may not be sent twice: libcurl's own resend on a
+                                    reused connection that died is refused (an ambiguous
+                                    outcome instead) */
   void *user;
 
   /* Out: filled when the request completes. */
@@ -60,11 +63,13 @@ typedef struct hookd_egress_req {
   int64_t latency_ms;
   bool request_sent;             /* the connection was made and the request may have reached
                                     the peer (an ambiguous outcome if no response follows) */
-  char blocked_rule[48];         /* rule that refused the address, when net == BLOCKED */
+  char blocked_rule[48];         /* rule that refused an address (net == BLOCKED when every
+                                    address tried was refused) */
   char error[CURL_ERROR_SIZE];   /* transport error text, "" on HTTP responses */
   char primary_ip[64];
 
   /* Internal. */
+  int sockets_opened;            /* to addresses the policy allowed */
   CURL *easy;
   struct hookd_egress *eg;
   int64_t t0_us;

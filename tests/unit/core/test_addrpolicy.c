@@ -104,8 +104,21 @@ static const host_case host_cases[] = {
     {"[64:ff9b::127.0.0.1]", AF_INET6, "64:ff9b::7f00:1", "loopback"},
     {"[64:ff9b::a9fe:a9fe]", AF_INET6, "64:ff9b::a9fe:a9fe", "metadata"},
     {"[64:ff9b::808:808]", AF_INET6, "64:ff9b::808:808", NULL},
-    {"[64:ff9b:1::a00:1]", AF_INET6, "64:ff9b:1::a00:1", "private"},
-    {"[64:ff9b:1:ffff::7f00:1]", AF_INET6, "64:ff9b:1:ffff::7f00:1", "loopback"},
+    /* local-use NAT64: the IPv4 address may sit at other bits (a /48 gateway would translate
+     * 64:ff9b:1:7f00:0:100:808:808 to 127.0.0.1): refused whatever the last 32 bits say */
+    {"[64:ff9b:1::a00:1]", AF_INET6, "64:ff9b:1::a00:1", "nat64_local"},
+    {"[64:ff9b:1:ffff::7f00:1]", AF_INET6, "64:ff9b:1:ffff::7f00:1", "nat64_local"},
+    {"[64:ff9b:1:7f00:0:100:808:808]", AF_INET6, "64:ff9b:1:7f00:0:100:808:808", "nat64_local"},
+    {"[64:ff9b:1::a9fe:a9fe]", AF_INET6, "64:ff9b:1::a9fe:a9fe", "metadata"},
+    /* IPv4-translated (SIIT) */
+    {"[::ffff:0:7f00:1]", AF_INET6, "::ffff:0:7f00:1", "loopback"},
+    {"[::ffff:0:a9fe:a9fe]", AF_INET6, "::ffff:0:a9fe:a9fe", "metadata"},
+    {"[::ffff:0:808:808]", AF_INET6, "::ffff:0:808:808", NULL},
+    /* container and Kubernetes credential endpoints, GCP's IPv6 metadata address */
+    {"169.254.170.2", AF_INET, "169.254.170.2", "metadata"},
+    {"169.254.170.23", AF_INET, "169.254.170.23", "metadata"},
+    {"[fd00:ec2::23]", AF_INET6, "fd00:ec2::23", "metadata"},
+    {"[fd20:ce::254]", AF_INET6, "fd20:ce::254", "metadata"},
     {"[2002:7f00:1::1]", AF_INET6, "2002:7f00:1::1", "loopback"},
     {"[2002:a9fe:a9fe::]", AF_INET6, "2002:a9fe:a9fe::", "metadata"},
     {"[2002:c0a8:101::]", AF_INET6, "2002:c0a8:101::", "private"},
@@ -305,6 +318,14 @@ static void allow_private(void **s) {
     parse6(meta6[i], a);
     assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "metadata");
   }
+  /* the local-use NAT64 prefix stays refused (which IPv4 address it reaches is unknown) unless
+   * allowlisted as IPv6 */
+  parse6("64:ff9b:1:a9fe:a9:fe00::", a);
+  assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "nat64_local");
+  hookd_cidr nat;
+  assert_int_equal(hookd_cidr_parse("64:ff9b:1::/48", &nat), 0);
+  hookd_addr_policy pa = {.allow = &nat, .n_allow = 1};
+  assert_null(hookd_addr_judge(&pa, AF_INET6, a));
   /* a NULL policy is the default policy */
   parse4("10.0.0.1", a);
   assert_string_equal(hookd_addr_judge(NULL, AF_INET, a), "private");
