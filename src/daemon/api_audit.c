@@ -26,7 +26,13 @@ static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_ap
                         &op->rows, &op->n);
 }
 
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+/* A stored text as JSON. Never NULL: a row the JSON cannot hold (bytes that are not UTF-8,
+ * stored before the router refused them) would otherwise vanish from the log. */
+static json_t *str_or_null(const char *s) {
+  if (!s) return json_null();
+  json_t *v = json_string(s);
+  return v ? v : json_string("(not valid UTF-8)");
+}
 
 static void reply_list(hookd_api_op *base, int rc) {
   audit_op *op = (audit_op *)base;
@@ -39,9 +45,9 @@ static void reply_list(hookd_api_op *base, int rc) {
   for (size_t i = 0; i < shown; i++) {
     hookd_audit *a = &op->rows[i];
     json_array_append_new(
-        data, json_pack("{s:I,s:o,s:s,s:s,s:o,s:o,s:o,s:o}", "seq", (json_int_t)a->seq, "at",
-                        hookd_json_time(a->at_ms), "actor", a->actor ? a->actor : "",
-                        "action", a->action ? a->action : "", "target", str_or_null(a->target),
+        data, json_pack("{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "seq", (json_int_t)a->seq, "at",
+                        hookd_json_time(a->at_ms), "actor", str_or_null(a->actor ? a->actor : ""),
+                        "action", str_or_null(a->action ? a->action : ""), "target", str_or_null(a->target),
                         "tenant_id", str_or_null(a->tenant_id), "reason", str_or_null(a->reason),
                         "detail", str_or_null(a->detail)));
   }

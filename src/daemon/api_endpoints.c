@@ -129,9 +129,16 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
                       strcmp(k, "id") ? ": rotate with POST …/secret/rotate" : "");
       return false;
     }
+    /* null means "every type" / "no limit" / "empty" for these; for the others it would silently
+     * mean the default (an endpoint PATCHed {"enabled": null} was enabled) */
+    if (json_is_null(v) && strcmp(k, "event_types") && strcmp(k, "rate_limit") &&
+        strcmp(k, "description")) {
+      hookd_req_error(r, 422, "invalid_field", "%s may not be null", k);
+      return false;
+    }
     op->fields |= 1u << i;
   }
-  const char *s;
+  const char *s = NULL;
   if (hookd_json_get_str(body, "url", &s) < 0 || (create && !(op->fields & F_URL))) {
     hookd_req_error(r, 422, "invalid_field", "url is required and must be a string");
     return false;
@@ -548,14 +555,17 @@ void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app) {
   op->base.cleanup = ep_op_cleanup;
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
-  bool ok = parse_fields(r, app, body, op, false);
-  json_decref(body);
+  /* the role first: nothing of the body is looked at for a field the key may not change */
   const hookd_principal *p = hookd_api_principal(r);
-  if (ok && p && p->role != HOOKD_ROLE_ADMIN && (op->fields & ~(unsigned)F_ENABLED)) {
+  bool ok = true;
+  if (p && p->role != HOOKD_ROLE_ADMIN &&
+      (json_object_size(body) != 1 || !json_object_get(body, "enabled"))) {
     hookd_req_error(r, 403, "forbidden", "the %s role may only change \"enabled\"",
                     hookd_role_name(p->role));
     ok = false;
   }
+  ok = ok && parse_fields(r, app, body, op, false);
+  json_decref(body);
   if (ok && (op->fields & F_URL)) {
     hookd_url_info info;
     hookd_url_error uerr;

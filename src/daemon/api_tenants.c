@@ -94,6 +94,19 @@ void hookd_api_tenant_create(hookd_req *r, hookd_app *app) {
                     "id must be 1-64 characters of letters, digits, '_', '-', '.', ':'");
     ok = false;
   }
+  /* a key scoped to some tenants creates only those (and so learns nothing of the others) */
+  const hookd_principal *p = hookd_api_principal(r);
+  if (ok && p && p->tenants[0] && (!id || !hookd_principal_has_tenant(p, id))) {
+    hookd_req_error(r, 403, "forbidden",
+                    "an API key scoped to tenants may only create a tenant of its scope, by id");
+    ok = false;
+  }
+  /* limits that share the machine among tenants are an unscoped admin's to set */
+  if (ok && p && p->tenants[0] && (op->fields & (T_MAXIF | T_RATE | T_WEIGHT))) {
+    hookd_req_error(r, 403, "forbidden",
+                    "max_in_flight, rate_limit and weight are set by an API key of every tenant");
+    ok = false;
+  }
   int64_t now = hookd_now_ms();
   if (ok) {
     if (id) snprintf(op->id, sizeof op->id, "%s", id);
@@ -151,7 +164,13 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   t->t = cur;
   t->loaded = true;
   if ((rc = be->tenant_update(c, &t->t)) != 0) return rc;
-  return hookd_api_audit(op, c, be, "tenant.update", t->t.id, t->t.id, NULL);
+  char detail[64]; /* the fields changed (names, not values) */
+  snprintf(detail, sizeof detail, "%s%s%s%s", t->fields & T_NAME ? "name," : "",
+           t->fields & T_MAXIF ? "max_in_flight," : "", t->fields & T_RATE ? "rate_limit," : "",
+           t->fields & T_WEIGHT ? "weight," : "");
+  size_t dl = strlen(detail);
+  if (dl) detail[dl - 1] = '\0';
+  return hookd_api_audit(op, c, be, "tenant.update", t->t.id, t->t.id, dl ? detail : NULL);
 }
 
 void hookd_api_tenant_patch(hookd_req *r, hookd_app *app) {
@@ -166,6 +185,12 @@ void hookd_api_tenant_patch(hookd_req *r, hookd_app *app) {
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
   bool ok = parse_fields(r, body, op, false);
   json_decref(body);
+  const hookd_principal *p = hookd_api_principal(r);
+  if (ok && p && p->tenants[0] && (op->fields & (T_MAXIF | T_RATE | T_WEIGHT))) {
+    hookd_req_error(r, 403, "forbidden",
+                    "max_in_flight, rate_limit and weight are set by an API key of every tenant");
+    ok = false;
+  }
   if (!ok) {
     free(op);
     return;

@@ -12,8 +12,12 @@
 
 static int op_run(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   hookd_api_op *op = arg;
+  /* the connection's last error belongs to an earlier op, perhaps another tenant's */
+  be->clear_error(c);
+  op->err[0] = '\0'; /* and a first run's, when its batch is redone */
   int rc = op->run(c, be, op);
-  if (rc < 0) snprintf(op->err, sizeof op->err, "%s", be->errmsg(c));
+  /* a message the handler wrote itself names the problem better than the store's */
+  if (rc < 0 && !op->err[0]) snprintf(op->err, sizeof op->err, "%s", be->errmsg(c));
   return rc;
 }
 

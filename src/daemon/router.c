@@ -150,8 +150,11 @@ void hookd_api_handle(hookd_req *r, void *arg) {
     size_t n = strlen(reason);
     for (size_t i = 0; i < n; i++)
       if ((unsigned char)reason[i] < 0x20 || reason[i] == 0x7f) n = 0;
-    if (n == 0 || n > 255) {
-      hookd_req_error(r, 400, "invalid_header", "Hookd-Reason must be 1-255 printable characters");
+    json_t *utf8 = n ? json_stringn(reason, n) : NULL; /* NULL: not UTF-8 */
+    json_decref(utf8);
+    if (n == 0 || n > 255 || !utf8) {
+      hookd_req_error(r, 400, "invalid_header",
+                      "Hookd-Reason must be 1-255 bytes of printable UTF-8 text");
       return;
     }
   }

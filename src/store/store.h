@@ -355,6 +355,8 @@ typedef struct hookd_store_backend {
   int (*open)(void *shared, int writer, hookd_store_conn **out, char *err, size_t errlen);
   void (*close)(hookd_store_conn *c);
   const char *(*errmsg)(hookd_store_conn *c);
+  /* Forgets the last error (so that errmsg() speaks of the next op only). */
+  void (*clear_error)(hookd_store_conn *c);
   /* Applies numbered migrations not yet applied. Runs once at start on the writer. */
   int (*migrate)(hookd_store_conn *c);
 

@@ -212,6 +212,62 @@ describe('access control', () => {
   });
 });
 
+describe('API input from keys of every role', () => {
+  it('nulls, an operator\'s PATCH, a scoped admin\'s tenants, the reason header, error texts of earlier requests', async () => {
+    const h = await startHookd();
+    const recv = await startReceiver();
+    const { tenant, endpoint } = await setup(h, recv.url);
+    const keys = { operator: createKey(h, 'operator', tenant), scopedAdmin: createKey(h, 'admin', tenant) };
+    await waitUntil(async () => (await as(h, keys.operator.token, 'GET', `/v1/tenants/${tenant}`)).status === 200,
+      { timeout: 10000, what: 'new keys active' });
+    const ep = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+
+    // null where null means nothing: 422 naming the field (a null url crashed the daemon; a null
+    // "enabled" enabled the endpoint)
+    for (const [body, field] of [[{ url: null }, 'url'], [{ enabled: null }, 'enabled'], [{ timeout_ms: null }, 'timeout_ms']]) {
+      const r = await h.api('PATCH', ep, body);
+      assert.equal(r.status, 422, `${field}: ${r.text}`);
+      assert.match(r.json.error.message, new RegExp(`${field} may not be null`));
+    }
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: null })).status, 422);
+    // an operator may change "enabled" only, whatever else the body holds
+    assert.equal((await as(h, keys.operator.token, 'PATCH', ep, { url: null })).status, 403);
+    assert.equal((await as(h, keys.operator.token, 'PATCH', ep, { enabled: true })).status, 200);
+
+    // a scoped admin creates only tenants of its scope, and sets no limit shared with others
+    const other = await as(h, keys.scopedAdmin.token, 'POST', '/v1/tenants', { id: 'not-mine' });
+    assert.equal(other.status, 403, other.text);
+    assert.equal((await as(h, keys.scopedAdmin.token, 'POST', '/v1/tenants', {})).status, 403);
+    assert.equal((await h.api('GET', '/v1/tenants/not-mine')).status, 404, 'nothing created');
+    for (const body of [{ weight: 1000 }, { max_in_flight: 100000 }, { rate_limit: { per_second: 1000 } }]) {
+      assert.equal((await as(h, keys.scopedAdmin.token, 'PATCH', `/v1/tenants/${tenant}`, body)).status, 403);
+    }
+    assert.equal((await as(h, keys.scopedAdmin.token, 'PATCH', `/v1/tenants/${tenant}`, { name: 'Mine' })).status, 200);
+    const up = await h.api('PATCH', `/v1/tenants/${tenant}`, { weight: 3, name: 'x' });
+    assert.equal(up.status, 200, up.text);
+
+    // an audit reason that is not UTF-8 is refused (it hid its row from GET /v1/audit)
+    const bad = await fetch(`${h.url}/v1/tenants`, { method: 'POST', body: JSON.stringify({ id: 'reasoned' }),
+      headers: { Authorization: `Bearer ${h.apiKey}`, 'Content-Type': 'application/json', 'Hookd-Reason': Buffer.from([0xff, 0xfe]).toString('latin1') } });
+    assert.equal(bad.status, 400);
+    const utf8 = (t) => Buffer.from(t, 'utf8').toString('latin1'); // header values travel as bytes
+    const good = await h.api('POST', '/v1/tenants', { id: 'reasoned' }, { 'Hookd-Reason': utf8('thay đổi theo yêu cầu') });
+    assert.equal(good.status, 201, good.text);
+    const audit = await h.api('GET', '/v1/audit?limit=1000');
+    const rows = audit.json.data;
+    assert.ok(rows.some((a) => a.action === 'tenant.create' && a.target === 'reasoned' && a.reason === 'thay đổi theo yêu cầu'));
+    assert.ok(rows.some((a) => a.action === 'tenant.update' && a.target === tenant && a.detail === 'name,weight'));
+
+    // an error text belongs to its own request, not to an earlier one on the same connection
+    assert.equal((await h.api('POST', '/v1/tenants/nope/endpoints', { url: recv.url })).status, 404);
+    const range = await h.api('PATCH', ep, { retry: { backoff_base_ms: 100000, backoff_cap_ms: 10 } });
+    assert.equal(range.status, 422);
+    assert.match(range.json.error.message, /retry\.\w+ is out of range/);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+});
+
 describe('secrets', () => {
   it('rotation: during the overlap both signatures verify, after it only the new one', async () => {
     const h = await startHookd();

@@ -323,6 +323,7 @@ static void sq_close(hookd_store_conn *c) {
 }
 
 static const char *sq_errmsg(hookd_store_conn *c) { return c->err; }
+static void sq_clear_error(hookd_store_conn *c) { c->err[0] = '\0'; }
 
 /* A cached statement stepped but not reset keeps its read snapshot open past the end of the
  * transaction (a reader would then never see later commits): end every transaction with every
@@ -373,6 +374,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .open = sq_open,
     .close = sq_close,
     .errmsg = sq_errmsg,
+    .clear_error = sq_clear_error,
     .migrate = sq_migrate,
     .begin = sq_begin,
     .commit = sq_commit,
