@@ -298,7 +298,8 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
 
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   src_op *op = (src_op *)base;
-  int rc = be->source_create(c, &op->src, op->dests, op->n_dests);
+  int rc = be->source_create(c, &op->src, op->dests, op->n_dests,
+                             op->base.app->cfg->max_endpoints_per_tenant);
   return rc ? rc : hookd_api_audit(base, c, be, "source.create", op->src.id, op->src.tenant_id,
                                    op->src.provider);
 }

@@ -440,9 +440,10 @@ typedef struct hookd_store_backend {
                     hookd_audit **out, size_t *n);
 
   /* Inbound sources. create stores the source and its destinations (endpoints with
-   * source_id set; their policies are stored like endpoint_create's). */
+   * source_id set; their policies are stored like endpoint_create's, and they count against
+   * max_endpoints_per_tenant like any endpoint: HOOKD_STORE_LIMIT). */
   int (*source_create)(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
-                       size_t n_dests);
+                       size_t n_dests, int max_endpoints_per_tenant);
   int (*source_get)(hookd_store_conn *c, const char *id, hookd_source *out,
                     hookd_endpoint **dests, size_t *n_dests);
   int (*source_update)(hookd_store_conn *c, const hookd_source *s);

@@ -294,6 +294,12 @@ describe('isolation', () => {
     const tooMany = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${(await h.api('GET', `/v1/tenants/${tenant}/endpoints`)).json.data[0].id}`,
       { event_types: ['a', 'b', 'c', 'd'] });
     assert.equal(tooMany.status, 422);
+    // an inbound source's destinations are endpoints too: they count against the same limit
+    const src = await h.api('POST', '/v1/sources', { id: 'src_over', tenant, provider: 'github',
+      secrets: ['gh-secret'], destinations: [{ url: r.url }] });
+    assert.equal(src.status, 422, src.text);
+    assert.equal(src.json.error.code, 'limit_exceeded');
+    assert.equal((await h.api('GET', '/v1/sources/src_over')).status, 404, 'nothing stored');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

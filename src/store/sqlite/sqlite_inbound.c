@@ -55,7 +55,7 @@ static void bind_source_fields(sqlite3_stmt *st, const hookd_source *s) {
 }
 
 int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
-                     size_t n_dests) {
+                     size_t n_dests, int max_eps) {
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_INSERT,
                              "INSERT INTO sources(" SRC_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
                              " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, NULL)");
@@ -69,7 +69,7 @@ int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint 
   if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) return HOOKD_STORE_EXISTS;
   if (rc != SQLITE_DONE) return sq_fail(c, "insert source");
   for (size_t i = 0; i < n_dests; i++) {
-    if ((rc = sq_endpoint_create(c, &dests[i], 0)) != 0) return rc;
+    if ((rc = sq_endpoint_create(c, &dests[i], max_eps)) != 0) return rc;
   }
   return HOOKD_STORE_OK;
 }

@@ -135,7 +135,7 @@ int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq
 
 /* Inbound, sqlite_inbound.c. */
 int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
-                     size_t n_dests);
+                     size_t n_dests, int max_eps);
 int sq_source_get(hookd_store_conn *c, const char *id, hookd_source *out, hookd_endpoint **dests,
                   size_t *n_dests);
 int sq_source_update(hookd_store_conn *c, const hookd_source *s);

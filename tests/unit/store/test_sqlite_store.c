@@ -642,11 +642,11 @@ static int run_purge(hookd_store_conn *c, const hookd_store_backend *be, void *a
   return be->inbox_purge(c, k->i64, 100, &k->ival);
 }
 static int run_src(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
-  return be->source_create(c, ((call *)a)->in, NULL, 0);
+  return be->source_create(c, ((call *)a)->in, NULL, 0, 0);
 }
 static int run_src_dests(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
-  return be->source_create(c, k->in, k->out, k->out ? 1 : 0);
+  return be->source_create(c, k->in, k->out, k->out ? 1 : 0, 0);
 }
 
 static int receive_bkey(fx *f, const char *inbox_id, const char *key, const char *bkey,
