@@ -205,6 +205,7 @@ done:
 typedef struct event_op {
   hookd_api_op base;
   char tenant[HOOKD_ID_MAX + 64]; /* "" = any */
+  char scope[512];                /* the key's tenants ("a,b"), when it is scoped */
   char id[160];
   hookd_event ev;
   hookd_delivery *dl;
@@ -222,9 +223,40 @@ static void event_cleanup(hookd_api_op *base) {
 
 static int run_event_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   event_op *op = (event_op *)base;
-  int rc = be->event_get(c, op->tenant[0] ? op->tenant : NULL, op->id, &op->ev, &op->dl, &op->n);
-  op->loaded = rc == 0;
-  return rc;
+  if (op->tenant[0] || !op->scope[0]) {
+    int rc = be->event_get(c, op->tenant[0] ? op->tenant : NULL, op->id, &op->ev, &op->dl, &op->n);
+    op->loaded = rc == 0;
+    return rc;
+  }
+  /* A scoped key looks the id up in its own tenants only: another tenant's event of the same id
+   * neither answers nor makes the id ambiguous (which would tell that it exists). */
+  int found = HOOKD_STORE_NOTFOUND;
+  for (const char *t = op->scope; *t;) {
+    const char *comma = strchr(t, ',');
+    size_t len = comma ? (size_t)(comma - t) : strlen(t);
+    char tenant[sizeof op->tenant];
+    snprintf(tenant, sizeof tenant, "%.*s", (int)(len < sizeof tenant ? len : sizeof tenant - 1), t);
+    hookd_event ev;
+    hookd_delivery *dl;
+    size_t n;
+    int rc = be->event_get(c, tenant, op->id, &ev, &dl, &n);
+    if (rc == 0) {
+      if (op->loaded) { /* in two of its own tenants */
+        hookd_event_free(&ev);
+        hookd_deliveries_free(dl, n);
+        return HOOKD_STORE_CONFLICT;
+      }
+      op->ev = ev;
+      op->dl = dl;
+      op->n = n;
+      op->loaded = true;
+      found = 0;
+    } else if (rc != HOOKD_STORE_NOTFOUND) {
+      return rc;
+    }
+    t = comma ? comma + 1 : t + len;
+  }
+  return found;
 }
 
 static void reply_event_get(hookd_api_op *base, int rc) {
@@ -265,5 +297,7 @@ void hookd_api_event_get(hookd_req *r, hookd_app *app) {
   bool scoped = hookd_req_param(r, 1) != NULL;
   if (scoped) snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, scoped ? 1 : 0));
+  const hookd_principal *p = hookd_api_principal(r);
+  if (!scoped && p && p->tenants[0]) snprintf(op->scope, sizeof op->scope, "%s", p->tenants);
   hookd_api_submit(&op->base, false);
 }

@@ -235,8 +235,8 @@ describe('API input from keys of every role', () => {
     assert.equal((await as(h, keys.operator.token, 'PATCH', ep, { enabled: true })).status, 200);
 
     // a scoped admin creates only tenants of its scope, and sets no limit shared with others
-    const other = await as(h, keys.scopedAdmin.token, 'POST', '/v1/tenants', { id: 'not-mine' });
-    assert.equal(other.status, 403, other.text);
+    const notMine = await as(h, keys.scopedAdmin.token, 'POST', '/v1/tenants', { id: 'not-mine' });
+    assert.equal(notMine.status, 403, notMine.text);
     assert.equal((await as(h, keys.scopedAdmin.token, 'POST', '/v1/tenants', {})).status, 403);
     assert.equal((await h.api('GET', '/v1/tenants/not-mine')).status, 404, 'nothing created');
     for (const body of [{ weight: 1000 }, { max_in_flight: 100000 }, { rate_limit: { per_second: 1000 } }]) {
@@ -257,6 +257,17 @@ describe('API input from keys of every role', () => {
     const rows = audit.json.data;
     assert.ok(rows.some((a) => a.action === 'tenant.create' && a.target === 'reasoned' && a.reason === 'thay đổi theo yêu cầu'));
     assert.ok(rows.some((a) => a.action === 'tenant.update' && a.target === tenant && a.detail === 'name,weight'));
+
+    // a scoped key finds event ids in its own tenants only: another tenant's use of the same id
+    // neither answers nor makes it ambiguous (a 409 told that the other tenant has it)
+    const other = await setup(h, recv.url);
+    assert.equal((await publish(h, other.tenant, { id: 'order-1', type: 'a.b', payload: {} })).status, 202);
+    assert.equal((await as(h, keys.operator.token, 'GET', '/v1/events/order-1')).status, 404);
+    assert.equal((await publish(h, tenant, { id: 'order-1', type: 'a.b', payload: {} })).status, 202);
+    const mine = await as(h, keys.operator.token, 'GET', '/v1/events/order-1');
+    assert.equal(mine.status, 200, mine.text);
+    assert.equal(mine.json.tenant_id, tenant);
+    assert.equal((await h.api('GET', '/v1/events/order-1')).status, 409, 'an unscoped key sees both');
 
     // an error text belongs to its own request, not to an earlier one on the same connection
     assert.equal((await h.api('POST', '/v1/tenants/nope/endpoints', { url: recv.url })).status, 404);
