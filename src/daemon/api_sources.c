@@ -324,6 +324,13 @@ static void check_next(src_op *op);
 
 static void dest_checked(hookd_dest_check *c, void *arg) {
   src_op *op = arg;
+  if (c->rc == HOOKD_DEST_BUSY) {
+    hookd_req_add_header(op->base.req, "Retry-After", "1");
+    hookd_req_error(op->base.req, 503, "unavailable",
+                    "too many destination checks are waiting for DNS; retry after a second");
+    fail_op(op);
+    return;
+  }
   if (c->rc != 0) {
     hookd_req_error(op->base.req, 422, "destination_refused",
                     "destinations[%zu].url refused by rule %s: %s", op->checking, c->err.rule,

@@ -12,7 +12,7 @@
 
 #include "daemon/log.h"
 
-#define RESOLVER_THREADS 2
+#define RESOLVER_THREADS 4
 #define MAX_ADDRS 32
 
 struct hookd_destinations {
@@ -31,6 +31,7 @@ struct hookd_destinations {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   hookd_dest_check *head, *tail;
+  int queued;
   int stop;
 };
 
@@ -153,6 +154,7 @@ static void *resolver_main(void *arg) {
     hookd_dest_check *c = d->head;
     d->head = c->next;
     if (!d->head) d->tail = NULL;
+    d->queued--;
     pthread_mutex_unlock(&d->mu);
     check_one(d, c);
     c->done(c, c->arg);
@@ -162,6 +164,13 @@ static void *resolver_main(void *arg) {
 void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c) {
   c->next = NULL;
   pthread_mutex_lock(&d->mu);
+  if (d->queued >= HOOKD_DEST_QUEUE_MAX) {
+    pthread_mutex_unlock(&d->mu);
+    c->rc = HOOKD_DEST_BUSY;
+    c->done(c, c->arg);
+    return;
+  }
+  d->queued++;
   if (d->tail)
     d->tail->next = c;
   else

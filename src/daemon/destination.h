@@ -14,7 +14,7 @@ typedef struct hookd_destinations hookd_destinations;
 
 typedef struct hookd_dest_check {
   char *url;                      /* in (owned by the check) */
-  int rc;                         /* out: 0 allowed, -1 refused */
+  int rc;                         /* out: 0 allowed, -1 refused, HOOKD_DEST_BUSY */
   hookd_url_info info;
   hookd_url_error err;
   void (*done)(struct hookd_dest_check *c, void *arg); /* runs on a resolver thread */
@@ -36,8 +36,15 @@ struct curl_slist *hookd_destinations_resolve_list(void *d);
 /* Checks url synchronously without resolving names (shape and IP literals). */
 int hookd_destinations_check_shape(hookd_destinations *d, const char *url, hookd_url_info *info,
                                    hookd_url_error *err);
-/* Full check on a resolver thread; c->done is called there. c->url is freed with the check by
- * the caller after done. */
+/* The resolver queue is full: the check was not made (answer 503, the client retries). */
+#define HOOKD_DEST_BUSY (-2)
+
+/* Full check on a resolver thread; c->done is called there — or at once, on the caller's
+ * thread, with rc HOOKD_DEST_BUSY when HOOKD_DEST_QUEUE_MAX checks are waiting already (names
+ * whose DNS never answers hold a resolver thread for the resolver's whole timeout; they must
+ * not queue every other tenant's checks behind them without bound). c->url is freed with the
+ * check by the caller after done. */
+#define HOOKD_DEST_QUEUE_MAX 64
 void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c);
 
 #endif
