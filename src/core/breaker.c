@@ -67,6 +67,10 @@ bool hookd_breaker_record(hookd_breaker *b, const hookd_breaker_cfg *c, bool suc
   return b->state != before;
 }
 
+void hookd_breaker_cancel_probe(hookd_breaker *b) {
+  if (b->state == HOOKD_BREAKER_HALF_OPEN && b->probes_in_flight > 0) b->probes_in_flight--;
+}
+
 const char *hookd_breaker_name(hookd_breaker_state s) {
   return s == HOOKD_BREAKER_OPEN ? "open" : s == HOOKD_BREAKER_HALF_OPEN ? "half_open" : "closed";
 }

@@ -45,6 +45,10 @@ int64_t hookd_breaker_retry_at(const hookd_breaker *b, const hookd_breaker_cfg *
  * true when the state changed. */
 bool hookd_breaker_record(hookd_breaker *b, const hookd_breaker_cfg *c, bool success, bool failure,
                           bool was_probe, int64_t now_ms);
+/* Gives back a probe hookd_breaker_allow reserved for a request that was not sent after all (its
+ * event expired, its lease ran short, the send failed to start): no outcome will come for it,
+ * and a half-open breaker waiting for one would never let another request through. */
+void hookd_breaker_cancel_probe(hookd_breaker *b);
 const char *hookd_breaker_name(hookd_breaker_state s);
 
 #endif

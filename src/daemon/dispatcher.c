@@ -431,6 +431,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     HLOG(HOOKD_LOG_ERROR, "delivery.illegal_transition", KV_S("delivery_id", dl->id),
          KV_S("state", hookd_dstate_name(dl->state)));
     hookd_egress_req_cleanup(req);
+    if (it->probe) hookd_breaker_cancel_probe(&e->br);
     sched_sent_done(d, it);
     disp_release_item(d, it);
     return;

@@ -466,10 +466,9 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
       ring_push(d, t);
       continue;
     }
-    hookd_bucket_take(&e->bucket, now);
-    hookd_bucket_take(&t->bucket, now);
     item *it = dequeue(d, e, cls);
     it->probe = e->br.state == HOOKD_BREAKER_HALF_OPEN;
+    bool sent = false, probe = it->probe;
     if (it->c.expires_ms && now >= it->c.expires_ms) {
       disp_record_without_attempt(d, it, "expired");
     } else if (it->c.d.leased_until_ms - now < e->cfg.timeout_ms + 1000) {
@@ -477,6 +476,11 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
       disp_release_item(d, it);
       if (!e->next_due || e->next_due > now) e->next_due = now;
     } else if (disp_send_item(d, it, now) == 0) {
+      /* rate tokens pay for requests sent only: one taken for an item then released would be
+       * lost, and a slow limit could lose every one (the item waits out its lease each time) */
+      hookd_bucket_take(&e->bucket, now);
+      hookd_bucket_take(&t->bucket, now);
+      sent = true;
       e->in_flight++;
       t->in_flight++;
       d->in_flight++;
@@ -489,6 +493,7 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
     } else {
       disp_release_item(d, it);
     }
+    if (!sent && probe) hookd_breaker_cancel_probe(&e->br); /* no outcome will give it back */
     sched_ep_ready(d, e);
     sched_ep_schedule(d, e);
     t->serving = false;

@@ -126,6 +126,39 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('a half-open breaker whose probe candidate has expired probes with the next one (the probe slot is not lost)', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '2', '--breaker-cooldown-ms', '3000',
+      '--event-ttl-s', '2', '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    let healthy = false;
+    const r = await startReceiver(() => ({ status: healthy ? 200 : 500 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const old = [];
+    for (let i = 0; i < 2; i++) old.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.breaker === 'open',
+      { what: 'breaker open', timeout: 10000 });
+    // the cool-down (3 s) outlives the events (2 s): the half-open breaker's first candidates expire
+    for (const id of old) await waitDelivery(h, id, (ds) => ds[0]?.state === 'dead', 'expired', 15000);
+    healthy = true;
+    const fresh = (await publish(h, tenant, { type: 'a', payload: { fresh: true } })).json.id;
+    await waitDelivery(h, fresh, (ds) => ds[0]?.state === 'delivered', 'the next event delivered', 10000);
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.breaker, 'closed');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a slow rate limit with a short lease: an item that waited out its lease is claimed again and sent, not starved', async () => {
+    // lease 2 × 1 s + 1 s; an item waiting more than 1 s for a token is released and claimed again
+    const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url, { timeout_ms: 1000, rate_limit: { per_second: 0.5 } });
+    for (let i = 0; i < 3; i++) await publish(h, tenant, { type: 'a', payload: { i } });
+    await r.waitFor(3, 15000, 'three deliveries at 0.5/s');
+    const gaps = r.requests.slice(1).map((q, i) => q.at - r.requests[i].at);
+    assert.ok(Math.min(...gaps) >= 1700, `deliveries spaced by the limit: ${gaps} ms`);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('ordering lanes: each key in order even when its first event needs three retries; other keys flow', async () => {
     const h = await startHookd({ args: ['--retry-base-ms', '150', '--retry-cap-ms', '150'] });
     let e1Failures = 0;
