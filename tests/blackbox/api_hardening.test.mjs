@@ -1,0 +1,119 @@
+// api_hardening.test.mjs — what the API-layer audit found, on a real daemon over loopback:
+// `hookd keys` tenant scopes that could widen access (an empty list or item, a list too long for
+// the key cache) and the key.create audit row (scope recorded).
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { HOOKD_BIN, startHookd, waitUntil } from './lib/hookd.mjs';
+
+const hookd = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
+
+function createKey(h, role, tenants) {
+  const args = ['keys', 'create', '--role', role, '--store', `sqlite:${h.db}`];
+  if (tenants !== undefined) args.push('--tenants', tenants);
+  return hookd(args);
+}
+
+async function as(h, token, method, path) {
+  return h.api(method, path, undefined, { Authorization: `Bearer ${token}` });
+}
+
+// A tenant list of exactly `len` bytes whose last id is `last`: filler ids before it.
+function scopeOfLength(len, last) {
+  const ids = [];
+  let used = last.length;
+  for (let i = 0; used + 1 + 8 <= len; i++) { const id = `f${String(i).padStart(7, '0')}`; ids.push(id); used += 1 + id.length; }
+  ids[0] += 'x'.repeat(len - used); // pad the first id to hit the length exactly
+  const s = [...ids, last].join(',');
+  assert.equal(s.length, len);
+  return s;
+}
+
+describe('hookd keys: tenant scopes never widen', () => {
+  let h;
+  before(async () => {
+    h = await startHookd();
+    for (const id of ['acme', 'acme-prod', 'other']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
+  });
+  after(async () => { assert.equal((await h.stop()).code, 0); });
+
+  it('an empty list, an empty or blank item, a bad id, or a list over 511 bytes is refused, naming the problem', () => {
+    const cases = [
+      ['', /--tenants: the tenant list is empty/],
+      ['acme,,other', /--tenants: item 2 of the tenant list is empty/],
+      [' ', /--tenants: item 1 of the tenant list is empty/],
+      ['acme,', /--tenants: item 2 of the tenant list is empty/],
+      ['acme, other', /--tenants: item 2 of the tenant list, " other", is not a tenant id/],
+      [scopeOfLength(512, 'acme-prod'), /--tenants: the tenant list is 512 bytes, more than the 511/],
+    ];
+    for (const [tenants, why] of cases) {
+      const r = createKey(h, 'viewer', tenants);
+      assert.equal(r.status, 2, `--tenants ${JSON.stringify(tenants)}: ${r.stderr}`);
+      assert.match(r.stderr, why);
+      assert.match(r.stderr, /leave --tenants out for a key valid for every tenant/);
+      assert.equal(r.stdout, '', 'no token printed');
+    }
+    assert.equal(h.query('SELECT count(*) AS n FROM api_keys')[0].n, 0, 'no key stored');
+  });
+
+  it('a list of exactly 511 bytes is kept whole: its last id is not cut to a prefix', async () => {
+    const r = createKey(h, 'viewer', scopeOfLength(511, 'acme-prod'));
+    assert.equal(r.status, 0, r.stderr);
+    const token = r.stdout.trim();
+    await waitUntil(async () => (await as(h, token, 'GET', '/v1/tenants/acme-prod')).status === 200,
+      { what: 'the key loaded' });
+    assert.equal((await as(h, token, 'GET', '/v1/tenants/acme')).status, 403);
+  });
+
+  it('the daemon refuses a stored key whose scope is empty or too long, logs it once, and keys list marks it', async () => {
+    const tok = (name) => `hk_test_${name}_${Math.random().toString(36).slice(2)}`;
+    const hex = (t) => createHash('sha256').update(t).digest('hex');
+    const rows = {
+      empty: { token: tok('empty'), tenants: "''" },
+      // cut at 511 bytes this would read "…,acme": a key for acme-prod would open acme
+      long: { token: tok('long'), tenants: `'${scopeOfLength(516, 'acme-prod')}'` },
+      good: { token: tok('good'), tenants: "'acme'" },
+    };
+    const values = Object.entries(rows).map(([name, k]) =>
+      `('key_${name}', X'${hex(k.token)}', 'viewer', ${k.tenants}, 'direct', 1)`).join(',');
+    // what an older hookd keys (or a hand edit) could have stored
+    h.query(`INSERT INTO api_keys(id, hash, role, tenants, name, created_at) VALUES ${values}`);
+    await waitUntil(async () => (await as(h, rows.good.token, 'GET', '/v1/tenants/acme')).status === 200,
+      { what: 'the keys reloaded' });
+    for (const name of ['empty', 'long']) {
+      const r = await as(h, rows[name].token, 'GET', '/v1/tenants/acme');
+      assert.equal(r.status, 401, `${name}-scope key: ${r.status}`);
+      assert.equal((await as(h, rows[name].token, 'GET', '/v1/tenants/other')).status, 401);
+    }
+    const refused = (id) => h.logs.filter((l) => l.msg === 'auth.key_refused' && l.key_id === id);
+    assert.match(refused('key_empty')[0]?.reason ?? '', /tenant list is empty/);
+    assert.match(refused('key_long')[0]?.reason ?? '', /516 bytes/);
+    // a later reload (proved by one more key becoming usable) logs them no more
+    const later = tok('later');
+    h.query(`INSERT INTO api_keys(id, hash, role, name, created_at) VALUES ('key_later', X'${hex(later)}', 'viewer', 'direct', 2)`);
+    await waitUntil(async () => (await as(h, later, 'GET', '/v1/tenants/acme')).status === 200, { what: 'reloaded again' });
+    assert.equal(refused('key_empty').length, 1);
+    assert.equal(refused('key_long').length, 1);
+
+    const list = hookd(['keys', 'list', '--store', `sqlite:${h.db}`]);
+    assert.equal(list.status, 0, list.stderr);
+    assert.match(list.stdout, /key_empty\s+viewer\s+""\s+invalid/);
+    assert.match(list.stdout, /key_long\s+viewer\s+\S+,acme-prod\s+invalid/);
+    assert.match(list.stdout, /key_good\s+viewer\s+acme\s+active/);
+    assert.match(list.stdout, /key_later\s+viewer\s+\*\s+active/, 'an unscoped key shows *');
+    assert.match(list.stderr, /key key_empty: the tenant list is empty; hookd refuses it/);
+  });
+
+  it('the key.create audit row records the scope as well as the role', () => {
+    const scoped = createKey(h, 'operator', 'acme,other');
+    assert.equal(scoped.status, 0, scoped.stderr);
+    const all = createKey(h, 'admin');
+    assert.equal(all.status, 0, all.stderr);
+    const id = (r) => /created (key_\w+)/.exec(r.stderr)[1];
+    const audit = (keyId) => h.query(`SELECT actor, detail FROM audit_log WHERE action = 'key.create' AND target = '${keyId}'`);
+    assert.deepEqual(audit(id(scoped)), [{ actor: 'cli', detail: 'role=operator tenants=acme,other' }]);
+    assert.deepEqual(audit(id(all)), [{ actor: 'cli', detail: 'role=admin tenants=*' }]);
+    assert.match(all.stderr, /tenants \* \(all\)/, 'the CLI says the key reaches every tenant');
+  });
+});
