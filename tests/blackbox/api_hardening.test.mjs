@@ -1,11 +1,11 @@
 // api_hardening.test.mjs — what the API-layer audit found, on a real daemon over loopback:
 // `hookd keys` tenant scopes that could widen access (an empty list or item, a list too long for
-// the key cache) and the key.create audit row (scope recorded).
+// the key cache) and the key.create audit rows (scope recorded; the bootstrap key audited too).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { HOOKD_BIN, startHookd, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
 
 const hookd = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
 
@@ -115,5 +115,18 @@ describe('hookd keys: tenant scopes never widen', () => {
     assert.deepEqual(audit(id(scoped)), [{ actor: 'cli', detail: 'role=operator tenants=acme,other' }]);
     assert.deepEqual(audit(id(all)), [{ actor: 'cli', detail: 'role=admin tenants=*' }]);
     assert.match(all.stderr, /tenants \* \(all\)/, 'the CLI says the key reaches every tenant');
+  });
+});
+
+describe('the bootstrap admin key', () => {
+  it('is audited like any key creation', async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir, apiKey: null });
+    const id = /\((key_\w+)\)/.exec(h.stdout)?.[1];
+    assert.ok(id, h.stdout);
+    const rows = h.query("SELECT actor, target, detail FROM audit_log WHERE action = 'key.create'");
+    assert.deepEqual(rows, [{ actor: 'system', target: id, detail: 'role=admin tenants=*' }]);
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
   });
 });
