@@ -200,10 +200,45 @@ static void req_free(hookd_req *r) {
   free(r);
 }
 
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                    const char *value) {
-  (*(int *)cls)++;
+typedef struct head_scan {
+  int headers, content_length, transfer_encoding;
+  bool chunked; /* the last Transfer-Encoding is exactly "chunked" */
+} head_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value) {
+  head_scan *h = cls;
+  h->headers++;
+  if (!strcasecmp(key, "Content-Length")) {
+    h->content_length++;
+  } else if (!strcasecmp(key, "Transfer-Encoding")) {
+    h->transfer_encoding++;
+    h->chunked = value && !strcasecmp(value, "chunked");
+  }
   return MHD_YES;
+}
+
+/* Framing that another parser on the way (a proxy) could read differently from libmicrohttpd is
+ * a request-smuggling vector: MHD 0.9.75 decodes Transfer-Encoding: chunked and ignores a
+ * Content-Length beside it, uses the first of several Content-Length headers, and reads a body
+ * with another transfer coding until the connection closes. Such a request is refused before a
+ * byte of its body is read, and its connection is closed (what follows cannot be trusted to be
+ * the next request). Several Content-Length headers are refused even when they agree: no client
+ * needs to send two. Returns the problem, or NULL. */
+static const char *framing_problem(const head_scan *h) {
+  if (h->transfer_encoding && h->content_length)
+    return "Transfer-Encoding and Content-Length together: the body's length is ambiguous";
+  if (h->content_length > 1) return "more than one Content-Length header";
+  if (h->transfer_encoding > 1) return "more than one Transfer-Encoding header";
+  if (h->transfer_encoding && !h->chunked)
+    return "unsupported Transfer-Encoding (only \"chunked\" is accepted)";
+  return NULL;
+}
+
+/* Answers now and closes the connection after the answer. */
+static enum MHD_Result queue_close(hookd_req *r) {
+  hookd_req_add_header(r, "Connection", "close");
+  return queue(r);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -223,9 +258,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* MHD passes the path without the query; keep the raw query from the request line. */
     r->path = strdup(url);
     if (!r->path) return MHD_NO;
-    int nh = 0;
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &nh);
-    if (srv->cfg.max_headers && nh > srv->cfg.max_headers) {
+    head_scan h = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &h);
+    if (srv->cfg.max_headers && h.headers > srv->cfg.max_headers) {
       hookd_req_error(r, 431, "headers_too_large", "more than %d request headers",
                       srv->cfg.max_headers);
       return queue(r);
@@ -234,6 +269,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       hookd_req_error(r, 414, "uri_too_long", "request path longer than %zu bytes",
                       srv->cfg.max_url_len);
       return queue(r);
+    }
+    const char *framing = framing_problem(&h);
+    if (framing) {
+      hookd_req_error(r, 400, "invalid_header", "%s", framing);
+      return queue_close(r);
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl) {

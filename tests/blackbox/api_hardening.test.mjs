@@ -1,10 +1,14 @@
 // api_hardening.test.mjs — what the API-layer audit found, on a real daemon over loopback:
 // `hookd keys` tenant scopes that could widen access (an empty list or item, a list too long for
-// the key cache) and the key.create audit rows (scope recorded; the bootstrap key audited too).
+// the key cache), the key.create audit rows (scope recorded; the bootstrap key audited too),
+// and ambiguous request framing (Transfer-Encoding with Content-Length, several Content-Length
+// or Transfer-Encoding headers, another transfer coding) refused with a JSON 400 and the
+// connection closed.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
 
 const hookd = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
@@ -128,5 +132,103 @@ describe('the bootstrap admin key', () => {
     assert.deepEqual(rows, [{ actor: 'system', target: id, detail: 'role=admin tenants=*' }]);
     assert.equal((await h.stop()).code, 0);
     cleanup();
+  });
+});
+
+// Sends raw bytes on a new connection and collects what comes back until the server closes the
+// connection, or `timeout` ms pass (then closed is false). Never rejects: a reset counts as closed.
+function exchange(port, bytes, { timeout = 5000 } = {}) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let text = '';
+    let done = false;
+    const finish = (closed) => { if (done) return; done = true; clearTimeout(t); sock.destroy(); resolve({ text, closed }); };
+    const t = setTimeout(() => finish(false), timeout);
+    sock.on('connect', () => sock.write(bytes));
+    sock.on('data', (d) => { text += d.toString('latin1'); });
+    sock.on('end', () => finish(true));
+    sock.on('error', () => finish(true));
+    sock.on('close', () => finish(true));
+  });
+}
+
+// Splits what a server sent into responses: {status, headers (lower-case names), body}.
+function responses(text) {
+  const out = [];
+  let rest = text;
+  for (;;) {
+    const i = rest.indexOf('\r\n\r\n');
+    if (i < 0) break;
+    const lines = rest.slice(0, i).split('\r\n');
+    const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(lines[0])?.[1]);
+    const headers = {};
+    for (const l of lines.slice(1)) { const c = l.indexOf(':'); headers[l.slice(0, c).trim().toLowerCase()] = l.slice(c + 1).trim(); }
+    const len = Number(headers['content-length'] ?? 0);
+    out.push({ status, headers, body: rest.slice(i + 4, i + 4 + len) });
+    rest = rest.slice(i + 4 + len);
+  }
+  return out;
+}
+
+describe('request framing', () => {
+  let h;
+  before(async () => { h = await startHookd({ args: ['--max-body-bytes', '1024'] }); });
+  after(async () => { assert.equal((await h.stop()).code, 0); });
+
+  const head = (extra) => 'POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\n'
+    + `Authorization: Bearer ${h.apiKey}\r\nContent-Type: application/json\r\n${extra}\r\n`;
+  const pipelined = 'GET /healthz HTTP/1.1\r\nHost: hookd\r\n\r\n';
+  const chunk = (s) => `${s.length.toString(16)}\r\n${s}\r\n`;
+
+  async function assertRefused(bytes, why) {
+    const r = await exchange(h.port, bytes);
+    const rs = responses(r.text);
+    assert.equal(rs.length, 1, `one answer, the pipelined request not served:\n${r.text}`);
+    assert.equal(rs[0].status, 400, r.text);
+    assert.equal(rs[0].headers['content-type'], 'application/json');
+    assert.equal(rs[0].headers.connection?.toLowerCase(), 'close');
+    const err = JSON.parse(rs[0].body).error;
+    assert.equal(err.code, 'invalid_header');
+    assert.match(err.message, why);
+    assert.ok(r.closed, 'the connection is closed');
+  }
+
+  it('Transfer-Encoding with Content-Length: 400, nothing processed, the connection closed', async () => {
+    const body = chunk('{"id":"smuggled-te"}') + chunk('');
+    await assertRefused(head('Content-Length: 5\r\nTransfer-Encoding: chunked\r\n') + body + pipelined,
+      /Transfer-Encoding and Content-Length together/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-te')).status, 404, 'the body was not acted on');
+  });
+
+  it('two Content-Length headers that differ: 400', async () => {
+    const body = '{"id":"smuggled-cl"}';
+    await assertRefused(head(`Content-Length: ${body.length}\r\nContent-Length: 60\r\n`) + body + pipelined,
+      /more than one Content-Length header/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-cl')).status, 404);
+  });
+
+  it('two Content-Length headers that agree: 400 too (no client needs two)', async () => {
+    const body = '{"id":"smuggled-cl2"}';
+    await assertRefused(head(`Content-Length: ${body.length}\r\nContent-Length: ${body.length}\r\n`) + body + pipelined,
+      /more than one Content-Length header/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-cl2')).status, 404);
+  });
+
+  it('several Transfer-Encoding headers: 400', async () => {
+    const body = chunk('{"id":"smuggled-te2"}') + chunk('');
+    await assertRefused(head('Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n') + body + pipelined,
+      /more than one Transfer-Encoding header/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-te2')).status, 404);
+  });
+
+  it('a transfer coding other than chunked: 400 (libmicrohttpd would read the body until the connection closes)', async () => {
+    await assertRefused(head('Transfer-Encoding: gzip\r\n') + '{}' + pipelined, /unsupported Transfer-Encoding/);
+  });
+
+  it('a plain chunked body still works, and the connection is kept for the next request', async () => {
+    const r = await exchange(h.port, head('Transfer-Encoding: chunked\r\n') + chunk('{"id":"chunked-ok"}') + chunk('')
+      + pipelined.replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n'));
+    const rs = responses(r.text);
+    assert.deepEqual(rs.map((x) => x.status), [201, 200], r.text);
   });
 });
