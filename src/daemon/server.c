@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -39,7 +41,6 @@ struct hookd_req {
   const char *query;               /* points into url copy */
   char *url_copy;
   hookd_buf body;
-  bool too_large;
   bool handled;
   bool async;                      /* the handler suspended the connection */
   _Atomic bool ready;              /* a response is stored */
@@ -241,6 +242,34 @@ static enum MHD_Result queue_close(hookd_req *r) {
   return queue(r);
 }
 
+/* Answers in the middle of the body and closes the connection, reading no more of it.
+ * libmicrohttpd 0.9.75 takes a response only before it reads a body or after the whole body,
+ * so hookd writes this one on the socket itself — MHD has written nothing there yet but perhaps
+ * a complete "100 Continue", and hookd speaks plain HTTP — then returns MHD_NO, on which MHD
+ * closes the connection (shutdown, then close) without reading further. Best effort: a client
+ * still sending may see the connection reset before it reads the answer. */
+static enum MHD_Result answer_mid_body(hookd_req *r) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const char *reason = MHD_get_reason_phrase_for((unsigned)r->status);
+  char head[256];
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: %s\r\n"
+                   "Content-Length: %zu\r\n\r\n",
+                   r->status, reason ? reason : "", r->content_type, r->resp_len);
+  if (ci && n > 0 && (size_t)n < sizeof head) {
+    struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+    /* a fresh socket's send buffer takes a few hundred bytes at once; a short write is left
+     * short (the connection closes either way) */
+    (void)sendmsg(ci->connect_fd, &m, MSG_NOSIGNAL);
+  }
+  r->queued = true;
+  int cls = r->status / 100;
+  HOOKD_INC(http_requests[cls >= 1 && cls <= 5 ? cls : 0]);
+  return MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -295,19 +324,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
 
   if (*upload_data_size) {
-    if (!r->too_large && hookd_buf_append(&r->body, upload_data, *upload_data_size) != 0)
-      r->too_large = true;
+    int rc = hookd_buf_append(&r->body, upload_data, *upload_data_size);
     *upload_data_size = 0;
-    return MHD_YES;
+    if (rc == HOOKD_BUF_OK) return MHD_YES;
+    /* a chunked body (a Content-Length over the limit was refused above) passed the limit, or
+     * memory ran out: answer now and read no more of it */
+    if (rc == HOOKD_BUF_TOOBIG)
+      hookd_req_error(r, 413, "body_too_large", "request body exceeds the limit of %zu bytes",
+                      srv->cfg.max_body);
+    else
+      hookd_req_error(r, 503, "unavailable", "out of memory");
+    return answer_mid_body(r);
   }
 
   if (!r->handled) {
     r->handled = true;
-    if (r->too_large) {
-      hookd_req_error(r, 413, "body_too_large", "request body exceeds the limit of %zu bytes",
-                      srv->cfg.max_body);
-      return queue(r);
-    }
     srv->cfg.handler(r, srv->cfg.app);
     if (r->async) return MHD_YES; /* answered after resume */
   }

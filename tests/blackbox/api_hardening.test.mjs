@@ -3,7 +3,7 @@
 // the key cache), the key.create audit rows (scope recorded; the bootstrap key audited too),
 // and ambiguous request framing (Transfer-Encoding with Content-Length, several Content-Length
 // or Transfer-Encoding headers, another transfer coding) refused with a JSON 400 and the
-// connection closed.
+// connection closed; a chunked body past the limit answered 413 before its end.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -230,5 +230,21 @@ describe('request framing', () => {
       + pipelined.replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n'));
     const rs = responses(r.text);
     assert.deepEqual(rs.map((x) => x.status), [201, 200], r.text);
+  });
+
+  it('a chunked body past --max-body-bytes: 413 before the body ends, the connection closed', async () => {
+    const piece = chunk(' '.repeat(512));
+    for (const expect of ['', 'Expect: 100-continue\r\n']) {
+      // three 512-byte chunks and no last chunk: the client is still "sending" when answered
+      const r = await exchange(h.port, head(`${expect}Transfer-Encoding: chunked\r\n`) + piece.repeat(3));
+      const rs = responses(r.text);
+      const last = rs[rs.length - 1];
+      assert.equal(last?.status, 413, `answered before the body ended:\n${r.text}`);
+      assert.equal(last.headers['content-type'], 'application/json');
+      assert.equal(last.headers.connection?.toLowerCase(), 'close');
+      assert.equal(JSON.parse(last.body).error.code, 'body_too_large');
+      assert.ok(r.closed, 'the connection is closed');
+      if (expect) assert.equal(rs[0].status, 100);
+    }
   });
 });
