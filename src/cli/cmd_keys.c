@@ -8,7 +8,9 @@
  * picks up created and revoked keys within seconds. rotate-master re-seals every secret with
  * the new key in one transaction and needs hookd stopped (the old key: --master-key-file,
  * $HOOKD_MASTER_KEY or <db>.key, as for serve). Each change is written to the audit log with
- * actor "cli". Tokens are shown once and stored only as SHA-256 hashes. */
+ * actor "cli". Tokens are shown once and stored only as SHA-256 hashes. --tenants is a
+ * non-empty list of tenant ids of at most 511 bytes (hookd_auth_scope_check); without it a key
+ * reaches every tenant, shown as "*" by list. */
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -155,38 +157,48 @@ static int cmd_create(keys_args *a) {
     fprintf(stderr, "hookd keys create: --role must be admin, operator, viewer or publisher\n");
     return 2;
   }
-  if (a->tenants) {
-    for (const char *p = a->tenants; *p; p++) {
-      if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-            strchr("_-.:,", *p))) {
-        fprintf(stderr, "hookd keys create: --tenants is a comma-separated list of tenant ids\n");
-        return 2;
-      }
-    }
+  /* an empty list must not become a key for every tenant, nor a long one a list the daemon
+   * refuses (leave --tenants out for every tenant) */
+  char why[160];
+  if (hookd_auth_scope_check(a->tenants, why, sizeof why) != 0) {
+    fprintf(stderr,
+            "hookd keys create: --tenants: %s; give a comma-separated list of tenant ids, or "
+            "leave --tenants out for a key valid for every tenant\n",
+            why);
+    return 2;
   }
-  hookd_store *s = open_store(a->store);
-  if (!s) return 1;
   ctx x = {0};
   char token[64], id[HOOKD_ID_MAX];
-  hookd_auth_generate(token, x.key.hash);
-  hookd_id_new("key", hookd_now_ms(), id);
+  if (hookd_auth_generate(token, x.key.hash) != 0 || hookd_id_new("key", hookd_now_ms(), id) != 0) {
+    OPENSSL_cleanse(token, sizeof token);
+    fprintf(stderr, "hookd keys create: cannot generate a key (the random generator failed)\n");
+    return 1;
+  }
+  hookd_store *s = open_store(a->store);
+  if (!s) {
+    OPENSSL_cleanse(token, sizeof token);
+    return 1;
+  }
   x.key.id = id;
   x.key.role = (char *)a->role;
   x.key.tenants = (char *)a->tenants;
   x.key.name = (char *)(a->name ? a->name : "");
   x.key.created_ms = hookd_now_ms();
+  char detail[HOOKD_KEY_DETAIL_MAX];
+  hookd_auth_key_detail(a->role, a->tenants, detail, sizeof detail);
   x.audit = (hookd_audit){.at_ms = x.key.created_ms, .actor = "cli", .action = "key.create",
-                          .target = id, .detail = (char *)a->role};
+                          .target = id, .detail = detail};
   int rc = hookd_storeq_run_sync(s->writer, run_create, &x);
   hookd_store_close(s);
   if (rc) {
+    OPENSSL_cleanse(token, sizeof token);
     fprintf(stderr, "hookd keys create: %s\n", hookd_store_strerror(rc));
     return 1;
   }
   printf("%s\n", token);
-  fprintf(stderr, "created %s (role %s%s%s); the token above is shown only once\n", id, a->role,
-          a->tenants ? ", tenants " : "", a->tenants ? a->tenants : "");
-  memset(token, 0, sizeof token);
+  fprintf(stderr, "created %s (role %s, tenants %s); the token above is shown only once\n", id,
+          a->role, a->tenants ? a->tenants : "* (all)");
+  OPENSSL_cleanse(token, sizeof token); /* a local going out of scope: memset is a dead store */
   return 0;
 }
 
@@ -200,11 +212,20 @@ static int cmd_list(keys_args *a) {
     fprintf(stderr, "hookd keys list: %s\n", hookd_store_strerror(rc));
     return 1;
   }
+  /* TENANTS: "*" is every tenant. STATE "invalid": a scope hookd refuses to load (an empty or
+   * overlong list written by an older hookd), so the key opens nothing */
   printf("%-32s %-10s %-20s %-8s %s\n", "ID", "ROLE", "TENANTS", "STATE", "NAME");
-  for (size_t i = 0; i < x.n; i++)
-    printf("%-32s %-10s %-20s %-8s %s\n", x.keys[i].id, x.keys[i].role,
-           x.keys[i].tenants ? x.keys[i].tenants : "*", x.keys[i].revoked_ms ? "revoked" : "active",
-           x.keys[i].name ? x.keys[i].name : "");
+  for (size_t i = 0; i < x.n; i++) {
+    const hookd_api_key *k = &x.keys[i];
+    char why[160];
+    bool invalid = hookd_auth_scope_check(k->tenants, why, sizeof why) != 0;
+    printf("%-32s %-10s %-20s %-8s %s\n", k->id, k->role,
+           !k->tenants ? "*" : k->tenants[0] ? k->tenants : "\"\"",
+           k->revoked_ms ? "revoked" : invalid ? "invalid" : "active", k->name ? k->name : "");
+    if (invalid && !k->revoked_ms)
+      fprintf(stderr, "key %s: %s; hookd refuses it: revoke it and create another\n", k->id,
+              why);
+  }
   hookd_api_keys_free(x.keys, x.n);
   return 0;
 }

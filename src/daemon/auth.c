@@ -11,6 +11,7 @@
 #include "core/b64.h"
 #include "core/ids.h"
 #include "core/sign.h"
+#include "daemon/log.h"
 
 typedef struct cached_key {
   unsigned char hash[32];
@@ -23,6 +24,9 @@ struct hookd_auth {
   size_t n;
   bool has_bootstrap;
   cached_key bootstrap;
+  /* ids of the keys refused at the last hookd_auth_set_keys: each is logged once */
+  char (*refused)[64];
+  size_t n_refused;
 };
 
 int hookd_auth_hash(const char *token, unsigned char hash[32]) {
@@ -47,23 +51,89 @@ void hookd_auth_free(hookd_auth *a) {
   pthread_rwlock_destroy(&a->lock);
   OPENSSL_cleanse(a->keys, a->n * sizeof *a->keys);
   free(a->keys);
+  free(a->refused);
   free(a);
+}
+
+int hookd_auth_scope_check(const char *tenants, char *err, size_t errlen) {
+  if (!tenants) return 0;
+  if (!*tenants) {
+    snprintf(err, errlen, "the tenant list is empty");
+    return -1;
+  }
+  size_t total = strlen(tenants);
+  if (total > HOOKD_SCOPE_MAX) {
+    snprintf(err, errlen, "the tenant list is %zu bytes, more than the %d a key can hold",
+             total, HOOKD_SCOPE_MAX);
+    return -1;
+  }
+  int item = 1;
+  for (const char *s = tenants;; item++) {
+    const char *e = strchr(s, ',');
+    size_t len = e ? (size_t)(e - s) : strlen(s);
+    size_t blank = 0;
+    while (blank < len && (s[blank] == ' ' || s[blank] == '\t')) blank++;
+    if (blank == len) {
+      snprintf(err, errlen, "item %d of the tenant list is empty", item);
+      return -1;
+    }
+    char id[HOOKD_SCOPE_MAX + 1];
+    memcpy(id, s, len);
+    id[len] = '\0';
+    if (!hookd_id_valid(id, 64)) {
+      snprintf(err, errlen,
+               "item %d of the tenant list, \"%.64s\", is not a tenant id "
+               "(1 to 64 of A-Z a-z 0-9 _ . : -)",
+               item, id);
+      return -1;
+    }
+    if (!e) return 0;
+    s = e + 1;
+  }
+}
+
+void hookd_auth_key_detail(const char *role, const char *tenants, char *out, size_t len) {
+  snprintf(out, len, "role=%s tenants=%s", role ? role : "", tenants ? tenants : "*");
+}
+
+static bool was_refused(const hookd_auth *a, const char *id) {
+  for (size_t i = 0; i < a->n_refused; i++)
+    if (strcmp(a->refused[i], id) == 0) return true;
+  return false;
 }
 
 void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n) {
   cached_key *v = calloc(n ? n : 1, sizeof *v);
-  if (!v) return;
-  size_t m = 0;
+  char(*refused)[64] = calloc(n ? n : 1, sizeof *refused);
+  if (!v || !refused) {
+    free(v);
+    free(refused);
+    return;
+  }
+  size_t m = 0, nr = 0;
   for (size_t i = 0; i < n; i++) {
     if (keys[i].revoked_ms) continue;
     hookd_role role;
     if (hookd_role_parse(keys[i].role, &role) != 0) continue;
+    char why[160];
+    if (hookd_auth_scope_check(keys[i].tenants, why, sizeof why) != 0) {
+      /* cut short, the last id could become a prefix naming another tenant (acme-prod → acme);
+       * read as "", the key would reach every tenant: the key is not loaded at all */
+      const char *id = keys[i].id ? keys[i].id : "";
+      if (!was_refused(a, id))
+        HLOG(HOOKD_LOG_ERROR, "auth.key_refused", KV_S("key_id", id), KV_S("reason", why));
+      snprintf(refused[nr++], sizeof *refused, "%s", id);
+      continue;
+    }
     memcpy(v[m].hash, keys[i].hash, 32);
     snprintf(v[m].p.key_id, sizeof v[m].p.key_id, "%s", keys[i].id);
     v[m].p.role = role;
     snprintf(v[m].p.tenants, sizeof v[m].p.tenants, "%s", keys[i].tenants ? keys[i].tenants : "");
     m++;
   }
+  free(a->refused); /* only the refresh thread calls this */
+  a->refused = refused;
+  a->n_refused = nr;
   pthread_rwlock_wrlock(&a->lock);
   cached_key *old = a->keys;
   size_t oldn = a->n;

@@ -32,17 +32,22 @@ typedef enum hookd_perm {
   HOOKD_PERM_ADMIN,
 } hookd_perm;
 
+/* The longest tenant scope a key may have, in bytes: the principal holds it whole. */
+#define HOOKD_SCOPE_MAX 511
+
 typedef struct hookd_principal {
   char key_id[64];
   hookd_role role;
-  char tenants[512]; /* comma-separated scope, "" = every tenant */
+  char tenants[HOOKD_SCOPE_MAX + 1]; /* comma-separated scope, "" = every tenant */
 } hookd_principal;
 
 typedef struct hookd_auth hookd_auth;
 
 hookd_auth *hookd_auth_new(const char *bootstrap_key);
 void hookd_auth_free(hookd_auth *a);
-/* Replaces the cached key table (takes a copy). */
+/* Replaces the cached key table (takes a copy). A key whose tenant scope fails
+ * hookd_auth_scope_check is left out, never cut short or widened, and logged (auth.key_refused)
+ * the first time it is seen. */
 void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n);
 size_t hookd_auth_count(hookd_auth *a);
 
@@ -53,6 +58,15 @@ bool hookd_role_allows(hookd_role role, hookd_perm perm);
 bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id);
 const char *hookd_role_name(hookd_role r);
 int hookd_role_parse(const char *s, hookd_role *out);
+
+/* Checks a key's tenant scope: NULL is every tenant; anything else is a list of tenant ids
+ * separated by commas ([A-Za-z0-9_.:-], 1..64 bytes each) of at most HOOKD_SCOPE_MAX bytes. An
+ * empty list or item is refused, not read as "every tenant". Returns 0, or -1 with the problem
+ * in err. */
+int hookd_auth_scope_check(const char *tenants, char *err, size_t errlen);
+/* The audit detail of a key's creation: "role=R tenants=a,b" ("tenants=*": every tenant). */
+#define HOOKD_KEY_DETAIL_MAX (HOOKD_SCOPE_MAX + 64)
+void hookd_auth_key_detail(const char *role, const char *tenants, char *out, size_t len);
 
 /* Generates a new key token "hk_<43 base64url chars>" and its hash. */
 int hookd_auth_generate(char token[64], unsigned char hash[32]);

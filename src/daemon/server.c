@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -39,7 +41,6 @@ struct hookd_req {
   const char *query;               /* points into url copy */
   char *url_copy;
   hookd_buf body;
-  bool too_large;
   bool handled;
   bool async;                      /* the handler suspended the connection */
   _Atomic bool ready;              /* a response is stored */
@@ -200,10 +201,73 @@ static void req_free(hookd_req *r) {
   free(r);
 }
 
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                    const char *value) {
-  (*(int *)cls)++;
+typedef struct head_scan {
+  int headers, content_length, transfer_encoding;
+  bool chunked; /* the last Transfer-Encoding is exactly "chunked" */
+} head_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value) {
+  head_scan *h = cls;
+  h->headers++;
+  if (!strcasecmp(key, "Content-Length")) {
+    h->content_length++;
+  } else if (!strcasecmp(key, "Transfer-Encoding")) {
+    h->transfer_encoding++;
+    h->chunked = value && !strcasecmp(value, "chunked");
+  }
   return MHD_YES;
+}
+
+/* Framing that another parser on the way (a proxy) could read differently from libmicrohttpd is
+ * a request-smuggling vector: MHD 0.9.75 decodes Transfer-Encoding: chunked and ignores a
+ * Content-Length beside it, uses the first of several Content-Length headers, and reads a body
+ * with another transfer coding until the connection closes. Such a request is refused before a
+ * byte of its body is read, and its connection is closed (what follows cannot be trusted to be
+ * the next request). Several Content-Length headers are refused even when they agree: no client
+ * needs to send two. Returns the problem, or NULL. */
+static const char *framing_problem(const head_scan *h) {
+  if (h->transfer_encoding && h->content_length)
+    return "Transfer-Encoding and Content-Length together: the body's length is ambiguous";
+  if (h->content_length > 1) return "more than one Content-Length header";
+  if (h->transfer_encoding > 1) return "more than one Transfer-Encoding header";
+  if (h->transfer_encoding && !h->chunked)
+    return "unsupported Transfer-Encoding (only \"chunked\" is accepted)";
+  return NULL;
+}
+
+/* Answers now and closes the connection after the answer. */
+static enum MHD_Result queue_close(hookd_req *r) {
+  hookd_req_add_header(r, "Connection", "close");
+  return queue(r);
+}
+
+/* Answers in the middle of the body and closes the connection, reading no more of it.
+ * libmicrohttpd 0.9.75 takes a response only before it reads a body or after the whole body,
+ * so hookd writes this one on the socket itself — MHD has written nothing there yet but perhaps
+ * a complete "100 Continue", and hookd speaks plain HTTP — then returns MHD_NO, on which MHD
+ * closes the connection (shutdown, then close) without reading further. Best effort: a client
+ * still sending may see the connection reset before it reads the answer. */
+static enum MHD_Result answer_mid_body(hookd_req *r) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const char *reason = MHD_get_reason_phrase_for((unsigned)r->status);
+  char head[256];
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: %s\r\n"
+                   "Content-Length: %zu\r\n\r\n",
+                   r->status, reason ? reason : "", r->content_type, r->resp_len);
+  if (ci && n > 0 && (size_t)n < sizeof head) {
+    struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+    /* a fresh socket's send buffer takes a few hundred bytes at once; a short write is left
+     * short (the connection closes either way) */
+    (void)sendmsg(ci->connect_fd, &m, MSG_NOSIGNAL);
+  }
+  r->queued = true;
+  int cls = r->status / 100;
+  HOOKD_INC(http_requests[cls >= 1 && cls <= 5 ? cls : 0]);
+  return MHD_NO;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -223,9 +287,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* MHD passes the path without the query; keep the raw query from the request line. */
     r->path = strdup(url);
     if (!r->path) return MHD_NO;
-    int nh = 0;
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &nh);
-    if (srv->cfg.max_headers && nh > srv->cfg.max_headers) {
+    head_scan h = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &h);
+    if (srv->cfg.max_headers && h.headers > srv->cfg.max_headers) {
       hookd_req_error(r, 431, "headers_too_large", "more than %d request headers",
                       srv->cfg.max_headers);
       return queue(r);
@@ -234,6 +298,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       hookd_req_error(r, 414, "uri_too_long", "request path longer than %zu bytes",
                       srv->cfg.max_url_len);
       return queue(r);
+    }
+    const char *framing = framing_problem(&h);
+    if (framing) {
+      hookd_req_error(r, 400, "invalid_header", "%s", framing);
+      return queue_close(r);
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl) {
@@ -255,19 +324,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
 
   if (*upload_data_size) {
-    if (!r->too_large && hookd_buf_append(&r->body, upload_data, *upload_data_size) != 0)
-      r->too_large = true;
+    int rc = hookd_buf_append(&r->body, upload_data, *upload_data_size);
     *upload_data_size = 0;
-    return MHD_YES;
+    if (rc == HOOKD_BUF_OK) return MHD_YES;
+    /* a chunked body (a Content-Length over the limit was refused above) passed the limit, or
+     * memory ran out: answer now and read no more of it */
+    if (rc == HOOKD_BUF_TOOBIG)
+      hookd_req_error(r, 413, "body_too_large", "request body exceeds the limit of %zu bytes",
+                      srv->cfg.max_body);
+    else
+      hookd_req_error(r, 503, "unavailable", "out of memory");
+    return answer_mid_body(r);
   }
 
   if (!r->handled) {
     r->handled = true;
-    if (r->too_large) {
-      hookd_req_error(r, 413, "body_too_large", "request body exceeds the limit of %zu bytes",
-                      srv->cfg.max_body);
-      return queue(r);
-    }
     srv->cfg.handler(r, srv->cfg.app);
     if (r->async) return MHD_YES; /* answered after resume */
   }

@@ -1,7 +1,10 @@
 /* server.h — the HTTP front door on libmicrohttpd (one epoll thread).
  *
- * The server reads a request (head limits, a body bounded by max_body: 413 beyond, answered
- * without reading the rest), then calls the handler once with the complete request. The handler
+ * The server reads a request (head limits; ambiguous framing — Transfer-Encoding with
+ * Content-Length, several Content-Length or Transfer-Encoding headers, a coding other than
+ * chunked — 400 and the connection closed; a body bounded by max_body: 413 beyond, answered
+ * without reading the rest, a chunked body as soon as it passes the limit), then calls the
+ * handler once with the complete request. The handler
  * answers at once (hookd_req_reply*), or calls hookd_req_suspend() and answers later from any
  * thread — typically the store writer, after the commit. A suspended request costs no thread. */
 #ifndef HOOKD_DAEMON_SERVER_H

@@ -1,0 +1,250 @@
+// api_hardening.test.mjs — what the API-layer audit found, on a real daemon over loopback:
+// `hookd keys` tenant scopes that could widen access (an empty list or item, a list too long for
+// the key cache), the key.create audit rows (scope recorded; the bootstrap key audited too),
+// and ambiguous request framing (Transfer-Encoding with Content-Length, several Content-Length
+// or Transfer-Encoding headers, another transfer coding) refused with a JSON 400 and the
+// connection closed; a chunked body past the limit answered 413 before its end.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import net from 'node:net';
+import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
+
+const hookd = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
+
+function createKey(h, role, tenants) {
+  const args = ['keys', 'create', '--role', role, '--store', `sqlite:${h.db}`];
+  if (tenants !== undefined) args.push('--tenants', tenants);
+  return hookd(args);
+}
+
+async function as(h, token, method, path) {
+  return h.api(method, path, undefined, { Authorization: `Bearer ${token}` });
+}
+
+// A tenant list of exactly `len` bytes whose last id is `last`: filler ids before it.
+function scopeOfLength(len, last) {
+  const ids = [];
+  let used = last.length;
+  for (let i = 0; used + 1 + 8 <= len; i++) { const id = `f${String(i).padStart(7, '0')}`; ids.push(id); used += 1 + id.length; }
+  ids[0] += 'x'.repeat(len - used); // pad the first id to hit the length exactly
+  const s = [...ids, last].join(',');
+  assert.equal(s.length, len);
+  return s;
+}
+
+describe('hookd keys: tenant scopes never widen', () => {
+  let h;
+  before(async () => {
+    h = await startHookd();
+    for (const id of ['acme', 'acme-prod', 'other']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
+  });
+  after(async () => { assert.equal((await h.stop()).code, 0); });
+
+  it('an empty list, an empty or blank item, a bad id, or a list over 511 bytes is refused, naming the problem', () => {
+    const cases = [
+      ['', /--tenants: the tenant list is empty/],
+      ['acme,,other', /--tenants: item 2 of the tenant list is empty/],
+      [' ', /--tenants: item 1 of the tenant list is empty/],
+      ['acme,', /--tenants: item 2 of the tenant list is empty/],
+      ['acme, other', /--tenants: item 2 of the tenant list, " other", is not a tenant id/],
+      [scopeOfLength(512, 'acme-prod'), /--tenants: the tenant list is 512 bytes, more than the 511/],
+    ];
+    for (const [tenants, why] of cases) {
+      const r = createKey(h, 'viewer', tenants);
+      assert.equal(r.status, 2, `--tenants ${JSON.stringify(tenants)}: ${r.stderr}`);
+      assert.match(r.stderr, why);
+      assert.match(r.stderr, /leave --tenants out for a key valid for every tenant/);
+      assert.equal(r.stdout, '', 'no token printed');
+    }
+    assert.equal(h.query('SELECT count(*) AS n FROM api_keys')[0].n, 0, 'no key stored');
+  });
+
+  it('a list of exactly 511 bytes is kept whole: its last id is not cut to a prefix', async () => {
+    const r = createKey(h, 'viewer', scopeOfLength(511, 'acme-prod'));
+    assert.equal(r.status, 0, r.stderr);
+    const token = r.stdout.trim();
+    await waitUntil(async () => (await as(h, token, 'GET', '/v1/tenants/acme-prod')).status === 200,
+      { what: 'the key loaded' });
+    assert.equal((await as(h, token, 'GET', '/v1/tenants/acme')).status, 403);
+  });
+
+  it('the daemon refuses a stored key whose scope is empty or too long, logs it once, and keys list marks it', async () => {
+    const tok = (name) => `hk_test_${name}_${Math.random().toString(36).slice(2)}`;
+    const hex = (t) => createHash('sha256').update(t).digest('hex');
+    const rows = {
+      empty: { token: tok('empty'), tenants: "''" },
+      // cut at 511 bytes this would read "…,acme": a key for acme-prod would open acme
+      long: { token: tok('long'), tenants: `'${scopeOfLength(516, 'acme-prod')}'` },
+      good: { token: tok('good'), tenants: "'acme'" },
+    };
+    const values = Object.entries(rows).map(([name, k]) =>
+      `('key_${name}', X'${hex(k.token)}', 'viewer', ${k.tenants}, 'direct', 1)`).join(',');
+    // what an older hookd keys (or a hand edit) could have stored
+    h.query(`INSERT INTO api_keys(id, hash, role, tenants, name, created_at) VALUES ${values}`);
+    await waitUntil(async () => (await as(h, rows.good.token, 'GET', '/v1/tenants/acme')).status === 200,
+      { what: 'the keys reloaded' });
+    for (const name of ['empty', 'long']) {
+      const r = await as(h, rows[name].token, 'GET', '/v1/tenants/acme');
+      assert.equal(r.status, 401, `${name}-scope key: ${r.status}`);
+      assert.equal((await as(h, rows[name].token, 'GET', '/v1/tenants/other')).status, 401);
+    }
+    const refused = (id) => h.logs.filter((l) => l.msg === 'auth.key_refused' && l.key_id === id);
+    assert.match(refused('key_empty')[0]?.reason ?? '', /tenant list is empty/);
+    assert.match(refused('key_long')[0]?.reason ?? '', /516 bytes/);
+    // a later reload (proved by one more key becoming usable) logs them no more
+    const later = tok('later');
+    h.query(`INSERT INTO api_keys(id, hash, role, name, created_at) VALUES ('key_later', X'${hex(later)}', 'viewer', 'direct', 2)`);
+    await waitUntil(async () => (await as(h, later, 'GET', '/v1/tenants/acme')).status === 200, { what: 'reloaded again' });
+    assert.equal(refused('key_empty').length, 1);
+    assert.equal(refused('key_long').length, 1);
+
+    const list = hookd(['keys', 'list', '--store', `sqlite:${h.db}`]);
+    assert.equal(list.status, 0, list.stderr);
+    assert.match(list.stdout, /key_empty\s+viewer\s+""\s+invalid/);
+    assert.match(list.stdout, /key_long\s+viewer\s+\S+,acme-prod\s+invalid/);
+    assert.match(list.stdout, /key_good\s+viewer\s+acme\s+active/);
+    assert.match(list.stdout, /key_later\s+viewer\s+\*\s+active/, 'an unscoped key shows *');
+    assert.match(list.stderr, /key key_empty: the tenant list is empty; hookd refuses it/);
+  });
+
+  it('the key.create audit row records the scope as well as the role', () => {
+    const scoped = createKey(h, 'operator', 'acme,other');
+    assert.equal(scoped.status, 0, scoped.stderr);
+    const all = createKey(h, 'admin');
+    assert.equal(all.status, 0, all.stderr);
+    const id = (r) => /created (key_\w+)/.exec(r.stderr)[1];
+    const audit = (keyId) => h.query(`SELECT actor, detail FROM audit_log WHERE action = 'key.create' AND target = '${keyId}'`);
+    assert.deepEqual(audit(id(scoped)), [{ actor: 'cli', detail: 'role=operator tenants=acme,other' }]);
+    assert.deepEqual(audit(id(all)), [{ actor: 'cli', detail: 'role=admin tenants=*' }]);
+    assert.match(all.stderr, /tenants \* \(all\)/, 'the CLI says the key reaches every tenant');
+  });
+});
+
+describe('the bootstrap admin key', () => {
+  it('is audited like any key creation', async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir, apiKey: null });
+    const id = /\((key_\w+)\)/.exec(h.stdout)?.[1];
+    assert.ok(id, h.stdout);
+    const rows = h.query("SELECT actor, target, detail FROM audit_log WHERE action = 'key.create'");
+    assert.deepEqual(rows, [{ actor: 'system', target: id, detail: 'role=admin tenants=*' }]);
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+});
+
+// Sends raw bytes on a new connection and collects what comes back until the server closes the
+// connection, or `timeout` ms pass (then closed is false). Never rejects: a reset counts as closed.
+function exchange(port, bytes, { timeout = 5000 } = {}) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let text = '';
+    let done = false;
+    const finish = (closed) => { if (done) return; done = true; clearTimeout(t); sock.destroy(); resolve({ text, closed }); };
+    const t = setTimeout(() => finish(false), timeout);
+    sock.on('connect', () => sock.write(bytes));
+    sock.on('data', (d) => { text += d.toString('latin1'); });
+    sock.on('end', () => finish(true));
+    sock.on('error', () => finish(true));
+    sock.on('close', () => finish(true));
+  });
+}
+
+// Splits what a server sent into responses: {status, headers (lower-case names), body}.
+function responses(text) {
+  const out = [];
+  let rest = text;
+  for (;;) {
+    const i = rest.indexOf('\r\n\r\n');
+    if (i < 0) break;
+    const lines = rest.slice(0, i).split('\r\n');
+    const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(lines[0])?.[1]);
+    const headers = {};
+    for (const l of lines.slice(1)) { const c = l.indexOf(':'); headers[l.slice(0, c).trim().toLowerCase()] = l.slice(c + 1).trim(); }
+    const len = Number(headers['content-length'] ?? 0);
+    out.push({ status, headers, body: rest.slice(i + 4, i + 4 + len) });
+    rest = rest.slice(i + 4 + len);
+  }
+  return out;
+}
+
+describe('request framing', () => {
+  let h;
+  before(async () => { h = await startHookd({ args: ['--max-body-bytes', '1024'] }); });
+  after(async () => { assert.equal((await h.stop()).code, 0); });
+
+  const head = (extra) => 'POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\n'
+    + `Authorization: Bearer ${h.apiKey}\r\nContent-Type: application/json\r\n${extra}\r\n`;
+  const pipelined = 'GET /healthz HTTP/1.1\r\nHost: hookd\r\n\r\n';
+  const chunk = (s) => `${s.length.toString(16)}\r\n${s}\r\n`;
+
+  async function assertRefused(bytes, why) {
+    const r = await exchange(h.port, bytes);
+    const rs = responses(r.text);
+    assert.equal(rs.length, 1, `one answer, the pipelined request not served:\n${r.text}`);
+    assert.equal(rs[0].status, 400, r.text);
+    assert.equal(rs[0].headers['content-type'], 'application/json');
+    assert.equal(rs[0].headers.connection?.toLowerCase(), 'close');
+    const err = JSON.parse(rs[0].body).error;
+    assert.equal(err.code, 'invalid_header');
+    assert.match(err.message, why);
+    assert.ok(r.closed, 'the connection is closed');
+  }
+
+  it('Transfer-Encoding with Content-Length: 400, nothing processed, the connection closed', async () => {
+    const body = chunk('{"id":"smuggled-te"}') + chunk('');
+    await assertRefused(head('Content-Length: 5\r\nTransfer-Encoding: chunked\r\n') + body + pipelined,
+      /Transfer-Encoding and Content-Length together/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-te')).status, 404, 'the body was not acted on');
+  });
+
+  it('two Content-Length headers that differ: 400', async () => {
+    const body = '{"id":"smuggled-cl"}';
+    await assertRefused(head(`Content-Length: ${body.length}\r\nContent-Length: 60\r\n`) + body + pipelined,
+      /more than one Content-Length header/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-cl')).status, 404);
+  });
+
+  it('two Content-Length headers that agree: 400 too (no client needs two)', async () => {
+    const body = '{"id":"smuggled-cl2"}';
+    await assertRefused(head(`Content-Length: ${body.length}\r\nContent-Length: ${body.length}\r\n`) + body + pipelined,
+      /more than one Content-Length header/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-cl2')).status, 404);
+  });
+
+  it('several Transfer-Encoding headers: 400', async () => {
+    const body = chunk('{"id":"smuggled-te2"}') + chunk('');
+    await assertRefused(head('Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n') + body + pipelined,
+      /more than one Transfer-Encoding header/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-te2')).status, 404);
+  });
+
+  it('a transfer coding other than chunked: 400 (libmicrohttpd would read the body until the connection closes)', async () => {
+    await assertRefused(head('Transfer-Encoding: gzip\r\n') + '{}' + pipelined, /unsupported Transfer-Encoding/);
+  });
+
+  it('a plain chunked body still works, and the connection is kept for the next request', async () => {
+    const r = await exchange(h.port, head('Transfer-Encoding: chunked\r\n') + chunk('{"id":"chunked-ok"}') + chunk('')
+      + pipelined.replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n'));
+    const rs = responses(r.text);
+    assert.deepEqual(rs.map((x) => x.status), [201, 200], r.text);
+  });
+
+  it('a chunked body past --max-body-bytes: 413 before the body ends, the connection closed', async () => {
+    const piece = chunk(' '.repeat(512));
+    for (const expect of ['', 'Expect: 100-continue\r\n']) {
+      // three 512-byte chunks and no last chunk: the client is still "sending" when answered
+      const r = await exchange(h.port, head(`${expect}Transfer-Encoding: chunked\r\n`) + piece.repeat(3));
+      const rs = responses(r.text);
+      const last = rs[rs.length - 1];
+      assert.equal(last?.status, 413, `answered before the body ended:\n${r.text}`);
+      assert.equal(last.headers['content-type'], 'application/json');
+      assert.equal(last.headers.connection?.toLowerCase(), 'close');
+      assert.equal(JSON.parse(last.body).error.code, 'body_too_large');
+      assert.ok(r.closed, 'the connection is closed');
+      if (expect) assert.equal(rs[0].status, 100);
+    }
+  });
+});

@@ -1,0 +1,112 @@
+/* test_auth.c — API-key tenant scopes: what hookd_auth_scope_check refuses, and a key cache
+ * that leaves out a key whose scope it would have to cut or read as "every tenant". */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/auth.h"
+#include "daemon/log.h"
+
+/* A list of exactly len bytes ending in ",last": 8-byte filler ids, the first one padded. */
+static void scope_of_length(char *out, size_t len, const char *last) {
+  size_t n = (len - strlen(last)) / 9, pad = len - strlen(last) - n * 9, o = 0;
+  for (size_t i = 0; i < n; i++) {
+    o += (size_t)sprintf(out + o, "f%07zu", i);
+    if (i == 0) {
+      memset(out + o, 'x', pad);
+      o += pad;
+    }
+    out[o++] = ',';
+  }
+  strcpy(out + o, last);
+  assert_int_equal(strlen(out), len);
+}
+
+static void scope_check_refuses_empty_blank_bad_and_long(void **s) {
+  char err[160], list[1024];
+  assert_int_equal(hookd_auth_scope_check(NULL, err, sizeof err), 0);
+  assert_int_equal(hookd_auth_scope_check("acme", err, sizeof err), 0);
+  assert_int_equal(hookd_auth_scope_check("acme,ten_01:x.y-z", err, sizeof err), 0);
+
+  assert_int_equal(hookd_auth_scope_check("", err, sizeof err), -1);
+  assert_string_equal(err, "the tenant list is empty");
+  assert_int_equal(hookd_auth_scope_check("a,,b", err, sizeof err), -1);
+  assert_string_equal(err, "item 2 of the tenant list is empty");
+  assert_int_equal(hookd_auth_scope_check(" ", err, sizeof err), -1);
+  assert_string_equal(err, "item 1 of the tenant list is empty");
+  assert_int_equal(hookd_auth_scope_check(",a", err, sizeof err), -1);
+  assert_string_equal(err, "item 1 of the tenant list is empty");
+  assert_int_equal(hookd_auth_scope_check("a,", err, sizeof err), -1);
+  assert_string_equal(err, "item 2 of the tenant list is empty");
+  assert_int_equal(hookd_auth_scope_check("a, b", err, sizeof err), -1);
+  assert_non_null(strstr(err, "item 2 of the tenant list, \" b\", is not a tenant id"));
+  memset(list, 'a', 65);
+  list[65] = '\0';
+  assert_int_equal(hookd_auth_scope_check(list, err, sizeof err), -1); /* an id over 64 bytes */
+
+  scope_of_length(list, HOOKD_SCOPE_MAX, "acme-prod");
+  assert_int_equal(hookd_auth_scope_check(list, err, sizeof err), 0);
+  scope_of_length(list, HOOKD_SCOPE_MAX + 1, "acme-prod");
+  assert_int_equal(hookd_auth_scope_check(list, err, sizeof err), -1);
+  assert_string_equal(err, "the tenant list is 512 bytes, more than the 511 a key can hold");
+}
+
+static hookd_api_key key(const char *id, const char *token, const char *tenants) {
+  hookd_api_key k = {.id = (char *)id, .role = (char *)"viewer", .tenants = (char *)tenants};
+  assert_int_equal(hookd_auth_hash(token, k.hash), 0);
+  return k;
+}
+
+static void cache_leaves_out_keys_it_would_cut_or_widen(void **s) {
+  char fits[1024], cut[1024];
+  scope_of_length(fits, HOOKD_SCOPE_MAX, "acme-prod");
+  /* cut at 511 bytes this one would end in ",acme" */
+  scope_of_length(cut, HOOKD_SCOPE_MAX + 5, "acme-prod");
+  assert_memory_equal(cut + HOOKD_SCOPE_MAX - 5, ",acme", 5);
+  hookd_api_key keys[] = {
+      key("key_all", "tok-all", NULL),
+      key("key_fits", "tok-fits", fits),
+      key("key_cut", "tok-cut", cut),
+      key("key_empty", "tok-empty", ""),
+      key("key_blank", "tok-blank", "acme,,other"),
+  };
+  hookd_auth *a = hookd_auth_new(NULL);
+  hookd_log_level = HOOKD_LOG_ERROR + 1; /* the refusals are logged; keep the test quiet */
+  for (int round = 0; round < 2; round++) {
+    hookd_auth_set_keys(a, keys, sizeof keys / sizeof keys[0]);
+    assert_int_equal(hookd_auth_count(a), 2);
+    hookd_principal p;
+    assert_true(hookd_auth_check(a, "tok-all", &p));
+    assert_string_equal(p.tenants, "");
+    assert_true(hookd_principal_has_tenant(&p, "acme"));
+    assert_true(hookd_auth_check(a, "tok-fits", &p));
+    assert_string_equal(p.tenants, fits);
+    assert_true(hookd_principal_has_tenant(&p, "acme-prod"));
+    assert_false(hookd_principal_has_tenant(&p, "acme"));
+    assert_false(hookd_auth_check(a, "tok-cut", &p));
+    assert_false(hookd_auth_check(a, "tok-empty", &p));
+    assert_false(hookd_auth_check(a, "tok-blank", &p));
+  }
+  hookd_auth_free(a);
+}
+
+static void key_detail_names_role_and_scope(void **s) {
+  char d[HOOKD_KEY_DETAIL_MAX];
+  hookd_auth_key_detail("viewer", "acme,other", d, sizeof d);
+  assert_string_equal(d, "role=viewer tenants=acme,other");
+  hookd_auth_key_detail("admin", NULL, d, sizeof d);
+  assert_string_equal(d, "role=admin tenants=*");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(scope_check_refuses_empty_blank_bad_and_long),
+      cmocka_unit_test(cache_leaves_out_keys_it_would_cut_or_widen),
+      cmocka_unit_test(key_detail_names_role_and_scope),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
