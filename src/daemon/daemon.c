@@ -70,12 +70,13 @@ static int refresh_sources(hookd_app *app) {
 
 typedef struct purge {
   int64_t before_ms;
+  int64_t after_seq; /* where the walk goes on; 0 when it is done */
   int purged;
 } purge;
 
 static int run_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   purge *p = arg;
-  return be->inbox_purge(c, p->before_ms, 1000, &p->purged);
+  return be->inbox_purge(c, p->before_ms, 1000, &p->after_seq, &p->purged);
 }
 
 /* Retention of dedup records: small batches, until none is older than the window. */
@@ -88,7 +89,7 @@ static void purge_inbox(hookd_app *app) {
       HOOKD_ADD(inbox_purged, (uint64_t)p.purged);
       HLOG(HOOKD_LOG_INFO, "inbox.purged", KV_I("count", p.purged));
     }
-  } while (p.purged == 1000);
+  } while (p.after_seq != 0);
 }
 
 static int refresh_keys(hookd_app *app) {

@@ -464,7 +464,8 @@ typedef struct hookd_store_backend {
   int (*inbox_resolve)(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
                        hookd_due_hint **hints, size_t *n_hints);
   /* Deletes up to `limit` inbox records received before `before_ms`. */
-  int (*inbox_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int *purged);
+  int (*inbox_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
+                     int *purged);
 } hookd_store_backend;
 
 /* ---------- an opened store ---------- */

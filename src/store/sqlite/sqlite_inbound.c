@@ -563,27 +563,57 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
   return rc;
 }
 
-/* Retention walks the oldest rows in seq order and stops at the first one inside the window:
- * seq grows with received_at, so no index on received_at is written on every receive. */
-int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged) {
+/* Retention walks the rows in seq order from *after_seq and stops at the first one inside the
+ * window: seq grows with received_at, so no index on received_at is written on every receive.
+ * A record whose forward is not finished (a delivery pending, retrying, or held as unknown for an
+ * operator) is kept whatever its age: its resolve needs it, and so does the deduplication of a
+ * late redelivery, which would otherwise be forwarded under a new Idempotency-Key. */
+int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
+                   int *purged) {
   *purged = 0;
   sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_PURGE,
-                             "SELECT seq, received_at FROM inbox ORDER BY seq LIMIT ?1");
+                             "SELECT i.seq, i.received_at, EXISTS (SELECT 1 FROM deliveries d"
+                             "  WHERE d.event_seq = i.event_seq"
+                             "  AND d.state IN ('pending', 'retrying', 'unknown'))"
+                             " FROM inbox i WHERE i.seq > ?2 ORDER BY i.seq LIMIT ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, limit);
-  int64_t upto = 0;
-  int n = 0, rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW && sq_col_i64(st, 1) < before_ms) {
-    upto = sq_col_i64(st, 0);
-    n++;
+  sq_bind_i64(st, 2, *after_seq);
+  int64_t *del = malloc((size_t)limit * sizeof *del);
+  if (!del) {
+    sqlite3_reset(st);
+    return HOOKD_STORE_ERR;
   }
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read inbox for purge");
+  int n = 0, scanned = 0, rc;
+  int64_t last = *after_seq;
+  bool fresh = false;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (sq_col_i64(st, 1) >= before_ms) {
+      fresh = true;
+      break;
+    }
+    last = sq_col_i64(st, 0);
+    scanned++;
+    if (!sq_col_i64(st, 2)) del[n++] = last;
+  }
   sqlite3_reset(st);
-  if (!n) return HOOKD_STORE_OK;
-  st = sq_stmt(c, SQ_INBOX_PURGE_DEL, "DELETE FROM inbox WHERE seq <= ?1");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, upto);
-  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "purge inbox");
-  *purged = sqlite3_changes(c->db);
-  return HOOKD_STORE_OK;
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    free(del);
+    return sq_fail(c, "read inbox for purge");
+  }
+  /* the walk ends inside the window or at the end: the next one starts from the beginning */
+  *after_seq = fresh || scanned < limit ? 0 : last;
+  st = sq_stmt(c, SQ_INBOX_PURGE_DEL, "DELETE FROM inbox WHERE seq = ?1");
+  for (int i = 0; st && i < n; i++) {
+    sq_bind_i64(st, 1, del[i]);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+      free(del);
+      return sq_fail(c, "purge inbox");
+    }
+    (*purged)++;
+  }
+  free(del);
+  return st ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
 }

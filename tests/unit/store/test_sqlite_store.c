@@ -639,7 +639,8 @@ static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, void 
 }
 static int run_purge(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
-  return be->inbox_purge(c, k->i64, 100, &k->ival);
+  int64_t after = 0;
+  return be->inbox_purge(c, k->i64, 100, &after, &k->ival);
 }
 static int run_src(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   return be->source_create(c, ((call *)a)->in, NULL, 0, 0);
@@ -840,6 +841,50 @@ static void purge_stops_at_the_first_fresh_record(void **state) {
   assert_int_equal(c.ival, 0);
 }
 
+static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a);
+
+/* limit 1 and a cursor, as the daemon walks: i64 = window, ival = purged, out = int64_t cursor */
+static int run_purge_step(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->inbox_purge(c, k->i64, 1, (int64_t *)k->out, &k->ival);
+}
+
+/* A record whose forward is not finished is kept whatever its age (its resolve and the
+ * deduplication of a late redelivery need it); the walk goes past it to the finished ones. */
+static void purge_keeps_records_whose_forward_is_not_finished(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  int64_t now = hookd_now_ms(), old = now - 10 * 86400 * 1000LL;
+  hookd_receive_res r;
+  assert_int_equal(receive(f, "in_p", "kp", "h", old, &r), 0); /* its delivery is pending */
+  assert_int_equal(r.n_endpoints, 1);
+  hookd_receive_res_free(&r);
+  assert_int_equal(receive(f, "in_d", "kd", "h", old, &r), 0);
+  hookd_receive_res_free(&r);
+  /* in_d's forward finished; in_p's is held as unknown for an operator */
+  call sql = {.in = "UPDATE deliveries SET state = 'delivered' WHERE event_seq ="
+                    " (SELECT event_seq FROM inbox WHERE id = 'in_d')"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  sql.in = "UPDATE deliveries SET state = 'unknown' WHERE event_seq ="
+           " (SELECT event_seq FROM inbox WHERE id = 'in_p')";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  int64_t cursor = 0;
+  call c = {.i64 = now - 86400 * 1000LL, .out = &cursor};
+  assert_int_equal(w(f, run_purge_step, &c), 0); /* in_p: kept, the walk goes on after it */
+  assert_int_equal(c.ival, 0);
+  assert_int_not_equal(cursor, 0);
+  assert_int_equal(w(f, run_purge_step, &c), 0); /* in_d: purged */
+  assert_int_equal(c.ival, 1);
+  assert_int_equal(w(f, run_purge_step, &c), 0); /* the end: the next walk starts over */
+  assert_int_equal(cursor, 0);
+  hookd_inbox got;
+  call g = {.in = "in_p", .out = &got};
+  assert_int_equal(w(f, run_inbox_get, &g), 0);
+  hookd_inbox_free(&got);
+  g.in = "in_d";
+  assert_int_equal(w(f, run_inbox_get, &g), HOOKD_STORE_NOTFOUND);
+}
+
 /* ---- the WAL stays bounded ---- */
 
 static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
@@ -1035,6 +1080,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(receive_writes_the_record_once, setup, teardown),
       cmocka_unit_test_setup_teardown(receive_links_the_right_event, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_stops_at_the_first_fresh_record, setup, teardown),
+      cmocka_unit_test_setup_teardown(purge_keeps_records_whose_forward_is_not_finished, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(writer_bounds_the_wal, setup, teardown),
       cmocka_unit_test_setup_teardown(checkpointer_copies_in_passes_and_the_wal_starts_over, setup,
                                       teardown),
