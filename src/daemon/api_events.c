@@ -155,7 +155,8 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   int brc = 0;
   if (id || idem) {
     hookd_buf canon;
-    hookd_buf_init(&canon, app->cfg->max_body_bytes * 2 + 1024);
+    /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
+    hookd_buf_init(&canon, app->cfg->max_body_bytes * 6 + 1024);
     brc = hookd_jcs(body, &canon);
     if (brc == 0 && hookd_sha256(canon.data, canon.len, op->hash) != 0) brc = -1;
     hookd_buf_free(&canon);

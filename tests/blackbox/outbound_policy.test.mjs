@@ -70,6 +70,35 @@ describe('endpoint state', () => {
     await recv.close();
   });
 
+  it('replay of a delivery whose event has expired is refused (it would never be sent)', async () => {
+    const h2 = await startHookd({ args: ['--event-ttl-s', '1'] });
+    const r = await startReceiver(() => ({ status: 400 }));
+    const { tenant } = await setup(h2, r.url);
+    const p = await publish(h2, tenant, { type: 'a', payload: {} });
+    const [d] = await waitDelivery(h2, p.json.id, (ds) => ds[0]?.state === 'dead');
+    const ev = await h2.api('GET', `/v1/events/${p.json.id}`);
+    const expires = Date.parse(ev.json.expires_at);
+    await waitUntil(async () => Date.now() > expires + 50, { what: 'the event expired', timeout: 5000 });
+    const rp = await h2.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.equal(rp.status, 409, rp.text);
+    assert.equal(rp.json.error.code, 'invalid_state');
+    assert.match(rp.json.error.message, /expired/);
+    assert.equal((await h2.stop()).code, 0);
+    await r.close();
+  });
+
+  it('an Idempotency-Key on a body whose canonical form is five times its size (1e20 is 21 digits) is accepted', async () => {
+    const h2 = await startHookd({ args: ['--max-body-bytes', '10000'] });
+    const r = await startReceiver();
+    const { tenant } = await setup(h2, r.url);
+    const body = `{"type":"a","payload":{"n":[${Array(1900).fill('1e20').join(',')}]}}`;
+    assert.ok(body.length < 10000);
+    const p = await publish(h2, tenant, body, { 'Idempotency-Key': 'big-canon' });
+    assert.equal(p.status, 202, p.text);
+    assert.equal((await h2.stop()).code, 0);
+    await r.close();
+  });
+
   it('replay of a delivery whose endpoint is disabled is refused', async () => {
     const recv = await startReceiver(() => ({ status: 400 }));
     const { tenant, endpoint } = await setup(h, recv.url);

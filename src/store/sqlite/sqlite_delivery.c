@@ -370,7 +370,22 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   hookd_delivery_free(&d);
   if (rc) return rc;
 
-  sqlite3_stmt *st = sq_stmt(c, SQ_DL_REPLAY,
+  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
+  sqlite3_stmt *st = sq_stmt(c, SQ_DL_REPLAY_EXPIRY,
+                             "SELECT e.expires_at FROM deliveries d JOIN events e"
+                             " ON e.seq = d.event_seq WHERE d.seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, seq);
+  rc = sqlite3_step(st);
+  int64_t expires = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read event expiry");
+  if (expires && expires <= now_ms) {
+    snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
+    return HOOKD_STORE_STATE;
+  }
+
+  st = sq_stmt(c, SQ_DL_REPLAY,
                              "UPDATE deliveries SET state = 'pending', cycle_base = attempt_count,"
                              " cycle_kind = 'replay', cycle_started_at = ?2, next_attempt_at = ?2,"
                              " dead_at = NULL, dead_reason = NULL, updated_at = ?2"
