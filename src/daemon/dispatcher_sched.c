@@ -391,7 +391,8 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     }
     if (room > CLAIM_LIMIT_MAX) room = CLAIM_LIMIT_MAX;
     if (room <= 0) {
-      if (n_later < 64) later[n_later++] = e;
+      later[n_later++] = e;
+      if (n_later == 64) break; /* the others stay in the heap for the next pass */
       continue;
     }
     int replays = d->queued_cls[CLS_LIVE] > 0 ? (room + 9) / 10 : room;
