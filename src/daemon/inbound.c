@@ -320,14 +320,16 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
 
   /* identity: a configured composite, else the provider's id, else the payload hash */
   char ident[1024] = "";
+  /* a composite holds canonical values of the body: as large as the canonical body at most */
+  size_t comp_max = app->cfg->max_body_bytes * 6 + 4096;
   hookd_buf comp;
-  hookd_buf_init(&comp, 8192);
+  hookd_buf_init(&comp, comp_max);
   char missing[128];
   int crc = rt->src.identity_paths && json
                 ? hookd_in_composite_key(json, rt->src.identity_paths, &comp, missing,
                                          sizeof missing)
                 : 1;
-  if (crc < 0) {
+  if (crc == HOOKD_BUF_NOMEM) { /* out of memory: 503, the provider retries */
     op->hash_failed = true;
   } else if (crc == 0) {
     snprintf(op->identity_kind, sizeof op->identity_kind, "composite");
@@ -352,12 +354,12 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* business key and object version, when the source declares them */
   bool has_bkey = false, has_version = false, numeric = false;
   if (rt->src.business_paths && json) {
-    hookd_buf_init(&comp, 8192);
+    hookd_buf_init(&comp, comp_max);
     int brc = hookd_buf_printf(&comp, "%s\x1f",
                                rt->src.business_operation ? rt->src.business_operation : "");
     if (!brc) brc = hookd_in_composite_key(json, rt->src.business_paths, &comp, missing,
                                            sizeof missing);
-    if (brc < 0) {
+    if (brc == HOOKD_BUF_NOMEM) {
       op->hash_failed = true;
     } else if (brc == 0) {
       op->hash_failed |= hookd_in_sha256_hex(comp.data, comp.len, op->business_key) != 0;
