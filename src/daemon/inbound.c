@@ -295,7 +295,9 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
 
   /* the body forwarded and stored: the raw bytes; VNPay: only what vnp_SecureHash signs.
    * Not built (out of memory): 503 / "99", nothing stored. */
-  hookd_buf_init(&op->body, app->cfg->max_body_bytes + 1);
+  /* (VNPay's is rebuilt from the query: PHP's urlencode writes a byte as 3 at most) */
+  hookd_buf_init(&op->body, p == HOOKD_PROVIDER_VNPAY ? app->cfg->max_url_len * 3 + 256
+                                                      : app->cfg->max_body_bytes + 1);
   if (p == HOOKD_PROVIDER_VNPAY)
     op->hash_failed |= hookd_in_vnpay_forward(&in, &op->body) != 0;
   else
