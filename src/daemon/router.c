@@ -18,44 +18,50 @@ typedef struct route {
   hookd_perm perm;
   int tenant_param; /* index of the {} holding a tenant id, -1 if none */
   void (*fn)(hookd_req *, hookd_app *);
+  const char *query; /* the query parameters it reads, ",a,b,"; NULL none; "*" any */
 } route;
 
 static const route routes[] = {
-    {"GET", "/healthz", HOOKD_PERM_PUBLIC, -1, hookd_api_healthz},
-    {"GET", "/readyz", HOOKD_PERM_PUBLIC, -1, hookd_api_readyz},
-    {"GET", "/metrics", HOOKD_PERM_PUBLIC, -1, hookd_api_metrics},
-    /* provider-facing: the provider's signature is the authentication */
-    {"POST", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle},
-    {"GET", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle},
-    {"POST", "/v1/tenants", HOOKD_PERM_ADMIN, -1, hookd_api_tenant_create},
-    {"GET", "/v1/tenants/{}", HOOKD_PERM_READ, 0, hookd_api_tenant_get},
-    {"PATCH", "/v1/tenants/{}", HOOKD_PERM_ADMIN, 0, hookd_api_tenant_patch},
-    {"POST", "/v1/tenants/{}/endpoints", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_create},
-    {"GET", "/v1/tenants/{}/endpoints", HOOKD_PERM_READ, 0, hookd_api_endpoint_list},
-    {"GET", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_READ, 0, hookd_api_endpoint_get},
-    {"PATCH", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_OPERATE, 0, hookd_api_endpoint_patch},
-    {"DELETE", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_delete},
+    {"GET", "/healthz", HOOKD_PERM_PUBLIC, -1, hookd_api_healthz, "*"},
+    {"GET", "/readyz", HOOKD_PERM_PUBLIC, -1, hookd_api_readyz, "*"},
+    {"GET", "/metrics", HOOKD_PERM_PUBLIC, -1, hookd_api_metrics, "*"},
+    /* provider-facing: the provider's signature is the authentication, the query is theirs */
+    {"POST", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle, "*"},
+    {"GET", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle, "*"},
+    {"POST", "/v1/tenants", HOOKD_PERM_ADMIN, -1, hookd_api_tenant_create, NULL},
+    {"GET", "/v1/tenants/{}", HOOKD_PERM_READ, 0, hookd_api_tenant_get, NULL},
+    {"PATCH", "/v1/tenants/{}", HOOKD_PERM_ADMIN, 0, hookd_api_tenant_patch, NULL},
+    {"POST", "/v1/tenants/{}/endpoints", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_create, NULL},
+    {"GET", "/v1/tenants/{}/endpoints", HOOKD_PERM_READ, 0, hookd_api_endpoint_list,
+     ",limit,after,"},
+    {"GET", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_READ, 0, hookd_api_endpoint_get, NULL},
+    {"PATCH", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_OPERATE, 0, hookd_api_endpoint_patch,
+     NULL},
+    {"DELETE", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_delete,
+     NULL},
     {"GET", "/v1/tenants/{}/endpoints/{}/secret", HOOKD_PERM_ADMIN, 0,
-     hookd_api_endpoint_secret},
+     hookd_api_endpoint_secret, NULL},
     {"POST", "/v1/tenants/{}/endpoints/{}/secret/rotate", HOOKD_PERM_ADMIN, 0,
-     hookd_api_endpoint_rotate},
+     hookd_api_endpoint_rotate, NULL},
     {"GET", "/v1/tenants/{}/endpoints/{}/public-key", HOOKD_PERM_READ, 0,
-     hookd_api_endpoint_public_key},
-    {"GET", "/v1/audit", HOOKD_PERM_ADMIN, -1, hookd_api_audit_list},
-    {"POST", "/v1/sources", HOOKD_PERM_ADMIN, -1, hookd_api_source_create},
-    {"GET", "/v1/sources", HOOKD_PERM_READ, -1, hookd_api_source_list},
-    {"GET", "/v1/sources/{}", HOOKD_PERM_READ, -1, hookd_api_source_get},
-    {"PATCH", "/v1/sources/{}", HOOKD_PERM_ADMIN, -1, hookd_api_source_patch},
-    {"DELETE", "/v1/sources/{}", HOOKD_PERM_ADMIN, -1, hookd_api_source_delete},
-    {"GET", "/v1/inbox", HOOKD_PERM_READ, -1, hookd_api_inbox_list},
-    {"GET", "/v1/inbox/{}", HOOKD_PERM_READ, -1, hookd_api_inbox_get},
-    {"POST", "/v1/inbox/{}/resolve", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_resolve},
-    {"POST", "/v1/tenants/{}/events", HOOKD_PERM_PUBLISH, 0, hookd_api_event_publish},
-    {"GET", "/v1/tenants/{}/events/{}", HOOKD_PERM_READ, 0, hookd_api_event_get},
-    {"GET", "/v1/events/{}", HOOKD_PERM_READ, -1, hookd_api_event_get},
-    {"GET", "/v1/tenants/{}/deliveries", HOOKD_PERM_READ, 0, hookd_api_delivery_list},
-    {"GET", "/v1/deliveries/{}", HOOKD_PERM_READ, -1, hookd_api_delivery_get},
-    {"POST", "/v1/deliveries/{}/replay", HOOKD_PERM_OPERATE, -1, hookd_api_delivery_replay},
+     hookd_api_endpoint_public_key, NULL},
+    {"GET", "/v1/audit", HOOKD_PERM_ADMIN, -1, hookd_api_audit_list, ",tenant,limit,before,"},
+    {"POST", "/v1/sources", HOOKD_PERM_ADMIN, -1, hookd_api_source_create, NULL},
+    {"GET", "/v1/sources", HOOKD_PERM_READ, -1, hookd_api_source_list, ",tenant,"},
+    {"GET", "/v1/sources/{}", HOOKD_PERM_READ, -1, hookd_api_source_get, NULL},
+    {"PATCH", "/v1/sources/{}", HOOKD_PERM_ADMIN, -1, hookd_api_source_patch, NULL},
+    {"DELETE", "/v1/sources/{}", HOOKD_PERM_ADMIN, -1, hookd_api_source_delete, NULL},
+    {"GET", "/v1/inbox", HOOKD_PERM_READ, -1, hookd_api_inbox_list,
+     ",tenant,source,state,limit,before,"},
+    {"GET", "/v1/inbox/{}", HOOKD_PERM_READ, -1, hookd_api_inbox_get, NULL},
+    {"POST", "/v1/inbox/{}/resolve", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_resolve, NULL},
+    {"POST", "/v1/tenants/{}/events", HOOKD_PERM_PUBLISH, 0, hookd_api_event_publish, NULL},
+    {"GET", "/v1/tenants/{}/events/{}", HOOKD_PERM_READ, 0, hookd_api_event_get, NULL},
+    {"GET", "/v1/events/{}", HOOKD_PERM_READ, -1, hookd_api_event_get, NULL},
+    {"GET", "/v1/tenants/{}/deliveries", HOOKD_PERM_READ, 0, hookd_api_delivery_list,
+     ",state,endpoint,event,after,limit,"},
+    {"GET", "/v1/deliveries/{}", HOOKD_PERM_READ, -1, hookd_api_delivery_get, NULL},
+    {"POST", "/v1/deliveries/{}/replay", HOOKD_PERM_OPERATE, -1, hookd_api_delivery_replay, NULL},
 };
 #define NROUTES (sizeof routes / sizeof routes[0])
 
@@ -143,6 +149,23 @@ void hookd_api_handle(hookd_req *r, void *arg) {
     if (rt->tenant_param >= 0 && !hookd_api_tenant_allowed(r, hookd_req_param(r, rt->tenant_param))) {
       HOOKD_INC(auth_failures);
       return;
+    }
+  }
+  /* a parameter a route does not read is a mistake (?status=dead for ?state=dead would list
+   * everything), not something to ignore */
+  if (!rt->query || strcmp(rt->query, "*") != 0) {
+    const char *names[32];
+    size_t nq = hookd_req_query_names(r, names, 32);
+    for (size_t i = 0; i < nq && i < 32; i++) {
+      char needle[72];
+      int n = snprintf(needle, sizeof needle, ",%s,", names[i]);
+      if (!rt->query || n < 0 || (size_t)n >= sizeof needle || !strstr(rt->query, needle)) {
+        int ql = rt->query ? (int)strlen(rt->query) - 2 : 0; /* without the outer commas */
+        hookd_req_error(r, 400, "invalid_parameter",
+                        "unknown query parameter \"%.64s\" (this route reads %s%.*s)", names[i],
+                        ql > 0 ? "" : "none", ql > 0 ? ql : 0, ql > 0 ? rt->query + 1 : "");
+        return;
+      }
     }
   }
   const char *reason = hookd_req_header(r, "Hookd-Reason");

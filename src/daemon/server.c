@@ -70,6 +70,26 @@ const char *hookd_req_query(const hookd_req *r, const char *key) {
   return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+typedef struct name_iter {
+  const char **names;
+  size_t max, n;
+} name_iter;
+
+static enum MHD_Result add_name(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+  (void)kind, (void)value;
+  name_iter *it = cls;
+  if (it->n < it->max) it->names[it->n] = key;
+  it->n++;
+  return MHD_YES;
+}
+
+size_t hookd_req_query_names(const hookd_req *r, const char **names, size_t max) {
+  name_iter it = {names, max, 0};
+  MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, add_name, &it);
+  return it.n;
+}
+
 const char *hookd_req_body(const hookd_req *r, size_t *len) {
   *len = r->body.len;
   return hookd_buf_str(&r->body);

@@ -50,6 +50,8 @@ const char *hookd_req_body(const hookd_req *r, size_t *len);
 const char *hookd_req_query_string(const hookd_req *r);
 /* Iterates request headers: returns the number of headers, filling up to max pairs. */
 size_t hookd_req_headers(const hookd_req *r, const char **names, const char **values, size_t max);
+/* The query's parameter names (borrowed), up to max; returns how many there are. */
+size_t hookd_req_query_names(const hookd_req *r, const char **names, size_t max);
 /* Router-captured path parameters. */
 #define HOOKD_REQ_MAX_PARAMS 4
 const char *hookd_req_param(const hookd_req *r, int i);

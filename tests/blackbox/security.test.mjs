@@ -269,6 +269,14 @@ describe('API input from keys of every role', () => {
     assert.equal(mine.json.tenant_id, tenant);
     assert.equal((await h.api('GET', '/v1/events/order-1')).status, 409, 'an unscoped key sees both');
 
+    // a query parameter a route does not read is refused, not ignored (?status= for ?state=
+    // listed every delivery)
+    const typo = await h.api('GET', `/v1/tenants/${tenant}/deliveries?status=dead`);
+    assert.equal(typo.status, 400, typo.text);
+    assert.match(typo.json.error.message, /unknown query parameter "status" \(this route reads state,endpoint,event,after,limit\)/);
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}?verbose=1`)).status, 400);
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=5`)).status, 200);
+
     // an error text belongs to its own request, not to an earlier one on the same connection
     assert.equal((await h.api('POST', '/v1/tenants/nope/endpoints', { url: recv.url })).status, 404);
     const range = await h.api('PATCH', ep, { retry: { backoff_base_ms: 100000, backoff_cap_ms: 10 } });
