@@ -127,7 +127,8 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
                     "ordering_key must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
     goto done;
   }
-  if (hookd_json_get_int(body, "ordering_version", &over) < 0) {
+  int has_over = hookd_json_get_int(body, "ordering_version", &over);
+  if (has_over < 0) {
     hookd_req_error(r, 422, "invalid_field", "ordering_version must be an integer");
     goto done;
   }
@@ -194,6 +195,7 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   op->req.expires_ms = app->cfg->event_ttl_s ? now + app->cfg->event_ttl_s * 1000 : 0;
   op->req.ordering_key = okey ? op->ordering_key : NULL;
   op->req.ordering_version = over;
+  op->req.has_ordering_version = has_over == 0;
   /* publish refuses (409, 404) before its first write and may run twice */
   op->base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   hookd_api_submit(&op->base, true);

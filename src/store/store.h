@@ -156,7 +156,9 @@ typedef struct hookd_publish_req {
   const char *idempotency_key;       /* NULL when absent */
   int64_t occurred_ms, now_ms, expires_ms;
   const char *ordering_key;          /* NULL when absent */
-  int64_t ordering_version;          /* 0 when absent */
+  int64_t ordering_version;
+  bool has_ordering_version;         /* for an ordered endpoint, a version below the highest
+                                      * its lane has seen makes the delivery DEAD "superseded" */
 } hookd_publish_req;
 
 #define HOOKD_FANOUT_MAX 64 /* endpoints reported back per publish (for dispatcher hints) */

@@ -159,6 +159,29 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('ordering versions: on an ordered endpoint a version below its lane\'s highest is superseded (DEAD, never sent); other endpoints get every event', async () => {
+    const h = await startHookd();
+    const ordered = await startReceiver();
+    const plain = await startReceiver();
+    const { tenant, endpoint } = await setup(h, ordered.url, { ordered: true });
+    const other = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: plain.url });
+    assert.equal(other.status, 201, other.text);
+    const ids = {};
+    for (const [name, v] of [['v2', 2], ['v1', 1], ['v2-again', 2], ['v3', 3]])
+      ids[name] = (await publish(h, tenant, { type: 'a', payload: { name }, ordering_key: 'cus-9', ordering_version: v })).json.id;
+    await ordered.waitFor(3, 10000, 'v2, v2-again, v3');
+    await plain.waitFor(4, 10000, 'every event');
+    const sent = ordered.requests.map((q) => JSON.parse(q.body).data.name);
+    assert.deepEqual(sent, ['v2', 'v2-again', 'v3'], 'versions never go back on the ordered endpoint');
+    const v1 = (await h.api('GET', `/v1/events/${ids.v1}`)).json.deliveries.find((d) => d.endpoint_id === endpoint);
+    assert.equal(v1.state, 'dead');
+    assert.equal(v1.dead_reason, 'superseded');
+    assert.equal(v1.attempt_count, 0);
+    assert.equal((await h.stop()).code, 0);
+    await ordered.close();
+    await plain.close();
+  });
+
   it('ordering lanes: each key in order even when its first event needs three retries; other keys flow', async () => {
     const h = await startHookd({ args: ['--retry-base-ms', '150', '--retry-cap-ms', '150'] });
     let e1Failures = 0;

@@ -95,6 +95,36 @@ static int idem_insert(hookd_store_conn *c, const hookd_publish_req *req, int64_
   return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "insert idempotency key");
 }
 
+/* Versions in order on an ordered endpoint's lane: *superseded when a higher version than v was
+ * given to the lane before (the receiver has it, or will, and must not go back to v); otherwise v
+ * is recorded as the lane's highest. Equal versions go through. */
+static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char *key, int64_t v,
+                        bool *superseded) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_VERSION_GET,
+                             "SELECT version FROM lane_versions WHERE endpoint_id = ?1"
+                             " AND ordering_key = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, endpoint_id);
+  sq_bind_text(st, 2, key);
+  int rc = sqlite3_step(st);
+  int64_t seen = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  bool known = rc == SQLITE_ROW;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read lane version");
+  *superseded = known && v < seen;
+  if (*superseded || (known && v == seen)) return HOOKD_STORE_OK;
+  st = sq_stmt(c, SQ_LANE_VERSION_SET,
+               "INSERT INTO lane_versions(endpoint_id, ordering_key, version) VALUES (?1, ?2, ?3)"
+               " ON CONFLICT(endpoint_id, ordering_key) DO UPDATE SET version = excluded.version");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, endpoint_id);
+  sq_bind_text(st, 2, key);
+  sq_bind_i64(st, 3, v);
+  rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "record lane version");
+}
+
 int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res) {
   memset(res, 0, sizeof *res);
   hookd_tenant t;
@@ -167,29 +197,46 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
 
   /* Fan-out: one delivery per live, enabled endpoint whose filter matches. */
   sqlite3_stmt *eps = sq_stmt(c, SQ_EP_FANOUT,
-                              "SELECT id, event_types, policy_id FROM endpoints"
+                              "SELECT id, event_types, policy_id, ordered FROM endpoints"
                               " WHERE tenant_id = ?1 AND deleted_at IS NULL AND enabled = 1"
                               " AND source_id IS NULL");
   if (!eps) return HOOKD_STORE_ERR;
   sq_bind_text(eps, 1, req->tenant_id);
   sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL);
   if (!ins) return HOOKD_STORE_ERR;
+  sqlite3_stmt *superseded_ins =
+      req->has_ordering_version && req->ordering_key
+          ? sq_stmt(c, SQ_DL_INSERT_SUPERSEDED,
+                    "INSERT INTO deliveries(id, event_seq, endpoint_id, tenant_id, state,"
+                    " cycle_started_at, next_attempt_at, policy_id, created_at, updated_at,"
+                    " ordering_key, dead_at, dead_reason)"
+                    " VALUES (?1, ?2, ?3, ?4, 'dead', ?5, ?5, ?6, ?5, ?5, ?7, ?5, 'superseded')"
+                    " ON CONFLICT(event_seq, endpoint_id) DO NOTHING")
+          : NULL;
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
     const char *filter = (const char *)sqlite3_column_text(eps, 1);
     if (!hookd_filter_match(filter, req->type)) continue;
     char did[HOOKD_ID_MAX];
     if (hookd_id_new("dlv", req->now_ms, did) != 0) return HOOKD_STORE_ERR;
-    sqlite3_reset(ins);
-    sq_bind_text(ins, 1, did);
-    sq_bind_i64(ins, 2, seq);
-    sqlite3_bind_text(ins, 3, (const char *)sqlite3_column_text(eps, 0), -1, SQLITE_TRANSIENT);
-    sq_bind_text(ins, 4, req->tenant_id);
-    sq_bind_i64(ins, 5, req->now_ms);
-    sq_bind_i64(ins, 6, sq_col_i64(eps, 2));
-    sq_bind_text(ins, 7, req->ordering_key);
-    if (sqlite3_step(ins) != SQLITE_DONE) return sq_fail(c, "insert delivery");
+    const char *ep_id = (const char *)sqlite3_column_text(eps, 0);
+    bool superseded = false;
+    if (req->ordering_key && req->has_ordering_version && sq_col_i64(eps, 3) &&
+        (rc = lane_version(c, ep_id, req->ordering_key, req->ordering_version, &superseded)) != 0)
+      return rc;
+    sqlite3_stmt *to = ins;
+    if (superseded && !(to = superseded_ins)) return HOOKD_STORE_ERR;
+    sqlite3_reset(to);
+    sq_bind_text(to, 1, did);
+    sq_bind_i64(to, 2, seq);
+    sqlite3_bind_text(to, 3, ep_id, -1, SQLITE_TRANSIENT);
+    sq_bind_text(to, 4, req->tenant_id);
+    sq_bind_i64(to, 5, req->now_ms);
+    sq_bind_i64(to, 6, sq_col_i64(eps, 2));
+    sq_bind_text(to, 7, req->ordering_key);
+    if (sqlite3_step(to) != SQLITE_DONE) return sq_fail(c, "insert delivery");
     if (sqlite3_changes(c->db) == 0) continue;
     res->n_deliveries++;
+    if (superseded) continue; /* nothing for the dispatcher */
     if (res->n_endpoints < HOOKD_FANOUT_MAX)
       res->endpoints[res->n_endpoints++] = sq_col_str(eps, 0);
     else

@@ -245,6 +245,15 @@ static const struct {
      "  WHERE state IN ('pending','retrying');"
      "CREATE INDEX deliveries_lane ON deliveries(endpoint_id, ordering_key, seq)"
      "  WHERE ordering_key IS NOT NULL;"},
+    {5,
+     /* Versions in order (docs/isolation.md): the highest ordering_version each lane of an
+      * ordered endpoint has been given; a lower one is superseded. */
+     "CREATE TABLE lane_versions ("
+     "  endpoint_id TEXT NOT NULL,"
+     "  ordering_key TEXT NOT NULL,"
+     "  version INTEGER NOT NULL,"
+     "  PRIMARY KEY (endpoint_id, ordering_key)"
+     ") WITHOUT ROWID;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {
