@@ -156,7 +156,11 @@ void hookd_api_handle(hookd_req *r, void *arg) {
   if (!rt->query || strcmp(rt->query, "*") != 0) {
     const char *names[32];
     size_t nq = hookd_req_query_names(r, names, 32);
-    for (size_t i = 0; i < nq && i < 32; i++) {
+    if (nq > 32) {
+      hookd_req_error(r, 400, "invalid_parameter", "more than 32 query parameters");
+      return;
+    }
+    for (size_t i = 0; i < nq; i++) {
       char needle[72];
       int n = snprintf(needle, sizeof needle, ",%s,", names[i]);
       if (!rt->query || n < 0 || (size_t)n >= sizeof needle || !strstr(rt->query, needle)) {
