@@ -177,9 +177,18 @@ describe('isolation', () => {
     assert.equal(v1.state, 'dead');
     assert.equal(v1.dead_reason, 'superseded');
     assert.equal(v1.attempt_count, 0);
+    // a superseded delivery never blocks a lane, even under lane_policy block
+    const blocking = await startReceiver();
+    const b = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: blocking.url, ordered: true,
+      lane_policy: 'block', event_types: ['b'] });
+    assert.equal(b.status, 201, b.text);
+    for (const v of [5, 4, 6]) await publish(h, tenant, { type: 'b', payload: { v }, ordering_key: 'cus-10', ordering_version: v });
+    await blocking.waitFor(2, 10000, 'v5 and v6 through a block lane');
+    assert.deepEqual(blocking.requests.map((q) => JSON.parse(q.body).data.v), [5, 6]);
     assert.equal((await h.stop()).code, 0);
     await ordered.close();
     await plain.close();
+    await blocking.close();
   });
 
   it('ordering lanes: each key in order even when its first event needs three retries; other keys flow', async () => {

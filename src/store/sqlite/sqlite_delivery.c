@@ -450,14 +450,15 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 /* The claimable set, shared by claims and next-due lookups: due (or any time, for next due),
  * unleased, active, of one cycle kind; for ordered endpoints only the head of each lane (no
  * earlier delivery of its lane still pending, retrying, held unknown — or DEAD when the lane
- * policy blocks). */
+ * policy blocks, unless it was superseded: never sent by design, it blocks nothing). */
 #define CLAIMABLE(kind)                                                                         \
   " FROM deliveries d WHERE d.endpoint_id = ?1 AND d.cycle_kind = '" kind "'"                  \
   " AND d.state IN ('pending','retrying') AND (d.leased_until IS NULL OR d.leased_until <= ?3)"
 #define LANE_HEAD                                                                               \
   " AND (d.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM deliveries p"                      \
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
-  " AND (p.state IN ('pending','retrying','unknown') OR (?6 AND p.state = 'dead'))))"
+  " AND (p.state IN ('pending','retrying','unknown')"                                          \
+  " OR (?6 AND p.state = 'dead' AND p.dead_reason IS NOT 'superseded'))))"
 #define CLAIM_SQL(kind, lanes)                                                                  \
   "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1, leased_until = ?4"    \
   " WHERE seq IN (SELECT d.seq" CLAIMABLE(kind) " AND d.next_attempt_at <= ?3" lanes          \
