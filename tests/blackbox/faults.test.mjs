@@ -119,16 +119,47 @@ describe('durability', () => {
     let out = '';
     const locked = new Promise((resolve) => lock.stdout.on('data', (b) => { out += b; if (out.includes('locked')) resolve(); }));
     lock.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n");
-    await locked;
-    r.releaseHanging(200);
-    const retry = await h.waitForLog((l) => l.msg === 'outcome.write_retry', 15000, 'the failed outcome write tried again');
-    assert.equal(retry.try, 1);
-    lock.stdin.end('ROLLBACK;\n');
-    await new Promise((resolve) => lock.on('exit', resolve));
+    try {
+      await locked;
+      r.releaseHanging(200);
+      const retry = await h.waitForLog((l) => l.msg === 'outcome.write_retry', 15000, 'the failed outcome write tried again');
+      assert.equal(retry.try, 1);
+    } finally { // a failed wait must not leave the lock (and this test file) hanging
+      lock.stdin.end('ROLLBACK;\n');
+      await new Promise((resolve) => lock.on('exit', resolve));
+    }
     await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
     assert.equal(r.requests.length, 1, 'the answered request was not sent again');
     const m = await h.api('GET', '/metrics');
     assert.match(m.text, /^hookd_outcome_write_retries_total [1-9]/m);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('an endpoint disabled by a 410 whose outcome never reached the store is enabled again: the store still has it enabled', async () => {
+    const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
+    let first = true;
+    const r = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
+    const { tenant } = await setup(h, r.url, { timeout_ms: 1000 }); // lease: 2 × 1 s + 1 s
+    const e1 = await publish(h, tenant, { type: 'a', payload: { n: 1 } });
+    await r.waitFor(1);
+    // the store is locked past the lease while the 410's outcome (and its disable) is written
+    const lock = spawn('sqlite3', [h.db], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    const locked = new Promise((resolve) => lock.stdout.on('data', (b) => { out += b; if (out.includes('locked')) resolve(); }));
+    lock.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n");
+    try {
+      await locked;
+      r.releaseHanging(410);
+      await h.waitForLog((l) => l.msg === 'endpoint.disable_not_recorded', 20000, 'the disable undone');
+    } finally { // a failed wait must not leave the lock (and this test file) hanging
+      lock.stdin.end('ROLLBACK;\n');
+      await new Promise((resolve) => lock.on('exit', resolve));
+    }
+    // this node claims for the endpoint again: a new event is delivered, and so is the first
+    const e2 = await publish(h, tenant, { type: 'a', payload: { n: 2 } });
+    await waitDelivery(h, e2.json.id, (ds) => ds[0]?.state === 'delivered', 'the next event delivered', 15000);
+    await waitDelivery(h, e1.json.id, (ds) => ds[0]?.state === 'delivered', 'the first, sent again', 15000);
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
