@@ -110,6 +110,8 @@ static const opt opts[] = {
      "request line plus headers (431 beyond)"},
     {"header-timeout-s", NULL, T_INT, OFF(header_timeout_s), 0, 1, 3600, "S",
      "close a client connection idle (or trickling) this long"},
+    {"request-timeout-s", NULL, T_INT, OFF(request_timeout_s), 0, 1, 3600, "S",
+     "a request must arrive whole (line, headers, body) within this; 408 beyond"},
     {"max-connections", NULL, T_INT, OFF(max_connections), 0, 1, 1000000, "N",
      "concurrent client connections"},
     {"store-batch", NULL, T_INT, OFF(store_batch), 0, 1, 100000, "N",
@@ -129,6 +131,7 @@ void hookd_config_defaults(hookd_config *c) {
   snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
   c->listen_port = 8080;
   c->header_timeout_s = 10;
+  c->request_timeout_s = 60;
   c->max_connections = 4096;
   snprintf(c->store_url, sizeof c->store_url, "sqlite:hookd.db");
   c->store_batch = 512;

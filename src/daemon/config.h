@@ -18,6 +18,7 @@ typedef struct hookd_config {
   char listen_host[256];
   int listen_port;
   int header_timeout_s;        /* idle connection / slow client timeout */
+  int request_timeout_s;       /* request line to the body's last byte, whatever the pace */
   int max_connections;
   /* store */
   char store_url[1024];

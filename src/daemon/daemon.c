@@ -218,6 +218,7 @@ int hookd_serve(const hookd_config *cfg) {
   hookd_server_config hc = {.host = cfg->listen_host,
                             .port = cfg->listen_port,
                             .idle_timeout_s = cfg->header_timeout_s,
+                            .request_timeout_s = cfg->request_timeout_s,
                             .max_connections = cfg->max_connections,
                             .max_body = cfg->max_body_bytes,
                             .max_head_bytes = cfg->max_header_bytes,

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/clock.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 
@@ -41,6 +42,7 @@ struct hookd_req {
   const char *query;               /* points into url copy */
   char *url_copy;
   hookd_buf body;
+  int64_t started_ms;              /* the request line arrived (monotonic) */
   bool handled;
   bool async;                      /* the handler suspended the connection */
   _Atomic bool ready;              /* a response is stored */
@@ -299,6 +301,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   if (!r || !r->conn) {
     if (!r && !(r = calloc(1, sizeof *r))) return MHD_NO;
+    if (!r->started_ms) r->started_ms = hookd_mono_ms();
     r->srv = srv;
     r->conn = conn;
     r->method = method;
@@ -346,6 +349,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_data_size) {
     int rc = hookd_buf_append(&r->body, upload_data, *upload_data_size);
     *upload_data_size = 0;
+    /* the inactivity timer alone lets a client trickle a body for ever, a byte at a time */
+    if (rc == HOOKD_BUF_OK && srv->cfg.request_timeout_s > 0 &&
+        hookd_mono_ms() - r->started_ms > (int64_t)srv->cfg.request_timeout_s * 1000) {
+      hookd_req_error(r, 408, "request_timeout",
+                      "the request did not arrive whole within %d s", srv->cfg.request_timeout_s);
+      return answer_mid_body(r);
+    }
     if (rc == HOOKD_BUF_OK) return MHD_YES;
     /* a chunked body (a Content-Length over the limit was refused above) passed the limit, or
      * memory ran out: answer now and read no more of it */
@@ -378,6 +388,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   hookd_req *r = calloc(1, sizeof *r);
   if (!r) return NULL;
+  r->started_ms = hookd_mono_ms();
   const char *q = strchr(uri, '?');
   if (q && (r->url_copy = strdup(q + 1))) r->query = r->url_copy;
   return r;

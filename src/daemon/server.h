@@ -23,6 +23,7 @@ typedef struct hookd_server_config {
   const char *host;          /* IP literal or name to bind */
   int port;                  /* 0 = any free port (see hookd_server_port) */
   int idle_timeout_s;        /* slow or idle clients are disconnected after this */
+  int request_timeout_s;     /* a request still arriving after this gets 408 (0: none) */
   int max_connections;
   size_t max_body;           /* 413 beyond */
   size_t max_head_bytes;     /* request line + headers; 431 beyond */

@@ -248,3 +248,29 @@ describe('request framing', () => {
     }
   });
 });
+
+describe('slow clients', () => {
+  it('a body trickled a byte at a time, each byte inside the idle timeout, is cut off at --request-timeout-s with 408', async () => {
+    const h = await startHookd({ args: ['--request-timeout-s', '1', '--header-timeout-s', '5'] });
+    const body = JSON.stringify({ id: 'trickled' }).padEnd(60, ' ');
+    const sock = net.connect(h.port, '127.0.0.1');
+    let text = '';
+    const closed = new Promise((resolve) => sock.on('close', resolve));
+    sock.on('data', (d) => { text += d.toString('latin1'); });
+    sock.on('error', () => {});
+    await new Promise((resolve) => sock.on('connect', resolve));
+    sock.write(`POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
+      + `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+    const t0 = Date.now();
+    let i = 0;
+    const drip = setInterval(() => { if (i < body.length && !sock.destroyed) sock.write(body[i++]); }, 200);
+    await closed;
+    clearInterval(drip);
+    const rs = responses(text);
+    assert.equal(rs.at(-1)?.status, 408, text);
+    assert.equal(JSON.parse(rs.at(-1).body).error.code, 'request_timeout');
+    assert.ok(i < body.length, `cut off before the body ended (${i}/${body.length} bytes, ${Date.now() - t0} ms)`);
+    assert.equal((await h.api('GET', '/v1/tenants/trickled')).status, 404, 'nothing stored');
+    assert.equal((await h.stop()).code, 0);
+  });
+});
