@@ -302,6 +302,7 @@ void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reas
   it->out.last_error = it->dead_reason;
   it->out.dead_reason = it->dead_reason;
   it->out.inbound = it->c.inbound;
+  it->out.lane = dl->ordering_key != NULL;
   it->out.now_ms = hookd_now_ms();
   submit_item_op(d, it, true);
 }
@@ -461,6 +462,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   }
   o->now_ms = now;
   o->inbound = it->c.inbound;
+  o->lane = dl->ordering_key != NULL;
   if (req->result_ref[0] && cls.cls == HOOKD_CLASS_SUCCESS) {
     snprintf(it->result_ref, sizeof it->result_ref, "%s", req->result_ref);
     o->result_ref = it->result_ref;

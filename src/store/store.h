@@ -211,6 +211,8 @@ typedef struct hookd_outcome {
   const char *disable_reason;
   const char *result_ref;     /* the destination's reference for what it did (inbound) */
   bool inbound;               /* also update the inbox record of the event */
+  bool lane;                  /* the delivery has an ordering key: a terminal outcome moves its
+                                 lane's head on */
   int failing;                /* endpoint health: 1 = failing since now (if not already),
                                  -1 = healthy again, 0 = unchanged */
   int64_t now_ms;

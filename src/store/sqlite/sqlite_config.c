@@ -259,7 +259,17 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sq_bind_i64(st, 15, ep->ordered);
   sq_bind_text(st, 16, ep->lane_policy ? ep->lane_policy : "skip");
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
-  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
+  if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
+  if (!ep->ordered) { /* no lanes any more: nothing waits */
+    st = sq_stmt(c, SQ_LANE_UNORDER,
+                 "UPDATE deliveries SET lane_wait = 0 WHERE endpoint_id = ?1"
+                 " AND ordering_key IS NOT NULL AND state IN ('pending','retrying','unknown')"
+                 " AND lane_wait = 1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, ep->id);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "unorder lanes");
+  }
+  return HOOKD_STORE_OK;
 }
 
 int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled) {
@@ -272,15 +282,24 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
   /* Active deliveries are cancelled; bumping the lease token fences any in-flight attempt. */
-  st = sq_stmt(c, SQ_EP_CANCEL,
-               "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
-               " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL"
-               " WHERE endpoint_id = ?1 AND state IN ('pending','retrying')");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_text(st, 1, id);
-  sq_bind_i64(st, 2, now_ms);
-  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "cancel deliveries");
-  if (cancelled) *cancelled = sqlite3_changes(c->db);
+  /* (in two passes, each on its index: the due ones, and those waiting in a lane) */
+  static const char *const cancel[] = {
+      "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
+      " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL"
+      " WHERE endpoint_id = ?1 AND state IN ('pending','retrying') AND lane_wait = 0",
+      "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
+      " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL"
+      " WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"
+      " AND state IN ('pending','retrying','unknown') AND state != 'unknown' AND lane_wait = 1"};
+  if (cancelled) *cancelled = 0;
+  for (int i = 0; i < 2; i++) {
+    st = sq_stmt(c, i ? SQ_EP_CANCEL_LANES : SQ_EP_CANCEL, cancel[i]);
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, id);
+    sq_bind_i64(st, 2, now_ms);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "cancel deliveries");
+    if (cancelled) *cancelled += sqlite3_changes(c->db);
+  }
   return HOOKD_STORE_OK;
 }
 

@@ -125,6 +125,36 @@ static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "record lane version");
 }
 
+/* *open = 1 when the lane has a delivery pending, retrying or held unknown. */
+static int lane_open(hookd_store_conn *c, const char *endpoint_id, const char *key, int64_t *open) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_OPEN,
+                             "SELECT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1"
+                             " AND ordering_key = ?2 AND ordering_key IS NOT NULL"
+                             " AND state IN ('pending','retrying','unknown'))");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, endpoint_id);
+  sq_bind_text(st, 2, key);
+  int rc = sqlite3_step(st);
+  *open = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "read lane");
+}
+
+int sq_lane_advance(hookd_store_conn *c, int64_t seq) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_ADVANCE,
+                             "UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq ="
+                             " (SELECT n.seq FROM deliveries me, deliveries n WHERE me.seq = ?1"
+                             " AND me.ordering_key IS NOT NULL AND n.endpoint_id = me.endpoint_id"
+                             " AND n.ordering_key = me.ordering_key AND n.ordering_key IS NOT NULL"
+                             " AND n.state IN ('pending','retrying','unknown') ORDER BY n.seq"
+                             " LIMIT 1)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, seq);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "advance lane");
+}
+
 int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res) {
   memset(res, 0, sizeof *res);
   hookd_tenant t;
@@ -223,6 +253,10 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     if (req->ordering_key && req->has_ordering_version && sq_col_i64(eps, 3) &&
         (rc = lane_version(c, ep_id, req->ordering_key, req->ordering_version, &superseded)) != 0)
       return rc;
+    int64_t wait = 0; /* behind an open delivery of its lane: left out of the due index */
+    if (!superseded && req->ordering_key && sq_col_i64(eps, 3) &&
+        (rc = lane_open(c, ep_id, req->ordering_key, &wait)) != 0)
+      return rc;
     sqlite3_stmt *to = ins;
     if (superseded && !(to = superseded_ins)) return HOOKD_STORE_ERR;
     sqlite3_reset(to);
@@ -233,6 +267,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     sq_bind_i64(to, 5, req->now_ms);
     sq_bind_i64(to, 6, sq_col_i64(eps, 2));
     sq_bind_text(to, 7, req->ordering_key);
+    if (!superseded) sq_bind_i64(to, 8, wait);
     if (sqlite3_step(to) != SQLITE_DONE) return sq_fail(c, "insert delivery");
     if (sqlite3_changes(c->db) == 0) continue;
     res->n_deliveries++;
@@ -434,6 +469,7 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 
   st = sq_stmt(c, SQ_DL_REPLAY,
                              "UPDATE deliveries SET state = 'pending', cycle_base = attempt_count,"
+                             " lane_wait = 0,"
                              " cycle_kind = 'replay', cycle_started_at = ?2, next_attempt_at = ?2,"
                              " dead_at = NULL, dead_reason = NULL, updated_at = ?2"
                              " WHERE seq = ?1 AND state IN ('delivered','dead')");
@@ -453,12 +489,18 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
  * policy blocks, unless it was superseded: never sent by design, it blocks nothing). */
 #define CLAIMABLE(kind)                                                                         \
   " FROM deliveries d WHERE d.endpoint_id = ?1 AND d.cycle_kind = '" kind "'"                  \
-  " AND d.state IN ('pending','retrying') AND (d.leased_until IS NULL OR d.leased_until <= ?3)"
+  " AND d.state IN ('pending','retrying') AND d.lane_wait = 0"                                  \
+  " AND (d.leased_until IS NULL OR d.leased_until <= ?3)"
+/* lane_wait = 0 is a hint (rows known to wait are not even visited); this check is the rule,
+ * each half one probe of a partial index (deliveries_lane_open, deliveries_lane_dead). */
 #define LANE_HEAD                                                                               \
-  " AND (d.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM deliveries p"                      \
+  " AND (d.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM deliveries p"                     \
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
-  " AND (p.state IN ('pending','retrying','unknown')"                                          \
-  " OR (?6 AND p.state = 'dead' AND p.dead_reason IS NOT 'superseded'))))"
+  " AND p.ordering_key IS NOT NULL AND p.state IN ('pending','retrying','unknown'))"           \
+  " AND NOT (?6 AND EXISTS (SELECT 1 FROM deliveries p"                                         \
+  " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
+  " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
+  " AND p.dead_reason IS NOT 'superseded'))))"
 #define CLAIM_SQL(kind, lanes)                                                                  \
   "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1, leased_until = ?4"    \
   " WHERE seq IN (SELECT d.seq" CLAIMABLE(kind) " AND d.next_attempt_at <= ?3" lanes          \
@@ -671,6 +713,10 @@ int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o) {
     int rc = sq_inbox_follow(c, o->delivery_seq, o->now_ms, o->last_error, o->result_ref);
     if (rc) return rc;
   }
+  if (o->lane && terminal) {
+    int rc = sq_lane_advance(c, o->delivery_seq);
+    if (rc) return rc;
+  }
   if (o->failing && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_FAILING,
                  "UPDATE endpoints SET failing_since = CASE WHEN ?2 > 0"
@@ -775,13 +821,26 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
 }
 
 int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
-  sqlite3_stmt *st = sq_stmt(
+  /* A safety net under the lane hints: every lane's first open delivery is visible to claims,
+   * even if some path that finished a head forgot to say so (one pass over the open lane rows,
+   * each rescan). */
+  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_REPAIR,
+                             "UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq IN"
+                             " (SELECT MIN(seq) FROM deliveries WHERE ordering_key IS NOT NULL"
+                             " AND state IN ('pending','retrying','unknown')"
+                             " GROUP BY endpoint_id, ordering_key)");
+  if (!st) return HOOKD_STORE_ERR;
+  int repair = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (repair != SQLITE_DONE) return sq_fail(c, "repair lanes");
+  st = sq_stmt(
       c, SQ_DUE_HINTS,
       "SELECT e.id, MIN(COALESCE((SELECT d.next_attempt_at FROM deliveries d"
       " WHERE d.endpoint_id = e.id AND d.cycle_kind = 'live' AND d.state IN ('pending','retrying')"
+      " AND d.lane_wait = 0"
       " AND (d.leased_until IS NULL OR d.leased_until <= ?1) ORDER BY d.next_attempt_at LIMIT 1),"
       " 9e18), COALESCE((SELECT d.next_attempt_at FROM deliveries d"
-      " WHERE d.endpoint_id = e.id AND d.cycle_kind = 'replay'"
+      " WHERE d.endpoint_id = e.id AND d.cycle_kind = 'replay' AND d.lane_wait = 0"
       " AND d.state IN ('pending','retrying') AND (d.leased_until IS NULL OR d.leased_until <= ?1)"
       " ORDER BY d.next_attempt_at LIMIT 1), 9e18)) FROM endpoints e"
       " WHERE e.deleted_at IS NULL AND e.enabled = 1");

@@ -16,7 +16,8 @@ enum sq_stmt_id {
   SQ_EP_COUNT, SQ_EP_FANOUT, SQ_EP_DISABLE, SQ_EP_RESEAL,
   SQ_IDEM_INSERT, SQ_IDEM_GET,
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
-  SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_EXPIRY,
+  SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_OPEN, SQ_LANE_ADVANCE, SQ_LANE_REPAIR,
+  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_EXPIRY,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_ATTEMPT_INSERT, SQ_RELEASE,
   SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_DUE_HINTS,
@@ -71,9 +72,13 @@ int sq_migrate(hookd_store_conn *c);
 /* One statement for every delivery insert (publish fan-out and inbound), prepared once. */
 #define SQ_DL_INSERT_SQL                                                                        \
   "INSERT INTO deliveries(id, event_seq, endpoint_id, tenant_id, state, cycle_started_at,"      \
-  " next_attempt_at, policy_id, created_at, updated_at, ordering_key)"                          \
-  " VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?5, ?5, ?7)"                                 \
+  " next_attempt_at, policy_id, created_at, updated_at, ordering_key, lane_wait)"               \
+  " VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?5, ?5, ?7, COALESCE(?8, 0))"                \
   " ON CONFLICT(event_seq, endpoint_id) DO NOTHING"
+
+/* Clears lane_wait on the new head of the lane of delivery seq (which just left the open
+ * states); nothing for a delivery without an ordering key. sqlite_delivery.c. */
+int sq_lane_advance(hookd_store_conn *c, int64_t seq);
 
 /* Row readers shared between files. */
 #define SQ_EP_COLS                                                                              \

@@ -254,6 +254,20 @@ static const struct {
      "  version INTEGER NOT NULL,"
      "  PRIMARY KEY (endpoint_id, ordering_key)"
      ") WITHOUT ROWID;"},
+    {6,
+     /* Lane heads without a scan (docs/isolation.md "Ordering lanes"): a delivery known to wait
+      * behind an open one of its lane has lane_wait = 1 and is left out of the due index, so a
+      * claim never visits a lane's blocked backlog; the open rows of each lane have an index of
+      * their own, so finding an earlier open one (or the next head) is one probe, whatever the
+      * lane's delivered history. */
+     "ALTER TABLE deliveries ADD COLUMN lane_wait INTEGER NOT NULL DEFAULT 0;"
+     "DROP INDEX deliveries_due;"
+     "CREATE INDEX deliveries_due ON deliveries(endpoint_id, cycle_kind, next_attempt_at)"
+     "  WHERE state IN ('pending','retrying') AND lane_wait = 0;"
+     "CREATE INDEX deliveries_lane_open ON deliveries(endpoint_id, ordering_key, seq)"
+     "  WHERE ordering_key IS NOT NULL AND state IN ('pending','retrying','unknown');"
+     "CREATE INDEX deliveries_lane_dead ON deliveries(endpoint_id, ordering_key, seq)"
+     "  WHERE ordering_key IS NOT NULL AND state = 'dead' AND dead_reason IS NOT 'superseded';"},
 };
 
 int sq_migrate(hookd_store_conn *c) {

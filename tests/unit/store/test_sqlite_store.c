@@ -153,8 +153,10 @@ static void free_claimed(hookd_claimed *v, size_t n) {
 }
 
 static int64_t last_outcome_changes; /* rows the last record() changed */
+static bool record_lane;             /* record() says its delivery has an ordering key */
 static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
   hookd_outcome o = {0};
+  o.lane = record_lane;
   o.delivery_seq = cl->d.seq;
   o.lease_token = cl->d.lease_token;
   o.from = cl->d.state;
@@ -885,6 +887,76 @@ static void purge_keeps_records_whose_forward_is_not_finished(void **state) {
   assert_int_equal(w(f, run_inbox_get, &g), HOOKD_STORE_NOTFOUND);
 }
 
+/* ---- ordering lanes ---- */
+
+static int64_t query_i64(fx *f, const char *sql);
+
+static int run_due_hints(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  hookd_due_hint *h = NULL;
+  size_t n = 0;
+  int rc = be->due_hints(c, k->i64, &h, &n);
+  hookd_due_hints_free(h, n);
+  return rc;
+}
+
+static size_t claim_ordered(fx *f, int64_t now, hookd_claimed **out) {
+  hookd_claim_req req = {.endpoint_id = "ep1", .owner = "n", .limit = 10, .replay_limit = 10,
+                         .ordered = true, .now_ms = now, .lease_ms = 60000};
+  call c = {.in = &req, .out = out};
+  assert_int_equal(w(f, run_claim, &c), 0);
+  return c.n;
+}
+
+/* A delivery that waits behind an open one of its lane is left out of the due index
+ * (lane_wait = 1), so a claim never visits a lane's blocked backlog; a head's terminal outcome
+ * lets the next one in; the rescan repairs a hint a path forgot to clear. */
+static void lanes_wait_out_of_the_due_index(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  call sql = {.in = "UPDATE endpoints SET ordered = 1 WHERE id = 'ep1'"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  int64_t now = hookd_now_ms();
+  for (int i = 0; i < 4; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "lane-%d", i);
+    unsigned char hash[32] = {(unsigned char)i};
+    hookd_publish_req req = {.tenant_id = "t1", .event_id = id, .type = "a", .body = "{}",
+                             .body_len = 2, .request_hash = hash, .occurred_ms = now,
+                             .now_ms = now, .ordering_key = "acct-1"};
+    hookd_publish_res res;
+    call c = {.in = &req, .out = &res};
+    assert_int_equal(w(f, run_publish, &c), 0);
+    hookd_publish_res_free(&res);
+  }
+  /* the lane's hints, in seq order, as a number: 111 = 0,1,1,1 */
+  const char *hints = "SELECT CAST(group_concat(lane_wait, '') AS INTEGER) FROM"
+                      " (SELECT lane_wait FROM deliveries ORDER BY seq)";
+  assert_int_equal(query_i64(f, hints), 111);
+  hookd_claimed *cl = NULL;
+  assert_int_equal(claim_ordered(f, now, &cl), 1);
+  assert_string_equal(cl[0].d.event_id, "lane-0");
+  record_lane = true;
+  assert_int_equal(record(f, &cl[0], HOOKD_DS_DELIVERED, 200), 0);
+  free_claimed(cl, 1);
+  assert_int_equal(query_i64(f, hints), 11); /* lane-1 let in */
+  assert_int_equal(claim_ordered(f, now, &cl), 1);
+  assert_string_equal(cl[0].d.event_id, "lane-1");
+  /* a path that forgets to let the next one in: lane-2 stays out of the due index… */
+  record_lane = false;
+  assert_int_equal(record(f, &cl[0], HOOKD_DS_DELIVERED, 200), 0);
+  free_claimed(cl, 1);
+  assert_int_equal(claim_ordered(f, now, &cl), 0);
+  free(cl);
+  /* …until the rescan repairs it */
+  call r = {.i64 = now};
+  assert_int_equal(w(f, run_due_hints, &r), 0);
+  assert_int_equal(query_i64(f, hints), 1);
+  assert_int_equal(claim_ordered(f, now, &cl), 1);
+  assert_string_equal(cl[0].d.event_id, "lane-2");
+  free_claimed(cl, 1);
+}
+
 /* ---- the WAL stays bounded ---- */
 
 static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
@@ -1082,6 +1154,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(purge_stops_at_the_first_fresh_record, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_keeps_records_whose_forward_is_not_finished, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
       cmocka_unit_test_setup_teardown(writer_bounds_the_wal, setup, teardown),
       cmocka_unit_test_setup_teardown(checkpointer_copies_in_passes_and_the_wal_starts_over, setup,
                                       teardown),
