@@ -107,8 +107,11 @@ int hookd_version_normalize(const char *in, char *out, size_t cap, int *kind) {
   } else {
     int64_t secs;
     char frac[HOOKD_RFC3339_FRAC_MAX];
-    /* (before 1970 the fraction would count the wrong way from a negative second: text) */
-    if (hookd_parse_rfc3339_exact(in, &secs, frac) == 0 && secs >= 0) {
+    /* (before 1970 the fraction would count the wrong way from a negative second, and a leap
+     * second reads as the second before it, ahead of that second's later fractions: text) */
+    size_t len = strlen(in);
+    bool leap = len > 18 && in[17] == '6' && in[18] == '0';
+    if (!leap && hookd_parse_rfc3339_exact(in, &secs, frac) == 0 && secs >= 0) {
       int n = snprintf(out, cap, "%lld%s%s", (long long)secs, *frac ? "." : "", frac);
       if (n < 0 || (size_t)n >= cap) return -1;
       *kind = HOOKD_VERSION_NUMBER;
@@ -122,7 +125,9 @@ int hookd_version_normalize(const char *in, char *out, size_t cap, int *kind) {
 }
 
 bool hookd_version_older(const char *now, int now_kind, const char *seen, int seen_kind) {
-  if (!now || !seen || now_kind != seen_kind) return false;
-  if (now_kind == HOOKD_VERSION_NUMBER) return hookd_version_cmp_decimal(now, seen) == -1;
-  return strcmp(now, seen) < 0;
+  /* Text has no order hookd can trust ("v10" sorts before "v9" as bytes, "1.10.0" before
+   * "1.9.0"), and a wrong "older" loses the event: text is never older. */
+  if (!now || !seen || now_kind != HOOKD_VERSION_NUMBER || seen_kind != HOOKD_VERSION_NUMBER)
+    return false;
+  return hookd_version_cmp_decimal(now, seen) == -1;
 }

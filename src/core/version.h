@@ -13,7 +13,8 @@ enum { HOOKD_VERSION_TEXT = 0, HOOKD_VERSION_NUMBER = 1 };
  *  - an RFC 3339 date-time ("2024-03-29T18:00:27.877041743-04:00"): NUMBER, as seconds since the
  *    epoch with the fraction's every digit ("1711749627.877041743"), so offsets and precision
  *    compare right;
- *  - anything else ("v2", "nan", "0x10", " 1"): TEXT, unchanged, compared byte by byte.
+ *  - anything else ("v2", "nan", "0x10", " 1", a leap second's 23:59:60): TEXT, unchanged, which
+ *    is never older than anything (no order of text can be trusted).
  * Returns 0, or -1 when the result does not fit out[cap] (then the value is no version). */
 int hookd_version_normalize(const char *in, char *out, size_t cap, int *kind);
 
@@ -24,9 +25,10 @@ bool hookd_version_is_decimal(const char *s);
  * -1, 0 or 1; 2 when either is not a decimal literal. */
 int hookd_version_cmp_decimal(const char *a, const char *b);
 
-/* Whether a version `now` is older than the newest `seen` of the same object. Versions of
- * different kinds, or numbers that are not decimal literals (rows written before this rule),
- * do not compare: false, and the event goes through (at-least-once over a silent drop). */
+/* Whether a version `now` is older than the newest `seen` of the same object: only two numbers
+ * compare. Text, versions of different kinds, or numbers that are not decimal literals (rows
+ * written before this rule) do not: false, and the event goes through (at-least-once over a
+ * silent drop). */
 bool hookd_version_older(const char *now, int now_kind, const char *seen, int seen_kind);
 
 #endif

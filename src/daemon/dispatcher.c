@@ -209,6 +209,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
   } else {
     bool was_enabled = e->cfg.enabled;
     ep_apply_config(d, e, cfg);
+    e->disabled_by_outcome = false; /* the store's word now */
     if (!was_enabled && e->cfg.enabled) e->next_due = now;
     if (was_enabled && !e->cfg.enabled) sched_release_queue(d, e);
   }
@@ -534,6 +535,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   }
   if (o->disable_endpoint && e->cfg.enabled) {
     e->cfg.enabled = false;
+    e->disabled_by_outcome = true;
     HOOKD_INC(endpoints_disabled);
     HLOG(HOOKD_LOG_WARN, "endpoint.disabled", KV_S("endpoint_id", e->cfg.id),
          KV_S("tenant_id", e->cfg.tenant_id), KV_S("reason", o->disable_reason));
@@ -637,7 +639,9 @@ static int64_t record_retry_due(hookd_dispatcher *d, int64_t now, bool stopping)
 /* The endpoint was disabled in memory by an outcome that did not reach the store: the store
  * still says enabled, so this node must go on claiming for it. */
 static void undo_disable(ep *e, const hookd_outcome *o) {
-  if (!o->disable_endpoint || e->gone || e->cfg.enabled) return;
+  /* not when a newer configuration (an operator's PATCH) has been applied since */
+  if (!o->disable_endpoint || e->gone || e->cfg.enabled || !e->disabled_by_outcome) return;
+  e->disabled_by_outcome = false;
   e->cfg.enabled = true;
   HLOG(HOOKD_LOG_WARN, "endpoint.disable_not_recorded", KV_S("endpoint_id", e->cfg.id),
        KV_S("tenant_id", e->cfg.tenant_id));

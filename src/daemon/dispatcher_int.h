@@ -107,6 +107,8 @@ typedef struct ep {
   int64_t prev_until_ms;
   bool key_ok;
   bool gone;
+  bool disabled_by_outcome;   /* disabled in memory by an outcome not yet known to be stored
+                                 (a configuration from the store supersedes it) */
   int in_flight;
   int queued;                 /* all classes */
   int claiming;

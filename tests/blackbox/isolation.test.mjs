@@ -191,6 +191,20 @@ describe('isolation', () => {
     await blocking.close();
   });
 
+  it('lane_policy block: a head that expired (it can be neither sent nor replayed) does not block its lane', async () => {
+    const h = await startHookd({ args: ['--event-ttl-s', '1', '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    const r = await startReceiver((req) => ({ status: JSON.parse(req.body).data.n === 1 ? 500 : 200 }));
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block',
+      retry: { max_attempts: 1000, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const first = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
+    const [dead] = await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'dead', 'the head expired', 10000);
+    assert.equal(dead.dead_reason, 'expired');
+    const second = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'k' });
+    await waitDelivery(h, second.json.id, (ds) => ds[0]?.state === 'delivered', 'the next one delivered', 10000);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('ordering lanes: each key in order even when its first event needs three retries; other keys flow', async () => {
     const h = await startHookd({ args: ['--retry-base-ms', '150', '--retry-cap-ms', '150'] });
     let e1Failures = 0;

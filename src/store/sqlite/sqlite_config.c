@@ -260,16 +260,8 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sq_bind_text(st, 16, ep->lane_policy ? ep->lane_policy : "skip");
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
-  if (!ep->ordered) { /* no lanes any more: nothing waits */
-    st = sq_stmt(c, SQ_LANE_UNORDER,
-                 "UPDATE deliveries SET lane_wait = 0 WHERE endpoint_id = ?1"
-                 " AND ordering_key IS NOT NULL AND state IN ('pending','retrying','unknown')"
-                 " AND lane_wait = 1");
-    if (!st) return HOOKD_STORE_ERR;
-    sq_bind_text(st, 1, ep->id);
-    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "unorder lanes");
-  }
-  return HOOKD_STORE_OK;
+  /* no lanes any more: nothing waits (a first bounded step here, the rest by the rescans) */
+  return ep->ordered ? HOOKD_STORE_OK : sq_lane_unorder(c, ep->id);
 }
 
 int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled) {

@@ -486,7 +486,8 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 /* The claimable set, shared by claims and next-due lookups: due (or any time, for next due),
  * unleased, active, of one cycle kind; for ordered endpoints only the head of each lane (no
  * earlier delivery of its lane still pending, retrying, held unknown — or DEAD when the lane
- * policy blocks, unless it was superseded: never sent by design, it blocks nothing). */
+ * policy blocks, unless it was superseded or expired: it can never be sent, nor replayed, so it
+ * blocks nothing). */
 #define CLAIMABLE(kind)                                                                         \
   " FROM deliveries d WHERE d.endpoint_id = ?1 AND d.cycle_kind = '" kind "'"                  \
   " AND d.state IN ('pending','retrying') AND d.lane_wait = 0"                                  \
@@ -500,7 +501,7 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   " AND NOT (?6 AND EXISTS (SELECT 1 FROM deliveries p"                                         \
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
   " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
-  " AND p.dead_reason IS NOT 'superseded'))))"
+  " AND p.dead_reason NOT IN ('superseded','expired')))))"
 #define CLAIM_SQL(kind, lanes)                                                                  \
   "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1, leased_until = ?4"    \
   " WHERE seq IN (SELECT d.seq" CLAIMABLE(kind) " AND d.next_attempt_at <= ?3" lanes          \
@@ -820,20 +821,73 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
   return HOOKD_STORE_OK;
 }
 
-int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
-  /* A safety net under the lane hints: every lane's first open delivery is visible to claims,
-   * even if some path that finished a head forgot to say so (one pass over the open lane rows,
-   * each rescan). */
-  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_REPAIR,
-                             "UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq IN"
-                             " (SELECT MIN(seq) FROM deliveries WHERE ordering_key IS NOT NULL"
-                             " AND state IN ('pending','retrying','unknown')"
-                             " GROUP BY endpoint_id, ordering_key)");
+/* The first open delivery of every lane of an ordered endpoint: the lane's keys walked one index
+ * probe each (a skip-scan), so the cost follows the number of lanes, not their backlog. */
+#define LANE_OPEN_ROWS                                                                          \
+  " FROM deliveries WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"                        \
+  " AND state IN ('pending','retrying','unknown')"
+#define LANES_REPAIR_SQL                                                                        \
+  "WITH RECURSIVE l(k) AS (SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS ")"                 \
+  " UNION ALL SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS " AND ordering_key > l.k)"       \
+  " FROM l WHERE l.k IS NOT NULL)"                                                              \
+  " UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq IN (SELECT (SELECT seq"     \
+  LANE_OPEN_ROWS " AND ordering_key = l.k ORDER BY seq LIMIT 1) FROM l WHERE l.k IS NOT NULL)"
+
+/* How many waiting rows of endpoints that are no longer ordered one rescan lets in. */
+#define UNORDER_STEP 50000
+
+/* The safety net under the lane hints, run by each rescan: every lane's first open delivery is
+ * visible to claims, even if some path that finished a head forgot to say so; and the hints of
+ * endpoints that are no longer ordered are cleared in bounded steps (the PATCH clears the
+ * first step itself). */
+static int lanes_repair(hookd_store_conn *c) {
+  sqlite3_stmt *eps = sq_stmt(c, SQ_LANE_ORDERED_EPS,
+                              "SELECT id FROM endpoints WHERE ordered = 1 AND deleted_at IS NULL");
+  if (!eps) return HOOKD_STORE_ERR;
+  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_REPAIR, LANES_REPAIR_SQL);
+  if (!st) {
+    sqlite3_reset(eps);
+    return HOOKD_STORE_ERR;
+  }
+  int rc;
+  while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
+    sqlite3_bind_text(st, 1, (const char *)sqlite3_column_text(eps, 0), -1, SQLITE_TRANSIENT);
+    int r = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (r != SQLITE_DONE) {
+      sqlite3_reset(eps);
+      return sq_fail(c, "repair lanes");
+    }
+  }
+  sqlite3_reset(eps);
+  if (rc != SQLITE_DONE) return sq_fail(c, "list ordered endpoints");
+  st = sq_stmt(c, SQ_LANE_UNORDER_STEP,
+               "UPDATE deliveries SET lane_wait = 0 WHERE seq IN (SELECT seq FROM deliveries"
+               " WHERE lane_wait = 1 AND endpoint_id IN (SELECT id FROM endpoints WHERE ordered = 0)"
+               " LIMIT ?1)");
   if (!st) return HOOKD_STORE_ERR;
-  int repair = sqlite3_step(st);
+  sq_bind_i64(st, 1, UNORDER_STEP);
+  rc = sqlite3_step(st);
   sqlite3_reset(st);
-  if (repair != SQLITE_DONE) return sq_fail(c, "repair lanes");
-  st = sq_stmt(
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "unorder lanes");
+}
+
+int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_UNORDER,
+                             "UPDATE deliveries SET lane_wait = 0 WHERE seq IN (SELECT seq FROM"
+                             " deliveries WHERE endpoint_id = ?1 AND lane_wait = 1 LIMIT ?2)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, endpoint_id);
+  sq_bind_i64(st, 2, UNORDER_STEP);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "unorder lanes");
+}
+
+int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
+  int rc = lanes_repair(c);
+  if (rc) return rc;
+  sqlite3_stmt *st = sq_stmt(
       c, SQ_DUE_HINTS,
       "SELECT e.id, MIN(COALESCE((SELECT d.next_attempt_at FROM deliveries d"
       " WHERE d.endpoint_id = e.id AND d.cycle_kind = 'live' AND d.state IN ('pending','retrying')"
@@ -848,7 +902,6 @@ int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
   sq_bind_i64(st, 1, now_ms);
   hookd_due_hint *v = NULL;
   size_t len = 0, cap = 0;
-  int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (sqlite3_column_double(st, 1) >= 9e18) continue; /* nothing due */
     if (sq_hint_push(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),

@@ -17,7 +17,7 @@ enum sq_stmt_id {
   SQ_IDEM_INSERT, SQ_IDEM_GET,
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
   SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_OPEN, SQ_LANE_ADVANCE, SQ_LANE_REPAIR,
-  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_EXPIRY,
+  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_EXPIRY,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_ATTEMPT_INSERT, SQ_RELEASE,
   SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_DUE_HINTS,
@@ -79,6 +79,9 @@ int sq_migrate(hookd_store_conn *c);
 /* Clears lane_wait on the new head of the lane of delivery seq (which just left the open
  * states); nothing for a delivery without an ordering key. sqlite_delivery.c. */
 int sq_lane_advance(hookd_store_conn *c, int64_t seq);
+/* An endpoint no longer ordered: lets its waiting deliveries in — a bounded step; each rescan
+ * takes the next (sqlite_delivery.c). */
+int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id);
 
 /* Row readers shared between files. */
 #define SQ_EP_COLS                                                                              \

@@ -268,6 +268,14 @@ static const struct {
      "  WHERE ordering_key IS NOT NULL AND state IN ('pending','retrying','unknown');"
      "CREATE INDEX deliveries_lane_dead ON deliveries(endpoint_id, ordering_key, seq)"
      "  WHERE ordering_key IS NOT NULL AND state = 'dead' AND dead_reason IS NOT 'superseded';"},
+    {7,
+     /* A head that expired blocks nothing either (it can never be sent, nor replayed); and the
+      * rows that wait get an index, so hints can be cleared per endpoint in bounded steps. */
+     "DROP INDEX deliveries_lane_dead;"
+     "CREATE INDEX deliveries_lane_dead ON deliveries(endpoint_id, ordering_key, seq)"
+     "  WHERE ordering_key IS NOT NULL AND state = 'dead'"
+     "  AND dead_reason NOT IN ('superseded','expired');"
+     "CREATE INDEX deliveries_lane_wait ON deliveries(endpoint_id, seq) WHERE lane_wait = 1;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {

@@ -78,6 +78,8 @@ static void date_times_compare_as_instants(void **s) {
   kind_of("2024-03-29T06:00:00.500Z", a, sizeof a);
   kind_of("2024-03-29T06:00:00.5Z", b, sizeof b);
   assert_string_equal(a, b);
+  /* a leap second is text: 23:59:60.2 would read as 23:59:59.2, before 23:59:59.7 */
+  assert_int_equal(kind_of("2016-12-31T23:59:60.2Z", a, sizeof a), HOOKD_VERSION_TEXT);
   /* too small a buffer: no version */
   int kind;
   assert_int_equal(hookd_version_normalize("2024-03-29T06:00:00Z", a, 8, &kind), -1);
@@ -85,8 +87,10 @@ static void date_times_compare_as_instants(void **s) {
 }
 
 static void only_like_kinds_compare(void **s) {
-  assert_true(hookd_version_older("a", HOOKD_VERSION_TEXT, "b", HOOKD_VERSION_TEXT));
-  assert_false(hookd_version_older("b", HOOKD_VERSION_TEXT, "b", HOOKD_VERSION_TEXT));
+  /* text never compares: "v10" would sort before "v9", "1.10.0" before "1.9.0" */
+  assert_false(hookd_version_older("v10", HOOKD_VERSION_TEXT, "v9", HOOKD_VERSION_TEXT));
+  assert_false(hookd_version_older("1.10.0", HOOKD_VERSION_TEXT, "1.9.0", HOOKD_VERSION_TEXT));
+  assert_false(hookd_version_older("a", HOOKD_VERSION_TEXT, "b", HOOKD_VERSION_TEXT));
   /* equal is not older: a redelivered version goes through to the duplicate check */
   assert_false(hookd_version_older("7", HOOKD_VERSION_NUMBER, "7.0", HOOKD_VERSION_NUMBER));
   /* a number against text, or a stored "number" that is not a decimal (rows written by the old

@@ -955,6 +955,12 @@ static void lanes_wait_out_of_the_due_index(void **state) {
   assert_int_equal(claim_ordered(f, now, &cl), 1);
   assert_string_equal(cl[0].d.event_id, "lane-2");
   free_claimed(cl, 1);
+  /* no longer ordered: the rescan lets the waiting ones in */
+  sql.in = "UPDATE endpoints SET ordered = 0 WHERE id = 'ep1'";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  assert_int_equal(query_i64(f, hints), 1);
+  assert_int_equal(w(f, run_due_hints, &r), 0);
+  assert_int_equal(query_i64(f, hints), 0);
 }
 
 /* ---- the WAL stays bounded ---- */
