@@ -234,9 +234,9 @@ static int run_event_get(hookd_store_conn *c, const hookd_store_backend *be, hoo
   /* A scoped key looks the id up in its own tenants only: another tenant's event of the same id
    * neither answers nor makes the id ambiguous (which would tell that it exists). */
   int found = HOOKD_STORE_NOTFOUND;
-  for (const char *t = op->scope; *t;) {
-    const char *comma = strchr(t, ',');
-    size_t len = comma ? (size_t)(comma - t) : strlen(t);
+  const char *cur = op->scope, *t;
+  size_t len;
+  while (hookd_scope_next(&cur, &t, &len)) {
     char tenant[sizeof op->tenant];
     snprintf(tenant, sizeof tenant, "%.*s", (int)(len < sizeof tenant ? len : sizeof tenant - 1), t);
     hookd_event ev;
@@ -257,7 +257,6 @@ static int run_event_get(hookd_store_conn *c, const hookd_store_backend *be, hoo
     } else if (rc != HOOKD_STORE_NOTFOUND) {
       return rc;
     }
-    t = comma ? comma + 1 : t + len;
   }
   return found;
 }

@@ -67,10 +67,11 @@ int hookd_auth_scope_check(const char *tenants, char *err, size_t errlen) {
              total, HOOKD_SCOPE_MAX);
     return -1;
   }
-  int item = 1;
-  for (const char *s = tenants;; item++) {
-    const char *e = strchr(s, ',');
-    size_t len = e ? (size_t)(e - s) : strlen(s);
+  int item = 0;
+  const char *cur = tenants, *s;
+  size_t len;
+  while (hookd_scope_next(&cur, &s, &len)) {
+    item++;
     size_t blank = 0;
     while (blank < len && (s[blank] == ' ' || s[blank] == '\t')) blank++;
     if (blank == len) {
@@ -87,9 +88,8 @@ int hookd_auth_scope_check(const char *tenants, char *err, size_t errlen) {
                item, id);
       return -1;
     }
-    if (!e) return 0;
-    s = e + 1;
   }
+  return 0;
 }
 
 void hookd_auth_key_detail(const char *role, const char *tenants, char *out, size_t len) {
@@ -183,16 +183,22 @@ bool hookd_role_allows(hookd_role role, hookd_perm perm) {
   return false;
 }
 
+bool hookd_scope_next(const char **cursor, const char **item, size_t *len) {
+  const char *s = *cursor;
+  if (!s) return false;
+  const char *e = strchr(s, ',');
+  *item = s;
+  *len = e ? (size_t)(e - s) : strlen(s);
+  *cursor = e ? e + 1 : NULL;
+  return true;
+}
+
 bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id) {
   if (!p->tenants[0]) return true;
-  size_t tl = strlen(tenant_id);
-  for (const char *s = p->tenants; *s;) {
-    const char *e = strchr(s, ',');
-    size_t len = e ? (size_t)(e - s) : strlen(s);
-    if (len == tl && memcmp(s, tenant_id, tl) == 0) return true;
-    if (!e) break;
-    s = e + 1;
-  }
+  size_t tl = strlen(tenant_id), len;
+  const char *cur = p->tenants, *item;
+  while (hookd_scope_next(&cur, &item, &len))
+    if (len == tl && memcmp(item, tenant_id, tl) == 0) return true;
   return false;
 }
 

@@ -56,6 +56,9 @@ bool hookd_auth_check(hookd_auth *a, const char *token, hookd_principal *p);
 
 bool hookd_role_allows(hookd_role role, hookd_perm perm);
 bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id);
+/* Walks a comma-separated scope ("a,b"): the next item (borrowed, empty ones included) and
+ * its length, moving *cursor on (NULL after the last); false when there is no more. */
+bool hookd_scope_next(const char **cursor, const char **item, size_t *len);
 const char *hookd_role_name(hookd_role r);
 int hookd_role_parse(const char *s, hookd_role *out);
 
