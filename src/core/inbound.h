@@ -139,6 +139,12 @@ int hookd_ed25519_verify(const unsigned char pub[32], const void *msg, size_t le
 int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json_t *body,
                        const hookd_in_secrets *secrets, int *status, hookd_buf *resp_body);
 
+/* A JSON string or number as text: strings borrowed, integers with all their digits, reals in
+ * ECMAScript form (written into tmp); NULL for anything else (objects, arrays, booleans, null,
+ * a non-finite real). */
+#define HOOKD_IN_SCALAR_MAX 32
+const char *hookd_in_scalar_text(const json_t *v, char tmp[HOOKD_IN_SCALAR_MAX], size_t *len);
+
 /* Looks up a dotted path ("data.object.id", array indices as numbers: "items.0.id"). */
 const json_t *hookd_json_path(const json_t *root, const char *path);
 

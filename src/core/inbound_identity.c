@@ -26,14 +26,13 @@ static int put_str(char *out, size_t outlen, const char *s) {
   return put(out, outlen, s, s ? strlen(s) : 0);
 }
 
-/* A JSON string or number written as text into tmp (strings borrowed); NULL otherwise. */
-static const char *scalar_text(const json_t *v, char tmp[32], size_t *len) {
+const char *hookd_in_scalar_text(const json_t *v, char tmp[HOOKD_IN_SCALAR_MAX], size_t *len) {
   if (json_is_string(v)) {
     *len = json_string_length(v);
     return json_string_value(v);
   }
   if (json_is_integer(v)) {
-    int n = snprintf(tmp, 32, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    int n = snprintf(tmp, HOOKD_IN_SCALAR_MAX, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
     *len = n > 0 ? (size_t)n : 0;
     return tmp;
   }
@@ -46,9 +45,9 @@ static const char *scalar_text(const json_t *v, char tmp[32], size_t *len) {
 }
 
 static int put_json(char *out, size_t outlen, const json_t *v) {
-  char tmp[32];
+  char tmp[HOOKD_IN_SCALAR_MAX];
   size_t len = 0;
-  const char *s = v ? scalar_text(v, tmp, &len) : NULL;
+  const char *s = v ? hookd_in_scalar_text(v, tmp, &len) : NULL;
   return put(out, outlen, s, len);
 }
 
@@ -62,9 +61,9 @@ static int put_joined(char *out, size_t outlen, const json_t *const *parts, size
   out[0] = '\0';
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
-    char tmp[32];
+    char tmp[HOOKD_IN_SCALAR_MAX];
     size_t len = 0;
-    const char *s = parts[i] ? scalar_text(parts[i], tmp, &len) : NULL;
+    const char *s = parts[i] ? hookd_in_scalar_text(parts[i], tmp, &len) : NULL;
     if (!s || !len) {
       if (i < required) {
         out[0] = '\0';

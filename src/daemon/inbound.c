@@ -161,25 +161,11 @@ static void reject(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, in
   reject_as(r, p, rt, status, code, why, why);
 }
 
-/* A JSON scalar as text: strings as they are (borrowed), numbers exactly (integers with all
- * their digits, reals in ECMAScript form), booleans; NULL for anything else. */
-static const char *scalar_text(const json_t *v, char num[40], size_t *len) {
-  const char *t = NULL;
-  if (json_is_string(v)) {
-    *len = json_string_length(v);
-    return json_string_value(v);
-  }
-  if (json_is_integer(v)) {
-    snprintf(num, 40, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-    t = num;
-  } else if (json_is_real(v)) {
-    hookd_jcs_number(json_real_value(v), num);
-    t = num;
-  } else if (json_is_boolean(v)) {
-    t = json_is_true(v) ? "true" : "false";
-  }
-  if (t) *len = strlen(t);
-  return t;
+/* A JSON scalar as text, as identities write it (hookd_in_scalar_text), booleans too. */
+static const char *scalar_text(const json_t *v, char num[HOOKD_IN_SCALAR_MAX], size_t *len) {
+  if (!json_is_boolean(v)) return hookd_in_scalar_text(v, num, len);
+  *len = json_is_true(v) ? 4 : 5;
+  return json_is_true(v) ? "true" : "false";
 }
 
 /* A version (docs/inbound.md "Late events"): numbers and date-times compare by value, the rest
@@ -371,7 +357,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   }
   if (rt->src.version_object_path && json) {
     const json_t *obj = hookd_json_path(json, rt->src.version_object_path);
-    char num[40];
+    char num[HOOKD_IN_SCALAR_MAX];
     size_t len = 0;
     const char *objtext = obj ? scalar_text(obj, num, &len) : NULL;
     if (objtext) { /* the object's whole id, hashed */
