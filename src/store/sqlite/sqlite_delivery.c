@@ -125,12 +125,16 @@ static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "record lane version");
 }
 
-/* *open = 1 when the lane has a delivery pending, retrying or held unknown. */
+/* A lane's open deliveries (pending, retrying, held unknown) of endpoint ?1: the terms of the
+ * deliveries_lane_open index, so every lane lookup below is a probe of it. */
+#define LANE_OPEN_ROWS                                                                          \
+  " FROM deliveries WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"                        \
+  " AND state IN ('pending','retrying','unknown')"
+
+/* *open = 1 when lane `key` of the endpoint has an open delivery. */
 static int lane_open(hookd_store_conn *c, const char *endpoint_id, const char *key, int64_t *open) {
   sqlite3_stmt *st = sq_stmt(c, SQ_LANE_OPEN,
-                             "SELECT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1"
-                             " AND ordering_key = ?2 AND ordering_key IS NOT NULL"
-                             " AND state IN ('pending','retrying','unknown'))");
+                             "SELECT EXISTS (SELECT 1" LANE_OPEN_ROWS " AND ordering_key = ?2)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, endpoint_id);
   sq_bind_text(st, 2, key);
@@ -823,9 +827,6 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
 
 /* The first open delivery of every lane of an ordered endpoint: the lane's keys walked one index
  * probe each (a skip-scan), so the cost follows the number of lanes, not their backlog. */
-#define LANE_OPEN_ROWS                                                                          \
-  " FROM deliveries WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"                        \
-  " AND state IN ('pending','retrying','unknown')"
 #define LANES_REPAIR_SQL                                                                        \
   "WITH RECURSIVE l(k) AS (SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS ")"                 \
   " UNION ALL SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS " AND ordering_key > l.k)"       \
