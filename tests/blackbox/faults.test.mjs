@@ -3,7 +3,6 @@
 // connection, kill -9 with requests in flight, graceful shutdown with requests in flight.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -115,18 +114,13 @@ describe('durability', () => {
     await r.waitFor(1);
     // another writer takes the database: the outcome's transaction waits out the busy timeout (5 s)
     // and fails
-    const lock = spawn('sqlite3', [h.db], { stdio: ['pipe', 'pipe', 'inherit'] });
-    let out = '';
-    const locked = new Promise((resolve) => lock.stdout.on('data', (b) => { out += b; if (out.includes('locked')) resolve(); }));
-    lock.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n");
+    const release = await h.lockStore();
     try {
-      await locked;
       r.releaseHanging(200);
       const retry = await h.waitForLog((l) => l.msg === 'outcome.write_retry', 15000, 'the failed outcome write tried again');
       assert.equal(retry.try, 1);
     } finally { // a failed wait must not leave the lock (and this test file) hanging
-      lock.stdin.end('ROLLBACK;\n');
-      await new Promise((resolve) => lock.on('exit', resolve));
+      await release();
     }
     await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
     assert.equal(r.requests.length, 1, 'the answered request was not sent again');
@@ -144,17 +138,12 @@ describe('durability', () => {
     const e1 = await publish(h, tenant, { type: 'a', payload: { n: 1 } });
     await r.waitFor(1);
     // the store is locked past the lease while the 410's outcome (and its disable) is written
-    const lock = spawn('sqlite3', [h.db], { stdio: ['pipe', 'pipe', 'inherit'] });
-    let out = '';
-    const locked = new Promise((resolve) => lock.stdout.on('data', (b) => { out += b; if (out.includes('locked')) resolve(); }));
-    lock.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n");
+    const release = await h.lockStore();
     try {
-      await locked;
       r.releaseHanging(410);
       await h.waitForLog((l) => l.msg === 'endpoint.disable_not_recorded', 20000, 'the disable undone');
-    } finally { // a failed wait must not leave the lock (and this test file) hanging
-      lock.stdin.end('ROLLBACK;\n');
-      await new Promise((resolve) => lock.on('exit', resolve));
+    } finally {
+      await release();
     }
     // this node claims for the endpoint again: a new event is delivered, and so is the first
     const e2 = await publish(h, tenant, { type: 'a', payload: { n: 2 } });

@@ -4,7 +4,6 @@
 // ordering lanes keep order per key, replays do not delay live traffic, and a 429 with
 // Retry-After pauses the whole endpoint; and backpressure: a stalled store makes publish answer
 // 503 + Retry-After instead of queueing without bound.
-import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
@@ -389,19 +388,14 @@ describe('isolation', () => {
     const { tenant } = await setup(h, r.url);
     // Another connection holds SQLite's write lock: hookd's writer waits for it (busy timeout 5 s)
     // and the publishes behind it queue up.
-    const locker = spawn('sqlite3', [h.db], { stdio: ['pipe', 'pipe', 'inherit'] });
-    let out = '';
-    locker.stdout.on('data', (d) => { out += d; });
-    locker.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n");
-    await waitUntil(() => out.includes('locked'), { what: 'write lock taken' });
+    const release = await h.lockStore();
     const n = 300;
     const results = new Array(n);
     const pending = Array.from({ length: n }, (_, i) =>
       publish(h, tenant, { id: `evt_bp_${i}`, type: 'bp', payload: { i } }).then((res) => { results[i] = res; }));
     await waitUntil(() => results.some((x) => x?.status === 503), { what: 'a 503 while the store is stalled', timeout: 3000 });
     assert.ok(!results.some((x) => x?.status === 202), 'no 202 before the store could commit');
-    locker.stdin.end('COMMIT;\n');
-    await new Promise((resolve) => locker.on('exit', resolve));
+    await release('COMMIT');
     await Promise.all(pending);
 
     const acked = [], refused = [];

@@ -97,6 +97,25 @@ class Hookd {
   }
 
   // Graceful stop: SIGTERM, then the exit status (must be 0 for a clean shutdown).
+  // Another process takes the store's write lock (hookd's writer then waits out its busy
+  // timeout and fails); resolves once it holds it, to a release(sql = 'ROLLBACK') that ends it.
+  async lockStore() {
+    const p = spawn('sqlite3', [this.db], { stdio: ['pipe', 'pipe', 'inherit'] });
+    children.add(p);
+    p.on('exit', () => children.delete(p));
+    let out = '';
+    await new Promise((resolve, reject) => {
+      p.stdout.on('data', (b) => { out += b; if (out.includes('locked')) resolve(); });
+      p.on('exit', () => reject(new Error('sqlite3 could not take the write lock')));
+      p.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n");
+    });
+    return async (sql = 'ROLLBACK') => {
+      const exited = new Promise((resolve) => p.on('exit', resolve));
+      p.stdin.end(`${sql};\n`);
+      await exited;
+    };
+  }
+
   async stop() {
     if (this.proc.exitCode !== null || this.proc.signalCode !== null) return this.exited;
     this.proc.kill('SIGTERM');
