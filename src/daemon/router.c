@@ -163,7 +163,8 @@ void hookd_api_handle(hookd_req *r, void *arg) {
     for (size_t i = 0; i < nq; i++) {
       char needle[72];
       int n = snprintf(needle, sizeof needle, ",%s,", names[i]);
-      if (!rt->query || n < 0 || (size_t)n >= sizeof needle || !strstr(rt->query, needle)) {
+      if (!rt->query || n < 0 || (size_t)n >= sizeof needle || strchr(names[i], ',') ||
+          !strstr(rt->query, needle)) { /* ("limit,after" is no name the route reads) */
         int ql = rt->query ? (int)strlen(rt->query) - 2 : 0; /* without the outer commas */
         hookd_req_error(r, 400, "invalid_parameter",
                         "unknown query parameter \"%.64s\" (this route reads %s%.*s)", names[i],
