@@ -686,8 +686,9 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
              KV_S("endpoint_id", e->cfg.id), KV_S("reason", o->dead_reason),
              KV_I("attempts", o->attempt_number ? o->attempt_number : it->c.d.attempt_count));
       }
-      /* the next delivery of an ordering lane may be claimable now */
-      if (it->c.d.ordering_key && e->cfg.ordered && o->to != HOOKD_DS_RETRYING)
+      /* another delivery of an ordering lane may be claimable now: the next one, or, when this
+       * one will be retried, an earlier one replayed while it was in flight */
+      if (it->c.d.ordering_key && e->cfg.ordered)
         set_due(d, e, hookd_now_ms(), false);
     }
   } else if (it->rc == 0 && !e->gone) {

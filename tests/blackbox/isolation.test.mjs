@@ -226,6 +226,33 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('ordering lanes: a replayed earlier delivery waits while a later one of its lane is in flight (one in flight per lane)', async () => {
+    const h = await startHookd({ args: ['--retry-base-ms', '100', '--retry-cap-ms', '100'] });
+    const r = await startReceiver((rec) => (JSON.parse(rec.body).data.n === 2 && rec.n <= 2 ? 'hang' : { status: 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, max_in_flight: 8 });
+    const first = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'acct-1' });
+    const [old] = await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'delivered');
+    await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'acct-1' });
+    await r.waitFor(2);
+    assert.equal(r.open, 1, 'the second event of the lane is in flight');
+    assert.equal((await h.api('POST', `/v1/deliveries/${old.id}/replay`)).status, 202);
+    // a live event of another lane, published after the replay, is claimed by a pass that could
+    // have taken the replay too: once it is delivered, the replay must still be waiting
+    const other = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'acct-2' });
+    await waitDelivery(h, other.json.id, (ds) => ds[0]?.state === 'delivered');
+    const health = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
+    assert.equal(health.in_flight, 1, 'only the lane\'s in-flight delivery is in flight');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 3], 'the replay was not sent beside its lane\'s in-flight delivery');
+    // the in-flight one fails (it will be retried): the replayed one, earlier in the lane, goes
+    // first, then the retry
+    r.releaseHanging(500);
+    await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'delivered' && ds[0]?.attempt_count === 2);
+    await r.waitFor(5, 10000);
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 3, 1, 2]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('a replay of 1,000 deliveries does not delay live deliveries beyond their bound', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '10', '--tenant-max-in-flight', '10'] });
     let phase = 'fail';

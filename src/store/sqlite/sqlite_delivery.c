@@ -491,13 +491,15 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
  * unleased, active, of one cycle kind; for ordered endpoints only the head of each lane (no
  * earlier delivery of its lane still pending, retrying, held unknown — or DEAD when the lane
  * policy blocks, unless it was superseded or expired: it can never be sent, nor replayed, so it
- * blocks nothing). */
+ * blocks nothing) and only while no other delivery of its lane is in flight (a replayed one is
+ * earlier than the lane's later ones, and one of those may be in flight). */
 #define CLAIMABLE(kind)                                                                         \
   " FROM deliveries d WHERE d.endpoint_id = ?1 AND d.cycle_kind = '" kind "'"                  \
   " AND d.state IN ('pending','retrying') AND d.lane_wait = 0"                                  \
   " AND (d.leased_until IS NULL OR d.leased_until <= ?3)"
 /* lane_wait = 0 is a hint (rows known to wait are not even visited); this check is the rule,
- * each half one probe of a partial index (deliveries_lane_open, deliveries_lane_dead). */
+ * each part one probe of a partial index (deliveries_lane_open, deliveries_lane_dead,
+ * deliveries_lane_leased). */
 #define LANE_HEAD                                                                               \
   " AND (d.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM deliveries p"                     \
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
@@ -505,7 +507,10 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   " AND NOT (?6 AND EXISTS (SELECT 1 FROM deliveries p"                                         \
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
   " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
-  " AND p.dead_reason NOT IN ('superseded','expired')))))"
+  " AND p.dead_reason NOT IN ('superseded','expired')))"                                        \
+  " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
+  " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
+  " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"
 #define CLAIM_SQL(kind, lanes)                                                                  \
   "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1, leased_until = ?4"    \
   " WHERE seq IN (SELECT d.seq" CLAIMABLE(kind) " AND d.next_attempt_at <= ?3" lanes          \

@@ -276,6 +276,12 @@ static const struct {
      "  WHERE ordering_key IS NOT NULL AND state = 'dead'"
      "  AND dead_reason NOT IN ('superseded','expired');"
      "CREATE INDEX deliveries_lane_wait ON deliveries(endpoint_id, seq) WHERE lane_wait = 1;"},
+    {8,
+     /* One in flight per lane, whatever the order of seqs: a replayed delivery is earlier than
+      * the lane's later ones, one of which may be in flight; the lanes' leased rows (at most the
+      * deliveries in flight) get an index, so the claim's check is one probe. */
+     "CREATE INDEX deliveries_lane_leased ON deliveries(endpoint_id, ordering_key)"
+     "  WHERE ordering_key IS NOT NULL AND leased_until IS NOT NULL;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {
