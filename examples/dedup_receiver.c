@@ -3,10 +3,16 @@
  *   dedup_receiver --db effects.db [--listen 127.0.0.1:8090] [--secret whsec_…]
  *
  * For each POST it checks hookd's signature (when --secret is given), then in ONE SQLite
- * transaction inserts the Idempotency-Key (or webhook-id) into processed_webhooks with
+ * transaction inserts the dedup key into processed_webhooks with
  * ON CONFLICT DO NOTHING and, only if that inserted a row, performs the side effect (here: a row
  * in `effects`). The first call writes; every repeat answers 200 and writes nothing — the seed's
- * promise, and the recipe in docs/receivers.md. It prints "listening <port>" when ready. */
+ * promise, and the recipe in docs/receivers.md. It prints "listening <port>" when ready.
+ *
+ * The dedup key must be covered by what was verified: with --secret it is the signed webhook-id
+ * (hookd's forwards send the same value as Idempotency-Key); a header the signature does not
+ * cover would let anyone holding one signed request replay it under new keys, one effect each.
+ * Without --secret (a local handler fed by `hookd inbox replay`, nothing verified) it is the
+ * Idempotency-Key, or the webhook-id. */
 #include <microhttpd.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -20,7 +26,8 @@
 #include "core/sign.h"
 
 static sqlite3 *db;
-static const char *secret;
+static hookd_hmac_key secret_key;
+static int have_secret;
 
 typedef struct req {
   hookd_buf body;
@@ -90,16 +97,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   if (strcmp(method, "POST") != 0) return answer(c, 405, "{\"error\":\"POST only\"}", NULL);
   const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
   const char *wid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "webhook-id");
-  if (!key) key = wid;
-  if (!key) return answer(c, 400, "{\"error\":\"no Idempotency-Key or webhook-id\"}", NULL);
-  if (secret) {
-    hookd_hmac_key k;
-    hookd_secret_parse(secret, &k);
+  if (have_secret) {
     const char *ts = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "webhook-timestamp");
     const char *sig = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "webhook-signature");
-    if (hookd_verify_v1(&k, 1, wid, ts, sig, r->body.data, r->body.len, time(NULL), 300) != 0)
+    if (!wid || hookd_verify_v1(&secret_key, 1, wid, ts, sig, r->body.data, r->body.len,
+                                time(NULL), 300) != 0)
       return answer(c, 401, "{\"error\":\"bad signature\"}", NULL);
+    key = wid; /* the signed id, never an unsigned header */
   }
+  if (!key) key = wid;
+  if (!key) return answer(c, 400, "{\"error\":\"no Idempotency-Key or webhook-id\"}", NULL);
   long long effect = 0;
   int w = apply_once(key, hookd_buf_str(&r->body), r->body.len, &effect);
   if (w < 0) return answer(c, 500, "{\"error\":\"database\"}", NULL);
@@ -123,7 +130,13 @@ int main(int argc, char **argv) {
   int port = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--db")) path = argv[i + 1];
-    else if (!strcmp(argv[i], "--secret")) secret = argv[i + 1];
+    else if (!strcmp(argv[i], "--secret")) {
+      if (hookd_secret_parse(argv[i + 1], &secret_key) != 0) {
+        fprintf(stderr, "dedup_receiver: --secret must be whsec_<base64>\n");
+        return 2;
+      }
+      have_secret = 1;
+    }
     else if (!strcmp(argv[i], "--listen")) {
       const char *colon = strrchr(argv[i + 1], ':');
       port = (int)strtol(colon ? colon + 1 : argv[i + 1], NULL, 10);

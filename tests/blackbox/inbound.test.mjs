@@ -586,6 +586,37 @@ describe('durability and local replay', () => {
     await dest.close();
     cleanup();
   });
+
+  it('the example receiver with --secret deduplicates on the signed webhook-id: new Idempotency-Keys on one signed request make no new effect', async () => {
+    const { dir, cleanup } = tempDir();
+    const recvBin = join(HOOKD_BIN, '..', 'dedup_receiver');
+    const bad = spawnSync(recvBin, ['--db', join(dir, 'x.db'), '--secret', 'whsec_not-base64!'], { encoding: 'utf8' });
+    assert.equal(bad.status, 2, 'a secret that does not parse is refused');
+    assert.match(bad.stderr, /--secret/);
+    const secret = 'whsec_' + Buffer.alloc(32, 7).toString('base64');
+    const effectsDb = join(dir, 'effects.db');
+    const proc = spawn(recvBin, ['--db', effectsDb, '--listen', '127.0.0.1:0', '--secret', secret], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const port = await new Promise((resolve) => proc.stdout.on('data', (d) => {
+      const m = /listening (\d+)/.exec(String(d));
+      if (m) resolve(Number(m[1]));
+    }));
+    const body = '{"type":"invoice.paid","data":{"n":1}}';
+    const ts = new Date();
+    const sig = new Webhook(secret).sign('evt_signed_1', ts, body);
+    const send = async (extra) => {
+      const res = await fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', body, headers: {
+        'content-type': 'application/json', 'webhook-id': 'evt_signed_1',
+        'webhook-timestamp': String(Math.floor(ts / 1000)), 'webhook-signature': sig, ...extra } });
+      return { status: res.status, text: await res.text() };
+    };
+    assert.deepEqual(await send({ 'idempotency-key': 'evt_signed_1' }), { status: 200, text: '{"result":"written"}' });
+    for (const k of ['A', 'B', 'C']) assert.deepEqual(await send({ 'idempotency-key': k }), { status: 200, text: '{"result":"duplicate"}' });
+    assert.equal((await send({ 'webhook-signature': 'v1,AAAA' })).status, 401);
+    const count = spawnSync('sqlite3', [effectsDb, 'SELECT COUNT(*) FROM effects'], { encoding: 'utf8' });
+    assert.equal(count.stdout.trim(), '1', 'one side effect for one signed webhook');
+    proc.kill('SIGTERM');
+    cleanup();
+  });
 });
 
 describe('source lifecycle', () => {
