@@ -7,6 +7,7 @@
  *   GET    /v1/tenants/{t}/endpoints/{id}/secret
  * A new or changed URL passes the destination policy (shape, then every resolved address)
  * before anything is stored: 422 naming the rule otherwise. */
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "core/ids.h"
 #include "core/secretbox.h"
 #include "core/sign.h"
+#include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
 
@@ -89,8 +91,10 @@ static bool valid_secret(bool ed25519, const char *s) {
     return hookd_ed25519_public(s, pk) == 0;
   }
   hookd_hmac_key key;
-  return strncmp(s, "whsec_", 6) == 0 && hookd_secret_parse(s, &key) == 0 && key.len >= 24 &&
-         key.len <= 64;
+  bool ok = strncmp(s, "whsec_", 6) == 0 && hookd_secret_parse(s, &key) == 0 && key.len >= 24 &&
+            key.len <= 64;
+  OPENSSL_cleanse(&key, sizeof key);
+  return ok;
 }
 
 /* A new secret of the endpoint's scheme (malloc'd), and its public key for Ed25519. */
@@ -98,7 +102,7 @@ static char *new_secret(bool ed25519, char public_key[HOOKD_ED_SECRET_MAX]) {
   char sec[HOOKD_SECRET_MAX];
   int rc = ed25519 ? hookd_ed25519_generate(sec, public_key) : hookd_secret_generate(sec);
   char *out = rc == 0 ? strdup(sec) : NULL;
-  memset(sec, 0, sizeof sec);
+  OPENSSL_cleanse(sec, sizeof sec);
   return out;
 }
 
@@ -633,6 +637,20 @@ static int run_rotate(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   int rc = be->endpoint_get(c, op->id, &op->ep);
   if (rc) return rc;
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
+  int64_t now = hookd_now_ms();
+  /* One previous secret at a time: rotating again inside the overlap would drop the secret the
+   * first rotation promised until its expiry (a client retrying a rotation whose answer was
+   * lost would cut its receivers off). Only an explicit cut-over (0) may end it early. */
+  if (op->ep.previous_secret && op->ep.previous_expires_ms > now && op->expire_previous_s > 0) {
+    char until[HOOKD_RFC3339_MAX];
+    hookd_fmt_rfc3339_ms(op->ep.previous_expires_ms, until);
+    snprintf(base->err, sizeof base->err,
+             "the previous secret is valid until %s: rotating again now would end that overlap"
+             " early; rotate after it, or pass \"expire_previous_after_s\": 0 to end every"
+             " previous secret now",
+             until);
+    return HOOKD_STORE_CONFLICT;
+  }
   bool ed = op->ep.signing && !strcmp(op->ep.signing, "ed25519");
   if (op->secret && !valid_secret(ed, op->secret)) {
     snprintf(base->err, sizeof base->err, "secret must be a new %s",
@@ -645,7 +663,6 @@ static int run_rotate(hookd_store_conn *c, const hookd_store_backend *be, hookd_
                      ? hookd_keyring_seal(&base->app->keyring, op->plain_secret, op->id)
                      : NULL;
   if (!sealed) return HOOKD_STORE_ERR;
-  int64_t now = hookd_now_ms();
   free(op->ep.previous_secret);
   op->ep.previous_secret = NULL;
   op->ep.previous_expires_ms = 0;

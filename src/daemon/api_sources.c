@@ -7,6 +7,7 @@
  *   DELETE /v1/sources/{id}        delete it and its destinations
  * Source secrets are sealed at rest (one sealed JSON array) and never returned. Destination URLs
  * pass the destination policy like endpoint URLs. */
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,7 +180,7 @@ static bool secret_fits(const char *provider, const char *s) {
   if (!strcmp(provider, "standard")) {
     hookd_hmac_key k;
     bool ok = hookd_secret_parse(s, &k) == 0;
-    memset(&k, 0, sizeof k);
+    OPENSSL_cleanse(&k, sizeof k);
     return ok;
   }
   return true;
@@ -406,7 +407,7 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   e->created_ms = e->updated_ms = now;
   op->dest_secrets[i] = strdup(sec);
   e->secret = hookd_keyring_seal(&app->keyring, sec, id);
-  memset(sec, 0, sizeof sec);
+  OPENSSL_cleanse(sec, sizeof sec);
   json_t *retry = json_object_get(d, "retry");
   if (retry) {
     char field[48];

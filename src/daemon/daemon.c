@@ -119,7 +119,7 @@ static int bootstrap_key(hookd_app *app) {
   printf("hookd: created the first admin API key (%s). It is shown only this once:\n  %s\n", id,
          token);
   fflush(stdout);
-  memset(token, 0, sizeof token);
+  OPENSSL_cleanse(token, sizeof token);
   HLOG(HOOKD_LOG_WARN, "auth.bootstrap_key_created", KV_S("key_id", id));
   return refresh_keys(app);
 }
@@ -253,7 +253,7 @@ int hookd_serve(const hookd_config *cfg) {
 fail:
   if (exit_code != 0 && err[0]) {
     HLOG(HOOKD_LOG_ERROR, "startup.failed", KV_S("error", err));
-    fprintf(stderr, "hookd: %s\n", err);
+    if (isatty(STDERR_FILENO)) fprintf(stderr, "hookd: %s\n", err); /* the log is JSON lines */
   }
   atomic_store(&app.ready, false);
   if (app.srv) {

@@ -319,6 +319,33 @@ describe('secrets', () => {
     await recv.close();
   });
 
+  it('rotation: a second rotation inside the overlap is refused (it would drop the promised previous secret); 0 cuts over explicitly', async () => {
+    const h = await startHookd();
+    const recv = await startReceiver();
+    const { tenant, endpoint, secret: s0 } = await setup(h, recv.url);
+    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}/secret/rotate`;
+    const first = await h.api('POST', path, {});
+    assert.equal(first.status, 200);
+    const again = await h.api('POST', path, {});
+    assert.equal(again.status, 409, again.text);
+    assert.equal(again.json.error.code, 'conflict');
+    assert.ok(again.json.error.message.includes(first.json.previous_expires_at), again.json.error.message);
+    const p1 = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    const verifyWith = (s, rec) => new Webhook(s).verify(rec.body, rec.headers);
+    assert.doesNotThrow(() => verifyWith(s0, recv.requests.at(-1)), 'the first secret still signs until its promised expiry');
+    assert.doesNotThrow(() => verifyWith(first.json.secret, recv.requests.at(-1)));
+    const cut = await h.api('POST', path, { expire_previous_after_s: 0 });
+    assert.equal(cut.status, 200, cut.text);
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+    await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered');
+    const last = recv.requests.at(-1);
+    assert.equal(last.headers['webhook-signature'].split(' ').length, 1);
+    assert.doesNotThrow(() => verifyWith(cut.json.secret, last));
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+
   it('Ed25519 endpoints sign v1a; the public key is retrievable', async () => {
     const h = await startHookd();
     const recv = await startReceiver();
