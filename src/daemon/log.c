@@ -85,25 +85,36 @@ void hookd_log_kv(int level, const char *msg, const hookd_kv *kv, size_t n) {
   size_t o = (size_t)snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"", ts,
                               level_names[level < 0 ? 0 : level > 3 ? 3 : level]);
   const size_t room = sizeof line - 3; /* keep space for "}\n" */
-  o += hookd_log_escape(msg, line + o, room - o);
-  if (o < room) line[o++] = '"';
+  o += hookd_log_escape(msg, line + o, room - o - 1);
+  line[o++] = '"';
+  /* A member that does not fit is left out whole (the line stays valid JSON): the line is cut
+   * back to where the member began. */
   for (size_t i = 0; i < n && o < room; i++) {
     if (kv[i].type == 1 && !kv[i].s) continue;
+    size_t mark = o;
     int w = snprintf(line + o, room - o, ",\"%s\":", kv[i].k);
-    if (w < 0 || (size_t)w >= room - o) break;
+    if (w < 0 || (size_t)w >= room - o) {
+      o = mark;
+      break;
+    }
     o += (size_t)w;
     if (kv[i].type == 2) {
       w = snprintf(line + o, room - o, "%lld", (long long)kv[i].i);
-      if (w < 0 || (size_t)w >= room - o) break;
+      if (w < 0 || (size_t)w >= room - o) {
+        o = mark;
+        break;
+      }
       o += (size_t)w;
     } else {
-      if (o + 2 >= room) break;
+      if (o + 2 >= room) {
+        o = mark;
+        break;
+      }
       line[o++] = '"';
       o += hookd_log_escape(kv[i].s, line + o, room - o - 1);
       line[o++] = '"';
     }
   }
-  if (o > room) o = room;
   line[o++] = '}';
   line[o++] = '\n';
   ssize_t wr = write(STDERR_FILENO, line, o);
