@@ -2,8 +2,12 @@
  *
  *   hookd verify --secret whsec_… --id msg_… --timestamp 1614265330 \
  *                --signature 'v1,…' --body body.json [--tolerance 300] [--now UNIX]
- * Headers may instead be given as --header 'webhook-id: …' (repeatable, svix-* too).
+ * Headers may instead be given as --header 'webhook-id: …' (repeatable, svix-* too). An Ed25519
+ * endpoint's signatures (v1a) are checked with --public-key whpk_… instead of --secret.
+ * --tolerance is a positive number of seconds (the replay window is never off by a typo).
  * Exit 0: valid; 1: invalid (the reason on stderr); 2: usage. */
+#include <errno.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +20,23 @@
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: hookd verify --secret whsec_… --body FILE (--id ID --timestamp TS --signature "
-          "SIG | --header 'webhook-id: …' …) [--tolerance SECONDS] [--now UNIX]\n");
+          "usage: hookd verify (--secret whsec_… | --public-key whpk_…) --body FILE (--id ID"
+          " --timestamp TS --signature SIG | --header 'webhook-id: …' …) [--tolerance SECONDS]"
+          " [--now UNIX]\n");
+}
+
+/* A whole decimal number in [min, max], or -1 (a message on stderr). */
+static int number_arg(const char *flag, const char *v, long long min, long long max,
+                      long long *out) {
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  if (errno || end == v || *end || n < min || n > max) {
+    fprintf(stderr, "hookd verify: %s must be a whole number in [%lld, %lld]\n", flag, min, max);
+    return -1;
+  }
+  *out = n;
+  return 0;
 }
 
 static char *read_file(const char *path, size_t *len) {
@@ -39,7 +58,8 @@ static char *read_file(const char *path, size_t *len) {
 }
 
 int hookd_cmd_verify(int argc, char **argv) {
-  const char *secret = NULL, *id = NULL, *ts = NULL, *sig = NULL, *body_path = NULL;
+  const char *secret = NULL, *pubkey = NULL, *id = NULL, *ts = NULL, *sig = NULL,
+             *body_path = NULL;
   long long tolerance = 300, now = (long long)time(NULL);
   static char hv[3][1024];
   for (int i = 0; i < argc; i++) {
@@ -49,12 +69,16 @@ int hookd_cmd_verify(int argc, char **argv) {
       return 2;
     }
     if (!strcmp(a, "--secret")) secret = v;
+    else if (!strcmp(a, "--public-key")) pubkey = v;
     else if (!strcmp(a, "--id")) id = v;
     else if (!strcmp(a, "--timestamp")) ts = v;
     else if (!strcmp(a, "--signature")) sig = v;
     else if (!strcmp(a, "--body")) body_path = v;
-    else if (!strcmp(a, "--tolerance")) tolerance = strtoll(v, NULL, 10);
-    else if (!strcmp(a, "--now")) now = strtoll(v, NULL, 10);
+    else if (!strcmp(a, "--tolerance")) {
+      if (number_arg(a, v, 1, 315360000, &tolerance)) return 2;
+    } else if (!strcmp(a, "--now")) {
+      if (number_arg(a, v, 0, 253402300799LL, &now)) return 2;
+    }
     else if (!strcmp(a, "--header")) {
       const char *colon = strchr(v, ':');
       if (!colon) {
@@ -80,13 +104,18 @@ int hookd_cmd_verify(int argc, char **argv) {
     }
     i++;
   }
-  if (!secret || !id || !ts || !sig || !body_path) {
+  if (!secret == !pubkey || !id || !ts || !sig || !body_path) {
     usage();
     return 2;
   }
   hookd_hmac_key key;
-  if (hookd_secret_parse(secret, &key) != 0) {
-    fprintf(stderr, "hookd verify: the secret is not whsec_<base64>\n");
+  if (secret && hookd_secret_parse(secret, &key) != 0) {
+    fprintf(stderr, "hookd verify: the secret is not whsec_<base64>%s\n",
+            strncmp(secret, "whpk_", 5) ? "" : " (a whpk_ key goes with --public-key)");
+    return 2;
+  }
+  if (pubkey && strncmp(pubkey, "whpk_", 5) != 0) {
+    fprintf(stderr, "hookd verify: the public key is not whpk_<base64>\n");
     return 2;
   }
   size_t len = 0;
@@ -95,7 +124,9 @@ int hookd_cmd_verify(int argc, char **argv) {
     fprintf(stderr, "hookd verify: cannot read %s\n", body_path);
     return 2;
   }
-  int rc = hookd_verify_v1(&key, 1, id, ts, sig, body, len, now, tolerance);
+  int rc = secret ? hookd_verify_v1(&key, 1, id, ts, sig, body, len, now, tolerance)
+                  : hookd_verify_v1a(pubkey, id, ts, sig, body, len, now, tolerance);
+  if (secret) OPENSSL_cleanse(&key, sizeof key);
   free(body);
   if (rc == HOOKD_VERIFY_OK) {
     printf("valid\n");

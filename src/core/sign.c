@@ -132,19 +132,11 @@ static int check_headers(const char *msg_id, const char *timestamp, const char *
   return tolerance_s > 0 ? hookd_ts_check(ts, now_s, tolerance_s) : HOOKD_VERIFY_OK;
 }
 
-int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id,
-                    const char *timestamp, const char *sig_header, const void *body,
-                    size_t body_len, int64_t now_s, int64_t tolerance_s) {
-  int pre = check_headers(msg_id, timestamp, sig_header, now_s, tolerance_s);
-  if (pre != HOOKD_VERIFY_OK) return pre;
-  unsigned char macs[8][64];
-  size_t nmacs = 0;
-  for (size_t k = 0; k < nkeys && nmacs < 8; k++)
-    if (mac_v1(&keys[k], msg_id, timestamp, body, body_len, macs[nmacs]) == 32) nmacs++;
-
-  int seen_v1 = 0, match = 0;
-  const char *p = sig_header;
-  while (*p) {
+/* The v1 entries of a webhook-signature header: 0 when there is none; otherwise 1, or 2 when
+ * mac (32 bytes; NULL: none) equals one of them (constant time per entry). */
+static int v1_entries(const char *sig_header, const unsigned char *mac) {
+  int seen = 0, match = 0;
+  for (const char *p = sig_header; *p;) {
     while (*p == ' ') p++;
     const char *end = p;
     while (*end && *end != ' ') end++;
@@ -153,13 +145,27 @@ int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id
       unsigned char sig[72];
       long n = hookd_b64_decode(p + 3, len - 3, sig);
       if (n > 0) {
-        seen_v1 = 1;
-        for (size_t k = 0; k < nmacs; k++) match |= hookd_ct_equal(sig, (size_t)n, macs[k], 32);
+        seen = 1;
+        if (mac) match |= hookd_ct_equal(sig, (size_t)n, mac, 32);
       }
     }
     p = end;
   }
-  OPENSSL_cleanse(macs, sizeof macs);
+  return seen + match;
+}
+
+int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id,
+                    const char *timestamp, const char *sig_header, const void *body,
+                    size_t body_len, int64_t now_s, int64_t tolerance_s) {
+  int pre = check_headers(msg_id, timestamp, sig_header, now_s, tolerance_s);
+  if (pre != HOOKD_VERIFY_OK) return pre;
+  /* every key against every v1 entry (any number of keys) */
+  int seen_v1 = v1_entries(sig_header, NULL), match = 0;
+  unsigned char mac[64];
+  for (size_t k = 0; k < nkeys && seen_v1; k++)
+    if (mac_v1(&keys[k], msg_id, timestamp, body, body_len, mac) == 32)
+      match |= v1_entries(sig_header, mac) > 1;
+  OPENSSL_cleanse(mac, sizeof mac);
   if (!seen_v1) return HOOKD_VERIFY_MALFORMED;
   return match ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH;
 }

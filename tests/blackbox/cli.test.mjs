@@ -4,6 +4,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOOKD_BIN, startHookd, tempDir } from './lib/hookd.mjs';
@@ -101,6 +102,34 @@ describe('hookd CLI', () => {
     assert.equal(r.status, 1);
     assert.match(r.stderr, /too old/);
     assert.equal(run(['verify', '--secret', 'x']).status, 2);
+    // a tolerance that is not a positive number is refused, never read as "no replay window"
+    for (const bad of ['abc', '0', '-5', '5m']) {
+      r = run([...args.slice(0, -2), '--now', String(1614265330 + 3600), '--tolerance', bad]);
+      assert.equal(r.status, 2, `--tolerance ${bad}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /--tolerance must be a whole number/);
+    }
+    cleanup();
+  });
+
+  it('verify --public-key: an Ed25519 (v1a) signature is checked with the whpk_ key', () => {
+    const { dir, cleanup } = tempDir();
+    const body = join(dir, 'body.json');
+    writeFileSync(body, '{"n":1}');
+    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+    const whpk = 'whpk_' + publicKey.export({ format: 'der', type: 'spki' }).subarray(-32).toString('base64');
+    const ts = String(Math.floor(Date.now() / 1000));
+    const sig = 'v1a,' + cryptoSign(null, Buffer.from(`msg_1.${ts}.{"n":1}`), privateKey).toString('base64');
+    const args = ['verify', '--public-key', whpk, '--body', body, '--id', 'msg_1', '--timestamp', ts, '--signature', sig];
+    let r = run(args);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'valid');
+    writeFileSync(body, '{"n":2}');
+    r = run(args);
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /no matching signature/);
+    r = run(['verify', '--secret', whpk, ...args.slice(3)]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /goes with --public-key/);
     cleanup();
   });
 });

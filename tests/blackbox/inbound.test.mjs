@@ -661,6 +661,8 @@ describe('source lifecycle', () => {
     assert.equal((await h.api('GET', `/v1/sources/${src.id}`)).status, 404);
     const b5 = stripeEvent('evt_life_5');
     assert.equal((await post(src, b5, sign.stripe(b5, 'whsec_life_new'))).status, 404, 'a deleted source is unknown');
+    // its secrets are gone from the store (a master key retired later must not open them)
+    assert.deepEqual(h.query(`SELECT secrets FROM sources WHERE id = '${src.id}'`), [{ secrets: '' }]);
     assert.ok((await h.api('GET', '/v1/audit?limit=200')).json.data.some((a) => a.target === src.id && a.action === 'source.delete'));
     await dest.close();
   });

@@ -115,8 +115,8 @@ int sq_source_update(hookd_store_conn *c, const hookd_source *s) {
 
 int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms) {
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_DELETE,
-                             "UPDATE sources SET deleted_at = ?2, updated_at = ?2 WHERE id = ?1"
-                             " AND deleted_at IS NULL");
+                             "UPDATE sources SET deleted_at = ?2, updated_at = ?2, secrets = ''"
+                             " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   sq_bind_i64(st, 2, now_ms);

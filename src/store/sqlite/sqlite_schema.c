@@ -282,6 +282,10 @@ static const struct {
       * deliveries in flight) get an index, so the claim's check is one probe. */
      "CREATE INDEX deliveries_lane_leased ON deliveries(endpoint_id, ordering_key)"
      "  WHERE ordering_key IS NOT NULL AND leased_until IS NOT NULL;"},
+    {9,
+     /* A deleted source keeps no secrets: `keys rotate-master` re-seals live ones only, and a
+      * retired master key must not open the deleted ones (delete now blanks them too). */
+     "UPDATE sources SET secrets = '' WHERE deleted_at IS NOT NULL;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {

@@ -48,6 +48,14 @@ static void verify(void **s) {
   hookd_hmac_key both[2] = {other, k};
   assert_int_equal(hookd_verify_v1(both, 2, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
                                    TS, 300), HOOKD_VERIFY_OK);
+  /* any number of keys: the matching one tenth (a list of 8 once stopped there) */
+  hookd_hmac_key ten[10];
+  for (int i = 0; i < 9; i++) ten[i] = other;
+  ten[9] = k;
+  assert_int_equal(hookd_verify_v1(ten, 10, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS, 300), HOOKD_VERIFY_OK);
+  assert_int_equal(hookd_verify_v1(ten, 9, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS, 300), HOOKD_VERIFY_MISMATCH);
   /* several signatures in the header (sender rotation): any may match */
   assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330",
                                    "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= " EXPECTED, BODY,
