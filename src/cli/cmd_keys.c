@@ -272,6 +272,13 @@ static int cmd_rotate_master(keys_args *a) {
   char err[512];
   hookd_master_key old_key, new_key;
   const char *old_file = a->master_file;
+  if (!old_file && getenv("HOOKD_MASTER_KEY_FILE") && *getenv("HOOKD_MASTER_KEY_FILE"))
+    old_file = getenv("HOOKD_MASTER_KEY_FILE");
+  if (old_file && getenv("HOOKD_MASTER_KEY")) {
+    fprintf(stderr, "hookd keys rotate-master: both HOOKD_MASTER_KEY and a master key file (%s)"
+                    " name the current key: keep one\n", old_file);
+    return 2;
+  }
   char default_file[1100];
   if (!old_file && !getenv("HOOKD_MASTER_KEY") && strncmp(a->store, "sqlite:", 7) == 0) {
     snprintf(default_file, sizeof default_file, "%s.key", a->store + 7);

@@ -57,6 +57,18 @@ static int create_key_file(const char *path, hookd_master_key *out, char *err, s
   int ok = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
   close(fd);
   OPENSSL_cleanse(text, sizeof text);
+  if (ok) { /* the file's directory entry too: a power cut must not keep sealed secrets and lose
+             * the only key that opens them */
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ok = dfd >= 0 && fsync(dfd) == 0;
+    if (dfd >= 0) close(dfd);
+  }
   if (!ok) {
     snprintf(err, errlen, "cannot write master key file %s", path);
     unlink(path);
@@ -101,7 +113,12 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
 
   int rc;
   char path[1100] = "";
-  if (getenv("HOOKD_MASTER_KEY")) {
+  if (getenv("HOOKD_MASTER_KEY") && cfg->master_key_file[0]) {
+    snprintf(err, errlen,
+             "both HOOKD_MASTER_KEY and a master key file (%s) are configured: keep one",
+             cfg->master_key_file);
+    return -1;
+  } else if (getenv("HOOKD_MASTER_KEY")) {
     rc = hookd_keyring_read(NULL, &out->key, err, errlen);
   } else if (cfg->master_key_file[0]) {
     rc = hookd_keyring_read(cfg->master_key_file, &out->key, err, errlen);

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac, createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
-import { readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { HOOKD_BIN, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
@@ -391,6 +391,12 @@ describe('secrets', () => {
         assert.ok(!bytes.includes(Buffer.from(s.slice(6, 30))), `${f} contains no secret fragment`);
       }
     }
+    // the store and its key are readable by their owner only
+    const storeFiles = readdirSync(dir).filter((f) => f.startsWith('hookd.db'));
+    assert.ok(storeFiles.includes('hookd.db') && storeFiles.includes('hookd.db.key'), storeFiles.join(' '));
+    for (const f of storeFiles) {
+      assert.equal(statSync(join(dir, f)).mode & 0o777, 0o600, `${f} is 0600`);
+    }
     // without the key the store does not open
     const keyFile = join(dir, 'hookd.db.key');
     const keyText = readFileSync(keyFile, 'utf8');
@@ -399,6 +405,9 @@ describe('secrets', () => {
     const wrong = join(dir, 'wrong.key');
     writeFileSync(wrong, randomBytes(32).toString('base64'));
     await assert.rejects(startHookd({ dir, args: ['--master-key-file', wrong] }), /sealed with master key/);
+    // two sources of the master key at once: refused, never one picked silently
+    await assert.rejects(startHookd({ dir, args: ['--master-key-file', wrong], env: { HOOKD_MASTER_KEY: keyText.trim() } }),
+      /both HOOKD_MASTER_KEY and a master key file/);
     // rotate the master key offline; the new key opens the same secrets
     writeFileSync(keyFile, keyText);
     const newKey = join(dir, 'new.key');
