@@ -56,12 +56,20 @@ static void reply_publish(hookd_api_op *base, int rc) {
   } else {
     HOOKD_INC(events_published);
     HOOKD_ADD(deliveries_created, (uint64_t)op->res.n_deliveries);
+    if (op->res.n_superseded) {
+      /* created DEAD: never reaches the dispatcher, which counts every other DEAD */
+      HOOKD_ADD(dead[M_DEAD_SUPERSEDED], (uint64_t)op->res.n_superseded);
+      HLOG(HOOKD_LOG_WARN, "event.superseded", KV_S("event_id", op->res.event_id),
+           KV_S("tenant_id", op->tenant), KV_S("reason", "superseded"),
+           KV_I("deliveries", op->res.n_superseded));
+    }
     for (size_t i = 0; i < op->res.n_endpoints; i++)
       hookd_dispatcher_hint(base->app->disp, op->res.endpoints[i], op->res.due_ms);
     if (op->res.endpoints_truncated) hookd_dispatcher_rescan(base->app->disp);
     HLOG(HOOKD_LOG_DEBUG, "event.published", KV_S("event_id", op->res.event_id),
          KV_S("tenant_id", op->tenant), KV_I("deliveries", op->res.n_deliveries));
   }
+  hookd_hist_observe_ms(&hookd_m.publish_ack, hookd_req_age_ms(base->req));
   hookd_req_reply_json(base->req, 202,
                        json_pack("{s:s,s:i,s:b}", "id", op->res.event_id, "deliveries",
                                  op->res.n_deliveries, "duplicate", op->res.duplicate));

@@ -9,6 +9,7 @@
 #include "core/ids.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 
 typedef struct inbox_op {
   hookd_api_op base;
@@ -26,6 +27,7 @@ typedef struct inbox_op {
   hookd_dstate to;
   hookd_due_hint *hints;
   size_t n_hints;
+  size_t n_resolved; /* deliveries settled by a resolve */
 } inbox_op;
 
 static void inbox_cleanup(hookd_api_op *base) {
@@ -174,7 +176,8 @@ static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd
   int rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
   op->loaded = rc == 0;
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
-  rc = be->inbox_resolve(c, op->id, op->to, hookd_now_ms(), &op->hints, &op->n_hints);
+  rc = be->inbox_resolve(c, op->id, op->to, hookd_now_ms(), &op->n_resolved, &op->hints,
+                         &op->n_hints);
   if (rc) return rc;
   hookd_inbox_free(&op->rec);
   rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
@@ -192,6 +195,8 @@ static void reply_resolve(hookd_api_op *base, int rc) {
   }
   for (size_t i = 0; i < op->n_hints; i++)
     hookd_dispatcher_hint(base->app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  if (op->to == HOOKD_DS_DEAD) HOOKD_ADD(dead[M_DEAD_OPERATOR], op->n_resolved);
+  if (op->to == HOOKD_DS_DELIVERED) HOOKD_ADD(delivered, op->n_resolved);
   HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", op->id),
        KV_S("tenant_id", op->rec.tenant_id), KV_S("to", hookd_dstate_name(op->to)),
        KV_S("actor", op->scoped ? op->who.key_id : NULL));

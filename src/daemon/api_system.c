@@ -1,5 +1,6 @@
 /* api_system.c — /healthz (alive), /readyz (ready to take traffic) and /metrics (Prometheus). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/clock.h"
 #include "daemon/api.h"
@@ -65,6 +66,44 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
   return rc;
 }
 
+/* Per-endpoint gauges, for the endpoints with something to show (requests in flight or
+ * waiting, a breaker not closed), at most ENDPOINT_SERIES of them: the series stay bounded
+ * however many endpoints exist. Ids only (validated [A-Za-z0-9_.:-]), never URLs. */
+#define ENDPOINT_SERIES 1000
+static const char *const ep_families[3][2] = {
+    {"hookd_endpoint_in_flight", "HTTP attempts in flight to the endpoint"},
+    {"hookd_endpoint_waiting", "deliveries claimed for the endpoint, waiting for a slot"},
+    {"hookd_endpoint_breaker_state", "the endpoint's circuit breaker: 0 closed, 1 open, 2 half-open"}};
+
+typedef struct ep_rows {
+  hookd_buf *o;
+  int which; /* 0 in flight, 1 waiting, 2 breaker */
+  int n;
+} ep_rows;
+
+static int ep_row(void *arg, const char *id, const hookd_endpoint_health *h) {
+  ep_rows *x = arg;
+  bool closed = !h->breaker || !strcmp(h->breaker, "closed");
+  if (!h->in_flight && !h->queued && closed) return 0;
+  if (x->n++ >= ENDPOINT_SERIES) return 0;
+  int v = x->which == 0   ? h->in_flight
+          : x->which == 1 ? h->queued
+          : closed        ? 0
+          : !strcmp(h->breaker, "open") ? 1
+                                         : 2;
+  return hookd_buf_printf(x->o, "%s{endpoint_id=\"%s\"} %d\n", ep_families[x->which][0], id, v);
+}
+
+static int endpoint_metrics(hookd_buf *o, hookd_dispatcher *d) {
+  int rc = 0;
+  for (int w = 0; w < 3 && !rc; w++) {
+    ep_rows x = {.o = o, .which = w};
+    rc = hookd_metrics_family(o, ep_families[w][0], ep_families[w][1], "gauge");
+    if (!rc && d) rc = hookd_dispatcher_health_each(d, ep_row, &x);
+  }
+  return rc;
+}
+
 void hookd_api_metrics(hookd_req *r, hookd_app *app) {
   hookd_buf o;
   hookd_buf_init(&o, 1 << 20);
@@ -88,6 +127,7 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) {
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_slow",
                                      "endpoints whose last attempt was slow or timed out",
                                      ds.endpoints_slow);
+  rc = rc ? rc : endpoint_metrics(&o, app->disp);
   rc = rc ? rc : storeq_metrics(&o, "writer", app->store->writer);
   rc = rc ? rc : storeq_metrics(&o, "reader", app->store->reader);
   if (rc) {

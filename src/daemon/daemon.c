@@ -155,6 +155,21 @@ static void on_unknown_commit(void) {
   _exit(1);
 }
 
+/* A store op or batch failed: one log line with the backend's error text (a locked or full
+ * disk, I/O errors), at most one a second (a failing store fails every op), the rest counted. */
+static void on_store_failure(const char *queue, const char *what, const char *error) {
+  static _Atomic int64_t last_ms;
+  static _Atomic uint64_t suppressed;
+  HOOKD_INC(store_errors);
+  int64_t now = hookd_mono_ms(), last = atomic_load(&last_ms);
+  if ((last && now - last < 1000) || !atomic_compare_exchange_strong(&last_ms, &last, now)) {
+    atomic_fetch_add(&suppressed, 1);
+    return;
+  }
+  HLOG(HOOKD_LOG_ERROR, "store.error", KV_S("queue", queue), KV_S("what", what),
+       KV_S("error", error), KV_I("suppressed", atomic_exchange(&suppressed, 0)));
+}
+
 int hookd_serve(const hookd_config *cfg) {
   hookd_log_level = cfg->log_level;
   sigset_t sigs;
@@ -173,6 +188,7 @@ int hookd_serve(const hookd_config *cfg) {
   if (lock_store(cfg->store_url, &lock_fd, err, sizeof err) != 0) goto fail;
   hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
+  hookd_storeq_set_failure_handler(on_store_failure);
   if (hookd_store_open(&sc, &app.store, err, sizeof err) != 0) goto fail;
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   app.auth = hookd_auth_new(cfg->api_key);

@@ -89,6 +89,20 @@ void hookd_dispatcher_get_stats(hookd_dispatcher *d, hookd_dispatcher_stats *out
   pthread_mutex_unlock(&d->mu);
 }
 
+int hookd_dispatcher_health_each(hookd_dispatcher *d,
+                                 int (*fn)(void *arg, const char *endpoint_id,
+                                           const hookd_endpoint_health *h),
+                                 void *arg) {
+  int rc = 0;
+  const char *k;
+  void *v;
+  pthread_mutex_lock(&d->health_mu);
+  for (size_t i = 0; !rc && (i = hookd_strmap_next(&d->health, i, &k, &v)) != 0;)
+    rc = fn(arg, k, &((ep_health_rec *)v)->h);
+  pthread_mutex_unlock(&d->health_mu);
+  return rc;
+}
+
 int hookd_dispatcher_endpoint_health(hookd_dispatcher *d, const char *id,
                                      hookd_endpoint_health *out) {
   pthread_mutex_lock(&d->health_mu);
@@ -397,6 +411,14 @@ fail:
 
 /* ---------- outcomes ---------- */
 
+/* The correlation keys of a delivery's log lines (X4): the delivery, its event, tenant and
+ * endpoint, the lease token it was claimed with and the node (worker) holding it. An attempt is
+ * (delivery_id, attempt). */
+#define KV_DELIVERY(disp, dl, ep_id)                                                            \
+  KV_S("delivery_id", (dl)->id), KV_S("event_id", (dl)->event_id),                            \
+      KV_S("tenant_id", (dl)->tenant_id), KV_S("endpoint_id", (ep_id)),                        \
+      KV_I("lease_token", (dl)->lease_token), KV_S("worker_id", (disp)->node_id)
+
 /* What an outcome says about the endpoint's health: success, failure, or neither (a 4xx is the
  * payload's problem; a 429 is a request to slow down, handled by the pause). */
 static void health_signal(const hookd_egress_req *req, hookd_classification cls, bool *ok,
@@ -430,7 +452,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   bool hold = it->c.inbound && !e->cfg.idempotent && ambiguous;
   hookd_decision dec;
   if (hookd_decide(&it->c.policy, &view, cls, ra, now, hookd_random_u64(), hold, &dec) != 0) {
-    HLOG(HOOKD_LOG_ERROR, "delivery.illegal_transition", KV_S("delivery_id", dl->id),
+    HLOG(HOOKD_LOG_ERROR, "delivery.illegal_transition", KV_DELIVERY(d, dl, e->cfg.id),
          KV_S("state", hookd_dstate_name(dl->state)));
     hookd_egress_req_cleanup(req);
     if (it->probe) hookd_breaker_cancel_probe(&e->br);
@@ -479,17 +501,16 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->attempt.trigger = (char *)attempt_kind(dl);
 
   HOOKD_INC(attempts[hookd_metrics_outcome_index(cls.outcome)]);
+  int fail = hookd_metrics_failure_index(cls.category);
+  if (fail >= 0) HOOKD_INC(attempt_failures[fail]);
   hookd_hist_observe_ms(&hookd_m.attempt_latency, req->latency_ms);
   if (req->net == HOOKD_NET_BLOCKED) {
     HOOKD_INC(egress_blocked);
     HLOG(HOOKD_LOG_WARN, "egress.blocked", KV_S("rule", req->blocked_rule),
-         KV_S("endpoint_id", e->cfg.id), KV_S("tenant_id", e->cfg.tenant_id),
-         KV_S("delivery_id", dl->id));
+         KV_DELIVERY(d, dl, e->cfg.id), KV_I("attempt", o->attempt_number));
   }
   int lvl = cls.cls == HOOKD_CLASS_SUCCESS ? HOOKD_LOG_DEBUG : HOOKD_LOG_INFO;
-  HLOG(lvl, "attempt", KV_S("event_id", dl->event_id), KV_S("delivery_id", dl->id),
-       KV_I("attempt", o->attempt_number), KV_S("tenant_id", dl->tenant_id),
-       KV_S("endpoint_id", e->cfg.id), KV_I("lease_token", dl->lease_token),
+  HLOG(lvl, "attempt", KV_DELIVERY(d, dl, e->cfg.id), KV_I("attempt", o->attempt_number),
        KV_S("outcome", cls.outcome), KV_I("status", o->attempt.http_status),
        KV_I("latency_ms", req->latency_ms), KV_S("next_state", hookd_dstate_name(dec.next)));
 
@@ -560,6 +581,7 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
   free(m->endpoint_id);
   if (m->rc != 0) {
     HLOG(HOOKD_LOG_ERROR, "claim.failed", KV_S("endpoint_id", e->cfg.id),
+         KV_S("tenant_id", e->cfg.tenant_id), KV_S("worker_id", d->node_id),
          KV_S("error", hookd_store_strerror(m->rc)));
     e->next_due = hookd_now_ms() + 1000; /* try again later rather than spinning */
     claimed_drop(m); /* a claim that ran but whose batch did not commit */
@@ -611,7 +633,8 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
   d->record_retry = it;
   it->ep->item_ops++; /* the endpoint waits for it, as for an op in the store */
   HOOKD_INC(outcome_write_retries);
-  HLOG(HOOKD_LOG_WARN, "outcome.write_retry", KV_S("delivery_id", it->c.d.id),
+  HLOG(HOOKD_LOG_WARN, "outcome.write_retry", KV_DELIVERY(d, &it->c.d, it->ep->cfg.id),
+       KV_I("attempt", it->out.attempt_number),
        KV_S("error", hookd_store_strerror(it->rc)), KV_I("try", it->record_tries),
        KV_I("in_ms", delay));
   return true;
@@ -655,35 +678,37 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
     if (it->rc == HOOKD_STORE_STALE) {
       if (!e->gone && !it->record_tries) { /* after a retry: the failed write had committed */
         HOOKD_INC(stale_outcomes);
-        HLOG(HOOKD_LOG_WARN, "outcome.stale", KV_S("delivery_id", it->c.d.id),
-             KV_S("event_id", it->c.d.event_id), KV_I("lease_token", it->c.d.lease_token),
-             KV_S("endpoint_id", e->cfg.id));
+        HLOG(HOOKD_LOG_WARN, "outcome.stale", KV_DELIVERY(d, &it->c.d, e->cfg.id),
+             KV_I("attempt", o->attempt_number));
       }
       if (!it->record_tries) undo_disable(e, o);
     } else if (it->rc != 0) {
       if (record_retry_later(d, it)) return;
-      HLOG(HOOKD_LOG_ERROR, "outcome.write_failed", KV_S("delivery_id", it->c.d.id),
-           KV_S("error", hookd_store_strerror(it->rc)), KV_I("tries", it->record_tries + 1));
+      HLOG(HOOKD_LOG_ERROR, "outcome.write_failed", KV_DELIVERY(d, &it->c.d, e->cfg.id),
+           KV_I("attempt", o->attempt_number), KV_S("error", hookd_store_strerror(it->rc)),
+           KV_I("tries", it->record_tries + 1));
       /* the lease expires and the delivery is attempted again: at-least-once */
       undo_disable(e, o);
     } else {
-      if (o->to == HOOKD_DS_DELIVERED) HOOKD_INC(delivered);
+      if (o->to == HOOKD_DS_DELIVERED) {
+        HOOKD_INC(delivered);
+        hookd_hist_observe_ms(it->c.inbound ? &hookd_m.forwarded_after : &hookd_m.delivered_after,
+                              o->now_ms - it->c.d.created_ms);
+      }
       if (o->to == HOOKD_DS_RETRYING) {
         HOOKD_INC(retries_scheduled);
         set_due(d, e, o->next_attempt_ms, false);
       }
       if (o->to == HOOKD_DS_UNKNOWN) {
         HOOKD_INC(unknown);
-        HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_S("delivery_id", it->c.d.id),
-             KV_S("event_id", it->c.d.event_id), KV_S("tenant_id", it->c.d.tenant_id),
-             KV_S("endpoint_id", e->cfg.id),
+        HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_DELIVERY(d, &it->c.d, e->cfg.id),
+             KV_I("attempt", o->attempt_number),
              KV_S("reason", "ambiguous outcome, destination not idempotent"));
       }
       if (o->to == HOOKD_DS_DEAD) {
         HOOKD_INC(dead[hookd_metrics_dead_index(o->dead_reason)]);
-        HLOG(HOOKD_LOG_WARN, "delivery.dead", KV_S("delivery_id", it->c.d.id),
-             KV_S("event_id", it->c.d.event_id), KV_S("tenant_id", it->c.d.tenant_id),
-             KV_S("endpoint_id", e->cfg.id), KV_S("reason", o->dead_reason),
+        HLOG(HOOKD_LOG_WARN, "delivery.dead", KV_DELIVERY(d, &it->c.d, e->cfg.id),
+             KV_S("reason", o->dead_reason),
              KV_I("attempts", o->attempt_number ? o->attempt_number : it->c.d.attempt_count));
       }
       /* another delivery of an ordering lane may be claimable now: the next one, or, when this

@@ -73,6 +73,12 @@ void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint
 void hookd_dispatcher_tenant_changed(hookd_dispatcher *d, const hookd_tenant *t);
 
 void hookd_dispatcher_get_stats(hookd_dispatcher *d, hookd_dispatcher_stats *out);
+/* Calls fn for each endpoint's health snapshot, under the snapshots' lock (fn must be quick and
+ * must not call back into the dispatcher); stops when fn returns non-zero, returning that. */
+int hookd_dispatcher_health_each(hookd_dispatcher *d,
+                                 int (*fn)(void *arg, const char *endpoint_id,
+                                           const hookd_endpoint_health *h),
+                                 void *arg);
 /* Returns 0 and fills out, or -1 when this node's dispatcher does not know the endpoint. */
 int hookd_dispatcher_endpoint_health(hookd_dispatcher *d, const char *endpoint_id,
                                      hookd_endpoint_health *out);

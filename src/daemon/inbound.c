@@ -109,7 +109,7 @@ static void reply_receive(hookd_api_op *base, int rc) {
   recv_op *op = (recv_op *)base;
   if (rc) {
     HLOG(HOOKD_LOG_ERROR, "inbound.store_failed", KV_S("source_id", op->source_id),
-         KV_S("error", hookd_store_strerror(rc)));
+         KV_S("tenant_id", op->tenant_id), KV_S("error", hookd_store_strerror(rc)));
     if (op->provider == HOOKD_PROVIDER_VNPAY) { /* "99": VNPay retries */
       hookd_req_reply_json(base->req, 200,
                            json_pack("{s:s,s:s}", "RspCode", "99", "Message", "Unknown error"));
@@ -121,6 +121,7 @@ static void reply_receive(hookd_api_op *base, int rc) {
   int out = op->rs.outcome;
   if (out < 0 || out >= HOOKD_RECV__COUNT) out = HOOKD_RECV_NEW;
   HOOKD_INC(inbound[out]);
+  HOOKD_ADD(deliveries_created, (uint64_t)op->rs.n_endpoints); /* the forwards */
   for (size_t i = 0; i < op->rs.n_endpoints; i++)
     hookd_dispatcher_hint(base->app->disp, op->rs.endpoints[i], op->rs.due_ms);
   HLOG(out == HOOKD_RECV_CONFLICT ? HOOKD_LOG_WARN : HOOKD_LOG_DEBUG, "inbound.received",
@@ -128,6 +129,7 @@ static void reply_receive(hookd_api_op *base, int rc) {
        KV_S("source_id", op->source_id), KV_S("tenant_id", op->tenant_id),
        KV_S("provider", op->provider_name), KV_S("event_type", op->event_type),
        KV_S("identity_kind", op->identity_kind));
+  hookd_hist_observe_ms(&hookd_m.inbound_ack, hookd_req_age_ms(base->req));
   reply_ack(base->req, op->provider, &op->rs.record, out == HOOKD_RECV_DUPLICATE);
 }
 

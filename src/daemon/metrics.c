@@ -12,8 +12,18 @@ static const int64_t bounds_ms[HOOKD_HIST_BUCKETS] = {1,   5,    10,   25,    50
 static const char *const outcome_names[M_OUT__COUNT] = {
     "success",       "http_error", "timeout",        "dns_error", "connect_error",
     "tls_error",     "blocked",    "protocol_error", "too_large"};
-static const char *const dead_names[M_DEAD__COUNT] = {"permanent", "gone",    "blocked",
-                                                      "max_attempts", "max_age", "expired"};
+static const char *const dead_names[M_DEAD__COUNT] = {
+    "permanent", "gone", "blocked", "max_attempts", "max_age", "expired", "superseded", "operator"};
+
+static const char *const failure_names[M_FAIL__COUNT] = {
+    "http_3xx", "http_408", "http_410", "http_429", "http_4xx",  "http_5xx",  "http_other",
+    "timeout",  "dns",      "connect",  "tls",      "blocked",   "protocol",  "response_too_large"};
+
+int hookd_metrics_failure_index(const char *category) {
+  for (int i = 0; category && *category && i < M_FAIL__COUNT; i++)
+    if (strcmp(category, failure_names[i]) == 0) return i;
+  return category && *category ? M_FAIL_HTTP_OTHER : -1;
+}
 
 void hookd_hist_observe_ms(hookd_hist *h, int64_t ms) {
   int b = HOOKD_HIST_BUCKETS;
@@ -65,10 +75,15 @@ static int hist(hookd_buf *o, const char *name, const char *help, hookd_hist *h)
                           cum);
   }
   cum += LOAD(h->bucket[HOOKD_HIST_BUCKETS]);
+  /* _count is the +Inf bucket (one scrape is consistent even while observations land) */
   if (!rc)
     rc = hookd_buf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
-                          cum, name, (double)LOAD(h->sum_us) / 1e6, name, LOAD(h->count));
+                          cum, name, (double)LOAD(h->sum_us) / 1e6, name, cum);
   return rc;
+}
+
+int hookd_metrics_family(hookd_buf *out, const char *name, const char *help, const char *type) {
+  return hookd_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 int hookd_metrics_gauge(hookd_buf *out, const char *name, const char *help, double v) {
@@ -83,6 +98,9 @@ int hookd_metrics_render(hookd_buf *o) {
   for (int i = 1; i <= 5 && !rc; i++)
     rc = hookd_buf_printf(o, "hookd_http_requests_total{code=\"%dxx\"} %llu\n", i,
                           LOAD(m->http_requests[i]));
+  if (!rc)
+    rc = hookd_buf_printf(o, "hookd_http_requests_total{code=\"other\"} %llu\n",
+                          LOAD(m->http_requests[0]));
   rc = rc ? rc : counter(o, "hookd_events_published_total", "events accepted (new)",
                          LOAD(m->events_published));
   rc = rc ? rc : counter(o, "hookd_publish_duplicates_total",
@@ -90,10 +108,18 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->publish_duplicates));
   rc = rc ? rc : counter(o, "hookd_publish_conflicts_total",
                          "publishes refused: same key, different body", LOAD(m->publish_conflicts));
-  rc = rc ? rc : counter(o, "hookd_deliveries_created_total", "deliveries created by fan-out",
+  rc = rc ? rc : counter(o, "hookd_store_errors_total",
+                         "store ops or group commits that failed (logged as store.error)",
+                         LOAD(m->store_errors));
+  rc = rc ? rc : counter(o, "hookd_deliveries_created_total",
+                         "deliveries created (publish fan-out and inbound forwards)",
                          LOAD(m->deliveries_created));
   rc = rc ? rc : labelled(o, "hookd_attempts_total", "delivery attempts by outcome", "outcome",
                           outcome_names, m->attempts, M_OUT__COUNT);
+  rc = rc ? rc : labelled(o, "hookd_attempt_failures_total",
+                          "attempts that did not succeed, by reason (HTTP status class or network"
+                          " error)",
+                          "reason", failure_names, m->attempt_failures, M_FAIL__COUNT);
   rc = rc ? rc : counter(o, "hookd_retries_scheduled_total", "retries scheduled",
                          LOAD(m->retries_scheduled));
   rc = rc ? rc : counter(o, "hookd_deliveries_delivered_total", "deliveries that got a 2xx",
@@ -142,5 +168,17 @@ int hookd_metrics_render(hookd_buf *o) {
                       &m->attempt_latency);
   rc = rc ? rc : hist(o, "hookd_first_attempt_delay_seconds",
                       "time from publish to the first attempt's start", &m->first_attempt_delay);
+  rc = rc ? rc : hist(o, "hookd_delivered_after_seconds",
+                      "time from publish to the 2xx that delivered it (outbound)",
+                      &m->delivered_after);
+  rc = rc ? rc : hist(o, "hookd_inbound_forwarded_after_seconds",
+                      "time from the provider's request to the forward's 2xx (inbound)",
+                      &m->forwarded_after);
+  rc = rc ? rc : hist(o, "hookd_publish_ack_seconds",
+                      "time from a publish request to its 202 (the commit's fsync included)",
+                      &m->publish_ack);
+  rc = rc ? rc : hist(o, "hookd_inbound_ack_seconds",
+                      "time from a provider's request to its 2xx (the commit's fsync included)",
+                      &m->inbound_ack);
   return rc;
 }

@@ -21,8 +21,12 @@ typedef struct hookd_hist {
 /* Outcome and dead-reason label sets. */
 enum { M_OUT_SUCCESS, M_OUT_HTTP_ERROR, M_OUT_TIMEOUT, M_OUT_DNS, M_OUT_CONNECT, M_OUT_TLS,
        M_OUT_BLOCKED, M_OUT_PROTOCOL, M_OUT_TOO_LARGE, M_OUT__COUNT };
+/* Why an attempt did not succeed: the classifier's categories (core/classify.c). */
+enum { M_FAIL_HTTP_3XX, M_FAIL_HTTP_408, M_FAIL_HTTP_410, M_FAIL_HTTP_429, M_FAIL_HTTP_4XX,
+       M_FAIL_HTTP_5XX, M_FAIL_HTTP_OTHER, M_FAIL_TIMEOUT, M_FAIL_DNS, M_FAIL_CONNECT, M_FAIL_TLS,
+       M_FAIL_BLOCKED, M_FAIL_PROTOCOL, M_FAIL_TOO_LARGE, M_FAIL__COUNT };
 enum { M_DEAD_PERMANENT, M_DEAD_GONE, M_DEAD_BLOCKED, M_DEAD_MAX_ATTEMPTS, M_DEAD_MAX_AGE,
-       M_DEAD_EXPIRED, M_DEAD__COUNT };
+       M_DEAD_EXPIRED, M_DEAD_SUPERSEDED, M_DEAD_OPERATOR, M_DEAD__COUNT };
 
 typedef struct hookd_metrics {
   _Atomic uint64_t http_requests[6];      /* by status class: 1xx..5xx, [0] other */
@@ -31,6 +35,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t publish_conflicts;
   _Atomic uint64_t deliveries_created;
   _Atomic uint64_t attempts[M_OUT__COUNT];
+  _Atomic uint64_t attempt_failures[M_FAIL__COUNT]; /* by the classifier's category */
   _Atomic uint64_t retries_scheduled;
   _Atomic uint64_t delivered;
   _Atomic uint64_t dead[M_DEAD__COUNT];
@@ -52,8 +57,13 @@ typedef struct hookd_metrics {
   _Atomic uint64_t breaker_opens;
   _Atomic uint64_t endpoint_pauses;
   _Atomic uint64_t publish_backpressure;
+  _Atomic uint64_t store_errors;            /* store ops or batches failed (store.error) */
   hookd_hist attempt_latency;             /* seconds */
   hookd_hist first_attempt_delay;         /* publish → first attempt start, seconds */
+  hookd_hist delivered_after;             /* publish → the 2xx that delivered it (outbound) */
+  hookd_hist forwarded_after;             /* provider's request → forward completed (inbound) */
+  hookd_hist publish_ack;                 /* publish request → 202 (after the commit) */
+  hookd_hist inbound_ack;                 /* provider's request → its 2xx (after the commit) */
 } hookd_metrics;
 
 extern hookd_metrics hookd_m;
@@ -64,10 +74,14 @@ extern hookd_metrics hookd_m;
 void hookd_hist_observe_ms(hookd_hist *h, int64_t ms);
 int hookd_metrics_outcome_index(const char *outcome);
 int hookd_metrics_dead_index(const char *reason);
+/* The attempt_failures index of a classifier category, -1 for none (a success). */
+int hookd_metrics_failure_index(const char *category);
 
 /* Appends every counter and histogram above. */
 int hookd_metrics_render(hookd_buf *out);
 /* Helpers for gauges and histograms owned elsewhere. */
 int hookd_metrics_gauge(hookd_buf *out, const char *name, const char *help, double v);
+/* A gauge family's HELP and TYPE lines; its samples follow (name{labels} value). */
+int hookd_metrics_family(hookd_buf *out, const char *name, const char *help, const char *type);
 
 #endif

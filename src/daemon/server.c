@@ -119,6 +119,10 @@ size_t hookd_req_headers(const hookd_req *r, const char **names, const char **va
   return it.n;
 }
 
+int64_t hookd_req_age_ms(const hookd_req *r) {
+  return r->started_ms ? hookd_mono_ms() - r->started_ms : 0;
+}
+
 const char *hookd_req_param(const hookd_req *r, int i) {
   return i >= 0 && i < HOOKD_REQ_MAX_PARAMS ? r->params[i] : NULL;
 }

@@ -53,6 +53,8 @@ const char *hookd_req_query_string(const hookd_req *r);
 size_t hookd_req_headers(const hookd_req *r, const char **names, const char **values, size_t max);
 /* The query's parameter names (borrowed), up to max; returns how many there are. */
 size_t hookd_req_query_names(const hookd_req *r, const char **names, size_t max);
+/* How long ago the request line arrived, in ms (monotonic clock). */
+int64_t hookd_req_age_ms(const hookd_req *r);
 /* Router-captured path parameters. */
 #define HOOKD_REQ_MAX_PARAMS 4
 const char *hookd_req_param(const hookd_req *r, int i);

@@ -166,6 +166,7 @@ typedef struct hookd_publish_req {
 typedef struct hookd_publish_res {
   char *event_id;             /* the event's id (the original one for a duplicate) */
   int n_deliveries;           /* deliveries of the event */
+  int n_superseded;           /* of which created DEAD "superseded" (ordering versions) */
   bool duplicate;             /* an earlier identical request created it */
   size_t n_endpoints;         /* endpoints that got a new delivery (first HOOKD_FANOUT_MAX) */
   char *endpoints[HOOKD_FANOUT_MAX];
@@ -463,10 +464,10 @@ typedef struct hookd_store_backend {
   int (*inbox_list)(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out,
                     size_t *n);
   /* Settles the record's deliveries held in `unknown`: to = DELIVERED (the effect happened),
-   * PENDING (send again) or DEAD. HOOKD_STORE_STATE when none is held. Reports the endpoints
-   * of deliveries made pending (hints). */
+   * PENDING (send again) or DEAD. HOOKD_STORE_STATE when none is held. Reports how many were
+   * settled, and the endpoints of deliveries made pending (hints). */
   int (*inbox_resolve)(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
-                       hookd_due_hint **hints, size_t *n_hints);
+                       size_t *n_resolved, hookd_due_hint **hints, size_t *n_hints);
   /* Deletes up to `limit` inbox records received before `before_ms`. */
   int (*inbox_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                      int *purged);

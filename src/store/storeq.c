@@ -33,6 +33,18 @@ static _Atomic(void (*)(void)) unknown_commit_handler;
 
 void hookd_storeq_set_unknown_commit_handler(void (*fn)(void)) { unknown_commit_handler = fn; }
 
+static _Atomic(void (*)(const char *, const char *, const char *)) failure_handler;
+
+void hookd_storeq_set_failure_handler(void (*fn)(const char *, const char *, const char *)) {
+  failure_handler = fn;
+}
+
+static void report_failure(hookd_storeq *q, const char *what) {
+  void (*fn)(const char *, const char *, const char *) = failure_handler;
+  const char *e = q->be->errmsg ? q->be->errmsg(q->conn) : NULL;
+  if (fn) fn(q->name, what, e && *e ? e : "storage error");
+}
+
 static int bucket_batch(size_t n) {
   static const size_t lim[] = {1, 4, 16, 64, 256, 1024};
   for (int i = 0; i < 6; i++)
@@ -43,7 +55,7 @@ static int bucket_batch(size_t n) {
 static int bucket_us(int64_t us) {
   static const int64_t lim[] = {500, 1000, 2000, 5000, 10000, 50000, 250000};
   for (int i = 0; i < 7; i++)
-    if (us < lim[i]) return i;
+    if (us <= lim[i]) return i; /* Prometheus buckets are "le" */
   return 7;
 }
 
@@ -79,6 +91,7 @@ static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
     if (no_savepoint && !redo) {
       int64_t before = be->changes(q->conn);
       op->rc = op->run(q->conn, be, op->arg);
+      if (op->rc == HOOKD_STORE_ERR) report_failure(q, "op");
       if (!be->in_txn(q->conn)) return POISONED;
       if (op->rc < 0 && be->changes(q->conn) != before) return POISONED;
       continue;
@@ -88,6 +101,7 @@ static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
       continue;
     }
     op->rc = op->run(q->conn, be, op->arg);
+    if (op->rc == HOOKD_STORE_ERR) report_failure(q, "op");
     if (!be->in_txn(q->conn)) {
       if (!redo) return POISONED;
       txn_rc = HOOKD_STORE_ERR;
@@ -119,7 +133,10 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
     if (fn) fn();
   }
   int64_t dt = hookd_mono_us() - t0;
-  if (txn_rc != 0) be->rollback(q->conn);
+  if (txn_rc != 0) {
+    report_failure(q, "commit");
+    be->rollback(q->conn);
+  }
 
   pthread_mutex_lock(&q->mu);
   if (txn_rc == 0) {
@@ -131,7 +148,7 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
     q->stats.failed_commits++;
   }
   q->stats.redone_batches += (uint64_t)redone;
-  q->stats.ops += n;
+  if (txn_rc == 0) q->stats.ops += n; /* the batch-size histogram's sum: committed batches */
   pthread_mutex_unlock(&q->mu);
 
   for (hookd_store_op *op = batch, *next; op; op = next) {
@@ -149,6 +166,7 @@ static void run_batch_reader(hookd_storeq *q, hookd_store_op *batch, size_t n) {
       op->rc = HOOKD_STORE_ERR;
     } else {
       op->rc = op->run(q->conn, be, op->arg);
+      if (op->rc == HOOKD_STORE_ERR) report_failure(q, "op");
       be->rollback(q->conn); /* read-only: nothing to commit */
     }
     if (op->done) op->done(op->arg, op->rc);

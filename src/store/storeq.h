@@ -63,6 +63,12 @@ typedef struct hookd_storeq_stats {
  * ops complete with HOOKD_STORE_ERR, like any failed commit. */
 void hookd_storeq_set_unknown_commit_handler(void (*fn)(void));
 
+/* Who hears of store failures (process-wide; the daemon logs them, rate-limited): fn(queue,
+ * what, error) for an op that failed with HOOKD_STORE_ERR ("op") or a batch whose transaction
+ * or commit failed ("commit"), with the backend's error text, before the callers are told. */
+void hookd_storeq_set_failure_handler(void (*fn)(const char *queue, const char *what,
+                                                 const char *error));
+
 /* Starts an executor on conn (which it then owns and closes on stop). */
 hookd_storeq *hookd_storeq_start(const hookd_store_backend *be, hookd_store_conn *conn,
                                  int writer, int max_batch, const char *name);

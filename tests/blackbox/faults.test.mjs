@@ -119,6 +119,10 @@ describe('durability', () => {
       r.releaseHanging(200);
       const retry = await h.waitForLog((l) => l.msg === 'outcome.write_retry', 15000, 'the failed outcome write tried again');
       assert.equal(retry.try, 1);
+      // the store's own words are logged (not only "storage error"), with the delivery's keys
+      assert.ok(h.logs.some((l) => l.msg === 'store.error' && /locked/.test(l.error)), 'store.error names the cause');
+      for (const k of ['delivery_id', 'event_id', 'tenant_id', 'endpoint_id', 'lease_token', 'worker_id', 'attempt'])
+        assert.ok(retry[k] !== undefined, `outcome.write_retry carries ${k}`);
     } finally { // a failed wait must not leave the lock (and this test file) hanging
       await release();
     }

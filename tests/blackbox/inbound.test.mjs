@@ -7,6 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
 
@@ -389,6 +390,22 @@ describe('forwarding', () => {
     dest.releaseHanging();
     await dest.close();
   });
+  it('an operator dead-letters an unknown forward: counted as DEAD "operator" in the metrics', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_op'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
+    const body = stripeEvent('evt_op_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_op'));
+    await waitStatus(src, r.json.inbox_id, 'unknown');
+    const dead = () => h.api('GET', '/metrics').then((m) => sampleValue(parsePrometheus(m.text), 'hookd_deliveries_dead_total', { reason: 'operator' }));
+    const before = await dead();
+    const res = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'dead_lettered', reason: 'refunded by hand' });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.status, 'dead_lettered');
+    assert.equal(await dead(), before + 1);
+    dest.releaseHanging();
+    await dest.close();
+  });
+
   it('a destination answering 4xx: dead_lettered at once, not retried', async () => {
     const dest = await startReceiver(() => ({ status: 422, body: '{"error":"unknown invoice"}' }));
     const src = await source('stripe', ['whsec_4xx'], [{ url: dest.url, retry: { max_attempts: 5, backoff_base_ms: 50 } }]);

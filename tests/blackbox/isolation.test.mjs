@@ -7,6 +7,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 const p99 = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))]; };
@@ -101,6 +102,8 @@ describe('isolation', () => {
       return e.json.health?.breaker === 'open' ? e.json : null;
     }, { what: 'breaker open', timeout: 10000 });
     const sentAtOpen = r.requests.length;
+    const gauges = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(gauges, 'hookd_endpoint_breaker_state', { endpoint_id: endpoint }), 1, 'the open breaker has its gauge');
     const attemptsAtOpen = await Promise.all(ids.map(async (id) => (await h.api('GET', `/v1/events/${id}`)).json.deliveries[0].attempt_count));
     // while open: nothing is sent, no attempt is charged, nothing is dropped
     const retryAt = Date.parse(open.health.breaker_retry_at);
@@ -121,6 +124,7 @@ describe('isolation', () => {
     assert.equal(closed.json.health.breaker, 'closed');
     const m = await h.api('GET', '/metrics');
     assert.match(m.text, /hookd_breaker_opens_total [2-9]/);
+    assert.ok(sampleValue(parsePrometheus(m.text), 'hookd_attempt_failures_total', { reason: 'http_5xx' }) >= 5, 'the 500s counted by reason');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
@@ -176,6 +180,10 @@ describe('isolation', () => {
     assert.equal(v1.state, 'dead');
     assert.equal(v1.dead_reason, 'superseded');
     assert.equal(v1.attempt_count, 0);
+    // counted and logged like every DEAD (it never reaches the dispatcher, which counts the rest)
+    const metrics = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(metrics, 'hookd_deliveries_dead_total', { reason: 'superseded' }), 1);
+    assert.ok(h.logs.some((l) => l.msg === 'event.superseded' && l.event_id === ids.v1 && l.deliveries === 1));
     // a superseded delivery never blocks a lane, even under lane_policy block
     const blocking = await startReceiver();
     const b = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: blocking.url, ordered: true,

@@ -275,7 +275,10 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     if (sqlite3_step(to) != SQLITE_DONE) return sq_fail(c, "insert delivery");
     if (sqlite3_changes(c->db) == 0) continue;
     res->n_deliveries++;
-    if (superseded) continue; /* nothing for the dispatcher */
+    if (superseded) {
+      res->n_superseded++;
+      continue; /* nothing for the dispatcher */
+    }
     if (res->n_endpoints < HOOKD_FANOUT_MAX)
       res->endpoints[res->n_endpoints++] = sq_col_str(eps, 0);
     else

@@ -500,7 +500,8 @@ int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
 /* ---------- operator resolution ---------- */
 
 int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
-                     hookd_due_hint **hints, size_t *n_hints) {
+                     size_t *n_resolved, hookd_due_hint **hints, size_t *n_hints) {
+  *n_resolved = 0;
   *hints = NULL;
   *n_hints = 0;
   hookd_inbox r;
@@ -555,6 +556,7 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
     rc = HOOKD_STORE_STATE;
   }
   if (rc == 0) rc = sq_inbox_follow(c, any_seq, now_ms, NULL, NULL);
+  if (rc == 0) *n_resolved = held;
   if (rc) {
     hookd_due_hints_free(*hints, *n_hints);
     *hints = NULL;

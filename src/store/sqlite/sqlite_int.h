@@ -154,6 +154,7 @@ int sq_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_de
                  size_t *n);
 int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out, size_t *n);
 int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
+                     size_t *n_resolved,
                      hookd_due_hint **hints, size_t *n_hints);
 int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                    int *purged);

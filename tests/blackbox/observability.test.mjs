@@ -1,0 +1,75 @@
+// observability.test.mjs — X3 metrics and X4 logs on a real daemon: /metrics stays valid
+// Prometheus text while traffic flows and scrapes race it (every histogram's _count equals its
+// +Inf bucket); attempts are counted by reason; per-endpoint gauges show in-flight requests;
+// publish/inbound acknowledgement and end-to-end latencies are histograms; a delivery's log
+// lines carry every correlation key.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+describe('observability', () => {
+  it('/metrics is valid Prometheus text in every scrape while publishes, attempts and scrapes race', async () => {
+    const h = await startHookd();
+    const r = await startReceiver((rec) => ({ status: rec.n % 3 === 0 ? 503 : 200 }));
+    const { tenant } = await setup(h, r.url, { max_in_flight: 8 });
+    let scrapes = 0, stop = false;
+    const scraper = (async () => {
+      while (!stop) {
+        parsePrometheus((await h.api('GET', '/metrics')).text); // throws on any defect
+        scrapes++;
+      }
+    })();
+    const ids = [];
+    await Promise.all(Array.from({ length: 4 }, async (_, w) => {
+      for (let i = 0; i < 40; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { w, i } })).json.id);
+    }));
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', 'delivered', 20000);
+    stop = true;
+    await scraper;
+    assert.ok(scrapes >= 3, `${scrapes} scrapes during the run`);
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.ok(sampleValue(m, 'hookd_attempt_failures_total', { reason: 'http_5xx' }) >= 1, 'the 503s by reason');
+    assert.equal(sampleValue(m, 'hookd_attempt_failures_total', { reason: 'http_429' }), 0);
+    assert.ok(sampleValue(m, 'hookd_publish_ack_seconds_count') >= ids.length, 'publish acknowledgement latency');
+    assert.equal(sampleValue(m, 'hookd_delivered_after_seconds_count'), ids.length, 'publish → delivered, once per delivery');
+    assert.ok(sampleValue(m, 'hookd_http_requests_total', { code: 'other' }) !== undefined);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('per-endpoint gauges: an endpoint holding requests shows them in flight, by id (never its URL)', async () => {
+    const h = await startHookd();
+    const r = await startReceiver(() => 'hang');
+    const { tenant, endpoint } = await setup(h, r.url, { max_in_flight: 2 });
+    for (let i = 0; i < 3; i++) await publish(h, tenant, { type: 'a', payload: { i } });
+    await waitUntil(async () => r.open === 2, { what: 'two requests held' });
+    const text = (await h.api('GET', '/metrics')).text;
+    const m = parsePrometheus(text);
+    assert.equal(sampleValue(m, 'hookd_endpoint_in_flight', { endpoint_id: endpoint }), 2);
+    assert.equal(sampleValue(m, 'hookd_endpoint_breaker_state', { endpoint_id: endpoint }), 0);
+    assert.ok(!text.includes(r.url) && !text.includes('127.0.0.1'), 'no URL in the metrics');
+    r.releaseHanging();
+    r.behave = () => ({ status: 200 });
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a delivery\'s log lines carry its correlation keys (delivery, event, tenant, endpoint, lease token, worker, attempt)', async () => {
+    const h = await startHookd();
+    const r = await startReceiver(() => ({ status: 400 }));
+    const { tenant, endpoint } = await setup(h, r.url);
+    const p = await publish(h, tenant, { type: 'a', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    const want = { delivery_id: d.id, event_id: p.json.id, tenant_id: tenant, endpoint_id: endpoint };
+    for (const msg of ['attempt', 'delivery.dead']) {
+      const line = await h.waitForLog((l) => l.msg === msg && l.delivery_id === d.id, 5000, msg);
+      for (const [k, v] of Object.entries(want)) assert.equal(line[k], v, `${msg}.${k}`);
+      assert.ok(Number.isInteger(line.lease_token) && line.lease_token >= 1, `${msg}.lease_token`);
+      assert.equal(typeof line.worker_id, 'string', `${msg}.worker_id`);
+    }
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+});
