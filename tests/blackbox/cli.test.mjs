@@ -34,12 +34,20 @@ describe('hookd CLI', () => {
     r = run(['serve', '--max-in-flight', 'lots']);
     assert.equal(r.status, 2);
     assert.match(r.stderr, /--max-in-flight: expected an integer/);
+    // a failure once the daemon runs is its log's last line, JSON like every other (stderr is not
+    // a terminal here; on one a plain-text copy follows)
+    const startupError = (res) => {
+      const lines = res.stderr.trim().split('\n');
+      const last = JSON.parse(lines.at(-1));
+      assert.equal(last.msg, 'startup.failed', res.stderr);
+      return last.error;
+    };
     r = run(['serve', '--egress-allow', 'not-a-cidr', '--store', 'sqlite:/tmp/hookd-cli-unused.db', '--listen', '127.0.0.1:0']);
     assert.notEqual(r.status, 0);
-    assert.match(r.stderr, /--egress-allow: "not-a-cidr" is not a CIDR/);
+    assert.match(startupError(r), /--egress-allow: "not-a-cidr" is not a CIDR/);
     r = run(['serve', '--store', 'mysql://x', '--listen', '127.0.0.1:0']);
     assert.notEqual(r.status, 0);
-    assert.match(r.stderr, /unsupported store/);
+    assert.match(startupError(r), /unsupported store/);
   });
 
   it('configuration precedence: flag > environment > file', async () => {
