@@ -10,11 +10,27 @@ void hookd_api_healthz(hookd_req *r, hookd_app *app) {
   hookd_req_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* Ready: started, not shutting down, and the store committing — its last group commit did not
+ * fail and no batch or op has waited past STORE_STALL_MS (twice the busy timeout): a node whose
+ * store is locked, full or failing should not be sent traffic it can only answer 503. */
+#define STORE_STALL_MS 10000
 void hookd_api_readyz(hookd_req *r, hookd_app *app) {
-  if (atomic_load(&app->ready))
-    hookd_req_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
-  else
+  if (!atomic_load(&app->ready)) {
     hookd_req_error(r, 503, "not_ready", "hookd is starting or shutting down");
+    return;
+  }
+  hookd_storeq_stats st;
+  hookd_storeq_get_stats(app->store->writer, &st);
+  if (st.last_failed || st.stalled_ms > STORE_STALL_MS) {
+    if (st.last_failed)
+      hookd_req_error(r, 503, "store_unavailable",
+                      "the store's last commit failed (see the store.error log)");
+    else
+      hookd_req_error(r, 503, "store_unavailable", "the store has not committed for %lld ms",
+                      (long long)st.stalled_ms);
+    return;
+  }
+  hookd_req_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
 }
 
 static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {

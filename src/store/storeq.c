@@ -26,6 +26,7 @@ struct hookd_storeq {
   size_t depth;
   int stopping;
   int stopped; /* thread has exited: submit completes ops at once */
+  int64_t batch_started_ms; /* the batch being run, 0 when idle (monotonic) */
   hookd_storeq_stats stats;
 };
 
@@ -139,6 +140,7 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
   }
 
   pthread_mutex_lock(&q->mu);
+  q->stats.last_failed = txn_rc != 0;
   if (txn_rc == 0) {
     q->stats.batches++;
     q->stats.batch_hist[bucket_batch(n)]++;
@@ -197,12 +199,16 @@ static void *thread_main(void *arg) {
     if (!q->head) q->tail = NULL;
     last->next = NULL;
     q->depth -= n;
+    q->batch_started_ms = hookd_mono_ms();
     pthread_mutex_unlock(&q->mu);
 
     if (q->writer)
       run_batch_writer(q, batch, n);
     else
       run_batch_reader(q, batch, n);
+    pthread_mutex_lock(&q->mu);
+    q->batch_started_ms = 0;
+    pthread_mutex_unlock(&q->mu);
   }
   return NULL;
 }
@@ -241,6 +247,7 @@ void hookd_storeq_submit(hookd_storeq *q, hookd_store_op *op) {
   else
     q->head = op;
   q->tail = op;
+  op->queued_ms = hookd_mono_ms();
   q->depth++;
   pthread_cond_signal(&q->cv);
   pthread_mutex_unlock(&q->mu);
@@ -304,5 +311,8 @@ void hookd_storeq_get_stats(hookd_storeq *q, hookd_storeq_stats *out) {
   pthread_mutex_lock(&q->mu);
   *out = q->stats;
   out->queue_depth = q->depth;
+  int64_t now = hookd_mono_ms(), since = q->batch_started_ms;
+  if (q->head && (!since || q->head->queued_ms < since)) since = q->head->queued_ms;
+  out->stalled_ms = since ? now - since : 0;
   pthread_mutex_unlock(&q->mu);
 }

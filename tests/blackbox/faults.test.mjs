@@ -157,6 +157,30 @@ describe('durability', () => {
     await r.close();
   });
 
+  it('a store that cannot commit makes /readyz answer 503 (store_unavailable) until a commit succeeds again', async () => {
+    const h = await startHookd();
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url);
+    const ready = () => h.api('GET', '/readyz', undefined, { Authorization: '' });
+    assert.equal((await ready()).status, 200);
+    const release = await h.lockStore();
+    let failed, notReady;
+    try {
+      failed = await publish(h, tenant, { type: 'a', payload: {} }); // waits out the busy timeout
+      notReady = await ready();
+    } finally {
+      await release();
+    }
+    assert.equal(failed.status, 503, failed.text);
+    assert.equal(notReady.status, 503);
+    assert.equal(notReady.json.error.code, 'store_unavailable');
+    const ok = await publish(h, tenant, { type: 'a', payload: {} });
+    assert.equal(ok.status, 202, ok.text);
+    assert.equal((await ready()).status, 200, 'ready again once a commit succeeded');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('a second hookd on the same SQLite store refuses to start', async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });
