@@ -13,7 +13,9 @@
  * cover would let anyone holding one signed request replay it under new keys, one effect each.
  * Without --secret (a local handler fed by `hookd inbox replay`, nothing verified) it is the
  * Idempotency-Key, or the webhook-id. */
+#include <arpa/inet.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@ static int have_secret;
 
 typedef struct req {
   hookd_buf body;
+  int too_large; /* over 1 MiB: refused whole, never stored cut */
 } req;
 
 static enum MHD_Result answer(struct MHD_Connection *c, unsigned status, const char *json,
@@ -90,10 +93,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return MHD_YES;
   }
   if (*size) {
-    hookd_buf_append(&r->body, data, *size);
+    if (!r->too_large && hookd_buf_append(&r->body, data, *size) != 0) r->too_large = 1;
     *size = 0;
     return MHD_YES;
   }
+  if (r->too_large) return answer(c, 413, "{\"error\":\"body over 1 MiB\"}", NULL);
   if (strcmp(method, "POST") != 0) return answer(c, 405, "{\"error\":\"POST only\"}", NULL);
   const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
   const char *wid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "webhook-id");
@@ -127,8 +131,12 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 
 int main(int argc, char **argv) {
   const char *path = NULL;
-  int port = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) {
+      fprintf(stderr, "dedup_receiver: %s needs a value\n", argv[i]);
+      return 2;
+    }
     if (!strcmp(argv[i], "--db")) path = argv[i + 1];
     else if (!strcmp(argv[i], "--secret")) {
       if (hookd_secret_parse(argv[i + 1], &secret_key) != 0) {
@@ -136,10 +144,20 @@ int main(int argc, char **argv) {
         return 2;
       }
       have_secret = 1;
-    }
-    else if (!strcmp(argv[i], "--listen")) {
+    } else if (!strcmp(argv[i], "--listen")) {
+      char host[64];
       const char *colon = strrchr(argv[i + 1], ':');
-      port = (int)strtol(colon ? colon + 1 : argv[i + 1], NULL, 10);
+      char *end;
+      long port = colon ? strtol(colon + 1, &end, 10) : -1;
+      snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - argv[i + 1]) : 0, argv[i + 1]);
+      if (!colon || *end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        fprintf(stderr, "dedup_receiver: --listen must be IPv4:PORT (e.g. 127.0.0.1:8090)\n");
+        return 2;
+      }
+      addr.sin_port = htons((uint16_t)port);
+    } else {
+      fprintf(stderr, "dedup_receiver: unknown option %s\n", argv[i]);
+      return 2;
     }
   }
   if (!path) {
@@ -157,15 +175,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dedup_receiver: cannot open %s\n", path);
     return 1;
   }
-  struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL,
-                                          NULL, on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED,
-                                          on_done, NULL, MHD_OPTION_END);
+  struct MHD_Daemon *d = MHD_start_daemon(
+      MHD_USE_INTERNAL_POLLING_THREAD, ntohs(addr.sin_port), NULL, NULL, on_request, NULL,
+      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+      MHD_OPTION_END); /* on the --listen address only (default 127.0.0.1) */
   if (!d) {
     fprintf(stderr, "dedup_receiver: cannot listen\n");
     return 1;
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-  printf("listening %u\n", info ? info->port : (unsigned)port);
+  printf("listening %u\n", info ? info->port : (unsigned)ntohs(addr.sin_port));
   fflush(stdout);
   sigset_t s;
   sigemptyset(&s);

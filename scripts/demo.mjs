@@ -39,9 +39,10 @@ const RPORT = receiver.address().port;
 // --- hookd ---------------------------------------------------------------------------------
 const log = openSync(`${DIR}/hookd.log`, 'w');
 const args = ['serve', '--listen', `127.0.0.1:${PORT}`, '--store', `sqlite:${DIR}/hookd.db`,
-  '--api-key', KEY, '--egress-allow', '127.0.0.0/8', '--allow-http', '--egress-ports', 'any',
+  '--egress-allow', '127.0.0.0/8', '--allow-http', '--egress-ports', 'any',
   '--retry-base-ms', '500', '--retry-cap-ms', '2000'];
-const hookd = spawn('build/hookd', args, { stdio: ['ignore', 'inherit', log] });
+// the key through the environment: a command line is readable by every local user
+const hookd = spawn('build/hookd', args, { stdio: ['ignore', 'inherit', log], env: { ...process.env, HOOKD_API_KEY: KEY } });
 let stopping = false;
 hookd.on('exit', (code) => { if (!stopping) { console.error(`hookd exited (${code}); see ${DIR}/hookd.log`); process.exit(1); } });
 const stop = async () => {

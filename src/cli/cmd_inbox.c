@@ -1,17 +1,22 @@
 /* cmd_inbox.c — `hookd inbox replay`: local replay for developers (X7).
  *
- *   hookd inbox replay <inbox id> --to URL [--times N] [--store URL]
+ *   hookd inbox replay <inbox id> --to URL [--times N] [--store URL] [--allow-remote]
  *
  * Re-sends a stored inbound request — its raw body, content type, the provider headers hookd
  * forwards, and the same Idempotency-Key every time — to a handler, N times, and prints what
  * each call answered. It is an explicit developer action aimed at a local handler: the
- * destination policy of the daemon does not apply. */
+ * daemon's destination policy does not apply, and the connection must reach a loopback address
+ * (checked on the address actually connected to, no proxy) unless --allow-remote is given — a
+ * stored payload may carry personal data. */
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/addrpolicy.h"
 #include "store/storeq.h"
 
 typedef struct load {
@@ -40,7 +45,21 @@ static size_t collect(char *p, size_t size, size_t n, void *arg) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: hookd inbox replay <inbox id> --to URL [--times N] [--store URL]\n");
+  fprintf(stderr, "usage: hookd inbox replay <inbox id> --to URL [--times N (1-10000)]"
+                  " [--store URL] [--allow-remote]\n");
+}
+
+/* libcurl's last step before sending: refuse a connection to anything but loopback (as the
+ * destination policy classifies addresses: 127/8, ::1, and their mapped forms). */
+static int loopback_only(void *arg, char *ip, char *local_ip, int remote_port, int local_port) {
+  unsigned char a[16];
+  static const hookd_addr_policy none = {0};
+  const char *rule = inet_pton(AF_INET, ip, a) == 1    ? hookd_addr_judge(&none, AF_INET, a)
+                     : inet_pton(AF_INET6, ip, a) == 1 ? hookd_addr_judge(&none, AF_INET6, a)
+                                                       : NULL;
+  bool ok = rule && !strcmp(rule, "loopback");
+  if (!ok) snprintf(arg, 64, "%s", ip);
+  return ok ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT;
 }
 
 int hookd_cmd_inbox(int argc, char **argv) {
@@ -50,13 +69,27 @@ int hookd_cmd_inbox(int argc, char **argv) {
   }
   const char *id = argv[1], *to = NULL, *store = getenv("HOOKD_STORE");
   long times = 1;
-  for (int i = 2; i + 1 < argc + 1; i += 2) {
+  bool remote = false;
+  for (int i = 2; i < argc; i += 2) {
+    if (!strcmp(argv[i], "--allow-remote")) {
+      remote = true;
+      i--;
+      continue;
+    }
     if (i + 1 >= argc) {
       usage();
       return 2;
     }
     if (!strcmp(argv[i], "--to")) to = argv[i + 1];
-    else if (!strcmp(argv[i], "--times")) times = strtol(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--times")) {
+      char *end;
+      errno = 0;
+      times = strtol(argv[i + 1], &end, 10);
+      if (errno || end == argv[i + 1] || *end || times < 1 || times > 10000) {
+        fprintf(stderr, "hookd inbox replay: --times must be a whole number in [1, 10000]\n");
+        return 2;
+      }
+    }
     else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
     else {
       usage();
@@ -68,6 +101,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
     return 2;
   }
   hookd_store_config cfg = {.url = store ? store : "sqlite:hookd.db", .max_batch = 16};
+  if (!hookd_cli_store_exists("hookd inbox replay", cfg.url)) return 1;
   hookd_store *s = NULL;
   char err[512];
   if (hookd_store_open(&cfg, &s, err, sizeof err) != 0) {
@@ -109,9 +143,15 @@ int hookd_cmd_inbox(int argc, char **argv) {
   }
   int failures = 0;
   CURL *e = curl_easy_init();
+  char refused_ip[64] = "";
   for (long i = 1; i <= times && e; i++) {
     char resp[200] = "";
     curl_easy_setopt(e, CURLOPT_URL, to);
+    curl_easy_setopt(e, CURLOPT_PROXY, ""); /* straight to the handler */
+    if (!remote) {
+      curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, loopback_only);
+      curl_easy_setopt(e, CURLOPT_PREREQDATA, refused_ip);
+    }
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, l.ev.body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)l.ev.body_len);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hs);
@@ -121,6 +161,14 @@ int hookd_cmd_inbox(int argc, char **argv) {
     CURLcode cc = curl_easy_perform(e);
     long status = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    if (refused_ip[0]) {
+      fprintf(stderr,
+              "hookd inbox replay: %s is not a loopback address: nothing sent (a stored request"
+              " may carry personal data; --allow-remote sends it elsewhere)\n",
+              refused_ip);
+      failures++;
+      break;
+    }
     if (cc != CURLE_OK) {
       printf("%ld/%ld  %s\n", i, times, curl_easy_strerror(cc));
       failures++;

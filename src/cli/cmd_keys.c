@@ -203,6 +203,7 @@ static int cmd_create(keys_args *a) {
 }
 
 static int cmd_list(keys_args *a) {
+  if (!hookd_cli_store_exists("hookd keys list", a->store)) return 1;
   hookd_store *s = open_store(a->store);
   if (!s) return 1;
   ctx x = {0};
@@ -256,18 +257,13 @@ static int cmd_rotate_master(keys_args *a) {
     usage();
     return 2;
   }
+  if (!hookd_cli_store_exists("hookd keys rotate-master", a->store)) return 1;
   /* hookd must not run: it holds the old key in memory */
   int lock_fd = -1;
-  if (strncmp(a->store, "sqlite:", 7) == 0) {
-    char lock[1100];
-    snprintf(lock, sizeof lock, "%s.lock", a->store + 7);
-    lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-      fprintf(stderr, "hookd keys rotate-master: hookd is running on %s; stop it first\n",
-              a->store + 7);
-      if (lock_fd >= 0) close(lock_fd);
-      return 1;
-    }
+  char lerr[256];
+  if (hookd_store_lock(a->store, &lock_fd, lerr, sizeof lerr) != 0) {
+    fprintf(stderr, "hookd keys rotate-master: %s; stop it first\n", lerr);
+    return 1;
   }
   char err[512];
   hookd_master_key old_key, new_key;

@@ -28,7 +28,8 @@ static const opt opts[] = {
     {"store", "HOOKD_STORE", T_STR, OFF(store_url), SZ(store_url), 0, 0, "URL",
      "storage: sqlite:PATH (embedded default)"},
     {"api-key", "HOOKD_API_KEY", T_STR, OFF(api_key), SZ(api_key), 0, 0, "KEY",
-     "bootstrap admin API key (else one is generated at first start and printed once)"},
+     "bootstrap admin API key (else one is generated at first start and printed once); give it "
+     "through HOOKD_API_KEY or a --config file: a command line is visible to every local user"},
     {"master-key-file", "HOOKD_MASTER_KEY_FILE", T_STR, OFF(master_key_file),
      SZ(master_key_file), 0, 0, "PATH",
      "master key (base64 of 32 bytes) that seals signing secrets at rest; HOOKD_MASTER_KEY may "
@@ -106,8 +107,8 @@ static const opt opts[] = {
      "longest destination URL and request path"},
     {"max-headers", NULL, T_INT, OFF(max_headers), 0, 1, 10000, "N",
      "request headers accepted (431 beyond)"},
-    {"max-header-bytes", NULL, T_SIZE, OFF(max_header_bytes), 0, 4096, 16 << 20, "BYTES",
-     "request line plus headers (431 beyond)"},
+    {"max-header-bytes", NULL, T_SIZE, OFF(max_header_bytes), 0, 4096, 65536, "BYTES",
+     "request line plus headers (431 beyond); also each connection's memory"},
     {"header-timeout-s", NULL, T_INT, OFF(header_timeout_s), 0, 1, 3600, "S",
      "close a client connection idle (or trickling) this long"},
     {"request-timeout-s", NULL, T_INT, OFF(request_timeout_s), 0, 1, 3600, "S",
@@ -119,8 +120,9 @@ static const opt opts[] = {
     {"public-url", "HOOKD_PUBLIC_URL", T_STR, OFF(public_url), SZ(public_url), 0, 0, "URL",
      "the base URL providers use to reach /in/ (e.g. https://hooks.example.com); providers that "
      "sign the URL (Twilio) are verified against it. Default: http:// + the Host header"},
-    {"inbox-retention-s", NULL, T_I64, OFF(inbox_retention_s), 0, 3600, 315360000, "S",
-     "keep inbound dedup records this long (longer than any provider's redelivery window)"},
+    {"inbox-retention-s", NULL, T_I64, OFF(inbox_retention_s), 0, 345600, 315360000, "S",
+     "keep inbound dedup records this long: at least 4 days, longer than any provider's "
+     "redelivery window (Stripe: 3 days) — a redelivery after it is forwarded again"},
     {"log-level", "HOOKD_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, 0, "LEVEL",
      "debug, info, warn or error"},
 };
@@ -279,6 +281,14 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
   return -1;
 }
 
+/* Empties a list option (a later source replaces an earlier one's list). */
+static void list_clear(hookd_config *c, const opt *o) {
+  char **list = (char **)((char *)c + o->off);
+  size_t *n = (size_t *)((char *)c + o->size);
+  for (size_t k = 0; k < *n; k++) free(list[k]);
+  *n = 0;
+}
+
 static char *trim(char *s) {
   while (*s == ' ' || *s == '\t') s++;
   size_t n = strlen(s);
@@ -311,6 +321,9 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
       snprintf(err, errlen, "%s:%d: unknown option \"%.60s\"", path, lineno, key);
       rc = -1;
     } else if (apply(c, o, val, 0, err, errlen) != 0) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", err);
+      snprintf(err, errlen, "%s:%d: %s", path, lineno, why); /* where the value came from */
       rc = -1;
     }
   }
@@ -326,14 +339,25 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
       return 1;
     }
     const char *file = NULL;
-    if (!strcmp(argv[i], "--config") && i + 1 < argc) file = argv[i + 1];
+    if (!strcmp(argv[i], "--config") && i + 1 >= argc) {
+      snprintf(err, errlen, "--config needs a value");
+      return -1;
+    }
+    if (!strcmp(argv[i], "--config")) file = argv[i + 1];
     else if (!strncmp(argv[i], "--config=", 9)) file = argv[i] + 9;
     if (file && load_file(c, file, err, errlen) != 0) return -1;
   }
-  /* 2. environment */
+  /* 2. environment (a list from it replaces the file's) */
   for (size_t i = 0; i < NOPTS; i++) {
     const char *v = opts[i].env ? getenv(opts[i].env) : NULL;
-    if (v && *v && apply(c, &opts[i], v, 1, err, errlen) != 0) return -1;
+    if (!v || !*v) continue;
+    if (opts[i].type == T_LIST) list_clear(c, &opts[i]);
+    if (apply(c, &opts[i], v, 1, err, errlen) != 0) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", err);
+      snprintf(err, errlen, "%s (environment): %s", opts[i].env, why);
+      return -1;
+    }
   }
   /* 3. flags; lists given by flag replace those from the environment and file */
   int list_reset[NOPTS] = {0};
@@ -365,10 +389,7 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     }
     if (o->type == T_LIST && !list_reset[o - opts]) {
       list_reset[o - opts] = 1;
-      char **list = (char **)((char *)c + o->off);
-      size_t *n = (size_t *)((char *)c + o->size);
-      for (size_t k = 0; k < *n; k++) free(list[k]);
-      *n = 0;
+      list_clear(c, o);
     }
     if (apply(c, o, v, 0, err, errlen) != 0) return -1;
   }
@@ -379,6 +400,15 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   }
   if (c->default_timeout_ms > c->max_timeout_ms) {
     snprintf(err, errlen, "--default-timeout-ms exceeds --max-timeout-ms");
+    return -1;
+  }
+  /* each connection may hold max-header-bytes of memory: a client opening every allowed
+   * connection must not take more than this */
+  if ((uint64_t)c->max_connections * c->max_header_bytes > (2ULL << 30)) {
+    snprintf(err, errlen,
+             "--max-connections × --max-header-bytes is %llu MiB of connection memory: at most"
+             " 2048",
+             (unsigned long long)(((uint64_t)c->max_connections * c->max_header_bytes) >> 20));
     return -1;
   }
   return 0;

@@ -124,27 +124,6 @@ static int bootstrap_key(hookd_app *app) {
   return refresh_keys(app);
 }
 
-/* SQLite is single-process: a second hookd on the same file would reclaim the first one's
- * leases. An advisory lock next to the database refuses that. */
-static int lock_store(const char *url, int *fd_out, char *err, size_t errlen) {
-  *fd_out = -1;
-  if (strncmp(url, "sqlite:", 7) != 0) return 0;
-  char path[1100];
-  snprintf(path, sizeof path, "%s.lock", url + 7);
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-    return -1;
-  }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    snprintf(err, errlen, "another hookd is running on %s", url + 7);
-    close(fd);
-    return -1;
-  }
-  *fd_out = fd;
-  return 0;
-}
-
 /* A commit the store cannot say happened (an I/O error while committing): leave at once, as
  * PostgreSQL does on a failed fsync. The next start's recovery decides whether it happened;
  * every client of the batch sees its connection close (ambiguous: it retries, and publishes and
@@ -185,7 +164,7 @@ int hookd_serve(const hookd_config *cfg) {
   char err[512] = "";
   int lock_fd = -1, exit_code = 1;
 
-  if (lock_store(cfg->store_url, &lock_fd, err, sizeof err) != 0) goto fail;
+  if (hookd_store_lock(cfg->store_url, &lock_fd, err, sizeof err) != 0) goto fail;
   hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_failure_handler(on_store_failure);

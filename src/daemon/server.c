@@ -447,7 +447,7 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       (size_t)(cfg->max_head_bytes ? cfg->max_head_bytes : 32768),
-      MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+      MHD_OPTION_END); /* SO_REUSEADDR only: never a port shared with another process */
   if (!s->mhd) {
     snprintf(err, errlen, "cannot listen on %s:%d (address in use or not permitted)", cfg->host,
              cfg->port);

@@ -1,9 +1,13 @@
 /* store.c — opening a store by URL, and the record helpers every backend shares. */
 #include "store/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "core/secretbox.h"
 #include "store/sqlite/sqlite_int.h"
@@ -11,6 +15,24 @@
 
 const char *const hookd_recv_outcome_names[HOOKD_RECV__COUNT] = {
     "new", "duplicate", "conflict", "semantic_duplicate", "stale", "filtered"};
+
+int hookd_store_lock(const char *url, int *fd_out, char *err, size_t errlen) {
+  *fd_out = -1;
+  if (strncmp(url, "sqlite:", 7) != 0) return 0;
+  const char *path = url + 7;
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    snprintf(err, errlen, "another hookd is running on %s", path);
+    close(fd);
+    return -1;
+  }
+  *fd_out = fd;
+  return 0;
+}
 
 const char *hookd_store_strerror(int rc) {
   switch (rc) {

@@ -490,6 +490,14 @@ typedef struct hookd_store_config {
   int max_batch;          /* ops per group commit, default 512 */
 } hookd_store_config;
 
+/* One hookd per embedded store: takes an exclusive advisory lock (flock) on the SQLite database
+ * file itself, creating it (0600) if needed, so every name of the file — another spelling, a
+ * symlink, a hard link, another mount — meets the same lock (a second process would release the
+ * first one's leases and send its deliveries again). *fd_out is the lock, to be closed only after
+ * the store is (closing any descriptor of the file drops SQLite's own POSIX locks); -1 for
+ * stores shared by design (PostgreSQL). Returns 0, or -1 with err ("another hookd is running on
+ * PATH" when held). */
+int hookd_store_lock(const char *url, int *fd_out, char *err, size_t errlen);
 /* Opens the store named by cfg->url, applies migrations, starts the executors. */
 int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err, size_t errlen);
 /* Drains the executors and closes everything. */

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOOKD_BIN, startHookd, tempDir } from './lib/hookd.mjs';
 
@@ -48,6 +48,23 @@ describe('hookd CLI', () => {
     r = run(['serve', '--store', 'mysql://x', '--listen', '127.0.0.1:0']);
     assert.notEqual(r.status, 0);
     assert.match(startupError(r), /unsupported store/);
+    // values that would break a promise are out of range
+    r = run(['serve', '--max-header-bytes', '1048576']);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--max-header-bytes/);
+    r = run(['serve', '--max-connections', '1000000']); // × 16 KiB of head each: 15 GiB
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /connection memory/);
+    r = run(['serve', '--inbox-retention-s', '3600']); // Stripe redelivers for 3 days
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--inbox-retention-s/);
+    r = run(['serve', '--listen', '127.0.0.1:0', '--config']);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--config needs a value/);
+    // a bad value from the environment names the variable
+    r = run(['serve', '--listen', '127.0.0.1:0'], { env: { ...process.env, HOOKD_LOG_LEVEL: 'loud' } });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /HOOKD_LOG_LEVEL \(environment\)/);
   });
 
   it('configuration precedence: flag > environment > file', async () => {
@@ -63,6 +80,35 @@ describe('hookd CLI', () => {
     h.apiKey = 'from-env';
     assert.equal((await h.api('GET', '/v1/tenants/x')).status, 404, 'the environment key works');
     assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
+  it('a list from the environment replaces the config file\'s (environment > file)', async () => {
+    const { dir, cleanup } = tempDir();
+    const conf = join(dir, 'hookd.conf');
+    writeFileSync(conf, 'egress-allow = 127.0.0.0/8\nallow-http = true\negress-ports = any\n');
+    const h = await startHookd({ dir, testArgs: ['--log-level', 'debug'], args: ['--config', conf],
+      env: { HOOKD_EGRESS_ALLOW: '10.0.0.0/8' } });
+    await h.api('POST', '/v1/tenants', { id: 't' });
+    const e = await h.api('POST', '/v1/tenants/t/endpoints', { url: 'http://127.0.0.1:9/hook' });
+    assert.equal(e.status, 422, 'loopback no longer allowed: the file\'s list was replaced');
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
+  it('commands that need a store never create one at a mistyped path', () => {
+    const { dir, cleanup } = tempDir();
+    const missing = join(dir, 'typo.db');
+    for (const args of [['keys', 'list'], ['inbox', 'replay', 'in_x', '--to', 'http://127.0.0.1:9/'],
+      ['keys', 'rotate-master', '--new-master-key-file', join(dir, 'k')]]) {
+      const r = run([...args, '--store', `sqlite:${missing}`]);
+      assert.equal(r.status, 1, `${args[0]} ${args[1]}: ${r.stderr}`);
+      assert.match(r.stderr, /no store at/);
+      assert.ok(!existsSync(missing), `${args.join(' ')} created no store`);
+    }
+    const bad = run(['inbox', 'replay', 'in_x', '--to', 'http://127.0.0.1:9/', '--times', '2x']);
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /--times must be a whole number/);
     cleanup();
   });
 

@@ -2,6 +2,8 @@
 // real daemon: kill -9 after acknowledged publishes, a receiver that commits and drops the
 // connection, kill -9 with requests in flight, graceful shutdown with requests in flight.
 import { describe, it } from 'node:test';
+import { linkSync, rmSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -185,6 +187,16 @@ describe('durability', () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });
     await assert.rejects(startHookd({ dir }), /another hookd is running/);
+    // any other name of the same file meets the same lock (a symlink, a hard link)
+    const other = tempDir();
+    symlinkSync(join(dir, 'hookd.db'), join(other.dir, 'hookd.db'));
+    await assert.rejects(startHookd({ dir: other.dir }), /another hookd is running/);
+    rmSync(join(other.dir, 'hookd.db'));
+    linkSync(join(dir, 'hookd.db'), join(other.dir, 'hookd.db'));
+    await assert.rejects(startHookd({ dir: other.dir }), /another hookd is running/);
+    other.cleanup();
+    // nor does a second daemon share its port (requests would be split between them)
+    await assert.rejects(startHookd({ args: ['--listen', `127.0.0.1:${h.port}`] }), /cannot listen/);
     assert.equal((await h.stop()).code, 0);
     cleanup();
   });

@@ -610,6 +610,8 @@ describe('durability and local replay', () => {
     const bad = spawnSync(recvBin, ['--db', join(dir, 'x.db'), '--secret', 'whsec_not-base64!'], { encoding: 'utf8' });
     assert.equal(bad.status, 2, 'a secret that does not parse is refused');
     assert.match(bad.stderr, /--secret/);
+    const typo = spawnSync(recvBin, ['--db', join(dir, 'x.db'), '--secert', 'whsec_x'], { encoding: 'utf8' });
+    assert.equal(typo.status, 2, 'an unknown option (a typo of --secret) is refused, not ignored');
     const secret = 'whsec_' + Buffer.alloc(32, 7).toString('base64');
     const effectsDb = join(dir, 'effects.db');
     const proc = spawn(recvBin, ['--db', effectsDb, '--listen', '127.0.0.1:0', '--secret', secret], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -629,6 +631,9 @@ describe('durability and local replay', () => {
     assert.deepEqual(await send({ 'idempotency-key': 'evt_signed_1' }), { status: 200, text: '{"result":"written"}' });
     for (const k of ['A', 'B', 'C']) assert.deepEqual(await send({ 'idempotency-key': k }), { status: 200, text: '{"result":"duplicate"}' });
     assert.equal((await send({ 'webhook-signature': 'v1,AAAA' })).status, 401);
+    // a body over its 1 MiB buffer is refused whole, never stored cut short
+    const big = await fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', body: 'x'.repeat(1536 * 1024) });
+    assert.equal(big.status, 413);
     const count = spawnSync('sqlite3', [effectsDb, 'SELECT COUNT(*) FROM effects'], { encoding: 'utf8' });
     assert.equal(count.stdout.trim(), '1', 'one side effect for one signed webhook');
     proc.kill('SIGTERM');
