@@ -236,6 +236,7 @@ static int cmd_revoke(keys_args *a) {
     usage();
     return 2;
   }
+  if (!hookd_cli_store_exists("hookd keys revoke", a->store)) return 1;
   hookd_store *s = open_store(a->store);
   if (!s) return 1;
   ctx x = {.id = a->id};
@@ -259,9 +260,9 @@ static int cmd_rotate_master(keys_args *a) {
   }
   if (!hookd_cli_store_exists("hookd keys rotate-master", a->store)) return 1;
   /* hookd must not run: it holds the old key in memory */
-  int lock_fd = -1;
+  hookd_store_lockset lock = {-1, -1};
   char lerr[256];
-  if (hookd_store_lock(a->store, &lock_fd, lerr, sizeof lerr) != 0) {
+  if (hookd_store_lock(a->store, &lock, lerr, sizeof lerr) != 0) {
     fprintf(stderr, "hookd keys rotate-master: %s; stop it first\n", lerr);
     return 1;
   }
@@ -273,6 +274,7 @@ static int cmd_rotate_master(keys_args *a) {
   if (old_file && getenv("HOOKD_MASTER_KEY")) {
     fprintf(stderr, "hookd keys rotate-master: both HOOKD_MASTER_KEY and a master key file (%s)"
                     " name the current key: keep one\n", old_file);
+    hookd_store_unlock(&lock);
     return 2;
   }
   char default_file[1100];
@@ -307,7 +309,7 @@ static int cmd_rotate_master(keys_args *a) {
 out:
   OPENSSL_cleanse(&old_key, sizeof old_key); /* locals going out of scope: memset is a dead store */
   OPENSSL_cleanse(&new_key, sizeof new_key);
-  if (lock_fd >= 0) close(lock_fd);
+  hookd_store_unlock(&lock); /* after the store: see hookd_store_lock */
   return rc;
 }
 

@@ -162,9 +162,10 @@ int hookd_serve(const hookd_config *cfg) {
   hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms()};
   app.json_limits.max_depth = (size_t)cfg->max_json_depth;
   char err[512] = "";
-  int lock_fd = -1, exit_code = 1;
+  int exit_code = 1;
+  hookd_store_lockset lock = {-1, -1};
 
-  if (hookd_store_lock(cfg->store_url, &lock_fd, err, sizeof err) != 0) goto fail;
+  if (hookd_store_lock(cfg->store_url, &lock, err, sizeof err) != 0) goto fail;
   hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_failure_handler(on_store_failure);
@@ -274,7 +275,7 @@ fail:
   hookd_store_close(app.store);
   hookd_auth_free(app.auth);
   OPENSSL_cleanse(&app.keyring, sizeof app.keyring);
-  if (lock_fd >= 0) close(lock_fd);
+  hookd_store_unlock(&lock); /* after the store: see hookd_store_lock */
   if (exit_code == 0) HLOG(HOOKD_LOG_INFO, "shutdown.complete", KV_I("exit", 0));
   return exit_code;
 }

@@ -495,6 +495,7 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
       disp_release_item(d, it);
     }
     if (!sent && probe) hookd_breaker_cancel_probe(&e->br); /* no outcome will give it back */
+    sched_health_update(d, e); /* in flight and waiting as they are now (API, metrics) */
     sched_ep_ready(d, e);
     sched_ep_schedule(d, e);
     t->serving = false;

@@ -16,22 +16,44 @@
 const char *const hookd_recv_outcome_names[HOOKD_RECV__COUNT] = {
     "new", "duplicate", "conflict", "semantic_duplicate", "stale", "filtered"};
 
-int hookd_store_lock(const char *url, int *fd_out, char *err, size_t errlen) {
-  *fd_out = -1;
-  if (strncmp(url, "sqlite:", 7) != 0) return 0;
-  const char *path = url + 7;
+/* flock()s path (created 0600 if missing): the descriptor, -1 with err. */
+static int lock_file(const char *path, const char *store_path, char *err, size_t errlen) {
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     return -1;
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    snprintf(err, errlen, "another hookd is running on %s", path);
+    if (errno == EWOULDBLOCK)
+      snprintf(err, errlen, "another hookd is running on %s", store_path);
+    else
+      snprintf(err, errlen, "cannot lock %s: %s (a local file system is needed)", path,
+               strerror(errno));
     close(fd);
     return -1;
   }
-  *fd_out = fd;
+  return fd;
+}
+
+int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_t errlen) {
+  out->db_fd = out->legacy_fd = -1;
+  if (strncmp(url, "sqlite:", 7) != 0) return 0;
+  const char *path = url + 7;
+  char legacy[1100];
+  snprintf(legacy, sizeof legacy, "%s.lock", path);
+  if ((out->db_fd = lock_file(path, path, err, errlen)) < 0) return -1;
+  if ((out->legacy_fd = lock_file(legacy, path, err, errlen)) < 0) {
+    close(out->db_fd); /* nothing of SQLite's is open on the file yet */
+    out->db_fd = -1;
+    return -1;
+  }
   return 0;
+}
+
+void hookd_store_unlock(hookd_store_lockset *l) {
+  if (l->legacy_fd >= 0) close(l->legacy_fd);
+  if (l->db_fd >= 0) close(l->db_fd);
+  l->db_fd = l->legacy_fd = -1;
 }
 
 const char *hookd_store_strerror(int rc) {

@@ -491,13 +491,18 @@ typedef struct hookd_store_config {
 } hookd_store_config;
 
 /* One hookd per embedded store: takes an exclusive advisory lock (flock) on the SQLite database
- * file itself, creating it (0600) if needed, so every name of the file — another spelling, a
- * symlink, a hard link, another mount — meets the same lock (a second process would release the
- * first one's leases and send its deliveries again). *fd_out is the lock, to be closed only after
- * the store is (closing any descriptor of the file drops SQLite's own POSIX locks); -1 for
- * stores shared by design (PostgreSQL). Returns 0, or -1 with err ("another hookd is running on
- * PATH" when held). */
-int hookd_store_lock(const char *url, int *fd_out, char *err, size_t errlen);
+ * file itself, creating it (0600) if needed, so every name of the file on a local file system —
+ * another spelling, a symlink, a hard link — meets the same lock (a second process would release
+ * the first one's leases and send its deliveries again); and the `<path>.lock` file earlier
+ * versions locked, so a daemon of an older version is refused too. Nothing for stores shared by
+ * design (PostgreSQL). Returns 0, or -1 with err ("another hookd is running on PATH" when held).
+ * Release with hookd_store_unlock only after the store is closed: closing any descriptor of the
+ * database file drops SQLite's own POSIX locks. */
+typedef struct hookd_store_lockset {
+  int db_fd, legacy_fd; /* -1 when not held */
+} hookd_store_lockset;
+int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_t errlen);
+void hookd_store_unlock(hookd_store_lockset *l);
 /* Opens the store named by cfg->url, applies migrations, starts the executors. */
 int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err, size_t errlen);
 /* Drains the executors and closes everything. */

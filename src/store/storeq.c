@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,10 +41,22 @@ void hookd_storeq_set_failure_handler(void (*fn)(const char *, const char *, con
   failure_handler = fn;
 }
 
+/* Only failures the backend has words for are the store's: an op that fails for reasons of its
+ * own (a hash it could not compute, out of memory) returns HOOKD_STORE_ERR with no backend
+ * error — the connection's error is cleared before every op, so an earlier op's text is never
+ * reported for it. */
 static void report_failure(hookd_storeq *q, const char *what) {
   void (*fn)(const char *, const char *, const char *) = failure_handler;
   const char *e = q->be->errmsg ? q->be->errmsg(q->conn) : NULL;
-  if (fn) fn(q->name, what, e && *e ? e : "storage error");
+  bool commit = !strcmp(what, "commit"); /* a failed transaction is the store's, worded or not */
+  if (fn && ((e && *e) || commit)) fn(q->name, what, e && *e ? e : "storage error");
+}
+
+static int run_op(hookd_storeq *q, hookd_store_op *op) {
+  if (q->be->clear_error) q->be->clear_error(q->conn);
+  int rc = op->run(q->conn, q->be, op->arg);
+  if (rc == HOOKD_STORE_ERR) report_failure(q, "op");
+  return rc;
 }
 
 static int bucket_batch(size_t n) {
@@ -91,8 +104,7 @@ static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
     op->ran = 1;
     if (no_savepoint && !redo) {
       int64_t before = be->changes(q->conn);
-      op->rc = op->run(q->conn, be, op->arg);
-      if (op->rc == HOOKD_STORE_ERR) report_failure(q, "op");
+      op->rc = run_op(q, op);
       if (!be->in_txn(q->conn)) return POISONED;
       if (op->rc < 0 && be->changes(q->conn) != before) return POISONED;
       continue;
@@ -101,8 +113,7 @@ static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
       op->rc = HOOKD_STORE_ERR;
       continue;
     }
-    op->rc = op->run(q->conn, be, op->arg);
-    if (op->rc == HOOKD_STORE_ERR) report_failure(q, "op");
+    op->rc = run_op(q, op);
     if (!be->in_txn(q->conn)) {
       if (!redo) return POISONED;
       txn_rc = HOOKD_STORE_ERR;
@@ -167,8 +178,7 @@ static void run_batch_reader(hookd_storeq *q, hookd_store_op *batch, size_t n) {
     if (be->begin(q->conn, 0) != 0) {
       op->rc = HOOKD_STORE_ERR;
     } else {
-      op->rc = op->run(q->conn, be, op->arg);
-      if (op->rc == HOOKD_STORE_ERR) report_failure(q, "op");
+      op->rc = run_op(q, op);
       be->rollback(q->conn); /* read-only: nothing to commit */
     }
     if (op->done) op->done(op->arg, op->rc);

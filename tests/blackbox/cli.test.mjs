@@ -99,7 +99,7 @@ describe('hookd CLI', () => {
   it('commands that need a store never create one at a mistyped path', () => {
     const { dir, cleanup } = tempDir();
     const missing = join(dir, 'typo.db');
-    for (const args of [['keys', 'list'], ['inbox', 'replay', 'in_x', '--to', 'http://127.0.0.1:9/'],
+    for (const args of [['keys', 'list'], ['keys', 'revoke', 'key_x'], ['inbox', 'replay', 'in_x', '--to', 'http://127.0.0.1:9/'],
       ['keys', 'rotate-master', '--new-master-key-file', join(dir, 'k')]]) {
       const r = run([...args, '--store', `sqlite:${missing}`]);
       assert.equal(r.status, 1, `${args[0]} ${args[1]}: ${r.stderr}`);

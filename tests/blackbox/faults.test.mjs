@@ -2,6 +2,7 @@
 // real daemon: kill -9 after acknowledged publishes, a receiver that commits and drops the
 // connection, kill -9 with requests in flight, graceful shutdown with requests in flight.
 import { describe, it } from 'node:test';
+import { spawn } from 'node:child_process';
 import { linkSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
@@ -195,9 +196,23 @@ describe('durability', () => {
     linkSync(join(dir, 'hookd.db'), join(other.dir, 'hookd.db'));
     await assert.rejects(startHookd({ dir: other.dir }), /another hookd is running/);
     other.cleanup();
-    // nor does a second daemon share its port (requests would be split between them)
-    await assert.rejects(startHookd({ args: ['--listen', `127.0.0.1:${h.port}`] }), /cannot listen/);
     assert.equal((await h.stop()).code, 0);
+    // a daemon of an earlier version locked <db>.lock only: that lock is honoured too
+    // (-o: only flock itself holds the lock, so killing its process group releases it)
+    const legacy = spawn('flock', ['-o', join(dir, 'hookd.db.lock'), '-c', 'echo locked; sleep 60'],
+      { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+    await new Promise((resolve) => legacy.stdout.once('data', resolve));
+    const legacyExit = new Promise((resolve) => legacy.once('exit', resolve));
+    try {
+      await assert.rejects(startHookd({ dir }), /another hookd is running/);
+    } finally {
+      process.kill(-legacy.pid, 'SIGKILL');
+      await legacyExit;
+    }
+    const h2 = await startHookd({ dir });
+    // nor does a second daemon share its port (requests would be split between them)
+    await assert.rejects(startHookd({ args: ['--listen', `127.0.0.1:${h2.port}`] }), /cannot listen/);
+    assert.equal((await h2.stop()).code, 0);
     cleanup();
   });
 });
