@@ -168,22 +168,37 @@ void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, si
     hookd_source_rt_release(cur);
     if (!same) hookd_source_cache_put(s, &list[i]);
   }
-  /* and drop what is gone */
-  pthread_rwlock_wrlock(&s->lock);
+  /* and drop what is gone: one pass over a map of the listed ids (this runs every 2 s; a
+   * search of the list per cached source was quadratic in the number of sources) */
+  hookd_strmap listed;
+  hookd_strmap_init(&listed);
+  for (size_t i = 0; i < n; i++)
+    if (hookd_strmap_put(&listed, list[i].id, (void *)&list[i]) != 0) {
+      hookd_strmap_free(&listed); /* out of memory: drop nothing this time */
+      return;
+    }
+  pthread_rwlock_rdlock(&s->lock);
   const char *k;
   void *v;
-  char *gone[256];
-  size_t ng = 0;
-  for (size_t i = 0; (i = hookd_strmap_next(&s->map, i, &k, &v)) != 0 && ng < 256;) {
-    bool found = false;
-    for (size_t j = 0; j < n && !found; j++) found = strcmp(list[j].id, k) == 0;
-    if (!found) gone[ng++] = strdup(k);
+  char **gone = NULL;
+  size_t ng = 0, cap = 0;
+  for (size_t i = 0; (i = hookd_strmap_next(&s->map, i, &k, &v)) != 0;) {
+    if (hookd_strmap_get(&listed, k)) continue;
+    if (ng == cap) {
+      char **g = realloc(gone, (cap = cap ? cap * 2 : 16) * sizeof *g);
+      if (!g) break;
+      gone = g;
+    }
+    if (!(gone[ng] = strdup(k))) break;
+    ng++;
   }
   pthread_rwlock_unlock(&s->lock);
+  hookd_strmap_free(&listed);
   for (size_t i = 0; i < ng; i++) {
-    if (gone[i]) hookd_source_cache_remove(s, gone[i]);
+    hookd_source_cache_remove(s, gone[i]);
     free(gone[i]);
   }
+  free(gone);
 }
 
 hookd_source_rt *hookd_source_cache_get(hookd_source_cache *s, const char *id) {
