@@ -61,10 +61,11 @@ static void rfc3339_reference(const char *s) {
   for (size_t i = 0; i < 3; i++) f3 = f3 * 10 + (i < fl ? frac[i] - '0' : 0);
   check(ms == secs * 1000 + f3);
 
-  /* hookd_fmt_rfc3339_ms writes a four-digit year: the round trip is checked for the instants
-   * that have one. An offset can carry 0001-01-01 or 9999-12-31 out of that range; such an
-   * instant is written as year 0000 or 10000, which no parser here reads (see the report of the
-   * fuzz-wave branch). */
+  /* The round trip is checked only for instants in years 1..9999. An offset carries
+   * "0001-01-01T00:00:00+00:01" and "9999-12-31T23:59:59-00:01" outside them, and the parser
+   * accepts both; hookd_fmt_rfc3339_ms then writes "0000-12-31T23:59:00.000Z" and
+   * "10000-01-01T00:00:59.000Z", which hookd_parse_rfc3339 refuses (a known gap in timefmt.c:
+   * the parser should refuse such instants; drop this bound when it does). */
   static const int64_t lo = -62135596800000LL, hi = 253402300800000LL; /* [0001, 10000) */
   if (ms < lo || ms >= hi) return;
   char buf[HOOKD_RFC3339_MAX];
