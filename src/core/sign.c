@@ -64,11 +64,18 @@ int hookd_hmac(hookd_md md, const void *key, size_t keylen, const void *const *p
 int hookd_secret_parse(const char *secret, hookd_hmac_key *out) {
   if (strncmp(secret, "whsec_", 6) == 0) secret += 6;
   size_t len = strlen(secret);
-  /* decoding writes 3 bytes per 4 characters before padding is subtracted */
-  if (len == 0 || len / 4 * 3 > HOOKD_KEY_MAX) return -1;
-  long n = hookd_b64_decode(secret, len, out->bytes);
-  if (n <= 0) return -1;
+  /* decoding writes 3 bytes per 4 characters before padding is subtracted: into a buffer with
+   * room for that, then the key's own length is checked (up to HOOKD_KEY_MAX, 128 included) */
+  unsigned char buf[HOOKD_KEY_MAX + 3];
+  if (len == 0 || len / 4 * 3 > sizeof buf) return -1;
+  long n = hookd_b64_decode(secret, len, buf);
+  if (n <= 0 || n > HOOKD_KEY_MAX) {
+    OPENSSL_cleanse(buf, sizeof buf);
+    return -1;
+  }
+  memcpy(out->bytes, buf, (size_t)n);
   out->len = (size_t)n;
+  OPENSSL_cleanse(buf, sizeof buf);
   return 0;
 }
 

@@ -92,8 +92,12 @@ int hookd_parse_rfc3339_exact(const char *s, int64_t *secs_out,
   }
   if (*p != '\0' || !valid_ymdhms(y, mo, d, h, mi, se)) return -1;
   if (se == 60) se = 59; /* a leap second reads as the second before it */
-  *secs_out = hookd_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 +
-              se - (int64_t)offset_min * 60;
+  int64_t secs = hookd_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 +
+                 mi * 60 + se - (int64_t)offset_min * 60;
+  /* the instant itself within years 1..9999, as written back in UTC ("0001-01-01T00:00:00+00:01"
+   * is in year 0, "9999-12-31T23:59:59-00:01" in 10000: neither could be formatted back) */
+  if (secs < -62135596800LL || secs >= 253402300800LL) return -1;
+  *secs_out = secs;
   return 0;
 }
 

@@ -45,8 +45,11 @@ static bool parse_decimal(const char *s, decimal *d) {
     int sign = 1;
     if (*p == '+' || *p == '-') sign = *p++ == '-' ? -1 : 1;
     const char *ed = p;
-    while (is_digit(*p)) e = e * 10 + (*p++ - '0');
-    if (p == ed || p - ed > 9) return false;
+    while (is_digit(*p)) {
+      if (p - ed >= 9) return false; /* a 10th digit: refused before it could overflow e */
+      e = e * 10 + (*p++ - '0');
+    }
+    if (p == ed) return false;
     e *= sign;
   }
   if (*p) return false;

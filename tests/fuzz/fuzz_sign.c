@@ -49,9 +49,8 @@ static void secret_text(const unsigned char *k, size_t n, char *out) {
 static void secrets(const unsigned char *kb, size_t kn, const char *text) {
   char s[HOOKD_B64_ENCLEN(HOOKD_KEY_MAX) + 8];
   hookd_hmac_key k;
-  /* At most 126 bytes: hookd_secret_parse refuses base64 longer than 168 characters, so the
-   * 127- and 128-byte keys HOOKD_KEY_MAX allows are refused (a known gap in sign.c) */
-  if (kn >= 1 && kn <= 126) {
+  /* every key length HOOKD_KEY_MAX allows, 127 and 128 bytes included */
+  if (kn >= 1 && kn <= HOOKD_KEY_MAX) {
     secret_text(kb, kn, s);
     check(hookd_secret_parse(s, &k) == 0 && k.len == kn && memcmp(k.bytes, kb, kn) == 0);
     check(hookd_secret_parse(s + 6, &k) == 0 && k.len == kn && memcmp(k.bytes, kb, kn) == 0);

@@ -59,6 +59,11 @@ static void rfc3339(void **s) {
   hookd_fmt_rfc3339_ms(T0 * 1000 + 7, buf);
   assert_string_equal(buf, "1994-11-06T08:49:37.007Z");
   assert_int_equal(hookd_parse_rfc3339("1994-11-06", &ms), -1);
+  /* an offset cannot carry the instant out of years 1..9999 (it could not be written back) */
+  assert_int_equal(hookd_parse_rfc3339("0001-01-01T00:00:00+00:01", &ms), -1);
+  assert_int_equal(hookd_parse_rfc3339("9999-12-31T23:59:59-00:01", &ms), -1);
+  assert_int_equal(hookd_parse_rfc3339("0001-01-01T00:00:00Z", &ms), 0);
+  assert_int_equal(hookd_parse_rfc3339("9999-12-31T23:59:59+00:01", &ms), 0);
   assert_int_equal(hookd_parse_rfc3339("1994-13-06T08:49:37Z", &ms), -1);
   assert_int_equal(hookd_parse_rfc3339("1994-11-06T08:49:37Zjunk", &ms), -1);
 }

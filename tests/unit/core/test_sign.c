@@ -152,6 +152,15 @@ static void oversized_secret(void **s) {
   big[6 + 168] = '\0'; /* 168 chars -> 126 bytes: fits */
   assert_int_equal(hookd_secret_parse(big, &k), 0);
   assert_int_equal(k.len, 126);
+  /* HOOKD_KEY_MAX (128) bytes fit, as sign.h says: 172 chars with "=" padding */
+  memset(big + 6, 'A', 172);
+  memcpy(big + 6 + 170, "==", 3); /* 170 chars + "==" -> 127 bytes */
+  assert_int_equal(hookd_secret_parse(big, &k), 0);
+  assert_int_equal(k.len, 127);
+  memset(big + 6, 'A', 172);
+  memcpy(big + 6 + 171, "=", 2); /* 171 chars + "=" -> 128 bytes */
+  assert_int_equal(hookd_secret_parse(big, &k), 0);
+  assert_int_equal(k.len, 128);
 }
 
 static void base64(void **s) {
