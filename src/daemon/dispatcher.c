@@ -526,8 +526,15 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
          KV_S("to", hookd_breaker_name(e->br.state)));
     if (e->br.state == HOOKD_BREAKER_OPEN) sched_release_queue(d, e); /* they wait in the store */
   }
-  if (req->net == HOOKD_NET_TIMEOUT || req->latency_ms * 2 > e->cfg.timeout_ms) e->slow = true;
-  else if (ok && req->latency_ms * 4 < e->cfg.timeout_ms) e->slow = false;
+  /* slow: set by one slow attempt, cleared only by a run of fast successes — an endpoint that
+   * alternates (holds one request to just under its timeout, answers the next at once) must not
+   * escape the slow share every other attempt */
+  if (req->net == HOOKD_NET_TIMEOUT || req->latency_ms * 2 > e->cfg.timeout_ms) {
+    e->slow = true;
+    e->fast_streak = 0;
+  } else if (ok && req->latency_ms * 4 < e->cfg.timeout_ms && ++e->fast_streak >= SLOW_CLEAR_STREAK) {
+    e->slow = false;
+  }
   if (ok && e->failing_since) {
     e->failing_since = 0;
     o->failing = -1;

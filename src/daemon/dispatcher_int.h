@@ -20,6 +20,12 @@
 /* Traffic classes with separate budgets. */
 enum { CLS_LIVE = 0, CLS_RETRY, CLS_REPLAY, CLS__COUNT };
 
+/* Fast successes in a row that clear an endpoint's slow flag. */
+#define SLOW_CLEAR_STREAK 8
+/* What an endpoint holding nothing may always claim, whatever its tenant's claim budget: its
+ * tenant's other endpoints (a wall of hanging ones) cannot take every claim from it. */
+#define EP_CLAIM_FLOOR 4
+
 struct ep;
 struct tenant;
 struct item;
@@ -127,7 +133,9 @@ typedef struct ep {
   hookd_bucket bucket;
   hookd_breaker br;
   int64_t paused_until;       /* Retry-After from a 429/503 */
-  bool slow;                  /* last attempt timed out or took half its timeout */
+  bool slow;                  /* an attempt timed out or took half its timeout, and fewer than
+                               * SLOW_CLEAR_STREAK fast successes followed */
+  int fast_streak;            /* fast successes since the last slow attempt */
   int64_t failing_since;      /* first failure since the last success (0 = healthy) */
 } ep;
 

@@ -380,6 +380,9 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     int leased = d->in_flight + d->queued;
     int t_leased = t->in_flight + t->queued;
     int t_room = 2 * t->max_in_flight - t_leased;
+    /* an endpoint holding nothing always gets a small window: the tenant's budget taken by its
+     * other endpoints (hanging ones hoard claims) must not starve it */
+    if (e->in_flight + e->queued == 0 && t_room < EP_CLAIM_FLOOR) t_room = EP_CLAIM_FLOOR;
     if (room > t_room) room = t_room;
     if (leased + room > leased_cap) {
       /* a tenant below its weighted share of the claim budget may always claim: one that

@@ -47,6 +47,46 @@ describe('isolation', () => {
     for (const r of [...healthy, ...hanging]) await r.close();
   });
 
+  it('a wall of hanging endpoints in one tenant does not take every claim from its healthy endpoint', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '64', '--tenant-max-in-flight', '16'] });
+    const hanging = [];
+    for (let i = 0; i < 8; i++) hanging.push(await startReceiver(() => 'hang'));
+    const healthy = await startReceiver();
+    const tenant = 'wall';
+    await h.api('POST', '/v1/tenants', { id: tenant });
+    for (const [i, r] of hanging.entries()) {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, max_in_flight: 16, timeout_ms: 1500,
+        event_types: [`h${i}`], retry: { max_attempts: 100, backoff_base_ms: 100, backoff_cap_ms: 200 } });
+      assert.equal(e.status, 201, e.text);
+    }
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: healthy.url, event_types: ['ok'] })).status, 201);
+    for (let j = 0; j < 40; j++) for (let i = 0; i < 8; i++) await publish(h, tenant, { type: `h${i}`, payload: { j } });
+    // every hanging endpoint has timed out once (it is slow now) and they hold the tenant's claims
+    await waitUntil(async () => /^hookd_endpoints_slow 8$/m.test((await h.api('GET', '/metrics')).text), { what: 'hanging endpoints slow', timeout: 15000 });
+    const sentAt = new Map();
+    for (let j = 0; j < 10; j++) sentAt.set((await publish(h, tenant, { type: 'ok', payload: { j } })).json.id, Date.now());
+    await healthy.waitFor(10, 15000, 'the healthy endpoint\'s deliveries');
+    const delays = healthy.requests.map((q) => q.at - sentAt.get(q.headers['webhook-id']));
+    assert.ok(Math.max(...delays) < 1000, `healthy first-attempt delays ${delays.join(',')} ms beside 8 hanging endpoints of its tenant`);
+    for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [...hanging, healthy]) await r.close();
+  });
+
+  it('an endpoint alternating slow and fast answers stays slow (one fast success does not clear it)', async () => {
+    const h = await startHookd();
+    const r = await startReceiver((rec) => (rec.n % 2 ? { status: 200, delayMs: 700 } : { status: 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { max_in_flight: 1, timeout_ms: 1000 });
+    const ids = [];
+    for (let i = 0; i < 6; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(r.requests.length, 6, 'the last answer was a fast one');
+    const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.equal(ep.json.health.slow, true, 'still slow: it holds every other request past half its timeout');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('a tenant with a 50x larger backlog does not starve a small tenant', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '8', '--tenant-max-in-flight', '8'] });
     // the big tenant's receiver answers slowly (held, then released in small batches)

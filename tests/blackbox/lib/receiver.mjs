@@ -4,7 +4,7 @@ import http from 'node:http';
 import { after } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 
-// behave(req, n) → { status, headers, body } | 'hang' | 'drop' | 'drop-after-read'
+// behave(req, n) → { status, headers, body, delayMs } | 'hang' | 'drop' | 'drop-after-read'
 // Receivers a failed test left open are closed once the file's tests are done (2 s later, after
 // the file's own `after` hooks), so that they do not keep the test process (and CI) waiting.
 const live = new Set();
@@ -45,7 +45,10 @@ class Receiver {
       const b = this.behave(rec, rec.n);
       if (b === 'hang') { this.hanging.push(res); }
       else if (b === 'drop' || b === 'drop-after-read') { req.socket.destroy(); }
-      else { res.writeHead(b.status ?? 200, b.headers ?? {}); res.end(b.body ?? 'ok'); }
+      else {
+        const answer = () => { res.writeHead(b.status ?? 200, b.headers ?? {}); res.end(b.body ?? 'ok'); };
+        if (b.delayMs) setTimeout(answer, b.delayMs); else answer(); // delayMs: a slow answer
+      }
       this.waiters = this.waiters.filter((w) => { if (w.pred(this)) { w.resolve(this.requests); return false; } return true; });
     });
   }
