@@ -441,6 +441,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   if (req->net == HOOKD_NET_OK && req->retry_after[0] &&
       hookd_retry_after_parse(req->retry_after, now, &ra) != 0)
     ra = -1;
+  /* "Retry-After: 0" (or a date past) is no reason to retry at once: a receiver answering it to
+   * every request made each delivery spend its attempts within milliseconds, and its endpoint
+   * pause and release its queue on every answer (a retry storm) */
+  if (ra >= 0 && ra < RETRY_AFTER_FLOOR_MS) ra = RETRY_AFTER_FLOOR_MS;
   hookd_delivery_view view = {.state = dl->state,
                               .cycle_attempts = dl->attempt_count - dl->cycle_base,
                               .cycle_started_ms = dl->cycle_started_ms,

@@ -20,6 +20,8 @@
 /* Traffic classes with separate budgets. */
 enum { CLS_LIVE = 0, CLS_RETRY, CLS_REPLAY, CLS__COUNT };
 
+/* The shortest Retry-After honoured (HTTP's resolution is a second). */
+#define RETRY_AFTER_FLOOR_MS 1000
 /* Fast successes in a row that clear an endpoint's slow flag. */
 #define SLOW_CLEAR_STREAK 8
 /* What an endpoint holding nothing may always claim, whatever its tenant's claim budget: its

@@ -73,6 +73,19 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('429 with Retry-After: 0 is not an invitation to retry at once: at least a second between attempts', async () => {
+    const recv = await startReceiver((rec, n) => (n <= 2 ? { status: 429, headers: { 'Retry-After': '0' } } : { status: 200 }));
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 5 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await recv.waitFor(3);
+    for (let i = 1; i < 3; i++) {
+      const gap = recv.requests[i].at - recv.requests[i - 1].at;
+      assert.ok(gap >= 1000 - 50, `attempt ${i + 1} came ${gap} ms after the one before (Retry-After: 0)`);
+    }
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    await recv.close();
+  });
+
   it('503 with Retry-After as an HTTP-date: the next attempt is not before that date', async () => {
     let until = 0;
     const recv = await startReceiver((rec, n) => {
