@@ -150,7 +150,8 @@ int main(int argc, char **argv) {
       char *end;
       long port = colon ? strtol(colon + 1, &end, 10) : -1;
       snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - argv[i + 1]) : 0, argv[i + 1]);
-      if (!colon || *end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+      if (!colon || *end || port < 0 || port > 65535 ||
+          inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
         fprintf(stderr, "dedup_receiver: --listen must be IPv4:PORT (e.g. 127.0.0.1:8090)\n");
         return 2;
       }

@@ -89,7 +89,8 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
 static const char *const ep_families[3][2] = {
     {"hookd_endpoint_in_flight", "HTTP attempts in flight to the endpoint"},
     {"hookd_endpoint_waiting", "deliveries claimed for the endpoint, waiting for a slot"},
-    {"hookd_endpoint_breaker_state", "the endpoint's circuit breaker: 0 closed, 1 open, 2 half-open"}};
+    {"hookd_endpoint_breaker_state",
+     "the endpoint's circuit breaker: 0 closed, 1 open, 2 half-open"}};
 
 typedef struct ep_rows {
   hookd_buf *o;

@@ -536,7 +536,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   if (req->net == HOOKD_NET_TIMEOUT || req->latency_ms * 2 > e->cfg.timeout_ms) {
     e->slow = true;
     e->fast_streak = 0;
-  } else if (ok && req->latency_ms * 4 < e->cfg.timeout_ms && ++e->fast_streak >= SLOW_CLEAR_STREAK) {
+  } else if (e->slow && ok && req->latency_ms * 4 < e->cfg.timeout_ms &&
+             ++e->fast_streak >= SLOW_CLEAR_STREAK) { /* counted only while slow: bounded */
     e->slow = false;
   }
   if (ok && e->failing_since) {
