@@ -10,13 +10,13 @@
  * stored payload may carry personal data. */
 #include <arpa/inet.h>
 #include <curl/curl.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "core/addrpolicy.h"
+#include "core/num.h"
 #include "store/storeq.h"
 
 typedef struct load {
@@ -82,13 +82,12 @@ int hookd_cmd_inbox(int argc, char **argv) {
     }
     if (!strcmp(argv[i], "--to")) to = argv[i + 1];
     else if (!strcmp(argv[i], "--times")) {
-      char *end;
-      errno = 0;
-      times = strtol(argv[i + 1], &end, 10);
-      if (errno || end == argv[i + 1] || *end || times < 1 || times > 10000) {
+      long long n;
+      if (hookd_parse_ll(argv[i + 1], 1, 10000, &n) != 0) {
         fprintf(stderr, "hookd inbox replay: --times must be a whole number in [1, 10000]\n");
         return 2;
       }
+      times = (long)n;
     }
     else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
     else {

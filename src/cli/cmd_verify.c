@@ -6,7 +6,6 @@
  * endpoint's signatures (v1a) are checked with --public-key whpk_… instead of --secret.
  * --tolerance is a positive number of seconds (the replay window is never off by a typo).
  * Exit 0: valid; 1: invalid (the reason on stderr); 2: usage. */
-#include <errno.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "core/buf.h"
+#include "core/num.h"
 #include "core/sign.h"
 
 static void usage(void) {
@@ -28,14 +28,10 @@ static void usage(void) {
 /* A whole decimal number in [min, max], or -1 (a message on stderr). */
 static int number_arg(const char *flag, const char *v, long long min, long long max,
                       long long *out) {
-  char *end;
-  errno = 0;
-  long long n = strtoll(v, &end, 10);
-  if (errno || end == v || *end || n < min || n > max) {
+  if (hookd_parse_ll(v, min, max, out) != 0) {
     fprintf(stderr, "hookd verify: %s must be a whole number in [%lld, %lld]\n", flag, min, max);
     return -1;
   }
-  *out = n;
   return 0;
 }
 

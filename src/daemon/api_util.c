@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/jsonio.h"
+#include "core/num.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/metrics.h"
@@ -214,9 +215,8 @@ void hookd_api_retry_apply(const hookd_api_retry *in, hookd_retry_policy *p) {
 int hookd_api_limit(hookd_req *r, int def, int max) {
   const char *s = hookd_req_query(r, "limit");
   if (!s) return def;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*end || end == s || v < 1 || v > max) {
+  long long v;
+  if (hookd_parse_ll(s, 1, max, &v) != 0) {
     hookd_req_error(r, 400, "invalid_parameter", "limit must be an integer in [1, %d]", max);
     return -1;
   }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/num.h"
 #include "daemon/log.h"
 
 typedef enum { T_STR, T_INT, T_I64, T_SIZE, T_BOOL, T_LIST, T_LISTEN, T_MS_FROM_S, T_LEVEL } opt_type;
@@ -177,15 +178,6 @@ static const opt *find_opt(const char *name, size_t len) {
   return NULL;
 }
 
-static int parse_ll(const char *s, long long min, long long max, long long *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < min || v > max) return -1;
-  *out = v;
-  return 0;
-}
-
 static int list_add(hookd_config *c, const opt *o, const char *v, char *err, size_t errlen) {
   char **list = (char **)((char *)c + o->off);
   size_t *n = (size_t *)((char *)c + o->size);
@@ -215,7 +207,7 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
   case T_I64:
   case T_SIZE:
   case T_MS_FROM_S:
-    if (parse_ll(v, o->min, o->max, &ll) != 0) {
+    if (hookd_parse_ll(v, o->min, o->max, &ll) != 0) {
       snprintf(err, errlen, "--%s: expected an integer in [%lld, %lld], got \"%.40s\"", o->name,
                o->min, o->max, v);
       return -1;
@@ -255,7 +247,7 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
     return 0;
   case T_LISTEN: {
     const char *colon = strrchr(v, ':');
-    if (!colon || colon == v || parse_ll(colon + 1, 0, 65535, &ll) != 0 ||
+    if (!colon || colon == v || hookd_parse_ll(colon + 1, 0, 65535, &ll) != 0 ||
         (size_t)(colon - v) >= sizeof c->listen_host) {
       snprintf(err, errlen, "--listen: expected HOST:PORT, got \"%.60s\"", v);
       return -1;

@@ -9,11 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "core/b64.h"
-
-static void check(int ok) {
-  if (!ok) abort();
-}
 
 static int val(unsigned char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';

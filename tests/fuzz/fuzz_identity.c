@@ -6,27 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "core/inbound.h"
 #include "core/jsonio.h"
 
 #define MAX_HEADERS 16
-
-static char *dup_range(const uint8_t *p, size_t n) {
-  char *s = malloc(n + 1);
-  if (!s) abort();
-  if (n) memcpy(s, p, n);
-  s[n] = '\0';
-  return s;
-}
-
-static char *segment(const uint8_t **p, size_t *left) {
-  const uint8_t *sep = memchr(*p, 0x01, *left);
-  size_t n = sep ? (size_t)(sep - *p) : *left;
-  char *s = dup_range(*p, n);
-  *p += n + (sep ? 1 : 0);
-  *left -= n + (sep ? 1 : 0);
-  return s;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *p = data;

@@ -10,11 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "core/inbound_int.h"
-
-static void check(int ok) {
-  if (!ok) abort();
-}
 
 typedef struct ref_kv {
   char *k, *v;

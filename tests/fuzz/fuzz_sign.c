@@ -14,29 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "core/b64.h"
 #include "core/sign.h"
-
-static void check(int ok) {
-  if (!ok) abort();
-}
-
-static char *dup_range(const uint8_t *p, size_t n) {
-  char *s = malloc(n + 1);
-  if (!s) abort();
-  if (n) memcpy(s, p, n);
-  s[n] = '\0';
-  return s;
-}
-
-static char *segment(const uint8_t **p, size_t *left) {
-  const uint8_t *sep = memchr(*p, 0x01, *left);
-  size_t n = sep ? (size_t)(sep - *p) : *left;
-  char *s = dup_range(*p, n);
-  *p += n + (sep ? 1 : 0);
-  *left -= n + (sep ? 1 : 0);
-  return s;
-}
 
 static int is_code(int rc) { return rc <= HOOKD_VERIFY_OK && rc >= HOOKD_VERIFY_MISMATCH; }
 

@@ -11,13 +11,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "fuzz_input.h"
 #include "core/timefmt.h"
 
 #define MAX_LEN 256
-
-static void check(int ok) {
-  if (!ok) abort();
-}
 
 static const char *const wday_s[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
 static const char *const wday_l[] = {"Sunday",   "Monday", "Tuesday", "Wednesday",

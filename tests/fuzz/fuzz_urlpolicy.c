@@ -10,14 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "core/addrpolicy.h"
 #include "egress/urlpolicy.h"
 
 #define MAX_INPUT 4096
-
-static void check(int ok) {
-  if (!ok) __builtin_trap();
-}
 
 static void url_invariants(const hookd_url_policy *p, const char *s) {
   hookd_url_info info;

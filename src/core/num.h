@@ -1,0 +1,10 @@
+/* num.h — strict parsing of whole decimal numbers from untrusted text (flags, environment,
+ * config files, query strings): all of it a number, within bounds, or refused. */
+#ifndef HOOKD_CORE_NUM_H
+#define HOOKD_CORE_NUM_H
+
+/* *out = s as a decimal integer in [min, max]; 0, or -1 (nothing written) when s is empty, has
+ * anything but an optional sign and digits, overflows, or is out of bounds. */
+int hookd_parse_ll(const char *s, long long min, long long max, long long *out);
+
+#endif
