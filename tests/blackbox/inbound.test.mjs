@@ -100,6 +100,10 @@ describe('deduplication', () => {
     assert.equal(dest.requests.length, 1);
     const m = await h.api('GET', '/metrics');
     assert.match(m.text, /hookd_inbound_received_total\{outcome="conflict"\} [1-9]/);
+    // both answers were timed, and the forward's time from receipt to its 2xx
+    const samples = parsePrometheus(m.text);
+    assert.ok(sampleValue(samples, 'hookd_inbound_ack_seconds_count') >= 2);
+    assert.ok(sampleValue(samples, 'hookd_inbound_forwarded_after_seconds_count') >= 1);
     await dest.close();
   });
 
