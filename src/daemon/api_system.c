@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/ids.h"
 #include "daemon/api.h"
 #include "daemon/metrics.h"
 
@@ -92,32 +93,42 @@ static const char *const ep_families[3][2] = {
     {"hookd_endpoint_breaker_state",
      "the endpoint's circuit breaker: 0 closed, 1 open, 2 half-open"}};
 
+typedef struct ep_row {
+  char id[HOOKD_ID_MAX + 64]; /* as long as an endpoint id may be (api_endpoints.c) */
+  int v[3];                   /* in flight, waiting, breaker state */
+} ep_row;
+
 typedef struct ep_rows {
-  hookd_buf *o;
-  int which; /* 0 in flight, 1 waiting, 2 breaker */
+  ep_row *rows;
   int n;
 } ep_rows;
 
-static int ep_row(void *arg, const char *id, const hookd_endpoint_health *h) {
+/* Under the dispatcher's snapshot lock: copies only (the dispatcher waits for this lock at every
+ * send; the text is written after it is released). */
+static int ep_collect(void *arg, const char *id, const hookd_endpoint_health *h) {
   ep_rows *x = arg;
   bool closed = !h->breaker || !strcmp(h->breaker, "closed");
-  if (!h->in_flight && !h->queued && closed) return 0;
-  if (x->n++ >= ENDPOINT_SERIES) return 0;
-  int v = x->which == 0   ? h->in_flight
-          : x->which == 1 ? h->queued
-          : closed        ? 0
-          : !strcmp(h->breaker, "open") ? 1
-                                         : 2;
-  return hookd_buf_printf(x->o, "%s{endpoint_id=\"%s\"} %d\n", ep_families[x->which][0], id, v);
+  if ((!h->in_flight && !h->queued && closed) || x->n >= ENDPOINT_SERIES) return 0;
+  ep_row *r = &x->rows[x->n++];
+  snprintf(r->id, sizeof r->id, "%s", id);
+  r->v[0] = h->in_flight;
+  r->v[1] = h->queued;
+  r->v[2] = closed ? 0 : !strcmp(h->breaker, "open") ? 1 : 2;
+  return 0;
 }
 
 static int endpoint_metrics(hookd_buf *o, hookd_dispatcher *d) {
+  ep_rows x = {.rows = d ? malloc(ENDPOINT_SERIES * sizeof *x.rows) : NULL};
+  if (d && !x.rows) return -1;
+  if (d) hookd_dispatcher_health_each(d, ep_collect, &x);
   int rc = 0;
   for (int w = 0; w < 3 && !rc; w++) {
-    ep_rows x = {.o = o, .which = w};
     rc = hookd_metrics_family(o, ep_families[w][0], ep_families[w][1], "gauge");
-    if (!rc && d) rc = hookd_dispatcher_health_each(d, ep_row, &x);
+    for (int i = 0; i < x.n && !rc; i++)
+      rc = hookd_buf_printf(o, "%s{endpoint_id=\"%s\"} %d\n", ep_families[w][0], x.rows[i].id,
+                            x.rows[i].v[w]);
   }
+  free(x.rows);
   return rc;
 }
 
