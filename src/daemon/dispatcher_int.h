@@ -103,6 +103,9 @@ typedef struct tenant {
   struct tenant *wait_next;
   bool waiting;
   int refs;                   /* endpoints pointing here */
+  bool share_blocked;         /* on d->share_wait: the global cap is down to its reserve */
+  struct tenant *share_next;
+  struct ep *share_wait;      /* its endpoints stopped by the reserve of its cap */
 } tenant;
 
 typedef struct ep {
@@ -131,6 +134,9 @@ typedef struct ep {
   int64_t wake_ms;
   bool budget_blocked;        /* waiting for a retry/replay budget (on d->budget_wait) */
   bool slow_blocked;          /* waiting for the slow share (on d->slow_wait) */
+  bool share_blocked;         /* on its tenant's share_wait: the tenant cap is down to its
+                                 reserve */
+  struct ep *share_next;
   struct ep *wait_next;
   hookd_bucket bucket;
   hookd_breaker br;
@@ -170,6 +176,7 @@ struct hookd_dispatcher {
   tenant *ring_head, *ring_tail; /* tenants with endpoints ready to send */
   tenant *tenant_wait;        /* rate-limited tenants */
   ep *budget_wait, *slow_wait;
+  tenant *share_wait;         /* tenants stopped by the reserve of the global cap */
   int in_flight, queued, slow_in_flight;
   int in_flight_cls[CLS__COUNT], queued_cls[CLS__COUNT];
   int store_ops;

@@ -21,6 +21,9 @@
 
 #define CLAIM_LIMIT_MAX 256
 
+static void share_wait_remove(ep *e);
+static void flush_share_eps(hookd_dispatcher *d, tenant *t);
+
 int sched_ep_limit(const ep *e) { return e->cfg.max_in_flight > 0 ? e->cfg.max_in_flight : 1; }
 
 bool sched_breaker_blocks(hookd_dispatcher *d, const ep *e, int64_t now) {
@@ -139,6 +142,7 @@ void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg)
   t->weight = cfg->weight > 0 ? cfg->weight : 1;
   double burst = cfg->rate_limit > 1 ? cfg->rate_limit : 1;
   hookd_bucket_set(&t->bucket, cfg->rate_limit, burst, hookd_now_ms());
+  if (t->share_wait) flush_share_eps(d, t); /* its cap, and so its reserve, may have changed */
 }
 
 static void ring_push(hookd_dispatcher *d, tenant *t) {
@@ -226,6 +230,56 @@ void sched_ep_unlink(hookd_dispatcher *d, ep *e) {
   if (e->budget_blocked) wait_list_remove(&d->budget_wait, e);
   if (e->slow_blocked) wait_list_remove(&d->slow_wait, e);
   e->budget_blocked = e->slow_blocked = false;
+  share_wait_remove(e);
+}
+
+/* ---------- the reserve of a cap (docs/isolation.md) ---------- */
+
+/* The last sixteenth of a cap (at least one slot) is kept for holders of fewer than an eighth
+ * of it (at least one): requests in flight cannot be taken back, so others' hanging first
+ * requests must not be able to hold every slot. */
+static int cap_reserve(int cap) { return cap / 16 > 0 ? cap / 16 : 1; }
+
+static bool reserve_allows(int cap, int used, int held) {
+  int floor = cap_reserve(cap) / 8;
+  return cap - used > cap_reserve(cap) || held < (floor > 0 ? floor : 1);
+}
+
+static void share_wait_remove(ep *e) {
+  if (!e->share_blocked) return;
+  for (ep **pp = &e->t->share_wait; *pp; pp = &(*pp)->share_next) {
+    if (*pp != e) continue;
+    *pp = e->share_next;
+    break;
+  }
+  e->share_next = NULL;
+  e->share_blocked = false;
+}
+
+/* The global cap has more than its reserve free again: stopped tenants go back to the ring. */
+static void flush_share_tenants(hookd_dispatcher *d) {
+  tenant *list = d->share_wait;
+  d->share_wait = NULL;
+  while (list) {
+    tenant *t = list;
+    list = t->share_next;
+    t->share_next = NULL;
+    t->share_blocked = false;
+    ring_push(d, t);
+  }
+}
+
+/* Its tenant's cap has more than its reserve free again (or changed). */
+static void flush_share_eps(hookd_dispatcher *d, tenant *t) {
+  ep *list = t->share_wait;
+  t->share_wait = NULL;
+  while (list) {
+    ep *e = list;
+    list = e->share_next;
+    e->share_next = NULL;
+    e->share_blocked = false;
+    sched_ep_ready(d, e);
+  }
 }
 
 static void wake_at(hookd_dispatcher *d, ep *e, int64_t when) {
@@ -427,6 +481,15 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
       t->blocked_cap = true; /* back in the ring on one of its completions */
       continue;
     }
+    if (!reserve_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight)) {
+      t->serving = false;
+      if (!t->share_blocked) { /* back when the reserve is exceeded, or on a completion */
+        t->share_blocked = true;
+        t->share_next = d->share_wait;
+        d->share_wait = t;
+      }
+      continue;
+    }
     int64_t twait = hookd_bucket_wait_ms(&t->bucket, now);
     if (twait > 0) {
       t->serving = false;
@@ -440,6 +503,16 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
     if (!e) {
       t->serving = false;
       continue; /* nothing ready: out of the ring until an endpoint is */
+    }
+    if (!reserve_allows(t->max_in_flight, t->in_flight, e->in_flight)) {
+      if (!e->share_blocked) { /* back as its tenant's are, or on its own completion */
+        e->share_blocked = true;
+        e->share_next = t->share_wait;
+        t->share_wait = e;
+      }
+      t->serving = false;
+      ring_push(d, t);
+      continue;
     }
     bool budget = false;
     int cls = pick_class(d, e, &budget);
@@ -544,6 +617,12 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
     t->blocked_cap = false;
     ring_push(d, t);
   }
+  if (d->share_wait && d->cfg.max_in_flight - d->in_flight > cap_reserve(d->cfg.max_in_flight))
+    flush_share_tenants(d);
+  else if (t->share_blocked)
+    ring_push(d, t); /* holding one less, it may be under the floor */
+  if (t->share_wait && t->max_in_flight - t->in_flight > cap_reserve(t->max_in_flight))
+    flush_share_eps(d, t);
   sched_ep_ready(d, e);
   sched_ep_schedule(d, e);
 }

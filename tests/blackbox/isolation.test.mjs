@@ -73,6 +73,56 @@ describe('isolation', () => {
     for (const r of [...hanging, healthy]) await r.close();
   });
 
+  it('tenants whose first requests hang cannot take every global slot: another tenant keeps delivering while they hang', async () => {
+    // two tenants may hold 2 × 64 requests, the global cap is 16: they stop at its reserve (1)
+    const h = await startHookd({ args: ['--max-in-flight', '16', '--tenant-max-in-flight', '64'] });
+    const hanging = [];
+    for (let i = 0; i < 4; i++) hanging.push(await startReceiver(() => 'hang'));
+    const healthy = await startReceiver();
+    for (const t of ['hangA', 'hangB']) assert.equal((await h.api('POST', '/v1/tenants', { id: t })).status, 201);
+    for (const [i, r] of hanging.entries()) {
+      const e = await h.api('POST', `/v1/tenants/hang${'AB'[i % 2]}/endpoints`, { url: r.url, max_in_flight: 8,
+        timeout_ms: 60000, retry: { max_attempts: 1 } });
+      assert.equal(e.status, 201, e.text);
+    }
+    const fine = await setup(h, healthy.url, {}, 'fine');
+    for (let j = 0; j < 10; j++) for (const t of ['hangA', 'hangB']) await publish(h, t, { type: 'a', payload: { j } });
+    const held = () => hanging.reduce((n, r) => n + r.open, 0);
+    await waitUntil(async () => held() === 15, { what: 'hanging tenants holding all but the reserve', timeout: 5000 });
+    for (let j = 0; j < 10; j++) await publish(h, fine.tenant, { type: 'ok', payload: { j } });
+    await healthy.waitFor(10, 15000, 'the healthy tenant\'s deliveries, while the others hang for 60 s');
+    assert.equal(held(), 15, 'the hanging requests were still held: the healthy ones went beside them');
+    assert.ok(hanging.every((r) => r.requests.length === r.open), 'none of the hanging requests was answered');
+    for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [...hanging, healthy]) await r.close();
+  });
+
+  it('endpoints whose first requests hang cannot take every slot of their tenant: its healthy endpoint keeps delivering', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '256', '--tenant-max-in-flight', '16'] });
+    const hanging = [];
+    for (let i = 0; i < 4; i++) hanging.push(await startReceiver(() => 'hang'));
+    const healthy = await startReceiver();
+    const tenant = 'mixed';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    for (const r of hanging) {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, max_in_flight: 8, timeout_ms: 60000,
+        event_types: ['h'], retry: { max_attempts: 1 } });
+      assert.equal(e.status, 201, e.text);
+    }
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: healthy.url, event_types: ['ok'] })).status, 201);
+    for (let j = 0; j < 10; j++) await publish(h, tenant, { type: 'h', payload: { j } });
+    const held = () => hanging.reduce((n, r) => n + r.open, 0);
+    // four endpoints may hold 4 × 8, their tenant 16: they stop at its reserve (1)
+    await waitUntil(async () => held() === 15, { what: 'hanging endpoints holding all but the reserve', timeout: 5000 });
+    for (let j = 0; j < 10; j++) await publish(h, tenant, { type: 'ok', payload: { j } });
+    await healthy.waitFor(10, 15000, 'the healthy endpoint\'s deliveries, while its siblings hang for 60 s');
+    assert.equal(held(), 15, 'the hanging requests were still held: the healthy ones went beside them');
+    for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [...hanging, healthy]) await r.close();
+  });
+
   it('an endpoint alternating slow and fast answers stays slow (one fast success does not clear it)', async () => {
     const h = await startHookd();
     const r = await startReceiver((rec) => (rec.n % 2 ? { status: 200, delayMs: 700 } : { status: 200 }));
@@ -370,30 +420,32 @@ describe('isolation', () => {
   });
 
   it('tenant weights share the sending turns (weight 3 gets about three times weight 1)', async () => {
-    const h = await startHookd({ args: ['--max-in-flight', '4', '--tenant-max-in-flight', '4'] });
+    // 30 slots for the two: the last 2 of the 32 are the reserve kept for a tenant holding nothing
+    const h = await startHookd({ args: ['--max-in-flight', '32', '--tenant-max-in-flight', '32'] });
     // both receivers hold requests; releasing them in rounds shows who got the slots
     const heavy = await startReceiver(() => 'hang');
     const light = await startReceiver(() => 'hang');
-    const H = await setup(h, heavy.url, { max_in_flight: 4 }, 'heavy');
-    const L = await setup(h, light.url, { max_in_flight: 4 }, 'light');
+    const H = await setup(h, heavy.url, { max_in_flight: 32 }, 'heavy');
+    const L = await setup(h, light.url, { max_in_flight: 32 }, 'light');
     assert.equal((await h.api('PATCH', '/v1/tenants/heavy', { weight: 3 })).json.weight, 3);
-    for (let i = 0; i < 120; i++) {
+    for (let i = 0; i < 200; i++) {
       await publish(h, H.tenant, { type: 'a', payload: { i } });
       await publish(h, L.tenant, { type: 'a', payload: { i } });
     }
-    await waitUntil(async () => heavy.open + light.open === 4, { what: 'slots full', timeout: 5000 });
-    for (let round = 0; round < 30; round++) {
-      const before = heavy.requests.length + light.requests.length;
+    const total = () => heavy.requests.length + light.requests.length;
+    await waitUntil(async () => heavy.open + light.open === 30, { what: 'slots full', timeout: 5000 });
+    for (let round = 0; round < 4; round++) {
+      const before = total();
       heavy.releaseHanging();
       light.releaseHanging();
-      await waitUntil(async () => heavy.requests.length + light.requests.length >= before + 4 || heavy.requests.length + light.requests.length >= 240,
-        { what: `round ${round}`, timeout: 5000 });
+      await waitUntil(async () => total() >= before + 30 && heavy.open + light.open === 30,
+        { what: `round ${round}: slots full again`, timeout: 5000 });
     }
     const ratio = heavy.requests.length / light.requests.length;
     assert.ok(ratio > 2 && ratio < 4.5, `heavy/light = ${heavy.requests.length}/${light.requests.length} = ${ratio.toFixed(2)} (weights 3:1)`);
+    heavy.behave = light.behave = () => ({ status: 200 });
     heavy.releaseHanging();
     light.releaseHanging();
-    heavy.behave = light.behave = () => ({ status: 200 });
     assert.equal((await h.stop()).code, 0);
     await heavy.close();
     await light.close();
