@@ -62,6 +62,9 @@ static const opt opts[] = {
      "deliveries in flight at once for one tenant, unless the tenant sets max_in_flight"},
     {"disable-failing-after-s", NULL, T_I64, OFF(disable_failing_after_s), 0, 0, 315360000, "S",
      "disable an endpoint that has failed without a success for this long (0 = never)"},
+    {"shutdown-grace-s", NULL, T_INT, OFF(shutdown_grace_s), 0, 0, 3600, "S",
+     "at shutdown, requests still in flight after this are abandoned and recorded as timed out "
+     "(retried after the restart)"},
     {"max-store-queue", NULL, T_INT, OFF(max_store_queue), 0, 100, 10000000, "N",
      "publish and /in/ answer 503 with Retry-After while more store writes than this wait"},
     {"breaker-window-ms", NULL, T_I64, OFF(breaker_window_ms), 0, 100, 3600000, "MS",
@@ -150,6 +153,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->max_in_flight = 1024;
   c->tenant_max_in_flight = 256;
   c->disable_failing_after_s = 5LL * 24 * 3600;
+  c->shutdown_grace_s = 10;
   c->max_store_queue = 20000;
   c->breaker_window_ms = 60000;
   c->breaker_min_requests = 10;

@@ -39,6 +39,7 @@ typedef struct hookd_config {
   int max_in_flight;           /* global */
   int tenant_max_in_flight;    /* a tenant's cap unless it sets one */
   int64_t disable_failing_after_s; /* disable an endpoint failing this long (0 = never) */
+  int shutdown_grace_s;        /* at shutdown, requests in flight longer are abandoned */
   int max_store_queue;         /* publish answers 503 beyond this many queued store writes */
   int64_t breaker_window_ms;   /* circuit breaker: outcome window … */
   int breaker_min_requests;    /* … fewest outcomes before it decides … */

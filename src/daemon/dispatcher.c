@@ -877,20 +877,28 @@ static void update_stats(hookd_dispatcher *d) {
 
 static void *thread_main(void *arg) {
   hookd_dispatcher *d = arg;
-  int64_t next_stats = 0;
+  int64_t next_stats = 0, stop_ms = 0;
   for (;;) {
     process_inbox(d);
     pthread_mutex_lock(&d->mu);
     bool stopping = d->stopping;
     pthread_mutex_unlock(&d->mu);
     if (stopping) {
-      /* release whatever is queued, let flights land, wait for the store */
+      /* release whatever is queued, let flights land (for the grace period), wait for the
+       * store */
       const char *k;
       void *v;
       for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
         ep *e = v;
         sched_release_queue(d, e);
         sched_ep_unlink(d, e);
+      }
+      if (!stop_ms) stop_ms = hookd_mono_ms();
+      if (d->in_flight > 0 && hookd_mono_ms() - stop_ms >= d->cfg.shutdown_grace_ms) {
+        HLOG(HOOKD_LOG_WARN, "shutdown.abandon_in_flight", KV_I("in_flight", d->in_flight),
+             KV_I("grace_ms", d->cfg.shutdown_grace_ms));
+        hookd_egress_abort_all(d->eg, "hookd shutting down: request abandoned after the grace "
+                               "period, its outcome unknown", on_http_done, d);
       }
       if (d->in_flight == 0 && d->store_ops == 0 && !d->record_retry) break;
     }

@@ -28,6 +28,7 @@ typedef struct hookd_dispatcher_config {
   int max_in_flight;          /* global concurrency cap */
   int tenant_max_in_flight;   /* a tenant's cap unless it sets one */
   int64_t disable_failing_after_ms; /* disable an endpoint failing this long (0 = never) */
+  int64_t shutdown_grace_ms;  /* stopping: requests in flight longer are abandoned (0 = at once) */
   hookd_breaker_cfg breaker;  /* zero fields take the defaults */
   int lease_margin_ms;        /* lease = endpoint timeout + margin (+ queue allowance) */
   const hookd_keyring *keyring; /* opens the endpoints' sealed secrets */

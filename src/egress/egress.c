@@ -16,6 +16,7 @@ struct hookd_egress {
   hookd_egress_config cfg;
   CURLM *multi;
   int in_flight;
+  hookd_egress_req *live;       /* requests in flight (for hookd_egress_abort_all) */
   CURL *pool[POOL_MAX];
   int pool_len;
 };
@@ -184,6 +185,10 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
     return -1;
   }
   eg->in_flight++;
+  req->live_prev = NULL;
+  req->live_next = eg->live;
+  if (eg->live) eg->live->live_prev = req;
+  eg->live = req;
   return 0;
 }
 
@@ -215,6 +220,47 @@ static hookd_net map_result(CURLcode rc, hookd_egress_req *req) {
   }
 }
 
+/* A request is over (rc from libcurl, or a timeout made up by hookd_egress_abort_all): its
+ * outcome is read, its handle goes back to the pool, and on_done gets it. */
+static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
+                   void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
+  hookd_egress_req *req = NULL;
+  curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&req);
+  long status = 0;
+  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+  req->status = (int)status;
+  req->net = map_result(rc, req);
+  if (req->net == HOOKD_NET_OK) {
+    req->error[0] = '\0';
+  } else if (why) {
+    snprintf(req->error, sizeof req->error, "%s", why);
+  } else if (!req->error[0]) {
+    snprintf(req->error, sizeof req->error, "%s", curl_easy_strerror(rc));
+  }
+  if (req->net == HOOKD_NET_BLOCKED)
+    snprintf(req->error, sizeof req->error, "destination refused by rule %s",
+             req->blocked_rule);
+  char *ip = NULL;
+  if (curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip)
+    snprintf(req->primary_ip, sizeof req->primary_ip, "%s", ip);
+  req->latency_ms = (hookd_mono_us() - req->t0_us) / 1000;
+  curl_multi_remove_handle(eg->multi, e);
+  eg->in_flight--;
+  if (req->live_prev) req->live_prev->live_next = req->live_next;
+  else eg->live = req->live_next;
+  if (req->live_next) req->live_next->live_prev = req->live_prev;
+  req->live_prev = req->live_next = NULL;
+  /* the handle keeps its constant options for the next request; the error buffer points
+   * into this request, so detach it */
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+  if (eg->pool_len < POOL_MAX)
+    eg->pool[eg->pool_len++] = e;
+  else
+    curl_easy_cleanup(e);
+  req->easy = NULL;
+  on_done(req, arg);
+}
+
 void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
                        void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
   int running = 0;
@@ -225,38 +271,12 @@ void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
 
   CURLMsg *msg;
   int left;
-  while ((msg = curl_multi_info_read(eg->multi, &left))) {
-    if (msg->msg != CURLMSG_DONE) continue;
-    CURL *e = msg->easy_handle;
-    CURLcode rc = msg->data.result;
-    hookd_egress_req *req = NULL;
-    curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&req);
-    long status = 0;
-    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-    req->status = (int)status;
-    req->net = map_result(rc, req);
-    if (req->net == HOOKD_NET_OK) {
-      req->error[0] = '\0';
-    } else if (!req->error[0]) {
-      snprintf(req->error, sizeof req->error, "%s", curl_easy_strerror(rc));
-    }
-    if (req->net == HOOKD_NET_BLOCKED)
-      snprintf(req->error, sizeof req->error, "destination refused by rule %s",
-               req->blocked_rule);
-    char *ip = NULL;
-    if (curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip)
-      snprintf(req->primary_ip, sizeof req->primary_ip, "%s", ip);
-    req->latency_ms = (hookd_mono_us() - req->t0_us) / 1000;
-    curl_multi_remove_handle(eg->multi, e);
-    eg->in_flight--;
-    /* the handle keeps its constant options for the next request; the error buffer points
-     * into this request, so detach it */
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
-    if (eg->pool_len < POOL_MAX)
-      eg->pool[eg->pool_len++] = e;
-    else
-      curl_easy_cleanup(e);
-    req->easy = NULL;
-    on_done(req, arg);
-  }
+  while ((msg = curl_multi_info_read(eg->multi, &left)))
+    if (msg->msg == CURLMSG_DONE)
+      finish(eg, msg->easy_handle, msg->data.result, NULL, on_done, arg);
+}
+
+void hookd_egress_abort_all(hookd_egress *eg, const char *why,
+                            void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
+  while (eg->live) finish(eg, eg->live->easy, CURLE_OPERATION_TIMEDOUT, why, on_done, arg);
 }

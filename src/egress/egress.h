@@ -69,6 +69,7 @@ typedef struct hookd_egress_req {
   char primary_ip[64];
 
   /* Internal. */
+  struct hookd_egress_req *live_prev, *live_next; /* requests in flight */
   int sockets_opened;            /* to addresses the policy allowed */
   CURL *easy;
   struct hookd_egress *eg;
@@ -87,6 +88,11 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req);
  * request's response buffer belongs to the caller afterwards (hookd_egress_req_cleanup). */
 void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
                        void (*on_done)(hookd_egress_req *req, void *arg), void *arg);
+
+/* Ends every request in flight now, each as a timeout whose error is `why`, through on_done
+ * (a shutdown's grace period is over). The owner's thread only. */
+void hookd_egress_abort_all(hookd_egress *eg, const char *why,
+                            void (*on_done)(hookd_egress_req *req, void *arg), void *arg);
 
 /* Makes a poll in progress return early. Safe from any thread. */
 void hookd_egress_wakeup(hookd_egress *eg);

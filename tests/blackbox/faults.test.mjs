@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { linkSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 describe('durability', () => {
@@ -105,6 +105,34 @@ describe('durability', () => {
     const [d] = await waitDelivery(h, p.json.id, (ds) => ds.length === 1);
     assert.equal(d.state, 'delivered');
     assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('SIGTERM with a request hanging past --shutdown-grace-s: it is abandoned as a timed-out attempt, exit 0, sent again after the restart', async () => {
+    const { dir, cleanup } = tempDir();
+    const recv = await startReceiver(() => 'hang');
+    let h = await startHookd({ dir, args: ['--shutdown-grace-s', '1'] });
+    // the endpoint's timeout (60 s) is far beyond the grace period and the wait below (10 s)
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 60000, retry: { backoff_base_ms: 100, backoff_cap_ms: 200 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await recv.waitFor(1);
+    h.proc.kill('SIGTERM');
+    const r = await withTimeout(h.exited, 10000, 'hookd still waiting for the hanging request');
+    assert.equal(r.code, 0);
+    assert.ok(h.logs.some((l) => l.msg === 'shutdown.abandon_in_flight' && l.in_flight === 1), 'the abandonment is logged');
+    const [row] = h.query('SELECT state, attempt_count, leased_until FROM deliveries');
+    assert.deepEqual(row, { state: 'retrying', attempt_count: 1, leased_until: null });
+    const [att] = h.query('SELECT outcome, error FROM attempts');
+    assert.equal(att.outcome, 'timeout');
+    assert.match(att.error, /shutting down/);
+    recv.behave = () => ({ status: 200 });
+    h = await startHookd({ dir });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(recv.requests.length, 2);
+    assert.equal(recv.requests[1].headers['webhook-id'], recv.requests[0].headers['webhook-id'], 'the same event id');
+    assert.equal((await h.stop()).code, 0);
+    recv.releaseHanging();
     await recv.close();
     cleanup();
   });
