@@ -3,12 +3,15 @@
  * connections live in the multi handle's cache and are reused across requests. */
 #include "egress/egress.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "core/clock.h"
+#include "core/strmap.h"
 
 #define POOL_MAX 8192 /* above any in-flight cap: a request never pays for curl_easy_init */
 
@@ -17,6 +20,11 @@ struct hookd_egress {
   CURLM *multi;
   int in_flight;
   hookd_egress_req *live;       /* requests in flight (for hookd_egress_abort_all) */
+  /* Kept-alive connections, so that a reused one's socket can be found before a request is
+   * sent on it: "local ip|port|peer ip|port" → fd + 1, and by fd its key. */
+  hookd_strmap conns;
+  char **conn_key;
+  int conn_key_cap;
   CURL *pool[POOL_MAX];
   int pool_len;
 };
@@ -36,13 +44,17 @@ hookd_egress *hookd_egress_new(const hookd_egress_config *cfg) {
     return NULL;
   }
   curl_multi_setopt(eg->multi, CURLMOPT_MAXCONNECTS, eg->cfg.max_connects);
+  hookd_strmap_init(&eg->conns);
   return eg;
 }
 
 void hookd_egress_free(hookd_egress *eg) {
   if (!eg) return;
   for (int i = 0; i < eg->pool_len; i++) curl_easy_cleanup(eg->pool[i]);
-  curl_multi_cleanup(eg->multi);
+  curl_multi_cleanup(eg->multi); /* closes the cached connections (on_close_socket) */
+  for (int fd = 0; fd < eg->conn_key_cap; fd++) free(eg->conn_key[fd]);
+  free(eg->conn_key);
+  hookd_strmap_free(&eg->conns);
   free(eg);
 }
 
@@ -108,9 +120,88 @@ static curl_socket_t on_open_socket(void *arg, curlsocktype purpose, struct curl
   return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
+/* ---------- kept-alive connections ---------- */
+
+static void conn_key(char *out, size_t cap, const char *lip, long lport, const char *pip,
+                     long pport) {
+  snprintf(out, cap, "%s|%ld|%s|%ld", lip ? lip : "", lport, pip ? pip : "", pport);
+}
+
+static void conn_forget(hookd_egress *eg, int fd) {
+  if (fd < 0 || fd >= eg->conn_key_cap || !eg->conn_key[fd]) return;
+  hookd_strmap_del(&eg->conns, eg->conn_key[fd]);
+  free(eg->conn_key[fd]);
+  eg->conn_key[fd] = NULL;
+}
+
+/* After a request: the connection it used, if libcurl kept it, is remembered by its addresses.
+ * The handle must still be in the multi handle (CURLINFO_ACTIVESOCKET needs it). */
+static void conn_remember(hookd_egress *eg, CURL *e) {
+  long connects = 0;
+  curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &connects);
+  if (connects == 0) return; /* a reused connection: known since its first request */
+  curl_socket_t fd = CURL_SOCKET_BAD; /* (found by a walk of libcurl's connection cache) */
+  if (curl_easy_getinfo(e, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK || fd == CURL_SOCKET_BAD ||
+      fd < 0)
+    return;
+  if (fd < eg->conn_key_cap && eg->conn_key[fd]) return; /* known already */
+  if (fd >= eg->conn_key_cap) {
+    int nc = eg->conn_key_cap ? eg->conn_key_cap : 256;
+    while (nc <= fd) nc *= 2;
+    char **nk = realloc(eg->conn_key, (size_t)nc * sizeof *nk);
+    if (!nk) return;
+    memset(nk + eg->conn_key_cap, 0, (size_t)(nc - eg->conn_key_cap) * sizeof *nk);
+    eg->conn_key = nk;
+    eg->conn_key_cap = nc;
+  }
+  char *lip = NULL, *pip = NULL;
+  long lport = 0, pport = 0;
+  curl_easy_getinfo(e, CURLINFO_LOCAL_IP, &lip);
+  curl_easy_getinfo(e, CURLINFO_LOCAL_PORT, &lport);
+  curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &pip);
+  curl_easy_getinfo(e, CURLINFO_PRIMARY_PORT, &pport);
+  char key[160];
+  conn_key(key, sizeof key, lip, lport, pip, pport);
+  char *own = strdup(key);
+  if (!own) return;
+  /* an entry left by a socket closed outside on_close_socket would name another fd */
+  void *old = hookd_strmap_get(&eg->conns, key);
+  if (old) conn_forget(eg, (int)((intptr_t)old - 1));
+  if (hookd_strmap_put(&eg->conns, key, (void *)(intptr_t)(fd + 1)) != 0) {
+    free(own);
+    return;
+  }
+  eg->conn_key[fd] = own;
+}
+
+static int on_close_socket(void *arg, curl_socket_t fd) {
+  conn_forget(arg, fd);
+  return close(fd);
+}
+
+/* Bytes (or the end of the stream) already waiting on a reused connection's socket. */
+static bool conn_has_input(hookd_egress *eg, const char *lip, int lport, const char *pip,
+                           int pport) {
+  char key[160];
+  conn_key(key, sizeof key, lip, lport, pip, pport);
+  void *v = hookd_strmap_get(&eg->conns, key);
+  if (!v) return false;
+  char b;
+  return recv((int)((intptr_t)v - 1), &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+}
+
 static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
                      int conn_local_port) {
   hookd_egress_req *req = arg;
+  if (!req->request_sent && !req->fresh) {
+    long connects = 1;
+    curl_easy_getinfo(req->easy, CURLINFO_NUM_CONNECTS, &connects);
+    if (connects == 0 && conn_has_input(req->eg, conn_local_ip, conn_local_port,
+                                        conn_primary_ip, conn_primary_port)) {
+      req->stale_conn = true; /* not sent: started again on a new connection (finish) */
+      return CURL_PREREQFUNC_ABORT;
+    }
+  }
   /* Called before each send: a second call means libcurl is sending the request again by
    * itself, on a new connection after a reused one closed without an answer — which the peer
    * may have read and acted on. */
@@ -137,6 +228,8 @@ static void set_constant_options(hookd_egress *eg, CURL *e) {
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
   curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, eg);
 }
 
 int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
@@ -153,6 +246,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->result_ref[0] = '\0';
   req->response_total = 0;
   req->request_sent = false;
+  req->stale_conn = req->fresh = false;
   req->sockets_opened = 0;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);
 
@@ -171,6 +265,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, req);
   curl_easy_setopt(e, CURLOPT_PREREQDATA, req);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->error);
+  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 0L);
   if (eg->cfg.resolve_list) curl_easy_setopt(e, CURLOPT_RESOLVE, eg->cfg.resolve_list(eg->cfg.resolve_ctx));
 
   req->started_ms = hookd_now_ms();
@@ -226,6 +321,18 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
                    void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
   hookd_egress_req *req = NULL;
   curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&req);
+  if (rc == CURLE_ABORTED_BY_CALLBACK && req->stale_conn && !req->fresh) {
+    /* nothing was sent on the connection with bytes waiting (libcurl has closed it): the same
+     * request again, on a new connection */
+    curl_multi_remove_handle(eg->multi, e);
+    req->stale_conn = false;
+    req->fresh = true;
+    req->error[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+    if (curl_multi_add_handle(eg->multi, e) == CURLM_OK) return;
+    /* could not start again: an error before sending (not ambiguous), retried later */
+  }
+  if (rc == CURLE_OK) conn_remember(eg, e);
   long status = 0;
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
   req->status = (int)status;

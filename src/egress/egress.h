@@ -8,7 +8,13 @@
  *
  * The address about to be connected to is passed to the configured policy callback first
  * (CURLOPT_OPENSOCKETFUNCTION): a refused address never gets a socket, so DNS rebinding cannot
- * slip past a check done at registration. */
+ * slip past a check done at registration.
+ *
+ * A kept-alive connection with bytes waiting on it (a peer that wrote a second, unsolicited
+ * response, or a TLS alert) is not reused: they would be read as the next request's answer.
+ * libcurl 7.88 reuses such a connection (later versions refuse it), so before a request is
+ * sent on a reused connection its socket is peeked; bytes there abort the request before it
+ * is sent and it starts again on a new connection. */
 #ifndef HOOKD_EGRESS_EGRESS_H
 #define HOOKD_EGRESS_EGRESS_H
 
@@ -70,6 +76,8 @@ typedef struct hookd_egress_req {
 
   /* Internal. */
   struct hookd_egress_req *live_prev, *live_next; /* requests in flight */
+  bool stale_conn;               /* the reused connection had bytes waiting: start again */
+  bool fresh;                    /* started again on a new connection */
   int sockets_opened;            /* to addresses the policy allowed */
   CURL *easy;
   struct hookd_egress *eg;

@@ -2,6 +2,7 @@
 // receivers on loopback (issue: the engine). Every request a receiver gets is verified with the
 // standardwebhooks reference library.
 import { after, before, describe, it } from 'node:test';
+import http from 'node:http';
 import assert from 'node:assert/strict';
 import { getDelivery, publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -129,6 +130,29 @@ describe('delivery outcomes', () => {
     assert.equal(p2.json.deliveries, 0, 'a disabled endpoint gets no new deliveries');
     assert.equal(recv.requests.length, 1);
     await recv.close();
+  });
+
+  it('a receiver that writes an unsolicited second response on a kept-alive connection: it is not read as the next delivery\'s answer', async () => {
+    const sockets = [];
+    let answered = 0;
+    const server = http.createServer((req, res) => { req.resume(); req.on('end', () => { answered++; res.end('ok'); }); });
+    server.on('connection', (s) => sockets.push(s));
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { tenant, endpoint } = await setup(h, `http://127.0.0.1:${server.address().port}/hook`);
+    const p1 = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(sockets.length, 1);
+    // a stray 410 on the idle connection, in hookd's socket buffer before the next event exists
+    await new Promise((resolve) => sockets[0].write('HTTP/1.1 410 Gone\r\nContent-Length: 0\r\n\r\n', resolve));
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+    const [d] = await waitDelivery(h, p2.json.id, (ds) => ['delivered', 'dead'].includes(ds[0]?.state));
+    assert.equal(d.state, 'delivered', `the second delivery: ${JSON.stringify(d)}`);
+    assert.equal(answered, 2, 'the receiver answered both');
+    assert.equal(sockets.length, 2, 'the second went on a new connection');
+    const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.equal(ep.json.enabled, true, 'the stray 410 did not disable the endpoint');
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => server.close(resolve));
   });
 
   it('302: a failure, and the Location is never visited', async () => {
