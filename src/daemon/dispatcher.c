@@ -269,7 +269,9 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
   m->op.done = op_done_post;
   m->op.arg = m;
   m->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* it fails only on I/O errors; runs twice safely */
-  e->claiming = 1;
+  e->claiming = limit;
+  e->t->claiming += limit;
+  d->claiming += limit;
   d->store_ops++;
   HOOKD_INC(claims);
   hookd_storeq_submit(d->store->writer, &m->op);
@@ -589,6 +591,8 @@ static void set_due(hookd_dispatcher *d, ep *e, int64_t due, bool authoritative)
 
 static void on_claimed(hookd_dispatcher *d, msg *m) {
   ep *e = m->claim_ep;
+  e->t->claiming -= e->claiming;
+  d->claiming -= e->claiming;
   e->claiming = 0;
   free(m->endpoint_id);
   if (m->rc != 0) {

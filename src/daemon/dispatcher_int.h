@@ -93,6 +93,7 @@ typedef struct tenant {
   int weight;
   hookd_bucket bucket;
   int in_flight, queued, slow_in_flight;
+  int claiming;               /* limits of its endpoints' claims not completed yet */
   struct ep *ready_head, *ready_tail; /* endpoints with something they may send */
   bool in_ring;               /* in the dispatcher's sending ring */
   struct tenant *ring_next;
@@ -122,7 +123,7 @@ typedef struct ep {
                                  (a configuration from the store supersedes it) */
   int in_flight;
   int queued;                 /* all classes */
-  int claiming;
+  int claiming;               /* limit of its claim in progress (0 = none) */
   int item_ops;               /* its items' record/release ops not completed yet */
   item *q_head[CLS__COUNT], *q_tail[CLS__COUNT];
   int64_t next_due;           /* 0 = nothing known due */
@@ -178,6 +179,9 @@ struct hookd_dispatcher {
   ep *budget_wait, *slow_wait;
   tenant *share_wait;         /* tenants stopped by the reserve of the global cap */
   int in_flight, queued, slow_in_flight;
+  int claiming;               /* limits of the claims in progress: counted against the claim
+                                 budgets before they return, or one pass over many due endpoints
+                                 claims far past them */
   int in_flight_cls[CLS__COUNT], queued_cls[CLS__COUNT];
   int store_ops;
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */

@@ -411,12 +411,12 @@ void sched_ep_schedule(hookd_dispatcher *d, ep *e) {
 
 /* Sum of the weights of tenants holding work, plus the claimer's when it holds none. */
 static int active_weight(hookd_dispatcher *d, const tenant *claimer) {
-  int w = claimer->in_flight + claimer->queued > 0 ? 0 : claimer->weight;
+  int w = claimer->in_flight + claimer->queued + claimer->claiming > 0 ? 0 : claimer->weight;
   const char *k;
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
     tenant *t = v;
-    if (t->in_flight + t->queued > 0) w += t->weight;
+    if (t->in_flight + t->queued + t->claiming > 0) w += t->weight;
   }
   return w > 0 ? w : 1;
 }
@@ -431,8 +431,8 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     claimh_remove(d, e);
     tenant *t = e->t;
     int room = ep_room(d, e);
-    int leased = d->in_flight + d->queued;
-    int t_leased = t->in_flight + t->queued;
+    int leased = d->in_flight + d->queued + d->claiming;
+    int t_leased = t->in_flight + t->queued + t->claiming;
     int t_room = 2 * t->max_in_flight - t_leased;
     /* an endpoint holding nothing always gets a small window: the tenant's budget taken by its
      * other endpoints (hanging ones hoard claims) must not starve it */
@@ -650,7 +650,7 @@ void sched_wake(hookd_dispatcher *d, int64_t now) {
 
 int64_t sched_next_timer(hookd_dispatcher *d, int64_t now) {
   int64_t t = 1000;
-  if (d->heap_len && d->in_flight + d->queued < 2 * d->cfg.max_in_flight) {
+  if (d->heap_len && d->in_flight + d->queued + d->claiming < 2 * d->cfg.max_in_flight) {
     int64_t due = d->heap[0]->heap_key - now;
     if (due < t) t = due;
   }

@@ -6,7 +6,7 @@
 // 503 + Retry-After instead of queueing without bound.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -121,6 +121,36 @@ describe('isolation', () => {
     for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
     assert.equal((await h.stop()).code, 0);
     for (const r of [...hanging, healthy]) await r.close();
+  });
+
+  it('claims in progress count against the claim budgets: one pass over many due endpoints does not claim past them', async () => {
+    const { dir, cleanup } = tempDir();
+    const hanging = [];
+    for (let i = 0; i < 10; i++) hanging.push(await startReceiver(() => 'hang'));
+    const args = ['--tenant-max-in-flight', '4'];
+    let h = await startHookd({ dir, args });
+    const tenant = 'claims';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    const ids = [];
+    for (const r of hanging) {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, max_in_flight: 4, timeout_ms: 60000 });
+      assert.equal(e.status, 201, e.text);
+      ids.push(e.json.id);
+    }
+    for (let j = 0; j < 20; j++) await publish(h, tenant, { type: 'a', payload: { j } }); // 200 deliveries
+    await h.kill9();
+    // at start every endpoint is due at once, so one pass submits a claim for each of the ten
+    h = await startHookd({ dir, args });
+    const health = async () => Promise.all(ids.map(async (id) => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${id}`)).json.health));
+    await waitUntil(async () => (await health()).every((x) => x.in_flight + x.claimed > 0), { what: 'every endpoint claimed', timeout: 10000 })
+      .catch(async (e) => { throw new Error(`${e.message}: ${JSON.stringify(await health())}`); });
+    const held = (await health()).reduce((n, x) => n + x.in_flight + x.claimed, 0);
+    // the tenant's budget (2 × 4) plus the window of 4 an endpoint holding nothing may always claim
+    assert.ok(held <= 2 * 4 + 10 * 4, `claimed deliveries held: ${held} (each endpoint alone may claim 8)`);
+    for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of hanging) await r.close();
+    cleanup();
   });
 
   it('an endpoint alternating slow and fast answers stays slow (one fast success does not clear it)', async () => {
