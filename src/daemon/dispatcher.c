@@ -921,6 +921,7 @@ static void *thread_main(void *arg) {
       }
     }
     if (now >= next_stats) { /* the stats walk every endpoint: a few times a second is plenty */
+      sched_mark_overdue(d, now); /* and requests in flight, likewise */
       update_stats(d);
       next_stats = now + 200;
     }

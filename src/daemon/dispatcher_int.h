@@ -203,6 +203,7 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now);
 void sched_dispatch(hookd_dispatcher *d, int64_t now);
 void sched_wake(hookd_dispatcher *d, int64_t now);    /* timers that have fired */
 void sched_sent_done(hookd_dispatcher *d, item *it);  /* a request finished: free its slot */
+void sched_mark_overdue(hookd_dispatcher *d, int64_t now); /* in flight past half the timeout */
 int64_t sched_next_timer(hookd_dispatcher *d, int64_t now); /* ms until the next timer */
 void sched_health_update(hookd_dispatcher *d, ep *e);
 void sched_health_remove(hookd_dispatcher *d, const char *id);

@@ -627,6 +627,25 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   sched_ep_schedule(d, e);
 }
 
+/* A request in flight for more than half its timeout makes its endpoint slow now, and counts in
+ * the slow share from now, rather than when it times out: a hanging endpoint's first requests
+ * join the slow share while they still hang, so its next ones are held to the share. */
+void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
+  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
+    item *it = r->user;
+    ep *e = it->ep;
+    if (it->slow || 2 * (now - it->sent_ms) <= e->cfg.timeout_ms) continue;
+    it->slow = true;
+    d->slow_in_flight++;
+    e->t->slow_in_flight++;
+    e->fast_streak = 0;
+    if (!e->slow) {
+      e->slow = true;
+      sched_health_update(d, e);
+    }
+  }
+}
+
 void sched_wake(hookd_dispatcher *d, int64_t now) {
   while (d->wake_len && d->wake[0]->wake_ms <= now) {
     ep *e = d->wake[0];

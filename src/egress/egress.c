@@ -292,10 +292,13 @@ static hookd_net map_result(CURLcode rc, hookd_egress_req *req) {
    * goes on to the allowed one, and what happened there is the outcome (a 200 there is a
    * delivery, a refused connection a retryable error). */
   if (req->blocked_rule[0] && req->sockets_opened == 0) return HOOKD_NET_BLOCKED;
-  /* A status line already received decides the outcome even if the body was cut short. */
+  /* A status line already received decides the outcome whatever becomes of the body (cut short,
+   * too large, or still trickling at the timeout): the receiver has answered. A 2xx read as a
+   * timeout was sent again. */
   if (rc == CURLE_OK || (req->status >= 200 && (rc == CURLE_WRITE_ERROR ||
                                                 rc == CURLE_PARTIAL_FILE ||
-                                                rc == CURLE_RECV_ERROR)))
+                                                rc == CURLE_RECV_ERROR ||
+                                                rc == CURLE_OPERATION_TIMEDOUT)))
     return HOOKD_NET_OK;
   switch (rc) {
   case CURLE_OPERATION_TIMEDOUT: return HOOKD_NET_TIMEOUT;
@@ -382,6 +385,8 @@ void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
     if (msg->msg == CURLMSG_DONE)
       finish(eg, msg->easy_handle, msg->data.result, NULL, on_done, arg);
 }
+
+hookd_egress_req *hookd_egress_live(hookd_egress *eg) { return eg->live; }
 
 void hookd_egress_abort_all(hookd_egress *eg, const char *why,
                             void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {

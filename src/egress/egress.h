@@ -102,6 +102,9 @@ void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
 void hookd_egress_abort_all(hookd_egress *eg, const char *why,
                             void (*on_done)(hookd_egress_req *req, void *arg), void *arg);
 
+/* The requests in flight, linked by live_next (the owner's thread; NULL if none). */
+hookd_egress_req *hookd_egress_live(hookd_egress *eg);
+
 /* Makes a poll in progress return early. Safe from any thread. */
 void hookd_egress_wakeup(hookd_egress *eg);
 

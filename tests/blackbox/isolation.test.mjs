@@ -153,6 +153,23 @@ describe('isolation', () => {
     cleanup();
   });
 
+  it('a request in flight past half its timeout makes its endpoint slow before it times out', async () => {
+    const h = await startHookd();
+    const r = await startReceiver(() => 'hang');
+    const { tenant, endpoint } = await setup(h, r.url, { timeout_ms: 4000, retry: { max_attempts: 1 } });
+    const p = await publish(h, tenant, { type: 'a', payload: {} });
+    await r.waitFor(1);
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.slow,
+      { what: 'the endpoint slow while its request still hangs', timeout: 3500 });
+    const [d] = (await h.api('GET', `/v1/events/${p.json.id}`)).json.deliveries;
+    assert.equal(d.attempt_count, 0, 'its request had not timed out yet');
+    assert.equal(r.open, 1);
+    r.behave = () => ({ status: 200 });
+    r.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('an endpoint alternating slow and fast answers stays slow (one fast success does not clear it)', async () => {
     const h = await startHookd();
     const r = await startReceiver((rec) => (rec.n % 2 ? { status: 200, delayMs: 700 } : { status: 200 }));

@@ -186,6 +186,27 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('a 2xx whose body is still trickling at the timeout: delivered (the status line decides), not sent again', async () => {
+    const open = [];
+    let requests = 0;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => { requests++; res.writeHead(200, { 'Content-Length': '100' }); res.write('ab'); open.push(res); });
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { tenant } = await setup(h, `http://127.0.0.1:${server.address().port}/hook`, { timeout_ms: 500 });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.attempt_count > 0);
+    const full = await getDelivery(h, d.id);
+    assert.equal(full.state, 'delivered', JSON.stringify(full.attempts));
+    assert.equal(full.attempts.length, 1);
+    assert.equal(full.attempts[0].outcome, 'success');
+    assert.equal(full.attempts[0].http_status, 200);
+    assert.equal(requests, 1);
+    for (const res of open) res.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
   it('event-type filters fan out only to matching endpoints', async () => {
     const all = await startReceiver(), inv = await startReceiver(), exact = await startReceiver();
     const { tenant } = await setup(h, all.url);
