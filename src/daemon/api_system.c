@@ -155,6 +155,10 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) {
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_slow",
                                      "endpoints whose last attempt was slow or timed out",
                                      ds.endpoints_slow);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_claimed_body_bytes",
+                                     "bytes of event bodies held by claimed deliveries (an "
+                                     "event's body once, whatever its fan-out)",
+                                     (double)ds.claimed_body_bytes);
   rc = rc ? rc : endpoint_metrics(&o, app->disp);
   rc = rc ? rc : storeq_metrics(&o, "writer", app->store->writer);
   rc = rc ? rc : storeq_metrics(&o, "reader", app->store->reader);

@@ -589,6 +589,45 @@ static void set_due(hookd_dispatcher *d, ep *e, int64_t due, bool authoritative)
   sched_ep_schedule(d, e);
 }
 
+/* The claimed delivery's body becomes its event's shared copy, or is dropped for the copy
+ * already held (the claim read one per delivery). */
+static void body_share(hookd_dispatcher *d, item *it) {
+  char key[24];
+  snprintf(key, sizeof key, "%lld", (long long)it->c.d.event_seq);
+  body_ref *b = hookd_strmap_get(&d->bodies, key);
+  if (!b) {
+    if (!(b = calloc(1, sizeof *b))) return; /* it keeps its own */
+    b->data = it->c.body;
+    b->len = it->c.body_len;
+    if (hookd_strmap_put(&d->bodies, key, b) != 0) {
+      free(b);
+      return;
+    }
+    d->body_bytes += (int64_t)b->len;
+  } else if (b->len == it->c.body_len) { /* an event's body never changes */
+    free(it->c.body);
+  } else {
+    return; /* cannot happen; it keeps its own */
+  }
+  b->refs++;
+  it->body = b;
+  it->c.body = b->data;
+}
+
+static void body_unshare(hookd_dispatcher *d, item *it) {
+  body_ref *b = it->body;
+  if (!b) return;
+  it->body = NULL;
+  it->c.body = NULL;
+  if (--b->refs > 0) return;
+  char key[24];
+  snprintf(key, sizeof key, "%lld", (long long)it->c.d.event_seq);
+  hookd_strmap_del(&d->bodies, key);
+  d->body_bytes -= (int64_t)b->len;
+  free(b->data);
+  free(b);
+}
+
 static void on_claimed(hookd_dispatcher *d, msg *m) {
   ep *e = m->claim_ep;
   e->t->claiming -= e->claiming;
@@ -612,6 +651,7 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
       it->c = m->claimed[i];
       it->ep = e;
       it->d = d;
+      body_share(d, it);
       if (e->gone || !e->cfg.enabled || d->stopping || sched_breaker_blocks(d, e, hookd_now_ms()) ||
           e->paused_until > hookd_now_ms()) {
         disp_release_item(d, it);
@@ -737,6 +777,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
     set_due(d, e, it->c.d.next_attempt_ms ? it->c.d.next_attempt_ms : hookd_now_ms(), false);
   }
   hookd_egress_req_cleanup(&it->req);
+  body_unshare(d, it);
   hookd_claimed_free(&it->c);
   free(it->endpoint_id);
   free(it);
@@ -876,6 +917,7 @@ static void update_stats(hookd_dispatcher *d) {
   d->stats.breakers_open = open;
   d->stats.endpoints_paused = paused;
   d->stats.endpoints_slow = slow;
+  d->stats.claimed_body_bytes = d->body_bytes;
   pthread_mutex_unlock(&d->mu);
 }
 
@@ -980,6 +1022,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   hookd_strmap_init(&d->eps);
   hookd_strmap_init(&d->tenants);
   hookd_strmap_init(&d->health);
+  hookd_strmap_init(&d->bodies);
   d->eg = hookd_egress_new(&cfg->egress);
   if (!d->node_id || !d->eg) {
     snprintf(err, errlen, "cannot start the egress");
@@ -1036,6 +1079,7 @@ fail:
   }
   hookd_egress_free(d->eg);
   hookd_strmap_free(&d->eps);
+  hookd_strmap_free(&d->bodies);
   free(d->node_id);
   free(d);
   return NULL;
@@ -1053,6 +1097,7 @@ void hookd_dispatcher_stop(hookd_dispatcher *d) {
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_free(d, v);
   hookd_strmap_free(&d->eps);
+  hookd_strmap_free(&d->bodies); /* empty: every item was freed before the loop ended */
   for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
     tenant *t = v;
     free(t->id);

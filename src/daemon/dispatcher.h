@@ -58,6 +58,7 @@ typedef struct hookd_dispatcher_stats {
   int breakers_open;
   int endpoints_paused;
   int endpoints_slow;
+  int64_t claimed_body_bytes; /* bodies held by claimed deliveries, each event's once */
 } hookd_dispatcher_stats;
 
 /* Loads endpoints, releases this node's old leases, computes due hints, starts the thread. */

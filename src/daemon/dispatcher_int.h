@@ -60,9 +60,18 @@ typedef struct msg {
   struct item *item;          /* MSG_RECORDED, MSG_RELEASED */
 } msg;
 
+/* A claimed event's body, shared by its claimed deliveries: an event fanned out to many
+ * endpoints is held once, however many of its deliveries are claimed (d->bodies). */
+typedef struct body_ref {
+  int refs;
+  char *data;
+  size_t len;
+} body_ref;
+
 /* One claimed delivery, from claim to recorded outcome. */
 typedef struct item {
-  hookd_claimed c;
+  hookd_claimed c;             /* c.body borrowed from body when that is set */
+  body_ref *body;
   struct ep *ep;
   struct item *next;          /* endpoint class-queue link */
   int cls;                    /* CLS_* */
@@ -179,6 +188,8 @@ struct hookd_dispatcher {
   ep *budget_wait, *slow_wait;
   tenant *share_wait;         /* tenants stopped by the reserve of the global cap */
   int in_flight, queued, slow_in_flight;
+  hookd_strmap bodies;        /* event seq (decimal) → body_ref of claimed deliveries */
+  int64_t body_bytes;         /* bytes of those bodies (each counted once) */
   int claiming;               /* limits of the claims in progress: counted against the claim
                                  budgets before they return, or one pass over many due endpoints
                                  claims far past them */
