@@ -115,6 +115,13 @@ static void reply_receive(hookd_api_op *base, int rc) {
                            json_pack("{s:s,s:s}", "RspCode", "99", "Message", "Unknown error"));
       return;
     }
+    if (rc == HOOKD_STORE_STATE) { /* no destination left: nothing stored, the provider retries */
+      hookd_req_add_header(base->req, "Retry-After", "60");
+      hookd_req_error(base->req, 503, "no_destination",
+                      "source %s has no destination to forward to; nothing was stored",
+                      op->source_id);
+      return;
+    }
     hookd_api_store_error(base, rc, "source");
     return;
   }

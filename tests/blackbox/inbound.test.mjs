@@ -371,6 +371,48 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('an empty body (GitLab, token auth) is stored and forwarded empty', async () => {
+    const dest = await startReceiver();
+    const src = await source('gitlab', ['gl_empty'], [{ url: dest.url }]);
+    const r = await post(src, '', { 'Content-Type': 'application/json', 'X-Gitlab-Token': 'gl_empty',
+      'X-Gitlab-Event': 'Push Hook', 'X-Gitlab-Event-UUID': 'uuid-empty-1' });
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 1);
+    assert.equal(dest.requests[0].body, '');
+    await dest.close();
+  });
+
+  it('an event received while its destination is disabled is forwarded once it is enabled again; with no destination left, 503 and nothing stored', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_dis'], [{ url: dest.url }]);
+    const epPath = `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`;
+    assert.equal((await h.api('PATCH', epPath, { enabled: false })).status, 200);
+    const body = stripeEvent('evt_dis_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_dis'));
+    assert.equal(r.status, 200, r.text);
+    const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+    assert.equal(rec.status, 'received');
+    assert.equal(rec.deliveries.length, 1, 'a delivery waits for the disabled destination');
+    assert.equal(rec.deliveries[0].state, 'pending');
+    assert.equal(dest.requests.length, 0);
+    assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 1);
+    assert.equal(JSON.parse(dest.requests[0].body).id, 'evt_dis_1');
+    // every destination deleted: a new event is refused (the provider retries), a known one is a duplicate
+    assert.equal((await h.api('DELETE', epPath)).status, 200);
+    const body2 = stripeEvent('evt_dis_2');
+    const refused = await post(src, body2, sign.stripe(body2, 'whsec_dis'));
+    assert.equal(refused.status, 503, refused.text);
+    assert.equal(refused.json.error.code, 'no_destination');
+    assert.equal((await inbox(src)).length, 1, 'nothing stored for the refused event');
+    const again = await post(src, body, sign.stripe(body, 'whsec_dis'));
+    assert.equal(again.status, 200);
+    assert.equal(again.json.duplicate, true);
+    await dest.close();
+  });
+
   it('a non-idempotent destination that times out: unknown, not resent; an operator resolves it', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_un'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);

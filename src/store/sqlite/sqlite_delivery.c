@@ -310,7 +310,8 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
   ev->body_len = (size_t)sqlite3_column_bytes(st, 4);
   ev->body = malloc(ev->body_len + 1);
   if (ev->body) {
-    memcpy(ev->body, sqlite3_column_blob(st, 4), ev->body_len);
+    if (ev->body_len) /* the blob is NULL when empty */
+      memcpy(ev->body, sqlite3_column_blob(st, 4), ev->body_len);
     ev->body[ev->body_len] = '\0';
   }
   ev->occurred_ms = sq_col_i64(st, 5);
@@ -641,7 +642,8 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
       det = NULL;
       break;
     }
-    memcpy(v[i].body, sqlite3_column_blob(det, 2), v[i].body_len);
+    if (v[i].body_len) /* the blob is NULL when empty */
+      memcpy(v[i].body, sqlite3_column_blob(det, 2), v[i].body_len);
     v[i].body[v[i].body_len] = '\0';
     v[i].expires_ms = sq_col_i64(det, 3);
     sq_read_policy(det, 4, &v[i].policy);

@@ -388,10 +388,12 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
   sq_bind_i64(st, 9, event_seq);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert inbound event");
 
-  /* one delivery per enabled destination */
+  /* one delivery per destination, disabled ones included: acknowledged, the event must reach
+   * the application, so a disabled destination's delivery waits until it is enabled again (one
+   * skipped here was never forwarded, and the provider's redeliveries were duplicates) */
   sqlite3_stmt *eps = sq_stmt(c, SQ_DL_DEST,
                               "SELECT id, policy_id FROM endpoints WHERE source_id = ?1"
-                              " AND deleted_at IS NULL AND enabled = 1");
+                              " AND deleted_at IS NULL");
   if (!eps) return HOOKD_STORE_ERR;
   sq_bind_text(eps, 1, req->source_id);
   sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL);
@@ -410,6 +412,9 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
     if (res->n_endpoints < HOOKD_FANOUT_MAX) res->endpoints[res->n_endpoints++] = sq_col_str(eps, 0);
   }
   if (rc != SQLITE_DONE) return sq_fail(c, "destinations");
+  /* nowhere to forward it (every destination deleted): refused, so that the provider retries
+   * until one exists; what this op wrote is undone (the batch runs again with savepoints) */
+  if (res->n_endpoints == 0) return HOOKD_STORE_STATE;
   res->outcome = HOOKD_RECV_NEW;
   res->due_ms = req->now_ms;
   return new_record(req, inbox_seq, event_seq, &res->record);
