@@ -574,6 +574,33 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('hookd killed mid-forward to a non-idempotent destination: held as unknown after the restart, not sent again', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_kill_ni'], [{ url: dest.url, idempotent: false }], {}, d);
+    const body = stripeEvent('evt_kill_ni_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_kill_ni'), d);
+    assert.equal(r.status, 200);
+    await dest.waitFor(1);
+    await d.kill9();
+    dest.behave = () => ({ status: 200 });
+    d = await startHookd({ dir });
+    const rec = await waitStatus(src, r.json.inbox_id, 'unknown', 15000, d);
+    assert.equal(rec.deliveries[0].state, 'unknown');
+    assert.match(rec.last_error, /lease lost/);
+    // a later event reaches the destination: had the held one been due, it would have gone first
+    const body2 = stripeEvent('evt_kill_ni_2');
+    const r2 = await post(src, body2, sign.stripe(body2, 'whsec_kill_ni'), d);
+    await waitStatus(src, r2.json.inbox_id, 'completed', 15000, d);
+    assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id), ['evt_kill_ni_1', 'evt_kill_ni_2'], 'the held one was not sent again');
+    assert.equal((await d.stop()).code, 0);
+    dest.releaseHanging();
+    await dest.close();
+    cleanup();
+  });
+
   it('kill -9 while events arrive: every acknowledged one survives, the provider\'s retries are deduplicated, each event forwarded under one key', async () => {
     const { dir, cleanup } = tempDir();
     let d = await startHookd({ dir });

@@ -792,6 +792,33 @@ static int hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, 
   return sq_hint_push(v, n, cap, ep, due);
 }
 
+/* A reclaimed delivery to an inbound destination marked idempotent: false, whose request may
+ * have been sent by the node that held it (claimed means about to be sent; a crash, or an
+ * outcome that could never be written, leaves no trace of whether it was). */
+#define RECLAIM_NO_RESEND                                                                      \
+  "(SELECT e.idempotent = 0 AND e.source_id IS NOT NULL FROM endpoints e"                       \
+  " WHERE e.id = deliveries.endpoint_id)"
+
+/* Such a delivery is not sent again: held as unknown for an operator, like a timeout after the
+ * request went out, and its inbox record follows. */
+static int reclaim_hold(hookd_store_conn *c, const int64_t *seqs, size_t n, int64_t now_ms) {
+  static const char why[] = "lease lost: hookd stopped while the request may have been sent";
+  for (size_t i = 0; i < n; i++) {
+    sqlite3_stmt *st = sq_stmt(c, SQ_RECLAIM_HOLD,
+                               "UPDATE deliveries SET state = 'unknown', next_attempt_at = NULL,"
+                               " last_error = ?3, updated_at = ?2"
+                               " WHERE seq = ?1 AND (state = 'pending' OR state = 'retrying')");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, seqs[i]);
+    sq_bind_i64(st, 2, now_ms);
+    sq_bind_text(st, 3, why);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "hold reclaimed delivery");
+    int rc = sq_inbox_follow(c, seqs[i], now_ms, why, NULL);
+    if (rc) return rc;
+  }
+  return HOOKD_STORE_OK;
+}
+
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
                       hookd_due_hint **hints, size_t *n, int *reclaimed) {
   sqlite3_stmt *st;
@@ -800,34 +827,53 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
                  "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL,"
                  " lease_token = lease_token + 1 WHERE seq IN (SELECT seq FROM deliveries"
                  " WHERE leased_until IS NOT NULL AND lease_owner = ?1 LIMIT ?3)"
-                 " RETURNING endpoint_id, next_attempt_at, state");
+                 " RETURNING endpoint_id, next_attempt_at, state, seq, " RECLAIM_NO_RESEND);
   } else {
     st = sq_stmt(c, SQ_RECLAIM_EXPIRED,
                  "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL,"
                  " lease_token = lease_token + 1 WHERE seq IN (SELECT seq FROM deliveries"
                  " WHERE leased_until IS NOT NULL AND leased_until <= ?2 LIMIT ?3)"
-                 " RETURNING endpoint_id, next_attempt_at, state");
+                 " RETURNING endpoint_id, next_attempt_at, state, seq, " RECLAIM_NO_RESEND);
   }
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, owner);
   sq_bind_i64(st, 2, now_ms);
   sq_bind_i64(st, 3, limit);
   hookd_due_hint *v = NULL;
-  size_t len = 0, cap = 0;
+  size_t len = 0, cap = 0, n_hold = 0;
+  int64_t *hold = NULL;
   int rc, rows = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     rows++;
     const char *state = (const char *)sqlite3_column_text(st, 2);
     if (!state || (strcmp(state, "pending") != 0 && strcmp(state, "retrying") != 0)) continue;
-    if (hint_add(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
-                 sq_col_i64(st, 1)) != 0) {
-      hookd_due_hints_free(v, len);
-      return HOOKD_STORE_ERR;
+    if (sqlite3_column_int(st, 4)) { /* not sent again: held (below) */
+      int64_t *nh = realloc(hold, (n_hold + 1) * sizeof *nh);
+      if (!nh) break;
+      hold = nh;
+      hold[n_hold++] = sq_col_i64(st, 3);
+      continue;
     }
+    if (hint_add(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
+                 sq_col_i64(st, 1)) != 0)
+      break;
+  }
+  if (rc == SQLITE_ROW) { /* out of memory */
+    sqlite3_reset(st);
+    hookd_due_hints_free(v, len);
+    free(hold);
+    return HOOKD_STORE_ERR;
   }
   if (rc != SQLITE_DONE) {
     hookd_due_hints_free(v, len);
+    free(hold);
     return sq_fail(c, "reclaim leases");
+  }
+  rc = reclaim_hold(c, hold, n_hold, now_ms);
+  free(hold);
+  if (rc) {
+    hookd_due_hints_free(v, len);
+    return rc;
   }
   *hints = v;
   *n = len;
