@@ -89,6 +89,8 @@ typedef struct hookd_verify_result {
   int rc;               /* HOOKD_VERIFY_OK, _MALFORMED, _STALE, _FUTURE, _MISMATCH (sign.h) */
   char reason[128];     /* for logs and the 401 body: which check failed; no secrets */
   int64_t timestamp_s;  /* the provider's signed timestamp when the scheme has one, else 0 */
+  const char *secret;   /* the secret that verified it (one of the caller's), when the scheme
+                           tells (Slack, Zoom); else NULL */
 } hookd_verify_result;
 
 /* Verifies req for provider p. tolerance_s applies to schemes with a signed timestamp
@@ -133,7 +135,7 @@ int hookd_ed25519_verify(const unsigned char pub[32], const void *msg, size_t le
 /* Provider handshakes that need a synchronous answer, after verification:
  *   slack url_verification → 200 {"challenge": <challenge>}
  *   zoom endpoint.url_validation → 200 {"plainToken": t, "encryptedToken": hex HMAC-SHA256(
- *     secret, t)} (first secret)
+ *     secret, t)} (the first of secrets: pass the one that verified the request)
  *   discord PING (type 1) → 200 {"type": 1}
  * Returns 1 and fills status/body when req is a handshake, 0 otherwise. */
 int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json_t *body,

@@ -30,10 +30,11 @@ static void macs_compute(hookd_md md, const hookd_in_secrets *s, const void *con
   }
 }
 
-/* 1 when sig equals any MAC; examines every MAC. */
+/* 1 + the index of the first MAC sig equals, 0 when none; examines every MAC. */
 static int macs_match(const macset *m, const unsigned char *sig, size_t siglen) {
   int match = 0;
-  for (size_t i = 0; i < m->n; i++) match |= hookd_ct_equal(sig, siglen, m->mac[i], m->len);
+  for (size_t i = 0; i < m->n; i++)
+    if (hookd_ct_equal(sig, siglen, m->mac[i], m->len) && !match) match = (int)i + 1;
   return match;
 }
 
@@ -223,6 +224,7 @@ static int v0_scheme(const hookd_in_request *req, const hookd_in_secrets *s, int
   macs_compute(HOOKD_MD_SHA256, s, parts, lens, 4, &m);
   int match = macs_match(&m, sig, sizeof sig);
   macs_clear(&m);
+  if (match) out->secret = s->v[match - 1]; /* Zoom's handshake answers with it */
   return match ? hookd_in_result(out, HOOKD_VERIFY_OK, reasons[5])
                : hookd_in_result(out, HOOKD_VERIFY_MISMATCH, reasons[6]);
 }

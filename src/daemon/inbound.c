@@ -255,7 +255,10 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   int hs_status = 0;
   hookd_buf hs;
   hookd_buf_init(&hs, 4096);
-  if (hookd_in_handshake(p, &in, json, &secrets, &hs_status, &hs) == 1) {
+  /* Zoom's answer is keyed with the secret that verified the request (during a rotation the
+   * provider may hold either) */
+  hookd_in_secrets matched = {&vr.secret, 1};
+  if (hookd_in_handshake(p, &in, json, vr.secret ? &matched : &secrets, &hs_status, &hs) == 1) {
     HOOKD_INC(inbound_handshakes);
     size_t n = hs.len;
     hookd_req_reply(r, hs_status, "application/json", hookd_buf_steal(&hs), n);

@@ -162,3 +162,23 @@ describe('PATCH /v1/sources: new secrets are checked against the source\'s provi
     assert.equal(ok.status, 200, ok.text);
   });
 });
+
+describe('handshakes during a secret rotation', () => {
+  it('Zoom endpoint.url_validation is answered with the secret that verified the request, not the first one', async () => {
+    const dest = await startReceiver();
+    const src = await source('zoom', ['zoom_old_token', 'zoom_new_token'], [{ url: dest.url }]);
+    const body = JSON.stringify({ event: 'endpoint.url_validation', payload: { plainToken: 'qgg8vlvZRS6UYooatFL8Aw' },
+      event_ts: Date.now() });
+    const ts = String(Math.floor(Date.now() / 1000));
+    const mac = (secret, text) => createHmac('sha256', secret).update(text).digest('hex');
+    const res = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body, headers: { 'content-type': 'application/json',
+      'x-zm-request-timestamp': ts, 'x-zm-signature': `v0=${mac('zoom_new_token', `v0:${ts}:${body}`)}` } });
+    assert.equal(res.status, 200);
+    const json = await res.json();
+    assert.equal(json.plainToken, 'qgg8vlvZRS6UYooatFL8Aw');
+    assert.equal(json.encryptedToken, mac('zoom_new_token', 'qgg8vlvZRS6UYooatFL8Aw'), 'keyed with the secret Zoom signed with');
+    assert.equal(dest.requests.length, 0, 'a handshake is not forwarded');
+    assert.equal((await inbox(src)).length, 0, 'nor stored');
+    await dest.close();
+  });
+});
