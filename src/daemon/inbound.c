@@ -325,7 +325,11 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf comp;
   hookd_buf_init(&comp, comp_max);
   char missing[128];
-  int crc = rt->src.identity_paths && json
+  /* a body holding an integer beyond 64 bits was read with such integers rounded (lossy):
+   * values of it cannot key anything (two events would share a key), so neither a composite
+   * identity nor a business key is taken from it — the provider's id or the raw bytes' hash is
+   * the identity, and it has no business key */
+  int crc = rt->src.identity_paths && json && !lossy
                 ? hookd_in_composite_key(json, rt->src.identity_paths, &comp, missing,
                                          sizeof missing)
                 : 1;
@@ -353,7 +357,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
 
   /* business key and object version, when the source declares them */
   bool has_bkey = false, has_version = false, numeric = false;
-  if (rt->src.business_paths && json) {
+  if (rt->src.business_paths && json && !lossy) {
     hookd_buf_init(&comp, comp_max);
     int brc = hookd_buf_printf(&comp, "%s\x1f",
                                rt->src.business_operation ? rt->src.business_operation : "");

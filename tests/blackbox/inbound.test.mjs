@@ -149,6 +149,8 @@ describe('deduplication', () => {
       ['o_big', '1700000000000000050', 'stale'],
       ['o_time', '"2024-03-29T18:00:00Z"', 'received'], ['o_time', '"2024-03-29T18:00:00.5Z"', 'received'],
       ['o_time', '"2024-03-29T20:00:00+02:00"', 'stale'],
+      // a text version is never older, nor does it replace the number seen before it
+      ['o_mix', '10', 'received'], ['o_mix', '"n/a"', 'received'], ['o_mix', '5', 'stale'],
     ];
     const forwarded = [];
     for (const [i, [obj, ver, want]] of steps.entries()) {
@@ -160,6 +162,23 @@ describe('deduplication', () => {
     }
     await waitUntil(async () => dest.requests.length >= forwarded.length, { what: 'forwards' });
     assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id).sort(), forwarded.sort());
+    await dest.close();
+  });
+
+  it('integers beyond 64 bits key nothing: two events differing only there are two events (identity paths, business key)', async () => {
+    const dest = await startReceiver();
+    const mk = (id, ref) => `{"id":"${id}","object":"event","type":"x.y","data":{"object":{"ref":${ref}}}}`;
+    const a = mk('evt_big_a', '18446744073709551617'), b = mk('evt_big_b', '18446744073709551618');
+    const byPath = await source('stripe', ['whsec_bi'], [{ url: dest.url }], { identity_paths: ['data.object.ref'] });
+    const byKey = await source('stripe', ['whsec_bk'], [{ url: dest.url }], { business_key: { paths: ['data.object.ref'], operation: 'pay' } });
+    for (const [src, secret] of [[byPath, 'whsec_bi'], [byKey, 'whsec_bk']]) {
+      const ra = await post(src, a, sign.stripe(a, secret));
+      const rb = await post(src, b, sign.stripe(b, secret));
+      assert.equal(ra.json.status, 'received', ra.text);
+      assert.equal(rb.json.status, 'received', `${src.id}: ${rb.text}`);
+      assert.equal(rb.json.duplicate, false);
+    }
+    await waitUntil(async () => dest.requests.length >= 4, { what: 'four forwards' });
     await dest.close();
   });
 

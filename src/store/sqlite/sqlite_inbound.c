@@ -288,6 +288,12 @@ static int older_than_seen(hookd_store_conn *c, const hookd_receive_req *req) {
     int seen_kind = sq_col_i64(st, 1) ? HOOKD_VERSION_NUMBER : HOOKD_VERSION_TEXT;
     int kind = req->version_numeric ? HOOKD_VERSION_NUMBER : HOOKD_VERSION_TEXT;
     if (hookd_version_older(req->version, kind, seen, seen_kind)) return 1;
+    /* a text version is never older, and never the newest either: it does not replace a
+     * number (10, "n/a", 5 forwarded 5 — the high-water mark was gone) */
+    if (seen_kind == HOOKD_VERSION_NUMBER && kind == HOOKD_VERSION_TEXT) {
+      sqlite3_reset(st);
+      return 0;
+    }
   } else if (rc != SQLITE_DONE) {
     return sq_fail(c, "read object version");
   }
