@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/inbound.h"
+#include "core/timefmt.h"
 #include "core/version.h"
 #include "daemon/api.h"
 #include "daemon/inbound.h"
@@ -384,6 +385,18 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
         if (hv && strlen(hv) < sizeof safe) {
           header_safe(hv, safe, sizeof safe);
           has_version = version_of(safe, strlen(safe), op->version, sizeof op->version, &numeric);
+          /* the header is not signed (Shopify signs the body only): a date-time in the future,
+           * which a replayed request could carry to make every later event of the object look
+           * stale, is no version */
+          int64_t secs;
+          char frac[HOOKD_RFC3339_FRAC_MAX];
+          int64_t tol = rt->src.tolerance_s > 0 ? rt->src.tolerance_s : 300;
+          if (has_version && hookd_parse_rfc3339_exact(safe, &secs, frac) == 0 &&
+              secs > in.now_s + tol) {
+            has_version = false;
+            HLOG(HOOKD_LOG_WARN, "inbound.version_in_future", KV_S("source_id", op->source_id),
+                 KV_S("tenant_id", op->tenant_id), KV_S("header", rt->src.version_header));
+          }
         }
       } else if (rt->src.version_path) {
         const json_t *ver = hookd_json_path(json, rt->src.version_path);

@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { createHmac } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
@@ -179,6 +180,24 @@ describe('deduplication', () => {
       assert.equal(rb.json.duplicate, false);
     }
     await waitUntil(async () => dest.requests.length >= 4, { what: 'four forwards' });
+    await dest.close();
+  });
+
+  it('a version header in the future (unsigned: a replay could carry it) is no version: later genuine events are not stale', async () => {
+    const dest = await startReceiver();
+    const src = await source('shopify', ['shpss_v'], [{ url: dest.url }],
+      { version: { object_path: 'id', header: 'X-Shopify-Triggered-At' } });
+    const shopify = (body, id, at) => ({ 'content-type': 'application/json', 'x-shopify-topic': 'orders/updated',
+      'x-shopify-webhook-id': id, 'x-shopify-triggered-at': at,
+      'x-shopify-hmac-sha256': createHmac('sha256', 'shpss_v').update(body).digest('base64') });
+    const body = (n) => JSON.stringify({ id: 820982911946154500, note: `n${n}` });
+    const future = new Date(Date.now() + 365 * 86400e3).toISOString();
+    const r1 = await post(src, body(1), shopify(body(1), 'wh_fut_1', future));
+    assert.equal(r1.json.status, 'received');
+    const r2 = await post(src, body(2), shopify(body(2), 'wh_fut_2', new Date().toISOString()));
+    assert.equal(r2.json.status, 'received', 'not stale behind a version a year ahead');
+    assert.ok(h.logs.some((l) => l.msg === 'inbound.version_in_future'), 'logged');
+    await waitUntil(async () => dest.requests.length >= 2, { what: 'both forwarded' });
     await dest.close();
   });
 
