@@ -921,6 +921,31 @@ static void update_stats(hookd_dispatcher *d) {
   pthread_mutex_unlock(&d->mu);
 }
 
+/* Claimed deliveries still waiting for a slot when their lease is about to run out go back to
+ * the store (and are claimed again): a lease the sweep reclaims looks like a request that may
+ * have been sent, which holds a non-idempotent destination's delivery as unknown. */
+#define LEASE_RELEASE_GUARD_MS 2000
+static void release_expiring(hookd_dispatcher *d, int64_t now) {
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+    ep *e = v;
+    if (!e->queued) continue;
+    /* a quarter of a short lease: released at once, the item would only be claimed again */
+    int64_t guard = (2 * (int64_t)e->cfg.timeout_ms + d->cfg.lease_margin_ms) / 4;
+    if (guard > LEASE_RELEASE_GUARD_MS) guard = LEASE_RELEASE_GUARD_MS;
+    bool expiring = false;
+    for (int c = 0; c < CLS__COUNT && !expiring; c++)
+      for (item *it = e->q_head[c]; it && !expiring; it = it->next)
+        expiring = it->c.d.leased_until_ms - now < guard;
+    if (!expiring) continue;
+    sched_release_queue(d, e);
+    if (!e->next_due || e->next_due > now) e->next_due = now;
+    sched_ep_ready(d, e);
+    sched_ep_schedule(d, e);
+  }
+}
+
 static void *thread_main(void *arg) {
   hookd_dispatcher *d = arg;
   int64_t next_stats = 0, stop_ms = 0;
@@ -964,6 +989,7 @@ static void *thread_main(void *arg) {
     }
     if (now >= next_stats) { /* the stats walk every endpoint: a few times a second is plenty */
       sched_mark_overdue(d, now); /* and requests in flight, likewise */
+      if (!stopping) release_expiring(d, now);
       update_stats(d);
       next_stats = now + 200;
     }
@@ -971,6 +997,8 @@ static void *thread_main(void *arg) {
     int64_t timeout = sched_next_timer(d, hookd_now_ms());
     if (retry_in < timeout) timeout = retry_in;
     if (!d->sweeping && d->next_sweep_ms - now < timeout) timeout = d->next_sweep_ms - now;
+    /* claimed deliveries waiting: their leases are watched at every stats tick */
+    if (d->queued && next_stats - now < timeout) timeout = next_stats - now;
     if (timeout < 0) timeout = 0;
     hookd_egress_poll(d->eg, stopping ? 100 : (int)timeout, on_http_done, d);
   }

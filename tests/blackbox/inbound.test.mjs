@@ -639,6 +639,36 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('deliveries to a non-idempotent destination that wait past their lease for a slot are claimed again, not held unknown', async () => {
+    // lease = 2 × 300 ms + 1 s; the tenant's one slot is held 3 s by another endpoint's request
+    const { dir, cleanup } = tempDir();
+    const d = await startHookd({ dir, args: ['--lease-margin-ms', '1000'] });
+    const tenant = 'oneslot';
+    await d.api('POST', '/v1/tenants', { id: tenant });
+    assert.equal((await d.api('PATCH', `/v1/tenants/${tenant}`, { max_in_flight: 1 })).status, 200);
+    const slow = await startReceiver(() => 'hang');
+    assert.equal((await d.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: slow.url, timeout_ms: 3000,
+      retry: { max_attempts: 1 } })).status, 201);
+    await d.api('POST', `/v1/tenants/${tenant}/events`, { type: 'a', payload: {} });
+    await slow.waitFor(1);
+    const dest = await startReceiver();
+    const r = await d.api('POST', '/v1/sources', { id: 'src_wait_ni', tenant, provider: 'stripe', secrets: ['whsec_wait'],
+      destinations: [{ url: dest.url, idempotent: false, timeout_ms: 300 }] });
+    assert.equal(r.status, 201, r.text);
+    const body = stripeEvent('evt_wait_1');
+    const id = (await post(r.json, body, sign.stripe(body, 'whsec_wait'), d)).json.inbox_id;
+    await waitUntil(async () => ['completed', 'unknown'].includes((await d.api('GET', `/v1/inbox/${id}`)).json.status),
+      { what: `${id} settled`, timeout: 20000 });
+    const rec = (await d.api('GET', `/v1/inbox/${id}`)).json;
+    assert.equal(rec.status, 'completed', JSON.stringify(rec));
+    assert.equal(dest.requests.length, 1);
+    slow.releaseHanging();
+    assert.equal((await d.stop()).code, 0);
+    await dest.close();
+    await slow.close();
+    cleanup();
+  });
+
   it('kill -9 while events arrive: every acknowledged one survives, the provider\'s retries are deduplicated, each event forwarded under one key', async () => {
     const { dir, cleanup } = tempDir();
     let d = await startHookd({ dir });

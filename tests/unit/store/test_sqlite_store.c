@@ -644,9 +644,6 @@ static int run_purge(hookd_store_conn *c, const hookd_store_backend *be, void *a
   int64_t after = 0;
   return be->inbox_purge(c, k->i64, 100, &after, &k->ival);
 }
-static int run_src(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
-  return be->source_create(c, ((call *)a)->in, NULL, 0, 0);
-}
 static int run_src_dests(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
   return be->source_create(c, k->in, k->out, k->out ? 1 : 0, 0);
@@ -668,20 +665,28 @@ static int receive(fx *f, const char *inbox_id, const char *key, const char *has
   return receive_bkey(f, inbox_id, key, NULL, hash, now, res);
 }
 
+/* Every delivery delivered: records are then the retention's to purge. */
+static int run_finish_deliveries(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)be;
+  (void)a;
+  return sqlite3_exec(c->db, "UPDATE deliveries SET state = 'delivered', next_attempt_at = NULL",
+                      NULL, NULL, NULL) == SQLITE_OK ? 0 : HOOKD_STORE_ERR;
+}
+
+static void make_source(fx *f, bool with_destination);
+
 static void receive_dedup_conflict_purge(void **state) {
   fx *f = *state;
-  make_tenant_endpoint(f, "t1", "ep1", NULL);
-  hookd_source src = {.id = "src1", .tenant_id = "t1", .provider = "stripe", .secrets = "[]",
-                      .tolerance_s = 300, .created_ms = 1, .updated_ms = 1};
-  call c = {.in = &src};
-  assert_int_equal(w(f, run_src, &c), 0);
+  make_source(f, true);
+  call c = {0};
   int64_t old = hookd_now_ms() - 10 * 86400 * 1000LL;
   hookd_receive_res r;
   assert_int_equal(receive(f, "in_1", "key-a", "hash-1", old, &r), 0);
   assert_int_equal(r.outcome, HOOKD_RECV_NEW);
   assert_string_equal(r.record.status, "received");
-  assert_int_equal(r.n_endpoints, 0); /* a source without destinations: stored, nothing to send */
+  assert_int_equal(r.n_endpoints, 1);
   hookd_receive_res_free(&r);
+  assert_int_equal(w(f, run_finish_deliveries, &c), 0);
   assert_int_equal(receive(f, "in_2", "key-a", "hash-1", old, &r), 0);
   assert_int_equal(r.outcome, HOOKD_RECV_DUPLICATE);
   assert_string_equal(r.record.id, "in_1");
@@ -816,10 +821,26 @@ static void receive_links_the_right_event(void **state) {
   hookd_inbox_free(&got);
 }
 
+/* A source with no destination left refuses a new event (the provider retries), storing none of
+ * it: an acknowledged event with nowhere to go was never forwarded. */
+static void receive_without_destination_is_refused(void **state) {
+  fx *f = *state;
+  make_source(f, false);
+  hookd_receive_res r;
+  assert_int_equal(receive(f, "in_1", "k1", "h", hookd_now_ms(), &r), HOOKD_STORE_STATE);
+  hookd_receive_res_free(&r);
+  hookd_inbox got;
+  call g = {.in = "in_1", .out = &got};
+  assert_int_equal(w(f, run_inbox_get, &g), HOOKD_STORE_NOTFOUND);
+  call e = {.in = "in_1"};
+  assert_int_equal(w(f, run_event_seq, &e), 0);
+  assert_int_equal(e.i64, 0);
+}
+
 /* Retention walks seq order and stops at the first record inside the window. */
 static void purge_stops_at_the_first_fresh_record(void **state) {
   fx *f = *state;
-  make_source(f, false);
+  make_source(f, true);
   int64_t now = hookd_now_ms(), old = now - 10 * 86400 * 1000LL;
   hookd_receive_res r;
   const char *ids[] = {"in_1", "in_2", "in_3", "in_4"};
@@ -830,6 +851,7 @@ static void purge_stops_at_the_first_fresh_record(void **state) {
     hookd_receive_res_free(&r);
   }
   call c = {.i64 = now - 86400 * 1000LL};
+  assert_int_equal(w(f, run_finish_deliveries, &c), 0);
   assert_int_equal(w(f, run_purge, &c), 0);
   assert_int_equal(c.ival, 2);
   hookd_inbox got;
@@ -1155,6 +1177,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(reopen_keeps_schema, setup, teardown),
       cmocka_unit_test_setup_teardown(receive_dedup_conflict_purge, setup, teardown),
+      cmocka_unit_test_setup_teardown(receive_without_destination_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(receive_writes_the_record_once, setup, teardown),
       cmocka_unit_test_setup_teardown(receive_links_the_right_event, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_stops_at_the_first_fresh_record, setup, teardown),
