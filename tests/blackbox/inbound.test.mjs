@@ -409,6 +409,19 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('deleting a destination: the records of its cancelled deliveries say dead_lettered, not received for ever', async () => {
+    const dest = await startReceiver(() => ({ status: 500 }));
+    const src = await source('stripe', ['whsec_del'], [{ url: dest.url, retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } }]);
+    const body = stripeEvent('evt_del_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_del'));
+    await waitStatus(src, r.json.inbox_id, 'retryable_failed');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
+    const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    assert.equal(rec.deliveries[0].state, 'cancelled');
+    assert.equal(rec.last_error, 'destination deleted');
+    await dest.close();
+  });
+
   it('an empty body (GitLab, token auth) is stored and forwarded empty', async () => {
     const dest = await startReceiver();
     const src = await source('gitlab', ['gl_empty'], [{ url: dest.url }]);

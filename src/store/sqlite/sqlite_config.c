@@ -273,26 +273,57 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
+  /* an inbound destination's inbox records follow their cancelled deliveries (they would say
+   * `received` for ever) */
+  st = sq_stmt(c, SQ_EP_IS_DEST, "SELECT source_id IS NOT NULL FROM endpoints WHERE id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  bool inbound = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+  sqlite3_reset(st);
   /* Active deliveries are cancelled; bumping the lease token fences any in-flight attempt. */
   /* (in two passes, each on its index: the due ones, and those waiting in a lane) */
   static const char *const cancel[] = {
       "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
       " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL"
-      " WHERE endpoint_id = ?1 AND state IN ('pending','retrying') AND lane_wait = 0",
+      " WHERE endpoint_id = ?1 AND state IN ('pending','retrying') AND lane_wait = 0"
+      " RETURNING seq",
       "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
       " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL"
       " WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"
-      " AND state IN ('pending','retrying','unknown') AND state != 'unknown' AND lane_wait = 1"};
+      " AND state IN ('pending','retrying','unknown') AND state != 'unknown' AND lane_wait = 1"
+      " RETURNING seq"};
   if (cancelled) *cancelled = 0;
-  for (int i = 0; i < 2; i++) {
+  int64_t *seqs = NULL;
+  size_t n = 0;
+  int rc = HOOKD_STORE_OK;
+  for (int i = 0; i < 2 && rc == HOOKD_STORE_OK; i++) {
     st = sq_stmt(c, i ? SQ_EP_CANCEL_LANES : SQ_EP_CANCEL, cancel[i]);
-    if (!st) return HOOKD_STORE_ERR;
+    if (!st) {
+      rc = HOOKD_STORE_ERR;
+      break;
+    }
     sq_bind_text(st, 1, id);
     sq_bind_i64(st, 2, now_ms);
-    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "cancel deliveries");
-    if (cancelled) *cancelled += sqlite3_changes(c->db);
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+      if (cancelled) (*cancelled)++;
+      if (!inbound) continue;
+      int64_t *ns = realloc(seqs, (n + 1) * sizeof *ns);
+      if (!ns) break;
+      seqs = ns;
+      seqs[n++] = sq_col_i64(st, 0);
+    }
+    if (step == SQLITE_ROW) { /* out of memory */
+      sqlite3_reset(st);
+      rc = HOOKD_STORE_ERR;
+    } else if (step != SQLITE_DONE) {
+      rc = sq_fail(c, "cancel deliveries");
+    }
   }
-  return HOOKD_STORE_OK;
+  for (size_t i = 0; i < n && rc == HOOKD_STORE_OK; i++)
+    rc = sq_inbox_follow(c, seqs[i], now_ms, "destination deleted", NULL);
+  free(seqs);
+  return rc;
 }
 
 int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,

@@ -432,7 +432,8 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
                     const char *last_error, const char *result_ref) {
   sqlite3_stmt *st = sq_stmt(
       c, SQ_INBOX_AGG,
-      "SELECT d.event_seq, SUM(x.state = 'unknown'), SUM(x.state = 'dead'),"
+      "SELECT d.event_seq, SUM(x.state = 'unknown'),"
+      " SUM(x.state = 'dead' OR x.state = 'cancelled'),"
       " SUM(x.state = 'retrying'), SUM(x.state = 'pending'), SUM(x.state = 'delivered'),"
       " SUM(x.attempt_count) FROM deliveries d JOIN deliveries x ON x.event_seq = d.event_seq"
       " WHERE d.seq = ?1");
