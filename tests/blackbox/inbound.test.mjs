@@ -422,6 +422,20 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('replaying a dead-lettered forward: its record leaves dead_lettered at once', async () => {
+    const dest = await startReceiver((rec, n) => (n === 1 ? { status: 400 } : 'hang'));
+    const src = await source('stripe', ['whsec_rep'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_rep_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_rep'));
+    const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    assert.equal((await h.api('POST', `/v1/deliveries/${rec.deliveries[0].id}/replay`)).status, 202);
+    await dest.waitFor(2);
+    assert.ok(!(await inbox(src, 'dead_lettered')).some((x) => x.id === r.json.inbox_id), 'no longer listed as dead-lettered');
+    dest.releaseHanging(200);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    await dest.close();
+  });
+
   it('an empty body (GitLab, token auth) is stored and forwarded empty', async () => {
     const dest = await startReceiver();
     const src = await source('gitlab', ['gl_empty'], [{ url: dest.url }]);

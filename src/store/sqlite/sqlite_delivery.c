@@ -486,6 +486,10 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "replay");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_STATE;
+  /* an inbound event's record follows (dead_lettered or completed no longer: it is sent again);
+   * an outbound event has none, and this finds none */
+  rc = sq_inbox_follow(c, seq, now_ms, NULL, NULL);
+  if (rc) return rc;
   return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
 }
 
