@@ -117,6 +117,9 @@ static const opt opts[] = {
      "close a client connection idle (or trickling) this long"},
     {"request-timeout-s", NULL, T_INT, OFF(request_timeout_s), 0, 1, 3600, "S",
      "a request must arrive whole (line, headers, body) within this; 408 beyond"},
+    {"max-connections-per-ip", NULL, T_INT, OFF(max_connections_per_ip), 0, 0, 1000000, "N",
+     "concurrent client connections from one address; more are closed at once (0 = no limit: "
+     "behind a proxy or load balancer every client has its address)"},
     {"max-connections", NULL, T_INT, OFF(max_connections), 0, 1, 1000000, "N",
      "concurrent client connections"},
     {"store-batch", NULL, T_INT, OFF(store_batch), 0, 1, 100000, "N",

@@ -20,6 +20,7 @@ typedef struct hookd_config {
   int header_timeout_s;        /* idle connection / slow client timeout */
   int request_timeout_s;       /* request line to the body's last byte, whatever the pace */
   int max_connections;
+  int max_connections_per_ip;  /* 0 = no limit (hookd behind a proxy sees one address) */
   /* store */
   char store_url[1024];
   int store_batch;

@@ -217,6 +217,7 @@ int hookd_serve(const hookd_config *cfg) {
                             .idle_timeout_s = cfg->header_timeout_s,
                             .request_timeout_s = cfg->request_timeout_s,
                             .max_connections = cfg->max_connections,
+                            .max_connections_per_ip = cfg->max_connections_per_ip,
                             .max_body = cfg->max_body_bytes,
                             .max_head_bytes = cfg->max_header_bytes,
                             .max_headers = cfg->max_headers,

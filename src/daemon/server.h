@@ -25,6 +25,7 @@ typedef struct hookd_server_config {
   int idle_timeout_s;        /* slow or idle clients are disconnected after this */
   int request_timeout_s;     /* a request still arriving after this gets 408 (0: none) */
   int max_connections;
+  int max_connections_per_ip; /* 0 = no limit */
   size_t max_body;           /* 413 beyond */
   size_t max_head_bytes;     /* request line + headers; 431 beyond */
   int max_headers;           /* header count; 431 beyond */

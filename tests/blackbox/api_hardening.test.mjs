@@ -249,6 +249,44 @@ describe('request framing', () => {
   });
 });
 
+describe('connections per address', () => {
+  it('--max-connections-per-ip 2: a third connection from one address is closed at once; the two open keep working', async () => {
+    const h = await startHookd({ args: ['--max-connections-per-ip', '2'] });
+    const open = () => new Promise((resolve) => {
+      const sock = net.connect(h.port, '127.0.0.1');
+      const c = { sock, text: '', closed: new Promise((r) => sock.on('close', r)) };
+      sock.on('data', (d) => { c.text += d.toString('latin1'); });
+      sock.on('error', () => {});
+      sock.on('connect', () => resolve(c));
+    });
+    const ask = async (c) => {
+      const before = c.text.length;
+      c.sock.write('GET /healthz HTTP/1.1\r\nHost: hookd\r\n\r\n');
+      await waitUntil(async () => c.text.length > before || c.sock.destroyed, { what: 'an answer' });
+      return c.text.slice(before);
+    };
+    const a = await open(), b = await open();
+    assert.match(await ask(a), /^HTTP\/1\.1 200/);
+    assert.match(await ask(b), /^HTTP\/1\.1 200/);
+    const c = await open();
+    c.sock.write('GET /healthz HTTP/1.1\r\nHost: hookd\r\n\r\n');
+    await c.closed;
+    assert.equal(c.text, '', 'the third was closed without an answer');
+    assert.match(await ask(a), /^HTTP\/1\.1 200/, 'the first still served');
+    a.sock.destroy();
+    await a.closed;
+    // a new connection is served once a slot is free (the server may see the close a moment late)
+    await waitUntil(async () => {
+      const d = await open();
+      const answer = await ask(d);
+      d.sock.destroy();
+      return /^HTTP\/1\.1 200/.test(answer);
+    }, { what: 'a new one once a slot is free' });
+    b.sock.destroy();
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
 describe('slow clients', () => {
   it('a body trickled a byte at a time, each byte inside the idle timeout, is cut off at --request-timeout-s with 408', async () => {
     const h = await startHookd({ args: ['--request-timeout-s', '1', '--header-timeout-s', '5'] });
