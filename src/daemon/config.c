@@ -124,6 +124,9 @@ static const opt opts[] = {
      "concurrent client connections"},
     {"store-batch", NULL, T_INT, OFF(store_batch), 0, 1, 100000, "N",
      "most writes per group commit"},
+    {"metrics-token", "HOOKD_METRICS_TOKEN", T_STR, OFF(metrics_token), SZ(metrics_token), 0, 0,
+     "TOKEN", "/metrics answers only requests with \"Authorization: Bearer TOKEN\" (unset: "
+              "anyone who reaches the port; prefer the environment to the command line)"},
     {"public-url", "HOOKD_PUBLIC_URL", T_STR, OFF(public_url), SZ(public_url), 0, 0, "URL",
      "the base URL providers use to reach /in/ (e.g. https://hooks.example.com); providers that "
      "sign the URL (Twilio) are verified against it. Default: http:// + the Host header"},

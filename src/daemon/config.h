@@ -65,6 +65,7 @@ typedef struct hookd_config {
   hookd_retry_policy policy;   /* default policy for new endpoints */
   int64_t event_ttl_s;         /* events expire after this (0 = never) */
   /* inbound */
+  char metrics_token[256];     /* "" = /metrics is public */
   char public_url[512];        /* how providers reach this daemon (Twilio signs the URL) */
   int64_t inbox_retention_s;   /* dedup records kept this long */
   /* logs */

@@ -39,6 +39,21 @@ describe('observability', () => {
     await r.close();
   });
 
+  it('--metrics-token (HOOKD_METRICS_TOKEN): /metrics answers 401 without the bearer token, the text with it; health stays public', async () => {
+    const h = await startHookd({ env: { HOOKD_METRICS_TOKEN: 'scrape-secret-1' } });
+    const get = (auth) => fetch(`${h.url}/metrics`, { headers: auth ? { Authorization: auth } : {} });
+    for (const auth of [undefined, 'Bearer wrong', 'scrape-secret-1', `Bearer ${h.apiKey}`]) {
+      const r = await get(auth);
+      assert.equal(r.status, 401, `${auth}: ${r.status}`);
+      assert.equal((await r.json()).error.code, 'unauthorized');
+    }
+    const ok = await get('Bearer scrape-secret-1');
+    assert.equal(ok.status, 200);
+    assert.match(await ok.text(), /^# HELP /m);
+    assert.equal((await fetch(`${h.url}/healthz`)).status, 200);
+    assert.equal((await h.stop()).code, 0);
+  });
+
   it('per-endpoint gauges: an endpoint holding requests shows them in flight, by id (never its URL)', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => 'hang');
