@@ -24,6 +24,17 @@ long hookd_b64_decode(const char *in, size_t len, unsigned char *out) {
     if (pad == 0) return -1; /* "x=" followed by a non-pad character */
     pad++;
   }
+  /* canonical only: the bits the padding leaves unused in the last data character are zero
+   * (RFC 4648 §3.5), so one value has one encoding (a signature cannot be re-spelled) */
+  if (pad) {
+    char c = in[len - 1 - pad];
+    int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+            : c >= 'a' && c <= 'z' ? c - 'a' + 26
+            : c >= '0' && c <= '9' ? c - '0' + 52
+            : c == '+'             ? 62
+                                   : 63;
+    if (v & (pad == 2 ? 0x0F : 0x03)) return -1;
+  }
   int n = EVP_DecodeBlock(out, (const unsigned char *)in, (int)len);
   if (n < 0) return -1;
   return (long)n - (long)pad;

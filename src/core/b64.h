@@ -11,8 +11,9 @@
  * encoded length. */
 size_t hookd_b64_encode(const unsigned char *in, size_t n, char *out);
 
-/* Decodes base64 text (padding required, no whitespace) into out, which holds at least
- * 3 * (len / 4) bytes. Returns the decoded length or -1 for malformed input. */
+/* Decodes base64 text (padding required, no whitespace, canonical: the bits the padding leaves
+ * unused are zero) into out, which holds at least 3 * (len / 4) bytes. Returns the decoded
+ * length or -1 for malformed input. */
 long hookd_b64_decode(const char *in, size_t len, unsigned char *out);
 
 #endif

@@ -398,6 +398,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   return r;
 }
 
+__attribute__((format(printf, 2, 0))) /* fmt is libmicrohttpd's own */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   char msg[512];
   vsnprintf(msg, sizeof msg, fmt, ap);

@@ -174,6 +174,11 @@ static void base64(void **s) {
   assert_int_equal(hookd_b64_decode("aGV=bG8=", 8, out), -1);
   assert_int_equal(hookd_b64_decode("aGVsbG=x", 8, out), -1);
   assert_int_equal(hookd_b64_decode("", 0, out), 0);
+  /* canonical only: bits the padding leaves unused must be zero (one spelling per value) */
+  assert_int_equal(hookd_b64_decode("aGVsbG9=", 8, out), -1);
+  assert_int_equal(hookd_b64_decode("aA==", 4, out), 1);
+  assert_int_equal(hookd_b64_decode("aB==", 4, out), -1);
+  assert_int_equal(hookd_b64_decode("aGVsbA==", 8, out), 4);
 }
 
 int main(void) {
