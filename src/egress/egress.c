@@ -3,6 +3,7 @@
  * connections live in the multi handle's cache and are reused across requests. */
 #include "egress/egress.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,7 +188,8 @@ static bool conn_has_input(hookd_egress *eg, const char *lip, int lport, const c
   void *v = hookd_strmap_get(&eg->conns, key);
   if (!v) return false;
   char b;
-  return recv((int)((intptr_t)v - 1), &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+  if (recv((int)((intptr_t)v - 1), &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) return true;
+  return errno != EAGAIN && errno != EWOULDBLOCK; /* a reset connection is no better */
 }
 
 static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,

@@ -468,9 +468,12 @@ describe('forwarding', () => {
     // every destination deleted: a new event is refused (the provider retries), a known one is a duplicate
     assert.equal((await h.api('DELETE', epPath)).status, 200);
     const body2 = stripeEvent('evt_dis_2');
+    const redone = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_store_redone_batches_total');
+    const redoneBefore = await redone();
     const refused = await post(src, body2, sign.stripe(body2, 'whsec_dis'));
     assert.equal(refused.status, 503, refused.text);
     assert.equal(refused.json.error.code, 'no_destination');
+    assert.equal(await redone(), redoneBefore, 'refused before writing: its batch was not undone and run again');
     assert.equal((await inbox(src)).length, 1, 'nothing stored for the refused event');
     const again = await post(src, body, sign.stripe(body, 'whsec_dis'));
     assert.equal(again.status, 200);

@@ -309,10 +309,30 @@ static int older_than_seen(hookd_store_conn *c, const hookd_receive_req *req) {
   return sqlite3_step(st) == SQLITE_DONE ? 0 : sq_fail(c, "record object version");
 }
 
+/* Nowhere to forward a new event (every destination of its source deleted): refused before
+ * anything is written (the op runs without a savepoint: a failure after a write would make its
+ * whole batch run again), so that the provider retries until one exists. A known identity is
+ * still answered (a duplicate or a conflict, below). */
+static int no_destination(hookd_store_conn *c, const hookd_receive_req *req) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_DL_HAS_DEST,
+                             "SELECT CASE WHEN EXISTS(SELECT 1 FROM endpoints"
+                             " WHERE source_id = ?1 AND deleted_at IS NULL) THEN 1"
+                             " ELSE EXISTS(SELECT 1 FROM inbox WHERE source_id = ?1"
+                             " AND identity_key = ?2) END");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, req->source_id);
+  sq_bind_text(st, 2, req->identity_key);
+  if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "destinations");
+  bool refused = !sqlite3_column_int(st, 0);
+  sqlite3_reset(st);
+  return refused ? HOOKD_STORE_STATE : HOOKD_STORE_OK;
+}
+
 int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res) {
   memset(res, 0, sizeof *res);
   int64_t event_seq = 0;
   int rc;
+  if (!req->filtered && (rc = no_destination(c, req)) != 0) return rc;
   if (!req->filtered && (rc = next_event_seq(c, &event_seq)) != 0) return rc;
   rc = inbox_insert(c, req, req->inbox_id, req->identity_key,
                     req->filtered ? "filtered" : "received", NULL, event_seq);
@@ -418,8 +438,8 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
     if (res->n_endpoints < HOOKD_FANOUT_MAX) res->endpoints[res->n_endpoints++] = sq_col_str(eps, 0);
   }
   if (rc != SQLITE_DONE) return sq_fail(c, "destinations");
-  /* nowhere to forward it (every destination deleted): refused, so that the provider retries
-   * until one exists; what this op wrote is undone (the batch runs again with savepoints) */
+  /* checked before the first write (no_destination); a destination deleted since, in this
+   * transaction, cannot be (the writer is this thread) — kept as a backstop */
   if (res->n_endpoints == 0) return HOOKD_STORE_STATE;
   res->outcome = HOOKD_RECV_NEW;
   res->due_ms = req->now_ms;
