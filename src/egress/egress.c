@@ -138,9 +138,13 @@ static void conn_forget(hookd_egress *eg, int fd) {
 /* After a request: the connection it used, if libcurl kept it, is remembered by its addresses.
  * The handle must still be in the multi handle (CURLINFO_ACTIVESOCKET needs it). */
 static void conn_remember(hookd_egress *eg, CURL *e) {
-  long connects = 0;
+  long connects = 0, version = 0;
   curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &connects);
   if (connects == 0) return; /* a reused connection: known since its first request */
+  /* HTTP/1 only: an HTTP/2 connection multiplexes (other streams' frames wait on it as a rule)
+   * and frames its answers, so a stray one cannot be taken for the next request's */
+  curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &version);
+  if (version != CURL_HTTP_VERSION_1_0 && version != CURL_HTTP_VERSION_1_1) return;
   curl_socket_t fd = CURL_SOCKET_BAD; /* (found by a walk of libcurl's connection cache) */
   if (curl_easy_getinfo(e, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK || fd == CURL_SOCKET_BAD ||
       fd < 0)

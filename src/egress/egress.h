@@ -10,8 +10,9 @@
  * (CURLOPT_OPENSOCKETFUNCTION): a refused address never gets a socket, so DNS rebinding cannot
  * slip past a check done at registration.
  *
- * A kept-alive connection with bytes waiting on it (a peer that wrote a second, unsolicited
- * response, or a TLS alert) is not reused: they would be read as the next request's answer.
+ * A kept-alive HTTP/1 connection with bytes waiting on it (a peer that wrote a second,
+ * unsolicited response, or a TLS alert) is not reused: they would be read as the next request's
+ * answer (HTTP/2 frames its answers and multiplexes: not checked).
  * libcurl 7.88 reuses such a connection (later versions refuse it), so before a request is
  * sent on a reused connection its socket is peeked; bytes there abort the request before it
  * is sent and it starts again on a new connection. */
