@@ -46,6 +46,9 @@ static const opt opts[] = {
      "forbidden)"},
     {"allow-http", "HOOKD_ALLOW_HTTP", T_BOOL, OFF(allow_http), 0, 0, 0, "",
      "allow plain http:// destinations (default: https only)"},
+    {"egress-ca-file", "HOOKD_EGRESS_CA_FILE", T_STR, OFF(egress_ca_file), SZ(egress_ca_file), 0,
+     0, "PATH", "PEM bundle of the CAs trusted for HTTPS destinations, instead of the system's "
+                "(a private CA of internal endpoints)"},
     {"egress-proxy", "HOOKD_EGRESS_PROXY", T_STR, OFF(egress_proxy), SZ(egress_proxy), 0, 0,
      "URL", "send deliveries through this proxy (the connect-time address check then applies to "
             "the proxy hop; the proxy must enforce the destination policy)"},
@@ -403,6 +406,14 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   if (c->default_timeout_ms > c->max_timeout_ms) {
     snprintf(err, errlen, "--default-timeout-ms exceeds --max-timeout-ms");
     return -1;
+  }
+  if (c->egress_ca_file[0]) { /* libcurl would only say so at each request, as a TLS error */
+    FILE *f = fopen(c->egress_ca_file, "r");
+    if (!f) {
+      snprintf(err, errlen, "--egress-ca-file %s: %s", c->egress_ca_file, strerror(errno));
+      return -1;
+    }
+    fclose(f);
   }
   /* each connection may hold max-header-bytes of memory: a client opening every allowed
    * connection must not take more than this */

@@ -57,6 +57,7 @@ typedef struct hookd_config {
   bool allow_private_networks;
   bool allow_http;
   char egress_proxy[1024];
+  char egress_ca_file[1024];   /* "" = the system's CA bundle */
   char egress_ports[512];      /* "any" or comma-separated ports; "" = 80,443,8080,8443 */
   char *resolve[HOOKD_CFG_LIST_MAX];     /* curl RESOLVE entries HOST:PORT:ADDR */
   size_t n_resolve;

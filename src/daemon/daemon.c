@@ -206,6 +206,7 @@ int hookd_serve(const hookd_config *cfg) {
                  .addr_check = hookd_destinations_addr_check,
                  .addr_check_ctx = app.dest,
                  .proxy = cfg->egress_proxy[0] ? cfg->egress_proxy : NULL,
+                 .ca_file = cfg->egress_ca_file[0] ? cfg->egress_ca_file : NULL,
                  .resolve_list = hookd_destinations_resolve_list,
                  .resolve_ctx = app.dest},
   };

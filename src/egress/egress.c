@@ -228,6 +228,7 @@ static void set_constant_options(hookd_egress *eg, CURL *e) {
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (eg->cfg.ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, eg->cfg.ca_file);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(e, CURLOPT_PROXY, eg->cfg.proxy ? eg->cfg.proxy : "");
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);

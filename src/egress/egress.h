@@ -39,6 +39,8 @@ typedef struct hookd_egress_config {
   long max_connects;             /* connection cache size; default 1024 */
   hookd_egress_addr_check addr_check; /* NULL = allow every address */
   void *addr_check_ctx;
+  const char *ca_file;           /* PEM bundle of the CAs trusted for destinations, instead of
+                                    the system's; NULL = the system's */
   const char *proxy;             /* egress proxy URL, NULL = direct (environment proxies are
                                     ignored either way) */
   /* CURLOPT_RESOLVE entries (development and tests), asked for at every request; the list must

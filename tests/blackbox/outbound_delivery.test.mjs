@@ -2,7 +2,12 @@
 // receivers on loopback (issue: the engine). Every request a receiver gets is verified with the
 // standardwebhooks reference library.
 import { after, before, describe, it } from 'node:test';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import http2 from 'node:http2';
+import https from 'node:https';
+import { fileURLToPath } from 'node:url';
+import { Webhook } from 'standardwebhooks';
 import assert from 'node:assert/strict';
 import { getDelivery, publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -277,5 +282,62 @@ describe('replay', () => {
     assert.equal(d2.attempt_count, 3);
     assert.equal(d2.dead_reason, null);
     await recv.close();
+  });
+});
+
+describe('HTTPS destinations (a private CA: --egress-ca-file)', () => {
+  const fixture = (f) => readFileSync(new URL(`./fixtures/tls/${f}`, import.meta.url));
+  const tls = { key: fixture('server.key'), cert: fixture('server.pem') };
+  const ca = fileURLToPath(new URL('./fixtures/tls/ca.pem', import.meta.url));
+  // an HTTPS (HTTP/1.1) or HTTP/2 receiver on loopback; counts connections and requests
+  async function secureReceiver(h2) {
+    const r = { requests: [], connections: 0 };
+    const onRequest = (req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        r.requests.push({ headers: req.headers, body: Buffer.concat(chunks).toString(), version: req.httpVersion });
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.end('ok');
+      });
+    };
+    r.server = h2 ? http2.createSecureServer(tls, onRequest) : https.createServer(tls, onRequest);
+    r.server.on('secureConnection', () => { r.connections++; });
+    await new Promise((resolve) => r.server.listen(0, '127.0.0.1', resolve));
+    r.url = `https://127.0.0.1:${r.server.address().port}/hook`;
+    // hookd keeps its connections alive: closing the server alone would wait for them
+    const sockets = new Set();
+    r.server.on('secureConnection', (sock) => { sockets.add(sock); sock.on('close', () => sockets.delete(sock)); });
+    r.close = () => new Promise((resolve) => { r.server.close(resolve); for (const sock of sockets) sock.destroy(); });
+    return r;
+  }
+
+  it('delivered over HTTPS and over HTTP/2 (multiplexed on few connections), signed; without the CA: tls_error', async () => {
+    const d = await startHookd({ args: ['--egress-ca-file', ca] });
+    for (const h2 of [false, true]) {
+      const r = await secureReceiver(h2);
+      const { tenant, secret } = await setup(d, r.url, { max_in_flight: 8 });
+      const ids = [];
+      for (let i = 0; i < 20; i++) ids.push((await publish(d, tenant, { type: 'a.b', payload: { i } })).json.id);
+      for (const id of ids) await waitDelivery(d, id, (ds) => ds[0]?.state === 'delivered');
+      assert.equal(r.requests.length, 20, `${h2 ? 'HTTP/2' : 'HTTPS'}: each once`);
+      assert.ok(r.requests.every((q) => q.version === (h2 ? '2.0' : '1.1')), `spoken: ${r.requests[0].version}`);
+      const wh = new Webhook(secret);
+      for (const q of r.requests)
+        assert.doesNotThrow(() => wh.verify(q.body, { 'webhook-id': q.headers['webhook-id'],
+          'webhook-timestamp': q.headers['webhook-timestamp'], 'webhook-signature': q.headers['webhook-signature'] }));
+      // kept alive: HTTP/2 multiplexes, HTTP/1.1 reuses up to max_in_flight connections
+      assert.ok(r.connections <= (h2 ? 2 : 8), `${r.connections} connections for 20 deliveries`);
+      await r.close();
+    }
+    assert.equal((await d.stop()).code, 0);
+    // the system's CAs do not know this one
+    const r = await secureReceiver(false);
+    const { tenant } = await setup(h, r.url, { retry: { max_attempts: 1 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [dl] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal((await getDelivery(h, dl.id)).attempts[0].outcome, 'tls_error');
+    assert.equal(r.requests.length, 0);
+    await r.close();
   });
 });
