@@ -292,12 +292,12 @@ static void reply_event_get(hookd_api_op *base, int rc) {
   for (size_t i = 0; i < op->n; i++) json_array_append_new(dl, hookd_json_delivery(&op->dl[i]));
   hookd_req_reply_json(
       base->req, 200,
-      json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "id", op->ev.id, "tenant_id",
+      json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "id", op->ev.id, "tenant_id",
                 op->ev.tenant_id, "type", op->ev.type, "occurred_at",
                 hookd_json_time(op->ev.occurred_ms), "created_at",
                 hookd_json_time(op->ev.created_ms), "expires_at",
                 hookd_json_time(op->ev.expires_ms), "payload", payload ? payload : json_null(),
-                "deliveries", dl));
+                "payload_purged_at", hookd_json_time(op->ev.purged_ms), "deliveries", dl));
 }
 
 void hookd_api_event_get(hookd_req *r, hookd_app *app) {

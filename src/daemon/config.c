@@ -133,6 +133,10 @@ static const opt opts[] = {
     {"public-url", "HOOKD_PUBLIC_URL", T_STR, OFF(public_url), SZ(public_url), 0, 0, "URL",
      "the base URL providers use to reach /in/ (e.g. https://hooks.example.com); providers that "
      "sign the URL (Twilio) are verified against it. Default: http:// + the Host header"},
+    {"payload-retention-s", NULL, T_I64, OFF(payload_retention_s), 0, 0, 315360000, "S",
+     "empty the payload of an outbound event this long after it was published, once every "
+     "delivery of it is settled (delivered, DEAD, cancelled); it can no longer be replayed; "
+     "0 = keep payloads"},
     {"inbox-retention-s", NULL, T_I64, OFF(inbox_retention_s), 0, 345600, 315360000, "S",
      "keep inbound dedup records this long: at least 4 days, longer than any provider's "
      "redelivery window (Stripe: 3 days) — a redelivery after it is forwarded again"},

@@ -69,6 +69,7 @@ typedef struct hookd_config {
   char metrics_token[256];     /* "" = /metrics is public */
   char public_url[512];        /* how providers reach this daemon (Twilio signs the URL) */
   int64_t inbox_retention_s;   /* dedup records kept this long */
+  int64_t payload_retention_s; /* settled outbound events' payloads kept this long (0 = ever) */
   /* logs */
   int log_level;
 } hookd_config;

@@ -74,22 +74,38 @@ typedef struct purge {
   int purged;
 } purge;
 
-static int run_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+static int run_inbox_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   purge *p = arg;
   return be->inbox_purge(c, p->before_ms, 1000, &p->after_seq, &p->purged);
 }
 
-/* Retention of dedup records: small batches, until none is older than the window. */
-static void purge_inbox(hookd_app *app) {
-  purge p = {.before_ms = hookd_now_ms() - app->cfg->inbox_retention_s * 1000};
+static int run_event_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  purge *p = arg;
+  return be->event_purge(c, p->before_ms, hookd_now_ms(), 1000, &p->after_seq, &p->purged);
+}
+
+/* One retention walk, in small batches, until nothing older than the window is left to it. */
+static void purge_walk(hookd_app *app, int64_t retention_s,
+                       int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
+                       _Atomic uint64_t *counter, const char *msg) {
+  purge p = {.before_ms = hookd_now_ms() - retention_s * 1000};
   do {
     p.purged = 0;
-    if (hookd_storeq_run_sync(app->store->writer, run_purge, &p) != 0) return;
+    if (hookd_storeq_run_sync(app->store->writer, run, &p) != 0) return;
     if (p.purged) {
-      HOOKD_ADD(inbox_purged, (uint64_t)p.purged);
-      HLOG(HOOKD_LOG_INFO, "inbox.purged", KV_I("count", p.purged));
+      atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
+      HLOG(HOOKD_LOG_INFO, msg, KV_I("count", p.purged));
     }
   } while (p.after_seq != 0);
+}
+
+/* Retention of dedup records (I9), and of settled outbound events' payloads (O17, when set). */
+static void purge_old(hookd_app *app) {
+  purge_walk(app, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
+             "inbox.purged");
+  if (app->cfg->payload_retention_s > 0)
+    purge_walk(app, app->cfg->payload_retention_s, run_event_purge, &hookd_m.payloads_purged,
+               "payload.purged");
 }
 
 static int refresh_keys(hookd_app *app) {
@@ -243,7 +259,7 @@ int hookd_serve(const hookd_config *cfg) {
     refresh_keys(&app); /* keys created or revoked by `hookd keys` take effect */
     refresh_sources(&app);
     if (hookd_mono_ms() >= next_purge) {
-      purge_inbox(&app);
+      purge_old(&app);
       next_purge = hookd_mono_ms() + 60 * 1000;
     }
   }

@@ -83,6 +83,7 @@ typedef struct hookd_event {
   int64_t occurred_ms;
   int64_t created_ms;
   int64_t expires_ms; /* 0 = never */
+  int64_t purged_ms;  /* its payload was purged then (retention); 0 = kept */
   bool inbound;       /* an inbound event: body is the provider's raw request body */
   char *content_type; /* inbound: as received */
   char *meta;         /* inbound: the header lines its forwards carry */
@@ -471,6 +472,11 @@ typedef struct hookd_store_backend {
   /* Deletes up to `limit` inbox records received before `before_ms`. */
   int (*inbox_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                      int *purged);
+  /* Payload retention: empties the bodies of outbound events created before `before_ms` whose
+   * deliveries are all settled (none pending, retrying or held), walking `limit` events from
+   * after `*after_seq` (0 when the walk is done); `purged` counts them. */
+  int (*event_purge)(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                     int64_t *after_seq, int *purged);
 } hookd_store_backend;
 
 /* ---------- an opened store ---------- */

@@ -3,7 +3,7 @@
 // pauses its deliveries without dropping them, enabling resumes them.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 let h;
@@ -109,5 +109,43 @@ describe('endpoint state', () => {
     assert.equal(r.status, 409);
     assert.match(r.json.error.message, /disabled/);
     await recv.close();
+  });
+});
+
+describe('payload retention', () => {
+  it('--payload-retention-s: a settled event\'s payload is emptied after the window (payload null, payload_purged_at, replay 409); an unsettled one is kept', async () => {
+    const { dir, cleanup } = tempDir();
+    const args = ['--payload-retention-s', '1'];
+    let d = await startHookd({ dir, args });
+    const ok = await startReceiver();
+    const failing = await startReceiver(() => ({ status: 500 }));
+    const A = await setup(d, ok.url);
+    const B = await setup(d, failing.url, { retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } });
+    const p1 = await publish(d, A.tenant, { type: 'a.b', payload: { card: '4242' } });
+    const p2 = await publish(d, B.tenant, { type: 'a.b', payload: { keep: 1 } });
+    const [d1] = await waitDelivery(d, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    await waitDelivery(d, p2.json.id, (ds) => ds[0]?.state === 'retrying');
+    // retention runs at start and every minute: restart once the window has passed
+    const created = Date.parse((await d.api('GET', `/v1/events/${p1.json.id}`)).json.created_at);
+    await waitUntil(async () => Date.now() > created + 1500, { what: 'the window passes' });
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir, args });
+    const e1 = await waitUntil(async () => {
+      const r = await d.api('GET', `/v1/events/${p1.json.id}`);
+      return r.json.payload_purged_at ? r.json : null;
+    }, { what: 'the delivered event purged' });
+    assert.equal(e1.payload, null);
+    assert.equal(e1.deliveries[0].state, 'delivered', 'its history kept');
+    const e2 = (await d.api('GET', `/v1/events/${p2.json.id}`)).json;
+    assert.deepEqual(e2.payload, { keep: 1 }, 'a delivery still retrying keeps its payload');
+    assert.equal(e2.payload_purged_at, null);
+    const rep = await d.api('POST', `/v1/deliveries/${d1.id}/replay`);
+    assert.equal(rep.status, 409, rep.text);
+    assert.match(rep.json.error.message, /purged/);
+    assert.match((await d.api('GET', '/metrics')).text, /^hookd_payloads_purged_total 1$/m);
+    assert.equal((await d.stop()).code, 0);
+    await ok.close();
+    await failing.close();
+    cleanup();
   });
 });

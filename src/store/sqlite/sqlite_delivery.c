@@ -294,7 +294,8 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
                  hookd_delivery **dl, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_GET,
                              "SELECT seq, id, tenant_id, type, body, occurred_at, created_at,"
-                             " expires_at, kind, content_type, meta FROM events WHERE id = ?1"
+                             " expires_at, kind, content_type, meta, purged_at FROM events"
+                             " WHERE id = ?1"
                              " AND (?2 IS NULL OR tenant_id = ?2) LIMIT 2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
@@ -321,6 +322,7 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
   ev->inbound = kind && !strcmp(kind, "inbound");
   ev->content_type = sq_col_str(st, 9);
   ev->meta = sq_col_str(st, 10);
+  ev->purged_ms = sq_col_i64(st, 11);
   if (sqlite3_step(st) == SQLITE_ROW) {
     hookd_event_free(ev);
     snprintf(c->err, sizeof c->err, "event id is used by several tenants");
@@ -462,16 +464,22 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 
   /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
   sqlite3_stmt *st = sq_stmt(c, SQ_DL_REPLAY_EXPIRY,
-                             "SELECT e.expires_at FROM deliveries d JOIN events e"
+                             "SELECT e.expires_at, e.purged_at FROM deliveries d JOIN events e"
                              " ON e.seq = d.event_seq WHERE d.seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, seq);
   rc = sqlite3_step(st);
   int64_t expires = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  bool purged = rc == SQLITE_ROW && sq_col_i64(st, 1);
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read event expiry");
   if (expires && expires <= now_ms) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
+    return HOOKD_STORE_STATE;
+  }
+  if (purged) { /* never rebuilt from current state (O17) */
+    snprintf(c->err, sizeof c->err,
+             "its event's payload was purged (--payload-retention-s): nothing left to send");
     return HOOKD_STORE_STATE;
   }
 
@@ -978,4 +986,70 @@ int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
   *out = v;
   *n = len;
   return HOOKD_STORE_OK;
+}
+
+/* ---------- retention walks ---------- */
+
+int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, int limit,
+                      int64_t *after_seq, int64_t **ids, int *n) {
+  *n = 0;
+  sq_bind_i64(st, 1, limit);
+  sq_bind_i64(st, 2, *after_seq);
+  if (!(*ids = malloc((size_t)limit * sizeof **ids))) {
+    sqlite3_reset(st);
+    return HOOKD_STORE_ERR;
+  }
+  int scanned = 0, rc;
+  int64_t last = *after_seq;
+  bool fresh = false;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (sq_col_i64(st, 1) >= before_ms) {
+      fresh = true;
+      break;
+    }
+    last = sq_col_i64(st, 0);
+    scanned++;
+    if (sq_col_i64(st, 2)) (*ids)[(*n)++] = last;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    free(*ids);
+    *ids = NULL;
+    return sq_fail(c, "retention walk");
+  }
+  /* the walk ends inside the window or at the end: the next one starts from the beginning */
+  *after_seq = fresh || scanned < limit ? 0 : last;
+  return HOOKD_STORE_OK;
+}
+
+/* Payload retention: outbound events only (inbound ones follow the inbox's retention), and only
+ * once every delivery of the event is settled. */
+int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                   int64_t *after_seq, int *purged) {
+  *purged = 0;
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_PURGE,
+                             "SELECT e.seq, e.created_at, e.kind = 'outbound' AND e.purged_at IS"
+                             " NULL AND NOT EXISTS (SELECT 1 FROM deliveries d"
+                             "  WHERE d.event_seq = e.seq"
+                             "  AND d.state IN ('pending', 'retrying', 'unknown'))"
+                             " FROM events e WHERE e.seq > ?2 ORDER BY e.seq LIMIT ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  int64_t *ids;
+  int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &ids, &n);
+  if (rc) return rc;
+  st = sq_stmt(c, SQ_EV_PURGE_SET,
+               "UPDATE events SET body = x'', purged_at = ?2 WHERE seq = ?1");
+  for (int i = 0; st && i < n; i++) {
+    sq_bind_i64(st, 1, ids[i]);
+    sq_bind_i64(st, 2, now_ms);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+      free(ids);
+      return sq_fail(c, "purge event payload");
+    }
+    (*purged)++;
+  }
+  free(ids);
+  return st ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
 }

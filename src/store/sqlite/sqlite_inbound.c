@@ -606,37 +606,14 @@ int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
                    int *purged) {
   *purged = 0;
   sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_PURGE,
-                             "SELECT i.seq, i.received_at, EXISTS (SELECT 1 FROM deliveries d"
+                             "SELECT i.seq, i.received_at, NOT EXISTS (SELECT 1 FROM deliveries d"
                              "  WHERE d.event_seq = i.event_seq"
                              "  AND d.state IN ('pending', 'retrying', 'unknown'))"
                              " FROM inbox i WHERE i.seq > ?2 ORDER BY i.seq LIMIT ?1");
   if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, limit);
-  sq_bind_i64(st, 2, *after_seq);
-  int64_t *del = malloc((size_t)limit * sizeof *del);
-  if (!del) {
-    sqlite3_reset(st);
-    return HOOKD_STORE_ERR;
-  }
-  int n = 0, scanned = 0, rc;
-  int64_t last = *after_seq;
-  bool fresh = false;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (sq_col_i64(st, 1) >= before_ms) {
-      fresh = true;
-      break;
-    }
-    last = sq_col_i64(st, 0);
-    scanned++;
-    if (!sq_col_i64(st, 2)) del[n++] = last;
-  }
-  sqlite3_reset(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    free(del);
-    return sq_fail(c, "read inbox for purge");
-  }
-  /* the walk ends inside the window or at the end: the next one starts from the beginning */
-  *after_seq = fresh || scanned < limit ? 0 : last;
+  int64_t *del;
+  int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &del, &n);
+  if (rc) return rc;
   st = sq_stmt(c, SQ_INBOX_PURGE_DEL, "DELETE FROM inbox WHERE seq = ?1");
   for (int i = 0; st && i < n; i++) {
     sq_bind_i64(st, 1, del[i]);

@@ -26,7 +26,7 @@ enum sq_stmt_id {
   SQ_SRC_INSERT, SQ_SRC_GET, SQ_SRC_UPDATE, SQ_SRC_DELETE, SQ_SRC_LIST, SQ_SRC_DESTS,
   SQ_INBOX_INSERT, SQ_INBOX_BY_KEY, SQ_INBOX_BY_BKEY, SQ_INBOX_GET, SQ_INBOX_AGG, SQ_INBOX_SET,
   SQ_INBOX_LEASE, SQ_INBOX_PURGE, SQ_INBOX_PURGE_DEL, SQ_INBOX_RESOLVE, SQ_VERSION_GET,
-  SQ_VERSION_SET, SQ_DL_DEST, SQ_DL_HAS_DEST, SQ_EV_INSERT_IN, SQ_EV_NEXT_SEQ, SQ_INBOX_DL, SQ_INBOX_LIST,
+  SQ_VERSION_SET, SQ_DL_DEST, SQ_DL_HAS_DEST, SQ_EV_PURGE, SQ_EV_PURGE_SET, SQ_EV_INSERT_IN, SQ_EV_NEXT_SEQ, SQ_INBOX_DL, SQ_INBOX_LIST,
   SQ_DL_RESOLVE,
   SQ_TENANT_UPDATE, SQ_TENANT_LIST, SQ_CLAIM_LIVE_LANES, SQ_CLAIM_REPLAY, SQ_CLAIM_REPLAY_LANES,
   SQ_NEXT_DUE_REPLAY, SQ_EP_FAILING, SQ_NEXT_DUE_LANES, SQ_NEXT_DUE_REPLAY_LANES,
@@ -159,6 +159,14 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
 int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                    int *purged);
 /* Recomputes the inbox record of a delivery's event from its deliveries (outcome writes). */
+/* A retention walk (inbox, payloads): steps st — bound here ?1 = limit, ?2 = after seq; its
+ * columns seq, time, eligible — and stops at the first row at or after before_ms. The eligible
+ * rows' seqs in *ids (malloc'd, n of them); *after_seq where the next batch goes on, 0 when the
+ * walk is done. */
+int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, int limit,
+                      int64_t *after_seq, int64_t **ids, int *n);
+int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                   int64_t *after_seq, int *purged);
 int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
                     const char *last_error, const char *result_ref);
 int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);

@@ -286,6 +286,10 @@ static const struct {
      /* A deleted source keeps no secrets: `keys rotate-master` re-seals live ones only, and a
       * retired master key must not open the deleted ones (delete now blanks them too). */
      "UPDATE sources SET secrets = '' WHERE deleted_at IS NOT NULL;"},
+    {10,
+     /* Payload retention (--payload-retention-s): a purged event keeps its row, ids and
+      * deliveries' history; its body is emptied and it can no longer be replayed. */
+     "ALTER TABLE events ADD COLUMN purged_at INTEGER;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {
