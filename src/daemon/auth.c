@@ -179,6 +179,7 @@ bool hookd_role_allows(hookd_role role, hookd_perm perm) {
   case HOOKD_PERM_PUBLISH: return role == HOOKD_ROLE_PUBLISHER || role == HOOKD_ROLE_ADMIN;
   case HOOKD_PERM_OPERATE: return role == HOOKD_ROLE_OPERATOR || role == HOOKD_ROLE_ADMIN;
   case HOOKD_PERM_ADMIN: return role == HOOKD_ROLE_ADMIN;
+  case HOOKD_PERM_SCRAPE: return true; /* not a key's: the router checks the metrics token */
   }
   return false;
 }

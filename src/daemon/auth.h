@@ -30,6 +30,7 @@ typedef enum hookd_perm {
   HOOKD_PERM_PUBLISH,
   HOOKD_PERM_OPERATE,
   HOOKD_PERM_ADMIN,
+  HOOKD_PERM_SCRAPE,     /* no key; the --metrics-token bearer token when one is set */
 } hookd_perm;
 
 /* The longest tenant scope a key may have, in bytes: the principal holds it whole. */

@@ -2,11 +2,13 @@
  *
  * Patterns are matched segment by segment; "{}" captures one segment into the request's
  * parameters (in order). A path that matches with another method answers 405 with Allow. */
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core/ids.h"
+#include "core/sign.h"
 #include "daemon/api.h"
 #include "daemon/inbound.h"
 #include "daemon/log.h"
@@ -24,7 +26,7 @@ typedef struct route {
 static const route routes[] = {
     {"GET", "/healthz", HOOKD_PERM_PUBLIC, -1, hookd_api_healthz, "*"},
     {"GET", "/readyz", HOOKD_PERM_PUBLIC, -1, hookd_api_readyz, "*"},
-    {"GET", "/metrics", HOOKD_PERM_PUBLIC, -1, hookd_api_metrics, "*"},
+    {"GET", "/metrics", HOOKD_PERM_SCRAPE, -1, hookd_api_metrics, "*"},
     /* provider-facing: the provider's signature is the authentication, the query is theirs */
     {"POST", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle, "*"},
     {"GET", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle, "*"},
@@ -96,6 +98,17 @@ static const char *bearer(hookd_req *r) {
   return h;
 }
 
+/* --metrics-token: the scrape's bearer token (compared as SHA-256 digests, in constant time);
+ * without one, anyone who reaches the port. */
+static bool scrape_allowed(const char *token, const char *tok) {
+  if (!token[0]) return true;
+  unsigned char got[32], want[32];
+  if (!tok || hookd_sha256(tok, strlen(tok), got) != 0 ||
+      hookd_sha256(token, strlen(token), want) != 0)
+    return false;
+  return CRYPTO_memcmp(got, want, 32) == 0;
+}
+
 void hookd_api_handle(hookd_req *r, void *arg) {
   hookd_app *app = arg;
   const char *method = hookd_req_method(r), *path = hookd_req_path(r);
@@ -124,7 +137,15 @@ void hookd_api_handle(hookd_req *r, void *arg) {
   }
   match(rt->pattern, path, r, true);
 
-  if (rt->perm != HOOKD_PERM_PUBLIC) {
+  if (rt->perm == HOOKD_PERM_SCRAPE) {
+    if (!scrape_allowed(app->cfg->metrics_token, bearer(r))) {
+      HOOKD_INC(auth_failures);
+      hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
+      hookd_req_error(r, 401, "unauthorized", "%s needs the metrics token as a bearer token",
+                      path);
+      return;
+    }
+  } else if (rt->perm != HOOKD_PERM_PUBLIC) {
     hookd_principal *p = calloc(1, sizeof *p);
     const char *tok = bearer(r);
     if (!p) {
