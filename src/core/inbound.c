@@ -134,6 +134,12 @@ const char *hookd_in_query(const hookd_in_request *req, size_t *len) {
   return q;
 }
 
+int64_t hookd_in_tolerance(int64_t tolerance_s) {
+  return tolerance_s <= 0               ? DEFAULT_TOLERANCE_S
+         : tolerance_s > MAX_TOLERANCE_S ? MAX_TOLERANCE_S
+                                         : tolerance_s;
+}
+
 int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_in_secrets *secrets,
                     int64_t tolerance_s, const hookd_generic_hmac *generic,
                     hookd_verify_result *out) {
@@ -153,9 +159,7 @@ int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_i
   }
   if (s.n == 0)
     return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "only empty secrets configured");
-  int64_t tol = tolerance_s <= 0               ? DEFAULT_TOLERANCE_S
-                : tolerance_s > MAX_TOLERANCE_S ? MAX_TOLERANCE_S
-                                                : tolerance_s;
+  int64_t tol = hookd_in_tolerance(tolerance_s);
 
   switch (p) {
   case HOOKD_PROVIDER_STANDARD: return hookd_in_verify_standard(req, &s, tol, out);

@@ -93,6 +93,10 @@ typedef struct hookd_verify_result {
                            tells (Slack, Zoom); else NULL */
 } hookd_verify_result;
 
+/* A source's tolerance_s as the verifiers apply it: <= 0 is the default (300 s), more than 366
+ * days is 366 days. */
+int64_t hookd_in_tolerance(int64_t tolerance_s);
+
 /* Verifies req for provider p. tolerance_s applies to schemes with a signed timestamp
  * (standard, stripe, slack, paddle, zoom, discord, generic with timestamp_header); <= 0 uses the
  * provider's default (300 s), more than 366 days is clamped to 366 days. generic is required for

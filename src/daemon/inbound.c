@@ -390,9 +390,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
            * stale, is no version */
           int64_t secs;
           char frac[HOOKD_RFC3339_FRAC_MAX];
-          int64_t tol = rt->src.tolerance_s > 0 ? rt->src.tolerance_s : 300;
           if (has_version && hookd_parse_rfc3339_exact(safe, &secs, frac) == 0 &&
-              secs > in.now_s + tol) {
+              secs > in.now_s + hookd_in_tolerance(rt->src.tolerance_s)) {
             has_version = false;
             HLOG(HOOKD_LOG_WARN, "inbound.version_in_future", KV_S("source_id", op->source_id),
                  KV_S("tenant_id", op->tenant_id), KV_S("header", rt->src.version_header));
