@@ -447,7 +447,7 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
       MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      (unsigned)(cfg->max_connections_per_ip > 0 ? cfg->max_connections_per_ip : 0),
+      (unsigned)cfg->max_connections_per_ip, /* 0: no limit, as for libmicrohttpd */
       MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       (size_t)(cfg->max_head_bytes ? cfg->max_head_bytes : 32768),
       MHD_OPTION_END); /* SO_REUSEADDR only: never a port shared with another process */
