@@ -1025,8 +1025,9 @@ int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, 
 /* Payload retention: outbound events only (inbound ones follow the inbox's retention), and only
  * once every delivery of the event is settled. Purged rows stay (ids and history), so the walk
  * goes through a partial index of the rows not purged yet — made by the first purge, so that a
- * store without retention pays nothing for it on every publish; each walk then visits the
- * unsettled old events and stops at the window, instead of every purged event every minute. */
+ * store on which retention was never enabled does not maintain it at every publish; each walk
+ * then visits the unsettled old events and stops at the window, instead of every purged event
+ * every minute. */
 int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
                    int64_t *after_seq, int *purged) {
   *purged = 0;
