@@ -7,6 +7,10 @@ HOOKD_BIN=${HOOKD_BIN:-$BENCH_ROOT/build/hookd}
 HOOKD_KEY=bench-admin-key
 HOOKD_ARGS_BASE=(--api-key "$HOOKD_KEY" --egress-allow 127.0.0.0/8 --allow-http
   --egress-ports any --log-level info)
+# BENCH_HOOKD_ARGS: more `hookd serve` options for every daemon of the run (e.g.
+# "--payload-retention-s 86400" to measure what a setting costs), split on spaces
+read -r -a _extra <<<"${BENCH_HOOKD_ARGS:-}"
+HOOKD_ARGS_BASE+=("${_extra[@]}")
 
 # hookd_start DIR [extra hookd serve args...] — sets HOOKD_PID, HOOKD_PORT, HOOKD_URL.
 hookd_start() {

@@ -15,7 +15,8 @@
 # Environment knobs (defaults in brackets): BENCH_REPS [3], BENCH_EVENTS [100000] (drain backlog),
 # BENCH_STEADY_EVENTS [50000] (0 = skip the steady phase), BENCH_PUBLISH_RATES ["2000 5000"],
 # BENCH_PUBLISH_SECONDS [10], BENCH_QUIET_WAIT [30] (seconds to wait for a quiet machine),
-# BENCH_KEEP_TMP [0] (keep logs, stores and metrics of every run); bench/inbound.sh and
+# BENCH_KEEP_TMP [0] (keep logs, stores and metrics of every run), BENCH_HOOKD_ARGS [""] (more
+# `hookd serve` options for every daemon); bench/inbound.sh and
 # bench/isolation.sh list their own.
 # These are benchmarks, not tests: a slow figure prints MISS, it never fails the run.
 set -euo pipefail
