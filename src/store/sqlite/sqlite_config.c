@@ -294,7 +294,7 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
       " RETURNING seq"};
   if (cancelled) *cancelled = 0;
   int64_t *seqs = NULL;
-  size_t n = 0;
+  size_t n = 0, cap = 0;
   int rc = HOOKD_STORE_OK;
   for (int i = 0; i < 2 && rc == HOOKD_STORE_OK; i++) {
     st = sq_stmt(c, i ? SQ_EP_CANCEL_LANES : SQ_EP_CANCEL, cancel[i]);
@@ -307,11 +307,7 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
       if (cancelled) (*cancelled)++;
-      if (!inbound) continue;
-      int64_t *ns = realloc(seqs, (n + 1) * sizeof *ns);
-      if (!ns) break;
-      seqs = ns;
-      seqs[n++] = sq_col_i64(st, 0);
+      if (inbound && sq_seq_push(&seqs, &n, &cap, sq_col_i64(st, 0)) != 0) break;
     }
     if (step == SQLITE_ROW) { /* out of memory */
       sqlite3_reset(st);

@@ -118,6 +118,18 @@ char *sq_col_str(sqlite3_stmt *st, int i) {
 
 int64_t sq_col_i64(sqlite3_stmt *st, int i) { return sqlite3_column_int64(st, i); }
 
+int sq_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    int64_t *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return -1;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = seq;
+  return 0;
+}
+
 int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
                  void (*read)(sqlite3_stmt *st, void *rec), void (*free_all)(void *v, size_t n),
                  void **out, size_t *n, const char *what) {

@@ -852,7 +852,7 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
   sq_bind_i64(st, 2, now_ms);
   sq_bind_i64(st, 3, limit);
   hookd_due_hint *v = NULL;
-  size_t len = 0, cap = 0, n_hold = 0;
+  size_t len = 0, cap = 0, n_hold = 0, cap_hold = 0;
   int64_t *hold = NULL;
   int rc, rows = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -860,10 +860,7 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
     const char *state = (const char *)sqlite3_column_text(st, 2);
     if (!state || (strcmp(state, "pending") != 0 && strcmp(state, "retrying") != 0)) continue;
     if (sqlite3_column_int(st, 4)) { /* not sent again: held (below) */
-      int64_t *nh = realloc(hold, (n_hold + 1) * sizeof *nh);
-      if (!nh) break;
-      hold = nh;
-      hold[n_hold++] = sq_col_i64(st, 3);
+      if (sq_seq_push(&hold, &n_hold, &cap_hold, sq_col_i64(st, 3)) != 0) break;
       continue;
     }
     if (hint_add(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
