@@ -273,6 +273,10 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   curl_easy_setopt(e, CURLOPT_PREREQDATA, req);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->error);
   curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 0L);
+  /* https: requests started together wait for the first connection to the host to say (ALPN)
+   * whether it multiplexes (HTTP/2) instead of each opening its own. Not http: there nothing
+   * ever says so, and requests would wait on busy keep-alive connections (a hanging one) */
+  curl_easy_setopt(e, CURLOPT_PIPEWAIT, strncasecmp(req->url, "https:", 6) == 0 ? 1L : 0L);
   if (eg->cfg.resolve_list) curl_easy_setopt(e, CURLOPT_RESOLVE, eg->cfg.resolve_list(eg->cfg.resolve_ctx));
 
   req->started_ms = hookd_now_ms();
