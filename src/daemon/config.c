@@ -137,6 +137,10 @@ static const opt opts[] = {
      "empty the payload of an outbound event this long after it was published, once every "
      "delivery of it is settled (delivered, DEAD, cancelled); it can no longer be replayed; "
      "0 = keep payloads"},
+    {"event-retention-s", NULL, T_I64, OFF(event_retention_s), 0, 0, 315360000, "S",
+     "delete an outbound event this long after it was published, with its deliveries and their "
+     "attempts (the audit window), once every delivery of it is settled and untouched for as "
+     "long; its id can then be published again; 0 = keep events"},
     {"inbox-retention-s", NULL, T_I64, OFF(inbox_retention_s), 0, 345600, 315360000, "S",
      "keep inbound dedup records this long: at least 4 days, longer than any provider's "
      "redelivery window (Stripe: 3 days) — a redelivery after it is forwarded again"},

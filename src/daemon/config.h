@@ -70,6 +70,7 @@ typedef struct hookd_config {
   char public_url[512];        /* how providers reach this daemon (Twilio signs the URL) */
   int64_t inbox_retention_s;   /* dedup records kept this long */
   int64_t payload_retention_s; /* settled outbound events' payloads kept this long (0 = ever) */
+  int64_t event_retention_s;   /* settled outbound events kept this long (0 = ever) */
   /* logs */
   int log_level;
 } hookd_config;

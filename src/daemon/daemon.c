@@ -84,6 +84,12 @@ static int run_event_purge(hookd_store_conn *c, const hookd_store_backend *be, v
   return be->event_purge(c, p->before_ms, hookd_now_ms(), 1000, &p->after_seq, &p->purged);
 }
 
+static int run_event_expire(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  purge *p = arg;
+  /* fewer events per op than the other walks: each takes its whole fan-out and history */
+  return be->event_expire(c, p->before_ms, 100, &p->after_seq, &p->purged);
+}
+
 /* One retention walk, in small batches, until nothing older than the window is left to it. */
 static void purge_walk(hookd_app *app, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
@@ -99,13 +105,17 @@ static void purge_walk(hookd_app *app, int64_t retention_s,
   } while (p.after_seq != 0);
 }
 
-/* Retention of dedup records (I9), and of settled outbound events' payloads (O17, when set). */
+/* Retention of dedup records with their inbound events (I9), and, when set, of settled outbound
+ * events: their payloads, then the events themselves (O17). */
 static void purge_old(hookd_app *app) {
   purge_walk(app, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
              "inbox.purged");
   if (app->cfg->payload_retention_s > 0)
     purge_walk(app, app->cfg->payload_retention_s, run_event_purge, &hookd_m.payloads_purged,
                "payload.purged");
+  if (app->cfg->event_retention_s > 0)
+    purge_walk(app, app->cfg->event_retention_s, run_event_expire, &hookd_m.events_expired,
+               "event.expired");
 }
 
 static int refresh_keys(hookd_app *app) {

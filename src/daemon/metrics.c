@@ -158,6 +158,9 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_payloads_purged_total",
                          "outbound event payloads emptied by --payload-retention-s",
                          LOAD(m->payloads_purged));
+  rc = rc ? rc : counter(o, "hookd_events_expired_total",
+                         "outbound events deleted by --event-retention-s, with their deliveries"
+                         " and attempts", LOAD(m->events_expired));
   rc = rc ? rc : counter(o, "hookd_breaker_transitions_total",
                          "circuit breaker state changes", LOAD(m->breaker_transitions));
   rc = rc ? rc : counter(o, "hookd_breaker_opens_total", "circuit breakers opened",

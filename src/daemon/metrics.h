@@ -54,6 +54,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t inbound_handshakes;
   _Atomic uint64_t inbox_purged;
   _Atomic uint64_t payloads_purged;
+  _Atomic uint64_t events_expired;
   _Atomic uint64_t breaker_transitions;
   _Atomic uint64_t breaker_opens;
   _Atomic uint64_t endpoint_pauses;

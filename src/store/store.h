@@ -469,7 +469,8 @@ typedef struct hookd_store_backend {
    * settled, and the endpoints of deliveries made pending (hints). */
   int (*inbox_resolve)(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
                        size_t *n_resolved, hookd_due_hint **hints, size_t *n_hints);
-  /* Deletes up to `limit` inbox records received before `before_ms`. */
+  /* Deletes up to `limit` inbox records received before `before_ms`, each with its event (body,
+   * deliveries, attempts) unless a forward of it is open or was touched since `before_ms`. */
   int (*inbox_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                      int *purged);
   /* Payload retention: empties the bodies of outbound events created before `before_ms` whose
@@ -477,6 +478,11 @@ typedef struct hookd_store_backend {
    * after `*after_seq` (0 when the walk is done); `purged` counts them. */
   int (*event_purge)(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
                      int64_t *after_seq, int *purged);
+  /* Event retention: deletes outbound events created before `before_ms` whose deliveries are
+   * all settled and untouched since then (and not DEAD in an ordered lane), with their
+   * deliveries, attempts and Idempotency-Keys; walks like event_purge; `expired` counts them. */
+  int (*event_expire)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
+                      int *expired);
 } hookd_store_backend;
 
 /* ---------- an opened store ---------- */

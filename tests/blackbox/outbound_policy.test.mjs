@@ -112,6 +112,44 @@ describe('endpoint state', () => {
   });
 });
 
+describe('event retention', () => {
+  it('--event-retention-s: a settled event goes with its deliveries and attempts after the window (404, its id and Idempotency-Key free again); an unsettled one is kept', async () => {
+    const { dir, cleanup } = tempDir();
+    const args = ['--event-retention-s', '1'];
+    let d = await startHookd({ dir, args });
+    const ok = await startReceiver();
+    const failing = await startReceiver(() => ({ status: 500 }));
+    const A = await setup(d, ok.url);
+    const B = await setup(d, failing.url, { retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } });
+    const p1 = await publish(d, A.tenant, { type: 'a.b', payload: { card: '4242' } }, { 'Idempotency-Key': 'order-1' });
+    const [d1] = await waitDelivery(d, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    const p2 = await publish(d, B.tenant, { type: 'a.b', payload: { keep: 1 } });
+    const [d2] = await waitDelivery(d, p2.json.id, (ds) => ds[0]?.state === 'retrying');
+    // retention runs at start and every minute: restart once the window has passed
+    const created = Date.parse((await d.api('GET', `/v1/events/${p2.json.id}`)).json.created_at);
+    await waitUntil(async () => Date.now() > created + 1500, { what: 'the window passes' });
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir, args });
+    await waitUntil(async () => (await d.api('GET', `/v1/events/${p1.json.id}`)).status === 404,
+      { what: 'the delivered event expired' });
+    assert.equal((await d.api('GET', `/v1/deliveries/${d1.id}`)).status, 404);
+    const e2 = (await d.api('GET', `/v1/events/${p2.json.id}`)).json;
+    assert.deepEqual(e2.payload, { keep: 1 }, 'an event still retrying is kept');
+    assert.ok((await getDelivery(d, d2.id)).attempts.length >= 1, 'with its attempts');
+    assert.match((await d.api('GET', '/metrics')).text, /^hookd_events_expired_total 1$/m);
+    // deduplication lasted as long as the event: the key now publishes a new event
+    const again = await publish(d, A.tenant, { type: 'a.b', payload: { card: '4242' } }, { 'Idempotency-Key': 'order-1' });
+    assert.equal(again.status, 202, again.text);
+    assert.notEqual(again.json.duplicate, true);
+    assert.notEqual(again.json.id, p1.json.id);
+    await waitUntil(async () => ok.requests.length === 2, { what: 'the new event delivered' });
+    assert.equal((await d.stop()).code, 0);
+    await ok.close();
+    await failing.close();
+    cleanup();
+  });
+});
+
 describe('payload retention', () => {
   it('--payload-retention-s: a settled event\'s payload is emptied after the window (payload null, payload_purged_at, replay 409); an unsettled one is kept', async () => {
     const { dir, cleanup } = tempDir();

@@ -441,4 +441,5 @@ const hookd_store_backend hookd_sqlite_backend = {
     .inbox_resolve = sq_inbox_resolve,
     .inbox_purge = sq_inbox_purge,
     .event_purge = sq_event_purge,
+    .event_expire = sq_event_expire,
 };

@@ -1019,6 +1019,74 @@ int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, 
   return HOOKD_STORE_OK;
 }
 
+/* Records the cut-off under which a retention job may delete attempts: the trigger of
+ * migration 11 refuses to delete any attempt that finished at or after it. */
+int sq_retention_mark(hookd_store_conn *c, int64_t before_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RET_MARK,
+                             "INSERT INTO retention_marks(name, before_ms) VALUES ('attempts', ?1)"
+                             " ON CONFLICT(name) DO UPDATE SET before_ms = excluded.before_ms");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, before_ms);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "record retention cut-off");
+}
+
+/* Deletes event seq with its deliveries, their attempts and, when keys, the Idempotency-Keys
+ * that named it (outbound events; their index is made by sq_event_expire). The caller checked
+ * that the event may go (RETAINED_DELIVERY) and recorded the cut-off. */
+int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys) {
+  static const struct {
+    enum sq_stmt_id id;
+    const char *sql;
+  } del[] = {
+      {SQ_EV_DEL_ATTEMPTS, "DELETE FROM attempts WHERE delivery_seq IN"
+                           " (SELECT seq FROM deliveries WHERE event_seq = ?1)"},
+      {SQ_EV_DEL_DELIVERIES, "DELETE FROM deliveries WHERE event_seq = ?1"},
+      {SQ_EV_DEL_KEYS, "DELETE FROM idempotency_keys WHERE event_seq = ?1"},
+      {SQ_EV_DEL, "DELETE FROM events WHERE seq = ?1"},
+  };
+  for (size_t i = 0; i < sizeof del / sizeof del[0]; i++) {
+    if (del[i].id == SQ_EV_DEL_KEYS && !keys) continue;
+    sqlite3_stmt *st = sq_stmt(c, del[i].id, del[i].sql);
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, seq);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) return sq_fail(c, "delete expired event");
+  }
+  return HOOKD_STORE_OK;
+}
+
+/* Event retention (outbound; inbound events go with their dedup record, sq_inbox_purge): the
+ * walk goes through a partial index of the outbound events, made by the first run, so that it
+ * never reads inbound rows or bodies; the newest event of the store stays (its seq must not be
+ * handed out again: the receive path links a record to MAX(seq) + 1). */
+int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
+                    int *expired) {
+  *expired = 0;
+  if (sq_exec(c, "CREATE INDEX IF NOT EXISTS events_outbound ON events(seq, created_at)"
+                 " WHERE kind = 'outbound';"
+                 "CREATE INDEX IF NOT EXISTS idempotency_keys_event"
+                 " ON idempotency_keys(event_seq)") != 0)
+    return HOOKD_STORE_ERR;
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_EXPIRE,
+                             "SELECT e.seq, e.created_at, e.seq < (SELECT MAX(seq) FROM events)"
+                             " AND NOT EXISTS (" RETAINED_DELIVERY("e.seq") ")"
+                             " FROM events e INDEXED BY events_outbound"
+                             " WHERE e.kind = 'outbound' AND e.seq > ?2 ORDER BY e.seq LIMIT ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 3, before_ms);
+  int64_t *ids;
+  int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &ids, &n);
+  if (rc) return rc;
+  if (n > 0) rc = sq_retention_mark(c, before_ms);
+  for (int i = 0; !rc && i < n; i++)
+    if (!(rc = sq_event_delete(c, ids[i], true))) (*expired)++;
+  free(ids);
+  return rc;
+}
+
 /* Payload retention: outbound events only (inbound ones follow the inbox's retention), and only
  * once every delivery of the event is settled. Purged rows stay (ids and history), so the walk
  * goes through a partial index of the rows not purged yet — made by the first purge, so that a

@@ -601,30 +601,37 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
  * window: seq grows with received_at, so no index on received_at is written on every receive.
  * A record whose forward is not finished (a delivery pending, retrying, or held as unknown for an
  * operator) is kept whatever its age: its resolve needs it, and so does the deduplication of a
- * late redelivery, which would otherwise be forwarded under a new Idempotency-Key. */
+ * late redelivery, which would otherwise be forwarded under a new Idempotency-Key. A purged
+ * record takes its event with it (body, forwards, attempts: RETAINED_DELIVERY keeps those touched
+ * inside the window), except the store's newest event, whose seq must not be handed out again. */
 int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                    int *purged) {
   *purged = 0;
   sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_PURGE,
-                             "SELECT i.seq, i.received_at, NOT EXISTS (SELECT 1 FROM deliveries d"
-                             "  WHERE d.event_seq = i.event_seq"
-                             "  AND d.state IN ('pending', 'retrying', 'unknown'))"
+                             "SELECT i.seq, i.received_at, i.event_seq IS NULL"
+                             " OR (i.event_seq < (SELECT MAX(seq) FROM events)"
+                             "  AND NOT EXISTS (" RETAINED_DELIVERY("i.event_seq") "))"
                              " FROM inbox i WHERE i.seq > ?2 ORDER BY i.seq LIMIT ?1");
   if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 3, before_ms);
   int64_t *del;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &del, &n);
   if (rc) return rc;
-  st = sq_stmt(c, SQ_INBOX_PURGE_DEL, "DELETE FROM inbox WHERE seq = ?1");
+  if (n > 0) rc = sq_retention_mark(c, before_ms);
+  st = rc ? NULL
+          : sq_stmt(c, SQ_INBOX_PURGE_DEL, "DELETE FROM inbox WHERE seq = ?1 RETURNING event_seq");
   for (int i = 0; st && i < n; i++) {
     sq_bind_i64(st, 1, del[i]);
-    rc = sqlite3_step(st);
+    int step = sqlite3_step(st);
+    int64_t ev = step == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
     sqlite3_reset(st);
-    if (rc != SQLITE_DONE) {
+    if (step != SQLITE_ROW && step != SQLITE_DONE) {
       free(del);
       return sq_fail(c, "purge inbox");
     }
+    if (ev && (rc = sq_event_delete(c, ev, false)) != 0) break;
     (*purged)++;
   }
   free(del);
-  return st ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
+  return rc ? rc : st ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
 }

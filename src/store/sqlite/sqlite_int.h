@@ -27,6 +27,7 @@ enum sq_stmt_id {
   SQ_INBOX_INSERT, SQ_INBOX_BY_KEY, SQ_INBOX_BY_BKEY, SQ_INBOX_GET, SQ_INBOX_AGG, SQ_INBOX_SET,
   SQ_INBOX_LEASE, SQ_INBOX_PURGE, SQ_INBOX_PURGE_DEL, SQ_INBOX_RESOLVE, SQ_VERSION_GET,
   SQ_VERSION_SET, SQ_DL_DEST, SQ_DL_HAS_DEST, SQ_EV_PURGE, SQ_EV_PURGE_SET, SQ_EV_INSERT_IN, SQ_EV_NEXT_SEQ, SQ_INBOX_DL, SQ_INBOX_LIST,
+  SQ_EV_EXPIRE, SQ_RET_MARK, SQ_EV_DEL_ATTEMPTS, SQ_EV_DEL_DELIVERIES, SQ_EV_DEL_KEYS, SQ_EV_DEL,
   SQ_DL_RESOLVE,
   SQ_TENANT_UPDATE, SQ_TENANT_LIST, SQ_CLAIM_LIVE_LANES, SQ_CLAIM_REPLAY, SQ_CLAIM_REPLAY_LANES,
   SQ_NEXT_DUE_REPLAY, SQ_EP_FAILING, SQ_NEXT_DUE_LANES, SQ_NEXT_DUE_REPLAY_LANES,
@@ -167,6 +168,19 @@ int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, 
                       int64_t *after_seq, int64_t **ids, int *n);
 int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
                    int64_t *after_seq, int *purged);
+int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
+                    int *expired);
+/* A delivery of event `ev` that keeps the event (and its dedup record) whatever its age: still
+ * open (pending, retrying, held), touched or attempted at or after the cut-off ?3, or a DEAD
+ * delivery of an ordered lane (it may be what holds the lane). For NOT EXISTS ( … ). */
+#define RETAINED_DELIVERY(ev)                                                                   \
+  "SELECT 1 FROM deliveries d WHERE d.event_seq = " ev                                          \
+  " AND (d.state IN ('pending','retrying','unknown') OR d.updated_at >= ?3"                     \
+  " OR (d.ordering_key IS NOT NULL AND d.state = 'dead'"                                        \
+  " AND IFNULL(d.dead_reason, '') NOT IN ('superseded','expired'))"                             \
+  " OR EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = d.seq AND a.finished_at >= ?3))"
+int sq_retention_mark(hookd_store_conn *c, int64_t before_ms);
+int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys);
 int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
                     const char *last_error, const char *result_ref);
 int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);

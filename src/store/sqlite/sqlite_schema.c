@@ -290,6 +290,20 @@ static const struct {
      /* Payload retention (--payload-retention-s): a purged event keeps its row, ids and
       * deliveries' history; its body is emptied and it can no longer be replayed. */
      "ALTER TABLE events ADD COLUMN purged_at INTEGER;"},
+    {11,
+     /* Event retention (--event-retention-s; inbound events go with their dedup record):
+      * attempts stay append-only inside the window. A retention job records its cut-off here
+      * before it deletes, and the trigger refuses to delete any attempt that finished at or
+      * after the recorded cut-off (none at all while no job has run). */
+     "CREATE TABLE retention_marks ("
+     "  name TEXT PRIMARY KEY,"
+     "  before_ms INTEGER NOT NULL"
+     ") WITHOUT ROWID;"
+     "DROP TRIGGER attempts_no_delete;"
+     "CREATE TRIGGER attempts_no_delete BEFORE DELETE ON attempts"
+     "  WHEN OLD.finished_at >= COALESCE((SELECT before_ms FROM retention_marks"
+     "    WHERE name = 'attempts'), 0)"
+     "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only inside the retention window'); END;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {

@@ -154,6 +154,7 @@ static void free_claimed(hookd_claimed *v, size_t n) {
 
 static int64_t last_outcome_changes; /* rows the last record() changed */
 static bool record_lane;             /* record() says its delivery has an ordering key */
+static int64_t record_ago;           /* record() happens this many ms in the past */
 static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
   hookd_outcome o = {0};
   o.lane = record_lane;
@@ -162,8 +163,8 @@ static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
   o.from = cl->d.state;
   o.to = to;
   o.attempt_number = cl->d.attempt_count + 1;
-  o.next_attempt_ms = hookd_now_ms();
-  o.now_ms = hookd_now_ms();
+  o.next_attempt_ms = hookd_now_ms() - record_ago;
+  o.now_ms = hookd_now_ms() - record_ago;
   o.attempt.started_ms = o.now_ms;
   o.attempt.finished_ms = o.now_ms;
   o.attempt.outcome = (char *)(status == 200 ? "success" : "http_error");
@@ -696,6 +697,9 @@ static void receive_dedup_conflict_purge(void **state) {
   assert_string_equal(r.record.status, "conflict");
   assert_string_equal(r.record.conflict_of, "in_1");
   hookd_receive_res_free(&r);
+  /* a later event: the store's newest one stays whatever its age (its seq is not reused) */
+  assert_int_equal(receive(f, "in_5", "key-b", "hash-1", hookd_now_ms(), &r), 0);
+  hookd_receive_res_free(&r);
   /* retention: the 10-day-old record goes, the fresh conflict row stays */
   c.i64 = hookd_now_ms() - 86400 * 1000LL;
   assert_int_equal(w(f, run_purge, &c), 0);
@@ -866,6 +870,7 @@ static void purge_stops_at_the_first_fresh_record(void **state) {
 }
 
 static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a);
+static int64_t query_i64(fx *f, const char *sql);
 
 /* limit 1 and a cursor, as the daemon walks: i64 = window, ival = purged, out = int64_t cursor */
 static int run_purge_step(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
@@ -885,6 +890,8 @@ static void purge_keeps_records_whose_forward_is_not_finished(void **state) {
   hookd_receive_res_free(&r);
   assert_int_equal(receive(f, "in_d", "kd", "h", old, &r), 0);
   hookd_receive_res_free(&r);
+  assert_int_equal(receive(f, "in_n", "kn", "h", now, &r), 0); /* the newest, inside the window */
+  hookd_receive_res_free(&r);
   /* in_d's forward finished; in_p's is held as unknown for an operator */
   call sql = {.in = "UPDATE deliveries SET state = 'delivered' WHERE event_seq ="
                     " (SELECT event_seq FROM inbox WHERE id = 'in_d')"};
@@ -899,7 +906,7 @@ static void purge_keeps_records_whose_forward_is_not_finished(void **state) {
   assert_int_not_equal(cursor, 0);
   assert_int_equal(w(f, run_purge_step, &c), 0); /* in_d: purged */
   assert_int_equal(c.ival, 1);
-  assert_int_equal(w(f, run_purge_step, &c), 0); /* the end: the next walk starts over */
+  assert_int_equal(w(f, run_purge_step, &c), 0); /* in_n is inside the window: walk done */
   assert_int_equal(cursor, 0);
   hookd_inbox got;
   call g = {.in = "in_p", .out = &got};
@@ -907,11 +914,125 @@ static void purge_keeps_records_whose_forward_is_not_finished(void **state) {
   hookd_inbox_free(&got);
   g.in = "in_d";
   assert_int_equal(w(f, run_inbox_get, &g), HOOKD_STORE_NOTFOUND);
+  /* in_d's event went with it: its raw body and its forward */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events"), 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 2);
+}
+
+/* A purged record takes its event, forwards and attempts, but not while a forward was touched
+ * inside the window, and never the store's newest event. */
+static void purge_takes_the_event_and_keeps_recent_history(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  int64_t now = hookd_now_ms(), old = now - 10 * 86400 * 1000LL, day = 86400 * 1000LL;
+  hookd_receive_res r;
+  const char *ids[] = {"in_a", "in_b", "in_c"};
+  const char *keys[] = {"ka", "kb", "kc"};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(receive(f, ids[i], keys[i], "h", old, &r), 0);
+    hookd_receive_res_free(&r);
+  }
+  /* the three forwards delivered ten days ago; then in_b's replayed and delivered again now */
+  hookd_claimed *cl = NULL;
+  assert_int_equal(claim(f, "dst1", "n", hookd_now_ms() + 1000, 60000, &cl), 3);
+  record_ago = 10 * day;
+  for (int i = 0; i < 3; i++) assert_int_equal(record(f, &cl[i], HOOKD_DS_DELIVERED, 200), 0);
+  record_ago = 0;
+  call replay = {.in = cl[1].d.id};
+  assert_int_equal(w(f, run_replay, &replay), 0);
+  assert_int_equal(cl[1].d.event_seq, 2); /* in_b's */
+  free_claimed(cl, 3);
+  assert_int_equal(claim(f, "dst1", "n", hookd_now_ms() + 1000, 60000, &cl), 1);
+  assert_int_equal(record(f, &cl[0], HOOKD_DS_DELIVERED, 200), 0);
+  free_claimed(cl, 1);
+  /* even with its delivery's last change made to look old, the fresh attempt keeps in_b */
+  call sql = {.in = "UPDATE deliveries SET updated_at = updated_at - 864000000"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 4);
+  call c = {.i64 = now - day};
+  assert_int_equal(w(f, run_purge, &c), 0);
+  assert_int_equal(c.ival, 1); /* in_a; in_b was attempted today; in_c's event is the newest */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM inbox"), 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events"), 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 3);
+  assert_int_equal(query_i64(f, "SELECT before_ms FROM retention_marks"), now - day);
+}
+
+static int run_expire(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  int64_t after = 0;
+  return be->event_expire(c, k->i64, 100, &after, &k->ival);
+}
+
+/* Event retention: a settled outbound event older than the window goes with its deliveries,
+ * attempts and Idempotency-Keys; kept: one touched or attempted inside the window, an open one,
+ * a DEAD head of an ordered lane, the store's newest. Attempts younger than the recorded cut-off
+ * cannot be deleted at all. */
+static void expire_deletes_settled_events_with_their_history(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  int64_t now = hookd_now_ms(), day = 86400 * 1000LL;
+  const char *ids[] = {"e1", "e2", "e3", "e4", "e5", "e6"};
+  hookd_publish_res res;
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(publish(f, "t1", ids[i], "a.b", i == 0 ? "key-1" : NULL, 1, &res), 0);
+    hookd_publish_res_free(&res);
+  }
+  /* ten days ago: e1 delivered, e2 DEAD, e3 delivered, e4 failed (retrying), e5 delivered */
+  hookd_claimed *cl = NULL;
+  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms() + 1000, 60000, &cl), 6);
+  for (int i = 0; i < 6; i++) assert_int_equal(cl[i].d.event_seq, i + 1);
+  record_ago = 10 * day;
+  hookd_dstate to[] = {HOOKD_DS_DELIVERED, HOOKD_DS_DEAD, HOOKD_DS_DELIVERED,
+                       HOOKD_DS_RETRYING, HOOKD_DS_DELIVERED, HOOKD_DS_DELIVERED};
+  int status[] = {200, 400, 200, 500, 200, 200};
+  for (int i = 0; i < 6; i++) assert_int_equal(record(f, &cl[i], to[i], status[i]), 0);
+  record_ago = 0;
+  /* e5 replayed and delivered again today (e4, due, fails again), then its delivery's last
+   * change made to look old: the fresh attempt alone keeps it */
+  call replay = {.in = cl[4].d.id};
+  assert_int_equal(w(f, run_replay, &replay), 0);
+  free_claimed(cl, 6);
+  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms() + 1000, 60000, &cl), 2);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(record(f, &cl[i], cl[i].d.event_seq == 5 ? HOOKD_DS_DELIVERED
+                                                               : HOOKD_DS_RETRYING,
+                            cl[i].d.event_seq == 5 ? 200 : 500),
+                     0);
+  free_claimed(cl, 2);
+  /* every event published ten days ago; e3 the DEAD head of an ordered lane */
+  call sql = {.in = "UPDATE deliveries SET updated_at = updated_at - 864000000"
+                    " WHERE event_seq = 5;"
+                    "UPDATE events SET created_at = created_at - 864000000;"
+                    "UPDATE deliveries SET ordering_key = 'lane', state = 'dead',"
+                    " dead_reason = 'max_attempts' WHERE event_seq = 3"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 8);
+
+  call c = {.i64 = now - 20 * day}; /* a window every event is inside: nothing goes */
+  assert_int_equal(w(f, run_expire, &c), 0);
+  assert_int_equal(c.ival, 0);
+  c.i64 = now - day;
+  assert_int_equal(w(f, run_expire, &c), 0);
+  assert_int_equal(c.ival, 2); /* e1 and e2; e3 lane head, e4 open, e5 attempted, e6 newest */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id IN ('e1', 'e2')"), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events"), 4);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 4);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 6);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM idempotency_keys"), 0);
+  assert_int_equal(query_i64(f, "SELECT before_ms FROM retention_marks"), now - day);
+  /* the id and its Idempotency-Key are free again: a new event */
+  assert_int_equal(publish(f, "t1", "e1", "a.b", "key-1", 2, &res), 0);
+  assert_false(res.duplicate);
+  hookd_publish_res_free(&res);
+  /* attempts younger than the recorded cut-off cannot be deleted, by the job or anyone */
+  sql.in = "DELETE FROM attempts";
+  assert_int_equal(w(f, run_sql, &sql), HOOKD_STORE_ERR);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 6);
 }
 
 /* ---- ordering lanes ---- */
-
-static int64_t query_i64(fx *f, const char *sql);
 
 static int run_due_hints(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
@@ -1182,6 +1303,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(receive_links_the_right_event, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_stops_at_the_first_fresh_record, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_keeps_records_whose_forward_is_not_finished, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(purge_takes_the_event_and_keeps_recent_history, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(expire_deletes_settled_events_with_their_history, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
       cmocka_unit_test_setup_teardown(writer_bounds_the_wal, setup, teardown),
