@@ -87,7 +87,7 @@ static int run_event_purge(hookd_store_conn *c, const hookd_store_backend *be, v
 static int run_event_expire(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   purge *p = arg;
   /* fewer events per op than the other walks: each takes its whole fan-out and history */
-  return be->event_expire(c, p->before_ms, 100, &p->after_seq, &p->purged);
+  return be->event_expire(c, p->before_ms, 25, &p->after_seq, &p->purged);
 }
 
 /* One retention walk, in small batches, until nothing older than the window is left to it. */
@@ -95,14 +95,14 @@ static void purge_walk(hookd_app *app, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                        _Atomic uint64_t *counter, const char *msg) {
   purge p = {.before_ms = hookd_now_ms() - retention_s * 1000};
+  int64_t total = 0;
   do {
     p.purged = 0;
-    if (hookd_storeq_run_sync(app->store->writer, run, &p) != 0) return;
-    if (p.purged) {
-      atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
-      HLOG(HOOKD_LOG_INFO, msg, KV_I("count", p.purged));
-    }
+    if (hookd_storeq_run_sync(app->store->writer, run, &p) != 0) break;
+    atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
+    total += p.purged;
   } while (p.after_seq != 0);
+  if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
 }
 
 /* Retention of dedup records with their inbound events (I9), and, when set, of settled outbound
