@@ -37,5 +37,8 @@ int64_t hookd_bucket_wait_ms(hookd_bucket *b, int64_t now_ms) {
   if (b->rate <= 0) return 0;
   refill(b, now_ms);
   if (b->tokens >= 1.0) return 0;
-  return (int64_t)ceil((1.0 - b->tokens) * 1000.0 / b->rate);
+  /* clamped: a rate near zero (a store written before the API's floor) must not overflow the
+   * caller's now + wait, nor the conversion to int64_t */
+  double ms = ceil((1.0 - b->tokens) * 1000.0 / b->rate);
+  return ms < (double)HOOKD_BUCKET_MAX_WAIT_MS ? (int64_t)ms : HOOKD_BUCKET_MAX_WAIT_MS;
 }

@@ -6,6 +6,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The lowest rate the API accepts is one per hour (HOOKD_BUCKET_MIN_RATE per second), and
+ * hookd_bucket_wait_ms never answers more than that rate's wait. */
+#define HOOKD_BUCKET_MIN_RATE (1.0 / 3600.0)
+#define HOOKD_BUCKET_MAX_WAIT_MS ((int64_t)3600 * 1000)
+
 typedef struct hookd_bucket {
   double rate;    /* tokens per second, 0 = unlimited */
   double burst;   /* most tokens held */
@@ -19,7 +24,7 @@ void hookd_bucket_init(hookd_bucket *b, double rate, double burst, int64_t now_m
 void hookd_bucket_set(hookd_bucket *b, double rate, double burst, int64_t now_ms);
 /* Takes one token if there is one. */
 bool hookd_bucket_take(hookd_bucket *b, int64_t now_ms);
-/* Milliseconds until a token is available (0 = now). */
+/* Milliseconds until a token is available (0 = now), at most HOOKD_BUCKET_MAX_WAIT_MS. */
 int64_t hookd_bucket_wait_ms(hookd_bucket *b, int64_t now_ms);
 
 #endif

@@ -458,12 +458,13 @@ static void reply_get(hookd_api_op *base, int rc) {
     if (hookd_dispatcher_endpoint_health(base->app->disp, op->ep.id, &hh) == 0)
       json_object_set_new(
           v, "health",
-          json_pack("{s:s,s:o,s:o,s:I,s:i,s:i,s:o,s:b,s:o}", "breaker", hh.breaker,
+          json_pack("{s:s,s:o,s:o,s:I,s:i,s:i,s:o,s:b,s:o,s:b,s:o}", "breaker", hh.breaker,
                     "breaker_opened_at", hookd_json_time(hh.breaker_opened_ms),
                     "breaker_retry_at", hookd_json_time(hh.breaker_retry_ms), "breaker_opens",
                     (json_int_t)hh.breaker_opens, "in_flight", hh.in_flight, "claimed",
                     hh.queued, "paused_until", hookd_json_time(hh.paused_until_ms), "slow",
-                    hh.slow, "failing_since", hookd_json_time(hh.failing_since_ms)));
+                    hh.slow, "failing_since", hookd_json_time(hh.failing_since_ms), "sending",
+                    hh.sending, "config_updated_at", hookd_json_time(hh.config_updated_ms)));
     hookd_req_reply_json(base->req, 200, v);
     return;
   }
@@ -513,6 +514,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   int rc = be->endpoint_get(c, op->id, &op->ep);
   if (rc) return rc;
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
+  bool was_enabled = op->ep.enabled;
   const char *bad = apply_fields(op, &op->ep, false);
   if (bad) {
     snprintf(op->base.err, sizeof op->base.err,
@@ -520,6 +522,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
   op->ep.updated_ms = hookd_now_ms();
+  if (!was_enabled && op->ep.enabled) op->ep.failing_since_ms = 0; /* as the update does */
   int rc2 = be->endpoint_update(c, &op->ep);
   if (rc2) return rc2;
   char detail[128];

@@ -43,8 +43,13 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
   int rc = hookd_buf_printf(o,
                             "# HELP hookd_store_%s_queue_depth store ops waiting\n"
                             "# TYPE hookd_store_%s_queue_depth gauge\n"
-                            "hookd_store_%s_queue_depth %llu\n",
-                            name, name, name, (unsigned long long)st.queue_depth);
+                            "hookd_store_%s_queue_depth %llu\n"
+                            "# HELP hookd_store_%s_stalled_seconds how long the batch being run"
+                            " has run, or the oldest op has waited (0 when idle)\n"
+                            "# TYPE hookd_store_%s_stalled_seconds gauge\n"
+                            "hookd_store_%s_stalled_seconds %.3f\n",
+                            name, name, name, (unsigned long long)st.queue_depth, name, name,
+                            name, (double)st.stalled_ms / 1000.0);
   if (rc || name[0] == 'r') return rc; /* the reader does not group-commit */
   rc = hookd_buf_printf(o,
                         "# HELP hookd_store_commit_batch_size ops per group commit\n"

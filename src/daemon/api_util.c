@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bucket.h"
 #include "core/clock.h"
 #include "core/jsonio.h"
 #include "core/num.h"
@@ -148,11 +149,15 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
     return -1;
   }
   double n = json_number_value(s ? s : m);
-  if (!(n > 0) || n > 1e6) {
-    hookd_req_error(r, 422, "invalid_field", "%s must be a positive rate up to 1000000", field);
+  double ps = s ? n : n / 60.0;
+  if (!(n > 0) || n > 1e6 || ps < HOOKD_BUCKET_MIN_RATE) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "%s must be a rate of at least one per hour (per_second >= 1/3600,"
+                    " per_minute >= 1/60) and at most 1000000",
+                    field);
     return -1;
   }
-  *per_second = s ? n : n / 60.0;
+  *per_second = ps;
   return 0;
 }
 

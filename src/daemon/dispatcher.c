@@ -224,7 +224,11 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     bool was_enabled = e->cfg.enabled;
     ep_apply_config(d, e, cfg);
     e->disabled_by_outcome = false; /* the store's word now */
-    if (!was_enabled && e->cfg.enabled) e->next_due = now;
+    /* enabled again: its failures start over (the store clears failing_since too) */
+    if (!was_enabled && e->cfg.enabled) e->failing_since = 0;
+    /* any change may make something claimable (enabled, no longer ordered, a lane policy
+     * that skips a DEAD head): a claim finds out */
+    if (e->cfg.enabled && (!e->next_due || e->next_due > now)) e->next_due = now;
     if (was_enabled && !e->cfg.enabled) sched_release_queue(d, e);
   }
   sched_ep_ready(d, e);
@@ -717,11 +721,12 @@ static int64_t record_retry_due(hookd_dispatcher *d, int64_t now, bool stopping)
 
 /* The endpoint was disabled in memory by an outcome that did not reach the store: the store
  * still says enabled, so this node must go on claiming for it. */
-static void undo_disable(ep *e, const hookd_outcome *o) {
+static void undo_disable(hookd_dispatcher *d, ep *e, const hookd_outcome *o) {
   /* not when a newer configuration (an operator's PATCH) has been applied since */
   if (!o->disable_endpoint || e->gone || e->cfg.enabled || !e->disabled_by_outcome) return;
   e->disabled_by_outcome = false;
   e->cfg.enabled = true;
+  sched_health_update(d, e);
   HLOG(HOOKD_LOG_WARN, "endpoint.disable_not_recorded", KV_S("endpoint_id", e->cfg.id),
        KV_S("tenant_id", e->cfg.tenant_id));
 }
@@ -737,15 +742,30 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
         HLOG(HOOKD_LOG_WARN, "outcome.stale", KV_DELIVERY(d, &it->c.d, e->cfg.id),
              KV_I("attempt", o->attempt_number));
       }
-      if (!it->record_tries) undo_disable(e, o);
+      if (!it->record_tries) undo_disable(d, e, o);
     } else if (it->rc != 0) {
       if (record_retry_later(d, it)) return;
       HLOG(HOOKD_LOG_ERROR, "outcome.write_failed", KV_DELIVERY(d, &it->c.d, e->cfg.id),
            KV_I("attempt", o->attempt_number), KV_S("error", hookd_store_strerror(it->rc)),
            KV_I("tries", it->record_tries + 1));
       /* the lease expires and the delivery is attempted again: at-least-once */
-      undo_disable(e, o);
+      undo_disable(d, e, o);
+    } else if (o->cancelled) {
+      HLOG(HOOKD_LOG_INFO, "delivery.cancelled_in_flight", KV_DELIVERY(d, &it->c.d, e->cfg.id),
+           KV_I("attempt", o->attempt_number), KV_S("outcome", o->attempt.outcome),
+           KV_I("delivered", o->to == HOOKD_DS_DELIVERED));
     } else {
+      /* stored: the endpoint is disabled in the store whatever configuration reached this
+       * node before (a PATCH whose op ran before this one read it enabled, and its reply,
+       * which came first, enabled it again here); one after it comes after this */
+      if (o->disable_endpoint && !e->gone) {
+        e->disabled_by_outcome = false;
+        if (e->cfg.enabled) {
+          e->cfg.enabled = false;
+          sched_release_queue(d, e);
+          sched_health_update(d, e);
+        }
+      }
       if (o->to == HOOKD_DS_DELIVERED) {
         HOOKD_INC(delivered);
         hookd_hist_observe_ms(it->c.inbound ? &hookd_m.forwarded_after : &hookd_m.delivered_after,

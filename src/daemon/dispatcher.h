@@ -48,6 +48,8 @@ typedef struct hookd_endpoint_health {
   int64_t paused_until_ms;    /* Retry-After pause, 0 = none */
   bool slow;
   int64_t failing_since_ms;
+  bool sending;               /* this node sends to it (its copy of `enabled`) */
+  int64_t config_updated_ms;  /* the updated_at of the configuration this node applies */
 } hookd_endpoint_health;
 
 typedef struct hookd_dispatcher_stats {

@@ -110,6 +110,8 @@ void sched_health_update(hookd_dispatcher *d, ep *e) {
     r->h.paused_until_ms = e->paused_until > hookd_now_ms() ? e->paused_until : 0;
     r->h.slow = e->slow;
     r->h.failing_since_ms = e->failing_since;
+    r->h.sending = e->cfg.enabled && !e->gone;
+    r->h.config_updated_ms = e->cfg.updated_ms;
   }
   pthread_mutex_unlock(&d->health_mu);
 }

@@ -219,6 +219,9 @@ typedef struct hookd_outcome {
                                  -1 = healthy again, 0 = unchanged */
   int64_t now_ms;
   hookd_attempt attempt;      /* the row to append (borrowed strings) */
+  bool cancelled;             /* out: the delivery was cancelled while this attempt was in
+                                 flight (its endpoint deleted); the attempt was recorded all the
+                                 same, and a success made it delivered — nothing else changed */
 } hookd_outcome;
 
 typedef struct hookd_due_hint {
@@ -424,7 +427,7 @@ typedef struct hookd_store_backend {
   /* Dispatcher. */
   int (*claim)(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
                int64_t *next_due_ms);
-  int (*record_outcome)(hookd_store_conn *c, const hookd_outcome *o);
+  int (*record_outcome)(hookd_store_conn *c, hookd_outcome *o);
   int (*release_lease)(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token);
   /* Clears up to `limit` leases that expired before now_ms, or (owner != NULL) up to `limit`
    * leases held by owner, bumping their tokens; reports the number reclaimed and the endpoints

@@ -7,6 +7,7 @@ import { linkSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 describe('durability', () => {
@@ -184,6 +185,51 @@ describe('durability', () => {
     const e2 = await publish(h, tenant, { type: 'a', payload: { n: 2 } });
     await waitDelivery(h, e2.json.id, (ds) => ds[0]?.state === 'delivered', 'the next event delivered', 15000);
     await waitDelivery(h, e1.json.id, (ds) => ds[0]?.state === 'delivered', 'the first, sent again', 15000);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a PATCH committed just before a 410\'s disable does not enable the endpoint again in memory', async () => {
+    const h = await startHookd();
+    let first = true;
+    const r = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { max_in_flight: 1 });
+    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    const events = [];
+    for (let i = 0; i < 3; i++) events.push(await publish(h, tenant, { type: 'a', payload: { i } }));
+    await r.waitFor(1);
+    // The PATCH must reach the writer's queue before the 410's outcome: the writer is held
+    // (store locked) past the dispatcher's 1 s sweep, so the one sweep op is already waiting,
+    // and every op after it shows in the queue depth: the PATCH, then the outcome.
+    const writer = async () => {
+      const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+      return { depth: sampleValue(m, 'hookd_store_writer_queue_depth'),
+        stalled: sampleValue(m, 'hookd_store_writer_stalled_seconds') };
+    };
+    const release = await h.lockStore();
+    let patch;
+    try {
+      const { depth } = await waitUntil(async () => {
+        const w = await writer();
+        return w.stalled >= 1.1 ? w : null;
+      }, { what: 'the writer held past a sweep' });
+      patch = h.api('PATCH', path, { description: 'changed' });
+      await waitUntil(async () => (await writer()).depth >= depth + 1, { what: 'the PATCH queued' });
+      r.releaseHanging(410);
+      await waitUntil(async () => (await writer()).depth >= depth + 2, { what: 'the outcome queued' });
+    } finally {
+      await release();
+    }
+    const pr = await patch;
+    assert.equal(pr.status, 200, pr.text);
+    // this node applied the PATCH's configuration, then the stored disable: not sending
+    const ep = await waitUntil(async () => {
+      const e = (await h.api('GET', path)).json;
+      return e.health?.config_updated_at === pr.json.updated_at && e.health.sending === false ? e : null;
+    }, { what: 'this node not sending to the disabled endpoint', timeout: 5000 });
+    assert.equal(ep.enabled, false);
+    assert.match(ep.disabled_reason, /410/);
+    assert.equal(r.requests.length, 1, 'nothing sent after the 410');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

@@ -556,6 +556,45 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('an endpoint disabled for failing and enabled again starts its failures over', async () => {
+    const h = await startHookd({ args: ['--disable-failing-after-s', '2', '--retry-base-ms', '200', '--retry-cap-ms', '200'] });
+    const r = await startReceiver(() => ({ status: 503 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 100, backoff_base_ms: 200, backoff_cap_ms: 200 } });
+    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    await publish(h, tenant, { type: 'a', payload: {} });
+    await waitUntil(async () => (await h.api('GET', path)).json.enabled === false, { what: 'endpoint disabled', timeout: 10000 });
+    const before = r.requests.length;
+    const on = await h.api('PATCH', path, { enabled: true });
+    assert.equal(on.status, 200);
+    assert.equal(on.json.failing_since, null, 'the store forgets the old failures');
+    // the next failure starts a new window: a new failing_since, and still enabled after it
+    await r.waitFor(before + 1);
+    const ep = await waitUntil(async () => {
+      const e = (await h.api('GET', path)).json;
+      return Date.parse(e.health?.failing_since) >= Date.parse(on.json.updated_at) ? e : null;
+    }, { what: 'a new failure window', timeout: 5000 });
+    assert.equal(ep.enabled, true, 'not disabled again by its first failure');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('turning ordering off lets a blocked lane go at once (the PATCH wakes the endpoint)', async () => {
+    const h = await startHookd();
+    const r = await startReceiver((rec) => ({ status: JSON.parse(rec.body).data.n === 1 ? 400 : 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
+    const first = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
+    const second = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'k' });
+    await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'dead');
+    const t0 = Date.now();
+    const p = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { ordered: false });
+    assert.equal(p.status, 200);
+    // well before the 30 s rescan that found it before
+    await waitDelivery(h, second.json.id, (ds) => ds[0]?.state === 'delivered', 'the waiting one delivered', 10000);
+    assert.ok(Date.now() - t0 < 10000);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('limits: endpoints per tenant and event types per filter', async () => {
     const h = await startHookd({ args: ['--max-endpoints-per-tenant', '2', '--max-event-types', '3'] });
     const r = await startReceiver();

@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
+import { getDelivery, publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 let h, recv, tenant;
@@ -134,6 +134,9 @@ describe('bad input gets a clear 4xx', () => {
       [{ url: recv.url, retry: { max_attempts: 0 } }, 'invalid_field'],
       [{ url: recv.url, retry: { backoff_base_ms: 1000, backoff_cap_ms: 10 } }, 'invalid_field'],
       [{ url: recv.url, retry: { bogus: 1 } }, 'unknown_field'],
+      // a rate under one per hour would make the dispatcher wait past the end of int64
+      [{ url: recv.url, rate_limit: { per_second: 1.0842022708573195e-16 } }, 'invalid_field'],
+      [{ url: recv.url, rate_limit: { per_minute: 0.01 } }, 'invalid_field'],
       [{ url: recv.url, colour: 'red' }, 'unknown_field'],
       [{ description: 'no url' }, 'invalid_field'],
     ];
@@ -193,6 +196,30 @@ describe('endpoints CRUD', () => {
 });
 
 describe('deleting an endpoint with deliveries in hand', () => {
+  it('a request in flight when its endpoint is deleted keeps its attempt; answered 2xx, the delivery reads delivered', async () => {
+    const r = await startReceiver((rec) => (rec.n <= 2 ? 'hang' : { status: 200 }));
+    const { tenant: t, endpoint } = await setup(h, r.url);
+    const p1 = await publish(h, t, { type: 'a', payload: { i: 1 } });
+    const p2 = await publish(h, t, { type: 'a', payload: { i: 2 } });
+    await r.waitFor(2);
+    const del = await h.api('DELETE', `/v1/tenants/${t}/endpoints/${endpoint}`);
+    assert.equal(del.json.cancelled_deliveries, 2);
+    // the first gets its 200 after the delete, the second's connection is cut
+    r.hanging.shift().writeHead(200).end('ok');
+    r.hanging.shift().socket.destroy();
+    const [d1] = await waitDelivery(h, p1.json.id, (ds) => ds[0]?.attempt_count === 1);
+    const [d2] = await waitDelivery(h, p2.json.id, (ds) => ds[0]?.attempt_count === 1);
+    assert.equal(d1.state, 'delivered', 'what the receiver got');
+    assert.equal(d2.state, 'cancelled');
+    const a1 = (await getDelivery(h, d1.id)).attempts;
+    assert.deepEqual(a1.map((a) => [a.outcome, a.http_status]), [['success', 200]]);
+    const a2 = (await getDelivery(h, d2.id)).attempts;
+    assert.equal(a2.length, 1);
+    assert.notEqual(a2[0].outcome, 'success');
+    assert.equal(r.requests.length, 2, 'nothing sent again');
+    await r.close();
+  });
+
   it('claimed deliveries waiting for its rate limit are released; the daemon outlives their release', async () => {
     const h2 = await startHookd();
     const r = await startReceiver();

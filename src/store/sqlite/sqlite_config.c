@@ -239,7 +239,9 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
               "UPDATE endpoints SET url = ?2, description = ?3, event_types = ?4, enabled = ?5,"
               " disabled_reason = ?6, max_in_flight = ?7, timeout_ms = ?8, policy_id = ?9,"
               " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13,"
-              " rate_limit = ?14, ordered = ?15, lane_policy = ?16"
+              " rate_limit = ?14, ordered = ?15, lane_policy = ?16,"
+              /* enabled again: its failures start over */
+              " failing_since = CASE WHEN ?5 AND NOT enabled THEN NULL ELSE failing_since END"
               " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);

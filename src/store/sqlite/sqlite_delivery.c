@@ -675,7 +675,39 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
   return HOOKD_STORE_OK;
 }
 
-int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o) {
+/* The fenced update missed: was the delivery cancelled, by its endpoint's delete, while this
+ * attempt was in flight? The delete bumped the token once and left no lease (the delivery is
+ * never claimed again). The request went out, so its attempt is history all the same (the
+ * caller appends it), and a success is what the receiver got: delivered. Otherwise STALE. */
+static int cancelled_in_flight(hookd_store_conn *c, const hookd_outcome *o) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME_CANCELLED,
+                             "UPDATE deliveries SET updated_at = ?3,"
+                             " attempt_count = CASE WHEN ?4 > 0 THEN ?4 ELSE attempt_count END,"
+                             " last_status = CASE WHEN ?4 > 0 THEN ?5 ELSE last_status END,"
+                             " last_error = ?6, result_ref = COALESCE(?7, result_ref),"
+                             " state = CASE WHEN ?8 THEN 'delivered' ELSE state END,"
+                             " delivered_at = CASE WHEN ?8 THEN ?3 ELSE delivered_at END"
+                             " WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'cancelled'"
+                             " AND lease_owner IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, o->delivery_seq);
+  sq_bind_i64(st, 2, o->lease_token);
+  sq_bind_i64(st, 3, o->now_ms);
+  sq_bind_i64(st, 4, o->attempt_number);
+  sq_bind_i64_or_null(st, 5, o->attempt.http_status);
+  sq_bind_text(st, 6, o->last_error);
+  sq_bind_text(st, 7, o->result_ref);
+  sq_bind_i64(st, 8, o->to == HOOKD_DS_DELIVERED);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return sq_fail(c, "record outcome");
+  if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
+  snprintf(c->err, sizeof c->err, "lease token %lld is no longer current",
+           (long long)o->lease_token);
+  return HOOKD_STORE_STALE;
+}
+
+int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   const char *to = hookd_dstate_name(o->to);
   int terminal = !hookd_dstate_active(o->to);
   sqlite3_stmt *st = sq_stmt(
@@ -706,10 +738,11 @@ int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o) {
   sq_bind_text(st, 10, o->dead_reason);
   sq_bind_text(st, 11, o->result_ref);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
+  o->cancelled = false;
   if (sqlite3_changes(c->db) != 1) {
-    snprintf(c->err, sizeof c->err, "lease token %lld is no longer current",
-             (long long)o->lease_token);
-    return HOOKD_STORE_STALE;
+    int rc = cancelled_in_flight(c, o);
+    if (rc) return rc;
+    o->cancelled = true;
   }
 
   if (o->attempt_number > 0) {
@@ -740,6 +773,7 @@ int sq_record_outcome(hookd_store_conn *c, const hookd_outcome *o) {
     int rc = sq_inbox_follow(c, o->delivery_seq, o->now_ms, o->last_error, o->result_ref);
     if (rc) return rc;
   }
+  if (o->cancelled) return HOOKD_STORE_OK; /* its endpoint is gone: nothing more to follow */
   if (o->lane && terminal) {
     int rc = sq_lane_advance(c, o->delivery_seq);
     if (rc) return rc;

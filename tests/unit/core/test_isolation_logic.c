@@ -10,6 +10,23 @@
 #include "core/breaker.h"
 #include "core/bucket.h"
 
+/* A rate near zero (stored before the API's floor) waits at most an hour: now + wait must not
+ * overflow, nor the conversion wrap to a negative wait that would bypass the limit. */
+static void bucket_wait_is_bounded(void **s) {
+  (void)s;
+  const double rates[] = {1.0842022708573195e-16, 1e-300, 5e-324, HOOKD_BUCKET_MIN_RATE};
+  for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+    hookd_bucket b;
+    int64_t now = 1796048288014;
+    hookd_bucket_init(&b, rates[i], 1, now);
+    assert_true(hookd_bucket_take(&b, now));
+    assert_false(hookd_bucket_take(&b, now));
+    int64_t w = hookd_bucket_wait_ms(&b, now);
+    assert_true(w > 0);
+    assert_true(w <= HOOKD_BUCKET_MAX_WAIT_MS);
+  }
+}
+
 static void bucket_rate_and_burst(void **s) {
   hookd_bucket b;
   hookd_bucket_init(&b, 10, 5, 0); /* 10/s, burst 5 */
@@ -78,6 +95,7 @@ static void breaker_cycle(void **s) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bucket_rate_and_burst),
+      cmocka_unit_test(bucket_wait_is_bounded),
       cmocka_unit_test(breaker_cycle),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -83,7 +83,7 @@ static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *a
 static int run_outcome(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
   int64_t before = be->changes(c);
-  int rc = be->record_outcome(c, k->in);
+  int rc = be->record_outcome(c, (hookd_outcome *)k->in);
   k->i64 = be->changes(c) - before;
   return rc;
 }
