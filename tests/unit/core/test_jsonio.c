@@ -1,5 +1,6 @@
 /* test_jsonio.c — bounded JSON input (depth, NUL, UTF-8, duplicate keys, huge integers) and the
  * deterministic compact output (order kept, shortest round-trip reals, escaping). */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -106,6 +107,75 @@ static void shortest_at_powers_of_two(void **st) {
   assert_int_equal(e, -8);
 }
 
+/* The search as it was, digit count by digit count (the oracle for the one-round fast path):
+ * the nearest p-digit decimal, or, below a power of two, the next one up. */
+static int shortest_oracle(double d, char digits[17], int *exp10) {
+  char tmp[40], s[40];
+  int p, e = 0, m;
+  d = fabs(d);
+  int narrow_below = frexp(d, &m) == 0.5 && d > DBL_MIN;
+  for (p = 1; p <= 17; p++) {
+    snprintf(tmp, sizeof tmp, "%.*e", p - 1, d);
+    digits[0] = tmp[0];
+    if (p > 1) memcpy(digits + 1, tmp + 2, (size_t)(p - 1));
+    e = (int)strtol(strchr(tmp, 'e') + 1, NULL, 10);
+    double r = strtod(tmp, NULL);
+    if (r == d || p == 17) break;
+    if (!narrow_below || r > d) continue;
+    char up[17];
+    memcpy(up, digits, 17);
+    int i = p - 1, ne = e;
+    while (i >= 0 && up[i] == '9') up[i--] = '0';
+    if (i >= 0) {
+      up[i]++;
+    } else {
+      up[0] = '1';
+      ne++;
+    }
+    snprintf(s, sizeof s, "%c.%.*se%d", up[0], p - 1, up + 1, ne);
+    if (strtod(s, NULL) == d) {
+      memcpy(digits, up, (size_t)p);
+      e = ne;
+      break;
+    }
+  }
+  while (p > 1 && digits[p - 1] == '0') p--;
+  *exp10 = e;
+  return p;
+}
+
+static void check_shortest(double d) {
+  char a[17], b[17];
+  int ea, eb, ka = hookd_json_shortest(d, a, &ea), kb = shortest_oracle(d, b, &eb);
+  if (ka != kb || ea != eb || memcmp(a, b, (size_t)ka) != 0)
+    fail_msg("%.17g: %.*s e%d, the digit-by-digit search gives %.*s e%d", d, ka, a, ea, kb, b,
+             eb);
+}
+
+/* The fast path (the 15-digit nearest, when it reads back, stripped of its zeros) gives the
+ * digits the digit-by-digit search gives: random doubles of every exponent, decimals of few
+ * digits, powers of two, the edges of the normal range and subnormals. */
+static void shortest_fast_path_matches_the_search(void **st) {
+  (void)st;
+  uint64_t x = 0x9E3779B97F4A7C15u;
+  for (int i = 0; i < 100000; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    double d;
+    memcpy(&d, &x, sizeof d);
+    if (isfinite(d) && d != 0) check_shortest(d);
+    check_shortest((double)(x % 100000000) / 1000.0 + 0.5); /* few digits */
+    check_shortest((double)(x >> 11) * 0x1p-53 * 1e-300);  /* below and near DBL_MIN */
+  }
+  for (int e = -1074; e <= 1023; e++) {
+    check_shortest(ldexp(1, e));
+    check_shortest(nextafter(ldexp(1, e), 0));
+    check_shortest(nextafter(ldexp(1, e), INFINITY));
+  }
+  const double edges[] = {DBL_MIN, DBL_MAX, DBL_TRUE_MIN, 0.1, 0.3, 1e21, 1e-7, 123456789012345.0,
+                          1234567890123456.0, 12345678901234567.0, 5e-324, 9007199254740993.0};
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) check_shortest(edges[i]);
+}
+
 /* hookd_json_fmt_double writes printf's "%.*g" layout by hand since it takes its digits from
  * hookd_json_shortest: the bytes of every other real are unchanged. The expected texts are what
  * "%.{k}g" writes (k the digit count), checked here against printf itself too. */
@@ -147,6 +217,7 @@ int main(void) {
       cmocka_unit_test(provider_bodies),
       cmocka_unit_test(dump),
       cmocka_unit_test(shortest_at_powers_of_two),
+      cmocka_unit_test(shortest_fast_path_matches_the_search),
       cmocka_unit_test(fmt_keeps_printf_layout),
       cmocka_unit_test(buffer_limit),
   };
