@@ -44,11 +44,15 @@ int hookd_provider_parse(const char *name, hookd_provider *out) {
 
 const char *hookd_in_header_get(const hookd_in_request *req, const char *name) {
   if (!req || !name || !req->headers) return NULL;
+  const char *found = NULL;
   for (size_t i = 0; i < req->n_headers; i++) {
     const hookd_in_header *h = &req->headers[i];
-    if (h->name && h->value && strcasecmp(h->name, name) == 0) return h->value;
+    if (h->name && h->value && strcasecmp(h->name, name) == 0) {
+      if (found) return NULL; /* sent twice: which one a proxy read is anyone's guess */
+      found = h->value;
+    }
   }
-  return NULL;
+  return found;
 }
 
 int hookd_in_result(hookd_verify_result *out, int rc, const char *reason) {

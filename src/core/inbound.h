@@ -63,7 +63,8 @@ typedef struct hookd_in_request {
   int64_t now_s;                 /* current Unix time */
 } hookd_in_request;
 
-/* Returns the first header with this name (case-insensitive), or NULL. */
+/* Returns the header with this name (case-insensitive); NULL when it is absent or was sent more
+ * than once (ambiguous: a signature header sent twice verifies as missing). */
 const char *hookd_in_header_get(const hookd_in_request *req, const char *name);
 
 /* Configuration of the generic HMAC verifier. */

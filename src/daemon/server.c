@@ -227,9 +227,16 @@ static void req_free(hookd_req *r) {
   free(r);
 }
 
+/* Headers hookd reads as one value: sent twice, which one counts depends on the parser (MHD
+ * takes the first, a proxy may take the last), so such a request is refused. */
+static const char *const single_headers[] = {"Authorization", "Idempotency-Key", "Hookd-Reason",
+                                             "Content-Type"};
+#define N_SINGLE (sizeof single_headers / sizeof single_headers[0])
+
 typedef struct head_scan {
   int headers, content_length, transfer_encoding;
   bool chunked; /* the last Transfer-Encoding is exactly "chunked" */
+  int single[N_SINGLE];
 } head_scan;
 
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -241,8 +248,18 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
   } else if (!strcasecmp(key, "Transfer-Encoding")) {
     h->transfer_encoding++;
     h->chunked = value && !strcasecmp(value, "chunked");
+  } else {
+    for (size_t i = 0; i < N_SINGLE; i++)
+      if (!strcasecmp(key, single_headers[i])) h->single[i]++;
   }
   return MHD_YES;
+}
+
+/* The first header hookd reads as one value that was sent more than once, or NULL. */
+static const char *repeated_header(const head_scan *h) {
+  for (size_t i = 0; i < N_SINGLE; i++)
+    if (h->single[i] > 1) return single_headers[i];
+  return NULL;
 }
 
 /* Framing that another parser on the way (a proxy) could read differently from libmicrohttpd is
@@ -296,6 +313,17 @@ static enum MHD_Result answer_mid_body(hookd_req *r) {
   return MHD_NO;
 }
 
+/* Decodes %HH in the path and query arguments like libmicrohttpd, except a string holding an
+ * encoded NUL ("%00"), which stays as sent: decoded, it would cut the C string short, and
+ * "/v1/tenants/t%00x" would act on tenant "t". Left encoded, no route or id matches it. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+  (void)cls;
+  (void)c;
+  for (const char *p = s; (p = strchr(p, '%')) != NULL; p++)
+    if (p[1] == '0' && p[2] == '0') return strlen(s);
+  return MHD_http_unescape(s);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -330,6 +358,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (framing) {
       hookd_req_error(r, 400, "invalid_header", "%s", framing);
       return queue_close(r);
+    }
+    const char *twice = repeated_header(&h);
+    if (twice) {
+      hookd_req_error(r, 400, "invalid_header", "more than one %s header", twice);
+      return queue(r);
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl) {
@@ -444,7 +477,7 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
       flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
       on_mhd_log, s, MHD_OPTION_SOCK_ADDR,
       (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-      MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+      MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       (unsigned)cfg->max_connections_per_ip, /* 0: no limit, as for libmicrohttpd */

@@ -249,6 +249,50 @@ describe('request framing', () => {
   });
 });
 
+describe('ambiguous requests', () => {
+  let h;
+  before(async () => { h = await startHookd(); });
+  after(async () => { assert.equal((await h.stop()).code, 0); });
+
+  it('sent twice (Idempotency-Key, Hookd-Reason, Authorization, Content-Type): 400 naming it, nothing done', async () => {
+    await h.api('POST', '/v1/tenants', { id: 'twice', name: 'before' });
+    const event = '{"id":"evt_twice","type":"a","payload":{}}';
+    const req = (extra, { method = 'POST', path = '/v1/tenants/twice/events', body = event } = {}) =>
+      `${method} ${path} HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
+      + `Content-Type: application/json\r\n${extra}Content-Length: ${body.length}\r\n`
+      + `Connection: close\r\n\r\n${body}`;
+    const cases = [
+      [req('Idempotency-Key: A\r\nIdempotency-Key: B\r\n'), /more than one Idempotency-Key header/],
+      [req('Hookd-Reason: one\r\nhookd-reason: two\r\n', { method: 'PATCH', path: '/v1/tenants/twice', body: '{"name":"after"}' }),
+        /more than one Hookd-Reason header/],
+      [req(`Authorization: Bearer ${h.apiKey}\r\n`), /more than one Authorization header/],
+      [req('Content-Type: text/plain\r\n'), /more than one Content-Type header/],
+    ];
+    for (const [bytes, why] of cases) {
+      const r = await exchange(h.port, bytes);
+      const [res] = responses(r.text);
+      assert.equal(res?.status, 400, r.text);
+      const err = JSON.parse(res.body).error;
+      assert.equal(err.code, 'invalid_header');
+      assert.match(err.message, why);
+    }
+    assert.equal((await h.api('GET', '/v1/tenants/twice')).json.name, 'before');
+    assert.equal((await h.api('GET', '/v1/tenants/twice/events/evt_twice')).status, 404);
+  });
+
+  it('an encoded NUL in the path is not decoded: /v1/tenants/twice%00x is not tenant "twice"', async () => {
+    for (const path of ['/v1/tenants/twice%00x', '/v1/tenants/twice%00', '/v1/deliveries/%00']) {
+      const r = await h.api('GET', path);
+      assert.equal(r.status, 404, `${path}: ${r.text}`);
+    }
+    const p = await h.api('PATCH', '/v1/tenants/twice%00', { name: 'after' });
+    assert.equal(p.status, 404);
+    assert.equal((await h.api('GET', '/v1/tenants/twice')).json.name, 'before');
+    // other escapes still decode
+    assert.equal((await h.api('GET', '/v1/tenants/twi%63e')).status, 200);
+  });
+});
+
 describe('connections per address', () => {
   it('--max-connections-per-ip 2: a third connection from one address is closed at once; the two open keep working', async () => {
     const h = await startHookd({ args: ['--max-connections-per-ip', '2'] });

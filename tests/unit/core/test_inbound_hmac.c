@@ -536,9 +536,24 @@ static void names_and_headers(void **st) {
   reqb b;
   req_init(&b, "", 0);
   hdr(&b, "Content-Type", "a");
-  hdr(&b, "content-type", "b");
   assert_string_equal(hookd_in_header_get(&b.r, "CONTENT-TYPE"), "a");
   assert_null(hookd_in_header_get(&b.r, "X-None"));
+  /* sent twice: ambiguous (a proxy may have read the other one), so as if absent */
+  hdr(&b, "content-type", "b");
+  assert_null(hookd_in_header_get(&b.r, "Content-Type"));
+  /* GitHub's example, its signature header sent once, then a second time */
+  reqb g;
+  req_init(&g, "Hello, World!", 0);
+  hdr(&g, "X-Hub-Signature-256",
+      "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17");
+  const char *gh[] = {"It's a Secret to Everybody"};
+  hookd_in_secrets one = {gh, 1};
+  hookd_verify_result vr;
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_GITHUB, &g.r, &one, 0, NULL, &vr),
+                   HOOKD_VERIFY_OK);
+  hdr(&g, "X-Hub-Signature-256", "sha256=00");
+  assert_int_not_equal(hookd_in_verify(HOOKD_PROVIDER_GITHUB, &g.r, &one, 0, NULL, &vr),
+                       HOOKD_VERIFY_OK);
 
   /* no secrets configured */
   hookd_in_secrets none = {NULL, 0};
