@@ -28,6 +28,7 @@ static const range v4_rules[] = {
     {V4(100, 64, 0, 0), 10, "cgnat"},
     {V4(169, 254, 0, 0), 16, "link_local"},
     {V4(192, 0, 0, 0), 24, "ietf_protocol"},
+    {V4(192, 88, 99, 0), 24, "6to4_relay"}, /* deprecated anycast (RFC 7526) */
     {V4(192, 0, 2, 0), 24, "documentation"},
     {V4(198, 51, 100, 0), 24, "documentation"},
     {V4(203, 0, 113, 0), 24, "documentation"},
@@ -52,8 +53,21 @@ static const range v6_rules[] = {
     {{0xfe, 0xc0}, 10, "site_local"},
     {{0xff}, 8, "multicast"},
     {{0x20, 0x01, 0x0d, 0xb8}, 32, "documentation"},
+    {{0x3f, 0xff}, 20, "documentation"}, /* RFC 9637 */
     {{0x01, 0x00}, 64, "discard"},
+    {{0x5f, 0x00}, 16, "srv6"},           /* segment identifiers (RFC 9602) */
+    {{0x20, 0x01}, 23, "ietf_protocol"},  /* ORCHID, benchmarking, … (Teredo is judged as IPv4) */
 };
+
+/* What --allow-private-networks lifts: the networks a development setup runs on, nothing else
+ * (unspecified, broadcast, multicast, documentation, … stay refused). */
+static bool private_kind(const char *rule) {
+  static const char *const lifted[] = {"private", "loopback", "link_local", "unique_local",
+                                       "site_local", "cgnat"};
+  for (size_t i = 0; i < sizeof lifted / sizeof lifted[0]; i++)
+    if (!strcmp(rule, lifted[i])) return true;
+  return false;
+}
 
 static const range v6_metadata[] = {
     {{0xfd, 0x00, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54}, 128, "metadata"}, /* fd00:ec2::254 */
@@ -145,13 +159,13 @@ const char *hookd_addr_judge(const hookd_addr_policy *p, int family, const unsig
   if (family == AF_INET6 && prefix_match(addr, nat64_local_prefix, 48) &&
       !allowlisted(p, AF_INET6, addr))
     return "nat64_local";
-  if (p && p->allow_private) return NULL;
   /* An allowlist entry covers the address as given or the IPv4 address it embeds. */
   if (allowlisted(p, family, addr)) return NULL;
   if (family == AF_INET6 && is_v4 && allowlisted(p, AF_INET, v4)) return NULL;
 
-  return is_v4 ? match_table(v4_rules, COUNT(v4_rules), v4)
-               : match_table(v6_rules, COUNT(v6_rules), addr);
+  const char *rule = is_v4 ? match_table(v4_rules, COUNT(v4_rules), v4)
+                           : match_table(v6_rules, COUNT(v6_rules), addr);
+  return rule && p && p->allow_private && private_kind(rule) ? NULL : rule;
 }
 
 const char *hookd_addr_judge_sockaddr(const hookd_addr_policy *p, const struct sockaddr *sa,

@@ -6,18 +6,19 @@
  * Forbidden by default (rule names in brackets are what hookd reports and logs):
  *   IPv4: 0.0.0.0/8 [unspecified], 127/8 [loopback], 10/8 172.16/12 192.168/16 [private],
  *   100.64/10 [cgnat], 169.254/16 [link_local], 192.0.0/24 [ietf_protocol],
- *   192.0.2/24 198.51.100/24 203.0.113/24 [documentation], 198.18/15 [benchmarking],
- *   224/4 [multicast], 240/4 [reserved], 255.255.255.255 [broadcast].
+ *   192.88.99/24 [6to4_relay], 192.0.2/24 198.51.100/24 203.0.113/24 [documentation],
+ *   198.18/15 [benchmarking], 224/4 [multicast], 240/4 [reserved], 255.255.255.255 [broadcast].
  *   IPv6: :: [unspecified], ::1 [loopback], fc00::/7 [unique_local], fe80::/10 [link_local],
- *   fec0::/10 [site_local], ff00::/8 [multicast], 2001:db8::/32 [documentation],
- *   100::/64 [discard].
+ *   fec0::/10 [site_local], ff00::/8 [multicast], 2001:db8::/32 3fff::/20 [documentation],
+ *   100::/64 [discard], 5f00::/16 [srv6], 2001::/23 [ietf_protocol].
  *   IPv6 forms that embed an IPv4 address are reduced to it and judged as IPv4: IPv4-mapped
  *   ::ffff:0:0/96, IPv4-compatible ::/96, NAT64 64:ff9b::/96 and 64:ff9b:1::/48 (last 32 bits),
  *   6to4 2002::/16 (bits 16..47), Teredo 2001::/32 (the client address: last 32 bits inverted).
  *   Cloud metadata [metadata]: 169.254.169.254, fd00:ec2::254, 168.63.129.16, 100.100.100.200 —
  *   always forbidden, even when private networks or an allowlist entry would allow them.
  *
- * Operator settings: allow_private lifts every rule except [metadata]; an allowlist entry (CIDR)
+ * Operator settings: allow_private lifts [private], [loopback], [link_local], [unique_local],
+ * [site_local] and [cgnat] (the networks of a development setup); an allowlist entry (CIDR)
  * lifts every rule except [metadata] for the addresses it covers. */
 #ifndef HOOKD_CORE_ADDRPOLICY_H
 #define HOOKD_CORE_ADDRPOLICY_H
@@ -36,7 +37,7 @@ typedef struct hookd_cidr {
 typedef struct hookd_addr_policy {
   const hookd_cidr *allow; /* operator allowlist */
   size_t n_allow;
-  bool allow_private;      /* development: lift every rule but [metadata] */
+  bool allow_private;      /* development: lift the private, loopback and link-local rules */
 } hookd_addr_policy;
 
 /* Parses "a.b.c.d/n", "a.b.c.d" (= /32), "x::y/n", "x::y" (= /128). Returns 0 or -1. */

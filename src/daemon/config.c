@@ -42,8 +42,8 @@ static const opt opts[] = {
              "comma-separated)"},
     {"allow-private-networks", "HOOKD_ALLOW_PRIVATE_NETWORKS", T_BOOL,
      OFF(allow_private_networks), 0, 0, 0, "",
-     "allow private, loopback and link-local destinations (development; cloud metadata stays "
-     "forbidden)"},
+     "allow private, loopback, link-local, unique-local and CGNAT destinations (development; "
+     "cloud metadata and the other special ranges stay forbidden)"},
     {"allow-http", "HOOKD_ALLOW_HTTP", T_BOOL, OFF(allow_http), 0, 0, 0, "",
      "allow plain http:// destinations (default: https only)"},
     {"egress-ca-file", "HOOKD_EGRESS_CA_FILE", T_STR, OFF(egress_ca_file), SZ(egress_ca_file), 0,

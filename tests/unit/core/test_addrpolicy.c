@@ -60,6 +60,7 @@ static const host_case host_cases[] = {
     {"192.0.2.1", AF_INET, "192.0.2.1", "documentation"},
     {"198.51.100.7", AF_INET, "198.51.100.7", "documentation"},
     {"203.0.113.9", AF_INET, "203.0.113.9", "documentation"},
+    {"192.88.99.1", AF_INET, "192.88.99.1", "6to4_relay"},
     {"198.18.0.1", AF_INET, "198.18.0.1", "benchmarking"},
     {"198.19.255.255", AF_INET, "198.19.255.255", "benchmarking"},
     {"224.0.0.1", AF_INET, "224.0.0.1", "multicast"},
@@ -89,6 +90,14 @@ static const host_case host_cases[] = {
     {"[ff02::1]", AF_INET6, "ff02::1", "multicast"},
     {"[2001:db8::1]", AF_INET6, "2001:db8::1", "documentation"},
     {"[100::1]", AF_INET6, "100::1", "discard"},
+    {"[3fff::1]", AF_INET6, "3fff::1", "documentation"},
+    {"[3fff:fff::1]", AF_INET6, "3fff:fff::1", "documentation"},
+    {"[3fff:1000::1]", AF_INET6, "3fff:1000::1", NULL},
+    {"[5f00::1]", AF_INET6, "5f00::1", "srv6"},
+    {"[2001:10::1]", AF_INET6, "2001:10::1", "ietf_protocol"},
+    {"[2001:20::1]", AF_INET6, "2001:20::1", "ietf_protocol"},
+    {"[2001:1ff:ffff::1]", AF_INET6, "2001:1ff:ffff::1", "ietf_protocol"},
+    {"[2001:200::1]", AF_INET6, "2001:200::1", NULL},
     {"[100:0:0:1::1]", AF_INET6, "100:0:0:1::1", NULL},
     /* IPv6 embedding IPv4 */
     {"[::ffff:127.0.0.1]", AF_INET6, "::ffff:127.0.0.1", "loopback"},
@@ -307,6 +316,25 @@ static void allow_private(void **s) {
   assert_null(hookd_addr_judge(&p, AF_INET6, a));
   parse6("::1", a);
   assert_null(hookd_addr_judge(&p, AF_INET6, a));
+  /* only the networks of a development setup: not every other special range */
+  const struct {
+    const char *addr;
+    const char *rule;
+  } kept4[] = {{"0.0.0.0", "unspecified"},       {"255.255.255.255", "broadcast"},
+               {"224.0.0.1", "multicast"},       {"240.0.0.1", "reserved"},
+               {"192.0.2.1", "documentation"},   {"192.0.0.1", "ietf_protocol"},
+               {"198.18.0.1", "benchmarking"}};
+  for (size_t i = 0; i < COUNT(kept4); i++) {
+    parse4(kept4[i].addr, a);
+    const char *got = hookd_addr_judge(&p, AF_INET, a);
+    if (!got || strcmp(got, kept4[i].rule) != 0)
+      fail_msg("%s with allow_private: %s, want %s", kept4[i].addr, got ? got : "allowed",
+               kept4[i].rule);
+  }
+  parse6("::", a);
+  assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "unspecified");
+  parse6("ff02::1", a);
+  assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "multicast");
   const char *meta4[] = {"169.254.169.254", "168.63.129.16", "100.100.100.200"};
   for (size_t i = 0; i < COUNT(meta4); i++) {
     parse4(meta4[i], a);
