@@ -1,11 +1,15 @@
 /* num.c — strict whole-number parsing. See num.h. */
 #include "core/num.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 
 int hookd_parse_ll(const char *s, long long min, long long max, long long *out) {
   char *end;
+  /* digits, perhaps after a minus: strtoll would also take leading blanks and a plus sign */
+  if (!s || !(isdigit((unsigned char)s[0]) || (s[0] == '-' && isdigit((unsigned char)s[1]))))
+    return -1;
   errno = 0;
   long long v = strtoll(s, &end, 10);
   if (errno || end == s || *end || v < min || v > max) return -1;

@@ -164,7 +164,13 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
 bool hookd_api_int_in(hookd_req *r, const json_t *obj, const char *prefix, const char *key,
                       int64_t min, int64_t max, int64_t *out) {
   int64_t v;
-  int rc = hookd_json_get_int(obj, key, &v); /* 1: absent or null */
+  const json_t *given = json_object_get(obj, key);
+  if (given && json_is_null(given)) { /* it would silently mean the default */
+    hookd_req_error(r, 422, "invalid_field", "%s%s%s may not be null", prefix ? prefix : "",
+                    prefix ? "." : "", key);
+    return false;
+  }
+  int rc = hookd_json_get_int(obj, key, &v); /* 1: absent */
   if (rc == 1) return true;
   if (rc < 0 || v < min || v > max) {
     hookd_req_error(r, 422, "invalid_field", "%s%s%s must be an integer in [%lld, %lld]",

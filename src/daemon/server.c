@@ -69,7 +69,12 @@ const char *hookd_req_header(const hookd_req *r, const char *name) {
 }
 
 const char *hookd_req_query(const hookd_req *r, const char *key) {
-  return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+  const char *v = NULL;
+  size_t n = 0;
+  if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, key, strlen(key), &v, &n) !=
+      MHD_YES)
+    return NULL;
+  return v ? v : ""; /* "?limit" without a value: given, and empty (refused), not absent */
 }
 
 typedef struct name_iter {

@@ -137,6 +137,9 @@ describe('bad input gets a clear 4xx', () => {
       // a rate under one per hour would make the dispatcher wait past the end of int64
       [{ url: recv.url, rate_limit: { per_second: 1.0842022708573195e-16 } }, 'invalid_field'],
       [{ url: recv.url, rate_limit: { per_minute: 0.01 } }, 'invalid_field'],
+      // null would silently mean the default
+      [{ url: recv.url, retry: { max_attempts: null } }, 'invalid_field'],
+      [{ url: recv.url, retry: { backoff_cap_ms: null } }, 'invalid_field'],
       [{ url: recv.url, colour: 'red' }, 'unknown_field'],
       [{ description: 'no url' }, 'invalid_field'],
     ];
@@ -146,6 +149,20 @@ describe('bad input gets a clear 4xx', () => {
     }
     const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: 'http://169.254.169.254/x' });
     assert.match(r.json.error.message, /metadata|link_local/);
+    for (const body of [{ name: null }, { max_in_flight: null }, { weight: null }]) {
+      const t = await h.api('PATCH', `/v1/tenants/${tenant}`, body);
+      assertError(t, 422, 'invalid_field');
+      assert.match(t.json.error.message, /may not be null/);
+    }
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}`, { rate_limit: null })).status, 200, 'null: no limit');
+  });
+
+  it('query parameters: a value that is not plain digits, or no value, is refused', async () => {
+    for (const q of ['limit', 'limit=', 'limit=%205', 'limit=+5', 'limit=5x']) {
+      const r = await h.api('GET', `/v1/tenants/${tenant}/deliveries?${q}`);
+      assertError(r, 400, 'invalid_parameter');
+    }
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit=5`)).status, 200);
   });
 });
 
