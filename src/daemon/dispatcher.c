@@ -471,6 +471,16 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     return;
   }
 
+  /* A request hookd itself abandoned at shutdown does not spend the delivery's last attempt
+   * nor end its retry window: the restart sends it once more (an event past its expiry still
+   * goes DEAD). */
+  if (req->abandoned && dec.next == HOOKD_DS_DEAD && dec.dead_reason &&
+      (!strcmp(dec.dead_reason, "max_attempts") || !strcmp(dec.dead_reason, "max_age"))) {
+    dec.next = HOOKD_DS_RETRYING;
+    dec.next_attempt_ms = now;
+    dec.dead_reason = NULL;
+  }
+
   hookd_outcome *o = &it->out;
   memset(o, 0, sizeof *o);
   snprintf(it->last_error, sizeof it->last_error, "%s", cls.category);

@@ -350,6 +350,7 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   long status = 0;
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
   req->status = (int)status;
+  req->abandoned = why != NULL;
   req->net = map_result(rc, req);
   if (req->net == HOOKD_NET_OK) {
     req->error[0] = '\0';

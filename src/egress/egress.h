@@ -72,6 +72,7 @@ typedef struct hookd_egress_req {
   int64_t latency_ms;
   bool request_sent;             /* the connection was made and the request may have reached
                                     the peer (an ambiguous outcome if no response follows) */
+  bool abandoned;                /* ended by hookd_egress_abort_all (shutdown), not the peer */
   char blocked_rule[48];         /* rule that refused an address (net == BLOCKED when every
                                     address tried was refused) */
   char error[CURL_ERROR_SIZE];   /* transport error text, "" on HTTP responses */

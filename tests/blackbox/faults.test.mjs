@@ -114,8 +114,9 @@ describe('durability', () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver(() => 'hang');
     let h = await startHookd({ dir, args: ['--shutdown-grace-s', '1'] });
-    // the endpoint's timeout (60 s) is far beyond the grace period and the wait below (10 s)
-    const { tenant } = await setup(h, recv.url, { timeout_ms: 60000, retry: { backoff_base_ms: 100, backoff_cap_ms: 200 } });
+    // the endpoint's timeout (60 s) is far beyond the grace period and the wait below (10 s);
+    // one attempt allowed: the abandoned one must not spend it
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 60000, retry: { max_attempts: 1, backoff_base_ms: 100, backoff_cap_ms: 200 } });
     const p = await publish(h, tenant, { type: 'a.b', payload: {} });
     await recv.waitFor(1);
     h.proc.kill('SIGTERM');
@@ -123,7 +124,7 @@ describe('durability', () => {
     assert.equal(r.code, 0);
     assert.ok(h.logs.some((l) => l.msg === 'shutdown.abandon_in_flight' && l.in_flight === 1), 'the abandonment is logged');
     const [row] = h.query('SELECT state, attempt_count, leased_until FROM deliveries');
-    assert.deepEqual(row, { state: 'retrying', attempt_count: 1, leased_until: null });
+    assert.deepEqual(row, { state: 'retrying', attempt_count: 1, leased_until: null }, 'not DEAD: hookd gave up, not the endpoint');
     const [att] = h.query('SELECT outcome, error FROM attempts');
     assert.equal(att.outcome, 'timeout');
     assert.match(att.error, /shutting down/);

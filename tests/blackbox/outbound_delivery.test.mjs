@@ -134,6 +134,12 @@ describe('delivery outcomes', () => {
     const p2 = await publish(h, tenant, { type: 'a.b', payload: {} });
     assert.equal(p2.json.deliveries, 0, 'a disabled endpoint gets no new deliveries');
     assert.equal(recv.requests.length, 1);
+    // audited like an operator's disable, with hookd itself as the actor
+    const audit = (await h.api('GET', `/v1/audit?tenant=${tenant}`)).json.data;
+    const row = audit.find((a) => a.action === 'endpoint.disable' && a.target === endpoint);
+    assert.ok(row, JSON.stringify(audit));
+    assert.equal(row.actor, 'system');
+    assert.match(row.reason, /410/);
     await recv.close();
   });
 

@@ -791,12 +791,23 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (o->disable_endpoint && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_DISABLE,
                  "UPDATE endpoints SET enabled = 0, disabled_reason = ?2, updated_at = ?3"
-                 " WHERE id = ?1 AND deleted_at IS NULL");
+                 " WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, o->endpoint_id);
     sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
     sq_bind_i64(st, 3, o->now_ms);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "disable endpoint");
+    if (sqlite3_changes(c->db) == 1) { /* audited like an operator's disable (actor system) */
+      st = sq_stmt(c, SQ_EP_DISABLE_AUDIT,
+                   "INSERT INTO audit_log(at, actor, action, target, tenant_id, reason, detail)"
+                   " SELECT ?3, 'system', 'endpoint.disable', id, tenant_id, ?2, 'automatic'"
+                   " FROM endpoints WHERE id = ?1");
+      if (!st) return HOOKD_STORE_ERR;
+      sq_bind_text(st, 1, o->endpoint_id);
+      sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
+      sq_bind_i64(st, 3, o->now_ms);
+      if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "audit endpoint disable");
+    }
   }
   return HOOKD_STORE_OK;
 }
