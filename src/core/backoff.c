@@ -1,6 +1,8 @@
 /* backoff.c — full-jitter exponential backoff and retry-policy defaults. */
 #include "core/backoff.h"
 
+#include <stdio.h>
+
 void hookd_retry_policy_defaults(hookd_retry_policy *p) {
   p->id = 0;
   p->max_attempts = 12;
@@ -8,6 +10,45 @@ void hookd_retry_policy_defaults(hookd_retry_policy *p) {
   p->cap_ms = 12LL * 3600 * 1000;
   p->max_age_ms = 3LL * 24 * 3600 * 1000;
   p->retry_after_cap_ms = 12LL * 3600 * 1000;
+  p->retry_4xx[0] = p->retry_4xx[1] = 0;
+}
+
+bool hookd_retry_status_listable(int status) {
+  return status >= 400 && status <= 499 && status != 408 && status != 429 && status != 410;
+}
+
+bool hookd_retry_policy_retries(const hookd_retry_policy *p, int status) {
+  if (status < 400 || status > 499) return false;
+  int b = status - 400;
+  return (p->retry_4xx[b / 64] >> (b % 64)) & 1;
+}
+
+int hookd_retry_statuses_parse(const char *s, uint64_t out[2]) {
+  out[0] = out[1] = 0;
+  if (!s) return 0;
+  while (*s) {
+    if (s[0] < '0' || s[0] > '9' || s[1] < '0' || s[1] > '9' || s[2] < '0' || s[2] > '9')
+      return -1;
+    int st = (s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0');
+    if (!hookd_retry_status_listable(st)) return -1;
+    out[(st - 400) / 64] |= 1ULL << ((st - 400) % 64);
+    s += 3;
+    if (*s == ',') {
+      if (!*++s) return -1;
+    } else if (*s) {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void hookd_retry_statuses_format(const uint64_t in[2], char *out, size_t n) {
+  size_t o = 0;
+  if (n) out[0] = '\0';
+  for (int b = 0; b < 100; b++) {
+    if (!((in[b / 64] >> (b % 64)) & 1) || o + 5 > n) continue;
+    o += (size_t)snprintf(out + o, n - o, "%s%d", o ? "," : "", 400 + b);
+  }
 }
 
 const char *hookd_retry_policy_check(const hookd_retry_policy *p) {

@@ -4,6 +4,8 @@
 #ifndef HOOKD_CORE_BACKOFF_H
 #define HOOKD_CORE_BACKOFF_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* One immutable version of a retry policy. Deliveries keep the version they were created with. */
@@ -14,7 +16,18 @@ typedef struct hookd_retry_policy {
   int64_t cap_ms;             /* largest backoff ceiling */
   int64_t max_age_ms;         /* a cycle older than this goes DEAD */
   int64_t retry_after_cap_ms; /* a Retry-After longer than this is cut to it */
+  uint64_t retry_4xx[2];      /* 4xx statuses retried instead of permanent (bit: status - 400)
+                                 — O6's "configurable per policy"; none by default */
 } hookd_retry_policy;
+
+/* Whether the policy retries this 4xx status. */
+bool hookd_retry_policy_retries(const hookd_retry_policy *p, int status);
+/* A 4xx status the policy may list: 400-499 but 408 and 429 (retried anyway) and 410 (gone:
+ * the endpoint is disabled). */
+bool hookd_retry_status_listable(int status);
+/* "409,423" <-> bits; parse returns -1 on anything but such a list (NULL or "" = none). */
+int hookd_retry_statuses_parse(const char *s, uint64_t out[2]);
+void hookd_retry_statuses_format(const uint64_t in[2], char *out, size_t n);
 
 /* Defaults: 12 attempts, 30 s base, 12 h cap, 3 days max age, Retry-After capped at 12 h. */
 void hookd_retry_policy_defaults(hookd_retry_policy *p);

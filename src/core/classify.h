@@ -1,7 +1,8 @@
 /* classify.h — what one HTTP attempt's result means for the delivery (O6):
  *   2xx success; 408, 429, 5xx, 3xx (never followed), timeouts and network errors retryable;
- *   410 gone (DEAD and the endpoint disabled); other 4xx permanent; a destination refused by
- *   the address policy is permanent ("blocked").
+ *   410 gone (DEAD and the endpoint disabled); other 4xx permanent (unless the delivery's retry
+ *   policy lists the status: the dispatcher retries it); a destination refused by the address
+ *   policy is permanent ("blocked").
  * Pure table; unit-tested row by row. */
 #ifndef HOOKD_CORE_CLASSIFY_H
 #define HOOKD_CORE_CLASSIFY_H

@@ -86,6 +86,8 @@ bool hookd_api_known_members(hookd_req *r, const json_t *obj, const char *prefix
  * absent. */
 typedef struct hookd_api_retry {
   int64_t max_attempts, backoff_base_ms, backoff_cap_ms, max_age_s, retry_after_cap_s;
+  bool has_statuses;     /* retry_statuses given ([] = none) */
+  uint64_t statuses[2];
 } hookd_api_retry;
 
 /* Parses v (must be an object; `field` names it in messages, e.g. "destinations[0].retry"):

@@ -201,7 +201,7 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     return false;
   op->max_in_flight = (int)mif;
   op->timeout_ms = (int)to;
-  op->retry = (hookd_api_retry){-1, -1, -1, -1, -1};
+  op->retry = (hookd_api_retry){-1, -1, -1, -1, -1, false, {0, 0}};
   if ((op->fields & F_RETRY) &&
       hookd_api_parse_retry(r, json_object_get(body, "retry"), "retry", &op->retry) != 0)
     return false;

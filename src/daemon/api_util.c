@@ -198,21 +198,42 @@ bool hookd_api_known_members(hookd_req *r, const json_t *obj, const char *prefix
 }
 
 int hookd_api_parse_retry(hookd_req *r, const json_t *v, const char *field, hookd_api_retry *out) {
-  static const char *const names[] = {"max_attempts", "backoff_base_ms", "backoff_cap_ms",
-                                      "max_age_s", "retry_after_cap_s", NULL};
+  static const char *const names[] = {"max_attempts",      "backoff_base_ms",
+                                      "backoff_cap_ms",    "max_age_s",
+                                      "retry_after_cap_s", "retry_statuses", NULL};
   const int64_t year_s = 366LL * 24 * 3600;
   const int64_t min[] = {1, 1, 1, 1, 0}, max[] = {1000, year_s * 1000, year_s * 1000, year_s, year_s};
   int64_t *dst[] = {&out->max_attempts, &out->backoff_base_ms, &out->backoff_cap_ms,
                     &out->max_age_s, &out->retry_after_cap_s};
-  for (size_t i = 0; names[i]; i++) *dst[i] = -1;
+  for (size_t i = 0; i < 5; i++) *dst[i] = -1;
+  out->has_statuses = false;
+  out->statuses[0] = out->statuses[1] = 0;
   if (!json_is_object(v)) {
     hookd_req_error(r, 422, "invalid_field", "%s must be an object", field);
     return -1;
   }
   if (!hookd_api_known_members(r, v, field, names)) return -1;
-  for (size_t i = 0; names[i]; i++)
+  for (size_t i = 0; i < 5; i++)
     if (!hookd_api_int_in(r, v, field, names[i], min[i], max[i], dst[i])) return -1;
+  /* 4xx statuses retried instead of permanent (O6): e.g. [409, 423] */
+  const json_t *list = json_object_get(v, "retry_statuses");
+  if (!list) return 0;
+  size_t i;
+  const json_t *x;
+  if (!json_is_array(list) || json_array_size(list) > 100) goto bad;
+  json_array_foreach(list, i, x) {
+    json_int_t st = json_is_integer(x) ? json_integer_value(x) : 0;
+    if (!hookd_retry_status_listable((int)st) || st != (int)st) goto bad;
+    out->statuses[(st - 400) / 64] |= 1ULL << ((st - 400) % 64);
+  }
+  out->has_statuses = true;
   return 0;
+bad:
+  hookd_req_error(r, 422, "invalid_field",
+                  "%s.retry_statuses must be a list of 4xx statuses to retry (400-499; not 408 "
+                  "or 429, retried anyway, nor 410, which disables the endpoint)",
+                  field);
+  return -1;
 }
 
 void hookd_api_retry_apply(const hookd_api_retry *in, hookd_retry_policy *p) {
@@ -221,6 +242,10 @@ void hookd_api_retry_apply(const hookd_api_retry *in, hookd_retry_policy *p) {
   if (in->backoff_cap_ms >= 0) p->cap_ms = in->backoff_cap_ms;
   if (in->max_age_s >= 0) p->max_age_ms = in->max_age_s * 1000;
   if (in->retry_after_cap_s >= 0) p->retry_after_cap_ms = in->retry_after_cap_s * 1000;
+  if (in->has_statuses) {
+    p->retry_4xx[0] = in->statuses[0];
+    p->retry_4xx[1] = in->statuses[1];
+  }
 }
 
 int hookd_api_limit(hookd_req *r, int def, int max) {
@@ -303,6 +328,10 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e) {
   json_object_set_new(v, "lane_policy", json_string(e->lane_policy ? e->lane_policy : "skip"));
   json_object_set_new(v, "failing_since", hookd_json_time(e->failing_since_ms));
   if (e->source_id) json_object_set_new(v, "source_id", json_string(e->source_id));
+  json_t *retry = json_object_get(v, "retry"), *statuses = json_array();
+  for (int s = 400; s <= 499; s++)
+    if (hookd_retry_policy_retries(&e->policy, s)) json_array_append_new(statuses, json_integer(s));
+  json_object_set_new(retry, "retry_statuses", statuses);
   return v;
 }
 

@@ -443,6 +443,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   it->hdrs = NULL;
 
   hookd_classification cls = hookd_classify(req->net, req->status);
+  /* a 4xx the delivery's policy lists is retried instead of given up (O6) */
+  if (cls.cls == HOOKD_CLASS_PERMANENT && req->net == HOOKD_NET_OK &&
+      hookd_retry_policy_retries(&it->c.policy, req->status))
+    cls.cls = HOOKD_CLASS_RETRY;
   int64_t ra = -1;
   if (req->net == HOOKD_NET_OK && req->retry_after[0] &&
       hookd_retry_after_parse(req->retry_after, now, &ra) != 0)

@@ -107,6 +107,32 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('a 4xx the retry policy lists (retry_statuses) is retried; others stay permanent', async () => {
+    let n = 0;
+    const recv = await startReceiver(() => ({ status: ++n <= 2 ? 409 : 200 }));
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { retry_statuses: [409, 423], backoff_base_ms: 100, backoff_cap_ms: 100 } });
+    const ep = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+    assert.deepEqual(ep.retry.retry_statuses, [409, 423]);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(d.attempt_count, 3, 'two 409s retried, then delivered');
+    // a new policy version without it: the next 409 is permanent again
+    const patched = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { retry: { retry_statuses: [] } });
+    assert.deepEqual(patched.json.retry.retry_statuses, []);
+    assert.ok(patched.json.retry.policy_version > ep.retry.policy_version);
+    n = 0;
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d2] = await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(d2.dead_reason, 'permanent');
+    assert.equal(d2.attempt_count, 1);
+    for (const bad of [[410], [429], [408], [500], ['409'], 409, [399]]) {
+      const r = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { retry: { retry_statuses: bad } });
+      assert.equal(r.status, 422, JSON.stringify(bad));
+      assert.match(r.json.error.message, /retry_statuses/);
+    }
+    await recv.close();
+  });
+
   it('400: DEAD at once, the attempt kept in its history', async () => {
     const recv = await startReceiver(() => ({ status: 400, body: 'bad field "amount"' }));
     const { tenant } = await setup(h, recv.url);

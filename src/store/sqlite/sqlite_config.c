@@ -82,12 +82,21 @@ void sq_read_policy(sqlite3_stmt *st, int i, hookd_retry_policy *p) {
   p->cap_ms = sq_col_i64(st, i + 3);
   p->max_age_ms = sq_col_i64(st, i + 4);
   p->retry_after_cap_ms = sq_col_i64(st, i + 5);
+  p->retry_4xx[0] = p->retry_4xx[1] = 0;
+}
+
+/* The policy's retry_statuses column (read apart: it came with migration 12, after the columns
+ * every query lists in a row). A value hookd did not write reads as none. */
+void sq_read_policy_statuses(sqlite3_stmt *st, int i, hookd_retry_policy *p) {
+  const char *s = (const char *)sqlite3_column_text(st, i);
+  if (hookd_retry_statuses_parse(s, p->retry_4xx) != 0) p->retry_4xx[0] = p->retry_4xx[1] = 0;
 }
 
 static int policy_insert(hookd_store_conn *c, hookd_retry_policy *p, int64_t now_ms) {
   sqlite3_stmt *st = sq_stmt(c, SQ_POLICY_INSERT,
                              "INSERT INTO retry_policies(max_attempts, base_ms, cap_ms, max_age_ms,"
-                             " retry_after_cap_ms, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+                             " retry_after_cap_ms, created_at, retry_statuses)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULLIF(?7, ''))");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, p->max_attempts);
   sq_bind_i64(st, 2, p->base_ms);
@@ -95,6 +104,9 @@ static int policy_insert(hookd_store_conn *c, hookd_retry_policy *p, int64_t now
   sq_bind_i64(st, 4, p->max_age_ms);
   sq_bind_i64(st, 5, p->retry_after_cap_ms);
   sq_bind_i64(st, 6, now_ms);
+  char statuses[512];
+  hookd_retry_statuses_format(p->retry_4xx, statuses, sizeof statuses);
+  sqlite3_bind_text(st, 7, statuses, -1, SQLITE_TRANSIENT);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert retry policy");
   p->id = sqlite3_last_insert_rowid(c->db);
   return HOOKD_STORE_OK;
@@ -103,7 +115,8 @@ static int policy_insert(hookd_store_conn *c, hookd_retry_policy *p, int64_t now
 static int same_policy(const hookd_retry_policy *a, const hookd_retry_policy *b) {
   return a->max_attempts == b->max_attempts && a->base_ms == b->base_ms &&
          a->cap_ms == b->cap_ms && a->max_age_ms == b->max_age_ms &&
-         a->retry_after_cap_ms == b->retry_after_cap_ms;
+         a->retry_after_cap_ms == b->retry_after_cap_ms && a->retry_4xx[0] == b->retry_4xx[0] &&
+         a->retry_4xx[1] == b->retry_4xx[1];
 }
 
 /* ---------- endpoints ---------- */
@@ -133,6 +146,7 @@ void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->ordered = sq_col_i64(st, 25) != 0;
   e->lane_policy = sq_col_str(st, 26);
   e->failing_since_ms = sq_col_i64(st, 27);
+  sq_read_policy_statuses(st, 28, &e->policy);
 }
 
 static void rd_endpoint(sqlite3_stmt *st, void *rec) { sq_read_endpoint(st, rec); }

@@ -636,7 +636,7 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
   sqlite3_stmt *det = sq_stmt(c, SQ_CLAIM_DETAIL,
                               "SELECT e.id, e.type, e.body, e.expires_at, p.id, p.max_attempts,"
                               " p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms, e.kind,"
-                              " e.content_type, e.meta"
+                              " e.content_type, e.meta, p.retry_statuses"
                               " FROM events e, retry_policies p WHERE e.seq = ?1 AND p.id = ?2");
   for (size_t i = 0; det && i < len; i++) {
     sqlite3_reset(det);
@@ -659,6 +659,7 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
     v[i].body[v[i].body_len] = '\0';
     v[i].expires_ms = sq_col_i64(det, 3);
     sq_read_policy(det, 4, &v[i].policy);
+    sq_read_policy_statuses(det, 13, &v[i].policy);
     const char *kind = (const char *)sqlite3_column_text(det, 10);
     v[i].inbound = kind && strcmp(kind, "inbound") == 0;
     v[i].content_type = sq_col_str(det, 11);

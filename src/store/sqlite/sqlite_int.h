@@ -90,12 +90,13 @@ int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id);
   " e.max_in_flight, e.timeout_ms, e.secret, e.created_at, e.updated_at, e.deleted_at,"      \
   " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
   " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent,"        \
-  " e.rate_limit, e.ordered, e.lane_policy, e.failing_since"
+  " e.rate_limit, e.ordered, e.lane_policy, e.failing_since, p.retry_statuses"
 #define SQ_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
 
 void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e);
 int sq_read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint **out, size_t *n);
 void sq_read_policy(sqlite3_stmt *st, int first_col, hookd_retry_policy *p);
+void sq_read_policy_statuses(sqlite3_stmt *st, int col, hookd_retry_policy *p);
 /* The delivery column list every delivery query selects (with table alias d and events e). */
 #define SQ_DELIVERY_COLS                                                                        \
   "d.seq, d.id, d.event_seq, e.id, e.type, d.endpoint_id, d.tenant_id, d.state, "               \

@@ -304,6 +304,9 @@ static const struct {
      "  WHEN OLD.finished_at >= COALESCE((SELECT before_ms FROM retention_marks"
      "    WHERE name = 'attempts'), 0)"
      "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only inside the retention window'); END;"},
+    {12,
+     /* 4xx statuses a policy retries instead of giving up ("409,423"; NULL = none, O6). */
+     "ALTER TABLE retry_policies ADD COLUMN retry_statuses TEXT;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {

@@ -47,6 +47,34 @@ static void jitter_is_uniform(void **s) {
   assert_true(mean > 7600 && mean < 8400);
 }
 
+/* The 4xx statuses a policy retries: a list of three-digit 4xx codes, round trip, refusals. */
+static void retry_statuses(void **s) {
+  (void)s;
+  hookd_retry_policy p;
+  hookd_retry_policy_defaults(&p);
+  assert_false(hookd_retry_policy_retries(&p, 409));
+  assert_int_equal(hookd_retry_statuses_parse("409,423,499,400", p.retry_4xx), 0);
+  assert_true(hookd_retry_policy_retries(&p, 409));
+  assert_true(hookd_retry_policy_retries(&p, 499));
+  assert_true(hookd_retry_policy_retries(&p, 400));
+  assert_false(hookd_retry_policy_retries(&p, 404));
+  assert_false(hookd_retry_policy_retries(&p, 509));
+  assert_false(hookd_retry_policy_retries(&p, 309));
+  char out[64];
+  hookd_retry_statuses_format(p.retry_4xx, out, sizeof out);
+  assert_string_equal(out, "400,409,423,499");
+  uint64_t bits[2];
+  const char *bad[] = {"410", "408", "429", "500", "399", "40", "4090", "409,", ",409", "409;423",
+                       "409, 423", "abc"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (hookd_retry_statuses_parse(bad[i], bits) == 0) fail_msg("\"%s\" accepted", bad[i]);
+  assert_int_equal(hookd_retry_statuses_parse(NULL, bits), 0);
+  assert_int_equal(hookd_retry_statuses_parse("", bits), 0);
+  assert_true(bits[0] == 0 && bits[1] == 0);
+  hookd_retry_statuses_format(bits, out, sizeof out);
+  assert_string_equal(out, "");
+}
+
 static void policy_check(void **s) {
   hookd_retry_policy p;
   hookd_retry_policy_defaults(&p);
@@ -64,6 +92,7 @@ int main(void) {
       cmocka_unit_test(delay_within_bounds),
       cmocka_unit_test(jitter_is_uniform),
       cmocka_unit_test(policy_check),
+      cmocka_unit_test(retry_statuses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
