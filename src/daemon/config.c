@@ -104,6 +104,9 @@ static const opt opts[] = {
      "events expire (undelivered deliveries go DEAD) after this; 0 = never"},
     {"max-body-bytes", "HOOKD_MAX_BODY_BYTES", T_SIZE, OFF(max_body_bytes), 0, 64, 64 << 20,
      "BYTES", "largest request body accepted (413 beyond)"},
+    {"max-claimed-bytes", NULL, T_SIZE, OFF(max_claimed_bytes), 0, 0, 1LL << 40, "BYTES",
+     "bodies the dispatcher holds for claimed deliveries, all tenants together (each tenant "
+     "keeps its weighted share); 0 = bounded by counts only"},
     {"max-json-depth", NULL, T_INT, OFF(max_json_depth), 0, 2, 1000, "N",
      "deepest JSON nesting accepted"},
     {"max-endpoints-per-tenant", NULL, T_INT, OFF(max_endpoints_per_tenant), 0, 1, 1000000, "N",
@@ -160,6 +163,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->store_batch = 512;
   snprintf(c->node_id, sizeof c->node_id, "local");
   c->max_body_bytes = 1 << 20;
+  c->max_claimed_bytes = (size_t)256 << 20;
   c->max_json_depth = 32;
   c->max_endpoints_per_tenant = 1000;
   c->max_event_types = 64;

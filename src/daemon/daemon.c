@@ -217,6 +217,8 @@ int hookd_serve(const hookd_config *cfg) {
       .tenant_max_in_flight = cfg->tenant_max_in_flight,
       .disable_failing_after_ms = cfg->disable_failing_after_s * 1000,
       .shutdown_grace_ms = (int64_t)cfg->shutdown_grace_s * 1000,
+      .max_claimed_bytes = (int64_t)cfg->max_claimed_bytes,
+      .max_body_bytes = (int64_t)cfg->max_body_bytes,
       .breaker = {.window_ms = cfg->breaker_window_ms,
                   .min_requests = cfg->breaker_min_requests,
                   .failure_ratio = cfg->breaker_failure_percent / 100.0,

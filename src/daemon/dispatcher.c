@@ -621,9 +621,13 @@ static void body_share(hookd_dispatcher *d, item *it) {
       free(b);
       return;
     }
+    b->t = it->ep->t;
     d->body_bytes += (int64_t)b->len;
+    b->t->body_bytes += (int64_t)b->len;
+    d->claim_bytes_avg += ((int64_t)b->len - d->claim_bytes_avg) / 8;
   } else if (b->len == it->c.body_len) { /* an event's body never changes */
     free(it->c.body);
+    d->claim_bytes_avg -= d->claim_bytes_avg / 8; /* a fan-out's other deliveries add nothing */
   } else {
     return; /* cannot happen; it keeps its own */
   }
@@ -642,6 +646,7 @@ static void body_unshare(hookd_dispatcher *d, item *it) {
   snprintf(key, sizeof key, "%lld", (long long)it->c.d.event_seq);
   hookd_strmap_del(&d->bodies, key);
   d->body_bytes -= (int64_t)b->len;
+  b->t->body_bytes -= (int64_t)b->len;
   free(b->data);
   free(b);
 }
@@ -1070,6 +1075,9 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   if (!d) return NULL;
   d->cfg = *cfg;
   if (!d->cfg.sweep_interval_ms) d->cfg.sweep_interval_ms = 1000;
+  /* before any body is seen, a claim may bring the largest: the first claims are not let past
+   * the byte bound by a guess of small bodies */
+  d->claim_bytes_avg = d->cfg.max_body_bytes > 0 ? d->cfg.max_body_bytes : 1 << 20;
   if (!d->cfg.rescan_interval_ms) d->cfg.rescan_interval_ms = 30000;
   if (d->cfg.tenant_max_in_flight <= 0) d->cfg.tenant_max_in_flight = d->cfg.max_in_flight;
   hookd_breaker_cfg_defaults(&d->breaker_cfg);

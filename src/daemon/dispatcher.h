@@ -29,6 +29,8 @@ typedef struct hookd_dispatcher_config {
   int tenant_max_in_flight;   /* a tenant's cap unless it sets one */
   int64_t disable_failing_after_ms; /* disable an endpoint failing this long (0 = never) */
   int64_t shutdown_grace_ms;  /* stopping: requests in flight longer are abandoned (0 = at once) */
+  int64_t max_claimed_bytes;  /* bodies held by claimed deliveries, all tenants (0 = no bound) */
+  int64_t max_body_bytes;     /* the largest a body can be (the first claims' estimate) */
   hookd_breaker_cfg breaker;  /* zero fields take the defaults */
   int lease_margin_ms;        /* lease = endpoint timeout + margin (+ queue allowance) */
   const hookd_keyring *keyring; /* opens the endpoints' sealed secrets */

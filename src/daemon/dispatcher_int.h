@@ -66,6 +66,7 @@ typedef struct body_ref {
   int refs;
   char *data;
   size_t len;
+  struct tenant *t;            /* the event's tenant: its claimed bytes count there too */
 } body_ref;
 
 /* One claimed delivery, from claim to recorded outcome. */
@@ -103,6 +104,7 @@ typedef struct tenant {
   hookd_bucket bucket;
   int in_flight, queued, slow_in_flight;
   int claiming;               /* limits of its endpoints' claims not completed yet */
+  int64_t body_bytes;         /* bytes of the bodies its claimed deliveries hold */
   struct ep *ready_head, *ready_tail; /* endpoints with something they may send */
   bool in_ring;               /* in the dispatcher's sending ring */
   struct tenant *ring_next;
@@ -190,6 +192,8 @@ struct hookd_dispatcher {
   int in_flight, queued, slow_in_flight;
   hookd_strmap bodies;        /* event seq (decimal) → body_ref of claimed deliveries */
   int64_t body_bytes;         /* bytes of those bodies (each counted once) */
+  int64_t claim_bytes_avg;    /* new body bytes per claimed delivery (moving average): what a
+                                 claim still in progress is expected to add */
   int claiming;               /* limits of the claims in progress: counted against the claim
                                  budgets before they return, or one pass over many due endpoints
                                  claims far past them */

@@ -10,6 +10,7 @@
  *    when that changes (a claim, a completion, a timer on the wake heap);
  *  - a tenant leaves the ring when it has no ready endpoint, is at its cap (back on one of its
  *    completions) or is rate-limited (back when its bucket refills). */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,6 +424,25 @@ static int active_weight(hookd_dispatcher *d, const tenant *claimer) {
   return w > 0 ? w : 1;
 }
 
+/* How many more deliveries the claimed bodies' byte bound leaves room for (--max-claimed-bytes):
+ * counts bound the deliveries held, not their bodies (up to --max-body-bytes each: 2,048 claimed
+ * deliveries of 1 MiB events held 2 GiB). Claims in progress count at the recent average. As
+ * with counts, a tenant below its weighted share of the bound may always claim, and a tenant
+ * holding nothing gets one, so that another's big bodies never stop it. */
+static int bytes_room(hookd_dispatcher *d, const ep *e, const tenant *t) {
+  int64_t cap = d->cfg.max_claimed_bytes;
+  if (cap <= 0) return INT_MAX;
+  int64_t avg = d->claim_bytes_avg > 1024 ? d->claim_bytes_avg : 1024;
+  int64_t left = cap - d->body_bytes - (int64_t)d->claiming * avg;
+  int64_t t_held = t->body_bytes + (int64_t)t->claiming * avg;
+  if (left < avg) { /* the bound is reached: a tenant's own share */
+    int64_t fair = cap / active_weight(d, t) * t->weight;
+    if (fair - t_held > left) left = fair - t_held;
+  }
+  if (left < avg && t_held == 0 && e->in_flight + e->queued == 0) left = avg;
+  return left <= 0 ? 0 : left / avg > INT_MAX ? INT_MAX : (int)(left / avg);
+}
+
 void sched_claim_due(hookd_dispatcher *d, int64_t now) {
   int leased_cap = 2 * d->cfg.max_in_flight;
   /* endpoints the caps stop now go back in the heap afterwards */
@@ -448,6 +468,8 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
       if (t_leased < fair && fair - t_leased > g_room) g_room = fair - t_leased;
       if (room > g_room) room = g_room;
     }
+    int by_bytes = bytes_room(d, e, t);
+    if (room > by_bytes) room = by_bytes;
     if (room > CLAIM_LIMIT_MAX) room = CLAIM_LIMIT_MAX;
     if (room <= 0) {
       later[n_later++] = e;

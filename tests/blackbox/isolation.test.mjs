@@ -191,6 +191,32 @@ describe('isolation', () => {
     for (const r of hanging) await r.close();
   });
 
+  it('--max-claimed-bytes bounds the bodies claimed deliveries hold; another tenant still claims and delivers', async () => {
+    const cap = 1 << 20;
+    const h = await startHookd({ args: ['--max-claimed-bytes', String(cap), '--max-body-bytes', '262144'] });
+    const hanging = await startReceiver(() => 'hang');
+    const ok = await startReceiver();
+    const A = await setup(h, hanging.url, { max_in_flight: 8 }, 'bigbodies');
+    const B = await setup(h, ok.url, {}, 'small');
+    // 30 events of 100 KB: the endpoint's own claim window (2 x 8) would hold 1.6 MB
+    for (let i = 0; i < 30; i++) await publish(h, A.tenant, { type: 'a', payload: { i, blob: 'x'.repeat(100000) } });
+    await waitUntil(async () => hanging.open === 8, { what: 'the big tenant\'s requests in flight' });
+    const b = await publish(h, B.tenant, { type: 'a', payload: { small: true } });
+    await waitDelivery(h, b.json.id, (ds) => ds[0]?.state === 'delivered', 'the other tenant delivered', 10000);
+    const held = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_claimed_body_bytes');
+    await waitUntil(async () => (await held()) >= 8 * 100000, { what: 'the stats refreshed' });
+    const bytes = await held();
+    assert.ok(bytes <= cap + 100100, `claimed body bytes ${bytes}: at most the bound and one body past it`);
+    hanging.behave = () => ({ status: 200 });
+    hanging.releaseHanging();
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${A.tenant}/deliveries?state=pending&limit=1`)).json.data.length === 0
+      && (await h.api('GET', `/v1/tenants/${A.tenant}/deliveries?state=retrying&limit=1`)).json.data.length === 0,
+    { what: 'every big event delivered', timeout: 20000 });
+    assert.equal((await h.stop()).code, 0);
+    await hanging.close();
+    await ok.close();
+  });
+
   it('an endpoint alternating slow and fast answers stays slow (one fast success does not clear it)', async () => {
     const h = await startHookd();
     const r = await startReceiver((rec) => (rec.n % 2 ? { status: 200, delayMs: 700 } : { status: 200 }));
