@@ -29,10 +29,6 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
   const char *k;
   json_t *v;
   json_object_foreach(body, k, v) {
-    if (json_is_null(v) && strcmp(k, "rate_limit")) { /* null: no limit; elsewhere ambiguous */
-      hookd_req_error(r, 422, "invalid_field", "%.64s may not be null", k);
-      return false;
-    }
     if (!strcmp(k, "name")) op->fields |= T_NAME;
     else if (!strcmp(k, "max_in_flight")) op->fields |= T_MAXIF;
     else if (!strcmp(k, "rate_limit")) op->fields |= T_RATE;

@@ -1,5 +1,6 @@
 /* api_util.c — the async store-op helper, error mapping, body parsing and JSON renderers
  * shared by the API handlers. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,9 +268,8 @@ int hookd_api_list_scope(hookd_req *r, const char *tenant, long long *before) {
   }
   if (tenant && !hookd_api_tenant_allowed(r, tenant)) return -1;
   const char *s = hookd_req_query(r, "before");
-  char *end = NULL;
-  *before = s ? strtoll(s, &end, 10) : 0;
-  if (s && (end == s || *end || *before <= 0)) {
+  *before = 0;
+  if (s && hookd_parse_ll(s, 1, LLONG_MAX, before) != 0) {
     hookd_req_error(r, 400, "invalid_parameter", "before must be a next_cursor value");
     return -1;
   }

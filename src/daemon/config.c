@@ -419,6 +419,13 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     snprintf(err, errlen, "--default-timeout-ms exceeds --max-timeout-ms");
     return -1;
   }
+  /* a delivery cancelled (endpoint deleted) while its request is in flight is settled: its
+   * event must outlive the request, whose attempt is still to be recorded */
+  if (c->event_retention_s > 0 && c->event_retention_s * 1000 <= c->max_timeout_ms) {
+    snprintf(err, errlen, "--event-retention-s must be longer than --max-timeout-ms (%d ms)",
+             c->max_timeout_ms);
+    return -1;
+  }
   if (c->egress_ca_file[0]) { /* libcurl would only say so at each request, as a TLS error */
     FILE *f = fopen(c->egress_ca_file, "r");
     if (!f) {

@@ -58,6 +58,9 @@ describe('hookd CLI', () => {
     r = run(['serve', '--inbox-retention-s', '3600']); // Stripe redelivers for 3 days
     assert.equal(r.status, 2);
     assert.match(r.stderr, /--inbox-retention-s/);
+    r = run(['serve', '--event-retention-s', '30']); // a request may take --max-timeout-ms (60 s)
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--event-retention-s must be longer than --max-timeout-ms/);
     r = run(['serve', '--listen', '127.0.0.1:0', '--config']);
     assert.equal(r.status, 2);
     assert.match(r.stderr, /--config needs a value/);

@@ -115,7 +115,8 @@ describe('endpoint state', () => {
 describe('event retention', () => {
   it('--event-retention-s: a settled event goes with its deliveries and attempts after the window (404, its id and Idempotency-Key free again); an unsettled one is kept', async () => {
     const { dir, cleanup } = tempDir();
-    const args = ['--event-retention-s', '1'];
+    // (a window must outlast the longest request: --max-timeout-ms below it)
+    const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
     let d = await startHookd({ dir, args });
     const ok = await startReceiver();
     const failing = await startReceiver(() => ({ status: 500 }));

@@ -1065,14 +1065,16 @@ int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, 
   return HOOKD_STORE_OK;
 }
 
-/* Records the cut-off under which a retention job may delete attempts: the trigger of
- * migration 11 refuses to delete any attempt that finished at or after it. */
-int sq_retention_mark(hookd_store_conn *c, int64_t before_ms) {
+/* Records the cut-off under which a retention job may delete the attempts of one kind of event
+ * ("outbound", "inbound"): the trigger of migration 13 refuses to delete any attempt that
+ * finished at or after its event kind's cut-off. */
+int sq_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RET_MARK,
-                             "INSERT INTO retention_marks(name, before_ms) VALUES ('attempts', ?1)"
+                             "INSERT INTO retention_marks(name, before_ms) VALUES (?2, ?1)"
                              " ON CONFLICT(name) DO UPDATE SET before_ms = excluded.before_ms");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, before_ms);
+  sq_bind_text(st, 2, kind);
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "record retention cut-off");
@@ -1126,7 +1128,7 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   int64_t *ids;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
-  if (n > 0) rc = sq_retention_mark(c, before_ms);
+  if (n > 0) rc = sq_retention_mark(c, "outbound", before_ms);
   for (int i = 0; !rc && i < n; i++)
     if (!(rc = sq_event_delete(c, ids[i], true))) (*expired)++;
   free(ids);

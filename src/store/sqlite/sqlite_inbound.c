@@ -617,7 +617,7 @@ int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
   int64_t *del;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &del, &n);
   if (rc) return rc;
-  if (n > 0) rc = sq_retention_mark(c, before_ms);
+  if (n > 0) rc = sq_retention_mark(c, "inbound", before_ms);
   st = rc ? NULL
           : sq_stmt(c, SQ_INBOX_PURGE_DEL, "DELETE FROM inbox WHERE seq = ?1 RETURNING event_seq");
   for (int i = 0; st && i < n; i++) {

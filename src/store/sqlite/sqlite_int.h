@@ -180,7 +180,7 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   " OR (d.ordering_key IS NOT NULL AND d.state = 'dead'"                                        \
   " AND IFNULL(d.dead_reason, '') NOT IN ('superseded','expired'))"                             \
   " OR EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = d.seq AND a.finished_at >= ?3))"
-int sq_retention_mark(hookd_store_conn *c, int64_t before_ms);
+int sq_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms);
 int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys);
 int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
                     const char *last_error, const char *result_ref);

@@ -307,6 +307,17 @@ static const struct {
     {12,
      /* 4xx statuses a policy retries instead of giving up ("409,423"; NULL = none, O6). */
      "ALTER TABLE retry_policies ADD COLUMN retry_statuses TEXT;"},
+    {13,
+     /* One cut-off per kind of event: the inbox's retention (inbound) and the event retention
+      * (outbound) have windows of their own, and one shared mark protected an outbound attempt
+      * only as long as the shorter inbound window. */
+     "DELETE FROM retention_marks;"
+     "DROP TRIGGER attempts_no_delete;"
+     "CREATE TRIGGER attempts_no_delete BEFORE DELETE ON attempts"
+     "  WHEN OLD.finished_at >= COALESCE((SELECT m.before_ms FROM deliveries d, events e,"
+     "    retention_marks m WHERE d.seq = OLD.delivery_seq AND e.seq = d.event_seq"
+     "    AND m.name = e.kind), 0)"
+     "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only inside the retention window'); END;"},
 };
 
 int sq_migrate(hookd_store_conn *c) {
