@@ -140,12 +140,23 @@ tenant *sched_tenant(hookd_dispatcher *d, const char *id) {
   return t;
 }
 
+static void ring_push(hookd_dispatcher *d, tenant *t);
+
 void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg) {
+  int64_t now = hookd_now_ms();
   t->max_in_flight = cfg->max_in_flight > 0 ? cfg->max_in_flight : d->cfg.tenant_max_in_flight;
   t->weight = cfg->weight > 0 ? cfg->weight : 1;
   double burst = cfg->rate_limit > 1 ? cfg->rate_limit : 1;
-  hookd_bucket_set(&t->bucket, cfg->rate_limit, burst, hookd_now_ms());
+  hookd_bucket_set(&t->bucket, cfg->rate_limit, burst, now);
   if (t->share_wait) flush_share_eps(d, t); /* its cap, and so its reserve, may have changed */
+  /* a tenant waiting for its rate limit waits by the new rate (lifted: at once, not at the
+   * time the old one gave, up to an hour away); one stopped at its cap goes back in the ring
+   * when the new cap leaves room, not at its next completion */
+  if (t->waiting) t->wake_ms = now + hookd_bucket_wait_ms(&t->bucket, now);
+  if (t->blocked_cap && t->in_flight < t->max_in_flight) {
+    t->blocked_cap = false;
+    ring_push(d, t);
+  }
 }
 
 static void ring_push(hookd_dispatcher *d, tenant *t) {

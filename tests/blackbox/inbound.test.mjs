@@ -504,6 +504,25 @@ describe('forwarding', () => {
     dest.releaseHanging();
     await dest.close();
   });
+  it('a held forward whose destination was deleted cannot be resolved "retry" (it would wait for ever): 409; dead_lettered still can', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_rd'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
+    const body = stripeEvent('evt_rd_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_rd'));
+    await waitStatus(src, r.json.inbox_id, 'unknown');
+    assert.equal((await h.api('DELETE', `/v1/sources/${src.id}`)).status, 200);
+    const retry = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'retry', reason: 'try again' });
+    assert.equal(retry.status, 409, retry.text);
+    assert.match(retry.json.error.message, /deleted/);
+    const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+    assert.equal(rec.deliveries[0].state, 'unknown', 'nothing changed');
+    const dead = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'dead_lettered', reason: 'source gone' });
+    assert.equal(dead.status, 200, dead.text);
+    assert.equal(dead.json.status, 'dead_lettered');
+    dest.releaseHanging();
+    await dest.close();
+  });
+
   it('an operator dead-letters an unknown forward: counted as DEAD "operator" in the metrics', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_op'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);

@@ -604,6 +604,22 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('lifting a tenant\'s rate limit lets its waiting deliveries go at once (not when the old rate would have)', async () => {
+    const h = await startHookd();
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url, {}, 'slowrate');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}`, { rate_limit: { per_second: 0.0003 } })).status, 200);
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    await r.waitFor(1);
+    // the next token is an hour away
+    const p = await h.api('PATCH', `/v1/tenants/${tenant}`, { rate_limit: null });
+    assert.equal(p.status, 200, p.text);
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', 'delivered after the PATCH', 5000);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('turning ordering off lets a blocked lane go at once (the PATCH wakes the endpoint)', async () => {
     const h = await startHookd();
     const r = await startReceiver((rec) => ({ status: JSON.parse(rec.body).data.n === 1 ? 400 : 200 }));

@@ -553,6 +553,25 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
       rc = HOOKD_STORE_STATE;
       break;
     }
+    if (next == HOOKD_DS_PENDING) { /* sent again: not to a destination that is gone */
+      sqlite3_stmt *ep = sq_stmt(c, SQ_DL_RESOLVE_EP,
+                                 "SELECT deleted_at IS NOT NULL FROM endpoints WHERE id = ?1");
+      if (!ep) {
+        rc = HOOKD_STORE_ERR;
+        break;
+      }
+      sq_bind_text(ep, 1, dl[i].endpoint_id);
+      int step = sqlite3_step(ep);
+      bool gone = step != SQLITE_ROW || sqlite3_column_int(ep, 0);
+      sqlite3_reset(ep);
+      if (gone) {
+        snprintf(c->err, sizeof c->err,
+                 "destination %.64s was deleted: resolve as delivered or dead, not retry",
+                 dl[i].endpoint_id);
+        rc = HOOKD_STORE_STATE;
+        break;
+      }
+    }
     sqlite3_stmt *st = sq_stmt(
         c, SQ_DL_RESOLVE,
         "UPDATE deliveries SET state = ?2, updated_at = ?3,"
