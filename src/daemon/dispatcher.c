@@ -288,7 +288,14 @@ static int run_record(hookd_store_conn *c, const hookd_store_backend *be, void *
 
 static int run_release(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   item *it = arg;
-  return be->release_lease(c, it->c.d.seq, it->c.d.lease_token);
+  hookd_release r = {.delivery_seq = it->c.d.seq,
+                     .lease_token = it->c.d.lease_token,
+                     .state = it->c.d.state,
+                     .next_attempt_ms = it->c.d.next_attempt_ms,
+                     .last_error = it->c.d.last_error,
+                     .inbound = it->c.inbound,
+                     .now_ms = hookd_now_ms()};
+  return be->release_lease(c, &r);
 }
 
 static void submit_item_op(hookd_dispatcher *d, item *it, bool record) {
@@ -703,16 +710,23 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
 static bool record_retry_later(hookd_dispatcher *d, item *it) {
   int64_t now = hookd_now_ms();
   int64_t delay = (int64_t)RECORD_RETRY_BASE_MS << it->record_tries; /* 0.1 s … 3.2 s */
+  /* An outcome must land while its lease holds, else the sweep sends the delivery again — but
+   * for a destination that is not idempotent the sweep holds it as unknown instead, and a late
+   * outcome settles that (sq_record_outcome). A release is fenced by its token, and one that
+   * lands after the sweep held the delivery puts it back (it was never sent). */
+  bool held_by_sweep = !it->recording || (it->c.inbound && !it->ep->cfg.idempotent);
   if (it->record_tries >= RECORD_TRIES ||
-      now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS)
+      (!held_by_sweep && now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS))
     return false;
+  if (!it->recording) delay = RECORD_RETRY_BASE_MS;
   it->record_tries++;
   it->retry_ms = now + delay;
   it->retry_next = d->record_retry;
   d->record_retry = it;
   it->ep->item_ops++; /* the endpoint waits for it, as for an op in the store */
   HOOKD_INC(outcome_write_retries);
-  HLOG(HOOKD_LOG_WARN, "outcome.write_retry", KV_DELIVERY(d, &it->c.d, it->ep->cfg.id),
+  HLOG(HOOKD_LOG_WARN, it->recording ? "outcome.write_retry" : "release.write_retry",
+       KV_DELIVERY(d, &it->c.d, it->ep->cfg.id),
        KV_I("attempt", it->out.attempt_number),
        KV_S("error", hookd_store_strerror(it->rc)), KV_I("try", it->record_tries),
        KV_I("in_ms", delay));
@@ -729,7 +743,7 @@ static int64_t record_retry_due(hookd_dispatcher *d, int64_t now, bool stopping)
       *pp = it->retry_next;
       it->retry_next = NULL;
       it->ep->item_ops--; /* submit_item_op counts it again */
-      submit_item_op(d, it, true);
+      submit_item_op(d, it, it->recording); /* an outcome, or a lease release */
       continue;
     }
     if (it->retry_ms - now < next) next = it->retry_ms - now;
@@ -814,6 +828,14 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   } else if (it->rc == 0 && !e->gone) {
     /* released: it is due again */
     set_due(d, e, it->c.d.next_attempt_ms ? it->c.d.next_attempt_ms : hookd_now_ms(), false);
+  } else if (it->rc != 0 && it->rc != HOOKD_STORE_STALE) {
+    /* the release did not reach the store (busy, full): written again, like an outcome — else
+     * the lease lapses and the sweep reclaims a delivery this node knows it never sent, which
+     * for a non-idempotent destination is held as unknown ("lease lost") */
+    if (record_retry_later(d, it)) return;
+    HLOG(HOOKD_LOG_ERROR, "release.write_failed", KV_DELIVERY(d, &it->c.d, e->cfg.id),
+         KV_S("error", hookd_store_strerror(it->rc)), KV_I("tries", it->record_tries + 1));
+    if (!e->gone) set_due(d, e, it->c.d.leased_until_ms, false); /* reclaimed by then */
   }
   hookd_egress_req_cleanup(&it->req);
   body_unshare(d, it);

@@ -130,7 +130,8 @@ int hookd_metrics_render(hookd_buf *o) {
                          "outcome writes refused because the lease token was superseded",
                          LOAD(m->stale_outcomes));
   rc = rc ? rc : counter(o, "hookd_outcome_write_retries_total",
-                         "outcome writes that failed (store error) and were tried again",
+                         "outcome and lease-release writes that failed (store error) and were"
+                         " tried again",
                          LOAD(m->outcome_write_retries));
   rc = rc ? rc : counter(o, "hookd_claims_total", "claim operations", LOAD(m->claims));
   rc = rc ? rc : counter(o, "hookd_claimed_total", "deliveries claimed", LOAD(m->claimed));

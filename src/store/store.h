@@ -224,6 +224,17 @@ typedef struct hookd_outcome {
                                  same, and a success made it delivered — nothing else changed */
 } hookd_outcome;
 
+/* A claimed delivery given back unsent (its lease released). */
+typedef struct hookd_release {
+  int64_t delivery_seq;
+  int64_t lease_token;        /* the token it was claimed with */
+  hookd_dstate state;         /* as claimed (pending, retrying) */
+  int64_t next_attempt_ms;    /* as claimed */
+  const char *last_error;     /* as claimed */
+  bool inbound;               /* its inbox record follows */
+  int64_t now_ms;
+} hookd_release;
+
 typedef struct hookd_due_hint {
   char *endpoint_id;
   int64_t due_ms;             /* earliest next_attempt_at of unleased active deliveries */
@@ -428,7 +439,10 @@ typedef struct hookd_store_backend {
   int (*claim)(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
                int64_t *next_due_ms);
   int (*record_outcome)(hookd_store_conn *c, hookd_outcome *o);
-  int (*release_lease)(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token);
+  /* Gives a claimed delivery back unsent. HOOKD_STORE_STALE when its lease was taken meanwhile;
+   * but one the sweep held as unknown after its lease ran out ("the request may have been
+   * sent") while this release could not be written goes back as claimed: it never was sent. */
+  int (*release_lease)(hookd_store_conn *c, const hookd_release *r);
   /* Clears up to `limit` leases that expired before now_ms, or (owner != NULL) up to `limit`
    * leases held by owner, bumping their tokens; reports the number reclaimed and the endpoints
    * affected as due hints (earliest next_attempt_at per endpoint). */

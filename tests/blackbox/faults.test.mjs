@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
+import { stripe } from './lib/providers.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 describe('durability', () => {
@@ -233,6 +234,43 @@ describe('durability', () => {
     assert.equal(r.requests.length, 1, 'nothing sent after the 410');
     assert.equal((await h.stop()).code, 0);
     await r.close();
+  });
+
+  it('a lease release that fails (store locked past its lease) is written again: a forward never sent ends delivered, not held as unknown', async () => {
+    const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
+    let first = true;
+    const dest = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
+    await h.api('POST', '/v1/tenants', { id: 'rel' });
+    const src = await h.api('POST', '/v1/sources', { id: 'src_rel', tenant: 'rel', provider: 'stripe', secrets: ['whsec_rel'],
+      destinations: [{ url: dest.url, idempotent: false, timeout_ms: 2000, max_in_flight: 1 }] });
+    assert.equal(src.status, 201, src.text);
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+      const body = JSON.stringify({ id: `evt_rel_${i}`, type: 'invoice.paid', data: { object: { id: `in_${i}` } } });
+      const res = await fetch(`${h.url}/in/src_rel`, { method: 'POST', headers: stripe(body, 'whsec_rel'), body });
+      ids.push((await res.json()).inbox_id);
+    }
+    await dest.waitFor(1); // the others are claimed, waiting for the one slot
+    const release = await h.lockStore();
+    try {
+      // a 503 with Retry-After pauses the endpoint: its waiting deliveries are released, and the
+      // release fails once the writer's busy timeout passes
+      dest.hanging.shift().writeHead(503, { 'Retry-After': '1' }).end('busy');
+      await h.waitForLog((l) => l.msg === 'release.write_retry', 20000, 'the release tried again');
+    } finally {
+      await release();
+    }
+    // the sweep may take a lease back first and hold the delivery (the request "may have been
+    // sent"); the release, written again, says it was not: each ends completed, sent once
+    for (const id of ids) {
+      await waitUntil(async () => (await h.api('GET', `/v1/inbox/${id}`)).json.status === 'completed',
+        { what: `${id} forwarded`, timeout: 20000 });
+    }
+    const sent = dest.requests.map((q) => q.headers['hookd-delivery-id']);
+    assert.equal(sent.length, 4, `the 503 one twice, the others once: ${sent}`);
+    assert.equal(new Set(sent).size, 3);
+    assert.equal((await h.stop()).code, 0);
+    await dest.close();
   });
 
   it('a store that cannot commit makes /readyz answer 503 (store_unavailable) until a commit succeeds again', async () => {

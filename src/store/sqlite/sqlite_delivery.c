@@ -741,6 +741,16 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
   o->cancelled = false;
   if (sqlite3_changes(c->db) != 1) {
+    /* Held by the sweep after its lease ran out, the outcome not written in time (store locked
+     * or failing): the sweep bumped the token once and, the destination not idempotent, held
+     * it as unknown — what the request did was not known; this outcome knows. (A resolve or
+     * another claim since changes the state or the token: stale then.) */
+    sqlite3_reset(st);
+    sq_bind_i64(st, 2, o->lease_token + 1);
+    sq_bind_text(st, 3, "unknown");
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
+  }
+  if (sqlite3_changes(c->db) != 1) {
     int rc = cancelled_in_flight(c, o);
     if (rc) return rc;
     o->cancelled = true;
@@ -813,15 +823,39 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   return HOOKD_STORE_OK;
 }
 
-int sq_release_lease(hookd_store_conn *c, int64_t seq, int64_t token) {
+static const char lease_lost[] = "lease lost: hookd stopped while the request may have been sent";
+
+int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RELEASE,
                              "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL"
                              " WHERE seq = ?1 AND lease_token = ?2");
   if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, seq);
-  sq_bind_i64(st, 2, token);
+  sq_bind_i64(st, 1, r->delivery_seq);
+  sq_bind_i64(st, 2, r->lease_token);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "release lease");
-  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_STALE;
+  if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
+  /* The sweep took it back (token + 1) and, the destination not idempotent, held it as
+   * unknown: this release, which says it was never sent, could not be written in time (the
+   * store was locked or failing past the lease). Back as it was claimed — unless anything
+   * else happened to it since (a resolve, another claim). */
+  st = sq_stmt(c, SQ_RELEASE_HELD,
+               "UPDATE deliveries SET state = ?3, next_attempt_at = ?4, last_error = ?5,"
+               " updated_at = ?6 WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'unknown'"
+               " AND lease_owner IS NULL AND last_error = ?7");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, r->delivery_seq);
+  sq_bind_i64(st, 2, r->lease_token);
+  sq_bind_text(st, 3, hookd_dstate_name(r->state));
+  sq_bind_i64(st, 4, r->next_attempt_ms ? r->next_attempt_ms : r->now_ms);
+  sq_bind_text(st, 5, r->last_error);
+  sq_bind_i64(st, 6, r->now_ms);
+  sq_bind_text(st, 7, lease_lost);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return sq_fail(c, "release lease");
+  if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_STALE;
+  return r->inbound ? sq_inbox_follow(c, r->delivery_seq, r->now_ms, r->last_error, NULL)
+                    : HOOKD_STORE_OK;
 }
 
 /* Appends (endpoint, due) to a hint list. */
@@ -860,7 +894,7 @@ static int hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, 
 /* Such a delivery is not sent again: held as unknown for an operator, like a timeout after the
  * request went out, and its inbox record follows. */
 static int reclaim_hold(hookd_store_conn *c, const int64_t *seqs, size_t n, int64_t now_ms) {
-  static const char why[] = "lease lost: hookd stopped while the request may have been sent";
+  const char *why = lease_lost;
   for (size_t i = 0; i < n; i++) {
     sqlite3_stmt *st = sq_stmt(c, SQ_RECLAIM_HOLD,
                                "UPDATE deliveries SET state = 'unknown', next_attempt_at = NULL,"

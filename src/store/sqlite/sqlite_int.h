@@ -20,7 +20,7 @@ enum sq_stmt_id {
   SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_IS_DEST, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_EXPIRY,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_CANCELLED, SQ_ATTEMPT_INSERT, SQ_RELEASE,
-  SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_RECLAIM_HOLD, SQ_DUE_HINTS,
+  SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_RECLAIM_HOLD, SQ_RELEASE_HELD, SQ_DUE_HINTS,
   SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
   SQ_AUDIT_INSERT, SQ_AUDIT_LIST,
   SQ_SRC_INSERT, SQ_SRC_GET, SQ_SRC_UPDATE, SQ_SRC_DELETE, SQ_SRC_LIST, SQ_SRC_DESTS,
@@ -132,7 +132,7 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
              int64_t *next_due_ms);
 int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o);
-int sq_release_lease(hookd_store_conn *c, int64_t seq, int64_t token);
+int sq_release_lease(hookd_store_conn *c, const hookd_release *r);
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
                       hookd_due_hint **hints, size_t *n, int *reclaimed);
 int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
