@@ -795,6 +795,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
         e->disabled_by_outcome = false;
         if (e->cfg.enabled) {
           e->cfg.enabled = false;
+          e->cfg.updated_ms = o->now_ms; /* as the store's row says now */
           sched_release_queue(d, e);
           sched_health_update(d, e);
         }
