@@ -793,12 +793,12 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
        * which came first, enabled it again here); one after it comes after this */
       if (o->disable_endpoint && !e->gone) {
         e->disabled_by_outcome = false;
+        if (o->now_ms > e->cfg.updated_ms) e->cfg.updated_ms = o->now_ms; /* as the store's row */
         if (e->cfg.enabled) {
           e->cfg.enabled = false;
-          e->cfg.updated_ms = o->now_ms; /* as the store's row says now */
           sched_release_queue(d, e);
-          sched_health_update(d, e);
         }
+        sched_health_update(d, e);
       }
       if (o->to == HOOKD_DS_DELIVERED) {
         HOOKD_INC(delivered);

@@ -224,10 +224,12 @@ describe('durability', () => {
     }
     const pr = await patch;
     assert.equal(pr.status, 200, pr.text);
-    // this node applied the PATCH's configuration, then the stored disable: not sending
+    // this node applied the PATCH's configuration, then the stored disable (the store's row is
+    // the disable's, written after the PATCH): not sending, and its copy is the store's
     const ep = await waitUntil(async () => {
       const e = (await h.api('GET', path)).json;
-      return e.health?.config_updated_at === pr.json.updated_at && e.health.sending === false ? e : null;
+      return e.enabled === false && e.health?.config_updated_at === e.updated_at &&
+        Date.parse(e.updated_at) >= Date.parse(pr.json.updated_at) && e.health.sending === false ? e : null;
     }, { what: 'this node not sending to the disabled endpoint', timeout: 5000 });
     assert.equal(ep.enabled, false);
     assert.match(ep.disabled_reason, /410/);

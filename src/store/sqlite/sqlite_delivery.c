@@ -801,7 +801,8 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   }
   if (o->disable_endpoint && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_DISABLE,
-                 "UPDATE endpoints SET enabled = 0, disabled_reason = ?2, updated_at = ?3"
+                 "UPDATE endpoints SET enabled = 0, disabled_reason = ?2,"
+                 " updated_at = MAX(updated_at, ?3)" /* its time is the answer's, maybe older */
                  " WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, o->endpoint_id);
