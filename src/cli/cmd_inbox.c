@@ -63,6 +63,10 @@ static int loopback_only(void *arg, char *ip, char *local_ip, int remote_port, i
 }
 
 int hookd_cmd_inbox(int argc, char **argv) {
+  if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+    usage();
+    return 0;
+  }
   if (argc < 2 || strcmp(argv[0], "replay") != 0) {
     usage();
     return 2;
@@ -99,7 +103,8 @@ int hookd_cmd_inbox(int argc, char **argv) {
     usage();
     return 2;
   }
-  hookd_store_config cfg = {.url = store ? store : "sqlite:hookd.db", .max_batch = 16};
+  hookd_store_config cfg = {.url = store ? store : "sqlite:hookd.db", .max_batch = 16,
+                            .no_migrate = true};
   if (!hookd_cli_store_exists("hookd inbox replay", cfg.url)) return 1;
   hookd_store *s = NULL;
   char err[512];
@@ -147,6 +152,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
     char resp[200] = "";
     curl_easy_setopt(e, CURLOPT_URL, to);
     curl_easy_setopt(e, CURLOPT_PROXY, ""); /* straight to the handler */
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https"); /* a handler speaks HTTP */
     if (!remote) {
       curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, loopback_only);
       curl_easy_setopt(e, CURLOPT_PREREQDATA, refused_ip);

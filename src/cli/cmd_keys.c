@@ -118,6 +118,7 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
   return rc ? rc : be->audit_append(c, &x->audit);
 }
 
+/* Each option at most once (a second --role silently won), one positional argument at most. */
 static int parse(int argc, char **argv, keys_args *a) {
   for (int i = 0; i < argc; i++) {
     const char *k = argv[i];
@@ -128,20 +129,30 @@ static int parse(int argc, char **argv, keys_args *a) {
     }
     if (i + 1 >= argc) return -1;
     const char *v = argv[++i];
-    if (!strcmp(k, "--store")) a->store = v;
-    else if (!strcmp(k, "--role")) a->role = v;
-    else if (!strcmp(k, "--tenants")) a->tenants = v;
-    else if (!strcmp(k, "--name")) a->name = v;
-    else if (!strcmp(k, "--master-key-file")) a->master_file = v;
-    else if (!strcmp(k, "--new-master-key-file")) a->new_master_file = v;
-    else return -1;
+    const char **slot = !strcmp(k, "--store")                 ? &a->store
+                        : !strcmp(k, "--role")                ? &a->role
+                        : !strcmp(k, "--tenants")             ? &a->tenants
+                        : !strcmp(k, "--name")                ? &a->name
+                        : !strcmp(k, "--master-key-file")     ? &a->master_file
+                        : !strcmp(k, "--new-master-key-file") ? &a->new_master_file
+                                                              : NULL;
+    if (!slot || *slot) return -1;
+    *slot = v;
   }
   if (!a->store) a->store = getenv("HOOKD_STORE") ? getenv("HOOKD_STORE") : "sqlite:hookd.db";
   return 0;
 }
 
+/* What a failed store op means to someone at a terminal: a storage error here is most often
+ * another process holding the write lock past the busy timeout (5 s). */
+static const char *store_problem(int rc) {
+  return rc == HOOKD_STORE_ERR ? "storage error: the store could not be written within 5 s (locked "
+                                 "by another process?) or the disk failed"
+                               : hookd_store_strerror(rc);
+}
+
 static hookd_store *open_store(const char *url) {
-  hookd_store_config cfg = {.url = url, .max_batch = 16};
+  hookd_store_config cfg = {.url = url, .max_batch = 16, .no_migrate = true};
   hookd_store *s = NULL;
   char err[512];
   if (hookd_store_open(&cfg, &s, err, sizeof err) != 0) {
@@ -167,6 +178,19 @@ static int cmd_create(keys_args *a) {
             why);
     return 2;
   }
+  /* a name is shown by `keys list`, one key per line: printable, bounded */
+  if (a->name) {
+    size_t n = strlen(a->name);
+    for (size_t i = 0; i < n; i++)
+      if ((unsigned char)a->name[i] < 0x20 || a->name[i] == 0x7f) n = 1000;
+    if (n > 200) {
+      fprintf(stderr, "hookd keys create: --name must be at most 200 bytes without control "
+                      "characters\n");
+      return 2;
+    }
+  }
+  /* a key in a store nobody serves is no key: a mistyped path is not created */
+  if (!hookd_cli_store_exists("hookd keys create", a->store)) return 1;
   ctx x = {0};
   char token[64], id[HOOKD_ID_MAX];
   if (hookd_auth_generate(token, x.key.hash) != 0 || hookd_id_new("key", hookd_now_ms(), id) != 0) {
@@ -192,7 +216,7 @@ static int cmd_create(keys_args *a) {
   hookd_store_close(s);
   if (rc) {
     OPENSSL_cleanse(token, sizeof token);
-    fprintf(stderr, "hookd keys create: %s\n", hookd_store_strerror(rc));
+    fprintf(stderr, "hookd keys create: %s\n", store_problem(rc));
     return 1;
   }
   printf("%s\n", token);
@@ -210,7 +234,7 @@ static int cmd_list(keys_args *a) {
   int rc = hookd_storeq_run_sync(s->reader, run_list, &x);
   hookd_store_close(s);
   if (rc) {
-    fprintf(stderr, "hookd keys list: %s\n", hookd_store_strerror(rc));
+    fprintf(stderr, "hookd keys list: %s\n", store_problem(rc));
     return 1;
   }
   /* TENANTS: "*" is every tenant. STATE "invalid": a scope hookd refuses to load (an empty or
@@ -246,7 +270,7 @@ static int cmd_revoke(keys_args *a) {
   hookd_store_close(s);
   if (rc) {
     fprintf(stderr, "hookd keys revoke: %s: %s\n", a->id,
-            rc == HOOKD_STORE_NOTFOUND ? "no such active key" : hookd_store_strerror(rc));
+            rc == HOOKD_STORE_NOTFOUND ? "no such active key" : store_problem(rc));
     return 1;
   }
   fprintf(stderr, "revoked %s\n", a->id);
@@ -315,11 +339,20 @@ out:
 
 int hookd_cmd_keys(int argc, char **argv) {
   keys_args a = {0};
+  if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+    usage();
+    return 0;
+  }
   if (argc < 1 || parse(argc - 1, argv + 1, &a) != 0) {
     usage();
     return 2;
   }
   const char *sub = argv[0];
+  /* only revoke takes a positional argument (the key id) */
+  if (a.id && strcmp(sub, "revoke") != 0) {
+    fprintf(stderr, "hookd keys %s: unexpected argument \"%.64s\"\n", sub, a.id);
+    return 2;
+  }
   if (!strcmp(sub, "create")) return cmd_create(&a);
   if (!strcmp(sub, "list")) return cmd_list(&a);
   if (!strcmp(sub, "revoke")) return cmd_revoke(&a);

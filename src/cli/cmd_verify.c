@@ -2,11 +2,14 @@
  *
  *   hookd verify --secret whsec_… --id msg_… --timestamp 1614265330 \
  *                --signature 'v1,…' --body body.json [--tolerance 300] [--now UNIX]
- * Headers may instead be given as --header 'webhook-id: …' (repeatable, svix-* too). An Ed25519
- * endpoint's signatures (v1a) are checked with --public-key whpk_… instead of --secret.
+ * Headers may instead be given as --header 'webhook-id: …' (repeatable, svix-* too). --secret is
+ * repeatable (during a rotation either may match); HOOKD_VERIFY_SECRET (several separated by
+ * spaces) keeps secrets off the command line. An Ed25519 endpoint's signatures (v1a) are checked
+ * with --public-key whpk_… instead.
  * --tolerance is a positive number of seconds (the replay window is never off by a typo).
  * Exit 0: valid; 1: invalid (the reason on stderr); 2: usage. */
 #include <openssl/crypto.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +17,17 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "core/b64.h"
 #include "core/buf.h"
 #include "core/num.h"
 #include "core/sign.h"
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: hookd verify (--secret whsec_… | --public-key whpk_…) --body FILE (--id ID"
-          " --timestamp TS --signature SIG | --header 'webhook-id: …' …) [--tolerance SECONDS]"
-          " [--now UNIX]\n");
+          "usage: hookd verify (--secret whsec_… [--secret …] | --public-key whpk_…) --body FILE"
+          " (--id ID --timestamp TS --signature SIG | --header 'webhook-id: …' …)"
+          " [--tolerance SECONDS] [--now UNIX]\n"
+          "  HOOKD_VERIFY_SECRET=\"whsec_… [whsec_…]\" instead of --secret keeps it out of ps\n");
 }
 
 /* A whole decimal number in [min, max], or -1 (a message on stderr). */
@@ -35,8 +40,10 @@ static int number_arg(const char *flag, const char *v, long long min, long long 
   return 0;
 }
 
-static char *read_file(const char *path, size_t *len) {
+/* The file's bytes, or NULL with *why set (unreadable, a directory, over 64 MiB). */
+static char *read_file(const char *path, size_t *len, const char **why) {
   FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+  *why = "cannot read";
   if (!f) return NULL;
   hookd_buf b;
   hookd_buf_init(&b, 64 << 20);
@@ -44,8 +51,10 @@ static char *read_file(const char *path, size_t *len) {
   size_t n;
   int rc = 0;
   while (!rc && (n = fread(chunk, 1, sizeof chunk, f)) > 0) rc = hookd_buf_append(&b, chunk, n);
+  bool failed = ferror(f) != 0; /* a directory opens, then fails to read */
   if (f != stdin) fclose(f);
-  if (rc) {
+  if (rc || failed) {
+    if (rc == HOOKD_BUF_TOOBIG) *why = "cannot verify a body over 64 MiB";
     hookd_buf_free(&b);
     return NULL;
   }
@@ -53,81 +62,137 @@ static char *read_file(const char *path, size_t *len) {
   return hookd_buf_steal(&b);
 }
 
+/* A header value as a receiver's HTTP parser gives it: without surrounding blanks (a pasted
+ * line keeps its \r). */
+static char *header_value(const char *v) {
+  while (*v == ' ' || *v == '\t') v++;
+  size_t n = strlen(v);
+  while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r' || v[n - 1] == '\n')) n--;
+  return strndup(v, n);
+}
+
+#define MAX_SECRETS 8
+
 int hookd_cmd_verify(int argc, char **argv) {
-  const char *secret = NULL, *pubkey = NULL, *id = NULL, *ts = NULL, *sig = NULL,
-             *body_path = NULL;
+  const char *secrets[MAX_SECRETS], *pubkey = NULL, *id = NULL, *ts = NULL, *sig = NULL,
+                                    *body_path = NULL;
+  size_t nsecrets = 0;
   long long tolerance = 300, now = (long long)time(NULL);
-  static char hv[3][1024];
+  char *hv[3] = {NULL, NULL, NULL};
+  char *env_copy = NULL;
+  int ret = 2;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!v) {
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage();
-      return 2;
+      ret = 0;
+      goto out;
     }
-    if (!strcmp(a, "--secret")) secret = v;
-    else if (!strcmp(a, "--public-key")) pubkey = v;
-    else if (!strcmp(a, "--id")) id = v;
-    else if (!strcmp(a, "--timestamp")) ts = v;
-    else if (!strcmp(a, "--signature")) sig = v;
-    else if (!strcmp(a, "--body")) body_path = v;
-    else if (!strcmp(a, "--tolerance")) {
-      if (number_arg(a, v, 1, 315360000, &tolerance)) return 2;
-    } else if (!strcmp(a, "--now")) {
-      if (number_arg(a, v, 0, 253402300799LL, &now)) return 2;
-    }
-    else if (!strcmp(a, "--header")) {
-      const char *colon = strchr(v, ':');
-      if (!colon) {
-        usage();
-        return 2;
+    if (!v) goto usage_out;
+    if (!strcmp(a, "--secret")) {
+      /* repeatable: during a rotation a receiver holds both secrets, and either may match */
+      if (nsecrets == MAX_SECRETS) {
+        fprintf(stderr, "hookd verify: at most %d secrets\n", MAX_SECRETS);
+        goto out;
       }
+      secrets[nsecrets++] = v;
+    } else if (!strcmp(a, "--public-key")) {
+      pubkey = v;
+    } else if (!strcmp(a, "--id")) {
+      id = v;
+    } else if (!strcmp(a, "--timestamp")) {
+      ts = v;
+    } else if (!strcmp(a, "--signature")) {
+      sig = v;
+    } else if (!strcmp(a, "--body")) {
+      body_path = v;
+    } else if (!strcmp(a, "--tolerance")) {
+      if (number_arg(a, v, 1, 315360000, &tolerance)) goto out;
+    } else if (!strcmp(a, "--now")) {
+      if (number_arg(a, v, 0, 253402300799LL, &now)) goto out;
+    } else if (!strcmp(a, "--header")) {
+      const char *colon = strchr(v, ':');
+      if (!colon) goto usage_out;
       size_t nl = (size_t)(colon - v);
-      const char *val = colon + 1;
-      while (*val == ' ') val++;
       int slot = -1;
-      if ((nl == 10 && !strncasecmp(v, "webhook-id", nl)) || (nl == 7 && !strncasecmp(v, "svix-id", nl))) slot = 0;
-      else if ((nl == 17 && !strncasecmp(v, "webhook-timestamp", nl)) || (nl == 14 && !strncasecmp(v, "svix-timestamp", nl))) slot = 1;
-      else if ((nl == 17 && !strncasecmp(v, "webhook-signature", nl)) || (nl == 14 && !strncasecmp(v, "svix-signature", nl))) slot = 2;
+      if ((nl == 10 && !strncasecmp(v, "webhook-id", nl)) ||
+          (nl == 7 && !strncasecmp(v, "svix-id", nl)))
+        slot = 0;
+      else if ((nl == 17 && !strncasecmp(v, "webhook-timestamp", nl)) ||
+               (nl == 14 && !strncasecmp(v, "svix-timestamp", nl)))
+        slot = 1;
+      else if ((nl == 17 && !strncasecmp(v, "webhook-signature", nl)) ||
+               (nl == 14 && !strncasecmp(v, "svix-signature", nl)))
+        slot = 2;
       if (slot >= 0) {
-        snprintf(hv[slot], sizeof hv[slot], "%s", val);
+        free(hv[slot]);
+        if (!(hv[slot] = header_value(colon + 1))) goto out;
         if (slot == 0) id = hv[0];
         if (slot == 1) ts = hv[1];
         if (slot == 2) sig = hv[2];
       }
     } else {
-      usage();
-      return 2;
+      goto usage_out;
     }
     i++;
   }
-  if (!secret == !pubkey || !id || !ts || !sig || !body_path) {
-    usage();
-    return 2;
+  /* the secret(s) from the environment keeps them out of `ps`: HOOKD_VERIFY_SECRET, several
+   * separated by spaces */
+  const char *env = getenv("HOOKD_VERIFY_SECRET");
+  if (!nsecrets && !pubkey && env && *env) {
+    if (!(env_copy = strdup(env))) goto out;
+    for (char *save = NULL, *t = strtok_r(env_copy, " \t", &save); t;
+         t = strtok_r(NULL, " \t", &save)) {
+      if (nsecrets == MAX_SECRETS) {
+        fprintf(stderr, "hookd verify: at most %d secrets\n", MAX_SECRETS);
+        goto out;
+      }
+      secrets[nsecrets++] = t;
+    }
   }
-  hookd_hmac_key key;
-  if (secret && hookd_secret_parse(secret, &key) != 0) {
-    fprintf(stderr, "hookd verify: the secret is not whsec_<base64>%s\n",
-            strncmp(secret, "whpk_", 5) ? "" : " (a whpk_ key goes with --public-key)");
-    return 2;
+  if (!nsecrets == !pubkey || !id || !ts || !sig || !body_path) goto usage_out;
+  hookd_hmac_key keys[MAX_SECRETS];
+  for (size_t k = 0; k < nsecrets; k++) {
+    if (hookd_secret_parse(secrets[k], &keys[k]) != 0) {
+      fprintf(stderr, "hookd verify: a secret is not whsec_<base64>%s\n",
+              strncmp(secrets[k], "whpk_", 5) ? "" : " (a whpk_ key goes with --public-key)");
+      OPENSSL_cleanse(keys, sizeof keys);
+      goto out;
+    }
   }
-  if (pubkey && strncmp(pubkey, "whpk_", 5) != 0) {
-    fprintf(stderr, "hookd verify: the public key is not whpk_<base64>\n");
-    return 2;
+  if (pubkey) { /* whpk_ and the 32 bytes of an Ed25519 public key */
+    unsigned char raw[48];
+    size_t pl = strlen(pubkey);
+    if (strncmp(pubkey, "whpk_", 5) != 0 || pl - 5 > 44 || pl < 5 ||
+        hookd_b64_decode(pubkey + 5, pl - 5, raw) != 32) {
+      fprintf(stderr, "hookd verify: the public key is not whpk_<base64 of 32 bytes>\n");
+      goto out;
+    }
   }
   size_t len = 0;
-  char *body = read_file(body_path, &len);
+  const char *why;
+  char *body = read_file(body_path, &len, &why);
   if (!body) {
-    fprintf(stderr, "hookd verify: cannot read %s\n", body_path);
-    return 2;
+    fprintf(stderr, "hookd verify: %s: %s\n", body_path, why);
+    OPENSSL_cleanse(keys, sizeof keys);
+    goto out;
   }
-  int rc = secret ? hookd_verify_v1(&key, 1, id, ts, sig, body, len, now, tolerance)
-                  : hookd_verify_v1a(pubkey, id, ts, sig, body, len, now, tolerance);
-  if (secret) OPENSSL_cleanse(&key, sizeof key);
+  int rc = nsecrets ? hookd_verify_v1(keys, nsecrets, id, ts, sig, body, len, now, tolerance)
+                    : hookd_verify_v1a(pubkey, id, ts, sig, body, len, now, tolerance);
+  OPENSSL_cleanse(keys, sizeof keys);
   free(body);
   if (rc == HOOKD_VERIFY_OK) {
     printf("valid\n");
-    return 0;
+    ret = 0;
+  } else {
+    fprintf(stderr, "invalid: %s\n", hookd_verify_strerror(rc));
+    ret = 1;
   }
-  fprintf(stderr, "invalid: %s\n", hookd_verify_strerror(rc));
-  return 1;
+  goto out;
+usage_out:
+  usage();
+out:
+  for (int k = 0; k < 3; k++) free(hv[k]);
+  free(env_copy);
+  return ret;
 }

@@ -47,8 +47,9 @@ enum {
 };
 
 /* Verifies a Standard Webhooks request. sig_header is the full webhook-signature value;
- * timestamp is the webhook-timestamp text. Any of nkeys keys may match. tolerance_s <= 0
- * disables the timestamp check. Returns a HOOKD_VERIFY_* code. */
+ * timestamp is the webhook-timestamp text. Any of nkeys keys may match. tolerance_s is the
+ * replay window in seconds (300 is usual); <= 0 accepts only a timestamp equal to now_s — a
+ * typo never turns the window off. Returns a HOOKD_VERIFY_* code. */
 int hookd_verify_v1(const hookd_hmac_key *keys, size_t nkeys, const char *msg_id,
                     const char *timestamp, const char *sig_header, const void *body,
                     size_t body_len, int64_t now_s, int64_t tolerance_s);

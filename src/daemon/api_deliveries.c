@@ -164,7 +164,7 @@ static void reply_replay(hookd_api_op *base, int rc) {
   hookd_dispatcher_hint(base->app->disp, op->d.endpoint_id, op->d.next_attempt_ms);
   HLOG(HOOKD_LOG_INFO, "delivery.replayed", KV_S("delivery_id", op->d.id),
        KV_S("event_id", op->d.event_id), KV_S("tenant_id", op->d.tenant_id),
-       KV_S("endpoint_id", op->d.endpoint_id), KV_S("actor", op->scoped ? op->who.key_id : NULL));
+       KV_S("endpoint_id", op->d.endpoint_id), KV_S("actor", base->actor[0] ? base->actor : NULL));
   hookd_req_reply_json(base->req, 202, hookd_json_delivery(&op->d));
 }
 

@@ -2,8 +2,12 @@
 #include "daemon/config.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 
 #include "core/num.h"
 #include "daemon/log.h"
@@ -314,6 +318,19 @@ static char *trim(char *s) {
   return s;
 }
 
+/* scheme://host…: for a proxy http, https, socks4, socks4a, socks5 or socks5h; else http(s). */
+static bool url_like(const char *u, bool proxy) {
+  static const char *const schemes[] = {"http://", "https://", "socks4://", "socks4a://",
+                                        "socks5://", "socks5h://"};
+  size_t n = proxy ? sizeof schemes / sizeof schemes[0] : 2;
+  for (size_t i = 0; i < n; i++) {
+    size_t l = strlen(schemes[i]);
+    if (!strncasecmp(u, schemes[i], l))
+      return u[l] && u[l] != '/' && u[l] != ':' && !strpbrk(u, " \t\r\n");
+  }
+  return false;
+}
+
 static int load_file(hookd_config *c, const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -334,8 +351,15 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
     }
     key = trim(key);
     const opt *o = find_opt(key, strlen(key));
-    if (!o) {
-      snprintf(err, errlen, "%s:%d: unknown option \"%.60s\"", path, lineno, key);
+    /* the line is not echoed: it may hold a secret ("api-key: hk_…", a colon for the '=') */
+    bool name_like = strlen(key) <= 40 && strspn(key, "abcdefghijklmnopqrstuvwxyz0123456789-") ==
+                                              strlen(key);
+    if (!eq && !(o && o->type == T_BOOL)) { /* a flag may stand alone */
+      snprintf(err, errlen, "%s:%d: expected \"name = value\"", path, lineno);
+      rc = -1;
+    } else if (!o) {
+      snprintf(err, errlen, "%s:%d: unknown option%s%s%s", path, lineno,
+               name_like ? " \"" : "", name_like ? key : "", name_like ? "\"" : "");
       rc = -1;
     } else if (apply(c, o, val, 0, err, errlen) != 0) {
       char why[512];
@@ -343,6 +367,10 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
       snprintf(err, errlen, "%s:%d: %s", path, lineno, why); /* where the value came from */
       rc = -1;
     }
+  }
+  if (rc == 0 && ferror(f)) { /* a directory reads as an error, not as an empty file */
+    snprintf(err, errlen, "--config %s: %s", path, strerror(errno));
+    rc = -1;
   }
   fclose(f);
   return rc;
@@ -428,11 +456,35 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   }
   if (c->egress_ca_file[0]) { /* libcurl would only say so at each request, as a TLS error */
     FILE *f = fopen(c->egress_ca_file, "r");
-    if (!f) {
-      snprintf(err, errlen, "--egress-ca-file %s: %s", c->egress_ca_file, strerror(errno));
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+      snprintf(err, errlen, "--egress-ca-file %s: %s", c->egress_ca_file,
+               f ? "not a file" : strerror(errno));
+      if (f) fclose(f);
       return -1;
     }
     fclose(f);
+  }
+  /* settings that cannot work are refused at start, not discovered at every request */
+  if (!c->node_id[0] || strcspn(c->node_id, " \t\r\n") != strlen(c->node_id)) {
+    snprintf(err, errlen, "--node-id must be a non-empty name without spaces");
+    return -1;
+  }
+  if (c->egress_proxy[0] && !url_like(c->egress_proxy, true)) {
+    snprintf(err, errlen, "--egress-proxy must be a URL (http://, https://, socks5://… host)");
+    return -1;
+  }
+  if (c->public_url[0] && !url_like(c->public_url, false)) {
+    snprintf(err, errlen, "--public-url must be an http:// or https:// URL with a host");
+    return -1;
+  }
+  for (size_t i = 0; i < c->n_resolve; i++) {
+    const char *r = c->resolve[i], *p1 = strchr(r, ':'), *p2 = p1 ? strchr(p1 + 1, ':') : NULL;
+    if (!p1 || p1 == r || !p2 || p2 == p1 + 1 || !p2[1] ||
+        strspn(p1 + 1, "0123456789") != (size_t)(p2 - p1 - 1)) {
+      snprintf(err, errlen, "--resolve must be HOST:PORT:ADDR (curl's syntax)");
+      return -1;
+    }
   }
   /* each connection may hold max-header-bytes of memory: a client opening every allowed
    * connection must not take more than this */

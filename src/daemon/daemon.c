@@ -300,7 +300,12 @@ fail:
     }
     hookd_server_stop(app.srv);
   }
-  hookd_dispatcher_stop(app.disp);
+  int lost = hookd_dispatcher_stop(app.disp);
+  if (lost > 0) { /* a supervisor must see a shutdown that did not complete */
+    HLOG(HOOKD_LOG_ERROR, "shutdown.incomplete", KV_I("writes_lost", lost),
+         KV_S("why", "the store failed: their deliveries are sent again after the restart"));
+    exit_code = 1;
+  }
   hookd_destinations_free(app.dest);
   hookd_source_cache_free(app.sources);
   hookd_store_close(app.store);

@@ -715,6 +715,10 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
    * outcome settles that (sq_record_outcome). A release is fenced by its token, and one that
    * lands after the sweep held the delivery puts it back (it was never sent). */
   bool held_by_sweep = !it->recording || (it->c.inbound && !it->ep->cfg.idempotent);
+  /* stopping, the writes are tried for the grace period, not 6 × the store's busy timeout
+   * (a SIGTERM with the store locked took 45 s): what is not written is redone after the
+   * restart, as after a crash */
+  if (d->stop_ms && hookd_mono_ms() - d->stop_ms >= d->cfg.shutdown_grace_ms) return false;
   if (it->record_tries >= RECORD_TRIES ||
       (!held_by_sweep && now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS))
     return false;
@@ -778,6 +782,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       if (!it->record_tries) undo_disable(d, e, o);
     } else if (it->rc != 0) {
       if (record_retry_later(d, it)) return;
+      if (d->stop_ms) d->writes_given_up++;
       HLOG(HOOKD_LOG_ERROR, "outcome.write_failed", KV_DELIVERY(d, &it->c.d, e->cfg.id),
            KV_I("attempt", o->attempt_number), KV_S("error", hookd_store_strerror(it->rc)),
            KV_I("tries", it->record_tries + 1));
@@ -834,6 +839,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
      * the lease lapses and the sweep reclaims a delivery this node knows it never sent, which
      * for a non-idempotent destination is held as unknown ("lease lost") */
     if (record_retry_later(d, it)) return;
+    if (d->stop_ms) d->writes_given_up++;
     HLOG(HOOKD_LOG_ERROR, "release.write_failed", KV_DELIVERY(d, &it->c.d, e->cfg.id),
          KV_S("error", hookd_store_strerror(it->rc)), KV_I("tries", it->record_tries + 1));
     if (!e->gone) set_due(d, e, it->c.d.leased_until_ms, false); /* reclaimed by then */
@@ -1026,7 +1032,7 @@ static void *thread_main(void *arg) {
         sched_release_queue(d, e);
         sched_ep_unlink(d, e);
       }
-      if (!stop_ms) stop_ms = hookd_mono_ms();
+      if (!stop_ms) stop_ms = d->stop_ms = hookd_mono_ms();
       if (d->in_flight > 0 && hookd_mono_ms() - stop_ms >= d->cfg.shutdown_grace_ms) {
         HLOG(HOOKD_LOG_WARN, "shutdown.abandon_in_flight", KV_I("in_flight", d->in_flight),
              KV_I("grace_ms", d->cfg.shutdown_grace_ms));
@@ -1178,8 +1184,8 @@ fail:
   return NULL;
 }
 
-void hookd_dispatcher_stop(hookd_dispatcher *d) {
-  if (!d) return;
+int hookd_dispatcher_stop(hookd_dispatcher *d) {
+  if (!d) return 0;
   pthread_mutex_lock(&d->mu);
   d->stopping = true;
   pthread_mutex_unlock(&d->mu);
@@ -1205,5 +1211,7 @@ void hookd_dispatcher_stop(hookd_dispatcher *d) {
   pthread_mutex_destroy(&d->mu);
   pthread_mutex_destroy(&d->health_mu);
   free(d->node_id);
+  int lost = d->writes_given_up;
   free(d);
+  return lost;
 }

@@ -90,7 +90,9 @@ int hookd_dispatcher_endpoint_health(hookd_dispatcher *d, const char *endpoint_i
                                      hookd_endpoint_health *out);
 
 /* Graceful stop: no new claims; queued deliveries are released; in-flight requests finish and
- * their outcomes are recorded. Then the thread exits and everything is freed. */
-void hookd_dispatcher_stop(hookd_dispatcher *d);
+ * their outcomes are recorded. Then the thread exits and everything is freed. Returns how many
+ * outcomes and releases could not be written (the store failing): they are redone after the
+ * restart, as after a crash. */
+int hookd_dispatcher_stop(hookd_dispatcher *d);
 
 #endif

@@ -174,6 +174,8 @@ struct hookd_dispatcher {
   pthread_mutex_t mu;         /* guards inbox, stopping, stats */
   msg *in_head, *in_tail;
   bool stopping;
+  int64_t stop_ms;            /* when the loop saw the stop (monotonic), 0 before */
+  int writes_given_up;        /* outcomes and releases not written while stopping */
   hookd_dispatcher_stats stats;
 
   pthread_mutex_t health_mu;  /* guards health (read by API threads) */

@@ -285,14 +285,17 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
     s->shared_free = hookd_sqlite_shared_free;
     if (hookd_sqlite_shared_open(cfg->url + 7, &s->shared, err, errlen) != 0) goto fail;
   } else {
-    snprintf(err, errlen, "unsupported store \"%s\" (expected sqlite:PATH)", cfg->url);
+    /* the scheme only: a database URL may carry a password */
+    size_t scheme = strcspn(cfg->url, ":/@");
+    snprintf(err, errlen, "unsupported store \"%.*s:…\" (expected sqlite:PATH)",
+             (int)(scheme > 32 ? 32 : scheme), cfg->url);
     goto fail;
   }
 
   hookd_store_conn *wc = NULL, *rc = NULL;
   if (s->be->open(s->shared, 1, &wc, err, errlen) != 0) goto fail;
-  if (s->be->migrate(wc) != 0) {
-    snprintf(err, errlen, "migrate: %s", s->be->errmsg(wc));
+  if (s->be->migrate(wc, !cfg->no_migrate) != 0) {
+    snprintf(err, errlen, "%s%s", cfg->no_migrate ? "" : "migrate: ", s->be->errmsg(wc));
     s->be->close(wc);
     goto fail;
   }

@@ -378,7 +378,8 @@ typedef struct hookd_store_backend {
   /* Forgets the last error (so that errmsg() speaks of the next op only). */
   void (*clear_error)(hookd_store_conn *c);
   /* Applies numbered migrations not yet applied. Runs once at start on the writer. */
-  int (*migrate)(hookd_store_conn *c);
+  /* Brings the schema to this hookd's version; with apply false, only checks that it is. */
+  int (*migrate)(hookd_store_conn *c, bool apply);
 
   /* Transactions, driven by the executor. */
   int (*begin)(hookd_store_conn *c, int writer);
@@ -517,6 +518,8 @@ typedef struct hookd_store {
 typedef struct hookd_store_config {
   const char *url;        /* "sqlite:PATH" (postgres:// later) */
   int max_batch;          /* ops per group commit, default 512 */
+  bool no_migrate;        /* the CLI: refuse a store whose schema is older than this hookd's
+                             instead of migrating it (perhaps under a running daemon) */
 } hookd_store_config;
 
 /* One hookd per embedded store: takes an exclusive advisory lock (flock) on the SQLite database

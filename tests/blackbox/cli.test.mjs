@@ -103,7 +103,7 @@ describe('hookd CLI', () => {
     const { dir, cleanup } = tempDir();
     const missing = join(dir, 'typo.db');
     for (const args of [['keys', 'list'], ['keys', 'revoke', 'key_x'], ['inbox', 'replay', 'in_x', '--to', 'http://127.0.0.1:9/'],
-      ['keys', 'rotate-master', '--new-master-key-file', join(dir, 'k')]]) {
+      ['keys', 'rotate-master', '--new-master-key-file', join(dir, 'k')], ['keys', 'create', '--role', 'admin']]) {
       const r = run([...args, '--store', `sqlite:${missing}`]);
       assert.equal(r.status, 1, `${args[0]} ${args[1]}: ${r.stderr}`);
       assert.match(r.stderr, /no store at/);
@@ -112,6 +112,59 @@ describe('hookd CLI', () => {
     const bad = run(['inbox', 'replay', 'in_x', '--to', 'http://127.0.0.1:9/', '--times', '2x']);
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /--times must be a whole number/);
+    cleanup();
+  });
+
+  it('the CLI never migrates a store (a daemon of the older version may run on it) and refuses ambiguous arguments', async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir });
+    assert.equal((await h.stop()).code, 0);
+    const store = ['--store', `sqlite:${h.db}`];
+    // a store one migration behind this hookd
+    execFileSync('sqlite3', [h.db, 'DELETE FROM schema_migrations WHERE version = (SELECT MAX(version) FROM schema_migrations)']);
+    const before = execFileSync('sqlite3', [h.db, 'SELECT COUNT(*) FROM schema_migrations'], { encoding: 'utf8' });
+    for (const args of [['keys', 'list'], ['keys', 'create', '--role', 'viewer']]) {
+      const r = run([...args, ...store]);
+      assert.equal(r.status, 1, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, /older than this hookd's .*hookd serve/);
+    }
+    assert.equal(execFileSync('sqlite3', [h.db, 'SELECT COUNT(*) FROM schema_migrations'], { encoding: 'utf8' }), before, 'not migrated');
+    const h2 = await startHookd({ dir }); // serve migrates
+    assert.equal((await h2.stop()).code, 0);
+    assert.equal(run(['keys', 'list', ...store]).status, 0);
+    for (const [args, why] of [[['keys', 'create', 'oops', '--role', 'admin'], /unexpected argument/],
+      [['keys', 'list', 'extra'], /unexpected argument/],
+      [['keys', 'create', '--role', 'admin', '--role', 'viewer'], /usage/],
+      [['keys', 'create', '--role', 'viewer', '--name', 'a\nkey_FAKE admin'], /control characters/]]) {
+      const r = run([...args, ...store]);
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, why);
+    }
+    for (const cmd of ['keys', 'inbox', 'verify']) assert.equal(run([cmd, '--help']).status, 0, `${cmd} --help`);
+    cleanup();
+  });
+
+  it('secrets in a bad setting are not echoed; settings that cannot work are refused at start', () => {
+    const { dir, cleanup } = tempDir();
+    const conf = join(dir, 'hookd.conf');
+    writeFileSync(conf, 'api-key: hk_CONFIGSECRET_1234567890\n');
+    let r = run(['serve', '--config', conf]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /expected "name = value"/);
+    assert.ok(!r.stderr.includes('CONFIGSECRET'), r.stderr);
+    r = run(['serve', '--config', dir]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /Is a directory/);
+    r = run(['serve', '--store', 'postgres://hookd:DBPASSWORD123@127.0.0.1/hookd', '--listen', '127.0.0.1:0']);
+    assert.notEqual(r.status, 0);
+    assert.ok(!r.stderr.includes('DBPASSWORD123'), r.stderr);
+    for (const [args, why] of [[['--node-id', ''], /--node-id/], [['--egress-proxy', 'not a url'], /--egress-proxy/],
+      [['--public-url', 'example.com'], /--public-url/], [['--resolve', 'bad'], /--resolve/],
+      [['--egress-ca-file', dir], /not a file/]]) {
+      r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(dir, 'x.db')}`, ...args]);
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, why);
+    }
     cleanup();
   });
 
@@ -165,6 +218,35 @@ describe('hookd CLI', () => {
       assert.equal(r.status, 2, `--tolerance ${bad}: ${r.stdout}${r.stderr}`);
       assert.match(r.stderr, /--tolerance must be a whole number/);
     }
+    cleanup();
+  });
+
+  it('verify: several secrets (a rotation: either may match), secrets from HOOKD_VERIFY_SECRET, pasted headers, unreadable bodies', () => {
+    const { dir, cleanup } = tempDir();
+    const body = join(dir, 'body.json');
+    writeFileSync(body, '{"test": 2432232314}');
+    const good = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', other = 'whsec_' + Buffer.alloc(24, 7).toString('base64');
+    const rest = ['--body', body, '--id', 'msg_p5jXN8AQM9LWM0D4loKWxJek', '--timestamp', '1614265330',
+      '--signature', 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=', '--now', '1614265330'];
+    for (const secrets of [[good, other], [other, good]]) {
+      const r = run(['verify', ...secrets.flatMap((s) => ['--secret', s]), ...rest]);
+      assert.equal(r.status, 0, `${secrets}: ${r.stderr}`);
+    }
+    let r = run(['verify', ...rest], { env: { ...process.env, HOOKD_VERIFY_SECRET: `${other} ${good}` } });
+    assert.equal(r.status, 0, r.stderr);
+    // headers as pasted from a raw dump: a trailing \r, and a long signature list
+    const sigs = Array.from({ length: 30 }, (_, i) => `v1,${Buffer.alloc(32, i).toString('base64')}`).join(' ');
+    r = run(['verify', '--secret', good, '--body', body, '--now', '1614265330',
+      '--header', 'webhook-id: msg_p5jXN8AQM9LWM0D4loKWxJek\r', '--header', 'webhook-timestamp: 1614265330\r',
+      '--header', `webhook-signature: ${sigs} v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=\r`]);
+    assert.equal(r.status, 0, r.stderr);
+    r = run(['verify', '--secret', good, ...rest.slice(2), '--body', dir]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /cannot read/);
+    r = run(['verify', '--public-key', 'whpk_abcd', ...rest]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /32 bytes/);
+    assert.equal(run(['verify', '--help']).status, 0);
     cleanup();
   });
 

@@ -140,6 +140,35 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('SIGTERM with the store locked: the stop is bounded by the grace period, not six busy timeouts, and exits 1 (outcomes not written)', async () => {
+    const { dir, cleanup } = tempDir();
+    const recv = await startReceiver(() => 'hang');
+    const h = await startHookd({ dir, args: ['--shutdown-grace-s', '1'] });
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 60000 });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await recv.waitFor(1);
+    const release = await h.lockStore();
+    try {
+      const t0 = Date.now();
+      h.proc.kill('SIGTERM');
+      const r = await withTimeout(h.exited, 30000, 'hookd still stopping');
+      assert.equal(r.code, 1, 'a stop that could not write its outcomes is not a clean one');
+      assert.ok(Date.now() - t0 < 20000, `stopped in ${Date.now() - t0} ms (it took ~45 s)`);
+      assert.ok(h.logs.some((l) => l.msg === 'shutdown.incomplete' && l.writes_lost >= 1));
+    } finally {
+      await release();
+    }
+    // nothing lost: the restart sends it again (same webhook-id)
+    recv.behave = () => ({ status: 200 });
+    const h2 = await startHookd({ dir });
+    await waitDelivery(h2, p.json.id, (ds) => ds[0]?.state === 'delivered', 'sent again after the restart', 20000);
+    assert.equal(recv.requests[recv.requests.length - 1].headers['webhook-id'], recv.requests[0].headers['webhook-id']);
+    assert.equal((await h2.stop()).code, 0);
+    recv.releaseHanging();
+    await recv.close();
+    cleanup();
+  });
+
   it('an outcome whose write fails (another process holds the store\'s write lock): written again, not sent again', async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     const r = await startReceiver(() => 'hang');

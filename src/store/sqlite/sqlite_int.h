@@ -68,7 +68,7 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
                  void **out, size_t *n, const char *what);
 
 /* Migrations, sqlite_schema.c. */
-int sq_migrate(hookd_store_conn *c);
+int sq_migrate(hookd_store_conn *c, bool apply);
 
 /* One statement for every delivery insert (publish fan-out and inbound), prepared once. */
 #define SQ_DL_INSERT_SQL                                                                        \

@@ -320,7 +320,7 @@ static const struct {
      "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only inside the retention window'); END;"},
 };
 
-int sq_migrate(hookd_store_conn *c) {
+int sq_migrate(hookd_store_conn *c, bool apply) {
   if (sq_exec(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
                  " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)") != 0)
     return HOOKD_STORE_ERR;
@@ -336,6 +336,13 @@ int sq_migrate(hookd_store_conn *c) {
   if (current > latest) {
     snprintf(c->err, sizeof c->err,
              "database schema version %lld is newer than this hookd (%d): refusing to start",
+             (long long)current, latest);
+    return HOOKD_STORE_ERR;
+  }
+  if (!apply && current < latest) {
+    snprintf(c->err, sizeof c->err,
+             "database schema version %lld is older than this hookd's (%d): start `hookd serve` "
+             "of this version on it once (it migrates the store) before using this command",
              (long long)current, latest);
     return HOOKD_STORE_ERR;
   }

@@ -94,6 +94,11 @@ static void extreme_tolerance(void **s) {
   assert_int_equal(hookd_ts_check(100, 401, 300), HOOKD_VERIFY_STALE);
   assert_int_equal(hookd_ts_check(100, 400, 300), HOOKD_VERIFY_OK);
   assert_int_equal(hookd_ts_check(701, 400, 300), HOOKD_VERIFY_FUTURE);
+  /* a tolerance of 0 (or less) is no "off switch" for the receivers' kit: exact time only */
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS + 3600, 0), HOOKD_VERIFY_STALE);
+  assert_int_equal(hookd_verify_v1(&k, 1, MSG_ID, "1614265330", EXPECTED, BODY, strlen(BODY),
+                                   TS, -5), HOOKD_VERIFY_OK);
 }
 
 /* A secret whose base64 would decode past the key buffer is refused, not truncated. */
