@@ -7,7 +7,8 @@
  *    accepts holds 1..HOOKD_KEY_MAX bytes, the base64 decoding of the text;
  *  - what hookd_sign_v1 signs verifies with the same key (alone, among others, between arbitrary
  *    other header entries) and not with a different key, another body or another id;
- *  - arbitrary headers give a HOOKD_VERIFY_* code; the tolerance check matches exact arithmetic;
+ *  - arbitrary headers give a HOOKD_VERIFY_* code; the tolerance check matches exact arithmetic
+ *    (a tolerance of 0 accepts the exact second only);
  *  - hookd_sign_v1a likewise with its whpk_ public key and not with another one. */
 #include <stdint.h>
 #include <stdio.h>
@@ -78,20 +79,20 @@ static void v1a(const unsigned char seed[32], const char *id, int64_t ts, const 
   check(strncmp(sig, "v1a,", 4) == 0 && strlen(sig) == 92);
   char tsbuf[24];
   snprintf(tsbuf, sizeof tsbuf, "%lld", (long long)ts);
-  check(hookd_verify_v1a(pk, id, tsbuf, sig, body, blen, 0, 0) == HOOKD_VERIFY_OK);
-  check(hookd_verify_v1a(pk2, id, tsbuf, sig, body, blen, 0, 0) == HOOKD_VERIFY_MISMATCH);
+  check(hookd_verify_v1a(pk, id, tsbuf, sig, body, blen, ts, 0) == HOOKD_VERIFY_OK);
+  check(hookd_verify_v1a(pk2, id, tsbuf, sig, body, blen, ts, 0) == HOOKD_VERIFY_MISMATCH);
   size_t hl = strlen(hdr);
   char *multi = malloc(hl + 2 + sizeof sig);
   if (!multi) abort();
   memcpy(multi, hdr, hl);
   multi[hl] = ' ';
   strcpy(multi + hl + 1, sig);
-  check(hookd_verify_v1a(pk, id, tsbuf, multi, body, blen, 0, 0) == HOOKD_VERIFY_OK);
+  check(hookd_verify_v1a(pk, id, tsbuf, multi, body, blen, ts, 0) == HOOKD_VERIFY_OK);
   free(multi);
   /* arbitrary header and public key text: a code, and never a match without our signature */
-  int rc = hookd_verify_v1a(pk, id, tstext, hdr, body, blen, 0, 0);
+  int rc = hookd_verify_v1a(pk, id, tstext, hdr, body, blen, ts, 0);
   check(is_code(rc) && rc != HOOKD_VERIFY_OK);
-  rc = hookd_verify_v1a(pk_text, id, tstext, hdr, body, blen, 0, 0);
+  rc = hookd_verify_v1a(pk_text, id, tstext, hdr, body, blen, ts, 0);
   check(is_code(rc));
 }
 
@@ -132,10 +133,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *mid = *id ? id : "msg_1";
   check(hookd_sign_v1(&keys[0], mid, ts, body, blen, sig) == 0);
   check(strncmp(sig, "v1,", 3) == 0 && strlen(sig) == 47);
-  check(verify(keys, 1, mid, tsbuf, sig, body, blen, now, 0) == HOOKD_VERIFY_OK);
-  check(verify(keys + 1, 2, mid, tsbuf, sig, body, blen, now, 0) == HOOKD_VERIFY_MISMATCH);
+  check(verify(keys, 1, mid, tsbuf, sig, body, blen, ts, 0) == HOOKD_VERIFY_OK);
+  check(verify(keys + 1, 2, mid, tsbuf, sig, body, blen, ts, 0) == HOOKD_VERIFY_MISMATCH);
   hookd_hmac_key rot[3] = {keys[1], keys[2], keys[0]};
-  check(verify(rot, 3, mid, tsbuf, sig, body, blen, now, 0) == HOOKD_VERIFY_OK);
+  check(verify(rot, 3, mid, tsbuf, sig, body, blen, ts, 0) == HOOKD_VERIFY_OK);
   /* between other entries of the header */
   size_t hl = strlen(hdr);
   char *multi = malloc(2 * hl + 2 + HOOKD_SIG_MAX);
@@ -145,32 +146,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(multi + hl + 1, sig, 47);
   multi[hl + 48] = ' ';
   memcpy(multi + hl + 49, hdr, hl + 1);
-  check(verify(keys, 1, mid, tsbuf, multi, body, blen, now, 0) == HOOKD_VERIFY_OK);
+  check(verify(keys, 1, mid, tsbuf, multi, body, blen, ts, 0) == HOOKD_VERIFY_OK);
   free(multi);
   /* another body, another id */
   char *body2 = malloc(blen + 1);
   if (!body2) abort();
   if (blen) memcpy(body2, body, blen);
   body2[blen] = 'x';
-  check(verify(keys, 1, mid, tsbuf, sig, body2, blen + 1, now, 0) == HOOKD_VERIFY_MISMATCH);
-  if (blen) check(verify(keys, 1, mid, tsbuf, sig, body, blen - 1, now, 0) == HOOKD_VERIFY_MISMATCH);
+  check(verify(keys, 1, mid, tsbuf, sig, body2, blen + 1, ts, 0) == HOOKD_VERIFY_MISMATCH);
+  if (blen) check(verify(keys, 1, mid, tsbuf, sig, body, blen - 1, ts, 0) == HOOKD_VERIFY_MISMATCH);
   free(body2);
   size_t il = strlen(mid);
   char *id2 = malloc(il + 2);
   if (!id2) abort();
   memcpy(id2, mid, il);
   memcpy(id2 + il, "x", 2);
-  check(verify(keys, 1, id2, tsbuf, sig, body, blen, now, 0) == HOOKD_VERIFY_MISMATCH);
+  check(verify(keys, 1, id2, tsbuf, sig, body, blen, ts, 0) == HOOKD_VERIFY_MISMATCH);
   free(id2);
   /* the timestamp window: inside it the signature decides, outside it the window does */
   int64_t tol = (int64_t)(ctl & 0x7f) * 37;
-  int win = tol > 0 ? hookd_ts_check(ts, now, tol) : HOOKD_VERIFY_OK;
+  int win = hookd_ts_check(ts, now, tol); /* 0: the exact second only */
   check(verify(keys, 1, mid, tsbuf, sig, body, blen, now, tol) == win);
 
   /* arbitrary header fields: a code, and never OK (the fuzzer does not forge HMAC-SHA256) */
   int rc = verify(keys, 3, id, tstext, hdr, body, blen, now, (ctl & 1) ? 300 : 0);
   check(rc != HOOKD_VERIFY_OK);
-  (void)verify(keys, 0, id, tstext, hdr, body, blen, now, 0);
+  (void)verify(keys, 0, id, tstext, hdr, body, blen, ts, 0);
 
   if (ctl & 0x80) {
     unsigned char seed[32] = {0};
