@@ -63,10 +63,11 @@ static int loopback_only(void *arg, char *ip, char *local_ip, int remote_port, i
 }
 
 int hookd_cmd_inbox(int argc, char **argv) {
-  if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-    usage();
-    return 0;
-  }
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage();
+      return 0;
+    }
   if (argc < 2 || strcmp(argv[0], "replay") != 0) {
     usage();
     return 2;

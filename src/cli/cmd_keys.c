@@ -339,10 +339,11 @@ out:
 
 int hookd_cmd_keys(int argc, char **argv) {
   keys_args a = {0};
-  if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-    usage();
-    return 0;
-  }
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage();
+      return 0;
+    }
   if (argc < 1 || parse(argc - 1, argv + 1, &a) != 0) {
     usage();
     return 2;

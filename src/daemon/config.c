@@ -318,11 +318,14 @@ static char *trim(char *s) {
   return s;
 }
 
-/* scheme://host…: for a proxy http, https, socks4, socks4a, socks5 or socks5h; else http(s). */
+/* scheme://host…: for a proxy http, https, socks4, socks4a, socks5 or socks5h, or no scheme at
+ * all (host:port, which curl reads as http://); else http(s). */
 static bool url_like(const char *u, bool proxy) {
   static const char *const schemes[] = {"http://", "https://", "socks4://", "socks4a://",
                                         "socks5://", "socks5h://"};
   size_t n = proxy ? sizeof schemes / sizeof schemes[0] : 2;
+  if (proxy && !strstr(u, "://"))
+    return u[0] && u[0] != ':' && u[0] != '/' && !strpbrk(u, " \t\r\n");
   for (size_t i = 0; i < n; i++) {
     size_t l = strlen(schemes[i]);
     if (!strncasecmp(u, schemes[i], l))
@@ -471,7 +474,8 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     return -1;
   }
   if (c->egress_proxy[0] && !url_like(c->egress_proxy, true)) {
-    snprintf(err, errlen, "--egress-proxy must be a URL (http://, https://, socks5://… host)");
+    snprintf(err, errlen,
+             "--egress-proxy must be host:port or a URL (http://, https://, socks5://… host)");
     return -1;
   }
   if (c->public_url[0] && !url_like(c->public_url, false)) {

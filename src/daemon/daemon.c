@@ -303,7 +303,8 @@ fail:
   int lost = hookd_dispatcher_stop(app.disp);
   if (lost > 0) { /* a supervisor must see a shutdown that did not complete */
     HLOG(HOOKD_LOG_ERROR, "shutdown.incomplete", KV_I("writes_lost", lost),
-         KV_S("why", "the store failed: their deliveries are sent again after the restart"));
+         KV_S("why", "the store failed: after the restart their deliveries are sent again, or "
+                     "held unknown for a destination that is not idempotent"));
     exit_code = 1;
   }
   hookd_destinations_free(app.dest);

@@ -509,10 +509,14 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
  * policy blocks, unless it was superseded or expired: it can never be sent, nor replayed, so it
  * blocks nothing) and only while no other delivery of its lane is in flight (a replayed one is
  * earlier than the lane's later ones, and one of those may be in flight). */
+/* A lease that ran out is taken over by a claim — except on an inbound destination that is not
+ * idempotent: the request may have gone out, so only the sweep takes it back, and holds it as
+ * unknown (a claim first would send it again). */
 #define CLAIMABLE(kind)                                                                         \
   " FROM deliveries d WHERE d.endpoint_id = ?1 AND d.cycle_kind = '" kind "'"                  \
   " AND d.state IN ('pending','retrying') AND d.lane_wait = 0"                                  \
-  " AND (d.leased_until IS NULL OR d.leased_until <= ?3)"
+  " AND (d.leased_until IS NULL OR (d.leased_until <= ?3 AND NOT (SELECT e.idempotent = 0"     \
+  " AND e.source_id IS NOT NULL FROM endpoints e WHERE e.id = d.endpoint_id)))"
 /* lane_wait = 0 is a hint (rows known to wait are not even visited); this check is the rule,
  * each part one probe of a partial index (deliveries_lane_open, deliveries_lane_dead,
  * deliveries_lane_leased). */
@@ -708,28 +712,29 @@ static int cancelled_in_flight(hookd_store_conn *c, const hookd_outcome *o) {
   return HOOKD_STORE_STALE;
 }
 
-int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
-  const char *to = hookd_dstate_name(o->to);
-  int terminal = !hookd_dstate_active(o->to);
-  sqlite3_stmt *st = sq_stmt(
-      c, SQ_OUTCOME,
-      "UPDATE deliveries SET state = ?4,"
-      " attempt_count = CASE WHEN ?5 > 0 THEN ?5 ELSE attempt_count END,"
-      " next_attempt_at = ?6, last_error = ?7,"
-      " last_status = CASE WHEN ?5 > 0 THEN ?8 ELSE last_status END,"
-      " lease_owner = NULL, leased_until = NULL, updated_at = ?9,"
-      " delivered_at = CASE WHEN ?4 = 'delivered' THEN ?9 ELSE delivered_at END,"
-      " dead_at = CASE WHEN ?4 = 'dead' THEN ?9 ELSE dead_at END,"
-      " dead_reason = CASE WHEN ?4 = 'dead' THEN ?10 ELSE dead_reason END,"
-      " result_ref = COALESCE(?11, result_ref)"
-      " WHERE seq = ?1 AND lease_token = ?2 AND state = ?3");
-  if (!st) return HOOKD_STORE_ERR;
+/* What the sweep writes on a delivery it holds (reclaim_hold); the late outcome and release of
+ * the node that held the lease recognise it. */
+static const char lease_lost[] = "lease lost: hookd stopped while the request may have been sent";
+
+/* The outcome's new state, shared by the fenced update and the one on a held delivery. */
+#define OUTCOME_SET                                                                             \
+  "UPDATE deliveries SET state = ?4,"                                                           \
+  " attempt_count = CASE WHEN ?5 > 0 THEN ?5 ELSE attempt_count END,"                           \
+  " next_attempt_at = ?6, last_error = ?7,"                                                     \
+  " last_status = CASE WHEN ?5 > 0 THEN ?8 ELSE last_status END,"                               \
+  " lease_owner = NULL, leased_until = NULL, updated_at = ?9,"                                  \
+  " delivered_at = CASE WHEN ?4 = 'delivered' THEN ?9 ELSE delivered_at END,"                   \
+  " dead_at = CASE WHEN ?4 = 'dead' THEN ?9 ELSE dead_at END,"                                  \
+  " dead_reason = CASE WHEN ?4 = 'dead' THEN ?10 ELSE dead_reason END,"                         \
+  " result_ref = COALESCE(?11, result_ref)"
+
+static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
   sq_bind_i64(st, 1, o->delivery_seq);
   sq_bind_i64(st, 2, o->lease_token);
   sq_bind_text(st, 3, hookd_dstate_name(o->from));
-  sq_bind_text(st, 4, to);
+  sq_bind_text(st, 4, hookd_dstate_name(o->to));
   sq_bind_i64(st, 5, o->attempt_number);
-  if (terminal)
+  if (!hookd_dstate_active(o->to))
     sqlite3_bind_null(st, 6);
   else
     sq_bind_i64(st, 6, o->next_attempt_ms);
@@ -738,16 +743,30 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   sq_bind_i64(st, 9, o->now_ms);
   sq_bind_text(st, 10, o->dead_reason);
   sq_bind_text(st, 11, o->result_ref);
-  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
+  return st;
+}
+
+int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
+  /* the fenced update, under the lease the attempt was made with */
+  sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME,
+                             OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 AND state = ?3");
+  if (!st) return HOOKD_STORE_ERR;
+  if (sqlite3_step(bind_outcome(st, o)) != SQLITE_DONE) return sq_fail(c, "record outcome");
   o->cancelled = false;
   if (sqlite3_changes(c->db) != 1) {
     /* Held by the sweep after its lease ran out, the outcome not written in time (store locked
      * or failing): the sweep bumped the token once and, the destination not idempotent, held
-     * it as unknown — what the request did was not known; this outcome knows. (A resolve or
-     * another claim since changes the state or the token: stale then.) */
-    sqlite3_reset(st);
-    sq_bind_i64(st, 2, o->lease_token + 1);
-    sq_bind_text(st, 3, "unknown");
+     * it as unknown ("lease lost") — what the request did was not known; this outcome knows.
+     * Not when anything happened since (a resolve, another claim: state or token differ), nor
+     * when the destination was deleted meanwhile (the hold stays, for an operator: a retrying
+     * delivery of a deleted endpoint would wait for ever). */
+    st = sq_stmt(c, SQ_OUTCOME_HELD,
+                 OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'unknown'"
+                 " AND lease_owner IS NULL AND last_error = ?12 AND NOT EXISTS (SELECT 1"
+                 " FROM endpoints e WHERE e.id = deliveries.endpoint_id"
+                 " AND e.deleted_at IS NOT NULL)");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(bind_outcome(st, o), 12, lease_lost);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
   }
   if (sqlite3_changes(c->db) != 1) {
@@ -785,7 +804,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     if (rc) return rc;
   }
   if (o->cancelled) return HOOKD_STORE_OK; /* its endpoint is gone: nothing more to follow */
-  if (o->lane && terminal) {
+  if (o->lane && !hookd_dstate_active(o->to)) {
     int rc = sq_lane_advance(c, o->delivery_seq);
     if (rc) return rc;
   }
@@ -824,8 +843,6 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   return HOOKD_STORE_OK;
 }
 
-static const char lease_lost[] = "lease lost: hookd stopped while the request may have been sent";
-
 int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RELEASE,
                              "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL"
@@ -842,7 +859,9 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
   st = sq_stmt(c, SQ_RELEASE_HELD,
                "UPDATE deliveries SET state = ?3, next_attempt_at = ?4, last_error = ?5,"
                " updated_at = ?6 WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'unknown'"
-               " AND lease_owner IS NULL AND last_error = ?7");
+               " AND lease_owner IS NULL AND last_error = ?7 AND NOT EXISTS (SELECT 1"
+               " FROM endpoints e WHERE e.id = deliveries.endpoint_id"
+               " AND e.deleted_at IS NOT NULL)"); /* deleted meanwhile: stays held */
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, r->delivery_seq);
   sq_bind_i64(st, 2, r->lease_token);

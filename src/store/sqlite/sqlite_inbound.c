@@ -543,6 +543,7 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
   if (rc) return rc;
   size_t cap = 0, held = 0;
   int64_t any_seq = 0;
+  char gone_id[128] = ""; /* a held forward whose destination was deleted: not sent again */
   for (size_t i = 0; rc == 0 && i < n; i++) {
     if (dl[i].state != HOOKD_DS_UNKNOWN) continue;
     hookd_dtrigger trig = to == HOOKD_DS_DELIVERED ? HOOKD_DT_RESOLVE
@@ -564,12 +565,9 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
       int step = sqlite3_step(ep);
       bool gone = step != SQLITE_ROW || sqlite3_column_int(ep, 0);
       sqlite3_reset(ep);
-      if (gone) {
-        snprintf(c->err, sizeof c->err,
-                 "destination %.64s was deleted: resolve as delivered or dead, not retry",
-                 dl[i].endpoint_id);
-        rc = HOOKD_STORE_STATE;
-        break;
+      if (gone) { /* stays held: another resolve settles it (completed or dead_lettered) */
+        snprintf(gone_id, sizeof gone_id, "%s", dl[i].endpoint_id);
+        continue;
       }
     }
     sqlite3_stmt *st = sq_stmt(
@@ -603,7 +601,12 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
   hookd_deliveries_free(dl, n);
   hookd_inbox_free(&r);
   if (rc == 0 && held == 0) {
-    snprintf(c->err, sizeof c->err, "the record has no delivery held in the unknown state");
+    if (gone_id[0])
+      snprintf(c->err, sizeof c->err,
+               "destination %.64s was deleted: resolve as completed or dead_lettered, not retry",
+               gone_id);
+    else
+      snprintf(c->err, sizeof c->err, "the record has no delivery held in the unknown state");
     rc = HOOKD_STORE_STATE;
   }
   if (rc == 0) rc = sq_inbox_follow(c, any_seq, now_ms, NULL, NULL);

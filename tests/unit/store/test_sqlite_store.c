@@ -961,6 +961,74 @@ static void purge_takes_the_event_and_keeps_recent_history(void **state) {
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM retention_marks"), 1);
 }
 
+static int run_release_lease(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  const hookd_claimed *cl = ((call *)a)->in;
+  hookd_release r = {.delivery_seq = cl->d.seq, .lease_token = cl->d.lease_token,
+                     .state = cl->d.state, .next_attempt_ms = cl->d.next_attempt_ms,
+                     .now_ms = hookd_now_ms()};
+  return be->release_lease(c, &r);
+}
+
+/* As the sweep does to a lapsed lease of a destination that is not idempotent. */
+static void sweep_hold(fx *f, int64_t seq) {
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "UPDATE deliveries SET lease_token = lease_token + 1, lease_owner = NULL,"
+           " leased_until = NULL, state = 'unknown', last_error = 'lease lost: hookd stopped"
+           " while the request may have been sent' WHERE seq = %lld", (long long)seq);
+  call c = {.in = sql};
+  assert_int_equal(w(f, run_sql, &c), 0);
+}
+
+/* The node that held a lapsed lease knows what the sweep could not: its late outcome settles a
+ * held delivery, its late release (never sent) puts it back; neither when the destination was
+ * deleted meanwhile (the hold stays for an operator), nor when anything else happened since. A
+ * lapsed lease of such a destination is the sweep's to take, never a claim's (it would send the
+ * request again). */
+static void late_outcome_and_release_after_the_sweeps_hold(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  call sql = {.in = "UPDATE endpoints SET idempotent = 0 WHERE id = 'dst1'"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  hookd_receive_res r;
+  const char *ids[] = {"in_1", "in_2", "in_3"}, *keys[] = {"k1", "k2", "k3"};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(receive(f, ids[i], keys[i], "h", hookd_now_ms(), &r), 0);
+    hookd_receive_res_free(&r);
+  }
+  hookd_claimed *cl = NULL;
+  assert_int_equal(claim(f, "dst1", "n", hookd_now_ms() + 1000, 1, &cl), 3); /* a 1 ms lease */
+  /* lapsed: no claim takes them over */
+  hookd_claimed *again = NULL;
+  assert_int_equal(claim(f, "dst1", "n", hookd_now_ms() + 5000, 60000, &again), 0);
+  free(again);
+  for (int i = 0; i < 3; i++) sweep_hold(f, cl[i].d.seq);
+  /* the outcome of the first lands late: delivered */
+  assert_int_equal(record(f, &cl[0], HOOKD_DS_DELIVERED, 200), 0);
+  /* the second was never sent: its release puts it back */
+  call rel = {.in = &cl[1]};
+  assert_int_equal(w(f, run_release_lease, &rel), 0);
+  char q[160];
+  snprintf(q, sizeof q, "SELECT state = 'delivered' FROM deliveries WHERE seq = %lld",
+           (long long)cl[0].d.seq);
+  assert_int_equal(query_i64(f, q), 1);
+  snprintf(q, sizeof q, "SELECT state = 'pending' FROM deliveries WHERE seq = %lld",
+           (long long)cl[1].d.seq);
+  assert_int_equal(query_i64(f, q), 1);
+  /* the destination deleted: the third stays held, whatever arrives late */
+  sql.in = "UPDATE endpoints SET deleted_at = 1 WHERE id = 'dst1'";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  assert_int_equal(record(f, &cl[2], HOOKD_DS_RETRYING, 503), HOOKD_STORE_STALE);
+  call rel3 = {.in = &cl[2]};
+  assert_int_equal(w(f, run_release_lease, &rel3), HOOKD_STORE_STALE);
+  snprintf(q, sizeof q, "SELECT state = 'unknown' FROM deliveries WHERE seq = %lld",
+           (long long)cl[2].d.seq);
+  assert_int_equal(query_i64(f, q), 1);
+  /* a second late write of the first: stale, nothing changes */
+  assert_int_equal(record(f, &cl[0], HOOKD_DS_DEAD, 400), HOOKD_STORE_STALE);
+  free_claimed(cl, 3);
+}
+
 static int run_expire(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
   int64_t after = 0;
@@ -1313,6 +1381,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(purge_takes_the_event_and_keeps_recent_history, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(expire_deletes_settled_events_with_their_history, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(late_outcome_and_release_after_the_sweeps_hold, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
       cmocka_unit_test_setup_teardown(writer_bounds_the_wal, setup, teardown),
