@@ -715,6 +715,11 @@ static int cancelled_in_flight(hookd_store_conn *c, const hookd_outcome *o) {
 /* What the sweep writes on a delivery it holds (reclaim_hold); the late outcome and release of
  * the node that held the lease recognise it. */
 static const char lease_lost[] = "lease lost: hookd stopped while the request may have been sent";
+/* The delivery's endpoint was deleted: a never-sent delivery given back is cancelled then, as the
+ * delete would have done (pending, it would wait for ever). */
+#define RELEASE_GONE                                                                            \
+  "EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id"                       \
+  " AND e.deleted_at IS NOT NULL)"
 
 /* The outcome's new state, shared by the fenced update and the one on a held delivery. */
 #define OUTCOME_SET                                                                             \
@@ -757,17 +762,29 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     /* Held by the sweep after its lease ran out, the outcome not written in time (store locked
      * or failing): the sweep bumped the token once and, the destination not idempotent, held
      * it as unknown ("lease lost") — what the request did was not known; this outcome knows.
-     * Not when anything happened since (a resolve, another claim: state or token differ), nor
-     * when the destination was deleted meanwhile (the hold stays, for an operator: a retrying
-     * delivery of a deleted endpoint would wait for ever). */
+     * Not when anything happened since (a resolve, another claim: state or token differ). If
+     * the destination was deleted meanwhile, a final outcome (delivered, DEAD) still stands,
+     * and one that would send again cancels the delivery instead (as the delete would have):
+     * retrying, it would wait for ever. */
+    st = sq_stmt(c, SQ_OUTCOME_GONE,
+                 "SELECT e.deleted_at IS NOT NULL FROM deliveries d JOIN endpoints e"
+                 " ON e.id = d.endpoint_id WHERE d.seq = ?1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, o->delivery_seq);
+    int step = sqlite3_step(st);
+    bool gone = step == SQLITE_ROW && sqlite3_column_int(st, 0);
+    sqlite3_reset(st);
+    if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "record outcome");
+    hookd_outcome held = *o;
+    if (gone && hookd_dstate_active(held.to)) held.to = HOOKD_DS_CANCELLED;
     st = sq_stmt(c, SQ_OUTCOME_HELD,
                  OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'unknown'"
-                 " AND lease_owner IS NULL AND last_error = ?12 AND NOT EXISTS (SELECT 1"
-                 " FROM endpoints e WHERE e.id = deliveries.endpoint_id"
-                 " AND e.deleted_at IS NOT NULL)");
+                 " AND lease_owner IS NULL AND last_error = ?12");
     if (!st) return HOOKD_STORE_ERR;
-    sq_bind_text(bind_outcome(st, o), 12, lease_lost);
+    sq_bind_text(bind_outcome(st, &held), 12, lease_lost);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
+    /* the dispatcher's word for "its endpoint is gone"; the attempt is appended below */
+    if (sqlite3_changes(c->db) == 1 && held.to != o->to) o->cancelled = true;
   }
   if (sqlite3_changes(c->db) != 1) {
     int rc = cancelled_in_flight(c, o);
@@ -857,11 +874,11 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
    * store was locked or failing past the lease). Back as it was claimed — unless anything
    * else happened to it since (a resolve, another claim). */
   st = sq_stmt(c, SQ_RELEASE_HELD,
-               "UPDATE deliveries SET state = ?3, next_attempt_at = ?4, last_error = ?5,"
-               " updated_at = ?6 WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'unknown'"
-               " AND lease_owner IS NULL AND last_error = ?7 AND NOT EXISTS (SELECT 1"
-               " FROM endpoints e WHERE e.id = deliveries.endpoint_id"
-               " AND e.deleted_at IS NOT NULL)"); /* deleted meanwhile: stays held */
+               "UPDATE deliveries SET state = CASE WHEN " RELEASE_GONE " THEN 'cancelled' ELSE ?3"
+               " END, next_attempt_at = CASE WHEN " RELEASE_GONE " THEN NULL ELSE ?4 END,"
+               " last_error = ?5, updated_at = ?6"
+               " WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'unknown'"
+               " AND lease_owner IS NULL AND last_error = ?7");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, r->delivery_seq);
   sq_bind_i64(st, 2, r->lease_token);

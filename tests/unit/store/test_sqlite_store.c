@@ -981,52 +981,52 @@ static void sweep_hold(fx *f, int64_t seq) {
 }
 
 /* The node that held a lapsed lease knows what the sweep could not: its late outcome settles a
- * held delivery, its late release (never sent) puts it back; neither when the destination was
- * deleted meanwhile (the hold stays for an operator), nor when anything else happened since. A
- * lapsed lease of such a destination is the sweep's to take, never a claim's (it would send the
- * request again). */
+ * held delivery, its late release (never sent) puts it back — unless anything else happened
+ * since. When the destination was deleted meanwhile, a final outcome still stands, and one that
+ * would send again (or a release) cancels the delivery, as the delete would have. A lapsed lease
+ * of such a destination is the sweep's to take, never a claim's (it would send again). */
 static void late_outcome_and_release_after_the_sweeps_hold(void **state) {
   fx *f = *state;
   make_source(f, true);
   call sql = {.in = "UPDATE endpoints SET idempotent = 0 WHERE id = 'dst1'"};
   assert_int_equal(w(f, run_sql, &sql), 0);
   hookd_receive_res r;
-  const char *ids[] = {"in_1", "in_2", "in_3"}, *keys[] = {"k1", "k2", "k3"};
-  for (int i = 0; i < 3; i++) {
+  const char *ids[] = {"in_1", "in_2", "in_3", "in_4", "in_5"}, *keys[] = {"k1", "k2", "k3", "k4",
+                                                                             "k5"};
+  for (int i = 0; i < 5; i++) {
     assert_int_equal(receive(f, ids[i], keys[i], "h", hookd_now_ms(), &r), 0);
     hookd_receive_res_free(&r);
   }
   hookd_claimed *cl = NULL;
-  assert_int_equal(claim(f, "dst1", "n", hookd_now_ms() + 1000, 1, &cl), 3); /* a 1 ms lease */
+  assert_int_equal(claim(f, "dst1", "n", hookd_now_ms() + 1000, 1, &cl), 5); /* a 1 ms lease */
   /* lapsed: no claim takes them over */
   hookd_claimed *again = NULL;
   assert_int_equal(claim(f, "dst1", "n", hookd_now_ms() + 5000, 60000, &again), 0);
   free(again);
-  for (int i = 0; i < 3; i++) sweep_hold(f, cl[i].d.seq);
-  /* the outcome of the first lands late: delivered */
+  for (int i = 0; i < 5; i++) sweep_hold(f, cl[i].d.seq);
+  /* the outcome of the first lands late: delivered; the second was never sent: back */
   assert_int_equal(record(f, &cl[0], HOOKD_DS_DELIVERED, 200), 0);
-  /* the second was never sent: its release puts it back */
   call rel = {.in = &cl[1]};
   assert_int_equal(w(f, run_release_lease, &rel), 0);
-  char q[160];
-  snprintf(q, sizeof q, "SELECT state = 'delivered' FROM deliveries WHERE seq = %lld",
-           (long long)cl[0].d.seq);
-  assert_int_equal(query_i64(f, q), 1);
-  snprintf(q, sizeof q, "SELECT state = 'pending' FROM deliveries WHERE seq = %lld",
-           (long long)cl[1].d.seq);
-  assert_int_equal(query_i64(f, q), 1);
-  /* the destination deleted: the third stays held, whatever arrives late */
+  /* the destination deleted: a retry cancels, a release cancels, a success stands */
   sql.in = "UPDATE endpoints SET deleted_at = 1 WHERE id = 'dst1'";
   assert_int_equal(w(f, run_sql, &sql), 0);
-  assert_int_equal(record(f, &cl[2], HOOKD_DS_RETRYING, 503), HOOKD_STORE_STALE);
-  call rel3 = {.in = &cl[2]};
-  assert_int_equal(w(f, run_release_lease, &rel3), HOOKD_STORE_STALE);
-  snprintf(q, sizeof q, "SELECT state = 'unknown' FROM deliveries WHERE seq = %lld",
-           (long long)cl[2].d.seq);
-  assert_int_equal(query_i64(f, q), 1);
-  /* a second late write of the first: stale, nothing changes */
+  assert_int_equal(record(f, &cl[2], HOOKD_DS_RETRYING, 503), 0);
+  call rel4 = {.in = &cl[3]};
+  assert_int_equal(w(f, run_release_lease, &rel4), 0);
+  assert_int_equal(record(f, &cl[4], HOOKD_DS_DELIVERED, 200), 0);
+  const char *want[] = {"delivered", "pending", "cancelled", "cancelled", "delivered"};
+  for (int i = 0; i < 5; i++) {
+    char q[200];
+    snprintf(q, sizeof q, "SELECT state = '%s' FROM deliveries WHERE seq = %lld", want[i],
+             (long long)cl[i].d.seq);
+    if (query_i64(f, q) != 1) fail_msg("delivery %d is not %s", i, want[i]);
+  }
+  /* every request that went out has its attempt, the released one none */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 3);
+  /* a second late write: stale, nothing changes */
   assert_int_equal(record(f, &cl[0], HOOKD_DS_DEAD, 400), HOOKD_STORE_STALE);
-  free_claimed(cl, 3);
+  free_claimed(cl, 5);
 }
 
 static int run_expire(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
