@@ -324,8 +324,10 @@ static bool url_like(const char *u, bool proxy) {
   static const char *const schemes[] = {"http://", "https://", "socks4://", "socks4a://",
                                         "socks5://", "socks5h://"};
   size_t n = proxy ? sizeof schemes / sizeof schemes[0] : 2;
-  if (proxy && !strstr(u, "://"))
-    return u[0] && u[0] != ':' && u[0] != '/' && !strpbrk(u, " \t\r\n");
+  for (const char *p = u; *p; p++)
+    if ((unsigned char)*p <= 0x20 || *p == 0x7f) return false; /* blanks, controls */
+  if (proxy && !strstr(u, "://")) /* host[:port], no path: "http:/x" is a typo */
+    return u[0] && u[0] != ':' && !strchr(u, '/');
   for (size_t i = 0; i < n; i++) {
     size_t l = strlen(schemes[i]);
     if (!strncasecmp(u, schemes[i], l))
