@@ -680,38 +680,6 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
   return HOOKD_STORE_OK;
 }
 
-/* The fenced update missed: was the delivery cancelled, by its endpoint's delete, while this
- * attempt was in flight? The delete bumped the token once and left no lease (the delivery is
- * never claimed again). The request went out, so its attempt is history all the same (the
- * caller appends it), and a success is what the receiver got: delivered. Otherwise STALE. */
-static int cancelled_in_flight(hookd_store_conn *c, const hookd_outcome *o) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME_CANCELLED,
-                             "UPDATE deliveries SET updated_at = ?3,"
-                             " attempt_count = CASE WHEN ?4 > 0 THEN ?4 ELSE attempt_count END,"
-                             " last_status = CASE WHEN ?4 > 0 THEN ?5 ELSE last_status END,"
-                             " last_error = ?6, result_ref = COALESCE(?7, result_ref),"
-                             " state = CASE WHEN ?8 THEN 'delivered' ELSE state END,"
-                             " delivered_at = CASE WHEN ?8 THEN ?3 ELSE delivered_at END"
-                             " WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'cancelled'"
-                             " AND lease_owner IS NULL");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, o->delivery_seq);
-  sq_bind_i64(st, 2, o->lease_token);
-  sq_bind_i64(st, 3, o->now_ms);
-  sq_bind_i64(st, 4, o->attempt_number);
-  sq_bind_i64_or_null(st, 5, o->attempt.http_status);
-  sq_bind_text(st, 6, o->last_error);
-  sq_bind_text(st, 7, o->result_ref);
-  sq_bind_i64(st, 8, o->to == HOOKD_DS_DELIVERED);
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
-  if (rc != SQLITE_DONE) return sq_fail(c, "record outcome");
-  if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
-  snprintf(c->err, sizeof c->err, "lease token %lld is no longer current",
-           (long long)o->lease_token);
-  return HOOKD_STORE_STALE;
-}
-
 /* What the sweep writes on a delivery it holds (reclaim_hold); the late outcome and release of
  * the node that held the lease recognise it. */
 static const char lease_lost[] = "lease lost: hookd stopped while the request may have been sent";
@@ -751,6 +719,43 @@ static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
   return st;
 }
 
+/* The fenced update missed. The outcome still lands where the token was bumped exactly once
+ * since its claim, by something that leaves a lease-free delivery no one else may send:
+ *  - its endpoint's delete, which cancelled it while the request was in flight;
+ *  - the sweep, which held it as unknown (a destination that is not idempotent) when its lease
+ *    ran out before this outcome could be written (store locked or failing).
+ * The request went out, so its attempt is history all the same (the caller appends it). The
+ * outcome decides the state — but with the endpoint deleted, only a success (what the receiver
+ * got) stands; anything else cancels it, as the delete does: retrying, it would wait for ever.
+ * Anything else since (a resolve, a replay, another claim) changed the state or the token:
+ * STALE. */
+static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME_GONE,
+                             "SELECT e.deleted_at IS NOT NULL FROM deliveries d JOIN endpoints e"
+                             " ON e.id = d.endpoint_id WHERE d.seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, o->delivery_seq);
+  int step = sqlite3_step(st);
+  bool gone = step == SQLITE_ROW && sqlite3_column_int(st, 0);
+  sqlite3_reset(st);
+  if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "record outcome");
+  hookd_outcome late = *o;
+  if (gone && late.to != HOOKD_DS_DELIVERED) late.to = HOOKD_DS_CANCELLED;
+  st = sq_stmt(c, SQ_OUTCOME_LATE,
+               OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 + 1 AND lease_owner IS NULL"
+               " AND (state = 'cancelled' OR (state = 'unknown' AND last_error = ?12))");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(bind_outcome(st, &late), 12, lease_lost);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
+  if (sqlite3_changes(c->db) != 1) {
+    snprintf(c->err, sizeof c->err, "lease token %lld is no longer current",
+             (long long)o->lease_token);
+    return HOOKD_STORE_STALE;
+  }
+  o->cancelled = gone; /* the dispatcher's word for "its endpoint is gone" */
+  return HOOKD_STORE_OK;
+}
+
 int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   /* the fenced update, under the lease the attempt was made with */
   sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME,
@@ -759,37 +764,8 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (sqlite3_step(bind_outcome(st, o)) != SQLITE_DONE) return sq_fail(c, "record outcome");
   o->cancelled = false;
   if (sqlite3_changes(c->db) != 1) {
-    /* Held by the sweep after its lease ran out, the outcome not written in time (store locked
-     * or failing): the sweep bumped the token once and, the destination not idempotent, held
-     * it as unknown ("lease lost") — what the request did was not known; this outcome knows.
-     * Not when anything happened since (a resolve, another claim: state or token differ). If
-     * the destination was deleted meanwhile, a final outcome (delivered, DEAD) still stands,
-     * and one that would send again cancels the delivery instead (as the delete would have):
-     * retrying, it would wait for ever. */
-    st = sq_stmt(c, SQ_OUTCOME_GONE,
-                 "SELECT e.deleted_at IS NOT NULL FROM deliveries d JOIN endpoints e"
-                 " ON e.id = d.endpoint_id WHERE d.seq = ?1");
-    if (!st) return HOOKD_STORE_ERR;
-    sq_bind_i64(st, 1, o->delivery_seq);
-    int step = sqlite3_step(st);
-    bool gone = step == SQLITE_ROW && sqlite3_column_int(st, 0);
-    sqlite3_reset(st);
-    if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "record outcome");
-    hookd_outcome held = *o;
-    if (gone && hookd_dstate_active(held.to)) held.to = HOOKD_DS_CANCELLED;
-    st = sq_stmt(c, SQ_OUTCOME_HELD,
-                 OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'unknown'"
-                 " AND lease_owner IS NULL AND last_error = ?12");
-    if (!st) return HOOKD_STORE_ERR;
-    sq_bind_text(bind_outcome(st, &held), 12, lease_lost);
-    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
-    /* the dispatcher's word for "its endpoint is gone"; the attempt is appended below */
-    if (sqlite3_changes(c->db) == 1 && held.to != o->to) o->cancelled = true;
-  }
-  if (sqlite3_changes(c->db) != 1) {
-    int rc = cancelled_in_flight(c, o);
+    int rc = late_outcome(c, o);
     if (rc) return rc;
-    o->cancelled = true;
   }
 
   if (o->attempt_number > 0) {
