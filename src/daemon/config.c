@@ -1,6 +1,7 @@
 /* config.c — the option table and its three sources (flags, environment, file). */
 #include "daemon/config.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -318,22 +319,27 @@ static char *trim(char *s) {
   return s;
 }
 
-/* scheme://host…: for a proxy http, https, socks4, socks4a, socks5 or socks5h, or no scheme at
- * all (host:port, which curl reads as http://); else http(s). */
-static bool url_like(const char *u, bool proxy) {
-  static const char *const schemes[] = {"http://", "https://", "socks4://", "socks4a://",
-                                        "socks5://", "socks5h://"};
-  size_t n = proxy ? sizeof schemes / sizeof schemes[0] : 2;
-  for (const char *p = u; *p; p++)
-    if ((unsigned char)*p <= 0x20 || *p == 0x7f) return false; /* blanks, controls */
-  if (proxy && !strstr(u, "://")) /* host[:port], no path: "http:/x" is a typo */
-    return u[0] && u[0] != ':' && !strchr(u, '/');
-  for (size_t i = 0; i < n; i++) {
-    size_t l = strlen(schemes[i]);
-    if (!strncasecmp(u, schemes[i], l))
-      return u[l] && u[l] != '/' && u[l] != ':' && !strpbrk(u, " \t\r\n");
-  }
-  return false;
+/* Read by libcurl's URL parser, as the egress will read it: a host, and for a proxy a scheme
+ * among http, https, socks4, socks4a, socks5, socks5h (none: curl's http) and no path; else
+ * http or https. */
+static bool url_ok(const char *u, bool proxy) {
+  static const char *const schemes[] = {"http", "https", "socks4", "socks4a", "socks5", "socks5h"};
+  CURLU *h = curl_url();
+  char *scheme = NULL, *host = NULL, *path = NULL;
+  bool ok = h && curl_url_set(h, CURLUPART_URL, u,
+                         proxy ? CURLU_DEFAULT_SCHEME | CURLU_NON_SUPPORT_SCHEME : 0) == CURLUE_OK &&
+            curl_url_get(h, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+            curl_url_get(h, CURLUPART_HOST, &host, 0) == CURLUE_OK && host[0] &&
+            curl_url_get(h, CURLUPART_PATH, &path, 0) == CURLUE_OK &&
+            (!proxy || !strcmp(path, "/"));
+  bool known = false;
+  for (size_t i = 0; ok && i < (proxy ? sizeof schemes / sizeof schemes[0] : 2); i++)
+    known |= !strcasecmp(scheme, schemes[i]);
+  curl_free(scheme);
+  curl_free(host);
+  curl_free(path);
+  curl_url_cleanup(h);
+  return ok && known;
 }
 
 static int load_file(hookd_config *c, const char *path, char *err, size_t errlen) {
@@ -475,12 +481,12 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     snprintf(err, errlen, "--node-id must be a non-empty name without spaces");
     return -1;
   }
-  if (c->egress_proxy[0] && !url_like(c->egress_proxy, true)) {
+  if (c->egress_proxy[0] && !url_ok(c->egress_proxy, true)) {
     snprintf(err, errlen,
              "--egress-proxy must be host:port or a URL (http://, https://, socks5://… host)");
     return -1;
   }
-  if (c->public_url[0] && !url_like(c->public_url, false)) {
+  if (c->public_url[0] && !url_ok(c->public_url, false)) {
     snprintf(err, errlen, "--public-url must be an http:// or https:// URL with a host");
     return -1;
   }
