@@ -17,7 +17,6 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "core/b64.h"
 #include "core/buf.h"
 #include "core/num.h"
 #include "core/sign.h"
@@ -160,14 +159,9 @@ int hookd_cmd_verify(int argc, char **argv) {
       goto out;
     }
   }
-  if (pubkey) { /* whpk_ and the 32 bytes of an Ed25519 public key */
-    unsigned char raw[48];
-    size_t pl = strlen(pubkey);
-    if (strncmp(pubkey, "whpk_", 5) != 0 || pl - 5 > 44 || pl < 5 ||
-        hookd_b64_decode(pubkey + 5, pl - 5, raw) != 32) {
-      fprintf(stderr, "hookd verify: the public key is not whpk_<base64 of 32 bytes>\n");
-      goto out;
-    }
+  if (pubkey && !hookd_ed25519_public_ok(pubkey)) {
+    fprintf(stderr, "hookd verify: the public key is not whpk_<base64 of 32 bytes>\n");
+    goto out;
   }
   size_t len = 0;
   const char *why;

@@ -271,6 +271,12 @@ int hookd_sign_v1a(const char *whsk, const char *msg_id, int64_t timestamp, cons
   return ok ? 0 : -1;
 }
 
+bool hookd_ed25519_public_ok(const char *whpk) {
+  EVP_PKEY *k = ed_key(whpk, "whpk_", 0);
+  EVP_PKEY_free(k);
+  return k != NULL;
+}
+
 int hookd_verify_v1a(const char *whpk, const char *msg_id, const char *timestamp,
                      const char *sig_header, const void *body, size_t body_len, int64_t now_s,
                      int64_t tolerance_s) {

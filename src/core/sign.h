@@ -6,6 +6,7 @@
 #ifndef HOOKD_CORE_SIGN_H
 #define HOOKD_CORE_SIGN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +74,8 @@ int hookd_ed25519_public(const char *whsk, char out_public[HOOKD_ED_SECRET_MAX])
 /* Writes "v1a,<base64 signature>" (out holds 100 bytes). Returns 0 or -1. */
 int hookd_sign_v1a(const char *whsk, const char *msg_id, int64_t timestamp, const void *body,
                    size_t body_len, char out[100]);
+/* Whether text is a whpk_ public key (the base64 of 32 bytes that make an Ed25519 key). */
+bool hookd_ed25519_public_ok(const char *whpk);
 /* Verifies any v1a entry of sig_header with the whpk_ public key. HOOKD_VERIFY_* codes. */
 int hookd_verify_v1a(const char *whpk, const char *msg_id, const char *timestamp,
                      const char *sig_header, const void *body, size_t body_len, int64_t now_s,
