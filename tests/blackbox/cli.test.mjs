@@ -168,6 +168,15 @@ describe('hookd CLI', () => {
     cleanup();
   });
 
+  it('proxy and public URLs libcurl reads are accepted: host:port (curl\'s http), socks5h, a base path', async () => {
+    for (const args of [['--egress-proxy', '127.0.0.1:3128'], ['--egress-proxy', 'socks5h://127.0.0.1:1080'],
+      ['--public-url', 'https://hooks.example.com/base']]) {
+      const h = await startHookd({ args });
+      assert.equal((await h.api('GET', '/healthz')).status, 200, args.join(' '));
+      assert.equal((await h.stop()).code, 0);
+    }
+  });
+
   it('the first start without a key creates an admin key and prints it once', async () => {
     const { dir, cleanup } = tempDir();
     let h = await startHookd({ dir, apiKey: null });
