@@ -723,6 +723,7 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
       (!held_by_sweep && now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS))
     return false;
   if (!it->recording) delay = RECORD_RETRY_BASE_MS;
+  if (!it->out.failed_write_ms) it->out.failed_write_ms = now;
   it->record_tries++;
   it->retry_ms = now + delay;
   it->retry_next = d->record_retry;
@@ -756,16 +757,16 @@ static int64_t record_retry_due(hookd_dispatcher *d, int64_t now, bool stopping)
   return next;
 }
 
-/* The endpoint was disabled in memory by an outcome that did not reach the store: the store
- * still says enabled, so this node must go on claiming for it. */
-static void undo_disable(hookd_dispatcher *d, ep *e, const hookd_outcome *o) {
+/* The endpoint was disabled in memory by an outcome whose disable did not reach the store (the
+ * write failed, or a newer configuration declined it): the store still says enabled, so this
+ * node must go on claiming for it. */
+static void undo_disable(hookd_dispatcher *d, ep *e, const hookd_outcome *o, const char *event) {
   /* not when a newer configuration (an operator's PATCH) has been applied since */
   if (!o->disable_endpoint || e->gone || e->cfg.enabled || !e->disabled_by_outcome) return;
   e->disabled_by_outcome = false;
   e->cfg.enabled = true;
   sched_health_update(d, e);
-  HLOG(HOOKD_LOG_WARN, "endpoint.disable_not_recorded", KV_S("endpoint_id", e->cfg.id),
-       KV_S("tenant_id", e->cfg.tenant_id));
+  HLOG(HOOKD_LOG_WARN, event, KV_S("endpoint_id", e->cfg.id), KV_S("tenant_id", e->cfg.tenant_id));
 }
 
 static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
@@ -779,7 +780,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
         HLOG(HOOKD_LOG_WARN, "outcome.stale", KV_DELIVERY(d, &it->c.d, e->cfg.id),
              KV_I("attempt", o->attempt_number));
       }
-      if (!it->record_tries) undo_disable(d, e, o);
+      if (!it->record_tries) undo_disable(d, e, o, "endpoint.disable_not_recorded");
     } else if (it->rc != 0) {
       if (record_retry_later(d, it)) return;
       if (d->stop_ms) d->writes_given_up++;
@@ -787,7 +788,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
            KV_I("attempt", o->attempt_number), KV_S("error", hookd_store_strerror(it->rc)),
            KV_I("tries", it->record_tries + 1));
       /* the lease expires and the delivery is attempted again: at-least-once */
-      undo_disable(d, e, o);
+      undo_disable(d, e, o, "endpoint.disable_not_recorded");
     } else if (o->cancelled) {
       HLOG(HOOKD_LOG_INFO, "delivery.cancelled_in_flight", KV_DELIVERY(d, &it->c.d, e->cfg.id),
            KV_I("attempt", o->attempt_number), KV_S("outcome", o->attempt.outcome),
@@ -796,7 +797,10 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       /* stored: the endpoint is disabled in the store whatever configuration reached this
        * node before (a PATCH whose op ran before this one read it enabled, and its reply,
        * which came first, enabled it again here); one after it comes after this */
-      if (o->disable_endpoint && !e->gone) {
+      if (o->disable_endpoint && !e->gone && o->disable_declined) {
+        /* the store's configuration is newer than the answer: it stays enabled */
+        undo_disable(d, e, o, "endpoint.disable_superseded");
+      } else if (o->disable_endpoint && !e->gone) {
         e->disabled_by_outcome = false;
         if (o->now_ms > e->cfg.updated_ms) e->cfg.updated_ms = o->now_ms; /* as the store's row */
         if (e->cfg.enabled) {

@@ -222,6 +222,11 @@ typedef struct hookd_outcome {
   bool cancelled;             /* out: the delivery was cancelled while this attempt was in
                                  flight (its endpoint deleted); the attempt was recorded all the
                                  same, and a success made it delivered — nothing else changed */
+  int64_t failed_write_ms;    /* when a write of this outcome first failed (0: never): the
+                                 disable applies only if the endpoint's configuration was not
+                                 written since — a PATCH that landed while this outcome waited
+                                 out a store outage is newer than the answer */
+  bool disable_declined;      /* out: disable_endpoint not applied for that reason */
 } hookd_outcome;
 
 /* A claimed delivery given back unsent (its lease released). */

@@ -267,6 +267,40 @@ describe('durability', () => {
     await r.close();
   });
 
+  it('a 410 whose outcome waited out a store outage does not disable an endpoint configured again meanwhile: the newer configuration decides', async () => {
+    const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
+    let first = true;
+    const r = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { timeout_ms: 6000 }); // lease: 2 × 6 s + 1 s
+    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    const e1 = await publish(h, tenant, { type: 'a', payload: { n: 1 } });
+    await r.waitFor(1);
+    const release = await h.lockStore();
+    let released = false;
+    try {
+      r.releaseHanging(410);
+      // the outcome (with its disable) waits out the busy timeout, fails, and is written again
+      await h.waitForLog((l) => l.msg === 'outcome.write_retry', 15000, 'the failed outcome write tried again');
+      // an operator's change lands first (committed by the lock's own transaction, as another
+      // node's PATCH would be), after the answer and before the outcome's retry
+      released = true;
+      await release(`UPDATE endpoints SET description = 'operator', updated_at = ${Date.now() + 1}` +
+        ` WHERE id = '${endpoint}'; COMMIT`);
+    } finally {
+      if (!released) await release();
+    }
+    await h.waitForLog((l) => l.msg === 'endpoint.disable_superseded', 15000, 'the disable declined');
+    await waitDelivery(h, e1.json.id, (ds) => ds[0]?.state === 'dead', 'the 410 recorded');
+    const ep = (await h.api('GET', path)).json;
+    assert.equal(ep.enabled, true, 'the configuration written after the 410 stands');
+    assert.equal(ep.description, 'operator');
+    // and this node goes on sending to it
+    const e2 = await publish(h, tenant, { type: 'a', payload: { n: 2 } });
+    await waitDelivery(h, e2.json.id, (ds) => ds[0]?.state === 'delivered', 'the next event delivered', 15000);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('a lease release that fails (store locked past its lease) is written again: a forward never sent ends delivered, not held as unknown', async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     let first = true;

@@ -763,6 +763,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (!st) return HOOKD_STORE_ERR;
   if (sqlite3_step(bind_outcome(st, o)) != SQLITE_DONE) return sq_fail(c, "record outcome");
   o->cancelled = false;
+  o->disable_declined = false;
   if (sqlite3_changes(c->db) != 1) {
     int rc = late_outcome(c, o);
     if (rc) return rc;
@@ -815,11 +816,13 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     st = sq_stmt(c, SQ_EP_DISABLE,
                  "UPDATE endpoints SET enabled = 0, disabled_reason = ?2,"
                  " updated_at = MAX(updated_at, ?3)" /* its time is the answer's, maybe older */
-                 " WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1");
+                 " WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1"
+                 " AND (?4 = 0 OR updated_at <= ?4)");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, o->endpoint_id);
     sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
     sq_bind_i64(st, 3, o->now_ms);
+    sq_bind_i64(st, 4, o->failed_write_ms);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "disable endpoint");
     if (sqlite3_changes(c->db) == 1) { /* audited like an operator's disable (actor system) */
       st = sq_stmt(c, SQ_EP_DISABLE_AUDIT,
@@ -831,6 +834,15 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
       sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
       sq_bind_i64(st, 3, o->now_ms);
       if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "audit endpoint disable");
+    } else if (o->failed_write_ms) { /* still enabled: a PATCH landed since */
+      st = sq_stmt(c, SQ_EP_DISABLE_DECLINED,
+                   "SELECT 1 FROM endpoints WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1");
+      if (!st) return HOOKD_STORE_ERR;
+      sq_bind_text(st, 1, o->endpoint_id);
+      int step = sqlite3_step(st);
+      if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "read endpoint");
+      o->disable_declined = step == SQLITE_ROW;
+      sqlite3_reset(st);
     }
   }
   return HOOKD_STORE_OK;
