@@ -79,6 +79,23 @@ static int hide_foreign(inbox_op *op) {
 
 /* ---------- get ---------- */
 
+/* The record with its deliveries (forwards) and the earliest next attempt among them. */
+static json_t *record_json(const inbox_op *op) {
+  json_t *v = inbox_json(&op->rec);
+  json_t *d = json_array();
+  int64_t next = 0; /* the earliest next attempt of a forward still to be sent */
+  for (size_t i = 0; i < op->n; i++) {
+    const hookd_delivery *dl = &op->dl[i];
+    json_array_append_new(d, hookd_json_delivery(dl));
+    if ((dl->state == HOOKD_DS_PENDING || dl->state == HOOKD_DS_RETRYING) && dl->next_attempt_ms &&
+        (!next || dl->next_attempt_ms < next))
+      next = dl->next_attempt_ms;
+  }
+  json_object_set_new(v, "next_attempt_at", hookd_json_time(next));
+  json_object_set_new(v, "deliveries", d);
+  return v;
+}
+
 static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   int rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
@@ -92,19 +109,7 @@ static void reply_get(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "inbox record");
     return;
   }
-  json_t *v = inbox_json(&op->rec);
-  json_t *d = json_array();
-  int64_t next = 0; /* the earliest next attempt of a forward still to be sent */
-  for (size_t i = 0; i < op->n; i++) {
-    const hookd_delivery *dl = &op->dl[i];
-    json_array_append_new(d, hookd_json_delivery(dl));
-    if ((dl->state == HOOKD_DS_PENDING || dl->state == HOOKD_DS_RETRYING) && dl->next_attempt_ms &&
-        (!next || dl->next_attempt_ms < next))
-      next = dl->next_attempt_ms;
-  }
-  json_object_set_new(v, "next_attempt_at", hookd_json_time(next));
-  json_object_set_new(v, "deliveries", d);
-  hookd_req_reply_json(base->req, 200, v);
+  hookd_req_reply_json(base->req, 200, record_json(op));
 }
 
 void hookd_api_inbox_get(hookd_req *r, hookd_app *app) {
@@ -173,6 +178,12 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
 
 static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
+  inbox_cleanup(base); /* a second run (its batch undone and run again) forgets the first's */
+  memset(&op->rec, 0, sizeof op->rec);
+  op->loaded = false;
+  op->dl = NULL;
+  op->hints = NULL;
+  op->n = op->n_hints = op->n_resolved = 0;
   int rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
   op->loaded = rc == 0;
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
@@ -180,7 +191,7 @@ static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd
                          &op->n_hints);
   if (rc) return rc;
   hookd_inbox_free(&op->rec);
-  rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
+  rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
   op->loaded = rc == 0;
   return rc ? rc
             : hookd_api_audit(base, c, be, "inbox.resolve", op->id, op->rec.tenant_id,
@@ -200,7 +211,11 @@ static void reply_resolve(hookd_api_op *base, int rc) {
   HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", op->id),
        KV_S("tenant_id", op->rec.tenant_id), KV_S("to", hookd_dstate_name(op->to)),
        KV_S("actor", op->scoped ? op->who.key_id : NULL));
-  hookd_req_reply_json(base->req, 200, inbox_json(&op->rec));
+  /* as GET shows it, with how many forwards this resolve settled (or, for retry, sent again):
+   * a forward whose destination was deleted stays held, and shows so */
+  json_t *v = record_json(op);
+  json_object_set_new(v, "resolved", json_integer((json_int_t)op->n_resolved));
+  hookd_req_reply_json(base->req, 200, v);
 }
 
 void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {

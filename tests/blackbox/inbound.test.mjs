@@ -523,6 +523,38 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('resolve "retry" with one of two held destinations deleted: the live one is sent again, the answer shows what it settled and what stays held', async () => {
+    let n = 0;
+    const live = await startReceiver(() => (n++ === 0 ? 'hang' : { status: 200 }));
+    const gone = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_pr'], [
+      { url: live.url, idempotent: false, timeout_ms: 300 }, { url: gone.url, idempotent: false, timeout_ms: 300 }]);
+    const body = stripeEvent('evt_pr_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_pr'));
+    await waitUntil(async () => {
+      const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      return rec.deliveries.length === 2 && rec.deliveries.every((d) => d.state === 'unknown');
+    }, { what: 'both forwards held' });
+    const goneId = src.destinations[1].id;
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${goneId}`)).status, 200);
+    const retry = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'retry', reason: 'resend' });
+    assert.equal(retry.status, 200, retry.text);
+    assert.equal(retry.json.resolved, 1, 'one forward sent again');
+    const held = retry.json.deliveries.find((d) => d.endpoint_id === goneId);
+    assert.equal(held.state, 'unknown', 'the deleted destination\'s forward stays held, and the answer shows it');
+    const again = retry.json.deliveries.find((d) => d.endpoint_id !== goneId);
+    assert.notEqual(again.state, 'unknown');
+    await waitUntil(async () => {
+      const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      return rec.deliveries.find((d) => d.endpoint_id !== goneId).state === 'delivered';
+    }, { what: 'the live destination\'s forward delivered' });
+    assert.equal(live.requests.length, 2);
+    live.releaseHanging();
+    gone.releaseHanging();
+    await live.close();
+    await gone.close();
+  });
+
   it('an operator dead-letters an unknown forward: counted as DEAD "operator" in the metrics', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_op'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
