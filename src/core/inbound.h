@@ -127,7 +127,8 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
 
 /* The event type, when the provider states one (stripe "type", github X-GitHub-Event, shopify
  * X-Shopify-Topic, standard body "type", slack event.type or type, paddle "event_type", zoom
- * "event", gitlab X-Gitlab-Event, discord "type" as a number, vnpay "payment", momo "payment").
+ * "event", gitlab X-Gitlab-Event, discord event.type or "type" as a number, vnpay "payment",
+ * momo "payment").
  * Returns 0 when found, 1 otherwise (out = ""). */
 int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const json_t *body,
                         char *out, size_t outlen);
@@ -141,10 +142,17 @@ int hookd_ed25519_verify(const unsigned char pub[32], const void *msg, size_t le
  *   slack url_verification → 200 {"challenge": <challenge>}
  *   zoom endpoint.url_validation → 200 {"plainToken": t, "encryptedToken": hex HMAC-SHA256(
  *     secret, t)} (the first of secrets: pass the one that verified the request)
- *   discord PING (type 1) → 200 {"type": 1}
+ *   discord interactions PING (type 1) → 200 {"type": 1}; webhook events PING (type 0) → 204
  * Returns 1 and fills status/body when req is a handshake, 0 otherwise. */
 int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json_t *body,
                        const hookd_in_secrets *secrets, int *status, hookd_buf *resp_body);
+
+/* The answer Discord expects for a stored (not handshake) request: a webhook event (type 1 with
+ * an "event") 204 and no body (*json = NULL); an interaction, which must be answered within
+ * 3 s while its handler runs later, a deferred response — type 5 for a command or modal, 6 for
+ * a message component, an autocomplete (type 4) no choices. The handler follows up through the
+ * interaction token. */
+void hookd_in_discord_ack(const json_t *body, int *status, const char **json);
 
 /* A JSON string or number as text: strings borrowed, integers with all their digits, reals in
  * ECMAScript form (written into tmp); NULL for anything else (objects, arrays, booleans, null,

@@ -77,27 +77,49 @@ int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets
   out->timestamp_s = t;
 
   hookd_hmac_key keys[HOOKD_IN_MAX_SECRETS];
-  size_t nkeys = 0;
+  size_t nkeys = 0, npub = 0;
   for (size_t i = 0; i < s->n && nkeys < HOOKD_IN_MAX_SECRETS; i++)
-    if (key_fits(s->v[i]) && hookd_secret_parse(s->v[i], &keys[nkeys]) == 0) nkeys++;
-  int rc = HOOKD_VERIFY_MISMATCH;
-  /* hookd_verify_v1 takes at most 8 keys at once. */
+    if (strncmp(s->v[i], "whpk_", 5) != 0 && key_fits(s->v[i]) &&
+        hookd_secret_parse(s->v[i], &keys[nkeys]) == 0)
+      nkeys++;
+  const char *body = req->body ? req->body : "";
+  int rc, rc_h = -1, rc_a = -1;
+  /* symmetric (v1): hookd_verify_v1 takes at most 8 keys at once */
   for (size_t off = 0; off < nkeys; off += 8) {
     size_t k = nkeys - off < 8 ? nkeys - off : 8;
-    rc = hookd_verify_v1(keys + off, k, id, ts, sig, req->body ? req->body : "", req->body_len,
-                         req->now_s, tol);
-    if (rc != HOOKD_VERIFY_MISMATCH) break;
+    rc_h = hookd_verify_v1(keys + off, k, id, ts, sig, body, req->body_len, req->now_s, tol);
+    if (rc_h != HOOKD_VERIFY_MISMATCH) break;
   }
   OPENSSL_cleanse(keys, sizeof keys);
-  if (!nkeys)
+  /* asymmetric (v1a): whpk_ public keys, any may match */
+  for (size_t i = 0; i < s->n && i < HOOKD_IN_MAX_SECRETS && rc_h != HOOKD_VERIFY_OK; i++) {
+    if (strncmp(s->v[i], "whpk_", 5) != 0) continue;
+    npub++;
+    int r = hookd_verify_v1a(s->v[i], id, ts, sig, body, req->body_len, req->now_s, tol);
+    if (rc_a < 0 || r == HOOKD_VERIFY_OK || r == HOOKD_VERIFY_MISMATCH) rc_a = r;
+    if (r == HOOKD_VERIFY_OK) break;
+  }
+  if (!nkeys && !npub)
     return hookd_in_result(out, HOOKD_VERIFY_MISMATCH,
-                           "standard: no usable secret (expected whsec_<base64>)");
+                           "standard: no usable secret (expected whsec_<base64> or whpk_<base64>)");
+  /* one scheme's match wins; both check the same timestamp first; a signature of a scheme that
+   * did not match is a mismatch; no signature of either scheme is malformed */
+  if (rc_h == HOOKD_VERIFY_OK || rc_a == HOOKD_VERIFY_OK)
+    rc = HOOKD_VERIFY_OK;
+  else if (rc_h == HOOKD_VERIFY_STALE || rc_h == HOOKD_VERIFY_FUTURE)
+    rc = rc_h;
+  else if (rc_a == HOOKD_VERIFY_STALE || rc_a == HOOKD_VERIFY_FUTURE)
+    rc = rc_a;
+  else if (rc_h == HOOKD_VERIFY_MISMATCH || rc_a == HOOKD_VERIFY_MISMATCH)
+    rc = HOOKD_VERIFY_MISMATCH;
+  else
+    rc = HOOKD_VERIFY_MALFORMED;
   switch (rc) {
   case HOOKD_VERIFY_OK: return hookd_in_result(out, rc, "standard: signature valid");
   case HOOKD_VERIFY_STALE: return hookd_in_result(out, rc, "standard: timestamp too old");
   case HOOKD_VERIFY_FUTURE: return hookd_in_result(out, rc, "standard: timestamp in the future");
   case HOOKD_VERIFY_MALFORMED:
-    return hookd_in_result(out, rc, "standard: malformed headers or no v1 signature");
+    return hookd_in_result(out, rc, "standard: malformed headers or no v1/v1a signature");
   default: return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "standard: no signature matches");
   }
 }

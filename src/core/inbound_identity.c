@@ -138,18 +138,27 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
     return put_joined(out, outlen, parts, 3, 2);
   }
   case HOOKD_PROVIDER_GITLAB:
-    h = hookd_in_header_get(req, "X-Gitlab-Event-UUID");
-    if (!h || !*h) h = hookd_in_header_get(req, "Idempotency-Key");
+    /* Idempotency-Key is the same on GitLab's retries and manual resends; X-Gitlab-Event-UUID
+     * (older GitLab) is new on every send and shared by recursive hooks' distinct events */
+    h = hookd_in_header_get(req, "Idempotency-Key");
+    if (!h || !*h) h = hookd_in_header_get(req, "X-Gitlab-Event-UUID");
     return put_str(out, outlen, h);
   case HOOKD_PROVIDER_TWILIO: {
     h = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
     if (h && *h) return put_str(out, outlen, h);
-    /* Form fields (the usual encoding), else a JSON body's members. */
-    json_t *form = form_object(req->body, req->body_len);
-    int rc = put_json(out, outlen, obj_get(form, "MessageSid"));
-    if (rc) rc = put_json(out, outlen, obj_get(form, "CallSid"));
-    if (rc) rc = put_json(out, outlen, obj_get(body, "MessageSid"));
-    if (rc) rc = put_json(out, outlen, obj_get(body, "CallSid"));
+    /* Form fields (a POST's body, a GET's query), else a JSON body's members. A status
+     * callback comes once for each status of one message or call: the status is part of it. */
+    size_t qlen = 0;
+    const char *q = req->body_len ? req->body : hookd_in_query(req, &qlen);
+    json_t *form = form_object(q, req->body_len ? req->body_len : qlen);
+    int rc = 1;
+    const json_t *from[] = {form, body};
+    for (size_t i = 0; i < 2 && rc; i++) {
+      const json_t *msg[] = {obj_get(from[i], "MessageSid"), obj_get(from[i], "MessageStatus")};
+      const json_t *call[] = {obj_get(from[i], "CallSid"), obj_get(from[i], "CallStatus")};
+      rc = put_joined(out, outlen, msg, 2, 1);
+      if (rc) rc = put_joined(out, outlen, call, 2, 1);
+    }
     json_decref(form);
     return rc;
   }
@@ -206,7 +215,10 @@ int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const jso
   case HOOKD_PROVIDER_GITLAB:
     return put_str(out, outlen, hookd_in_header_get(req, "X-Gitlab-Event"));
   case HOOKD_PROVIDER_DISCORD: {
-    const json_t *t = obj_get(body, "type");
+    /* a webhook event names its type ("APPLICATION_AUTHORIZED"); an interaction is a number */
+    const json_t *t = obj_get(obj_get(body, "event"), "type");
+    if (json_is_string(t)) return put_json(out, outlen, t);
+    t = obj_get(body, "type");
     return json_is_number(t) ? put_json(out, outlen, t) : 1;
   }
   case HOOKD_PROVIDER_VNPAY:
@@ -263,13 +275,36 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
   }
   if (p == HOOKD_PROVIDER_DISCORD) {
     const json_t *t = json_object_get(body, "type");
-    if (!json_is_number(t) || json_number_value(t) != 1) return 0;
+    if (!json_is_integer(t)) return 0;
     hookd_buf_reset(resp_body);
+    if (json_integer_value(t) == 0) { /* a webhook events URL's PING: 204, no body */
+      *status = 204;
+      return 1;
+    }
+    /* an interactions URL's PING; type 1 with an "event" is a webhook event, not a PING */
+    if (json_integer_value(t) != 1 || json_object_get(body, "event")) return 0;
     if (hookd_buf_puts(resp_body, "{\"type\":1}") != 0) return 0;
     *status = 200;
     return 1;
   }
   return 0;
+}
+
+void hookd_in_discord_ack(const json_t *body, int *status, const char **json) {
+  const json_t *t = json_object_get(body, "type");
+  json_int_t type = json_is_integer(t) ? json_integer_value(t) : -1;
+  *status = 200;
+  if (type == 1 && json_is_object(json_object_get(body, "event"))) {
+    *status = 204; /* a webhook event: acknowledged with no body */
+    *json = NULL;
+  } else if (type == 3) {
+    *json = "{\"type\":6}"; /* a component: DEFERRED_UPDATE_MESSAGE */
+  } else if (type == 4) {
+    /* autocomplete cannot wait for the application: no choices */
+    *json = "{\"type\":8,\"data\":{\"choices\":[]}}";
+  } else {
+    *json = "{\"type\":5}"; /* a command, a modal: DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE */
+  }
 }
 
 /* ---- JSON paths and composite keys ----------------------------------------------------------- */

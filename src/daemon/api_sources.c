@@ -178,6 +178,7 @@ static bool secret_fits(const char *provider, const char *s) {
     return colon && colon > s && colon[1];
   }
   if (!strcmp(provider, "standard")) {
+    if (!strncmp(s, "whpk_", 5)) return hookd_ed25519_public_ok(s); /* v1a: Ed25519 */
     hookd_hmac_key k;
     bool ok = hookd_secret_parse(s, &k) == 0;
     OPENSSL_cleanse(&k, sizeof k);
@@ -189,7 +190,7 @@ static bool secret_fits(const char *provider, const char *s) {
 static void secret_refused(hookd_req *r, size_t i, const char *provider) {
   hookd_req_error(r, 422, "invalid_field",
                   "secrets[%zu] is not a valid %s secret (discord: 64 hex chars of the public "
-                  "key; momo: accessKey:secretKey; standard: whsec_…)",
+                  "key; momo: accessKey:secretKey; standard: whsec_… or whpk_…)",
                   i, provider);
 }
 

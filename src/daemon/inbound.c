@@ -43,6 +43,8 @@ typedef struct recv_op {
   char object_key[65];
   char version[256];
   char content_type[128];
+  int discord_status; /* Discord: the answer it expects (hookd_in_discord_ack) */
+  const char *discord_json;
   hookd_buf body;
   hookd_buf meta;
 } recv_op;
@@ -66,18 +68,29 @@ static void header_safe(const char *in, char *out, size_t cap) {
 static bool is_form(const char *ct) {
   return ct && !strncasecmp(ct, "application/x-www-form-urlencoded", 33);
 }
-static bool is_json(const char *ct) {
-  if (!ct) return false;
+/* The length of ct's media type, its parameters and trailing spaces left out (0 for none). */
+static size_t media_len(const char *ct) {
+  if (!ct) return 0;
   const char *semi = strchr(ct, ';');
   size_t n = semi ? (size_t)(semi - ct) : strlen(ct);
   while (n && ct[n - 1] == ' ') n--;
+  return n;
+}
+static bool is_json(const char *ct) {
+  size_t n = media_len(ct);
   return (n == 16 && !strncasecmp(ct, "application/json", 16)) ||
          (n > 5 && !strncasecmp(ct + n - 5, "+json", 5));
+}
+static bool is_xml(const char *ct) {
+  size_t n = media_len(ct);
+  return (n == 15 && !strncasecmp(ct, "application/xml", 15)) ||
+         (n == 8 && !strncasecmp(ct, "text/xml", 8));
 }
 
 /* Content types each provider sends. */
 static bool content_type_ok(hookd_provider p, const char *ct) {
   switch (p) {
+  case HOOKD_PROVIDER_SHOPIFY: return is_json(ct) || is_xml(ct); /* a subscription's format */
   case HOOKD_PROVIDER_TWILIO:
   case HOOKD_PROVIDER_SLACK:
   case HOOKD_PROVIDER_GITHUB: return is_json(ct) || is_form(ct);
@@ -88,8 +101,13 @@ static bool content_type_ok(hookd_provider p, const char *ct) {
 }
 
 /* Answers a provider the way it expects. */
-static void reply_ack(hookd_req *r, hookd_provider p, const hookd_inbox *rec, bool dup) {
-  if (p == HOOKD_PROVIDER_VNPAY) {
+static void reply_ack(hookd_req *r, const recv_op *op, const hookd_inbox *rec, bool dup) {
+  hookd_provider p = op->provider;
+  if (p == HOOKD_PROVIDER_DISCORD) {
+    char *j = op->discord_json ? strdup(op->discord_json) : NULL;
+    hookd_req_reply(r, j ? op->discord_status : 204, j ? "application/json" : NULL, j,
+                    j ? strlen(j) : 0);
+  } else if (p == HOOKD_PROVIDER_VNPAY) {
     hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "00", "Message",
                                            "Confirm Success"));
   } else if (p == HOOKD_PROVIDER_MOMO) {
@@ -138,7 +156,7 @@ static void reply_receive(hookd_api_op *base, int rc) {
        KV_S("provider", op->provider_name), KV_S("event_type", op->event_type),
        KV_S("identity_kind", op->identity_kind));
   hookd_hist_observe_ms(&hookd_m.inbound_ack, hookd_req_age_ms(base->req));
-  reply_ack(base->req, op->provider, &op->rs.record, out == HOOKD_RECV_DUPLICATE);
+  reply_ack(base->req, op, &op->rs.record, out == HOOKD_RECV_DUPLICATE);
 }
 
 static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -201,16 +219,25 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   bool lossy = false; /* an integer beyond 64 bits: the canonical form cannot be trusted */
   const char *method = hookd_req_method(r);
   bool get = !strcmp(method, "GET");
-  bool method_ok = p == HOOKD_PROVIDER_VNPAY ? get || !strcmp(method, "POST") : !get;
+  /* VNPay's IPN is a GET; a Twilio webhook may be configured to be one (its fields in the
+   * signed URL's query) */
+  bool gets = p == HOOKD_PROVIDER_VNPAY || p == HOOKD_PROVIDER_TWILIO;
+  bool method_ok = gets ? get || !strcmp(method, "POST") : !get;
   if (!method_ok) {
-    hookd_req_add_header(r, "Allow", p == HOOKD_PROVIDER_VNPAY ? "GET, POST" : "POST");
+    hookd_req_add_header(r, "Allow", gets ? "GET, POST" : "POST");
     hookd_req_error(r, 405, "method_not_allowed", "this source receives %s",
-                    p == HOOKD_PROVIDER_VNPAY ? "GET or POST" : "POST");
+                    gets ? "GET or POST" : "POST");
     goto done;
   }
   const char *ct = hookd_req_header(r, "Content-Type");
   size_t body_len;
   const char *body = hookd_req_body(r, &body_len);
+  if (get && body_len && p == HOOKD_PROVIDER_TWILIO) { /* nothing would sign it */
+    reject(r, p, rt, 400, "invalid_request", "a GET carries no body");
+    goto done;
+  }
+  /* a Twilio GET is forwarded as the form POST Twilio would have sent: its query */
+  bool query_body = get && p == HOOKD_PROVIDER_TWILIO;
   if (!get && !content_type_ok(p, ct)) {
     reject(r, p, rt, 415, "unsupported_media_type", "content type not sent by this provider");
     goto done;
@@ -262,7 +289,12 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (hookd_in_handshake(p, &in, json, vr.secret ? &matched : &secrets, &hs_status, &hs) == 1) {
     HOOKD_INC(inbound_handshakes);
     size_t n = hs.len;
-    hookd_req_reply(r, hs_status, "application/json", hookd_buf_steal(&hs), n);
+    if (n) {
+      hookd_req_reply(r, hs_status, "application/json", hookd_buf_steal(&hs), n);
+    } else {
+      hookd_buf_free(&hs);
+      hookd_req_reply(r, hs_status, NULL, NULL, 0); /* Discord's webhook PING: 204 */
+    }
     goto done;
   }
   hookd_buf_free(&hs);
@@ -282,6 +314,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (!op) goto done;
   op->base.cleanup = recv_cleanup;
   op->provider = p;
+  if (p == HOOKD_PROVIDER_DISCORD)
+    hookd_in_discord_ack(json, &op->discord_status, &op->discord_json);
   int64_t now = hookd_now_ms();
   hookd_id_new("in", now, op->inbox_id);
   snprintf(op->source_id, sizeof op->source_id, "%s", rt->src.id);
@@ -296,9 +330,12 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
    * Not built (out of memory): 503 / "99", nothing stored. */
   /* (VNPay's is rebuilt from the query: PHP's urlencode writes a byte as 3 at most) */
   hookd_buf_init(&op->body, p == HOOKD_PROVIDER_VNPAY ? app->cfg->max_url_len * 3 + 256
+                            : query_body              ? app->cfg->max_url_len + 1
                                                       : app->cfg->max_body_bytes + 1);
   if (p == HOOKD_PROVIDER_VNPAY)
     op->hash_failed |= hookd_in_vnpay_forward(&in, &op->body) != 0;
+  else if (query_body)
+    op->hash_failed |= hookd_buf_append(&op->body, query, strlen(query)) != 0;
   else
     op->hash_failed |= hookd_buf_append(&op->body, body, body_len) != 0;
 
@@ -313,7 +350,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       op->hash_failed |= hookd_in_sha256_hex(canon.data, canon.len, op->payload_hash) != 0;
     else
       op->hash_failed = true;
-  } else if (p == HOOKD_PROVIDER_VNPAY)
+  } else if (p == HOOKD_PROVIDER_VNPAY || query_body)
     op->hash_failed |= hookd_in_sha256_hex(op->body.data, op->body.len, op->payload_hash) != 0;
   else
     op->hash_failed |= hookd_in_sha256_hex(body, body_len, op->payload_hash) != 0;
@@ -407,10 +444,10 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
 
   /* what the forward carries (the body was copied above) */
   hookd_buf_init(&op->meta, 2048);
-  if (ct && p != HOOKD_PROVIDER_VNPAY) header_safe(ct, op->content_type, sizeof op->content_type);
+  bool form_body = p == HOOKD_PROVIDER_VNPAY || query_body;
+  if (ct && !form_body) header_safe(ct, op->content_type, sizeof op->content_type);
   else snprintf(op->content_type, sizeof op->content_type, "%s",
-                p == HOOKD_PROVIDER_VNPAY ? "application/x-www-form-urlencoded"
-                                          : "application/octet-stream");
+                form_body ? "application/x-www-form-urlencoded" : "application/octet-stream");
   int mrc = hookd_buf_printf(&op->meta, "hookd-provider: %s\nhookd-source-id: %s\n",
                              op->provider_name, op->source_id);
   if (!mrc && op->event_type[0])

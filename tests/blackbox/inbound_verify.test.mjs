@@ -3,7 +3,7 @@
 // request unsigned, or secrets that cannot verify anything, are refused when they are written.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
+import { createHmac, generateKeyPairSync, sign as edSign } from 'node:crypto';
 import { startHookd } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
@@ -179,6 +179,131 @@ describe('handshakes during a secret rotation', () => {
     assert.equal(json.encryptedToken, mac('zoom_new_token', 'qgg8vlvZRS6UYooatFL8Aw'), 'keyed with the secret Zoom signed with');
     assert.equal(dest.requests.length, 0, 'a handshake is not forwarded');
     assert.equal((await inbox(src)).length, 0, 'nor stored');
+    await dest.close();
+  });
+});
+
+describe('providers as they really send (an audit against their documentation)', () => {
+  const post = (src, body, headers, method = 'POST') => fetch(`${h.url}/in/${src.id}`, { method, body, headers })
+    .then(async (res) => ({ status: res.status, type: res.headers.get('content-type'), text: await res.text() }));
+  const ed25519 = () => {
+    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+    const raw = Buffer.from(publicKey.export({ format: 'jwk' }).x, 'base64url');
+    return { raw, sign: (text) => edSign(null, Buffer.from(text), privateKey) };
+  };
+
+  it('GitLab: the identity is Idempotency-Key, the same on a resend; recursive hooks sharing an X-Gitlab-Event-UUID are distinct events', async () => {
+    const dest = await startReceiver();
+    const src = await source('gitlab', ['gl_tok'], [{ url: dest.url }]);
+    const gl = (uuid, key) => ({ 'Content-Type': 'application/json', 'X-Gitlab-Token': 'gl_tok', 'X-Gitlab-Event': 'Push Hook',
+      'X-Gitlab-Event-UUID': uuid, 'Idempotency-Key': key });
+    const a = await post(src, '{"n":1}', gl('uuid-shared', 'key-a'));
+    const b = await post(src, '{"n":2}', gl('uuid-shared', 'key-b')); // a hook triggered by the first
+    assert.equal(JSON.parse(a.text).status, 'received');
+    assert.equal(JSON.parse(b.text).status, 'received', 'not a conflict: another event');
+    const resent = await post(src, '{"n":1}', gl('uuid-new', 'key-a')); // "Resend request": a new UUID
+    assert.equal(JSON.parse(resent.text).duplicate, true, 'a resend is a duplicate');
+    await dest.waitFor(2);
+    assert.equal((await inbox(src)).length, 2);
+    await dest.close();
+  });
+
+  it('Discord: an interaction is stored and answered with a deferred response; a webhook event is stored and answered 204; their PINGs are answered and not stored', async () => {
+    const dest = await startReceiver();
+    const key = ed25519();
+    const src = await source('discord', [key.raw.toString('hex')], [{ url: dest.url }]);
+    const send = (obj) => {
+      const body = JSON.stringify(obj);
+      const ts = String(Math.floor(Date.now() / 1000));
+      return post(src, body, { 'Content-Type': 'application/json', 'X-Signature-Timestamp': ts,
+        'X-Signature-Ed25519': key.sign(ts + body).toString('hex') });
+    };
+    const ping = await send({ id: 'i0', application_id: 'app', type: 1, token: 't0', version: 1 });
+    assert.deepEqual([ping.status, JSON.parse(ping.text)], [200, { type: 1 }]);
+    const hookPing = await send({ version: 1, application_id: 'app', type: 0 });
+    assert.deepEqual([hookPing.status, hookPing.text], [204, '']);
+    assert.equal((await inbox(src)).length, 0, 'PINGs are not stored');
+
+    const cmd = await send({ id: 'i1', application_id: 'app', type: 2, token: 't1', version: 1, data: { name: 'pay' } });
+    assert.deepEqual([cmd.status, JSON.parse(cmd.text)], [200, { type: 5 }], 'DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE');
+    const button = await send({ id: 'i2', application_id: 'app', type: 3, token: 't2', version: 1, data: { custom_id: 'ok' } });
+    assert.deepEqual(JSON.parse(button.text), { type: 6 }, 'DEFERRED_UPDATE_MESSAGE');
+    const event = { version: 1, application_id: 'app', type: 1,
+      event: { type: 'APPLICATION_AUTHORIZED', timestamp: '2026-11-30T16:00:00.000000', data: { user: { id: 'u1' } } } };
+    const ev = await send(event);
+    assert.deepEqual([ev.status, ev.text], [204, ''], 'a webhook event: 204, no body');
+    const again = await send(event); // Discord's retry of the same event
+    assert.equal(again.status, 204);
+    await dest.waitFor(3);
+    const records = await inbox(src);
+    assert.equal(records.length, 3, 'two interactions and one webhook event, its retry a duplicate');
+    assert.ok(records.some((r) => r.event_type === 'APPLICATION_AUTHORIZED'));
+    assert.ok(dest.requests.some((q) => JSON.parse(q.body).event?.type === 'APPLICATION_AUTHORIZED'), 'the event forwarded');
+    await dest.close();
+  });
+
+  it('Twilio: a webhook configured as GET is verified on its URL and forwarded as the form POST; status callbacks of one call are distinct events', async () => {
+    const dest = await startReceiver();
+    const src = await source('twilio', ['tw_auth_token'], [{ url: dest.url }]);
+    const get = (q) => {
+      const url = `${h.url}/in/${src.id}?${q}`;
+      const sig = createHmac('sha1', 'tw_auth_token').update(url).digest('base64');
+      return fetch(url, { headers: { 'X-Twilio-Signature': sig } }).then(async (res) => ({ status: res.status, text: await res.text() }));
+    };
+    const ringing = 'CallSid=CA123&CallStatus=ringing&From=%2B15550001111';
+    const r1 = await get(ringing);
+    assert.equal(r1.status, 200, r1.text);
+    const r2 = await get('CallSid=CA123&CallStatus=completed&From=%2B15550001111');
+    assert.equal(JSON.parse(r2.text).status, 'received', 'another status of the same call: not a conflict');
+    assert.equal(JSON.parse((await get(ringing)).text).duplicate, true, 'a retry is a duplicate');
+    const forged = await fetch(`${h.url}/in/${src.id}?CallSid=CA123&CallStatus=busy`, { headers: {
+      'X-Twilio-Signature': createHmac('sha1', 'tw_auth_token').update(`${h.url}/in/${src.id}?CallSid=CA123&CallStatus=ringing`).digest('base64') } });
+    assert.equal(forged.status, 401, 'the query is signed');
+    await dest.waitFor(2);
+    const fwd = dest.requests.find((q) => q.body === ringing);
+    assert.ok(fwd, 'forwarded with the query as its body');
+    assert.equal(fwd.method, 'POST');
+    assert.equal(fwd.headers['content-type'], 'application/x-www-form-urlencoded');
+    await dest.close();
+  });
+
+  it('Shopify: an XML subscription is received and forwarded as sent', async () => {
+    const dest = await startReceiver();
+    const src = await source('shopify', ['shpss_xml'], [{ url: dest.url }]);
+    const body = '<?xml version="1.0" encoding="UTF-8"?>\n<order><id type="integer">820982911946154508</id></order>';
+    const r = await post(src, body, { 'Content-Type': 'application/xml', 'X-Shopify-Topic': 'orders/create',
+      'X-Shopify-Webhook-Id': 'wh-xml-1', 'X-Shopify-Hmac-Sha256': createHmac('sha256', 'shpss_xml').update(body).digest('base64') });
+    assert.equal(r.status, 200, r.text);
+    await dest.waitFor(1);
+    assert.equal(dest.requests[0].body, body);
+    assert.equal(dest.requests[0].headers['content-type'], 'application/xml');
+    const bad = await post(src, body, { 'Content-Type': 'application/xml', 'X-Shopify-Topic': 'orders/create',
+      'X-Shopify-Webhook-Id': 'wh-xml-2', 'X-Shopify-Hmac-Sha256': createHmac('sha256', 'other').update(body).digest('base64') });
+    assert.equal(bad.status, 401);
+    await dest.close();
+  });
+
+  it('Standard Webhooks: a whpk_ public key verifies v1a (Ed25519) signatures, next to whsec_ secrets', async () => {
+    const dest = await startReceiver();
+    const key = ed25519();
+    const whpk = `whpk_${key.raw.toString('base64')}`;
+    const src = await source('standard', ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', whpk], [{ url: dest.url }]);
+    const send = (id, body, sigOf) => {
+      const ts = String(Math.floor(Date.now() / 1000));
+      return post(src, body, { 'Content-Type': 'application/json', 'webhook-id': id, 'webhook-timestamp': ts,
+        'webhook-signature': sigOf(`${id}.${ts}.${body}`) });
+    };
+    const ok = await send('msg_a1', '{"type":"a"}', (t) => `v1a,${key.sign(t).toString('base64')}`);
+    assert.equal(ok.status, 200, ok.text);
+    const other = ed25519();
+    const wrong = await send('msg_a2', '{"type":"a"}', (t) => `v1a,${other.sign(t).toString('base64')}`);
+    assert.equal(wrong.status, 401, 'another key\'s signature');
+    const tampered = await send('msg_a3', '{"type":"b"}', () => `v1a,${key.sign('msg_a3.0.{"type":"b"}').toString('base64')}`);
+    assert.equal(tampered.status, 401);
+    assert.equal((await inbox(src)).length, 1);
+    const bad = await h.api('POST', '/v1/sources', { id: 'src_std_badpk', tenant: TENANT, provider: 'standard',
+      secrets: ['whpk_AAAA'], destinations: [{ url: dest.url }] });
+    assert.equal(bad.status, 422, 'a whpk_ that is no Ed25519 key');
     await dest.close();
   });
 });

@@ -92,8 +92,13 @@ static void event_ids(void **st) {
   r = R(gl, 1, "{}");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GITLAB, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "idem-1");
+  /* the key GitLab keeps across retries and resends wins over the per-send Event-UUID */
   hookd_in_header gl2[] = {{"Idempotency-Key", "idem-1"}, {"X-Gitlab-Event-UUID", "uuid-1"}};
   r = R(gl2, 2, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GITLAB, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "idem-1");
+  hookd_in_header gl3[] = {{"X-Gitlab-Event-UUID", "uuid-1"}}; /* older GitLab */
+  r = R(gl3, 1, "{}");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GITLAB, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "uuid-1");
 
@@ -101,9 +106,20 @@ static void event_ids(void **st) {
   r = R(tw, 1, "MessageSid=SM1&Body=hi");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "tok-1");
+  /* a status callback: one per status of the call or message */
   r = R(NULL, 0, "CallSid=CA1&CallStatus=ringing");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
-  assert_string_equal(id, "CA1");
+  assert_string_equal(id, "CA1:ringing");
+  r = R(NULL, 0, "MessageStatus=delivered&MessageSid=SM1&SmsStatus=delivered");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "SM1:delivered");
+  /* a GET callback: its query */
+  r = R(NULL, 0, NULL);
+  r.method = "GET";
+  r.url = "https://hooks.example.com/in?CallSid=CA7&From=%2B1555";
+  r.query = "CallSid=CA7&From=%2B1555";
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "CA7");
   r = R(NULL, 0, "Body=hi+there&MessageSid=SM%31");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "SM1");
