@@ -66,6 +66,9 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e);  /* never includes the sec
 json_t *hookd_json_delivery(const hookd_delivery *d);
 json_t *hookd_json_attempt(const hookd_attempt *a);
 json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
+/* A string, null for NULL; text that is not UTF-8 (a receiver's or provider's bytes) as a
+ * placeholder, never a NULL that would fail the whole object. */
+json_t *hookd_json_str_or_null(const char *s);
 
 /* A rate limit field: null (unlimited), {"per_second": n} or {"per_minute": n}. Returns 0 with
  * *per_second set, or -1 after answering 422. */

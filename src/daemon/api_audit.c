@@ -6,6 +6,10 @@
 #include "core/ids.h"
 #include "daemon/api.h"
 
+/* never NULL: a row the JSON cannot hold (bytes that are not UTF-8, stored before the router
+ * refused them) would otherwise vanish from the log */
+#define str_or_null hookd_json_str_or_null
+
 typedef struct audit_op {
   hookd_api_op base;
   char tenant[HOOKD_ID_MAX + 64];
@@ -24,14 +28,6 @@ static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_ap
   audit_op *op = (audit_op *)base;
   return be->audit_list(c, op->tenant[0] ? op->tenant : NULL, op->before, op->limit + 1,
                         &op->rows, &op->n);
-}
-
-/* A stored text as JSON. Never NULL: a row the JSON cannot hold (bytes that are not UTF-8,
- * stored before the router refused them) would otherwise vanish from the log. */
-static json_t *str_or_null(const char *s) {
-  if (!s) return json_null();
-  json_t *v = json_string(s);
-  return v ? v : json_string("(not valid UTF-8)");
 }
 
 static void reply_list(hookd_api_op *base, int rc) {

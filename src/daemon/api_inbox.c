@@ -11,6 +11,8 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 
+#define str_or_null hookd_json_str_or_null /* not UTF-8: a placeholder */
+
 typedef struct inbox_op {
   hookd_api_op base;
   char id[HOOKD_ID_MAX + 64];
@@ -51,8 +53,6 @@ static inbox_op *new_op(hookd_req *r, hookd_app *app,
   }
   return op;
 }
-
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
 static json_t *inbox_json(const hookd_inbox *r) {
   const char *status = r->status;

@@ -283,7 +283,12 @@ json_t *hookd_json_time(int64_t ms) {
   return json_string(buf);
 }
 
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+json_t *hookd_json_str_or_null(const char *s) {
+  if (!s) return json_null();
+  json_t *v = json_string(s);
+  return v ? v : json_string("(not valid UTF-8)");
+}
+#define str_or_null hookd_json_str_or_null
 
 json_t *hookd_json_tenant(const hookd_tenant *t) {
   return json_pack("{s:s,s:s,s:o,s:o,s:o,s:i,s:o}", "id", t->id, "name", t->name ? t->name : "",

@@ -78,13 +78,13 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
 }
 
 /* Copies the value of header line p (after the name of length nl) into out, trimmed and
- * truncated; control bytes end it. */
+ * truncated; control bytes and bytes past ASCII end it (it is shown as JSON text). */
 static void header_value(const char *p, size_t len, size_t nl, char *out, size_t cap) {
   const char *v = p + nl;
   size_t vl = len - nl;
   while (vl && (*v == ' ' || *v == '\t')) v++, vl--;
   size_t o = 0;
-  while (o < vl && o + 1 < cap && (unsigned char)v[o] >= 0x20 && v[o] != 0x7f) {
+  while (o < vl && o + 1 < cap && (unsigned char)v[o] >= 0x20 && (unsigned char)v[o] < 0x7f) {
     out[o] = v[o];
     o++;
   }

@@ -391,6 +391,19 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('a result reference with bytes past ASCII is cut there: the record stays readable (GET, list, the duplicate\'s answer)', async () => {
+    const dest = await startReceiver(() => ({ status: 200, headers: { 'Hookd-Result-Ref': 'row-7\xff\xfe-rest' } }));
+    const src = await source('stripe', ['whsec_rr'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_rr_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_rr'));
+    const done = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(done.result_ref, 'row-7');
+    assert.equal((await inbox(src)).length, 1, 'listed');
+    const again = await post(src, body, sign.stripe(body, 'whsec_rr'));
+    assert.equal(again.json.result_ref, 'row-7');
+    await dest.close();
+  });
+
   it('a destination that times out after doing the work is retried with the same Idempotency-Key', async () => {
     const effects = new Map();
     const dest = await startReceiver((rec, i) => {
