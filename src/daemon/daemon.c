@@ -233,6 +233,7 @@ int hookd_serve(const hookd_config *cfg) {
                  .max_connects = cfg->max_in_flight > 1024 ? cfg->max_in_flight : 1024,
                  .addr_check = hookd_destinations_addr_check,
                  .addr_check_ctx = app.dest,
+                 .url_check = hookd_destinations_url_check,
                  .proxy = cfg->egress_proxy[0] ? cfg->egress_proxy : NULL,
                  .ca_file = cfg->egress_ca_file[0] ? cfg->egress_ca_file : NULL,
                  .resolve_list = hookd_destinations_resolve_list,

@@ -40,6 +40,15 @@ const char *hookd_destinations_addr_check(void *ctx, const struct sockaddr *sa, 
   return hookd_addr_judge_sockaddr(&d->url.addr, sa, len);
 }
 
+int hookd_destinations_url_check(void *ctx, const char *url, char *rule, size_t rule_len) {
+  hookd_destinations *d = ctx;
+  hookd_url_info info;
+  hookd_url_error err;
+  if (hookd_url_check(&d->url, url, &info, &err) == 0) return 0;
+  snprintf(rule, rule_len, "%s", err.rule);
+  return -1;
+}
+
 static struct curl_slist *append_all(struct curl_slist *dst, const struct curl_slist *src) {
   for (; src; src = src->next) {
     struct curl_slist *t = curl_slist_append(dst, src->data);

@@ -28,6 +28,8 @@ void hookd_destinations_free(hookd_destinations *d);
 
 /* The egress's connect-time check (hookd_egress_addr_check signature). */
 const char *hookd_destinations_addr_check(void *ctx, const struct sockaddr *sa, socklen_t len);
+/* The egress's url_check: the URL's shape under the current policy (scheme, port, …). */
+int hookd_destinations_url_check(void *ctx, const char *url, char *rule, size_t rule_len);
 /* The current CURLOPT_RESOLVE list: --resolve entries plus --resolve-file's, reloaded when the
  * file changed (owned by d; lists replaced by a reload stay valid until d is freed). Has the
  * signature of hookd_egress_config.resolve_list. */

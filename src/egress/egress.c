@@ -110,6 +110,10 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg) {
 static curl_socket_t on_open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a) {
   hookd_egress_req *req = arg;
   hookd_egress *eg = req->eg;
+  if (eg->cfg.url_check &&
+      eg->cfg.url_check(eg->cfg.addr_check_ctx, req->url, req->blocked_rule,
+                        sizeof req->blocked_rule) != 0)
+    return CURL_SOCKET_BAD;
   if (eg->cfg.addr_check) {
     const char *rule = eg->cfg.addr_check(eg->cfg.addr_check_ctx, &a->addr, a->addrlen);
     if (rule) {

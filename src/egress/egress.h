@@ -39,6 +39,10 @@ typedef struct hookd_egress_config {
   long max_connects;             /* connection cache size; default 1024 */
   hookd_egress_addr_check addr_check; /* NULL = allow every address */
   void *addr_check_ctx;
+  /* The URL under the current policy (scheme, port: an endpoint registered under a laxer one
+   * keeps its URL), asked before every new connection: 0 allows it, else the forbidding rule's
+   * name is written to rule. NULL = every URL. Its ctx is addr_check_ctx. */
+  int (*url_check)(void *ctx, const char *url, char *rule, size_t rule_len);
   const char *ca_file;           /* PEM bundle of the CAs trusted for destinations, instead of
                                     the system's; NULL = the system's */
   const char *proxy;             /* egress proxy URL, NULL = direct (environment proxies are

@@ -38,6 +38,30 @@ describe('destination policy', () => {
     assert.equal((await https.stop()).code, 0);
   });
 
+  it('a policy made stricter at a restart applies to endpoints registered under the old one: their scheme and port are checked at delivery', async () => {
+    const { dir, cleanup } = tempDir();
+    const recv = await startReceiver();
+    let h = await startHookd({ dir });
+    const { tenant } = await setup(h, recv.url); // http, on a port only '--egress-ports any' allows
+    const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await h.stop()).code, 0);
+    const strict = (extra) => ['--egress-allow', '127.0.0.0/8', '--retry-base-ms', '100', '--retry-cap-ms', '400', ...extra];
+    for (const [extra, rule] of [[['--allow-http'], 'port'], [['--egress-ports', 'any'], 'scheme']]) {
+      h = await startHookd({ dir, testArgs: strict(extra) });
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+      assert.equal(d.dead_reason, 'blocked');
+      const full = await getDelivery(h, d.id);
+      assert.match(full.attempts[0].error, new RegExp(`rule ${rule}`), full.attempts[0].error);
+      assert.equal((await h.waitForLog((l) => l.msg === 'egress.blocked')).rule, rule);
+      assert.equal((await h.stop()).code, 0);
+    }
+    assert.equal(recv.requests.length, 1, 'nothing sent under the stricter policy');
+    await recv.close();
+    cleanup();
+  });
+
   it('DNS rebinding: a name allowed at registration that resolves elsewhere at delivery is blocked before connecting', async () => {
     const { dir, cleanup } = tempDir();
     const good = await startReceiver(() => ({ status: 200, headers: { Connection: 'close' } }), { host: '127.0.0.2' });
