@@ -321,6 +321,17 @@ static const struct {
 };
 
 int sq_migrate(hookd_store_conn *c, bool apply) {
+  if (apply) {
+    /* A daemon starting: the WAL its last run left (after a crash) is copied into the database
+     * and synced, and starts over, before anything new is written. Its frames were read back
+     * through the OS's cache, and after the failed fsync a last run may have exited on, some may
+     * never have reached the disk: commits appended behind them would go with them at a power
+     * cut, as WAL recovery stops at the first bad frame. Readers (a CLI command) only delay it;
+     * a failure to write is a failing disk, and nothing is started on it. */
+    int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+      return sq_fail(c, "checkpoint the WAL left by the last run");
+  }
   if (sq_exec(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
                  " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)") != 0)
     return HOOKD_STORE_ERR;

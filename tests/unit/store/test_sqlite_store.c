@@ -1259,6 +1259,41 @@ static void checkpointer_copies_in_passes_and_the_wal_starts_over(void **state) 
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM scratch"), ROWS);
 }
 
+/* A daemon opening a store with a WAL left by a crash copies it into the database and starts it
+ * over before writing anything: commits appended behind frames a failed fsync never wrote would
+ * otherwise be lost with them at a power cut. */
+static void a_wal_left_by_a_crash_is_checkpointed_at_start(void **state) {
+  fx *f = *state;
+  hookd_sqlite_set_wal_pages(f->s->shared, 0, 1 << 30); /* nothing copies the WAL meanwhile */
+  call c = {.in = "CREATE TABLE scratch(b BLOB)"};
+  assert_int_equal(w(f, run_sql, &c), 0);
+  c.in = "INSERT INTO scratch VALUES (randomblob(6000))";
+  for (int i = 0; i < 50; i++) assert_int_equal(w(f, run_sql, &c), 0);
+  /* the files as a crash leaves them: the database and its WAL, no -shm */
+  char cmd[512], wal[160], url[160];
+  snprintf(cmd, sizeof cmd, "cp %s/t.db %s/crash.db && cp %s/t.db-wal %s/crash.db-wal", f->dir,
+           f->dir, f->dir, f->dir);
+  assert_int_equal(system(cmd), 0);
+  snprintf(wal, sizeof wal, "%s/crash.db-wal", f->dir);
+  assert_true(file_size(wal) > 50 * 6000);
+  snprintf(url, sizeof url, "sqlite:%s/crash.db", f->dir);
+  hookd_store_config cfg = {.url = url, .max_batch = 64};
+  hookd_store *s;
+  char err[256];
+  assert_int_equal(hookd_store_open(&cfg, &s, err, sizeof err), 0);
+  assert_int_equal(file_size(wal), 0); /* copied into the database and synced */
+  hookd_store_close(s);
+  sqlite3 *db;
+  snprintf(cmd, sizeof cmd, "%s/crash.db", f->dir);
+  assert_int_equal(sqlite3_open_v2(cmd, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM scratch", -1, &st, NULL), 0);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int64(st, 0), 50);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
 static void page_cache_parks_split_pages_under_key_zero(void **state) {
   fx *f = *state;
   /* the store's open installed the wrapper before this process used SQLite */
@@ -1361,6 +1396,8 @@ static void page_cache_parked_page_answers_to_its_number(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(stale_lease_is_fenced, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_wal_left_by_a_crash_is_checkpointed_at_start, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(reclaim_bumps_token, setup, teardown),
       cmocka_unit_test_setup_teardown(fanout_and_idempotency, setup, teardown),
       cmocka_unit_test_setup_teardown(publish_refuses_before_writing, setup, teardown),
