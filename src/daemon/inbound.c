@@ -43,6 +43,8 @@ typedef struct recv_op {
   char object_key[65];
   char version[256];
   char content_type[128];
+  bool empty_ack;     /* Slack's slash commands and interactions: an empty 200 acknowledges them
+                       * (a body would be taken for the message or view to show) */
   int discord_status; /* Discord: the answer it expects (hookd_in_discord_ack) */
   const char *discord_json;
   hookd_buf body;
@@ -112,6 +114,8 @@ static void reply_ack(hookd_req *r, const recv_op *op, const hookd_inbox *rec, b
                                            "Confirm Success"));
   } else if (p == HOOKD_PROVIDER_MOMO) {
     hookd_req_reply(r, 204, NULL, NULL, 0);
+  } else if (op->empty_ack) {
+    hookd_req_reply(r, 200, NULL, NULL, 0);
   } else {
     const char *status = rec->status;
     bool live_lease = rec->lease_until_ms > hookd_now_ms();
@@ -316,6 +320,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   op->provider = p;
   if (p == HOOKD_PROVIDER_DISCORD)
     hookd_in_discord_ack(json, &op->discord_status, &op->discord_json);
+  op->empty_ack = p == HOOKD_PROVIDER_SLACK && is_form(ct);
   int64_t now = hookd_now_ms();
   hookd_id_new("in", now, op->inbox_id);
   snprintf(op->source_id, sizeof op->source_id, "%s", rt->src.id);

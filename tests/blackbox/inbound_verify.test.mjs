@@ -267,6 +267,21 @@ describe('providers as they really send (an audit against their documentation)',
     await dest.close();
   });
 
+  it('Slack: a slash command (a form post) is acknowledged with an empty 200, stored and forwarded; the Events API keeps hookd\'s answer', async () => {
+    const dest = await startReceiver();
+    const src = await source('slack', ['slack_signing'], [{ url: dest.url }]);
+    const form = 'token=x&team_id=T1&command=%2Fpay&text=42&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2F1&trigger_id=13345.98';
+    const headers = { ...sign.slack(form, 'slack_signing'), 'Content-Type': 'application/x-www-form-urlencoded' };
+    const r = await post(src, form, headers);
+    assert.deepEqual([r.status, r.text], [200, ''], 'a body would be posted to the channel as the command\'s reply');
+    await dest.waitFor(1);
+    assert.equal(dest.requests[0].body, form);
+    const ev = JSON.stringify({ type: 'event_callback', event_id: 'Ev1', event: { type: 'app_mention' } });
+    const e = await post(src, ev, sign.slack(ev, 'slack_signing'));
+    assert.equal(JSON.parse(e.text).status, 'received');
+    await dest.close();
+  });
+
   it('Shopify: an XML subscription is received and forwarded as sent', async () => {
     const dest = await startReceiver();
     const src = await source('shopify', ['shpss_xml'], [{ url: dest.url }]);
