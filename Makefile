@@ -3,7 +3,7 @@
 
 JOBS ?= 2
 
-.PHONY: all build build-asan deps test unit blackbox demo bench fuzz clean format
+.PHONY: all build build-asan deps test unit blackbox tsan demo bench fuzz clean format
 
 all: build
 
@@ -28,6 +28,10 @@ unit: build-asan
 blackbox: build-asan
 	@scripts/test.sh blackbox
 
+# Unit and black-box tests under ThreadSanitizer (not part of make test: longer).
+tsan: deps
+	@scripts/test.sh tsan
+
 # Runs hookd on an embedded SQLite file with a local receiver and shows deliveries happening.
 demo: build
 	@scripts/demo.sh
@@ -43,4 +47,4 @@ format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz .demo bench/out
+	rm -rf build build-asan build-tsan build-fuzz .demo bench/out

@@ -1023,9 +1023,7 @@ static void *thread_main(void *arg) {
   int64_t next_stats = 0, stop_ms = 0;
   for (;;) {
     process_inbox(d);
-    pthread_mutex_lock(&d->mu);
     bool stopping = d->stopping;
-    pthread_mutex_unlock(&d->mu);
     if (stopping) {
       /* release whatever is queued, let flights land (for the grace period), wait for the
        * store */
@@ -1190,9 +1188,7 @@ fail:
 
 int hookd_dispatcher_stop(hookd_dispatcher *d) {
   if (!d) return 0;
-  pthread_mutex_lock(&d->mu);
   d->stopping = true;
-  pthread_mutex_unlock(&d->mu);
   hookd_egress_wakeup(d->eg);
   pthread_join(d->thread, NULL);
   process_inbox(d); /* hints posted after the loop ended */

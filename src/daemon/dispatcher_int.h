@@ -7,6 +7,7 @@
 #define HOOKD_DAEMON_DISPATCHER_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -171,9 +172,9 @@ struct hookd_dispatcher {
   hookd_egress *eg;
   pthread_t thread;
 
-  pthread_mutex_t mu;         /* guards inbox, stopping, stats */
+  pthread_mutex_t mu;         /* guards inbox, stats */
   msg *in_head, *in_tail;
-  bool stopping;
+  _Atomic bool stopping;      /* set by hookd_dispatcher_stop, read by the loop anywhere */
   int64_t stop_ms;            /* when the loop saw the stop (monotonic), 0 before */
   int writes_given_up;        /* outcomes and releases not written while stopping */
   hookd_dispatcher_stats stats;
