@@ -570,7 +570,11 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   src_op *op = (src_op *)base;
   hookd_source cur;
   op->refused = -1;
-  int rc = be->source_get(c, op->id, &cur, NULL, NULL);
+  hookd_endpoints_free(op->got_dests, op->n_got); /* a second run (its batch redone) */
+  op->got_dests = NULL;
+  op->n_got = 0;
+  /* its destinations too: the answer shows the source as GET does */
+  int rc = be->source_get(c, op->id, &cur, &op->got_dests, &op->n_got);
   if (rc) return rc;
   if (op->scoped && !hookd_principal_has_tenant(&op->who, cur.tenant_id)) {
     hookd_source_free(&cur);
@@ -629,7 +633,8 @@ static void reply_patch(hookd_api_op *base, int rc) {
     return;
   }
   hookd_source_cache_put(base->app->sources, &op->src);
-  hookd_req_reply_json(base->req, 200, source_json(base->app, &op->src, NULL, 0, NULL));
+  hookd_req_reply_json(base->req, 200,
+                       source_json(base->app, &op->src, op->got_dests, op->n_got, NULL));
 }
 
 void hookd_api_source_patch(hookd_req *r, hookd_app *app) {

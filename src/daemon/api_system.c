@@ -24,10 +24,10 @@ void hookd_api_readyz(hookd_req *r, hookd_app *app) {
   hookd_storeq_get_stats(app->store->writer, &st);
   if (st.last_failed || st.stalled_ms > STORE_STALL_MS) {
     if (st.last_failed)
-      hookd_req_error(r, 503, "store_unavailable",
+      hookd_req_error(r, 503, "storage_unavailable",
                       "the store's last commit failed (see the store.error log)");
     else
-      hookd_req_error(r, 503, "store_unavailable", "the store has not committed for %lld ms",
+      hookd_req_error(r, 503, "storage_unavailable", "the store has not committed for %lld ms",
                       (long long)st.stalled_ms);
     return;
   }

@@ -151,10 +151,10 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
   }
   double n = json_number_value(s ? s : m);
   double ps = s ? n : n / 60.0;
-  if (!(n > 0) || n > 1e6 || ps < HOOKD_BUCKET_MIN_RATE) {
+  if (!(n > 0) || ps > 1e6 || ps < HOOKD_BUCKET_MIN_RATE) {
     hookd_req_error(r, 422, "invalid_field",
                     "%s must be a rate of at least one per hour (per_second >= 1/3600,"
-                    " per_minute >= 1/60) and at most 1000000",
+                    " per_minute >= 1/60) and at most 1000000 per second",
                     field);
     return -1;
   }

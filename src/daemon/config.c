@@ -1,6 +1,7 @@
 /* config.c — the option table and its three sources (flags, environment, file). */
 #include "daemon/config.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -17,13 +18,29 @@ typedef enum { T_STR, T_INT, T_I64, T_SIZE, T_BOOL, T_LIST, T_LISTEN, T_MS_FROM_
 
 typedef struct opt {
   const char *name;  /* flag without "--", config-file key */
-  const char *env;   /* environment variable or NULL */
+  const char *env;   /* environment variable; NULL = HOOKD_ + the name, upper case, '_' for '-' */
   opt_type type;
   size_t off;        /* offset in hookd_config */
   size_t size;       /* buffer size for T_STR; list count offset for T_LIST */
   long long min, max;
   const char *arg, *help;
 } opt;
+
+/* --help's default where the field's own is empty but something is used */
+static const struct {
+  const char *name, *shown;
+} shown_defaults[] = {{"master-key-file", "<sqlite path>.key"},
+                      {"egress-ports", "80,443,8080,8443"}};
+
+/* Every option has its environment variable: the table's, else one named after the option. */
+static const char *env_name(const opt *o, char *buf, size_t n) {
+  if (o->env) return o->env;
+  size_t k = (size_t)snprintf(buf, n, "HOOKD_");
+  for (const char *p = o->name; *p && k + 1 < n; p++)
+    buf[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+  buf[k] = '\0';
+  return buf;
+}
 
 #define OFF(f) offsetof(hookd_config, f)
 #define SZ(f) sizeof(((hookd_config *)0)->f)
@@ -39,7 +56,7 @@ static const opt opts[] = {
     {"master-key-file", "HOOKD_MASTER_KEY_FILE", T_STR, OFF(master_key_file),
      SZ(master_key_file), 0, 0, "PATH",
      "master key (base64 of 32 bytes) that seals signing secrets at rest; HOOKD_MASTER_KEY may "
-     "hold the key itself. Default: <sqlite path>.key, created at the first start"},
+     "hold the key itself. Created at the first start"},
     {"node-id", "HOOKD_NODE_ID", T_STR, OFF(node_id), SZ(node_id), 0, 0, "ID",
      "name of this node in leases (unique per node sharing a store)"},
     {"egress-allow", "HOOKD_EGRESS_ALLOW", T_LIST, OFF(egress_allow), OFF(n_egress_allow), 0, 0,
@@ -58,7 +75,7 @@ static const opt opts[] = {
      "URL", "send deliveries through this proxy (the connect-time address check then applies to "
             "the proxy hop; the proxy must enforce the destination policy)"},
     {"egress-ports", "HOOKD_EGRESS_PORTS", T_STR, OFF(egress_ports), SZ(egress_ports), 0, 0,
-     "LIST", "destination ports allowed: comma-separated, or \"any\" (default 80,443,8080,8443)"},
+     "LIST", "destination ports allowed: comma-separated, or \"any\""},
     {"resolve", NULL, T_LIST, OFF(resolve), OFF(n_resolve), 0, 0, "HOST:PORT:ADDR",
      "pin a name to an address for deliveries (curl --resolve syntax; development and tests)"},
     {"resolve-file", NULL, T_STR, OFF(resolve_file), SZ(resolve_file), 0, 0, "PATH",
@@ -405,13 +422,15 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   }
   /* 2. environment (a list from it replaces the file's) */
   for (size_t i = 0; i < NOPTS; i++) {
-    const char *v = opts[i].env ? getenv(opts[i].env) : NULL;
+    char envbuf[64];
+    const char *env = env_name(&opts[i], envbuf, sizeof envbuf);
+    const char *v = getenv(env);
     if (!v || !*v) continue;
     if (opts[i].type == T_LIST) list_clear(c, &opts[i]);
     if (apply(c, &opts[i], v, 1, err, errlen) != 0) {
       char why[512];
       snprintf(why, sizeof why, "%s", err);
-      snprintf(err, errlen, "%s (environment): %s", opts[i].env, why);
+      snprintf(err, errlen, "%s (environment): %s", env, why);
       return -1;
     }
   }
@@ -524,7 +543,13 @@ void hookd_config_usage(FILE *out) {
     char def[128] = "";
     const char *field = (const char *)&d + o->off;
     switch (o->type) {
-    case T_STR: snprintf(def, sizeof def, "%s", *field ? field : "(none)"); break;
+    case T_STR: {
+      const char *shown = "(none)";
+      for (size_t k = 0; k < sizeof shown_defaults / sizeof shown_defaults[0]; k++)
+        if (!strcmp(o->name, shown_defaults[k].name)) shown = shown_defaults[k].shown;
+      snprintf(def, sizeof def, "%s", *field ? field : shown);
+      break;
+    }
     case T_INT: snprintf(def, sizeof def, "%d", *(const int *)field); break;
     case T_I64: snprintf(def, sizeof def, "%lld", (long long)*(const int64_t *)field); break;
     case T_SIZE: snprintf(def, sizeof def, "%zu", *(const size_t *)field); break;
@@ -536,8 +561,9 @@ void hookd_config_usage(FILE *out) {
     case T_LISTEN: snprintf(def, sizeof def, "%s:%d", d.listen_host, d.listen_port); break;
     case T_LEVEL: snprintf(def, sizeof def, "info"); break;
     }
-    fprintf(out, "  --%s%s%s\n      %s\n      default: %s%s%s\n", o->name, *o->arg ? " " : "",
-            o->arg, o->help, def, o->env ? "; env: " : "", o->env ? o->env : "");
+    char envbuf[64];
+    fprintf(out, "  --%s%s%s\n      %s\n      default: %s; env: %s\n", o->name,
+            *o->arg ? " " : "", o->arg, o->help, def, env_name(o, envbuf, sizeof envbuf));
   }
   hookd_config_free(&d);
 }

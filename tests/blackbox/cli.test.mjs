@@ -25,6 +25,11 @@ describe('hookd CLI', () => {
     assert.equal(defaults, options - 1, 'every option but --config shows its default');
     assert.match(r.stdout, /default: 127\.0\.0\.1:8080/);
     assert.match(r.stdout, /default: sqlite:hookd\.db/);
+    // every option has its environment variable, and the defaults used when the field is empty
+    const envs = r.stdout.split('\n').filter((l) => /^ {6}default: .*; env: HOOKD_[A-Z_]+$/.test(l)).length;
+    assert.equal(envs, defaults, 'every option names its environment variable');
+    assert.match(r.stdout, /--event-retention-s S\n.*\n.*env: HOOKD_EVENT_RETENTION_S/);
+    assert.match(r.stdout, /default: 80,443,8080,8443; env: HOOKD_EGRESS_PORTS/);
   });
 
   it('unknown options and bad values are refused with a message', () => {
@@ -68,6 +73,11 @@ describe('hookd CLI', () => {
     r = run(['serve', '--listen', '127.0.0.1:0'], { env: { ...process.env, HOOKD_LOG_LEVEL: 'loud' } });
     assert.equal(r.status, 2);
     assert.match(r.stderr, /HOOKD_LOG_LEVEL \(environment\)/);
+    // options without a variable of their own in the table are read from theirs too (an
+    // HOOKD_INBOX_RETENTION_S in a unit file was ignored without a word)
+    r = run(['serve', '--listen', '127.0.0.1:0'], { env: { ...process.env, HOOKD_INBOX_RETENTION_S: '3600' } });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /HOOKD_INBOX_RETENTION_S \(environment\)/);
   });
 
   it('configuration precedence: flag > environment > file', async () => {

@@ -338,7 +338,7 @@ describe('durability', () => {
     await dest.close();
   });
 
-  it('a store that cannot commit makes /readyz answer 503 (store_unavailable) until a commit succeeds again', async () => {
+  it('a store that cannot commit makes /readyz answer 503 (storage_unavailable) until a commit succeeds again', async () => {
     const h = await startHookd();
     const r = await startReceiver();
     const { tenant } = await setup(h, r.url);
@@ -354,7 +354,7 @@ describe('durability', () => {
     }
     assert.equal(failed.status, 503, failed.text);
     assert.equal(notReady.status, 503);
-    assert.equal(notReady.json.error.code, 'store_unavailable');
+    assert.equal(notReady.json.error.code, 'storage_unavailable');
     const ok = await publish(h, tenant, { type: 'a', payload: {} });
     assert.equal(ok.status, 202, ok.text);
     assert.equal((await ready()).status, 200, 'ready again once a commit succeeded');

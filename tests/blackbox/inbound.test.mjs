@@ -890,6 +890,9 @@ describe('source lifecycle', () => {
     // rotation: both secrets during the overlap, then only the new one
     let r = await h.api('PATCH', `/v1/sources/${src.id}`, { secrets: ['whsec_life_old', 'whsec_life_new'] });
     assert.equal(r.status, 200, r.text);
+    assert.ok(got.json.destinations.length >= 1);
+    assert.deepEqual(r.json.destinations.map((d) => d.id), got.json.destinations.map((d) => d.id),
+      'the answer shows the destinations it kept');
     const b1 = stripeEvent('evt_life_1');
     assert.equal((await post(src, b1, sign.stripe(b1, 'whsec_life_old'))).status, 200);
     const b2 = stripeEvent('evt_life_2');

@@ -137,6 +137,7 @@ describe('bad input gets a clear 4xx', () => {
       // a rate under one per hour would make the dispatcher wait past the end of int64
       [{ url: recv.url, rate_limit: { per_second: 1.0842022708573195e-16 } }, 'invalid_field'],
       [{ url: recv.url, rate_limit: { per_minute: 0.01 } }, 'invalid_field'],
+      [{ url: recv.url, rate_limit: { per_minute: 6e7 + 60 } }, 'invalid_field'], // > 1,000,000/s
       // null would silently mean the default
       [{ url: recv.url, retry: { max_attempts: null } }, 'invalid_field'],
       [{ url: recv.url, retry: { backoff_cap_ms: null } }, 'invalid_field'],
@@ -149,6 +150,11 @@ describe('bad input gets a clear 4xx', () => {
     }
     const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: 'http://169.254.169.254/x' });
     assert.match(r.json.error.message, /metadata|link_local/);
+    // the bound is on the rate, whatever its unit: 2,000,000 a minute is 33,333/s
+    const fast = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, rate_limit: { per_minute: 2000000 } });
+    assert.equal(fast.status, 201, fast.text);
+    assert.ok(Math.abs(fast.json.rate_limit.per_second - 2000000 / 60) < 1e-6, 'shown per second');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${fast.json.id}`)).status, 200);
     // a tenant's null is its default (as GET shows it), so what GET returns can be sent back
     assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}`, { max_in_flight: 5, weight: 3, name: 'n' })).json.max_in_flight, 5);
     const reset = await h.api('PATCH', `/v1/tenants/${tenant}`, { max_in_flight: null, weight: null, name: null, rate_limit: null });
