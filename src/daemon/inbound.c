@@ -116,6 +116,12 @@ static void reply_ack(hookd_req *r, const recv_op *op, const hookd_inbox *rec, b
     hookd_req_reply(r, 204, NULL, NULL, 0);
   } else if (op->empty_ack) {
     hookd_req_reply(r, 200, NULL, NULL, 0);
+  } else if (p == HOOKD_PROVIDER_TWILIO) {
+    /* an incoming message or call takes only TwiML (else error 12300); an empty one does
+     * nothing: the application answers later through Twilio's API */
+    static const char twiml[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response></Response>";
+    char *b = strdup(twiml);
+    hookd_req_reply(r, 200, b ? "text/xml" : NULL, b, b ? sizeof twiml - 1 : 0);
   } else {
     const char *status = rec->status;
     bool live_lease = rec->lease_until_ms > hookd_now_ms();
