@@ -281,10 +281,12 @@ describe('isolation', () => {
     const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
     const ids = [];
     for (let i = 0; i < 6; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    // open, and the requests sent before it opened all answered (so all counted by the receiver:
+    // one still on its way when the breaker opened would otherwise arrive after the count)
     const open = await waitUntil(async () => {
       const e = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
-      return e.json.health?.breaker === 'open' ? e.json : null;
-    }, { what: 'breaker open', timeout: 10000 });
+      return e.json.health?.breaker === 'open' && e.json.health.in_flight === 0 ? e.json : null;
+    }, { what: 'breaker open, nothing in flight', timeout: 10000 });
     const sentAtOpen = r.requests.length;
     const gauges = parsePrometheus((await h.api('GET', '/metrics')).text);
     assert.equal(sampleValue(gauges, 'hookd_endpoint_breaker_state', { endpoint_id: endpoint }), 1, 'the open breaker has its gauge');
