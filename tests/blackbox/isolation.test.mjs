@@ -370,6 +370,22 @@ describe('isolation', () => {
     const metrics = parsePrometheus((await h.api('GET', '/metrics')).text);
     assert.equal(sampleValue(metrics, 'hookd_deliveries_dead_total', { reason: 'superseded' }), 1);
     assert.ok(h.logs.some((l) => l.msg === 'event.superseded' && l.event_id === ids.v1 && l.deliveries === 1));
+    // nor does a replay take the lane back: the superseded one and a version the lane has moved
+    // past are refused; the lane's highest may be sent again; another endpoint has no lane
+    const dl = async (name, ep = endpoint) => (await h.api('GET', `/v1/events/${ids[name]}`)).json.deliveries
+      .find((d) => (ep ? d.endpoint_id === ep : d.endpoint_id !== endpoint));
+    await waitDelivery(h, ids.v3, (ds) => ds.every((d) => d.state === 'delivered'));
+    const replay = async (d) => h.api('POST', `/v1/deliveries/${d.id}/replay`, {});
+    let r = await replay(v1);
+    assert.equal(r.status, 409, r.text);
+    assert.match(r.json.error.message, /superseded/);
+    r = await replay(await dl('v2'));
+    assert.equal(r.status, 409, r.text);
+    assert.match(r.json.error.message, /moved on to ordering_version 3/);
+    assert.equal((await replay(await dl('v3'))).status, 202);
+    assert.equal((await replay(await dl('v1', null))).status, 202, 'the endpoint that is not ordered');
+    await ordered.waitFor(4, 10000, 'v3 sent again');
+    assert.deepEqual(ordered.requests.map((q) => JSON.parse(q.body).data.name), ['v2', 'v2-again', 'v3', 'v3']);
     // a superseded delivery never blocks a lane, even under lane_policy block
     const blocking = await startReceiver();
     const b = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: blocking.url, ordered: true,

@@ -447,6 +447,7 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
     return HOOKD_STORE_STATE;
   }
   hookd_endpoint ep;
+  bool ordered = false;
   rc = sq_endpoint_get(c, d.endpoint_id, &ep);
   if (rc == HOOKD_STORE_NOTFOUND) {
     snprintf(c->err, sizeof c->err, "its endpoint was deleted");
@@ -456,23 +457,47 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
       snprintf(c->err, sizeof c->err, "its endpoint is disabled");
       rc = HOOKD_STORE_STATE;
     }
+    ordered = ep.ordered;
     hookd_endpoint_free(&ep);
   }
+  /* superseded at publish: a higher version of its lane was given first; it was never sent,
+   * and sending it now would take the receiver back */
+  if (!rc && d.dead_reason && !strcmp(d.dead_reason, "superseded")) {
+    snprintf(c->err, sizeof c->err,
+             "it was superseded by a higher ordering_version of its lane: never sent, never "
+             "replayed");
+    rc = HOOKD_STORE_STATE;
+  }
   int64_t seq = d.seq;
+  bool laned = d.ordering_key != NULL;
   hookd_delivery_free(&d);
   if (rc) return rc;
 
-  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
+  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable;
+   * on an ordered endpoint, a version its lane has moved past is not sent again either */
   sqlite3_stmt *st = sq_stmt(c, SQ_DL_REPLAY_EXPIRY,
-                             "SELECT e.expires_at, e.purged_at FROM deliveries d JOIN events e"
-                             " ON e.seq = d.event_seq WHERE d.seq = ?1");
+                             "SELECT e.expires_at, e.purged_at, e.ordering_version,"
+                             " (SELECT version FROM lane_versions l WHERE l.endpoint_id ="
+                             " d.endpoint_id AND l.ordering_key = d.ordering_key)"
+                             " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+                             " WHERE d.seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, seq);
   rc = sqlite3_step(st);
   int64_t expires = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
   bool purged = rc == SQLITE_ROW && sq_col_i64(st, 1);
+  bool versioned = rc == SQLITE_ROW && sqlite3_column_type(st, 2) != SQLITE_NULL &&
+                   sqlite3_column_type(st, 3) != SQLITE_NULL;
+  int64_t version = versioned ? sq_col_i64(st, 2) : 0, lane = versioned ? sq_col_i64(st, 3) : 0;
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read event expiry");
+  if (ordered && laned && versioned && version < lane) {
+    snprintf(c->err, sizeof c->err,
+             "its lane has moved on to ordering_version %lld (this event has %lld): an ordered "
+             "lane never goes back",
+             (long long)lane, (long long)version);
+    return HOOKD_STORE_STATE;
+  }
   if (expires && expires <= now_ms) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
     return HOOKD_STORE_STATE;
