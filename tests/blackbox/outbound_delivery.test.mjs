@@ -283,9 +283,12 @@ describe('replay', () => {
     const { tenant, secret } = await setup(h, recv.url);
     const p = await publish(h, tenant, { type: 'a.b', payload: { k: 'v' } });
     const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.ok(d.delivered_at);
     const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
     assert.equal(r.status, 202);
     assert.equal(r.json.id, d.id);
+    assert.equal(r.json.state, 'pending');
+    assert.equal(r.json.delivered_at, null, 'pending again: not shown as delivered');
     await recv.waitFor(2);
     await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered' && ds[0].attempt_count === 2);
     assertSigned(recv, secret);

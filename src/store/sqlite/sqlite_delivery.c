@@ -512,7 +512,8 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
                              "UPDATE deliveries SET state = 'pending', cycle_base = attempt_count,"
                              " lane_wait = 0,"
                              " cycle_kind = 'replay', cycle_started_at = ?2, next_attempt_at = ?2,"
-                             " dead_at = NULL, dead_reason = NULL, updated_at = ?2"
+                             " dead_at = NULL, dead_reason = NULL, delivered_at = NULL,"
+                             " updated_at = ?2"
                              " WHERE seq = ?1 AND state IN ('delivered','dead')");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, seq);
