@@ -66,6 +66,10 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e);  /* never includes the sec
 json_t *hookd_json_delivery(const hookd_delivery *d);
 json_t *hookd_json_attempt(const hookd_attempt *a);
 json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
+/* In a run: HOOKD_STORE_NOTFOUND unless the tenant exists (a list under a mistyped tenant is
+ * 404, not an empty page); the op's err names it. */
+int hookd_api_tenant_known(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                           const char *tenant);
 /* A string, null for NULL; text that is not UTF-8 (a receiver's or provider's bytes) as a
  * placeholder, never a NULL that would fail the whole object. */
 json_t *hookd_json_str_or_null(const char *s);

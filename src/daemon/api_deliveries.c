@@ -91,13 +91,14 @@ void hookd_api_delivery_get(hookd_req *r, hookd_app *app) {
 
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   dl_op *op = (dl_op *)base;
-  return be->delivery_list(c, &op->f, &op->list, &op->n);
+  int rc = hookd_api_tenant_known(base, c, be, op->tenant);
+  return rc ? rc : be->delivery_list(c, &op->f, &op->list, &op->n);
 }
 
 static void reply_list(hookd_api_op *base, int rc) {
   dl_op *op = (dl_op *)base;
   if (rc) {
-    hookd_api_store_error(base, rc, "deliveries");
+    hookd_api_store_error(base, rc, base->err[0] ? base->err : "deliveries");
     return;
   }
   size_t shown = op->n > (size_t)op->f.limit - 1 ? (size_t)op->f.limit - 1 : op->n;

@@ -410,8 +410,10 @@ void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
 
 static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   ep_op *op = (ep_op *)base;
-  if (op->listing)
-    return be->endpoint_list(c, op->tenant, op->after, op->limit + 1, &op->list, &op->n);
+  if (op->listing) {
+    int rc = hookd_api_tenant_known(base, c, be, op->tenant);
+    return rc ? rc : be->endpoint_list(c, op->tenant, op->after, op->limit + 1, &op->list, &op->n);
+  }
   int rc = be->endpoint_get(c, op->id, &op->ep);
   if (rc == 0 && strcmp(op->ep.tenant_id, op->tenant) != 0) {
     hookd_endpoint_free(&op->ep);
@@ -425,7 +427,7 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
 static void reply_get(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
   if (rc) {
-    hookd_api_store_error(base, rc, "endpoint");
+    hookd_api_store_error(base, rc, op->listing && base->err[0] ? base->err : "endpoint");
     return;
   }
   if (op->want_secret || op->public_key[0] == '?') {

@@ -283,6 +283,15 @@ json_t *hookd_json_time(int64_t ms) {
   return json_string(buf);
 }
 
+int hookd_api_tenant_known(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                           const char *tenant) {
+  hookd_tenant t;
+  int rc = be->tenant_get(c, tenant, &t);
+  if (rc == 0) hookd_tenant_free(&t);
+  if (rc == HOOKD_STORE_NOTFOUND) snprintf(op->err, sizeof op->err, "tenant");
+  return rc;
+}
+
 json_t *hookd_json_str_or_null(const char *s) {
   if (!s) return json_null();
   json_t *v = json_string(s);

@@ -155,6 +155,12 @@ describe('bad input gets a clear 4xx', () => {
     assert.equal(fast.status, 201, fast.text);
     assert.ok(Math.abs(fast.json.rate_limit.per_second - 2000000 / 60) < 1e-6, 'shown per second');
     assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${fast.json.id}`)).status, 200);
+    // a list under a mistyped tenant is 404, not an empty page
+    for (const path of ['endpoints', 'deliveries']) {
+      const nosuch = await h.api('GET', `/v1/tenants/${tenant}-typo/${path}`);
+      assertError(nosuch, 404, 'not_found');
+      assert.match(nosuch.json.error.message, /tenant/);
+    }
     // a tenant's null is its default (as GET shows it), so what GET returns can be sent back
     assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}`, { max_in_flight: 5, weight: 3, name: 'n' })).json.max_in_flight, 5);
     const reset = await h.api('PATCH', `/v1/tenants/${tenant}`, { max_in_flight: null, weight: null, name: null, rate_limit: null });
