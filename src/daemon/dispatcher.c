@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "core/delivery_state.h"
 #include "core/ids.h"
+#include "core/redact.h"
 #include "core/retry_after.h"
 #include "core/secretbox.h"
 #include "daemon/dispatcher_int.h"
@@ -440,6 +441,19 @@ static void health_signal(const hookd_egress_req *req, hookd_classification cls,
   *bad = cls.cls == HOOKD_CLASS_RETRY && !(req->net == HOOKD_NET_OK && req->status == 429);
 }
 
+/* The response excerpt as stored and shown: credentials and personal data masked (O3). Masks
+ * may lengthen it past the bound: what fits is kept; out of memory, nothing is (never the
+ * unmasked bytes). */
+static void redact_excerpt(hookd_egress_req *req) {
+  if (!req->response.len) return;
+  hookd_buf red;
+  hookd_buf_init(&red, HOOKD_EXCERPT_MAX);
+  int rc = hookd_redact(req->response.data, req->response.len, &red);
+  hookd_buf_free(&req->response);
+  if (rc == HOOKD_BUF_NOMEM) hookd_buf_free(&red);
+  req->response = red;
+}
+
 static void on_http_done(hookd_egress_req *req, void *arg) {
   hookd_dispatcher *d = arg;
   item *it = req->user;
@@ -527,6 +541,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->attempt.http_status = req->net == HOOKD_NET_OK ? req->status : 0;
   o->attempt.latency_ms = req->latency_ms;
   o->attempt.error = req->error[0] ? req->error : NULL;
+  redact_excerpt(req);
   o->attempt.response = req->response.data;
   o->attempt.response_len = req->response.len;
   o->attempt.trigger = (char *)attempt_kind(dl);

@@ -148,6 +148,19 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('the response excerpt is stored with credentials and personal data masked', async () => {
+    const body = '{"error":"invalid token","token":"tok_live_8f3a9","contact":"jane.doe@corp.example",'
+      + '"card":"4111 1111 1111 1111","auth":"Bearer abc.def.ghi","key":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZ"}';
+    const recv = await startReceiver(() => ({ status: 400, body }));
+    const { tenant } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    const excerpt = (await getDelivery(h, d.id)).attempts[0].response_excerpt;
+    assert.equal(excerpt, '{"error":"invalid token","token":"[redacted]","contact":"[redacted]",'
+      + '"card":"[redacted]","auth":"Bearer [redacted]","key":"[redacted]"}');
+    await recv.close();
+  });
+
   it('410: DEAD and the endpoint disabled; later events create no delivery', async () => {
     const recv = await startReceiver(() => ({ status: 410 }));
     const { tenant, endpoint } = await setup(h, recv.url);

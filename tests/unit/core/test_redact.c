@@ -1,0 +1,108 @@
+/* test_redact.c — response excerpts masked before they are stored (O3): each kind of secret
+ * and personal datum, the text around them kept, look-alikes left alone, and a hostile input
+ * that must stay linear. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "core/redact.h"
+
+static char got[8192];
+
+static const char *R(const char *in) {
+  hookd_buf b;
+  hookd_buf_init(&b, sizeof got - 1);
+  assert_int_equal(hookd_redact(in, strlen(in), &b), HOOKD_BUF_OK);
+  snprintf(got, sizeof got, "%s", hookd_buf_str(&b));
+  hookd_buf_free(&b);
+  return got;
+}
+
+static void named_values(void **s) {
+  assert_string_equal(R("{\"error\":\"bad\",\"password\":\"hunter2\",\"n\":1}"),
+                      "{\"error\":\"bad\",\"password\":\"[redacted]\",\"n\":1}");
+  assert_string_equal(R("{\"Access_Token\" : \"a\\\"b\"}"), "{\"Access_Token\" : \"[redacted]\"}");
+  assert_string_equal(R("token=abc123&x=1"), "token=[redacted]&x=1");
+  assert_string_equal(R("api-key: k-9 rest"), "api-key: [redacted] rest");
+  assert_string_equal(R("{\"token\": 12345}"), "{\"token\": [redacted]}");
+  /* names inside longer words, or without a value, are left */
+  assert_string_equal(R("tokens: 3, secretary: Ann, token"), "tokens: 3, secretary: Ann, token");
+  assert_string_equal(R("{\"password\":\"\"}"), "{\"password\":\"\"}");
+}
+
+static void credentials(void **s) {
+  assert_string_equal(R("Authorization: Bearer eyJabc.def-_.ghi0 was refused"),
+                      "Authorization: Bearer [redacted] was refused");
+  assert_string_equal(R("got basic dXNlcjpwYXNz"), "got basic [redacted]");
+  assert_string_equal(R("secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw ok"),
+                      "secret [redacted] ok");
+  assert_string_equal(R("(sk_live_51HxYzAbCdEfGh) and AKIAIOSFODNN7EXAMPLE."),
+                      "([redacted]) and [redacted].");
+  assert_string_equal(R("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln end"), "jwt [redacted] end");
+  /* look-alikes */
+  assert_string_equal(R("sk_live_ab eyJnotajwt ghp_short"), "sk_live_ab eyJnotajwt ghp_short");
+}
+
+static void personal_data(void **s) {
+  assert_string_equal(R("no account for jane.doe+x@mail.example.com."),
+                      "no account for [redacted].");
+  assert_string_equal(R("<b>ann@ex.org</b>"), "<b>[redacted]</b>");
+  assert_string_equal(R("card 4111 1111 1111 1111 declined"), "card [redacted] declined");
+  assert_string_equal(R("card 4111-1111-1111-1111"), "card [redacted]");
+  assert_string_equal(R("{\"pan\":\"4012888888881881\"}"), "{\"pan\":\"[redacted]\"}");
+  /* not addresses, not cards: a failed Luhn check, too few digits, a longer run, a date */
+  assert_string_equal(R("a@b, x@localhost, @home"), "a@b, x@localhost, @home");
+  assert_string_equal(R("id 4111111111111112 ts 1700000000123 n 12345678901234567890123"),
+                      "id 4111111111111112 ts 1700000000123 n 12345678901234567890123");
+  assert_string_equal(R("2026-11-30 12:00"), "2026-11-30 12:00");
+}
+
+static void bytes_and_bounds(void **s) {
+  /* binary bytes are copied as they are; the output's bound is the buffer's */
+  const char bin[] = {'o', 'k', 0, (char)0xff, 'x'};
+  hookd_buf b;
+  hookd_buf_init(&b, 64);
+  assert_int_equal(hookd_redact(bin, sizeof bin, &b), HOOKD_BUF_OK);
+  assert_int_equal(b.len, sizeof bin);
+  assert_memory_equal(b.data, bin, sizeof bin);
+  hookd_buf_free(&b);
+  hookd_buf_init(&b, 8);
+  assert_int_equal(hookd_redact("password=abcdef", 15, &b), HOOKD_BUF_TOOBIG);
+  hookd_buf_free(&b);
+}
+
+/* A receiver's 4 KiB built to make a scanner go back over itself: each shape once. */
+static void hostile_input_stays_linear(void **s) {
+  static const char *const units[] = {"eyJ", "a@", "1 ", "password", "ghp_", "Bearer ", "x.",
+                                      "@a.", "token:\"", "4"};
+  size_t n = 1 << 20; /* 1 MiB of each: quadratic work would take minutes */
+  char *in = malloc(n);
+  assert_non_null(in);
+  for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+    size_t ul = strlen(units[u]);
+    for (size_t k = 0; k < n; k++) in[k] = units[u][k % ul];
+    hookd_buf b;
+    hookd_buf_init(&b, 4 * n);
+    clock_t t0 = clock();
+    assert_int_equal(hookd_redact(in, n, &b), HOOKD_BUF_OK);
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    assert_true(secs < 2.0); /* linear: well under a second even under the sanitizers */
+    hookd_buf_free(&b);
+  }
+  free(in);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(named_values),     cmocka_unit_test(credentials),
+      cmocka_unit_test(personal_data),    cmocka_unit_test(bytes_and_bounds),
+      cmocka_unit_test(hostile_input_stays_linear),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
