@@ -66,5 +66,5 @@ int hookd_id_valid(const char *s, size_t max) {
              c == '_' || c == '-' || c == '.' || c == ':';
     if (!ok || n >= max) return 0;
   }
-  return n > 0;
+  return n > 0 && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }

@@ -20,7 +20,8 @@ int hookd_random_bytes(void *out, size_t n);
  * value is mandatory, like jitter). */
 uint64_t hookd_random_u64(void);
 
-/* True when s is a plausible caller-supplied identifier: 1..max bytes of [A-Za-z0-9_.:-]. */
+/* True when s is a plausible caller-supplied identifier: 1..max bytes of [A-Za-z0-9_.:-], not
+ * "." nor ".." (a path segment every HTTP client rewrites). */
 int hookd_id_valid(const char *s, size_t max);
 
 #endif

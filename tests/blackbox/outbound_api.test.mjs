@@ -76,6 +76,13 @@ describe('bad input gets a clear 4xx', () => {
     assertError(await publish(h, tenant, { type: 'a', payload: {}, extra: 1 }), 422, 'unknown_field');
     assertError(await publish(h, tenant, { type: 'a', payload: {}, occurred_at: 'yesterday' }), 422, 'invalid_field');
     assertError(await publish(h, tenant, { type: 'a', payload: {}, id: 'has space' }), 422, 'invalid_field');
+    // "." and ".." are path segments every HTTP client rewrites: such an id could not be reached
+    for (const id of ['.', '..']) {
+      assertError(await publish(h, tenant, { type: 'a', payload: {}, id }), 422, 'invalid_field');
+      assertError(await h.api('POST', '/v1/tenants', { id }), 422, 'invalid_field');
+      assertError(await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { id, url: 'http://127.0.0.1:9/x' }), 422, 'invalid_field');
+    }
+    assert.equal((await publish(h, tenant, { type: 'a', payload: {}, id: '...' })).status, 202, 'three dots are a name');
   });
 
   it('duplicate keys, invalid UTF-8, \\u0000 and a NUL byte are refused', async () => {
