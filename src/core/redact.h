@@ -5,16 +5,20 @@
  * everyone who may read the tenant's deliveries, and kept for the audit window.
  *
  * Masked, each replaced by "[redacted]":
- *   - the value after a sensitive name: password, passwd, secret, token, api_key, apikey,
- *     api-key, authorization, access_token, refresh_token, client_secret, private_key, cvv,
- *     cvc, ssn, card_number (any case; "name": "value", name=value, name: value);
- *   - the credential after "Bearer " or "Basic ";
+ *   - the value of a field whose name has a sensitive word — password, passwd, secret, token,
+ *     apikey, authorization, privatekey, cvv, cvc, ssn, cardnumber — in any case and spelling
+ *     ("accessToken", "aws_secret_access_key", "x-api-key"; not "secretary", "tokens"):
+ *     "name": "value", name=value, name: value; an unquoted authorization to the end of its
+ *     line (a header: "Authorization: Bot …");
+ *   - the credential after "Bearer " or "Basic " when it looks like one (8 characters or more
+ *     with a digit, a base64 sign or both cases: not "Basic validation failed");
  *   - tokens with a known prefix: whsec_, whsk_, sk_live_, sk_test_, rk_live_, rk_test_,
  *     xoxb-, xoxp-, xoxa-, ghp_, gho_, ghs_, github_pat_, AKIA (AWS key ids); JSON Web Tokens
  *     (eyJ….….…);
  *   - email addresses;
- *   - card numbers: 14 to 19 digits (single spaces or dashes between them allowed) that pass
- *     the Luhn check.
+ *   - card numbers: a card network's prefix and length (Visa, Mastercard, Amex, Diners, JCB,
+ *     Discover, UnionPay), single spaces or dashes between digits allowed, passing the Luhn
+ *     check — ids of the same length (snowflakes, timestamps) are kept.
  * Linear in the input: a hostile receiver's 4 KiB cannot make the dispatcher thread scan it
  * more than a few times. Bytes that are not text are copied as they are. */
 #ifndef HOOKD_CORE_REDACT_H

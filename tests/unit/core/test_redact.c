@@ -29,6 +29,14 @@ static void named_values(void **s) {
                       "{\"error\":\"bad\",\"password\":\"[redacted]\",\"n\":1}");
   assert_string_equal(R("{\"Access_Token\" : \"a\\\"b\"}"), "{\"Access_Token\" : \"[redacted]\"}");
   assert_string_equal(R("token=abc123&x=1"), "token=[redacted]&x=1");
+  /* the sensitive word anywhere in the field's name, in any spelling */
+  assert_string_equal(R("{\"accessToken\":\"abc123\",\"clientSecret\":\"s3\",\"id\":7}"),
+                      "{\"accessToken\":\"[redacted]\",\"clientSecret\":\"[redacted]\",\"id\":7}");
+  assert_string_equal(R("aws_secret_access_key=wJalrXUtnFEMI x-api-key: k1 PASSWORD_HASH=$2b$"),
+                      "aws_secret_access_key=[redacted] x-api-key: [redacted] PASSWORD_HASH=[redacted]");
+  /* an authorization header's value, whatever its scheme, to the end of its line */
+  assert_string_equal(R("Authorization: Bot MTk4.Nj-9 x\r\nHost: h"),
+                      "Authorization: [redacted]\r\nHost: h");
   assert_string_equal(R("api-key: k-9 rest"), "api-key: [redacted] rest");
   assert_string_equal(R("{\"token\": 12345}"), "{\"token\": [redacted]}");
   /* names inside longer words, or without a value, are left */
@@ -37,9 +45,12 @@ static void named_values(void **s) {
 }
 
 static void credentials(void **s) {
-  assert_string_equal(R("Authorization: Bearer eyJabc.def-_.ghi0 was refused"),
-                      "Authorization: Bearer [redacted] was refused");
+  assert_string_equal(R("sent Bearer eyJabc.def-_.ghi0 was refused"),
+                      "sent Bearer [redacted] was refused");
   assert_string_equal(R("got basic dXNlcjpwYXNz"), "got basic [redacted]");
+  /* prose after the scheme's name is no credential */
+  assert_string_equal(R("Basic validation failed; Bearer token required"),
+                      "Basic validation failed; Bearer token required");
   assert_string_equal(R("secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw ok"),
                       "secret [redacted] ok");
   assert_string_equal(R("(sk_live_51HxYzAbCdEfGh) and AKIAIOSFODNN7EXAMPLE."),
@@ -52,6 +63,9 @@ static void credentials(void **s) {
 static void personal_data(void **s) {
   assert_string_equal(R("no account for jane.doe+x@mail.example.com."),
                       "no account for [redacted].");
+  /* digits in the local part, or at its start */
+  assert_string_equal(R("user_123@example.com john.doe+1@x.com 42john@corp.io j.s.1990@gmail.com"),
+                      "[redacted] [redacted] [redacted] [redacted]");
   assert_string_equal(R("<b>ann@ex.org</b>"), "<b>[redacted]</b>");
   assert_string_equal(R("card 4111 1111 1111 1111 declined"), "card [redacted] declined");
   assert_string_equal(R("card 4111-1111-1111-1111"), "card [redacted]");
@@ -60,6 +74,8 @@ static void personal_data(void **s) {
   assert_string_equal(R("a@b, x@localhost, @home"), "a@b, x@localhost, @home");
   assert_string_equal(R("id 4111111111111112 ts 1700000000123 n 12345678901234567890123"),
                       "id 4111111111111112 ts 1700000000123 n 12345678901234567890123");
+  /* an id of a card's length and checksum, but no card network's prefix (a snowflake) */
+  assert_string_equal(R("request_id=1143862836139282462"), "request_id=1143862836139282462");
   assert_string_equal(R("2026-11-30 12:00"), "2026-11-30 12:00");
 }
 
