@@ -13,7 +13,7 @@
 #define HOOKD_IN_MAX_SIGS 16    /* signatures in one header beyond this many are ignored */
 #define HOOKD_IN_MAX_PAIRS 256  /* form/query pairs beyond this many: malformed */
 #define HOOKD_IN_MAX_FORM 65536 /* form/query text longer than this: malformed */
-#define HOOKD_IN_MAX_URL 8192   /* Twilio URL */
+#define HOOKD_IN_MAX_URL 65536  /* Twilio URL: the request head bounds it (--max-header-bytes) */
 
 /* Fills out and returns rc. reason is a fixed string (never request data). */
 int hookd_in_result(hookd_verify_result *out, int rc, const char *reason);

@@ -226,6 +226,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_provider p = rt->provider;
   recv_op *op = NULL;
   json_t *json = NULL;
+  hookd_buf url = {0}; /* the URL the provider called, as signed */
   bool lossy = false; /* an integer beyond 64 bits: the canonical form cannot be trusted */
   const char *method = hookd_req_method(r);
   bool get = !strcmp(method, "GET");
@@ -260,15 +261,24 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_in_header hdrs[MAX_IN_HEADERS];
   for (size_t i = 0; i < nh; i++) hdrs[i] = (hookd_in_header){names[i], values[i]};
   const char *query = hookd_req_query_string(r);
-  char url[4096];
+  /* whole, however long: MHD bounds the query only by the request head's size (a cut URL
+   * would fail a signature that covers it, as Twilio's does) */
   const char *host = hookd_req_header(r, "Host");
-  if (app->cfg->public_url[0])
-    snprintf(url, sizeof url, "%s%s%s%s", app->cfg->public_url, hookd_req_path(r),
-             *query ? "?" : "", query);
-  else
-    snprintf(url, sizeof url, "http://%s%s%s%s", host ? host : "localhost", hookd_req_path(r),
-             *query ? "?" : "", query);
-  hookd_in_request in = {.method = method, .url = url, .query = *query ? query : NULL,
+  size_t qlen = strlen(query);
+  hookd_buf_init(&url, qlen + strlen(hookd_req_path(r)) + sizeof app->cfg->public_url +
+                           (host ? strlen(host) : 0) + 16);
+  int urc = app->cfg->public_url[0]
+                ? hookd_buf_printf(&url, "%s%s%s%s", app->cfg->public_url, hookd_req_path(r),
+                                   *query ? "?" : "", query)
+                : hookd_buf_printf(&url, "http://%s%s%s%s", host ? host : "localhost",
+                                   hookd_req_path(r), *query ? "?" : "", query);
+  if (urc) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    goto done;
+  }
+  hookd_in_request in = {.method = method,
+                         .url = hookd_buf_str(&url),
+                         .query = *query ? query : NULL,
                          .headers = hdrs, .n_headers = nh, .body = body, .body_len = body_len,
                          .now_s = hookd_now_ms() / 1000};
   hookd_in_secrets secrets = {(const char *const *)rt->secrets, rt->n_secrets};
@@ -340,8 +350,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* the body forwarded and stored: the raw bytes; VNPay: only what vnp_SecureHash signs.
    * Not built (out of memory): 503 / "99", nothing stored. */
   /* (VNPay's is rebuilt from the query: PHP's urlencode writes a byte as 3 at most) */
-  hookd_buf_init(&op->body, p == HOOKD_PROVIDER_VNPAY ? app->cfg->max_url_len * 3 + 256
-                            : query_body              ? app->cfg->max_url_len + 1
+  hookd_buf_init(&op->body, p == HOOKD_PROVIDER_VNPAY ? qlen * 3 + 256
+                            : query_body              ? qlen + 1
                                                       : app->cfg->max_body_bytes + 1);
   if (p == HOOKD_PROVIDER_VNPAY)
     op->hash_failed |= hookd_in_vnpay_forward(&in, &op->body) != 0;
@@ -492,6 +502,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   op->base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   hookd_api_submit(&op->base, true);
 done:
+  hookd_buf_free(&url);
   json_decref(json);
   hookd_source_rt_release(rt);
 }

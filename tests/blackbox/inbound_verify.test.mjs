@@ -263,7 +263,13 @@ describe('providers as they really send (an audit against their documentation)',
     const forged = await fetch(`${h.url}/in/${src.id}?CallSid=CA123&CallStatus=busy`, { headers: {
       'X-Twilio-Signature': createHmac('sha1', 'tw_auth_token').update(`${h.url}/in/${src.id}?CallSid=CA123&CallStatus=ringing`).digest('base64') } });
     assert.equal(forged.status, 401, 'the query is signed');
-    await dest.waitFor(2);
+    // a long message (1,600 characters, each encoded as 6 bytes) fits in the request head: its
+    // signed URL and its forward are whole
+    const sms = `MessageSid=SM9&MessageStatus=received&Body=${encodeURIComponent('ă'.repeat(1600))}`;
+    const long = await get(sms);
+    assert.equal(long.status, 200, long.text.slice(0, 300));
+    await dest.waitFor(3);
+    assert.ok(dest.requests.some((q) => q.body === sms), 'the long query forwarded whole');
     const fwd = dest.requests.find((q) => q.body === ringing);
     assert.ok(fwd, 'forwarded with the query as its body');
     assert.equal(fwd.method, 'POST');
