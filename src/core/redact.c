@@ -1,10 +1,11 @@
 /* redact.c — masks credentials and personal data in response excerpts (see redact.h).
  *
- * One pass. At each position the matchers look ahead; a matcher that recognises a span appends
- * its masked form and the pass continues after it; a matcher that rejects a span it had to read
- * whole (a digit run, a token-like run) appends it unchanged and the pass also continues after
- * it, so no byte is looked at by the same matcher twice. Email addresses are found at their
- * '@': the local part just copied is taken back out of the output. */
+ * One pass. At each position the matchers look ahead and describe the span they read: masked
+ * (its first `keep` bytes kept, the rest replaced by the mask) or kept whole (a digit run, a
+ * token-like run that is not one, a field name that is not sensitive). The pass continues after
+ * the span either way, so no byte is looked at by the same matcher twice, and the bytes kept
+ * are copied in runs, not one by one. Email addresses are found at their '@': the local part
+ * just before it, still waiting to be copied, goes into the mask. */
 #include "core/redact.h"
 
 #include <stdbool.h>
@@ -30,8 +31,10 @@ static bool ends_value(unsigned char c) {
   return c <= ' ' || c == ',' || c == '&' || c == ';' || c == '}' || c == ']' || c == '<' ||
          c == '"' || c == '\'';
 }
+static bool key_char(unsigned char c) { return is_alnum(c) || c == '_' || c == '-'; }
 
-static size_t run(const char *in, size_t len, size_t i, bool (*ok)(unsigned char)) {
+static inline __attribute__((always_inline)) size_t run(const char *in, size_t len, size_t i,
+                                                         bool (*ok)(unsigned char)) {
   size_t j = i;
   while (j < len && ok((unsigned char)in[j])) j++;
   return j - i;
@@ -44,70 +47,69 @@ static size_t tok_run(const char *in, size_t len, size_t i) {
   return t;
 }
 
-/* Appends in[i..i+keep) and the mask; returns the span consumed (n), 0 on a buffer error. */
-static size_t masked(hookd_buf *out, const char *in, size_t i, size_t keep, size_t n, int *rc) {
-  if (!*rc && keep) *rc = hookd_buf_append(out, in + i, keep);
-  if (!*rc) *rc = hookd_buf_append(out, MASK, MASK_LEN);
-  return n;
-}
-static size_t verbatim(hookd_buf *out, const char *in, size_t i, size_t n, int *rc) {
-  if (!*rc) *rc = hookd_buf_append(out, in + i, n);
-  return n;
-}
+/* What a matcher read at i: n bytes (0: nothing recognised); masked, the first keep kept */
+typedef struct span {
+  size_t n, keep;
+  bool mask;
+} span;
+
+static span kept(size_t n) { return (span){n, n, false}; }
+static span masked(size_t keep, size_t n) { return (span){n, keep, true}; }
 
 /* Sensitive parts of a field's name, compared without case, '_' or '-', whole words of it (a
  * word starts after '_' or '-' and at a capital after a small letter): "accessToken",
  * "aws_secret_access_key", "client-secret", "apiKey" and "password_hash" hold one;
  * "secretary" and "tokens" do not. */
-static const char *const sensitive[] = {"password", "passwd", "secret", "token", "apikey",
-                                        "authorization", "privatekey", "cvv", "cvc", "ssn",
-                                        "cardnumber"};
-
-static bool key_char(unsigned char c) { return is_alnum(c) || c == '_' || c == '-'; }
+#define W(s) {s, sizeof s - 1}
+static const struct {
+  const char *s;
+  size_t n;
+} sensitive[] = {W("password"),   W("passwd"),     W("secret"), W("token"), W("apikey"),
+                 W("authorization"), W("privatekey"), W("cvv"),    W("cvc"),   W("ssn"),
+                 W("cardnumber")};
+#define AUTHORIZATION 5
 
 /* Whether the key in[i..i+n) holds a sensitive part; *auth when it is an authorization. */
 static bool sensitive_key(const char *in, size_t i, size_t n, bool *auth) {
   char k[64];
-  bool word[65] = {false}; /* word[j]: a word of the key starts (or ends) at k[j] */
+  size_t starts[64], ns = 0;
+  bool word_end[65] = {false};
   size_t m = 0;
   for (size_t j = i; j < i + n; j++) {
     unsigned char c = (unsigned char)in[j], p = j > i ? (unsigned char)in[j - 1] : '_';
     if (!is_alnum(c)) continue;
     if (m == sizeof k) return false; /* too long for a field name */
-    if (p == '_' || p == '-' || (c >= 'A' && c <= 'Z' && p >= 'a' && p <= 'z')) word[m] = true;
+    if (p == '_' || p == '-' || (c >= 'A' && c <= 'Z' && p >= 'a' && p <= 'z')) {
+      starts[ns++] = m;
+      word_end[m] = true;
+    }
     k[m++] = (char)(c | 0x20);
   }
-  word[m] = true;
-  for (size_t s = 0; s < sizeof sensitive / sizeof sensitive[0]; s++) {
-    size_t sl = strlen(sensitive[s]);
-    for (size_t j = 0; j + sl <= m; j++)
-      if (word[j] && word[j + sl] && !memcmp(k + j, sensitive[s], sl)) {
-        *auth = s == 5;
+  word_end[m] = true;
+  for (size_t w = 0; w < ns; w++) /* only where a word of the key starts */
+    for (size_t s = 0; s < sizeof sensitive / sizeof sensitive[0]; s++) {
+      size_t j = starts[w], sl = sensitive[s].n;
+      if (k[j] == sensitive[s].s[0] && j + sl <= m && word_end[j + sl] &&
+          !memcmp(k + j, sensitive[s].s, sl)) {
+        *auth = s == AUTHORIZATION;
         return true;
       }
-  }
+    }
   return false;
 }
 
 /* "key": "value", key=value, key: value, where the key holds a sensitive part — the value
  * masked, the rest kept; an authorization's unquoted value (a header line: "Bot …", "Token …")
- * to the end of its line. A key-like word that is none of these is copied whole (*kept). */
-static size_t match_named(const char *in, size_t len, size_t i, hookd_buf *out, int *rc,
-                          bool *kept) {
+ * to the end of its line. A key-like word that is none of these is kept whole. */
+static span match_named(const char *in, size_t len, size_t i) {
   size_t w = run(in, len, i, key_char);
-  if (!w) return 0;
+  if (!w) return kept(0);
   size_t j = i + w;
-  bool auth = false;
-  bool named = sensitive_key(in, i, w, &auth);
-  if (named) {
-    while (j < len && (in[j] == '"' || in[j] == '\'')) j++;
-    while (j < len && in[j] == ' ') j++;
-    named = j < len && (in[j] == ':' || in[j] == '=');
-  }
-  if (!named) {
-    *kept = true;
-    return verbatim(out, in, i, w, rc);
-  }
+  while (j < len && (in[j] == '"' || in[j] == '\'')) j++;
+  while (j < len && in[j] == ' ') j++;
+  bool auth = false; /* a name (followed by ':' or '='), then a sensitive one ("cvv" is 3) */
+  if (j >= len || (in[j] != ':' && in[j] != '=') || w < 3 || !sensitive_key(in, i, w, &auth))
+    return kept(w);
   j++;
   while (j < len && in[j] == ' ') j++;
   if (j < len && (in[j] == '"' || in[j] == '\'')) {
@@ -115,16 +117,12 @@ static size_t match_named(const char *in, size_t len, size_t i, hookd_buf *out, 
     size_t v = ++j;
     while (j < len && in[j] != q) j += in[j] == '\\' && j + 1 < len ? 2 : 1;
     if (j > len) j = len;
-    if (j > v) return masked(out, in, i, v - i, j - i, rc); /* the closing quote follows */
-    *kept = true;
-    return verbatim(out, in, i, v - i, rc);
+    return j > v ? masked(v - i, j - i) : kept(v - i); /* the closing quote follows */
   }
   size_t v = j;
   while (j < len && (auth ? in[j] != '\r' && in[j] != '\n' : !ends_value((unsigned char)in[j])))
     j++;
-  if (j > v) return masked(out, in, i, v - i, j - i, rc);
-  *kept = true;
-  return verbatim(out, in, i, v - i, rc);
+  return j > v ? masked(v - i, j - i) : kept(v - i);
 }
 
 /* A credential, not a word of prose ("Basic validation failed"): eight characters or more,
@@ -143,47 +141,43 @@ static bool credential_shaped(const char *s, size_t n) {
 }
 
 /* Bearer <token>, Basic <token>: the credential masked when it looks like one */
-static size_t match_scheme(const char *in, size_t len, size_t i, hookd_buf *out, int *rc) {
+static span match_scheme(const char *in, size_t len, size_t i) {
   size_t n = len - i > 6 && !strncasecmp(in + i, "bearer ", 7)  ? 7
              : len - i > 5 && !strncasecmp(in + i, "basic ", 6) ? 6
                                                                   : 0;
-  if (!n) return 0;
+  if (!n) return kept(0);
   size_t j = i + n;
   while (j < len && in[j] == ' ') j++;
   size_t t = tok_run(in, len, j);
-  return credential_shaped(in + j, t) ? masked(out, in, i, j - i, j + t - i, rc) : 0;
+  return credential_shaped(in + j, t) ? masked(j - i, j + t - i) : kept(0);
 }
 
+#define P(s, min) {s, sizeof s - 1, min}
 static const struct {
   const char *prefix;
-  size_t min; /* token characters after it */
-} prefixes[] = {{"whsec_", 8},  {"whsk_", 8},   {"sk_live_", 8}, {"sk_test_", 8},
-                {"rk_live_", 8}, {"rk_test_", 8}, {"xoxb-", 8},   {"xoxp-", 8},
-                {"xoxa-", 8},   {"ghp_", 16},    {"gho_", 16},    {"ghs_", 16},
-                {"github_pat_", 16}, {"AKIA", 16}};
+  size_t n, min; /* its length; token characters after it */
+} prefixes[] = {P("whsec_", 8),  P("whsk_", 8),   P("sk_live_", 8), P("sk_test_", 8),
+                P("rk_live_", 8), P("rk_test_", 8), P("xoxb-", 8),   P("xoxp-", 8),
+                P("xoxa-", 8),   P("ghp_", 16),    P("gho_", 16),    P("ghs_", 16),
+                P("github_pat_", 16), P("AKIA", 16)};
 
 /* a token with a known prefix, or a JSON Web Token */
-static size_t match_token(const char *in, size_t len, size_t i, hookd_buf *out, int *rc,
-                          bool *kept) {
+static span match_token(const char *in, size_t len, size_t i) {
   for (size_t k = 0; k < sizeof prefixes / sizeof prefixes[0]; k++) {
-    size_t n = strlen(prefixes[k].prefix);
-    if (len - i < n || memcmp(in + i, prefixes[k].prefix, n) != 0) continue;
+    size_t n = prefixes[k].n;
+    if (in[i] != prefixes[k].prefix[0] || len - i < n || memcmp(in + i, prefixes[k].prefix, n))
+      continue;
     size_t t = tok_run(in, len, i + n);
-    if (t >= prefixes[k].min) return masked(out, in, i, 0, n + t, rc);
-    *kept = true;
-    return verbatim(out, in, i, n + t, rc); /* too short to be one: read once, kept */
+    return t >= prefixes[k].min ? masked(0, n + t) : kept(n + t); /* too short: read once */
   }
-  if (len - i < 3 || memcmp(in + i, "eyJ", 3) != 0) return 0;
+  if (len - i < 3 || memcmp(in + i, "eyJ", 3) != 0) return kept(0);
   size_t a = run(in, len, i, is_b64url), j = i + a;
   if (j < len && in[j] == '.') {
     size_t b = run(in, len, j + 1, is_b64url);
-    if (b && j + 1 + b < len && in[j + 1 + b] == '.') {
-      size_t c = run(in, len, j + 2 + b, is_b64url);
-      return masked(out, in, i, 0, a + b + c + 2, rc);
-    }
+    if (b && j + 1 + b < len && in[j + 1 + b] == '.')
+      return masked(0, a + b + 2 + run(in, len, j + 2 + b, is_b64url));
   }
-  *kept = true;
-  return verbatim(out, in, i, a, rc); /* no later "eyJ" inside this run can be one either */
+  return kept(a); /* no later "eyJ" inside this run can be one either */
 }
 
 static bool luhn(const char *digits, size_t n) {
@@ -212,10 +206,9 @@ static bool card_shaped(const char *d, size_t n) {
 }
 
 /* 14 to 19 digits, single spaces or dashes between them, a card network's prefix and length,
- * passing the Luhn check */
-static size_t match_card(const char *in, size_t len, size_t i, hookd_buf *out, int *rc,
-                         bool *kept) {
-  if (!is_digit((unsigned char)in[i])) return 0;
+ * passing the Luhn check; any other digit run is kept whole */
+static span match_card(const char *in, size_t len, size_t i) {
+  if (!is_digit((unsigned char)in[i])) return kept(0);
   char digits[20];
   size_t n = 0, j = i;
   while (j < len) {
@@ -231,70 +224,73 @@ static size_t match_card(const char *in, size_t len, size_t i, hookd_buf *out, i
   }
   bool whole = j >= len || !is_alnum((unsigned char)in[j]);
   if (whole && n >= 14 && n <= 19 && card_shaped(digits, n) && luhn(digits, n))
-    return masked(out, in, i, 0, j - i, rc);
-  *kept = true;
-  return verbatim(out, in, i, j - i, rc);
+    return masked(0, j - i);
+  return kept(j - i);
 }
 
-/* At an '@' after a local part just copied to out (from out_local on): a domain with a dot and
- * a top-level label of two letters or more makes it an address, which is masked whole. */
-static size_t match_email(const char *in, size_t len, size_t i, hookd_buf *out, size_t out_local,
-                          int *rc, bool *kept) {
+/* At an '@': the domain after it, read whole. *address when it has a dot and a top-level label
+ * of two letters or more (then the address ends at *end). */
+static size_t email_domain(const char *in, size_t len, size_t i, bool *address, size_t *end) {
   size_t j = i + 1, last_dot = 0;
   while (j < len && (is_alnum((unsigned char)in[j]) || in[j] == '-' || in[j] == '.')) {
     if (in[j] == '.' && j + 1 < len && is_alnum((unsigned char)in[j + 1])) last_dot = j;
     j++;
   }
-  size_t end = j;
-  while (end > i + 1 && (in[end - 1] == '.' || in[end - 1] == '-')) end--; /* "at a@b.com." */
-  size_t tld = last_dot && last_dot < end ? end - last_dot - 1 : 0;
-  bool ok = last_dot > i + 1 && tld >= 2;
-  for (size_t k = last_dot + 1; ok && k < end; k++) ok = is_alpha((unsigned char)in[k]);
-  if (!ok) {
-    *kept = true;
-    return verbatim(out, in, i, j - i, rc);
-  }
-  out->len = out_local; /* the local part goes too */
-  if (out->data) out->data[out->len] = '\0';
-  return masked(out, in, i, 0, end - i, rc);
+  size_t e = j;
+  while (e > i + 1 && (in[e - 1] == '.' || in[e - 1] == '-')) e--; /* "at a@b.com." */
+  bool ok = last_dot > i + 1 && last_dot < e && e - last_dot - 1 >= 2;
+  for (size_t k = last_dot + 1; ok && k < e; k++) ok = is_alpha((unsigned char)in[k]);
+  *address = ok;
+  *end = e;
+  return j - i;
 }
 
 int hookd_redact(const char *in, size_t len, hookd_buf *out) {
   int rc = HOOKD_BUF_OK;
-  size_t i = 0, out_local = 0;
-  bool in_local = false; /* the bytes copied since out_local may be an address's local part */
+  size_t i = 0, copy = 0; /* in[copy..i) is kept, waiting to be appended */
+  size_t local = 0;       /* with in_local: in[local..i) may be an address's local part */
+  bool in_local = false;
   while (i < len && !rc) {
     unsigned char c = (unsigned char)in[i];
-    size_t n = 0;
-    bool kept = false; /* the matcher copied the span it read (not one it recognised) */
+    span s = kept(0);
     if (i == 0 || !is_alnum((unsigned char)in[i - 1])) {
-      if (c == 'b' || c == 'B') n = match_scheme(in, len, i, out, &rc);
-      if (!n) n = match_token(in, len, i, out, &rc, &kept);
-      if (!n) n = match_card(in, len, i, out, &rc, &kept);
-      if (!n) n = match_named(in, len, i, out, &rc, &kept);
+      if (c == 'b' || c == 'B') s = match_scheme(in, len, i);
+      /* the first letters of the prefixes and of "eyJ" */
+      if (!s.n && (c == 'w' || c == 's' || c == 'r' || c == 'x' || c == 'g' || c == 'A' || c == 'e'))
+        s = match_token(in, len, i);
+      if (!s.n && is_digit(c)) s = match_card(in, len, i);
+      if (!s.n && key_char(c)) s = match_named(in, len, i);
     }
-    if (!n && c == '@' && in_local) n = match_email(in, len, i, out, out_local, &rc, &kept);
-    if (n) {
-      if (kept) { /* a copied span continues, starts or ends an address's local part */
-        size_t k = n;
-        while (k && is_local((unsigned char)in[i + k - 1])) k--;
-        if (k && k < n) out_local = out->len - (n - k);
-        else if (!k && !in_local) out_local = out->len - n;
-        in_local = k < n;
-      } else {
+    if (!s.n && c == '@' && in_local) {
+      bool address;
+      size_t end;
+      size_t n = email_domain(in, len, i, &address, &end);
+      if (address) { /* the local part goes into the mask too */
+        if (local > copy) rc = hookd_buf_append(out, in + copy, local - copy);
+        if (!rc) rc = hookd_buf_append(out, MASK, MASK_LEN);
+        i = copy = end;
         in_local = false;
+        continue;
       }
-      i += n;
+      s = kept(n);
+    }
+    if (s.mask) {
+      size_t upto = i + s.keep;
+      if (upto > copy) rc = hookd_buf_append(out, in + copy, upto - copy);
+      if (!rc) rc = hookd_buf_append(out, MASK, MASK_LEN);
+      i = copy = i + s.n;
+      in_local = false;
       continue;
     }
-    if (is_local(c) && !in_local) {
-      in_local = true;
-      out_local = out->len;
-    } else if (!is_local(c)) {
-      in_local = false;
-    }
-    rc = hookd_buf_append(out, in + i, 1);
-    i++;
+    size_t n = s.n ? s.n : 1; /* kept: a span a matcher read, or this one byte */
+    /* the kept bytes continue, start or end an address's local part */
+    size_t k = n;
+    while (k && is_local((unsigned char)in[i + k - 1])) k--;
+    if (k) local = i + k;
+    else if (!in_local) local = i;
+    in_local = k < n;
+    i += n;
   }
+  if (!rc && len > copy) rc = hookd_buf_append(out, in + copy, len - copy);
   return rc;
 }
