@@ -297,6 +297,10 @@ describe('replay', () => {
     const p = await publish(h, tenant, { type: 'a.b', payload: { k: 'v' } });
     const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
     assert.ok(d.delivered_at);
+    // it takes no field: one sent is refused, not ignored
+    const odd = await h.api('POST', `/v1/deliveries/${d.id}/replay`, { as_new_event: true });
+    assert.equal(odd.status, 422, odd.text);
+    assert.equal(odd.json.error.code, 'unknown_field');
     const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
     assert.equal(r.status, 202);
     assert.equal(r.json.id, d.id);
