@@ -27,6 +27,9 @@ typedef struct hookd_app {
   hookd_source_cache *sources; /* inbound sources, for the receive path */
   hookd_json_limits json_limits;
   _Atomic bool ready;       /* /readyz: store open, dispatcher running, not shutting down */
+  _Atomic bool started;     /* everything above is set up: routes other than /healthz and
+                             * /readyz may run (the listener opens before the store, so that a
+                             * supervisor's liveness probe is answered during a slow start) */
   int64_t started_ms;
 } hookd_app;
 

@@ -1,9 +1,10 @@
 /* daemon.c — start-up, the signal loop and graceful shutdown.
  *
- * Start: block signals (every thread inherits the mask; only this thread takes them) → open the
- * store (migrations) → take the store's single-process lock (SQLite) → load API keys, creating
- * the first admin key if there is none → destination policy → dispatcher (rebuilds its index
- * from the store) → HTTP server → "listening" → ready.
+ * Start: block signals (every thread inherits the mask; only this thread takes them) → take the
+ * store's single-process lock (SQLite) → HTTP server (/healthz "starting", every other route 503
+ * not_ready) → open the store (WAL recovery, migrations) → load API keys, creating the first
+ * admin key if there is none → destination policy → dispatcher (rebuilds its index from the
+ * store) → every route → "listening" → ready.
  * Stop (SIGTERM/SIGINT): not ready → stop accepting → wait for requests waiting on a commit →
  * stop the server → stop the dispatcher (in-flight requests finish and are recorded, queued
  * ones released) → drain and close the store → exit 0. */
@@ -192,6 +193,23 @@ int hookd_serve(const hookd_config *cfg) {
   hookd_store_lockset lock = {-1, -1};
 
   if (hookd_store_lock(cfg->store_url, &lock, err, sizeof err) != 0) goto fail;
+  /* The listener opens before the store: recovering a large WAL or running a migration may take
+   * a while, and a supervisor's liveness probe (/healthz) must be answered meanwhile; every
+   * other route answers 503 not_ready until the start is complete ("listening" is logged). */
+  hookd_server_config hc = {.host = cfg->listen_host,
+                            .port = cfg->listen_port,
+                            .idle_timeout_s = cfg->header_timeout_s,
+                            .request_timeout_s = cfg->request_timeout_s,
+                            .max_connections = cfg->max_connections,
+                            .max_connections_per_ip = cfg->max_connections_per_ip,
+                            .max_body = cfg->max_body_bytes,
+                            .max_head_bytes = cfg->max_header_bytes,
+                            .max_headers = cfg->max_headers,
+                            .max_url_len = cfg->max_url_len,
+                            .handler = hookd_api_handle,
+                            .app = &app};
+  app.srv = hookd_server_start(&hc, err, sizeof err);
+  if (!app.srv) goto fail;
   hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_failure_handler(on_store_failure);
@@ -242,20 +260,7 @@ int hookd_serve(const hookd_config *cfg) {
   app.disp = hookd_dispatcher_start(&dc, err, sizeof err);
   if (!app.disp) goto fail;
 
-  hookd_server_config hc = {.host = cfg->listen_host,
-                            .port = cfg->listen_port,
-                            .idle_timeout_s = cfg->header_timeout_s,
-                            .request_timeout_s = cfg->request_timeout_s,
-                            .max_connections = cfg->max_connections,
-                            .max_connections_per_ip = cfg->max_connections_per_ip,
-                            .max_body = cfg->max_body_bytes,
-                            .max_head_bytes = cfg->max_header_bytes,
-                            .max_headers = cfg->max_headers,
-                            .max_url_len = cfg->max_url_len,
-                            .handler = hookd_api_handle,
-                            .app = &app};
-  app.srv = hookd_server_start(&hc, err, sizeof err);
-  if (!app.srv) goto fail;
+  atomic_store(&app.started, true); /* every route may run now */
   atomic_store(&app.ready, true);
   HLOG(HOOKD_LOG_INFO, "listening", KV_S("host", cfg->listen_host),
        KV_I("port", hookd_server_port(app.srv)), KV_S("store", cfg->store_url),

@@ -112,6 +112,16 @@ static bool scrape_allowed(const char *token, const char *tok) {
 void hookd_api_handle(hookd_req *r, void *arg) {
   hookd_app *app = arg;
   const char *method = hookd_req_method(r), *path = hookd_req_path(r);
+  if (!atomic_load(&app->started)) { /* starting: the store is being opened (recovery,
+                                      * migrations); alive, not ready */
+    if (!strcmp(path, "/healthz") && !strcmp(method, "GET")) {
+      hookd_req_reply_json(r, 200, json_pack("{s:s}", "status", "starting"));
+      return;
+    }
+    hookd_req_add_header(r, "Retry-After", "1");
+    hookd_req_error(r, 503, "not_ready", "hookd is starting (opening its store)");
+    return;
+  }
   const route *rt = NULL;
   char allow[64] = "";
   for (size_t i = 0; i < NROUTES; i++) {

@@ -3,10 +3,11 @@
 // connection, kill -9 with requests in flight, graceful shutdown with requests in flight.
 import { describe, it } from 'node:test';
 import { spawn } from 'node:child_process';
+import net from 'node:net';
 import { linkSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
+import { API_KEY, HOOKD_BIN, TEST_ARGS, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { stripe } from './lib/providers.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -336,6 +337,48 @@ describe('durability', () => {
     assert.equal(new Set(sent).size, 3);
     assert.equal((await h.stop()).code, 0);
     await dest.close();
+  });
+
+  it('a slow start (its store held by another process) answers /healthz at once, every other route 503 not_ready until it has started', async () => {
+    const { dir, cleanup } = tempDir();
+    const first = await startHookd({ dir });
+    assert.equal((await first.stop()).code, 0);
+    const release = await first.lockStore.call({ db: first.db }); // the start's recovery waits for it
+    const port = await new Promise((resolve) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+    });
+    const proc = spawn(HOOKD_BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--store', `sqlite:${first.db}`,
+      '--api-key', API_KEY, ...TEST_ARGS], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    proc.stderr.on('data', (d) => { log += d; });
+    const exited = new Promise((resolve) => proc.on('exit', resolve));
+    const get = (path, auth) => fetch(`http://127.0.0.1:${port}${path}`, auth ? { headers: { Authorization: `Bearer ${API_KEY}` } } : {})
+      .then(async (res) => ({ status: res.status, json: await res.json() })).catch(() => null);
+    let released = false;
+    try { // a failure must not leave the daemon (or the lock) behind
+      const alive = await waitUntil(async () => {
+        const r = await get('/healthz');
+        return r?.status === 200 ? r : null;
+      }, { what: '/healthz answered while the store is held' });
+      assert.equal(alive.json.status, 'starting');
+      assert.ok(!log.includes('"listening"'), 'not started yet');
+      const ready = await get('/readyz');
+      assert.deepEqual([ready.status, ready.json.error.code], [503, 'not_ready']);
+      const api = await get('/v1/tenants/x', true);
+      assert.deepEqual([api.status, api.json.error.code], [503, 'not_ready']);
+      released = true;
+      await release();
+      await waitUntil(async () => log.includes('"listening"'), { what: 'started once the store was free' });
+      assert.equal((await get('/healthz')).json.status, 'ok');
+      assert.equal((await get('/readyz')).status, 200);
+      assert.equal((await get('/v1/tenants/x', true)).status, 404, 'the API answers');
+      proc.kill('SIGTERM');
+      assert.equal(await exited, 0);
+    } finally {
+      if (!released) await release();
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      cleanup();
+    }
   });
 
   it('a store that cannot commit makes /readyz answer 503 (storage_unavailable) until a commit succeeds again', async () => {
