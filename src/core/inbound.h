@@ -147,12 +147,27 @@ int hookd_ed25519_verify(const unsigned char pub[32], const void *msg, size_t le
 int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json_t *body,
                        const hookd_in_secrets *secrets, int *status, hookd_buf *resp_body);
 
-/* The answer Discord expects for a stored (not handshake) request: a webhook event (type 1 with
- * an "event") 204 and no body (*json = NULL); an interaction, which must be answered within
- * 3 s while its handler runs later, a deferred response — type 5 for a command or modal, 6 for
- * a message component, an autocomplete (type 4) no choices. The handler follows up through the
- * interaction token. */
-void hookd_in_discord_ack(const json_t *body, int *status, const char **json);
+/* The answer a provider expects once its request is stored (a duplicate's too), where hookd's
+ * own {"inbox_id", "status", …} would not do:
+ *   vnpay   200 {"RspCode":"00","Message":"Confirm Success"}
+ *   momo    204
+ *   discord a webhook event (type 1 with an "event") 204; an interaction, which must be answered
+ *           within 3 s while its handler runs later, a deferred response: {"type":5} for a
+ *           command or modal, {"type":6} for a component, no choices for an autocomplete (the
+ *           handler follows up through the interaction token)
+ *   twilio  an empty TwiML <Response> (an incoming message or call takes nothing else)
+ *   slack   a form post (slash command, interaction) an empty 200 (a body would be shown)
+ * Returns 1 and fills *ack (static strings; content_type and body NULL for none), 0 when hookd's
+ * own answer is the one to give. The providers' refusals (VNPay 97/99) stay with the caller. */
+typedef struct hookd_in_ack {
+  int status;
+  const char *content_type, *body;
+} hookd_in_ack;
+int hookd_in_stored_ack(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                        hookd_in_ack *ack);
+
+/* Whether a Content-Type is a form (application/x-www-form-urlencoded, parameters allowed). */
+bool hookd_in_is_form(const char *content_type);
 
 /* A JSON string or number as text: strings borrowed, integers with all their digits, reals in
  * ECMAScript form (written into tmp); NULL for anything else (objects, arrays, booleans, null,

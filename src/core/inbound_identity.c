@@ -290,20 +290,38 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
   return 0;
 }
 
-void hookd_in_discord_ack(const json_t *body, int *status, const char **json) {
-  const json_t *t = json_object_get(body, "type");
-  json_int_t type = json_is_integer(t) ? json_integer_value(t) : -1;
-  *status = 200;
-  if (type == 1 && json_is_object(json_object_get(body, "event"))) {
-    *status = 204; /* a webhook event: acknowledged with no body */
-    *json = NULL;
-  } else if (type == 3) {
-    *json = "{\"type\":6}"; /* a component: DEFERRED_UPDATE_MESSAGE */
-  } else if (type == 4) {
-    /* autocomplete cannot wait for the application: no choices */
-    *json = "{\"type\":8,\"data\":{\"choices\":[]}}";
-  } else {
-    *json = "{\"type\":5}"; /* a command, a modal: DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE */
+bool hookd_in_is_form(const char *ct) {
+  return ct && !strncasecmp(ct, "application/x-www-form-urlencoded", 33);
+}
+
+int hookd_in_stored_ack(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                        hookd_in_ack *ack) {
+  static const char json[] = "application/json";
+  *ack = (hookd_in_ack){200, NULL, NULL};
+  switch (p) {
+  case HOOKD_PROVIDER_VNPAY:
+    *ack = (hookd_in_ack){200, json, "{\"RspCode\":\"00\",\"Message\":\"Confirm Success\"}"};
+    return 1;
+  case HOOKD_PROVIDER_MOMO: ack->status = 204; return 1;
+  case HOOKD_PROVIDER_TWILIO:
+    *ack = (hookd_in_ack){200, "text/xml",
+                          "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response></Response>"};
+    return 1;
+  case HOOKD_PROVIDER_SLACK: return hookd_in_is_form(hookd_in_header_get(req, "Content-Type"));
+  case HOOKD_PROVIDER_DISCORD: {
+    const json_t *t = obj_get(body, "type");
+    json_int_t type = json_is_integer(t) ? json_integer_value(t) : -1;
+    if (type == 1 && json_is_object(obj_get(body, "event")))
+      ack->status = 204; /* a webhook event: acknowledged with no body */
+    else if (type == 3)
+      *ack = (hookd_in_ack){200, json, "{\"type\":6}"}; /* a component: DEFERRED_UPDATE_MESSAGE */
+    else if (type == 4) /* autocomplete cannot wait for the application: no choices */
+      *ack = (hookd_in_ack){200, json, "{\"type\":8,\"data\":{\"choices\":[]}}"};
+    else /* a command, a modal: DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE */
+      *ack = (hookd_in_ack){200, json, "{\"type\":5}"};
+    return 1;
+  }
+  default: return 0;
   }
 }
 

@@ -43,10 +43,8 @@ typedef struct recv_op {
   char object_key[65];
   char version[256];
   char content_type[128];
-  bool empty_ack;     /* Slack's slash commands and interactions: an empty 200 acknowledges them
-                       * (a body would be taken for the message or view to show) */
-  int discord_status; /* Discord: the answer it expects (hookd_in_discord_ack) */
-  const char *discord_json;
+  bool has_ack;      /* the provider expects its own answer, not hookd's (hookd_in_stored_ack) */
+  hookd_in_ack ack;
   hookd_buf body;
   hookd_buf meta;
 } recv_op;
@@ -67,9 +65,6 @@ static void header_safe(const char *in, char *out, size_t cap) {
   out[o] = '\0';
 }
 
-static bool is_form(const char *ct) {
-  return ct && !strncasecmp(ct, "application/x-www-form-urlencoded", 33);
-}
 /* The length of ct's media type, its parameters and trailing spaces left out (0 for none). */
 static size_t media_len(const char *ct) {
   if (!ct) return 0;
@@ -95,7 +90,7 @@ static bool content_type_ok(hookd_provider p, const char *ct) {
   case HOOKD_PROVIDER_SHOPIFY: return is_json(ct) || is_xml(ct); /* a subscription's format */
   case HOOKD_PROVIDER_TWILIO:
   case HOOKD_PROVIDER_SLACK:
-  case HOOKD_PROVIDER_GITHUB: return is_json(ct) || is_form(ct);
+  case HOOKD_PROVIDER_GITHUB: return is_json(ct) || hookd_in_is_form(ct);
   case HOOKD_PROVIDER_VNPAY:
   case HOOKD_PROVIDER_GENERIC: return true;
   default: return is_json(ct);
@@ -104,24 +99,14 @@ static bool content_type_ok(hookd_provider p, const char *ct) {
 
 /* Answers a provider the way it expects. */
 static void reply_ack(hookd_req *r, const recv_op *op, const hookd_inbox *rec, bool dup) {
-  hookd_provider p = op->provider;
-  if (p == HOOKD_PROVIDER_DISCORD) {
-    char *j = op->discord_json ? strdup(op->discord_json) : NULL;
-    hookd_req_reply(r, j ? op->discord_status : 204, j ? "application/json" : NULL, j,
-                    j ? strlen(j) : 0);
-  } else if (p == HOOKD_PROVIDER_VNPAY) {
-    hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "00", "Message",
-                                           "Confirm Success"));
-  } else if (p == HOOKD_PROVIDER_MOMO) {
-    hookd_req_reply(r, 204, NULL, NULL, 0);
-  } else if (op->empty_ack) {
-    hookd_req_reply(r, 200, NULL, NULL, 0);
-  } else if (p == HOOKD_PROVIDER_TWILIO) {
-    /* an incoming message or call takes only TwiML (else error 12300); an empty one does
-     * nothing: the application answers later through Twilio's API */
-    static const char twiml[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response></Response>";
-    char *b = strdup(twiml);
-    hookd_req_reply(r, 200, b ? "text/xml" : NULL, b, b ? sizeof twiml - 1 : 0);
+  if (op->has_ack) {
+    const hookd_in_ack *a = &op->ack;
+    char *b = a->body ? strdup(a->body) : NULL;
+    if (a->body && !b) { /* out of memory: no answer the provider would misread */
+      hookd_req_error(r, 503, "unavailable", "out of memory");
+      return;
+    }
+    hookd_req_reply(r, a->status, b ? a->content_type : NULL, b, b ? strlen(b) : 0);
   } else {
     const char *status = rec->status;
     bool live_lease = rec->lease_until_ms > hookd_now_ms();
@@ -334,9 +319,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (!op) goto done;
   op->base.cleanup = recv_cleanup;
   op->provider = p;
-  if (p == HOOKD_PROVIDER_DISCORD)
-    hookd_in_discord_ack(json, &op->discord_status, &op->discord_json);
-  op->empty_ack = p == HOOKD_PROVIDER_SLACK && is_form(ct);
+  op->has_ack = hookd_in_stored_ack(p, &in, json, &op->ack) == 1;
   int64_t now = hookd_now_ms();
   hookd_id_new("in", now, op->inbox_id);
   snprintf(op->source_id, sizeof op->source_id, "%s", rt->src.id);
