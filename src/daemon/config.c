@@ -13,6 +13,7 @@
 
 #include "core/num.h"
 #include "daemon/log.h"
+#include "egress/urlpolicy.h"
 
 typedef enum { T_STR, T_INT, T_I64, T_SIZE, T_BOOL, T_LIST, T_LISTEN, T_MS_FROM_S, T_LEVEL } opt_type;
 
@@ -26,11 +27,6 @@ typedef struct opt {
   const char *arg, *help;
 } opt;
 
-/* --help's default where the field's own is empty but something is used */
-static const struct {
-  const char *name, *shown;
-} shown_defaults[] = {{"master-key-file", "<sqlite path>.key"},
-                      {"egress-ports", "80,443,8080,8443"}};
 
 /* Every option has its environment variable: the table's, else one named after the option. */
 static const char *env_name(const opt *o, char *buf, size_t n) {
@@ -543,13 +539,19 @@ void hookd_config_usage(FILE *out) {
     char def[128] = "";
     const char *field = (const char *)&d + o->off;
     switch (o->type) {
-    case T_STR: {
-      const char *shown = "(none)";
-      for (size_t k = 0; k < sizeof shown_defaults / sizeof shown_defaults[0]; k++)
-        if (!strcmp(o->name, shown_defaults[k].name)) shown = shown_defaults[k].shown;
-      snprintf(def, sizeof def, "%s", *field ? field : shown);
+    case T_STR: /* an empty field where something is used all the same: what is */
+      if (*field) {
+        snprintf(def, sizeof def, "%s", field);
+      } else if (!strcmp(o->name, "master-key-file")) {
+        snprintf(def, sizeof def, "<sqlite path>.key");
+      } else if (!strcmp(o->name, "egress-ports")) { /* the URL policy's own list */
+        for (size_t k = 0, n = 0; k < hookd_url_default_ports_n && n < sizeof def; k++)
+          n += (size_t)snprintf(def + n, sizeof def - n, "%s%u", k ? "," : "",
+                                (unsigned)hookd_url_default_ports[k]);
+      } else {
+        snprintf(def, sizeof def, "(none)");
+      }
       break;
-    }
     case T_INT: snprintf(def, sizeof def, "%d", *(const int *)field); break;
     case T_I64: snprintf(def, sizeof def, "%lld", (long long)*(const int64_t *)field); break;
     case T_SIZE: snprintf(def, sizeof def, "%zu", *(const size_t *)field); break;
