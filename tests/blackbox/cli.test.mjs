@@ -70,12 +70,16 @@ describe('hookd CLI', () => {
     assert.equal(r.status, 2);
     assert.match(r.stderr, /--config needs a value/);
     // a bad value from the environment names the variable
-    r = run(['serve', '--listen', '127.0.0.1:0'], { env: { ...process.env, HOOKD_LOG_LEVEL: 'loud' } });
+    // (were the variable not read, the daemon would start: the timeout and a scratch store make
+    // that a failure, not a hang or a store in the working directory)
+    const refused = (env) => run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(tempDir().dir, 'h.db')}`],
+      { env: { ...process.env, ...env }, timeout: 20000 });
+    r = refused({ HOOKD_LOG_LEVEL: 'loud' });
     assert.equal(r.status, 2);
     assert.match(r.stderr, /HOOKD_LOG_LEVEL \(environment\)/);
     // options without a variable of their own in the table are read from theirs too (an
     // HOOKD_INBOX_RETENTION_S in a unit file was ignored without a word)
-    r = run(['serve', '--listen', '127.0.0.1:0'], { env: { ...process.env, HOOKD_INBOX_RETENTION_S: '3600' } });
+    r = refused({ HOOKD_INBOX_RETENTION_S: '3600' });
     assert.equal(r.status, 2);
     assert.match(r.stderr, /HOOKD_INBOX_RETENTION_S \(environment\)/);
   });
