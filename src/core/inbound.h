@@ -54,7 +54,8 @@ typedef struct hookd_in_header {
 typedef struct hookd_in_request {
   const char *method;            /* "POST", "GET" */
   const char *url;               /* the full URL the provider called, as it sees it
-                                    (scheme://host[:port]/path[?query]) — Twilio signs it */
+                                    (scheme://host[:port]/path[?query]) — Twilio signs it; NULL
+                                    for the others (nothing else reads it) */
   const char *query;             /* raw query string without '?', NULL if none */
   const hookd_in_header *headers;
   size_t n_headers;

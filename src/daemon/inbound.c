@@ -211,7 +211,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_provider p = rt->provider;
   recv_op *op = NULL;
   json_t *json = NULL;
-  hookd_buf url = {0}; /* the URL the provider called, as signed */
+  hookd_buf url = {0}; /* the URL the provider called, as signed (Twilio) */
   bool lossy = false; /* an integer beyond 64 bits: the canonical form cannot be trusted */
   const char *method = hookd_req_method(r);
   bool get = !strcmp(method, "GET");
@@ -246,23 +246,26 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_in_header hdrs[MAX_IN_HEADERS];
   for (size_t i = 0; i < nh; i++) hdrs[i] = (hookd_in_header){names[i], values[i]};
   const char *query = hookd_req_query_string(r);
-  /* whole, however long: MHD bounds the query only by the request head's size (a cut URL
-   * would fail a signature that covers it, as Twilio's does) */
-  const char *host = hookd_req_header(r, "Host");
+  /* The URL the provider called, for the one verifier that signs it (Twilio's): whole, however
+   * long — MHD bounds the query only by the request head's size, and a cut URL fails. Every
+   * other provider's request goes without (nothing built on the receive path for it). */
   size_t qlen = strlen(query);
-  hookd_buf_init(&url, qlen + strlen(hookd_req_path(r)) + sizeof app->cfg->public_url +
-                           (host ? strlen(host) : 0) + 16);
-  int urc = app->cfg->public_url[0]
-                ? hookd_buf_printf(&url, "%s%s%s%s", app->cfg->public_url, hookd_req_path(r),
-                                   *query ? "?" : "", query)
-                : hookd_buf_printf(&url, "http://%s%s%s%s", host ? host : "localhost",
-                                   hookd_req_path(r), *query ? "?" : "", query);
-  if (urc) {
-    hookd_req_error(r, 503, "unavailable", "out of memory");
-    goto done;
+  if (p == HOOKD_PROVIDER_TWILIO) {
+    const char *host = hookd_req_header(r, "Host");
+    hookd_buf_init(&url, qlen + strlen(hookd_req_path(r)) + sizeof app->cfg->public_url +
+                             (host ? strlen(host) : 0) + 16);
+    int urc = app->cfg->public_url[0]
+                  ? hookd_buf_printf(&url, "%s%s%s%s", app->cfg->public_url, hookd_req_path(r),
+                                     *query ? "?" : "", query)
+                  : hookd_buf_printf(&url, "http://%s%s%s%s", host ? host : "localhost",
+                                     hookd_req_path(r), *query ? "?" : "", query);
+    if (urc) {
+      hookd_req_error(r, 503, "unavailable", "out of memory");
+      goto done;
+    }
   }
   hookd_in_request in = {.method = method,
-                         .url = hookd_buf_str(&url),
+                         .url = url.data,
                          .query = *query ? query : NULL,
                          .headers = hdrs, .n_headers = nh, .body = body, .body_len = body_len,
                          .now_s = hookd_now_ms() / 1000};
