@@ -29,6 +29,7 @@ struct hookd_api_op {
   char err[256]; /* the backend's error text when run failed */
   char actor[64];   /* the API key id of the principal ("" on public routes) */
   char reason[256]; /* Hookd-Reason header, for the audit log */
+  int chain;        /* set by hookd_api_chain: 1 reader, 2 writer (the op runs again) */
 };
 
 /* Allocates an op of `size` bytes (a struct that starts with hookd_api_op). */
@@ -37,6 +38,13 @@ void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
                        void (*reply)(hookd_api_op *, int));
 /* Suspends the request and submits the op to the writer (write) or reader. */
 void hookd_api_submit(hookd_api_op *op, bool write);
+
+/* From a reply: instead of being freed, the op runs again with run and reply on the writer
+ * (write) or the reader, the request still suspended — a read (a long scan on the reader)
+ * followed by a write. */
+void hookd_api_chain(hookd_api_op *op,
+                     int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                     void (*reply)(hookd_api_op *, int), bool write);
 
 /* Appends an audit row for op's actor and reason, inside the op's transaction (call from run).
  * detail may be NULL; it never holds secrets. */
@@ -138,6 +146,13 @@ void hookd_api_event_get(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_get(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_list(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_replay(hookd_req *r, hookd_app *app);
+void hookd_api_replay_create(hookd_req *r, hookd_app *app);
+void hookd_api_replay_get(hookd_req *r, hookd_app *app);
+void hookd_api_replay_list(hookd_req *r, hookd_app *app);
+void hookd_api_replay_confirm(hookd_req *r, hookd_app *app);
+void hookd_api_replay_pause(hookd_req *r, hookd_app *app);
+void hookd_api_replay_resume(hookd_req *r, hookd_app *app);
+void hookd_api_replay_cancel(hookd_req *r, hookd_app *app);
 void hookd_api_healthz(hookd_req *r, hookd_app *app);
 void hookd_api_readyz(hookd_req *r, hookd_app *app);
 void hookd_api_metrics(hookd_req *r, hookd_app *app);

@@ -27,8 +27,22 @@ static int op_run(hookd_store_conn *c, const hookd_store_backend *be, void *arg)
 static void op_done(void *arg, int rc) {
   hookd_api_op *op = arg;
   op->reply(op, rc);
+  if (op->chain) {
+    hookd_storeq *q = op->chain == 2 ? op->app->store->writer : op->app->store->reader;
+    op->chain = 0;
+    hookd_storeq_submit(q, &op->sop);
+    return;
+  }
   if (op->cleanup) op->cleanup(op);
   free(op);
+}
+
+void hookd_api_chain(hookd_api_op *op,
+                     int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                     void (*reply)(hookd_api_op *, int), bool write) {
+  op->run = run;
+  op->reply = reply;
+  op->chain = write ? 2 : 1;
 }
 
 void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,

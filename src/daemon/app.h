@@ -12,6 +12,7 @@
 #include "daemon/destination.h"
 #include "daemon/dispatcher.h"
 #include "daemon/keyring.h"
+#include "daemon/replayer.h"
 #include "daemon/server.h"
 #include "daemon/sources.h"
 #include "store/store.h"
@@ -20,6 +21,7 @@ typedef struct hookd_app {
   const hookd_config *cfg;
   hookd_store *store;
   hookd_dispatcher *disp;
+  hookd_replayer *replayer;  /* runs replay jobs (docs/replay.md) */
   hookd_server *srv;
   hookd_auth *auth;
   hookd_destinations *dest;

@@ -72,6 +72,7 @@ typedef struct hookd_config {
   int64_t inbox_retention_s;   /* dedup records kept this long */
   int64_t payload_retention_s; /* settled outbound events' payloads kept this long (0 = ever) */
   int64_t event_retention_s;   /* settled outbound events kept this long (0 = ever) */
+  int64_t max_replay_items;    /* deliveries one replay job may take (docs/replay.md) */
   /* logs */
   int log_level;
 } hookd_config;

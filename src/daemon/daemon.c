@@ -259,6 +259,8 @@ int hookd_serve(const hookd_config *cfg) {
   };
   app.disp = hookd_dispatcher_start(&dc, err, sizeof err);
   if (!app.disp) goto fail;
+  app.replayer = hookd_replayer_start(app.store, app.disp, err, sizeof err);
+  if (!app.replayer) goto fail;
 
   atomic_store(&app.started, true); /* every route may run now */
   atomic_store(&app.ready, true);
@@ -306,6 +308,7 @@ fail:
     }
     hookd_server_stop(app.srv);
   }
+  hookd_replayer_stop(app.replayer); /* before the dispatcher it hints */
   int lost = hookd_dispatcher_stop(app.disp);
   if (lost > 0) { /* a supervisor must see a shutdown that did not complete */
     HLOG(HOOKD_LOG_ERROR, "shutdown.incomplete", KV_I("writes_lost", lost),

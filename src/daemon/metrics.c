@@ -141,7 +141,12 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->endpoints_disabled));
   rc = rc ? rc : counter(o, "hookd_egress_blocked_total",
                          "connections refused by the destination policy", LOAD(m->egress_blocked));
-  rc = rc ? rc : counter(o, "hookd_replays_total", "deliveries replayed", LOAD(m->replays));
+  rc = rc ? rc : counter(o, "hookd_replays_total", "deliveries replayed (one by one and by jobs)",
+                         LOAD(m->replays));
+  rc = rc ? rc : counter(o, "hookd_replay_skipped_total",
+                         "replay jobs' deliveries skipped (no longer in the filter's state, or "
+                         "refused as a single replay would be)",
+                         LOAD(m->replay_skipped));
   rc = rc ? rc : counter(o, "hookd_auth_failures_total", "API requests refused 401/403",
                          LOAD(m->auth_failures));
   rc = rc ? rc : counter(o, "hookd_deliveries_unknown_total",

@@ -64,6 +64,17 @@ static const route routes[] = {
      ",state,endpoint,event,after,limit,"},
     {"GET", "/v1/deliveries/{}", HOOKD_PERM_READ, -1, hookd_api_delivery_get, NULL},
     {"POST", "/v1/deliveries/{}/replay", HOOKD_PERM_OPERATE, -1, hookd_api_delivery_replay, NULL},
+    {"POST", "/v1/tenants/{}/replays", HOOKD_PERM_OPERATE, 0, hookd_api_replay_create, NULL},
+    {"GET", "/v1/tenants/{}/replays", HOOKD_PERM_READ, 0, hookd_api_replay_list, ",limit,after,"},
+    {"GET", "/v1/tenants/{}/replays/{}", HOOKD_PERM_READ, 0, hookd_api_replay_get, NULL},
+    {"POST", "/v1/tenants/{}/replays/{}/confirm", HOOKD_PERM_OPERATE, 0, hookd_api_replay_confirm,
+     NULL},
+    {"POST", "/v1/tenants/{}/replays/{}/pause", HOOKD_PERM_OPERATE, 0, hookd_api_replay_pause,
+     NULL},
+    {"POST", "/v1/tenants/{}/replays/{}/resume", HOOKD_PERM_OPERATE, 0, hookd_api_replay_resume,
+     NULL},
+    {"POST", "/v1/tenants/{}/replays/{}/cancel", HOOKD_PERM_OPERATE, 0, hookd_api_replay_cancel,
+     NULL},
 };
 #define NROUTES (sizeof routes / sizeof routes[0])
 

@@ -327,3 +327,43 @@ void hookd_store_close(hookd_store *s) {
   if (s->shared_free) s->shared_free(s->shared);
   free(s);
 }
+
+void hookd_replay_job_free(hookd_replay_job *j) {
+  free(j->id);
+  free(j->tenant_id);
+  free(j->state);
+  free(j->filter);
+  free(j->actor);
+  free(j->reason);
+  memset(j, 0, sizeof *j);
+}
+
+void hookd_replay_jobs_free(hookd_replay_job *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_replay_job_free(&v[i]);
+  free(v);
+}
+
+static void counts_free(hookd_replay_count *v, size_t n) {
+  for (size_t i = 0; i < n; i++) free(v[i].key);
+  free(v);
+}
+
+void hookd_replay_detail_free(hookd_replay_detail *d) {
+  counts_free(d->endpoints, d->n_endpoints);
+  counts_free(d->skipped, d->n_skipped);
+  counts_free(d->states, d->n_states);
+  memset(d, 0, sizeof *d);
+}
+
+void hookd_replay_snapshot_free(hookd_replay_snapshot *s) {
+  free(s->seqs);
+  free(s->filter_state);
+  memset(s, 0, sizeof *s);
+}
+
+void hookd_replay_step_res_free(hookd_replay_step_res *r) {
+  hookd_due_hints_free(r->hints, r->n_hints);
+  for (size_t i = 0; i < r->n_completed; i++) free(r->completed[i]);
+  free(r->completed);
+  memset(r, 0, sizeof *r);
+}

@@ -370,6 +370,73 @@ typedef struct hookd_inbox_filter {
 } hookd_inbox_filter;
 void hookd_api_keys_free(hookd_api_key *v, size_t n);
 
+/* ---------- replay jobs (docs/replay.md) ---------- */
+
+typedef struct hookd_replay_filter {
+  const char *endpoint_id;     /* NULL = any endpoint of the tenant */
+  const char *event_type;      /* NULL = any; "a.*" = that prefix */
+  hookd_dstate state;          /* HOOKD_DS_DEAD or HOOKD_DS_DELIVERED */
+  int64_t since_ms, until_ms;  /* delivery created in [since, until); 0 = unbounded */
+} hookd_replay_filter;
+
+typedef struct hookd_replay_snapshot {
+  int64_t *seqs;               /* the deliveries' seqs, oldest first */
+  size_t n;
+  int64_t count;               /* HOOKD_STORE_LIMIT: how many matched */
+  char *filter_state;          /* the state they were in: an item still in it is replayed */
+} hookd_replay_snapshot;
+void hookd_replay_snapshot_free(hookd_replay_snapshot *s);
+
+typedef struct hookd_replay_job {
+  int64_t seq;
+  char *id;                    /* rpl_… */
+  char *tenant_id;
+  char *state;                 /* preview, running, paused, completed, cancelled, expired */
+  char *filter;                /* the filter as JSON (rendered back as given, normalised) */
+  char *actor, *reason;
+  double rate_per_s;
+  int64_t total, replayed, skipped;
+  int64_t created_ms, confirmed_ms, updated_ms, finished_ms;
+  int64_t next_item_ms;        /* the job's token bucket: when its next item may go */
+} hookd_replay_job;
+void hookd_replay_job_free(hookd_replay_job *j);
+void hookd_replay_jobs_free(hookd_replay_job *v, size_t n);
+
+/* A count by key (an endpoint, a skip reason, a delivery state). */
+typedef struct hookd_replay_count {
+  char *key;
+  int64_t n, remaining;        /* remaining: endpoints only, items not processed yet */
+} hookd_replay_count;
+
+typedef struct hookd_replay_detail {
+  hookd_replay_count *endpoints; /* largest first, at most 100 */
+  size_t n_endpoints;
+  hookd_replay_count *skipped;   /* by reason */
+  size_t n_skipped;
+  hookd_replay_count *states;    /* current states of the deliveries replayed */
+  size_t n_states;
+} hookd_replay_detail;
+void hookd_replay_detail_free(hookd_replay_detail *d);
+
+/* Transitions an operator asks for. */
+typedef enum {
+  HOOKD_REPLAY_CONFIRM, HOOKD_REPLAY_PAUSE, HOOKD_REPLAY_RESUME, HOOKD_REPLAY_CANCEL
+} hookd_replay_action;
+
+#define HOOKD_REPLAY_ACTIVE_MAX 8          /* preview/running/paused jobs per tenant */
+#define HOOKD_REPLAY_PREVIEW_TTL_MS 3600000 /* a preview older than this cannot be confirmed */
+#define HOOKD_REPLAY_STEP_MAX 500          /* items per job per step */
+
+typedef struct hookd_replay_step_res {
+  hookd_due_hint *hints;       /* endpoints given deliveries to send */
+  size_t n_hints;
+  int replayed, skipped;
+  char **completed;            /* ids of jobs that completed in this step */
+  size_t n_completed;
+  int64_t next_ms;             /* earliest next_item_at of a running job, 0 = none running */
+} hookd_replay_step_res;
+void hookd_replay_step_res_free(hookd_replay_step_res *r);
+
 /* ---------- the backend ops table ---------- */
 
 typedef struct hookd_store_conn hookd_store_conn; /* backend-defined */
@@ -506,6 +573,32 @@ typedef struct hookd_store_backend {
    * deliveries, attempts and Idempotency-Keys; walks like event_purge; `expired` counts them. */
   int (*event_expire)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                       int *expired);
+
+  /* Replay jobs. select (reader: a long scan never holds up the writer) takes the seqs of the
+   * tenant's deliveries matching f, oldest first: HOOKD_STORE_NOTFOUND when f->endpoint_id is
+   * not one of the tenant's endpoints, HOOKD_STORE_LIMIT beyond max_items (out->count then
+   * holds how many match). create (writer) stores the job, state preview, with that snapshot
+   * (job->total = its size), or refuses with HOOKD_STORE_CONFLICT when the tenant already has
+   * HOOKD_REPLAY_ACTIVE_MAX jobs in preview, running or paused; every item is checked again
+   * when its turn comes. */
+  int (*replay_select)(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
+                       int64_t max_items, hookd_replay_snapshot *out);
+  int (*replay_create)(hookd_store_conn *c, hookd_replay_job *job,
+                       const hookd_replay_snapshot *snap, int64_t now_ms);
+  /* detail may be NULL. */
+  int (*replay_get)(hookd_store_conn *c, const char *tenant_id, const char *id,
+                    hookd_replay_job *out, hookd_replay_detail *detail);
+  int (*replay_list)(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
+                     hookd_replay_job **out, size_t *n);
+  /* HOOKD_STORE_STATE (c's error says why) for a transition the job's state does not allow. A
+   * preview older than HOOKD_REPLAY_PREVIEW_TTL_MS reads as state "expired" everywhere (it is
+   * not rewritten) and allows nothing. out: the job after the transition. */
+  int (*replay_act)(hookd_store_conn *c, const char *tenant_id, const char *id,
+                    hookd_replay_action action, int64_t now_ms, hookd_replay_job *out);
+  /* Moves each running job's due items (its rate, at most HOOKD_REPLAY_STEP_MAX) back to
+   * pending like delivery_replay, or records why one was skipped; completes jobs left with
+   * nothing (audited, actor "system"). */
+  int (*replay_step)(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res);
 } hookd_store_backend;
 
 /* ---------- an opened store ---------- */

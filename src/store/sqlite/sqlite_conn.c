@@ -442,4 +442,10 @@ const hookd_store_backend hookd_sqlite_backend = {
     .inbox_purge = sq_inbox_purge,
     .event_purge = sq_event_purge,
     .event_expire = sq_event_expire,
+    .replay_select = sq_replay_select,
+    .replay_create = sq_replay_create,
+    .replay_get = sq_replay_get,
+    .replay_list = sq_replay_list,
+    .replay_act = sq_replay_act,
+    .replay_step = sq_replay_step,
 };

@@ -434,7 +434,10 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   return sq_read_deliveries(c, st, out, n);
 }
 
-int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
+int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const char **why) {
+  static const char *unused;
+  if (!why) why = &unused;
+  *why = NULL;
   hookd_delivery d;
   int rc = sq_delivery_get(c, id, &d, NULL, NULL);
   if (rc) return rc;
@@ -443,6 +446,7 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
     snprintf(c->err, sizeof c->err, "a %s delivery cannot be replayed%s",
              hookd_dstate_name(d.state),
              hookd_dstate_active(d.state) ? ": it is already scheduled" : "");
+    *why = "state_changed";
     hookd_delivery_free(&d);
     return HOOKD_STORE_STATE;
   }
@@ -451,10 +455,12 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   rc = sq_endpoint_get(c, d.endpoint_id, &ep);
   if (rc == HOOKD_STORE_NOTFOUND) {
     snprintf(c->err, sizeof c->err, "its endpoint was deleted");
+    *why = "endpoint_deleted";
     rc = HOOKD_STORE_STATE;
   } else if (rc == 0) {
     if (!ep.enabled) {
       snprintf(c->err, sizeof c->err, "its endpoint is disabled");
+      *why = "endpoint_disabled";
       rc = HOOKD_STORE_STATE;
     }
     ordered = ep.ordered;
@@ -466,6 +472,7 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
     snprintf(c->err, sizeof c->err,
              "it was superseded by a higher ordering_version of its lane: never sent, never "
              "replayed");
+    *why = "superseded";
     rc = HOOKD_STORE_STATE;
   }
   int64_t seq = d.seq;
@@ -496,15 +503,18 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
              "its lane has moved on to ordering_version %lld (this event has %lld): an ordered "
              "lane never goes back",
              (long long)lane, (long long)version);
+    *why = "lane_moved_on";
     return HOOKD_STORE_STATE;
   }
   if (expires && expires <= now_ms) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
+    *why = "expired";
     return HOOKD_STORE_STATE;
   }
   if (purged) { /* never rebuilt from current state (O17) */
     snprintf(c->err, sizeof c->err,
              "its event's payload was purged (--payload-retention-s): nothing left to send");
+    *why = "payload_purged";
     return HOOKD_STORE_STATE;
   }
 
@@ -519,10 +529,17 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   sq_bind_i64(st, 1, seq);
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "replay");
-  if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_STATE;
+  if (sqlite3_changes(c->db) != 1) {
+    *why = "state_changed";
+    return HOOKD_STORE_STATE;
+  }
   /* an inbound event's record follows (dead_lettered or completed no longer: it is sent again);
    * an outbound event has none, and this finds none */
-  rc = sq_inbox_follow(c, seq, now_ms, NULL, NULL);
+  return sq_inbox_follow(c, seq, now_ms, NULL, NULL);
+}
+
+int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
+  int rc = sq_replay_one(c, id, now_ms, NULL);
   if (rc) return rc;
   return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
 }
@@ -924,8 +941,7 @@ int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int
   return 0;
 }
 
-/* Like hint_push, but keeps one entry per endpoint with the earliest due (small lists). */
-static int hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
+int sq_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
   for (size_t i = 0; i < *n; i++) {
     if (strcmp((*v)[i].endpoint_id, ep) == 0) {
       if (due < (*v)[i].due_ms) (*v)[i].due_ms = due;
@@ -994,7 +1010,7 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
       if (sq_seq_push(&hold, &n_hold, &cap_hold, sq_col_i64(st, 3)) != 0) break;
       continue;
     }
-    if (hint_add(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
+    if (sq_hint_add(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
                  sq_col_i64(st, 1)) != 0)
       break;
   }

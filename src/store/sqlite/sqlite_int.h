@@ -32,6 +32,9 @@ enum sq_stmt_id {
   SQ_DL_RESOLVE, SQ_DL_RESOLVE_EP,
   SQ_TENANT_UPDATE, SQ_TENANT_LIST, SQ_CLAIM_LIVE_LANES, SQ_CLAIM_REPLAY, SQ_CLAIM_REPLAY_LANES,
   SQ_NEXT_DUE_REPLAY, SQ_EP_FAILING, SQ_NEXT_DUE_LANES, SQ_NEXT_DUE_REPLAY_LANES,
+  SQ_RPL_GET, SQ_RPL_EP_CHECK, SQ_RPL_SELECT, SQ_RPL_COUNT, SQ_RPL_ACTIVE, SQ_RPL_INSERT,
+  SQ_RPL_ITEM_INSERT, SQ_RPL_BY_EP, SQ_RPL_SKIPPED, SQ_RPL_STATES, SQ_RPL_LIST, SQ_RPL_SET,
+  SQ_RPL_ITEM_SET, SQ_RPL_ITEM_GET, SQ_RPL_ADVANCE, SQ_RPL_DUE, SQ_RPL_NEXT,
   SQ_TX_BEGIN_W, SQ_TX_BEGIN_R, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE,
   SQ_TX_ROLLBACK_TO,
   SQ__COUNT
@@ -130,6 +133,21 @@ int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
 int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_delivery **out,
                      size_t *n);
 int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out);
+/* delivery_replay's checks and write, without reading the delivery back; on HOOKD_STORE_STATE
+ * *why (may be NULL) names the refusal: state_changed, endpoint_deleted, endpoint_disabled,
+ * superseded, lane_moved_on, expired, payload_purged. */
+int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const char **why);
+int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
+                     int64_t max_items, hookd_replay_snapshot *out);
+int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_replay_snapshot *snap,
+                     int64_t now_ms);
+int sq_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
+                  hookd_replay_job *out, hookd_replay_detail *detail);
+int sq_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
+                   hookd_replay_job **out, size_t *n);
+int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
+                  hookd_replay_action action, int64_t now_ms, hookd_replay_job *out);
+int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res);
 int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
              int64_t *next_due_ms);
 int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o);
@@ -186,6 +204,8 @@ int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys);
 int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
                     const char *last_error, const char *result_ref);
 int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
+/* Like sq_hint_push, but one entry per endpoint, with the earliest due (short lists). */
+int sq_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
 /* Appends seq to a growing array (doubling); -1 when out of memory. */
 int sq_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq);
 

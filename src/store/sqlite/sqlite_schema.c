@@ -318,6 +318,42 @@ static const struct {
      "    retention_marks m WHERE d.seq = OLD.delivery_seq AND e.seq = d.event_seq"
      "    AND m.name = e.kind), 0)"
      "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only inside the retention window'); END;"},
+    {14,
+     /* Replay jobs (O12, docs/replay.md): a job and the snapshot of the deliveries it replays,
+      * item n = 1..total in the order they go; next_item is the job's cursor, next_item_at its
+      * token bucket. result: NULL while queued, then "replayed" or why it was skipped. The DEAD
+      * queue gets an index of its own (a job's usual filter; few rows, written only when a
+      * delivery dies or leaves that state). */
+     "CREATE TABLE replay_jobs ("
+     "  seq INTEGER PRIMARY KEY,"
+     "  id TEXT NOT NULL UNIQUE,"
+     "  tenant_id TEXT NOT NULL,"
+     "  state TEXT NOT NULL,"
+     "  filter TEXT NOT NULL,"
+     "  filter_state TEXT NOT NULL,"
+     "  actor TEXT,"
+     "  reason TEXT NOT NULL,"
+     "  rate_per_s REAL NOT NULL,"
+     "  total INTEGER NOT NULL,"
+     "  replayed INTEGER NOT NULL DEFAULT 0,"
+     "  skipped INTEGER NOT NULL DEFAULT 0,"
+     "  next_item INTEGER NOT NULL DEFAULT 1,"
+     "  next_item_at INTEGER NOT NULL DEFAULT 0,"
+     "  created_at INTEGER NOT NULL,"
+     "  confirmed_at INTEGER,"
+     "  updated_at INTEGER NOT NULL,"
+     "  finished_at INTEGER"
+     ");"
+     "CREATE INDEX replay_jobs_tenant ON replay_jobs(tenant_id, id);"
+     "CREATE INDEX replay_jobs_running ON replay_jobs(next_item_at) WHERE state = 'running';"
+     "CREATE TABLE replay_items ("
+     "  job_seq INTEGER NOT NULL,"
+     "  n INTEGER NOT NULL,"
+     "  delivery_seq INTEGER NOT NULL,"
+     "  result TEXT,"
+     "  PRIMARY KEY (job_seq, n)"
+     ") WITHOUT ROWID;"
+     "CREATE INDEX deliveries_dead ON deliveries(tenant_id, created_at) WHERE state = 'dead';"},
 };
 
 int sq_migrate(hookd_store_conn *c, bool apply) {

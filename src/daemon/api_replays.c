@@ -1,0 +1,471 @@
+/* api_replays.c — replay jobs: bulk replay with governance (O12, docs/replay.md).
+ *   POST /v1/tenants/{t}/replays                       preview: count, endpoints, estimate
+ *   POST /v1/tenants/{t}/replays/{id}/confirm|pause|resume|cancel
+ *   GET  /v1/tenants/{t}/replays/{id}                  the job and its progress
+ *   GET  /v1/tenants/{t}/replays?limit=&after=         newest first
+ *
+ * Creating a job is three store steps on one suspended request: the snapshot is selected on
+ * the reader (a long scan must not hold up the writer), stored with the job and audited on the
+ * writer, and the job read back with its breakdown on the reader. An action is written and
+ * audited on the writer, then read back the same way. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "core/timefmt.h"
+#include "daemon/api.h"
+#include "daemon/log.h"
+#include "daemon/replayer.h"
+
+#define DEFAULT_RATE 50.0 /* deliveries a second a job moves back to pending */
+
+typedef struct rp_op {
+  hookd_api_op base;
+  char tenant[HOOKD_ID_MAX + 64];
+  char id[HOOKD_ID_MAX + 64];
+  /* create */
+  char endpoint[HOOKD_ID_MAX + 64], event_type[272];
+  hookd_replay_filter f;
+  hookd_replay_snapshot snap;
+  char *filter_json;
+  double rate;
+  bool tenant_missing;
+  bool created;  /* the read back answers 201 */
+  /* act */
+  hookd_replay_action action;
+  /* read back */
+  hookd_replay_job job;
+  hookd_replay_detail detail;
+  bool loaded;
+  hookd_endpoint eps[100]; /* the detail's endpoints, as stored (id NULL: not found) */
+  /* list */
+  char after[HOOKD_ID_MAX + 64];
+  int limit;
+  hookd_replay_job *list;
+  size_t n;
+} rp_op;
+
+static void rp_cleanup(hookd_api_op *base) {
+  rp_op *op = (rp_op *)base;
+  hookd_replay_snapshot_free(&op->snap);
+  free(op->filter_json);
+  if (op->loaded) {
+    for (size_t i = 0; i < op->detail.n_endpoints; i++)
+      if (op->eps[i].id) hookd_endpoint_free(&op->eps[i]);
+    hookd_replay_detail_free(&op->detail);
+    hookd_replay_job_free(&op->job);
+  }
+  if (op->list) hookd_replay_jobs_free(op->list, op->n);
+}
+
+static rp_op *new_op(hookd_req *r, hookd_app *app,
+                     int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                     void (*reply)(hookd_api_op *, int)) {
+  rp_op *op = hookd_api_op_new(sizeof *op, r, app, run, reply);
+  if (!op) return NULL;
+  op->base.cleanup = rp_cleanup;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  return op;
+}
+
+/* ---------- rendering ---------- */
+
+static json_t *counts_object(const hookd_replay_count *v, size_t n) {
+  json_t *o = json_object();
+  for (size_t i = 0; i < n; i++) json_object_set_new(o, v[i].key, json_integer(v[i].n));
+  return o;
+}
+
+static json_t *render(rp_op *op) {
+  const hookd_replay_job *j = &op->job;
+  const hookd_replay_detail *d = &op->detail;
+  json_t *filter = j->filter ? json_loads(j->filter, 0, NULL) : NULL;
+  int64_t remaining = j->total - j->replayed - j->skipped;
+  bool live = !strcmp(j->state, "preview") || !strcmp(j->state, "running") ||
+              !strcmp(j->state, "paused");
+  double drain = live && j->rate_per_s > 0 ? (double)remaining / j->rate_per_s : 0;
+  json_t *eps = json_array();
+  for (size_t i = 0; i < d->n_endpoints; i++) {
+    const hookd_endpoint *e = &op->eps[i];
+    json_t *health = json_null();
+    hookd_endpoint_health h;
+    if (hookd_dispatcher_endpoint_health(op->base.app->disp, d->endpoints[i].key, &h) == 0)
+      health = json_pack("{s:s,s:o,s:o}", "breaker", h.breaker, "failing_since",
+                         hookd_json_time(h.failing_since_ms), "paused_until",
+                         hookd_json_time(h.paused_until_ms));
+    json_t *rate = e->id && e->rate_limit > 0 ? json_pack("{s:f}", "per_second", e->rate_limit)
+                                               : json_null();
+    if (live && e->id && e->rate_limit > 0) {
+      double t = (double)d->endpoints[i].remaining / e->rate_limit;
+      if (t > drain) drain = t; /* the endpoint's own limit is the slower one */
+    }
+    json_array_append_new(
+        eps, json_pack("{s:s,s:I,s:I,s:b,s:b,s:o,s:o,s:o}", "id", d->endpoints[i].key, "count",
+                       (json_int_t)d->endpoints[i].n, "remaining",
+                       (json_int_t)d->endpoints[i].remaining, "enabled",
+                       e->id && e->enabled && !e->deleted_ms, "deleted",
+                       !e->id || e->deleted_ms != 0, "disabled_reason",
+                       hookd_json_str_or_null(e->id ? e->disabled_reason : NULL), "rate_limit",
+                       rate, "health", health));
+  }
+  json_t *progress = json_pack(
+      "{s:I,s:I,s:I,s:o,s:o}", "replayed", (json_int_t)j->replayed, "skipped",
+      (json_int_t)j->skipped, "remaining", (json_int_t)remaining, "skipped_by_reason",
+      counts_object(d->skipped, d->n_skipped), "deliveries", counts_object(d->states, d->n_states));
+  json_t *v = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:f}", "id", j->id, "tenant_id",
+                        j->tenant_id, "state", j->state, "filter", filter ? filter : json_null(),
+                        "reason", hookd_json_str_or_null(j->reason), "actor",
+                        hookd_json_str_or_null(j->actor), "rate",
+                        json_pack("{s:f}", "per_second", j->rate_per_s), "total",
+                        (json_int_t)j->total, "progress", progress, "endpoints", eps,
+                        "estimated_drain_s", (double)(int64_t)(drain * 10 + 0.5) / 10);
+  json_object_set_new(v, "created_at", hookd_json_time(j->created_ms));
+  json_object_set_new(v, "confirmed_at", hookd_json_time(j->confirmed_ms));
+  json_object_set_new(v, "finished_at", hookd_json_time(j->finished_ms));
+  json_object_set_new(v, "updated_at", hookd_json_time(j->updated_ms));
+  return v;
+}
+
+/* A job in a list: no breakdown (that takes a scan of its items). */
+static json_t *render_brief(const hookd_replay_job *j) {
+  json_t *filter = j->filter ? json_loads(j->filter, 0, NULL) : NULL;
+  json_t *v = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:I}", "id", j->id, "state", j->state,
+                        "filter", filter ? filter : json_null(), "reason",
+                        hookd_json_str_or_null(j->reason), "actor",
+                        hookd_json_str_or_null(j->actor), "rate",
+                        json_pack("{s:f}", "per_second", j->rate_per_s), "total",
+                        (json_int_t)j->total, "replayed", (json_int_t)j->replayed, "skipped",
+                        (json_int_t)j->skipped);
+  json_object_set_new(v, "created_at", hookd_json_time(j->created_ms));
+  json_object_set_new(v, "finished_at", hookd_json_time(j->finished_ms));
+  return v;
+}
+
+/* ---------- read back (get, and the end of create and act) ---------- */
+
+static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  rp_op *op = (rp_op *)base;
+  if (op->loaded) { /* a redone run */
+    for (size_t i = 0; i < op->detail.n_endpoints; i++)
+      if (op->eps[i].id) hookd_endpoint_free(&op->eps[i]);
+    hookd_replay_detail_free(&op->detail);
+    hookd_replay_job_free(&op->job);
+    op->loaded = false;
+  }
+  int rc = be->replay_get(c, op->tenant, op->id, &op->job, &op->detail);
+  if (rc) return rc;
+  op->loaded = true;
+  memset(op->eps, 0, sizeof op->eps);
+  for (size_t i = 0; i < op->detail.n_endpoints && i < 100; i++) {
+    rc = be->endpoint_get(c, op->detail.endpoints[i].key, &op->eps[i]);
+    if (rc == HOOKD_STORE_NOTFOUND) continue;
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static void reply_get(hookd_api_op *base, int rc) {
+  rp_op *op = (rp_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "replay job");
+    return;
+  }
+  hookd_req_reply_json(base->req, op->created ? 201 : 200, render(op));
+}
+
+void hookd_api_replay_get(hookd_req *r, hookd_app *app) {
+  rp_op *op = new_op(r, app, run_get, reply_get);
+  if (!op) return;
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
+  hookd_api_submit(&op->base, false);
+}
+
+/* ---------- list ---------- */
+
+static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  rp_op *op = (rp_op *)base;
+  int rc = hookd_api_tenant_known(base, c, be, op->tenant);
+  return rc ? rc : be->replay_list(c, op->tenant, op->after, op->limit + 1, &op->list, &op->n);
+}
+
+static void reply_list(hookd_api_op *base, int rc) {
+  rp_op *op = (rp_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, base->err[0] ? base->err : "replay jobs");
+    return;
+  }
+  size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
+  json_t *data = json_array();
+  for (size_t i = 0; i < shown; i++) json_array_append_new(data, render_brief(&op->list[i]));
+  json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+}
+
+void hookd_api_replay_list(hookd_req *r, hookd_app *app) {
+  int limit = hookd_api_limit(r, 50, 500);
+  if (limit < 0) return;
+  const char *after = hookd_req_query(r, "after");
+  if (after && !hookd_id_valid(after, 128)) {
+    hookd_req_error(r, 400, "invalid_parameter", "after must be an id");
+    return;
+  }
+  rp_op *op = new_op(r, app, run_list, reply_list);
+  if (!op) return;
+  op->limit = limit;
+  snprintf(op->after, sizeof op->after, "%s", after ? after : "");
+  hookd_api_submit(&op->base, false);
+}
+
+/* ---------- create ---------- */
+
+static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  rp_op *op = (rp_op *)base;
+  hookd_replay_job j = {.id = op->id, .tenant_id = op->tenant, .filter = op->filter_json,
+                        .actor = base->actor[0] ? base->actor : NULL, .reason = base->reason,
+                        .rate_per_s = op->rate};
+  int64_t now = hookd_now_ms();
+  int rc = be->replay_create(c, &j, &op->snap, now);
+  if (rc) return rc;
+  char detail[128];
+  snprintf(detail, sizeof detail, "preview of %lld deliveries", (long long)j.total);
+  return hookd_api_audit(base, c, be, "replay.create", op->id, op->tenant, detail);
+}
+
+static void reply_create(hookd_api_op *base, int rc) {
+  rp_op *op = (rp_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "replay job");
+    return;
+  }
+  HLOG(HOOKD_LOG_INFO, "replay.created", KV_S("replay_id", op->id), KV_S("tenant_id", op->tenant),
+       KV_I("total", (int64_t)op->snap.n), KV_S("actor", base->actor[0] ? base->actor : NULL));
+  hookd_api_chain(base, run_get, reply_get, false);
+}
+
+static int run_select(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  rp_op *op = (rp_op *)base;
+  hookd_replay_snapshot_free(&op->snap);
+  int rc = hookd_api_tenant_known(base, c, be, op->tenant);
+  if (rc) {
+    op->tenant_missing = true;
+    return rc;
+  }
+  return be->replay_select(c, op->tenant, &op->f, (int64_t)base->app->cfg->max_replay_items,
+                           &op->snap);
+}
+
+static void reply_select(hookd_api_op *base, int rc) {
+  rp_op *op = (rp_op *)base;
+  if (rc == HOOKD_STORE_NOTFOUND && !op->tenant_missing) {
+    hookd_req_error(base->req, 422, "invalid_field", "%s", base->err);
+    return;
+  }
+  if (rc) {
+    hookd_api_store_error(base, rc, base->err[0] ? base->err : "replay job");
+    return;
+  }
+  hookd_id_new("rpl", hookd_now_ms(), op->id);
+  hookd_api_chain(base, run_create, reply_create, true);
+}
+
+/* filter.event_type: a type, a prefix as "invoice.*", or "*". */
+static bool type_pattern_valid(const char *s) {
+  size_t n = strlen(s);
+  if (!strcmp(s, "*")) return true;
+  if (n > 2 && s[n - 2] == '.' && s[n - 1] == '*') {
+    char prefix[272];
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(n - 2), s);
+    return n - 2 <= 256 && hookd_id_valid(prefix, 256);
+  }
+  return hookd_id_valid(s, 256);
+}
+
+static bool parse_time(hookd_req *r, const json_t *filter, const char *key, int64_t *ms) {
+  const json_t *v = json_object_get(filter, key);
+  if (!v || json_is_null(v)) return true;
+  if (!json_is_string(v) || hookd_parse_rfc3339(json_string_value(v), ms) != 0 || *ms <= 0) {
+    hookd_req_error(r, 422, "invalid_field", "filter.%s must be an RFC 3339 time", key);
+    return false;
+  }
+  return true;
+}
+
+/* Validates the filter into op->f and its normalised JSON; answers 422 and returns false. */
+static bool parse_filter(hookd_req *r, rp_op *op, const json_t *filter) {
+  static const char *const names[] = {"state", "endpoint", "event_type", "since", "until", NULL};
+  if (filter && !json_is_object(filter)) {
+    hookd_req_error(r, 422, "invalid_field", "filter must be an object");
+    return false;
+  }
+  json_t *empty = json_object();
+  if (!filter) filter = empty;
+  bool ok = false;
+  if (!hookd_api_known_members(r, filter, "filter", names)) goto out;
+  const json_t *st = json_object_get(filter, "state");
+  op->f.state = HOOKD_DS_DEAD;
+  if (st && !json_is_null(st)) {
+    const char *s = json_is_string(st) ? json_string_value(st) : "";
+    if (!strcmp(s, "dead")) {
+      op->f.state = HOOKD_DS_DEAD;
+    } else if (!strcmp(s, "delivered")) {
+      op->f.state = HOOKD_DS_DELIVERED;
+    } else {
+      hookd_req_error(r, 422, "invalid_field",
+                      "filter.state must be dead or delivered (the states a replay leaves)");
+      goto out;
+    }
+  }
+  const json_t *ep = json_object_get(filter, "endpoint");
+  if (ep && !json_is_null(ep)) {
+    if (!json_is_string(ep) || !hookd_id_valid(json_string_value(ep), 128)) {
+      hookd_req_error(r, 422, "invalid_field", "filter.endpoint must be an endpoint id");
+      goto out;
+    }
+    snprintf(op->endpoint, sizeof op->endpoint, "%s", json_string_value(ep));
+    op->f.endpoint_id = op->endpoint;
+  }
+  const json_t *ty = json_object_get(filter, "event_type");
+  if (ty && !json_is_null(ty)) {
+    if (!json_is_string(ty) || !type_pattern_valid(json_string_value(ty))) {
+      hookd_req_error(r, 422, "invalid_field",
+                      "filter.event_type must be an event type, a prefix as \"invoice.*\", or "
+                      "\"*\"");
+      goto out;
+    }
+    snprintf(op->event_type, sizeof op->event_type, "%s", json_string_value(ty));
+    op->f.event_type = op->event_type;
+  }
+  if (!parse_time(r, filter, "since", &op->f.since_ms) ||
+      !parse_time(r, filter, "until", &op->f.until_ms))
+    goto out;
+  if (op->f.since_ms && op->f.until_ms && op->f.since_ms >= op->f.until_ms) {
+    hookd_req_error(r, 422, "invalid_field", "filter.since must be before filter.until");
+    goto out;
+  }
+  char since[HOOKD_RFC3339_MAX], until[HOOKD_RFC3339_MAX];
+  hookd_fmt_rfc3339_ms(op->f.since_ms, since);
+  hookd_fmt_rfc3339_ms(op->f.until_ms, until);
+  json_t *norm = json_pack(
+      "{s:s,s:o,s:o,s:o,s:o}", "state", hookd_dstate_name(op->f.state), "endpoint",
+      op->f.endpoint_id ? json_string(op->f.endpoint_id) : json_null(), "event_type",
+      op->f.event_type ? json_string(op->f.event_type) : json_null(), "since",
+      op->f.since_ms ? json_string(since) : json_null(), "until",
+      op->f.until_ms ? json_string(until) : json_null());
+  op->filter_json = norm ? json_dumps(norm, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(norm);
+  if (!op->filter_json) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    goto out;
+  }
+  ok = true;
+out:
+  json_decref(empty);
+  return ok;
+}
+
+/* reason: the field, else the Hookd-Reason header; required where `required`. */
+static bool take_reason(hookd_req *r, rp_op *op, const json_t *body, bool required) {
+  const json_t *v = body ? json_object_get(body, "reason") : NULL;
+  if (v && !json_is_null(v)) {
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    size_t n = s ? strlen(s) : 0;
+    if (!s || n == 0 || n >= sizeof op->base.reason) {
+      hookd_req_error(r, 422, "invalid_field", "reason must be a string of 1 to %zu bytes",
+                      sizeof op->base.reason - 1);
+      return false;
+    }
+    memcpy(op->base.reason, s, n + 1);
+  }
+  if (required && !op->base.reason[0]) {
+    hookd_req_error(r, 422, "missing_field",
+                    "reason is required (or a Hookd-Reason header): a bulk replay is audited "
+                    "with who asked for it and why");
+    return false;
+  }
+  return true;
+}
+
+void hookd_api_replay_create(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"filter", "reason", "rate", NULL};
+  if (hookd_api_store_overloaded(r, app)) return;
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  rp_op *op = NULL;
+  if (!hookd_api_known_members(r, body, NULL, names)) goto out;
+  op = new_op(r, app, run_select, reply_select);
+  if (!op) goto out;
+  op->created = true;
+  op->rate = DEFAULT_RATE;
+  const json_t *rate = json_object_get(body, "rate");
+  if (rate && json_is_null(rate)) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "rate may not be null: a replay job's rate is bounded (default 50 per "
+                    "second)");
+    goto fail;
+  }
+  if (rate && hookd_api_parse_rate(r, rate, "rate", &op->rate) != 0) goto fail;
+  if (!parse_filter(r, op, json_object_get(body, "filter"))) goto fail;
+  if (!take_reason(r, op, body, true)) goto fail;
+  json_decref(body);
+  hookd_api_submit(&op->base, false);
+  return;
+fail:
+  rp_cleanup(&op->base);
+  free(op);
+out:
+  json_decref(body);
+}
+
+/* ---------- actions ---------- */
+
+static const char *const action_names[] = {"replay.confirm", "replay.pause", "replay.resume",
+                                           "replay.cancel"};
+
+static int run_act(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  rp_op *op = (rp_op *)base;
+  hookd_replay_job j;
+  int rc = be->replay_act(c, op->tenant, op->id, op->action, hookd_now_ms(), &j);
+  if (rc) return rc;
+  hookd_replay_job_free(&j);
+  return hookd_api_audit(base, c, be, action_names[op->action], op->id, op->tenant, NULL);
+}
+
+static void reply_act(hookd_api_op *base, int rc) {
+  rp_op *op = (rp_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "replay job");
+    return;
+  }
+  if (op->action == HOOKD_REPLAY_CONFIRM || op->action == HOOKD_REPLAY_RESUME)
+    hookd_replayer_wake(base->app->replayer);
+  HLOG(HOOKD_LOG_INFO, action_names[op->action], KV_S("replay_id", op->id),
+       KV_S("tenant_id", op->tenant), KV_S("actor", base->actor[0] ? base->actor : NULL));
+  hookd_api_chain(base, run_get, reply_get, false);
+}
+
+static void act(hookd_req *r, hookd_app *app, hookd_replay_action action) {
+  static const char *const names[] = {"reason", NULL};
+  size_t body_len;
+  hookd_req_body(r, &body_len);
+  json_t *body = body_len ? hookd_api_body_object(r, app) : NULL;
+  if (body_len && !body) return;
+  rp_op *op = NULL;
+  if (body && !hookd_api_known_members(r, body, NULL, names)) goto out;
+  op = new_op(r, app, run_act, reply_act);
+  if (!op) goto out;
+  op->action = action;
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
+  if (!take_reason(r, op, body, false)) {
+    free(op);
+    goto out;
+  }
+  hookd_api_submit(&op->base, true);
+out:
+  json_decref(body);
+}
+
+void hookd_api_replay_confirm(hookd_req *r, hookd_app *app) { act(r, app, HOOKD_REPLAY_CONFIRM); }
+void hookd_api_replay_pause(hookd_req *r, hookd_app *app) { act(r, app, HOOKD_REPLAY_PAUSE); }
+void hookd_api_replay_resume(hookd_req *r, hookd_app *app) { act(r, app, HOOKD_REPLAY_RESUME); }
+void hookd_api_replay_cancel(hookd_req *r, hookd_app *app) { act(r, app, HOOKD_REPLAY_CANCEL); }

@@ -1,0 +1,535 @@
+/* sqlite_replay.c — SQLite backend: replay jobs (O12, docs/replay.md).
+ *
+ * The snapshot of a filter's deliveries (read on the reader connection: a long scan must not
+ * hold up the writer), the job row and its items (writer), the job's state machine, and the
+ * step the replayer runs: each running job's due items, at its rate, go back to pending through
+ * the single replay's own checks and write (sq_replay_one). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "store/sqlite/sqlite_int.h"
+
+#define JOB_COLS                                                                                \
+  "seq, id, tenant_id, state, filter, actor, reason, rate_per_s, total, replayed, skipped,"     \
+  " created_at, confirmed_at, updated_at, finished_at, next_item_at"
+
+/* A preview older than its time to live reads as expired (the row is not rewritten). */
+static bool preview_expired(const char *state, int64_t created_ms, int64_t now_ms) {
+  return state && !strcmp(state, "preview") && created_ms + HOOKD_REPLAY_PREVIEW_TTL_MS <= now_ms;
+}
+
+static void rd_job(sqlite3_stmt *st, void *rec) {
+  hookd_replay_job *j = rec;
+  memset(j, 0, sizeof *j);
+  j->seq = sq_col_i64(st, 0);
+  j->id = sq_col_str(st, 1);
+  j->tenant_id = sq_col_str(st, 2);
+  j->state = sq_col_str(st, 3);
+  j->filter = sq_col_str(st, 4);
+  j->actor = sq_col_str(st, 5);
+  j->reason = sq_col_str(st, 6);
+  j->rate_per_s = sqlite3_column_double(st, 7);
+  j->total = sq_col_i64(st, 8);
+  j->replayed = sq_col_i64(st, 9);
+  j->skipped = sq_col_i64(st, 10);
+  j->created_ms = sq_col_i64(st, 11);
+  j->confirmed_ms = sq_col_i64(st, 12);
+  j->updated_ms = sq_col_i64(st, 13);
+  j->finished_ms = sq_col_i64(st, 14);
+  j->next_item_ms = sq_col_i64(st, 15);
+  if (preview_expired(j->state, j->created_ms, hookd_now_ms())) {
+    free(j->state);
+    j->state = strdup("expired");
+  }
+}
+
+static void free_jobs(void *v, size_t n) { hookd_replay_jobs_free(v, n); }
+
+static int read_job(hookd_store_conn *c, const char *tenant_id, const char *id,
+                    hookd_replay_job *out) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_GET,
+                             "SELECT " JOB_COLS " FROM replay_jobs WHERE id = ?1 AND tenant_id = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_text(st, 2, tenant_id);
+  hookd_replay_job *v = NULL;
+  size_t n = 0;
+  int rc = sq_read_rows(c, st, sizeof *v, rd_job, free_jobs, (void **)&v, &n, "read replay job");
+  if (rc) return rc;
+  if (n == 0) {
+    free(v);
+    return HOOKD_STORE_NOTFOUND;
+  }
+  *out = v[0];
+  free(v);
+  return HOOKD_STORE_OK;
+}
+
+/* ---------- the snapshot ---------- */
+
+/* One statement for every filter: each optional part is a NULL test, so it is prepared once;
+ * the DEAD queue has its own index (deliveries_dead), the rest walk the tenant's deliveries. */
+#define SELECT_WHERE                                                                            \
+  " FROM deliveries d JOIN events e ON e.seq = d.event_seq"                                     \
+  " WHERE d.tenant_id = ?1 AND d.state = ?2"                                                    \
+  " AND (?3 IS NULL OR d.endpoint_id = ?3)"                                                     \
+  " AND (?4 IS NULL OR e.type = ?4)"                                                            \
+  " AND (?5 IS NULL OR substr(e.type, 1, length(?5)) = ?5)"                                     \
+  " AND (?6 IS NULL OR d.created_at >= ?6) AND (?7 IS NULL OR d.created_at < ?7)"
+
+static void bind_filter(sqlite3_stmt *st, const char *tenant_id, const hookd_replay_filter *f) {
+  sq_bind_text(st, 1, tenant_id);
+  sq_bind_text(st, 2, hookd_dstate_name(f->state));
+  sq_bind_text(st, 3, f->endpoint_id);
+  const char *type = f->event_type;
+  size_t tl = type ? strlen(type) : 0;
+  if (type && tl >= 2 && type[tl - 2] == '.' && type[tl - 1] == '*') {
+    sqlite3_bind_text(st, 5, type, (int)tl - 1, SQLITE_TRANSIENT); /* "invoice.*" → "invoice." */
+  } else if (type && strcmp(type, "*") != 0) {
+    sq_bind_text(st, 4, type);
+  }
+  sq_bind_i64_or_null(st, 6, f->since_ms);
+  sq_bind_i64_or_null(st, 7, f->until_ms);
+}
+
+int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
+                     int64_t max_items, hookd_replay_snapshot *out) {
+  memset(out, 0, sizeof *out);
+  if (f->endpoint_id) {
+    sqlite3_stmt *st = sq_stmt(c, SQ_RPL_EP_CHECK,
+                               "SELECT 1 FROM endpoints WHERE id = ?1 AND tenant_id = ?2");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, f->endpoint_id);
+    sq_bind_text(st, 2, tenant_id);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE) {
+      snprintf(c->err, sizeof c->err, "filter.endpoint: no endpoint %.128s in this tenant",
+               f->endpoint_id);
+      return HOOKD_STORE_NOTFOUND;
+    }
+    if (rc != SQLITE_ROW) return sq_fail(c, "check endpoint");
+  }
+  out->filter_state = strdup(hookd_dstate_name(f->state));
+  if (!out->filter_state) return HOOKD_STORE_ERR;
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_SELECT,
+                             "SELECT d.seq" SELECT_WHERE " ORDER BY d.seq LIMIT ?8");
+  if (!st) return HOOKD_STORE_ERR;
+  bind_filter(st, tenant_id, f);
+  sq_bind_i64(st, 8, max_items + 1);
+  size_t cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (out->n == cap) {
+      size_t nc = cap ? cap * 2 : 256;
+      int64_t *nv = realloc(out->seqs, nc * sizeof *nv);
+      if (!nv) {
+        sqlite3_reset(st);
+        hookd_replay_snapshot_free(out);
+        snprintf(c->err, sizeof c->err, "out of memory");
+        return HOOKD_STORE_ERR;
+      }
+      out->seqs = nv;
+      cap = nc;
+    }
+    out->seqs[out->n++] = sq_col_i64(st, 0);
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) {
+    hookd_replay_snapshot_free(out);
+    return sq_fail(c, "select deliveries");
+  }
+  out->count = (int64_t)out->n;
+  if (out->count <= max_items) return HOOKD_STORE_OK;
+  /* over the limit: say how many, so the operator knows how far to narrow the filter */
+  st = sq_stmt(c, SQ_RPL_COUNT, "SELECT COUNT(*)" SELECT_WHERE);
+  if (!st) return HOOKD_STORE_ERR;
+  bind_filter(st, tenant_id, f);
+  rc = sqlite3_step(st);
+  out->count = rc == SQLITE_ROW ? sq_col_i64(st, 0) : out->count;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW) return sq_fail(c, "count deliveries");
+  snprintf(c->err, sizeof c->err,
+           "the filter matches %lld deliveries, more than --max-replay-items (%lld): narrow it "
+           "(time range, endpoint, event type)",
+           (long long)out->count, (long long)max_items);
+  return HOOKD_STORE_LIMIT;
+}
+
+int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_replay_snapshot *snap,
+                     int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ACTIVE,
+                             "SELECT COUNT(*) FROM replay_jobs WHERE tenant_id = ?1 AND"
+                             " (state = 'running' OR state = 'paused' OR"
+                             " (state = 'preview' AND created_at > ?2))");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, job->tenant_id);
+  sq_bind_i64(st, 2, now_ms - HOOKD_REPLAY_PREVIEW_TTL_MS);
+  int rc = sqlite3_step(st);
+  int64_t active = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW) return sq_fail(c, "count active replay jobs");
+  if (active >= HOOKD_REPLAY_ACTIVE_MAX) {
+    snprintf(c->err, sizeof c->err,
+             "the tenant has %d replay jobs in preview, running or paused: cancel or finish one "
+             "first",
+             HOOKD_REPLAY_ACTIVE_MAX);
+    return HOOKD_STORE_CONFLICT;
+  }
+  st = sq_stmt(c, SQ_RPL_INSERT,
+               "INSERT INTO replay_jobs(id, tenant_id, state, filter, filter_state, actor, reason,"
+               " rate_per_s, total, created_at, updated_at)"
+               " VALUES (?1, ?2, 'preview', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, job->id);
+  sq_bind_text(st, 2, job->tenant_id);
+  sq_bind_text(st, 3, job->filter);
+  sq_bind_text(st, 4, snap->filter_state);
+  sq_bind_text(st, 5, job->actor);
+  sq_bind_text(st, 6, job->reason);
+  sqlite3_bind_double(st, 7, job->rate_per_s);
+  sq_bind_i64(st, 8, (int64_t)snap->n);
+  sq_bind_i64(st, 9, now_ms);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_CONSTRAINT) return HOOKD_STORE_EXISTS;
+  if (rc != SQLITE_DONE) return sq_fail(c, "insert replay job");
+  int64_t job_seq = sqlite3_last_insert_rowid(c->db);
+  st = sq_stmt(c, SQ_RPL_ITEM_INSERT,
+               "INSERT INTO replay_items(job_seq, n, delivery_seq) VALUES (?1, ?2, ?3)");
+  if (!st) return HOOKD_STORE_ERR;
+  for (size_t i = 0; i < snap->n; i++) {
+    sqlite3_reset(st);
+    sq_bind_i64(st, 1, job_seq);
+    sq_bind_i64(st, 2, (int64_t)i + 1);
+    sq_bind_i64(st, 3, snap->seqs[i]);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert replay item");
+  }
+  sqlite3_reset(st);
+  job->seq = job_seq;
+  job->total = (int64_t)snap->n;
+  job->created_ms = job->updated_ms = now_ms;
+  return HOOKD_STORE_OK;
+}
+
+/* ---------- reads ---------- */
+
+static int read_counts(hookd_store_conn *c, sqlite3_stmt *st, hookd_replay_count **out,
+                       size_t *n, bool with_remaining) {
+  size_t cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (*n == cap) {
+      size_t nc = cap ? cap * 2 : 8;
+      hookd_replay_count *nv = realloc(*out, nc * sizeof *nv);
+      if (!nv) break;
+      *out = nv;
+      cap = nc;
+    }
+    hookd_replay_count *r = &(*out)[*n];
+    r->key = sq_col_str(st, 0);
+    r->n = sq_col_i64(st, 1);
+    r->remaining = with_remaining ? sq_col_i64(st, 2) : 0;
+    if (!r->key) break;
+    (*n)++;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) {
+    snprintf(c->err, sizeof c->err, "read replay counts");
+    return HOOKD_STORE_ERR;
+  }
+  return HOOKD_STORE_OK;
+}
+
+int sq_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
+                  hookd_replay_job *out, hookd_replay_detail *detail) {
+  int rc = read_job(c, tenant_id, id, out);
+  if (rc || !detail) return rc;
+  memset(detail, 0, sizeof *detail);
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BY_EP,
+                             "SELECT d.endpoint_id, COUNT(*), SUM(i.result IS NULL)"
+                             " FROM replay_items i JOIN deliveries d ON d.seq = i.delivery_seq"
+                             " WHERE i.job_seq = ?1 GROUP BY d.endpoint_id"
+                             " ORDER BY 2 DESC, 1 LIMIT 100");
+  if (!st) goto fail;
+  sq_bind_i64(st, 1, out->seq);
+  if ((rc = read_counts(c, st, &detail->endpoints, &detail->n_endpoints, true)) != 0) goto fail;
+  st = sq_stmt(c, SQ_RPL_SKIPPED,
+               "SELECT result, COUNT(*) FROM replay_items WHERE job_seq = ?1 AND result IS NOT"
+               " NULL AND result <> 'replayed' GROUP BY result ORDER BY 1");
+  if (!st) goto fail;
+  sq_bind_i64(st, 1, out->seq);
+  if ((rc = read_counts(c, st, &detail->skipped, &detail->n_skipped, false)) != 0) goto fail;
+  st = sq_stmt(c, SQ_RPL_STATES,
+               "SELECT d.state, COUNT(*) FROM replay_items i JOIN deliveries d"
+               " ON d.seq = i.delivery_seq WHERE i.job_seq = ?1 AND i.result = 'replayed'"
+               " GROUP BY d.state ORDER BY 1");
+  if (!st) goto fail;
+  sq_bind_i64(st, 1, out->seq);
+  if ((rc = read_counts(c, st, &detail->states, &detail->n_states, false)) != 0) goto fail;
+  return HOOKD_STORE_OK;
+fail:
+  hookd_replay_detail_free(detail);
+  hookd_replay_job_free(out);
+  return HOOKD_STORE_ERR;
+}
+
+int sq_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
+                   hookd_replay_job **out, size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_LIST,
+                             "SELECT " JOB_COLS " FROM replay_jobs WHERE tenant_id = ?1"
+                             " AND (?2 = '' OR id < ?2) ORDER BY id DESC LIMIT ?3");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, tenant_id);
+  sq_bind_text(st, 2, after_id ? after_id : "");
+  sq_bind_i64(st, 3, limit);
+  return sq_read_rows(c, st, sizeof **out, rd_job, free_jobs, (void **)out, n,
+                      "list replay jobs");
+}
+
+/* ---------- the state machine ---------- */
+
+int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
+                  hookd_replay_action action, int64_t now_ms, hookd_replay_job *out) {
+  hookd_replay_job j;
+  int rc = read_job(c, tenant_id, id, &j);
+  if (rc) return rc;
+  static const char *const verbs[] = {"confirmed", "paused", "resumed", "cancelled"};
+  const char *from = j.state, *to = NULL;
+  bool start = false, finish = false;
+  switch (action) {
+  case HOOKD_REPLAY_CONFIRM:
+    if (!strcmp(from, "preview")) to = "running", start = true;
+    break;
+  case HOOKD_REPLAY_PAUSE:
+    if (!strcmp(from, "running")) to = "paused";
+    break;
+  case HOOKD_REPLAY_RESUME:
+    if (!strcmp(from, "paused")) to = "running", start = true;
+    break;
+  case HOOKD_REPLAY_CANCEL:
+    if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused"))
+      to = "cancelled", finish = true;
+    break;
+  }
+  if (!to) {
+    if (!strcmp(from, "expired"))
+      snprintf(c->err, sizeof c->err,
+               "the preview expired (older than %d minutes): create the job again, the "
+               "deliveries may have changed",
+               HOOKD_REPLAY_PREVIEW_TTL_MS / 60000);
+    else
+      snprintf(c->err, sizeof c->err, "a %s replay job cannot be %s", from, verbs[action]);
+    hookd_replay_job_free(&j);
+    return HOOKD_STORE_STATE;
+  }
+  /* the bucket starts full at confirm and resume: a paused job does not save up its rate */
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_SET,
+                             "UPDATE replay_jobs SET state = ?2, updated_at = ?3,"
+                             " confirmed_at = CASE WHEN ?4 AND confirmed_at IS NULL THEN ?3"
+                             "   ELSE confirmed_at END,"
+                             " next_item_at = CASE WHEN ?4 THEN ?3 ELSE next_item_at END,"
+                             " finished_at = CASE WHEN ?5 THEN ?3 ELSE finished_at END"
+                             " WHERE seq = ?1 AND state = ?6");
+  if (!st) {
+    hookd_replay_job_free(&j);
+    return HOOKD_STORE_ERR;
+  }
+  sq_bind_i64(st, 1, j.seq);
+  sq_bind_text(st, 2, to);
+  sq_bind_i64(st, 3, now_ms);
+  sq_bind_i64(st, 4, start);
+  sq_bind_i64(st, 5, finish);
+  sq_bind_text(st, 6, from);
+  rc = sqlite3_step(st);
+  hookd_replay_job_free(&j);
+  if (rc != SQLITE_DONE) return sq_fail(c, "update replay job");
+  if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_STATE;
+  return read_job(c, tenant_id, id, out);
+}
+
+/* ---------- the step ---------- */
+
+typedef struct step_job {
+  int64_t seq;
+  char *id, *tenant_id, *filter_state;
+  double rate;
+  int64_t total, next_item, next_at;
+  int64_t replayed, skipped; /* before this step */
+} step_job;
+
+static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const char *result) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_SET,
+                             "UPDATE replay_items SET result = ?3 WHERE job_seq = ?1 AND n = ?2"
+                             " AND result IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  sq_bind_i64(st, 2, n);
+  sq_bind_text(st, 3, result);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "mark replay item");
+}
+
+/* One item: replayed, or why not. Sets *endpoint (owned) for a replayed one. */
+static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
+                     const char **result, char **endpoint) {
+  *endpoint = NULL;
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_GET,
+                             "SELECT i.result, d.id, d.state, d.endpoint_id FROM replay_items i"
+                             " LEFT JOIN deliveries d ON d.seq = i.delivery_seq"
+                             " WHERE i.job_seq = ?1 AND i.n = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, j->seq);
+  sq_bind_i64(st, 2, n);
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE) { /* cannot happen: items 1..total exist */
+      *result = "gone";
+      return HOOKD_STORE_OK;
+    }
+    return sq_fail(c, "read replay item");
+  }
+  bool done = sqlite3_column_type(st, 0) != SQLITE_NULL; /* another node's step took it */
+  char *id = sq_col_str(st, 1), *state = sq_col_str(st, 2);
+  *endpoint = sq_col_str(st, 3);
+  sqlite3_reset(st);
+  rc = HOOKD_STORE_OK;
+  *result = NULL;
+  if (done) {
+    *result = NULL;
+  } else if (!id) {
+    *result = "gone"; /* removed by event retention since the snapshot */
+  } else if (!state || strcmp(state, j->filter_state) != 0) {
+    *result = "state_changed"; /* replayed by hand, say: the job never sends it twice */
+  } else {
+    const char *why = NULL;
+    rc = sq_replay_one(c, id, now_ms, &why);
+    if (rc == HOOKD_STORE_OK) {
+      *result = "replayed";
+    } else if (rc == HOOKD_STORE_STATE && why) {
+      *result = why;
+      rc = HOOKD_STORE_OK;
+    }
+  }
+  free(id);
+  free(state);
+  if (!rc && *result) rc = item_result(c, j->seq, n, *result);
+  if (rc || !*result || strcmp(*result, "replayed") != 0) {
+    free(*endpoint);
+    *endpoint = NULL;
+  }
+  return rc;
+}
+
+static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_replay_step_res *res,
+                        size_t *hcap) {
+  double per_item = 1000.0 / j->rate;
+  /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
+   * burst its whole delay */
+  double at = (double)j->next_at;
+  if (at < (double)(now_ms - 1000)) at = (double)(now_ms - 1000);
+  int64_t replayed = 0, skipped = 0, n = j->next_item;
+  int taken = 0;
+  while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX) {
+    const char *result;
+    char *ep = NULL;
+    int rc = step_item(c, j, n, now_ms, &result, &ep);
+    if (rc) return rc;
+    if (result && !strcmp(result, "replayed")) {
+      replayed++;
+      int hrc = sq_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
+      free(ep);
+      if (hrc) return HOOKD_STORE_ERR;
+      at += per_item;
+    } else if (result) {
+      skipped++; /* a skip sends nothing: it takes no share of the rate */
+    }
+    n++;
+    taken++;
+  }
+  bool complete = n > j->total;
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ADVANCE,
+                             "UPDATE replay_jobs SET next_item = ?2, next_item_at = ?3,"
+                             " replayed = replayed + ?4, skipped = skipped + ?5, updated_at = ?6,"
+                             " state = CASE WHEN ?7 THEN 'completed' ELSE state END,"
+                             " finished_at = CASE WHEN ?7 THEN ?6 ELSE finished_at END"
+                             " WHERE seq = ?1 AND state = 'running'");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, j->seq);
+  sq_bind_i64(st, 2, n);
+  sq_bind_i64(st, 3, (int64_t)at);
+  sq_bind_i64(st, 4, replayed);
+  sq_bind_i64(st, 5, skipped);
+  sq_bind_i64(st, 6, now_ms);
+  sq_bind_i64(st, 7, complete);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "advance replay job");
+  res->replayed += (int)replayed;
+  res->skipped += (int)skipped;
+  if (complete) {
+    char detail[128];
+    snprintf(detail, sizeof detail, "replayed %lld, skipped %lld",
+             (long long)(j->replayed + replayed), (long long)(j->skipped + skipped));
+    hookd_audit a = {.at_ms = now_ms, .actor = "system", .action = "replay.complete",
+                     .target = j->id, .tenant_id = j->tenant_id, .detail = detail};
+    int rc = sq_audit_append(c, &a);
+    if (rc) return rc;
+    char **nv = realloc(res->completed, (res->n_completed + 1) * sizeof *nv);
+    if (!nv) return HOOKD_STORE_ERR;
+    res->completed = nv;
+    if (!(nv[res->n_completed] = strdup(j->id))) return HOOKD_STORE_ERR;
+    res->n_completed++;
+  }
+  return HOOKD_STORE_OK;
+}
+
+int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res) {
+  hookd_replay_step_res_free(res); /* a redone batch runs the op again */
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_DUE,
+                             "SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
+                             " next_item, next_item_at, replayed, skipped FROM replay_jobs"
+                             " WHERE state = 'running' AND next_item_at <= ?1"
+                             " ORDER BY next_item_at LIMIT 16");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, now_ms);
+  step_job jobs[16];
+  size_t nj = 0;
+  int rc;
+  while (nj < 16 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    step_job *j = &jobs[nj];
+    j->seq = sq_col_i64(st, 0);
+    j->id = sq_col_str(st, 1);
+    j->tenant_id = sq_col_str(st, 2);
+    j->filter_state = sq_col_str(st, 3);
+    j->rate = sqlite3_column_double(st, 4);
+    j->total = sq_col_i64(st, 5);
+    j->next_item = sq_col_i64(st, 6);
+    j->next_at = sq_col_i64(st, 7);
+    j->replayed = sq_col_i64(st, 8);
+    j->skipped = sq_col_i64(st, 9);
+    nj++;
+    if (!j->id || !j->tenant_id || !j->filter_state || !(j->rate > 0)) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+  }
+  sqlite3_reset(st);
+  int out = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? HOOKD_STORE_OK : sq_fail(c, "due replay jobs");
+  size_t hcap = 0;
+  for (size_t i = 0; i < nj && !out; i++) out = step_job_run(c, &jobs[i], now_ms, res, &hcap);
+  for (size_t i = 0; i < nj; i++) {
+    free(jobs[i].id);
+    free(jobs[i].tenant_id);
+    free(jobs[i].filter_state);
+  }
+  if (out) return out;
+  st = sq_stmt(c, SQ_RPL_NEXT,
+               "SELECT MIN(next_item_at) FROM replay_jobs WHERE state = 'running'");
+  if (!st) return HOOKD_STORE_ERR;
+  rc = sqlite3_step(st);
+  bool any = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL;
+  res->next_ms = any ? sq_col_i64(st, 0) : 0;
+  if (any && res->next_ms <= 0) res->next_ms = 1;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "next replay step");
+}
