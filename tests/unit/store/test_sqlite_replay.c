@@ -1,0 +1,337 @@
+/* test_sqlite_replay.c — replay jobs in the SQLite backend (sqlite_replay.c, docs/replay.md):
+ * the snapshot's filter (state, endpoint, type prefix, time range) and its limit, the per-tenant
+ * cap on active jobs, the state machine (and an outdated preview), and the step: the job's rate
+ * as a token bucket with a one-second burst, a delivery no longer in the filter's state skipped
+ * (never sent twice), nothing while paused, completion audited. */
+#include "store_fixture.h"
+#include "core/ids.h"
+#include "store/sqlite/sqlite_int.h"
+
+typedef struct rcall {
+  const char *tenant;
+  hookd_replay_filter f;
+  int64_t max, now;
+  hookd_replay_snapshot snap;
+  hookd_replay_job job;
+  hookd_replay_detail detail;
+  hookd_replay_action action;
+  hookd_replay_step_res step;
+  char id[HOOKD_ID_MAX];
+} rcall;
+
+static int run_select(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  rcall *k = a;
+  return be->replay_select(c, k->tenant, &k->f, k->max, &k->snap);
+}
+static int run_create(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  rcall *k = a;
+  hookd_replay_job j = {.id = k->id, .tenant_id = (char *)k->tenant, .filter = (char *)"{}",
+                        .actor = (char *)"key_test", .reason = (char *)"test", .rate_per_s = 2};
+  int rc = be->replay_create(c, &j, &k->snap, k->now);
+  k->job.total = j.total;
+  return rc;
+}
+static int run_act(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  rcall *k = a;
+  int rc = be->replay_act(c, k->tenant, k->id, k->action, k->now, &k->job);
+  return rc;
+}
+static int run_getjob(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  rcall *k = a;
+  return be->replay_get(c, k->tenant, k->id, &k->job, &k->detail);
+}
+static int run_step(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  rcall *k = a;
+  return be->replay_step(c, k->now, &k->step);
+}
+
+/* n events of `type` on every endpoint of the tenant, each delivery made DEAD. */
+static void dead_events(fx *f, const char *tenant, const char *ep, const char *type, int n,
+                        int *seq) {
+  for (int i = 0; i < n; i++) {
+    char id[64];
+    snprintf(id, sizeof id, "evt_%s_%d", type, (*seq)++);
+    hookd_publish_res res;
+    assert_int_equal(publish(f, tenant, id, type, NULL, 1, &res), 0);
+    hookd_publish_res_free(&res);
+  }
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, ep, "node", hookd_now_ms() + 1, 60000, &cl);
+  assert_int_equal(got, (size_t)n);
+  for (size_t i = 0; i < got; i++) assert_int_equal(record(f, &cl[i], HOOKD_DS_DEAD, 500), 0);
+  free_claimed(cl, got);
+}
+
+static int64_t select_count(fx *f, const char *tenant, hookd_replay_filter flt, int64_t max,
+                            int expect_rc) {
+  rcall k = {.tenant = tenant, .f = flt, .max = max};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), expect_rc);
+  int64_t n = expect_rc == HOOKD_STORE_LIMIT ? k.snap.count : (int64_t)k.snap.n;
+  hookd_replay_snapshot_free(&k.snap);
+  return n;
+}
+
+static int run_event(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  hookd_event ev;
+  hookd_delivery *dl = NULL;
+  size_t n = 0;
+  int rc = be->event_get(c, "t1", k->in, &ev, &dl, &n);
+  if (rc) return rc;
+  if (n == 1) snprintf(k->out, HOOKD_ID_MAX, "%s", dl[0].id);
+  hookd_event_free(&ev);
+  hookd_deliveries_free(dl, n);
+  return n == 1 ? 0 : HOOKD_STORE_ERR;
+}
+
+static void delivery_of(fx *f, const char *event_id, char out[HOOKD_ID_MAX]) {
+  call c = {.in = event_id, .out = out};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_event, &c), 0);
+}
+
+static int run_audit_list(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->audit_list(c, "t1", 0, 10, (hookd_audit **)k->out, &k->n);
+}
+
+static void wait_next_ms(void) {
+  int64_t t = hookd_now_ms();
+  while (hookd_now_ms() == t) {
+  }
+}
+
+static void the_filter_selects_what_it_names(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", "a.*");
+  make_tenant_endpoint(f, "t1", "ep2", "b.*");
+  make_tenant_endpoint(f, "t2", "ep3", NULL);
+  dead_events(f, "t1", "ep1", "a.x", 2, &seq);
+  wait_next_ms();
+  int64_t cut = hookd_now_ms();
+  wait_next_ms();
+  dead_events(f, "t1", "ep1", "a.y", 1, &seq);
+  dead_events(f, "t1", "ep2", "b.z", 3, &seq);
+  dead_events(f, "t2", "ep3", "a.x", 1, &seq); /* another tenant's */
+
+  hookd_replay_filter all = {.state = HOOKD_DS_DEAD};
+  assert_int_equal(select_count(f, "t1", all, 100, 0), 6);
+  hookd_replay_filter fl = all;
+  fl.endpoint_id = "ep2";
+  assert_int_equal(select_count(f, "t1", fl, 100, 0), 3);
+  fl = all;
+  fl.event_type = "a.*";
+  assert_int_equal(select_count(f, "t1", fl, 100, 0), 3);
+  fl.event_type = "a.x";
+  assert_int_equal(select_count(f, "t1", fl, 100, 0), 2);
+  fl.event_type = "a"; /* a type, not a prefix */
+  assert_int_equal(select_count(f, "t1", fl, 100, 0), 0);
+  fl = all;
+  fl.until_ms = cut;
+  assert_int_equal(select_count(f, "t1", fl, 100, 0), 2);
+  fl.until_ms = 0;
+  fl.since_ms = cut;
+  assert_int_equal(select_count(f, "t1", fl, 100, 0), 4);
+  fl = all;
+  fl.state = HOOKD_DS_DELIVERED;
+  assert_int_equal(select_count(f, "t1", fl, 100, 0), 0);
+  /* over the limit: refused, with how many match */
+  assert_int_equal(select_count(f, "t1", all, 5, HOOKD_STORE_LIMIT), 6);
+  assert_int_equal(select_count(f, "t1", all, 6, 0), 6);
+  /* an endpoint of another tenant, or none */
+  fl = all;
+  fl.endpoint_id = "ep3";
+  select_count(f, "t1", fl, 100, HOOKD_STORE_NOTFOUND);
+  fl.endpoint_id = "nope";
+  select_count(f, "t1", fl, 100, HOOKD_STORE_NOTFOUND);
+}
+
+/* Creates a job over every DEAD delivery of t1; returns its total. */
+static int64_t create_job(fx *f, const char *id, int64_t now, int expect_rc) {
+  rcall k = {.tenant = "t1", .f = {.state = HOOKD_DS_DEAD}, .max = 1000, .now = now};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
+  snprintf(k.id, sizeof k.id, "%s", id);
+  assert_int_equal(w(f, run_create, (call *)&k), expect_rc);
+  hookd_replay_snapshot_free(&k.snap);
+  return k.job.total;
+}
+
+static int act(fx *f, const char *id, hookd_replay_action a, int64_t now, char *state_out) {
+  rcall k = {.tenant = "t1", .action = a, .now = now};
+  snprintf(k.id, sizeof k.id, "%s", id);
+  int rc = w(f, run_act, (call *)&k);
+  if (rc == 0) {
+    if (state_out) strcpy(state_out, k.job.state);
+    hookd_replay_job_free(&k.job);
+  }
+  return rc;
+}
+
+static void get_job(fx *f, const char *id, hookd_replay_job *out, hookd_replay_detail *d) {
+  rcall k = {.tenant = "t1"};
+  snprintf(k.id, sizeof k.id, "%s", id);
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_getjob, &k), 0);
+  *out = k.job;
+  *d = k.detail;
+}
+
+static hookd_replay_step_res step(fx *f, int64_t now) {
+  rcall k = {.now = now};
+  assert_int_equal(w(f, run_step, (call *)&k), 0);
+  return k.step;
+}
+
+static void jobs_follow_their_state_machine(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "a.x", 2, &seq);
+  int64_t now = hookd_now_ms();
+  assert_int_equal(create_job(f, "rpl_a", now, 0), 2);
+  char st[32];
+  assert_int_equal(act(f, "rpl_a", HOOKD_REPLAY_PAUSE, now, NULL), HOOKD_STORE_STATE);
+  assert_int_equal(act(f, "rpl_a", HOOKD_REPLAY_RESUME, now, NULL), HOOKD_STORE_STATE);
+  assert_int_equal(act(f, "rpl_a", HOOKD_REPLAY_CONFIRM, now, st), 0);
+  assert_string_equal(st, "running");
+  assert_int_equal(act(f, "rpl_a", HOOKD_REPLAY_CONFIRM, now, NULL), HOOKD_STORE_STATE);
+  assert_int_equal(act(f, "rpl_a", HOOKD_REPLAY_PAUSE, now, st), 0);
+  assert_string_equal(st, "paused");
+  assert_int_equal(act(f, "rpl_a", HOOKD_REPLAY_RESUME, now, st), 0);
+  assert_string_equal(st, "running");
+  assert_int_equal(act(f, "rpl_a", HOOKD_REPLAY_CANCEL, now, st), 0);
+  assert_string_equal(st, "cancelled");
+  assert_int_equal(act(f, "rpl_a", HOOKD_REPLAY_RESUME, now, NULL), HOOKD_STORE_STATE);
+  assert_int_equal(act(f, "rpl_a", HOOKD_REPLAY_CANCEL, now, NULL), HOOKD_STORE_STATE);
+  assert_int_equal(act(f, "nope", HOOKD_REPLAY_CANCEL, now, NULL), HOOKD_STORE_NOTFOUND);
+
+  /* a preview past its time to live reads as expired and cannot be confirmed; it no longer
+   * counts as active */
+  assert_int_equal(create_job(f, "rpl_old", now - HOOKD_REPLAY_PREVIEW_TTL_MS - 1, 0), 2);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_old", &j, &d);
+  assert_string_equal(j.state, "expired");
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  assert_int_equal(act(f, "rpl_old", HOOKD_REPLAY_CONFIRM, now, NULL), HOOKD_STORE_STATE);
+
+  /* at most HOOKD_REPLAY_ACTIVE_MAX active jobs per tenant (previews included) */
+  for (int i = 0; i < HOOKD_REPLAY_ACTIVE_MAX; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "rpl_n%d", i);
+    create_job(f, id, now, 0);
+  }
+  create_job(f, "rpl_over", now, HOOKD_STORE_CONFLICT);
+  act(f, "rpl_n0", HOOKD_REPLAY_CANCEL, now, NULL);
+  create_job(f, "rpl_over", now, 0);
+}
+
+static void steps_keep_the_rate_and_never_resend(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "a.x", 8, &seq);
+  int64_t t0 = hookd_now_ms();
+  assert_int_equal(create_job(f, "rpl_r", t0, 0), 8); /* rate 2/s: one item per 500 ms */
+
+  /* nothing goes before the confirmation */
+  hookd_replay_step_res r = step(f, t0 + 5000);
+  assert_int_equal(r.replayed + r.skipped, 0);
+  assert_int_equal(r.next_ms, 0); /* no job running: the replayer sleeps until woken */
+  hookd_replay_step_res_free(&r);
+
+  assert_int_equal(act(f, "rpl_r", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  r = step(f, t0);
+  assert_int_equal(r.replayed, 1);
+  assert_int_equal(r.n_hints, 1);
+  assert_string_equal(r.hints[0].endpoint_id, "ep1");
+  assert_int_equal(r.next_ms, t0 + 500);
+  hookd_replay_step_res_free(&r);
+  r = step(f, t0 + 499);
+  assert_int_equal(r.replayed + r.skipped, 0);
+  hookd_replay_step_res_free(&r);
+  r = step(f, t0 + 500);
+  assert_int_equal(r.replayed, 1);
+  hookd_replay_step_res_free(&r);
+
+  /* the third item's delivery is replayed by hand meanwhile and delivered: no longer DEAD, so
+   * skipped — a delivered delivery could be replayed, and would be sent twice — and a skip
+   * takes no share of the rate */
+  char third[HOOKD_ID_MAX];
+  delivery_of(f, "evt_a.x_2", third);
+  call c = {.in = third};
+  assert_int_equal(w(f, run_replay, &c), 0);
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, "ep1", "node", t0 + 600, 60000, &cl);
+  assert_int_equal(got, 3); /* the job's two and the hand-replayed one */
+  for (size_t i = 0; i < got; i++) assert_int_equal(record(f, &cl[i], HOOKD_DS_DELIVERED, 200), 0);
+  free_claimed(cl, got);
+  r = step(f, t0 + 1000);
+  assert_int_equal(r.skipped, 1);
+  assert_int_equal(r.replayed, 1);
+  hookd_replay_step_res_free(&r);
+
+  /* paused: nothing; resumed: the bucket starts at the resume, full with one second at most */
+  assert_int_equal(act(f, "rpl_r", HOOKD_REPLAY_PAUSE, t0 + 1000, NULL), 0);
+  r = step(f, t0 + 5000);
+  assert_int_equal(r.replayed + r.skipped, 0);
+  hookd_replay_step_res_free(&r);
+  assert_int_equal(act(f, "rpl_r", HOOKD_REPLAY_RESUME, t0 + 5000, NULL), 0);
+  r = step(f, t0 + 10000); /* 5 s later: one second's worth (3 items), not 10 */
+  assert_int_equal(r.replayed, 3);
+  assert_int_equal(r.n_completed, 0);
+  hookd_replay_step_res_free(&r);
+  r = step(f, t0 + 10500);
+  assert_int_equal(r.replayed, 1);
+  assert_int_equal(r.n_completed, 1);
+  assert_string_equal(r.completed[0], "rpl_r");
+  assert_int_equal(r.next_ms, 0);
+  hookd_replay_step_res_free(&r);
+
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_r", &j, &d);
+  assert_string_equal(j.state, "completed");
+  assert_int_equal(j.replayed, 7);
+  assert_int_equal(j.skipped, 1);
+  assert_int_equal(d.n_skipped, 1);
+  assert_string_equal(d.skipped[0].key, "state_changed");
+  assert_int_equal(d.n_states, 2); /* where the deliveries the job replayed are now */
+  assert_string_equal(d.states[0].key, "delivered");
+  assert_int_equal(d.states[0].n, 2);
+  assert_string_equal(d.states[1].key, "pending");
+  assert_int_equal(d.states[1].n, 5);
+  assert_int_equal(d.n_endpoints, 1);
+  assert_int_equal(d.endpoints[0].n, 8);
+  assert_int_equal(d.endpoints[0].remaining, 0);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+
+  /* the hand-replayed delivery stays delivered: the job did not send it again */
+  hookd_delivery dl;
+  call g = {.in = third, .out = &dl};
+  assert_int_equal(w(f, run_get, &g), 0);
+  assert_int_equal(dl.state, HOOKD_DS_DELIVERED);
+  hookd_delivery_free(&dl);
+
+  /* completion is audited, by "system" */
+  hookd_audit *a = NULL;
+  size_t na = 0;
+  call l = {.out = &a};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_audit_list, &l), 0);
+  na = l.n;
+  assert_true(na >= 1);
+  assert_string_equal(a[0].action, "replay.complete");
+  assert_string_equal(a[0].actor, "system");
+  assert_string_equal(a[0].target, "rpl_r");
+  hookd_audits_free(a, na);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(the_filter_selects_what_it_names, setup, teardown),
+      cmocka_unit_test_setup_teardown(jobs_follow_their_state_machine, setup, teardown),
+      cmocka_unit_test_setup_teardown(steps_keep_the_rate_and_never_resend, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
