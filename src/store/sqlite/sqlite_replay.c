@@ -69,8 +69,9 @@ static int read_job(hookd_store_conn *c, const char *tenant_id, const char *id,
 
 /* ---------- the snapshot ---------- */
 
-/* One statement for every filter: each optional part is a NULL test, so it is prepared once;
- * the DEAD queue has its own index (deliveries_dead), the rest walk the tenant's deliveries. */
+/* One statement for every filter: each optional part is a NULL test, so it is prepared once.
+ * The DEAD queue has its own index (deliveries_dead, in creation order: the snapshot stops at
+ * its limit without sorting); other states walk the tenant's deliveries. */
 #define SELECT_WHERE                                                                            \
   " FROM deliveries d JOIN events e ON e.seq = d.event_seq"                                     \
   " WHERE d.tenant_id = ?1 AND d.state = ?2"                                                    \
@@ -115,7 +116,8 @@ int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_rep
   out->filter_state = strdup(hookd_dstate_name(f->state));
   if (!out->filter_state) return HOOKD_STORE_ERR;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_SELECT,
-                             "SELECT d.seq" SELECT_WHERE " ORDER BY d.seq LIMIT ?8");
+                             "SELECT d.seq" SELECT_WHERE
+                             " ORDER BY d.created_at, d.seq LIMIT ?8");
   if (!st) return HOOKD_STORE_ERR;
   bind_filter(st, tenant_id, f);
   sq_bind_i64(st, 8, max_items + 1);
