@@ -127,18 +127,23 @@ static json_t *render(rp_op *op) {
   return v;
 }
 
-/* A job in a list: no breakdown (that takes a scan of its items). */
+/* A job in a list: the job without what takes a scan of its items (endpoints, the estimate and
+ * the breakdowns of progress); GET /replays/{id} has them. */
 static json_t *render_brief(const hookd_replay_job *j) {
   json_t *filter = j->filter ? json_loads(j->filter, 0, NULL) : NULL;
-  json_t *v = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:I}", "id", j->id, "state", j->state,
-                        "filter", filter ? filter : json_null(), "reason",
-                        hookd_json_str_or_null(j->reason), "actor",
+  json_t *progress = json_pack("{s:I,s:I,s:I}", "replayed", (json_int_t)j->replayed, "skipped",
+                               (json_int_t)j->skipped, "remaining",
+                               (json_int_t)(j->total - j->replayed - j->skipped));
+  json_t *v = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:I,s:o}", "id", j->id, "tenant_id",
+                        j->tenant_id, "state", j->state, "filter", filter ? filter : json_null(),
+                        "reason", hookd_json_str_or_null(j->reason), "actor",
                         hookd_json_str_or_null(j->actor), "rate",
                         json_pack("{s:f}", "per_second", j->rate_per_s), "total",
-                        (json_int_t)j->total, "replayed", (json_int_t)j->replayed, "skipped",
-                        (json_int_t)j->skipped);
+                        (json_int_t)j->total, "progress", progress);
   json_object_set_new(v, "created_at", hookd_json_time(j->created_ms));
+  json_object_set_new(v, "confirmed_at", hookd_json_time(j->confirmed_ms));
   json_object_set_new(v, "finished_at", hookd_json_time(j->finished_ms));
+  json_object_set_new(v, "updated_at", hookd_json_time(j->updated_ms));
   return v;
 }
 

@@ -1,0 +1,657 @@
+// replay_jobs.test.mjs — bulk replay with governance (O12: docs/replay.md, docs/api.md "Replay
+// jobs") on a real daemon with real receivers on loopback: the preview sends nothing and fixes
+// the set, the confirmation replays each item once at the job's rate, a delivery replayed by hand
+// meanwhile is skipped, pause/resume/cancel, the item limit, a job surviving kill -9, the
+// tenant's listing and scope, and the audit trail of each step.
+// Every wait is a bounded poll; the few bounded waits that show something does NOT happen last
+// at most 1.5 s.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { HOOKD_BIN, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+let h;
+before(async () => { h = await startHookd(); });
+after(async () => { const r = await h.stop(); assert.equal(r.code, 0, 'clean shutdown exits 0'); });
+
+const CONFIG_ACTOR = 'key_config'; // the audit actor of the --api-key the test daemons get
+
+// ---- helpers --------------------------------------------------------------------------------
+
+const replaysPath = (tenant) => `/v1/tenants/${tenant}/replays`;
+const jobPath = (tenant, id) => `/v1/tenants/${tenant}/replays/${id}`;
+
+// A receiver that refuses (400: permanent, DEAD at once, and neutral to the circuit breaker, which
+// many 5xx would open) until ctl.ok is set.
+async function switchableReceiver() {
+  const ctl = { ok: false };
+  const recv = await startReceiver(() => ({ status: ctl.ok ? 200 : 400 }));
+  return { recv, ctl };
+}
+
+// Publishes one event per type, in order (the snapshot is oldest first), and waits until each
+// one's delivery is DEAD. Returns [{eventId, deliveryId, type}] in publish order.
+async function makeDead(hd, tenant, types) {
+  const items = [];
+  for (const [i, type] of types.entries()) {
+    const p = await publish(hd, tenant, { type, payload: { i, type } });
+    assert.equal(p.status, 202, `publish ${i}: ${p.text}`);
+    assert.equal(p.json.deliveries, 1, 'one endpoint: one delivery per event');
+    items.push({ eventId: p.json.id, type });
+  }
+  const dead = await waitUntil(async () => {
+    const r = await hd.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=500`);
+    return r.status === 200 && r.json.data.length === types.length ? r.json.data : null;
+  }, { timeout: 20000, what: `${types.length} deliveries DEAD` });
+  const byEvent = new Map(dead.map((d) => [d.event_id, d]));
+  for (const it of items) {
+    const d = byEvent.get(it.eventId);
+    assert.ok(d, `event ${it.eventId} has a DEAD delivery`);
+    it.deliveryId = d.id;
+  }
+  return items;
+}
+
+async function deadCount(hd, tenant) {
+  const r = await hd.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=500`);
+  assert.equal(r.status, 200, r.text);
+  return r.json.data.length;
+}
+
+async function createJob(hd, tenant, body, headers = {}) {
+  return hd.api('POST', replaysPath(tenant), body, headers);
+}
+
+async function act(hd, tenant, id, action, body, headers = {}) {
+  return hd.api('POST', `${jobPath(tenant, id)}/${action}`, body, headers);
+}
+
+async function getJob(hd, tenant, id) {
+  const r = await hd.api('GET', jobPath(tenant, id));
+  assert.equal(r.status, 200, `GET job ${id}: ${r.text}`);
+  return r.json;
+}
+
+async function waitJob(hd, tenant, id, pred, what, timeout = 20000) {
+  let last = null;
+  try {
+    return await waitUntil(async () => { last = await getJob(hd, tenant, id); return pred(last) ? last : null; },
+      { timeout, interval: 25, what });
+  } catch (e) {
+    e.message += `\nlast job seen: ${JSON.stringify(last)}`;
+    throw e;
+  }
+}
+
+const sum = (o) => Object.values(o ?? {}).reduce((a, b) => a + b, 0);
+
+// The job's replayed deliveries are all delivered (progress.deliveries), and nothing else.
+async function waitAllDelivered(hd, tenant, id, n, what, timeout = 20000) {
+  return waitJob(hd, tenant, id, (j) => j.progress.deliveries?.delivered === n && sum(j.progress.deliveries) === n,
+    what, timeout);
+}
+
+// Requests the receiver got from index `from` on, counted per webhook-id (event id).
+function countById(recv, from = 0) {
+  const m = new Map();
+  for (const q of recv.requests.slice(from)) m.set(q.headers['webhook-id'], (m.get(q.headers['webhook-id']) ?? 0) + 1);
+  return m;
+}
+
+// A bounded wait showing that something does NOT happen: polls `bad` for `ms` (≤ 1.5 s) and fails
+// as soon as it returns a truthy description of what went wrong.
+async function holdsFor(ms, bad, what) {
+  assert.ok(ms <= 1500, 'bounded waits stay short');
+  const end = Date.now() + ms;
+  for (;;) {
+    const wrong = await bad();
+    if (wrong) assert.fail(`${what}: ${wrong}`);
+    if (Date.now() >= end) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function auditRows(hd, tenant) {
+  const r = await hd.api('GET', `/v1/audit?tenant=${tenant}&limit=500`);
+  assert.equal(r.status, 200, r.text);
+  return r.json.data;
+}
+
+const hookdCli = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
+
+function createKey(hd, role, tenants) {
+  const args = ['keys', 'create', '--role', role, '--store', `sqlite:${hd.db}`, '--name', `replay-${role}`];
+  if (tenants) args.push('--tenants', tenants);
+  const r = hookdCli(args);
+  assert.equal(r.status, 0, r.stderr);
+  return { token: r.stdout.trim(), id: /created (key_\w+)/.exec(r.stderr)[1] };
+}
+
+const as = (hd, token, method, path, body) => hd.api(method, path, body, { Authorization: `Bearer ${token}` });
+
+function assertError(r, status, code, what) {
+  assert.equal(r.status, status, `${what}: ${r.status} ${r.text}`);
+  assert.equal(r.json?.error?.code, code, `${what}: error code (${r.text})`);
+  assert.equal(typeof r.json.error.message, 'string', `${what}: error message`);
+}
+
+// ---- tests ----------------------------------------------------------------------------------
+
+describe('replay jobs: preview, then confirm', () => {
+  it('the preview counts the matching DEAD deliveries and sends nothing; confirmed, each is sent once more with its event id', { timeout: 90000 }, async () => {
+    const { recv, ctl } = await switchableReceiver();
+    const { tenant, endpoint, secret } = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    // 12 DEAD deliveries across types: 7 invoice.* (two types), 5 order.created
+    const types = ['invoice.paid', 'order.created', 'invoice.failed', 'invoice.paid', 'order.created', 'invoice.paid',
+      'order.created', 'invoice.failed', 'order.created', 'invoice.paid', 'order.created', 'invoice.failed'];
+    const items = await makeDead(h, tenant, types);
+    const invoices = items.filter((i) => i.type.startsWith('invoice.'));
+    const orders = items.filter((i) => i.type === 'order.created');
+    assert.equal(invoices.length, 7);
+    assert.equal(recv.requests.length, 12, 'each DEAD delivery had exactly one (failing) attempt');
+    const firstBody = new Map(recv.requests.map((q) => [q.headers['webhook-id'], q.body]));
+    ctl.ok = true;
+    const base = recv.requests.length;
+
+    // preview
+    const reason = 'INC-42: receiver outage';
+    const pv = await createJob(h, tenant, { filter: { event_type: 'invoice.*' }, reason });
+    assert.equal(pv.status, 201, pv.text);
+    const job = pv.json;
+    assert.match(job.id, /^rpl_/, 'job id');
+    assert.equal(job.tenant_id, tenant);
+    assert.equal(job.state, 'preview');
+    assert.deepEqual(job.filter, { state: 'dead', endpoint: null, event_type: 'invoice.*', since: null, until: null },
+      'the filter, with its defaults shown');
+    assert.equal(job.reason, reason);
+    assert.equal(job.actor, CONFIG_ACTOR, 'actor: the API key that created it');
+    assert.deepEqual(job.rate, { per_second: 50 }, 'default rate 50/s');
+    assert.equal(job.total, 7, 'total: the invoice.* DEAD deliveries only');
+    assert.equal(job.progress.replayed, 0);
+    assert.equal(job.progress.skipped, 0);
+    assert.equal(job.progress.remaining, 7);
+    assert.equal(job.endpoints.length, 1, 'one endpoint in the snapshot');
+    assert.equal(job.endpoints[0].id, endpoint);
+    assert.equal(job.endpoints[0].count, 7, 'endpoints[0].count');
+    assert.equal(job.endpoints[0].remaining, 7);
+    assert.equal(job.endpoints[0].enabled, true);
+    assert.ok(job.endpoints[0].health === null || typeof job.endpoints[0].health === 'object', 'health: null or an object');
+    assert.ok(Math.abs(job.estimated_drain_s - 7 / 50) <= 0.05, `estimated_drain_s ≈ 7/50: ${job.estimated_drain_s}`);
+    assert.equal(job.confirmed_at, null);
+    assert.equal(job.finished_at, null);
+    assert.ok(!Number.isNaN(Date.parse(job.created_at)), 'created_at is a time');
+    const got0 = await getJob(h, tenant, job.id);
+    assert.equal(got0.state, 'preview');
+    assert.equal(got0.tenant_id, tenant, 'GET job: tenant_id');
+    assert.equal(got0.total, 7);
+
+    // nothing is sent by a preview
+    await holdsFor(1000, async () => (recv.requests.length > base ? `${recv.requests.length - base} requests` : null),
+      'the preview sent nothing');
+    assert.equal(await deadCount(h, tenant), 12, 'every delivery still DEAD after the preview');
+
+    // confirm
+    const cf = await act(h, tenant, job.id, 'confirm');
+    assert.equal(cf.status, 200, cf.text);
+    assert.equal(cf.json.state, 'running');
+    assert.ok(cf.json.confirmed_at, 'confirmed_at set');
+    await waitJob(h, tenant, job.id, (j) => j.state === 'completed', 'job completed');
+    const done = await waitAllDelivered(h, tenant, job.id, 7, 'the 7 replayed deliveries delivered');
+    assert.equal(done.progress.replayed, 7, 'progress.replayed = total');
+    assert.equal(done.progress.skipped, 0);
+    assert.equal(done.progress.remaining, 0);
+    assert.equal(sum(done.progress.skipped_by_reason), 0, `no skip: ${JSON.stringify(done.progress.skipped_by_reason)}`);
+    assert.equal(done.endpoints[0].remaining, 0);
+    assert.ok(done.finished_at, 'finished_at set');
+
+    // the receiver got each invoice delivery exactly once more, with the same webhook-id and body
+    const got = countById(recv, base);
+    assert.equal(recv.requests.length - base, 7, 'seven requests after the confirmation');
+    for (const it of invoices) assert.equal(got.get(it.eventId), 1, `${it.type} ${it.eventId} sent exactly once more`);
+    for (const it of orders) assert.equal(got.get(it.eventId), undefined, `order ${it.eventId} not resent`);
+    for (const q of recv.requests.slice(base)) {
+      const id = q.headers['webhook-id'];
+      assert.equal(q.body, firstBody.get(id), `${id}: the same body as the original attempt`);
+      assert.equal(q.headers['hookd-delivery-id'], invoices.find((i) => i.eventId === id).deliveryId, 'same delivery id');
+      assert.doesNotThrow(() => recv.verify(q, secret), `${id}: signature verifies`);
+    }
+    for (const it of invoices) {
+      const d = await getDelivery(h, it.deliveryId);
+      assert.equal(d.state, 'delivered');
+      assert.equal(d.attempts.length, 2, `${it.deliveryId}: original attempt + one replay`);
+      assert.equal(d.attempts.at(-1).trigger, 'replay', `${it.deliveryId}: last attempt's trigger`);
+      assert.equal(d.attempts.at(-1).outcome, 'success');
+    }
+    // the other type's DEAD deliveries were not touched
+    const stillDead = (await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=500`)).json.data;
+    assert.deepEqual(stillDead.map((d) => d.id).sort(), orders.map((o) => o.deliveryId).sort(), 'only the order.created deliveries still DEAD');
+    for (const o of orders) assert.equal((await getDelivery(h, o.deliveryId)).attempts.length, 1, `${o.deliveryId}: no new attempt`);
+
+    // audited: create and confirm by the key, complete by system
+    const rows = (await auditRows(h, tenant)).filter((r) => r.target === job.id);
+    const row = (a) => rows.find((r) => r.action === a);
+    assert.ok(row('replay.create'), `replay.create row: ${JSON.stringify(rows)}`);
+    assert.equal(row('replay.create').actor, CONFIG_ACTOR);
+    assert.equal(row('replay.create').reason, reason);
+    assert.ok(row('replay.confirm'), 'replay.confirm row');
+    assert.equal(row('replay.confirm').actor, CONFIG_ACTOR);
+    assert.ok(row('replay.complete'), 'replay.complete row');
+    assert.equal(row('replay.complete').actor, 'system');
+    await recv.close();
+  });
+
+  it('filter.state delivered and a [since, until) window of publish times', { timeout: 60000 }, async () => {
+    const recv = await startReceiver();
+    const { tenant } = await setup(h, recv.url);
+    const evs = [];
+    for (let i = 0; i < 4; i++) {
+      const p = await publish(h, tenant, { type: 'ship.sent', payload: { i } });
+      assert.equal(p.status, 202);
+      const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+      evs.push({ eventId: p.json.id, deliveryId: d.id, createdAt: d.created_at });
+      const t = Date.now(); // the next publish lands in a later millisecond (a clock, not a sleep)
+      await waitUntil(() => Date.now() > t + 1, { interval: 1, what: 'the clock moved' });
+    }
+    for (let i = 1; i < 4; i++) assert.ok(Date.parse(evs[i].createdAt) > Date.parse(evs[i - 1].createdAt), 'distinct publish times');
+    const bad = await createJob(h, tenant, { filter: { state: 'delivered', since: 'yesterday' }, reason: 'x' });
+    assertError(bad, 422, 'invalid_field', 'since that is not an RFC 3339 time');
+    // since is inclusive, until exclusive: events 1 and 2
+    const pv = await createJob(h, tenant, { filter: { state: 'delivered', since: evs[1].createdAt, until: evs[3].createdAt },
+      reason: 'resend a window' });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.filter.state, 'delivered');
+    assert.equal(Date.parse(pv.json.filter.since), Date.parse(evs[1].createdAt));
+    assert.equal(Date.parse(pv.json.filter.until), Date.parse(evs[3].createdAt));
+    assert.equal(pv.json.total, 2, '[since, until) holds events 1 and 2');
+    const base = recv.requests.length;
+    assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
+    await waitJob(h, tenant, pv.json.id, (j) => j.state === 'completed', 'job completed');
+    const done = await waitAllDelivered(h, tenant, pv.json.id, 2, 'both delivered again');
+    assert.equal(done.progress.replayed, 2);
+    const got = countById(recv, base);
+    assert.deepEqual([...got.entries()].sort(), [[evs[1].eventId, 1], [evs[2].eventId, 1]].sort(), 'only events 1 and 2 sent again, once');
+    for (const i of [1, 2]) {
+      assert.deepEqual((await getDelivery(h, evs[i].deliveryId)).attempts.map((a) => a.trigger), ['live', 'replay']);
+    }
+    await recv.close();
+  });
+});
+
+describe('replay jobs: governance', () => {
+  it('a reason is required (field or Hookd-Reason), fields are checked, roles apply, every step is audited', { timeout: 90000 }, async () => {
+    const { recv } = await switchableReceiver();
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    const other = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    await makeDead(h, tenant, ['g.a', 'g.b', 'g.c']);
+
+    const noReason = await createJob(h, tenant, { filter: { state: 'dead' } });
+    assertError(noReason, 422, 'missing_field', 'no reason');
+    assert.match(noReason.json.error.message, /reason/, 'the message names the missing field');
+    assertError(await createJob(h, tenant, {}), 422, 'missing_field', 'an empty body has no reason either');
+
+    const unknown = await createJob(h, tenant, { filter: {}, reason: 'x', rate_per_s: 5 });
+    assertError(unknown, 422, 'unknown_field', 'unknown top-level field rate_per_s');
+    assert.match(unknown.json.error.message, /rate_per_s/);
+    assertError(await createJob(h, tenant, { filter: { type: 'g.a' }, reason: 'x' }), 422, 'unknown_field',
+      'unknown field in the filter (type for event_type)');
+
+    const pending = await createJob(h, tenant, { filter: { state: 'pending' }, reason: 'x' });
+    assertError(pending, 422, 'invalid_field', 'filter.state pending');
+    assert.match(pending.json.error.message, /state/);
+
+    for (const [ep, what] of [[other.endpoint, "another tenant's endpoint"], ['ep_doesnotexist', 'a non-existent endpoint']]) {
+      const r = await createJob(h, tenant, { filter: { endpoint: ep }, reason: 'x' });
+      assert.equal(r.status, 422, `filter.endpoint = ${what}: ${r.status} ${r.text}`);
+      assert.match(r.json.error.message, /endpoint/, `${what}: the message names the field`);
+    }
+    const nullRate = await createJob(h, tenant, { filter: {}, reason: 'x', rate: null });
+    assert.equal(nullRate.status, 422, `rate null: ${nullRate.text}`);
+    assert.match(nullRate.json.error.message, /rate/);
+    const refusedNothing = await h.api('GET', replaysPath(tenant));
+    assert.equal(refusedNothing.status, 200);
+    assert.equal(refusedNothing.json.data.length, 0, 'a refused request creates no job');
+
+    // the Hookd-Reason header instead of the field
+    const hdrReason = 'INC-7 (header)';
+    const viaHeader = await createJob(h, tenant, { filter: { endpoint, event_type: 'g.a' } }, { 'Hookd-Reason': hdrReason });
+    assert.equal(viaHeader.status, 201, viaHeader.text);
+    assert.equal(viaHeader.json.reason, hdrReason, 'the header reason is the job reason');
+    assert.equal(viaHeader.json.filter.endpoint, endpoint);
+    assert.equal(viaHeader.json.total, 1, 'filter endpoint + type g.a: one DEAD delivery');
+    const confirmReason = 'approved by on-call';
+    const cf = await act(h, tenant, viaHeader.json.id, 'confirm', undefined, { 'Hookd-Reason': confirmReason });
+    assert.equal(cf.status, 200, cf.text);
+    await waitJob(h, tenant, viaHeader.json.id, (j) => j.state === 'completed', 'header job completed');
+
+    // roles: a viewer of the tenant reads but does not act; an operator creates and acts
+    const viewer = createKey(h, 'viewer', tenant);
+    const operator = createKey(h, 'operator', tenant);
+    await waitUntil(async () => (await as(h, viewer.token, 'GET', `/v1/tenants/${tenant}`)).status === 200
+      && (await as(h, operator.token, 'GET', `/v1/tenants/${tenant}`)).status === 200, { timeout: 10000, what: 'new keys active' });
+    const vList = await as(h, viewer.token, 'GET', replaysPath(tenant));
+    assert.equal(vList.status, 200, `viewer lists: ${vList.text}`);
+    assert.equal((await as(h, viewer.token, 'GET', jobPath(tenant, viaHeader.json.id))).status, 200, 'viewer reads a job');
+    assertError(await as(h, viewer.token, 'POST', replaysPath(tenant), { reason: 'x' }), 403, 'forbidden', 'viewer creates');
+    const opJob = await as(h, operator.token, 'POST', replaysPath(tenant), { filter: { event_type: 'g.b' }, reason: 'operator run' });
+    assert.equal(opJob.status, 201, `operator creates: ${opJob.text}`);
+    assert.equal(opJob.json.actor, operator.id, 'actor: the operator key');
+    assert.equal(opJob.json.total, 1);
+    assertError(await as(h, viewer.token, 'POST', `${jobPath(tenant, opJob.json.id)}/cancel`), 403, 'forbidden', 'viewer cancels');
+    const opCancel = await as(h, operator.token, 'POST', `${jobPath(tenant, opJob.json.id)}/cancel`, { reason: 'not needed' });
+    assert.equal(opCancel.status, 200, opCancel.text);
+    assert.equal(opCancel.json.state, 'cancelled');
+    const opOther = await as(h, operator.token, 'POST', replaysPath(other.tenant), { reason: 'x' });
+    assertError(opOther, 403, 'forbidden', "a scoped operator on another tenant's replays");
+
+    // audit: create (with the header reason) and confirm (with its own reason) by the key
+    const rows = await auditRows(h, tenant);
+    const find = (action, target) => rows.find((r) => r.action === action && r.target === target);
+    const create = find('replay.create', viaHeader.json.id);
+    assert.ok(create, `replay.create row for ${viaHeader.json.id}: ${JSON.stringify(rows.filter((r) => r.action.startsWith('replay')))}`);
+    assert.equal(create.actor, CONFIG_ACTOR);
+    assert.equal(create.reason, hdrReason);
+    assert.equal(create.tenant_id, tenant);
+    const confirm = find('replay.confirm', viaHeader.json.id);
+    assert.ok(confirm, 'replay.confirm row');
+    assert.equal(confirm.actor, CONFIG_ACTOR);
+    assert.equal(confirm.reason, confirmReason, 'the confirmation\'s own Hookd-Reason');
+    const opCreate = find('replay.create', opJob.json.id);
+    assert.ok(opCreate, 'operator replay.create row');
+    assert.equal(opCreate.actor, operator.id);
+    assert.equal(opCreate.reason, 'operator run');
+    const opCancelRow = find('replay.cancel', opJob.json.id);
+    assert.ok(opCancelRow, 'replay.cancel row');
+    assert.equal(opCancelRow.actor, operator.id);
+    assert.equal(opCancelRow.reason, 'not needed', 'the cancel body reason');
+    assert.equal(rows.filter((r) => r.action === 'replay.create').length, 2, 'refused requests are not audited as creations');
+    await recv.close();
+  });
+});
+
+describe('replay jobs: the snapshot is re-checked item by item', () => {
+  it('a delivery replayed by hand after the preview is skipped (state_changed), not sent a third time', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await switchableReceiver();
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    const items = await makeDead(h, tenant, ['s.x', 's.x', 's.x', 's.x']);
+    ctl.ok = true;
+    const pv = await createJob(h, tenant, { filter: { endpoint }, reason: 'snapshot check' });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.total, 4);
+    // replayed by hand, and delivered, before the job runs
+    const manual = items[1];
+    const r = await h.api('POST', `/v1/deliveries/${manual.deliveryId}/replay`);
+    assert.equal(r.status, 202, r.text);
+    await waitDelivery(h, manual.eventId, (ds) => ds[0]?.state === 'delivered', 'the manual replay delivered');
+    assert.equal(countById(recv).get(manual.eventId), 2, 'original + manual replay');
+
+    assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
+    await waitJob(h, tenant, pv.json.id, (j) => j.state === 'completed', 'job completed');
+    const done = await waitAllDelivered(h, tenant, pv.json.id, 3, 'the 3 replayed by the job delivered');
+    assert.equal(done.total, 4);
+    assert.equal(done.progress.replayed, 3, 'the job replayed the other three');
+    assert.equal(done.progress.skipped, 1);
+    assert.equal(done.progress.remaining, 0);
+    assert.deepEqual(done.progress.skipped_by_reason, { state_changed: 1 }, 'skipped_by_reason');
+    const got = countById(recv);
+    assert.equal(got.get(manual.eventId), 2, 'the manually replayed delivery received exactly twice in all');
+    for (const it of items.filter((i) => i !== manual)) assert.equal(got.get(it.eventId), 2, `${it.eventId}: original + job replay`);
+    assert.deepEqual((await getDelivery(h, manual.deliveryId)).attempts.map((a) => a.trigger), ['live', 'replay'],
+      'two attempts: the live one and the manual replay');
+    await recv.close();
+  });
+});
+
+describe('replay jobs: rate, pause, resume, cancel', () => {
+  it('paced at its rate; a paused job sends nothing until resumed, then completes', { timeout: 90000 }, async () => {
+    const { recv, ctl } = await switchableReceiver();
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    const total = 20;
+    const rate = 5;
+    const items = await makeDead(h, tenant, Array.from({ length: total }, () => 'r.p'));
+    ctl.ok = true;
+    const base = recv.requests.length;
+    const pv = await createJob(h, tenant, { reason: 'paced', rate: { per_second: rate } });
+    assert.equal(pv.status, 201, pv.text);
+    const id = pv.json.id;
+    assert.deepEqual(pv.json.rate, { per_second: rate });
+    assert.equal(pv.json.total, total);
+    assert.ok(Math.abs(pv.json.estimated_drain_s - total / rate) <= 0.05, `estimated_drain_s ≈ ${total / rate}: ${pv.json.estimated_drain_s}`);
+
+    assertError(await act(h, tenant, id, 'pause'), 409, 'invalid_state', 'pause a preview');
+    assertError(await act(h, tenant, id, 'resume'), 409, 'invalid_state', 'resume a preview');
+    const cf = await act(h, tenant, id, 'confirm');
+    assert.equal(cf.status, 200, cf.text);
+    assertError(await act(h, tenant, id, 'confirm'), 409, 'invalid_state', 'confirm twice');
+    assertError(await act(h, tenant, id, 'resume'), 409, 'invalid_state', 'resume a running job');
+
+    await waitJob(h, tenant, id, (j) => j.progress.replayed >= 2, 'two items replayed');
+    const pz = await act(h, tenant, id, 'pause', { reason: 'receiver looks slow' });
+    assert.equal(pz.status, 200, pz.text);
+    assert.equal(pz.json.state, 'paused');
+    const paused = await getJob(h, tenant, id);
+    assert.equal(paused.state, 'paused');
+    const r1 = paused.progress.replayed;
+    assert.ok(r1 >= 2 && r1 < total, `replayed at the pause: ${r1}`);
+    assert.equal(paused.progress.remaining, total - r1);
+    await waitAllDelivered(h, tenant, id, r1, 'what was replayed before the pause delivered');
+    assert.equal(recv.requests.length - base, r1, 'the receiver got exactly what was replayed');
+    await holdsFor(1000, async () => {
+      const j = await getJob(h, tenant, id);
+      if (j.progress.replayed !== r1) return `replayed moved ${r1} → ${j.progress.replayed}`;
+      if (j.state !== 'paused') return `state ${j.state}`;
+      if (recv.requests.length - base !== r1) return `the receiver got ${recv.requests.length - base}, not ${r1}`;
+      return null;
+    }, 'a paused job does nothing');
+    assertError(await act(h, tenant, id, 'pause'), 409, 'invalid_state', 'pause a paused job');
+
+    const rs = await act(h, tenant, id, 'resume', undefined, { 'Hookd-Reason': 'receiver fine' });
+    assert.equal(rs.status, 200, rs.text);
+    assert.equal(rs.json.state, 'running');
+    const done = await waitJob(h, tenant, id, (j) => j.state === 'completed', 'job completed', 30000);
+    await waitAllDelivered(h, tenant, id, total, 'all delivered');
+    assert.equal(done.progress.replayed, total);
+    assert.equal(done.progress.remaining, 0);
+    assert.equal(recv.requests.length - base, total, 'total received after the confirmation = total');
+    const got = countById(recv, base);
+    for (const it of items) assert.equal(got.get(it.eventId), 1, `${it.eventId} sent exactly once by the job`);
+
+    // The rate bound, from the server's own times. The bucket is one second deep (next_item_at
+    // never lags now by more than 1 s), so each start from idle — the confirmation and the
+    // resume — may take up to rate + 1 items at once; beyond those, one item per 1/rate s.
+    const rows = (await auditRows(h, tenant)).filter((r) => r.target === id);
+    const at = (action) => { const r = rows.find((x) => x.action === action); assert.ok(r, `${action} audited`); return Date.parse(r.at); };
+    assert.equal(rows.find((x) => x.action === 'replay.pause').reason, 'receiver looks slow');
+    assert.equal(rows.find((x) => x.action === 'replay.resume').reason, 'receiver fine');
+    const confirmed = Date.parse(done.confirmed_at);
+    const finished = Date.parse(done.finished_at);
+    const pausedAt = at('replay.pause');
+    const resumedAt = at('replay.resume');
+    assert.ok(confirmed <= pausedAt && pausedAt < resumedAt && resumedAt <= finished, 'confirm ≤ pause < resume ≤ finish');
+    assert.ok(resumedAt - pausedAt >= 1000, `paused at least 1 s: ${resumedAt - pausedAt} ms`);
+    const burst = rate + 1;
+    assert.ok(r1 <= burst + rate * (pausedAt - confirmed) / 1000,
+      `before the pause: ${r1} items in ${pausedAt - confirmed} ms at ${rate}/s`);
+    assert.ok(total - r1 <= burst + rate * (finished - resumedAt) / 1000,
+      `after the resume: ${total - r1} items in ${finished - resumedAt} ms at ${rate}/s`);
+    const running = (pausedAt - confirmed) + (finished - resumedAt);
+    assert.ok(running >= (total - 2 * burst) / rate * 1000, `running time ${running} ms for ${total} items at ${rate}/s`);
+    assert.ok(finished - confirmed >= (total - 2 * burst) / rate * 1000 + (resumedAt - pausedAt),
+      `confirm → completion ${finished - confirmed} ms: the running time plus the pause`);
+    await recv.close();
+  });
+
+  it('a cancelled job sends nothing more; every action on it is 409; a preview can be cancelled', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await switchableReceiver();
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    const total = 10;
+    const rate = 2;
+    await makeDead(h, tenant, Array.from({ length: total }, () => 'c.x'));
+    ctl.ok = true;
+    const base = recv.requests.length;
+
+    // a preview cancelled: never runs
+    const p0 = await createJob(h, tenant, { reason: 'will not run', rate: { per_second: rate } });
+    assert.equal(p0.status, 201, p0.text);
+    const c0 = await act(h, tenant, p0.json.id, 'cancel');
+    assert.equal(c0.status, 200, c0.text);
+    assert.equal(c0.json.state, 'cancelled');
+    assertError(await act(h, tenant, p0.json.id, 'confirm'), 409, 'invalid_state', 'confirm a cancelled preview');
+
+    const pv = await createJob(h, tenant, { reason: 'slow one', rate: { per_second: rate } });
+    assert.equal(pv.status, 201, pv.text);
+    const id = pv.json.id;
+    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
+    await waitJob(h, tenant, id, (j) => j.progress.replayed >= 1, 'one item replayed');
+    const cc = await act(h, tenant, id, 'cancel', { reason: 'stop it' });
+    assert.equal(cc.status, 200, cc.text);
+    assert.equal(cc.json.state, 'cancelled');
+    const cancelled = await getJob(h, tenant, id);
+    const r = cancelled.progress.replayed;
+    assert.ok(r >= 1 && r < total, `replayed before the cancel: ${r}`);
+    await waitAllDelivered(h, tenant, id, r, 'what was replayed before the cancel delivered');
+    await holdsFor(1500, async () => {
+      const j = await getJob(h, tenant, id);
+      if (j.state !== 'cancelled') return `state ${j.state}`;
+      if (j.progress.replayed !== r) return `replayed moved ${r} → ${j.progress.replayed}`;
+      if (recv.requests.length - base !== r) return `the receiver got ${recv.requests.length - base}, not ${r}`;
+      return null;
+    }, 'a cancelled job sends nothing more');
+    assert.equal(await deadCount(h, tenant), total - r, 'the items not replayed stay DEAD');
+    for (const a of ['confirm', 'pause', 'resume', 'cancel']) {
+      assertError(await act(h, tenant, id, a), 409, 'invalid_state', `${a} a cancelled job`);
+    }
+    // the rate held while it ran: at most rate + 1 at once, then one per 1/rate s
+    const rows = (await auditRows(h, tenant)).filter((x) => x.target === id);
+    const cancelRow = rows.find((x) => x.action === 'replay.cancel');
+    assert.ok(cancelRow, 'replay.cancel audited');
+    assert.equal(cancelRow.reason, 'stop it');
+    const ran = Date.parse(cancelRow.at) - Date.parse(cancelled.confirmed_at);
+    assert.ok(r <= rate + 1 + rate * ran / 1000, `${r} items in ${ran} ms at ${rate}/s`);
+    await recv.close();
+  });
+});
+
+describe('replay jobs: limits', () => {
+  it('--max-replay-items: a filter matching more is 422 limit_exceeded naming the count; exactly the limit is fine', { timeout: 60000 }, async () => {
+    const d = await startHookd({ args: ['--max-replay-items', '3'] });
+    const { recv } = await switchableReceiver();
+    const { tenant } = await setup(d, recv.url, { retry: { max_attempts: 1 } });
+    await makeDead(d, tenant, ['l.a', 'l.b', 'l.a', 'l.b', 'l.a']);
+    const over = await createJob(d, tenant, { reason: 'too many' });
+    assertError(over, 422, 'limit_exceeded', 'five matching with a limit of 3');
+    assert.match(over.json.error.message, /\b5\b/, 'the message names the count');
+    assert.equal((await d.api('GET', replaysPath(tenant))).json.data.length, 0, 'no job created');
+    const at = await createJob(d, tenant, { filter: { event_type: 'l.a' }, reason: 'three' });
+    assert.equal(at.status, 201, `three matching, at the limit: ${at.text}`);
+    assert.equal(at.json.total, 3);
+    assert.equal((await d.stop()).code, 0);
+    await recv.close();
+  });
+});
+
+describe('replay jobs: restart', () => {
+  it('a job running at kill -9 is still running after the restart and completes; each item at least once, at most twice', { timeout: 120000 }, async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    const { recv, ctl } = await switchableReceiver();
+    const { tenant } = await setup(d, recv.url, { retry: { max_attempts: 1 } });
+    const total = 16;
+    const items = await makeDead(d, tenant, Array.from({ length: total }, () => 'k.x'));
+    ctl.ok = true;
+    const base = recv.requests.length;
+    const pv = await createJob(d, tenant, { reason: 'restart', rate: { per_second: 4 } });
+    assert.equal(pv.status, 201, pv.text);
+    const id = pv.json.id;
+    assert.equal((await act(d, tenant, id, 'confirm')).status, 200);
+    const atKill = await waitJob(d, tenant, id, (j) => j.progress.replayed >= 4, 'four items replayed');
+    assert.ok(atKill.progress.replayed < total, 'killed midway');
+    await d.kill9();
+
+    d = await startHookd({ dir });
+    const after1 = await getJob(d, tenant, id);
+    assert.equal(after1.state, 'running', 'still running after the restart');
+    assert.ok(after1.progress.replayed >= atKill.progress.replayed, 'committed progress kept');
+    const done = await waitJob(d, tenant, id, (j) => j.state === 'completed', 'completed after the restart', 30000);
+    assert.equal(done.progress.replayed + done.progress.skipped, total, 'replayed + skipped = total: no item processed twice');
+    assert.equal(done.progress.skipped, 0, `nothing else touched the items: ${JSON.stringify(done.progress.skipped_by_reason)}`);
+    assert.equal(done.progress.remaining, 0);
+    await waitAllDelivered(d, tenant, id, total, 'all delivered after the restart', 30000);
+    const got = countById(recv, base);
+    for (const it of items) {
+      const n = got.get(it.eventId) ?? 0;
+      assert.ok(n >= 1 && n <= 2, `${it.eventId} received ${n} times (at least once, at most twice)`);
+    }
+    assert.equal((await d.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+});
+
+describe('replay jobs: listing and scope', () => {
+  it('newest first with next_cursor pages; at most 8 open jobs; another tenant\'s job is 404 here', { timeout: 60000 }, async () => {
+    const { recv } = await switchableReceiver();
+    const a = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    const b = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    await makeDead(h, a.tenant, ['v.a']);
+    await makeDead(h, b.tenant, ['v.b']);
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await createJob(h, a.tenant, { reason: `job ${i}` });
+      assert.equal(r.status, 201, r.text);
+      ids.push(r.json.id);
+    }
+    const newestFirst = [...ids].reverse();
+    const list = await h.api('GET', replaysPath(a.tenant));
+    assert.equal(list.status, 200, list.text);
+    assert.deepEqual(list.json.data.map((j) => j.id), newestFirst, 'newest first');
+    assert.equal(list.json.next_cursor, null, 'one page holds all');
+    // limit=1: one job per page, following next_cursor
+    const paged = [];
+    let cursor = null;
+    for (let page = 0; page < 5; page++) {
+      const r = await h.api('GET', `${replaysPath(a.tenant)}?limit=1${cursor ? `&after=${encodeURIComponent(cursor)}` : ''}`);
+      assert.equal(r.status, 200, r.text);
+      assert.ok(r.json.data.length <= 1, 'limit=1');
+      paged.push(...r.json.data.map((j) => j.id));
+      cursor = r.json.next_cursor;
+      if (!cursor) break;
+    }
+    assert.equal(cursor, null, 'the pages end');
+    assert.deepEqual(paged, newestFirst, 'pages in order, none repeated or missed');
+    assertError(await h.api('GET', `${replaysPath(a.tenant)}?state=running`), 400, 'invalid_parameter', 'a query parameter the list does not read');
+    assertError(await h.api('GET', `${replaysPath(a.tenant)}?limit=0`), 400, 'invalid_parameter', 'limit=0');
+
+    // at most 8 open jobs (preview, running, paused) in a tenant
+    for (let i = 3; i < 8; i++) {
+      const r = await createJob(h, a.tenant, { reason: `job ${i}` });
+      assert.equal(r.status, 201, `job ${i}: ${r.text}`);
+      ids.push(r.json.id);
+    }
+    assertError(await createJob(h, a.tenant, { reason: 'ninth' }), 409, 'conflict', 'a ninth open job');
+    const bJob = await createJob(h, b.tenant, { reason: 'other tenant' });
+    assert.equal(bJob.status, 201, `another tenant is not limited by this one's jobs: ${bJob.text}`);
+    assert.equal((await act(h, a.tenant, ids[0], 'cancel')).status, 200);
+    const ninth = await createJob(h, a.tenant, { reason: 'ninth, after a cancel' });
+    assert.equal(ninth.status, 201, `a cancelled job is not open: ${ninth.text}`);
+
+    // scope: tenant B's job under tenant A's path is not found, and untouched
+    assertError(await h.api('GET', jobPath(a.tenant, bJob.json.id)), 404, 'not_found', "B's job under A");
+    for (const action of ['confirm', 'cancel']) {
+      assertError(await act(h, a.tenant, bJob.json.id, action), 404, 'not_found', `${action} B's job under A`);
+    }
+    assert.equal((await getJob(h, b.tenant, bJob.json.id)).state, 'preview', "B's job untouched");
+    const aAll = await h.api('GET', `${replaysPath(a.tenant)}?limit=500`);
+    assert.ok(!aAll.json.data.some((j) => j.id === bJob.json.id), "A's list does not show B's job");
+    const bAll = await h.api('GET', replaysPath(b.tenant));
+    assert.deepEqual(bAll.json.data.map((j) => j.id), [bJob.json.id], "B's list holds B's job only");
+    assertError(await h.api('GET', jobPath(a.tenant, 'rpl_doesnotexist')), 404, 'not_found', 'an unknown job id');
+    assertError(await h.api('GET', replaysPath('no-such-tenant')), 404, 'not_found', 'a list under an unknown tenant');
+    // leave no open jobs behind
+    for (const id of [...ids.slice(1), ninth.json.id]) assert.equal((await act(h, a.tenant, id, 'cancel')).status, 200);
+    assert.equal((await act(h, b.tenant, bJob.json.id, 'cancel')).status, 200);
+    // a listed job is the job as GET shows it: its tenant_id too
+    for (const j of aAll.json.data) assert.equal(j.tenant_id, a.tenant, `listed job ${j.id}: tenant_id`);
+    await recv.close();
+  });
+});
