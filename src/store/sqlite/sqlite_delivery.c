@@ -434,7 +434,8 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   return sq_read_deliveries(c, st, out, n);
 }
 
-int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const char **why) {
+int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const char **why,
+                  sq_replay_memo *memo) {
   static const char *unused;
   if (!why) why = &unused;
   *why = NULL;
@@ -450,21 +451,30 @@ int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const cha
     hookd_delivery_free(&d);
     return HOOKD_STORE_STATE;
   }
-  hookd_endpoint ep;
-  bool ordered = false;
-  rc = sq_endpoint_get(c, d.endpoint_id, &ep);
+  sq_replay_memo own = {0};
+  if (!memo || strcmp(memo->endpoint_id, d.endpoint_id) != 0) {
+    if (!memo) memo = &own;
+    hookd_endpoint ep;
+    memo->rc = sq_endpoint_get(c, d.endpoint_id, &ep);
+    if (memo->rc == 0) {
+      memo->enabled = ep.enabled;
+      memo->ordered = ep.ordered;
+      hookd_endpoint_free(&ep);
+    }
+    bool fits = strlen(d.endpoint_id) < sizeof memo->endpoint_id;
+    snprintf(memo->endpoint_id, sizeof memo->endpoint_id, "%s",
+             fits && (memo->rc == 0 || memo->rc == HOOKD_STORE_NOTFOUND) ? d.endpoint_id : "");
+  }
+  rc = memo->rc;
+  bool ordered = rc == 0 && memo->ordered;
   if (rc == HOOKD_STORE_NOTFOUND) {
     snprintf(c->err, sizeof c->err, "its endpoint was deleted");
     *why = "endpoint_deleted";
     rc = HOOKD_STORE_STATE;
-  } else if (rc == 0) {
-    if (!ep.enabled) {
-      snprintf(c->err, sizeof c->err, "its endpoint is disabled");
-      *why = "endpoint_disabled";
-      rc = HOOKD_STORE_STATE;
-    }
-    ordered = ep.ordered;
-    hookd_endpoint_free(&ep);
+  } else if (rc == 0 && !memo->enabled) {
+    snprintf(c->err, sizeof c->err, "its endpoint is disabled");
+    *why = "endpoint_disabled";
+    rc = HOOKD_STORE_STATE;
   }
   /* superseded at publish: a higher version of its lane was given first; it was never sent,
    * and sending it now would take the receiver back */
@@ -539,7 +549,7 @@ int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const cha
 }
 
 int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
-  int rc = sq_replay_one(c, id, now_ms, NULL);
+  int rc = sq_replay_one(c, id, now_ms, NULL, NULL);
   if (rc) return rc;
   return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
 }

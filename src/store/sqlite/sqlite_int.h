@@ -135,8 +135,16 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
 int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out);
 /* delivery_replay's checks and write, without reading the delivery back; on HOOKD_STORE_STATE
  * *why (may be NULL) names the refusal: state_changed, endpoint_deleted, endpoint_disabled,
- * superseded, lane_moved_on, expired, payload_purged. */
-int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const char **why);
+ * superseded, lane_moved_on, expired, payload_purged. memo (may be NULL) keeps the last
+ * endpoint's lookup across the calls of one transaction (a replay job's step: its items mostly
+ * share their endpoints, which cannot change under the writer's own transaction). */
+typedef struct sq_replay_memo {
+  char endpoint_id[160]; /* the endpoint last looked up ("" = none) */
+  int rc;                /* its lookup: 0, or HOOKD_STORE_NOTFOUND (deleted) */
+  bool enabled, ordered;
+} sq_replay_memo;
+int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const char **why,
+                  sq_replay_memo *memo);
 int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
                      int64_t max_items, hookd_replay_snapshot *out);
 int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_replay_snapshot *snap,

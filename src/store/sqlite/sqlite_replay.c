@@ -374,7 +374,7 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
 
 /* One item: replayed, or why not. Sets *endpoint (owned) for a replayed one. */
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
-                     const char **result, char **endpoint) {
+                     sq_replay_memo *memo, const char **result, char **endpoint) {
   *endpoint = NULL;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_GET,
                              "SELECT i.result, d.id, d.state, d.endpoint_id FROM replay_items i"
@@ -406,7 +406,7 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
     *result = "state_changed"; /* replayed by hand, say: the job never sends it twice */
   } else {
     const char *why = NULL;
-    rc = sq_replay_one(c, id, now_ms, &why);
+    rc = sq_replay_one(c, id, now_ms, &why, memo);
     if (rc == HOOKD_STORE_OK) {
       *result = "replayed";
     } else if (rc == HOOKD_STORE_STATE && why) {
@@ -433,10 +433,11 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
   if (at < (double)(now_ms - 1000)) at = (double)(now_ms - 1000);
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
+  sq_replay_memo memo = {0};
   while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX) {
     const char *result;
     char *ep = NULL;
-    int rc = step_item(c, j, n, now_ms, &result, &ep);
+    int rc = step_item(c, j, n, now_ms, &memo, &result, &ep);
     if (rc) return rc;
     if (result && !strcmp(result, "replayed")) {
       replayed++;
