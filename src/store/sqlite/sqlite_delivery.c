@@ -434,80 +434,92 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   return sq_read_deliveries(c, st, out, n);
 }
 
-int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const char **why,
+int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
                   sq_replay_memo *memo) {
   static const char *unused;
   if (!why) why = &unused;
   *why = NULL;
-  hookd_delivery d;
-  int rc = sq_delivery_get(c, id, &d, NULL, NULL);
-  if (rc) return rc;
+  /* one read for every check: the delivery's state, endpoint and lane, its event's expiry,
+   * purge and ordering version, and the version its lane has reached */
+  sqlite3_stmt *st = sq_stmt(c, SQ_DL_REPLAY_READ,
+                             "SELECT d.state, d.endpoint_id, d.dead_reason,"
+                             " d.ordering_key IS NOT NULL, e.expires_at, e.purged_at,"
+                             " e.ordering_version, (SELECT version FROM lane_versions l"
+                             " WHERE l.endpoint_id = d.endpoint_id AND l.ordering_key ="
+                             " d.ordering_key), e.kind"
+                             " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+                             " WHERE d.seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, seq);
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? HOOKD_STORE_NOTFOUND : sq_fail(c, "read delivery");
+  }
+  hookd_dstate state = HOOKD_DS_PENDING;
+  const char *sname = (const char *)sqlite3_column_text(st, 0);
+  if (sname) hookd_dstate_parse(sname, &state);
+  char *endpoint_id = sq_col_str(st, 1);
+  const char *reason = (const char *)sqlite3_column_text(st, 2);
+  bool superseded = reason && !strcmp(reason, "superseded");
+  bool laned = sq_col_i64(st, 3) != 0;
+  int64_t expires = sq_col_i64(st, 4);
+  bool purged = sq_col_i64(st, 5) != 0;
+  bool versioned = sqlite3_column_type(st, 6) != SQLITE_NULL &&
+                   sqlite3_column_type(st, 7) != SQLITE_NULL;
+  int64_t version = versioned ? sq_col_i64(st, 6) : 0, lane = versioned ? sq_col_i64(st, 7) : 0;
+  const char *kind = (const char *)sqlite3_column_text(st, 8);
+  bool inbound = kind && !strcmp(kind, "inbound");
+  sqlite3_reset(st);
+  if (!endpoint_id) return sq_fail(c, "read delivery");
+
   hookd_dstate to;
-  if (hookd_dstate_next(d.state, HOOKD_DT_REPLAY, &to) != 0) {
+  if (hookd_dstate_next(state, HOOKD_DT_REPLAY, &to) != 0) {
     snprintf(c->err, sizeof c->err, "a %s delivery cannot be replayed%s",
-             hookd_dstate_name(d.state),
-             hookd_dstate_active(d.state) ? ": it is already scheduled" : "");
+             hookd_dstate_name(state),
+             hookd_dstate_active(state) ? ": it is already scheduled" : "");
     *why = "state_changed";
-    hookd_delivery_free(&d);
+    free(endpoint_id);
     return HOOKD_STORE_STATE;
   }
   sq_replay_memo own = {0};
-  if (!memo || strcmp(memo->endpoint_id, d.endpoint_id) != 0) {
+  if (!memo || strcmp(memo->endpoint_id, endpoint_id) != 0) {
     if (!memo) memo = &own;
     hookd_endpoint ep;
-    memo->rc = sq_endpoint_get(c, d.endpoint_id, &ep);
+    memo->rc = sq_endpoint_get(c, endpoint_id, &ep);
     if (memo->rc == 0) {
       memo->enabled = ep.enabled;
       memo->ordered = ep.ordered;
       hookd_endpoint_free(&ep);
     }
-    bool fits = strlen(d.endpoint_id) < sizeof memo->endpoint_id;
+    bool fits = strlen(endpoint_id) < sizeof memo->endpoint_id;
     snprintf(memo->endpoint_id, sizeof memo->endpoint_id, "%s",
-             fits && (memo->rc == 0 || memo->rc == HOOKD_STORE_NOTFOUND) ? d.endpoint_id : "");
+             fits && (memo->rc == 0 || memo->rc == HOOKD_STORE_NOTFOUND) ? endpoint_id : "");
   }
+  free(endpoint_id);
   rc = memo->rc;
   bool ordered = rc == 0 && memo->ordered;
   if (rc == HOOKD_STORE_NOTFOUND) {
     snprintf(c->err, sizeof c->err, "its endpoint was deleted");
     *why = "endpoint_deleted";
-    rc = HOOKD_STORE_STATE;
-  } else if (rc == 0 && !memo->enabled) {
+    return HOOKD_STORE_STATE;
+  }
+  if (rc) return rc;
+  if (!memo->enabled) {
     snprintf(c->err, sizeof c->err, "its endpoint is disabled");
     *why = "endpoint_disabled";
-    rc = HOOKD_STORE_STATE;
+    return HOOKD_STORE_STATE;
   }
   /* superseded at publish: a higher version of its lane was given first; it was never sent,
    * and sending it now would take the receiver back */
-  if (!rc && d.dead_reason && !strcmp(d.dead_reason, "superseded")) {
+  if (superseded) {
     snprintf(c->err, sizeof c->err,
              "it was superseded by a higher ordering_version of its lane: never sent, never "
              "replayed");
     *why = "superseded";
-    rc = HOOKD_STORE_STATE;
+    return HOOKD_STORE_STATE;
   }
-  int64_t seq = d.seq;
-  bool laned = d.ordering_key != NULL;
-  hookd_delivery_free(&d);
-  if (rc) return rc;
-
-  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable;
-   * on an ordered endpoint, a version its lane has moved past is not sent again either */
-  sqlite3_stmt *st = sq_stmt(c, SQ_DL_REPLAY_EXPIRY,
-                             "SELECT e.expires_at, e.purged_at, e.ordering_version,"
-                             " (SELECT version FROM lane_versions l WHERE l.endpoint_id ="
-                             " d.endpoint_id AND l.ordering_key = d.ordering_key)"
-                             " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
-                             " WHERE d.seq = ?1");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, seq);
-  rc = sqlite3_step(st);
-  int64_t expires = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
-  bool purged = rc == SQLITE_ROW && sq_col_i64(st, 1);
-  bool versioned = rc == SQLITE_ROW && sqlite3_column_type(st, 2) != SQLITE_NULL &&
-                   sqlite3_column_type(st, 3) != SQLITE_NULL;
-  int64_t version = versioned ? sq_col_i64(st, 2) : 0, lane = versioned ? sq_col_i64(st, 3) : 0;
-  sqlite3_reset(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read event expiry");
+  /* on an ordered endpoint, a version its lane has moved past is not sent again either */
   if (ordered && laned && versioned && version < lane) {
     snprintf(c->err, sizeof c->err,
              "its lane has moved on to ordering_version %lld (this event has %lld): an ordered "
@@ -516,6 +528,7 @@ int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const cha
     *why = "lane_moved_on";
     return HOOKD_STORE_STATE;
   }
+  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
   if (expires && expires <= now_ms) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
     *why = "expired";
@@ -529,12 +542,12 @@ int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const cha
   }
 
   st = sq_stmt(c, SQ_DL_REPLAY,
-                             "UPDATE deliveries SET state = 'pending', cycle_base = attempt_count,"
-                             " lane_wait = 0,"
-                             " cycle_kind = 'replay', cycle_started_at = ?2, next_attempt_at = ?2,"
-                             " dead_at = NULL, dead_reason = NULL, delivered_at = NULL,"
-                             " updated_at = ?2"
-                             " WHERE seq = ?1 AND state IN ('delivered','dead')");
+               "UPDATE deliveries SET state = 'pending', cycle_base = attempt_count,"
+               " lane_wait = 0,"
+               " cycle_kind = 'replay', cycle_started_at = ?2, next_attempt_at = ?2,"
+               " dead_at = NULL, dead_reason = NULL, delivered_at = NULL,"
+               " updated_at = ?2"
+               " WHERE seq = ?1 AND state IN ('delivered','dead')");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, seq);
   sq_bind_i64(st, 2, now_ms);
@@ -544,12 +557,20 @@ int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const cha
     return HOOKD_STORE_STATE;
   }
   /* an inbound event's record follows (dead_lettered or completed no longer: it is sent again);
-   * an outbound event has none, and this finds none */
-  return sq_inbox_follow(c, seq, now_ms, NULL, NULL);
+   * an outbound event has none */
+  return inbound ? sq_inbox_follow(c, seq, now_ms, NULL, NULL) : HOOKD_STORE_OK;
 }
 
 int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
-  int rc = sq_replay_one(c, id, now_ms, NULL, NULL);
+  sqlite3_stmt *st = sq_stmt(c, SQ_DL_SEQ_BY_ID, "SELECT seq FROM deliveries WHERE id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  int rc = sqlite3_step(st);
+  int64_t seq = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "find delivery");
+  rc = sq_replay_one(c, seq, now_ms, NULL, NULL);
   if (rc) return rc;
   return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
 }

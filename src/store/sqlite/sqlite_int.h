@@ -17,7 +17,7 @@ enum sq_stmt_id {
   SQ_IDEM_INSERT, SQ_IDEM_GET,
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
   SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_OPEN, SQ_LANE_ADVANCE, SQ_LANE_REPAIR,
-  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_IS_DEST, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_EXPIRY,
+  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_IS_DEST, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_DL_SEQ_BY_ID,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_LATE, SQ_OUTCOME_GONE, SQ_ATTEMPT_INSERT, SQ_RELEASE,
   SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_RECLAIM_HOLD, SQ_RELEASE_HELD, SQ_DUE_HINTS,
@@ -143,7 +143,7 @@ typedef struct sq_replay_memo {
   int rc;                /* its lookup: 0, or HOOKD_STORE_NOTFOUND (deleted) */
   bool enabled, ordered;
 } sq_replay_memo;
-int sq_replay_one(hookd_store_conn *c, const char *id, int64_t now_ms, const char **why,
+int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
                   sq_replay_memo *memo);
 int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
                      int64_t max_items, hookd_replay_snapshot *out);

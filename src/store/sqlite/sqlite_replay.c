@@ -376,9 +376,10 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
                      sq_replay_memo *memo, const char **result, char **endpoint) {
   *endpoint = NULL;
+  *result = NULL;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_GET,
-                             "SELECT i.result, d.id, d.state, d.endpoint_id FROM replay_items i"
-                             " LEFT JOIN deliveries d ON d.seq = i.delivery_seq"
+                             "SELECT i.result, i.delivery_seq, d.state, d.endpoint_id"
+                             " FROM replay_items i LEFT JOIN deliveries d ON d.seq = i.delivery_seq"
                              " WHERE i.job_seq = ?1 AND i.n = ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, j->seq);
@@ -393,20 +394,22 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
     return sq_fail(c, "read replay item");
   }
   bool done = sqlite3_column_type(st, 0) != SQLITE_NULL; /* another node's step took it */
-  char *id = sq_col_str(st, 1), *state = sq_col_str(st, 2);
+  int64_t seq = sq_col_i64(st, 1);
+  bool gone = sqlite3_column_type(st, 2) == SQLITE_NULL;
+  const char *state = (const char *)sqlite3_column_text(st, 2);
+  bool same_state = state && !strcmp(state, j->filter_state);
   *endpoint = sq_col_str(st, 3);
   sqlite3_reset(st);
   rc = HOOKD_STORE_OK;
-  *result = NULL;
   if (done) {
     *result = NULL;
-  } else if (!id) {
+  } else if (gone) {
     *result = "gone"; /* removed by event retention since the snapshot */
-  } else if (!state || strcmp(state, j->filter_state) != 0) {
+  } else if (!same_state) {
     *result = "state_changed"; /* replayed by hand, say: the job never sends it twice */
   } else {
     const char *why = NULL;
-    rc = sq_replay_one(c, id, now_ms, &why, memo);
+    rc = sq_replay_one(c, seq, now_ms, &why, memo);
     if (rc == HOOKD_STORE_OK) {
       *result = "replayed";
     } else if (rc == HOOKD_STORE_STATE && why) {
@@ -414,8 +417,6 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
       rc = HOOKD_STORE_OK;
     }
   }
-  free(id);
-  free(state);
   if (!rc && *result) rc = item_result(c, j->seq, n, *result);
   if (rc || !*result || strcmp(*result, "replayed") != 0) {
     free(*endpoint);
