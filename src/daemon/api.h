@@ -143,6 +143,7 @@ void hookd_api_inbox_get(hookd_req *r, hookd_app *app);
 void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app);
 void hookd_api_event_publish(hookd_req *r, hookd_app *app);
 void hookd_api_event_get(hookd_req *r, hookd_app *app);
+void hookd_api_event_republish(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_get(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_list(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_replay(hookd_req *r, hookd_app *app);

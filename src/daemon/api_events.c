@@ -2,6 +2,8 @@
  *   POST /v1/tenants/{t}/events  {type, payload, id?, occurred_at?}  + Idempotency-Key?
  *        → 202 {id, deliveries, duplicate} after the commit (never before).
  *   GET  /v1/events/{id}, GET /v1/tenants/{t}/events/{id}  → the event with its deliveries.
+ *   POST /v1/tenants/{t}/events/{id}/republish  {id?, reason?}  → 202 as a publish: "send as a
+ *        new event" (O12), a new event of the same type and payload; a replay keeps the id.
  *
  * The Standard Webhooks envelope {"id","type","timestamp","data"} is serialised here, once, and
  * stored as the exact bytes every attempt and replay sends. The request hash that decides
@@ -73,6 +75,36 @@ static void reply_publish(hookd_api_op *base, int rc) {
   hookd_req_reply_json(base->req, 202,
                        json_pack("{s:s,s:i,s:b}", "id", op->res.event_id, "deliveries",
                                  op->res.n_deliveries, "duplicate", op->res.duplicate));
+}
+
+/* The Standard Webhooks envelope, serialised once into op->body. */
+static int envelope(pub_op *op, hookd_app *app, int64_t occurred_ms, const json_t *payload) {
+  char ts[HOOKD_RFC3339_MAX];
+  hookd_fmt_rfc3339_ms(occurred_ms, ts);
+  hookd_buf_init(&op->body, app->cfg->max_body_bytes * 2 + 1024);
+  hookd_buf *b = &op->body;
+  int brc = hookd_buf_puts(b, "{\"id\":");
+  if (!brc) brc = hookd_json_quote(b, op->event_id, strlen(op->event_id));
+  if (!brc) brc = hookd_buf_puts(b, ",\"type\":");
+  if (!brc) brc = hookd_json_quote(b, op->type, strlen(op->type));
+  if (!brc) brc = hookd_buf_printf(b, ",\"timestamp\":\"%s\",\"data\":", ts);
+  if (!brc) brc = hookd_json_dump(payload, b);
+  if (!brc) brc = hookd_buf_puts(b, "}");
+  return brc;
+}
+
+/* The store request from op's fields (no ordering key: the caller sets it). */
+static void fill_req(pub_op *op, hookd_app *app, int64_t occurred_ms, int64_t now) {
+  op->req.tenant_id = op->tenant;
+  op->req.event_id = op->event_id;
+  op->req.type = op->type;
+  op->req.body = op->body.data;
+  op->req.body_len = op->body.len;
+  op->req.request_hash = op->hash;
+  op->req.idempotency_key = op->idem[0] ? op->idem : NULL;
+  op->req.occurred_ms = occurred_ms;
+  op->req.now_ms = now;
+  op->req.expires_ms = app->cfg->event_ttl_s ? now + app->cfg->event_ttl_s * 1000 : 0;
 }
 
 static bool valid_type(const char *s) {
@@ -171,18 +203,7 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
     hookd_buf_free(&canon);
   }
 
-  /* the envelope, serialised once */
-  char ts[HOOKD_RFC3339_MAX];
-  hookd_fmt_rfc3339_ms(occurred_ms, ts);
-  hookd_buf_init(&op->body, app->cfg->max_body_bytes * 2 + 1024);
-  hookd_buf *b = &op->body;
-  if (!brc) brc = hookd_buf_puts(b, "{\"id\":");
-  if (!brc) brc = hookd_json_quote(b, op->event_id, strlen(op->event_id));
-  if (!brc) brc = hookd_buf_puts(b, ",\"type\":");
-  if (!brc) brc = hookd_json_quote(b, op->type, strlen(op->type));
-  if (!brc) brc = hookd_buf_printf(b, ",\"timestamp\":\"%s\",\"data\":", ts);
-  if (!brc) brc = hookd_json_dump(payload, b);
-  if (!brc) brc = hookd_buf_puts(b, "}");
+  if (!brc) brc = envelope(op, app, occurred_ms, payload);
   if (brc) {
     hookd_req_error(r, brc == HOOKD_BUF_TOOBIG ? 413 : 400, "invalid_payload",
                     "payload cannot be serialised (too large or not representable)");
@@ -191,16 +212,7 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
     op = NULL;
     goto done;
   }
-  op->req.tenant_id = op->tenant;
-  op->req.event_id = op->event_id;
-  op->req.type = op->type;
-  op->req.body = b->data;
-  op->req.body_len = b->len;
-  op->req.request_hash = op->hash;
-  op->req.idempotency_key = idem ? op->idem : NULL;
-  op->req.occurred_ms = occurred_ms;
-  op->req.now_ms = now;
-  op->req.expires_ms = app->cfg->event_ttl_s ? now + app->cfg->event_ttl_s * 1000 : 0;
+  fill_req(op, app, occurred_ms, now);
   op->req.ordering_key = okey ? op->ordering_key : NULL;
   op->req.ordering_version = over;
   op->req.has_ordering_version = has_over == 0;
@@ -310,4 +322,126 @@ void hookd_api_event_get(hookd_req *r, hookd_app *app) {
   const hookd_principal *p = hookd_api_principal(r);
   if (!scoped && p && p->tenants[0]) snprintf(op->scope, sizeof op->scope, "%s", p->tenants);
   hookd_api_submit(&op->base, false);
+}
+
+/* ---------- republish: "send as a new event" (O12) ---------- */
+
+/* A new event with the source event's type, payload and occurred_at, under a new id (the
+ * caller's, which makes a retry safe, or a generated one): fanned out to the endpoints
+ * subscribed now, and received as new — unlike a replay, which keeps the event id so that
+ * receivers deduplicate it. The source is read on the reader, the new event published and
+ * audited (event.republish) on the writer. */
+typedef struct repub_op {
+  pub_op pub; /* first: the op becomes a publish */
+  char source[160];
+  bool caller_id;
+  hookd_event ev;
+  bool loaded;
+} repub_op;
+
+static void repub_cleanup(hookd_api_op *base) {
+  repub_op *op = (repub_op *)base;
+  if (op->loaded) hookd_event_free(&op->ev);
+  pub_cleanup(base);
+}
+
+static int run_republish(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  repub_op *op = (repub_op *)base;
+  int rc = run_publish(c, be, base);
+  if (rc || op->pub.res.duplicate) return rc;
+  char detail[200];
+  snprintf(detail, sizeof detail, "republished from %s", op->source);
+  return hookd_api_audit(base, c, be, "event.republish", op->pub.event_id, op->pub.tenant, detail);
+}
+
+static int run_source(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  repub_op *op = (repub_op *)base;
+  if (op->loaded) hookd_event_free(&op->ev);
+  int rc = be->event_get(c, op->pub.tenant, op->source, &op->ev, NULL, NULL);
+  op->loaded = rc == 0;
+  return rc;
+}
+
+static void reply_source(hookd_api_op *base, int rc) {
+  repub_op *op = (repub_op *)base;
+  hookd_app *app = base->app;
+  if (rc) {
+    hookd_api_store_error(base, rc, "event");
+    return;
+  }
+  if (op->ev.inbound) {
+    hookd_req_error(base->req, 409, "invalid_state",
+                    "an inbound event is the provider's request: replay its forwards instead");
+    return;
+  }
+  if (op->ev.purged_ms) {
+    hookd_req_error(base->req, 409, "invalid_state",
+                    "its payload was purged (--payload-retention-s): nothing left to send");
+    return;
+  }
+  json_t *env = json_loadb(op->ev.body, op->ev.body_len, 0, NULL);
+  json_t *payload = env ? json_object_get(env, "data") : NULL;
+  int64_t now = hookd_now_ms();
+  if (!op->caller_id) hookd_id_new("evt", now, op->pub.event_id);
+  snprintf(op->pub.type, sizeof op->pub.type, "%s", op->ev.type);
+  /* "the same request" for a repeated id or Idempotency-Key: the same source and new id */
+  json_t *request = json_pack("{s:s,s:s}", "id", op->pub.event_id, "republish_of", op->source);
+  hookd_buf canon;
+  hookd_buf_init(&canon, 1024);
+  int brc = payload && request ? hookd_jcs(request, &canon) : -1;
+  if (!brc && hookd_sha256(canon.data, canon.len, op->pub.hash) != 0) brc = -1;
+  hookd_buf_free(&canon);
+  json_decref(request);
+  if (!brc) brc = envelope(&op->pub, app, op->ev.occurred_ms, payload);
+  json_decref(env);
+  if (brc) {
+    hookd_req_error(base->req, brc == HOOKD_BUF_TOOBIG ? 413 : 500, "internal",
+                    "the source event's payload cannot be sent again");
+    return;
+  }
+  fill_req(&op->pub, app, op->ev.occurred_ms, now);
+  op->pub.base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* refuses before writing, as publish */
+  hookd_api_chain(base, run_republish, reply_publish, true);
+}
+
+void hookd_api_event_republish(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"id", "reason", NULL};
+  if (hookd_api_store_overloaded(r, app)) return;
+  size_t body_len;
+  hookd_req_body(r, &body_len);
+  json_t *body = body_len ? hookd_api_body_object(r, app) : NULL;
+  if (body_len && !body) return;
+  const char *id = NULL, *reason = NULL;
+  const char *idem = hookd_req_header(r, "Idempotency-Key");
+  repub_op *op = NULL;
+  if (body && !hookd_api_known_members(r, body, NULL, names)) goto done;
+  if (body && (hookd_json_get_str(body, "id", &id) < 0 || (id && !hookd_id_valid(id, 128)))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "id must be 1-128 characters of letters, digits, '_', '-', '.', ':'");
+    goto done;
+  }
+  if (body && (hookd_json_get_str(body, "reason", &reason) < 0 ||
+               (reason && (!reason[0] || strlen(reason) > 255)))) {
+    hookd_req_error(r, 422, "invalid_field", "reason must be a string of 1 to 255 bytes");
+    goto done;
+  }
+  if (idem && !valid_idempotency_key(idem)) {
+    hookd_req_error(r, 400, "invalid_header",
+                    "Idempotency-Key must be 1-255 printable ASCII characters");
+    goto done;
+  }
+  op = hookd_api_op_new(sizeof *op, r, app, run_source, reply_source);
+  if (!op) goto done;
+  op->pub.base.cleanup = repub_cleanup;
+  snprintf(op->pub.tenant, sizeof op->pub.tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->source, sizeof op->source, "%s", hookd_req_param(r, 1));
+  if (id) {
+    snprintf(op->pub.event_id, sizeof op->pub.event_id, "%s", id);
+    op->caller_id = true;
+  }
+  if (idem) snprintf(op->pub.idem, sizeof op->pub.idem, "%s", idem);
+  if (reason) snprintf(op->pub.base.reason, sizeof op->pub.base.reason, "%s", reason);
+  hookd_api_submit(&op->pub.base, false);
+done:
+  json_decref(body);
 }

@@ -337,6 +337,60 @@ describe('replay', () => {
   });
 });
 
+describe('republish ("send as a new event", O12)', () => {
+  it('sends the payload again as a new event, audited; a replay keeps the id, a republish does not', async () => {
+    const recv = await startReceiver();
+    const { tenant, secret } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'invoice.paid', payload: { amount: 42, n: [1, 2] },
+      occurred_at: '2026-01-02T03:04:05.000Z' });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    const path = `/v1/tenants/${tenant}/events/${p.json.id}/republish`;
+    const bad = await h.api('POST', path, { as_new: true });
+    assert.equal(bad.status, 422, bad.text);
+    assert.equal(bad.json.error.code, 'unknown_field');
+    const r = await h.api('POST', path, { id: 'evt_again_1', reason: 'customer lost it' });
+    assert.equal(r.status, 202, r.text);
+    assert.equal(r.json.id, 'evt_again_1');
+    assert.equal(r.json.deliveries, 1);
+    assert.equal(r.json.duplicate, false);
+    await recv.waitFor(2);
+    const [first, second] = recv.requests;
+    for (const rec of [first, second]) assert.doesNotThrow(() => recv.verify(rec, secret));
+    assert.equal(second.headers['hookd-attempt'], '1', 'the first attempt of a new delivery');
+    assert.equal(second.headers['webhook-id'], 'evt_again_1', 'a new id: receivers take it as new');
+    assert.notEqual(second.headers['hookd-delivery-id'], first.headers['hookd-delivery-id']);
+    const a = JSON.parse(first.body), b = JSON.parse(second.body);
+    assert.deepEqual(b.data, a.data, 'the same payload (a snapshot, never rebuilt)');
+    assert.equal(b.type, a.type);
+    assert.equal(b.timestamp, a.timestamp, 'the same fact time');
+    assert.equal(b.id, 'evt_again_1');
+    // a retry with the same new id is the same request: nothing sent again
+    const again = await h.api('POST', path, { id: 'evt_again_1' });
+    assert.equal(again.status, 202, again.text);
+    assert.equal(again.json.duplicate, true);
+    // the same new id for another source event is a conflict
+    const p2 = await publish(h, tenant, { type: 'invoice.paid', payload: { amount: 7 } });
+    const clash = await h.api('POST', `/v1/tenants/${tenant}/events/${p2.json.id}/republish`, { id: 'evt_again_1' });
+    assert.equal(clash.status, 409, clash.text);
+    // audited with actor and reason
+    const audit = await h.api('GET', `/v1/audit?tenant=${tenant}`);
+    const row = audit.json.data.find((x) => x.action === 'event.republish');
+    assert.ok(row, 'event.republish audited');
+    assert.equal(row.target, 'evt_again_1');
+    assert.equal(row.reason, 'customer lost it');
+    assert.match(row.detail, new RegExp(p.json.id));
+    assert.equal(audit.json.data.filter((x) => x.action === 'event.republish').length, 1,
+      'the duplicate request is not audited twice');
+    // unknown event: 404; without a body a generated id
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/events/nope/republish`)).status, 404);
+    const gen = await h.api('POST', path);
+    assert.equal(gen.status, 202, gen.text);
+    assert.match(gen.json.id, /^evt_/);
+    assert.notEqual(gen.json.id, p.json.id);
+    await recv.close();
+  });
+});
+
 describe('HTTPS destinations (a private CA: --egress-ca-file)', () => {
   const fixture = (f) => readFileSync(new URL(`./fixtures/tls/${f}`, import.meta.url));
   const tls = { key: fixture('server.key'), cert: fixture('server.pem') };
