@@ -66,7 +66,7 @@ replay_main() {
     t0=$(now)
     for ((t = 1; t <= REPLAY_TENANTS; t++)); do
       r=$(hookd_api POST "/v1/tenants/t$t/replays" \
-        '{"reason":"bench","rate":{"per_second":1000000},"filter":{"state":"dead"}}')
+        '{"reason":"bench","rate":{"per_second":10000},"filter":{"state":"dead"}}')
       [ "${r%% *}" = 201 ] || die "replay job t$t: ${r:0:300}"
       ids+=("$(sed 's/.*"id":"\(rpl_[^"]*\)".*/\1/' <<<"${r#* }")")
     done

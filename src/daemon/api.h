@@ -38,6 +38,8 @@ void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
                        void (*reply)(hookd_api_op *, int));
 /* Suspends the request and submits the op to the writer (write) or reader. */
 void hookd_api_submit(hookd_api_op *op, bool write);
+/* The same, to the store's scan executor (long read-only scans, store.h). */
+void hookd_api_submit_scan(hookd_api_op *op);
 
 /* From a reply: instead of being freed, the op runs again with run and reply on the writer
  * (write) or the reader, the request still suspended — a read (a long scan on the reader)

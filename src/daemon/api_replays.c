@@ -124,6 +124,7 @@ static json_t *render(rp_op *op) {
   json_object_set_new(v, "confirmed_at", hookd_json_time(j->confirmed_ms));
   json_object_set_new(v, "finished_at", hookd_json_time(j->finished_ms));
   json_object_set_new(v, "updated_at", hookd_json_time(j->updated_ms));
+  json_object_set_new(v, "items_purged_at", hookd_json_time(j->items_purged_ms));
   return v;
 }
 
@@ -375,8 +376,16 @@ static bool take_reason(hookd_req *r, rp_op *op, const json_t *body, bool requir
   if (v && !json_is_null(v)) {
     const char *s = json_is_string(v) ? json_string_value(v) : NULL;
     size_t n = s ? strlen(s) : 0;
-    if (!s || n == 0 || n >= sizeof op->base.reason) {
-      hookd_req_error(r, 422, "invalid_field", "reason must be a string of 1 to %zu bytes",
+    bool visible = false, control = false;
+    for (size_t i = 0; i < n; i++) {
+      unsigned char ch = (unsigned char)s[i];
+      if (ch < 0x20 || ch == 0x7f) control = true;
+      else if (ch != ' ') visible = true;
+    }
+    if (!s || !visible || control || n >= sizeof op->base.reason) {
+      hookd_req_error(r, 422, "invalid_field",
+                      "reason must be text of 1 to %zu bytes, not blank, without control "
+                      "characters",
                       sizeof op->base.reason - 1);
       return false;
     }
@@ -410,10 +419,16 @@ void hookd_api_replay_create(hookd_req *r, hookd_app *app) {
     goto fail;
   }
   if (rate && hookd_api_parse_rate(r, rate, "rate", &op->rate) != 0) goto fail;
+  if (op->rate > HOOKD_REPLAY_RATE_MAX) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "rate: a replay job moves at most %.0f deliveries a second",
+                    HOOKD_REPLAY_RATE_MAX);
+    goto fail;
+  }
   if (!parse_filter(r, op, json_object_get(body, "filter"))) goto fail;
   if (!take_reason(r, op, body, true)) goto fail;
   json_decref(body);
-  hookd_api_submit(&op->base, false);
+  hookd_api_submit_scan(&op->base); /* the snapshot's scan, then the writer, then the reader */
   return;
 fail:
   rp_cleanup(&op->base);

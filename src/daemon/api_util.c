@@ -85,6 +85,11 @@ void hookd_api_submit(hookd_api_op *op, bool write) {
   hookd_storeq_submit(write ? op->app->store->writer : op->app->store->reader, &op->sop);
 }
 
+void hookd_api_submit_scan(hookd_api_op *op) {
+  hookd_req_suspend(op->req);
+  hookd_storeq_submit(op->app->store->scan, &op->sop);
+}
+
 void hookd_api_store_error(hookd_api_op *op, int rc, const char *what) {
   const char *msg = op->err[0] ? op->err : hookd_store_strerror(rc);
   switch (rc) {

@@ -106,8 +106,17 @@ static void purge_walk(hookd_app *app, int64_t retention_s,
   if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
 }
 
+static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  purge *p = arg;
+  bool more = false;
+  int rc = be->replay_purge(c, p->before_ms, hookd_now_ms(), 5000, &p->purged, &more);
+  p->after_seq = more ? 1 : 0;
+  return rc;
+}
+
 /* Retention of dedup records with their inbound events (I9), and, when set, of settled outbound
- * events: their payloads, then the events themselves (O17). */
+ * events: their payloads, then the events themselves (O17); the items of replay jobs that ended
+ * a week ago (docs/replay.md). */
 static void purge_old(hookd_app *app) {
   purge_walk(app, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
              "inbox.purged");
@@ -117,6 +126,8 @@ static void purge_old(hookd_app *app) {
   if (app->cfg->event_retention_s > 0)
     purge_walk(app, app->cfg->event_retention_s, run_event_expire, &hookd_m.events_expired,
                "event.expired");
+  purge_walk(app, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge, &hookd_m.replay_purged,
+             "replay.items_purged");
 }
 
 static int refresh_keys(hookd_app *app) {

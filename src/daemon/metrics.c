@@ -147,6 +147,9 @@ int hookd_metrics_render(hookd_buf *o) {
                          "replay jobs' deliveries skipped (no longer in the filter's state, or "
                          "refused as a single replay would be)",
                          LOAD(m->replay_skipped));
+  rc = rc ? rc : counter(o, "hookd_replay_items_purged_total",
+                         "items of replay jobs that ended over a week ago, deleted",
+                         LOAD(m->replay_purged));
   rc = rc ? rc : counter(o, "hookd_auth_failures_total", "API requests refused 401/403",
                          LOAD(m->auth_failures));
   rc = rc ? rc : counter(o, "hookd_deliveries_unknown_total",

@@ -48,6 +48,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t egress_blocked;
   _Atomic uint64_t replays;
   _Atomic uint64_t replay_skipped; /* replay jobs' items not replayed (docs/replay.md) */
+  _Atomic uint64_t replay_purged;  /* ended replay jobs' items deleted after a week */
   _Atomic uint64_t auth_failures;
   _Atomic uint64_t unknown;                 /* deliveries held: ambiguous, not idempotent */
   _Atomic uint64_t inbound[HOOKD_RECV__COUNT]; /* by HOOKD_RECV_* outcome */

@@ -292,7 +292,7 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
     goto fail;
   }
 
-  hookd_store_conn *wc = NULL, *rc = NULL;
+  hookd_store_conn *wc = NULL, *rc = NULL, *sc = NULL;
   if (s->be->open(s->shared, 1, &wc, err, errlen) != 0) goto fail;
   if (s->be->migrate(wc, !cfg->no_migrate) != 0) {
     snprintf(err, errlen, "%s%s", cfg->no_migrate ? "" : "migrate: ", s->be->errmsg(wc));
@@ -303,13 +303,20 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
     s->be->close(wc);
     goto fail;
   }
+  if (s->be->open(s->shared, 0, &sc, err, errlen) != 0) {
+    s->be->close(wc);
+    s->be->close(rc);
+    goto fail;
+  }
   s->writer = hookd_storeq_start(s->be, wc, 1, cfg->max_batch, "store-writer");
   s->reader = hookd_storeq_start(s->be, rc, 0, 1, "store-reader");
-  if (!s->writer || !s->reader) {
+  s->scan = hookd_storeq_start(s->be, sc, 0, 1, "store-scan");
+  if (!s->writer || !s->reader || !s->scan) {
     snprintf(err, errlen, "cannot start store threads");
     if (s->writer) hookd_storeq_stop(s->writer); else s->be->close(wc);
     if (s->reader) hookd_storeq_stop(s->reader); else s->be->close(rc);
-    s->writer = s->reader = NULL;
+    if (s->scan) hookd_storeq_stop(s->scan); else s->be->close(sc);
+    s->writer = s->reader = s->scan = NULL;
     goto fail;
   }
   *out = s;
@@ -322,6 +329,7 @@ fail:
 
 void hookd_store_close(hookd_store *s) {
   if (!s) return;
+  hookd_storeq_stop(s->scan);
   hookd_storeq_stop(s->reader);
   hookd_storeq_stop(s->writer);
   if (s->shared_free) s->shared_free(s->shared);

@@ -5,8 +5,9 @@
  *  2. hookd_store_backend: a table of synchronous functions, one per operation the engine needs.
  *     Each runs on a connection owned by one executor thread, inside the transaction (and
  *     savepoint) the executor opened. SQL lives in the backend's directory only.
- *  3. hookd_store: an opened store with two executors (storeq.h): the writer, which group-commits
- *     every mutation, and the reader, which runs API queries on its own connection.
+ *  3. hookd_store: an opened store with its executors (storeq.h): the writer, which group-commits
+ *     every mutation, the reader, which runs API queries on its own connection, and the scan
+ *     executor for long read-only scans.
  *
  * Error convention: 0 on success, a negative HOOKD_STORE_* code otherwise; detail text (never a
  * secret) in the connection's error buffer, read with backend->errmsg(). Strings in records are
@@ -398,6 +399,7 @@ typedef struct hookd_replay_job {
   int64_t total, replayed, skipped;
   int64_t created_ms, confirmed_ms, updated_ms, finished_ms;
   int64_t next_item_ms;        /* the job's token bucket: when its next item may go */
+  int64_t items_purged_ms;     /* its items (the breakdowns) were purged then; 0 = kept */
 } hookd_replay_job;
 void hookd_replay_job_free(hookd_replay_job *j);
 void hookd_replay_jobs_free(hookd_replay_job *v, size_t n);
@@ -426,6 +428,8 @@ typedef enum {
 #define HOOKD_REPLAY_ACTIVE_MAX 8          /* preview/running/paused jobs per tenant */
 #define HOOKD_REPLAY_PREVIEW_TTL_MS 3600000 /* a preview older than this cannot be confirmed */
 #define HOOKD_REPLAY_STEP_MAX 500          /* items per job per step */
+#define HOOKD_REPLAY_RATE_MAX 10000.0      /* items a second: STEP_MAX per 50 ms step */
+#define HOOKD_REPLAY_ITEMS_KEEP_MS (7LL * 86400000) /* an ended job's items, then purged */
 
 typedef struct hookd_replay_step_res {
   hookd_due_hint *hints;       /* endpoints given deliveries to send */
@@ -574,11 +578,13 @@ typedef struct hookd_store_backend {
   int (*event_expire)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                       int *expired);
 
-  /* Replay jobs. select (reader: a long scan never holds up the writer) takes the seqs of the
+  /* Replay jobs. select (on the scan executor: a long scan holds up neither the writer nor the
+   * API's reads) takes the seqs of the
    * tenant's deliveries matching f, oldest first: HOOKD_STORE_NOTFOUND when f->endpoint_id is
-   * not one of the tenant's endpoints, HOOKD_STORE_LIMIT beyond max_items (out->count then
-   * holds how many match). create (writer) stores the job, state preview, with that snapshot
-   * (job->total = its size), or refuses with HOOKD_STORE_CONFLICT when the tenant already has
+   * not one of the tenant's live endpoints, HOOKD_STORE_LIMIT beyond max_items (out->count then
+   * holds how many match). create (writer) stores the job, state preview, with the snapshot's
+   * deliveries still in the filter's state (job->total = how many), each with its id and
+   * attempt count, or refuses with HOOKD_STORE_CONFLICT when the tenant already has
    * HOOKD_REPLAY_ACTIVE_MAX jobs in preview, running or paused; every item is checked again
    * when its turn comes. */
   int (*replay_select)(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
@@ -599,6 +605,10 @@ typedef struct hookd_store_backend {
    * pending like delivery_replay, or records why one was skipped; completes jobs left with
    * nothing (audited, actor "system"). */
   int (*replay_step)(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res);
+  /* Deletes up to `limit` items of jobs that ended (or whose preview expired) before
+   * before_ms; the job rows stay, marked items_purged_at. *more: there is more to delete. */
+  int (*replay_purge)(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                      int *purged, bool *more);
 } hookd_store_backend;
 
 /* ---------- an opened store ---------- */
@@ -611,6 +621,8 @@ typedef struct hookd_store {
   void (*shared_free)(void *shared);
   hookd_storeq *writer;   /* group-committing executor */
   hookd_storeq *reader;   /* read executor */
+  hookd_storeq *scan;     /* read executor for long scans (a replay job's snapshot), so that
+                           * they hold up neither the writer nor the API's reads */
 } hookd_store;
 
 typedef struct hookd_store_config {

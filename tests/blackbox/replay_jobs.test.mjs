@@ -369,6 +369,29 @@ describe('replay jobs: governance', () => {
   });
 });
 
+describe('replay jobs: bounds', () => {
+  it('a rate above what the replayer moves, a blank reason and a deleted endpoint are refused', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await switchableReceiver();
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    await makeDead(h, tenant, ['x.a']);
+    ctl.ok = true;
+    assertError(await createJob(h, tenant, { reason: 'r', rate: { per_second: 10001 } }), 422,
+      'invalid_field', 'a rate above 10,000 a second');
+    assert.equal((await createJob(h, tenant, { reason: 'r', rate: { per_second: 10000 } })).status, 201);
+    for (const reason of ['   ', 'a\nb', '']) {
+      assertError(await createJob(h, tenant, { reason }), 422, 'invalid_field', `reason ${JSON.stringify(reason)}`);
+    }
+    const other = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url });
+    assert.equal(other.status, 201);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${other.json.id}`)).status, 200);
+    const gone = await createJob(h, tenant, { reason: 'r', filter: { endpoint: other.json.id } });
+    assertError(gone, 422, 'invalid_field', 'a deleted endpoint');
+    assert.match(gone.json.error.message, /filter\.endpoint/);
+    assert.equal((await createJob(h, tenant, { reason: 'r', filter: { endpoint } })).status, 201);
+    await recv.close();
+  });
+});
+
 describe('replay jobs: the snapshot is re-checked item by item', () => {
   it('a delivery replayed by hand after the preview is skipped (state_changed), not sent a third time', { timeout: 60000 }, async () => {
     const { recv, ctl } = await switchableReceiver();

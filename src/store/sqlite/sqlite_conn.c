@@ -448,4 +448,5 @@ const hookd_store_backend hookd_sqlite_backend = {
     .replay_list = sq_replay_list,
     .replay_act = sq_replay_act,
     .replay_step = sq_replay_step,
+    .replay_purge = sq_replay_purge,
 };

@@ -543,7 +543,8 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
 
   st = sq_stmt(c, SQ_DL_REPLAY,
                "UPDATE deliveries SET state = 'pending', cycle_base = attempt_count,"
-               " lane_wait = 0,"
+               " lane_wait = 0, lease_token = lease_token + 1," /* no older attempt's outcome
+                                                                * lands on the new cycle */
                " cycle_kind = 'replay', cycle_started_at = ?2, next_attempt_at = ?2,"
                " dead_at = NULL, dead_reason = NULL, delivered_at = NULL,"
                " updated_at = ?2"

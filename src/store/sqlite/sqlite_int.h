@@ -34,7 +34,8 @@ enum sq_stmt_id {
   SQ_NEXT_DUE_REPLAY, SQ_EP_FAILING, SQ_NEXT_DUE_LANES, SQ_NEXT_DUE_REPLAY_LANES,
   SQ_RPL_GET, SQ_RPL_EP_CHECK, SQ_RPL_SELECT, SQ_RPL_COUNT, SQ_RPL_ACTIVE, SQ_RPL_INSERT,
   SQ_RPL_ITEM_INSERT, SQ_RPL_BY_EP, SQ_RPL_SKIPPED, SQ_RPL_STATES, SQ_RPL_LIST, SQ_RPL_SET,
-  SQ_RPL_ITEM_SET, SQ_RPL_ITEM_GET, SQ_RPL_ADVANCE, SQ_RPL_DUE, SQ_RPL_NEXT,
+  SQ_RPL_ITEM_SET, SQ_RPL_ITEM_GET, SQ_RPL_ADVANCE, SQ_RPL_DUE, SQ_RPL_NEXT, SQ_RPL_TOTAL,
+  SQ_RPL_PURGE_JOB, SQ_RPL_PURGE_ITEMS, SQ_RPL_PURGE_MARK,
   SQ_TX_BEGIN_W, SQ_TX_BEGIN_R, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE,
   SQ_TX_ROLLBACK_TO,
   SQ__COUNT
@@ -156,6 +157,8 @@ int sq_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after
 int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                   hookd_replay_action action, int64_t now_ms, hookd_replay_job *out);
 int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res);
+int sq_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                    int *purged, bool *more);
 int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
              int64_t *next_due_ms);
 int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o);

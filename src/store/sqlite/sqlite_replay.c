@@ -4,6 +4,7 @@
  * hold up the writer), the job row and its items (writer), the job's state machine, and the
  * step the replayer runs: each running job's due items, at its rate, go back to pending through
  * the single replay's own checks and write (sq_replay_one). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 
 #define JOB_COLS                                                                                \
   "seq, id, tenant_id, state, filter, actor, reason, rate_per_s, total, replayed, skipped,"     \
-  " created_at, confirmed_at, updated_at, finished_at, next_item_at"
+  " created_at, confirmed_at, updated_at, finished_at, next_item_at, items_purged_at"
 
 /* A preview older than its time to live reads as expired (the row is not rewritten). */
 static bool preview_expired(const char *state, int64_t created_ms, int64_t now_ms) {
@@ -39,6 +40,7 @@ static void rd_job(sqlite3_stmt *st, void *rec) {
   j->updated_ms = sq_col_i64(st, 13);
   j->finished_ms = sq_col_i64(st, 14);
   j->next_item_ms = sq_col_i64(st, 15);
+  j->items_purged_ms = sq_col_i64(st, 16);
   if (preview_expired(j->state, j->created_ms, hookd_now_ms())) {
     free(j->state);
     j->state = strdup("expired");
@@ -69,16 +71,18 @@ static int read_job(hookd_store_conn *c, const char *tenant_id, const char *id,
 
 /* ---------- the snapshot ---------- */
 
-/* One statement for every filter: each optional part is a NULL test, so it is prepared once.
- * The DEAD queue has its own index (deliveries_dead, in creation order: the snapshot stops at
- * its limit without sorting); other states walk the tenant's deliveries. */
+/* One statement for every filter: each optional part is a NULL test, so it is prepared once;
+ * the time range is always bound (an open end as the widest value) so that it stays a range
+ * the index can seek. The DEAD queue has its own index (deliveries_dead, in creation order: the
+ * snapshot stops at its limit without sorting); other states walk the tenant's deliveries —
+ * on the scan connection, never the writer's or the API reader's (store.h). */
 #define SELECT_WHERE                                                                            \
   " FROM deliveries d JOIN events e ON e.seq = d.event_seq"                                     \
   " WHERE d.tenant_id = ?1 AND d.state = ?2"                                                    \
   " AND (?3 IS NULL OR d.endpoint_id = ?3)"                                                     \
   " AND (?4 IS NULL OR e.type = ?4)"                                                            \
   " AND (?5 IS NULL OR substr(e.type, 1, length(?5)) = ?5)"                                     \
-  " AND (?6 IS NULL OR d.created_at >= ?6) AND (?7 IS NULL OR d.created_at < ?7)"
+  " AND d.created_at >= ?6 AND d.created_at < ?7"
 
 static void bind_filter(sqlite3_stmt *st, const char *tenant_id, const hookd_replay_filter *f) {
   sq_bind_text(st, 1, tenant_id);
@@ -91,8 +95,8 @@ static void bind_filter(sqlite3_stmt *st, const char *tenant_id, const hookd_rep
   } else if (type && strcmp(type, "*") != 0) {
     sq_bind_text(st, 4, type);
   }
-  sq_bind_i64_or_null(st, 6, f->since_ms);
-  sq_bind_i64_or_null(st, 7, f->until_ms);
+  sq_bind_i64(st, 6, f->since_ms > 0 ? f->since_ms : INT64_MIN);
+  sq_bind_i64(st, 7, f->until_ms > 0 ? f->until_ms : INT64_MAX);
 }
 
 int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
@@ -100,7 +104,8 @@ int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_rep
   memset(out, 0, sizeof *out);
   if (f->endpoint_id) {
     sqlite3_stmt *st = sq_stmt(c, SQ_RPL_EP_CHECK,
-                               "SELECT 1 FROM endpoints WHERE id = ?1 AND tenant_id = ?2");
+                               "SELECT 1 FROM endpoints WHERE id = ?1 AND tenant_id = ?2"
+                               " AND deleted_at IS NULL");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, f->endpoint_id);
     sq_bind_text(st, 2, tenant_id);
@@ -198,19 +203,34 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   if (rc == SQLITE_CONSTRAINT) return HOOKD_STORE_EXISTS;
   if (rc != SQLITE_DONE) return sq_fail(c, "insert replay job");
   int64_t job_seq = sqlite3_last_insert_rowid(c->db);
+  /* each with its id and attempt count as of now, if it is still in the filter's state (the
+   * snapshot was read a moment ago on another connection) */
   st = sq_stmt(c, SQ_RPL_ITEM_INSERT,
-               "INSERT INTO replay_items(job_seq, n, delivery_seq) VALUES (?1, ?2, ?3)");
+               "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id, attempts)"
+               " SELECT ?1, ?2, seq, id, attempt_count FROM deliveries"
+               " WHERE seq = ?3 AND tenant_id = ?4 AND state = ?5");
   if (!st) return HOOKD_STORE_ERR;
+  int64_t n = 0;
   for (size_t i = 0; i < snap->n; i++) {
     sqlite3_reset(st);
     sq_bind_i64(st, 1, job_seq);
-    sq_bind_i64(st, 2, (int64_t)i + 1);
+    sq_bind_i64(st, 2, n + 1);
     sq_bind_i64(st, 3, snap->seqs[i]);
+    sq_bind_text(st, 4, job->tenant_id);
+    sq_bind_text(st, 5, snap->filter_state);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert replay item");
+    n += sqlite3_changes(c->db);
   }
   sqlite3_reset(st);
+  if (n != (int64_t)snap->n) {
+    st = sq_stmt(c, SQ_RPL_TOTAL, "UPDATE replay_jobs SET total = ?2 WHERE seq = ?1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, job_seq);
+    sq_bind_i64(st, 2, n);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "count replay items");
+  }
   job->seq = job_seq;
-  job->total = (int64_t)snap->n;
+  job->total = n;
   job->created_ms = job->updated_ms = now_ms;
   return HOOKD_STORE_OK;
 }
@@ -252,6 +272,7 @@ int sq_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BY_EP,
                              "SELECT d.endpoint_id, COUNT(*), SUM(i.result IS NULL)"
                              " FROM replay_items i JOIN deliveries d ON d.seq = i.delivery_seq"
+                             " AND d.id = i.delivery_id"
                              " WHERE i.job_seq = ?1 GROUP BY d.endpoint_id"
                              " ORDER BY 2 DESC, 1 LIMIT 100");
   if (!st) goto fail;
@@ -265,7 +286,8 @@ int sq_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
   if ((rc = read_counts(c, st, &detail->skipped, &detail->n_skipped, false)) != 0) goto fail;
   st = sq_stmt(c, SQ_RPL_STATES,
                "SELECT d.state, COUNT(*) FROM replay_items i JOIN deliveries d"
-               " ON d.seq = i.delivery_seq WHERE i.job_seq = ?1 AND i.result = 'replayed'"
+               " ON d.seq = i.delivery_seq AND d.id = i.delivery_id"
+               " WHERE i.job_seq = ?1 AND i.result = 'replayed'"
                " GROUP BY d.state ORDER BY 1");
   if (!st) goto fail;
   sq_bind_i64(st, 1, out->seq);
@@ -326,12 +348,14 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
     hookd_replay_job_free(&j);
     return HOOKD_STORE_STATE;
   }
-  /* the bucket starts full at confirm and resume: a paused job does not save up its rate */
+  /* the bucket starts at confirm; at resume, not before the next item was due anyway (pausing
+   * and resuming does not skip the rate's wait), and a paused job does not save up its rate */
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_SET,
                              "UPDATE replay_jobs SET state = ?2, updated_at = ?3,"
                              " confirmed_at = CASE WHEN ?4 AND confirmed_at IS NULL THEN ?3"
                              "   ELSE confirmed_at END,"
-                             " next_item_at = CASE WHEN ?4 THEN ?3 ELSE next_item_at END,"
+                             " next_item_at = CASE WHEN ?4 THEN MAX(next_item_at, ?3)"
+                             "   ELSE next_item_at END,"
                              " finished_at = CASE WHEN ?5 THEN ?3 ELSE finished_at END"
                              " WHERE seq = ?1 AND state = ?6");
   if (!st) {
@@ -378,8 +402,10 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
   *endpoint = NULL;
   *result = NULL;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_GET,
-                             "SELECT i.result, i.delivery_seq, d.state, d.endpoint_id"
+                             "SELECT i.result, i.delivery_seq, d.state, d.endpoint_id,"
+                             " d.attempt_count = i.attempts"
                              " FROM replay_items i LEFT JOIN deliveries d ON d.seq = i.delivery_seq"
+                             " AND d.id = i.delivery_id"
                              " WHERE i.job_seq = ?1 AND i.n = ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, j->seq);
@@ -397,14 +423,16 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
   int64_t seq = sq_col_i64(st, 1);
   bool gone = sqlite3_column_type(st, 2) == SQLITE_NULL;
   const char *state = (const char *)sqlite3_column_text(st, 2);
-  bool same_state = state && !strcmp(state, j->filter_state);
+  /* still in the filter's state, and not attempted since the snapshot: a delivery replayed by
+   * hand meanwhile — delivered again, or dead again — is not the job's to send once more */
+  bool same_state = state && !strcmp(state, j->filter_state) && sq_col_i64(st, 4) == 1;
   *endpoint = sq_col_str(st, 3);
   sqlite3_reset(st);
   rc = HOOKD_STORE_OK;
   if (done) {
     *result = NULL;
   } else if (gone) {
-    *result = "gone"; /* removed by event retention since the snapshot */
+    *result = "gone"; /* removed by event retention since the snapshot (its seq may be reused) */
   } else if (!same_state) {
     *result = "state_changed"; /* replayed by hand, say: the job never sends it twice */
   } else {
@@ -412,8 +440,11 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
     rc = sq_replay_one(c, seq, now_ms, &why, memo);
     if (rc == HOOKD_STORE_OK) {
       *result = "replayed";
-    } else if (rc == HOOKD_STORE_STATE && why) {
-      *result = why;
+    } else if (rc == HOOKD_STORE_STATE) {
+      *result = why ? why : "state_changed";
+      rc = HOOKD_STORE_OK;
+    } else if (rc == HOOKD_STORE_NOTFOUND) { /* its event is gone: nothing one item may stall */
+      *result = "gone";
       rc = HOOKD_STORE_OK;
     }
   }
@@ -536,4 +567,42 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   if (any && res->next_ms <= 0) res->next_ms = 1;
   sqlite3_reset(st);
   return rc == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "next replay step");
+}
+
+/* ---------- retention of ended jobs' items ---------- */
+
+int sq_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                    int *purged, bool *more) {
+  *purged = 0;
+  *more = false;
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_PURGE_JOB,
+                             "SELECT seq FROM replay_jobs WHERE items_purged_at IS NULL AND"
+                             " (finished_at < ?1 OR (state = 'preview' AND created_at < ?2))"
+                             " ORDER BY seq LIMIT 1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, before_ms);
+  sq_bind_i64(st, 2, before_ms - HOOKD_REPLAY_PREVIEW_TTL_MS);
+  int rc = sqlite3_step(st);
+  int64_t job = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "find ended replay jobs");
+  if (!job) return HOOKD_STORE_OK;
+  st = sq_stmt(c, SQ_RPL_PURGE_ITEMS,
+               "DELETE FROM replay_items WHERE job_seq = ?1 AND n IN"
+               " (SELECT n FROM replay_items WHERE job_seq = ?1 ORDER BY n LIMIT ?2)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job);
+  sq_bind_i64(st, 2, limit);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "purge replay items");
+  *purged = sqlite3_changes(c->db);
+  *more = true; /* this job may hold more, or another may wait */
+  if (*purged < limit) {
+    st = sq_stmt(c, SQ_RPL_PURGE_MARK,
+                 "UPDATE replay_jobs SET items_purged_at = ?2 WHERE seq = ?1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, job);
+    sq_bind_i64(st, 2, now_ms);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "mark replay job purged");
+  }
+  return HOOKD_STORE_OK;
 }

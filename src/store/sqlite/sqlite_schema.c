@@ -321,10 +321,13 @@ static const struct {
     {14,
      /* Replay jobs (O12, docs/replay.md): a job and the snapshot of the deliveries it replays,
       * item n = 1..total in the order they go; next_item is the job's cursor, next_item_at its
-      * token bucket. result: NULL while queued, then "replayed" or why it was skipped. The DEAD
+      * token bucket. An item names its delivery by seq and id (a seq freed by retention may be
+      * taken again) with its attempt count then (one attempted since is not the job's to send).
+      * result: NULL while queued, then "replayed" or why it was skipped. The DEAD
       * queue gets an index of its own (a job's usual filter; few rows, written only when a
-      * delivery dies or leaves that state). */
-     "CREATE TABLE replay_jobs ("
+      * delivery dies or leaves that state). IF NOT EXISTS: only new objects, so running it again
+      * on a store that has them (a restored schema_migrations) changes nothing. */
+     "CREATE TABLE IF NOT EXISTS replay_jobs ("
      "  seq INTEGER PRIMARY KEY,"
      "  id TEXT NOT NULL UNIQUE,"
      "  tenant_id TEXT NOT NULL,"
@@ -342,18 +345,23 @@ static const struct {
      "  created_at INTEGER NOT NULL,"
      "  confirmed_at INTEGER,"
      "  updated_at INTEGER NOT NULL,"
-     "  finished_at INTEGER"
+     "  finished_at INTEGER,"
+     "  items_purged_at INTEGER"
      ");"
-     "CREATE INDEX replay_jobs_tenant ON replay_jobs(tenant_id, id);"
-     "CREATE INDEX replay_jobs_running ON replay_jobs(next_item_at) WHERE state = 'running';"
-     "CREATE TABLE replay_items ("
+     "CREATE INDEX IF NOT EXISTS replay_jobs_tenant ON replay_jobs(tenant_id, id);"
+     "CREATE INDEX IF NOT EXISTS replay_jobs_running ON replay_jobs(next_item_at)"
+     "  WHERE state = 'running';"
+     "CREATE TABLE IF NOT EXISTS replay_items ("
      "  job_seq INTEGER NOT NULL,"
      "  n INTEGER NOT NULL,"
      "  delivery_seq INTEGER NOT NULL,"
+     "  delivery_id TEXT NOT NULL,"
+     "  attempts INTEGER NOT NULL,"
      "  result TEXT,"
      "  PRIMARY KEY (job_seq, n)"
      ") WITHOUT ROWID;"
-     "CREATE INDEX deliveries_dead ON deliveries(tenant_id, created_at) WHERE state = 'dead';"},
+     "CREATE INDEX IF NOT EXISTS deliveries_dead ON deliveries(tenant_id, created_at)"
+     "  WHERE state = 'dead';"},
 };
 
 int sq_migrate(hookd_store_conn *c, bool apply) {

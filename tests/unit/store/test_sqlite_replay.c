@@ -262,7 +262,7 @@ static void steps_keep_the_rate_and_never_resend(void **state) {
   call c = {.in = third};
   assert_int_equal(w(f, run_replay, &c), 0);
   hookd_claimed *cl = NULL;
-  size_t got = claim(f, "ep1", "node", t0 + 600, 60000, &cl);
+  size_t got = claim(f, "ep1", "node", hookd_now_ms() + 1000, 60000, &cl);
   assert_int_equal(got, 3); /* the job's two and the hand-replayed one */
   for (size_t i = 0; i < got; i++) assert_int_equal(record(f, &cl[i], HOOKD_DS_DELIVERED, 200), 0);
   free_claimed(cl, got);
@@ -327,11 +327,166 @@ static void steps_keep_the_rate_and_never_resend(void **state) {
   hookd_audits_free(a, na);
 }
 
+static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)be;
+  return sq_exec(c, ((call *)a)->in);
+}
+
+static void sql(fx *f, const char *text) {
+  call c = {.in = text};
+  assert_int_equal(w(f, run_sql, &c), 0);
+}
+
+/* Delivered deliveries of t1/ep1, one per event. */
+static void delivered_events(fx *f, int n, int *seq) {
+  for (int i = 0; i < n; i++) {
+    char id[64];
+    snprintf(id, sizeof id, "evt_d_%d", (*seq)++);
+    hookd_publish_res res;
+    assert_int_equal(publish(f, "t1", id, "a.x", NULL, 1, &res), 0);
+    hookd_publish_res_free(&res);
+  }
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, "ep1", "node", hookd_now_ms() + 1, 60000, &cl);
+  assert_int_equal(got, (size_t)n);
+  for (size_t i = 0; i < got; i++) assert_int_equal(record(f, &cl[i], HOOKD_DS_DELIVERED, 200), 0);
+  free_claimed(cl, got);
+}
+
+/* Items name their delivery by seq and id, with its attempt count: a seq that retention freed
+ * and another delivery took (another tenant's, say) is "gone"; a delivery replayed by hand and
+ * delivered again since the snapshot is not sent a third time by a job over delivered ones. */
+static void items_are_their_own_deliveries(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  make_tenant_endpoint(f, "t2", "ep2", NULL);
+  delivered_events(f, 3, &seq);
+  int64_t t0 = hookd_now_ms();
+  rcall k = {.tenant = "t1", .f = {.state = HOOKD_DS_DELIVERED}, .max = 100, .now = t0};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
+  snprintf(k.id, sizeof k.id, "rpl_d");
+  assert_int_equal(w(f, run_create, (call *)&k), 0);
+  assert_int_equal(k.job.total, 3);
+  hookd_replay_snapshot_free(&k.snap);
+
+  /* item 1: replayed by hand and delivered again */
+  char first[HOOKD_ID_MAX];
+  delivery_of(f, "evt_d_0", first);
+  call c = {.in = first};
+  assert_int_equal(w(f, run_replay, &c), 0);
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, "ep1", "node", hookd_now_ms() + 1000, 60000, &cl); /* due at the replay */
+  assert_int_equal(got, 1);
+  assert_int_equal(record(f, &cl[0], HOOKD_DS_DELIVERED, 200), 0);
+  free_claimed(cl, got);
+  /* item 2: its delivery deleted (as retention would) and its seq taken by t2's delivery */
+  char second[HOOKD_ID_MAX];
+  delivery_of(f, "evt_d_1", second);
+  char q[512];
+  snprintf(q, sizeof q,
+           "UPDATE deliveries SET id = 'dlv_other', tenant_id = 't2', endpoint_id = 'ep2'"
+           " WHERE id = '%s'",
+           second);
+  sql(f, q);
+
+  assert_int_equal(act(f, "rpl_d", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  hookd_replay_step_res r = step(f, t0 + 5000);
+  assert_int_equal(r.replayed, 1); /* the third only */
+  assert_int_equal(r.skipped, 2);
+  assert_int_equal(r.n_hints, 1);
+  assert_string_equal(r.hints[0].endpoint_id, "ep1");
+  hookd_replay_step_res_free(&r);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_d", &j, &d);
+  assert_int_equal(d.n_skipped, 2);
+  assert_string_equal(d.skipped[0].key, "gone");
+  assert_string_equal(d.skipped[1].key, "state_changed");
+  /* the breakdown never shows the other tenant's endpoint */
+  for (size_t i = 0; i < d.n_endpoints; i++) assert_string_equal(d.endpoints[i].key, "ep1");
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  hookd_delivery dl;
+  call g = {.in = "dlv_other", .out = &dl};
+  assert_int_equal(w(f, run_get, &g), 0);
+  assert_int_equal(dl.state, HOOKD_DS_DELIVERED); /* untouched */
+  hookd_delivery_free(&dl);
+}
+
+/* Pausing and resuming does not skip the rate's wait. */
+static void resume_keeps_the_wait(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "a.x", 3, &seq);
+  int64_t t0 = hookd_now_ms();
+  create_job(f, "rpl_p", t0, 0); /* 2 a second */
+  assert_int_equal(act(f, "rpl_p", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  hookd_replay_step_res r = step(f, t0);
+  assert_int_equal(r.replayed, 1);
+  hookd_replay_step_res_free(&r);
+  assert_int_equal(act(f, "rpl_p", HOOKD_REPLAY_PAUSE, t0 + 100, NULL), 0);
+  assert_int_equal(act(f, "rpl_p", HOOKD_REPLAY_RESUME, t0 + 200, NULL), 0);
+  r = step(f, t0 + 300);
+  assert_int_equal(r.replayed, 0);
+  assert_int_equal(r.next_ms, t0 + 500);
+  hookd_replay_step_res_free(&r);
+  r = step(f, t0 + 500);
+  assert_int_equal(r.replayed, 1);
+  hookd_replay_step_res_free(&r);
+}
+
+static int run_purge(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  bool more = false;
+  int rc = be->replay_purge(c, k->i64, k->i64, 2, &k->ival, &more);
+  k->n = more;
+  return rc;
+}
+
+/* An ended job's items go a week later, in steps; the job row stays, marked. */
+static void ended_jobs_items_are_purged(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "a.x", 3, &seq);
+  int64_t t0 = hookd_now_ms();
+  create_job(f, "rpl_e", t0, 0);
+  create_job(f, "rpl_live", t0, 0);
+  assert_int_equal(act(f, "rpl_e", HOOKD_REPLAY_CANCEL, t0, NULL), 0);
+  call k = {.i64 = t0}; /* nothing ended before t0 */
+  assert_int_equal(w(f, run_purge, &k), 0);
+  assert_int_equal(k.ival, 0);
+  k.i64 = t0 + 1;
+  int total = 0;
+  do {
+    assert_int_equal(w(f, run_purge, &k), 0);
+    total += k.ival;
+  } while (k.n);
+  assert_int_equal(total, 3);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_e", &j, &d);
+  assert_true(j.items_purged_ms > 0);
+  assert_int_equal(d.n_endpoints, 0);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  get_job(f, "rpl_live", &j, &d); /* a job still in preview keeps its items */
+  assert_int_equal(j.items_purged_ms, 0);
+  assert_int_equal(d.endpoints[0].n, 3);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(the_filter_selects_what_it_names, setup, teardown),
       cmocka_unit_test_setup_teardown(jobs_follow_their_state_machine, setup, teardown),
       cmocka_unit_test_setup_teardown(steps_keep_the_rate_and_never_resend, setup, teardown),
+      cmocka_unit_test_setup_teardown(items_are_their_own_deliveries, setup, teardown),
+      cmocka_unit_test_setup_teardown(resume_keeps_the_wait, setup, teardown),
+      cmocka_unit_test_setup_teardown(ended_jobs_items_are_purged, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
