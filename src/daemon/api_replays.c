@@ -5,8 +5,8 @@
  *   GET  /v1/tenants/{t}/replays?limit=&after=         newest first
  *
  * Creating a job is three store steps on one suspended request: the snapshot is selected on
- * the reader (a long scan must not hold up the writer), stored with the job and audited on the
- * writer, and the job read back with its breakdown on the reader. An action is written and
+ * the scan executor (a long scan holds up neither the writer nor the API's reads), stored with
+ * the job and audited on the writer, and the job read back with its breakdown on the reader. An action is written and
  * audited on the writer, then read back the same way. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 /* sqlite_replay.c — SQLite backend: replay jobs (O12, docs/replay.md).
  *
- * The snapshot of a filter's deliveries (read on the reader connection: a long scan must not
- * hold up the writer), the job row and its items (writer), the job's state machine, and the
+ * The snapshot of a filter's deliveries (read on the scan executor's connection: a long scan
+ * holds up neither the writer nor the API's reads), the job row and its items (writer), the
+ * job's state machine, the retention of ended jobs' items, and the
  * step the replayer runs: each running job's due items, at its rate, go back to pending through
  * the single replay's own checks and write (sq_replay_one). */
 #include <stdint.h>
