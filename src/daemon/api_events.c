@@ -384,8 +384,11 @@ static void reply_source(hookd_api_op *base, int rc) {
   int64_t now = hookd_now_ms();
   if (!op->caller_id) hookd_id_new("evt", now, op->pub.event_id);
   snprintf(op->pub.type, sizeof op->pub.type, "%s", op->ev.type);
-  /* "the same request" for a repeated id or Idempotency-Key: the same source and new id */
-  json_t *request = json_pack("{s:s,s:s}", "id", op->pub.event_id, "republish_of", op->source);
+  /* "the same request" for a repeated id or Idempotency-Key: the same source (and the same new
+   * id, when the caller chose it; a generated one differs on every retry) */
+  json_t *request = op->caller_id ? json_pack("{s:s,s:s}", "id", op->pub.event_id,
+                                              "republish_of", op->source)
+                                  : json_pack("{s:s}", "republish_of", op->source);
   hookd_buf canon;
   hookd_buf_init(&canon, 1024);
   int brc = payload && request ? hookd_jcs(request, &canon) : -1;

@@ -387,6 +387,13 @@ describe('republish ("send as a new event", O12)', () => {
     assert.equal(gen.status, 202, gen.text);
     assert.match(gen.json.id, /^evt_/);
     assert.notEqual(gen.json.id, p.json.id);
+    // with an Idempotency-Key and a generated id, a retry answers the first result
+    const k1 = await h.api('POST', path, undefined, { 'Idempotency-Key': 'resend-1' });
+    assert.equal(k1.status, 202, k1.text);
+    const k2 = await h.api('POST', path, undefined, { 'Idempotency-Key': 'resend-1' });
+    assert.equal(k2.status, 202, k2.text);
+    assert.equal(k2.json.duplicate, true);
+    assert.equal(k2.json.id, k1.json.id);
     await recv.close();
   });
 });
