@@ -125,6 +125,7 @@ int hookd_api_list_scope(hookd_req *r, const char *tenant, long long *before);
 /* Handlers (router.c maps routes to them). */
 void hookd_api_tenant_create(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_get(hookd_req *r, hookd_app *app);
+void hookd_api_tenant_list(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_patch(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_create(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_get(hookd_req *r, hookd_app *app);

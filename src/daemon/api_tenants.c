@@ -1,4 +1,5 @@
-/* api_tenants.c — POST /v1/tenants, GET and PATCH /v1/tenants/{tenant}.
+/* api_tenants.c — POST /v1/tenants, GET /v1/tenants (by id, paginated; a key scoped to tenants
+ * sees its own), GET and PATCH /v1/tenants/{tenant}.
  * A tenant carries its isolation settings: max_in_flight, rate_limit and weight (its share of
  * sending turns); docs/isolation.md. */
 #include <stdlib.h>
@@ -196,4 +197,77 @@ void hookd_api_tenant_patch(hookd_req *r, hookd_app *app) {
     return;
   }
   hookd_api_submit(&op->base, true);
+}
+
+/* ---------- list ---------- */
+
+typedef struct tenants_op {
+  hookd_api_op base;
+  char after[HOOKD_ID_MAX + 64];
+  char scope[512]; /* the key's tenants ("a,b"), when it is scoped */
+  int limit;
+  hookd_tenant *list;
+  size_t n;
+} tenants_op;
+
+static void tenants_cleanup(hookd_api_op *base) {
+  tenants_op *op = (tenants_op *)base;
+  if (op->list) hookd_tenants_free(op->list, op->n);
+}
+
+static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  tenants_op *op = (tenants_op *)base;
+  if (!op->scope[0]) return be->tenant_page(c, op->after, op->limit + 1, &op->list, &op->n);
+  /* a scoped key: its own tenants, those that exist (a scope is short: one page) */
+  size_t cap = 8;
+  op->list = calloc(cap, sizeof *op->list);
+  if (!op->list) return HOOKD_STORE_ERR;
+  const char *cur = op->scope, *t;
+  size_t len;
+  while (hookd_scope_next(&cur, &t, &len)) {
+    char id[HOOKD_ID_MAX + 64];
+    snprintf(id, sizeof id, "%.*s", (int)(len < sizeof id ? len : sizeof id - 1), t);
+    if (op->n == cap) {
+      hookd_tenant *nv = realloc(op->list, 2 * cap * sizeof *nv);
+      if (!nv) return HOOKD_STORE_ERR;
+      op->list = nv;
+      cap *= 2;
+    }
+    int rc = be->tenant_get(c, id, &op->list[op->n]);
+    if (rc == HOOKD_STORE_NOTFOUND) continue;
+    if (rc) return rc;
+    op->n++;
+  }
+  return 0;
+}
+
+static void reply_list(hookd_api_op *base, int rc) {
+  tenants_op *op = (tenants_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "tenants");
+    return;
+  }
+  size_t shown = !op->scope[0] && op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
+  json_t *data = json_array();
+  for (size_t i = 0; i < shown; i++) json_array_append_new(data, hookd_json_tenant(&op->list[i]));
+  json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+}
+
+void hookd_api_tenant_list(hookd_req *r, hookd_app *app) {
+  int limit = hookd_api_limit(r, 50, 500);
+  if (limit < 0) return;
+  const char *after = hookd_req_query(r, "after");
+  if (after && !hookd_id_valid(after, 128)) {
+    hookd_req_error(r, 400, "invalid_parameter", "after must be an id");
+    return;
+  }
+  tenants_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
+  if (!op) return;
+  op->base.cleanup = tenants_cleanup;
+  op->limit = limit;
+  snprintf(op->after, sizeof op->after, "%s", after ? after : "");
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p && p->tenants[0]) snprintf(op->scope, sizeof op->scope, "%s", p->tenants);
+  hookd_api_submit(&op->base, false);
 }

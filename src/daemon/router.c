@@ -31,6 +31,7 @@ static const route routes[] = {
     {"POST", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle, "*"},
     {"GET", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle, "*"},
     {"POST", "/v1/tenants", HOOKD_PERM_ADMIN, -1, hookd_api_tenant_create, NULL},
+    {"GET", "/v1/tenants", HOOKD_PERM_READ, -1, hookd_api_tenant_list, ",limit,after,"},
     {"GET", "/v1/tenants/{}", HOOKD_PERM_READ, 0, hookd_api_tenant_get, NULL},
     {"PATCH", "/v1/tenants/{}", HOOKD_PERM_ADMIN, 0, hookd_api_tenant_patch, NULL},
     {"POST", "/v1/tenants/{}/endpoints", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_create, NULL},

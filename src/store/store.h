@@ -478,6 +478,9 @@ typedef struct hookd_store_backend {
   /* Writes the tenant's name and limits. */
   int (*tenant_update)(hookd_store_conn *c, const hookd_tenant *t);
   int (*tenant_list)(hookd_store_conn *c, hookd_tenant **out, size_t *n);
+  /* At most `limit` tenants with ids after after_id ("" = from the first), by id. */
+  int (*tenant_page)(hookd_store_conn *c, const char *after_id, int limit, hookd_tenant **out,
+                     size_t *n);
 
   /* Endpoints. create stores ep->policy as a new version and fills ep->policy.id.
    * max_per_tenant > 0 refuses with HOOKD_STORE_LIMIT beyond that many live endpoints. */

@@ -122,6 +122,34 @@ describe('hookd keys: tenant scopes never widen', () => {
   });
 });
 
+describe('listing tenants', () => {
+  let h;
+  before(async () => {
+    h = await startHookd();
+    for (const id of ['acme', 'acme-prod', 'other']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
+  });
+  after(async () => { assert.equal((await h.stop()).code, 0); });
+
+  it('by id with next_cursor pages; a key scoped to tenants sees its own only', async () => {
+    const p1 = await h.api('GET', '/v1/tenants?limit=2');
+    assert.equal(p1.status, 200, p1.text);
+    assert.deepEqual(p1.json.data.map((t) => t.id), ['acme', 'acme-prod']);
+    assert.equal(p1.json.next_cursor, 'acme-prod');
+    const p2 = await h.api('GET', `/v1/tenants?limit=2&after=${p1.json.next_cursor}`);
+    assert.deepEqual(p2.json.data.map((t) => t.id), ['other']);
+    assert.equal(p2.json.next_cursor, null);
+    assert.equal((await h.api('GET', '/v1/tenants?limit=0')).status, 400);
+    const r = createKey(h, 'viewer', 'other,nope');
+    assert.equal(r.status, 0, r.stderr);
+    const token = r.stdout.trim();
+    await waitUntil(async () => (await as(h, token, 'GET', '/v1/tenants/other')).status === 200,
+      { what: 'the key loaded' });
+    const mine = await as(h, token, 'GET', '/v1/tenants');
+    assert.equal(mine.status, 200, mine.text);
+    assert.deepEqual(mine.json.data.map((t) => t.id), ['other'], 'its existing tenants, nothing else');
+  });
+});
+
 describe('the bootstrap admin key', () => {
   it('is audited like any key creation', async () => {
     const { dir, cleanup } = tempDir();

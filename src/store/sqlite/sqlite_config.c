@@ -51,6 +51,18 @@ int sq_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n) {
                       "list tenants");
 }
 
+int sq_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_tenant **out,
+                   size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_PAGE,
+                             "SELECT " TENANT_COLS " FROM tenants WHERE id > ?1 ORDER BY id"
+                             " LIMIT ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, after_id ? after_id : "");
+  sq_bind_i64(st, 2, limit);
+  return sq_read_rows(c, st, sizeof **out, rd_tenant, free_tenants, (void **)out, n,
+                      "list tenants");
+}
+
 int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t) {
   sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_INSERT,
                              "INSERT INTO tenants(" TENANT_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"

@@ -408,6 +408,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .tenant_get = sq_tenant_get,
     .tenant_update = sq_tenant_update,
     .tenant_list = sq_tenant_list,
+    .tenant_page = sq_tenant_page,
     .endpoint_create = sq_endpoint_create,
     .endpoint_get = sq_endpoint_get,
     .endpoint_list = sq_endpoint_list,

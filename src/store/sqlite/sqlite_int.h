@@ -30,7 +30,7 @@ enum sq_stmt_id {
   SQ_EV_EXPIRE, SQ_RET_MARK, SQ_EV_DEL_ATTEMPTS, SQ_EV_DEL_DELIVERIES, SQ_EV_DEL_KEYS, SQ_EV_DEL, SQ_EP_DISABLE_AUDIT,
   SQ_EP_DISABLE_DECLINED,
   SQ_DL_RESOLVE, SQ_DL_RESOLVE_EP,
-  SQ_TENANT_UPDATE, SQ_TENANT_LIST, SQ_CLAIM_LIVE_LANES, SQ_CLAIM_REPLAY, SQ_CLAIM_REPLAY_LANES,
+  SQ_TENANT_UPDATE, SQ_TENANT_LIST, SQ_TENANT_PAGE, SQ_CLAIM_LIVE_LANES, SQ_CLAIM_REPLAY, SQ_CLAIM_REPLAY_LANES,
   SQ_NEXT_DUE_REPLAY, SQ_EP_FAILING, SQ_NEXT_DUE_LANES, SQ_NEXT_DUE_REPLAY_LANES,
   SQ_RPL_GET, SQ_RPL_EP_CHECK, SQ_RPL_SELECT, SQ_RPL_COUNT, SQ_RPL_ACTIVE, SQ_RPL_INSERT,
   SQ_RPL_ITEM_INSERT, SQ_RPL_BY_EP, SQ_RPL_SKIPPED, SQ_RPL_STATES, SQ_RPL_LIST, SQ_RPL_SET,
@@ -117,6 +117,8 @@ int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t);
 int sq_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out);
 int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t);
 int sq_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n);
+int sq_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_tenant **out,
+                   size_t *n);
 int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant);
 int sq_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out);
 int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
