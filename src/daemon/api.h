@@ -41,6 +41,9 @@ void hookd_api_submit(hookd_api_op *op, bool write);
 /* The same, to the store's scan executor (long read-only scans, store.h). */
 void hookd_api_submit_scan(hookd_api_op *op);
 
+/* An event-type filter: a type, a prefix as "invoice.*", or "*". */
+bool hookd_api_type_pattern_valid(const char *s);
+
 /* From a reply: instead of being freed, the op runs again with run and reply on the writer
  * (write) or the reader, the request still suspended — a read (a long scan on the reader)
  * followed by a write. */

@@ -1,12 +1,14 @@
 /* api_deliveries.c — finding and replaying deliveries.
  *   GET  /v1/deliveries/{id}                      the delivery with every attempt
- *   GET  /v1/tenants/{t}/deliveries?state=&endpoint=&event=&limit=&after=   newest first
+ *   GET  /v1/tenants/{t}/deliveries?state=&endpoint=&event=&event_type=&since=&until=&limit=&after=
+ *        newest first (by type or time: on the scan executor, which may walk many rows)
  *   POST /v1/deliveries/{id}/replay               same event id and delivery id, new attempt */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/ids.h"
+#include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -22,6 +24,7 @@ typedef struct dl_op {
   bool loaded;
   /* listing */
   char tenant[HOOKD_ID_MAX + 64], endpoint[HOOKD_ID_MAX + 64], event[160], after[HOOKD_ID_MAX + 64];
+  char event_type[272];
   hookd_delivery_filter f;
   hookd_delivery *list;
   size_t n;
@@ -112,7 +115,20 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
   int limit = hookd_api_limit(r, 50, 500);
   if (limit < 0) return;
   const char *state = hookd_req_query(r, "state"), *ep = hookd_req_query(r, "endpoint"),
-             *ev = hookd_req_query(r, "event"), *after = hookd_req_query(r, "after");
+             *ev = hookd_req_query(r, "event"), *after = hookd_req_query(r, "after"),
+             *type = hookd_req_query(r, "event_type"), *since = hookd_req_query(r, "since"),
+             *until = hookd_req_query(r, "until");
+  int64_t since_ms = 0, until_ms = 0;
+  if (type && !hookd_api_type_pattern_valid(type)) {
+    hookd_req_error(r, 400, "invalid_parameter",
+                    "event_type must be an event type, a prefix as \"invoice.*\", or \"*\"");
+    return;
+  }
+  if ((since && (hookd_parse_rfc3339(since, &since_ms) != 0 || since_ms <= 0)) ||
+      (until && (hookd_parse_rfc3339(until, &until_ms) != 0 || until_ms <= 0))) {
+    hookd_req_error(r, 400, "invalid_parameter", "since and until must be RFC 3339 times");
+    return;
+  }
   hookd_dstate st = HOOKD_DS_PENDING;
   if (state && hookd_dstate_parse(state, &st) != 0) {
     hookd_req_error(r, 400, "invalid_parameter",
@@ -135,8 +151,15 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
   op->f.event_id = ev ? op->event : NULL;
   op->f.state = state ? (int)st : -1;
   op->f.after_id = after ? op->after : NULL;
+  snprintf(op->event_type, sizeof op->event_type, "%s", type ? type : "");
+  op->f.event_type = type ? op->event_type : NULL;
+  op->f.since_ms = since_ms;
+  op->f.until_ms = until_ms;
   op->f.limit = limit + 1; /* one more tells whether there is a next page */
-  hookd_api_submit(&op->base, false);
+  if (type || since || until)
+    hookd_api_submit_scan(&op->base); /* it may walk much of the tenant's deliveries */
+  else
+    hookd_api_submit(&op->base, false);
 }
 
 /* ---------- replay ---------- */

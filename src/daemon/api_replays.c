@@ -275,18 +275,6 @@ static void reply_select(hookd_api_op *base, int rc) {
   hookd_api_chain(base, run_create, reply_create, true);
 }
 
-/* filter.event_type: a type, a prefix as "invoice.*", or "*". */
-static bool type_pattern_valid(const char *s) {
-  size_t n = strlen(s);
-  if (!strcmp(s, "*")) return true;
-  if (n > 2 && s[n - 2] == '.' && s[n - 1] == '*') {
-    char prefix[272];
-    snprintf(prefix, sizeof prefix, "%.*s", (int)(n - 2), s);
-    return n - 2 <= 256 && hookd_id_valid(prefix, 256);
-  }
-  return hookd_id_valid(s, 256);
-}
-
 static bool parse_time(hookd_req *r, const json_t *filter, const char *key, int64_t *ms) {
   const json_t *v = json_object_get(filter, key);
   if (!v || json_is_null(v)) return true;
@@ -333,7 +321,7 @@ static bool parse_filter(hookd_req *r, rp_op *op, const json_t *filter) {
   }
   const json_t *ty = json_object_get(filter, "event_type");
   if (ty && !json_is_null(ty)) {
-    if (!json_is_string(ty) || !type_pattern_valid(json_string_value(ty))) {
+    if (!json_is_string(ty) || !hookd_api_type_pattern_valid(json_string_value(ty))) {
       hookd_req_error(r, 422, "invalid_field",
                       "filter.event_type must be an event type, a prefix as \"invoice.*\", or "
                       "\"*\"");

@@ -7,6 +7,7 @@
 
 #include "core/bucket.h"
 #include "core/clock.h"
+#include "core/ids.h"
 #include "core/jsonio.h"
 #include "core/num.h"
 #include "core/timefmt.h"
@@ -83,6 +84,17 @@ int hookd_api_audit(hookd_api_op *op, hookd_store_conn *c, const hookd_store_bac
 void hookd_api_submit(hookd_api_op *op, bool write) {
   hookd_req_suspend(op->req);
   hookd_storeq_submit(write ? op->app->store->writer : op->app->store->reader, &op->sop);
+}
+
+bool hookd_api_type_pattern_valid(const char *s) {
+  size_t n = strlen(s);
+  if (!strcmp(s, "*")) return true;
+  if (n > 2 && s[n - 2] == '.' && s[n - 1] == '*') {
+    char prefix[272];
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(n - 2), s);
+    return n - 2 <= 256 && hookd_id_valid(prefix, 256);
+  }
+  return hookd_id_valid(s, 256);
 }
 
 void hookd_api_submit_scan(hookd_api_op *op) {

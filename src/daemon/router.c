@@ -64,7 +64,7 @@ static const route routes[] = {
      hookd_api_event_republish, NULL},
     {"GET", "/v1/events/{}", HOOKD_PERM_READ, -1, hookd_api_event_get, NULL},
     {"GET", "/v1/tenants/{}/deliveries", HOOKD_PERM_READ, 0, hookd_api_delivery_list,
-     ",state,endpoint,event,after,limit,"},
+     ",state,endpoint,event,event_type,since,until,after,limit,"},
     {"GET", "/v1/deliveries/{}", HOOKD_PERM_READ, -1, hookd_api_delivery_get, NULL},
     {"POST", "/v1/deliveries/{}/replay", HOOKD_PERM_OPERATE, -1, hookd_api_delivery_replay, NULL},
     {"POST", "/v1/tenants/{}/replays", HOOKD_PERM_OPERATE, 0, hookd_api_replay_create, NULL},

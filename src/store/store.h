@@ -252,6 +252,8 @@ typedef struct hookd_delivery_filter {
   const char *endpoint_id;    /* optional */
   const char *event_id;       /* optional */
   int state;                  /* hookd_dstate or -1 for any */
+  const char *event_type;     /* optional: a type, or a prefix as "invoice.*" */
+  int64_t since_ms, until_ms; /* optional: created in [since, until); 0 = unbounded */
   const char *after_id;       /* pagination cursor: deliveries with id < after_id (newest first) */
   int limit;
 } hookd_delivery_filter;

@@ -294,6 +294,33 @@ describe('finding deliveries', () => {
     assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit=0`), 400, 'invalid_parameter');
     await r.close();
   });
+
+  it('by event type (a type or a prefix) and by creation time, with the other filters', async () => {
+    const r = await startReceiver(() => ({ status: 200 }));
+    const { tenant: t, endpoint } = await setup(h, r.url);
+    const made = [];
+    for (const type of ['bill.paid', 'bill.void', 'ship.sent']) {
+      const p = await publish(h, t, { type, payload: {} });
+      const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+      made.push({ type, id: d.id, at: d.created_at });
+      const t0 = Date.now(); // the next one lands in a later millisecond (a clock, not a sleep)
+      while (Date.now() <= t0 + 1) { /* spin a millisecond */ }
+    }
+    const list = async (q) => {
+      const res = await h.api('GET', `/v1/tenants/${t}/deliveries?${q}`);
+      assert.equal(res.status, 200, `${q}: ${res.text}`);
+      return res.json.data.map((d) => d.event_type).sort();
+    };
+    assert.deepEqual(await list('event_type=bill.*'), ['bill.paid', 'bill.void']);
+    assert.deepEqual(await list('event_type=ship.sent&state=delivered'), ['ship.sent']);
+    assert.deepEqual(await list(`event_type=bill.*&endpoint=${endpoint}&since=${made[1].at}`), ['bill.void']);
+    assert.deepEqual(await list(`until=${made[1].at}`), ['bill.paid']);
+    assert.deepEqual(await list(`since=${made[1].at}&until=${made[2].at}`), ['bill.void']);
+    assert.deepEqual(await list('event_type=nothing.*'), []);
+    assertError(await h.api('GET', `/v1/tenants/${t}/deliveries?event_type=a%20b`), 400, 'invalid_parameter');
+    assertError(await h.api('GET', `/v1/tenants/${t}/deliveries?since=yesterday`), 400, 'invalid_parameter');
+    await r.close();
+  });
 });
 
 describe('auth, health, metrics', () => {

@@ -422,6 +422,16 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
     id = SQ_DL_LIST_EVENT;
     extra = " AND e.id = ?6 AND (?4 IS NULL OR d.endpoint_id = ?4) AND (?5 IS NULL OR d.state = ?5)";
   }
+  bool wide = f->event_type || f->since_ms > 0 || f->until_ms > 0;
+  if (wide) {
+    /* by type or time: one statement with every condition (the API runs it on the scan
+     * executor: it may walk much of the tenant's deliveries) */
+    id = SQ_DL_LIST_WIDE;
+    extra = " AND (?6 IS NULL OR e.id = ?6) AND (?4 IS NULL OR d.endpoint_id = ?4)"
+            " AND (?5 IS NULL OR d.state = ?5) AND (?7 IS NULL OR e.type = ?7)"
+            " AND (?8 IS NULL OR substr(e.type, 1, length(?8)) = ?8)"
+            " AND d.created_at >= ?9 AND d.created_at < ?10";
+  }
   snprintf(sql, sizeof sql, "%s%s ORDER BY d.id DESC LIMIT ?3", base, extra);
   sqlite3_stmt *st = sq_stmt(c, id, sql);
   if (!st) return HOOKD_STORE_ERR;
@@ -431,6 +441,16 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   sq_bind_text(st, 4, f->endpoint_id);
   sq_bind_text(st, 5, f->state >= 0 ? hookd_dstate_name((hookd_dstate)f->state) : NULL);
   if (f->event_id) sq_bind_text(st, 6, f->event_id);
+  if (wide) {
+    const char *type = f->event_type;
+    size_t tl = type ? strlen(type) : 0;
+    if (type && tl >= 2 && type[tl - 2] == '.' && type[tl - 1] == '*')
+      sqlite3_bind_text(st, 8, type, (int)tl - 1, SQLITE_TRANSIENT); /* "a.*" → "a." */
+    else if (type && strcmp(type, "*") != 0)
+      sq_bind_text(st, 7, type);
+    sq_bind_i64(st, 9, f->since_ms > 0 ? f->since_ms : INT64_MIN);
+    sq_bind_i64(st, 10, f->until_ms > 0 ? f->until_ms : INT64_MAX);
+  }
   return sq_read_deliveries(c, st, out, n);
 }
 
