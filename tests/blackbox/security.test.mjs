@@ -297,7 +297,7 @@ describe('API input from keys of every role', () => {
     // listed every delivery)
     const typo = await h.api('GET', `/v1/tenants/${tenant}/deliveries?status=dead`);
     assert.equal(typo.status, 400, typo.text);
-    assert.match(typo.json.error.message, /unknown query parameter "status" \(this route reads state,endpoint,event,after,limit\)/);
+    assert.match(typo.json.error.message, /unknown query parameter "status" \(this route reads state,endpoint,event,event_type,since,until,after,limit\)/);
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}?verbose=1`)).status, 400);
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit%2Cafter=5`)).status, 400);
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=5`)).status, 200);
