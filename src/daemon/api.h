@@ -29,7 +29,7 @@ struct hookd_api_op {
   char err[256]; /* the backend's error text when run failed */
   char actor[64];   /* the API key id of the principal ("" on public routes) */
   char reason[256]; /* Hookd-Reason header, for the audit log */
-  int chain;        /* set by hookd_api_chain: 1 reader, 2 writer (the op runs again) */
+  int chain;        /* set by hookd_api_chain: 1 + HOOKD_API_* (the op runs again there) */
 };
 
 /* Allocates an op of `size` bytes (a struct that starts with hookd_api_op). */
@@ -44,12 +44,15 @@ void hookd_api_submit_scan(hookd_api_op *op);
 /* An event-type filter: a type, a prefix as "invoice.*", or "*". */
 bool hookd_api_type_pattern_valid(const char *s);
 
-/* From a reply: instead of being freed, the op runs again with run and reply on the writer
- * (write) or the reader, the request still suspended — a read (a long scan on the reader)
- * followed by a write. */
+/* From a reply: instead of being freed, the op runs again with run and reply on another
+ * executor, the request still suspended — a long scan, then a write, then a read, say. */
+enum { HOOKD_API_READER = 0, HOOKD_API_WRITER = 1, HOOKD_API_SCAN = 2 };
 void hookd_api_chain(hookd_api_op *op,
                      int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
-                     void (*reply)(hookd_api_op *, int), bool write);
+                     void (*reply)(hookd_api_op *, int), int where);
+
+/* An audit reason given in a body: text of 1-255 bytes, not blank, no control characters. */
+bool hookd_api_reason_valid(const char *s);
 
 /* Appends an audit row for op's actor and reason, inside the op's transaction (call from run).
  * detail may be NULL; it never holds secrets. */

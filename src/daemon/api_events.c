@@ -404,7 +404,7 @@ static void reply_source(hookd_api_op *base, int rc) {
   }
   fill_req(&op->pub, app, op->ev.occurred_ms, now);
   op->pub.base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* refuses before writing, as publish */
-  hookd_api_chain(base, run_republish, reply_publish, true);
+  hookd_api_chain(base, run_republish, reply_publish, HOOKD_API_WRITER);
 }
 
 void hookd_api_event_republish(hookd_req *r, hookd_app *app) {
@@ -424,8 +424,10 @@ void hookd_api_event_republish(hookd_req *r, hookd_app *app) {
     goto done;
   }
   if (body && (hookd_json_get_str(body, "reason", &reason) < 0 ||
-               (reason && (!reason[0] || strlen(reason) > 255)))) {
-    hookd_req_error(r, 422, "invalid_field", "reason must be a string of 1 to 255 bytes");
+               (reason && !hookd_api_reason_valid(reason)))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "reason must be text of 1 to 255 bytes, not blank, without control "
+                    "characters");
     goto done;
   }
   if (idem && !valid_idempotency_key(idem)) {

@@ -145,6 +145,7 @@ static json_t *render_brief(const hookd_replay_job *j) {
   json_object_set_new(v, "confirmed_at", hookd_json_time(j->confirmed_ms));
   json_object_set_new(v, "finished_at", hookd_json_time(j->finished_ms));
   json_object_set_new(v, "updated_at", hookd_json_time(j->updated_ms));
+  json_object_set_new(v, "items_purged_at", hookd_json_time(j->items_purged_ms));
   return v;
 }
 
@@ -184,7 +185,7 @@ void hookd_api_replay_get(hookd_req *r, hookd_app *app) {
   rp_op *op = new_op(r, app, run_get, reply_get);
   if (!op) return;
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
-  hookd_api_submit(&op->base, false);
+  hookd_api_submit_scan(&op->base); /* its breakdown walks the job's items */
 }
 
 /* ---------- list ---------- */
@@ -246,7 +247,7 @@ static void reply_create(hookd_api_op *base, int rc) {
   }
   HLOG(HOOKD_LOG_INFO, "replay.created", KV_S("replay_id", op->id), KV_S("tenant_id", op->tenant),
        KV_I("total", (int64_t)op->snap.n), KV_S("actor", base->actor[0] ? base->actor : NULL));
-  hookd_api_chain(base, run_get, reply_get, false);
+  hookd_api_chain(base, run_get, reply_get, HOOKD_API_SCAN);
 }
 
 static int run_select(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -272,7 +273,7 @@ static void reply_select(hookd_api_op *base, int rc) {
     return;
   }
   hookd_id_new("rpl", hookd_now_ms(), op->id);
-  hookd_api_chain(base, run_create, reply_create, true);
+  hookd_api_chain(base, run_create, reply_create, HOOKD_API_WRITER);
 }
 
 static bool parse_time(hookd_req *r, const json_t *filter, const char *key, int64_t *ms) {
@@ -363,21 +364,14 @@ static bool take_reason(hookd_req *r, rp_op *op, const json_t *body, bool requir
   const json_t *v = body ? json_object_get(body, "reason") : NULL;
   if (v && !json_is_null(v)) {
     const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-    size_t n = s ? strlen(s) : 0;
-    bool visible = false, control = false;
-    for (size_t i = 0; i < n; i++) {
-      unsigned char ch = (unsigned char)s[i];
-      if (ch < 0x20 || ch == 0x7f) control = true;
-      else if (ch != ' ') visible = true;
-    }
-    if (!s || !visible || control || n >= sizeof op->base.reason) {
+    if (!s || !hookd_api_reason_valid(s) || strlen(s) >= sizeof op->base.reason) {
       hookd_req_error(r, 422, "invalid_field",
                       "reason must be text of 1 to %zu bytes, not blank, without control "
                       "characters",
                       sizeof op->base.reason - 1);
       return false;
     }
-    memcpy(op->base.reason, s, n + 1);
+    snprintf(op->base.reason, sizeof op->base.reason, "%s", s);
   }
   if (required && !op->base.reason[0]) {
     hookd_req_error(r, 422, "missing_field",
@@ -449,7 +443,7 @@ static void reply_act(hookd_api_op *base, int rc) {
     hookd_replayer_wake(base->app->replayer);
   HLOG(HOOKD_LOG_INFO, action_names[op->action], KV_S("replay_id", op->id),
        KV_S("tenant_id", op->tenant), KV_S("actor", base->actor[0] ? base->actor : NULL));
-  hookd_api_chain(base, run_get, reply_get, false);
+  hookd_api_chain(base, run_get, reply_get, HOOKD_API_SCAN);
 }
 
 static void act(hookd_req *r, hookd_app *app, hookd_replay_action action) {

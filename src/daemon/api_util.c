@@ -29,7 +29,11 @@ static void op_done(void *arg, int rc) {
   hookd_api_op *op = arg;
   op->reply(op, rc);
   if (op->chain) {
-    hookd_storeq *q = op->chain == 2 ? op->app->store->writer : op->app->store->reader;
+    hookd_store *s = op->app->store;
+    int where = op->chain - 1;
+    hookd_storeq *q = where == HOOKD_API_WRITER ? s->writer
+                      : where == HOOKD_API_SCAN ? s->scan
+                                                : s->reader;
     op->chain = 0;
     hookd_storeq_submit(q, &op->sop);
     return;
@@ -40,10 +44,21 @@ static void op_done(void *arg, int rc) {
 
 void hookd_api_chain(hookd_api_op *op,
                      int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
-                     void (*reply)(hookd_api_op *, int), bool write) {
+                     void (*reply)(hookd_api_op *, int), int where) {
   op->run = run;
   op->reply = reply;
-  op->chain = write ? 2 : 1;
+  op->chain = 1 + where;
+}
+
+bool hookd_api_reason_valid(const char *s) {
+  size_t n = strlen(s);
+  bool visible = false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch < 0x20 || ch == 0x7f) return false;
+    if (ch != ' ') visible = true;
+  }
+  return visible && n <= 255;
 }
 
 void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,

@@ -165,7 +165,7 @@ static const opt opts[] = {
     {"inbox-retention-s", NULL, T_I64, OFF(inbox_retention_s), 0, 345600, 315360000, "S",
      "keep inbound dedup records this long: at least 4 days, longer than any provider's "
      "redelivery window (Stripe: 3 days) — a redelivery after it is forwarded again"},
-    {"max-replay-items", NULL, T_I64, OFF(max_replay_items), 0, 1, 1000000, "N",
+    {"max-replay-items", NULL, T_I64, OFF(max_replay_items), 0, 1, 100000, "N",
      "most deliveries one replay job may take (a filter matching more is refused with its "
      "count)"},
     {"log-level", "HOOKD_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, 0, "LEVEL",

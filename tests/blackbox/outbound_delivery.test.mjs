@@ -348,6 +348,10 @@ describe('republish ("send as a new event", O12)', () => {
     const bad = await h.api('POST', path, { as_new: true });
     assert.equal(bad.status, 422, bad.text);
     assert.equal(bad.json.error.code, 'unknown_field');
+    for (const reason of ['   ', 'a\nb']) {
+      const r = await h.api('POST', path, { reason });
+      assert.equal(r.status, 422, `reason ${JSON.stringify(reason)}: ${r.text}`);
+    }
     const r = await h.api('POST', path, { id: 'evt_again_1', reason: 'customer lost it' });
     assert.equal(r.status, 202, r.text);
     assert.equal(r.json.id, 'evt_again_1');
