@@ -32,6 +32,7 @@ struct hookd_server {
   hookd_server_config cfg;
   int port;
   _Atomic int suspended;
+  int quiesced_fd; /* the listening socket MHD_quiesce_daemon handed back, -1 until then */
 };
 
 struct hookd_req {
@@ -485,6 +486,7 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
   hookd_server *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->cfg = *cfg;
+  s->quiesced_fd = -1;
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
   struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
@@ -541,13 +543,21 @@ int hookd_server_port(const hookd_server *s) { return s->port; }
 
 int hookd_server_suspended(const hookd_server *s) { return atomic_load(&s->suspended); }
 
+/* The listening socket is shut down at once (new connections are refused, not left waiting in
+ * the backlog through the drain) but closed only after MHD_stop_daemon, as libmicrohttpd's
+ * documentation of MHD_quiesce_daemon asks: with its own threads, one may still be using the
+ * descriptor (ThreadSanitizer saw a close race the polling thread's epoll_ctl on it), and a
+ * closed number could be reused meanwhile. */
 void hookd_server_quiesce(hookd_server *s) {
   MHD_socket fd = MHD_quiesce_daemon(s->mhd);
-  if (fd != MHD_INVALID_SOCKET) close(fd);
+  if (fd == MHD_INVALID_SOCKET) return;
+  shutdown(fd, SHUT_RDWR);
+  s->quiesced_fd = fd;
 }
 
 void hookd_server_stop(hookd_server *s) {
   if (!s) return;
   MHD_stop_daemon(s->mhd);
+  if (s->quiesced_fd >= 0) close(s->quiesced_fd);
   free(s);
 }
