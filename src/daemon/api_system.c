@@ -50,7 +50,7 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
                             "hookd_store_%s_stalled_seconds %.3f\n",
                             name, name, name, (unsigned long long)st.queue_depth, name, name,
                             name, (double)st.stalled_ms / 1000.0);
-  if (rc || name[0] == 'r') return rc; /* the reader does not group-commit */
+  if (rc || strcmp(name, "writer") != 0) return rc; /* only the writer group-commits */
   rc = hookd_buf_printf(o,
                         "# HELP hookd_store_commit_batch_size ops per group commit\n"
                         "# TYPE hookd_store_commit_batch_size histogram\n");
@@ -167,6 +167,7 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
   rc = rc ? rc : endpoint_metrics(&o, app->disp);
   rc = rc ? rc : storeq_metrics(&o, "writer", app->store->writer);
   rc = rc ? rc : storeq_metrics(&o, "reader", app->store->reader);
+  rc = rc ? rc : storeq_metrics(&o, "scan", app->store->scan);
   if (rc) {
     hookd_buf_free(&o);
     hookd_req_error(r, 500, "internal", "metrics too large");

@@ -35,6 +35,10 @@ describe('observability', () => {
     assert.ok(sampleValue(m, 'hookd_publish_ack_seconds_count') >= ids.length, 'publish acknowledgement latency');
     assert.equal(sampleValue(m, 'hookd_delivered_after_seconds_count'), ids.length, 'publish → delivered, once per delivery');
     assert.ok(sampleValue(m, 'hookd_http_requests_total', { code: 'other' }) !== undefined);
+    for (const q of ['writer', 'reader', 'scan']) { // every store executor's queue is seen
+      assert.equal(typeof sampleValue(m, `hookd_store_${q}_queue_depth`), 'number', `${q} queue depth`);
+      assert.equal(typeof sampleValue(m, `hookd_store_${q}_stalled_seconds`), 'number', `${q} stall`);
+    }
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
