@@ -442,12 +442,7 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   sq_bind_text(st, 5, f->state >= 0 ? hookd_dstate_name((hookd_dstate)f->state) : NULL);
   if (f->event_id) sq_bind_text(st, 6, f->event_id);
   if (wide) {
-    const char *type = f->event_type;
-    size_t tl = type ? strlen(type) : 0;
-    if (type && tl >= 2 && type[tl - 2] == '.' && type[tl - 1] == '*')
-      sqlite3_bind_text(st, 8, type, (int)tl - 1, SQLITE_TRANSIENT); /* "a.*" → "a." */
-    else if (type && strcmp(type, "*") != 0)
-      sq_bind_text(st, 7, type);
+    sq_bind_type_filter(st, 7, 8, f->event_type);
     sq_bind_i64(st, 9, f->since_ms > 0 ? f->since_ms : INT64_MIN);
     sq_bind_i64(st, 10, f->until_ms > 0 ? f->until_ms : INT64_MAX);
   }

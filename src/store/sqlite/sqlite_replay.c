@@ -89,13 +89,7 @@ static void bind_filter(sqlite3_stmt *st, const char *tenant_id, const hookd_rep
   sq_bind_text(st, 1, tenant_id);
   sq_bind_text(st, 2, hookd_dstate_name(f->state));
   sq_bind_text(st, 3, f->endpoint_id);
-  const char *type = f->event_type;
-  size_t tl = type ? strlen(type) : 0;
-  if (type && tl >= 2 && type[tl - 2] == '.' && type[tl - 1] == '*') {
-    sqlite3_bind_text(st, 5, type, (int)tl - 1, SQLITE_TRANSIENT); /* "invoice.*" → "invoice." */
-  } else if (type && strcmp(type, "*") != 0) {
-    sq_bind_text(st, 4, type);
-  }
+  sq_bind_type_filter(st, 4, 5, f->event_type);
   sq_bind_i64(st, 6, f->since_ms > 0 ? f->since_ms : INT64_MIN);
   sq_bind_i64(st, 7, f->until_ms > 0 ? f->until_ms : INT64_MAX);
 }
