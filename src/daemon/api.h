@@ -51,7 +51,8 @@ void hookd_api_chain(hookd_api_op *op,
                      int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
                      void (*reply)(hookd_api_op *, int), int where);
 
-/* An audit reason given in a body: text of 1-255 bytes, not blank, no control characters. */
+/* An audit reason (the Hookd-Reason header, a body's "reason"): 1-255 bytes, not blank, no
+ * control characters. */
 bool hookd_api_reason_valid(const char *s);
 
 /* Appends an audit row for op's actor and reason, inside the op's transaction (call from run).
@@ -122,6 +123,11 @@ void hookd_api_retry_apply(const hookd_api_retry *in, hookd_retry_policy *p);
 
 /* Query parameter helpers: limit (1..max, default def), returns -1 after answering 400. */
 int hookd_api_limit(hookd_req *r, int def, int max);
+/* A list's page: ?limit= (1..500, default 50) and ?after= (an id, copied into after, "" when
+ * absent). Returns -1 after answering 400. */
+int hookd_api_page(hookd_req *r, int *limit, char *after, size_t after_size);
+/* {"data": data, "next_cursor": last_id or null}. */
+json_t *hookd_api_page_body(json_t *data, const char *last_id);
 
 /* The scope of a cross-tenant listing (audit, inbox): a key scoped to tenants must name one of
  * them in ?tenant=, and ?before= is a positive sequence cursor (0 when absent). Returns 0, or

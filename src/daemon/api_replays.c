@@ -38,7 +38,7 @@ typedef struct rp_op {
   hookd_replay_job job;
   hookd_replay_detail detail;
   bool loaded;
-  hookd_endpoint eps[100]; /* the detail's endpoints, as stored (id NULL: not found) */
+  hookd_endpoint *eps;     /* one per detail endpoint, as stored (id NULL: not found) */
   /* list */
   char after[HOOKD_ID_MAX + 64];
   int limit;
@@ -46,16 +46,23 @@ typedef struct rp_op {
   size_t n;
 } rp_op;
 
+/* What a read back loaded (its job, breakdown and endpoint records). */
+static void read_back_free(rp_op *op) {
+  if (!op->loaded) return;
+  for (size_t i = 0; op->eps && i < op->detail.n_endpoints; i++)
+    if (op->eps[i].id) hookd_endpoint_free(&op->eps[i]);
+  free(op->eps);
+  op->eps = NULL;
+  hookd_replay_detail_free(&op->detail);
+  hookd_replay_job_free(&op->job);
+  op->loaded = false;
+}
+
 static void rp_cleanup(hookd_api_op *base) {
   rp_op *op = (rp_op *)base;
   hookd_replay_snapshot_free(&op->snap);
   free(op->filter_json);
-  if (op->loaded) {
-    for (size_t i = 0; i < op->detail.n_endpoints; i++)
-      if (op->eps[i].id) hookd_endpoint_free(&op->eps[i]);
-    hookd_replay_detail_free(&op->detail);
-    hookd_replay_job_free(&op->job);
-  }
+  read_back_free(op);
   if (op->list) hookd_replay_jobs_free(op->list, op->n);
 }
 
@@ -77,10 +84,31 @@ static json_t *counts_object(const hookd_replay_count *v, size_t n) {
   return o;
 }
 
+/* A job in a list: the job without what takes a scan of its items (endpoints, the estimate and
+ * the breakdowns of progress); GET /replays/{id} has them. */
+static json_t *render_brief(const hookd_replay_job *j) {
+  json_t *filter = j->filter ? json_loads(j->filter, 0, NULL) : NULL;
+  json_t *progress = json_pack("{s:I,s:I,s:I}", "replayed", (json_int_t)j->replayed, "skipped",
+                               (json_int_t)j->skipped, "remaining",
+                               (json_int_t)(j->total - j->replayed - j->skipped));
+  json_t *v = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:I,s:o}", "id", j->id, "tenant_id",
+                        j->tenant_id, "state", j->state, "filter", filter ? filter : json_null(),
+                        "reason", hookd_json_str_or_null(j->reason), "actor",
+                        hookd_json_str_or_null(j->actor), "rate",
+                        json_pack("{s:f}", "per_second", j->rate_per_s), "total",
+                        (json_int_t)j->total, "progress", progress);
+  json_object_set_new(v, "created_at", hookd_json_time(j->created_ms));
+  json_object_set_new(v, "confirmed_at", hookd_json_time(j->confirmed_ms));
+  json_object_set_new(v, "finished_at", hookd_json_time(j->finished_ms));
+  json_object_set_new(v, "updated_at", hookd_json_time(j->updated_ms));
+  json_object_set_new(v, "items_purged_at", hookd_json_time(j->items_purged_ms));
+  return v;
+}
+
+/* The job as GET shows it: the listed form, and what the job's items tell. */
 static json_t *render(rp_op *op) {
   const hookd_replay_job *j = &op->job;
   const hookd_replay_detail *d = &op->detail;
-  json_t *filter = j->filter ? json_loads(j->filter, 0, NULL) : NULL;
   int64_t remaining = j->total - j->replayed - j->skipped;
   bool live = !strcmp(j->state, "preview") || !strcmp(j->state, "running") ||
               !strcmp(j->state, "paused");
@@ -109,43 +137,12 @@ static json_t *render(rp_op *op) {
                        hookd_json_str_or_null(e->id ? e->disabled_reason : NULL), "rate_limit",
                        rate, "health", health));
   }
-  json_t *progress = json_pack(
-      "{s:I,s:I,s:I,s:o,s:o}", "replayed", (json_int_t)j->replayed, "skipped",
-      (json_int_t)j->skipped, "remaining", (json_int_t)remaining, "skipped_by_reason",
-      counts_object(d->skipped, d->n_skipped), "deliveries", counts_object(d->states, d->n_states));
-  json_t *v = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:f}", "id", j->id, "tenant_id",
-                        j->tenant_id, "state", j->state, "filter", filter ? filter : json_null(),
-                        "reason", hookd_json_str_or_null(j->reason), "actor",
-                        hookd_json_str_or_null(j->actor), "rate",
-                        json_pack("{s:f}", "per_second", j->rate_per_s), "total",
-                        (json_int_t)j->total, "progress", progress, "endpoints", eps,
-                        "estimated_drain_s", (double)(int64_t)(drain * 10 + 0.5) / 10);
-  json_object_set_new(v, "created_at", hookd_json_time(j->created_ms));
-  json_object_set_new(v, "confirmed_at", hookd_json_time(j->confirmed_ms));
-  json_object_set_new(v, "finished_at", hookd_json_time(j->finished_ms));
-  json_object_set_new(v, "updated_at", hookd_json_time(j->updated_ms));
-  json_object_set_new(v, "items_purged_at", hookd_json_time(j->items_purged_ms));
-  return v;
-}
-
-/* A job in a list: the job without what takes a scan of its items (endpoints, the estimate and
- * the breakdowns of progress); GET /replays/{id} has them. */
-static json_t *render_brief(const hookd_replay_job *j) {
-  json_t *filter = j->filter ? json_loads(j->filter, 0, NULL) : NULL;
-  json_t *progress = json_pack("{s:I,s:I,s:I}", "replayed", (json_int_t)j->replayed, "skipped",
-                               (json_int_t)j->skipped, "remaining",
-                               (json_int_t)(j->total - j->replayed - j->skipped));
-  json_t *v = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:I,s:o}", "id", j->id, "tenant_id",
-                        j->tenant_id, "state", j->state, "filter", filter ? filter : json_null(),
-                        "reason", hookd_json_str_or_null(j->reason), "actor",
-                        hookd_json_str_or_null(j->actor), "rate",
-                        json_pack("{s:f}", "per_second", j->rate_per_s), "total",
-                        (json_int_t)j->total, "progress", progress);
-  json_object_set_new(v, "created_at", hookd_json_time(j->created_ms));
-  json_object_set_new(v, "confirmed_at", hookd_json_time(j->confirmed_ms));
-  json_object_set_new(v, "finished_at", hookd_json_time(j->finished_ms));
-  json_object_set_new(v, "updated_at", hookd_json_time(j->updated_ms));
-  json_object_set_new(v, "items_purged_at", hookd_json_time(j->items_purged_ms));
+  json_t *v = render_brief(j);
+  json_t *progress = json_object_get(v, "progress");
+  json_object_set_new(progress, "skipped_by_reason", counts_object(d->skipped, d->n_skipped));
+  json_object_set_new(progress, "deliveries", counts_object(d->states, d->n_states));
+  json_object_set_new(v, "endpoints", eps);
+  json_object_set_new(v, "estimated_drain_s", json_real((double)(int64_t)(drain * 10 + 0.5) / 10));
   return v;
 }
 
@@ -153,18 +150,13 @@ static json_t *render_brief(const hookd_replay_job *j) {
 
 static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   rp_op *op = (rp_op *)base;
-  if (op->loaded) { /* a redone run */
-    for (size_t i = 0; i < op->detail.n_endpoints; i++)
-      if (op->eps[i].id) hookd_endpoint_free(&op->eps[i]);
-    hookd_replay_detail_free(&op->detail);
-    hookd_replay_job_free(&op->job);
-    op->loaded = false;
-  }
+  read_back_free(op);
   int rc = be->replay_get(c, op->tenant, op->id, &op->job, &op->detail);
   if (rc) return rc;
   op->loaded = true;
-  memset(op->eps, 0, sizeof op->eps);
-  for (size_t i = 0; i < op->detail.n_endpoints && i < 100; i++) {
+  op->eps = calloc(op->detail.n_endpoints ? op->detail.n_endpoints : 1, sizeof *op->eps);
+  if (!op->eps) return HOOKD_STORE_ERR;
+  for (size_t i = 0; i < op->detail.n_endpoints; i++) {
     rc = be->endpoint_get(c, op->detail.endpoints[i].key, &op->eps[i]);
     if (rc == HOOKD_STORE_NOTFOUND) continue;
     if (rc) return rc;
@@ -205,22 +197,18 @@ static void reply_list(hookd_api_op *base, int rc) {
   size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
   json_t *data = json_array();
   for (size_t i = 0; i < shown; i++) json_array_append_new(data, render_brief(&op->list[i]));
-  json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
-  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+  const char *next = op->n > shown ? op->list[shown - 1].id : NULL;
+  hookd_req_reply_json(base->req, 200, hookd_api_page_body(data, next));
 }
 
 void hookd_api_replay_list(hookd_req *r, hookd_app *app) {
-  int limit = hookd_api_limit(r, 50, 500);
-  if (limit < 0) return;
-  const char *after = hookd_req_query(r, "after");
-  if (after && !hookd_id_valid(after, 128)) {
-    hookd_req_error(r, 400, "invalid_parameter", "after must be an id");
-    return;
-  }
+  int limit;
+  char after[sizeof ((rp_op *)0)->after];
+  if (hookd_api_page(r, &limit, after, sizeof after) != 0) return;
   rp_op *op = new_op(r, app, run_list, reply_list);
   if (!op) return;
   op->limit = limit;
-  snprintf(op->after, sizeof op->after, "%s", after ? after : "");
+  memcpy(op->after, after, sizeof after);
   hookd_api_submit(&op->base, false);
 }
 

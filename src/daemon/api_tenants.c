@@ -250,23 +250,19 @@ static void reply_list(hookd_api_op *base, int rc) {
   size_t shown = !op->scope[0] && op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
   json_t *data = json_array();
   for (size_t i = 0; i < shown; i++) json_array_append_new(data, hookd_json_tenant(&op->list[i]));
-  json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
-  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+  const char *next = op->n > shown ? op->list[shown - 1].id : NULL;
+  hookd_req_reply_json(base->req, 200, hookd_api_page_body(data, next));
 }
 
 void hookd_api_tenant_list(hookd_req *r, hookd_app *app) {
-  int limit = hookd_api_limit(r, 50, 500);
-  if (limit < 0) return;
-  const char *after = hookd_req_query(r, "after");
-  if (after && !hookd_id_valid(after, 128)) {
-    hookd_req_error(r, 400, "invalid_parameter", "after must be an id");
-    return;
-  }
+  int limit;
+  char after[sizeof ((tenants_op *)0)->after];
+  if (hookd_api_page(r, &limit, after, sizeof after) != 0) return;
   tenants_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
   if (!op) return;
   op->base.cleanup = tenants_cleanup;
   op->limit = limit;
-  snprintf(op->after, sizeof op->after, "%s", after ? after : "");
+  memcpy(op->after, after, sizeof after);
   const hookd_principal *p = hookd_api_principal(r);
   if (p && p->tenants[0]) snprintf(op->scope, sizeof op->scope, "%s", p->tenants);
   hookd_api_submit(&op->base, false);

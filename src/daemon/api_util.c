@@ -306,6 +306,23 @@ int hookd_api_limit(hookd_req *r, int def, int max) {
   return (int)v;
 }
 
+int hookd_api_page(hookd_req *r, int *limit, char *after, size_t after_size) {
+  *limit = hookd_api_limit(r, 50, 500);
+  if (*limit < 0) return -1;
+  const char *a = hookd_req_query(r, "after");
+  if (a && !hookd_id_valid(a, 128)) {
+    hookd_req_error(r, 400, "invalid_parameter", "after must be an id");
+    return -1;
+  }
+  snprintf(after, after_size, "%s", a ? a : "");
+  return 0;
+}
+
+json_t *hookd_api_page_body(json_t *data, const char *last_id) {
+  return json_pack("{s:o,s:o}", "data", data, "next_cursor",
+                   last_id ? json_string(last_id) : json_null());
+}
+
 int hookd_api_list_scope(hookd_req *r, const char *tenant, long long *before) {
   const hookd_principal *p = hookd_api_principal(r);
   if (p && p->tenants[0] && !tenant) {

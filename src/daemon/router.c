@@ -220,14 +220,11 @@ void hookd_api_handle(hookd_req *r, void *arg) {
   }
   const char *reason = hookd_req_header(r, "Hookd-Reason");
   if (reason) {
-    size_t n = strlen(reason);
-    for (size_t i = 0; i < n; i++)
-      if ((unsigned char)reason[i] < 0x20 || reason[i] == 0x7f) n = 0;
-    json_t *utf8 = n ? json_stringn(reason, n) : NULL; /* NULL: not UTF-8 */
+    json_t *utf8 = json_string(reason); /* NULL: not UTF-8 */
     json_decref(utf8);
-    if (n == 0 || n > 255 || !utf8) {
+    if (!utf8 || !hookd_api_reason_valid(reason)) {
       hookd_req_error(r, 400, "invalid_header",
-                      "Hookd-Reason must be 1-255 bytes of printable UTF-8 text");
+                      "Hookd-Reason must be 1-255 bytes of printable UTF-8 text, not blank");
       return;
     }
   }

@@ -381,6 +381,8 @@ describe('replay jobs: bounds', () => {
     for (const reason of ['   ', 'a\nb', '']) {
       assertError(await createJob(h, tenant, { reason }), 422, 'invalid_field', `reason ${JSON.stringify(reason)}`);
     }
+    // the header is held to the same rule: a blank one is no reason
+    assertError(await createJob(h, tenant, {}, { 'Hookd-Reason': '   ' }), 400, 'invalid_header', 'a blank Hookd-Reason');
     const other = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url });
     assert.equal(other.status, 201);
     assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${other.json.id}`)).status, 200);
