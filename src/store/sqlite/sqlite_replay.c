@@ -198,11 +198,11 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   if (rc == SQLITE_CONSTRAINT) return HOOKD_STORE_EXISTS;
   if (rc != SQLITE_DONE) return sq_fail(c, "insert replay job");
   int64_t job_seq = sqlite3_last_insert_rowid(c->db);
-  /* each with its id and attempt count as of now, if it is still in the filter's state (the
-   * snapshot was read a moment ago on another connection) */
+  /* each with its id, attempt count and lease token as of now, if it is still in the filter's
+   * state (the snapshot was read a moment ago on another connection) */
   st = sq_stmt(c, SQ_RPL_ITEM_INSERT,
-               "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id, attempts)"
-               " SELECT ?1, ?2, seq, id, attempt_count FROM deliveries"
+               "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id, attempts,"
+               " lease_token) SELECT ?1, ?2, seq, id, attempt_count, lease_token FROM deliveries"
                " WHERE seq = ?3 AND tenant_id = ?4 AND state = ?5");
   if (!st) return HOOKD_STORE_ERR;
   int64_t n = 0;
@@ -398,7 +398,8 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
   *result = NULL;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_GET,
                              "SELECT i.result, i.delivery_seq, d.state, d.endpoint_id,"
-                             " d.attempt_count = i.attempts"
+                             " d.attempt_count = i.attempts AND d.lease_token"
+                             " = COALESCE(i.lease_token, d.lease_token)"
                              " FROM replay_items i LEFT JOIN deliveries d ON d.seq = i.delivery_seq"
                              " AND d.id = i.delivery_id"
                              " WHERE i.job_seq = ?1 AND i.n = ?2");
@@ -418,8 +419,9 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
   int64_t seq = sq_col_i64(st, 1);
   bool gone = sqlite3_column_type(st, 2) == SQLITE_NULL;
   const char *state = (const char *)sqlite3_column_text(st, 2);
-  /* still in the filter's state, and not attempted since the snapshot: a delivery replayed by
-   * hand meanwhile — delivered again, or dead again — is not the job's to send once more */
+  /* still in the filter's state, and neither attempted nor claimed since the snapshot: a
+   * delivery replayed by hand meanwhile — delivered again, dead again, or held and resolved
+   * without an attempt counted — is not the job's to send once more */
   bool same_state = state && !strcmp(state, j->filter_state) && sq_col_i64(st, 4) == 1;
   *endpoint = sq_col_str(st, 3);
   sqlite3_reset(st);

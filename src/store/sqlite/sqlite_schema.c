@@ -362,7 +362,26 @@ static const struct {
      ") WITHOUT ROWID;"
      "CREATE INDEX IF NOT EXISTS deliveries_dead ON deliveries(tenant_id, created_at)"
      "  WHERE state = 'dead';"},
+    {15,
+     /* An item's lease token as of the snapshot. Every claim, replay and lease reclaim bumps a
+      * delivery's token, so a token that moved says the delivery was touched since — even by a
+      * cycle that left its attempt count as it was (a claim whose lease lapsed, held unknown,
+      * then resolved dead). NULL for items snapshotted before this migration: their attempt
+      * count alone decides, as before. */
+     "ALTER TABLE replay_items ADD COLUMN lease_token INTEGER;"},
 };
+
+/* A query answering non-zero when migration `version`'s change is there already (a store whose
+ * schema_migrations was restored from a backup older than its tables): it is then recorded, not
+ * run again. For changes SQLite cannot write as IF NOT EXISTS, such as ADD COLUMN. */
+static const char *migration_done_if(int version) {
+  switch (version) {
+  case 15:
+    return "SELECT COUNT(*) FROM pragma_table_info('replay_items')"
+           " WHERE name = 'lease_token'";
+  default: return NULL;
+  }
+}
 
 int sq_migrate(hookd_store_conn *c, bool apply) {
   if (apply) {
@@ -408,7 +427,18 @@ int sq_migrate(hookd_store_conn *c, bool apply) {
     snprintf(record, sizeof record,
              "INSERT INTO schema_migrations(version, applied_at) VALUES (%d, %lld)",
              migrations[i].version, (long long)hookd_now_ms());
-    if (sq_exec(c, migrations[i].sql) != 0 || sq_exec(c, record) != 0) {
+    int done = 0;
+    const char *done_if = migration_done_if(migrations[i].version);
+    if (done_if) {
+      if (sqlite3_prepare_v2(c->db, done_if, -1, &st, NULL) != SQLITE_OK) {
+        sq_fail(c, "check a migration");
+        sq_exec(c, "ROLLBACK");
+        return HOOKD_STORE_ERR;
+      }
+      if (sqlite3_step(st) == SQLITE_ROW) done = sqlite3_column_int(st, 0) != 0;
+      sqlite3_finalize(st);
+    }
+    if ((!done && sq_exec(c, migrations[i].sql) != 0) || sq_exec(c, record) != 0) {
       char keep[256];
       snprintf(keep, sizeof keep, "migration %d: %s", migrations[i].version, c->err);
       sq_exec(c, "ROLLBACK");

@@ -414,6 +414,66 @@ static void items_are_their_own_deliveries(void **state) {
   hookd_delivery_free(&dl);
 }
 
+/* A delivery claimed since the snapshot is not the job's, even when that cycle ended DEAD again
+ * without an attempt counted (the lease lapsed and the delivery was held, then resolved dead;
+ * or it expired): its attempt count is the snapshot's, its lease token is not. */
+static int run_outcome_uncounted(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  const hookd_claimed *cl = ((call *)a)->in;
+  hookd_outcome o = {0};
+  o.delivery_seq = cl->d.seq;
+  o.lease_token = cl->d.lease_token;
+  o.from = cl->d.state;
+  o.to = HOOKD_DS_DEAD;
+  o.attempt_number = 0; /* no attempt made, none counted */
+  o.now_ms = o.next_attempt_ms = hookd_now_ms();
+  o.last_error = "expired";
+  o.dead_reason = "expired";
+  return be->record_outcome(c, &o);
+}
+
+static void a_claim_since_the_snapshot_is_not_the_jobs(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "a.x", 2, &seq);
+  int64_t t0 = hookd_now_ms();
+  assert_int_equal(create_job(f, "rpl_c", t0, 0), 2);
+
+  char first[HOOKD_ID_MAX];
+  delivery_of(f, "evt_a.x_0", first);
+  hookd_delivery before;
+  call g = {.in = first, .out = &before};
+  assert_int_equal(w(f, run_get, &g), 0);
+  call c = {.in = first};
+  assert_int_equal(w(f, run_replay, &c), 0);
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, "ep1", "node", hookd_now_ms() + 1000, 60000, &cl);
+  assert_int_equal(got, 1);
+  call o = {.in = &cl[0]};
+  assert_int_equal(w(f, run_outcome_uncounted, &o), 0);
+  free_claimed(cl, got);
+  hookd_delivery after;
+  g.out = &after;
+  assert_int_equal(w(f, run_get, &g), 0);
+  assert_int_equal(after.state, HOOKD_DS_DEAD); /* as in the snapshot, */
+  assert_int_equal(after.attempt_count, before.attempt_count); /* with the same count */
+  hookd_delivery_free(&before);
+  hookd_delivery_free(&after);
+
+  assert_int_equal(act(f, "rpl_c", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  hookd_replay_step_res r = step(f, t0 + 5000);
+  assert_int_equal(r.replayed, 1); /* the second only */
+  assert_int_equal(r.skipped, 1);
+  hookd_replay_step_res_free(&r);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_c", &j, &d);
+  assert_int_equal(d.n_skipped, 1);
+  assert_string_equal(d.skipped[0].key, "state_changed");
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+}
+
 /* Pausing and resuming does not skip the rate's wait. */
 static void resume_keeps_the_wait(void **state) {
   fx *f = *state;
@@ -485,6 +545,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(jobs_follow_their_state_machine, setup, teardown),
       cmocka_unit_test_setup_teardown(steps_keep_the_rate_and_never_resend, setup, teardown),
       cmocka_unit_test_setup_teardown(items_are_their_own_deliveries, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_claim_since_the_snapshot_is_not_the_jobs, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(resume_keeps_the_wait, setup, teardown),
       cmocka_unit_test_setup_teardown(ended_jobs_items_are_purged, setup, teardown),
   };
