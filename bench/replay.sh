@@ -5,7 +5,9 @@
 # delivery. Ceiling: the same deliveries pending as a live backlog, drained by the same daemon
 # from its start. Targets: the replay drains at >= 0.8 of the live backlog's rate (a replayed
 # delivery is a delivery like any other, plus its share of a writer step); a preview of 100,000
-# in <= 2 s.
+# in <= 2 s. Also, once: the inbound acks of a 2,000/s open loop (bench/openloop, as in
+# inbound.sh) while one preview of all of them is stored — the snapshot goes to the writer a chunk
+# at a time, so the acks queued behind it wait for a chunk: the slowest ack <= 50 ms.
 # (sourced by run.sh, not run)
 
 REPLAY_TENANTS=8
@@ -40,6 +42,29 @@ INSERT INTO deliveries(seq, id, event_seq, endpoint_id, tenant_id, state, attemp
   FROM events v JOIN endpoints p ON p.tenant_id = v.tenant_id;
 COMMIT;
 SQL
+}
+
+# replay_acks N — the slowest inbound ack while a preview of N DEAD deliveries is stored (one
+# tenant): sets REPLAY_ACKS_LINE (openloop's summary) and REPLAY_ACKS_CREATE (the create's time).
+replay_acks() {
+  local n=$1 dir=$BENCH_TMP/replay-acks ol t0 r
+  mkdir -p "$dir"
+  REPLAY_TENANTS=1 replay_fill "$dir" "$n" dead
+  hookd_start "$dir" --max-in-flight "$REPLAY_MIF"
+  in_setup
+  "$BENCH_BIN/openloop" -r 2000 -d 6 -w 1 -c 64 -b "$IN_BODY" -S "$IN_SECRET" \
+    -g "$(printf 'r%02dx%04x' 1 $((RANDOM % 65536)))" -s 200 "$HOOKD_URL/in/$IN_SOURCE" \
+    >"$dir/openloop.txt" &
+  ol=$!
+  sleep 3 # the preview lands mid-run (1 s of warm-up, then 2 s measured before it)
+  t0=$(now)
+  r=$(hookd_api POST /v1/tenants/t1/replays '{"reason":"bench","filter":{"state":"dead"}}')
+  REPLAY_ACKS_CREATE=$(calc "$(now) - $t0" %.2f)
+  [ "${r%% *}" = 201 ] || die "replay job: ${r:0:300}"
+  wait "$ol" || die "openloop reported no successful request"
+  REPLAY_ACKS_LINE=$(cat "$dir/openloop.txt")
+  hookd_stop
+  [ "${BENCH_KEEP_TMP:-0}" = 1 ] || rm -rf "$dir"
 }
 
 replay_main() {
@@ -88,4 +113,10 @@ replay_main() {
   say "- previews of all $n (8 jobs, one request each, in turn): ${previews[*]} s"
   say "RESULT bulk replay: $(median "${replay_rates[@]}") deliveries/s, $(median "${ratios[@]}") of the live backlog's rate — target >= 0.8: $(pass_miss "$(median "${ratios[@]}")" 0.8)"
   say "RESULT replay preview: $(median "${previews[@]}") s for $n deliveries — target <= 2 s: $(awk -v v="$(median "${previews[@]}")" 'BEGIN { print (v <= 2) ? "PASS" : "MISS" }')"
+  wait_quiet
+  replay_acks "$n"
+  local mx
+  mx=$(field max_ms "$REPLAY_ACKS_LINE")
+  say "- inbound acks at 2,000/s while a preview of $n is stored (created in $REPLAY_ACKS_CREATE s): $REPLAY_ACKS_LINE"
+  say "RESULT inbound acks during a preview of $n: slowest $mx ms (p99 $(field p99_ms "$REPLAY_ACKS_LINE") ms) — target <= 50 ms: $(awk -v v="$mx" 'BEGIN { print (v <= 50) ? "PASS" : "MISS" }')"
 }

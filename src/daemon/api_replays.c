@@ -32,6 +32,8 @@ typedef struct rp_op {
   double rate;
   bool tenant_missing;
   bool created;  /* the read back answers 201 */
+  size_t from;   /* create: snapshot items stored so far, a chunk per writer op */
+  int64_t built_seq, built_total;
   /* act */
   hookd_replay_action action;
   /* read back */
@@ -214,14 +216,19 @@ void hookd_api_replay_list(hookd_req *r, hookd_app *app) {
 
 /* ---------- create ---------- */
 
+/* A chunk of the snapshot per writer op (HOOKD_REPLAY_CREATE_CHUNK): the acks queued behind it
+ * wait for one chunk, not for the whole snapshot. The last chunk audits the preview. */
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   rp_op *op = (rp_op *)base;
   hookd_replay_job j = {.id = op->id, .tenant_id = op->tenant, .filter = op->filter_json,
                         .actor = base->actor[0] ? base->actor : NULL, .reason = base->reason,
-                        .rate_per_s = op->rate};
-  int64_t now = hookd_now_ms();
-  int rc = be->replay_create(c, &j, &op->snap, now);
+                        .rate_per_s = op->rate, .seq = op->built_seq, .total = op->built_total};
+  int rc = be->replay_create(c, &j, &op->snap, &op->from, HOOKD_REPLAY_CREATE_CHUNK,
+                             hookd_now_ms());
   if (rc) return rc;
+  op->built_seq = j.seq;
+  op->built_total = j.total;
+  if (op->from < op->snap.n) return HOOKD_STORE_OK;
   char detail[128];
   snprintf(detail, sizeof detail, "preview of %lld deliveries", (long long)j.total);
   return hookd_api_audit(base, c, be, "replay.create", op->id, op->tenant, detail);
@@ -231,6 +238,10 @@ static void reply_create(hookd_api_op *base, int rc) {
   rp_op *op = (rp_op *)base;
   if (rc) {
     hookd_api_store_error(base, rc, "replay job");
+    return;
+  }
+  if (op->from < op->snap.n) { /* the next chunk, behind whatever the writer has queued */
+    hookd_api_chain(base, run_create, reply_create, HOOKD_API_WRITER);
     return;
   }
   HLOG(HOOKD_LOG_INFO, "replay.created", KV_S("replay_id", op->id), KV_S("tenant_id", op->tenant),

@@ -394,7 +394,8 @@ typedef struct hookd_replay_job {
   int64_t seq;
   char *id;                    /* rpl_… */
   char *tenant_id;
-  char *state;                 /* preview, running, paused, completed, cancelled, expired */
+  char *state;                 /* building, preview, running, paused, completed, cancelled,
+                                  expired */
   char *filter;                /* the filter as JSON (rendered back as given, normalised) */
   char *actor, *reason;
   double rate_per_s;
@@ -429,6 +430,7 @@ typedef enum {
 
 #define HOOKD_REPLAY_ACTIVE_MAX 8          /* preview/running/paused jobs per tenant */
 #define HOOKD_REPLAY_PREVIEW_TTL_MS 3600000 /* a preview older than this cannot be confirmed */
+#define HOOKD_REPLAY_CREATE_CHUNK 2000      /* items stored per writer transaction (a few ms) */
 #define HOOKD_REPLAY_STEP_MAX 500          /* items per job per step */
 #define HOOKD_REPLAY_RATE_MAX 10000.0      /* items a second: STEP_MAX per 50 ms step */
 #define HOOKD_REPLAY_ITEMS_KEEP_MS (7LL * 86400000) /* an ended job's items, then purged */
@@ -587,15 +589,20 @@ typedef struct hookd_store_backend {
    * API's reads) takes the seqs of the
    * tenant's deliveries matching f, oldest first: HOOKD_STORE_NOTFOUND when f->endpoint_id is
    * not one of the tenant's live endpoints, HOOKD_STORE_LIMIT beyond max_items (out->count then
-   * holds how many match). create (writer) stores the job, state preview, with the snapshot's
-   * deliveries still in the filter's state (job->total = how many), each with its id and
-   * attempt count, or refuses with HOOKD_STORE_CONFLICT when the tenant already has
-   * HOOKD_REPLAY_ACTIVE_MAX jobs in preview, running or paused; every item is checked again
+   * holds how many match). create (writer) stores the job with the snapshot's deliveries
+   * still in the filter's state, each with its id, attempt count and lease token, `chunk` of
+   * them per call, so that no writer transaction holds the acks behind a long snapshot: called
+   * with *from = 0 it refuses with HOOKD_STORE_CONFLICT when the tenant already has
+   * HOOKD_REPLAY_ACTIVE_MAX jobs building, in preview, running or paused, or stores the job
+   * (job->seq) in state `building`; each call stores snap->seqs[*from ..] up to `chunk` and
+   * advances *from (job->total = items stored so far); the call that reaches snap->n makes it
+   * a preview. HOOKD_STORE_STATE: the job is no longer building. Every item is checked again
    * when its turn comes. */
   int (*replay_select)(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
                        int64_t max_items, hookd_replay_snapshot *out);
   int (*replay_create)(hookd_store_conn *c, hookd_replay_job *job,
-                       const hookd_replay_snapshot *snap, int64_t now_ms);
+                       const hookd_replay_snapshot *snap, size_t *from, size_t chunk,
+                       int64_t now_ms);
   /* detail may be NULL. */
   int (*replay_get)(hookd_store_conn *c, const char *tenant_id, const char *id,
                     hookd_replay_job *out, hookd_replay_detail *detail);

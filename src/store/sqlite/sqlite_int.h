@@ -36,6 +36,7 @@ enum sq_stmt_id {
   SQ_RPL_GET, SQ_RPL_EP_CHECK, SQ_RPL_SELECT, SQ_RPL_COUNT, SQ_RPL_ACTIVE, SQ_RPL_INSERT,
   SQ_RPL_ITEM_INSERT, SQ_RPL_BY_EP, SQ_RPL_SKIPPED, SQ_RPL_STATES, SQ_RPL_LIST, SQ_RPL_SET,
   SQ_RPL_ITEM_SET, SQ_RPL_ITEM_GET, SQ_RPL_ADVANCE, SQ_RPL_DUE, SQ_RPL_NEXT, SQ_RPL_TOTAL,
+  SQ_RPL_BUILDING,
   SQ_RPL_PURGE_JOB, SQ_RPL_PURGE_ITEMS, SQ_RPL_PURGE_MARK,
   SQ_TX_BEGIN_W, SQ_TX_BEGIN_R, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE,
   SQ_TX_ROLLBACK_TO,
@@ -156,7 +157,7 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
 int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
                      int64_t max_items, hookd_replay_snapshot *out);
 int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_replay_snapshot *snap,
-                     int64_t now_ms);
+                     size_t *from, size_t chunk, int64_t now_ms);
 int sq_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
                   hookd_replay_job *out, hookd_replay_detail *detail);
 int sq_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,

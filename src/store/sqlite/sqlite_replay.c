@@ -17,9 +17,11 @@
   "seq, id, tenant_id, state, filter, actor, reason, rate_per_s, total, replayed, skipped,"     \
   " created_at, confirmed_at, updated_at, finished_at, next_item_at, items_purged_at"
 
-/* A preview older than its time to live reads as expired (the row is not rewritten). */
+/* A preview older than its time to live reads as expired (the row is not rewritten); so does
+ * a job left `building` as long (its request failed or the daemon stopped while it was). */
 static bool preview_expired(const char *state, int64_t created_ms, int64_t now_ms) {
-  return state && !strcmp(state, "preview") && created_ms + HOOKD_REPLAY_PREVIEW_TTL_MS <= now_ms;
+  return state && (!strcmp(state, "preview") || !strcmp(state, "building")) &&
+         created_ms + HOOKD_REPLAY_PREVIEW_TTL_MS <= now_ms;
 }
 
 static void rd_job(sqlite3_stmt *st, void *rec) {
@@ -160,12 +162,13 @@ int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_rep
   return HOOKD_STORE_LIMIT;
 }
 
-int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_replay_snapshot *snap,
-                     int64_t now_ms) {
+/* The job row, state `building`, once the tenant's cap allows it. */
+static int create_job_row(hookd_store_conn *c, hookd_replay_job *job,
+                          const hookd_replay_snapshot *snap, int64_t now_ms) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ACTIVE,
                              "SELECT COUNT(*) FROM replay_jobs WHERE tenant_id = ?1 AND"
                              " (state = 'running' OR state = 'paused' OR"
-                             " (state = 'preview' AND created_at > ?2))");
+                             " ((state = 'preview' OR state = 'building') AND created_at > ?2))");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, job->tenant_id);
   sq_bind_i64(st, 2, now_ms - HOOKD_REPLAY_PREVIEW_TTL_MS);
@@ -183,7 +186,7 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   st = sq_stmt(c, SQ_RPL_INSERT,
                "INSERT INTO replay_jobs(id, tenant_id, state, filter, filter_state, actor, reason,"
                " rate_per_s, total, created_at, updated_at)"
-               " VALUES (?1, ?2, 'preview', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)");
+               " VALUES (?1, ?2, 'building', ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, job->id);
   sq_bind_text(st, 2, job->tenant_id);
@@ -192,23 +195,46 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   sq_bind_text(st, 5, job->actor);
   sq_bind_text(st, 6, job->reason);
   sqlite3_bind_double(st, 7, job->rate_per_s);
-  sq_bind_i64(st, 8, (int64_t)snap->n);
-  sq_bind_i64(st, 9, now_ms);
+  sq_bind_i64(st, 8, now_ms);
   rc = sqlite3_step(st);
   if (rc == SQLITE_CONSTRAINT) return HOOKD_STORE_EXISTS;
   if (rc != SQLITE_DONE) return sq_fail(c, "insert replay job");
-  int64_t job_seq = sqlite3_last_insert_rowid(c->db);
+  job->seq = sqlite3_last_insert_rowid(c->db);
+  job->total = 0;
+  job->created_ms = job->updated_ms = now_ms;
+  return HOOKD_STORE_OK;
+}
+
+int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_replay_snapshot *snap,
+                     size_t *from, size_t chunk, int64_t now_ms) {
+  int rc;
+  if (*from == 0 && (rc = create_job_row(c, job, snap, now_ms)) != 0) return rc;
+  if (*from > 0) { /* still being built, by this request: nothing else moves a building job */
+    sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BUILDING,
+                               "SELECT 1 FROM replay_jobs WHERE seq = ?1 AND state = 'building'");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, job->seq);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE) {
+      snprintf(c->err, sizeof c->err, "the replay job is no longer being built");
+      return HOOKD_STORE_STATE;
+    }
+    if (rc != SQLITE_ROW) return sq_fail(c, "read replay job");
+  }
   /* each with its id, attempt count and lease token as of now, if it is still in the filter's
    * state (the snapshot was read a moment ago on another connection) */
-  st = sq_stmt(c, SQ_RPL_ITEM_INSERT,
-               "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id, attempts,"
-               " lease_token) SELECT ?1, ?2, seq, id, attempt_count, lease_token FROM deliveries"
-               " WHERE seq = ?3 AND tenant_id = ?4 AND state = ?5");
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_INSERT,
+                             "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id,"
+                             " attempts, lease_token) SELECT ?1, ?2, seq, id, attempt_count,"
+                             " lease_token FROM deliveries"
+                             " WHERE seq = ?3 AND tenant_id = ?4 AND state = ?5");
   if (!st) return HOOKD_STORE_ERR;
-  int64_t n = 0;
-  for (size_t i = 0; i < snap->n; i++) {
+  int64_t n = job->total;
+  size_t end = snap->n - *from > chunk ? *from + chunk : snap->n;
+  for (size_t i = *from; i < end; i++) {
     sqlite3_reset(st);
-    sq_bind_i64(st, 1, job_seq);
+    sq_bind_i64(st, 1, job->seq);
     sq_bind_i64(st, 2, n + 1);
     sq_bind_i64(st, 3, snap->seqs[i]);
     sq_bind_text(st, 4, job->tenant_id);
@@ -217,16 +243,20 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
     n += sqlite3_changes(c->db);
   }
   sqlite3_reset(st);
-  if (n != (int64_t)snap->n) {
-    st = sq_stmt(c, SQ_RPL_TOTAL, "UPDATE replay_jobs SET total = ?2 WHERE seq = ?1");
-    if (!st) return HOOKD_STORE_ERR;
-    sq_bind_i64(st, 1, job_seq);
-    sq_bind_i64(st, 2, n);
-    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "count replay items");
-  }
-  job->seq = job_seq;
+  /* the last chunk makes it a preview, which can be confirmed; before, a confirmation finds
+   * it `building` and is refused */
+  bool last = end == snap->n;
+  st = sq_stmt(c, SQ_RPL_TOTAL,
+               "UPDATE replay_jobs SET total = ?2, state = CASE WHEN ?3 THEN 'preview'"
+               " ELSE state END WHERE seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job->seq);
+  sq_bind_i64(st, 2, n);
+  sq_bind_i64(st, 3, last);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "count replay items");
+  sqlite3_reset(st);
   job->total = n;
-  job->created_ms = job->updated_ms = now_ms;
+  *from = end;
   return HOOKD_STORE_OK;
 }
 
@@ -574,7 +604,8 @@ int sq_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int 
   *more = false;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_PURGE_JOB,
                              "SELECT seq FROM replay_jobs WHERE items_purged_at IS NULL AND"
-                             " (finished_at < ?1 OR (state = 'preview' AND created_at < ?2))"
+                             " (finished_at < ?1 OR ((state = 'preview' OR state = 'building')"
+                             " AND created_at < ?2))"
                              " ORDER BY seq LIMIT 1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, before_ms);

@@ -17,6 +17,7 @@ typedef struct rcall {
   hookd_replay_action action;
   hookd_replay_step_res step;
   char id[HOOKD_ID_MAX];
+  size_t from, chunk; /* create: items stored so far; per call (0 = the daemon's chunk) */
 } rcall;
 
 static int run_select(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
@@ -26,8 +27,11 @@ static int run_select(hookd_store_conn *c, const hookd_store_backend *be, void *
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   rcall *k = a;
   hookd_replay_job j = {.id = k->id, .tenant_id = (char *)k->tenant, .filter = (char *)"{}",
-                        .actor = (char *)"key_test", .reason = (char *)"test", .rate_per_s = 2};
-  int rc = be->replay_create(c, &j, &k->snap, k->now);
+                        .actor = (char *)"key_test", .reason = (char *)"test", .rate_per_s = 2,
+                        .seq = k->job.seq, .total = k->job.total};
+  int rc = be->replay_create(c, &j, &k->snap, &k->from,
+                             k->chunk ? k->chunk : HOOKD_REPLAY_CREATE_CHUNK, k->now);
+  k->job.seq = j.seq;
   k->job.total = j.total;
   return rc;
 }
@@ -151,7 +155,10 @@ static int64_t create_job(fx *f, const char *id, int64_t now, int expect_rc) {
   rcall k = {.tenant = "t1", .f = {.state = HOOKD_DS_DEAD}, .max = 1000, .now = now};
   assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
   snprintf(k.id, sizeof k.id, "%s", id);
-  assert_int_equal(w(f, run_create, (call *)&k), expect_rc);
+  int rc;
+  do rc = w(f, run_create, (call *)&k);
+  while (rc == 0 && k.from < k.snap.n);
+  assert_int_equal(rc, expect_rc);
   hookd_replay_snapshot_free(&k.snap);
   return k.job.total;
 }
@@ -224,6 +231,82 @@ static void jobs_follow_their_state_machine(void **state) {
   create_job(f, "rpl_over", now, HOOKD_STORE_CONFLICT);
   act(f, "rpl_n0", HOOKD_REPLAY_CANCEL, now, NULL);
   create_job(f, "rpl_over", now, 0);
+}
+
+/* The snapshot is stored a chunk per writer transaction. Until the last one the job is
+ * `building`: it cannot be confirmed or cancelled, and it counts as active; a delivery that left
+ * the filter's state between chunks is not stored; the preview is audited once. A job left
+ * building (its request failed) reads as expired after the preview's time to live. */
+static void snapshots_are_stored_in_chunks(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "a.x", 5, &seq);
+  int64_t now = hookd_now_ms();
+  rcall k = {.tenant = "t1", .f = {.state = HOOKD_DS_DEAD}, .max = 100, .now = now, .chunk = 2};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
+  assert_int_equal(k.snap.n, 5);
+  snprintf(k.id, sizeof k.id, "rpl_b");
+  assert_int_equal(w(f, run_create, (call *)&k), 0);
+  assert_int_equal(k.from, 2);
+  assert_int_equal(k.job.total, 2);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_b", &j, &d);
+  assert_string_equal(j.state, "building");
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  assert_int_equal(act(f, "rpl_b", HOOKD_REPLAY_CONFIRM, now, NULL), HOOKD_STORE_STATE);
+  assert_int_equal(act(f, "rpl_b", HOOKD_REPLAY_CANCEL, now, NULL), HOOKD_STORE_STATE);
+
+  /* the fourth delivery is replayed by hand between two chunks: no longer DEAD, not stored */
+  char fourth[HOOKD_ID_MAX];
+  delivery_of(f, "evt_a.x_3", fourth);
+  call c = {.in = fourth};
+  assert_int_equal(w(f, run_replay, &c), 0);
+  assert_int_equal(w(f, run_create, (call *)&k), 0);
+  assert_int_equal(k.from, 4);
+  assert_int_equal(k.job.total, 3);
+  assert_int_equal(w(f, run_create, (call *)&k), 0);
+  assert_int_equal(k.from, 5);
+  assert_int_equal(k.job.total, 4);
+  get_job(f, "rpl_b", &j, &d);
+  assert_string_equal(j.state, "preview");
+  assert_int_equal(j.total, 4);
+  assert_int_equal(d.n_endpoints, 1);
+  assert_int_equal(d.endpoints[0].n, 4);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  hookd_replay_snapshot_free(&k.snap);
+  assert_int_equal(act(f, "rpl_b", HOOKD_REPLAY_CONFIRM, now, NULL), 0);
+
+  /* building jobs count as active: the cap holds while they are stored */
+  for (int i = 1; i < HOOKD_REPLAY_ACTIVE_MAX; i++) {
+    rcall b = {.tenant = "t1", .f = {.state = HOOKD_DS_DEAD}, .max = 100, .now = now,
+               .chunk = 1};
+    assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &b), 0);
+    snprintf(b.id, sizeof b.id, "rpl_b%d", i);
+    assert_int_equal(w(f, run_create, (call *)&b), 0); /* the first chunk only */
+    assert_true(b.from < b.snap.n);
+    hookd_replay_snapshot_free(&b.snap);
+  }
+  create_job(f, "rpl_over", now, HOOKD_STORE_CONFLICT);
+
+  /* left building past the preview's time to live (its request failed): expired */
+  rcall o = {.tenant = "t2", .f = {.state = HOOKD_DS_DEAD}, .max = 100,
+             .now = now - HOOKD_REPLAY_PREVIEW_TTL_MS - 1, .chunk = 1};
+  make_tenant_endpoint(f, "t2", "ep2", NULL);
+  dead_events(f, "t2", "ep2", "a.x", 2, &seq);
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &o), 0);
+  snprintf(o.id, sizeof o.id, "rpl_old");
+  assert_int_equal(w(f, run_create, (call *)&o), 0);
+  hookd_replay_snapshot_free(&o.snap);
+  rcall g = {.tenant = "t2"};
+  snprintf(g.id, sizeof g.id, "rpl_old");
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_getjob, &g), 0);
+  assert_string_equal(g.job.state, "expired");
+  hookd_replay_job_free(&g.job);
+  hookd_replay_detail_free(&g.detail);
 }
 
 static void steps_keep_the_rate_and_never_resend(void **state) {
@@ -543,6 +626,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(the_filter_selects_what_it_names, setup, teardown),
       cmocka_unit_test_setup_teardown(jobs_follow_their_state_machine, setup, teardown),
+      cmocka_unit_test_setup_teardown(snapshots_are_stored_in_chunks, setup, teardown),
       cmocka_unit_test_setup_teardown(steps_keep_the_rate_and_never_resend, setup, teardown),
       cmocka_unit_test_setup_teardown(items_are_their_own_deliveries, setup, teardown),
       cmocka_unit_test_setup_teardown(a_claim_since_the_snapshot_is_not_the_jobs, setup,
