@@ -43,6 +43,10 @@ void hookd_api_submit_scan(hookd_api_op *op);
 
 /* An event-type filter: a type, a prefix as "invoice.*", or "*". */
 bool hookd_api_type_pattern_valid(const char *s);
+/* A list's ?event_type= (a type pattern) and ?since= / ?until= (RFC 3339; 0 when absent), or a
+ * 400 answered naming the bad one (-1). */
+int hookd_api_type_time_query(hookd_req *r, const char **type, int64_t *since_ms,
+                              int64_t *until_ms);
 
 /* From a reply: instead of being freed, the op runs again with run and reply on another
  * executor, the request still suspended — a long scan, then a write, then a read, say. */
@@ -158,6 +162,7 @@ void hookd_api_inbox_get(hookd_req *r, hookd_app *app);
 void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app);
 void hookd_api_event_publish(hookd_req *r, hookd_app *app);
 void hookd_api_event_get(hookd_req *r, hookd_app *app);
+void hookd_api_event_list(hookd_req *r, hookd_app *app);
 void hookd_api_event_republish(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_get(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_list(hookd_req *r, hookd_app *app);

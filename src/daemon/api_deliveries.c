@@ -8,7 +8,6 @@
 
 #include "core/clock.h"
 #include "core/ids.h"
-#include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -115,20 +114,9 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
   int limit = hookd_api_limit(r, 50, 500);
   if (limit < 0) return;
   const char *state = hookd_req_query(r, "state"), *ep = hookd_req_query(r, "endpoint"),
-             *ev = hookd_req_query(r, "event"), *after = hookd_req_query(r, "after"),
-             *type = hookd_req_query(r, "event_type"), *since = hookd_req_query(r, "since"),
-             *until = hookd_req_query(r, "until");
-  int64_t since_ms = 0, until_ms = 0;
-  if (type && !hookd_api_type_pattern_valid(type)) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    "event_type must be an event type, a prefix as \"invoice.*\", or \"*\"");
-    return;
-  }
-  if ((since && (hookd_parse_rfc3339(since, &since_ms) != 0 || since_ms <= 0)) ||
-      (until && (hookd_parse_rfc3339(until, &until_ms) != 0 || until_ms <= 0))) {
-    hookd_req_error(r, 400, "invalid_parameter", "since and until must be RFC 3339 times");
-    return;
-  }
+             *ev = hookd_req_query(r, "event"), *after = hookd_req_query(r, "after"), *type;
+  int64_t since_ms, until_ms;
+  if (hookd_api_type_time_query(r, &type, &since_ms, &until_ms) != 0) return;
   hookd_dstate st = HOOKD_DS_PENDING;
   if (state && hookd_dstate_parse(state, &st) != 0) {
     hookd_req_error(r, 400, "invalid_parameter",
@@ -156,7 +144,7 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
   op->f.since_ms = since_ms;
   op->f.until_ms = until_ms;
   op->f.limit = limit + 1; /* one more tells whether there is a next page */
-  if (type || since || until)
+  if (type || since_ms || until_ms)
     hookd_api_submit_scan(&op->base); /* it may walk much of the tenant's deliveries */
   else
     hookd_api_submit(&op->base, false);

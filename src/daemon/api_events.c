@@ -2,6 +2,8 @@
  *   POST /v1/tenants/{t}/events  {type, payload, id?, occurred_at?}  + Idempotency-Key?
  *        → 202 {id, deliveries, duplicate} after the commit (never before).
  *   GET  /v1/events/{id}, GET /v1/tenants/{t}/events/{id}  → the event with its deliveries.
+ *   GET  /v1/tenants/{t}/events?event_type=&kind=&since=&until=&limit=&before=  → newest first,
+ *        without payloads.
  *   POST /v1/tenants/{t}/events/{id}/republish  {id?, reason?}  → 202 as a publish: "send as a
  *        new event" (O12), a new event of the same type and payload; a replay keeps the id.
  *
@@ -9,12 +11,14 @@
  * stored as the exact bytes every attempt and replay sends. The request hash that decides
  * "same request" for idempotency is SHA-256 over the request's canonical JSON, so key order and
  * whitespace do not matter. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/inbound.h"
+#include "core/num.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
@@ -281,6 +285,15 @@ static int run_event_get(hookd_store_conn *c, const hookd_store_backend *be, hoo
   return found;
 }
 
+/* An event as GET and the list show it (the list without payload and deliveries). */
+static json_t *event_json(const hookd_event *e) {
+  return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o}", "id", e->id, "tenant_id", e->tenant_id,
+                   "type", e->type, "kind", e->inbound ? "inbound" : "outbound", "occurred_at",
+                   hookd_json_time(e->occurred_ms), "created_at", hookd_json_time(e->created_ms),
+                   "expires_at", hookd_json_time(e->expires_ms), "payload_purged_at",
+                   hookd_json_time(e->purged_ms));
+}
+
 static void reply_event_get(hookd_api_op *base, int rc) {
   event_op *op = (event_op *)base;
   if (rc == HOOKD_STORE_CONFLICT) {
@@ -302,14 +315,10 @@ static void reply_event_get(hookd_api_op *base, int rc) {
   json_decref(env);
   json_t *dl = json_array();
   for (size_t i = 0; i < op->n; i++) json_array_append_new(dl, hookd_json_delivery(&op->dl[i]));
-  hookd_req_reply_json(
-      base->req, 200,
-      json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "id", op->ev.id, "tenant_id",
-                op->ev.tenant_id, "type", op->ev.type, "occurred_at",
-                hookd_json_time(op->ev.occurred_ms), "created_at",
-                hookd_json_time(op->ev.created_ms), "expires_at",
-                hookd_json_time(op->ev.expires_ms), "payload", payload ? payload : json_null(),
-                "payload_purged_at", hookd_json_time(op->ev.purged_ms), "deliveries", dl));
+  json_t *v = event_json(&op->ev);
+  json_object_set_new(v, "payload", payload ? payload : json_null());
+  json_object_set_new(v, "deliveries", dl);
+  hookd_req_reply_json(base->req, 200, v);
 }
 
 void hookd_api_event_get(hookd_req *r, hookd_app *app) {
@@ -322,6 +331,79 @@ void hookd_api_event_get(hookd_req *r, hookd_app *app) {
   const hookd_principal *p = hookd_api_principal(r);
   if (!scoped && p && p->tenants[0]) snprintf(op->scope, sizeof op->scope, "%s", p->tenants);
   hookd_api_submit(&op->base, false);
+}
+
+/* ---------- list ---------- */
+
+typedef struct list_op {
+  hookd_api_op base;
+  char tenant[HOOKD_ID_MAX + 64];
+  char type[272];
+  hookd_event_filter f;
+  hookd_event *list;
+  size_t n;
+} list_op;
+
+static void list_cleanup(hookd_api_op *base) {
+  list_op *op = (list_op *)base;
+  if (op->list) hookd_events_free(op->list, op->n);
+  op->list = NULL;
+  op->n = 0;
+}
+
+static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  list_op *op = (list_op *)base;
+  list_cleanup(base);
+  int rc = hookd_api_tenant_known(base, c, be, op->tenant);
+  return rc ? rc : be->event_list(c, &op->f, &op->list, &op->n);
+}
+
+static void reply_list(hookd_api_op *base, int rc) {
+  list_op *op = (list_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, base->err[0] ? base->err : "events");
+    return;
+  }
+  size_t shown = op->n > (size_t)op->f.limit - 1 ? (size_t)op->f.limit - 1 : op->n;
+  json_t *data = json_array();
+  for (size_t i = 0; i < shown; i++) json_array_append_new(data, event_json(&op->list[i]));
+  json_t *next = op->n > shown ? json_integer(op->list[shown - 1].seq) : json_null();
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+}
+
+void hookd_api_event_list(hookd_req *r, hookd_app *app) {
+  int limit = hookd_api_limit(r, 50, 500);
+  if (limit < 0) return;
+  const char *kind = hookd_req_query(r, "kind"), *type;
+  int64_t since_ms, until_ms;
+  if (hookd_api_type_time_query(r, &type, &since_ms, &until_ms) != 0) return;
+  int k = !kind ? 0 : !strcmp(kind, "outbound") ? 1 : !strcmp(kind, "inbound") ? 2 : -1;
+  if (k < 0) {
+    hookd_req_error(r, 400, "invalid_parameter", "kind must be outbound or inbound");
+    return;
+  }
+  long long before = 0;
+  const char *b = hookd_req_query(r, "before");
+  if (b && hookd_parse_ll(b, 1, LLONG_MAX, &before) != 0) {
+    hookd_req_error(r, 400, "invalid_parameter", "before must be a next_cursor value");
+    return;
+  }
+  list_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
+  if (!op) return;
+  op->base.cleanup = list_cleanup;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->type, sizeof op->type, "%s", type ? type : "");
+  op->f.tenant_id = op->tenant;
+  op->f.event_type = type ? op->type : NULL;
+  op->f.kind = k;
+  op->f.since_ms = since_ms;
+  op->f.until_ms = until_ms;
+  op->f.before_seq = before;
+  op->f.limit = limit + 1; /* one more tells whether there is a next page */
+  if (type || kind || since_ms || until_ms)
+    hookd_api_submit_scan(&op->base); /* it may walk much of the tenant's events */
+  else
+    hookd_api_submit(&op->base, false);
 }
 
 /* ---------- republish: "send as a new event" (O12) ---------- */

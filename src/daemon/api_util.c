@@ -112,6 +112,24 @@ bool hookd_api_type_pattern_valid(const char *s) {
   return hookd_id_valid(s, 256);
 }
 
+int hookd_api_type_time_query(hookd_req *r, const char **type, int64_t *since_ms,
+                              int64_t *until_ms) {
+  const char *since = hookd_req_query(r, "since"), *until = hookd_req_query(r, "until");
+  *type = hookd_req_query(r, "event_type");
+  *since_ms = *until_ms = 0;
+  if (*type && !hookd_api_type_pattern_valid(*type)) {
+    hookd_req_error(r, 400, "invalid_parameter",
+                    "event_type must be an event type, a prefix as \"invoice.*\", or \"*\"");
+    return -1;
+  }
+  if ((since && (hookd_parse_rfc3339(since, since_ms) != 0 || *since_ms <= 0)) ||
+      (until && (hookd_parse_rfc3339(until, until_ms) != 0 || *until_ms <= 0))) {
+    hookd_req_error(r, 400, "invalid_parameter", "since and until must be RFC 3339 times");
+    return -1;
+  }
+  return 0;
+}
+
 void hookd_api_submit_scan(hookd_api_op *op) {
   hookd_req_suspend(op->req);
   hookd_storeq_submit(op->app->store->scan, &op->sop);

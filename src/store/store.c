@@ -124,6 +124,11 @@ void hookd_event_free(hookd_event *e) {
   memset(e, 0, sizeof *e);
 }
 
+void hookd_events_free(hookd_event *v, size_t n) {
+  for (size_t i = 0; i < n; i++) hookd_event_free(&v[i]);
+  free(v);
+}
+
 void hookd_delivery_free(hookd_delivery *d) {
   free(d->id);
   free(d->event_id);

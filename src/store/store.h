@@ -90,6 +90,17 @@ typedef struct hookd_event {
   char *meta;         /* inbound: the header lines its forwards carry */
 } hookd_event;
 
+/* A page of a tenant's events, newest first (event_list). */
+typedef struct hookd_event_filter {
+  const char *tenant_id;
+  const char *event_type;     /* a type, a prefix as "invoice.*", "*", or NULL */
+  int kind;                   /* 0 = any, 1 = outbound, 2 = inbound */
+  int64_t since_ms, until_ms; /* publish time in [since, until); 0 = unbounded */
+  int64_t before_seq;         /* only events older than this one (a cursor); 0 = the newest */
+  int limit;
+} hookd_event_filter;
+void hookd_events_free(hookd_event *v, size_t n);
+
 typedef struct hookd_delivery {
   int64_t seq;
   char *id;          /* public id (dlv_…) */
@@ -509,6 +520,10 @@ typedef struct hookd_store_backend {
   /* tenant_id may be NULL: then an id shared by several tenants is HOOKD_STORE_CONFLICT. */
   int (*event_get)(hookd_store_conn *c, const char *tenant_id, const char *id, hookd_event *ev,
                    hookd_delivery **dl, size_t *n);
+
+  /* Events of a tenant, newest first, without their body (body NULL). */
+  int (*event_list)(hookd_store_conn *c, const hookd_event_filter *f, hookd_event **out,
+                    size_t *n);
 
   /* Deliveries. */
   int (*delivery_get)(hookd_store_conn *c, const char *id, hookd_delivery *d,

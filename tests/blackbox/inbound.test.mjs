@@ -388,6 +388,14 @@ describe('forwarding', () => {
     // the duplicate after completion returns the result reference
     const again = await post(src, body, sign.stripe(body, 'whsec_fw'));
     assert.equal(again.json.result_ref, 'inv-row-9');
+    // the received event is listed among the tenant's events as inbound, under its inbox id
+    const listed = await h.api('GET', `/v1/tenants/${TENANT}/events?kind=inbound&limit=500`);
+    assert.equal(listed.status, 200, listed.text);
+    const ev = listed.json.data.find((e) => e.id === r.json.inbox_id);
+    assert.equal(ev?.kind, 'inbound');
+    assert.equal(ev.type, 'invoice.paid');
+    const outbound = await h.api('GET', `/v1/tenants/${TENANT}/events?kind=outbound&limit=500`);
+    assert.ok(!outbound.json.data.some((e) => e.id === r.json.inbox_id));
     await dest.close();
   });
 

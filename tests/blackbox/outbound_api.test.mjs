@@ -323,6 +323,67 @@ describe('finding deliveries', () => {
   });
 });
 
+describe('events list', () => {
+  it('newest first without payloads, in pages; by type or prefix, kind and publish time', async () => {
+    const r = await startReceiver(() => ({ status: 200 }));
+    const { tenant: t } = await setup(h, r.url);
+    const ids = [];
+    for (const type of ['bill.paid', 'bill.void', 'ship.sent', 'bill.paid', 'ship.lost']) {
+      const p = await publish(h, t, { type, payload: { secret: 'not listed' } });
+      assert.equal(p.status, 202, p.text);
+      ids.push(p.json.id);
+      const t0 = Date.now(); // the next one lands in a later millisecond (a clock, not a sleep)
+      while (Date.now() <= t0 + 1) { /* spin a millisecond */ }
+    }
+    const list = async (q) => {
+      const res = await h.api('GET', `/v1/tenants/${t}/events?${q}`);
+      assert.equal(res.status, 200, `${q}: ${res.text}`);
+      return res.json;
+    };
+    const all = await list('');
+    assert.deepEqual(all.data.map((e) => e.id), [...ids].reverse());
+    assert.equal(all.next_cursor, null);
+    const first = all.data[0];
+    assert.equal(first.type, 'ship.lost');
+    assert.equal(first.kind, 'outbound');
+    assert.equal(first.tenant_id, t);
+    assert.ok(first.created_at && first.occurred_at);
+    assert.equal(first.payload, undefined); // ask for one event for its payload
+    assert.equal(first.deliveries, undefined);
+    assert.ok(!JSON.stringify(all).includes('not listed'));
+    // pages of two, each cursor taking up where the last page ended
+    const seen = [];
+    let cursor = null;
+    for (let page = 0; page < 5; page++) {
+      const res = await list(`limit=2${cursor ? `&before=${cursor}` : ''}`);
+      seen.push(...res.data.map((e) => e.id));
+      cursor = res.next_cursor;
+      if (cursor === null) break;
+      assert.equal(res.data.length, 2);
+    }
+    assert.deepEqual(seen, [...ids].reverse());
+    const at = [...all.data].reverse().map((e) => e.created_at); // publish times, oldest first
+    // filters
+    const types = async (q) => (await list(q)).data.map((e) => e.type);
+    assert.deepEqual(await types('event_type=bill.*'), ['bill.paid', 'bill.void', 'bill.paid']);
+    assert.deepEqual(await types('event_type=ship.sent'), ['ship.sent']);
+    assert.deepEqual(await types('kind=outbound&event_type=ship.*'), ['ship.lost', 'ship.sent']);
+    assert.deepEqual(await types('kind=inbound'), []);
+    assert.deepEqual(await types(`since=${at[1]}&until=${at[3]}`), ['ship.sent', 'bill.void']);
+    assert.deepEqual(await types(`event_type=bill.*&until=${at[2]}`), ['bill.void', 'bill.paid']);
+    assert.deepEqual(await types('limit=1&event_type=bill.*'), ['bill.paid']);
+    // the event itself, as GET shows it, names its kind too
+    const g = await h.api('GET', `/v1/tenants/${t}/events/${ids[0]}`);
+    assert.equal(g.json.kind, 'outbound');
+    assert.deepEqual(g.json.payload, { secret: 'not listed' });
+    // bad input: a JSON error naming the problem
+    for (const q of ['kind=both', 'event_type=a%20b', 'since=yesterday', 'before=abc', 'before=0', 'limit=0', 'colour=red'])
+      assertError(await h.api('GET', `/v1/tenants/${t}/events?${q}`), 400, 'invalid_parameter');
+    assertError(await h.api('GET', '/v1/tenants/no_such_tenant/events'), 404, 'not_found');
+    await r.close();
+  });
+});
+
 describe('auth, health, metrics', () => {
   it('401 without a key or with a wrong one; public health routes', async () => {
     assertError(await h.api('GET', `/v1/tenants/${tenant}`, undefined, { Authorization: '' }), 401, 'unauthorized');

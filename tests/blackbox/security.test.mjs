@@ -195,6 +195,8 @@ describe('access control', () => {
     assert.equal(edit.status, 403);
     // a key scoped to one tenant: 403 on other tenants' paths, 404 on their ids
     assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/tenants/${other.tenant}`)).status, 403);
+    assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/tenants/${other.tenant}/events`)).status, 403);
+    assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/tenants/${tenant}/events`)).status, 200);
     assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/deliveries/${deadOther.id}`)).status, 404);
     assert.equal((await as(h, keys.scoped.token, 'POST', `/v1/deliveries/${deadOther.id}/replay`)).status, 404);
     assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/events/${po.json.id}`)).status, 404);

@@ -452,6 +452,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .event_purge = sq_event_purge,
     .event_expire = sq_event_expire,
     .replay_select = sq_replay_select,
+    .event_list = sq_event_list,
     .replay_create = sq_replay_create,
     .replay_get = sq_replay_get,
     .replay_list = sq_replay_list,

@@ -36,7 +36,7 @@ enum sq_stmt_id {
   SQ_RPL_GET, SQ_RPL_EP_CHECK, SQ_RPL_SELECT, SQ_RPL_COUNT, SQ_RPL_ACTIVE, SQ_RPL_INSERT,
   SQ_RPL_ITEM_INSERT, SQ_RPL_BY_EP, SQ_RPL_SKIPPED, SQ_RPL_STATES, SQ_RPL_LIST, SQ_RPL_SET,
   SQ_RPL_ITEM_SET, SQ_RPL_ITEM_GET, SQ_RPL_ADVANCE, SQ_RPL_DUE, SQ_RPL_NEXT, SQ_RPL_TOTAL,
-  SQ_RPL_BUILDING,
+  SQ_RPL_BUILDING, SQ_EV_LIST,
   SQ_RPL_PURGE_JOB, SQ_RPL_PURGE_ITEMS, SQ_RPL_PURGE_MARK,
   SQ_TX_BEGIN_W, SQ_TX_BEGIN_R, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE,
   SQ_TX_ROLLBACK_TO,
@@ -135,6 +135,8 @@ int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
                        const char *previous_secret);
 int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
 int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res);
+int sq_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event **out,
+                  size_t *n);
 int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hookd_event *ev,
                  hookd_delivery **dl, size_t *n);
 int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hookd_attempt **att,
