@@ -306,6 +306,9 @@ fail:
     hookd_server_quiesce(app.srv);
     int64_t deadline = hookd_mono_ms() + 30000;
     while (hookd_server_suspended(app.srv) > 0 && hookd_mono_ms() < deadline) {
+      /* a long scan (a list by type, a replay job's snapshot or breakdown) is cut short: its
+       * request gets a 503 to retry elsewhere or later, and the drain waits for commits only */
+      hookd_store_interrupt_scans(app.store);
       struct timespec nap = {0, 10 * 1000 * 1000};
       nanosleep(&nap, NULL); /* bounded drain: requests waiting on a commit */
     }

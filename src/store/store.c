@@ -332,6 +332,10 @@ fail:
   return HOOKD_STORE_ERR;
 }
 
+void hookd_store_interrupt_scans(hookd_store *s) {
+  if (s && s->scan) hookd_storeq_interrupt(s->scan);
+}
+
 void hookd_store_close(hookd_store *s) {
   if (!s) return;
   hookd_storeq_stop(s->scan);

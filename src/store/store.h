@@ -468,6 +468,9 @@ typedef struct hookd_store_backend {
   const char *(*errmsg)(hookd_store_conn *c);
   /* Forgets the last error (so that errmsg() speaks of the next op only). */
   void (*clear_error)(hookd_store_conn *c);
+  /* Stops the statement running on c now, from any thread (its op fails with HOOKD_STORE_ERR).
+   * May be NULL: the backend has no way to, and its ops run to their end. */
+  void (*interrupt)(hookd_store_conn *c);
   /* Applies numbered migrations not yet applied. Runs once at start on the writer. */
   /* Brings the schema to this hookd's version; with apply false, only checks that it is. */
   int (*migrate)(hookd_store_conn *c, bool apply);
@@ -674,6 +677,10 @@ int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_
 void hookd_store_unlock(hookd_store_lockset *l);
 /* Opens the store named by cfg->url, applies migrations, starts the executors. */
 int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err, size_t errlen);
+/* Shutting down: fails the long scans running on the scan executor now (backend->interrupt),
+ * so that the requests waiting on them are answered (503) instead of holding the drain. Ops
+ * started after the call run normally: call it again while draining. */
+void hookd_store_interrupt_scans(hookd_store *s);
 /* Drains the executors and closes everything. */
 void hookd_store_close(hookd_store *s);
 

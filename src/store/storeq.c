@@ -27,6 +27,7 @@ struct hookd_storeq {
   size_t depth;
   int stopping;
   int stopped; /* thread has exited: submit completes ops at once */
+  int running;  /* an op of the reader's runs now (hookd_storeq_interrupt may stop it) */
   int64_t batch_started_ms; /* the batch being run, 0 when idle (monotonic) */
   hookd_storeq_stats stats;
 };
@@ -178,7 +179,13 @@ static void run_batch_reader(hookd_storeq *q, hookd_store_op *batch, size_t n) {
     if (be->begin(q->conn, 0) != 0) {
       op->rc = HOOKD_STORE_ERR;
     } else {
+      pthread_mutex_lock(&q->mu);
+      q->running = 1;
+      pthread_mutex_unlock(&q->mu);
       op->rc = run_op(q, op);
+      pthread_mutex_lock(&q->mu);
+      q->running = 0; /* no interrupt lands on the rollback below */
+      pthread_mutex_unlock(&q->mu);
       be->rollback(q->conn); /* read-only: nothing to commit */
     }
     if (op->done) op->done(op->arg, op->rc);
@@ -302,6 +309,13 @@ int hookd_storeq_run_sync(hookd_storeq *q,
   pthread_mutex_destroy(&call.mu);
   pthread_cond_destroy(&call.cv);
   return call.rc;
+}
+
+void hookd_storeq_interrupt(hookd_storeq *q) {
+  if (!q || !q->be->interrupt) return;
+  pthread_mutex_lock(&q->mu);
+  if (q->running) q->be->interrupt(q->conn); /* only an op: never a BEGIN or ROLLBACK */
+  pthread_mutex_unlock(&q->mu);
 }
 
 void hookd_storeq_stop(hookd_storeq *q) {

@@ -82,6 +82,9 @@ void hookd_storeq_submit(hookd_storeq *q, hookd_store_op *op);
 int hookd_storeq_run_sync(hookd_storeq *q,
                           int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                           void *arg);
+/* Fails the op running now on a read executor, if the backend can interrupt one
+ * (backend->interrupt); queued ops run as usual. Any thread. */
+void hookd_storeq_interrupt(hookd_storeq *q);
 /* Completes every queued op, then stops the thread and closes the connection. */
 void hookd_storeq_stop(hookd_storeq *q);
 void hookd_storeq_get_stats(hookd_storeq *q, hookd_storeq_stats *out);

@@ -338,6 +338,15 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
       pthread_setname_np(sh->ckpt_thread, "checkpoint");
       sh->ckpt_started = 1;
     }
+  } else if (!sq_stmt(c, SQ_TX_BEGIN_R, "BEGIN") || !sq_stmt(c, SQ_TX_ROLLBACK, "ROLLBACK")) {
+    /* prepared now: an interrupt (sq_interrupt) that lands as an op ends leaves SQLite's flag
+     * set, which fails every prepare until a statement starts — a prepared BEGIN or ROLLBACK
+     * clears it as it starts, one prepared then would fail and leave the transaction open */
+    snprintf(err, errlen, "prepare %s: %s", sh->path, c->err);
+    for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(c->stmts[i]);
+    sqlite3_close(c->db);
+    free(c);
+    return HOOKD_STORE_ERR;
   }
   *out = c;
   return HOOKD_STORE_OK;
@@ -352,6 +361,7 @@ static void sq_close(hookd_store_conn *c) {
 
 static const char *sq_errmsg(hookd_store_conn *c) { return c->err; }
 static void sq_clear_error(hookd_store_conn *c) { c->err[0] = '\0'; }
+static void sq_interrupt(hookd_store_conn *c) { sqlite3_interrupt(c->db); }
 
 /* A cached statement stepped but not reset keeps its read snapshot open past the end of the
  * transaction (a reader would then never see later commits): end every transaction with every
@@ -403,6 +413,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .close = sq_close,
     .errmsg = sq_errmsg,
     .clear_error = sq_clear_error,
+    .interrupt = sq_interrupt,
     .migrate = sq_migrate,
     .begin = sq_begin,
     .commit = sq_commit,

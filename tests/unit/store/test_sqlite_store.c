@@ -3,8 +3,8 @@
  * the same delivery to two holders, fan-out and publish idempotency, append-only attempts,
  * replay cycles, group commit (one failing op rolls back alone; the batch commits once),
  * migrations applied once, the inbound receive step (dedup, conflict, the record written
- * once and linked to its event, retention), and a WAL that stays bounded when the checkpointer
- * falls behind. */
+ * once and linked to its event, retention), a WAL that stays bounded when the checkpointer
+ * falls behind, and a long scan cut short at shutdown. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -1241,6 +1242,46 @@ static void page_cache_parked_page_answers_to_its_number(void **state) {
   m->xDestroy(c);
 }
 
+/* ---- a long scan at shutdown ---- */
+
+static atomic_int scan_started, scan_done, scan_rc;
+
+/* A scan with no end (a recursive CTE counting for ever), as a list walking a huge store. */
+static int run_endless_scan(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)be, (void)a;
+  atomic_store(&scan_started, 1);
+  return sq_exec(c, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n)"
+                    " SELECT count(*) FROM n");
+}
+static void endless_scan_done(void *arg, int rc) {
+  (void)arg;
+  atomic_store(&scan_rc, rc);
+  atomic_store(&scan_done, 1);
+}
+static int run_quick_read(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)be, (void)a;
+  return sq_exec(c, "SELECT count(*) FROM events");
+}
+
+static void a_scan_is_interrupted_at_shutdown(void **state) {
+  fx *f = *state;
+  hookd_store_op op = {.run = run_endless_scan, .done = endless_scan_done};
+  hookd_storeq_submit(f->s->scan, &op);
+  int64_t deadline = hookd_mono_ms() + 10000;
+  while (!atomic_load(&scan_started) && hookd_mono_ms() < deadline) {
+  }
+  assert_true(atomic_load(&scan_started));
+  /* called again while the drain waits, as the daemon does: one call before the statement has
+   * started would find nothing to stop */
+  while (!atomic_load(&scan_done) && hookd_mono_ms() < deadline) hookd_store_interrupt_scans(f->s);
+  assert_true(atomic_load(&scan_done));
+  assert_int_equal(atomic_load(&scan_rc), HOOKD_STORE_ERR);
+  /* the executor goes on: the next scan runs as usual */
+  assert_int_equal(hookd_storeq_run_sync(f->s->scan, run_quick_read, NULL), 0);
+  /* and the reader and writer were never touched */
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_quick_read, NULL), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(stale_lease_is_fenced, setup, teardown),
@@ -1276,6 +1317,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(page_cache_parks_split_pages_under_key_zero, setup,
                                       teardown),
       cmocka_unit_test(page_cache_parked_page_answers_to_its_number),
+      cmocka_unit_test_setup_teardown(a_scan_is_interrupted_at_shutdown, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
