@@ -310,12 +310,21 @@ static void reply_event_get(hookd_api_op *base, int rc) {
     hookd_req_error(base->req, 404, "not_found", "event not found");
     return;
   }
-  json_t *env = json_loadb(op->ev.body, op->ev.body_len, 0, NULL);
-  json_t *payload = env ? json_incref(json_object_get(env, "data")) : NULL;
-  json_decref(env);
+  json_t *payload;
+  if (op->ev.inbound) {
+    /* the provider's request body as received: JSON as JSON, anything else (a form) as text */
+    payload = json_loadb(op->ev.body, op->ev.body_len, JSON_DECODE_ANY, NULL);
+    if (!payload) payload = json_stringn(op->ev.body, op->ev.body_len); /* NULL: not UTF-8 */
+  } else { /* the envelope's data */
+    json_t *env = json_loadb(op->ev.body, op->ev.body_len, 0, NULL);
+    payload = env ? json_incref(json_object_get(env, "data")) : NULL;
+    json_decref(env);
+  }
   json_t *dl = json_array();
   for (size_t i = 0; i < op->n; i++) json_array_append_new(dl, hookd_json_delivery(&op->dl[i]));
   json_t *v = event_json(&op->ev);
+  if (op->ev.inbound)
+    json_object_set_new(v, "content_type", hookd_json_str_or_null(op->ev.content_type));
   json_object_set_new(v, "payload", payload ? payload : json_null());
   json_object_set_new(v, "deliveries", dl);
   hookd_req_reply_json(base->req, 200, v);

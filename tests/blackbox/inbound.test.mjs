@@ -396,6 +396,12 @@ describe('forwarding', () => {
     assert.equal(ev.type, 'invoice.paid');
     const outbound = await h.api('GET', `/v1/tenants/${TENANT}/events?kind=outbound&limit=500`);
     assert.ok(!outbound.json.data.some((e) => e.id === r.json.inbox_id));
+    // as one event: the provider's body as received, not a part of it
+    const one = await h.api('GET', `/v1/tenants/${TENANT}/events/${r.json.inbox_id}`);
+    assert.equal(one.json.kind, 'inbound');
+    assert.deepEqual(one.json.payload, JSON.parse(body));
+    assert.match(one.json.content_type, /^application\/json/);
+    assert.equal(one.json.deliveries.length, 1);
     await dest.close();
   });
 
