@@ -32,8 +32,12 @@ typedef struct rp_op {
   double rate;
   bool tenant_missing;
   bool created;  /* the read back answers 201 */
-  size_t from;   /* create: snapshot items stored so far, a chunk per writer op */
+  size_t from;   /* create: snapshot items stored so far (committed), a chunk per writer op */
   int64_t built_seq, built_total;
+  size_t next_from; /* what the chunk in flight stores, applied once it is committed */
+  int64_t next_seq, next_total;
+  int fail_rc;      /* a failed chunk's code, answered after the job is marked failed */
+  char fail_err[256];
   /* act */
   hookd_replay_action action;
   /* read back */
@@ -217,29 +221,55 @@ void hookd_api_replay_list(hookd_req *r, hookd_app *app) {
 /* ---------- create ---------- */
 
 /* A chunk of the snapshot per writer op (HOOKD_REPLAY_CREATE_CHUNK): the acks queued behind it
- * wait for one chunk, not for the whole snapshot. The last chunk audits the preview. */
+ * wait for one chunk, not for the whole snapshot. The last chunk audits the preview. What a
+ * chunk stored counts once its commit is known (reply_create): a chunk whose batch was undone
+ * is never taken for stored. */
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   rp_op *op = (rp_op *)base;
   hookd_replay_job j = {.id = op->id, .tenant_id = op->tenant, .filter = op->filter_json,
                         .actor = base->actor[0] ? base->actor : NULL, .reason = base->reason,
                         .rate_per_s = op->rate, .seq = op->built_seq, .total = op->built_total};
-  int rc = be->replay_create(c, &j, &op->snap, &op->from, HOOKD_REPLAY_CREATE_CHUNK,
-                             hookd_now_ms());
+  size_t from = op->from;
+  int rc = be->replay_create(c, &j, &op->snap, &from, HOOKD_REPLAY_CREATE_CHUNK, hookd_now_ms());
   if (rc) return rc;
-  op->built_seq = j.seq;
-  op->built_total = j.total;
-  if (op->from < op->snap.n) return HOOKD_STORE_OK;
+  op->next_from = from;
+  op->next_seq = j.seq;
+  op->next_total = j.total;
+  if (from < op->snap.n) return HOOKD_STORE_OK;
   char detail[128];
   snprintf(detail, sizeof detail, "preview of %lld deliveries", (long long)j.total);
   return hookd_api_audit(base, c, be, "replay.create", op->id, op->tenant, detail);
 }
 
+static int run_abandon(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  return be->replay_abandon(c, ((rp_op *)base)->built_seq, hookd_now_ms());
+}
+
+/* The failed chunk's answer, the job marked failed (or, that failing too, left to read as failed
+ * once HOOKD_REPLAY_BUILD_STALE_MS have passed). */
+static void reply_abandon(hookd_api_op *base, int rc) {
+  rp_op *op = (rp_op *)base;
+  (void)rc;
+  snprintf(base->err, sizeof base->err, "%s", op->fail_err);
+  hookd_api_store_error(base, op->fail_rc, "replay job");
+}
+
 static void reply_create(hookd_api_op *base, int rc) {
   rp_op *op = (rp_op *)base;
   if (rc) {
-    hookd_api_store_error(base, rc, "replay job");
+    if (!op->built_seq) { /* nothing of the job was committed */
+      hookd_api_store_error(base, rc, "replay job");
+      return;
+    }
+    /* earlier chunks are stored: the job ends as failed, not left building against the cap */
+    op->fail_rc = rc;
+    snprintf(op->fail_err, sizeof op->fail_err, "%s", base->err);
+    hookd_api_chain(base, run_abandon, reply_abandon, HOOKD_API_WRITER);
     return;
   }
+  op->from = op->next_from;
+  op->built_seq = op->next_seq;
+  op->built_total = op->next_total;
   if (op->from < op->snap.n) { /* the next chunk, behind whatever the writer has queued */
     hookd_api_chain(base, run_create, reply_create, HOOKD_API_WRITER);
     return;

@@ -406,7 +406,7 @@ typedef struct hookd_replay_job {
   char *id;                    /* rpl_… */
   char *tenant_id;
   char *state;                 /* building, preview, running, paused, completed, cancelled,
-                                  expired */
+                                  expired, failed */
   char *filter;                /* the filter as JSON (rendered back as given, normalised) */
   char *actor, *reason;
   double rate_per_s;
@@ -439,9 +439,11 @@ typedef enum {
   HOOKD_REPLAY_CONFIRM, HOOKD_REPLAY_PAUSE, HOOKD_REPLAY_RESUME, HOOKD_REPLAY_CANCEL
 } hookd_replay_action;
 
-#define HOOKD_REPLAY_ACTIVE_MAX 8          /* preview/running/paused jobs per tenant */
+#define HOOKD_REPLAY_ACTIVE_MAX 8 /* building/preview/running/paused jobs per tenant */
 #define HOOKD_REPLAY_PREVIEW_TTL_MS 3600000 /* a preview older than this cannot be confirmed */
 #define HOOKD_REPLAY_CREATE_CHUNK 2000      /* items stored per writer transaction (a few ms) */
+#define HOOKD_REPLAY_BUILD_STALE_MS 60000 /* a job building no chunk for this long was abandoned
+                                             (its daemon died): it reads as failed */
 #define HOOKD_REPLAY_STEP_MAX 500          /* items per job per step */
 #define HOOKD_REPLAY_RATE_MAX 10000.0      /* items a second: STEP_MAX per 50 ms step */
 #define HOOKD_REPLAY_ITEMS_KEEP_MS (7LL * 86400000) /* an ended job's items, then purged */
@@ -615,12 +617,15 @@ typedef struct hookd_store_backend {
    * (job->seq) in state `building`; each call stores snap->seqs[*from ..] up to `chunk` and
    * advances *from (job->total = items stored so far); the call that reaches snap->n makes it
    * a preview. HOOKD_STORE_STATE: the job is no longer building. Every item is checked again
-   * when its turn comes. */
+   * when its turn comes. A job whose build stopped — replay_abandon after a failed chunk, or
+   * nothing stored for HOOKD_REPLAY_BUILD_STALE_MS — is `failed`: ended, not counted. */
   int (*replay_select)(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
                        int64_t max_items, hookd_replay_snapshot *out);
   int (*replay_create)(hookd_store_conn *c, hookd_replay_job *job,
                        const hookd_replay_snapshot *snap, size_t *from, size_t chunk,
                        int64_t now_ms);
+  /* A job still building whose create failed after a first chunk: ended as `failed`. */
+  int (*replay_abandon)(hookd_store_conn *c, int64_t job_seq, int64_t now_ms);
   /* detail may be NULL. */
   int (*replay_get)(hookd_store_conn *c, const char *tenant_id, const char *id,
                     hookd_replay_job *out, hookd_replay_detail *detail);

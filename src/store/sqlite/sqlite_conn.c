@@ -467,6 +467,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .replay_create = sq_replay_create,
     .replay_get = sq_replay_get,
     .replay_list = sq_replay_list,
+    .replay_abandon = sq_replay_abandon,
     .replay_act = sq_replay_act,
     .replay_step = sq_replay_step,
     .replay_purge = sq_replay_purge,

@@ -36,7 +36,7 @@ enum sq_stmt_id {
   SQ_RPL_GET, SQ_RPL_EP_CHECK, SQ_RPL_SELECT, SQ_RPL_COUNT, SQ_RPL_ACTIVE, SQ_RPL_INSERT,
   SQ_RPL_ITEM_INSERT, SQ_RPL_BY_EP, SQ_RPL_SKIPPED, SQ_RPL_STATES, SQ_RPL_LIST, SQ_RPL_SET,
   SQ_RPL_ITEM_SET, SQ_RPL_ITEM_GET, SQ_RPL_ADVANCE, SQ_RPL_DUE, SQ_RPL_NEXT, SQ_RPL_TOTAL,
-  SQ_RPL_BUILDING, SQ_EV_LIST,
+  SQ_RPL_BUILDING, SQ_EV_LIST, SQ_RPL_ABANDON,
   SQ_RPL_PURGE_JOB, SQ_RPL_PURGE_ITEMS, SQ_RPL_PURGE_MARK,
   SQ_TX_BEGIN_W, SQ_TX_BEGIN_R, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE,
   SQ_TX_ROLLBACK_TO,
@@ -164,6 +164,7 @@ int sq_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
                   hookd_replay_job *out, hookd_replay_detail *detail);
 int sq_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
                    hookd_replay_job **out, size_t *n);
+int sq_replay_abandon(hookd_store_conn *c, int64_t job_seq, int64_t now_ms);
 int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                   hookd_replay_action action, int64_t now_ms, hookd_replay_job *out);
 int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res);

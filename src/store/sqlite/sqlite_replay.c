@@ -17,11 +17,15 @@
   "seq, id, tenant_id, state, filter, actor, reason, rate_per_s, total, replayed, skipped,"     \
   " created_at, confirmed_at, updated_at, finished_at, next_item_at, items_purged_at"
 
-/* A preview older than its time to live reads as expired (the row is not rewritten); so does
- * a job left `building` as long (its request failed or the daemon stopped while it was). */
+/* A preview older than its time to live reads as expired (the row is not rewritten). */
 static bool preview_expired(const char *state, int64_t created_ms, int64_t now_ms) {
-  return state && (!strcmp(state, "preview") || !strcmp(state, "building")) &&
-         created_ms + HOOKD_REPLAY_PREVIEW_TTL_MS <= now_ms;
+  return state && !strcmp(state, "preview") && created_ms + HOOKD_REPLAY_PREVIEW_TTL_MS <= now_ms;
+}
+
+/* A job building no chunk for HOOKD_REPLAY_BUILD_STALE_MS reads as failed: the daemon storing
+ * it died (one whose request failed is marked failed by replay_abandon). */
+static bool build_abandoned(const char *state, int64_t updated_ms, int64_t now_ms) {
+  return state && !strcmp(state, "building") && updated_ms + HOOKD_REPLAY_BUILD_STALE_MS <= now_ms;
 }
 
 static void rd_job(sqlite3_stmt *st, void *rec) {
@@ -44,9 +48,12 @@ static void rd_job(sqlite3_stmt *st, void *rec) {
   j->finished_ms = sq_col_i64(st, 14);
   j->next_item_ms = sq_col_i64(st, 15);
   j->items_purged_ms = sq_col_i64(st, 16);
-  if (preview_expired(j->state, j->created_ms, hookd_now_ms())) {
+  int64_t now = hookd_now_ms();
+  if (preview_expired(j->state, j->created_ms, now) ||
+      build_abandoned(j->state, j->updated_ms, now)) {
+    bool expired = !strcmp(j->state, "preview");
     free(j->state);
-    j->state = strdup("expired");
+    j->state = strdup(expired ? "expired" : "failed");
   }
 }
 
@@ -168,18 +175,20 @@ static int create_job_row(hookd_store_conn *c, hookd_replay_job *job,
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ACTIVE,
                              "SELECT COUNT(*) FROM replay_jobs WHERE tenant_id = ?1 AND"
                              " (state = 'running' OR state = 'paused' OR"
-                             " ((state = 'preview' OR state = 'building') AND created_at > ?2))");
+                             " (state = 'preview' AND created_at > ?2) OR"
+                             " (state = 'building' AND updated_at > ?3))");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, job->tenant_id);
   sq_bind_i64(st, 2, now_ms - HOOKD_REPLAY_PREVIEW_TTL_MS);
+  sq_bind_i64(st, 3, now_ms - HOOKD_REPLAY_BUILD_STALE_MS);
   int rc = sqlite3_step(st);
   int64_t active = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
   sqlite3_reset(st);
   if (rc != SQLITE_ROW) return sq_fail(c, "count active replay jobs");
   if (active >= HOOKD_REPLAY_ACTIVE_MAX) {
     snprintf(c->err, sizeof c->err,
-             "the tenant has %d replay jobs in preview, running or paused: cancel or finish one "
-             "first",
+             "the tenant has %d replay jobs building, in preview, running or paused: cancel or "
+             "finish one first",
              HOOKD_REPLAY_ACTIVE_MAX);
     return HOOKD_STORE_CONFLICT;
   }
@@ -211,9 +220,11 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   if (*from == 0 && (rc = create_job_row(c, job, snap, now_ms)) != 0) return rc;
   if (*from > 0) { /* still being built, by this request: nothing else moves a building job */
     sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BUILDING,
-                               "SELECT 1 FROM replay_jobs WHERE seq = ?1 AND state = 'building'");
+                               "SELECT 1 FROM replay_jobs WHERE seq = ?1 AND state = 'building'"
+                               " AND updated_at > ?2");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, job->seq);
+    sq_bind_i64(st, 2, now_ms - HOOKD_REPLAY_BUILD_STALE_MS);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc == SQLITE_DONE) {
@@ -248,16 +259,29 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   bool last = end == snap->n;
   st = sq_stmt(c, SQ_RPL_TOTAL,
                "UPDATE replay_jobs SET total = ?2, state = CASE WHEN ?3 THEN 'preview'"
-               " ELSE state END WHERE seq = ?1");
+               " ELSE state END, updated_at = ?4 WHERE seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, job->seq);
   sq_bind_i64(st, 2, n);
   sq_bind_i64(st, 3, last);
+  sq_bind_i64(st, 4, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "count replay items");
   sqlite3_reset(st);
   job->total = n;
   *from = end;
   return HOOKD_STORE_OK;
+}
+
+int sq_replay_abandon(hookd_store_conn *c, int64_t job_seq, int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ABANDON,
+                             "UPDATE replay_jobs SET state = 'failed', updated_at = ?2,"
+                             " finished_at = ?2 WHERE seq = ?1 AND state = 'building'");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  sq_bind_i64(st, 2, now_ms);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "end a replay job's build");
 }
 
 /* ---------- reads ---------- */
@@ -604,8 +628,8 @@ int sq_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int 
   *more = false;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_PURGE_JOB,
                              "SELECT seq FROM replay_jobs WHERE items_purged_at IS NULL AND"
-                             " (finished_at < ?1 OR ((state = 'preview' OR state = 'building')"
-                             " AND created_at < ?2))"
+                             " (finished_at < ?1 OR (state = 'preview' AND created_at < ?2)"
+                             " OR (state = 'building' AND updated_at < ?1))"
                              " ORDER BY seq LIMIT 1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, before_ms);

@@ -44,6 +44,15 @@ static int run_getjob(hookd_store_conn *c, const hookd_store_backend *be, void *
   rcall *k = a;
   return be->replay_get(c, k->tenant, k->id, &k->job, &k->detail);
 }
+static int run_abandon(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  rcall *k = a;
+  hookd_replay_job j;
+  int rc = be->replay_get(c, k->tenant, k->id, &j, NULL);
+  if (rc) return rc;
+  rc = be->replay_abandon(c, j.seq, k->now);
+  hookd_replay_job_free(&j);
+  return rc;
+}
 static int run_step(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   rcall *k = a;
   return be->replay_step(c, k->now, &k->step);
@@ -236,7 +245,8 @@ static void jobs_follow_their_state_machine(void **state) {
 /* The snapshot is stored a chunk per writer transaction. Until the last one the job is
  * `building`: it cannot be confirmed or cancelled, and it counts as active; a delivery that left
  * the filter's state between chunks is not stored; the preview is audited once. A job left
- * building (its request failed) reads as expired after the preview's time to live. */
+ * building ends as failed (its create failed: replay_abandon; its daemon died: no chunk for
+ * HOOKD_REPLAY_BUILD_STALE_MS) and is neither counted nor built on. */
 static void snapshots_are_stored_in_chunks(void **state) {
   fx *f = *state;
   int seq = 0;
@@ -292,21 +302,36 @@ static void snapshots_are_stored_in_chunks(void **state) {
   }
   create_job(f, "rpl_over", now, HOOKD_STORE_CONFLICT);
 
-  /* left building past the preview's time to live (its request failed): expired */
-  rcall o = {.tenant = "t2", .f = {.state = HOOKD_DS_DEAD}, .max = 100,
-             .now = now - HOOKD_REPLAY_PREVIEW_TTL_MS - 1, .chunk = 1};
-  make_tenant_endpoint(f, "t2", "ep2", NULL);
-  dead_events(f, "t2", "ep2", "a.x", 2, &seq);
+  /* a create that failed after its first chunk ends its job as failed: no longer counted */
+  rcall a = {.tenant = "t1", .id = "rpl_b1", .now = now};
+  assert_int_equal(w(f, run_abandon, (call *)&a), 0);
+  rcall g = {.tenant = "t1", .id = "rpl_b1"};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_getjob, &g), 0);
+  assert_string_equal(g.job.state, "failed");
+  assert_true(g.job.finished_ms > 0);
+  hookd_replay_job_free(&g.job);
+  hookd_replay_detail_free(&g.detail);
+  assert_int_equal(act(f, "rpl_b1", HOOKD_REPLAY_CONFIRM, now, NULL), HOOKD_STORE_STATE);
+  assert_int_equal(create_job(f, "rpl_over", now, 0), 4);
+
+  /* one whose daemon died mid-build (no chunk for HOOKD_REPLAY_BUILD_STALE_MS) reads as failed,
+   * is not counted, and is not built on */
+  act(f, "rpl_over", HOOKD_REPLAY_CANCEL, now, NULL);
+  rcall o = {.tenant = "t1", .f = {.state = HOOKD_DS_DEAD}, .max = 100,
+             .now = now - HOOKD_REPLAY_BUILD_STALE_MS - 1, .chunk = 1};
   assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &o), 0);
   snprintf(o.id, sizeof o.id, "rpl_old");
   assert_int_equal(w(f, run_create, (call *)&o), 0);
+  rcall og = {.tenant = "t1", .id = "rpl_old"};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_getjob, &og), 0);
+  assert_string_equal(og.job.state, "failed");
+  hookd_replay_job_free(&og.job);
+  hookd_replay_detail_free(&og.detail);
+  o.now = now;
+  assert_int_equal(w(f, run_create, (call *)&o), HOOKD_STORE_STATE);
   hookd_replay_snapshot_free(&o.snap);
-  rcall g = {.tenant = "t2"};
-  snprintf(g.id, sizeof g.id, "rpl_old");
-  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_getjob, &g), 0);
-  assert_string_equal(g.job.state, "expired");
-  hookd_replay_job_free(&g.job);
-  hookd_replay_detail_free(&g.detail);
+  /* seven active (rpl_b running, six building): the stale one would have been the eighth */
+  assert_int_equal(create_job(f, "rpl_after", now, 0), 4);
 }
 
 static void steps_keep_the_rate_and_never_resend(void **state) {
