@@ -47,8 +47,8 @@ static void reply_list(hookd_api_op *base, int rc) {
                         "tenant_id", str_or_null(a->tenant_id), "reason", str_or_null(a->reason),
                         "detail", str_or_null(a->detail)));
   }
-  json_t *next = op->n > shown ? json_integer(op->rows[shown - 1].seq) : json_null();
-  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+  int64_t next = op->n > shown ? op->rows[shown - 1].seq : 0;
+  hookd_req_reply_json(base->req, 200, hookd_api_seq_page_body(data, next));
 }
 
 void hookd_api_audit_list(hookd_req *r, hookd_app *app) {

@@ -11,14 +11,12 @@
  * stored as the exact bytes every attempt and replay sends. The request hash that decides
  * "same request" for idempotency is SHA-256 over the request's canonical JSON, so key order and
  * whitespace do not matter. */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/inbound.h"
-#include "core/num.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
@@ -376,8 +374,8 @@ static void reply_list(hookd_api_op *base, int rc) {
   size_t shown = op->n > (size_t)op->f.limit - 1 ? (size_t)op->f.limit - 1 : op->n;
   json_t *data = json_array();
   for (size_t i = 0; i < shown; i++) json_array_append_new(data, event_json(&op->list[i]));
-  json_t *next = op->n > shown ? json_integer(op->list[shown - 1].seq) : json_null();
-  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+  int64_t next = op->n > shown ? op->list[shown - 1].seq : 0;
+  hookd_req_reply_json(base->req, 200, hookd_api_seq_page_body(data, next));
 }
 
 void hookd_api_event_list(hookd_req *r, hookd_app *app) {
@@ -391,12 +389,8 @@ void hookd_api_event_list(hookd_req *r, hookd_app *app) {
     hookd_req_error(r, 400, "invalid_parameter", "kind must be outbound or inbound");
     return;
   }
-  long long before = 0;
-  const char *b = hookd_req_query(r, "before");
-  if (b && hookd_parse_ll(b, 1, LLONG_MAX, &before) != 0) {
-    hookd_req_error(r, 400, "invalid_parameter", "before must be a next_cursor value");
-    return;
-  }
+  long long before;
+  if (hookd_api_before(r, &before) != 0) return;
   list_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
   if (!op) return;
   op->base.cleanup = list_cleanup;

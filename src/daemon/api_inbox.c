@@ -135,8 +135,8 @@ static void reply_list(hookd_api_op *base, int rc) {
   size_t shown = op->n_list > (size_t)op->f.limit - 1 ? (size_t)op->f.limit - 1 : op->n_list;
   json_t *data = json_array();
   for (size_t i = 0; i < shown; i++) json_array_append_new(data, inbox_json(&op->list[i]));
-  json_t *next = op->n_list > shown ? json_integer(op->list[shown - 1].seq) : json_null();
-  hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
+  int64_t next = op->n_list > shown ? op->list[shown - 1].seq : 0;
+  hookd_req_reply_json(base->req, 200, hookd_api_seq_page_body(data, next));
 }
 
 void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {

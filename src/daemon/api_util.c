@@ -341,6 +341,11 @@ json_t *hookd_api_page_body(json_t *data, const char *last_id) {
                    last_id ? json_string(last_id) : json_null());
 }
 
+json_t *hookd_api_seq_page_body(json_t *data, int64_t next_seq) {
+  return json_pack("{s:o,s:o}", "data", data, "next_cursor",
+                   next_seq ? json_integer(next_seq) : json_null());
+}
+
 int hookd_api_list_scope(hookd_req *r, const char *tenant, long long *before) {
   const hookd_principal *p = hookd_api_principal(r);
   if (p && p->tenants[0] && !tenant) {
@@ -348,6 +353,10 @@ int hookd_api_list_scope(hookd_req *r, const char *tenant, long long *before) {
     return -1;
   }
   if (tenant && !hookd_api_tenant_allowed(r, tenant)) return -1;
+  return hookd_api_before(r, before);
+}
+
+int hookd_api_before(hookd_req *r, long long *before) {
   const char *s = hookd_req_query(r, "before");
   *before = 0;
   if (s && hookd_parse_ll(s, 1, LLONG_MAX, before) != 0) {

@@ -289,6 +289,8 @@ void hookd_sqlite_shared_free(void *shared) {
 
 /* ---------- connections ---------- */
 
+static void sq_close(hookd_store_conn *c);
+
 static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, size_t errlen) {
   sq_shared *sh = shared;
   hookd_store_conn *c = calloc(1, sizeof *c);
@@ -343,9 +345,7 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
      * set, which fails every prepare until a statement starts — a prepared BEGIN or ROLLBACK
      * clears it as it starts, one prepared then would fail and leave the transaction open */
     snprintf(err, errlen, "prepare %s: %s", sh->path, c->err);
-    for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(c->stmts[i]);
-    sqlite3_close(c->db);
-    free(c);
+    sq_close(c);
     return HOOKD_STORE_ERR;
   }
   *out = c;
