@@ -1,11 +1,13 @@
 // demo.mjs — the `make demo` walkthrough: hookd on an embedded SQLite file (.demo/hookd.db), a
 // receiver on 127.0.0.1 with two paths (/orders answers 200; /flaky answers 503 to each event's
 // first attempt, then 200), a tenant, two endpoints, three events; then it shows the deliveries,
-// their attempts, checks a signature with `hookd verify`, and prints the API calls to explore.
+// their attempts, checks a signature with `hookd verify`. Then the inbound door: a Stripe source
+// whose destination is the receiver's /handler, a signed event, its duplicate, a tampered copy,
+// and the one forward with its Idempotency-Key. Last, the API calls to explore.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync, openSync } from 'node:fs';
 import http from 'node:http';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, createHmac } from 'node:crypto';
 
 const DIR = '.demo';
 const PORT = Number(process.env.HOOKD_DEMO_PORT || 8787);
@@ -28,7 +30,8 @@ const receiver = http.createServer((req, res) => {
     let status = 200;
     if (req.url === '/flaky' && !seen.has(id)) { seen.add(id); status = 503; }
     received.push({ path: req.url, id, attempt: req.headers['hookd-attempt'], status, headers: req.headers, body });
-    console.log(`  receiver  ${req.url.padEnd(8)} webhook-id=${id} attempt=${req.headers['hookd-attempt']} → ${status}`);
+    const key = req.headers['idempotency-key'] ? ` idempotency-key=${req.headers['idempotency-key']}` : '';
+    console.log(`  receiver  ${req.url.padEnd(8)} webhook-id=${id}${key} attempt=${req.headers['hookd-attempt']} → ${status}`);
     res.writeHead(status, status === 503 ? { 'Retry-After': '1' } : {});
     res.end(status === 200 ? 'thanks' : 'busy, try later');
   });
@@ -112,12 +115,40 @@ try {
     '--header', `webhook-signature: ${rec.headers['webhook-signature']}`], { encoding: 'utf8' });
   console.log(`  webhook-signature: ${rec.headers['webhook-signature']}\n  hookd verify → ${out.trim()}`);
 
+  console.log(bold('\n7. inbound: a Stripe source; hookd verifies, deduplicates and forwards to /handler'));
+  const STRIPE_SECRET = 'whsec_demo_' + randomBytes(8).toString('hex');
+  const source = await api('POST', '/v1/sources', { id: 'stripe_demo', tenant: 'acme', provider: 'stripe',
+    secrets: [STRIPE_SECRET], destinations: [{ url: `http://127.0.0.1:${RPORT}/handler` }] });
+  console.log(`  ${source.id}  provider=stripe  the provider posts to ${source.ingest_path}`);
+  const stripeBody = JSON.stringify({ id: 'evt_demo_1', object: 'event', type: 'invoice.paid',
+    data: { object: { id: 'in_1', amount_paid: 4200 } } });
+  const post = async (body, sigBody = body) => {
+    const t = Math.floor(Date.now() / 1000);
+    const sig = createHmac('sha256', STRIPE_SECRET).update(`${t}.${sigBody}`).digest('hex');
+    const res = await fetch(API + source.ingest_path, { method: 'POST', body,
+      headers: { 'Content-Type': 'application/json', 'Stripe-Signature': `t=${t},v1=${sig}` } });
+    return `${res.status} ${await res.text()}`;
+  };
+  const first = await post(stripeBody);
+  console.log(`  signed event evt_demo_1  → ${first}`);
+  console.log(`  the same again (a retry) → ${await post(stripeBody)}`);
+  console.log(`  one byte changed         → ${await post(stripeBody.replace('4200', '4201'), stripeBody)}`);
+  const inboxId = JSON.parse(first.slice(4)).inbox_id;
+  const rec2 = await until(async () => {
+    const r = await api('GET', `/v1/inbox/${inboxId}`);
+    return r.status === 'completed' ? r : null;
+  }, 'the inbound event to be forwarded');
+  const forwards = received.filter((r) => r.path === '/handler');
+  console.log(`  GET /v1/inbox/${inboxId} → status=${rec2.status} attempts=${rec2.attempt_count}; ` +
+    `/handler got ${forwards.length} forward (Idempotency-Key ${forwards[0]?.headers['idempotency-key']})`);
+
   console.log(bold('\nIt worked. Where to look:'));
   console.log(`  export KEY=${KEY}`);
   console.log(`  curl -s -H "Authorization: Bearer $KEY" ${API}/v1/events/${events[0]}`);
   console.log(`  curl -s -H "Authorization: Bearer $KEY" ${API}/v1/deliveries/${retried.id}`);
   console.log(`  curl -s -H "Authorization: Bearer $KEY" '${API}/v1/tenants/acme/deliveries?state=delivered'`);
   console.log(`  curl -s -X POST -H "Authorization: Bearer $KEY" ${API}/v1/deliveries/${retried.id}/replay`);
+  console.log(`  curl -s -H "Authorization: Bearer $KEY" '${API}/v1/inbox?tenant=acme'`);
   console.log(`  curl -s ${API}/metrics | grep hookd_attempts_total`);
   if (process.stdin.isTTY && !process.env.CI) {
     console.log(bold('\nhookd keeps running for you to explore; press Ctrl-C to stop.'));
