@@ -9,7 +9,9 @@ import { mkdirSync, rmSync, writeFileSync, openSync } from 'node:fs';
 import http from 'node:http';
 import { randomBytes, createHmac } from 'node:crypto';
 
-const DIR = '.demo';
+// HOOKD_BIN / HOOKD_DEMO_DIR: another build and directory (the black-box test runs the demo so)
+const BIN = process.env.HOOKD_BIN || 'build/hookd';
+const DIR = process.env.HOOKD_DEMO_DIR || '.demo';
 const PORT = Number(process.env.HOOKD_DEMO_PORT || 8787);
 const KEY = 'hk_demo_' + randomBytes(8).toString('hex');
 const API = `http://127.0.0.1:${PORT}`;
@@ -45,7 +47,7 @@ const args = ['serve', '--listen', `127.0.0.1:${PORT}`, '--store', `sqlite:${DIR
   '--egress-allow', '127.0.0.0/8', '--allow-http', '--egress-ports', 'any',
   '--retry-base-ms', '500', '--retry-cap-ms', '2000'];
 // the key through the environment: a command line is readable by every local user
-const hookd = spawn('build/hookd', args, { stdio: ['ignore', 'inherit', log], env: { ...process.env, HOOKD_API_KEY: KEY } });
+const hookd = spawn(BIN, args, { stdio: ['ignore', 'inherit', log], env: { ...process.env, HOOKD_API_KEY: KEY } });
 let stopping = false;
 hookd.on('exit', (code) => { if (!stopping) { console.error(`hookd exited (${code}); see ${DIR}/hookd.log`); process.exit(1); } });
 const stop = async () => {
@@ -110,7 +112,7 @@ try {
   console.log(bold('\n6. a receiver checks the signature (hookd verify, the receivers\' kit)'));
   const rec = received.find((r) => r.path === '/orders');
   writeFileSync(`${DIR}/body.json`, rec.body);
-  const out = execFileSync('build/hookd', ['verify', '--secret', orders.secret, '--body', `${DIR}/body.json`,
+  const out = execFileSync(BIN, ['verify', '--secret', orders.secret, '--body', `${DIR}/body.json`,
     '--header', `webhook-id: ${rec.headers['webhook-id']}`, '--header', `webhook-timestamp: ${rec.headers['webhook-timestamp']}`,
     '--header', `webhook-signature: ${rec.headers['webhook-signature']}`], { encoding: 'utf8' });
   console.log(`  webhook-signature: ${rec.headers['webhook-signature']}\n  hookd verify → ${out.trim()}`);

@@ -1,12 +1,14 @@
 // cli.test.mjs — the hookd command: serve --help documents every option with its default,
 // configuration precedence (flag > environment > file), version, and `hookd verify` with the
-// Standard Webhooks specification's vector.
+// Standard Webhooks specification's vector; and `make demo`'s walkthrough (the README's first
+// command) runs to its end.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createServer } from 'node:net';
 import { HOOKD_BIN, startHookd, tempDir } from './lib/hookd.mjs';
 
 const run = (args, opts = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', ...opts });
@@ -292,6 +294,23 @@ describe('hookd CLI', () => {
     r = run(['verify', '--secret', whpk, ...args.slice(3)]);
     assert.equal(r.status, 2);
     assert.match(r.stderr, /goes with --public-key/);
+    cleanup();
+  });
+
+  it('make demo: the walkthrough runs to its end, outbound and inbound', async () => {
+    const { dir, cleanup } = tempDir();
+    const port = await new Promise((resolve) => {
+      const srv = createServer().listen(0, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => resolve(p)); });
+    });
+    const root = new URL('../..', import.meta.url).pathname;
+    const r = spawnSync('node', [join(root, 'scripts/demo.mjs')], { cwd: root, encoding: 'utf8', timeout: 90000,
+      env: { ...process.env, HOOKD_BIN, HOOKD_DEMO_DIR: join(dir, 'demo'), HOOKD_DEMO_PORT: String(port), CI: '1' } });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /hookd verify → valid/);
+    assert.match(r.stdout, /the same again \(a retry\) → 200 .*"duplicate":true/);
+    assert.match(r.stdout, /one byte changed +→ 401 .*"invalid_signature"/);
+    assert.match(r.stdout, /status=completed attempts=1; \/handler got 1 forward \(Idempotency-Key in_/);
+    assert.match(r.stdout, /It worked/);
     cleanup();
   });
 });
