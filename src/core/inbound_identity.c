@@ -146,13 +146,15 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
   case HOOKD_PROVIDER_TWILIO: {
     h = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
     if (h && *h) return put_str(out, outlen, h);
-    /* Form fields (a POST's body, a GET's query), else a JSON body's members. A status
-     * callback comes once for each status of one message or call: the status is part of it. */
+    /* A JSON body's members, else form fields (a POST's body, a GET's query): a JSON body is
+     * never read as a form (a message's text holding "&MessageSid=X" would name the id). A
+     * status callback comes once for each status of one message or call: the status is part
+     * of it. */
     size_t qlen = 0;
     const char *q = req->body_len ? req->body : hookd_in_query(req, &qlen);
-    json_t *form = form_object(q, req->body_len ? req->body_len : qlen);
+    json_t *form = body ? NULL : form_object(q, req->body_len ? req->body_len : qlen);
     int rc = 1;
-    const json_t *from[] = {form, body};
+    const json_t *from[] = {body, form};
     for (size_t i = 0; i < 2 && rc; i++) {
       const json_t *msg[] = {obj_get(from[i], "MessageSid"), obj_get(from[i], "MessageStatus")};
       const json_t *call[] = {obj_get(from[i], "CallSid"), obj_get(from[i], "CallStatus")};

@@ -70,6 +70,28 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
   return parse(buf, len, lim, flags, err, &overflow);
 }
 
+/* Numbers read as doubles that may not be what the body says (|v| >= 2^53: 9007199254740993
+ * reads as ...992) become null: nothing can key on them. Depth is bounded by the parse's. */
+static void inexact_to_null(json_t *v) {
+  if (json_is_array(v)) {
+    for (size_t i = 0; i < json_array_size(v); i++) {
+      json_t *e = json_array_get(v, i);
+      if (json_is_real(e) && fabs(json_real_value(e)) >= 9007199254740992.0)
+        json_array_set_new(v, i, json_null());
+      else
+        inexact_to_null(e);
+    }
+  } else if (json_is_object(v)) {
+    for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it)) {
+      json_t *e = json_object_iter_value(it);
+      if (json_is_real(e) && fabs(json_real_value(e)) >= 9007199254740992.0)
+        json_object_iter_set_new(v, it, json_null());
+      else
+        inexact_to_null(e);
+    }
+  }
+}
+
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
                               bool *lossy, char err[HOOKD_JSON_ERR_MAX]) {
   bool overflow;
@@ -77,7 +99,10 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
   json_t *v = parse(buf, len, lim, 0, err, &overflow);
   if (v || !overflow) return v;
   *lossy = true;
-  return parse(buf, len, lim, JSON_DECODE_INT_AS_REAL, err, &overflow);
+  v = parse(buf, len, lim, JSON_DECODE_INT_AS_REAL, err, &overflow);
+  if (v) inexact_to_null(v);
+  else if (!overflow) *lossy = false; /* a syntax error after the large integer: not JSON */
+  return v;
 }
 
 /* d1.d2…dp × 10^e as "%.*e" writes it, read back. */

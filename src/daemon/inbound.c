@@ -281,7 +281,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (body_len && (is_json(ct) || (!ct && (body[0] == '{' || body[0] == '[')))) {
     char err[HOOKD_JSON_ERR_MAX];
     json = hookd_json_parse_body(body, body_len, &app->json_limits, &lossy, err);
-    if (!json) { /* jansson's message quotes the body near the error: the provider's own bytes */
+    /* (no tree and lossy: a number beyond any double; the body is taken as opaque bytes) */
+    if (!json && !lossy) { /* jansson's message quotes the body near the error: its bytes */
       reject_as(r, p, rt, 400, "invalid_json", err, "invalid JSON body");
       goto done;
     }
@@ -429,16 +430,20 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
         if (hv && strlen(hv) < sizeof safe) {
           header_safe(hv, safe, sizeof safe);
           has_version = version_of(safe, strlen(safe), op->version, sizeof op->version, &numeric);
-          /* the header is not signed (Shopify signs the body only): a date-time in the future,
-           * which a replayed request could carry to make every later event of the object look
-           * stale, is no version */
+          /* the header is not signed (Shopify signs the body only): a replayed request could
+           * carry a version above any to come and make every later event of the object look
+           * stale. A date-time is bounded by now (one in the future is no version); a number
+           * has no bound (99999999999999), so a header's version is a date-time or none. */
           int64_t secs;
           char frac[HOOKD_RFC3339_FRAC_MAX];
-          if (has_version && hookd_parse_rfc3339_exact(safe, &secs, frac) == 0 &&
-              secs > in.now_s + hookd_in_tolerance(rt->src.tolerance_s)) {
+          bool datetime = hookd_parse_rfc3339_exact(safe, &secs, frac) == 0;
+          if (has_version && (!datetime || secs > in.now_s +
+                                                      hookd_in_tolerance(rt->src.tolerance_s))) {
             has_version = false;
-            HLOG(HOOKD_LOG_WARN, "inbound.version_in_future", KV_S("source_id", op->source_id),
-                 KV_S("tenant_id", op->tenant_id), KV_S("header", rt->src.version_header));
+            HLOG(HOOKD_LOG_WARN,
+                 datetime ? "inbound.version_in_future" : "inbound.version_not_datetime",
+                 KV_S("source_id", op->source_id), KV_S("tenant_id", op->tenant_id),
+                 KV_S("header", rt->src.version_header));
           }
         }
       } else if (rt->src.version_path) {

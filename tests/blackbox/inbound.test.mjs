@@ -201,6 +201,51 @@ describe('deduplication', () => {
     await dest.close();
   });
 
+  it('a version header that is a number is no version (unbounded: a replay could make every later event stale)', async () => {
+    const dest = await startReceiver();
+    const src = await source('shopify', ['shpss_vn'], [{ url: dest.url }],
+      { version: { object_path: 'id', header: 'X-Shopify-Triggered-At' } });
+    const shopify = (body, id, at) => ({ 'content-type': 'application/json', 'x-shopify-topic': 'orders/updated',
+      'x-shopify-webhook-id': id, 'x-shopify-triggered-at': at,
+      'x-shopify-hmac-sha256': createHmac('sha256', 'shpss_vn').update(body).digest('base64') });
+    const body = (n) => JSON.stringify({ id: 820982911946154501, note: `n${n}` });
+    const r1 = await post(src, body(1), shopify(body(1), 'wh_num_1', '99999999999999'));
+    assert.equal(r1.json.status, 'received');
+    const r2 = await post(src, body(2), shopify(body(2), 'wh_num_2', new Date().toISOString()));
+    assert.equal(r2.json.status, 'received', 'not stale behind 99999999999999');
+    assert.ok(h.logs.some((l) => l.msg === 'inbound.version_not_datetime'), 'logged');
+    await waitUntil(async () => dest.requests.length >= 2, { what: 'both forwarded' });
+    await dest.close();
+  });
+
+  it('a body with an integer beyond 64 bits takes no id, object id or version from a rounded number', async () => {
+    const dest = await startReceiver();
+    const big = '18446744073709551617'; // beyond 64 bits: the body is read with doubles
+    const src = await source('stripe', ['whsec_lv'], [{ url: dest.url }],
+      { version: { object_path: 'data.object.id', path: 'data.object.version' } });
+    const ev = (id, obj, version) => `{"id":"${id}","object":"event","type":"x.y","data":{"object":` +
+      `{"id":${obj},"version":${version},"ref":${big}}}}`;
+    const send = async (body) => (await post(src, body, sign.stripe(body, 'whsec_lv'))).json.status;
+    // versions 1700000000000000100 and ...120 read as one double: the second is not stale
+    assert.equal(await send(ev('evt_lv_1', 7, '1700000000000000120')), 'received');
+    assert.equal(await send(ev('evt_lv_2', 7, '1700000000000000100')), 'received');
+    // objects 9007199254740992 and ...993 are two objects (as doubles, one)
+    assert.equal(await send(ev('evt_lv_3', '9007199254740992', 5)), 'received');
+    assert.equal(await send(ev('evt_lv_4', '9007199254740993', 1)), 'received');
+    // a number as the event id: 9007199254740993 and ...992 are two events, not a conflict
+    const numId = (id) => `{"id":${id},"object":"event","type":"x.y","data":{"ref":${big}}}`;
+    assert.equal(await send(numId('9007199254740992')), 'received');
+    assert.equal(await send(numId('9007199254740993')), 'received');
+    // a number no double holds: valid JSON, accepted as opaque bytes (was 400)
+    const huge = `{"id":"evt_lv_huge","type":"x.y","data":{"n":${'9'.repeat(400)}}}`;
+    const r = await post(src, huge, sign.stripe(huge, 'whsec_lv'));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.status, 'received');
+    assert.equal((await post(src, huge, sign.stripe(huge, 'whsec_lv'))).json.duplicate, true, 'its retry is a duplicate');
+    await waitUntil(async () => dest.requests.length >= 7, { what: 'seven forwards' });
+    await dest.close();
+  });
+
   it('a stale event leaves its business key free for a newer event', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_vb'], [{ url: dest.url }],

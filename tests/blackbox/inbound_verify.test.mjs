@@ -3,7 +3,7 @@
 // request unsigned, or secrets that cannot verify anything, are refused when they are written.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHmac, generateKeyPairSync, sign as edSign } from 'node:crypto';
+import { createHash, createHmac, generateKeyPairSync, sign as edSign } from 'node:crypto';
 import { startHookd } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
@@ -274,6 +274,29 @@ describe('providers as they really send (an audit against their documentation)',
     assert.ok(fwd, 'forwarded with the query as its body');
     assert.equal(fwd.method, 'POST');
     assert.equal(fwd.headers['content-type'], 'application/x-www-form-urlencoded');
+    await dest.close();
+  });
+
+  it('Twilio: a JSON body\'s id is its own MessageSid, never a form read out of its text', async () => {
+    const dest = await startReceiver();
+    const src = await source('twilio', ['tw_json_token'], [{ url: dest.url }]);
+    const send = (obj) => {
+      const body = JSON.stringify(obj);
+      const url = `${h.url}/in/${src.id}?bodySHA256=${createHash('sha256').update(body).digest('hex')}`;
+      const sig = createHmac('sha1', 'tw_json_token').update(url).digest('base64');
+      return fetch(url, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Twilio-Signature': sig } })
+        .then(async (res) => ({ status: res.status, text: await res.text() }));
+    };
+    // whoever sends the SMS writes its text: "&MessageSid=X" in it named the id of both
+    for (const sid of ['SMa', 'SMb']) {
+      const r = await send({ MessageSid: sid, MessageStatus: 'received', Body: 'hi&MessageSid=X&MessageStatus=y' });
+      assert.equal(r.status, 200, r.text);
+    }
+    const records = await inbox(src);
+    assert.equal(records.length, 2);
+    assert.ok(records.every((r) => r.status !== 'conflict'), JSON.stringify(records));
+    assert.deepEqual(records.map((r) => r.event_id).sort(), ['SMa:received', 'SMb:received']);
+    await dest.waitFor(2);
     await dest.close();
   });
 

@@ -51,15 +51,35 @@ static void provider_bodies(void **st) {
   assert_int_equal(json_integer_value(json_object_get(v, "a")), 9007199254740993LL);
   assert_int_equal(json_integer_value(json_object_get(v, "b")), 9007199254740992LL);
   json_decref(v);
-  b = "{\"a\":123456789012345678901234567890}";
+  /* read with doubles: a number of magnitude 2^53 or more is null (nothing keys on it), the
+   * smaller ones are exact and kept */
+  b = "{\"a\":123456789012345678901234567890,\"n\":[9007199254740993,-9007199254740992,"
+      "9007199254740991,5,{\"v\":1700000000000000100,\"w\":2.5}]}";
   v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, err);
   assert_non_null(v);
   assert_true(lossy);
-  assert_true(json_is_real(json_object_get(v, "a")));
+  assert_true(json_is_null(json_object_get(v, "a")));
+  json_t *n = json_object_get(v, "n");
+  assert_true(json_is_null(json_array_get(n, 0)));
+  assert_true(json_is_null(json_array_get(n, 1)));
+  assert_true(json_real_value(json_array_get(n, 2)) == 9007199254740991.0);
+  assert_true(json_real_value(json_array_get(n, 3)) == 5.0);
+  assert_true(json_is_null(json_object_get(json_array_get(n, 4), "v")));
+  assert_true(json_real_value(json_object_get(json_array_get(n, 4), "w")) == 2.5);
   json_decref(v);
+  /* a number no double holds: no tree, lossy (the caller takes the bytes as they are); a
+   * syntax error after a large integer is an error */
+  char huge[600];
+  snprintf(huge, sizeof huge, "{\"a\":1%0400d}", 0);
+  assert_null(hookd_json_parse_body(huge, strlen(huge), &lim, &lossy, err));
+  assert_true(lossy);
+  b = "{\"a\":123456789012345678901234567890,}";
+  assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, err));
+  assert_false(lossy);
   /* other errors are errors */
   b = "{\"a\":1,\"a\":2}";
   assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, err));
+  assert_false(lossy);
   assert_non_null(strstr(err, "duplicate"));
 }
 
