@@ -47,6 +47,11 @@ const waitStatus = (src, id, status, timeout = 15000, daemon = h) => waitUntil(a
   return r.json?.status === status ? r.json : null;
 }, { timeout, what: `inbox ${id} ${status}` });
 
+// Shopify's headers for a body (signed with secret), its webhook id and X-Shopify-Triggered-At
+const shopifyWith = (secret) => (body, id, at) => ({ 'content-type': 'application/json',
+  'x-shopify-topic': 'orders/updated', 'x-shopify-webhook-id': id, 'x-shopify-triggered-at': at,
+  'x-shopify-hmac-sha256': createHmac('sha256', secret).update(body).digest('base64') });
+
 const stripeEvent = (id, extra = {}) => JSON.stringify({ id, object: 'event', type: 'invoice.paid',
   data: { object: { id: 'in_1', amount_paid: 4200 } }, ...extra });
 
@@ -187,9 +192,7 @@ describe('deduplication', () => {
     const dest = await startReceiver();
     const src = await source('shopify', ['shpss_v'], [{ url: dest.url }],
       { version: { object_path: 'id', header: 'X-Shopify-Triggered-At' } });
-    const shopify = (body, id, at) => ({ 'content-type': 'application/json', 'x-shopify-topic': 'orders/updated',
-      'x-shopify-webhook-id': id, 'x-shopify-triggered-at': at,
-      'x-shopify-hmac-sha256': createHmac('sha256', 'shpss_v').update(body).digest('base64') });
+    const shopify = shopifyWith('shpss_v');
     const body = (n) => JSON.stringify({ id: 820982911946154500, note: `n${n}` });
     const future = new Date(Date.now() + 365 * 86400e3).toISOString();
     const r1 = await post(src, body(1), shopify(body(1), 'wh_fut_1', future));
@@ -205,9 +208,7 @@ describe('deduplication', () => {
     const dest = await startReceiver();
     const src = await source('shopify', ['shpss_vn'], [{ url: dest.url }],
       { version: { object_path: 'id', header: 'X-Shopify-Triggered-At' } });
-    const shopify = (body, id, at) => ({ 'content-type': 'application/json', 'x-shopify-topic': 'orders/updated',
-      'x-shopify-webhook-id': id, 'x-shopify-triggered-at': at,
-      'x-shopify-hmac-sha256': createHmac('sha256', 'shpss_vn').update(body).digest('base64') });
+    const shopify = shopifyWith('shpss_vn');
     const body = (n) => JSON.stringify({ id: 820982911946154501, note: `n${n}` });
     const r1 = await post(src, body(1), shopify(body(1), 'wh_num_1', '99999999999999'));
     assert.equal(r1.json.status, 'received');
