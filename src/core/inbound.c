@@ -3,6 +3,7 @@
  * (result reporting, timestamps and tolerance, hex, the SHA-256 keys). */
 #include "core/inbound.h"
 
+#include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
@@ -53,6 +54,16 @@ const char *hookd_in_header_get(const hookd_in_request *req, const char *name) {
     }
   }
   return found;
+}
+
+bool hookd_in_header_name_valid(const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n > 128) return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (!isalnum(c) && !strchr("!#$%&'*+-.^_`|~", c)) return false;
+  }
+  return true;
 }
 
 int hookd_in_result(hookd_verify_result *out, int rc, const char *reason) {

@@ -68,6 +68,10 @@ typedef struct hookd_in_request {
  * than once (ambiguous: a signature header sent twice verifies as missing). */
 const char *hookd_in_header_get(const hookd_in_request *req, const char *name);
 
+/* True when s is a header name a request can carry (an RFC 9110 token, 1-128 bytes): a source
+ * naming another header ("X-Sig\r\nA: b") would never verify. */
+bool hookd_in_header_name_valid(const char *s);
+
 /* Configuration of the generic HMAC verifier. */
 typedef enum hookd_encoding { HOOKD_ENC_HEX = 0, HOOKD_ENC_BASE64 } hookd_encoding;
 typedef struct hookd_generic_hmac {

@@ -105,6 +105,39 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
   return v;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (1-4), or 0. */
+static size_t utf8_seq(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+             : c >= 0xe0 && c <= 0xef ? 3
+             : c >= 0xf0 && c <= 0xf4 ? 4
+                                      : 0;
+  if (!n) return 0;
+  /* the second byte's range excludes overlong forms, surrogates and code points past U+10FFFF */
+  unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+  unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+  if (p[1] < lo || p[1] > hi) return 0;
+  for (size_t i = 2; i < n; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+  return n;
+}
+
+size_t hookd_utf8_scrub(char *s) {
+  size_t fixed = 0;
+  unsigned char *p = (unsigned char *)s;
+  while (*p) {
+    size_t n = utf8_seq(p);
+    if (n) {
+      p += n;
+    } else {
+      *p++ = '?';
+      fixed++;
+    }
+  }
+  return fixed;
+}
+
 /* d1.d2…dp × 10^e as "%.*e" writes it, read back. */
 static double read_back(const char *digits, int p, int e) {
   char s[32];

@@ -26,14 +26,15 @@ static void audit_cleanup(hookd_api_op *base) {
 
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   audit_op *op = (audit_op *)base;
-  return be->audit_list(c, op->tenant[0] ? op->tenant : NULL, op->before, op->limit + 1,
-                        &op->rows, &op->n);
+  int rc = op->tenant[0] ? hookd_api_tenant_known(base, c, be, op->tenant) : 0;
+  return rc ? rc : be->audit_list(c, op->tenant[0] ? op->tenant : NULL, op->before,
+                                  op->limit + 1, &op->rows, &op->n);
 }
 
 static void reply_list(hookd_api_op *base, int rc) {
   audit_op *op = (audit_op *)base;
   if (rc) {
-    hookd_api_store_error(base, rc, "audit log");
+    hookd_api_store_error(base, rc, base->err[0] ? base->err : "audit log");
     return;
   }
   size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;

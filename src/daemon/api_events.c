@@ -283,11 +283,18 @@ static int run_event_get(hookd_store_conn *c, const hookd_store_backend *be, hoo
   return found;
 }
 
+/* An event's occurred_at: always set (1970-01-01T00:00:00Z is a time, not "absent"). */
+static json_t *occurred_json(int64_t ms) {
+  char buf[HOOKD_RFC3339_MAX];
+  hookd_fmt_rfc3339_ms(ms, buf);
+  return json_string(buf);
+}
+
 /* An event as GET and the list show it (the list without payload and deliveries). */
 static json_t *event_json(const hookd_event *e) {
   return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o}", "id", e->id, "tenant_id", e->tenant_id,
                    "type", e->type, "kind", e->inbound ? "inbound" : "outbound", "occurred_at",
-                   hookd_json_time(e->occurred_ms), "created_at", hookd_json_time(e->created_ms),
+                   occurred_json(e->occurred_ms), "created_at", hookd_json_time(e->created_ms),
                    "expires_at", hookd_json_time(e->expires_ms), "payload_purged_at",
                    hookd_json_time(e->purged_ms));
 }

@@ -123,13 +123,14 @@ void hookd_api_inbox_get(hookd_req *r, hookd_app *app) {
 
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
-  return be->inbox_list(c, &op->f, &op->list, &op->n_list);
+  int rc = op->f.tenant_id ? hookd_api_tenant_known(base, c, be, op->f.tenant_id) : 0;
+  return rc ? rc : be->inbox_list(c, &op->f, &op->list, &op->n_list);
 }
 
 static void reply_list(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
   if (rc) {
-    hookd_api_store_error(base, rc, "inbox");
+    hookd_api_store_error(base, rc, base->err[0] ? base->err : "inbox");
     return;
   }
   size_t shown = op->n_list > (size_t)op->f.limit - 1 ? (size_t)op->f.limit - 1 : op->n_list;
@@ -244,8 +245,14 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
                     "outcome must be completed (the effect happened), retry or dead_lettered");
     ok = false;
   }
-  if (ok && (hookd_json_get_str(body, "reason", &reason) != 0 || !*reason || strlen(reason) > 255)) {
-    hookd_req_error(r, 422, "invalid_field", "reason is required (1-255 bytes): it goes to the audit log");
+  /* the reason goes to the audit log: printable, not blank (as everywhere else); the body's,
+   * else the Hookd-Reason header's (checked by the router) */
+  if (ok && !json_object_get(body, "reason")) reason = hookd_req_header(r, "Hookd-Reason");
+  else if (ok && hookd_json_get_str(body, "reason", &reason) != 0) reason = "";
+  if (ok && (!reason || !hookd_api_reason_valid(reason))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "reason is required (1-255 bytes of printable text, not blank; or the "
+                    "Hookd-Reason header): it goes to the audit log");
     ok = false;
   }
   inbox_op *op = ok ? new_op(r, app, run_resolve, reply_resolve) : NULL;

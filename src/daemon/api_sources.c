@@ -282,7 +282,7 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
       if (!json_is_object(v) || hookd_json_get_str(v, "object_path", &objp) != 0 ||
           hookd_json_get_str(v, "path", &vp) < 0 || hookd_json_get_str(v, "header", &vh) < 0 ||
           (!vp == !vh) || strlen(objp) > 128 || (vp && strlen(vp) > 128) ||
-          (vh && strlen(vh) > 128)) {
+          (vh && !hookd_in_header_name_valid(vh))) {
         hookd_req_error(r, 422, "invalid_field",
                         "version must be {\"object_path\": p, \"path\": q} or {\"object_path\": p, "
                         "\"header\": h}");
@@ -477,6 +477,11 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
                     "generic settings are required for provider generic, and only for it");
     ok = false;
   }
+  static const char *const generic_members[] = {"header",    "prefix",  "algorithm",
+                                                "encoding",  "template", "id_header",
+                                                "timestamp_header", NULL};
+  if (ok && json_is_object(gen) && !hookd_api_known_members(r, gen, "generic", generic_members))
+    ok = false;
   if (ok && gen) {
     hookd_generic_hmac g;
     const char *bad = hookd_generic_parse(gen, &g);
@@ -523,13 +528,14 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
     }
     return rc;
   }
-  return be->source_list(c, op->src.tenant_id, &op->list, &op->n_list);
+  int rc = hookd_api_tenant_known(base, c, be, op->src.tenant_id); /* 404 "tenant" */
+  return rc ? rc : be->source_list(c, op->src.tenant_id, &op->list, &op->n_list);
 }
 
 static void reply_get(hookd_api_op *base, int rc) {
   src_op *op = (src_op *)base;
   if (rc) {
-    hookd_api_store_error(base, rc, "source");
+    hookd_api_store_error(base, rc, base->err[0] ? base->err : "source");
     return;
   }
   if (op->id[0]) {

@@ -22,6 +22,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/jsonio.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 
@@ -194,11 +195,11 @@ void hookd_req_error(hookd_req *r, int status, const char *code, const char *fmt
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  /* a message quoting input may hold bytes that are not UTF-8 (input cut mid-character by
+   * %.64s): those become '?', the rest (the field's name) stays readable */
+  hookd_utf8_scrub(msg);
   json_t *v = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
-  if (!v) {
-    /* msg was not valid UTF-8 (it may quote input): fall back to the code alone. */
-    v = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", "invalid request");
-  }
+  if (!v) v = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", "invalid request");
   hookd_req_reply_json(r, status, v);
 }
 

@@ -567,7 +567,12 @@ describe('forwarding', () => {
     assert.equal(dest.requests.length, 1, 'not resent');
     const bad = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed' });
     assert.equal(bad.status, 422, 'a reason is required');
-    const ok = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed', reason: 'checked the ledger: invoice exists' });
+    for (const reason of ['   ', '\u001b[2J\r\nforged line', 'x'.repeat(256)]) {
+      const refused = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed', reason });
+      assert.equal(refused.status, 422, `reason ${JSON.stringify(reason)}: audit text is printable, not blank`);
+    }
+    const ok = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed' },
+      { 'Hookd-Reason': 'checked the ledger: invoice exists' }); // the header, as on every other action
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.json.status, 'completed');
     const again = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed', reason: 'x' });

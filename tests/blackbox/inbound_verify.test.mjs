@@ -112,6 +112,22 @@ describe('generic HMAC: the template signs the body, and the timestamp and id it
       assert.equal(r.json.error.code, 'invalid_field', r.text);
       assert.ok(r.json.error.message.includes('generic.template') && r.json.error.message.includes(missing), r.text);
     }
+    // header names a request could never carry (the source would never verify), and members
+    // that are not settings, are refused by name
+    const create = (extra) => h.api('POST', '/v1/sources', { id: `src_generic_bad_${++n}`, tenant: TENANT,
+      provider: 'generic', secrets: ['s3cret'], destinations: [{ url: dest }], ...extra });
+    for (const [generic, named] of [[{ header: 'X-Sig\r\nA: b' }, 'generic.header'], [{ header: 'X Sig' }, 'generic.header'],
+      [{ header: 'X-Sig', template: '{id}.{body}', id_header: 'X-Id:' }, 'generic.id_header']]) {
+      const r = await create({ generic });
+      assert.equal(r.status, 422, JSON.stringify(generic));
+      assert.ok(r.json.error.message.includes(named), r.text);
+    }
+    const unknown = await create({ generic: { header: 'X-Sig', bogus: 1 } });
+    assert.equal(unknown.status, 422);
+    assert.deepEqual([unknown.json.error.code, unknown.json.error.message], ['unknown_field', 'unknown field "generic.bogus"']);
+    const vh = await create({ generic: { header: 'X-Sig' }, version: { object_path: 'id', header: 'X-V\nX' } });
+    assert.equal(vh.status, 422, vh.text);
+    assert.match(vh.json.error.message, /version must be/);
 
     // a template that signs all three: created, and a request it signs is accepted
     const rec = await startReceiver();

@@ -60,8 +60,25 @@ describe('publish idempotency', () => {
     assertError(c, 409, 'conflict');
   });
 
+  it('occurred_at reads back as given, 1970-01-01T00:00:00Z too (it read null)', async () => {
+    for (const at of ['1970-01-01T00:00:00.000Z', '2026-01-02T03:04:05.000Z']) {
+      const p = await publish(h, tenant, { type: 'a.b', payload: {}, occurred_at: at });
+      assert.equal(p.status, 202, p.text);
+      const e = await h.api('GET', `/v1/tenants/${tenant}/events/${p.json.id}`);
+      assert.equal(e.json.occurred_at, at, e.text);
+    }
+  });
+
   it('an unknown tenant: 404', async () => {
     assertError(await publish(h, 'no-such-tenant', { type: 'a', payload: 1 }), 404, 'not_found');
+    // the lists filtered by ?tenant= too (they answered an empty page)
+    for (const path of ['/v1/sources?tenant=no-such-tenant', '/v1/inbox?tenant=no-such-tenant',
+      '/v1/audit?tenant=no-such-tenant']) {
+      const r = await h.api('GET', path);
+      assertError(r, 404, 'not_found');
+      assert.match(r.json.error.message, /tenant/, path);
+    }
+    assert.equal((await h.api('GET', `/v1/inbox?tenant=${tenant}`)).status, 200);
   });
 });
 
@@ -74,6 +91,14 @@ describe('bad input gets a clear 4xx', () => {
     assertError(await publish(h, tenant, { type: 'a b', payload: {} }), 422, 'invalid_field');
     assertError(await publish(h, tenant, { type: 'a' }), 422, 'missing_field');
     assertError(await publish(h, tenant, { type: 'a', payload: {}, extra: 1 }), 422, 'unknown_field');
+    // a name quoted in the message is cut at 64 bytes, maybe mid-character: still named
+    const long = 'a' + 'é'.repeat(33);
+    const named = await publish(h, tenant, { type: 'a', payload: {}, [long]: 1 });
+    assertError(named, 422, 'unknown_field');
+    assert.ok(named.json.error.message.startsWith(`unknown field "${long.slice(0, 32)}?`), named.text);
+    const q = await h.api('GET', `/v1/tenants/${tenant}/deliveries?${encodeURIComponent(long)}=1`);
+    assertError(q, 400, 'invalid_parameter');
+    assert.match(q.json.error.message, /^unknown query parameter "aé+\?"/, q.text);
     assertError(await publish(h, tenant, { type: 'a', payload: {}, occurred_at: 'yesterday' }), 422, 'invalid_field');
     assertError(await publish(h, tenant, { type: 'a', payload: {}, id: 'has space' }), 422, 'invalid_field');
     // "." and ".." are path segments every HTTP client rewrites: such an id could not be reached
