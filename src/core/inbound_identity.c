@@ -133,9 +133,20 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
     if (put_json(out, outlen, obj_get(body, "event_id")) == 0) return 0;
     return put_json(out, outlen, obj_get(body, "notification_id"));
   case HOOKD_PROVIDER_ZOOM: {
-    const json_t *parts[] = {obj_get(body, "event"), obj_get(body, "event_ts"),
-                             obj_get(obj_get(obj_get(body, "payload"), "object"), "id")};
-    return put_joined(out, outlen, parts, 3, 2);
+    /* Zoom sends no event id: the event, its time and the meeting's id — and for a participant's
+     * event the participant (two people joining one meeting in the same millisecond are two
+     * events; the second was taken for a conflict, never forwarded). Its first non-empty id:
+     * participant_uuid, user_id, id (empty for a guest). Events without one keep their key. */
+    const json_t *obj = obj_get(obj_get(body, "payload"), "object");
+    const json_t *who = obj_get(obj, "participant"), *pid = NULL;
+    static const char *const ids[] = {"participant_uuid", "user_id", "id"};
+    for (size_t i = 0; i < 3 && !pid; i++) {
+      const json_t *v = obj_get(who, ids[i]);
+      if ((json_is_string(v) && json_string_length(v)) || json_is_integer(v)) pid = v;
+    }
+    const json_t *parts[] = {obj_get(body, "event"), obj_get(body, "event_ts"), obj_get(obj, "id"),
+                             pid};
+    return put_joined(out, outlen, parts, pid ? 4 : 3, 2);
   }
   case HOOKD_PROVIDER_GITLAB:
     /* Idempotency-Key is the same on GitLab's retries and manual resends; X-Gitlab-Event-UUID

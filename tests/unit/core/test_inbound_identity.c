@@ -80,6 +80,25 @@ static void event_ids(void **st) {
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 0);
   assert_string_equal(id, "meeting.started:1700000000123:85746065432");
   json_decref(b);
+  /* a participant's event names the participant: two joining in one millisecond are two */
+  const char *joins[][2] = {
+      {"{\"participant_uuid\":\"P-UUID-1\",\"user_id\":\"16790528\",\"id\":\"\"}", "P-UUID-1"},
+      {"{\"user_id\":\"16790529\",\"id\":\"\"}", "16790529"},
+      {"{\"participant_uuid\":\"\",\"id\":\"u_3\"}", "u_3"},
+      {"{\"user_name\":\"guest\",\"id\":\"\"}", NULL}};
+  for (size_t i = 0; i < 4; i++) {
+    char body[512], want[128];
+    snprintf(body, sizeof body,
+             "{\"event\":\"meeting.participant_joined\",\"event_ts\":1700000000123,"
+             "\"payload\":{\"object\":{\"id\":\"85746065432\",\"participant\":%s}}}",
+             joins[i][0]);
+    snprintf(want, sizeof want, "meeting.participant_joined:1700000000123:85746065432%s%s",
+             joins[i][1] ? ":" : "", joins[i][1] ? joins[i][1] : "");
+    b = J(body);
+    assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 0);
+    assert_string_equal(id, want);
+    json_decref(b);
+  }
   b = J("{\"event\":\"user.created\",\"event_ts\":1700000000123}");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 0);
   assert_string_equal(id, "user.created:1700000000123");
