@@ -218,6 +218,15 @@ void hookd_api_handle(hookd_req *r, void *arg) {
                         ql > 0 ? "" : "none", ql > 0 ? ql : 0, ql > 0 ? rt->query + 1 : "");
         return;
       }
+      /* sent twice, a parameter would mean what each reader takes (hookd the first, a proxy
+       * maybe the last): refused, like a header sent twice */
+      for (size_t j = 0; j < i; j++) {
+        if (strcmp(names[j], names[i]) == 0) {
+          hookd_req_error(r, 400, "invalid_parameter", "query parameter \"%.64s\" given twice",
+                          names[i]);
+          return;
+        }
+      }
     }
   }
   const char *reason = hookd_req_header(r, "Hookd-Reason");

@@ -303,6 +303,14 @@ describe('API input from keys of every role', () => {
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}?verbose=1`)).status, 400);
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit%2Cafter=5`)).status, 400);
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=5`)).status, 200);
+    // one given twice is refused (hookd read the first, a proxy in front may read the last)
+    for (const q of ['limit=5&limit=600', 'state=dead&state=bogus', `state=dead&limit=2&state=dead`]) {
+      const twice = await h.api('GET', `/v1/tenants/${tenant}/deliveries?${q}`);
+      assert.equal(twice.status, 400, `${q}: ${twice.text}`);
+      assert.match(twice.json.error.message, /query parameter "(limit|state)" given twice/);
+    }
+    const scoped = await as(h, keys.operator.token, 'GET', `/v1/inbox?tenant=${tenant}&tenant=${other.tenant}`);
+    assert.equal(scoped.status, 400, scoped.text);
 
     // an error text belongs to its own request, not to an earlier one on the same connection
     assert.equal((await h.api('POST', '/v1/tenants/nope/endpoints', { url: recv.url })).status, 404);
