@@ -46,6 +46,7 @@ struct hookd_req {
   hookd_buf body;
   int64_t started_ms;              /* the request line arrived (monotonic) */
   bool handled;
+  bool encoded_slash;              /* the raw path holds %2F: one segment, or two? */
   bool async;                      /* the handler suspended the connection */
   _Atomic bool ready;              /* a response is stored */
   bool queued;
@@ -356,6 +357,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                       srv->cfg.max_headers);
       return queue(r);
     }
+    /* decoded, "/v1/…/ep_1%2Fsecret" would reach the route of ".../ep_1/secret" (a proxy's
+     * rule on paths would see one segment where hookd saw two): no id holds a '/' */
+    if (r->encoded_slash) {
+      hookd_req_error(r, 404, "not_found", "no such resource (an encoded '/' in the path)");
+      return queue(r);
+    }
     if (srv->cfg.max_url_len && strlen(url) > srv->cfg.max_url_len) {
       hookd_req_error(r, 414, "uri_too_long", "request path longer than %zu bytes",
                       srv->cfg.max_url_len);
@@ -466,6 +473,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   r->started_ms = hookd_mono_ms();
   const char *q = strchr(uri, '?');
   if (q && (r->url_copy = strdup(q + 1))) r->query = r->url_copy;
+  for (const char *p = uri; *p && *p != '?'; p++)
+    if (p[0] == '%' && p[1] == '2' && (p[2] == 'F' || p[2] == 'f')) r->encoded_slash = true;
   conn_slot *s = slot_of(conn);
   if (s) {
     if (s->pending) req_free(s->pending); /* the last request, dropped by MHD */

@@ -319,6 +319,21 @@ describe('ambiguous requests', () => {
     // other escapes still decode
     assert.equal((await h.api('GET', '/v1/tenants/twi%63e')).status, 200);
   });
+
+  it('an encoded / in the path is 404, not a path separator (ep%2Fsecret reached the secret route)', async () => {
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'slashes' })).status, 201);
+    const ep = await h.api('POST', '/v1/tenants/slashes/endpoints', { id: 'ep_slash', url: 'http://127.0.0.1:9/hook' });
+    assert.equal(ep.status, 201, ep.text);
+    assert.equal((await h.api('GET', '/v1/tenants/slashes/endpoints/ep_slash/secret')).status, 200);
+    for (const path of ['/v1/tenants/slashes/endpoints/ep_slash%2Fsecret', '/v1/tenants/slashes%2fendpoints']) {
+      const r = await h.api('GET', path);
+      assert.equal(r.status, 404, `${path}: ${r.text}`);
+      assert.equal(r.json.error.code, 'not_found');
+    }
+    // in the query an encoded / is data, decoded as before (and then no event type: 400)
+    const q = await h.api('GET', '/v1/tenants/slashes/deliveries?event_type=a%2Fb');
+    assert.equal(q.json.error.code, 'invalid_parameter', q.text);
+  });
 });
 
 describe('connections per address', () => {
