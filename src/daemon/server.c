@@ -33,6 +33,11 @@ struct hookd_server {
   hookd_server_config cfg;
   int port;
   _Atomic int suspended;
+  /* shutdown: set by quiesce; a request reaching its handler after it is refused. in_handler
+   * counts handlers running, so the drain cannot miss one that checked `closing` just before it
+   * was set and suspends just after the drain saw none suspended (both seq_cst) */
+  _Atomic bool closing;
+  _Atomic int in_handler;
   int quiesced_fd; /* the listening socket MHD_quiesce_daemon handed back, -1 until then */
 };
 
@@ -420,7 +425,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   if (!r->handled) {
     r->handled = true;
+    atomic_fetch_add(&srv->in_handler, 1);
+    if (atomic_load(&srv->closing)) {
+      /* a keep-alive connection's next request during the drain: suspended now, it would
+       * outlive the drain (libmicrohttpd aborts a stop with suspended connections) */
+      atomic_fetch_sub(&srv->in_handler, 1);
+      hookd_req_add_header(r, "Retry-After", "1");
+      hookd_req_error(r, 503, "not_ready", "hookd is shutting down: retry");
+      return queue_close(r);
+    }
     srv->cfg.handler(r, srv->cfg.app);
+    atomic_fetch_sub(&srv->in_handler, 1);
     if (r->async) return MHD_YES; /* answered after resume */
   }
   if (atomic_load(&r->ready) && !r->queued) return queue(r);
@@ -551,7 +566,11 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
 
 int hookd_server_port(const hookd_server *s) { return s->port; }
 
-int hookd_server_suspended(const hookd_server *s) { return atomic_load(&s->suspended); }
+int hookd_server_suspended(const hookd_server *s) {
+  int running = atomic_load(&s->in_handler); /* first: a handler ending between the two loads
+                                              * has already counted its suspension */
+  return running + atomic_load(&s->suspended);
+}
 
 /* The listening socket is shut down at once (new connections are refused, not left waiting in
  * the backlog through the drain) but closed only after MHD_stop_daemon, as libmicrohttpd's
@@ -559,6 +578,7 @@ int hookd_server_suspended(const hookd_server *s) { return atomic_load(&s->suspe
  * descriptor (ThreadSanitizer saw a close race the polling thread's epoll_ctl on it), and a
  * closed number could be reused meanwhile. */
 void hookd_server_quiesce(hookd_server *s) {
+  atomic_store(&s->closing, true);
   MHD_socket fd = MHD_quiesce_daemon(s->mhd);
   if (fd == MHD_INVALID_SOCKET) return;
   shutdown(fd, SHUT_RDWR);

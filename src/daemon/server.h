@@ -36,9 +36,11 @@ typedef struct hookd_server_config {
 
 hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size_t errlen);
 int hookd_server_port(const hookd_server *s);
-/* Stops accepting connections (requests in progress continue). */
+/* Stops accepting connections (requests in progress continue); a request that reaches its
+ * handler from then on (the next one on a keep-alive connection) is answered 503 and its
+ * connection closed. */
 void hookd_server_quiesce(hookd_server *s);
-/* Suspended requests not yet answered. */
+/* Requests not yet answered: suspended, or in their handler right now. */
 int hookd_server_suspended(const hookd_server *s);
 void hookd_server_stop(hookd_server *s);
 

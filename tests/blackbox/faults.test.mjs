@@ -3,6 +3,7 @@
 // connection, kill -9 with requests in flight, graceful shutdown with requests in flight.
 import { describe, it } from 'node:test';
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import net from 'node:net';
 import { linkSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
@@ -139,6 +140,47 @@ describe('durability', () => {
     recv.releaseHanging();
     await recv.close();
     cleanup();
+  });
+
+  it('SIGTERM: a keep-alive connection\'s next request during the drain is answered 503 not_ready and closed (it was taken, and libmicrohttpd aborted the stop)', async () => {
+    const recv = await startReceiver();
+    const h = await startHookd();
+    const { tenant } = await setup(h, recv.url);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const send = (body) => new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: h.port, agent, method: 'POST', path: `/v1/tenants/${tenant}/events`,
+        headers: { Authorization: `Bearer ${API_KEY}`, 'Content-Type': 'application/json' } }, (res) => {
+        let text = '';
+        res.on('data', (d) => { text += d; });
+        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text }));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(body));
+    });
+    assert.equal((await send({ type: 'a.b', payload: { n: 1 } })).status, 202, 'the keep-alive connection is open');
+    // a publish waits on the store (another process holds its write lock): the drain waits for it
+    const release = await h.lockStore();
+    let pending;
+    try {
+      pending = publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+      await waitUntil(async () => /^hookd_store_writer_stalled_seconds 0*[1-9]|^hookd_store_writer_stalled_seconds 0\.[3-9]/m
+        .test((await h.api('GET', '/metrics')).text), { what: 'the publish waiting on the store' });
+      h.proc.kill('SIGTERM');
+      await h.waitForLog((l) => l.msg === 'shutdown.begin');
+      const late = await send({ type: 'a.b', payload: { n: 3 } });
+      assert.equal(late.status, 503, late.text);
+      assert.equal(JSON.parse(late.text).error.code, 'not_ready');
+      assert.equal(late.headers['retry-after'], '1');
+      assert.equal(late.headers.connection, 'close');
+    } finally {
+      await release();
+    }
+    assert.equal((await pending).status, 202, 'the request the drain waited for is answered');
+    const r = await h.exited;
+    assert.equal(r.code, 0, h.stderrText.slice(-500));
+    assert.ok(h.logs.some((l) => l.msg === 'shutdown.complete'));
+    agent.destroy();
+    await recv.close();
   });
 
   it('SIGTERM with the store locked: the stop is bounded by the grace period, not six busy timeouts, and exits 1 (outcomes not written)', async () => {
