@@ -254,6 +254,7 @@ int hookd_serve(const hookd_config *cfg) {
                   .cooldown_ms = cfg->breaker_cooldown_ms,
                   .probes = 1},
       .lease_margin_ms = cfg->lease_margin_ms,
+      .max_timeout_ms = cfg->max_timeout_ms,
       .keyring = &app.keyring,
       .egress = {.connect_timeout_ms = cfg->connect_timeout_ms,
                  .max_response_bytes = cfg->max_response_bytes,

@@ -180,6 +180,8 @@ static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cf
   int64_t now = hookd_now_ms();
   hookd_endpoint_free(&e->cfg);
   hookd_endpoint_copy(&e->cfg, cfg);
+  if (d->cfg.max_timeout_ms > 0 && e->cfg.timeout_ms > d->cfg.max_timeout_ms)
+    e->cfg.timeout_ms = d->cfg.max_timeout_ms;
   ep_forget_keys(e);
   e->ed25519 = e->cfg.signing && !strcmp(e->cfg.signing, "ed25519");
   e->key_ok = e->cfg.secret && open_key(d, e, e->cfg.secret, &e->key, &e->ed_key);

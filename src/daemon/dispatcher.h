@@ -33,6 +33,9 @@ typedef struct hookd_dispatcher_config {
   int64_t max_body_bytes;     /* the largest a body can be (the first claims' estimate) */
   hookd_breaker_cfg breaker;  /* zero fields take the defaults */
   int lease_margin_ms;        /* lease = endpoint timeout + margin (+ queue allowance) */
+  int max_timeout_ms;         /* an endpoint's stored timeout is capped at this (0 = no cap): a
+                                 restart with a lower --max-timeout-ms bounds every request, as
+                                 event retention's check against it assumes */
   const hookd_keyring *keyring; /* opens the endpoints' sealed secrets */
   int64_t sweep_interval_ms;  /* expired-lease reclaim cadence; default 1000 */
   int64_t rescan_interval_ms; /* full due-hint recomputation; default 30000 */

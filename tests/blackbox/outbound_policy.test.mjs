@@ -160,10 +160,15 @@ describe('payload retention', () => {
     const failing = await startReceiver(() => ({ status: 500 }));
     const A = await setup(d, ok.url);
     const B = await setup(d, failing.url, { retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } });
+    // C: an ordered lane blocked by its DEAD head (lane_policy block): replaying the head is the
+    // remedy, so its payload is kept (purged, the lane stayed blocked for ever)
+    const C = await setup(d, failing.url, { ordered: true, lane_policy: 'block', retry: { max_attempts: 1 } });
     const p1 = await publish(d, A.tenant, { type: 'a.b', payload: { card: '4242' } });
     const p2 = await publish(d, B.tenant, { type: 'a.b', payload: { keep: 1 } });
+    const head = await publish(d, C.tenant, { type: 'a.b', payload: { head: 1 }, ordering_key: 'acct-1' });
     const [d1] = await waitDelivery(d, p1.json.id, (ds) => ds[0]?.state === 'delivered');
     await waitDelivery(d, p2.json.id, (ds) => ds[0]?.state === 'retrying');
+    const [dh] = await waitDelivery(d, head.json.id, (ds) => ds[0]?.state === 'dead');
     // retention runs at start and every minute: restart once the window has passed
     const created = Date.parse((await d.api('GET', `/v1/events/${p1.json.id}`)).json.created_at);
     await waitUntil(async () => Date.now() > created + 1500, { what: 'the window passes' });
@@ -178,6 +183,10 @@ describe('payload retention', () => {
     const e2 = (await d.api('GET', `/v1/events/${p2.json.id}`)).json;
     assert.deepEqual(e2.payload, { keep: 1 }, 'a delivery still retrying keeps its payload');
     assert.equal(e2.payload_purged_at, null);
+    const eh = (await d.api('GET', `/v1/events/${head.json.id}`)).json;
+    assert.deepEqual([eh.payload, eh.payload_purged_at], [{ head: 1 }, null], 'a DEAD lane head keeps its payload');
+    failing.behave = () => ({ status: 200 });
+    assert.equal((await d.api('POST', `/v1/deliveries/${dh.id}/replay`)).status, 202, 'the lane can be unblocked');
     const rep = await d.api('POST', `/v1/deliveries/${d1.id}/replay`);
     assert.equal(rep.status, 409, rep.text);
     assert.match(rep.json.error.message, /purged/);
@@ -185,6 +194,24 @@ describe('payload retention', () => {
     assert.equal((await d.stop()).code, 0);
     await ok.close();
     await failing.close();
+    cleanup();
+  });
+
+  it('a restart with a lower --max-timeout-ms bounds the requests of endpoints stored with more (event retention counts on it)', async () => {
+    const { dir, cleanup } = tempDir();
+    const recv = await startReceiver(() => 'hang');
+    let d = await startHookd({ dir });
+    const { tenant } = await setup(d, recv.url, { timeout_ms: 20000, retry: { max_attempts: 1 } });
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir, args: ['--max-timeout-ms', '1000', '--default-timeout-ms', '1000'] });
+    const p = await publish(d, tenant, { type: 'a.b', payload: {} });
+    const [dl] = await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'dead', 'timed out at the new bound');
+    const full = (await d.api('GET', `/v1/deliveries/${dl.id}`)).json;
+    assert.equal(full.attempts[0].outcome, 'timeout');
+    assert.ok(full.attempts[0].latency_ms < 5000, `timed out after ${full.attempts[0].latency_ms} ms (bound 1000)`);
+    assert.equal((await d.stop()).code, 0);
+    recv.releaseHanging();
+    await recv.close();
     cleanup();
   });
 });

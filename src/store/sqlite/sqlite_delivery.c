@@ -1284,7 +1284,8 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
 }
 
 /* Payload retention: outbound events only (inbound ones follow the inbox's retention), and only
- * once every delivery of the event is settled. Purged rows stay (ids and history), so the walk
+ * once every delivery of the event is settled — a DEAD delivery of an ordered lane is not: it
+ * may be the head that blocks its lane, and replaying it (the remedy) needs its payload. Purged rows stay (ids and history), so the walk
  * goes through a partial index of the rows not purged yet — made by the first purge, so that a
  * store on which retention was never enabled does not maintain it at every publish; each walk
  * then visits the unsettled old events and stops at the window, instead of every purged event
@@ -1298,7 +1299,9 @@ int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_PURGE,
                              "SELECT e.seq, e.created_at, NOT EXISTS (SELECT 1 FROM deliveries d"
                              "  WHERE d.event_seq = e.seq"
-                             "  AND d.state IN ('pending', 'retrying', 'unknown'))"
+                             "  AND (d.state IN ('pending', 'retrying', 'unknown')"
+                             "  OR (d.ordering_key IS NOT NULL AND d.state = 'dead'"
+                             "  AND IFNULL(d.dead_reason, '') NOT IN ('superseded','expired'))))"
                              " FROM events e INDEXED BY events_unpurged"
                              " WHERE e.purged_at IS NULL AND e.kind = 'outbound' AND e.seq > ?2"
                              " ORDER BY e.seq LIMIT ?1");

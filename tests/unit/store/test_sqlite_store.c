@@ -955,7 +955,38 @@ static void expire_deletes_settled_events_with_their_history(void **state) {
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 6);
 }
 
-/* ---- ordering lanes ---- */
+/* The store's newest delivery keeps its event even when a newer event (without deliveries)
+ * exists: deleting it would hand its seq out again, and a late outcome of the deleted delivery
+ * (fenced by seq and lease token) could then land on the new one. */
+static void expire_keeps_the_newest_delivery(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", "a.*");
+  hookd_publish_res res;
+  const char *ids[] = {"e1", "e2", "e3"};
+  const char *types[] = {"a.b", "a.b", "z.z"}; /* e3: no endpoint takes it */
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(publish(f, "t1", ids[i], types[i], NULL, (unsigned char)(i + 1), &res), 0);
+    hookd_publish_res_free(&res);
+  }
+  hookd_claimed *cl = NULL;
+  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms() + 1000, 60000, &cl), 2);
+  record_ago = 10 * 86400 * 1000LL;
+  for (int i = 0; i < 2; i++) assert_int_equal(record(f, &cl[i], HOOKD_DS_DELIVERED, 200), 0);
+  record_ago = 0;
+  free_claimed(cl, 2);
+  call sql = {.in = "UPDATE events SET created_at = created_at - 864000000"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  int64_t top = query_i64(f, "SELECT MAX(seq) FROM deliveries");
+  call c = {.i64 = hookd_now_ms() - 86400 * 1000LL};
+  assert_int_equal(w(f, run_expire, &c), 0);
+  assert_int_equal(c.ival, 1); /* e1 only: e2 holds the newest delivery, e3 is the newest event */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id = 'e2'"), 1);
+  assert_int_equal(publish(f, "t1", "e4", "a.b", NULL, 4, &res), 0);
+  hookd_publish_res_free(&res);
+  assert_true(query_i64(f, "SELECT MAX(seq) FROM deliveries") > top); /* not handed out again */
+}
+
+/* ---- ordering lanes ---- *//* ---- ordering lanes ---- */
 
 static int run_due_hints(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
@@ -1308,6 +1339,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(expire_deletes_settled_events_with_their_history, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(expire_keeps_the_newest_delivery, setup, teardown),
       cmocka_unit_test_setup_teardown(late_outcome_and_release_after_the_sweeps_hold, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
