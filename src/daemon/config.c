@@ -369,7 +369,14 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
   int lineno = 0, rc = 0;
   while (rc == 0 && fgets(line, sizeof line, f)) {
     lineno++;
-    char *s = trim(line);
+    if (!strchr(line, '\n') && !feof(f)) { /* read on, its tail would be taken as a line */
+      snprintf(err, errlen, "%s:%d: line longer than %zu bytes", path, lineno, sizeof line - 2);
+      rc = -1;
+      break;
+    }
+    char *s = line;
+    if (lineno == 1 && !strncmp(s, "\xef\xbb\xbf", 3)) s += 3; /* a UTF-8 byte order mark */
+    s = trim(s);
     if (!*s || *s == '#') continue;
     char *eq = strchr(s, '=');
     char *key = s, *val = (char *)"";
@@ -384,6 +391,9 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
                                               strlen(key);
     if (!eq && !(o && o->type == T_BOOL)) { /* a flag may stand alone */
       snprintf(err, errlen, "%s:%d: expected \"name = value\"", path, lineno);
+      rc = -1;
+    } else if (o && o->type == T_BOOL && eq && !*val) { /* not "on": allow-http = (nothing) */
+      snprintf(err, errlen, "%s:%d: %s: expected true or false", path, lineno, o->name);
       rc = -1;
     } else if (!o) {
       snprintf(err, errlen, "%s:%d: unknown option%s%s%s", path, lineno,

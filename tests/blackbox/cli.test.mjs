@@ -84,6 +84,22 @@ describe('hookd CLI', () => {
     r = refused({ HOOKD_INBOX_RETENTION_S: '3600' });
     assert.equal(r.status, 2);
     assert.match(r.stderr, /HOOKD_INBOX_RETENTION_S \(environment\)/);
+    // config files: an empty boolean is not "on" (allow-private-networks = turned the check
+    // off); a line too long for the reader is refused, not cut (the tail of a long comment was
+    // read as a setting); a byte order mark is skipped
+    const { dir } = tempDir();
+    const conf = (name, text) => { const p = join(dir, name); writeFileSync(p, text); return p; };
+    const withConf = (file) => run(['serve', '--config', file, '--listen', '127.0.0.1:0',
+      '--store', `sqlite:${join(dir, 'c.db')}`], { timeout: 20000 });
+    r = withConf(conf('empty.conf', 'allow-private-networks =\n'));
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /empty\.conf:1: allow-private-networks: expected true or false/);
+    r = withConf(conf('long.conf', `# ${'x'.repeat(2100)} node-id = injected\nlog-level = loud\n`));
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /long\.conf:1: line longer than 2046 bytes/);
+    r = withConf(conf('bom.conf', '\ufefflog-level = loud\n'));
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /bom\.conf:1: .*log-level/, 'the first line is read after its byte order mark');
   });
 
   it('configuration precedence: flag > environment > file', async () => {
