@@ -35,10 +35,23 @@ static int lock_file(const char *path, const char *store_path, char *err, size_t
   return fd;
 }
 
+/* A sqlite: store is a file by its path. A URI (file:NAME, which SQLite builds with URIs open
+ * as NAME while the lock, the 0600 mode and the key file went to a file named "file:NAME") or
+ * :memory: (nothing durable) is refused. */
+static int sqlite_path_ok(const char *path, char *err, size_t errlen) {
+  if (!strncmp(path, "file:", 5) || path[0] == ':') {
+    snprintf(err, errlen, "sqlite:PATH takes a file's path, not a URI (file:…) or :memory: "
+                          "(use sqlite:./%s for a file so named)", path);
+    return -1;
+  }
+  return 0;
+}
+
 int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_t errlen) {
   out->db_fd = out->legacy_fd = -1;
   if (strncmp(url, "sqlite:", 7) != 0) return 0;
   const char *path = url + 7;
+  if (sqlite_path_ok(path, err, errlen) != 0) return -1;
   char legacy[1100];
   snprintf(legacy, sizeof legacy, "%s.lock", path);
   if ((out->db_fd = lock_file(path, path, err, errlen)) < 0) return -1;
@@ -286,6 +299,7 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
     return HOOKD_STORE_ERR;
   }
   if (strncmp(cfg->url, "sqlite:", 7) == 0 && cfg->url[7]) {
+    if (sqlite_path_ok(cfg->url + 7, err, errlen) != 0) goto fail;
     s->be = &hookd_sqlite_backend;
     s->shared_free = hookd_sqlite_shared_free;
     if (hookd_sqlite_shared_open(cfg->url + 7, &s->shared, err, errlen) != 0) goto fail;

@@ -97,6 +97,14 @@ describe('hookd CLI', () => {
     r = withConf(conf('long.conf', `# ${'x'.repeat(2100)} node-id = injected\nlog-level = loud\n`));
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /long\.conf:1: line longer than 2046 bytes/);
+    // a URI or :memory: is no store path (file:NAME was opened as NAME by SQLite, while the lock
+    // and the key file went to "file:NAME": two daemons served one database)
+    for (const store of [`sqlite:file:${join(dir, 'u.db')}`, 'sqlite::memory:']) {
+      r = run(['serve', '--listen', '127.0.0.1:0', '--store', store], { timeout: 20000 });
+      assert.notEqual(r.status, 0, store);
+      assert.match(r.stderr, /not a URI \(file:…\) or :memory:/, store);
+    }
+    assert.ok(!existsSync(join(dir, 'u.db')));
     r = withConf(conf('bom.conf', '\ufefflog-level = loud\n'));
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /bom\.conf:1: .*log-level/, 'the first line is read after its byte order mark');
