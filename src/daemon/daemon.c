@@ -141,9 +141,19 @@ static int refresh_keys(hookd_app *app) {
 }
 
 /* The first start of a store with no key and no --api-key creates an admin key and shows it
- * once. */
+ * once. A store whose keys were all revoked is not a first start: a new admin key printed there
+ * would undo the lockdown (keys are made with `hookd keys create`). */
 static int bootstrap_key(hookd_app *app) {
   if (app->cfg->api_key[0] || hookd_auth_count(app->auth) > 0) return 0;
+  keys_load ever = {0};
+  if (hookd_storeq_run_sync(app->store->reader, run_keys_list, &ever) != 0) return -1;
+  hookd_api_keys_free(ever.keys, ever.n);
+  if (ever.n > 0) {
+    HLOG(HOOKD_LOG_WARN, "auth.no_active_key",
+         KV_S("hint", "every API key of this store is revoked or refused: create one with "
+                      "`hookd keys create`"));
+    return 0;
+  }
   char token[64];
   hookd_api_key k = {0};
   char id[HOOKD_ID_MAX];

@@ -159,6 +159,15 @@ describe('the bootstrap admin key', () => {
     const rows = h.query("SELECT actor, target, detail FROM audit_log WHERE action = 'key.create'");
     assert.deepEqual(rows, [{ actor: 'system', target: id, detail: 'role=admin tenants=*' }]);
     assert.equal((await h.stop()).code, 0);
+    // every key revoked, then a restart: a lockdown, not a first start (a new admin key was made
+    // and printed)
+    const rv = spawnSync(HOOKD_BIN, ['keys', 'revoke', id, '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+    assert.equal(rv.status, 0, rv.stderr);
+    const again = await startHookd({ dir, apiKey: null });
+    assert.ok(!/created the first admin API key/.test(again.stdout), again.stdout);
+    assert.ok(again.logs.some((l) => l.msg === 'auth.no_active_key'));
+    assert.equal(again.query("SELECT COUNT(*) AS n FROM api_keys")[0].n, 1);
+    assert.equal((await again.stop()).code, 0);
     cleanup();
   });
 });
