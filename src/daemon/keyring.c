@@ -119,6 +119,16 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
              cfg->master_key_file);
     return -1;
   } else if (getenv("HOOKD_MASTER_KEY")) {
+    /* the default key file next to the database counts too: with both, new secrets would be
+     * sealed with another key than the file every later start without the variable reads */
+    if (strncmp(cfg->store_url, "sqlite:", 7) == 0) {
+      snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
+      if (access(path, F_OK) == 0) {
+        snprintf(err, errlen,
+                 "both HOOKD_MASTER_KEY and the store's key file (%s) are there: keep one", path);
+        return -1;
+      }
+    }
     rc = hookd_keyring_read(NULL, &out->key, err, errlen);
   } else if (cfg->master_key_file[0]) {
     rc = hookd_keyring_read(cfg->master_key_file, &out->key, err, errlen);

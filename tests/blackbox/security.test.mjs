@@ -442,8 +442,12 @@ describe('secrets', () => {
     // two sources of the master key at once: refused, never one picked silently
     await assert.rejects(startHookd({ dir, args: ['--master-key-file', wrong], env: { HOOKD_MASTER_KEY: keyText.trim() } }),
       /both HOOKD_MASTER_KEY and a master key file/);
-    // rotate the master key offline; the new key opens the same secrets
+    // nor the variable next to the store's own key file (new secrets would be sealed with a key
+    // the file does not hold)
     writeFileSync(keyFile, keyText);
+    await assert.rejects(startHookd({ dir, env: { HOOKD_MASTER_KEY: keyText.trim() } }),
+      /both HOOKD_MASTER_KEY and the store's key file/);
+    // rotate the master key offline; the new key opens the same secrets
     const newKey = join(dir, 'new.key');
     writeFileSync(newKey, randomBytes(32).toString('base64') + '\n');
     const r = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
