@@ -105,6 +105,18 @@ describe('hookd CLI', () => {
       assert.match(r.stderr, /not a URI \(file:…\) or :memory:/, store);
     }
     assert.ok(!existsSync(join(dir, 'u.db')));
+    // another application's SQLite database is refused by serve and the commands alike, and
+    // left as it was (a read-only command added a table and switched it to WAL)
+    const foreign = join(dir, 'app.db');
+    spawnSync('sqlite3', [foreign, 'CREATE TABLE orders(id); INSERT INTO orders VALUES (1);']);
+    for (const args of [['keys', 'list'], ['serve', '--listen', '127.0.0.1:0']]) {
+      r = run([...args, '--store', `sqlite:${foreign}`], { timeout: 20000 });
+      assert.notEqual(r.status, 0, args.join(' '));
+      assert.match(r.stderr, /another application \(no hookd schema\)/, args.join(' '));
+    }
+    const state = spawnSync('sqlite3', [foreign, 'PRAGMA journal_mode; SELECT group_concat(name) FROM sqlite_master;'],
+      { encoding: 'utf8' }).stdout.trim().split('\n');
+    assert.deepEqual(state, ['delete', 'orders']);
     r = withConf(conf('bom.conf', '\ufefflog-level = loud\n'));
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /bom\.conf:1: .*log-level/, 'the first line is read after its byte order mark');

@@ -316,6 +316,24 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
   }
   sqlite3_busy_timeout(c->db, 5000);
   sqlite3_extended_result_codes(c->db, 1);
+  /* another application's database (tables, and no schema_migrations) is not a store: refused
+   * before anything is written to it (journal mode, schema) — a file that is not SQLite at all
+   * fails the pragmas below with SQLite's own words */
+  sqlite3_stmt *probe = NULL;
+  if (writer && sqlite3_prepare_v2(c->db,
+                                   "SELECT EXISTS(SELECT 1 FROM sqlite_master) AND NOT EXISTS("
+                                   "SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                                   " AND name = 'schema_migrations')",
+                                   -1, &probe, NULL) == SQLITE_OK &&
+      sqlite3_step(probe) == SQLITE_ROW && sqlite3_column_int(probe, 0)) {
+    sqlite3_finalize(probe);
+    snprintf(err, errlen, "%s is an SQLite database of another application (no hookd schema): "
+                          "refusing to use it", sh->path);
+    sqlite3_close(c->db);
+    free(c);
+    return HOOKD_STORE_ERR;
+  }
+  sqlite3_finalize(probe);
   const char *pragmas = writer ? "PRAGMA journal_mode=WAL;"
                                  "PRAGMA synchronous=FULL;"
                                  "PRAGMA foreign_keys=ON;"

@@ -400,8 +400,16 @@ int sq_migrate(hookd_store_conn *c, bool apply) {
     if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
       return sq_fail(c, "checkpoint the WAL left by the last run");
   }
-  if (sq_exec(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                 " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)") != 0)
+  /* a command that does not migrate writes nothing: no table made in a store that has none */
+  if (!apply && sqlite3_table_column_metadata(c->db, NULL, "schema_migrations", "version", NULL,
+                                              NULL, NULL, NULL, NULL) != SQLITE_OK) {
+    snprintf(c->err, sizeof c->err,
+             "no hookd schema in this database: start `hookd serve` on it once before using "
+             "this command");
+    return HOOKD_STORE_ERR;
+  }
+  if (apply && sq_exec(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                          " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)") != 0)
     return HOOKD_STORE_ERR;
   int64_t current = 0;
   sqlite3_stmt *st;
