@@ -104,7 +104,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
     usage();
     return 2;
   }
-  hookd_store_config cfg = {.url = store ? store : "sqlite:hookd.db", .max_batch = 16,
+  hookd_store_config cfg = {.url = store && *store ? store : "sqlite:hookd.db", .max_batch = 16,
                             .no_migrate = true};
   if (!hookd_cli_store_exists("hookd inbox replay", cfg.url)) return 1;
   hookd_store *s = NULL;

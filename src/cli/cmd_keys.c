@@ -139,7 +139,9 @@ static int parse(int argc, char **argv, keys_args *a) {
     if (!slot || *slot) return -1;
     *slot = v;
   }
-  if (!a->store) a->store = getenv("HOOKD_STORE") ? getenv("HOOKD_STORE") : "sqlite:hookd.db";
+  /* an empty HOOKD_STORE is unset, as for `hookd serve` */
+  const char *env = getenv("HOOKD_STORE");
+  if (!a->store) a->store = env && *env ? env : "sqlite:hookd.db";
   return 0;
 }
 

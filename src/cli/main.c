@@ -1,6 +1,9 @@
 /* main.c — `hookd <command>`: dispatch to the subcommands. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -15,6 +18,14 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  /* started with stdin, stdout or stderr closed (`hookd serve >&-`), the next file opened would
+   * take that number — the store's lock or database — and a printf would write into it */
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (n != fd) return 70; /* (EX_SOFTWARE) cannot even hold the numbers */
+    }
+  }
   if (argc < 2) {
     usage(stderr);
     return 2;

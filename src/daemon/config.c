@@ -283,7 +283,11 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
       const char *e = strchr(p, ',');
       size_t len = e ? (size_t)(e - p) : strlen(p);
       char item[256];
-      if (len && len < sizeof item) {
+      if (len >= sizeof item) { /* refused, as the same item given by flag is */
+        snprintf(err, errlen, "--%s: an item longer than %zu bytes", o->name, sizeof item - 1);
+        return -1;
+      }
+      if (len) {
         memcpy(item, p, len);
         item[len] = '\0';
         if (list_add(c, o, item, err, errlen) != 0) return -1;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -140,6 +141,13 @@ static int refresh_keys(hookd_app *app) {
   return rc;
 }
 
+/* stdout goes nowhere (/dev/null, or closed at start: main gives it /dev/null) */
+static bool stdout_is_null(void) {
+  struct stat out, null;
+  return fstat(STDOUT_FILENO, &out) == 0 && stat("/dev/null", &null) == 0 &&
+         S_ISCHR(out.st_mode) && out.st_rdev == null.st_rdev;
+}
+
 /* The first start of a store with no key and no --api-key creates an admin key and shows it
  * once. A store whose keys were all revoked is not a first start: a new admin key printed there
  * would undo the lockdown (keys are made with `hookd keys create`). */
@@ -164,11 +172,16 @@ static int bootstrap_key(hookd_app *app) {
   k.name = (char *)"bootstrap";
   k.created_ms = hookd_now_ms();
   if (hookd_storeq_run_sync(app->store->writer, run_key_create, &k) != 0) return -1;
-  printf("hookd: created the first admin API key (%s). It is shown only this once:\n  %s\n", id,
-         token);
-  fflush(stdout);
+  int shown = printf("hookd: created the first admin API key (%s). It is shown only this once:\n"
+                     "  %s\n", id, token);
+  shown = shown > 0 && fflush(stdout) == 0 && !stdout_is_null();
   OPENSSL_cleanse(token, sizeof token);
   HLOG(HOOKD_LOG_WARN, "auth.bootstrap_key_created", KV_S("key_id", id));
+  if (!shown) /* stdout closed or full: nobody has the key; it opens nothing, and a new one is
+               * made with `hookd keys create` */
+    HLOG(HOOKD_LOG_ERROR, "auth.bootstrap_key_unshown", KV_S("key_id", id),
+         KV_S("hint", "stdout could not be written: revoke this key and create one with "
+                      "`hookd keys create`"));
   return refresh_keys(app);
 }
 

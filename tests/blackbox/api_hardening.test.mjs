@@ -6,7 +6,8 @@
 // connection closed; a chunked body past the limit answered 413 before its end.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
@@ -168,6 +169,22 @@ describe('the bootstrap admin key', () => {
     assert.ok(again.logs.some((l) => l.msg === 'auth.no_active_key'));
     assert.equal(again.query("SELECT COUNT(*) AS n FROM api_keys")[0].n, 1);
     assert.equal((await again.stop()).code, 0);
+    cleanup();
+  });
+
+  it('with stdout going nowhere, an error says nobody has seen the key', async () => {
+    const { dir, cleanup } = tempDir();
+    const p = spawn(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(dir, 'h.db')}`],
+      { stdio: ['ignore', 'ignore', 'pipe'] }); // 'ignore': stdout is /dev/null
+    let err = '';
+    p.stderr.on('data', (d) => { err += d; });
+    const exited = new Promise((r) => p.on('exit', r));
+    try {
+      await waitUntil(async () => err.includes('auth.bootstrap_key_unshown'), { what: 'the unshown key reported', timeout: 10000 });
+    } finally {
+      p.kill('SIGTERM');
+    }
+    assert.equal(await exited, 0);
     cleanup();
   });
 });

@@ -84,6 +84,13 @@ describe('hookd CLI', () => {
     r = refused({ HOOKD_INBOX_RETENTION_S: '3600' });
     assert.equal(r.status, 2);
     assert.match(r.stderr, /HOOKD_INBOX_RETENTION_S \(environment\)/);
+    // a list item too long is refused from the environment as from a flag (it was dropped)
+    r = refused({ HOOKD_EGRESS_ALLOW: `10.0.0.0/8,${'1'.repeat(300)}` });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /an item longer than 255 bytes/);
+    // an empty HOOKD_STORE is unset for the commands too, as for serve
+    r = run(['keys', 'list'], { env: { ...process.env, HOOKD_STORE: '' }, cwd: tempDir().dir });
+    assert.match(r.stderr, /no store at hookd\.db/);
     // config files: an empty boolean is not "on" (allow-private-networks = turned the check
     // off); a line too long for the reader is refused, not cut (the tail of a long comment was
     // read as a setting); a byte order mark is skipped
