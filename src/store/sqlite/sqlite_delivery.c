@@ -1285,11 +1285,11 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
 
 /* Payload retention: outbound events only (inbound ones follow the inbox's retention), and only
  * once every delivery of the event is settled — a DEAD delivery of an ordered lane is not: it
- * may be the head that blocks its lane, and replaying it (the remedy) needs its payload. Purged rows stay (ids and history), so the walk
- * goes through a partial index of the rows not purged yet — made by the first purge, so that a
- * store on which retention was never enabled does not maintain it at every publish; each walk
- * then visits the unsettled old events and stops at the window, instead of every purged event
- * every minute. */
+ * may be the head that blocks its lane, and replaying it (the remedy) needs its payload. Purged
+ * rows stay (ids and history), so the walk goes through a partial index of the rows not purged
+ * yet — made by the first purge, so that a store on which retention was never enabled does not
+ * maintain it at every publish; each walk then visits the unsettled old events and stops at the
+ * window, instead of every purged event every minute. */
 int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
                    int64_t *after_seq, int *purged) {
   *purged = 0;
