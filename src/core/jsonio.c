@@ -101,7 +101,8 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
   *lossy = true;
   v = parse(buf, len, lim, JSON_DECODE_INT_AS_REAL, err, &overflow);
   if (v) inexact_to_null(v);
-  else if (!overflow) *lossy = false; /* a syntax error after the large integer: not JSON */
+  else *lossy = false; /* jansson stops at its first error: what follows a number no double
+                        * holds is unread, so the body cannot be told valid — refused */
   return v;
 }
 

@@ -32,8 +32,8 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
  * again with every integer as a double, *lossy set (integers that differ beyond 2^53 then
  * read the same; the caller hashes the raw bytes instead): every number of magnitude 2^53 or
  * more is then null in the tree, so no id, version or object key is read from a rounded value.
- * NULL with *lossy set: valid JSON as far as jansson read, but holding a number no double
- * holds (310 digits); the caller takes the body as opaque bytes. */
+ * A number no double holds (about 310 digits) is an error: jansson stops there, and what follows
+ * it is never checked. */
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
                               bool *lossy, char err[HOOKD_JSON_ERR_MAX]);
 

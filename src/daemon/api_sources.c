@@ -485,6 +485,14 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
   if (ok && gen) {
     hookd_generic_hmac g;
     const char *bad = hookd_generic_parse(gen, &g);
+    /* header names a request can carry (checked here, not when stored sources are loaded: one
+     * made before this check keeps working as it did) */
+    if (!bad && (!hookd_in_header_name_valid(g.header) ||
+                 (g.id_header && *g.id_header && !hookd_in_header_name_valid(g.id_header)) ||
+                 (g.timestamp_header && *g.timestamp_header &&
+                  !hookd_in_header_name_valid(g.timestamp_header))))
+      bad = "generic.header, generic.id_header and generic.timestamp_header must be header "
+            "names (HTTP tokens)";
     if (bad) {
       hookd_req_error(r, 422, "invalid_field", "%s", bad);
       ok = false;

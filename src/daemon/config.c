@@ -270,7 +270,9 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
     }
     return 0;
   case T_BOOL:
-    if (!*v || !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) *(bool *)field = true;
+    /* (a bare flag is given "true"; an empty value — "--allow-http=", "allow-http =" — is
+     * not "on": it is refused) */
+    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) *(bool *)field = true;
     else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")) *(bool *)field = false;
     else {
       snprintf(err, errlen, "--%s: expected true or false", o->name);
@@ -383,7 +385,7 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
     s = trim(s);
     if (!*s || *s == '#') continue;
     char *eq = strchr(s, '=');
-    char *key = s, *val = (char *)"";
+    char *key = s, *val = (char *)"true"; /* a flag standing alone (checked below) */
     if (eq) {
       *eq = '\0';
       val = trim(eq + 1);
@@ -395,9 +397,6 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
                                               strlen(key);
     if (!eq && !(o && o->type == T_BOOL)) { /* a flag may stand alone */
       snprintf(err, errlen, "%s:%d: expected \"name = value\"", path, lineno);
-      rc = -1;
-    } else if (o && o->type == T_BOOL && eq && !*val) { /* not "on": allow-http = (nothing) */
-      snprintf(err, errlen, "%s:%d: %s: expected true or false", path, lineno, o->name);
       rc = -1;
     } else if (!o) {
       snprintf(err, errlen, "%s:%d: unknown option%s%s%s", path, lineno,

@@ -281,8 +281,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (body_len && (is_json(ct) || (!ct && (body[0] == '{' || body[0] == '[')))) {
     char err[HOOKD_JSON_ERR_MAX];
     json = hookd_json_parse_body(body, body_len, &app->json_limits, &lossy, err);
-    /* (no tree and lossy: a number beyond any double; the body is taken as opaque bytes) */
-    if (!json && !lossy) { /* jansson's message quotes the body near the error: its bytes */
+    if (!json) { /* jansson's message quotes the body near the error: the provider's own bytes */
       reject_as(r, p, rt, 400, "invalid_json", err, "invalid JSON body");
       goto done;
     }

@@ -119,17 +119,24 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
              cfg->master_key_file);
     return -1;
   } else if (getenv("HOOKD_MASTER_KEY")) {
-    /* the default key file next to the database counts too: with both, new secrets would be
-     * sealed with another key than the file every later start without the variable reads */
-    if (strncmp(cfg->store_url, "sqlite:", 7) == 0) {
+    /* the default key file next to the database counts too: holding another key, new secrets
+     * would be sealed with a key other than the one every later start without the variable
+     * reads (the same key in both is fine: a deployment that moved it to the environment) */
+    rc = hookd_keyring_read(NULL, &out->key, err, errlen);
+    if (rc == 0 && strncmp(cfg->store_url, "sqlite:", 7) == 0) {
       snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
-      if (access(path, F_OK) == 0) {
+      hookd_master_key file_key;
+      if (access(path, F_OK) == 0 &&
+          (hookd_keyring_read(path, &file_key, err, errlen) != 0 ||
+           strcmp(file_key.id, out->key.id) != 0)) {
+        OPENSSL_cleanse(&file_key, sizeof file_key);
         snprintf(err, errlen,
-                 "both HOOKD_MASTER_KEY and the store's key file (%s) are there: keep one", path);
+                 "HOOKD_MASTER_KEY and the store's key file (%s) hold different keys: keep one",
+                 path);
         return -1;
       }
+      OPENSSL_cleanse(&file_key, sizeof file_key);
     }
-    rc = hookd_keyring_read(NULL, &out->key, err, errlen);
   } else if (cfg->master_key_file[0]) {
     rc = hookd_keyring_read(cfg->master_key_file, &out->key, err, errlen);
   } else if (strncmp(cfg->store_url, "sqlite:", 7) == 0) {

@@ -179,8 +179,10 @@ void hookd_req_reply(hookd_req *r, int status, const char *content_type, char *b
     /* From here on the request belongs to MHD's thread again. */
     hookd_server *srv = r->srv;
     struct MHD_Connection *conn = r->conn;
-    atomic_fetch_sub(&srv->suspended, 1);
+    /* counted until resumed: the drain, seeing 0, stops the daemon, and a connection still
+     * suspended then aborts libmicrohttpd's stop (srv outlives every request) */
     MHD_resume_connection(conn);
+    atomic_fetch_sub(&srv->suspended, 1);
   }
 }
 

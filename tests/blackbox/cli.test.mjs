@@ -100,7 +100,10 @@ describe('hookd CLI', () => {
       '--store', `sqlite:${join(dir, 'c.db')}`], { timeout: 20000 });
     r = withConf(conf('empty.conf', 'allow-private-networks =\n'));
     assert.equal(r.status, 2, r.stderr);
-    assert.match(r.stderr, /empty\.conf:1: allow-private-networks: expected true or false/);
+    assert.match(r.stderr, /empty\.conf:1: --allow-private-networks: expected true or false/);
+    r = run(['serve', '--allow-http=', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(dir, 'c.db')}`], { timeout: 20000 });
+    assert.equal(r.status, 2, r.stderr); // a templated "--allow-http=${X}" with X empty
+    assert.match(r.stderr, /--allow-http: expected true or false/);
     r = withConf(conf('long.conf', `# ${'x'.repeat(2100)} node-id = injected\nlog-level = loud\n`));
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /long\.conf:1: line longer than 2046 bytes/);
