@@ -439,10 +439,11 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
           if (has_version && (!datetime || secs > in.now_s +
                                                       hookd_in_tolerance(rt->src.tolerance_s))) {
             has_version = false;
-            HLOG(HOOKD_LOG_WARN,
-                 datetime ? "inbound.version_in_future" : "inbound.version_not_datetime",
-                 KV_S("source_id", op->source_id), KV_S("tenant_id", op->tenant_id),
-                 KV_S("header", rt->src.version_header));
+            if (datetime || !atomic_exchange(&rt->warned_version, true))
+              HLOG(HOOKD_LOG_WARN,
+                   datetime ? "inbound.version_in_future" : "inbound.version_not_datetime",
+                   KV_S("source_id", op->source_id), KV_S("tenant_id", op->tenant_id),
+                   KV_S("header", rt->src.version_header));
           }
         }
       } else if (rt->src.version_path) {

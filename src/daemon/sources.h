@@ -22,6 +22,8 @@ typedef struct hookd_source_rt {
   bool has_generic;
   hookd_generic_hmac generic;  /* strings point into generic_json */
   json_t *generic_json;
+  _Atomic bool warned_version; /* inbound.version_not_datetime logged (once per form: a source
+                                  whose header carries numbers would log it on every event) */
 } hookd_source_rt;
 
 typedef struct hookd_source_cache hookd_source_cache;

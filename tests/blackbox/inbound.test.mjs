@@ -215,7 +215,11 @@ describe('deduplication', () => {
     const r2 = await post(src, body(2), shopify(body(2), 'wh_num_2', new Date().toISOString()));
     assert.equal(r2.json.status, 'received', 'not stale behind 99999999999999');
     assert.ok(h.logs.some((l) => l.msg === 'inbound.version_not_datetime'), 'logged');
-    await waitUntil(async () => dest.requests.length >= 2, { what: 'both forwarded' });
+    const r3 = await post(src, body(3), shopify(body(3), 'wh_num_3', '17'));
+    assert.equal(r3.json.status, 'received');
+    assert.equal(h.logs.filter((l) => l.msg === 'inbound.version_not_datetime' && l.source_id === src.id).length, 1,
+      'logged once for the source, not on every event');
+    await waitUntil(async () => dest.requests.length >= 3, { what: 'all three forwarded' });
     await dest.close();
   });
 
