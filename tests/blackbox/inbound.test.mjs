@@ -497,7 +497,28 @@ describe('forwarding', () => {
     const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered');
     assert.equal(rec.deliveries[0].state, 'cancelled');
     assert.equal(rec.last_error, 'destination deleted');
+    assert.equal(rec.deliveries[0].last_error, 'destination deleted', 'the delivery says why too');
     await dest.close();
+  });
+
+  it('the record\'s last_error is that of the delivery deciding its status, not the last one written', async () => {
+    // A is held unknown (timeout, not idempotent), B dead-letters (400) after it: the record is
+    // unknown (A decides) and must name A's error, not B's (written last)
+    const a = await startReceiver(() => 'hang');
+    const b = await startReceiver(() => ({ status: 400, delayMs: 1500 }));
+    const src = await source('stripe', ['whsec_le'], [{ url: a.url, idempotent: false, timeout_ms: 300 },
+      { url: b.url }]);
+    const body = stripeEvent('evt_le_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_le'));
+    const rec = await waitUntil(async () => {
+      const x = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      return x.status === 'unknown' && x.deliveries.every((d) => d.state !== 'pending' && d.state !== 'retrying') ? x : null;
+    }, { what: 'A held, B dead' });
+    const held = rec.deliveries.find((d) => d.state === 'unknown');
+    assert.equal(rec.last_error, held.last_error, JSON.stringify(rec));
+    a.releaseHanging();
+    await a.close();
+    await b.close();
   });
 
   it('replaying a dead-lettered forward: its record leaves dead_lettered at once', async () => {
@@ -692,6 +713,7 @@ describe('forwarding', () => {
     failing = false;
     const done = await waitStatus(src, r.json.inbox_id, 'completed');
     assert.equal(done.next_attempt_at, null);
+    assert.equal(done.last_error, null, 'completed: no error left from the failed attempts');
     assert.equal(done.attempt_count, dest.requests.length);
     assert.equal(new Set(dest.requests.map((q) => q.headers['idempotency-key'])).size, 1, 'one key on every attempt');
     await dest.close();

@@ -312,11 +312,11 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
   /* (in two passes, each on its index: the due ones, and those waiting in a lane) */
   static const char *const cancel[] = {
       "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
-      " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL"
+      " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL, last_error = ?3"
       " WHERE endpoint_id = ?1 AND state IN ('pending','retrying') AND lane_wait = 0"
       " RETURNING seq",
       "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
-      " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL"
+      " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL, last_error = ?3"
       " WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"
       " AND state IN ('pending','retrying','unknown') AND state != 'unknown' AND lane_wait = 1"
       " RETURNING seq"};
@@ -332,6 +332,8 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
     }
     sq_bind_text(st, 1, id);
     sq_bind_i64(st, 2, now_ms);
+    /* why it is cancelled (the inbox record of an inbound one takes its delivery's error) */
+    sq_bind_text(st, 3, inbound ? "destination deleted" : "endpoint deleted");
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
       if (cancelled) (*cancelled)++;

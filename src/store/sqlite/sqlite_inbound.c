@@ -469,9 +469,21 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
                                            : "received";
   int64_t attempts = sq_col_i64(st, 6);
   sqlite3_reset(st);
+  /* last_error follows the status: none once completed; else that of the latest delivery in
+   * the state that decides it (an outcome of another delivery, or an error from before a
+   * success, left the record naming an error it no longer has) */
+  const char *s1 = !strcmp(status, "unknown")            ? "unknown"
+                   : !strcmp(status, "dead_lettered")    ? "dead"
+                   : !strcmp(status, "retryable_failed") ? "retrying"
+                                                         : NULL;
+  const char *s2 = s1 && !strcmp(s1, "dead") ? "cancelled" : s1;
   st = sq_stmt(c, SQ_INBOX_RESOLVE,
                "UPDATE inbox SET status = ?2, attempt_count = ?3,"
-               " last_error = COALESCE(?4, last_error), result_ref = COALESCE(?5, result_ref),"
+               " last_error = CASE WHEN ?2 = 'completed' THEN NULL WHEN ?7 IS NULL"
+               " THEN COALESCE(?4, last_error) ELSE (SELECT x.last_error FROM deliveries x"
+               " WHERE x.event_seq = ?1 AND (x.state = ?7 OR x.state = ?8)"
+               " ORDER BY x.updated_at DESC, x.seq DESC LIMIT 1) END,"
+               " result_ref = COALESCE(?5, result_ref),"
                " completed_at = CASE WHEN ?2 = 'completed' THEN COALESCE(completed_at, ?6)"
                " ELSE NULL END"
                /* OR, not IN: an IN list of more than two constants builds a temporary
@@ -485,6 +497,8 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
   sq_bind_text(st, 4, last_error);
   sq_bind_text(st, 5, result_ref);
   sq_bind_i64(st, 6, now_ms);
+  sq_bind_text(st, 7, s1);
+  sq_bind_text(st, 8, s2);
   return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "follow inbox");
 }
 
