@@ -122,8 +122,12 @@ static void reply_ack(hookd_req *r, const recv_op *op, const hookd_inbox *rec, b
 static void reply_receive(hookd_api_op *base, int rc) {
   recv_op *op = (recv_op *)base;
   if (rc) {
-    HLOG(HOOKD_LOG_ERROR, "inbound.store_failed", KV_S("source_id", op->source_id),
-         KV_S("tenant_id", op->tenant_id), KV_S("error", hookd_store_strerror(rc)));
+    if (rc == HOOKD_STORE_STATE) /* not a store failure: every destination was deleted */
+      HLOG(HOOKD_LOG_WARN, "inbound.no_destination", KV_S("source_id", op->source_id),
+           KV_S("tenant_id", op->tenant_id));
+    else
+      HLOG(HOOKD_LOG_ERROR, "inbound.store_failed", KV_S("source_id", op->source_id),
+           KV_S("tenant_id", op->tenant_id), KV_S("error", hookd_store_strerror(rc)));
     if (op->provider == HOOKD_PROVIDER_VNPAY) { /* "99": VNPay retries */
       hookd_req_reply_json(base->req, 200,
                            json_pack("{s:s,s:s}", "RspCode", "99", "Message", "Unknown error"));

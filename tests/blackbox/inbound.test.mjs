@@ -572,6 +572,8 @@ describe('forwarding', () => {
     const refused = await post(src, body2, sign.stripe(body2, 'whsec_dis'));
     assert.equal(refused.status, 503, refused.text);
     assert.equal(refused.json.error.code, 'no_destination');
+    assert.ok(h.logs.some((l) => l.msg === 'inbound.no_destination' && l.level === 'warn' && l.source_id === src.id),
+      'logged as what it is, not as a store failure');
     assert.equal(await redone(), redoneBefore, 'refused before writing: its batch was not undone and run again');
     assert.equal((await inbox(src)).length, 1, 'nothing stored for the refused event');
     const again = await post(src, body, sign.stripe(body, 'whsec_dis'));
