@@ -107,7 +107,10 @@ class Hookd {
     await new Promise((resolve, reject) => {
       p.stdout.on('data', (b) => { out += b; if (out.includes('locked')) resolve(); });
       p.on('exit', () => reject(new Error('sqlite3 could not take the write lock')));
-      p.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n");
+      // .timeout: hookd may be writing at that moment (without it BEGIN failed at once, the
+      // SELECT still ran, and the caller went on without the lock); .bail: never "locked"
+      // without the lock
+      p.stdin.write(".timeout 10000\n.bail on\nBEGIN IMMEDIATE;\nSELECT 'locked';\n");
     });
     return async (sql = 'ROLLBACK') => {
       const exited = new Promise((resolve) => p.on('exit', resolve));
