@@ -70,24 +70,26 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
   return parse(buf, len, lim, flags, err, &overflow);
 }
 
-/* Numbers read as doubles that may not be what the body says (|v| >= 2^53: 9007199254740993
- * reads as ...992) become null: nothing can key on them. Depth is bounded by the parse's. */
+/* A number read as a double that may not be what the body says (|v| >= 2^53: 9007199254740993
+ * reads as ...992). */
+static bool inexact(const json_t *v) {
+  return json_is_real(v) && fabs(json_real_value(v)) >= 9007199254740992.0;
+}
+
+/* Every inexact number in v becomes null: nothing can key on it. Depth is bounded by the
+ * parse's. */
 static void inexact_to_null(json_t *v) {
   if (json_is_array(v)) {
     for (size_t i = 0; i < json_array_size(v); i++) {
       json_t *e = json_array_get(v, i);
-      if (json_is_real(e) && fabs(json_real_value(e)) >= 9007199254740992.0)
-        json_array_set_new(v, i, json_null());
-      else
-        inexact_to_null(e);
+      if (inexact(e)) json_array_set_new(v, i, json_null());
+      else inexact_to_null(e);
     }
   } else if (json_is_object(v)) {
     for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it)) {
       json_t *e = json_object_iter_value(it);
-      if (json_is_real(e) && fabs(json_real_value(e)) >= 9007199254740992.0)
-        json_object_iter_set_new(v, it, json_null());
-      else
-        inexact_to_null(e);
+      if (inexact(e)) json_object_iter_set_new(v, it, json_null());
+      else inexact_to_null(e);
     }
   }
 }
@@ -104,39 +106,6 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
   else *lossy = false; /* jansson stops at its first error: what follows a number no double
                         * holds is unread, so the body cannot be told valid — refused */
   return v;
-}
-
-/* The length of the well-formed UTF-8 sequence at p (1-4), or 0. */
-static size_t utf8_seq(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  size_t n = c >= 0xc2 && c <= 0xdf   ? 2
-             : c >= 0xe0 && c <= 0xef ? 3
-             : c >= 0xf0 && c <= 0xf4 ? 4
-                                      : 0;
-  if (!n) return 0;
-  /* the second byte's range excludes overlong forms, surrogates and code points past U+10FFFF */
-  unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-  unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-  if (p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < n; i++)
-    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-  return n;
-}
-
-size_t hookd_utf8_scrub(char *s) {
-  size_t fixed = 0;
-  unsigned char *p = (unsigned char *)s;
-  while (*p) {
-    size_t n = utf8_seq(p);
-    if (n) {
-      p += n;
-    } else {
-      *p++ = '?';
-      fixed++;
-    }
-  }
-  return fixed;
 }
 
 /* d1.d2…dp × 10^e as "%.*e" writes it, read back. */

@@ -37,11 +37,6 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
                               bool *lossy, char err[HOOKD_JSON_ERR_MAX]);
 
-/* Replaces, in place, every byte of s that does not belong to a well-formed UTF-8 sequence
- * (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF) with '?', so that a message
- * quoting input cut mid-character (%.64s) still makes a JSON string. Returns how many. */
-size_t hookd_utf8_scrub(char *s);
-
 /* Appends the compact serialisation of v to out. Object keys keep their order. Returns
  * HOOKD_BUF_* codes. */
 int hookd_json_dump(const json_t *v, hookd_buf *out);

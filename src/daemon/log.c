@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/timefmt.h"
+#include "core/utf8.h"
 
 int hookd_log_level = HOOKD_LOG_INFO;
 
@@ -17,26 +18,6 @@ int hookd_log_parse_level(const char *s) {
   for (int i = 0; i < 4; i++)
     if (strcmp(s, level_names[i]) == 0) return i;
   return -1;
-}
-
-/* Length of a valid UTF-8 sequence at p (up to n bytes), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *p, size_t n) {
-  unsigned c = p[0];
-  size_t len;
-  unsigned min;
-  if (c < 0x80) return 1;
-  if ((c & 0xe0) == 0xc0) len = 2, min = 0x80;
-  else if ((c & 0xf0) == 0xe0) len = 3, min = 0x800;
-  else if ((c & 0xf8) == 0xf0) len = 4, min = 0x10000;
-  else return 0;
-  if (n < len) return 0;
-  unsigned cp = c & (0x7f >> len);
-  for (size_t i = 1; i < len; i++) {
-    if ((p[i] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (p[i] & 0x3f);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return len;
 }
 
 size_t hookd_log_escape(const char *s, char *out, size_t cap) {
@@ -56,7 +37,7 @@ size_t hookd_log_escape(const char *s, char *out, size_t cap) {
       snprintf(tmp, sizeof tmp, "\\u%04x", c);
       rep = tmp;
     } else if (c >= 0x80) {
-      size_t l = utf8_len((const unsigned char *)s + i, n - i);
+      size_t l = hookd_utf8_len(s + i, n - i);
       if (l == 0) {
         rep = "\\ufffd";
       } else {

@@ -22,7 +22,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
-#include "core/jsonio.h"
+#include "core/utf8.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 
