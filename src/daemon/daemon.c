@@ -131,10 +131,12 @@ static void purge_old(hookd_app *app) {
              "replay.items_purged");
 }
 
-static int refresh_keys(hookd_app *app) {
+/* *stored (may be NULL): the store's key rows, revoked and refused ones too. */
+static int refresh_keys(hookd_app *app, size_t *stored) {
   keys_load k = {0};
   int rc = hookd_storeq_run_sync(app->store->reader, run_keys_list, &k);
   if (rc == 0) {
+    if (stored) *stored = k.n;
     hookd_auth_set_keys(app->auth, k.keys, k.n);
     hookd_api_keys_free(k.keys, k.n);
   }
@@ -151,12 +153,9 @@ static bool stdout_is_null(void) {
 /* The first start of a store with no key and no --api-key creates an admin key and shows it
  * once. A store whose keys were all revoked is not a first start: a new admin key printed there
  * would undo the lockdown (keys are made with `hookd keys create`). */
-static int bootstrap_key(hookd_app *app) {
+static int bootstrap_key(hookd_app *app, size_t stored) {
   if (app->cfg->api_key[0] || hookd_auth_count(app->auth) > 0) return 0;
-  keys_load ever = {0};
-  if (hookd_storeq_run_sync(app->store->reader, run_keys_list, &ever) != 0) return -1;
-  hookd_api_keys_free(ever.keys, ever.n);
-  if (ever.n > 0) {
+  if (stored > 0) {
     HLOG(HOOKD_LOG_WARN, "auth.no_active_key",
          KV_S("hint", "every API key of this store is revoked or refused: create one with "
                       "`hookd keys create`"));
@@ -182,7 +181,7 @@ static int bootstrap_key(hookd_app *app) {
     HLOG(HOOKD_LOG_ERROR, "auth.bootstrap_key_unshown", KV_S("key_id", id),
          KV_S("hint", "stdout could not be written: revoke this key and create one with "
                       "`hookd keys create`"));
-  return refresh_keys(app);
+  return refresh_keys(app, NULL);
 }
 
 /* A commit the store cannot say happened (an I/O error while committing): leave at once, as
@@ -250,7 +249,9 @@ int hookd_serve(const hookd_config *cfg) {
   if (hookd_store_open(&sc, &app.store, err, sizeof err) != 0) goto fail;
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   app.auth = hookd_auth_new(cfg->api_key);
-  if (!app.auth || refresh_keys(&app) != 0 || bootstrap_key(&app) != 0) {
+  size_t stored_keys = 0;
+  if (!app.auth || refresh_keys(&app, &stored_keys) != 0 ||
+      bootstrap_key(&app, stored_keys) != 0) {
     snprintf(err, sizeof err, "cannot load API keys");
     goto fail;
   }
@@ -311,7 +312,7 @@ int hookd_serve(const hookd_config *cfg) {
       HLOG(HOOKD_LOG_INFO, "shutdown.begin", KV_S("signal", sig == SIGTERM ? "TERM" : "INT"));
       break;
     }
-    refresh_keys(&app); /* keys created or revoked by `hookd keys` take effect */
+    refresh_keys(&app, NULL); /* keys created or revoked by `hookd keys` take effect */
     refresh_sources(&app);
     if (hookd_mono_ms() >= next_purge) {
       purge_old(&app);
