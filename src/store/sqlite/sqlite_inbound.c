@@ -471,18 +471,31 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
   sqlite3_reset(st);
   /* last_error follows the status: none once completed; else that of the latest delivery in
    * the state that decides it (an outcome of another delivery, or an error from before a
-   * success, left the record naming an error it no longer has) */
+   * success, left the record naming an error it no longer has). Read apart, and only for
+   * those statuses: a completed forward, the common outcome, runs the update alone. */
   const char *s1 = !strcmp(status, "unknown")            ? "unknown"
                    : !strcmp(status, "dead_lettered")    ? "dead"
                    : !strcmp(status, "retryable_failed") ? "retrying"
                                                          : NULL;
-  const char *s2 = s1 && !strcmp(s1, "dead") ? "cancelled" : s1;
+  bool replace = s1 || !strcmp(status, "completed");
+  char deciding[256] = "";
+  if (s1) {
+    st = sq_stmt(c, SQ_INBOX_LAST_ERROR,
+                 "SELECT last_error FROM deliveries WHERE event_seq = ?1"
+                 " AND (state = ?2 OR state = ?3) ORDER BY updated_at DESC, seq DESC LIMIT 1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, event_seq);
+    sq_bind_text(st, 2, s1);
+    sq_bind_text(st, 3, !strcmp(s1, "dead") ? "cancelled" : s1);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW && sqlite3_column_text(st, 0))
+      snprintf(deciding, sizeof deciding, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_reset(st);
+    if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "read last error");
+  }
   st = sq_stmt(c, SQ_INBOX_RESOLVE,
                "UPDATE inbox SET status = ?2, attempt_count = ?3,"
-               " last_error = CASE WHEN ?2 = 'completed' THEN NULL WHEN ?7 IS NULL"
-               " THEN COALESCE(?4, last_error) ELSE (SELECT x.last_error FROM deliveries x"
-               " WHERE x.event_seq = ?1 AND (x.state = ?7 OR x.state = ?8)"
-               " ORDER BY x.updated_at DESC, x.seq DESC LIMIT 1) END,"
+               " last_error = CASE WHEN ?7 THEN ?4 ELSE COALESCE(?4, last_error) END,"
                " result_ref = COALESCE(?5, result_ref),"
                " completed_at = CASE WHEN ?2 = 'completed' THEN COALESCE(completed_at, ?6)"
                " ELSE NULL END"
@@ -494,11 +507,10 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
   sq_bind_i64(st, 1, event_seq);
   sq_bind_text(st, 2, status);
   sq_bind_i64(st, 3, attempts);
-  sq_bind_text(st, 4, last_error);
+  sq_bind_text(st, 4, s1 ? (deciding[0] ? deciding : NULL) : replace ? NULL : last_error);
   sq_bind_text(st, 5, result_ref);
   sq_bind_i64(st, 6, now_ms);
-  sq_bind_text(st, 7, s1);
-  sq_bind_text(st, 8, s2);
+  sq_bind_i64(st, 7, replace);
   return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "follow inbox");
 }
 
