@@ -454,6 +454,17 @@ static int run_source(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   return rc;
 }
 
+/* The answer to republishing a purged event: a repeat of a republish made before the purge is
+ * answered as a duplicate; anything else is refused. */
+static void reply_purged(hookd_api_op *base, int rc) {
+  if (rc == HOOKD_STORE_NOTFOUND) {
+    hookd_req_error(base->req, 409, "invalid_state",
+                    "its payload was purged (--payload-retention-s): nothing left to send");
+    return;
+  }
+  reply_publish(base, rc);
+}
+
 static void reply_source(hookd_api_op *base, int rc) {
   repub_op *op = (repub_op *)base;
   hookd_app *app = base->app;
@@ -466,13 +477,6 @@ static void reply_source(hookd_api_op *base, int rc) {
                     "an inbound event is the provider's request: replay its forwards instead");
     return;
   }
-  if (op->ev.purged_ms) {
-    hookd_req_error(base->req, 409, "invalid_state",
-                    "its payload was purged (--payload-retention-s): nothing left to send");
-    return;
-  }
-  json_t *env = json_loadb(op->ev.body, op->ev.body_len, 0, NULL);
-  json_t *payload = env ? json_object_get(env, "data") : NULL;
   int64_t now = hookd_now_ms();
   if (!op->caller_id) hookd_id_new("evt", now, op->pub.event_id);
   snprintf(op->pub.type, sizeof op->pub.type, "%s", op->ev.type);
@@ -483,10 +487,26 @@ static void reply_source(hookd_api_op *base, int rc) {
                                   : json_pack("{s:s}", "republish_of", op->source);
   hookd_buf canon;
   hookd_buf_init(&canon, 1024);
-  int brc = payload && request ? hookd_jcs(request, &canon) : -1;
+  int brc = request ? hookd_jcs(request, &canon) : -1;
   if (!brc && hookd_sha256(canon.data, canon.len, op->pub.hash) != 0) brc = -1;
   hookd_buf_free(&canon);
   json_decref(request);
+  if (!brc && op->ev.purged_ms) {
+    /* Nothing left to send, but a retry of a republish made before the purge (the same id or
+     * Idempotency-Key) still gets that republish's answer: the writer looks for it. */
+    if (!op->caller_id && !op->pub.idem[0]) {
+      reply_purged(base, HOOKD_STORE_NOTFOUND);
+      return;
+    }
+    fill_req(&op->pub, app, op->ev.occurred_ms, now);
+    op->pub.req.existing_only = true;
+    op->pub.base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
+    hookd_api_chain(base, run_publish, reply_purged, HOOKD_API_WRITER);
+    return;
+  }
+  json_t *env = json_loadb(op->ev.body, op->ev.body_len, 0, NULL);
+  json_t *payload = env ? json_object_get(env, "data") : NULL;
+  if (!payload) brc = -1;
   if (!brc) brc = envelope(&op->pub, app, op->ev.occurred_ms, payload);
   json_decref(env);
   if (brc) {

@@ -197,6 +197,44 @@ describe('payload retention', () => {
     cleanup();
   });
 
+  it('a republish retried after its source\'s payload was purged gets its first answer; a new republish is refused 409', async () => {
+    const { dir, cleanup } = tempDir();
+    const args = ['--payload-retention-s', '1'];
+    let d = await startHookd({ dir, args });
+    const ok = await startReceiver();
+    const { tenant } = await setup(d, ok.url);
+    const p = await publish(d, tenant, { type: 'a.b', payload: { n: 1 } });
+    await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    const path = `/v1/tenants/${tenant}/events/${p.json.id}/republish`;
+    const byId = await d.api('POST', path, { id: 'evt_rp_1' });
+    const byKey = await d.api('POST', path, undefined, { 'Idempotency-Key': 'rp-key-1' });
+    assert.deepEqual([byId.status, byKey.status], [202, 202], byId.text + byKey.text);
+    const created = Date.parse((await d.api('GET', `/v1/events/${p.json.id}`)).json.created_at);
+    await waitUntil(async () => Date.now() > created + 1500, { what: 'the window passes' });
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir, args });
+    await waitUntil(async () => (await d.api('GET', `/v1/events/${p.json.id}`)).json.payload_purged_at,
+      { what: 'the source purged' });
+    const again = await d.api('POST', path, { id: 'evt_rp_1' });
+    assert.equal(again.status, 202, again.text);
+    assert.deepEqual([again.json.id, again.json.duplicate], ['evt_rp_1', true]);
+    const againKey = await d.api('POST', path, undefined, { 'Idempotency-Key': 'rp-key-1' });
+    assert.equal(againKey.status, 202, againKey.text);
+    assert.deepEqual([againKey.json.id, againKey.json.duplicate], [byKey.json.id, true]);
+    assert.equal(againKey.headers.get('idempotent-replayed'), 'true');
+    for (const [body, headers] of [[undefined, {}], [{ id: 'evt_rp_2' }, {}], [undefined, { 'Idempotency-Key': 'rp-key-2' }]]) {
+      const r = await d.api('POST', path, body, headers);
+      assert.equal(r.status, 409, r.text);
+      assert.match(r.json.error.message, /purged/);
+    }
+    const clash = await d.api('POST', `/v1/tenants/${tenant}/events/${byKey.json.id}/republish`, { id: 'evt_rp_1' });
+    assert.equal(clash.status, 409, 'an id taken by another request stays a conflict');
+    assert.match((await d.api('GET', '/metrics')).text, /^hookd_events_published_total 0$/m);
+    assert.equal((await d.stop()).code, 0);
+    await ok.close();
+    cleanup();
+  });
+
   it('a restart with a lower --max-timeout-ms bounds the requests of endpoints stored with more (event retention counts on it)', async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver(() => 'hang');

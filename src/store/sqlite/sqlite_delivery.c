@@ -159,6 +159,25 @@ int sq_lane_advance(hookd_store_conn *c, int64_t seq) {
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "advance lane");
 }
 
+/* An event id already taken (or, for req->existing_only, looked up once no Idempotency-Key
+ * matched): the event of the same request hash is a duplicate (its new key recorded), another
+ * one a conflict; none at all is HOOKD_STORE_NOTFOUND. Writes nothing but that key. */
+static int existing_event(hookd_store_conn *c, const hookd_publish_req *req,
+                          hookd_publish_res *res) {
+  int64_t seq = 0;
+  unsigned char hash[32];
+  int rc = event_by_key(c, req->tenant_id, req->event_id, &seq, hash);
+  if (rc) return rc;
+  if (memcmp(hash, req->request_hash, 32) != 0) {
+    snprintf(c->err, sizeof c->err, "event id already used with a different request body");
+    return HOOKD_STORE_CONFLICT;
+  }
+  if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
+  res->event_id = strdup(req->event_id);
+  res->duplicate = true;
+  return count_deliveries(c, seq, &res->n_deliveries);
+}
+
 int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res) {
   memset(res, 0, sizeof *res);
   hookd_tenant t;
@@ -192,6 +211,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     }
     if (step != SQLITE_DONE) return sq_fail(c, "read idempotency key");
   }
+  if (req->existing_only) return existing_event(c, req, res);
 
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT,
                              "INSERT INTO events(id, tenant_id, type, body, request_hash,"
@@ -211,20 +231,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   sq_bind_i64_or_null(st, 10, req->ordering_version);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert event");
 
-  int64_t seq = 0;
-  if (sqlite3_changes(c->db) == 0) {
-    unsigned char hash[32];
-    if ((rc = event_by_key(c, req->tenant_id, req->event_id, &seq, hash)) != 0) return rc;
-    if (memcmp(hash, req->request_hash, 32) != 0) {
-      snprintf(c->err, sizeof c->err, "event id already used with a different request body");
-      return HOOKD_STORE_CONFLICT;
-    }
-    if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
-    res->event_id = strdup(req->event_id);
-    res->duplicate = true;
-    return count_deliveries(c, seq, &res->n_deliveries);
-  }
-  seq = sqlite3_last_insert_rowid(c->db);
+  if (sqlite3_changes(c->db) == 0) return existing_event(c, req, res);
+  int64_t seq = sqlite3_last_insert_rowid(c->db);
   if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
   res->event_id = strdup(req->event_id);
   res->due_ms = req->now_ms;
