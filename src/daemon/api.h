@@ -83,7 +83,10 @@ bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id);
 
 /* Renderers. */
 json_t *hookd_json_tenant(const hookd_tenant *t);
-json_t *hookd_json_endpoint(const hookd_endpoint *e);  /* never includes the secret */
+/* Never includes the secret. timeout_ms is the bound applied: a stored value above
+ * --max-timeout-ms (lowered since it was set) shows that maximum, as the dispatcher uses it. */
+json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms);
+int hookd_api_timeout_shown(int timeout_ms, int max_timeout_ms); /* the lower of the two */
 json_t *hookd_json_delivery(const hookd_delivery *d);
 json_t *hookd_json_attempt(const hookd_attempt *a);
 json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */

@@ -344,7 +344,7 @@ static void reply_create(hookd_api_op *base, int rc) {
   hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
   HLOG(HOOKD_LOG_INFO, "endpoint.created", KV_S("endpoint_id", op->ep.id),
        KV_S("tenant_id", op->ep.tenant_id));
-  json_t *v = hookd_json_endpoint(&op->ep);
+  json_t *v = hookd_json_endpoint(&op->ep, base->app->cfg->max_timeout_ms);
   json_object_set_new(v, "secret", json_string(op->plain_secret));
   if (op->public_key[0]) json_object_set_new(v, "public_key", json_string(op->public_key));
   hookd_req_reply_json(base->req, 201, v);
@@ -455,7 +455,7 @@ static void reply_get(hookd_api_op *base, int rc) {
     return;
   }
   if (!op->listing) {
-    json_t *v = hookd_json_endpoint(&op->ep);
+    json_t *v = hookd_json_endpoint(&op->ep, base->app->cfg->max_timeout_ms);
     hookd_endpoint_health hh;
     if (hookd_dispatcher_endpoint_health(base->app->disp, op->ep.id, &hh) == 0)
       json_object_set_new(
@@ -472,7 +472,7 @@ static void reply_get(hookd_api_op *base, int rc) {
   }
   json_t *data = json_array();
   size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
-  for (size_t i = 0; i < shown; i++) json_array_append_new(data, hookd_json_endpoint(&op->list[i]));
+  for (size_t i = 0; i < shown; i++) json_array_append_new(data, hookd_json_endpoint(&op->list[i], base->app->cfg->max_timeout_ms));
   json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
   hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
 }
@@ -556,7 +556,7 @@ static void reply_patch(hookd_api_op *base, int rc) {
   if (!ep_changed(base, rc)) return;
   HLOG(HOOKD_LOG_INFO, "endpoint.updated", KV_S("endpoint_id", op->ep.id),
        KV_S("tenant_id", op->ep.tenant_id), KV_I("enabled", op->ep.enabled));
-  hookd_req_reply_json(base->req, 200, hookd_json_endpoint(&op->ep));
+  hookd_req_reply_json(base->req, 200, hookd_json_endpoint(&op->ep, base->app->cfg->max_timeout_ms));
 }
 
 void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app) {

@@ -123,7 +123,9 @@ static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_en
   for (size_t i = 0; i < n; i++) {
     json_t *e = json_pack("{s:s,s:s,s:b,s:b,s:i,s:o}", "id", dests[i].id, "url", dests[i].url,
                           "idempotent", dests[i].idempotent, "enabled", dests[i].enabled,
-                          "timeout_ms", dests[i].timeout_ms, "disabled_reason",
+                          "timeout_ms",
+                          hookd_api_timeout_shown(dests[i].timeout_ms, app->cfg->max_timeout_ms),
+                          "disabled_reason",
                           dests[i].disabled_reason ? json_string(dests[i].disabled_reason)
                                                    : json_null());
     if (secrets && secrets[i]) json_object_set_new(e, "secret", json_string(secrets[i]));

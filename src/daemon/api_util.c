@@ -389,6 +389,10 @@ json_t *hookd_json_str_or_null(const char *s) {
 }
 #define str_or_null hookd_json_str_or_null
 
+int hookd_api_timeout_shown(int timeout_ms, int max_timeout_ms) {
+  return max_timeout_ms > 0 && timeout_ms > max_timeout_ms ? max_timeout_ms : timeout_ms;
+}
+
 json_t *hookd_json_tenant(const hookd_tenant *t) {
   return json_pack("{s:s,s:s,s:o,s:o,s:o,s:i,s:o}", "id", t->id, "name", t->name ? t->name : "",
                    "max_in_flight", t->max_in_flight ? json_integer(t->max_in_flight) : json_null(),
@@ -400,7 +404,7 @@ json_t *hookd_json_tenant(const hookd_tenant *t) {
                    hookd_json_time(t->updated_ms ? t->updated_ms : t->created_ms));
 }
 
-json_t *hookd_json_endpoint(const hookd_endpoint *e) {
+json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
   json_t *types = json_null();
   if (e->event_types) {
     types = json_array();
@@ -417,7 +421,7 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e) {
       e->id, "tenant_id", e->tenant_id, "url", e->url, "description",
       e->description ? e->description : "", "event_types", types, "enabled", e->enabled,
       "disabled_reason", str_or_null(e->disabled_reason), "max_in_flight", e->max_in_flight,
-      "timeout_ms", e->timeout_ms, "retry", "policy_version", (json_int_t)e->policy.id,
+      "timeout_ms", hookd_api_timeout_shown(e->timeout_ms, max_timeout_ms), "retry", "policy_version", (json_int_t)e->policy.id,
       "max_attempts", e->policy.max_attempts, "backoff_base_ms", (json_int_t)e->policy.base_ms,
       "backoff_cap_ms", (json_int_t)e->policy.cap_ms, "max_age_s",
       (json_int_t)(e->policy.max_age_ms / 1000), "retry_after_cap_s",

@@ -239,9 +239,18 @@ describe('payload retention', () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver(() => 'hang');
     let d = await startHookd({ dir });
-    const { tenant } = await setup(d, recv.url, { timeout_ms: 20000, retry: { max_attempts: 1 } });
+    const { tenant, endpoint } = await setup(d, recv.url, { timeout_ms: 20000, retry: { max_attempts: 1 } });
+    const src = await d.api('POST', '/v1/sources', { id: 'src_capped', tenant, provider: 'github', secrets: ['s3cret'],
+      destinations: [{ url: recv.url, idempotent: true, timeout_ms: 20000 }] });
+    assert.equal(src.status, 201, src.text);
     assert.equal((await d.stop()).code, 0);
     d = await startHookd({ dir, args: ['--max-timeout-ms', '1000', '--default-timeout-ms', '1000'] });
+    const shown = await d.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.equal(shown.json.timeout_ms, 1000, 'the endpoint shows the bound it is held to');
+    const listed = await d.api('GET', `/v1/tenants/${tenant}/endpoints`);
+    assert.equal(listed.json.data[0].timeout_ms, 1000);
+    const srcShown = await d.api('GET', '/v1/sources/src_capped');
+    assert.equal(srcShown.json.destinations[0].timeout_ms, 1000, 'so does a source destination');
     const p = await publish(d, tenant, { type: 'a.b', payload: {} });
     const [dl] = await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'dead', 'timed out at the new bound');
     const full = (await d.api('GET', `/v1/deliveries/${dl.id}`)).json;
