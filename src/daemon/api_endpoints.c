@@ -472,7 +472,9 @@ static void reply_get(hookd_api_op *base, int rc) {
   }
   json_t *data = json_array();
   size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
-  for (size_t i = 0; i < shown; i++) json_array_append_new(data, hookd_json_endpoint(&op->list[i], base->app->cfg->max_timeout_ms));
+  int max_to = base->app->cfg->max_timeout_ms;
+  for (size_t i = 0; i < shown; i++)
+    json_array_append_new(data, hookd_json_endpoint(&op->list[i], max_to));
   json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
   hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
 }
@@ -556,7 +558,8 @@ static void reply_patch(hookd_api_op *base, int rc) {
   if (!ep_changed(base, rc)) return;
   HLOG(HOOKD_LOG_INFO, "endpoint.updated", KV_S("endpoint_id", op->ep.id),
        KV_S("tenant_id", op->ep.tenant_id), KV_I("enabled", op->ep.enabled));
-  hookd_req_reply_json(base->req, 200, hookd_json_endpoint(&op->ep, base->app->cfg->max_timeout_ms));
+  hookd_req_reply_json(base->req, 200,
+                       hookd_json_endpoint(&op->ep, base->app->cfg->max_timeout_ms));
 }
 
 void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app) {
