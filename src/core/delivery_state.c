@@ -80,15 +80,29 @@ int hookd_decide(const hookd_retry_policy *p, const hookd_delivery_view *d,
     out->dead_reason = "max_attempts";
     return finish(d, HOOKD_DT_DEAD, out);
   }
-  int64_t delay;
-  if (retry_after_ms >= 0)
-    delay = retry_after_ms < p->retry_after_cap_ms ? retry_after_ms : p->retry_after_cap_ms;
-  else
-    delay = hookd_backoff_delay_ms(p->base_ms, p->cap_ms, made, rnd);
+  /* The backoff's draw, unless the receiver asked for longer: Retry-After (capped by the
+   * policy; a cap of 0 ignores it) is a lower bound, never a shortcut. Taken as the delay, a
+   * receiver answering "Retry-After: 1" through a one-minute overload spent in seconds the
+   * attempts meant to span the policy's max age. */
+  int64_t delay = hookd_backoff_delay_ms(p->base_ms, p->cap_ms, made, rnd);
+  bool asked = false;
+  if (retry_after_ms >= 0 && p->retry_after_cap_ms > 0) {
+    int64_t ra = retry_after_ms < p->retry_after_cap_ms ? retry_after_ms : p->retry_after_cap_ms;
+    if (ra > delay) {
+      delay = ra;
+      asked = true;
+    }
+  }
   int64_t next = now_ms + delay;
-  if (next - d->cycle_started_ms > p->max_age_ms) {
-    out->dead_reason = "max_age";
-    return finish(d, HOOKD_DT_DEAD, out);
+  int64_t deadline = d->cycle_started_ms + p->max_age_ms;
+  if (next > deadline) {
+    /* A draw past the max age leaves one last attempt at it rather than DEAD with attempts
+     * left and time to spare; a receiver's Retry-After past it is respected. */
+    if (asked || deadline <= now_ms) {
+      out->dead_reason = "max_age";
+      return finish(d, HOOKD_DT_DEAD, out);
+    }
+    next = deadline;
   }
   if (d->expires_ms > 0 && next >= d->expires_ms) {
     out->dead_reason = "expired";

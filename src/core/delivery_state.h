@@ -60,7 +60,9 @@ typedef struct hookd_decision {
 } hookd_decision;
 
 /* Decide the delivery's next state after an attempt classified as `c`. retry_after_ms is the
- * parsed Retry-After delay, or -1 when absent. rnd feeds the jitter. hold_if_ambiguous: the
+ * parsed Retry-After delay, or -1 when absent: the next attempt is no sooner than it (capped by
+ * the policy's retry_after_cap_ms; 0 ignores it) nor than the backoff's draw, which rnd feeds.
+ * A draw past the max age is moved to it (one last attempt). hold_if_ambiguous: the
  * destination is not idempotent and the request may have reached it without an answer (a
  * timeout or a dropped connection after sending): such an outcome goes to UNKNOWN instead of
  * being retried. Returns 0, or -1 if the resulting transition would be illegal (e.g. the view

@@ -412,7 +412,6 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   it->req.body = it->c.body;
   it->req.body_len = it->c.body_len;
   it->req.timeout_ms = e->cfg.timeout_ms;
-  it->req.no_resend = it->c.inbound && !e->cfg.idempotent; /* see the hold in on_http_done */
   it->req.user = it;
   if (hookd_egress_start(d->eg, &it->req) != 0) goto fail;
   it->sent_ms = now;
@@ -599,7 +598,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     o->disable_reason = it->disable_reason;
   }
   /* a 429 or 503 with Retry-After pauses the whole endpoint, not only this delivery */
-  if (ra >= 0 && (req->status == 429 || req->status == 503)) {
+  if (ra >= 0 && (req->status == 429 || req->status == 503) &&
+      it->c.policy.retry_after_cap_ms > 0) { /* a cap of 0: Retry-After is not honoured */
     int64_t cap = it->c.policy.retry_after_cap_ms;
     int64_t until = now + (ra < cap ? ra : cap);
     if (until > e->paused_until) {

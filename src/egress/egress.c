@@ -214,8 +214,13 @@ static int on_prereq(void *arg, char *conn_primary_ip, char *conn_local_ip, int 
   }
   /* Called before each send: a second call means libcurl is sending the request again by
    * itself, on a new connection after a reused one closed without an answer — which the peer
-   * may have read and acted on. */
-  if (req->request_sent && req->no_resend) return CURL_PREREQFUNC_ABORT;
+   * may have read and acted on. Never: that send would be an attempt the history does not show,
+   * outside the backoff and max_attempts. The attempt ends ambiguous (sent, no answer) and the
+   * retry policy decides, or the hold of a non-idempotent destination. */
+  if (req->request_sent) {
+    req->resend_refused = true;
+    return CURL_PREREQFUNC_ABORT;
+  }
   req->request_sent = true;
   return CURL_PREREQFUNC_OK;
 }
@@ -257,7 +262,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->result_ref[0] = '\0';
   req->response_total = 0;
   req->request_sent = false;
-  req->stale_conn = req->fresh = false;
+  req->stale_conn = req->fresh = req->resend_refused = false;
   req->sockets_opened = 0;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);
 
@@ -360,6 +365,9 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
     req->error[0] = '\0';
   } else if (why) {
     snprintf(req->error, sizeof req->error, "%s", why);
+  } else if (req->resend_refused) {
+    snprintf(req->error, sizeof req->error,
+             "the connection closed after the request was sent, before any response");
   } else if (!req->error[0]) {
     snprintf(req->error, sizeof req->error, "%s", curl_easy_strerror(rc));
   }

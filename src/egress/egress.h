@@ -60,9 +60,6 @@ typedef struct hookd_egress_req {
   const char *body;
   size_t body_len;
   long timeout_ms;               /* total */
-  bool no_resend;                /* a request may not be sent twice: libcurl's own resend on a
-                                    reused connection that died is refused (an ambiguous
-                                    outcome instead) */
   void *user;
 
   /* Out: filled when the request completes. */
@@ -75,7 +72,9 @@ typedef struct hookd_egress_req {
   int64_t started_ms;            /* wall clock at start */
   int64_t latency_ms;
   bool request_sent;             /* the connection was made and the request may have reached
-                                    the peer (an ambiguous outcome if no response follows) */
+                                    the peer (an ambiguous outcome if no response follows; never
+                                    sent twice: libcurl's own resend on a new connection, after a
+                                    reused one closed without an answer, is refused) */
   bool abandoned;                /* ended by hookd_egress_abort_all (shutdown), not the peer */
   char blocked_rule[48];         /* rule that refused an address (net == BLOCKED when every
                                     address tried was refused) */
@@ -86,6 +85,7 @@ typedef struct hookd_egress_req {
   struct hookd_egress_req *live_prev, *live_next; /* requests in flight */
   bool stale_conn;               /* the reused connection had bytes waiting: start again */
   bool fresh;                    /* started again on a new connection */
+  bool resend_refused;           /* libcurl's own second send was refused (on_prereq) */
   int sockets_opened;            /* to addresses the policy allowed */
   CURL *easy;
   struct hookd_egress *eg;

@@ -92,6 +92,59 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('a short Retry-After is a lower bound, not the delay: the backoff still spaces the attempts', async () => {
+    // 20 deliveries answered "429 Retry-After: 1" under a 60 s backoff base: the next attempt is
+    // max(the backoff's draw in [0, 60 s], 1 s) — about one in 40 lands within 1.5 s. Taken as
+    // the delay, every one came back after 1 s, and 12 attempts were spent in 18 s.
+    const recv = await startReceiver(() => ({ status: 429, headers: { 'Retry-After': '1' } }));
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 12, backoff_base_ms: 60000, backoff_cap_ms: 600000 } });
+    const ids = [];
+    for (let i = 0; i < 20; i++) ids.push((await publish(h, tenant, { type: 'a.b', payload: { i } })).json.id);
+    const gaps = [];
+    for (const id of ids) {
+      const [d] = await waitDelivery(h, id, (ds) => ds[0]?.attempt_count >= 1 && ds[0]?.next_attempt_at);
+      const full = await getDelivery(h, d.id);
+      gaps.push(Date.parse(full.next_attempt_at) - Date.parse(full.attempts[0].finished_at));
+    }
+    for (const g of gaps) assert.ok(g >= 1000 - 5, `next attempt ${g} ms after a Retry-After of 1 s`);
+    const soon = gaps.filter((g) => g <= 1500).length;
+    assert.ok(soon <= 10, `${soon} of 20 retries scheduled by the Retry-After alone (gaps ${gaps.join(', ')})`);
+    await recv.close();
+  });
+
+  it('retry_after_cap_s: 0 ignores Retry-After: the backoff alone, no retry storm, no endpoint pause', async () => {
+    const recv = await startReceiver(() => ({ status: 429, headers: { 'Retry-After': '30' } }));
+    const { tenant, endpoint } = await setup(h, recv.url,
+      { retry: { max_attempts: 6, retry_after_cap_s: 0, backoff_base_ms: 60000, backoff_cap_ms: 60000 } });
+    const ids = [];
+    for (let i = 0; i < 10; i++) ids.push((await publish(h, tenant, { type: 'a.b', payload: { i } })).json.id);
+    for (const id of ids) {
+      const [d] = await waitDelivery(h, id, (ds) => ds[0]?.attempt_count >= 1);
+      assert.notEqual(d.state, 'dead', 'six attempts within milliseconds: a retry storm');
+    }
+    assert.ok(recv.requests.length < 20, `${recv.requests.length} requests for 10 deliveries`);
+    const ep = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+    assert.equal(ep.health.paused_until, null, 'a cap of 0 pauses nothing');
+    await recv.close();
+  });
+
+  it('libcurl never sends an attempt twice by itself: a reused connection dropped after the request is one failed attempt, retried on the backoff', async () => {
+    // the second request rides the first one's kept-alive connection, and the receiver drops it
+    // once read: libcurl would send it again at once on a new connection, unrecorded
+    const recv = await startReceiver((rec, n) => (n === 2 ? 'drop' : { status: 200 }));
+    const { tenant } = await setup(h, recv.url, { max_in_flight: 1, retry: { backoff_base_ms: 200, backoff_cap_ms: 200 } });
+    const p1 = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+    const [d] = await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered');
+    const full = await getDelivery(h, d.id);
+    assert.deepEqual(full.attempts.map((a) => a.outcome), ['protocol_error', 'success']);
+    assert.match(full.attempts[0].error, /closed after the request was sent/);
+    const sends = recv.requests.filter((r) => r.headers['webhook-id'] === p2.json.id);
+    assert.deepEqual(sends.map((r) => r.headers['hookd-attempt']), ['1', '2'], 'each send an attempt of the history');
+    await recv.close();
+  });
+
   it('503 with Retry-After as an HTTP-date: the next attempt is not before that date', async () => {
     let until = 0;
     const recv = await startReceiver((rec, n) => {

@@ -85,6 +85,17 @@ static void decide(void **s) {
   assert_int_equal(d.next_attempt_ms, now + 3000);
   assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 429), 999999, now, 0, false, &d), 0);
   assert_int_equal(d.next_attempt_ms, now + 5000);
+  /* ... as a lower bound: a shorter Retry-After than the backoff's draw (900 of [0, 1000]) does
+   * not bring the attempt forward */
+  assert_int_equal(
+      hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 429), 100, now, 900, false, &d), 0);
+  assert_int_equal(d.next_attempt_ms, now + 900);
+  /* a cap of 0 ignores it: the backoff alone */
+  p.retry_after_cap_ms = 0;
+  assert_int_equal(
+      hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 503), 3000, now, 500, false, &d), 0);
+  assert_int_equal(d.next_attempt_ms, now + 500);
+  p.retry_after_cap_ms = 5000;
 
   /* 400 → dead, permanent; 410 → dead and disable the endpoint */
   assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 400), -1, now, 0, false, &d), 0);
@@ -108,6 +119,16 @@ static void decide(void **s) {
   v.cycle_attempts = 1;
   assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 500), 5000,
                                 v.cycle_started_ms + 58000, 0, false, &d), 0);
+  assert_int_equal(d.next, HOOKD_DS_DEAD);
+  assert_string_equal(d.dead_reason, "max_age");
+  /* a backoff draw past the max age (1999 ms with 500 ms left) is one last attempt at it; past
+   * the max age, DEAD */
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 500), -1,
+                                v.cycle_started_ms + 59500, 1999, false, &d), 0);
+  assert_int_equal(d.next, HOOKD_DS_RETRYING);
+  assert_int_equal(d.next_attempt_ms, v.cycle_started_ms + 60000);
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 500), -1,
+                                v.cycle_started_ms + 60001, 0, false, &d), 0);
   assert_int_equal(d.next, HOOKD_DS_DEAD);
   assert_string_equal(d.dead_reason, "max_age");
 
