@@ -57,6 +57,39 @@ static struct curl_slist *append_all(struct curl_slist *dst, const struct curl_s
   return dst;
 }
 
+/* Length of a pin's "HOST:PORT" (its removal entry's name), 0 if it has none. */
+static size_t pin_name_len(const char *pin) {
+  if (*pin == '+') pin++;
+  const char *c = strchr(pin, ':');
+  c = c ? strchr(c + 1, ':') : NULL;
+  return c ? (size_t)(c - pin) : 0;
+}
+
+static bool pin_listed(const struct curl_slist *list, const char *name, size_t n) {
+  for (; list; list = list->next) {
+    const char *p = list->data + (list->data[0] == '+');
+    if (list->data[0] != '-' && pin_name_len(list->data) == n && !strncmp(p, name, n)) return true;
+  }
+  return false;
+}
+
+/* libcurl keeps every CURLOPT_RESOLVE entry in its DNS cache: a pin gone from the file would
+ * go on applying to deliveries (while the registration checks no longer see it) unless removed
+ * by a "-HOST:PORT" entry. */
+static struct curl_slist *append_removals(struct curl_slist *list, const struct curl_slist *old) {
+  for (; old; old = old->next) {
+    if (old->data[0] == '-') continue;
+    const char *name = old->data + (old->data[0] == '+');
+    size_t n = pin_name_len(old->data);
+    if (!n || pin_listed(list, name, n)) continue;
+    char rm[520];
+    snprintf(rm, sizeof rm, "-%.*s", (int)n, name);
+    struct curl_slist *t = curl_slist_append(list, rm);
+    if (t) list = t;
+  }
+  return list;
+}
+
 /* Rebuilds d->resolve when the resolve file changed. Call with pin_mu held. */
 static void reload_pins(hookd_destinations *d) {
   if (!d->resolve_file[0]) return;
@@ -77,6 +110,7 @@ static void reload_pins(hookd_destinations *d) {
     if (t) list = t;
   }
   if (f) fclose(f);
+  list = append_removals(list, d->resolve);
   if (d->resolve) {
     if (d->n_retired < (int)(sizeof d->retired / sizeof d->retired[0]))
       d->retired[d->n_retired++] = d->resolve;

@@ -407,7 +407,9 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
 #undef ADD
   memset(&it->req, 0, sizeof it->req);
   it->hdrs = hs;
-  it->req.url = e->cfg.url;
+  free(it->url);
+  if (!(it->url = strdup(e->cfg.url))) goto fail;
+  it->req.url = it->url;
   it->req.headers = hs;
   it->req.body = it->c.body;
   it->req.body_len = it->c.body_len;
@@ -421,6 +423,8 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
 fail:
   curl_slist_free_all(hs);
   it->hdrs = NULL;
+  free(it->url);
+  it->url = NULL;
   return -1;
 }
 
@@ -463,6 +467,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   int64_t now = hookd_now_ms();
   curl_slist_free_all(it->hdrs);
   it->hdrs = NULL;
+  free(it->url);
+  it->url = NULL;
 
   hookd_classification cls = hookd_classify(req->net, req->status);
   /* a 4xx the delivery's policy lists is retried instead of given up (O6) */
@@ -869,6 +875,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   body_unshare(d, it);
   hookd_claimed_free(&it->c);
   free(it->endpoint_id);
+  free(it->url);
   free(it);
   sched_ep_schedule(d, e);
   ep_maybe_free(d, e);

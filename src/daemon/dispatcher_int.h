@@ -81,6 +81,9 @@ typedef struct item {
   bool probe;                 /* sent as a half-open breaker probe */
   hookd_egress_req req;
   struct curl_slist *hdrs;
+  char *url;                  /* req.url: the item's own copy (an endpoint update frees the
+                                 endpoint's while the request may still be connecting, and the
+                                 connect-time check reads it) */
   int64_t sent_ms;
   hookd_store_op op;          /* record or release */
   msg done;                   /* posted back when op completes (no allocation) */

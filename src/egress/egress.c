@@ -240,6 +240,18 @@ static void set_constant_options(hookd_egress *eg, CURL *e) {
   if (eg->cfg.ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, eg->cfg.ca_file);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(e, CURLOPT_PROXY, eg->cfg.proxy ? eg->cfg.proxy : "");
+  /* no host skips the configured proxy: without this, libcurl reads no_proxy / NO_PROXY from
+   * the environment, and a matching destination bypassed the operator's enforcing proxy */
+  curl_easy_setopt(e, CURLOPT_NOPROXY, "");
+  /* A request ended while its name is still being resolved must not wait for the resolver
+   * thread: libcurl 7.88 joins it, and a name server that never answers froze the one
+   * dispatcher thread — every endpoint's deliveries — for the resolver's whole timeout (~10 s)
+   * on each attempt. With this, the thread is left to finish on its own. */
+#if LIBCURL_VERSION_NUM >= 0x075700
+  curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
+#else
+#error "libcurl 7.87.0 or later is needed (CURLOPT_QUICK_EXIT)"
+#endif
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
@@ -395,19 +407,30 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   on_done(req, arg);
 }
 
+/* Hands every ended transfer to on_done; returns how many. */
+static int drain(hookd_egress *eg, void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
+  CURLMsg *msg;
+  int left, n = 0;
+  while ((msg = curl_multi_info_read(eg->multi, &left)))
+    if (msg->msg == CURLMSG_DONE) {
+      finish(eg, msg->easy_handle, msg->data.result, NULL, on_done, arg);
+      n++;
+    }
+  return n;
+}
+
 void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
                        void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
   int running = 0;
   curl_multi_perform(eg->multi, &running);
+  /* Transfers the first perform ended are handed over before sleeping: a response read whole on
+   * a reused connection waited out the poll (up to the caller's timeout, ~1 s), inflating its
+   * latency, holding its slot and making a fast endpoint look slow. */
+  int ended = drain(eg, on_done, arg);
   int numfds = 0;
-  curl_multi_poll(eg->multi, NULL, 0, timeout_ms, &numfds);
+  curl_multi_poll(eg->multi, NULL, 0, ended ? 0 : timeout_ms, &numfds);
   curl_multi_perform(eg->multi, &running);
-
-  CURLMsg *msg;
-  int left;
-  while ((msg = curl_multi_info_read(eg->multi, &left)))
-    if (msg->msg == CURLMSG_DONE)
-      finish(eg, msg->easy_handle, msg->data.result, NULL, on_done, arg);
+  drain(eg, on_done, arg);
 }
 
 hookd_egress_req *hookd_egress_live(hookd_egress *eg) { return eg->live; }

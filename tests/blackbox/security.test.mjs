@@ -102,6 +102,27 @@ describe('destination policy', () => {
     cleanup();
   });
 
+  it('a pin taken out of --resolve-file stops applying to deliveries (libcurl caches every pin it was given)', async () => {
+    const { dir, cleanup } = tempDir();
+    const recv = await startReceiver(() => ({ status: 200, headers: { Connection: 'close' } }), { host: '127.0.0.2' });
+    const pins = join(dir, 'resolve');
+    writeFileSync(pins, `localhost:${recv.port}:127.0.0.2\n`);
+    const h = await startHookd({ dir, testArgs: ['--allow-private-networks', '--allow-http', '--egress-ports', 'any',
+      '--resolve-file', pins] });
+    const { tenant } = await setup(h, `http://localhost:${recv.port}/hook`, { retry: { max_attempts: 1 } });
+    const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    // without the pin, localhost is /etc/hosts' loopback, where nothing listens on that port
+    writeFileSync(pins, '# emptied\n');
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(d.last_error, 'connect');
+    assert.equal(recv.requests.length, 1, 'the removed pin still sent a delivery to 127.0.0.2');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('a 302 to a forbidden address is not followed', async () => {
     const trap = await startReceiver(() => ({ status: 200 }), { host: '127.0.0.3' });
     const recv = await startReceiver(() => ({ status: 302, headers: { Location: trap.url } }), { host: '127.0.0.2' });
@@ -115,6 +136,22 @@ describe('destination policy', () => {
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     await trap.close();
+  });
+
+  it('--egress-proxy carries every delivery: NO_PROXY in the environment lets none around it', async () => {
+    const proxy = await startReceiver(() => ({ status: 200 }));
+    const direct = await startReceiver(() => ({ status: 200 }));
+    const h = await startHookd({ args: ['--egress-proxy', `http://127.0.0.1:${proxy.port}`],
+      env: { NO_PROXY: '*', no_proxy: '*' } });
+    const { tenant } = await setup(h, direct.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(direct.requests.length, 0, 'a delivery went around the proxy');
+    assert.equal(proxy.requests.length, 1);
+    assert.equal(proxy.requests[0].url, direct.url, 'the proxy was asked for the endpoint (absolute form)');
+    assert.equal((await h.stop()).code, 0);
+    await proxy.close();
+    await direct.close();
   });
 });
 
