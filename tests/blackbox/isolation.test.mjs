@@ -401,7 +401,10 @@ describe('isolation', () => {
   });
 
   it('lane_policy block: a head that expired (it can be neither sent nor replayed) does not block its lane', async () => {
-    const h = await startHookd({ args: ['--event-ttl-s', '1', '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    // (the breaker kept out: ten quick failures would open it, and nothing more is attempted
+    // until its cooldown, so the head's expiry would only be seen then)
+    const h = await startHookd({ args: ['--event-ttl-s', '1', '--retry-base-ms', '50', '--retry-cap-ms', '100',
+      '--breaker-min-requests', '1000'] });
     const r = await startReceiver((req) => ({ status: JSON.parse(req.body).data.n === 1 ? 500 : 200 }));
     const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block',
       retry: { max_attempts: 1000, backoff_base_ms: 50, backoff_cap_ms: 100 } });
@@ -590,7 +593,10 @@ describe('isolation', () => {
   });
 
   it('an endpoint failing without a success for longer than the limit is disabled with the reason', async () => {
-    const h = await startHookd({ args: ['--disable-failing-after-s', '1', '--retry-base-ms', '200', '--retry-cap-ms', '200'] });
+    // (the breaker kept out: ten failures in the first second would open it, and the rule is
+    // applied to outcomes, the next of which would be its probe after the cooldown)
+    const h = await startHookd({ args: ['--disable-failing-after-s', '1', '--retry-base-ms', '200', '--retry-cap-ms', '200',
+      '--breaker-min-requests', '1000'] });
     const r = await startReceiver(() => ({ status: 503 }));
     const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 100, backoff_base_ms: 200, backoff_cap_ms: 200 } });
     await publish(h, tenant, { type: 'a', payload: {} });
@@ -605,7 +611,8 @@ describe('isolation', () => {
   });
 
   it('an endpoint disabled for failing and enabled again starts its failures over', async () => {
-    const h = await startHookd({ args: ['--disable-failing-after-s', '2', '--retry-base-ms', '200', '--retry-cap-ms', '200'] });
+    const h = await startHookd({ args: ['--disable-failing-after-s', '2', '--retry-base-ms', '200', '--retry-cap-ms', '200',
+      '--breaker-min-requests', '1000'] });
     const r = await startReceiver(() => ({ status: 503 }));
     const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 100, backoff_base_ms: 200, backoff_cap_ms: 200 } });
     const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
