@@ -4,7 +4,10 @@
  * in the URL's query and signs the URL alone: then both the signature and the body hash must
  * match. Like Twilio's own SDKs, the URL is also tried without its port and with the scheme's
  * default port added, since proxies commonly add or drop one. A form field with an empty name
- * ("=x"), which the signed text leaves out, makes the body malformed. */
+ * ("=x"), which the signed text leaves out, makes the body malformed. A webhook signed with one of
+ * the account's shared keys and HMAC-SHA256 (Twilio's webhook signing settings, announced in
+ * X-Twilio-Webhooks-Signature-Settings) signs the same text: its signature is told apart by its
+ * length (32 bytes against SHA-1's 20). */
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,9 +92,11 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
   if (!h) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "twilio: missing X-Twilio-Signature");
   size_t hlen = strlen(h);
   h = hookd_in_trim(h, &hlen);
-  unsigned char sig[24];
-  if (hlen != 28 || hookd_b64_decode(h, hlen, sig) != 20)
+  unsigned char sig[36];
+  size_t sig_len = hlen == 28 ? 20 : hlen == 44 ? 32 : 0;
+  if (!sig_len || hookd_b64_decode(h, hlen, sig) != (long)sig_len)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "twilio: malformed X-Twilio-Signature");
+  hookd_md md = sig_len == 20 ? HOOKD_MD_SHA1 : HOOKD_MD_SHA256;
   if (!req->url || !*req->url)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "twilio: request URL unknown");
 
@@ -173,8 +178,8 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
     for (size_t u = 0; u < uv.n; u++) {
       parts[0] = uv.buf[u];
       lens[0] = uv.len[u];
-      int n = hookd_hmac(HOOKD_MD_SHA1, s->v[k], strlen(s->v[k]), parts, lens, nparts, mac);
-      if (n == 20) match |= hookd_ct_equal(sig, 20, mac, 20);
+      int n = hookd_hmac(md, s->v[k], strlen(s->v[k]), parts, lens, nparts, mac);
+      if (n == (int)sig_len) match |= hookd_ct_equal(sig, sig_len, mac, sig_len);
     }
   }
   OPENSSL_cleanse(mac, sizeof mac);

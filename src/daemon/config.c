@@ -522,6 +522,10 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     snprintf(err, errlen, "--public-url must be an http:// or https:// URL with a host");
     return -1;
   }
+  /* joined to "/in/{source}": "https://hooks.example.com/" gave "…com//in/…", an ingest URL no
+   * route answers, and a Twilio signature over a URL no provider was given */
+  for (size_t n = strlen(c->public_url); n && c->public_url[n - 1] == '/';)
+    c->public_url[--n] = '\0';
   for (size_t i = 0; i < c->n_resolve; i++) {
     const char *r = c->resolve[i], *p1 = strchr(r, ':'), *p2 = p1 ? strchr(p1 + 1, ':') : NULL;
     if (!p1 || p1 == r || !p2 || p2 == p1 + 1 || !p2[1] ||

@@ -293,6 +293,27 @@ describe('providers as they really send (an audit against their documentation)',
     await dest.close();
   });
 
+  it('Twilio behind --public-url: a trailing slash in it is dropped (the URL Twilio signs has one); a shared-key HMAC-SHA256 signature verifies too', async () => {
+    const h2 = await startHookd({ args: ['--public-url', 'https://hooks.example.com/'] });
+    assert.equal((await h2.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+    const dest = await startReceiver();
+    const created = await h2.api('POST', '/v1/sources', { id: 'src_tw_public', tenant: TENANT, provider: 'twilio',
+      secrets: ['tw_pub_token'], destinations: [{ url: dest.url }] });
+    assert.equal(created.status, 201, created.text);
+    const signed = 'https://hooks.example.com/in/src_tw_public';
+    assert.equal(created.json.ingest_url, signed);
+    const post = (body, algo) => fetch(`${h2.url}/in/src_tw_public`, { method: 'POST', body, headers: {
+      'Content-Type': 'application/x-www-form-urlencoded',
+      'X-Twilio-Signature': createHmac(algo, 'tw_pub_token').update(`${signed}CallSidCA77CallStatus${algo}`).digest('base64') } });
+    const r1 = await post('CallSid=CA77&CallStatus=sha1', 'sha1');
+    assert.equal(r1.status, 200, await r1.text());
+    const r2 = await post('CallSid=CA77&CallStatus=sha256', 'sha256');
+    assert.equal(r2.status, 200, await r2.text());
+    await dest.waitFor(2);
+    assert.equal((await h2.stop()).code, 0);
+    await dest.close();
+  });
+
   it('Twilio: a JSON body\'s id is its own MessageSid, never a form read out of its text', async () => {
     const dest = await startReceiver();
     const src = await source('twilio', ['tw_json_token'], [{ url: dest.url }]);

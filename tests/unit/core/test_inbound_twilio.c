@@ -67,6 +67,22 @@ static void form_vector(void **st) {
   assert_int_equal(verify(URL, NULL, "To=%2", SIG, one, 1), HOOKD_VERIFY_MALFORMED);
 }
 
+/* A webhook signed with a shared key and HMAC-SHA256 (Twilio's webhook signing settings) signs
+ * the same text; its signature is 32 bytes. The vector's text with the SHA-256 HMAC:
+ *   printf '%s' 'https://mycompany.com/myapp.php?foo=1&bar=2CallSidCA1234567890ABCDECaller+1415…'
+ *     | openssl dgst -sha256 -hmac 12345 -binary | base64 */
+static void sha256_shared_key(void **st) {
+  const char *one[] = {TOKEN}, *wrong[] = {"54321"};
+  const char *sig = "033hgUJA9M/hXIZsYjwkerEP/DBm35nEri5FhCYjA5s=";
+  assert_int_equal(verify(URL, NULL, FORM, sig, one, 1), HOOKD_VERIFY_OK);
+  assert_int_equal(verify(URL, NULL, FORM, sig, wrong, 1), HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(URL, NULL, "To=%2B18005551212&CallSid=CA1234567890ABCDE", sig, one, 1),
+                   HOOKD_VERIFY_MISMATCH);
+  /* neither 20 nor 32 bytes */
+  assert_int_equal(verify(URL, NULL, FORM, "033hgUJA9M/hXIZsYjwkerEP/DBm35nEri5FhCYj", one, 1),
+                   HOOKD_VERIFY_MALFORMED);
+}
+
 /* A field with an empty name is left out of the signed text: it would reach the handler
  * unsigned, so the body is refused. Empty pairs ("&&", a trailing '&') carry nothing. */
 static void empty_names(void **st) {
@@ -144,6 +160,7 @@ static void empty_token(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(form_vector),
+      cmocka_unit_test(sha256_shared_key),
       cmocka_unit_test(empty_names),
       cmocka_unit_test(duplicate_parameters),
       cmocka_unit_test(ports),
