@@ -419,6 +419,21 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       has_bkey = true;
     }
     hookd_buf_free(&comp);
+  } else if (p == HOOKD_PROVIDER_SHOPIFY && !rt->src.business_paths) {
+    /* Shopify's duplicate marker is X-Shopify-Event-Id: one event reaches a source under a
+     * webhook id per subscription, the event id the same. It keys as a business key (the
+     * identity stays the webhook id, constant over retries, as before), with the topic: one
+     * event may trigger several topics, each its own webhook to forward. */
+    const char *eid = hookd_in_header_get(&in, "X-Shopify-Event-Id");
+    const char *topic = hookd_in_header_get(&in, "X-Shopify-Topic");
+    if (eid && *eid) {
+      hookd_buf_init(&comp, 4096);
+      op->hash_failed |= hookd_buf_printf(&comp, "shopify-event\x1f%s\x1f%s", topic ? topic : "",
+                                          eid) != 0 ||
+                         hookd_in_sha256_hex(comp.data, comp.len, op->business_key) != 0;
+      hookd_buf_free(&comp);
+      has_bkey = true;
+    }
   }
   if (rt->src.version_object_path && json) {
     const json_t *obj = hookd_json_path(json, rt->src.version_object_path);

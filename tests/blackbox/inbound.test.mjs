@@ -204,6 +204,29 @@ describe('deduplication', () => {
     await dest.close();
   });
 
+  it('Shopify: one event under two webhook ids (X-Shopify-Event-Id, Shopify\'s duplicate marker) is forwarded once; another topic of it is its own webhook', async () => {
+    const dest = await startReceiver();
+    const src = await source('shopify', ['shpss_ev'], [{ url: dest.url }]);
+    const shopify = shopifyWith('shpss_ev');
+    const body = JSON.stringify({ id: 450789469, note: 'paid' });
+    const at = new Date().toISOString();
+    const send = (webhookId, topic = 'orders/updated') => post(src, body,
+      { ...shopify(body, webhookId, at), 'x-shopify-event-id': 'ev-98880550', 'x-shopify-topic': topic });
+    const r1 = await send('wh_sub_1');
+    assert.deepEqual([r1.status, r1.json.status, r1.json.duplicate], [200, 'received', false], r1.text);
+    const r2 = await send('wh_sub_2'); // a second subscription's delivery of the same event
+    assert.equal(r2.status, 200, r2.text);
+    assert.equal(r2.json.status, 'duplicate', `the same event under another webhook id: ${r2.text}`);
+    const r3 = await send('wh_sub_1'); // a retry, as before
+    assert.equal(r3.json.duplicate, true);
+    const r4 = await send('wh_sub_3', 'orders/paid');
+    assert.deepEqual([r4.json.status, r4.json.duplicate], ['received', false], 'the same event id under another topic is another webhook');
+    await waitUntil(async () => dest.requests.length >= 2, { what: 'two forwards' });
+    assert.deepEqual(dest.requests.map((q) => q.headers['hookd-event-type']).sort(), ['orders/paid', 'orders/updated']);
+    assert.match((await h.api('GET', '/metrics')).text, /hookd_inbound_received_total\{outcome="semantic_duplicate"\} [1-9]/);
+    await dest.close();
+  });
+
   it('a version header that is a number is no version (unbounded: a replay could make every later event stale)', async () => {
     const dest = await startReceiver();
     const src = await source('shopify', ['shpss_vn'], [{ url: dest.url }],
