@@ -182,7 +182,7 @@ int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_i
   case HOOKD_PROVIDER_GITHUB: return hookd_in_verify_github(req, &s, out);
   case HOOKD_PROVIDER_SHOPIFY: return hookd_in_verify_shopify(req, &s, out);
   case HOOKD_PROVIDER_SLACK: return hookd_in_verify_slack(req, &s, tol, out);
-  case HOOKD_PROVIDER_GITLAB: return hookd_in_verify_gitlab(req, &s, out);
+  case HOOKD_PROVIDER_GITLAB: return hookd_in_verify_gitlab(req, &s, tol, out);
   case HOOKD_PROVIDER_TWILIO: return hookd_in_verify_twilio(req, &s, out);
   case HOOKD_PROVIDER_PADDLE: return hookd_in_verify_paddle(req, &s, tol, out);
   case HOOKD_PROVIDER_ZOOM: return hookd_in_verify_zoom(req, &s, tol, out);

@@ -280,10 +280,26 @@ int hookd_in_verify_zoom(const hookd_in_request *req, const hookd_in_secrets *s,
 }
 
 /* ---- GitLab: the secret token itself, compared through SHA-256 so that its length is not
- * exposed by the comparison either ------------------------------------------------------- */
+ * exposed by the comparison either; or, for a hook with a signing token (a whsec_ secret),
+ * a Standard Webhooks signature, which covers the body the token does not ------------------ */
 
-int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s,
+int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                            hookd_verify_result *out) {
+  /* A signed request to a source holding a signing token is judged by its signature alone: a
+   * valid token beside a signature that does not match is a tampered body. */
+  const char *sig = hookd_in_header_get(req, "webhook-signature");
+  for (size_t i = 0; sig && i < s->n && i < HOOKD_IN_MAX_SECRETS; i++) {
+    if (strncmp(s->v[i], "whsec_", 6) != 0) continue;
+    int rc = hookd_in_verify_standard(req, s, tol, out);
+    switch (rc) {
+    case HOOKD_VERIFY_OK: return hookd_in_result(out, rc, "gitlab: signature valid");
+    case HOOKD_VERIFY_STALE: return hookd_in_result(out, rc, "gitlab: timestamp too old");
+    case HOOKD_VERIFY_FUTURE: return hookd_in_result(out, rc, "gitlab: timestamp in the future");
+    case HOOKD_VERIFY_MALFORMED:
+      return hookd_in_result(out, rc, "gitlab: malformed webhook-id, -timestamp or -signature");
+    default: return hookd_in_result(out, rc, "gitlab: signature does not match");
+    }
+  }
   const char *tok = hookd_in_header_get(req, "X-Gitlab-Token");
   if (!tok || !*tok)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "gitlab: missing X-Gitlab-Token");

@@ -75,7 +75,7 @@ int hookd_in_verify_shopify(const hookd_in_request *req, const hookd_in_secrets 
                             hookd_verify_result *out);
 int hookd_in_verify_slack(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                           hookd_verify_result *out);
-int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s,
+int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                            hookd_verify_result *out);
 int hookd_in_verify_paddle(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                            hookd_verify_result *out);

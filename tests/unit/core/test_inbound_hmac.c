@@ -273,6 +273,23 @@ static void gitlab(void **st) {
   assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, one, 1), HOOKD_VERIFY_MISMATCH);
   req_init(&b, "{}", 0);
   assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, one, 1), HOOKD_VERIFY_MALFORMED);
+
+  /* A hook with a signing token (GitLab's Standard Webhooks signature: webhook-id = its
+   * Idempotency-Key, HMAC-SHA256 over id.timestamp.body): the Standard Webhooks vector, with or
+   * without an X-Gitlab-Token beside it. The signature decides: a tampered body is refused even
+   * with a valid token; without a whsec_ secret the token is the check, as before. */
+  const char *signing[] = {SW_SECRET}, *both[] = {"glsecret-123", SW_SECRET}, *other[] = {SW_OTHER};
+  req_init(&b, SW_BODY, 1614265330 + 5);
+  standard_headers(&b, "webhook");
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, signing, 1), HOOKD_VERIFY_OK);
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, other, 1), HOOKD_VERIFY_MISMATCH);
+  hdr(&b, "X-Gitlab-Token", "glsecret-123");
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, both, 2), HOOKD_VERIFY_OK);
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, one, 1), HOOKD_VERIFY_OK);
+  tamper(&b, 3);
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, both, 2), HOOKD_VERIFY_MISMATCH);
+  b.r.now_s = 1614265330 + 301;
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, signing, 1), HOOKD_VERIFY_STALE);
 }
 
 /* ---- Paddle Billing ------------------------------------------------------------------------- */
