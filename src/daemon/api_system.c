@@ -23,6 +23,7 @@ void hookd_api_readyz(hookd_req *r, hookd_app *app) {
   hookd_storeq_stats st;
   hookd_storeq_get_stats(app->store->writer, &st);
   if (st.last_failed || st.stalled_ms > STORE_STALL_MS) {
+    hookd_req_add_header(r, "Retry-After", "1"); /* as every other storage_unavailable */
     if (st.last_failed)
       hookd_req_error(r, 503, "storage_unavailable",
                       "the store's last commit failed (see the store.error log)");

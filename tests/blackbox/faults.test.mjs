@@ -440,6 +440,7 @@ describe('durability', () => {
     assert.equal(failed.status, 503, failed.text);
     assert.equal(notReady.status, 503);
     assert.equal(notReady.json.error.code, 'storage_unavailable');
+    assert.equal(notReady.headers.get('retry-after'), '1', 'as every storage_unavailable answer');
     const ok = await publish(h, tenant, { type: 'a', payload: {} });
     assert.equal(ok.status, 202, ok.text);
     assert.equal((await ready()).status, 200, 'ready again once a commit succeeded');
