@@ -287,9 +287,10 @@ int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *
                            hookd_verify_result *out) {
   /* A signed request to a source holding a signing token is judged by its signature alone: a
    * valid token beside a signature that does not match is a tampered body. */
-  const char *sig = hookd_in_header_get(req, "webhook-signature");
-  for (size_t i = 0; sig && i < s->n && i < HOOKD_IN_MAX_SECRETS; i++) {
-    if (strncmp(s->v[i], "whsec_", 6) != 0) continue;
+  bool signing_token = false;
+  for (size_t i = 0; i < s->n && i < HOOKD_IN_MAX_SECRETS; i++)
+    signing_token |= strncmp(s->v[i], "whsec_", 6) == 0;
+  if (signing_token && hookd_in_header_get(req, "webhook-signature")) {
     int rc = hookd_in_verify_standard(req, s, tol, out);
     switch (rc) {
     case HOOKD_VERIFY_OK: return hookd_in_result(out, rc, "gitlab: signature valid");

@@ -426,8 +426,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
      * event may trigger several topics, each its own webhook to forward. */
     const char *eid = hookd_in_header_get(&in, "X-Shopify-Event-Id");
     const char *topic = hookd_in_header_get(&in, "X-Shopify-Topic");
-    if (eid && *eid) {
-      hookd_buf_init(&comp, 4096);
+    if (eid && *eid) { /* sized to the headers: a long id must not fail the key (503 for ever) */
+      hookd_buf_init(&comp, strlen(eid) + (topic ? strlen(topic) : 0) + 32);
       op->hash_failed |= hookd_buf_printf(&comp, "shopify-event\x1f%s\x1f%s", topic ? topic : "",
                                           eid) != 0 ||
                          hookd_in_sha256_hex(comp.data, comp.len, op->business_key) != 0;
