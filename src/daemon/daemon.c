@@ -92,19 +92,32 @@ static int run_event_expire(hookd_store_conn *c, const hookd_store_backend *be, 
   return be->event_expire(c, p->before_ms, 25, &p->after_seq, &p->purged);
 }
 
-/* One retention walk, in small batches, until nothing older than the window is left to it. */
-static void purge_walk(hookd_app *app, int64_t retention_s,
+/* A SIGTERM or SIGINT waits (blocked) for the signal loop: a retention walk, which runs on the
+ * same thread, stops between batches for it — a first purge of a large backlog takes minutes,
+ * and the next walk resumes where the window says. */
+static bool stop_pending(void) {
+  sigset_t set;
+  return sigpending(&set) == 0 &&
+         (sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1);
+}
+
+/* One retention walk, in small batches, until nothing older than the window is left to it.
+ * Returns false when a stop signal cut it short. */
+static bool purge_walk(hookd_app *app, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                        _Atomic uint64_t *counter, const char *msg) {
   purge p = {.before_ms = hookd_now_ms() - retention_s * 1000};
   int64_t total = 0;
+  bool stopped = false;
   do {
+    if ((stopped = stop_pending())) break;
     p.purged = 0;
     if (hookd_storeq_run_sync(app->store->writer, run, &p) != 0) break;
     atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
     total += p.purged;
   } while (p.after_seq != 0);
   if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
+  return !stopped;
 }
 
 static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -119,14 +132,17 @@ static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, 
  * events: their payloads, then the events themselves (O17); the items of replay jobs that ended
  * a week ago (docs/replay.md). */
 static void purge_old(hookd_app *app) {
-  purge_walk(app, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
-             "inbox.purged");
-  if (app->cfg->payload_retention_s > 0)
-    purge_walk(app, app->cfg->payload_retention_s, run_event_purge, &hookd_m.payloads_purged,
-               "payload.purged");
-  if (app->cfg->event_retention_s > 0)
-    purge_walk(app, app->cfg->event_retention_s, run_event_expire, &hookd_m.events_expired,
-               "event.expired");
+  if (!purge_walk(app, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
+                  "inbox.purged"))
+    return;
+  if (app->cfg->payload_retention_s > 0 &&
+      !purge_walk(app, app->cfg->payload_retention_s, run_event_purge,
+                  &hookd_m.payloads_purged, "payload.purged"))
+    return;
+  if (app->cfg->event_retention_s > 0 &&
+      !purge_walk(app, app->cfg->event_retention_s, run_event_expire, &hookd_m.events_expired,
+                  "event.expired"))
+    return;
   purge_walk(app, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge, &hookd_m.replay_purged,
              "replay.items_purged");
 }
@@ -218,6 +234,9 @@ int hookd_serve(const hookd_config *cfg) {
   sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
+  /* a write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG, a store error answered
+   * 503 like a full disk's, instead of killing the daemon */
+  signal(SIGXFSZ, SIG_IGN);
 
   hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms()};
   app.json_limits.max_depth = (size_t)cfg->max_json_depth;

@@ -738,14 +738,15 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
    * outcome settles that (sq_record_outcome). A release is fenced by its token, and one that
    * lands after the sweep held the delivery puts it back (it was never sent). */
   bool held_by_sweep = !it->recording || (it->c.inbound && !it->ep->cfg.idempotent);
-  /* stopping, the writes are tried for the grace period, not 6 × the store's busy timeout
-   * (a SIGTERM with the store locked took 45 s): what is not written is redone after the
-   * restart, as after a crash */
+  /* stopping, the writes are tried every 0.1 s for the grace period — not 6 × the store's busy
+   * timeout (a SIGTERM with the store locked took 45 s), nor 6 tries in a few ms when the store
+   * fails at once (a full disk): what is not written is redone after the restart, as after a
+   * crash */
   if (d->stop_ms && hookd_mono_ms() - d->stop_ms >= d->cfg.shutdown_grace_ms) return false;
-  if (it->record_tries >= RECORD_TRIES ||
+  if ((!d->stop_ms && it->record_tries >= RECORD_TRIES) ||
       (!held_by_sweep && now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS))
     return false;
-  if (!it->recording) delay = RECORD_RETRY_BASE_MS;
+  if (!it->recording || d->stop_ms) delay = RECORD_RETRY_BASE_MS;
   if (!it->out.failed_write_ms) it->out.failed_write_ms = now;
   it->record_tries++;
   it->retry_ms = now + delay;
@@ -761,13 +762,15 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
   return true;
 }
 
-/* Writes again the outcomes whose time has come (all of them while stopping); returns the ms
- * until the next one (1000 when none). */
+/* Writes again the outcomes whose time has come; returns the ms until the next one (1000 when
+ * none). Stopping, none waits longer than RECORD_RETRY_BASE_MS: the grace period is short. */
 static int64_t record_retry_due(hookd_dispatcher *d, int64_t now, bool stopping) {
   int64_t next = 1000;
   for (item **pp = &d->record_retry; *pp;) {
     item *it = *pp;
-    if (stopping || it->retry_ms <= now) {
+    if (stopping && it->retry_ms > now + RECORD_RETRY_BASE_MS)
+      it->retry_ms = now + RECORD_RETRY_BASE_MS;
+    if (it->retry_ms <= now) {
       *pp = it->retry_next;
       it->retry_next = NULL;
       it->ep->item_ops--; /* submit_item_op counts it again */

@@ -2,13 +2,13 @@
 // real daemon: kill -9 after acknowledged publishes, a receiver that commits and drops the
 // connection, kill -9 with requests in flight, graceful shutdown with requests in flight.
 import { describe, it } from 'node:test';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
-import { linkSync, rmSync, symlinkSync } from 'node:fs';
+import { linkSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { API_KEY, HOOKD_BIN, TEST_ARGS, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
+import { API_KEY, HOOKD_BIN, TEST_ARGS, faultDisk, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { stripe } from './lib/providers.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -208,6 +208,34 @@ describe('durability', () => {
     assert.equal(recv.requests[recv.requests.length - 1].headers['webhook-id'], recv.requests[0].headers['webhook-id']);
     assert.equal((await h2.stop()).code, 0);
     recv.releaseHanging();
+    await recv.close();
+    cleanup();
+  });
+
+  it('SIGTERM while the disk is full (every commit fails at once): the outcome is written again through the grace period, lands once space is freed, exit 0, not sent again', async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir);
+    const recv = await startReceiver(() => 'hang');
+    const h = await startHookd({ dir, args: ['--shutdown-grace-s', '10'], env: disk.env });
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 30000 });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await recv.waitFor(1);
+    h.proc.kill('SIGTERM');
+    await h.waitForLog((l) => l.msg === 'shutdown.begin', 5000, 'the stop begun');
+    disk.fill();
+    recv.releaseHanging(200);
+    // the answer's outcome cannot be written: tried again (it was given up after 6 tries in a
+    // few ms, and sent again after the restart)
+    await h.waitForLog((l) => l.msg === 'outcome.write_retry' && l.try >= 8, 10000, 'the write tried through the grace period');
+    disk.free();
+    const r = await withTimeout(h.exited, 20000, 'hookd still stopping');
+    assert.equal(r.code, 0, h.stderrText.slice(-1500));
+    assert.ok(!h.logs.some((l) => l.msg === 'outcome.write_failed'), 'no outcome given up');
+    const h2 = await startHookd({ dir });
+    const ds = (await h2.api('GET', `/v1/events/${p.json.id}`)).json.deliveries;
+    assert.equal(ds[0].state, 'delivered');
+    assert.equal(recv.requests.length, 1, 'the answered request was not sent again');
+    assert.equal((await h2.stop()).code, 0);
     await recv.close();
     cleanup();
   });
@@ -447,6 +475,52 @@ describe('durability', () => {
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
+
+  for (const [what, errno, limit] of [
+    ['a full disk (ENOSPC)', 'ENOSPC', false],
+    ['a file-size limit (RLIMIT_FSIZE: SIGXFSZ, then EFBIG)', 'EFBIG', true],
+  ]) {
+    it(`${what}: publishes answer 503 storage_unavailable, the daemon stays up, nothing acknowledged is lost, and it recovers once space is freed`, async () => {
+      const { dir, cleanup } = tempDir();
+      const disk = faultDisk(dir);
+      const h = await startHookd({ dir, env: limit ? {} : disk.env });
+      const r = await startReceiver(() => 'hang'); // nothing settles: every event stays in the store
+      const { tenant } = await setup(h, r.url, { timeout_ms: 60000, max_in_flight: 1 });
+      const blob = 'x'.repeat(64 * 1024);
+      const acked = [];
+      let refused = null;
+      if (limit) { // the store's files may grow ~1 MiB more; a write past that is refused
+        const size = (f) => { try { return statSync(f).size; } catch { return 0; } };
+        const max = Math.max(size(h.db), size(`${h.db}-wal`)) + 1024 * 1024;
+        execFileSync('prlimit', ['--pid', String(h.proc.pid), `--fsize=${max}:`]);
+      } else {
+        disk.fill();
+      }
+      for (let i = 0; i < 100 && !refused; i++) {
+        const p = await publish(h, tenant, { type: 'a', payload: { i, blob } });
+        if (p.status === 202) acked.push(p.json.id);
+        else refused = p;
+      }
+      assert.ok(refused, `every publish acknowledged (${acked.length})`);
+      assert.equal(refused.status, 503, refused.text);
+      assert.equal(refused.json.error.code, 'storage_unavailable');
+      assert.equal(h.proc.exitCode, null, 'still running');
+      assert.equal(h.proc.signalCode, null, 'not killed by a signal');
+      if (limit) execFileSync('prlimit', ['--pid', String(h.proc.pid), '--fsize=unlimited:']);
+      else disk.free();
+      const ok = await waitUntil(async () => {
+        const p = await publish(h, tenant, { type: 'a', payload: { after: true } });
+        return p.status === 202 ? p : null;
+      }, { what: 'publishes accepted again' });
+      acked.push(ok.json.id);
+      r.releaseHanging(200);
+      r.behave = () => ({ status: 200 });
+      for (const id of acked) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', `${id} delivered`, 30000);
+      assert.equal((await h.stop()).code, 0);
+      await r.close();
+      cleanup();
+    });
+  }
 
   it('a second hookd on the same SQLite store refuses to start', async () => {
     const { dir, cleanup } = tempDir();

@@ -350,6 +350,9 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
     return HOOKD_STORE_ERR;
   }
   if (writer) {
+    int psow = -1; /* -1 queries the setting */
+    c->psow = sqlite3_file_control(c->db, "main", SQLITE_FCNTL_POWERSAFE_OVERWRITE, &psow) ==
+                  SQLITE_OK && psow == 1;
     char limit[64]; /* hookd keeps SQLite's default 4 KiB pages */
     snprintf(limit, sizeof limit, "PRAGMA journal_size_limit=%lld", WAL_LIMIT_PAGES * 4096LL);
     sq_exec(c, limit); /* only a size hint: a failure costs disk space, nothing else */
@@ -407,8 +410,14 @@ static int sq_commit(hookd_store_conn *c) {
   reset_all(c);
   int rc = tx(c, SQ_TX_COMMIT, "COMMIT");
   /* the WAL frames, commit mark included, may be written and only their sync have failed:
-   * recovery would then bring the transaction back */
-  if (rc != HOOKD_STORE_OK && (sqlite3_errcode(c->db) & 0xff) == SQLITE_IOERR)
+   * recovery would then bring the transaction back. A write that failed (EFBIG past a file-size
+   * limit, EIO) is another matter: the frames are written in order, the commit frame last, and
+   * with powersafe overwrite nothing is written after it (no padding frames), so the commit
+   * frame is incomplete or absent, and recovery drops the transaction — a failure, as ENOSPC's
+   * SQLITE_FULL is. */
+  int ec = sqlite3_extended_errcode(c->db);
+  if (rc != HOOKD_STORE_OK && (ec & 0xff) == SQLITE_IOERR &&
+      !(ec == SQLITE_IOERR_WRITE && c->psow))
     return HOOKD_STORE_UNKNOWN;
   return rc;
 }

@@ -49,6 +49,7 @@ typedef struct sq_shared sq_shared; /* path and checkpointer, sqlite_conn.c */
 struct hookd_store_conn {
   sqlite3 *db;
   int writer;
+  int psow; /* powersafe overwrite (SQLite's default): a commit whose write failed did not commit */
   sq_shared *sh;
   char err[256];
   sqlite3_stmt *stmts[SQ__COUNT];

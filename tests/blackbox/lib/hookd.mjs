@@ -2,9 +2,9 @@
 // The daemon listens on 127.0.0.1 with port 0; the port is read from its "listening" log line.
 // Every wait is bounded; nothing sleeps as synchronisation.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after } from 'node:test';
 
 export const HOOKD_BIN = process.env.HOOKD_BIN || new URL('../../../build/hookd', import.meta.url).pathname;
@@ -29,6 +29,22 @@ after(() => { setTimeout(killAll, 2000).unref(); });
 export function tempDir(prefix = 'hookd-test-') {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+// The fault-injection shim (tests/blackbox/fixtures/faultfs.c), built next to hookd: with
+// faultDisk() a daemon's store writes fail with ENOSPC (or EFBIG) while the returned flag file
+// exists. Sanitizer runtimes want to be first in the library list; this one only intercepts
+// writes, so that check is turned off for it.
+export const FAULTFS = process.env.HOOKD_FAULTFS || join(dirname(HOOKD_BIN), 'libhookd_faultfs.so');
+export function faultDisk(dir, errno = 'ENOSPC') {
+  const flag = join(dir, 'disk-full');
+  const asan = process.env.ASAN_OPTIONS ? `${process.env.ASAN_OPTIONS}:` : '';
+  return {
+    env: { LD_PRELOAD: FAULTFS, HOOKD_FAULT_FLAG: flag, HOOKD_FAULT_ERRNO: errno,
+      ASAN_OPTIONS: `${asan}verify_asan_link_order=0` },
+    fill: () => writeFileSync(flag, ''),
+    free: () => rmSync(flag, { force: true }),
+  };
 }
 
 export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, testArgs = TEST_ARGS } = {}) {
