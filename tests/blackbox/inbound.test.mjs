@@ -616,6 +616,10 @@ describe('forwarding', () => {
     // held: past any retry time nothing more is sent
     await waitUntil(async () => Date.now() > Date.parse(rec.deliveries[0].updated_at) + 800, { what: 'time passes' });
     assert.equal(dest.requests.length, 1, 'not resent');
+    // a replay is not the way out: it says which is
+    const replay = await h.api('POST', `/v1/deliveries/${rec.deliveries[0].id}/replay`);
+    assert.equal(replay.status, 409, replay.text);
+    assert.match(replay.json.error.message, /held unknown.*\/resolve/);
     const bad = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed' });
     assert.equal(bad.status, 422, 'a reason is required');
     for (const reason of ['   ', '\u001b[2J\r\nforged line', 'x'.repeat(256)]) {

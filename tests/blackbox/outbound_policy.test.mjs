@@ -163,6 +163,15 @@ describe('payload retention', () => {
     // C: an ordered lane blocked by its DEAD head (lane_policy block): replaying the head is the
     // remedy, so its payload is kept (purged, the lane stayed blocked for ever)
     const C = await setup(d, failing.url, { ordered: true, lane_policy: 'block', retry: { max_attempts: 1 } });
+    // D and E: DEAD deliveries with an ordering key that hold no lane — an endpoint that is not
+    // ordered, one whose lanes skip a DEAD head: their payloads go like any other (PII kept for
+    // ever otherwise)
+    const D = await setup(d, failing.url, { retry: { max_attempts: 1 } });
+    const E = await setup(d, failing.url, { ordered: true, lane_policy: 'skip', retry: { max_attempts: 1 } });
+    const pd = await publish(d, D.tenant, { type: 'a.b', payload: { card: '5555' }, ordering_key: 'acct-2' });
+    const pe = await publish(d, E.tenant, { type: 'a.b', payload: { card: '6666' }, ordering_key: 'acct-3' });
+    await waitDelivery(d, pd.json.id, (ds) => ds[0]?.state === 'dead');
+    await waitDelivery(d, pe.json.id, (ds) => ds[0]?.state === 'dead');
     const p1 = await publish(d, A.tenant, { type: 'a.b', payload: { card: '4242' } });
     const p2 = await publish(d, B.tenant, { type: 'a.b', payload: { keep: 1 } });
     const head = await publish(d, C.tenant, { type: 'a.b', payload: { head: 1 }, ordering_key: 'acct-1' });
@@ -180,6 +189,10 @@ describe('payload retention', () => {
     }, { what: 'the delivered event purged' });
     assert.equal(e1.payload, null);
     assert.equal(e1.deliveries[0].state, 'delivered', 'its history kept');
+    for (const p of [pd, pe]) {
+      const e = (await d.api('GET', `/v1/events/${p.json.id}`)).json;
+      assert.deepEqual([e.payload, typeof e.payload_purged_at], [null, 'string'], `a DEAD delivery holding no lane: ${e.deliveries[0].endpoint_id}`);
+    }
     const e2 = (await d.api('GET', `/v1/events/${p2.json.id}`)).json;
     assert.deepEqual(e2.payload, { keep: 1 }, 'a delivery still retrying keeps its payload');
     assert.equal(e2.payload_purged_at, null);
@@ -190,7 +203,13 @@ describe('payload retention', () => {
     const rep = await d.api('POST', `/v1/deliveries/${d1.id}/replay`);
     assert.equal(rep.status, 409, rep.text);
     assert.match(rep.json.error.message, /purged/);
-    assert.match((await d.api('GET', '/metrics')).text, /^hookd_payloads_purged_total 1$/m);
+    assert.match((await d.api('GET', '/metrics')).text, /^hookd_payloads_purged_total 3$/m);
+    // E's lanes made to block afterwards: its purged DEAD head cannot be replayed, so it holds
+    // nothing — the lane's next event goes
+    const pe2 = await d.api('PATCH', `/v1/tenants/${E.tenant}/endpoints/${E.endpoint}`, { lane_policy: 'block' });
+    assert.equal(pe2.status, 200, pe2.text);
+    const next = await publish(d, E.tenant, { type: 'a.b', payload: { n: 2 }, ordering_key: 'acct-3' });
+    await waitDelivery(d, next.json.id, (ds) => ds[0]?.state === 'delivered', 'the lane not held by a purged head');
     assert.equal((await d.stop()).code, 0);
     await ok.close();
     await failing.close();

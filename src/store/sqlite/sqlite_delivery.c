@@ -505,6 +505,16 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     free(endpoint_id);
     return HOOKD_STORE_STATE;
   }
+  /* the table's unknown → pending is the resolve's "retry": the request may have reached the
+   * destination, and only an operator's word sends it again */
+  if (state == HOOKD_DS_UNKNOWN) {
+    snprintf(c->err, sizeof c->err,
+             "a delivery held unknown (its request may have reached the destination) is settled "
+             "with POST /v1/inbox/{id}/resolve, not replayed");
+    *why = "state_changed";
+    free(endpoint_id);
+    return HOOKD_STORE_STATE;
+  }
   sq_replay_memo own = {0};
   if (!memo || strcmp(memo->endpoint_id, endpoint_id) != 0) {
     if (!memo) memo = &own;
@@ -604,9 +614,9 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 /* The claimable set, shared by claims and next-due lookups: due (or any time, for next due),
  * unleased, active, of one cycle kind; for ordered endpoints only the head of each lane (no
  * earlier delivery of its lane still pending, retrying, held unknown — or DEAD when the lane
- * policy blocks, unless it was superseded or expired: it can never be sent, nor replayed, so it
- * blocks nothing) and only while no other delivery of its lane is in flight (a replayed one is
- * earlier than the lane's later ones, and one of those may be in flight). */
+ * policy blocks, unless it was superseded, expired or its payload purged: it can never be sent,
+ * nor replayed, so it blocks nothing) and only while no other delivery of its lane is in flight
+ * (a replayed one is earlier than the lane's later ones, and one of those may be in flight). */
 /* A lease that ran out is taken over by a claim — except on an inbound destination that is not
  * idempotent: the request may have gone out, so only the sweep takes it back, and holds it as
  * unknown (a claim first would send it again). */
@@ -625,7 +635,8 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   " AND NOT (?6 AND EXISTS (SELECT 1 FROM deliveries p"                                         \
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
   " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
-  " AND p.dead_reason NOT IN ('superseded','expired')))"                                        \
+  " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
+  " AND (SELECT ev.purged_at FROM events ev WHERE ev.seq = p.event_seq) IS NULL))"              \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"
@@ -1292,8 +1303,8 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
 }
 
 /* Payload retention: outbound events only (inbound ones follow the inbox's retention), and only
- * once every delivery of the event is settled — a DEAD delivery of an ordered lane is not: it
- * may be the head that blocks its lane, and replaying it (the remedy) needs its payload. Purged
+ * once every delivery of the event is settled — a DEAD delivery that may hold its lane
+ * (DEAD_LANE_HEAD) is not: replaying it (the remedy) needs its payload. Purged
  * rows stay (ids and history), so the walk goes through a partial index of the rows not purged
  * yet — made by the first purge, so that a store on which retention was never enabled does not
  * maintain it at every publish; each walk then visits the unsettled old events and stops at the
@@ -1308,8 +1319,7 @@ int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                              "SELECT e.seq, e.created_at, NOT EXISTS (SELECT 1 FROM deliveries d"
                              "  WHERE d.event_seq = e.seq"
                              "  AND (d.state IN ('pending', 'retrying', 'unknown')"
-                             "  OR (d.ordering_key IS NOT NULL AND d.state = 'dead'"
-                             "  AND IFNULL(d.dead_reason, '') NOT IN ('superseded','expired'))))"
+                             "  OR " DEAD_LANE_HEAD("d") "))"
                              " FROM events e INDEXED BY events_unpurged"
                              " WHERE e.purged_at IS NULL AND e.kind = 'outbound' AND e.seq > ?2"
                              " ORDER BY e.seq LIMIT ?1");

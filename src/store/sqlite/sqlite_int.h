@@ -214,18 +214,26 @@ int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                    int64_t *after_seq, int *purged);
 int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                     int *expired);
+/* A DEAD delivery (alias d) that may be what holds its lane: the head of a lane of a live
+ * ordered endpoint whose lane_policy is block, and neither superseded nor expired. Replaying it
+ * is the remedy, so retention keeps its payload and its event; any other DEAD delivery (an
+ * endpoint that is not ordered, skips, or was deleted) holds nothing, and goes as the others do
+ * — and once its payload is purged it can no longer hold a lane either (LANE_HEAD). */
+#define DEAD_LANE_HEAD(d)                                                                       \
+  "(" d ".ordering_key IS NOT NULL AND " d ".state = 'dead'"                                    \
+  " AND IFNULL(" d ".dead_reason, '') NOT IN ('superseded','expired')"                          \
+  " AND EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = " d ".endpoint_id AND ep.ordered = 1"  \
+  " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL))"
 /* A delivery of event `ev` that keeps the event (and its dedup record) whatever its age: still
  * open (pending, retrying, held), touched or attempted at or after the cut-off ?3, a DEAD
- * delivery of an ordered lane (it may be what holds the lane), or the store's newest delivery
+ * delivery that may hold its lane (DEAD_LANE_HEAD), or the store's newest delivery
  * (deliveries.seq is a rowid: deleting the largest hands it out again, and a late outcome of
  * the deleted one, fenced by seq and lease token, could land on the new one). For
  * NOT EXISTS ( … ). */
 #define RETAINED_DELIVERY(ev)                                                                   \
   "SELECT 1 FROM deliveries d WHERE d.event_seq = " ev                                          \
   " AND (d.state IN ('pending','retrying','unknown') OR d.updated_at >= ?3"                     \
-  " OR (d.ordering_key IS NOT NULL AND d.state = 'dead'"                                        \
-  " AND IFNULL(d.dead_reason, '') NOT IN ('superseded','expired'))"                             \
-  " OR d.seq = (SELECT MAX(seq) FROM deliveries)"                                                \
+  " OR " DEAD_LANE_HEAD("d") " OR d.seq = (SELECT MAX(seq) FROM deliveries)"                 \
   " OR EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = d.seq AND a.finished_at >= ?3))"
 int sq_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms);
 int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys);

@@ -920,12 +920,13 @@ static void expire_deletes_settled_events_with_their_history(void **state) {
                             cl[i].d.event_seq == 5 ? 200 : 500),
                      0);
   free_claimed(cl, 2);
-  /* every event published ten days ago; e3 the DEAD head of an ordered lane */
+  /* every event published ten days ago; e3 the DEAD head of a lane that blocks */
   call sql = {.in = "UPDATE deliveries SET updated_at = updated_at - 864000000"
                     " WHERE event_seq = 5;"
                     "UPDATE events SET created_at = created_at - 864000000;"
                     "UPDATE deliveries SET ordering_key = 'lane', state = 'dead',"
-                    " dead_reason = 'max_attempts' WHERE event_seq = 3"};
+                    " dead_reason = 'max_attempts' WHERE event_seq = 3;"
+                    "UPDATE endpoints SET ordered = 1, lane_policy = 'block' WHERE id = 'ep1'"};
   assert_int_equal(w(f, run_sql, &sql), 0);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 8);
 
@@ -953,6 +954,13 @@ static void expire_deletes_settled_events_with_their_history(void **state) {
   sql.in = "DELETE FROM attempts";
   assert_int_equal(w(f, run_sql, &sql), HOOKD_STORE_ERR);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 6);
+  /* once its lanes skip a DEAD head, e3 holds nothing and goes (and e6 is no longer the
+   * newest) */
+  sql.in = "UPDATE endpoints SET lane_policy = 'skip' WHERE id = 'ep1'";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  assert_int_equal(w(f, run_expire, &c), 0);
+  assert_int_equal(c.ival, 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id IN ('e3', 'e6')"), 0);
 }
 
 /* The store's newest delivery keeps its event even when a newer event (without deliveries)
