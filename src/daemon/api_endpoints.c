@@ -73,7 +73,7 @@ static void ep_op_cleanup(hookd_api_op *op) {
 
 static bool valid_type_pattern(const char *s) {
   size_t n = strlen(s);
-  if (n == 0 || n > 128) return false;
+  if (n == 0 || n > 256) return false; /* as a published type */
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -171,7 +171,7 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
         return false;
       }
       hookd_buf b;
-      hookd_buf_init(&b, 64 * 1024);
+      hookd_buf_init(&b, json_array_size(types) * 257); /* each pattern and its comma */
       size_t i;
       json_t *t;
       json_array_foreach(types, i, t) {
@@ -337,6 +337,10 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 
 static void reply_create(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
+  if (rc == HOOKD_STORE_EXISTS && base->err[0]) { /* the store says why (a deleted one's id) */
+    hookd_req_error(base->req, 409, "already_exists", "%s", base->err);
+    return;
+  }
   if (rc) {
     hookd_api_store_error(base, rc, rc == HOOKD_STORE_NOTFOUND ? "tenant" : "endpoint");
     return;
@@ -518,6 +522,17 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   int rc = be->endpoint_get(c, op->id, &op->ep);
   if (rc) return rc;
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
+  /* an inbound source's destination gets every event its source accepts (the source's
+   * event_types filter them), without lanes: stored, these would be ignored */
+  if (op->ep.source_id && (op->fields & (F_TYPES | F_ORDERED | F_LANE))) {
+    snprintf(op->base.err, sizeof op->base.err,
+             "%s does not apply to a destination of inbound source %s (its events are the "
+             "source's: filter them with the source's event_types)",
+             op->fields & F_TYPES ? "event_types" : op->fields & F_ORDERED ? "ordered"
+                                                                           : "lane_policy",
+             op->ep.source_id);
+    return HOOKD_STORE_LIMIT; /* answered 422 */
+  }
   bool was_enabled = op->ep.enabled;
   const char *bad = apply_fields(op, &op->ep, false);
   if (bad) {

@@ -177,7 +177,7 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   const char *idem = hookd_req_header(r, "Idempotency-Key");
   if (idem && !valid_idempotency_key(idem)) {
     hookd_req_error(r, 400, "invalid_header",
-                    "Idempotency-Key must be 1-255 printable ASCII characters");
+                    "Idempotency-Key must be 1-255 visible ASCII characters (no space)");
     goto done;
   }
 
@@ -544,7 +544,7 @@ void hookd_api_event_republish(hookd_req *r, hookd_app *app) {
   }
   if (idem && !valid_idempotency_key(idem)) {
     hookd_req_error(r, 400, "invalid_header",
-                    "Idempotency-Key must be 1-255 printable ASCII characters");
+                    "Idempotency-Key must be 1-255 visible ASCII characters (no space)");
     goto done;
   }
   op = hookd_api_op_new(sizeof *op, r, app, run_source, reply_source);

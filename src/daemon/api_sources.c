@@ -42,6 +42,10 @@ typedef struct src_op {
   /* results */
   hookd_source *list;
   size_t n_list;
+  struct src_dests { /* the listed sources' destinations, as GET shows them */
+    hookd_endpoint *v;
+    size_t n;
+  } *list_dests;
   hookd_endpoint *got_dests;
   size_t n_got;
   bool loaded;
@@ -56,6 +60,9 @@ static void src_cleanup(hookd_api_op *base) {
     hookd_endpoint_free(&op->dests[i]);
     hookd_secret_free(op->dest_secrets[i]);
   }
+  for (size_t i = 0; op->list_dests && i < op->n_list; i++)
+    hookd_endpoints_free(op->list_dests[i].v, op->list_dests[i].n);
+  free(op->list_dests);
   if (op->list) hookd_sources_free(op->list, op->n_list);
   if (op->got_dests) hookd_endpoints_free(op->got_dests, op->n_got);
   free(op->check.url);
@@ -539,7 +546,16 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
     return rc;
   }
   int rc = hookd_api_tenant_known(base, c, be, op->src.tenant_id); /* 404 "tenant" */
-  return rc ? rc : be->source_list(c, op->src.tenant_id, &op->list, &op->n_list);
+  if (!rc) rc = be->source_list(c, op->src.tenant_id, &op->list, &op->n_list);
+  if (rc || !op->n_list) return rc;
+  /* each source with its destinations, as GET /v1/sources/{id} shows it (a tenant has few) */
+  if (!(op->list_dests = calloc(op->n_list, sizeof *op->list_dests))) return HOOKD_STORE_ERR;
+  for (size_t i = 0; i < op->n_list && !rc; i++) {
+    hookd_source s;
+    rc = be->source_get(c, op->list[i].id, &s, &op->list_dests[i].v, &op->list_dests[i].n);
+    if (!rc) hookd_source_free(&s);
+  }
+  return rc;
 }
 
 static void reply_get(hookd_api_op *base, int rc) {
@@ -555,7 +571,8 @@ static void reply_get(hookd_api_op *base, int rc) {
   }
   json_t *data = json_array();
   for (size_t i = 0; i < op->n_list; i++)
-    json_array_append_new(data, source_json(base->app, &op->list[i], NULL, 0, NULL));
+    json_array_append_new(data, source_json(base->app, &op->list[i], op->list_dests[i].v,
+                                            op->list_dests[i].n, NULL));
   hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "data", data));
 }
 

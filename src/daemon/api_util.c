@@ -124,7 +124,8 @@ int hookd_api_type_time_query(hookd_req *r, const char **type, int64_t *since_ms
   }
   if ((since && (hookd_parse_rfc3339(since, since_ms) != 0 || *since_ms <= 0)) ||
       (until && (hookd_parse_rfc3339(until, until_ms) != 0 || *until_ms <= 0))) {
-    hookd_req_error(r, 400, "invalid_parameter", "since and until must be RFC 3339 times");
+    hookd_req_error(r, 400, "invalid_parameter",
+                    "since and until must be RFC 3339 times after 1970-01-01T00:00:00Z");
     return -1;
   }
   return 0;

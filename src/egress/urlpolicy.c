@@ -214,6 +214,10 @@ static int check_parsed(const hookd_url_policy *p, CURLU *u, size_t scheme_len, 
       }
       return -1;
     }
+    /* judged as the address it names, but not deliverable: curl takes "127.0.0.1." for a
+     * name, which the connection's pin (the address checked) does not match */
+    if (host[0] && host[strlen(host) - 1] == '.')
+      return fail(err, "host", "an IP address host must not end in a dot");
   } else {
     if (strpbrk(host, "[]:%") || !valid_name(host))
       return fail(err, "host", "the host is not a valid ASCII host name or IP address");

@@ -574,6 +574,12 @@ describe('forwarding', () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_dis'], [{ url: dest.url }]);
     const epPath = `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`;
+    // what an outbound endpoint has and a destination does not is refused, not stored and ignored
+    for (const [field, value] of [['event_types', ['invoice.*']], ['ordered', true], ['lane_policy', 'block']]) {
+      const r = await h.api('PATCH', epPath, { [field]: value });
+      assert.equal(r.status, 422, `${field}: ${r.text}`);
+      assert.match(r.json.error.message, new RegExp(`^${field} does not apply to a destination of inbound source`));
+    }
     assert.equal((await h.api('PATCH', epPath, { enabled: false })).status, 200);
     const body = stripeEvent('evt_dis_1');
     const r = await post(src, body, sign.stripe(body, 'whsec_dis'));
@@ -1006,7 +1012,9 @@ describe('source lifecycle', () => {
     assert.equal(got.json.provider, 'stripe');
     assert.ok(!got.text.includes('whsec_life_old'), 'the source secret is never returned');
     const listed = await h.api('GET', `/v1/sources?tenant=${TENANT}`);
-    assert.ok(listed.json.data.some((s) => s.id === src.id));
+    const inList = listed.json.data.find((s) => s.id === src.id);
+    assert.deepEqual(inList, got.json, 'listed as GET shows it, destinations included');
+    assert.ok(!listed.text.includes('whsec_life_old'));
 
     // rotation: both secrets during the overlap, then only the new one
     let r = await h.api('PATCH', `/v1/sources/${src.id}`, { secrets: ['whsec_life_old', 'whsec_life_new'] });

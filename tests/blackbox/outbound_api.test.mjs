@@ -163,6 +163,7 @@ describe('bad input gets a clear 4xx', () => {
       [{ url: recv.url, timeout_ms: 10 }, 'invalid_field'],
       [{ url: recv.url, event_types: [] }, 'invalid_field'],
       [{ url: recv.url, event_types: ['a*b'] }, 'invalid_field'],
+      [{ url: recv.url, event_types: ['a'.repeat(257)] }, 'invalid_field'], // longer than any type
       [{ url: recv.url, retry: { max_attempts: 0 } }, 'invalid_field'],
       [{ url: recv.url, retry: { backoff_base_ms: 1000, backoff_cap_ms: 10 } }, 'invalid_field'],
       [{ url: recv.url, retry: { bogus: 1 } }, 'unknown_field'],
@@ -228,6 +229,10 @@ describe('endpoints CRUD', () => {
     assert.equal(p.json.retry.max_attempts, 3);
     assert.ok(p.json.retry.policy_version > v1, 'a changed policy is a new version');
     assert.equal(p.json.event_types, null);
+    const long = ['x'.repeat(256), `${'y'.repeat(254)}.*`]; // as long as a published type may be
+    const pl = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${id}`, { event_types: long });
+    assert.equal(pl.status, 200, pl.text);
+    assert.deepEqual(pl.json.event_types, long);
     const d = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${id}`, { enabled: false });
     assert.equal(d.json.enabled, false);
     const l = await h.api('GET', `/v1/tenants/${tenant}/endpoints?limit=1`);
@@ -240,6 +245,14 @@ describe('endpoints CRUD', () => {
     assert.equal(del.status, 200);
     assertError(await h.api('GET', `/v1/tenants/${tenant}/endpoints/${id}`), 404, 'not_found');
     assertError(await h.api('GET', `/v1/tenants/other/endpoints/${id}`), 404, 'not_found');
+    // its id stays taken (its deliveries name it), and the answer says why
+    const again = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { id, url: recv.url });
+    assertError(again, 409, 'already_exists');
+    assert.match(again.json.error.message, /was deleted, and an endpoint id is never used again/);
+    const other = [l.json.data[0].id, l2.json.data[0].id].find((x) => x !== id);
+    const live = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { id: other, url: recv.url });
+    assertError(live, 409, 'already_exists');
+    assert.equal(live.json.error.message, `endpoint ${other} already exists`);
   });
 
   it('a deleted endpoint stops its deliveries (cancelled)', async () => {

@@ -215,7 +215,24 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
     snprintf(c->err, sizeof c->err, "tenant not found");
     return HOOKD_STORE_NOTFOUND;
   }
-  if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) return HOOKD_STORE_EXISTS;
+  if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
+    /* a deleted endpoint keeps its row (its deliveries and attempts name it): its id is taken
+     * for good, which "already exists" alone would not explain */
+    sqlite3_stmt *del = sq_stmt(c, SQ_EP_DELETED, "SELECT deleted_at IS NOT NULL FROM endpoints"
+                                                  " WHERE id = ?1");
+    bool deleted = false;
+    if (del) {
+      sq_bind_text(del, 1, ep->id);
+      deleted = sqlite3_step(del) == SQLITE_ROW && sqlite3_column_int(del, 0);
+      sqlite3_reset(del);
+    }
+    snprintf(c->err, sizeof c->err,
+             deleted ? "endpoint %s was deleted, and an endpoint id is never used again (its "
+                       "deliveries and attempts keep naming it): choose another id"
+                     : "endpoint %s already exists",
+             ep->id);
+    return HOOKD_STORE_EXISTS;
+  }
   if (rc != SQLITE_DONE) return sq_fail(c, "insert endpoint");
   ep->updated_ms = ep->created_ms;
   return HOOKD_STORE_OK;
