@@ -36,10 +36,15 @@ json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *l
   return hookd_json_parse_ex(buf, len, lim, 0, err);
 }
 
-static json_t *parse(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
-                     char err[HOOKD_JSON_ERR_MAX], bool *overflow) {
+/* Why a parse failed, for a provider's body: a number beyond 64 bits (read again as doubles), a
+ * valid JSON text that is not I-JSON (RFC 7493: a duplicate key, a \u0000 or a lone surrogate
+ * escape — read again with those replaced), or anything else (refused). */
+enum fail_kind { FAIL_OTHER, FAIL_OVERFLOW, FAIL_NOT_IJSON };
+
+static json_t *parse_as(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
+                        bool dups, char err[HOOKD_JSON_ERR_MAX], enum fail_kind *kind) {
   size_t at;
-  *overflow = false;
+  *kind = FAIL_OTHER;
   if (memchr(buf, '\0', len)) {
     snprintf(err, HOOKD_JSON_ERR_MAX, "body contains a NUL byte");
     return NULL;
@@ -50,7 +55,7 @@ static json_t *parse(const char *buf, size_t len, const hookd_json_limits *lim, 
     return NULL;
   }
   json_error_t je;
-  json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES | (size_t)flags, &je);
+  json_t *v = json_loadb(buf, len, (dups ? 0 : JSON_REJECT_DUPLICATES) | (size_t)flags, &je);
   if (!v) {
     /* jansson's messages name the problem: "invalid UTF-8", "duplicate object key",
      * "too big integer", "\u0000 is not allowed without JSON_ALLOW_NUL", … */
@@ -59,8 +64,19 @@ static json_t *parse(const char *buf, size_t len, const hookd_json_limits *lim, 
     if (strstr(msg, "JSON_ALLOW_NUL")) msg = "\\u0000 is not allowed in strings";
     if (strstr(msg, "unable to decode byte")) what = "invalid UTF-8 in JSON";
     snprintf(err, HOOKD_JSON_ERR_MAX, "%s at byte %d: %s", what, je.position, msg);
-    *overflow = json_error_code(&je) == json_error_numeric_overflow;
+    if (json_error_code(&je) == json_error_numeric_overflow) *kind = FAIL_OVERFLOW;
+    else if (json_error_code(&je) == json_error_duplicate_key ||
+             strstr(je.text, "JSON_ALLOW_NUL") || strstr(je.text, "invalid Unicode"))
+      *kind = FAIL_NOT_IJSON;
   }
+  return v;
+}
+
+static json_t *parse(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
+                     char err[HOOKD_JSON_ERR_MAX], bool *overflow) {
+  enum fail_kind kind;
+  json_t *v = parse_as(buf, len, lim, flags, false, err, &kind);
+  *overflow = kind == FAIL_OVERFLOW;
   return v;
 }
 
@@ -68,6 +84,50 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
                             char err[HOOKD_JSON_ERR_MAX]) {
   bool overflow;
   return parse(buf, len, lim, flags, err, &overflow);
+}
+
+static int hex4(const char *p) {
+  int v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/* Writes "\uFFFD" over every \u0000 and lone surrogate escape of buf's strings, in place (six
+ * bytes for six: byte offsets stay those of the body). A pair (high then low) stays. */
+static void replace_non_ijson_escapes(char *buf, size_t len) {
+  bool in_str = false;
+  for (size_t i = 0; i < len; i++) {
+    if (!in_str) {
+      in_str = buf[i] == '"';
+      continue;
+    }
+    if (buf[i] == '"') {
+      in_str = false;
+      continue;
+    }
+    if (buf[i] != '\\' || i + 1 >= len) continue;
+    if (buf[i + 1] != 'u' || i + 6 > len) {
+      i++; /* a two-byte escape */
+      continue;
+    }
+    int v = hex4(buf + i + 2);
+    bool pair = v >= 0xD800 && v <= 0xDBFF && i + 12 <= len && buf[i + 6] == '\\' &&
+                buf[i + 7] == 'u' && hex4(buf + i + 8) >= 0xDC00 && hex4(buf + i + 8) <= 0xDFFF;
+    if (pair) {
+      i += 11;
+    } else if (v == 0 || (v >= 0xD800 && v <= 0xDFFF)) {
+      memcpy(buf + i, "\\uFFFD", 6);
+      i += 5;
+    } else {
+      i += 5;
+    }
+  }
 }
 
 /* A number read as a double that may not be what the body says (|v| >= 2^53: 9007199254740993
@@ -96,15 +156,33 @@ static void inexact_to_null(json_t *v) {
 
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
                               bool *lossy, char err[HOOKD_JSON_ERR_MAX]) {
-  bool overflow;
+  enum fail_kind kind;
+  int flags = 0;
+  bool dups = false;
+  char *copy = NULL;
+  const char *text = buf;
   *lossy = false;
-  json_t *v = parse(buf, len, lim, 0, err, &overflow);
-  if (v || !overflow) return v;
-  *lossy = true;
-  v = parse(buf, len, lim, JSON_DECODE_INT_AS_REAL, err, &overflow);
-  if (v) inexact_to_null(v);
-  else *lossy = false; /* jansson stops at its first error: what follows a number no double
-                        * holds is unread, so the body cannot be told valid — refused */
+  json_t *v;
+  /* jansson stops at its first error: each kind is handled once, then the body is read again
+   * (at most three reads) */
+  while (!(v = parse_as(text, len, lim, flags, dups, err, &kind))) {
+    if (kind == FAIL_OVERFLOW && !(flags & JSON_DECODE_INT_AS_REAL)) {
+      flags |= JSON_DECODE_INT_AS_REAL;
+    } else if (kind == FAIL_NOT_IJSON && !copy) {
+      if (!(copy = malloc(len ? len : 1))) break;
+      memcpy(copy, buf, len);
+      replace_non_ijson_escapes(copy, len);
+      text = copy;
+      dups = true;
+    } else {
+      break; /* anything else, or the same kind again: refused, as the read before said */
+    }
+  }
+  free(copy);
+  if (v && (flags || dups)) {
+    *lossy = true;
+    inexact_to_null(v);
+  }
   return v;
 }
 

@@ -33,7 +33,9 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
  * read the same; the caller hashes the raw bytes instead): every number of magnitude 2^53 or
  * more is then null in the tree, so no id, version or object key is read from a rounded value.
  * A number no double holds (about 310 digits) is an error: jansson stops there, and what follows
- * it is never checked. */
+ * it is never checked. Valid JSON that is not I-JSON (RFC 7493) — a duplicate key (the last
+ * stands), a \u0000 or a lone surrogate escape (read as U+FFFD) — is taken too, *lossy set:
+ * a provider signed it, and refusing it would lose the event to its retries running out. */
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
                               bool *lossy, char err[HOOKD_JSON_ERR_MAX]);
 

@@ -360,6 +360,26 @@ describe('verification', () => {
     assert.equal((await inbox(src)).length, 0, 'nothing stored');
   });
 
+  it('a signed body that is valid JSON but not I-JSON (a duplicate key, \\u0000, a lone surrogate) is taken and forwarded byte for byte, keyed by the provider\'s id', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_ij'], [{ url: dest.url }]);
+    // a truncated emoji's high surrogate, a NUL in a metadata value, a key sent twice: the
+    // provider signed it, and a 400 would only make it retry until it gives up
+    const body = '{"id":"evt_ij_1","type":"invoice.paid","data":{"object":{"note":"trunc \\ud83d",' +
+      '"memo":"a\\u0000b","memo":"again"}}}';
+    const r = await post(src, body, sign.stripe(body, 'whsec_ij'));
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 1);
+    assert.equal(dest.requests[0].body, body, 'the raw bytes, as signed');
+    const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+    assert.deepEqual([rec.identity_kind, rec.event_id, rec.event_type], ['provider_id', 'evt_ij_1', 'invoice.paid']);
+    const again = await post(src, body, sign.stripe(body, 'whsec_ij'));
+    assert.deepEqual([again.status, again.json.duplicate], [200, true], again.text);
+    assert.equal(dest.requests.length, 1);
+    await dest.close();
+  });
+
   it('a Stripe request signed with two v1 signatures during rotation is accepted', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_new'], [{ url: dest.url }]);

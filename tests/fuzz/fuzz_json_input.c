@@ -1,6 +1,7 @@
 /* fuzz_json_input.c — libFuzzer target: the bounded JSON parser used on every request body
- * (depth pre-scan, NUL, UTF-8, duplicate keys) and the compact serialiser that writes stored
- * payloads. Invariant: what we serialise parses back and serialises to the same bytes. */
+ * (depth pre-scan, NUL, UTF-8, duplicate keys), its provider-body variant (which reads what is
+ * not I-JSON), and the compact serialiser that writes stored payloads. Invariant: what we
+ * serialise parses back and serialises to the same bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hookd_json_limits lim = {.max_depth = 32};
   char err[HOOKD_JSON_ERR_MAX];
+  /* a provider's body: whatever it reads (lossy or not) is a tree; what strict parsing takes,
+   * it takes without loss */
+  bool lossy;
+  json_t *pb = hookd_json_parse_body((const char *)data, size, &lim, &lossy, err);
   json_t *v = hookd_json_parse((const char *)data, size, &lim, err);
+  if (v && (!pb || lossy)) abort();
+  json_decref(pb);
   if (!v) return 0;
   hookd_buf a, b;
   hookd_buf_init(&a, 1 << 24);

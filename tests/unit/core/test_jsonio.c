@@ -76,11 +76,29 @@ static void provider_bodies(void **st) {
   b = "{\"a\":123456789012345678901234567890,}";
   assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, err));
   assert_false(lossy);
-  /* other errors are errors */
-  b = "{\"a\":1,\"a\":2}";
+  /* valid JSON that is not I-JSON is read, lossy: a duplicate key (the last stands), \u0000 and
+   * lone surrogates as U+FFFD; a pair, and an escaped backslash before "u", stay as they are */
+  b = "{\"a\":1,\"a\":2,\"n\":\"x\\u0000y\",\"h\":\"\\ud83d!\",\"l\":\"\\uDE00\","
+      "\"p\":\"\\ud83d\\ude00\",\"e\":\"\\\\u0000\",\"big\":123456789012345678901234567890}";
+  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, err);
+  assert_non_null(v);
+  assert_true(lossy);
+  assert_true(json_number_value(json_object_get(v, "a")) == 2.0); /* a double: "big" */
+  assert_string_equal(json_string_value(json_object_get(v, "n")), "x\xef\xbf\xbdy");
+  assert_string_equal(json_string_value(json_object_get(v, "h")), "\xef\xbf\xbd!");
+  assert_string_equal(json_string_value(json_object_get(v, "l")), "\xef\xbf\xbd");
+  assert_string_equal(json_string_value(json_object_get(v, "p")), "\xf0\x9f\x98\x80");
+  assert_string_equal(json_string_value(json_object_get(v, "e")), "\\u0000");
+  assert_true(json_is_null(json_object_get(v, "big")));
+  json_decref(v);
+  /* other errors are errors, after such a read too */
+  b = "{\"a\":1,\"a\":2,}";
   assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, err));
   assert_false(lossy);
-  assert_non_null(strstr(err, "duplicate"));
+  assert_non_null(strstr(err, "invalid JSON"));
+  b = "{\"a\":\"\\q\"}";
+  assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, err));
+  assert_false(lossy);
 }
 
 static void dump(void **st) {
