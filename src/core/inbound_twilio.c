@@ -7,7 +7,9 @@
  * ("=x"), which the signed text leaves out, makes the body malformed. A webhook signed with one of
  * the account's shared keys and HMAC-SHA256 (Twilio's webhook signing settings, announced in
  * X-Twilio-Webhooks-Signature-Settings) signs the same text: its signature is told apart by its
- * length (32 bytes against SHA-1's 20). */
+ * length (32 bytes against SHA-1's 20). A field repeated with the same value is signed once by
+ * Twilio's SDKs (each name's values as a set), by the plain concatenation by others: either
+ * text is accepted. */
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,27 +161,42 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
     reason = "twilio: out of memory";
     goto done;
   }
-  size_t nparts = 1 + 2 * form.n;
-  parts = malloc(nparts * sizeof *parts);
-  lens = malloc(nparts * sizeof *lens);
+  /* a field sent twice with the same value: Twilio's SDKs sign each distinct (name, value)
+   * once (a set of each name's values), so the text is tried that way too */
+  bool repeated = false;
+  for (size_t i = 1; i < form.n; i++)
+    repeated |= form.kv[i].klen == form.kv[i - 1].klen &&
+                form.kv[i].vlen == form.kv[i - 1].vlen &&
+                memcmp(form.kv[i].k, form.kv[i - 1].k, form.kv[i].klen) == 0 &&
+                memcmp(form.kv[i].v, form.kv[i - 1].v, form.kv[i].vlen) == 0;
+  int match = 0;
+  unsigned char mac[64];
+  parts = malloc((1 + 2 * form.n) * sizeof *parts);
+  lens = malloc((1 + 2 * form.n) * sizeof *lens);
   if (!parts || !lens) {
     reason = "twilio: out of memory";
     goto done;
   }
-  for (size_t i = 0; i < form.n; i++) {
-    parts[1 + 2 * i] = form.kv[i].k;
-    lens[1 + 2 * i] = form.kv[i].klen;
-    parts[2 + 2 * i] = form.kv[i].v;
-    lens[2 + 2 * i] = form.kv[i].vlen;
-  }
-  int match = 0;
-  unsigned char mac[64];
-  for (size_t k = 0; k < s->n && k < HOOKD_IN_MAX_SECRETS; k++) {
-    for (size_t u = 0; u < uv.n; u++) {
-      parts[0] = uv.buf[u];
-      lens[0] = uv.len[u];
-      int n = hookd_hmac(md, s->v[k], strlen(s->v[k]), parts, lens, nparts, mac);
-      if (n == (int)sig_len) match |= hookd_ct_equal(sig, sig_len, mac, sig_len);
+  for (int distinct = 0; distinct <= (int)repeated; distinct++) {
+    size_t nparts = 1;
+    for (size_t i = 0; i < form.n; i++) {
+      if (distinct && i && lens[nparts - 2] == form.kv[i].klen &&
+          lens[nparts - 1] == form.kv[i].vlen &&
+          memcmp(parts[nparts - 2], form.kv[i].k, form.kv[i].klen) == 0 &&
+          memcmp(parts[nparts - 1], form.kv[i].v, form.kv[i].vlen) == 0)
+        continue; /* the same pair as the one before (sorted: every repeat is adjacent) */
+      parts[nparts] = form.kv[i].k;
+      lens[nparts++] = form.kv[i].klen;
+      parts[nparts] = form.kv[i].v;
+      lens[nparts++] = form.kv[i].vlen;
+    }
+    for (size_t k = 0; k < s->n && k < HOOKD_IN_MAX_SECRETS; k++) {
+      for (size_t u = 0; u < uv.n; u++) {
+        parts[0] = uv.buf[u];
+        lens[0] = uv.len[u];
+        int n = hookd_hmac(md, s->v[k], strlen(s->v[k]), parts, lens, nparts, mac);
+        if (n == (int)sig_len) match |= hookd_ct_equal(sig, sig_len, mac, sig_len);
+      }
     }
   }
   OPENSSL_cleanse(mac, sizeof mac);

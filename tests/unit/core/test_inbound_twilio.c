@@ -99,6 +99,20 @@ static void duplicate_parameters(void **st) {
   assert_int_equal(verify(URL, NULL, "Sid=CA123&SidAccount=AC123&Digits=5678&Digits=1234",
                           "IK+Dwps556ElfBT0I3Rgjkr1wJU=", one, 1),
                    HOOKD_VERIFY_OK);
+  /* a pair sent twice: twilio-python signs each name's set of values ("…Digits1234SidCA123"),
+   * a plain concatenation signs it twice ("…Digits1234Digits1234SidCA123"); both are taken,
+   * and a different second value is still another text */
+  const char *twice = "Sid=CA123&Digits=1234&Digits=1234";
+  assert_int_equal(verify(URL, NULL, twice, "AYhE0a2ui6PNAEt076/ajEFM6hc=", one, 1),
+                   HOOKD_VERIFY_OK);
+  assert_int_equal(verify(URL, NULL, twice, "OhCuXh1OaXZMqb9esZd6PzAtdH4=", one, 1),
+                   HOOKD_VERIFY_OK);
+  assert_int_equal(verify(URL, NULL, "Sid=CA123&Digits=1234&Digits=5678",
+                          "AYhE0a2ui6PNAEt076/ajEFM6hc=", one, 1),
+                   HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(verify(URL, NULL, "Sid=CA123&Digits=5678&Digits=1234",
+                          "PsvQvU7GsapX+M0BLFymKCdJYR8=", one, 1),
+                   HOOKD_VERIFY_OK);
 }
 
 static void ports(void **st) {
