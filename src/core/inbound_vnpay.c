@@ -2,7 +2,8 @@
  * vnp_SecureHash = hex HMAC-SHA512(hash secret, data), where data is every vnp_ parameter except
  * vnp_SecureHash and vnp_SecureHashType, sorted by name, written as urlencode(k)=urlencode(v)
  * joined with '&' — urlencode being PHP's (alphanumerics and "-_." kept, space as '+', all else
- * %XX in upper case), as VNPay's reference code builds it. The query is percent-decoded first;
+ * %XX in upper case), as VNPay's reference code builds it (its Java, .NET and Node.js samples
+ * keep a few more characters: see flavours). The query is percent-decoded first;
  * a parameter given twice is refused as ambiguous.
  *
  * Handlers read hookd's forward with lenient parsers: PHP turns "vnp.X", "vnp X", " vnp_X" and
@@ -16,15 +17,23 @@
 
 #include "core/inbound_int.h"
 
-/* PHP urlencode of s[0..n) appended to b. */
-static int php_urlencode(hookd_buf *b, const char *s, size_t n) {
+/* The URL encoders of VNPay's reference code in each language: PHP's urlencode keeps only
+ * alphanumerics and "-_."; Java's URLEncoder keeps '*' too, .NET's WebUtility.UrlEncode "!*()",
+ * and the Node.js sample's encodeURIComponent "!~*'()". All write a space as '+' and the rest
+ * as %XX in upper case. They differ only on those few characters, which VNPay asks merchants
+ * to leave out of vnp_OrderInfo; a value that has one is checked against each text. */
+static const char *const flavours[] = {"", "*", "!*()", "!~*'()"};
+#define PHP_FLAVOUR flavours[0]
+
+/* urlencode of s[0..n) appended to b, keeping the characters of `extra` as well. */
+static int php_urlencode_ex(hookd_buf *b, const char *s, size_t n, const char *extra) {
   static const char digits[] = "0123456789ABCDEF";
   int rc = 0;
   size_t run = 0;
   for (size_t i = 0; i < n && !rc; i++) {
     unsigned char c = (unsigned char)s[i];
     int keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-               c == '-' || c == '_' || c == '.';
+               c == '-' || c == '_' || c == '.' || (c && strchr(extra, c));
     if (keep) {
       run++;
       continue;
@@ -41,6 +50,10 @@ static int php_urlencode(hookd_buf *b, const char *s, size_t n) {
   }
   if (!rc) rc = hookd_buf_append(b, s + n - run, run);
   return rc;
+}
+
+static int php_urlencode(hookd_buf *b, const char *s, size_t n) {
+  return php_urlencode_ex(b, s, n, PHP_FLAVOUR);
 }
 
 /* 1 when s[0..n) is all ASCII letters and digits, and '_' when underscore is set. */
@@ -61,7 +74,8 @@ static int name_is(const hookd_in_kv *kv, const char *name) {
 /* A query, checked, with the text its vnp_SecureHash signs. */
 typedef struct vnp_query {
   hookd_in_form f;
-  hookd_buf data;          /* the signed text */
+  hookd_buf data;          /* the signed text, encoded as PHP does */
+  bool other_flavours;     /* a signed value holds a character the encoders disagree on */
   const hookd_in_kv *hash; /* vnp_SecureHash */
   const hookd_in_kv *type; /* vnp_SecureHashType (not signed), or NULL */
 } vnp_query;
@@ -69,6 +83,25 @@ typedef struct vnp_query {
 static void vnp_free(vnp_query *v) {
   hookd_buf_free(&v->data);
   hookd_in_form_free(&v->f);
+}
+
+static bool signed_pair(const hookd_in_kv *kv) {
+  return kv->klen >= 4 && memcmp(kv->k, "vnp_", 4) == 0 && !name_is(kv, "vnp_SecureHash") &&
+         !name_is(kv, "vnp_SecureHashType");
+}
+
+/* The text vnp_SecureHash signs, its values encoded with `extra` kept, into out. */
+static int signed_text(const vnp_query *v, const char *extra, hookd_buf *out) {
+  int rc = 0;
+  for (size_t i = 0; i < v->f.n && !rc; i++) {
+    const hookd_in_kv *kv = &v->f.kv[i];
+    if (!signed_pair(kv)) continue;
+    rc = out->len ? hookd_buf_append(out, "&", 1) : 0;
+    if (!rc) rc = php_urlencode(out, kv->k, kv->klen); /* [A-Za-z0-9_]: the same in each */
+    if (!rc) rc = hookd_buf_append(out, "=", 1);
+    if (!rc) rc = php_urlencode_ex(out, kv->v, kv->vlen, extra);
+  }
+  return rc;
 }
 
 /* Parses and checks req's query into v (free it with vnp_free either way). Returns NULL, or why
@@ -102,14 +135,11 @@ static const char *vnp_parse(const hookd_in_request *req, vnp_query *v) {
       v->type = kv;
       continue;
     }
-    int brc = v->data.len ? hookd_buf_append(&v->data, "&", 1) : 0;
-    if (!brc) brc = php_urlencode(&v->data, kv->k, kv->klen);
-    if (!brc) brc = hookd_buf_append(&v->data, "=", 1);
-    if (!brc) brc = php_urlencode(&v->data, kv->v, kv->vlen);
-    if (brc) return "vnpay: query too large";
+    for (size_t j = 0; j < kv->vlen && !v->other_flavours; j++)
+      v->other_flavours = kv->v[j] && strchr(flavours[3], kv->v[j]);
   }
   if (!v->hash) return "vnpay: missing vnp_SecureHash";
-  return NULL;
+  return signed_text(v, PHP_FLAVOUR, &v->data) ? "vnpay: query too large" : NULL;
 }
 
 int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s,
@@ -127,11 +157,22 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
   }
   int match = 0;
   unsigned char mac[64];
-  const void *parts[] = {v.data.data ? v.data.data : ""};
-  size_t lens[] = {v.data.len};
-  for (size_t k = 0; k < s->n && k < HOOKD_IN_MAX_SECRETS; k++) {
-    if (hookd_hmac(HOOKD_MD_SHA512, s->v[k], strlen(s->v[k]), parts, lens, 1, mac) == 64)
-      match |= hookd_ct_equal(sig, 64, mac, 64);
+  size_t n_texts = v.other_flavours ? sizeof flavours / sizeof *flavours : 1;
+  for (size_t t = 0; t < n_texts; t++) {
+    hookd_buf other;
+    hookd_buf_init(&other, HOOKD_IN_MAX_FORM * 3);
+    if (t && signed_text(&v, flavours[t], &other) != 0) {
+      hookd_buf_free(&other);
+      continue;
+    }
+    const hookd_buf *text = t ? &other : &v.data;
+    const void *parts[] = {text->data ? text->data : ""};
+    size_t lens[] = {text->len};
+    for (size_t k = 0; k < s->n && k < HOOKD_IN_MAX_SECRETS; k++) {
+      if (hookd_hmac(HOOKD_MD_SHA512, s->v[k], strlen(s->v[k]), parts, lens, 1, mac) == 64)
+        match |= hookd_ct_equal(sig, 64, mac, 64);
+    }
+    hookd_buf_free(&other);
   }
   OPENSSL_cleanse(mac, sizeof mac);
   rc = match ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH;

@@ -168,6 +168,32 @@ static void empty_secret(void **st) {
   assert_int_equal(verify_q(PARAMS "&vnp_SecureHash=" HASH, NULL, with_real, 2), HOOKD_VERIFY_OK);
 }
 
+/* A value with characters the reference encoders disagree on: the hash as VNPay's PHP, Java,
+ * .NET or Node.js sample would compute it is taken; a text none of them writes is not. */
+static void encoder_flavours(void **st) {
+  const char *one[] = {SECRET};
+  const char *texts[] = {
+      "a+%281%29%2A%21%7E%27b", /* PHP urlencode */
+      "a+%281%29*%21%7E%27b",   /* Java URLEncoder */
+      "a+(1)*!%7E%27b",         /* .NET WebUtility.UrlEncode */
+      "a+(1)*!~'b",             /* Node.js encodeURIComponent, %20 as '+' */
+      "a+%281%29%2a%21%7e%27b", /* lower-case escapes: nobody's */
+  };
+  for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+    char data[256];
+    snprintf(data, sizeof data, "vnp_Amount=1&vnp_OrderInfo=%s&vnp_TxnRef=X", texts[i]);
+    const void *parts[] = {data};
+    size_t lens[] = {strlen(data)};
+    unsigned char mac[64];
+    assert_int_equal(hookd_hmac(HOOKD_MD_SHA512, SECRET, strlen(SECRET), parts, lens, 1, mac), 64);
+    char q[512];
+    int n = snprintf(q, sizeof q, "vnp_TxnRef=X&vnp_OrderInfo=a%%20%%281%%29%%2A%%21~%%27b"
+                                  "&vnp_Amount=1&vnp_SecureHash=");
+    for (int j = 0; j < 64; j++) n += snprintf(q + n, sizeof q - (size_t)n, "%02x", mac[j]);
+    assert_int_equal(verify_q(q, NULL, one, 1), i < 4 ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(vnpay),
@@ -175,6 +201,7 @@ int main(void) {
       cmocka_unit_test(body_refused),
       cmocka_unit_test(look_alikes),
       cmocka_unit_test(forward),
+      cmocka_unit_test(encoder_flavours),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
