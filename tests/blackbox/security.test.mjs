@@ -9,7 +9,7 @@ import { createHmac, createPublicKey, randomBytes, verify as edVerify } from 'no
 import { readFileSync, rmSync, writeFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { HOOKD_BIN, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 const hookd = (args, env = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', env: { ...process.env, ...env } });
@@ -99,6 +99,52 @@ describe('destination policy', () => {
     assert.equal((await h.stop()).code, 0);
     await good.close();
     await evil.close();
+    cleanup();
+  });
+
+  it('an endpoint changed while its request waits for a slow name server: the request keeps the URL it was built with (the change freed the one its connect-time check read)', async () => {
+    const { dir, cleanup } = tempDir();
+    const dns = faultDns(dir, 'slow.test', 1500);
+    const recv = await startReceiver();
+    const h = await startHookd({ dir, env: dns.env });
+    const { tenant, endpoint } = await setup(h, `http://slow.test:${recv.port}/old`);
+    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    dns.slow();
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await waitUntil(async () => (await h.api('GET', path)).json.health?.in_flight === 1, { what: 'the request resolving' });
+    const patched = await h.api('PATCH', path, { url: `http://127.0.0.1:${recv.port}/new` });
+    assert.equal(patched.status, 200, patched.text);
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered', 'delivered once the name resolves');
+    assert.deepEqual(recv.requests.map((q) => q.url), ['/old'], 'sent where it was built to go');
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(recv.requests[1].url, '/new', 'the next one goes to the new URL');
+    assert.equal((await h.stop()).code, 0, 'no sanitizer report');
+    await recv.close();
+    cleanup();
+  });
+
+  it('a request that times out while its name is still resolving ends at its timeout: the dispatcher does not wait for the name server (every endpoint would)', async () => {
+    const { dir, cleanup } = tempDir();
+    const dns = faultDns(dir, 'slow.test', 8000);
+    const recv = await startReceiver();
+    const h = await startHookd({ dir, env: dns.env });
+    const slow = await setup(h, `http://slow.test:${recv.port}/slow`, { timeout_ms: 300, retry: { max_attempts: 1 } });
+    const fast = await setup(h, recv.url);
+    dns.slow();
+    const t0 = Date.now();
+    const ps = await publish(h, slow.tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, ps.json.id, (ds) => ds[0]?.state === 'dead',
+      'the timeout recorded before the name server answers', 4000);
+    assert.equal(d.last_error, 'timeout');
+    // and the dispatcher goes on at once: another endpoint's event is delivered meanwhile
+    const pf = await publish(h, fast.tenant, { type: 'a.b', payload: {} });
+    await waitDelivery(h, pf.json.id, (ds) => ds[0]?.state === 'delivered', 'the healthy endpoint served', 2000);
+    assert.ok(Date.now() - t0 < 6000, `both within ${Date.now() - t0} ms, before the 8 s lookup ends`);
+    assert.equal(recv.requests.length, 1);
+    dns.fast();
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
     cleanup();
   });
 

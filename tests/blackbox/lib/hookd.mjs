@@ -36,14 +36,26 @@ export function tempDir(prefix = 'hookd-test-') {
 // exists. Sanitizer runtimes want to be first in the library list; this one only intercepts
 // writes, so that check is turned off for it.
 export const FAULTFS = process.env.HOOKD_FAULTFS || join(dirname(HOOKD_BIN), 'libhookd_faultfs.so');
+function faultEnv(vars) {
+  const asan = process.env.ASAN_OPTIONS ? `${process.env.ASAN_OPTIONS}:` : '';
+  return { LD_PRELOAD: FAULTFS, ASAN_OPTIONS: `${asan}verify_asan_link_order=0`, ...vars };
+}
 export function faultDisk(dir, errno = 'ENOSPC') {
   const flag = join(dir, 'disk-full');
-  const asan = process.env.ASAN_OPTIONS ? `${process.env.ASAN_OPTIONS}:` : '';
   return {
-    env: { LD_PRELOAD: FAULTFS, HOOKD_FAULT_FLAG: flag, HOOKD_FAULT_ERRNO: errno,
-      ASAN_OPTIONS: `${asan}verify_asan_link_order=0` },
+    env: faultEnv({ HOOKD_FAULT_FLAG: flag, HOOKD_FAULT_ERRNO: errno }),
     fill: () => writeFileSync(flag, ''),
     free: () => rmSync(flag, { force: true }),
+  };
+}
+// A slow name server for one hostname of the test's own: it resolves to 127.0.0.1, after ms
+// milliseconds once slow() is called (at once before, and after fast()).
+export function faultDns(dir, name, ms) {
+  const flag = join(dir, 'dns-slow');
+  return {
+    env: faultEnv({ HOOKD_FAULT_DNS: `${name}=${ms}`, HOOKD_FAULT_DNS_FLAG: flag }),
+    slow: () => writeFileSync(flag, ''),
+    fast: () => rmSync(flag, { force: true }),
   };
 }
 
