@@ -522,6 +522,45 @@ describe('durability', () => {
     });
   }
 
+  it('SIGTERM during a long retention walk: the walk stops after its current batch and the daemon exits 0; the next start goes on with the rest', async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir, 'SLOW', 20); // while filled, every store write takes 20 ms
+    // (a window must outlast the longest request: --max-timeout-ms below it)
+    const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+    let h = await startHookd({ dir, args });
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url);
+    const ids = [];
+    for (let i = 0; i < 100; i += 20) {
+      const batch = await Promise.all(Array.from({ length: 20 }, (_, j) => publish(h, tenant, { type: 'a.b', payload: { n: i + j } })));
+      ids.push(...batch.map((p) => p.json.id));
+    }
+    await waitUntil(async () => r.requests.length >= 100, { what: 'every event delivered' });
+    const last = Date.parse((await h.api('GET', `/v1/events/${ids[ids.length - 1]}`)).json.created_at);
+    await waitUntil(async () => Date.now() > last + 1500, { what: 'the window passes' });
+    assert.equal((await h.stop()).code, 0);
+    // 99 events to expire (the newest stays), 25 per batch: the walk takes several batches, each
+    // slow; the stop comes during the first
+    h = await startHookd({ dir, args, env: disk.env });
+    disk.fill();
+    const stalled = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_store_writer_stalled_seconds');
+    await waitUntil(async () => (await stalled()) >= 0.2, { what: 'a retention batch writing', timeout: 20000 });
+    h.proc.kill('SIGTERM');
+    disk.free();
+    const exit = await withTimeout(h.exited, 30000, 'hookd still stopping');
+    assert.equal(exit.code, 0, h.stderrText.slice(-1500));
+    const walked = h.logs.filter((l) => l.msg === 'event.expired').reduce((n, l) => n + l.count, 0);
+    assert.ok(walked >= 1 && walked < 99, `the walk went on after the signal: ${walked} of 99 expired`);
+    // the next start takes up the rest
+    h = await startHookd({ dir, args });
+    await waitUntil(async () => (await h.api('GET', `/v1/events/${ids[98]}`)).status === 404, { what: 'the rest expired' });
+    assert.match((await h.api('GET', '/metrics')).text, new RegExp(`^hookd_events_expired_total ${99 - walked}$`, 'm'));
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+    cleanup();
+  });
+
   it('a second hookd on the same SQLite store refuses to start', async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });

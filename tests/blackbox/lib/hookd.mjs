@@ -40,10 +40,11 @@ function faultEnv(vars) {
   const asan = process.env.ASAN_OPTIONS ? `${process.env.ASAN_OPTIONS}:` : '';
   return { LD_PRELOAD: FAULTFS, ASAN_OPTIONS: `${asan}verify_asan_link_order=0`, ...vars };
 }
-export function faultDisk(dir, errno = 'ENOSPC') {
+// errno 'SLOW' (with slowMs): the writes succeed, each after slowMs, while filled.
+export function faultDisk(dir, errno = 'ENOSPC', slowMs = 0) {
   const flag = join(dir, 'disk-full');
   return {
-    env: faultEnv({ HOOKD_FAULT_FLAG: flag, HOOKD_FAULT_ERRNO: errno }),
+    env: faultEnv({ HOOKD_FAULT_FLAG: flag, HOOKD_FAULT_ERRNO: errno, HOOKD_FAULT_SLOW_MS: String(slowMs) }),
     fill: () => writeFileSync(flag, ''),
     free: () => rmSync(flag, { force: true }),
   };
