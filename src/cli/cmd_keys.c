@@ -214,17 +214,24 @@ static int cmd_create(keys_args *a) {
   hookd_auth_key_detail(a->role, a->tenants, detail, sizeof detail);
   x.audit = (hookd_audit){.at_ms = x.key.created_ms, .actor = "cli", .action = "key.create",
                           .target = id, .detail = detail};
+  /* the token is written out before the key is stored: a key whose token nobody received
+   * (stdout full, closed) would be a live admin credential held by no one */
+  bool written = printf("%s\n", token) > 0 && fflush(stdout) == 0 && !ferror(stdout);
+  OPENSSL_cleanse(token, sizeof token);
+  if (!written) {
+    hookd_store_close(s);
+    fprintf(stderr, "hookd keys create: the token could not be written to standard output: "
+                    "no key created\n");
+    return 1;
+  }
   int rc = hookd_storeq_run_sync(s->writer, run_create, &x);
   hookd_store_close(s);
   if (rc) {
-    OPENSSL_cleanse(token, sizeof token);
-    fprintf(stderr, "hookd keys create: %s\n", store_problem(rc));
+    fprintf(stderr, "hookd keys create: %s (the token above is not valid)\n", store_problem(rc));
     return 1;
   }
-  printf("%s\n", token);
   fprintf(stderr, "created %s (role %s, tenants %s); the token above is shown only once\n", id,
           a->role, a->tenants ? a->tenants : "* (all)");
-  OPENSSL_cleanse(token, sizeof token); /* a local going out of scope: memset is a dead store */
   return 0;
 }
 
@@ -297,14 +304,14 @@ static int cmd_rotate_master(keys_args *a) {
   const char *old_file = a->master_file;
   if (!old_file && getenv("HOOKD_MASTER_KEY_FILE") && *getenv("HOOKD_MASTER_KEY_FILE"))
     old_file = getenv("HOOKD_MASTER_KEY_FILE");
-  if (old_file && getenv("HOOKD_MASTER_KEY")) {
+  if (old_file && hookd_master_key_env()) {
     fprintf(stderr, "hookd keys rotate-master: both HOOKD_MASTER_KEY and a master key file (%s)"
                     " name the current key: keep one\n", old_file);
     hookd_store_unlock(&lock);
     return 2;
   }
   char default_file[1100];
-  if (!old_file && !getenv("HOOKD_MASTER_KEY") && strncmp(a->store, "sqlite:", 7) == 0) {
+  if (!old_file && !hookd_master_key_env() && strncmp(a->store, "sqlite:", 7) == 0) {
     snprintf(default_file, sizeof default_file, "%s.key", a->store + 7);
     old_file = default_file;
   }

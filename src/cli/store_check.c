@@ -3,13 +3,17 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
 bool hookd_cli_store_exists(const char *who, const char *url) {
   if (strncmp(url, "sqlite:", 7) != 0) return true; /* a server's database: it says itself */
-  if (access(url + 7, F_OK) == 0) return true;
-  fprintf(stderr, "%s: no store at %s (--store sqlite:PATH, or HOOKD_STORE)\n", who, url + 7);
+  struct stat st;
+  bool exists = stat(url + 7, &st) == 0;
+  /* an empty file is no store either: opening it would make it an SQLite database */
+  if (exists && (!S_ISREG(st.st_mode) || st.st_size > 0)) return true;
+  fprintf(stderr, "%s: no store at %s (--store sqlite:PATH, or HOOKD_STORE)%s\n", who, url + 7,
+          exists ? ": the file is empty" : "");
   return false;
 }

@@ -50,13 +50,21 @@ void hookd_api_chain(hookd_api_op *op,
   op->chain = 1 + where;
 }
 
+/* Audit text is shown to operators: no control characters — C0, DEL, C1 (U+0080–U+009F), nor
+ * the line separators and bidirectional controls that reorder or break what a viewer shows
+ * (U+200E/F, U+2028/9, U+202A–E, U+2066–9). s is UTF-8 (a JSON string, or checked). */
 bool hookd_api_reason_valid(const char *s) {
   size_t n = strlen(s);
   bool visible = false;
   for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (ch < 0x20 || ch == 0x7f) return false;
-    if (ch != ' ') visible = true;
+    const unsigned char *u = (const unsigned char *)s + i;
+    if (u[0] < 0x20 || u[0] == 0x7f) return false;
+    if (u[0] == 0xc2 && i + 1 < n && u[1] >= 0x80 && u[1] <= 0x9f) return false;
+    if (u[0] == 0xe2 && i + 2 < n &&
+        ((u[1] == 0x80 && (u[2] == 0x8e || u[2] == 0x8f || (u[2] >= 0xa8 && u[2] <= 0xae))) ||
+         (u[1] == 0x81 && u[2] >= 0xa6 && u[2] <= 0xa9)))
+      return false;
+    if (u[0] != ' ') visible = true;
   }
   return visible && n <= 255;
 }

@@ -389,6 +389,13 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
     if (eq) {
       *eq = '\0';
       val = trim(eq + 1);
+      /* a value may be quoted, as TOML and .env files write them: one matching pair around
+       * it is taken off (else `api-key = "secret"` kept the quotes in the key) */
+      size_t vn = strlen(val);
+      if (vn >= 2 && (val[0] == '"' || val[0] == '\'') && val[vn - 1] == val[0]) {
+        val[vn - 1] = '\0';
+        val++;
+      }
     }
     key = trim(key);
     const opt *o = find_opt(key, strlen(key));
@@ -552,7 +559,8 @@ void hookd_config_usage(FILE *out) {
   fprintf(out, "usage: hookd serve [options]\n\n"
                "Runs the hookd daemon: the HTTP API, the provider-facing /in/ endpoints, the\n"
                "dispatcher and the egress. Each option is also read from a config file\n"
-               "(--config FILE, lines \"name = value\") and, where shown, the environment.\n"
+               "(--config FILE, lines \"name = value\", the value optionally quoted) and, where shown,\n"
+               "the environment.\n"
                "Precedence: flag > environment > file > default.\n\n"
                "  --config FILE\n      read options from FILE\n");
   for (size_t i = 0; i < NOPTS; i++) {

@@ -244,6 +244,11 @@ int hookd_serve(const hookd_config *cfg) {
   int exit_code = 1;
   hookd_store_lockset lock = {-1, -1};
 
+  /* the egress policy's flags (--egress-allow, --egress-ports, --resolve…) are checked before
+   * anything is opened: a typo must not leave a store, a master key and a bootstrap admin key
+   * printed by a start that then failed */
+  app.dest = hookd_destinations_new(cfg, err, sizeof err);
+  if (!app.dest) goto fail;
   if (hookd_store_lock(cfg->store_url, &lock, err, sizeof err) != 0) goto fail;
   /* The listener opens before the store: recovering a large WAL or running a migration may take
    * a while, and a supervisor's liveness probe (/healthz) must be answered meanwhile; every
@@ -274,8 +279,6 @@ int hookd_serve(const hookd_config *cfg) {
     snprintf(err, sizeof err, "cannot load API keys");
     goto fail;
   }
-  app.dest = hookd_destinations_new(cfg, err, sizeof err);
-  if (!app.dest) goto fail;
   app.sources = hookd_source_cache_new(&app.keyring);
   if (!app.sources || refresh_sources(&app) != 0) {
     snprintf(err, sizeof err, "cannot load inbound sources");

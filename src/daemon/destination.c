@@ -240,18 +240,25 @@ hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, s
   if (!strcmp(cfg->egress_ports, "any")) {
     d->url.any_port = true;
   } else if (cfg->egress_ports[0]) {
-    char list[sizeof cfg->egress_ports];
-    snprintf(list, sizeof list, "%s", cfg->egress_ports);
-    for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      char *end;
-      long v = strtol(t, &end, 10);
-      if (*end || v < 1 || v > 65535 || d->url.n_ports >= 64) {
-        snprintf(err, errlen, "--egress-ports: expected \"any\" or up to 64 ports, got \"%.40s\"",
-                 t);
+    /* "443,8443": decimal ports, each 1-65535, comma-separated — an empty item (",", "80,"),
+     * a sign or a space is refused rather than skipped */
+    for (const char *t = cfg->egress_ports; t;) {
+      const char *comma = strchr(t, ',');
+      size_t n = comma ? (size_t)(comma - t) : strlen(t);
+      long v = 0;
+      bool ok = n >= 1 && n <= 5 && d->url.n_ports < 64;
+      for (size_t i = 0; ok && i < n; i++) {
+        ok = t[i] >= '0' && t[i] <= '9';
+        v = v * 10 + (t[i] - '0');
+      }
+      if (!ok || v < 1 || v > 65535) {
+        snprintf(err, errlen, "--egress-ports: expected \"any\" or up to 64 ports (1-65535, "
+                              "comma-separated), got \"%.*s\"", (int)(n > 40 ? 40 : n), t);
         free(d);
         return NULL;
       }
       d->ports[d->url.n_ports++] = (uint16_t)v;
+      t = comma ? comma + 1 : NULL;
     }
     d->url.ports = d->ports;
   }

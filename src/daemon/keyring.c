@@ -12,10 +12,15 @@
 
 #include "store/storeq.h"
 
+const char *hookd_master_key_env(void) {
+  const char *env = getenv("HOOKD_MASTER_KEY");
+  return env && *env ? env : NULL;
+}
+
 int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_t errlen) {
   char text[256] = "";
   if (!file) {
-    const char *env = getenv("HOOKD_MASTER_KEY");
+    const char *env = hookd_master_key_env();
     if (!env || strlen(env) >= sizeof text) {
       snprintf(err, errlen, "HOOKD_MASTER_KEY is not set or too long");
       return -1;
@@ -113,12 +118,12 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
 
   int rc;
   char path[1100] = "";
-  if (getenv("HOOKD_MASTER_KEY") && cfg->master_key_file[0]) {
+  if (hookd_master_key_env() && cfg->master_key_file[0]) {
     snprintf(err, errlen,
              "both HOOKD_MASTER_KEY and a master key file (%s) are configured: keep one",
              cfg->master_key_file);
     return -1;
-  } else if (getenv("HOOKD_MASTER_KEY")) {
+  } else if (hookd_master_key_env()) {
     /* the default key file next to the database counts too: holding another key, new secrets
      * would be sealed with a key other than the one every later start without the variable
      * reads (the same key in both is fine: a deployment that moved it to the environment) */

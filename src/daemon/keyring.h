@@ -15,6 +15,9 @@ typedef struct hookd_keyring {
   hookd_master_key key;
 } hookd_keyring;
 
+/* HOOKD_MASTER_KEY, or NULL when it is unset or empty (as every other HOOKD_ variable). */
+const char *hookd_master_key_env(void);
+
 /* Loads (or creates) the master key for cfg and checks that it opens the store's secrets.
  * Returns 0, or -1 with a message in err. */
 int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyring *out, char *err,

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, openSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { HOOKD_BIN, startHookd, tempDir } from './lib/hookd.mjs';
@@ -171,9 +171,58 @@ describe('hookd CLI', () => {
       assert.match(r.stderr, /no store at/);
       assert.ok(!existsSync(missing), `${args.join(' ')} created no store`);
     }
+    // an empty file is no store either: it stays empty
+    const empty = join(dir, 'empty.db');
+    writeFileSync(empty, '');
+    const r = run(['keys', 'list', '--store', `sqlite:${empty}`]);
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /no store at .*: the file is empty/);
+    assert.equal(statSync(empty).size, 0, 'the empty file was written to');
     const bad = run(['inbox', 'replay', 'in_x', '--to', 'http://127.0.0.1:9/', '--times', '2x']);
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /--times must be a whole number/);
+    cleanup();
+  });
+
+  it('a bad egress flag is refused before anything is created (no store, no admin key printed by a start that failed)', () => {
+    const { dir, cleanup } = tempDir();
+    const db = join(dir, 'f.db');
+    for (const [flag, value, msg] of [['--egress-allow', '10.0.0.0/33', /is not a CIDR/],
+      ['--egress-ports', 'foo', /--egress-ports/], ['--egress-ports', '80,', /got \\"\\"/], ['--egress-ports', '+80', /got \\"\+80\\"/],
+      ['--egress-ports', ',', /--egress-ports/]]) {
+      const r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${db}`, flag, value], { timeout: 20000 });
+      assert.equal(r.status, 1, `${flag} ${value}: ${r.stderr}`);
+      assert.match(r.stderr, msg);
+      assert.equal(r.stdout, '', 'no key printed');
+      assert.deepEqual(readdirSync(dir), [], `${flag} ${value}: nothing created`);
+    }
+    cleanup();
+  });
+
+  it('keys create whose token cannot be written creates no key', async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir });
+    assert.equal((await h.stop()).code, 0);
+    const store = `sqlite:${h.db}`;
+    const before = run(['keys', 'list', '--store', store]).stdout;
+    const full = run(['keys', 'create', '--role', 'admin', '--name', 'lost', '--store', store], { stdio: ['ignore', openSync('/dev/full', 'w'), 'pipe'] });
+    assert.equal(full.status, 1, full.stderr);
+    assert.match(full.stderr, /could not be written to standard output: no key created/);
+    const after = run(['keys', 'list', '--store', store]).stdout;
+    assert.equal(after, before, 'no key named lost');
+    cleanup();
+  });
+
+  it('config file values may be quoted; an empty HOOKD_MASTER_KEY is unset', async () => {
+    const { dir, cleanup } = tempDir();
+    const conf = join(dir, 'hookd.conf');
+    writeFileSync(conf, 'api-key = "quoted-secret"\nlog-level = \'debug\'\n');
+    const h = await startHookd({ dir, apiKey: null, args: ['--config', conf], env: { HOOKD_MASTER_KEY: '' } });
+    const ok = await fetch(`${h.url}/v1/tenants`, { headers: { Authorization: 'Bearer quoted-secret' } });
+    assert.equal(ok.status, 200, 'the key without its quotes');
+    const quoted = await fetch(`${h.url}/v1/tenants`, { headers: { Authorization: 'Bearer "quoted-secret"' } });
+    assert.equal(quoted.status, 401);
+    assert.equal((await h.stop()).code, 0);
     cleanup();
   });
 

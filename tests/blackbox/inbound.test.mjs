@@ -648,7 +648,7 @@ describe('forwarding', () => {
     assert.match(replay.json.error.message, /held unknown.*\/resolve/);
     const bad = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed' });
     assert.equal(bad.status, 422, 'a reason is required');
-    for (const reason of ['   ', '\u001b[2J\r\nforged line', 'x'.repeat(256)]) {
+    for (const reason of ['   ', '\u001b[2J\r\nforged line', 'x'.repeat(256), 'a\u0085b', 'paid \u202eretsnom', 'line\u2028break']) {
       const refused = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed', reason });
       assert.equal(refused.status, 422, `reason ${JSON.stringify(reason)}: audit text is printable, not blank`);
     }
