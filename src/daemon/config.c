@@ -559,8 +559,8 @@ void hookd_config_usage(FILE *out) {
   fprintf(out, "usage: hookd serve [options]\n\n"
                "Runs the hookd daemon: the HTTP API, the provider-facing /in/ endpoints, the\n"
                "dispatcher and the egress. Each option is also read from a config file\n"
-               "(--config FILE, lines \"name = value\", the value optionally quoted) and, where shown,\n"
-               "the environment.\n"
+               "(--config FILE, lines \"name = value\", the value optionally quoted) and,\n"
+               "where shown, the environment.\n"
                "Precedence: flag > environment > file > default.\n\n"
                "  --config FILE\n      read options from FILE\n");
   for (size_t i = 0; i < NOPTS; i++) {
