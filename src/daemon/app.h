@@ -33,6 +33,7 @@ typedef struct hookd_app {
                              * /readyz may run (the listener opens before the store, so that a
                              * supervisor's liveness probe is answered during a slow start) */
   int64_t started_ms;
+  int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
 } hookd_app;
 
 /* The request handler installed in the server (router.c). */

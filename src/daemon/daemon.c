@@ -101,8 +101,12 @@ static bool stop_pending(void) {
          (sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1);
 }
 
+static void refresh_config(hookd_app *app);
+
 /* One retention walk, in small batches, until nothing older than the window is left to it.
- * Returns false when a stop signal cut it short. */
+ * Returns false when a stop signal cut it short. Between batches the API keys and sources are
+ * reloaded as the main loop does every 2 s: a first purge of a large backlog takes minutes,
+ * and a revoked key must stop working meanwhile. */
 static bool purge_walk(hookd_app *app, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                        _Atomic uint64_t *counter, const char *msg) {
@@ -115,6 +119,7 @@ static bool purge_walk(hookd_app *app, int64_t retention_s,
     if (hookd_storeq_run_sync(app->store->writer, run, &p) != 0) break;
     atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
     total += p.purged;
+    if (hookd_mono_ms() - app->refreshed_ms >= 2000) refresh_config(app);
   } while (p.after_seq != 0);
   if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
   return !stopped;
@@ -157,6 +162,13 @@ static int refresh_keys(hookd_app *app, size_t *stored) {
     hookd_api_keys_free(k.keys, k.n);
   }
   return rc;
+}
+
+/* Keys created or revoked by `hookd keys`, and sources changed by another node, take effect. */
+static void refresh_config(hookd_app *app) {
+  refresh_keys(app, NULL);
+  refresh_sources(app);
+  app->refreshed_ms = hookd_mono_ms();
 }
 
 /* stdout goes nowhere (/dev/null, or closed at start: main gives it /dev/null) */
@@ -334,8 +346,7 @@ int hookd_serve(const hookd_config *cfg) {
       HLOG(HOOKD_LOG_INFO, "shutdown.begin", KV_S("signal", sig == SIGTERM ? "TERM" : "INT"));
       break;
     }
-    refresh_keys(&app, NULL); /* keys created or revoked by `hookd keys` take effect */
-    refresh_sources(&app);
+    refresh_config(&app);
     if (hookd_mono_ms() >= next_purge) {
       purge_old(&app);
       next_purge = hookd_mono_ms() + 60 * 1000;
