@@ -438,12 +438,14 @@ fail:
       KV_S("tenant_id", (dl)->tenant_id), KV_S("endpoint_id", (ep_id)),                        \
       KV_I("lease_token", (dl)->lease_token), KV_S("worker_id", (disp)->node_id)
 
-/* What an outcome says about the endpoint's health: success, failure, or neither (a 4xx is the
- * payload's problem; a 429 is a request to slow down, handled by the pause). */
+/* What an outcome says about the endpoint's health (docs/isolation.md): success, failure — a
+ * 5xx, a timeout, a connection, DNS, TLS or protocol error — or neither: a 4xx is the
+ * payload's problem even when retried (408, a policy's retry_statuses), a 429 a request to slow
+ * down (handled by the pause), a 3xx a redirect never followed. */
 static void health_signal(const hookd_egress_req *req, hookd_classification cls, bool *ok,
                           bool *bad) {
   *ok = cls.cls == HOOKD_CLASS_SUCCESS;
-  *bad = cls.cls == HOOKD_CLASS_RETRY && !(req->net == HOOKD_NET_OK && req->status == 429);
+  *bad = cls.cls == HOOKD_CLASS_RETRY && (req->net != HOOKD_NET_OK || req->status >= 500);
 }
 
 /* The response excerpt as stored and shown: credentials and personal data masked (O3). Masks

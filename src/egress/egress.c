@@ -324,13 +324,11 @@ static hookd_net map_result(CURLcode rc, hookd_egress_req *req) {
    * goes on to the allowed one, and what happened there is the outcome (a 200 there is a
    * delivery, a refused connection a retryable error). */
   if (req->blocked_rule[0] && req->sockets_opened == 0) return HOOKD_NET_BLOCKED;
-  /* A status line already received decides the outcome whatever becomes of the body (cut short,
-   * too large, or still trickling at the timeout): the receiver has answered. A 2xx read as a
-   * timeout was sent again. */
-  if (rc == CURLE_OK || (req->status >= 200 && (rc == CURLE_WRITE_ERROR ||
-                                                rc == CURLE_PARTIAL_FILE ||
-                                                rc == CURLE_RECV_ERROR ||
-                                                rc == CURLE_OPERATION_TIMEDOUT)))
+  /* A status line already received decides the outcome whatever becomes of the rest (a header
+   * libcurl refuses — too long, a NUL in it —, a body cut short, too large, or still trickling
+   * at the timeout): the receiver has answered. A 2xx read as a timeout or a protocol error was
+   * sent again. (hookd's own aborts come before any status.) */
+  if (rc == CURLE_OK || (req->status >= 200 && rc != CURLE_ABORTED_BY_CALLBACK))
     return HOOKD_NET_OK;
   switch (rc) {
   case CURLE_OPERATION_TIMEDOUT: return HOOKD_NET_TIMEOUT;

@@ -315,6 +315,30 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('retried 4xx and 3xx answers (408, a policy\'s retry_statuses, a redirect) neither open the breaker nor make the endpoint "failing"', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '4', '--disable-failing-after-s', '1',
+      '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    const cases = [];
+    for (const [status, retry] of [[408, {}], [409, { retry_statuses: [409] }], [302, {}]]) {
+      const r = await startReceiver(() => ({ status, headers: status === 302 ? { Location: 'http://127.0.0.1:9/' } : {} }));
+      const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 12, backoff_base_ms: 50, backoff_cap_ms: 100, ...retry } });
+      const p = await publish(h, tenant, { type: 'a', payload: {} });
+      cases.push({ status, r, tenant, endpoint, p });
+    }
+    // every attempt made (12 × the breaker's minimum, over more than --disable-failing-after-s)
+    for (const c of cases) {
+      const [d] = await waitDelivery(h, c.p.json.id, (ds) => ds[0]?.state === 'dead', `${c.status} retried to the end`, 20000);
+      assert.equal(d.attempt_count, 12, `${c.status}: ${JSON.stringify(d)}`);
+      const e = (await h.api('GET', `/v1/tenants/${c.tenant}/endpoints/${c.endpoint}`)).json;
+      assert.equal(e.health.breaker, 'closed', `${c.status}: the breaker counts 5xx and network errors only`);
+      assert.equal(e.health.failing_since, null, `${c.status}: not failing`);
+      assert.equal(e.enabled, true, `${c.status}: not disabled as failing`);
+      await c.r.close();
+    }
+    assert.ok(!h.logs.some((l) => l.msg === 'endpoint.breaker'), 'no breaker moved');
+    assert.equal((await h.stop()).code, 0);
+  });
+
   it('a half-open breaker whose probe candidate has expired probes with the next one (the probe slot is not lost)', async () => {
     const h = await startHookd({ args: ['--breaker-min-requests', '2', '--breaker-cooldown-ms', '3000',
       '--event-ttl-s', '2', '--retry-base-ms', '50', '--retry-cap-ms', '100'] });

@@ -4,6 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import http2 from 'node:http2';
 import https from 'node:https';
 import { fileURLToPath } from 'node:url';
@@ -321,6 +322,35 @@ describe('delivery outcomes', () => {
     assert.equal(requests, 1);
     for (const res of open) res.destroy();
     await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('a 2xx whose headers libcurl refuses (one too long, a NUL in one): delivered (the status line decides), not sent again', async () => {
+    for (const [what, head] of [['too long', `X-Big: ${'a'.repeat(200000)}\r\n`], ['NUL', 'X-A: a\u0000b\r\n']]) {
+      let requests = 0;
+      // a raw server: each request read whole (its Content-Length), then the answer as bytes
+      const server = net.createServer((sock) => {
+        let buf = Buffer.alloc(0);
+        sock.on('data', (c) => {
+          buf = Buffer.concat([buf, c]);
+          const end = buf.indexOf('\r\n\r\n');
+          const len = Number(/content-length: *(\d+)/i.exec(buf.subarray(0, end).toString())?.[1] ?? 0);
+          if (end < 0 || buf.length < end + 4 + len) return;
+          requests++;
+          buf = Buffer.alloc(0);
+          sock.end(Buffer.from(`HTTP/1.1 200 OK\r\n${head}Content-Length: 2\r\n\r\nok`, 'latin1'));
+        });
+        sock.on('error', () => {});
+      });
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const { tenant } = await setup(h, `http://127.0.0.1:${server.address().port}/hook`, { retry: { max_attempts: 3 } });
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered' || ds[0]?.state === 'dead', what);
+      const full = await getDelivery(h, d.id);
+      assert.equal(full.state, 'delivered', `${what}: ${JSON.stringify(full.attempts)}`);
+      assert.deepEqual(full.attempts.map((a) => [a.outcome, a.http_status]), [['success', 200]]);
+      assert.equal(requests, 1, `${what}: sent once`);
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('event-type filters fan out only to matching endpoints', async () => {
