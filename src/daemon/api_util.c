@@ -476,7 +476,8 @@ json_t *hookd_json_delivery(const hookd_delivery *d) {
 json_t *hookd_json_attempt(const hookd_attempt *a) {
   json_t *resp = json_null();
   if (a->response && a->response_len) {
-    /* the excerpt is the receiver's bytes: show them as text when they are UTF-8, else base64 */
+    /* the excerpt is the receiver's bytes: shown as text when they are UTF-8 (the cut never
+     * splits a character), else not at all */
     resp = json_stringn(a->response, a->response_len);
     if (!resp) resp = json_string("(binary response not shown)");
   }

@@ -316,7 +316,7 @@ int hookd_serve(const hookd_config *cfg) {
       .keyring = &app.keyring,
       .egress = {.connect_timeout_ms = cfg->connect_timeout_ms,
                  .max_response_bytes = cfg->max_response_bytes,
-                 .excerpt_bytes = HOOKD_EXCERPT_MAX,
+                 .excerpt_bytes = HOOKD_EXCERPT_READ,
                  .user_agent = "hookd/" HOOKD_VERSION,
                  .max_connects = cfg->max_in_flight > 1024 ? cfg->max_in_flight : 1024,
                  .addr_check = hookd_destinations_addr_check,

@@ -127,6 +127,9 @@ typedef struct hookd_delivery {
 } hookd_delivery;
 
 #define HOOKD_EXCERPT_MAX 4096 /* bytes of a response body kept with an attempt */
+/* bytes read for it: past the bound, so that what straddles the bound is masked whole before
+ * the excerpt is cut (a card number or an address cut in two is masked by neither half) */
+#define HOOKD_EXCERPT_READ (HOOKD_EXCERPT_MAX + 256)
 
 typedef struct hookd_attempt {
   int number;               /* 1-based, unique per delivery */

@@ -228,6 +228,31 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('the excerpt\'s 4 KiB bound never shows half of a card number or an address, nor turns UTF-8 into "binary"', async () => {
+    const pad = (n) => 'x'.repeat(n) + ' ';
+    const cases = [
+      // a card number across the bound: read past it, masked whole
+      [pad(4080) + '4111 1111 1111 1111 and more', (e) => e.includes('[redacted]') && !/4111/.test(e)],
+      // an address across the bound
+      [pad(4085) + 'john.smith@example.com trailing', (e) => !/john|smit/.test(e)],
+      // a multi-byte character across the bound: cut before it, shown as text
+      ['a'.repeat(4095) + 'é'.repeat(10), (e) => e === 'a'.repeat(4095)],
+      // a body longer than what is read, ending in a card: nothing of it
+      [pad(4300) + '4111 1111 1111 1111', (e) => !/4111/.test(e) && e.length <= 4096],
+    ];
+    for (const [body, ok] of cases) {
+      const recv = await startReceiver(() => ({ status: 400, body }));
+      const { tenant } = await setup(h, recv.url);
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+      const excerpt = (await getDelivery(h, d.id)).attempts[0].response_excerpt;
+      assert.equal(typeof excerpt, 'string');
+      assert.ok(Buffer.byteLength(excerpt) <= 4096, `${Buffer.byteLength(excerpt)} bytes`);
+      assert.ok(ok(excerpt), `…${excerpt.slice(-40)}`);
+      await recv.close();
+    }
+  });
+
   it('410: DEAD and the endpoint disabled; later events create no delivery', async () => {
     const recv = await startReceiver(() => ({ status: 410 }));
     const { tenant, endpoint } = await setup(h, recv.url);
