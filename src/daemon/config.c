@@ -489,7 +489,15 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     if (apply(c, o, v, 0, err, errlen) != 0) return -1;
   }
   const char *bad = hookd_retry_policy_check(&c->policy);
-  if (bad) {
+  if (bad) { /* named by its flag: the policy's field names are the API's */
+    static const char *const flag[][2] = {
+        {"max_attempts", "--retry-max-attempts"},
+        {"backoff_base_ms", "--retry-base-ms"},
+        {"backoff_cap_ms", "--retry-cap-ms (must be at least --retry-base-ms)"},
+        {"max_age_s", "--retry-max-age-s"},
+        {"retry_after_cap_s", "--retry-after-cap-s"}};
+    for (size_t i = 0; i < sizeof flag / sizeof *flag; i++)
+      if (!strcmp(bad, flag[i][0])) bad = flag[i][1];
     snprintf(err, errlen, "invalid default retry policy: %s", bad);
     return -1;
   }

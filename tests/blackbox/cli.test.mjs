@@ -68,6 +68,9 @@ describe('hookd CLI', () => {
     r = run(['serve', '--event-retention-s', '30']); // a request may take --max-timeout-ms (60 s)
     assert.equal(r.status, 2);
     assert.match(r.stderr, /--event-retention-s must be longer than --max-timeout-ms/);
+    r = run(['serve', '--retry-base-ms', '1000', '--retry-cap-ms', '10']); // named by its flags
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--retry-cap-ms \(must be at least --retry-base-ms\)/);
     r = run(['serve', '--listen', '127.0.0.1:0', '--config']);
     assert.equal(r.status, 2);
     assert.match(r.stderr, /--config needs a value/);
