@@ -165,6 +165,10 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
                                      "bytes of event bodies held by claimed deliveries (an "
                                      "event's body once, whatever its fan-out)",
                                      (double)ds.claimed_body_bytes);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_http_buffered_bytes",
+                                     "request-body bytes held while they arrive, all "
+                                     "connections together (--max-buffered-bytes)",
+                                     (double)hookd_server_buffered(app->srv));
   rc = rc ? rc : endpoint_metrics(&o, app->disp);
   rc = rc ? rc : storeq_metrics(&o, "writer", app->store->writer);
   rc = rc ? rc : storeq_metrics(&o, "reader", app->store->reader);

@@ -38,5 +38,7 @@ typedef struct hookd_app {
 
 /* The request handler installed in the server (router.c). */
 void hookd_api_handle(hookd_req *r, void *app);
+/* The server's gate (server.h): judges a request on its head; false once it has answered. */
+bool hookd_api_gate(hookd_req *r, void *app);
 
 #endif

@@ -122,6 +122,9 @@ static const opt opts[] = {
      "events expire (undelivered deliveries go DEAD) after this; 0 = never"},
     {"max-body-bytes", "HOOKD_MAX_BODY_BYTES", T_SIZE, OFF(max_body_bytes), 0, 64, 64 << 20,
      "BYTES", "largest request body accepted (413 beyond)"},
+    {"max-buffered-bytes", NULL, T_SIZE, OFF(max_buffered_bytes), 0, 64, 1LL << 40, "BYTES",
+     "request bodies held while they arrive, all connections together (503 and Retry-After "
+     "beyond); at least --max-body-bytes"},
     {"max-claimed-bytes", NULL, T_SIZE, OFF(max_claimed_bytes), 0, 0, 1LL << 40, "BYTES",
      "bodies the dispatcher holds for claimed deliveries, all tenants together (each tenant "
      "keeps its weighted share); 0 = bounded by counts only"},
@@ -184,6 +187,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->store_batch = 512;
   snprintf(c->node_id, sizeof c->node_id, "local");
   c->max_body_bytes = 1 << 20;
+  c->max_buffered_bytes = 256 << 20;
   c->max_claimed_bytes = (size_t)256 << 20;
   c->max_json_depth = 32;
   c->max_endpoints_per_tenant = 1000;
@@ -548,6 +552,12 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
       snprintf(err, errlen, "--resolve must be HOST:PORT:ADDR (curl's syntax)");
       return -1;
     }
+  }
+  if (c->max_buffered_bytes < c->max_body_bytes) {
+    snprintf(err, errlen, "--max-buffered-bytes (%zu) must be at least --max-body-bytes (%zu): "
+                          "a body of the largest size could never be taken",
+             c->max_buffered_bytes, c->max_body_bytes);
+    return -1;
   }
   /* each connection may hold max-header-bytes of memory: a client opening every allowed
    * connection must not take more than this */

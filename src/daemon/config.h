@@ -30,6 +30,7 @@ typedef struct hookd_config {
   char master_key_file[1024];  /* file holding the master key for secrets at rest */
   /* limits */
   size_t max_body_bytes;
+  size_t max_buffered_bytes; /* request bodies held at once, all connections */
   size_t max_claimed_bytes;   /* bodies held by claimed deliveries (0 = counts only) */
   int max_json_depth;
   int max_endpoints_per_tenant;

@@ -272,9 +272,11 @@ int hookd_serve(const hookd_config *cfg) {
                             .max_connections = cfg->max_connections,
                             .max_connections_per_ip = cfg->max_connections_per_ip,
                             .max_body = cfg->max_body_bytes,
+                            .max_buffered = cfg->max_buffered_bytes,
                             .max_head_bytes = cfg->max_header_bytes,
                             .max_headers = cfg->max_headers,
                             .max_url_len = cfg->max_url_len,
+                            .gate = hookd_api_gate,
                             .handler = hookd_api_handle,
                             .app = &app};
   app.srv = hookd_server_start(&hc, err, sizeof err);

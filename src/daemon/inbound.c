@@ -22,6 +22,8 @@
 #include "daemon/sources.h"
 
 #define MAX_IN_HEADERS 128
+#define HOOKD_STR_(x) #x
+#define HOOKD_STR(x) HOOKD_STR_(x)
 
 typedef struct recv_op {
   hookd_api_op base;
@@ -206,6 +208,16 @@ static bool version_of(const char *text, size_t len, char *out, size_t cap, bool
   return true;
 }
 
+bool hookd_inbound_gate(hookd_req *r, hookd_app *app) {
+  hookd_source_rt *rt = hookd_source_cache_get(app->sources, hookd_req_param(r, 0));
+  if (!rt) {
+    hookd_req_error(r, 404, "not_found", "no such source");
+    return false;
+  }
+  hookd_source_rt_release(rt);
+  return true;
+}
+
 void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_source_rt *rt = hookd_source_cache_get(app->sources, hookd_req_param(r, 0));
   if (!rt) {
@@ -246,7 +258,12 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* the request as the verifiers see it */
   const char *names[MAX_IN_HEADERS], *values[MAX_IN_HEADERS];
   size_t nh = hookd_req_headers(r, names, values, MAX_IN_HEADERS);
-  if (nh > MAX_IN_HEADERS) nh = MAX_IN_HEADERS;
+  if (nh > MAX_IN_HEADERS) { /* the verifiers would not see them all: a second signature header
+                              * past the first 128 would go unseen ("sent twice" refuses it) */
+    reject(r, p, rt, 431, "headers_too_large",
+           "more than " HOOKD_STR(MAX_IN_HEADERS) " request headers on a provider's request");
+    goto done;
+  }
   hookd_in_header hdrs[MAX_IN_HEADERS];
   for (size_t i = 0; i < nh; i++) hdrs[i] = (hookd_in_header){names[i], values[i]};
   const char *query = hookd_req_query_string(r);

@@ -6,5 +6,8 @@
 #include "daemon/server.h"
 
 void hookd_inbound_handle(hookd_req *r, hookd_app *app);
+/* /in/{source}'s check on the head (the router's gate): 404 before the body is read when
+ * there is no such source. */
+bool hookd_inbound_gate(hookd_req *r, hookd_app *app);
 
 #endif

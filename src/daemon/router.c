@@ -106,12 +106,20 @@ static bool match(const char *pattern, const char *path, hookd_req *r, bool capt
   return *p == '\0' && *s == '\0';
 }
 
-static const char *bearer(hookd_req *r) {
+/* The token of "Authorization: Bearer <token>", without the spaces around it (libmicrohttpd
+ * keeps a value's trailing whitespace, which is no part of it): NULL when there is none, or
+ * when it is too long to be a token. */
+static const char *bearer(hookd_req *r, char out[512]) {
   const char *h = hookd_req_header(r, "Authorization");
   if (!h || strncasecmp(h, "Bearer ", 7) != 0) return NULL;
   h += 7;
-  while (*h == ' ') h++;
-  return h;
+  while (*h == ' ' || *h == '\t') h++;
+  size_t n = strlen(h);
+  while (n && (h[n - 1] == ' ' || h[n - 1] == '\t')) n--;
+  if (n >= 512) return NULL;
+  memcpy(out, h, n);
+  out[n] = '\0';
+  return out;
 }
 
 /* --metrics-token: the scrape's bearer token (compared as SHA-256 digests, in constant time);
@@ -125,24 +133,31 @@ static bool scrape_allowed(const char *token, const char *tok) {
   return CRYPTO_memcmp(got, want, 32) == 0;
 }
 
-void hookd_api_handle(hookd_req *r, void *arg) {
+/* Everything a request is judged on before its body: the route, the API key and its role and
+ * tenants, the query's names, Hookd-Reason, the path's ids — and, for /in/{source}, that the
+ * source exists. Runs on the head alone (server.h: the gate), so a request refused here never
+ * has its body held. Returns false once it has answered. */
+bool hookd_api_gate(hookd_req *r, void *arg) {
   hookd_app *app = arg;
   const char *method = hookd_req_method(r), *path = hookd_req_path(r);
   if (!atomic_load(&app->started)) { /* starting: the store is being opened (recovery,
                                       * migrations); alive, not ready */
-    if (!strcmp(path, "/healthz") && !strcmp(method, "GET")) {
+    if (!strcmp(path, "/healthz") && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
       hookd_req_reply_json(r, 200, json_pack("{s:s}", "status", "starting"));
-      return;
+      return false;
     }
     hookd_req_add_header(r, "Retry-After", "1");
     hookd_req_error(r, 503, "not_ready", "hookd is starting (opening its store)");
-    return;
+    return false;
   }
   const route *rt = NULL;
   char allow[64] = "";
+  /* HEAD is GET without the body (libmicrohttpd sends none): probes use it */
+  const char *as = !strcmp(method, "HEAD") ? "GET" : method;
   for (size_t i = 0; i < NROUTES; i++) {
     if (!match(routes[i].pattern, path, r, false)) continue;
-    if (strcmp(routes[i].method, method) == 0) {
+    if (strcmp(routes[i].method, as) == 0 &&
+        !(as != method && routes[i].fn == hookd_inbound_handle)) { /* a provider never HEADs */
       rt = &routes[i];
       break;
     }
@@ -159,24 +174,26 @@ void hookd_api_handle(hookd_req *r, void *arg) {
     } else {
       hookd_req_error(r, 404, "not_found", "no such route");
     }
-    return;
+    return false;
   }
   match(rt->pattern, path, r, true);
 
   if (rt->perm == HOOKD_PERM_SCRAPE) {
-    if (!scrape_allowed(app->cfg->metrics_token, bearer(r))) {
+    char tokbuf[512];
+    if (!scrape_allowed(app->cfg->metrics_token, bearer(r, tokbuf))) {
       HOOKD_INC(auth_failures);
       hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
       hookd_req_error(r, 401, "unauthorized", "%s needs the metrics token as a bearer token",
                       path);
-      return;
+      return false;
     }
   } else if (rt->perm != HOOKD_PERM_PUBLIC) {
     hookd_principal *p = calloc(1, sizeof *p);
-    const char *tok = bearer(r);
+    char tokbuf[512];
+    const char *tok = bearer(r, tokbuf);
     if (!p) {
       hookd_req_error(r, 503, "unavailable", "out of memory");
-      return;
+      return false;
     }
     if (!tok || !hookd_auth_check(app->auth, tok, p)) {
       free(p);
@@ -184,18 +201,18 @@ void hookd_api_handle(hookd_req *r, void *arg) {
       hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
       hookd_req_error(r, 401, "unauthorized",
                       tok ? "invalid API key" : "missing API key (Authorization: Bearer …)");
-      return;
+      return false;
     }
     hookd_req_set_app(r, p, free);
     if (!hookd_role_allows(p->role, rt->perm)) {
       HOOKD_INC(auth_failures);
       hookd_req_error(r, 403, "forbidden", "the %s role may not do this",
                       hookd_role_name(p->role));
-      return;
+      return false;
     }
     if (rt->tenant_param >= 0 && !hookd_api_tenant_allowed(r, hookd_req_param(r, rt->tenant_param))) {
       HOOKD_INC(auth_failures);
-      return;
+      return false;
     }
   }
   /* a parameter a route does not read is a mistake (?status=dead for ?state=dead would list
@@ -205,7 +222,7 @@ void hookd_api_handle(hookd_req *r, void *arg) {
     size_t nq = hookd_req_query_names(r, names, 32);
     if (nq > 32) {
       hookd_req_error(r, 400, "invalid_parameter", "more than 32 query parameters");
-      return;
+      return false;
     }
     for (size_t i = 0; i < nq; i++) {
       char needle[72];
@@ -216,7 +233,7 @@ void hookd_api_handle(hookd_req *r, void *arg) {
         hookd_req_error(r, 400, "invalid_parameter",
                         "unknown query parameter \"%.64s\" (this route reads %s%.*s)", names[i],
                         ql > 0 ? "" : "none", ql > 0 ? ql : 0, ql > 0 ? rt->query + 1 : "");
-        return;
+        return false;
       }
       /* sent twice, a parameter would mean what each reader takes (hookd the first, a proxy
        * maybe the last): refused, like a header sent twice */
@@ -224,7 +241,7 @@ void hookd_api_handle(hookd_req *r, void *arg) {
         if (strcmp(names[j], names[i]) == 0) {
           hookd_req_error(r, 400, "invalid_parameter", "query parameter \"%.64s\" given twice",
                           names[i]);
-          return;
+          return false;
         }
       }
     }
@@ -236,14 +253,23 @@ void hookd_api_handle(hookd_req *r, void *arg) {
     if (!utf8 || !hookd_api_reason_valid(reason)) {
       hookd_req_error(r, 400, "invalid_header",
                       "Hookd-Reason must be 1-255 bytes of printable UTF-8 text, not blank");
-      return;
+      return false;
     }
   }
   for (int i = 0; i < HOOKD_REQ_MAX_PARAMS && hookd_req_param(r, i); i++) {
     if (!hookd_id_valid(hookd_req_param(r, i), 128)) {
       hookd_req_error(r, 404, "not_found", "no such resource (malformed identifier)");
-      return;
+      return false;
     }
   }
-  rt->fn(r, app);
+  if (rt->fn == hookd_inbound_handle && !hookd_inbound_gate(r, app)) return false;
+  hookd_req_set_route(r, rt);
+  return true;
+}
+
+void hookd_api_handle(hookd_req *r, void *arg) {
+  const route *rt = hookd_req_route(r);
+  if (!rt && !hookd_api_gate(r, arg)) return; /* (without a gate in the server) */
+  rt = hookd_req_route(r);
+  rt->fn(r, arg);
 }

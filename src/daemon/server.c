@@ -38,6 +38,7 @@ struct hookd_server {
    * was set and suspends just after the drain saw none suspended (both seq_cst) */
   _Atomic bool closing;
   _Atomic int in_handler;
+  _Atomic size_t buffered; /* request-body bytes held, all connections together */
   int quiesced_fd; /* the listening socket MHD_quiesce_daemon handed back, -1 until then */
 };
 
@@ -64,6 +65,8 @@ struct hookd_req {
   char *params[HOOKD_REQ_MAX_PARAMS];
   void *app_data;
   void (*app_free)(void *);
+  const void *route;               /* the gate's choice */
+  size_t buffered;                 /* body bytes counted in srv->buffered */
 };
 
 /* ---------- request accessors ---------- */
@@ -145,6 +148,11 @@ void hookd_req_set_param(hookd_req *r, int i, const char *v, size_t len) {
   free(r->params[i]);
   r->params[i] = strndup(v, len);
 }
+
+size_t hookd_server_buffered(hookd_server *s) { return atomic_load(&s->buffered); }
+
+void hookd_req_set_route(hookd_req *r, const void *route) { r->route = route; }
+const void *hookd_req_route(const hookd_req *r) { return r->route; }
 
 void hookd_req_set_app(hookd_req *r, void *data, void (*free_fn)(void *)) {
   if (r->app_free) r->app_free(r->app_data);
@@ -229,6 +237,7 @@ static enum MHD_Result queue(hookd_req *r) {
 /* ---------- MHD callbacks ---------- */
 
 static void req_free(hookd_req *r) {
+  if (r->buffered) atomic_fetch_sub(&r->srv->buffered, r->buffered);
   hookd_buf_free(&r->body);
   free(r->path);
   free(r->url_copy);
@@ -251,13 +260,43 @@ static const char *const single_headers[] = {"Authorization", "Idempotency-Key",
 typedef struct head_scan {
   int headers, content_length, transfer_encoding;
   bool chunked; /* the last Transfer-Encoding is exactly "chunked" */
+  bool bad_name, bad_value;
   int single[N_SINGLE];
 } head_scan;
 
+/* RFC 9110 token characters: a header name of anything else ("Content-Length " with a space
+ * before the colon, a control byte) is kept by libmicrohttpd 0.9.75 as a name of its own, which
+ * hookd's framing checks would not recognise while a proxy that trims it would. */
+static bool token_name(const char *k, size_t n) {
+  if (!n) return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)k[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          strchr("!#$%&'*+-.^_`|~", c)))
+      return false;
+  }
+  return true;
+}
+
+/* A field value holds visible bytes, spaces and tabs only: a NUL would cut the C string
+ * libmicrohttpd hands over ("Bearer k\0junk" read as "Bearer k"). (A bare CR it reads as a
+ * space, as RFC 9112 allows.) */
+static bool clean_value(const char *v, size_t n) {
+  if (!v) return true; /* a header without a value */
+  if (strlen(v) != n) return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)v[i];
+    if ((c < 0x20 && c != '\t') || c == 0x7f) return false;
+  }
+  return true;
+}
+
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value) {
+                                   size_t key_size, const char *value, size_t value_size) {
   head_scan *h = cls;
   h->headers++;
+  if (!token_name(key, key_size)) h->bad_name = true;
+  if (!clean_value(value, value_size)) h->bad_value = true;
   if (!strcasecmp(key, "Content-Length")) {
     h->content_length++;
   } else if (!strcasecmp(key, "Transfer-Encoding")) {
@@ -284,7 +323,12 @@ static const char *repeated_header(const head_scan *h) {
  * byte of its body is read, and its connection is closed (what follows cannot be trusted to be
  * the next request). Several Content-Length headers are refused even when they agree: no client
  * needs to send two. Returns the problem, or NULL. */
-static const char *framing_problem(const head_scan *h) {
+static const char *framing_problem(const head_scan *h, const char *version) {
+  if (h->bad_name) return "a header name that is not an HTTP token (a space before the colon?)";
+  if (h->bad_value) return "a header value holding a control byte (NUL, CR, …)";
+  /* HTTP/1.0 has no chunked coding: such framing is faulty (RFC 9112 §6.1) */
+  if (h->transfer_encoding && version && !strcmp(version, "HTTP/1.0"))
+    return "Transfer-Encoding in an HTTP/1.0 request";
   if (h->transfer_encoding && h->content_length)
     return "Transfer-Encoding and Content-Length together: the body's length is ambiguous";
   if (h->content_length > 1) return "more than one Content-Length header";
@@ -310,11 +354,14 @@ static enum MHD_Result answer_mid_body(hookd_req *r) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
   const char *reason = MHD_get_reason_phrase_for((unsigned)r->status);
-  char head[256];
-  int n = snprintf(head, sizeof head,
-                   "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: %s\r\n"
-                   "Content-Length: %zu\r\n\r\n",
-                   r->status, reason ? reason : "", r->content_type, r->resp_len);
+  char head[1024];
+  int n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: %s\r\n",
+                   r->status, reason ? reason : "", r->content_type);
+  for (int i = 0; i < r->n_hdr && n > 0 && (size_t)n < sizeof head; i++) /* Retry-After … */
+    n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n", r->hdr_name[i],
+                  r->hdr_value[i]);
+  if (n > 0 && (size_t)n < sizeof head)
+    n += snprintf(head + n, sizeof head - (size_t)n, "Content-Length: %zu\r\n\r\n", r->resp_len);
   if (ci && n > 0 && (size_t)n < sizeof head) {
     struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
@@ -358,7 +405,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->path = strdup(url);
     if (!r->path) return MHD_NO;
     head_scan h = {0};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &h);
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &h);
     if (srv->cfg.max_headers && h.headers > srv->cfg.max_headers) {
       hookd_req_error(r, 431, "headers_too_large", "more than %d request headers",
                       srv->cfg.max_headers);
@@ -375,7 +422,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                       srv->cfg.max_url_len);
       return queue(r);
     }
-    const char *framing = framing_problem(&h);
+    const char *framing = framing_problem(&h, version);
     if (framing) {
       hookd_req_error(r, 400, "invalid_header", "%s", framing);
       return queue_close(r);
@@ -396,6 +443,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return queue(r);
       }
     }
+    /* a request that cannot succeed is answered before its body is read (and then discarded) */
+    if (srv->cfg.gate && !srv->cfg.gate(r, srv->cfg.app)) return queue(r);
     return MHD_YES;
   }
 
@@ -405,7 +454,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
 
   if (*upload_data_size) {
-    int rc = hookd_buf_append(&r->body, upload_data, *upload_data_size);
+    size_t n = *upload_data_size;
+    /* bodies held across all connections are bounded too: a source's URL is public, and each
+     * connection may bring max_body */
+    if (srv->cfg.max_buffered &&
+        atomic_fetch_add(&srv->buffered, n) + n > srv->cfg.max_buffered) {
+      atomic_fetch_sub(&srv->buffered, n);
+      *upload_data_size = 0;
+      hookd_req_add_header(r, "Retry-After", "1");
+      hookd_req_error(r, 503, "unavailable",
+                      "too many request bodies arriving at once (--max-buffered-bytes): retry");
+      return answer_mid_body(r);
+    }
+    if (!srv->cfg.max_buffered) atomic_fetch_add(&srv->buffered, n);
+    r->buffered += n;
+    int rc = hookd_buf_append(&r->body, upload_data, n);
     *upload_data_size = 0;
     /* the inactivity timer alone lets a client trickle a body for ever, a byte at a time */
     if (rc == HOOKD_BUF_OK && srv->cfg.request_timeout_s > 0 &&
@@ -427,6 +490,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   if (!r->handled) {
     r->handled = true;
+    /* a chunked body's size lines, extensions and trailers reach hookd as no data: a request
+     * whose end trickled in past the limit is refused here, not served late */
+    if (srv->cfg.request_timeout_s > 0 &&
+        hookd_mono_ms() - r->started_ms > (int64_t)srv->cfg.request_timeout_s * 1000) {
+      hookd_req_error(r, 408, "request_timeout",
+                      "the request did not arrive whole within %d s", srv->cfg.request_timeout_s);
+      return queue_close(r);
+    }
     atomic_fetch_add(&srv->in_handler, 1);
     if (atomic_load(&srv->closing)) {
       /* a keep-alive connection's next request during the drain: suspended now, it would

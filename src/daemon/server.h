@@ -30,6 +30,13 @@ typedef struct hookd_server_config {
   size_t max_head_bytes;     /* request line + headers; 431 beyond */
   int max_headers;           /* header count; 431 beyond */
   size_t max_url_len;        /* 414 beyond */
+  size_t max_buffered;       /* request-body bytes held across all connections: a request
+                              * whose body would pass it is answered 503 (0: no limit) */
+  /* Called with a request's head, before a byte of its body is read (NULL: none): true to read
+   * the body and call the handler, false once it has answered (hookd_req_error …). A request
+   * that cannot succeed — no route, no valid API key, no such source — never has its body
+   * held: a client without a key cannot make the server hold max_body per connection. */
+  bool (*gate)(hookd_req *r, void *app);
   hookd_handler_fn handler;
   void *app;
 } hookd_server_config;
@@ -40,6 +47,8 @@ int hookd_server_port(const hookd_server *s);
  * handler from then on (the next one on a keep-alive connection) is answered 503 and its
  * connection closed. */
 void hookd_server_quiesce(hookd_server *s);
+/* Request-body bytes held right now, all connections together. */
+size_t hookd_server_buffered(hookd_server *s);
 /* Requests not yet answered: suspended, or in their handler right now. */
 int hookd_server_suspended(const hookd_server *s);
 void hookd_server_stop(hookd_server *s);
@@ -64,6 +73,9 @@ const char *hookd_req_param(const hookd_req *r, int i);
 void hookd_req_set_param(hookd_req *r, int i, const char *v, size_t len);
 /* Per-request data of the application (e.g. the authenticated principal), freed with the
  * request by free_fn. */
+/* The route the gate chose for the request, for the handler (the application's own). */
+void hookd_req_set_route(hookd_req *r, const void *route);
+const void *hookd_req_route(const hookd_req *r);
 void hookd_req_set_app(hookd_req *r, void *data, void (*free_fn)(void *));
 void *hookd_req_get_app(const hookd_req *r);
 

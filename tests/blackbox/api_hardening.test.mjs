@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
+import { stripe } from './lib/providers.mjs';
 
 const hookd = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
 
@@ -279,6 +280,20 @@ describe('request framing', () => {
     await assertRefused(head('Transfer-Encoding: gzip\r\n') + '{}' + pipelined, /unsupported Transfer-Encoding/);
   });
 
+  it('a header name that is not a token (a space or a control byte before the colon): 400, the connection closed (a proxy may read it otherwise)', async () => {
+    const body = '{"id":"smuggled-ws"}';
+    await assertRefused(head(`Content-Length : ${body.length}\r\n`) + body + pipelined, /not an HTTP token/);
+    await assertRefused(head('Transfer-Encoding\u000b: chunked\r\nContent-Length: 2\r\n') + '{}' + pipelined, /not an HTTP token/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-ws')).status, 404, 'nothing acted on');
+  });
+
+  it('Transfer-Encoding in an HTTP/1.0 request: 400, the connection closed', async () => {
+    const body = chunk('{"id":"smuggled-10"}') + chunk('');
+    await assertRefused(head('Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n').replace('HTTP/1.1', 'HTTP/1.0')
+      + body + pipelined, /HTTP\/1\.0/);
+    assert.equal((await h.api('GET', '/v1/tenants/smuggled-10')).status, 404);
+  });
+
   it('a plain chunked body still works, and the connection is kept for the next request', async () => {
     const r = await exchange(h.port, head('Transfer-Encoding: chunked\r\n') + chunk('{"id":"chunked-ok"}') + chunk('')
       + pipelined.replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n'));
@@ -396,6 +411,102 @@ describe('connections per address', () => {
       return /^HTTP\/1\.1 200/.test(answer);
     }, { what: 'a new one once a slot is free' });
     b.sock.destroy();
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
+describe('bodies hookd holds', () => {
+  it('a request refused on its head (no API key, no such route or source) is answered before its body is sent: no body held for it', async () => {
+    const h = await startHookd();
+    for (const [target, auth, status] of [['/v1/tenants', '', 401], ['/v1/nowhere', `Authorization: Bearer ${h.apiKey}\r\n`, 404],
+      ['/in/no_such_source', '', 404]]) {
+      // the head announces 1 MiB and not a byte of it is sent: only an answer on the head alone comes back
+      const r = await exchange(h.port, `POST ${target} HTTP/1.1\r\nHost: hookd\r\n${auth}Content-Type: application/json\r\n`
+        + 'Content-Length: 1048576\r\n\r\n', { timeout: 3000 });
+      const rs = responses(r.text);
+      assert.equal(rs[0]?.status, status, `${target}: ${r.text}`);
+    }
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  it('--max-buffered-bytes bounds the bodies held across connections: beyond, 503 with Retry-After, and the first request still completes', async () => {
+    const h = await startHookd({ args: ['--max-body-bytes', '2048', '--max-buffered-bytes', '2048'] });
+    const head = (len) => `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
+      + `Content-Type: application/json\r\nContent-Length: ${len}\r\nConnection: close\r\n\r\n`;
+    const body = JSON.stringify({ id: 'held-a' }).padEnd(1500, ' ');
+    // A sends most of its body and waits
+    const a = net.connect(h.port, '127.0.0.1');
+    let aText = '';
+    a.on('data', (d) => { aText += d.toString('latin1'); });
+    a.on('error', () => {});
+    const aClosed = new Promise((resolve) => a.on('close', resolve));
+    await new Promise((resolve) => a.on('connect', resolve));
+    a.write(head(body.length) + body.slice(0, 1000));
+    const held = async () => Number(/^hookd_http_buffered_bytes (\d+)/m.exec((await h.api('GET', '/metrics')).text)?.[1]);
+    await waitUntil(async () => (await held()) >= 1000, { what: 'A\'s bytes held' });
+    // B's body would take the total past 2048
+    const b = await exchange(h.port, head(1500) + JSON.stringify({ id: 'held-b' }).padEnd(1500, ' '));
+    const rb = responses(b.text);
+    assert.equal(rb.at(-1)?.status, 503, b.text);
+    assert.equal(rb.at(-1).headers['retry-after'], '1');
+    assert.equal(JSON.parse(rb.at(-1).body).error.code, 'unavailable');
+    a.write(body.slice(1000)); // (Connection: close: the server closes after its answer)
+    await aClosed;
+    assert.equal(responses(aText)[0]?.status, 201, aText);
+    await waitUntil(async () => (await held()) === 0, { what: 'nothing held once both are done' });
+    assert.equal((await h.api('GET', '/v1/tenants/held-b')).status, 404);
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  it('a too small --max-buffered-bytes is refused at start', () => {
+    const r = spawnSync(HOOKD_BIN, ['serve', '--max-body-bytes', '4096', '--max-buffered-bytes', '1024'], { encoding: 'utf8' });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--max-buffered-bytes \(1024\) must be at least --max-body-bytes/);
+  });
+});
+
+describe('the edge, after the HTTP audit', () => {
+  it('HEAD works where GET does (probes use it); a bearer token\'s trailing space is not part of it; a provider request with more headers than the verifier sees is refused', async () => {
+    const h = await startHookd({ args: ['--max-headers', '300', '--max-header-bytes', '65536'] });
+    const head = await fetch(`${h.url}/healthz`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal((await fetch(`${h.url}/readyz`, { method: 'HEAD' })).status, 200);
+    // (fetch trims header values: the raw bytes go by socket)
+    const r = await exchange(h.port, `GET /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey} \t\r\n`
+      + 'Connection: close\r\n\r\n');
+    assert.equal(responses(r.text)[0]?.status, 200, r.text);
+    // 140 headers: the verifier would see the first 128 only (a second signature header past them)
+    await h.api('POST', '/v1/tenants', { id: 'edge' });
+    const src = await h.api('POST', '/v1/sources', { id: 'src_edge', tenant: 'edge', provider: 'stripe', secrets: ['whsec_edge'],
+      destinations: [{ url: 'http://127.0.0.1:9/unused' }] });
+    assert.equal(src.status, 201, src.text);
+    const body = '{"id":"evt_edge","type":"a.b"}';
+    const headers = stripe(body, 'whsec_edge');
+    for (let i = 0; i < 140; i++) headers[`X-Filler-${i}`] = 'x';
+    const res = await fetch(`${h.url}/in/src_edge`, { method: 'POST', headers, body });
+    assert.equal(res.status, 431, await res.text());
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  it('a chunked request whose trailer trickles in past --request-timeout-s is refused 408 at its end, not served late', async () => {
+    const h = await startHookd({ args: ['--request-timeout-s', '1', '--header-timeout-s', '5'] });
+    const sock = net.connect(h.port, '127.0.0.1');
+    let text = '';
+    const closed = new Promise((resolve) => sock.on('close', resolve));
+    sock.on('data', (d) => { text += d.toString('latin1'); });
+    sock.on('error', () => {});
+    await new Promise((resolve) => sock.on('connect', resolve));
+    const json = '{"id":"late-trailer"}';
+    sock.write(`POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
+      + `Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${json.length.toString(16)}\r\n${json}\r\n0\r\n`);
+    // the trailer, a byte every 200 ms (inside the idle timeout), then its end
+    const trailer = 'X-T: aaaaaaaaaa\r\n\r\n';
+    let i = 0;
+    const drip = setInterval(() => { if (i < trailer.length && !sock.destroyed) sock.write(trailer[i++]); }, 200);
+    await closed;
+    clearInterval(drip);
+    assert.equal(responses(text).at(-1)?.status, 408, text);
+    assert.equal((await h.api('GET', '/v1/tenants/late-trailer')).status, 404, 'not served late');
     assert.equal((await h.stop()).code, 0);
   });
 });
