@@ -207,6 +207,18 @@ function exchange(port, bytes, { timeout = 5000 } = {}) {
   });
 }
 
+// A connection kept open by the test: write on .sock, read what came back with .text(); .closed
+// resolves when the server closes it.
+async function rawConnection(port) {
+  const sock = net.connect(port, '127.0.0.1');
+  let text = '';
+  const closed = new Promise((resolve) => sock.on('close', resolve));
+  sock.on('data', (d) => { text += d.toString('latin1'); });
+  sock.on('error', () => {});
+  await new Promise((resolve) => sock.on('connect', resolve));
+  return { sock, closed, text: () => text };
+}
+
 // Splits what a server sent into responses: {status, headers (lower-case names), body}.
 function responses(text) {
   const out = [];
@@ -490,12 +502,8 @@ describe('the edge, after the HTTP audit', () => {
 
   it('a chunked request whose trailer trickles in past --request-timeout-s is refused 408 at its end, not served late', async () => {
     const h = await startHookd({ args: ['--request-timeout-s', '1', '--header-timeout-s', '5'] });
-    const sock = net.connect(h.port, '127.0.0.1');
-    let text = '';
-    const closed = new Promise((resolve) => sock.on('close', resolve));
-    sock.on('data', (d) => { text += d.toString('latin1'); });
-    sock.on('error', () => {});
-    await new Promise((resolve) => sock.on('connect', resolve));
+    const c = await rawConnection(h.port);
+    const sock = c.sock;
     const json = '{"id":"late-trailer"}';
     sock.write(`POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
       + `Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${json.length.toString(16)}\r\n${json}\r\n0\r\n`);
@@ -503,9 +511,9 @@ describe('the edge, after the HTTP audit', () => {
     const trailer = 'X-T: aaaaaaaaaa\r\n\r\n';
     let i = 0;
     const drip = setInterval(() => { if (i < trailer.length && !sock.destroyed) sock.write(trailer[i++]); }, 200);
-    await closed;
+    await c.closed;
     clearInterval(drip);
-    assert.equal(responses(text).at(-1)?.status, 408, text);
+    assert.equal(responses(c.text()).at(-1)?.status, 408, c.text());
     assert.equal((await h.api('GET', '/v1/tenants/late-trailer')).status, 404, 'not served late');
     assert.equal((await h.stop()).code, 0);
   });
@@ -515,21 +523,17 @@ describe('slow clients', () => {
   it('a body trickled a byte at a time, each byte inside the idle timeout, is cut off at --request-timeout-s with 408', async () => {
     const h = await startHookd({ args: ['--request-timeout-s', '1', '--header-timeout-s', '5'] });
     const body = JSON.stringify({ id: 'trickled' }).padEnd(60, ' ');
-    const sock = net.connect(h.port, '127.0.0.1');
-    let text = '';
-    const closed = new Promise((resolve) => sock.on('close', resolve));
-    sock.on('data', (d) => { text += d.toString('latin1'); });
-    sock.on('error', () => {});
-    await new Promise((resolve) => sock.on('connect', resolve));
+    const c = await rawConnection(h.port);
+    const sock = c.sock;
     sock.write(`POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
       + `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
     const t0 = Date.now();
     let i = 0;
     const drip = setInterval(() => { if (i < body.length && !sock.destroyed) sock.write(body[i++]); }, 200);
-    await closed;
+    await c.closed;
     clearInterval(drip);
-    const rs = responses(text);
-    assert.equal(rs.at(-1)?.status, 408, text);
+    const rs = responses(c.text());
+    assert.equal(rs.at(-1)?.status, 408, c.text());
     assert.equal(JSON.parse(rs.at(-1).body).error.code, 'request_timeout');
     assert.ok(i < body.length, `cut off before the body ended (${i}/${body.length} bytes, ${Date.now() - t0} ms)`);
     assert.equal((await h.api('GET', '/v1/tenants/trickled')).status, 404, 'nothing stored');
