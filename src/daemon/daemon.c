@@ -62,9 +62,10 @@ static int run_sources_list(hookd_store_conn *c, const hookd_store_backend *be, 
 /* Sources changed by another node (or by this one) reach the receive path's cache. */
 static int refresh_sources(hookd_app *app) {
   sources_load l = {0};
+  uint64_t since = hookd_source_cache_generation(app->sources); /* before the list is read */
   int rc = hookd_storeq_run_sync(app->store->reader, run_sources_list, &l);
   if (rc == 0) {
-    hookd_source_cache_sync(app->sources, l.v, l.n);
+    hookd_source_cache_sync(app->sources, l.v, l.n, since);
     hookd_sources_free(l.v, l.n);
   }
   return rc;

@@ -13,7 +13,9 @@
 struct hookd_source_cache {
   const hookd_keyring *keyring;
   pthread_rwlock_t lock;
-  hookd_strmap map; /* id → hookd_source_rt* */
+  hookd_strmap map;  /* id → hookd_source_rt* */
+  hookd_strmap tomb; /* id → generation of its removal (as a pointer), until a sync has seen it */
+  uint64_t gen;      /* under lock */
 };
 
 static void rt_free(hookd_source_rt *rt) {
@@ -123,6 +125,7 @@ hookd_source_cache *hookd_source_cache_new(const hookd_keyring *keyring) {
   s->keyring = keyring;
   pthread_rwlock_init(&s->lock, NULL);
   hookd_strmap_init(&s->map);
+  hookd_strmap_init(&s->tomb);
   return s;
 }
 
@@ -132,18 +135,39 @@ void hookd_source_cache_free(hookd_source_cache *s) {
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&s->map, i, &k, &v)) != 0;) hookd_source_rt_release(v);
   hookd_strmap_free(&s->map);
+  hookd_strmap_free(&s->tomb);
   pthread_rwlock_destroy(&s->lock);
   free(s);
 }
 
-int hookd_source_cache_put(hookd_source_cache *s, const hookd_source *src) {
-  if (src->deleted_ms) {
-    hookd_source_cache_remove(s, src->id);
+uint64_t hookd_source_cache_generation(hookd_source_cache *s) {
+  pthread_rwlock_rdlock(&s->lock);
+  uint64_t g = s->gen;
+  pthread_rwlock_unlock(&s->lock);
+  return g;
+}
+
+/* Whether this node changed id after generation `since` (call with the lock held). */
+static bool changed_since(hookd_source_cache *s, const char *id, uint64_t since) {
+  hookd_source_rt *cur = hookd_strmap_get(&s->map, id);
+  if (cur) return cur->gen > since;
+  void *t = hookd_strmap_get(&s->tomb, id);
+  return t && (uint64_t)(uintptr_t)t > since;
+}
+
+/* since: UINT64_MAX for the API's own changes (always applied), else a sync's generation. */
+static int put_since(hookd_source_cache *s, const hookd_source *src, uint64_t since) {
+  hookd_source_rt *rt = build(s, src);
+  hookd_source_rt *old = NULL;
+  pthread_rwlock_wrlock(&s->lock);
+  if (since != UINT64_MAX && changed_since(s, src->id, since)) {
+    pthread_rwlock_unlock(&s->lock); /* newer here than in the list: kept */
+    hookd_source_rt_release(rt);
     return 0;
   }
-  hookd_source_rt *rt = build(s, src);
-  pthread_rwlock_wrlock(&s->lock);
-  hookd_source_rt *old = hookd_strmap_del(&s->map, src->id);
+  old = hookd_strmap_del(&s->map, src->id);
+  hookd_strmap_del(&s->tomb, src->id);
+  if (rt) rt->gen = ++s->gen;
   if (rt && hookd_strmap_put(&s->map, src->id, rt) != 0) {
     hookd_source_rt_release(rt);
     rt = NULL;
@@ -153,20 +177,40 @@ int hookd_source_cache_put(hookd_source_cache *s, const hookd_source *src) {
   return rt ? 0 : -1;
 }
 
-void hookd_source_cache_remove(hookd_source_cache *s, const char *id) {
+static void remove_since(hookd_source_cache *s, const char *id, uint64_t since) {
+  hookd_source_rt *old = NULL;
   pthread_rwlock_wrlock(&s->lock);
-  hookd_source_rt *old = hookd_strmap_del(&s->map, id);
+  if (since == UINT64_MAX || !changed_since(s, id, since)) {
+    old = hookd_strmap_del(&s->map, id);
+    uint64_t g = ++s->gen;
+    /* (out of memory: no tombstone, and a sync may bring the source back until the next) */
+    (void)hookd_strmap_put(&s->tomb, id, (void *)(uintptr_t)g);
+  }
   pthread_rwlock_unlock(&s->lock);
   hookd_source_rt_release(old);
 }
 
-void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, size_t n) {
+int hookd_source_cache_put(hookd_source_cache *s, const hookd_source *src) {
+  if (src->deleted_ms) {
+    hookd_source_cache_remove(s, src->id);
+    return 0;
+  }
+  return put_since(s, src, UINT64_MAX);
+}
+
+void hookd_source_cache_remove(hookd_source_cache *s, const char *id) {
+  remove_since(s, id, UINT64_MAX);
+}
+
+void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, size_t n,
+                             uint64_t since) {
   /* rebuild only what changed */
   for (size_t i = 0; i < n; i++) {
     hookd_source_rt *cur = hookd_source_cache_get(s, list[i].id);
     bool same = cur && cur->src.updated_ms == list[i].updated_ms;
     hookd_source_rt_release(cur);
-    if (!same) hookd_source_cache_put(s, &list[i]);
+    if (!same && list[i].deleted_ms) remove_since(s, list[i].id, since);
+    else if (!same) put_since(s, &list[i], since);
   }
   /* and drop what is gone: one pass over a map of the listed ids (this runs every 2 s; a
    * search of the list per cached source was quadratic in the number of sources) */
@@ -195,10 +239,26 @@ void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, si
   pthread_rwlock_unlock(&s->lock);
   hookd_strmap_free(&listed);
   for (size_t i = 0; i < ng; i++) {
-    hookd_source_cache_remove(s, gone[i]);
+    remove_since(s, gone[i], since);
     free(gone[i]);
   }
   free(gone);
+  /* the tombstones of removals the list has seen are no longer needed */
+  pthread_rwlock_wrlock(&s->lock);
+  ng = 0;
+  for (size_t i = 0; (i = hookd_strmap_next(&s->tomb, i, &k, &v)) != 0;) ng++;
+  if (ng) {
+    char **old = calloc(ng, sizeof *old);
+    size_t no = 0;
+    for (size_t i = 0; old && (i = hookd_strmap_next(&s->tomb, i, &k, &v)) != 0;)
+      if ((uint64_t)(uintptr_t)v <= since) old[no++] = strdup(k);
+    for (size_t i = 0; i < no; i++) {
+      if (old[i]) hookd_strmap_del(&s->tomb, old[i]);
+      free(old[i]);
+    }
+    free(old);
+  }
+  pthread_rwlock_unlock(&s->lock);
 }
 
 hookd_source_rt *hookd_source_cache_get(hookd_source_cache *s, const char *id) {

@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "core/inbound.h"
 #include "core/jsonio.h"
@@ -24,6 +25,7 @@ typedef struct hookd_source_rt {
   json_t *generic_json;
   _Atomic bool warned_version; /* inbound.version_not_datetime logged (once per form: a source
                                   whose header carries numbers would log it on every event) */
+  uint64_t gen;                /* the cache's generation when it was put */
 } hookd_source_rt;
 
 typedef struct hookd_source_cache hookd_source_cache;
@@ -35,8 +37,16 @@ void hookd_source_cache_free(hookd_source_cache *s);
  * or -1 when its secrets do not open (it is then left out). */
 int hookd_source_cache_put(hookd_source_cache *s, const hookd_source *src);
 void hookd_source_cache_remove(hookd_source_cache *s, const char *id);
-/* Takes the whole list (a periodic refresh): sources missing from it are removed. */
-void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, size_t n);
+/* The cache's generation: every put and remove moves it on. Read it before reading the store's
+ * list for hookd_source_cache_sync. */
+uint64_t hookd_source_cache_generation(hookd_source_cache *s);
+/* Takes the whole list (a periodic refresh), read after the cache was at generation `since`:
+ * sources missing from it are removed, changed ones rebuilt — except what this node put or
+ * removed after `since` (a create, PATCH or DELETE committed after the list's snapshot began,
+ * which the list does not show yet: undone, a new source answered 404 for up to 2 s, and a
+ * PATCH's revoked secret came back). */
+void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, size_t n,
+                             uint64_t since);
 
 /* A reference to the source, or NULL. Release it with hookd_source_rt_release. */
 hookd_source_rt *hookd_source_cache_get(hookd_source_cache *s, const char *id);
