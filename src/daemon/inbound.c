@@ -302,7 +302,14 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (body_len && (is_json(ct) || (!ct && (body[0] == '{' || body[0] == '[')))) {
     char err[HOOKD_JSON_ERR_MAX];
     json = hookd_json_parse_body(body, body_len, &app->json_limits, &lossy, err);
-    if (!json) { /* jansson's message quotes the body near the error: the provider's own bytes */
+    if (!json && !strncmp(err, "JSON nested deeper", 18)) {
+      /* valid or not, deeper than hookd reads (--max-json-depth, which bounds its recursion):
+       * a provider signed it, and a 400 would only make it retry until it gives up — kept as
+       * bytes, like a body that is not JSON (hashed raw, keyed by a header id or that hash) */
+      HLOG(HOOKD_LOG_INFO, "inbound.body_not_read", KV_S("source_id", rt->src.id),
+           KV_S("tenant_id", rt->src.tenant_id), KV_S("reason", err));
+    } else if (!json) { /* jansson's message quotes the body near the error: the provider's
+                         * own bytes */
       reject_as(r, p, rt, 400, "invalid_json", err, "invalid JSON body");
       goto done;
     }
@@ -457,8 +464,19 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     char num[HOOKD_IN_SCALAR_MAX];
     size_t len = 0;
     const char *objtext = obj ? scalar_text(obj, num, &len) : NULL;
-    if (objtext) { /* the object's whole id, hashed */
-      op->hash_failed |= hookd_in_sha256_hex(objtext, len, op->object_key) != 0;
+    if (objtext) {
+      /* the object's whole id, hashed with the rule that reads its version: a source whose
+       * rule changes starts afresh (a counter read after a date-time's 1.7e9 made every later
+       * event of the object stale) */
+      hookd_buf okey;
+      hookd_buf_init(&okey, len + strlen(rt->src.version_object_path) + 1024);
+      op->hash_failed |=
+          hookd_buf_printf(&okey, "%s\x1f%s\x1f%s\x1f", rt->src.version_object_path,
+                           rt->src.version_path ? rt->src.version_path : "",
+                           rt->src.version_header ? rt->src.version_header : "") != 0 ||
+          hookd_buf_append(&okey, objtext, len) != 0 ||
+          hookd_in_sha256_hex(okey.data, okey.len, op->object_key) != 0;
+      hookd_buf_free(&okey);
       if (rt->src.version_header) {
         const char *hv = hookd_in_header_get(&in, rt->src.version_header);
         char safe[sizeof op->version];

@@ -144,6 +144,23 @@ describe('deduplication', () => {
     await dest.close();
   });
 
+  it('a version rule changed by PATCH starts afresh: a counter after a timestamp is not stale', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_vr'], [{ url: dest.url }],
+      { version: { object_path: 'data.object.id', path: 'data.object.updated' } });
+    const e1 = stripeEvent('evt_vr_1', { data: { object: { id: 'cus_vr', updated: 1764500000 } } });
+    assert.equal((await post(src, e1, sign.stripe(e1, 'whsec_vr'))).json.status, 'received');
+    const p = await h.api('PATCH', `/v1/sources/${src.id}`, { version: { object_path: 'data.object.id', path: 'data.object.version' } });
+    assert.equal(p.status, 200, p.text);
+    const e2 = stripeEvent('evt_vr_2', { data: { object: { id: 'cus_vr', version: 2 } } });
+    const e3 = stripeEvent('evt_vr_3', { data: { object: { id: 'cus_vr', version: 1 } } });
+    const r2 = await post(src, e2, sign.stripe(e2, 'whsec_vr'));
+    assert.equal(r2.json.status, 'received', 'compared with the new rule\'s versions only');
+    assert.equal((await post(src, e3, sign.stripe(e3, 'whsec_vr'))).json.status, 'stale', 'which still order');
+    await waitStatus(src, r2.json.inbox_id, 'completed');
+    await dest.close();
+  });
+
   it('versions compare by value: numeric strings, integers beyond 2^53, date-times with offsets', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_vv'], [{ url: dest.url }],
@@ -376,6 +393,20 @@ describe('verification', () => {
     assert.deepEqual([rec.identity_kind, rec.event_id, rec.event_type], ['provider_id', 'evt_ij_1', 'invoice.paid']);
     const again = await post(src, body, sign.stripe(body, 'whsec_ij'));
     assert.deepEqual([again.status, again.json.duplicate], [200, true], again.text);
+    assert.equal(dest.requests.length, 1);
+    await dest.close();
+  });
+
+  it('a signed body nested deeper than --max-json-depth is kept as bytes and forwarded, not refused', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_deep'], [{ url: dest.url }]);
+    const body = `{"id":"evt_deep","type":"page.updated","data":${'{"c":'.repeat(40)}1${'}'.repeat(40)}}`;
+    const r = await post(src, body, sign.stripe(body, 'whsec_deep'));
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests[0].body, body, 'byte for byte');
+    const again = await post(src, body, sign.stripe(body, 'whsec_deep'));
+    assert.deepEqual([again.status, again.json.duplicate], [200, true], 'a retry is a duplicate (the raw bytes\' hash)');
     assert.equal(dest.requests.length, 1);
     await dest.close();
   });
