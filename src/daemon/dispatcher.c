@@ -348,7 +348,7 @@ static const char *attempt_kind(const hookd_delivery *dl) {
 int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   ep *e = it->ep;
   hookd_delivery *dl = &it->c.d;
-  char ts[24], sig[2 * 100 + 2], h[HOOKD_ID_MAX + 256];
+  char ts[24], sig[2 * 100 + 2], h[HOOKD_ID_MAX + 2048] /* a forwarded provider header fits */;
   int64_t now_s = now / 1000;
   snprintf(ts, sizeof ts, "%lld", (long long)now_s);
   /* the current signature, then during a rotation overlap the previous one */

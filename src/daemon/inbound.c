@@ -67,6 +67,24 @@ static void header_safe(const char *in, char *out, size_t cap) {
   out[o] = '\0';
 }
 
+/* A provider's header that the forward carries as it came (what Hookdeck users expect: a
+ * Shopify app serving many shops reads X-Shopify-Shop-Domain, a GitLab handler its instance):
+ * all but what is the connection's (hop-by-hop, Host, lengths, codings), credentials (a
+ * provider does not send them, a client posing as one might), what the forward sets itself
+ * (Content-Type, Idempotency-Key, User-Agent, hookd-*) and the Standard Webhooks names of
+ * hookd's own signature (webhook-*). */
+static bool forwardable(const char *name) {
+  static const char *const drop[] = {
+      "Host", "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding",
+      "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Upgrade", "Expect",
+      "Accept-Encoding", "Accept", "User-Agent", "Authorization", "Proxy-Authorization",
+      "Cookie", "Idempotency-Key", "Forwarded", "X-Real-IP"};
+  for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
+    if (!strcasecmp(name, drop[i])) return false;
+  return strncasecmp(name, "hookd-", 6) != 0 && strncasecmp(name, "webhook-", 8) != 0 &&
+         strncasecmp(name, "X-Forwarded-", 12) != 0 && strncasecmp(name, "Proxy-", 6) != 0;
+}
+
 /* The length of ct's media type, its parameters and trailing spaces left out (0 for none). */
 static size_t media_len(const char *ct) {
   if (!ct) return 0;
@@ -509,7 +527,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   }
 
   /* what the forward carries (the body was copied above) */
-  hookd_buf_init(&op->meta, 2048);
+  hookd_buf_init(&op->meta, 32 * 1024);
   bool form_body = p == HOOKD_PROVIDER_VNPAY || query_body;
   if (ct && !form_body) header_safe(ct, op->content_type, sizeof op->content_type);
   else snprintf(op->content_type, sizeof op->content_type, "%s",
@@ -520,6 +538,18 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     mrc = hookd_buf_printf(&op->meta, "hookd-event-type: %s\n", op->event_type);
   if (!mrc && op->provider_event_id[0])
     mrc = hookd_buf_printf(&op->meta, "hookd-provider-event-id: %s\n", op->provider_event_id);
+  /* then the provider's own headers (printable ASCII; what does not fit 32 KiB is left out) */
+  for (size_t i = 0; !mrc && i < nh; i++) {
+    if (!forwardable(hdrs[i].name)) continue;
+    char v[1024];
+    header_safe(hdrs[i].value ? hdrs[i].value : "", v, sizeof v);
+    size_t before = op->meta.len;
+    if (hookd_buf_printf(&op->meta, "%s: %s\n", hdrs[i].name, v) != 0) {
+      op->meta.len = before; /* no room: the rest is left out, the line cut short too */
+      op->meta.data[before] = '\0';
+      break;
+    }
+  }
   op->hash_failed |= mrc != 0; /* out of memory: 503, the provider retries */
 
   op->rq = (hookd_receive_req){.inbox_id = op->inbox_id,

@@ -244,6 +244,28 @@ describe('deduplication', () => {
     await dest.close();
   });
 
+  it('the forward carries the provider\'s own headers (a Shopify app serving many shops reads the shop), but credentials, connection headers and hookd\'s own names', async () => {
+    const dest = await startReceiver();
+    const src = await source('shopify', ['shpss_fh'], [{ url: dest.url }]);
+    const body = JSON.stringify({ id: 820982911946154500, note: 'x' });
+    const r = await post(src, body, { ...shopifyWith('shpss_fh')(body, 'wh_fh_1', new Date().toISOString()),
+      'x-shopify-shop-domain': 'shop-a.myshopify.com', 'x-shopify-api-version': '2024-07',
+      cookie: 'session=secret', 'hookd-provider': 'forged', 'webhook-id': 'forged', 'x-forwarded-for': '203.0.113.9' });
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    const f = dest.requests[0].headers;
+    assert.equal(f['x-shopify-shop-domain'], 'shop-a.myshopify.com');
+    assert.equal(f['x-shopify-api-version'], '2024-07');
+    assert.equal(f['x-shopify-topic'], 'orders/updated');
+    assert.ok(f['x-shopify-hmac-sha256'], 'the provider\'s signature too: a handler may check it');
+    assert.equal(f.cookie, undefined);
+    assert.equal(f['x-forwarded-for'], undefined);
+    assert.equal(f['hookd-provider'], 'shopify', 'hookd\'s own, once');
+    assert.notEqual(f['webhook-id'], 'forged', 'hookd\'s signature headers are its own');
+    assert.equal(f['idempotency-key'], f['webhook-id']);
+    await dest.close();
+  });
+
   it('a version header that is a number is no version (unbounded: a replay could make every later event stale)', async () => {
     const dest = await startReceiver();
     const src = await source('shopify', ['shpss_vn'], [{ url: dest.url }],
