@@ -377,6 +377,9 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   char type[256] = "";
   hookd_in_event_type(p, &in, json, type, sizeof type);
   header_safe(type, op->event_type, sizeof op->event_type);
+  /* a type that is not printable ASCII is no type the allowlist may match ("in\u00e9voice.paid"
+   * made "invoice.paid" once its é was left out): unknown, filtered where a list is set */
+  if (strcmp(type, op->event_type) != 0) op->event_type[0] = '\0';
   bool filtered = rt->src.event_types && !hookd_filter_match(rt->src.event_types, op->event_type);
 
   /* the body forwarded and stored: the raw bytes; VNPay: only what vnp_SecureHash signs.
