@@ -363,6 +363,31 @@ int hookd_cmd_keys(int argc, char **argv) {
     fprintf(stderr, "hookd keys %s: unexpected argument \"%.64s\"\n", sub, a.id);
     return 2;
   }
+  /* an option the subcommand does not read is a mistake (`keys list --role admin` listed every
+   * key as if it filtered), not something to ignore */
+  struct {
+    const char *sub, *bad;
+    bool set;
+  } unread[] = {{"create", "--master-key-file", a.master_file != NULL},
+                {"create", "--new-master-key-file", a.new_master_file != NULL},
+                {"list", "--role", a.role != NULL},
+                {"list", "--tenants", a.tenants != NULL},
+                {"list", "--name", a.name != NULL},
+                {"list", "--master-key-file", a.master_file != NULL},
+                {"list", "--new-master-key-file", a.new_master_file != NULL},
+                {"revoke", "--role", a.role != NULL},
+                {"revoke", "--tenants", a.tenants != NULL},
+                {"revoke", "--name", a.name != NULL},
+                {"revoke", "--master-key-file", a.master_file != NULL},
+                {"revoke", "--new-master-key-file", a.new_master_file != NULL},
+                {"rotate-master", "--role", a.role != NULL},
+                {"rotate-master", "--tenants", a.tenants != NULL},
+                {"rotate-master", "--name", a.name != NULL}};
+  for (size_t i = 0; i < sizeof unread / sizeof *unread; i++)
+    if (unread[i].set && !strcmp(sub, unread[i].sub)) {
+      fprintf(stderr, "hookd keys %s: %s does not apply to this command\n", sub, unread[i].bad);
+      return 2;
+    }
   if (!strcmp(sub, "create")) return cmd_create(&a);
   if (!strcmp(sub, "list")) return cmd_list(&a);
   if (!strcmp(sub, "revoke")) return cmd_revoke(&a);

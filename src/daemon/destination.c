@@ -267,6 +267,10 @@ hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, s
     struct curl_slist *t = curl_slist_append(d->fixed, cfg->resolve[i]);
     if (t) d->fixed = t;
   }
+  struct stat rst;
+  if (cfg->resolve_file[0] && stat(cfg->resolve_file, &rst) != 0) /* it may appear later */
+    HLOG(HOOKD_LOG_WARN, "resolve_file.missing", KV_S("path", cfg->resolve_file),
+         KV_S("effect", "no pins from it until it exists"));
   d->resolve = append_all(NULL, d->fixed);
   snprintf(d->resolve_file, sizeof d->resolve_file, "%s", cfg->resolve_file);
   pthread_mutex_init(&d->pin_mu, NULL);

@@ -174,6 +174,10 @@ describe('hookd CLI', () => {
       assert.match(r.stderr, /no store at/);
       assert.ok(!existsSync(missing), `${args.join(' ')} created no store`);
     }
+    // an option the subcommand does not read is refused, not ignored (list filtered nothing)
+    const notRead = run(['keys', 'list', '--role', 'admin', '--store', `sqlite:${missing}`]);
+    assert.equal(notRead.status, 2, notRead.stderr);
+    assert.match(notRead.stderr, /--role does not apply to this command/);
     // an empty file is no store either: it stays empty
     const empty = join(dir, 'empty.db');
     writeFileSync(empty, '');
@@ -213,6 +217,15 @@ describe('hookd CLI', () => {
     assert.match(full.stderr, /could not be written to standard output: no key created/);
     const after = run(['keys', 'list', '--store', store]).stdout;
     assert.equal(after, before, 'no key named lost');
+    cleanup();
+  });
+
+  it('a --resolve-file that does not exist (yet) is logged at start', async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir, args: ['--resolve-file', join(dir, 'pins')] });
+    const line = await h.waitForLog((l) => l.msg === 'resolve_file.missing');
+    assert.equal(line.path, join(dir, 'pins'));
+    assert.equal((await h.stop()).code, 0);
     cleanup();
   });
 
@@ -274,6 +287,7 @@ describe('hookd CLI', () => {
     assert.ok(!r.stderr.includes('DBPASSWORD123'), r.stderr);
     for (const [args, why] of [[['--node-id', ''], /--node-id/], [['--egress-proxy', 'not a url'], /--egress-proxy/],
       [['--public-url', 'example.com'], /--public-url/], [['--resolve', 'bad'], /--resolve/],
+      [['--resolve', 'host:80:notanip'], /--resolve must be HOST:PORT:ADDR/], [['--resolve', 'host:80:[::1'], /--resolve/],
       [['--egress-ca-file', dir], /not a file/]]) {
       r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(dir, 'x.db')}`, ...args]);
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
