@@ -364,30 +364,33 @@ int hookd_cmd_keys(int argc, char **argv) {
     return 2;
   }
   /* an option the subcommand does not read is a mistake (`keys list --role admin` listed every
-   * key as if it filtered), not something to ignore */
-  struct {
-    const char *sub, *bad;
+   * key as if it filtered), not something to ignore: each subcommand's options, by name */
+  static const struct {
+    const char *sub, *reads;
+  } reads[] = {{"create", ",--role,--tenants,--name,"},
+               {"list", ","},
+               {"revoke", ","},
+               {"rotate-master", ",--master-key-file,--new-master-key-file,"}};
+  const struct {
+    const char *name;
     bool set;
-  } unread[] = {{"create", "--master-key-file", a.master_file != NULL},
-                {"create", "--new-master-key-file", a.new_master_file != NULL},
-                {"list", "--role", a.role != NULL},
-                {"list", "--tenants", a.tenants != NULL},
-                {"list", "--name", a.name != NULL},
-                {"list", "--master-key-file", a.master_file != NULL},
-                {"list", "--new-master-key-file", a.new_master_file != NULL},
-                {"revoke", "--role", a.role != NULL},
-                {"revoke", "--tenants", a.tenants != NULL},
-                {"revoke", "--name", a.name != NULL},
-                {"revoke", "--master-key-file", a.master_file != NULL},
-                {"revoke", "--new-master-key-file", a.new_master_file != NULL},
-                {"rotate-master", "--role", a.role != NULL},
-                {"rotate-master", "--tenants", a.tenants != NULL},
-                {"rotate-master", "--name", a.name != NULL}};
-  for (size_t i = 0; i < sizeof unread / sizeof *unread; i++)
-    if (unread[i].set && !strcmp(sub, unread[i].sub)) {
-      fprintf(stderr, "hookd keys %s: %s does not apply to this command\n", sub, unread[i].bad);
-      return 2;
+  } given[] = {{"--role", a.role != NULL},
+               {"--tenants", a.tenants != NULL},
+               {"--name", a.name != NULL},
+               {"--master-key-file", a.master_file != NULL},
+               {"--new-master-key-file", a.new_master_file != NULL}};
+  for (size_t r = 0; r < sizeof reads / sizeof *reads; r++) {
+    if (strcmp(sub, reads[r].sub) != 0) continue;
+    for (size_t g = 0; g < sizeof given / sizeof *given; g++) {
+      char needle[40];
+      snprintf(needle, sizeof needle, ",%s,", given[g].name);
+      if (given[g].set && !strstr(reads[r].reads, needle)) {
+        fprintf(stderr, "hookd keys %s: %s does not apply to this command\n", sub,
+                given[g].name);
+        return 2;
+      }
     }
+  }
   if (!strcmp(sub, "create")) return cmd_create(&a);
   if (!strcmp(sub, "list")) return cmd_list(&a);
   if (!strcmp(sub, "revoke")) return cmd_revoke(&a);
