@@ -70,7 +70,7 @@ static void header_safe(const char *in, char *out, size_t cap) {
 /* A provider's header that the forward carries as it came (what Hookdeck users expect: a
  * Shopify app serving many shops reads X-Shopify-Shop-Domain, a GitLab handler its instance):
  * all but what is the connection's (hop-by-hop, Host, lengths, codings), credentials (a
- * provider does not send them, a client posing as one might), what the forward sets itself
+ * client posing as a provider might send them; GitLab's token is one), what the forward sets itself
  * (Content-Type, Idempotency-Key, User-Agent, hookd-*) and the Standard Webhooks names of
  * hookd's own signature (webhook-*). */
 static bool forwardable(const char *name) {
@@ -81,6 +81,15 @@ static bool forwardable(const char *name) {
       "Cookie", "Idempotency-Key", "Forwarded", "X-Real-IP"};
   for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
     if (!strcasecmp(name, drop[i])) return false;
+  /* a header carrying a credential — GitLab's X-Gitlab-Token is the source's secret itself —
+   * is neither stored in the clear with the event nor handed on */
+  static const char *const secret_words[] = {"secret", "password", "apikey", "api-key"};
+  for (size_t i = 0; i < sizeof secret_words / sizeof *secret_words; i++)
+    if (strcasestr(name, secret_words[i])) return false;
+  size_t n = strlen(name);
+  if (n >= 6 && !strcasecmp(name + n - 6, "-token") &&
+      !(n >= 18 && !strcasecmp(name + n - 18, "-idempotency-token")))
+    return false;
   return strncasecmp(name, "hookd-", 6) != 0 && strncasecmp(name, "webhook-", 8) != 0 &&
          strncasecmp(name, "X-Forwarded-", 12) != 0 && strncasecmp(name, "Proxy-", 6) != 0;
 }

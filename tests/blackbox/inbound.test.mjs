@@ -250,7 +250,8 @@ describe('deduplication', () => {
     const body = JSON.stringify({ id: 820982911946154500, note: 'x' });
     const r = await post(src, body, { ...shopifyWith('shpss_fh')(body, 'wh_fh_1', new Date().toISOString()),
       'x-shopify-shop-domain': 'shop-a.myshopify.com', 'x-shopify-api-version': '2024-07',
-      cookie: 'session=secret', 'hookd-provider': 'forged', 'webhook-id': 'forged', 'x-forwarded-for': '203.0.113.9' });
+      cookie: 'session=secret', 'hookd-provider': 'forged', 'webhook-id': 'forged', 'x-forwarded-for': '203.0.113.9',
+      'x-gitlab-token': 'glsecret', 'x-client-secret': 'cs', 'x-twilio-idempotency-token': 'idem-1' });
     assert.equal(r.status, 200, r.text);
     await waitStatus(src, r.json.inbox_id, 'completed');
     const f = dest.requests[0].headers;
@@ -259,6 +260,9 @@ describe('deduplication', () => {
     assert.equal(f['x-shopify-topic'], 'orders/updated');
     assert.ok(f['x-shopify-hmac-sha256'], 'the provider\'s signature too: a handler may check it');
     assert.equal(f.cookie, undefined);
+    assert.equal(f['x-gitlab-token'], undefined, 'a credential is neither stored nor handed on');
+    assert.equal(f['x-client-secret'], undefined);
+    assert.equal(f['x-twilio-idempotency-token'], 'idem-1', 'an idempotency token is no credential');
     assert.equal(f['x-forwarded-for'], undefined);
     assert.equal(f['hookd-provider'], 'shopify', 'hookd\'s own, once');
     assert.notEqual(f['webhook-id'], 'forged', 'hookd\'s signature headers are its own');
