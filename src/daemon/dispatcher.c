@@ -761,7 +761,11 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
 #define RECORD_LEASE_GUARD_MS 1000
 static bool record_retry_later(hookd_dispatcher *d, item *it) {
   int64_t now = hookd_now_ms();
-  int64_t delay = (int64_t)RECORD_RETRY_BASE_MS << it->record_tries; /* 0.1 s … 3.2 s */
+  /* 0.1 s … 3.2 s; stopping (tries unbounded then, see below), and for a release, 0.1 s */
+  int64_t delay = !it->recording || d->stop_ms
+                      ? RECORD_RETRY_BASE_MS
+                      : (int64_t)RECORD_RETRY_BASE_MS
+                            << (it->record_tries < RECORD_TRIES ? it->record_tries : RECORD_TRIES);
   /* An outcome must land while its lease holds, else the sweep sends the delivery again — but
    * for a destination that is not idempotent the sweep holds it as unknown instead, and a late
    * outcome settles that (sq_record_outcome). A release is fenced by its token, and one that
@@ -775,7 +779,6 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
   if ((!d->stop_ms && it->record_tries >= RECORD_TRIES) ||
       (!held_by_sweep && now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS))
     return false;
-  if (!it->recording || d->stop_ms) delay = RECORD_RETRY_BASE_MS;
   if (!it->out.failed_write_ms) it->out.failed_write_ms = now;
   it->record_tries++;
   it->retry_ms = now + delay;
@@ -783,11 +786,13 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
   d->record_retry = it;
   it->ep->item_ops++; /* the endpoint waits for it, as for an op in the store */
   HOOKD_INC(outcome_write_retries);
-  HLOG(HOOKD_LOG_WARN, it->recording ? "outcome.write_retry" : "release.write_retry",
-       KV_DELIVERY(d, &it->c.d, it->ep->cfg.id),
-       KV_I("attempt", it->out.attempt_number),
-       KV_S("error", hookd_store_strerror(it->rc)), KV_I("try", it->record_tries),
-       KV_I("in_ms", delay));
+  /* stopping, a write is tried every 0.1 s: a line for the first try and every tenth, not
+   * ten a second for each delivery in flight */
+  if (!d->stop_ms || it->record_tries == 1 || it->record_tries % 10 == 0)
+    HLOG(HOOKD_LOG_WARN, it->recording ? "outcome.write_retry" : "release.write_retry",
+         KV_DELIVERY(d, &it->c.d, it->ep->cfg.id), KV_I("attempt", it->out.attempt_number),
+         KV_S("error", hookd_store_strerror(it->rc)), KV_I("try", it->record_tries),
+         KV_I("in_ms", delay));
   return true;
 }
 

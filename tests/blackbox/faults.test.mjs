@@ -226,7 +226,8 @@ describe('durability', () => {
     recv.releaseHanging(200);
     // the answer's outcome cannot be written: tried again (it was given up after 6 tries in a
     // few ms, and sent again after the restart)
-    await h.waitForLog((l) => l.msg === 'outcome.write_retry' && l.try >= 8, 10000, 'the write tried through the grace period');
+    // (60 tries, 6 s: past the try at which a backoff of 0.1 s << tries overflowed)
+    await h.waitForLog((l) => l.msg === 'outcome.write_retry' && l.try >= 60, 10000, 'the write tried through the grace period');
     disk.free();
     const r = await withTimeout(h.exited, 20000, 'hookd still stopping');
     assert.equal(r.code, 0, h.stderrText.slice(-1500));
