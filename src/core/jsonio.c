@@ -39,7 +39,7 @@ json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *l
 /* Why a parse failed, for a provider's body: a number beyond 64 bits (read again as doubles), a
  * valid JSON text that is not I-JSON (RFC 7493: a duplicate key, a \u0000 or a lone surrogate
  * escape — read again with those replaced), or anything else (refused). */
-enum fail_kind { FAIL_OTHER, FAIL_OVERFLOW, FAIL_NOT_IJSON };
+enum fail_kind { FAIL_OTHER, FAIL_OVERFLOW, FAIL_NOT_IJSON, FAIL_DEPTH };
 
 static json_t *parse_as(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
                         bool dups, char err[HOOKD_JSON_ERR_MAX], enum fail_kind *kind) {
@@ -52,6 +52,7 @@ static json_t *parse_as(const char *buf, size_t len, const hookd_json_limits *li
   if (lim && lim->max_depth && depth_exceeds(buf, len, lim->max_depth, &at)) {
     snprintf(err, HOOKD_JSON_ERR_MAX, "JSON nested deeper than %zu levels (at byte %zu)",
              lim->max_depth, at);
+    *kind = FAIL_DEPTH;
     return NULL;
   }
   json_error_t je;
@@ -155,7 +156,7 @@ static void inexact_to_null(json_t *v) {
 }
 
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
-                              bool *lossy, char err[HOOKD_JSON_ERR_MAX]) {
+                              bool *lossy, bool *too_deep, char err[HOOKD_JSON_ERR_MAX]) {
   enum fail_kind kind;
   int flags = 0;
   bool dups = false;
@@ -179,6 +180,7 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
     }
   }
   free(copy);
+  if (too_deep) *too_deep = !v && kind == FAIL_DEPTH;
   if (v && (flags || dups)) {
     *lossy = true;
     inexact_to_null(v);

@@ -35,9 +35,11 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
  * A number no double holds (about 310 digits) is an error: jansson stops there, and what follows
  * it is never checked. Valid JSON that is not I-JSON (RFC 7493) — a duplicate key (the last
  * stands), a \u0000 or a lone surrogate escape (read as U+FFFD) — is taken too, *lossy set:
- * a provider signed it, and refusing it would lose the event to its retries running out. */
+ * a provider signed it, and refusing it would lose the event to its retries running out.
+ * *too_deep (when not NULL) tells a body refused for its depth alone (lim->max_depth) from one
+ * refused for what it holds. */
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
-                              bool *lossy, char err[HOOKD_JSON_ERR_MAX]);
+                              bool *lossy, bool *too_deep, char err[HOOKD_JSON_ERR_MAX]);
 
 /* Appends the compact serialisation of v to out. Object keys keep their order. Returns
  * HOOKD_BUF_* codes. */

@@ -328,8 +328,9 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* the body as JSON, when it is JSON */
   if (body_len && (is_json(ct) || (!ct && (body[0] == '{' || body[0] == '[')))) {
     char err[HOOKD_JSON_ERR_MAX];
-    json = hookd_json_parse_body(body, body_len, &app->json_limits, &lossy, err);
-    if (!json && !strncmp(err, "JSON nested deeper", 18)) {
+    bool too_deep;
+    json = hookd_json_parse_body(body, body_len, &app->json_limits, &lossy, &too_deep, err);
+    if (too_deep) {
       /* valid or not, deeper than hookd reads (--max-json-depth, which bounds its recursion):
        * a provider signed it, and a 400 would only make it retry until it gives up — kept as
        * bytes, like a body that is not JSON (hashed raw, keyed by a header id or that hash) */

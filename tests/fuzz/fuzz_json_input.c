@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* a provider's body: whatever it reads (lossy or not) is a tree; what strict parsing takes,
    * it takes without loss */
   bool lossy;
-  json_t *pb = hookd_json_parse_body((const char *)data, size, &lim, &lossy, err);
+  json_t *pb = hookd_json_parse_body((const char *)data, size, &lim, &lossy, NULL, err);
   json_t *v = hookd_json_parse((const char *)data, size, &lim, err);
   if (v && (!pb || lossy)) abort();
   json_decref(pb);

@@ -44,7 +44,7 @@ static void provider_bodies(void **st) {
   char err[HOOKD_JSON_ERR_MAX];
   bool lossy = true;
   const char *b = "{\"a\":9007199254740993,\"b\":9007199254740992,\"c\":1.5}";
-  json_t *v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, err);
+  json_t *v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, NULL, err);
   assert_non_null(v);
   assert_false(lossy);
   assert_true(json_is_integer(json_object_get(v, "a")));
@@ -55,7 +55,7 @@ static void provider_bodies(void **st) {
    * smaller ones are exact and kept */
   b = "{\"a\":123456789012345678901234567890,\"n\":[9007199254740993,-9007199254740992,"
       "9007199254740991,5,{\"v\":1700000000000000100,\"w\":2.5}]}";
-  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, err);
+  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, NULL, err);
   assert_non_null(v);
   assert_true(lossy);
   assert_true(json_is_null(json_object_get(v, "a")));
@@ -71,16 +71,16 @@ static void provider_bodies(void **st) {
    * so is a syntax error after a large integer */
   char huge[600];
   snprintf(huge, sizeof huge, "{\"a\":1%0400d}", 0);
-  assert_null(hookd_json_parse_body(huge, strlen(huge), &lim, &lossy, err));
+  assert_null(hookd_json_parse_body(huge, strlen(huge), &lim, &lossy, NULL, err));
   assert_false(lossy);
   b = "{\"a\":123456789012345678901234567890,}";
-  assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, err));
+  assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, NULL, err));
   assert_false(lossy);
   /* valid JSON that is not I-JSON is read, lossy: a duplicate key (the last stands), \u0000 and
    * lone surrogates as U+FFFD; a pair, and an escaped backslash before "u", stay as they are */
   b = "{\"a\":1,\"a\":2,\"n\":\"x\\u0000y\",\"h\":\"\\ud83d!\",\"l\":\"\\uDE00\","
       "\"p\":\"\\ud83d\\ude00\",\"e\":\"\\\\u0000\",\"big\":123456789012345678901234567890}";
-  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, err);
+  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, NULL, err);
   assert_non_null(v);
   assert_true(lossy);
   assert_true(json_number_value(json_object_get(v, "a")) == 2.0); /* a double: "big" */
@@ -93,12 +93,20 @@ static void provider_bodies(void **st) {
   json_decref(v);
   /* other errors are errors, after such a read too */
   b = "{\"a\":1,\"a\":2,}";
-  assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, err));
+  assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, NULL, err));
   assert_false(lossy);
   assert_non_null(strstr(err, "invalid JSON"));
   b = "{\"a\":\"\\q\"}";
-  assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, err));
+  bool deep = true;
+  assert_null(hookd_json_parse_body(b, strlen(b), &lim, &lossy, &deep, err));
   assert_false(lossy);
+  assert_false(deep);
+  /* refused for its depth alone: told apart (the receive path keeps such a body as bytes) */
+  char nest[200] = "";
+  for (int i = 0; i < 40; i++) strcat(nest, "[");
+  for (int i = 0; i < 40; i++) strcat(nest, "]");
+  assert_null(hookd_json_parse_body(nest, strlen(nest), &lim, &lossy, &deep, err));
+  assert_true(deep);
 }
 
 static void dump(void **st) {
