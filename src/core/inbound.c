@@ -56,14 +56,18 @@ const char *hookd_in_header_get(const hookd_in_request *req, const char *name) {
   return found;
 }
 
-bool hookd_in_header_name_valid(const char *s) {
-  size_t n = s ? strlen(s) : 0;
-  if (n == 0 || n > 128) return false;
+bool hookd_http_token(const char *s, size_t n) {
+  if (n == 0) return false;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (!isalnum(c) && !strchr("!#$%&'*+-.^_`|~", c)) return false;
+    if (!isalnum(c) && !(c && strchr("!#$%&'*+-.^_`|~", c))) return false;
   }
   return true;
+}
+
+bool hookd_in_header_name_valid(const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  return n <= 128 && hookd_http_token(s, n);
 }
 
 int hookd_in_result(hookd_verify_result *out, int rc, const char *reason) {

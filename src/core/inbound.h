@@ -68,8 +68,12 @@ typedef struct hookd_in_request {
  * than once (ambiguous: a signature header sent twice verifies as missing). */
 const char *hookd_in_header_get(const hookd_in_request *req, const char *name);
 
-/* True when s is a header name a request can carry (an RFC 9110 token, 1-128 bytes): a source
- * naming another header ("X-Sig\r\nA: b") would never verify. */
+/* True when s[0..n) is an RFC 9110 token (1 or more of letters, digits, !#$%&'*+-.^_`|~): what
+ * a header name is made of. */
+bool hookd_http_token(const char *s, size_t n);
+
+/* True when s is a header name a request can carry (a token, 1-128 bytes): a source naming
+ * another header ("X-Sig\r\nA: b") would never verify. */
 bool hookd_in_header_name_valid(const char *s);
 
 /* Configuration of the generic HMAC verifier. */

@@ -22,6 +22,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/inbound.h"
 #include "core/utf8.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -264,20 +265,6 @@ typedef struct head_scan {
   int single[N_SINGLE];
 } head_scan;
 
-/* RFC 9110 token characters: a header name of anything else ("Content-Length " with a space
- * before the colon, a control byte) is kept by libmicrohttpd 0.9.75 as a name of its own, which
- * hookd's framing checks would not recognise while a proxy that trims it would. */
-static bool token_name(const char *k, size_t n) {
-  if (!n) return false;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)k[i];
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          strchr("!#$%&'*+-.^_`|~", c)))
-      return false;
-  }
-  return true;
-}
-
 /* A field value holds visible bytes, spaces and tabs only: a NUL would cut the C string
  * libmicrohttpd hands over ("Bearer k\0junk" read as "Bearer k"). (A bare CR it reads as a
  * space, as RFC 9112 allows.) */
@@ -295,7 +282,10 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
                                    size_t key_size, const char *value, size_t value_size) {
   head_scan *h = cls;
   h->headers++;
-  if (!token_name(key, key_size)) h->bad_name = true;
+  /* a name not a token ("Content-Length " with a space before the colon, a control byte) is
+   * kept by libmicrohttpd 0.9.75 as a name of its own, which hookd's framing checks would not
+   * recognise while a proxy that trims it would */
+  if (!hookd_http_token(key, key_size)) h->bad_name = true;
   if (!clean_value(value, value_size)) h->bad_value = true;
   if (!strcasecmp(key, "Content-Length")) {
     h->content_length++;
