@@ -337,10 +337,6 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 
 static void reply_create(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
-  if (rc == HOOKD_STORE_EXISTS && base->err[0]) { /* the store says why (a deleted one's id) */
-    hookd_req_error(base->req, 409, "already_exists", "%s", base->err);
-    return;
-  }
   if (rc) {
     hookd_api_store_error(base, rc, rc == HOOKD_STORE_NOTFOUND ? "tenant" : "endpoint");
     return;

@@ -150,8 +150,9 @@ void hookd_api_store_error(hookd_api_op *op, int rc, const char *what) {
   case HOOKD_STORE_NOTFOUND:
     hookd_req_error(op->req, 404, "not_found", "%s not found", what);
     break;
-  case HOOKD_STORE_EXISTS:
-    hookd_req_error(op->req, 409, "already_exists", "%s already exists", what);
+  case HOOKD_STORE_EXISTS: /* the store's own words when it has some (a deleted one's id) */
+    if (op->err[0]) hookd_req_error(op->req, 409, "already_exists", "%s", op->err);
+    else hookd_req_error(op->req, 409, "already_exists", "%s already exists", what);
     break;
   case HOOKD_STORE_CONFLICT:
     hookd_req_error(op->req, 409, "conflict", "%s", msg);
