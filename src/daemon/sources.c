@@ -202,6 +202,39 @@ void hookd_source_cache_remove(hookd_source_cache *s, const char *id) {
   remove_since(s, id, UINT64_MAX);
 }
 
+/* The keys of m for which keep(key, value, arg) holds, copied (*n of them; free each, then the
+ * array): a map is not changed while it is walked. What memory does not allow is left out (the
+ * next refresh gets it). Call with the lock held. */
+static char **keys_where(const hookd_strmap *m, bool (*keep)(const char *, void *, const void *),
+                         const void *arg, size_t *n) {
+  const char *k;
+  void *v;
+  char **out = NULL;
+  size_t cap = 0;
+  *n = 0;
+  for (size_t i = 0; (i = hookd_strmap_next(m, i, &k, &v)) != 0;) {
+    if (!keep(k, v, arg)) continue;
+    if (*n == cap) {
+      char **g = realloc(out, (cap = cap ? cap * 2 : 16) * sizeof *g);
+      if (!g) break;
+      out = g;
+    }
+    if (!(out[*n] = strdup(k))) break;
+    ++*n;
+  }
+  return out;
+}
+
+static bool not_listed(const char *k, void *v, const void *listed) {
+  (void)v;
+  return !hookd_strmap_get((const hookd_strmap *)listed, k);
+}
+
+static bool seen_by(const char *k, void *v, const void *since) {
+  (void)k;
+  return (uint64_t)(uintptr_t)v <= *(const uint64_t *)since;
+}
+
 void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, size_t n,
                              uint64_t since) {
   /* rebuild only what changed */
@@ -221,21 +254,9 @@ void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, si
       hookd_strmap_free(&listed); /* out of memory: drop nothing this time */
       return;
     }
+  size_t ng;
   pthread_rwlock_rdlock(&s->lock);
-  const char *k;
-  void *v;
-  char **gone = NULL;
-  size_t ng = 0, cap = 0;
-  for (size_t i = 0; (i = hookd_strmap_next(&s->map, i, &k, &v)) != 0;) {
-    if (hookd_strmap_get(&listed, k)) continue;
-    if (ng == cap) {
-      char **g = realloc(gone, (cap = cap ? cap * 2 : 16) * sizeof *g);
-      if (!g) break;
-      gone = g;
-    }
-    if (!(gone[ng] = strdup(k))) break;
-    ng++;
-  }
+  char **gone = keys_where(&s->map, not_listed, &listed, &ng);
   pthread_rwlock_unlock(&s->lock);
   hookd_strmap_free(&listed);
   for (size_t i = 0; i < ng; i++) {
@@ -245,20 +266,13 @@ void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, si
   free(gone);
   /* the tombstones of removals the list has seen are no longer needed */
   pthread_rwlock_wrlock(&s->lock);
-  ng = 0;
-  for (size_t i = 0; (i = hookd_strmap_next(&s->tomb, i, &k, &v)) != 0;) ng++;
-  if (ng) {
-    char **old = calloc(ng, sizeof *old);
-    size_t no = 0;
-    for (size_t i = 0; old && (i = hookd_strmap_next(&s->tomb, i, &k, &v)) != 0;)
-      if ((uint64_t)(uintptr_t)v <= since) old[no++] = strdup(k);
-    for (size_t i = 0; i < no; i++) {
-      if (old[i]) hookd_strmap_del(&s->tomb, old[i]);
-      free(old[i]);
-    }
-    free(old);
+  char **seen = keys_where(&s->tomb, seen_by, &since, &ng);
+  for (size_t i = 0; i < ng; i++) {
+    hookd_strmap_del(&s->tomb, seen[i]);
+    free(seen[i]);
   }
   pthread_rwlock_unlock(&s->lock);
+  free(seen);
 }
 
 hookd_source_rt *hookd_source_cache_get(hookd_source_cache *s, const char *id) {
