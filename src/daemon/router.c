@@ -107,8 +107,8 @@ static bool match(const char *pattern, const char *path, hookd_req *r, bool capt
 }
 
 /* The token of "Authorization: Bearer <token>", without the spaces around it (libmicrohttpd
- * keeps a value's trailing whitespace, which is no part of it): NULL when there is none, or
- * when it is too long to be a token. */
+ * keeps a value's trailing whitespace, which is no part of it): NULL when there is none, "" when
+ * it is too long to be one (an invalid key, not a missing one). */
 static const char *bearer(hookd_req *r, char out[512]) {
   const char *h = hookd_req_header(r, "Authorization");
   if (!h || strncasecmp(h, "Bearer ", 7) != 0) return NULL;
@@ -116,7 +116,7 @@ static const char *bearer(hookd_req *r, char out[512]) {
   while (*h == ' ' || *h == '\t') h++;
   size_t n = strlen(h);
   while (n && (h[n - 1] == ' ' || h[n - 1] == '\t')) n--;
-  if (n >= 512) return NULL;
+  if (n >= 512) n = 0;
   memcpy(out, h, n);
   out[n] = '\0';
   return out;

@@ -487,6 +487,9 @@ describe('the edge, after the HTTP audit', () => {
     const r = await exchange(h.port, `GET /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey} \t\r\n`
       + 'Connection: close\r\n\r\n');
     assert.equal(responses(r.text)[0]?.status, 200, r.text);
+    const long = await fetch(`${h.url}/v1/tenants`, { headers: { Authorization: `Bearer ${'k'.repeat(600)}` } });
+    assert.equal(long.status, 401);
+    assert.match((await long.json()).error.message, /invalid API key/, 'a key too long is invalid, not missing');
     // 140 headers: the verifier would see the first 128 only (a second signature header past them)
     await h.api('POST', '/v1/tenants', { id: 'edge' });
     const src = await h.api('POST', '/v1/sources', { id: 'src_edge', tenant: 'edge', provider: 'stripe', secrets: ['whsec_edge'],
