@@ -2,7 +2,7 @@
 // real daemon: kill -9 after acknowledged publishes, a receiver that commits and drops the
 // connection, kill -9 with requests in flight, graceful shutdown with requests in flight.
 import { describe, it } from 'node:test';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import { linkSync, rmSync, statSync, symlinkSync } from 'node:fs';
@@ -557,6 +557,45 @@ describe('durability', () => {
     h = await startHookd({ dir, args });
     await waitUntil(async () => (await h.api('GET', `/v1/events/${ids[98]}`)).status === 404, { what: 'the rest expired' });
     assert.match((await h.api('GET', '/metrics')).text, new RegExp(`^hookd_events_expired_total ${99 - walked}$`, 'm'));
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+    cleanup();
+  });
+
+  it('a key revoked with `hookd keys revoke` during a long retention walk stops working before the walk ends', async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir, 'SLOW', 20); // while filled, every store write takes 20 ms
+    const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+    let h = await startHookd({ dir, args });
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url);
+    for (let i = 0; i < 300; i += 20) {
+      await Promise.all(Array.from({ length: 20 }, (_, j) => publish(h, tenant, { type: 'a.b', payload: { n: i + j } })));
+    }
+    const published = Date.now(); // every event was created before this
+    await waitUntil(async () => r.requests.length >= 300, { what: 'every event delivered', timeout: 30000 });
+    await waitUntil(async () => Date.now() > published + 1500, { what: 'the window passes' });
+    assert.equal((await h.stop()).code, 0);
+    const cli = (a) => spawnSync(HOOKD_BIN, [...a, '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+    const made = cli(['keys', 'create', '--role', 'viewer', '--name', 'walk-viewer']);
+    assert.equal(made.status, 0, made.stderr);
+    const token = made.stdout.trim();
+    const keyId = /created (key_\w+)/.exec(made.stderr)[1];
+    // 299 events to expire, 25 per batch, every write slow: a walk of many seconds
+    h = await startHookd({ dir, args, env: disk.env });
+    disk.fill();
+    const stalled = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_store_writer_stalled_seconds');
+    await waitUntil(async () => (await stalled()) >= 0.2, { what: 'a retention batch writing', timeout: 20000 });
+    const asViewer = () => h.api('GET', `/v1/tenants/${tenant}`, undefined, { Authorization: `Bearer ${token}` });
+    assert.equal((await asViewer()).status, 200, 'the key works before it is revoked');
+    const rv = cli(['keys', 'revoke', keyId]);
+    assert.equal(rv.status, 0, rv.stderr);
+    await waitUntil(async () => (await asViewer()).status === 401, { what: 'the revoked key refused', timeout: 20000 });
+    const walked = h.logs.filter((l) => l.msg === 'event.expired');
+    assert.equal(walked.length, 0, 'the walk had ended before the key was refused: the test proves nothing');
+    disk.free();
+    await waitUntil(async () => h.logs.some((l) => l.msg === 'event.expired'), { what: 'the walk ends', timeout: 30000 });
     assert.equal((await h.stop()).code, 0);
     await r.close();
     cleanup();
