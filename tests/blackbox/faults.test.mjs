@@ -523,30 +523,37 @@ describe('durability', () => {
     });
   }
 
-  it('SIGTERM during a long retention walk: the walk stops after its current batch and the daemon exits 0; the next start goes on with the rest', async () => {
+  // A stopped store holding `count` delivered events past a 1 s retention window, and a
+  // fault shim that makes every store write take 20 ms while filled: a long walk at the next start.
+  // (a window must outlast the longest request: --max-timeout-ms below it)
+  const walkArgs = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+  async function expiredBacklog(count) {
     const { dir, cleanup } = tempDir();
-    const disk = faultDisk(dir, 'SLOW', 20); // while filled, every store write takes 20 ms
-    // (a window must outlast the longest request: --max-timeout-ms below it)
-    const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
-    let h = await startHookd({ dir, args });
+    const h = await startHookd({ dir, args: walkArgs });
     const r = await startReceiver();
     const { tenant } = await setup(h, r.url);
     const ids = [];
-    for (let i = 0; i < 100; i += 20) {
+    for (let i = 0; i < count; i += 20) {
       const batch = await Promise.all(Array.from({ length: 20 }, (_, j) => publish(h, tenant, { type: 'a.b', payload: { n: i + j } })));
       ids.push(...batch.map((p) => p.json.id));
     }
-    await waitUntil(async () => r.requests.length >= 100, { what: 'every event delivered' });
+    await waitUntil(async () => r.requests.length >= count, { what: 'every event delivered', timeout: 30000 });
     const last = Date.parse((await h.api('GET', `/v1/events/${ids[ids.length - 1]}`)).json.created_at);
     await waitUntil(async () => Date.now() > last + 1500, { what: 'the window passes' });
     assert.equal((await h.stop()).code, 0);
+    await r.close();
+    return { dir, cleanup, db: h.db, ids, tenant, disk: faultDisk(dir, 'SLOW', 20) };
+  }
+  const batchWriting = (h) => waitUntil(async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+    'hookd_store_writer_stalled_seconds') >= 0.2, { what: 'a retention batch writing', timeout: 20000 });
+
+  it('SIGTERM during a long retention walk: the walk stops after its current batch and the daemon exits 0; the next start goes on with the rest', async () => {
+    const { dir, cleanup, ids, disk } = await expiredBacklog(100);
     // 99 events to expire (the newest stays), 25 per batch: the walk takes several batches, each
     // slow; the stop comes during the first
-    h = await startHookd({ dir, args, env: disk.env });
+    let h = await startHookd({ dir, args: walkArgs, env: disk.env });
     disk.fill();
-    const stalled = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
-      'hookd_store_writer_stalled_seconds');
-    await waitUntil(async () => (await stalled()) >= 0.2, { what: 'a retention batch writing', timeout: 20000 });
+    await batchWriting(h);
     h.proc.kill('SIGTERM');
     disk.free();
     const exit = await withTimeout(h.exited, 30000, 'hookd still stopping');
@@ -554,39 +561,24 @@ describe('durability', () => {
     const walked = h.logs.filter((l) => l.msg === 'event.expired').reduce((n, l) => n + l.count, 0);
     assert.ok(walked >= 1 && walked < 99, `the walk went on after the signal: ${walked} of 99 expired`);
     // the next start takes up the rest
-    h = await startHookd({ dir, args });
+    h = await startHookd({ dir, args: walkArgs });
     await waitUntil(async () => (await h.api('GET', `/v1/events/${ids[98]}`)).status === 404, { what: 'the rest expired' });
     assert.match((await h.api('GET', '/metrics')).text, new RegExp(`^hookd_events_expired_total ${99 - walked}$`, 'm'));
     assert.equal((await h.stop()).code, 0);
-    await r.close();
     cleanup();
   });
 
   it('a key revoked with `hookd keys revoke` during a long retention walk stops working before the walk ends', async () => {
-    const { dir, cleanup } = tempDir();
-    const disk = faultDisk(dir, 'SLOW', 20); // while filled, every store write takes 20 ms
-    const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
-    let h = await startHookd({ dir, args });
-    const r = await startReceiver();
-    const { tenant } = await setup(h, r.url);
-    for (let i = 0; i < 300; i += 20) {
-      await Promise.all(Array.from({ length: 20 }, (_, j) => publish(h, tenant, { type: 'a.b', payload: { n: i + j } })));
-    }
-    const published = Date.now(); // every event was created before this
-    await waitUntil(async () => r.requests.length >= 300, { what: 'every event delivered', timeout: 30000 });
-    await waitUntil(async () => Date.now() > published + 1500, { what: 'the window passes' });
-    assert.equal((await h.stop()).code, 0);
-    const cli = (a) => spawnSync(HOOKD_BIN, [...a, '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+    const { dir, cleanup, db, tenant, disk } = await expiredBacklog(300);
+    const cli = (a) => spawnSync(HOOKD_BIN, [...a, '--store', `sqlite:${db}`], { encoding: 'utf8' });
     const made = cli(['keys', 'create', '--role', 'viewer', '--name', 'walk-viewer']);
     assert.equal(made.status, 0, made.stderr);
     const token = made.stdout.trim();
     const keyId = /created (key_\w+)/.exec(made.stderr)[1];
     // 299 events to expire, 25 per batch, every write slow: a walk of many seconds
-    h = await startHookd({ dir, args, env: disk.env });
+    const h = await startHookd({ dir, args: walkArgs, env: disk.env });
     disk.fill();
-    const stalled = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
-      'hookd_store_writer_stalled_seconds');
-    await waitUntil(async () => (await stalled()) >= 0.2, { what: 'a retention batch writing', timeout: 20000 });
+    await batchWriting(h);
     const asViewer = () => h.api('GET', `/v1/tenants/${tenant}`, undefined, { Authorization: `Bearer ${token}` });
     assert.equal((await asViewer()).status, 200, 'the key works before it is revoked');
     const rv = cli(['keys', 'revoke', keyId]);
@@ -597,7 +589,6 @@ describe('durability', () => {
     disk.free();
     await waitUntil(async () => h.logs.some((l) => l.msg === 'event.expired'), { what: 'the walk ends', timeout: 30000 });
     assert.equal((await h.stop()).code, 0);
-    await r.close();
     cleanup();
   });
 
