@@ -480,10 +480,13 @@ describe('durability', () => {
   for (const [what, errno, limit] of [
     ['a full disk (ENOSPC)', 'ENOSPC', false],
     ['a file-size limit (RLIMIT_FSIZE: SIGXFSZ, then EFBIG)', 'EFBIG', true],
+    // a failed WAL write (SQLITE_IOERR_WRITE) leaves the commit frame unwritten: a failure, not
+    // an unknown outcome that would stop the daemon
+    ['a write refused with EFBIG and no signal', 'EFBIG', false],
   ]) {
     it(`${what}: publishes answer 503 storage_unavailable, the daemon stays up, nothing acknowledged is lost, and it recovers once space is freed`, async () => {
       const { dir, cleanup } = tempDir();
-      const disk = faultDisk(dir);
+      const disk = faultDisk(dir, errno);
       const h = await startHookd({ dir, env: limit ? {} : disk.env });
       const r = await startReceiver(() => 'hang'); // nothing settles: every event stays in the store
       const { tenant } = await setup(h, r.url, { timeout_ms: 60000, max_in_flight: 1 });
