@@ -34,6 +34,9 @@ typedef struct hookd_app {
                              * supervisor's liveness probe is answered during a slow start) */
   int64_t started_ms;
   int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
+  uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */
+  int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */
+  bool ckpt_failing;             /* failing as last logged: the next success is logged too */
 } hookd_app;
 
 /* The request handler installed in the server (router.c). */

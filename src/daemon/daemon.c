@@ -165,10 +165,34 @@ static int refresh_keys(hookd_app *app, size_t *stored) {
   return rc;
 }
 
-/* Keys created or revoked by `hookd keys`, and sources changed by another node, take effect. */
+/* A failing checkpoint loses nothing but lets the WAL grow until the disk is full
+ * (docs/architecture.md, failure windows): logged when it starts, then at most once a minute
+ * with the count while it goes on, and when a checkpoint succeeds again. */
+static void watch_checkpoints(hookd_app *app) {
+  hookd_store_health h;
+  hookd_store_health_get(app->store, &h);
+  int64_t now = hookd_mono_ms();
+  uint64_t fresh = h.checkpoint_failures - app->ckpt_failures_logged;
+  if (fresh && (!app->ckpt_failing || now - app->ckpt_logged_ms >= 60000)) {
+    HLOG(HOOKD_LOG_ERROR, "store.checkpoint_failed", KV_S("error", h.checkpoint_error),
+         KV_I("failures", (int64_t)fresh), KV_I("wal_bytes", h.wal_bytes),
+         KV_S("impact", "nothing is lost, but the WAL grows until a checkpoint succeeds"));
+    app->ckpt_failures_logged = h.checkpoint_failures;
+    app->ckpt_logged_ms = now;
+    app->ckpt_failing = true;
+  } else if (app->ckpt_failing && !h.checkpoint_failing) {
+    HLOG(HOOKD_LOG_INFO, "store.checkpoint_recovered", KV_I("wal_bytes", h.wal_bytes));
+    app->ckpt_failures_logged = h.checkpoint_failures;
+    app->ckpt_failing = false;
+  }
+}
+
+/* The main thread's periodic duties: keys created or revoked by `hookd keys`, and sources
+ * changed by another node, take effect; the store's checkpoints are watched. */
 static void refresh_config(hookd_app *app) {
   refresh_keys(app, NULL);
   refresh_sources(app);
+  watch_checkpoints(app);
   app->refreshed_ms = hookd_mono_ms();
 }
 
@@ -393,7 +417,12 @@ fail:
   }
   hookd_destinations_free(app.dest);
   hookd_source_cache_free(app.sources);
-  hookd_store_close(app.store);
+  hookd_store_health last;
+  hookd_store_close_checked(app.store, &last);
+  if (last.checkpoint_failing) /* the next start copies the WAL before writing, or refuses */
+    HLOG(HOOKD_LOG_ERROR, "store.checkpoint_failed", KV_S("error", last.checkpoint_error),
+         KV_I("wal_bytes", last.wal_bytes),
+         KV_S("impact", "the WAL is kept: the next start copies it into the database first"));
   hookd_auth_free(app.auth);
   OPENSSL_cleanse(&app.keyring, sizeof app.keyring);
   hookd_store_unlock(&lock); /* after the store: see hookd_store_lock */

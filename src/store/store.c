@@ -302,6 +302,8 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
     if (sqlite_path_ok(cfg->url + 7, err, errlen) != 0) goto fail;
     s->be = &hookd_sqlite_backend;
     s->shared_free = hookd_sqlite_shared_free;
+    s->shared_stop = hookd_sqlite_shared_stop;
+    s->shared_health = hookd_sqlite_shared_health;
     if (hookd_sqlite_shared_open(cfg->url + 7, &s->shared, err, errlen) != 0) goto fail;
   } else {
     /* the scheme only: a database URL may carry a password */
@@ -350,14 +352,24 @@ void hookd_store_interrupt_scans(hookd_store *s) {
   if (s && s->scan) hookd_storeq_interrupt(s->scan);
 }
 
-void hookd_store_close(hookd_store *s) {
+void hookd_store_health_get(hookd_store *s, hookd_store_health *out) {
+  memset(out, 0, sizeof *out);
+  if (s && s->shared_health) s->shared_health(s->shared, out);
+}
+
+void hookd_store_close_checked(hookd_store *s, hookd_store_health *final) {
+  if (final) memset(final, 0, sizeof *final);
   if (!s) return;
   hookd_storeq_stop(s->scan);
   hookd_storeq_stop(s->reader);
   hookd_storeq_stop(s->writer);
+  if (s->shared_stop) s->shared_stop(s->shared, final != NULL);
+  if (final && s->shared_health) s->shared_health(s->shared, final);
   if (s->shared_free) s->shared_free(s->shared);
   free(s);
 }
+
+void hookd_store_close(hookd_store *s) { hookd_store_close_checked(s, NULL); }
 
 void hookd_replay_job_free(hookd_replay_job *j) {
   free(j->id);

@@ -656,10 +656,24 @@ typedef struct hookd_store_backend {
 
 typedef struct hookd_storeq hookd_storeq;
 
+/* The backend's background work (SQLite: its checkpoints), for the daemon's logs and metrics. A
+ * checkpoint that fails loses nothing (the WAL keeps every commit) but lets the WAL grow until
+ * the disk is full: an operator must hear of it. */
+typedef struct hookd_store_health {
+  uint64_t checkpoint_failures; /* checkpoints that failed (a busy connection is no failure) */
+  bool checkpoint_failing;      /* the last checkpoint failed */
+  char checkpoint_error[160];   /* the last failure's text */
+  int64_t wal_bytes;            /* the WAL in use: frames since it last started over */
+} hookd_store_health;
+
 typedef struct hookd_store {
   const hookd_store_backend *be;
   void *shared;           /* backend state shared by its connections (path, checkpointer) */
   void (*shared_free)(void *shared);
+  /* both optional: stop the backend's background work (final: after a last checkpoint), and
+   * report on it */
+  void (*shared_stop)(void *shared, bool final);
+  void (*shared_health)(void *shared, hookd_store_health *out);
   hookd_storeq *writer;   /* group-committing executor */
   hookd_storeq *reader;   /* read executor */
   hookd_storeq *scan;     /* read executor for long scans (a replay job's snapshot), so that
@@ -692,7 +706,12 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
  * so that the requests waiting on them are answered (503) instead of holding the drain. Ops
  * started after the call run normally: call it again while draining. */
 void hookd_store_interrupt_scans(hookd_store *s);
+/* The backend's background work now (all zero for a backend without any). */
+void hookd_store_health_get(hookd_store *s, hookd_store_health *out);
 /* Drains the executors and closes everything. */
 void hookd_store_close(hookd_store *s);
+/* The same, and *final (if not NULL) says how the last checkpoint went: a failed one leaves the
+ * WAL for the next start, which copies it before writing anything. */
+void hookd_store_close_checked(hookd_store *s, hookd_store_health *final);
 
 #endif

@@ -595,6 +595,63 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('checkpoints failing (the database file refuses writes, EIO): logged, counted and retried once a second; publishes go on; recovered once the disk is back; a last failing one at shutdown leaves the WAL for the next start', async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir, 'EIO', 0, '.db'); // the WAL is written; checkpoints fail
+    let h = await startHookd({ dir, env: disk.env });
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url);
+    const metric = async (name) => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), name);
+    disk.fill();
+    const blob = 'x'.repeat(16 * 1024);
+    const acked = [];
+    const publishSome = async (n) => {
+      for (let i = 0; i < n; i++) {
+        const p = await publish(h, tenant, { type: 'a', payload: { i, blob } });
+        assert.equal(p.status, 202, p.text); // commits go on: the WAL takes them
+        acked.push(p.json.id);
+      }
+    };
+    await publishSome(300); // ~5 MB of WAL: past the checkpointer's 1,000 frames
+    const failed = await waitUntil(() => h.logs.find((l) => l.msg === 'store.checkpoint_failed'),
+      { what: 'store.checkpoint_failed logged', timeout: 15000 });
+    assert.match(failed.error, /I\/O error/);
+    assert.ok(failed.wal_bytes > 1024 * 1024, `the WAL in use: ${failed.wal_bytes}`);
+    const first = await metric('hookd_store_checkpoint_failures_total');
+    assert.ok(first >= 1);
+    assert.ok((await metric('hookd_store_wal_bytes')) > 1024 * 1024);
+    assert.equal((await h.api('GET', '/readyz')).status, 200, 'commits succeed: still ready');
+    // retried once a second (each try copies the whole WAL), not in a loop
+    const t0 = Date.now();
+    await waitUntil(async () => Date.now() - t0 >= 3000, { what: '3 s of failing checkpoints', interval: 200 });
+    const during = (await metric('hookd_store_checkpoint_failures_total')) - first;
+    const secs = (Date.now() - t0) / 1000;
+    assert.ok(during >= 1 && during <= 2 * secs + 4, `${during} failed checkpoints in ${secs} s`);
+    // the disk is back: a checkpoint succeeds, the WAL starts over
+    disk.free();
+    await publishSome(5);
+    await waitUntil(() => h.logs.some((l) => l.msg === 'store.checkpoint_recovered'),
+      { what: 'store.checkpoint_recovered logged', timeout: 15000 });
+    await waitUntil(async () => { // it starts over at the first write after a full checkpoint
+      await publishSome(1);
+      return (await metric('hookd_store_wal_bytes')) < 1024 * 1024;
+    }, { what: 'the WAL started over', timeout: 15000, interval: 100 });
+    // failing again at shutdown: the last checkpoint's failure is logged, the exit is clean,
+    // and the next start (disk back) has every event
+    disk.fill();
+    await publishSome(20);
+    const exit = await h.stop();
+    assert.equal(exit.code, 0);
+    assert.ok(h.logs.some((l) => l.msg === 'store.checkpoint_failed' && /next start/.test(l.impact)),
+      'the last checkpoint\'s failure logged at shutdown');
+    disk.free();
+    h = await startHookd({ dir });
+    for (const id of acked) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', `${id} delivered`, 30000);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+    cleanup();
+  });
+
   it('a second hookd on the same SQLite store refuses to start', async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });

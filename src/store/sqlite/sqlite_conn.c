@@ -59,8 +59,14 @@ struct sq_shared {
   int ckpt_passed; /* the checkpointer finished a pass: the writer finishes it, the WAL restarts */
   uint64_t passes; /* checkpointer passes that copied frames (tests) */
   int stop;
+  int final_ckpt;  /* at stop: a last checkpoint before closing */
   int wal_limit;   /* the writer checkpoints itself past this WAL size */
   int wal_over;    /* the writer checkpoints before its next transaction (its thread only) */
+  int64_t writer_retry_ms; /* after a failed checkpoint the writer's next one waits until then
+                            * (monotonic; its thread only) */
+  uint64_t ckpt_failures;  /* checkpoints that failed, busy connections aside (store.h) */
+  int ckpt_failing;        /* the last checkpoint failed */
+  char ckpt_err[160];
 };
 
 /* ---------- helpers ---------- */
@@ -165,6 +171,31 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
 
 /* ---------- checkpointer ---------- */
 
+/* After a checkpoint that failed (an I/O error, a full disk), the next waits this long: each one
+ * copies the whole WAL again before its sync fails. */
+#define CKPT_RETRY_MS 1000
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A checkpoint's result, for hookd_sqlite_shared_health (sh->mu held). Returns whether it
+ * failed: a busy connection (another checkpoint running, a reader on old frames) is not a
+ * failure, the next one goes on. */
+static int ckpt_note(sq_shared *sh, sqlite3 *db, int rc) {
+  if (rc == SQLITE_OK) {
+    sh->ckpt_failing = 0;
+    return 0;
+  }
+  if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) return 0;
+  sh->ckpt_failures++;
+  sh->ckpt_failing = 1;
+  snprintf(sh->ckpt_err, sizeof sh->ckpt_err, "%s (%d)", sqlite3_errmsg(db), rc);
+  return 1;
+}
+
 static void *ckpt_main(void *arg) {
   sq_shared *sh = arg;
   sqlite3 *db = NULL;
@@ -176,14 +207,24 @@ static void *ckpt_main(void *arg) {
   sqlite3_busy_timeout(db, 1000);
   sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
   pthread_mutex_lock(&sh->mu);
+  int failed = 0;
   while (!sh->stop) {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 2; /* also checkpoint an idle WAL now and then */
-    while (!sh->stop && !(sh->ckpt_pages && sh->wal_pages - sh->backfilled >= sh->ckpt_pages)) {
+    /* also checkpoint an idle WAL now and then; after a failure, wait out the retry delay */
+    if (failed) {
+      deadline.tv_nsec += (CKPT_RETRY_MS % 1000) * 1000000L;
+      deadline.tv_sec += CKPT_RETRY_MS / 1000 + deadline.tv_nsec / 1000000000L;
+      deadline.tv_nsec %= 1000000000L;
+    } else {
+      deadline.tv_sec += 2;
+    }
+    while (!sh->stop &&
+           (failed || !(sh->ckpt_pages && sh->wal_pages - sh->backfilled >= sh->ckpt_pages))) {
       if (!sh->ckpt_pages) pthread_cond_wait(&sh->cv, &sh->mu); /* tests: only stop wakes it */
       else if (pthread_cond_timedwait(&sh->cv, &sh->mu, &deadline) != 0) break;
     }
+    failed = 0;
     if (sh->stop) break;
     /* a pass, then short ones for what the writer appended meanwhile, so that what is left for
      * the writer to copy itself is a few commits' frames */
@@ -192,6 +233,7 @@ static void *ckpt_main(void *arg) {
       int log = 0, done = 0;
       int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
       pthread_mutex_lock(&sh->mu);
+      failed = ckpt_note(sh, db, rc);
       /* done counts every frame copied in this WAL; more than before: this pass copied some
        * (a done past wal_pages belongs to a WAL that has started over meanwhile) */
       if (rc != SQLITE_OK || done <= sh->backfilled || done > sh->wal_pages) break;
@@ -200,6 +242,14 @@ static void *ckpt_main(void *arg) {
       sh->passes++;
       if (sh->wal_pages - sh->backfilled <= CKPT_LEFT_PAGES) break;
     }
+  }
+  if (sh->final_ckpt) {
+    /* every other connection is closed: this copies the whole WAL, and its result is reported
+     * (the close that follows checkpoints again, finds nothing left, and removes the WAL) */
+    pthread_mutex_unlock(&sh->mu);
+    int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    pthread_mutex_lock(&sh->mu);
+    ckpt_note(sh, db, rc);
   }
   pthread_mutex_unlock(&sh->mu);
   sqlite3_close(db);
@@ -223,12 +273,15 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
 /* Before a write transaction, on the writer: see the comment at the top. PASSIVE never waits;
  * if the checkpointer is busy (SQLITE_BUSY) the next transaction tries again. */
 static void writer_checkpoint(hookd_store_conn *c) {
-  int log = 0, done = 0;
-  if (sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done) !=
-          SQLITE_OK ||
-      done != log)
-    return;
   sq_shared *sh = c->sh;
+  if (sh->writer_retry_ms && mono_ms() < sh->writer_retry_ms) return;
+  int log = 0, done = 0;
+  int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+  pthread_mutex_lock(&sh->mu);
+  int failed = ckpt_note(sh, c->db, rc);
+  pthread_mutex_unlock(&sh->mu);
+  sh->writer_retry_ms = failed ? mono_ms() + CKPT_RETRY_MS : 0;
+  if (rc != SQLITE_OK || done != log) return;
   sh->wal_over = 0;
   pthread_mutex_lock(&sh->mu);
   sh->ckpt_passed = 0;
@@ -271,16 +324,32 @@ int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t 
   return HOOKD_STORE_OK;
 }
 
+void hookd_sqlite_shared_stop(void *shared, bool final) {
+  sq_shared *sh = shared;
+  if (!sh || !sh->ckpt_started) return;
+  pthread_mutex_lock(&sh->mu);
+  sh->stop = 1;
+  sh->final_ckpt = final;
+  pthread_cond_signal(&sh->cv);
+  pthread_mutex_unlock(&sh->mu);
+  pthread_join(sh->ckpt_thread, NULL);
+  sh->ckpt_started = 0;
+}
+
+void hookd_sqlite_shared_health(void *shared, hookd_store_health *out) {
+  sq_shared *sh = shared;
+  pthread_mutex_lock(&sh->mu);
+  out->checkpoint_failures = sh->ckpt_failures;
+  out->checkpoint_failing = sh->ckpt_failing;
+  snprintf(out->checkpoint_error, sizeof out->checkpoint_error, "%s", sh->ckpt_err);
+  out->wal_bytes = (int64_t)sh->wal_pages * 4096; /* hookd keeps SQLite's 4 KiB pages */
+  pthread_mutex_unlock(&sh->mu);
+}
+
 void hookd_sqlite_shared_free(void *shared) {
   sq_shared *sh = shared;
   if (!sh) return;
-  if (sh->ckpt_started) {
-    pthread_mutex_lock(&sh->mu);
-    sh->stop = 1;
-    pthread_cond_signal(&sh->cv);
-    pthread_mutex_unlock(&sh->mu);
-    pthread_join(sh->ckpt_thread, NULL);
-  }
+  hookd_sqlite_shared_stop(sh, false);
   pthread_mutex_destroy(&sh->mu);
   pthread_cond_destroy(&sh->cv);
   free(sh->path);

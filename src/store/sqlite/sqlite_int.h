@@ -248,6 +248,10 @@ int sq_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq);
 /* Opens the backend's shared state for a "sqlite:PATH" url. */
 int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen);
 void hookd_sqlite_shared_free(void *shared);
+/* Stops the checkpointer (after a last checkpoint when final; every other connection must be
+ * closed by then), and reports on its checkpoints (store.h). */
+void hookd_sqlite_shared_stop(void *shared, bool final);
+void hookd_sqlite_shared_health(void *shared, hookd_store_health *out);
 /* Checkpoint thresholds in WAL pages: the checkpointer wakes when ckpt_pages frames are not yet
  * copied (0: only when told to stop — for tests), the writer checkpoints itself past limit_pages.
  * Defaults 1,000 and 32,000. */

@@ -40,11 +40,13 @@ function faultEnv(vars) {
   const asan = process.env.ASAN_OPTIONS ? `${process.env.ASAN_OPTIONS}:` : '';
   return { LD_PRELOAD: FAULTFS, ASAN_OPTIONS: `${asan}verify_asan_link_order=0`, ...vars };
 }
-// errno 'SLOW' (with slowMs): the writes succeed, each after slowMs, while filled.
-export function faultDisk(dir, errno = 'ENOSPC', slowMs = 0) {
+// errno 'SLOW' (with slowMs): the writes succeed, each after slowMs, while filled. suffix: only
+// the writes to the file whose name ends so ('.db': the database, not its WAL — checkpoints).
+export function faultDisk(dir, errno = 'ENOSPC', slowMs = 0, suffix = '') {
   const flag = join(dir, 'disk-full');
   return {
-    env: faultEnv({ HOOKD_FAULT_FLAG: flag, HOOKD_FAULT_ERRNO: errno, HOOKD_FAULT_SLOW_MS: String(slowMs) }),
+    env: faultEnv({ HOOKD_FAULT_FLAG: flag, HOOKD_FAULT_ERRNO: errno, HOOKD_FAULT_SLOW_MS: String(slowMs),
+      HOOKD_FAULT_SUFFIX: suffix }),
     fill: () => writeFileSync(flag, ''),
     free: () => rmSync(flag, { force: true }),
   };
