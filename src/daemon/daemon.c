@@ -286,10 +286,11 @@ int hookd_serve(const hookd_config *cfg) {
    * printed by a start that then failed */
   app.dest = hookd_destinations_new(cfg, err, sizeof err);
   if (!app.dest) goto fail;
-  if (hookd_store_lock(cfg->store_url, &lock, err, sizeof err) != 0) goto fail;
   /* The listener opens before the store: recovering a large WAL or running a migration may take
    * a while, and a supervisor's liveness probe (/healthz) must be answered meanwhile; every
-   * other route answers 503 not_ready until the start is complete ("listening" is logged). */
+   * other route answers 503 not_ready until the start is complete ("listening" is logged).
+   * Before the store's lock, too, which creates the store's file: a start refused its address
+   * must not leave an empty store behind. */
   hookd_server_config hc = {.host = cfg->listen_host,
                             .port = cfg->listen_port,
                             .idle_timeout_s = cfg->header_timeout_s,
@@ -306,6 +307,7 @@ int hookd_serve(const hookd_config *cfg) {
                             .app = &app};
   app.srv = hookd_server_start(&hc, err, sizeof err);
   if (!app.srv) goto fail;
+  if (hookd_store_lock(cfg->store_url, &lock, err, sizeof err) != 0) goto fail;
   hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_failure_handler(on_store_failure);

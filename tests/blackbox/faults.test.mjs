@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
-import { linkSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { existsSync, linkSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { API_KEY, HOOKD_BIN, TEST_ARGS, faultDisk, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
@@ -679,7 +679,11 @@ describe('durability', () => {
     }
     const h2 = await startHookd({ dir });
     // nor does a second daemon share its port (requests would be split between them)
-    await assert.rejects(startHookd({ args: ['--listen', `127.0.0.1:${h2.port}`] }), /cannot listen/);
+    // — and such a refused start leaves no empty store file behind
+    const third = tempDir();
+    await assert.rejects(startHookd({ dir: third.dir, args: ['--listen', `127.0.0.1:${h2.port}`] }), /cannot listen/);
+    assert.ok(!existsSync(join(third.dir, 'hookd.db')), 'a refused start created the store file');
+    third.cleanup();
     assert.equal((await h2.stop()).code, 0);
     cleanup();
   });
