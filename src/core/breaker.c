@@ -45,7 +45,11 @@ bool hookd_breaker_record(hookd_breaker *b, const hookd_breaker_cfg *c, bool suc
                           bool was_probe, int64_t now_ms) {
   hookd_breaker_state before = b->state;
   if (b->state == HOOKD_BREAKER_HALF_OPEN) {
-    if (was_probe && b->probes_in_flight > 0) b->probes_in_flight--;
+    /* only the probes decide: a late outcome of a request sent before the breaker opened
+     * (timeouts may outlast the cool-down) must neither close it nor reopen it under the
+     * probe still in flight */
+    if (!was_probe) return false;
+    if (b->probes_in_flight > 0) b->probes_in_flight--;
     if (success) {
       b->state = HOOKD_BREAKER_CLOSED;
       b->window_start_ms = now_ms;

@@ -1267,6 +1267,7 @@ int hookd_dispatcher_stop(hookd_dispatcher *d) {
   for (size_t i = 0; (i = hookd_strmap_next(&d->health, i, &k, &v)) != 0;) free(v);
   hookd_strmap_free(&d->health);
   free(d->heap);
+  free(d->later);
   free(d->wake);
   hookd_egress_free(d->eg);
   pthread_mutex_destroy(&d->mu);

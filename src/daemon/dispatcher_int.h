@@ -122,6 +122,8 @@ typedef struct tenant {
   bool share_blocked;         /* on d->share_wait: the global cap is down to its reserve */
   struct tenant *share_next;
   struct ep *share_wait;      /* its endpoints stopped by the reserve of its cap */
+  int ready_live;             /* its endpoints with live_ready set */
+  int in_flight_cls[CLS__COUNT];
 } tenant;
 
 typedef struct ep {
@@ -145,6 +147,8 @@ typedef struct ep {
   size_t heap_pos;            /* claim heap, index + 1 (0 = not in it) */
   int64_t heap_key;           /* when it may claim: max(next_due, pause, breaker) */
   bool in_ready;              /* in its tenant's ready list */
+  bool live_ready;            /* in_ready with live deliveries queued (counted in its tenant's
+                                 ready_live) */
   struct ep *ready_next;
   size_t wake_pos;            /* wake heap (rate limit, pause, breaker), index + 1 */
   int64_t wake_ms;
@@ -204,6 +208,14 @@ struct hookd_dispatcher {
                                  budgets before they return, or one pass over many due endpoints
                                  claims far past them */
   int in_flight_cls[CLS__COUNT], queued_cls[CLS__COUNT];
+  /* live deliveries that could take a global slot now: endpoints with live_ready, of tenants
+   * neither at their cap nor waiting for their rate limit. The retry and replay budgets apply
+   * only while there are some (a live delivery stopped by its own endpoint's or tenant's limits
+   * leaves the global slots idle, and lends them) */
+  int ready_live;
+  int cls_weight[CLS__COUNT]; /* weights of the tenants with requests of the class in flight */
+  ep **later;                 /* a claim pass's endpoints stopped by the caps */
+  size_t later_cap;
   int store_ops;
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;

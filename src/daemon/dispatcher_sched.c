@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/share.h"
 #include "daemon/dispatcher_int.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -24,6 +25,7 @@
 
 static void share_wait_remove(ep *e);
 static void flush_share_eps(hookd_dispatcher *d, tenant *t);
+static void tenant_hold(hookd_dispatcher *d, tenant *t, bool *flag, bool on);
 
 int sched_ep_limit(const ep *e) { return e->cfg.max_in_flight > 0 ? e->cfg.max_in_flight : 1; }
 
@@ -145,7 +147,10 @@ static void ring_push(hookd_dispatcher *d, tenant *t);
 void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg) {
   int64_t now = hookd_now_ms();
   t->max_in_flight = cfg->max_in_flight > 0 ? cfg->max_in_flight : d->cfg.tenant_max_in_flight;
-  t->weight = cfg->weight > 0 ? cfg->weight : 1;
+  int weight = cfg->weight > 0 ? cfg->weight : 1;
+  for (int c = 0; c < CLS__COUNT; c++)
+    if (t->in_flight_cls[c] > 0) d->cls_weight[c] += weight - t->weight;
+  t->weight = weight;
   double burst = cfg->rate_limit > 1 ? cfg->rate_limit : 1;
   hookd_bucket_set(&t->bucket, cfg->rate_limit, burst, now);
   if (t->share_wait) flush_share_eps(d, t); /* its cap, and so its reserve, may have changed */
@@ -154,7 +159,7 @@ void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg)
    * when the new cap leaves room, not at its next completion */
   if (t->waiting) t->wake_ms = now + hookd_bucket_wait_ms(&t->bucket, now);
   if (t->blocked_cap && t->in_flight < t->max_in_flight) {
-    t->blocked_cap = false;
+    tenant_hold(d, t, &t->blocked_cap, false);
     ring_push(d, t);
   }
 }
@@ -190,10 +195,31 @@ static bool ep_queue_empty(const ep *e) {
   return !e->q_head[CLS_LIVE] && !e->q_head[CLS_RETRY] && !e->q_head[CLS_REPLAY];
 }
 
+/* A tenant's live work counts for the budgets unless its own limits hold it back. */
+static bool tenant_open(const tenant *t) { return !t->blocked_cap && !t->waiting; }
+
+/* Keeps e->live_ready, its tenant's ready_live and d->ready_live in step with e's ready list
+ * membership and live queue. */
+static void live_update(hookd_dispatcher *d, ep *e) {
+  bool now = e->in_ready && e->q_head[CLS_LIVE] != NULL;
+  if (now == e->live_ready || !e->t) return;
+  e->live_ready = now;
+  e->t->ready_live += now ? 1 : -1;
+  if (tenant_open(e->t)) d->ready_live += now ? 1 : -1;
+}
+
+/* Sets a tenant's blocked_cap or waiting flag, moving its live work in or out of the count. */
+static void tenant_hold(hookd_dispatcher *d, tenant *t, bool *flag, bool on) {
+  bool before = tenant_open(t);
+  *flag = on;
+  if (before != tenant_open(t)) d->ready_live += before ? -t->ready_live : t->ready_live;
+}
+
 static void ready_push(hookd_dispatcher *d, ep *e) {
   tenant *t = e->t;
   if (e->in_ready || !t) return;
   e->in_ready = true;
+  live_update(d, e);
   e->ready_next = NULL;
   if (t->ready_tail) t->ready_tail->ready_next = e;
   else t->ready_head = e;
@@ -201,17 +227,18 @@ static void ready_push(hookd_dispatcher *d, ep *e) {
   ring_push(d, t);
 }
 
-static ep *ready_pop(tenant *t) {
+static ep *ready_pop(hookd_dispatcher *d, tenant *t) {
   ep *e = t->ready_head;
   if (!e) return NULL;
   t->ready_head = e->ready_next;
   if (!t->ready_head) t->ready_tail = NULL;
   e->in_ready = false;
   e->ready_next = NULL;
+  live_update(d, e);
   return e;
 }
 
-static void ready_remove(ep *e) {
+static void ready_remove(hookd_dispatcher *d, ep *e) {
   tenant *t = e->t;
   if (!e->in_ready || !t) return;
   ep *prev = NULL;
@@ -224,6 +251,7 @@ static void ready_remove(ep *e) {
   }
   e->in_ready = false;
   e->ready_next = NULL;
+  live_update(d, e);
 }
 
 static void wait_list_remove(ep **head, ep *e) {
@@ -240,7 +268,7 @@ static void wait_list_remove(ep **head, ep *e) {
 void sched_ep_unlink(hookd_dispatcher *d, ep *e) {
   claimh_remove(d, e);
   wakeh_remove(d, e);
-  ready_remove(e);
+  ready_remove(d, e);
   if (e->budget_blocked) wait_list_remove(&d->budget_wait, e);
   if (e->slow_blocked) wait_list_remove(&d->slow_wait, e);
   e->budget_blocked = e->slow_blocked = false;
@@ -302,19 +330,30 @@ static void wake_at(hookd_dispatcher *d, ep *e, int64_t when) {
   wakeh_set(d, e);
 }
 
+/* Whether tenant t may start a request of class cls (retry or replay) while live work waits:
+ * below the class's budget, or below its weighted share of it among the tenants holding some —
+ * so one tenant's hanging replays cannot hold every replay slot while another's wait for their
+ * timeout. */
+static bool budget_allows(hookd_dispatcher *d, const tenant *t, int cls, int budget) {
+  int held = t->in_flight_cls[cls];
+  return hookd_share_allows(budget, d->in_flight_cls[cls], held, t->weight,
+                            d->cls_weight[cls] + (held ? 0 : t->weight));
+}
+
 /* The class this endpoint may send now, or -1 (budget_blocked set when only a budget stops
- * it). Live first; retries and replays within their budgets while live work waits. */
+ * it). Live first; retries and replays within their budgets while live work that could take a
+ * global slot waits. */
 static int pick_class(hookd_dispatcher *d, ep *e, bool *budget_blocked) {
   *budget_blocked = false;
   if (e->q_head[CLS_LIVE]) return CLS_LIVE;
-  bool live_waiting = d->queued_cls[CLS_LIVE] > 0;
+  bool live_waiting = d->ready_live > 0;
   int cap = d->cfg.max_in_flight;
   if (e->q_head[CLS_RETRY]) {
-    if (!live_waiting || d->in_flight_cls[CLS_RETRY] < (cap + 4) / 5) return CLS_RETRY;
+    if (!live_waiting || budget_allows(d, e->t, CLS_RETRY, (cap + 4) / 5)) return CLS_RETRY;
     *budget_blocked = true;
   }
   if (e->q_head[CLS_REPLAY]) {
-    if (!live_waiting || d->in_flight_cls[CLS_REPLAY] < (cap + 9) / 10) return CLS_REPLAY;
+    if (!live_waiting || budget_allows(d, e->t, CLS_REPLAY, (cap + 9) / 10)) return CLS_REPLAY;
     *budget_blocked = true;
   }
   return -1;
@@ -326,26 +365,26 @@ void sched_ep_ready(hookd_dispatcher *d, ep *e) {
   if (e->gone || !e->t) return;
   int64_t now = hookd_now_ms();
   if (ep_queue_empty(e) || e->in_flight >= sched_ep_limit(e) || !e->cfg.enabled) {
-    ready_remove(e); /* a completion or a claim brings it back */
+    ready_remove(d, e); /* a completion or a claim brings it back */
     return;
   }
   if (e->paused_until > now) {
-    ready_remove(e);
+    ready_remove(d, e);
     wake_at(d, e, e->paused_until);
     return;
   }
   if (sched_breaker_blocks(d, e, now)) {
-    ready_remove(e);
+    ready_remove(d, e);
     wake_at(d, e, hookd_breaker_retry_at(&e->br, &d->breaker_cfg));
     return;
   }
   if (e->br.state == HOOKD_BREAKER_HALF_OPEN && e->br.probes_in_flight >= d->breaker_cfg.probes) {
-    ready_remove(e); /* the probe's outcome brings it back */
+    ready_remove(d, e); /* the probe's outcome brings it back */
     return;
   }
   int64_t wait = hookd_bucket_wait_ms(&e->bucket, now);
   if (wait > 0) {
-    ready_remove(e);
+    ready_remove(d, e);
     wake_at(d, e, now + wait);
     return;
   }
@@ -365,6 +404,7 @@ void sched_enqueue(hookd_dispatcher *d, ep *e, item *it) {
   e->t->queued++;
   d->queued++;
   d->queued_cls[it->cls]++;
+  live_update(d, e);
 }
 
 static item *dequeue(hookd_dispatcher *d, ep *e, int cls) {
@@ -377,6 +417,7 @@ static item *dequeue(hookd_dispatcher *d, ep *e, int cls) {
   e->t->queued--;
   d->queued--;
   d->queued_cls[cls]--;
+  live_update(d, e);
   return it;
 }
 
@@ -385,7 +426,7 @@ void sched_release_queue(hookd_dispatcher *d, ep *e) {
     item *it;
     while ((it = dequeue(d, e, cls))) disp_release_item(d, it);
   }
-  ready_remove(e);
+  ready_remove(d, e);
 }
 
 /* ---------- claiming ---------- */
@@ -401,14 +442,16 @@ static int64_t claim_key(hookd_dispatcher *d, const ep *e) {
 }
 
 /* How many more the endpoint may claim: two windows of its concurrency, or about two seconds
- * of its rate when it is rate-limited; a half-open breaker claims only its probes. */
+ * of its rate when it is rate-limited; a breaker not closed claims only its probes (an open one
+ * turns half-open at its first send after the cool-down: claiming a full window for it then
+ * only gave back all but the probe). */
 static int ep_room(hookd_dispatcher *d, const ep *e) {
   int limit = 2 * sched_ep_limit(e);
   if (e->cfg.rate_limit > 0) {
     int by_rate = (int)ceil(e->cfg.rate_limit * 2) + 1;
     if (by_rate < limit) limit = by_rate;
   }
-  if (e->br.state == HOOKD_BREAKER_HALF_OPEN) limit = d->breaker_cfg.probes;
+  if (e->br.state != HOOKD_BREAKER_CLOSED) limit = d->breaker_cfg.probes;
   return limit - e->in_flight - e->queued;
 }
 
@@ -456,9 +499,10 @@ static int bytes_room(hookd_dispatcher *d, const ep *e, const tenant *t) {
 
 void sched_claim_due(hookd_dispatcher *d, int64_t now) {
   int leased_cap = 2 * d->cfg.max_in_flight;
-  /* endpoints the caps stop now go back in the heap afterwards */
-  ep *later[64];
-  int n_later = 0;
+  /* endpoints the caps stop now go back in the heap afterwards; the pass goes on past them
+   * (stopping after a few dozen left an endpoint that may claim behind another tenant's
+   * hundreds of stalled ones, one pass each 50 ms per few dozen) */
+  size_t n_later = 0;
   while (d->heap_len && d->heap[0]->heap_key <= now) {
     ep *e = d->heap[0];
     claimh_remove(d, e);
@@ -483,17 +527,26 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     if (room > by_bytes) room = by_bytes;
     if (room > CLAIM_LIMIT_MAX) room = CLAIM_LIMIT_MAX;
     if (room <= 0) {
-      later[n_later++] = e;
-      if (n_later == 64) break; /* the others stay in the heap for the next pass */
+      if (n_later == d->later_cap) {
+        size_t nc = d->later_cap ? 2 * d->later_cap : 64;
+        ep **nl = realloc(d->later, nc * sizeof *nl);
+        if (!nl) { /* this one and the rest stay due in the heap for the next pass */
+          claimh_set(d, e);
+          break;
+        }
+        d->later = nl;
+        d->later_cap = nc;
+      }
+      d->later[n_later++] = e;
       continue;
     }
-    int replays = d->queued_cls[CLS_LIVE] > 0 ? (room + 9) / 10 : room;
+    int replays = d->ready_live > 0 ? (room + 9) / 10 : room;
     disp_submit_claim(d, e, room, replays, now);
   }
-  for (int i = 0; i < n_later; i++) {
+  for (size_t i = 0; i < n_later; i++) {
     /* retried when a slot frees (a completion reschedules its endpoint) or on the next pass */
-    later[i]->heap_key = now + 50;
-    claimh_set(d, later[i]);
+    d->later[i]->heap_key = now + 50;
+    claimh_set(d, d->later[i]);
   }
 }
 
@@ -506,14 +559,28 @@ static bool slow_share_ok(hookd_dispatcher *d, const ep *e) {
          e->t->slow_in_flight < (e->t->max_in_flight + 1) / 2;
 }
 
+static void flush_wait(hookd_dispatcher *d, ep **head, bool budget);
+
+static void dispatch_ring(hookd_dispatcher *d, int64_t now);
+
 void sched_dispatch(hookd_dispatcher *d, int64_t now) {
+  for (;;) {
+    dispatch_ring(d, now);
+    /* the live work that held retries and replays to their budgets is gone (sent, or stopped
+     * by its own endpoint's or tenant's limits): what waited for a budget may go now */
+    if (!d->budget_wait || d->ready_live > 0 || d->in_flight >= d->cfg.max_in_flight) break;
+    flush_wait(d, &d->budget_wait, true);
+  }
+}
+
+static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
   while (d->in_flight < d->cfg.max_in_flight) {
     tenant *t = ring_pop(d);
     if (!t) break;
     t->serving = true; /* its endpoints becoming ready must not re-queue it mid-turn */
     if (t->in_flight >= t->max_in_flight) {
       t->serving = false;
-      t->blocked_cap = true; /* back in the ring on one of its completions */
+      tenant_hold(d, t, &t->blocked_cap, true); /* back in the ring on one of its completions */
       continue;
     }
     if (!reserve_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight)) {
@@ -528,13 +595,13 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
     int64_t twait = hookd_bucket_wait_ms(&t->bucket, now);
     if (twait > 0) {
       t->serving = false;
-      t->waiting = true;
+      tenant_hold(d, t, &t->waiting, true);
       t->wake_ms = now + twait;
       t->wait_next = d->tenant_wait;
       d->tenant_wait = t;
       continue;
     }
-    ep *e = ready_pop(t);
+    ep *e = ready_pop(d, t);
     if (!e) {
       t->serving = false;
       continue; /* nothing ready: out of the ring until an endpoint is */
@@ -597,6 +664,7 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
       t->in_flight++;
       d->in_flight++;
       d->in_flight_cls[it->cls]++;
+      if (t->in_flight_cls[it->cls]++ == 0) d->cls_weight[it->cls] += t->weight;
       it->slow = e->slow;
       if (it->slow) {
         d->slow_in_flight++;
@@ -642,6 +710,7 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   t->in_flight--;
   d->in_flight--;
   d->in_flight_cls[it->cls]--;
+  if (--t->in_flight_cls[it->cls] == 0) d->cls_weight[it->cls] -= t->weight;
   if (it->slow) {
     d->slow_in_flight--;
     t->slow_in_flight--;
@@ -649,7 +718,7 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   }
   if (it->cls != CLS_LIVE && d->budget_wait) flush_wait(d, &d->budget_wait, true);
   if (t->blocked_cap && t->in_flight < t->max_in_flight) {
-    t->blocked_cap = false;
+    tenant_hold(d, t, &t->blocked_cap, false);
     ring_push(d, t);
   }
   if (d->share_wait && d->cfg.max_in_flight - d->in_flight > cap_reserve(d->cfg.max_in_flight))
@@ -694,7 +763,7 @@ void sched_wake(hookd_dispatcher *d, int64_t now) {
     if (t->wake_ms <= now) {
       *pp = t->wait_next;
       t->wait_next = NULL;
-      t->waiting = false;
+      tenant_hold(d, t, &t->waiting, false);
       ring_push(d, t);
     } else {
       pp = &t->wait_next;

@@ -153,6 +153,61 @@ describe('isolation', () => {
     cleanup();
   });
 
+  it('retries and replays use idle slots while the only live work waiting is held by its own endpoint\'s rate limit (the budgets bind only when live work could take a slot)', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '20', '--tenant-max-in-flight', '20'] });
+    const limited = await startReceiver();
+    const b = await startReceiver(() => ({ status: 200, delayMs: 1000 }));
+    for (const id of ['budget_a', 'budget_b']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
+    assert.equal((await h.api('POST', '/v1/tenants/budget_a/endpoints', { url: limited.url, rate_limit: { per_minute: 1 } })).status, 201);
+    assert.equal((await h.api('POST', '/v1/tenants/budget_b/endpoints', { url: b.url, max_in_flight: 16 })).status, 201);
+    const ids = [];
+    for (let i = 0; i < 32; i++) ids.push((await publish(h, 'budget_b', { type: 'x', payload: { i } })).json.id);
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', `${id} delivered`);
+    // tenant A's endpoint sends one a minute: its other live deliveries stay claimed and queued
+    for (let i = 0; i < 5; i++) await publish(h, 'budget_a', { type: 'x', payload: { i } });
+    await limited.waitFor(1);
+    b.maxOpen = 0;
+    const dels = (await h.api('GET', '/v1/tenants/budget_b/deliveries?state=delivered&limit=100')).json.data;
+    await Promise.all(dels.map(async (d) => assert.equal((await h.api('POST', `/v1/deliveries/${d.id}/replay`)).status, 202)));
+    await b.waitFor(64, 30000);
+    // the replay budget is 2 (10 % of 20): held to it, B's 32 one-second replays took 16 s
+    assert.ok(b.maxOpen >= 8, `B's replays at most ${b.maxOpen} at once beside 18 idle slots`);
+    assert.equal((await h.stop()).code, 0);
+    await limited.close();
+    await b.close();
+  });
+
+  it('a claim pass reaches a healthy tenant\'s endpoint behind another tenant\'s hundreds of endpoints stopped by the claim budget', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '8', '--tenant-max-in-flight', '8'] });
+    const hang = await startReceiver(() => 'hang');
+    const ok = await startReceiver();
+    for (const id of ['wall', 'small']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
+    for (let i = 0; i < 600; i += 50) {
+      await Promise.all(Array.from({ length: 50 }, async () => assert.equal((await h.api('POST', '/v1/tenants/wall/endpoints',
+        { url: hang.url, max_in_flight: 1, timeout_ms: 30000 })).status, 201)));
+    }
+    assert.equal((await h.api('POST', '/v1/tenants/small/endpoints', { url: ok.url })).status, 201);
+    // one event to 600 hanging endpoints: the claim budget (16) is full, 584 wait in the heap
+    await publish(h, 'wall', { type: 'x', payload: {} });
+    await hang.waitFor(7, 10000);
+    // the stopped endpoints go round the heap, each pass putting back those it reached
+    const t1 = Date.now();
+    await waitUntil(async () => Date.now() > t1 + 1500, { what: 'passes over the stopped endpoints' });
+    const delays = [];
+    for (let j = 0; j < 5; j++) {
+      const t0 = Date.now();
+      await publish(h, 'small', { type: 'y', payload: { j } });
+      await ok.waitFor(j + 1, 30000);
+      delays.push(Date.now() - t0);
+    }
+    // a pass used to stop after 64 stopped endpoints: ~10 passes, 50 ms or more each, to reach it
+    assert.ok(Math.max(...delays) < 500, `the small tenant's first attempts after ${delays.join(', ')} ms`);
+    hang.releaseHanging();
+    await h.kill9();
+    await hang.close();
+    await ok.close();
+  });
+
   it('a request in flight past half its timeout makes its endpoint slow before it times out', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => 'hang');

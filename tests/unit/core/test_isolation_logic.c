@@ -1,6 +1,7 @@
 /* test_isolation_logic.c — the pure parts of isolation: token buckets hold their rate and
  * burst; the circuit breaker opens on a failure ratio with a minimum count, probes after the
- * cool-down, closes on a successful probe and reopens on a failed one. */
+ * cool-down, closes on a successful probe and reopens on a failed one (and only a probe decides,
+ * half-open); the weighted share of a used-up budget. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 
 #include "core/breaker.h"
 #include "core/bucket.h"
+#include "core/share.h"
 
 /* A rate near zero (stored before the API's floor) waits at most an hour: now + wait must not
  * overflow, nor the conversion wrap to a negative wait that would bypass the limit. */
@@ -92,11 +94,53 @@ static void breaker_cycle(void **s) {
   assert_int_equal(b.successes, 0);
 }
 
+/* Half-open, only the probe decides: outcomes of requests sent before the breaker opened (a
+ * timeout may outlast the cool-down) neither close it nor reopen it under the probe. */
+static void breaker_half_open_ignores_late_outcomes(void **s) {
+  (void)s;
+  hookd_breaker_cfg c;
+  hookd_breaker_cfg_defaults(&c);
+  c.min_requests = 2;
+  c.cooldown_ms = 1000;
+  hookd_breaker b;
+  hookd_breaker_init(&b, 0);
+  hookd_breaker_record(&b, &c, false, true, false, 10);
+  hookd_breaker_record(&b, &c, false, true, false, 20);
+  assert_int_equal(b.state, HOOKD_BREAKER_OPEN);
+  assert_true(hookd_breaker_allow(&b, &c, 1020)); /* the probe goes */
+  assert_int_equal(b.state, HOOKD_BREAKER_HALF_OPEN);
+  /* a late failure: still half-open, the probe still counted (no second probe) */
+  assert_false(hookd_breaker_record(&b, &c, false, true, false, 1030));
+  assert_int_equal(b.state, HOOKD_BREAKER_HALF_OPEN);
+  assert_false(hookd_breaker_allow(&b, &c, 1031));
+  /* a late success does not close it either */
+  assert_false(hookd_breaker_record(&b, &c, true, false, false, 1040));
+  assert_int_equal(b.state, HOOKD_BREAKER_HALF_OPEN);
+  /* the probe's own outcome does */
+  assert_true(hookd_breaker_record(&b, &c, true, false, true, 1050));
+  assert_int_equal(b.state, HOOKD_BREAKER_CLOSED);
+}
+
+/* The retry and replay budgets' share: room while the budget has some; once it is taken, a
+ * holder of nothing may take one, and each holder up to its weighted share. */
+static void share_of_a_used_budget(void **s) {
+  (void)s;
+  assert_true(hookd_share_allows(2, 1, 1, 1, 1));   /* room left */
+  assert_false(hookd_share_allows(2, 2, 2, 1, 1));  /* alone, at the budget */
+  assert_true(hookd_share_allows(2, 2, 0, 1, 2));   /* another holds it all: its first */
+  assert_false(hookd_share_allows(2, 3, 1, 1, 2));  /* half of 2 is 1 */
+  assert_true(hookd_share_allows(10, 12, 6, 3, 4)); /* weight 3 of 4: 7 */
+  assert_false(hookd_share_allows(10, 12, 7, 3, 4));
+  assert_false(hookd_share_allows(10, 12, 3, 1, 4)); /* weight 1 of 4: 2 */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bucket_rate_and_burst),
       cmocka_unit_test(bucket_wait_is_bounded),
       cmocka_unit_test(breaker_cycle),
+      cmocka_unit_test(breaker_half_open_ignores_late_outcomes),
+      cmocka_unit_test(share_of_a_used_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
