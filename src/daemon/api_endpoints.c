@@ -589,7 +589,7 @@ void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app) {
   bool ok = true;
   if (p && p->role != HOOKD_ROLE_ADMIN &&
       (json_object_size(body) != 1 || !json_object_get(body, "enabled"))) {
-    hookd_req_error(r, 403, "forbidden", "the %s role may only change \"enabled\"",
+    hookd_api_forbid(r, "the %s role may only change \"enabled\"",
                     hookd_role_name(p->role));
     ok = false;
   }

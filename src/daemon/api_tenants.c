@@ -98,13 +98,13 @@ void hookd_api_tenant_create(hookd_req *r, hookd_app *app) {
   /* a key scoped to some tenants creates only those (and so learns nothing of the others) */
   const hookd_principal *p = hookd_api_principal(r);
   if (ok && p && p->tenants[0] && (!id || !hookd_principal_has_tenant(p, id))) {
-    hookd_req_error(r, 403, "forbidden",
+    hookd_api_forbid(r,
                     "an API key scoped to tenants may only create a tenant of its scope, by id");
     ok = false;
   }
   /* limits that share the machine among tenants are an unscoped admin's to set */
   if (ok && p && p->tenants[0] && (op->fields & (T_MAXIF | T_RATE | T_WEIGHT))) {
-    hookd_req_error(r, 403, "forbidden",
+    hookd_api_forbid(r,
                     "max_in_flight, rate_limit and weight are set by an API key of every tenant");
     ok = false;
   }
@@ -188,7 +188,7 @@ void hookd_api_tenant_patch(hookd_req *r, hookd_app *app) {
   json_decref(body);
   const hookd_principal *p = hookd_api_principal(r);
   if (ok && p && p->tenants[0] && (op->fields & (T_MAXIF | T_RATE | T_WEIGHT))) {
-    hookd_req_error(r, 403, "forbidden",
+    hookd_api_forbid(r,
                     "max_in_flight, rate_limit and weight are set by an API key of every tenant");
     ok = false;
   }
@@ -215,18 +215,30 @@ static void tenants_cleanup(hookd_api_op *base) {
   if (op->list) hookd_tenants_free(op->list, op->n);
 }
 
+static int by_id(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   tenants_op *op = (tenants_op *)base;
   if (!op->scope[0]) return be->tenant_page(c, op->after, op->limit + 1, &op->list, &op->n);
-  /* a scoped key: its own tenants, those that exist (a scope is short: one page) */
+  /* a scoped key: its own tenants that exist, paged as the full list is — by id, after the
+   * cursor, limit per page */
+  char names[sizeof op->scope], *sorted[sizeof op->scope / 2 + 1]; /* each id cut out in place */
+  memcpy(names, op->scope, sizeof names);
+  size_t n_ids = 0;
+  const char *cur = op->scope, *t;
+  size_t len;
+  while (n_ids < sizeof sorted / sizeof *sorted && hookd_scope_next(&cur, &t, &len)) {
+    sorted[n_ids] = names + (t - op->scope);
+    sorted[n_ids++][len] = '\0';
+  }
+  qsort(sorted, n_ids, sizeof *sorted, by_id);
   size_t cap = 8;
   op->list = calloc(cap, sizeof *op->list);
   if (!op->list) return HOOKD_STORE_ERR;
-  const char *cur = op->scope, *t;
-  size_t len;
-  while (hookd_scope_next(&cur, &t, &len)) {
-    char id[HOOKD_ID_MAX + 64];
-    snprintf(id, sizeof id, "%.*s", (int)(len < sizeof id ? len : sizeof id - 1), t);
+  for (size_t i = 0; i < n_ids && op->n <= (size_t)op->limit; i++) {
+    const char *id = sorted[i];
+    if ((i && !strcmp(id, sorted[i - 1])) || (op->after[0] && strcmp(id, op->after) <= 0))
+      continue; /* named twice in the scope, or on an earlier page */
     if (op->n == cap) {
       hookd_tenant *nv = realloc(op->list, 2 * cap * sizeof *nv);
       if (!nv) return HOOKD_STORE_ERR;
@@ -247,7 +259,7 @@ static void reply_list(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "tenants");
     return;
   }
-  size_t shown = !op->scope[0] && op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
+  size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
   json_t *data = json_array();
   for (size_t i = 0; i < shown; i++) json_array_append_new(data, hookd_json_tenant(&op->list[i]));
   const char *next = op->n > shown ? op->list[shown - 1].id : NULL;

@@ -1,6 +1,7 @@
 /* api_util.c — the async store-op helper, error mapping, body parsing and JSON renderers
  * shared by the API handlers. */
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,10 +206,20 @@ json_t *hookd_api_body_object(hookd_req *r, hookd_app *app) {
 
 const hookd_principal *hookd_api_principal(hookd_req *r) { return hookd_req_get_app(r); }
 
+void hookd_api_forbid(hookd_req *r, const char *fmt, ...) {
+  HOOKD_INC(auth_failures);
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  hookd_req_error(r, 403, "forbidden", "%s", msg);
+}
+
 bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id) {
   const hookd_principal *p = hookd_api_principal(r);
   if (!p || hookd_principal_has_tenant(p, tenant_id)) return true;
-  hookd_req_error(r, 403, "forbidden", "this API key is not scoped to tenant %s", tenant_id);
+  hookd_api_forbid(r, "this API key is not scoped to tenant %s", tenant_id);
   return false;
 }
 
@@ -359,7 +370,7 @@ json_t *hookd_api_seq_page_body(json_t *data, int64_t next_seq) {
 int hookd_api_list_scope(hookd_req *r, const char *tenant, long long *before) {
   const hookd_principal *p = hookd_api_principal(r);
   if (p && p->tenants[0] && !tenant) {
-    hookd_req_error(r, 403, "forbidden", "a key scoped to tenants must ask for one (?tenant=)");
+    hookd_api_forbid(r, "a key scoped to tenants must ask for one (?tenant=)");
     return -1;
   }
   if (tenant && !hookd_api_tenant_allowed(r, tenant)) return -1;

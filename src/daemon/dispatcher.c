@@ -829,6 +829,23 @@ static void undo_disable(hookd_dispatcher *d, ep *e, const hookd_outcome *o, con
   HLOG(HOOKD_LOG_WARN, event, KV_S("endpoint_id", e->cfg.id), KV_S("tenant_id", e->cfg.tenant_id));
 }
 
+/* A delivery the store now has delivered: counted, with its time from the event. */
+static void count_delivered(const item *it, int64_t now_ms) {
+  HOOKD_INC(delivered);
+  hookd_hist_observe_ms(it->c.inbound ? &hookd_m.forwarded_after : &hookd_m.delivered_after,
+                        now_ms - it->c.d.created_ms);
+}
+
+/* Deliveries a lease reclaim held `unknown` (an inbound destination that is not idempotent,
+ * whose request may have been sent): counted and logged as an outcome's are — an operator
+ * alerting on hookd_deliveries_unknown_total must hear of these too. */
+static void held_unknown(int n, const char *why) {
+  if (n <= 0) return;
+  HOOKD_ADD(unknown, (uint64_t)n);
+  HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_I("count", n), KV_S("reason", why),
+       KV_S("resolve", "GET /v1/inbox?state=unknown, then POST /v1/inbox/{id}/resolve"));
+}
+
 static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   ep *e = it->ep;
   hookd_outcome *o = &it->out;
@@ -853,6 +870,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       HLOG(HOOKD_LOG_INFO, "delivery.cancelled_in_flight", KV_DELIVERY(d, &it->c.d, e->cfg.id),
            KV_I("attempt", o->attempt_number), KV_S("outcome", o->attempt.outcome),
            KV_I("delivered", o->to == HOOKD_DS_DELIVERED));
+      if (o->to == HOOKD_DS_DELIVERED) count_delivered(it, o->now_ms); /* a 2xx is a 2xx */
     } else {
       /* stored: the endpoint is disabled in the store whatever configuration reached this
        * node before (a PATCH whose op ran before this one read it enabled, and its reply,
@@ -869,11 +887,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
         }
         sched_health_update(d, e);
       }
-      if (o->to == HOOKD_DS_DELIVERED) {
-        HOOKD_INC(delivered);
-        hookd_hist_observe_ms(it->c.inbound ? &hookd_m.forwarded_after : &hookd_m.delivered_after,
-                              o->now_ms - it->c.d.created_ms);
-      }
+      if (o->to == HOOKD_DS_DELIVERED) count_delivered(it, o->now_ms);
       if (o->to == HOOKD_DS_RETRYING) {
         HOOKD_INC(retries_scheduled);
         set_due(d, e, o->next_attempt_ms, false);
@@ -941,7 +955,7 @@ static void apply_hints(hookd_dispatcher *d, hookd_due_hint *h, size_t n, bool a
 static int run_sweep(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   msg *m = arg;
   return be->reclaim_leases(c, NULL, m->now_ms, RECLAIM_BATCH, &m->hints, &m->n_hints,
-                            &m->reclaimed);
+                            &m->reclaimed, &m->held);
 }
 
 static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -1008,6 +1022,7 @@ static void process_inbox(hookd_dispatcher *d) {
           HOOKD_ADD(leases_reclaimed, (uint64_t)m->reclaimed);
           HLOG(HOOKD_LOG_INFO, "leases.reclaimed", KV_I("count", m->reclaimed));
         }
+        held_unknown(m->held, "a lease expired");
         apply_hints(d, m->hints, m->n_hints, false, 0);
         if (m->reclaimed >= RECLAIM_BATCH) d->next_sweep_ms = 0; /* more may be waiting */
       }
@@ -1146,7 +1161,7 @@ typedef struct boot {
   size_t n_tenants;
   hookd_due_hint *hints;
   size_t n_hints;
-  int reclaimed;
+  int reclaimed, held;
 } boot;
 
 static int run_boot_load(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -1158,7 +1173,7 @@ static int run_boot_load(hookd_store_conn *c, const hookd_store_backend *be, voi
 static int run_boot_reclaim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   boot *b = arg;
   return be->reclaim_leases(c, b->d->node_id, hookd_now_ms(), RECLAIM_BATCH, &b->hints,
-                            &b->n_hints, &b->reclaimed);
+                            &b->n_hints, &b->reclaimed, &b->held);
 }
 
 hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, char *err,
@@ -1207,7 +1222,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   hookd_endpoints_free(b.eps, b.n_eps);
 
   /* 2. leases this node held before it stopped (a crash or kill -9) are void now */
-  int total = 0;
+  int total = 0, held = 0;
   do {
     b.hints = NULL;
     b.n_hints = 0;
@@ -1217,7 +1232,9 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
     }
     hookd_due_hints_free(b.hints, b.n_hints);
     total += b.reclaimed;
+    held += b.held;
   } while (b.reclaimed >= RECLAIM_BATCH);
+  held_unknown(held, "hookd stopped while their requests may have been sent");
   if (total) {
     HOOKD_ADD(leases_reclaimed, (uint64_t)total);
     HLOG(HOOKD_LOG_INFO, "leases.released_at_start", KV_I("count", total),

@@ -56,7 +56,7 @@ typedef struct msg {
   int64_t next_due;
   hookd_due_hint *hints;      /* MSG_SWEPT, MSG_RESCANNED */
   size_t n_hints;
-  int reclaimed;
+  int reclaimed, held;        /* MSG_SWEPT: leases reclaimed; of them, held unknown */
   int64_t now_ms;
   struct item *item;          /* MSG_RECORDED, MSG_RELEASED */
 } msg;

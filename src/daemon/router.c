@@ -205,15 +205,12 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
     }
     hookd_req_set_app(r, p, free);
     if (!hookd_role_allows(p->role, rt->perm)) {
-      HOOKD_INC(auth_failures);
-      hookd_req_error(r, 403, "forbidden", "the %s role may not do this",
+      hookd_api_forbid(r, "the %s role may not do this",
                       hookd_role_name(p->role));
       return false;
     }
-    if (rt->tenant_param >= 0 && !hookd_api_tenant_allowed(r, hookd_req_param(r, rt->tenant_param))) {
-      HOOKD_INC(auth_failures);
-      return false;
-    }
+    if (rt->tenant_param >= 0 && !hookd_api_tenant_allowed(r, hookd_req_param(r, rt->tenant_param)))
+      return false; /* counted as an auth failure there */
   }
   /* a parameter a route does not read is a mistake (?status=dead for ?state=dead would list
    * everything), not something to ignore */

@@ -554,10 +554,12 @@ typedef struct hookd_store_backend {
    * sent") while this release could not be written goes back as claimed: it never was sent. */
   int (*release_lease)(hookd_store_conn *c, const hookd_release *r);
   /* Clears up to `limit` leases that expired before now_ms, or (owner != NULL) up to `limit`
-   * leases held by owner, bumping their tokens; reports the number reclaimed and the endpoints
-   * affected as due hints (earliest next_attempt_at per endpoint). */
+   * leases held by owner, bumping their tokens; reports the number reclaimed, how many of them
+   * were held `unknown` (an inbound destination that is not idempotent: the request may have
+   * been sent), and the endpoints affected as due hints (earliest next_attempt_at per
+   * endpoint). */
   int (*reclaim_leases)(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
-                        hookd_due_hint **hints, size_t *n, int *reclaimed);
+                        hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);
   /* Earliest due time of unleased active deliveries for each endpoint that has any. */
   int (*due_hints)(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
 

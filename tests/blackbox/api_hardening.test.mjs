@@ -149,6 +149,17 @@ describe('listing tenants', () => {
     const mine = await as(h, token, 'GET', '/v1/tenants');
     assert.equal(mine.status, 200, mine.text);
     assert.deepEqual(mine.json.data.map((t) => t.id), ['other'], 'its existing tenants, nothing else');
+    // paged as the full list is: by id (not the scope's order), limit and after honoured
+    const k2 = createKey(h, 'viewer', 'other,acme,nope,acme-prod,acme');
+    assert.equal(k2.status, 0, k2.stderr);
+    const t2 = k2.stdout.trim();
+    await waitUntil(async () => (await as(h, t2, 'GET', '/v1/tenants/acme')).status === 200, { what: 'the key loaded' });
+    const s1 = await as(h, t2, 'GET', '/v1/tenants?limit=2');
+    assert.deepEqual(s1.json.data.map((t) => t.id), ['acme', 'acme-prod']);
+    assert.equal(s1.json.next_cursor, 'acme-prod');
+    const s2 = await as(h, t2, 'GET', `/v1/tenants?limit=2&after=${s1.json.next_cursor}`);
+    assert.deepEqual(s2.json.data.map((t) => t.id), ['other']);
+    assert.equal(s2.json.next_cursor, null);
   });
 });
 

@@ -930,6 +930,9 @@ describe('durability and local replay', () => {
     const rec = await waitStatus(src, r.json.inbox_id, 'unknown', 15000, d);
     assert.equal(rec.deliveries[0].state, 'unknown');
     assert.match(rec.last_error, /lease lost/);
+    // counted and logged as an ambiguous outcome's hold is: an alert on the metric hears of it
+    assert.match((await d.api('GET', '/metrics')).text, /^hookd_deliveries_unknown_total 1$/m);
+    assert.ok(d.logs.some((l) => l.msg === 'delivery.held_unknown' && l.count === 1), 'delivery.held_unknown logged');
     // a later event reaches the destination: had the held one been due, it would have gone first
     const body2 = stripeEvent('evt_kill_ni_2');
     const r2 = await post(src, body2, sign.stripe(body2, 'whsec_kill_ni'), d);

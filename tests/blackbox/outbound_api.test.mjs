@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { getDelivery, publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 let h, recv, tenant;
@@ -271,7 +272,8 @@ describe('endpoints CRUD', () => {
 });
 
 describe('deleting an endpoint with deliveries in hand', () => {
-  it('a request in flight when its endpoint is deleted keeps its attempt; answered 2xx, the delivery reads delivered', async () => {
+  it('a request in flight when its endpoint is deleted keeps its attempt; answered 2xx, the delivery reads delivered, and counts as delivered', async () => {
+    const h = await startHookd(); // its own: the counters below are the daemon's
     const r = await startReceiver((rec) => (rec.n <= 2 ? 'hang' : { status: 200 }));
     const { tenant: t, endpoint } = await setup(h, r.url);
     const p1 = await publish(h, t, { type: 'a', payload: { i: 1 } });
@@ -292,6 +294,10 @@ describe('deleting an endpoint with deliveries in hand', () => {
     assert.equal(a2.length, 1);
     assert.notEqual(a2[0].outcome, 'success');
     assert.equal(r.requests.length, 2, 'nothing sent again');
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_deliveries_delivered_total'), 1, 'a 2xx is a delivery, whatever became of its endpoint');
+    assert.equal(sampleValue(m, 'hookd_delivered_after_seconds_count'), 1);
+    assert.equal((await h.stop()).code, 0);
     await r.close();
   });
 

@@ -284,6 +284,12 @@ describe('access control', () => {
     assert.equal((await as(h, keys.scoped.token, 'POST', `/v1/deliveries/${deadOther.id}/replay`)).status, 404);
     assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/events/${po.json.id}`)).status, 404);
     assert.equal((await as(h, keys.scoped.token, 'GET', `/v1/deliveries/${dead.id}`)).status, 200);
+    // every 403 counts as an auth failure, the handlers' own scope checks too
+    const failures = async () => Number(/^hookd_auth_failures_total (\d+)$/m.exec((await h.api('GET', '/metrics')).text)[1]);
+    const before = await failures();
+    for (const path of ['/v1/inbox', `/v1/inbox?tenant=${other.tenant}`, `/v1/sources?tenant=${other.tenant}`, `/v1/tenants/${other.tenant}`])
+      assert.equal((await as(h, keys.scoped.token, 'GET', path)).status, 403, path);
+    assert.equal(await failures() - before, 4, 'each 403 counted once');
 
     // every mutating action is in the audit log, with the actor and the reason given
     const reasoned = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false },

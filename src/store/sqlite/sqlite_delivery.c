@@ -1026,8 +1026,10 @@ int sq_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int6
 
 /* Such a delivery is not sent again: held as unknown for an operator, like a timeout after the
  * request went out, and its inbox record follows. */
-static int reclaim_hold(hookd_store_conn *c, const int64_t *seqs, size_t n, int64_t now_ms) {
+static int reclaim_hold(hookd_store_conn *c, const int64_t *seqs, size_t n, int64_t now_ms,
+                        int *held) {
   const char *why = lease_lost;
+  *held = 0;
   for (size_t i = 0; i < n; i++) {
     sqlite3_stmt *st = sq_stmt(c, SQ_RECLAIM_HOLD,
                                "UPDATE deliveries SET state = 'unknown', next_attempt_at = NULL,"
@@ -1038,6 +1040,7 @@ static int reclaim_hold(hookd_store_conn *c, const int64_t *seqs, size_t n, int6
     sq_bind_i64(st, 2, now_ms);
     sq_bind_text(st, 3, why);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "hold reclaimed delivery");
+    *held += sqlite3_changes(c->db);
     int rc = sq_inbox_follow(c, seqs[i], now_ms, why, NULL);
     if (rc) return rc;
   }
@@ -1045,7 +1048,7 @@ static int reclaim_hold(hookd_store_conn *c, const int64_t *seqs, size_t n, int6
 }
 
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
-                      hookd_due_hint **hints, size_t *n, int *reclaimed) {
+                      hookd_due_hint **hints, size_t *n, int *reclaimed, int *held) {
   sqlite3_stmt *st;
   if (owner) {
     st = sq_stmt(c, SQ_RECLAIM_OWNER,
@@ -1091,7 +1094,7 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
     free(hold);
     return sq_fail(c, "reclaim leases");
   }
-  rc = reclaim_hold(c, hold, n_hold, now_ms);
+  rc = reclaim_hold(c, hold, n_hold, now_ms, held);
   free(hold);
   if (rc) {
     hookd_due_hints_free(v, len);

@@ -177,7 +177,7 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
 int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o);
 int sq_release_lease(hookd_store_conn *c, const hookd_release *r);
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
-                      hookd_due_hint **hints, size_t *n, int *reclaimed);
+                      hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);
 int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
 int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k);
 int sq_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n);

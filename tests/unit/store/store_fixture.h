@@ -101,7 +101,8 @@ static int run_reclaim(hookd_store_conn *c, const hookd_store_backend *be, void 
   call *k = a;
   hookd_due_hint *h = NULL;
   size_t n = 0;
-  int rc = be->reclaim_leases(c, k->in, k->i64, 100, &h, &n, &k->ival);
+  int held = 0;
+  int rc = be->reclaim_leases(c, k->in, k->i64, 100, &h, &n, &k->ival, &held);
   hookd_due_hints_free(h, n);
   return rc;
 }
