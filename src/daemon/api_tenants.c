@@ -215,7 +215,9 @@ static void tenants_cleanup(hookd_api_op *base) {
   if (op->list) hookd_tenants_free(op->list, op->n);
 }
 
-static int by_id(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int by_id(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   tenants_op *op = (tenants_op *)base;
