@@ -8,6 +8,7 @@
 
 #include "core/bucket.h"
 #include "core/clock.h"
+#include "core/cursor.h"
 #include "core/ids.h"
 #include "core/jsonio.h"
 #include "core/num.h"
@@ -362,28 +363,37 @@ json_t *hookd_api_page_body(json_t *data, const char *last_id) {
                    last_id ? json_string(last_id) : json_null());
 }
 
-json_t *hookd_api_seq_page_body(json_t *data, int64_t next_seq) {
-  return json_pack("{s:o,s:o}", "data", data, "next_cursor",
-                   next_seq ? json_integer(next_seq) : json_null());
+json_t *hookd_api_cursor_json(const hookd_app *app, int64_t seq) {
+  char c[HOOKD_CURSOR_LEN + 1];
+  return seq > 0 && hookd_cursor_seal(&app->cursor_key, seq, c) == 0 ? json_string(c)
+                                                                      : json_null();
 }
 
-int hookd_api_list_scope(hookd_req *r, const char *tenant, long long *before) {
+json_t *hookd_api_seq_page_body(const hookd_app *app, json_t *data, int64_t next_seq) {
+  return json_pack("{s:o,s:o}", "data", data, "next_cursor", hookd_api_cursor_json(app, next_seq));
+}
+
+int hookd_api_list_scope(hookd_req *r, const hookd_app *app, const char *tenant,
+                         long long *before) {
   const hookd_principal *p = hookd_api_principal(r);
   if (p && p->tenants[0] && !tenant) {
     hookd_api_forbid(r, "a key scoped to tenants must ask for one (?tenant=)");
     return -1;
   }
   if (tenant && !hookd_api_tenant_allowed(r, tenant)) return -1;
-  return hookd_api_before(r, before);
+  return hookd_api_before(r, app, before);
 }
 
-int hookd_api_before(hookd_req *r, long long *before) {
+int hookd_api_before(hookd_req *r, const hookd_app *app, long long *before) {
   const char *s = hookd_req_query(r, "before");
+  int64_t seq = 0;
   *before = 0;
-  if (s && hookd_parse_ll(s, 1, LLONG_MAX, before) != 0) {
-    hookd_req_error(r, 400, "invalid_parameter", "before must be a next_cursor value");
+  if (s && hookd_cursor_open(&app->cursor_key, s, &seq) != 0) {
+    hookd_req_error(r, 400, "invalid_parameter",
+                    "before must be a next_cursor value of this list (cursors are opaque)");
     return -1;
   }
+  *before = seq;
   return 0;
 }
 

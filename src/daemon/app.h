@@ -11,6 +11,7 @@
 #include "daemon/config.h"
 #include "daemon/destination.h"
 #include "daemon/dispatcher.h"
+#include "core/cursor.h"
 #include "daemon/keyring.h"
 #include "daemon/replayer.h"
 #include "daemon/server.h"
@@ -26,6 +27,7 @@ typedef struct hookd_app {
   hookd_auth *auth;
   hookd_destinations *dest;
   hookd_keyring keyring;     /* seals and opens secrets at rest */
+  hookd_cursor_key cursor_key; /* seals list cursors (derived from the master key) */
   hookd_source_cache *sources; /* inbound sources, for the receive path */
   hookd_json_limits json_limits;
   _Atomic bool ready;       /* /readyz: store open, dispatcher running, not shutting down */

@@ -313,6 +313,11 @@ int hookd_serve(const hookd_config *cfg) {
   hookd_storeq_set_failure_handler(on_store_failure);
   if (hookd_store_open(&sc, &app.store, err, sizeof err) != 0) goto fail;
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
+  if (hookd_cursor_key_derive(app.keyring.key.key, sizeof app.keyring.key.key,
+                              &app.cursor_key) != 0) {
+    snprintf(err, sizeof err, "cannot derive the list cursor key");
+    goto fail;
+  }
   app.auth = hookd_auth_new(cfg->api_key);
   size_t stored_keys = 0;
   if (!app.auth || refresh_keys(&app, &stored_keys) != 0 ||
@@ -427,6 +432,7 @@ fail:
          KV_S("impact", "the WAL is kept: the next start copies it into the database first"));
   hookd_auth_free(app.auth);
   OPENSSL_cleanse(&app.keyring, sizeof app.keyring);
+  OPENSSL_cleanse(&app.cursor_key, sizeof app.cursor_key);
   hookd_store_unlock(&lock); /* after the store: see hookd_store_lock */
   if (exit_code == 0) HLOG(HOOKD_LOG_INFO, "shutdown.complete", KV_I("exit", 0));
   return exit_code;

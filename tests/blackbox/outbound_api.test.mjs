@@ -406,6 +406,14 @@ describe('events list', () => {
       assert.equal(res.data.length, 2);
     }
     assert.deepEqual(seen, [...ids].reverse());
+    // cursors are sealed store positions: no count shows through, and one altered is refused
+    const c1 = (await list('limit=1')).next_cursor;
+    assert.match(c1, /^[0-9a-f]{32}$/);
+    const other = await setup(h, r.url);
+    for (let i = 0; i < 3; i++) await publish(h, other.tenant, { type: 'x', payload: { i } });
+    assert.equal((await list('limit=1')).next_cursor, c1, 'the same position, the same cursor');
+    const flipped = c1.slice(0, 31) + (c1[31] === '0' ? '1' : '0');
+    assertError(await h.api('GET', `/v1/tenants/${t}/events?before=${flipped}`), 400, 'invalid_parameter');
     const at = [...all.data].reverse().map((e) => e.created_at); // publish times, oldest first
     // filters
     const types = async (q) => (await list(q)).data.map((e) => e.type);

@@ -1,0 +1,65 @@
+/* test_cursor.c — opaque list cursors: a sealed position opens to itself under its key only;
+ * an altered, foreign or malformed cursor is refused; nothing of the position shows. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/cursor.h"
+
+static hookd_cursor_key key_of(unsigned char fill) {
+  unsigned char master[32];
+  memset(master, fill, sizeof master);
+  hookd_cursor_key k;
+  assert_int_equal(hookd_cursor_key_derive(master, sizeof master, &k), 0);
+  return k;
+}
+
+static void round_trip(void **st) {
+  (void)st;
+  hookd_cursor_key k = key_of(1);
+  const int64_t seqs[] = {1, 2, 41, 1000000007, INT64_MAX};
+  for (size_t i = 0; i < sizeof seqs / sizeof *seqs; i++) {
+    char c[HOOKD_CURSOR_LEN + 1];
+    assert_int_equal(hookd_cursor_seal(&k, seqs[i], c), 0);
+    assert_int_equal(strlen(c), HOOKD_CURSOR_LEN);
+    int64_t back = 0;
+    assert_int_equal(hookd_cursor_open(&k, c, &back), 0);
+    assert_true(back == seqs[i]);
+  }
+  char c[HOOKD_CURSOR_LEN + 1];
+  assert_int_equal(hookd_cursor_seal(&k, 0, c), -1); /* no position 0 */
+}
+
+static void refused(void **st) {
+  (void)st;
+  hookd_cursor_key k = key_of(1), other = key_of(2);
+  char c[HOOKD_CURSOR_LEN + 1], d[HOOKD_CURSOR_LEN + 1];
+  assert_int_equal(hookd_cursor_seal(&k, 41, c), 0);
+  assert_int_equal(hookd_cursor_seal(&k, 42, d), 0);
+  int64_t seq;
+  /* neighbours share nothing visible */
+  assert_memory_not_equal(c, d, 8);
+  /* another master key's cursor */
+  assert_int_equal(hookd_cursor_open(&other, c, &seq), -1);
+  /* each digit altered */
+  for (int i = 0; i < HOOKD_CURSOR_LEN; i++) {
+    char t[HOOKD_CURSOR_LEN + 1];
+    memcpy(t, c, sizeof t);
+    t[i] = t[i] == '0' ? '1' : '0';
+    assert_int_equal(hookd_cursor_open(&k, t, &seq), -1);
+  }
+  /* malformed: a number, short, long, upper case, empty */
+  const char *bad[] = {"41", "", "0123456789abcdef0123456789abcde",
+                       "0123456789abcdef0123456789abcdef0", "0123456789ABCDEF0123456789ABCDEF"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    assert_int_equal(hookd_cursor_open(&k, bad[i], &seq), -1);
+  assert_int_equal(hookd_cursor_open(&k, NULL, &seq), -1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(round_trip), cmocka_unit_test(refused)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
