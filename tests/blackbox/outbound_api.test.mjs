@@ -254,6 +254,13 @@ describe('endpoints CRUD', () => {
     const live = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { id: other, url: recv.url });
     assertError(live, 409, 'already_exists');
     assert.equal(live.json.error.message, `endpoint ${other} already exists`);
+    // another tenant learns that an id is taken, never whether that endpoint was deleted
+    const { tenant: stranger } = await setup(h, recv.url);
+    for (const taken of [id, other]) {
+      const probe = await h.api('POST', `/v1/tenants/${stranger}/endpoints`, { id: taken, url: recv.url });
+      assertError(probe, 409, 'already_exists');
+      assert.equal(probe.json.error.message, `endpoint id ${taken} is taken (ids are unique across tenants): choose another id, or leave it out to have one generated`);
+    }
   });
 
   it('a deleted endpoint stops its deliveries (cancelled)', async () => {

@@ -217,19 +217,27 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   }
   if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
     /* a deleted endpoint keeps its row (its deliveries and attempts name it): its id is taken
-     * for good, which "already exists" alone would not explain */
-    sqlite3_stmt *del = sq_stmt(c, SQ_EP_DELETED, "SELECT deleted_at IS NOT NULL FROM endpoints"
-                                                  " WHERE id = ?1");
-    bool deleted = false;
+     * for good, which "already exists" alone would not explain. Ids are one namespace for all
+     * tenants: of another tenant's endpoint nothing is said but that the id is taken (not
+     * whether it was deleted) */
+    sqlite3_stmt *del = sq_stmt(c, SQ_EP_DELETED, "SELECT deleted_at IS NOT NULL,"
+                                                  " tenant_id = ?2 FROM endpoints WHERE id = ?1");
+    bool deleted = false, own = false;
     if (del) {
       sq_bind_text(del, 1, ep->id);
-      deleted = sqlite3_step(del) == SQLITE_ROW && sqlite3_column_int(del, 0);
+      sq_bind_text(del, 2, ep->tenant_id);
+      if (sqlite3_step(del) == SQLITE_ROW) {
+        deleted = sqlite3_column_int(del, 0);
+        own = sqlite3_column_int(del, 1);
+      }
       sqlite3_reset(del);
     }
     snprintf(c->err, sizeof c->err,
-             deleted ? "endpoint %s was deleted, and an endpoint id is never used again (its "
-                       "deliveries and attempts keep naming it): choose another id"
-                     : "endpoint %s already exists",
+             !own      ? "endpoint id %s is taken (ids are unique across tenants): choose another"
+                         " id, or leave it out to have one generated"
+             : deleted ? "endpoint %s was deleted, and an endpoint id is never used again (its "
+                         "deliveries and attempts keep naming it): choose another id"
+                       : "endpoint %s already exists",
              ep->id);
     return HOOKD_STORE_EXISTS;
   }
