@@ -120,7 +120,7 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
   hookd_dstate st = HOOKD_DS_PENDING;
   if (state && hookd_dstate_parse(state, &st) != 0) {
     hookd_req_error(r, 400, "invalid_parameter",
-                    "state must be one of pending, retrying, delivered, dead, cancelled");
+                    "state must be one of pending, retrying, delivered, dead, cancelled, unknown");
     return;
   }
   if ((ep && !hookd_id_valid(ep, 128)) || (ev && !hookd_id_valid(ev, 128)) ||

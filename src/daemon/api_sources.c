@@ -573,7 +573,9 @@ static void reply_get(hookd_api_op *base, int rc) {
   for (size_t i = 0; i < op->n_list; i++)
     json_array_append_new(data, source_json(base->app, &op->list[i], op->list_dests[i].v,
                                             op->list_dests[i].n, NULL));
-  hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "data", data));
+  /* one page: a tenant's sources are few (the shape of every other list all the same) */
+  hookd_req_reply_json(base->req, 200,
+                       json_pack("{s:o,s:o}", "data", data, "next_cursor", json_null()));
 }
 
 void hookd_api_source_get(hookd_req *r, hookd_app *app) {

@@ -601,6 +601,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   health_signal(req, cls, &ok, &bad);
   hookd_breaker_state before = e->br.state;
   if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok, bad, it->probe, now)) {
+    d->stats_stale = true; /* the totals follow the endpoint's own series at once */
     HOOKD_INC(breaker_transitions);
     if (e->br.state == HOOKD_BREAKER_OPEN) HOOKD_INC(breaker_opens);
     HLOG(HOOKD_LOG_WARN, "endpoint.breaker", KV_S("endpoint_id", e->cfg.id),
@@ -829,11 +830,13 @@ static void undo_disable(hookd_dispatcher *d, ep *e, const hookd_outcome *o, con
   HLOG(HOOKD_LOG_WARN, event, KV_S("endpoint_id", e->cfg.id), KV_S("tenant_id", e->cfg.tenant_id));
 }
 
-/* A delivery the store now has delivered: counted, with its time from the event. */
+/* A delivery the store now has delivered: counted, with its time from the event — a live one's
+ * only: a replay delivered days after its event would fill the histogram's last bucket. */
 static void count_delivered(const item *it, int64_t now_ms) {
   HOOKD_INC(delivered);
-  hookd_hist_observe_ms(it->c.inbound ? &hookd_m.forwarded_after : &hookd_m.delivered_after,
-                        now_ms - it->c.d.created_ms);
+  if (!it->c.d.replay_cycle)
+    hookd_hist_observe_ms(it->c.inbound ? &hookd_m.forwarded_after : &hookd_m.delivered_after,
+                          now_ms - it->c.d.created_ms);
 }
 
 /* Deliveries a lease reclaim held `unknown` (an inbound destination that is not idempotent,
@@ -1042,7 +1045,20 @@ static void process_inbox(hookd_dispatcher *d) {
 
 /* ---------- the loop ---------- */
 
+/* The counts every loop keeps (cheap: after each pass, so that a scrape's totals agree with
+ * the per-endpoint series it shows beside them). */
+static void update_counts(hookd_dispatcher *d) {
+  pthread_mutex_lock(&d->mu);
+  d->stats.in_flight = d->in_flight;
+  d->stats.queued = d->queued;
+  d->stats.endpoints = (int)d->eps.len;
+  d->stats.claimed_body_bytes = d->body_bytes;
+  pthread_mutex_unlock(&d->mu);
+}
+
+/* What takes a walk over every endpoint: a few times a second, and after a breaker moved. */
 static void update_stats(hookd_dispatcher *d) {
+  d->stats_stale = false;
   int64_t oldest = 0, now = hookd_now_ms();
   int open = 0, paused = 0, slow = 0;
   const char *k;
@@ -1058,14 +1074,10 @@ static void update_stats(hookd_dispatcher *d) {
     slow += e->slow;
   }
   pthread_mutex_lock(&d->mu);
-  d->stats.in_flight = d->in_flight;
-  d->stats.queued = d->queued;
-  d->stats.endpoints = (int)d->eps.len;
   d->stats.oldest_due_ms = oldest;
   d->stats.breakers_open = open;
   d->stats.endpoints_paused = paused;
   d->stats.endpoints_slow = slow;
-  d->stats.claimed_body_bytes = d->body_bytes;
   pthread_mutex_unlock(&d->mu);
 }
 
@@ -1133,11 +1145,14 @@ static void *thread_main(void *arg) {
         d->next_rescan_ms = now + d->cfg.rescan_interval_ms;
       }
     }
+    update_counts(d);
     if (now >= next_stats) { /* the stats walk every endpoint: a few times a second is plenty */
       sched_mark_overdue(d, now); /* and requests in flight, likewise */
       if (!stopping) release_expiring(d, now);
       update_stats(d);
       next_stats = now + 200;
+    } else if (d->stats_stale) {
+      update_stats(d);
     }
     int64_t retry_in = record_retry_due(d, hookd_now_ms(), stopping);
     int64_t timeout = sched_next_timer(d, hookd_now_ms());

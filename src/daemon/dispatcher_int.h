@@ -217,6 +217,7 @@ struct hookd_dispatcher {
   ep **later;                 /* a claim pass's endpoints stopped by the caps */
   size_t later_cap;
   int store_ops;
+  bool stats_stale;           /* a breaker moved: the totals' walk runs after this pass */
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;

@@ -87,7 +87,11 @@ int hookd_metrics_family(hookd_buf *out, const char *name, const char *help, con
 }
 
 int hookd_metrics_gauge(hookd_buf *out, const char *name, const char *help, double v) {
-  return hookd_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.6g\n", name, help, name, name,
+  /* whole numbers (counts, bytes) exactly: %g's six digits showed 123456789 as 1.23457e+08 */
+  if (v > -1e15 && v < 1e15 && v == (double)(long long)v)
+    return hookd_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.0f\n", name, help, name,
+                            name, v);
+  return hookd_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.9g\n", name, help, name, name,
                           v);
 }
 
@@ -184,10 +188,10 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : hist(o, "hookd_first_attempt_delay_seconds",
                       "time from publish to the first attempt's start", &m->first_attempt_delay);
   rc = rc ? rc : hist(o, "hookd_delivered_after_seconds",
-                      "time from publish to the 2xx that delivered it (outbound)",
+                      "time from publish to the 2xx that delivered it (outbound; not replays)",
                       &m->delivered_after);
   rc = rc ? rc : hist(o, "hookd_inbound_forwarded_after_seconds",
-                      "time from the provider's request to the forward's 2xx (inbound)",
+                      "time from the provider's request to the forward's 2xx (inbound; not replays)",
                       &m->forwarded_after);
   rc = rc ? rc : hist(o, "hookd_publish_ack_seconds",
                       "time from a publish request to its 202 (the commit's fsync included)",

@@ -1096,6 +1096,7 @@ describe('source lifecycle', () => {
     assert.equal(got.json.provider, 'stripe');
     assert.ok(!got.text.includes('whsec_life_old'), 'the source secret is never returned');
     const listed = await h.api('GET', `/v1/sources?tenant=${TENANT}`);
+    assert.equal(listed.json.next_cursor, null, 'one page, shaped as every list');
     const inList = listed.json.data.find((s) => s.id === src.id);
     assert.deepEqual(inList, got.json, 'listed as GET shows it, destinations included');
     assert.ok(!listed.text.includes('whsec_life_old'));

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import assert from 'node:assert/strict';
 import { getDelivery, publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 let h;
@@ -422,6 +423,13 @@ describe('replay', () => {
     const odd = await h.api('POST', `/v1/deliveries/${d.id}/replay`, { as_new_event: true });
     assert.equal(odd.status, 422, odd.text);
     assert.equal(odd.json.error.code, 'unknown_field');
+    // counted as delivered, but not in the publish → delivered histogram (it would measure from
+    // the original publish): measured as a difference, other tests' live deliveries add to both
+    const counts = async () => {
+      const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+      return sampleValue(m, 'hookd_deliveries_delivered_total') - sampleValue(m, 'hookd_delivered_after_seconds_count');
+    };
+    const before = await counts();
     const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
     assert.equal(r.status, 202);
     assert.equal(r.json.id, d.id);
@@ -435,6 +443,7 @@ describe('replay', () => {
     assert.equal(recv.requests[1].body, recv.requests[0].body);
     const full = await getDelivery(h, d.id);
     assert.deepEqual(full.attempts.map((a) => a.trigger), ['live', 'replay']);
+    assert.equal(await counts() - before, 1, 'the replay delivered, and left out of the histogram');
     // a delivery that is still scheduled cannot be replayed
     const again = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
     assert.ok(again.status === 202 || again.status === 409);
