@@ -191,7 +191,8 @@ int hookd_metrics_render(hookd_buf *o) {
                       "time from publish to the 2xx that delivered it (outbound; not replays)",
                       &m->delivered_after);
   rc = rc ? rc : hist(o, "hookd_inbound_forwarded_after_seconds",
-                      "time from the provider's request to the forward's 2xx (inbound; not replays)",
+                      "time from the provider's request to the forward's 2xx (inbound; not"
+                      " replays)",
                       &m->forwarded_after);
   rc = rc ? rc : hist(o, "hookd_publish_ack_seconds",
                       "time from a publish request to its 202 (the commit's fsync included)",
