@@ -532,7 +532,8 @@ describe('durability', () => {
   const walkArgs = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
   async function expiredBacklog(count) {
     const { dir, cleanup } = tempDir();
-    const h = await startHookd({ dir, args: walkArgs });
+    // no retention here: its first walk would expire the events published before it
+    const h = await startHookd({ dir });
     const r = await startReceiver();
     const { tenant } = await setup(h, r.url);
     const ids = [];
