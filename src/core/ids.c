@@ -2,6 +2,7 @@
 #include "core/ids.h"
 
 #include <openssl/rand.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,4 +68,10 @@ int hookd_id_valid(const char *s, size_t max) {
     if (!ok || n >= max) return 0;
   }
   return n > 0 && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+const char *hookd_attempt_id(const char *delivery_id, int number, char *out) {
+  if (number <= 0 || !delivery_id) return NULL;
+  snprintf(out, HOOKD_ATTEMPT_ID_MAX, "%s.%d", delivery_id, number);
+  return out;
 }

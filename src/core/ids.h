@@ -24,4 +24,10 @@ uint64_t hookd_random_u64(void);
  * "." nor ".." (a path segment every HTTP client rewrites). */
 int hookd_id_valid(const char *s, size_t max);
 
+/* An attempt's id: its delivery's id and its number, "dlv_….3" — attempts are their delivery's
+ * numbered rows; the API and the logs show the same id. Writes out (HOOKD_ATTEMPT_ID_MAX bytes)
+ * and returns it, or NULL for number 0 (no attempt). */
+#define HOOKD_ATTEMPT_ID_MAX (HOOKD_ID_MAX + 16)
+const char *hookd_attempt_id(const char *delivery_id, int number, char *out);
+
 #endif

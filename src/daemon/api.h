@@ -90,7 +90,7 @@ json_t *hookd_json_tenant(const hookd_tenant *t);
 json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms);
 int hookd_api_timeout_shown(int timeout_ms, int max_timeout_ms); /* the lower of the two */
 json_t *hookd_json_delivery(const hookd_delivery *d);
-json_t *hookd_json_attempt(const hookd_attempt *a);
+json_t *hookd_json_attempt(const hookd_attempt *a, const char *delivery_id);
 json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
 /* In a run: HOOKD_STORE_NOTFOUND unless the tenant exists (a list under a mistyped tenant is
  * 404, not an empty page); the op's err names it. */

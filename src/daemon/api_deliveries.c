@@ -77,7 +77,8 @@ static void reply_get(hookd_api_op *base, int rc) {
   }
   json_t *v = hookd_json_delivery(&op->d);
   json_t *att = json_array();
-  for (size_t i = 0; i < op->n_att; i++) json_array_append_new(att, hookd_json_attempt(&op->att[i]));
+  for (size_t i = 0; i < op->n_att; i++)
+    json_array_append_new(att, hookd_json_attempt(&op->att[i], op->d.id));
   json_object_set_new(v, "attempts", att);
   hookd_req_reply_json(base->req, 200, v);
 }

@@ -495,7 +495,7 @@ json_t *hookd_json_delivery(const hookd_delivery *d) {
   return v;
 }
 
-json_t *hookd_json_attempt(const hookd_attempt *a) {
+json_t *hookd_json_attempt(const hookd_attempt *a, const char *delivery_id) {
   json_t *resp = json_null();
   if (a->response && a->response_len) {
     /* the excerpt is the receiver's bytes: shown as text when they are UTF-8 (the cut never
@@ -503,7 +503,10 @@ json_t *hookd_json_attempt(const hookd_attempt *a) {
     resp = json_stringn(a->response, a->response_len);
     if (!resp) resp = json_string("(binary response not shown)");
   }
-  return json_pack("{s:i,s:s,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:I}", "attempt", a->number, "outcome",
+  char aid[HOOKD_ATTEMPT_ID_MAX];
+  const char *id = hookd_attempt_id(delivery_id, a->number, aid);
+  return json_pack("{s:o,s:i,s:s,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:I}", "id", str_or_null(id),
+                   "attempt", a->number, "outcome",
                    a->outcome ? a->outcome : "", "trigger", str_or_null(a->trigger),
                    "http_status", a->http_status ? json_integer(a->http_status) : json_null(),
                    "started_at", hookd_json_time(a->started_ms), "latency_ms",

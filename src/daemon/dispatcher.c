@@ -433,6 +433,11 @@ fail:
 /* The correlation keys of a delivery's log lines (X4): the delivery, its event, tenant and
  * endpoint, the lease token it was claimed with and the node (worker) holding it. An attempt is
  * (delivery_id, attempt). */
+/* An attempt's number and id (core/ids.h; no id for number 0), in a buffer of the statement's
+ * own: a log call's arguments live until the call returns. */
+#define KV_ATTEMPT(dl, n)                                                                         \
+  KV_S("attempt_id", hookd_attempt_id((dl)->id, (n), (char[HOOKD_ATTEMPT_ID_MAX]){0})),         \
+      KV_I("attempt", (n))
 #define KV_DELIVERY(disp, dl, ep_id)                                                            \
   KV_S("delivery_id", (dl)->id), KV_S("event_id", (dl)->event_id),                            \
       KV_S("tenant_id", (dl)->tenant_id), KV_S("endpoint_id", (ep_id)),                        \
@@ -589,10 +594,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   if (req->net == HOOKD_NET_BLOCKED) {
     HOOKD_INC(egress_blocked);
     HLOG(HOOKD_LOG_WARN, "egress.blocked", KV_S("rule", req->blocked_rule),
-         KV_DELIVERY(d, dl, e->cfg.id), KV_I("attempt", o->attempt_number));
+         KV_DELIVERY(d, dl, e->cfg.id), KV_ATTEMPT(dl, o->attempt_number));
   }
   int lvl = cls.cls == HOOKD_CLASS_SUCCESS ? HOOKD_LOG_DEBUG : HOOKD_LOG_INFO;
-  HLOG(lvl, "attempt", KV_DELIVERY(d, dl, e->cfg.id), KV_I("attempt", o->attempt_number),
+  HLOG(lvl, "attempt", KV_DELIVERY(d, dl, e->cfg.id), KV_ATTEMPT(dl, o->attempt_number),
        KV_S("outcome", cls.outcome), KV_I("status", o->attempt.http_status),
        KV_I("latency_ms", req->latency_ms), KV_S("next_state", hookd_dstate_name(dec.next)));
 
@@ -791,7 +796,7 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
    * ten a second for each delivery in flight */
   if (!d->stop_ms || it->record_tries == 1 || it->record_tries % 10 == 0)
     HLOG(HOOKD_LOG_WARN, it->recording ? "outcome.write_retry" : "release.write_retry",
-         KV_DELIVERY(d, &it->c.d, it->ep->cfg.id), KV_I("attempt", it->out.attempt_number),
+         KV_DELIVERY(d, &it->c.d, it->ep->cfg.id), KV_ATTEMPT(&it->c.d, it->out.attempt_number),
          KV_S("error", hookd_store_strerror(it->rc)), KV_I("try", it->record_tries),
          KV_I("in_ms", delay));
   return true;
@@ -858,20 +863,20 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       if (!e->gone && !it->record_tries) { /* after a retry: the failed write had committed */
         HOOKD_INC(stale_outcomes);
         HLOG(HOOKD_LOG_WARN, "outcome.stale", KV_DELIVERY(d, &it->c.d, e->cfg.id),
-             KV_I("attempt", o->attempt_number));
+             KV_ATTEMPT(&it->c.d, o->attempt_number));
       }
       if (!it->record_tries) undo_disable(d, e, o, "endpoint.disable_not_recorded");
     } else if (it->rc != 0) {
       if (record_retry_later(d, it)) return;
       if (d->stop_ms) d->writes_given_up++;
       HLOG(HOOKD_LOG_ERROR, "outcome.write_failed", KV_DELIVERY(d, &it->c.d, e->cfg.id),
-           KV_I("attempt", o->attempt_number), KV_S("error", hookd_store_strerror(it->rc)),
+           KV_ATTEMPT(&it->c.d, o->attempt_number), KV_S("error", hookd_store_strerror(it->rc)),
            KV_I("tries", it->record_tries + 1));
       /* the lease expires and the delivery is attempted again: at-least-once */
       undo_disable(d, e, o, "endpoint.disable_not_recorded");
     } else if (o->cancelled) {
       HLOG(HOOKD_LOG_INFO, "delivery.cancelled_in_flight", KV_DELIVERY(d, &it->c.d, e->cfg.id),
-           KV_I("attempt", o->attempt_number), KV_S("outcome", o->attempt.outcome),
+           KV_ATTEMPT(&it->c.d, o->attempt_number), KV_S("outcome", o->attempt.outcome),
            KV_I("delivered", o->to == HOOKD_DS_DELIVERED));
       if (o->to == HOOKD_DS_DELIVERED) count_delivered(it, o->now_ms); /* a 2xx is a 2xx */
     } else {
@@ -898,7 +903,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       if (o->to == HOOKD_DS_UNKNOWN) {
         HOOKD_INC(unknown);
         HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_DELIVERY(d, &it->c.d, e->cfg.id),
-             KV_I("attempt", o->attempt_number),
+             KV_ATTEMPT(&it->c.d, o->attempt_number),
              KV_S("reason", "ambiguous outcome, destination not idempotent"));
       }
       if (o->to == HOOKD_DS_DEAD) {

@@ -443,6 +443,9 @@ describe('replay', () => {
     assert.equal(recv.requests[1].body, recv.requests[0].body);
     const full = await getDelivery(h, d.id);
     assert.deepEqual(full.attempts.map((a) => a.trigger), ['live', 'replay']);
+    // each attempt has an id, the one its log lines carry (X4)
+    assert.deepEqual(full.attempts.map((a) => a.id), [`${d.id}.1`, `${d.id}.2`]);
+    assert.ok(h.logs.some((l) => l.msg === 'attempt' && l.attempt_id === `${d.id}.2` && l.delivery_id === d.id && l.attempt === 2));
     assert.equal(await counts() - before, 1, 'the replay delivered, and left out of the histogram');
     // a delivery that is still scheduled cannot be replayed
     const again = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
