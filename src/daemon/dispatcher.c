@@ -522,9 +522,12 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
                               .cycle_started_ms = dl->cycle_started_ms,
                               .expires_ms = it->c.expires_ms};
   /* a request that may have reached a non-idempotent destination without an answer is not
-   * resent: it waits for an operator (inbound destinations marked idempotent: false) */
+   * resent: it waits for an operator (inbound destinations marked idempotent: false). A 502 or
+   * a 504 is a gateway's answer that it got none from the handler behind it (which may have
+   * done the work meanwhile): as ambiguous as a timeout */
   bool ambiguous = req->request_sent &&
-                   (req->net == HOOKD_NET_TIMEOUT || req->net == HOOKD_NET_PROTOCOL);
+                   (req->net == HOOKD_NET_TIMEOUT || req->net == HOOKD_NET_PROTOCOL ||
+                    (req->net == HOOKD_NET_OK && (req->status == 502 || req->status == 504)));
   bool hold = it->c.inbound && !e->cfg.idempotent && ambiguous;
   hookd_decision dec;
   if (hookd_decide(&it->c.policy, &view, cls, ra, now, hookd_random_u64(), hold, &dec) != 0) {

@@ -444,9 +444,12 @@ static int64_t claim_key(hookd_dispatcher *d, const ep *e) {
 /* How many more the endpoint may claim: two windows of its concurrency, or about two seconds
  * of its rate when it is rate-limited; a breaker not closed claims only its probes (an open one
  * turns half-open at its first send after the cool-down: claiming a full window for it then
- * only gave back all but the probe). */
+ * only gave back all but the probe). An inbound destination that is not idempotent claims only
+ * its free slots: after a crash every lease of it is held `unknown` (its request may have been
+ * sent), so a delivery claimed ahead and never sent would wait for an operator too. */
 static int ep_room(hookd_dispatcher *d, const ep *e) {
-  int limit = 2 * sched_ep_limit(e);
+  bool held_on_crash = e->cfg.source_id && !e->cfg.idempotent;
+  int limit = (held_on_crash ? 1 : 2) * sched_ep_limit(e);
   if (e->cfg.rate_limit > 0) {
     int by_rate = (int)ceil(e->cfg.rate_limit * 2) + 1;
     if (by_rate < limit) limit = by_rate;

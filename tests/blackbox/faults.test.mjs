@@ -410,6 +410,39 @@ describe('durability', () => {
     await dest.close();
   });
 
+  it('a start after a crash copies the WAL before writing anything: it waits for a reader holding the store (past the busy timeout) instead of writing behind the recovered frames', async () => {
+    const { dir, cleanup } = tempDir();
+    const first = await startHookd({ dir });
+    const r = await startReceiver(() => 'hang');
+    const { tenant } = await setup(first, r.url);
+    for (let i = 0; i < 5; i++) assert.equal((await publish(first, tenant, { type: 'a', payload: { i } })).status, 202);
+    await first.kill9(); // the WAL stays, with its frames
+    const reader = spawn('sqlite3', [first.db], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    await new Promise((resolve) => {
+      reader.stdout.on('data', (b) => { out += b; if (out.includes('reading')) resolve(); });
+      reader.stdin.write(".timeout 10000\nBEGIN;\nSELECT COUNT(*) FROM events;\nSELECT 'reading';\n");
+    });
+    const started = Date.now();
+    const next = startHookd({ dir });
+    let listening = false;
+    next.then(() => { listening = true; }, () => {});
+    try { // the reader goes whatever the outcome (it would hold the test process open)
+      // SQLite's busy timeout is 5 s: a start that gave up on the copy then went on writing
+      await waitUntil(async () => listening || Date.now() - started > 7000, { what: '7 s, or a start', timeout: 10000 });
+      assert.equal(listening, false, 'started while a reader still held the WAL it had to copy');
+    } finally {
+      reader.stdin.end('ROLLBACK;\n');
+    }
+    const h = await next;
+    assert.ok(Date.now() - started >= 7000);
+    assert.equal(h.query('SELECT COUNT(*) n FROM events')[0].n, 5);
+    r.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+    cleanup();
+  });
+
   it('a slow start (its store held by another process) answers /healthz at once, every other route 503 not_ready until it has started', async () => {
     const { dir, cleanup } = tempDir();
     const first = await startHookd({ dir });

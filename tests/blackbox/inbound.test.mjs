@@ -724,6 +724,22 @@ describe('forwarding', () => {
     dest.releaseHanging();
     await dest.close();
   });
+  it('a 502 or 504 (a gateway that got no answer from the handler) holds a non-idempotent forward unknown; an idempotent one is retried; a 500 is the handler\'s own answer', async () => {
+    // the destination answers `first`, then 200; the forward ends in `status` after `sent` requests
+    for (const [first, idempotent, status, sent] of [[502, false, 'unknown', 1], [504, false, 'unknown', 1],
+      [504, true, 'completed', 2], [500, false, 'completed', 2]]) {
+      let n = 0;
+      const dest = await startReceiver(() => (n++ === 0 ? { status: first } : { status: 200 }));
+      const secret = `whsec_gw${first}${idempotent}`;
+      const src = await source('stripe', [secret], [{ url: dest.url, idempotent }]);
+      const body = stripeEvent(`evt_gw_${first}_${idempotent}`);
+      const r = await post(src, body, sign.stripe(body, secret));
+      await waitStatus(src, r.json.inbox_id, status);
+      assert.equal(dest.requests.length, sent, `${first} to a destination idempotent: ${idempotent}`);
+      await dest.close();
+    }
+  });
+
   it('a held forward whose destination was deleted cannot be resolved "retry" (it would wait for ever): 409; dead_lettered still can', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_rd'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
@@ -940,6 +956,32 @@ describe('durability and local replay', () => {
     assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id), ['evt_kill_ni_1', 'evt_kill_ni_2'], 'the held one was not sent again');
     assert.equal((await d.stop()).code, 0);
     dest.releaseHanging();
+    await dest.close();
+    cleanup();
+  });
+
+  it('hookd killed with a non-idempotent destination busy: only the forwards in flight are held unknown; those waiting were never claimed ahead and resume', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_ahead'], [{ url: dest.url, idempotent: false, timeout_ms: 10000, max_in_flight: 4 }], {}, d);
+    for (let i = 0; i < 12; i++) {
+      const body = stripeEvent(`evt_ahead_${i}`);
+      assert.equal((await post(src, body, sign.stripe(body, 'whsec_ahead'), d)).status, 200);
+    }
+    await dest.waitFor(4);
+    const leased = () => d.query('SELECT COUNT(*) n FROM deliveries WHERE leased_until IS NOT NULL')[0].n;
+    assert.equal(leased(), 4, 'claimed: the four in flight, none ahead of a free slot');
+    await d.kill9();
+    dest.behave = () => ({ status: 200 });
+    dest.releaseHanging();
+    d = await startHookd({ dir });
+    await waitUntil(async () => d.query("SELECT COUNT(*) n FROM deliveries WHERE state IN ('pending', 'retrying')")[0].n === 0,
+      { what: 'every forward settled', timeout: 20000 });
+    const states = Object.fromEntries(d.query('SELECT state, COUNT(*) n FROM deliveries GROUP BY state').map((x) => [x.state, x.n]));
+    assert.deepEqual(states, { delivered: 8, unknown: 4 }, 'the four sent wait for an operator; the eight never sent went');
+    assert.equal((await d.stop()).code, 0);
     await dest.close();
     cleanup();
   });

@@ -388,17 +388,33 @@ static const char *migration_done_if(int version) {
   }
 }
 
+/* How long a start waits for other processes to let go of the store before copying the WAL. */
+#define STARTUP_CKPT_S 30
+
 int sq_migrate(hookd_store_conn *c, bool apply) {
   if (apply) {
     /* A daemon starting: the WAL its last run left (after a crash) is copied into the database
      * and synced, and starts over, before anything new is written. Its frames were read back
      * through the OS's cache, and after the failed fsync a last run may have exited on, some may
      * never have reached the disk: commits appended behind them would go with them at a power
-     * cut, as WAL recovery stops at the first bad frame. Readers (a CLI command) only delay it;
-     * a failure to write is a failing disk, and nothing is started on it. */
-    int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-    if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
-      return sq_fail(c, "checkpoint the WAL left by the last run");
+     * cut, as WAL recovery stops at the first bad frame. Another process on the store (a CLI
+     * command reading it) only delays it: each try waits out the busy timeout, for up to
+     * STARTUP_CKPT_S in all — writing behind those frames is not an option (it was taken
+     * before an audit). A failure to write is a failing disk, and nothing is started on it. */
+    int64_t until = hookd_mono_ms() + STARTUP_CKPT_S * 1000;
+    int rc;
+    do {
+      rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    } while (((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) &&
+             hookd_mono_ms() < until);
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
+      snprintf(c->err, sizeof c->err,
+               "another process has held the store for %d s: the WAL the last run left must be "
+               "copied into the database before anything is written (stop that process, or "
+               "start again later)", STARTUP_CKPT_S);
+      return HOOKD_STORE_ERR;
+    }
+    if (rc != SQLITE_OK) return sq_fail(c, "checkpoint the WAL left by the last run");
   }
   /* a command that does not migrate writes nothing: no table made in a store that has none */
   if (!apply && sqlite3_table_column_metadata(c->db, NULL, "schema_migrations", "version", NULL,
