@@ -4,7 +4,11 @@
 #include <openssl/evp.h>
 #include <string.h>
 
-static const char check[8] = {'h', 'o', 'o', 'k', 'd', 'c', 'u', 'r'};
+/* the check: 7 fixed bytes and the list's letter, so a cursor of one list is refused by another */
+static void check_of(char list, unsigned char out[8]) {
+  memcpy(out, "hookdcu", 7);
+  out[7] = (unsigned char)list;
+}
 
 int hookd_cursor_key_derive(const unsigned char *master, size_t len, hookd_cursor_key *out) {
   static const char label[] = "hookd list cursor v1";
@@ -32,10 +36,11 @@ static int block(const hookd_cursor_key *k, int enc, const unsigned char in[16],
   return ok ? 0 : -1;
 }
 
-int hookd_cursor_seal(const hookd_cursor_key *k, int64_t seq, char out[HOOKD_CURSOR_LEN + 1]) {
+int hookd_cursor_seal(const hookd_cursor_key *k, char list, int64_t seq,
+                      char out[HOOKD_CURSOR_LEN + 1]) {
   unsigned char in[16], ct[16];
   for (int i = 0; i < 8; i++) in[i] = (unsigned char)((uint64_t)seq >> (56 - 8 * i));
-  memcpy(in + 8, check, sizeof check);
+  check_of(list, in + 8);
   if (seq <= 0 || block(k, 1, in, ct) != 0) return -1;
   static const char hex[] = "0123456789abcdef";
   for (int i = 0; i < 16; i++) {
@@ -50,8 +55,9 @@ static int nibble(char c) {
   return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-int hookd_cursor_open(const hookd_cursor_key *k, const char *s, int64_t *seq) {
-  unsigned char ct[16], in[16];
+int hookd_cursor_open(const hookd_cursor_key *k, char list, const char *s, int64_t *seq) {
+  unsigned char ct[16], in[16], check[8];
+  check_of(list, check);
   if (!s || strlen(s) != HOOKD_CURSOR_LEN) return -1;
   for (int i = 0; i < 16; i++) {
     int hi = nibble(s[2 * i]), lo = nibble(s[2 * i + 1]);

@@ -137,7 +137,7 @@ static void reply_list(hookd_api_op *base, int rc) {
   json_t *data = json_array();
   for (size_t i = 0; i < shown; i++) json_array_append_new(data, inbox_json(&op->list[i]));
   int64_t next = op->n_list > shown ? op->list[shown - 1].seq : 0;
-  hookd_req_reply_json(base->req, 200, hookd_api_seq_page_body(base->app, data, next));
+  hookd_req_reply_json(base->req, 200, hookd_api_seq_page_body(base->app, 'i', data, next));
 }
 
 void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
@@ -161,7 +161,7 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
     return;
   }
   long long b;
-  if (hookd_api_list_scope(r, app, tenant, &b) != 0) return;
+  if (hookd_api_list_scope(r, app, 'i', tenant, &b) != 0) return;
   inbox_op *op = new_op(r, app, run_list, reply_list);
   if (!op) return;
   snprintf(op->tenant, sizeof op->tenant, "%s", tenant ? tenant : "");

@@ -469,15 +469,21 @@ void sched_ep_schedule(hookd_dispatcher *d, ep *e) {
   }
 }
 
-/* Sum of the weights of tenants holding work, plus the claimer's when it holds none. */
-static int active_weight(hookd_dispatcher *d, const tenant *claimer) {
-  int w = claimer->in_flight + claimer->queued + claimer->claiming > 0 ? 0 : claimer->weight;
-  const char *k;
-  void *v;
-  for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
-    tenant *t = v;
-    if (t->in_flight + t->queued + t->claiming > 0) w += t->weight;
+static bool holds_work(const tenant *t) { return t->in_flight + t->queued + t->claiming > 0; }
+
+/* Sum of the weights of tenants holding work, plus the claimer's when it holds none. The sum is
+ * taken once per claim pass (*sum, -1 until then; a walk over every tenant for each endpoint
+ * the caps stopped took most of a core with thousands of tenants) and kept up to date by the
+ * pass as its claims make tenants hold work. */
+static int active_weight(hookd_dispatcher *d, const tenant *claimer, int *sum) {
+  if (*sum < 0) {
+    *sum = 0;
+    const char *k;
+    void *v;
+    for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;)
+      if (holds_work(v)) *sum += ((tenant *)v)->weight;
   }
+  int w = *sum + (holds_work(claimer) ? 0 : claimer->weight);
   return w > 0 ? w : 1;
 }
 
@@ -486,14 +492,14 @@ static int active_weight(hookd_dispatcher *d, const tenant *claimer) {
  * deliveries of 1 MiB events held 2 GiB). Claims in progress count at the recent average. As
  * with counts, a tenant below its weighted share of the bound may always claim, and a tenant
  * holding nothing gets one, so that another's big bodies never stop it. */
-static int bytes_room(hookd_dispatcher *d, const ep *e, const tenant *t) {
+static int bytes_room(hookd_dispatcher *d, const ep *e, const tenant *t, int *weights) {
   int64_t cap = d->cfg.max_claimed_bytes;
   if (cap <= 0) return INT_MAX;
   int64_t avg = d->claim_bytes_avg > 1024 ? d->claim_bytes_avg : 1024;
   int64_t left = cap - d->body_bytes - (int64_t)d->claiming * avg;
   int64_t t_held = t->body_bytes + (int64_t)t->claiming * avg;
   if (left < avg) { /* the bound is reached: a tenant's own share */
-    int64_t fair = cap / active_weight(d, t) * t->weight;
+    int64_t fair = cap / active_weight(d, t, weights) * t->weight;
     if (fair - t_held > left) left = fair - t_held;
   }
   if (left < avg && t_held == 0 && e->in_flight + e->queued == 0) left = avg;
@@ -506,6 +512,7 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
    * (stopping after a few dozen left an endpoint that may claim behind another tenant's
    * hundreds of stalled ones, one pass each 50 ms per few dozen) */
   size_t n_later = 0;
+  int weights = -1; /* active_weight's sum for this pass */
   while (d->heap_len && d->heap[0]->heap_key <= now) {
     ep *e = d->heap[0];
     claimh_remove(d, e);
@@ -520,13 +527,16 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     if (room > t_room) room = t_room;
     if (leased + room > leased_cap) {
       /* a tenant below its weighted share of the claim budget may always claim: one that
-       * sends slowly and hoards claims cannot starve the others */
-      int fair = (int)((int64_t)leased_cap * t->weight / active_weight(d, t));
+       * sends slowly and hoards claims cannot starve the others — and one holding nothing
+       * may claim one, however many tenants share the budget (past 2 × --max-in-flight of
+       * them the share rounded to none: a new tenant's events waited minutes) */
+      int fair = (int)((int64_t)leased_cap * t->weight / active_weight(d, t, &weights));
+      if (fair < 1) fair = 1;
       int g_room = leased_cap - leased;
       if (t_leased < fair && fair - t_leased > g_room) g_room = fair - t_leased;
       if (room > g_room) room = g_room;
     }
-    int by_bytes = bytes_room(d, e, t);
+    int by_bytes = bytes_room(d, e, t, &weights);
     if (room > by_bytes) room = by_bytes;
     if (room > CLAIM_LIMIT_MAX) room = CLAIM_LIMIT_MAX;
     if (room <= 0) {
@@ -544,7 +554,9 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
       continue;
     }
     int replays = d->ready_live > 0 ? (room + 9) / 10 : room;
+    bool held = holds_work(t);
     disp_submit_claim(d, e, room, replays, now);
+    if (!held && weights >= 0 && holds_work(t)) weights += t->weight;
   }
   for (size_t i = 0; i < n_later; i++) {
     /* retried when a slot frees (a completion reschedules its endpoint) or on the next pass */

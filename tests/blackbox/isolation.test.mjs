@@ -208,6 +208,28 @@ describe('isolation', () => {
     await ok.close();
   });
 
+  it('a new tenant claims at once when more tenants hold claims than the claim budget has slots (its fair share never rounds to none)', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '4', '--tenant-max-in-flight', '4'] });
+    const slow = await startReceiver();
+    const ok = await startReceiver();
+    // 20 tenants whose endpoint sends one a minute: each holds claimed deliveries waiting for it
+    for (let i = 0; i < 20; i++) {
+      assert.equal((await h.api('POST', '/v1/tenants', { id: `crowd${i}` })).status, 201);
+      assert.equal((await h.api('POST', `/v1/tenants/crowd${i}/endpoints`, { url: slow.url, rate_limit: { per_minute: 1 } })).status, 201);
+      for (let j = 0; j < 3; j++) await publish(h, `crowd${i}`, { type: 'x', payload: { j } });
+    }
+    await slow.waitFor(8, 15000); // the claim budget (2 × 4) is held
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'newcomer' })).status, 201);
+    assert.equal((await h.api('POST', '/v1/tenants/newcomer/endpoints', { url: ok.url })).status, 201);
+    const t0 = Date.now();
+    await publish(h, 'newcomer', { type: 'y', payload: {} });
+    await ok.waitFor(1, 30000);
+    assert.ok(Date.now() - t0 < 2000, `the newcomer's first attempt after ${Date.now() - t0} ms`);
+    assert.equal((await h.stop()).code, 0);
+    await slow.close();
+    await ok.close();
+  });
+
   it('a request in flight past half its timeout makes its endpoint slow before it times out', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => 'hang');

@@ -421,6 +421,7 @@ describe('events list', () => {
     assert.equal((await list('limit=1')).next_cursor, c1, 'the same position, the same cursor');
     const flipped = c1.slice(0, 31) + (c1[31] === '0' ? '1' : '0');
     assertError(await h.api('GET', `/v1/tenants/${t}/events?before=${flipped}`), 400, 'invalid_parameter');
+    assertError(await h.api('GET', `/v1/audit?before=${c1}`), 400, 'invalid_parameter'); // another list's
     const at = [...all.data].reverse().map((e) => e.created_at); // publish times, oldest first
     // filters
     const types = async (q) => (await list(q)).data.map((e) => e.type);

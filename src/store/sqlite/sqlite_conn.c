@@ -183,10 +183,12 @@ static int64_t mono_ms(void) {
 
 /* A checkpoint's result, for hookd_sqlite_shared_health (sh->mu held). Returns whether it
  * failed: a busy connection (another checkpoint running, a reader on old frames) is not a
- * failure, the next one goes on. */
-static int ckpt_note(sq_shared *sh, sqlite3 *db, int rc) {
+ * failure, the next one goes on. Only one that copied something (or had nothing to copy) says
+ * the disk takes writes again: a reader's old snapshot can make a checkpoint copy nothing and
+ * succeed. */
+static int ckpt_note(sq_shared *sh, sqlite3 *db, int rc, bool progressed) {
   if (rc == SQLITE_OK) {
-    sh->ckpt_failing = 0;
+    if (progressed) sh->ckpt_failing = 0;
     return 0;
   }
   if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) return 0;
@@ -233,7 +235,7 @@ static void *ckpt_main(void *arg) {
       int log = 0, done = 0;
       int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
       pthread_mutex_lock(&sh->mu);
-      failed = ckpt_note(sh, db, rc);
+      failed = ckpt_note(sh, db, rc, done > sh->backfilled || done == log);
       /* done counts every frame copied in this WAL; more than before: this pass copied some
        * (a done past wal_pages belongs to a WAL that has started over meanwhile) */
       if (rc != SQLITE_OK || done <= sh->backfilled || done > sh->wal_pages) break;
@@ -247,9 +249,10 @@ static void *ckpt_main(void *arg) {
     /* every other connection is closed: this copies the whole WAL, and its result is reported
      * (the close that follows checkpoints again, finds nothing left, and removes the WAL) */
     pthread_mutex_unlock(&sh->mu);
-    int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    int log = 0, done = 0;
+    int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
     pthread_mutex_lock(&sh->mu);
-    ckpt_note(sh, db, rc);
+    ckpt_note(sh, db, rc, done == log);
   }
   pthread_mutex_unlock(&sh->mu);
   sqlite3_close(db);
@@ -278,9 +281,10 @@ static void writer_checkpoint(hookd_store_conn *c) {
   int log = 0, done = 0;
   int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
   pthread_mutex_lock(&sh->mu);
-  int failed = ckpt_note(sh, c->db, rc);
+  int failed = ckpt_note(sh, c->db, rc, done == log);
   pthread_mutex_unlock(&sh->mu);
-  sh->writer_retry_ms = failed ? mono_ms() + CKPT_RETRY_MS : 0;
+  if (failed) sh->writer_retry_ms = mono_ms() + CKPT_RETRY_MS;
+  else if (done == log) sh->writer_retry_ms = 0;
   if (rc != SQLITE_OK || done != log) return;
   sh->wal_over = 0;
   pthread_mutex_lock(&sh->mu);

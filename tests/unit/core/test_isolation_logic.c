@@ -128,6 +128,8 @@ static void share_of_a_used_budget(void **s) {
   assert_true(hookd_share_allows(2, 1, 1, 1, 1));   /* room left */
   assert_false(hookd_share_allows(2, 2, 2, 1, 1));  /* alone, at the budget */
   assert_true(hookd_share_allows(2, 2, 0, 1, 2));   /* another holds it all: its first */
+  assert_true(hookd_share_allows(13, 25, 0, 1, 26)); /* many hold one each: up to twice */
+  assert_false(hookd_share_allows(13, 26, 0, 1, 27));
   assert_false(hookd_share_allows(2, 3, 1, 1, 2));  /* half of 2 is 1 */
   assert_true(hookd_share_allows(10, 12, 6, 3, 4)); /* weight 3 of 4: 7 */
   assert_false(hookd_share_allows(10, 12, 7, 3, 4));
