@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "store/sqlite/sqlite_int.h"
 
 /* Wake the checkpointer once this many WAL frames (4 MiB at 4 KiB pages) are not yet copied: a
@@ -175,12 +176,6 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
  * copies the whole WAL again before its sync fails. */
 #define CKPT_RETRY_MS 1000
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A checkpoint's result, for hookd_sqlite_shared_health (sh->mu held). Returns whether it
  * failed: a busy connection (another checkpoint running, a reader on old frames) is not a
  * failure, the next one goes on. Only one that copied something (or had nothing to copy) says
@@ -277,13 +272,13 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
  * if the checkpointer is busy (SQLITE_BUSY) the next transaction tries again. */
 static void writer_checkpoint(hookd_store_conn *c) {
   sq_shared *sh = c->sh;
-  if (sh->writer_retry_ms && mono_ms() < sh->writer_retry_ms) return;
+  if (sh->writer_retry_ms && hookd_mono_ms() < sh->writer_retry_ms) return;
   int log = 0, done = 0;
   int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
   pthread_mutex_lock(&sh->mu);
   int failed = ckpt_note(sh, c->db, rc, done == log);
   pthread_mutex_unlock(&sh->mu);
-  if (failed) sh->writer_retry_ms = mono_ms() + CKPT_RETRY_MS;
+  if (failed) sh->writer_retry_ms = hookd_mono_ms() + CKPT_RETRY_MS;
   else if (done == log) sh->writer_retry_ms = 0;
   if (rc != SQLITE_OK || done != log) return;
   sh->wal_over = 0;
