@@ -377,9 +377,11 @@ describe('durability', () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     let first = true;
     const dest = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
-    await h.api('POST', '/v1/tenants', { id: 'rel' });
+    // the tenant's one slot, the destination's two: a non-idempotent destination claims only
+    // into its free slots, and the second one claimed waits for the tenant's slot
+    await h.api('POST', '/v1/tenants', { id: 'rel', max_in_flight: 1 });
     const src = await h.api('POST', '/v1/sources', { id: 'src_rel', tenant: 'rel', provider: 'stripe', secrets: ['whsec_rel'],
-      destinations: [{ url: dest.url, idempotent: false, timeout_ms: 2000, max_in_flight: 1 }] });
+      destinations: [{ url: dest.url, idempotent: false, timeout_ms: 2000, max_in_flight: 2 }] });
     assert.equal(src.status, 201, src.text);
     const ids = [];
     for (let i = 0; i < 3; i++) {
@@ -387,7 +389,9 @@ describe('durability', () => {
       const res = await fetch(`${h.url}/in/src_rel`, { method: 'POST', headers: stripe(body, 'whsec_rel'), body });
       ids.push((await res.json()).inbox_id);
     }
-    await dest.waitFor(1); // the others are claimed, waiting for the one slot
+    await dest.waitFor(1); // another is claimed, waiting for the tenant's slot
+    await waitUntil(async () => h.query('SELECT COUNT(*) n FROM deliveries WHERE leased_until IS NOT NULL')[0].n === 2,
+      { what: 'a second forward claimed' });
     const release = await h.lockStore();
     try {
       // a 503 with Retry-After pauses the endpoint: its waiting deliveries are released, and the
