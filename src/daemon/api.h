@@ -102,7 +102,8 @@ json_t *hookd_json_str_or_null(const char *s);
 
 /* A rate limit field: null (unlimited), {"per_second": n} or {"per_minute": n}. Returns 0 with
  * *per_second set, or -1 after answering 422. */
-int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double *per_second);
+int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double max,
+                         double *per_second);
 
 /* obj.key, when present and not null, must be an integer in [min, max]: stored in *out (left
  * alone when absent); otherwise answers 422 naming "prefix.key" (or "key") and returns false. */

@@ -205,7 +205,8 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
   if ((op->fields & F_RETRY) &&
       hookd_api_parse_retry(r, json_object_get(body, "retry"), "retry", &op->retry) != 0)
     return false;
-  if (hookd_api_parse_rate(r, json_object_get(body, "rate_limit"), "rate_limit", &op->rate_limit))
+  if (hookd_api_parse_rate(r, json_object_get(body, "rate_limit"), "rate_limit", 1e6,
+                           &op->rate_limit))
     return false;
   if (hookd_json_get_bool(body, "ordered", &op->ordered) < 0) {
     hookd_req_error(r, 422, "invalid_field", "ordered must be a boolean");

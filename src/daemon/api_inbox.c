@@ -240,8 +240,8 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
     to = HOOKD_DS_PENDING;
   else if (ok && outcome && !strcmp(outcome, "dead_lettered"))
     to = HOOKD_DS_DEAD;
-  else if (ok) {
-    hookd_req_error(r, 422, "invalid_field",
+  else if (ok) { /* absent or wrong: the codes every other route gives for either */
+    hookd_req_error(r, 422, json_object_get(body, "outcome") ? "invalid_field" : "missing_field",
                     "outcome must be completed (the effect happened), retry or dead_lettered");
     ok = false;
   }
@@ -250,7 +250,7 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
   if (ok && !json_object_get(body, "reason")) reason = hookd_req_header(r, "Hookd-Reason");
   else if (ok && hookd_json_get_str(body, "reason", &reason) != 0) reason = "";
   if (ok && (!reason || !hookd_api_reason_valid(reason))) {
-    hookd_req_error(r, 422, "invalid_field",
+    hookd_req_error(r, 422, reason ? "invalid_field" : "missing_field",
                     "reason is required (1-255 bytes of printable text, not blank; or the "
                     "Hookd-Reason header): it goes to the audit log");
     ok = false;

@@ -58,7 +58,7 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
     return false;
   }
   op->t.weight = rc == 0 ? (int)n : 1;
-  return hookd_api_parse_rate(r, json_object_get(body, "rate_limit"), "rate_limit",
+  return hookd_api_parse_rate(r, json_object_get(body, "rate_limit"), "rate_limit", 1e6,
                               &op->t.rate_limit) == 0;
 }
 

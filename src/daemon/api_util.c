@@ -224,7 +224,8 @@ bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id) {
   return false;
 }
 
-int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double *per_second) {
+int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double max,
+                         double *per_second) {
   if (!v || json_is_null(v)) {
     *per_second = 0;
     return 0;
@@ -237,11 +238,11 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
   }
   double n = json_number_value(s ? s : m);
   double ps = s ? n : n / 60.0;
-  if (!(n > 0) || ps > 1e6 || ps < HOOKD_BUCKET_MIN_RATE) {
+  if (!(n > 0) || ps > max || ps < HOOKD_BUCKET_MIN_RATE) {
     hookd_req_error(r, 422, "invalid_field",
                     "%s must be a rate of at least one per hour (per_second >= 1/3600,"
-                    " per_minute >= 1/60) and at most 1000000 per second",
-                    field);
+                    " per_minute >= 1/60) and at most %.0f per second",
+                    field, max);
     return -1;
   }
   *per_second = ps;

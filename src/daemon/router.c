@@ -161,9 +161,12 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
       rt = &routes[i];
       break;
     }
-    if (strlen(allow) + strlen(routes[i].method) + 3 < sizeof allow) {
+    /* HEAD is allowed wherever GET is (not on the provider-facing routes) */
+    bool head = !strcmp(routes[i].method, "GET") && routes[i].fn != hookd_inbound_handle;
+    if (strlen(allow) + strlen(routes[i].method) + 9 < sizeof allow) {
       if (allow[0]) strcat(allow, ", ");
       strcat(allow, routes[i].method);
+      if (head) strcat(allow, ", HEAD");
     }
   }
   if (!rt) {

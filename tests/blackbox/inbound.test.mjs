@@ -709,6 +709,9 @@ describe('forwarding', () => {
     assert.match(replay.json.error.message, /held unknown.*\/resolve/);
     const bad = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed' });
     assert.equal(bad.status, 422, 'a reason is required');
+    assert.equal(bad.json.error.code, 'missing_field');
+    const noOutcome = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { reason: 'x' });
+    assert.deepEqual([noOutcome.status, noOutcome.json.error.code], [422, 'missing_field']);
     for (const reason of ['   ', '\u001b[2J\r\nforged line', 'x'.repeat(256), 'a\u0085b', 'paid \u202eretsnom', 'line\u2028break']) {
       const refused = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'completed', reason });
       assert.equal(refused.status, 422, `reason ${JSON.stringify(reason)}: audit text is printable, not blank`);

@@ -152,7 +152,9 @@ describe('bad input gets a clear 4xx', () => {
     assertError(await h.api('GET', '/v1/nothing'), 404, 'not_found');
     const r = await h.api('DELETE', `/v1/tenants/${tenant}/events`);
     assertError(r, 405, 'method_not_allowed');
-    assert.match(r.headers.get('allow'), /POST/);
+    assert.equal(r.headers.get('allow'), 'POST, GET, HEAD', 'HEAD wherever GET');
+    const inbound = await h.api('DELETE', '/in/no_such_source');
+    assert.equal(inbound.headers.get('allow'), 'POST, GET', 'no HEAD on the provider-facing path');
   });
 
   it('endpoint validation: url policy, ranges, unknown fields', async () => {

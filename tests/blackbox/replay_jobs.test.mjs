@@ -377,6 +377,11 @@ describe('replay jobs: bounds', () => {
     ctl.ok = true;
     assertError(await createJob(h, tenant, { reason: 'r', rate: { per_second: 10001 } }), 422,
       'invalid_field', 'a rate above 10,000 a second');
+    // a rate refused for any reason names the job's own bound, not an endpoint's
+    for (const per_second of [0, 10001, 2e6]) {
+      const bad = await createJob(h, tenant, { reason: 'r', rate: { per_second } });
+      assert.match(bad.json.error.message, /at most 10000 per second/, `${per_second}: ${bad.text}`);
+    }
     assert.equal((await createJob(h, tenant, { reason: 'r', rate: { per_second: 10000 } })).status, 201);
     for (const reason of ['   ', 'a\nb', '']) {
       assertError(await createJob(h, tenant, { reason }), 422, 'invalid_field', `reason ${JSON.stringify(reason)}`);
