@@ -73,7 +73,7 @@ static void reply_publish(hookd_api_op *base, int rc) {
     HLOG(HOOKD_LOG_DEBUG, "event.published", KV_S("event_id", op->res.event_id),
          KV_S("tenant_id", op->tenant), KV_I("deliveries", op->res.n_deliveries));
   }
-  hookd_hist_observe_ms(&hookd_m.publish_ack, hookd_req_age_ms(base->req));
+  hookd_hist_observe_us(&hookd_m.publish_ack, hookd_req_age_us(base->req));
   hookd_req_reply_json(base->req, 202,
                        json_pack("{s:s,s:i,s:b}", "id", op->res.event_id, "deliveries",
                                  op->res.n_deliveries, "duplicate", op->res.duplicate));

@@ -593,7 +593,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   HOOKD_INC(attempts[hookd_metrics_outcome_index(cls.outcome)]);
   int fail = hookd_metrics_failure_index(cls.category);
   if (fail >= 0) HOOKD_INC(attempt_failures[fail]);
-  hookd_hist_observe_ms(&hookd_m.attempt_latency, req->latency_ms);
+  hookd_hist_observe_us(&hookd_m.attempt_latency, req->latency_us);
   if (req->net == HOOKD_NET_BLOCKED) {
     HOOKD_INC(egress_blocked);
     HLOG(HOOKD_LOG_WARN, "egress.blocked", KV_S("rule", req->blocked_rule),

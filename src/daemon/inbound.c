@@ -183,7 +183,7 @@ static void reply_receive(hookd_api_op *base, int rc) {
        KV_S("source_id", op->source_id), KV_S("tenant_id", op->tenant_id),
        KV_S("provider", op->provider_name), KV_S("event_type", op->event_type),
        KV_S("identity_kind", op->identity_kind));
-  hookd_hist_observe_ms(&hookd_m.inbound_ack, hookd_req_age_ms(base->req));
+  hookd_hist_observe_us(&hookd_m.inbound_ack, hookd_req_age_us(base->req));
   reply_ack(base->req, op, &op->rs.record, out == HOOKD_RECV_DUPLICATE);
 }
 

@@ -25,18 +25,21 @@ int hookd_metrics_failure_index(const char *category) {
   return category && *category ? M_FAIL_HTTP_OTHER : -1;
 }
 
-void hookd_hist_observe_ms(hookd_hist *h, int64_t ms) {
+void hookd_hist_observe_us(hookd_hist *h, int64_t us) {
+  if (us < 0) us = 0;
   int b = HOOKD_HIST_BUCKETS;
   for (int i = 0; i < HOOKD_HIST_BUCKETS; i++) {
-    if (ms <= bounds_ms[i]) {
+    if (us <= bounds_ms[i] * 1000) {
       b = i;
       break;
     }
   }
   atomic_fetch_add_explicit(&h->bucket[b], 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&h->sum_us, (uint64_t)(ms < 0 ? 0 : ms) * 1000, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->sum_us, (uint64_t)us, memory_order_relaxed);
 }
+
+void hookd_hist_observe_ms(hookd_hist *h, int64_t ms) { hookd_hist_observe_us(h, ms * 1000); }
 
 int hookd_metrics_outcome_index(const char *outcome) {
   for (int i = 0; i < M_OUT__COUNT; i++)

@@ -75,7 +75,10 @@ extern hookd_metrics hookd_m;
 #define HOOKD_INC(field) atomic_fetch_add_explicit(&hookd_m.field, 1, memory_order_relaxed)
 #define HOOKD_ADD(field, n) atomic_fetch_add_explicit(&hookd_m.field, (n), memory_order_relaxed)
 
+/* One observation, in ms (a wall-clock difference) or µs where a monotonic µs clock measured
+ * it: a 1.9 ms attempt read as 1 ms was counted under le="0.001". */
 void hookd_hist_observe_ms(hookd_hist *h, int64_t ms);
+void hookd_hist_observe_us(hookd_hist *h, int64_t us);
 int hookd_metrics_outcome_index(const char *outcome);
 int hookd_metrics_dead_index(const char *reason);
 /* The attempt_failures index of a classifier category, -1 for none (a success). */

@@ -52,6 +52,7 @@ struct hookd_req {
   char *url_copy;
   hookd_buf body;
   int64_t started_ms;              /* the request line arrived (monotonic) */
+  int64_t started_us;              /* the same, to the µs (the acknowledgement histograms) */
   bool handled;
   bool encoded_slash;              /* the raw path holds %2F: one segment, or two? */
   bool async;                      /* the handler suspended the connection */
@@ -138,6 +139,10 @@ size_t hookd_req_headers(const hookd_req *r, const char **names, const char **va
 
 int64_t hookd_req_age_ms(const hookd_req *r) {
   return r->started_ms ? hookd_mono_ms() - r->started_ms : 0;
+}
+
+int64_t hookd_req_age_us(const hookd_req *r) {
+  return r->started_us ? hookd_mono_us() - r->started_us : 0;
 }
 
 const char *hookd_req_param(const hookd_req *r, int i) {
@@ -385,7 +390,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   if (!r || !r->conn) {
     if (!r && !(r = calloc(1, sizeof *r))) return MHD_NO;
-    if (!r->started_ms) r->started_ms = hookd_mono_ms();
+    if (!r->started_ms) {
+      r->started_ms = hookd_mono_ms();
+  r->started_us = hookd_mono_us();
+      r->started_us = hookd_mono_us();
+    }
     r->srv = srv;
     r->conn = conn;
     r->method = method;

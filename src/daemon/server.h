@@ -67,6 +67,7 @@ size_t hookd_req_headers(const hookd_req *r, const char **names, const char **va
 size_t hookd_req_query_names(const hookd_req *r, const char **names, size_t max);
 /* How long ago the request line arrived, in ms (monotonic clock). */
 int64_t hookd_req_age_ms(const hookd_req *r);
+int64_t hookd_req_age_us(const hookd_req *r); /* the same, to the µs */
 /* Router-captured path parameters. */
 #define HOOKD_REQ_MAX_PARAMS 4
 const char *hookd_req_param(const hookd_req *r, int i);

@@ -71,6 +71,7 @@ typedef struct hookd_egress_req {
   size_t response_total;         /* bytes of body received */
   int64_t started_ms;            /* wall clock at start */
   int64_t latency_ms;
+  int64_t latency_us;            /* the same, to the µs (the metrics' histogram) */
   bool request_sent;             /* the connection was made and the request may have reached
                                     the peer (an ambiguous outcome if no response follows; never
                                     sent twice: libcurl's own resend on a new connection, after a
