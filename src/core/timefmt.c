@@ -91,7 +91,10 @@ int hookd_parse_rfc3339_exact(const char *s, int64_t *secs_out,
     return -1;
   }
   if (*p != '\0' || !valid_ymdhms(y, mo, d, h, mi, se)) return -1;
-  if (se == 60) se = 59; /* a leap second reads as the second before it */
+  /* a leap second is inserted at 23:59:60 UTC only (RFC 3339 §5.7: at whatever local time that
+   * is); it reads as the second before it */
+  if (se == 60 && ((h * 60 + mi - offset_min) % 1440 + 1440) % 1440 != 1439) return -1;
+  if (se == 60) se = 59;
   int64_t secs = hookd_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 +
                  mi * 60 + se - (int64_t)offset_min * 60;
   /* the instant itself within years 1..9999, as written back in UTC ("0001-01-01T00:00:00+00:01"

@@ -74,9 +74,12 @@ static void reply_publish(hookd_api_op *base, int rc) {
          KV_S("tenant_id", op->tenant), KV_I("deliveries", op->res.n_deliveries));
   }
   hookd_hist_observe_us(&hookd_m.publish_ack, hookd_req_age_us(base->req));
+  /* superseded: of those deliveries, how many were created DEAD, behind a higher version of
+   * their lane (never sent) */
   hookd_req_reply_json(base->req, 202,
-                       json_pack("{s:s,s:i,s:b}", "id", op->res.event_id, "deliveries",
-                                 op->res.n_deliveries, "duplicate", op->res.duplicate));
+                       json_pack("{s:s,s:i,s:i,s:b}", "id", op->res.event_id, "deliveries",
+                                 op->res.n_deliveries, "superseded", op->res.n_superseded,
+                                 "duplicate", op->res.duplicate));
 }
 
 /* The Standard Webhooks envelope, serialised once into op->body. */
@@ -172,6 +175,11 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   int has_over = hookd_json_get_int(body, "ordering_version", &over);
   if (has_over < 0) {
     hookd_req_error(r, 422, "invalid_field", "ordering_version must be an integer");
+    goto done;
+  }
+  if (has_over == 0 && !okey) { /* a version orders within a lane: without one it did nothing */
+    hookd_req_error(r, 422, "invalid_field",
+                    "ordering_version needs an ordering_key (the lane it orders within)");
     goto done;
   }
   const char *idem = hookd_req_header(r, "Idempotency-Key");

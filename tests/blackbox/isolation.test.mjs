@@ -459,8 +459,18 @@ describe('isolation', () => {
     const other = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: plain.url });
     assert.equal(other.status, 201, other.text);
     const ids = {};
-    for (const [name, v] of [['v2', 2], ['v1', 1], ['v2-again', 2], ['v3', 3]])
-      ids[name] = (await publish(h, tenant, { type: 'a', payload: { name }, ordering_key: 'cus-9', ordering_version: v })).json.id;
+    const superseded = {};
+    for (const [name, v] of [['v2', 2], ['v1', 1], ['v2-again', 2], ['v3', 3]]) {
+      const p = (await publish(h, tenant, { type: 'a', payload: { name }, ordering_key: 'cus-9', ordering_version: v })).json;
+      ids[name] = p.id;
+      superseded[name] = p.superseded;
+    }
+    // the publisher is told: one delivery of v1 was created superseded (the ordered endpoint's)
+    assert.deepEqual(superseded, { v2: 0, v1: 1, 'v2-again': 0, v3: 0 });
+    // a version without a lane orders nothing: refused, not ignored
+    const lone = await publish(h, tenant, { type: 'a', payload: {}, ordering_version: 7 });
+    assert.equal(lone.status, 422, lone.text);
+    assert.match(lone.json.error.message, /ordering_version needs an ordering_key/);
     await ordered.waitFor(3, 10000, 'v2, v2-again, v3');
     await plain.waitFor(4, 10000, 'every event');
     const sent = ordered.requests.map((q) => JSON.parse(q.body).data.name);

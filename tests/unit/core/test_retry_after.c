@@ -66,6 +66,15 @@ static void rfc3339(void **s) {
   assert_int_equal(hookd_parse_rfc3339("9999-12-31T23:59:59+00:01", &ms), 0);
   assert_int_equal(hookd_parse_rfc3339("1994-13-06T08:49:37Z", &ms), -1);
   assert_int_equal(hookd_parse_rfc3339("1994-11-06T08:49:37Zjunk", &ms), -1);
+  /* a leap second only at 23:59:60 UTC, at whatever local time that is; read as :59 */
+  assert_int_equal(hookd_parse_rfc3339("2016-12-31T23:59:60Z", &ms), 0);
+  int64_t before;
+  assert_int_equal(hookd_parse_rfc3339("2016-12-31T23:59:59Z", &before), 0);
+  assert_true(ms == before);
+  assert_int_equal(hookd_parse_rfc3339("2016-12-31T18:59:60-05:00", &ms), 0);
+  assert_int_equal(hookd_parse_rfc3339("2017-01-01T05:29:60+05:30", &ms), 0);
+  assert_int_equal(hookd_parse_rfc3339("2024-01-01T00:00:60Z", &ms), -1);
+  assert_int_equal(hookd_parse_rfc3339("2016-12-31T23:59:60+01:00", &ms), -1);
 }
 
 int main(void) {
