@@ -58,22 +58,6 @@ describe('observability', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
-  it('latency histograms count to the microsecond: an attempt the receiver held at least 1 ms is never under le="0.001"', async () => {
-    const h = await startHookd();
-    const r = await startReceiver(() => ({ status: 200, delayMs: 1 })); // a timer of at least 1 ms
-    const { tenant } = await setup(h, r.url);
-    const ids = [];
-    for (let i = 0; i < 20; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
-    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
-    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
-    assert.equal(sampleValue(m, 'hookd_attempt_duration_seconds_count'), 20);
-    // a 1.9 ms attempt read as 1 ms used to fall under le="0.001"
-    assert.equal(sampleValue(m, 'hookd_attempt_duration_seconds_bucket', { le: '0.001' }), 0);
-    assert.ok(sampleValue(m, 'hookd_attempt_duration_seconds_sum') >= 0.02, 'the sum holds every µs');
-    assert.equal((await h.stop()).code, 0);
-    await r.close();
-  });
-
   it('per-endpoint gauges: an endpoint holding requests shows them in flight, by id (never its URL)', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => 'hang');
