@@ -51,8 +51,7 @@ struct hookd_req {
   const char *query;               /* points into url copy */
   char *url_copy;
   hookd_buf body;
-  int64_t started_ms;              /* the request line arrived (monotonic) */
-  int64_t started_us;              /* the same, to the µs (the acknowledgement histograms) */
+  int64_t started_us;              /* the request line arrived (monotonic, µs) */
   bool handled;
   bool encoded_slash;              /* the raw path holds %2F: one segment, or two? */
   bool async;                      /* the handler suspended the connection */
@@ -138,7 +137,7 @@ size_t hookd_req_headers(const hookd_req *r, const char **names, const char **va
 }
 
 int64_t hookd_req_age_ms(const hookd_req *r) {
-  return r->started_ms ? hookd_mono_ms() - r->started_ms : 0;
+  return hookd_req_age_us(r) / 1000;
 }
 
 int64_t hookd_req_age_us(const hookd_req *r) {
@@ -390,11 +389,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   if (!r || !r->conn) {
     if (!r && !(r = calloc(1, sizeof *r))) return MHD_NO;
-    if (!r->started_ms) {
-      r->started_ms = hookd_mono_ms();
-  r->started_us = hookd_mono_us();
-      r->started_us = hookd_mono_us();
-    }
+    if (!r->started_us) r->started_us = hookd_mono_us();
     r->srv = srv;
     r->conn = conn;
     r->method = method;
@@ -471,7 +466,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     *upload_data_size = 0;
     /* the inactivity timer alone lets a client trickle a body for ever, a byte at a time */
     if (rc == HOOKD_BUF_OK && srv->cfg.request_timeout_s > 0 &&
-        hookd_mono_ms() - r->started_ms > (int64_t)srv->cfg.request_timeout_s * 1000) {
+        hookd_req_age_ms(r) > (int64_t)srv->cfg.request_timeout_s * 1000) {
       hookd_req_error(r, 408, "request_timeout",
                       "the request did not arrive whole within %d s", srv->cfg.request_timeout_s);
       return answer_mid_body(r);
@@ -492,7 +487,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* a chunked body's size lines, extensions and trailers reach hookd as no data: a request
      * whose end trickled in past the limit is refused here, not served late */
     if (srv->cfg.request_timeout_s > 0 &&
-        hookd_mono_ms() - r->started_ms > (int64_t)srv->cfg.request_timeout_s * 1000) {
+        hookd_req_age_ms(r) > (int64_t)srv->cfg.request_timeout_s * 1000) {
       hookd_req_error(r, 408, "request_timeout",
                       "the request did not arrive whole within %d s", srv->cfg.request_timeout_s);
       return queue_close(r);
@@ -557,7 +552,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   hookd_req *r = calloc(1, sizeof *r);
   if (!r) return NULL;
-  r->started_ms = hookd_mono_ms();
+  r->started_us = hookd_mono_us();
   const char *q = strchr(uri, '?');
   if (q && (r->url_copy = strdup(q + 1))) r->query = r->url_copy;
   for (const char *p = uri; *p && *p != '?'; p++)

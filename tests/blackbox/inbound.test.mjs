@@ -974,6 +974,9 @@ describe('durability and local replay', () => {
       assert.equal((await post(src, body, sign.stripe(body, 'whsec_ahead'), d)).status, 200);
     }
     await dest.waitFor(4);
+    const acks = parsePrometheus((await d.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(acks, 'hookd_inbound_ack_seconds_count'), 12);
+    assert.ok(sampleValue(acks, 'hookd_inbound_ack_seconds_sum') > 0, 'inbound acks timed');
     const leased = () => d.query('SELECT COUNT(*) n FROM deliveries WHERE leased_until IS NOT NULL')[0].n;
     assert.equal(leased(), 4, 'claimed: the four in flight, none ahead of a free slot');
     await d.kill9();

@@ -306,6 +306,9 @@ describe('deleting an endpoint with deliveries in hand', () => {
     const m = parsePrometheus((await h.api('GET', '/metrics')).text);
     assert.equal(sampleValue(m, 'hookd_deliveries_delivered_total'), 1, 'a 2xx is a delivery, whatever became of its endpoint');
     assert.equal(sampleValue(m, 'hookd_delivered_after_seconds_count'), 1);
+    // the acknowledgements were timed (each takes at least its commit's fsync)
+    assert.equal(sampleValue(m, 'hookd_publish_ack_seconds_count'), 2);
+    assert.ok(sampleValue(m, 'hookd_publish_ack_seconds_sum') > 0, 'publish acks timed');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
