@@ -494,6 +494,7 @@ static void redact_excerpt(hookd_egress_req *req) {
 }
 
 static void on_http_done(hookd_egress_req *req, void *arg) {
+  const int64_t latency_ms = req->latency_us / 1000;
   hookd_dispatcher *d = arg;
   item *it = req->user;
   ep *e = it->ep;
@@ -580,10 +581,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     o->result_ref = it->result_ref;
   }
   o->attempt.started_ms = req->started_ms;
-  o->attempt.finished_ms = req->started_ms + req->latency_ms;
+  o->attempt.finished_ms = req->started_ms + latency_ms;
   o->attempt.outcome = (char *)cls.outcome;
   o->attempt.http_status = req->net == HOOKD_NET_OK ? req->status : 0;
-  o->attempt.latency_ms = req->latency_ms;
+  o->attempt.latency_ms = latency_ms;
   o->attempt.error = req->error[0] ? req->error : NULL;
   redact_excerpt(req);
   o->attempt.response = req->response.data;
@@ -602,7 +603,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   int lvl = cls.cls == HOOKD_CLASS_SUCCESS ? HOOKD_LOG_DEBUG : HOOKD_LOG_INFO;
   HLOG(lvl, "attempt", KV_DELIVERY(d, dl, e->cfg.id), KV_ATTEMPT(dl, o->attempt_number),
        KV_S("outcome", cls.outcome), KV_I("status", o->attempt.http_status),
-       KV_I("latency_ms", req->latency_ms), KV_S("next_state", hookd_dstate_name(dec.next)));
+       KV_I("latency_ms", latency_ms), KV_S("next_state", hookd_dstate_name(dec.next)));
 
   /* the endpoint's health: breaker, slowness, failing streak */
   bool ok, bad;
@@ -620,10 +621,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* slow: set by one slow attempt, cleared only by a run of fast successes — an endpoint that
    * alternates (holds one request to just under its timeout, answers the next at once) must not
    * escape the slow share every other attempt */
-  if (req->net == HOOKD_NET_TIMEOUT || req->latency_ms * 2 > e->cfg.timeout_ms) {
+  if (req->net == HOOKD_NET_TIMEOUT || latency_ms * 2 > e->cfg.timeout_ms) {
     e->slow = true;
     e->fast_streak = 0;
-  } else if (e->slow && ok && req->latency_ms * 4 < e->cfg.timeout_ms &&
+  } else if (e->slow && ok && latency_ms * 4 < e->cfg.timeout_ms &&
              ++e->fast_streak >= SLOW_CLEAR_STREAK) { /* counted only while slow: bounded */
     e->slow = false;
   }

@@ -388,7 +388,6 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   if (curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip)
     snprintf(req->primary_ip, sizeof req->primary_ip, "%s", ip);
   req->latency_us = hookd_mono_us() - req->t0_us;
-  req->latency_ms = req->latency_us / 1000;
   curl_multi_remove_handle(eg->multi, e);
   eg->in_flight--;
   if (req->live_prev) req->live_prev->live_next = req->live_next;

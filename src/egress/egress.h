@@ -70,8 +70,7 @@ typedef struct hookd_egress_req {
   hookd_buf response;            /* excerpt of the body (excerpt_bytes) */
   size_t response_total;         /* bytes of body received */
   int64_t started_ms;            /* wall clock at start */
-  int64_t latency_ms;
-  int64_t latency_us;            /* the same, to the µs (the metrics' histogram) */
+  int64_t latency_us;            /* start to end (monotonic, µs) */
   bool request_sent;             /* the connection was made and the request may have reached
                                     the peer (an ambiguous outcome if no response follows; never
                                     sent twice: libcurl's own resend on a new connection, after a
