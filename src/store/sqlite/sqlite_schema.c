@@ -403,10 +403,15 @@ int sq_migrate(hookd_store_conn *c, bool apply) {
      * before an audit). A failure to write is a failing disk, and nothing is started on it. */
     int64_t until = hookd_mono_ms() + STARTUP_CKPT_S * 1000;
     int rc;
-    do {
+    /* each try waits in SQLite's busy handler; one answered BUSY at once (a lock it does not
+     * wait on) is tried again after a nap, not in a loop that spins for STARTUP_CKPT_S */
+    for (;;) {
       rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-    } while (((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) &&
-             hookd_mono_ms() < until);
+      if (((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) ||
+          hookd_mono_ms() >= until)
+        break;
+      sqlite3_sleep(100);
+    }
     if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
       snprintf(c->err, sizeof c->err,
                "another process has held the store for %d s: the WAL the last run left must be "

@@ -55,13 +55,19 @@ static void bucket_rate_and_burst(void **s) {
   assert_false(hookd_bucket_take(&b, 0));
 }
 
-static void breaker_cycle(void **s) {
+/* The defaults with a 1 s cool-down and the minimum count given; b closed at 0. */
+static hookd_breaker_cfg breaker_at(int min_requests, hookd_breaker *b) {
   hookd_breaker_cfg c;
   hookd_breaker_cfg_defaults(&c);
-  c.min_requests = 4;
+  c.min_requests = min_requests;
   c.cooldown_ms = 1000;
+  hookd_breaker_init(b, 0);
+  return c;
+}
+
+static void breaker_cycle(void **s) {
   hookd_breaker b;
-  hookd_breaker_init(&b, 0);
+  hookd_breaker_cfg c = breaker_at(4, &b);
   /* below the minimum count nothing is decided, even with only failures */
   for (int i = 0; i < 3; i++) assert_false(hookd_breaker_record(&b, &c, false, true, false, 10));
   assert_int_equal(b.state, HOOKD_BREAKER_CLOSED);
@@ -98,12 +104,8 @@ static void breaker_cycle(void **s) {
  * timeout may outlast the cool-down) neither close it nor reopen it under the probe. */
 static void breaker_half_open_ignores_late_outcomes(void **s) {
   (void)s;
-  hookd_breaker_cfg c;
-  hookd_breaker_cfg_defaults(&c);
-  c.min_requests = 2;
-  c.cooldown_ms = 1000;
   hookd_breaker b;
-  hookd_breaker_init(&b, 0);
+  hookd_breaker_cfg c = breaker_at(2, &b);
   hookd_breaker_record(&b, &c, false, true, false, 10);
   hookd_breaker_record(&b, &c, false, true, false, 20);
   assert_int_equal(b.state, HOOKD_BREAKER_OPEN);
