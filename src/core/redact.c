@@ -98,6 +98,11 @@ static bool sensitive_key(const char *in, size_t i, size_t n, bool *auth) {
   return false;
 }
 
+bool hookd_redact_name_sensitive(const char *name) {
+  bool auth;
+  return sensitive_key(name, 0, strlen(name), &auth);
+}
+
 /* "key": "value", key=value, key: value, where the key holds a sensitive part — the value
  * masked, the rest kept; an authorization's unquoted value (a header line: "Bot …", "Token …")
  * to the end of its line. A key-like word that is none of these is kept whole. */

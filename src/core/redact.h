@@ -24,6 +24,7 @@
 #ifndef HOOKD_CORE_REDACT_H
 #define HOOKD_CORE_REDACT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/buf.h"
@@ -31,5 +32,9 @@
 /* Appends in[0..len) to out with the above masked. Returns HOOKD_BUF_OK or the buffer's error
  * (out then holds what fitted). */
 int hookd_redact(const char *in, size_t len, hookd_buf *out);
+
+/* Whether a field or header name names a credential, by the words the excerpts mask the values
+ * of ("X-Gitlab-Token", "x-api-key", "client_secret", "X-Authorization"; not "X-Tokens"). */
+bool hookd_redact_name_sensitive(const char *name);
 
 #endif

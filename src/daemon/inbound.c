@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/inbound.h"
+#include "core/redact.h"
 #include "core/timefmt.h"
 #include "core/version.h"
 #include "daemon/api.h"
@@ -82,12 +83,10 @@ static bool forwardable(const char *name) {
   for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
     if (!strcasecmp(name, drop[i])) return false;
   /* a header carrying a credential — GitLab's X-Gitlab-Token is the source's secret itself —
-   * is neither stored in the clear with the event nor handed on */
-  static const char *const secret_words[] = {"secret", "password", "apikey", "api-key"};
-  for (size_t i = 0; i < sizeof secret_words / sizeof *secret_words; i++)
-    if (strcasestr(name, secret_words[i])) return false;
+   * is neither stored in the clear with the event nor handed on: the names the excerpts mask
+   * (core/redact.h), but a provider's idempotency token (Twilio's), which is an id */
   size_t n = strlen(name);
-  if (n >= 6 && !strcasecmp(name + n - 6, "-token") &&
+  if (hookd_redact_name_sensitive(name) &&
       !(n >= 18 && !strcasecmp(name + n - 18, "-idempotency-token")))
     return false;
   return strncasecmp(name, "hookd-", 6) != 0 && strncasecmp(name, "webhook-", 8) != 0 &&

@@ -251,7 +251,8 @@ describe('deduplication', () => {
     const r = await post(src, body, { ...shopifyWith('shpss_fh')(body, 'wh_fh_1', new Date().toISOString()),
       'x-shopify-shop-domain': 'shop-a.myshopify.com', 'x-shopify-api-version': '2024-07',
       cookie: 'session=secret', 'hookd-provider': 'forged', 'webhook-id': 'forged', 'x-forwarded-for': '203.0.113.9',
-      'x-gitlab-token': 'glsecret', 'x-client-secret': 'cs', 'x-twilio-idempotency-token': 'idem-1' });
+      'x-gitlab-token': 'glsecret', 'x-client-secret': 'cs', 'x-twilio-idempotency-token': 'idem-1',
+      'x-authorization': 'Bearer xa', 'x-private-key': 'pk', 'x-passwd': 'pw', token: 'tk', 'x-api-key': 'ak' });
     assert.equal(r.status, 200, r.text);
     await waitStatus(src, r.json.inbox_id, 'completed');
     const f = dest.requests[0].headers;
@@ -262,6 +263,9 @@ describe('deduplication', () => {
     assert.equal(f.cookie, undefined);
     assert.equal(f['x-gitlab-token'], undefined, 'a credential is neither stored nor handed on');
     assert.equal(f['x-client-secret'], undefined);
+    // the names the excerpts mask the values of (core/redact.h), one list for both
+    for (const name of ['x-authorization', 'x-private-key', 'x-passwd', 'token', 'x-api-key'])
+      assert.equal(f[name], undefined, `${name} is a credential`);
     assert.equal(f['x-twilio-idempotency-token'], 'idem-1', 'an idempotency token is no credential');
     assert.equal(f['x-forwarded-for'], undefined);
     assert.equal(f['hookd-provider'], 'shopify', 'hookd\'s own, once');
