@@ -241,6 +241,14 @@ bool hookd_inbound_gate(hookd_req *r, hookd_app *app) {
     return false;
   }
   hookd_source_rt_release(rt);
+  /* the verifiers see MAX_IN_HEADERS: a second signature header past them would go unseen
+   * ("sent twice" refuses it) — refused on the head, before a body is held for it */
+  if (hookd_req_headers(r, NULL, NULL, 0) > MAX_IN_HEADERS) {
+    hookd_req_error(r, 431, "headers_too_large",
+                    "more than " HOOKD_STR(MAX_IN_HEADERS)
+                    " request headers on a provider's request");
+    return false;
+  }
   return true;
 }
 
@@ -283,13 +291,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
 
   /* the request as the verifiers see it */
   const char *names[MAX_IN_HEADERS], *values[MAX_IN_HEADERS];
-  size_t nh = hookd_req_headers(r, names, values, MAX_IN_HEADERS);
-  if (nh > MAX_IN_HEADERS) { /* the verifiers would not see them all: a second signature header
-                              * past the first 128 would go unseen ("sent twice" refuses it) */
-    reject(r, p, rt, 431, "headers_too_large",
-           "more than " HOOKD_STR(MAX_IN_HEADERS) " request headers on a provider's request");
-    goto done;
-  }
+  size_t nh = hookd_req_headers(r, names, values, MAX_IN_HEADERS); /* at most: the gate */
+  if (nh > MAX_IN_HEADERS) nh = MAX_IN_HEADERS;
   hookd_in_header hdrs[MAX_IN_HEADERS];
   for (size_t i = 0; i < nh; i++) hdrs[i] = (hookd_in_header){names[i], values[i]};
   const char *query = hookd_req_query_string(r);

@@ -242,8 +242,7 @@ void hookd_source_cache_sync(hookd_source_cache *s, const hookd_source *list, si
     hookd_source_rt *cur = hookd_source_cache_get(s, list[i].id);
     bool same = cur && cur->src.updated_ms == list[i].updated_ms;
     hookd_source_rt_release(cur);
-    if (!same && list[i].deleted_ms) remove_since(s, list[i].id, since);
-    else if (!same) put_since(s, &list[i], since);
+    if (!same) put_since(s, &list[i], since); /* the list holds live sources only */
   }
   /* and drop what is gone: one pass over a map of the listed ids (this runs every 2 s; a
    * search of the list per cached source was quadratic in the number of sources) */

@@ -511,6 +511,11 @@ describe('the edge, after the HTTP audit', () => {
     for (let i = 0; i < 140; i++) headers[`X-Filler-${i}`] = 'x';
     const res = await fetch(`${h.url}/in/src_edge`, { method: 'POST', headers, body });
     assert.equal(res.status, 431, await res.text());
+    // judged on its head: answered before a byte of the megabyte it announces is sent
+    const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    const raw = await exchange(h.port, `POST /in/src_edge HTTP/1.1\r\nHost: hookd\r\n${lines}`
+      + 'Content-Length: 1048576\r\nConnection: close\r\n\r\n', { timeout: 3000 });
+    assert.equal(responses(raw.text)[0]?.status, 431, raw.text);
     assert.equal((await h.stop()).code, 0);
   });
 
