@@ -98,6 +98,31 @@ static bool sensitive_key(const char *in, size_t i, size_t n, bool *auth) {
   return false;
 }
 
+/* A byte of a word the masks match on: a token's, an address's local part or domain, '@',
+ * UTF-8 (what the cut must not split) */
+static bool word_byte(unsigned char c) {
+  return is_tok(c) || is_local(c) || c == '@' || c >= 0x80;
+}
+
+size_t hookd_redact_cut(const char *s, size_t len, size_t max, bool more) {
+  size_t n = len < max ? len : max;
+  if (!n || (n == len && !more)) return n;
+  const unsigned char *u = (const unsigned char *)s;
+  while (n > 0 && n < len && (u[n] & 0xc0) == 0x80) n--; /* u[n] continues a character */
+  size_t at = n;
+  if (n > 0 && word_byte(u[n - 1]) && (n == len || word_byte(u[n]))) {
+    while (n > 0 && at - n <= 128) {
+      /* a card number's groups: digits on both sides of a space or a dash */
+      bool sep = (u[n - 1] == ' ' || u[n - 1] == '-') && n >= 2 && is_digit(u[n - 2]) &&
+                 n < len && is_digit(u[n]);
+      if (!word_byte(u[n - 1]) && !sep) break;
+      n--;
+    }
+    if (at - n > 128) n = at;
+  }
+  return n;
+}
+
 bool hookd_redact_name_sensitive(const char *name) {
   bool auth;
   return sensitive_key(name, 0, strlen(name), &auth);

@@ -33,6 +33,13 @@
  * (out then holds what fitted). */
 int hookd_redact(const char *in, size_t len, hookd_buf *out);
 
+/* Where to cut the masked text s[0..len) to at most max bytes (more: what was masked was itself
+ * cut short, so its end may split a word too): at a character's start (a UTF-8 sequence split in
+ * two makes the whole text binary), and before a word the cut goes through — a token, an
+ * address, a card number with its spaces or dashes — up to 128 bytes of it: no half of an
+ * address or of a card number stays; a longer run is a blob, cut as it is. */
+size_t hookd_redact_cut(const char *s, size_t len, size_t max, bool more);
+
 /* Whether a field or header name names a credential, by the words the excerpts mask the values
  * of ("X-Gitlab-Token", "x-api-key", "client_secret", "X-Authorization"; not "X-Tokens"). */
 bool hookd_redact_name_sensitive(const char *name);

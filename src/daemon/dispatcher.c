@@ -453,18 +453,10 @@ static void health_signal(const hookd_egress_req *req, hookd_classification cls,
   *bad = cls.cls == HOOKD_CLASS_RETRY && (req->net != HOOKD_NET_OK || req->status >= 500);
 }
 
-static bool excerpt_token_byte(unsigned char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         c == '@' || c == '.' || c == '-' || c == '_' || c == '+' || c >= 0x80;
-}
-
 /* The response excerpt as stored and shown: credentials and personal data masked (O3), then
- * cut to HOOKD_EXCERPT_MAX. It was read past the bound (HOOKD_EXCERPT_READ), so what straddles
- * the bound is masked whole. The cut is made at a character's start (a UTF-8 sequence split in
- * two made the whole excerpt "binary"), and a word the cut — or the end of what was read —
- * goes through is left out, up to 128 bytes of it: no half of an address or of a card number
- * ("4111 1111 1"); a longer run is a blob, cut as it is. Out of memory, nothing is kept (never
- * the unmasked bytes). */
+ * cut to HOOKD_EXCERPT_MAX (core/redact.h: never inside a character or a word). It was read past
+ * the bound (HOOKD_EXCERPT_READ), so what straddles the bound is masked whole. Out of memory,
+ * nothing is kept (never the unmasked bytes). */
 static void redact_excerpt(hookd_egress_req *req) {
   if (!req->response.len) return;
   bool read_cut = req->response_total > req->response.len;
@@ -473,22 +465,10 @@ static void redact_excerpt(hookd_egress_req *req) {
   int rc = hookd_redact(req->response.data, req->response.len, &red);
   hookd_buf_free(&req->response);
   if (rc == HOOKD_BUF_NOMEM) hookd_buf_free(&red);
-  size_t len = red.len, n = len < HOOKD_EXCERPT_MAX ? len : HOOKD_EXCERPT_MAX;
-  if (n && (n < len || read_cut || rc != HOOKD_BUF_OK)) {
-    const unsigned char *u = (const unsigned char *)red.data;
-    while (n > 0 && n < len && (u[n] & 0xc0) == 0x80) n--; /* u[n] continues a character */
-    size_t at = n;
-    if (n > 0 && excerpt_token_byte(u[n - 1]) && (n == len || excerpt_token_byte(u[n]))) {
-      while (n > 0 && at - n <= 128) {
-        bool sep = (u[n - 1] == ' ' || u[n - 1] == '-') && n >= 2 && u[n - 2] >= '0' &&
-                   u[n - 2] <= '9' && n < len && u[n] >= '0' && u[n] <= '9';
-        if (!excerpt_token_byte(u[n - 1]) && !sep) break;
-        n--;
-      }
-      if (at - n > 128) n = at;
-    }
-    red.len = n;
-    red.data[n] = '\0';
+  if (red.len) {
+    red.len = hookd_redact_cut(red.data, red.len, HOOKD_EXCERPT_MAX,
+                               read_cut || rc != HOOKD_BUF_OK);
+    red.data[red.len] = '\0';
   }
   req->response = red;
 }

@@ -116,11 +116,31 @@ static void hostile_input_stays_linear(void **s) {
   free(in);
 }
 
+/* The excerpt's cut: never inside a character, nor inside a word the masks match on (an
+ * address — its local part may hold '%' —, a card number with its spaces). */
+static void cut_between_words(void **st) {
+  (void)st;
+  const char *a = "paid by john%doe@example.com";
+  assert_int_equal(hookd_redact_cut(a, strlen(a), 12, false), 8); /* "paid by " */
+  const char *card = "card 4111 1111 1111 1111";
+  assert_int_equal(hookd_redact_cut(card, strlen(card), 16, false), 5); /* "card " */
+  const char *u = "ab \xc3\xa9t\xc3\xa9"; /* "ab été": a cut inside é, then inside the word */
+  assert_int_equal(hookd_redact_cut(u, strlen(u), 4, false), 3);
+  /* what fits is kept whole; a text cut short before (more) is cut back at its own end */
+  assert_int_equal(hookd_redact_cut(a, strlen(a), 100, false), strlen(a));
+  assert_int_equal(hookd_redact_cut(a, strlen(a), 100, true), 8);
+  /* a run longer than 128 bytes is a blob: cut where it is */
+  char blob[300];
+  memset(blob, 'x', sizeof blob - 1);
+  blob[sizeof blob - 1] = '\0';
+  assert_int_equal(hookd_redact_cut(blob, strlen(blob), 200, false), 200);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(named_values),     cmocka_unit_test(credentials),
       cmocka_unit_test(personal_data),    cmocka_unit_test(bytes_and_bounds),
-      cmocka_unit_test(hostile_input_stays_linear),
+      cmocka_unit_test(hostile_input_stays_linear), cmocka_unit_test(cut_between_words),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
