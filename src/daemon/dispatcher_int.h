@@ -209,8 +209,7 @@ struct hookd_dispatcher {
                                  claims far past them */
   int in_flight_cls[CLS__COUNT], queued_cls[CLS__COUNT];
   /* live deliveries that could take a global slot now: endpoints with live_ready, of tenants
-   * neither at their cap, nor waiting for their rate limit, nor stopped by the global cap's
-   * reserve. The retry and replay budgets apply
+   * neither at their cap nor waiting for their rate limit. The retry and replay budgets apply
    * only while there are some (a live delivery stopped by its own endpoint's or tenant's limits
    * leaves the global slots idle, and lends them) */
   int ready_live;

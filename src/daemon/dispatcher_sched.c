@@ -195,11 +195,8 @@ static bool ep_queue_empty(const ep *e) {
   return !e->q_head[CLS_LIVE] && !e->q_head[CLS_RETRY] && !e->q_head[CLS_REPLAY];
 }
 
-/* A tenant's live work counts for the budgets unless its own limits hold it back, or the global
- * cap's reserve does (it could not take a slot either). */
-static bool tenant_open(const tenant *t) {
-  return !t->blocked_cap && !t->waiting && !t->share_blocked;
-}
+/* A tenant's live work counts for the budgets unless its own limits hold it back. */
+static bool tenant_open(const tenant *t) { return !t->blocked_cap && !t->waiting; }
 
 /* Keeps e->live_ready, its tenant's ready_live and d->ready_live in step with e's ready list
  * membership and live queue. */
@@ -309,7 +306,7 @@ static void flush_share_tenants(hookd_dispatcher *d) {
     tenant *t = list;
     list = t->share_next;
     t->share_next = NULL;
-    tenant_hold(d, t, &t->share_blocked, false);
+    t->share_blocked = false;
     ring_push(d, t);
   }
 }
@@ -604,7 +601,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     if (!reserve_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight)) {
       t->serving = false;
       if (!t->share_blocked) { /* back when the reserve is exceeded, or on a completion */
-        tenant_hold(d, t, &t->share_blocked, true);
+        t->share_blocked = true;
         t->share_next = d->share_wait;
         d->share_wait = t;
       }
