@@ -176,17 +176,18 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
   hookd_store_health sh;
   hookd_store_health_get(app->store, &sh);
   rc = rc ? rc
-          : hookd_buf_printf(
-                &o,
-                "# HELP hookd_store_checkpoint_failures_total store checkpoints that failed (the"
-                " WAL keeps every commit but grows; logged as store.checkpoint_failed)\n"
-                "# TYPE hookd_store_checkpoint_failures_total counter\n"
-                "hookd_store_checkpoint_failures_total %llu\n"
-                "# HELP hookd_store_wal_bytes the store's write-ahead log in use (bounded near"
-                " 128 MiB while checkpoints succeed)\n"
-                "# TYPE hookd_store_wal_bytes gauge\n"
-                "hookd_store_wal_bytes %lld\n",
-                (unsigned long long)sh.checkpoint_failures, (long long)sh.wal_bytes);
+          : hookd_metrics_family(&o, "hookd_store_checkpoint_failures_total",
+                                 "store checkpoints that failed (the WAL keeps every commit but "
+                                 "grows; logged as store.checkpoint_failed)",
+                                 "counter");
+  rc = rc ? rc
+          : hookd_buf_printf(&o, "hookd_store_checkpoint_failures_total %llu\n",
+                             (unsigned long long)sh.checkpoint_failures);
+  rc = rc ? rc
+          : hookd_metrics_gauge(&o, "hookd_store_wal_bytes",
+                                "the store's write-ahead log in use (bounded near 128 MiB while "
+                                "checkpoints succeed)",
+                                (double)sh.wal_bytes);
   if (rc) {
     hookd_buf_free(&o);
     hookd_req_error(r, 500, "internal", "metrics too large");

@@ -509,7 +509,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   bool ambiguous = req->request_sent &&
                    (req->net == HOOKD_NET_TIMEOUT || req->net == HOOKD_NET_PROTOCOL ||
                     (req->net == HOOKD_NET_OK && (req->status == 502 || req->status == 504)));
-  bool hold = it->c.inbound && !e->cfg.idempotent && ambiguous;
+  bool hold = ep_no_resend(e) && ambiguous;
   hookd_decision dec;
   if (hookd_decide(&it->c.policy, &view, cls, ra, now, hookd_random_u64(), hold, &dec) != 0) {
     HLOG(HOOKD_LOG_ERROR, "delivery.illegal_transition", KV_DELIVERY(d, dl, e->cfg.id),
@@ -590,7 +590,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   health_signal(req, cls, &ok, &bad);
   hookd_breaker_state before = e->br.state;
   if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok, bad, it->probe, now)) {
-    d->stats_stale = true; /* the totals follow the endpoint's own series at once */
+    /* the total follows the endpoint's own series at once (the stats walk recounts it) */
+    d->breakers_open += (e->br.state != HOOKD_BREAKER_CLOSED) - (before != HOOKD_BREAKER_CLOSED);
     HOOKD_INC(breaker_transitions);
     if (e->br.state == HOOKD_BREAKER_OPEN) HOOKD_INC(breaker_opens);
     HLOG(HOOKD_LOG_WARN, "endpoint.breaker", KV_S("endpoint_id", e->cfg.id),
@@ -760,7 +761,7 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
    * for a destination that is not idempotent the sweep holds it as unknown instead, and a late
    * outcome settles that (sq_record_outcome). A release is fenced by its token, and one that
    * lands after the sweep held the delivery puts it back (it was never sent). */
-  bool held_by_sweep = !it->recording || (it->c.inbound && !it->ep->cfg.idempotent);
+  bool held_by_sweep = !it->recording || ep_no_resend(it->ep);
   /* stopping, the writes are tried every 0.1 s for the grace period — not 6 × the store's busy
    * timeout (a SIGTERM with the store locked took 45 s), nor 6 tries in a few ms when the store
    * fails at once (a full disk): what is not written is redone after the restart, as after a
@@ -1034,20 +1035,31 @@ static void process_inbox(hookd_dispatcher *d) {
 
 /* ---------- the loop ---------- */
 
-/* The counts every loop keeps (cheap: after each pass, so that a scrape's totals agree with
- * the per-endpoint series it shows beside them). */
+/* The counts the loop keeps, published after each pass in which one changed (so that a
+ * scrape's totals agree with the per-endpoint series beside them), under the lock the threads
+ * posting to the dispatcher take: not on a pass that changed none. */
 static void update_counts(hookd_dispatcher *d) {
+  hookd_dispatcher_stats *p = &d->published;
+  if (p->in_flight == d->in_flight && p->queued == d->queued &&
+      p->endpoints == (int)d->eps.len && p->claimed_body_bytes == d->body_bytes &&
+      p->breakers_open == d->breakers_open)
+    return;
+  p->in_flight = d->in_flight;
+  p->queued = d->queued;
+  p->endpoints = (int)d->eps.len;
+  p->claimed_body_bytes = d->body_bytes;
+  p->breakers_open = d->breakers_open;
   pthread_mutex_lock(&d->mu);
-  d->stats.in_flight = d->in_flight;
-  d->stats.queued = d->queued;
-  d->stats.endpoints = (int)d->eps.len;
-  d->stats.claimed_body_bytes = d->body_bytes;
+  d->stats.in_flight = p->in_flight;
+  d->stats.queued = p->queued;
+  d->stats.endpoints = p->endpoints;
+  d->stats.claimed_body_bytes = p->claimed_body_bytes;
+  d->stats.breakers_open = p->breakers_open;
   pthread_mutex_unlock(&d->mu);
 }
 
-/* What takes a walk over every endpoint: a few times a second, and after a breaker moved. */
+/* What takes a walk over every endpoint: a few times a second. */
 static void update_stats(hookd_dispatcher *d) {
-  d->stats_stale = false;
   int64_t oldest = 0, now = hookd_now_ms();
   int open = 0, paused = 0, slow = 0;
   const char *k;
@@ -1062,9 +1074,9 @@ static void update_stats(hookd_dispatcher *d) {
     paused += e->paused_until > now;
     slow += e->slow;
   }
+  d->breakers_open = open; /* the exact count (an endpoint removed took its breaker along) */
   pthread_mutex_lock(&d->mu);
   d->stats.oldest_due_ms = oldest;
-  d->stats.breakers_open = open;
   d->stats.endpoints_paused = paused;
   d->stats.endpoints_slow = slow;
   pthread_mutex_unlock(&d->mu);
@@ -1134,15 +1146,13 @@ static void *thread_main(void *arg) {
         d->next_rescan_ms = now + d->cfg.rescan_interval_ms;
       }
     }
-    update_counts(d);
     if (now >= next_stats) { /* the stats walk every endpoint: a few times a second is plenty */
       sched_mark_overdue(d, now); /* and requests in flight, likewise */
       if (!stopping) release_expiring(d, now);
       update_stats(d);
       next_stats = now + 200;
-    } else if (d->stats_stale) {
-      update_stats(d);
     }
+    update_counts(d);
     int64_t retry_in = record_retry_due(d, hookd_now_ms(), stopping);
     int64_t timeout = sched_next_timer(d, hookd_now_ms());
     if (retry_in < timeout) timeout = retry_in;

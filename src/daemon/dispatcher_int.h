@@ -167,6 +167,11 @@ typedef struct ep {
   int64_t failing_since;      /* first failure since the last success (0 = healthy) */
 } ep;
 
+/* An inbound destination marked idempotent: false: a request that may have reached it is never
+ * sent again without an operator (held `unknown`; the store's RECLAIM_NO_RESEND is the same
+ * rule for reclaimed leases). */
+static inline bool ep_no_resend(const ep *e) { return e->cfg.source_id && !e->cfg.idempotent; }
+
 /* A snapshot of an endpoint's health for the API (guarded by hookd_dispatcher.health_mu). */
 typedef struct ep_health_rec {
   hookd_endpoint_health h;
@@ -207,7 +212,7 @@ struct hookd_dispatcher {
   int claiming;               /* limits of the claims in progress: counted against the claim
                                  budgets before they return, or one pass over many due endpoints
                                  claims far past them */
-  int in_flight_cls[CLS__COUNT], queued_cls[CLS__COUNT];
+  int in_flight_cls[CLS__COUNT];
   /* live deliveries that could take a global slot now: endpoints with live_ready, of tenants
    * neither at their cap nor waiting for their rate limit. The retry and replay budgets apply
    * only while there are some (a live delivery stopped by its own endpoint's or tenant's limits
@@ -217,7 +222,9 @@ struct hookd_dispatcher {
   ep **later;                 /* a claim pass's endpoints stopped by the caps */
   size_t later_cap;
   int store_ops;
-  bool stats_stale;           /* a breaker moved: the totals' walk runs after this pass */
+  int breakers_open;          /* endpoints whose breaker is not closed (the stats walk counts
+                                 them; a breaker's move adjusts the count between walks) */
+  hookd_dispatcher_stats published; /* what update_counts last copied into stats */
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;

@@ -403,7 +403,6 @@ void sched_enqueue(hookd_dispatcher *d, ep *e, item *it) {
   e->queued++;
   e->t->queued++;
   d->queued++;
-  d->queued_cls[it->cls]++;
   live_update(d, e);
 }
 
@@ -416,7 +415,6 @@ static item *dequeue(hookd_dispatcher *d, ep *e, int cls) {
   e->queued--;
   e->t->queued--;
   d->queued--;
-  d->queued_cls[cls]--;
   live_update(d, e);
   return it;
 }
@@ -448,8 +446,7 @@ static int64_t claim_key(hookd_dispatcher *d, const ep *e) {
  * its free slots: after a crash every lease of it is held `unknown` (its request may have been
  * sent), so a delivery claimed ahead and never sent would wait for an operator too. */
 static int ep_room(hookd_dispatcher *d, const ep *e) {
-  bool held_on_crash = e->cfg.source_id && !e->cfg.idempotent;
-  int limit = (held_on_crash ? 1 : 2) * sched_ep_limit(e);
+  int limit = (ep_no_resend(e) ? 1 : 2) * sched_ep_limit(e);
   if (e->cfg.rate_limit > 0) {
     int by_rate = (int)ceil(e->cfg.rate_limit * 2) + 1;
     if (by_rate < limit) limit = by_rate;
