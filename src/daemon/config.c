@@ -1,7 +1,6 @@
 /* config.c — the option table and its three sources (flags, environment, file). */
 #include "daemon/config.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -13,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/num.h"
+#include "daemon/destination.h"
 #include "daemon/log.h"
 #include "egress/urlpolicy.h"
 
@@ -429,35 +429,6 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
   return rc;
 }
 
-/* A pin as libcurl reads it: HOST:PORT:ADDR[,ADDR…], each address an IPv4 or a bracketed
- * IPv6 literal. libcurl skips a malformed one without a word (the name then resolves as
- * usual), so it is refused at start instead. */
-static bool valid_pin(const char *pin) {
-  const char *c1 = strchr(pin, ':');
-  if (!c1 || c1 == pin) return false;
-  const char *c2 = strchr(c1 + 1, ':');
-  if (!c2 || c2 == c1 + 1 || c2 - c1 - 1 > 5) return false;
-  long port = 0;
-  for (const char *p = c1 + 1; p < c2; p++) {
-    if (*p < '0' || *p > '9') return false;
-    port = port * 10 + (*p - '0');
-  }
-  if (port < 1 || port > 65535) return false;
-  for (const char *a = c2 + 1;;) {
-    const char *comma = strchr(a, ',');
-    size_t n = comma ? (size_t)(comma - a) : strlen(a);
-    char addr[64];
-    unsigned char bin[16];
-    if (n < 2 || n >= sizeof addr) return false;
-    bool v6 = a[0] == '[';
-    if (v6 && a[n - 1] != ']') return false;
-    memcpy(addr, a + v6, n - 2 * v6);
-    addr[n - 2 * v6] = '\0';
-    if (inet_pton(v6 ? AF_INET6 : AF_INET, addr, bin) != 1) return false;
-    if (!comma) return true;
-    a = comma + 1;
-  }
-}
 
 int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t errlen) {
   /* 1. config file (found among the flags first) */
@@ -577,7 +548,7 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   for (size_t n = strlen(c->public_url); n && c->public_url[n - 1] == '/';)
     c->public_url[--n] = '\0';
   for (size_t i = 0; i < c->n_resolve; i++) {
-    if (!valid_pin(c->resolve[i])) {
+    if (!hookd_resolve_pin_valid(c->resolve[i])) {
       snprintf(err, errlen, "--resolve must be HOST:PORT:ADDR (curl's syntax; an IPv4 or [IPv6] "
                             "address, several separated by commas): \"%.80s\"", c->resolve[i]);
       return -1;

@@ -91,6 +91,36 @@ static struct curl_slist *append_removals(struct curl_slist *list, const struct 
 }
 
 /* Rebuilds d->resolve when the resolve file changed. Call with pin_mu held. */
+/* A pin as libcurl reads it: HOST:PORT:ADDR[,ADDR…], each address an IPv4 or a bracketed
+ * IPv6 literal. libcurl skips a malformed one without a word (the name then resolves as
+ * usual): refused at start (--resolve), left out with a log line (--resolve-file). */
+bool hookd_resolve_pin_valid(const char *pin) {
+  const char *c1 = strchr(pin, ':');
+  if (!c1 || c1 == pin) return false;
+  const char *c2 = strchr(c1 + 1, ':');
+  if (!c2 || c2 == c1 + 1 || c2 - c1 - 1 > 5) return false;
+  long port = 0;
+  for (const char *p = c1 + 1; p < c2; p++) {
+    if (*p < '0' || *p > '9') return false;
+    port = port * 10 + (*p - '0');
+  }
+  if (port < 1 || port > 65535) return false;
+  for (const char *a = c2 + 1;;) {
+    const char *comma = strchr(a, ',');
+    size_t n = comma ? (size_t)(comma - a) : strlen(a);
+    char addr[64];
+    unsigned char bin[16];
+    if (n < 2 || n >= sizeof addr) return false;
+    bool v6 = a[0] == '[';
+    if (v6 && a[n - 1] != ']') return false;
+    memcpy(addr, a + v6, n - 2 * v6);
+    addr[n - 2 * v6] = '\0';
+    if (inet_pton(v6 ? AF_INET6 : AF_INET, addr, bin) != 1) return false;
+    if (!comma) return true;
+    a = comma + 1;
+  }
+}
+
 static void reload_pins(hookd_destinations *d) {
   if (!d->resolve_file[0]) return;
   struct stat st;
@@ -106,6 +136,11 @@ static void reload_pins(hookd_destinations *d) {
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ')) line[--n] = '\0';
     if (!n || line[0] == '#') continue;
+    if (!hookd_resolve_pin_valid(line)) {
+      HLOG(HOOKD_LOG_WARN, "resolve_file.invalid_line", KV_S("path", d->resolve_file),
+           KV_S("line", line), KV_S("expected", "HOST:PORT:ADDR[,ADDR…] (IPv4 or [IPv6])"));
+      continue;
+    }
     struct curl_slist *t = curl_slist_append(list, line);
     if (t) list = t;
   }

@@ -24,6 +24,8 @@ typedef struct hookd_dest_check {
 
 /* Builds the policy from cfg (CIDRs parsed; an invalid one fails with err). */
 hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, size_t errlen);
+/* Whether a pin has libcurl's HOST:PORT:ADDR[,ADDR…] shape (--resolve, --resolve-file lines). */
+bool hookd_resolve_pin_valid(const char *pin);
 void hookd_destinations_free(hookd_destinations *d);
 
 /* The egress's connect-time check (hookd_egress_addr_check signature). */

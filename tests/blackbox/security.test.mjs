@@ -152,12 +152,14 @@ describe('destination policy', () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver(() => ({ status: 200, headers: { Connection: 'close' } }), { host: '127.0.0.2' });
     const pins = join(dir, 'resolve');
-    writeFileSync(pins, `localhost:${recv.port}:127.0.0.2\n`);
+    // a malformed line (libcurl would skip it without a word) is named in the log, the rest apply
+    writeFileSync(pins, `localhost:${recv.port}:127.0.0.2\nexample.test:443:not-an-address\n`);
     const h = await startHookd({ dir, testArgs: ['--allow-private-networks', '--allow-http', '--egress-ports', 'any',
       '--resolve-file', pins] });
     const { tenant } = await setup(h, `http://localhost:${recv.port}/hook`, { retry: { max_attempts: 1 } });
     const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.ok(h.logs.some((l) => l.msg === 'resolve_file.invalid_line' && l.line === 'example.test:443:not-an-address'));
     // without the pin, localhost is /etc/hosts' loopback, where nothing listens on that port
     writeFileSync(pins, '# emptied\n');
     const p2 = await publish(h, tenant, { type: 'a.b', payload: {} });
