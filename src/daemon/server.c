@@ -380,6 +380,16 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
   return MHD_http_unescape(s);
 }
 
+/* Past --request-timeout-s since the request line (the inactivity timer alone lets a client
+ * trickle a request for ever): answered 408, true. */
+static bool too_slow(hookd_req *r) {
+  int limit = r->srv->cfg.request_timeout_s;
+  if (limit <= 0 || hookd_req_age_ms(r) <= (int64_t)limit * 1000) return false;
+  hookd_req_error(r, 408, "request_timeout", "the request did not arrive whole within %d s",
+                  limit);
+  return true;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -451,8 +461,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     size_t n = *upload_data_size;
     /* bodies held across all connections are bounded too: a source's URL is public, and each
      * connection may bring max_body */
-    if (srv->cfg.max_buffered &&
-        atomic_fetch_add(&srv->buffered, n) + n > srv->cfg.max_buffered) {
+    size_t held = atomic_fetch_add(&srv->buffered, n) + n;
+    if (srv->cfg.max_buffered && held > srv->cfg.max_buffered) {
       atomic_fetch_sub(&srv->buffered, n);
       *upload_data_size = 0;
       hookd_req_add_header(r, "Retry-After", "1");
@@ -460,17 +470,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                       "too many request bodies arriving at once (--max-buffered-bytes): retry");
       return answer_mid_body(r);
     }
-    if (!srv->cfg.max_buffered) atomic_fetch_add(&srv->buffered, n);
     r->buffered += n;
     int rc = hookd_buf_append(&r->body, upload_data, n);
     *upload_data_size = 0;
-    /* the inactivity timer alone lets a client trickle a body for ever, a byte at a time */
-    if (rc == HOOKD_BUF_OK && srv->cfg.request_timeout_s > 0 &&
-        hookd_req_age_ms(r) > (int64_t)srv->cfg.request_timeout_s * 1000) {
-      hookd_req_error(r, 408, "request_timeout",
-                      "the request did not arrive whole within %d s", srv->cfg.request_timeout_s);
-      return answer_mid_body(r);
-    }
+    if (rc == HOOKD_BUF_OK && too_slow(r)) return answer_mid_body(r); /* a byte at a time */
     if (rc == HOOKD_BUF_OK) return MHD_YES;
     /* a chunked body (a Content-Length over the limit was refused above) passed the limit, or
      * memory ran out: answer now and read no more of it */
@@ -486,12 +489,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->handled = true;
     /* a chunked body's size lines, extensions and trailers reach hookd as no data: a request
      * whose end trickled in past the limit is refused here, not served late */
-    if (srv->cfg.request_timeout_s > 0 &&
-        hookd_req_age_ms(r) > (int64_t)srv->cfg.request_timeout_s * 1000) {
-      hookd_req_error(r, 408, "request_timeout",
-                      "the request did not arrive whole within %d s", srv->cfg.request_timeout_s);
-      return queue_close(r);
-    }
+    if (too_slow(r)) return queue_close(r);
     atomic_fetch_add(&srv->in_handler, 1);
     if (atomic_load(&srv->closing)) {
       /* a keep-alive connection's next request during the drain: suspended now, it would
