@@ -28,7 +28,9 @@
 /* ---------- inbox ---------- */
 
 /* Queues m; wakes the dispatcher only when the inbox goes from empty to non-empty (it drains
- * everything each time it wakes). */
+ * everything each time it wakes). The wake-up is sent under the lock: once the message can be
+ * seen, the last store completion of a stop may let the dispatcher end and be freed, and a
+ * wake-up sent after the unlock touched the freed egress (TSan, a stop with the store locked). */
 static void post(hookd_dispatcher *d, msg *m) {
   m->next = NULL;
   pthread_mutex_lock(&d->mu);
@@ -36,8 +38,8 @@ static void post(hookd_dispatcher *d, msg *m) {
   if (d->in_tail) d->in_tail->next = m;
   else d->in_head = m;
   d->in_tail = m;
-  pthread_mutex_unlock(&d->mu);
   if (was_empty) hookd_egress_wakeup(d->eg);
+  pthread_mutex_unlock(&d->mu);
 }
 
 static msg *msg_new(hookd_dispatcher *d, msg_type t) {
