@@ -404,8 +404,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     op->hash_failed |= hookd_in_vnpay_forward(&in, &op->body) != 0;
   else if (query_body)
     op->hash_failed |= hookd_buf_append(&op->body, query, strlen(query)) != 0;
-  else
-    op->hash_failed |= hookd_buf_append(&op->body, body, body_len) != 0;
+  else /* the request's own buffer: held once (body still points into it) */
+    hookd_req_body_take(r, &op->body);
 
   /* payload hash: canonical JSON, else the raw bytes (VNPay: the signed pairs). Canonical numbers
    * take at most 5.25 times their bytes ("1e20" is 21 digits), so the bound never refuses a

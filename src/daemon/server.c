@@ -114,6 +114,11 @@ const char *hookd_req_body(const hookd_req *r, size_t *len) {
   return hookd_buf_str(&r->body);
 }
 
+void hookd_req_body_take(hookd_req *r, hookd_buf *out) {
+  *out = r->body;
+  hookd_buf_init(&r->body, r->body.max);
+}
+
 typedef struct hdr_iter {
   const char **names, **values;
   size_t max, n;

@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct hookd_buf;
+
 typedef struct hookd_req hookd_req;
 typedef struct hookd_server hookd_server;
 
@@ -59,6 +61,10 @@ const char *hookd_req_path(const hookd_req *r);      /* path without the query *
 const char *hookd_req_header(const hookd_req *r, const char *name); /* case-insensitive */
 const char *hookd_req_query(const hookd_req *r, const char *key);
 const char *hookd_req_body(const hookd_req *r, size_t *len);
+/* Moves the body into *out, which the caller frees (the request's body is empty after). Its
+ * bytes stay counted against max_buffered until the request is freed, after its answer: a
+ * handler that keeps the body until it answers holds it once and counts it once. */
+void hookd_req_body_take(hookd_req *r, struct hookd_buf *out);
 /* Raw query string (without '?'), "" if none. */
 const char *hookd_req_query_string(const hookd_req *r);
 /* Iterates request headers: returns the number of headers, filling up to max pairs. */
