@@ -82,10 +82,15 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
                           "# HELP hookd_store_redone_batches_total group commits run a second"
                           " time, each op in a savepoint, after an op failed having written\n"
                           "# TYPE hookd_store_redone_batches_total counter\n"
-                          "hookd_store_redone_batches_total %llu\n",
+                          "hookd_store_redone_batches_total %llu\n"
+                          "# HELP hookd_store_slow_batches_total group commits that took 100 ms"
+                          " or more, their ops and commit together (store.slow_batch)\n"
+                          "# TYPE hookd_store_slow_batches_total counter\n"
+                          "hookd_store_slow_batches_total %llu\n",
                           (double)st.commit_us_sum / 1e6, (unsigned long long)st.batches,
                           (unsigned long long)st.failed_commits,
-                          (unsigned long long)st.redone_batches);
+                          (unsigned long long)st.redone_batches,
+                          (unsigned long long)st.slow_batches);
   return rc;
 }
 

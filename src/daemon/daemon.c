@@ -262,6 +262,23 @@ static void on_store_failure(const char *queue, const char *what, const char *er
        KV_S("error", error), KV_I("suppressed", atomic_exchange(&suppressed, 0)));
 }
 
+/* A batch that took 100 ms or more (HOOKD_STOREQ_SLOW_US): every request it held waited that
+ * long. Logged at most once a second (the rest counted in the next line's "suppressed" and all
+ * in hookd_store_slow_batches_total); commit_ms is the commit and its fsync — the disk's —,
+ * run_ms the ops before it. */
+static void on_slow_batch(const char *queue, size_t ops, int64_t run_us, int64_t commit_us) {
+  static _Atomic int64_t last_ms;
+  static _Atomic uint64_t suppressed;
+  int64_t now = hookd_mono_ms(), last = atomic_load(&last_ms);
+  if ((last && now - last < 1000) || !atomic_compare_exchange_strong(&last_ms, &last, now)) {
+    atomic_fetch_add(&suppressed, 1);
+    return;
+  }
+  HLOG(HOOKD_LOG_WARN, "store.slow_batch", KV_S("queue", queue), KV_I("ops", ops),
+       KV_I("run_ms", run_us / 1000), KV_I("commit_ms", commit_us / 1000),
+       KV_I("suppressed", atomic_exchange(&suppressed, 0)));
+}
+
 int hookd_serve(const hookd_config *cfg) {
   hookd_log_level = cfg->log_level;
   sigset_t sigs;
@@ -311,6 +328,7 @@ int hookd_serve(const hookd_config *cfg) {
   hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_failure_handler(on_store_failure);
+  hookd_storeq_set_slow_handler(on_slow_batch);
   if (hookd_store_open(&sc, &app.store, err, sizeof err) != 0) goto fail;
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   if (hookd_cursor_key_derive(app.keyring.key.key, sizeof app.keyring.key.key,

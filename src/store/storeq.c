@@ -36,6 +36,12 @@ static _Atomic(void (*)(void)) unknown_commit_handler;
 
 void hookd_storeq_set_unknown_commit_handler(void (*fn)(void)) { unknown_commit_handler = fn; }
 
+static _Atomic(void (*)(const char *, size_t, int64_t, int64_t)) slow_handler;
+
+void hookd_storeq_set_slow_handler(void (*fn)(const char *, size_t, int64_t, int64_t)) {
+  slow_handler = fn;
+}
+
 static _Atomic(void (*)(const char *, const char *, const char *)) failure_handler;
 
 void hookd_storeq_set_failure_handler(void (*fn)(const char *, const char *, const char *)) {
@@ -131,6 +137,7 @@ static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
 static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
   const hookd_store_backend *be = q->be;
   for (hookd_store_op *op = batch; op; op = op->next) op->ran = 0;
+  int64_t started = hookd_mono_us();
   int txn_rc = be->begin(q->conn, 1);
   if (txn_rc == 0) txn_rc = run_ops(q, batch, 0);
   int redone = txn_rc == POISONED;
@@ -158,12 +165,16 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
     q->stats.batch_hist[bucket_batch(n)]++;
     q->stats.commit_us_hist[bucket_us(dt)]++;
     q->stats.commit_us_sum += (uint64_t)dt;
+    q->stats.slow_batches += (uint64_t)(t0 + dt - started >= HOOKD_STOREQ_SLOW_US);
   } else {
     q->stats.failed_commits++;
   }
   q->stats.redone_batches += (uint64_t)redone;
   if (txn_rc == 0) q->stats.ops += n; /* the batch-size histogram's sum: committed batches */
   pthread_mutex_unlock(&q->mu);
+  void (*slow)(const char *, size_t, int64_t, int64_t) = slow_handler;
+  if (slow && txn_rc == 0 && t0 + dt - started >= HOOKD_STOREQ_SLOW_US)
+    slow(q->name, n, t0 - started, dt);
 
   for (hookd_store_op *op = batch, *next; op; op = next) {
     next = op->next; /* done() may free op */

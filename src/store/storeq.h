@@ -58,7 +58,19 @@ typedef struct hookd_storeq_stats {
   uint64_t batch_hist[8];  /* batch sizes: 1, 2-4, 5-16, 17-64, 65-256, 257-1024, >1024 */
   uint64_t commit_us_hist[8]; /* commit latency: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms >= */
   uint64_t commit_us_sum;
+  uint64_t slow_batches;   /* committed batches that took HOOKD_STOREQ_SLOW_US or more */
 } hookd_storeq_stats;
+
+/* A committed batch that took this long (its ops and its commit together, µs) is slow: every
+ * request waiting on it waited that long. */
+#define HOOKD_STOREQ_SLOW_US 100000
+
+/* Who hears of slow batches (process-wide; the daemon logs them, rate-limited): fn(queue, ops,
+ * run_us, commit_us) after the batch committed, before its callers are answered — the time the
+ * ops took and the time the commit (its fsync) took, so that a stall can be told apart as the
+ * disk's or the work's. */
+void hookd_storeq_set_slow_handler(void (*fn)(const char *queue, size_t ops, int64_t run_us,
+                                              int64_t commit_us));
 
 /* What the writer does when a commit's outcome is unknown (HOOKD_STORE_UNKNOWN): fn is called,
  * process-wide, before anything else (the daemon logs and exits, as PostgreSQL does on an fsync

@@ -690,6 +690,35 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('a slow disk: a batch that takes 100 ms or more is logged store.slow_batch (its commit time apart from its ops\' time) and counted', async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir, 'SLOW', 60, '-wal'); // every write to the WAL takes 60 ms
+    const h = await startHookd({ dir, env: disk.env });
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url);
+    const slowTotal = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_store_slow_batches_total');
+    const before = await slowTotal();
+    disk.fill();
+    const t0 = Date.now();
+    const p = await publish(h, tenant, { type: 'a', payload: { n: 1 } });
+    assert.equal(p.status, 202, p.text);
+    assert.ok(Date.now() - t0 >= 100, 'the publish waited for the slow commit');
+    disk.free();
+    const line = await waitUntil(() => h.logs.find((l) => l.msg === 'store.slow_batch'),
+      { what: 'store.slow_batch logged' });
+    assert.equal(line.level, 'warn');
+    assert.equal(line.queue, 'store-writer');
+    assert.ok(line.ops >= 1, JSON.stringify(line));
+    assert.ok(line.commit_ms >= 100, `the commit's own time (the WAL's writes): ${JSON.stringify(line)}`);
+    assert.ok(line.run_ms < line.commit_ms, JSON.stringify(line));
+    assert.ok((await slowTotal()) >= before + 1);
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+    cleanup();
+  });
+
   it('a second hookd on the same SQLite store refuses to start', async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });
