@@ -79,9 +79,13 @@ machine_busy() {
 
 # Waits (up to BENCH_QUIET_WAIT seconds, default 30) until the machine is quiet: less than
 # BENCH_QUIET_PCT (default 15) percent busy. Other work on the machine skews every figure, so
-# a run that starts on a busy machine says so in its results.
+# a run that starts on a busy machine says so in its results. The previous step's dirty pages
+# are written back first: left to the kernel, their writeback lands in the next step's fsyncs
+# (40–50 ms fdatasyncs and p99 stalls of 30–300 ms in a 2,000/s latency run that followed a
+# drain, 2026-12-01).
 wait_quiet() {
   local waited=0 busy limit=${BENCH_QUIET_WAIT:-30} pct=${BENCH_QUIET_PCT:-15}
+  sync
   while :; do
     busy=$(machine_busy 1)
     [ "$busy" -lt "$pct" ] && return 0

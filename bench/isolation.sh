@@ -162,12 +162,17 @@ iso_run() {
   ISO_BREAKERS=$(hookd_metrics | grep -E '^hookd_breaker_(opened|transitions)' | tr '\n' ' ' || true)
   hookd_stop
   iso_receiver_stop
+  # batches of 100 ms or more (logged at most once a second): a stall of the store — the disk's
+  # fsync when their commit_ms is most of it — rather than of the scheduler
+  ISO_SLOW=$(grep '"msg":"store.slow_batch"' "$HOOKD_LOG" | sed -n 's/.*"commit_ms":\([0-9]*\).*/\1/p' |
+    paste -sd, -)
   line=$(iso_latency "$dir/lat" "$mode" | tr '\n' ' ')
   ISO_P50=$(field p50_ms "$line") ISO_P99=$(field p99_ms "$line")
   ISO_HUNG=$(awk '$2 == "h"' "$dir/lat/receiver.log" | wc -l)
   ISO_LAT_LINE="$line(healthy deliveries, first attempt); publish: $(cat "$dir/lat/openloop.txt");"
   ISO_LAT_LINE+=" requests to hanging endpoints: $ISO_HUNG, at most $(iso_max_hung "$dir/lat/receiver.log")"
-  ISO_LAT_LINE+=" open at once on one endpoint (cap $ISO_EP_MIF)"
+  ISO_LAT_LINE+=" open at once on one endpoint (cap $ISO_EP_MIF); store batches of 100 ms or more"
+  ISO_LAT_LINE+=" logged (their commit ms): ${ISO_SLOW:-none}"
 
   # drain
   iso_receiver_start "$dir/drain"
