@@ -19,6 +19,7 @@
 #define HOOKD_CORE_INBOUND_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -141,6 +142,9 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
  * Returns 0 when found, 1 otherwise (out = ""). */
 int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const json_t *body,
                         char *out, size_t outlen);
+/* Whether p's requests name an event type at all (twilio's and generic's never do: an
+ * allowlist would filter every one of their events). */
+bool hookd_in_provider_has_type(hookd_provider p);
 
 /* Ed25519 (RFC 8032) verification of msg[0..len) under a raw 32-byte public key, on OpenSSL's
  * EVP_PKEY_ED25519 (Discord's scheme uses it). Returns 1 valid, 0 invalid, -1 on error. */

@@ -243,6 +243,10 @@ int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const jso
   return 1;
 }
 
+bool hookd_in_provider_has_type(hookd_provider p) {
+  return p != HOOKD_PROVIDER_TWILIO && p != HOOKD_PROVIDER_GENERIC && p < HOOKD_PROVIDER__COUNT;
+}
+
 /* ---- handshakes ------------------------------------------------------------------------------ */
 
 int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json_t *body,

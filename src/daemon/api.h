@@ -172,6 +172,7 @@ void hookd_api_source_get(hookd_req *r, hookd_app *app);
 void hookd_api_source_list(hookd_req *r, hookd_app *app);
 void hookd_api_source_patch(hookd_req *r, hookd_app *app);
 void hookd_api_source_delete(hookd_req *r, hookd_app *app);
+void hookd_api_source_add_destination(hookd_req *r, hookd_app *app);
 void hookd_api_inbox_list(hookd_req *r, hookd_app *app);
 void hookd_api_inbox_get(hookd_req *r, hookd_app *app);
 void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app);

@@ -23,12 +23,12 @@
 enum {
   F_URL = 1 << 0, F_DESC = 1 << 1, F_TYPES = 1 << 2, F_ENABLED = 1 << 3, F_MAXIF = 1 << 4,
   F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8, F_SIGNING = 1 << 9,
-  F_RATE = 1 << 10, F_ORDERED = 1 << 11, F_LANE = 1 << 12,
+  F_RATE = 1 << 10, F_ORDERED = 1 << 11, F_LANE = 1 << 12, F_IDEMPOTENT = 1 << 13,
 };
 static const char *const field_names[] = {"url",        "description", "event_types", "enabled",
                                           "max_in_flight", "timeout_ms", "retry",       "secret",
                                           "id",         "signing",     "rate_limit",  "ordered",
-                                          "lane_policy", NULL};
+                                          "lane_policy", "idempotent", NULL};
 
 typedef struct ep_op {
   hookd_api_op base;
@@ -45,6 +45,7 @@ typedef struct ep_op {
   int max_in_flight, timeout_ms;
   double rate_limit;
   bool ordered;
+  bool idempotent; /* an inbound destination's (PATCH only) */
   const char *lane_policy;
   hookd_api_retry retry; /* overrides; -1 = unchanged */
   /* result */
@@ -125,6 +126,14 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     while (field_names[i] && strcmp(field_names[i], k)) i++;
     if (!field_names[i]) {
       hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      return false;
+    }
+    /* whether a request may be sent again is a property of an inbound source's destination
+     * (what its handler does with a repeat); an endpoint of the tenant's own is never asked */
+    if (create && !strcmp(k, "idempotent")) {
+      hookd_req_error(r, 422, "invalid_field",
+                      "idempotent applies only to a destination of an inbound source (POST "
+                      "/v1/sources/{id}/destinations)");
       return false;
     }
     if (!create && (!strcmp(k, "id") || !strcmp(k, "signing") || !strcmp(k, "secret"))) {
@@ -208,6 +217,10 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
   if (hookd_api_parse_rate(r, json_object_get(body, "rate_limit"), "rate_limit", 1e6,
                            &op->rate_limit))
     return false;
+  if (hookd_json_get_bool(body, "idempotent", &op->idempotent) < 0) {
+    hookd_req_error(r, 422, "invalid_field", "idempotent must be a boolean");
+    return false;
+  }
   if (hookd_json_get_bool(body, "ordered", &op->ordered) < 0) {
     hookd_req_error(r, 422, "invalid_field", "ordered must be a boolean");
     return false;
@@ -276,6 +289,7 @@ static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create
     ep->lane_policy = strdup(op->lane_policy);
   }
   if (f & F_TIMEOUT) ep->timeout_ms = op->timeout_ms;
+  if ((f & F_IDEMPOTENT) && !create) ep->idempotent = op->idempotent;
   hookd_api_retry_apply(&op->retry, &ep->policy);
   return hookd_retry_policy_check(&ep->policy);
 }
@@ -528,6 +542,11 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
              op->fields & F_TYPES ? "event_types" : op->fields & F_ORDERED ? "ordered"
                                                                            : "lane_policy",
              op->ep.source_id);
+    return HOOKD_STORE_LIMIT; /* answered 422 */
+  }
+  if (!op->ep.source_id && (op->fields & F_IDEMPOTENT)) {
+    snprintf(op->base.err, sizeof op->base.err,
+             "idempotent applies only to a destination of an inbound source");
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
   bool was_enabled = op->ep.enabled;

@@ -7,6 +7,7 @@
  *   DELETE /v1/sources/{id}        delete it and its destinations
  * Source secrets are sealed at rest (one sealed JSON array) and never returned. Destination URLs
  * pass the destination policy like endpoint URLs. */
+#include <ctype.h>
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,12 @@ typedef struct src_op {
   hookd_endpoint *got_dests;
   size_t n_got;
   bool loaded;
+  bool adding;                    /* POST …/destinations: one destination, named so in errors */
+  bool types_refused;             /* PATCH: an allowlist for a provider whose requests name no
+                                     type */
+  int limit;                      /* list: the page's size, after the id `after` */
+  char after[HOOKD_ID_MAX + 64];
+  bool more;                      /* list: sources past the page */
 } src_op;
 
 enum { P_SECRETS = 1, P_TOLERANCE = 2, P_TYPES = 4, P_IDENTITY = 8, P_BKEY = 16, P_VERSION = 32 };
@@ -102,6 +109,17 @@ static json_t *csv_array(const char *csv) {
   return a;
 }
 
+/* A destination as a source shows it; its secret only when just made (returned once). */
+static json_t *dest_json(hookd_app *app, const hookd_endpoint *e, const char *secret) {
+  json_t *v = json_pack("{s:s,s:s,s:b,s:b,s:i,s:o}", "id", e->id, "url", e->url, "idempotent",
+                        e->idempotent, "enabled", e->enabled, "timeout_ms",
+                        hookd_api_timeout_shown(e->timeout_ms, app->cfg->max_timeout_ms),
+                        "disabled_reason",
+                        e->disabled_reason ? json_string(e->disabled_reason) : json_null());
+  if (v && secret) json_object_set_new(v, "secret", json_string(secret));
+  return v;
+}
+
 static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_endpoint *dests,
                            size_t n, char *const *secrets) {
   char path[256];
@@ -127,25 +145,47 @@ static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_en
   }
   if (s->generic) json_object_set_new(v, "generic", json_loads(s->generic, 0, NULL));
   json_t *d = json_array();
-  for (size_t i = 0; i < n; i++) {
-    json_t *e = json_pack("{s:s,s:s,s:b,s:b,s:i,s:o}", "id", dests[i].id, "url", dests[i].url,
-                          "idempotent", dests[i].idempotent, "enabled", dests[i].enabled,
-                          "timeout_ms",
-                          hookd_api_timeout_shown(dests[i].timeout_ms, app->cfg->max_timeout_ms),
-                          "disabled_reason",
-                          dests[i].disabled_reason ? json_string(dests[i].disabled_reason)
-                                                   : json_null());
-    if (secrets && secrets[i]) json_object_set_new(e, "secret", json_string(secrets[i]));
-    json_array_append_new(d, e);
-  }
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(d, dest_json(app, &dests[i], secrets ? secrets[i] : NULL));
   json_object_set_new(v, "destinations", d);
   return v;
 }
 
 /* ---------- parsing ---------- */
 
+/* An event-type pattern of a source's allowlist: a type as its provider names it — printable
+ * ASCII without ',' (Shopify's "orders/create", GitLab's "Push Hook"), no blank at either end —,
+ * "*", or a prefix ending in ".*" (or '/' and '*'): the only wildcards the matcher knows
+ * (hookd_filter_match; "inv*ce" would match only itself). */
+static bool valid_type_pattern(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 128 || s[0] == ' ' || s[n - 1] == ' ') return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x20 || c > 0x7e || c == ',') return false;
+    if (c == '*' && !(n == 1 || (i == n - 1 && (s[i - 1] == '.' || s[i - 1] == '/'))))
+      return false;
+  }
+  return true;
+}
+
+/* A JSON path as hookd_json_path reads it: member names or array indexes joined by '.', none
+ * empty, from the body's root ("data.object.id"). "$.data.id", ".id", "a..b" or "a." could
+ * never match, and a rule that never matches does nothing, silently. */
+static bool valid_json_path(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 128 || s[0] == '.' || s[n - 1] == '.' || strstr(s, "..") ||
+      (s[0] == '$' && (s[1] == '.' || s[1] == '[' || s[1] == '\0')))
+    return false;
+  for (const char *c = s; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+          strchr("_-.$", *c)))
+      return false;
+  return true;
+}
+
 static char *join_strings(hookd_req *r, json_t *arr, const char *field, size_t max_items,
-                          size_t max_len, bool paths, bool *ok) {
+                          bool paths, bool *ok) {
   *ok = false;
   if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > max_items) {
     hookd_req_error(r, 422, "invalid_field", "%s must be an array of 1 to %zu strings", field,
@@ -158,14 +198,14 @@ static char *join_strings(hookd_req *r, json_t *arr, const char *field, size_t m
   json_t *x;
   json_array_foreach(arr, i, x) {
     const char *s = json_string_value(x);
-    bool good = s && *s && strlen(s) <= max_len && !strchr(s, ',');
-    for (const char *c = s; good && *c; c++)
-      good = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-             strchr(paths ? "_-.$" : "_-.:*", *c);
-    if (!good) {
+    if (!s || !(paths ? valid_json_path(s) : valid_type_pattern(s))) {
       hookd_buf_free(&b);
       hookd_req_error(r, 422, "invalid_field", "%s[%zu] is not a valid %s", field, i,
-                      paths ? "JSON path (a.b.0.c)" : "event type pattern");
+                      paths ? "JSON path: member names or indexes joined by '.', from the "
+                              "body's root (data.object.id; no \"$.\"), at most 128 characters"
+                            : "event type pattern: the type as the provider sends it (printable"
+                              " ASCII, no ',', at most 128 characters), \"*\", or a prefix "
+                              "ending in \".*\" or \"/*\"");
       return NULL;
     }
     if (i) hookd_buf_puts(&b, ",");
@@ -221,6 +261,18 @@ static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, j
       secret_refused(r, i, provider);
       return NULL;
     }
+    /* a pasting mistake, which would never verify a request */
+    if (isspace((unsigned char)s[0]) || isspace((unsigned char)s[strlen(s) - 1])) {
+      hookd_req_error(r, 422, "invalid_field", "secrets[%zu] begins or ends with a blank", i);
+      return NULL;
+    }
+    for (size_t j = 0; j < i; j++) {
+      const char *prev = json_string_value(json_array_get(arr, j));
+      if (prev && !strcmp(prev, s)) {
+        hookd_req_error(r, 422, "invalid_field", "secrets[%zu] repeats secrets[%zu]", i, j);
+        return NULL;
+      }
+    }
     for (int p = 0; unfit && p < HOOKD_PROVIDER__COUNT; p++)
       if (unfit[p] < 0 && !secret_fits(hookd_provider_name((hookd_provider)p), s))
         unfit[p] = (int)i;
@@ -230,6 +282,13 @@ static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, j
   hookd_secret_free(plain);
   if (!sealed) hookd_req_error(r, 503, "unavailable", "cannot seal the secrets");
   return sealed;
+}
+
+static void types_refused(hookd_req *r, const char *provider) {
+  hookd_req_error(r, 422, "invalid_field",
+                  "event_types: %s requests name no event type, so an allowlist would filter "
+                  "every event (leave it out, or null)",
+                  provider);
 }
 
 /* Rule fields shared by create and PATCH. */
@@ -247,13 +306,15 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
   if ((v = json_object_get(body, "event_types"))) {
     op->patch |= P_TYPES;
     free(op->src.event_types);
-    op->src.event_types = json_is_null(v) ? NULL : join_strings(r, v, "event_types", 64, 128, false, &ok);
+    op->src.event_types =
+        json_is_null(v) ? NULL : join_strings(r, v, "event_types", 64, false, &ok);
     if (!json_is_null(v) && !ok) return false;
   }
   if ((v = json_object_get(body, "identity_paths"))) {
     op->patch |= P_IDENTITY;
     free(op->src.identity_paths);
-    op->src.identity_paths = json_is_null(v) ? NULL : join_strings(r, v, "identity_paths", 8, 128, true, &ok);
+    op->src.identity_paths =
+        json_is_null(v) ? NULL : join_strings(r, v, "identity_paths", 8, true, &ok);
     if (!json_is_null(v) && !ok) return false;
   }
   if ((v = json_object_get(body, "business_key"))) {
@@ -272,7 +333,7 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
         return false;
       }
       op->src.business_paths = join_strings(r, json_object_get(v, "paths"), "business_key.paths", 8,
-                                            128, true, &ok);
+                                            true, &ok);
       if (!ok) return false;
       op->src.business_operation = strdup(opn);
     }
@@ -290,11 +351,12 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
       const char *objp = NULL, *vp = NULL, *vh = NULL;
       if (!json_is_object(v) || hookd_json_get_str(v, "object_path", &objp) != 0 ||
           hookd_json_get_str(v, "path", &vp) < 0 || hookd_json_get_str(v, "header", &vh) < 0 ||
-          (!vp == !vh) || strlen(objp) > 128 || (vp && strlen(vp) > 128) ||
+          (!vp == !vh) || !valid_json_path(objp) || (vp && !valid_json_path(vp)) ||
           (vh && !hookd_in_header_name_valid(vh))) {
         hookd_req_error(r, 422, "invalid_field",
                         "version must be {\"object_path\": p, \"path\": q} or {\"object_path\": p, "
-                        "\"header\": h}");
+                        "\"header\": h}, p and q JSON paths from the body's root "
+                        "(data.object.id), h a header name");
         return false;
       }
       op->src.version_object_path = strdup(objp);
@@ -343,9 +405,13 @@ static void dest_checked(hookd_dest_check *c, void *arg) {
     return;
   }
   if (c->rc != 0) {
-    hookd_req_error(op->base.req, 422, "destination_refused",
-                    "destinations[%zu].url refused by rule %s: %s", op->checking, c->err.rule,
-                    c->err.message);
+    if (op->adding)
+      hookd_req_error(op->base.req, 422, "destination_refused", "url refused by rule %s: %s",
+                      c->err.rule, c->err.message);
+    else
+      hookd_req_error(op->base.req, 422, "destination_refused",
+                      "destinations[%zu].url refused by rule %s: %s", op->checking, c->err.rule,
+                      c->err.message);
     HLOG(HOOKD_LOG_INFO, "destination.refused", KV_S("rule", c->err.rule),
          KV_S("tenant_id", op->src.tenant_id), KV_S("source_id", op->src.id));
     fail_op(op);
@@ -368,36 +434,47 @@ static void check_next(src_op *op) {
   hookd_destinations_check_async(op->base.app->dest, &op->check);
 }
 
+/* After parsing: answered and freed when !ok; else the destinations' URLs are checked (one
+ * after the other), then the op is stored. */
+static void start_checks(src_op *op, bool ok) {
+  if (!ok) {
+    fail_op(op);
+    return;
+  }
+  hookd_req_suspend(op->base.req);
+  check_next(op);
+}
+
+/* One destination of the body (d) into op->dests[i]; errors name it `where` ("destinations[2]",
+ * or "destination" for one added alone). */
 static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i, src_op *op,
-                              int64_t now) {
+                              int64_t now, const char *where) {
   hookd_endpoint *e = &op->dests[i];
   const char *url = NULL;
   bool idem = true;
   int64_t timeout = app->cfg->default_timeout_ms, mif = app->cfg->default_max_in_flight;
   if (!json_is_object(d)) {
-    hookd_req_error(r, 422, "invalid_field", "destinations[%zu] must be an object", i);
+    hookd_req_error(r, 422, "invalid_field", "%s must be an object", where);
     return false;
   }
   static const char *const members[] = {"url", "idempotent", "timeout_ms", "max_in_flight",
                                         "retry", NULL};
-  char where[32];
-  snprintf(where, sizeof where, "destinations[%zu]", i);
-  if (!hookd_api_known_members(r, d, where, members)) return false;
+  if (!hookd_api_known_members(r, d, op->adding ? NULL : where, members)) return false;
   if (hookd_json_get_str(d, "url", &url) != 0 || hookd_json_get_bool(d, "idempotent", &idem) < 0 ||
       hookd_json_get_int(d, "timeout_ms", &timeout) < 0 ||
       hookd_json_get_int(d, "max_in_flight", &mif) < 0 || timeout < 100 ||
       timeout > app->cfg->max_timeout_ms || mif < 1 || mif > 10000) {
     hookd_req_error(r, 422, "invalid_field",
-                    "destinations[%zu] needs a url; idempotent is a boolean; timeout_ms in [100, "
+                    "%s needs a url; idempotent is a boolean; timeout_ms in [100, "
                     "%d]; max_in_flight in [1, 10000]",
-                    i, app->cfg->max_timeout_ms);
+                    where, app->cfg->max_timeout_ms);
     return false;
   }
   hookd_url_info info;
   hookd_url_error uerr;
   if (hookd_destinations_check_shape(app->dest, url, &info, &uerr) != 0) {
-    hookd_req_error(r, 422, "destination_refused", "destinations[%zu].url refused by rule %s: %s",
-                    i, uerr.rule, uerr.message);
+    hookd_req_error(r, 422, "destination_refused", "%s.url refused by rule %s: %s", where,
+                    uerr.rule, uerr.message);
     return false;
   }
   char id[HOOKD_ID_MAX], sec[HOOKD_SECRET_MAX];
@@ -421,13 +498,13 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   json_t *retry = json_object_get(d, "retry");
   if (retry) {
     char field[48];
-    snprintf(field, sizeof field, "destinations[%zu].retry", i);
+    snprintf(field, sizeof field, "%s.retry", where);
     hookd_api_retry given;
     if (hookd_api_parse_retry(r, retry, field, &given) != 0) return false;
     hookd_api_retry_apply(&given, &e->policy);
     const char *bad = hookd_retry_policy_check(&e->policy);
     if (bad) {
-      hookd_req_error(r, 422, "invalid_field", "destinations[%zu].retry.%s is out of range", i, bad);
+      hookd_req_error(r, 422, "invalid_field", "%s.retry.%s is out of range", where, bad);
       return false;
     }
   }
@@ -480,6 +557,10 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     ok = op->src.secrets != NULL;
   }
   if (ok) ok = parse_rules(r, body, op);
+  if (ok && op->src.event_types && !hookd_in_provider_has_type(prov)) {
+    types_refused(r, op->src.provider);
+    ok = false;
+  }
   json_t *gen = json_object_get(body, "generic");
   if (ok && (prov == HOOKD_PROVIDER_GENERIC) != (gen != NULL)) {
     hookd_req_error(r, 422, "invalid_field",
@@ -518,16 +599,13 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     ok = false;
   }
   for (size_t i = 0; ok && i < json_array_size(dests); i++) {
+    char where[32];
+    snprintf(where, sizeof where, "destinations[%zu]", i);
     op->n_dests = i + 1;
-    ok = parse_destination(r, app, json_array_get(dests, i), i, op, now);
+    ok = parse_destination(r, app, json_array_get(dests, i), i, op, now, where);
   }
   json_decref(body);
-  if (!ok) {
-    fail_op(op);
-    return;
-  }
-  hookd_req_suspend(r);
-  check_next(op);
+  start_checks(op, ok);
 }
 
 /* ---------- read ---------- */
@@ -548,6 +626,16 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   int rc = hookd_api_tenant_known(base, c, be, op->src.tenant_id); /* 404 "tenant" */
   if (!rc) rc = be->source_list(c, op->src.tenant_id, &op->list, &op->n_list);
   if (rc || !op->n_list) return rc;
+  /* the page: `limit` sources by id after `after` (the list is in id order) */
+  size_t from = 0;
+  while (from < op->n_list && op->after[0] && strcmp(op->list[from].id, op->after) <= 0) from++;
+  size_t take = op->n_list - from < (size_t)op->limit ? op->n_list - from : (size_t)op->limit;
+  op->more = from + take < op->n_list;
+  for (size_t i = 0; i < op->n_list; i++)
+    if (i < from || i >= from + take) hookd_source_free(&op->list[i]);
+  memmove(op->list, op->list + from, take * sizeof *op->list);
+  op->n_list = take;
+  if (!take) return 0;
   /* each source with its destinations, as GET /v1/sources/{id} shows it (a tenant has few) */
   if (!(op->list_dests = calloc(op->n_list, sizeof *op->list_dests))) return HOOKD_STORE_ERR;
   for (size_t i = 0; i < op->n_list && !rc; i++) {
@@ -573,9 +661,8 @@ static void reply_get(hookd_api_op *base, int rc) {
   for (size_t i = 0; i < op->n_list; i++)
     json_array_append_new(data, source_json(base->app, &op->list[i], op->list_dests[i].v,
                                             op->list_dests[i].n, NULL));
-  /* one page: a tenant's sources are few (the shape of every other list all the same) */
   hookd_req_reply_json(base->req, 200,
-                       json_pack("{s:o,s:o}", "data", data, "next_cursor", json_null()));
+                       hookd_api_page_body(data, op->more ? op->list[op->n_list - 1].id : NULL));
 }
 
 void hookd_api_source_get(hookd_req *r, hookd_app *app) {
@@ -593,10 +680,91 @@ void hookd_api_source_list(hookd_req *r, hookd_app *app) {
     return;
   }
   if (p && !hookd_api_tenant_allowed(r, tenant)) return;
+  int limit;
+  char after[HOOKD_ID_MAX + 64];
+  if (hookd_api_page(r, &limit, after, sizeof after) != 0) return;
   src_op *op = new_op(r, app, run_get, reply_get);
   if (!op) return;
+  op->limit = limit;
+  snprintf(op->after, sizeof op->after, "%s", after);
   op->src.tenant_id = strdup(tenant);
   hookd_api_submit(&op->base, false);
+}
+
+/* ---------- a destination added ---------- */
+
+/* A source's destinations are its handlers: one more (a second application, one that is not
+ * idempotent, the last one deleted and replaced) without a new provider-facing URL. */
+static int run_add_dest(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  src_op *op = (src_op *)base;
+  hookd_source cur;
+  hookd_endpoint *have = NULL;
+  size_t n_have = 0;
+  int rc = be->source_get(c, op->id, &cur, &have, &n_have);
+  if (rc) return rc;
+  hookd_endpoints_free(have, n_have);
+  if (op->scoped && !hookd_principal_has_tenant(&op->who, cur.tenant_id)) {
+    rc = HOOKD_STORE_NOTFOUND;
+  } else if (n_have >= MAX_DESTS) {
+    snprintf(base->err, sizeof base->err, "source %s has %d destinations, the most it may have",
+             op->id, MAX_DESTS);
+    rc = HOOKD_STORE_LIMIT;
+  }
+  hookd_endpoint *e = &op->dests[0];
+  if (!rc) {
+    free(e->tenant_id);
+    free(op->src.tenant_id);
+    e->tenant_id = strdup(cur.tenant_id);
+    op->src.tenant_id = strdup(cur.tenant_id);
+    rc = e->tenant_id && op->src.tenant_id
+             ? be->endpoint_create(c, e, base->app->cfg->max_endpoints_per_tenant)
+             : HOOKD_STORE_ERR;
+  }
+  hookd_source_free(&cur);
+  return rc ? rc : hookd_api_audit(base, c, be, "source.destination_add", op->id,
+                                   op->src.tenant_id, e->id);
+}
+
+static void reply_add_dest(hookd_api_op *base, int rc) {
+  src_op *op = (src_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "source");
+    return;
+  }
+  hookd_dispatcher_endpoint_changed(base->app->disp, &op->dests[0]);
+  HLOG(HOOKD_LOG_INFO, "source.destination_added", KV_S("source_id", op->id),
+       KV_S("tenant_id", op->src.tenant_id), KV_S("endpoint_id", op->dests[0].id));
+  hookd_req_reply_json(base->req, 201, dest_json(base->app, &op->dests[0], op->dest_secrets[0]));
+}
+
+/* The op of a request with a JSON body on /v1/sources/{id}…, its id taken from the path; NULL
+ * once answered. */
+static src_op *body_op(hookd_req *r, hookd_app *app, json_t **body,
+                       int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                       void (*reply)(hookd_api_op *, int)) {
+  if (!(*body = hookd_api_body_object(r, app))) return NULL;
+  src_op *op = new_op(r, app, run, reply);
+  if (!op) {
+    json_decref(*body);
+    return NULL;
+  }
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  op->src.id = strdup(op->id);
+  return op;
+}
+
+void hookd_api_source_add_destination(hookd_req *r, hookd_app *app) {
+  json_t *body;
+  src_op *op = body_op(r, app, &body, run_add_dest, reply_add_dest);
+  if (!op) return;
+  op->adding = true;
+  op->n_dests = 1;
+  op->src.tenant_id = strdup(""); /* the source's, read with it (run_add_dest) */
+  bool ok = op->src.id && op->src.tenant_id;
+  if (!ok) hookd_req_error(r, 503, "unavailable", "out of memory");
+  else ok = parse_destination(r, app, body, 0, op, hookd_now_ms(), "destination");
+  json_decref(body);
+  start_checks(op, ok);
 }
 
 /* ---------- patch / delete ---------- */
@@ -620,6 +788,13 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   if ((op->patch & P_SECRETS) && hookd_provider_parse(cur.provider, &prov) == 0 &&
       op->unfit[prov] >= 0) {
     op->refused = op->unfit[prov];
+    op->refused_for = prov;
+    hookd_source_free(&cur);
+    return HOOKD_STORE_STATE; /* nothing written */
+  }
+  if ((op->patch & P_TYPES) && op->src.event_types &&
+      hookd_provider_parse(cur.provider, &prov) == 0 && !hookd_in_provider_has_type(prov)) {
+    op->types_refused = true;
     op->refused_for = prov;
     hookd_source_free(&cur);
     return HOOKD_STORE_STATE; /* nothing written */
@@ -663,6 +838,10 @@ static void reply_patch(hookd_api_op *base, int rc) {
     secret_refused(base->req, (size_t)op->refused, hookd_provider_name(op->refused_for));
     return;
   }
+  if (rc == HOOKD_STORE_STATE && op->types_refused) {
+    types_refused(base->req, hookd_provider_name(op->refused_for));
+    return;
+  }
   if (rc) {
     hookd_api_store_error(base, rc, "source");
     return;
@@ -673,15 +852,9 @@ static void reply_patch(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_source_patch(hookd_req *r, hookd_app *app) {
-  json_t *body = hookd_api_body_object(r, app);
-  if (!body) return;
-  src_op *op = new_op(r, app, run_patch, reply_patch);
-  if (!op) {
-    json_decref(body);
-    return;
-  }
-  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
-  op->src.id = strdup(op->id);
+  json_t *body;
+  src_op *op = body_op(r, app, &body, run_patch, reply_patch);
+  if (!op) return;
   bool ok = true;
   const char *k;
   json_t *v;

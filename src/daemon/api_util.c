@@ -469,7 +469,10 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
   json_object_set_new(v, "ordered", json_boolean(e->ordered));
   json_object_set_new(v, "lane_policy", json_string(e->lane_policy ? e->lane_policy : "skip"));
   json_object_set_new(v, "failing_since", hookd_json_time(e->failing_since_ms));
-  if (e->source_id) json_object_set_new(v, "source_id", json_string(e->source_id));
+  if (e->source_id) { /* an inbound source's destination */
+    json_object_set_new(v, "source_id", json_string(e->source_id));
+    json_object_set_new(v, "idempotent", json_boolean(e->idempotent));
+  }
   json_t *retry = json_object_get(v, "retry"), *statuses = json_array();
   for (int s = 400; s <= 499; s++)
     if (hookd_retry_policy_retries(&e->policy, s)) json_array_append_new(statuses, json_integer(s));

@@ -142,6 +142,8 @@ static void reply_ack(hookd_req *r, const recv_op *op, const hookd_inbox *rec, b
       status = "processing";
     json_t *v = json_pack("{s:s,s:s,s:b}", "inbox_id", rec->id, "status", status, "duplicate",
                           dup);
+    /* the record a conflict or a business-key duplicate refers to */
+    if (rec->conflict_of) json_object_set_new(v, "duplicate_of", json_string(rec->conflict_of));
     if (rec->result_ref) json_object_set_new(v, "result_ref", json_string(rec->result_ref));
     hookd_req_reply_json(r, 200, v);
   }
@@ -183,7 +185,9 @@ static void reply_receive(hookd_api_op *base, int rc) {
        KV_S("provider", op->provider_name), KV_S("event_type", op->event_type),
        KV_S("identity_kind", op->identity_kind));
   hookd_hist_observe_us(&hookd_m.inbound_ack, hookd_req_age_us(base->req));
-  reply_ack(base->req, op, &op->rs.record, out == HOOKD_RECV_DUPLICATE);
+  /* a duplicate: of a recorded event, by its identity or (status "duplicate") its business key */
+  reply_ack(base->req, op, &op->rs.record,
+            out == HOOKD_RECV_DUPLICATE || out == HOOKD_RECV_SEMANTIC_DUP);
 }
 
 static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -444,6 +448,12 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   } else if (crc == 0) {
     snprintf(op->identity_kind, sizeof op->identity_kind, "composite");
     op->hash_failed |= hookd_in_sha256_hex(comp.data, comp.len, ident) != 0;
+    /* the provider's id is still the record's event id and the forward's header, the link an
+     * operator follows back to the provider ("evt_…"), though it does not key anything here */
+    char pid[sizeof ident];
+    if (hookd_in_event_id(p, &in, json, rt->has_generic ? &rt->generic : NULL, pid,
+                          sizeof pid) == 0)
+      header_safe(pid, op->provider_event_id, sizeof op->provider_event_id);
   } else if (hookd_in_event_id(p, &in, json, rt->has_generic ? &rt->generic : NULL, ident,
                                sizeof ident) == 0) {
     snprintf(op->identity_kind, sizeof op->identity_kind, "provider_id");

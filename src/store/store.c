@@ -280,8 +280,10 @@ bool hookd_filter_match(const char *filter, const char *type) {
     const char *end = strchr(p, ',');
     size_t len = end ? (size_t)(end - p) : strlen(p);
     if (len == 1 && p[0] == '*') return true;
-    if (len >= 2 && p[len - 1] == '*' && p[len - 2] == '.') {
-      /* "a.b.*" matches "a.b.c" and deeper, not "a.b" itself */
+    if (len >= 2 && p[len - 1] == '*' && (p[len - 2] == '.' || p[len - 2] == '/')) {
+      /* "a.b.*" matches "a.b.c" and deeper, not "a.b" itself; a '/' before the '*' does the
+       * same for topics written with '/' (Shopify's "orders/create"; only a source's allowlist
+       * has them) */
       if (tlen >= len && memcmp(type, p, len - 1) == 0) return true;
     } else if (len == tlen && memcmp(type, p, len) == 0) {
       return true;

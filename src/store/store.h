@@ -157,7 +157,7 @@ void hookd_deliveries_free(hookd_delivery *v, size_t n);
 void hookd_attempts_free(hookd_attempt *v, size_t n);
 
 /* True when `type` passes the endpoint's comma-separated filter (NULL = everything; an entry
- * ending in ".*" matches that prefix; "*" matches everything). */
+ * ending in ".*", or in '/' and '*', matches that prefix; "*" matches everything). */
 bool hookd_filter_match(const char *filter, const char *type);
 
 /* ---------- operation arguments ---------- */

@@ -1147,8 +1147,8 @@ describe('source lifecycle', () => {
     assert.equal(got.status, 200, got.text);
     assert.equal(got.json.provider, 'stripe');
     assert.ok(!got.text.includes('whsec_life_old'), 'the source secret is never returned');
-    const listed = await h.api('GET', `/v1/sources?tenant=${TENANT}`);
-    assert.equal(listed.json.next_cursor, null, 'one page, shaped as every list');
+    const listed = await h.api('GET', `/v1/sources?tenant=${TENANT}&limit=500`);
+    assert.equal(listed.json.next_cursor, null, 'one page of 500 holds them all');
     const inList = listed.json.data.find((s) => s.id === src.id);
     assert.deepEqual(inList, got.json, 'listed as GET shows it, destinations included');
     assert.ok(!listed.text.includes('whsec_life_old'));
@@ -1190,6 +1190,183 @@ describe('source lifecycle', () => {
     // its secrets are gone from the store (a master key retired later must not open them)
     assert.deepEqual(h.query(`SELECT secrets FROM sources WHERE id = '${src.id}'`), [{ secrets: '' }]);
     assert.ok((await h.api('GET', '/v1/audit?limit=200')).json.data.some((a) => a.target === src.id && a.action === 'source.delete'));
+    await dest.close();
+  });
+});
+
+describe('source configuration', () => {
+  it('a destination added to a source (POST /v1/sources/{id}/destinations) takes the next event, after the last one was deleted; idempotent is changed by PATCH on the destination', async () => {
+    const first = await startReceiver();
+    const src = await source('stripe', ['whsec_add'], [{ url: first.url }]);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
+    const b1 = stripeEvent('evt_add_1');
+    assert.equal((await post(src, b1, sign.stripe(b1, 'whsec_add'))).status, 503, 'no destination left');
+    // a new handler, without a new provider-facing URL
+    const second = await startReceiver(() => 'hang');
+    let r = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: second.url, idempotent: false, timeout_ms: 500 });
+    assert.equal(r.status, 201, r.text);
+    const dst = r.json;
+    assert.equal(dst.idempotent, false);
+    assert.match(dst.secret, /^whsec_/, 'its signing secret, returned once');
+    const got = (await h.api('GET', `/v1/sources/${src.id}`)).json;
+    assert.deepEqual(got.destinations.map((d) => d.id), [dst.id]);
+    assert.ok(!JSON.stringify(got).includes(dst.secret));
+    const ep = await h.api('GET', `/v1/tenants/${TENANT}/endpoints/${dst.id}`);
+    assert.equal(ep.json.source_id, src.id);
+    assert.equal(ep.json.idempotent, false, 'a destination shows whether it may be sent again');
+    assert.ok((await h.api('GET', '/v1/audit?limit=50')).json.data.some((a) => a.action === 'source.destination_add' && a.target === src.id));
+    // the next event goes there, signed with its secret; not idempotent: a timeout holds it
+    const b2 = stripeEvent('evt_add_2');
+    const a2 = await post(src, b2, sign.stripe(b2, 'whsec_add'));
+    assert.equal(a2.status, 200, a2.text);
+    await waitStatus(src, a2.json.inbox_id, 'unknown');
+    assert.equal(second.requests.length, 1);
+    assert.doesNotThrow(() => second.verify(second.requests[0], dst.secret));
+    // idempotent after all: PATCHed on the destination, the next timeout is retried, not held
+    r = await h.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${dst.id}`, { idempotent: true });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.idempotent, true);
+    const b3 = stripeEvent('evt_add_3');
+    const a3 = await post(src, b3, sign.stripe(b3, 'whsec_add'));
+    await waitStatus(src, a3.json.inbox_id, 'retryable_failed');
+    // what does not apply is refused: idempotent on a tenant's own endpoint, bad bodies, a 9th destination
+    const own = await h.api('POST', `/v1/tenants/${TENANT}/endpoints`, { url: first.url, idempotent: false });
+    assert.equal(own.status, 422, own.text);
+    assert.match(own.json.error.message, /idempotent applies only to a destination of an inbound source/);
+    const outbound = await h.api('POST', `/v1/tenants/${TENANT}/endpoints`, { url: first.url });
+    r = await h.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${outbound.json.id}`, { idempotent: false });
+    assert.equal(r.status, 422, r.text);
+    r = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: first.url, colour: 'red' });
+    assert.equal(r.status, 422);
+    assert.match(r.json.error.message, /colour/);
+    r = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: 'ftp://x' });
+    assert.equal(r.status, 422);
+    assert.match(r.json.error.message, /^destination\.url refused/);
+    for (let i = 0; i < 7; i++)
+      assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: first.url })).status, 201);
+    r = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: first.url });
+    assert.equal(r.status, 422, r.text);
+    assert.match(r.json.error.message, /has 8 destinations, the most it may have/);
+    assert.equal((await h.api('POST', '/v1/sources/src_nosuch/destinations', { url: first.url })).status, 404);
+    // a scoped key of another tenant does not see the source
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'other_add' })).status, 201);
+    const made = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', 'admin', '--tenants', 'other_add', '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+    assert.equal(made.status, 0, made.stderr);
+    const asOther = { Authorization: `Bearer ${made.stdout.trim()}` };
+    await waitUntil(async () => (await h.api('GET', '/v1/tenants/other_add', undefined, asOther)).status === 200 || null,
+      { what: 'the scoped key known' });
+    r = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: first.url }, asOther);
+    assert.equal(r.status, 404, r.text);
+    // a deleted source's id is taken for good, and the answer says so
+    assert.equal((await h.api('DELETE', `/v1/sources/${src.id}`)).status, 200);
+    r = await h.api('POST', '/v1/sources', { id: src.id, tenant: TENANT, provider: 'stripe', secrets: ['whsec_add'], destinations: [{ url: first.url }] });
+    assert.equal(r.status, 409);
+    assert.match(r.json.error.message, /was deleted, and a source id is never used again/);
+    await first.close();
+    await second.close();
+  });
+
+  it('an allowlist takes the types as providers name them (Shopify "orders/create", GitLab "Push Hook", "orders/" + "*"); one for a provider whose requests name no type is refused', async () => {
+    const dest = await startReceiver();
+    const src = await source('shopify', ['shp_allow'], [{ url: dest.url }], { event_types: ['orders/create', 'refunds/*'] });
+    assert.deepEqual(src.event_types, ['orders/create', 'refunds/*']);
+    const send = async (topic, id) => {
+      const body = JSON.stringify({ id });
+      const headers = { ...shopifyWith('shp_allow')(body, `wh_${id}`, new Date().toISOString()), 'x-shopify-topic': topic };
+      const r = await post(src, body, headers);
+      assert.equal(r.status, 200, r.text);
+      return r.json.status;
+    };
+    assert.equal(await send('orders/create', 1), 'received');
+    assert.equal(await send('refunds/create', 2), 'received');
+    assert.equal(await send('orders/delete', 3), 'filtered');
+    assert.equal(await send('refunds', 4), 'filtered', '"refunds/*" is a prefix: not "refunds" itself');
+    await waitUntil(async () => dest.requests.length === 2 || null, { what: 'two forwards' });
+    const gitlab = await source('gitlab', ['gl_allow'], [{ url: dest.url }], { event_types: ['Push Hook'] });
+    assert.deepEqual(gitlab.event_types, ['Push Hook']);
+    for (const bad of ['inv*ce', '**', 'invoice*', ' Push Hook', 'a,b', 'caf\u00e9']) {
+      const r = await h.api('POST', '/v1/sources', { tenant: TENANT, provider: 'stripe', secrets: ['whsec_x'],
+        destinations: [{ url: dest.url }], event_types: [bad] });
+      assert.equal(r.status, 422, `${bad}: ${r.text}`);
+      assert.match(r.json.error.message, /event_types\[0\] is not a valid event type pattern/);
+    }
+    for (const provider of ['twilio', 'generic']) {
+      const extra = provider === 'generic' ? { generic: { header: 'X-Sig', algorithm: 'sha256', encoding: 'hex', template: '{body}' } } : {};
+      let r = await h.api('POST', '/v1/sources', { tenant: TENANT, provider, secrets: ['s3cret'],
+        destinations: [{ url: dest.url }], event_types: ['a.b'], ...extra });
+      assert.equal(r.status, 422, `${provider}: ${r.text}`);
+      assert.match(r.json.error.message, new RegExp(`${provider} requests name no event type`));
+      const made = await source(provider, ['s3cret'], [{ url: dest.url }], extra);
+      r = await h.api('PATCH', `/v1/sources/${made.id}`, { event_types: ['a.b'] });
+      assert.equal(r.status, 422, r.text);
+      assert.match(r.json.error.message, /name no event type/);
+      assert.equal((await h.api('PATCH', `/v1/sources/${made.id}`, { event_types: null })).status, 200);
+    }
+    await dest.close();
+  });
+
+  it('paths that could never match are refused (identity, business key, version); a composite identity keeps the provider\'s event id on the record and the forward', async () => {
+    const dest = await startReceiver();
+    const base = { tenant: TENANT, provider: 'stripe', secrets: ['whsec_p'], destinations: [{ url: dest.url }] };
+    for (const [field, value] of [
+      ['identity_paths', ['$.data.object.id']], ['identity_paths', ['.data']], ['identity_paths', ['a..b']],
+      ['identity_paths', ['data.']], ['identity_paths', ['$']], ['business_key', { paths: ['$.data.id'], operation: 'x' }],
+      ['version', { object_path: '', path: 'data.v' }], ['version', { object_path: 'data.id', path: 'a b' }],
+      ['version', { object_path: '$.data.id', path: 'data.v' }]]) {
+      const r = await h.api('POST', '/v1/sources', { ...base, [field]: value });
+      assert.equal(r.status, 422, `${field} ${JSON.stringify(value)}: ${r.text}`);
+    }
+    const src = await source('stripe', ['whsec_p'], [{ url: dest.url }], { identity_paths: ['type', 'data.object.id'] });
+    const body = stripeEvent('evt_comp_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_p'));
+    assert.equal(r.status, 200, r.text);
+    const rec = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(rec.identity_kind, 'composite');
+    assert.equal(rec.event_id, 'evt_comp_1', 'the provider\'s id, the link back to the provider');
+    assert.equal(dest.requests[0].headers['hookd-provider-event-id'], 'evt_comp_1');
+    await dest.close();
+  });
+
+  it('secrets: a repeated one or one with a blank at either end is refused; the sources list is paged', async () => {
+    const dest = await startReceiver();
+    for (const secrets of [['whsec_a', 'whsec_a'], [' whsec_a'], ['whsec_a\n']]) {
+      const r = await h.api('POST', '/v1/sources', { tenant: TENANT, provider: 'stripe', secrets, destinations: [{ url: dest.url }] });
+      assert.equal(r.status, 422, `${JSON.stringify(secrets)}: ${r.text}`);
+    }
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'paged' })).status, 201);
+    const ids = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await h.api('POST', '/v1/sources', { id: `pg_${i}`, tenant: 'paged', provider: 'stripe', secrets: ['whsec_pg'], destinations: [{ url: dest.url }] });
+      assert.equal(r.status, 201, r.text);
+      ids.push(r.json.id);
+    }
+    const seen = [];
+    let after = '';
+    for (let page = 0; page < 5; page++) {
+      const r = await h.api('GET', `/v1/sources?tenant=paged&limit=2${after ? `&after=${after}` : ''}`);
+      assert.equal(r.status, 200, r.text);
+      assert.ok(r.json.data.length <= 2);
+      seen.push(...r.json.data.map((s) => s.id));
+      assert.ok(r.json.data.every((s) => s.destinations.length === 1), 'each with its destinations');
+      if (!r.json.next_cursor) break;
+      after = r.json.next_cursor;
+    }
+    assert.deepEqual(seen, ids);
+    assert.equal((await h.api('GET', '/v1/sources?tenant=paged&limit=0')).status, 400);
+    await dest.close();
+  });
+
+  it('a business-key duplicate is answered duplicate: true, naming the record it repeats', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_bkd'], [{ url: dest.url }],
+      { business_key: { paths: ['data.object.id'], operation: 'mark_paid' } });
+    const a = stripeEvent('evt_bkd_1'), b = stripeEvent('evt_bkd_2');
+    const ra = await post(src, a, sign.stripe(a, 'whsec_bkd'));
+    assert.equal(ra.json.duplicate, false);
+    const rb = await post(src, b, sign.stripe(b, 'whsec_bkd'));
+    assert.equal(rb.json.status, 'duplicate');
+    assert.equal(rb.json.duplicate, true, rb.text);
+    assert.equal(rb.json.duplicate_of, ra.json.inbox_id);
     await dest.close();
   });
 });

@@ -291,6 +291,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
               " disabled_reason = ?6, max_in_flight = ?7, timeout_ms = ?8, policy_id = ?9,"
               " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13,"
               " rate_limit = ?14, ordered = ?15, lane_policy = ?16,"
+              " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE ?17 END,"
               /* enabled again: its failures start over */
               " failing_since = CASE WHEN ?5 AND NOT enabled THEN NULL ELSE failing_since END"
               " WHERE id = ?1 AND deleted_at IS NULL");
@@ -311,6 +312,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sqlite3_bind_double(st, 14, ep->rate_limit);
   sq_bind_i64(st, 15, ep->ordered);
   sq_bind_text(st, 16, ep->lane_policy ? ep->lane_policy : "skip");
+  sq_bind_i64(st, 17, ep->idempotent);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
   /* no lanes any more: nothing waits (a first bounded step here, the rest by the rescans) */

@@ -66,7 +66,28 @@ int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint 
     snprintf(c->err, sizeof c->err, "tenant not found");
     return HOOKD_STORE_NOTFOUND;
   }
-  if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) return HOOKD_STORE_EXISTS;
+  if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
+    /* a deleted source keeps its row (its inbox records name it): its id is taken for good,
+     * which "already exists" alone would not explain — said only to the tenant that had it */
+    sqlite3_stmt *del = sq_stmt(c, SQ_SRC_DELETED, "SELECT deleted_at IS NOT NULL, tenant_id = ?2"
+                                                   " FROM sources WHERE id = ?1");
+    bool deleted = false;
+    if (del) {
+      sq_bind_text(del, 1, s->id);
+      sq_bind_text(del, 2, s->tenant_id);
+      deleted = sqlite3_step(del) == SQLITE_ROW && sqlite3_column_int(del, 0) &&
+                sqlite3_column_int(del, 1);
+      sqlite3_reset(del);
+    }
+    snprintf(c->err, sizeof c->err,
+             deleted ? "source %s was deleted, and a source id is never used again (its inbox "
+                       "records keep naming it): choose another id, or add destinations to a "
+                       "source that still exists (POST /v1/sources/{id}/destinations)"
+                     : "source id %s is taken: choose another id, or leave it out to have one "
+                       "generated",
+             s->id);
+    return HOOKD_STORE_EXISTS;
+  }
   if (rc != SQLITE_DONE) return sq_fail(c, "insert source");
   for (size_t i = 0; i < n_dests; i++) {
     if ((rc = sq_endpoint_create(c, &dests[i], max_eps)) != 0) return rc;
