@@ -21,6 +21,7 @@ typedef struct dl_op {
   hookd_attempt *att;
   size_t n_att;
   bool loaded;
+  bool retried_now; /* replay of a delivery still scheduled: its next attempt brought forward */
   /* listing */
   char tenant[HOOKD_ID_MAX + 64], endpoint[HOOKD_ID_MAX + 64], event[160], after[HOOKD_ID_MAX + 64];
   char event_type[272];
@@ -158,13 +159,14 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   int rc = be->delivery_get(c, op->id, &op->d, NULL, NULL);
   op->loaded = rc == 0;
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
+  op->retried_now = op->d.state == HOOKD_DS_PENDING || op->d.state == HOOKD_DS_RETRYING;
   hookd_delivery_free(&op->d);
   op->loaded = false;
   rc = be->delivery_replay(c, op->id, hookd_now_ms(), &op->d);
   op->loaded = rc == 0;
   return rc ? rc
-            : hookd_api_audit(base, c, be, "delivery.replay", op->d.id, op->d.tenant_id,
-                              op->d.event_id);
+            : hookd_api_audit(base, c, be, op->retried_now ? "delivery.retry_now" : "delivery.replay",
+                              op->d.id, op->d.tenant_id, op->d.event_id);
 }
 
 static void reply_replay(hookd_api_op *base, int rc) {
@@ -173,9 +175,10 @@ static void reply_replay(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "delivery");
     return;
   }
-  HOOKD_INC(replays);
+  if (!op->retried_now) HOOKD_INC(replays);
   hookd_dispatcher_hint(base->app->disp, op->d.endpoint_id, op->d.next_attempt_ms);
-  HLOG(HOOKD_LOG_INFO, "delivery.replayed", KV_S("delivery_id", op->d.id),
+  HLOG(HOOKD_LOG_INFO, op->retried_now ? "delivery.retried_now" : "delivery.replayed",
+       KV_S("delivery_id", op->d.id),
        KV_S("event_id", op->d.event_id), KV_S("tenant_id", op->d.tenant_id),
        KV_S("endpoint_id", op->d.endpoint_id), KV_S("actor", base->actor[0] ? base->actor : NULL));
   hookd_req_reply_json(base->req, 202, hookd_json_delivery(&op->d));

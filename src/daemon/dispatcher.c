@@ -227,10 +227,19 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     e->next_due = now; /* a claim finds out what is due */
   } else {
     bool was_enabled = e->cfg.enabled;
+    bool moved = !e->cfg.url || !cfg->url || strcmp(e->cfg.url, cfg->url) != 0;
     ep_apply_config(d, e, cfg);
     e->disabled_by_outcome = false; /* the store's word now */
     /* enabled again: its failures start over (the store clears failing_since too) */
     if (!was_enabled && e->cfg.enabled) e->failing_since = 0;
+    /* a Retry-After pause was the old receiver's word: a new URL, or an operator enabling the
+     * endpoint again, ends it (else an hour's 429 held a fixed endpoint that hour) */
+    if ((moved || (!was_enabled && e->cfg.enabled)) && e->paused_until > now) {
+      e->paused_until = 0;
+      HLOG(HOOKD_LOG_INFO, "endpoint.pause_lifted", KV_S("endpoint_id", e->cfg.id),
+           KV_S("tenant_id", e->cfg.tenant_id),
+           KV_S("reason", moved ? "url_changed" : "enabled"));
+    }
     /* any change may make something claimable (enabled, no longer ordered, a lane policy
      * that skips a DEAD head): a claim finds out */
     if (e->cfg.enabled && (!e->next_due || e->next_due > now)) e->next_due = now;

@@ -10,12 +10,14 @@ import https from 'node:https';
 import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import assert from 'node:assert/strict';
-import { getDelivery, publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
+import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 let h;
 before(async () => { h = await startHookd(); });
+const waitUntilPaused = (epPath) => waitUntil(async () => (await h.api('GET', epPath)).json.health.paused_until || null,
+  { what: 'the endpoint paused' });
 after(async () => { const r = await h.stop(); assert.equal(r.code, 0, 'clean shutdown exits 0'); });
 
 function assertSigned(recv, secret) {
@@ -451,6 +453,75 @@ describe('replay', () => {
     const again = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
     assert.ok(again.status === 202 || again.status === 409);
     await recv.close();
+  });
+
+  it('"send it now": replaying a delivery still waiting for its next retry brings that attempt forward, within its retry budget; one being attempted is refused', async () => {
+    let ok = false;
+    const recv = await startReceiver(() => (ok ? { status: 200 } : { status: 500 }));
+    // the next retry an hour away
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 5, backoff_base_ms: 3600000, backoff_cap_ms: 3600000 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'retrying');
+    assert.ok(Date.parse(d.next_attempt_at) > Date.now() + 60000, 'scheduled far ahead');
+    ok = true; // the receiver is fixed
+    const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.equal(r.status, 202, r.text);
+    assert.equal(r.json.state, 'retrying');
+    assert.ok(Date.parse(r.json.next_attempt_at) <= Date.now(), 'due now');
+    await recv.waitFor(2);
+    const [d2] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(d2.attempt_count, 2, 'the same cycle: its second attempt');
+    const full = await getDelivery(h, d.id);
+    assert.deepEqual(full.attempts.map((a) => a.trigger), ['live', 'retry'], 'the retry it was waiting for, not a replay');
+    assert.ok((await h.api('GET', '/v1/audit?limit=20')).json.data.some((a) => a.action === 'delivery.retry_now' && a.target === d.id));
+    assert.ok(h.logs.some((l) => l.msg === 'delivery.retried_now' && l.delivery_id === d.id));
+    // one being attempted (claimed, its request open) is not brought forward: its outcome decides
+    const hang = await startReceiver(() => 'hang');
+    const H = await setup(h, hang.url, { timeout_ms: 30000 });
+    const q = await publish(h, H.tenant, { type: 'a.b', payload: {} });
+    await hang.waitFor(1);
+    const [inFlight] = await waitDelivery(h, q.json.id, (ds) => ds[0]);
+    const busy = await h.api('POST', `/v1/deliveries/${inFlight.id}/replay`);
+    assert.equal(busy.status, 409, busy.text);
+    assert.match(busy.json.error.message, /being made now/);
+    await hang.close();
+    await recv.close();
+  });
+
+  it('a Retry-After pause ends when the endpoint moves to another URL, or is enabled again by an operator', async () => {
+    const old = await startReceiver(() => ({ status: 429, headers: { 'Retry-After': '3600' } }));
+    const { tenant, endpoint } = await setup(h, old.url);
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    const a = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    await old.waitFor(1);
+    const paused = await h.api('GET', epPath);
+    assert.ok(Date.parse(paused.json.health.paused_until) > Date.now() + 3000000, 'paused for the hour');
+    // moved to a receiver that works: the old one's hour no longer holds it
+    const fixed = await startReceiver();
+    assert.equal((await h.api('PATCH', epPath, { url: fixed.url })).status, 200);
+    const [d] = await waitDelivery(h, a.json.id, (ds) => ds[0]?.state === 'retrying');
+    assert.equal((await h.api('POST', `/v1/deliveries/${d.id}/replay`)).status, 202, 'sent now');
+    await fixed.waitFor(1, 5000);
+    await waitDelivery(h, a.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await h.api('GET', epPath)).json.health.paused_until, null);
+    assert.ok(h.logs.some((l) => l.msg === 'endpoint.pause_lifted' && l.endpoint_id === endpoint && l.reason === 'url_changed'));
+    // paused again (same URL now answering 429), then disabled and enabled: the pause ends
+    let busy = true;
+    const flaky = await startReceiver(() => (busy ? { status: 429, headers: { 'Retry-After': '3600' } } : { status: 200 }));
+    assert.equal((await h.api('PATCH', epPath, { url: flaky.url })).status, 200);
+    const b = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+    await flaky.waitFor(1);
+    await waitUntilPaused(epPath);
+    busy = false;
+    assert.equal((await h.api('PATCH', epPath, { enabled: false })).status, 200);
+    assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
+    const [db] = await waitDelivery(h, b.json.id, (ds) => ds[0]?.state === 'retrying');
+    assert.equal((await h.api('POST', `/v1/deliveries/${db.id}/replay`)).status, 202);
+    await waitDelivery(h, b.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.ok(h.logs.some((l) => l.msg === 'endpoint.pause_lifted' && l.endpoint_id === endpoint && l.reason === 'enabled'));
+    await old.close();
+    await fixed.close();
+    await flaky.close();
   });
 
   it('replays a DEAD delivery with a fresh retry budget', async () => {

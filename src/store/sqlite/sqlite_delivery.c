@@ -595,6 +595,53 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   return inbound ? sq_inbox_follow(c, seq, now_ms, NULL, NULL) : HOOKD_STORE_OK;
 }
 
+/* A delivery still scheduled (pending or retrying, its next attempt later): "send it now" brings
+ * that attempt forward — its cycle and retry budget unchanged — what an operator needs once the
+ * receiver is fixed, instead of waiting hours for the next retry (an endpoint's Retry-After pause
+ * still holds it). HOOKD_STORE_NOTFOUND when the delivery is not scheduled (the replay's rules
+ * decide then); HOOKD_STORE_STATE when its attempt is being made (claimed) or its endpoint is
+ * disabled or deleted. */
+static int retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_DL_RETRY_NOW_READ,
+                             "SELECT d.state IN ('pending','retrying'), d.leased_until > ?2,"
+                             " p.enabled AND p.deleted_at IS NULL, p.deleted_at IS NOT NULL,"
+                             " (SELECT kind FROM events WHERE seq = d.event_seq) = 'inbound'"
+                             " FROM deliveries d JOIN endpoints p ON p.id = d.endpoint_id"
+                             " WHERE d.seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, seq);
+  sq_bind_i64(st, 2, now_ms);
+  int rc = sqlite3_step(st);
+  bool scheduled = false, claimed = false, live = false, deleted = false, inbound = false;
+  if (rc == SQLITE_ROW) {
+    scheduled = sqlite3_column_int(st, 0);
+    claimed = sqlite3_column_int(st, 1);
+    live = sqlite3_column_int(st, 2);
+    deleted = sqlite3_column_int(st, 3);
+    inbound = sqlite3_column_int(st, 4);
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read delivery");
+  if (!scheduled) return HOOKD_STORE_NOTFOUND;
+  if (claimed || !live) {
+    snprintf(c->err, sizeof c->err, "%s",
+             claimed  ? "its attempt is being made now (claimed): its outcome decides what follows"
+             : deleted ? "its endpoint was deleted"
+                       : "its endpoint is disabled: enable it, and its deliveries go");
+    return HOOKD_STORE_STATE;
+  }
+  st = sq_stmt(c, SQ_DL_RETRY_NOW,
+               "UPDATE deliveries SET next_attempt_at = ?2, updated_at = ?2"
+               " WHERE seq = ?1 AND state IN ('pending','retrying') AND next_attempt_at > ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, seq);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "retry now");
+  /* an inbound event's record shows its next attempt */
+  return inbound && sqlite3_changes(c->db) ? sq_inbox_follow(c, seq, now_ms, NULL, NULL)
+                                           : HOOKD_STORE_OK;
+}
+
 int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
   sqlite3_stmt *st = sq_stmt(c, SQ_DL_SEQ_BY_ID, "SELECT seq FROM deliveries WHERE id = ?1");
   if (!st) return HOOKD_STORE_ERR;
@@ -604,7 +651,8 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   sqlite3_reset(st);
   if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
   if (rc != SQLITE_ROW) return sq_fail(c, "find delivery");
-  rc = sq_replay_one(c, seq, now_ms, NULL, NULL);
+  rc = retry_now(c, seq, now_ms);
+  if (rc == HOOKD_STORE_NOTFOUND) rc = sq_replay_one(c, seq, now_ms, NULL, NULL);
   if (rc) return rc;
   return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
 }
