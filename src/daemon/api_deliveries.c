@@ -165,8 +165,9 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   rc = be->delivery_replay(c, op->id, hookd_now_ms(), &op->d);
   op->loaded = rc == 0;
   return rc ? rc
-            : hookd_api_audit(base, c, be, op->retried_now ? "delivery.retry_now" : "delivery.replay",
-                              op->d.id, op->d.tenant_id, op->d.event_id);
+            : hookd_api_audit(base, c, be,
+                              op->retried_now ? "delivery.retry_now" : "delivery.replay", op->d.id,
+                              op->d.tenant_id, op->d.event_id);
 }
 
 static void reply_replay(hookd_api_op *base, int rc) {
