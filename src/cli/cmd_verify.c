@@ -96,6 +96,10 @@ int hookd_cmd_verify(int argc, char **argv) {
       }
       secrets[nsecrets++] = v;
     } else if (!strcmp(a, "--public-key")) {
+      if (pubkey) { /* one key per check: a second one silently taken over the first misleads */
+        fprintf(stderr, "hookd verify: --public-key given twice: check with one key at a time\n");
+        goto out;
+      }
       pubkey = v;
     } else if (!strcmp(a, "--id")) {
       id = v;

@@ -406,6 +406,10 @@ describe('hookd CLI', () => {
     r = run(['verify', '--secret', whpk, ...args.slice(3)]);
     assert.equal(r.status, 2);
     assert.match(r.stderr, /goes with --public-key/);
+    // a second key is refused, not taken silently over the first (the valid one first here)
+    r = run(['verify', '--public-key', whpk, '--public-key', whpk, ...args.slice(3)]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--public-key given twice/);
     cleanup();
   });
 
