@@ -70,6 +70,7 @@ static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, void *
 
 static char *reseal(ctx *x, const char *stored, const char *id) {
   if (!stored) return NULL;
+  if (!*stored) return strdup(""); /* a deleted endpoint's or source's: none kept */
   char *plain = hookd_is_sealed(stored) ? hookd_unseal(x->old_key, stored, id) : strdup(stored);
   if (!plain) return NULL;
   char *out = hookd_seal(x->new_key, plain, id);
@@ -91,7 +92,7 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
       rc = HOOKD_STORE_ERR;
     } else {
       rc = be->endpoint_reseal(c, eps[i].id, cur, prev);
-      x->resealed += (cur != NULL) + (prev != NULL);
+      x->resealed += (cur && *cur) + (prev != NULL);
     }
     free(cur);
     free(prev);

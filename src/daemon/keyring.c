@@ -106,7 +106,8 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
   char sealed_by[HOOKD_KEY_ID_LEN] = "";
   size_t secrets = 0;
   for (size_t i = 0; i < s.n; i++) {
-    secrets += (s.eps[i].secret != NULL) + (s.eps[i].previous_secret != NULL);
+    /* (a deleted endpoint's is blank: none kept) */
+    secrets += (s.eps[i].secret && *s.eps[i].secret) + (s.eps[i].previous_secret != NULL);
     if (!sealed_by[0]) hookd_sealed_key_id(s.eps[i].secret, sealed_by);
   }
   for (size_t i = 0; i < s.n_srcs; i++) {

@@ -508,6 +508,12 @@ describe('secrets', () => {
       destinations: [{ url: recv.url }] });
     assert.equal(src.status, 201, src.text);
     const secrets = [secret, rot.json.secret, ed.ep.secret, srcSecret, src.json.destinations[0].secret];
+    // a deleted endpoint keeps no secret: nothing is signed for it again, and a master key
+    // retired later must not open it (counted nowhere below)
+    const gone = await setup(h, recv.url);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${gone.tenant}/endpoints/${gone.endpoint}`)).status, 200);
+    assert.deepEqual(h.query(`SELECT secret, previous_secret FROM endpoints WHERE id = '${gone.endpoint}'`),
+      [{ secret: '', previous_secret: null }]);
     assert.equal((await h.stop()).code, 0);
     for (const f of readdirSync(dir).filter((n) => n.startsWith('hookd.db'))) {
       const bytes = readFileSync(join(dir, f));

@@ -321,7 +321,10 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
 
 int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled) {
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_DELETE,
-                             "UPDATE endpoints SET deleted_at = ?2, updated_at = ?2, enabled = 0"
+                             "UPDATE endpoints SET deleted_at = ?2, updated_at = ?2, enabled = 0,"
+                             /* nothing is signed for it again (a request in flight has its
+                              * key already): its secrets go */
+                             " secret = '', previous_secret = NULL, previous_expires_at = NULL"
                              " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);

@@ -374,6 +374,12 @@ static const struct {
       * entries sit together at its end of the index, one page a commit or so per tenant
       * publishing. Built once on an existing store: ~0.5 s per million events (warm cache). */
      "CREATE INDEX IF NOT EXISTS events_tenant ON events(tenant_id, seq);"},
+    {17,
+     /* A deleted endpoint keeps no signing secret, as a deleted source keeps none (9): nothing
+      * is signed for it again, and a retired master key must not open its secret (delete now
+      * blanks it too). */
+     "UPDATE endpoints SET secret = '', previous_secret = NULL, previous_expires_at = NULL"
+     "  WHERE deleted_at IS NOT NULL;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
