@@ -141,9 +141,9 @@ static void reply_list(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
-  static const char *const states[] = {"received", "retryable_failed", "completed",
-                                       "dead_lettered", "unknown", "filtered", "stale",
-                                       "conflict", "duplicate", NULL};
+  static const char *const states[] = {"received",  "processing", "retryable_failed",
+                                       "completed", "dead_lettered", "unknown", "filtered",
+                                       "stale",     "conflict",      "duplicate", NULL};
   int limit = hookd_api_limit(r, 50, 500);
   if (limit < 0) return;
   const char *tenant = hookd_req_query(r, "tenant"), *source = hookd_req_query(r, "source"),
@@ -156,8 +156,8 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   while (state && states[i] && strcmp(states[i], state)) i++;
   if (state && !states[i]) {
     hookd_req_error(r, 400, "invalid_parameter",
-                    "state must be received, retryable_failed, completed, dead_lettered, "
-                    "unknown, filtered, stale, conflict or duplicate");
+                    "state must be received, processing, retryable_failed, completed, "
+                    "dead_lettered, unknown, filtered, stale, conflict or duplicate");
     return;
   }
   long long b;
@@ -170,6 +170,7 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   op->f.tenant_id = tenant ? op->tenant : NULL;
   op->f.source_id = source ? op->source : NULL;
   op->f.status = state ? op->status : NULL;
+  op->f.now_ms = hookd_now_ms();
   op->f.before_seq = b;
   op->f.limit = limit + 1;
   hookd_api_submit(&op->base, false);

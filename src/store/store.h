@@ -384,7 +384,9 @@ void hookd_receive_res_free(hookd_receive_res *r);
 typedef struct hookd_inbox_filter {
   const char *tenant_id;       /* NULL = any (unscoped keys) */
   const char *source_id;
-  const char *status;
+  const char *status;          /* as shown: "processing" is received or retryable_failed under
+                                * a live lease, and those two exclude it */
+  int64_t now_ms;              /* for the lease */
   int64_t before_seq;          /* cursor, 0 = newest */
   int limit;
 } hookd_inbox_filter;

@@ -1356,6 +1356,19 @@ describe('source configuration', () => {
     await dest.close();
   });
 
+  it('the inbox list filters on the status as shown: processing (a forward under a live lease) is its own state, not received', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_proc'], [{ url: dest.url, timeout_ms: 30000 }]);
+    const body = stripeEvent('evt_proc_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_proc'));
+    await dest.waitFor(1);
+    assert.equal((await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json.status, 'processing');
+    const ids = async (state) => (await inbox(src, state)).map((x) => x.id);
+    assert.deepEqual(await ids('processing'), [r.json.inbox_id]);
+    assert.deepEqual(await ids('received'), [], 'shown as processing, so not listed as received');
+    await dest.close();
+  });
+
   it('a business-key duplicate is answered duplicate: true, naming the record it repeats', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_bkd'], [{ url: dest.url }],

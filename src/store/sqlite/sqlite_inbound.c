@@ -561,18 +561,28 @@ static void rd_inbox(sqlite3_stmt *st, void *rec) { read_inbox(st, rec); }
 static void free_inboxes(void *v, size_t n) { hookd_inboxes_free(v, n); }
 
 int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out, size_t *n) {
+  /* the status as GET shows it: "processing" is a received or retryable_failed record under a
+   * live lease (stored statuses ?3 and ?7, the lease wanted by ?8: 2 live, 1 not, 0 either) */
   sqlite3_stmt *q = sq_stmt(c, SQ_INBOX_LIST,
                             "SELECT " INBOX_COLS " FROM inbox i"
                             " WHERE (?1 IS NULL OR i.tenant_id = ?1)"
                             " AND (?2 IS NULL OR i.source_id = ?2)"
-                            " AND (?3 IS NULL OR i.status = ?3)"
+                            " AND (?3 IS NULL OR i.status = ?3 OR i.status = ?7)"
+                            " AND (?8 = 0 OR (COALESCE((SELECT MAX(d.leased_until) FROM"
+                            " deliveries d WHERE d.event_seq = i.event_seq), 0) > ?6) = (?8 = 2))"
                             " AND (?4 = 0 OR i.seq < ?4) ORDER BY i.seq DESC LIMIT ?5");
   if (!q) return HOOKD_STORE_ERR;
+  const char *st = f->status;
+  bool processing = st && !strcmp(st, "processing");
+  bool leasable = st && (!strcmp(st, "received") || !strcmp(st, "retryable_failed"));
   sq_bind_text(q, 1, f->tenant_id);
   sq_bind_text(q, 2, f->source_id);
-  sq_bind_text(q, 3, f->status);
+  sq_bind_text(q, 3, processing ? "received" : st);
   sq_bind_i64(q, 4, f->before_seq);
   sq_bind_i64(q, 5, f->limit);
+  sq_bind_i64(q, 6, f->now_ms);
+  sq_bind_text(q, 7, processing ? "retryable_failed" : NULL);
+  sq_bind_i64(q, 8, processing ? 2 : leasable ? 1 : 0);
   return sq_read_rows(c, q, sizeof **out, rd_inbox, free_inboxes, (void **)out, n, "list inbox");
 }
 
