@@ -495,6 +495,11 @@ typedef struct hookd_store_backend {
   /* Rows this connection has inserted, updated or deleted since it opened (monotonic): tells
    * the executor whether a failed op without a savepoint left writes behind. */
   int64_t (*changes)(hookd_store_conn *c);
+  /* Writes the least a commit can carry (one page; no row), so that the commit tests the disk:
+   * after a failed batch the executor adds it to batches that write nothing, and reports the
+   * store healthy again only once a write went through (an empty commit succeeds on a full
+   * disk). NULL: none. */
+  int (*probe)(hookd_store_conn *c);
   /* 1 while a transaction is open. A database can end one by itself (SQLite rolls back the
    * whole transaction on SQLITE_FULL, SQLITE_IOERR or SQLITE_NOMEM in some statements): the
    * executor then must not run another op, which would run outside the batch's transaction. */

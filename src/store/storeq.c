@@ -138,6 +138,7 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
   const hookd_store_backend *be = q->be;
   for (hookd_store_op *op = batch; op; op = op->next) op->ran = 0;
   int64_t started = hookd_mono_us();
+  int64_t changes0 = be->changes(q->conn);
   int txn_rc = be->begin(q->conn, 1);
   if (txn_rc == 0) txn_rc = run_ops(q, batch, 0);
   int redone = txn_rc == POISONED;
@@ -145,6 +146,14 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
     be->rollback(q->conn);
     txn_rc = be->begin(q->conn, 1);
     if (txn_rc == 0) txn_rc = run_ops(q, batch, 1);
+  }
+  /* after a failure, a batch that writes nothing (the dispatcher's sweep, every second) commits
+   * even on a full disk: it probes with a write, and only a write that went through says the
+   * store takes writes again (the writer thread alone changes last_failed) */
+  bool wrote = be->changes(q->conn) != changes0;
+  if (txn_rc == 0 && !wrote && q->stats.last_failed && be->probe) {
+    txn_rc = be->probe(q->conn);
+    wrote = true;
   }
   int64_t t0 = hookd_mono_us();
   if (txn_rc == 0) txn_rc = be->commit(q->conn);
@@ -159,7 +168,7 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
   }
 
   pthread_mutex_lock(&q->mu);
-  q->stats.last_failed = txn_rc != 0;
+  if (txn_rc != 0 || wrote) q->stats.last_failed = txn_rc != 0;
   if (txn_rc == 0) {
     q->stats.batches++;
     q->stats.batch_hist[bucket_batch(n)]++;

@@ -54,7 +54,7 @@ typedef struct hookd_storeq_stats {
   uint64_t queue_depth;    /* ops waiting right now */
   int64_t stalled_ms;      /* how long the current batch has run, or the oldest op waited */
   int last_failed;         /* the last batch failed (its commit or transaction); 0 once one
-                            * succeeds again */
+                            * that wrote (or probed, HOOKD_STORE probe) commits again */
   uint64_t batch_hist[8];  /* batch sizes: 1, 2-4, 5-16, 17-64, 65-256, 257-1024, >1024 */
   uint64_t commit_us_hist[8]; /* commit latency: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms >= */
   uint64_t commit_us_sum;

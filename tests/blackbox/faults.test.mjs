@@ -547,6 +547,17 @@ describe('durability', () => {
       assert.equal(refused.json.error.code, 'storage_unavailable');
       assert.equal(h.proc.exitCode, null, 'still running');
       assert.equal(h.proc.signalCode, null, 'not killed by a signal');
+      // not ready while every write is refused — past the batches that write nothing (the
+      // dispatcher's sweep, every second), which commit even then. (Under the size limit a
+      // small write still fits in the WAL the store has: it is ready for those.)
+      const ready = () => h.api('GET', '/readyz', undefined, { Authorization: '' });
+      const batches = async () => {
+        const t = parsePrometheus((await h.api('GET', '/metrics')).text);
+        return sampleValue(t, 'hookd_store_commit_seconds_count') + sampleValue(t, 'hookd_store_failed_commits_total');
+      };
+      const b0 = await batches();
+      await waitUntil(async () => (await batches()) >= b0 + 3 || null, { what: 'three more batches', timeout: 10000 });
+      if (!limit) assert.equal((await ready()).status, 503, 'not ready while the disk refuses writes');
       if (limit) execFileSync('prlimit', ['--pid', String(h.proc.pid), '--fsize=unlimited:']);
       else disk.free();
       const ok = await waitUntil(async () => {
@@ -554,6 +565,7 @@ describe('durability', () => {
         return p.status === 202 ? p : null;
       }, { what: 'publishes accepted again' });
       acked.push(ok.json.id);
+      assert.equal((await ready()).status, 200, 'ready again');
       r.releaseHanging(200);
       r.behave = () => ({ status: 200 });
       for (const id of acked) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', `${id} delivered`, 30000);

@@ -500,6 +500,8 @@ static int sq_rollback_to(hookd_store_conn *c) {
   return tx(c, SQ_TX_ROLLBACK_TO, "ROLLBACK TO op");
 }
 static int64_t sq_changes(hookd_store_conn *c) { return sqlite3_total_changes64(c->db); }
+/* the header's user_version (unused by hookd): page 1 rewritten, one WAL frame */
+static int sq_probe(hookd_store_conn *c) { return sq_exec(c, "PRAGMA user_version = 0"); }
 static int sq_in_txn(hookd_store_conn *c) { return !sqlite3_get_autocommit(c->db); }
 
 const hookd_store_backend hookd_sqlite_backend = {
@@ -517,6 +519,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .release = sq_release,
     .rollback_to = sq_rollback_to,
     .changes = sq_changes,
+    .probe = sq_probe,
     .in_txn = sq_in_txn,
     .tenant_create = sq_tenant_create,
     .tenant_get = sq_tenant_get,
