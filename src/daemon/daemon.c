@@ -325,11 +325,21 @@ int hookd_serve(const hookd_config *cfg) {
   app.srv = hookd_server_start(&hc, err, sizeof err);
   if (!app.srv) goto fail;
   if (hookd_store_lock(cfg->store_url, &lock, err, sizeof err) != 0) goto fail;
-  hookd_store_config sc = {.url = cfg->store_url, .max_batch = cfg->store_batch};
+  /* a stop asked for while the start waits for another process to let go of the store ends
+   * it at once, cleanly (nothing was started): a supervisor's grace period is shorter than the
+   * 30 s wait */
+  hookd_store_config sc = {
+      .url = cfg->store_url, .max_batch = cfg->store_batch, .stop_requested = stop_pending};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_failure_handler(on_store_failure);
   hookd_storeq_set_slow_handler(on_slow_batch);
-  if (hookd_store_open(&sc, &app.store, err, sizeof err) != 0) goto fail;
+  int orc = hookd_store_open(&sc, &app.store, err, sizeof err);
+  if (orc == HOOKD_STORE_STOPPED) {
+    HLOG(HOOKD_LOG_INFO, "startup.stopped", KV_S("reason", err));
+    exit_code = 0;
+    goto fail;
+  }
+  if (orc != 0) goto fail;
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   if (hookd_cursor_key_derive(app.keyring.key.key, sizeof app.keyring.key.key,
                               &app.cursor_key) != 0) {

@@ -80,6 +80,7 @@ const char *hookd_store_strerror(int rc) {
   case HOOKD_STORE_STATE: return "illegal in the current state";
   case HOOKD_STORE_LIMIT: return "limit reached";
   case HOOKD_STORE_UNKNOWN: return "commit outcome unknown (I/O error)";
+  case HOOKD_STORE_STOPPED: return "stopped";
   }
   return "unknown";
 }
@@ -295,6 +296,7 @@ bool hookd_filter_match(const char *filter, const char *type) {
 }
 
 int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err, size_t errlen) {
+  int ret = HOOKD_STORE_ERR;
   hookd_store *s = calloc(1, sizeof *s);
   if (!s) {
     snprintf(err, errlen, "out of memory");
@@ -310,16 +312,22 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
   } else {
     /* the scheme only: a database URL may carry a password */
     size_t scheme = strcspn(cfg->url, ":/@");
-    snprintf(err, errlen, "unsupported store \"%.*s:…\" (expected sqlite:PATH)",
-             (int)(scheme > 32 ? 32 : scheme), cfg->url);
+    if (cfg->url[scheme] != ':' || !scheme) /* no scheme: a path, perhaps (no password) */
+      snprintf(err, errlen, "unsupported store \"%.64s\": a store is a URL (sqlite:PATH)",
+               cfg->url);
+    else
+      snprintf(err, errlen, "unsupported store \"%.*s:…\" (expected sqlite:PATH)",
+               (int)(scheme > 32 ? 32 : scheme), cfg->url);
     goto fail;
   }
 
   hookd_store_conn *wc = NULL, *rc = NULL, *sc = NULL;
   if (s->be->open(s->shared, 1, &wc, err, errlen) != 0) goto fail;
-  if (s->be->migrate(wc, !cfg->no_migrate) != 0) {
+  int mrc = s->be->migrate(wc, !cfg->no_migrate, cfg->stop_requested);
+  if (mrc != 0) {
     snprintf(err, errlen, "%s%s", cfg->no_migrate ? "" : "migrate: ", s->be->errmsg(wc));
     s->be->close(wc);
+    ret = mrc == HOOKD_STORE_STOPPED ? mrc : HOOKD_STORE_ERR;
     goto fail;
   }
   if (s->be->open(s->shared, 0, &rc, err, errlen) != 0) {
@@ -347,7 +355,7 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
 fail:
   if (s->shared_free) s->shared_free(s->shared);
   free(s);
-  return HOOKD_STORE_ERR;
+  return ret;
 }
 
 void hookd_store_interrupt_scans(hookd_store *s) {

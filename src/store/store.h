@@ -33,6 +33,7 @@ enum {
   HOOKD_STORE_LIMIT = -7,    /* a configured quota would be exceeded */
   HOOKD_STORE_UNKNOWN = -8,  /* commit only: an I/O error while committing — the transaction
                               * may be on disk and come back at the next start */
+  HOOKD_STORE_STOPPED = -9,  /* open only: a stop was asked for while it waited (nothing done) */
 };
 const char *hookd_store_strerror(int rc);
 
@@ -482,8 +483,9 @@ typedef struct hookd_store_backend {
    * May be NULL: the backend has no way to, and its ops run to their end. */
   void (*interrupt)(hookd_store_conn *c);
   /* Applies numbered migrations not yet applied. Runs once at start on the writer. */
-  /* Brings the schema to this hookd's version; with apply false, only checks that it is. */
-  int (*migrate)(hookd_store_conn *c, bool apply);
+  /* Brings the schema to this hookd's version; with apply false, only checks that it is.
+   * stop (NULL: none) is asked while it waits for another process: true gives up. */
+  int (*migrate)(hookd_store_conn *c, bool apply, bool (*stop)(void));
 
   /* Transactions, driven by the executor. */
   int (*begin)(hookd_store_conn *c, int writer);
@@ -694,6 +696,8 @@ typedef struct hookd_store_config {
   int max_batch;          /* ops per group commit, default 512 */
   bool no_migrate;        /* the CLI: refuse a store whose schema is older than this hookd's
                              instead of migrating it (perhaps under a running daemon) */
+  bool (*stop_requested)(void); /* asked while the open waits for another process to let go
+                                 * of the store: true gives up (HOOKD_STORE_STOPPED); NULL never */
 } hookd_store_config;
 
 /* One hookd per embedded store: takes an exclusive advisory lock (flock) on the SQLite database

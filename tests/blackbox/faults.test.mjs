@@ -447,19 +447,27 @@ describe('durability', () => {
     cleanup();
   });
 
+  // hookd started on a free port of its own, not waited for (its start may wait for the store):
+  // its process, port, log so far and exit ({code, at})
+  async function startWaiting(db) {
+    const port = await new Promise((resolve) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+    });
+    const proc = spawn(HOOKD_BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--store', `sqlite:${db}`,
+      '--api-key', API_KEY, ...TEST_ARGS], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    proc.stderr.on('data', (d) => { log += d; });
+    const exited = new Promise((resolve) => proc.on('exit', (code) => resolve({ code, at: Date.now() })));
+    return { proc, port, log: () => log, exited };
+  }
+
   it('a slow start (its store held by another process) answers /healthz at once, every other route 503 not_ready until it has started', async () => {
     const { dir, cleanup } = tempDir();
     const first = await startHookd({ dir });
     assert.equal((await first.stop()).code, 0);
     const release = await first.lockStore.call({ db: first.db }); // the start's recovery waits for it
-    const port = await new Promise((resolve) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
-    });
-    const proc = spawn(HOOKD_BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--store', `sqlite:${first.db}`,
-      '--api-key', API_KEY, ...TEST_ARGS], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let log = '';
-    proc.stderr.on('data', (d) => { log += d; });
-    const exited = new Promise((resolve) => proc.on('exit', resolve));
+    const { proc, port, log, exited: exitedAt } = await startWaiting(first.db);
+    const exited = exitedAt.then((e) => e.code);
     const get = (path, auth) => fetch(`http://127.0.0.1:${port}${path}`, auth ? { headers: { Authorization: `Bearer ${API_KEY}` } } : {})
       .then(async (res) => ({ status: res.status, json: await res.json() })).catch(() => null);
     let released = false;
@@ -469,14 +477,14 @@ describe('durability', () => {
         return r?.status === 200 ? r : null;
       }, { what: '/healthz answered while the store is held' });
       assert.equal(alive.json.status, 'starting');
-      assert.ok(!log.includes('"listening"'), 'not started yet');
+      assert.ok(!log().includes('"listening"'), 'not started yet');
       const ready = await get('/readyz');
       assert.deepEqual([ready.status, ready.json.error.code], [503, 'not_ready']);
       const api = await get('/v1/tenants/x', true);
       assert.deepEqual([api.status, api.json.error.code], [503, 'not_ready']);
       released = true;
       await release();
-      await waitUntil(async () => log.includes('"listening"'), { what: 'started once the store was free' });
+      await waitUntil(async () => log().includes('"listening"'), { what: 'started once the store was free' });
       assert.equal((await get('/healthz')).json.status, 'ok');
       assert.equal((await get('/readyz')).status, 200);
       assert.equal((await get('/v1/tenants/x', true)).status, 404, 'the API answers');
@@ -484,6 +492,32 @@ describe('durability', () => {
       assert.equal(await exited, 0);
     } finally {
       if (!released) await release();
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      cleanup();
+    }
+  });
+
+  it('a stop (SIGTERM) while the start waits for another process to let go of the store ends it at once, exit 0, nothing started', async () => {
+    const { dir, cleanup } = tempDir();
+    const first = await startHookd({ dir });
+    assert.equal((await first.stop()).code, 0);
+    const release = await first.lockStore.call({ db: first.db });
+    const { proc, port, log: logOf, exited } = await startWaiting(first.db);
+    try {
+      await waitUntil(async () => {
+        const r = await fetch(`http://127.0.0.1:${port}/healthz`).then((x) => x.json()).catch(() => null);
+        return r?.status === 'starting' || null;
+      }, { what: 'the start waiting for the store' });
+      const t0 = Date.now();
+      proc.kill('SIGTERM');
+      const { code, at } = await withTimeout(exited, 10000, 'still starting 10 s after SIGTERM');
+      assert.equal(code, 0, logOf().slice(-800));
+      assert.ok(at - t0 < 3000, `stopped ${at - t0} ms after the signal (the wait is 30 s)`);
+      assert.ok(logOf().includes('"msg":"startup.stopped"'), logOf().slice(-800));
+      assert.ok(!logOf().includes('"msg":"listening"'), 'nothing started');
+      assert.ok(!logOf().includes('startup.failed'));
+    } finally {
+      await release();
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
       cleanup();
     }

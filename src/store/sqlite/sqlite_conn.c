@@ -382,7 +382,7 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
     free(c);
     return HOOKD_STORE_ERR;
   }
-  sqlite3_busy_timeout(c->db, 5000);
+  sqlite3_busy_timeout(c->db, SQ_BUSY_TIMEOUT_MS);
   sqlite3_extended_result_codes(c->db, 1);
   /* another application's database (tables, and no schema_migrations) is not a store: refused
    * before anything is written to it (journal mode, schema) — a file that is not SQLite at all

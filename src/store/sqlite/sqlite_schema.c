@@ -397,7 +397,7 @@ static const char *migration_done_if(int version) {
 /* How long a start waits for other processes to let go of the store before copying the WAL. */
 #define STARTUP_CKPT_S 30
 
-int sq_migrate(hookd_store_conn *c, bool apply) {
+int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void)) {
   if (apply) {
     /* A daemon starting: the WAL its last run left (after a crash) is copied into the database
      * and synced, and starts over, before anything new is written. Its frames were read back
@@ -409,15 +409,23 @@ int sq_migrate(hookd_store_conn *c, bool apply) {
      * before an audit). A failure to write is a failing disk, and nothing is started on it. */
     int64_t until = hookd_mono_ms() + STARTUP_CKPT_S * 1000;
     int rc;
-    /* each try waits in SQLite's busy handler; one answered BUSY at once (a lock it does not
-     * wait on) is tried again after a nap, not in a loop that spins for STARTUP_CKPT_S */
+    /* each try waits in SQLite's busy handler, a quarter of a second here so that a stop asked
+     * for meanwhile (SIGTERM from a supervisor) is heard at once; one answered BUSY at once (a
+     * lock it does not wait on) is tried again after a nap, not in a loop that spins */
+    sqlite3_busy_timeout(c->db, 250);
     for (;;) {
       rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
       if (((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) ||
           hookd_mono_ms() >= until)
         break;
+      if (stop && stop()) {
+        sqlite3_busy_timeout(c->db, SQ_BUSY_TIMEOUT_MS);
+        snprintf(c->err, sizeof c->err, "stopped while another process held the store");
+        return HOOKD_STORE_STOPPED;
+      }
       sqlite3_sleep(100);
     }
+    sqlite3_busy_timeout(c->db, SQ_BUSY_TIMEOUT_MS);
     if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
       snprintf(c->err, sizeof c->err,
                "another process has held the store for %d s: the WAL the last run left must be "
