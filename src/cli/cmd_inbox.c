@@ -4,7 +4,11 @@
  *
  * Re-sends a stored inbound request — its raw body, content type, the provider headers hookd
  * forwards, and the same Idempotency-Key every time — to a handler, N times, and prints what
- * each call answered. It is an explicit developer action aimed at a local handler: the
+ * each call answered. Each call is signed as the daemon's forward is (webhook-id = the record,
+ * a fresh timestamp, one v1 signature per destination the event went to: a handler that
+ * verifies with its destination's secret takes it), when the master key is at hand
+ * (HOOKD_MASTER_KEY, --master-key-file, or the store's key file); else it goes unsigned, said
+ * on stderr. It is an explicit developer action aimed at a local handler: the
  * daemon's destination policy does not apply, and the connection must reach a loopback address
  * (checked on the address actually connected to, no proxy) unless --allow-remote is given — a
  * stored payload may carry personal data. */
@@ -14,26 +18,81 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+#include <time.h>
+
 #include "cli/cli.h"
 #include "core/addrpolicy.h"
 #include "core/num.h"
+#include "core/sign.h"
+#include "daemon/keyring.h"
 #include "store/storeq.h"
+
+#define MAX_DESTS 8
 
 typedef struct load {
   const char *id;
   hookd_inbox rec;
   hookd_event ev;
   bool have_event;
+  hookd_endpoint dests[MAX_DESTS]; /* the destinations its forwards went to (their secrets) */
+  size_t n_dests;
 } load;
 
 static int run_load(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   load *l = arg;
-  int rc = be->inbox_get(c, l->id, &l->rec, NULL, NULL);
+  hookd_delivery *dl = NULL;
+  size_t n = 0;
+  int rc = be->inbox_get(c, l->id, &l->rec, &dl, &n);
   if (rc) return rc;
+  for (size_t i = 0; i < n && l->n_dests < MAX_DESTS; i++)
+    if (be->endpoint_get(c, dl[i].endpoint_id, &l->dests[l->n_dests]) == 0) l->n_dests++;
+  hookd_deliveries_free(dl, n);
   if (!l->rec.event_seq) return HOOKD_STORE_OK; /* filtered, stale, conflict: nothing forwarded */
   rc = be->event_get(c, l->rec.tenant_id, l->rec.id, &l->ev, NULL, NULL);
   l->have_event = rc == 0;
   return rc;
+}
+
+/* The destinations' signing keys, opened with the master key: how many (0: unsigned, with the
+ * reason on stderr). A deleted destination's secret is gone: it signs nothing. */
+static size_t open_keys(const load *l, const char *store, const char *key_file,
+                        hookd_hmac_key keys[MAX_DESTS]) {
+  char path[1100] = "", err[512] = "";
+  if (!key_file && !hookd_master_key_env() && strncmp(store, "sqlite:", 7) == 0) {
+    snprintf(path, sizeof path, "%s.key", store + 7);
+    key_file = path;
+  }
+  hookd_keyring k;
+  if (hookd_keyring_read(key_file, &k.key, err, sizeof err) != 0) {
+    fprintf(stderr, "hookd inbox replay: sent unsigned (%s)\n", err);
+    return 0;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < l->n_dests; i++) {
+    const hookd_endpoint *e = &l->dests[i];
+    if (!e->secret || !*e->secret || (e->signing && strcmp(e->signing, "hmac") != 0)) continue;
+    char *plain = hookd_keyring_open(&k, e->secret, e->id);
+    if (plain && hookd_secret_parse(plain, &keys[n]) == 0) n++;
+    else fprintf(stderr, "hookd inbox replay: destination %s: its secret does not open\n", e->id);
+    hookd_secret_free(plain);
+  }
+  OPENSSL_cleanse(&k, sizeof k);
+  if (!n)
+    fprintf(stderr, "hookd inbox replay: sent unsigned (no destination secret to sign with)\n");
+  return n;
+}
+
+/* "webhook-signature: v1,… v1,…" for one call, signed now. */
+static int sign_header(const load *l, const hookd_hmac_key *keys, size_t n, int64_t ts,
+                       char *out, size_t cap) {
+  size_t o = (size_t)snprintf(out, cap, "webhook-signature:");
+  for (size_t i = 0; i < n; i++) {
+    char sig[HOOKD_SIG_MAX];
+    if (hookd_sign_v1(&keys[i], l->rec.id, ts, l->ev.body, l->ev.body_len, sig) != 0) return -1;
+    o += (size_t)snprintf(out + o, o < cap ? cap - o : 0, " %s", sig);
+  }
+  return o < cap ? 0 : -1;
 }
 
 static size_t collect(char *p, size_t size, size_t n, void *arg) {
@@ -46,7 +105,7 @@ static size_t collect(char *p, size_t size, size_t n, void *arg) {
 
 static void usage(void) {
   fprintf(stderr, "usage: hookd inbox replay <inbox id> --to URL [--times N (1-10000)]"
-                  " [--store URL] [--allow-remote]\n");
+                  " [--store URL] [--master-key-file FILE] [--allow-remote]\n");
 }
 
 /* libcurl's last step before sending: refuse a connection to anything but loopback (as the
@@ -72,7 +131,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
     usage();
     return 2;
   }
-  const char *id = argv[1], *to = NULL, *store = getenv("HOOKD_STORE");
+  const char *id = argv[1], *to = NULL, *store = getenv("HOOKD_STORE"), *key_file = NULL;
   long times = 1;
   bool remote = false;
   for (int i = 2; i < argc; i += 2) {
@@ -95,6 +154,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
       times = (long)n;
     }
     else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
+    else if (!strcmp(argv[i], "--master-key-file")) key_file = argv[i + 1];
     else {
       usage();
       return 2;
@@ -116,17 +176,19 @@ int hookd_cmd_inbox(int argc, char **argv) {
   load l = {.id = id};
   int rc = hookd_storeq_run_sync(s->reader, run_load, &l);
   hookd_store_close(s);
-  if (rc) {
-    fprintf(stderr, "hookd inbox replay: %s: %s\n", id,
-            rc == HOOKD_STORE_NOTFOUND ? "no such inbox record" : hookd_store_strerror(rc));
-    return 1;
-  }
-  if (!l.have_event) {
-    fprintf(stderr, "hookd inbox replay: %s is %s: it was never forwarded, nothing to replay\n",
-            id, l.rec.status);
+  if (rc || !l.have_event) {
+    if (rc)
+      fprintf(stderr, "hookd inbox replay: %s: %s\n", id,
+              rc == HOOKD_STORE_NOTFOUND ? "no such inbox record" : hookd_store_strerror(rc));
+    else
+      fprintf(stderr, "hookd inbox replay: %s is %s: it was never forwarded, nothing to replay\n",
+              id, l.rec.status);
     hookd_inbox_free(&l.rec);
+    for (size_t i = 0; i < l.n_dests; i++) hookd_endpoint_free(&l.dests[i]);
     return 1;
   }
+  hookd_hmac_key keys[MAX_DESTS];
+  size_t n_keys = open_keys(&l, cfg.url, key_file, keys);
 
   struct curl_slist *hs = NULL;
   char h[512];
@@ -136,6 +198,9 @@ int hookd_cmd_inbox(int argc, char **argv) {
   snprintf(h, sizeof h, "Idempotency-Key: %s", l.rec.id);
   hs = curl_slist_append(hs, h);
   hs = curl_slist_append(hs, "Expect:");
+  hs = curl_slist_append(hs, "User-Agent: hookd/" HOOKD_VERSION);
+  snprintf(h, sizeof h, "webhook-id: %s", l.rec.id);
+  hs = curl_slist_append(hs, h);
   for (const char *line = l.ev.meta; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t ll = end ? (size_t)(end - line) : strlen(line);
@@ -150,7 +215,14 @@ int hookd_cmd_inbox(int argc, char **argv) {
   CURL *e = curl_easy_init();
   char refused_ip[64] = "";
   for (long i = 1; i <= times && e; i++) {
-    char resp[200] = "";
+    char resp[200] = "", ts[80], sig[MAX_DESTS * (HOOKD_SIG_MAX + 1) + 32];
+    int64_t now = (int64_t)time(NULL);
+    struct curl_slist *call = NULL; /* this call's timestamp and signatures, then the rest */
+    snprintf(ts, sizeof ts, "webhook-timestamp: %lld", (long long)now);
+    call = curl_slist_append(call, ts);
+    if (n_keys && sign_header(&l, keys, n_keys, now, sig, sizeof sig) == 0)
+      call = curl_slist_append(call, sig);
+    for (struct curl_slist *x = hs; x; x = x->next) call = curl_slist_append(call, x->data);
     curl_easy_setopt(e, CURLOPT_URL, to);
     curl_easy_setopt(e, CURLOPT_PROXY, ""); /* straight to the handler */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https"); /* a handler speaks HTTP */
@@ -160,11 +232,13 @@ int hookd_cmd_inbox(int argc, char **argv) {
     }
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, l.ev.body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)l.ev.body_len);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hs);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, call);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 30000L);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, resp);
     CURLcode cc = curl_easy_perform(e);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(call);
     long status = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     if (refused_ip[0]) {
@@ -187,7 +261,9 @@ int hookd_cmd_inbox(int argc, char **argv) {
   }
   curl_easy_cleanup(e);
   curl_slist_free_all(hs);
+  OPENSSL_cleanse(keys, sizeof keys);
   hookd_event_free(&l.ev);
   hookd_inbox_free(&l.rec);
+  for (size_t i = 0; i < l.n_dests; i++) hookd_endpoint_free(&l.dests[i]);
   return failures ? 1 : 0;
 }

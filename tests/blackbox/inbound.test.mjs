@@ -1098,6 +1098,30 @@ describe('durability and local replay', () => {
     const count = spawnSync('sqlite3', [effectsDb, 'SELECT COUNT(*) FROM effects'], { encoding: 'utf8' });
     assert.equal(count.stdout.trim(), '1', 'one side effect');
     proc.kill('SIGTERM');
+    // each call is signed as the forward is: a handler verifying with its destination's secret
+    // (the docs' recipe) takes the replays, deduplicated on the signed webhook-id
+    const verifying = spawn(recvBin, ['--db', join(dir, 'effects2.db'), '--listen', '127.0.0.1:0',
+      '--secret', src.destinations[0].secret], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const port2 = await new Promise((resolve) => verifying.stdout.on('data', (d) => {
+      const m = /listening (\d+)/.exec(String(d));
+      if (m) resolve(Number(m[1]));
+    }));
+    try { // the receiver goes whatever the outcome (it would hold the test process open)
+      const signed = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port2}/hook`,
+        '--times', '3', '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+      assert.equal(signed.status, 0, signed.stdout + signed.stderr);
+      assert.ok(!signed.stderr.includes('unsigned'), signed.stderr);
+      const slines = signed.stdout.trim().split('\n');
+      assert.match(slines[0], /^1\/3 {2}200 {2}\{"result":"written"\}/);
+      for (const l of slines.slice(1)) assert.match(l, /200 {2}\{"result":"duplicate"\}/);
+      // without the master key the calls go unsigned, and it says so (the verifying handler refuses them)
+      const unsigned = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port2}/hook`,
+        '--store', `sqlite:${h.db}`, '--master-key-file', join(dir, 'nosuch.key')], { encoding: 'utf8' });
+      assert.match(unsigned.stderr, /sent unsigned \(cannot read master key file/);
+      assert.match(unsigned.stdout, /^1\/1 {2}40[01]/);
+    } finally {
+      verifying.kill('SIGTERM');
+    }
     await dest.close();
     cleanup();
   });
