@@ -4,7 +4,7 @@
 # shellcheck shell=bash
 
 HOOKD_BIN=${HOOKD_BIN:-$BENCH_ROOT/build/hookd}
-HOOKD_KEY=bench-admin-key
+HOOKD_KEY=bench-admin-key-0001
 HOOKD_ARGS_BASE=(--api-key "$HOOKD_KEY" --egress-allow 127.0.0.0/8 --allow-http
   --egress-ports any --log-level info)
 # BENCH_HOOKD_ARGS: more `hookd serve` options for every daemon of the run (e.g.

@@ -164,8 +164,8 @@ iso_run() {
   iso_receiver_stop
   # batches of 100 ms or more (logged at most once a second): a stall of the store — the disk's
   # fsync when their commit_ms is most of it — rather than of the scheduler
-  ISO_SLOW=$(grep '"msg":"store.slow_batch"' "$HOOKD_LOG" | sed -n 's/.*"commit_ms":\([0-9]*\).*/\1/p' |
-    paste -sd, -)
+  ISO_SLOW=$({ grep '"msg":"store.slow_batch"' "$HOOKD_LOG" || true; } |
+    sed -n 's/.*"commit_ms":\([0-9]*\).*/\1/p' | paste -sd, -)
   line=$(iso_latency "$dir/lat" "$mode" | tr '\n' ' ')
   ISO_P50=$(field p50_ms "$line") ISO_P99=$(field p99_ms "$line")
   ISO_HUNG=$(awk '$2 == "h"' "$dir/lat/receiver.log" | wc -l)
