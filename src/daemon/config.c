@@ -53,7 +53,8 @@ static const opt opts[] = {
     {"master-key-file", "HOOKD_MASTER_KEY_FILE", T_STR, OFF(master_key_file),
      SZ(master_key_file), 0, 0, "PATH",
      "master key (base64 of 32 bytes) that seals signing secrets at rest; HOOKD_MASTER_KEY may "
-     "hold the key itself. Created at the first start"},
+     "hold the key itself. Must exist; without either, DB.key next to the database is used, "
+     "created at the first start"},
     {"node-id", "HOOKD_NODE_ID", T_STR, OFF(node_id), SZ(node_id), 0, 0, "ID",
      "name of this node in leases (unique per node sharing a store)"},
     {"egress-allow", "HOOKD_EGRESS_ALLOW", T_LIST, OFF(egress_allow), OFF(n_egress_allow), 0, 0,
@@ -74,7 +75,8 @@ static const opt opts[] = {
     {"egress-ports", "HOOKD_EGRESS_PORTS", T_STR, OFF(egress_ports), SZ(egress_ports), 0, 0,
      "LIST", "destination ports allowed: comma-separated, or \"any\""},
     {"resolve", NULL, T_LIST, OFF(resolve), OFF(n_resolve), 0, 0, "HOST:PORT:ADDR",
-     "pin a name to an address for deliveries (curl --resolve syntax; development and tests)"},
+     "pin a name to an address for deliveries (curl --resolve syntax; development and tests; "
+     "env: blank-separated)"},
     {"resolve-file", NULL, T_STR, OFF(resolve_file), SZ(resolve_file), 0, 0, "PATH",
      "--resolve entries, one per line, re-read whenever the file changes (tests of DNS "
      "rebinding; development)"},
@@ -284,11 +286,17 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
       return -1;
     }
     return 0;
-  case T_LIST:
+  case T_LIST: {
     if (!from_env) return list_add(c, o, v, err, errlen);
+    /* the variable holds several items: comma-separated, blanks around them dropped — but a
+     * --resolve item has commas of its own (several addresses): those are blank-separated */
+    const char *seps = o->off == OFF(resolve) ? " \t" : ",";
     for (const char *p = v; *p;) {
-      const char *e = strchr(p, ',');
-      size_t len = e ? (size_t)(e - p) : strlen(p);
+      while (*p == ' ' || *p == '\t') p++;
+      const char *e = p + strcspn(p, seps);
+      size_t len = (size_t)(e - p);
+      while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
+      if (!*e) e = NULL;
       char item[256];
       if (len >= sizeof item) { /* refused, as the same item given by flag is */
         snprintf(err, errlen, "--%s: an item longer than %zu bytes", o->name, sizeof item - 1);
@@ -303,6 +311,7 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
       p = e + 1;
     }
     return 0;
+  }
   case T_LISTEN: {
     const char *colon = strrchr(v, ':');
     if (!colon || colon == v || hookd_parse_ll(colon + 1, 0, 65535, &ll) != 0 ||

@@ -303,6 +303,7 @@ int hookd_serve(const hookd_config *cfg) {
    * printed by a start that then failed */
   app.dest = hookd_destinations_new(cfg, err, sizeof err);
   if (!app.dest) goto fail;
+  if (hookd_keyring_check(cfg, err, sizeof err) != 0) goto fail; /* (the same for the key) */
   /* The listener opens before the store: recovering a large WAL or running a migration may take
    * a while, and a supervisor's liveness probe (/healthz) must be answered meanwhile; every
    * other route answers 503 not_ready until the start is complete ("listening" is logged).
@@ -347,6 +348,11 @@ int hookd_serve(const hookd_config *cfg) {
     goto fail;
   }
   app.auth = hookd_auth_new(cfg->api_key);
+  /* an admin key given by flag lives in memory only (no `keys revoke`): a short one is a
+   * guessable admin password — said at every start (generated keys have 32 random bytes) */
+  if (cfg->api_key[0] && strlen(cfg->api_key) < 16)
+    HLOG(HOOKD_LOG_WARN, "config.weak_api_key", KV_I("length", (int64_t)strlen(cfg->api_key)),
+         KV_S("advice", "use 16 characters or more, e.g. `openssl rand -hex 24`"));
   size_t stored_keys = 0;
   if (!app.auth || refresh_keys(&app, &stored_keys) != 0 ||
       bootstrap_key(&app, stored_keys) != 0) {

@@ -95,6 +95,21 @@ static int run_scan(hookd_store_conn *c, const hookd_store_backend *be, void *ar
   return rc ? rc : be->source_list(c, NULL, &s->srcs, &s->n_srcs);
 }
 
+int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen) {
+  if (hookd_master_key_env() && cfg->master_key_file[0]) {
+    snprintf(err, errlen,
+             "both HOOKD_MASTER_KEY and a master key file (%s) are configured: keep one",
+             cfg->master_key_file);
+    return -1;
+  }
+  if (!hookd_master_key_env() && !cfg->master_key_file[0]) return 0; /* the store's key file */
+  hookd_master_key k;
+  int rc = hookd_keyring_read(hookd_master_key_env() ? NULL : cfg->master_key_file, &k, err,
+                              errlen);
+  OPENSSL_cleanse(&k, sizeof k);
+  return rc;
+}
+
 int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyring *out, char *err,
                        size_t errlen) {
   scan s = {0};
@@ -119,12 +134,8 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
 
   int rc;
   char path[1100] = "";
-  if (hookd_master_key_env() && cfg->master_key_file[0]) {
-    snprintf(err, errlen,
-             "both HOOKD_MASTER_KEY and a master key file (%s) are configured: keep one",
-             cfg->master_key_file);
-    return -1;
-  } else if (hookd_master_key_env()) {
+  if (hookd_keyring_check(cfg, err, errlen) != 0) return -1;
+  if (hookd_master_key_env()) {
     /* the default key file next to the database counts too: holding another key, new secrets
      * would be sealed with a key other than the one every later start without the variable
      * reads (the same key in both is fine: a deployment that moved it to the environment) */

@@ -22,6 +22,10 @@ const char *hookd_master_key_env(void);
  * Returns 0, or -1 with a message in err. */
 int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyring *out, char *err,
                        size_t errlen);
+/* Checks the master key's own settings without the store (HOOKD_MASTER_KEY or
+ * --master-key-file, not both; the one given readable and well formed): a start checks them
+ * before it touches the store, so that a typo leaves nothing behind. 0, or -1 with err. */
+int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen);
 /* Reads a key from a file or from HOOKD_MASTER_KEY (file == NULL). */
 int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_t errlen);
 

@@ -9,7 +9,8 @@ import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
 import { existsSync, openSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
-import { HOOKD_BIN, startHookd, tempDir } from './lib/hookd.mjs';
+import { HOOKD_BIN, publish, startHookd, tempDir, waitDelivery } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
 
 const run = (args, opts = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', ...opts });
 
@@ -152,6 +153,50 @@ describe('hookd CLI', () => {
     h.apiKey = 'from-env';
     assert.equal((await h.api('GET', '/v1/tenants/x')).status, 404, 'the environment key works');
     assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
+  it('lists from the environment: blanks around items are dropped; HOOKD_RESOLVE items are blank-separated (a pin holds several comma-separated addresses)', async () => {
+    const { dir, cleanup } = tempDir();
+    const recv = await startReceiver();
+    const h = await startHookd({ dir, testArgs: ['--allow-http', '--egress-ports', 'any'],
+      env: { HOOKD_EGRESS_ALLOW: '10.0.0.0/8, 127.0.0.0/8 ', HOOKD_RESOLVE: `pinned.test:${recv.port}:127.0.0.1,127.0.0.2  other.test:80:127.0.0.1` } });
+    await h.api('POST', '/v1/tenants', { id: 't' });
+    const e = await h.api('POST', '/v1/tenants/t/endpoints', { url: `http://pinned.test:${recv.port}/hook` });
+    assert.equal(e.status, 201, e.text);
+    const p = await publish(h, 't', { type: 'a', payload: {} });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('a short --api-key (an admin password that lives in memory only) is warned about at start', async () => {
+    const h = await startHookd({ apiKey: 'short-key' });
+    const w = h.logs.find((l) => l.msg === 'config.weak_api_key');
+    assert.ok(w, 'warned');
+    assert.equal(w.level, 'warn');
+    assert.equal(w.length, 9);
+    assert.ok(!JSON.stringify(w).includes('short-key'), 'the key itself is not logged');
+    assert.equal((await h.stop()).code, 0);
+    const long = await startHookd();
+    assert.ok(!long.logs.some((l) => l.msg === 'config.weak_api_key'));
+    assert.equal((await long.stop()).code, 0);
+  });
+
+  it('a master key setting that cannot be used stops the start before the store is touched: nothing left behind', () => {
+    const { dir, cleanup } = tempDir();
+    const db = join(dir, 'k.db');
+    for (const [args, env, why] of [
+      [['--master-key-file', join(dir, 'nosuch.key')], {}, /cannot read master key file/],
+      [[], { HOOKD_MASTER_KEY: 'not base64 of 32 bytes' }, /master key/],
+      [['--master-key-file', join(dir, 'nosuch.key')], { HOOKD_MASTER_KEY: 'x' }, /both HOOKD_MASTER_KEY and a master key file/]]) {
+      const r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${db}`, ...args],
+        { env: { ...process.env, ...env }, timeout: 20000 });
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, why);
+      assert.deepEqual(readdirSync(dir), [], `${args.join(' ')} left files: ${readdirSync(dir)}`);
+    }
     cleanup();
   });
 

@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { after } from 'node:test';
 
 export const HOOKD_BIN = process.env.HOOKD_BIN || new URL('../../../build/hookd', import.meta.url).pathname;
-export const API_KEY = 'test-admin-key';
+export const API_KEY = 'test-admin-key-0001';
 
 // Options every test daemon gets: loopback receivers allowed, http, any port, fast retries.
 export const TEST_ARGS = [
