@@ -1380,6 +1380,29 @@ describe('source configuration', () => {
     await dest.close();
   });
 
+  it('an event filtered by a mistaken allowlist is forwarded when the provider redelivers it after the allowlist was widened; a further copy is a duplicate', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_widen'], [{ url: dest.url }], { event_types: ['charge.*'] });
+    const body = stripeEvent('evt_widen_1'); // invoice.paid
+    const first = await post(src, body, sign.stripe(body, 'whsec_widen'));
+    assert.equal(first.json.status, 'filtered');
+    assert.equal((await h.api('PATCH', `/v1/sources/${src.id}`, { event_types: ['charge.*', 'invoice.*'] })).status, 200);
+    const again = await post(src, body, sign.stripe(body, 'whsec_widen'));
+    assert.equal(again.status, 200, again.text);
+    assert.equal(again.json.inbox_id, first.json.inbox_id, 'the same record');
+    assert.equal(again.json.duplicate, false, 'taken as new: it is forwarded now');
+    const rec = await waitStatus(src, first.json.inbox_id, 'completed');
+    assert.equal(rec.event_type, 'invoice.paid');
+    assert.equal(dest.requests.length, 1);
+    assert.equal(dest.requests[0].headers['idempotency-key'], first.json.inbox_id);
+    assert.equal(dest.requests[0].body, body, 'the redelivered bytes');
+    const third = await post(src, body, sign.stripe(body, 'whsec_widen'));
+    assert.equal(third.json.duplicate, true);
+    assert.equal(third.json.status, 'completed');
+    assert.equal(dest.requests.length, 1, 'forwarded once');
+    await dest.close();
+  });
+
   it('the inbox list filters on the status as shown: processing (a forward under a live lease) is its own state, not received', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_proc'], [{ url: dest.url, timeout_ms: 30000 }]);

@@ -349,6 +349,36 @@ static int no_destination(hookd_store_conn *c, const hookd_receive_req *req) {
   return refused ? HOOKD_STORE_STATE : HOOKD_STORE_OK;
 }
 
+/* A record filtered by an allowlist that was widened since: the provider's redelivery of it
+ * (the same payload) is taken as new, under the same record — its body was not kept, and a
+ * mistaken allowlist would otherwise hold the event filtered for ever (the provider was told
+ * 200). 1 when the record is `received` again, linked to event_seq (receive_new goes on); 0
+ * when it stays filtered: no destination left to forward to (checked before writing). */
+static int promote_filtered(hookd_store_conn *c, const hookd_inbox *orig,
+                            const hookd_receive_req *req, int64_t event_seq) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_PROMOTE_DEST,
+                             "SELECT EXISTS(SELECT 1 FROM endpoints WHERE source_id = ?1"
+                             " AND deleted_at IS NULL)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, req->source_id);
+  if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "destinations");
+  bool any = sqlite3_column_int(st, 0);
+  sqlite3_reset(st);
+  if (!any) return 0;
+  st = sq_stmt(c, SQ_INBOX_PROMOTE,
+               "UPDATE inbox SET status = 'received', event_seq = ?2, event_type = ?3"
+               " WHERE id = ?1 AND status = 'filtered'");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, orig->id);
+  sq_bind_i64(st, 2, event_seq);
+  sq_bind_text(st, 3, req->event_type);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "promote filtered");
+  return sqlite3_changes(c->db) == 1 ? 1 : 0;
+}
+
+static int receive_new(hookd_store_conn *c, const hookd_receive_req *req, int64_t inbox_seq,
+                       int64_t event_seq, hookd_receive_res *res);
+
 int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res) {
   memset(res, 0, sizeof *res);
   int64_t event_seq = 0;
@@ -366,6 +396,21 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
                   req->source_id, req->identity_key, &orig);
     if (rc) return rc;
     if (strcmp(orig.payload_hash, req->payload_hash) == 0) {
+      /* filtered before and allowed now (its source's allowlist was widened since): the
+       * provider's redelivery is taken as new, under the same record */
+      rc = req->filtered || strcmp(orig.status, "filtered") ? 0 : promote_filtered(c, &orig,
+                                                                                    req, event_seq);
+      if (rc == 1) {
+        hookd_receive_req again = *req;
+        again.inbox_id = orig.id;
+        rc = receive_new(c, &again, orig.seq, event_seq, res);
+        hookd_inbox_free(&orig);
+        return rc;
+      }
+      if (rc) {
+        hookd_inbox_free(&orig);
+        return rc;
+      }
       res->outcome = HOOKD_RECV_DUPLICATE;
       res->record = orig;
       return HOOKD_STORE_OK;
@@ -382,7 +427,14 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
     res->outcome = HOOKD_RECV_FILTERED;
     return inbox_get_row(c, req->inbox_id, &res->record);
   }
+  return receive_new(c, req, inbox_seq, event_seq, res);
+}
 
+/* A new record (req->inbox_id, at inbox_seq) that passed the allowlist: a semantic duplicate, a
+ * stale version, or the event stored once at event_seq with one delivery per destination. */
+static int receive_new(hookd_store_conn *c, const hookd_receive_req *req, int64_t inbox_seq,
+                       int64_t event_seq, hookd_receive_res *res) {
+  int rc;
   /* a business key already taken by another event: a semantic duplicate */
   if (req->business_key) {
     sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_BY_BKEY,
