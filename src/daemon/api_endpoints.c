@@ -677,6 +677,25 @@ static int run_rotate(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc) return rc;
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
   int64_t now = hookd_now_ms();
+  /* the secret given is checked first (a malformed one is the caller's to fix, whatever the
+   * overlap): of the endpoint's scheme, and not the one it has (a "rotation" to the same
+   * secret changes nothing but ends nothing either) */
+  bool ed = op->ep.signing && !strcmp(op->ep.signing, "ed25519");
+  if (op->secret && !valid_secret(ed, op->secret)) {
+    snprintf(base->err, sizeof base->err, "secret must be a new %s",
+             ed ? "\"whsk_\" Ed25519 signing key" : "\"whsec_\" secret (24 to 64 bytes)");
+    return HOOKD_STORE_LIMIT;
+  }
+  if (op->secret) {
+    char *cur = hookd_keyring_open(&base->app->keyring, op->ep.secret, op->id);
+    bool same = cur && !strcmp(cur, op->secret);
+    hookd_secret_free(cur);
+    if (same) {
+      snprintf(base->err, sizeof base->err,
+               "secret is the endpoint's current secret: give a new one");
+      return HOOKD_STORE_LIMIT;
+    }
+  }
   /* One previous secret at a time: rotating again inside the overlap would drop the secret the
    * first rotation promised until its expiry (a client retrying a rotation whose answer was
    * lost would cut its receivers off). Only an explicit cut-over (0) may end it early. */
@@ -689,12 +708,6 @@ static int run_rotate(hookd_store_conn *c, const hookd_store_backend *be, hookd_
              " previous secret now",
              until);
     return HOOKD_STORE_CONFLICT;
-  }
-  bool ed = op->ep.signing && !strcmp(op->ep.signing, "ed25519");
-  if (op->secret && !valid_secret(ed, op->secret)) {
-    snprintf(base->err, sizeof base->err, "secret must be a new %s",
-             ed ? "\"whsk_\" Ed25519 signing key" : "\"whsec_\" secret (24 to 64 bytes)");
-    return HOOKD_STORE_LIMIT;
   }
   op->plain_secret = op->secret ? strdup(op->secret) : new_secret(ed, op->public_key);
   if (op->secret && ed) hookd_ed25519_public(op->secret, op->public_key);
@@ -757,8 +770,10 @@ void hookd_api_endpoint_rotate(hookd_req *r, hookd_app *app) {
   if (ok && !hookd_api_int_in(r, body, NULL, "expire_previous_after_s", 0, 30LL * 24 * 3600,
                      &op->expire_previous_s))
     ok = false;
-  if (ok && hookd_json_get_str(body, "secret", &sec) < 0) {
-    hookd_req_error(r, 422, "invalid_field", "secret must be a string");
+  if (ok && (hookd_json_get_str(body, "secret", &sec) < 0 ||
+             json_is_null(json_object_get(body, "secret")))) { /* null: not "a new one" */
+    hookd_req_error(r, 422, "invalid_field",
+                    "secret must be a string (leave it out for a new one)");
     ok = false;
   }
   if (ok && sec) op->secret = strdup(sec);

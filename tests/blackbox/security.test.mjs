@@ -467,6 +467,16 @@ describe('secrets', () => {
     const last = recv.requests.at(-1);
     assert.equal(last.headers['webhook-signature'].split(' ').length, 1);
     assert.doesNotThrow(() => verifyWith(cut.json.secret, last));
+    // the secret given is judged before the overlap: malformed is 422, whatever the overlap;
+    // null is no secret; the current one is no new one
+    const inOverlap = await h.api('POST', path, { secret: 'not-a-secret' });
+    assert.equal(inOverlap.status, 422, inOverlap.text);
+    for (const body of [{ secret: null }, { secret: cut.json.secret, expire_previous_after_s: 0 }]) {
+      const r = await h.api('POST', path, body);
+      assert.equal(r.status, 422, `${JSON.stringify(body)}: ${r.text}`);
+    }
+    assert.match((await h.api('POST', path, { secret: cut.json.secret, expire_previous_after_s: 0 })).json.error.message,
+      /is the endpoint's current secret/);
     assert.equal((await h.stop()).code, 0);
     await recv.close();
   });
