@@ -56,6 +56,7 @@ typedef struct src_op {
   int limit;                      /* list: the page's size, after the id `after` */
   char after[HOOKD_ID_MAX + 64];
   bool more;                      /* list: sources past the page */
+  int cancelled;                  /* DELETE: the destinations' deliveries cancelled */
 } src_op;
 
 enum { P_SECRETS = 1, P_TOLERANCE = 2, P_TYPES = 4, P_IDENTITY = 8, P_BKEY = 16, P_VERSION = 32 };
@@ -887,12 +888,18 @@ void hookd_api_source_patch(hookd_req *r, hookd_app *app) {
 
 static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   src_op *op = (src_op *)base;
+  hookd_source_free(&op->src); /* a second run (its batch redone) starts afresh */
+  hookd_endpoints_free(op->got_dests, op->n_got);
+  op->got_dests = NULL;
+  op->n_got = 0;
   int rc = be->source_get(c, op->id, &op->src, &op->got_dests, &op->n_got);
   if (rc) return rc;
   if (op->scoped && !hookd_principal_has_tenant(&op->who, op->src.tenant_id))
     return HOOKD_STORE_NOTFOUND;
-  if ((rc = be->source_delete(c, op->id, hookd_now_ms())) != 0) return rc;
-  return hookd_api_audit(base, c, be, "source.delete", op->id, op->src.tenant_id, NULL);
+  if ((rc = be->source_delete(c, op->id, hookd_now_ms(), &op->cancelled)) != 0) return rc;
+  char detail[64];
+  snprintf(detail, sizeof detail, "cancelled_deliveries=%d", op->cancelled);
+  return hookd_api_audit(base, c, be, "source.delete", op->id, op->src.tenant_id, detail);
 }
 
 static void reply_delete(hookd_api_op *base, int rc) {
@@ -906,7 +913,9 @@ static void reply_delete(hookd_api_op *base, int rc) {
     op->got_dests[i].deleted_ms = hookd_now_ms();
     hookd_dispatcher_endpoint_changed(base->app->disp, &op->got_dests[i]);
   }
-  hookd_req_reply_json(base->req, 200, json_pack("{s:s,s:b}", "id", op->id, "deleted", 1));
+  /* as an endpoint's DELETE: what its destinations still had to send is cancelled */
+  hookd_req_reply_json(base->req, 200, json_pack("{s:s,s:b,s:i}", "id", op->id, "deleted", 1,
+                                                 "cancelled_deliveries", op->cancelled));
 }
 
 void hookd_api_source_delete(hookd_req *r, hookd_app *app) {

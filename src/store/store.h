@@ -592,7 +592,7 @@ typedef struct hookd_store_backend {
                     hookd_endpoint **dests, size_t *n_dests);
   int (*source_update)(hookd_store_conn *c, const hookd_source *s);
   /* Deletes the source and its destinations (their active deliveries are cancelled). */
-  int (*source_delete)(hookd_store_conn *c, const char *id, int64_t now_ms);
+  int (*source_delete)(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
   /* Every live source (the receive path's cache), or one tenant's. */
   int (*source_list)(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
 

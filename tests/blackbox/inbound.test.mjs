@@ -1281,8 +1281,13 @@ describe('source configuration', () => {
       { what: 'the scoped key known' });
     r = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: first.url }, asOther);
     assert.equal(r.status, 404, r.text);
-    // a deleted source's id is taken for good, and the answer says so
-    assert.equal((await h.api('DELETE', `/v1/sources/${src.id}`)).status, 200);
+    // deleted, it says what its destinations still had to send and was cancelled (the retry of
+    // evt_add_3), as an endpoint's DELETE does; a deleted source's id is taken for good
+    const del = await h.api('DELETE', `/v1/sources/${src.id}`);
+    assert.equal(del.status, 200);
+    assert.ok(del.json.cancelled_deliveries >= 1, del.text);
+    assert.ok((await h.api('GET', '/v1/audit?limit=20')).json.data.some((a) => a.action === 'source.delete' &&
+      a.target === src.id && /cancelled_deliveries=\d+/.test(a.detail)));
     r = await h.api('POST', '/v1/sources', { id: src.id, tenant: TENANT, provider: 'stripe', secrets: ['whsec_add'], destinations: [{ url: first.url }] });
     assert.equal(r.status, 409);
     assert.match(r.json.error.message, /was deleted, and a source id is never used again/);

@@ -194,7 +194,7 @@ int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint 
 int sq_source_get(hookd_store_conn *c, const char *id, hookd_source *out, hookd_endpoint **dests,
                   size_t *n_dests);
 int sq_source_update(hookd_store_conn *c, const hookd_source *s);
-int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms);
+int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
 int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
 int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);
 int sq_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_delivery **dl,
