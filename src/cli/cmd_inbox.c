@@ -103,8 +103,8 @@ static size_t collect(char *p, size_t size, size_t n, void *arg) {
   return size * n;
 }
 
-static void usage(void) {
-  fprintf(stderr, "usage: hookd inbox replay <inbox id> --to URL [--times N (1-10000)]"
+static void usage(FILE *to) {
+  fprintf(to, "usage: hookd inbox replay <inbox id> --to URL [--times N (1-10000)]"
                   " [--store URL] [--master-key-file FILE] [--allow-remote]\n");
 }
 
@@ -124,11 +124,11 @@ static int loopback_only(void *arg, char *ip, char *local_ip, int remote_port, i
 int hookd_cmd_inbox(int argc, char **argv) {
   for (int i = 0; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
+      usage(stdout); /* asked for: the answer, on stdout */
       return 0;
     }
   if (argc < 2 || strcmp(argv[0], "replay") != 0) {
-    usage();
+    usage(stderr);
     return 2;
   }
   const char *id = argv[1], *to = NULL, *store = getenv("HOOKD_STORE"), *key_file = NULL;
@@ -141,9 +141,16 @@ int hookd_cmd_inbox(int argc, char **argv) {
       continue;
     }
     if (i + 1 >= argc) {
-      usage();
+      usage(stderr);
       return 2;
     }
+    /* each at most once (keys refuses repeats too: which one was meant?) */
+    const char *opt = argv[i];
+    for (int j = 2; j < i; j++)
+      if (!strcmp(argv[j], opt) && strcmp(opt, "--allow-remote") != 0) {
+        fprintf(stderr, "hookd inbox replay: %s given twice\n", opt);
+        return 2;
+      }
     if (!strcmp(argv[i], "--to")) to = argv[i + 1];
     else if (!strcmp(argv[i], "--times")) {
       long long n;
@@ -156,12 +163,12 @@ int hookd_cmd_inbox(int argc, char **argv) {
     else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
     else if (!strcmp(argv[i], "--master-key-file")) key_file = argv[i + 1];
     else {
-      usage();
+      usage(stderr);
       return 2;
     }
   }
   if (!to || times < 1 || times > 10000) {
-    usage();
+    usage(stderr);
     return 2;
   }
   hookd_store_config cfg = {.url = store && *store ? store : "sqlite:hookd.db", .max_batch = 16,

@@ -32,8 +32,8 @@ typedef struct keys_args {
   const char *store, *role, *tenants, *name, *id, *master_file, *new_master_file;
 } keys_args;
 
-static void usage(void) {
-  fprintf(stderr,
+static void usage(FILE *to) {
+  fprintf(to,
           "usage: hookd keys create --role admin|operator|viewer|publisher [--tenants a,b] "
           "[--name NAME] [--store URL]\n"
           "       hookd keys list [--store URL]\n"
@@ -267,7 +267,7 @@ static int cmd_list(keys_args *a) {
 
 static int cmd_revoke(keys_args *a) {
   if (!a->id) {
-    usage();
+    usage(stderr);
     return 2;
   }
   if (!hookd_cli_store_exists("hookd keys revoke", a->store)) return 1;
@@ -289,7 +289,7 @@ static int cmd_revoke(keys_args *a) {
 
 static int cmd_rotate_master(keys_args *a) {
   if (!a->new_master_file) {
-    usage();
+    usage(stderr);
     return 2;
   }
   if (!hookd_cli_store_exists("hookd keys rotate-master", a->store)) return 1;
@@ -351,11 +351,11 @@ int hookd_cmd_keys(int argc, char **argv) {
   keys_args a = {0};
   for (int i = 0; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage();
+      usage(stdout); /* asked for: the answer, on stdout */
       return 0;
     }
   if (argc < 1 || parse(argc - 1, argv + 1, &a) != 0) {
-    usage();
+    usage(stderr);
     return 2;
   }
   const char *sub = argv[0];
@@ -396,6 +396,6 @@ int hookd_cmd_keys(int argc, char **argv) {
   if (!strcmp(sub, "list")) return cmd_list(&a);
   if (!strcmp(sub, "revoke")) return cmd_revoke(&a);
   if (!strcmp(sub, "rotate-master")) return cmd_rotate_master(&a);
-  usage();
+  usage(stderr);
   return 2;
 }

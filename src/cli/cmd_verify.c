@@ -21,8 +21,8 @@
 #include "core/num.h"
 #include "core/sign.h"
 
-static void usage(void) {
-  fprintf(stderr,
+static void usage(FILE *to) {
+  fprintf(to,
           "usage: hookd verify (--secret whsec_… [--secret …] | --public-key whpk_…) --body FILE"
           " (--id ID --timestamp TS --signature SIG | --header 'webhook-id: …' …)"
           " [--tolerance SECONDS] [--now UNIX]\n"
@@ -83,7 +83,7 @@ int hookd_cmd_verify(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage();
+      usage(stdout); /* asked for: the answer, on stdout */
       ret = 0;
       goto out;
     }
@@ -188,7 +188,7 @@ int hookd_cmd_verify(int argc, char **argv) {
   }
   goto out;
 usage_out:
-  usage();
+  usage(stderr);
 out:
   for (int k = 0; k < 3; k++) free(hv[k]);
   free(env_copy);

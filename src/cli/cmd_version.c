@@ -9,6 +9,10 @@
 #include "cli/cli.h"
 
 int hookd_cmd_version(int argc, char **argv) {
+  if (argc > 0) { /* it takes none: a stray one is a mistake, not ignored */
+    fprintf(stderr, "usage: hookd version\n");
+    return 2;
+  }
   printf("hookd %s\n", HOOKD_VERSION);
   printf("  libcurl %s, libmicrohttpd %s, SQLite %s, jansson %s, %s\n",
          curl_version_info(CURLVERSION_NOW)->version, MHD_get_version(), sqlite3_libversion(),

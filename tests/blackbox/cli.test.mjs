@@ -316,7 +316,15 @@ describe('hookd CLI', () => {
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, why);
     }
-    for (const cmd of ['keys', 'inbox', 'verify']) assert.equal(run([cmd, '--help']).status, 0, `${cmd} --help`);
+    for (const cmd of ['keys', 'inbox', 'verify']) { // asked for, the usage goes to stdout, as serve's
+      const help = run([cmd, '--help']);
+      assert.equal(help.status, 0, `${cmd} --help`);
+      assert.match(help.stdout, new RegExp(`^usage: hookd ${cmd}`), `${cmd} --help on stdout`);
+    }
+    // an option given twice is refused, not the last one taken
+    const twice = run(['inbox', 'replay', 'inb_x', '--to', 'http://127.0.0.1:1/a', '--to', 'http://127.0.0.1:1/b', ...store]);
+    assert.equal(twice.status, 2);
+    assert.match(twice.stderr, /--to given twice/);
     cleanup();
   });
 
@@ -377,6 +385,7 @@ describe('hookd CLI', () => {
     const r = run(['version']);
     assert.equal(r.status, 0);
     assert.match(r.stdout, /^hookd \d+\.\d+\.\d+/);
+    assert.equal(run(['version', '--bogus']).status, 2, 'a stray argument is refused');
   });
 
   it('verify: the Standard Webhooks vector is valid; a tampered body or a stale timestamp is not', () => {
