@@ -187,19 +187,7 @@ static void reply_replay(hookd_api_op *base, int rc) {
 
 void hookd_api_delivery_replay(hookd_req *r, hookd_app *app) {
   /* it takes no field: one sent (a "send as a new event" flag, say) is refused, not ignored */
-  size_t body_len;
-  hookd_req_body(r, &body_len);
-  if (body_len) {
-    json_t *body = hookd_api_body_object(r, app);
-    if (!body) return;
-    const char *k = NULL;
-    json_t *v;
-    json_object_foreach(body, k, v) break;
-    if (k)
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\" (replay takes none)", k);
-    json_decref(body);
-    if (k) return;
-  }
+  if (!hookd_api_no_fields(r, app, "replay")) return;
   dl_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));

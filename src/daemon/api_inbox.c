@@ -1,7 +1,8 @@
 /* api_inbox.c — the inbound dedup records (docs/inbound.md):
  *   GET  /v1/inbox?tenant=&source=&state=&limit=&before=   newest first (e.g. state=conflict)
  *   GET  /v1/inbox/{id}                                     the record and its deliveries
- *   POST /v1/inbox/{id}/resolve {"outcome", "reason"}       settle a record held in unknown */
+ *   POST /v1/inbox/{id}/resolve {"outcome", "reason"}       settle a record held in unknown
+ *   POST /v1/inbox/{id}/replay                              its dead-lettered forwards again */
 #include <stdlib.h>
 #include <string.h>
 
@@ -264,4 +265,75 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
     hookd_api_submit(&op->base, true);
   }
   json_decref(body);
+}
+
+/* ---------- replay ---------- */
+
+/* Every dead-lettered forward of the record sent again (each a delivery replay: a fresh retry
+ * budget, the same Idempotency-Key) — what a Hookdeck user does with "retry" on an event whose
+ * handler was fixed, in one call instead of one per destination. A forward that cannot be (its
+ * destination deleted or disabled, its payload purged) is left as it is; none at all is 409. */
+static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  inbox_op *op = (inbox_op *)base;
+  inbox_cleanup(base); /* a second run (its batch undone and run again) forgets the first's */
+  memset(&op->rec, 0, sizeof op->rec);
+  op->loaded = false;
+  op->dl = NULL;
+  op->hints = NULL;
+  op->n = op->n_hints = op->n_resolved = 0;
+  int rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
+  op->loaded = rc == 0;
+  if (rc || (rc = hide_foreign(op)) != 0) return rc;
+  if (op->n && !(op->hints = calloc(op->n, sizeof *op->hints))) return HOOKD_STORE_ERR;
+  int64_t now = hookd_now_ms();
+  for (size_t i = 0; i < op->n; i++) {
+    if (op->dl[i].state != HOOKD_DS_DEAD) continue;
+    rc = be->delivery_replay(c, op->dl[i].id, now, NULL);
+    if (rc == HOOKD_STORE_STATE) continue; /* refused before writing: left as it is */
+    if (rc) return rc;
+    op->n_resolved++;
+    char *eid = strdup(op->dl[i].endpoint_id); /* (without, the dispatcher's scan finds it) */
+    if (eid) op->hints[op->n_hints++] = (hookd_due_hint){eid, now};
+  }
+  if (!op->n_resolved) {
+    snprintf(base->err, sizeof base->err,
+             "nothing to replay: the record has no dead-lettered forward that can be sent again "
+             "(a held one is settled with resolve; one whose destination was deleted or "
+             "disabled, or whose payload was purged, cannot be)");
+    return HOOKD_STORE_STATE;
+  }
+  hookd_inbox_free(&op->rec);
+  hookd_deliveries_free(op->dl, op->n);
+  op->dl = NULL;
+  op->n = 0;
+  rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
+  op->loaded = rc == 0;
+  char detail[48];
+  snprintf(detail, sizeof detail, "replayed=%zu", op->n_resolved);
+  return rc ? rc : hookd_api_audit(base, c, be, "inbox.replay", op->id, op->rec.tenant_id, detail);
+}
+
+static void reply_replay(hookd_api_op *base, int rc) {
+  inbox_op *op = (inbox_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "inbox record");
+    return;
+  }
+  for (size_t i = 0; i < op->n_hints; i++)
+    hookd_dispatcher_hint(base->app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  HOOKD_ADD(replays, op->n_resolved);
+  HLOG(HOOKD_LOG_INFO, "inbox.replayed", KV_S("inbox_id", op->id),
+       KV_S("tenant_id", op->rec.tenant_id), KV_I("forwards", (int64_t)op->n_resolved),
+       KV_S("actor", base->actor[0] ? base->actor : NULL));
+  json_t *v = record_json(op);
+  json_object_set_new(v, "replayed", json_integer((json_int_t)op->n_resolved));
+  hookd_req_reply_json(base->req, 202, v);
+}
+
+void hookd_api_inbox_replay(hookd_req *r, hookd_app *app) {
+  if (!hookd_api_no_fields(r, app, "replay")) return; /* (a reason goes in Hookd-Reason) */
+  inbox_op *op = new_op(r, app, run_replay, reply_replay);
+  if (!op) return;
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  hookd_api_submit(&op->base, true);
 }

@@ -643,6 +643,37 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('replaying a record (POST /v1/inbox/{id}/replay): its dead-lettered forwards to every destination go again, with the same Idempotency-Key; nothing to replay is 409', async () => {
+    let fixed = false;
+    const a = await startReceiver(() => (fixed ? { status: 200 } : { status: 400 }));
+    const b = await startReceiver(() => (fixed ? { status: 200 } : { status: 422 }));
+    const src = await source('stripe', ['whsec_irp'], [{ url: a.url }, { url: b.url }]);
+    const body = stripeEvent('evt_irp_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_irp'));
+    await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    fixed = true; // both handlers fixed: one call sends the event to both again
+    assert.equal((await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`, { colour: 'red' })).status, 422);
+    const rp = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`, undefined, { 'Hookd-Reason': 'handlers fixed' });
+    assert.equal(rp.status, 202, rp.text);
+    assert.equal(rp.json.replayed, 2);
+    assert.notEqual(rp.json.status, 'dead_lettered');
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    for (const d of [a, b]) {
+      assert.equal(d.requests.length, 2);
+      assert.equal(d.requests[1].headers['idempotency-key'], r.json.inbox_id);
+      assert.equal(d.requests[1].body, body);
+    }
+    const audit = (await h.api('GET', '/v1/audit?limit=20')).json.data.find((x) => x.action === 'inbox.replay');
+    assert.equal(audit.target, r.json.inbox_id);
+    assert.equal(audit.reason, 'handlers fixed');
+    const again = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`);
+    assert.equal(again.status, 409, 'nothing dead-lettered left');
+    assert.match(again.json.error.message, /nothing to replay/);
+    assert.equal((await h.api('POST', '/v1/inbox/inb_nosuch/replay')).status, 404);
+    await a.close();
+    await b.close();
+  });
+
   it('an empty body (GitLab, token auth) is stored and forwarded empty', async () => {
     const dest = await startReceiver();
     const src = await source('gitlab', ['gl_empty'], [{ url: dest.url }]);
