@@ -179,14 +179,19 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
 
 /* ---------- resolve ---------- */
 
-static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
-  inbox_op *op = (inbox_op *)base;
-  inbox_cleanup(base); /* a second run (its batch undone and run again) forgets the first's */
+/* A write op's start: a second run (its batch undone and run again) forgets the first's. */
+static void rerun_reset(inbox_op *op) {
+  inbox_cleanup(&op->base);
   memset(&op->rec, 0, sizeof op->rec);
   op->loaded = false;
   op->dl = NULL;
   op->hints = NULL;
   op->n = op->n_hints = op->n_resolved = 0;
+}
+
+static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  inbox_op *op = (inbox_op *)base;
+  rerun_reset(op);
   int rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
   op->loaded = rc == 0;
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
@@ -275,12 +280,7 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
  * destination deleted or disabled, its payload purged) is left as it is; none at all is 409. */
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
-  inbox_cleanup(base); /* a second run (its batch undone and run again) forgets the first's */
-  memset(&op->rec, 0, sizeof op->rec);
-  op->loaded = false;
-  op->dl = NULL;
-  op->hints = NULL;
-  op->n = op->n_hints = op->n_resolved = 0;
+  rerun_reset(op);
   int rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
   op->loaded = rc == 0;
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
