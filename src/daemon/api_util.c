@@ -476,7 +476,11 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
       (json_int_t)(e->policy.max_age_ms / 1000), "retry_after_cap_s",
       (json_int_t)(e->policy.retry_after_cap_ms / 1000), "signing",
       e->signing ? e->signing : "hmac", "previous_secret_expires_at",
-      e->previous_secret ? hookd_json_time(e->previous_expires_ms) : json_null(), "created_at",
+      /* an overlap that has ended shows none */
+      e->previous_secret && e->previous_expires_ms > hookd_now_ms()
+          ? hookd_json_time(e->previous_expires_ms)
+          : json_null(),
+      "created_at",
       hookd_json_time(e->created_ms), "updated_at", hookd_json_time(e->updated_ms));
   json_object_set_new(v, "rate_limit",
                       e->rate_limit > 0 ? json_pack("{s:f}", "per_second", e->rate_limit)

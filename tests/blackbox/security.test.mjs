@@ -430,6 +430,8 @@ describe('secrets', () => {
     const verifyWith = (s, rec) => new Webhook(s).verify(rec.body, rec.headers);
     assert.doesNotThrow(() => verifyWith(newSecret, during));
     assert.doesNotThrow(() => verifyWith(oldSecret, during));
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.previous_secret_expires_at,
+      rot.json.previous_expires_at, 'shown during the overlap');
     await waitUntil(async () => Date.now() > until + 100, { what: 'overlap over' });
     const p2 = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
     await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered');
@@ -437,8 +439,13 @@ describe('secrets', () => {
     assert.equal(afterRot.headers['webhook-signature'].split(' ').length, 1);
     assert.doesNotThrow(() => verifyWith(newSecret, afterRot));
     assert.throws(() => verifyWith(oldSecret, afterRot));
+    // the overlap over, none is shown, and the next write of the endpoint drops the old secret
     const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
-    assert.ok(ep.json.previous_secret_expires_at);
+    assert.equal(ep.json.previous_secret_expires_at, null, 'an ended overlap shows none');
+    assert.equal(h.query(`SELECT previous_secret IS NOT NULL AS kept FROM endpoints WHERE id = '${endpoint}'`)[0].kept, 1);
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { description: 'x' })).status, 200);
+    assert.deepEqual(h.query(`SELECT previous_secret, previous_expires_at FROM endpoints WHERE id = '${endpoint}'`),
+      [{ previous_secret: null, previous_expires_at: null }]);
     assert.ok(!h.stderrText.includes(oldSecret) && !h.stderrText.includes(newSecret), 'no secret in the logs');
     assert.equal((await h.stop()).code, 0);
     await recv.close();

@@ -307,8 +307,10 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sq_bind_i64(st, 9, ep->policy.id);
   sq_bind_text(st, 10, ep->secret);
   sq_bind_i64(st, 11, ep->updated_ms);
-  sq_bind_text(st, 12, ep->previous_secret);
-  sq_bind_i64_or_null(st, 13, ep->previous_secret ? ep->previous_expires_ms : 0);
+  /* a previous secret whose overlap has ended goes with the next write (nothing signs with it) */
+  bool prev = ep->previous_secret && ep->previous_expires_ms > ep->updated_ms;
+  sq_bind_text(st, 12, prev ? ep->previous_secret : NULL);
+  sq_bind_i64_or_null(st, 13, prev ? ep->previous_expires_ms : 0);
   sqlite3_bind_double(st, 14, ep->rate_limit);
   sq_bind_i64(st, 15, ep->ordered);
   sq_bind_text(st, 16, ep->lane_policy ? ep->lane_policy : "skip");
