@@ -30,6 +30,11 @@ describe('retry policy versions', () => {
     assert.equal(da2.policy_version, v1);
     assert.equal(da2.attempt_count, 4, 'the pending delivery kept its four attempts');
     assert.equal(da2.dead_reason, 'max_attempts');
+    // a replay starts a new cycle under the endpoint's policy of now (one attempt), not v1's four
+    assert.equal((await h.api('POST', `/v1/deliveries/${da2.id}/replay`)).status, 202);
+    const [da3] = await waitDelivery(h, a.json.id, (ds) => ds[0]?.state === 'dead' && ds[0].attempt_count > 4);
+    assert.equal(da3.policy_version, v2);
+    assert.equal(da3.attempt_count, 5, 'one attempt in the replayed cycle, as v2 allows');
     await recv.close();
   });
 

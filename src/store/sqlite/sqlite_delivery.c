@@ -578,6 +578,9 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
                "UPDATE deliveries SET state = 'pending', cycle_base = attempt_count,"
                " lane_wait = 0, lease_token = lease_token + 1," /* no older attempt's outcome
                                                                 * lands on the new cycle */
+               /* a new cycle runs under the endpoint's policy of now: an operator who changed
+                * it, then replays, means the new one */
+               " policy_id = (SELECT policy_id FROM endpoints WHERE id = endpoint_id),"
                " cycle_kind = 'replay', cycle_started_at = ?2, next_attempt_at = ?2,"
                " dead_at = NULL, dead_reason = NULL, delivered_at = NULL,"
                " updated_at = ?2"
