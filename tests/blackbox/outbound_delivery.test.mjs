@@ -458,17 +458,22 @@ describe('replay', () => {
   it('"send it now": replaying a delivery still waiting for its next retry brings that attempt forward, within its retry budget; one being attempted is refused', async () => {
     let ok = false;
     const recv = await startReceiver(() => (ok ? { status: 200 } : { status: 500 }));
-    // the next retry an hour away
+    // the next retry up to an hour away (full jitter: a draw under a minute, 1 in 60, is
+    // skipped — another event is published until one waits longer)
     const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 5, backoff_base_ms: 3600000, backoff_cap_ms: 3600000 } });
-    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
-    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'retrying');
+    let p, d;
+    for (let i = 0; i < 6; i++) {
+      p = await publish(h, tenant, { type: 'a.b', payload: { i } });
+      [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'retrying');
+      if (Date.parse(d.next_attempt_at) > Date.now() + 60000) break;
+    }
     assert.ok(Date.parse(d.next_attempt_at) > Date.now() + 60000, 'scheduled far ahead');
     ok = true; // the receiver is fixed
     const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
     assert.equal(r.status, 202, r.text);
     assert.equal(r.json.state, 'retrying');
     assert.ok(Date.parse(r.json.next_attempt_at) <= Date.now(), 'due now');
-    await recv.waitFor(2);
+    await recv.waitFor((rv) => rv.requests.filter((q) => q.headers['webhook-id'] === p.json.id).length >= 2);
     const [d2] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
     assert.equal(d2.attempt_count, 2, 'the same cycle: its second attempt');
     const full = await getDelivery(h, d.id);
