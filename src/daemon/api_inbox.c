@@ -189,6 +189,30 @@ static void rerun_reset(inbox_op *op) {
   op->n = op->n_hints = op->n_resolved = 0;
 }
 
+/* A write op's end: the record read again, as its answer shows it, and the action audited. */
+static int reread_audited(inbox_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                          const char *action, const char *detail) {
+  hookd_inbox_free(&op->rec);
+  hookd_deliveries_free(op->dl, op->n);
+  op->dl = NULL;
+  op->n = 0;
+  int rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
+  op->loaded = rc == 0;
+  return rc ? rc : hookd_api_audit(&op->base, c, be, action, op->id, op->rec.tenant_id, detail);
+}
+
+/* A write op's answer begins: false once a failure is answered; else the dispatcher hears of
+ * the endpoints it made due. */
+static bool answered_or_hinted(inbox_op *op, int rc) {
+  if (rc) {
+    hookd_api_store_error(&op->base, rc, "inbox record");
+    return false;
+  }
+  for (size_t i = 0; i < op->n_hints; i++)
+    hookd_dispatcher_hint(op->base.app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  return true;
+}
+
 static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
@@ -197,23 +221,12 @@ static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
   rc = be->inbox_resolve(c, op->id, op->to, hookd_now_ms(), &op->n_resolved, &op->hints,
                          &op->n_hints);
-  if (rc) return rc;
-  hookd_inbox_free(&op->rec);
-  rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
-  op->loaded = rc == 0;
-  return rc ? rc
-            : hookd_api_audit(base, c, be, "inbox.resolve", op->id, op->rec.tenant_id,
-                              hookd_dstate_name(op->to));
+  return rc ? rc : reread_audited(op, c, be, "inbox.resolve", hookd_dstate_name(op->to));
 }
 
 static void reply_resolve(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
-  if (rc) {
-    hookd_api_store_error(base, rc, "inbox record");
-    return;
-  }
-  for (size_t i = 0; i < op->n_hints; i++)
-    hookd_dispatcher_hint(base->app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  if (!answered_or_hinted(op, rc)) return;
   if (op->to == HOOKD_DS_DEAD) HOOKD_ADD(dead[M_DEAD_OPERATOR], op->n_resolved);
   if (op->to == HOOKD_DS_DELIVERED) HOOKD_ADD(delivered, op->n_resolved);
   HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", op->id),
@@ -302,25 +315,14 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
              "disabled, or whose payload was purged, cannot be)");
     return HOOKD_STORE_STATE;
   }
-  hookd_inbox_free(&op->rec);
-  hookd_deliveries_free(op->dl, op->n);
-  op->dl = NULL;
-  op->n = 0;
-  rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
-  op->loaded = rc == 0;
   char detail[48];
   snprintf(detail, sizeof detail, "replayed=%zu", op->n_resolved);
-  return rc ? rc : hookd_api_audit(base, c, be, "inbox.replay", op->id, op->rec.tenant_id, detail);
+  return reread_audited(op, c, be, "inbox.replay", detail);
 }
 
 static void reply_replay(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
-  if (rc) {
-    hookd_api_store_error(base, rc, "inbox record");
-    return;
-  }
-  for (size_t i = 0; i < op->n_hints; i++)
-    hookd_dispatcher_hint(base->app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  if (!answered_or_hinted(op, rc)) return;
   HOOKD_ADD(replays, op->n_resolved);
   HLOG(HOOKD_LOG_INFO, "inbox.replayed", KV_S("inbox_id", op->id),
        KV_S("tenant_id", op->rec.tenant_id), KV_I("forwards", (int64_t)op->n_resolved),
