@@ -551,7 +551,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     }
   }
 
-  /* what the forward carries (the body was copied above) */
+  /* what the forward carries (the body is op->body, above) */
   hookd_buf_init(&op->meta, 32 * 1024);
   bool form_body = p == HOOKD_PROVIDER_VNPAY || query_body;
   if (ct && !form_body) header_safe(ct, op->content_type, sizeof op->content_type);

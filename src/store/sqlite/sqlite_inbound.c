@@ -361,16 +361,11 @@ static int no_destination(hookd_store_conn *c, const hookd_receive_req *req) {
  * when it stays filtered: no destination left to forward to (checked before writing). */
 static int promote_filtered(hookd_store_conn *c, const hookd_inbox *orig,
                             const hookd_receive_req *req, int64_t event_seq) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_PROMOTE_DEST,
-                             "SELECT EXISTS(SELECT 1 FROM endpoints WHERE source_id = ?1"
-                             " AND deleted_at IS NULL)");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_text(st, 1, req->source_id);
-  if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "destinations");
-  bool any = sqlite3_column_int(st, 0);
-  sqlite3_reset(st);
-  if (!any) return 0;
-  st = sq_stmt(c, SQ_INBOX_PROMOTE,
+  /* the receive path's own check, without an identity: only the destinations count */
+  int rc = no_destination(c, &(hookd_receive_req){.source_id = req->source_id});
+  if (rc == HOOKD_STORE_STATE) return 0;
+  if (rc) return rc;
+  sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_PROMOTE,
                "UPDATE inbox SET status = 'received', event_seq = ?2, event_type = ?3"
                " WHERE id = ?1 AND status = 'filtered'");
   if (!st) return HOOKD_STORE_ERR;
