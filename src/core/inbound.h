@@ -167,7 +167,10 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
  *   discord a webhook event (type 1 with an "event") 204; an interaction, which must be answered
  *           within 3 s while its handler runs later, a deferred response: {"type":5} for a
  *           command or modal, {"type":6} for a component, no choices for an autocomplete (the
- *           handler follows up through the interaction token)
+ *           handler follows up through the interaction token); when the record is not
+ *           forwarded (filtered, stale, a conflict or a business-key duplicate), a command or
+ *           modal gets an ephemeral "not handled" message instead (unforwarded_body), since a
+ *           deferred answer nobody follows up shows "thinking…" for 15 minutes
  *   twilio  an empty TwiML <Response> (an incoming message or call takes nothing else)
  *   slack   a form post (slash command, interaction) an empty 200 (a body would be shown)
  * Returns 1 and fills *ack (static strings; content_type and body NULL for none), 0 when hookd's
@@ -175,6 +178,7 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
 typedef struct hookd_in_ack {
   int status;
   const char *content_type, *body;
+  const char *unforwarded_body; /* the body instead when the record is not forwarded; or NULL */
 } hookd_in_ack;
 int hookd_in_stored_ack(hookd_provider p, const hookd_in_request *req, const json_t *body,
                         hookd_in_ack *ack);

@@ -314,15 +314,15 @@ bool hookd_in_is_form(const char *ct) {
 int hookd_in_stored_ack(hookd_provider p, const hookd_in_request *req, const json_t *body,
                         hookd_in_ack *ack) {
   static const char json[] = "application/json";
-  *ack = (hookd_in_ack){200, NULL, NULL};
+  *ack = (hookd_in_ack){200, NULL, NULL, NULL};
   switch (p) {
   case HOOKD_PROVIDER_VNPAY:
-    *ack = (hookd_in_ack){200, json, "{\"RspCode\":\"00\",\"Message\":\"Confirm Success\"}"};
+    *ack = (hookd_in_ack){200, json, "{\"RspCode\":\"00\",\"Message\":\"Confirm Success\"}", NULL};
     return 1;
   case HOOKD_PROVIDER_MOMO: ack->status = 204; return 1;
   case HOOKD_PROVIDER_TWILIO:
     *ack = (hookd_in_ack){200, "text/xml",
-                          "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response></Response>"};
+                          "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response></Response>", NULL};
     return 1;
   case HOOKD_PROVIDER_SLACK: return hookd_in_is_form(hookd_in_header_get(req, "Content-Type"));
   case HOOKD_PROVIDER_DISCORD: {
@@ -331,11 +331,15 @@ int hookd_in_stored_ack(hookd_provider p, const hookd_in_request *req, const jso
     if (type == 1 && json_is_object(obj_get(body, "event")))
       ack->status = 204; /* a webhook event: acknowledged with no body */
     else if (type == 3)
-      *ack = (hookd_in_ack){200, json, "{\"type\":6}"}; /* a component: DEFERRED_UPDATE_MESSAGE */
+      /* a component: DEFERRED_UPDATE_MESSAGE (the message stays as it is) */
+      *ack = (hookd_in_ack){200, json, "{\"type\":6}", NULL};
     else if (type == 4) /* autocomplete cannot wait for the application: no choices */
-      *ack = (hookd_in_ack){200, json, "{\"type\":8,\"data\":{\"choices\":[]}}"};
-    else /* a command, a modal: DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE */
-      *ack = (hookd_in_ack){200, json, "{\"type\":5}"};
+      *ack = (hookd_in_ack){200, json, "{\"type\":8,\"data\":{\"choices\":[]}}", NULL};
+    else /* a command, a modal: DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE; when nothing will follow
+          * it up, an ephemeral (flags 64) CHANNEL_MESSAGE_WITH_SOURCE says so */
+      *ack = (hookd_in_ack){200, json, "{\"type\":5}",
+                            "{\"type\":4,\"data\":{\"content\":"
+                            "\"This interaction is not handled.\",\"flags\":64}}"};
     return 1;
   }
   default: return 0;

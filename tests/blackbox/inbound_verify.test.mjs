@@ -258,6 +258,31 @@ describe('providers as they really send (an audit against their documentation)',
     await dest.close();
   });
 
+  it('Discord: a command the allowlist filters is answered with an ephemeral "not handled" message, not a deferred answer nothing follows up', async () => {
+    const dest = await startReceiver();
+    const key = ed25519();
+    const src = await source('discord', [key.raw.toString('hex')], [{ url: dest.url }], { event_types: ['APPLICATION_AUTHORIZED', '3'] });
+    const send = (obj) => {
+      const body = JSON.stringify(obj);
+      const ts = String(Math.floor(Date.now() / 1000));
+      return post(src, body, { 'Content-Type': 'application/json', 'X-Signature-Timestamp': ts,
+        'X-Signature-Ed25519': key.sign(ts + body).toString('hex') });
+    };
+    const notHandled = { type: 4, data: { content: 'This interaction is not handled.', flags: 64 } };
+    const cmd = await send({ id: 'f1', application_id: 'app', type: 2, token: 't1', version: 1, data: { name: 'pay' } });
+    assert.deepEqual([cmd.status, JSON.parse(cmd.text)], [200, notHandled], 'a filtered command');
+    const modal = await send({ id: 'f2', application_id: 'app', type: 5, token: 't2', version: 1, data: { custom_id: 'm' } });
+    assert.deepEqual(JSON.parse(modal.text), notHandled, 'a filtered modal');
+    const button = await send({ id: 'f3', application_id: 'app', type: 3, token: 't3', version: 1, data: { custom_id: 'ok' } });
+    assert.deepEqual(JSON.parse(button.text), { type: 6 }, 'an allowed component is deferred as before');
+    await dest.waitFor(1);
+    const records = await inbox(src);
+    assert.deepEqual(records.filter((r) => r.status === 'filtered').map((r) => r.event_type).sort(), ['2', '5']);
+    assert.notEqual(records.find((r) => r.event_type === '3').status, 'filtered');
+    assert.equal(dest.requests.length, 1, 'only the component was forwarded');
+    await dest.close();
+  });
+
   it('Twilio: a webhook configured as GET is verified on its URL and forwarded as the form POST; status callbacks of one call are distinct events', async () => {
     const dest = await startReceiver();
     const src = await source('twilio', ['tw_auth_token'], [{ url: dest.url }]);
