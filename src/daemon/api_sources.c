@@ -145,6 +145,13 @@ static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_en
     json_object_set_new(v, "ingest_url", json_string(url));
   }
   if (s->generic) json_object_set_new(v, "generic", json_loads(s->generic, 0, NULL));
+  /* the identity rule a change replaced, while it is still looked up (null: the provider's id) */
+  json_object_set_new(v, "prior_identity",
+                      s->prior_identity_until_ms > hookd_now_ms()
+                          ? json_pack("{s:o,s:o}", "identity_paths",
+                                      csv_array(s->prior_identity_paths), "until",
+                                      hookd_json_time(s->prior_identity_until_ms))
+                          : json_null());
   json_t *d = json_array();
   for (size_t i = 0; i < n; i++)
     json_array_append_new(d, dest_json(app, &dests[i], secrets ? secrets[i] : NULL));
@@ -816,6 +823,19 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   KEEP(P_VERSION, version_path);
   KEEP(P_VERSION, version_header);
 #undef KEEP
+  /* a changed identity rule: the one it replaces is still looked up until the inbox's retention
+   * has passed (docs/inbound.md "Changing the identity rule"); else a prior one goes on */
+  int64_t now = hookd_now_ms();
+  const char *was = cur.identity_paths, *is = op->src.identity_paths;
+  if ((op->patch & P_IDENTITY) && (!was != !is || (was && strcmp(was, is)))) {
+    op->src.prior_identity_paths = cur.identity_paths;
+    cur.identity_paths = NULL;
+    op->src.prior_identity_until_ms = now + base->app->cfg->inbox_retention_s * 1000;
+  } else if (cur.prior_identity_until_ms > now) {
+    op->src.prior_identity_paths = cur.prior_identity_paths;
+    cur.prior_identity_paths = NULL;
+    op->src.prior_identity_until_ms = cur.prior_identity_until_ms;
+  }
   if (!(op->patch & P_TOLERANCE)) op->src.tolerance_s = cur.tolerance_s;
   op->src.tenant_id = cur.tenant_id;
   op->src.provider = cur.provider;
@@ -823,7 +843,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   op->src.created_ms = cur.created_ms;
   cur.tenant_id = cur.provider = cur.generic = NULL;
   hookd_source_free(&cur);
-  op->src.updated_ms = hookd_now_ms();
+  op->src.updated_ms = now;
   if ((rc = be->source_update(c, &op->src)) != 0) return rc;
   char detail[96];
   snprintf(detail, sizeof detail, "%s%s%s%s%s%s", op->patch & P_SECRETS ? "secrets " : "",

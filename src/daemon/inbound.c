@@ -39,6 +39,7 @@ typedef struct recv_op {
   char provider_name[24];
   char identity_key[65];
   char identity_kind[16];
+  char prior_identity_key[65]; /* under the source's prior identity rule (docs/inbound.md) */
   char provider_event_id[256];
   char business_key[65];
   char event_type[256];
@@ -247,6 +248,54 @@ static bool version_of(const char *text, size_t len, char *out, size_t cap, bool
   return true;
 }
 
+/* A request's identity key under an identity rule (paths: a composite's JSON paths, NULL for the
+ * provider's id, else the payload hash; see docs/inbound.md "Identity") and its kind; the
+ * provider's id into op->provider_event_id when set_pid. -1 when it could not be computed (out
+ * of memory, SHA-256): a storage failure, the provider retries. */
+static int identity_under(recv_op *op, const hookd_source_rt *rt, const hookd_in_request *in,
+                          const char *paths, const json_t *json, bool lossy, size_t comp_max,
+                          char key_out[65], char kind[16], bool set_pid) {
+  char ident[1024] = "";
+  char missing[128];
+  int rc = 0;
+  hookd_buf comp;
+  hookd_buf_init(&comp, comp_max);
+  const hookd_generic_hmac *g = rt->has_generic ? &rt->generic : NULL;
+  /* a body holding an integer beyond 64 bits was read with such integers rounded (lossy):
+   * values of it cannot key anything (two events would share a key), so neither a composite
+   * identity nor a business key is taken from it — the provider's id or the raw bytes' hash is
+   * the identity, and it has no business key */
+  int crc = paths && json && !lossy
+                ? hookd_in_composite_key(json, paths, &comp, missing, sizeof missing)
+                : 1;
+  if (crc == HOOKD_BUF_NOMEM) {
+    rc = -1;
+  } else if (crc == 0) {
+    snprintf(kind, 16, "composite");
+    rc = hookd_in_sha256_hex(comp.data, comp.len, ident) != 0 ? -1 : 0;
+    /* the provider's id is still the record's event id and the forward's header, the link an
+     * operator follows back to the provider ("evt_…"), though it does not key anything here */
+    char pid[sizeof ident];
+    if (set_pid && hookd_in_event_id(op->provider, in, json, g, pid, sizeof pid) == 0)
+      header_safe(pid, op->provider_event_id, sizeof op->provider_event_id);
+  } else if (hookd_in_event_id(op->provider, in, json, g, ident, sizeof ident) == 0) {
+    snprintf(kind, 16, "provider_id");
+    if (set_pid) header_safe(ident, op->provider_event_id, sizeof op->provider_event_id);
+  } else {
+    snprintf(kind, 16, "payload_hash");
+    snprintf(ident, sizeof ident, "%s", op->payload_hash);
+  }
+  hookd_buf_free(&comp);
+  hookd_buf key;
+  hookd_buf_init(&key, 4096);
+  if (!rc && (hookd_buf_printf(&key, "%s\x1f%s\x1f%s\x1f%s\x1f%s", op->provider_name,
+                               op->source_id, op->tenant_id, kind, ident) != 0 ||
+              hookd_in_sha256_hex(key.data, key.len, key_out) != 0))
+    rc = -1;
+  hookd_buf_free(&key);
+  return rc;
+}
+
 bool hookd_inbound_gate(hookd_req *r, hookd_app *app) {
   hookd_source_rt *rt = hookd_source_cache_get(app->sources, hookd_req_param(r, 0));
   if (!rt) {
@@ -437,48 +486,21 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     op->hash_failed |= hookd_in_sha256_hex(body, body_len, op->payload_hash) != 0;
   hookd_buf_free(&canon);
 
-  /* identity: a configured composite, else the provider's id, else the payload hash */
-  char ident[1024] = "";
-  /* a composite holds canonical values of the body: as large as the canonical body at most */
+  /* identity: a configured composite, else the provider's id, else the payload hash — and,
+   * while a changed rule's prior one is still looked up, the key under that one too */
   size_t comp_max = app->cfg->max_body_bytes * 6 + 4096;
-  hookd_buf comp;
-  hookd_buf_init(&comp, comp_max);
-  char missing[128];
-  /* a body holding an integer beyond 64 bits was read with such integers rounded (lossy):
-   * values of it cannot key anything (two events would share a key), so neither a composite
-   * identity nor a business key is taken from it — the provider's id or the raw bytes' hash is
-   * the identity, and it has no business key */
-  int crc = rt->src.identity_paths && json && !lossy
-                ? hookd_in_composite_key(json, rt->src.identity_paths, &comp, missing,
-                                         sizeof missing)
-                : 1;
-  if (crc == HOOKD_BUF_NOMEM) { /* out of memory: 503, the provider retries */
-    op->hash_failed = true;
-  } else if (crc == 0) {
-    snprintf(op->identity_kind, sizeof op->identity_kind, "composite");
-    op->hash_failed |= hookd_in_sha256_hex(comp.data, comp.len, ident) != 0;
-    /* the provider's id is still the record's event id and the forward's header, the link an
-     * operator follows back to the provider ("evt_…"), though it does not key anything here */
-    char pid[sizeof ident];
-    if (hookd_in_event_id(p, &in, json, rt->has_generic ? &rt->generic : NULL, pid,
-                          sizeof pid) == 0)
-      header_safe(pid, op->provider_event_id, sizeof op->provider_event_id);
-  } else if (hookd_in_event_id(p, &in, json, rt->has_generic ? &rt->generic : NULL, ident,
-                               sizeof ident) == 0) {
-    snprintf(op->identity_kind, sizeof op->identity_kind, "provider_id");
-    header_safe(ident, op->provider_event_id, sizeof op->provider_event_id);
-  } else {
-    snprintf(op->identity_kind, sizeof op->identity_kind, "payload_hash");
-    snprintf(ident, sizeof ident, "%s", op->payload_hash);
+  op->hash_failed |= identity_under(op, rt, &in, rt->src.identity_paths, json, lossy, comp_max,
+                                    op->identity_key, op->identity_kind, true) != 0;
+  bool has_prior = rt->src.prior_identity_until_ms > now;
+  if (has_prior) {
+    char kind[sizeof op->identity_kind];
+    op->hash_failed |= identity_under(op, rt, &in, rt->src.prior_identity_paths, json, lossy,
+                                      comp_max, op->prior_identity_key, kind, false) != 0;
+    /* a rule that keys this event as the current one does looks up nothing more */
+    has_prior = strcmp(op->prior_identity_key, op->identity_key) != 0;
   }
-  hookd_buf_free(&comp);
-  hookd_buf key;
-  hookd_buf_init(&key, 4096);
-  op->hash_failed |= hookd_buf_printf(&key, "%s\x1f%s\x1f%s\x1f%s\x1f%s", op->provider_name,
-                                      op->source_id, op->tenant_id, op->identity_kind,
-                                      ident) != 0 ||
-                     hookd_in_sha256_hex(key.data, key.len, op->identity_key) != 0;
-  hookd_buf_free(&key);
+  hookd_buf comp;
+  char missing[128];
 
   /* business key and object version, when the source declares them */
   bool has_bkey = false, has_version = false, numeric = false;
@@ -592,6 +614,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                                .provider = op->provider_name,
                                .identity_key = op->identity_key,
                                .identity_kind = op->identity_kind,
+                               .prior_identity_key = has_prior ? op->prior_identity_key : NULL,
                                .provider_event_id =
                                    op->provider_event_id[0] ? op->provider_event_id : NULL,
                                .business_key = has_bkey ? op->business_key : NULL,

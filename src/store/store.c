@@ -206,6 +206,7 @@ void hookd_source_free(hookd_source *s) {
   free(s->version_path);
   free(s->version_header);
   free(s->generic);
+  free(s->prior_identity_paths);
   memset(s, 0, sizeof *s);
 }
 

@@ -316,6 +316,11 @@ typedef struct hookd_source {
   char *version_path;          /* … and its version, from the body … */
   char *version_header;        /* … or from a header */
   char *generic;               /* generic HMAC settings as JSON, NULL unless provider generic */
+  /* the identity rule identity_paths replaced (NULL = the provider's id), still looked up
+   * until prior_identity_until_ms (0 = none): a provider's retry of an event received before
+   * the change keeps its record (docs/inbound.md "Changing the identity rule") */
+  char *prior_identity_paths;
+  int64_t prior_identity_until_ms;
   int64_t created_ms, updated_ms, deleted_ms;
 } hookd_source;
 void hookd_source_free(hookd_source *s);
@@ -359,6 +364,8 @@ typedef struct hookd_receive_req {
   const char *inbox_id;        /* generated for a new record */
   const char *source_id, *tenant_id, *provider;
   const char *identity_key, *identity_kind, *provider_event_id;
+  const char *prior_identity_key; /* the key under the source's prior identity rule, NULL when
+                                   * none: a record under it is this event's */
   const char *business_key;    /* NULL when the source has no business-key rule */
   const char *event_type;
   const char *payload_hash;

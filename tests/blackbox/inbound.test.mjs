@@ -968,6 +968,51 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('a changed identity rule: a retry of an event received before the change is still its duplicate, across a restart; a coarse old rule holds no new event back', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const dest = await startReceiver();
+    // a rule too coarse: every event of a type would share one key
+    const src = await source('stripe', ['whsec_rule'], [{ url: dest.url }], { identity_paths: ['type'] }, d);
+    assert.equal(src.prior_identity, null);
+    const e1 = stripeEvent('evt_rule_1');
+    const first = await post(src, e1, sign.stripe(e1, 'whsec_rule'), d);
+    assert.equal(first.json.duplicate, false);
+    await waitStatus(src, first.json.inbox_id, 'completed', 15000, d);
+
+    const patched = await d.api('PATCH', `/v1/sources/${src.id}`, { identity_paths: null });
+    assert.equal(patched.status, 200, patched.text);
+    assert.deepEqual(patched.json.prior_identity.identity_paths, ['type']);
+    const until = Date.parse(patched.json.prior_identity.until);
+    assert.ok(until > Date.now() + 29 * 86400e3, `kept for the inbox's retention (30 days): ${patched.json.prior_identity.until}`);
+    await d.stop();
+    d = await startHookd({ dir });
+    assert.deepEqual((await d.api('GET', `/v1/sources/${src.id}`)).json.prior_identity.identity_paths, ['type'], 'kept across a restart');
+
+    // Stripe's retry of evt_rule_1, keyed by its id now: the record received under the old rule
+    const retry = await post(src, e1, sign.stripe(e1, 'whsec_rule'), d);
+    assert.equal(retry.status, 200, retry.text);
+    assert.deepEqual([retry.json.duplicate, retry.json.inbox_id, retry.json.status], [true, first.json.inbox_id, 'completed']);
+    // another event of the same type: the old rule would have keyed it as evt_rule_1 (a conflict)
+    const e2 = stripeEvent('evt_rule_2');
+    const second = await post(src, e2, sign.stripe(e2, 'whsec_rule'), d);
+    assert.equal(second.json.duplicate, false, second.text);
+    assert.notEqual(second.json.inbox_id, first.json.inbox_id);
+    await waitStatus(src, second.json.inbox_id, 'completed', 15000, d);
+    const again = await post(src, e2, sign.stripe(e2, 'whsec_rule'), d);
+    assert.deepEqual([again.json.duplicate, again.json.inbox_id], [true, second.json.inbox_id]);
+    assert.equal((await inbox(src, 'conflict', d)).length, 0);
+    assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id), ['evt_rule_1', 'evt_rule_2'], 'each event forwarded once');
+
+    // a PATCH that leaves the rule as it is keeps the prior one as it was
+    const kept = await d.api('PATCH', `/v1/sources/${src.id}`, { tolerance_s: 600 });
+    assert.deepEqual([kept.json.prior_identity.identity_paths, Date.parse(kept.json.prior_identity.until)], [['type'], until]);
+    assert.equal((await d.stop()).code, 0);
+    await dest.close();
+    cleanup();
+  });
+
   it('hookd killed mid-forward to a non-idempotent destination: held as unknown after the restart, not sent again', async () => {
     const { dir, cleanup } = tempDir();
     let d = await startHookd({ dir });

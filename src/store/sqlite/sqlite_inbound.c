@@ -14,7 +14,7 @@
 #define SRC_COLS                                                                              \
   "id, tenant_id, provider, secrets, tolerance_s, event_types, identity_paths,"               \
   " business_paths, business_operation, version_object_path, version_path, version_header,"   \
-  " generic, created_at, updated_at, deleted_at"
+  " generic, created_at, updated_at, deleted_at, prior_identity_paths, prior_identity_until"
 
 static void read_source(sqlite3_stmt *st, hookd_source *s) {
   memset(s, 0, sizeof *s);
@@ -34,6 +34,8 @@ static void read_source(sqlite3_stmt *st, hookd_source *s) {
   s->created_ms = sq_col_i64(st, 13);
   s->updated_ms = sq_col_i64(st, 14);
   s->deleted_ms = sq_col_i64(st, 15);
+  s->prior_identity_paths = sq_col_str(st, 16);
+  s->prior_identity_until_ms = sq_col_i64(st, 17);
 }
 
 static void bind_source_fields(sqlite3_stmt *st, const hookd_source *s) {
@@ -52,13 +54,15 @@ static void bind_source_fields(sqlite3_stmt *st, const hookd_source *s) {
   sq_bind_text(st, 13, s->generic);
   sq_bind_i64(st, 14, s->created_ms);
   sq_bind_i64(st, 15, s->updated_ms);
+  sq_bind_text(st, 17, s->prior_identity_paths);
+  sq_bind_i64(st, 18, s->prior_identity_until_ms);
 }
 
 int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
                      size_t n_dests, int max_eps) {
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_INSERT,
                              "INSERT INTO sources(" SRC_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
-                             " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, NULL)");
+                             " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, NULL, ?17, ?18)");
   if (!st) return HOOKD_STORE_ERR;
   bind_source_fields(st, s);
   int rc = sqlite3_step(st);
@@ -125,7 +129,8 @@ int sq_source_update(hookd_store_conn *c, const hookd_source *s) {
                              "UPDATE sources SET secrets = ?4, tolerance_s = ?5, event_types = ?6,"
                              " identity_paths = ?7, business_paths = ?8, business_operation = ?9,"
                              " version_object_path = ?10, version_path = ?11,"
-                             " version_header = ?12, generic = ?13, updated_at = ?15"
+                             " version_header = ?12, generic = ?13, updated_at = ?15,"
+                             " prior_identity_paths = ?17, prior_identity_until = ?18"
                              " WHERE id = ?1 AND tenant_id = ?2 AND provider = ?3"
                              " AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
@@ -379,47 +384,69 @@ static int promote_filtered(hookd_store_conn *c, const hookd_inbox *orig,
 static int receive_new(hookd_store_conn *c, const hookd_receive_req *req, int64_t inbox_seq,
                        int64_t event_seq, hookd_receive_res *res);
 
+#define INBOX_BY_KEY_SQL                                                                      \
+  "SELECT " INBOX_COLS " FROM inbox i WHERE i.source_id = ?1 AND i.identity_key = ?2"
+
+/* The request's identity is known, as orig's (taken over; freed here): the same payload is a
+ * duplicate, another one a conflict. event_seq is the seq a new event would get, 0 when none
+ * was taken yet. */
+static int known_identity(hookd_store_conn *c, const hookd_receive_req *req, hookd_inbox *orig,
+                          int64_t event_seq, hookd_receive_res *res) {
+  int rc;
+  if (strcmp(orig->payload_hash, req->payload_hash) == 0) {
+    /* filtered before and allowed now (its source's allowlist was widened since): the
+     * provider's redelivery is taken as new, under the same record */
+    rc = 0;
+    if (!req->filtered && !strcmp(orig->status, "filtered")) {
+      rc = event_seq ? 0 : next_event_seq(c, &event_seq);
+      if (!rc) rc = promote_filtered(c, orig, req, event_seq);
+    }
+    if (rc == 1) {
+      hookd_receive_req again = *req;
+      again.inbox_id = orig->id;
+      rc = receive_new(c, &again, orig->seq, event_seq, res);
+      hookd_inbox_free(orig);
+      return rc;
+    }
+    if (rc) {
+      hookd_inbox_free(orig);
+      return rc;
+    }
+    res->outcome = HOOKD_RECV_DUPLICATE;
+    res->record = *orig;
+    return HOOKD_STORE_OK;
+  }
+  rc = inbox_insert(c, req, req->inbox_id, NULL, "conflict", orig->id, 0);
+  hookd_inbox_free(orig);
+  if (rc) return rc;
+  res->outcome = HOOKD_RECV_CONFLICT;
+  return inbox_get_row(c, req->inbox_id, &res->record);
+}
+
 int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res) {
   memset(res, 0, sizeof *res);
   int64_t event_seq = 0;
   int rc;
+  hookd_inbox orig;
+  /* keyed as the source's rule was before its change, a record with the same payload is this
+   * event's: a provider's retry of an event received before the change. Another payload under
+   * that key is not a conflict: the new rule tells events apart that the old one did not (a
+   * rule too coarse is what gets changed), so the new key decides. */
+  if (req->prior_identity_key) {
+    rc = inbox_by(c, SQ_INBOX_BY_KEY, INBOX_BY_KEY_SQL, req->source_id, req->prior_identity_key,
+                  &orig);
+    if (rc == HOOKD_STORE_OK && !strcmp(orig.payload_hash, req->payload_hash))
+      return known_identity(c, req, &orig, 0, res);
+    if (rc == HOOKD_STORE_OK) hookd_inbox_free(&orig);
+    else if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  }
   if (!req->filtered && (rc = no_destination(c, req)) != 0) return rc;
   if (!req->filtered && (rc = next_event_seq(c, &event_seq)) != 0) return rc;
   rc = inbox_insert(c, req, req->inbox_id, req->identity_key,
                     req->filtered ? "filtered" : "received", NULL, event_seq);
   if (rc == HOOKD_STORE_EXISTS) {
-    /* the identity is known: the same payload is a duplicate, another one a conflict */
-    hookd_inbox orig;
-    rc = inbox_by(c, SQ_INBOX_BY_KEY,
-                  "SELECT " INBOX_COLS " FROM inbox i WHERE i.source_id = ?1"
-                  " AND i.identity_key = ?2",
-                  req->source_id, req->identity_key, &orig);
-    if (rc) return rc;
-    if (strcmp(orig.payload_hash, req->payload_hash) == 0) {
-      /* filtered before and allowed now (its source's allowlist was widened since): the
-       * provider's redelivery is taken as new, under the same record */
-      rc = req->filtered || strcmp(orig.status, "filtered") ? 0 : promote_filtered(c, &orig,
-                                                                                    req, event_seq);
-      if (rc == 1) {
-        hookd_receive_req again = *req;
-        again.inbox_id = orig.id;
-        rc = receive_new(c, &again, orig.seq, event_seq, res);
-        hookd_inbox_free(&orig);
-        return rc;
-      }
-      if (rc) {
-        hookd_inbox_free(&orig);
-        return rc;
-      }
-      res->outcome = HOOKD_RECV_DUPLICATE;
-      res->record = orig;
-      return HOOKD_STORE_OK;
-    }
-    rc = inbox_insert(c, req, req->inbox_id, NULL, "conflict", orig.id, 0);
-    hookd_inbox_free(&orig);
-    if (rc) return rc;
-    res->outcome = HOOKD_RECV_CONFLICT;
-    return inbox_get_row(c, req->inbox_id, &res->record);
+    rc = inbox_by(c, SQ_INBOX_BY_KEY, INBOX_BY_KEY_SQL, req->source_id, req->identity_key, &orig);
+    return rc ? rc : known_identity(c, req, &orig, event_seq, res);
   }
   if (rc) return rc;
   int64_t inbox_seq = sqlite3_last_insert_rowid(c->db);

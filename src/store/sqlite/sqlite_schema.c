@@ -380,6 +380,11 @@ static const struct {
       * blanks it too). */
      "UPDATE endpoints SET secret = '', previous_secret = NULL, previous_expires_at = NULL"
      "  WHERE deleted_at IS NOT NULL;"},
+    {18,
+     /* The identity rule a source's PATCH replaced, looked up until the inbox's retention has
+      * passed (docs/inbound.md "Changing the identity rule"). */
+     "ALTER TABLE sources ADD COLUMN prior_identity_paths TEXT;"
+     "ALTER TABLE sources ADD COLUMN prior_identity_until INTEGER NOT NULL DEFAULT 0;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -390,6 +395,9 @@ static const char *migration_done_if(int version) {
   case 15:
     return "SELECT COUNT(*) FROM pragma_table_info('replay_items')"
            " WHERE name = 'lease_token'";
+  case 18:
+    return "SELECT COUNT(*) FROM pragma_table_info('sources')"
+           " WHERE name = 'prior_identity_paths'";
   default: return NULL;
   }
 }
