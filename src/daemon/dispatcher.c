@@ -232,6 +232,14 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     e->disabled_by_outcome = false; /* the store's word now */
     /* enabled again: its failures start over (the store clears failing_since too) */
     if (!was_enabled && e->cfg.enabled) e->failing_since = 0;
+    /* a new URL is another destination: its failures and its breaker start over too (what
+     * the old one still answers counts for nothing: on_http_done); a slow mark clears itself
+     * after a run of fast answers, as ever */
+    if (moved) {
+      e->failing_since = 0;
+      if (e->br.state != HOOKD_BREAKER_CLOSED) d->breakers_open--;
+      hookd_breaker_init(&e->br, now);
+    }
     /* a Retry-After pause was the old receiver's word: a new URL, or an operator enabling the
      * endpoint again, ends it (else an hour's 429 held a fixed endpoint that hour) */
     if ((moved || (!was_enabled && e->cfg.enabled)) && e->paused_until > now) {
@@ -493,16 +501,20 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   int64_t now = hookd_now_ms();
   curl_slist_free_all(it->hdrs);
   it->hdrs = NULL;
-  free(it->url);
-  it->url = NULL;
+  /* The endpoint moved to another URL while this request was in flight: the old URL's answer
+   * says nothing about the new one. A failure is retried there (a 410 or a 4xx from the old
+   * URL neither kills the delivery nor disables the endpoint), and the endpoint's health —
+   * breaker, slowness, failing streak, Retry-After pause — is left as the new URL has it. */
+  bool moved = !e->cfg.url || !it->url || strcmp(e->cfg.url, it->url) != 0;
 
   hookd_classification cls = hookd_classify(req->net, req->status);
   /* a 4xx the delivery's policy lists is retried instead of given up (O6) */
   if (cls.cls == HOOKD_CLASS_PERMANENT && req->net == HOOKD_NET_OK &&
       hookd_retry_policy_retries(&it->c.policy, req->status))
     cls.cls = HOOKD_CLASS_RETRY;
+  if (moved && cls.cls != HOOKD_CLASS_SUCCESS) cls.cls = HOOKD_CLASS_RETRY;
   int64_t ra = -1;
-  if (req->net == HOOKD_NET_OK && req->retry_after[0] &&
+  if (!moved && req->net == HOOKD_NET_OK && req->retry_after[0] &&
       hookd_retry_after_parse(req->retry_after, now, &ra) != 0)
     ra = -1;
   /* "Retry-After: 0" (or a date past) is no reason to retry at once: a receiver answering it to
@@ -560,6 +572,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   it->endpoint_id = strdup(e->cfg.id);
   o->endpoint_id = it->endpoint_id;
   o->disable_endpoint = dec.disable_endpoint && it->endpoint_id;
+  o->sent_url = it->url; /* the store declines a disable if the endpoint has moved since */
   if (dec.disable_endpoint) {
     snprintf(it->disable_reason, sizeof it->disable_reason, "endpoint answered 410 Gone");
     o->disable_reason = it->disable_reason;
@@ -599,6 +612,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* the endpoint's health: breaker, slowness, failing streak */
   bool ok, bad;
   health_signal(req, cls, &ok, &bad);
+  if (moved) ok = bad = false; /* neither: a probe's slot is given back */
   hookd_breaker_state before = e->br.state;
   if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok, bad, it->probe, now)) {
     /* the total follows the endpoint's own series at once (the stats walk recounts it) */
@@ -613,7 +627,9 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* slow: set by one slow attempt, cleared only by a run of fast successes — an endpoint that
    * alternates (holds one request to just under its timeout, answers the next at once) must not
    * escape the slow share every other attempt */
-  if (req->net == HOOKD_NET_TIMEOUT || latency_ms * 2 > e->cfg.timeout_ms) {
+  if (moved) {
+    /* the old URL's speed is not the new one's */
+  } else if (req->net == HOOKD_NET_TIMEOUT || latency_ms * 2 > e->cfg.timeout_ms) {
     e->slow = true;
     e->fast_streak = 0;
   } else if (e->slow && ok && latency_ms * 4 < e->cfg.timeout_ms &&

@@ -230,6 +230,8 @@ typedef struct hookd_outcome {
   const char *endpoint_id;    /* for disable_endpoint */
   bool disable_endpoint;
   const char *disable_reason;
+  const char *sent_url;       /* the URL the answer came from: an endpoint that has moved since
+                                 is not disabled by it (NULL: not checked) */
   const char *result_ref;     /* the destination's reference for what it did (inbound) */
   bool inbound;               /* also update the inbox record of the event */
   bool lane;                  /* the delivery has an ordering key: a terminal outcome moves its
@@ -245,7 +247,7 @@ typedef struct hookd_outcome {
                                  disable applies only if the endpoint's configuration was not
                                  written since — a PATCH that landed while this outcome waited
                                  out a store outage is newer than the answer */
-  bool disable_declined;      /* out: disable_endpoint not applied for that reason */
+  bool disable_declined;      /* out: disable_endpoint not applied for one of those reasons */
 } hookd_outcome;
 
 /* A claimed delivery given back unsent (its lease released). */

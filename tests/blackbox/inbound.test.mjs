@@ -609,6 +609,27 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('deleting a destination while a forward is in flight: the late 5xx leaves last_error "destination deleted" (the attempt keeps its own)', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_del2'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_del_2');
+    const r = await post(src, body, sign.stripe(body, 'whsec_del2'));
+    await dest.waitFor(1);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
+    dest.releaseHanging(500);
+    const rec = await waitUntil(async () => {
+      const g = await h.api('GET', `/v1/inbox/${r.json.inbox_id}`);
+      return g.json.deliveries[0]?.attempt_count === 1 ? g.json : null; // the late outcome is in
+    }, { what: 'the late outcome recorded' });
+    assert.equal(rec.status, 'dead_lettered');
+    assert.equal(rec.deliveries[0].state, 'cancelled');
+    assert.equal(rec.last_error, 'destination deleted');
+    assert.equal(rec.deliveries[0].last_error, 'destination deleted');
+    const attempts = (await h.api('GET', `/v1/deliveries/${rec.deliveries[0].id}`)).json.attempts;
+    assert.equal(attempts[0].http_status, 500, 'the attempt keeps what the handler answered');
+    await dest.close();
+  });
+
   it('the record\'s last_error is that of the delivery deciding its status, not the last one written', async () => {
     // A is held unknown (timeout, not idempotent), B dead-letters (400) after it: the record is
     // unknown (A decides) and must name A's error, not B's (written last)

@@ -75,6 +75,48 @@ describe('endpoint state', () => {
     await recv.close();
   });
 
+  it('an answer from the URL an endpoint has left counts for nothing: its 410 neither disables the endpoint nor kills the delivery, delivered at the new URL', async () => {
+    const oldR = await startReceiver(() => 'hang');
+    const newR = await startReceiver();
+    const { tenant, endpoint } = await setup(h, oldR.url, { retry: { backoff_base_ms: 100, backoff_cap_ms: 100 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    await oldR.waitFor(1);
+    const moved = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { url: newR.url });
+    assert.equal(moved.status, 200, moved.text);
+    oldR.releaseHanging(410);
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    const attempts = (await getDelivery(h, d.id)).attempts.map((a) => a.http_status);
+    assert.deepEqual(attempts, [410, 200]);
+    const ep = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+    assert.deepEqual([ep.enabled, ep.disabled_reason], [true, null]);
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+    await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(newR.requests.length, 2);
+    await oldR.close();
+    await newR.close();
+  });
+
+  it('a new URL starts its failing window over; a failure still in flight at the old one does not start it again', async () => {
+    const oldR = await startReceiver((req, i) => (i < 3 ? { status: 500 } : 'hang'));
+    const newR = await startReceiver();
+    const { tenant, endpoint } = await setup(h, oldR.url, { retry: { backoff_base_ms: 50, backoff_cap_ms: 50 } });
+    // failing_since as the store has it and as the dispatcher does (health)
+    const failing = async () => {
+      const ep = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+      return [ep.failing_since, ep.health.failing_since];
+    };
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await oldR.waitFor(3); // two 500s, the third held
+    assert.ok((await failing()).every(Boolean), 'failing at the old URL');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { url: newR.url })).status, 200);
+    assert.deepEqual(await failing(), [null, null], 'a new URL: the window starts over');
+    oldR.releaseHanging(500);
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.deepEqual(await failing(), [null, null], 'the old URL\'s late 500 counted for nothing');
+    await oldR.close();
+    await newR.close();
+  });
+
   it('replay of a delivery whose event has expired is refused (it would never be sent)', async () => {
     const h2 = await startHookd({ args: ['--event-ttl-s', '1'] });
     const r = await startReceiver(() => ({ status: 400 }));

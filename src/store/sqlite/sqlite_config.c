@@ -292,8 +292,9 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
               " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13,"
               " rate_limit = ?14, ordered = ?15, lane_policy = ?16,"
               " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE ?17 END,"
-              /* enabled again: its failures start over */
-              " failing_since = CASE WHEN ?5 AND NOT enabled THEN NULL ELSE failing_since END"
+              /* enabled again, or a new URL (another destination): its failures start over */
+              " failing_since = CASE WHEN (?5 AND NOT enabled) OR url IS NOT ?2 THEN NULL"
+              " ELSE failing_since END"
               " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);

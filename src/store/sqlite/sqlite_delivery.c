@@ -900,7 +900,12 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   sqlite3_reset(st);
   if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "record outcome");
   hookd_outcome late = *o;
-  if (gone && late.to != HOOKD_DS_DELIVERED) late.to = HOOKD_DS_CANCELLED;
+  if (gone && late.to != HOOKD_DS_DELIVERED) {
+    late.to = HOOKD_DS_CANCELLED;
+    /* the delete's reason stands (as the delete wrote it); the attempt's own failure is in
+     * its attempt row */
+    late.last_error = o->inbound ? "destination deleted" : "endpoint deleted";
+  }
   st = sq_stmt(c, SQ_OUTCOME_LATE,
                OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 + 1 AND lease_owner IS NULL"
                " AND (state = 'cancelled' OR (state = 'unknown' AND last_error = ?12))");
@@ -913,6 +918,7 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
     return HOOKD_STORE_STALE;
   }
   o->cancelled = gone; /* the dispatcher's word for "its endpoint is gone" */
+  o->last_error = late.last_error; /* the inbox record follows it (sq_record_outcome) */
   return HOOKD_STORE_OK;
 }
 
@@ -977,12 +983,13 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
                  "UPDATE endpoints SET enabled = 0, disabled_reason = ?2,"
                  " updated_at = MAX(updated_at, ?3)" /* its time is the answer's, maybe older */
                  " WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1"
-                 " AND (?4 = 0 OR updated_at <= ?4)");
+                 " AND (?4 = 0 OR updated_at <= ?4) AND (?5 IS NULL OR url = ?5)");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, o->endpoint_id);
     sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
     sq_bind_i64(st, 3, o->now_ms);
     sq_bind_i64(st, 4, o->failed_write_ms);
+    sq_bind_text(st, 5, o->sent_url);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "disable endpoint");
     if (sqlite3_changes(c->db) == 1) { /* audited like an operator's disable (actor system) */
       st = sq_stmt(c, SQ_EP_DISABLE_AUDIT,
@@ -994,7 +1001,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
       sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
       sq_bind_i64(st, 3, o->now_ms);
       if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "audit endpoint disable");
-    } else if (o->failed_write_ms) { /* still enabled: a PATCH landed since */
+    } else { /* still enabled: a PATCH landed since, or the endpoint moved to another URL */
       st = sq_stmt(c, SQ_EP_DISABLE_DECLINED,
                    "SELECT 1 FROM endpoints WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1");
       if (!st) return HOOKD_STORE_ERR;
