@@ -516,6 +516,8 @@ json_t *hookd_json_delivery(const hookd_delivery *d) {
       "created_at", hookd_json_time(d->created_ms), "updated_at", hookd_json_time(d->updated_ms),
       "delivered_at", hookd_json_time(d->delivered_ms), "dead_at", hookd_json_time(d->dead_ms),
       "dead_reason", str_or_null(d->dead_reason));
+  /* an inbound forward's: each destination's own (the inbox record shows the latest) */
+  if (v && d->result_ref) json_object_set_new(v, "result_ref", json_string(d->result_ref));
   return v;
 }
 

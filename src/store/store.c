@@ -153,6 +153,7 @@ void hookd_delivery_free(hookd_delivery *d) {
   free(d->last_error);
   free(d->dead_reason);
   free(d->ordering_key);
+  free(d->result_ref);
   memset(d, 0, sizeof *d);
 }
 

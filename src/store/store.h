@@ -125,6 +125,7 @@ typedef struct hookd_delivery {
   int64_t policy_id;
   int64_t created_ms, updated_ms, delivered_ms, dead_ms;
   char *dead_reason;
+  char *result_ref;         /* an inbound destination's reference for what it did */
 } hookd_delivery;
 
 #define HOOKD_EXCERPT_MAX 4096 /* bytes of a response body kept with an attempt */

@@ -577,6 +577,20 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('with two destinations, each delivery shows its own result reference', async () => {
+    const a = await startReceiver(() => ({ status: 200, headers: { 'Hookd-Result-Ref': 'ledger-1' } }));
+    const b = await startReceiver(() => ({ status: 200, headers: { 'Hookd-Result-Ref': 'crm-2' } }));
+    const src = await source('stripe', ['whsec_rr2'], [{ url: a.url }, { url: b.url }]);
+    const body = stripeEvent('evt_rr_2');
+    const r = await post(src, body, sign.stripe(body, 'whsec_rr2'));
+    const done = await waitStatus(src, r.json.inbox_id, 'completed');
+    const byDest = Object.fromEntries(done.deliveries.map((d) => [d.endpoint_id, d.result_ref]));
+    assert.deepEqual(byDest, { [src.destinations[0].id]: 'ledger-1', [src.destinations[1].id]: 'crm-2' });
+    assert.ok(['ledger-1', 'crm-2'].includes(done.result_ref), 'the record: the latest');
+    await a.close();
+    await b.close();
+  });
+
   it('a destination that times out after doing the work is retried with the same Idempotency-Key', async () => {
     const effects = new Map();
     const dest = await startReceiver((rec, i) => {

@@ -41,6 +41,7 @@ void sq_read_delivery(sqlite3_stmt *st, int i, hookd_delivery *d) {
   const char *kind = (const char *)sqlite3_column_text(st, i + 23);
   d->replay_cycle = kind && strcmp(kind, "replay") == 0;
   d->ordering_key = sq_col_str(st, i + 24);
+  d->result_ref = sq_col_str(st, i + 25);
 }
 
 static void rd_delivery(sqlite3_stmt *st, void *rec) { sq_read_delivery(st, 0, rec); }

@@ -117,8 +117,9 @@ void sq_read_policy_statuses(sqlite3_stmt *st, int col, hookd_retry_policy *p);
   "d.seq, d.id, d.event_seq, e.id, e.type, d.endpoint_id, d.tenant_id, d.state, "               \
   "d.attempt_count, d.cycle_base, d.cycle_started_at, d.next_attempt_at, d.lease_owner, "       \
   "d.lease_token, d.leased_until, d.last_error, d.last_status, d.policy_id, d.created_at, "     \
-  "d.updated_at, d.delivered_at, d.dead_at, d.dead_reason, d.cycle_kind, d.ordering_key"
-#define SQ_DELIVERY_NCOLS 25
+  "d.updated_at, d.delivered_at, d.dead_at, d.dead_reason, d.cycle_kind, d.ordering_key, "     \
+  "d.result_ref"
+#define SQ_DELIVERY_NCOLS 26
 void sq_read_delivery(sqlite3_stmt *st, int first_col, hookd_delivery *d);
 int sq_read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **out, size_t *n);
 
