@@ -550,6 +550,8 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
   bool was_enabled = op->ep.enabled;
+  /* a new URL: another destination, whose failures start over (as the update does) */
+  bool moved = (op->fields & F_URL) && op->url && op->ep.url && strcmp(op->url, op->ep.url);
   const char *bad = apply_fields(op, &op->ep, false);
   if (bad) {
     snprintf(op->base.err, sizeof op->base.err,
@@ -557,7 +559,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
   op->ep.updated_ms = hookd_now_ms();
-  if (!was_enabled && op->ep.enabled) op->ep.failing_since_ms = 0; /* as the update does */
+  if ((!was_enabled && op->ep.enabled) || moved) op->ep.failing_since_ms = 0; /* as the update */
   int rc2 = be->endpoint_update(c, &op->ep);
   if (rc2) return rc2;
   char detail[128];

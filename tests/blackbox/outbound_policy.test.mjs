@@ -108,7 +108,9 @@ describe('endpoint state', () => {
     const p = await publish(h, tenant, { type: 'a.b', payload: {} });
     await oldR.waitFor(3); // two 500s, the third held
     assert.ok((await failing()).every(Boolean), 'failing at the old URL');
-    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { url: newR.url })).status, 200);
+    const moved = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { url: newR.url });
+    assert.equal(moved.status, 200, moved.text);
+    assert.equal(moved.json.failing_since, null, 'the PATCH answers the endpoint as stored');
     assert.deepEqual(await failing(), [null, null], 'a new URL: the window starts over');
     oldR.releaseHanging(500);
     await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
