@@ -559,7 +559,8 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
   op->ep.updated_ms = hookd_now_ms();
-  if ((!was_enabled && op->ep.enabled) || moved) op->ep.failing_since_ms = 0; /* as the update */
+  if ((!was_enabled && op->ep.enabled) || moved) /* as the update does */
+    op->ep.failing_since_ms = op->ep.paused_until_ms = 0;
   int rc2 = be->endpoint_update(c, &op->ep);
   if (rc2) return rc2;
   char detail[128];

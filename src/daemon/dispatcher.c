@@ -218,6 +218,8 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     hookd_bucket_init(&e->bucket, 0, 1, now);
     hookd_breaker_init(&e->br, now);
     ep_apply_config(d, e, cfg);
+    /* a Retry-After pause the store kept over a restart (once loaded, this node's is the one) */
+    if (e->cfg.paused_until_ms > now) e->paused_until = e->cfg.paused_until_ms;
     e->t = sched_tenant(d, e->cfg.tenant_id);
     if (!e->t || hookd_strmap_put(&d->eps, e->cfg.id, e) != 0) {
       ep_free(d, e);
@@ -657,6 +659,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     int64_t until = now + (ra < cap ? ra : cap);
     if (until > e->paused_until) {
       e->paused_until = until;
+      o->pause_until_ms = until; /* kept by the store for a restart */
       HOOKD_INC(endpoint_pauses);
       HLOG(HOOKD_LOG_INFO, "endpoint.paused", KV_S("endpoint_id", e->cfg.id),
            KV_S("tenant_id", e->cfg.tenant_id), KV_I("for_ms", until - now));

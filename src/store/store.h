@@ -70,6 +70,7 @@ typedef struct hookd_endpoint {
   bool ordered;          /* ordering lanes on (events with an ordering_key) */
   char *lane_policy;     /* "skip" or "block": a lane whose head is DEAD */
   int64_t failing_since_ms; /* first failure since the last success, 0 = healthy */
+  int64_t paused_until_ms;  /* a receiver's Retry-After pause (docs/isolation.md), 0 = none */
   int64_t created_ms;
   int64_t updated_ms;
   int64_t deleted_ms;    /* 0 unless deleted */
@@ -232,7 +233,8 @@ typedef struct hookd_outcome {
   bool disable_endpoint;
   const char *disable_reason;
   const char *sent_url;       /* the URL the answer came from: an endpoint that has moved since
-                                 is not disabled by it (NULL: not checked) */
+                                 is neither disabled nor paused by it (NULL: not checked) */
+  int64_t pause_until_ms;     /* the endpoint is paused until then (Retry-After), 0 = no */
   const char *result_ref;     /* the destination's reference for what it did (inbound) */
   bool inbound;               /* also update the inbox record of the event */
   bool lane;                  /* the delivery has an ordering key: a terminal outcome moves its

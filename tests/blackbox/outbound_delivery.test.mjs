@@ -10,7 +10,7 @@ import https from 'node:https';
 import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import assert from 'node:assert/strict';
-import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -491,6 +491,37 @@ describe('replay', () => {
     assert.match(busy.json.error.message, /being made now/);
     await hang.close();
     await recv.close();
+  });
+
+  it('a Retry-After pause outlives a restart: the endpoint\'s backlog still waits, until the URL changes', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    const recv = await startReceiver((req, i) => (i === 1 ? { status: 429, headers: { 'Retry-After': '3600' } } : { status: 200 }));
+    const { tenant, endpoint } = await setup(d, recv.url);
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    const a = await publish(d, tenant, { type: 'a.b', payload: { n: 1 } });
+    await recv.waitFor(1);
+    const until = await waitUntil(async () => (await d.api('GET', epPath)).json.health.paused_until, { what: 'paused' });
+    await waitDelivery(d, a.json.id, (ds) => ds[0]?.state === 'retrying');
+    const b = await publish(d, tenant, { type: 'a.b', payload: { n: 2 } }); // waits behind the pause
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir });
+    const ep = (await d.api('GET', epPath)).json;
+    assert.equal(ep.health.paused_until, until, 'the same pause after the restart');
+    const [db] = await waitDelivery(d, b.json.id, (ds) => ds.length === 1);
+    assert.equal(db.state, 'pending', 'not sent: the receiver asked for an hour');
+    assert.equal(recv.requests.length, 1);
+    // a new URL ends it, in the store too (a second restart does not bring it back)
+    const fixed = await startReceiver();
+    assert.equal((await d.api('PATCH', epPath, { url: fixed.url })).status, 200);
+    await waitDelivery(d, b.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir });
+    assert.equal((await d.api('GET', epPath)).json.health.paused_until, null);
+    assert.equal((await d.stop()).code, 0);
+    await recv.close();
+    await fixed.close();
+    cleanup();
   });
 
   it('a Retry-After pause ends when the endpoint moves to another URL, or is enabled again by an operator', async () => {

@@ -159,6 +159,7 @@ void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->lane_policy = sq_col_str(st, 26);
   e->failing_since_ms = sq_col_i64(st, 27);
   sq_read_policy_statuses(st, 28, &e->policy);
+  e->paused_until_ms = sq_col_i64(st, 29);
 }
 
 static void rd_endpoint(sqlite3_stmt *st, void *rec) { sq_read_endpoint(st, rec); }
@@ -292,9 +293,12 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
               " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13,"
               " rate_limit = ?14, ordered = ?15, lane_policy = ?16,"
               " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE ?17 END,"
-              /* enabled again, or a new URL (another destination): its failures start over */
+              /* enabled again, or a new URL (another destination): its failures start over,
+               * and the old receiver's Retry-After pause ends */
               " failing_since = CASE WHEN (?5 AND NOT enabled) OR url IS NOT ?2 THEN NULL"
-              " ELSE failing_since END"
+              " ELSE failing_since END,"
+              " paused_until = CASE WHEN (?5 AND NOT enabled) OR url IS NOT ?2 THEN NULL"
+              " ELSE paused_until END"
               " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);

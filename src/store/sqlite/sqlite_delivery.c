@@ -979,6 +979,16 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     sq_bind_i64(st, 3, o->now_ms);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "endpoint health");
   }
+  if (o->pause_until_ms && o->endpoint_id) { /* kept for a restart: the dispatcher holds it */
+    st = sq_stmt(c, SQ_EP_PAUSE,
+                 "UPDATE endpoints SET paused_until = MAX(COALESCE(paused_until, 0), ?2)"
+                 " WHERE id = ?1 AND deleted_at IS NULL AND (?3 IS NULL OR url = ?3)");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, o->endpoint_id);
+    sq_bind_i64(st, 2, o->pause_until_ms);
+    sq_bind_text(st, 3, o->sent_url);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "pause endpoint");
+  }
   if (o->disable_endpoint && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_DISABLE,
                  "UPDATE endpoints SET enabled = 0, disabled_reason = ?2,"

@@ -385,6 +385,9 @@ static const struct {
       * passed (docs/inbound.md "Changing the identity rule"). */
      "ALTER TABLE sources ADD COLUMN prior_identity_paths TEXT;"
      "ALTER TABLE sources ADD COLUMN prior_identity_until INTEGER NOT NULL DEFAULT 0;"},
+    {19,
+     /* A receiver's Retry-After pause of its endpoint outlives a restart (docs/isolation.md). */
+     "ALTER TABLE endpoints ADD COLUMN paused_until INTEGER;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -398,6 +401,8 @@ static const char *migration_done_if(int version) {
   case 18:
     return "SELECT COUNT(*) FROM pragma_table_info('sources')"
            " WHERE name = 'prior_identity_paths'";
+  case 19:
+    return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'paused_until'";
   default: return NULL;
   }
 }
