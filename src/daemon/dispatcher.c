@@ -574,7 +574,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   it->endpoint_id = strdup(e->cfg.id);
   o->endpoint_id = it->endpoint_id;
   o->disable_endpoint = dec.disable_endpoint && it->endpoint_id;
-  o->sent_url = it->url; /* the store declines a disable if the endpoint has moved since */
+  o->sent_url = it->url; /* the store declines a disable if the endpoint has moved since, */
+  o->sent_ms = it->sent_ms; /* or was written since (an operator enabled it again) */
   if (dec.disable_endpoint) {
     snprintf(it->disable_reason, sizeof it->disable_reason, "endpoint answered 410 Gone");
     o->disable_reason = it->disable_reason;

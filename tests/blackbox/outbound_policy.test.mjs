@@ -96,6 +96,30 @@ describe('endpoint state', () => {
     await newR.close();
   });
 
+  it('a 410 answering a request sent before an operator enabled the endpoint again does not disable it again', async () => {
+    let gone = true;
+    const recv = await startReceiver((req, i) => (i === 1 ? 'hang' : { status: gone ? 410 : 200 }));
+    const { tenant, endpoint } = await setup(h, recv.url);
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    const p = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    await recv.waitFor(1);
+    assert.equal((await h.api('PATCH', epPath, { enabled: false })).status, 200);
+    assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
+    recv.releaseHanging(410);
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead', 'the delivery takes its answer');
+    const ep = (await h.api('GET', epPath)).json;
+    assert.deepEqual([ep.enabled, ep.disabled_reason, ep.health.sending], [true, null, true], 'the operator\'s enable is newer');
+    gone = false;
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+    await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered');
+    // a 410 to a request sent after the enable still disables it
+    gone = true;
+    const p3 = await publish(h, tenant, { type: 'a.b', payload: { n: 3 } });
+    await waitDelivery(h, p3.json.id, (ds) => ds[0]?.state === 'dead');
+    await waitUntil(async () => (await h.api('GET', epPath)).json.enabled === false, { what: 'disabled by the new 410' });
+    await recv.close();
+  });
+
   it('a new URL starts its failing window over; a failure still in flight at the old one does not start it again', async () => {
     const oldR = await startReceiver((req, i) => (i < 3 ? { status: 500 } : 'hang'));
     const newR = await startReceiver();

@@ -999,7 +999,9 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     sq_bind_text(st, 1, o->endpoint_id);
     sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
     sq_bind_i64(st, 3, o->now_ms);
-    sq_bind_i64(st, 4, o->failed_write_ms);
+    /* the older of the two bounds the configuration's age: the request's send (an operator's
+     * re-enable since is newer than its answer), else the first failed write of the outcome */
+    sq_bind_i64(st, 4, o->sent_ms ? o->sent_ms : o->failed_write_ms);
     sq_bind_text(st, 5, o->sent_url);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "disable endpoint");
     if (sqlite3_changes(c->db) == 1) { /* audited like an operator's disable (actor system) */
