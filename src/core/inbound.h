@@ -126,14 +126,23 @@ int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out);
 /* The provider's own event or delivery id (the default identity, I3), written to out:
  *   stripe: body "id"; github: X-GitHub-Delivery; shopify: X-Shopify-Webhook-Id (or
  *   X-Shopify-Event-Id); standard: webhook-id / svix-id; slack: body "event_id"; paddle: body
- *   "event_id" (or "notification_id"); zoom: body "event" + "event_ts" + payload object id when
- *   present; gitlab: X-Gitlab-Event-UUID (or Idempotency-Key); twilio: I-Twilio-Idempotency-Token
- *   (or the MessageSid/CallSid form field); discord: body "id"; vnpay: vnp_TxnRef + ":" +
+ *   "event_id" (or "notification_id"); zoom: body "event" + "event_ts" + payload object id (+ a
+ *   participant's id), none without an object id; gitlab: Idempotency-Key (or
+ *   X-Gitlab-Event-UUID); twilio: I-Twilio-Idempotency-Token, else a message's MessageSid (+
+ *   MessageStatus) or a call status callback's CallSid + CallStatus, none for a voice webhook;
+ *   discord: body "id"; vnpay: vnp_TxnRef + ":" +
  *   vnp_TransactionNo (query); momo: orderId + ":" + requestId (body); generic: the configured
  *   id_header.
  * body is the parsed JSON body or NULL. Returns 0 when found, 1 when the provider gave none. */
 int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_t *body,
                       const hookd_generic_hmac *generic, char *out, size_t outlen);
+
+/* The id hookd took for the request before its rule changed, where it did (a Zoom event without
+ * an object id: event + event_ts; a Twilio voice webhook without a token: CallSid + CallStatus):
+ * looked up as a prior identity, so that a provider's retry across the upgrade is still a
+ * duplicate. Returns 0 and fills out, else 1. */
+int hookd_in_legacy_event_id(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                             char *out, size_t outlen);
 
 /* The event type, when the provider states one (stripe "type", github X-GitHub-Event, shopify
  * X-Shopify-Topic, standard body "type", slack event.type or type, paddle "event_type", zoom

@@ -110,6 +110,70 @@ static const json_t *obj_get(const json_t *o, const char *k) {
 
 /* ---- event id -------------------------------------------------------------------------------- */
 
+/* Zoom sends no event id: the event, its time and the object's id — and for a participant's
+ * event the participant (two people joining one meeting in the same millisecond are two events;
+ * the second was taken for a conflict, never forwarded). Its first non-empty id:
+ * participant_uuid, user_id, id (empty for a guest). An event without an object id (a phone
+ * call's ringing has call_id, a chat message message_id) has none: its payload hash keys it (a
+ * retry resends the same body), since event and time alone made two calls ringing in the same
+ * millisecond one event, the second dropped as a conflict. legacy: the id hookd took for it
+ * before, event and time (hookd_in_legacy_event_id). */
+static int zoom_id(const json_t *body, bool legacy, char *out, size_t outlen) {
+  const json_t *obj = obj_get(obj_get(body, "payload"), "object");
+  const json_t *oid = obj_get(obj, "id");
+  const json_t *who = obj_get(obj, "participant"), *pid = NULL;
+  static const char *const ids[] = {"participant_uuid", "user_id", "id"};
+  for (size_t i = 0; i < 3 && !pid; i++) {
+    const json_t *v = obj_get(who, ids[i]);
+    if ((json_is_string(v) && json_string_length(v)) || json_is_integer(v)) pid = v;
+  }
+  const json_t *parts[] = {obj_get(body, "event"), obj_get(body, "event_ts"), oid, pid};
+  char tmp[HOOKD_IN_SCALAR_MAX];
+  size_t len = 0;
+  bool has_oid = oid && hookd_in_scalar_text(oid, tmp, &len) && len;
+  if (legacy && has_oid) return 1; /* keyed as before */
+  /* before: the object id was optional (skipped when missing) */
+  return put_joined(out, outlen, parts, pid ? 4 : 3, legacy ? 2 : 3);
+}
+
+/* Twilio: I-Twilio-Idempotency-Token, else a JSON body's members or form fields (a POST's body,
+ * a GET's query): a JSON body is never read as a form (a message's text holding "&MessageSid=X"
+ * would name the id). A message: its MessageSid, and the status of a status callback (one for
+ * each status of the message). A call: only a status callback (it carries CallbackSource) is
+ * CallSid and CallStatus; a voice webhook (the incoming call, each <Gather> of it) has no id — a
+ * call's two menu steps are both "in-progress", and were taken for one event — so its payload
+ * hash keys it. legacy: the id hookd took for such a webhook before, CallSid and CallStatus. */
+static int twilio_id(const hookd_in_request *req, const json_t *body, bool legacy, char *out,
+                     size_t outlen) {
+  const char *h = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
+  if (h && *h) return legacy ? 1 : put_str(out, outlen, h);
+  size_t qlen = 0;
+  const char *q = req->body_len ? req->body : hookd_in_query(req, &qlen);
+  json_t *form = body ? NULL : form_object(q, req->body_len ? req->body_len : qlen);
+  const json_t *from = body ? body : form;
+  int rc = 1;
+  const json_t *msg[] = {obj_get(from, "MessageSid"), obj_get(from, "MessageStatus")};
+  const json_t *call[] = {obj_get(from, "CallSid"), obj_get(from, "CallStatus")};
+  const json_t *src = obj_get(from, "CallbackSource");
+  bool status_cb = (json_is_string(src) && json_string_length(src)) || json_is_number(src);
+  if (put_joined(out, outlen, msg, 2, 1) == 0)
+    rc = legacy ? 1 : 0;
+  else if (legacy != status_cb)
+    rc = put_joined(out, outlen, call, 2, 1);
+  if (rc) out[0] = '\0';
+  json_decref(form);
+  return rc;
+}
+
+int hookd_in_legacy_event_id(hookd_provider p, const hookd_in_request *req, const json_t *body,
+                             char *out, size_t outlen) {
+  if (out && outlen) out[0] = '\0';
+  if (!req || !out || !outlen) return 1;
+  if (p == HOOKD_PROVIDER_ZOOM) return zoom_id(body, true, out, outlen);
+  if (p == HOOKD_PROVIDER_TWILIO) return twilio_id(req, body, true, out, outlen);
+  return 1;
+}
+
 int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_t *body,
                       const hookd_generic_hmac *generic, char *out, size_t outlen) {
   if (out && outlen) out[0] = '\0';
@@ -132,49 +196,14 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
   case HOOKD_PROVIDER_PADDLE:
     if (put_json(out, outlen, obj_get(body, "event_id")) == 0) return 0;
     return put_json(out, outlen, obj_get(body, "notification_id"));
-  case HOOKD_PROVIDER_ZOOM: {
-    /* Zoom sends no event id: the event, its time and the meeting's id — and for a participant's
-     * event the participant (two people joining one meeting in the same millisecond are two
-     * events; the second was taken for a conflict, never forwarded). Its first non-empty id:
-     * participant_uuid, user_id, id (empty for a guest). Events without one keep their key. */
-    const json_t *obj = obj_get(obj_get(body, "payload"), "object");
-    const json_t *who = obj_get(obj, "participant"), *pid = NULL;
-    static const char *const ids[] = {"participant_uuid", "user_id", "id"};
-    for (size_t i = 0; i < 3 && !pid; i++) {
-      const json_t *v = obj_get(who, ids[i]);
-      if ((json_is_string(v) && json_string_length(v)) || json_is_integer(v)) pid = v;
-    }
-    const json_t *parts[] = {obj_get(body, "event"), obj_get(body, "event_ts"), obj_get(obj, "id"),
-                             pid};
-    return put_joined(out, outlen, parts, pid ? 4 : 3, 2);
-  }
+  case HOOKD_PROVIDER_ZOOM: return zoom_id(body, false, out, outlen);
   case HOOKD_PROVIDER_GITLAB:
     /* Idempotency-Key is the same on GitLab's retries and manual resends; X-Gitlab-Event-UUID
      * (older GitLab) is new on every send and shared by recursive hooks' distinct events */
     h = hookd_in_header_get(req, "Idempotency-Key");
     if (!h || !*h) h = hookd_in_header_get(req, "X-Gitlab-Event-UUID");
     return put_str(out, outlen, h);
-  case HOOKD_PROVIDER_TWILIO: {
-    h = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
-    if (h && *h) return put_str(out, outlen, h);
-    /* A JSON body's members, else form fields (a POST's body, a GET's query): a JSON body is
-     * never read as a form (a message's text holding "&MessageSid=X" would name the id). A
-     * status callback comes once for each status of one message or call: the status is part
-     * of it. */
-    size_t qlen = 0;
-    const char *q = req->body_len ? req->body : hookd_in_query(req, &qlen);
-    json_t *form = body ? NULL : form_object(q, req->body_len ? req->body_len : qlen);
-    int rc = 1;
-    const json_t *from[] = {body, form};
-    for (size_t i = 0; i < 2 && rc; i++) {
-      const json_t *msg[] = {obj_get(from[i], "MessageSid"), obj_get(from[i], "MessageStatus")};
-      const json_t *call[] = {obj_get(from[i], "CallSid"), obj_get(from[i], "CallStatus")};
-      rc = put_joined(out, outlen, msg, 2, 1);
-      if (rc) rc = put_joined(out, outlen, call, 2, 1);
-    }
-    json_decref(form);
-    return rc;
-  }
+  case HOOKD_PROVIDER_TWILIO: return twilio_id(req, body, false, out, outlen);
   case HOOKD_PROVIDER_VNPAY: {
     size_t qlen = 0;
     const char *q = hookd_in_query(req, &qlen);

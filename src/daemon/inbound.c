@@ -248,6 +248,19 @@ static bool version_of(const char *text, size_t len, char *out, size_t cap, bool
   return true;
 }
 
+/* The identity key: SHA-256 hex of provider, source, tenant, the identity's kind and value. */
+static int key_of(const recv_op *op, const char *kind, const char *ident, char key_out[65]) {
+  hookd_buf key;
+  hookd_buf_init(&key, 4096);
+  int rc = hookd_buf_printf(&key, "%s\x1f%s\x1f%s\x1f%s\x1f%s", op->provider_name, op->source_id,
+                            op->tenant_id, kind, ident) != 0 ||
+                   hookd_in_sha256_hex(key.data, key.len, key_out) != 0
+               ? -1
+               : 0;
+  hookd_buf_free(&key);
+  return rc;
+}
+
 /* A request's identity key under an identity rule (paths: a composite's JSON paths, NULL for the
  * provider's id, else the payload hash; see docs/inbound.md "Identity") and its kind; the
  * provider's id into op->provider_event_id when set_pid. -1 when it could not be computed (out
@@ -286,14 +299,7 @@ static int identity_under(recv_op *op, const hookd_source_rt *rt, const hookd_in
     snprintf(ident, sizeof ident, "%s", op->payload_hash);
   }
   hookd_buf_free(&comp);
-  hookd_buf key;
-  hookd_buf_init(&key, 4096);
-  if (!rc && (hookd_buf_printf(&key, "%s\x1f%s\x1f%s\x1f%s\x1f%s", op->provider_name,
-                               op->source_id, op->tenant_id, kind, ident) != 0 ||
-              hookd_in_sha256_hex(key.data, key.len, key_out) != 0))
-    rc = -1;
-  hookd_buf_free(&key);
-  return rc;
+  return rc ? rc : key_of(op, kind, ident, key_out);
 }
 
 bool hookd_inbound_gate(hookd_req *r, hookd_app *app) {
@@ -498,6 +504,14 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                                       comp_max, op->prior_identity_key, kind, false) != 0;
     /* a rule that keys this event as the current one does looks up nothing more */
     has_prior = strcmp(op->prior_identity_key, op->identity_key) != 0;
+  }
+  /* a provider's id whose rule changed in hookd itself (hookd_in_legacy_event_id): the key it
+   * had before is looked up the same way (unless the source's own prior rule takes the slot) */
+  char legacy[1024];
+  if (!has_prior && strcmp(op->identity_kind, "composite") != 0 &&
+      hookd_in_legacy_event_id(p, &in, json, legacy, sizeof legacy) == 0) {
+    op->hash_failed |= key_of(op, "provider_id", legacy, op->prior_identity_key) != 0;
+    has_prior = true;
   }
   hookd_buf comp;
   char missing[128];

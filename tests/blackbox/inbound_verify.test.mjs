@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac, generateKeyPairSync, sign as edSign } from 'node:crypto';
-import { startHookd } from './lib/hookd.mjs';
+import { startHookd, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
 
@@ -280,6 +280,56 @@ describe('providers as they really send (an audit against their documentation)',
     assert.deepEqual(records.filter((r) => r.status === 'filtered').map((r) => r.event_type).sort(), ['2', '5']);
     assert.notEqual(records.find((r) => r.event_type === '3').status, 'filtered');
     assert.equal(dest.requests.length, 1, 'only the component was forwarded');
+    await dest.close();
+  });
+
+  it('Zoom: two events without an object id in the same millisecond are two events; a retry is a duplicate, also of one stored under hookd\'s former id', async () => {
+    const dest = await startReceiver();
+    const src = await source('zoom', ['zoom_tok'], [{ url: dest.url }]);
+    const send = (obj) => {
+      const body = JSON.stringify(obj);
+      const ts = String(Math.floor(Date.now() / 1000));
+      return post(src, body, { 'content-type': 'application/json', 'x-zm-request-timestamp': ts,
+        'x-zm-signature': `v0=${createHmac('sha256', 'zoom_tok').update(`v0:${ts}:${body}`).digest('hex')}` });
+    };
+    const ring = (call) => ({ event: 'phone.callee_ringing', event_ts: 1764600000123,
+      payload: { account_id: 'acc', object: { call_id: call, callee: { extension_number: 101 } } } });
+    const a = JSON.parse((await send(ring('7001'))).text);
+    const b = JSON.parse((await send(ring('7002'))).text);
+    assert.deepEqual([a.status, b.status], ['received', 'received'], 'two calls ringing one agent at once');
+    assert.notEqual(a.inbox_id, b.inbox_id);
+    const again = JSON.parse((await send(ring('7001'))).text);
+    assert.deepEqual([again.duplicate, again.inbox_id], [true, a.inbox_id], 'Zoom\'s retry');
+    await dest.waitFor(2);
+    // a record written by an earlier hookd, keyed by event and time: its retry is still its duplicate
+    const old = ring('7003');
+    const c = JSON.parse((await send(old)).text);
+    await dest.waitFor(3);
+    const legacyKey = createHash('sha256').update(['zoom', src.id, TENANT, 'provider_id', 'phone.callee_ringing:1764600000123'].join('\x1f')).digest('hex');
+    h.query(`UPDATE inbox SET identity_key = '${legacyKey}' WHERE id = '${c.inbox_id}'`);
+    const retried = JSON.parse((await send(old)).text);
+    assert.deepEqual([retried.duplicate, retried.inbox_id], [true, c.inbox_id]);
+    assert.equal(dest.requests.length, 3, 'each call forwarded once');
+    await dest.close();
+  });
+
+  it('Twilio without an idempotency token: two <Gather> steps of one call are two events; a call status callback is keyed by its status', async () => {
+    const dest = await startReceiver();
+    const src = await source('twilio', ['tw_tok2'], [{ url: dest.url }]);
+    const url = `${h.url}/in/${src.id}`;
+    const form = (q) => post(src, q, { 'content-type': 'application/x-www-form-urlencoded',
+      'X-Twilio-Signature': createHmac('sha1', 'tw_tok2').update(url + [...new URLSearchParams(q)]
+        .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([k, v]) => k + v).join('')).digest('base64') });
+    const step1 = 'CallSid=CA9&CallStatus=in-progress&Digits=1';
+    const step2 = 'CallSid=CA9&CallStatus=in-progress&Digits=2';
+    for (const q of [step1, step2, step1]) assert.equal((await form(q)).status, 200);
+    const cb = 'CallSid=CA9&CallStatus=completed&CallbackSource=call-progress-events&SequenceNumber=3';
+    assert.equal((await form(cb)).status, 200);
+    assert.equal((await form(cb.replace('SequenceNumber=3', 'SequenceNumber=3&Timestamp=later'))).status, 200);
+    await dest.waitFor(3);
+    const records = await inbox(src);
+    assert.deepEqual(records.map((r) => r.status).filter((st) => st === 'conflict').length, 1, 'the same status callback with another body');
+    assert.deepEqual(dest.requests.map((q) => q.body).sort(), [cb, step1, step2].sort(), 'both steps forwarded once, the callback once');
     await dest.close();
   });
 

@@ -99,9 +99,16 @@ static void event_ids(void **st) {
     assert_string_equal(id, want);
     json_decref(b);
   }
-  b = J("{\"event\":\"user.created\",\"event_ts\":1700000000123}");
-  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 0);
-  assert_string_equal(id, "user.created:1700000000123");
+  /* without an object id, event and time are no id (two calls ringing in one millisecond were
+   * one event): none, the payload hash keys it; hookd's former id is the legacy one */
+  b = J("{\"event\":\"phone.callee_ringing\",\"event_ts\":1700000000123,"
+        "\"payload\":{\"object\":{\"call_id\":\"7001\"}}}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 1);
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_ZOOM, &r, b, id, sizeof id), 0);
+  assert_string_equal(id, "phone.callee_ringing:1700000000123");
+  json_decref(b);
+  b = J("{\"event\":\"meeting.started\",\"event_ts\":1,\"payload\":{\"object\":{\"id\":5}}}");
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_ZOOM, &r, b, id, sizeof id), 1);
   json_decref(b);
   b = J("{\"event\":\"user.created\"}");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 1);
@@ -126,17 +133,26 @@ static void event_ids(void **st) {
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "tok-1");
   /* a status callback: one per status of the call or message */
-  r = R(NULL, 0, "CallSid=CA1&CallStatus=ringing");
+  r = R(NULL, 0, "CallSid=CA1&CallStatus=ringing&CallbackSource=call-progress-events");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "CA1:ringing");
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 1);
+  /* a voice webhook (a <Gather>'s digits): no id, the payload hash keys it; the legacy id is
+   * what hookd took before */
+  r = R(NULL, 0, "CallSid=CA1&CallStatus=in-progress&Digits=1");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 1);
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "CA1:in-progress");
+  r = R(tw, 1, "CallSid=CA1&CallStatus=in-progress&Digits=1");
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 1);
   r = R(NULL, 0, "MessageStatus=delivered&MessageSid=SM1&SmsStatus=delivered");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "SM1:delivered");
   /* a GET callback: its query */
   r = R(NULL, 0, NULL);
   r.method = "GET";
-  r.url = "https://hooks.example.com/in?CallSid=CA7&From=%2B1555";
-  r.query = "CallSid=CA7&From=%2B1555";
+  r.url = "https://hooks.example.com/in?CallSid=CA7&From=%2B1555&CallbackSource=x";
+  r.query = "CallSid=CA7&From=%2B1555&CallbackSource=x";
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "CA7");
   r = R(NULL, 0, "Body=hi+there&MessageSid=SM%31");
