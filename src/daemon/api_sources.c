@@ -51,8 +51,8 @@ typedef struct src_op {
   size_t n_got;
   bool loaded;
   bool adding;                    /* POST …/destinations: one destination, named so in errors */
-  bool types_refused;             /* PATCH: an allowlist for a provider whose requests name no
-                                     type */
+  const char *types_refused;      /* PATCH: the allowlist (its field) of a provider whose
+                                     requests name no type */
   int limit;                      /* list: the page's size, after the id `after` */
   char after[HOOKD_ID_MAX + 64];
   bool more;                      /* list: sources past the page */
@@ -129,8 +129,9 @@ static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_en
       "{s:s,s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "id", s->id, "tenant_id", s->tenant_id,
       "provider", s->provider, "ingest_path", path, "tolerance_s", s->tolerance_s, "event_types",
       csv_array(s->event_types), "identity_paths", csv_array(s->identity_paths), "business_key",
-      s->business_paths ? json_pack("{s:o,s:s}", "paths", csv_array(s->business_paths),
-                                    "operation", s->business_operation ? s->business_operation : "")
+      s->business_paths ? json_pack("{s:o,s:s,s:o}", "paths", csv_array(s->business_paths),
+                                    "operation", s->business_operation ? s->business_operation : "",
+                                    "event_types", csv_array(s->business_types))
                         : json_null(),
       "version",
       s->version_object_path
@@ -292,11 +293,18 @@ static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, j
   return sealed;
 }
 
-static void types_refused(hookd_req *r, const char *provider) {
+static void types_refused(hookd_req *r, const char *provider, const char *field) {
   hookd_req_error(r, 422, "invalid_field",
-                  "event_types: %s requests name no event type, so an allowlist would filter "
-                  "every event (leave it out, or null)",
-                  provider);
+                  "%s: %s requests name no event type, so an allowlist would %s every event "
+                  "(leave it out, or null)",
+                  field, provider, strcmp(field, "event_types") ? "leave out" : "filter");
+}
+
+/* The allowlist field of the rules that a provider naming no type refuses, or NULL. */
+static const char *typed_field(const hookd_source *s, unsigned patch) {
+  if ((patch & P_TYPES) && s->event_types) return "event_types";
+  if ((patch & P_BKEY) && s->business_types) return "business_key.event_types";
+  return NULL;
 }
 
 /* Rule fields shared by create and PATCH. */
@@ -329,8 +337,9 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
     op->patch |= P_BKEY;
     free(op->src.business_paths);
     free(op->src.business_operation);
-    op->src.business_paths = op->src.business_operation = NULL;
-    static const char *const bkey_members[] = {"paths", "operation", NULL};
+    free(op->src.business_types);
+    op->src.business_paths = op->src.business_operation = op->src.business_types = NULL;
+    static const char *const bkey_members[] = {"paths", "operation", "event_types", NULL};
     if (json_is_object(v) && !hookd_api_known_members(r, v, "business_key", bkey_members))
       return false;
     if (!json_is_null(v)) {
@@ -344,6 +353,12 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
                                             true, &ok);
       if (!ok) return false;
       op->src.business_operation = strdup(opn);
+      /* the types the operation is (an invoice's payment_failed is no second mark_paid) */
+      json_t *types = json_object_get(v, "event_types");
+      if (types && !json_is_null(types)) {
+        op->src.business_types = join_strings(r, types, "business_key.event_types", 64, false, &ok);
+        if (!ok) return false;
+      }
     }
   }
   if ((v = json_object_get(body, "version"))) {
@@ -565,8 +580,9 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     ok = op->src.secrets != NULL;
   }
   if (ok) ok = parse_rules(r, body, op);
-  if (ok && op->src.event_types && !hookd_in_provider_has_type(prov)) {
-    types_refused(r, op->src.provider);
+  const char *typed = typed_field(&op->src, P_TYPES | P_BKEY);
+  if (ok && typed && !hookd_in_provider_has_type(prov)) {
+    types_refused(r, op->src.provider, typed);
     ok = false;
   }
   json_t *gen = json_object_get(body, "generic");
@@ -800,9 +816,9 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     hookd_source_free(&cur);
     return HOOKD_STORE_STATE; /* nothing written */
   }
-  if ((op->patch & P_TYPES) && op->src.event_types &&
-      hookd_provider_parse(cur.provider, &prov) == 0 && !hookd_in_provider_has_type(prov)) {
-    op->types_refused = true;
+  if (typed_field(&op->src, op->patch) && hookd_provider_parse(cur.provider, &prov) == 0 &&
+      !hookd_in_provider_has_type(prov)) {
+    op->types_refused = typed_field(&op->src, op->patch);
     op->refused_for = prov;
     hookd_source_free(&cur);
     return HOOKD_STORE_STATE; /* nothing written */
@@ -819,6 +835,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   KEEP(P_IDENTITY, identity_paths);
   KEEP(P_BKEY, business_paths);
   KEEP(P_BKEY, business_operation);
+  KEEP(P_BKEY, business_types);
   KEEP(P_VERSION, version_object_path);
   KEEP(P_VERSION, version_path);
   KEEP(P_VERSION, version_header);
@@ -860,7 +877,7 @@ static void reply_patch(hookd_api_op *base, int rc) {
     return;
   }
   if (rc == HOOKD_STORE_STATE && op->types_refused) {
-    types_refused(base->req, hookd_provider_name(op->refused_for));
+    types_refused(base->req, hookd_provider_name(op->refused_for), op->types_refused);
     return;
   }
   if (rc) {

@@ -90,6 +90,7 @@ static hookd_source_rt *build(hookd_source_cache *s, const hookd_source *src) {
   DUP(version_header);
   DUP(generic);
   DUP(prior_identity_paths);
+  DUP(business_types);
 #undef DUP
   if (hookd_provider_parse(src->provider, &rt->provider) != 0) goto fail;
   char *plain = hookd_keyring_open(s->keyring, src->secrets, src->id);

@@ -208,6 +208,7 @@ void hookd_source_free(hookd_source *s) {
   free(s->version_header);
   free(s->generic);
   free(s->prior_identity_paths);
+  free(s->business_types);
   memset(s, 0, sizeof *s);
 }
 

@@ -320,6 +320,8 @@ typedef struct hookd_source {
   char *identity_paths;        /* comma-separated JSON paths: composite identity, NULL = provider id */
   char *business_paths;        /* comma-separated JSON paths of the business key, NULL = none */
   char *business_operation;    /* the operation the business key names (e.g. mark_paid) */
+  char *business_types;        /* comma-separated allowlist: the types that operation is, NULL =
+                                * every type */
   char *version_object_path;   /* late-event detection: the object's id … */
   char *version_path;          /* … and its version, from the body … */
   char *version_header;        /* … or from a header */

@@ -127,6 +127,28 @@ describe('deduplication', () => {
     await dest.close();
   });
 
+  it('a business key limited to the types of its operation: another type on the same object is no duplicate', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_bkt'], [{ url: dest.url }],
+      { business_key: { paths: ['data.object.id'], operation: 'mark_paid', event_types: ['invoice.paid'] } });
+    assert.deepEqual(src.business_key, { paths: ['data.object.id'], operation: 'mark_paid', event_types: ['invoice.paid'] });
+    const failed = stripeEvent('evt_bkt_1', { type: 'invoice.payment_failed' });
+    const paid = stripeEvent('evt_bkt_2');
+    const paidAgain = stripeEvent('evt_bkt_3'); // the same payment under another event id
+    const answers = [];
+    for (const body of [failed, paid, paidAgain]) answers.push((await post(src, body, sign.stripe(body, 'whsec_bkt'))).json);
+    assert.deepEqual(answers.map((a) => a.status), ['received', 'received', 'duplicate']);
+    assert.equal(answers[2].duplicate_of, answers[1].inbox_id);
+    await dest.waitFor(2);
+    assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id).sort(), ['evt_bkt_1', 'evt_bkt_2']);
+    // a provider whose requests name no type refuses the list
+    const tw = await h.api('POST', '/v1/sources', { tenant: TENANT, provider: 'twilio', secrets: ['tw_x'], destinations: [{ url: dest.url }],
+      business_key: { paths: ['CallSid'], operation: 'x', event_types: ['a'] } });
+    assert.equal(tw.status, 422, tw.text);
+    assert.match(tw.json.error.message, /business_key\.event_types/);
+    await dest.close();
+  });
+
   it('out-of-order versions: the older one is recorded as stale and not forwarded', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_v'], [{ url: dest.url }],

@@ -14,7 +14,8 @@
 #define SRC_COLS                                                                              \
   "id, tenant_id, provider, secrets, tolerance_s, event_types, identity_paths,"               \
   " business_paths, business_operation, version_object_path, version_path, version_header,"   \
-  " generic, created_at, updated_at, deleted_at, prior_identity_paths, prior_identity_until"
+  " generic, created_at, updated_at, deleted_at, prior_identity_paths, prior_identity_until,"     \
+  " business_types"
 
 static void read_source(sqlite3_stmt *st, hookd_source *s) {
   memset(s, 0, sizeof *s);
@@ -36,6 +37,7 @@ static void read_source(sqlite3_stmt *st, hookd_source *s) {
   s->deleted_ms = sq_col_i64(st, 15);
   s->prior_identity_paths = sq_col_str(st, 16);
   s->prior_identity_until_ms = sq_col_i64(st, 17);
+  s->business_types = sq_col_str(st, 18);
 }
 
 static void bind_source_fields(sqlite3_stmt *st, const hookd_source *s) {
@@ -56,13 +58,14 @@ static void bind_source_fields(sqlite3_stmt *st, const hookd_source *s) {
   sq_bind_i64(st, 15, s->updated_ms);
   sq_bind_text(st, 17, s->prior_identity_paths);
   sq_bind_i64(st, 18, s->prior_identity_until_ms);
+  sq_bind_text(st, 19, s->business_types);
 }
 
 int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
                      size_t n_dests, int max_eps) {
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_INSERT,
                              "INSERT INTO sources(" SRC_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
-                             " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, NULL, ?17, ?18)");
+                             " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, NULL, ?17, ?18, ?19)");
   if (!st) return HOOKD_STORE_ERR;
   bind_source_fields(st, s);
   int rc = sqlite3_step(st);
@@ -130,7 +133,8 @@ int sq_source_update(hookd_store_conn *c, const hookd_source *s) {
                              " identity_paths = ?7, business_paths = ?8, business_operation = ?9,"
                              " version_object_path = ?10, version_path = ?11,"
                              " version_header = ?12, generic = ?13, updated_at = ?15,"
-                             " prior_identity_paths = ?17, prior_identity_until = ?18"
+                             " prior_identity_paths = ?17, prior_identity_until = ?18,"
+                             " business_types = ?19"
                              " WHERE id = ?1 AND tenant_id = ?2 AND provider = ?3"
                              " AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;

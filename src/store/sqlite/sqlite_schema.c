@@ -388,6 +388,9 @@ static const struct {
     {19,
      /* A receiver's Retry-After pause of its endpoint outlives a restart (docs/isolation.md). */
      "ALTER TABLE endpoints ADD COLUMN paused_until INTEGER;"},
+    {20,
+     /* The event types a source's business key applies to (NULL: every type, as before). */
+     "ALTER TABLE sources ADD COLUMN business_types TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -403,6 +406,8 @@ static const char *migration_done_if(int version) {
            " WHERE name = 'prior_identity_paths'";
   case 19:
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'paused_until'";
+  case 20:
+    return "SELECT COUNT(*) FROM pragma_table_info('sources') WHERE name = 'business_types'";
   default: return NULL;
   }
 }
