@@ -519,8 +519,9 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* business key and object version, when the source declares them */
   bool has_bkey = false, has_version = false, numeric = false;
   /* the business key: for the types its operation is (all, when the rule names none) */
-  bool bkey_type = !rt->src.business_types ||
-                   (op->event_type[0] && hookd_filter_match(rt->src.business_types, op->event_type));
+  bool bkey_type = !rt->src.business_types || (op->event_type[0] &&
+                                                hookd_filter_match(rt->src.business_types,
+                                                                   op->event_type));
   if (rt->src.business_paths && json && !lossy && bkey_type) {
     hookd_buf_init(&comp, comp_max);
     int brc = hookd_buf_printf(&comp, "%s\x1f",
