@@ -513,6 +513,31 @@ describe('isolation', () => {
     await blocking.close();
   });
 
+  it('a lane made to block after it skipped a DEAD head waits on its next DEAD head, not on the gap it left behind', async () => {
+    const h = await startHookd();
+    const r = await startReceiver((req) => ({ status: JSON.parse(req.body).data.n === 1 ? 400 : 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'skip' });
+    const p1 = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
+    const p2 = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'k' });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'dead');
+    await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered', 'skipped past the DEAD head');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { lane_policy: 'block' })).status, 200);
+    const p3 = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'k' });
+    await waitDelivery(h, p3.json.id, (ds) => ds[0]?.state === 'delivered', 'p1 is behind the lane: it blocks nothing');
+    // a head that goes DEAD now blocks the lane
+    const p4 = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
+    await waitDelivery(h, p4.json.id, (ds) => ds[0]?.state === 'dead');
+    const p5 = await publish(h, tenant, { type: 'a', payload: { n: 5 }, ordering_key: 'k' });
+    // another lane's event, published after p5, is delivered: the claims have passed p5 by
+    const other = await publish(h, tenant, { type: 'a', payload: { n: 6 }, ordering_key: 'j' });
+    await waitDelivery(h, other.json.id, (ds) => ds[0]?.state === 'delivered');
+    const [d5] = await waitDelivery(h, p5.json.id, (ds) => ds.length === 1);
+    assert.equal(d5.state, 'pending', 'blocked behind p4');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 3, 1, 6]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('lane_policy block: a head that expired (it can be neither sent nor replayed) does not block its lane', async () => {
     // (the breaker kept out: ten quick failures would open it, and nothing more is attempted
     // until its cooldown, so the head's expiry would only be seen then)
