@@ -119,9 +119,10 @@ int hookd_in_verify(hookd_provider p, const hookd_in_request *req,
 /* VNPay: the form text to forward for a request hookd_in_verify accepted, appended to out —
  * exactly what vnp_SecureHash signs (the vnp_ parameters but the hash ones, sorted by name, PHP
  * urlencode), then vnp_SecureHashType (when sent) and vnp_SecureHash. Every other query
- * parameter is left out. Returns 0, or -1 when the query does not parse or out's limit is
+ * parameter is left out. signed_len (if not NULL) gets the length of the signed text, the
+ * start of what was appended. Returns 0, or -1 when the query does not parse or out's limit is
  * reached (out may then hold part of the text: do not forward it). */
-int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out);
+int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out, size_t *signed_len);
 
 /* The provider's own event or delivery id (the default identity, I3), written to out:
  *   stripe: body "id"; github: X-GitHub-Delivery; shopify: X-Shopify-Webhook-Id (or

@@ -182,9 +182,10 @@ done:
   return hookd_in_result(out, rc, reason);
 }
 
-int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out) {
+int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out, size_t *signed_len) {
   vnp_query v;
   int rc = vnp_parse(req, &v) ? -1 : 0;
+  if (signed_len) *signed_len = rc ? 0 : v.data.len;
   const char *sep = v.data.len ? "&" : "";
   if (!rc && v.data.len) rc = hookd_buf_append(out, v.data.data, v.data.len);
   if (!rc && v.type) {

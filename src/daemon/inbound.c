@@ -44,6 +44,7 @@ typedef struct recv_op {
   char business_key[65];
   char event_type[256];
   char payload_hash[65];
+  char alt_payload_hash[65]; /* VNPay: as hookd took it before (hookd_receive_req) */
   char object_key[65];
   char version[256];
   char content_type[128];
@@ -468,14 +469,17 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf_init(&op->body, p == HOOKD_PROVIDER_VNPAY ? qlen * 3 + 256
                             : query_body              ? qlen + 1
                                                       : app->cfg->max_body_bytes + 1);
+  size_t vnp_signed = 0;
   if (p == HOOKD_PROVIDER_VNPAY)
-    op->hash_failed |= hookd_in_vnpay_forward(&in, &op->body) != 0;
+    op->hash_failed |= hookd_in_vnpay_forward(&in, &op->body, &vnp_signed) != 0;
   else if (query_body)
     op->hash_failed |= hookd_buf_append(&op->body, query, strlen(query)) != 0;
   else /* the request's own buffer: held once (body still points into it) */
     hookd_req_body_take(r, &op->body);
 
-  /* payload hash: canonical JSON, else the raw bytes (VNPay: the signed pairs). Canonical numbers
+  /* payload hash: canonical JSON, else the raw bytes (VNPay: the signed pairs — not the hash
+   * fields, whose spelling may differ: a hex digest's case, an optional vnp_SecureHashType; an
+   * earlier hookd hashed them too, which is the alternative hash). Canonical numbers
    * take at most 5.25 times their bytes ("1e20" is 21 digits), so the bound never refuses a
    * body; a canonical form that cannot be written is a failure, not a reason to hash other
    * bytes (a retry would then get another identity). */
@@ -486,7 +490,10 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       op->hash_failed |= hookd_in_sha256_hex(canon.data, canon.len, op->payload_hash) != 0;
     else
       op->hash_failed = true;
-  } else if (p == HOOKD_PROVIDER_VNPAY || query_body)
+  } else if (p == HOOKD_PROVIDER_VNPAY) {
+    op->hash_failed |= hookd_in_sha256_hex(op->body.data, vnp_signed, op->payload_hash) != 0 ||
+                       hookd_in_sha256_hex(op->body.data, op->body.len, op->alt_payload_hash) != 0;
+  } else if (query_body)
     op->hash_failed |= hookd_in_sha256_hex(op->body.data, op->body.len, op->payload_hash) != 0;
   else
     op->hash_failed |= hookd_in_sha256_hex(body, body_len, op->payload_hash) != 0;
@@ -638,6 +645,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                                .business_key = has_bkey ? op->business_key : NULL,
                                .event_type = op->event_type,
                                .payload_hash = op->payload_hash,
+                               .alt_payload_hash =
+                                   op->alt_payload_hash[0] ? op->alt_payload_hash : NULL,
                                .filtered = filtered,
                                .object_key = has_version ? op->object_key : NULL,
                                .version = has_version ? op->version : NULL,

@@ -379,6 +379,8 @@ typedef struct hookd_receive_req {
   const char *business_key;    /* NULL when the source has no business-key rule */
   const char *event_type;
   const char *payload_hash;
+  const char *alt_payload_hash; /* the hash an earlier hookd took of the same request (VNPay:
+                                 * with its hash fields), NULL: none — the same payload too */
   bool filtered;
   const char *object_key;      /* late-event detection, NULL when not configured */
   const char *version;

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
@@ -536,6 +536,20 @@ describe('verification', () => {
     assert.equal(rows[0].event_id, 'order-77:14000001');
     await waitUntil(async () => dest.requests.length === 1, { what: 'VNPay forward' });
     assert.equal(dest.requests[0].headers['content-type'], 'application/x-www-form-urlencoded');
+    // the same IPN with its hash written otherwise (upper-case hex, the optional hash type): the
+    // same payment, a duplicate — not a conflict
+    const hash = q.split('vnp_SecureHash=')[1];
+    for (const variant of [q.replace(hash, hash.toUpperCase()), `${q}&vnp_SecureHashType=HmacSHA512`]) {
+      r = await fetch(`${h.url}/in/${vn.id}?${variant}`);
+      assert.deepEqual(await r.json(), { RspCode: '00', Message: 'Confirm Success' });
+    }
+    // a record an earlier hookd stored, its hash taken over the hash fields too: still the same
+    const fwd = dest.requests[0].body;
+    h.query(`UPDATE inbox SET payload_hash = '${createHash('sha256').update(fwd).digest('hex')}' WHERE id = '${rows[0].id}'`);
+    r = await fetch(`${h.url}/in/${vn.id}?${q}`);
+    assert.deepEqual(await r.json(), { RspCode: '00', Message: 'Confirm Success' });
+    assert.equal((await inbox(vn)).length, 1, 'no conflict row');
+    assert.equal(dest.requests.length, 1);
 
     const momo = await source('momo', ['F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'], [{ url: dest.url }]);
     const mb = sign.momoBody({ partnerCode: 'MOMO', orderId: 'ord-5', requestId: 'req-5', amount: 50000,

@@ -391,13 +391,20 @@ static int receive_new(hookd_store_conn *c, const hookd_receive_req *req, int64_
 #define INBOX_BY_KEY_SQL                                                                      \
   "SELECT " INBOX_COLS " FROM inbox i WHERE i.source_id = ?1 AND i.identity_key = ?2"
 
+/* Whether the request carries orig's payload (its hash as hookd takes it now, or as an earlier
+ * hookd did). */
+static bool same_payload(const hookd_inbox *orig, const hookd_receive_req *req) {
+  return !strcmp(orig->payload_hash, req->payload_hash) ||
+         (req->alt_payload_hash && !strcmp(orig->payload_hash, req->alt_payload_hash));
+}
+
 /* The request's identity is known, as orig's (taken over; freed here): the same payload is a
  * duplicate, another one a conflict. event_seq is the seq a new event would get, 0 when none
  * was taken yet. */
 static int known_identity(hookd_store_conn *c, const hookd_receive_req *req, hookd_inbox *orig,
                           int64_t event_seq, hookd_receive_res *res) {
   int rc;
-  if (strcmp(orig->payload_hash, req->payload_hash) == 0) {
+  if (same_payload(orig, req)) {
     /* filtered before and allowed now (its source's allowlist was widened since): the
      * provider's redelivery is taken as new, under the same record */
     rc = 0;
@@ -439,7 +446,7 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
   if (req->prior_identity_key) {
     rc = inbox_by(c, SQ_INBOX_BY_KEY, INBOX_BY_KEY_SQL, req->source_id, req->prior_identity_key,
                   &orig);
-    if (rc == HOOKD_STORE_OK && !strcmp(orig.payload_hash, req->payload_hash))
+    if (rc == HOOKD_STORE_OK && same_payload(&orig, req))
       return known_identity(c, req, &orig, 0, res);
     if (rc == HOOKD_STORE_OK) hookd_inbox_free(&orig);
     else if (rc != HOOKD_STORE_NOTFOUND) return rc;

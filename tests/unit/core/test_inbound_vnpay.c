@@ -128,7 +128,7 @@ static void forward(void **st) {
   hookd_in_request r = {.method = "GET", .query = PARAMS "&vnp_SecureHash=" HASH, .now_s = 1};
   hookd_buf out;
   hookd_buf_init(&out, 65536);
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out), 0);
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out, NULL), 0);
   assert_string_equal(hookd_buf_str(&out),
                       "vnp_Amount=1000000&vnp_BankCode=NCB&vnp_OrderInfo=Thanh+toan+don+hang%3A5%"
                       "7Ex&vnp_PayDate=20240101120000&vnp_ResponseCode=00&vnp_TmnCode=DEMO1234&"
@@ -139,16 +139,18 @@ static void forward(void **st) {
   /* without a hash type; a query that does not parse gives nothing to forward */
   hookd_buf_reset(&out);
   r.query = "vnp_TxnRef=A&vnp_SecureHash=00";
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out), 0);
+  size_t signed_len = 99;
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out, &signed_len), 0);
   assert_string_equal(hookd_buf_str(&out), "vnp_TxnRef=A&vnp_SecureHash=00");
+  assert_int_equal(signed_len, strlen("vnp_TxnRef=A"));
   hookd_buf_reset(&out);
   r.query = "vnp_SecureHash=00";
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out), 0);
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out, NULL), 0);
   assert_string_equal(hookd_buf_str(&out), "vnp_SecureHash=00");
   r.query = "VNP_X=1&vnp_SecureHash=00";
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out), -1);
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out, NULL), -1);
   r.query = "vnp_TxnRef=A";
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out), -1);
+  assert_int_equal(hookd_in_vnpay_forward(&r, &out, NULL), -1);
   hookd_buf_free(&out);
 }
 
