@@ -232,15 +232,15 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     bool moved = !e->cfg.url || !cfg->url || strcmp(e->cfg.url, cfg->url) != 0;
     ep_apply_config(d, e, cfg);
     e->disabled_by_outcome = false; /* the store's word now */
-    /* enabled again: its failures start over (the store clears failing_since too) */
-    if (!was_enabled && e->cfg.enabled) e->failing_since = 0;
-    /* a new URL is another destination: its failures and its breaker start over too (what
-     * the old one still answers counts for nothing: on_http_done); a slow mark clears itself
-     * after a run of fast answers, as ever */
-    if (moved) {
+    /* a new URL is another destination, and an operator who enables the endpoint again has
+     * seen to it: its failures (the store clears failing_since too) and its breaker start
+     * over, and what a request sent before answers says nothing of its health (on_http_done);
+     * a slow mark clears itself after a run of fast answers, as ever */
+    if (moved || (!was_enabled && e->cfg.enabled)) {
       e->failing_since = 0;
       if (e->br.state != HOOKD_BREAKER_CLOSED) d->breakers_open--;
       hookd_breaker_init(&e->br, now);
+      e->health_since = now;
     }
     /* a Retry-After pause was the old receiver's word: a new URL, or an operator enabling the
      * endpoint again, ends it (else an hour's 429 held a fixed endpoint that hour) */
@@ -508,6 +508,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * URL neither kills the delivery nor disables the endpoint), and the endpoint's health —
    * breaker, slowness, failing streak, Retry-After pause — is left as the new URL has it. */
   bool moved = !e->cfg.url || !it->url || strcmp(e->cfg.url, it->url) != 0;
+  /* sent before the endpoint moved or was enabled again: its health is left alone too */
+  bool stale = moved || it->sent_ms < e->health_since;
 
   hookd_classification cls = hookd_classify(req->net, req->status);
   /* a 4xx the delivery's policy lists is retried instead of given up (O6) */
@@ -615,7 +617,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* the endpoint's health: breaker, slowness, failing streak */
   bool ok, bad;
   health_signal(req, cls, &ok, &bad);
-  if (moved) ok = bad = false; /* neither: a probe's slot is given back */
+  if (stale) ok = bad = false; /* neither: a probe's slot is given back */
   hookd_breaker_state before = e->br.state;
   if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok, bad, it->probe, now)) {
     /* the total follows the endpoint's own series at once (the stats walk recounts it) */
@@ -630,7 +632,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* slow: set by one slow attempt, cleared only by a run of fast successes — an endpoint that
    * alternates (holds one request to just under its timeout, answers the next at once) must not
    * escape the slow share every other attempt */
-  if (moved) {
+  if (stale) {
     /* the old URL's speed is not the new one's */
   } else if (req->net == HOOKD_NET_TIMEOUT || latency_ms * 2 > e->cfg.timeout_ms) {
     e->slow = true;
@@ -654,7 +656,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     o->disable_reason = it->disable_reason;
   }
   /* a 429 or 503 with Retry-After pauses the whole endpoint, not only this delivery */
-  if (ra >= 0 && (req->status == 429 || req->status == 503) &&
+  if (!stale && ra >= 0 && (req->status == 429 || req->status == 503) &&
       it->c.policy.retry_after_cap_ms > 0) { /* a cap of 0: Retry-After is not honoured */
     int64_t cap = it->c.policy.retry_after_cap_ms;
     int64_t until = now + (ra < cap ? ra : cap);

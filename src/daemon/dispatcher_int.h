@@ -161,6 +161,8 @@ typedef struct ep {
   hookd_bucket bucket;
   hookd_breaker br;
   int64_t paused_until;       /* Retry-After from a 429/503 */
+  int64_t health_since;       /* moved to another URL or enabled again by an operator then: what
+                               * a request sent before answers says nothing of its health */
   bool slow;                  /* an attempt timed out or took half its timeout, and fewer than
                                * SLOW_CLEAR_STREAK fast successes followed */
   int fast_streak;            /* fast successes since the last slow attempt */

@@ -235,9 +235,9 @@ typedef struct hookd_outcome {
   const char *sent_url;       /* the URL the answer came from: an endpoint that has moved since
                                  is neither disabled nor paused by it (NULL: not checked) */
   int64_t pause_until_ms;     /* the endpoint is paused until then (Retry-After), 0 = no */
-  int64_t sent_ms;            /* when the request was sent (0: unknown): the disable applies
-                                 only if the endpoint's configuration was not written since — an
-                                 operator's re-enable after it is newer than the answer */
+  int64_t sent_ms;            /* when the request was sent (0: unknown): the answer's word on
+                                 the endpoint (failing, pause, disable) counts only if it was not
+                                 moved nor enabled again since (health_since) */
   const char *result_ref;     /* the destination's reference for what it did (inbound) */
   bool inbound;               /* also update the inbox record of the event */
   bool lane;                  /* the delivery has an ordering key: a terminal outcome moves its

@@ -8,7 +8,7 @@ import net from 'node:net';
 import { existsSync, linkSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { API_KEY, HOOKD_BIN, TEST_ARGS, faultDisk, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
+import { API_KEY, HOOKD_BIN, TEST_ARGS, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { stripe } from './lib/providers.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -290,6 +290,47 @@ describe('durability', () => {
     await waitDelivery(h, e1.json.id, (ds) => ds[0]?.state === 'delivered', 'the first, sent again', 15000);
     assert.equal((await h.stop()).code, 0);
     await r.close();
+  });
+
+  it('a 410 or a 500 from the old URL written after the PATCH that moved the endpoint (before this node applied it): retried at the new URL, nothing disabled, no failing window', async () => {
+    const h = await startHookd();
+    // as above: the PATCH reaches the writer's queue first, the old URL's outcome after it, while
+    // the store is held — the dispatcher reads the answer before it knows of the new URL
+    const writer = async () => {
+      const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+      return { depth: sampleValue(m, 'hookd_store_writer_queue_depth'),
+        stalled: sampleValue(m, 'hookd_store_writer_stalled_seconds') };
+    };
+    for (const status of [410, 500]) {
+      const oldR = await startReceiver(() => 'hang');
+      const newR = await startReceiver();
+      const { tenant, endpoint } = await setup(h, oldR.url, { retry: { backoff_base_ms: 50, backoff_cap_ms: 50 } });
+      const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+      const p = await publish(h, tenant, { type: 'a', payload: {} });
+      await oldR.waitFor(1);
+      const release = await h.lockStore();
+      let patch;
+      try {
+        const { depth } = await waitUntil(async () => {
+          const w = await writer();
+          return w.stalled >= 1.1 ? w : null;
+        }, { what: 'the writer held past a sweep' });
+        patch = h.api('PATCH', path, { url: newR.url });
+        await waitUntil(async () => (await writer()).depth >= depth + 1, { what: 'the PATCH queued' });
+        oldR.releaseHanging(status);
+        await waitUntil(async () => (await writer()).depth >= depth + 2, { what: 'the outcome queued' });
+      } finally {
+        await release();
+      }
+      assert.equal((await patch).status, 200);
+      const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered', `${status}: retried at the new URL`, 15000);
+      assert.deepEqual((await getDelivery(h, d.id)).attempts.map((a) => a.http_status), [status, 200]);
+      const ep = (await h.api('GET', path)).json;
+      assert.deepEqual([ep.enabled, ep.failing_since, ep.health.sending, ep.health.failing_since], [true, null, true, null], `${status}`);
+      await oldR.close();
+      await newR.close();
+    }
+    assert.equal((await h.stop()).code, 0);
   });
 
   it('a PATCH committed just before a 410\'s disable does not enable the endpoint again in memory', async () => {

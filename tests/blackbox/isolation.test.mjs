@@ -513,27 +513,56 @@ describe('isolation', () => {
     await blocking.close();
   });
 
-  it('a lane made to block after it skipped a DEAD head waits on its next DEAD head, not on the gap it left behind', async () => {
+  it('a lane made to block after it skipped DEAD heads waits on the last of them, not on the gap it left behind; that head replayed goes first', async () => {
     const h = await startHookd();
-    const r = await startReceiver((req) => ({ status: JSON.parse(req.body).data.n === 1 ? 400 : 200 }));
+    const failing = new Set([1, 2, 5]);
+    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
     const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'skip' });
-    const p1 = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
-    const p2 = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'k' });
-    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'dead');
-    await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered', 'skipped past the DEAD head');
+    const pub = (n, key = 'k') => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: key });
+    const state = async (p, st, what) => (await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === st, what))[0];
+    const sent = () => r.requests.map((q) => JSON.parse(q.body).data.n);
+    // under skip: 1 and 2 go DEAD, 3 is delivered past them
+    const p1 = await pub(1);
+    await pub(2);
+    const p3 = await pub(3);
+    await state(p3, 'delivered', 'skipped past two DEAD heads');
     assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { lane_policy: 'block' })).status, 200);
-    const p3 = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'k' });
-    await waitDelivery(h, p3.json.id, (ds) => ds[0]?.state === 'delivered', 'p1 is behind the lane: it blocks nothing');
-    // a head that goes DEAD now blocks the lane
-    const p4 = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
-    await waitDelivery(h, p4.json.id, (ds) => ds[0]?.state === 'dead');
-    const p5 = await publish(h, tenant, { type: 'a', payload: { n: 5 }, ordering_key: 'k' });
-    // another lane's event, published after p5, is delivered: the claims have passed p5 by
-    const other = await publish(h, tenant, { type: 'a', payload: { n: 6 }, ordering_key: 'j' });
-    await waitDelivery(h, other.json.id, (ds) => ds[0]?.state === 'delivered');
-    const [d5] = await waitDelivery(h, p5.json.id, (ds) => ds.length === 1);
-    assert.equal(d5.state, 'pending', 'blocked behind p4');
-    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 3, 1, 6]);
+    const p4 = await pub(4);
+    await state(p4, 'delivered', 'the gap behind the lane blocks nothing');
+    // a head that goes DEAD now blocks its lane
+    const p5 = await pub(5);
+    const d5 = await state(p5, 'dead');
+    const p6 = await pub(6);
+    const other = await pub(7, 'j'); // another lane, published after: the claims have passed p6 by
+    await state(other, 'delivered');
+    assert.equal((await waitDelivery(h, p6.json.id, (ds) => ds.length === 1))[0].state, 'pending', 'blocked behind 5');
+    // the receiver fixed, the head replayed: it goes first, then the lane
+    failing.delete(5);
+    assert.equal((await h.api('POST', `/v1/deliveries/${d5.id}/replay`)).status, 202);
+    await state(p6, 'delivered', 'the lane moves on after its replayed head');
+    assert.deepEqual(sent(), [1, 2, 3, 4, 5, 7, 5, 6]);
+    assert.equal((await getDelivery(h, (await state(p1, 'dead')).id)).state, 'dead', 'the gap stays DEAD');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a lane whose two last heads went DEAD under skip, made to block: the last one replayed goes, then the lane', async () => {
+    const h = await startHookd();
+    const failing = new Set([1, 2]);
+    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'skip' });
+    const pub = (n) => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: 'k' });
+    const state = async (p, st) => (await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === st))[0];
+    const p1 = await pub(1);
+    const p2 = await pub(2);
+    await state(p1, 'dead');
+    const d2 = await state(p2, 'dead');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { lane_policy: 'block' })).status, 200);
+    const p3 = await pub(3);
+    failing.clear();
+    assert.equal((await h.api('POST', `/v1/deliveries/${d2.id}/replay`)).status, 202);
+    await state(p3, 'delivered');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 2, 3]);
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

@@ -530,8 +530,8 @@ describe('replay', () => {
     const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
     const a = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
     await old.waitFor(1);
-    const paused = await h.api('GET', epPath);
-    assert.ok(Date.parse(paused.json.health.paused_until) > Date.now() + 3000000, 'paused for the hour');
+    const pausedUntil = await waitUntilPaused(epPath); // once the 429 has been read
+    assert.ok(Date.parse(pausedUntil) > Date.now() + 3000000, 'paused for the hour');
     // moved to a receiver that works: the old one's hour no longer holds it
     const fixed = await startReceiver();
     assert.equal((await h.api('PATCH', epPath, { url: fixed.url })).status, 200);

@@ -298,7 +298,9 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
               " failing_since = CASE WHEN (?5 AND NOT enabled) OR url IS NOT ?2 THEN NULL"
               " ELSE failing_since END,"
               " paused_until = CASE WHEN (?5 AND NOT enabled) OR url IS NOT ?2 THEN NULL"
-              " ELSE paused_until END"
+              " ELSE paused_until END,"
+              " health_since = CASE WHEN (?5 AND NOT enabled) OR url IS NOT ?2 THEN ?11"
+              " ELSE health_since END"
               " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);

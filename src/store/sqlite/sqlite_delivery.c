@@ -668,10 +668,11 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
  * earlier delivery of its lane still pending, retrying, held unknown — or DEAD when the lane
  * policy blocks, unless it was superseded, expired or its payload purged: it can never be sent,
  * nor replayed, so it blocks nothing; nor when the lane has moved past it, a later delivery of
- * it delivered or DEAD — skipped while the policy was skip: a lane made to block later waits on
- * its last DEAD head, not on a gap it left behind) and only while no other delivery of its lane
- * is in flight (a replayed one is earlier than the lane's later ones, and one of those may be
- * in flight). */
+ * it — this one included — attempted, delivered or DEAD: skipped while the policy was skip, a
+ * lane made to block later waits on its last DEAD head, not on a gap it left behind, and that
+ * head replayed is the lane's head again) and only while no other delivery of its lane is in
+ * flight (a replayed one is earlier than the lane's later ones, and one of those may be in
+ * flight). */
 /* A lease that ran out is taken over by a claim — except on an inbound destination that is not
  * idempotent: the request may have gone out, so only the sweep takes it back, and holds it as
  * unknown (a claim first would send it again). */
@@ -693,8 +694,8 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
   " AND (SELECT ev.purged_at FROM events ev WHERE ev.seq = p.event_seq) IS NULL"                \
   " AND NOT EXISTS (SELECT 1 FROM deliveries q WHERE q.endpoint_id = p.endpoint_id"             \
-  " AND q.ordering_key = p.ordering_key AND q.seq > p.seq AND q.seq < d.seq"                    \
-  " AND (q.state = 'delivered' OR (q.state = 'dead'"                                            \
+  " AND q.ordering_key = p.ordering_key AND q.seq > p.seq AND q.seq <= d.seq"                   \
+  " AND (q.attempt_count > 0 OR q.state = 'delivered' OR (q.state = 'dead'"                     \
   " AND q.dead_reason NOT IN ('superseded','expired'))))))"                                     \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
@@ -930,7 +931,40 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   return HOOKD_STORE_OK;
 }
 
+/* An answer's word on its endpoint counts while the endpoint is as the request found it: the URL
+ * it went to (?u: NULL = not checked), and not moved nor enabled again by an operator since it
+ * was sent (?s: 0 = not checked; health_since, set by the endpoint's update). */
+#define HEALTH_CURRENT(u, s)                                                                    \
+  " AND (" u " IS NULL OR url = " u ") AND (" s " = 0 OR health_since IS NULL"                  \
+  " OR health_since <= " s ")"
+
+/* The dispatcher judged the answer by its copy of the endpoint; a PATCH that moved it may have
+ * committed before that copy was updated. A DEAD for the old URL's own word (410, another 4xx)
+ * is then a retry at the new one, due now, as the dispatcher would have decided. */
+static int moved_since_sent(hookd_store_conn *c, hookd_outcome *o) {
+  if (!o->sent_url || !o->endpoint_id || o->to != HOOKD_DS_DEAD || !o->dead_reason ||
+      (strcmp(o->dead_reason, "gone") && strcmp(o->dead_reason, "permanent")))
+    return HOOKD_STORE_OK;
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_MOVED, "SELECT url IS NOT ?2 FROM endpoints WHERE id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, o->endpoint_id);
+  sq_bind_text(st, 2, o->sent_url);
+  int step = sqlite3_step(st);
+  bool moved = step == SQLITE_ROW && sqlite3_column_int(st, 0);
+  sqlite3_reset(st);
+  if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "read endpoint");
+  if (moved) {
+    o->to = HOOKD_DS_RETRYING;
+    o->next_attempt_ms = o->now_ms;
+    o->dead_reason = NULL;
+    o->disable_endpoint = false;
+  }
+  return HOOKD_STORE_OK;
+}
+
 int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
+  int mrc = moved_since_sent(c, o);
+  if (mrc) return mrc;
   /* the fenced update, under the lease the attempt was made with */
   sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME,
                              OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 AND state = ?3");
@@ -979,21 +1013,25 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (o->failing && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_FAILING,
                  "UPDATE endpoints SET failing_since = CASE WHEN ?2 > 0"
-                 " THEN COALESCE(failing_since, ?3) ELSE NULL END WHERE id = ?1");
+                 " THEN COALESCE(failing_since, ?3) ELSE NULL END WHERE id = ?1"
+                 HEALTH_CURRENT("?4", "?5"));
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, o->endpoint_id);
     sq_bind_i64(st, 2, o->failing);
     sq_bind_i64(st, 3, o->now_ms);
+    sq_bind_text(st, 4, o->sent_url);
+    sq_bind_i64(st, 5, o->sent_ms);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "endpoint health");
   }
   if (o->pause_until_ms && o->endpoint_id) { /* kept for a restart: the dispatcher holds it */
     st = sq_stmt(c, SQ_EP_PAUSE,
                  "UPDATE endpoints SET paused_until = MAX(COALESCE(paused_until, 0), ?2)"
-                 " WHERE id = ?1 AND deleted_at IS NULL AND (?3 IS NULL OR url = ?3)");
+                 " WHERE id = ?1 AND deleted_at IS NULL" HEALTH_CURRENT("?3", "?4"));
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, o->endpoint_id);
     sq_bind_i64(st, 2, o->pause_until_ms);
     sq_bind_text(st, 3, o->sent_url);
+    sq_bind_i64(st, 4, o->sent_ms);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "pause endpoint");
   }
   if (o->disable_endpoint && o->endpoint_id) {
@@ -1001,15 +1039,14 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
                  "UPDATE endpoints SET enabled = 0, disabled_reason = ?2,"
                  " updated_at = MAX(updated_at, ?3)" /* its time is the answer's, maybe older */
                  " WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1"
-                 " AND (?4 = 0 OR updated_at <= ?4) AND (?5 IS NULL OR url = ?5)");
+                 " AND (?4 = 0 OR updated_at <= ?4)" HEALTH_CURRENT("?5", "?6"));
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, o->endpoint_id);
     sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
     sq_bind_i64(st, 3, o->now_ms);
-    /* the older of the two bounds the configuration's age: the request's send (an operator's
-     * re-enable since is newer than its answer), else the first failed write of the outcome */
-    sq_bind_i64(st, 4, o->sent_ms ? o->sent_ms : o->failed_write_ms);
+    sq_bind_i64(st, 4, o->failed_write_ms);
     sq_bind_text(st, 5, o->sent_url);
+    sq_bind_i64(st, 6, o->sent_ms);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "disable endpoint");
     if (sqlite3_changes(c->db) == 1) { /* audited like an operator's disable (actor system) */
       st = sq_stmt(c, SQ_EP_DISABLE_AUDIT,

@@ -391,6 +391,10 @@ static const struct {
     {20,
      /* The event types a source's business key applies to (NULL: every type, as before). */
      "ALTER TABLE sources ADD COLUMN business_types TEXT;"},
+    {21,
+     /* When the endpoint last moved to another URL or was enabled again: an answer to a request
+      * sent before says nothing of its health (failing window, pause, disable). */
+     "ALTER TABLE endpoints ADD COLUMN health_since INTEGER;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -408,6 +412,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'paused_until'";
   case 20:
     return "SELECT COUNT(*) FROM pragma_table_info('sources') WHERE name = 'business_types'";
+  case 21:
+    return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'health_since'";
   default: return NULL;
   }
 }
