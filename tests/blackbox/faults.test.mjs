@@ -13,6 +13,33 @@ import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { stripe } from './lib/providers.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
+// The store held (its writer past the dispatcher's 1 s sweep, so the one sweep op is already
+// waiting and every op after it shows in the queue depth), a PATCH is queued, then answer()
+// makes a receiver answer and its outcome is queued behind the PATCH; then the store is let go.
+// Returns the PATCH's answer.
+async function patchBeforeOutcome(h, path, body, answer) {
+  const writer = async () => {
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    return { depth: sampleValue(m, 'hookd_store_writer_queue_depth'),
+      stalled: sampleValue(m, 'hookd_store_writer_stalled_seconds') };
+  };
+  const release = await h.lockStore();
+  let patch;
+  try {
+    const { depth } = await waitUntil(async () => {
+      const w = await writer();
+      return w.stalled >= 1.1 ? w : null;
+    }, { what: 'the writer held past a sweep' });
+    patch = h.api('PATCH', path, body);
+    await waitUntil(async () => (await writer()).depth >= depth + 1, { what: 'the PATCH queued' });
+    answer();
+    await waitUntil(async () => (await writer()).depth >= depth + 2, { what: 'the outcome queued' });
+  } finally {
+    await release();
+  }
+  return patch;
+}
+
 describe('durability', () => {
   it('kill -9 right after publishes are acknowledged: every one is delivered after restart', async () => {
     const { dir, cleanup } = tempDir();
@@ -294,13 +321,6 @@ describe('durability', () => {
 
   it('a 410 or a 500 from the old URL written after the PATCH that moved the endpoint (before this node applied it): retried at the new URL, nothing disabled, no failing window', async () => {
     const h = await startHookd();
-    // as above: the PATCH reaches the writer's queue first, the old URL's outcome after it, while
-    // the store is held — the dispatcher reads the answer before it knows of the new URL
-    const writer = async () => {
-      const m = parsePrometheus((await h.api('GET', '/metrics')).text);
-      return { depth: sampleValue(m, 'hookd_store_writer_queue_depth'),
-        stalled: sampleValue(m, 'hookd_store_writer_stalled_seconds') };
-    };
     for (const status of [410, 500]) {
       const oldR = await startReceiver(() => 'hang');
       const newR = await startReceiver();
@@ -308,21 +328,9 @@ describe('durability', () => {
       const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
       const p = await publish(h, tenant, { type: 'a', payload: {} });
       await oldR.waitFor(1);
-      const release = await h.lockStore();
-      let patch;
-      try {
-        const { depth } = await waitUntil(async () => {
-          const w = await writer();
-          return w.stalled >= 1.1 ? w : null;
-        }, { what: 'the writer held past a sweep' });
-        patch = h.api('PATCH', path, { url: newR.url });
-        await waitUntil(async () => (await writer()).depth >= depth + 1, { what: 'the PATCH queued' });
-        oldR.releaseHanging(status);
-        await waitUntil(async () => (await writer()).depth >= depth + 2, { what: 'the outcome queued' });
-      } finally {
-        await release();
-      }
-      assert.equal((await patch).status, 200);
+      // the dispatcher reads the old URL's answer before it knows of the new one
+      const patch = await patchBeforeOutcome(h, path, { url: newR.url }, () => oldR.releaseHanging(status));
+      assert.equal(patch.status, 200);
       const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered', `${status}: retried at the new URL`, 15000);
       assert.deepEqual((await getDelivery(h, d.id)).attempts.map((a) => a.http_status), [status, 200]);
       const ep = (await h.api('GET', path)).json;
@@ -342,29 +350,7 @@ describe('durability', () => {
     const events = [];
     for (let i = 0; i < 3; i++) events.push(await publish(h, tenant, { type: 'a', payload: { i } }));
     await r.waitFor(1);
-    // The PATCH must reach the writer's queue before the 410's outcome: the writer is held
-    // (store locked) past the dispatcher's 1 s sweep, so the one sweep op is already waiting,
-    // and every op after it shows in the queue depth: the PATCH, then the outcome.
-    const writer = async () => {
-      const m = parsePrometheus((await h.api('GET', '/metrics')).text);
-      return { depth: sampleValue(m, 'hookd_store_writer_queue_depth'),
-        stalled: sampleValue(m, 'hookd_store_writer_stalled_seconds') };
-    };
-    const release = await h.lockStore();
-    let patch;
-    try {
-      const { depth } = await waitUntil(async () => {
-        const w = await writer();
-        return w.stalled >= 1.1 ? w : null;
-      }, { what: 'the writer held past a sweep' });
-      patch = h.api('PATCH', path, { description: 'changed' });
-      await waitUntil(async () => (await writer()).depth >= depth + 1, { what: 'the PATCH queued' });
-      r.releaseHanging(410);
-      await waitUntil(async () => (await writer()).depth >= depth + 2, { what: 'the outcome queued' });
-    } finally {
-      await release();
-    }
-    const pr = await patch;
+    const pr = await patchBeforeOutcome(h, path, { description: 'changed' }, () => r.releaseHanging(410));
     assert.equal(pr.status, 200, pr.text);
     // this node applied the PATCH's configuration, then the stored disable (the store's row is
     // the disable's, written after the PATCH): not sending, and its copy is the store's
