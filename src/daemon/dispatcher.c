@@ -575,9 +575,13 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   free(it->endpoint_id);
   it->endpoint_id = strdup(e->cfg.id);
   o->endpoint_id = it->endpoint_id;
-  o->disable_endpoint = dec.disable_endpoint && it->endpoint_id;
-  o->sent_url = it->url; /* the store declines a disable if the endpoint has moved since, */
-  o->sent_ms = it->sent_ms; /* or was written since (an operator enabled it again) */
+  /* a 410 to a request sent before an operator enabled the endpoint again disables nothing */
+  o->disable_endpoint = dec.disable_endpoint && it->endpoint_id && !stale;
+  /* the store checks it too (its configuration may be newer than this node's copy): the answer's
+   * word on the endpoint counts only while it has this URL and was not moved nor enabled again
+   * since the request was sent */
+  o->sent_url = it->url;
+  o->sent_ms = it->sent_ms;
   if (dec.disable_endpoint) {
     snprintf(it->disable_reason, sizeof it->disable_reason, "endpoint answered 410 Gone");
     o->disable_reason = it->disable_reason;
