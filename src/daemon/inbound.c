@@ -520,6 +520,13 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     op->hash_failed |= key_of(op, "provider_id", legacy, op->prior_identity_key) != 0;
     has_prior = true;
   }
+  /* a VNPay IPN without its ids is keyed by its payload hash, which an earlier hookd took with
+   * the hash fields: that key too */
+  if (!has_prior && op->alt_payload_hash[0] && !strcmp(op->identity_kind, "payload_hash")) {
+    op->hash_failed |=
+        key_of(op, "payload_hash", op->alt_payload_hash, op->prior_identity_key) != 0;
+    has_prior = true;
+  }
   hookd_buf comp;
   char missing[128];
 

@@ -550,6 +550,21 @@ describe('verification', () => {
     assert.deepEqual(await r.json(), { RspCode: '00', Message: 'Confirm Success' });
     assert.equal((await inbox(vn)).length, 1, 'no conflict row');
     assert.equal(dest.requests.length, 1);
+    // an IPN without vnp_TransactionNo is keyed by its payload hash: one an earlier hookd stored
+    // under its hash with the hash fields is still found
+    const { vnp_TransactionNo: _txn, ...withoutTxn } = params;
+    const noTxn = sign.vnpayQuery({ ...withoutTxn, vnp_TxnRef: 'order-78' }, 'VNPAYSECRET');
+    r = await fetch(`${h.url}/in/${vn.id}?${noTxn}`);
+    assert.deepEqual(await r.json(), { RspCode: '00', Message: 'Confirm Success' });
+    await waitUntil(async () => dest.requests.length === 2, { what: 'the second IPN forwarded' });
+    const rec78 = (await inbox(vn)).find((x) => x.event_id !== 'order-77:14000001');
+    const oldHash = createHash('sha256').update(dest.requests[1].body).digest('hex');
+    const oldKey = createHash('sha256').update(['vnpay', vn.id, TENANT, 'payload_hash', oldHash].join('\x1f')).digest('hex');
+    h.query(`UPDATE inbox SET payload_hash = '${oldHash}', identity_key = '${oldKey}' WHERE id = '${rec78.id}'`);
+    r = await fetch(`${h.url}/in/${vn.id}?${noTxn}`);
+    assert.deepEqual(await r.json(), { RspCode: '00', Message: 'Confirm Success' });
+    assert.equal((await inbox(vn)).length, 2, 'its retry found the record');
+    assert.equal(dest.requests.length, 2);
 
     const momo = await source('momo', ['F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'], [{ url: dest.url }]);
     const mb = sign.momoBody({ partnerCode: 'MOMO', orderId: 'ord-5', requestId: 'req-5', amount: 50000,

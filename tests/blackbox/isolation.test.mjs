@@ -567,6 +567,30 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('lane_policy block: a replayed head that goes DEAD holds the later deliveries replayed after it', async () => {
+    const h = await startHookd();
+    const failing = new Set();
+    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
+    const pub = (n, key = 'k') => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: key });
+    const state = async (p, st) => (await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === st))[0];
+    const p1 = await pub(1);
+    const p2 = await pub(2);
+    const d1 = await state(p1, 'delivered');
+    const d2 = await state(p2, 'delivered');
+    // rebuilding the receiver's state: 1 then 2 replayed, and 1 now refused
+    failing.add(1);
+    assert.equal((await h.api('POST', `/v1/deliveries/${d1.id}/replay`)).status, 202);
+    await state(p1, 'dead');
+    assert.equal((await h.api('POST', `/v1/deliveries/${d2.id}/replay`)).status, 202);
+    const other = await pub(3, 'j'); // another lane, after: the claims have passed 2 by
+    await state(other, 'delivered');
+    assert.equal((await getDelivery(h, d2.id)).state, 'pending', '2 waits behind the DEAD 1');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 1, 3]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('lane_policy block: a head that expired (it can be neither sent nor replayed) does not block its lane', async () => {
     // (the breaker kept out: ten quick failures would open it, and nothing more is attempted
     // until its cooldown, so the head's expiry would only be seen then)

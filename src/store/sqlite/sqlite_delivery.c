@@ -667,11 +667,12 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
  * unleased, active, of one cycle kind; for ordered endpoints only the head of each lane (no
  * earlier delivery of its lane still pending, retrying, held unknown — or DEAD when the lane
  * policy blocks, unless it was superseded, expired or its payload purged: it can never be sent,
- * nor replayed, so it blocks nothing; nor when the lane has moved past it, a later delivery of
- * it — this one included — attempted, delivered or DEAD: skipped while the policy was skip, a
- * lane made to block later waits on its last DEAD head, not on a gap it left behind, and that
- * head replayed is the lane's head again) and only while no other delivery of its lane is in
- * flight (a replayed one is earlier than the lane's later ones, and one of those may be in
+ * nor replayed, so it blocks nothing; nor when the lane has moved past it since it went DEAD, a
+ * later delivery of it — this one included — attempted or gone DEAD after it: skipped while the
+ * policy was skip, a lane made to block later waits on its last DEAD head, not on a gap it left
+ * behind, and that head replayed is the lane's head again; a replayed head that goes DEAD still
+ * holds the later deliveries replayed after it) and only while no other delivery of its lane is
+ * in flight (a replayed one is earlier than the lane's later ones, and one of those may be in
  * flight). */
 /* A lease that ran out is taken over by a claim — except on an inbound destination that is not
  * idempotent: the request may have gone out, so only the sweep takes it back, and holds it as
@@ -695,8 +696,9 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   " AND (SELECT ev.purged_at FROM events ev WHERE ev.seq = p.event_seq) IS NULL"                \
   " AND NOT EXISTS (SELECT 1 FROM deliveries q WHERE q.endpoint_id = p.endpoint_id"             \
   " AND q.ordering_key = p.ordering_key AND q.seq > p.seq AND q.seq <= d.seq"                   \
-  " AND (q.attempt_count > 0 OR q.state = 'delivered' OR (q.state = 'dead'"                     \
-  " AND q.dead_reason NOT IN ('superseded','expired'))))))"                                     \
+  " AND ((q.state = 'dead' AND q.dead_reason NOT IN ('superseded','expired')"                   \
+  " AND q.dead_at >= p.dead_at) OR EXISTS (SELECT 1 FROM attempts a"                            \
+  " WHERE a.delivery_seq = q.seq AND a.started_at >= p.dead_at)))))"                            \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"
