@@ -958,8 +958,8 @@ static int moved_since_sent(hookd_store_conn *c, hookd_outcome *o) {
   if (moved) {
     o->to = HOOKD_DS_RETRYING;
     o->next_attempt_ms = o->now_ms;
-    o->dead_reason = NULL;
-    o->disable_endpoint = false;
+    o->dead_reason = NULL; /* a disable asked for is declined below (not this URL): the
+                            * dispatcher then undoes its own */
   }
   return HOOKD_STORE_OK;
 }
