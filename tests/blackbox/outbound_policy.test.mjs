@@ -245,6 +245,15 @@ describe('payload retention', () => {
     const pe = await publish(d, E.tenant, { type: 'a.b', payload: { card: '6666' }, ordering_key: 'acct-3' });
     await waitDelivery(d, pd.json.id, (ds) => ds[0]?.state === 'dead');
     await waitDelivery(d, pe.json.id, (ds) => ds[0]?.state === 'dead');
+    // F: a lane that skipped its DEAD head, made to block afterwards: the head holds nothing (the
+    // lane moved past it), so its payload goes too
+    const flaky = await startReceiver((req) => ({ status: JSON.parse(req.body).data.n === 1 ? 400 : 200 }));
+    const F = await setup(d, flaky.url, { ordered: true, lane_policy: 'skip', retry: { max_attempts: 1 } });
+    const pf1 = await publish(d, F.tenant, { type: 'a.b', payload: { n: 1 }, ordering_key: 'acct-4' });
+    const pf2 = await publish(d, F.tenant, { type: 'a.b', payload: { n: 2 }, ordering_key: 'acct-4' });
+    await waitDelivery(d, pf1.json.id, (ds) => ds[0]?.state === 'dead');
+    await waitDelivery(d, pf2.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await d.api('PATCH', `/v1/tenants/${F.tenant}/endpoints/${F.endpoint}`, { lane_policy: 'block' })).status, 200);
     const p1 = await publish(d, A.tenant, { type: 'a.b', payload: { card: '4242' } });
     const p2 = await publish(d, B.tenant, { type: 'a.b', payload: { keep: 1 } });
     const head = await publish(d, C.tenant, { type: 'a.b', payload: { head: 1 }, ordering_key: 'acct-1' });
@@ -262,8 +271,11 @@ describe('payload retention', () => {
     }, { what: 'the delivered event purged' });
     assert.equal(e1.payload, null);
     assert.equal(e1.deliveries[0].state, 'delivered', 'its history kept');
-    for (const p of [pd, pe]) {
-      const e = (await d.api('GET', `/v1/events/${p.json.id}`)).json;
+    for (const p of [pd, pe, pf1]) {
+      const e = await waitUntil(async () => {
+        const r = (await d.api('GET', `/v1/events/${p.json.id}`)).json;
+        return r.payload_purged_at ? r : null;
+      }, { what: `${p.json.id} purged` });
       assert.deepEqual([e.payload, typeof e.payload_purged_at], [null, 'string'], `a DEAD delivery holding no lane: ${e.deliveries[0].endpoint_id}`);
     }
     const e2 = (await d.api('GET', `/v1/events/${p2.json.id}`)).json;
@@ -276,16 +288,19 @@ describe('payload retention', () => {
     const rep = await d.api('POST', `/v1/deliveries/${d1.id}/replay`);
     assert.equal(rep.status, 409, rep.text);
     assert.match(rep.json.error.message, /purged/);
-    assert.match((await d.api('GET', '/metrics')).text, /^hookd_payloads_purged_total 3$/m);
+    assert.match((await d.api('GET', '/metrics')).text, /^hookd_payloads_purged_total 5$/m);
     // E's lanes made to block afterwards: its purged DEAD head cannot be replayed, so it holds
     // nothing — the lane's next event goes
     const pe2 = await d.api('PATCH', `/v1/tenants/${E.tenant}/endpoints/${E.endpoint}`, { lane_policy: 'block' });
     assert.equal(pe2.status, 200, pe2.text);
     const next = await publish(d, E.tenant, { type: 'a.b', payload: { n: 2 }, ordering_key: 'acct-3' });
     await waitDelivery(d, next.json.id, (ds) => ds[0]?.state === 'delivered', 'the lane not held by a purged head');
+    const nextF = await publish(d, F.tenant, { type: 'a.b', payload: { n: 3 }, ordering_key: 'acct-4' });
+    await waitDelivery(d, nextF.json.id, (ds) => ds[0]?.state === 'delivered', 'nor by the head it moved past');
     assert.equal((await d.stop()).code, 0);
     await ok.close();
     await failing.close();
+    await flaky.close();
     cleanup();
   });
 

@@ -694,11 +694,7 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
   " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
   " AND (SELECT ev.purged_at FROM events ev WHERE ev.seq = p.event_seq) IS NULL"                \
-  " AND NOT EXISTS (SELECT 1 FROM deliveries q WHERE q.endpoint_id = p.endpoint_id"             \
-  " AND q.ordering_key = p.ordering_key AND q.seq > p.seq AND q.seq <= d.seq"                   \
-  " AND ((q.state = 'dead' AND q.dead_reason NOT IN ('superseded','expired')"                   \
-  " AND q.dead_at >= p.dead_at) OR EXISTS (SELECT 1 FROM attempts a"                            \
-  " WHERE a.delivery_seq = q.seq AND a.started_at >= p.dead_at)))))"                            \
+  " AND NOT " LANE_MOVED_PAST("p", " AND q.seq <= d.seq") "))"                                 \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"

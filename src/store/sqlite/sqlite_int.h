@@ -218,16 +218,28 @@ int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                    int64_t *after_seq, int *purged);
 int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                     int *expired);
+/* The lane of DEAD delivery p has moved past it since it went DEAD: a later delivery of the lane
+ * (seq bounded by `bound`, an SQL condition on q, or "") was attempted, or went DEAD, after it —
+ * skipped while the lane's policy was skip. Such a delivery holds its lane no more. */
+#define LANE_MOVED_PAST(p, bound)                                                               \
+  "EXISTS (SELECT 1 FROM deliveries q WHERE q.endpoint_id = " p ".endpoint_id"                  \
+  " AND q.ordering_key = " p ".ordering_key AND q.seq > " p ".seq" bound                         \
+  " AND ((q.state = 'dead' AND q.dead_reason NOT IN ('superseded','expired')"                   \
+  " AND q.dead_at >= " p ".dead_at) OR EXISTS (SELECT 1 FROM attempts a"                        \
+  " WHERE a.delivery_seq = q.seq AND a.started_at >= " p ".dead_at)))"
 /* A DEAD delivery (alias d) that may be what holds its lane: the head of a lane of a live
- * ordered endpoint whose lane_policy is block, and neither superseded nor expired. Replaying it
- * is the remedy, so retention keeps its payload and its event; any other DEAD delivery (an
- * endpoint that is not ordered, skips, or was deleted) holds nothing, and goes as the others do
- * — and once its payload is purged it can no longer hold a lane either (LANE_HEAD). */
+ * ordered endpoint whose lane_policy is block, neither superseded nor expired, and not one the
+ * lane has moved past. Replaying it is the remedy, so retention keeps its payload and its event
+ * (and the lane's later deliveries that show it was moved past are as old or newer: they go no
+ * sooner); any other DEAD delivery (an endpoint that is not ordered, skips, or was deleted)
+ * holds nothing, and goes as the others do — and once its payload is purged it can no longer
+ * hold a lane either (LANE_HEAD). */
 #define DEAD_LANE_HEAD(d)                                                                       \
   "(" d ".ordering_key IS NOT NULL AND " d ".state = 'dead'"                                    \
   " AND IFNULL(" d ".dead_reason, '') NOT IN ('superseded','expired')"                          \
   " AND EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = " d ".endpoint_id AND ep.ordered = 1"  \
-  " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL))"
+  " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL)"                                    \
+  " AND NOT " LANE_MOVED_PAST(d, "") ")"
 /* A delivery of event `ev` that keeps the event (and its dedup record) whatever its age: still
  * open (pending, retrying, held), touched or attempted at or after the cut-off ?3, a DEAD
  * delivery that may hold its lane (DEAD_LANE_HEAD), or the store's newest delivery
