@@ -33,7 +33,7 @@ enum sq_stmt_id {
   SQ_EP_DISABLE_DECLINED,
   SQ_DL_RESOLVE, SQ_DL_RESOLVE_EP,
   SQ_TENANT_UPDATE, SQ_TENANT_LIST, SQ_TENANT_PAGE, SQ_CLAIM_LIVE_LANES, SQ_CLAIM_REPLAY, SQ_CLAIM_REPLAY_LANES,
-  SQ_NEXT_DUE_REPLAY, SQ_EP_FAILING, SQ_EP_PAUSE, SQ_EP_MOVED, SQ_NEXT_DUE_LANES,
+  SQ_NEXT_DUE_REPLAY, SQ_EP_FAILING, SQ_EP_PAUSE, SQ_EP_MOVED, SQ_LANE_PASSED, SQ_NEXT_DUE_LANES,
   SQ_NEXT_DUE_REPLAY_LANES,
   SQ_RPL_GET, SQ_RPL_EP_CHECK, SQ_RPL_SELECT, SQ_RPL_COUNT, SQ_RPL_ACTIVE, SQ_RPL_INSERT,
   SQ_RPL_ITEM_INSERT, SQ_RPL_BY_EP, SQ_RPL_SKIPPED, SQ_RPL_STATES, SQ_RPL_LIST, SQ_RPL_SET,
@@ -220,13 +220,17 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                     int *expired);
 /* The lane of DEAD delivery p has moved past it since it went DEAD: a later delivery of the lane
  * (seq bounded by `bound`, an SQL condition on q, or "") was attempted, or went DEAD, after it —
- * skipped while the lane's policy was skip. Such a delivery holds its lane no more. */
+ * skipped while the lane's policy was skip. Such a delivery holds its lane no more. The attempt's
+ * outcome also marks p (lane_passed, sq_record_outcome), so that retention, deleting the later
+ * deliveries, does not take the proof with them; the rows' own check stands for stores written
+ * before the mark. */
 #define LANE_MOVED_PAST(p, bound)                                                               \
-  "EXISTS (SELECT 1 FROM deliveries q WHERE q.endpoint_id = " p ".endpoint_id"                  \
+  "(" p ".lane_passed = 1 OR EXISTS (SELECT 1 FROM deliveries q"                                \
+  " WHERE q.endpoint_id = " p ".endpoint_id"                                                    \
   " AND q.ordering_key = " p ".ordering_key AND q.seq > " p ".seq" bound                         \
   " AND ((q.state = 'dead' AND q.dead_reason NOT IN ('superseded','expired')"                   \
   " AND q.dead_at >= " p ".dead_at) OR EXISTS (SELECT 1 FROM attempts a"                        \
-  " WHERE a.delivery_seq = q.seq AND a.started_at >= " p ".dead_at)))"
+  " WHERE a.delivery_seq = q.seq AND a.started_at >= " p ".dead_at))))"
 /* A DEAD delivery (alias d) that may be what holds its lane: the head of a lane of a live
  * ordered endpoint whose lane_policy is block, neither superseded nor expired, and not one the
  * lane has moved past. Replaying it is the remedy, so retention keeps its payload and its event

@@ -395,6 +395,10 @@ static const struct {
      /* When the endpoint last moved to another URL or was enabled again: an answer to a request
       * sent before says nothing of its health (failing window, pause, disable). */
      "ALTER TABLE endpoints ADD COLUMN health_since INTEGER;"},
+    {22,
+     /* A DEAD lane delivery its lane was attempted past (docs/isolation.md "Ordering lanes"):
+      * the mark outlives the later deliveries that showed it, which retention deletes. */
+     "ALTER TABLE deliveries ADD COLUMN lane_passed INTEGER NOT NULL DEFAULT 0;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -414,6 +418,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('sources') WHERE name = 'business_types'";
   case 21:
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'health_since'";
+  case 22:
+    return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'lane_passed'";
   default: return NULL;
   }
 }
