@@ -196,7 +196,6 @@ static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cf
          KV_S("tenant_id", e->cfg.tenant_id));
   /* a rate limit spaces deliveries: burst 1 */
   hookd_bucket_set(&e->bucket, e->cfg.rate_limit, 1, now);
-  if (!e->failing_since) e->failing_since = e->cfg.failing_since_ms;
 }
 
 static ep *ep_get(hookd_dispatcher *d, const char *id) { return hookd_strmap_get(&d->eps, id); }
@@ -218,7 +217,10 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     hookd_bucket_init(&e->bucket, 0, 1, now);
     hookd_breaker_init(&e->br, now);
     ep_apply_config(d, e, cfg);
-    /* a Retry-After pause the store kept over a restart (once loaded, this node's is the one) */
+    /* the failing window and a Retry-After pause the store kept over a restart; once loaded,
+     * this node's are the ones (a configuration read before a success's write would bring an
+     * old window back) */
+    e->failing_since = e->cfg.failing_since_ms;
     if (e->cfg.paused_until_ms > now) e->paused_until = e->cfg.paused_until_ms;
     e->t = sched_tenant(d, e->cfg.tenant_id);
     if (!e->t || hookd_strmap_put(&d->eps, e->cfg.id, e) != 0) {
