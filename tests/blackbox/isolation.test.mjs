@@ -591,6 +591,33 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('lane_policy block: a later delivery replayed past a DEAD replayed head does not free the deliveries between them', async () => {
+    const h = await startHookd();
+    const failing = new Set();
+    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'skip' });
+    const pub = (n, key = 'k') => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: key });
+    const state = async (p, st) => (await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === st))[0];
+    const [p1, p2, p3] = [await pub(1), await pub(2), await pub(3)];
+    const d1 = await state(p1, 'delivered');
+    const d2 = await state(p2, 'delivered');
+    const d3 = await state(p3, 'delivered');
+    failing.add(1);
+    assert.equal((await h.api('POST', `/v1/deliveries/${d1.id}/replay`)).status, 202);
+    await state(p1, 'dead');
+    assert.equal((await h.api('POST', `/v1/deliveries/${d3.id}/replay`)).status, 202);
+    await waitUntil(async () => r.requests.length === 5, { what: '3 sent again past the DEAD 1 (skip)' });
+    await state(p3, 'delivered');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { lane_policy: 'block' })).status, 200);
+    assert.equal((await h.api('POST', `/v1/deliveries/${d2.id}/replay`)).status, 202);
+    const other = await pub(9, 'j'); // another lane, after: the claims have passed 2 by
+    await state(other, 'delivered');
+    assert.equal((await getDelivery(h, d2.id)).state, 'pending', '2 waits behind the DEAD 1: only 3 was sent past it');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 3, 1, 3, 9]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('lane_policy block: a head that expired (it can be neither sent nor replayed) does not block its lane', async () => {
     // (the breaker kept out: ten quick failures would open it, and nothing more is attempted
     // until its cooldown, so the head's expiry would only be seen then)

@@ -583,7 +583,7 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
                 * it, then replays, means the new one */
                " policy_id = (SELECT policy_id FROM endpoints WHERE id = endpoint_id),"
                " cycle_kind = 'replay', cycle_started_at = ?2, next_attempt_at = ?2,"
-               " dead_at = NULL, dead_reason = NULL, delivered_at = NULL, lane_passed = 0,"
+               " dead_at = NULL, dead_reason = NULL, delivered_at = NULL, lane_passed_by = NULL,"
                " updated_at = ?2"
                " WHERE seq = ?1 AND state IN ('delivered','dead')");
   if (!st) return HOOKD_STORE_ERR;
@@ -694,7 +694,7 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
   " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
   " AND (SELECT ev.purged_at FROM events ev WHERE ev.seq = p.event_seq) IS NULL"                \
-  " AND NOT " LANE_MOVED_PAST("p", " AND q.seq <= d.seq") "))"                                 \
+  " AND NOT " LANE_MOVED_PAST("p", "d.seq") "))"                                 \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"
@@ -1010,15 +1010,16 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   }
   if (o->lane && o->attempt_number > 0) {
     /* the lane was attempted past the DEAD deliveries before this one that went DEAD before
-     * the attempt (skipped): they hold it no more (LANE_MOVED_PAST), whatever retention deletes
-     * later — one probe of the lanes' DEAD rows (deliveries_lane_dead) */
+     * the attempt (skipped): they hold it no more for this one and those after it
+     * (LANE_MOVED_PAST), whatever retention deletes later — one probe of the lanes' DEAD rows
+     * (deliveries_lane_dead) */
     st = sq_stmt(c, SQ_LANE_PASSED,
-                 "UPDATE deliveries SET lane_passed = 1 WHERE seq IN (SELECT p.seq"
+                 "UPDATE deliveries SET lane_passed_by = ?1 WHERE seq IN (SELECT p.seq"
                  " FROM deliveries d JOIN deliveries p ON p.endpoint_id = d.endpoint_id"
                  " AND p.ordering_key = d.ordering_key AND p.seq < d.seq"
                  " WHERE d.seq = ?1 AND p.ordering_key IS NOT NULL AND p.state = 'dead'"
                  " AND p.dead_reason NOT IN ('superseded','expired')"
-                 " AND p.lane_passed = 0 AND p.dead_at <= ?2)");
+                 " AND (p.lane_passed_by IS NULL OR p.lane_passed_by > ?1) AND p.dead_at <= ?2)");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, o->delivery_seq);
     sq_bind_i64(st, 2, o->attempt.started_ms);

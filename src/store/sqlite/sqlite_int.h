@@ -218,16 +218,17 @@ int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                    int64_t *after_seq, int *purged);
 int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                     int *expired);
-/* The lane of DEAD delivery p has moved past it since it went DEAD: a later delivery of the lane
- * (seq bounded by `bound`, an SQL condition on q, or "") was attempted, or went DEAD, after it —
- * skipped while the lane's policy was skip. Such a delivery holds its lane no more. The attempt's
- * outcome also marks p (lane_passed, sq_record_outcome), so that retention, deleting the later
- * deliveries, does not take the proof with them; the rows' own check stands for stores written
- * before the mark. */
-#define LANE_MOVED_PAST(p, bound)                                                               \
-  "(" p ".lane_passed = 1 OR EXISTS (SELECT 1 FROM deliveries q"                                \
+/* The lane of DEAD delivery p has moved past it since it went DEAD: a later delivery of the lane,
+ * up to seq `upto` (an SQL expression; SQ_SEQ_MAX for any), was attempted, or went DEAD, after
+ * it — skipped while the lane's policy was skip. Such a delivery holds its lane no more, for
+ * those after it. The attempt's outcome also stores the first such seq on p (lane_passed_by,
+ * sq_record_outcome; migration 22 wrote it for the rows before), so that retention, deleting
+ * the later deliveries, does not take the proof with them. */
+#define SQ_SEQ_MAX "9223372036854775807"
+#define LANE_MOVED_PAST(p, upto)                                                                \
+  "(IFNULL(" p ".lane_passed_by <= " upto ", 0) OR EXISTS (SELECT 1 FROM deliveries q"         \
   " WHERE q.endpoint_id = " p ".endpoint_id"                                                    \
-  " AND q.ordering_key = " p ".ordering_key AND q.seq > " p ".seq" bound                         \
+  " AND q.ordering_key = " p ".ordering_key AND q.seq > " p ".seq AND q.seq <= " upto           \
   " AND ((q.state = 'dead' AND q.dead_reason NOT IN ('superseded','expired')"                   \
   " AND q.dead_at >= " p ".dead_at) OR EXISTS (SELECT 1 FROM attempts a"                        \
   " WHERE a.delivery_seq = q.seq AND a.started_at >= " p ".dead_at))))"
@@ -243,7 +244,7 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   " AND IFNULL(" d ".dead_reason, '') NOT IN ('superseded','expired')"                          \
   " AND EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = " d ".endpoint_id AND ep.ordered = 1"  \
   " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL)"                                    \
-  " AND NOT " LANE_MOVED_PAST(d, "") ")"
+  " AND NOT " LANE_MOVED_PAST(d, SQ_SEQ_MAX) ")"
 /* A delivery of event `ev` that keeps the event (and its dedup record) whatever its age: still
  * open (pending, retrying, held), touched or attempted at or after the cut-off ?3, a DEAD
  * delivery that may hold its lane (DEAD_LANE_HEAD), or the store's newest delivery

@@ -397,8 +397,17 @@ static const struct {
      "ALTER TABLE endpoints ADD COLUMN health_since INTEGER;"},
     {22,
      /* A DEAD lane delivery its lane was attempted past (docs/isolation.md "Ordering lanes"):
-      * the mark outlives the later deliveries that showed it, which retention deletes. */
-     "ALTER TABLE deliveries ADD COLUMN lane_passed INTEGER NOT NULL DEFAULT 0;"},
+      * the first later delivery that did, kept on the row so that it outlives the deliveries
+      * that showed it, which retention deletes — written here for the rows already there. */
+     "ALTER TABLE deliveries ADD COLUMN lane_passed_by INTEGER;"
+     "UPDATE deliveries SET lane_passed_by = (SELECT MIN(q.seq) FROM deliveries q"
+     "  WHERE q.endpoint_id = deliveries.endpoint_id"
+     "  AND q.ordering_key = deliveries.ordering_key AND q.seq > deliveries.seq"
+     "  AND ((q.state = 'dead' AND q.dead_reason NOT IN ('superseded','expired')"
+     "  AND q.dead_at >= deliveries.dead_at) OR EXISTS (SELECT 1 FROM attempts a"
+     "  WHERE a.delivery_seq = q.seq AND a.started_at >= deliveries.dead_at)))"
+     "  WHERE ordering_key IS NOT NULL AND state = 'dead'"
+     "  AND dead_reason NOT IN ('superseded','expired');"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -419,7 +428,7 @@ static const char *migration_done_if(int version) {
   case 21:
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'health_since'";
   case 22:
-    return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'lane_passed'";
+    return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'lane_passed_by'";
   default: return NULL;
   }
 }
