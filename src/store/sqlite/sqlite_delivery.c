@@ -1022,7 +1022,11 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
                  " AND (p.lane_passed_by IS NULL OR p.lane_passed_by > ?1) AND p.dead_at <= ?2)");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, o->delivery_seq);
-    sq_bind_i64(st, 2, o->attempt.started_ms);
+    /* attempted after they went DEAD, or going DEAD itself after them (LANE_MOVED_PAST's two
+     * ways; a DEAD that is superseded or expired counts only by its attempt) */
+    bool dead_counts = o->to == HOOKD_DS_DEAD && o->dead_reason &&
+                       strcmp(o->dead_reason, "superseded") && strcmp(o->dead_reason, "expired");
+    sq_bind_i64(st, 2, dead_counts ? o->now_ms : o->attempt.started_ms);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "lane passed");
   }
   if (o->failing && o->endpoint_id) {
