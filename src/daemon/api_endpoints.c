@@ -549,9 +549,6 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
              "idempotent applies only to a destination of an inbound source");
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
-  bool was_enabled = op->ep.enabled;
-  /* a new URL: another destination, whose failures start over (as the update does) */
-  bool moved = (op->fields & F_URL) && op->url && op->ep.url && strcmp(op->url, op->ep.url);
   const char *bad = apply_fields(op, &op->ep, false);
   if (bad) {
     snprintf(op->base.err, sizeof op->base.err,
@@ -559,9 +556,13 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
   op->ep.updated_ms = hookd_now_ms();
-  if ((!was_enabled && op->ep.enabled) || moved) /* as the update does */
-    op->ep.failing_since_ms = op->ep.paused_until_ms = 0;
   int rc2 = be->endpoint_update(c, &op->ep);
+  /* answered and applied as stored: the update derives health fields of its own (a new URL or
+   * a re-enable clears the failing window and a pause) */
+  if (!rc2) {
+    hookd_endpoint_free(&op->ep);
+    rc2 = be->endpoint_get(c, op->id, &op->ep);
+  }
   if (rc2) return rc2;
   char detail[128];
   fields_detail(op->fields, detail, sizeof detail);
