@@ -127,19 +127,13 @@ static bool content_type_ok(hookd_provider p, const char *ct) {
   }
 }
 
-/* Whether a record is kept without being forwarded (docs/inbound.md "Inbox states"). */
-static bool not_forwarded(const hookd_inbox *rec) {
-  static const char *const kept[] = {"filtered", "stale", "conflict", "duplicate"};
-  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
-    if (!strcmp(rec->status, kept[i])) return true;
-  return false;
-}
-
 /* Answers a provider the way it expects. */
 static void reply_ack(hookd_req *r, const recv_op *op, const hookd_inbox *rec, bool dup) {
   if (op->has_ack) {
     const hookd_in_ack *a = &op->ack;
-    const char *body = a->unforwarded_body && not_forwarded(rec) ? a->unforwarded_body : a->body;
+    /* a record kept without being forwarded (filtered, stale, a conflict, a business-key
+     * duplicate) links no event */
+    const char *body = a->unforwarded_body && !rec->event_seq ? a->unforwarded_body : a->body;
     char *b = body ? strdup(body) : NULL;
     if (body && !b) { /* out of memory: no answer the provider would misread */
       hookd_req_error(r, 503, "unavailable", "out of memory");
