@@ -117,6 +117,12 @@ static json_t *dest_json(hookd_app *app, const hookd_endpoint *e, const char *se
                         hookd_api_timeout_shown(e->timeout_ms, app->cfg->max_timeout_ms),
                         "disabled_reason",
                         e->disabled_reason ? json_string(e->disabled_reason) : json_null());
+  if (v) {
+    json_object_set_new(v, "max_in_flight", json_integer(e->max_in_flight));
+    json_object_set_new(v, "rate_limit",
+                        e->rate_limit > 0 ? json_pack("{s:f}", "per_second", e->rate_limit)
+                                          : json_null());
+  }
   if (v && secret) json_object_set_new(v, "secret", json_string(secret));
   return v;
 }
@@ -481,7 +487,7 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
     return false;
   }
   static const char *const members[] = {"url", "idempotent", "timeout_ms", "max_in_flight",
-                                        "retry", NULL};
+                                        "rate_limit", "retry", NULL};
   if (!hookd_api_known_members(r, d, op->adding ? NULL : where, members)) return false;
   if (hookd_json_get_str(d, "url", &url) != 0 || hookd_json_get_bool(d, "idempotent", &idem) < 0 ||
       hookd_json_get_int(d, "timeout_ms", &timeout) < 0 ||
@@ -493,6 +499,11 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
                     where, app->cfg->max_timeout_ms);
     return false;
   }
+  /* how fast the handler takes forwards (a provider's burst is paced to it, none refused) */
+  char rfield[48];
+  snprintf(rfield, sizeof rfield, "%s.rate_limit", where);
+  if (hookd_api_parse_rate(r, json_object_get(d, "rate_limit"), rfield, 1e6, &e->rate_limit))
+    return false;
   hookd_url_info info;
   hookd_url_error uerr;
   if (hookd_destinations_check_shape(app->dest, url, &info, &uerr) != 0) {
@@ -618,7 +629,8 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
   if (ok && (!json_is_array(dests) || json_array_size(dests) < 1 ||
              json_array_size(dests) > MAX_DESTS)) {
     hookd_req_error(r, 422, "invalid_field",
-                    "destinations must be an array of 1 to %d {url, idempotent, timeout_ms, retry}",
+                    "destinations must be an array of 1 to %d {url, idempotent, timeout_ms, "
+                    "max_in_flight, rate_limit, retry}",
                     MAX_DESTS);
     ok = false;
   }

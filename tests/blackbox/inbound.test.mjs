@@ -642,6 +642,32 @@ describe('forwarding', () => {
     await b.close();
   });
 
+  it('a destination rate limit paces a provider burst: all acknowledged at once, forwarded at most N/s; validated and shown', async () => {
+    const dest = await startReceiver();
+    const bad = await h.api('POST', '/v1/sources', { id: `src_bad_rate_${++n}`, tenant: TENANT, provider: 'stripe',
+      secrets: ['whsec_x'], destinations: [{ url: dest.url }, { url: dest.url, rate_limit: { per_second: 0 } }] });
+    assert.equal(bad.status, 422, bad.text);
+    assert.ok(bad.json.error.message.includes('destinations[1].rate_limit'), bad.text);
+    const src = await source('stripe', ['whsec_rate'], [{ url: dest.url, rate_limit: { per_second: 5 }, max_in_flight: 2 }]);
+    assert.deepEqual(src.destinations[0].rate_limit, { per_second: 5 });
+    assert.equal(src.destinations[0].max_in_flight, 2);
+    const ids = [];
+    for (let i = 0; i < 10; i++) {
+      const body = stripeEvent(`evt_rate_${i}`);
+      const r = await post(src, body, sign.stripe(body, 'whsec_rate'));
+      assert.equal(r.status, 200, r.text);
+      ids.push(r.json.inbox_id);
+    }
+    await dest.waitFor(10, 15000);
+    const gaps = dest.requests.slice(1).map((q, i) => q.at - dest.requests[i].at);
+    assert.ok(Math.min(...gaps) >= 170, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
+    for (const id of ids) await waitStatus(src, id, 'completed');
+    assert.equal(new Set(dest.requests.map((q) => q.headers['idempotency-key'])).size, 10, 'each once');
+    const shown = await h.api('GET', `/v1/sources/${src.id}`);
+    assert.deepEqual(shown.json.destinations[0].rate_limit, { per_second: 5 });
+    await dest.close();
+  });
+
   it('a destination that times out after doing the work is retried with the same Idempotency-Key', async () => {
     const effects = new Map();
     const dest = await startReceiver((rec, i) => {
