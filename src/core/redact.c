@@ -59,18 +59,24 @@ static span masked(size_t keep, size_t n) { return (span){n, keep, true}; }
 /* Sensitive parts of a field's name, compared without case, '_' or '-', whole words of it (a
  * word starts after '_' or '-' and at a capital after a small letter): "accessToken",
  * "aws_secret_access_key", "client-secret", "apiKey" and "password_hash" hold one;
- * "secretary" and "tokens" do not. */
+ * "secretary" and "tokens" do not. The signatures' names come last: a receiver echoing the
+ * request shows hookd's webhook-signature and the provider's forwarded one (Stripe-Signature,
+ * X-Hub-Signature-256, X-Shopify-Hmac-Sha256, vnp_SecureHash), which a replay within the
+ * tolerance could reuse. */
 #define W(s) {s, sizeof s - 1}
 static const struct {
   const char *s;
   size_t n;
 } sensitive[] = {W("password"),   W("passwd"),     W("secret"), W("token"), W("apikey"),
                  W("authorization"), W("privatekey"), W("cvv"),    W("cvc"),   W("ssn"),
-                 W("cardnumber")};
+                 W("cardnumber"), W("signature"),  W("hmac"),   W("securehash")};
 #define AUTHORIZATION 5
+#define SIGNATURES 11 /* from here: a signature's name */
 
-/* Whether the key in[i..i+n) holds a sensitive part; *auth when it is an authorization. */
-static bool sensitive_key(const char *in, size_t i, size_t n, bool *auth) {
+typedef enum { VALUE_PLAIN, VALUE_AUTH, VALUE_SIGNATURE } value_kind;
+
+/* Whether the key in[i..i+n) holds a sensitive part; *auth: what its unquoted value runs to. */
+static bool sensitive_key(const char *in, size_t i, size_t n, value_kind *auth) {
   char k[64];
   size_t starts[64], ns = 0;
   bool word_end[65] = {false};
@@ -91,7 +97,7 @@ static bool sensitive_key(const char *in, size_t i, size_t n, bool *auth) {
       size_t j = starts[w], sl = sensitive[s].n;
       if (k[j] == sensitive[s].s[0] && j + sl <= m && word_end[j + sl] &&
           !memcmp(k + j, sensitive[s].s, sl)) {
-        *auth = s == AUTHORIZATION;
+        *auth = s == AUTHORIZATION ? VALUE_AUTH : s >= SIGNATURES ? VALUE_SIGNATURE : VALUE_PLAIN;
         return true;
       }
     }
@@ -124,20 +130,25 @@ size_t hookd_redact_cut(const char *s, size_t len, size_t max, bool more) {
 }
 
 bool hookd_redact_name_sensitive(const char *name) {
-  bool auth;
-  return sensitive_key(name, 0, strlen(name), &auth);
+  value_kind auth;
+  return sensitive_key(name, 0, strlen(name), &auth) && auth != VALUE_SIGNATURE;
 }
 
 /* "key": "value", key=value, key: value, where the key holds a sensitive part — the value
  * masked, the rest kept; an authorization's unquoted value (a header line: "Bot …", "Token …")
- * to the end of its line. A key-like word that is none of these is kept whole. */
+ * to the end of its line, a signature's ("v1,… v1,…", "t=…,v1=…") to the end of its line or
+ * its form field. A key-like word that is none of these is kept whole. */
+static bool ends_signature(unsigned char c) {
+  return c == '\r' || c == '\n' || c == '&' || c == '"' || c == '\'' || c == '<' || c == '}';
+}
+
 static span match_named(const char *in, size_t len, size_t i) {
   size_t w = run(in, len, i, key_char);
   if (!w) return kept(0);
   size_t j = i + w;
   while (j < len && (in[j] == '"' || in[j] == '\'')) j++;
   while (j < len && in[j] == ' ') j++;
-  bool auth = false; /* a name (followed by ':' or '='), then a sensitive one ("cvv" is 3) */
+  value_kind auth = VALUE_PLAIN; /* a name (followed by ':' or '='), then a sensitive one */
   if (j >= len || (in[j] != ':' && in[j] != '=') || w < 3 || !sensitive_key(in, i, w, &auth))
     return kept(w);
   j++;
@@ -150,7 +161,9 @@ static span match_named(const char *in, size_t len, size_t i) {
     return j > v ? masked(v - i, j - i) : kept(v - i); /* the closing quote follows */
   }
   size_t v = j;
-  while (j < len && (auth ? in[j] != '\r' && in[j] != '\n' : !ends_value((unsigned char)in[j])))
+  while (j < len && (auth == VALUE_AUTH        ? in[j] != '\r' && in[j] != '\n'
+                     : auth == VALUE_SIGNATURE ? !ends_signature((unsigned char)in[j])
+                                               : !ends_value((unsigned char)in[j])))
     j++;
   return j > v ? masked(v - i, j - i) : kept(v - i);
 }

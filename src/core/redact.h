@@ -10,6 +10,11 @@
  *     ("accessToken", "aws_secret_access_key", "x-api-key"; not "secretary", "tokens"):
  *     "name": "value", name=value, name: value; an unquoted authorization to the end of its
  *     line (a header: "Authorization: Bot …");
+ *   - signatures, the same way: a field named with signature, hmac or securehash
+ *     (webhook-signature, Stripe-Signature, X-Hub-Signature-256, X-Shopify-Hmac-Sha256,
+ *     vnp_SecureHash), its unquoted value to the end of its line or form field (a receiver
+ *     echoing the request shows hookd's signature and the provider's; a replay inside the
+ *     tolerance could reuse them);
  *   - the credential after "Bearer " or "Basic " when it looks like one (8 characters or more
  *     with a digit, a base64 sign or both cases: not "Basic validation failed");
  *   - tokens with a known prefix: whsec_, whsk_, sk_live_, sk_test_, rk_live_, rk_test_,
@@ -41,7 +46,9 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out);
 size_t hookd_redact_cut(const char *s, size_t len, size_t max, bool more);
 
 /* Whether a field or header name names a credential, by the words the excerpts mask the values
- * of ("X-Gitlab-Token", "x-api-key", "client_secret", "X-Authorization"; not "X-Tokens"). */
+ * of ("X-Gitlab-Token", "x-api-key", "client_secret", "X-Authorization"; not "X-Tokens"), a
+ * signature's name left out (a signature is masked in excerpts, but it is no credential: the
+ * inbound forward hands the provider's on). */
 bool hookd_redact_name_sensitive(const char *name);
 
 #endif

@@ -38,6 +38,21 @@ static void named_values(void **s) {
   assert_string_equal(R("Authorization: Bot MTk4.Nj-9 x\r\nHost: h"),
                       "Authorization: [redacted]\r\nHost: h");
   assert_string_equal(R("api-key: k-9 rest"), "api-key: [redacted] rest");
+  /* signatures: a header's value to the end of its line, blanks and commas too; a form field's
+   * to its '&'; a JSON string whole */
+  assert_string_equal(R("webhook-signature: v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= "
+                        "v1,bm9wZQ==\r\nwebhook-id: msg_1"),
+                      "webhook-signature: [redacted]\r\nwebhook-id: msg_1");
+  assert_string_equal(R("Stripe-Signature: t=1492774577,v1=5257a869e7,v0=6ffbb59b2300\nok"),
+                      "Stripe-Signature: [redacted]\nok");
+  assert_string_equal(R("{\"x-hub-signature-256\":\"sha256=757107ea0eb2509f\",\"n\":1}"),
+                      "{\"x-hub-signature-256\":\"[redacted]\",\"n\":1}");
+  assert_string_equal(R("X-Shopify-Hmac-Sha256: 2cVhHi3vY4jzEoO3ypc5qZ3Vp5E="),
+                      "X-Shopify-Hmac-Sha256: [redacted]");
+  assert_string_equal(R("vnp_Amount=100&vnp_SecureHash=ab12cd&vnp_TxnRef=7"),
+                      "vnp_Amount=100&vnp_SecureHash=[redacted]&vnp_TxnRef=7");
+  /* prose naming one is kept */
+  assert_string_equal(R("{\"error\":\"invalid signature\"}"), "{\"error\":\"invalid signature\"}");
   assert_string_equal(R("{\"token\": 12345}"), "{\"token\": [redacted]}");
   /* names inside longer words, or without a value, are left */
   assert_string_equal(R("tokens: 3, secretary: Ann, token"), "tokens: 3, secretary: Ann, token");
