@@ -126,7 +126,7 @@ static void item_done_post(void *arg, int rc) {
   item *it = arg;
   it->rc = rc;
   memset(&it->done, 0, sizeof it->done);
-  it->done.type = it->recording ? MSG_RECORDED : MSG_RELEASED;
+  it->done.type = it->marking ? MSG_MARKED : it->recording ? MSG_RECORDED : MSG_RELEASED;
   it->done.d = it->d;
   it->done.item = it;
   it->done.rc = rc;
@@ -324,9 +324,15 @@ static int run_release(hookd_store_conn *c, const hookd_store_backend *be, void 
   return be->release_lease(c, &r);
 }
 
+static int run_mark(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  item *it = arg;
+  return be->mark_sent(c, it->c.d.seq, it->c.d.lease_token);
+}
+
 static void submit_item_op(hookd_dispatcher *d, item *it, bool record) {
   it->d = d;
   it->recording = record;
+  it->marking = false;
   it->op.run = record ? run_record : run_release;
   it->op.done = item_done_post;
   it->op.arg = it;
@@ -339,6 +345,22 @@ static void submit_item_op(hookd_dispatcher *d, item *it, bool record) {
 }
 
 void disp_release_item(hookd_dispatcher *d, item *it) { submit_item_op(d, it, false); }
+
+/* The send mark, before a request to a destination that is not idempotent (docs/inbound.md
+ * "Ambiguous outcomes"): the request starts when it is committed (on_marked). The item counts
+ * as in flight meanwhile (the caller counted it). */
+void disp_mark_item(hookd_dispatcher *d, item *it) {
+  it->d = d;
+  it->recording = false;
+  it->marking = true;
+  it->op.run = run_mark;
+  it->op.done = item_done_post;
+  it->op.arg = it;
+  it->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* one fenced UPDATE: it may run twice */
+  d->store_ops++;
+  it->ep->item_ops++;
+  hookd_storeq_submit(d->store->writer, &it->op);
+}
 
 void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reason) {
   hookd_delivery *dl = &it->c.d;
@@ -806,7 +828,10 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
    * fails at once (a full disk): what is not written is redone after the restart, as after a
    * crash */
   if (d->stop_ms && hookd_mono_ms() - d->stop_ms >= d->cfg.shutdown_grace_ms) return false;
-  if ((!d->stop_ms && it->record_tries >= RECORD_TRIES) ||
+  /* such an outcome is written until it lands (every 6.4 s after the first six tries): given
+   * up, it would leave an answer hookd saw to an operator ("lease lost") */
+  bool until_it_lands = it->recording && ep_no_resend(it->ep);
+  if ((!d->stop_ms && !until_it_lands && it->record_tries >= RECORD_TRIES) ||
       (!held_by_sweep && now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS))
     return false;
   if (!it->out.failed_write_ms) it->out.failed_write_ms = now;
@@ -817,7 +842,7 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
   it->ep->item_ops++; /* the endpoint waits for it, as for an op in the store */
   HOOKD_INC(outcome_write_retries);
   /* stopping, a write is tried every 0.1 s: a line for the first try and every tenth, not
-   * ten a second for each delivery in flight */
+   * ten a second for each delivery in flight (else every 6.4 s at most: a line each) */
   if (!d->stop_ms || it->record_tries == 1 || it->record_tries % 10 == 0)
     HLOG(HOOKD_LOG_WARN, it->recording ? "outcome.write_retry" : "release.write_retry",
          KV_DELIVERY(d, &it->c.d, it->ep->cfg.id), KV_ATTEMPT(&it->c.d, it->out.attempt_number),
@@ -876,6 +901,19 @@ static void held_unknown(int n, const char *why) {
   HOOKD_ADD(unknown, (uint64_t)n);
   HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_I("count", n), KV_S("reason", why),
        KV_S("resolve", "GET /v1/inbox?state=unknown, then POST /v1/inbox/{id}/resolve"));
+}
+
+/* An item done with: freed, its endpoint scheduled (or freed, deleted and idle). */
+static void item_finish(hookd_dispatcher *d, item *it) {
+  ep *e = it->ep;
+  hookd_egress_req_cleanup(&it->req);
+  body_unshare(d, it);
+  hookd_claimed_free(&it->c);
+  free(it->endpoint_id);
+  free(it->url);
+  free(it);
+  sched_ep_schedule(d, e);
+  ep_maybe_free(d, e);
 }
 
 static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
@@ -954,14 +992,31 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
          KV_S("error", hookd_store_strerror(it->rc)), KV_I("tries", it->record_tries + 1));
     if (!e->gone) set_due(d, e, it->c.d.leased_until_ms, false); /* reclaimed by then */
   }
-  hookd_egress_req_cleanup(&it->req);
-  body_unshare(d, it);
-  hookd_claimed_free(&it->c);
-  free(it->endpoint_id);
-  free(it->url);
-  free(it);
-  sched_ep_schedule(d, e);
-  ep_maybe_free(d, e);
+  item_finish(d, it);
+}
+
+/* The send mark's commit (disp_mark_item): the request goes out now — unless the lease was
+ * taken meanwhile (an endpoint deleted, a sweep after a store outage: dropped), the mark could
+ * not be written (not sent: given back), or hookd is stopping or the endpoint is gone (given
+ * back; the mark stays behind a token the next claim bumps). */
+static void on_marked(hookd_dispatcher *d, item *it) {
+  ep *e = it->ep;
+  e->item_ops--;
+  it->marking = false;
+  if (it->rc == 0 && !d->stopping && !e->gone) {
+    it->marked = true;
+    if (disp_send_item(d, it, hookd_now_ms()) == 0) return;
+  }
+  if (it->probe) hookd_breaker_cancel_probe(&e->br); /* no outcome will give it back */
+  sched_sent_done(d, it);
+  if (it->rc == HOOKD_STORE_STALE) {
+    item_finish(d, it);
+    return;
+  }
+  if (it->rc != 0)
+    HLOG(HOOKD_LOG_WARN, "delivery.mark_failed", KV_DELIVERY(d, &it->c.d, e->cfg.id),
+         KV_S("error", hookd_store_strerror(it->rc)));
+  disp_release_item(d, it);
 }
 
 static void apply_hints(hookd_dispatcher *d, hookd_due_hint *h, size_t n, bool authoritative,
@@ -1045,6 +1100,11 @@ static void process_inbox(hookd_dispatcher *d) {
       d->store_ops--;
       keep = true; /* embedded in the item, freed with it */
       on_item_done(d, m->item, m->type == MSG_RECORDED);
+      break;
+    case MSG_MARKED:
+      d->store_ops--;
+      keep = true;
+      on_marked(d, m->item);
       break;
     case MSG_SWEPT:
       d->store_ops--;

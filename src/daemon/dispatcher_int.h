@@ -35,7 +35,7 @@ struct item;
 
 typedef enum {
   MSG_HINT, MSG_RESCAN_REQ, MSG_ENDPOINT, MSG_TENANT, MSG_CLAIMED, MSG_RECORDED, MSG_RELEASED,
-  MSG_SWEPT, MSG_RESCANNED
+  MSG_MARKED, MSG_SWEPT, MSG_RESCANNED
 } msg_type;
 
 /* A message to the dispatcher thread (from other threads, or store completions). */
@@ -58,7 +58,7 @@ typedef struct msg {
   size_t n_hints;
   int reclaimed, held;        /* MSG_SWEPT: leases reclaimed; of them, held unknown */
   int64_t now_ms;
-  struct item *item;          /* MSG_RECORDED, MSG_RELEASED */
+  struct item *item;          /* MSG_RECORDED, MSG_RELEASED, MSG_MARKED */
 } msg;
 
 /* A claimed event's body, shared by its claimed deliveries: an event fanned out to many
@@ -85,9 +85,11 @@ typedef struct item {
                                  endpoint's while the request may still be connecting, and the
                                  connect-time check reads it) */
   int64_t sent_ms;
-  hookd_store_op op;          /* record or release */
+  hookd_store_op op;          /* record, release or the send mark */
   msg done;                   /* posted back when op completes (no allocation) */
   bool recording;
+  bool marking;               /* op is the send mark; counted in flight meanwhile */
+  bool marked;                /* the send mark of its lease is committed: it may go out */
   char *endpoint_id;          /* copy for the writer thread */
   hookd_outcome out;
   char last_error[32];
@@ -259,5 +261,6 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
 void disp_release_item(hookd_dispatcher *d, item *it);
 void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reason);
 int disp_send_item(hookd_dispatcher *d, item *it, int64_t now);
+void disp_mark_item(hookd_dispatcher *d, item *it);
 
 #endif

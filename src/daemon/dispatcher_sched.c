@@ -666,7 +666,10 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       /* waited too long for a slot: the lease could lapse mid-request; claim it again later */
       disp_release_item(d, it);
       if (!e->next_due || e->next_due > now) e->next_due = now;
-    } else if (disp_send_item(d, it, now) == 0) {
+    } else if ((ep_no_resend(e) && !it->marked) || disp_send_item(d, it, now) == 0) {
+      /* a destination that is not idempotent: the send mark first, the request once it is
+       * committed (on_marked), counted in flight from now */
+      if (ep_no_resend(e) && !it->marked) disp_mark_item(d, it);
       /* rate tokens pay for requests sent only: one taken for an item then released would be
        * lost, and a slow limit could lose every one (the item waits out its lease each time) */
       hookd_bucket_take(&e->bucket, now);

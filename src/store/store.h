@@ -581,11 +581,15 @@ typedef struct hookd_store_backend {
    * but one the sweep held as unknown after its lease ran out ("the request may have been
    * sent") while this release could not be written goes back as claimed: it never was sent. */
   int (*release_lease)(hookd_store_conn *c, const hookd_release *r);
+  /* The send mark (docs/inbound.md "Ambiguous outcomes"): the request of the delivery claimed
+   * under lease_token is about to go out to a destination that is not idempotent, and a reclaim
+   * of that lease must hold it. HOOKD_STORE_STALE when the lease is no longer held. */
+  int (*mark_sent)(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token);
   /* Clears up to `limit` leases that expired before now_ms, or (owner != NULL) up to `limit`
    * leases held by owner, bumping their tokens; reports the number reclaimed, how many of them
-   * were held `unknown` (an inbound destination that is not idempotent: the request may have
-   * been sent), and the endpoints affected as due hints (earliest next_attempt_at per
-   * endpoint). */
+   * were held `unknown` (an inbound destination that is not idempotent, the lease's send mark
+   * written: the request may have been sent), and the endpoints affected as due hints
+   * (earliest next_attempt_at per endpoint). */
   int (*reclaim_leases)(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
                         hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);
   /* Earliest due time of unleased active deliveries for each endpoint that has any. */

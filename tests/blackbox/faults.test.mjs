@@ -296,6 +296,34 @@ describe('durability', () => {
     await r.close();
   });
 
+  it('a non-idempotent forward answered 2xx while the disk is full for longer than six write tries: the outcome is written until it lands, completed, not held unknown', async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir);
+    const h = await startHookd({ dir, args: ['--lease-margin-ms', '1000'], env: disk.env });
+    const dest = await startReceiver(() => 'hang');
+    await h.api('POST', '/v1/tenants', { id: 'full' });
+    const src = await h.api('POST', '/v1/sources', { id: 'src_full', tenant: 'full', provider: 'stripe', secrets: ['whsec_full'],
+      destinations: [{ url: dest.url, idempotent: false, timeout_ms: 1000 }] });
+    assert.equal(src.status, 201, src.text);
+    const body = JSON.stringify({ id: 'evt_full_1', type: 'invoice.paid', data: { object: { id: 'in_1' } } });
+    const res = await fetch(`${h.url}/in/src_full`, { method: 'POST', headers: stripe(body, 'whsec_full'), body });
+    const { inbox_id: id } = await res.json();
+    await dest.waitFor(1);
+    disk.fill();
+    dest.releaseHanging(200);
+    // past the sixth try, at which such an outcome was given up (its lease lapsed, the sweep held
+    // the delivery "lease lost", and an operator had to resolve a 2xx hookd had seen)
+    await h.waitForLog((l) => l.msg === 'outcome.write_retry' && l.try >= 7, 20000, 'the write tried past six tries');
+    disk.free();
+    await waitUntil(async () => (await h.api('GET', `/v1/inbox/${id}`)).json.status === 'completed',
+      { what: 'the record completed', timeout: 20000 });
+    assert.ok(!h.logs.some((l) => l.msg === 'outcome.write_failed'), 'the outcome was never given up');
+    assert.equal(dest.requests.length, 1, 'sent once');
+    assert.equal((await h.stop()).code, 0);
+    await dest.close();
+    cleanup();
+  });
+
   it('an endpoint disabled by a 410 whose outcome never reached the store is enabled again: the store still has it enabled', async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     let first = true;

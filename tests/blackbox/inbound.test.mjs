@@ -1184,6 +1184,36 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('hookd killed while forwards to a non-idempotent destination wait on the tenant rate limit: those never sent are sent after the restart, not held unknown', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    assert.equal((await d.api('PATCH', `/v1/tenants/${TENANT}`, { rate_limit: { per_minute: 2 } })).status, 200);
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_wait'], [{ url: dest.url, idempotent: false, max_in_flight: 4 }], {}, d);
+    const ids = [];
+    for (let i = 0; i < 5; i++) {
+      const body = stripeEvent(`evt_wait_${i}`);
+      const r = await post(src, body, sign.stripe(body, 'whsec_wait'), d);
+      assert.equal(r.status, 200);
+      ids.push(r.json.inbox_id);
+    }
+    await dest.waitFor(1);
+    await waitStatus(src, ids[0], 'completed', 15000, d);
+    // claimed ahead of the tenant's next token: leased, never sent
+    await waitUntil(async () => d.query('SELECT COUNT(*) n FROM deliveries WHERE leased_until IS NOT NULL')[0].n >= 1,
+      { what: 'forwards claimed, waiting on the rate limit' });
+    await d.kill9();
+    d = await startHookd({ dir });
+    assert.equal((await d.api('PATCH', `/v1/tenants/${TENANT}`, { rate_limit: null })).status, 200);
+    for (const id of ids) await waitStatus(src, id, 'completed', 15000, d);
+    assert.equal(d.query("SELECT COUNT(*) n FROM deliveries WHERE state = 'unknown'")[0].n, 0, 'nothing held for an operator');
+    assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id).sort(), [0, 1, 2, 3, 4].map((i) => `evt_wait_${i}`), 'each sent once');
+    assert.equal((await d.stop()).code, 0);
+    await dest.close();
+    cleanup();
+  });
+
   it('deliveries to a non-idempotent destination that wait past their lease for a slot are claimed again, not held unknown', async () => {
     // lease = 2 × 300 ms + 1 s; the tenant's one slot is held 3 s by another endpoint's request
     const { dir, cleanup } = tempDir();

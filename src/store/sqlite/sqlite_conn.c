@@ -541,6 +541,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .claim = sq_claim,
     .record_outcome = sq_record_outcome,
     .release_lease = sq_release_lease,
+    .mark_sent = sq_mark_sent,
     .reclaim_leases = sq_reclaim_leases,
     .due_hints = sq_due_hints,
     .api_key_create = sq_api_key_create,

@@ -1126,6 +1126,17 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
                     : HOOKD_STORE_OK;
 }
 
+int sq_mark_sent(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_MARK_SENT,
+                             "UPDATE deliveries SET sent_token = ?2"
+                             " WHERE seq = ?1 AND lease_token = ?2 AND leased_until IS NOT NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, delivery_seq);
+  sq_bind_i64(st, 2, lease_token);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "mark sent");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_STALE;
+}
+
 /* Appends (endpoint, due) to a hint list. */
 int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
   if (*n == *cap) {
@@ -1152,11 +1163,13 @@ int sq_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int6
 }
 
 /* A reclaimed delivery to an inbound destination marked idempotent: false, whose request may
- * have been sent by the node that held it (claimed means about to be sent; a crash, or an
- * outcome that could never be written, leaves no trace of whether it was). */
+ * have been sent by the node that held it: the send mark of the lease reclaimed is there
+ * (written before the request, sq_mark_sent; the RETURNING clause sees the token already
+ * bumped). Without it the request never started: sent again like any other. */
 #define RECLAIM_NO_RESEND                                                                      \
-  "(SELECT e.idempotent = 0 AND e.source_id IS NOT NULL FROM endpoints e"                       \
-  " WHERE e.id = deliveries.endpoint_id)"
+  "(deliveries.sent_token = deliveries.lease_token - 1 AND"                                     \
+  " (SELECT e.idempotent = 0 AND e.source_id IS NOT NULL FROM endpoints e"                      \
+  " WHERE e.id = deliveries.endpoint_id))"
 
 /* Such a delivery is not sent again: held as unknown for an operator, like a timeout after the
  * request went out, and its inbox record follows. */

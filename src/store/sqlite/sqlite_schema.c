@@ -408,6 +408,12 @@ static const struct {
      "  WHERE a.delivery_seq = q.seq AND a.started_at >= deliveries.dead_at)))"
      "  WHERE ordering_key IS NOT NULL AND state = 'dead'"
      "  AND dead_reason NOT IN ('superseded','expired');"},
+    {23,
+     /* The send mark: the lease token under which a request to a destination that is not
+      * idempotent was about to go out, committed before it does (docs/inbound.md "Ambiguous
+      * outcomes"). A lease held at the upgrade may have been sent by the hookd before: marked. */
+     "ALTER TABLE deliveries ADD COLUMN sent_token INTEGER;"
+     "UPDATE deliveries SET sent_token = lease_token WHERE leased_until IS NOT NULL;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -429,6 +435,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'health_since'";
   case 22:
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'lane_passed_by'";
+  case 23:
+    return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'sent_token'";
   default: return NULL;
   }
 }

@@ -881,6 +881,57 @@ static void late_outcome_and_release_after_the_sweeps_hold(void **state) {
   free_claimed(cl, 5);
 }
 
+static int run_mark_sent(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  const hookd_claimed *cl = ((call *)a)->in;
+  return be->mark_sent(c, cl->d.seq, cl->d.lease_token);
+}
+
+/* The send mark decides what a reclaimed lease of a destination that is not idempotent was: one
+ * marked under that lease may have been sent (held unknown), one without was never sent (due
+ * again, like any other) — and a mark from an earlier lease counts for nothing. A mark is
+ * refused once the lease is gone. */
+static void reclaim_holds_only_what_was_marked(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  call sql = {.in = "UPDATE endpoints SET idempotent = 0 WHERE id = 'dst1'"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  hookd_receive_res r;
+  const char *ids[] = {"in_1", "in_2", "in_3"}, *keys[] = {"k1", "k2", "k3"};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(receive(f, ids[i], keys[i], "h", hookd_now_ms(), &r), 0);
+    hookd_receive_res_free(&r);
+  }
+  hookd_claimed *cl = NULL;
+  assert_int_equal(claim(f, "dst1", "node-a", hookd_now_ms(), 60000, &cl), 3);
+  call m0 = {.in = &cl[0]};
+  assert_int_equal(w(f, run_mark_sent, &m0), 0);
+  /* node-a restarts: its leases are reclaimed */
+  call rc = {.in = "node-a", .i64 = hookd_now_ms()};
+  assert_int_equal(w(f, run_reclaim, &rc), 0);
+  assert_int_equal(rc.ival, 3);
+  const char *want[] = {"unknown", "pending", "pending"};
+  for (int i = 0; i < 3; i++) {
+    char q[200];
+    snprintf(q, sizeof q, "SELECT state = '%s' FROM deliveries WHERE seq = %lld", want[i],
+             (long long)cl[i].d.seq);
+    if (query_i64(f, q) != 1) fail_msg("delivery %d is not %s", i, want[i]);
+  }
+  /* the lease is gone: its mark is refused */
+  call m1 = {.in = &cl[1]};
+  assert_int_equal(w(f, run_mark_sent, &m1), HOOKD_STORE_STALE);
+  /* claimed again: the mark of cl[0]'s lease is not this lease's; reclaimed unmarked, due */
+  hookd_claimed *again = NULL;
+  assert_int_equal(claim(f, "dst1", "node-a", hookd_now_ms(), 60000, &again), 2);
+  call m2 = {.in = &again[0]};
+  assert_int_equal(w(f, run_mark_sent, &m2), 0);
+  assert_int_equal(w(f, run_reclaim, &rc), 0);
+  assert_int_equal(rc.ival, 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'unknown'"), 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'"), 1);
+  free_claimed(cl, 3);
+  free_claimed(again, 2);
+}
+
 static int run_expire(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
   int64_t after = 0;
@@ -1330,6 +1381,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_wal_left_by_a_crash_is_checkpointed_at_start, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(reclaim_bumps_token, setup, teardown),
+      cmocka_unit_test_setup_teardown(reclaim_holds_only_what_was_marked, setup, teardown),
       cmocka_unit_test_setup_teardown(fanout_and_idempotency, setup, teardown),
       cmocka_unit_test_setup_teardown(publish_refuses_before_writing, setup, teardown),
       cmocka_unit_test_setup_teardown(group_commit_isolates_failures, setup, teardown),
