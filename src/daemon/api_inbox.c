@@ -289,8 +289,10 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
 
 /* Every dead-lettered forward of the record sent again (each a delivery replay: a fresh retry
  * budget, the same Idempotency-Key) — what a Hookdeck user does with "retry" on an event whose
- * handler was fixed, in one call instead of one per destination. A forward that cannot be (its
- * destination deleted or disabled, its payload purged) is left as it is; none at all is 409. */
+ * handler was fixed, in one call instead of one per destination. A forward cut off by its
+ * destination's delete goes to each destination added since (the handler that replaced it). A
+ * forward that cannot be (its destination disabled, its payload purged) is left as it is; none
+ * at all is 409. */
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
@@ -308,11 +310,25 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
     char *eid = strdup(op->dl[i].endpoint_id); /* (without, the dispatcher's scan finds it) */
     if (eid) op->hints[op->n_hints++] = (hookd_due_hint){eid, now};
   }
+  /* a forward its destination's delete cut off goes to the destinations that replaced it */
+  size_t made = 0, n_more = 0;
+  hookd_due_hint *more = NULL;
+  if ((rc = be->inbox_reforward(c, op->id, now, &made, &more, &n_more)) != 0) return rc;
+  hookd_due_hint *all = n_more ? realloc(op->hints, (op->n_hints + n_more) * sizeof *all) : NULL;
+  if (all) {
+    op->hints = all;
+    memcpy(op->hints + op->n_hints, more, n_more * sizeof *more);
+    op->n_hints += n_more;
+    free(more); /* the endpoint ids moved into op->hints */
+  } else {
+    hookd_due_hints_free(more, n_more);
+  }
+  op->n_resolved += made;
   if (!op->n_resolved) {
     snprintf(base->err, sizeof base->err,
-             "nothing to replay: the record has no dead-lettered forward that can be sent again "
-             "(a held one is settled with resolve; one whose destination was deleted or "
-             "disabled, or whose payload was purged, cannot be)");
+             "nothing to replay: no dead-lettered forward can be sent again (a held one is "
+             "settled with resolve; a disabled destination, a purged payload or a deleted "
+             "destination without a replacement cannot be)");
     return HOOKD_STORE_STATE;
   }
   char detail[48];

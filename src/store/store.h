@@ -630,6 +630,12 @@ typedef struct hookd_store_backend {
    * settled, and the endpoints of deliveries made pending (hints). */
   int (*inbox_resolve)(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
                        size_t *n_resolved, hookd_due_hint **hints, size_t *n_hints);
+  /* A record whose forward was cut off by its destination's delete (dead or cancelled, the
+   * destination deleted): a forward to each destination the source has now that has none of
+   * the record — the one that replaced it. Reports how many were made (0: none to make) and
+   * their endpoints as hints; the record follows. */
+  int (*inbox_reforward)(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
+                         hookd_due_hint **hints, size_t *n_hints);
   /* Deletes up to `limit` inbox records received before `before_ms`, each with its event (body,
    * deliveries, attempts) unless a forward of it is open or was touched since `before_ms`. */
   int (*inbox_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,

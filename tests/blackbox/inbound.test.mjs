@@ -700,6 +700,36 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('a failing destination replaced (deleted, another added): replaying the record sends its event to the new one, same Idempotency-Key; without a replacement, 409', async () => {
+    const old = await startReceiver(() => ({ status: 500 }));
+    const src = await source('stripe', ['whsec_repl'], [{ url: old.url, retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } }]);
+    const body = stripeEvent('evt_repl_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_repl'));
+    await waitStatus(src, r.json.inbox_id, 'retryable_failed');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
+    await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    const none = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`);
+    assert.equal(none.status, 409, none.text);
+    assert.match(none.json.error.message, /without a replacement/);
+    const fresh = await startReceiver();
+    const added = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: fresh.url });
+    assert.equal(added.status, 201, added.text);
+    const rep = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`, undefined, { 'Hookd-Reason': 'INC-7: handler replaced' });
+    assert.equal(rep.status, 202, rep.text);
+    assert.equal(rep.json.replayed, 1);
+    const done = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.deepEqual(done.deliveries.map((d) => d.state).sort(), ['cancelled', 'delivered']);
+    assert.equal(fresh.requests.length, 1);
+    assert.equal(fresh.requests[0].headers['idempotency-key'], old.requests[0].headers['idempotency-key']);
+    // nothing more to send: a second replay is 409, a provider redelivery a duplicate
+    assert.equal((await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`)).status, 409);
+    const again = await post(src, body, sign.stripe(body, 'whsec_repl'));
+    assert.equal(again.json.duplicate, true);
+    assert.equal(fresh.requests.length, 1);
+    await old.close();
+    await fresh.close();
+  });
+
   it('deleting a destination while a forward is in flight: the late 5xx leaves last_error "destination deleted" (the attempt keeps its own)', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_del2'], [{ url: dest.url }]);

@@ -558,6 +558,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .inbox_get = sq_inbox_get,
     .inbox_list = sq_inbox_list,
     .inbox_resolve = sq_inbox_resolve,
+    .inbox_reforward = sq_inbox_reforward,
     .inbox_purge = sq_inbox_purge,
     .event_purge = sq_event_purge,
     .event_expire = sq_event_expire,

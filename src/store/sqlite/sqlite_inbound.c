@@ -564,7 +564,12 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
   sqlite3_stmt *st = sq_stmt(
       c, SQ_INBOX_AGG,
       "SELECT d.event_seq, SUM(x.state = 'unknown'),"
-      " SUM(x.state = 'dead' OR x.state = 'cancelled'),"
+      /* a forward cut off by its destination's delete and replaced by a forward made later
+       * (sq_inbox_reforward) no longer decides the record */
+      " SUM((x.state = 'dead' OR x.state = 'cancelled') AND NOT (EXISTS (SELECT 1 FROM"
+      " deliveries y WHERE y.event_seq = x.event_seq AND y.created_at > x.created_at) AND"
+      " COALESCE((SELECT g.deleted_at IS NOT NULL FROM endpoints g WHERE g.id = x.endpoint_id),"
+      " 0))),"
       " SUM(x.state = 'retrying'), SUM(x.state = 'pending'), SUM(x.state = 'delivered'),"
       " SUM(x.attempt_count) FROM deliveries d JOIN deliveries x ON x.event_seq = d.event_seq"
       " WHERE d.seq = ?1");
@@ -677,6 +682,73 @@ int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
 }
 
 /* ---------- operator resolution ---------- */
+
+int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
+                       hookd_due_hint **hints, size_t *n_hints) {
+  *n_made = 0;
+  *hints = NULL;
+  *n_hints = 0;
+  hookd_inbox rec;
+  int rc = inbox_get_row(c, id, &rec);
+  if (rc) return rc;
+  if (!rec.event_seq) { /* a record kept without a forward (filtered, stale, conflict, …) */
+    hookd_inbox_free(&rec);
+    return HOOKD_STORE_OK;
+  }
+  sqlite3_stmt *eps = sq_stmt(
+      c, SQ_INBOX_REFORWARD,
+      "SELECT e.id, e.policy_id FROM endpoints e WHERE e.source_id = ?1 AND e.deleted_at IS NULL"
+      " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = ?2"
+      " AND d.endpoint_id = e.id)"
+      " AND EXISTS (SELECT 1 FROM deliveries d JOIN endpoints g ON g.id = d.endpoint_id"
+      " WHERE d.event_seq = ?2 AND (d.state = 'dead' OR d.state = 'cancelled')"
+      " AND g.deleted_at IS NOT NULL)");
+  sqlite3_stmt *ins = eps ? sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL) : NULL;
+  if (!ins) {
+    hookd_inbox_free(&rec);
+    return HOOKD_STORE_ERR;
+  }
+  sq_bind_text(eps, 1, rec.source_id);
+  sq_bind_i64(eps, 2, rec.event_seq);
+  size_t cap = 0;
+  int64_t first = 0;
+  int fail = 0; /* a write or an allocation failed */
+  while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
+    char did[HOOKD_ID_MAX];
+    if (hookd_id_new("dlv", now_ms, did) != 0) {
+      fail = HOOKD_STORE_ERR;
+      break;
+    }
+    sqlite3_reset(ins);
+    sq_bind_text(ins, 1, did);
+    sq_bind_i64(ins, 2, rec.event_seq);
+    sqlite3_bind_text(ins, 3, (const char *)sqlite3_column_text(eps, 0), -1, SQLITE_TRANSIENT);
+    sq_bind_text(ins, 4, rec.tenant_id);
+    sq_bind_i64(ins, 5, now_ms);
+    sq_bind_i64(ins, 6, sq_col_i64(eps, 1));
+    if (sqlite3_step(ins) != SQLITE_DONE) {
+      fail = sq_fail(c, "insert delivery");
+      break;
+    }
+    if (sqlite3_changes(c->db) != 1) continue;
+    if (!first) first = sqlite3_last_insert_rowid(c->db);
+    (*n_made)++;
+    if (sq_hint_push(hints, n_hints, &cap, (const char *)sqlite3_column_text(eps, 0), now_ms)) {
+      fail = HOOKD_STORE_ERR;
+      break;
+    }
+  }
+  hookd_inbox_free(&rec);
+  if (!fail && rc != SQLITE_DONE) fail = sq_fail(c, "reforward");
+  if (fail) {
+    sqlite3_reset(eps);
+    hookd_due_hints_free(*hints, *n_hints);
+    *hints = NULL;
+    *n_hints = 0;
+    return fail;
+  }
+  return first ? sq_inbox_follow(c, first, now_ms, NULL, NULL) : HOOKD_STORE_OK;
+}
 
 int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
                      size_t *n_resolved, hookd_due_hint **hints, size_t *n_hints) {

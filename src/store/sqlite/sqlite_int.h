@@ -22,7 +22,7 @@ enum sq_stmt_id {
   SQ_DL_LIST_WIDE,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_LATE, SQ_OUTCOME_GONE, SQ_ATTEMPT_INSERT, SQ_RELEASE,
   SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_RECLAIM_HOLD, SQ_RELEASE_HELD, SQ_MARK_SENT,
-  SQ_DUE_HINTS,
+  SQ_INBOX_REFORWARD,  SQ_DUE_HINTS,
   SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
   SQ_AUDIT_INSERT, SQ_AUDIT_LIST,
   SQ_SRC_INSERT, SQ_SRC_GET, SQ_SRC_UPDATE, SQ_SRC_DELETE, SQ_SRC_LIST, SQ_SRC_DESTS,
@@ -182,6 +182,8 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
 int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o);
 int sq_release_lease(hookd_store_conn *c, const hookd_release *r);
 int sq_mark_sent(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token);
+int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
+                       hookd_due_hint **hints, size_t *n_hints);
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
                       hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);
 int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
