@@ -81,7 +81,7 @@ static bool forwardable(const char *name) {
       "Host", "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding",
       "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Upgrade", "Expect",
       "Accept-Encoding", "Accept", "User-Agent", "Authorization", "Proxy-Authorization",
-      "Cookie", "Idempotency-Key", "Forwarded", "X-Real-IP"};
+      "Cookie", "Idempotency-Key", "Forwarded", "X-Real-IP", "HTTP2-Settings"};
   for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
     if (!strcasecmp(name, drop[i])) return false;
   /* a header carrying a credential — GitLab's X-Gitlab-Token is the source's secret itself —
@@ -93,6 +93,20 @@ static bool forwardable(const char *name) {
     return false;
   return strncasecmp(name, "hookd-", 6) != 0 && strncasecmp(name, "webhook-", 8) != 0 &&
          strncasecmp(name, "X-Forwarded-", 12) != 0 && strncasecmp(name, "Proxy-", 6) != 0;
+}
+
+/* Whether name is one of the comma-separated tokens of a Connection header's value: a header
+ * the client named hop-by-hop (RFC 9110 7.6.1), which is not handed on. */
+static bool hop_listed(const char *conn, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = conn; p && *p;) {
+    while (*p == ' ' || *p == '\t' || *p == ',') p++;
+    const char *e = p;
+    while (*e && *e != ',' && *e != ' ' && *e != '\t') e++;
+    if ((size_t)(e - p) == n && !strncasecmp(p, name, n)) return true;
+    p = e;
+  }
+  return false;
 }
 
 /* The length of ct's media type, its parameters and trailing spaces left out (0 for none). */
@@ -621,8 +635,9 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (!mrc && op->provider_event_id[0])
     mrc = hookd_buf_printf(&op->meta, "hookd-provider-event-id: %s\n", op->provider_event_id);
   /* then the provider's own headers (printable ASCII; what does not fit 32 KiB is left out) */
+  const char *conn = hookd_in_header_get(&in, "Connection");
   for (size_t i = 0; !mrc && i < nh; i++) {
-    if (!forwardable(hdrs[i].name)) continue;
+    if (!forwardable(hdrs[i].name) || hop_listed(conn, hdrs[i].name)) continue;
     char v[1024];
     header_safe(hdrs[i].value ? hdrs[i].value : "", v, sizeof v);
     size_t before = op->meta.len;

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createHash, createHmac } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
@@ -293,6 +294,27 @@ describe('deduplication', () => {
     assert.equal(f['hookd-provider'], 'shopify', 'hookd\'s own, once');
     assert.notEqual(f['webhook-id'], 'forged', 'hookd\'s signature headers are its own');
     assert.equal(f['idempotency-key'], f['webhook-id']);
+    // a header the request names in Connection is hop-by-hop: not handed on (fetch cannot send
+    // Connection, node:http can)
+    const body2 = JSON.stringify({ id: 820982911946154501, note: 'y' });
+    const hop = await new Promise((resolve, reject) => {
+      const q = httpRequest(`${h.url}/in/${src.id}`, { method: 'POST', headers: {
+        ...shopifyWith('shpss_fh')(body2, 'wh_fh_2', new Date().toISOString()),
+        connection: 'keep-alive, X-Hop-Secret', 'x-hop-secret': 'hop', 'http2-settings': 'AAMAAABkAAQAAP__',
+        'x-shopify-shop-domain': 'shop-b.myshopify.com' } }, (res) => {
+        let t = '';
+        res.on('data', (c) => { t += c; });
+        res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(t) }));
+      });
+      q.on('error', reject);
+      q.end(body2);
+    });
+    assert.equal(hop.status, 200);
+    await waitStatus(src, hop.json.inbox_id, 'completed');
+    const g = dest.requests[1].headers;
+    assert.equal(g['x-shopify-shop-domain'], 'shop-b.myshopify.com');
+    assert.equal(g['x-hop-secret'], undefined, 'named in Connection');
+    assert.equal(g['http2-settings'], undefined);
     await dest.close();
   });
 
