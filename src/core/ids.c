@@ -4,6 +4,7 @@
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 
 static const char crockford[] = "0123456789abcdefghjkmnpqrstvwxyz";
@@ -68,6 +69,14 @@ int hookd_id_valid(const char *s, size_t max) {
     if (!ok || n >= max) return 0;
   }
   return n > 0 && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+bool hookd_id_reserved(const char *s) {
+  const char *t = !strncmp(s, "evt_", 4) ? s + 4 : !strncmp(s, "in_", 3) ? s + 3 : NULL;
+  if (!t || strlen(t) != 26) return false;
+  for (; *t; t++)
+    if (!strchr(crockford, *t)) return false;
+  return true;
 }
 
 const char *hookd_attempt_id(const char *delivery_id, int number, char *out) {

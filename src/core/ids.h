@@ -4,6 +4,7 @@
 #ifndef HOOKD_CORE_IDS_H
 #define HOOKD_CORE_IDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,12 @@ uint64_t hookd_random_u64(void);
 /* True when s is a plausible caller-supplied identifier: 1..max bytes of [A-Za-z0-9_.:-], not
  * "." nor ".." (a path segment every HTTP client rewrites). */
 int hookd_id_valid(const char *s, size_t max);
+
+/* True when s has the form of an id hookd generates for events ("evt_" or "in_" and 26
+ * characters of its base32): reserved, so that the ids hookd chose stay unique everywhere (a
+ * producer taking one of another tenant's would give receivers two events under one
+ * webhook-id). */
+bool hookd_id_reserved(const char *s);
 
 /* An attempt's id: its delivery's id and its number, "dlv_….3" — attempts are their delivery's
  * numbered rows; the API and the logs show the same id. Writes out (HOOKD_ATTEMPT_ID_MAX bytes)

@@ -22,6 +22,13 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 
+/* A caller's id of the form hookd generates (hookd_id_reserved) only repeats an event of its
+ * tenant: a new event under it is refused, so that hookd's own ids stay unique everywhere. */
+#define RESERVED_ID                                                                            \
+  "id has the form of the ids hookd generates (evt_ or in_ and 26 base32 characters): it "     \
+  "may repeat an event of this tenant, not name a new one (hookd's own ids are unique across "  \
+  "tenants)"
+
 typedef struct pub_op {
   hookd_api_op base;
   hookd_publish_req req;
@@ -33,6 +40,7 @@ typedef struct pub_op {
   char ordering_key[260];
   hookd_buf body;
   unsigned char hash[32];
+  bool reserved_id; /* the caller's id has hookd's form: existing_only */
 } pub_op;
 
 static void pub_cleanup(hookd_api_op *base) {
@@ -51,7 +59,10 @@ static void reply_publish(hookd_api_op *base, int rc) {
   pub_op *op = (pub_op *)base;
   if (rc) {
     if (rc == HOOKD_STORE_CONFLICT) HOOKD_INC(publish_conflicts);
-    hookd_api_store_error(base, rc, "tenant");
+    if (rc == HOOKD_STORE_STATE && op->reserved_id)
+      hookd_req_error(base->req, 422, "invalid_field", RESERVED_ID);
+    else
+      hookd_api_store_error(base, rc, "tenant");
     return;
   }
   if (op->res.duplicate) {
@@ -223,6 +234,8 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
     goto done;
   }
   fill_req(op, app, occurred_ms, now);
+  op->reserved_id = id && hookd_id_reserved(id);
+  op->req.existing_only = op->reserved_id;
   op->req.ordering_key = okey ? op->ordering_key : NULL;
   op->req.ordering_version = over;
   op->req.has_ordering_version = has_over == 0;
@@ -465,7 +478,7 @@ static int run_source(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 /* The answer to republishing a purged event: a repeat of a republish made before the purge is
  * answered as a duplicate; anything else is refused. */
 static void reply_purged(hookd_api_op *base, int rc) {
-  if (rc == HOOKD_STORE_NOTFOUND) {
+  if (rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_STATE) { /* (STATE: no such republish) */
     hookd_req_error(base->req, 409, "invalid_state",
                     "its payload was purged (--payload-retention-s): nothing left to send");
     return;
@@ -523,6 +536,8 @@ static void reply_source(hookd_api_op *base, int rc) {
     return;
   }
   fill_req(&op->pub, app, op->ev.occurred_ms, now);
+  op->pub.reserved_id = op->caller_id && hookd_id_reserved(op->pub.event_id);
+  op->pub.req.existing_only = op->pub.reserved_id;
   op->pub.base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* refuses before writing, as publish */
   hookd_api_chain(base, run_republish, reply_publish, HOOKD_API_WRITER);
 }

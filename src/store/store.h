@@ -179,7 +179,7 @@ typedef struct hookd_publish_req {
   bool has_ordering_version;         /* for an ordered endpoint, a version below the highest
                                       * its lane has seen makes the delivery DEAD "superseded" */
   bool existing_only;                /* answer only a repeat of an earlier request (same key or
-                                      * id, same hash): HOOKD_STORE_NOTFOUND instead of creating
+                                      * id, same hash): HOOKD_STORE_STATE instead of creating
                                       * (a republish retried after its source was purged) */
 } hookd_publish_req;
 

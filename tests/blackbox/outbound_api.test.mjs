@@ -61,6 +61,26 @@ describe('publish idempotency', () => {
     assertError(c, 409, 'conflict');
   });
 
+  it('an id of the form hookd generates names no new event (another tenant\'s evt_… stays unique everywhere): 422', async () => {
+    const a = await publish(h, tenant, { type: 'x.y', payload: { v: 1 } });
+    assert.match(a.json.id, /^evt_[0-9a-z]{26}$/);
+    // in the tenant it names its event (another request than the one that made it: 409)
+    assertError(await publish(h, tenant, { id: a.json.id, type: 'x.y', payload: { v: 1 } }), 409, 'conflict');
+    // another tenant cannot take it (its receiver would get two events under one webhook-id)
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'other_reserved' })).status, 201);
+    const taken = await publish(h, 'other_reserved', { id: a.json.id, type: 'x.y', payload: { v: 999 } });
+    assertError(taken, 422, 'invalid_field');
+    assert.match(taken.json.error.message, /form of the ids hookd generates/);
+    const inForm = await publish(h, 'other_reserved', { id: `in_${'0'.repeat(26)}`, type: 'x.y', payload: {} });
+    assertError(inForm, 422, 'invalid_field');
+    // not that form: any id is the producer's
+    assert.equal((await publish(h, 'other_reserved', { id: 'evt_order_42', type: 'x.y', payload: {} })).status, 202);
+    // an unknown tenant is still 404
+    assertError(await publish(h, 'no_such_tenant', { id: a.json.id, type: 'x.y', payload: {} }), 404, 'not_found');
+    // the unscoped lookup of the generated id finds the one event
+    assert.equal((await h.api('GET', `/v1/events/${a.json.id}`)).status, 200);
+  });
+
   it('occurred_at reads back as given, 1970-01-01T00:00:00Z too (it read null)', async () => {
     for (const at of ['1970-01-01T00:00:00.000Z', '2026-01-02T03:04:05.000Z']) {
       const p = await publish(h, tenant, { type: 'a.b', payload: {}, occurred_at: at });

@@ -212,7 +212,10 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     }
     if (step != SQLITE_DONE) return sq_fail(c, "read idempotency key");
   }
-  if (req->existing_only) return existing_event(c, req, res);
+  if (req->existing_only) { /* none: HOOKD_STORE_STATE (NOTFOUND is the tenant's) */
+    rc = existing_event(c, req, res);
+    return rc == HOOKD_STORE_NOTFOUND ? HOOKD_STORE_STATE : rc;
+  }
 
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT,
                              "INSERT INTO events(id, tenant_id, type, body, request_hash,"
