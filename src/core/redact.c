@@ -92,16 +92,22 @@ static bool sensitive_key(const char *in, size_t i, size_t n, value_kind *auth) 
     k[m++] = (char)(c | 0x20);
   }
   word_end[m] = true;
+  bool signature = false; /* a signature's word: a credential's, anywhere in the name, wins */
   for (size_t w = 0; w < ns; w++) /* only where a word of the key starts */
     for (size_t s = 0; s < sizeof sensitive / sizeof sensitive[0]; s++) {
       size_t j = starts[w], sl = sensitive[s].n;
       if (k[j] == sensitive[s].s[0] && j + sl <= m && word_end[j + sl] &&
           !memcmp(k + j, sensitive[s].s, sl)) {
-        *auth = s == AUTHORIZATION ? VALUE_AUTH : s >= SIGNATURES ? VALUE_SIGNATURE : VALUE_PLAIN;
+        if (s >= SIGNATURES) {
+          signature = true;
+          continue;
+        }
+        *auth = s == AUTHORIZATION ? VALUE_AUTH : VALUE_PLAIN;
         return true;
       }
     }
-  return false;
+  if (signature) *auth = VALUE_SIGNATURE;
+  return signature;
 }
 
 /* A byte of a word the masks match on: a token's, an address's local part or domain, '@',
@@ -136,10 +142,25 @@ bool hookd_redact_name_sensitive(const char *name) {
 
 /* "key": "value", key=value, key: value, where the key holds a sensitive part — the value
  * masked, the rest kept; an authorization's unquoted value (a header line: "Bot …", "Token …")
- * to the end of its line, a signature's ("v1,… v1,…", "t=…,v1=…") to the end of its line or
- * its form field. A key-like word that is none of these is kept whole. */
+ * to the end of its line. A signature's value only when it looks like one (an error message
+ * naming the signature must stay readable: "invalid signature: clock skew 42s", "signature=ok"):
+ * one with a scheme ("v1,… v1,…", "t=…,v1=…", "sha256=…") to the end of its line or form field,
+ * else a credential-shaped token alone. A key-like word that is none of these is kept whole. */
 static bool ends_signature(unsigned char c) {
   return c == '\r' || c == '\n' || c == '&' || c == '"' || c == '\'' || c == '<' || c == '}';
+}
+
+static bool credential_shaped(const char *s, size_t n);
+
+/* A signature's schemes, as the headers that carry them write them */
+static bool signature_scheme(const char *s, size_t n) {
+  static const char *const schemes[] = {"v1,", "v1a,", "t=", "v0=", "v0:", "v1=",
+                                        "sha1=", "sha256=", "sha512="};
+  for (size_t k = 0; k < sizeof schemes / sizeof *schemes; k++) {
+    size_t l = strlen(schemes[k]);
+    if (n > l && !strncmp(s, schemes[k], l)) return true;
+  }
+  return false;
 }
 
 static span match_named(const char *in, size_t len, size_t i) {
@@ -158,9 +179,17 @@ static span match_named(const char *in, size_t len, size_t i) {
     size_t v = ++j;
     while (j < len && in[j] != q) j += in[j] == '\\' && j + 1 < len ? 2 : 1;
     if (j > len) j = len;
+    /* a signature's text that is no signature is read on (an address in it is still masked) */
+    if (auth == VALUE_SIGNATURE && !signature_scheme(in + v, j - v) &&
+        !(tok_run(in, j, v) == j - v && credential_shaped(in + v, j - v)))
+      return kept(v - i);
     return j > v ? masked(v - i, j - i) : kept(v - i); /* the closing quote follows */
   }
   size_t v = j;
+  if (auth == VALUE_SIGNATURE && !signature_scheme(in + v, len - v)) {
+    size_t t = tok_run(in, len, v); /* a bare digest or base64 value, alone */
+    return t && credential_shaped(in + v, t) ? masked(v - i, v + t - i) : kept(v - i);
+  }
   while (j < len && (auth == VALUE_AUTH        ? in[j] != '\r' && in[j] != '\n'
                      : auth == VALUE_SIGNATURE ? !ends_signature((unsigned char)in[j])
                                                : !ends_value((unsigned char)in[j])))

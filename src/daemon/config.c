@@ -557,7 +557,7 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
              "--egress-proxy must be host:port or a URL (http://, https://, socks5://… host)");
     return -1;
   }
-  if (c->public_url[0] && !url_ok(c->public_url, false)) {
+  if (c->public_url[0] && (!url_ok(c->public_url, false) || strpbrk(c->public_url, "?#@"))) {
     snprintf(err, errlen, "--public-url must be an http:// or https:// URL with a host, and "
                           "no credentials, query or fragment");
     return -1;

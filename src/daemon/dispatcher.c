@@ -997,15 +997,21 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
 
 /* The send mark's commit (disp_mark_item): the request goes out now — unless the lease was
  * taken meanwhile (an endpoint deleted, a sweep after a store outage: dropped), the mark could
- * not be written (not sent: given back), or hookd is stopping or the endpoint is gone (given
- * back; the mark stays behind a token the next claim bumps). */
+ * not be written (not sent: given back), or hookd is stopping, the endpoint is gone, disabled or
+ * paused, or the lease too short for the request (given back; the mark stays behind a token the
+ * next claim bumps). */
 static void on_marked(hookd_dispatcher *d, item *it) {
   ep *e = it->ep;
   e->item_ops--;
   it->marking = false;
-  if (it->rc == 0 && !d->stopping && !e->gone) {
+  int64_t now = hookd_now_ms();
+  /* what dispatch_ring checked before the mark, again after its commit (a slow or locked store
+   * may have taken most of the lease: a request that outlived it would be held unknown by the
+   * sweep while it is still in flight); the endpoint disabled or paused meanwhile sends nothing */
+  if (it->rc == 0 && !d->stopping && !e->gone && e->cfg.enabled && e->paused_until <= now &&
+      it->c.d.leased_until_ms - now >= e->cfg.timeout_ms + 1000) {
     it->marked = true;
-    if (disp_send_item(d, it, hookd_now_ms()) == 0) return;
+    if (disp_send_item(d, it, now) == 0) return;
   }
   if (it->probe) hookd_breaker_cancel_probe(&e->br); /* no outcome will give it back */
   sched_sent_done(d, it);
@@ -1223,7 +1229,8 @@ static void *thread_main(void *arg) {
         sched_ep_unlink(d, e);
       }
       if (!stop_ms) stop_ms = d->stop_ms = hookd_mono_ms();
-      if (d->in_flight > 0 && hookd_mono_ms() - stop_ms >= d->cfg.shutdown_grace_ms) {
+      /* (requests only: a send mark still in the store is no request to abandon) */
+      if (hookd_egress_live(d->eg) && hookd_mono_ms() - stop_ms >= d->cfg.shutdown_grace_ms) {
         HLOG(HOOKD_LOG_WARN, "shutdown.abandon_in_flight", KV_I("in_flight", d->in_flight),
              KV_I("grace_ms", d->cfg.shutdown_grace_ms));
         hookd_egress_abort_all(d->eg, "hookd shutting down: request abandoned after the grace "

@@ -347,6 +347,7 @@ describe('hookd CLI', () => {
       // shown to every viewer of a source, joined to /in/{source}: no credentials, query, fragment
       [['--public-url', 'https://pu:PUBLICPW@hooks.example.com'], /no credentials, query or fragment/],
       [['--public-url', 'https://hooks.example.com/?k=1'], /--public-url/], [['--public-url', 'https://hooks.example.com/#f'], /--public-url/],
+      [['--public-url', 'https://hooks.example.com/#'], /--public-url/],
       [['--resolve', 'host:80:notanip'], /--resolve must be HOST:PORT:ADDR/], [['--resolve', 'host:80:[::1'], /--resolve/],
       [['--egress-ca-file', dir], /not a file/]]) {
       r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(dir, 'x.db')}`, ...args]);

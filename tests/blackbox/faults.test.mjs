@@ -324,6 +324,37 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('a send mark committed too late for the lease (the store locked meanwhile) sends nothing: given back and claimed again, never held unknown while in flight', async () => {
+    const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
+    // lease: 2 × 4 s + 1 s; the second forward waits 2 s for a token, then its mark waits on the lock
+    const dest = await startReceiver((rec, i) => (i === 1 ? { status: 200 } : { status: 200, delayMs: 3500 }));
+    await h.api('POST', '/v1/tenants', { id: 'late' });
+    const src = await h.api('POST', '/v1/sources', { id: 'src_late', tenant: 'late', provider: 'stripe', secrets: ['whsec_late'],
+      destinations: [{ url: dest.url, idempotent: false, timeout_ms: 4000, rate_limit: { per_second: 0.5 } }] });
+    assert.equal(src.status, 201, src.text);
+    const ids = [];
+    for (let i = 0; i < 2; i++) {
+      const body = JSON.stringify({ id: `evt_late_${i}`, type: 'invoice.paid', data: { object: { id: `in_${i}` } } });
+      const res = await fetch(`${h.url}/in/src_late`, { method: 'POST', headers: stripe(body, 'whsec_late'), body });
+      ids.push((await res.json()).inbox_id);
+    }
+    await dest.waitFor(1);
+    const release = await h.lockStore();
+    try {
+      await new Promise((resolve) => { setTimeout(resolve, 6500); }); // the outage: past most of the lease
+    } finally {
+      await release();
+    }
+    for (const id of ids) {
+      await waitUntil(async () => (await h.api('GET', `/v1/inbox/${id}`)).json.status === 'completed',
+        { what: `${id} forwarded`, timeout: 30000 });
+    }
+    assert.ok(!h.logs.some((l) => l.msg === 'delivery.held_unknown'), 'nothing held for an operator');
+    assert.equal(dest.requests.length, 2, 'each sent once');
+    assert.equal((await h.stop()).code, 0);
+    await dest.close();
+  });
+
   it('an endpoint disabled by a 410 whose outcome never reached the store is enabled again: the store still has it enabled', async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     let first = true;

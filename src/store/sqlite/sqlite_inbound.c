@@ -747,7 +747,13 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
     *n_hints = 0;
     return fail;
   }
-  return first ? sq_inbox_follow(c, first, now_ms, NULL, NULL) : HOOKD_STORE_OK;
+  rc = first ? sq_inbox_follow(c, first, now_ms, NULL, NULL) : HOOKD_STORE_OK;
+  if (rc) {
+    hookd_due_hints_free(*hints, *n_hints);
+    *hints = NULL;
+    *n_hints = 0;
+  }
+  return rc;
 }
 
 int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,

@@ -49,10 +49,25 @@ static void named_values(void **s) {
                       "{\"x-hub-signature-256\":\"[redacted]\",\"n\":1}");
   assert_string_equal(R("X-Shopify-Hmac-Sha256: 2cVhHi3vY4jzEoO3ypc5qZ3Vp5E="),
                       "X-Shopify-Hmac-Sha256: [redacted]");
-  assert_string_equal(R("vnp_Amount=100&vnp_SecureHash=ab12cd&vnp_TxnRef=7"),
+  assert_string_equal(R("vnp_Amount=100&vnp_SecureHash=ab12cd34ef56aa99&vnp_TxnRef=7"),
                       "vnp_Amount=100&vnp_SecureHash=[redacted]&vnp_TxnRef=7");
-  /* prose naming one is kept */
+  /* prose naming one is kept: an error about the signature is the diagnostic people need */
   assert_string_equal(R("{\"error\":\"invalid signature\"}"), "{\"error\":\"invalid signature\"}");
+  assert_string_equal(R("status=error signature=ok reason=amount_mismatch order=A-17"),
+                      "status=error signature=ok reason=amount_mismatch order=A-17");
+  assert_string_equal(R("Error: invalid signature: clock skew 42s"),
+                      "Error: invalid signature: clock skew 42s");
+  assert_string_equal(R("{\"signature_valid\": false, \"count\": 3} noSignature=true; user=bob"),
+                      "{\"signature_valid\": false, \"count\": 3} noSignature=true; user=bob");
+  assert_string_equal(R("{\"signature\":\"expired at 12:00\"}"), "{\"signature\":\"expired at 12:00\"}");
+  assert_string_equal(R("{\"signature\":\"9f86d081884c7d659a2feaa0c55ad015\"}"),
+                      "{\"signature\":\"[redacted]\"}");
+  /* a credential's word in the name wins over a signature's: masked, and never forwarded */
+  assert_string_equal(R("X-Signature-Secret: topsecret value"), "X-Signature-Secret: [redacted] value");
+  assert_true(hookd_redact_name_sensitive("X-Signature-Secret"));
+  assert_true(hookd_redact_name_sensitive("X-Hmac-Token"));
+  assert_false(hookd_redact_name_sensitive("X-Hub-Signature-256"));
+  assert_false(hookd_redact_name_sensitive("X-Shopify-Hmac-Sha256"));
   assert_string_equal(R("{\"token\": 12345}"), "{\"token\": [redacted]}");
   /* names inside longer words, or without a value, are left */
   assert_string_equal(R("tokens: 3, secretary: Ann, token"), "tokens: 3, secretary: Ann, token");
