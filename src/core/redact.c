@@ -154,8 +154,8 @@ static bool credential_shaped(const char *s, size_t n);
 
 /* A signature's schemes, as the headers that carry them write them */
 static bool signature_scheme(const char *s, size_t n) {
-  static const char *const schemes[] = {"v1,", "v1a,", "t=", "v0=", "v0:", "v1=",
-                                        "sha1=", "sha256=", "sha512="};
+  static const char *const schemes[] = {"v1,", "v1a,", "t=",      "ts=",     "v0=",
+                                        "v0:", "v1=",  "sha1=",   "sha256=", "sha512="};
   for (size_t k = 0; k < sizeof schemes / sizeof *schemes; k++) {
     size_t l = strlen(schemes[k]);
     if (n > l && !strncmp(s, schemes[k], l)) return true;

@@ -47,6 +47,8 @@ static void named_values(void **s) {
                       "Stripe-Signature: [redacted]\nok");
   assert_string_equal(R("{\"x-hub-signature-256\":\"sha256=757107ea0eb2509f\",\"n\":1}"),
                       "{\"x-hub-signature-256\":\"[redacted]\",\"n\":1}");
+  assert_string_equal(R("Paddle-Signature: ts=1671552777;h1=eb4d0dc8853be92b7f063b9f\nx: 1"),
+                      "Paddle-Signature: [redacted]\nx: 1");
   assert_string_equal(R("X-Shopify-Hmac-Sha256: 2cVhHi3vY4jzEoO3ypc5qZ3Vp5E="),
                       "X-Shopify-Hmac-Sha256: [redacted]");
   assert_string_equal(R("vnp_Amount=100&vnp_SecureHash=ab12cd34ef56aa99&vnp_TxnRef=7"),
