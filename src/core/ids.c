@@ -2,9 +2,9 @@
 #include "core/ids.h"
 
 #include <openssl/rand.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdbool.h>
 #include <string.h>
 
 static const char crockford[] = "0123456789abcdefghjkmnpqrstvwxyz";
