@@ -73,7 +73,11 @@ static const struct {
 #define AUTHORIZATION 5
 #define SIGNATURES 11 /* from here: a signature's name */
 
-typedef enum { VALUE_PLAIN, VALUE_AUTH, VALUE_SIGNATURE } value_kind;
+/* what a sensitive name's unquoted value runs to, and whether prose in it is kept: a plain
+ * credential's to its end (a blank, ',', ';', …), an authorization's to its line end, a
+ * signature's to its line end or form field (prose kept), and a credential named like a
+ * signature ("X-Signature-Secret") as far, always masked */
+typedef enum { VALUE_PLAIN, VALUE_AUTH, VALUE_SIGNATURE, VALUE_SIGNED_SECRET } value_kind;
 
 /* Whether the key in[i..i+n) holds a sensitive part; *auth: what its unquoted value runs to. */
 static bool sensitive_key(const char *in, size_t i, size_t n, value_kind *auth) {
@@ -92,7 +96,10 @@ static bool sensitive_key(const char *in, size_t i, size_t n, value_kind *auth) 
     k[m++] = (char)(c | 0x20);
   }
   word_end[m] = true;
-  bool signature = false; /* a signature's word: a credential's, anywhere in the name, wins */
+  /* a credential's word, anywhere in the name, wins over a signature's (masked whatever it
+   * holds), which still decides how far the value runs */
+  bool signature = false, found = false;
+  value_kind cred = VALUE_PLAIN;
   for (size_t w = 0; w < ns; w++) /* only where a word of the key starts */
     for (size_t s = 0; s < sizeof sensitive / sizeof sensitive[0]; s++) {
       size_t j = starts[w], sl = sensitive[s].n;
@@ -102,12 +109,13 @@ static bool sensitive_key(const char *in, size_t i, size_t n, value_kind *auth) 
           signature = true;
           continue;
         }
-        *auth = s == AUTHORIZATION ? VALUE_AUTH : VALUE_PLAIN;
-        return true;
+        if (!found) cred = s == AUTHORIZATION ? VALUE_AUTH : VALUE_PLAIN; /* the first */
+        found = true;
       }
     }
-  if (signature) *auth = VALUE_SIGNATURE;
-  return signature;
+  if (found) *auth = signature && cred == VALUE_PLAIN ? VALUE_SIGNED_SECRET : cred;
+  else if (signature) *auth = VALUE_SIGNATURE;
+  return found || signature;
 }
 
 /* A byte of a word the masks match on: a token's, an address's local part or domain, '@',
@@ -150,17 +158,31 @@ static bool ends_signature(unsigned char c) {
   return c == '\r' || c == '\n' || c == '&' || c == '"' || c == '\'' || c == '<' || c == '}';
 }
 
-static bool credential_shaped(const char *s, size_t n);
-
 /* A signature's schemes, as the headers that carry them write them */
 static bool signature_scheme(const char *s, size_t n) {
-  static const char *const schemes[] = {"v1,", "v1a,", "t=",      "ts=",     "v0=",
-                                        "v0:", "v1=",  "sha1=",   "sha256=", "sha512="};
+  static const char *const schemes[] = {"v1,",   "v1a,",   "t=",      "ts=",   "v0=",
+                                        "v0:",   "v1=",    "sha1=",   "sha256=", "sha512=",
+                                        "sha1 ", "sha256 ", "sha512 "};
   for (size_t k = 0; k < sizeof schemes / sizeof *schemes; k++) {
     size_t l = strlen(schemes[k]);
-    if (n > l && !strncmp(s, schemes[k], l)) return true;
+    if (n > l && !strncasecmp(s, schemes[k], l)) return true;
   }
   return false;
+}
+
+/* A signature field's value that is no signature but words about it: no scheme, and a first
+ * word of fewer than 8 bytes ("ok", "false", "invalid …", "expired at 12:00"), or of letters
+ * only followed by more words ("mismatched digest"). One blob of 8 bytes or more — base64
+ * with JSON or percent escapes, hex, letters — is a signature. */
+static bool prose(const char *s, size_t n) {
+  if (signature_scheme(s, n)) return false;
+  size_t w = 0;
+  while (w < n && s[w] != ' ' && s[w] != '\t') w++;
+  if (w < 8) return true;
+  if (w == n) return false;
+  for (size_t k = 0; k < w; k++)
+    if (!is_alpha((unsigned char)s[k])) return false;
+  return true;
 }
 
 static span match_named(const char *in, size_t len, size_t i) {
@@ -168,32 +190,27 @@ static span match_named(const char *in, size_t len, size_t i) {
   if (!w) return kept(0);
   size_t j = i + w;
   while (j < len && (in[j] == '"' || in[j] == '\'')) j++;
-  while (j < len && in[j] == ' ') j++;
+  while (j < len && (in[j] == ' ' || in[j] == '\t')) j++;
   value_kind auth = VALUE_PLAIN; /* a name (followed by ':' or '='), then a sensitive one */
   if (j >= len || (in[j] != ':' && in[j] != '=') || w < 3 || !sensitive_key(in, i, w, &auth))
     return kept(w);
   j++;
-  while (j < len && in[j] == ' ') j++;
+  while (j < len && (in[j] == ' ' || in[j] == '\t')) j++;
   if (j < len && (in[j] == '"' || in[j] == '\'')) {
     char q = in[j];
     size_t v = ++j;
     while (j < len && in[j] != q) j += in[j] == '\\' && j + 1 < len ? 2 : 1;
     if (j > len) j = len;
-    /* a signature's text that is no signature is read on (an address in it is still masked) */
-    if (auth == VALUE_SIGNATURE && !signature_scheme(in + v, j - v) &&
-        !(tok_run(in, j, v) == j - v && credential_shaped(in + v, j - v)))
-      return kept(v - i);
+    /* a signature's text that is prose is read on (an address in it is still masked) */
+    if (auth == VALUE_SIGNATURE && prose(in + v, j - v)) return kept(v - i);
     return j > v ? masked(v - i, j - i) : kept(v - i); /* the closing quote follows */
   }
   size_t v = j;
-  if (auth == VALUE_SIGNATURE && !signature_scheme(in + v, len - v)) {
-    size_t t = tok_run(in, len, v); /* a bare digest or base64 value, alone */
-    return t && credential_shaped(in + v, t) ? masked(v - i, v + t - i) : kept(v - i);
-  }
-  while (j < len && (auth == VALUE_AUTH        ? in[j] != '\r' && in[j] != '\n'
-                     : auth == VALUE_SIGNATURE ? !ends_signature((unsigned char)in[j])
-                                               : !ends_value((unsigned char)in[j])))
+  while (j < len && (auth == VALUE_AUTH ? in[j] != '\r' && in[j] != '\n'
+                     : auth == VALUE_PLAIN ? !ends_value((unsigned char)in[j])
+                                           : !ends_signature((unsigned char)in[j])))
     j++;
+  if (auth == VALUE_SIGNATURE && prose(in + v, j - v)) return kept(v - i);
   return j > v ? masked(v - i, j - i) : kept(v - i);
 }
 

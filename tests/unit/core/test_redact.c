@@ -64,8 +64,22 @@ static void named_values(void **s) {
   assert_string_equal(R("{\"signature\":\"expired at 12:00\"}"), "{\"signature\":\"expired at 12:00\"}");
   assert_string_equal(R("{\"signature\":\"9f86d081884c7d659a2feaa0c55ad015\"}"),
                       "{\"signature\":\"[redacted]\"}");
-  /* a credential's word in the name wins over a signature's: masked, and never forwarded */
-  assert_string_equal(R("X-Signature-Secret: topsecret value"), "X-Signature-Secret: [redacted] value");
+  /* escaped as serialisers write them (PHP's \/, .NET's \u002B), percent-encoded, after a tab */
+  assert_string_equal(R("{\"X-Shopify-Hmac-Sha256\":\"2cVhHi3vY4\\/tiV9q5E=\"}"),
+                      "{\"X-Shopify-Hmac-Sha256\":\"[redacted]\"}");
+  assert_string_equal(R("{\"sig_hmac\":\"RSOYDt4T1c\\u002BUTdK1PDd93\"}"), "{\"sig_hmac\":\"[redacted]\"}");
+  assert_string_equal(R("x_hub_signature_256=sha256%3D757107ea0eb2509f&a=1"),
+                      "x_hub_signature_256=[redacted]&a=1");
+  assert_string_equal(R("X-Twilio-Signature=RSOYDt4T1cUTdK1PDd93%2FVVr8B8%3D&b=2"),
+                      "X-Twilio-Signature=[redacted]&b=2");
+  assert_string_equal(R("Stripe-Signature:\tt=1492774577,v1=5257a869e7\n"), "Stripe-Signature:\t[redacted]\n");
+  assert_string_equal(R("X-Signature: sha256 9f86d081884c7d65\n"), "X-Signature: [redacted]\n");
+  assert_string_equal(R("signature: abcdefghijklmnopqrstuvwxyzabcdef"), "signature: [redacted]");
+  /* a credential's word in the name wins over a signature's: masked, as far as a signature runs,
+   * and never forwarded */
+  assert_string_equal(R("X-Signature-Secret: topsecret value"), "X-Signature-Secret: [redacted]");
+  assert_string_equal(R("X-Webhook-Signature-Token: v1,YWJj v1,ZGVm\nok: 1"),
+                      "X-Webhook-Signature-Token: [redacted]\nok: 1");
   assert_true(hookd_redact_name_sensitive("X-Signature-Secret"));
   assert_true(hookd_redact_name_sensitive("X-Hmac-Token"));
   assert_false(hookd_redact_name_sensitive("X-Hub-Signature-256"));
