@@ -559,7 +559,7 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   }
   if (c->public_url[0] && (!url_ok(c->public_url, false) || strpbrk(c->public_url, "?#@"))) {
     snprintf(err, errlen, "--public-url must be an http:// or https:// URL with a host, and "
-                          "no credentials, query or fragment");
+                          "no credentials, query or fragment (no '@', '?' or '#')");
     return -1;
   }
   /* joined to "/in/{source}": "https://hooks.example.com/" gave "…com//in/…", an ingest URL no
