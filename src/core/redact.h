@@ -10,11 +10,13 @@
  *     ("accessToken", "aws_secret_access_key", "x-api-key"; not "secretary", "tokens"):
  *     "name": "value", name=value, name: value; an unquoted authorization to the end of its
  *     line (a header: "Authorization: Bot …");
- *   - signatures, the same way: a field named with signature, hmac or securehash
+ *   - signatures: the value of a field named with signature, hmac or securehash
  *     (webhook-signature, Stripe-Signature, X-Hub-Signature-256, X-Shopify-Hmac-Sha256,
- *     vnp_SecureHash), its unquoted value to the end of its line or form field (a receiver
- *     echoing the request shows hookd's signature and the provider's; a replay inside the
- *     tolerance could reuse them);
+ *     vnp_SecureHash), unquoted to the end of its line or form field, unless it is prose (no
+ *     scheme such as "v1," or "sha256=", and a first word shorter than 8 bytes or of letters
+ *     followed by more words: "invalid signature: clock skew 42s" stays readable) — a receiver
+ *     echoing the request shows hookd's signature and the provider's, and a replay inside the
+ *     tolerance could reuse them; a name that also holds a credential's word is always masked;
  *   - the credential after "Bearer " or "Basic " when it looks like one (8 characters or more
  *     with a digit, a base64 sign or both cases: not "Basic validation failed");
  *   - tokens with a known prefix: whsec_, whsk_, sk_live_, sk_test_, rk_live_, rk_test_,
