@@ -33,6 +33,11 @@ bool hookd_bucket_take(hookd_bucket *b, int64_t now_ms) {
   return true;
 }
 
+void hookd_bucket_refund(hookd_bucket *b) {
+  if (b->rate <= 0) return;
+  b->tokens = b->tokens + 1.0 > b->burst ? b->burst : b->tokens + 1.0;
+}
+
 int64_t hookd_bucket_wait_ms(hookd_bucket *b, int64_t now_ms) {
   if (b->rate <= 0) return 0;
   refill(b, now_ms);

@@ -24,6 +24,8 @@ void hookd_bucket_init(hookd_bucket *b, double rate, double burst, int64_t now_m
 void hookd_bucket_set(hookd_bucket *b, double rate, double burst, int64_t now_ms);
 /* Takes one token if there is one. */
 bool hookd_bucket_take(hookd_bucket *b, int64_t now_ms);
+/* Gives back a token taken for a request that was not sent after all (at most up to burst). */
+void hookd_bucket_refund(hookd_bucket *b);
 /* Milliseconds until a token is available (0 = now), at most HOOKD_BUCKET_MAX_WAIT_MS. */
 int64_t hookd_bucket_wait_ms(hookd_bucket *b, int64_t now_ms);
 

@@ -1014,6 +1014,9 @@ static void on_marked(hookd_dispatcher *d, item *it) {
     if (disp_send_item(d, it, now) == 0) return;
   }
   if (it->probe) hookd_breaker_cancel_probe(&e->br); /* no outcome will give it back */
+  /* the rate tokens dispatch_ring took pay for requests sent only */
+  hookd_bucket_refund(&e->bucket);
+  hookd_bucket_refund(&e->t->bucket);
   sched_sent_done(d, it);
   if (it->rc == HOOKD_STORE_STALE) {
     item_finish(d, it);

@@ -38,6 +38,14 @@ static void bucket_rate_and_burst(void **s) {
   assert_int_equal(hookd_bucket_wait_ms(&b, 0), 100);
   assert_false(hookd_bucket_take(&b, 99));
   assert_true(hookd_bucket_take(&b, 100));
+  /* a token given back (a request not sent after all) goes at once, never past the burst */
+  hookd_bucket_refund(&b);
+  assert_true(hookd_bucket_take(&b, 100));
+  assert_false(hookd_bucket_take(&b, 100));
+  for (int i = 0; i < 9; i++) hookd_bucket_refund(&b);
+  taken = 0;
+  for (int i = 0; i < 9; i++) taken += hookd_bucket_take(&b, 100);
+  assert_int_equal(taken, 5);
   /* over 10 s at most 10/s + burst go through, however often we ask */
   taken = 0;
   for (int64_t t = 100; t <= 10100; t += 7) taken += hookd_bucket_take(&b, t);
