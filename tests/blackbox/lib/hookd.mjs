@@ -164,9 +164,11 @@ class Hookd {
     return withTimeout(this.exited, 10000, 'hookd did not die');
   }
 
-  // Reads the SQLite store directly (the daemon may be dead): sqlite3 CLI, JSON rows.
+  // Reads the SQLite store directly (the daemon may be dead): sqlite3 CLI, JSON rows. A live
+  // daemon's writer may hold the lock for a commit: waited for (5 s), as the daemon's own
+  // connections do, instead of failing at once with "database is locked".
   query(sql) {
-    const out = execFileSync('sqlite3', ['-json', this.db, sql], { encoding: 'utf8' });
+    const out = execFileSync('sqlite3', ['-json', '-cmd', '.timeout 5000', this.db, sql], { encoding: 'utf8' });
     return out.trim() ? JSON.parse(out) : [];
   }
 }
