@@ -1207,6 +1207,29 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('a destination made non-idempotent while a request is in flight, then hookd killed: that request is held unknown, not sent again', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_flip'], [{ url: dest.url, idempotent: true, timeout_ms: 10000 }], {}, d);
+    const body = stripeEvent('evt_flip_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_flip'), d);
+    assert.equal(r.status, 200);
+    await dest.waitFor(1); // sent while idempotent: no send mark
+    const flip = await d.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`, { idempotent: false });
+    assert.equal(flip.status, 200, flip.text);
+    await d.kill9();
+    d = await startHookd({ dir });
+    const rec = await waitStatus(src, r.json.inbox_id, 'unknown', 15000, d);
+    assert.match(rec.last_error, /lease lost/);
+    assert.equal(dest.requests.length, 1, 'not sent again under the new setting');
+    assert.equal((await d.stop()).code, 0);
+    dest.releaseHanging();
+    await dest.close();
+    cleanup();
+  });
+
   it('hookd killed with a non-idempotent destination busy: only the forwards in flight are held unknown; those waiting were never claimed ahead and resume', async () => {
     const { dir, cleanup } = tempDir();
     let d = await startHookd({ dir });

@@ -285,6 +285,8 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
     hookd_endpoint_free(&cur);
     return rc;
   }
+  /* a destination made non-idempotent: a request in flight went out without a send mark */
+  bool now_no_resend = cur.source_id && cur.idempotent && !ep->idempotent;
   hookd_endpoint_free(&cur);
   sqlite3_stmt *st =
       sq_stmt(c, SQ_EP_UPDATE,
@@ -324,6 +326,16 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sq_bind_i64(st, 17, ep->idempotent);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
+  if (now_no_resend) {
+    /* every lease it holds now may be such a request: marked, as migration 23 marks them (a
+     * crash then holds it unknown instead of sending it again under the new setting) */
+    st = sq_stmt(c, SQ_EP_MARK_LEASED,
+                 "UPDATE deliveries SET sent_token = lease_token WHERE endpoint_id = ?1"
+                 " AND leased_until IS NOT NULL AND (state = 'pending' OR state = 'retrying')");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, ep->id);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "mark leased deliveries");
+  }
   /* no lanes any more: nothing waits (a first bounded step here, the rest by the rescans) */
   return ep->ordered ? HOOKD_STORE_OK : sq_lane_unorder(c, ep->id);
 }
