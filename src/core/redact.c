@@ -150,10 +150,10 @@ bool hookd_redact_name_sensitive(const char *name) {
 
 /* "key": "value", key=value, key: value, where the key holds a sensitive part — the value
  * masked, the rest kept; an authorization's unquoted value (a header line: "Bot …", "Token …")
- * to the end of its line. A signature's value only when it looks like one (an error message
- * naming the signature must stay readable: "invalid signature: clock skew 42s", "signature=ok"):
- * one with a scheme ("v1,… v1,…", "t=…,v1=…", "sha256=…") to the end of its line or form field,
- * else a credential-shaped token alone. A key-like word that is none of these is kept whole. */
+ * to the end of its line. A signature's value unless it is prose (an error message naming the
+ * signature must stay readable: "invalid signature: clock skew 42s", "signature=ok"), to the
+ * end of its line or form field ("v1,… v1,…", "t=…,v1=…", "sha256=…"). A key-like word that
+ * is none of these is kept whole. */
 static bool ends_signature(unsigned char c) {
   return c == '\r' || c == '\n' || c == '&' || c == '"' || c == '\'' || c == '<' || c == '}';
 }
@@ -174,15 +174,18 @@ static bool signature_scheme(const char *s, size_t n) {
  * word of fewer than 8 bytes ("ok", "false", "invalid …", "expired at 12:00"), or of letters
  * only followed by more words ("mismatched digest"). One blob of 8 bytes or more — base64
  * with JSON or percent escapes, hex, letters — is a signature. */
+static bool letters(const char *s, size_t n) {
+  for (size_t k = 0; k < n; k++)
+    if (!is_alpha((unsigned char)s[k])) return false;
+  return true;
+}
+
 static bool prose(const char *s, size_t n) {
   if (signature_scheme(s, n)) return false;
   size_t w = 0;
   while (w < n && s[w] != ' ' && s[w] != '\t') w++;
   if (w < 8) return true;
-  if (w == n) return false;
-  for (size_t k = 0; k < w; k++)
-    if (!is_alpha((unsigned char)s[k])) return false;
-  return true;
+  return w < n && letters(s, w);
 }
 
 static span match_named(const char *in, size_t len, size_t i) {
@@ -206,11 +209,22 @@ static span match_named(const char *in, size_t len, size_t i) {
     return j > v ? masked(v - i, j - i) : kept(v - i); /* the closing quote follows */
   }
   size_t v = j;
+  if (auth == VALUE_SIGNATURE) {
+    /* decided by its first word, read once: prose read on from there, a lone blob masked
+     * alone, anything else to its end (never a scan to the line's end for words kept: each
+     * of many names on one line would read the rest of the line again) */
+    size_t e = v;
+    while (e < len && in[e] != ' ' && in[e] != '\t' && !ends_signature((unsigned char)in[e])) e++;
+    bool more = e < len && (in[e] == ' ' || in[e] == '\t');
+    if (!signature_scheme(in + v, len - v)) {
+      if (prose(in + v, e - v) || (more && letters(in + v, e - v))) return kept(e - i);
+      if (!more) return masked(v - i, e - i); /* one blob (prose() took the empty one) */
+    }
+  }
   while (j < len && (auth == VALUE_AUTH ? in[j] != '\r' && in[j] != '\n'
                      : auth == VALUE_PLAIN ? !ends_value((unsigned char)in[j])
                                            : !ends_signature((unsigned char)in[j])))
     j++;
-  if (auth == VALUE_SIGNATURE && prose(in + v, j - v)) return kept(v - i);
   return j > v ? masked(v - i, j - i) : kept(v - i);
 }
 

@@ -142,7 +142,8 @@ static void bytes_and_bounds(void **s) {
 /* A receiver's 4 KiB built to make a scanner go back over itself: each shape once. */
 static void hostile_input_stays_linear(void **s) {
   static const char *const units[] = {"eyJ", "a@", "1 ", "password", "ghp_", "Bearer ", "x.",
-                                      "@a.", "token:\"", "4"};
+                                      "@a.", "token:\"", "4", "signature=ok ",
+                                      "signature:\"ok ", "x_sig_hmac: abcdefgh "};
   /* 256 KiB of each: a pass that went back over its input would do ~3e10 steps (minutes); one
    * that does not takes milliseconds, and well under the bound under any sanitizer */
   size_t n = 1 << 18;
