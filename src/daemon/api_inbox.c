@@ -18,6 +18,7 @@ typedef struct inbox_op {
   hookd_api_op base;
   char id[HOOKD_ID_MAX + 64];
   char tenant[HOOKD_ID_MAX + 64], source[HOOKD_ID_MAX + 64], status[32];
+  char event_id[256]; /* list: the provider's event id (as the record shows it) */
   hookd_inbox_filter f;
   hookd_principal who;
   bool scoped;
@@ -148,9 +149,18 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   int limit = hookd_api_limit(r, 50, 500);
   if (limit < 0) return;
   const char *tenant = hookd_req_query(r, "tenant"), *source = hookd_req_query(r, "source"),
-             *state = hookd_req_query(r, "state");
+             *state = hookd_req_query(r, "state"), *event_id = hookd_req_query(r, "event_id");
   if ((tenant && !hookd_id_valid(tenant, 64)) || (source && !hookd_id_valid(source, 128))) {
     hookd_req_error(r, 400, "invalid_parameter", "tenant and source must be ids");
+    return;
+  }
+  /* the provider's id, as the record's event_id shows it (printable ASCII): "which record is
+   * Stripe's evt_…?" */
+  bool printable = event_id && *event_id;
+  for (const char *p = event_id; printable && *p; p++) printable = *p >= 0x20 && *p < 0x7f;
+  if (event_id && (!printable || strlen(event_id) >= sizeof ((inbox_op *)0)->event_id)) {
+    hookd_req_error(r, 400, "invalid_parameter",
+                    "event_id must be 1-255 printable ASCII characters (the provider's id)");
     return;
   }
   int i = 0;
@@ -171,6 +181,8 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   op->f.tenant_id = tenant ? op->tenant : NULL;
   op->f.source_id = source ? op->source : NULL;
   op->f.status = state ? op->status : NULL;
+  snprintf(op->event_id, sizeof op->event_id, "%s", event_id ? event_id : "");
+  op->f.event_id = event_id ? op->event_id : NULL;
   op->f.now_ms = hookd_now_ms();
   op->f.before_seq = b;
   op->f.limit = limit + 1;

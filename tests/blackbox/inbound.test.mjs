@@ -1701,6 +1701,26 @@ describe('source configuration', () => {
     await dest.close();
   });
 
+  it('the inbox is searched by the provider\'s event id (support has Stripe\'s evt_…): the record, and a conflicting copy of it', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_find'], [{ url: dest.url }]);
+    const a = stripeEvent('evt_find_1');
+    const first = await post(src, a, sign.stripe(a, 'whsec_find'));
+    const other = stripeEvent('evt_find_2');
+    await post(src, other, sign.stripe(other, 'whsec_find'));
+    const changed = stripeEvent('evt_find_1', { livemode: true }); // same id, another payload
+    assert.equal((await post(src, changed, sign.stripe(changed, 'whsec_find'))).json.status, 'conflict');
+    const found = await h.api('GET', `/v1/inbox?tenant=${TENANT}&event_id=evt_find_1`);
+    assert.equal(found.status, 200, found.text);
+    assert.deepEqual(found.json.data.map((x) => [x.event_id, x.status === 'conflict']).sort(),
+      [['evt_find_1', false], ['evt_find_1', true]]);
+    assert.ok(found.json.data.some((x) => x.id === first.json.inbox_id));
+    assert.equal((await h.api('GET', `/v1/inbox?tenant=${TENANT}&source=${src.id}&event_id=evt_nowhere`)).json.data.length, 0);
+    const bad = await h.api('GET', `/v1/inbox?tenant=${TENANT}&event_id=%01x`);
+    assert.equal(bad.status, 400, bad.text);
+    await dest.close();
+  });
+
   it('the inbox list filters on the status as shown: processing (a forward under a live lease) is its own state, not received', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_proc'], [{ url: dest.url, timeout_ms: 30000 }]);
