@@ -329,38 +329,29 @@ static int run_mark(hookd_store_conn *c, const hookd_store_backend *be, void *ar
   return be->mark_sent(c, it->c.d.seq, it->c.d.lease_token);
 }
 
-static void submit_item_op(hookd_dispatcher *d, item *it, bool record) {
+/* The item's store op: its outcome, the release of its lease, or the send mark before its
+ * request (docs/inbound.md "Ambiguous outcomes": the request starts when the mark is committed,
+ * on_marked; the item counts as in flight meanwhile, the caller counted it). */
+typedef enum { ITEM_RELEASE, ITEM_RECORD, ITEM_MARK } item_op_kind;
+
+static void submit_item_op(hookd_dispatcher *d, item *it, item_op_kind kind) {
   it->d = d;
-  it->recording = record;
-  it->marking = false;
-  it->op.run = record ? run_record : run_release;
+  it->recording = kind == ITEM_RECORD;
+  it->marking = kind == ITEM_MARK;
+  it->op.run = kind == ITEM_RECORD ? run_record : kind == ITEM_MARK ? run_mark : run_release;
   it->op.done = item_done_post;
   it->op.arg = it;
   /* a fenced lease (HOOKD_STORE_STALE) is found by the first UPDATE, before anything is written;
-   * both write only the store, so they may run twice */
+   * all write only the store, so they may run twice */
   it->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   d->store_ops++;
   it->ep->item_ops++; /* the endpoint outlives the op even if it is deleted meanwhile */
   hookd_storeq_submit(d->store->writer, &it->op);
 }
 
-void disp_release_item(hookd_dispatcher *d, item *it) { submit_item_op(d, it, false); }
+void disp_release_item(hookd_dispatcher *d, item *it) { submit_item_op(d, it, ITEM_RELEASE); }
 
-/* The send mark, before a request to a destination that is not idempotent (docs/inbound.md
- * "Ambiguous outcomes"): the request starts when it is committed (on_marked). The item counts
- * as in flight meanwhile (the caller counted it). */
-void disp_mark_item(hookd_dispatcher *d, item *it) {
-  it->d = d;
-  it->recording = false;
-  it->marking = true;
-  it->op.run = run_mark;
-  it->op.done = item_done_post;
-  it->op.arg = it;
-  it->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* one fenced UPDATE: it may run twice */
-  d->store_ops++;
-  it->ep->item_ops++;
-  hookd_storeq_submit(d->store->writer, &it->op);
-}
+void disp_mark_item(hookd_dispatcher *d, item *it) { submit_item_op(d, it, ITEM_MARK); }
 
 void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reason) {
   hookd_delivery *dl = &it->c.d;
@@ -380,7 +371,7 @@ void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reas
   it->out.inbound = it->c.inbound;
   it->out.lane = dl->ordering_key != NULL;
   it->out.now_ms = hookd_now_ms();
-  submit_item_op(d, it, true);
+  submit_item_op(d, it, ITEM_RECORD);
 }
 
 /* ---------- sending ---------- */
@@ -705,7 +696,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
          KV_S("tenant_id", e->cfg.tenant_id), KV_S("reason", o->disable_reason));
     sched_release_queue(d, e);
   }
-  submit_item_op(d, it, true);
+  submit_item_op(d, it, ITEM_RECORD);
   sched_sent_done(d, it);
   sched_health_update(d, e);
 }
@@ -863,7 +854,7 @@ static int64_t record_retry_due(hookd_dispatcher *d, int64_t now, bool stopping)
       *pp = it->retry_next;
       it->retry_next = NULL;
       it->ep->item_ops--; /* submit_item_op counts it again */
-      submit_item_op(d, it, it->recording); /* an outcome, or a lease release */
+      submit_item_op(d, it, it->recording ? ITEM_RECORD : ITEM_RELEASE);
       continue;
     }
     if (it->retry_ms - now < next) next = it->retry_ms - now;
@@ -1009,7 +1000,7 @@ static void on_marked(hookd_dispatcher *d, item *it) {
    * may have taken most of the lease: a request that outlived it would be held unknown by the
    * sweep while it is still in flight); the endpoint disabled or paused meanwhile sends nothing */
   if (it->rc == 0 && !d->stopping && !e->gone && e->cfg.enabled && e->paused_until <= now &&
-      it->c.d.leased_until_ms - now >= e->cfg.timeout_ms + 1000) {
+      disp_lease_room(it, e, now)) {
     it->marked = true;
     if (disp_send_item(d, it, now) == 0) return;
   }

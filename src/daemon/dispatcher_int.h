@@ -172,9 +172,16 @@ typedef struct ep {
 } ep;
 
 /* An inbound destination marked idempotent: false: a request that may have reached it is never
- * sent again without an operator (held `unknown`; the store's RECLAIM_NO_RESEND is the same
- * rule for reclaimed leases). */
+ * sent again without an operator (held `unknown`; the store's RECLAIM_NO_RESEND holds a
+ * reclaimed lease the same way when its send mark is there). */
 static inline bool ep_no_resend(const ep *e) { return e->cfg.source_id && !e->cfg.idempotent; }
+
+/* Whether the item's lease leaves room for a request (its timeout and a second): else it is
+ * given back and claimed again rather than lapse mid-request (checked before the send mark,
+ * and again once it is committed). */
+static inline bool disp_lease_room(const item *it, const ep *e, int64_t now) {
+  return it->c.d.leased_until_ms - now >= e->cfg.timeout_ms + 1000;
+}
 
 /* A snapshot of an endpoint's health for the API (guarded by hookd_dispatcher.health_mu). */
 typedef struct ep_health_rec {

@@ -443,8 +443,8 @@ static int64_t claim_key(hookd_dispatcher *d, const ep *e) {
  * of its rate when it is rate-limited; a breaker not closed claims only its probes (an open one
  * turns half-open at its first send after the cool-down: claiming a full window for it then
  * only gave back all but the probe). An inbound destination that is not idempotent claims only
- * its free slots: after a crash every lease of it is held `unknown` (its request may have been
- * sent), so a delivery claimed ahead and never sent would wait for an operator too. */
+ * its free slots: the send mark decides what a crash holds, and each of its requests waits for
+ * a commit anyway, so deliveries claimed ahead would only sit leased in its queue. */
 static int ep_room(hookd_dispatcher *d, const ep *e) {
   int limit = (ep_no_resend(e) ? 1 : 2) * sched_ep_limit(e);
   if (e->cfg.rate_limit > 0) {
@@ -662,7 +662,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     bool sent = false, probe = it->probe;
     if (it->c.expires_ms && now >= it->c.expires_ms) {
       disp_record_without_attempt(d, it, "expired");
-    } else if (it->c.d.leased_until_ms - now < e->cfg.timeout_ms + 1000) {
+    } else if (!disp_lease_room(it, e, now)) {
       /* waited too long for a slot: the lease could lapse mid-request; claim it again later */
       disp_release_item(d, it);
       if (!e->next_due || e->next_due > now) e->next_due = now;
