@@ -170,22 +170,19 @@ static bool signature_scheme(const char *s, size_t n) {
   return false;
 }
 
-/* A signature field's value that is no signature but words about it: no scheme, and a first
- * word of fewer than 8 bytes ("ok", "false", "invalid …", "expired at 12:00"), or of letters
- * only followed by more words ("mismatched digest"). One blob of 8 bytes or more — base64
- * with JSON or percent escapes, hex, letters — is a signature. */
 static bool letters(const char *s, size_t n) {
   for (size_t k = 0; k < n; k++)
     if (!is_alpha((unsigned char)s[k])) return false;
   return true;
 }
 
-static bool prose(const char *s, size_t n) {
-  if (signature_scheme(s, n)) return false;
-  size_t w = 0;
-  while (w < n && s[w] != ' ' && s[w] != '\t') w++;
-  if (w < 8) return true;
-  return w < n && letters(s, w);
+/* A signature field's value that is no signature but words about it, judged by its first word
+ * of w bytes (more: words follow it), the value having no scheme: fewer than 8 bytes ("ok",
+ * "false", "invalid …", "expired at 12:00"), or letters only followed by more words
+ * ("mismatched digest"). One blob of 8 bytes or more — base64 with JSON or percent escapes,
+ * hex, letters — is a signature. */
+static bool prose_start(const char *s, size_t w, bool more) {
+  return w < 8 || (more && letters(s, w));
 }
 
 static span match_named(const char *in, size_t len, size_t i) {
@@ -205,7 +202,11 @@ static span match_named(const char *in, size_t len, size_t i) {
     while (j < len && in[j] != q) j += in[j] == '\\' && j + 1 < len ? 2 : 1;
     if (j > len) j = len;
     /* a signature's text that is prose is read on (an address in it is still masked) */
-    if (auth == VALUE_SIGNATURE && prose(in + v, j - v)) return kept(v - i);
+    if (auth == VALUE_SIGNATURE && !signature_scheme(in + v, j - v)) {
+      size_t e = v;
+      while (e < j && in[e] != ' ' && in[e] != '\t') e++;
+      if (prose_start(in + v, e - v, e < j)) return kept(v - i);
+    }
     return j > v ? masked(v - i, j - i) : kept(v - i); /* the closing quote follows */
   }
   size_t v = j;
@@ -217,8 +218,8 @@ static span match_named(const char *in, size_t len, size_t i) {
     while (e < len && in[e] != ' ' && in[e] != '\t' && !ends_signature((unsigned char)in[e])) e++;
     bool more = e < len && (in[e] == ' ' || in[e] == '\t');
     if (!signature_scheme(in + v, len - v)) {
-      if (prose(in + v, e - v) || (more && letters(in + v, e - v))) return kept(e - i);
-      if (!more) return masked(v - i, e - i); /* one blob (prose() took the empty one) */
+      if (prose_start(in + v, e - v, more)) return kept(e - i);
+      if (!more) return masked(v - i, e - i); /* one blob (an empty one is prose) */
     }
   }
   while (j < len && (auth == VALUE_AUTH ? in[j] != '\r' && in[j] != '\n'
