@@ -566,10 +566,11 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
       "SELECT d.event_seq, SUM(x.state = 'unknown'),"
       /* a forward cut off by its destination's delete and replaced by a forward made later
        * (sq_inbox_reforward) no longer decides the record */
-      " SUM((x.state = 'dead' OR x.state = 'cancelled') AND NOT (EXISTS (SELECT 1 FROM"
-      " deliveries y WHERE y.event_seq = x.event_seq AND y.created_at > x.created_at) AND"
+      /* (a CASE: the subqueries run for those forwards only, not for every outcome's row) */
+      " SUM(CASE WHEN x.state = 'dead' OR x.state = 'cancelled' THEN NOT (EXISTS (SELECT 1"
+      " FROM deliveries y WHERE y.event_seq = x.event_seq AND y.created_at > x.created_at) AND"
       " COALESCE((SELECT g.deleted_at IS NOT NULL FROM endpoints g WHERE g.id = x.endpoint_id),"
-      " 0))),"
+      " 0)) ELSE 0 END),"
       " SUM(x.state = 'retrying'), SUM(x.state = 'pending'), SUM(x.state = 'delivered'),"
       " SUM(x.attempt_count) FROM deliveries d JOIN deliveries x ON x.event_seq = d.event_seq"
       " WHERE d.seq = ?1");
