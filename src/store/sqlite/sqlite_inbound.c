@@ -470,6 +470,24 @@ int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_
 
 /* A new record (req->inbox_id, at inbox_seq) that passed the allowlist: a semantic duplicate, a
  * stale version, or the event stored once at event_seq with one delivery per destination. */
+/* A forward of the inbound event at event_seq to the destination in eps's row (id, policy_id):
+ * a pending delivery, due now; *made is false when the destination has one already. */
+static int insert_forward(hookd_store_conn *c, sqlite3_stmt *ins, sqlite3_stmt *eps,
+                          int64_t event_seq, const char *tenant_id, int64_t now_ms, bool *made) {
+  char did[HOOKD_ID_MAX];
+  if (hookd_id_new("dlv", now_ms, did) != 0) return HOOKD_STORE_ERR;
+  sqlite3_reset(ins);
+  sq_bind_text(ins, 1, did);
+  sq_bind_i64(ins, 2, event_seq);
+  sqlite3_bind_text(ins, 3, (const char *)sqlite3_column_text(eps, 0), -1, SQLITE_TRANSIENT);
+  sq_bind_text(ins, 4, tenant_id);
+  sq_bind_i64(ins, 5, now_ms);
+  sq_bind_i64(ins, 6, sq_col_i64(eps, 1));
+  if (sqlite3_step(ins) != SQLITE_DONE) return sq_fail(c, "insert delivery");
+  *made = sqlite3_changes(c->db) == 1;
+  return HOOKD_STORE_OK;
+}
+
 static int receive_new(hookd_store_conn *c, const hookd_receive_req *req, int64_t inbox_seq,
                        int64_t event_seq, hookd_receive_res *res) {
   int rc;
@@ -536,16 +554,9 @@ static int receive_new(hookd_store_conn *c, const hookd_receive_req *req, int64_
   sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL);
   if (!ins) return HOOKD_STORE_ERR;
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
-    char did[HOOKD_ID_MAX];
-    if (hookd_id_new("dlv", req->now_ms, did) != 0) return HOOKD_STORE_ERR;
-    sqlite3_reset(ins);
-    sq_bind_text(ins, 1, did);
-    sq_bind_i64(ins, 2, event_seq);
-    sqlite3_bind_text(ins, 3, (const char *)sqlite3_column_text(eps, 0), -1, SQLITE_TRANSIENT);
-    sq_bind_text(ins, 4, req->tenant_id);
-    sq_bind_i64(ins, 5, req->now_ms);
-    sq_bind_i64(ins, 6, sq_col_i64(eps, 1));
-    if (sqlite3_step(ins) != SQLITE_DONE) return sq_fail(c, "insert delivery");
+    bool made;
+    int irc = insert_forward(c, ins, eps, event_seq, req->tenant_id, req->now_ms, &made);
+    if (irc) return irc;
     if (res->n_endpoints < HOOKD_FANOUT_MAX) res->endpoints[res->n_endpoints++] = sq_col_str(eps, 0);
   }
   if (rc != SQLITE_DONE) return sq_fail(c, "destinations");
@@ -717,23 +728,10 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
   int64_t first = 0;
   int fail = 0; /* a write or an allocation failed */
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
-    char did[HOOKD_ID_MAX];
-    if (hookd_id_new("dlv", now_ms, did) != 0) {
-      fail = HOOKD_STORE_ERR;
+    bool made;
+    if ((fail = insert_forward(c, ins, eps, rec.event_seq, rec.tenant_id, now_ms, &made)) != 0)
       break;
-    }
-    sqlite3_reset(ins);
-    sq_bind_text(ins, 1, did);
-    sq_bind_i64(ins, 2, rec.event_seq);
-    sqlite3_bind_text(ins, 3, (const char *)sqlite3_column_text(eps, 0), -1, SQLITE_TRANSIENT);
-    sq_bind_text(ins, 4, rec.tenant_id);
-    sq_bind_i64(ins, 5, now_ms);
-    sq_bind_i64(ins, 6, sq_col_i64(eps, 1));
-    if (sqlite3_step(ins) != SQLITE_DONE) {
-      fail = sq_fail(c, "insert delivery");
-      break;
-    }
-    if (sqlite3_changes(c->db) != 1) continue;
+    if (!made) continue;
     if (!first) first = sqlite3_last_insert_rowid(c->db);
     (*n_made)++;
     if (sq_hint_push(hints, n_hints, &cap, (const char *)sqlite3_column_text(eps, 0), now_ms)) {
