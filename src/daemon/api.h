@@ -87,6 +87,8 @@ bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id);
 json_t *hookd_json_tenant(const hookd_tenant *t);
 /* Never includes the secret. timeout_ms is the bound applied: a stored value above
  * --max-timeout-ms (lowered since it was set) shows that maximum, as the dispatcher uses it. */
+/* A rate limit as the API shows it: {"per_second": n}, or null for none (0). */
+json_t *hookd_json_rate(double per_second);
 json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms);
 int hookd_api_timeout_shown(int timeout_ms, int max_timeout_ms); /* the lower of the two */
 json_t *hookd_json_delivery(const hookd_delivery *d);

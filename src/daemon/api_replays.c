@@ -128,8 +128,7 @@ static json_t *render(rp_op *op) {
       health = json_pack("{s:s,s:o,s:o}", "breaker", h.breaker, "failing_since",
                          hookd_json_time(h.failing_since_ms), "paused_until",
                          hookd_json_time(h.paused_until_ms));
-    json_t *rate = e->id && e->rate_limit > 0 ? json_pack("{s:f}", "per_second", e->rate_limit)
-                                               : json_null();
+    json_t *rate = hookd_json_rate(e->id ? e->rate_limit : 0);
     if (live && e->id && e->rate_limit > 0) {
       double t = (double)d->endpoints[i].remaining / e->rate_limit;
       if (t > drain) drain = t; /* the endpoint's own limit is the slower one */

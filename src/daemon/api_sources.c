@@ -119,9 +119,7 @@ static json_t *dest_json(hookd_app *app, const hookd_endpoint *e, const char *se
                         e->disabled_reason ? json_string(e->disabled_reason) : json_null());
   if (v) {
     json_object_set_new(v, "max_in_flight", json_integer(e->max_in_flight));
-    json_object_set_new(v, "rate_limit",
-                        e->rate_limit > 0 ? json_pack("{s:f}", "per_second", e->rate_limit)
-                                          : json_null());
+    json_object_set_new(v, "rate_limit", hookd_json_rate(e->rate_limit));
   }
   if (v && secret) json_object_set_new(v, "secret", json_string(secret));
   return v;

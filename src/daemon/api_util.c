@@ -441,12 +441,14 @@ int hookd_api_timeout_shown(int timeout_ms, int max_timeout_ms) {
   return max_timeout_ms > 0 && timeout_ms > max_timeout_ms ? max_timeout_ms : timeout_ms;
 }
 
+json_t *hookd_json_rate(double per_second) {
+  return per_second > 0 ? json_pack("{s:f}", "per_second", per_second) : json_null();
+}
+
 json_t *hookd_json_tenant(const hookd_tenant *t) {
   return json_pack("{s:s,s:s,s:o,s:o,s:o,s:i,s:o}", "id", t->id, "name", t->name ? t->name : "",
                    "max_in_flight", t->max_in_flight ? json_integer(t->max_in_flight) : json_null(),
-                   "rate_limit",
-                   t->rate_limit > 0 ? json_pack("{s:f}", "per_second", t->rate_limit)
-                                     : json_null(),
+                   "rate_limit", hookd_json_rate(t->rate_limit),
                    "created_at", hookd_json_time(t->created_ms), "weight",
                    t->weight > 0 ? t->weight : 1, "updated_at",
                    hookd_json_time(t->updated_ms ? t->updated_ms : t->created_ms));
@@ -482,9 +484,7 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
           : json_null(),
       "created_at",
       hookd_json_time(e->created_ms), "updated_at", hookd_json_time(e->updated_ms));
-  json_object_set_new(v, "rate_limit",
-                      e->rate_limit > 0 ? json_pack("{s:f}", "per_second", e->rate_limit)
-                                        : json_null());
+  json_object_set_new(v, "rate_limit", hookd_json_rate(e->rate_limit));
   json_object_set_new(v, "ordered", json_boolean(e->ordered));
   json_object_set_new(v, "lane_policy", json_string(e->lane_policy ? e->lane_policy : "skip"));
   json_object_set_new(v, "failing_since", hookd_json_time(e->failing_since_ms));
