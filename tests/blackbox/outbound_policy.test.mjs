@@ -326,6 +326,10 @@ describe('payload retention', () => {
     const rep = await d.api('POST', `/v1/deliveries/${d1.id}/replay`);
     assert.equal(rep.status, 409, rep.text);
     assert.match(rep.json.error.message, /purged/);
+    // counted once the purge's commit has come back to the job, which may be just after a
+    // reader saw the rows it wrote
+    await waitUntil(async () => /^hookd_payloads_purged_total 5$/m.test((await d.api('GET', '/metrics')).text),
+      { what: 'the five purges counted' });
     assert.match((await d.api('GET', '/metrics')).text, /^hookd_payloads_purged_total 5$/m);
     // E's lanes made to block afterwards: its purged DEAD head cannot be replayed, so it holds
     // nothing — the lane's next event goes
