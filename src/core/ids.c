@@ -71,12 +71,18 @@ int hookd_id_valid(const char *s, size_t max) {
   return n > 0 && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
-bool hookd_id_reserved(const char *s) {
-  const char *t = !strncmp(s, "evt_", 4) ? s + 4 : !strncmp(s, "in_", 3) ? s + 3 : NULL;
-  if (!t || strlen(t) != 26) return false;
+bool hookd_id_generated(const char *s, const char *prefix) {
+  size_t n = strlen(prefix);
+  if (strncmp(s, prefix, n) != 0 || s[n] != '_') return false;
+  const char *t = s + n + 1;
+  if (strlen(t) != 26) return false;
   for (; *t; t++)
     if (!strchr(crockford, *t)) return false;
   return true;
+}
+
+bool hookd_id_reserved(const char *s) {
+  return hookd_id_generated(s, "evt") || hookd_id_generated(s, "in");
 }
 
 const char *hookd_attempt_id(const char *delivery_id, int number, char *out) {

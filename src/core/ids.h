@@ -25,6 +25,10 @@ uint64_t hookd_random_u64(void);
  * "." nor ".." (a path segment every HTTP client rewrites). */
 int hookd_id_valid(const char *s, size_t max);
 
+/* True when s has the form hookd_id_new gives ids of this prefix ("dlv" → "dlv_" and 26
+ * characters of its base32). */
+bool hookd_id_generated(const char *s, const char *prefix);
+
 /* True when s has the form of an id hookd generates for events ("evt_" or "in_" and 26
  * characters of its base32): reserved, so that the ids hookd chose stay unique everywhere (a
  * producer taking one of another tenant's would give receivers two events under one

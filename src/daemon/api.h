@@ -139,8 +139,10 @@ void hookd_api_retry_apply(const hookd_api_retry *in, hookd_retry_policy *p);
 bool hookd_api_no_fields(hookd_req *r, hookd_app *app, const char *what);
 int hookd_api_limit(hookd_req *r, int def, int max);
 /* A list's page: ?limit= (1..500, default 50) and ?after= (an id, copied into after, "" when
- * absent). Returns -1 after answering 400. */
-int hookd_api_page(hookd_req *r, int *limit, char *after, size_t after_size);
+ * absent; with a prefix, a list of generated ids, one of that form). Returns -1 after answering
+ * 400. */
+int hookd_api_page(hookd_req *r, const char *prefix, int *limit, char *after,
+                   size_t after_size);
 /* {"data": data, "next_cursor": last_id or null}. */
 json_t *hookd_api_page_body(json_t *data, const char *last_id);
 /* A store position as the API shows it: sealed (core/cursor.h: seqs are shared by every tenant,

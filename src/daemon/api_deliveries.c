@@ -125,9 +125,15 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
                     "state must be one of pending, retrying, delivered, dead, cancelled, unknown");
     return;
   }
-  if ((ep && !hookd_id_valid(ep, 128)) || (ev && !hookd_id_valid(ev, 128)) ||
-      (after && !hookd_id_valid(after, 128))) {
-    hookd_req_error(r, 400, "invalid_parameter", "endpoint, event and after must be ids");
+  if ((ep && !hookd_id_valid(ep, 128)) || (ev && !hookd_id_valid(ev, 128))) {
+    hookd_req_error(r, 400, "invalid_parameter", "endpoint and event must be ids");
+    return;
+  }
+  /* the cursor is the last delivery id of a page: anything else (another list's cursor) would
+   * be read as a position and list from the start again, or nothing */
+  if (after && !hookd_id_generated(after, "dlv")) {
+    hookd_req_error(r, 400, "invalid_parameter",
+                    "after must be a next_cursor of this list (a delivery id)");
     return;
   }
   dl_op *op = new_op(r, app, run_list, reply_list);

@@ -209,7 +209,7 @@ static void reply_list(hookd_api_op *base, int rc) {
 void hookd_api_replay_list(hookd_req *r, hookd_app *app) {
   int limit;
   char after[sizeof ((rp_op *)0)->after];
-  if (hookd_api_page(r, &limit, after, sizeof after) != 0) return;
+  if (hookd_api_page(r, "rpl", &limit, after, sizeof after) != 0) return;
   rp_op *op = new_op(r, app, run_list, reply_list);
   if (!op) return;
   op->limit = limit;

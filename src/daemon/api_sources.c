@@ -716,7 +716,7 @@ void hookd_api_source_list(hookd_req *r, hookd_app *app) {
   if (p && !hookd_api_tenant_allowed(r, tenant)) return;
   int limit;
   char after[HOOKD_ID_MAX + 64];
-  if (hookd_api_page(r, &limit, after, sizeof after) != 0) return;
+  if (hookd_api_page(r, NULL, &limit, after, sizeof after) != 0) return;
   src_op *op = new_op(r, app, run_get, reply_get);
   if (!op) return;
   op->limit = limit;
@@ -909,10 +909,18 @@ void hookd_api_source_patch(hookd_req *r, hookd_app *app) {
   json_object_foreach(body, k, v) {
     if (strcmp(k, "secrets") && strcmp(k, "tolerance_s") && strcmp(k, "event_types") &&
         strcmp(k, "identity_paths") && strcmp(k, "business_key") && strcmp(k, "version")) {
-      hookd_req_error(r, 422, "unknown_field",
-                      "unknown or immutable field \"%.64s\" (provider and destinations are "
-                      "fixed; destinations are endpoints: PATCH them there)",
-                      k);
+      /* a field of the create that a PATCH may not change: named as such, as an endpoint's */
+      bool fixed = !strcmp(k, "id") || !strcmp(k, "tenant") || !strcmp(k, "provider") ||
+                   !strcmp(k, "generic") || !strcmp(k, "destinations");
+      if (fixed)
+        hookd_req_error(r, 422, "immutable_field",
+                        "%s cannot be changed%s", k,
+                        !strcmp(k, "destinations")
+                            ? ": add one with POST /v1/sources/{id}/destinations; a destination"
+                              " is an endpoint: PATCH or DELETE it there"
+                            : " (create another source)");
+      else
+        hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
       ok = false;
       break;
     }

@@ -34,7 +34,10 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
     else if (!strcmp(k, "max_in_flight")) op->fields |= T_MAXIF;
     else if (!strcmp(k, "rate_limit")) op->fields |= T_RATE;
     else if (!strcmp(k, "weight")) op->fields |= T_WEIGHT;
-    else if (!(create && !strcmp(k, "id"))) {
+    else if (!create && !strcmp(k, "id")) {
+      hookd_req_error(r, 422, "immutable_field", "id cannot be changed");
+      return false;
+    } else if (!(create && !strcmp(k, "id"))) {
       hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
       return false;
     }
@@ -271,7 +274,7 @@ static void reply_list(hookd_api_op *base, int rc) {
 void hookd_api_tenant_list(hookd_req *r, hookd_app *app) {
   int limit;
   char after[sizeof ((tenants_op *)0)->after];
-  if (hookd_api_page(r, &limit, after, sizeof after) != 0) return;
+  if (hookd_api_page(r, NULL, &limit, after, sizeof after) != 0) return;
   tenants_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
   if (!op) return;
   op->base.cleanup = tenants_cleanup;

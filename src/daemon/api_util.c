@@ -362,12 +362,17 @@ int hookd_api_limit(hookd_req *r, int def, int max) {
   return (int)v;
 }
 
-int hookd_api_page(hookd_req *r, int *limit, char *after, size_t after_size) {
+int hookd_api_page(hookd_req *r, const char *prefix, int *limit, char *after,
+                   size_t after_size) {
   *limit = hookd_api_limit(r, 50, 500);
   if (*limit < 0) return -1;
   const char *a = hookd_req_query(r, "after");
   if (a && !hookd_id_valid(a, 128)) {
     hookd_req_error(r, 400, "invalid_parameter", "after must be an id");
+    return -1;
+  }
+  if (a && prefix && !hookd_id_generated(a, prefix)) {
+    hookd_req_error(r, 400, "invalid_parameter", "after must be a next_cursor of this list");
     return -1;
   }
   snprintf(after, after_size, "%s", a ? a : "");

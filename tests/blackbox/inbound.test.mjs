@@ -1100,6 +1100,21 @@ describe('forwarding', () => {
       assert.equal(patch.status, 422, patch.text);
       assert.equal(patch.json.error.code, 'unknown_field', patch.text);
     }
+    // a field fixed at creation is named as such (as an endpoint's id), and nothing changes
+    for (const field of [{ provider: 'github' }, { tenant: 'other' }, { id: 'src_new' }, { generic: {} },
+      { destinations: [{ url: dest }] }]) {
+      const patch = await h.api('PATCH', `/v1/sources/${ok.json.id}`, field);
+      assert.equal(patch.status, 422, patch.text);
+      assert.equal(patch.json.error.code, 'immutable_field', patch.text);
+      assert.ok(patch.json.error.message.startsWith(`${Object.keys(field)[0]} cannot be changed`), patch.text);
+    }
+    const still = await h.api('GET', `/v1/sources/${ok.json.id}`);
+    assert.deepEqual([still.json.provider, still.json.tenant_id, still.json.destinations.length], ['stripe', TENANT, 1]);
+    const misspelt = await h.api('PATCH', `/v1/sources/${ok.json.id}`, { tolerance: 5 });
+    assert.deepEqual([misspelt.status, misspelt.json.error.code, misspelt.json.error.message],
+      [422, 'unknown_field', 'unknown field "tolerance"']);
+    const tenantId = await h.api('PATCH', `/v1/tenants/${TENANT}`, { id: 'renamed' });
+    assert.deepEqual([tenantId.status, tenantId.json.error.code], [422, 'immutable_field'], tenantId.text);
   });
 });
 

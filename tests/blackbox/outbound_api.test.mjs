@@ -368,6 +368,12 @@ describe('finding deliveries', () => {
     assert.equal(page2.json.next_cursor, null);
     assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=lost`), 400, 'invalid_parameter');
     assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit=0`), 400, 'invalid_parameter');
+    // a cursor that is not one of this list's (a typo, another list's) is refused, not read as
+    // a position that lists from the start again ("zzzz" sorts after every id) or lists nothing
+    for (const bad of ['zzzz', 'a', ids[0], `${page1.json.next_cursor}x`]) {
+      assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?after=${bad}`), 400, 'invalid_parameter',
+        `after=${bad}`);
+    }
     await r.close();
   });
 

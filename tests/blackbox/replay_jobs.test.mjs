@@ -651,6 +651,9 @@ describe('replay jobs: listing and scope', () => {
     assert.deepEqual(paged, newestFirst, 'pages in order, none repeated or missed');
     assertError(await h.api('GET', `${replaysPath(a.tenant)}?state=running`), 400, 'invalid_parameter', 'a query parameter the list does not read');
     assertError(await h.api('GET', `${replaysPath(a.tenant)}?limit=0`), 400, 'invalid_parameter', 'limit=0');
+    for (const bad of ['zzzz', 'rpl_1', ids[0].replace('rpl_', 'dlv_')]) {
+      assertError(await h.api('GET', `${replaysPath(a.tenant)}?after=${bad}`), 400, 'invalid_parameter', `after=${bad}`);
+    }
 
     // at most 8 open jobs (preview, running, paused) in a tenant
     for (let i = 3; i < 8; i++) {
