@@ -192,7 +192,12 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
                           i);
           return false;
         }
-        if (i) hookd_buf_puts(&b, ",");
+        /* a pattern given twice is kept once (it matches nothing more) */
+        size_t j = 0;
+        while (j < i && strcmp(json_string_value(json_array_get(types, j)), json_string_value(t)))
+          j++;
+        if (j < i) continue;
+        if (b.len) hookd_buf_puts(&b, ",");
         hookd_buf_puts(&b, json_string_value(t));
       }
       op->event_types = hookd_buf_steal(&b);

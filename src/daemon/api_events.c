@@ -159,9 +159,14 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
       goto done;
     }
   }
+  if (!json_object_get(body, "type")) {
+    hookd_req_error(r, 422, "missing_field",
+                    "type is required: 1-256 characters of letters, digits, '_', '-', '.', ':'");
+    goto done;
+  }
   if (hookd_json_get_str(body, "type", &type) != 0 || !valid_type(type)) {
     hookd_req_error(r, 422, "invalid_field",
-                    "type is required: 1-256 characters of letters, digits, '_', '-', '.', ':'");
+                    "type must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
     goto done;
   }
   if (!payload) {

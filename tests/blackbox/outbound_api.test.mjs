@@ -20,11 +20,12 @@ after(async () => {
   assert.equal(r.code, 0);
 });
 
-function assertError(r, status, code) {
+function assertError(r, status, code, messageStart) {
   assert.equal(r.status, status, r.text);
   assert.equal(r.headers.get('content-type'), 'application/json');
   assert.equal(r.json.error.code, code, r.text);
   assert.ok(r.json.error.message.length > 0);
+  if (messageStart) assert.ok(r.json.error.message.startsWith(messageStart), r.text);
 }
 
 describe('publish idempotency', () => {
@@ -108,8 +109,9 @@ describe('bad input gets a clear 4xx', () => {
     assertError(await publish(h, tenant, '{"type": "a",'), 400, 'invalid_json');
     assertError(await publish(h, tenant, '[1,2]'), 400, 'invalid_json');
     assertError(await publish(h, tenant, ''), 400, 'invalid_json');
-    assertError(await publish(h, tenant, { payload: {} }), 422, 'invalid_field');
-    assertError(await publish(h, tenant, { type: 'a b', payload: {} }), 422, 'invalid_field');
+    assertError(await publish(h, tenant, { payload: {} }), 422, 'missing_field', 'type is required');
+    // a type given but not valid is named so, not "required"
+    assertError(await publish(h, tenant, { type: 'a b', payload: {} }), 422, 'invalid_field', 'type must be');
     assertError(await publish(h, tenant, { type: 'a' }), 422, 'missing_field');
     assertError(await publish(h, tenant, { type: 'a', payload: {}, extra: 1 }), 422, 'unknown_field');
     // a name quoted in the message is cut at 64 bytes, maybe mid-character: still named
@@ -211,6 +213,14 @@ describe('bad input gets a clear 4xx', () => {
     assert.equal(fast.status, 201, fast.text);
     assert.ok(Math.abs(fast.json.rate_limit.per_second - 2000000 / 60) < 1e-6, 'shown per second');
     assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${fast.json.id}`)).status, 200);
+    // a pattern given twice is kept once
+    const twice = await h.api('POST', `/v1/tenants/${tenant}/endpoints`,
+      { url: recv.url, event_types: ['inv.paid', 'inv.*', 'inv.paid', 'inv.*'] });
+    assert.equal(twice.status, 201, twice.text);
+    assert.deepEqual(twice.json.event_types, ['inv.paid', 'inv.*']);
+    const again = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${twice.json.id}`, { event_types: ['x', 'x'] });
+    assert.deepEqual(again.json.event_types, ['x'], again.text);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${twice.json.id}`)).status, 200);
     // a list under a mistyped tenant is 404, not an empty page
     for (const path of ['endpoints', 'deliveries']) {
       const nosuch = await h.api('GET', `/v1/tenants/${tenant}-typo/${path}`);
@@ -372,7 +382,7 @@ describe('finding deliveries', () => {
     // a position that lists from the start again ("zzzz" sorts after every id) or lists nothing
     for (const bad of ['zzzz', 'a', ids[0], `${page1.json.next_cursor}x`]) {
       assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?after=${bad}`), 400, 'invalid_parameter',
-        `after=${bad}`);
+        'after must be a next_cursor of this list');
     }
     await r.close();
   });
