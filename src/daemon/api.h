@@ -41,8 +41,13 @@ void hookd_api_submit(hookd_api_op *op, bool write);
 /* The same, to the store's scan executor (long read-only scans, store.h). */
 void hookd_api_submit_scan(hookd_api_op *op);
 
-/* An event-type filter: a type, a prefix as "invoice.*", or "*". */
+/* An event-type filter or pattern: a type as hookd or a provider names it — printable ASCII
+ * without ',' (Shopify's "orders/create", GitLab's "Push Hook"), no blank at either end, at
+ * most 256 bytes —, "*", or a prefix ending in ".*" or '/' and '*': the only wildcards the
+ * matchers know (hookd_filter_match, the store's type filter). */
 bool hookd_api_type_pattern_valid(const char *s);
+/* A list's ?event_type= (a type pattern; NULL when absent), or a 400 answered (-1). */
+int hookd_api_type_query(hookd_req *r, const char **type);
 /* A list's ?event_type= (a type pattern) and ?since= / ?until= (RFC 3339; 0 when absent), or a
  * 400 answered naming the bad one (-1). */
 int hookd_api_type_time_query(hookd_req *r, const char **type, int64_t *since_ms,

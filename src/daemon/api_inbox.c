@@ -19,6 +19,7 @@ typedef struct inbox_op {
   char id[HOOKD_ID_MAX + 64];
   char tenant[HOOKD_ID_MAX + 64], source[HOOKD_ID_MAX + 64], status[32];
   char event_id[256]; /* list: the provider's event id (as the record shows it) */
+  char event_type[272]; /* list: a type pattern */
   hookd_inbox_filter f;
   hookd_principal who;
   bool scoped;
@@ -149,7 +150,8 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   int limit = hookd_api_limit(r, 50, 500);
   if (limit < 0) return;
   const char *tenant = hookd_req_query(r, "tenant"), *source = hookd_req_query(r, "source"),
-             *state = hookd_req_query(r, "state"), *event_id = hookd_req_query(r, "event_id");
+             *state = hookd_req_query(r, "state"), *event_id = hookd_req_query(r, "event_id"),
+             *type;
   if ((tenant && !hookd_id_valid(tenant, 64)) || (source && !hookd_id_valid(source, 128))) {
     hookd_req_error(r, 400, "invalid_parameter", "tenant and source must be ids");
     return;
@@ -163,6 +165,7 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
                     "event_id must be 1-255 printable ASCII characters (the provider's id)");
     return;
   }
+  if (hookd_api_type_query(r, &type) != 0) return;
   int i = 0;
   while (state && states[i] && strcmp(states[i], state)) i++;
   if (state && !states[i]) {
@@ -183,6 +186,8 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   op->f.status = state ? op->status : NULL;
   snprintf(op->event_id, sizeof op->event_id, "%s", event_id ? event_id : "");
   op->f.event_id = event_id ? op->event_id : NULL;
+  snprintf(op->event_type, sizeof op->event_type, "%s", type ? type : "");
+  op->f.event_type = type ? op->event_type : NULL;
   op->f.now_ms = hookd_now_ms();
   op->f.before_seq = b;
   op->f.limit = limit + 1;

@@ -352,8 +352,8 @@ static bool parse_filter(hookd_req *r, rp_op *op, const json_t *filter) {
   if (ty && !json_is_null(ty)) {
     if (!json_is_string(ty) || !hookd_api_type_pattern_valid(json_string_value(ty))) {
       hookd_req_error(r, 422, "invalid_field",
-                      "filter.event_type must be an event type, a prefix as \"invoice.*\", or "
-                      "\"*\"");
+                      "filter.event_type must be an event type, a prefix as \"invoice.*\" or "
+                      "\"orders/*\", or \"*\"");
       goto out;
     }
     snprintf(op->event_type, sizeof op->event_type, "%s", json_string_value(ty));

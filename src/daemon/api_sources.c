@@ -166,20 +166,10 @@ static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_en
 
 /* ---------- parsing ---------- */
 
-/* An event-type pattern of a source's allowlist: a type as its provider names it — printable
- * ASCII without ',' (Shopify's "orders/create", GitLab's "Push Hook"), no blank at either end —,
- * "*", or a prefix ending in ".*" (or '/' and '*'): the only wildcards the matcher knows
- * (hookd_filter_match; "inv*ce" would match only itself). */
+/* An event-type pattern of a source's allowlist: a type as its provider names it, "*", or a
+ * prefix ending in ".*" or '/' and '*' (hookd_api_type_pattern_valid), at most 128 bytes. */
 static bool valid_type_pattern(const char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 128 || s[0] == ' ' || s[n - 1] == ' ') return false;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c < 0x20 || c > 0x7e || c == ',') return false;
-    if (c == '*' && !(n == 1 || (i == n - 1 && (s[i - 1] == '.' || s[i - 1] == '/'))))
-      return false;
-  }
-  return true;
+  return strlen(s) <= 128 && hookd_api_type_pattern_valid(s);
 }
 
 /* A JSON path as hookd_json_path reads it: member names or array indexes joined by '.', none

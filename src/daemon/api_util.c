@@ -113,25 +113,32 @@ void hookd_api_submit(hookd_api_op *op, bool write) {
 
 bool hookd_api_type_pattern_valid(const char *s) {
   size_t n = strlen(s);
-  if (!strcmp(s, "*")) return true;
-  if (n > 2 && s[n - 2] == '.' && s[n - 1] == '*') {
-    char prefix[272];
-    snprintf(prefix, sizeof prefix, "%.*s", (int)(n - 2), s);
-    return n - 2 <= 256 && hookd_id_valid(prefix, 256);
+  if (n == 0 || n > 256 || s[0] == ' ' || s[n - 1] == ' ') return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x20 || c > 0x7e || c == ',') return false;
+    if (c == '*' && !(n == 1 || (i == n - 1 && (s[i - 1] == '.' || s[i - 1] == '/'))))
+      return false;
   }
-  return hookd_id_valid(s, 256);
+  return true;
+}
+
+int hookd_api_type_query(hookd_req *r, const char **type) {
+  *type = hookd_req_query(r, "event_type");
+  if (*type && !hookd_api_type_pattern_valid(*type)) {
+    hookd_req_error(r, 400, "invalid_parameter",
+                    "event_type must be an event type, a prefix as \"invoice.*\" or "
+                    "\"orders/*\", or \"*\"");
+    return -1;
+  }
+  return 0;
 }
 
 int hookd_api_type_time_query(hookd_req *r, const char **type, int64_t *since_ms,
                               int64_t *until_ms) {
   const char *since = hookd_req_query(r, "since"), *until = hookd_req_query(r, "until");
-  *type = hookd_req_query(r, "event_type");
   *since_ms = *until_ms = 0;
-  if (*type && !hookd_api_type_pattern_valid(*type)) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    "event_type must be an event type, a prefix as \"invoice.*\", or \"*\"");
-    return -1;
-  }
+  if (hookd_api_type_query(r, type) != 0) return -1;
   if ((since && (hookd_parse_rfc3339(since, since_ms) != 0 || *since_ms <= 0)) ||
       (until && (hookd_parse_rfc3339(until, until_ms) != 0 || *until_ms <= 0))) {
     hookd_req_error(r, 400, "invalid_parameter",

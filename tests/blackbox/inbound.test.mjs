@@ -1471,6 +1471,67 @@ describe('durability and local replay', () => {
   });
 });
 
+describe('finding inbound events by their provider\'s type', () => {
+  it('events, deliveries, inbox records and replay jobs filter by a type as the provider names it (orders/create, Push Hook) and by a "/*" prefix', async () => {
+    const t = 'bytype';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: t })).status, 201);
+    const dest = await startReceiver();
+    const made = await h.api('POST', '/v1/sources', { tenant: t, provider: 'shopify', secrets: ['shpss_bt'],
+      destinations: [{ url: dest.url }] });
+    assert.equal(made.status, 201, made.text);
+    const src = made.json;
+    const shopify = shopifyWith('shpss_bt');
+    const ids = {};
+    for (const [i, topic] of ['orders/create', 'orders/paid', 'refunds/create', 'orders'].entries()) {
+      const body = JSON.stringify({ id: 7000 + i });
+      const r = await post(src, body, { ...shopify(body, `wh_bt_${i}`, new Date().toISOString()), 'x-shopify-topic': topic });
+      assert.equal(r.status, 200, r.text);
+      ids[topic] = r.json.inbox_id;
+    }
+    await waitUntil(async () => dest.requests.length === 4 || null, { what: 'four forwards' });
+    for (const topic of Object.keys(ids)) await waitStatus(src, ids[topic], 'completed');
+    const types = async (path) => {
+      const r = await h.api('GET', path);
+      assert.equal(r.status, 200, `${path}: ${r.text}`);
+      return r.json.data.map((x) => x.type).sort();
+    };
+    const q = encodeURIComponent;
+    assert.deepEqual(await types(`/v1/tenants/${t}/events?kind=inbound&event_type=${q('orders/create')}`), ['orders/create']);
+    assert.deepEqual(await types(`/v1/tenants/${t}/events?event_type=${q('orders/*')}`), ['orders/create', 'orders/paid'],
+      '"orders/*" is a prefix: not "orders" itself');
+    const dl = await h.api('GET', `/v1/tenants/${t}/deliveries?event_type=${q('refunds/*')}`);
+    assert.equal(dl.status, 200, dl.text);
+    assert.equal(dl.json.data.length, 1);
+    assert.equal(dl.json.data[0].event_type, 'refunds/create');
+    const inboxTypes = async (type) => (await h.api('GET', `/v1/inbox?tenant=${t}&event_type=${q(type)}`)).json.data
+      .map((x) => x.id).sort();
+    assert.deepEqual(await inboxTypes('orders/paid'), [ids['orders/paid']]);
+    assert.deepEqual(await inboxTypes('orders/*'), [ids['orders/create'], ids['orders/paid']].sort());
+    assert.deepEqual(await inboxTypes('*'), Object.values(ids).sort());
+    assert.deepEqual(await inboxTypes('invoice.*'), []);
+    const job = await h.api('POST', `/v1/tenants/${t}/replays`, { filter: { state: 'delivered', event_type: 'orders/*' },
+      reason: 'handler lost its orders' });
+    assert.equal(job.status, 201, job.text);
+    assert.equal(job.json.total, 2, job.text);
+    assert.equal((await h.api('POST', `/v1/tenants/${t}/replays/${job.json.id}/cancel`, {})).status, 200);
+    // GitLab's types hold a blank
+    const gl = await h.api('POST', '/v1/sources', { tenant: t, provider: 'gitlab', secrets: ['gl_bt'], destinations: [{ url: dest.url }] });
+    assert.equal(gl.status, 201, gl.text);
+    const push = await post(gl.json, '{"object_kind":"push"}', { 'content-type': 'application/json', 'x-gitlab-token': 'gl_bt',
+      'x-gitlab-event': 'Push Hook', 'x-gitlab-event-uuid': 'bt-uuid-1' });
+    assert.equal(push.status, 200, push.text);
+    assert.deepEqual(await inboxTypes('Push Hook'), [push.json.inbox_id]);
+    for (const bad of [' Push Hook', 'a,b', 'inv*ce', 'caf\u00e9']) {
+      for (const path of [`/v1/inbox?tenant=${t}`, `/v1/tenants/${t}/events?kind=inbound`, `/v1/tenants/${t}/deliveries?state=dead`]) {
+        const r = await h.api('GET', `${path}&event_type=${q(bad)}`);
+        assert.equal(r.status, 400, `${path} ${bad}: ${r.text}`);
+        assert.equal(r.json.error.code, 'invalid_parameter');
+      }
+    }
+    await dest.close();
+  });
+});
+
 describe('source lifecycle', () => {
   it('GET never shows secrets; PATCH rotates them at once; DELETE makes /in answer 404; all audited without secrets', async () => {
     const dest = await startReceiver();

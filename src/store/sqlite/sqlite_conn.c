@@ -120,7 +120,7 @@ void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v) {
 
 void sq_bind_type_filter(sqlite3_stmt *st, int exact, int prefix, const char *type) {
   size_t n = type ? strlen(type) : 0;
-  if (n >= 2 && type[n - 2] == '.' && type[n - 1] == '*')
+  if (n >= 2 && (type[n - 2] == '.' || type[n - 2] == '/') && type[n - 1] == '*')
     sqlite3_bind_text(st, prefix, type, (int)n - 1, SQLITE_TRANSIENT); /* "a.*" → "a." */
   else if (type && strcmp(type, "*") != 0)
     sqlite3_bind_text(st, exact, type, -1, SQLITE_TRANSIENT);

@@ -68,9 +68,10 @@ int sq_exec(hookd_store_conn *c, const char *sql);
 void sq_bind_text(sqlite3_stmt *st, int i, const char *s); /* NULL binds NULL */
 void sq_bind_i64(sqlite3_stmt *st, int i, int64_t v);
 void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v); /* 0 binds NULL */
-/* An event-type filter (the API's "a.type", "a.*" or "*"): binds an exact type to parameter
- * `exact`, or a prefix ("a.") to `prefix`, for "(?e IS NULL OR e.type = ?e) AND (?p IS NULL OR
- * substr(e.type, 1, length(?p)) = ?p)"; NULL and "*" bind neither. */
+/* An event-type filter (the API's "a.type", "*", or a prefix "a.*" or "a/" and '*'): binds an
+ * exact type to parameter `exact`, or a prefix ("a.", "a/") to `prefix`, for "(?e IS NULL OR
+ * e.type = ?e) AND (?p IS NULL OR substr(e.type, 1, length(?p)) = ?p)"; NULL and "*" bind
+ * neither. */
 void sq_bind_type_filter(sqlite3_stmt *st, int exact, int prefix, const char *type);
 char *sq_col_str(sqlite3_stmt *st, int i);                   /* strdup, NULL for NULL */
 int64_t sq_col_i64(sqlite3_stmt *st, int i);                 /* 0 for NULL */
