@@ -543,9 +543,10 @@ json_t *hookd_json_attempt(const hookd_attempt *a, const char *delivery_id) {
   }
   char aid[HOOKD_ATTEMPT_ID_MAX];
   const char *id = hookd_attempt_id(delivery_id, a->number, aid);
-  return json_pack("{s:o,s:i,s:s,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:I}", "id", str_or_null(id),
+  return json_pack("{s:o,s:i,s:s,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:I}", "id", str_or_null(id),
                    "attempt", a->number, "outcome",
                    a->outcome ? a->outcome : "", "trigger", str_or_null(a->trigger),
+                   "url", str_or_null(a->url),
                    "http_status", a->http_status ? json_integer(a->http_status) : json_null(),
                    "started_at", hookd_json_time(a->started_ms), "latency_ms",
                    (json_int_t)a->latency_ms, "finished_at", hookd_json_time(a->finished_ms),

@@ -618,6 +618,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->attempt.response = req->response.data;
   o->attempt.response_len = req->response.len;
   o->attempt.trigger = (char *)attempt_kind(dl);
+  o->attempt.url = it->url;
 
   HOOKD_INC(attempts[hookd_metrics_outcome_index(cls.outcome)]);
   int fail = hookd_metrics_failure_index(cls.category);

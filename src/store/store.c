@@ -162,6 +162,7 @@ void hookd_attempt_free(hookd_attempt *a) {
   free(a->error);
   free(a->response);
   free(a->trigger);
+  free(a->url);
   memset(a, 0, sizeof *a);
 }
 

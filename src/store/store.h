@@ -145,6 +145,7 @@ typedef struct hookd_attempt {
   size_t response_len;
   int64_t lease_token;
   char *trigger;            /* live, retry, replay */
+  char *url;                /* where it was sent; NULL for attempts stored before hookd kept it */
 } hookd_attempt;
 
 void hookd_tenant_free(hookd_tenant *t);

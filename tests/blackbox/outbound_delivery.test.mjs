@@ -539,6 +539,9 @@ describe('replay', () => {
     assert.equal((await h.api('POST', `/v1/deliveries/${d.id}/replay`)).status, 202, 'sent now');
     await fixed.waitFor(1, 5000);
     await waitDelivery(h, a.json.id, (ds) => ds[0]?.state === 'delivered');
+    // support reading the delivery sees which attempt went where
+    const got = await h.api('GET', `/v1/deliveries/${d.id}`);
+    assert.deepEqual(got.json.attempts.map((x) => [x.url, x.http_status]), [[old.url, 429], [fixed.url, 200]], got.text);
     assert.equal((await h.api('GET', epPath)).json.health.paused_until, null);
     assert.ok(h.logs.some((l) => l.msg === 'endpoint.pause_lifted' && l.endpoint_id === endpoint && l.reason === 'url_changed'));
     // paused again (same URL now answering 429), then disabled and enabled: the pause ends

@@ -375,6 +375,7 @@ static void rd_attempt(sqlite3_stmt *st, void *rec) {
   }
   a->lease_token = sq_col_i64(st, 8);
   a->trigger = sq_col_str(st, 9);
+  a->url = sq_col_str(st, 10);
 }
 static void free_attempts(void *v, size_t n) { hookd_attempts_free(v, n); }
 
@@ -394,7 +395,7 @@ int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
 
   st = sq_stmt(c, SQ_DL_ATTEMPTS,
                "SELECT attempt_number, started_at, finished_at, outcome, http_status, latency_ms,"
-               " error, response, lease_token, kind FROM attempts WHERE delivery_seq = ?1"
+               " error, response, lease_token, kind, url FROM attempts WHERE delivery_seq = ?1"
                " ORDER BY attempt_number");
   if (!st) goto fail;
   sq_bind_i64(st, 1, d->seq);
@@ -982,8 +983,8 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     const hookd_attempt *a = &o->attempt;
     st = sq_stmt(c, SQ_ATTEMPT_INSERT,
                  "INSERT INTO attempts(delivery_seq, attempt_number, started_at, finished_at,"
-                 " outcome, http_status, latency_ms, error, response, lease_token, kind)"
-                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+                 " outcome, http_status, latency_ms, error, response, lease_token, kind, url)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, o->delivery_seq);
     sq_bind_i64(st, 2, o->attempt_number);
@@ -1000,6 +1001,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
                         SQLITE_STATIC);
     sq_bind_i64(st, 10, o->lease_token);
     sq_bind_text(st, 11, a->trigger ? a->trigger : "live");
+    sq_bind_text(st, 12, a->url);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert attempt");
   }
   if (o->inbound) {

@@ -414,6 +414,10 @@ static const struct {
       * outcomes"). A lease held at the upgrade may have been sent by the hookd before: marked. */
      "ALTER TABLE deliveries ADD COLUMN sent_token INTEGER;"
      "UPDATE deliveries SET sent_token = lease_token WHERE leased_until IS NOT NULL;"},
+    {24,
+     /* The URL an attempt was sent to: an endpoint's URL changes (a PATCH), and support reading
+      * a delivery's attempts must see which went where. NULL for the attempts made before. */
+     "ALTER TABLE attempts ADD COLUMN url TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -437,6 +441,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'lane_passed_by'";
   case 23:
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'sent_token'";
+  case 24:
+    return "SELECT COUNT(*) FROM pragma_table_info('attempts') WHERE name = 'url'";
   default: return NULL;
   }
 }
