@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -270,7 +271,7 @@ static const char *const single_headers[] = {"Authorization", "Idempotency-Key",
 typedef struct head_scan {
   int headers, content_length, transfer_encoding;
   bool chunked; /* the last Transfer-Encoding is exactly "chunked" */
-  bool bad_name, bad_value;
+  bool bad_name, bad_value, folded;
   int single[N_SINGLE];
 } head_scan;
 
@@ -288,6 +289,24 @@ static bool clean_value(const char *v, size_t n) {
   return true;
 }
 
+/* A header sent with an obsolete line folding ("Content-Length:\r\n 5": RFC 9112 §5.2 lets a
+ * server refuse it, and a proxy may unfold it): libmicrohttpd 0.9.75 appends the continuation to
+ * the header's *name* ("Content-Length5", value ""), in a copy elsewhere in the connection's
+ * memory pool, so hookd's framing checks would not see the Content-Length a proxy unfolds (a
+ * request-smuggling vector). Every other header is parsed in place, in the request's own bytes:
+ * the name, the NUL written over its colon, the blanks skipped, then the value. A header whose
+ * value does not follow its name so was folded. (Both point into the same pool; the walk stops
+ * at the value or at the first byte that is not a blank.) */
+static bool folded_header(const char *key, size_t key_size, const char *value) {
+  if (!value) return false;
+  uintptr_t k = (uintptr_t)key, v = (uintptr_t)value;
+  if (v <= k + key_size) return true; /* the name was copied after its value */
+  if (key[key_size] != '\0') return true;
+  for (const char *p = key + key_size + 1; p < value; p++)
+    if (*p != ' ' && *p != '\t') return true;
+  return false;
+}
+
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                    size_t key_size, const char *value, size_t value_size) {
   head_scan *h = cls;
@@ -297,6 +316,7 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
    * recognise while a proxy that trims it would */
   if (!hookd_http_token(key, key_size)) h->bad_name = true;
   if (!clean_value(value, value_size)) h->bad_value = true;
+  if (folded_header(key, key_size, value)) h->folded = true;
   if (!strcasecmp(key, "Content-Length")) {
     h->content_length++;
   } else if (!strcasecmp(key, "Transfer-Encoding")) {
@@ -324,6 +344,8 @@ static const char *repeated_header(const head_scan *h) {
  * the next request). Several Content-Length headers are refused even when they agree: no client
  * needs to send two. Returns the problem, or NULL. */
 static const char *framing_problem(const head_scan *h, const char *version) {
+  if (h->folded)
+    return "a header folded over two lines (obsolete line folding: a line starting with a blank)";
   if (h->bad_name) return "a header name that is not an HTTP token (a space before the colon?)";
   if (h->bad_value) return "a header value holding a control byte (DEL, or one below 0x20 but tab)";
   /* HTTP/1.0 has no chunked coding: such framing is faulty (RFC 9112 §6.1) */
