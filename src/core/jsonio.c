@@ -67,7 +67,8 @@ static json_t *parse_as(const char *buf, size_t len, const hookd_json_limits *li
     snprintf(err, HOOKD_JSON_ERR_MAX, "%s at byte %d: %s", what, je.position, msg);
     if (json_error_code(&je) == json_error_numeric_overflow) *kind = FAIL_OVERFLOW;
     else if (json_error_code(&je) == json_error_duplicate_key ||
-             strstr(je.text, "JSON_ALLOW_NUL") || strstr(je.text, "invalid Unicode"))
+             strstr(je.text, "JSON_ALLOW_NUL") || strstr(je.text, "invalid Unicode") ||
+             strstr(je.text, "NUL byte in object key")) /* {"a\u0000b": 1} */
       *kind = FAIL_NOT_IJSON;
   }
   return v;

@@ -472,6 +472,12 @@ describe('verification', () => {
     const again = await post(src, body, sign.stripe(body, 'whsec_ij'));
     assert.deepEqual([again.status, again.json.duplicate], [200, true], again.text);
     assert.equal(dest.requests.length, 1);
+    // a \u0000 in a key, alone (jansson words that refusal otherwise)
+    const inKey = '{"id":"evt_ij_2","type":"invoice.paid","data":{"object":{"meta\\u0000key":1}}}';
+    const k = await post(src, inKey, sign.stripe(inKey, 'whsec_ij'));
+    assert.equal(k.status, 200, k.text);
+    await waitStatus(src, k.json.inbox_id, 'completed');
+    assert.equal(dest.requests[1].body, inKey, 'the raw bytes, as signed');
     await dest.close();
   });
 
