@@ -337,7 +337,9 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
 }
 
 bool hookd_in_is_form(const char *ct) {
-  return ct && !strncasecmp(ct, "application/x-www-form-urlencoded", 33);
+  /* the media type whole: then its parameters or blanks ("…-urlencodedx" is another type) */
+  return ct && !strncasecmp(ct, "application/x-www-form-urlencoded", 33) &&
+         (ct[33] == '\0' || ct[33] == ';' || ct[33] == ' ' || ct[33] == '\t');
 }
 
 int hookd_in_stored_ack(hookd_provider p, const hookd_in_request *req, const json_t *body,

@@ -114,7 +114,7 @@ static size_t media_len(const char *ct) {
   if (!ct) return 0;
   const char *semi = strchr(ct, ';');
   size_t n = semi ? (size_t)(semi - ct) : strlen(ct);
-  while (n && ct[n - 1] == ' ') n--;
+  while (n && (ct[n - 1] == ' ' || ct[n - 1] == '\t')) n--; /* optional whitespace */
   return n;
 }
 static bool is_json(const char *ct) {

@@ -516,7 +516,24 @@ describe('verification', () => {
     assert.equal((await fetch(`${small.url}/in/${src.id}`)).status, 405);
     const b = stripeEvent('evt_ct');
     assert.equal((await post(src, b, { ...sign.stripe(b, 'whsec_big'), 'Content-Type': 'text/plain' }, small)).status, 415);
+    // the form type whole, not a prefix of another
+    const gh = await source('github', ['gh-ct'], [{ url: dest.url }], {}, small);
+    const form = 'payload=%7B%7D';
+    const ghHeaders = sign.github(form, 'gh-ct', 'ct-form-1');
+    assert.equal((await post(gh, form, { ...ghHeaders, 'Content-Type': 'application/x-www-form-urlencodedx' }, small)).status, 415);
     assert.equal((await inbox(src, undefined, small)).length, 0);
+    assert.equal((await inbox(gh, undefined, small)).length, 0);
+    // optional whitespace after the type is a tab as well as a space (fetch would trim it)
+    const status = await new Promise((resolve, reject) => {
+      const req = httpRequest(`${small.url}/in/${src.id}`, { method: 'POST',
+        headers: { ...sign.stripe(b, 'whsec_big'), 'Content-Type': 'application/json\t' } }, (res) => {
+        res.resume();
+        resolve(res.statusCode);
+      });
+      req.on('error', reject);
+      req.end(b);
+    });
+    assert.equal(status, 200);
     assert.equal((await small.stop()).code, 0);
     await dest.close();
   });
