@@ -60,8 +60,8 @@ void hookd_api_chain(hookd_api_op *op,
                      int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
                      void (*reply)(hookd_api_op *, int), int where);
 
-/* An audit reason (the Hookd-Reason header, a body's "reason"): 1-255 bytes, not blank, no
- * control characters. */
+/* An audit reason (the Hookd-Reason header, a body's "reason"): 1-255 bytes of UTF-8, not
+ * blank (nor only invisible characters), no control characters. */
 bool hookd_api_reason_valid(const char *s);
 
 /* Appends an audit row for op's actor and reason, inside the op's transaction (call from run).

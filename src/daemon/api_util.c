@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 #include "core/jsonio.h"
 #include "core/num.h"
 #include "core/timefmt.h"
+#include "core/utf8.h"
 #include "daemon/api.h"
 #include "daemon/metrics.h"
 
@@ -52,21 +54,35 @@ void hookd_api_chain(hookd_api_op *op,
   op->chain = 1 + where;
 }
 
+/* The code point of the well-formed UTF-8 sequence at p (len bytes, hookd_utf8_len). */
+static uint32_t code_point(const unsigned char *p, size_t len) {
+  if (len == 1) return p[0];
+  uint32_t c = p[0] & (0xff >> (len + 1));
+  for (size_t i = 1; i < len; i++) c = c << 6 | (p[i] & 0x3f);
+  return c;
+}
+
 /* Audit text is shown to operators: no control characters — C0, DEL, C1 (U+0080–U+009F), nor
  * the line separators and bidirectional controls that reorder or break what a viewer shows
- * (U+200E/F, U+2028/9, U+202A–E, U+2066–9). s is UTF-8 (a JSON string, or checked). */
+ * (U+061C, U+200E/F, U+2028/9, U+202A–E, U+2066–9) — and something to read: blanks and
+ * invisible characters alone (U+00A0, U+2000–U+200D, U+FEFF, …) are no reason. s is UTF-8 (a
+ * JSON string, or checked; a malformed sequence is refused). */
 bool hookd_api_reason_valid(const char *s) {
   size_t n = strlen(s);
   bool visible = false;
-  for (size_t i = 0; i < n; i++) {
-    const unsigned char *u = (const unsigned char *)s + i;
-    if (u[0] < 0x20 || u[0] == 0x7f) return false;
-    if (u[0] == 0xc2 && i + 1 < n && u[1] >= 0x80 && u[1] <= 0x9f) return false;
-    if (u[0] == 0xe2 && i + 2 < n &&
-        ((u[1] == 0x80 && (u[2] == 0x8e || u[2] == 0x8f || (u[2] >= 0xa8 && u[2] <= 0xae))) ||
-         (u[1] == 0x81 && u[2] >= 0xa6 && u[2] <= 0xa9)))
+  for (size_t i = 0; i < n;) {
+    size_t len = hookd_utf8_len(s + i, n - i);
+    if (!len) return false;
+    uint32_t c = code_point((const unsigned char *)s + i, len);
+    i += len;
+    if (c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0x61c || c == 0x200e || c == 0x200f ||
+        (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069))
       return false;
-    if (u[0] != ' ') visible = true;
+    bool blank = c == ' ' || c == 0xa0 || c == 0xad || c == 0x115f || c == 0x1160 ||
+                 c == 0x1680 || c == 0x180e || (c >= 0x2000 && c <= 0x200d) || c == 0x202f ||
+                 c == 0x205f || (c >= 0x2060 && c <= 0x2064) || c == 0x3000 || c == 0x3164 ||
+                 c == 0xfeff || c == 0xffa0;
+    if (!blank) visible = true;
   }
   return visible && n <= 255;
 }

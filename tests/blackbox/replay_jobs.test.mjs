@@ -383,11 +383,23 @@ describe('replay jobs: bounds', () => {
       assert.match(bad.json.error.message, /at most 10000 per second/, `${per_second}: ${bad.text}`);
     }
     assert.equal((await createJob(h, tenant, { reason: 'r', rate: { per_second: 10000 } })).status, 201);
-    for (const reason of ['   ', 'a\nb', '']) {
+    // blank, a control, or only invisible characters (no-break space, zero-width space, a byte
+    // order mark, the Arabic letter mark: a bidirectional control)
+    for (const reason of ['   ', 'a\nb', '', '\u00a0', ' \u200b\u00a0', '\ufeff', 'ok\u061c', '\u3000\u2060']) {
       assertError(await createJob(h, tenant, { reason }), 422, 'invalid_field', `reason ${JSON.stringify(reason)}`);
     }
     // the header is held to the same rule: a blank one is no reason
     assertError(await createJob(h, tenant, {}, { 'Hookd-Reason': '   ' }), 400, 'invalid_header', 'a blank Hookd-Reason');
+    // (a header's bytes are latin1 to fetch: UTF-8 bytes of a no-break space and a BOM)
+    for (const bytes of ['\u00c2\u00a0', '\u00ef\u00bb\u00bf']) {
+      assertError(await createJob(h, tenant, {}, { 'Hookd-Reason': bytes }), 400, 'invalid_header', 'an invisible Hookd-Reason');
+    }
+    // text in any script is a reason, with its blanks
+    for (const reason of ['đã hoàn tiền cho khách', 'إعادة إرسال', '再送\u3000する', 'zero\u200bwidth inside']) {
+      const ok = await createJob(h, tenant, { reason });
+      assert.equal(ok.status, 201, `${reason}: ${ok.text}`);
+      assert.equal((await h.api('POST', `/v1/tenants/${tenant}/replays/${ok.json.id}/cancel`, {})).status, 200);
+    }
     const other = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url });
     assert.equal(other.status, 201);
     assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${other.json.id}`)).status, 200);
