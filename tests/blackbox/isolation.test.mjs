@@ -467,12 +467,17 @@ describe('isolation', () => {
     }
     // the publisher is told: one delivery of v1 was created superseded (the ordered endpoint's)
     assert.deepEqual(superseded, { v2: 0, v1: 1, 'v2-again': 0, v3: 0 });
+    // a repeat of a publish answers its original result, superseded count included
+    const first = (await publish(h, tenant, { id: 'ord-v0', type: 'a', payload: { name: 'v0' }, ordering_key: 'cus-9', ordering_version: 0 })).json;
+    const again = (await publish(h, tenant, { id: 'ord-v0', type: 'a', payload: { name: 'v0' }, ordering_key: 'cus-9', ordering_version: 0 })).json;
+    assert.deepEqual([first.superseded, first.duplicate], [1, false]);
+    assert.deepEqual(again, { ...first, duplicate: true });
     // a version without a lane orders nothing: refused, not ignored
     const lone = await publish(h, tenant, { type: 'a', payload: {}, ordering_version: 7 });
     assert.equal(lone.status, 422, lone.text);
     assert.match(lone.json.error.message, /ordering_version needs an ordering_key/);
     await ordered.waitFor(3, 10000, 'v2, v2-again, v3');
-    await plain.waitFor(4, 10000, 'every event');
+    await plain.waitFor(5, 10000, 'every event');
     const sent = ordered.requests.map((q) => JSON.parse(q.body).data.name);
     assert.deepEqual(sent, ['v2', 'v2-again', 'v3'], 'versions never go back on the ordered endpoint');
     const v1 = (await h.api('GET', `/v1/events/${ids.v1}`)).json.deliveries.find((d) => d.endpoint_id === endpoint);
@@ -481,7 +486,7 @@ describe('isolation', () => {
     assert.equal(v1.attempt_count, 0);
     // counted and logged like every DEAD (it never reaches the dispatcher, which counts the rest)
     const metrics = parsePrometheus((await h.api('GET', '/metrics')).text);
-    assert.equal(sampleValue(metrics, 'hookd_deliveries_dead_total', { reason: 'superseded' }), 1);
+    assert.equal(sampleValue(metrics, 'hookd_deliveries_dead_total', { reason: 'superseded' }), 2, 'v1 and v0, once each');
     assert.ok(h.logs.some((l) => l.msg === 'event.superseded' && l.event_id === ids.v1 && l.deliveries === 1));
     // nor does a replay take the lane back: the superseded one and a version the lane has moved
     // past are refused; the lane's highest may be sent again; another endpoint has no lane

@@ -54,13 +54,17 @@ int sq_read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **o
 
 /* ---------- publish ---------- */
 
-static int count_deliveries(hookd_store_conn *c, int64_t event_seq, int *n) {
-  sqlite3_stmt *st =
-      sq_stmt(c, SQ_EV_COUNT_DL, "SELECT COUNT(*) FROM deliveries WHERE event_seq = ?1");
+/* A repeated publish's answer, as the first one's: its deliveries, and of those the ones
+ * created DEAD "superseded" (only creation gives that reason). */
+static int count_deliveries(hookd_store_conn *c, int64_t event_seq, hookd_publish_res *res) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_COUNT_DL,
+                             "SELECT COUNT(*), COALESCE(SUM(dead_reason = 'superseded'), 0)"
+                             " FROM deliveries WHERE event_seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, event_seq);
   if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "count deliveries");
-  *n = (int)sq_col_i64(st, 0);
+  res->n_deliveries = (int)sq_col_i64(st, 0);
+  res->n_superseded = (int)sq_col_i64(st, 1);
   return HOOKD_STORE_OK;
 }
 
@@ -176,7 +180,7 @@ static int existing_event(hookd_store_conn *c, const hookd_publish_req *req,
   if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
   res->event_id = strdup(req->event_id);
   res->duplicate = true;
-  return count_deliveries(c, seq, &res->n_deliveries);
+  return count_deliveries(c, seq, res);
 }
 
 int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res) {
@@ -208,7 +212,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
       int64_t seq = sq_col_i64(st, 1);
       res->event_id = sq_col_str(st, 2);
       res->duplicate = true;
-      return count_deliveries(c, seq, &res->n_deliveries);
+      return count_deliveries(c, seq, res);
     }
     if (step != SQLITE_DONE) return sq_fail(c, "read idempotency key");
   }
