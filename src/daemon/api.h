@@ -63,6 +63,9 @@ void hookd_api_chain(hookd_api_op *op,
 /* An audit reason (the Hookd-Reason header, a body's "reason"): 1-255 bytes of UTF-8, not
  * blank (nor only invisible characters), no control characters. */
 bool hookd_api_reason_valid(const char *s);
+/* A name or description shown to operators: UTF-8 without control characters (a tab and a line
+ * feed allowed where `lines`) nor bidirectional controls; may be empty. */
+bool hookd_api_shown_text_ok(const char *s, bool lines);
 
 /* Appends an audit row for op's actor and reason, inside the op's transaction (call from run).
  * detail may be NULL; it never holds secrets. */

@@ -43,8 +43,11 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
     }
   }
   const char *name = "";
-  if (hookd_json_get_str(body, "name", &name) < 0 || (name && strlen(name) > 200)) {
-    hookd_req_error(r, 422, "invalid_field", "name must be a string of at most 200 bytes");
+  if (hookd_json_get_str(body, "name", &name) < 0 ||
+      (name && (strlen(name) > 200 || !hookd_api_shown_text_ok(name, false)))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "name must be a string of at most 200 bytes, without control characters or "
+                    "bidirectional controls");
     return false;
   }
   snprintf(op->name, sizeof op->name, "%s", name ? name : "");

@@ -62,19 +62,21 @@ static uint32_t code_point(const unsigned char *p, size_t len) {
   return c;
 }
 
-/* Audit text is shown to operators: no control characters — C0, DEL, C1 (U+0080–U+009F), nor
- * the line separators and bidirectional controls that reorder or break what a viewer shows
- * (U+061C, U+200E/F, U+2028/9, U+202A–E, U+2066–9) — and something to read: blanks and
- * invisible characters alone (U+00A0, U+2000–U+200D, U+FEFF, …) are no reason. s is UTF-8 (a
- * JSON string, or checked; a malformed sequence is refused). */
-bool hookd_api_reason_valid(const char *s) {
+/* Text shown to operators (an audit reason, a name, a description): no control characters —
+ * C0 (but a tab and a line feed where lines are allowed), DEL, C1 (U+0080–U+009F), nor the
+ * line separators and bidirectional controls that reorder or break what a viewer shows (U+061C,
+ * U+200E/F, U+2028/9, U+202A–E, U+2066–9). *visible: something to read — blanks and invisible
+ * characters alone (U+00A0, U+2000–U+200D, U+FEFF, …) are not. s is UTF-8 (a JSON string, or
+ * checked; a malformed sequence is refused). */
+static bool shown_text_ok(const char *s, bool lines, bool *visible) {
   size_t n = strlen(s);
-  bool visible = false;
+  *visible = false;
   for (size_t i = 0; i < n;) {
     size_t len = hookd_utf8_len(s + i, n - i);
     if (!len) return false;
     uint32_t c = code_point((const unsigned char *)s + i, len);
     i += len;
+    if (lines && (c == '\n' || c == '\t')) continue;
     if (c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0x61c || c == 0x200e || c == 0x200f ||
         (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069))
       return false;
@@ -82,9 +84,19 @@ bool hookd_api_reason_valid(const char *s) {
                  c == 0x1680 || c == 0x180e || (c >= 0x2000 && c <= 0x200d) || c == 0x202f ||
                  c == 0x205f || (c >= 0x2060 && c <= 0x2064) || c == 0x3000 || c == 0x3164 ||
                  c == 0xfeff || c == 0xffa0;
-    if (!blank) visible = true;
+    if (!blank) *visible = true;
   }
-  return visible && n <= 255;
+  return true;
+}
+
+bool hookd_api_reason_valid(const char *s) {
+  bool visible;
+  return shown_text_ok(s, false, &visible) && visible && strlen(s) <= 255;
+}
+
+bool hookd_api_shown_text_ok(const char *s, bool lines) {
+  bool visible;
+  return shown_text_ok(s, lines, &visible);
 }
 
 void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,

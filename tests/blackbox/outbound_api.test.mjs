@@ -200,6 +200,9 @@ describe('bad input gets a clear 4xx', () => {
       [{ url: recv.url, retry: { max_attempts: null } }, 'invalid_field'],
       [{ url: recv.url, retry: { backoff_cap_ms: null } }, 'invalid_field'],
       [{ url: recv.url, colour: 'red' }, 'unknown_field'],
+      // operators read it: no terminal escapes, no reordering
+      [{ url: recv.url, description: 'pay \u001b[31mred' }, 'invalid_field'],
+      [{ url: recv.url, description: 'abc\u202edcba' }, 'invalid_field'],
       [{ description: 'no url' }, 'invalid_field'],
     ];
     for (const [body, code] of bad) {
@@ -213,6 +216,13 @@ describe('bad input gets a clear 4xx', () => {
     assert.equal(fast.status, 201, fast.text);
     assert.ok(Math.abs(fast.json.rate_limit.per_second - 2000000 / 60) < 1e-6, 'shown per second');
     assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${fast.json.id}`)).status, 200);
+    const lines = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, description: 'billing\n\tprod — đã kiểm tra' });
+    assert.equal(lines.status, 201, lines.text);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${lines.json.id}`)).status, 200);
+    for (const name of ['acme\u001b[2J', 'a\nb', 'x\u2066y']) {
+      assertError(await h.api('POST', '/v1/tenants', { name }), 422, 'invalid_field', 'name must be');
+      assertError(await h.api('PATCH', `/v1/tenants/${tenant}`, { name }), 422, 'invalid_field', 'name must be');
+    }
     // a pattern given twice is kept once
     const twice = await h.api('POST', `/v1/tenants/${tenant}/endpoints`,
       { url: recv.url, event_types: ['inv.paid', 'inv.*', 'inv.paid', 'inv.*'] });
