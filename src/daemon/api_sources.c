@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/clock.h"
 #include "core/ids.h"
@@ -170,6 +171,36 @@ static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_en
  * prefix ending in ".*" or '/' and '*' (hookd_api_type_pattern_valid), at most 128 bytes. */
 static bool valid_type_pattern(const char *s) {
   return strlen(s) <= 128 && hookd_api_type_pattern_valid(s);
+}
+
+/* The generic HMAC settings that could never verify a request, or only by accident: a prefix
+ * or template no header or request holds (control bytes, more than a header could), one header
+ * serving two roles, or a signature in a header that frames the request. */
+static const char *generic_sane(const hookd_generic_hmac *g) {
+  static const char *const framing[] = {"host",      "content-length", "transfer-encoding",
+                                        "connection", "content-type",  "content-encoding",
+                                        "expect",     "upgrade",       "te",
+                                        "trailer",    "keep-alive",    NULL};
+  for (size_t i = 0; framing[i]; i++)
+    if (!strcasecmp(g->header, framing[i]))
+      return "generic.header may not be a header that frames the request (Host, Content-Length, "
+             "Content-Type, …)";
+  const char *p = g->prefix ? g->prefix : "";
+  if (strlen(p) > 64) return "generic.prefix must be at most 64 bytes";
+  for (; *p; p++)
+    if (*p < 0x20 || *p > 0x7e) return "generic.prefix must be printable ASCII";
+  const char *t = g->template ? g->template : "";
+  if (strlen(t) > 1024) return "generic.template must be at most 1024 bytes";
+  for (; *t; t++)
+    if ((*t < 0x20 && *t != '\n') || *t == 0x7f)
+      return "generic.template may hold no control character but a line feed";
+  const char *id = g->id_header && *g->id_header ? g->id_header : NULL;
+  const char *ts = g->timestamp_header && *g->timestamp_header ? g->timestamp_header : NULL;
+  if ((id && !strcasecmp(id, g->header)) || (ts && !strcasecmp(ts, g->header)) ||
+      (id && ts && !strcasecmp(id, ts)))
+    return "generic.header, generic.id_header and generic.timestamp_header must be three "
+           "different headers";
+  return NULL;
 }
 
 /* A JSON path as hookd_json_path reads it: member names or array indexes joined by '.', none
@@ -606,6 +637,7 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
                   !hookd_in_header_name_valid(g.timestamp_header))))
       bad = "generic.header, generic.id_header and generic.timestamp_header must be header "
             "names (HTTP tokens)";
+    if (!bad) bad = generic_sane(&g);
     if (bad) {
       hookd_req_error(r, 422, "invalid_field", "%s", bad);
       ok = false;

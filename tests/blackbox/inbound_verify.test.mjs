@@ -117,11 +117,22 @@ describe('generic HMAC: the template signs the body, and the timestamp and id it
     const create = (extra) => h.api('POST', '/v1/sources', { id: `src_generic_bad_${++n}`, tenant: TENANT,
       provider: 'generic', secrets: ['s3cret'], destinations: [{ url: dest }], ...extra });
     for (const [generic, named] of [[{ header: 'X-Sig\r\nA: b' }, 'generic.header'], [{ header: 'X Sig' }, 'generic.header'],
-      [{ header: 'X-Sig', template: '{id}.{body}', id_header: 'X-Id:' }, 'generic.id_header']]) {
+      [{ header: 'X-Sig', template: '{id}.{body}', id_header: 'X-Id:' }, 'generic.id_header'],
+      // settings that could never verify a request, or one header in two roles
+      [{ header: 'X-Sig', prefix: 'v1='.repeat(30) }, 'generic.prefix must be at most 64'],
+      [{ header: 'X-Sig', prefix: 'v1\u0001' }, 'generic.prefix must be printable'],
+      [{ header: 'X-Sig', template: `{body}${'x'.repeat(1100)}` }, 'generic.template must be at most'],
+      [{ header: 'X-Sig', template: '{body}\u0007' }, 'generic.template may hold no control'],
+      [{ header: 'X-Sig', template: '{timestamp}.{body}', timestamp_header: 'x-sig' }, 'three different headers'],
+      [{ header: 'X-Sig', template: '{id}.{timestamp}.{body}', id_header: 'X-T', timestamp_header: 'X-T' }, 'three different'],
+      [{ header: 'Content-Length' }, 'frames the request'], [{ header: 'host' }, 'frames the request']]) {
       const r = await create({ generic });
       assert.equal(r.status, 422, JSON.stringify(generic));
       assert.ok(r.json.error.message.includes(named), r.text);
     }
+    // a line feed is a template's own (a timestamp and the body on two lines)
+    const lf = await create({ generic: { header: 'X-Sig', template: '{timestamp}\n{body}', timestamp_header: 'X-Ts' } });
+    assert.equal(lf.status, 201, lf.text);
     const unknown = await create({ generic: { header: 'X-Sig', bogus: 1 } });
     assert.equal(unknown.status, 422);
     assert.deepEqual([unknown.json.error.code, unknown.json.error.message], ['unknown_field', 'unknown field "generic.bogus"']);
