@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/b64.h"
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/inbound.h"
@@ -341,11 +342,19 @@ static void reply_event_get(hookd_api_op *base, int rc) {
     hookd_req_error(base->req, 404, "not_found", "event not found");
     return;
   }
-  json_t *payload;
+  json_t *payload, *binary = NULL;
   if (op->ev.inbound) {
-    /* the provider's request body as received: JSON as JSON, anything else (a form) as text */
+    /* the provider's request body as received: JSON as JSON, anything else (a form) as text,
+     * and bytes that are not UTF-8 as base64 beside a null payload (null alone would read as a
+     * JSON null, or a purged payload) */
     payload = json_loadb(op->ev.body, op->ev.body_len, JSON_DECODE_ANY, NULL);
     if (!payload) payload = json_stringn(op->ev.body, op->ev.body_len); /* NULL: not UTF-8 */
+    char *b64 = !payload && op->ev.body ? malloc(HOOKD_B64_ENCLEN(op->ev.body_len)) : NULL;
+    if (b64) {
+      hookd_b64_encode((const unsigned char *)op->ev.body, op->ev.body_len, b64);
+      binary = json_string(b64);
+      free(b64);
+    }
   } else { /* the envelope's data */
     json_t *env = json_loadb(op->ev.body, op->ev.body_len, 0, NULL);
     payload = env ? json_incref(json_object_get(env, "data")) : NULL;
@@ -357,6 +366,7 @@ static void reply_event_get(hookd_api_op *base, int rc) {
   if (op->ev.inbound)
     json_object_set_new(v, "content_type", hookd_json_str_or_null(op->ev.content_type));
   json_object_set_new(v, "payload", payload ? payload : json_null());
+  if (binary) json_object_set_new(v, "payload_base64", binary);
   json_object_set_new(v, "deliveries", dl);
   hookd_req_reply_json(base->req, 200, v);
 }

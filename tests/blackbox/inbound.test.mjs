@@ -481,6 +481,25 @@ describe('verification', () => {
     await dest.close();
   });
 
+  it('a signed body that is not UTF-8 is kept and forwarded byte for byte; the event shows it as base64', async () => {
+    const dest = await startReceiver();
+    const src = await source('github', ['gh-bin'], [{ url: dest.url }]);
+    const body = Buffer.concat([Buffer.from('payload=1&x='), Buffer.from([0xff, 0xfe, 0x00, 0x80])]);
+    const r = await post(src, body, { ...sign.github(body, 'gh-bin', 'bin-1'), 'Content-Type': 'application/x-www-form-urlencoded' });
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    const ev = (await h.api('GET', `/v1/events/${r.json.inbox_id}`)).json;
+    assert.equal(ev.payload, null);
+    assert.equal(ev.payload_base64, body.toString('base64'), 'shown, told apart from a JSON null');
+    assert.equal(ev.payload_purged_at, null);
+    // a form that is text stays text
+    const text = 'payload=%7B%7D';
+    const t = await post(src, text, { ...sign.github(text, 'gh-bin', 'bin-2'), 'Content-Type': 'application/x-www-form-urlencoded' });
+    const tev = (await h.api('GET', `/v1/events/${t.json.inbox_id}`)).json;
+    assert.deepEqual([tev.payload, tev.payload_base64], [text, undefined]);
+    await dest.close();
+  });
+
   it('a signed body nested deeper than --max-json-depth is kept as bytes and forwarded, not refused', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_deep'], [{ url: dest.url }]);
