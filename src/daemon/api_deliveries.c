@@ -96,7 +96,13 @@ void hookd_api_delivery_get(hookd_req *r, hookd_app *app) {
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   dl_op *op = (dl_op *)base;
   int rc = hookd_api_tenant_known(base, c, be, op->tenant);
-  return rc ? rc : be->delivery_list(c, &op->f, &op->list, &op->n);
+  if (!rc) rc = be->delivery_list(c, &op->f, &op->list, &op->n);
+  /* nothing for an endpoint: none left, or a mistyped id (404, as a mistyped tenant) */
+  if (!rc && !op->n && op->f.endpoint_id &&
+      (rc = be->ever_made(c, HOOKD_MADE_ENDPOINT, op->tenant, op->f.endpoint_id)) ==
+          HOOKD_STORE_NOTFOUND)
+    snprintf(base->err, sizeof base->err, "endpoint");
+  return rc;
 }
 
 static void reply_list(hookd_api_op *base, int rc) {

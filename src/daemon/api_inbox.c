@@ -127,7 +127,13 @@ void hookd_api_inbox_get(hookd_req *r, hookd_app *app) {
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   int rc = op->f.tenant_id ? hookd_api_tenant_known(base, c, be, op->f.tenant_id) : 0;
-  return rc ? rc : be->inbox_list(c, &op->f, &op->list, &op->n_list);
+  if (!rc) rc = be->inbox_list(c, &op->f, &op->list, &op->n_list);
+  /* nothing for a source: none left, or a mistyped id (404, as a mistyped tenant) */
+  if (!rc && !op->n_list && op->f.source_id &&
+      (rc = be->ever_made(c, HOOKD_MADE_SOURCE, op->f.tenant_id, op->f.source_id)) ==
+          HOOKD_STORE_NOTFOUND)
+    snprintf(base->err, sizeof base->err, "source");
+  return rc;
 }
 
 static void reply_list(hookd_api_op *base, int rc) {

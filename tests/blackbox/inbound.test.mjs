@@ -1551,6 +1551,11 @@ describe('finding inbound events by their provider\'s type', () => {
     assert.deepEqual(await inboxTypes('orders/*'), [ids['orders/create'], ids['orders/paid']].sort());
     assert.deepEqual(await inboxTypes('*'), Object.values(ids).sort());
     assert.deepEqual(await inboxTypes('invoice.*'), []);
+    // a mistyped source is 404, as a mistyped tenant
+    const typo = await h.api('GET', `/v1/inbox?tenant=${t}&source=${src.id}x`);
+    assert.deepEqual([typo.status, typo.json.error.code, typo.json.error.message], [404, 'not_found', 'source not found']);
+    const other = await h.api('GET', `/v1/inbox?tenant=${TENANT}&source=${src.id}`);
+    assert.equal(other.status, 404, 'a source of another tenant is none of this one');
     const job = await h.api('POST', `/v1/tenants/${t}/replays`, { filter: { state: 'delivered', event_type: 'orders/*' },
       reason: 'handler lost its orders' });
     assert.equal(job.status, 201, job.text);

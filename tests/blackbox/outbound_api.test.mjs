@@ -388,6 +388,13 @@ describe('finding deliveries', () => {
     assert.equal(page2.json.next_cursor, null);
     assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=lost`), 400, 'invalid_parameter');
     assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit=0`), 400, 'invalid_parameter');
+    // a mistyped endpoint is 404, as a mistyped tenant; one with nothing (left) is an empty page
+    const typo = await h.api('GET', `/v1/tenants/${tenant}/deliveries?endpoint=${e.json.id}x`);
+    assertError(typo, 404, 'not_found', 'endpoint not found');
+    const idle = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, event_types: ['never.sent'] });
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${idle.json.id}`)).status, 200);
+    const none = await h.api('GET', `/v1/tenants/${tenant}/deliveries?endpoint=${idle.json.id}`);
+    assert.deepEqual([none.status, none.json.data], [200, []], 'deleted, and never sent anything: no deliveries');
     // a cursor that is not one of this list's (a typo, another list's) is refused, not read as
     // a position that lists from the start again ("zzzz" sorts after every id) or lists nothing
     for (const bad of ['zzzz', 'a', ids[0], `${page1.json.next_cursor}x`]) {

@@ -262,6 +262,22 @@ int sq_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out) {
   return HOOKD_STORE_OK;
 }
 
+int sq_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const char *id) {
+  bool ep = kind == HOOKD_MADE_ENDPOINT;
+  sqlite3_stmt *st =
+      ep ? sq_stmt(c, SQ_EP_MADE,
+                   "SELECT 1 FROM endpoints WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)")
+         : sq_stmt(c, SQ_SRC_MADE,
+                   "SELECT 1 FROM sources WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_text(st, 2, tenant_id);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc == SQLITE_ROW) return HOOKD_STORE_OK;
+  return rc == SQLITE_DONE ? HOOKD_STORE_NOTFOUND : sq_fail(c, "look up an id");
+}
+
 int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
                      hookd_endpoint **out, size_t *n) {
   sqlite3_stmt *st =

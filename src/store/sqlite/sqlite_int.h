@@ -12,7 +12,7 @@
 enum sq_stmt_id {
   SQ_TENANT_INSERT, SQ_TENANT_GET,
   SQ_POLICY_INSERT, SQ_POLICY_GET,
-  SQ_EP_INSERT, SQ_EP_GET, SQ_EP_LIST, SQ_EP_UPDATE, SQ_EP_DELETE, SQ_EP_CANCEL, SQ_EP_SINCE,
+  SQ_EP_INSERT, SQ_EP_GET, SQ_EP_MADE, SQ_SRC_MADE, SQ_EP_LIST, SQ_EP_UPDATE, SQ_EP_DELETE, SQ_EP_CANCEL, SQ_EP_SINCE,
   SQ_EP_COUNT, SQ_EP_FANOUT, SQ_EP_DISABLE, SQ_EP_RESEAL,
   SQ_IDEM_INSERT, SQ_IDEM_GET,
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
@@ -135,6 +135,7 @@ int sq_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_t
                    size_t *n);
 int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant);
 int sq_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out);
+int sq_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const char *id);
 int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
                      hookd_endpoint **out, size_t *n);
 int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
