@@ -1,8 +1,8 @@
 /* api_deliveries.c — finding and replaying deliveries.
- *   GET  /v1/deliveries/{id}                      the delivery with every attempt
+ *   GET  /v1/deliveries/{id}, /v1/tenants/{t}/deliveries/{id}   the delivery, every attempt
  *   GET  /v1/tenants/{t}/deliveries?state=&endpoint=&event=&event_type=&since=&until=&limit=&after=
  *        newest first (by type or time: on the scan executor, which may walk many rows)
- *   POST /v1/deliveries/{id}/replay               same event id and delivery id, new attempt */
+ *   POST /v1/deliveries/{id}/replay (or under /v1/tenants/{t}/)   same ids, a new attempt */
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,9 +51,19 @@ static dl_op *new_op(hookd_req *r, hookd_app *app,
   return op;
 }
 
-/* A delivery outside the key's tenants does not exist, as far as that key can tell. */
+/* The delivery a route names: /v1/deliveries/{id}, or /v1/tenants/{t}/deliveries/{id} (then
+ * one of that tenant only). */
+static void take_id(dl_op *op, hookd_req *r) {
+  bool in_tenant = hookd_req_param(r, 1) != NULL;
+  if (in_tenant) snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, in_tenant ? 1 : 0));
+}
+
+/* A delivery outside the key's tenants, or the route's, does not exist, as far as that key can
+ * tell. */
 static int hide_foreign(dl_op *op) {
-  if (op->scoped && !hookd_principal_has_tenant(&op->who, op->d.tenant_id)) {
+  if ((op->scoped && !hookd_principal_has_tenant(&op->who, op->d.tenant_id)) ||
+      (op->tenant[0] && strcmp(op->tenant, op->d.tenant_id) != 0)) {
     hookd_delivery_free(&op->d);
     op->loaded = false;
     return HOOKD_STORE_NOTFOUND;
@@ -87,7 +97,7 @@ static void reply_get(hookd_api_op *base, int rc) {
 void hookd_api_delivery_get(hookd_req *r, hookd_app *app) {
   dl_op *op = new_op(r, app, run_get, reply_get);
   if (!op) return;
-  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  take_id(op, r);
   hookd_api_submit(&op->base, false);
 }
 
@@ -202,6 +212,6 @@ void hookd_api_delivery_replay(hookd_req *r, hookd_app *app) {
   if (!hookd_api_no_fields(r, app, "replay")) return;
   dl_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
-  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  take_id(op, r);
   hookd_api_submit(&op->base, true);
 }

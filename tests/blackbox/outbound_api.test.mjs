@@ -388,6 +388,17 @@ describe('finding deliveries', () => {
     assert.equal(page2.json.next_cursor, null);
     assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=lost`), 400, 'invalid_parameter');
     assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit=0`), 400, 'invalid_parameter');
+    // a delivery under its tenant's path too, and only there
+    const one = page1.json.data[0];
+    const scopedGet = await h.api('GET', `/v1/tenants/${tenant}/deliveries/${one.id}`);
+    assert.equal(scopedGet.status, 200, scopedGet.text);
+    assert.deepEqual(scopedGet.json, (await h.api('GET', `/v1/deliveries/${one.id}`)).json);
+    assert.equal((await h.api('POST', '/v1/tenants', { id: `${tenant}-other` })).status, 201);
+    assertError(await h.api('GET', `/v1/tenants/${tenant}-other/deliveries/${one.id}`), 404, 'not_found');
+    assertError(await h.api('POST', `/v1/tenants/${tenant}-other/deliveries/${one.id}/replay`), 404, 'not_found');
+    const replayed = await h.api('POST', `/v1/tenants/${tenant}/deliveries/${one.id}/replay`);
+    assert.deepEqual([replayed.status, replayed.json.id], [202, one.id], replayed.text);
+    await waitDelivery(h, one.event_id, (ds) => ds.some((x) => x.id === one.id && x.state === 'dead' && x.attempt_count === 2));
     // a mistyped endpoint is 404, as a mistyped tenant; one with nothing (left) is an empty page
     const typo = await h.api('GET', `/v1/tenants/${tenant}/deliveries?endpoint=${e.json.id}x`);
     assertError(typo, 404, 'not_found', 'endpoint not found');
