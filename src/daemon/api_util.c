@@ -528,9 +528,13 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
   json_object_set_new(v, "ordered", json_boolean(e->ordered));
   json_object_set_new(v, "lane_policy", json_string(e->lane_policy ? e->lane_policy : "skip"));
   json_object_set_new(v, "failing_since", hookd_json_time(e->failing_since_ms));
-  if (e->source_id) { /* an inbound source's destination */
+  /* an inbound source's destination gets its source's events, whatever their types: event_types
+   * (null, "every type") is left out, and kind says what it is */
+  json_object_set_new(v, "kind", json_string(e->source_id ? "destination" : "endpoint"));
+  if (e->source_id) {
     json_object_set_new(v, "source_id", json_string(e->source_id));
     json_object_set_new(v, "idempotent", json_boolean(e->idempotent));
+    json_object_del(v, "event_types");
   }
   json_t *retry = json_object_get(v, "retry"), *statuses = json_array();
   for (int s = 400; s <= 499; s++)

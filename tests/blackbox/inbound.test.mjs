@@ -1551,6 +1551,15 @@ describe('finding inbound events by their provider\'s type', () => {
     assert.deepEqual(await inboxTypes('orders/*'), [ids['orders/create'], ids['orders/paid']].sort());
     assert.deepEqual(await inboxTypes('*'), Object.values(ids).sort());
     assert.deepEqual(await inboxTypes('invoice.*'), []);
+    // listed with the tenant's endpoints, a destination says what it is (and no type filter:
+    // it gets every event of its source)
+    const own = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: dest.url });
+    const eps = (await h.api('GET', `/v1/tenants/${t}/endpoints`)).json.data;
+    const dst = eps.find((e) => e.id === src.destinations[0].id);
+    assert.deepEqual([dst.kind, dst.source_id, 'event_types' in dst], ['destination', src.id, false]);
+    const mine = eps.find((e) => e.id === own.json.id);
+    assert.deepEqual([mine.kind, mine.event_types, 'source_id' in mine], ['endpoint', null, false]);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${t}/endpoints/${own.json.id}`)).status, 200);
     // a mistyped source is 404, as a mistyped tenant
     const typo = await h.api('GET', `/v1/inbox?tenant=${t}&source=${src.id}x`);
     assert.deepEqual([typo.status, typo.json.error.code, typo.json.error.message], [404, 'not_found', 'source not found']);
