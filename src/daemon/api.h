@@ -63,6 +63,8 @@ void hookd_api_chain(hookd_api_op *op,
 /* An audit reason (the Hookd-Reason header, a body's "reason"): 1-255 bytes of UTF-8, not
  * blank (nor only invisible characters), no control characters. */
 bool hookd_api_reason_valid(const char *s);
+/* A body's optional "reason" (NULL when absent or no body), or a 422 answered (false). */
+bool hookd_api_body_reason(hookd_req *r, const json_t *body, const char **reason);
 /* A name or description shown to operators: UTF-8 without control characters (a tab and a line
  * feed allowed where `lines`) nor bidirectional controls; may be empty. */
 bool hookd_api_shown_text_ok(const char *s, bool lines);
@@ -199,6 +201,7 @@ void hookd_api_event_republish(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_get(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_list(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_replay(hookd_req *r, hookd_app *app);
+void hookd_api_event_deliver(hookd_req *r, hookd_app *app);
 void hookd_api_replay_create(hookd_req *r, hookd_app *app);
 void hookd_api_replay_get(hookd_req *r, hookd_app *app);
 void hookd_api_replay_list(hookd_req *r, hookd_app *app);

@@ -2,7 +2,9 @@
  *   GET  /v1/deliveries/{id}, /v1/tenants/{t}/deliveries/{id}   the delivery, every attempt
  *   GET  /v1/tenants/{t}/deliveries?state=&endpoint=&event=&event_type=&since=&until=&limit=&after=
  *        newest first (by type or time: on the scan executor, which may walk many rows)
- *   POST /v1/deliveries/{id}/replay (or under /v1/tenants/{t}/)   same ids, a new attempt */
+ *   POST /v1/deliveries/{id}/replay (or under /v1/tenants/{t}/)   same ids, a new attempt
+ *   POST /v1/tenants/{t}/events/{id}/deliveries {endpoint, reason?}   the event's delivery to
+ *        an endpoint that has none (published while it was disabled, or before it was made) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,4 +216,52 @@ void hookd_api_delivery_replay(hookd_req *r, hookd_app *app) {
   if (!op) return;
   take_id(op, r);
   hookd_api_submit(&op->base, true);
+}
+
+/* ---------- an event's delivery to one more endpoint ---------- */
+
+static int run_deliver(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  dl_op *op = (dl_op *)base;
+  int rc = be->event_deliver(c, op->tenant, op->event, op->endpoint, hookd_now_ms(), &op->d);
+  op->loaded = rc == 0 || rc == HOOKD_STORE_EXISTS;
+  return rc ? rc
+            : hookd_api_audit(base, c, be, "delivery.create", op->d.id, op->tenant,
+                              op->d.event_id);
+}
+
+static void reply_deliver(hookd_api_op *base, int rc) {
+  dl_op *op = (dl_op *)base;
+  if (rc) { /* "event" or "endpoint" not found; else the store's words */
+    hookd_api_store_error(base, rc, base->err[0] ? base->err : "delivery");
+    return;
+  }
+  HOOKD_INC(deliveries_created);
+  hookd_dispatcher_hint(base->app->disp, op->d.endpoint_id, op->d.next_attempt_ms);
+  HLOG(HOOKD_LOG_INFO, "delivery.created", KV_S("delivery_id", op->d.id),
+       KV_S("event_id", op->d.event_id), KV_S("tenant_id", op->d.tenant_id),
+       KV_S("endpoint_id", op->d.endpoint_id), KV_S("actor", base->actor[0] ? base->actor : NULL));
+  hookd_req_reply_json(base->req, 201, hookd_json_delivery(&op->d));
+}
+
+void hookd_api_event_deliver(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"endpoint", "reason", NULL};
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  const char *ep = NULL, *reason = NULL;
+  dl_op *op = NULL;
+  if (!hookd_api_known_members(r, body, NULL, names) || !hookd_api_body_reason(r, body, &reason))
+    goto done;
+  if (hookd_json_get_str(body, "endpoint", &ep) != 0 || !hookd_id_valid(ep, 128)) {
+    hookd_req_error(r, 422, "missing_field", "endpoint is required: the id of an endpoint of "
+                                             "this tenant");
+    goto done;
+  }
+  if (!(op = new_op(r, app, run_deliver, reply_deliver))) goto done;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->event, sizeof op->event, "%s", hookd_req_param(r, 1));
+  snprintf(op->endpoint, sizeof op->endpoint, "%s", ep);
+  if (reason) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+  hookd_api_submit(&op->base, true);
+done:
+  json_decref(body);
 }

@@ -573,13 +573,7 @@ void hookd_api_event_republish(hookd_req *r, hookd_app *app) {
                     "id must be 1-128 characters of letters, digits, '_', '-', '.', ':'");
     goto done;
   }
-  if (body && (hookd_json_get_str(body, "reason", &reason) < 0 ||
-               (reason && !hookd_api_reason_valid(reason)))) {
-    hookd_req_error(r, 422, "invalid_field",
-                    "reason must be text of 1 to 255 bytes, not blank, without control "
-                    "characters");
-    goto done;
-  }
+  if (!hookd_api_body_reason(r, body, &reason)) goto done;
   if (idem && !valid_idempotency_key(idem)) {
     hookd_req_error(r, 400, "invalid_header",
                     "Idempotency-Key must be 1-255 visible ASCII characters (no space)");

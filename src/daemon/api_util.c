@@ -94,6 +94,18 @@ bool hookd_api_reason_valid(const char *s) {
   return shown_text_ok(s, false, &visible) && visible && strlen(s) <= 255;
 }
 
+bool hookd_api_body_reason(hookd_req *r, const json_t *body, const char **reason) {
+  *reason = NULL;
+  if (body && (hookd_json_get_str(body, "reason", reason) < 0 ||
+               (*reason && !hookd_api_reason_valid(*reason)))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "reason must be text of 1 to 255 bytes, not blank, without control "
+                    "characters");
+    return false;
+  }
+  return true;
+}
+
 bool hookd_api_shown_text_ok(const char *s, bool lines) {
   bool visible;
   return shown_text_ok(s, lines, &visible);

@@ -65,6 +65,8 @@ static const route routes[] = {
     {"GET", "/v1/tenants/{}/events", HOOKD_PERM_READ, 0, hookd_api_event_list,
      ",event_type,kind,since,until,limit,before,"},
     {"GET", "/v1/tenants/{}/events/{}", HOOKD_PERM_READ, 0, hookd_api_event_get, NULL},
+    {"POST", "/v1/tenants/{}/events/{}/deliveries", HOOKD_PERM_OPERATE, 0,
+     hookd_api_event_deliver, NULL},
     {"POST", "/v1/tenants/{}/events/{}/republish", HOOKD_PERM_OPERATE, 0,
      hookd_api_event_republish, NULL},
     {"GET", "/v1/events/{}", HOOKD_PERM_READ, -1, hookd_api_event_get, NULL},

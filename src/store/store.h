@@ -581,6 +581,15 @@ typedef struct hookd_store_backend {
   /* Moves a delivered or dead delivery back to pending, due now, with a new cycle. */
   int (*delivery_replay)(hookd_store_conn *c, const char *id, int64_t now_ms,
                          hookd_delivery *out);
+  /* Creates the delivery of a tenant's outbound event to one of its endpoints that has none —
+   * published while the endpoint was disabled, or before it existed or subscribed —, pending
+   * now as a replay cycle, and reads it into out. HOOKD_STORE_EXISTS when that pair has a
+   * delivery (out->id only: replay it); NOTFOUND for the event or endpoint (the store's error
+   * text names which); STATE when it would never be sent (an inbound event, a destination, a
+   * disabled endpoint, a type it does not take, a purged or expired event, a lane moved past
+   * its version), the text saying why. */
+  int (*event_deliver)(hookd_store_conn *c, const char *tenant_id, const char *event_id,
+                       const char *endpoint_id, int64_t now_ms, hookd_delivery *out);
 
   /* Dispatcher. */
   int (*claim)(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,

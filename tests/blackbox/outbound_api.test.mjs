@@ -370,6 +370,48 @@ describe('deleting an endpoint with deliveries in hand', () => {
   });
 });
 
+describe('an event delivered to one more endpoint', () => {
+  it('an event published while its endpoint was disabled is delivered to it on request, under its own webhook-id, once', async () => {
+    const r = await startReceiver(() => ({ status: 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { event_types: ['inv.*'] });
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    assert.equal((await h.api('PATCH', epPath, { enabled: false })).status, 200);
+    const missed = await publish(h, tenant, { type: 'inv.paid', payload: { n: 1 } });
+    assert.equal(missed.json.deliveries, 0, 'not fanned out to a disabled endpoint');
+    const path = `/v1/tenants/${tenant}/events/${missed.json.id}/deliveries`;
+    // still disabled: refused, nothing made
+    assertError(await h.api('POST', path, { endpoint }), 409, 'invalid_state', 'the endpoint is disabled');
+    assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
+    const made = await h.api('POST', path, { endpoint, reason: 'customer fixed their endpoint' });
+    assert.equal(made.status, 201, made.text);
+    assert.deepEqual([made.json.event_id, made.json.endpoint_id, made.json.state], [missed.json.id, endpoint, 'pending']);
+    await r.waitFor(1, 10000, 'the missed event');
+    assert.equal(r.requests[0].headers['webhook-id'], missed.json.id, 'the event\'s own id: a receiver deduplicates on it');
+    const d = await waitDelivery(h, missed.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(d[0].id, made.json.id);
+    const got = await h.api('GET', `/v1/deliveries/${made.json.id}`);
+    assert.equal(got.json.attempts[0].trigger, 'replay', 'an operator\'s, not a live attempt');
+    // once: the pair has its delivery now (replay that)
+    assertError(await h.api('POST', path, { endpoint }), 409, 'already_exists', `the event has a delivery to this endpoint (${made.json.id})`);
+    const audit = (await h.api('GET', `/v1/audit?tenant=${tenant}`)).json.data;
+    assert.ok(audit.some((a) => a.action === 'delivery.create' && a.target === made.json.id &&
+      a.reason === 'customer fixed their endpoint'), JSON.stringify(audit));
+    // what would never be sent, or is not there
+    assertError(await h.api('POST', `/v1/tenants/${tenant}/events/evt_nope/deliveries`, { endpoint }), 404, 'not_found', 'event not found');
+    assertError(await h.api('POST', path, { endpoint: `${endpoint}x` }), 404, 'not_found', 'endpoint not found');
+    const other = await publish(h, tenant, { type: 'ship.sent', payload: {} });
+    assertError(await h.api('POST', `/v1/tenants/${tenant}/events/${other.json.id}/deliveries`, { endpoint }), 409, 'invalid_state',
+      "the endpoint's event_types do not take ship.sent");
+    assertError(await h.api('POST', path, {}), 422, 'missing_field');
+    assertError(await h.api('POST', path, { endpoint, extra: 1 }), 422, 'unknown_field');
+    // another tenant's endpoint is none of this tenant's
+    const t2 = await setup(h, r.url);
+    assertError(await h.api('POST', path, { endpoint: t2.endpoint }), 404, 'not_found', 'endpoint not found');
+    assert.equal(r.requests.length, 1, 'sent once');
+    await r.close();
+  });
+});
+
 describe('finding deliveries', () => {
   it('lists a tenant\'s deliveries by state and endpoint, paginated', async () => {
     const r = await startReceiver(() => ({ status: 400 }));

@@ -528,6 +528,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .tenant_page = sq_tenant_page,
     .endpoint_create = sq_endpoint_create,
     .endpoint_get = sq_endpoint_get,
+    .event_deliver = sq_event_deliver,
     .ever_made = sq_ever_made,
     .endpoint_list = sq_endpoint_list,
     .endpoint_update = sq_endpoint_update,

@@ -669,6 +669,142 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
 }
 
+/* An event's delivery to one endpoint, made by an operator (store.h event_deliver). */
+static int deliver_checks(hookd_store_conn *c, const char *type, const hookd_endpoint *ep,
+                          const char *tenant_id) {
+  if (strcmp(ep->tenant_id, tenant_id) != 0) {
+    snprintf(c->err, sizeof c->err, "endpoint");
+    return HOOKD_STORE_NOTFOUND;
+  }
+  if (ep->source_id) {
+    snprintf(c->err, sizeof c->err,
+             "a source's destination gets the events its source receives, not published ones");
+    return HOOKD_STORE_STATE;
+  }
+  if (!ep->enabled) {
+    snprintf(c->err, sizeof c->err, "the endpoint is disabled: enable it first");
+    return HOOKD_STORE_STATE;
+  }
+  if (!hookd_filter_match(ep->event_types, type)) {
+    snprintf(c->err, sizeof c->err, "the endpoint's event_types do not take %.64s", type);
+    return HOOKD_STORE_STATE;
+  }
+  return HOOKD_STORE_OK;
+}
+
+int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
+                     const char *endpoint_id, int64_t now_ms, hookd_delivery *out) {
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_DELIVER_READ,
+                             "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
+                             " ordering_version FROM events WHERE id = ?1 AND tenant_id = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, event_id);
+  sq_bind_text(st, 2, tenant_id);
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) return sq_fail(c, "read event");
+    snprintf(c->err, sizeof c->err, "event");
+    return HOOKD_STORE_NOTFOUND;
+  }
+  int64_t seq = sq_col_i64(st, 0), expires = sq_col_i64(st, 3);
+  char *type = sq_col_str(st, 1), *key = sq_col_str(st, 5);
+  const char *kind = (const char *)sqlite3_column_text(st, 2);
+  bool inbound = kind && !strcmp(kind, "inbound"), purged = sq_col_i64(st, 4) != 0;
+  bool versioned = sqlite3_column_type(st, 6) != SQLITE_NULL;
+  int64_t version = sq_col_i64(st, 6);
+  sqlite3_reset(st);
+  hookd_endpoint ep;
+  bool have_ep = false;
+  if (!type) {
+    rc = sq_fail(c, "read event");
+  } else if (inbound) {
+    snprintf(c->err, sizeof c->err, "an inbound event goes to its source's destinations "
+                                    "(POST /v1/inbox/{id}/replay)");
+    rc = HOOKD_STORE_STATE;
+  } else if (purged) {
+    snprintf(c->err, sizeof c->err,
+             "the event's payload was purged (--payload-retention-s): nothing left to send");
+    rc = HOOKD_STORE_STATE;
+  } else if (expires && expires <= now_ms) {
+    snprintf(c->err, sizeof c->err, "the event expired (expires_at passed)");
+    rc = HOOKD_STORE_STATE;
+  } else if ((rc = sq_endpoint_get(c, endpoint_id, &ep)) == HOOKD_STORE_NOTFOUND) {
+    snprintf(c->err, sizeof c->err, "endpoint");
+  } else if (rc == HOOKD_STORE_OK) {
+    have_ep = true;
+    rc = deliver_checks(c, type, &ep, tenant_id);
+  }
+  /* the pair's delivery, if it has one: replayed, not made twice */
+  if (rc == HOOKD_STORE_OK) {
+    st = sq_stmt(c, SQ_DL_OF_PAIR,
+                 "SELECT id FROM deliveries WHERE event_seq = ?1 AND endpoint_id = ?2");
+    if (!st) {
+      rc = HOOKD_STORE_ERR;
+    } else {
+      sq_bind_i64(st, 1, seq);
+      sq_bind_text(st, 2, endpoint_id);
+      int step = sqlite3_step(st);
+      if (step == SQLITE_ROW) {
+        out->id = sq_col_str(st, 0);
+        snprintf(c->err, sizeof c->err,
+                 "the event has a delivery to this endpoint (%.48s): replay it", out->id);
+        rc = HOOKD_STORE_EXISTS;
+      } else if (step != SQLITE_DONE) {
+        rc = sq_fail(c, "read delivery");
+      }
+      sqlite3_reset(st);
+    }
+  }
+  /* an ordered lane never goes back; a delivery behind an open one of its lane waits */
+  int64_t wait = 0;
+  if (rc == HOOKD_STORE_OK && key && ep.ordered) {
+    bool superseded = false;
+    if (versioned) rc = lane_version(c, endpoint_id, key, version, &superseded);
+    if (rc == HOOKD_STORE_OK && superseded) {
+      snprintf(c->err, sizeof c->err,
+               "the endpoint's lane has moved past this event's ordering_version: an ordered "
+               "lane never goes back");
+      rc = HOOKD_STORE_STATE;
+    }
+    if (rc == HOOKD_STORE_OK) rc = lane_open(c, endpoint_id, key, &wait);
+  }
+  char did[HOOKD_ID_MAX];
+  if (rc == HOOKD_STORE_OK && hookd_id_new("dlv", now_ms, did) != 0) rc = HOOKD_STORE_ERR;
+  if (rc == HOOKD_STORE_OK) {
+    sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL);
+    sqlite3_stmt *as_replay = ins ? sq_stmt(c, SQ_DL_AS_REPLAY,
+                                            "UPDATE deliveries SET cycle_kind = 'replay'"
+                                            " WHERE id = ?1")
+                                  : NULL;
+    if (!as_replay) {
+      rc = HOOKD_STORE_ERR;
+    } else {
+      sq_bind_text(ins, 1, did);
+      sq_bind_i64(ins, 2, seq);
+      sq_bind_text(ins, 3, endpoint_id);
+      sq_bind_text(ins, 4, tenant_id);
+      sq_bind_i64(ins, 5, now_ms);
+      sq_bind_i64(ins, 6, ep.policy.id);
+      sq_bind_text(ins, 7, key);
+      sq_bind_i64(ins, 8, wait);
+      sq_bind_text(as_replay, 1, did);
+      if (sqlite3_step(ins) != SQLITE_DONE || sqlite3_changes(c->db) != 1)
+        rc = sq_fail(c, "insert delivery");
+      else if (sqlite3_step(as_replay) != SQLITE_DONE)
+        rc = sq_fail(c, "insert delivery");
+      sqlite3_reset(ins);
+      sqlite3_reset(as_replay);
+    }
+  }
+  free(type);
+  free(key);
+  if (have_ep) hookd_endpoint_free(&ep);
+  if (rc != HOOKD_STORE_OK) return rc;
+  return sq_delivery_get(c, did, out, NULL, NULL);
+}
+
 /* ---------- dispatcher ---------- */
 
 /* The claimable set, shared by claims and next-due lookups: due (or any time, for next due),

@@ -17,7 +17,7 @@ enum sq_stmt_id {
   SQ_IDEM_INSERT, SQ_IDEM_GET,
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
   SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_OPEN, SQ_LANE_ADVANCE, SQ_LANE_REPAIR,
-  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_IS_DEST, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID,
+  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_IS_DEST, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_AS_REPLAY,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_DL_LIST_WIDE,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_LATE, SQ_OUTCOME_GONE, SQ_ATTEMPT_INSERT, SQ_RELEASE,
@@ -153,6 +153,8 @@ int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
 int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_delivery **out,
                      size_t *n);
 int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out);
+int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
+                     const char *endpoint_id, int64_t now_ms, hookd_delivery *out);
 /* delivery_replay's checks and write, without reading the delivery back; on HOOKD_STORE_STATE
  * *why (may be NULL) names the refusal: state_changed, endpoint_deleted, endpoint_disabled,
  * superseded, lane_moved_on, expired, payload_purged. memo (may be NULL) keeps the last
