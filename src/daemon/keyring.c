@@ -46,15 +46,21 @@ int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_
   return 0;
 }
 
+/* The key is written whole under a temporary name, synced, then linked to its name — which,
+ * like O_EXCL, never replaces a key already there —, so that a crash (or a power cut) at any
+ * point leaves either no key file or a complete one: written in place, a kill between the
+ * create and the write left an empty file that every later start refused (an audit). */
 static int create_key_file(const char *path, hookd_master_key *out, char *err, size_t errlen) {
-  char text[64];
+  char text[64], tmp[1100];
   if (hookd_master_key_generate(out, text) != 0) {
     snprintf(err, errlen, "cannot generate a master key");
     return -1;
   }
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    snprintf(err, errlen, "cannot create master key file %s: %s", path, strerror(errno));
+    OPENSSL_cleanse(text, sizeof text);
+    snprintf(err, errlen, "cannot create master key file %s: %s", tmp, strerror(errno));
     return -1;
   }
   size_t n = strlen(text);
@@ -62,6 +68,12 @@ static int create_key_file(const char *path, hookd_master_key *out, char *err, s
   int ok = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
   close(fd);
   OPENSSL_cleanse(text, sizeof text);
+  if (ok && link(tmp, path) != 0) {
+    snprintf(err, errlen, "cannot create master key file %s: %s", path, strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  unlink(tmp);
   if (ok) { /* the file's directory entry too: a power cut must not keep sealed secrets and lose
              * the only key that opens them */
     char dir[1100];
@@ -80,6 +92,14 @@ static int create_key_file(const char *path, hookd_master_key *out, char *err, s
     return -1;
   }
   return 0;
+}
+
+/* An empty key file beside a store that holds no secret: what a crash inside the first start's
+ * key creation left before hookd wrote the key whole (create_key_file) — nothing is sealed with
+ * any key yet, so it is made again instead of refusing every start. */
+static bool empty_unused_key_file(const char *path, size_t secrets) {
+  struct stat st;
+  return secrets == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0;
 }
 
 typedef struct scan {
@@ -158,6 +178,7 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
     rc = hookd_keyring_read(cfg->master_key_file, &out->key, err, errlen);
   } else if (strncmp(cfg->store_url, "sqlite:", 7) == 0) {
     snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
+    if (empty_unused_key_file(path, secrets)) unlink(path);
     if (access(path, F_OK) == 0) {
       rc = hookd_keyring_read(path, &out->key, err, errlen);
     } else if (secrets) {

@@ -4,12 +4,12 @@
 // command) runs to its end.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
 import { existsSync, openSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
-import { HOOKD_BIN, publish, startHookd, tempDir, waitDelivery } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultDisk, publish, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 const run = (args, opts = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', ...opts });
@@ -197,6 +197,45 @@ describe('hookd CLI', () => {
       assert.match(r.stderr, why);
       assert.deepEqual(readdirSync(dir), [], `${args.join(' ')} left files: ${readdirSync(dir)}`);
     }
+    cleanup();
+  });
+
+  it('an empty key file left by a crash inside the first start is made again while nothing is sealed; with secrets stored it stops the start', async () => {
+    const { dir, cleanup } = tempDir();
+    const keyFile = join(dir, 'hookd.db.key');
+    writeFileSync(keyFile, ''); // a kill between the file's creation and its write (an audit)
+    let h = await startHookd({ dir });
+    assert.equal(statSync(keyFile).size, 45, 'a key written whole (44 base64 characters and a newline)');
+    assert.ok(!existsSync(`${keyFile}.tmp`), 'the temporary name is gone');
+    const t = await h.api('POST', '/v1/tenants', { id: 'k' });
+    assert.equal(t.status, 201);
+    assert.equal((await h.api('POST', '/v1/tenants/k/endpoints', { url: 'http://127.0.0.1:9/hook' })).status, 201);
+    assert.equal((await h.stop()).code, 0);
+    // a secret is sealed now: an emptied key file is a lost key, never replaced by a new one
+    writeFileSync(keyFile, '');
+    const r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${h.db}`], { timeout: 20000 });
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /master key/);
+    assert.equal(statSync(keyFile).size, 0, 'left as it was');
+    cleanup();
+  });
+
+  it('killed while writing the first master key: no key file is left half-written, and the next start comes up', async () => {
+    const { dir, cleanup } = tempDir();
+    const keyFile = join(dir, 'hookd.db.key');
+    const slow = faultDisk(dir, 'SLOW', 5000, '.key.tmp');
+    slow.fill();
+    const proc = spawn(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(dir, 'hookd.db')}`],
+      { env: { ...process.env, ...slow.env }, stdio: 'ignore' });
+    const exited = new Promise((resolve) => proc.on('exit', resolve));
+    await waitUntil(() => existsSync(`${keyFile}.tmp`) || null, { what: 'the key being written' });
+    proc.kill('SIGKILL');
+    await exited;
+    assert.ok(!existsSync(keyFile), 'no key file under its name until it is whole');
+    slow.free();
+    const h = await startHookd({ dir });
+    assert.equal(statSync(keyFile).size, 45);
+    assert.equal((await h.stop()).code, 0);
     cleanup();
   });
 
