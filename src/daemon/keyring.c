@@ -68,25 +68,29 @@ static int create_key_file(const char *path, hookd_master_key *out, char *err, s
   int ok = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
   close(fd);
   OPENSSL_cleanse(text, sizeof text);
-  if (ok && link(tmp, path) != 0) {
+  if (!ok) {
+    snprintf(err, errlen, "cannot write master key file %s", tmp);
+    unlink(tmp);
+    return -1;
+  }
+  if (link(tmp, path) != 0) { /* EEXIST: another's key, never replaced */
     snprintf(err, errlen, "cannot create master key file %s: %s", path, strerror(errno));
     unlink(tmp);
     return -1;
   }
   unlink(tmp);
-  if (ok) { /* the file's directory entry too: a power cut must not keep sealed secrets and lose
-             * the only key that opens them */
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir) slash[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    ok = dfd >= 0 && fsync(dfd) == 0;
-    if (dfd >= 0) close(dfd);
-  }
-  if (!ok) {
+  /* the file's directory entry too: a power cut must not keep sealed secrets and lose the only
+   * key that opens them */
+  char dir[1100];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir) slash[1] = '\0';
+  else if (slash) *slash = '\0';
+  else snprintf(dir, sizeof dir, ".");
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ok = dfd >= 0 && fsync(dfd) == 0;
+  if (dfd >= 0) close(dfd);
+  if (!ok) { /* the key this start made, not on disk for sure: gone, as it never was */
     snprintf(err, errlen, "cannot write master key file %s", path);
     unlink(path);
     return -1;
