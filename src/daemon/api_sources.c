@@ -187,12 +187,12 @@ static const char *generic_sane(const hookd_generic_hmac *g) {
              "Content-Type, …)";
   const char *p = g->prefix ? g->prefix : "";
   if (strlen(p) > 64) return "generic.prefix must be at most 64 bytes";
-  for (; *p; p++)
-    if (*p < 0x20 || *p > 0x7e) return "generic.prefix must be printable ASCII";
+  for (const unsigned char *u = (const unsigned char *)p; *u; u++)
+    if (*u < 0x20 || *u > 0x7e) return "generic.prefix must be printable ASCII";
   const char *t = g->template ? g->template : "";
   if (strlen(t) > 1024) return "generic.template must be at most 1024 bytes";
-  for (; *t; t++)
-    if ((*t < 0x20 && *t != '\n') || *t == 0x7f)
+  for (const unsigned char *u = (const unsigned char *)t; *u; u++) /* bytes: UTF-8 passes */
+    if ((*u < 0x20 && *u != '\n') || *u == 0x7f)
       return "generic.template may hold no control character but a line feed";
   const char *id = g->id_header && *g->id_header ? g->id_header : NULL;
   const char *ts = g->timestamp_header && *g->timestamp_header ? g->timestamp_header : NULL;

@@ -34,11 +34,11 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
     else if (!strcmp(k, "max_in_flight")) op->fields |= T_MAXIF;
     else if (!strcmp(k, "rate_limit")) op->fields |= T_RATE;
     else if (!strcmp(k, "weight")) op->fields |= T_WEIGHT;
-    else if (!create && !strcmp(k, "id")) {
-      hookd_req_error(r, 422, "immutable_field", "id cannot be changed");
-      return false;
-    } else if (!(create && !strcmp(k, "id"))) {
+    else if (strcmp(k, "id") != 0) {
       hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      return false;
+    } else if (!create) {
+      hookd_req_error(r, 422, "immutable_field", "id cannot be changed");
       return false;
     }
   }
