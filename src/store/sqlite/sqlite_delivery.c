@@ -749,7 +749,8 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
       if (step == SQLITE_ROW) {
         out->id = sq_col_str(st, 0);
         snprintf(c->err, sizeof c->err,
-                 "the event has a delivery to this endpoint (%.48s): replay it", out->id);
+                 "the event has a delivery to this endpoint (%.48s): replay it",
+                 out->id ? out->id : "");
         rc = HOOKD_STORE_EXISTS;
       } else if (step != SQLITE_DONE) {
         rc = sq_fail(c, "read delivery");
