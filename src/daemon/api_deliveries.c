@@ -251,9 +251,13 @@ void hookd_api_event_deliver(hookd_req *r, hookd_app *app) {
   dl_op *op = NULL;
   if (!hookd_api_known_members(r, body, NULL, names) || !hookd_api_body_reason(r, body, &reason))
     goto done;
-  if (hookd_json_get_str(body, "endpoint", &ep) != 0 || !hookd_id_valid(ep, 128)) {
+  if (!json_object_get(body, "endpoint")) {
     hookd_req_error(r, 422, "missing_field", "endpoint is required: the id of an endpoint of "
                                              "this tenant");
+    goto done;
+  }
+  if (hookd_json_get_str(body, "endpoint", &ep) != 0 || !hookd_id_valid(ep, 128)) {
+    hookd_req_error(r, 422, "invalid_field", "endpoint must be an endpoint id");
     goto done;
   }
   if (!(op = new_op(r, app, run_deliver, reply_deliver))) goto done;

@@ -73,12 +73,19 @@ static int create_key_file(const char *path, hookd_master_key *out, char *err, s
     unlink(tmp);
     return -1;
   }
-  if (link(tmp, path) != 0) { /* EEXIST: another's key, never replaced */
+  /* a file system without hard links: renamed instead (the store's lock keeps other hookd
+   * starts out, and the name was free a moment ago) */
+  int linked = link(tmp, path);
+  if (linked != 0 && (errno == EPERM || errno == ENOTSUP || errno == ENOSYS)) {
+    if (access(path, F_OK) == 0) errno = EEXIST;
+    else linked = rename(tmp, path);
+  }
+  if (linked != 0) { /* EEXIST: another's key, never replaced */
     snprintf(err, errlen, "cannot create master key file %s: %s", path, strerror(errno));
     unlink(tmp);
     return -1;
   }
-  unlink(tmp);
+  unlink(tmp); /* after a rename: nothing there */
   /* the file's directory entry too: a power cut must not keep sealed secrets and lose the only
    * key that opens them */
   char dir[1100];
@@ -183,6 +190,10 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
   } else if (strncmp(cfg->store_url, "sqlite:", 7) == 0) {
     snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
     if (empty_unused_key_file(path, secrets)) unlink(path);
+    char tmp[sizeof path + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    /* a copy of the key a crash left between the link and the unlink (create_key_file) */
+    if (access(path, F_OK) == 0) unlink(tmp);
     if (access(path, F_OK) == 0) {
       rc = hookd_keyring_read(path, &out->key, err, errlen);
     } else if (secrets) {

@@ -207,6 +207,11 @@ describe('hookd CLI', () => {
     let h = await startHookd({ dir });
     assert.equal(statSync(keyFile).size, 45, 'a key written whole (44 base64 characters and a newline)');
     assert.ok(!existsSync(`${keyFile}.tmp`), 'the temporary name is gone');
+    // a copy a crash left between the link and the unlink goes at the next start
+    await h.stop();
+    writeFileSync(`${keyFile}.tmp`, 'a copy of the key\n');
+    h = await startHookd({ dir });
+    assert.ok(!existsSync(`${keyFile}.tmp`), 'no second copy of the master key left about');
     const t = await h.api('POST', '/v1/tenants', { id: 'k' });
     assert.equal(t.status, 201);
     assert.equal((await h.api('POST', '/v1/tenants/k/endpoints', { url: 'http://127.0.0.1:9/hook' })).status, 201);

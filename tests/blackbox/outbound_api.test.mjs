@@ -385,6 +385,8 @@ describe('an event delivered to one more endpoint', () => {
     const made = await h.api('POST', path, { endpoint, reason: 'customer fixed their endpoint' });
     assert.equal(made.status, 201, made.text);
     assert.deepEqual([made.json.event_id, made.json.endpoint_id, made.json.state], [missed.json.id, endpoint, 'pending']);
+    const ev = (await h.api('GET', `/v1/events/${missed.json.id}`)).json;
+    assert.equal(made.json.created_at, ev.created_at, 'created at its event\'s publish, as every delivery (time filters)');
     await r.waitFor(1, 10000, 'the missed event');
     assert.equal(r.requests[0].headers['webhook-id'], missed.json.id, 'the event\'s own id: a receiver deduplicates on it');
     const d = await waitDelivery(h, missed.json.id, (ds) => ds[0]?.state === 'delivered');
@@ -403,11 +405,32 @@ describe('an event delivered to one more endpoint', () => {
     assertError(await h.api('POST', `/v1/tenants/${tenant}/events/${other.json.id}/deliveries`, { endpoint }), 409, 'invalid_state',
       "the endpoint's event_types do not take ship.sent");
     assertError(await h.api('POST', path, {}), 422, 'missing_field');
+    assertError(await h.api('POST', path, { endpoint: 5 }), 422, 'invalid_field');
     assertError(await h.api('POST', path, { endpoint, extra: 1 }), 422, 'unknown_field');
     // another tenant's endpoint is none of this tenant's
     const t2 = await setup(h, r.url);
     assertError(await h.api('POST', path, { endpoint: t2.endpoint }), 404, 'not_found', 'endpoint not found');
     assert.equal(r.requests.length, 1, 'sent once');
+    await r.close();
+  });
+
+  it('on an ordered endpoint the lane keeps publish order: an event older than one its lane has is refused', async () => {
+    const r = await startReceiver(() => ({ status: 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true });
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    assert.equal((await h.api('PATCH', epPath, { enabled: false })).status, 200);
+    const u1 = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
+    const solo = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'k3' });
+    assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
+    const u2 = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'k' });
+    await r.waitFor(1, 10000, 'u2');
+    const older = await h.api('POST', `/v1/tenants/${tenant}/events/${u1.json.id}/deliveries`, { endpoint });
+    assertError(older, 409, 'invalid_state', "the endpoint's lane has a later event already");
+    // a lane with nothing later takes it
+    const ok = await h.api('POST', `/v1/tenants/${tenant}/events/${solo.json.id}/deliveries`, { endpoint });
+    assert.equal(ok.status, 201, ok.text);
+    await r.waitFor(2, 10000, 'the k3 event');
+    assert.deepEqual(r.requests.map((q) => q.headers['webhook-id']), [u2.json.id, solo.json.id]);
     await r.close();
   });
 });

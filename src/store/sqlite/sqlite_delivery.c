@@ -697,7 +697,8 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_DELIVER_READ,
                              "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
-                             " ordering_version FROM events WHERE id = ?1 AND tenant_id = ?2");
+                             " ordering_version, created_at FROM events"
+                             " WHERE id = ?1 AND tenant_id = ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, event_id);
   sq_bind_text(st, 2, tenant_id);
@@ -713,7 +714,7 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
   const char *kind = (const char *)sqlite3_column_text(st, 2);
   bool inbound = kind && !strcmp(kind, "inbound"), purged = sq_col_i64(st, 4) != 0;
   bool versioned = sqlite3_column_type(st, 6) != SQLITE_NULL;
-  int64_t version = sq_col_i64(st, 6);
+  int64_t version = sq_col_i64(st, 6), published = sq_col_i64(st, 7);
   sqlite3_reset(st);
   hookd_endpoint ep;
   bool have_ep = false;
@@ -739,7 +740,8 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
   /* the pair's delivery, if it has one: replayed, not made twice */
   if (rc == HOOKD_STORE_OK) {
     st = sq_stmt(c, SQ_DL_OF_PAIR,
-                 "SELECT id FROM deliveries WHERE event_seq = ?1 AND endpoint_id = ?2");
+                 "SELECT id, dead_reason IS 'superseded' FROM deliveries"
+                 " WHERE event_seq = ?1 AND endpoint_id = ?2");
     if (!st) {
       rc = HOOKD_STORE_ERR;
     } else {
@@ -748,9 +750,11 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
       int step = sqlite3_step(st);
       if (step == SQLITE_ROW) {
         out->id = sq_col_str(st, 0);
-        snprintf(c->err, sizeof c->err,
-                 "the event has a delivery to this endpoint (%.48s): replay it",
-                 out->id ? out->id : "");
+        snprintf(c->err, sizeof c->err, "the event has a delivery to this endpoint (%.48s)%s",
+                 out->id ? out->id : "",
+                 sq_col_i64(st, 1) ? ", superseded by a higher ordering_version of its lane: "
+                                     "never sent"
+                                   : ": replay it");
         rc = HOOKD_STORE_EXISTS;
       } else if (step != SQLITE_DONE) {
         rc = sq_fail(c, "read delivery");
@@ -758,28 +762,50 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
       sqlite3_reset(st);
     }
   }
-  /* an ordered lane never goes back; a delivery behind an open one of its lane waits */
+  /* an ordered lane goes in publish order and never goes back: an event older than one its lane
+   * already has is refused (a lane is ordered by delivery, so it would be sent after the newer
+   * one); a delivery behind an open one of its lane waits */
   int64_t wait = 0;
   if (rc == HOOKD_STORE_OK && key && ep.ordered) {
-    bool superseded = false;
-    if (versioned) rc = lane_version(c, endpoint_id, key, version, &superseded);
-    if (rc == HOOKD_STORE_OK && superseded) {
+    bool superseded = false, newer = false;
+    st = sq_stmt(c, SQ_LANE_NEWER,
+                 "SELECT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1"
+                 " AND ordering_key = ?2 AND event_seq > ?3)");
+    if (!st) {
+      rc = HOOKD_STORE_ERR;
+    } else {
+      sq_bind_text(st, 1, endpoint_id);
+      sq_bind_text(st, 2, key);
+      sq_bind_i64(st, 3, seq);
+      int step = sqlite3_step(st);
+      newer = step == SQLITE_ROW && sq_col_i64(st, 0);
+      sqlite3_reset(st);
+      if (step != SQLITE_ROW) rc = sq_fail(c, "read lane");
+    }
+    if (rc == HOOKD_STORE_OK && !newer && versioned)
+      rc = lane_version(c, endpoint_id, key, version, &superseded);
+    if (rc == HOOKD_STORE_OK && (newer || superseded)) {
       snprintf(c->err, sizeof c->err,
-               "the endpoint's lane has moved past this event's ordering_version: an ordered "
-               "lane never goes back");
+               "the endpoint's lane %s: an ordered lane goes in publish order and never goes "
+               "back",
+               newer ? "has a later event already" : "has moved past this event's ordering_version");
       rc = HOOKD_STORE_STATE;
     }
     if (rc == HOOKD_STORE_OK) rc = lane_open(c, endpoint_id, key, &wait);
   }
   char did[HOOKD_ID_MAX];
   if (rc == HOOKD_STORE_OK && hookd_id_new("dlv", now_ms, did) != 0) rc = HOOKD_STORE_ERR;
+  /* pending now as a replay cycle (scheduled with replays, attempts read "replay"), created
+   * at its event's publish as every delivery is (the lists' since/until and replay jobs' time
+   * filters read a delivery's creation as its event's) */
   if (rc == HOOKD_STORE_OK) {
-    sqlite3_stmt *ins = sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL);
-    sqlite3_stmt *as_replay = ins ? sq_stmt(c, SQ_DL_AS_REPLAY,
-                                            "UPDATE deliveries SET cycle_kind = 'replay'"
-                                            " WHERE id = ?1")
-                                  : NULL;
-    if (!as_replay) {
+    sqlite3_stmt *ins =
+        sq_stmt(c, SQ_DL_INSERT_MADE,
+                "INSERT INTO deliveries(id, event_seq, endpoint_id, tenant_id, state,"
+                " cycle_kind, cycle_started_at, next_attempt_at, policy_id, created_at,"
+                " updated_at, ordering_key, lane_wait)"
+                " VALUES (?1, ?2, ?3, ?4, 'pending', 'replay', ?5, ?5, ?6, ?9, ?5, ?7, ?8)");
+    if (!ins) {
       rc = HOOKD_STORE_ERR;
     } else {
       sq_bind_text(ins, 1, did);
@@ -790,13 +816,9 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
       sq_bind_i64(ins, 6, ep.policy.id);
       sq_bind_text(ins, 7, key);
       sq_bind_i64(ins, 8, wait);
-      sq_bind_text(as_replay, 1, did);
-      if (sqlite3_step(ins) != SQLITE_DONE || sqlite3_changes(c->db) != 1)
-        rc = sq_fail(c, "insert delivery");
-      else if (sqlite3_step(as_replay) != SQLITE_DONE)
-        rc = sq_fail(c, "insert delivery");
+      sq_bind_i64(ins, 9, published);
+      if (sqlite3_step(ins) != SQLITE_DONE) rc = sq_fail(c, "insert delivery");
       sqlite3_reset(ins);
-      sqlite3_reset(as_replay);
     }
   }
   free(type);
