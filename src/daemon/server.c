@@ -659,6 +659,8 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
 
 int hookd_server_port(const hookd_server *s) { return s->port; }
 
+int hookd_server_waiting(const hookd_server *s) { return atomic_load(&s->suspended); }
+
 int hookd_server_suspended(const hookd_server *s) {
   int running = atomic_load(&s->in_handler); /* first: a handler ending between the two loads
                                               * has already counted its suspension */

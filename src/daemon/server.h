@@ -53,6 +53,8 @@ void hookd_server_quiesce(hookd_server *s);
 size_t hookd_server_buffered(hookd_server *s);
 /* Requests not yet answered: suspended, or in their handler right now. */
 int hookd_server_suspended(const hookd_server *s);
+/* Requests suspended while their store op runs (a gauge: /metrics). */
+int hookd_server_waiting(const hookd_server *s);
 void hookd_server_stop(hookd_server *s);
 
 /* ---- the request (valid until answered) ---- */
