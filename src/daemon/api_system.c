@@ -175,8 +175,9 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
                                      "connections together (--max-buffered-bytes)",
                                      (double)hookd_server_buffered(app->srv));
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_http_requests_waiting",
-                                     "requests waiting on the store for their answer (a publish "
-                                     "or a provider's delivery until its commit, an API read)",
+                                     "requests suspended for their answer: on the store (a "
+                                     "publish or a provider's delivery until its commit, an API "
+                                     "read) or on a destination's address check",
                                      (double)hookd_server_waiting(app->srv));
   rc = rc ? rc : endpoint_metrics(&o, app->disp);
   rc = rc ? rc : storeq_metrics(&o, "writer", app->store->writer);

@@ -414,23 +414,37 @@ describe('an event delivered to one more endpoint', () => {
     await r.close();
   });
 
-  it('on an ordered endpoint the lane keeps publish order: an event older than one its lane has is refused', async () => {
+  it('on an ordered endpoint the lane never goes back: without versions, an event older than its lane\'s latest is refused; with versions, they decide', async () => {
     const r = await startReceiver(() => ({ status: 200 }));
     const { tenant, endpoint } = await setup(h, r.url, { ordered: true });
     const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
     assert.equal((await h.api('PATCH', epPath, { enabled: false })).status, 200);
     const u1 = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
     const solo = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'k3' });
+    const v9 = await publish(h, tenant, { type: 'a', payload: { v: 9 }, ordering_key: 'kv', ordering_version: 9 });
+    const v3 = await publish(h, tenant, { type: 'a', payload: { v: 3 }, ordering_key: 'kw', ordering_version: 3 });
     assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
     const u2 = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'k' });
-    await r.waitFor(1, 10000, 'u2');
+    const v6 = await publish(h, tenant, { type: 'a', payload: { v: 6 }, ordering_key: 'kv', ordering_version: 6 });
+    const v4 = await publish(h, tenant, { type: 'a', payload: { v: 4 }, ordering_key: 'kw', ordering_version: 4 });
+    await r.waitFor(3, 10000, 'u2, v6, v4');
+    // the newest version, published first: sent after v6, in version order
+    const newest = await h.api('POST', `/v1/tenants/${tenant}/events/${v9.json.id}/deliveries`, { endpoint });
+    assert.equal(newest.status, 201, newest.text);
+    await r.waitFor(4, 10000, 'v9');
+    assert.equal(r.requests[3].headers['webhook-id'], v9.json.id);
+    // below its lane's version: refused
+    assertError(await h.api('POST', `/v1/tenants/${tenant}/events/${v3.json.id}/deliveries`, { endpoint }), 409, 'invalid_state',
+      "the endpoint's lane has moved past this event's ordering_version");
+    r.requests.length = 0;
     const older = await h.api('POST', `/v1/tenants/${tenant}/events/${u1.json.id}/deliveries`, { endpoint });
     assertError(older, 409, 'invalid_state', "the endpoint's lane has a later event already");
     // a lane with nothing later takes it
     const ok = await h.api('POST', `/v1/tenants/${tenant}/events/${solo.json.id}/deliveries`, { endpoint });
     assert.equal(ok.status, 201, ok.text);
-    await r.waitFor(2, 10000, 'the k3 event');
-    assert.deepEqual(r.requests.map((q) => q.headers['webhook-id']), [u2.json.id, solo.json.id]);
+    await r.waitFor(1, 10000, 'the k3 event');
+    assert.deepEqual(r.requests.map((q) => q.headers['webhook-id']), [solo.json.id]);
+    assert.ok(u2.json.id && v6.json.id && v4.json.id);
     await r.close();
   });
 });

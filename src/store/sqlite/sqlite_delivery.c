@@ -762,27 +762,31 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
       sqlite3_reset(st);
     }
   }
-  /* an ordered lane goes in publish order and never goes back: an event older than one its lane
-   * already has is refused (a lane is ordered by delivery, so it would be sent after the newer
-   * one); a delivery behind an open one of its lane waits */
+  /* an ordered lane never goes back. With versions, they decide (a version at or above the
+   * lane's highest is sent, after what the lane has); without, the lane goes in publish order:
+   * an event older than its lane's latest is refused (a lane is sent in delivery order, so it
+   * would go out after the newer one). The latest is one probe of the lane index: the lane's
+   * last delivery, whose event is its newest while deliveries are made in publish order (an
+   * operator's versioned one may be older: then the probe misses a newer event of a lane that
+   * mixes versioned and unversioned events). A delivery behind an open one of its lane waits. */
   int64_t wait = 0;
   if (rc == HOOKD_STORE_OK && key && ep.ordered) {
     bool superseded = false, newer = false;
-    st = sq_stmt(c, SQ_LANE_NEWER,
-                 "SELECT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1"
-                 " AND ordering_key = ?2 AND event_seq > ?3)");
-    if (!st) {
+    st = versioned ? NULL
+                   : sq_stmt(c, SQ_LANE_NEWER,
+                             "SELECT event_seq FROM deliveries WHERE endpoint_id = ?1"
+                             " AND ordering_key = ?2 ORDER BY seq DESC LIMIT 1");
+    if (!versioned && !st) {
       rc = HOOKD_STORE_ERR;
-    } else {
+    } else if (st) {
       sq_bind_text(st, 1, endpoint_id);
       sq_bind_text(st, 2, key);
-      sq_bind_i64(st, 3, seq);
       int step = sqlite3_step(st);
-      newer = step == SQLITE_ROW && sq_col_i64(st, 0);
+      newer = step == SQLITE_ROW && sq_col_i64(st, 0) > seq;
       sqlite3_reset(st);
-      if (step != SQLITE_ROW) rc = sq_fail(c, "read lane");
+      if (step != SQLITE_ROW && step != SQLITE_DONE) rc = sq_fail(c, "read lane");
     }
-    if (rc == HOOKD_STORE_OK && !newer && versioned)
+    if (rc == HOOKD_STORE_OK && versioned)
       rc = lane_version(c, endpoint_id, key, version, &superseded);
     if (rc == HOOKD_STORE_OK && (newer || superseded)) {
       snprintf(c->err, sizeof c->err,
