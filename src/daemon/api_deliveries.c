@@ -131,10 +131,13 @@ static void reply_list(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
-  int limit = hookd_api_limit(r, 50, 500);
-  if (limit < 0) return;
+  /* the cursor is the last delivery id of a page: anything else (another list's cursor) would
+   * be read as a position and list from the start again, or nothing */
+  int limit;
+  char after[sizeof ((dl_op *)0)->after];
+  if (hookd_api_page(r, "dlv", &limit, after, sizeof after) != 0) return;
   const char *state = hookd_req_query(r, "state"), *ep = hookd_req_query(r, "endpoint"),
-             *ev = hookd_req_query(r, "event"), *after = hookd_req_query(r, "after"), *type;
+             *ev = hookd_req_query(r, "event"), *type;
   int64_t since_ms, until_ms;
   if (hookd_api_type_time_query(r, &type, &since_ms, &until_ms) != 0) return;
   hookd_dstate st = HOOKD_DS_PENDING;
@@ -147,24 +150,17 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
     hookd_req_error(r, 400, "invalid_parameter", "endpoint and event must be ids");
     return;
   }
-  /* the cursor is the last delivery id of a page: anything else (another list's cursor) would
-   * be read as a position and list from the start again, or nothing */
-  if (after && !hookd_id_generated(after, "dlv")) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    "after must be a next_cursor of this list (a delivery id)");
-    return;
-  }
   dl_op *op = new_op(r, app, run_list, reply_list);
   if (!op) return;
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   snprintf(op->endpoint, sizeof op->endpoint, "%s", ep ? ep : "");
   snprintf(op->event, sizeof op->event, "%s", ev ? ev : "");
-  snprintf(op->after, sizeof op->after, "%s", after ? after : "");
+  memcpy(op->after, after, sizeof after);
   op->f.tenant_id = op->tenant;
   op->f.endpoint_id = ep ? op->endpoint : NULL;
   op->f.event_id = ev ? op->event : NULL;
   op->f.state = state ? (int)st : -1;
-  op->f.after_id = after ? op->after : NULL;
+  op->f.after_id = after[0] ? op->after : NULL;
   snprintf(op->event_type, sizeof op->event_type, "%s", type ? type : "");
   op->f.event_type = type ? op->event_type : NULL;
   op->f.since_ms = since_ms;

@@ -692,6 +692,68 @@ static int deliver_checks(hookd_store_conn *c, const char *type, const hookd_end
   return HOOKD_STORE_OK;
 }
 
+/* The pair's delivery, if it has one: HOOKD_STORE_EXISTS with out->id (replayed, not made
+ * twice), else OK. */
+static int pair_delivery(hookd_store_conn *c, int64_t event_seq, const char *endpoint_id,
+                         hookd_delivery *out) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_DL_OF_PAIR,
+                             "SELECT id, dead_reason IS 'superseded' FROM deliveries"
+                             " WHERE event_seq = ?1 AND endpoint_id = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, event_seq);
+  sq_bind_text(st, 2, endpoint_id);
+  int step = sqlite3_step(st), rc = HOOKD_STORE_OK;
+  if (step == SQLITE_ROW) {
+    out->id = sq_col_str(st, 0);
+    snprintf(c->err, sizeof c->err, "the event has a delivery to this endpoint (%.48s)%s",
+             out->id ? out->id : "",
+             sq_col_i64(st, 1) ? ", superseded by a higher ordering_version of its lane: never "
+                                 "sent"
+                               : ": replay it");
+    rc = HOOKD_STORE_EXISTS;
+  } else if (step != SQLITE_DONE) {
+    rc = sq_fail(c, "read delivery");
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* Whether an ordered lane takes an operator's delivery of event `seq`, and whether it waits
+ * (*wait). A lane never goes back. With versions, they decide (a version at or above the lane's
+ * highest is sent, after what the lane has); without, the lane goes in publish order: an event
+ * older than its lane's latest is refused (a lane is sent in delivery order, so it would go out
+ * after the newer one). The latest is one probe of the lane index: the lane's last delivery,
+ * whose event is its newest while deliveries are made in publish order (an operator's versioned
+ * one may be older: then the probe misses a newer event of a lane that mixes versioned and
+ * unversioned events). A delivery behind an open one of its lane waits. */
+static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char *key,
+                        int64_t seq, bool versioned, int64_t version, int64_t *wait) {
+  bool behind = false;
+  int rc;
+  if (versioned) {
+    rc = lane_version(c, endpoint_id, key, version, &behind);
+  } else {
+    sqlite3_stmt *st = sq_stmt(c, SQ_LANE_NEWER,
+                               "SELECT event_seq FROM deliveries WHERE endpoint_id = ?1"
+                               " AND ordering_key = ?2 ORDER BY seq DESC LIMIT 1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, endpoint_id);
+    sq_bind_text(st, 2, key);
+    int step = sqlite3_step(st);
+    behind = step == SQLITE_ROW && sq_col_i64(st, 0) > seq;
+    sqlite3_reset(st);
+    rc = step == SQLITE_ROW || step == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "read lane");
+  }
+  if (rc) return rc;
+  if (behind) {
+    snprintf(c->err, sizeof c->err, "the endpoint's lane %s: an ordered lane never goes back",
+             versioned ? "has moved past this event's ordering_version"
+                       : "has a later event already");
+    return HOOKD_STORE_STATE;
+  }
+  return lane_open(c, endpoint_id, key, wait);
+}
+
 int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                      const char *endpoint_id, int64_t now_ms, hookd_delivery *out) {
   memset(out, 0, sizeof *out);
@@ -737,66 +799,10 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
     have_ep = true;
     rc = deliver_checks(c, type, &ep, tenant_id);
   }
-  /* the pair's delivery, if it has one: replayed, not made twice */
-  if (rc == HOOKD_STORE_OK) {
-    st = sq_stmt(c, SQ_DL_OF_PAIR,
-                 "SELECT id, dead_reason IS 'superseded' FROM deliveries"
-                 " WHERE event_seq = ?1 AND endpoint_id = ?2");
-    if (!st) {
-      rc = HOOKD_STORE_ERR;
-    } else {
-      sq_bind_i64(st, 1, seq);
-      sq_bind_text(st, 2, endpoint_id);
-      int step = sqlite3_step(st);
-      if (step == SQLITE_ROW) {
-        out->id = sq_col_str(st, 0);
-        snprintf(c->err, sizeof c->err, "the event has a delivery to this endpoint (%.48s)%s",
-                 out->id ? out->id : "",
-                 sq_col_i64(st, 1) ? ", superseded by a higher ordering_version of its lane: "
-                                     "never sent"
-                                   : ": replay it");
-        rc = HOOKD_STORE_EXISTS;
-      } else if (step != SQLITE_DONE) {
-        rc = sq_fail(c, "read delivery");
-      }
-      sqlite3_reset(st);
-    }
-  }
-  /* an ordered lane never goes back. With versions, they decide (a version at or above the
-   * lane's highest is sent, after what the lane has); without, the lane goes in publish order:
-   * an event older than its lane's latest is refused (a lane is sent in delivery order, so it
-   * would go out after the newer one). The latest is one probe of the lane index: the lane's
-   * last delivery, whose event is its newest while deliveries are made in publish order (an
-   * operator's versioned one may be older: then the probe misses a newer event of a lane that
-   * mixes versioned and unversioned events). A delivery behind an open one of its lane waits. */
+  if (rc == HOOKD_STORE_OK) rc = pair_delivery(c, seq, endpoint_id, out);
   int64_t wait = 0;
-  if (rc == HOOKD_STORE_OK && key && ep.ordered) {
-    bool superseded = false, newer = false;
-    st = versioned ? NULL
-                   : sq_stmt(c, SQ_LANE_NEWER,
-                             "SELECT event_seq FROM deliveries WHERE endpoint_id = ?1"
-                             " AND ordering_key = ?2 ORDER BY seq DESC LIMIT 1");
-    if (!versioned && !st) {
-      rc = HOOKD_STORE_ERR;
-    } else if (st) {
-      sq_bind_text(st, 1, endpoint_id);
-      sq_bind_text(st, 2, key);
-      int step = sqlite3_step(st);
-      newer = step == SQLITE_ROW && sq_col_i64(st, 0) > seq;
-      sqlite3_reset(st);
-      if (step != SQLITE_ROW && step != SQLITE_DONE) rc = sq_fail(c, "read lane");
-    }
-    if (rc == HOOKD_STORE_OK && versioned)
-      rc = lane_version(c, endpoint_id, key, version, &superseded);
-    if (rc == HOOKD_STORE_OK && (newer || superseded)) {
-      snprintf(c->err, sizeof c->err,
-               "the endpoint's lane %s: an ordered lane goes in publish order and never goes "
-               "back",
-               newer ? "has a later event already" : "has moved past this event's ordering_version");
-      rc = HOOKD_STORE_STATE;
-    }
-    if (rc == HOOKD_STORE_OK) rc = lane_open(c, endpoint_id, key, &wait);
-  }
+  if (rc == HOOKD_STORE_OK && key && ep.ordered)
+    rc = deliver_lane(c, endpoint_id, key, seq, versioned, version, &wait);
   char did[HOOKD_ID_MAX];
   if (rc == HOOKD_STORE_OK && hookd_id_new("dlv", now_ms, did) != 0) rc = HOOKD_STORE_ERR;
   /* pending now as a replay cycle (scheduled with replays, attempts read "replay"), created
