@@ -6,10 +6,10 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
-import { existsSync, openSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
-import { HOOKD_BIN, faultDisk, publish, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultDisk, faultNoLink, publish, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 const run = (args, opts = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', ...opts });
@@ -240,6 +240,25 @@ describe('hookd CLI', () => {
     slow.free();
     const h = await startHookd({ dir });
     assert.equal(statSync(keyFile).size, 45);
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
+  it('on a file system without hard links the first key is renamed into place, and a key there is never replaced', async () => {
+    const { dir, cleanup } = tempDir();
+    const keyFile = join(dir, 'hookd.db.key');
+    let h = await startHookd({ dir, env: faultNoLink() });
+    assert.equal(statSync(keyFile).size, 45, 'the key written whole under its name');
+    assert.ok(!existsSync(`${keyFile}.tmp`));
+    const t = await h.api('POST', '/v1/tenants', { id: 'nl' });
+    assert.equal(t.status, 201);
+    assert.equal((await h.api('POST', '/v1/tenants/nl/endpoints', { url: 'http://127.0.0.1:9/hook' })).status, 201);
+    assert.equal((await h.stop()).code, 0);
+    // the key it made opens the secret it sealed: the next start comes up with it
+    const key = readFileSync(keyFile, 'utf8');
+    h = await startHookd({ dir, env: faultNoLink() });
+    assert.equal(readFileSync(keyFile, 'utf8'), key, 'the same key');
+    assert.equal((await h.api('GET', '/v1/tenants/nl/endpoints')).json.data.length, 1);
     assert.equal((await h.stop()).code, 0);
     cleanup();
   });

@@ -473,8 +473,10 @@ describe('finding deliveries', () => {
     assert.equal(scopedGet.status, 200, scopedGet.text);
     assert.deepEqual(scopedGet.json, (await h.api('GET', `/v1/deliveries/${one.id}`)).json);
     assert.equal((await h.api('POST', '/v1/tenants', { id: `${tenant}-other` })).status, 201);
-    assertError(await h.api('GET', `/v1/tenants/${tenant}-other/deliveries/${one.id}`), 404, 'not_found');
-    assertError(await h.api('POST', `/v1/tenants/${tenant}-other/deliveries/${one.id}/replay`), 404, 'not_found');
+    // (the delivery hidden, not a route missing: "no such route" is a 404 too)
+    assertError(await h.api('GET', `/v1/tenants/${tenant}-other/deliveries/${one.id}`), 404, 'not_found', 'delivery not found');
+    assertError(await h.api('POST', `/v1/tenants/${tenant}-other/deliveries/${one.id}/replay`), 404, 'not_found',
+      'delivery not found');
     const replayed = await h.api('POST', `/v1/tenants/${tenant}/deliveries/${one.id}/replay`);
     assert.deepEqual([replayed.status, replayed.json.id], [202, one.id], replayed.text);
     await waitDelivery(h, one.event_id, (ds) => ds.some((x) => x.id === one.id && x.state === 'dead' && x.attempt_count === 2));

@@ -51,6 +51,10 @@ export function faultDisk(dir, errno = 'ENOSPC', slowMs = 0, suffix = '') {
     free: () => rmSync(flag, { force: true }),
   };
 }
+// A file system without hard links: link() fails with EPERM.
+export function faultNoLink() {
+  return faultEnv({ HOOKD_FAULT_NOLINK: '1' });
+}
 // A slow name server for one hostname of the test's own: it resolves to 127.0.0.1, after ms
 // milliseconds once slow() is called (at once before, and after fast()).
 export function faultDns(dir, name, ms) {
