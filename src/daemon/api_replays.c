@@ -389,18 +389,9 @@ out:
 
 /* reason: the field, else the Hookd-Reason header; required where `required`. */
 static bool take_reason(hookd_req *r, rp_op *op, const json_t *body, bool required) {
-  const json_t *v = body ? json_object_get(body, "reason") : NULL;
-  if (v && !json_is_null(v)) {
-    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-    if (!s || !hookd_api_reason_valid(s) || strlen(s) >= sizeof op->base.reason) {
-      hookd_req_error(r, 422, "invalid_field",
-                      "reason must be text of 1 to %zu bytes, not blank, without control "
-                      "characters",
-                      sizeof op->base.reason - 1);
-      return false;
-    }
-    snprintf(op->base.reason, sizeof op->base.reason, "%s", s);
-  }
+  const char *s;
+  if (!hookd_api_body_reason(r, body, &s)) return false; /* 255 bytes at most: it fits */
+  if (s) snprintf(op->base.reason, sizeof op->base.reason, "%s", s);
   if (required && !op->base.reason[0]) {
     hookd_req_error(r, 422, "missing_field",
                     "reason is required (or a Hookd-Reason header): a bulk replay is audited "
