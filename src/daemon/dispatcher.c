@@ -231,6 +231,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     e->next_due = now; /* a claim finds out what is due */
   } else {
     bool was_enabled = e->cfg.enabled;
+    bool was_resend = !ep_no_resend(e);
     bool moved = !e->cfg.url || !cfg->url || strcmp(e->cfg.url, cfg->url) != 0;
     ep_apply_config(d, e, cfg);
     e->disabled_by_outcome = false; /* the store's word now */
@@ -256,6 +257,12 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
      * that skips a DEAD head): a claim finds out */
     if (e->cfg.enabled && (!e->next_due || e->next_due > now)) e->next_due = now;
     if (was_enabled && !e->cfg.enabled) sched_release_queue(d, e);
+    /* made not idempotent: the PATCH marked every lease as maybe sent, since the store cannot
+     * tell the requests out from the leases still queued here. Those queued are given back (the
+     * release keeps the token, so the next claim's token no longer matches that mark) and are
+     * claimed again under the send mark, instead of being held unknown after a crash although
+     * never sent. A crash before the release commits holds them, as before. */
+    else if (was_resend && ep_no_resend(e)) sched_release_queue(d, e);
   }
   sched_ep_ready(d, e);
   sched_ep_schedule(d, e);

@@ -1287,6 +1287,40 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('a destination made non-idempotent with forwards queued behind its max_in_flight: those are given back, so a crash holds only the one sent', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const dest = await startReceiver((rec, n) => (n === 1 ? 'hang' : { status: 200 }));
+    const src = await source('stripe', ['whsec_flipq'], [{ url: dest.url, idempotent: true, timeout_ms: 30000, max_in_flight: 1 }], {}, d);
+    const inbox = [];
+    for (let i = 0; i < 3; i++) {
+      const body = stripeEvent(`evt_flipq_${i}`);
+      const r = await post(src, body, sign.stripe(body, 'whsec_flipq'), d);
+      assert.equal(r.status, 200);
+      inbox.push(r.json.inbox_id);
+    }
+    await dest.waitFor(1);
+    const leased = () => d.query('SELECT COUNT(*) n FROM deliveries WHERE leased_until IS NOT NULL')[0].n;
+    await waitUntil(async () => leased() === 2, { what: 'one in flight and one claimed ahead (two windows of max_in_flight 1)' });
+    const flip = await d.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`, { idempotent: false });
+    assert.equal(flip.status, 200, flip.text);
+    // well before the first request's timeout (30 s), which would free its slot too
+    await waitUntil(async () => leased() === 1, { what: 'the lease queued behind the one in flight given back', timeout: 10000 });
+    await d.kill9();
+    d = await startHookd({ dir });
+    await waitUntil(async () => d.query("SELECT COUNT(*) n FROM deliveries WHERE state IN ('pending', 'retrying')")[0].n === 0,
+      { what: 'every forward settled', timeout: 20000 });
+    const states = Object.fromEntries(d.query('SELECT state, COUNT(*) n FROM deliveries GROUP BY state').map((x) => [x.state, x.n]));
+    assert.deepEqual(states, { delivered: 2, unknown: 1 }, 'the one sent waits for an operator; the two never sent went');
+    assert.equal((await waitStatus(src, inbox[0], 'unknown', 5000, d)).status, 'unknown');
+    assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id).sort(), ['evt_flipq_0', 'evt_flipq_1', 'evt_flipq_2']);
+    assert.equal((await d.stop()).code, 0);
+    dest.releaseHanging();
+    await dest.close();
+    cleanup();
+  });
+
   it('hookd killed with a non-idempotent destination busy: only the forwards in flight are held unknown; those waiting were never claimed ahead and resume', async () => {
     const { dir, cleanup } = tempDir();
     let d = await startHookd({ dir });
