@@ -815,6 +815,81 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('deleting a non-idempotent destination while its forward is in flight: the record is held unknown, a replay sends nothing, the late timeout keeps it held', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_delni'], [{ url: dest.url, idempotent: false, timeout_ms: 1500 }]);
+    const body = stripeEvent('evt_delni_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_delni'));
+    await dest.waitFor(1);
+    const del = await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`);
+    assert.equal(del.status, 200, del.text);
+    assert.equal(del.json.cancelled_deliveries, 0, 'the forward in flight is held, not cancelled');
+    let rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+    assert.equal(rec.status, 'unknown', 'not dead_lettered while the handler may be doing the work');
+    assert.equal(rec.deliveries[0].state, 'unknown');
+    assert.match(rec.last_error, /destination deleted while a request to it may have been in flight/);
+    const fresh = await startReceiver();
+    assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: fresh.url, idempotent: false })).status, 201);
+    const rep = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`);
+    assert.equal(rep.status, 409, rep.text);
+    assert.match(rep.json.error.message, /a held one is settled with resolve/);
+    rec = await waitUntil(async () => {
+      const g = await h.api('GET', `/v1/inbox/${r.json.inbox_id}`);
+      return g.json.deliveries.find((x) => x.endpoint_id === src.destinations[0].id)?.attempt_count === 1 ? g.json : null;
+    }, { what: 'the late timeout recorded' });
+    assert.equal(rec.status, 'unknown', 'an ambiguous end stays held for an operator');
+    assert.equal(rec.deliveries.length, 1, 'no forward made for the new destination');
+    assert.equal(fresh.requests.length, 0);
+    assert.equal(dest.requests.length, 1);
+    dest.releaseHanging();
+    await dest.close();
+    await fresh.close();
+  });
+
+  it('deleting a non-idempotent destination while its forward is in flight, then the handler answers 2xx: the record completes', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_delok'], [{ url: dest.url, idempotent: false, timeout_ms: 10000 }]);
+    const body = stripeEvent('evt_delok_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_delok'));
+    await dest.waitFor(1);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
+    await waitStatus(src, r.json.inbox_id, 'unknown');
+    dest.releaseHanging(200);
+    const rec = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(rec.deliveries[0].state, 'delivered');
+    assert.equal(dest.requests.length, 1);
+    await dest.close();
+  });
+
+  it('a destination made non-idempotent while a forward waits to retry after a timeout: held unknown, not sent again; one that failed with the handler\'s own 500 retries', async () => {
+    const dest = await startReceiver((rec, n) => (n === 1 ? 'hang' : { status: 200 }));
+    const retry = { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 };
+    const src = await source('stripe', ['whsec_flipr'], [{ url: dest.url, idempotent: true, timeout_ms: 300, retry }]);
+    const body = stripeEvent('evt_flipr_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_flipr'));
+    await waitStatus(src, r.json.inbox_id, 'retryable_failed');
+    const other = await startReceiver((rec, n) => (n === 1 ? { status: 500 } : { status: 200 }));
+    const src2 = await source('stripe', ['whsec_flipr2'], [{ url: other.url, idempotent: true, retry }]);
+    const body2 = stripeEvent('evt_flipr_2');
+    const r2 = await post(src2, body2, sign.stripe(body2, 'whsec_flipr2'));
+    await waitStatus(src2, r2.json.inbox_id, 'retryable_failed');
+    for (const s of [src, src2])
+      assert.equal((await h.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${s.destinations[0].id}`, { idempotent: false })).status, 200);
+    const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+    assert.equal(rec.status, 'unknown');
+    assert.equal(rec.deliveries[0].state, 'unknown');
+    assert.match(rec.last_error, /made not idempotent after an attempt that may have reached it/);
+    const rec2 = (await h.api('GET', `/v1/inbox/${r2.json.inbox_id}`)).json;
+    assert.equal(rec2.status, 'retryable_failed', 'the handler answered 500 itself: nothing ambiguous');
+    const resolved = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'retry', reason: 'checked: not processed' });
+    assert.equal(resolved.status, 200, resolved.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 2, 'sent again only once the operator said so');
+    dest.releaseHanging();
+    await dest.close();
+    await other.close();
+  });
+
   it('the record\'s last_error is that of the delivery deciding its status, not the last one written', async () => {
     // A is held unknown (timeout, not idempotent), B dead-letters (400) after it: the record is
     // unknown (A decides) and must name A's error, not B's (written last)

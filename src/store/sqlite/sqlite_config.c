@@ -291,6 +291,42 @@ int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *aft
   return sq_read_endpoints(c, st, out, n);
 }
 
+/* A destination made not idempotent: a delivery waiting to retry after an attempt that may have
+ * reached it (a timeout, a connection cut mid-answer, a gateway's 502 or 504) is held unknown
+ * for an operator, as that attempt would have been under the new setting; sending it again is
+ * what the operator just said the handler cannot take. Errs on the side of "may have reached
+ * it": the attempt row does not say whether a timeout came before the request was sent. */
+static int hold_ambiguous_retries(hookd_store_conn *c, const char *ep_id, int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(
+      c, SQ_EP_FLIP_HOLD,
+      "UPDATE deliveries SET state = 'unknown', next_attempt_at = NULL, last_error = ?3,"
+      " updated_at = ?2 WHERE endpoint_id = ?1 AND state = 'retrying' AND leased_until IS NULL"
+      " AND (SELECT a.outcome = 'timeout' OR a.outcome = 'protocol_error'"
+      " OR a.http_status = 502 OR a.http_status = 504 FROM attempts a"
+      " WHERE a.delivery_seq = deliveries.seq ORDER BY a.attempt_number DESC LIMIT 1)"
+      " RETURNING seq");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, ep_id);
+  sq_bind_i64(st, 2, now_ms);
+  sq_bind_text(st, 3, "held: the destination was made not idempotent after an attempt that"
+                      " may have reached it");
+  int64_t *seqs = NULL;
+  size_t n = 0, cap = 0;
+  int step, rc = HOOKD_STORE_OK;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW)
+    if (sq_seq_push(&seqs, &n, &cap, sq_col_i64(st, 0)) != 0) break;
+  if (step == SQLITE_ROW) { /* out of memory */
+    sqlite3_reset(st);
+    rc = HOOKD_STORE_ERR;
+  } else if (step != SQLITE_DONE) {
+    rc = sq_fail(c, "hold deliveries");
+  }
+  for (size_t i = 0; i < n && rc == HOOKD_STORE_OK; i++)
+    rc = sq_inbox_follow(c, seqs[i], now_ms, NULL, NULL);
+  free(seqs);
+  return rc;
+}
+
 int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   hookd_endpoint cur;
   int rc = sq_endpoint_get(c, ep->id, &cur);
@@ -351,6 +387,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, ep->id);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "mark leased deliveries");
+    if ((rc = hold_ambiguous_retries(c, ep->id, ep->updated_ms)) != 0) return rc;
   }
   /* no lanes any more: nothing waits (a first bounded step here, the rest by the rescans) */
   return ep->ordered ? HOOKD_STORE_OK : sq_lane_unorder(c, ep->id);
@@ -370,11 +407,46 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
   /* an inbound destination's inbox records follow their cancelled deliveries (they would say
    * `received` for ever) */
-  st = sq_stmt(c, SQ_EP_IS_DEST, "SELECT source_id IS NOT NULL FROM endpoints WHERE id = ?1");
+  st = sq_stmt(c, SQ_EP_IS_DEST,
+               "SELECT source_id IS NOT NULL, idempotent FROM endpoints WHERE id = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
-  bool inbound = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+  bool inbound = false, no_resend = false;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    inbound = sqlite3_column_int(st, 0);
+    no_resend = inbound && !sqlite3_column_int(st, 1);
+  }
   sqlite3_reset(st);
+  int64_t *seqs = NULL;
+  size_t n = 0, cap = 0;
+  int rc = HOOKD_STORE_OK;
+  if (no_resend) {
+    /* A request to a destination that is not idempotent may be out: its send mark is on the
+     * lease. Cancelled, it would read "destination deleted" (dead-lettered) while the handler
+     * may still be doing the work, and a replay would forward it again. Held unknown instead,
+     * the lease fenced like a cancel's: the request's outcome, landing late, settles it
+     * (late_outcome: a success completes it, an ambiguous end keeps it held); a mark whose
+     * request never started is given back and cancelled then (sq_release_lease). */
+    st = sq_stmt(c, SQ_EP_DELETE_HOLD,
+                 "UPDATE deliveries SET state = 'unknown', updated_at = ?2, next_attempt_at = NULL,"
+                 " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL,"
+                 " last_error = ?3 WHERE endpoint_id = ?1 AND (state = 'pending'"
+                 " OR state = 'retrying') AND leased_until IS NOT NULL AND sent_token = lease_token"
+                 " RETURNING seq");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_text(st, 1, id);
+    sq_bind_i64(st, 2, now_ms);
+    sq_bind_text(st, 3, sq_held_deleted);
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW)
+      if (sq_seq_push(&seqs, &n, &cap, sq_col_i64(st, 0)) != 0) break;
+    if (step == SQLITE_ROW) { /* out of memory */
+      sqlite3_reset(st);
+      rc = HOOKD_STORE_ERR;
+    } else if (step != SQLITE_DONE) {
+      rc = sq_fail(c, "hold deliveries");
+    }
+  }
   /* Active deliveries are cancelled; bumping the lease token fences any in-flight attempt. */
   /* (in two passes, each on its index: the due ones, and those waiting in a lane) */
   static const char *const cancel[] = {
@@ -388,9 +460,6 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
       " AND state IN ('pending','retrying','unknown') AND state != 'unknown' AND lane_wait = 1"
       " RETURNING seq"};
   if (cancelled) *cancelled = 0;
-  int64_t *seqs = NULL;
-  size_t n = 0, cap = 0;
-  int rc = HOOKD_STORE_OK;
   for (int i = 0; i < 2 && rc == HOOKD_STORE_OK; i++) {
     st = sq_stmt(c, i ? SQ_EP_CANCEL_LANES : SQ_EP_CANCEL, cancel[i]);
     if (!st) {

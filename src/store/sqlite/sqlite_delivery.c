@@ -1027,6 +1027,9 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
 /* What the sweep writes on a delivery it holds (reclaim_hold); the late outcome and release of
  * the node that held the lease recognise it. */
 static const char lease_lost[] = "lease lost: hookd stopped while the request may have been sent";
+/* What an inbound destination's delete writes on a delivery it holds (sq_endpoint_delete): the
+ * destination is not idempotent and its request may be out (the send mark of the lease). */
+const char sq_held_deleted[] = "destination deleted while a request to it may have been in flight";
 /* The delivery's endpoint was deleted: a never-sent delivery given back is cancelled then, as the
  * delete would have done (pending, it would wait for ever). */
 #define RELEASE_GONE                                                                            \
@@ -1068,11 +1071,14 @@ static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
  *  - its endpoint's delete, which cancelled it while the request was in flight;
  *  - the sweep, which held it as unknown (a destination that is not idempotent) when its lease
  *    ran out before this outcome could be written (store locked or failing).
+ *  - the delete of an inbound destination that is not idempotent, which held it as unknown
+ *    (sq_held_deleted) because the request may have been out.
  * The request went out, so its attempt is history all the same (the caller appends it). The
  * outcome decides the state — but with the endpoint deleted, only a success (what the receiver
- * got) stands; anything else cancels it, as the delete does: retrying, it would wait for ever.
- * Anything else since (a resolve, a replay, another claim) changed the state or the token:
- * STALE. */
+ * got) or a hold (an ambiguous end at a destination that is not idempotent: the receiver may
+ * have done the work; an operator decides) stands; anything else cancels it, as the delete
+ * does: retrying, it would wait for ever. Anything else since (a resolve, a replay, another
+ * claim) changed the state or the token: STALE. */
 static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME_GONE,
                              "SELECT e.deleted_at IS NOT NULL FROM deliveries d JOIN endpoints e"
@@ -1084,7 +1090,7 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   sqlite3_reset(st);
   if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "record outcome");
   hookd_outcome late = *o;
-  if (gone && late.to != HOOKD_DS_DELIVERED) {
+  if (gone && late.to != HOOKD_DS_DELIVERED && late.to != HOOKD_DS_UNKNOWN) {
     late.to = HOOKD_DS_CANCELLED;
     /* the delete's reason stands (as the delete wrote it); the attempt's own failure is in
      * its attempt row */
@@ -1092,16 +1098,18 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   }
   st = sq_stmt(c, SQ_OUTCOME_LATE,
                OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 + 1 AND lease_owner IS NULL"
-               " AND (state = 'cancelled' OR (state = 'unknown' AND last_error = ?12))");
+               " AND (state = 'cancelled' OR (state = 'unknown'"
+               " AND (last_error = ?12 OR last_error = ?13)))");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(bind_outcome(st, &late), 12, lease_lost);
+  sq_bind_text(st, 13, sq_held_deleted);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
   if (sqlite3_changes(c->db) != 1) {
     snprintf(c->err, sizeof c->err, "lease token %lld is no longer current",
              (long long)o->lease_token);
     return HOOKD_STORE_STALE;
   }
-  o->cancelled = gone; /* the dispatcher's word for "its endpoint is gone" */
+  o->cancelled = gone && late.to != HOOKD_DS_UNKNOWN; /* "its endpoint is gone" (held: not) */
   o->last_error = late.last_error; /* the inbox record follows it (sq_record_outcome) */
   return HOOKD_STORE_OK;
 }
@@ -1280,14 +1288,17 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
   if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
   /* The sweep took it back (token + 1) and, the destination not idempotent, held it as
    * unknown: this release, which says it was never sent, could not be written in time (the
-   * store was locked or failing past the lease). Back as it was claimed — unless anything
-   * else happened to it since (a resolve, another claim). */
+   * store was locked or failing past the lease). Or the destination's delete held it, its send
+   * mark committed but the request not started. Back as it was claimed (cancelled, its
+   * destination deleted) — unless anything else happened to it since (a resolve, another
+   * claim). */
   st = sq_stmt(c, SQ_RELEASE_HELD,
                "UPDATE deliveries SET state = CASE WHEN " RELEASE_GONE " THEN 'cancelled' ELSE ?3"
                " END, next_attempt_at = CASE WHEN " RELEASE_GONE " THEN NULL ELSE ?4 END,"
-               " last_error = ?5, updated_at = ?6"
+               " last_error = CASE WHEN " RELEASE_GONE " THEN 'destination deleted' ELSE ?5 END,"
+               " updated_at = ?6"
                " WHERE seq = ?1 AND lease_token = ?2 + 1 AND state = 'unknown'"
-               " AND lease_owner IS NULL AND last_error = ?7");
+               " AND lease_owner IS NULL AND (last_error = ?7 OR last_error = ?8)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, r->delivery_seq);
   sq_bind_i64(st, 2, r->lease_token);
@@ -1296,6 +1307,7 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
   sq_bind_text(st, 5, r->last_error);
   sq_bind_i64(st, 6, r->now_ms);
   sq_bind_text(st, 7, lease_lost);
+  sq_bind_text(st, 8, sq_held_deleted);
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) return sq_fail(c, "release lease");

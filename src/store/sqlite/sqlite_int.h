@@ -17,7 +17,7 @@ enum sq_stmt_id {
   SQ_IDEM_INSERT, SQ_IDEM_GET,
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
   SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_OPEN, SQ_LANE_ADVANCE, SQ_LANE_REPAIR,
-  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_IS_DEST, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
+  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_IS_DEST, SQ_EP_DELETE_HOLD, SQ_EP_FLIP_HOLD, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_DL_LIST_WIDE,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_LATE, SQ_OUTCOME_GONE, SQ_ATTEMPT_INSERT, SQ_RELEASE,
@@ -266,6 +266,8 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   " OR EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = d.seq AND a.finished_at >= ?3))"
 int sq_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms);
 int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys);
+/* last_error of a delivery held unknown by its destination's delete (sqlite_delivery.c) */
+extern const char sq_held_deleted[];
 int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
                     const char *last_error, const char *result_ref);
 int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
