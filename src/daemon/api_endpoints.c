@@ -152,8 +152,12 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     op->fields |= 1u << i;
   }
   const char *s = NULL;
-  if (hookd_json_get_str(body, "url", &s) < 0 || (create && !(op->fields & F_URL))) {
-    hookd_req_error(r, 422, "invalid_field", "url is required and must be a string");
+  if (create && !(op->fields & F_URL)) {
+    hookd_req_error(r, 422, "missing_field", "url is required: the endpoint's https URL");
+    return false;
+  }
+  if (hookd_json_get_str(body, "url", &s) < 0) {
+    hookd_req_error(r, 422, "invalid_field", "url must be a string");
     return false;
   }
   if (op->fields & F_URL) op->url = strdup(s);

@@ -101,7 +101,7 @@ static json_t *render_brief(const hookd_replay_job *j) {
                         j->tenant_id, "state", j->state, "filter", filter ? filter : json_null(),
                         "reason", hookd_json_str_or_null(j->reason), "actor",
                         hookd_json_str_or_null(j->actor), "rate",
-                        json_pack("{s:f}", "per_second", j->rate_per_s), "total",
+                        hookd_json_rate(j->rate_per_s), "total",
                         (json_int_t)j->total, "progress", progress);
   json_object_set_new(v, "created_at", hookd_json_time(j->created_ms));
   json_object_set_new(v, "confirmed_at", hookd_json_time(j->confirmed_ms));

@@ -580,8 +580,16 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
   const char *tenant = NULL, *provider = NULL, *id = NULL;
   ok = hookd_api_known_members(r, body, NULL, known);
   hookd_provider prov;
+  /* absent is missing_field, present and wrong invalid_field, as everywhere */
+  static const char *const required[] = {"tenant", "provider", "secrets", "destinations", NULL};
+  for (int i = 0; ok && required[i]; i++) {
+    if (!json_object_get(body, required[i])) {
+      hookd_req_error(r, 422, "missing_field", "%s is required", required[i]);
+      ok = false;
+    }
+  }
   if (ok && (hookd_json_get_str(body, "tenant", &tenant) != 0 || !hookd_id_valid(tenant, 64))) {
-    hookd_req_error(r, 422, "invalid_field", "tenant is required (a tenant id)");
+    hookd_req_error(r, 422, "invalid_field", "tenant must be a tenant id");
     ok = false;
   }
   if (ok && !hookd_api_tenant_allowed(r, tenant)) ok = false;

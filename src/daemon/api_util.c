@@ -1,6 +1,7 @@
 /* api_util.c — the async store-op helper, error mapping, body parsing and JSON renderers
  * shared by the API handlers. */
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -493,8 +494,20 @@ int hookd_api_timeout_shown(int timeout_ms, int max_timeout_ms) {
   return max_timeout_ms > 0 && timeout_ms > max_timeout_ms ? max_timeout_ms : timeout_ms;
 }
 
+/* A whole number as a JSON integer (a typed client's int field refuses 50.0), else a real. */
+static json_t *json_tidy_number(double v) {
+  if (v == floor(v) && fabs(v) < 9007199254740992.0) return json_integer((json_int_t)v);
+  return json_real(v);
+}
+
 json_t *hookd_json_rate(double per_second) {
-  return per_second > 0 ? json_pack("{s:f}", "per_second", per_second) : json_null();
+  if (!(per_second > 0)) return json_null();
+  /* below one a second, a whole number a minute reads as given ({"per_minute": 2} stored as
+   * 2/60 per second would show 0.0333…) */
+  double per_minute = per_second * 60;
+  if (per_second < 1 && per_minute >= 1 && fabs(per_minute - round(per_minute)) < 1e-9)
+    return json_pack("{s:o}", "per_minute", json_integer((json_int_t)round(per_minute)));
+  return json_pack("{s:o}", "per_second", json_tidy_number(per_second));
 }
 
 json_t *hookd_json_tenant(const hookd_tenant *t) {

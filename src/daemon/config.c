@@ -251,6 +251,12 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
   long long ll;
   switch (o->type) {
   case T_STR:
+    /* `--metrics-token "$TOKEN"` with the variable unset would open /metrics to anyone */
+    if (!*v && !strcmp(o->name, "metrics-token")) {
+      snprintf(err, errlen, "--%s: empty (it would leave /metrics open to anyone; leave the "
+               "option out for that)", o->name);
+      return -1;
+    }
     if (strlen(v) >= o->size) {
       snprintf(err, errlen, "--%s: value too long", o->name);
       return -1;
@@ -464,7 +470,8 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     char envbuf[64];
     const char *env = env_name(&opts[i], envbuf, sizeof envbuf);
     const char *v = getenv(env);
-    if (!v || !*v) continue;
+    /* an empty variable counts as unset — except the one whose empty value would be a hole */
+    if (!v || (!*v && strcmp(opts[i].name, "metrics-token") != 0)) continue;
     if (opts[i].type == T_LIST) list_clear(c, &opts[i]);
     if (apply(c, &opts[i], v, 1, err, errlen) != 0) {
       char why[512];
@@ -594,7 +601,8 @@ void hookd_config_usage(FILE *out) {
                "dispatcher and the egress. Each option is also read from a config file\n"
                "(--config FILE, lines \"name = value\", the value optionally quoted) and,\n"
                "where shown, the environment.\n"
-               "Precedence: flag > environment > file > default.\n\n"
+               "Precedence: flag > environment > file > default; an empty environment\n"
+               "variable counts as unset.\n\n"
                "  --config FILE\n      read options from FILE\n");
   for (size_t i = 0; i < NOPTS; i++) {
     const opt *o = &opts[i];

@@ -168,7 +168,8 @@ static int check_parsed(const hookd_url_policy *p, CURLU *u, size_t scheme_len, 
   bool https = strcmp(scheme, "https") == 0;
   if (!https && !(strcmp(scheme, "http") == 0 && p->allow_http))
     return fail(err, "scheme", p->allow_http ? "scheme not allowed (use http or https)"
-                                             : "scheme not allowed (use https)");
+                                             : "scheme not allowed (use https; the operator's "
+                                               "--allow-http permits http)");
 
   if (has_part(u, CURLUPART_USER) || has_part(u, CURLUPART_PASSWORD) ||
       has_part(u, CURLUPART_OPTIONS) || lexical_userinfo(url, scheme_len))
@@ -190,8 +191,9 @@ static int check_parsed(const hookd_url_policy *p, CURLU *u, size_t scheme_len, 
   if (rc != CURLUE_OK || parse_port(portstr, &port) != 0)
     return fail(err, "port", "the port is not valid");
   if (!port_allowed(p, port)) {
-    char msg[64];
-    snprintf(msg, sizeof msg, "port %u is not allowed", port);
+    char msg[96];
+    snprintf(msg, sizeof msg,
+             "port %u is not allowed (the operator's --egress-ports lists those that are)", port);
     return fail(err, "port", msg);
   }
 
@@ -223,8 +225,13 @@ static int check_parsed(const hookd_url_policy *p, CURLU *u, size_t scheme_len, 
       return fail(err, "host", "the host is not a valid ASCII host name or IP address");
     if (ends_in_number(host))
       return fail(err, "host", "the host looks numeric but is not a valid IP address");
-    if (!p->addr.allow_private && is_localhost(host))
-      return fail(err, "loopback", "localhost names are not allowed");
+    /* a localhost name is a loopback address: allowed where 127.0.0.1 is (allow_private, or an
+     * --egress-allow range covering it); the address connected to is checked all the same */
+    static const unsigned char loopback4[16] = {127, 0, 0, 1};
+    if (is_localhost(host) && hookd_addr_judge(&p->addr, AF_INET, loopback4))
+      return fail(err, "loopback", "localhost names are not allowed (the operator's "
+                                   "--allow-private-networks, or an --egress-allow range "
+                                   "covering 127.0.0.1, permits them)");
     size_t n = strlen(host);
     for (size_t i = 0; i <= n; i++) out.host[i] = lower(host[i]);
   }
@@ -260,7 +267,8 @@ int hookd_url_check(const hookd_url_policy *p, const char *url, hookd_url_info *
   if (scheme_len == 0) return fail(err, "scheme", "the URL must start with https://");
   if (strcmp(scheme, "https") != 0 && !(strcmp(scheme, "http") == 0 && p->allow_http))
     return fail(err, "scheme", p->allow_http ? "scheme not allowed (use http or https)"
-                                             : "scheme not allowed (use https)");
+                                             : "scheme not allowed (use https; the operator's "
+                                               "--allow-http permits http)");
 
   /* Exactly two slashes: curl and browsers read "https:///host" as "https://host", other
    * parsers do not; a registered URL must not be ambiguous. */

@@ -42,6 +42,16 @@ describe('hookd CLI', () => {
     r = run(['serve', '--max-in-flight', 'lots']);
     assert.equal(r.status, 2);
     assert.match(r.stderr, /--max-in-flight: expected an integer/);
+    // an empty scrape token would open /metrics to anyone: refused as a flag and as a variable
+    // (`--metrics-token "$TOKEN"` with TOKEN unset), while other empty variables count as unset
+    // (a build that took it would serve: bounded, on its own store and a free port)
+    const scratch = ['--listen', '127.0.0.1:0', '--store', `sqlite:${join(tempDir().dir, 'h.db')}`];
+    r = run(['serve', '--metrics-token', '', ...scratch], { timeout: 10000 });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--metrics-token: empty \(it would leave \/metrics open/);
+    r = run(['serve', ...scratch], { env: { ...process.env, HOOKD_METRICS_TOKEN: '' }, timeout: 10000 });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /HOOKD_METRICS_TOKEN \(environment\): --metrics-token: empty/);
     // a failure once the daemon runs is its log's last line, JSON like every other (stderr is not
     // a terminal here; on one a plain-text copy follows)
     const startupError = (res) => {
@@ -453,6 +463,9 @@ describe('hookd CLI', () => {
     assert.equal(r.status, 0);
     assert.match(r.stdout, /^hookd \d+\.\d+\.\d+/);
     assert.equal(run(['version', '--bogus']).status, 2, 'a stray argument is refused');
+    const help = run(['version', '--help']);
+    assert.equal(help.status, 0, 'its --help is help, as every other command\'s');
+    assert.match(help.stdout, /^usage: hookd version/);
   });
 
   it('verify: the Standard Webhooks vector is valid; a tampered body or a stale timestamp is not', () => {

@@ -1183,6 +1183,19 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('a source without a required field is missing_field naming it; present and wrong, invalid_field', async () => {
+    const full = { tenant: TENANT, provider: 'stripe', secrets: ['whsec_x'], destinations: [{ url: 'http://127.0.0.1:9/hook' }] };
+    for (const field of ['tenant', 'provider', 'secrets', 'destinations']) {
+      const body = { ...full };
+      delete body[field];
+      const res = await h.api('POST', '/v1/sources', body);
+      assert.deepEqual([res.status, res.json.error.code], [422, 'missing_field'], res.text);
+      assert.ok(res.json.error.message.startsWith(`${field} is required`), res.text);
+      const wrong = await h.api('POST', '/v1/sources', { ...full, [field]: 42 });
+      assert.deepEqual([wrong.status, wrong.json.error.code], [422, 'invalid_field'], wrong.text);
+    }
+  });
+
   it('destination retry policies and rule objects are validated: unknown field, wrong type, out of range → 422 naming it', async () => {
     const dest = 'http://127.0.0.1:9/hook';
     const cases = [

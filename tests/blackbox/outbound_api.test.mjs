@@ -203,7 +203,8 @@ describe('bad input gets a clear 4xx', () => {
       // operators read it: no terminal escapes, no reordering
       [{ url: recv.url, description: 'pay \u001b[31mred' }, 'invalid_field'],
       [{ url: recv.url, description: 'abc\u202edcba' }, 'invalid_field'],
-      [{ description: 'no url' }, 'invalid_field'],
+      [{ description: 'no url' }, 'missing_field'],
+      [{ url: 42 }, 'invalid_field'],
     ];
     for (const [body, code] of bad) {
       const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, body);
@@ -216,6 +217,15 @@ describe('bad input gets a clear 4xx', () => {
     assert.equal(fast.status, 201, fast.text);
     assert.ok(Math.abs(fast.json.rate_limit.per_second - 2000000 / 60) < 1e-6, 'shown per second');
     assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${fast.json.id}`)).status, 200);
+    // a whole rate is a JSON integer (Go's encoding/json refuses 5.0 for an int); a whole number
+    // a minute below one a second reads back as given
+    for (const [given, text] of [[{ per_second: 5 }, '{"per_second":5}'], [{ per_minute: 2 }, '{"per_minute":2}'],
+      [{ per_second: 2.5 }, '{"per_second":2.5}'], [{ per_minute: 90 }, '{"per_second":1.5}']]) {
+      const made = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, rate_limit: given });
+      assert.equal(made.status, 201, made.text);
+      assert.ok(made.text.includes(`"rate_limit":${text}`), `${JSON.stringify(given)} shown as ${text}: ${made.text}`);
+      assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${made.json.id}`)).status, 200);
+    }
     const lines = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, description: 'billing\n\tprod — đã kiểm tra' });
     assert.equal(lines.status, 201, lines.text);
     assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${lines.json.id}`)).status, 200);

@@ -167,6 +167,7 @@ describe('replay jobs: preview, then confirm', () => {
     assert.equal(job.reason, reason);
     assert.equal(job.actor, CONFIG_ACTOR, 'actor: the API key that created it');
     assert.deepEqual(job.rate, { per_second: 50 }, 'default rate 50/s');
+    assert.ok(pv.text.includes('"rate":{"per_second":50}'), `a whole rate is an integer: ${pv.text}`);
     assert.equal(job.total, 7, 'total: the invoice.* DEAD deliveries only');
     assert.equal(job.progress.replayed, 0);
     assert.equal(job.progress.skipped, 0);
