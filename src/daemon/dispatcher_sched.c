@@ -520,8 +520,10 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     int t_room = 2 * t->max_in_flight - t_leased;
     /* an endpoint holding nothing always gets a small window: the tenant's budget taken by its
      * other endpoints (hanging ones hoard claims) must not starve it */
-    if (e->in_flight + e->queued == 0 && t_room < EP_CLAIM_FLOOR) t_room = EP_CLAIM_FLOOR;
+    bool floor = e->in_flight + e->queued == 0;
+    if (floor && t_room < EP_CLAIM_FLOOR) t_room = EP_CLAIM_FLOOR;
     if (room > t_room) room = t_room;
+    int floor_room = room < EP_CLAIM_FLOOR ? room : EP_CLAIM_FLOOR;
     if (leased + room > leased_cap) {
       /* a tenant below its weighted share of the claim budget may always claim: one that
        * sends slowly and hoards claims cannot starve the others — and one holding nothing
@@ -532,6 +534,11 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
       int g_room = leased_cap - leased;
       if (t_leased < fair && fair - t_leased > g_room) g_room = fair - t_leased;
       if (room > g_room) room = g_room;
+      /* nor the global budget, when its own tenant's endpoints fill it (past ~500 hanging
+       * ones, each re-claiming its floor after a timeout, a healthy sibling got no claim at
+       * all): the floor holds for an endpoint not marked slow — a slow one, whose claims wait
+       * for the slow share's few slots, is what fills the budget */
+      if (floor && !e->slow && room < floor_room) room = floor_room;
     }
     int by_bytes = bytes_room(d, e, t, &weights);
     if (room > by_bytes) room = by_bytes;
