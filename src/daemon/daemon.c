@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -279,8 +280,31 @@ static void on_slow_batch(const char *queue, size_t ops, int64_t run_us, int64_t
        KV_I("suppressed", atomic_exchange(&suppressed, 0)));
 }
 
+/* Every connection hookd accepts and every delivery in flight holds a file descriptor. The
+ * usual soft limit (1,024) is below the defaults (--max-connections 4,096 + --max-in-flight
+ * 1,024): idle inbound connections then took every descriptor and deliveries failed to connect
+ * to healthy receivers. The soft limit is raised to the hard one, as a process may; a hard
+ * limit below what the configuration needs is logged (raise it: ulimit -Hn, LimitNOFILE=). */
+static void raise_fd_limit(const hookd_config *cfg) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    struct rlimit want = rl;
+    want.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+  }
+  /* the store, its WAL, the listener, wake-up pipes, logs: a few dozen */
+  rlim_t need = (rlim_t)cfg->max_connections + (rlim_t)cfg->max_in_flight + 64;
+  if (rl.rlim_cur < need)
+    HLOG(HOOKD_LOG_WARN, "startup.fd_limit", KV_I("limit", (int64_t)rl.rlim_cur),
+         KV_I("needed", (int64_t)need),
+         KV_S("hint", "connections and deliveries past the limit fail: raise the hard limit "
+                      "(ulimit -Hn, systemd LimitNOFILE=) or lower --max-connections"));
+}
+
 int hookd_serve(const hookd_config *cfg) {
   hookd_log_level = cfg->log_level;
+  raise_fd_limit(cfg);
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);

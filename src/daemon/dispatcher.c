@@ -516,6 +516,30 @@ static void redact_excerpt(hookd_egress_req *req) {
   req->response = red;
 }
 
+static void set_due(hookd_dispatcher *d, ep *e, int64_t due, bool authoritative);
+
+/* hookd had no file descriptor left for the connection (its own limit, a flood of inbound
+ * connections): nothing reached the receiver and its health is not in question — no attempt,
+ * no breaker failure, no failing streak. The delivery is given back and its endpoint tried
+ * again in a second. Logged at most once a second, counted always. */
+static void fd_exhausted(hookd_dispatcher *d, item *it, hookd_egress_req *req, int64_t now) {
+  ep *e = it->ep;
+  HOOKD_INC(egress_fd_exhausted);
+  if (now - d->fd_exhausted_log_ms >= 1000) {
+    HLOG(HOOKD_LOG_ERROR, "egress.fd_exhausted", KV_S("endpoint_id", e->cfg.id),
+         KV_S("error", req->error), KV_I("suppressed", d->fd_exhausted_suppressed));
+    d->fd_exhausted_log_ms = now;
+    d->fd_exhausted_suppressed = 0;
+  } else {
+    d->fd_exhausted_suppressed++;
+  }
+  hookd_egress_req_cleanup(req);
+  if (it->probe) hookd_breaker_cancel_probe(&e->br);
+  sched_sent_done(d, it);
+  disp_release_item(d, it);
+  set_due(d, e, now + 1000, true);
+}
+
 static void on_http_done(hookd_egress_req *req, void *arg) {
   const int64_t latency_ms = req->latency_us / 1000;
   hookd_dispatcher *d = arg;
@@ -530,6 +554,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * URL neither kills the delivery nor disables the endpoint), and the endpoint's health —
    * breaker, slowness, failing streak, Retry-After pause — is left as the new URL has it. */
   bool moved = !e->cfg.url || !it->url || strcmp(e->cfg.url, it->url) != 0;
+  if (req->fd_exhausted && !req->request_sent) {
+    fd_exhausted(d, it, req, now);
+    return;
+  }
   /* sent before the endpoint moved or was enabled again: its health is left alone too */
   bool stale = moved || it->sent_ms < e->health_since;
 

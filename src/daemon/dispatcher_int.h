@@ -197,6 +197,8 @@ struct hookd_dispatcher {
 
   pthread_mutex_t mu;         /* guards inbox, stats */
   msg *in_head, *in_tail;
+  int64_t fd_exhausted_log_ms;        /* last egress.fd_exhausted line (one a second) */
+  uint64_t fd_exhausted_suppressed;   /* those not logged since */
   _Atomic bool stopping;      /* set by hookd_dispatcher_stop, read by the loop anywhere */
   int64_t stop_ms;            /* when the loop saw the stop (monotonic), 0 before */
   int writes_given_up;        /* outcomes and releases not written while stopping */

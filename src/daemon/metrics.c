@@ -148,6 +148,10 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->endpoints_disabled));
   rc = rc ? rc : counter(o, "hookd_egress_blocked_total",
                          "connections refused by the destination policy", LOAD(m->egress_blocked));
+  rc = rc ? rc : counter(o, "hookd_egress_fd_exhausted_total",
+                         "deliveries given back unsent: hookd had no file descriptor left for the "
+                         "connection (not counted against the endpoint)",
+                         LOAD(m->egress_fd_exhausted));
   rc = rc ? rc : counter(o, "hookd_replays_total", "deliveries replayed (one by one and by jobs)",
                          LOAD(m->replays));
   rc = rc ? rc : counter(o, "hookd_replay_skipped_total",

@@ -46,6 +46,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t leases_reclaimed;
   _Atomic uint64_t endpoints_disabled;
   _Atomic uint64_t egress_blocked;
+  _Atomic uint64_t egress_fd_exhausted; /* requests not made: no file descriptor left */
   _Atomic uint64_t replays;
   _Atomic uint64_t replay_skipped; /* replay jobs' items not replayed (docs/replay.md) */
   _Atomic uint64_t replay_purged;  /* ended replay jobs' items deleted after a week */

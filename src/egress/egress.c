@@ -122,7 +122,9 @@ static curl_socket_t on_open_socket(void *arg, curlsocktype purpose, struct curl
     }
   }
   req->sockets_opened++;
-  return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+  curl_socket_t fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+  if (fd == CURL_SOCKET_BAD && (errno == EMFILE || errno == ENFILE)) req->fd_exhausted = true;
+  return fd;
 }
 
 /* ---------- kept-alive connections ---------- */
@@ -273,7 +275,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->retry_after[0] = req->blocked_rule[0] = req->error[0] = req->primary_ip[0] = '\0';
   req->result_ref[0] = '\0';
   req->response_total = 0;
-  req->request_sent = false;
+  req->request_sent = req->fd_exhausted = false;
   req->stale_conn = req->fresh = req->resend_refused = false;
   req->sockets_opened = 0;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);

@@ -76,6 +76,8 @@ typedef struct hookd_egress_req {
                                     sent twice: libcurl's own resend on a new connection, after a
                                     reused one closed without an answer, is refused) */
   bool abandoned;                /* ended by hookd_egress_abort_all (shutdown), not the peer */
+  bool fd_exhausted;             /* a socket could not be opened for want of file descriptors
+                                    (EMFILE, ENFILE): hookd's own failure, not the peer's */
   char blocked_rule[48];         /* rule that refused an address (net == BLOCKED when every
                                     address tried was refused) */
   char error[CURL_ERROR_SIZE];   /* transport error text, "" on HTTP responses */

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
-import { existsSync, linkSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { existsSync, linkSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { API_KEY, HOOKD_BIN, TEST_ARGS, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
@@ -904,6 +904,54 @@ describe('recovery', () => {
     h = await startHookd({ dir });
     await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
     await waitUntil(async () => recv.requests.length >= 2);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('the soft file-descriptor limit is raised to the hard one at start; a hard limit below what the configuration needs is logged', async () => {
+    const limits = (pid) => /^Max open files\s+(\d+)\s+(\d+|unlimited)/m.exec(readFileSync(`/proc/${pid}/limits`, 'utf8')).slice(1);
+    // the soft limit lowered, the hard one as this machine has it (raising it needs privileges)
+    let h = await startHookd({ wrap: ['prlimit', '--nofile=256:'] });
+    const [soft, hard] = limits(h.proc.pid);
+    assert.equal(soft, hard === 'unlimited' ? '1048576' : hard, 'soft raised to the hard limit');
+    if (hard === 'unlimited' || Number(hard) >= 4096 + 1024 + 64)
+      assert.ok(!h.logs.some((l) => l.msg === 'startup.fd_limit'), 'enough for the defaults: nothing logged');
+    assert.equal((await h.stop()).code, 0);
+    h = await startHookd({ wrap: ['prlimit', '--nofile=256:1024'] });
+    const warn = h.logs.find((l) => l.msg === 'startup.fd_limit');
+    assert.ok(warn, 'a hard limit of 1024 is below --max-connections 4096 + --max-in-flight 1024');
+    assert.equal(warn.limit, 1024);
+    assert.equal(warn.needed, 4096 + 1024 + 64);
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  it('out of file descriptors (idle inbound connections hold them): deliveries are given back unsent, not failures of a healthy receiver; they go once descriptors are free', async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir });
+    const recv = await startReceiver(() => ({ status: 200, headers: { connection: 'close' } })); // a socket each
+    // spaced a second apart, so that most are due while the descriptors are gone
+    const { tenant } = await setup(h, recv.url, { rate_limit: { per_second: 1 } });
+    const ids = [];
+    for (let i = 0; i < 6; i++) ids.push((await publish(h, tenant, { type: 'fd.test', payload: { i } })).json.id);
+    await recv.waitFor(1);
+    const open = () => readdirSync(`/proc/${h.proc.pid}/fd`).length;
+    // the soft limit only (raising a hard one back needs privileges): a few above what it holds
+    execFileSync('prlimit', ['--pid', String(h.proc.pid), `--nofile=${open() + 4}:`]);
+    const idle = [];
+    for (let i = 0; i < 16; i++) idle.push(net.connect(h.port, '127.0.0.1').on('error', () => {}));
+    // a delivery met the wall: given back (this build), or recorded as the receiver's failure
+    await waitUntil(async () => h.logs.some((l) => l.msg === 'egress.fd_exhausted') ||
+      h.query("SELECT COUNT(*) n FROM attempts WHERE outcome != 'success'")[0].n > 0,
+      { what: 'a delivery found no descriptor', timeout: 15000 });
+    for (const s of idle) s.destroy();
+    execFileSync('prlimit', ['--pid', String(h.proc.pid), '--nofile=4096:']);
+    await recv.waitFor(6, 30000);
+    const attempts = h.query("SELECT outcome, COUNT(*) n FROM attempts GROUP BY outcome");
+    assert.deepEqual(attempts, [{ outcome: 'success', n: 6 }], 'no attempt recorded for the requests never made');
+    assert.ok(!h.logs.some((l) => l.msg === 'endpoint.breaker'), 'the receiver\'s breaker never opened');
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.ok(sampleValue(m, 'hookd_egress_fd_exhausted_total') >= 1);
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();

@@ -66,13 +66,15 @@ export function faultDns(dir, name, ms) {
   };
 }
 
-export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, testArgs = TEST_ARGS } = {}) {
+// wrap: a command that execs hookd in its own place (same pid), e.g. ['prlimit', '--nofile=256:8192']
+export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, testArgs = TEST_ARGS, wrap = [] } = {}) {
   const ownDir = !dir;
   if (!dir) dir = tempDir().dir;
   const db = join(dir, 'hookd.db');
   const argv = ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${db}`,
                 ...(apiKey ? ['--api-key', apiKey] : []), ...testArgs, ...args];
-  const proc = spawn(HOOKD_BIN, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [cmd, ...pre] = wrap.length ? [...wrap, HOOKD_BIN] : [HOOKD_BIN];
+  const proc = spawn(cmd, [...pre, ...argv], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(proc);
   proc.on('exit', () => children.delete(proc));
   const h = new Hookd(proc, dir, db, apiKey, ownDir);
