@@ -221,11 +221,12 @@ static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd
 
 /* Answers a refused request with why; the log gets log_why, which never quotes the request. */
 static void reject_as(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
-                      const char *code, const char *why, const char *log_why) {
-  HOOKD_INC(inbound_rejected);
+                      const char *code, hookd_reject_reason reason, const char *why,
+                      const char *log_why) {
+  HOOKD_INC(inbound_rejected[reason]);
   HLOG(HOOKD_LOG_INFO, "inbound.rejected", KV_S("source_id", rt->src.id),
        KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
-       KV_S("reason", log_why));
+       KV_S("reason", log_why), KV_S("kind", hookd_reject_names[reason]));
   if (p == HOOKD_PROVIDER_VNPAY && status == 401) {
     hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "97", "Message",
                                            "Invalid Checksum"));
@@ -235,8 +236,8 @@ static void reject_as(hookd_req *r, hookd_provider p, const hookd_source_rt *rt,
 }
 
 static void reject(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
-                   const char *code, const char *why) {
-  reject_as(r, p, rt, status, code, why, why);
+                   const char *code, hookd_reject_reason reason, const char *why) {
+  reject_as(r, p, rt, status, code, reason, why, why);
 }
 
 /* A JSON scalar as text, as identities write it (hookd_in_scalar_text), booleans too. */
@@ -356,13 +357,14 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   size_t body_len;
   const char *body = hookd_req_body(r, &body_len);
   if (get && body_len && p == HOOKD_PROVIDER_TWILIO) { /* nothing would sign it */
-    reject(r, p, rt, 400, "invalid_request", "a GET carries no body");
+    reject(r, p, rt, 400, "invalid_request", HOOKD_REJECT_INVALID_REQUEST, "a GET carries no body");
     goto done;
   }
   /* a Twilio GET is forwarded as the form POST Twilio would have sent: its query */
   bool query_body = get && p == HOOKD_PROVIDER_TWILIO;
   if (!get && !content_type_ok(p, ct)) {
-    reject(r, p, rt, 415, "unsupported_media_type", "content type not sent by this provider");
+    reject(r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
+           "content type not sent by this provider");
     goto done;
   }
 
@@ -400,7 +402,11 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_verify_result vr;
   if (hookd_in_verify(p, &in, &secrets, rt->src.tolerance_s,
                       rt->has_generic ? &rt->generic : NULL, &vr) != HOOKD_VERIFY_OK) {
-    reject(r, p, rt, 401, "invalid_signature", vr.reason[0] ? vr.reason : "signature refused");
+    hookd_reject_reason why = vr.rc == HOOKD_VERIFY_STALE    ? HOOKD_REJECT_TIMESTAMP_STALE
+                              : vr.rc == HOOKD_VERIFY_FUTURE   ? HOOKD_REJECT_TIMESTAMP_FUTURE
+                              : vr.rc == HOOKD_VERIFY_MISMATCH ? HOOKD_REJECT_SIGNATURE_MISMATCH
+                                                               : HOOKD_REJECT_SIGNATURE_MALFORMED;
+    reject(r, p, rt, 401, "invalid_signature", why, vr.reason[0] ? vr.reason : "signature refused");
     goto done;
   }
 
@@ -417,7 +423,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
            KV_S("tenant_id", rt->src.tenant_id), KV_S("reason", err));
     } else if (!json) { /* jansson's message quotes the body near the error: the provider's
                          * own bytes */
-      reject_as(r, p, rt, 400, "invalid_json", err, "invalid JSON body");
+      reject_as(r, p, rt, 400, "invalid_json", HOOKD_REJECT_INVALID_JSON, err, "invalid JSON body");
       goto done;
     }
   }

@@ -61,6 +61,15 @@ static int counter(hookd_buf *o, const char *name, const char *help, unsigned lo
 }
 
 /* One counter family with a label: name{label="names[i]"} v[i] for i < n. */
+const char *const hookd_reject_names[HOOKD_REJECT__COUNT] = {
+    [HOOKD_REJECT_SIGNATURE_MISMATCH] = "signature_mismatch",
+    [HOOKD_REJECT_SIGNATURE_MALFORMED] = "signature_malformed",
+    [HOOKD_REJECT_TIMESTAMP_STALE] = "timestamp_stale",
+    [HOOKD_REJECT_TIMESTAMP_FUTURE] = "timestamp_future",
+    [HOOKD_REJECT_INVALID_JSON] = "invalid_json",
+    [HOOKD_REJECT_INVALID_REQUEST] = "invalid_request",
+    [HOOKD_REJECT_MEDIA_TYPE] = "unsupported_media_type"};
+
 static int labelled(hookd_buf *o, const char *name, const char *help, const char *label,
                     const char *const *names, _Atomic uint64_t *v, int n) {
   int rc = hookd_buf_printf(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
@@ -168,9 +177,9 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->unknown));
   rc = rc ? rc : labelled(o, "hookd_inbound_received_total", "verified inbound requests by outcome",
                           "outcome", hookd_recv_outcome_names, m->inbound, HOOKD_RECV__COUNT);
-  rc = rc ? rc : counter(o, "hookd_inbound_rejected_total",
-                         "inbound requests refused (signature, timestamp, format)",
-                         LOAD(m->inbound_rejected));
+  rc = rc ? rc : labelled(o, "hookd_inbound_rejected_total",
+                          "inbound requests refused, by reason (signature, timestamp, format)",
+                          "reason", hookd_reject_names, m->inbound_rejected, HOOKD_REJECT__COUNT);
   rc = rc ? rc : counter(o, "hookd_inbound_handshakes_total", "provider handshakes answered",
                          LOAD(m->inbound_handshakes));
   rc = rc ? rc : counter(o, "hookd_inbox_purged_total", "dedup records purged by retention",

@@ -12,6 +12,20 @@
 
 #define HOOKD_HIST_BUCKETS 12
 
+/* Why an /in/ request was refused: hookd_inbound_rejected_total{reason} (a wrong secret told
+ * apart from a clock off by more than the tolerance). */
+typedef enum {
+  HOOKD_REJECT_SIGNATURE_MISMATCH,
+  HOOKD_REJECT_SIGNATURE_MALFORMED,
+  HOOKD_REJECT_TIMESTAMP_STALE,
+  HOOKD_REJECT_TIMESTAMP_FUTURE,
+  HOOKD_REJECT_INVALID_JSON,
+  HOOKD_REJECT_INVALID_REQUEST,
+  HOOKD_REJECT_MEDIA_TYPE,
+  HOOKD_REJECT__COUNT
+} hookd_reject_reason;
+extern const char *const hookd_reject_names[HOOKD_REJECT__COUNT];
+
 typedef struct hookd_hist {
   _Atomic uint64_t bucket[HOOKD_HIST_BUCKETS + 1]; /* cumulative at render; +Inf last */
   _Atomic uint64_t count;
@@ -53,7 +67,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t auth_failures;
   _Atomic uint64_t unknown;                 /* deliveries held: ambiguous, not idempotent */
   _Atomic uint64_t inbound[HOOKD_RECV__COUNT]; /* by HOOKD_RECV_* outcome */
-  _Atomic uint64_t inbound_rejected;        /* signature, timestamp or format refused (401) */
+  _Atomic uint64_t inbound_rejected[HOOKD_REJECT__COUNT]; /* refused /in/ requests, by why */
   _Atomic uint64_t inbound_handshakes;
   _Atomic uint64_t inbox_purged;
   _Atomic uint64_t payloads_purged;
