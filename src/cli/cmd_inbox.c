@@ -128,6 +128,10 @@ int hookd_cmd_inbox(int argc, char **argv) {
       return 0;
     }
   if (argc < 2 || strcmp(argv[0], "replay") != 0) {
+    if (argc == 0) fprintf(stderr, "hookd inbox: which command? (replay)\n");
+    else if (strcmp(argv[0], "replay") != 0)
+      fprintf(stderr, "hookd inbox: unknown command \"%.40s\"\n", argv[0]);
+    else fprintf(stderr, "hookd inbox replay: the inbox id is missing\n");
     usage(stderr);
     return 2;
   }
@@ -141,6 +145,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
       continue;
     }
     if (i + 1 >= argc) {
+      fprintf(stderr, "hookd inbox replay: %.40s needs a value\n", argv[i]);
       usage(stderr);
       return 2;
     }
@@ -163,11 +168,13 @@ int hookd_cmd_inbox(int argc, char **argv) {
     else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
     else if (!strcmp(argv[i], "--master-key-file")) key_file = argv[i + 1];
     else {
+      fprintf(stderr, "hookd inbox replay: unknown option %.40s\n", argv[i]);
       usage(stderr);
       return 2;
     }
   }
   if (!to || times < 1 || times > 10000) {
+    fprintf(stderr, "hookd inbox replay: --to URL is required (the local handler to send it to)\n");
     usage(stderr);
     return 2;
   }

@@ -124,11 +124,17 @@ static int parse(int argc, char **argv, keys_args *a) {
   for (int i = 0; i < argc; i++) {
     const char *k = argv[i];
     if (strncmp(k, "--", 2) != 0) {
-      if (a->id) return -1;
+      if (a->id) {
+        fprintf(stderr, "hookd keys: one argument at most (\"%.40s\" is a second)\n", k);
+        return -1;
+      }
       a->id = k;
       continue;
     }
-    if (i + 1 >= argc) return -1;
+    if (i + 1 >= argc) {
+      fprintf(stderr, "hookd keys: %.40s needs a value\n", k);
+      return -1;
+    }
     const char *v = argv[++i];
     const char **slot = !strcmp(k, "--store")                 ? &a->store
                         : !strcmp(k, "--role")                ? &a->role
@@ -137,7 +143,10 @@ static int parse(int argc, char **argv, keys_args *a) {
                         : !strcmp(k, "--master-key-file")     ? &a->master_file
                         : !strcmp(k, "--new-master-key-file") ? &a->new_master_file
                                                               : NULL;
-    if (!slot || *slot) return -1;
+    if (!slot || *slot) {
+      fprintf(stderr, "hookd keys: %s option %.40s\n", slot ? "repeated" : "unknown", k);
+      return -1;
+    }
     *slot = v;
   }
   /* an empty HOOKD_STORE is unset, as for `hookd serve` */
@@ -267,6 +276,7 @@ static int cmd_list(keys_args *a) {
 
 static int cmd_revoke(keys_args *a) {
   if (!a->id) {
+    fprintf(stderr, "hookd keys revoke: the key id is missing\n");
     usage(stderr);
     return 2;
   }
@@ -289,6 +299,7 @@ static int cmd_revoke(keys_args *a) {
 
 static int cmd_rotate_master(keys_args *a) {
   if (!a->new_master_file) {
+    fprintf(stderr, "hookd keys rotate-master: --new-master-key-file is required\n");
     usage(stderr);
     return 2;
   }
@@ -354,6 +365,7 @@ int hookd_cmd_keys(int argc, char **argv) {
       usage(stdout); /* asked for: the answer, on stdout */
       return 0;
     }
+  if (argc < 1) fprintf(stderr, "hookd keys: which command? (create, list, revoke, rotate-master)\n");
   if (argc < 1 || parse(argc - 1, argv + 1, &a) != 0) {
     usage(stderr);
     return 2;
@@ -396,6 +408,7 @@ int hookd_cmd_keys(int argc, char **argv) {
   if (!strcmp(sub, "list")) return cmd_list(&a);
   if (!strcmp(sub, "revoke")) return cmd_revoke(&a);
   if (!strcmp(sub, "rotate-master")) return cmd_rotate_master(&a);
+  fprintf(stderr, "hookd keys: unknown command \"%.40s\"\n", sub);
   usage(stderr);
   return 2;
 }

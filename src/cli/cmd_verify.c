@@ -87,7 +87,10 @@ int hookd_cmd_verify(int argc, char **argv) {
       ret = 0;
       goto out;
     }
-    if (!v) goto usage_out;
+    if (!v) {
+      fprintf(stderr, "hookd verify: %.40s needs a value\n", a);
+      goto usage_out;
+    }
     if (!strcmp(a, "--secret")) {
       /* repeatable: during a rotation a receiver holds both secrets, and either may match */
       if (nsecrets == MAX_SECRETS) {
@@ -115,7 +118,10 @@ int hookd_cmd_verify(int argc, char **argv) {
       if (number_arg(a, v, 0, 253402300799LL, &now)) goto out;
     } else if (!strcmp(a, "--header")) {
       const char *colon = strchr(v, ':');
-      if (!colon) goto usage_out;
+      if (!colon) {
+        fprintf(stderr, "hookd verify: --header takes \"Name: value\" (no colon in \"%.40s\")\n", v);
+        goto usage_out;
+      }
       size_t nl = (size_t)(colon - v);
       int slot = -1;
       if ((nl == 10 && !strncasecmp(v, "webhook-id", nl)) ||
@@ -135,6 +141,7 @@ int hookd_cmd_verify(int argc, char **argv) {
         if (slot == 2) sig = hv[2];
       }
     } else {
+      fprintf(stderr, "hookd verify: unknown option %.40s\n", a);
       goto usage_out;
     }
     i++;
@@ -153,7 +160,15 @@ int hookd_cmd_verify(int argc, char **argv) {
       secrets[nsecrets++] = t;
     }
   }
-  if (!nsecrets == !pubkey || !id || !ts || !sig || !body_path) goto usage_out;
+  if (!nsecrets == !pubkey || !id || !ts || !sig || !body_path) {
+    fprintf(stderr, "hookd verify: %s\n",
+            !nsecrets == !pubkey ? "give --secret (or HOOKD_VERIFY_SECRET) or --public-key, one"
+            : !id                ? "the webhook-id is missing (--id or --header)"
+            : !ts                ? "the webhook-timestamp is missing (--timestamp or --header)"
+            : !sig               ? "the webhook-signature is missing (--signature or --header)"
+                                 : "--body FILE is missing");
+    goto usage_out;
+  }
   hookd_hmac_key keys[MAX_SECRETS];
   for (size_t k = 0; k < nsecrets; k++) {
     if (hookd_secret_parse(secrets[k], &keys[k]) != 0) {

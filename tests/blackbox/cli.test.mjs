@@ -458,6 +458,30 @@ describe('hookd CLI', () => {
     cleanup();
   });
 
+  it('a wrong usage says what is wrong before the usage (exit 2)', () => {
+    const cases = [
+      [['keys'], /which command\? \(create, list, revoke, rotate-master\)/],
+      [['keys', 'frob'], /unknown command "frob"/],
+      [['keys', 'create', '--bogus', 'x'], /unknown option --bogus/],
+      [['keys', 'create', '--role'], /--role needs a value/],
+      [['keys', 'revoke'], /the key id is missing/],
+      [['keys', 'rotate-master'], /--new-master-key-file is required/],
+      [['inbox'], /which command\? \(replay\)/],
+      [['inbox', 'replay'], /the inbox id is missing/],
+      [['inbox', 'replay', 'in_x'], /--to URL is required/],
+      [['inbox', 'replay', 'in_x', '--bogus', 'y'], /unknown option --bogus/],
+      [['verify', '--header', 'webhook-id x'], /no colon in "webhook-id x"/],
+      [['verify', '--id', 'x'], /give --secret \(or HOOKD_VERIFY_SECRET\) or --public-key/],
+      [['verify', '--secret', 'whsec_x', '--id', 'x', '--timestamp', '1'], /the webhook-signature is missing/],
+    ];
+    for (const [args, reason] of cases) {
+      const r = run(args, { env: { ...process.env, HOOKD_VERIFY_SECRET: '' } });
+      assert.equal(r.status, 2, args.join(' '));
+      assert.match(r.stderr.split('\n')[0], reason, args.join(' '));
+      assert.match(r.stderr, /usage: hookd/, args.join(' '));
+    }
+  });
+
   it('version', () => {
     const r = run(['version']);
     assert.equal(r.status, 0);
