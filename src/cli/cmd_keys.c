@@ -365,7 +365,8 @@ int hookd_cmd_keys(int argc, char **argv) {
       usage(stdout); /* asked for: the answer, on stdout */
       return 0;
     }
-  if (argc < 1) fprintf(stderr, "hookd keys: which command? (create, list, revoke, rotate-master)\n");
+  if (argc < 1)
+    fprintf(stderr, "hookd keys: which command? (create, list, revoke, rotate-master)\n");
   if (argc < 1 || parse(argc - 1, argv + 1, &a) != 0) {
     usage(stderr);
     return 2;

@@ -119,7 +119,8 @@ int hookd_cmd_verify(int argc, char **argv) {
     } else if (!strcmp(a, "--header")) {
       const char *colon = strchr(v, ':');
       if (!colon) {
-        fprintf(stderr, "hookd verify: --header takes \"Name: value\" (no colon in \"%.40s\")\n", v);
+        fprintf(stderr, "hookd verify: --header takes \"Name: value\" (no colon in \"%.40s\")\n",
+                v);
         goto usage_out;
       }
       size_t nl = (size_t)(colon - v);
