@@ -32,6 +32,7 @@ typedef struct rp_op {
   double rate;
   bool tenant_missing;
   bool created;  /* the read back answers 201 */
+  bool written;  /* the read back follows a committed write (create, an action) */
   size_t from;   /* create: snapshot items stored so far (committed), a chunk per writer op */
   int64_t built_seq, built_total;
   size_t next_from; /* what the chunk in flight stores, applied once it is committed */
@@ -169,8 +170,37 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   return 0;
 }
 
+/* The job's row alone, read on the writer's queue: what a write's answer falls back to. */
+static int run_get_brief(hookd_store_conn *c, const hookd_store_backend *be,
+                         hookd_api_op *base) {
+  rp_op *op = (rp_op *)base;
+  read_back_free(op);
+  memset(&op->job, 0, sizeof op->job);
+  memset(&op->detail, 0, sizeof op->detail);
+  int rc = be->replay_get(c, op->tenant, op->id, &op->job, NULL);
+  op->loaded = rc == 0; /* freed with the op (no detail, no endpoints) */
+  return rc;
+}
+
+static void reply_brief(hookd_api_op *base, int rc) {
+  rp_op *op = (rp_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "replay job");
+    return;
+  }
+  hookd_req_reply_json(base->req, op->created ? 201 : 200, render_brief(&op->job));
+}
+
 static void reply_get(hookd_api_op *base, int rc) {
   rp_op *op = (rp_op *)base;
+  if (rc && op->written) {
+    /* the write is committed (and audited): a breakdown cut short — a graceful shutdown
+     * interrupts the scans — must not answer 503, which a client retries (a second job, or a
+     * 409 for an action done). The job as the list shows it, without its breakdown. */
+    op->written = false;
+    hookd_api_chain(base, run_get_brief, reply_brief, HOOKD_API_WRITER);
+    return;
+  }
   if (rc) {
     hookd_api_store_error(base, rc, "replay job");
     return;
@@ -275,6 +305,7 @@ static void reply_create(hookd_api_op *base, int rc) {
   }
   HLOG(HOOKD_LOG_INFO, "replay.created", KV_S("replay_id", op->id), KV_S("tenant_id", op->tenant),
        KV_I("total", (int64_t)op->snap.n), KV_S("actor", base->actor[0] ? base->actor : NULL));
+  op->written = true;
   hookd_api_chain(base, run_get, reply_get, HOOKD_API_SCAN);
 }
 
@@ -458,6 +489,7 @@ static void reply_act(hookd_api_op *base, int rc) {
     hookd_replayer_wake(base->app->replayer);
   HLOG(HOOKD_LOG_INFO, action_names[op->action], KV_S("replay_id", op->id),
        KV_S("tenant_id", op->tenant), KV_S("actor", base->actor[0] ? base->actor : NULL));
+  op->written = true;
   hookd_api_chain(base, run_get, reply_get, HOOKD_API_SCAN);
 }
 

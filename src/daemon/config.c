@@ -244,6 +244,16 @@ static int list_add(hookd_config *c, const opt *o, const char *v, char *err, siz
   return 0;
 }
 
+/* Whether --name is among the flags (as "--name VALUE" or "--name=VALUE"). */
+static bool flag_given(int argc, char **argv, const char *name) {
+  size_t n = strlen(name);
+  for (int i = 0; i < argc; i++)
+    if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, n) &&
+        (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
+      return true;
+  return false;
+}
+
 /* Applies one value; from_env splits lists on commas. */
 static int apply(hookd_config *c, const opt *o, const char *v, int from_env, char *err,
                  size_t errlen) {
@@ -470,8 +480,11 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     char envbuf[64];
     const char *env = env_name(&opts[i], envbuf, sizeof envbuf);
     const char *v = getenv(env);
-    /* an empty variable counts as unset — except the one whose empty value would be a hole */
-    if (!v || (!*v && strcmp(opts[i].name, "metrics-token") != 0)) continue;
+    /* an empty variable counts as unset — except the one whose empty value would be a hole,
+     * unless its flag is given (flag > environment) */
+    if (!v || (!*v && (strcmp(opts[i].name, "metrics-token") != 0 ||
+                       flag_given(argc, argv, opts[i].name))))
+      continue;
     if (opts[i].type == T_LIST) list_clear(c, &opts[i]);
     if (apply(c, &opts[i], v, 1, err, errlen) != 0) {
       char why[512];

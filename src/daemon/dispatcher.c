@@ -381,6 +381,31 @@ void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reas
   submit_item_op(d, it, ITEM_RECORD);
 }
 
+/* A retry claimed for a destination that is not idempotent, whose last attempt may have reached
+ * it (made before an operator's PATCH to idempotent: false, which the store cannot see in the
+ * leases queued here nor in those waiting for their backoff): held unknown for an operator
+ * rather than sent again, as that attempt would have been under the new setting. */
+void disp_record_hold(hookd_dispatcher *d, item *it) {
+  hookd_delivery *dl = &it->c.d;
+  hookd_dstate to;
+  if (hookd_dstate_next(dl->state, HOOKD_DT_HOLD, &to) != 0) {
+    disp_release_item(d, it);
+    return;
+  }
+  static const char why[] = "held: the destination was made not idempotent after an attempt "
+                            "that may have reached it";
+  memset(&it->out, 0, sizeof it->out);
+  it->out.delivery_seq = dl->seq;
+  it->out.lease_token = dl->lease_token;
+  it->out.from = dl->state;
+  it->out.to = to;
+  it->out.last_error = why;
+  it->out.inbound = it->c.inbound;
+  it->out.lane = dl->ordering_key != NULL;
+  it->out.now_ms = hookd_now_ms();
+  submit_item_op(d, it, ITEM_RECORD);
+}
+
 /* ---------- sending ---------- */
 
 static const char *attempt_kind(const hookd_delivery *dl) {
@@ -520,8 +545,10 @@ static void set_due(hookd_dispatcher *d, ep *e, int64_t due, bool authoritative)
 
 /* hookd had no file descriptor left for the connection (its own limit, a flood of inbound
  * connections): nothing reached the receiver and its health is not in question — no attempt,
- * no breaker failure, no failing streak. The delivery is given back and its endpoint tried
- * again in a second. Logged at most once a second, counted always. */
+ * no breaker failure, no failing streak, the rate tokens given back. The delivery and the rest
+ * of its endpoint's queue are given back, and the endpoint claims again in a second (not at
+ * once: the release's own due time would have it claim, fail and give back in a loop).
+ * Logged at most once a second, counted always. */
 static void fd_exhausted(hookd_dispatcher *d, item *it, hookd_egress_req *req, int64_t now) {
   ep *e = it->ep;
   HOOKD_INC(egress_fd_exhausted);
@@ -535,8 +562,12 @@ static void fd_exhausted(hookd_dispatcher *d, item *it, hookd_egress_req *req, i
   }
   hookd_egress_req_cleanup(req);
   if (it->probe) hookd_breaker_cancel_probe(&e->br);
+  hookd_bucket_refund(&e->bucket); /* tokens pay for requests sent only */
+  hookd_bucket_refund(&e->t->bucket);
   sched_sent_done(d, it);
   disp_release_item(d, it);
+  e->fd_wait_until = now + 1000;
+  sched_release_queue(d, e);
   set_due(d, e, now + 1000, true);
 }
 

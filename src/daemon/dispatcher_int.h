@@ -163,6 +163,7 @@ typedef struct ep {
   hookd_bucket bucket;
   hookd_breaker br;
   int64_t paused_until;       /* Retry-After from a 429/503 */
+  int64_t fd_wait_until;      /* no claim before: hookd was out of file descriptors */
   int64_t health_since;       /* moved to another URL or enabled again by an operator then: what
                                * a request sent before answers says nothing of its health */
   bool slow;                  /* an attempt timed out or took half its timeout, and fewer than
@@ -271,5 +272,6 @@ void disp_release_item(hookd_dispatcher *d, item *it);
 void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reason);
 int disp_send_item(hookd_dispatcher *d, item *it, int64_t now);
 void disp_mark_item(hookd_dispatcher *d, item *it);
+void disp_record_hold(hookd_dispatcher *d, item *it); /* held unknown, not sent (see .c) */
 
 #endif

@@ -434,6 +434,7 @@ static int64_t claim_key(hookd_dispatcher *d, const ep *e) {
   if (!e->next_due) return 0;
   int64_t k = e->next_due;
   if (e->paused_until > k) k = e->paused_until;
+  if (e->fd_wait_until > k) k = e->fd_wait_until;
   int64_t br = hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
   if (br > k) k = br;
   return k;
@@ -669,6 +670,8 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     bool sent = false, probe = it->probe;
     if (it->c.expires_ms && now >= it->c.expires_ms) {
       disp_record_without_attempt(d, it, "expired");
+    } else if (ep_no_resend(e) && it->c.d.ambiguous_last) {
+      disp_record_hold(d, it);
     } else if (!disp_lease_room(it, e, now)) {
       /* waited too long for a slot: the lease could lapse mid-request; claim it again later */
       disp_release_item(d, it);

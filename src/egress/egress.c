@@ -4,6 +4,7 @@
 #include "egress/egress.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,7 +334,16 @@ static hookd_net map_result(CURLcode rc, hookd_egress_req *req) {
   if (rc == CURLE_OK || (req->status >= 200 && rc != CURLE_ABORTED_BY_CALLBACK))
     return HOOKD_NET_OK;
   switch (rc) {
-  case CURLE_OPERATION_TIMEDOUT: return HOOKD_NET_TIMEOUT;
+  /* before the request went out the receiver cannot have acted on it: not an ambiguous timeout
+   * but a DNS error (no address yet: the name was still resolving) or a connect error
+   * (connecting, the TLS handshake). hookd's own abort at shutdown stays a timeout. */
+  case CURLE_OPERATION_TIMEDOUT: {
+    if (req->request_sent || req->abandoned) return HOOKD_NET_TIMEOUT;
+    char *ip = NULL;
+    bool addressed = curl_easy_getinfo(req->easy, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip &&
+                     ip[0];
+    return addressed ? HOOKD_NET_CONNECT : HOOKD_NET_DNS;
+  }
   case CURLE_COULDNT_RESOLVE_HOST:
   case CURLE_COULDNT_RESOLVE_PROXY: return HOOKD_NET_DNS;
   case CURLE_COULDNT_CONNECT: return HOOKD_NET_CONNECT;
@@ -373,6 +383,14 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   req->status = (int)status;
   req->abandoned = why != NULL;
   req->net = map_result(rc, req);
+  /* a failure before sending may be hookd's own want of descriptors, not the receiver's: the
+   * socket (on_open_socket) but also libcurl's resolver thread or the CA file */
+  if (!req->request_sent && !req->fd_exhausted &&
+      (req->net == HOOKD_NET_DNS || req->net == HOOKD_NET_CONNECT || req->net == HOOKD_NET_TLS)) {
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) close(fd);
+    else if (errno == EMFILE || errno == ENFILE) req->fd_exhausted = true;
+  }
   if (req->net == HOOKD_NET_OK) {
     req->error[0] = '\0';
   } else if (why) {

@@ -35,7 +35,7 @@ describe('hookd CLI', () => {
     assert.match(r.stdout, /default: 80,443,8080,8443; env: HOOKD_EGRESS_PORTS/);
   });
 
-  it('unknown options and bad values are refused with a message', () => {
+  it('unknown options and bad values are refused with a message', async () => {
     let r = run(['serve', '--no-such-thing']);
     assert.equal(r.status, 2);
     assert.match(r.stderr, /unknown option --no-such-thing/);
@@ -52,6 +52,10 @@ describe('hookd CLI', () => {
     r = run(['serve', ...scratch], { env: { ...process.env, HOOKD_METRICS_TOKEN: '' }, timeout: 10000 });
     assert.equal(r.status, 2);
     assert.match(r.stderr, /HOOKD_METRICS_TOKEN \(environment\): --metrics-token: empty/);
+    // the flag wins over the environment, an empty variable included
+    const flagged = await startHookd({ env: { HOOKD_METRICS_TOKEN: '' }, args: ['--metrics-token', 'scrape-1'] });
+    assert.equal((await fetch(`${flagged.url}/metrics`)).status, 401);
+    assert.equal((await flagged.stop()).code, 0);
     // a failure once the daemon runs is its log's last line, JSON like every other (stderr is not
     // a terminal here; on one a plain-text copy follows)
     const startupError = (res) => {

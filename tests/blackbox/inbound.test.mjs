@@ -846,6 +846,8 @@ describe('forwarding', () => {
       return g.json.deliveries.find((x) => x.endpoint_id === src.destinations[0].id)?.attempt_count === 1 ? g.json : null;
     }, { what: 'the late timeout recorded' });
     assert.equal(rec.status, 'unknown', 'an ambiguous end stays held for an operator');
+    assert.match(rec.last_error, /destination deleted while a request to it may have been in flight/,
+      'the delete\'s reason stands (the attempt says how it ended)');
     assert.equal(rec.deliveries.length, 1, 'no forward made for the new destination');
     assert.equal(fresh.requests.length, 0);
     assert.equal(dest.requests.length, 1);
@@ -869,6 +871,30 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('a destination made non-idempotent with a retry after a timeout claimed and queued behind the one in flight: both end held, nothing sent after the PATCH', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const retry = { max_attempts: 50, backoff_base_ms: 100, backoff_cap_ms: 200 };
+    const src = await source('stripe', ['whsec_flipq2'], [{ url: dest.url, idempotent: true, timeout_ms: 1500, max_in_flight: 1, retry }]);
+    const ids = [];
+    for (const id of ['evt_flipq2_a', 'evt_flipq2_b']) {
+      const b = stripeEvent(id);
+      ids.push((await post(src, b, sign.stripe(b, 'whsec_flipq2'))).json.inbox_id);
+    }
+    const mine = `SELECT state, attempt_count, leased_until IS NOT NULL l FROM deliveries WHERE endpoint_id = '${src.destinations[0].id}'`;
+    // one retry in flight, the other (retrying after a timeout too) claimed and waiting for the slot
+    await waitUntil(async () => {
+      const rows = h.query(mine);
+      return rows.length === 2 && rows.every((x) => x.l && x.attempt_count >= 1 && x.state === 'retrying');
+    }, { timeout: 20000, what: 'both leased, both retrying after a timeout' });
+    const flip = await h.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`, { idempotent: false });
+    assert.equal(flip.status, 200, flip.text);
+    const sentBefore = dest.requests.length;
+    for (const id of ids) await waitStatus(src, id, 'unknown');
+    assert.equal(dest.requests.length, sentBefore, 'nothing sent after the PATCH');
+    dest.releaseHanging();
+    await dest.close();
+  });
+
   it('a destination made non-idempotent while a forward waits to retry after a timeout: held unknown, not sent again; one that failed with the handler\'s own 500 retries', async () => {
     const dest = await startReceiver((rec, n) => (n === 1 ? 'hang' : { status: 200 }));
     const retry = { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 };
@@ -883,12 +909,17 @@ describe('forwarding', () => {
     await waitStatus(src2, r2.json.inbox_id, 'retryable_failed');
     for (const s of [src, src2])
       assert.equal((await h.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${s.destinations[0].id}`, { idempotent: false })).status, 200);
-    const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
-    assert.equal(rec.status, 'unknown');
+    // both retries brought forward (as an operator's "retry now" does): claimed at once
+    for (const x of [r, r2]) {
+      const dl = (await h.api('GET', `/v1/inbox/${x.json.inbox_id}`)).json.deliveries[0];
+      assert.equal((await h.api('POST', `/v1/deliveries/${dl.id}/replay`)).status, 202);
+    }
+    const rec = await waitStatus(src, r.json.inbox_id, 'unknown');
     assert.equal(rec.deliveries[0].state, 'unknown');
     assert.match(rec.last_error, /made not idempotent after an attempt that may have reached it/);
-    const rec2 = (await h.api('GET', `/v1/inbox/${r2.json.inbox_id}`)).json;
-    assert.equal(rec2.status, 'retryable_failed', 'the handler answered 500 itself: nothing ambiguous');
+    assert.equal(dest.requests.length, 1, 'held when claimed, not sent');
+    await waitStatus(src2, r2.json.inbox_id, 'completed'); // the handler answered 500 itself: nothing ambiguous
+    assert.equal(other.requests.length, 2);
     const resolved = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'retry', reason: 'checked: not processed' });
     assert.equal(resolved.status, 200, resolved.text);
     await waitStatus(src, r.json.inbox_id, 'completed');

@@ -291,42 +291,6 @@ int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *aft
   return sq_read_endpoints(c, st, out, n);
 }
 
-/* A destination made not idempotent: a delivery waiting to retry after an attempt that may have
- * reached it (a timeout, a connection cut mid-answer, a gateway's 502 or 504) is held unknown
- * for an operator, as that attempt would have been under the new setting; sending it again is
- * what the operator just said the handler cannot take. Errs on the side of "may have reached
- * it": the attempt row does not say whether a timeout came before the request was sent. */
-static int hold_ambiguous_retries(hookd_store_conn *c, const char *ep_id, int64_t now_ms) {
-  sqlite3_stmt *st = sq_stmt(
-      c, SQ_EP_FLIP_HOLD,
-      "UPDATE deliveries SET state = 'unknown', next_attempt_at = NULL, last_error = ?3,"
-      " updated_at = ?2 WHERE endpoint_id = ?1 AND state = 'retrying' AND leased_until IS NULL"
-      " AND (SELECT a.outcome = 'timeout' OR a.outcome = 'protocol_error'"
-      " OR a.http_status = 502 OR a.http_status = 504 FROM attempts a"
-      " WHERE a.delivery_seq = deliveries.seq ORDER BY a.attempt_number DESC LIMIT 1)"
-      " RETURNING seq");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_text(st, 1, ep_id);
-  sq_bind_i64(st, 2, now_ms);
-  sq_bind_text(st, 3, "held: the destination was made not idempotent after an attempt that"
-                      " may have reached it");
-  int64_t *seqs = NULL;
-  size_t n = 0, cap = 0;
-  int step, rc = HOOKD_STORE_OK;
-  while ((step = sqlite3_step(st)) == SQLITE_ROW)
-    if (sq_seq_push(&seqs, &n, &cap, sq_col_i64(st, 0)) != 0) break;
-  if (step == SQLITE_ROW) { /* out of memory */
-    sqlite3_reset(st);
-    rc = HOOKD_STORE_ERR;
-  } else if (step != SQLITE_DONE) {
-    rc = sq_fail(c, "hold deliveries");
-  }
-  for (size_t i = 0; i < n && rc == HOOKD_STORE_OK; i++)
-    rc = sq_inbox_follow(c, seqs[i], now_ms, NULL, NULL);
-  free(seqs);
-  return rc;
-}
-
 int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   hookd_endpoint cur;
   int rc = sq_endpoint_get(c, ep->id, &cur);
@@ -387,7 +351,8 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, ep->id);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "mark leased deliveries");
-    if ((rc = hold_ambiguous_retries(c, ep->id, ep->updated_ms)) != 0) return rc;
+    /* a retry after an attempt that may have reached it is held when it is claimed (the
+     * dispatcher, disp_record_hold): a scan of them here held the writer for seconds */
   }
   /* no lanes any more: nothing waits (a first bounded step here, the rest by the rescans) */
   return ep->ordered ? HOOKD_STORE_OK : sq_lane_unorder(c, ep->id);

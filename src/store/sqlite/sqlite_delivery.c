@@ -875,13 +875,19 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"
+/* A retry whose last attempt may have reached the receiver: a timeout (after the request was
+ * sent: one before is a connect_error), a protocol error, a gateway's 502 or 504. The
+ * dispatcher holds it instead of sending it to a destination since made not idempotent. */
+#define AMBIGUOUS_LAST                                                                          \
+  "(state = 'retrying' AND (last_error = 'timeout' OR last_error = 'protocol'"                  \
+  " OR last_status = 502 OR last_status = 504))"
 #define CLAIM_SQL(kind, lanes)                                                                  \
   "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1, leased_until = ?4"    \
   " WHERE seq IN (SELECT d.seq" CLAIMABLE(kind) " AND d.next_attempt_at <= ?3" lanes          \
   " ORDER BY d.next_attempt_at, d.seq LIMIT ?5)"                                                 \
   " RETURNING seq, id, event_seq, endpoint_id, tenant_id, state, attempt_count, cycle_base,"    \
   " cycle_started_at, next_attempt_at, lease_token, leased_until, policy_id, created_at,"      \
-  " cycle_kind, ordering_key"
+  " cycle_kind, ordering_key, " AMBIGUOUS_LAST
 #define NEXT_DUE_SQL(kind, lanes)                                                               \
   "SELECT d.next_attempt_at" CLAIMABLE(kind) lanes " ORDER BY d.next_attempt_at LIMIT 1"
 
@@ -958,6 +964,7 @@ static int claim_kind(hookd_store_conn *c, const hookd_claim_req *req, bool repl
     const char *kind = (const char *)sqlite3_column_text(st, 14);
     d->replay_cycle = kind && strcmp(kind, "replay") == 0;
     d->ordering_key = sq_col_str(st, 15);
+    d->ambiguous_last = sqlite3_column_int(st, 16) != 0;
   }
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "claim");
@@ -1095,6 +1102,8 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
     /* the delete's reason stands (as the delete wrote it); the attempt's own failure is in
      * its attempt row */
     late.last_error = o->inbound ? "destination deleted" : "endpoint deleted";
+  } else if (gone && late.to == HOOKD_DS_UNKNOWN) {
+    late.last_error = sq_held_deleted; /* held still: the operator reads why (the attempt, how) */
   }
   st = sq_stmt(c, SQ_OUTCOME_LATE,
                OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 + 1 AND lease_owner IS NULL"

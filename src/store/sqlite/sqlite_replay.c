@@ -387,7 +387,10 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
     break;
   }
   if (!to) {
-    if (!strcmp(from, "expired"))
+    if (!strcmp(from, "expired") && action == HOOKD_REPLAY_CANCEL)
+      snprintf(c->err, sizeof c->err, "the preview expired (older than %d minutes): nothing to "
+               "cancel, it sends nothing", HOOKD_REPLAY_PREVIEW_TTL_MS / 60000);
+    else if (!strcmp(from, "expired"))
       snprintf(c->err, sizeof c->err,
                "the preview expired (older than %d minutes): create the job again, the "
                "deliveries may have changed",
