@@ -669,6 +669,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   }
   o->now_ms = now;
   o->inbound = it->c.inbound;
+  o->ambiguous = ambiguous;
   o->lane = dl->ordering_key != NULL;
   if (req->result_ref[0] && cls.cls == HOOKD_CLASS_SUCCESS) {
     snprintf(it->result_ref, sizeof it->result_ref, "%s", req->result_ref);

@@ -334,16 +334,7 @@ static hookd_net map_result(CURLcode rc, hookd_egress_req *req) {
   if (rc == CURLE_OK || (req->status >= 200 && rc != CURLE_ABORTED_BY_CALLBACK))
     return HOOKD_NET_OK;
   switch (rc) {
-  /* before the request went out the receiver cannot have acted on it: not an ambiguous timeout
-   * but a DNS error (no address yet: the name was still resolving) or a connect error
-   * (connecting, the TLS handshake). hookd's own abort at shutdown stays a timeout. */
-  case CURLE_OPERATION_TIMEDOUT: {
-    if (req->request_sent || req->abandoned) return HOOKD_NET_TIMEOUT;
-    char *ip = NULL;
-    bool addressed = curl_easy_getinfo(req->easy, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip &&
-                     ip[0];
-    return addressed ? HOOKD_NET_CONNECT : HOOKD_NET_DNS;
-  }
+  case CURLE_OPERATION_TIMEDOUT: return HOOKD_NET_TIMEOUT;
   case CURLE_COULDNT_RESOLVE_HOST:
   case CURLE_COULDNT_RESOLVE_PROXY: return HOOKD_NET_DNS;
   case CURLE_COULDNT_CONNECT: return HOOKD_NET_CONNECT;

@@ -243,6 +243,8 @@ typedef struct hookd_outcome {
                                  moved nor enabled again since (health_since) */
   const char *result_ref;     /* the destination's reference for what it did (inbound) */
   bool inbound;               /* also update the inbox record of the event */
+  bool ambiguous;             /* the attempt may have reached the receiver (sent, then no
+                                 answer of its own): stored as last_ambiguous */
   bool lane;                  /* the delivery has an ordering key: a terminal outcome moves its
                                  lane's head on */
   int failing;                /* endpoint health: 1 = failing since now (if not already),

@@ -7,6 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createHash, createHmac } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
+import net from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
@@ -869,6 +870,43 @@ describe('forwarding', () => {
     assert.equal(rec.deliveries[0].state, 'delivered');
     assert.equal(dest.requests.length, 1);
     await dest.close();
+  });
+
+  it('a destination never idempotent: a timeout before its request went out (a TLS handshake that never ends) is retried, not held', async () => {
+    const held = new Set();
+    const silent = net.createServer((s) => { held.add(s); s.on('error', () => {}); }); // accepts, never speaks TLS
+    await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+    const retry = { max_attempts: 3, backoff_base_ms: 100, backoff_cap_ms: 200 };
+    const src = await source('stripe', ['whsec_presend'], [{ url: `https://127.0.0.1:${silent.address().port}/hook`, idempotent: false, timeout_ms: 300, retry }]);
+    const body = stripeEvent('evt_presend_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_presend'));
+    const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    assert.equal(rec.deliveries[0].attempt_count, 3, 'each attempt timed out before sending: all three made, none held');
+    for (const s of held) s.destroy();
+    await new Promise((res) => silent.close(res));
+  });
+
+  it('a destination never idempotent: a request abandoned at shutdown before it went out is sent after the restart, not held', async () => {
+    const { dir, cleanup } = tempDir();
+    const conns = [];
+    const silent = net.createServer((s) => { conns.push(s); s.on('error', () => {}); }); // accepts, never speaks TLS
+    await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+    let d = await startHookd({ dir, args: ['--shutdown-grace-s', '1'] });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const src = await source('stripe', ['whsec_aband'], [{ url: `https://127.0.0.1:${silent.address().port}/hook`, idempotent: false, timeout_ms: 30000 }], {}, d);
+    const body = stripeEvent('evt_aband_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_aband'), d);
+    await waitUntil(async () => conns.length === 1, { what: 'the handshake under way' });
+    assert.equal((await d.stop()).code, 0); // the request abandoned after the 1 s grace, never sent
+    const rows = () => d.query('SELECT state, attempt_count FROM deliveries');
+    assert.deepEqual(rows(), [{ state: 'retrying', attempt_count: 1 }]);
+    d = await startHookd({ dir });
+    await waitUntil(async () => conns.length === 2, { what: 'sent again after the restart' });
+    assert.notEqual((await d.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json.status, 'unknown');
+    assert.equal((await d.stop()).code, 0);
+    for (const s of conns) s.destroy();
+    await new Promise((res) => silent.close(res));
+    cleanup();
   });
 
   it('a destination made non-idempotent with a retry after a timeout claimed and queued behind the one in flight: both end held, nothing sent after the PATCH', async () => {

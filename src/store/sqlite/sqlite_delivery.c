@@ -875,12 +875,10 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"
-/* A retry whose last attempt may have reached the receiver: a timeout (after the request was
- * sent: one before is a connect_error), a protocol error, a gateway's 502 or 504. The
- * dispatcher holds it instead of sending it to a destination since made not idempotent. */
-#define AMBIGUOUS_LAST                                                                          \
-  "(state = 'retrying' AND (last_error = 'timeout' OR last_error = 'protocol'"                  \
-  " OR last_status = 502 OR last_status = 504))"
+/* A retry whose last attempt may have reached the receiver (last_ambiguous, as the dispatcher
+ * judged it when the attempt ended). It holds such a retry instead of sending it to a
+ * destination since made not idempotent. */
+#define AMBIGUOUS_LAST "(state = 'retrying' AND last_ambiguous = 1)"
 #define CLAIM_SQL(kind, lanes)                                                                  \
   "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1, leased_until = ?4"    \
   " WHERE seq IN (SELECT d.seq" CLAIMABLE(kind) " AND d.next_attempt_at <= ?3" lanes          \
@@ -1053,7 +1051,8 @@ const char sq_held_deleted[] = "destination deleted while a request to it may ha
   " delivered_at = CASE WHEN ?4 = 'delivered' THEN ?9 ELSE delivered_at END,"                   \
   " dead_at = CASE WHEN ?4 = 'dead' THEN ?9 ELSE dead_at END,"                                  \
   " dead_reason = CASE WHEN ?4 = 'dead' THEN ?10 ELSE dead_reason END,"                         \
-  " result_ref = COALESCE(?11, result_ref)"
+  " result_ref = COALESCE(?11, result_ref),"                                                    \
+  " last_ambiguous = CASE WHEN ?5 > 0 THEN ?14 ELSE last_ambiguous END"
 
 static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
   sq_bind_i64(st, 1, o->delivery_seq);
@@ -1070,6 +1069,7 @@ static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
   sq_bind_i64(st, 9, o->now_ms);
   sq_bind_text(st, 10, o->dead_reason);
   sq_bind_text(st, 11, o->result_ref);
+  sqlite3_bind_int(st, 14, o->ambiguous); /* (12 and 13: the late outcome's own) */
   return st;
 }
 

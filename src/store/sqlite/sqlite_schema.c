@@ -418,6 +418,11 @@ static const struct {
      /* The URL an attempt was sent to: an endpoint's URL changes (a PATCH), and support reading
       * a delivery's attempts must see which went where. NULL for the attempts made before. */
      "ALTER TABLE attempts ADD COLUMN url TEXT;"},
+    {25,
+     /* Whether the last attempt may have reached the receiver, as judged when it ended (the
+      * request went out, then a timeout, a cut connection, a 502 or 504): a retry of it is held
+      * for an operator once its destination is made not idempotent. 0 for those made before. */
+     "ALTER TABLE deliveries ADD COLUMN last_ambiguous INTEGER NOT NULL DEFAULT 0;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -443,6 +448,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'sent_token'";
   case 24:
     return "SELECT COUNT(*) FROM pragma_table_info('attempts') WHERE name = 'url'";
+  case 25:
+    return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'last_ambiguous'";
   default: return NULL;
   }
 }
