@@ -952,6 +952,9 @@ describe('recovery', () => {
     for (const s of idle) s.destroy();
     execFileSync('prlimit', ['--pid', String(h.proc.pid), '--nofile=4096:']);
     await recv.waitFor(7, 30000);
+    // received is not yet recorded: the seventh outcome's commit
+    await waitUntil(async () => h.query("SELECT COUNT(*) n FROM deliveries WHERE state = 'delivered'")[0].n === 6,
+      { what: 'every delivery recorded delivered' });
     const attempts = h.query("SELECT outcome, COUNT(*) n FROM attempts GROUP BY outcome ORDER BY outcome");
     assert.deepEqual(attempts, [{ outcome: 'http_error', n: 1 }, { outcome: 'success', n: 6 }],
       'no attempt recorded for the requests never made');
