@@ -360,25 +360,32 @@ void disp_release_item(hookd_dispatcher *d, item *it) { submit_item_op(d, it, IT
 
 void disp_mark_item(hookd_dispatcher *d, item *it) { submit_item_op(d, it, ITEM_MARK); }
 
-void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reason) {
+/* An outcome without an attempt (nothing was sent): the delivery moves by `t`, with last_error
+ * and, going DEAD, its reason; a move the state does not allow gives the lease back. */
+static void record_no_attempt(hookd_dispatcher *d, item *it, hookd_dtrigger t,
+                              const char *last_error, const char *dead_reason) {
   hookd_delivery *dl = &it->c.d;
   hookd_dstate to;
-  if (hookd_dstate_next(dl->state, HOOKD_DT_DEAD, &to) != 0) {
+  if (hookd_dstate_next(dl->state, t, &to) != 0) {
     disp_release_item(d, it);
     return;
   }
   memset(&it->out, 0, sizeof it->out);
-  snprintf(it->dead_reason, sizeof it->dead_reason, "%s", reason);
   it->out.delivery_seq = dl->seq;
   it->out.lease_token = dl->lease_token;
   it->out.from = dl->state;
   it->out.to = to;
-  it->out.last_error = it->dead_reason;
-  it->out.dead_reason = it->dead_reason;
+  it->out.last_error = last_error;
+  it->out.dead_reason = dead_reason;
   it->out.inbound = it->c.inbound;
   it->out.lane = dl->ordering_key != NULL;
   it->out.now_ms = hookd_now_ms();
   submit_item_op(d, it, ITEM_RECORD);
+}
+
+void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reason) {
+  snprintf(it->dead_reason, sizeof it->dead_reason, "%s", reason);
+  record_no_attempt(d, it, HOOKD_DT_DEAD, it->dead_reason, it->dead_reason);
 }
 
 /* A retry claimed for a destination that is not idempotent, whose last attempt may have reached
@@ -386,24 +393,10 @@ void disp_record_without_attempt(hookd_dispatcher *d, item *it, const char *reas
  * leases queued here nor in those waiting for their backoff): held unknown for an operator
  * rather than sent again, as that attempt would have been under the new setting. */
 void disp_record_hold(hookd_dispatcher *d, item *it) {
-  hookd_delivery *dl = &it->c.d;
-  hookd_dstate to;
-  if (hookd_dstate_next(dl->state, HOOKD_DT_HOLD, &to) != 0) {
-    disp_release_item(d, it);
-    return;
-  }
-  static const char why[] = "held: the destination was made not idempotent after an attempt "
-                            "that may have reached it";
-  memset(&it->out, 0, sizeof it->out);
-  it->out.delivery_seq = dl->seq;
-  it->out.lease_token = dl->lease_token;
-  it->out.from = dl->state;
-  it->out.to = to;
-  it->out.last_error = why;
-  it->out.inbound = it->c.inbound;
-  it->out.lane = dl->ordering_key != NULL;
-  it->out.now_ms = hookd_now_ms();
-  submit_item_op(d, it, ITEM_RECORD);
+  record_no_attempt(d, it, HOOKD_DT_HOLD,
+                    "held: the destination was made not idempotent after an attempt that may "
+                    "have reached it",
+                    NULL);
 }
 
 /* ---------- sending ---------- */
@@ -541,8 +534,6 @@ static void redact_excerpt(hookd_egress_req *req) {
   req->response = red;
 }
 
-static void set_due(hookd_dispatcher *d, ep *e, int64_t due, bool authoritative);
-
 /* hookd had no file descriptor left for the connection (its own limit, a flood of inbound
  * connections): nothing reached the receiver and its health is not in question — no attempt,
  * no breaker failure, no failing streak, the rate tokens given back. The delivery and the rest
@@ -566,9 +557,9 @@ static void fd_exhausted(hookd_dispatcher *d, item *it, hookd_egress_req *req, i
   hookd_bucket_refund(&e->t->bucket);
   sched_sent_done(d, it);
   disp_release_item(d, it);
-  e->fd_wait_until = now + 1000;
+  e->fd_wait_until = now + 1000; /* claim_key waits it out, whatever next_due the releases set */
   sched_release_queue(d, e);
-  set_due(d, e, now + 1000, true);
+  sched_ep_schedule(d, e);
 }
 
 static void on_http_done(hookd_egress_req *req, void *arg) {

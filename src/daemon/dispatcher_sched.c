@@ -670,7 +670,9 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     bool sent = false, probe = it->probe;
     if (it->c.expires_ms && now >= it->c.expires_ms) {
       disp_record_without_attempt(d, it, "expired");
-    } else if (ep_no_resend(e) && it->c.d.ambiguous_last) {
+    } else if (ep_no_resend(e) && it->c.d.state == HOOKD_DS_RETRYING && it->c.d.last_ambiguous) {
+      /* a retry after an attempt that may have reached it, made before the destination was
+       * made not idempotent (as the dispatcher judged it when it ended: last_ambiguous) */
       disp_record_hold(d, it);
     } else if (!disp_lease_room(it, e, now)) {
       /* waited too long for a slot: the lease could lapse mid-request; claim it again later */

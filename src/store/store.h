@@ -123,8 +123,8 @@ typedef struct hookd_delivery {
   int64_t leased_until_ms;  /* 0 = not leased */
   char *last_error;         /* category of the last failure */
   int last_status;          /* HTTP status of the last attempt, 0 if none */
-  bool ambiguous_last;      /* claimed retrying after an attempt that may have reached the
-                               receiver (a timeout after sending, a protocol error, 502, 504) */
+  bool last_ambiguous;      /* its last attempt may have reached the receiver (sent, then a
+                               timeout, a cut connection, 502, 504): read by the claim */
   int64_t policy_id;
   int64_t created_ms, updated_ms, delivered_ms, dead_ms;
   char *dead_reason;

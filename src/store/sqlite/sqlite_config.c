@@ -358,6 +358,26 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   return ep->ordered ? HOOKD_STORE_OK : sq_lane_unorder(c, ep->id);
 }
 
+/* Steps an UPDATE … RETURNING seq over an endpoint's deliveries (?1 the endpoint, ?2 now, ?3
+ * their last_error): counts the rows into *rows (when given) and collects their seqs (keep). */
+static int step_seqs(hookd_store_conn *c, sqlite3_stmt *st, const char *id, int64_t now_ms,
+                     const char *why, bool keep, int64_t **seqs, size_t *n, size_t *cap,
+                     int *rows, const char *what) {
+  sq_bind_text(st, 1, id);
+  sq_bind_i64(st, 2, now_ms);
+  sq_bind_text(st, 3, why);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    if (rows) (*rows)++;
+    if (keep && sq_seq_push(seqs, n, cap, sq_col_i64(st, 0)) != 0) break;
+  }
+  if (step == SQLITE_ROW) { /* out of memory */
+    sqlite3_reset(st);
+    return HOOKD_STORE_ERR;
+  }
+  return step == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, what);
+}
+
 int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled) {
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_DELETE,
                              "UPDATE endpoints SET deleted_at = ?2, updated_at = ?2, enabled = 0,"
@@ -398,19 +418,9 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
                  " last_error = ?3 WHERE endpoint_id = ?1 AND (state = 'pending'"
                  " OR state = 'retrying') AND leased_until IS NOT NULL AND sent_token = lease_token"
                  " RETURNING seq");
-    if (!st) return HOOKD_STORE_ERR;
-    sq_bind_text(st, 1, id);
-    sq_bind_i64(st, 2, now_ms);
-    sq_bind_text(st, 3, sq_held_deleted);
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW)
-      if (sq_seq_push(&seqs, &n, &cap, sq_col_i64(st, 0)) != 0) break;
-    if (step == SQLITE_ROW) { /* out of memory */
-      sqlite3_reset(st);
-      rc = HOOKD_STORE_ERR;
-    } else if (step != SQLITE_DONE) {
-      rc = sq_fail(c, "hold deliveries");
-    }
+    rc = st ? step_seqs(c, st, id, now_ms, sq_held_deleted, true, &seqs, &n, &cap, NULL,
+                        "hold deliveries")
+            : HOOKD_STORE_ERR;
   }
   /* Active deliveries are cancelled; bumping the lease token fences any in-flight attempt. */
   /* (in two passes, each on its index: the due ones, and those waiting in a lane) */
@@ -427,25 +437,10 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
   if (cancelled) *cancelled = 0;
   for (int i = 0; i < 2 && rc == HOOKD_STORE_OK; i++) {
     st = sq_stmt(c, i ? SQ_EP_CANCEL_LANES : SQ_EP_CANCEL, cancel[i]);
-    if (!st) {
-      rc = HOOKD_STORE_ERR;
-      break;
-    }
-    sq_bind_text(st, 1, id);
-    sq_bind_i64(st, 2, now_ms);
     /* why it is cancelled (the inbox record of an inbound one takes its delivery's error) */
-    sq_bind_text(st, 3, inbound ? "destination deleted" : "endpoint deleted");
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-      if (cancelled) (*cancelled)++;
-      if (inbound && sq_seq_push(&seqs, &n, &cap, sq_col_i64(st, 0)) != 0) break;
-    }
-    if (step == SQLITE_ROW) { /* out of memory */
-      sqlite3_reset(st);
-      rc = HOOKD_STORE_ERR;
-    } else if (step != SQLITE_DONE) {
-      rc = sq_fail(c, "cancel deliveries");
-    }
+    rc = st ? step_seqs(c, st, id, now_ms, inbound ? "destination deleted" : "endpoint deleted",
+                        inbound, &seqs, &n, &cap, cancelled, "cancel deliveries")
+            : HOOKD_STORE_ERR;
   }
   for (size_t i = 0; i < n && rc == HOOKD_STORE_OK; i++)
     rc = sq_inbox_follow(c, seqs[i], now_ms, "destination deleted", NULL);

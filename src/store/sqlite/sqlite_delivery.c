@@ -875,17 +875,13 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"
-/* A retry whose last attempt may have reached the receiver (last_ambiguous, as the dispatcher
- * judged it when the attempt ended). It holds such a retry instead of sending it to a
- * destination since made not idempotent. */
-#define AMBIGUOUS_LAST "(state = 'retrying' AND last_ambiguous = 1)"
 #define CLAIM_SQL(kind, lanes)                                                                  \
   "UPDATE deliveries SET lease_owner = ?2, lease_token = lease_token + 1, leased_until = ?4"    \
   " WHERE seq IN (SELECT d.seq" CLAIMABLE(kind) " AND d.next_attempt_at <= ?3" lanes          \
   " ORDER BY d.next_attempt_at, d.seq LIMIT ?5)"                                                 \
   " RETURNING seq, id, event_seq, endpoint_id, tenant_id, state, attempt_count, cycle_base,"    \
   " cycle_started_at, next_attempt_at, lease_token, leased_until, policy_id, created_at,"      \
-  " cycle_kind, ordering_key, " AMBIGUOUS_LAST
+  " cycle_kind, ordering_key, last_ambiguous"
 #define NEXT_DUE_SQL(kind, lanes)                                                               \
   "SELECT d.next_attempt_at" CLAIMABLE(kind) lanes " ORDER BY d.next_attempt_at LIMIT 1"
 
@@ -962,7 +958,7 @@ static int claim_kind(hookd_store_conn *c, const hookd_claim_req *req, bool repl
     const char *kind = (const char *)sqlite3_column_text(st, 14);
     d->replay_cycle = kind && strcmp(kind, "replay") == 0;
     d->ordering_key = sq_col_str(st, 15);
-    d->ambiguous_last = sqlite3_column_int(st, 16) != 0;
+    d->last_ambiguous = sqlite3_column_int(st, 16) != 0;
   }
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "claim");
