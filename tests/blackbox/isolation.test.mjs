@@ -47,12 +47,13 @@ describe('isolation', () => {
     for (const r of [...healthy, ...hanging]) await r.close();
   });
 
-  it('a wall of hanging endpoints in one tenant does not take every claim from its healthy endpoint', async () => {
-    const h = await startHookd({ args: ['--max-in-flight', '64', '--tenant-max-in-flight', '16'] });
+  // 8 hanging endpoints of one tenant, slow once each has timed out, holding the claims; then
+  // 10 events to the tenant's healthy endpoint: the first-attempt delay of each (ms)
+  async function healthyBesideWall(args, tenant) {
+    const h = await startHookd({ args });
     const hanging = [];
     for (let i = 0; i < 8; i++) hanging.push(await startReceiver(() => 'hang'));
     const healthy = await startReceiver();
-    const tenant = 'wall';
     await h.api('POST', '/v1/tenants', { id: tenant });
     for (const [i, r] of hanging.entries()) {
       const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, max_in_flight: 16, timeout_ms: 1500,
@@ -61,42 +62,28 @@ describe('isolation', () => {
     }
     assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: healthy.url, event_types: ['ok'] })).status, 201);
     for (let j = 0; j < 40; j++) for (let i = 0; i < 8; i++) await publish(h, tenant, { type: `h${i}`, payload: { j } });
-    // every hanging endpoint has timed out once (it is slow now) and they hold the tenant's claims
+    // every hanging endpoint has timed out once (it is slow now) and they hold the claims
     await waitUntil(async () => /^hookd_endpoints_slow 8$/m.test((await h.api('GET', '/metrics')).text), { what: 'hanging endpoints slow', timeout: 15000 });
     const sentAt = new Map();
     for (let j = 0; j < 10; j++) sentAt.set((await publish(h, tenant, { type: 'ok', payload: { j } })).json.id, Date.now());
     await healthy.waitFor(10, 15000, 'the healthy endpoint\'s deliveries');
     const delays = healthy.requests.map((q) => q.at - sentAt.get(q.headers['webhook-id']));
-    assert.ok(Math.max(...delays) < 1000, `healthy first-attempt delays ${delays.join(',')} ms beside 8 hanging endpoints of its tenant`);
     for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
     assert.equal((await h.stop()).code, 0);
     for (const r of [...hanging, healthy]) await r.close();
+    return delays;
+  }
+
+  it('a wall of hanging endpoints in one tenant does not take every claim from its healthy endpoint', async () => {
+    // the tenant's claim budget (2 × 16) is what the hanging endpoints fill
+    const delays = await healthyBesideWall(['--max-in-flight', '64', '--tenant-max-in-flight', '16'], 'wall');
+    assert.ok(Math.max(...delays) < 1000, `healthy first-attempt delays ${delays.join(',')} ms beside 8 hanging endpoints of its tenant`);
   });
 
   it('nor when the claims its hanging endpoints hold fill the global claim budget: a healthy sibling still claims its floor', async () => {
     // global claim budget 2 × 16 = 32, the tenant's 2 × 64: the hanging endpoints fill the global one
-    const h = await startHookd({ args: ['--max-in-flight', '16', '--tenant-max-in-flight', '64'] });
-    const hanging = [];
-    for (let i = 0; i < 8; i++) hanging.push(await startReceiver(() => 'hang'));
-    const healthy = await startReceiver();
-    const tenant = 'wall2';
-    await h.api('POST', '/v1/tenants', { id: tenant });
-    for (const [i, r] of hanging.entries()) {
-      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, max_in_flight: 16, timeout_ms: 1500,
-        event_types: [`h${i}`], retry: { max_attempts: 100, backoff_base_ms: 100, backoff_cap_ms: 200 } });
-      assert.equal(e.status, 201, e.text);
-    }
-    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: healthy.url, event_types: ['ok'] })).status, 201);
-    for (let j = 0; j < 40; j++) for (let i = 0; i < 8; i++) await publish(h, tenant, { type: `h${i}`, payload: { j } });
-    await waitUntil(async () => /^hookd_endpoints_slow 8$/m.test((await h.api('GET', '/metrics')).text), { what: 'hanging endpoints slow', timeout: 15000 });
-    const sentAt = new Map();
-    for (let j = 0; j < 10; j++) sentAt.set((await publish(h, tenant, { type: 'ok', payload: { j } })).json.id, Date.now());
-    await healthy.waitFor(10, 15000, 'the healthy endpoint\'s deliveries');
-    const delays = healthy.requests.map((q) => q.at - sentAt.get(q.headers['webhook-id']));
+    const delays = await healthyBesideWall(['--max-in-flight', '16', '--tenant-max-in-flight', '64'], 'wall2');
     assert.ok(Math.max(...delays) < 1000, `healthy first-attempt delays ${delays.join(',')} ms beside 8 hanging endpoints filling the global claims`);
-    for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
-    assert.equal((await h.stop()).code, 0);
-    for (const r of [...hanging, healthy]) await r.close();
   });
 
   it('tenants whose first requests hang cannot take every global slot: another tenant keeps delivering while they hang', async () => {
