@@ -1,4 +1,7 @@
 /* api_system.c — /healthz (alive), /readyz (ready to take traffic) and /metrics (Prometheus). */
+#include <curl/curl.h>
+#include <openssl/crypto.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,10 +146,34 @@ static int endpoint_metrics(hookd_buf *o, hookd_dispatcher *d) {
   return rc;
 }
 
+/* What runs and since when: a dashboard joins on these to tell an upgrade or a restart apart
+ * from a change in traffic (the Prometheus conventions: an info series of value 1, and the
+ * process's start as a Unix time). */
+static int build_metrics(hookd_buf *o, const hookd_app *app) {
+  int rc = hookd_metrics_family(o, "hookd_build_info",
+                                "hookd's version and those of the libraries it runs on", "gauge");
+  rc = rc ? rc
+          : hookd_buf_printf(o,
+                             "hookd_build_info{version=\"%s\",sqlite=\"%s\",libcurl=\"%s\","
+                             "openssl=\"%s\"} 1\n",
+                             HOOKD_VERSION, sqlite3_libversion(),
+                             curl_version_info(CURLVERSION_NOW)->version,
+                             OpenSSL_version(OPENSSL_VERSION_STRING));
+  rc = rc ? rc
+          : hookd_metrics_family(o, "process_start_time_seconds",
+                                 "when this hookd process started, in seconds since the Unix epoch",
+                                 "gauge");
+  return rc ? rc
+            : hookd_buf_printf(o, "process_start_time_seconds %lld.%03lld\n",
+                               (long long)(app->started_ms / 1000),
+                               (long long)(app->started_ms % 1000));
+}
+
 void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the token */
   hookd_buf o;
   hookd_buf_init(&o, 1 << 20);
   int rc = hookd_metrics_render(&o);
+  rc = rc ? rc : build_metrics(&o, app);
   hookd_dispatcher_stats ds = {0};
   if (app->disp) hookd_dispatcher_get_stats(app->disp, &ds);
   int64_t now = hookd_now_ms();

@@ -5,7 +5,8 @@
 // lines carry every correlation key.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { execFileSync } from 'node:child_process';
+import { HOOKD_BIN, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -41,6 +42,21 @@ describe('observability', () => {
     }
     assert.equal((await h.stop()).code, 0);
     await r.close();
+  });
+
+  it('/metrics names the running build (hookd_build_info) and when the process started (process_start_time_seconds)', async () => {
+    const before = Date.now() / 1e3;
+    const h = await startHookd();
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    const info = m.filter((s) => s.name === 'hookd_build_info');
+    assert.equal(info.length, 1, 'one info series');
+    assert.equal(info[0].value, 1);
+    const version = execFileSync(HOOKD_BIN, ['version'], { encoding: 'utf8' }).match(/^hookd (\S+)/)[1];
+    assert.equal(info[0].labels.version, version, 'the version `hookd version` prints');
+    assert.match(info[0].labels.sqlite, /^3\.\d+\.\d+$/);
+    const started = sampleValue(m, 'process_start_time_seconds');
+    assert.ok(started >= Math.floor(before) && started <= Date.now() / 1e3, `started ${started}, test began ${before}`);
+    assert.equal((await h.stop()).code, 0);
   });
 
   it('--metrics-token (HOOKD_METRICS_TOKEN): /metrics answers 401 without the bearer token, the text with it; health stays public', async () => {
