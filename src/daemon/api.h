@@ -15,6 +15,10 @@
 #include "daemon/server.h"
 #include "store/storeq.h"
 
+/* The reason logged when a destination's delete holds deliveries `unknown` (hookd_held_unknown):
+ * it is not idempotent and their requests may be out. */
+#define HOOKD_HELD_BY_DELETE "destination deleted while a request to it may have been in flight"
+
 typedef struct hookd_api_op hookd_api_op;
 struct hookd_api_op {
   hookd_store_op sop;

@@ -50,7 +50,7 @@ typedef struct ep_op {
   hookd_api_retry retry; /* overrides; -1 = unchanged */
   /* result */
   hookd_endpoint ep;
-  int cancelled;
+  hookd_delete_counts deleted;
   bool listing;
   hookd_endpoint *list;
   size_t n;
@@ -655,10 +655,11 @@ static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc) return rc;
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
   op->ep.deleted_ms = hookd_now_ms();
-  rc = be->endpoint_delete(c, op->id, op->ep.deleted_ms, &op->cancelled);
+  rc = be->endpoint_delete(c, op->id, op->ep.deleted_ms, &op->deleted);
   if (rc) return rc;
-  char detail[64];
-  snprintf(detail, sizeof detail, "cancelled_deliveries=%d", op->cancelled);
+  char detail[96];
+  snprintf(detail, sizeof detail, "cancelled_deliveries=%d held_deliveries=%d",
+           op->deleted.cancelled, op->deleted.held);
   return hookd_api_audit(base, c, be, "endpoint.delete", op->id, op->tenant, detail);
 }
 
@@ -670,10 +671,13 @@ static void reply_delete(hookd_api_op *base, int rc) {
   }
   hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
   HLOG(HOOKD_LOG_INFO, "endpoint.deleted", KV_S("endpoint_id", op->id),
-       KV_S("tenant_id", op->tenant), KV_I("cancelled", op->cancelled));
+       KV_S("tenant_id", op->tenant), KV_I("cancelled", op->deleted.cancelled),
+       KV_I("held", op->deleted.held));
+  hookd_held_unknown(op->deleted.held, HOOKD_HELD_BY_DELETE);
   hookd_req_reply_json(base->req, 200,
-                       json_pack("{s:s,s:b,s:i}", "id", op->id, "deleted", 1,
-                                 "cancelled_deliveries", op->cancelled));
+                       json_pack("{s:s,s:b,s:i,s:i}", "id", op->id, "deleted", 1,
+                                 "cancelled_deliveries", op->deleted.cancelled,
+                                 "held_deliveries", op->deleted.held));
 }
 
 void hookd_api_endpoint_delete(hookd_req *r, hookd_app *app) {

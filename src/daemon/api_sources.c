@@ -57,7 +57,7 @@ typedef struct src_op {
   int limit;                      /* list: the page's size, after the id `after` */
   char after[HOOKD_ID_MAX + 64];
   bool more;                      /* list: sources past the page */
-  int cancelled;                  /* DELETE: the destinations' deliveries cancelled */
+  hookd_delete_counts deleted;    /* DELETE: the destinations' deliveries cancelled, held */
 } src_op;
 
 enum { P_SECRETS = 1, P_TOLERANCE = 2, P_TYPES = 4, P_IDENTITY = 8, P_BKEY = 16, P_VERSION = 32 };
@@ -981,9 +981,10 @@ static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc) return rc;
   if (op->scoped && !hookd_principal_has_tenant(&op->who, op->src.tenant_id))
     return HOOKD_STORE_NOTFOUND;
-  if ((rc = be->source_delete(c, op->id, hookd_now_ms(), &op->cancelled)) != 0) return rc;
-  char detail[64];
-  snprintf(detail, sizeof detail, "cancelled_deliveries=%d", op->cancelled);
+  if ((rc = be->source_delete(c, op->id, hookd_now_ms(), &op->deleted)) != 0) return rc;
+  char detail[96];
+  snprintf(detail, sizeof detail, "cancelled_deliveries=%d held_deliveries=%d",
+           op->deleted.cancelled, op->deleted.held);
   return hookd_api_audit(base, c, be, "source.delete", op->id, op->src.tenant_id, detail);
 }
 
@@ -999,8 +1000,11 @@ static void reply_delete(hookd_api_op *base, int rc) {
     hookd_dispatcher_endpoint_changed(base->app->disp, &op->got_dests[i]);
   }
   /* as an endpoint's DELETE: what its destinations still had to send is cancelled */
-  hookd_req_reply_json(base->req, 200, json_pack("{s:s,s:b,s:i}", "id", op->id, "deleted", 1,
-                                                 "cancelled_deliveries", op->cancelled));
+  hookd_held_unknown(op->deleted.held, HOOKD_HELD_BY_DELETE);
+  hookd_req_reply_json(base->req, 200,
+                       json_pack("{s:s,s:b,s:i,s:i}", "id", op->id, "deleted", 1,
+                                 "cancelled_deliveries", op->deleted.cancelled,
+                                 "held_deliveries", op->deleted.held));
 }
 
 void hookd_api_source_delete(hookd_req *r, hookd_app *app) {

@@ -943,10 +943,11 @@ static void count_delivered(const item *it, int64_t now_ms) {
                           now_ms - it->c.d.created_ms);
 }
 
-/* Deliveries a lease reclaim held `unknown` (an inbound destination that is not idempotent,
- * whose request may have been sent): counted and logged as an outcome's are — an operator
- * alerting on hookd_deliveries_unknown_total must hear of these too. */
-static void held_unknown(int n, const char *why) {
+/* Deliveries held `unknown` apart from an attempt's outcome (a lease reclaim, a destination's
+ * delete: an inbound destination that is not idempotent, whose request may have been sent):
+ * counted and logged as an outcome's are — an operator alerting on
+ * hookd_deliveries_unknown_total must hear of these too. */
+void hookd_held_unknown(int n, const char *why) {
   if (n <= 0) return;
   HOOKD_ADD(unknown, (uint64_t)n);
   HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_I("count", n), KV_S("reason", why),
@@ -1012,7 +1013,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
         HOOKD_INC(retries_scheduled);
         set_due(d, e, o->next_attempt_ms, false);
       }
-      if (o->to == HOOKD_DS_UNKNOWN) {
+      if (o->to == HOOKD_DS_UNKNOWN && !o->was_held) {
         HOOKD_INC(unknown);
         HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_DELIVERY(d, &it->c.d, e->cfg.id),
              KV_ATTEMPT(&it->c.d, o->attempt_number),
@@ -1173,7 +1174,7 @@ static void process_inbox(hookd_dispatcher *d) {
           HOOKD_ADD(leases_reclaimed, (uint64_t)m->reclaimed);
           HLOG(HOOKD_LOG_INFO, "leases.reclaimed", KV_I("count", m->reclaimed));
         }
-        held_unknown(m->held, "a lease expired");
+        hookd_held_unknown(m->held, "a lease expired");
         apply_hints(d, m->hints, m->n_hints, false, 0);
         if (m->reclaimed >= RECLAIM_BATCH) d->next_sweep_ms = 0; /* more may be waiting */
       }
@@ -1407,7 +1408,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
     total += b.reclaimed;
     held += b.held;
   } while (b.reclaimed >= RECLAIM_BATCH);
-  held_unknown(held, "hookd stopped while their requests may have been sent");
+  hookd_held_unknown(held, "hookd stopped while their requests may have been sent");
   if (total) {
     HOOKD_ADD(leases_reclaimed, (uint64_t)total);
     HLOG(HOOKD_LOG_INFO, "leases.released_at_start", KV_I("count", total),

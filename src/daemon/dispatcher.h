@@ -75,6 +75,9 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
 /* Thread-safe notifications. */
 void hookd_dispatcher_hint(hookd_dispatcher *d, const char *endpoint_id, int64_t due_ms);
 void hookd_dispatcher_rescan(hookd_dispatcher *d);
+/* Counts and logs n deliveries held `unknown` other than by an attempt's outcome (why: the
+ * log line's reason). */
+void hookd_held_unknown(int n, const char *why);
 /* ep is copied. Deleted endpoints have deleted_ms set. */
 void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint *ep);
 

@@ -259,7 +259,15 @@ typedef struct hookd_outcome {
                                  written since — a PATCH that landed while this outcome waited
                                  out a store outage is newer than the answer */
   bool disable_declined;      /* out: disable_endpoint not applied for one of those reasons */
+  bool was_held;              /* out: it was held `unknown` already (a delete, a lease that ran
+                                 out) and stays so: counted when it was held, not again */
 } hookd_outcome;
+
+/* What an endpoint's or a source's delete did to the deliveries still active. */
+typedef struct hookd_delete_counts {
+  int cancelled; /* made `cancelled` */
+  int held;      /* held `unknown`: a request to a destination that is not idempotent may be out */
+} hookd_delete_counts;
 
 /* A claimed delivery given back unsent (its lease released). */
 typedef struct hookd_release {
@@ -558,8 +566,10 @@ typedef struct hookd_store_backend {
   /* Writes every mutable field of ep; a policy different from the stored current version
    * becomes a new version (ep->policy.id updated). */
   int (*endpoint_update)(hookd_store_conn *c, hookd_endpoint *ep);
-  /* Marks deleted and cancels its active deliveries. */
-  int (*endpoint_delete)(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
+  /* Marks deleted and cancels its active deliveries; an inbound destination that is not
+   * idempotent holds `unknown` those whose request may be out (docs/inbound.md). */
+  int (*endpoint_delete)(hookd_store_conn *c, const char *id, int64_t now_ms,
+                         hookd_delete_counts *out);
   /* Replaces the stored (sealed) secrets of an endpoint, deleted ones included: master-key
    * rotation. */
   int (*endpoint_reseal)(hookd_store_conn *c, const char *id, const char *secret,
@@ -637,7 +647,8 @@ typedef struct hookd_store_backend {
                     hookd_endpoint **dests, size_t *n_dests);
   int (*source_update)(hookd_store_conn *c, const hookd_source *s);
   /* Deletes the source and its destinations (their active deliveries are cancelled). */
-  int (*source_delete)(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
+  int (*source_delete)(hookd_store_conn *c, const char *id, int64_t now_ms,
+                       hookd_delete_counts *out);
   /* Every live source (the receive path's cache), or one tenant's. */
   int (*source_list)(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
 

@@ -830,9 +830,13 @@ describe('forwarding', () => {
     const body = stripeEvent('evt_delni_1');
     const r = await post(src, body, sign.stripe(body, 'whsec_delni'));
     await dest.waitFor(1);
+    const unknownTotal = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_deliveries_unknown_total');
+    const heldBefore = await unknownTotal();
     const del = await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`);
     assert.equal(del.status, 200, del.text);
     assert.equal(del.json.cancelled_deliveries, 0, 'the forward in flight is held, not cancelled');
+    assert.equal(del.json.held_deliveries, 1, 'the answer says one is held for an operator');
+    assert.equal(await unknownTotal(), heldBefore + 1, 'counted when the delete holds it (an alert hears of it even if hookd dies before its request ends)');
     let rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
     assert.equal(rec.status, 'unknown', 'not dead_lettered while the handler may be doing the work');
     assert.equal(rec.deliveries[0].state, 'unknown');
@@ -852,6 +856,7 @@ describe('forwarding', () => {
     assert.equal(rec.deliveries.length, 1, 'no forward made for the new destination');
     assert.equal(fresh.requests.length, 0);
     assert.equal(dest.requests.length, 1);
+    assert.equal(await unknownTotal(), heldBefore + 1, 'the late timeout keeps it held: not counted twice');
     dest.releaseHanging();
     await dest.close();
     await fresh.close();

@@ -378,7 +378,9 @@ static int step_seqs(hookd_store_conn *c, sqlite3_stmt *st, const char *id, int6
   return step == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, what);
 }
 
-int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled) {
+int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                       hookd_delete_counts *out) {
+  *out = (hookd_delete_counts){0};
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_DELETE,
                              "UPDATE endpoints SET deleted_at = ?2, updated_at = ?2, enabled = 0,"
                              /* nothing is signed for it again (a request in flight has its
@@ -418,7 +420,7 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
                  " last_error = ?3 WHERE endpoint_id = ?1 AND (state = 'pending'"
                  " OR state = 'retrying') AND leased_until IS NOT NULL AND sent_token = lease_token"
                  " RETURNING seq");
-    rc = st ? step_seqs(c, st, id, now_ms, sq_held_deleted, true, &seqs, &n, &cap, NULL,
+    rc = st ? step_seqs(c, st, id, now_ms, sq_held_deleted, true, &seqs, &n, &cap, &out->held,
                         "hold deliveries")
             : HOOKD_STORE_ERR;
   }
@@ -434,12 +436,11 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int 
       " WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"
       " AND state IN ('pending','retrying','unknown') AND state != 'unknown' AND lane_wait = 1"
       " RETURNING seq"};
-  if (cancelled) *cancelled = 0;
   for (int i = 0; i < 2 && rc == HOOKD_STORE_OK; i++) {
     st = sq_stmt(c, i ? SQ_EP_CANCEL_LANES : SQ_EP_CANCEL, cancel[i]);
     /* why it is cancelled (the inbox record of an inbound one takes its delivery's error) */
     rc = st ? step_seqs(c, st, id, now_ms, inbound ? "destination deleted" : "endpoint deleted",
-                        inbound, &seqs, &n, &cap, cancelled, "cancel deliveries")
+                        inbound, &seqs, &n, &cap, &out->cancelled, "cancel deliveries")
             : HOOKD_STORE_ERR;
   }
   for (size_t i = 0; i < n && rc == HOOKD_STORE_OK; i++)

@@ -1084,12 +1084,13 @@ static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
  * claim) changed the state or the token: STALE. */
 static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME_GONE,
-                             "SELECT e.deleted_at IS NOT NULL FROM deliveries d JOIN endpoints e"
-                             " ON e.id = d.endpoint_id WHERE d.seq = ?1");
+                             "SELECT e.deleted_at IS NOT NULL, d.state = 'unknown' FROM deliveries"
+                             " d JOIN endpoints e ON e.id = d.endpoint_id WHERE d.seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, o->delivery_seq);
   int step = sqlite3_step(st);
   bool gone = step == SQLITE_ROW && sqlite3_column_int(st, 0);
+  bool held = step == SQLITE_ROW && sqlite3_column_int(st, 1);
   sqlite3_reset(st);
   if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "record outcome");
   hookd_outcome late = *o;
@@ -1115,6 +1116,7 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
     return HOOKD_STORE_STALE;
   }
   o->cancelled = gone && late.to != HOOKD_DS_UNKNOWN; /* "its endpoint is gone" (held: not) */
+  o->was_held = held && late.to == HOOKD_DS_UNKNOWN;
   o->last_error = late.last_error; /* the inbox record follows it (sq_record_outcome) */
   return HOOKD_STORE_OK;
 }
@@ -1160,6 +1162,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (sqlite3_step(bind_outcome(st, o)) != SQLITE_DONE) return sq_fail(c, "record outcome");
   o->cancelled = false;
   o->disable_declined = false;
+  o->was_held = false;
   if (sqlite3_changes(c->db) != 1) {
     int rc = late_outcome(c, o);
     if (rc) return rc;

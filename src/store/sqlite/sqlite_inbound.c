@@ -143,8 +143,9 @@ int sq_source_update(hookd_store_conn *c, const hookd_source *s) {
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
 }
 
-int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled) {
-  if (cancelled) *cancelled = 0;
+int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                     hookd_delete_counts *out) {
+  *out = (hookd_delete_counts){0};
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_DELETE,
                              "UPDATE sources SET deleted_at = ?2, updated_at = ?2, secrets = ''"
                              " WHERE id = ?1 AND deleted_at IS NULL");
@@ -157,9 +158,10 @@ int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *c
   size_t n = 0;
   int rc = source_dests(c, id, &dests, &n);
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    int k = 0;
+    hookd_delete_counts k;
     rc = sq_endpoint_delete(c, dests[i].id, now_ms, &k);
-    if (cancelled) *cancelled += k;
+    out->cancelled += k.cancelled;
+    out->held += k.held;
   }
   hookd_endpoints_free(dests, n);
   return rc;

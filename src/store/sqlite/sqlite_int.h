@@ -139,7 +139,8 @@ int sq_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const cha
 int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
                      hookd_endpoint **out, size_t *n);
 int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
-int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
+int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                       hookd_delete_counts *out);
 int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
                        const char *previous_secret);
 int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
@@ -204,7 +205,8 @@ int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint 
 int sq_source_get(hookd_store_conn *c, const char *id, hookd_source *out, hookd_endpoint **dests,
                   size_t *n_dests);
 int sq_source_update(hookd_store_conn *c, const hookd_source *s);
-int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms, int *cancelled);
+int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                     hookd_delete_counts *out);
 int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
 int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);
 int sq_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_delivery **dl,
