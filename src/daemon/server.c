@@ -8,6 +8,7 @@
 #include "daemon/server.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -216,6 +217,33 @@ void hookd_req_reply_json(hookd_req *r, int status, json_t *v) {
   hookd_req_reply(r, status, "application/json", s, len);
 }
 
+/* The field a validation error is about, for a client to point at it (Stripe's `param`): every
+ * `*_field` and `destination_refused` message begins with the field's path (`url must be …`,
+ * `destinations[0].url refused …`, `generic settings are …`), but `unknown field "name"`, which
+ * quotes it. Empty when the message does not fit (then no param is given). */
+static void error_param(const char *code, const char *msg, char *out, size_t cap) {
+  size_t cl = strlen(code);
+  out[0] = '\0';
+  if ((cl < 6 || strcmp(code + cl - 6, "_field") != 0) && strcmp(code, "destination_refused"))
+    return;
+  const char *p = msg;
+  if (!strcmp(code, "unknown_field")) {
+    p = strchr(msg, '"');
+    if (!p) return;
+    const char *end = strrchr(++p, '"');
+    size_t n = end && end > p ? (size_t)(end - p) : 0;
+    if (n >= cap) n = 0;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return;
+  }
+  size_t n = 0;
+  while (p[n] && (isalnum((unsigned char)p[n]) || strchr("_.[]", p[n])) && n + 1 < cap) n++;
+  if (!n || !isalpha((unsigned char)p[0]) || (p[n] && p[n] != ' ' && p[n] != ':')) return;
+  memcpy(out, p, n);
+  out[n] = '\0';
+}
+
 void hookd_req_error(hookd_req *r, int status, const char *code, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -225,7 +253,11 @@ void hookd_req_error(hookd_req *r, int status, const char *code, const char *fmt
   /* a message quoting input may hold bytes that are not UTF-8 (input cut mid-character by
    * %.64s): those become '?', the rest (the field's name) stays readable */
   hookd_utf8_scrub(msg);
-  json_t *v = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+  char param[128];
+  error_param(code, msg, param, sizeof param);
+  json_t *v = param[0] ? json_pack("{s:{s:s,s:s,s:s}}", "error", "code", code, "message", msg,
+                                   "param", param)
+                       : json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
   if (!v) v = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", "invalid request");
   hookd_req_reply_json(r, status, v);
 }

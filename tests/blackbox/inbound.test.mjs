@@ -1273,8 +1273,10 @@ describe('forwarding', () => {
       const res = await h.api('POST', '/v1/sources', body);
       assert.deepEqual([res.status, res.json.error.code], [422, 'missing_field'], res.text);
       assert.ok(res.json.error.message.startsWith(`${field} is required`), res.text);
+      assert.equal(res.json.error.param, field, 'named in machine form too');
       const wrong = await h.api('POST', '/v1/sources', { ...full, [field]: 42 });
       assert.deepEqual([wrong.status, wrong.json.error.code], [422, 'invalid_field'], wrong.text);
+      assert.equal(wrong.json.error.param, field, wrong.text);
     }
   });
 
@@ -1294,6 +1296,7 @@ describe('forwarding', () => {
       assert.equal(res.status, 422, JSON.stringify(retry));
       assert.equal(res.json.error.code, code, res.text);
       assert.ok(res.json.error.message.includes(field), res.text);
+      assert.equal(res.json.error.param, field, res.text);
     }
     const ok = await h.api('POST', '/v1/sources', { id: `src_good_retry_${++n}`, tenant: TENANT, provider: 'stripe',
       secrets: ['whsec_x'], destinations: [{ url: dest, retry: { max_attempts: 3, retry_after_cap_s: 60 } }] });
@@ -1308,6 +1311,7 @@ describe('forwarding', () => {
       assert.equal(res.status, 422, res.text);
       assert.equal(res.json.error.code, 'unknown_field', res.text);
       assert.ok(res.json.error.message.includes(field), res.text);
+      assert.equal(res.json.error.param, field, res.text);
       const patch = await h.api('PATCH', `/v1/sources/${ok.json.id}`, rule);
       assert.equal(patch.status, 422, patch.text);
       assert.equal(patch.json.error.code, 'unknown_field', patch.text);

@@ -181,34 +181,36 @@ describe('bad input gets a clear 4xx', () => {
 
   it('endpoint validation: url policy, ranges, unknown fields', async () => {
     const bad = [
-      [{ url: 'ftp://127.0.0.1/x' }, 'destination_refused'],
-      [{ url: 'http://user:pw@127.0.0.1/x' }, 'destination_refused'],
-      [{ url: 'http://169.254.169.254/latest' }, 'destination_refused'],
-      [{ url: recv.url, max_in_flight: 0 }, 'invalid_field'],
-      [{ url: recv.url, timeout_ms: 10 }, 'invalid_field'],
-      [{ url: recv.url, event_types: [] }, 'invalid_field'],
-      [{ url: recv.url, event_types: ['a*b'] }, 'invalid_field'],
-      [{ url: recv.url, event_types: ['a'.repeat(257)] }, 'invalid_field'], // longer than any type
-      [{ url: recv.url, retry: { max_attempts: 0 } }, 'invalid_field'],
-      [{ url: recv.url, retry: { backoff_base_ms: 1000, backoff_cap_ms: 10 } }, 'invalid_field'],
-      [{ url: recv.url, retry: { bogus: 1 } }, 'unknown_field'],
+      [{ url: 'ftp://127.0.0.1/x' }, 'destination_refused', 'url'],
+      [{ url: 'http://user:pw@127.0.0.1/x' }, 'destination_refused', 'url'],
+      [{ url: 'http://169.254.169.254/latest' }, 'destination_refused', 'url'],
+      [{ url: recv.url, max_in_flight: 0 }, 'invalid_field', 'max_in_flight'],
+      [{ url: recv.url, timeout_ms: 10 }, 'invalid_field', 'timeout_ms'],
+      [{ url: recv.url, event_types: [] }, 'invalid_field', 'event_types'],
+      [{ url: recv.url, event_types: ['a*b'] }, 'invalid_field', 'event_types[0]'],
+      [{ url: recv.url, event_types: ['a'.repeat(257)] }, 'invalid_field', 'event_types[0]'], // longer than any type
+      [{ url: recv.url, retry: { max_attempts: 0 } }, 'invalid_field', 'retry.max_attempts'],
+      [{ url: recv.url, retry: { backoff_base_ms: 1000, backoff_cap_ms: 10 } }, 'invalid_field', 'retry.backoff_cap_ms'],
+      [{ url: recv.url, retry: { bogus: 1 } }, 'unknown_field', 'retry.bogus'],
       // a rate under one per hour would make the dispatcher wait past the end of int64
-      [{ url: recv.url, rate_limit: { per_second: 1.0842022708573195e-16 } }, 'invalid_field'],
-      [{ url: recv.url, rate_limit: { per_minute: 0.01 } }, 'invalid_field'],
-      [{ url: recv.url, rate_limit: { per_minute: 6e7 + 60 } }, 'invalid_field'], // > 1,000,000/s
+      [{ url: recv.url, rate_limit: { per_second: 1.0842022708573195e-16 } }, 'invalid_field', 'rate_limit'],
+      [{ url: recv.url, rate_limit: { per_minute: 0.01 } }, 'invalid_field', 'rate_limit'],
+      [{ url: recv.url, rate_limit: { per_minute: 6e7 + 60 } }, 'invalid_field', 'rate_limit'], // > 1,000,000/s
       // null would silently mean the default
-      [{ url: recv.url, retry: { max_attempts: null } }, 'invalid_field'],
-      [{ url: recv.url, retry: { backoff_cap_ms: null } }, 'invalid_field'],
-      [{ url: recv.url, colour: 'red' }, 'unknown_field'],
+      [{ url: recv.url, retry: { max_attempts: null } }, 'invalid_field', 'retry.max_attempts'],
+      [{ url: recv.url, retry: { backoff_cap_ms: null } }, 'invalid_field', 'retry.backoff_cap_ms'],
+      [{ url: recv.url, colour: 'red' }, 'unknown_field', 'colour'],
       // operators read it: no terminal escapes, no reordering
-      [{ url: recv.url, description: 'pay \u001b[31mred' }, 'invalid_field'],
-      [{ url: recv.url, description: 'abc\u202edcba' }, 'invalid_field'],
-      [{ description: 'no url' }, 'missing_field'],
-      [{ url: 42 }, 'invalid_field'],
+      [{ url: recv.url, description: 'pay \u001b[31mred' }, 'invalid_field', 'description'],
+      [{ url: recv.url, description: 'abc\u202edcba' }, 'invalid_field', 'description'],
+      [{ description: 'no url' }, 'missing_field', 'url'],
+      [{ url: 42 }, 'invalid_field', 'url'],
     ];
-    for (const [body, code] of bad) {
+    for (const [body, code, param] of bad) {
       const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, body);
       assertError(r, 422, code);
+      // the field in machine form (Stripe's `param`), for a client to point at it
+      assert.equal(r.json.error.param, param, `${JSON.stringify(body)}: ${r.text}`);
     }
     const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: 'http://169.254.169.254/x' });
     assert.match(r.json.error.message, /metadata|link_local/);
