@@ -16,6 +16,8 @@ import * as sign from './lib/providers.mjs';
 
 let h;
 const TENANT = 'shop';
+// the example handler of point 9, built beside hookd (or named, for a hookd built elsewhere)
+const DEDUP_RECEIVER = process.env.HOOKD_DEDUP_RECEIVER || join(HOOKD_BIN, '..', 'dedup_receiver');
 before(async () => {
   h = await startHookd();
   assert.equal((await h.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
@@ -49,6 +51,30 @@ const waitStatus = (src, id, status, timeout = 15000, daemon = h) => waitUntil(a
   return r.json?.status === status ? r.json : null;
 }, { timeout, what: `inbox ${id} ${status}` });
 
+// The record was forwarded once and nothing more is coming: asserted in the store (a duplicate's
+// answer comes after its commit, so a re-armed or second forward would already be there), then
+// at the receiver behind a barrier (a later event of the same source, forwarded one at a time,
+// has completed: a forward due before it has been sent).
+async function assertForwardedOnce(src, id, daemon = h) {
+  const rec = (await daemon.api('GET', `/v1/inbox/${id}`)).json;
+  assert.equal(rec.status, 'completed', JSON.stringify(rec));
+  assert.equal(rec.attempt_count, 1, 'one attempt');
+  assert.equal(rec.next_attempt_at, null, 'nothing scheduled');
+  assert.equal(rec.deliveries.length, 1, 'one forward delivery');
+  assert.equal(rec.deliveries[0].state, 'delivered');
+  const dl = (await daemon.api('GET', `/v1/deliveries/${rec.deliveries[0].id}`)).json;
+  assert.equal(dl.attempts.length, 1, 'one attempt recorded');
+  return rec;
+}
+async function barrier(src, secret, dest, daemon = h) {
+  const body = stripeEvent(`evt_barrier_${++n}`);
+  const r = await post(src, body, sign.stripe(body, secret), daemon);
+  assert.equal(r.status, 200, r.text);
+  await waitStatus(src, r.json.inbox_id, 'completed', 15000, daemon);
+  return JSON.parse(body).id;
+}
+const forwardedIds = (dest) => dest.requests.map((q) => JSON.parse(q.body).id);
+
 // Shopify's headers for a body (signed with secret), its webhook id and X-Shopify-Triggered-At
 const shopifyWith = (secret) => (body, id, at) => ({ 'content-type': 'application/json',
   'x-shopify-topic': 'orders/updated', 'x-shopify-webhook-id': id, 'x-shopify-triggered-at': at,
@@ -60,7 +86,7 @@ const stripeEvent = (id, extra = {}) => JSON.stringify({ id, object: 'event', ty
 describe('deduplication', () => {
   it('the same payload sent 10 times in a row: one record, one forward', async () => {
     const dest = await startReceiver();
-    const src = await source('stripe', ['whsec_seq'], [{ url: dest.url }]);
+    const src = await source('stripe', ['whsec_seq'], [{ url: dest.url, max_in_flight: 1 }]);
     const body = stripeEvent('evt_seq_1');
     const answers = [];
     for (let i = 0; i < 10; i++) answers.push(await post(src, body, sign.stripe(body, 'whsec_seq')));
@@ -68,19 +94,22 @@ describe('deduplication', () => {
     assert.equal(answers[0].json.duplicate, false);
     assert.ok(answers.slice(1).every((a) => a.json.duplicate && a.json.inbox_id === answers[0].json.inbox_id));
     await waitStatus(src, answers[0].json.inbox_id, 'completed');
-    assert.equal(dest.requests.length, 1);
     assert.equal((await inbox(src)).length, 1);
+    await assertForwardedOnce(src, answers[0].json.inbox_id);
     // a redelivery after completion: 2xx with the state, nothing forwarded
     const again = await post(src, body, sign.stripe(body, 'whsec_seq'));
     assert.equal(again.status, 200);
     assert.equal(again.json.status, 'completed');
-    assert.equal(dest.requests.length, 1);
+    await assertForwardedOnce(src, answers[0].json.inbox_id);
+    const last = await barrier(src, 'whsec_seq', dest);
+    assert.deepEqual(forwardedIds(dest), ['evt_seq_1', last], 'forwarded once, before and after the redelivery');
+    assert.equal((await inbox(src)).length, 2, 'the redelivery stored nothing new');
     await dest.close();
   });
 
   it('20 concurrent copies: one record, one forward', async () => {
     const dest = await startReceiver();
-    const src = await source('stripe', ['whsec_conc'], [{ url: dest.url }]);
+    const src = await source('stripe', ['whsec_conc'], [{ url: dest.url, max_in_flight: 1 }]);
     const body = stripeEvent('evt_conc_1');
     const answers = await Promise.all(Array.from({ length: 20 }, () => post(src, body, sign.stripe(body, 'whsec_conc'))));
     assert.ok(answers.every((a) => a.status === 200));
@@ -88,13 +117,15 @@ describe('deduplication', () => {
     assert.equal(answers.filter((a) => !a.json.duplicate).length, 1, 'exactly one claimed the identity');
     await waitStatus(src, answers[0].json.inbox_id, 'completed');
     assert.equal((await inbox(src)).length, 1);
-    assert.equal(dest.requests.length, 1);
+    await assertForwardedOnce(src, answers[0].json.inbox_id);
+    const last = await barrier(src, 'whsec_conc', dest);
+    assert.deepEqual(forwardedIds(dest), ['evt_conc_1', last], 'one forward of the 20 copies');
     await dest.close();
   });
 
   it('the same key with a different payload: recorded as conflict, not forwarded', async () => {
     const dest = await startReceiver();
-    const src = await source('stripe', ['whsec_cf'], [{ url: dest.url }]);
+    const src = await source('stripe', ['whsec_cf'], [{ url: dest.url, max_in_flight: 1 }]);
     const a = stripeEvent('evt_cf_1');
     const b = stripeEvent('evt_cf_1', { data: { object: { id: 'in_1', amount_paid: 9999 } } });
     const first = await post(src, a, sign.stripe(a, 'whsec_cf'));
@@ -105,7 +136,14 @@ describe('deduplication', () => {
     assert.equal(conflicts.length, 1);
     assert.equal(conflicts[0].conflict_of, first.json.inbox_id);
     await waitStatus(src, first.json.inbox_id, 'completed');
-    assert.equal(dest.requests.length, 1);
+    // the conflicting payload has no forward of its own, and the original's was made once
+    const held = (await h.api('GET', `/v1/inbox/${second.json.inbox_id}`)).json;
+    assert.equal(held.status, 'conflict');
+    assert.deepEqual([held.deliveries, held.attempt_count], [[], 0], JSON.stringify(held));
+    await assertForwardedOnce(src, first.json.inbox_id);
+    const last = await barrier(src, 'whsec_cf', dest);
+    assert.deepEqual(forwardedIds(dest), ['evt_cf_1', last]);
+    assert.equal(dest.requests[0].body, a, 'what was forwarded is the first payload, byte for byte');
     const m = await h.api('GET', '/metrics');
     assert.match(m.text, /hookd_inbound_received_total\{outcome="conflict"\} [1-9]/);
     // both answers were timed, and the forward's time from receipt to its 2xx
@@ -153,7 +191,7 @@ describe('deduplication', () => {
 
   it('out-of-order versions: the older one is recorded as stale and not forwarded', async () => {
     const dest = await startReceiver();
-    const src = await source('stripe', ['whsec_v'], [{ url: dest.url }],
+    const src = await source('stripe', ['whsec_v'], [{ url: dest.url, max_in_flight: 1 }],
       { version: { object_path: 'data.object.id', path: 'data.object.version' } });
     const v2 = stripeEvent('evt_v2', { data: { object: { id: 'cus_1', version: 2 } } });
     const v1 = stripeEvent('evt_v1', { data: { object: { id: 'cus_1', version: 1 } } });
@@ -164,7 +202,12 @@ describe('deduplication', () => {
     assert.equal(r1.json.status, 'stale');
     await waitStatus(src, r3.json.inbox_id, 'completed');
     await waitStatus(src, r2.json.inbox_id, 'completed');
-    assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id).sort(), ['evt_v2', 'evt_v3']);
+    // recorded stale in the store, with no forward of its own
+    const stale = (await h.api('GET', `/v1/inbox/${r1.json.inbox_id}`)).json;
+    assert.deepEqual([stale.status, stale.deliveries, stale.attempt_count], ['stale', [], 0], JSON.stringify(stale));
+    assert.deepEqual((await inbox(src, 'stale')).map((x) => x.id), [r1.json.inbox_id]);
+    const last = await barrier(src, 'whsec_v', dest);
+    assert.deepEqual(forwardedIds(dest).sort(), ['evt_v2', 'evt_v3', last].sort());
     await dest.close();
   });
 
@@ -539,7 +582,15 @@ describe('verification', () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_big'], [{ url: dest.url }], {}, small);
     const big = stripeEvent('evt_big', { pad: 'x'.repeat(5000) });
-    assert.equal((await post(src, big, sign.stripe(big, 'whsec_big'), small)).status, 413);
+    const tooBig = await post(src, big, sign.stripe(big, 'whsec_big'), small);
+    assert.deepEqual([tooBig.status, tooBig.json?.error?.code], [413, 'body_too_large'], tooBig.text);
+    // the size is checked before the signature (the order of I2): unsigned, a wrong signature or
+    // a stale one, still 413 — hookd never reads, let alone verifies, what it will not store
+    for (const headers of [{ 'Content-Type': 'application/json' }, sign.stripe(big, 'whsec_wrong'),
+      sign.stripe(big, 'whsec_big', Math.floor(Date.now() / 1000) - 3600)]) {
+      const r = await post(src, big, headers, small);
+      assert.deepEqual([r.status, r.json?.error?.code], [413, 'body_too_large'], r.text);
+    }
     assert.equal((await post({ id: 'src_nope' }, '{}', { 'Content-Type': 'application/json' }, small)).status, 404);
     assert.equal((await fetch(`${small.url}/in/${src.id}`)).status, 405);
     const b = stripeEvent('evt_ct');
@@ -1098,9 +1149,15 @@ describe('forwarding', () => {
     const rec = await waitStatus(src, r.json.inbox_id, 'unknown');
     assert.equal(rec.deliveries[0].state, 'unknown');
     assert.equal((await inbox(src, 'unknown')).length, 1);
-    // held: past any retry time nothing more is sent
-    await waitUntil(async () => Date.now() > Date.parse(rec.deliveries[0].updated_at) + 800, { what: 'time passes' });
-    assert.equal(dest.requests.length, 1, 'not resent');
+    // held: nothing is scheduled (a retry would have its time), one attempt, and a later event
+    // forwarded after it finds nothing sent before it
+    assert.equal(rec.next_attempt_at, null, 'no retry scheduled');
+    const dl = (await h.api('GET', `/v1/deliveries/${rec.deliveries[0].id}`)).json;
+    assert.deepEqual([dl.state, dl.next_attempt_at, dl.attempts.length], ['unknown', null, 1], JSON.stringify(dl));
+    assert.equal(dl.attempts[0].outcome, 'timeout');
+    dest.behave = () => ({ status: 200 });
+    const last = await barrier(src, 'whsec_un', dest);
+    assert.deepEqual(forwardedIds(dest), ['evt_un_1', last], 'not resent');
     // a replay is not the way out: it says which is
     const replay = await h.api('POST', `/v1/deliveries/${rec.deliveries[0].id}/replay`);
     assert.equal(replay.status, 409, replay.text);
@@ -1634,7 +1691,7 @@ describe('durability and local replay', () => {
 
   it('hookd inbox replay: the first call writes, the next nine answer 200 and write nothing', async () => {
     const { dir, cleanup } = tempDir();
-    const recvBin = join(HOOKD_BIN, '..', 'dedup_receiver');
+    const recvBin = DEDUP_RECEIVER;
     const effectsDb = join(dir, 'effects.db');
     const proc = spawn(recvBin, ['--db', effectsDb, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
     const port = await new Promise((resolve) => proc.stdout.on('data', (d) => {
@@ -1686,7 +1743,7 @@ describe('durability and local replay', () => {
 
   it('the example receiver with --secret deduplicates on the signed webhook-id: new Idempotency-Keys on one signed request make no new effect', async () => {
     const { dir, cleanup } = tempDir();
-    const recvBin = join(HOOKD_BIN, '..', 'dedup_receiver');
+    const recvBin = DEDUP_RECEIVER;
     const bad = spawnSync(recvBin, ['--db', join(dir, 'x.db'), '--secret', 'whsec_not-base64!'], { encoding: 'utf8' });
     assert.equal(bad.status, 2, 'a secret that does not parse is refused');
     assert.match(bad.stderr, /--secret/);

@@ -94,6 +94,17 @@ static void standard(void **st) {
   hookd_verify_result res;
   assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STANDARD, &b.r, &s, 0, NULL, &res), 0);
   assert_int_equal(res.timestamp_s, 1614265330);
+  /* under those names too: a wrong secret, a stale or future timestamp and a tampered byte */
+  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, wrong, 1), HOOKD_VERIFY_MISMATCH);
+  b.r.now_s = 1614265330 + 301;
+  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_STALE);
+  b.r.now_s = 1614265330 - 301;
+  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_FUTURE);
+  b.r.now_s = 1614265330;
+  tamper(&b, 3);
+  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_MISMATCH);
+  req_init(&b, SW_BODY, 1614265330);
+  standard_headers(&b, "svix");
   /* more than 8 secrets, the right one last */
   const char *many[10];
   for (int i = 0; i < 9; i++) many[i] = SW_OTHER;
@@ -290,6 +301,8 @@ static void gitlab(void **st) {
   assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, both, 2), HOOKD_VERIFY_MISMATCH);
   b.r.now_s = 1614265330 + 301;
   assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, signing, 1), HOOKD_VERIFY_STALE);
+  b.r.now_s = 1614265330 - 301;
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, signing, 1), HOOKD_VERIFY_FUTURE);
 }
 
 /* ---- Paddle Billing ------------------------------------------------------------------------- */
