@@ -74,37 +74,29 @@ static void standard_headers(reqb *b, const char *prefix) {
 static void standard(void **st) {
   reqb b;
   const char *one[] = {SW_SECRET}, *wrong[] = {SW_OTHER}, *rot[] = {SW_OTHER, SW_SECRET};
-  req_init(&b, SW_BODY, 1614265330 + 5);
-  standard_headers(&b, "webhook");
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_OK);
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, wrong, 1), HOOKD_VERIFY_MISMATCH);
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, rot, 2), HOOKD_VERIFY_OK);
-  b.r.now_s = 1614265330 + 301;
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_STALE);
-  b.r.now_s = 1614265330 - 301;
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_FUTURE);
-  b.r.now_s = 1614265330;
-  tamper(&b, 3);
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_MISMATCH);
+  /* webhook-* and Svix's svix-* header names: the same scheme, the same refusals */
+  for (int i = 0; i < 2; i++) {
+    req_init(&b, SW_BODY, 1614265330 + 5);
+    standard_headers(&b, i ? "svix" : "webhook");
+    assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_OK);
+    assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, wrong, 1), HOOKD_VERIFY_MISMATCH);
+    assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, rot, 2), HOOKD_VERIFY_OK);
+    b.r.now_s = 1614265330 + 301;
+    assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_STALE);
+    b.r.now_s = 1614265330 - 301;
+    assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_FUTURE);
+    b.r.now_s = 1614265330;
+    tamper(&b, 3);
+    assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_MISMATCH);
+  }
 
-  /* Svix header names, same scheme; timestamp reported. */
+  /* the timestamp is reported */
   req_init(&b, SW_BODY, 1614265330);
   standard_headers(&b, "svix");
   hookd_in_secrets s = {one, 1};
   hookd_verify_result res;
   assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_STANDARD, &b.r, &s, 0, NULL, &res), 0);
   assert_int_equal(res.timestamp_s, 1614265330);
-  /* under those names too: a wrong secret, a stale or future timestamp and a tampered byte */
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, wrong, 1), HOOKD_VERIFY_MISMATCH);
-  b.r.now_s = 1614265330 + 301;
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_STALE);
-  b.r.now_s = 1614265330 - 301;
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_FUTURE);
-  b.r.now_s = 1614265330;
-  tamper(&b, 3);
-  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, one, 1), HOOKD_VERIFY_MISMATCH);
-  req_init(&b, SW_BODY, 1614265330);
-  standard_headers(&b, "svix");
   /* more than 8 secrets, the right one last */
   const char *many[10];
   for (int i = 0; i < 9; i++) many[i] = SW_OTHER;
