@@ -9,6 +9,11 @@ void hookd_breaker_cfg_defaults(hookd_breaker_cfg *c) {
   c->probes = 1;
 }
 
+void hookd_breaker_shift(hookd_breaker *b, int64_t delta_ms) {
+  b->window_start_ms += delta_ms;
+  if (b->opened_ms) b->opened_ms += delta_ms;
+}
+
 void hookd_breaker_init(hookd_breaker *b, int64_t now_ms) {
   *b = (hookd_breaker){.state = HOOKD_BREAKER_CLOSED, .window_start_ms = now_ms};
 }

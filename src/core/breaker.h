@@ -34,6 +34,9 @@ typedef struct hookd_breaker {
 } hookd_breaker;
 
 void hookd_breaker_cfg_defaults(hookd_breaker_cfg *c);
+/* Moves the breaker's times by a step of the wall clock (docs/architecture.md "Clocks"): its
+ * cool-down and window keep their length. */
+void hookd_breaker_shift(hookd_breaker *b, int64_t delta_ms);
 void hookd_breaker_init(hookd_breaker *b, int64_t now_ms);
 /* May a request start now? In half-open, a true answer reserves a probe slot (give it back
  * with hookd_breaker_record). */

@@ -24,6 +24,9 @@ void hookd_bucket_init(hookd_bucket *b, double rate, double burst, int64_t now_m
 void hookd_bucket_set(hookd_bucket *b, double rate, double burst, int64_t now_ms);
 /* Takes one token if there is one. */
 bool hookd_bucket_take(hookd_bucket *b, int64_t now_ms);
+/* Moves the bucket's clock by a step of the wall clock: a step forward fills it no more than
+ * the time that really passed. */
+void hookd_bucket_shift(hookd_bucket *b, int64_t delta_ms);
 /* Gives back a token taken for a request that was not sent after all (at most up to burst). */
 void hookd_bucket_refund(hookd_bucket *b);
 /* Milliseconds until a token is available (0 = now), at most HOOKD_BUCKET_MAX_WAIT_MS. */

@@ -110,7 +110,8 @@ static const opt opts[] = {
     {"max-response-bytes", NULL, T_SIZE, OFF(max_response_bytes), 0, 1024, 16 << 20, "BYTES",
      "read at most this much of a response body (4 KiB of it is kept)"},
     {"lease-margin-ms", NULL, T_INT, OFF(lease_margin_ms), 0, 1000, 3600000, "MS",
-     "a claim's lease lasts the request timeout plus this margin"},
+     "a claim's lease lasts twice the endpoint's timeout (a wait for a slot, then the "
+     "request) plus this margin"},
     {"retry-max-attempts", NULL, T_INT, OFF(policy.max_attempts), 0, 1, 1000, "N",
      "default retry policy: attempts per delivery"},
     {"retry-base-ms", NULL, T_I64, OFF(policy.base_ms), 0, 1, 86400000, "MS",

@@ -478,6 +478,7 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   it->req.user = it;
   if (hookd_egress_start(d->eg, &it->req) != 0) goto fail;
   it->sent_ms = now;
+  it->sent_mono_ms = hookd_mono_ms();
   if (dl->attempt_count == 0 && !dl->replay_cycle)
     hookd_hist_observe_ms(&hookd_m.first_attempt_delay, now - dl->created_ms);
   return 0;
@@ -1123,6 +1124,66 @@ static void submit_maintenance(hookd_dispatcher *d, msg_type t, int64_t now) {
   hookd_storeq_submit(d->store->writer, &m->op);
 }
 
+/* ---------- steps of the wall clock (docs/architecture.md "Clocks") ---------- */
+
+#define CLOCK_STEP_MS 1000
+
+static int run_move_leases(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  msg *m = arg;
+  return be->lease_shift(c, m->d->node_id, m->due_ms, &m->reclaimed);
+}
+
+/* The items this node holds under a lease: waiting in the queues, in flight, or waiting to
+ * write their outcome again (one whose send mark or release is being written is given back
+ * when its lease reads short: nothing lost). */
+static void move_item_leases(hookd_dispatcher *d, int64_t delta_ms) {
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+    ep *e = v;
+    for (int c = 0; c < CLS__COUNT; c++)
+      for (item *it = e->q_head[c]; it; it = it->next) it->c.d.leased_until_ms += delta_ms;
+  }
+  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next)
+    ((item *)r->user)->c.d.leased_until_ms += delta_ms;
+  for (item *it = d->record_retry; it; it = it->retry_next) it->c.d.leased_until_ms += delta_ms;
+}
+
+/* The wall clock moved by delta_ms against the monotonic one: what this thread times moves
+ * with it, so that each wait keeps its length. A step forward moves this node's leases too,
+ * in the store before any claim or sweep that reads the new time (the writer runs ops in the
+ * order they come): else a lease would look run out while its request is still out, and be
+ * taken over and sent again. */
+static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
+  HOOKD_INC(clock_steps);
+  HLOG(HOOKD_LOG_WARN, "clock.stepped", KV_I("delta_ms", delta_ms),
+       KV_S("node_id", d->node_id));
+  sched_clock_step(d, delta_ms);
+  if (d->next_sweep_ms) d->next_sweep_ms += delta_ms;
+  if (d->next_rescan_ms) d->next_rescan_ms += delta_ms;
+  for (item *it = d->record_retry; it; it = it->retry_next) it->retry_ms += delta_ms;
+  if (delta_ms <= 0) return; /* the leases only last longer than they were given */
+  move_item_leases(d, delta_ms);
+  msg *m = msg_new(d, MSG_LEASES_MOVED);
+  if (!m) return; /* the sweep takes them over, as before */
+  m->due_ms = delta_ms;
+  m->op.run = run_move_leases;
+  m->op.done = op_done_post;
+  m->op.arg = m;
+  d->store_ops++;
+  hookd_storeq_submit(d->store->writer, &m->op);
+}
+
+/* Whether the wall clock stepped since the last pass (a slow drift, as NTP slews it, is
+ * followed without a step). */
+static bool clock_check(hookd_dispatcher *d, int64_t now) {
+  int64_t offset = now - hookd_mono_ms(), delta = offset - d->clock_offset_ms;
+  d->clock_offset_ms = offset;
+  if (delta > -CLOCK_STEP_MS && delta < CLOCK_STEP_MS) return false;
+  clock_stepped(d, delta);
+  return true;
+}
+
 static void process_inbox(hookd_dispatcher *d) {
   pthread_mutex_lock(&d->mu);
   msg *m = d->in_head;
@@ -1179,6 +1240,12 @@ static void process_inbox(hookd_dispatcher *d) {
         if (m->reclaimed >= RECLAIM_BATCH) d->next_sweep_ms = 0; /* more may be waiting */
       }
       hookd_due_hints_free(m->hints, m->n_hints);
+      break;
+    case MSG_LEASES_MOVED:
+      d->store_ops--;
+      if (m->rc == 0)
+        HLOG(HOOKD_LOG_INFO, "clock.leases_moved", KV_I("count", m->reclaimed),
+             KV_I("delta_ms", m->due_ms));
       break;
     case MSG_RESCANNED:
       d->store_ops--;
@@ -1293,6 +1360,7 @@ static void *thread_main(void *arg) {
       if (d->in_flight == 0 && d->store_ops == 0 && !d->record_retry) break;
     }
     int64_t now = hookd_now_ms();
+    if (clock_check(d, now)) next_stats = 0;
     if (!stopping) {
       sched_wake(d, now);
       sched_claim_due(d, now);
@@ -1307,7 +1375,7 @@ static void *thread_main(void *arg) {
       }
     }
     if (now >= next_stats) { /* the stats walk every endpoint: a few times a second is plenty */
-      sched_mark_overdue(d, now); /* and requests in flight, likewise */
+      sched_mark_overdue(d); /* and requests in flight, likewise */
       if (!stopping) release_expiring(d, now);
       update_stats(d);
       next_stats = now + 200;
@@ -1417,6 +1485,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   /* 3. every endpoint starts due now; the first claim (or the first rescan) tells the truth */
   d->next_rescan_ms = 0;
   d->next_sweep_ms = hookd_now_ms() + d->cfg.sweep_interval_ms;
+  d->clock_offset_ms = hookd_now_ms() - hookd_mono_ms();
 
   if (pthread_create(&d->thread, NULL, thread_main, d) != 0) {
     snprintf(err, errlen, "cannot start the dispatcher thread");

@@ -35,7 +35,7 @@ struct item;
 
 typedef enum {
   MSG_HINT, MSG_RESCAN_REQ, MSG_ENDPOINT, MSG_TENANT, MSG_CLAIMED, MSG_RECORDED, MSG_RELEASED,
-  MSG_MARKED, MSG_SWEPT, MSG_RESCANNED
+  MSG_MARKED, MSG_SWEPT, MSG_RESCANNED, MSG_LEASES_MOVED
 } msg_type;
 
 /* A message to the dispatcher thread (from other threads, or store completions). */
@@ -56,7 +56,8 @@ typedef struct msg {
   int64_t next_due;
   hookd_due_hint *hints;      /* MSG_SWEPT, MSG_RESCANNED */
   size_t n_hints;
-  int reclaimed, held;        /* MSG_SWEPT: leases reclaimed; of them, held unknown */
+  int reclaimed, held;        /* MSG_SWEPT: leases reclaimed; of them, held unknown
+                                 MSG_LEASES_MOVED: reclaimed = leases moved */
   int64_t now_ms;
   struct item *item;          /* MSG_RECORDED, MSG_RELEASED, MSG_MARKED */
 } msg;
@@ -84,7 +85,8 @@ typedef struct item {
   char *url;                  /* req.url: the item's own copy (an endpoint update frees the
                                  endpoint's while the request may still be connecting, and the
                                  connect-time check reads it) */
-  int64_t sent_ms;
+  int64_t sent_ms;            /* wall clock: compared with the endpoint's stored health_since */
+  int64_t sent_mono_ms;       /* how long it has been out (the slow mark) */
   hookd_store_op op;          /* record, release or the send mark */
   msg done;                   /* posted back when op completes (no allocation) */
   bool recording;
@@ -242,6 +244,8 @@ struct hookd_dispatcher {
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
+  int64_t clock_offset_ms;    /* wall clock minus monotonic clock at the last pass: a change of
+                                 CLOCK_STEP_MS or more is a step (docs/architecture.md "Clocks") */
   hookd_breaker_cfg breaker_cfg;
 };
 
@@ -257,8 +261,10 @@ void sched_release_queue(hookd_dispatcher *d, ep *e); /* claimed deliveries back
 void sched_claim_due(hookd_dispatcher *d, int64_t now);
 void sched_dispatch(hookd_dispatcher *d, int64_t now);
 void sched_wake(hookd_dispatcher *d, int64_t now);    /* timers that have fired */
+/* Moves the in-process timers of endpoints and tenants by a step of the wall clock. */
+void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms);
 void sched_sent_done(hookd_dispatcher *d, item *it);  /* a request finished: free its slot */
-void sched_mark_overdue(hookd_dispatcher *d, int64_t now); /* in flight past half the timeout */
+void sched_mark_overdue(hookd_dispatcher *d); /* in flight past half the timeout */
 int64_t sched_next_timer(hookd_dispatcher *d, int64_t now); /* ms until the next timer */
 void sched_health_update(hookd_dispatcher *d, ep *e);
 void sched_health_remove(hookd_dispatcher *d, const char *id);

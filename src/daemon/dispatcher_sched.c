@@ -761,11 +761,12 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
 /* A request in flight for more than half its timeout makes its endpoint slow now, and counts in
  * the slow share from now, rather than when it times out: a hanging endpoint's first requests
  * join the slow share while they still hang, so its next ones are held to the share. */
-void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
+void sched_mark_overdue(hookd_dispatcher *d) {
+  int64_t mono = hookd_mono_ms(); /* a step of the wall clock marks nothing slow */
   for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
     item *it = r->user;
     ep *e = it->ep;
-    if (it->slow || 2 * (now - it->sent_ms) <= e->cfg.timeout_ms) continue;
+    if (it->slow || 2 * (mono - it->sent_mono_ms) <= e->cfg.timeout_ms) continue;
     it->slow = true;
     d->slow_in_flight++;
     e->t->slow_in_flight++;
@@ -795,6 +796,28 @@ void sched_wake(hookd_dispatcher *d, int64_t now) {
     } else {
       pp = &t->wait_next;
     }
+  }
+}
+
+void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms) {
+  const char *k;
+  void *v;
+  /* (every wake time moves alike: the wake heap keeps its order) */
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+    ep *e = v;
+    hookd_breaker_shift(&e->br, delta_ms);
+    hookd_bucket_shift(&e->bucket, delta_ms);
+    if (e->paused_until) e->paused_until += delta_ms;
+    if (e->fd_wait_until) e->fd_wait_until += delta_ms;
+    if (e->failing_since) e->failing_since += delta_ms;
+    if (e->wake_pos) e->wake_ms += delta_ms;
+    sched_ep_schedule(d, e); /* its claim time mixes stored due times with those moved */
+    sched_health_update(d, e);
+  }
+  for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
+    tenant *t = v;
+    hookd_bucket_shift(&t->bucket, delta_ms);
+    if (t->wake_ms) t->wake_ms += delta_ms;
   }
 }
 

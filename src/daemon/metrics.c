@@ -153,6 +153,10 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_claimed_total", "deliveries claimed", LOAD(m->claimed));
   rc = rc ? rc : counter(o, "hookd_leases_reclaimed_total", "expired leases reclaimed",
                          LOAD(m->leases_reclaimed));
+  rc = rc ? rc : counter(o, "hookd_clock_steps_total",
+                         "steps of the wall clock of a second or more (clock.stepped): the "
+                         "dispatcher's timers and this node's leases were moved by them",
+                         LOAD(m->clock_steps));
   rc = rc ? rc : counter(o, "hookd_endpoints_disabled_total", "endpoints disabled automatically",
                          LOAD(m->endpoints_disabled));
   rc = rc ? rc : counter(o, "hookd_egress_blocked_total",

@@ -58,6 +58,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t claims;                /* claim operations */
   _Atomic uint64_t claimed;               /* deliveries claimed */
   _Atomic uint64_t leases_reclaimed;
+  _Atomic uint64_t clock_steps;           /* steps of the wall clock the dispatcher made up for */
   _Atomic uint64_t endpoints_disabled;
   _Atomic uint64_t egress_blocked;
   _Atomic uint64_t egress_fd_exhausted; /* requests not made: no file descriptor left */

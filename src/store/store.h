@@ -624,6 +624,9 @@ typedef struct hookd_store_backend {
    * (earliest next_attempt_at per endpoint). */
   int (*reclaim_leases)(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
                         hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);
+  /* Moves every lease owner holds by delta_ms (a step of the wall clock: docs/architecture.md
+   * "Clocks"); reports how many. */
+  int (*lease_shift)(hookd_store_conn *c, const char *owner, int64_t delta_ms, int *shifted);
   /* Earliest due time of unleased active deliveries for each endpoint that has any. */
   int (*due_hints)(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
 

@@ -8,7 +8,7 @@ import net from 'node:net';
 import { existsSync, linkSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { API_KEY, HOOKD_BIN, TEST_ARGS, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
+import { API_KEY, HOOKD_BIN, TEST_ARGS, faultClock, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { stripe } from './lib/providers.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -963,6 +963,83 @@ describe('recovery', () => {
     const tries = sampleValue(m, 'hookd_egress_fd_exhausted_total');
     // tried again a second later, not in a loop (a loop made ~25,000 tries a second)
     assert.ok(tries >= 1 && tries <= 40, `${tries} tries given back over ${fdLines().length} logged seconds`);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+});
+
+// docs/architecture.md "Clocks": the wall clock steps (an NTP correction, a VM resumed) while
+// the monotonic clock runs on; the fault shim moves CLOCK_REALTIME only.
+describe('steps of the wall clock', () => {
+  it('a step forward longer than a lease: the request in flight is not taken over and sent again, and its answer is its attempt', async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    // lease = 2 × 5 s + 1 s; the request is out 3 s, the sweep runs every second
+    const h = await startHookd({ dir, env: clock.env, args: ['--lease-margin-ms', '1000'] });
+    const recv = await startReceiver(() => ({ status: 200, delayMs: 3000 }));
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 5000 });
+    const first = (await publish(h, tenant, { type: 'a', payload: { n: 1 } })).json.id;
+    await recv.waitFor(1);
+    clock.step(3600 * 1000);
+    const ds = await waitDelivery(h, first, (x) => x[0]?.state === 'delivered', 'delivered', 15000);
+    const dl = await getDelivery(h, ds[0].id);
+    assert.deepEqual(dl.attempts.map((a) => a.http_status), [200], 'the answer to the one request is recorded');
+    // a later event delivered after it finds nothing sent again in between
+    const second = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
+    await waitDelivery(h, second, (x) => x[0]?.state === 'delivered', 'delivered', 15000);
+    assert.deepEqual(recv.requests.map((q) => q.headers['webhook-id']), [first, second], 'each sent once');
+    const step = h.logs.find((l) => l.msg === 'clock.stepped');
+    assert.ok(step && Math.abs(step.delta_ms - 3600 * 1000) < 1000, JSON.stringify(step));
+    assert.equal(h.logs.find((l) => l.msg === 'clock.leases_moved')?.count, 1, 'its one lease moved');
+    assert.ok(!h.logs.some((l) => l.msg === 'leases.reclaimed' || l.msg === 'outcome.stale'));
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_clock_steps_total'), 1);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('a step back: a running replay job goes on at its rate (its next item is not an hour away)', async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env });
+    let ok = false;
+    const recv = await startReceiver(() => ({ status: ok ? 200 : 400 })); // 400: DEAD at once
+    const { tenant } = await setup(h, recv.url);
+    for (let i = 0; i < 6; i++) await publish(h, tenant, { type: 'a', payload: { i } });
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead`)).json.data.length === 6,
+      { what: '6 DEAD' });
+    ok = true;
+    const job = (await h.api('POST', `/v1/tenants/${tenant}/replays`, { filter: {}, reason: 'clock test', rate: { per_second: 2 } })).json;
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/replays/${job.id}/confirm`)).status, 200);
+    const get = async () => (await h.api('GET', `/v1/tenants/${tenant}/replays/${job.id}`)).json;
+    await waitUntil(async () => (await get()).progress.replayed >= 1, { what: 'the job started' });
+    clock.step(-3600 * 1000);
+    const done = await waitUntil(async () => { const j = await get(); return j.state === 'completed' ? j : null; },
+      { timeout: 10000, what: 'the job completed at its rate' });
+    assert.equal(done.progress.replayed, 6);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('a step back: a Retry-After pause keeps its length (it does not hold the endpoint an hour more)', async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env });
+    const recv = await startReceiver((req, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '2' } } : { status: 200 }));
+    const { tenant } = await setup(h, recv.url);
+    const first = (await publish(h, tenant, { type: 'a', payload: { n: 1 } })).json.id;
+    await waitDelivery(h, first, (x) => x[0]?.state === 'retrying', 'retrying after the 429');
+    clock.step(-3600 * 1000);
+    // published after the step, due at once: held by the pause (2 s), not by the step (an hour)
+    const second = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
+    await waitDelivery(h, second, (x) => x[0]?.state === 'delivered', 'delivered after the pause', 10000);
+    assert.deepEqual(recv.requests.map((q) => q.headers['webhook-id']), [first, second]);
+    // the retry keeps its stored time (its wait plus the step: documented)
+    assert.equal((await waitDelivery(h, first, (x) => x[0]))[0].state, 'retrying');
+    assert.ok(h.logs.some((l) => l.msg === 'clock.stepped' && l.delta_ms < -3590 * 1000));
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();

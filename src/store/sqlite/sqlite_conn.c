@@ -545,6 +545,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .release_lease = sq_release_lease,
     .mark_sent = sq_mark_sent,
     .reclaim_leases = sq_reclaim_leases,
+    .lease_shift = sq_lease_shift,
     .due_hints = sq_due_hints,
     .api_key_create = sq_api_key_create,
     .api_key_list = sq_api_key_list,

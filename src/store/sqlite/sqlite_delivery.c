@@ -1392,6 +1392,19 @@ static int reclaim_hold(hookd_store_conn *c, const int64_t *seqs, size_t n, int6
   return HOOKD_STORE_OK;
 }
 
+int sq_lease_shift(hookd_store_conn *c, const char *owner, int64_t delta_ms, int *shifted) {
+  /* (on the partial index of leased rows: the leases held, not the deliveries) */
+  sqlite3_stmt *st = sq_stmt(c, SQ_LEASE_SHIFT,
+                             "UPDATE deliveries SET leased_until = leased_until + ?2"
+                             " WHERE leased_until IS NOT NULL AND lease_owner = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, owner);
+  sq_bind_i64(st, 2, delta_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "move leases");
+  *shifted = sqlite3_changes(c->db);
+  return HOOKD_STORE_OK;
+}
+
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
                       hookd_due_hint **hints, size_t *n, int *reclaimed, int *held) {
   sqlite3_stmt *st;

@@ -578,10 +578,11 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
       c, SQ_INBOX_AGG,
       "SELECT d.event_seq, SUM(x.state = 'unknown'),"
       /* a forward cut off by its destination's delete and replaced by a forward made later
-       * (sq_inbox_reforward) no longer decides the record */
+       * (sq_inbox_reforward; later by seq: a step of the wall clock cannot reorder them) no
+       * longer decides the record */
       /* (a CASE: the subqueries run for those forwards only, not for every outcome's row) */
       " SUM(CASE WHEN x.state = 'dead' OR x.state = 'cancelled' THEN NOT (EXISTS (SELECT 1"
-      " FROM deliveries y WHERE y.event_seq = x.event_seq AND y.created_at > x.created_at) AND"
+      " FROM deliveries y WHERE y.event_seq = x.event_seq AND y.seq > x.seq) AND"
       " COALESCE((SELECT g.deleted_at IS NOT NULL FROM endpoints g WHERE g.id = x.endpoint_id),"
       " 0)) ELSE 0 END),"
       " SUM(x.state = 'retrying'), SUM(x.state = 'pending'), SUM(x.state = 'delivered'),"

@@ -21,7 +21,7 @@ enum sq_stmt_id {
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_DL_LIST_WIDE,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_LATE, SQ_OUTCOME_GONE, SQ_ATTEMPT_INSERT, SQ_RELEASE,
-  SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_RECLAIM_HOLD, SQ_RELEASE_HELD, SQ_MARK_SENT,
+  SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_LEASE_SHIFT, SQ_RECLAIM_HOLD, SQ_RELEASE_HELD, SQ_MARK_SENT,
   SQ_INBOX_REFORWARD, SQ_EP_MARK_LEASED, SQ_DUE_HINTS,
   SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
   SQ_AUDIT_INSERT, SQ_AUDIT_LIST,
@@ -189,6 +189,7 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r);
 int sq_mark_sent(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token);
 int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
                        hookd_due_hint **hints, size_t *n_hints);
+int sq_lease_shift(hookd_store_conn *c, const char *owner, int64_t delta_ms, int *shifted);
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
                       hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);
 int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);

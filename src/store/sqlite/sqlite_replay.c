@@ -517,6 +517,9 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
    * burst its whole delay */
   double at = (double)j->next_at;
   if (at < (double)(now_ms - 1000)) at = (double)(now_ms - 1000);
+  /* never more than one item's wait ahead, unless the wall clock stepped back: then due now
+   * (docs/architecture.md "Clocks"; the claim below takes such a job too) */
+  if (at > (double)now_ms + per_item + 1000) at = (double)now_ms;
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
   sq_replay_memo memo = {0};
@@ -577,7 +580,8 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_DUE,
                              "SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
                              " next_item, next_item_at, replayed, skipped FROM replay_jobs"
-                             " WHERE state = 'running' AND next_item_at <= ?1"
+                             " WHERE state = 'running' AND (next_item_at <= ?1"
+                             " OR next_item_at > ?1 + 1000 + 1000.0 / rate_per_s)"
                              " ORDER BY next_item_at LIMIT 16");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, now_ms);

@@ -66,6 +66,17 @@ export function faultDns(dir, name, ms) {
   };
 }
 
+// A wall clock that steps (docs/architecture.md "Clocks"): step(ms) sets it ms ahead of the
+// real one (behind when negative), seen by hookd within 20 ms; the monotonic clock never moves.
+export function faultClock(dir) {
+  const file = join(dir, 'clock-offset-ms');
+  writeFileSync(file, '0');
+  return {
+    env: faultEnv({ HOOKD_FAULT_CLOCK: file }),
+    step: (ms) => writeFileSync(file, String(ms)),
+  };
+}
+
 // wrap: a command that execs hookd in its own place (same pid), e.g. ['prlimit', '--nofile=256:8192']
 export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, testArgs = TEST_ARGS, wrap = [] } = {}) {
   const ownDir = !dir;

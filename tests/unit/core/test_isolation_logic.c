@@ -108,6 +108,26 @@ static void breaker_cycle(void **s) {
   assert_int_equal(b.successes, 0);
 }
 
+/* A step of the wall clock moves a breaker's and a bucket's times: the cool-down keeps its
+ * length (a step back of an hour no longer holds an open breaker an hour more), and a step
+ * forward refills a bucket no more than the time that passed. */
+static void clock_step_keeps_lengths(void **s) {
+  hookd_breaker b;
+  hookd_breaker_cfg c = breaker_at(1, &b);
+  assert_true(hookd_breaker_record(&b, &c, false, true, false, 10000));
+  assert_int_equal(hookd_breaker_retry_at(&b, &c), 11000);
+  hookd_breaker_shift(&b, -3600000); /* the clock went back an hour at 10500 */
+  assert_int_equal(hookd_breaker_retry_at(&b, &c), 11000 - 3600000);
+  assert_false(hookd_breaker_allow(&b, &c, 10500 - 3600000));
+  assert_true(hookd_breaker_allow(&b, &c, 11000 - 3600000));
+  hookd_bucket k;
+  hookd_bucket_init(&k, 1, 1, 0);
+  assert_true(hookd_bucket_take(&k, 0));
+  hookd_bucket_shift(&k, 3600000); /* forward an hour at 0: no time passed */
+  assert_false(hookd_bucket_take(&k, 3600000 + 10));
+  assert_int_equal(hookd_bucket_wait_ms(&k, 3600000 + 10), 990);
+}
+
 /* Half-open, only the probe decides: outcomes of requests sent before the breaker opened (a
  * timeout may outlast the cool-down) neither close it nor reopen it under the probe. */
 static void breaker_half_open_ignores_late_outcomes(void **s) {
@@ -152,6 +172,7 @@ int main(void) {
       cmocka_unit_test(bucket_wait_is_bounded),
       cmocka_unit_test(breaker_cycle),
       cmocka_unit_test(breaker_half_open_ignores_late_outcomes),
+      cmocka_unit_test(clock_step_keeps_lengths),
       cmocka_unit_test(share_of_a_used_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
