@@ -126,6 +126,12 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
 bool hookd_api_int_in(hookd_req *r, const json_t *obj, const char *prefix, const char *key,
                       int64_t min, int64_t max, int64_t *out);
 
+/* Answers 422 unknown_field for the member name of an object at prefix (NULL: the body), named
+ * whole in error.param ("prefix.name") and cut to 64 bytes in the message; what (NULL: none)
+ * says why none is taken there. */
+void hookd_api_unknown_field(hookd_req *r, const char *prefix, const char *name,
+                             const char *what);
+
 /* Every member of obj must be among names (NULL-terminated): otherwise answers 422
  * unknown_field naming it ("prefix.member", or "member" when prefix is NULL) and returns false.
  * A misspelt optional member would otherwise be ignored without a word. */

@@ -125,7 +125,7 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     int i = 0;
     while (field_names[i] && strcmp(field_names[i], k)) i++;
     if (!field_names[i]) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      hookd_api_unknown_field(r, NULL, k, NULL);
       return false;
     }
     /* whether a request may be sent again is a property of an inbound source's destination
@@ -782,7 +782,7 @@ void hookd_api_endpoint_rotate(hookd_req *r, hookd_app *app) {
   bool ok = true;
   json_object_foreach(body, k, v) {
     if (strcmp(k, "expire_previous_after_s") && strcmp(k, "secret")) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      hookd_api_unknown_field(r, NULL, k, NULL);
       ok = false;
       break;
     }

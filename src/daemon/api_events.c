@@ -156,7 +156,7 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   json_object_foreach(body, k, v) {
     if (strcmp(k, "type") && strcmp(k, "payload") && strcmp(k, "id") && strcmp(k, "occurred_at") &&
         strcmp(k, "ordering_key") && strcmp(k, "ordering_version")) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      hookd_api_unknown_field(r, NULL, k, NULL);
       goto done;
     }
   }

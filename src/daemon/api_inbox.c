@@ -272,7 +272,7 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
   json_t *v;
   json_object_foreach(body, k, v) {
     if (strcmp(k, "outcome") && strcmp(k, "reason")) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      hookd_api_unknown_field(r, NULL, k, NULL);
       ok = false;
       break;
     }

@@ -950,7 +950,7 @@ void hookd_api_source_patch(hookd_req *r, hookd_app *app) {
                               " is an endpoint: PATCH or DELETE it there"
                             : " (create another source)");
       else
-        hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+        hookd_api_unknown_field(r, NULL, k, NULL);
       ok = false;
       break;
     }

@@ -35,7 +35,7 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
     else if (!strcmp(k, "rate_limit")) op->fields |= T_RATE;
     else if (!strcmp(k, "weight")) op->fields |= T_WEIGHT;
     else if (strcmp(k, "id") != 0) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\"", k);
+      hookd_api_unknown_field(r, NULL, k, NULL);
       return false;
     } else if (!create) {
       hookd_req_error(r, 422, "immutable_field", "id cannot be changed");

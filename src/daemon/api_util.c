@@ -317,6 +317,18 @@ bool hookd_api_int_in(hookd_req *r, const json_t *obj, const char *prefix, const
   return true;
 }
 
+void hookd_api_unknown_field(hookd_req *r, const char *prefix, const char *name,
+                             const char *what) {
+  char path[300];
+  int n = snprintf(path, sizeof path, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", name);
+  const char *param = n > 0 && (size_t)n < sizeof path ? path : ""; /* too long: not echoed */
+  if (what)
+    hookd_req_field_error(r, 422, "unknown_field", param,
+                          "unknown field \"%.64s\" (%s takes none)", path, what);
+  else
+    hookd_req_field_error(r, 422, "unknown_field", param, "unknown field \"%.64s\"", path);
+}
+
 bool hookd_api_known_members(hookd_req *r, const json_t *obj, const char *prefix,
                              const char *const *names) {
   const char *k;
@@ -325,8 +337,7 @@ bool hookd_api_known_members(hookd_req *r, const json_t *obj, const char *prefix
     size_t i = 0;
     while (names[i] && strcmp(names[i], k)) i++;
     if (!names[i]) {
-      hookd_req_error(r, 422, "unknown_field", "unknown field \"%s%s%.64s\"", prefix ? prefix : "",
-                      prefix ? "." : "", k);
+      hookd_api_unknown_field(r, prefix, k, NULL);
       return false;
     }
   }
@@ -393,8 +404,7 @@ bool hookd_api_no_fields(hookd_req *r, hookd_app *app, const char *what) {
   const char *k = NULL;
   json_t *v;
   json_object_foreach(body, k, v) break;
-  if (k)
-    hookd_req_error(r, 422, "unknown_field", "unknown field \"%.64s\" (%s takes none)", k, what);
+  if (k) hookd_api_unknown_field(r, NULL, k, what);
   json_decref(body);
   return !k;
 }

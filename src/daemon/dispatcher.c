@@ -179,7 +179,7 @@ static bool open_key(hookd_dispatcher *d, const ep *e, const char *stored, hookd
 }
 
 static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cfg) {
-  int64_t now = hookd_now_ms();
+  int64_t now = disp_now(d);
   hookd_endpoint_free(&e->cfg);
   hookd_endpoint_copy(&e->cfg, cfg);
   if (d->cfg.max_timeout_ms > 0 && e->cfg.timeout_ms > d->cfg.max_timeout_ms)
@@ -202,7 +202,7 @@ static ep *ep_get(hookd_dispatcher *d, const char *id) { return hookd_strmap_get
 
 static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
   ep *e = ep_get(d, cfg->id);
-  int64_t now = hookd_now_ms();
+  int64_t now = disp_now(d);
   if (cfg->deleted_ms) {
     if (!e) return;
     e->gone = true;
@@ -379,7 +379,7 @@ static void record_no_attempt(hookd_dispatcher *d, item *it, hookd_dtrigger t,
   it->out.dead_reason = dead_reason;
   it->out.inbound = it->c.inbound;
   it->out.lane = dl->ordering_key != NULL;
-  it->out.now_ms = hookd_now_ms();
+  it->out.now_ms = disp_now(d);
   submit_item_op(d, it, ITEM_RECORD);
 }
 
@@ -569,7 +569,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   item *it = req->user;
   ep *e = it->ep;
   hookd_delivery *dl = &it->c.d;
-  int64_t now = hookd_now_ms();
+  int64_t now = disp_now(d);
   curl_slist_free_all(it->hdrs);
   it->hdrs = NULL;
   /* The endpoint moved to another URL while this request was in flight: the old URL's answer
@@ -823,7 +823,7 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
     HLOG(HOOKD_LOG_ERROR, "claim.failed", KV_S("endpoint_id", e->cfg.id),
          KV_S("tenant_id", e->cfg.tenant_id), KV_S("worker_id", d->node_id),
          KV_S("error", hookd_store_strerror(m->rc)));
-    e->next_due = hookd_now_ms() + 1000; /* try again later rather than spinning */
+    e->next_due = disp_now(d) + 1000; /* try again later rather than spinning */
     claimed_drop(m); /* a claim that ran but whose batch did not commit */
   } else {
     HOOKD_ADD(claimed, m->n_claimed);
@@ -837,8 +837,8 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
       it->ep = e;
       it->d = d;
       body_share(d, it);
-      if (e->gone || !e->cfg.enabled || d->stopping || sched_breaker_blocks(d, e, hookd_now_ms()) ||
-          e->paused_until > hookd_now_ms()) {
+      if (e->gone || !e->cfg.enabled || d->stopping || sched_breaker_blocks(d, e, disp_now(d)) ||
+          e->paused_until > disp_now(d)) {
         disp_release_item(d, it);
         continue;
       }
@@ -863,7 +863,7 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
 #define RECORD_RETRY_BASE_MS 100
 #define RECORD_LEASE_GUARD_MS 1000
 static bool record_retry_later(hookd_dispatcher *d, item *it) {
-  int64_t now = hookd_now_ms();
+  int64_t now = disp_now(d);
   /* 0.1 s … 3.2 s; stopping (tries unbounded then, see below), and for a release, 0.1 s */
   int64_t delay = !it->recording || d->stop_ms
                       ? RECORD_RETRY_BASE_MS
@@ -1029,11 +1029,11 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       /* another delivery of an ordering lane may be claimable now: the next one, or, when this
        * one will be retried, an earlier one replayed while it was in flight */
       if (it->c.d.ordering_key && e->cfg.ordered)
-        set_due(d, e, hookd_now_ms(), false);
+        set_due(d, e, disp_now(d), false);
     }
   } else if (it->rc == 0 && !e->gone) {
     /* released: it is due again */
-    set_due(d, e, it->c.d.next_attempt_ms ? it->c.d.next_attempt_ms : hookd_now_ms(), false);
+    set_due(d, e, it->c.d.next_attempt_ms ? it->c.d.next_attempt_ms : disp_now(d), false);
   } else if (it->rc != 0 && it->rc != HOOKD_STORE_STALE) {
     /* the release did not reach the store (busy, full): written again, like an outcome — else
      * the lease lapses and the sweep reclaims a delivery this node knows it never sent, which
@@ -1056,7 +1056,7 @@ static void on_marked(hookd_dispatcher *d, item *it) {
   ep *e = it->ep;
   e->item_ops--;
   it->marking = false;
-  int64_t now = hookd_now_ms();
+  int64_t now = disp_now(d);
   /* what dispatch_ring checked before the mark, again after its commit (a slow or locked store
    * may have taken most of the lease: a request that outlived it would be held unknown by the
    * sweep while it is still in flight); the endpoint disabled or paused meanwhile sends nothing */
@@ -1127,6 +1127,10 @@ static void submit_maintenance(hookd_dispatcher *d, msg_type t, int64_t now) {
 /* ---------- steps of the wall clock (docs/architecture.md "Clocks") ---------- */
 
 #define CLOCK_STEP_MS 1000
+/* The two clocks read further apart than this (the thread descheduled between them) say
+ * nothing of a step: that read is not compared. */
+#define CLOCK_READ_SLACK_MS 50
+#define LEASE_MOVE_RETRY_MS 250
 
 static int run_move_leases(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   msg *m = arg;
@@ -1149,11 +1153,24 @@ static void move_item_leases(hookd_dispatcher *d, int64_t delta_ms) {
   for (item *it = d->record_retry; it; it = it->retry_next) it->c.d.leased_until_ms += delta_ms;
 }
 
+/* The stored leases' move, once at a time; claims and sweeps wait for it (thread_main). */
+static void submit_lease_move(hookd_dispatcher *d) {
+  if (!d->lease_move_pending || d->lease_moving) return;
+  msg *m = msg_new(d, MSG_LEASES_MOVED);
+  if (!m) return; /* tried again at the next pass */
+  m->due_ms = d->lease_move_pending;
+  m->op.run = run_move_leases;
+  m->op.done = op_done_post;
+  m->op.arg = m;
+  d->lease_moving = true;
+  d->store_ops++;
+  hookd_storeq_submit(d->store->writer, &m->op);
+}
+
 /* The wall clock moved by delta_ms against the monotonic one: what this thread times moves
- * with it, so that each wait keeps its length. A step forward moves this node's leases too,
- * in the store before any claim or sweep that reads the new time (the writer runs ops in the
- * order they come): else a lease would look run out while its request is still out, and be
- * taken over and sent again. */
+ * with it, so that each wait keeps its length. A step forward moves this node's leases too:
+ * else a lease would look run out while its request is still out, and be taken over and sent
+ * again. Claims and sweeps read the new time only once the move has committed. */
 static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   HOOKD_INC(clock_steps);
   HLOG(HOOKD_LOG_WARN, "clock.stepped", KV_I("delta_ms", delta_ms),
@@ -1161,27 +1178,22 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   sched_clock_step(d, delta_ms);
   if (d->next_sweep_ms) d->next_sweep_ms += delta_ms;
   if (d->next_rescan_ms) d->next_rescan_ms += delta_ms;
+  d->next_stats_ms = 0;
   for (item *it = d->record_retry; it; it = it->retry_next) it->retry_ms += delta_ms;
   if (delta_ms <= 0) return; /* the leases only last longer than they were given */
   move_item_leases(d, delta_ms);
-  msg *m = msg_new(d, MSG_LEASES_MOVED);
-  if (!m) return; /* the sweep takes them over, as before */
-  m->due_ms = delta_ms;
-  m->op.run = run_move_leases;
-  m->op.done = op_done_post;
-  m->op.arg = m;
-  d->store_ops++;
-  hookd_storeq_submit(d->store->writer, &m->op);
+  d->lease_move_pending += delta_ms;
+  submit_lease_move(d);
 }
 
-/* Whether the wall clock stepped since the last pass (a slow drift, as NTP slews it, is
- * followed without a step). */
-static bool clock_check(hookd_dispatcher *d, int64_t now) {
-  int64_t offset = now - hookd_mono_ms(), delta = offset - d->clock_offset_ms;
-  d->clock_offset_ms = offset;
-  if (delta > -CLOCK_STEP_MS && delta < CLOCK_STEP_MS) return false;
-  clock_stepped(d, delta);
-  return true;
+int64_t disp_now(hookd_dispatcher *d) {
+  int64_t m0 = hookd_mono_ms(), now = hookd_now_ms(), m1 = hookd_mono_ms();
+  if (m1 - m0 > CLOCK_READ_SLACK_MS) return now;
+  /* a slow drift, as NTP slews the clock, is followed without a step */
+  int64_t offset = now - m1, delta = offset - d->clock_offset_ms;
+  d->clock_offset_ms = offset; /* first: what clock_stepped reads is on the new clock */
+  if (delta <= -CLOCK_STEP_MS || delta >= CLOCK_STEP_MS) clock_stepped(d, delta);
+  return now;
 }
 
 static void process_inbox(hookd_dispatcher *d) {
@@ -1243,9 +1255,17 @@ static void process_inbox(hookd_dispatcher *d) {
       break;
     case MSG_LEASES_MOVED:
       d->store_ops--;
-      if (m->rc == 0)
+      d->lease_moving = false;
+      if (m->rc == 0) {
+        d->lease_move_pending -= m->due_ms; /* (a step since is still to move) */
         HLOG(HOOKD_LOG_INFO, "clock.leases_moved", KV_I("count", m->reclaimed),
              KV_I("delta_ms", m->due_ms));
+      } else {
+        /* tried again; meanwhile nothing takes a lease over (no claim, no sweep) */
+        HLOG(HOOKD_LOG_WARN, "clock.leases_move_failed", KV_I("delta_ms", m->due_ms),
+             KV_S("error", hookd_store_strerror(m->rc)));
+        d->lease_move_retry_ms = hookd_mono_ms() + LEASE_MOVE_RETRY_MS;
+      }
       break;
     case MSG_RESCANNED:
       d->store_ops--;
@@ -1286,7 +1306,7 @@ static void update_counts(hookd_dispatcher *d) {
 
 /* What takes a walk over every endpoint: a few times a second. */
 static void update_stats(hookd_dispatcher *d) {
-  int64_t oldest = 0, now = hookd_now_ms();
+  int64_t oldest = 0, now = disp_now(d);
   int open = 0, paused = 0, slow = 0;
   const char *k;
   void *v;
@@ -1335,8 +1355,9 @@ static void release_expiring(hookd_dispatcher *d, int64_t now) {
 
 static void *thread_main(void *arg) {
   hookd_dispatcher *d = arg;
-  int64_t next_stats = 0, stop_ms = 0;
+  int64_t stop_ms = 0;
   for (;;) {
+    disp_now(d); /* a step is made up for before the inbox's outcomes set times from the clock */
     process_inbox(d);
     bool stopping = d->stopping;
     if (stopping) {
@@ -1359,13 +1380,16 @@ static void *thread_main(void *arg) {
       }
       if (d->in_flight == 0 && d->store_ops == 0 && !d->record_retry) break;
     }
-    int64_t now = hookd_now_ms();
-    if (clock_check(d, now)) next_stats = 0;
+    int64_t now = disp_now(d);
+    /* this node's stored leases are moved before a claim or a sweep reads a time past them */
+    bool leases_current = !d->lease_move_pending;
+    if (!leases_current && !d->lease_moving && hookd_mono_ms() >= d->lease_move_retry_ms)
+      submit_lease_move(d);
     if (!stopping) {
       sched_wake(d, now);
-      sched_claim_due(d, now);
+      if (leases_current) sched_claim_due(d, now);
       sched_dispatch(d, now);
-      if (!d->sweeping && now >= d->next_sweep_ms) {
+      if (leases_current && !d->sweeping && now >= d->next_sweep_ms) {
         submit_maintenance(d, MSG_SWEPT, now);
         d->next_sweep_ms = now + d->cfg.sweep_interval_ms;
       }
@@ -1374,19 +1398,20 @@ static void *thread_main(void *arg) {
         d->next_rescan_ms = now + d->cfg.rescan_interval_ms;
       }
     }
-    if (now >= next_stats) { /* the stats walk every endpoint: a few times a second is plenty */
+    if (now >= d->next_stats_ms) { /* the stats walk every endpoint: a few times a second */
       sched_mark_overdue(d); /* and requests in flight, likewise */
       if (!stopping) release_expiring(d, now);
       update_stats(d);
-      next_stats = now + 200;
+      d->next_stats_ms = now + 200;
     }
     update_counts(d);
-    int64_t retry_in = record_retry_due(d, hookd_now_ms(), stopping);
-    int64_t timeout = sched_next_timer(d, hookd_now_ms());
+    int64_t retry_in = record_retry_due(d, disp_now(d), stopping);
+    int64_t timeout = sched_next_timer(d, disp_now(d));
+    if (d->lease_move_pending && timeout > LEASE_MOVE_RETRY_MS) timeout = LEASE_MOVE_RETRY_MS;
     if (retry_in < timeout) timeout = retry_in;
     if (!d->sweeping && d->next_sweep_ms - now < timeout) timeout = d->next_sweep_ms - now;
     /* claimed deliveries waiting: their leases are watched at every stats tick */
-    if (d->queued && next_stats - now < timeout) timeout = next_stats - now;
+    if (d->queued && d->next_stats_ms - now < timeout) timeout = d->next_stats_ms - now;
     if (timeout < 0) timeout = 0;
     hookd_egress_poll(d->eg, stopping ? 100 : (int)timeout, on_http_done, d);
   }
@@ -1423,6 +1448,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   hookd_dispatcher *d = calloc(1, sizeof *d);
   if (!d) return NULL;
   d->cfg = *cfg;
+  d->clock_offset_ms = hookd_now_ms() - hookd_mono_ms(); /* disp_now's first read: no step */
   if (!d->cfg.sweep_interval_ms) d->cfg.sweep_interval_ms = 1000;
   /* before any body is seen, a claim may bring the largest: the first claims are not let past
    * the byte bound by a guess of small bodies */
@@ -1485,7 +1511,6 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   /* 3. every endpoint starts due now; the first claim (or the first rescan) tells the truth */
   d->next_rescan_ms = 0;
   d->next_sweep_ms = hookd_now_ms() + d->cfg.sweep_interval_ms;
-  d->clock_offset_ms = hookd_now_ms() - hookd_mono_ms();
 
   if (pthread_create(&d->thread, NULL, thread_main, d) != 0) {
     snprintf(err, errlen, "cannot start the dispatcher thread");

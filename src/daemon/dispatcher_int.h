@@ -244,8 +244,13 @@ struct hookd_dispatcher {
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
-  int64_t clock_offset_ms;    /* wall clock minus monotonic clock at the last pass: a change of
+  int64_t clock_offset_ms;    /* wall clock minus monotonic clock at the last read: a change of
                                  CLOCK_STEP_MS or more is a step (docs/architecture.md "Clocks") */
+  int64_t lease_move_pending; /* ms this node's stored leases still have to move forward: no
+                                 claim nor sweep runs until they have (one would take them over) */
+  bool lease_moving;          /* that move's op is in the writer's queue */
+  int64_t lease_move_retry_ms; /* a failed move is tried again then (monotonic) */
+  int64_t next_stats_ms;      /* the loop's next stats walk (0: at the next pass) */
   hookd_breaker_cfg breaker_cfg;
 };
 
@@ -261,6 +266,10 @@ void sched_release_queue(hookd_dispatcher *d, ep *e); /* claimed deliveries back
 void sched_claim_due(hookd_dispatcher *d, int64_t now);
 void sched_dispatch(hookd_dispatcher *d, int64_t now);
 void sched_wake(hookd_dispatcher *d, int64_t now);    /* timers that have fired */
+/* The wall clock as the dispatcher thread reads it. A step since its last read is made up for
+ * first, so that no time set from it is moved twice, or not at all (docs/architecture.md
+ * "Clocks"). Every read of the dispatcher thread goes through it. */
+int64_t disp_now(hookd_dispatcher *d);
 /* Moves the in-process timers of endpoints and tenants by a step of the wall clock. */
 void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms);
 void sched_sent_done(hookd_dispatcher *d, item *it);  /* a request finished: free its slot */

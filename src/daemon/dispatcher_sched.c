@@ -110,7 +110,7 @@ void sched_health_update(hookd_dispatcher *d, ep *e) {
     r->h.breaker_opens = e->br.opens;
     r->h.in_flight = e->in_flight;
     r->h.queued = e->queued;
-    r->h.paused_until_ms = e->paused_until > hookd_now_ms() ? e->paused_until : 0;
+    r->h.paused_until_ms = e->paused_until > disp_now(d) ? e->paused_until : 0;
     r->h.slow = e->slow;
     r->h.failing_since_ms = e->failing_since;
     r->h.sending = e->cfg.enabled && !e->gone;
@@ -138,14 +138,14 @@ tenant *sched_tenant(hookd_dispatcher *d, const char *id) {
   }
   t->max_in_flight = d->cfg.tenant_max_in_flight;
   t->weight = 1;
-  hookd_bucket_init(&t->bucket, 0, 1, hookd_now_ms());
+  hookd_bucket_init(&t->bucket, 0, 1, disp_now(d));
   return t;
 }
 
 static void ring_push(hookd_dispatcher *d, tenant *t);
 
 void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg) {
-  int64_t now = hookd_now_ms();
+  int64_t now = disp_now(d);
   t->max_in_flight = cfg->max_in_flight > 0 ? cfg->max_in_flight : d->cfg.tenant_max_in_flight;
   int weight = cfg->weight > 0 ? cfg->weight : 1;
   for (int c = 0; c < CLS__COUNT; c++)
@@ -363,7 +363,7 @@ static int pick_class(hookd_dispatcher *d, ep *e, bool *budget_blocked) {
  * will bring it back. */
 void sched_ep_ready(hookd_dispatcher *d, ep *e) {
   if (e->gone || !e->t) return;
-  int64_t now = hookd_now_ms();
+  int64_t now = disp_now(d);
   if (ep_queue_empty(e) || e->in_flight >= sched_ep_limit(e) || !e->cfg.enabled) {
     ready_remove(d, e); /* a completion or a claim brings it back */
     return;

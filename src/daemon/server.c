@@ -219,47 +219,56 @@ void hookd_req_reply_json(hookd_req *r, int status, json_t *v) {
 
 /* The field a validation error is about, for a client to point at it (Stripe's `param`): every
  * `*_field` and `destination_refused` message begins with the field's path (`url must be …`,
- * `destinations[0].url refused …`, `generic settings are …`), but `unknown field "name"`, which
- * quotes it. Empty when the message does not fit (then no param is given). */
+ * `destinations[0].url refused …`, `generic settings are …`); an unknown field, whose name the
+ * message quotes cut short, names it with hookd_req_field_error. Empty when the message does
+ * not fit (then no param is given). */
 static void error_param(const char *code, const char *msg, char *out, size_t cap) {
   size_t cl = strlen(code);
   out[0] = '\0';
   if ((cl < 6 || strcmp(code + cl - 6, "_field") != 0) && strcmp(code, "destination_refused"))
     return;
-  const char *p = msg;
-  if (!strcmp(code, "unknown_field")) {
-    p = strchr(msg, '"');
-    if (!p) return;
-    const char *end = strrchr(++p, '"');
-    size_t n = end && end > p ? (size_t)(end - p) : 0;
-    if (n >= cap) n = 0;
-    memcpy(out, p, n);
-    out[n] = '\0';
-    return;
-  }
   size_t n = 0;
-  while (p[n] && (isalnum((unsigned char)p[n]) || strchr("_.[]", p[n])) && n + 1 < cap) n++;
-  if (!n || !isalpha((unsigned char)p[0]) || (p[n] && p[n] != ' ' && p[n] != ':')) return;
-  memcpy(out, p, n);
+  while (msg[n] && (isalnum((unsigned char)msg[n]) || strchr("_.[]", msg[n])) && n + 1 < cap) n++;
+  if (!n || !isalpha((unsigned char)msg[0]) || (msg[n] && msg[n] != ' ' && msg[n] != ':')) return;
+  memcpy(out, msg, n);
   out[n] = '\0';
 }
 
-void hookd_req_error(hookd_req *r, int status, const char *code, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
+static void verror(hookd_req *r, int status, const char *code, const char *param,
+                   const char *fmt, va_list ap) {
+  char msg[512], derived[128];
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   /* a message quoting input may hold bytes that are not UTF-8 (input cut mid-character by
    * %.64s): those become '?', the rest (the field's name) stays readable */
   hookd_utf8_scrub(msg);
-  char param[128];
-  error_param(code, msg, param, sizeof param);
-  json_t *v = param[0] ? json_pack("{s:{s:s,s:s,s:s}}", "error", "code", code, "message", msg,
-                                   "param", param)
-                       : json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+  if (!param) { /* read from the message */
+    error_param(code, msg, derived, sizeof derived);
+    param = derived[0] ? derived : NULL;
+  } else if (!*param) { /* none */
+    param = NULL;
+  }
+  json_t *v = param ? json_pack("{s:{s:s,s:s,s:s}}", "error", "code", code, "message", msg,
+                                "param", param)
+                    : json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
   if (!v) v = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", "invalid request");
   hookd_req_reply_json(r, status, v);
+}
+
+void hookd_req_error(hookd_req *r, int status, const char *code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  verror(r, status, code, NULL, fmt, ap);
+  va_end(ap);
+}
+
+void hookd_req_field_error(hookd_req *r, int status, const char *code, const char *param,
+                           const char *fmt, ...) {
+  /* (a name from a parsed body is UTF-8; a longer one is not echoed whole) */
+  if (param && strlen(param) > 256) param = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  verror(r, status, code, param ? param : "", fmt, ap);
+  va_end(ap);
 }
 
 static enum MHD_Result queue(hookd_req *r) {

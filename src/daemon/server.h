@@ -99,5 +99,9 @@ void hookd_req_reply_json(hookd_req *r, int status, json_t *v);
 /* {"error": {"code": code, "message": message}} */
 void hookd_req_error(hookd_req *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same with the field named in "param" as given (a path into the body, at most 256 bytes;
+ * else none), where hookd_req_error reads it from the message's start. */
+void hookd_req_field_error(hookd_req *r, int status, const char *code, const char *param,
+                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #endif

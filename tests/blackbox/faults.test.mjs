@@ -1000,6 +1000,31 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
+  it('a step forward while the store cannot write: the leases\' move is tried again, and nothing takes the lease of the request in flight over meanwhile', async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const disk = faultDisk(dir);
+    const h = await startHookd({ dir, env: { ...clock.env, ...disk.env }, args: ['--lease-margin-ms', '1000'] });
+    const recv = await startReceiver((req, n) => (n === 1 ? { status: 200, delayMs: 4000 } : { status: 200 }));
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 5000 });
+    const first = (await publish(h, tenant, { type: 'a', payload: { n: 1 } })).json.id;
+    await recv.waitFor(1);
+    disk.fill();
+    clock.step(3600 * 1000);
+    await h.waitForLog((l) => l.msg === 'clock.leases_move_failed');
+    disk.free();
+    await h.waitForLog((l) => l.msg === 'clock.leases_moved');
+    const ds = await waitDelivery(h, first, (x) => x[0]?.state === 'delivered', 'delivered', 15000);
+    assert.deepEqual((await getDelivery(h, ds[0].id)).attempts.map((a) => a.http_status), [200]);
+    const second = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
+    await waitDelivery(h, second, (x) => x[0]?.state === 'delivered', 'delivered', 15000);
+    assert.deepEqual(recv.requests.map((q) => q.headers['webhook-id']), [first, second], 'each sent once');
+    assert.ok(!h.logs.some((l) => l.msg === 'leases.reclaimed' || l.msg === 'outcome.stale'));
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('a step back: a running replay job goes on at its rate (its next item is not an hour away)', async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);

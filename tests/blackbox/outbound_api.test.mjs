@@ -119,6 +119,12 @@ describe('bad input gets a clear 4xx', () => {
     const named = await publish(h, tenant, { type: 'a', payload: {}, [long]: 1 });
     assertError(named, 422, 'unknown_field');
     assert.ok(named.json.error.message.startsWith(`unknown field "${long.slice(0, 32)}?`), named.text);
+    assert.equal(named.json.error.param, long, 'error.param names it whole');
+    const deep = 'k'.repeat(80);
+    const nested = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, retry: { [deep]: 1 } });
+    assert.deepEqual([nested.json.error.code, nested.json.error.param], ['unknown_field', `retry.${deep}`], nested.text);
+    const huge = await publish(h, tenant, { type: 'a', payload: {}, ['h'.repeat(300)]: 1 });
+    assert.deepEqual([huge.json.error.code, huge.json.error.param], ['unknown_field', undefined], 'a name too long to echo');
     const q = await h.api('GET', `/v1/tenants/${tenant}/deliveries?${encodeURIComponent(long)}=1`);
     assertError(q, 400, 'invalid_parameter');
     assert.match(q.json.error.message, /^unknown query parameter "aé+\?"/, q.text);
