@@ -86,16 +86,22 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
   for (size_t i = 0; rc == 0 && i < n; i++) {
     char *cur = reseal(x, eps[i].secret, eps[i].id);
     char *prev = reseal(x, eps[i].previous_secret, eps[i].id);
-    if ((eps[i].secret && !cur) || (eps[i].previous_secret && !prev)) {
+    /* its custom headers too: they may be credentials, sealed as the secret is */
+    char *hdrs = reseal(x, eps[i].headers, eps[i].id);
+    if ((eps[i].secret && !cur) || (eps[i].previous_secret && !prev) ||
+        (eps[i].headers && !hdrs)) {
       snprintf(x->err, sizeof x->err,
-               "the secret of endpoint %s does not open with the current master key", eps[i].id);
+               "the %s of endpoint %s do%s not open with the current master key",
+               eps[i].headers && !hdrs ? "custom headers" : "secret", eps[i].id,
+               eps[i].headers && !hdrs ? "" : "es");
       rc = HOOKD_STORE_ERR;
     } else {
-      rc = be->endpoint_reseal(c, eps[i].id, cur, prev);
-      x->resealed += (cur && *cur) + (prev != NULL);
+      rc = be->endpoint_reseal(c, eps[i].id, cur, prev, hdrs);
+      x->resealed += (cur && *cur) + (prev != NULL) + (hdrs != NULL);
     }
     free(cur);
     free(prev);
+    free(hdrs);
   }
   hookd_endpoints_free(eps, n);
   /* inbound sources' secrets too */

@@ -121,6 +121,11 @@ json_t *hookd_json_str_or_null(const char *s);
 int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double max,
                          double *per_second);
 
+/* An endpoint's custom headers as given in field (v: null or an object of name → value,
+ * core/custom_headers.h): *out becomes their compact JSON text, to be sealed (NULL for null or
+ * {}: none). False after answering 422 (or 503). */
+bool hookd_api_parse_headers(hookd_req *r, const json_t *v, const char *field, char **out);
+
 /* obj.key, when present and not null, must be an integer in [min, max]: stored in *out (left
  * alone when absent); otherwise answers 422 naming "prefix.key" (or "key") and returns false. */
 bool hookd_api_int_in(hookd_req *r, const json_t *obj, const char *prefix, const char *key,
@@ -191,6 +196,7 @@ void hookd_api_endpoint_list(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_delete(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_secret(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_headers(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_rotate(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_public_key(hookd_req *r, hookd_app *app);
 void hookd_api_audit_list(hookd_req *r, hookd_app *app);

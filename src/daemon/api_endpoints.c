@@ -5,6 +5,7 @@
  *   PATCH  /v1/tenants/{t}/endpoints/{id}      change url, filter, limits, policy, enabled
  *   DELETE /v1/tenants/{t}/endpoints/{id}      delete (its pending deliveries are cancelled)
  *   GET    /v1/tenants/{t}/endpoints/{id}/secret
+ *   GET    /v1/tenants/{t}/endpoints/{id}/headers  its custom headers' values (admin)
  * A new or changed URL passes the destination policy (shape, then every resolved address)
  * before anything is stored: 422 naming the rule otherwise. */
 #include <openssl/crypto.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/custom_headers.h"
 #include "core/ids.h"
 #include "core/secretbox.h"
 #include "core/sign.h"
@@ -24,11 +26,12 @@ enum {
   F_URL = 1 << 0, F_DESC = 1 << 1, F_TYPES = 1 << 2, F_ENABLED = 1 << 3, F_MAXIF = 1 << 4,
   F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8, F_SIGNING = 1 << 9,
   F_RATE = 1 << 10, F_ORDERED = 1 << 11, F_LANE = 1 << 12, F_IDEMPOTENT = 1 << 13,
+  F_HEADERS = 1 << 14,
 };
 static const char *const field_names[] = {"url",        "description", "event_types", "enabled",
                                           "max_in_flight", "timeout_ms", "retry",       "secret",
                                           "id",         "signing",     "rate_limit",  "ordered",
-                                          "lane_policy", "idempotent", NULL};
+                                          "lane_policy", "idempotent", "headers", NULL};
 
 typedef struct ep_op {
   hookd_api_op base;
@@ -37,6 +40,7 @@ typedef struct ep_op {
   char id[HOOKD_ID_MAX + 64];
   /* parsed input (owned) */
   char *url, *description, *event_types, *secret;
+  char *headers;             /* custom headers as compact JSON, plain (NULL = none) */
   bool ed25519;              /* signing scheme asked for at creation */
   char *plain_secret;        /* the new secret, returned once to the caller */
   char public_key[HOOKD_ED_SECRET_MAX];
@@ -57,6 +61,7 @@ typedef struct ep_op {
   int limit;
   char after[HOOKD_ID_MAX + 64];
   bool want_secret;
+  bool want_headers;         /* GET …/headers */
   hookd_dest_check check;
 } ep_op;
 
@@ -66,6 +71,7 @@ static void ep_op_cleanup(hookd_api_op *op) {
   free(e->description);
   free(e->event_types);
   hookd_secret_free(e->secret);
+  hookd_secret_free(e->headers);
   hookd_secret_free(e->plain_secret);
   hookd_endpoint_free(&e->ep);
   if (e->list) hookd_endpoints_free(e->list, e->n);
@@ -116,6 +122,21 @@ static void fields_detail(unsigned fields, char *out, size_t len) {
       o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%s%s", o ? "," : "", field_names[i]);
 }
 
+/* The endpoint as shown, with its custom headers' names in their order, never their values
+ * (GET …/headers, admin). They are opened to be named: one sealed object holds both. */
+static json_t *ep_json(const hookd_app *app, const hookd_endpoint *ep) {
+  json_t *v = hookd_json_endpoint(ep, app->cfg->max_timeout_ms);
+  json_t *h = ep->headers ? hookd_keyring_open_json(&app->keyring, ep->headers, ep->id) : NULL;
+  /* a value that does not open (a key the store was not sealed with) shows null: unknown */
+  json_t *names = ep->headers && !json_is_object(h) ? json_null() : json_array();
+  const char *k;
+  json_t *val;
+  json_object_foreach(h, k, val) json_array_append_new(names, json_string(k));
+  json_decref(h);
+  json_object_set_new(v, "headers", names);
+  return v;
+}
+
 /* Parses and validates the body into op; answers and returns false on error. */
 static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, bool create) {
   const hookd_config *cfg = app->cfg;
@@ -145,7 +166,7 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     /* null means "every type" / "no limit" / "empty" for these; for the others it would silently
      * mean the default (an endpoint PATCHed {"enabled": null} was enabled) */
     if (json_is_null(v) && strcmp(k, "event_types") && strcmp(k, "rate_limit") &&
-        strcmp(k, "description")) {
+        strcmp(k, "description") && strcmp(k, "headers")) {
       hookd_req_error(r, 422, "invalid_field", "%s may not be null", k);
       return false;
     }
@@ -261,6 +282,9 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     }
     op->secret = strdup(s);
   }
+  if ((op->fields & F_HEADERS) && !hookd_api_parse_headers(r, json_object_get(body, "headers"),
+                                                           "headers", &op->headers))
+    return false;
   if ((op->fields & F_URL && !op->url) || !op->description) {
     hookd_req_error(r, 503, "unavailable", "out of memory");
     return false;
@@ -371,7 +395,7 @@ static void reply_create(hookd_api_op *base, int rc) {
   hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
   HLOG(HOOKD_LOG_INFO, "endpoint.created", KV_S("endpoint_id", op->ep.id),
        KV_S("tenant_id", op->ep.tenant_id));
-  json_t *v = hookd_json_endpoint(&op->ep, base->app->cfg->max_timeout_ms);
+  json_t *v = ep_json(base->app, &op->ep);
   json_object_set_new(v, "secret", json_string(op->plain_secret));
   if (op->public_key[0]) json_object_set_new(v, "public_key", json_string(op->public_key));
   hookd_req_reply_json(base->req, 201, v);
@@ -416,11 +440,14 @@ void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
       op->plain_secret = new_secret(op->ed25519, op->public_key);
     }
     if (op->plain_secret) ep->secret = hookd_keyring_seal(&app->keyring, op->plain_secret, ep->id);
+    /* sealed as the secret is: the values may be credentials */
+    if (op->headers) ep->headers = hookd_keyring_seal(&app->keyring, op->headers, ep->id);
     if (bad) {
       hookd_req_error(r, 422, "invalid_field", "retry.%s is out of range (backoff_cap_ms must be "
                       ">= backoff_base_ms)", bad);
       ok = false;
-    } else if (!ep->id || !ep->tenant_id || !ep->url || !ep->secret) {
+    } else if (!ep->id || !ep->tenant_id || !ep->url || !ep->secret ||
+               (op->headers && !ep->headers)) {
       hookd_req_error(r, 503, "unavailable", "out of memory");
       ok = false;
     }
@@ -448,6 +475,8 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   }
   if (rc == 0 && op->want_secret) /* reading a secret is itself audited */
     rc = hookd_api_audit(base, c, be, "endpoint.secret.read", op->id, op->tenant, NULL);
+  if (rc == 0 && op->want_headers) /* and so are the headers, which may be credentials */
+    rc = hookd_api_audit(base, c, be, "endpoint.headers.read", op->id, op->tenant, NULL);
   return rc;
 }
 
@@ -455,6 +484,19 @@ static void reply_get(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
   if (rc) {
     hookd_api_store_error(base, rc, op->listing && base->err[0] ? base->err : "endpoint");
+    return;
+  }
+  if (op->want_headers) {
+    json_t *h = op->ep.headers
+                    ? hookd_keyring_open_json(&base->app->keyring, op->ep.headers, op->ep.id)
+                    : json_object();
+    if (!json_is_object(h)) {
+      json_decref(h);
+      hookd_req_error(base->req, 500, "secret_unavailable",
+                      "the stored headers cannot be opened with the configured master key");
+      return;
+    }
+    hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "headers", h));
     return;
   }
   if (op->want_secret || op->public_key[0] == '?') {
@@ -482,7 +524,7 @@ static void reply_get(hookd_api_op *base, int rc) {
     return;
   }
   if (!op->listing) {
-    json_t *v = hookd_json_endpoint(&op->ep, base->app->cfg->max_timeout_ms);
+    json_t *v = ep_json(base->app, &op->ep);
     hookd_endpoint_health hh;
     if (hookd_dispatcher_endpoint_health(base->app->disp, op->ep.id, &hh) == 0)
       json_object_set_new(
@@ -499,19 +541,19 @@ static void reply_get(hookd_api_op *base, int rc) {
   }
   json_t *data = json_array();
   size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
-  int max_to = base->app->cfg->max_timeout_ms;
-  for (size_t i = 0; i < shown; i++)
-    json_array_append_new(data, hookd_json_endpoint(&op->list[i], max_to));
+  for (size_t i = 0; i < shown; i++) json_array_append_new(data, ep_json(base->app, &op->list[i]));
   json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
   hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
 }
 
-static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret, bool public_key) {
+static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret, bool public_key,
+                       bool headers) {
   ep_op *op = hookd_api_op_new(sizeof *op, r, app, run_get, reply_get);
   if (!op) return;
   op->base.cleanup = ep_op_cleanup;
   op->listing = listing;
   op->want_secret = secret;
+  op->want_headers = headers;
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   if (listing) {
     op->limit = hookd_api_limit(r, 50, 500);
@@ -526,16 +568,23 @@ static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret, 
     snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
   }
   if (public_key) op->public_key[0] = '?'; /* marks the public-key view */
-  hookd_api_submit(&op->base, secret);
+  hookd_api_submit(&op->base, secret || headers); /* a read of either is audited */
 }
 
-void hookd_api_endpoint_get(hookd_req *r, hookd_app *app) { submit_get(r, app, false, false, false); }
-void hookd_api_endpoint_list(hookd_req *r, hookd_app *app) { submit_get(r, app, true, false, false); }
+void hookd_api_endpoint_get(hookd_req *r, hookd_app *app) {
+  submit_get(r, app, false, false, false, false);
+}
+void hookd_api_endpoint_list(hookd_req *r, hookd_app *app) {
+  submit_get(r, app, true, false, false, false);
+}
 void hookd_api_endpoint_secret(hookd_req *r, hookd_app *app) {
-  submit_get(r, app, false, true, false);
+  submit_get(r, app, false, true, false, false);
 }
 void hookd_api_endpoint_public_key(hookd_req *r, hookd_app *app) {
-  submit_get(r, app, false, false, true);
+  submit_get(r, app, false, false, true, false);
+}
+void hookd_api_endpoint_headers(hookd_req *r, hookd_app *app) {
+  submit_get(r, app, false, false, false, true);
 }
 
 /* ---------- patch ---------- */
@@ -566,6 +615,12 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     snprintf(op->base.err, sizeof op->base.err,
              "retry.%s is out of range (backoff_cap_ms must be >= backoff_base_ms)", bad);
     return HOOKD_STORE_LIMIT; /* answered 422 */
+  }
+  if (op->fields & F_HEADERS) { /* the whole set is replaced; null (or {}) clears it */
+    hookd_secret_free(op->ep.headers);
+    op->ep.headers =
+        op->headers ? hookd_keyring_seal(&base->app->keyring, op->headers, op->id) : NULL;
+    if (op->headers && !op->ep.headers) return HOOKD_STORE_ERR;
   }
   op->ep.updated_ms = hookd_now_ms();
   int rc2 = be->endpoint_update(c, &op->ep);
@@ -605,8 +660,7 @@ static void reply_patch(hookd_api_op *base, int rc) {
   if (!ep_changed(base, rc)) return;
   HLOG(HOOKD_LOG_INFO, "endpoint.updated", KV_S("endpoint_id", op->ep.id),
        KV_S("tenant_id", op->ep.tenant_id), KV_I("enabled", op->ep.enabled));
-  hookd_req_reply_json(base->req, 200,
-                       hookd_json_endpoint(&op->ep, base->app->cfg->max_timeout_ms));
+  hookd_req_reply_json(base->req, 200, ep_json(base->app, &op->ep));
 }
 
 void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app) {

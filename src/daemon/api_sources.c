@@ -505,8 +505,8 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
     hookd_req_error(r, 422, "invalid_field", "%s must be an object", where);
     return false;
   }
-  static const char *const members[] = {"url", "idempotent", "timeout_ms", "max_in_flight",
-                                        "rate_limit", "retry", NULL};
+  static const char *const members[] = {"url",        "idempotent", "timeout_ms", "max_in_flight",
+                                        "rate_limit", "retry",      "headers",    NULL};
   if (!hookd_api_known_members(r, d, op->adding ? NULL : where, members)) return false;
   if (hookd_json_get_str(d, "url", &url) != 0 || hookd_json_get_bool(d, "idempotent", &idem) < 0 ||
       hookd_json_get_int(d, "timeout_ms", &timeout) < 0 ||
@@ -548,6 +548,15 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   op->dest_secrets[i] = strdup(sec);
   e->secret = hookd_keyring_seal(&app->keyring, sec, id);
   OPENSSL_cleanse(sec, sizeof sec);
+  /* custom headers for the handler's gateway, sealed as the secret is (endpoints' headers); a
+   * destination added alone is the body itself */
+  char hfield[48], *hdrs = NULL;
+  snprintf(hfield, sizeof hfield, "%s%sheaders", op->adding ? "" : where, op->adding ? "" : ".");
+  if (!hookd_api_parse_headers(r, json_object_get(d, "headers"), hfield, &hdrs)) return false;
+  if (hdrs) e->headers = hookd_keyring_seal(&app->keyring, hdrs, id);
+  bool hdrs_ok = !hdrs || e->headers;
+  hookd_secret_free(hdrs);
+  if (!hdrs_ok) return false;
   json_t *retry = json_object_get(d, "retry");
   if (retry) {
     char field[48];
@@ -658,7 +667,7 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
              json_array_size(dests) > MAX_DESTS)) {
     hookd_req_error(r, 422, "invalid_field",
                     "destinations must be an array of 1 to %d {url, idempotent, timeout_ms, "
-                    "max_in_flight, rate_limit, retry}",
+                    "max_in_flight, rate_limit, retry, headers}",
                     MAX_DESTS);
     ok = false;
   }

@@ -11,6 +11,7 @@
 #include "core/bucket.h"
 #include "core/clock.h"
 #include "core/cursor.h"
+#include "core/custom_headers.h"
 #include "core/ids.h"
 #include "core/jsonio.h"
 #include "core/num.h"
@@ -270,6 +271,23 @@ bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id) {
   if (!p || hookd_principal_has_tenant(p, tenant_id)) return true;
   hookd_api_forbid(r, "this API key is not scoped to tenant %s", tenant_id);
   return false;
+}
+
+bool hookd_api_parse_headers(hookd_req *r, const json_t *v, const char *field, char **out) {
+  *out = NULL;
+  if (json_is_null(v)) return true;
+  char err[512];
+  if (!hookd_custom_headers_check(v, field, err, sizeof err)) {
+    hookd_req_error(r, 422, "invalid_field", "%s", err);
+    return false;
+  }
+  if (json_object_size(v) == 0) return true;
+  /* the names in their order (jansson keeps it), which the endpoint shows */
+  if (!(*out = json_dumps(v, JSON_COMPACT))) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return false;
+  }
+  return true;
 }
 
 int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double max,

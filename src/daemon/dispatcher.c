@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/custom_headers.h"
 #include "core/delivery_state.h"
 #include "core/ids.h"
 #include "core/redact.h"
@@ -141,6 +142,8 @@ static void ep_forget_keys(ep *e) {
   hookd_secret_free(e->ed_key);
   hookd_secret_free(e->prev_ed_key);
   e->ed_key = e->prev_ed_key = NULL;
+  hookd_secret_free(e->header_lines);
+  e->header_lines = NULL;
   e->has_prev = false;
   e->key_ok = false;
 }
@@ -190,6 +193,15 @@ static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cf
   if (e->key_ok && e->cfg.previous_secret && e->cfg.previous_expires_ms > now) {
     e->has_prev = open_key(d, e, e->cfg.previous_secret, &e->prev_key, &e->prev_ed_key);
     e->prev_until_ms = e->cfg.previous_expires_ms;
+  }
+  /* custom headers the receiver's gateway may require: a request without them would be refused
+   * there (or reach what the gateway guards without its credentials), so an endpoint whose
+   * headers do not open is not sent to, as one whose secret does not */
+  if (e->key_ok && e->cfg.headers) {
+    json_t *h = hookd_keyring_open_json(d->cfg.keyring, e->cfg.headers, e->cfg.id);
+    e->header_lines = json_is_object(h) ? hookd_custom_headers_lines(h) : NULL;
+    e->key_ok = e->header_lines != NULL;
+    json_decref(h);
   }
   if (!e->key_ok)
     HLOG(HOOKD_LOG_ERROR, "endpoint.secret_unavailable", KV_S("endpoint_id", e->cfg.id),
@@ -406,6 +418,23 @@ static const char *attempt_kind(const hookd_delivery *dl) {
   return dl->replay_cycle ? "replay" : "live";
 }
 
+/* Appends each '\n'-ended line of lines (NULL: none) to *hs, through buf; -1 out of memory. */
+static int add_lines(struct curl_slist **hs, const char *lines, char *buf, size_t cap) {
+  for (const char *line = lines; line && *line;) {
+    const char *end = strchr(line, '\n');
+    size_t ll = end ? (size_t)(end - line) : strlen(line);
+    if (ll && ll < cap) {
+      memcpy(buf, line, ll);
+      buf[ll] = '\0';
+      struct curl_slist *t = curl_slist_append(*hs, buf);
+      if (!t) return -1;
+      *hs = t;
+    }
+    line = end ? end + 1 : line + ll;
+  }
+  return 0;
+}
+
 int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   ep *e = it->ep;
   hookd_delivery *dl = &it->c.d;
@@ -445,17 +474,7 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
      * attempt, the provider's identifying headers, and hookd's signature */
     ADD("Content-Type: %s", it->c.content_type ? it->c.content_type : "application/json");
     ADD("Idempotency-Key: %s", dl->event_id);
-    for (const char *line = it->c.meta; line && *line;) {
-      const char *end = strchr(line, '\n');
-      size_t ll = end ? (size_t)(end - line) : strlen(line);
-      if (ll && ll < sizeof h) {
-        memcpy(h, line, ll);
-        h[ll] = '\0';
-        if (!(t = curl_slist_append(hs, h))) goto fail;
-        hs = t;
-      }
-      line = end ? end + 1 : line + ll;
-    }
+    if (add_lines(&hs, it->c.meta, h, sizeof h) != 0) goto fail;
   } else {
     ADD("Content-Type: application/json");
   }
@@ -466,6 +485,9 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   ADD("hookd-attempt: %d", dl->attempt_count + 1);
   ADD("Expect:");
 #undef ADD
+  /* the endpoint's own headers last, on every attempt (a gateway's credentials); their names
+   * never are one of the above (core/custom_headers.c) */
+  if (add_lines(&hs, e->header_lines, h, sizeof h) != 0) goto fail;
   memset(&it->req, 0, sizeof it->req);
   it->hdrs = hs;
   free(it->url);

@@ -138,7 +138,8 @@ typedef struct ep {
   char *ed_key, *prev_ed_key;
   bool has_prev;
   int64_t prev_until_ms;
-  bool key_ok;
+  char *header_lines;         /* its custom headers opened, "Name: value\n" each (NULL none) */
+  bool key_ok;                /* its secret (and custom headers) opened: it may be sent to */
   bool gone;
   bool disabled_by_outcome;   /* disabled in memory by an outcome not yet known to be stored
                                  (a configuration from the store supersedes it) */

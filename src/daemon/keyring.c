@@ -229,3 +229,11 @@ char *hookd_keyring_open(const hookd_keyring *k, const char *stored, const char 
   if (!hookd_is_sealed(stored)) return strdup(stored);
   return hookd_unseal(&k->key, stored, owner_id);
 }
+
+json_t *hookd_keyring_open_json(const hookd_keyring *k, const char *stored, const char *owner_id) {
+  char *plain = hookd_keyring_open(k, stored, owner_id);
+  if (!plain) return NULL;
+  json_t *v = json_loads(plain, 0, NULL);
+  hookd_secret_free(plain);
+  return v;
+}

@@ -5,6 +5,7 @@
 #ifndef HOOKD_DAEMON_KEYRING_H
 #define HOOKD_DAEMON_KEYRING_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "core/secretbox.h"
@@ -34,5 +35,8 @@ char *hookd_keyring_seal(const hookd_keyring *k, const char *plain, const char *
 /* Opens a stored secret (malloc'd; NULL when it does not open). A value stored before
  * encryption (not sealed) is returned as is. */
 char *hookd_keyring_open(const hookd_keyring *k, const char *stored, const char *owner_id);
+/* Opens a JSON value sealed whole (a source's secrets, an endpoint's custom headers) and parses
+ * it (NULL when it does not open or is no JSON); the plain text is wiped once parsed. */
+json_t *hookd_keyring_open_json(const hookd_keyring *k, const char *stored, const char *owner_id);
 
 #endif

@@ -44,6 +44,8 @@ static const route routes[] = {
      NULL},
     {"GET", "/v1/tenants/{}/endpoints/{}/secret", HOOKD_PERM_ADMIN, 0,
      hookd_api_endpoint_secret, NULL},
+    {"GET", "/v1/tenants/{}/endpoints/{}/headers", HOOKD_PERM_ADMIN, 0,
+     hookd_api_endpoint_headers, NULL},
     {"POST", "/v1/tenants/{}/endpoints/{}/secret/rotate", HOOKD_PERM_ADMIN, 0,
      hookd_api_endpoint_rotate, NULL},
     {"GET", "/v1/tenants/{}/endpoints/{}/public-key", HOOKD_PERM_READ, 0,

@@ -93,10 +93,7 @@ static hookd_source_rt *build(hookd_source_cache *s, const hookd_source *src) {
   DUP(business_types);
 #undef DUP
   if (hookd_provider_parse(src->provider, &rt->provider) != 0) goto fail;
-  char *plain = hookd_keyring_open(s->keyring, src->secrets, src->id);
-  if (!plain) goto fail;
-  json_t *arr = json_loads(plain, 0, NULL);
-  hookd_secret_free(plain);
+  json_t *arr = hookd_keyring_open_json(s->keyring, src->secrets, src->id);
   if (!json_is_array(arr)) {
     json_decref(arr);
     goto fail;

@@ -108,6 +108,7 @@ void hookd_endpoint_free(hookd_endpoint *e) {
   free(e->source_id);
   hookd_secret_free(e->secret);
   hookd_secret_free(e->previous_secret);
+  hookd_secret_free(e->headers);
   memset(e, 0, sizeof *e);
 }
 
@@ -126,6 +127,7 @@ void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src) {
   dst->lane_policy = dup_or_null(src->lane_policy);
   dst->secret = dup_or_null(src->secret);
   dst->previous_secret = dup_or_null(src->previous_secret);
+  dst->headers = dup_or_null(src->headers);
 }
 
 void hookd_event_free(hookd_event *e) {

@@ -64,6 +64,8 @@ typedef struct hookd_endpoint {
   char *secret;          /* current signing secret, sealed by the daemon (secretbox.h) */
   char *previous_secret; /* the rotated-out secret, still sent until previous_expires_ms */
   int64_t previous_expires_ms;
+  char *headers;         /* custom request headers: a JSON object name → value, sealed like the
+                            secret (they may be credentials); NULL = none */
   char *source_id;       /* set when this endpoint is an inbound source's destination */
   bool idempotent;       /* the destination tolerates a resend (ambiguous outcomes retry) */
   double rate_limit;     /* deliveries per second, 0 = unlimited */
@@ -570,10 +572,10 @@ typedef struct hookd_store_backend {
    * idempotent holds `unknown` those whose request may be out (docs/inbound.md). */
   int (*endpoint_delete)(hookd_store_conn *c, const char *id, int64_t now_ms,
                          hookd_delete_counts *out);
-  /* Replaces the stored (sealed) secrets of an endpoint, deleted ones included: master-key
-   * rotation. */
+  /* Replaces the stored (sealed) secrets and custom headers of an endpoint, deleted ones
+   * included: master-key rotation. */
   int (*endpoint_reseal)(hookd_store_conn *c, const char *id, const char *secret,
-                         const char *previous_secret);
+                         const char *previous_secret, const char *headers);
   /* Live endpoints changed at or after since_ms (0 = all), including deleted ones. */
   int (*endpoints_since)(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
 

@@ -264,6 +264,57 @@ describe('bad input gets a clear 4xx', () => {
     assert.equal(reset.json.name, '');
   });
 
+  it('custom headers: reserved or malformed names, bad values, too many → 422 naming the header, on create and on PATCH', async () => {
+    const many = Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`X-H${i}`, 'v']));
+    const bad = [
+      // hookd or HTTP sets these, or they would change what the request means
+      [{ 'Content-Type': 'text/plain' }, 'headers.Content-Type'],
+      [{ 'content-length': '1' }, 'headers.content-length'],
+      [{ Host: 'evil.test' }, 'headers.Host'],
+      [{ 'Transfer-Encoding': 'chunked' }, 'headers.Transfer-Encoding'],
+      [{ 'Proxy-Authorization': 'Basic x' }, 'headers.Proxy-Authorization'],
+      [{ 'User-Agent': 'x' }, 'headers.User-Agent'],
+      [{ 'Idempotency-Key': 'x' }, 'headers.Idempotency-Key'],
+      [{ 'webhook-signature': 'v1,forged' }, 'headers.webhook-signature'],
+      [{ 'Svix-Id': 'x' }, 'headers.Svix-Id'],
+      [{ 'Hookd-Attempt': '9' }, 'headers.Hookd-Attempt'],
+      // not a token: the name cannot be the param, the field is
+      [{ 'X Bad': 'v' }, 'headers'],
+      [{ 'X:Injected': 'v' }, 'headers'],
+      [{ [`X-${'a'.repeat(63)}`]: 'v' }, 'headers'],
+      // a value: no CR/LF (no header of hookd's can be forged through one), a string
+      [{ 'X-Api-Key': 'k\r\nwebhook-signature: v1,forged' }, 'headers.X-Api-Key'],
+      [{ 'X-Api-Key': 'k\n' }, 'headers.X-Api-Key'],
+      [{ 'X-Num': 5 }, 'headers.X-Num'],
+      [{ 'X-Null': null }, 'headers.X-Null'],
+      [{ 'X-Pad': ' v' }, 'headers.X-Pad'],
+      [{ 'X-Long': 'v'.repeat(1025) }, 'headers.X-Long'],
+      [{ 'X-Key': 'a', 'x-key': 'b' }, 'headers.x-key'],
+      [many, 'headers'],
+      ['Bearer x', 'headers'],
+      [['Authorization'], 'headers'],
+    ];
+    const made = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url });
+    assert.equal(made.status, 201, made.text);
+    assert.deepEqual(made.json.headers, [], 'none: an empty array');
+    const path = `/v1/tenants/${tenant}/endpoints/${made.json.id}`;
+    for (const [headers, param] of bad) {
+      for (const [method, url, body] of [['POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, headers }],
+        ['PATCH', path, { headers }]]) {
+        const r = await h.api(method, url, body);
+        assertError(r, 422, 'invalid_field');
+        assert.equal(r.json.error.param, param, `${method} ${JSON.stringify(headers)}: ${r.text}`);
+      }
+    }
+    // at the bounds: accepted
+    const ok = await h.api('PATCH', path, { headers: { ...Object.fromEntries(Object.entries(many).slice(0, 20)) } });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.json.headers.length, 20);
+    const edge = await h.api('PATCH', path, { headers: { [`X-${'a'.repeat(62)}`]: 'v'.repeat(1024), 'X-Empty': '' } });
+    assert.equal(edge.status, 200, edge.text);
+    assert.equal((await h.api('DELETE', path)).status, 200);
+  });
+
   it('query parameters: a value that is not plain digits, or no value, is refused', async () => {
     for (const q of ['limit', 'limit=', 'limit=%205', 'limit=+5', 'limit=5x']) {
       const r = await h.api('GET', `/v1/tenants/${tenant}/deliveries?${q}`);

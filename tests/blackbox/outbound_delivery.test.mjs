@@ -3,6 +3,7 @@
 // standardwebhooks reference library.
 import { after, before, describe, it } from 'node:test';
 import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import http2 from 'node:http2';
@@ -10,7 +11,7 @@ import https from 'node:https';
 import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import assert from 'node:assert/strict';
-import { getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -411,6 +412,105 @@ describe('delivery outcomes', () => {
     const full = await getDelivery(h, d.id);
     assert.deepEqual(full.attempts.map((a) => a.outcome), ['connect_error', 'connect_error']);
     assert.equal(d.dead_reason, 'max_attempts');
+  });
+});
+
+describe('custom endpoint headers (a gateway in front of the receiver)', () => {
+  const hdrs = { Authorization: 'Bearer tok-sekret-7781', 'X-Env': 'staging' };
+
+  it('every attempt carries them after hookd\'s own — the first, a retry, a replay; the endpoint shows their names only', async () => {
+    const recv = await startReceiver((rec, n) => ({ status: n === 1 ? 500 : 200 }));
+    const { tenant, endpoint, secret, ep } = await setup(h, recv.url, { headers: hdrs });
+    assert.deepEqual(ep.headers, ['Authorization', 'X-Env'], 'names, in the order given');
+    assert.ok(!JSON.stringify(ep).includes('tok-sekret-7781'));
+    const p = await publish(h, tenant, { type: 'a.b', payload: { x: 1 } });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.equal(r.status, 202, r.text);
+    await recv.waitFor(3);
+    assertSigned(recv, secret);
+    for (const rec of recv.requests) {
+      assert.equal(rec.headers.authorization, 'Bearer tok-sekret-7781', `request ${rec.n}`);
+      assert.equal(rec.headers['x-env'], 'staging', `request ${rec.n}`);
+    }
+    const full = await getDelivery(h, d.id);
+    assert.deepEqual(full.attempts.map((a) => a.trigger), ['live', 'retry', 'replay']);
+    // read back: names only, wherever the endpoint is shown
+    const one = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.deepEqual(one.json.headers, ['Authorization', 'X-Env']);
+    const list = await h.api('GET', `/v1/tenants/${tenant}/endpoints`);
+    assert.deepEqual(list.json.data[0].headers, ['Authorization', 'X-Env']);
+    assert.ok(!one.text.includes('tok-sekret') && !list.text.includes('tok-sekret'));
+    // never logged (the daemon logs at debug here), never in the audit log
+    assert.ok(!h.stderrText.includes('tok-sekret'), 'a header value was logged');
+    const audit = await h.api('GET', `/v1/audit?tenant=${tenant}`);
+    assert.equal(audit.status, 200, audit.text);
+    assert.ok(!audit.text.includes('tok-sekret'));
+    await recv.close();
+  });
+
+  it('PATCH replaces the whole set; null clears it, and the next request has none', async () => {
+    const recv = await startReceiver();
+    const { tenant, endpoint } = await setup(h, recv.url, { headers: hdrs });
+    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    const send = async (n) => {
+      await publish(h, tenant, { type: 'a.b', payload: { n } });
+      return (await recv.waitFor(n))[n - 1].headers;
+    };
+    assert.equal((await send(1)).authorization, 'Bearer tok-sekret-7781');
+    const p = await h.api('PATCH', path, { headers: { 'X-Api-Key': 'k2' } });
+    assert.equal(p.status, 200, p.text);
+    assert.deepEqual(p.json.headers, ['X-Api-Key']);
+    const second = await send(2);
+    assert.equal(second['x-api-key'], 'k2');
+    assert.equal(second.authorization, undefined, 'replaced, not merged');
+    assert.equal(second['x-env'], undefined);
+    // another field's PATCH leaves them alone
+    assert.deepEqual((await h.api('PATCH', path, { description: 'd' })).json.headers, ['X-Api-Key']);
+    const cleared = await h.api('PATCH', path, { headers: null });
+    assert.equal(cleared.status, 200, cleared.text);
+    assert.deepEqual(cleared.json.headers, []);
+    assert.deepEqual((await h.api('GET', `${path}/headers`)).json, { headers: {} });
+    const third = await send(3);
+    assert.equal(third['x-api-key'], undefined);
+    assert.equal(third.authorization, undefined);
+    await recv.close();
+  });
+
+  it('GET …/headers: the values, for an admin only; sealed in the store', async () => {
+    const recv = await startReceiver();
+    const { tenant, endpoint } = await setup(h, recv.url, { headers: hdrs });
+    const other = await setup(h, recv.url);
+    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}/headers`;
+    const r = await h.api('GET', path);
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json, { headers: hdrs });
+    assert.deepEqual(Object.keys(r.json.headers), ['Authorization', 'X-Env'], 'in their order');
+    // another tenant's endpoint is not found there
+    assert.equal((await h.api('GET', `/v1/tenants/${other.tenant}/endpoints/${endpoint}/headers`)).status, 404);
+    // the read is audited (as a secret's)
+    const audit = await h.api('GET', `/v1/audit?tenant=${tenant}`);
+    assert.ok(audit.json.data.some((a) => a.action === 'endpoint.headers.read' && a.target === endpoint), audit.text);
+    for (const role of ['viewer', 'operator']) {
+      const k = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', role, '--store', `sqlite:${h.db}`,
+        '--name', `hdr-${role}`], { encoding: 'utf8' });
+      assert.equal(k.status, 0, k.stderr);
+      const auth = { Authorization: `Bearer ${k.stdout.trim()}` };
+      // the daemon picks a new key up within seconds
+      await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}`, undefined, auth)).status === 200,
+        { what: `the ${role} key known` });
+      const denied = await h.api('GET', path, undefined, auth);
+      assert.equal(denied.status, 403, `${role}: ${denied.text}`);
+      assert.ok(!denied.text.includes('tok-sekret'));
+      // the endpoint itself, names only, is theirs to read
+      assert.deepEqual((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`, undefined, auth)).json.headers,
+        ['Authorization', 'X-Env']);
+    }
+    const [row] = h.query(`SELECT headers FROM endpoints WHERE id = '${endpoint}'`);
+    assert.ok(row.headers, 'stored');
+    assert.ok(!row.headers.includes('tok-sekret') && !row.headers.includes('staging') &&
+      !row.headers.includes('Authorization'), `stored in clear: ${row.headers}`);
+    await recv.close();
   });
 });
 

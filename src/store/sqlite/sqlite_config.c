@@ -160,6 +160,7 @@ void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->failing_since_ms = sq_col_i64(st, 27);
   sq_read_policy_statuses(st, 28, &e->policy);
   e->paused_until_ms = sq_col_i64(st, 29);
+  e->headers = sq_col_str(st, 30);
 }
 
 static void rd_endpoint(sqlite3_stmt *st, void *rec) { sq_read_endpoint(st, rec); }
@@ -189,9 +190,9 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   st = sq_stmt(c, SQ_EP_INSERT,
                "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
                " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
-               " updated_at, signing, source_id, idempotent, rate_limit, ordered, lane_policy)"
-               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15,"
-               " ?16, ?17, ?18)");
+               " updated_at, signing, source_id, idempotent, rate_limit, ordered, lane_policy,"
+               " headers) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13,"
+               " ?14, ?15, ?16, ?17, ?18, ?19)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);
   sq_bind_text(st, 2, ep->tenant_id);
@@ -211,6 +212,7 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   sqlite3_bind_double(st, 16, ep->rate_limit);
   sq_bind_i64(st, 17, ep->ordered);
   sq_bind_text(st, 18, ep->lane_policy ? ep->lane_policy : "skip");
+  sq_bind_text(st, 19, ep->headers);
   rc = sqlite3_step(st);
   if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
     snprintf(c->err, sizeof c->err, "tenant not found");
@@ -309,7 +311,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
               "UPDATE endpoints SET url = ?2, description = ?3, event_types = ?4, enabled = ?5,"
               " disabled_reason = ?6, max_in_flight = ?7, timeout_ms = ?8, policy_id = ?9,"
               " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13,"
-              " rate_limit = ?14, ordered = ?15, lane_policy = ?16,"
+              " rate_limit = ?14, ordered = ?15, lane_policy = ?16, headers = ?18,"
               " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE ?17 END,"
               /* enabled again, or a new URL (another destination): its failures start over,
                * and the old receiver's Retry-After pause ends */
@@ -340,6 +342,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sq_bind_i64(st, 15, ep->ordered);
   sq_bind_text(st, 16, ep->lane_policy ? ep->lane_policy : "skip");
   sq_bind_i64(st, 17, ep->idempotent);
+  sq_bind_text(st, 18, ep->headers);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
   if (now_no_resend) {
@@ -384,8 +387,9 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_DELETE,
                              "UPDATE endpoints SET deleted_at = ?2, updated_at = ?2, enabled = 0,"
                              /* nothing is signed for it again (a request in flight has its
-                              * key already): its secrets go */
-                             " secret = '', previous_secret = NULL, previous_expires_at = NULL"
+                              * key already): its secrets go, and its headers (credentials) */
+                             " secret = '', previous_secret = NULL, previous_expires_at = NULL,"
+                             " headers = NULL"
                              " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
@@ -450,13 +454,15 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
 }
 
 int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
-                       const char *previous_secret) {
+                       const char *previous_secret, const char *headers) {
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_RESEAL,
-                             "UPDATE endpoints SET secret = ?2, previous_secret = ?3 WHERE id = ?1");
+                             "UPDATE endpoints SET secret = ?2, previous_secret = ?3, headers = ?4"
+                             " WHERE id = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   sq_bind_text(st, 2, secret);
   sq_bind_text(st, 3, previous_secret);
+  sq_bind_text(st, 4, headers);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "reseal endpoint");
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
 }

@@ -109,7 +109,8 @@ int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id);
   " e.max_in_flight, e.timeout_ms, e.secret, e.created_at, e.updated_at, e.deleted_at,"      \
   " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
   " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent,"        \
-  " e.rate_limit, e.ordered, e.lane_policy, e.failing_since, p.retry_statuses, e.paused_until"
+  " e.rate_limit, e.ordered, e.lane_policy, e.failing_since, p.retry_statuses, e.paused_until," \
+  " e.headers"
 #define SQ_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
 
 void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e);
@@ -143,7 +144,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
 int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                        hookd_delete_counts *out);
 int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
-                       const char *previous_secret);
+                       const char *previous_secret, const char *headers);
 int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
 int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res);
 int sq_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event **out,

@@ -423,6 +423,11 @@ static const struct {
       * request went out, then a timeout, a cut connection, a 502 or 504): a retry of it is held
       * for an operator once its destination is made not idempotent. 0 for those made before. */
      "ALTER TABLE deliveries ADD COLUMN last_ambiguous INTEGER NOT NULL DEFAULT 0;"},
+    {26,
+     /* An endpoint's custom request headers (an API gateway's Authorization, X-Api-Key): one
+      * JSON object, sealed like the signing secret since its values may be credentials. NULL:
+      * none, as every endpoint before. */
+     "ALTER TABLE endpoints ADD COLUMN headers TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -450,6 +455,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('attempts') WHERE name = 'url'";
   case 25:
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'last_ambiguous'";
+  case 26:
+    return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'headers'";
   default: return NULL;
   }
 }
