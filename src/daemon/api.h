@@ -121,7 +121,7 @@ json_t *hookd_json_str_or_null(const char *s);
 int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double max,
                          double *per_second);
 
-/* An endpoint's custom headers as given in field (v: null or an object of name → value,
+/* An endpoint's custom headers as given in field (v: absent, null or an object name → value,
  * core/custom_headers.h): *out becomes their compact JSON text, to be sealed (NULL for null or
  * {}: none). False after answering 422 (or 503). */
 bool hookd_api_parse_headers(hookd_req *r, const json_t *v, const char *field, char **out);

@@ -275,7 +275,7 @@ bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id) {
 
 bool hookd_api_parse_headers(hookd_req *r, const json_t *v, const char *field, char **out) {
   *out = NULL;
-  if (json_is_null(v)) return true;
+  if (!v || json_is_null(v)) return true; /* absent or null: none */
   char err[512];
   if (!hookd_custom_headers_check(v, field, err, sizeof err)) {
     hookd_req_error(r, 422, "invalid_field", "%s", err);

@@ -702,6 +702,44 @@ describe('verification', () => {
 });
 
 describe('forwarding', () => {
+  it('a destination\'s custom headers go with every forward (a gateway in front of the handler); refused ones are named', async () => {
+    const dest = await startReceiver((rec, i) => ({ status: i === 1 ? 503 : 200 }));
+    const src = await source('stripe', ['whsec_hdr'], [{ url: dest.url, headers: { 'X-Api-Key': 'dst-key-1' } }]);
+    const body = stripeEvent('evt_hdr_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_hdr'));
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 2, 'a retry');
+    for (const q of dest.requests) {
+      assert.equal(q.headers['x-api-key'], 'dst-key-1', `forward ${q.n}`);
+      assert.equal(q.headers['idempotency-key'], r.json.inbox_id, 'hookd\'s own still there');
+      assert.doesNotThrow(() => new Webhook(src.destinations[0].secret).verify(q.body, q.headers));
+    }
+    // the destination is an endpoint: its names shown, its values an admin's to read
+    const dst = src.destinations[0].id;
+    const ep = await h.api('GET', `/v1/tenants/${TENANT}/endpoints/${dst}`);
+    assert.deepEqual(ep.json.headers, ['X-Api-Key']);
+    assert.deepEqual((await h.api('GET', `/v1/tenants/${TENANT}/endpoints/${dst}/headers`)).json,
+      { headers: { 'X-Api-Key': 'dst-key-1' } });
+    // one added later takes them too, and a refused one is named where it was given
+    const added = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, headers: { Authorization: 'Bearer d2' } });
+    assert.equal(added.status, 201, added.text);
+    const bad = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, headers: { Host: 'x' } });
+    assert.equal(bad.status, 422, bad.text);
+    assert.equal(bad.json.error.param, 'headers.Host', bad.text);
+    const badSrc = await h.api('POST', '/v1/sources', { id: `src_hdr_bad_${++n}`, tenant: TENANT, provider: 'stripe',
+      secrets: ['whsec_x'], destinations: [{ url: dest.url, headers: { 'X-Ok': 'a\r\nb' } }] });
+    assert.equal(badSrc.status, 422, badSrc.text);
+    assert.equal(badSrc.json.error.param, 'destinations[0].headers.X-Ok', badSrc.text);
+    const body2 = stripeEvent('evt_hdr_2');
+    const r2 = await post(src, body2, sign.stripe(body2, 'whsec_hdr'));
+    await waitStatus(src, r2.json.inbox_id, 'completed');
+    const second = dest.requests.filter((q) => JSON.parse(q.body).id === 'evt_hdr_2');
+    assert.equal(second.length, 2, 'one forward to each destination');
+    assert.deepEqual(second.map((q) => q.headers['x-api-key'] ?? q.headers.authorization).sort(), ['Bearer d2', 'dst-key-1']);
+    await dest.close();
+  });
+
   it('forwards the raw body with the same Idempotency-Key, provider headers and hookd\'s signature', async () => {
     const dest = await startReceiver((rec, i) => (i === 1 ? { status: 503 } : { status: 200, headers: { 'Hookd-Result-Ref': 'inv-row-9' } }));
     const src = await source('stripe', ['whsec_fw'], [{ url: dest.url }]);

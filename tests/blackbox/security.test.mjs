@@ -517,20 +517,22 @@ describe('secrets', () => {
     const { dir, cleanup } = tempDir();
     let h = await startHookd({ dir });
     const recv = await startReceiver();
-    const { tenant, secret } = await setup(h, recv.url);
+    // a custom header's value may be a credential: sealed as the secrets are
+    const hdrValue = 'Bearer hdr_value_never_in_clear_9931';
+    const { tenant, secret } = await setup(h, recv.url, { headers: { Authorization: hdrValue } });
     const ed = await setup(h, recv.url, { signing: 'ed25519' });
     const rot = await h.api('POST', `/v1/tenants/${tenant}/endpoints/${(await h.api('GET', `/v1/tenants/${tenant}/endpoints`)).json.data[0].id}/secret/rotate`);
     const srcSecret = 'whsec_inbound_source_secret_4711';
     const src = await h.api('POST', '/v1/sources', { tenant, provider: 'stripe', secrets: [srcSecret],
       destinations: [{ url: recv.url }] });
     assert.equal(src.status, 201, src.text);
-    const secrets = [secret, rot.json.secret, ed.ep.secret, srcSecret, src.json.destinations[0].secret];
+    const secrets = [secret, rot.json.secret, ed.ep.secret, srcSecret, src.json.destinations[0].secret, hdrValue];
     // a deleted endpoint keeps no secret: nothing is signed for it again, and a master key
     // retired later must not open it (counted nowhere below)
-    const gone = await setup(h, recv.url);
+    const gone = await setup(h, recv.url, { headers: { 'X-Api-Key': 'gone-key' } });
     assert.equal((await h.api('DELETE', `/v1/tenants/${gone.tenant}/endpoints/${gone.endpoint}`)).status, 200);
-    assert.deepEqual(h.query(`SELECT secret, previous_secret FROM endpoints WHERE id = '${gone.endpoint}'`),
-      [{ secret: '', previous_secret: null }]);
+    assert.deepEqual(h.query(`SELECT secret, previous_secret, headers FROM endpoints WHERE id = '${gone.endpoint}'`),
+      [{ secret: '', previous_secret: null, headers: null }]);
     assert.equal((await h.stop()).code, 0);
     for (const f of readdirSync(dir).filter((n) => n.startsWith('hookd.db'))) {
       const bytes = readFileSync(join(dir, f));
@@ -568,13 +570,14 @@ describe('secrets', () => {
     writeFileSync(newKey, randomBytes(32).toString('base64') + '\n');
     const r = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
     assert.equal(r.status, 0, r.stderr);
-    assert.match(r.stdout, /re-sealed 5 secrets/);
+    assert.match(r.stdout, /re-sealed 6 secrets/, 'the custom headers too');
     await assert.rejects(startHookd({ dir }), /sealed with master key/); // the old key no longer fits
     h = await startHookd({ dir, args: ['--master-key-file', newKey] });
     const p = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p.json.id, (ds) => ds.length && ds.every((d) => d.state === 'delivered'));
     const rec = recv.requests.find((q) => q.headers['webhook-id'] === p.json.id);
     assert.doesNotThrow(() => new Webhook(rot.json.secret).verify(rec.body, rec.headers));
+    assert.equal(rec.headers.authorization, hdrValue, 'the re-sealed headers open with the new key');
     // the inbound source's re-sealed secret still verifies providers' requests
     const body = JSON.stringify({ id: 'evt_after_rotation', type: 'a.b' });
     const ts = Math.floor(Date.now() / 1000);
