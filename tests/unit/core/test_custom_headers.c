@@ -20,6 +20,15 @@ static bool check(const char *js, char *err, size_t len) {
   return ok;
 }
 
+/* Checks one header of a name of nlen 'a's and a value of vlen 'v's (the bounds). */
+static bool check_sized(size_t nlen, size_t vlen, char *err, size_t len) {
+  char js[1200];
+  snprintf(js, sizeof js, "{\"%*s\": \"%*s\"}", (int)nlen, "", (int)vlen, "");
+  memset(js + 2, 'a', nlen);
+  memset(js + 2 + nlen + 4, 'v', vlen);
+  return check(js, err, len);
+}
+
 static void accepted(void **st) {
   (void)st;
   char err[512];
@@ -30,17 +39,7 @@ static void accepted(void **st) {
                     err, sizeof err));
   /* names that only start like a reserved one */
   assert_true(check("{\"Hostname\": \"a\", \"Tex\": \"b\", \"Webhook\": \"c\"}", err, sizeof err));
-  char name[80], js[1200];
-  memset(name, 'a', 64);
-  name[64] = '\0';
-  snprintf(js, sizeof js, "{\"%s\": \"v\"}", name);
-  assert_true(check(js, err, sizeof err));
-  char value[1025];
-  memset(value, 'v', 1024);
-  value[1024] = '\0';
-  char big[1100];
-  snprintf(big, sizeof big, "{\"X\": \"%s\"}", value);
-  assert_true(check(big, err, sizeof err));
+  assert_true(check_sized(64, 1024, err, sizeof err));
 }
 
 static void reserved_names(void **st) {
@@ -70,11 +69,8 @@ static void refused(void **st) {
   assert_non_null(strstr(err, "headers: \"X Bad\" is not a header name"));
   assert_false(check("{\"X:Y\": \"v\"}", err, sizeof err));
   assert_false(check("{\"\": \"v\"}", err, sizeof err));
-  char name[80], js[200];
-  memset(name, 'a', 65);
-  name[65] = '\0';
-  snprintf(js, sizeof js, "{\"%s\": \"v\"}", name);
-  assert_false(check(js, err, sizeof err));
+  assert_false(check_sized(65, 1, err, sizeof err));
+  char js[200];
   /* values: not a string, control characters, 8-bit bytes, blanks at an end, too long */
   static const char *const values[] = {"1",          "null",         "[\"a\"]",   "\"a\\r\\nB: c\"",
                                        "\"a\\nb\"",  "\"\\u00e9\"",  "\" a\"",    "\"a\\t\"",
@@ -84,11 +80,7 @@ static void refused(void **st) {
     assert_false(check(js, err, sizeof err));
     assert_int_equal(strncmp(err, "headers.X-Api-Key must be a string", 34), 0);
   }
-  char value[1026], big[1100];
-  memset(value, 'v', 1025);
-  value[1025] = '\0';
-  snprintf(big, sizeof big, "{\"X\": \"%s\"}", value);
-  assert_false(check(big, err, sizeof err));
+  assert_false(check_sized(1, 1025, err, sizeof err));
   /* twice, whatever the case */
   assert_false(check("{\"X-Key\": \"a\", \"x-key\": \"b\"}", err, sizeof err));
   assert_non_null(strstr(err, "headers.x-key is given twice"));
