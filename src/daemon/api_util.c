@@ -278,7 +278,11 @@ bool hookd_api_parse_headers(hookd_req *r, const json_t *v, const char *field, c
   if (!v || json_is_null(v)) return true; /* absent or null: none */
   char err[512];
   if (!hookd_custom_headers_check(v, field, err, sizeof err)) {
-    hookd_req_error(r, 422, "invalid_field", "%s", err);
+    /* the message begins with the path it is about: `<field>.<Name>` (a header name is a
+     * token: no blank, no colon) or `<field>` */
+    char param[160];
+    snprintf(param, sizeof param, "%.*s", (int)strcspn(err, " :"), err);
+    hookd_req_field_error(r, 422, "invalid_field", param, "%s", err);
     return false;
   }
   if (json_object_size(v) == 0) return true;

@@ -228,13 +228,7 @@ static void error_param(const char *code, const char *msg, char *out, size_t cap
   if ((cl < 6 || strcmp(code + cl - 6, "_field") != 0) && strcmp(code, "destination_refused"))
     return;
   size_t n = 0;
-  bool header = false; /* past "headers.": an endpoint's custom header, whose name is a token */
-  while (msg[n] && n + 1 < cap &&
-         (isalnum((unsigned char)msg[n]) || strchr("_.[]", msg[n]) ||
-          (header && strchr("!#$%&'*+-^`|~", msg[n])))) {
-    n++;
-    if (n >= 8 && !memcmp(msg + n - 8, "headers.", 8)) header = true;
-  }
+  while (msg[n] && (isalnum((unsigned char)msg[n]) || strchr("_.[]", msg[n])) && n + 1 < cap) n++;
   if (!n || !isalpha((unsigned char)msg[0]) || (msg[n] && msg[n] != ' ' && msg[n] != ':')) return;
   memcpy(out, msg, n);
   out[n] = '\0';
