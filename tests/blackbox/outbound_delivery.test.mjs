@@ -433,7 +433,9 @@ describe('custom endpoint headers (a gateway in front of the receiver)', () => {
       assert.equal(rec.headers.authorization, 'Bearer tok-sekret-7781', `request ${rec.n}`);
       assert.equal(rec.headers['x-env'], 'staging', `request ${rec.n}`);
     }
-    const full = await getDelivery(h, d.id);
+    // the replay's outcome is committed after its request reached the receiver: waited for
+    const full = await waitUntil(async () => { const g = await getDelivery(h, d.id); return g.attempts.length === 3 ? g : null; },
+      { what: 'the replay\'s attempt recorded' });
     assert.deepEqual(full.attempts.map((a) => a.trigger), ['live', 'retry', 'replay']);
     // read back: names only, wherever the endpoint is shown
     const one = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
