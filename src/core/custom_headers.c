@@ -28,10 +28,12 @@ static bool token(const char *s) {
  * request is read: a receiver would get another request than the one hookd signed. */
 static bool reserved(const char *name) {
   static const char *const exact[] = {
-      "content-type", "content-length", "content-encoding", "transfer-encoding", "host",
-      "connection",   "keep-alive",     "te",               "trailer",           "upgrade",
-      "expect",       "user-agent",     "idempotency-key",  NULL};
-  static const char *const prefix[] = {"proxy-", "webhook-", "svix-", "hookd-", NULL};
+      "transfer-encoding", "host",       "connection", "keep-alive",      "te",
+      "trailer",           "upgrade",    "expect",     "user-agent",      "idempotency-key",
+      "accept-encoding",   "range",      "x-http-method-override", "x-http-method",
+      "x-method-override", NULL};
+  /* content-*: the body's type, length, encoding, range, language are what hookd sends */
+  static const char *const prefix[] = {"content-", "proxy-", "webhook-", "svix-", "hookd-", NULL};
   for (int i = 0; exact[i]; i++)
     if (!strcasecmp(name, exact[i])) return true;
   for (int i = 0; prefix[i]; i++)
@@ -40,7 +42,8 @@ static bool reserved(const char *name) {
 }
 
 static bool value_ok(const char *s, size_t n) {
-  if (n > HOOKD_CUSTOM_HEADER_VALUE_MAX) return false;
+  /* not empty: libcurl reads "Name:" with nothing after it as "remove this header" */
+  if (n == 0 || n > HOOKD_CUSTOM_HEADER_VALUE_MAX) return false;
   for (size_t i = 0; i < n; i++)
     if (!((s[i] >= 0x20 && s[i] <= 0x7e) || s[i] == '\t')) return false;
   /* a field value has no blank at either end (RFC 9110 5.5): one would be cut off on the way */
@@ -69,9 +72,11 @@ bool hookd_custom_headers_check(const json_t *v, const char *field, char *err, s
     }
     if (reserved(k)) {
       snprintf(err, len,
-               "%s.%s is a header hookd or HTTP sets itself (content-*, transfer-encoding, host, "
-               "connection, keep-alive, te, trailer, upgrade, expect, proxy-*, user-agent, "
-               "idempotency-key, webhook-*, svix-*, hookd-*)",
+               "%s.%s is a header hookd or HTTP sets itself, or one that changes what the request "
+               "means (content-*, transfer-encoding, host, connection, keep-alive, te, trailer, "
+               "upgrade, expect, proxy-*, user-agent, idempotency-key, accept-encoding, range, "
+               "x-http-method-override, x-http-method, x-method-override, webhook-*, svix-*, "
+               "hookd-*)",
                field, k);
       return false;
     }
@@ -84,7 +89,7 @@ bool hookd_custom_headers_check(const json_t *v, const char *field, char *err, s
       }
     if (!json_is_string(val) || !value_ok(json_string_value(val), json_string_length(val))) {
       snprintf(err, len,
-               "%s.%s must be a string of at most %d bytes of printable ASCII and tabs, without "
+               "%s.%s must be a string of 1 to %d bytes of printable ASCII and tabs, without "
                "a blank at either end",
                field, k, HOOKD_CUSTOM_HEADER_VALUE_MAX);
       return false;

@@ -15,7 +15,7 @@
 
 /* Whether v (an object, as parsed) may be an endpoint's headers: at most 20; names 1-64
  * characters of RFC 9110's tchar, unique case-insensitively, none that hookd or HTTP sets itself
- * or that would change what the request means; values strings of 0-1024 bytes of printable
+ * or that would change what the request means; values strings of 1-1024 bytes of printable
  * ASCII and tabs, no blank at either end. Otherwise false, with a message in err that begins
  * with `<field>.<Name>` naming the header (or `<field>` itself: not an object, too many, a name
  * that is no token), field being where the object was given ("headers",

@@ -125,6 +125,9 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
  * core/custom_headers.h): *out becomes their compact JSON text, to be sealed (NULL for null or
  * {}: none). False after answering 422 (or 503). */
 bool hookd_api_parse_headers(hookd_req *r, const json_t *v, const char *field, char **out);
+/* An endpoint's custom headers as shown: their names in their order, never their values (an
+ * admin reads those at GET …/headers); null when the stored ones do not open. */
+json_t *hookd_api_header_names(const hookd_app *app, const hookd_endpoint *ep);
 
 /* obj.key, when present and not null, must be an integer in [min, max]: stored in *out (left
  * alone when absent); otherwise answers 422 naming "prefix.key" (or "key") and returns false. */

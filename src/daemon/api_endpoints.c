@@ -126,14 +126,7 @@ static void fields_detail(unsigned fields, char *out, size_t len) {
  * (GET …/headers, admin). They are opened to be named: one sealed object holds both. */
 static json_t *ep_json(const hookd_app *app, const hookd_endpoint *ep) {
   json_t *v = hookd_json_endpoint(ep, app->cfg->max_timeout_ms);
-  json_t *h = ep->headers ? hookd_keyring_open_json(&app->keyring, ep->headers, ep->id) : NULL;
-  /* a value that does not open (a key the store was not sealed with) shows null: unknown */
-  json_t *names = ep->headers && !json_is_object(h) ? json_null() : json_array();
-  const char *k;
-  json_t *val;
-  json_object_foreach(h, k, val) json_array_append_new(names, json_string(k));
-  json_decref(h);
-  json_object_set_new(v, "headers", names);
+  json_object_set_new(v, "headers", hookd_api_header_names(app, ep));
   return v;
 }
 

@@ -121,6 +121,7 @@ static json_t *dest_json(hookd_app *app, const hookd_endpoint *e, const char *se
   if (v) {
     json_object_set_new(v, "max_in_flight", json_integer(e->max_in_flight));
     json_object_set_new(v, "rate_limit", hookd_json_rate(e->rate_limit));
+    json_object_set_new(v, "headers", hookd_api_header_names(app, e)); /* names, as endpoints */
   }
   if (v && secret) json_object_set_new(v, "secret", json_string(secret));
   return v;

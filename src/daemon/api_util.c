@@ -294,6 +294,17 @@ bool hookd_api_parse_headers(hookd_req *r, const json_t *v, const char *field, c
   return true;
 }
 
+json_t *hookd_api_header_names(const hookd_app *app, const hookd_endpoint *ep) {
+  json_t *h = ep->headers ? hookd_keyring_open_json(&app->keyring, ep->headers, ep->id) : NULL;
+  /* a value that does not open (a key the store was not sealed with) shows null: unknown */
+  json_t *names = ep->headers && !json_is_object(h) ? json_null() : json_array();
+  const char *k;
+  json_t *val;
+  json_object_foreach(h, k, val) json_array_append_new(names, json_string(k));
+  json_decref(h);
+  return names;
+}
+
 int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, double max,
                          double *per_second) {
   if (!v || json_is_null(v)) {

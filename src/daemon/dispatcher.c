@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/clock.h"
 #include "core/custom_headers.h"
@@ -418,12 +419,27 @@ static const char *attempt_kind(const hookd_delivery *dl) {
   return dl->replay_cycle ? "replay" : "live";
 }
 
-/* Appends each '\n'-ended line of lines (NULL: none) to *hs, through buf; -1 out of memory. */
-static int add_lines(struct curl_slist **hs, const char *lines, char *buf, size_t cap) {
+/* Whether the header line (`Name: value`, ll bytes) names a header of lines. */
+static bool line_named_in(const char *line, size_t ll, const char *lines) {
+  const char *colon = memchr(line, ':', ll);
+  size_t nl = colon ? (size_t)(colon - line) : ll;
+  for (const char *l = lines; l && *l;) {
+    const char *c = strchr(l, ':'), *end = strchr(l, '\n');
+    if (c && (size_t)(c - l) == nl && !strncasecmp(l, line, nl)) return true;
+    if (!end) break;
+    l = end + 1;
+  }
+  return false;
+}
+
+/* Appends each '\n'-ended line of lines (NULL: none) to *hs, through buf, but those naming a
+ * header of skip; -1 out of memory. */
+static int add_lines(struct curl_slist **hs, const char *lines, const char *skip, char *buf,
+                     size_t cap) {
   for (const char *line = lines; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t ll = end ? (size_t)(end - line) : strlen(line);
-    if (ll && ll < cap) {
+    if (ll && ll < cap && !line_named_in(line, ll, skip)) {
       memcpy(buf, line, ll);
       buf[ll] = '\0';
       struct curl_slist *t = curl_slist_append(*hs, buf);
@@ -433,6 +449,13 @@ static int add_lines(struct curl_slist **hs, const char *lines, char *buf, size_
     line = end ? end + 1 : line + ll;
   }
   return 0;
+}
+
+/* A request's header list freed; wiped first when it carried an endpoint's custom headers
+ * (credentials, which freed memory would otherwise keep). */
+static void free_hdrs(struct curl_slist *hs, bool wipe) {
+  for (struct curl_slist *l = hs; wipe && l; l = l->next) OPENSSL_cleanse(l->data, strlen(l->data));
+  curl_slist_free_all(hs);
 }
 
 int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
@@ -474,7 +497,9 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
      * attempt, the provider's identifying headers, and hookd's signature */
     ADD("Content-Type: %s", it->c.content_type ? it->c.content_type : "application/json");
     ADD("Idempotency-Key: %s", dl->event_id);
-    if (add_lines(&hs, it->c.meta, h, sizeof h) != 0) goto fail;
+    /* (a header the destination sets itself is its own: the provider's of that name is not
+     * forwarded beside it — a receiver reading the first would read the provider's) */
+    if (add_lines(&hs, it->c.meta, e->header_lines, h, sizeof h) != 0) goto fail;
   } else {
     ADD("Content-Type: application/json");
   }
@@ -487,7 +512,9 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
 #undef ADD
   /* the endpoint's own headers last, on every attempt (a gateway's credentials); their names
    * never are one of the above (core/custom_headers.c) */
-  if (add_lines(&hs, e->header_lines, h, sizeof h) != 0) goto fail;
+  if (add_lines(&hs, e->header_lines, NULL, h, sizeof h) != 0) goto fail;
+  it->wipe_hdrs = e->header_lines != NULL;
+  OPENSSL_cleanse(h, sizeof h); /* it held the last of them */
   memset(&it->req, 0, sizeof it->req);
   it->hdrs = hs;
   free(it->url);
@@ -505,7 +532,7 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
     hookd_hist_observe_ms(&hookd_m.first_attempt_delay, now - dl->created_ms);
   return 0;
 fail:
-  curl_slist_free_all(hs);
+  free_hdrs(hs, e->header_lines != NULL);
   it->hdrs = NULL;
   free(it->url);
   it->url = NULL;
@@ -592,7 +619,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   ep *e = it->ep;
   hookd_delivery *dl = &it->c.d;
   int64_t now = disp_now(d);
-  curl_slist_free_all(it->hdrs);
+  free_hdrs(it->hdrs, it->wipe_hdrs);
   it->hdrs = NULL;
   /* The endpoint moved to another URL while this request was in flight: the old URL's answer
    * says nothing about the new one. A failure is retried there (a 410 or a 4xx from the old
@@ -1160,8 +1187,9 @@ static int run_move_leases(hookd_store_conn *c, const hookd_store_backend *be, v
 }
 
 /* The items this node holds under a lease: waiting in the queues, in flight, or waiting to
- * write their outcome again (one whose send mark or release is being written is given back
- * when its lease reads short: nothing lost). */
+ * write their outcome again. One whose send mark or release is being written, or whose claim
+ * was queued before the step (its rows are moved in the store, not here), is given back when
+ * its lease reads short: a release and a claim more, nothing sent twice. */
 static void move_item_leases(hookd_dispatcher *d, int64_t delta_ms) {
   const char *k;
   void *v;
@@ -1209,8 +1237,14 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
 }
 
 int64_t disp_now(hookd_dispatcher *d) {
-  int64_t m0 = hookd_mono_ms(), now = hookd_now_ms(), m1 = hookd_mono_ms();
-  if (m1 - m0 > CLOCK_READ_SLACK_MS) return now;
+  int64_t m0, now, m1;
+  /* read again when descheduled between the reads (a time returned unchecked could be set,
+   * then moved by the next read's step) */
+  for (int tries = 0;; tries++) {
+    m0 = hookd_mono_ms(), now = hookd_now_ms(), m1 = hookd_mono_ms();
+    if (m1 - m0 <= CLOCK_READ_SLACK_MS) break;
+    if (tries == 3) return now; /* a machine this loaded: compared at the next read */
+  }
   /* a slow drift, as NTP slews the clock, is followed without a step */
   int64_t offset = now - m1, delta = offset - d->clock_offset_ms;
   d->clock_offset_ms = offset; /* first: what clock_stepped reads is on the new clock */
@@ -1280,12 +1314,19 @@ static void process_inbox(hookd_dispatcher *d) {
       d->lease_moving = false;
       if (m->rc == 0) {
         d->lease_move_pending -= m->due_ms; /* (a step since is still to move) */
+        d->lease_move_failures = 0;
         HLOG(HOOKD_LOG_INFO, "clock.leases_moved", KV_I("count", m->reclaimed),
              KV_I("delta_ms", m->due_ms));
       } else {
         /* tried again; meanwhile nothing takes a lease over (no claim, no sweep) */
-        HLOG(HOOKD_LOG_WARN, "clock.leases_move_failed", KV_I("delta_ms", m->due_ms),
-             KV_S("error", hookd_store_strerror(m->rc)));
+        /* (logged once, then once a minute: the store's own errors say why) */
+        if (!d->lease_move_failures++ || hookd_mono_ms() - d->lease_move_logged_ms >= 60000) {
+          HLOG(HOOKD_LOG_WARN, "clock.leases_move_failed", KV_I("delta_ms", m->due_ms),
+               KV_S("error", hookd_store_strerror(m->rc)),
+               KV_I("failures", (int64_t)d->lease_move_failures),
+               KV_S("meanwhile", "no claim and no lease sweep on this node"));
+          d->lease_move_logged_ms = hookd_mono_ms();
+        }
         d->lease_move_retry_ms = hookd_mono_ms() + LEASE_MOVE_RETRY_MS;
       }
       break;

@@ -82,6 +82,7 @@ typedef struct item {
   bool probe;                 /* sent as a half-open breaker probe */
   hookd_egress_req req;
   struct curl_slist *hdrs;
+  bool wipe_hdrs;             /* hdrs carry the endpoint's custom headers: wiped when freed */
   char *url;                  /* req.url: the item's own copy (an endpoint update frees the
                                  endpoint's while the request may still be connecting, and the
                                  connect-time check reads it) */
@@ -251,6 +252,8 @@ struct hookd_dispatcher {
                                  claim nor sweep runs until they have (one would take them over) */
   bool lease_moving;          /* that move's op is in the writer's queue */
   int64_t lease_move_retry_ms; /* a failed move is tried again then (monotonic) */
+  uint64_t lease_move_failures; /* failed moves in a row (logged once, then once a minute) */
+  int64_t lease_move_logged_ms; /* when the last of those was logged (monotonic) */
   int64_t next_stats_ms;      /* the loop's next stats walk (0: at the next pass) */
   hookd_breaker_cfg breaker_cfg;
 };

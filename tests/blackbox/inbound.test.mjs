@@ -704,23 +704,26 @@ describe('verification', () => {
 describe('forwarding', () => {
   it('a destination\'s custom headers go with every forward (a gateway in front of the handler); refused ones are named', async () => {
     const dest = await startReceiver((rec, i) => ({ status: i === 1 ? 503 : 200 }));
-    const src = await source('stripe', ['whsec_hdr'], [{ url: dest.url, headers: { 'X-Api-Key': 'dst-key-1' } }]);
+    const src = await source('stripe', ['whsec_hdr'], [{ url: dest.url, headers: { 'X-Api-Key': 'dst-key-1', 'X-Route': 'dest-route' } }]);
+    assert.deepEqual(src.destinations[0].headers, ['X-Api-Key', 'X-Route'], 'the source shows the names, as an endpoint does');
     const body = stripeEvent('evt_hdr_1');
-    const r = await post(src, body, sign.stripe(body, 'whsec_hdr'));
+    // the provider's request carries a header of the same name: the destination's is the one
+    const r = await post(src, body, { ...sign.stripe(body, 'whsec_hdr'), 'X-Route': 'provider-route' });
     assert.equal(r.status, 200, r.text);
     await waitStatus(src, r.json.inbox_id, 'completed');
     assert.equal(dest.requests.length, 2, 'a retry');
     for (const q of dest.requests) {
       assert.equal(q.headers['x-api-key'], 'dst-key-1', `forward ${q.n}`);
+      assert.equal(q.headers['x-route'], 'dest-route', 'one X-Route, the destination\'s (not the provider\'s beside it)');
       assert.equal(q.headers['idempotency-key'], r.json.inbox_id, 'hookd\'s own still there');
       assert.doesNotThrow(() => new Webhook(src.destinations[0].secret).verify(q.body, q.headers));
     }
     // the destination is an endpoint: its names shown, its values an admin's to read
     const dst = src.destinations[0].id;
     const ep = await h.api('GET', `/v1/tenants/${TENANT}/endpoints/${dst}`);
-    assert.deepEqual(ep.json.headers, ['X-Api-Key']);
+    assert.deepEqual(ep.json.headers, ['X-Api-Key', 'X-Route']);
     assert.deepEqual((await h.api('GET', `/v1/tenants/${TENANT}/endpoints/${dst}/headers`)).json,
-      { headers: { 'X-Api-Key': 'dst-key-1' } });
+      { headers: { 'X-Api-Key': 'dst-key-1', 'X-Route': 'dest-route' } });
     // one added later takes them too, and a refused one is named where it was given
     const added = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, headers: { Authorization: 'Bearer d2' } });
     assert.equal(added.status, 201, added.text);

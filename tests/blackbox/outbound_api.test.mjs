@@ -289,6 +289,11 @@ describe('bad input gets a clear 4xx', () => {
       [{ 'X-Null': null }, 'headers.X-Null'],
       [{ 'X-Pad': ' v' }, 'headers.X-Pad'],
       [{ 'X-Long': 'v'.repeat(1025) }, 'headers.X-Long'],
+      [{ 'X-Empty': '' }, 'headers.X-Empty'], // libcurl would drop it: never sent
+      // what changes the request's meaning
+      [{ 'Content-Range': 'bytes 0-1/2' }, 'headers.Content-Range'],
+      [{ 'Accept-Encoding': 'gzip' }, 'headers.Accept-Encoding'],
+      [{ 'X-HTTP-Method-Override': 'DELETE' }, 'headers.X-HTTP-Method-Override'],
       [{ 'X-Key': 'a', 'x-key': 'b' }, 'headers.x-key'],
       [many, 'headers'],
       ['Bearer x', 'headers'],
@@ -310,7 +315,7 @@ describe('bad input gets a clear 4xx', () => {
     const ok = await h.api('PATCH', path, { headers: { ...Object.fromEntries(Object.entries(many).slice(0, 20)) } });
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.json.headers.length, 20);
-    const edge = await h.api('PATCH', path, { headers: { [`X-${'a'.repeat(62)}`]: 'v'.repeat(1024), 'X-Empty': '' } });
+    const edge = await h.api('PATCH', path, { headers: { [`X-${'a'.repeat(62)}`]: 'v'.repeat(1024), 'X-One': '1' } });
     assert.equal(edge.status, 200, edge.text);
     assert.equal((await h.api('DELETE', path)).status, 200);
   });

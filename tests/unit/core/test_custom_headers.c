@@ -35,11 +35,11 @@ static void accepted(void **st) {
   assert_true(check("{}", err, sizeof err));
   assert_true(check("{\"Authorization\": \"Bearer abc.def\", \"X-Api-Key\": \"k\"}", err,
                     sizeof err));
-  assert_true(check("{\"X-Empty\": \"\", \"X-Tab\": \"a\\tb\", \"x!#$%&'*+-.^_`|~9\": \"v\"}",
-                    err, sizeof err));
+  assert_true(check("{\"X-Tab\": \"a\\tb\", \"x!#$%&'*+-.^_`|~9\": \"v\"}", err, sizeof err));
   /* names that only start like a reserved one */
   assert_true(check("{\"Hostname\": \"a\", \"Tex\": \"b\", \"Webhook\": \"c\"}", err, sizeof err));
   assert_true(check_sized(64, 1024, err, sizeof err));
+  assert_true(check_sized(1, 1, err, sizeof err));
 }
 
 static void reserved_names(void **st) {
@@ -48,7 +48,11 @@ static void reserved_names(void **st) {
       "Content-Type", "content-length", "Content-Encoding", "Transfer-Encoding", "HOST",
       "Connection",   "Keep-Alive",     "TE",               "Trailer",           "Upgrade",
       "Expect",       "User-Agent",     "Idempotency-Key",  "Proxy-Authorization",
-      "webhook-id",   "Webhook-Signature", "svix-id",       "Hookd-Attempt",     NULL};
+      "webhook-id",   "Webhook-Signature", "svix-id",       "Hookd-Attempt",
+      /* what changes the request's meaning: its body's range or language, a compressed answer
+       * (unreadable to the response excerpt), another method */
+      "Content-Range", "Content-Language", "Accept-Encoding", "Range", "X-HTTP-Method-Override",
+      "X-HTTP-Method", "X-Method-Override", NULL};
   char err[512], js[128], want[96];
   for (int i = 0; names[i]; i++) {
     snprintf(js, sizeof js, "{\"%s\": \"x\"}", names[i]);
@@ -74,7 +78,9 @@ static void refused(void **st) {
   /* values: not a string, control characters, 8-bit bytes, blanks at an end, too long */
   static const char *const values[] = {"1",          "null",         "[\"a\"]",   "\"a\\r\\nB: c\"",
                                        "\"a\\nb\"",  "\"\\u00e9\"",  "\" a\"",    "\"a\\t\"",
-                                       "\"a\\u007f\"", NULL};
+                                       "\"a\\u007f\"",
+                                       "\"\"", /* empty: libcurl would drop the header */
+                                       NULL};
   for (int i = 0; values[i]; i++) {
     snprintf(js, sizeof js, "{\"X-Api-Key\": %s}", values[i]);
     assert_false(check(js, err, sizeof err));
@@ -104,10 +110,9 @@ static void too_many(void **st) {
 /* The lines sent, in the order given. */
 static void lines(void **st) {
   (void)st;
-  json_t *v = json_loads("{\"X-B\": \"2\", \"Authorization\": \"Bearer x\", \"X-E\": \"\"}", 0,
-                         NULL);
+  json_t *v = json_loads("{\"X-B\": \"2\", \"Authorization\": \"Bearer x\"}", 0, NULL);
   char *l = hookd_custom_headers_lines(v);
-  assert_string_equal(l, "X-B: 2\nAuthorization: Bearer x\nX-E: \n");
+  assert_string_equal(l, "X-B: 2\nAuthorization: Bearer x\n");
   free(l);
   json_decref(v);
   v = json_object();
