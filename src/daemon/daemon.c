@@ -470,6 +470,14 @@ fail:
       HLOG(HOOKD_LOG_ERROR, "shutdown.store_stalled", KV_I("requests_waiting", (int64_t)waiting));
       _exit(1);
     }
+    /* the answers just given go out before the daemon stops (that closes every connection: a
+     * client of a committed publish would see it cut, not its 202); bounded, a client that does
+     * not read cannot hold the stop */
+    int64_t flushed_by = hookd_mono_ms() + 2000;
+    while (hookd_server_unsent(app.srv) > 0 && hookd_mono_ms() < flushed_by) {
+      struct timespec nap = {0, 5 * 1000 * 1000};
+      nanosleep(&nap, NULL);
+    }
     hookd_server_stop(app.srv);
   }
   hookd_replayer_stop(app.replayer); /* before the dispatcher it hints */

@@ -42,6 +42,9 @@ struct hookd_server {
   _Atomic bool closing;
   _Atomic int in_handler;
   _Atomic size_t buffered; /* request-body bytes held, all connections together */
+  _Atomic int unsent;      /* answers given (hookd_req_reply) that MHD has not finished sending:
+                            * the drain lets them go out before it stops the daemon, which
+                            * closes every connection */
   int quiesced_fd; /* the listening socket MHD_quiesce_daemon handed back, -1 until then */
 };
 
@@ -58,6 +61,7 @@ struct hookd_req {
   bool encoded_slash;              /* the raw path holds %2F: one segment, or two? */
   bool async;                      /* the handler suspended the connection */
   _Atomic bool ready;              /* a response is stored */
+  bool unsent;                     /* counted in srv->unsent until MHD completes the request */
   bool queued;
   int status;
   char *resp;
@@ -194,6 +198,10 @@ void hookd_req_reply(hookd_req *r, int status, const char *content_type, char *b
   r->content_type = content_type;
   r->resp = body;
   r->resp_len = len;
+  if (!r->unsent) { /* before the handler or the suspension stops counting it */
+    r->unsent = true;
+    atomic_fetch_add(&r->srv->unsent, 1);
+  }
   atomic_store(&r->ready, true);
   if (r->async) {
     /* From here on the request belongs to MHD's thread again. */
@@ -290,6 +298,7 @@ static enum MHD_Result queue(hookd_req *r) {
 
 static void req_free(hookd_req *r) {
   if (r->buffered) atomic_fetch_sub(&r->srv->buffered, r->buffered);
+  if (r->unsent) atomic_fetch_sub(&r->srv->unsent, 1); /* sent, or its connection gone */
   hookd_buf_free(&r->body);
   free(r->path);
   free(r->url_copy);
@@ -701,6 +710,8 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
 int hookd_server_port(const hookd_server *s) { return s->port; }
 
 int hookd_server_waiting(const hookd_server *s) { return atomic_load(&s->suspended); }
+
+int hookd_server_unsent(const hookd_server *s) { return atomic_load(&s->unsent); }
 
 int hookd_server_suspended(const hookd_server *s) {
   int running = atomic_load(&s->in_handler); /* first: a handler ending between the two loads

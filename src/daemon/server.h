@@ -55,6 +55,8 @@ size_t hookd_server_buffered(hookd_server *s);
 int hookd_server_suspended(const hookd_server *s);
 /* Requests suspended while their store op runs (a gauge: /metrics). */
 int hookd_server_waiting(const hookd_server *s);
+/* Answers given that libmicrohttpd has not finished sending (stopping it closes connections). */
+int hookd_server_unsent(const hookd_server *s);
 void hookd_server_stop(hookd_server *s);
 
 /* ---- the request (valid until answered) ---- */
