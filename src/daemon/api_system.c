@@ -188,6 +188,11 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_breakers_open",
                                      "endpoints whose circuit breaker is open or half-open",
                                      ds.breakers_open);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_claims_held",
+                                     "1 while a step of the wall clock holds this node's claims "
+                                     "and lease sweeps (its leases are being moved in the store: "
+                                     "clock.leases_move_failed says why they are not yet)",
+                                     ds.claims_held);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_paused",
                                      "endpoints paused by a Retry-After", ds.endpoints_paused);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_slow",

@@ -1388,6 +1388,7 @@ static void update_stats(hookd_dispatcher *d) {
   d->stats.oldest_due_ms = oldest;
   d->stats.endpoints_paused = paused;
   d->stats.endpoints_slow = slow;
+  d->stats.claims_held = d->lease_move_pending != 0;
   pthread_mutex_unlock(&d->mu);
 }
 

@@ -66,6 +66,8 @@ typedef struct hookd_dispatcher_stats {
   int endpoints_paused;
   int endpoints_slow;
   int64_t claimed_body_bytes; /* bodies held by claimed deliveries, each event's once */
+  bool claims_held;           /* a step of the wall clock: this node's stored leases are still
+                                 to be moved, so it claims and sweeps nothing meanwhile */
 } hookd_dispatcher_stats;
 
 /* Loads endpoints, releases this node's old leases, computes due hints, starts the thread. */

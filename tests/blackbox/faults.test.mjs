@@ -1012,8 +1012,11 @@ describe('steps of the wall clock', () => {
     disk.fill();
     clock.step(3600 * 1000);
     await h.waitForLog((l) => l.msg === 'clock.leases_move_failed');
+    const held = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_claims_held');
+    await waitUntil(async () => (await held()) === 1, { what: 'hookd_claims_held 1 while the move waits' });
     disk.free();
     await h.waitForLog((l) => l.msg === 'clock.leases_moved');
+    await waitUntil(async () => (await held()) === 0, { what: 'hookd_claims_held back to 0' });
     const ds = await waitDelivery(h, first, (x) => x[0]?.state === 'delivered', 'delivered', 15000);
     assert.deepEqual((await getDelivery(h, ds[0].id)).attempts.map((a) => a.http_status), [200]);
     const second = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
