@@ -1229,7 +1229,14 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   if (d->next_sweep_ms) d->next_sweep_ms += delta_ms;
   if (d->next_rescan_ms) d->next_rescan_ms += delta_ms;
   d->next_stats_ms = 0;
-  for (item *it = d->record_retry; it; it = it->retry_next) it->retry_ms += delta_ms;
+  /* when a request went out is compared with when an operator moved or enabled its endpoint
+   * again (health_since, written on the new clock): both on the new clock */
+  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next)
+    ((item *)r->user)->sent_ms += delta_ms;
+  for (item *it = d->record_retry; it; it = it->retry_next) {
+    it->retry_ms += delta_ms;
+    it->out.sent_ms += delta_ms;
+  }
   if (delta_ms <= 0) return; /* the leases only last longer than they were given */
   move_item_leases(d, delta_ms);
   d->lease_move_pending += delta_ms;
