@@ -21,6 +21,7 @@
 #include "core/redact.h"
 #include "core/retry_after.h"
 #include "core/secretbox.h"
+#include "core/timefmt.h"
 #include "daemon/dispatcher_int.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -779,8 +780,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   if (bad && d->cfg.disable_failing_after_ms > 0 && e->failing_since &&
       now - e->failing_since >= d->cfg.disable_failing_after_ms && e->cfg.enabled) {
     o->disable_endpoint = it->endpoint_id != NULL;
-    snprintf(it->disable_reason, sizeof it->disable_reason,
-             "failing without a success since %lld (unix ms)", (long long)e->failing_since);
+    char since[HOOKD_RFC3339_MAX];
+    hookd_fmt_rfc3339_ms(e->failing_since, since); /* as every time the API shows */
+    snprintf(it->disable_reason, sizeof it->disable_reason, "failing without a success since %s",
+             since);
     o->disable_reason = it->disable_reason;
   }
   /* a 429 or 503 with Retry-After pauses the whole endpoint, not only this delivery */

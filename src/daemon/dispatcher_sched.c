@@ -658,8 +658,18 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       ring_push(d, t);
       continue;
     }
-    if (hookd_bucket_wait_ms(&e->bucket, now) > 0 ||
-        !hookd_breaker_allow(&e->br, &d->breaker_cfg, now)) {
+    hookd_breaker_state was = e->br.state;
+    bool allowed = hookd_bucket_wait_ms(&e->bucket, now) == 0 &&
+                   hookd_breaker_allow(&e->br, &d->breaker_cfg, now);
+    if (e->br.state != was) { /* open → half-open, at its first probe: counted and logged as
+                               * the breaker's other moves are (dispatcher.c) */
+      HOOKD_INC(breaker_transitions);
+      HLOG(HOOKD_LOG_WARN, "endpoint.breaker", KV_S("endpoint_id", e->cfg.id),
+           KV_S("tenant_id", e->cfg.tenant_id), KV_S("from", hookd_breaker_name(was)),
+           KV_S("to", hookd_breaker_name(e->br.state)));
+      sched_health_update(d, e);
+    }
+    if (!allowed) {
       sched_ep_ready(d, e); /* into the wake heap, or out until a completion */
       t->serving = false;
       ring_push(d, t);

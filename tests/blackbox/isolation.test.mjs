@@ -403,6 +403,13 @@ describe('isolation', () => {
     const m = await h.api('GET', '/metrics');
     assert.match(m.text, /hookd_breaker_opens_total [2-9]/);
     assert.ok(sampleValue(parsePrometheus(m.text), 'hookd_attempt_failures_total', { reason: 'http_5xx' }) >= 5, 'the 500s counted by reason');
+    // every move is logged and counted, open → half-open too: the lines chain up
+    const moves = h.logs.filter((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint);
+    assert.deepEqual(moves.slice(0, 4).map((l) => `${l.from}>${l.to}`),
+      ['closed>open', 'open>half_open', 'half_open>open', 'open>half_open']);
+    moves.slice(1).forEach((l, i) => assert.equal(l.from, moves[i].to, `move ${i + 1} starts where the one before ended`));
+    assert.equal(moves.at(-1).to, 'closed');
+    assert.equal(sampleValue(parsePrometheus(m.text), 'hookd_breaker_transitions_total'), moves.length, 'each move counted');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
@@ -840,7 +847,7 @@ describe('isolation', () => {
       const e = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
       return e.json.enabled === false ? e.json : null;
     }, { what: 'endpoint disabled', timeout: 10000 });
-    assert.match(ep.disabled_reason, /failing without a success/);
+    assert.match(ep.disabled_reason, /^failing without a success since \d{4}-\d\d-\d\dT[\d:.]+Z$/, 'an RFC 3339 time, as the API shows times');
     assert.ok(ep.failing_since);
     assert.equal((await h.stop()).code, 0);
     await r.close();
