@@ -100,8 +100,9 @@ static void ed25519_v1a(void **s) {
                    HOOKD_VERIFY_MISMATCH);
   assert_int_equal(hookd_verify_v1a(pk, "evt_1", "1700000000", sig, body, strlen(body), 1700009999, 300),
                    HOOKD_VERIFY_STALE);
-  assert_int_equal(hookd_verify_v1a(pk, "evt_1", "1700000000", sig, body, strlen(body), 1699990000, 300),
-                   HOOKD_VERIFY_FUTURE);
+  assert_int_equal(
+      hookd_verify_v1a(pk, "evt_1", "1700000000", sig, body, strlen(body), 1699990000, 300),
+      HOOKD_VERIFY_FUTURE);
   assert_int_equal(hookd_verify_v1a(pk, "evt_1", "1700000000", "v1,abc", body, strlen(body), 1700000000, 300),
                    HOOKD_VERIFY_MALFORMED);
   assert_int_equal(hookd_sign_v1a("whsec_x", "evt_1", 1, "", 0, sig), -1);
