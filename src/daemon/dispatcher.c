@@ -1074,6 +1074,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       }
       if (o->to == HOOKD_DS_DEAD) {
         HOOKD_INC(dead[hookd_metrics_dead_index(o->dead_reason)]);
+        if (it->c.inbound) HOOKD_INC(inbound_dead);
         HLOG(HOOKD_LOG_WARN, "delivery.dead", KV_DELIVERY(d, &it->c.d, e->cfg.id),
              KV_S("reason", o->dead_reason),
              KV_I("attempts", o->attempt_number ? o->attempt_number : it->c.d.attempt_count));

@@ -142,6 +142,11 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->delivered));
   rc = rc ? rc : labelled(o, "hookd_deliveries_dead_total", "deliveries moved to DEAD", "reason",
                           dead_names, m->dead, M_DEAD__COUNT);
+  rc = rc ? rc : counter(o, "hookd_inbound_forwards_dead_total",
+                         "of hookd_deliveries_dead_total, forwards of inbound events to their "
+                         "destinations (their inbox records dead_lettered): an inbound alert apart "
+                         "from outbound endpoints",
+                         LOAD(m->inbound_dead));
   rc = rc ? rc : counter(o, "hookd_stale_outcomes_total",
                          "outcome writes refused because the lease token was superseded",
                          LOAD(m->stale_outcomes));

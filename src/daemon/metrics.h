@@ -53,6 +53,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t retries_scheduled;
   _Atomic uint64_t delivered;
   _Atomic uint64_t dead[M_DEAD__COUNT];
+  _Atomic uint64_t inbound_dead;          /* of those, forwards to an inbound destination */
   _Atomic uint64_t stale_outcomes;        /* fenced-out outcome writes */
   _Atomic uint64_t outcome_write_retries; /* outcome writes that failed and were tried again */
   _Atomic uint64_t claims;                /* claim operations */

@@ -1309,21 +1309,34 @@ describe('forwarding', () => {
   it('a destination answering 4xx: dead_lettered at once, not retried', async () => {
     const dest = await startReceiver(() => ({ status: 422, body: '{"error":"unknown invoice"}' }));
     const src = await source('stripe', ['whsec_4xx'], [{ url: dest.url, retry: { max_attempts: 5, backoff_base_ms: 50 } }]);
+    const deadCounts = async () => {
+      const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+      return [sampleValue(m, 'hookd_inbound_forwards_dead_total'), sampleValue(m, 'hookd_deliveries_dead_total', { reason: 'permanent' })];
+    };
+    const [inBefore, allBefore] = await deadCounts();
     const body = stripeEvent('evt_4xx_1');
     const r = await post(src, body, sign.stripe(body, 'whsec_4xx'));
     const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    // counted apart from outbound endpoints' DEADs: an outbound one of the same tenant is not
+    const ep = await h.api('POST', `/v1/tenants/${TENANT}/endpoints`, { url: dest.url, event_types: ['out.4xx'] });
+    const out = await h.api('POST', `/v1/tenants/${TENANT}/events`, { type: 'out.4xx', payload: {} });
+    assert.equal(out.json.deliveries, 1, 'one outbound endpoint takes out.4xx');
+    await waitUntil(async () => (await h.api('GET', `/v1/events/${out.json.id}`)).json.deliveries
+      .find((x) => x.endpoint_id === ep.json.id)?.state === 'dead', { what: 'the outbound DEAD' });
+    assert.deepEqual(await deadCounts(), [inBefore + 1, allBefore + 2], 'the inbound forward in both, the outbound one in the total only');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${ep.json.id}`)).status, 200);
     assert.equal(rec.last_error, 'http_4xx');
     assert.equal(rec.attempt_count, 1);
     assert.equal(rec.next_attempt_at, null);
     assert.equal(rec.deliveries[0].state, 'dead', 'terminal: nothing more is sent');
-    assert.equal(dest.requests.length, 1);
+    assert.equal(dest.requests.filter((q) => q.headers['idempotency-key']).length, 1);
     assert.deepEqual((await inbox(src, 'dead_lettered')).map((x) => x.id), [r.json.inbox_id]);
     // a redelivery by the provider is a duplicate of the dead-lettered record: acknowledged, not forwarded
     const again = await post(src, body, sign.stripe(body, 'whsec_4xx'));
     assert.equal(again.status, 200);
     assert.equal(again.json.duplicate, true);
     assert.equal(again.json.status, 'dead_lettered');
-    assert.equal(dest.requests.length, 1);
+    assert.equal(dest.requests.filter((q) => q.headers['idempotency-key']).length, 1, 'the forward, once');
     await dest.close();
   });
 
