@@ -1159,6 +1159,9 @@ describe('forwarding', () => {
     assert.equal(rec.status, 'received');
     assert.equal(rec.deliveries.length, 1, 'a delivery waits for the disabled destination');
     assert.equal(rec.deliveries[0].state, 'pending');
+    // no attempt comes while it is disabled: none is shown (not a time already past)
+    await waitUntil(async () => (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json.next_attempt_at === null,
+      { what: 'no next attempt while the destination is disabled' });
     assert.equal(dest.requests.length, 0);
     assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
     await waitStatus(src, r.json.inbox_id, 'completed');
