@@ -515,7 +515,7 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
    * never are one of the above (core/custom_headers.c) */
   if (add_lines(&hs, e->header_lines, NULL, h, sizeof h) != 0) goto fail;
   it->wipe_hdrs = e->header_lines != NULL;
-  OPENSSL_cleanse(h, sizeof h); /* it held the last of them */
+  if (it->wipe_hdrs) OPENSSL_cleanse(h, sizeof h); /* it held the last of them */
   memset(&it->req, 0, sizeof it->req);
   it->hdrs = hs;
   free(it->url);
@@ -528,7 +528,6 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   it->req.user = it;
   if (hookd_egress_start(d->eg, &it->req) != 0) goto fail;
   it->sent_ms = now;
-  it->sent_mono_ms = hookd_mono_ms();
   if (dl->attempt_count == 0 && !dl->replay_cycle)
     hookd_hist_observe_ms(&hookd_m.first_attempt_delay, now - dl->created_ms);
   return 0;
@@ -1190,21 +1189,31 @@ static int run_move_leases(hookd_store_conn *c, const hookd_store_backend *be, v
   return be->lease_shift(c, m->d->node_id, m->due_ms, &m->reclaimed);
 }
 
-/* The items this node holds under a lease: waiting in the queues, in flight, or waiting to
- * write their outcome again. One whose send mark or release is being written, or whose claim
- * was queued before the step (its rows are moved in the store, not here), is given back when
- * its lease reads short: a release and a claim more, nothing sent twice. */
-static void move_item_leases(hookd_dispatcher *d, int64_t delta_ms) {
+/* The items this node holds, moved by a step of the wall clock: when a request in flight went
+ * out (compared with when an operator moved or enabled its endpoint again, health_since, written
+ * on the new clock; and how long it has been out), when an outcome is written again, and — on a
+ * step forward (leases: true) — the leases of all of them: waiting in the queues, in flight, or
+ * waiting to write their outcome again. One whose send mark or release is being written, or
+ * whose claim was queued before the step (its rows are moved in the store, not here), is given
+ * back when its lease reads short: a release and a claim more, nothing sent twice. */
+static void move_items(hookd_dispatcher *d, int64_t delta_ms, bool leases) {
   const char *k;
   void *v;
-  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+  for (size_t i = 0; leases && (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
     ep *e = v;
     for (int c = 0; c < CLS__COUNT; c++)
       for (item *it = e->q_head[c]; it; it = it->next) it->c.d.leased_until_ms += delta_ms;
   }
-  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next)
-    ((item *)r->user)->c.d.leased_until_ms += delta_ms;
-  for (item *it = d->record_retry; it; it = it->retry_next) it->c.d.leased_until_ms += delta_ms;
+  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
+    item *it = r->user;
+    it->sent_ms += delta_ms;
+    if (leases) it->c.d.leased_until_ms += delta_ms;
+  }
+  for (item *it = d->record_retry; it; it = it->retry_next) {
+    it->retry_ms += delta_ms;
+    it->out.sent_ms += delta_ms;
+    if (leases) it->c.d.leased_until_ms += delta_ms;
+  }
 }
 
 /* The stored leases' move, once at a time; claims and sweeps wait for it (thread_main). */
@@ -1233,16 +1242,8 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   if (d->next_sweep_ms) d->next_sweep_ms += delta_ms;
   if (d->next_rescan_ms) d->next_rescan_ms += delta_ms;
   d->next_stats_ms = 0;
-  /* when a request went out is compared with when an operator moved or enabled its endpoint
-   * again (health_since, written on the new clock): both on the new clock */
-  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next)
-    ((item *)r->user)->sent_ms += delta_ms;
-  for (item *it = d->record_retry; it; it = it->retry_next) {
-    it->retry_ms += delta_ms;
-    it->out.sent_ms += delta_ms;
-  }
-  if (delta_ms <= 0) return; /* the leases only last longer than they were given */
-  move_item_leases(d, delta_ms);
+  move_items(d, delta_ms, delta_ms > 0); /* a step back: leases only last longer than given */
+  if (delta_ms <= 0) return;
   d->lease_move_pending += delta_ms;
   submit_lease_move(d);
 }
@@ -1474,7 +1475,7 @@ static void *thread_main(void *arg) {
       }
     }
     if (now >= d->next_stats_ms) { /* the stats walk every endpoint: a few times a second */
-      sched_mark_overdue(d); /* and requests in flight, likewise */
+      sched_mark_overdue(d, now); /* and requests in flight, likewise */
       if (!stopping) release_expiring(d, now);
       update_stats(d);
       d->next_stats_ms = now + 200;

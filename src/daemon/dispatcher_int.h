@@ -86,8 +86,9 @@ typedef struct item {
   char *url;                  /* req.url: the item's own copy (an endpoint update frees the
                                  endpoint's while the request may still be connecting, and the
                                  connect-time check reads it) */
-  int64_t sent_ms;            /* wall clock: compared with the endpoint's stored health_since */
-  int64_t sent_mono_ms;       /* how long it has been out (the slow mark) */
+  int64_t sent_ms;            /* wall clock, moved by its steps (dispatcher.c clock_stepped):
+                                 how long it has been out, and whether before the endpoint's
+                                 stored health_since */
   hookd_store_op op;          /* record, release or the send mark */
   msg done;                   /* posted back when op completes (no allocation) */
   bool recording;
@@ -277,7 +278,7 @@ int64_t disp_now(hookd_dispatcher *d);
 /* Moves the in-process timers of endpoints and tenants by a step of the wall clock. */
 void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms);
 void sched_sent_done(hookd_dispatcher *d, item *it);  /* a request finished: free its slot */
-void sched_mark_overdue(hookd_dispatcher *d); /* in flight past half the timeout */
+void sched_mark_overdue(hookd_dispatcher *d, int64_t now); /* in flight past half the timeout */
 int64_t sched_next_timer(hookd_dispatcher *d, int64_t now); /* ms until the next timer */
 void sched_health_update(hookd_dispatcher *d, ep *e);
 void sched_health_remove(hookd_dispatcher *d, const char *id);

@@ -771,12 +771,12 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
 /* A request in flight for more than half its timeout makes its endpoint slow now, and counts in
  * the slow share from now, rather than when it times out: a hanging endpoint's first requests
  * join the slow share while they still hang, so its next ones are held to the share. */
-void sched_mark_overdue(hookd_dispatcher *d) {
-  int64_t mono = hookd_mono_ms(); /* a step of the wall clock marks nothing slow */
+void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
+  /* (sent_ms is moved by a step of the wall clock: a step marks nothing slow) */
   for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
     item *it = r->user;
     ep *e = it->ep;
-    if (it->slow || 2 * (mono - it->sent_mono_ms) <= e->cfg.timeout_ms) continue;
+    if (it->slow || 2 * (now - it->sent_ms) <= e->cfg.timeout_ms) continue;
     it->slow = true;
     d->slow_in_flight++;
     e->t->slow_in_flight++;

@@ -235,6 +235,8 @@ static void error_param(const char *code, const char *msg, char *out, size_t cap
   out[0] = '\0';
   if ((cl < 6 || strcmp(code + cl - 6, "_field") != 0) && strcmp(code, "destination_refused"))
     return;
+  if (!strcmp(code, "unknown_field")) return; /* its message quotes the name cut short: it is
+                                               * named by hookd_api_unknown_field */
   size_t n = 0;
   while (msg[n] && (isalnum((unsigned char)msg[n]) || strchr("_.[]", msg[n])) && n + 1 < cap) n++;
   if (!n || !isalpha((unsigned char)msg[0]) || (msg[n] && msg[n] != ' ' && msg[n] != ':')) return;
