@@ -557,7 +557,10 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   if (hdrs) e->headers = hookd_keyring_seal(&app->keyring, hdrs, id);
   bool hdrs_ok = !hdrs || e->headers;
   hookd_secret_free(hdrs);
-  if (!hdrs_ok) return false;
+  if (!hdrs_ok) { /* every false is answered */
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return false;
+  }
   json_t *retry = json_object_get(d, "retry");
   if (retry) {
     char field[48];
