@@ -763,11 +763,14 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   if (stale) {
     /* the old URL's speed is not the new one's */
   } else if (req->net == HOOKD_NET_TIMEOUT || latency_ms * 2 > e->cfg.timeout_ms) {
-    e->slow = true;
+    ep_set_slow(e, true);
     e->fast_streak = 0;
-  } else if (e->slow && ok && latency_ms * 4 < e->cfg.timeout_ms &&
-             ++e->fast_streak >= SLOW_CLEAR_STREAK) { /* counted only while slow: bounded */
-    e->slow = false;
+    e->proven = true;
+  } else {
+    e->proven = true; /* heard from: no longer held to the slow share as a newcomer */
+    if (e->slow && ok && latency_ms * 4 < e->cfg.timeout_ms &&
+        ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow: bounded */
+      ep_set_slow(e, false);
   }
   if (ok && e->failing_since) {
     e->failing_since = 0;
@@ -1385,6 +1388,8 @@ static void update_stats(hookd_dispatcher *d) {
   int open = 0, paused = 0, slow = 0;
   const char *k;
   void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;)
+    ((tenant *)v)->slow_eps = 0; /* recounted below (a removed endpoint took its mark along) */
   for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
     ep *e = v;
     if (e->next_due && e->next_due <= now && (!oldest || e->next_due < oldest)) oldest = e->next_due;
@@ -1394,6 +1399,7 @@ static void update_stats(hookd_dispatcher *d) {
     open += e->br.state != HOOKD_BREAKER_CLOSED;
     paused += e->paused_until > now;
     slow += e->slow;
+    e->t->slow_eps += e->slow;
   }
   d->breakers_open = open; /* the exact count (an endpoint removed took its breaker along) */
   pthread_mutex_lock(&d->mu);
@@ -1476,6 +1482,7 @@ static void *thread_main(void *arg) {
     }
     if (now >= d->next_stats_ms) { /* the stats walk every endpoint: a few times a second */
       sched_mark_overdue(d, now); /* and requests in flight, likewise */
+      if (!stopping) sched_dispatch(d, now); /* newcomers it let go (their share's places) */
       if (!stopping) release_expiring(d, now);
       update_stats(d);
       d->next_stats_ms = now + 200;

@@ -79,6 +79,7 @@ typedef struct item {
   struct item *next;          /* endpoint class-queue link */
   int cls;                    /* CLS_* */
   bool slow;                  /* counted in the slow share while in flight */
+  bool newcomer;              /* counted in its tenant's newcomer share while in flight */
   bool probe;                 /* sent as a half-open breaker probe */
   hookd_egress_req req;
   struct curl_slist *hdrs;
@@ -113,6 +114,9 @@ typedef struct tenant {
   int weight;
   hookd_bucket bucket;
   int in_flight, queued, slow_in_flight;
+  int new_in_flight;          /* its newcomers' requests in flight (ep_newcomer) */
+  int slow_eps;               /* its endpoints marked slow (kept as they change; the stats walk
+                                 recounts it) */
   int claiming;               /* limits of its endpoints' claims not completed yet */
   int64_t body_bytes;         /* bytes of the bodies its claimed deliveries hold */
   struct ep *ready_head, *ready_tail; /* endpoints with something they may send */
@@ -160,7 +164,7 @@ typedef struct ep {
   size_t wake_pos;            /* wake heap (rate limit, pause, breaker), index + 1 */
   int64_t wake_ms;
   bool budget_blocked;        /* waiting for a retry/replay budget (on d->budget_wait) */
-  bool slow_blocked;          /* waiting for the slow share (on d->slow_wait) */
+  bool slow_blocked;          /* waiting for the slow or newcomer share (on d->slow_wait) */
   bool share_blocked;         /* on its tenant's share_wait: the tenant cap is down to its
                                  reserve */
   struct ep *share_next;
@@ -174,8 +178,25 @@ typedef struct ep {
   bool slow;                  /* an attempt timed out or took half its timeout, and fewer than
                                * SLOW_CLEAR_STREAK fast successes followed */
   int fast_streak;            /* fast successes since the last slow attempt */
+  bool proven;                /* an attempt of it has ended since hookd started: until then, in a
+                               * tenant with slow endpoints, it sends within the newcomer share */
   int64_t failing_since;      /* first failure since the last success (0 = healthy) */
 } ep;
+
+/* Marks an endpoint slow or clears the mark, keeping its tenant's count. */
+static inline void ep_set_slow(ep *e, bool slow) {
+  if (e->slow == slow) return;
+  e->slow = slow;
+  e->t->slow_eps += slow ? 1 : -1;
+}
+
+/* Whether the endpoint is a newcomer: never heard from, in a tenant with slow endpoints. Its
+ * requests count in the tenant's newcomer share — a wave of new endpoints that hang looks like
+ * any other traffic until half their timeout, and would take the whole tenant cap from its
+ * healthy endpoints again after each wave before it (docs/isolation.md "Slow endpoints"). */
+static inline bool ep_newcomer(const ep *e) {
+  return !e->slow && !e->proven && e->t->slow_eps > 0;
+}
 
 /* An inbound destination marked idempotent: false: a request that may have reached it is never
  * sent again without an operator (held `unknown`; the store's RECLAIM_NO_RESEND holds a

@@ -572,8 +572,12 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
 
 /* ---------- sending ---------- */
 
-/* The slow share: slow endpoints together hold at most half the global and tenant caps. */
+/* The slow share: slow endpoints together hold at most half the global and tenant caps. The
+ * newcomer share: in a tenant with slow endpoints, those never heard from yet together hold at
+ * most a quarter of its cap — with the slow half, a quarter is always left to the endpoints
+ * that have answered before. */
 static bool slow_share_ok(hookd_dispatcher *d, const ep *e) {
+  if (ep_newcomer(e)) return e->t->new_in_flight < (e->t->max_in_flight + 3) / 4;
   if (!e->slow) return true;
   return d->slow_in_flight < (d->cfg.max_in_flight + 1) / 2 &&
          e->t->slow_in_flight < (e->t->max_in_flight + 1) / 2;
@@ -707,6 +711,8 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
         d->slow_in_flight++;
         t->slow_in_flight++;
       }
+      it->newcomer = ep_newcomer(e);
+      t->new_in_flight += it->newcomer;
     } else {
       disp_release_item(d, it);
     }
@@ -748,9 +754,12 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   d->in_flight--;
   d->in_flight_cls[it->cls]--;
   if (--t->in_flight_cls[it->cls] == 0) d->cls_weight[it->cls] -= t->weight;
-  if (it->slow) {
-    d->slow_in_flight--;
-    t->slow_in_flight--;
+  if (it->newcomer) t->new_in_flight--;
+  if (it->slow || it->newcomer) {
+    if (it->slow) {
+      d->slow_in_flight--;
+      t->slow_in_flight--;
+    }
     flush_wait(d, &d->slow_wait, false);
   }
   if (it->cls != CLS_LIVE && d->budget_wait) flush_wait(d, &d->budget_wait, true);
@@ -777,12 +786,17 @@ void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
     item *it = r->user;
     ep *e = it->ep;
     if (it->slow || 2 * (now - it->sent_ms) <= e->cfg.timeout_ms) continue;
+    if (it->newcomer) { /* a newcomer no more: its place in the newcomer share goes to the next */
+      it->newcomer = false;
+      e->t->new_in_flight--;
+      flush_wait(d, &d->slow_wait, false);
+    }
     it->slow = true;
     d->slow_in_flight++;
     e->t->slow_in_flight++;
     e->fast_streak = 0;
     if (!e->slow) {
-      e->slow = true;
+      ep_set_slow(e, true);
       sched_health_update(d, e);
     }
   }

@@ -136,6 +136,45 @@ describe('isolation', () => {
     for (const r of [...hanging, healthy]) await r.close();
   });
 
+  it('once a tenant has a slow endpoint, its new endpoints that hang share a quarter of its cap (the newcomer share): its healthy endpoint keeps the rest', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '256', '--tenant-max-in-flight', '16'] });
+    const tenant = 'waves';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    const healthy = await startReceiver(() => ({ status: 200, delayMs: 300 }));
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: healthy.url, event_types: ['ok'],
+      max_in_flight: 16 })).status, 201);
+    await publish(h, tenant, { type: 'ok', payload: { j: -1 } });
+    await healthy.waitFor(1);
+    // a first endpoint that hangs: slow once its request passed half its timeout, and after it
+    const first = await startReceiver(() => 'hang');
+    const fe = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: first.url, event_types: ['first'],
+      timeout_ms: 1000, retry: { max_attempts: 1 } });
+    assert.equal(fe.status, 201, fe.text);
+    const p = await publish(h, tenant, { type: 'first', payload: {} });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead', 'the first hanging endpoint\'s delivery timed out');
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${fe.json.id}`)).json.health.slow, true);
+    // then a wave of 16 new endpoints that hang: nothing tells them from healthy newcomers for
+    // half their timeout (60 s), but beside a slow endpoint they send within the newcomer share
+    const wave = [];
+    for (let i = 0; i < 16; i++) {
+      const r = await startReceiver(() => 'hang');
+      wave.push(r);
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, event_types: ['wave'],
+        max_in_flight: 1, timeout_ms: 60000, retry: { max_attempts: 1 } });
+      assert.equal(e.status, 201, e.text);
+    }
+    await publish(h, tenant, { type: 'wave', payload: {} });
+    const held = () => wave.reduce((n, r) => n + r.open, 0);
+    await waitUntil(async () => held() === 4, { what: 'the wave holding a quarter of the tenant cap', timeout: 5000 });
+    for (let j = 0; j < 20; j++) await publish(h, tenant, { type: 'ok', payload: { j } });
+    await healthy.waitFor(21, 15000, 'the healthy endpoint\'s deliveries, while the wave hangs');
+    assert.equal(held(), 4, 'the wave held no more than the newcomer share (before: 15, all but the reserve)');
+    assert.ok(healthy.maxOpen >= 4, `the healthy endpoint sent in parallel beside the wave (at most ${healthy.maxOpen} at once)`);
+    for (const r of [first, ...wave]) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [first, ...wave, healthy]) await r.close();
+  });
+
   it('claims in progress count against the claim budgets: one pass over many due endpoints does not claim past them', async () => {
     const { dir, cleanup } = tempDir();
     const hanging = [];
