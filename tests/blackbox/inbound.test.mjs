@@ -865,6 +865,38 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('deleting one of two destinations: the record says dead_lettered beside the sibling that delivered, whichever was made first; replaced, completed', async () => {
+    for (const failingFirst of [true, false]) {
+      const failing = await startReceiver(() => ({ status: 503 }));
+      const fine = await startReceiver();
+      const slow = { retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } };
+      const dests = failingFirst ? [{ url: failing.url, ...slow }, { url: fine.url }] : [{ url: fine.url }, { url: failing.url, ...slow }];
+      const secret = `whsec_sib${failingFirst ? 1 : 2}`;
+      const src = await source('stripe', [secret], dests);
+      const body = stripeEvent(`evt_sib_${failingFirst ? 1 : 2}`);
+      const r = await post(src, body, sign.stripe(body, secret));
+      await waitStatus(src, r.json.inbox_id, 'retryable_failed');
+      await fine.waitFor(1);
+      const gone = src.destinations[failingFirst ? 0 : 1].id;
+      assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${gone}`)).status, 200);
+      const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered')
+        .catch((e) => { throw new Error(`${failingFirst ? 'failing destination first' : 'failing destination second'}: ${e.message}`); });
+      assert.equal(rec.last_error, 'destination deleted');
+      assert.deepEqual(rec.deliveries.map((d) => d.state).sort(), ['cancelled', 'delivered']);
+      const listed = await h.api('GET', `/v1/inbox?tenant=${TENANT}&source=${src.id}&state=dead_lettered`);
+      assert.deepEqual(listed.json.data.map((x) => x.id), [r.json.inbox_id], 'listed among the dead-lettered, to be replayed');
+      // a replacement, and the record replayed to it: the cut-off forward no longer decides
+      const fresh = await startReceiver();
+      assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: fresh.url })).status, 201);
+      assert.equal((await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`)).status, 202);
+      const done = await waitStatus(src, r.json.inbox_id, 'completed');
+      assert.deepEqual(done.deliveries.map((d) => d.state).sort(), ['cancelled', 'delivered', 'delivered']);
+      assert.equal(fresh.requests.length, 1);
+      assert.equal(fine.requests.length, 1, 'the sibling was not sent the event again');
+      for (const x of [failing, fine, fresh]) await x.close();
+    }
+  });
+
   it('a failing destination replaced (deleted, another added): replaying the record sends its event to the new one, same Idempotency-Key; without a replacement, 409', async () => {
     const old = await startReceiver(() => ({ status: 500 }));
     const src = await source('stripe', ['whsec_repl'], [{ url: old.url, retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } }]);
@@ -1474,6 +1506,38 @@ describe('durability and local replay', () => {
     assert.equal(effects.size, 1);
     assert.equal((await d.stop()).code, 0);
     await dest.close();
+    cleanup();
+  });
+
+  it('a store whose records read completed beside a forward cut off by its destination\'s delete (before migration 27) is mended at the start', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const failing = await startReceiver(() => ({ status: 503 }));
+    const fine = await startReceiver();
+    const src = await source('stripe', ['whsec_m27'], [{ url: failing.url, retry: { max_attempts: 50, backoff_base_ms: 60000,
+      backoff_cap_ms: 60000 } }, { url: fine.url }], {}, d);
+    const e1 = stripeEvent('evt_m27_1');
+    const r1 = await post(src, e1, sign.stripe(e1, 'whsec_m27'), d);
+    await waitStatus(src, r1.json.inbox_id, 'retryable_failed', 15000, d);
+    assert.equal((await d.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
+    await waitStatus(src, r1.json.inbox_id, 'dead_lettered', 15000, d);
+    const e2 = stripeEvent('evt_m27_2'); // after the delete: to the remaining destination only
+    const r2 = await post(src, e2, sign.stripe(e2, 'whsec_m27'), d);
+    await waitStatus(src, r2.json.inbox_id, 'completed', 15000, d);
+    assert.equal((await d.stop()).code, 0);
+    // the state an earlier hookd left: the first record read completed
+    const sql = (q) => spawnSync('sqlite3', [d.db, q], { encoding: 'utf8' });
+    assert.equal(sql(`UPDATE inbox SET status = 'completed', completed_at = 1, last_error = NULL WHERE id = '${r1.json.inbox_id}';`
+      + ' DELETE FROM schema_migrations WHERE version = 27;').status, 0);
+    d = await startHookd({ dir });
+    const rec = (await d.api('GET', `/v1/inbox/${r1.json.inbox_id}`)).json;
+    assert.equal(rec.status, 'dead_lettered');
+    assert.equal(rec.last_error, 'destination deleted');
+    assert.equal(rec.completed_at, null);
+    assert.equal((await d.api('GET', `/v1/inbox/${r2.json.inbox_id}`)).json.status, 'completed', 'a record rightly completed stays so');
+    assert.equal((await d.stop()).code, 0);
+    for (const x of [failing, fine]) await x.close();
     cleanup();
   });
 

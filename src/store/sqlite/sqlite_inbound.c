@@ -579,10 +579,14 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
       "SELECT d.event_seq, SUM(x.state = 'unknown'),"
       /* a forward cut off by its destination's delete and replaced by a forward made later
        * (sq_inbox_reforward; later by seq: a step of the wall clock cannot reorder them) no
-       * longer decides the record */
+       * longer decides the record. Made later, not beside it: the forwards made in one
+       * transaction (the receive's to every destination, or one reforward's) share their
+       * created_at, and a sibling made after it in the receive replaced nothing (the record of
+       * a deleted first destination read completed while its second had delivered) */
       /* (a CASE: the subqueries run for those forwards only, not for every outcome's row) */
       " SUM(CASE WHEN x.state = 'dead' OR x.state = 'cancelled' THEN NOT (EXISTS (SELECT 1"
-      " FROM deliveries y WHERE y.event_seq = x.event_seq AND y.seq > x.seq) AND"
+      " FROM deliveries y WHERE y.event_seq = x.event_seq AND y.seq > x.seq"
+      " AND y.created_at <> x.created_at) AND"
       " COALESCE((SELECT g.deleted_at IS NOT NULL FROM endpoints g WHERE g.id = x.endpoint_id),"
       " 0)) ELSE 0 END),"
       " SUM(x.state = 'retrying'), SUM(x.state = 'pending'), SUM(x.state = 'delivered'),"

@@ -428,6 +428,22 @@ static const struct {
       * JSON object, sealed like the signing secret since its values may be credentials. NULL:
       * none, as every endpoint before. */
      "ALTER TABLE endpoints ADD COLUMN headers TEXT;"},
+    {27,
+     /* The records that read completed while a forward of theirs was cut off by its
+      * destination's delete: a sibling forward made in the same receive was taken for its
+      * replacement (sq_inbox_follow). Dead-lettered, as they should have been, so that they
+      * are listed to be replayed; only the sources that lost a destination are looked at. */
+     "UPDATE inbox SET status = 'dead_lettered', completed_at = NULL,"
+     "  last_error = COALESCE((SELECT x.last_error FROM deliveries x"
+     "  WHERE x.event_seq = inbox.event_seq AND (x.state = 'dead' OR x.state = 'cancelled')"
+     "  ORDER BY x.updated_at DESC, x.seq DESC LIMIT 1), last_error)"
+     "  WHERE source_id IN (SELECT source_id FROM endpoints"
+     "  WHERE source_id IS NOT NULL AND deleted_at IS NOT NULL)"
+     "  AND status = 'completed' AND event_seq IS NOT NULL"
+     "  AND EXISTS (SELECT 1 FROM deliveries x JOIN endpoints g ON g.id = x.endpoint_id"
+     "  WHERE x.event_seq = inbox.event_seq AND (x.state = 'dead' OR x.state = 'cancelled')"
+     "  AND g.deleted_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM deliveries y"
+     "  WHERE y.event_seq = x.event_seq AND y.seq > x.seq AND y.created_at <> x.created_at));"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
