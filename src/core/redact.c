@@ -9,6 +9,7 @@
 #include "core/redact.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -396,5 +397,76 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out) {
     i += n;
   }
   if (!rc && len > copy) rc = hookd_buf_append(out, in + copy, len - copy);
+  return rc;
+}
+
+/* ---------- an endpoint's own header values ---------- */
+
+#define VALUE_MIN 4
+
+/* The length of the longest proper prefix of v that in[0..len) ends with (0 below VALUE_MIN):
+ * Knuth-Morris-Pratt's automaton over the input's last n - 1 bytes, with fail (n entries). */
+static size_t tail_prefix(const char *in, size_t len, const char *v, size_t n, size_t *fail) {
+  fail[0] = 0;
+  for (size_t i = 1, k = 0; i < n; i++) {
+    while (k && v[i] != v[k]) k = fail[k - 1];
+    if (v[i] == v[k]) k++;
+    fail[i] = k;
+  }
+  size_t k = 0;
+  for (size_t i = len > n - 1 ? len - (n - 1) : 0; i < len; i++) {
+    while (k && in[i] != v[k]) k = fail[k - 1];
+    if (in[i] == v[k]) k++;
+    if (k == n) k = fail[k - 1]; /* a whole occurrence: memmem's */
+  }
+  return k >= VALUE_MIN ? k : 0;
+}
+
+int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut, hookd_buf *out) {
+  unsigned char *mask = len ? calloc(len, 1) : NULL;
+  size_t *fail = NULL;
+  if (len && !mask) return HOOKD_BUF_NOMEM;
+  bool any = false;
+  for (const char *l = lines; l && *l;) {
+    const char *nl = strchr(l, '\n');
+    const char *end = nl ? nl : l + strlen(l);
+    const char *colon = memchr(l, ':', (size_t)(end - l));
+    const char *v = colon ? colon + 1 : end;
+    while (v < end && *v == ' ') v++;
+    size_t n = (size_t)(end - v);
+    l = nl ? nl + 1 : end;
+    if (n < VALUE_MIN) continue;
+    for (const char *p = in; (size_t)(in + len - p) >= n;) {
+      const char *q = memmem(p, (size_t)(in + len - p), v, n);
+      if (!q) break;
+      memset(mask + (q - in), 1, n);
+      any = true;
+      p = q + n;
+    }
+    if (cut && n > VALUE_MIN) {
+      size_t *f = realloc(fail, n * sizeof *f);
+      if (!f) {
+        free(fail);
+        free(mask);
+        return HOOKD_BUF_NOMEM;
+      }
+      fail = f;
+      size_t k = tail_prefix(in, len, v, n, fail);
+      if (k) {
+        memset(mask + len - k, 1, k);
+        any = true;
+      }
+    }
+  }
+  free(fail);
+  int rc = HOOKD_BUF_OK;
+  if (!any) rc = len ? hookd_buf_append(out, in, len) : HOOKD_BUF_OK;
+  for (size_t i = 0; any && i < len && !rc;) {
+    size_t j = i;
+    while (j < len && mask[j] == mask[i]) j++;
+    rc = mask[i] ? hookd_buf_append(out, MASK, MASK_LEN) : hookd_buf_append(out, in + i, j - i);
+    i = j;
+  }
+  free(mask);
   return rc;
 }

@@ -40,6 +40,16 @@
  * (out then holds what fitted). */
 int hookd_redact(const char *in, size_t len, hookd_buf *out);
 
+/* Appends in[0..len) to out with every occurrence of the values of `lines` masked: the header
+ * lines an endpoint's custom headers are sent as ("Name: value\n" each; core/custom_headers.h),
+ * whose values may be credentials that hookd alone knows — a receiver echoing its request would
+ * show them to everyone who reads the tenant's deliveries, whatever the header's name. Values
+ * shorter than 4 bytes are left (they would mask every such word). With `cut` (the input is
+ * the beginning of a longer response) a value's beginning at the very end of in, 4 bytes or
+ * more, is masked too. Linear in len and the values' lengths. Returns HOOKD_BUF_OK or the
+ * buffer's error (HOOKD_BUF_NOMEM also when out of memory for its work). */
+int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut, hookd_buf *out);
+
 /* Where to cut the masked text s[0..len) to at most max bytes (more: what was masked was itself
  * cut short, so its end may split a word too): at a character's start (a UTF-8 sequence split in
  * two makes the whole text binary), and before a word the cut goes through — a token, an

@@ -564,16 +564,30 @@ static void health_signal(const hookd_egress_req *req, hookd_classification cls,
   *bad = cls.cls == HOOKD_CLASS_RETRY && (req->net != HOOKD_NET_OK || req->status >= 500);
 }
 
-/* The response excerpt as stored and shown: credentials and personal data masked (O3), then
+/* The response excerpt as stored and shown: the values of the endpoint's custom headers (its
+ * `header_lines`, or NULL) and what looks like credentials or personal data masked (O3), then
  * cut to HOOKD_EXCERPT_MAX (core/redact.h: never inside a character or a word). It was read past
  * the bound (HOOKD_EXCERPT_READ), so what straddles the bound is masked whole. Out of memory,
  * nothing is kept (never the unmasked bytes). */
-static void redact_excerpt(hookd_egress_req *req) {
+static void redact_excerpt(hookd_egress_req *req, const char *header_lines) {
   if (!req->response.len) return;
   bool read_cut = req->response_total > req->response.len;
+  int rc = HOOKD_BUF_OK;
+  if (header_lines) { /* a receiver echoing its request: values only hookd and it know */
+    hookd_buf own;
+    hookd_buf_init(&own, 3 * HOOKD_EXCERPT_READ); /* each value of 4+ bytes → 10 */
+    rc = hookd_redact_values(req->response.data, req->response.len, header_lines, read_cut,
+                             &own);
+    hookd_buf_free(&req->response);
+    if (rc != HOOKD_BUF_OK) {
+      hookd_buf_free(&own); /* never a value's unmasked bytes */
+      return;
+    }
+    req->response = own;
+  }
   hookd_buf red;
-  hookd_buf_init(&red, 2 * HOOKD_EXCERPT_READ); /* masks may lengthen it */
-  int rc = hookd_redact(req->response.data, req->response.len, &red);
+  hookd_buf_init(&red, 5 * HOOKD_EXCERPT_READ); /* masks may lengthen it */
+  rc = hookd_redact(req->response.data, req->response.len, &red);
   hookd_buf_free(&req->response);
   if (rc == HOOKD_BUF_NOMEM) hookd_buf_free(&red);
   if (red.len) {
@@ -722,7 +736,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->attempt.http_status = req->net == HOOKD_NET_OK ? req->status : 0;
   o->attempt.latency_ms = latency_ms;
   o->attempt.error = req->error[0] ? req->error : NULL;
-  redact_excerpt(req);
+  redact_excerpt(req, e->header_lines);
   o->attempt.response = req->response.data;
   o->attempt.response_len = req->response.len;
   o->attempt.trigger = (char *)attempt_kind(dl);

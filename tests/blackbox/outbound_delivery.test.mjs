@@ -451,6 +451,20 @@ describe('custom endpoint headers (a gateway in front of the receiver)', () => {
     await recv.close();
   });
 
+  it('a receiver echoing its request shows no header value in the attempt\'s response excerpt, whatever the header\'s name', async () => {
+    const recv = await startReceiver((rec) => ({ status: 500, headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ error: 'echo', headers: rec.headers }) }));
+    const cred = 'GWCRED_ABC123-x9';
+    const { tenant } = await setup(h, recv.url, { headers: { 'X-Gateway-Credential': cred }, retry: { max_attempts: 1 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead', 'the delivery dead after its attempt');
+    assert.equal(recv.requests[0].headers['x-gateway-credential'], cred, 'the receiver had it');
+    const [a] = (await getDelivery(h, d.id)).attempts;
+    assert.match(a.response_excerpt, /"x-gateway-credential":"\[redacted\]"/);
+    assert.ok(!a.response_excerpt.includes(cred), a.response_excerpt);
+    await recv.close();
+  });
+
   it('PATCH replaces the whole set; null clears it, and the next request has none', async () => {
     const recv = await startReceiver();
     const { tenant, endpoint } = await setup(h, recv.url, { headers: hdrs });

@@ -3,6 +3,7 @@
  * that must stay linear. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -163,6 +164,36 @@ static void hostile_input_stays_linear(void **s) {
   free(in);
 }
 
+static const char *V(const char *in, const char *lines, bool cut) {
+  hookd_buf b;
+  hookd_buf_init(&b, sizeof got - 1);
+  assert_int_equal(hookd_redact_values(in, strlen(in), lines, cut, &b), HOOKD_BUF_OK);
+  snprintf(got, sizeof got, "%s", hookd_buf_str(&b));
+  hookd_buf_free(&b);
+  return got;
+}
+
+/* An endpoint's custom header values, wherever and under whatever name a receiver echoes them. */
+static void own_header_values(void **st) {
+  (void)st;
+  const char *lines = "X-Gateway-Credential: GWCRED_ABC123\nX-Env: prod\nX-Ab: ab\n";
+  assert_string_equal(V("{\"x-gateway-credential\":\"GWCRED_ABC123\",\"env\":\"prod\"}", lines,
+                        false),
+                      "{\"x-gateway-credential\":\"[redacted]\",\"env\":\"[redacted]\"}");
+  /* every occurrence; adjacent ones are one mask; shorter than 4 bytes, kept */
+  assert_string_equal(V("GWCRED_ABC123 and GWCRED_ABC123GWCRED_ABC123, ab", lines, false),
+                      "[redacted] and [redacted], ab");
+  /* the beginning of a value at the end of a response read in part: masked only when cut */
+  assert_string_equal(V("echo: GWCRED_A", lines, true), "echo: [redacted]");
+  assert_string_equal(V("echo: GWCRED_A", lines, false), "echo: GWCRED_A");
+  assert_string_equal(V("echo: GWC", lines, true), "echo: GWC"); /* under 4 bytes */
+  /* a value whose beginning repeats inside it (the automaton's fallback) */
+  assert_string_equal(V("x abcabcab", "A: abcabcabd\n", true), "x [redacted]");
+  assert_string_equal(V("nothing here", lines, true), "nothing here");
+  assert_string_equal(V("nothing here", NULL, true), "nothing here");
+  assert_string_equal(V("", lines, true), "");
+}
+
 /* The excerpt's cut: never inside a character, nor inside a word the masks match on (an
  * address — its local part may hold '%' —, a card number with its spaces). */
 static void cut_between_words(void **st) {
@@ -188,6 +219,7 @@ int main(void) {
       cmocka_unit_test(named_values),     cmocka_unit_test(credentials),
       cmocka_unit_test(personal_data),    cmocka_unit_test(bytes_and_bounds),
       cmocka_unit_test(hostile_input_stays_linear), cmocka_unit_test(cut_between_words),
+      cmocka_unit_test(own_header_values),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
