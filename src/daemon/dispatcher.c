@@ -781,7 +781,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     e->fast_streak = 0;
     e->proven = true;
   } else {
-    e->proven = true; /* heard from: no longer held to the slow share as a newcomer */
+    e->proven = true; /* heard from: a newcomer no more (the newcomer share) */
     if (e->slow && ok && latency_ms * 4 < e->cfg.timeout_ms &&
         ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow: bounded */
       ep_set_slow(e, false);
