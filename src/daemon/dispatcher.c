@@ -259,6 +259,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
       hookd_breaker_init(&e->br, now);
       e->health_since = now;
     }
+    if (moved) e->proven = false; /* not heard from at the new URL: a newcomer again */
     /* a Retry-After pause was the old receiver's word: a new URL, or an operator enabling the
      * endpoint again, ends it (else an hour's 429 held a fixed endpoint that hour) */
     if ((moved || (!was_enabled && e->cfg.enabled)) && e->paused_until > now) {
@@ -775,7 +776,9 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * alternates (holds one request to just under its timeout, answers the next at once) must not
    * escape the slow share every other attempt */
   if (stale) {
-    /* the old URL's speed is not the new one's */
+    /* the old URL's speed is not the new one's; an answer sent before an operator enabled the
+     * endpoint again is still an answer of its URL */
+    if (!moved) e->proven = true;
   } else if (req->net == HOOKD_NET_TIMEOUT || latency_ms * 2 > e->cfg.timeout_ms) {
     ep_set_slow(e, true);
     e->fast_streak = 0;
@@ -1496,7 +1499,6 @@ static void *thread_main(void *arg) {
     }
     if (now >= d->next_stats_ms) { /* the stats walk every endpoint: a few times a second */
       sched_mark_overdue(d, now); /* and requests in flight, likewise */
-      if (!stopping) sched_dispatch(d, now); /* newcomers it let go (their share's places) */
       if (!stopping) release_expiring(d, now);
       update_stats(d);
       d->next_stats_ms = now + 200;

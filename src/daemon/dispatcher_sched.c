@@ -755,13 +755,11 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   d->in_flight_cls[it->cls]--;
   if (--t->in_flight_cls[it->cls] == 0) d->cls_weight[it->cls] -= t->weight;
   if (it->newcomer) t->new_in_flight--;
-  if (it->slow || it->newcomer) {
-    if (it->slow) {
-      d->slow_in_flight--;
-      t->slow_in_flight--;
-    }
-    flush_wait(d, &d->slow_wait, false);
+  if (it->slow) {
+    d->slow_in_flight--;
+    t->slow_in_flight--;
   }
+  if (it->slow || it->newcomer) flush_wait(d, &d->slow_wait, false);
   if (it->cls != CLS_LIVE && d->budget_wait) flush_wait(d, &d->budget_wait, true);
   if (t->blocked_cap && t->in_flight < t->max_in_flight) {
     tenant_hold(d, t, &t->blocked_cap, false);
@@ -786,11 +784,9 @@ void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
     item *it = r->user;
     ep *e = it->ep;
     if (it->slow || 2 * (now - it->sent_ms) <= e->cfg.timeout_ms) continue;
-    if (it->newcomer) { /* a newcomer no more: its place in the newcomer share goes to the next */
-      it->newcomer = false;
-      e->t->new_in_flight--;
-      flush_wait(d, &d->slow_wait, false);
-    }
+    /* a newcomer's request keeps its place in the newcomer share until it ends: given to the
+     * next newcomer now, the wave's requests would pile up in the slow share past its half
+     * and take the slots of the endpoints that answered before */
     it->slow = true;
     d->slow_in_flight++;
     e->t->slow_in_flight++;

@@ -136,6 +136,19 @@ describe('isolation', () => {
     for (const r of [...hanging, healthy]) await r.close();
   });
 
+  // A first endpoint of the tenant that hangs: slow once its request passed half its timeout,
+  // and after its delivery timed out (DEAD). Its receiver.
+  async function slowEndpoint(h, tenant) {
+    const first = await startReceiver(() => 'hang');
+    const fe = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: first.url, event_types: ['first'],
+      timeout_ms: 1000, retry: { max_attempts: 1 } });
+    assert.equal(fe.status, 201, fe.text);
+    const p = await publish(h, tenant, { type: 'first', payload: {} });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead', 'the first hanging endpoint\'s delivery timed out');
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${fe.json.id}`)).json.health.slow, true);
+    return first;
+  }
+
   it('once a tenant has a slow endpoint, its new endpoints that hang share a quarter of its cap (the newcomer share): its healthy endpoint keeps the rest', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '256', '--tenant-max-in-flight', '16'] });
     const tenant = 'waves';
@@ -145,14 +158,7 @@ describe('isolation', () => {
       max_in_flight: 16 })).status, 201);
     await publish(h, tenant, { type: 'ok', payload: { j: -1 } });
     await healthy.waitFor(1);
-    // a first endpoint that hangs: slow once its request passed half its timeout, and after it
-    const first = await startReceiver(() => 'hang');
-    const fe = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: first.url, event_types: ['first'],
-      timeout_ms: 1000, retry: { max_attempts: 1 } });
-    assert.equal(fe.status, 201, fe.text);
-    const p = await publish(h, tenant, { type: 'first', payload: {} });
-    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead', 'the first hanging endpoint\'s delivery timed out');
-    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${fe.json.id}`)).json.health.slow, true);
+    const first = await slowEndpoint(h, tenant);
     // then a wave of 16 new endpoints that hang: nothing tells them from healthy newcomers for
     // half their timeout (60 s), but beside a slow endpoint they send within the newcomer share
     const wave = [];
@@ -173,6 +179,29 @@ describe('isolation', () => {
     for (const r of [first, ...wave]) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
     assert.equal((await h.stop()).code, 0);
     for (const r of [first, ...wave, healthy]) await r.close();
+  });
+
+  it('a newcomer\'s request keeps its place in the newcomer share past half its timeout, until it ends (the next newcomers wait)', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '256', '--tenant-max-in-flight', '16'] });
+    const tenant = 'waves2';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    const first = await slowEndpoint(h, tenant);
+    // 8 new endpoints that hang on one receiver: 4 at a time (a quarter of 16), each request
+    // marked slow at 1 s and ended at 2 s — before, the next 4 went at 1 s, beside them
+    const wave = await startReceiver(() => 'hang');
+    for (let i = 0; i < 8; i++) {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: `${wave.url}/w${i}`, event_types: ['wave'],
+        max_in_flight: 1, timeout_ms: 2000, retry: { max_attempts: 1 } });
+      assert.equal(e.status, 201, e.text);
+    }
+    const w = await publish(h, tenant, { type: 'wave', payload: {} });
+    await waitDelivery(h, w.json.id, (ds) => ds.length === 8 && ds.every((x) => x.state === 'dead'),
+      'every wave request timed out', 15000);
+    assert.equal(wave.requests.length, 8);
+    assert.equal(wave.maxOpen, 4, 'never more than the newcomer share at once');
+    first.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [first, wave]) await r.close();
   });
 
   it('claims in progress count against the claim budgets: one pass over many due endpoints does not claim past them', async () => {
