@@ -897,6 +897,34 @@ describe('forwarding', () => {
     }
   });
 
+  it('a forward cut off after a replacement was made for another one: the record is dead-lettered again, not completed; replaced in turn, completed', async () => {
+    const a = await startReceiver(() => ({ status: 503 }));
+    const b = await startReceiver(() => ({ status: 503 }));
+    const slow = { retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } };
+    const src = await source('stripe', ['whsec_cut2'], [{ url: a.url, ...slow }, { url: b.url, ...slow }]);
+    const body = stripeEvent('evt_cut2_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_cut2'));
+    await waitStatus(src, r.json.inbox_id, 'retryable_failed');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
+    await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    const c = await startReceiver();
+    assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: c.url })).status, 201);
+    assert.equal((await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`)).status, 202);
+    await c.waitFor(1);
+    await waitStatus(src, r.json.inbox_id, 'retryable_failed'); // b still failing
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[1].id}`)).status, 200);
+    const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    assert.equal(rec.last_error, 'destination deleted');
+    assert.equal((await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`)).status, 409, 'no destination added since');
+    const dd = await startReceiver();
+    assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dd.url })).status, 201);
+    assert.equal((await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`)).status, 202);
+    const done = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.deepEqual(done.deliveries.map((x) => x.state).sort(), ['cancelled', 'cancelled', 'delivered', 'delivered']);
+    assert.equal(c.requests.length, 1, 'the first replacement was not sent the event again');
+    for (const x of [a, b, c, dd]) await x.close();
+  });
+
   it('a failing destination replaced (deleted, another added): replaying the record sends its event to the new one, same Idempotency-Key; without a replacement, 409', async () => {
     const old = await startReceiver(() => ({ status: 500 }));
     const src = await source('stripe', ['whsec_repl'], [{ url: old.url, retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } }]);
@@ -1519,25 +1547,33 @@ describe('durability and local replay', () => {
       backoff_cap_ms: 60000 } }, { url: fine.url }], {}, d);
     const e1 = stripeEvent('evt_m27_1');
     const r1 = await post(src, e1, sign.stripe(e1, 'whsec_m27'), d);
-    await waitStatus(src, r1.json.inbox_id, 'retryable_failed', 15000, d);
+    const e0 = stripeEvent('evt_m27_0'); // to be replayed to a replacement: rightly completed
+    const r0 = await post(src, e0, sign.stripe(e0, 'whsec_m27'), d);
+    for (const r of [r1, r0]) await waitStatus(src, r.json.inbox_id, 'retryable_failed', 15000, d);
     assert.equal((await d.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
-    await waitStatus(src, r1.json.inbox_id, 'dead_lettered', 15000, d);
+    for (const r of [r1, r0]) await waitStatus(src, r.json.inbox_id, 'dead_lettered', 15000, d);
     const e2 = stripeEvent('evt_m27_2'); // after the delete: to the remaining destination only
     const r2 = await post(src, e2, sign.stripe(e2, 'whsec_m27'), d);
     await waitStatus(src, r2.json.inbox_id, 'completed', 15000, d);
+    const fresh = await startReceiver();
+    assert.equal((await d.api('POST', `/v1/sources/${src.id}/destinations`, { url: fresh.url })).status, 201);
+    assert.equal((await d.api('POST', `/v1/inbox/${r0.json.inbox_id}/replay`)).status, 202);
+    await waitStatus(src, r0.json.inbox_id, 'completed', 15000, d);
     assert.equal((await d.stop()).code, 0);
-    // the state an earlier hookd left: the first record read completed
+    // the state an earlier hookd left: no replaced mark, and the first record read completed
     const sql = (q) => spawnSync('sqlite3', [d.db, q], { encoding: 'utf8' });
-    assert.equal(sql(`UPDATE inbox SET status = 'completed', completed_at = 1, last_error = NULL WHERE id = '${r1.json.inbox_id}';`
-      + ' DELETE FROM schema_migrations WHERE version = 27;').status, 0);
+    const q = sql(`UPDATE inbox SET status = 'completed', completed_at = 1, last_error = NULL WHERE id = '${r1.json.inbox_id}';`
+      + ' ALTER TABLE deliveries DROP COLUMN replaced; DELETE FROM schema_migrations WHERE version = 27;');
+    assert.equal(q.status, 0, q.stderr);
     d = await startHookd({ dir });
     const rec = (await d.api('GET', `/v1/inbox/${r1.json.inbox_id}`)).json;
     assert.equal(rec.status, 'dead_lettered');
     assert.equal(rec.last_error, 'destination deleted');
     assert.equal(rec.completed_at, null);
     assert.equal((await d.api('GET', `/v1/inbox/${r2.json.inbox_id}`)).json.status, 'completed', 'a record rightly completed stays so');
+    assert.equal((await d.api('GET', `/v1/inbox/${r0.json.inbox_id}`)).json.status, 'completed', 'and one whose forward was replaced');
     assert.equal((await d.stop()).code, 0);
-    for (const x of [failing, fine]) await x.close();
+    for (const x of [failing, fine, fresh]) await x.close();
     cleanup();
   });
 

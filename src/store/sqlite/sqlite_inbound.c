@@ -577,18 +577,11 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
   sqlite3_stmt *st = sq_stmt(
       c, SQ_INBOX_AGG,
       "SELECT d.event_seq, SUM(x.state = 'unknown'),"
-      /* a forward cut off by its destination's delete and replaced by a forward made later
-       * (sq_inbox_reforward; later by seq: a step of the wall clock cannot reorder them) no
-       * longer decides the record. Made later, not beside it: the forwards made in one
-       * transaction (the receive's to every destination, or one reforward's) share their
-       * created_at, and a sibling made after it in the receive replaced nothing (the record of
-       * a deleted first destination read completed while its second had delivered) */
-      /* (a CASE: the subqueries run for those forwards only, not for every outcome's row) */
-      " SUM(CASE WHEN x.state = 'dead' OR x.state = 'cancelled' THEN NOT (EXISTS (SELECT 1"
-      " FROM deliveries y WHERE y.event_seq = x.event_seq AND y.seq > x.seq"
-      " AND y.created_at <> x.created_at) AND"
-      " COALESCE((SELECT g.deleted_at IS NOT NULL FROM endpoints g WHERE g.id = x.endpoint_id),"
-      " 0)) ELSE 0 END),"
+      /* a forward cut off by its destination's delete and replaced since (sq_inbox_reforward
+       * marks it, only such a forward) no longer decides the record; one not replaced counts
+       * as dead-lettered — the forwards made with it, or by a reforward before its delete,
+       * replaced nothing */
+      " SUM((x.state = 'dead' OR x.state = 'cancelled') AND NOT x.replaced),"
       " SUM(x.state = 'retrying'), SUM(x.state = 'pending'), SUM(x.state = 'delivered'),"
       " SUM(x.attempt_count) FROM deliveries d JOIN deliveries x ON x.event_seq = d.event_seq"
       " WHERE d.seq = ?1");
@@ -617,7 +610,8 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
   if (s1) {
     st = sq_stmt(c, SQ_INBOX_LAST_ERROR,
                  "SELECT last_error FROM deliveries WHERE event_seq = ?1"
-                 " AND (state = ?2 OR state = ?3) ORDER BY updated_at DESC, seq DESC LIMIT 1");
+                 " AND (state = ?2 OR state = ?3) AND NOT replaced"
+                 " ORDER BY updated_at DESC, seq DESC LIMIT 1");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, event_seq);
     sq_bind_text(st, 2, s1);
@@ -749,6 +743,7 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
       break;
     }
   }
+  int64_t rec_event_seq = rec.event_seq;
   hookd_inbox_free(&rec);
   if (!fail && rc != SQLITE_DONE) fail = sq_fail(c, "reforward");
   if (fail) {
@@ -758,7 +753,21 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
     *n_hints = 0;
     return fail;
   }
-  rc = first ? sq_inbox_follow(c, first, now_ms, NULL, NULL) : HOOKD_STORE_OK;
+  rc = HOOKD_STORE_OK;
+  if (first) { /* the forwards cut off until now are replaced: they decide the record no more */
+    sqlite3_stmt *mark = sq_stmt(
+        c, SQ_INBOX_REPLACED,
+        "UPDATE deliveries SET replaced = 1 WHERE event_seq = ?1 AND seq < ?2"
+        " AND (state = 'dead' OR state = 'cancelled') AND NOT replaced AND EXISTS (SELECT 1"
+        " FROM endpoints g WHERE g.id = deliveries.endpoint_id AND g.deleted_at IS NOT NULL)");
+    if (!mark) rc = HOOKD_STORE_ERR;
+    else {
+      sq_bind_i64(mark, 1, rec_event_seq);
+      sq_bind_i64(mark, 2, first);
+      rc = sqlite3_step(mark) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "mark replaced");
+    }
+  }
+  if (!rc && first) rc = sq_inbox_follow(c, first, now_ms, NULL, NULL);
   if (rc) {
     hookd_due_hints_free(*hints, *n_hints);
     *hints = NULL;
