@@ -422,12 +422,63 @@ static size_t tail_prefix(const char *in, size_t len, const char *v, size_t n, s
   return k >= VALUE_MIN ? k : 0;
 }
 
+/* Marks in mask every occurrence of v[0..n) in in[0..len) — overlapping ones too, each byte
+ * marked once — and, with cut, a beginning of v that in ends with. */
+static int mask_value(const char *in, size_t len, const char *v, size_t n, bool cut,
+                      unsigned char *mask, size_t **fail, bool *any) {
+  size_t marked = 0; /* in[..marked) is marked as far as this value goes */
+  for (const char *p = in; (size_t)(in + len - p) >= n;) {
+    const char *q = memmem(p, (size_t)(in + len - p), v, n);
+    if (!q) break;
+    size_t from = (size_t)(q - in);
+    if (from < marked) from = marked;
+    memset(mask + from, 1, (size_t)(q - in) + n - from);
+    marked = (size_t)(q - in) + n;
+    *any = true;
+    p = q + 1;
+  }
+  if (cut && n > VALUE_MIN) {
+    size_t *f = realloc(*fail, n * sizeof *f);
+    if (!f) return HOOKD_BUF_NOMEM;
+    *fail = f;
+    size_t k = tail_prefix(in, len, v, n, f);
+    if (k) {
+      memset(mask + len - k, 1, k);
+      *any = true;
+    }
+  }
+  return HOOKD_BUF_OK;
+}
+
+/* v[0..n) as a JSON string's contents: '"', '\\' and tabs escaped, '/' too with slash (PHP's
+ * json_encode) — a receiver echoing its request as JSON shows a value so. Its length, 0 when
+ * nothing was escaped (the raw value covers it). */
+static size_t json_escaped(const char *v, size_t n, bool slash, char *out) {
+  size_t o = 0;
+  bool escaped = false;
+  for (size_t i = 0; i < n; i++) {
+    char c = v[i];
+    char e = c == '"' ? '"' : c == '\\' ? '\\' : c == '\t' ? 't' : c == '/' && slash ? '/' : 0;
+    if (e) {
+      out[o++] = '\\';
+      out[o++] = e;
+      escaped = true;
+    } else {
+      out[o++] = c;
+    }
+  }
+  return escaped ? o : 0;
+}
+
 int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut, hookd_buf *out) {
   unsigned char *mask = len ? calloc(len, 1) : NULL;
   size_t *fail = NULL;
+  char *esc = NULL;
+  size_t esc_cap = 0;
   if (len && !mask) return HOOKD_BUF_NOMEM;
   bool any = false;
-  for (const char *l = lines; l && *l;) {
+  int rc = HOOKD_BUF_OK;
+  for (const char *l = lines; l && *l && !rc;) {
     const char *nl = strchr(l, '\n');
     const char *end = nl ? nl : l + strlen(l);
     const char *colon = memchr(l, ':', (size_t)(end - l));
@@ -436,30 +487,26 @@ int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut,
     size_t n = (size_t)(end - v);
     l = nl ? nl + 1 : end;
     if (n < VALUE_MIN) continue;
-    for (const char *p = in; (size_t)(in + len - p) >= n;) {
-      const char *q = memmem(p, (size_t)(in + len - p), v, n);
-      if (!q) break;
-      memset(mask + (q - in), 1, n);
-      any = true;
-      p = q + n;
+    rc = mask_value(in, len, v, n, cut, mask, &fail, &any);
+    if (!rc && esc_cap < 2 * n) {
+      char *e = realloc(esc, 2 * n);
+      if (!e) rc = HOOKD_BUF_NOMEM;
+      else {
+        esc = e;
+        esc_cap = 2 * n;
+      }
     }
-    if (cut && n > VALUE_MIN) {
-      size_t *f = realloc(fail, n * sizeof *f);
-      if (!f) {
-        free(fail);
-        free(mask);
-        return HOOKD_BUF_NOMEM;
-      }
-      fail = f;
-      size_t k = tail_prefix(in, len, v, n, fail);
-      if (k) {
-        memset(mask + len - k, 1, k);
-        any = true;
-      }
+    for (int slash = 0; slash < 2 && !rc; slash++) {
+      size_t en = json_escaped(v, n, slash, esc);
+      if (en) rc = mask_value(in, len, esc, en, cut, mask, &fail, &any);
     }
   }
   free(fail);
-  int rc = HOOKD_BUF_OK;
+  free(esc);
+  if (rc) {
+    free(mask);
+    return rc;
+  }
   if (!any) rc = len ? hookd_buf_append(out, in, len) : HOOKD_BUF_OK;
   for (size_t i = 0; any && i < len && !rc;) {
     size_t j = i;

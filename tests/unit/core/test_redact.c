@@ -189,6 +189,15 @@ static void own_header_values(void **st) {
   assert_string_equal(V("echo: GWC", lines, true), "echo: GWC"); /* under 4 bytes */
   /* a value whose beginning repeats inside it (the automaton's fallback) */
   assert_string_equal(V("x abcabcab", "A: abcabcabd\n", true), "x [redacted]");
+  /* overlapping occurrences, all of them */
+  assert_string_equal(V("xababab y", "A: abab\n", false), "x[redacted] y");
+  /* as a JSON echo shows them: '"', '\\' and tabs escaped, '/' too by PHP */
+  const char *odd = "X-Gw: gw\"Cred\\Z9x1\nX-Tab: gwcred\tZZ91\nX-Sl: gw/cred/Z981\n";
+  assert_string_equal(V("{\"a\":\"gw\\\"Cred\\\\Z9x1\",\"b\":\"gwcred\\tZZ91\"}", odd, false),
+                      "{\"a\":\"[redacted]\",\"b\":\"[redacted]\"}");
+  assert_string_equal(V("{\"c\":\"gw\\/cred\\/Z981\",\"d\":\"gw/cred/Z981\"}", odd, false),
+                      "{\"c\":\"[redacted]\",\"d\":\"[redacted]\"}");
+  assert_string_equal(V("{\"c\":\"gw\\/cr", odd, true), "{\"c\":\"[redacted]");
   assert_string_equal(V("nothing here", lines, true), "nothing here");
   assert_string_equal(V("nothing here", NULL, true), "nothing here");
   assert_string_equal(V("", lines, true), "");
