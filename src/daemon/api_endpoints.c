@@ -20,6 +20,7 @@
 #include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 
 /* Fields a body may carry, and which of them were present (PATCH applies only those). */
 enum {
@@ -721,6 +722,7 @@ static void reply_delete(hookd_api_op *base, int rc) {
        KV_S("tenant_id", op->tenant), KV_I("cancelled", op->deleted.cancelled),
        KV_I("held", op->deleted.held));
   hookd_held_unknown(op->deleted.held, HOOKD_HELD_BY_DELETE);
+  if (op->deleted.cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)op->deleted.cancelled);
   hookd_req_reply_json(base->req, 200,
                        json_pack("{s:s,s:b,s:i,s:i}", "id", op->id, "deleted", 1,
                                  "cancelled_deliveries", op->deleted.cancelled,

@@ -267,7 +267,10 @@ static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd
 static void reply_resolve(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
   if (!answered_or_hinted(op, rc)) return;
-  if (op->to == HOOKD_DS_DEAD) HOOKD_ADD(dead[M_DEAD_OPERATOR], op->n_resolved);
+  if (op->to == HOOKD_DS_DEAD) { /* forwards all: the inbound share of the total too */
+    HOOKD_ADD(dead[M_DEAD_OPERATOR], op->n_resolved);
+    HOOKD_ADD(inbound_dead, op->n_resolved);
+  }
   if (op->to == HOOKD_DS_DELIVERED) HOOKD_ADD(delivered, op->n_resolved);
   HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", op->id),
        KV_S("tenant_id", op->rec.tenant_id), KV_S("to", hookd_dstate_name(op->to)),

@@ -20,6 +20,7 @@
 #include "core/sign.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 
 #define MAX_DESTS 8
 #define MAX_SECRETS 16
@@ -1014,6 +1015,7 @@ static void reply_delete(hookd_api_op *base, int rc) {
   }
   /* as an endpoint's DELETE: what its destinations still had to send is cancelled */
   hookd_held_unknown(op->deleted.held, HOOKD_HELD_BY_DELETE);
+  if (op->deleted.cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)op->deleted.cancelled);
   hookd_req_reply_json(base->req, 200,
                        json_pack("{s:s,s:b,s:i,s:i}", "id", op->id, "deleted", 1,
                                  "cancelled_deliveries", op->deleted.cancelled,

@@ -45,5 +45,7 @@ typedef struct hookd_app {
 void hookd_api_handle(hookd_req *r, void *app);
 /* The server's gate (server.h): judges a request on its head; false once it has answered. */
 bool hookd_api_gate(hookd_req *r, void *app);
+/* The server's word of a request it answered 413 (server.h): a provider's, counted. */
+void hookd_api_too_large(hookd_req *r, void *app);
 
 #endif

@@ -345,6 +345,7 @@ int hookd_serve(const hookd_config *cfg) {
                             .max_headers = cfg->max_headers,
                             .max_url_len = cfg->max_url_len,
                             .gate = hookd_api_gate,
+                            .too_large = hookd_api_too_large,
                             .handler = hookd_api_handle,
                             .app = &app};
   app.srv = hookd_server_start(&hc, err, sizeof err);

@@ -200,6 +200,7 @@ static void reply_receive(hookd_api_op *base, int rc) {
     hookd_dispatcher_hint(base->app->disp, op->rs.endpoints[i], op->rs.due_ms);
   HLOG(out == HOOKD_RECV_CONFLICT ? HOOKD_LOG_WARN : HOOKD_LOG_DEBUG, "inbound.received",
        KV_S("outcome", hookd_recv_outcome_names[out]), KV_S("inbox_id", op->rs.record.id),
+       KV_S("event_id", op->rs.record.id), /* its forwards' lines name it so */
        KV_S("source_id", op->source_id), KV_S("tenant_id", op->tenant_id),
        KV_S("provider", op->provider_name), KV_S("event_type", op->event_type),
        KV_S("identity_kind", op->identity_kind));
@@ -310,6 +311,17 @@ static int identity_under(recv_op *op, const hookd_source_rt *rt, const hookd_in
   }
   hookd_buf_free(&comp);
   return rc ? rc : key_of(op, kind, ident, key_out);
+}
+
+void hookd_inbound_too_large(hookd_app *app, const char *source_id) {
+  HOOKD_INC(inbound_rejected[HOOKD_REJECT_BODY_TOO_LARGE]);
+  hookd_source_rt *rt = hookd_source_cache_get(app->sources, source_id);
+  if (!rt) return; /* no such source (a 404 otherwise): counted, its id not logged */
+  HLOG(HOOKD_LOG_INFO, "inbound.rejected", KV_S("source_id", rt->src.id),
+       KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
+       KV_S("reason", "request body over --max-body-bytes"),
+       KV_S("kind", hookd_reject_names[HOOKD_REJECT_BODY_TOO_LARGE]));
+  hookd_source_rt_release(rt);
 }
 
 bool hookd_inbound_gate(hookd_req *r, hookd_app *app) {

@@ -68,7 +68,8 @@ const char *const hookd_reject_names[HOOKD_REJECT__COUNT] = {
     [HOOKD_REJECT_TIMESTAMP_FUTURE] = "timestamp_future",
     [HOOKD_REJECT_INVALID_JSON] = "invalid_json",
     [HOOKD_REJECT_INVALID_REQUEST] = "invalid_request",
-    [HOOKD_REJECT_MEDIA_TYPE] = "unsupported_media_type"};
+    [HOOKD_REJECT_MEDIA_TYPE] = "unsupported_media_type",
+    [HOOKD_REJECT_BODY_TOO_LARGE] = "body_too_large"};
 
 static int labelled(hookd_buf *o, const char *name, const char *help, const char *label,
                     const char *const *names, _Atomic uint64_t *v, int n) {
@@ -147,6 +148,11 @@ int hookd_metrics_render(hookd_buf *o) {
                          "destinations (their inbox records dead_lettered): an inbound alert apart "
                          "from outbound endpoints",
                          LOAD(m->inbound_dead));
+  rc = rc ? rc : counter(o, "hookd_deliveries_cancelled_total",
+                         "deliveries cancelled by their endpoint's or source's delete (an inbound "
+                         "destination's: their inbox records dead_lettered until replayed to a "
+                         "replacement)",
+                         LOAD(m->cancelled));
   rc = rc ? rc : counter(o, "hookd_stale_outcomes_total",
                          "outcome writes refused because the lease token was superseded",
                          LOAD(m->stale_outcomes));

@@ -22,6 +22,7 @@ typedef enum {
   HOOKD_REJECT_INVALID_JSON,
   HOOKD_REJECT_INVALID_REQUEST,
   HOOKD_REJECT_MEDIA_TYPE,
+  HOOKD_REJECT_BODY_TOO_LARGE,
   HOOKD_REJECT__COUNT
 } hookd_reject_reason;
 extern const char *const hookd_reject_names[HOOKD_REJECT__COUNT];
@@ -54,6 +55,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t delivered;
   _Atomic uint64_t dead[M_DEAD__COUNT];
   _Atomic uint64_t inbound_dead;          /* of those, forwards to an inbound destination */
+  _Atomic uint64_t cancelled;             /* deliveries cancelled by their endpoint's delete */
   _Atomic uint64_t stale_outcomes;        /* fenced-out outcome writes */
   _Atomic uint64_t outcome_write_retries; /* outcome writes that failed and were tried again */
   _Atomic uint64_t claims;                /* claim operations */

@@ -143,6 +143,15 @@ static bool scrape_allowed(const char *token, const char *tok) {
   return CRYPTO_memcmp(got, want, 32) == 0;
 }
 
+/* A request the server answered 413 (its body over --max-body-bytes): a provider's is counted
+ * apart (inbound.c). */
+void hookd_api_too_large(hookd_req *r, void *arg) {
+  hookd_app *app = arg;
+  const char *path = hookd_req_path(r);
+  if (!strncmp(path, "/in/", 4) && atomic_load(&app->started)) /* a provider's event refused */
+    hookd_inbound_too_large(app, path + 4);
+}
+
 /* Everything a request is judged on before its body: the route, the API key and its role and
  * tenants, the query's names, Hookd-Reason, the path's ids — and, for /in/{source}, that the
  * source exists. Runs on the head alone (server.h: the gate), so a request refused here never

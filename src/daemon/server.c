@@ -521,6 +521,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       char *end;
       unsigned long long n = strtoull(cl, &end, 10);
       if (*end == '\0' && n > srv->cfg.max_body) {
+        if (srv->cfg.too_large) srv->cfg.too_large(r, srv->cfg.app);
         hookd_req_error(r, 413, "body_too_large",
                         "request body of %llu bytes exceeds the limit of %zu bytes", n,
                         srv->cfg.max_body);
@@ -557,10 +558,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (rc == HOOKD_BUF_OK) return MHD_YES;
     /* a chunked body (a Content-Length over the limit was refused above) passed the limit, or
      * memory ran out: answer now and read no more of it */
-    if (rc == HOOKD_BUF_TOOBIG)
+    if (rc == HOOKD_BUF_TOOBIG) {
+      if (srv->cfg.too_large) srv->cfg.too_large(r, srv->cfg.app);
       hookd_req_error(r, 413, "body_too_large", "request body exceeds the limit of %zu bytes",
                       srv->cfg.max_body);
-    else
+    } else
       hookd_req_error(r, 503, "unavailable", "out of memory");
     return answer_mid_body(r);
   }

@@ -39,6 +39,9 @@ typedef struct hookd_server_config {
    * that cannot succeed — no route, no valid API key, no such source — never has its body
    * held: a client without a key cannot make the server hold max_body per connection. */
   bool (*gate)(hookd_req *r, void *app);
+  /* Told of a request the server itself answers 413, its body over max_body by its
+   * Content-Length or as it arrives (NULL: none): a provider's event refused so is counted. */
+  void (*too_large)(hookd_req *r, void *app);
   hookd_handler_fn handler;
   void *app;
 } hookd_server_config;

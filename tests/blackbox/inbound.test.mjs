@@ -591,6 +591,12 @@ describe('verification', () => {
       const r = await post(src, big, headers, small);
       assert.deepEqual([r.status, r.json?.error?.code], [413, 'body_too_large'], r.text);
     }
+    // counted apart, and logged with the source: a provider retrying it in vain is seen
+    const m = parsePrometheus((await small.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_inbound_rejected_total', { reason: 'body_too_large' }), 4);
+    const lines = small.logs.filter((l) => l.msg === 'inbound.rejected' && l.kind === 'body_too_large');
+    assert.equal(lines.length, 4);
+    assert.equal(lines[0].source_id, src.id);
     assert.equal((await post({ id: 'src_nope' }, '{}', { 'Content-Type': 'application/json' }, small)).status, 404);
     assert.equal((await fetch(`${small.url}/in/${src.id}`)).status, 405);
     const b = stripeEvent('evt_ct');
@@ -878,7 +884,12 @@ describe('forwarding', () => {
       await waitStatus(src, r.json.inbox_id, 'retryable_failed');
       await fine.waitFor(1);
       const gone = src.destinations[failingFirst ? 0 : 1].id;
-      assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${gone}`)).status, 200);
+      const cancelled = () => h.api('GET', '/metrics').then((m) => sampleValue(parsePrometheus(m.text), 'hookd_deliveries_cancelled_total'));
+      const before = await cancelled();
+      const del = await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${gone}`);
+      assert.equal(del.status, 200);
+      assert.equal(del.json.cancelled_deliveries, 1);
+      assert.equal(await cancelled(), before + 1, 'counted');
       const rec = await waitStatus(src, r.json.inbox_id, 'dead_lettered')
         .catch((e) => { throw new Error(`${failingFirst ? 'failing destination first' : 'failing destination second'}: ${e.message}`); });
       assert.equal(rec.last_error, 'destination deleted');
@@ -1353,18 +1364,21 @@ describe('forwarding', () => {
     await gone.close();
   });
 
-  it('an operator dead-letters an unknown forward: counted as DEAD "operator" in the metrics', async () => {
+  it('an operator dead-letters an unknown forward: counted as DEAD "operator" in the metrics, and as an inbound forward dead', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_op'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
     const body = stripeEvent('evt_op_1');
     const r = await post(src, body, sign.stripe(body, 'whsec_op'));
     await waitStatus(src, r.json.inbox_id, 'unknown');
-    const dead = () => h.api('GET', '/metrics').then((m) => sampleValue(parsePrometheus(m.text), 'hookd_deliveries_dead_total', { reason: 'operator' }));
-    const before = await dead();
+    const dead = () => h.api('GET', '/metrics').then((m) => {
+      const p = parsePrometheus(m.text);
+      return [sampleValue(p, 'hookd_deliveries_dead_total', { reason: 'operator' }), sampleValue(p, 'hookd_inbound_forwards_dead_total')];
+    });
+    const [before, inBefore] = await dead();
     const res = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'dead_lettered', reason: 'refunded by hand' });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.json.status, 'dead_lettered');
-    assert.equal(await dead(), before + 1);
+    assert.deepEqual(await dead(), [before + 1, inBefore + 1]);
     dest.releaseHanging();
     await dest.close();
   });
