@@ -27,7 +27,10 @@
 # small backlog is delivered (the same count for both, so the small one never runs dry inside
 # the window), peak RSS (VmHWM); for the big store also kill -9, a restart to the first
 # delivery, and the same count again after it (peak RSS then); BENCH_REPS repetitions.
-# BENCH_ISO_PARTS ("hanging backlog") picks the parts to run.
+# Part 3, waves (bench/waves.mjs): a tenant (cap 256) with a slow endpoint adds BENCH_WAVES_N
+# (500) endpoints that all hang (5 s timeout); its healthy endpoint's first attempts, once the
+# wave is sending. Ceiling: 1 s (a timeout, 5 s, without the newcomer share).
+# BENCH_ISO_PARTS ("hanging backlog waves") picks the parts to run.
 # Targets: RSS < 512 MB, big-backlog rate >= 80 % of the small-backlog rate, restart <= 5 s.
 # shellcheck shell=bash
 
@@ -37,7 +40,7 @@ ISO_SECONDS=${BENCH_ISO_SECONDS:-20}
 ISO_BACKLOG=${BENCH_ISO_BACKLOG:-100000}
 ISO_BIG=${BENCH_ISO_BIG:-10000000}
 ISO_SMALL=${BENCH_ISO_SMALL:-100000}
-ISO_PARTS=${BENCH_ISO_PARTS:-"hanging backlog"}
+ISO_PARTS=${BENCH_ISO_PARTS:-"hanging backlog waves"}
 ISO_ENDPOINTS=50
 ISO_TENANTS=5
 ISO_HANG=" 0 11 22 33 44 "
@@ -294,7 +297,26 @@ iso_big_run() {
 isolation_main() {
   [[ " $ISO_PARTS " == *" hanging "* ]] && iso_hanging_main
   [[ " $ISO_PARTS " == *" backlog "* ]] && iso_backlog_main
+  [[ " $ISO_PARTS " == *" waves "* ]] && iso_waves_main
   return 0
+}
+
+# A tenant's wall of new hanging endpoints beside a slow one (bench/waves.mjs): its healthy
+# endpoint's first attempts. Ceiling: 1 s at the most (before the newcomer share: a timeout, 5 s).
+iso_waves_main() {
+  local n=${BENCH_WAVES_N:-500} line ms
+  say ""
+  say "## Isolation: a wave of $n new hanging endpoints beside a slow one (tenant cap 256)"
+  wait_quiet
+  line=$(HOOKD_BIN="$PWD/build/hookd" N="$n" node bench/waves.mjs 2>/dev/null | grep '^waves_') || {
+    say "waves run failed"
+    return 0
+  }
+  say "$line"
+  ms=${line#waves_healthy_ms_max=}
+  ms=${ms%% *}
+  say "RESULT healthy endpoint's first attempts beside $n new hanging endpoints: max ${ms} ms —" \
+    "ceiling <= 1000 ms: $(awk -v m="$ms" 'BEGIN { print (m <= 1000) ? "PASS" : "MISS" }')"
 }
 
 iso_hanging_main() {

@@ -9,7 +9,8 @@
 #   bench/run.sh publish    publish API latency at fixed offered loads
 #   bench/run.sh inbound    signed Stripe-style webhooks to /in/{source}: acks/s vs wrk -> nginx,
 #                           latency at a fixed offered rate, the duplicate path
-#   bench/run.sh isolation  10 % of endpoints hanging vs all healthy; a 10M-delivery backlog
+#   bench/run.sh isolation  10 % of endpoints hanging vs all healthy; a 10M-delivery backlog;
+#                           a wave of new hanging endpoints beside a slow one
 #   bench/run.sh idle       hookd at rest with 20,000 inbound sources (the periodic refresh)
 #   bench/run.sh retention  --event-retention-s deleting 200,000 old events; publishes meanwhile
 #   bench/run.sh replay     a bulk replay job over 100,000 DEAD deliveries vs the same live backlog
