@@ -85,6 +85,10 @@ void hookd_api_store_error(hookd_api_op *op, int rc, const char *what);
 /* Backpressure: true (after answering 503 with Retry-After) when the store writer has more
  * queued work than --max-store-queue. */
 bool hookd_api_store_overloaded(hookd_req *r, hookd_app *app);
+/* Its two halves: whether more than --max-store-queue writes wait (how many in depth), and
+ * the 503 + Retry-After answer (for a caller that counts it elsewhere). */
+bool hookd_api_store_behind(hookd_app *app, uint64_t *depth);
+void hookd_api_reply_overloaded(hookd_req *r, uint64_t depth);
 
 /* Parses the request body as a JSON object within the configured limits; on failure answers 400
  * and returns NULL. */

@@ -221,15 +221,25 @@ void hookd_api_store_error(hookd_api_op *op, int rc, const char *what) {
   }
 }
 
-bool hookd_api_store_overloaded(hookd_req *r, hookd_app *app) {
+bool hookd_api_store_behind(hookd_app *app, uint64_t *depth) {
   hookd_storeq_stats st;
   hookd_storeq_get_stats(app->store->writer, &st);
-  if (st.queue_depth <= (uint64_t)app->cfg->max_store_queue) return false;
-  HOOKD_INC(publish_backpressure);
+  *depth = st.queue_depth;
+  return st.queue_depth > (uint64_t)app->cfg->max_store_queue;
+}
+
+void hookd_api_reply_overloaded(hookd_req *r, uint64_t depth) {
   hookd_req_add_header(r, "Retry-After", "1");
   hookd_req_error(r, 503, "overloaded",
                   "the store is falling behind (%llu writes waiting); retry after a second",
-                  (unsigned long long)st.queue_depth);
+                  (unsigned long long)depth);
+}
+
+bool hookd_api_store_overloaded(hookd_req *r, hookd_app *app) {
+  uint64_t depth;
+  if (!hookd_api_store_behind(app, &depth)) return false;
+  HOOKD_INC(publish_backpressure);
+  hookd_api_reply_overloaded(r, depth);
   return true;
 }
 

@@ -171,6 +171,8 @@ static void reply_ack(hookd_req *r, const recv_op *op, const hookd_inbox *rec, b
 static void reply_receive(hookd_api_op *base, int rc) {
   recv_op *op = (recv_op *)base;
   if (rc) {
+    HOOKD_INC(inbound_unavailable[rc == HOOKD_STORE_STATE ? HOOKD_UNAVAIL_NO_DESTINATION
+                                                          : HOOKD_UNAVAIL_STORE]);
     if (rc == HOOKD_STORE_STATE) /* not a store failure: every destination was deleted */
       HLOG(HOOKD_LOG_WARN, "inbound.no_destination", KV_S("source_id", op->source_id),
            KV_S("tenant_id", op->tenant_id));
@@ -460,16 +462,15 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   }
   hookd_buf_free(&hs);
 
-  if (p == HOOKD_PROVIDER_VNPAY) {
-    hookd_storeq_stats st;
-    hookd_storeq_get_stats(app->store->writer, &st);
-    if (st.queue_depth > (uint64_t)app->cfg->max_store_queue) { /* "99": VNPay retries */
+  uint64_t depth;
+  if (hookd_api_store_behind(app, &depth)) { /* the provider retries */
+    HOOKD_INC(inbound_unavailable[HOOKD_UNAVAIL_OVERLOADED]);
+    if (p == HOOKD_PROVIDER_VNPAY) /* "99" */
       hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "99", "Message",
                                              "Unknown error"));
-      goto done;
-    }
-  } else if (hookd_api_store_overloaded(r, app)) {
-    goto done; /* 503 + Retry-After: the provider retries */
+    else
+      hookd_api_reply_overloaded(r, depth); /* 503 + Retry-After */
+    goto done;
   }
   op = hookd_api_op_new(sizeof *op, r, app, run_receive, reply_receive);
   if (!op) goto done;

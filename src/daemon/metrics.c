@@ -71,6 +71,11 @@ const char *const hookd_reject_names[HOOKD_REJECT__COUNT] = {
     [HOOKD_REJECT_MEDIA_TYPE] = "unsupported_media_type",
     [HOOKD_REJECT_BODY_TOO_LARGE] = "body_too_large"};
 
+static const char *const unavail_names[HOOKD_UNAVAIL__COUNT] = {
+    [HOOKD_UNAVAIL_OVERLOADED] = "overloaded",
+    [HOOKD_UNAVAIL_NO_DESTINATION] = "no_destination",
+    [HOOKD_UNAVAIL_STORE] = "store_error"};
+
 static int labelled(hookd_buf *o, const char *name, const char *help, const char *label,
                     const char *const *names, _Atomic uint64_t *v, int n) {
   int rc = hookd_buf_printf(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
@@ -195,6 +200,10 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : labelled(o, "hookd_inbound_rejected_total",
                           "inbound requests refused, by reason (signature, timestamp, format)",
                           "reason", hookd_reject_names, m->inbound_rejected, HOOKD_REJECT__COUNT);
+  rc = rc ? rc : labelled(o, "hookd_inbound_unavailable_total",
+                          "provider requests answered to retry later (503, VNPay \"99\"), nothing "
+                          "stored",
+                          "reason", unavail_names, m->inbound_unavailable, HOOKD_UNAVAIL__COUNT);
   rc = rc ? rc : counter(o, "hookd_inbound_handshakes_total", "provider handshakes answered",
                          LOAD(m->inbound_handshakes));
   rc = rc ? rc : counter(o, "hookd_inbox_purged_total", "dedup records purged by retention",

@@ -27,6 +27,15 @@ typedef enum {
 } hookd_reject_reason;
 extern const char *const hookd_reject_names[HOOKD_REJECT__COUNT];
 
+/* Why an /in/ request was answered "retry later" (503, VNPay "99"), nothing stored:
+ * hookd_inbound_unavailable_total{reason}. */
+typedef enum {
+  HOOKD_UNAVAIL_OVERLOADED,     /* more than --max-store-queue writes waiting */
+  HOOKD_UNAVAIL_NO_DESTINATION, /* every destination of the source deleted */
+  HOOKD_UNAVAIL_STORE,          /* the store failed the receive */
+  HOOKD_UNAVAIL__COUNT
+} hookd_unavail_reason;
+
 typedef struct hookd_hist {
   _Atomic uint64_t bucket[HOOKD_HIST_BUCKETS + 1]; /* cumulative at render; +Inf last */
   _Atomic uint64_t count;
@@ -72,6 +81,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t unknown;                 /* deliveries held: ambiguous, not idempotent */
   _Atomic uint64_t inbound[HOOKD_RECV__COUNT]; /* by HOOKD_RECV_* outcome */
   _Atomic uint64_t inbound_rejected[HOOKD_REJECT__COUNT]; /* refused /in/ requests, by why */
+  _Atomic uint64_t inbound_unavailable[HOOKD_UNAVAIL__COUNT]; /* /in/ requests told to retry */
   _Atomic uint64_t inbound_handshakes;
   _Atomic uint64_t inbox_purged;
   _Atomic uint64_t payloads_purged;

@@ -37,7 +37,7 @@ async function post(src, body, headers, daemon = h) {
   const text = await res.text();
   let json = null;
   try { json = JSON.parse(text); } catch { /* not JSON */ }
-  return { status: res.status, json, text };
+  return { status: res.status, json, text, headers: res.headers };
 }
 
 async function inbox(src, state, daemon = h) {
@@ -1242,10 +1242,13 @@ describe('forwarding', () => {
     assert.equal((await h.api('DELETE', epPath)).status, 200);
     const body2 = stripeEvent('evt_dis_2');
     const redone = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_store_redone_batches_total');
-    const redoneBefore = await redone();
+    const noDest = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_inbound_unavailable_total',
+      { reason: 'no_destination' });
+    const redoneBefore = await redone(), noDestBefore = await noDest();
     const refused = await post(src, body2, sign.stripe(body2, 'whsec_dis'));
     assert.equal(refused.status, 503, refused.text);
     assert.equal(refused.json.error.code, 'no_destination');
+    assert.equal(await noDest(), noDestBefore + 1, 'counted');
     assert.ok(h.logs.some((l) => l.msg === 'inbound.no_destination' && l.level === 'warn' && l.source_id === src.id),
       'logged as what it is, not as a store failure');
     assert.equal(await redone(), redoneBefore, 'refused before writing: its batch was not undone and run again');
@@ -1589,6 +1592,37 @@ describe('durability and local replay', () => {
     assert.equal((await d.stop()).code, 0);
     for (const x of [failing, fine, fresh]) await x.close();
     cleanup();
+  });
+
+  it('backpressure: with the store stalled, provider requests past --max-store-queue get 503 + Retry-After, counted as inbound (not as publishes), nothing stored; the acknowledged are forwarded', async () => {
+    const d = await startHookd({ args: ['--max-store-queue', '100'] });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_bp'], [{ url: dest.url }], {}, d);
+    const release = await d.lockStore();
+    const n = 300;
+    const results = new Array(n);
+    const pending = Array.from({ length: n }, (_, i) => {
+      const body = stripeEvent(`evt_bp_${i}`);
+      return post(src, body, sign.stripe(body, 'whsec_bp'), d).then((res) => { results[i] = res; });
+    });
+    await waitUntil(() => results.some((x) => x?.status === 503), { what: 'a 503 while the store is stalled', timeout: 5000 });
+    await release('COMMIT');
+    await Promise.all(pending);
+    const refused = results.filter((x) => x.status === 503);
+    const acked = results.filter((x) => x.status === 200);
+    assert.equal(refused.length + acked.length, n, results.map((x) => x.status).join(','));
+    for (const x of refused) {
+      assert.equal(x.json.error.code, 'overloaded');
+      assert.equal(x.headers.get('retry-after'), '1');
+    }
+    const m = parsePrometheus((await d.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_inbound_unavailable_total', { reason: 'overloaded' }), refused.length);
+    assert.equal(sampleValue(m, 'hookd_publish_backpressure_total'), 0, 'not counted as publishes');
+    assert.equal((await inbox(src, undefined, d)).length, acked.length, 'the refused ones were not stored');
+    await dest.waitFor(acked.length, 15000, 'every acknowledged event forwarded');
+    assert.equal((await d.stop()).code, 0);
+    await dest.close();
   });
 
   it('a changed identity rule: a retry of an event received before the change is still its duplicate, across a restart; a coarse old rule holds no new event back', async () => {
