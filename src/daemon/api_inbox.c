@@ -272,8 +272,13 @@ static void reply_resolve(hookd_api_op *base, int rc) {
     HOOKD_ADD(inbound_dead, op->n_resolved);
   }
   if (op->to == HOOKD_DS_DELIVERED) HOOKD_ADD(delivered, op->n_resolved);
-  HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", op->id),
-       KV_S("tenant_id", op->rec.tenant_id), KV_S("to", hookd_dstate_name(op->to)),
+  /* the outcome as the operator gave it (the deliveries' state is "dead" for dead_lettered) */
+  const char *outcome = op->to == HOOKD_DS_DELIVERED ? "completed"
+                        : op->to == HOOKD_DS_PENDING ? "retry"
+                                                     : "dead_lettered";
+  HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", op->id), KV_S("event_id", op->id),
+       KV_S("tenant_id", op->rec.tenant_id), KV_S("outcome", outcome),
+       KV_I("forwards", (int64_t)op->n_resolved),
        KV_S("actor", op->scoped ? op->who.key_id : NULL));
   /* as GET shows it, with how many forwards this resolve settled (or, for retry, sent again):
    * a forward whose destination was deleted stays held, and shows so */
@@ -383,7 +388,7 @@ static void reply_replay(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
   if (!answered_or_hinted(op, rc)) return;
   HOOKD_ADD(replays, op->n_resolved);
-  HLOG(HOOKD_LOG_INFO, "inbox.replayed", KV_S("inbox_id", op->id),
+  HLOG(HOOKD_LOG_INFO, "inbox.replayed", KV_S("inbox_id", op->id), KV_S("event_id", op->id),
        KV_S("tenant_id", op->rec.tenant_id), KV_I("forwards", (int64_t)op->n_resolved),
        KV_S("actor", base->actor[0] ? base->actor : NULL));
   json_t *v = record_json(op);

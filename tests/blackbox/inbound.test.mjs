@@ -1382,6 +1382,9 @@ describe('forwarding', () => {
     assert.equal(res.status, 200, res.text);
     assert.equal(res.json.status, 'dead_lettered');
     assert.deepEqual(await dead(), [before + 1, inBefore + 1]);
+    // logged with the outcome as given, and the record named as its forwards' lines name it
+    assert.ok(h.logs.some((l) => l.msg === 'inbox.resolved' && l.outcome === 'dead_lettered' && l.forwards === 1
+      && l.event_id === r.json.inbox_id), 'the resolve logged');
     dest.releaseHanging();
     await dest.close();
   });
