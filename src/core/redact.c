@@ -404,48 +404,36 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out) {
 
 #define VALUE_MIN 4
 
-/* The length of the longest proper prefix of v that in[0..len) ends with (0 below VALUE_MIN):
- * Knuth-Morris-Pratt's automaton over the input's last n - 1 bytes, with fail (n entries). */
-static size_t tail_prefix(const char *in, size_t len, const char *v, size_t n, size_t *fail) {
-  fail[0] = 0;
-  for (size_t i = 1, k = 0; i < n; i++) {
-    while (k && v[i] != v[k]) k = fail[k - 1];
-    if (v[i] == v[k]) k++;
-    fail[i] = k;
-  }
-  size_t k = 0;
-  for (size_t i = len > n - 1 ? len - (n - 1) : 0; i < len; i++) {
-    while (k && in[i] != v[k]) k = fail[k - 1];
-    if (in[i] == v[k]) k++;
-    if (k == n) k = fail[k - 1]; /* a whole occurrence: memmem's */
-  }
-  return k >= VALUE_MIN ? k : 0;
-}
-
 /* Marks in mask every occurrence of v[0..n) in in[0..len) — overlapping ones too, each byte
- * marked once — and, with cut, a beginning of v that in ends with. */
+ * marked once — and, with cut, a beginning of v (VALUE_MIN bytes or more) that in ends with.
+ * One pass of Knuth-Morris-Pratt's automaton (fail: room for n entries): linear in len + n
+ * whatever the value repeats. */
 static int mask_value(const char *in, size_t len, const char *v, size_t n, bool cut,
                       unsigned char *mask, size_t **fail, bool *any) {
-  size_t marked = 0; /* in[..marked) is marked as far as this value goes */
-  for (const char *p = in; (size_t)(in + len - p) >= n;) {
-    const char *q = memmem(p, (size_t)(in + len - p), v, n);
-    if (!q) break;
-    size_t from = (size_t)(q - in);
-    if (from < marked) from = marked;
-    memset(mask + from, 1, (size_t)(q - in) + n - from);
-    marked = (size_t)(q - in) + n;
-    *any = true;
-    p = q + 1;
+  size_t *f = realloc(*fail, n * sizeof *f);
+  if (!f) return HOOKD_BUF_NOMEM;
+  *fail = f;
+  f[0] = 0;
+  for (size_t i = 1, k = 0; i < n; i++) {
+    while (k && v[i] != v[k]) k = f[k - 1];
+    if (v[i] == v[k]) k++;
+    f[i] = k;
   }
-  if (cut && n > VALUE_MIN) {
-    size_t *f = realloc(*fail, n * sizeof *f);
-    if (!f) return HOOKD_BUF_NOMEM;
-    *fail = f;
-    size_t k = tail_prefix(in, len, v, n, f);
-    if (k) {
-      memset(mask + len - k, 1, k);
+  size_t k = 0, marked = 0; /* in[..marked) is marked as far as this value goes */
+  for (size_t i = 0; i < len; i++) {
+    while (k && in[i] != v[k]) k = f[k - 1];
+    if (in[i] == v[k]) k++;
+    if (k == n) { /* an occurrence ends at i */
+      size_t from = i + 1 - n < marked ? marked : i + 1 - n;
+      memset(mask + from, 1, i + 1 - from);
+      marked = i + 1;
       *any = true;
+      k = f[n - 1];
     }
+  }
+  if (cut && k >= VALUE_MIN) { /* k < n: a value's beginning, cut off with the response */
+    memset(mask + len - k, 1, k);
+    *any = true;
   }
   return HOOKD_BUF_OK;
 }

@@ -574,10 +574,17 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
 
 /* The slow share: slow endpoints together hold at most half the global and tenant caps. The
  * newcomer share: in a tenant with slow endpoints, those never heard from yet together hold at
- * most a quarter of its cap — with the slow half, a quarter is always left to the endpoints
- * that have answered before. */
+ * most a quarter of its cap, and only while the slow requests and theirs leave the last quarter
+ * to the endpoints that have answered before — slow requests may hold more than their half
+ * (those sent before their endpoint was marked slow). A tenant cap too small for quarters
+ * lets a newcomer go while nothing slow or new is in flight. */
+static bool newcomer_share_ok(const tenant *t) {
+  int q = (t->max_in_flight + 3) / 4, rest = t->max_in_flight - q;
+  return t->new_in_flight < q && t->slow_in_flight + t->new_in_flight < (rest > 1 ? rest : 1);
+}
+
 static bool slow_share_ok(hookd_dispatcher *d, const ep *e) {
-  if (ep_newcomer(e)) return e->t->new_in_flight < (e->t->max_in_flight + 3) / 4;
+  if (ep_newcomer(e)) return newcomer_share_ok(e->t);
   if (!e->slow) return true;
   return d->slow_in_flight < (d->cfg.max_in_flight + 1) / 2 &&
          e->t->slow_in_flight < (e->t->max_in_flight + 1) / 2;

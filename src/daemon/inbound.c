@@ -315,10 +315,24 @@ static int identity_under(recv_op *op, const hookd_source_rt *rt, const hookd_in
   return rc ? rc : key_of(op, kind, ident, key_out);
 }
 
-void hookd_inbound_too_large(hookd_app *app, const char *source_id) {
-  HOOKD_INC(inbound_rejected[HOOKD_REJECT_BODY_TOO_LARGE]);
+/* Whether a source of provider p receives requests of this method: POST; VNPay's IPN is a GET,
+ * and a Twilio webhook may be configured to be one (its fields in the signed URL's query). */
+static bool gets_too(hookd_provider p) {
+  return p == HOOKD_PROVIDER_VNPAY || p == HOOKD_PROVIDER_TWILIO;
+}
+static bool method_received(hookd_provider p, const char *method) {
+  return gets_too(p) ? !strcmp(method, "GET") || !strcmp(method, "POST") : strcmp(method, "GET");
+}
+
+void hookd_inbound_too_large(hookd_app *app, const char *source_id, const char *method) {
+  if (strchr(source_id, '/')) return; /* no route (a 404 otherwise) */
   hookd_source_rt *rt = hookd_source_cache_get(app->sources, source_id);
-  if (!rt) return; /* no such source (a 404 otherwise): counted, its id not logged */
+  if (!rt) return; /* no such source: a 404 otherwise */
+  if (!method_received(rt->provider, method)) { /* a 405 otherwise */
+    hookd_source_rt_release(rt);
+    return;
+  }
+  HOOKD_INC(inbound_rejected[HOOKD_REJECT_BODY_TOO_LARGE]);
   HLOG(HOOKD_LOG_INFO, "inbound.rejected", KV_S("source_id", rt->src.id),
        KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
        KV_S("reason", "request body over --max-body-bytes"),
@@ -357,11 +371,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   bool lossy = false; /* an integer beyond 64 bits: the canonical form cannot be trusted */
   const char *method = hookd_req_method(r);
   bool get = !strcmp(method, "GET");
-  /* VNPay's IPN is a GET; a Twilio webhook may be configured to be one (its fields in the
-   * signed URL's query) */
-  bool gets = p == HOOKD_PROVIDER_VNPAY || p == HOOKD_PROVIDER_TWILIO;
-  bool method_ok = gets ? get || !strcmp(method, "POST") : !get;
-  if (!method_ok) {
+  bool gets = gets_too(p);
+  if (!method_received(p, method)) {
     hookd_req_add_header(r, "Allow", gets ? "GET, POST" : "POST");
     hookd_req_error(r, 405, "method_not_allowed", "this source receives %s",
                     gets ? "GET or POST" : "POST");

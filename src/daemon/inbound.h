@@ -9,8 +9,9 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app);
 /* /in/{source}'s check on the head (the router's gate): 404 before the body is read when
  * there is no such source. */
 bool hookd_inbound_gate(hookd_req *r, hookd_app *app);
-/* A request to /in/{source_id} answered 413 by the server: counted (reason body_too_large),
- * and logged as inbound.rejected when the source exists. */
-void hookd_inbound_too_large(hookd_app *app, const char *source_id);
+/* A request to /in/{source_id} answered 413 by the server: counted (reason body_too_large) and
+ * logged as inbound.rejected when it would have been received otherwise — the source exists
+ * and takes the method (else it is a 404 or a 405 refused on its size first, not counted). */
+void hookd_inbound_too_large(hookd_app *app, const char *source_id, const char *method);
 
 #endif

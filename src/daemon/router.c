@@ -149,7 +149,7 @@ void hookd_api_too_large(hookd_req *r, void *arg) {
   hookd_app *app = arg;
   const char *path = hookd_req_path(r);
   if (!strncmp(path, "/in/", 4) && atomic_load(&app->started)) /* a provider's event refused */
-    hookd_inbound_too_large(app, path + 4);
+    hookd_inbound_too_large(app, path + 4, hookd_req_method(r));
 }
 
 /* Everything a request is judged on before its body: the route, the API key and its role and

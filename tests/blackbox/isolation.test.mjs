@@ -204,6 +204,40 @@ describe('isolation', () => {
     for (const r of [first, wave]) await r.close();
   });
 
+  it('newcomers wait while slow requests hold more than their half (sent before their endpoint was marked slow): the tenant\'s healthy endpoint keeps the last slot', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '256', '--tenant-max-in-flight', '16'] });
+    const tenant = 'waves3';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    const healthy = await startReceiver();
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: healthy.url, event_types: ['ok'] })).status, 201);
+    await publish(h, tenant, { type: 'ok', payload: { j: -1 } });
+    await healthy.waitFor(1);
+    // an endpoint whose first requests hang: 15 of them (all but the reserve), slow at 3 s
+    const slow = await startReceiver(() => 'hang');
+    const se = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: slow.url, event_types: ['slow'],
+      max_in_flight: 16, timeout_ms: 6000, retry: { max_attempts: 1 } });
+    assert.equal(se.status, 201, se.text);
+    for (let j = 0; j < 20; j++) await publish(h, tenant, { type: 'slow', payload: { j } });
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${se.json.id}`)).json.health.slow,
+      { what: 'the hanging endpoint slow', timeout: 5000 });
+    assert.equal(slow.open, 15);
+    // new endpoints that hang, and the healthy endpoint's events, while the 15 still hang
+    const wave = await startReceiver(() => 'hang');
+    for (let i = 0; i < 4; i++) {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: `${wave.url}/w${i}`, event_types: ['wave'],
+        max_in_flight: 1, timeout_ms: 60000, retry: { max_attempts: 1 } });
+      assert.equal(e.status, 201, e.text);
+    }
+    await publish(h, tenant, { type: 'wave', payload: {} });
+    for (let j = 0; j < 3; j++) await publish(h, tenant, { type: 'ok', payload: { j } });
+    await healthy.waitFor(4, 2500, 'the healthy endpoint\'s events in the last slot');
+    assert.equal(slow.open, 15, 'still within the slow endpoint\'s timeout');
+    assert.equal(wave.open, 0, 'no newcomer took the last slot');
+    for (const r of [slow, wave]) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [healthy, slow, wave]) await r.close();
+  });
+
   it('claims in progress count against the claim budgets: one pass over many due endpoints does not claim past them', async () => {
     const { dir, cleanup } = tempDir();
     const hanging = [];

@@ -578,9 +578,9 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
       c, SQ_INBOX_AGG,
       "SELECT d.event_seq, SUM(x.state = 'unknown'),"
       /* a forward cut off by its destination's delete and replaced since (sq_inbox_reforward
-       * marks it, only such a forward) no longer decides the record; one not replaced counts
-       * as dead-lettered — the forwards made with it, or by a reforward before its delete,
-       * replaced nothing */
+       * marks it, only a forward of a deleted destination) no longer decides the record once
+       * dead or cancelled; one not replaced counts as dead-lettered — the forwards made with
+       * it, or by a reforward before its delete, replaced nothing */
       " SUM((x.state = 'dead' OR x.state = 'cancelled') AND NOT x.replaced),"
       " SUM(x.state = 'retrying'), SUM(x.state = 'pending'), SUM(x.state = 'delivered'),"
       " SUM(x.attempt_count) FROM deliveries d JOIN deliveries x ON x.event_seq = d.event_seq"
@@ -754,12 +754,15 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
     return fail;
   }
   rc = HOOKD_STORE_OK;
-  if (first) { /* the forwards cut off until now are replaced: they decide the record no more */
+  if (first) {
+    /* the forwards cut off until now are replaced: they decide the record no more — one held
+     * unknown too, once an operator or its late end settles it (while held it holds the
+     * record unknown, replaced or not) */
     sqlite3_stmt *mark = sq_stmt(
         c, SQ_INBOX_REPLACED,
-        "UPDATE deliveries SET replaced = 1 WHERE event_seq = ?1 AND seq < ?2"
-        " AND (state = 'dead' OR state = 'cancelled') AND NOT replaced AND EXISTS (SELECT 1"
-        " FROM endpoints g WHERE g.id = deliveries.endpoint_id AND g.deleted_at IS NOT NULL)");
+        "UPDATE deliveries SET replaced = 1 WHERE event_seq = ?1 AND seq < ?2 AND NOT replaced"
+        " AND EXISTS (SELECT 1 FROM endpoints g WHERE g.id = deliveries.endpoint_id"
+        " AND g.deleted_at IS NOT NULL)");
     if (!mark) rc = HOOKD_STORE_ERR;
     else {
       sq_bind_i64(mark, 1, rec_event_seq);

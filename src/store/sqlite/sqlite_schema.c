@@ -429,32 +429,35 @@ static const struct {
       * none, as every endpoint before. */
      "ALTER TABLE endpoints ADD COLUMN headers TEXT;"},
     {27,
-     /* Whether a forward cut off by its destination's delete was replaced: set on the forwards
-      * cut off before a reforward (sq_inbox_reforward) and read by sq_inbox_follow, which took a
-      * sibling forward made later than the cut one — in the same receive, or by a reforward
-      * before its delete — for its replacement, and left records completed. For the rows
-      * already there: replaced when a forward of the event was made after it was cut off (by
-      * the clock: nothing else says so), and those records dead-lettered again, as they should
-      * have been. Only the records of sources that lost a destination are looked at. */
+     /* Superseded by 28 (a first form of it, on a store only an unreleased build made). */
+     "SELECT 1;"},
+    {28,
+     /* Whether a forward cut off by its destination's delete was replaced: set, by a replay
+      * of its record that forwarded it to the destinations added since (sq_inbox_reforward),
+      * on the forwards of deleted destinations made before, and read by sq_inbox_follow — which
+      * took a forward made later than a cut one, even beside it (in the same receive, or by a
+      * replay before its destination's delete), for its replacement, and left records
+      * completed. For the rows already there: replaced when a forward of the event was made
+      * after its destination was deleted (by the clock: nothing else says so), and the records
+      * left completed beside a forward not replaced dead-lettered, as they should have been.
+      * Only the records of sources that lost a destination are looked at. */
      "ALTER TABLE deliveries ADD COLUMN replaced INTEGER NOT NULL DEFAULT 0;"
-     "CREATE TEMP TABLE m27 AS SELECT event_seq FROM inbox WHERE event_seq IS NOT NULL"
+     "CREATE TEMP TABLE m28 AS SELECT event_seq FROM inbox WHERE event_seq IS NOT NULL"
      "  AND source_id IN (SELECT source_id FROM endpoints"
      "  WHERE source_id IS NOT NULL AND deleted_at IS NOT NULL);"
-     "UPDATE deliveries SET replaced = 1 WHERE event_seq IN (SELECT event_seq FROM m27)"
-     "  AND (state = 'dead' OR state = 'cancelled')"
+     "UPDATE deliveries SET replaced = 1 WHERE event_seq IN (SELECT event_seq FROM m28)"
      "  AND EXISTS (SELECT 1 FROM endpoints g WHERE g.id = deliveries.endpoint_id"
      "  AND g.deleted_at IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries y"
      "  WHERE y.event_seq = deliveries.event_seq AND y.seq > deliveries.seq"
-     "  AND y.created_at > MAX(deliveries.updated_at, g.deleted_at)));"
+     "  AND y.created_at > g.deleted_at));"
      "UPDATE inbox SET status = 'dead_lettered', completed_at = NULL,"
      "  last_error = COALESCE((SELECT x.last_error FROM deliveries x"
      "  WHERE x.event_seq = inbox.event_seq AND (x.state = 'dead' OR x.state = 'cancelled')"
      "  AND NOT x.replaced ORDER BY x.updated_at DESC, x.seq DESC LIMIT 1), last_error)"
-     "  WHERE event_seq IN (SELECT event_seq FROM m27) AND status = 'completed'"
-     "  AND EXISTS (SELECT 1 FROM deliveries x JOIN endpoints g ON g.id = x.endpoint_id"
-     "  WHERE x.event_seq = inbox.event_seq AND (x.state = 'dead' OR x.state = 'cancelled')"
-     "  AND NOT x.replaced AND g.deleted_at IS NOT NULL);"
-     "DROP TABLE m27;"},
+     "  WHERE event_seq IN (SELECT event_seq FROM m28) AND status = 'completed'"
+     "  AND EXISTS (SELECT 1 FROM deliveries x WHERE x.event_seq = inbox.event_seq"
+     "  AND (x.state = 'dead' OR x.state = 'cancelled') AND NOT x.replaced);"
+     "DROP TABLE m28;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -484,7 +487,7 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'last_ambiguous'";
   case 26:
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'headers'";
-  case 27:
+  case 28:
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'replaced'";
   default: return NULL;
   }
