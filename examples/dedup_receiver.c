@@ -1,8 +1,9 @@
 /* dedup_receiver.c — an example webhook handler that makes the effect happen once.
  *
- *   dedup_receiver --db effects.db [--listen 127.0.0.1:8090] [--secret whsec_…]
+ *   dedup_receiver --db effects.db [--listen 127.0.0.1:8090] [--secret whsec_… [--secret …]]
  *
- * For each POST it checks hookd's signature (when --secret is given), then in ONE SQLite
+ * For each POST it checks hookd's signature (when --secret is given; twice during a rotation of
+ * the secret: the new one and the previous, either verifies), then in ONE SQLite
  * transaction inserts the dedup key into processed_webhooks with
  * ON CONFLICT DO NOTHING and, only if that inserted a row, performs the side effect (here: a row
  * in `effects`). The first call writes; every repeat answers 200 and writes nothing — the seed's
@@ -28,12 +29,16 @@
 #include "core/sign.h"
 
 static sqlite3 *db;
-static hookd_hmac_key secret_key;
-static int have_secret;
+static hookd_hmac_key secret_keys[2];
+static size_t have_secret;
+
+/* What it takes: hookd sends a payload of up to its --max-body-bytes (1 MiB by default) inside
+ * an envelope; a 4xx for a bigger one would make the delivery DEAD. */
+#define BODY_MAX (8u << 20)
 
 typedef struct req {
   hookd_buf body;
-  int too_large; /* over 1 MiB: refused whole, never stored cut */
+  int too_large; /* over BODY_MAX: refused whole, never stored cut */
 } req;
 
 static enum MHD_Result answer(struct MHD_Connection *c, unsigned status, const char *json,
@@ -88,7 +93,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   req *r = *con_cls;
   if (!r) {
     r = calloc(1, sizeof *r);
-    hookd_buf_init(&r->body, 1 << 20);
+    hookd_buf_init(&r->body, BODY_MAX);
     *con_cls = r;
     return MHD_YES;
   }
@@ -97,15 +102,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     *size = 0;
     return MHD_YES;
   }
-  if (r->too_large) return answer(c, 413, "{\"error\":\"body over 1 MiB\"}", NULL);
+  if (r->too_large) return answer(c, 413, "{\"error\":\"body over 8 MiB\"}", NULL);
   if (strcmp(method, "POST") != 0) return answer(c, 405, "{\"error\":\"POST only\"}", NULL);
   const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
   const char *wid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "webhook-id");
   if (have_secret) {
     const char *ts = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "webhook-timestamp");
     const char *sig = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "webhook-signature");
-    if (!wid || hookd_verify_v1(&secret_key, 1, wid, ts, sig, r->body.data, r->body.len,
-                                time(NULL), 300) != 0)
+    if (!wid || hookd_verify_v1(secret_keys, have_secret, wid, ts, sig, r->body.data,
+                                r->body.len, time(NULL), 300) != 0)
       return answer(c, 401, "{\"error\":\"bad signature\"}", NULL);
     key = wid; /* the signed id, never an unsigned header */
   }
@@ -139,11 +144,15 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[i], "--db")) path = argv[i + 1];
     else if (!strcmp(argv[i], "--secret")) {
-      if (hookd_secret_parse(argv[i + 1], &secret_key) != 0) {
+      if (have_secret == 2) {
+        fprintf(stderr, "dedup_receiver: --secret at most twice (the new and the previous)\n");
+        return 2;
+      }
+      if (hookd_secret_parse(argv[i + 1], &secret_keys[have_secret]) != 0) {
         fprintf(stderr, "dedup_receiver: --secret must be whsec_<base64>\n");
         return 2;
       }
-      have_secret = 1;
+      have_secret++;
     } else if (!strcmp(argv[i], "--listen")) {
       char host[64];
       const char *colon = strrchr(argv[i + 1], ':');
@@ -162,7 +171,8 @@ int main(int argc, char **argv) {
     }
   }
   if (!path) {
-    fprintf(stderr, "usage: dedup_receiver --db FILE [--listen 127.0.0.1:PORT] [--secret whsec_…]\n");
+    fprintf(stderr, "usage: dedup_receiver --db FILE [--listen 127.0.0.1:PORT] [--secret whsec_… "
+                    "[--secret whsec_…]]\n");
     return 2;
   }
   if (sqlite3_open(path, &db) != SQLITE_OK ||

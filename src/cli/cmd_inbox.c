@@ -23,12 +23,15 @@
 
 #include "cli/cli.h"
 #include "core/addrpolicy.h"
+#include "core/clock.h"
 #include "core/num.h"
 #include "core/sign.h"
 #include "daemon/keyring.h"
 #include "store/storeq.h"
 
 #define MAX_DESTS 8
+/* each destination's secret, and its previous one during a rotation's overlap */
+#define MAX_KEYS (2 * MAX_DESTS)
 
 typedef struct load {
   const char *id;
@@ -57,7 +60,7 @@ static int run_load(hookd_store_conn *c, const hookd_store_backend *be, void *ar
 /* The destinations' signing keys, opened with the master key: how many (0: unsigned, with the
  * reason on stderr). A deleted destination's secret is gone: it signs nothing. */
 static size_t open_keys(const load *l, const char *store, const char *key_file,
-                        hookd_hmac_key keys[MAX_DESTS]) {
+                        hookd_hmac_key keys[MAX_KEYS]) {
   char path[1100] = "", err[512] = "";
   if (!key_file && !hookd_master_key_env() && strncmp(store, "sqlite:", 7) == 0) {
     snprintf(path, sizeof path, "%s.key", store + 7);
@@ -69,13 +72,24 @@ static size_t open_keys(const load *l, const char *store, const char *key_file,
     return 0;
   }
   size_t n = 0;
+  int64_t now = hookd_now_ms();
   for (size_t i = 0; i < l->n_dests; i++) {
     const hookd_endpoint *e = &l->dests[i];
     if (!e->secret || !*e->secret || (e->signing && strcmp(e->signing, "hmac") != 0)) continue;
-    char *plain = hookd_keyring_open(&k, e->secret, e->id);
-    if (plain && hookd_secret_parse(plain, &keys[n]) == 0) n++;
-    else fprintf(stderr, "hookd inbox replay: destination %s: its secret does not open\n", e->id);
-    hookd_secret_free(plain);
+    /* as the forward is signed: during a rotation's overlap, with the previous secret too (a
+     * handler still on it takes the call) */
+    const char *sealed[2] = {e->secret, e->previous_secret && *e->previous_secret &&
+                                                e->previous_expires_ms > now
+                                            ? e->previous_secret
+                                            : NULL};
+    for (int j = 0; j < 2 && sealed[j]; j++) {
+      char *plain = hookd_keyring_open(&k, sealed[j], e->id);
+      if (plain && hookd_secret_parse(plain, &keys[n]) == 0) n++;
+      else
+        fprintf(stderr, "hookd inbox replay: destination %s: its %ssecret does not open\n", e->id,
+                j ? "previous " : "");
+      hookd_secret_free(plain);
+    }
   }
   OPENSSL_cleanse(&k, sizeof k);
   if (!n)
@@ -201,7 +215,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
     for (size_t i = 0; i < l.n_dests; i++) hookd_endpoint_free(&l.dests[i]);
     return 1;
   }
-  hookd_hmac_key keys[MAX_DESTS];
+  hookd_hmac_key keys[MAX_KEYS];
   size_t n_keys = open_keys(&l, cfg.url, key_file, keys);
 
   struct curl_slist *hs = NULL;
@@ -229,7 +243,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
   CURL *e = curl_easy_init();
   char refused_ip[64] = "";
   for (long i = 1; i <= times && e; i++) {
-    char resp[200] = "", ts[80], sig[MAX_DESTS * (HOOKD_SIG_MAX + 1) + 32];
+    char resp[200] = "", ts[80], sig[MAX_KEYS * (HOOKD_SIG_MAX + 1) + 32];
     int64_t now = (int64_t)time(NULL);
     struct curl_slist *call = NULL; /* this call's timestamp and signatures, then the rest */
     snprintf(ts, sizeof ts, "webhook-timestamp: %lld", (long long)now);

@@ -61,8 +61,8 @@ static char *read_file(const char *path, size_t *len, const char **why) {
   return hookd_buf_steal(&b);
 }
 
-/* A header value as a receiver's HTTP parser gives it: without surrounding blanks (a pasted
- * line keeps its \r). */
+/* A header value as a receiver's HTTP parser gives it: without surrounding blanks, nor the
+ * \r or \n a line pasted from a capture ends with. */
 static char *header_value(const char *v) {
   while (*v == ' ' || *v == '\t') v++;
   size_t n = strlen(v);

@@ -91,8 +91,12 @@ static bool forwardable(const char *name) {
   if (hookd_redact_name_sensitive(name) &&
       !(n >= 18 && !strcasecmp(name + n - 18, "-idempotency-token")))
     return false;
+  /* nor the provider's Standard Webhooks headers under either spelling: a Svix library reads
+   * svix-* before webhook-*, and would check the provider's signature (the source's secret)
+   * against the destination's, refusing every forward of a Svix-signed provider */
   return strncasecmp(name, "hookd-", 6) != 0 && strncasecmp(name, "webhook-", 8) != 0 &&
-         strncasecmp(name, "X-Forwarded-", 12) != 0 && strncasecmp(name, "Proxy-", 6) != 0;
+         strncasecmp(name, "svix-", 5) != 0 && strncasecmp(name, "X-Forwarded-", 12) != 0 &&
+         strncasecmp(name, "Proxy-", 6) != 0;
 }
 
 /* Whether name is one of the comma-separated tokens of a Connection header's value: a header

@@ -650,6 +650,25 @@ describe('verification', () => {
     await dest.close();
   });
 
+  it('a Svix-signed provider (svix-* headers): its forward carries hookd\'s signature alone, which a Svix-style verifier (svix-* first) checks', async () => {
+    const dest = await startReceiver();
+    const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    const src = await source('svix', [secret], [{ url: dest.url }]);
+    const body = JSON.stringify({ type: 'email.sent', data: { id: 'e1' } });
+    const std = sign.standard(body, secret, 'msg_svix_1');
+    const headers = { 'Content-Type': 'application/json', 'svix-id': std['webhook-id'],
+      'svix-timestamp': std['webhook-timestamp'], 'svix-signature': std['webhook-signature'] };
+    const r = await post(src, body, headers);
+    assert.equal(r.status, 200, r.text);
+    const [q] = await dest.waitFor(1);
+    assert.deepEqual(Object.keys(q.headers).filter((k) => k.startsWith('svix-')), [], 'the provider\'s svix-* left out');
+    // as the Svix libraries read it: svix-* when all three are there, else webhook-*
+    const pick = (k) => q.headers[`svix-${k}`] ?? q.headers[`webhook-${k}`];
+    assert.doesNotThrow(() => new Webhook(src.destinations[0].secret).verify(q.body,
+      { 'webhook-id': pick('id'), 'webhook-timestamp': pick('timestamp'), 'webhook-signature': pick('signature') }));
+    await dest.close();
+  });
+
   it('VNPay IPN (GET) answers RspCode 00, 97 for a bad checksum; MoMo IPN answers 204', async () => {
     const dest = await startReceiver();
     const vn = await source('vnpay', ['VNPAYSECRET'], [{ url: dest.url }]);
@@ -1972,6 +1991,39 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('hookd inbox replay during a rotation of the destination\'s secret signs with both, as the forward does: a handler still on the previous one takes it', async () => {
+    const { dir, cleanup } = tempDir();
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_rot'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_rot_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_rot'));
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    const old = src.destinations[0].secret;
+    const rot = await h.api('POST', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}/secret/rotate`,
+      { expire_previous_after_s: 3600 });
+    assert.equal(rot.status, 200, rot.text);
+    for (const [name, secrets] of [['old', [old]], ['both', [rot.json.secret, old]]]) {
+      const recv = spawn(DEDUP_RECEIVER, ['--db', join(dir, `${name}.db`), '--listen', '127.0.0.1:0',
+        ...secrets.flatMap((x) => ['--secret', x])], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const port = await new Promise((resolve) => recv.stdout.on('data', (d) => {
+        const m = /listening (\d+)/.exec(String(d));
+        if (m) resolve(Number(m[1]));
+      }));
+      try {
+        const out = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port}/hook`,
+          '--times', '2', '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+        assert.equal(out.status, 0, out.stderr);
+        const lines = out.stdout.trim().split('\n');
+        assert.match(lines[0], /^1\/2 {2}200 {2}\{"result":"written"\}/, `${name}: ${out.stdout}`);
+        assert.match(lines[1], /200 {2}\{"result":"duplicate"\}/);
+      } finally {
+        recv.kill('SIGTERM');
+      }
+    }
+    await dest.close();
+    cleanup();
+  });
+
   it('the example receiver with --secret deduplicates on the signed webhook-id: new Idempotency-Keys on one signed request make no new effect', async () => {
     const { dir, cleanup } = tempDir();
     const recvBin = DEDUP_RECEIVER;
@@ -1987,24 +2039,28 @@ describe('durability and local replay', () => {
       const m = /listening (\d+)/.exec(String(d));
       if (m) resolve(Number(m[1]));
     }));
-    const body = '{"type":"invoice.paid","data":{"n":1}}';
-    const ts = new Date();
-    const sig = new Webhook(secret).sign('evt_signed_1', ts, body);
-    const send = async (extra) => {
-      const res = await fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', body, headers: {
-        'content-type': 'application/json', 'webhook-id': 'evt_signed_1',
-        'webhook-timestamp': String(Math.floor(ts / 1000)), 'webhook-signature': sig, ...extra } });
-      return { status: res.status, text: await res.text() };
-    };
-    assert.deepEqual(await send({ 'idempotency-key': 'evt_signed_1' }), { status: 200, text: '{"result":"written"}' });
-    for (const k of ['A', 'B', 'C']) assert.deepEqual(await send({ 'idempotency-key': k }), { status: 200, text: '{"result":"duplicate"}' });
-    assert.equal((await send({ 'webhook-signature': 'v1,AAAA' })).status, 401);
-    // a body over its 1 MiB buffer is refused whole, never stored cut short
-    const big = await fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', body: 'x'.repeat(1536 * 1024) });
-    assert.equal(big.status, 413);
-    const count = spawnSync('sqlite3', [effectsDb, 'SELECT COUNT(*) FROM effects'], { encoding: 'utf8' });
-    assert.equal(count.stdout.trim(), '1', 'one side effect for one signed webhook');
-    proc.kill('SIGTERM');
+    try { // the receiver goes whatever the outcome (it would hold the test process open)
+      const body = '{"type":"invoice.paid","data":{"n":1}}';
+      const ts = new Date();
+      const sig = new Webhook(secret).sign('evt_signed_1', ts, body);
+      const send = async (extra) => {
+        const res = await fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', body, headers: {
+          'content-type': 'application/json', 'webhook-id': 'evt_signed_1',
+          'webhook-timestamp': String(Math.floor(ts / 1000)), 'webhook-signature': sig, ...extra } });
+        return { status: res.status, text: await res.text() };
+      };
+      assert.deepEqual(await send({ 'idempotency-key': 'evt_signed_1' }), { status: 200, text: '{"result":"written"}' });
+      for (const k of ['A', 'B', 'C']) assert.deepEqual(await send({ 'idempotency-key': k }), { status: 200, text: '{"result":"duplicate"}' });
+      assert.equal((await send({ 'webhook-signature': 'v1,AAAA' })).status, 401);
+      // a body over its 8 MiB buffer (what hookd may send: --max-body-bytes in an envelope) is
+      // refused whole, never stored cut short
+      const big = await fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', body: 'x'.repeat(9 << 20) });
+      assert.equal(big.status, 413);
+      const count = spawnSync('sqlite3', [effectsDb, 'SELECT COUNT(*) FROM effects'], { encoding: 'utf8' });
+      assert.equal(count.stdout.trim(), '1', 'one side effect for one signed webhook');
+    } finally {
+      proc.kill('SIGTERM');
+    }
     cleanup();
   });
 });
