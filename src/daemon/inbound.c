@@ -466,6 +466,10 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_in_secrets matched = {&vr.secret, 1};
   if (hookd_in_handshake(p, &in, json, vr.secret ? &matched : &secrets, &hs_status, &hs) == 1) {
     HOOKD_INC(inbound_handshakes);
+    /* a source being set up (or re-checked by its provider): seen in the log, its token not */
+    HLOG(HOOKD_LOG_INFO, "inbound.handshake", KV_S("source_id", rt->src.id),
+         KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
+         KV_I("status", hs_status));
     size_t n = hs.len;
     if (n) {
       hookd_req_reply(r, hs_status, "application/json", hookd_buf_steal(&hs), n);

@@ -639,6 +639,9 @@ describe('verification', () => {
     assert.equal(hs.status, 200);
     assert.equal(hs.json.challenge, 'abc123');
     assert.equal((await inbox(sl)).length, 0, 'a handshake is answered, not stored');
+    const line = h.logs.find((l) => l.msg === 'inbound.handshake' && l.source_id === sl.id);
+    assert.ok(line, 'logged: a source being set up is seen');
+    assert.ok(!JSON.stringify(line).includes('abc123'), 'without its challenge');
     const bad = await post(sl, challenge, sign.slack(challenge, 'wrong'));
     assert.equal(bad.status, 401, 'handshakes are verified too');
 
