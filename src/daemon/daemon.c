@@ -366,6 +366,9 @@ int hookd_serve(const hookd_config *cfg) {
     goto fail;
   }
   if (orc != 0) goto fail;
+  if (app.store->schema_to != app.store->schema_from) /* an upgrade (a new store: from 0) */
+    HLOG(HOOKD_LOG_INFO, "store.migrated", KV_I("from", app.store->schema_from),
+         KV_I("to", app.store->schema_to), KV_I("ms", app.store->migrate_ms));
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   if (hookd_cursor_key_derive(app.keyring.key.key, sizeof app.keyring.key.key,
                               &app.cursor_key) != 0) {

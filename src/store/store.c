@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/secretbox.h"
 #include "store/sqlite/sqlite_int.h"
 #include "store/storeq.h"
@@ -329,7 +330,10 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
 
   hookd_store_conn *wc = NULL, *rc = NULL, *sc = NULL;
   if (s->be->open(s->shared, 1, &wc, err, errlen) != 0) goto fail;
-  int mrc = s->be->migrate(wc, !cfg->no_migrate, cfg->stop_requested);
+  int64_t m0 = hookd_mono_ms();
+  int mrc = s->be->migrate(wc, !cfg->no_migrate, cfg->stop_requested, &s->schema_from,
+                           &s->schema_to);
+  s->migrate_ms = hookd_mono_ms() - m0;
   if (mrc != 0) {
     snprintf(err, errlen, "%s%s", cfg->no_migrate ? "" : "migrate: ", s->be->errmsg(wc));
     s->be->close(wc);

@@ -522,8 +522,10 @@ typedef struct hookd_store_backend {
   void (*interrupt)(hookd_store_conn *c);
   /* Applies numbered migrations not yet applied. Runs once at start on the writer. */
   /* Brings the schema to this hookd's version; with apply false, only checks that it is.
-   * stop (NULL: none) is asked while it waits for another process: true gives up. */
-  int (*migrate)(hookd_store_conn *c, bool apply, bool (*stop)(void));
+   * stop (NULL: none) is asked while it waits for another process: true gives up. The schema
+   * versions found and left are written to *from and *to (equal: nothing to do). */
+  int (*migrate)(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from,
+                 int64_t *to);
 
   /* Transactions, driven by the executor. */
   int (*begin)(hookd_store_conn *c, int writer);
@@ -756,6 +758,9 @@ typedef struct hookd_store {
   hookd_storeq *reader;   /* read executor */
   hookd_storeq *scan;     /* read executor for long scans (a replay job's snapshot), so that
                            * they hold up neither the writer nor the API's reads */
+  int64_t schema_from, schema_to; /* the schema versions the open found and left (upgraded
+                                   * when they differ; the daemon logs it) */
+  int64_t migrate_ms;             /* how long the migrations took */
 } hookd_store;
 
 typedef struct hookd_store_config {

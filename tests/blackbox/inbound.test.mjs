@@ -1614,9 +1614,11 @@ describe('durability and local replay', () => {
     const r1 = await post(src, e1, sign.stripe(e1, 'whsec_m27'), d);
     const e0 = stripeEvent('evt_m27_0'); // to be replayed to a replacement: rightly completed
     const r0 = await post(src, e0, sign.stripe(e0, 'whsec_m27'), d);
-    for (const r of [r1, r0]) await waitStatus(src, r.json.inbox_id, 'retryable_failed', 15000, d);
+    const e3 = stripeEvent('evt_m27_3'); // to be left retryable_failed, as builds before 0be7aa6 did
+    const r3 = await post(src, e3, sign.stripe(e3, 'whsec_m27'), d);
+    for (const r of [r1, r0, r3]) await waitStatus(src, r.json.inbox_id, 'retryable_failed', 15000, d);
     assert.equal((await d.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
-    for (const r of [r1, r0]) await waitStatus(src, r.json.inbox_id, 'dead_lettered', 15000, d);
+    for (const r of [r1, r0, r3]) await waitStatus(src, r.json.inbox_id, 'dead_lettered', 15000, d);
     const e2 = stripeEvent('evt_m27_2'); // after the delete: to the remaining destination only
     const r2 = await post(src, e2, sign.stripe(e2, 'whsec_m27'), d);
     await waitStatus(src, r2.json.inbox_id, 'completed', 15000, d);
@@ -1628,6 +1630,7 @@ describe('durability and local replay', () => {
     // the state an earlier hookd left: no replaced mark, and the first record read completed
     const sql = (q) => spawnSync('sqlite3', [d.db, q], { encoding: 'utf8' });
     const q = sql(`UPDATE inbox SET status = 'completed', completed_at = 1, last_error = NULL WHERE id = '${r1.json.inbox_id}';`
+      + ` UPDATE inbox SET status = 'retryable_failed', last_error = 'http_5xx' WHERE id = '${r3.json.inbox_id}';`
       + ' ALTER TABLE deliveries DROP COLUMN replaced; DELETE FROM schema_migrations WHERE version >= 27;');
     assert.equal(q.status, 0, q.stderr);
     d = await startHookd({ dir });
@@ -1635,6 +1638,9 @@ describe('durability and local replay', () => {
     assert.equal(rec.status, 'dead_lettered');
     assert.equal(rec.last_error, 'destination deleted');
     assert.equal(rec.completed_at, null);
+    const rec3 = (await d.api('GET', `/v1/inbox/${r3.json.inbox_id}`)).json;
+    assert.deepEqual([rec3.status, rec3.last_error], ['dead_lettered', 'destination deleted'], 'nothing left to retry');
+    assert.ok(d.logs.some((l) => l.msg === 'store.migrated' && l.from === 26 && l.to === 28), 'the upgrade logged');
     assert.equal((await d.api('GET', `/v1/inbox/${r2.json.inbox_id}`)).json.status, 'completed', 'a record rightly completed stays so');
     assert.equal((await d.api('GET', `/v1/inbox/${r0.json.inbox_id}`)).json.status, 'completed', 'and one whose forward was replaced');
     assert.equal((await d.stop()).code, 0);

@@ -454,7 +454,10 @@ static const struct {
      "  last_error = COALESCE((SELECT x.last_error FROM deliveries x"
      "  WHERE x.event_seq = inbox.event_seq AND (x.state = 'dead' OR x.state = 'cancelled')"
      "  AND NOT x.replaced ORDER BY x.updated_at DESC, x.seq DESC LIMIT 1), last_error)"
-     "  WHERE event_seq IN (SELECT event_seq FROM m28) AND status = 'completed'"
+     "  WHERE event_seq IN (SELECT event_seq FROM m28)"
+     /* left completed by the rule this replaces, or received / retryable_failed by a build
+      * from before a cut-off forward counted as dead-lettered */
+     "  AND (status = 'completed' OR status = 'received' OR status = 'retryable_failed')"
      "  AND EXISTS (SELECT 1 FROM deliveries x WHERE x.event_seq = inbox.event_seq"
      "  AND (x.state = 'dead' OR x.state = 'cancelled') AND NOT x.replaced);"
      "DROP TABLE m28;"},
@@ -496,7 +499,8 @@ static const char *migration_done_if(int version) {
 /* How long a start waits for other processes to let go of the store before copying the WAL. */
 #define STARTUP_CKPT_S 30
 
-int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void)) {
+int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from,
+               int64_t *to) {
   if (apply) {
     /* A daemon starting: the WAL its last run left (after a crash) is copied into the database
      * and synced, and starts over, before anything new is written. Its frames were read back
@@ -554,6 +558,7 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void)) {
   sqlite3_finalize(st);
 
   int latest = migrations[sizeof migrations / sizeof migrations[0] - 1].version;
+  *from = *to = current;
   if (current > latest) {
     snprintf(c->err, sizeof c->err,
              "database schema version %lld is newer than this hookd (%d): refusing to start",
@@ -593,6 +598,7 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void)) {
       return HOOKD_STORE_ERR;
     }
     if (sq_exec(c, "COMMIT") != 0) return HOOKD_STORE_ERR;
+    *to = migrations[i].version;
   }
   return HOOKD_STORE_OK;
 }
