@@ -178,8 +178,9 @@ typedef struct ep {
   bool slow;                  /* an attempt timed out or took half its timeout, and fewer than
                                * SLOW_CLEAR_STREAK fast successes followed */
   int fast_streak;            /* fast successes since the last slow attempt */
-  bool proven;                /* an attempt of it has ended since hookd started: until then, in a
-                               * tenant with slow endpoints, it sends within the newcomer share */
+  bool proven;                /* an attempt of it has ended since hookd started (or its URL last
+                               * changed): until then, in a tenant with slow endpoints, it sends
+                               * within the newcomer share */
   int64_t failing_since;      /* first failure since the last success (0 = healthy) */
 } ep;
 
