@@ -189,6 +189,8 @@ int main(int argc, char **argv) {
   struct MHD_Daemon *d = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD, ntohs(addr.sin_port), NULL, NULL, on_request, NULL,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+      /* a body may take BODY_MAX: a bounded number of connections, each closed when idle */
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
       MHD_OPTION_END); /* on the --listen address only (default 127.0.0.1) */
   if (!d) {
     fprintf(stderr, "dedup_receiver: cannot listen\n");

@@ -1602,7 +1602,7 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
-  it('a store whose records read completed beside a forward cut off by its destination\'s delete (before migration 28) is mended at the start', async () => {
+  it('a store whose records read completed beside a forward cut off by its destination\'s delete (before migrations 28-29) is mended at the start', async () => {
     const { dir, cleanup } = tempDir();
     let d = await startHookd({ dir });
     await d.api('POST', '/v1/tenants', { id: TENANT });
@@ -1631,6 +1631,7 @@ describe('durability and local replay', () => {
     const sql = (q) => spawnSync('sqlite3', [d.db, q], { encoding: 'utf8' });
     const q = sql(`UPDATE inbox SET status = 'completed', completed_at = 1, last_error = NULL WHERE id = '${r1.json.inbox_id}';`
       + ` UPDATE inbox SET status = 'retryable_failed', last_error = 'http_5xx' WHERE id = '${r3.json.inbox_id}';`
+      + " UPDATE deliveries SET last_error = 'http_5xx' WHERE state = 'cancelled';" // as builds of 2026-11-30 left them
       + ' ALTER TABLE deliveries DROP COLUMN replaced; DELETE FROM schema_migrations WHERE version >= 27;');
     assert.equal(q.status, 0, q.stderr);
     d = await startHookd({ dir });
@@ -1640,7 +1641,7 @@ describe('durability and local replay', () => {
     assert.equal(rec.completed_at, null);
     const rec3 = (await d.api('GET', `/v1/inbox/${r3.json.inbox_id}`)).json;
     assert.deepEqual([rec3.status, rec3.last_error], ['dead_lettered', 'destination deleted'], 'nothing left to retry');
-    assert.ok(d.logs.some((l) => l.msg === 'store.migrated' && l.from === 26 && l.to === 28), 'the upgrade logged');
+    assert.ok(d.logs.some((l) => l.msg === 'store.migrated' && l.from === 26 && l.to === 29), 'the upgrade logged');
     assert.equal((await d.api('GET', `/v1/inbox/${r2.json.inbox_id}`)).json.status, 'completed', 'a record rightly completed stays so');
     assert.equal((await d.api('GET', `/v1/inbox/${r0.json.inbox_id}`)).json.status, 'completed', 'and one whose forward was replaced');
     assert.equal((await d.stop()).code, 0);

@@ -429,38 +429,53 @@ static const struct {
       * none, as every endpoint before. */
      "ALTER TABLE endpoints ADD COLUMN headers TEXT;"},
     {27,
-     /* Superseded by 28 (a first form of it, on a store only an unreleased build made). */
+     /* A no-op: its forms in builds never released did what 28 and 29 do. */
      "SELECT 1;"},
     {28,
      /* Whether a forward cut off by its destination's delete was replaced: set, by a replay
       * of its record that forwarded it to the destinations added since (sq_inbox_reforward),
-      * on the forwards of deleted destinations made before, and read by sq_inbox_follow — which
+      * on the forwards of deleted destinations made before, and read by sq_inbox_follow, which
       * took a forward made later than a cut one, even beside it (in the same receive, or by a
-      * replay before its destination's delete), for its replacement, and left records
-      * completed. For the rows already there: replaced when a forward of the event was made
-      * after its destination was deleted (by the clock: nothing else says so), and the records
-      * left completed beside a forward not replaced dead-lettered, as they should have been.
-      * Only the records of sources that lost a destination are looked at. */
-     "ALTER TABLE deliveries ADD COLUMN replaced INTEGER NOT NULL DEFAULT 0;"
-     "CREATE TEMP TABLE m28 AS SELECT event_seq FROM inbox WHERE event_seq IS NOT NULL"
+      * replay before its destination's delete), for its replacement and left records
+      * completed. The rows already there: 29. */
+     "ALTER TABLE deliveries ADD COLUMN replaced INTEGER NOT NULL DEFAULT 0;"},
+    {29,
+     /* For the rows already there: a forward of a deleted destination is replaced when a
+      * forward of its event was made after the delete (by the clock: nothing else says so); a
+      * cancelled one says why, as a delete writes it now; and the records a forward not
+      * replaced holds are dead-lettered — left completed by the rule 28 replaces, or received
+      * / retryable_failed by builds from before a cut-off forward counted as dead-lettered
+      * (dead-lettered outranks them, as at run time). Only the records of sources that lost a
+      * destination are looked at. Every statement may run again: a store that builds never
+      * released took part of the way gets the rest. */
+     "CREATE TEMP TABLE m29 AS SELECT event_seq FROM inbox WHERE event_seq IS NOT NULL"
      "  AND source_id IN (SELECT source_id FROM endpoints"
      "  WHERE source_id IS NOT NULL AND deleted_at IS NOT NULL);"
-     "UPDATE deliveries SET replaced = 1 WHERE event_seq IN (SELECT event_seq FROM m28)"
-     "  AND EXISTS (SELECT 1 FROM endpoints g WHERE g.id = deliveries.endpoint_id"
-     "  AND g.deleted_at IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries y"
-     "  WHERE y.event_seq = deliveries.event_seq AND y.seq > deliveries.seq"
-     "  AND y.created_at > g.deleted_at));"
+     "UPDATE deliveries SET replaced = 1 WHERE event_seq IN (SELECT event_seq FROM m29)"
+     "  AND NOT replaced AND EXISTS (SELECT 1 FROM endpoints g"
+     "  WHERE g.id = deliveries.endpoint_id AND g.deleted_at IS NOT NULL"
+     "  AND EXISTS (SELECT 1 FROM deliveries y WHERE y.event_seq = deliveries.event_seq"
+     "  AND y.seq > deliveries.seq AND y.created_at > g.deleted_at));"
+     "UPDATE deliveries SET last_error = 'destination deleted'"
+     "  WHERE event_seq IN (SELECT event_seq FROM m29) AND state = 'cancelled'"
+     "  AND last_error IS NOT 'destination deleted' AND EXISTS (SELECT 1 FROM endpoints g"
+     "  WHERE g.id = deliveries.endpoint_id AND g.deleted_at IS NOT NULL);"
      "UPDATE inbox SET status = 'dead_lettered', completed_at = NULL,"
      "  last_error = COALESCE((SELECT x.last_error FROM deliveries x"
      "  WHERE x.event_seq = inbox.event_seq AND (x.state = 'dead' OR x.state = 'cancelled')"
      "  AND NOT x.replaced ORDER BY x.updated_at DESC, x.seq DESC LIMIT 1), last_error)"
-     "  WHERE event_seq IN (SELECT event_seq FROM m28)"
-     /* left completed by the rule this replaces, or received / retryable_failed by a build
-      * from before a cut-off forward counted as dead-lettered */
+     "  WHERE event_seq IN (SELECT event_seq FROM m29)"
      "  AND (status = 'completed' OR status = 'received' OR status = 'retryable_failed')"
      "  AND EXISTS (SELECT 1 FROM deliveries x WHERE x.event_seq = inbox.event_seq"
      "  AND (x.state = 'dead' OR x.state = 'cancelled') AND NOT x.replaced);"
-     "DROP TABLE m28;"},
+     /* and the dead-lettered ones name the forward that decides them, as at run time */
+     "UPDATE inbox SET last_error = (SELECT x.last_error FROM deliveries x"
+     "  WHERE x.event_seq = inbox.event_seq AND (x.state = 'dead' OR x.state = 'cancelled')"
+     "  AND NOT x.replaced ORDER BY x.updated_at DESC, x.seq DESC LIMIT 1)"
+     "  WHERE event_seq IN (SELECT event_seq FROM m29) AND status = 'dead_lettered'"
+     "  AND EXISTS (SELECT 1 FROM deliveries x WHERE x.event_seq = inbox.event_seq"
+     "  AND (x.state = 'dead' OR x.state = 'cancelled') AND NOT x.replaced);"
+     "DROP TABLE m29;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
