@@ -118,6 +118,15 @@ field() { sed -n "s/.*[ ^]$1=\([^ ]*\).*/\1/p" <<<" $2"; }
 
 # pass_miss VALUE TARGET — PASS when VALUE >= TARGET.
 pass_miss() { awk -v v="$1" -v t="$2" 'BEGIN { print (v + 0 >= t + 0) ? "PASS" : "MISS" }'; }
+# PASS when value $1 is at most the ceiling $2, else MISS.
+at_most() { awk -v v="$1" -v t="$2" 'BEGIN { print (v + 0 <= t + 0) ? "PASS" : "MISS" }'; }
+# The line a node bench script (bench/*.mjs) prints that begins with $2, the script $1 run
+# against build/hookd with the VAR=value settings that follow; status 1 when it failed.
+node_line() {
+  local script=$1 prefix=$2
+  shift 2
+  env HOOKD_BIN="$PWD/build/hookd" "$@" node "$script" 2>/dev/null | grep "^$prefix"
+}
 
 # fs_type DIR — the file system DIR is on (fsync costs depend on it; tmpfs makes fsync free).
 fs_type() { findmnt -n -o FSTYPE -T "$1" 2>/dev/null || stat -f -c %T "$1"; }

@@ -6,12 +6,11 @@ idle_main() {
   local n=${BENCH_IDLE_SOURCES:-20000} line pct
   say ""
   say "## Idle cost with $n inbound sources"
-  line=$(HOOKD_BIN="$PWD/build/hookd" N="$n" node bench/idle_sources.mjs 2>/dev/null | grep '^idle_cpu_pct=') || {
+  line=$(node_line bench/idle_sources.mjs idle_cpu_pct= N="$n") || {
     say "idle run failed"
     return 0
   }
   say "$line"
-  pct=${line#idle_cpu_pct=}
-  pct=${pct%% *}
-  say "RESULT idle CPU with $n sources: ${pct}% of one core — ceiling <= 10%: $(awk -v p="$pct" 'BEGIN { print (p <= 10) ? "PASS" : "MISS" }')"
+  pct=$(field idle_cpu_pct "$line")
+  say "RESULT idle CPU with $n sources: ${pct}% of one core — ceiling <= 10%: $(at_most "$pct" 10)"
 }

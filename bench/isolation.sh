@@ -308,15 +308,14 @@ iso_waves_main() {
   say ""
   say "## Isolation: a wave of $n new hanging endpoints beside a slow one (tenant cap 256)"
   wait_quiet
-  line=$(HOOKD_BIN="$PWD/build/hookd" N="$n" node bench/waves.mjs 2>/dev/null | grep '^waves_') || {
+  line=$(node_line bench/waves.mjs waves_ N="$n") || {
     say "waves run failed"
     return 0
   }
   say "$line"
-  ms=${line#waves_healthy_ms_max=}
-  ms=${ms%% *}
+  ms=$(field waves_healthy_ms_max "$line")
   say "RESULT healthy endpoint's first attempts beside $n new hanging endpoints: max ${ms} ms —" \
-    "ceiling <= 1000 ms: $(awk -v m="$ms" 'BEGIN { print (m <= 1000) ? "PASS" : "MISS" }')"
+    "ceiling <= 1000 ms: $(at_most "$ms" 1000)"
 }
 
 iso_hanging_main() {
