@@ -226,14 +226,20 @@ static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd
   return be->receive(c, &op->rq, &op->rs);
 }
 
-/* Answers a refused request with why; the log gets log_why, which never quotes the request. */
-static void reject_as(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
-                      const char *code, hookd_reject_reason reason, const char *why,
-                      const char *log_why) {
+/* A refused request counted and logged: log_why never quotes the request. */
+static void count_rejected(const hookd_source_rt *rt, hookd_reject_reason reason,
+                           const char *log_why) {
   HOOKD_INC(inbound_rejected[reason]);
   HLOG(HOOKD_LOG_INFO, "inbound.rejected", KV_S("source_id", rt->src.id),
        KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
        KV_S("reason", log_why), KV_S("kind", hookd_reject_names[reason]));
+}
+
+/* Answers a refused request with why; the log gets log_why. */
+static void reject_as(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
+                      const char *code, hookd_reject_reason reason, const char *why,
+                      const char *log_why) {
+  count_rejected(rt, reason, log_why);
   if (p == HOOKD_PROVIDER_VNPAY && status == 401) {
     hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "97", "Message",
                                            "Invalid Checksum"));
@@ -320,12 +326,13 @@ static int identity_under(recv_op *op, const hookd_source_rt *rt, const hookd_in
 }
 
 /* Whether a source of provider p receives requests of this method: POST; VNPay's IPN is a GET,
- * and a Twilio webhook may be configured to be one (its fields in the signed URL's query). */
+ * and a Twilio webhook may be configured to be one (its fields in the signed URL's query). The
+ * router routes no other method to /in/ (a 405 there). */
 static bool gets_too(hookd_provider p) {
   return p == HOOKD_PROVIDER_VNPAY || p == HOOKD_PROVIDER_TWILIO;
 }
 static bool method_received(hookd_provider p, const char *method) {
-  return gets_too(p) ? !strcmp(method, "GET") || !strcmp(method, "POST") : strcmp(method, "GET");
+  return !strcmp(method, "POST") || (gets_too(p) && !strcmp(method, "GET"));
 }
 
 void hookd_inbound_too_large(hookd_app *app, const char *source_id, const char *method) {
@@ -336,11 +343,7 @@ void hookd_inbound_too_large(hookd_app *app, const char *source_id, const char *
     hookd_source_rt_release(rt);
     return;
   }
-  HOOKD_INC(inbound_rejected[HOOKD_REJECT_BODY_TOO_LARGE]);
-  HLOG(HOOKD_LOG_INFO, "inbound.rejected", KV_S("source_id", rt->src.id),
-       KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
-       KV_S("reason", "request body over --max-body-bytes"),
-       KV_S("kind", hookd_reject_names[HOOKD_REJECT_BODY_TOO_LARGE]));
+  count_rejected(rt, HOOKD_REJECT_BODY_TOO_LARGE, "request body over --max-body-bytes");
   hookd_source_rt_release(rt);
 }
 
