@@ -484,7 +484,8 @@ int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut,
         esc_cap = 2 * n;
       }
     }
-    for (int slash = 0; slash < 2 && !rc; slash++) {
+    /* PHP's form differs only for a value with a '/' */
+    for (int slash = 0; slash < (memchr(v, '/', n) ? 2 : 1) && !rc; slash++) {
       size_t en = json_escaped(v, n, slash, esc);
       if (en) rc = mask_value(in, len, esc, en, cut, mask, &fail, &any);
     }
