@@ -666,6 +666,9 @@ describe('verification', () => {
     const r3 = await post(std, sb, sign.standard(sb, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_std_1'));
     assert.equal(r3.status, 200, r3.text);
     assert.equal((await h.api('GET', `/v1/inbox/${r3.json.inbox_id}`)).json.event_id, 'msg_std_1');
+    // its receive logged under the id its forwards' lines carry as event_id
+    assert.ok(h.logs.some((l) => l.msg === 'inbound.received' && l.inbox_id === r3.json.inbox_id
+      && l.event_id === r3.json.inbox_id), 'the receive logged with event_id');
     await dest.close();
   });
 
@@ -1632,9 +1635,11 @@ describe('durability and local replay', () => {
     const r0 = await post(src, e0, sign.stripe(e0, 'whsec_m27'), d);
     const e3 = stripeEvent('evt_m27_3'); // to be left retryable_failed, as builds before 0be7aa6 did
     const r3 = await post(src, e3, sign.stripe(e3, 'whsec_m27'), d);
-    for (const r of [r1, r0, r3]) await waitStatus(src, r.json.inbox_id, 'retryable_failed', 15000, d);
+    const e5 = stripeEvent('evt_m27_5'); // dead-lettered, naming the error an old build left
+    const r5 = await post(src, e5, sign.stripe(e5, 'whsec_m27'), d);
+    for (const r of [r1, r0, r3, r5]) await waitStatus(src, r.json.inbox_id, 'retryable_failed', 15000, d);
     assert.equal((await d.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
-    for (const r of [r1, r0, r3]) await waitStatus(src, r.json.inbox_id, 'dead_lettered', 15000, d);
+    for (const r of [r1, r0, r3, r5]) await waitStatus(src, r.json.inbox_id, 'dead_lettered', 15000, d);
     const e2 = stripeEvent('evt_m27_2'); // after the delete: to the remaining destination only
     const r2 = await post(src, e2, sign.stripe(e2, 'whsec_m27'), d);
     await waitStatus(src, r2.json.inbox_id, 'completed', 15000, d);
@@ -1647,6 +1652,7 @@ describe('durability and local replay', () => {
     const sql = (q) => spawnSync('sqlite3', [d.db, q], { encoding: 'utf8' });
     const q = sql(`UPDATE inbox SET status = 'completed', completed_at = 1, last_error = NULL WHERE id = '${r1.json.inbox_id}';`
       + ` UPDATE inbox SET status = 'retryable_failed', last_error = 'http_5xx' WHERE id = '${r3.json.inbox_id}';`
+      + ` UPDATE inbox SET last_error = 'http_5xx' WHERE id = '${r5.json.inbox_id}';`
       + " UPDATE deliveries SET last_error = 'http_5xx' WHERE state = 'cancelled';" // as builds of 2026-11-30 left them
       + ' ALTER TABLE deliveries DROP COLUMN replaced; DELETE FROM schema_migrations WHERE version >= 27;');
     assert.equal(q.status, 0, q.stderr);
@@ -1657,6 +1663,8 @@ describe('durability and local replay', () => {
     assert.equal(rec.completed_at, null);
     const rec3 = (await d.api('GET', `/v1/inbox/${r3.json.inbox_id}`)).json;
     assert.deepEqual([rec3.status, rec3.last_error], ['dead_lettered', 'destination deleted'], 'nothing left to retry');
+    const rec5 = (await d.api('GET', `/v1/inbox/${r5.json.inbox_id}`)).json;
+    assert.deepEqual([rec5.status, rec5.last_error], ['dead_lettered', 'destination deleted'], 'named by its deciding forward');
     assert.ok(d.logs.some((l) => l.msg === 'store.migrated' && l.from === 26 && l.to === 29), 'the upgrade logged');
     assert.equal((await d.api('GET', `/v1/inbox/${r2.json.inbox_id}`)).json.status, 'completed', 'a record rightly completed stays so');
     assert.equal((await d.api('GET', `/v1/inbox/${r0.json.inbox_id}`)).json.status, 'completed', 'and one whose forward was replaced');
@@ -2059,8 +2067,13 @@ describe('durability and local replay', () => {
     const typo = spawnSync(recvBin, ['--db', join(dir, 'x.db'), '--secert', 'whsec_x'], { encoding: 'utf8' });
     assert.equal(typo.status, 2, 'an unknown option (a typo of --secret) is refused, not ignored');
     const secret = 'whsec_' + Buffer.alloc(32, 7).toString('base64');
+    const prev = 'whsec_' + Buffer.alloc(32, 8).toString('base64');
+    const three = spawnSync(recvBin, ['--db', join(dir, 'x.db'), '--secret', secret, '--secret', prev, '--secret', secret],
+      { encoding: 'utf8' });
+    assert.equal(three.status, 2, 'at most two secrets (the new and the previous)');
     const effectsDb = join(dir, 'effects.db');
-    const proc = spawn(recvBin, ['--db', effectsDb, '--listen', '127.0.0.1:0', '--secret', secret], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const proc = spawn(recvBin, ['--db', effectsDb, '--listen', '127.0.0.1:0', '--secret', secret, '--secret', prev],
+      { stdio: ['ignore', 'pipe', 'inherit'] });
     const port = await new Promise((resolve) => proc.stdout.on('data', (d) => {
       const m = /listening (\d+)/.exec(String(d));
       if (m) resolve(Number(m[1]));
@@ -2084,6 +2097,20 @@ describe('durability and local replay', () => {
       assert.equal(big.status, 413);
       const count = spawnSync('sqlite3', [effectsDb, 'SELECT COUNT(*) FROM effects'], { encoding: 'utf8' });
       assert.equal(count.stdout.trim(), '1', 'one side effect for one signed webhook');
+      // during a rotation either secret verifies, and hookd's largest deliveries (a 1 MiB payload
+      // in its envelope) are taken, not refused 413 (which would make them DEAD)
+      const signedBy = async (key, id, b) => {
+        const t = new Date();
+        const res = await fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', body: b, headers: {
+          'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': String(Math.floor(t / 1000)),
+          'webhook-signature': new Webhook(key).sign(id, t, b) } });
+        return { status: res.status, text: await res.text() };
+      };
+      const large = JSON.stringify({ type: 'x', data: { pad: 'y'.repeat(1100 * 1024) } });
+      assert.deepEqual(await signedBy(prev, 'evt_prev_1', large), { status: 200, text: '{"result":"written"}' });
+      assert.deepEqual(await signedBy(secret, 'evt_new_1', body), { status: 200, text: '{"result":"written"}' });
+      const other = 'whsec_' + Buffer.alloc(32, 9).toString('base64');
+      assert.equal((await signedBy(other, 'evt_other_1', body)).status, 401);
     } finally {
       proc.kill('SIGTERM');
     }
@@ -2286,9 +2313,12 @@ describe('source configuration', () => {
     assert.equal(r.status, 404, r.text);
     // deleted, it says what its destinations still had to send and was cancelled (the retry of
     // evt_add_3), as an endpoint's DELETE does; a deleted source's id is taken for good
+    const cancelled = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_deliveries_cancelled_total');
+    const cancelledBefore = await cancelled();
     const del = await h.api('DELETE', `/v1/sources/${src.id}`);
     assert.equal(del.status, 200);
     assert.ok(del.json.cancelled_deliveries >= 1, del.text);
+    assert.equal(await cancelled(), cancelledBefore + del.json.cancelled_deliveries, 'counted');
     assert.ok((await h.api('GET', '/v1/audit?limit=20')).json.data.some((a) => a.action === 'source.delete' &&
       a.target === src.id && /cancelled_deliveries=\d+/.test(a.detail)));
     r = await h.api('POST', '/v1/sources', { id: src.id, tenant: TENANT, provider: 'stripe', secrets: ['whsec_add'], destinations: [{ url: first.url }] });
