@@ -2,6 +2,7 @@
  *   GET  /v1/inbox?tenant=&source=&state=&limit=&before=   newest first (e.g. state=conflict)
  *   GET  /v1/inbox/{id}                                     the record and its deliveries
  *   POST /v1/inbox/{id}/resolve {"outcome", "reason"}       settle a record held in unknown
+ *   POST /v1/inbox/resolve {"ids", "outcome", "reason"}     settle up to 100 records at once
  *   POST /v1/inbox/{id}/replay                              its dead-lettered forwards again */
 #include <stdlib.h>
 #include <string.h>
@@ -57,11 +58,17 @@ static inbox_op *new_op(hookd_req *r, hookd_app *app,
   return op;
 }
 
+/* The status as shown: a record waiting for a forward that holds a live lease is processing. */
+static const char *shown_status(const hookd_inbox *r, bool *live) {
+  *live = r->lease_until_ms > hookd_now_ms();
+  if (*live && (!strcmp(r->status, "received") || !strcmp(r->status, "retryable_failed")))
+    return "processing";
+  return r->status;
+}
+
 static json_t *inbox_json(const hookd_inbox *r) {
-  const char *status = r->status;
-  bool live = r->lease_until_ms > hookd_now_ms();
-  if (live && (!strcmp(status, "received") || !strcmp(status, "retryable_failed")))
-    status = "processing";
+  bool live;
+  const char *status = shown_status(r, &live);
   return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:s,s:s,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "id",
                    r->id, "source_id", r->source_id, "tenant_id", r->tenant_id, "provider",
                    r->provider, "event_id", str_or_null(r->provider_event_id), "identity_kind",
@@ -264,22 +271,28 @@ static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd
   return rc ? rc : reread_audited(op, c, be, "inbox.resolve", hookd_dstate_name(op->to));
 }
 
+/* A settled record's count and log line (after the commit). */
+static void resolved_told(hookd_dstate to, const char *id, const char *tenant_id, size_t n,
+                          const char *actor) {
+  if (to == HOOKD_DS_DEAD) { /* forwards all: the inbound share of the total too */
+    HOOKD_ADD(dead[M_DEAD_OPERATOR], n);
+    HOOKD_ADD(inbound_dead, n);
+  }
+  if (to == HOOKD_DS_DELIVERED) HOOKD_ADD(delivered, n);
+  /* the outcome as the operator gave it (the deliveries' state is "dead" for dead_lettered) */
+  const char *outcome = to == HOOKD_DS_DELIVERED ? "completed"
+                        : to == HOOKD_DS_PENDING ? "retry"
+                                                 : "dead_lettered";
+  HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", id), KV_S("event_id", id),
+       KV_S("tenant_id", tenant_id), KV_S("outcome", outcome), KV_I("forwards", (int64_t)n),
+       KV_S("actor", actor));
+}
+
 static void reply_resolve(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
   if (!answered_or_hinted(op, rc)) return;
-  if (op->to == HOOKD_DS_DEAD) { /* forwards all: the inbound share of the total too */
-    HOOKD_ADD(dead[M_DEAD_OPERATOR], op->n_resolved);
-    HOOKD_ADD(inbound_dead, op->n_resolved);
-  }
-  if (op->to == HOOKD_DS_DELIVERED) HOOKD_ADD(delivered, op->n_resolved);
-  /* the outcome as the operator gave it (the deliveries' state is "dead" for dead_lettered) */
-  const char *outcome = op->to == HOOKD_DS_DELIVERED ? "completed"
-                        : op->to == HOOKD_DS_PENDING ? "retry"
-                                                     : "dead_lettered";
-  HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", op->id), KV_S("event_id", op->id),
-       KV_S("tenant_id", op->rec.tenant_id), KV_S("outcome", outcome),
-       KV_I("forwards", (int64_t)op->n_resolved),
-       KV_S("actor", op->scoped ? op->who.key_id : NULL));
+  resolved_told(op->to, op->id, op->rec.tenant_id, op->n_resolved,
+                op->scoped ? op->who.key_id : NULL);
   /* as GET shows it, with how many forwards this resolve settled (or, for retry, sent again):
    * a forward whose destination was deleted stays held, and shows so */
   json_t *v = record_json(op);
@@ -287,21 +300,12 @@ static void reply_resolve(hookd_api_op *base, int rc) {
   hookd_req_reply_json(base->req, 200, v);
 }
 
-void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
-  json_t *body = hookd_api_body_object(r, app);
-  if (!body) return;
+/* A resolve's outcome and reason (the body's members among names): false once answered. */
+static bool resolve_args(hookd_req *r, const json_t *body, const char *const *names,
+                         hookd_dstate *out, const char **out_reason) {
   const char *outcome = NULL, *reason = NULL;
   hookd_dstate to = HOOKD_DS_DELIVERED;
-  bool ok = true;
-  const char *k;
-  json_t *v;
-  json_object_foreach(body, k, v) {
-    if (strcmp(k, "outcome") && strcmp(k, "reason")) {
-      hookd_api_unknown_field(r, NULL, k, NULL);
-      ok = false;
-      break;
-    }
-  }
+  bool ok = hookd_api_known_members(r, body, NULL, names);
   if (ok && hookd_json_get_str(body, "outcome", &outcome) == 0 && !strcmp(outcome, "completed"))
     to = HOOKD_DS_DELIVERED;
   else if (ok && outcome && !strcmp(outcome, "retry"))
@@ -323,12 +327,200 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
                     "Hookd-Reason header): it goes to the audit log");
     ok = false;
   }
-  inbox_op *op = ok ? new_op(r, app, run_resolve, reply_resolve) : NULL;
+  *out = to;
+  *out_reason = reason;
+  return ok;
+}
+
+void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"outcome", "reason", NULL};
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  hookd_dstate to;
+  const char *reason;
+  inbox_op *op = resolve_args(r, body, names, &to, &reason)
+                     ? new_op(r, app, run_resolve, reply_resolve)
+                     : NULL;
   if (op) {
     snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
     snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
     op->to = to;
     hookd_api_submit(&op->base, true);
+  }
+  json_decref(body);
+}
+
+/* ---------- resolve, many records ---------- */
+
+#define RESOLVE_MANY_MAX 100
+
+typedef struct resolve_item {
+  char id[HOOKD_ID_MAX + 64];
+  char tenant_id[HOOKD_ID_MAX + 64];
+  char status[24];   /* as GET shows it after the resolve */
+  const char *code;  /* an item not settled: not_found or invalid_state */
+  char message[160];
+  size_t n; /* forwards settled */
+} resolve_item;
+
+typedef struct many_op {
+  hookd_api_op base;
+  hookd_principal who;
+  bool scoped;
+  hookd_dstate to;
+  resolve_item *items;
+  size_t n_items;
+  hookd_due_hint *hints;
+  size_t n_hints;
+} many_op;
+
+static void many_cleanup(hookd_api_op *base) {
+  many_op *op = (many_op *)base;
+  free(op->items);
+  hookd_due_hints_free(op->hints, op->n_hints);
+}
+
+/* One record settled as its own resolve would; a record that cannot be is an item's error and
+ * wrote nothing (the store's refusals come before any write); a failing store undoes them all. */
+static int resolve_one(many_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                       resolve_item *it) {
+  hookd_inbox rec;
+  be->clear_error(c);
+  int rc = be->inbox_get(c, it->id, &rec, NULL, NULL);
+  if (rc == 0) {
+    if (op->scoped && !hookd_principal_has_tenant(&op->who, rec.tenant_id))
+      rc = HOOKD_STORE_NOTFOUND; /* another tenant's record does not exist for this key */
+    hookd_inbox_free(&rec);
+  }
+  hookd_due_hint *hints = NULL;
+  size_t n_hints = 0;
+  if (rc == 0) rc = be->inbox_resolve(c, it->id, op->to, hookd_now_ms(), &it->n, &hints, &n_hints);
+  if (rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_STATE) {
+    it->code = rc == HOOKD_STORE_NOTFOUND ? "not_found" : "invalid_state";
+    snprintf(it->message, sizeof it->message, "%s",
+             rc == HOOKD_STORE_NOTFOUND ? "inbox record not found" : be->errmsg(c));
+    return 0;
+  }
+  if (rc) return rc;
+  hookd_due_hint *all = n_hints ? realloc(op->hints, (op->n_hints + n_hints) * sizeof *all) : NULL;
+  if (n_hints && !all) {
+    hookd_due_hints_free(hints, n_hints);
+    return HOOKD_STORE_ERR;
+  }
+  if (all) {
+    op->hints = all;
+    memcpy(op->hints + op->n_hints, hints, n_hints * sizeof *hints);
+    op->n_hints += n_hints;
+    free(hints); /* the endpoint ids moved into op->hints */
+  }
+  if ((rc = be->inbox_get(c, it->id, &rec, NULL, NULL)) != 0) return rc;
+  bool live;
+  snprintf(it->status, sizeof it->status, "%s", shown_status(&rec, &live));
+  snprintf(it->tenant_id, sizeof it->tenant_id, "%s", rec.tenant_id);
+  hookd_inbox_free(&rec);
+  return hookd_api_audit(&op->base, c, be, "inbox.resolve", it->id, it->tenant_id,
+                         hookd_dstate_name(op->to));
+}
+
+static int run_resolve_many(hookd_store_conn *c, const hookd_store_backend *be,
+                            hookd_api_op *base) {
+  many_op *op = (many_op *)base;
+  hookd_due_hints_free(op->hints, op->n_hints); /* a second run forgets the first's */
+  op->hints = NULL;
+  op->n_hints = 0;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < op->n_items; i++) {
+    resolve_item *it = &op->items[i];
+    it->code = NULL;
+    it->n = 0;
+    rc = resolve_one(op, c, be, it);
+  }
+  be->clear_error(c); /* an item's refusal is its own, not the op's */
+  return rc;
+}
+
+static void reply_resolve_many(hookd_api_op *base, int rc) {
+  many_op *op = (many_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "inbox record");
+    return;
+  }
+  for (size_t i = 0; i < op->n_hints; i++)
+    hookd_dispatcher_hint(base->app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  json_t *data = json_array();
+  size_t records = 0, forwards = 0;
+  for (size_t i = 0; i < op->n_items; i++) {
+    const resolve_item *it = &op->items[i];
+    if (it->code) {
+      json_array_append_new(data, json_pack("{s:s,s:{s:s,s:s}}", "id", it->id, "error", "code",
+                                            it->code, "message", it->message));
+      continue;
+    }
+    resolved_told(op->to, it->id, it->tenant_id, it->n, op->scoped ? op->who.key_id : NULL);
+    records++;
+    forwards += it->n;
+    json_array_append_new(data, json_pack("{s:s,s:s,s:I}", "id", it->id, "status", it->status,
+                                          "resolved", (json_int_t)it->n));
+  }
+  hookd_req_reply_json(base->req, 200,
+                       json_pack("{s:o,s:I,s:I}", "data", data, "records", (json_int_t)records,
+                                 "resolved", (json_int_t)forwards));
+}
+
+/* The ids: 1-100 distinct strings. False once answered. */
+static bool resolve_ids(hookd_req *r, const json_t *ids, many_op *op) {
+  size_t n = json_is_array(ids) ? json_array_size(ids) : 0;
+  if (!ids || !json_is_array(ids) || n == 0 || n > RESOLVE_MANY_MAX) {
+    hookd_req_error(r, 422, ids ? "invalid_field" : "missing_field",
+                    "ids must be an array of 1 to %d inbox record ids", RESOLVE_MANY_MAX);
+    return false;
+  }
+  if (!(op->items = calloc(n, sizeof *op->items))) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *id = json_string_value(json_array_get(ids, i));
+    if (!id || !*id || strlen(id) >= sizeof op->items[i].id) {
+      hookd_req_error(r, 422, "invalid_field", "ids[%zu] must be an inbox record id", i);
+      return false;
+    }
+    for (size_t j = 0; j < i; j++) {
+      if (!strcmp(op->items[j].id, id)) {
+        hookd_req_error(r, 422, "invalid_field", "ids[%zu] repeats ids[%zu]", i, j);
+        return false;
+      }
+    }
+    snprintf(op->items[i].id, sizeof op->items[i].id, "%s", id);
+  }
+  op->n_items = n;
+  return true;
+}
+
+void hookd_api_inbox_resolve_many(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"ids", "outcome", "reason", NULL};
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  hookd_dstate to;
+  const char *reason;
+  many_op *op = resolve_args(r, body, names, &to, &reason)
+                    ? hookd_api_op_new(sizeof *op, r, app, run_resolve_many, reply_resolve_many)
+                    : NULL;
+  if (op) {
+    op->base.cleanup = many_cleanup;
+    const hookd_principal *p = hookd_api_principal(r);
+    if (p) {
+      op->who = *p;
+      op->scoped = true;
+    }
+    snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+    op->to = to;
+    if (resolve_ids(r, json_object_get(body, "ids"), op)) {
+      hookd_api_submit(&op->base, true);
+    } else {
+      many_cleanup(&op->base);
+      free(op);
+    }
   }
   json_decref(body);
 }

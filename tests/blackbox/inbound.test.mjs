@@ -1364,6 +1364,73 @@ describe('forwarding', () => {
     dest.releaseHanging();
     await dest.close();
   });
+  it('an operator settles many held records in one call: each as its own resolve, audited; one that cannot be does not stop the others', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_many'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
+    const ids = [];
+    for (let i = 1; i <= 4; i++) {
+      const body = stripeEvent(`evt_many_${i}`);
+      const r = await post(src, body, sign.stripe(body, 'whsec_many'));
+      assert.equal(r.status, 200, r.text);
+      ids.push(r.json.inbox_id);
+    }
+    for (const id of ids) await waitStatus(src, id, 'unknown');
+    dest.behave = () => ({ status: 200 });
+    const many = (body, headers) => h.api('POST', '/v1/inbox/resolve', body, headers);
+    // the request is checked whole before anything is settled
+    for (const [body, code, what] of [
+      [{ outcome: 'completed', reason: 'x' }, 'missing_field', 'no ids'],
+      [{ ids: [], outcome: 'completed', reason: 'x' }, 'invalid_field', 'no id'],
+      [{ ids: ids[0], outcome: 'completed', reason: 'x' }, 'invalid_field', 'not an array'],
+      [{ ids: [ids[0], 7], outcome: 'completed', reason: 'x' }, 'invalid_field', 'not a string'],
+      [{ ids: [ids[0], ids[1], ids[0]], outcome: 'completed', reason: 'x' }, 'invalid_field', 'an id twice'],
+      [{ ids: Array.from({ length: 101 }, (_, i) => `inb_${i}`), outcome: 'completed', reason: 'x' }, 'invalid_field', '101 ids'],
+      [{ ids: [ids[0]], outcome: 'done', reason: 'x' }, 'invalid_field', 'a wrong outcome'],
+      [{ ids: [ids[0]], outcome: 'completed' }, 'missing_field', 'no reason'],
+      [{ ids: [ids[0]], outcome: 'completed', reason: 'x', force: true }, 'unknown_field', 'an unknown member'],
+    ]) {
+      const r = await many(body);
+      assert.deepEqual([r.status, r.json?.error?.code], [422, code], `${what}: ${r.text}`);
+    }
+    assert.equal((await h.api('GET', `/v1/inbox/${ids[0]}`)).json.status, 'unknown', 'nothing settled by a refused request');
+    // a key scoped to another tenant finds none of them
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'other-many' })).status, 201);
+    const key = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', 'operator', '--tenants', 'other-many', '--store', `sqlite:${h.db}`],
+      { encoding: 'utf8' });
+    assert.equal(key.status, 0, key.stderr);
+    const token = key.stdout.trim();
+    await waitUntil(async () => (await h.api('GET', '/v1/tenants/other-many', undefined, { Authorization: `Bearer ${token}` })).status === 200,
+      { timeout: 10000, what: 'the new key active' });
+    const foreign = await many({ ids: [ids[0]], outcome: 'completed', reason: 'x' }, { Authorization: `Bearer ${token}` });
+    assert.equal(foreign.status, 200, foreign.text);
+    assert.deepEqual([foreign.json.records, foreign.json.data[0].error.code], [0, 'not_found']);
+    // the handler's ledger says 1 and 2 were applied: completed, nothing sent; an unknown id is named
+    const done = await many({ ids: [ids[0], 'inb_no_such_record', ids[1]], outcome: 'completed', reason: 'ledger: applied' });
+    assert.equal(done.status, 200, done.text);
+    assert.deepEqual([done.json.records, done.json.resolved], [2, 2]);
+    assert.deepEqual(done.json.data.map((d) => [d.id, d.status ?? d.error.code, d.resolved]),
+      [[ids[0], 'completed', 1], ['inb_no_such_record', 'not_found', undefined], [ids[1], 'completed', 1]]);
+    // 3 and 4 were not: sent again; 1, settled already, is refused on its own (a batch sent twice settles nothing twice)
+    const retry = await many({ ids: [ids[2], ids[0], ids[3]], outcome: 'retry' }, { 'Hookd-Reason': 'ledger: not applied' });
+    assert.equal(retry.status, 200, retry.text);
+    assert.deepEqual([retry.json.records, retry.json.resolved], [2, 2]);
+    assert.equal(retry.json.data[1].error.code, 'invalid_state');
+    assert.match(retry.json.data[1].error.message, /no delivery held in the unknown state/);
+    await waitStatus(src, ids[2], 'completed');
+    await waitStatus(src, ids[3], 'completed');
+    const last = await barrier(src, 'whsec_many', dest);
+    const sent = forwardedIds(dest);
+    assert.deepEqual(sent.slice(4).sort(), ['evt_many_3', 'evt_many_4', last].sort(), 'only the records resolved retry were sent again');
+    assert.equal((await h.api('GET', `/v1/inbox/${ids[0]}`)).json.status, 'completed');
+    const audit = (await h.api('GET', `/v1/audit?tenant=${TENANT}&limit=500`)).json.data
+      .filter((a) => a.action === 'inbox.resolve' && ids.includes(a.target));
+    assert.deepEqual(audit.map((a) => [a.target, a.reason, a.detail]).sort(),
+      [[ids[0], 'ledger: applied', 'delivered'], [ids[1], 'ledger: applied', 'delivered'],
+        [ids[2], 'ledger: not applied', 'pending'], [ids[3], 'ledger: not applied', 'pending']].sort());
+    assert.equal(h.logs.filter((l) => l.msg === 'inbox.resolved' && ids.includes(l.inbox_id)).length, 4, 'one line per record');
+    dest.releaseHanging();
+    await dest.close();
+  });
   it('a 502 or 504 (a gateway that got no answer from the handler) holds a non-idempotent forward unknown; an idempotent one is retried; a 500 is the handler\'s own answer', async () => {
     // the destination answers `first`, then 200; the forward ends in `status` after `sent` requests
     for (const [first, idempotent, status, sent] of [[502, false, 'unknown', 1], [504, false, 'unknown', 1],
