@@ -3,6 +3,7 @@
  *   GET  /v1/inbox/{id}                                     the record and its deliveries
  *   POST /v1/inbox/{id}/resolve {"outcome", "reason"}       settle a record held in unknown
  *   POST /v1/inbox/resolve {"ids", "outcome", "reason"}     settle up to 100 records at once
+ *   POST /v1/inbox/replay {"ids", "reason"}                 replay up to 100 records at once
  *   POST /v1/inbox/{id}/replay                              its dead-lettered forwards again */
 #include <stdlib.h>
 #include <string.h>
@@ -350,181 +351,6 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
   json_decref(body);
 }
 
-/* ---------- resolve, many records ---------- */
-
-#define RESOLVE_MANY_MAX 100
-
-typedef struct resolve_item {
-  char id[HOOKD_ID_MAX + 64];
-  char tenant_id[HOOKD_ID_MAX + 64];
-  char status[24];   /* as GET shows it after the resolve */
-  const char *code;  /* an item not settled: not_found or invalid_state */
-  char message[160];
-  size_t n; /* forwards settled */
-} resolve_item;
-
-typedef struct many_op {
-  hookd_api_op base;
-  hookd_principal who;
-  bool scoped;
-  hookd_dstate to;
-  resolve_item *items;
-  size_t n_items;
-  hookd_due_hint *hints;
-  size_t n_hints;
-} many_op;
-
-static void many_cleanup(hookd_api_op *base) {
-  many_op *op = (many_op *)base;
-  free(op->items);
-  hookd_due_hints_free(op->hints, op->n_hints);
-}
-
-/* One record settled as its own resolve would; a record that cannot be is an item's error and
- * wrote nothing (the store's refusals come before any write); a failing store undoes them all. */
-static int resolve_one(many_op *op, hookd_store_conn *c, const hookd_store_backend *be,
-                       resolve_item *it) {
-  hookd_inbox rec;
-  be->clear_error(c);
-  int rc = be->inbox_get(c, it->id, &rec, NULL, NULL);
-  if (rc == 0) {
-    if (op->scoped && !hookd_principal_has_tenant(&op->who, rec.tenant_id))
-      rc = HOOKD_STORE_NOTFOUND; /* another tenant's record does not exist for this key */
-    hookd_inbox_free(&rec);
-  }
-  hookd_due_hint *hints = NULL;
-  size_t n_hints = 0;
-  if (rc == 0) rc = be->inbox_resolve(c, it->id, op->to, hookd_now_ms(), &it->n, &hints, &n_hints);
-  if (rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_STATE) {
-    it->code = rc == HOOKD_STORE_NOTFOUND ? "not_found" : "invalid_state";
-    snprintf(it->message, sizeof it->message, "%s",
-             rc == HOOKD_STORE_NOTFOUND ? "inbox record not found" : be->errmsg(c));
-    return 0;
-  }
-  if (rc) return rc;
-  hookd_due_hint *all = n_hints ? realloc(op->hints, (op->n_hints + n_hints) * sizeof *all) : NULL;
-  if (n_hints && !all) {
-    hookd_due_hints_free(hints, n_hints);
-    return HOOKD_STORE_ERR;
-  }
-  if (all) {
-    op->hints = all;
-    memcpy(op->hints + op->n_hints, hints, n_hints * sizeof *hints);
-    op->n_hints += n_hints;
-    free(hints); /* the endpoint ids moved into op->hints */
-  }
-  if ((rc = be->inbox_get(c, it->id, &rec, NULL, NULL)) != 0) return rc;
-  bool live;
-  snprintf(it->status, sizeof it->status, "%s", shown_status(&rec, &live));
-  snprintf(it->tenant_id, sizeof it->tenant_id, "%s", rec.tenant_id);
-  hookd_inbox_free(&rec);
-  return hookd_api_audit(&op->base, c, be, "inbox.resolve", it->id, it->tenant_id,
-                         hookd_dstate_name(op->to));
-}
-
-static int run_resolve_many(hookd_store_conn *c, const hookd_store_backend *be,
-                            hookd_api_op *base) {
-  many_op *op = (many_op *)base;
-  hookd_due_hints_free(op->hints, op->n_hints); /* a second run forgets the first's */
-  op->hints = NULL;
-  op->n_hints = 0;
-  int rc = 0;
-  for (size_t i = 0; rc == 0 && i < op->n_items; i++) {
-    resolve_item *it = &op->items[i];
-    it->code = NULL;
-    it->n = 0;
-    rc = resolve_one(op, c, be, it);
-  }
-  be->clear_error(c); /* an item's refusal is its own, not the op's */
-  return rc;
-}
-
-static void reply_resolve_many(hookd_api_op *base, int rc) {
-  many_op *op = (many_op *)base;
-  if (rc) {
-    hookd_api_store_error(base, rc, "inbox record");
-    return;
-  }
-  for (size_t i = 0; i < op->n_hints; i++)
-    hookd_dispatcher_hint(base->app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
-  json_t *data = json_array();
-  size_t records = 0, forwards = 0;
-  for (size_t i = 0; i < op->n_items; i++) {
-    const resolve_item *it = &op->items[i];
-    if (it->code) {
-      json_array_append_new(data, json_pack("{s:s,s:{s:s,s:s}}", "id", it->id, "error", "code",
-                                            it->code, "message", it->message));
-      continue;
-    }
-    resolved_told(op->to, it->id, it->tenant_id, it->n, op->scoped ? op->who.key_id : NULL);
-    records++;
-    forwards += it->n;
-    json_array_append_new(data, json_pack("{s:s,s:s,s:I}", "id", it->id, "status", it->status,
-                                          "resolved", (json_int_t)it->n));
-  }
-  hookd_req_reply_json(base->req, 200,
-                       json_pack("{s:o,s:I,s:I}", "data", data, "records", (json_int_t)records,
-                                 "resolved", (json_int_t)forwards));
-}
-
-/* The ids: 1-100 distinct strings. False once answered. */
-static bool resolve_ids(hookd_req *r, const json_t *ids, many_op *op) {
-  size_t n = json_is_array(ids) ? json_array_size(ids) : 0;
-  if (!ids || !json_is_array(ids) || n == 0 || n > RESOLVE_MANY_MAX) {
-    hookd_req_error(r, 422, ids ? "invalid_field" : "missing_field",
-                    "ids must be an array of 1 to %d inbox record ids", RESOLVE_MANY_MAX);
-    return false;
-  }
-  if (!(op->items = calloc(n, sizeof *op->items))) {
-    hookd_req_error(r, 503, "unavailable", "out of memory");
-    return false;
-  }
-  for (size_t i = 0; i < n; i++) {
-    const char *id = json_string_value(json_array_get(ids, i));
-    if (!id || !*id || strlen(id) >= sizeof op->items[i].id) {
-      hookd_req_error(r, 422, "invalid_field", "ids[%zu] must be an inbox record id", i);
-      return false;
-    }
-    for (size_t j = 0; j < i; j++) {
-      if (!strcmp(op->items[j].id, id)) {
-        hookd_req_error(r, 422, "invalid_field", "ids[%zu] repeats ids[%zu]", i, j);
-        return false;
-      }
-    }
-    snprintf(op->items[i].id, sizeof op->items[i].id, "%s", id);
-  }
-  op->n_items = n;
-  return true;
-}
-
-void hookd_api_inbox_resolve_many(hookd_req *r, hookd_app *app) {
-  static const char *const names[] = {"ids", "outcome", "reason", NULL};
-  json_t *body = hookd_api_body_object(r, app);
-  if (!body) return;
-  hookd_dstate to;
-  const char *reason;
-  many_op *op = resolve_args(r, body, names, &to, &reason)
-                    ? hookd_api_op_new(sizeof *op, r, app, run_resolve_many, reply_resolve_many)
-                    : NULL;
-  if (op) {
-    op->base.cleanup = many_cleanup;
-    const hookd_principal *p = hookd_api_principal(r);
-    if (p) {
-      op->who = *p;
-      op->scoped = true;
-    }
-    snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
-    op->to = to;
-    if (resolve_ids(r, json_object_get(body, "ids"), op)) {
-      hookd_api_submit(&op->base, true);
-    } else {
-      many_cleanup(&op->base);
-      free(op);
-    }
-  }
-  json_decref(body);
-}
-
 /* ---------- replay ---------- */
 
 /* Every dead-lettered forward of the record sent again (each a delivery replay: a fresh retry
@@ -533,44 +359,66 @@ void hookd_api_inbox_resolve_many(hookd_req *r, hookd_app *app) {
  * destination's delete goes to each destination added since (the handler that replaced it). A
  * forward that cannot be (its destination disabled, its payload purged) is left as it is; none
  * at all is 409. */
+/* The replay of one record (its deliveries dl, n): how many forwards went again, and the
+ * endpoints made due (appended to *hints). HOOKD_STORE_STATE with err written: none could. */
+static int replay_record(hookd_store_conn *c, const hookd_store_backend *be, const char *id,
+                         const hookd_delivery *dl, size_t n, size_t *count,
+                         hookd_due_hint **hints, size_t *n_hints, char *err, size_t errlen) {
+  *count = 0;
+  hookd_due_hint *mine = n ? calloc(n, sizeof *mine) : NULL;
+  if (n && !mine) return HOOKD_STORE_ERR;
+  size_t n_mine = 0;
+  int64_t now = hookd_now_ms();
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    if (dl[i].state != HOOKD_DS_DEAD) continue;
+    rc = be->delivery_replay(c, dl[i].id, now, NULL);
+    if (rc == HOOKD_STORE_STATE) { /* refused before writing: left as it is */
+      rc = 0;
+      continue;
+    }
+    if (rc) break;
+    (*count)++;
+    char *eid = strdup(dl[i].endpoint_id); /* (without, the dispatcher's scan finds it) */
+    if (eid) mine[n_mine++] = (hookd_due_hint){eid, now};
+  }
+  /* a forward its destination's delete cut off goes to the destinations that replaced it */
+  size_t made = 0, n_more = 0;
+  hookd_due_hint *more = NULL;
+  if (rc == 0) rc = be->inbox_reforward(c, id, now, &made, &more, &n_more);
+  *count += made;
+  if (rc == 0 && !*count) {
+    snprintf(err, errlen,
+             "nothing to replay: no dead-lettered forward can be sent again (a held one is "
+             "settled with resolve; a disabled destination, a purged payload or a deleted "
+             "destination without a replacement cannot be)");
+    rc = HOOKD_STORE_STATE;
+  }
+  size_t add = n_mine + n_more;
+  hookd_due_hint *all = rc == 0 && add ? realloc(*hints, (*n_hints + add) * sizeof *all) : NULL;
+  if (all) {
+    *hints = all;
+    if (n_mine) memcpy(all + *n_hints, mine, n_mine * sizeof *mine);
+    if (n_more) memcpy(all + *n_hints + n_mine, more, n_more * sizeof *more);
+    *n_hints += add;
+    free(mine); /* the endpoint ids moved into *hints */
+    free(more);
+  } else { /* (out of memory: the dispatcher's scan finds them) */
+    hookd_due_hints_free(mine, n_mine);
+    hookd_due_hints_free(more, n_more);
+  }
+  return rc;
+}
+
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
   int rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
   op->loaded = rc == 0;
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
-  if (op->n && !(op->hints = calloc(op->n, sizeof *op->hints))) return HOOKD_STORE_ERR;
-  int64_t now = hookd_now_ms();
-  for (size_t i = 0; i < op->n; i++) {
-    if (op->dl[i].state != HOOKD_DS_DEAD) continue;
-    rc = be->delivery_replay(c, op->dl[i].id, now, NULL);
-    if (rc == HOOKD_STORE_STATE) continue; /* refused before writing: left as it is */
-    if (rc) return rc;
-    op->n_resolved++;
-    char *eid = strdup(op->dl[i].endpoint_id); /* (without, the dispatcher's scan finds it) */
-    if (eid) op->hints[op->n_hints++] = (hookd_due_hint){eid, now};
-  }
-  /* a forward its destination's delete cut off goes to the destinations that replaced it */
-  size_t made = 0, n_more = 0;
-  hookd_due_hint *more = NULL;
-  if ((rc = be->inbox_reforward(c, op->id, now, &made, &more, &n_more)) != 0) return rc;
-  hookd_due_hint *all = n_more ? realloc(op->hints, (op->n_hints + n_more) * sizeof *all) : NULL;
-  if (all) {
-    op->hints = all;
-    memcpy(op->hints + op->n_hints, more, n_more * sizeof *more);
-    op->n_hints += n_more;
-    free(more); /* the endpoint ids moved into op->hints */
-  } else {
-    hookd_due_hints_free(more, n_more);
-  }
-  op->n_resolved += made;
-  if (!op->n_resolved) {
-    snprintf(base->err, sizeof base->err,
-             "nothing to replay: no dead-lettered forward can be sent again (a held one is "
-             "settled with resolve; a disabled destination, a purged payload or a deleted "
-             "destination without a replacement cannot be)");
-    return HOOKD_STORE_STATE;
-  }
+  rc = replay_record(c, be, op->id, op->dl, op->n, &op->n_resolved, &op->hints, &op->n_hints,
+                     base->err, sizeof base->err);
+  if (rc) return rc;
   char detail[48];
   snprintf(detail, sizeof detail, "replayed=%zu", op->n_resolved);
   return reread_audited(op, c, be, "inbox.replay", detail);
@@ -595,3 +443,214 @@ void hookd_api_inbox_replay(hookd_req *r, hookd_app *app) {
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
   hookd_api_submit(&op->base, true);
 }
+
+/* ---------- resolve or replay, many records ---------- */
+
+#define MANY_MAX 100 /* records per call: one writer transaction of a few ms */
+
+typedef struct resolve_item {
+  char id[HOOKD_ID_MAX + 64];
+  char tenant_id[HOOKD_ID_MAX + 64];
+  char status[24];   /* as GET shows it after the resolve */
+  const char *code;  /* an item not settled: not_found or invalid_state */
+  char message[160];
+  size_t n; /* forwards settled, or sent again */
+} resolve_item;
+
+typedef struct many_op {
+  hookd_api_op base;
+  hookd_principal who;
+  bool scoped;
+  bool replay; /* POST /v1/inbox/replay: each record's dead-lettered forwards again */
+  hookd_dstate to;
+  resolve_item *items;
+  size_t n_items;
+  hookd_due_hint *hints;
+  size_t n_hints;
+} many_op;
+
+static void many_cleanup(hookd_api_op *base) {
+  many_op *op = (many_op *)base;
+  free(op->items);
+  hookd_due_hints_free(op->hints, op->n_hints);
+}
+
+/* The endpoints a record's resolve made due, added to the op's. */
+static int take_hints(many_op *op, hookd_due_hint *hints, size_t n_hints) {
+  hookd_due_hint *all = n_hints ? realloc(op->hints, (op->n_hints + n_hints) * sizeof *all) : NULL;
+  if (n_hints && !all) {
+    hookd_due_hints_free(hints, n_hints);
+    return HOOKD_STORE_ERR;
+  }
+  if (all) {
+    op->hints = all;
+    memcpy(op->hints + op->n_hints, hints, n_hints * sizeof *hints);
+    op->n_hints += n_hints;
+  }
+  free(hints); /* the endpoint ids moved into op->hints */
+  return 0;
+}
+
+/* One record settled (or replayed) as its own call would; a record that cannot be is an item's
+ * error and wrote nothing (the store's refusals come before any write: a replay's at the
+ * record's level, where none of its forwards could go); a failing store undoes them all. */
+static int many_one(many_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                    resolve_item *it) {
+  hookd_inbox rec;
+  hookd_delivery *dl = NULL;
+  size_t n = 0;
+  char err[256] = "";
+  be->clear_error(c);
+  int rc = be->inbox_get(c, it->id, &rec, op->replay ? &dl : NULL, op->replay ? &n : NULL);
+  if (rc == 0) {
+    if (op->scoped && !hookd_principal_has_tenant(&op->who, rec.tenant_id))
+      rc = HOOKD_STORE_NOTFOUND; /* another tenant's record does not exist for this key */
+    hookd_inbox_free(&rec);
+  }
+  hookd_due_hint *hints = NULL;
+  size_t n_hints = 0;
+  if (rc == 0 && op->replay)
+    rc = replay_record(c, be, it->id, dl, n, &it->n, &op->hints, &op->n_hints, err, sizeof err);
+  else if (rc == 0)
+    rc = be->inbox_resolve(c, it->id, op->to, hookd_now_ms(), &it->n, &hints, &n_hints);
+  hookd_deliveries_free(dl, n);
+  if (rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_STATE) {
+    it->code = rc == HOOKD_STORE_NOTFOUND ? "not_found" : "invalid_state";
+    snprintf(it->message, sizeof it->message, "%s",
+             rc == HOOKD_STORE_NOTFOUND ? "inbox record not found"
+             : err[0]                   ? err
+                                        : be->errmsg(c));
+    return 0;
+  }
+  if (rc || (rc = take_hints(op, hints, n_hints)) != 0) return rc;
+  if ((rc = be->inbox_get(c, it->id, &rec, NULL, NULL)) != 0) return rc;
+  bool live;
+  snprintf(it->status, sizeof it->status, "%s", shown_status(&rec, &live));
+  snprintf(it->tenant_id, sizeof it->tenant_id, "%s", rec.tenant_id);
+  hookd_inbox_free(&rec);
+  char detail[48];
+  snprintf(detail, sizeof detail, "replayed=%zu", it->n);
+  return hookd_api_audit(&op->base, c, be, op->replay ? "inbox.replay" : "inbox.resolve", it->id,
+                         it->tenant_id, op->replay ? detail : hookd_dstate_name(op->to));
+}
+
+static int run_many(hookd_store_conn *c, const hookd_store_backend *be,
+                            hookd_api_op *base) {
+  many_op *op = (many_op *)base;
+  hookd_due_hints_free(op->hints, op->n_hints); /* a second run forgets the first's */
+  op->hints = NULL;
+  op->n_hints = 0;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < op->n_items; i++) {
+    resolve_item *it = &op->items[i];
+    it->code = NULL;
+    it->n = 0;
+    rc = many_one(op, c, be, it);
+  }
+  be->clear_error(c); /* an item's refusal is its own, not the op's */
+  return rc;
+}
+
+static void reply_many(hookd_api_op *base, int rc) {
+  many_op *op = (many_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "inbox record");
+    return;
+  }
+  for (size_t i = 0; i < op->n_hints; i++)
+    hookd_dispatcher_hint(base->app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  json_t *data = json_array();
+  size_t records = 0, forwards = 0;
+  for (size_t i = 0; i < op->n_items; i++) {
+    const resolve_item *it = &op->items[i];
+    if (it->code) {
+      json_array_append_new(data, json_pack("{s:s,s:{s:s,s:s}}", "id", it->id, "error", "code",
+                                            it->code, "message", it->message));
+      continue;
+    }
+    const char *actor = op->scoped ? op->who.key_id : NULL;
+    if (!op->replay) {
+      resolved_told(op->to, it->id, it->tenant_id, it->n, actor);
+    } else {
+      HOOKD_ADD(replays, it->n);
+      HLOG(HOOKD_LOG_INFO, "inbox.replayed", KV_S("inbox_id", it->id), KV_S("event_id", it->id),
+           KV_S("tenant_id", it->tenant_id), KV_I("forwards", (int64_t)it->n),
+           KV_S("actor", actor));
+    }
+    records++;
+    forwards += it->n;
+    json_array_append_new(data, json_pack("{s:s,s:s,s:I}", "id", it->id, "status", it->status,
+                                          op->replay ? "replayed" : "resolved",
+                                          (json_int_t)it->n));
+  }
+  hookd_req_reply_json(base->req, 200,
+                       json_pack("{s:o,s:I,s:I}", "data", data, "records", (json_int_t)records,
+                                 op->replay ? "replayed" : "resolved", (json_int_t)forwards));
+}
+
+/* The ids: 1-100 distinct strings. False once answered. */
+static bool resolve_ids(hookd_req *r, const json_t *ids, many_op *op) {
+  size_t n = json_is_array(ids) ? json_array_size(ids) : 0;
+  if (!ids || !json_is_array(ids) || n == 0 || n > MANY_MAX) {
+    hookd_req_error(r, 422, ids ? "invalid_field" : "missing_field",
+                    "ids must be an array of 1 to %d inbox record ids", MANY_MAX);
+    return false;
+  }
+  if (!(op->items = calloc(n, sizeof *op->items))) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *id = json_string_value(json_array_get(ids, i));
+    if (!id || !*id || strlen(id) >= sizeof op->items[i].id) {
+      hookd_req_error(r, 422, "invalid_field", "ids[%zu] must be an inbox record id", i);
+      return false;
+    }
+    for (size_t j = 0; j < i; j++) {
+      if (!strcmp(op->items[j].id, id)) {
+        hookd_req_error(r, 422, "invalid_field", "ids[%zu] repeats ids[%zu]", i, j);
+        return false;
+      }
+    }
+    snprintf(op->items[i].id, sizeof op->items[i].id, "%s", id);
+  }
+  op->n_items = n;
+  return true;
+}
+
+/* The request of either: ids, and for a resolve its outcome and reason (a replay's reason is
+ * optional, as the single replay's Hookd-Reason). */
+static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
+  static const char *const resolve_names[] = {"ids", "outcome", "reason", NULL};
+  static const char *const replay_names[] = {"ids", "reason", NULL};
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  hookd_dstate to = HOOKD_DS_PENDING;
+  const char *reason = NULL;
+  bool ok = replay ? hookd_api_known_members(r, body, NULL, replay_names) &&
+                         hookd_api_body_reason(r, body, &reason)
+                   : resolve_args(r, body, resolve_names, &to, &reason);
+  many_op *op = ok ? hookd_api_op_new(sizeof *op, r, app, run_many, reply_many) : NULL;
+  if (op) {
+    op->base.cleanup = many_cleanup;
+    const hookd_principal *p = hookd_api_principal(r);
+    if (p) {
+      op->who = *p;
+      op->scoped = true;
+    }
+    if (reason) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+    op->to = to;
+    op->replay = replay;
+    if (resolve_ids(r, json_object_get(body, "ids"), op)) {
+      hookd_api_submit(&op->base, true);
+    } else {
+      many_cleanup(&op->base);
+      free(op);
+    }
+  }
+  json_decref(body);
+}
+
+void hookd_api_inbox_resolve_many(hookd_req *r, hookd_app *app) { many_submit(r, app, false); }
+
+void hookd_api_inbox_replay_many(hookd_req *r, hookd_app *app) { many_submit(r, app, true); }

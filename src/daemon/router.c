@@ -62,6 +62,7 @@ static const route routes[] = {
      ",tenant,source,state,event_id,event_type,limit,before,"},
     {"GET", "/v1/inbox/{}", HOOKD_PERM_READ, -1, hookd_api_inbox_get, NULL},
     {"POST", "/v1/inbox/resolve", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_resolve_many, NULL},
+    {"POST", "/v1/inbox/replay", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_replay_many, NULL},
     {"POST", "/v1/inbox/{}/resolve", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_resolve, NULL},
     {"POST", "/v1/inbox/{}/replay", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_replay, NULL},
     {"POST", "/v1/tenants/{}/events", HOOKD_PERM_PUBLISH, 0, hookd_api_event_publish, NULL},

@@ -1264,6 +1264,51 @@ describe('forwarding', () => {
     await b.close();
   });
 
+  it('replaying many records in one call (POST /v1/inbox/replay): each as its own replay, to the destination that replaced a deleted one too; one with nothing to replay does not stop the others', async () => {
+    const old = await startReceiver(() => ({ status: 500 }));
+    const src = await source('stripe', ['whsec_rpm'], [{ url: old.url, retry: { max_attempts: 50, backoff_base_ms: 60000, backoff_cap_ms: 60000 } }]);
+    const ids = [];
+    for (let i = 1; i <= 3; i++) {
+      const body = stripeEvent(`evt_rpm_${i}`);
+      const r = await post(src, body, sign.stripe(body, 'whsec_rpm'));
+      ids.push(r.json.inbox_id);
+    }
+    for (const id of ids) await waitStatus(src, id, 'retryable_failed');
+    // the outage's handler is replaced: its forwards are cut off (a replay job skips them)
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
+    for (const id of ids) await waitStatus(src, id, 'dead_lettered');
+    const fresh = await startReceiver();
+    assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: fresh.url })).status, 201);
+    const many = (body, headers) => h.api('POST', '/v1/inbox/replay', body, headers);
+    for (const [body, code] of [[{}, 'missing_field'], [{ ids: [ids[0], ids[0]] }, 'invalid_field'],
+      [{ ids: [ids[0]], outcome: 'retry' }, 'unknown_field'], [{ ids: [ids[0]], reason: '  ' }, 'invalid_field']]) {
+      const r = await many(body);
+      assert.deepEqual([r.status, r.json?.error?.code], [422, code], `${JSON.stringify(body)}: ${r.text}`);
+    }
+    assert.equal(fresh.requests.length, 0, 'nothing sent by a refused request');
+    const rep = await many({ ids: [ids[0], ids[2], 'inb_nosuch'], reason: 'INC-9: handler replaced' });
+    assert.equal(rep.status, 200, rep.text);
+    assert.deepEqual([rep.json.records, rep.json.replayed], [2, 2]);
+    assert.deepEqual(rep.json.data.map((d) => [d.id, d.replayed ?? d.error.code]), [[ids[0], 1], [ids[2], 1], ['inb_nosuch', 'not_found']]);
+    await waitStatus(src, ids[0], 'completed');
+    await waitStatus(src, ids[2], 'completed');
+    assert.deepEqual(fresh.requests.map((q) => q.headers['idempotency-key']).sort(), [ids[0], ids[2]].sort(), 'the same Idempotency-Key');
+    // sent again: nothing left to replay for those two (a batch sent twice sends nothing twice); the third goes
+    const again = await many({ ids: [ids[0], ids[1]] }, { 'Hookd-Reason': 'the rest' });
+    assert.equal(again.status, 200, again.text);
+    assert.deepEqual([again.json.records, again.json.data[0].error.code, again.json.data[1].replayed], [1, 'invalid_state', 1]);
+    assert.match(again.json.data[0].error.message, /nothing to replay/);
+    await waitStatus(src, ids[1], 'completed');
+    assert.equal(fresh.requests.length, 3);
+    const audit = (await h.api('GET', `/v1/audit?tenant=${TENANT}&limit=500`)).json.data
+      .filter((a) => a.action === 'inbox.replay' && ids.includes(a.target));
+    assert.deepEqual(audit.map((a) => [a.target, a.reason, a.detail]).sort(),
+      [[ids[0], 'INC-9: handler replaced', 'replayed=1'], [ids[1], 'the rest', 'replayed=1'],
+        [ids[2], 'INC-9: handler replaced', 'replayed=1']].sort());
+    await old.close();
+    await fresh.close();
+  });
+
   it('an empty body (GitLab, token auth) is stored and forwarded empty', async () => {
     const dest = await startReceiver();
     const src = await source('gitlab', ['gl_empty'], [{ url: dest.url }]);
