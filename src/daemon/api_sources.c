@@ -754,7 +754,8 @@ void hookd_api_source_list(hookd_req *r, hookd_app *app) {
   const char *tenant = hookd_req_query(r, "tenant");
   const hookd_principal *p = hookd_api_principal(r);
   if (!tenant || !hookd_id_valid(tenant, 64)) {
-    hookd_req_error(r, 400, "invalid_parameter", "tenant is required (?tenant=)");
+    hookd_req_error(r, 400, "invalid_parameter",
+                    tenant ? "tenant must be a tenant id" : "tenant is required (?tenant=)");
     return;
   }
   if (p && !hookd_api_tenant_allowed(r, tenant)) return;

@@ -23,6 +23,7 @@
 #include "daemon/sources.h"
 
 #define MAX_IN_HEADERS 128
+#define MOMO_BODY_MAX 65536 /* an IPN is under 2 KiB */
 #define HOOKD_STR_(x) #x
 #define HOOKD_STR(x) HOOKD_STR_(x)
 
@@ -397,6 +398,22 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (!get && !content_type_ok(p, ct)) {
     reject(r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
            "content type not sent by this provider");
+    goto done;
+  }
+
+  /* a compressed body would be verified, stored and forwarded as its compressed bytes (the
+   * handler told nothing of it: Content-Encoding is not forwarded): no provider sends one */
+  const char *coding = hookd_req_header(r, "Content-Encoding");
+  if (coding && *coding && strcasecmp(coding, "identity") != 0) {
+    reject(r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
+           "Content-Encoding is not accepted: send the body uncompressed");
+    goto done;
+  }
+  /* MoMo signs inside the body: it is parsed before it is verified, on the thread that serves
+   * every provider — an unsigned megabyte would cost ~50 ms of it; an IPN is under 2 KiB */
+  if (p == HOOKD_PROVIDER_MOMO && body_len > MOMO_BODY_MAX) {
+    reject(r, p, rt, 413, "body_too_large", HOOKD_REJECT_BODY_TOO_LARGE,
+           "a MoMo IPN body is at most " HOOKD_STR(MOMO_BODY_MAX) " bytes");
     goto done;
   }
 

@@ -316,9 +316,12 @@ static void req_free(hookd_req *r) {
 
 /* Headers hookd reads as one value: sent twice, which one counts depends on the parser (MHD
  * takes the first, a proxy may take the last), so such a request is refused. */
+/* Host last: it is also required (HOST_AT). A provider's request may be verified over the URL
+ * rebuilt from it (Twilio's without --public-url): the first of two would decide what is. */
 static const char *const single_headers[] = {"Authorization", "Idempotency-Key", "Hookd-Reason",
-                                             "Content-Type"};
+                                             "Content-Type", "Host"};
 #define N_SINGLE (sizeof single_headers / sizeof single_headers[0])
+#define HOST_AT (N_SINGLE - 1)
 
 typedef struct head_scan {
   int headers, content_length, transfer_encoding;
@@ -514,6 +517,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const char *twice = repeated_header(&h);
     if (twice) {
       hookd_req_error(r, 400, "invalid_header", "more than one %s header", twice);
+      return queue(r);
+    }
+    if (!h.single[HOST_AT] && version && strcmp(version, "HTTP/1.0") != 0) { /* RFC 9112 §3.2 */
+      hookd_req_error(r, 400, "invalid_header", "an HTTP/1.1 request without a Host header");
       return queue(r);
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");

@@ -390,6 +390,21 @@ describe('ambiguous requests', () => {
     assert.equal((await h.api('GET', '/v1/tenants/twice/events/evt_twice')).status, 404);
   });
 
+  it('Host: required in HTTP/1.1 and sent once (a provider\'s URL may be rebuilt from it and verified): 400 otherwise', async () => {
+    const req = (hostLines, version = 'HTTP/1.1') => `GET /healthz ${version}\r\n${hostLines}Connection: close\r\n\r\n`;
+    for (const [bytes, why] of [[req(''), /without a Host header/], [req('Host: a\r\nHost: b\r\n'), /more than one Host header/]]) {
+      const r = await exchange(h.port, bytes);
+      const [res] = responses(r.text);
+      assert.equal(res?.status, 400, r.text);
+      assert.equal(JSON.parse(res.body).error.code, 'invalid_header');
+      assert.match(JSON.parse(res.body).error.message, why);
+    }
+    for (const bytes of [req('Host: a\r\n'), req('', 'HTTP/1.0')]) {
+      const [res] = responses((await exchange(h.port, bytes)).text);
+      assert.equal(res?.status, 200, `${JSON.stringify(bytes)}: HTTP/1.0 needs none`);
+    }
+  });
+
   it('an encoded NUL in the path is not decoded: /v1/tenants/twice%00x is not tenant "twice"', async () => {
     for (const path of ['/v1/tenants/twice%00x', '/v1/tenants/twice%00', '/v1/deliveries/%00']) {
       const r = await h.api('GET', path);
@@ -397,6 +412,10 @@ describe('ambiguous requests', () => {
     }
     const p = await h.api('PATCH', '/v1/tenants/twice%00', { name: 'after' });
     assert.equal(p.status, 404);
+    // in a query argument: an id that is no id, and said so (not "missing")
+    const q = await h.api('GET', '/v1/sources?tenant=twice%00x');
+    assert.deepEqual([q.status, q.json.error.code], [400, 'invalid_parameter']);
+    assert.match(q.json.error.message, /tenant must be a tenant id/);
     assert.equal((await h.api('GET', '/v1/tenants/twice')).json.name, 'before');
     // other escapes still decode
     assert.equal((await h.api('GET', '/v1/tenants/twi%63e')).status, 200);

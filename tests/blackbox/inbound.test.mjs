@@ -744,6 +744,35 @@ describe('verification', () => {
     const mr = await post(momo, mb, { 'Content-Type': 'application/json' });
     assert.equal(mr.status, 204, mr.text);
     assert.equal((await inbox(momo))[0].event_id, 'ord-5:req-5');
+    // MoMo signs inside the body, so it is parsed before it is verified: a body far past an
+    // IPN's size is refused unread (an unsigned megabyte cost the thread serving every provider
+    // ~50 ms), a signed one of 60 KiB still goes
+    const bigUnsigned = JSON.stringify({ signature: '00', pad: Array.from({ length: 9000 }, (_, i) => ({ k: i })) });
+    assert.ok(bigUnsigned.length > 65536);
+    const big = await post(momo, bigUnsigned, { 'Content-Type': 'application/json' });
+    assert.deepEqual([big.status, big.json?.error?.code], [413, 'body_too_large'], big.text);
+    assert.match(big.json.error.message, /MoMo IPN body is at most 65536 bytes/);
+    assert.ok(h.logs.some((l) => l.msg === 'inbound.rejected' && l.kind === 'body_too_large' && l.source_id === momo.id), 'counted and logged');
+    const padded = sign.momoBody({ partnerCode: 'MOMO', orderId: 'ord-6', requestId: 'req-6', amount: 50000,
+      orderInfo: 'pay', orderType: 'momo_wallet', transId: 2588659988, resultCode: 0, message: 'Successful.',
+      payType: 'qr', responseTime: 1700000000000, extraData: 'e'.repeat(60000) }, 'F8BBA842ECF85', 'K951B6PE1waDMi640xX08PD3vg6EkVlz');
+    assert.equal((await post(momo, padded, { 'Content-Type': 'application/json' })).status, 204);
+    await dest.close();
+  });
+
+  it('a compressed body (Content-Encoding: gzip) is refused 415, not stored and forwarded as compressed bytes', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_gz'], [{ url: dest.url }]);
+    const { gzipSync } = await import('node:zlib');
+    const gz = gzipSync(stripeEvent('evt_gz_1'));
+    const headers = { ...sign.stripe(gz, 'whsec_gz'), 'Content-Encoding': 'gzip' };
+    const r = await post(src, gz, headers);
+    assert.deepEqual([r.status, r.json?.error?.code], [415, 'unsupported_media_type'], r.text);
+    assert.match(r.json.error.message, /Content-Encoding/);
+    assert.equal((await inbox(src)).length, 0);
+    const plain = stripeEvent('evt_gz_2');
+    const ok = await post(src, plain, { ...sign.stripe(plain, 'whsec_gz'), 'Content-Encoding': 'identity' });
+    assert.equal(ok.status, 200, 'identity is no coding');
     await dest.close();
   });
 });
