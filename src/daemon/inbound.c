@@ -336,6 +336,23 @@ static bool method_received(hookd_provider p, const char *method) {
   return !strcmp(method, "POST") || (gets_too(p) && !strcmp(method, "GET"));
 }
 
+/* 405 with the methods this provider sends (a Stripe source's are not a VNPay source's). */
+static void refuse_method(hookd_req *r, hookd_provider p) {
+  hookd_req_add_header(r, "Allow", gets_too(p) ? "GET, POST" : "POST");
+  hookd_req_error(r, 405, "method_not_allowed", "this source receives %s",
+                  gets_too(p) ? "GET or POST" : "POST");
+}
+
+void hookd_inbound_wrong_method(hookd_req *r, hookd_app *app, const char *source_id) {
+  hookd_source_rt *rt = hookd_source_cache_get(app->sources, source_id);
+  if (!rt) {
+    hookd_req_error(r, 404, "not_found", "no such source");
+    return;
+  }
+  refuse_method(r, rt->provider);
+  hookd_source_rt_release(rt);
+}
+
 void hookd_inbound_too_large(hookd_app *app, const char *source_id, const char *method) {
   if (strchr(source_id, '/')) return; /* no route (a 404 otherwise) */
   hookd_source_rt *rt = hookd_source_cache_get(app->sources, source_id);
@@ -379,11 +396,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   bool lossy = false; /* an integer beyond 64 bits: the canonical form cannot be trusted */
   const char *method = hookd_req_method(r);
   bool get = !strcmp(method, "GET");
-  bool gets = gets_too(p);
   if (!method_received(p, method)) {
-    hookd_req_add_header(r, "Allow", gets ? "GET, POST" : "POST");
-    hookd_req_error(r, 405, "method_not_allowed", "this source receives %s",
-                    gets ? "GET or POST" : "POST");
+    refuse_method(r, p);
     goto done;
   }
   const char *ct = hookd_req_header(r, "Content-Type");

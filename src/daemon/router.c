@@ -190,6 +190,11 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
       if (head) strcat(allow, ", HEAD");
     }
   }
+  if (!rt && !strncmp(path, "/in/", 4) && match("/in/{}", path, r, false)) {
+    /* a method no provider sends: 404 for no such source, else the source's own methods */
+    hookd_inbound_wrong_method(r, app, path + 4);
+    return false;
+  }
   if (!rt) {
     if (allow[0]) {
       hookd_req_add_header(r, "Allow", allow);

@@ -615,6 +615,17 @@ describe('verification', () => {
     assert.equal(sampleValue(again, 'hookd_inbound_rejected_total', { reason: 'body_too_large' }), 4, 'none of them counted');
     assert.equal((await post({ id: 'src_nope' }, '{}', { 'Content-Type': 'application/json' }, small)).status, 404);
     assert.equal((await fetch(`${small.url}/in/${src.id}`)).status, 405);
+    // a method no provider sends: the source's own methods, or 404 for no such source
+    for (const [path, method, status, allow] of [[`/in/${src.id}`, 'PUT', 405, 'POST'], [`/in/${src.id}`, 'HEAD', 405, 'POST'],
+      [`/in/${src.id}`, 'GET', 405, 'POST'], ['/in/src_nope', 'PUT', 404, null], ['/in/src_nope', 'DELETE', 404, null]]) {
+      const res = await fetch(`${small.url}${path}`, { method, ...(method === 'PUT' ? { body: '{}' } : {}) });
+      assert.deepEqual([res.status, res.headers.get('allow')], [status, allow], `${method} ${path}`);
+    }
+    const vn = await small.api('POST', '/v1/sources', { id: 'src_vn_allow', tenant: TENANT, provider: 'vnpay', secrets: ['VNSECRET'],
+      destinations: [{ url: dest.url }] });
+    assert.equal(vn.status, 201, vn.text);
+    const put = await fetch(`${small.url}/in/src_vn_allow`, { method: 'PUT', body: '{}' });
+    assert.deepEqual([put.status, put.headers.get('allow')], [405, 'GET, POST']);
     const b = stripeEvent('evt_ct');
     assert.equal((await post(src, b, { ...sign.stripe(b, 'whsec_big'), 'Content-Type': 'text/plain' }, small)).status, 415);
     // the form type whole, not a prefix of another
