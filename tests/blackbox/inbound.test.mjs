@@ -2593,6 +2593,32 @@ describe('source configuration', () => {
     await dest.close();
   });
 
+  it('a filtered event redelivered after the allowlist was widened while the source has no destination: 503, so the provider retries until one is added', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_widen0'], [{ url: dest.url }], { event_types: ['charge.*'] });
+    const body = stripeEvent('evt_widen0_1'); // invoice.paid
+    const first = await post(src, body, sign.stripe(body, 'whsec_widen0'));
+    assert.equal(first.json.status, 'filtered');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
+    assert.equal((await h.api('PATCH', `/v1/sources/${src.id}`, { event_types: ['charge.*', 'invoice.*'] })).status, 200);
+    const refused = await post(src, body, sign.stripe(body, 'whsec_widen0'));
+    assert.deepEqual([refused.status, refused.json?.error?.code], [503, 'no_destination'], refused.text);
+    assert.equal((await h.api('GET', `/v1/inbox/${first.json.inbox_id}`)).json.status, 'filtered', 'nothing written');
+    // a filtered one the allowlist still refuses is a duplicate as before (nothing to forward)
+    const other = stripeEvent('evt_widen0_2', { type: 'customer.created' });
+    assert.equal((await post(src, other, sign.stripe(other, 'whsec_widen0'))).status, 200);
+    assert.equal((await post(src, other, sign.stripe(other, 'whsec_widen0'))).json.duplicate, true);
+    // once a destination exists, the provider's next retry is forwarded
+    const fresh = await startReceiver();
+    assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: fresh.url })).status, 201);
+    const later = await post(src, body, sign.stripe(body, 'whsec_widen0'));
+    assert.deepEqual([later.status, later.json.duplicate], [200, false], later.text);
+    await waitStatus(src, first.json.inbox_id, 'completed');
+    assert.equal(fresh.requests.length, 1);
+    await dest.close();
+    await fresh.close();
+  });
+
   it('the inbox is searched by the provider\'s event id (support has Stripe\'s evt_…): the record, and a conflicting copy of it', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_find'], [{ url: dest.url }]);

@@ -368,13 +368,14 @@ static int no_destination(hookd_store_conn *c, const hookd_receive_req *req) {
 /* A record filtered by an allowlist that was widened since: the provider's redelivery of it
  * (the same payload) is taken as new, under the same record — its body was not kept, and a
  * mistaken allowlist would otherwise hold the event filtered for ever (the provider was told
- * 200). 1 when the record is `received` again, linked to event_seq (receive_new goes on); 0
- * when it stays filtered: no destination left to forward to (checked before writing). */
+ * 200). 1 when the record is `received` again, linked to event_seq (receive_new goes on).
+ * HOOKD_STORE_STATE, before writing, when no destination is left to forward to: refused as a
+ * new event is, so that the provider retries (a 200 `filtered` would end its retries, and the
+ * event the allowlist now takes would never be forwarded — an audit). */
 static int promote_filtered(hookd_store_conn *c, const hookd_inbox *orig,
                             const hookd_receive_req *req, int64_t event_seq) {
   /* the receive path's own check, without an identity: only the destinations count */
   int rc = no_destination(c, &(hookd_receive_req){.source_id = req->source_id});
-  if (rc == HOOKD_STORE_STATE) return 0;
   if (rc) return rc;
   sqlite3_stmt *st = sq_stmt(c, SQ_INBOX_PROMOTE,
                "UPDATE inbox SET status = 'received', event_seq = ?2, event_type = ?3"
