@@ -1,5 +1,5 @@
 /* api_inbox.c — the inbound dedup records (docs/inbound.md):
- *   GET  /v1/inbox?tenant=&source=&state=&limit=&before=   newest first (e.g. state=conflict)
+ *   GET  /v1/inbox?tenant=&source=&state=&since=&until=…   newest first (e.g. state=conflict)
  *   GET  /v1/inbox/{id}                                     the record and its deliveries
  *   POST /v1/inbox/{id}/resolve {"outcome", "reason"}       settle a record held in unknown
  *   POST /v1/inbox/resolve {"ids", "outcome", "reason"}     settle up to 100 records at once
@@ -196,7 +196,8 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
                     "event_id must be 1-255 printable ASCII characters (the provider's id)");
     return;
   }
-  if (hookd_api_type_query(r, &type) != 0) return;
+  int64_t since_ms, until_ms;
+  if (hookd_api_type_time_query(r, &type, &since_ms, &until_ms) != 0) return;
   int i = 0;
   while (state && states[i] && strcmp(states[i], state)) i++;
   if (state && !states[i]) {
@@ -219,6 +220,8 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   op->f.event_id = event_id ? op->event_id : NULL;
   snprintf(op->event_type, sizeof op->event_type, "%s", type ? type : "");
   op->f.event_type = type ? op->event_type : NULL;
+  op->f.since_ms = since_ms;
+  op->f.until_ms = until_ms;
   op->f.now_ms = hookd_now_ms();
   op->f.before_seq = b;
   op->f.limit = limit + 1;

@@ -59,7 +59,7 @@ static const route routes[] = {
     {"POST", "/v1/sources/{}/destinations", HOOKD_PERM_ADMIN, -1,
      hookd_api_source_add_destination, NULL},
     {"GET", "/v1/inbox", HOOKD_PERM_READ, -1, hookd_api_inbox_list,
-     ",tenant,source,state,event_id,event_type,limit,before,"},
+     ",tenant,source,state,event_id,event_type,since,until,limit,before,"},
     {"GET", "/v1/inbox/{}", HOOKD_PERM_READ, -1, hookd_api_inbox_get, NULL},
     {"POST", "/v1/inbox/resolve", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_resolve_many, NULL},
     {"POST", "/v1/inbox/replay", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_replay_many, NULL},

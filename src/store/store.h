@@ -425,6 +425,7 @@ typedef struct hookd_inbox_filter {
                                 * a live lease, and those two exclude it */
   const char *event_id;        /* the provider's event id, NULL = any */
   const char *event_type;      /* a type pattern (hookd_api_type_pattern_valid), NULL = any */
+  int64_t since_ms, until_ms;  /* received in [since, until); 0 = unbounded */
   int64_t now_ms;              /* for the lease */
   int64_t before_seq;          /* cursor, 0 = newest */
   int limit;

@@ -2639,6 +2639,43 @@ describe('source configuration', () => {
     await dest.close();
   });
 
+  it('the inbox list keeps the records received in [since, until): an outage\'s window, paged with before', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_win'], [{ url: dest.url }]);
+    for (let i = 1; i <= 6; i++) {
+      const body = stripeEvent(`evt_win_${i}`);
+      assert.equal((await post(src, body, sign.stripe(body, 'whsec_win'))).status, 200);
+    }
+    const all = await inbox(src);
+    assert.equal(all.length, 6);
+    const times = [...new Set(all.map((x) => Date.parse(x.received_at)))].sort((a, b) => a - b);
+    assert.ok(times.length >= 3, `each answered after its own commit: distinct times (${times})`);
+    // a window from the second distinct time to the last (exclusive), as the records' own times say
+    const since = times[Math.min(1, times.length - 1)], until = times[times.length - 1];
+    const want = all.filter((x) => Date.parse(x.received_at) >= since && Date.parse(x.received_at) < until).map((x) => x.id);
+    const iso = (ms) => new Date(ms).toISOString();
+    const q = `/v1/inbox?tenant=${TENANT}&source=${src.id}&since=${iso(since)}&until=${iso(until)}`;
+    const got = await h.api('GET', q);
+    assert.equal(got.status, 200, got.text);
+    assert.deepEqual(got.json.data.map((x) => x.id), want);
+    // paged one at a time: the same records, newest first
+    const paged = [];
+    for (let cursor = null; ;) {
+      const page = (await h.api('GET', `${q}&limit=1${cursor ? `&before=${cursor}` : ''}`)).json;
+      paged.push(...page.data.map((x) => x.id));
+      if (!page.next_cursor) break;
+      cursor = page.next_cursor;
+    }
+    assert.deepEqual(paged, want);
+    const sinceOnly = await h.api('GET', `/v1/inbox?tenant=${TENANT}&source=${src.id}&since=${iso(until)}`);
+    assert.deepEqual(sinceOnly.json.data.map((x) => x.id), all.filter((x) => Date.parse(x.received_at) >= until).map((x) => x.id));
+    assert.equal((await h.api('GET', `/v1/inbox?tenant=${TENANT}&source=${src.id}&until=${iso(times[0])}`)).json.data.length, 0,
+      'until is exclusive: nothing before the first');
+    const bad = await h.api('GET', `/v1/inbox?tenant=${TENANT}&since=yesterday`);
+    assert.deepEqual([bad.status, bad.json.error.code], [400, 'invalid_parameter']);
+    await dest.close();
+  });
+
   it('the inbox list filters on the status as shown: processing (a forward under a live lease) is its own state, not received', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_proc'], [{ url: dest.url, timeout_ms: 30000 }]);

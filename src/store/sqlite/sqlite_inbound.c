@@ -682,6 +682,8 @@ int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
                             " AND (?9 IS NULL OR i.provider_event_id = ?9)"
                             " AND (?10 IS NULL OR i.event_type = ?10)"
                             " AND (?11 IS NULL OR substr(i.event_type, 1, length(?11)) = ?11)"
+                            " AND (?12 = 0 OR i.received_at >= ?12)"
+                            " AND (?13 = 0 OR i.received_at < ?13)"
                             " AND (?4 = 0 OR i.seq < ?4) ORDER BY i.seq DESC LIMIT ?5");
   if (!q) return HOOKD_STORE_ERR;
   const char *st = f->status;
@@ -697,6 +699,8 @@ int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
   sq_bind_i64(q, 8, processing ? 2 : leasable ? 1 : 0);
   sq_bind_text(q, 9, f->event_id);
   sq_bind_type_filter(q, 10, 11, f->event_type);
+  sq_bind_i64(q, 12, f->since_ms);
+  sq_bind_i64(q, 13, f->until_ms);
   return sq_read_rows(c, q, sizeof **out, rd_inbox, free_inboxes, (void **)out, n, "list inbox");
 }
 
