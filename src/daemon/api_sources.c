@@ -18,6 +18,7 @@
 #include "core/inbound.h"
 #include "core/secretbox.h"
 #include "core/sign.h"
+#include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -128,6 +129,28 @@ static json_t *dest_json(hookd_app *app, const hookd_endpoint *e, const char *se
   return v;
 }
 
+/* The source's secrets as shown: never their values, each one's expiry (null: none; a past one:
+ * no longer accepted) — what an operator checks after a rotation. null when they do not open. */
+static json_t *secrets_shown(hookd_app *app, const hookd_source *s) {
+  json_t *arr = s->secrets && *s->secrets
+                    ? hookd_keyring_open_json(&app->keyring, s->secrets, s->id)
+                    : NULL;
+  if (!json_is_array(arr)) {
+    json_decref(arr);
+    return json_null();
+  }
+  json_t *shown = json_array();
+  size_t i;
+  json_t *x;
+  json_array_foreach(arr, i, x) {
+    json_int_t at = json_integer_value(json_object_get(x, "expires_at"));
+    json_array_append_new(shown, json_pack("{s:o}", "expires_at",
+                                           at > 0 ? hookd_json_time(at) : json_null()));
+  }
+  json_decref(arr);
+  return shown;
+}
+
 static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_endpoint *dests,
                            size_t n, char *const *secrets) {
   char path[256];
@@ -153,6 +176,7 @@ static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_en
     json_object_set_new(v, "ingest_url", json_string(url));
   }
   if (s->generic) json_object_set_new(v, "generic", json_loads(s->generic, 0, NULL));
+  json_object_set_new(v, "secrets", secrets_shown(app, s));
   /* the identity rule a change replaced, while it is still looked up (null: the provider's id) */
   json_object_set_new(v, "prior_identity",
                       s->prior_identity_until_ms > hookd_now_ms()
@@ -281,39 +305,83 @@ static void secret_refused(hookd_req *r, size_t i, const char *provider) {
 
 /* Secrets: 1..16 strings that fit provider ("" checks only what every provider needs); sealed.
  * unfit, when given, gets per provider the index of the first secret that does not fit it. */
+/* secrets[i]: a string, or {"secret": "…", "expires_at": RFC 3339 in the future} — the previous
+ * secret of a rotation, accepted until then (Stripe's "roll secret" keeps the old one up to 24 h;
+ * forgotten in the list, it would be accepted for ever). *expires: 0 for a string. */
+static bool secret_entry(hookd_req *r, const json_t *x, size_t i, int64_t now, int64_t *expires) {
+  *expires = 0;
+  if (!json_is_object(x)) return true; /* a string, or refused by the caller */
+  const char *k, *at = NULL;
+  json_t *v;
+  json_object_foreach((json_t *)x, k, v) {
+    if (strcmp(k, "secret") && strcmp(k, "expires_at")) {
+      char prefix[32];
+      snprintf(prefix, sizeof prefix, "secrets[%zu]", i);
+      hookd_api_unknown_field(r, prefix, k, NULL);
+      return false;
+    }
+  }
+  if (!json_is_string(json_object_get(x, "secret")) ||
+      hookd_json_get_str(x, "expires_at", &at) != 0 || hookd_parse_rfc3339(at, expires) != 0 ||
+      *expires <= now) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "secrets[%zu] must be a string or {\"secret\": string, \"expires_at\": an "
+                    "RFC 3339 time to come}",
+                    i);
+    return false;
+  }
+  return true;
+}
+
 static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, json_t *arr,
                            const char *owner_id, int unfit[HOOKD_PROVIDER__COUNT]) {
   if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > MAX_SECRETS) {
-    hookd_req_error(r, 422, "invalid_field", "secrets must be an array of 1 to %d strings",
+    hookd_req_error(r, 422, "invalid_field",
+                    "secrets must be an array of 1 to %d strings (or {\"secret\", \"expires_at\"})",
                     MAX_SECRETS);
     return NULL;
   }
   for (int p = 0; unfit && p < HOOKD_PROVIDER__COUNT; p++) unfit[p] = -1;
   size_t i;
   json_t *x;
+  json_t *stored = json_array(); /* a string, or {"secret", "expires_at": ms} */
+  int64_t now = hookd_now_ms();
   json_array_foreach(arr, i, x) {
-    const char *s = json_string_value(x);
+    int64_t expires = 0;
+    if (!secret_entry(r, x, i, now, &expires)) {
+      json_decref(stored);
+      return NULL;
+    }
+    const char *s = json_string_value(json_is_object(x) ? json_object_get(x, "secret") : x);
     if (!s || !secret_fits(provider, s)) {
+      json_decref(stored);
       secret_refused(r, i, provider);
       return NULL;
     }
     /* a pasting mistake, which would never verify a request */
     if (isspace((unsigned char)s[0]) || isspace((unsigned char)s[strlen(s) - 1])) {
+      json_decref(stored);
       hookd_req_error(r, 422, "invalid_field", "secrets[%zu] begins or ends with a blank", i);
       return NULL;
     }
     for (size_t j = 0; j < i; j++) {
-      const char *prev = json_string_value(json_array_get(arr, j));
+      json_t *pj = json_array_get(stored, j);
+      const char *prev = json_string_value(json_is_object(pj) ? json_object_get(pj, "secret") : pj);
       if (prev && !strcmp(prev, s)) {
+        json_decref(stored);
         hookd_req_error(r, 422, "invalid_field", "secrets[%zu] repeats secrets[%zu]", i, j);
         return NULL;
       }
     }
+    json_array_append_new(stored, expires ? json_pack("{s:s,s:I}", "secret", s, "expires_at",
+                                                      (json_int_t)expires)
+                                          : json_string(s));
     for (int p = 0; unfit && p < HOOKD_PROVIDER__COUNT; p++)
       if (unfit[p] < 0 && !secret_fits(hookd_provider_name((hookd_provider)p), s))
         unfit[p] = (int)i;
   }
-  char *plain = json_dumps(arr, JSON_COMPACT);
+  char *plain = json_dumps(stored, JSON_COMPACT);
+  json_decref(stored);
   char *sealed = plain ? hookd_keyring_seal(&app->keyring, plain, owner_id) : NULL;
   hookd_secret_free(plain);
   if (!sealed) hookd_req_error(r, 503, "unavailable", "cannot seal the secrets");

@@ -24,6 +24,7 @@
 
 #define MAX_IN_HEADERS 128
 #define MOMO_BODY_MAX 65536 /* an IPN is under 2 KiB */
+#define MAX_SECRETS_SEEN 16 /* a source's secrets (POST /v1/sources takes 16 at most) */
 #define HOOKD_STR_(x) #x
 #define HOOKD_STR(x) HOOKD_STR_(x)
 
@@ -461,7 +462,19 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                          .query = *query ? query : NULL,
                          .headers = hdrs, .n_headers = nh, .body = body, .body_len = body_len,
                          .now_s = hookd_now_ms() / 1000};
-  hookd_in_secrets secrets = {(const char *const *)rt->secrets, rt->n_secrets};
+  /* the source's secrets but those expired (the previous one of a rotation, after its time) */
+  const char *live[MAX_SECRETS_SEEN];
+  size_t n_live = 0;
+  int64_t now_ms = hookd_now_ms();
+  for (size_t i = 0; i < rt->n_secrets && n_live < MAX_SECRETS_SEEN; i++)
+    if (!rt->secret_expires_ms[i] || rt->secret_expires_ms[i] > now_ms)
+      live[n_live++] = rt->secrets[i];
+  hookd_in_secrets secrets = {live, n_live};
+  if (!n_live) { /* no request can verify: said so, not "signature mismatch" */
+    reject(r, p, rt, 401, "invalid_signature", HOOKD_REJECT_SIGNATURE_MISMATCH,
+           "every secret of this source has expired (PATCH /v1/sources/{id} secrets)");
+    goto done;
+  }
   hookd_verify_result vr;
   if (hookd_in_verify(p, &in, &secrets, rt->src.tolerance_s,
                       rt->has_generic ? &rt->generic : NULL, &vr) != HOOKD_VERIFY_OK) {

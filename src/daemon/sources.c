@@ -21,6 +21,7 @@ struct hookd_source_cache {
 static void rt_free(hookd_source_rt *rt) {
   for (size_t i = 0; i < rt->n_secrets; i++) hookd_secret_free(rt->secrets[i]);
   free(rt->secrets);
+  free(rt->secret_expires_ms);
   json_decref(rt->generic_json);
   hookd_source_free(&rt->src);
   free(rt);
@@ -99,10 +100,15 @@ static hookd_source_rt *build(hookd_source_cache *s, const hookd_source *src) {
     goto fail;
   }
   rt->secrets = calloc(json_array_size(arr) + 1, sizeof *rt->secrets);
+  rt->secret_expires_ms = calloc(json_array_size(arr) + 1, sizeof *rt->secret_expires_ms);
   size_t i;
   json_t *x;
-  json_array_foreach(arr, i, x) {
-    if (json_is_string(x) && rt->secrets) rt->secrets[rt->n_secrets++] = strdup(json_string_value(x));
+  json_array_foreach(arr, i, x) { /* a string, or {"secret", "expires_at": ms} */
+    const char *v = json_string_value(json_is_object(x) ? json_object_get(x, "secret") : x);
+    char *copy = v && rt->secrets && rt->secret_expires_ms ? strdup(v) : NULL;
+    if (!copy) continue; /* (out of memory: verified by the others) */
+    rt->secret_expires_ms[rt->n_secrets] = json_integer_value(json_object_get(x, "expires_at"));
+    rt->secrets[rt->n_secrets++] = copy;
   }
   json_decref(arr);
   if (src->generic) {

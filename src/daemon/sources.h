@@ -19,6 +19,7 @@ typedef struct hookd_source_rt {
   hookd_source src;            /* as stored (secrets sealed) */
   hookd_provider provider;
   char **secrets;              /* opened */
+  int64_t *secret_expires_ms;  /* per secret: accepted before then; 0 = no expiry */
   size_t n_secrets;
   bool has_generic;
   hookd_generic_hmac generic;  /* strings point into generic_json */

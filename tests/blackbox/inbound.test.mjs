@@ -9,7 +9,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import net from 'node:net';
 import { Webhook } from 'standardwebhooks';
-import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultClock, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
@@ -2401,6 +2401,48 @@ describe('source lifecycle', () => {
 });
 
 describe('source configuration', () => {
+  it('a rotation\'s previous secret given an expiry is accepted until then, and no longer after; the source shows each secret\'s expiry, never its value', async () => {
+    const { dir } = tempDir();
+    const clock = faultClock(dir);
+    const d = await startHookd({ dir, env: clock.env });
+    try {
+      assert.equal((await d.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+      const dest = await startReceiver();
+      const until = new Date(Date.now() + 3600e3).toISOString();
+      const src = await source('github', ['gh-new', { secret: 'gh-old', expires_at: until }], [{ url: dest.url }], {}, d);
+      assert.deepEqual(src.secrets, [{ expires_at: null }, { expires_at: until }], JSON.stringify(src.secrets));
+      assert.ok(!JSON.stringify(src).includes('gh-old') && !JSON.stringify(src).includes('gh-new'), 'no value shown');
+      assert.deepEqual((await d.api('GET', `/v1/sources/${src.id}`)).json.secrets, src.secrets);
+      const body = JSON.stringify({ ref: 'refs/heads/main' });
+      const send = (secret, id) => post(src, body, sign.github(body, secret, id), d);
+      assert.equal((await send('gh-old', 'rot-1')).status, 200, 'the previous secret, before its expiry');
+      assert.equal((await send('gh-new', 'rot-2')).status, 200);
+      clock.step(2 * 3600e3); // two hours later
+      await waitUntil(async () => (await send('gh-old', 'rot-3')).status === 401, { what: 'the old secret expired' });
+      assert.equal((await send('gh-new', 'rot-4')).status, 200, 'the new one still verifies');
+      // refused: an expiry past, not a time, unknown members; a source whose every secret expired says so
+      for (const secrets of [[{ secret: 'x', expires_at: '2020-01-01T00:00:00Z' }], [{ secret: 'x', expires_at: 'tomorrow' }],
+        [{ secret: 'x' }], [{ secret: 'x', expires_at: until, note: 1 }], [{ expires_at: until }]]) {
+        const r = await d.api('PATCH', `/v1/sources/${src.id}`, { secrets });
+        assert.equal(r.status, 422, `${JSON.stringify(secrets)}: ${r.text}`);
+      }
+      const soon = new Date(Date.now() + 3 * 3600e3).toISOString(); // an hour after the stepped clock
+      const patched = await d.api('PATCH', `/v1/sources/${src.id}`, { secrets: [{ secret: 'gh-last', expires_at: soon }] });
+      assert.equal(patched.status, 200, patched.text);
+      await waitUntil(async () => (await send('gh-last', 'rot-5')).status === 200, { what: 'the patched secret taken' });
+      clock.step(4 * 3600e3);
+      let k = 0; // (a request sent before hookd sees the step is taken: each try its own id)
+      const all = await waitUntil(async () => { const r = await send('gh-last', `rot-6-${++k}`); return r.status === 401 ? r : null; },
+        { what: 'every secret expired' });
+      assert.match(all.json.error.message, /every secret of this source has expired/);
+      const ids = (await inbox(src, undefined, d)).map((x) => x.event_id);
+      assert.ok(ids.includes('rot-4') && !ids.includes(`rot-6-${k}`), `nothing stored for the refused request: ${ids}`);
+      await dest.close();
+    } finally {
+      assert.equal((await d.stop()).code, 0);
+    }
+  });
+
   it('a destination added to a source (POST /v1/sources/{id}/destinations) takes the next event, after the last one was deleted; idempotent is changed by PATCH on the destination', async () => {
     const first = await startReceiver();
     const src = await source('stripe', ['whsec_add'], [{ url: first.url }]);
