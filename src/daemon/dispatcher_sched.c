@@ -782,9 +782,19 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   sched_ep_schedule(d, e);
 }
 
+static void mark_slow(hookd_dispatcher *d, item *it) {
+  it->slow = true;
+  d->slow_in_flight++;
+  it->ep->t->slow_in_flight++;
+}
+
 /* A request in flight for more than half its timeout makes its endpoint slow now, and counts in
  * the slow share from now, rather than when it times out: a hanging endpoint's first requests
- * join the slow share while they still hang, so its next ones are held to the share. */
+ * join the slow share while they still hang, so its next ones are held to the share. So do the
+ * endpoint's other requests in flight, from the moment it is marked: sent a few ms after the
+ * first (a burst of events published one by one), they would otherwise count as healthy until
+ * their own half timeout, and the newcomer share, which reads the slow requests, let a new
+ * hanging endpoint take the last slot of the tenant meanwhile (a flaky test showed it). */
 void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
   /* (sent_ms is moved by a step of the wall clock: a step marks nothing slow) */
   for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
@@ -794,13 +804,13 @@ void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
     /* a newcomer's request keeps its place in the newcomer share until it ends: given to the
      * next newcomer now, the wave's requests would pile up in the slow share past its half
      * and take the slots of the endpoints that answered before */
-    it->slow = true;
-    d->slow_in_flight++;
-    e->t->slow_in_flight++;
+    mark_slow(d, it);
     e->fast_streak = 0;
     if (!e->slow) {
       ep_set_slow(e, true);
       sched_health_update(d, e);
+      for (hookd_egress_req *o = hookd_egress_live(d->eg); o; o = o->live_next)
+        if (((item *)o->user)->ep == e && !((item *)o->user)->slow) mark_slow(d, o->user);
     }
   }
 }
