@@ -159,7 +159,7 @@ static void inexact_to_null(json_t *v) {
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
                               bool *lossy, bool *too_deep, char err[HOOKD_JSON_ERR_MAX]) {
   enum fail_kind kind;
-  int flags = 0;
+  int flags = JSON_DECODE_ANY; /* a top-level scalar ("ping", 42) is JSON too (RFC 8259) */
   bool dups = false;
   char *copy = NULL;
   const char *text = buf;
@@ -182,7 +182,7 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
   }
   free(copy);
   if (too_deep) *too_deep = !v && kind == FAIL_DEPTH;
-  if (v && (flags || dups)) {
+  if (v && ((flags & JSON_DECODE_INT_AS_REAL) || dups)) {
     *lossy = true;
     inexact_to_null(v);
   }

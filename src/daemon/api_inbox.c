@@ -456,7 +456,7 @@ typedef struct resolve_item {
   char tenant_id[HOOKD_ID_MAX + 64];
   char status[24];   /* as GET shows it after the resolve */
   const char *code;  /* an item not settled: not_found or invalid_state */
-  char message[160];
+  char message[256]; /* as the single route's */
   size_t n; /* forwards settled, or sent again */
 } resolve_item;
 
@@ -550,7 +550,8 @@ static int run_many(hookd_store_conn *c, const hookd_store_backend *be,
     it->n = 0;
     rc = many_one(op, c, be, it);
   }
-  be->clear_error(c); /* an item's refusal is its own, not the op's */
+  if (rc == 0) be->clear_error(c); /* an item's refusal is its own, not the op's (a failure's
+                                    * message stays, for the store's count and log line) */
   return rc;
 }
 

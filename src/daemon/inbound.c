@@ -419,7 +419,10 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* a compressed body would be verified, stored and forwarded as its compressed bytes (the
    * handler told nothing of it: Content-Encoding is not forwarded): no provider sends one */
   const char *coding = hookd_req_header(r, "Content-Encoding");
-  if (coding && *coding && strcasecmp(coding, "identity") != 0) {
+  size_t coding_len = coding ? strlen(coding) : 0; /* (libmicrohttpd keeps trailing blanks) */
+  while (coding_len && (coding[coding_len - 1] == ' ' || coding[coding_len - 1] == '\t'))
+    coding_len--;
+  if (coding_len && !(coding_len == 8 && !strncasecmp(coding, "identity", 8))) {
     reject(r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
            "Content-Encoding is not accepted: send the body uncompressed");
     goto done;

@@ -1516,6 +1516,34 @@ describe('forwarding', () => {
     dest.releaseHanging();
     await dest.close();
   });
+  it('a store failure inside a batch resolve undoes the whole batch (503), and is counted and logged as the single route\'s is', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_bfail'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
+    const ids = [];
+    for (const e of ['evt_bfail_1', 'evt_bfail_2']) {
+      const body = stripeEvent(e);
+      ids.push((await post(src, body, sign.stripe(body, 'whsec_bfail'))).json.inbox_id);
+    }
+    for (const id of ids) await waitStatus(src, id, 'unknown');
+    h.query(`CREATE TRIGGER fault_bfail BEFORE INSERT ON audit_log WHEN NEW.target = '${ids[1]}'`
+      + " BEGIN SELECT RAISE(ABORT, 'injected fault'); END;");
+    const errors = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_store_errors_total') ?? 0;
+    const before = await errors();
+    try {
+      const r = await h.api('POST', '/v1/inbox/resolve', { ids, outcome: 'completed', reason: 'ledger: applied' });
+      assert.deepEqual([r.status, r.json?.error?.code], [503, 'storage_unavailable'], r.text);
+      for (const id of ids) assert.equal((await h.api('GET', `/v1/inbox/${id}`)).json.status, 'unknown', 'the whole batch undone');
+      assert.equal(await errors(), before + 1, 'counted');
+      assert.ok(h.logs.some((l) => l.msg === 'store.error' && /injected fault/.test(l.error)), 'logged with its cause');
+    } finally {
+      h.query('DROP TRIGGER fault_bfail');
+    }
+    const ok = await h.api('POST', '/v1/inbox/resolve', { ids, outcome: 'completed', reason: 'ledger: applied' });
+    assert.deepEqual([ok.status, ok.json.records], [200, 2], ok.text);
+    dest.releaseHanging();
+    await dest.close();
+  });
+
   it('a 502 or 504 (a gateway that got no answer from the handler) holds a non-idempotent forward unknown; an idempotent one is retried; a 500 is the handler\'s own answer', async () => {
     // the destination answers `first`, then 200; the forward ends in `status` after `sent` requests
     for (const [first, idempotent, status, sent] of [[502, false, 'unknown', 1], [504, false, 'unknown', 1],

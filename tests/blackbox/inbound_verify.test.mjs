@@ -4,6 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac, generateKeyPairSync, sign as edSign } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { startHookd, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
@@ -154,6 +155,36 @@ describe('generic HMAC: the template signs the body, and the timestamp and id it
     const replay = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body,
       headers: { 'Content-Type': 'application/json', 'X-Sig': sig, 'X-Id': 'msg-2', 'X-Ts': ts } });
     assert.equal(replay.status, 401);
+    await rec.close();
+  });
+
+  it('a top-level scalar JSON body ("ping", 42) is JSON: taken and hashed canonically, as without a content type it is hashed raw; a compressed one is refused, identity with a trailing blank is none', async () => {
+    const rec = await startReceiver();
+    const src = await source('generic', ['s3cret'], [{ url: rec.url }], { generic: { header: 'X-Sig' } });
+    const sent = async (body, headers = {}) => {
+      const r = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body,
+        headers: { 'Content-Type': 'application/json', 'X-Sig': createHmac('sha256', 's3cret').update(body).digest('hex'), ...headers } });
+      return { status: r.status, json: await r.json().catch(() => null) };
+    };
+    const sha = (s) => createHash('sha256').update(s).digest('hex');
+    for (const [body, canonical] of [['42', '42'], [' "ping" ', '"ping"'], ['4.20e1', '42']]) {
+      const r = await sent(body);
+      assert.equal(r.status, 200, `${body}: ${JSON.stringify(r.json)}`);
+      const got = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      assert.equal(got.payload_hash, sha(canonical), `${body} hashed as ${canonical}`);
+    }
+    // 4.20e1 is 42 canonically: the same payload (no identity header: the hash is the key)
+    assert.equal((await inbox(src)).length, 2);
+    const blanks = await new Promise((resolve, reject) => { // (fetch would trim the value)
+      const body = '{"a":1}';
+      const q = httpRequest(`${h.url}/in/${src.id}`, { method: 'POST', headers: { 'Content-Type': 'application/json',
+        'Content-Encoding': 'identity \t', 'X-Sig': createHmac('sha256', 's3cret').update(body).digest('hex') } },
+      (res) => { res.resume(); resolve(res.statusCode); });
+      q.on('error', reject);
+      q.end(body);
+    });
+    assert.equal(blanks, 200, 'identity, blanks after it');
+    assert.equal((await sent('{"a":2}', { 'Content-Encoding': 'gzip' })).status, 415);
     await rec.close();
   });
 });

@@ -181,8 +181,11 @@ describe('bad input gets a clear 4xx', () => {
     const r = await h.api('DELETE', `/v1/tenants/${tenant}/events`);
     assertError(r, 405, 'method_not_allowed');
     assert.equal(r.headers.get('allow'), 'POST, GET, HEAD', 'HEAD wherever GET');
+    // the provider-facing path: a method no provider sends to a source that does not exist is a
+    // 404 (its methods: inbound.test.mjs, "oversize body", 405 with the source's own Allow)
     const inbound = await h.api('DELETE', '/in/no_such_source');
-    assert.equal(inbound.headers.get('allow'), 'POST, GET', 'no HEAD on the provider-facing path');
+    assertError(inbound, 404, 'not_found');
+    assert.equal(inbound.headers.get('allow'), null);
   });
 
   it('endpoint validation: url policy, ranges, unknown fields', async () => {

@@ -115,6 +115,22 @@ static void provider_bodies(void **st) {
   for (int i = 0; i < 40; i++) strcat(nest, "]");
   assert_null(hookd_json_parse_body(nest, strlen(nest), &lim, &lossy, &deep, err));
   assert_true(deep);
+  /* a top-level scalar is JSON (RFC 8259): read, not refused; one beyond 64 bits is lossy */
+  b = "\"ping\"";
+  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, NULL, err);
+  assert_non_null(v);
+  assert_false(lossy);
+  assert_string_equal(json_string_value(v), "ping");
+  json_decref(v);
+  b = " 42 ";
+  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, NULL, err);
+  assert_int_equal(json_integer_value(v), 42);
+  json_decref(v);
+  b = "123456789012345678901234567890";
+  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, NULL, err);
+  assert_non_null(v);
+  assert_true(lossy);
+  json_decref(v);
 }
 
 static void dump(void **st) {
