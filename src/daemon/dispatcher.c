@@ -780,7 +780,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
      * endpoint again is still an answer of its URL */
     if (!moved) e->proven = true;
   } else if (req->net == HOOKD_NET_TIMEOUT || latency_ms * 2 > e->cfg.timeout_ms) {
-    ep_set_slow(e, true);
+    sched_ep_marked_slow(d, e);
     e->fast_streak = 0;
     e->proven = true;
   } else {

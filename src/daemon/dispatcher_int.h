@@ -301,6 +301,9 @@ int64_t disp_now(hookd_dispatcher *d);
 void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms);
 void sched_sent_done(hookd_dispatcher *d, item *it);  /* a request finished: free its slot */
 void sched_mark_overdue(hookd_dispatcher *d, int64_t now); /* in flight past half the timeout */
+/* Marks e slow (an overdue request, or a slow or timed-out answer): its requests still in flight
+ * count in the slow share from now. */
+void sched_ep_marked_slow(hookd_dispatcher *d, ep *e);
 int64_t sched_next_timer(hookd_dispatcher *d, int64_t now); /* ms until the next timer */
 void sched_health_update(hookd_dispatcher *d, ep *e);
 void sched_health_remove(hookd_dispatcher *d, const char *id);

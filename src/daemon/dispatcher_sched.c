@@ -807,12 +807,18 @@ void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
     mark_slow(d, it);
     e->fast_streak = 0;
     if (!e->slow) {
-      ep_set_slow(e, true);
+      sched_ep_marked_slow(d, e);
       sched_health_update(d, e);
-      for (hookd_egress_req *o = hookd_egress_live(d->eg); o; o = o->live_next)
-        if (((item *)o->user)->ep == e && !((item *)o->user)->slow) mark_slow(d, o->user);
     }
   }
+}
+
+void sched_ep_marked_slow(hookd_dispatcher *d, ep *e) {
+  if (e->slow) return;
+  ep_set_slow(e, true);
+  /* (a request that ended is out of the live list before its outcome is read) */
+  for (hookd_egress_req *o = hookd_egress_live(d->eg); o; o = o->live_next)
+    if (((item *)o->user)->ep == e && !((item *)o->user)->slow) mark_slow(d, o->user);
 }
 
 void sched_wake(hookd_dispatcher *d, int64_t now) {
