@@ -1409,10 +1409,21 @@ static void update_stats(hookd_dispatcher *d) {
     ((tenant *)v)->slow_eps = 0; /* recounted below (a removed endpoint took its mark along) */
   for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
     ep *e = v;
-    if (e->next_due && e->next_due <= now && (!oldest || e->next_due < oldest)) oldest = e->next_due;
-    for (int c = 0; c < CLS__COUNT; c++)
-      if (e->q_head[c] && (!oldest || e->q_head[c]->c.d.next_attempt_ms < oldest))
-        oldest = e->q_head[c]->c.d.next_attempt_ms;
+    /* how far behind the sending is: what could be sent now. A disabled endpoint's deliveries
+     * wait on purpose (they read as growing without end: a soak audit), and an open breaker or a
+     * Retry-After pause holds them to its own time, as an inbox record's next_attempt_at */
+    int64_t due = e->cfg.enabled ? e->next_due : 0;
+    for (int c = 0; e->cfg.enabled && c < CLS__COUNT; c++) {
+      int64_t q = e->q_head[c] ? e->q_head[c]->c.d.next_attempt_ms : 0;
+      if (q && (!due || q < due)) due = q;
+    }
+    int64_t held = e->paused_until;
+    if (e->br.state == HOOKD_BREAKER_OPEN) {
+      int64_t probe = hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
+      if (probe > held) held = probe;
+    }
+    if (due && due < held) due = held;
+    if (due && due <= now && (!oldest || due < oldest)) oldest = due;
     open += e->br.state != HOOKD_BREAKER_CLOSED;
     paused += e->paused_until > now;
     slow += e->slow;

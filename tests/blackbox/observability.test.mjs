@@ -91,6 +91,32 @@ describe('observability', () => {
     await r.close();
   });
 
+  it('hookd_oldest_pending_age_seconds reads how far behind the sending is: a disabled endpoint\'s deliveries wait on purpose and read nothing; a backlog waiting for slots does', async () => {
+    const h = await startHookd();
+    const age = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_oldest_pending_age_seconds');
+    // a 410 disables the endpoint with deliveries of it due and claimed (one at a time)
+    const off = await startReceiver(() => ({ status: 410 }));
+    const { tenant, endpoint } = await setup(h, off.url, { max_in_flight: 1 });
+    for (let i = 0; i < 3; i++) assert.equal((await publish(h, tenant, { type: 'a', payload: { i } })).status, 202);
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.enabled === false,
+      { what: 'the endpoint disabled by its 410' });
+    // the gauge is refreshed a few times a second: two seconds of readings (before, it grew by a
+    // second each second for as long as the endpoint stayed disabled)
+    const until = Date.now() + 2000;
+    while (Date.now() < until) assert.ok(await age() < 0.5, 'a disabled endpoint is not behind');
+    assert.equal(off.requests.length, 1);
+    // the control: a backlog that waits for a slot of a hanging endpoint is behind, and reads so
+    const hang = await startReceiver(() => 'hang');
+    const busy = await setup(h, hang.url, { max_in_flight: 1 });
+    for (let i = 0; i < 3; i++) await publish(h, busy.tenant, { type: 'a', payload: { i } });
+    await waitUntil(async () => (await age()) >= 0.5, { what: 'the waiting backlog read as behind', timeout: 10000 });
+    hang.behave = () => ({ status: 200 });
+    hang.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    await off.close();
+    await hang.close();
+  });
+
   it('a delivery\'s log lines carry its correlation keys (delivery, event, tenant, endpoint, lease token, worker, attempt)', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => ({ status: 400 }));
