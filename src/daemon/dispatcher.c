@@ -1023,7 +1023,7 @@ void hookd_held_unknown(int n, const char *why) {
   if (n <= 0) return;
   HOOKD_ADD(unknown, (uint64_t)n);
   HLOG(HOOKD_LOG_WARN, "delivery.held_unknown", KV_I("count", n), KV_S("reason", why),
-       KV_S("resolve", "GET /v1/inbox?state=unknown, then POST /v1/inbox/{id}/resolve"));
+       KV_S("resolve", "GET /v1/inbox?state=unknown&since=..., then POST /v1/inbox/resolve"));
 }
 
 /* An item done with: freed, its endpoint scheduled (or freed, deleted and idle). */
