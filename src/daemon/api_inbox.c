@@ -83,9 +83,11 @@ static json_t *inbox_json(const hookd_inbox *r) {
 }
 
 /* Records of tenants outside the key's scope do not exist for it. */
+static bool foreign(bool scoped, const hookd_principal *who, const char *tenant_id) {
+  return scoped && !hookd_principal_has_tenant(who, tenant_id);
+}
 static int hide_foreign(inbox_op *op) {
-  if (op->scoped && !hookd_principal_has_tenant(&op->who, op->rec.tenant_id)) return HOOKD_STORE_NOTFOUND;
-  return 0;
+  return foreign(op->scoped, &op->who, op->rec.tenant_id) ? HOOKD_STORE_NOTFOUND : 0;
 }
 
 /* ---------- get ---------- */
@@ -141,9 +143,16 @@ static void reply_get(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_inbox_get(hookd_req *r, hookd_app *app) {
+  const char *id = hookd_req_param(r, 0);
+  if (!strcmp(id, "resolve") || !strcmp(id, "replay")) { /* the batch routes (no record id) */
+    hookd_req_add_header(r, "Allow", "POST");
+    hookd_req_error(r, 405, "method_not_allowed", "%s is not allowed on this path (allowed: POST)",
+                    hookd_req_method(r));
+    return;
+  }
   inbox_op *op = new_op(r, app, run_get, reply_get);
   if (!op) return;
-  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+  snprintf(op->id, sizeof op->id, "%s", id);
   hookd_api_submit(&op->base, false);
 }
 
@@ -362,6 +371,24 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
  * destination's delete goes to each destination added since (the handler that replaced it). A
  * forward that cannot be (its destination disabled, its payload purged) is left as it is; none
  * at all is 409. */
+/* more's n_more hints moved to the end of *all (more freed); false when they could not be (out
+ * of memory: dropped). */
+static bool hints_append(hookd_due_hint **all, size_t *n_all, hookd_due_hint *more,
+                         size_t n_more) {
+  hookd_due_hint *grown = n_more ? realloc(*all, (*n_all + n_more) * sizeof *grown) : NULL;
+  if (n_more && !grown) {
+    hookd_due_hints_free(more, n_more);
+    return false;
+  }
+  if (grown) {
+    *all = grown;
+    memcpy(grown + *n_all, more, n_more * sizeof *more);
+    *n_all += n_more;
+  }
+  free(more); /* the endpoint ids moved into *all */
+  return true;
+}
+
 /* The replay of one record (its deliveries dl, n): how many forwards went again, and the
  * endpoints made due (appended to *hints). HOOKD_STORE_STATE with err written: none could. */
 static int replay_record(hookd_store_conn *c, const hookd_store_backend *be, const char *id,
@@ -397,20 +424,15 @@ static int replay_record(hookd_store_conn *c, const hookd_store_backend *be, con
              "destination without a replacement cannot be)");
     rc = HOOKD_STORE_STATE;
   }
-  size_t add = n_mine + n_more;
-  hookd_due_hint *all = rc == 0 && add ? realloc(*hints, (*n_hints + add) * sizeof *all) : NULL;
-  if (all) {
-    *hints = all;
-    if (n_mine) memcpy(all + *n_hints, mine, n_mine * sizeof *mine);
-    if (n_more) memcpy(all + *n_hints + n_mine, more, n_more * sizeof *more);
-    *n_hints += add;
-    free(mine); /* the endpoint ids moved into *hints */
-    free(more);
-  } else { /* (out of memory: the dispatcher's scan finds them) */
+  if (rc) {
     hookd_due_hints_free(mine, n_mine);
     hookd_due_hints_free(more, n_more);
+    return rc;
   }
-  return rc;
+  /* (out of memory, they are dropped: the dispatcher's scan finds those endpoints) */
+  hints_append(hints, n_hints, mine, n_mine);
+  hints_append(hints, n_hints, more, n_more);
+  return 0;
 }
 
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -478,22 +500,6 @@ static void many_cleanup(hookd_api_op *base) {
   hookd_due_hints_free(op->hints, op->n_hints);
 }
 
-/* The endpoints a record's resolve made due, added to the op's. */
-static int take_hints(many_op *op, hookd_due_hint *hints, size_t n_hints) {
-  hookd_due_hint *all = n_hints ? realloc(op->hints, (op->n_hints + n_hints) * sizeof *all) : NULL;
-  if (n_hints && !all) {
-    hookd_due_hints_free(hints, n_hints);
-    return HOOKD_STORE_ERR;
-  }
-  if (all) {
-    op->hints = all;
-    memcpy(op->hints + op->n_hints, hints, n_hints * sizeof *hints);
-    op->n_hints += n_hints;
-  }
-  free(hints); /* the endpoint ids moved into op->hints */
-  return 0;
-}
-
 /* One record settled (or replayed) as its own call would; a record that cannot be is an item's
  * error and wrote nothing (the store's refusals come before any write: a replay's at the
  * record's level, where none of its forwards could go); a failing store undoes them all. */
@@ -506,8 +512,7 @@ static int many_one(many_op *op, hookd_store_conn *c, const hookd_store_backend 
   be->clear_error(c);
   int rc = be->inbox_get(c, it->id, &rec, op->replay ? &dl : NULL, op->replay ? &n : NULL);
   if (rc == 0) {
-    if (op->scoped && !hookd_principal_has_tenant(&op->who, rec.tenant_id))
-      rc = HOOKD_STORE_NOTFOUND; /* another tenant's record does not exist for this key */
+    if (foreign(op->scoped, &op->who, rec.tenant_id)) rc = HOOKD_STORE_NOTFOUND;
     hookd_inbox_free(&rec);
   }
   hookd_due_hint *hints = NULL;
@@ -525,7 +530,8 @@ static int many_one(many_op *op, hookd_store_conn *c, const hookd_store_backend 
                                         : be->errmsg(c));
     return 0;
   }
-  if (rc || (rc = take_hints(op, hints, n_hints)) != 0) return rc;
+  if (rc) return rc;
+  if (!hints_append(&op->hints, &op->n_hints, hints, n_hints)) return HOOKD_STORE_ERR;
   if ((rc = be->inbox_get(c, it->id, &rec, NULL, NULL)) != 0) return rc;
   bool live;
   snprintf(it->status, sizeof it->status, "%s", shown_status(&rec, &live));
@@ -587,7 +593,8 @@ static void reply_many(hookd_api_op *base, int rc) {
                                           op->replay ? "replayed" : "resolved",
                                           (json_int_t)it->n));
   }
-  hookd_req_reply_json(base->req, 200,
+  /* a resolve is done when it answers; a replay's forwards go later, as the single replay's */
+  hookd_req_reply_json(base->req, op->replay ? 202 : 200,
                        json_pack("{s:o,s:I,s:I}", "data", data, "records", (json_int_t)records,
                                  op->replay ? "replayed" : "resolved", (json_int_t)forwards));
 }

@@ -24,7 +24,7 @@
 #include "daemon/metrics.h"
 
 #define MAX_DESTS 8
-#define MAX_SECRETS 16
+#define MAX_SECRETS HOOKD_SOURCE_MAX_SECRETS
 
 typedef struct src_op {
   hookd_api_op base;
@@ -311,16 +311,11 @@ static void secret_refused(hookd_req *r, size_t i, const char *provider) {
 static bool secret_entry(hookd_req *r, const json_t *x, size_t i, int64_t now, int64_t *expires) {
   *expires = 0;
   if (!json_is_object(x)) return true; /* a string, or refused by the caller */
-  const char *k, *at = NULL;
-  json_t *v;
-  json_object_foreach((json_t *)x, k, v) {
-    if (strcmp(k, "secret") && strcmp(k, "expires_at")) {
-      char prefix[32];
-      snprintf(prefix, sizeof prefix, "secrets[%zu]", i);
-      hookd_api_unknown_field(r, prefix, k, NULL);
-      return false;
-    }
-  }
+  static const char *const names[] = {"secret", "expires_at", NULL};
+  const char *at = NULL;
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "secrets[%zu]", i);
+  if (!hookd_api_known_members(r, x, prefix, names)) return false;
   if (!json_is_string(json_object_get(x, "secret")) ||
       hookd_json_get_str(x, "expires_at", &at) != 0 || hookd_parse_rfc3339(at, expires) != 0 ||
       *expires <= now) {

@@ -24,7 +24,6 @@
 
 #define MAX_IN_HEADERS 128
 #define MOMO_BODY_MAX 65536 /* an IPN is under 2 KiB */
-#define MAX_SECRETS_SEEN 16 /* a source's secrets (POST /v1/sources takes 16 at most) */
 #define HOOKD_STR_(x) #x
 #define HOOKD_STR(x) HOOKD_STR_(x)
 
@@ -115,13 +114,18 @@ static bool hop_listed(const char *conn, const char *name) {
   return false;
 }
 
+/* n bytes of a header value without the blanks after them (libmicrohttpd keeps a value's
+ * trailing whitespace, which is no part of it). */
+static size_t trimmed_len(const char *v, size_t n) {
+  while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
+  return n;
+}
+
 /* The length of ct's media type, its parameters and trailing spaces left out (0 for none). */
 static size_t media_len(const char *ct) {
   if (!ct) return 0;
   const char *semi = strchr(ct, ';');
-  size_t n = semi ? (size_t)(semi - ct) : strlen(ct);
-  while (n && (ct[n - 1] == ' ' || ct[n - 1] == '\t')) n--; /* optional whitespace */
-  return n;
+  return trimmed_len(ct, semi ? (size_t)(semi - ct) : strlen(ct));
 }
 static bool is_json(const char *ct) {
   size_t n = media_len(ct);
@@ -419,9 +423,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* a compressed body would be verified, stored and forwarded as its compressed bytes (the
    * handler told nothing of it: Content-Encoding is not forwarded): no provider sends one */
   const char *coding = hookd_req_header(r, "Content-Encoding");
-  size_t coding_len = coding ? strlen(coding) : 0; /* (libmicrohttpd keeps trailing blanks) */
-  while (coding_len && (coding[coding_len - 1] == ' ' || coding[coding_len - 1] == '\t'))
-    coding_len--;
+  size_t coding_len = coding ? trimmed_len(coding, strlen(coding)) : 0;
   if (coding_len && !(coding_len == 8 && !strncasecmp(coding, "identity", 8))) {
     reject(r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
            "Content-Encoding is not accepted: send the body uncompressed");
@@ -466,10 +468,10 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                          .headers = hdrs, .n_headers = nh, .body = body, .body_len = body_len,
                          .now_s = hookd_now_ms() / 1000};
   /* the source's secrets but those expired (the previous one of a rotation, after its time) */
-  const char *live[MAX_SECRETS_SEEN];
+  const char *live[HOOKD_SOURCE_MAX_SECRETS];
   size_t n_live = 0;
   int64_t now_ms = hookd_now_ms();
-  for (size_t i = 0; i < rt->n_secrets && n_live < MAX_SECRETS_SEEN; i++)
+  for (size_t i = 0; i < rt->n_secrets && n_live < HOOKD_SOURCE_MAX_SECRETS; i++)
     if (!rt->secret_expires_ms[i] || rt->secret_expires_ms[i] > now_ms)
       live[n_live++] = rt->secrets[i];
   hookd_in_secrets secrets = {live, n_live};

@@ -14,6 +14,8 @@
 #include "daemon/keyring.h"
 #include "store/store.h"
 
+#define HOOKD_SOURCE_MAX_SECRETS 16 /* a source's secrets, at most (POST /v1/sources) */
+
 typedef struct hookd_source_rt {
   _Atomic int refs;
   hookd_source src;            /* as stored (secrets sealed) */

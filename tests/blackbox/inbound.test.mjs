@@ -1326,8 +1326,13 @@ describe('forwarding', () => {
       assert.deepEqual([r.status, r.json?.error?.code], [422, code], `${JSON.stringify(body)}: ${r.text}`);
     }
     assert.equal(fresh.requests.length, 0, 'nothing sent by a refused request');
+    // the batch paths take POST only: not a record named "replay" or "resolve"
+    for (const path of ['/v1/inbox/replay', '/v1/inbox/resolve']) {
+      const g = await h.api('GET', path);
+      assert.deepEqual([g.status, g.json?.error?.code, g.headers.get('allow')], [405, 'method_not_allowed', 'POST'], `GET ${path}`);
+    }
     const rep = await many({ ids: [ids[0], ids[2], 'inb_nosuch'], reason: 'INC-9: handler replaced' });
-    assert.equal(rep.status, 200, rep.text);
+    assert.equal(rep.status, 202, `accepted, as the single replay: the forwards go later; ${rep.text}`);
     assert.deepEqual([rep.json.records, rep.json.replayed], [2, 2]);
     assert.deepEqual(rep.json.data.map((d) => [d.id, d.replayed ?? d.error.code]), [[ids[0], 1], [ids[2], 1], ['inb_nosuch', 'not_found']]);
     await waitStatus(src, ids[0], 'completed');
@@ -1335,7 +1340,7 @@ describe('forwarding', () => {
     assert.deepEqual(fresh.requests.map((q) => q.headers['idempotency-key']).sort(), [ids[0], ids[2]].sort(), 'the same Idempotency-Key');
     // sent again: nothing left to replay for those two (a batch sent twice sends nothing twice); the third goes
     const again = await many({ ids: [ids[0], ids[1]] }, { 'Hookd-Reason': 'the rest' });
-    assert.equal(again.status, 200, again.text);
+    assert.equal(again.status, 202, again.text);
     assert.deepEqual([again.json.records, again.json.data[0].error.code, again.json.data[1].replayed], [1, 'invalid_state', 1]);
     assert.match(again.json.data[0].error.message, /nothing to replay/);
     await waitStatus(src, ids[1], 'completed');
