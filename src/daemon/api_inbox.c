@@ -479,7 +479,7 @@ typedef struct resolve_item {
   char status[24];   /* as GET shows it after the resolve */
   const char *code;  /* an item not settled: not_found or invalid_state */
   char message[256]; /* as the single route's */
-  size_t n; /* forwards settled, or sent again */
+  size_t n;          /* forwards settled, or sent again */
 } resolve_item;
 
 typedef struct many_op {
@@ -543,8 +543,7 @@ static int many_one(many_op *op, hookd_store_conn *c, const hookd_store_backend 
                          it->tenant_id, op->replay ? detail : hookd_dstate_name(op->to));
 }
 
-static int run_many(hookd_store_conn *c, const hookd_store_backend *be,
-                            hookd_api_op *base) {
+static int run_many(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   many_op *op = (many_op *)base;
   hookd_due_hints_free(op->hints, op->n_hints); /* a second run forgets the first's */
   op->hints = NULL;

@@ -303,8 +303,6 @@ static void secret_refused(hookd_req *r, size_t i, const char *provider) {
                   i, provider);
 }
 
-/* Secrets: 1..16 strings that fit provider ("" checks only what every provider needs); sealed.
- * unfit, when given, gets per provider the index of the first secret that does not fit it. */
 /* secrets[i]: a string, or {"secret": "…", "expires_at": RFC 3339 in the future} — the previous
  * secret of a rotation, accepted until then (Stripe's "roll secret" keeps the old one up to 24 h;
  * forgotten in the list, it would be accepted for ever). *expires: 0 for a string. */
@@ -328,6 +326,9 @@ static bool secret_entry(hookd_req *r, const json_t *x, size_t i, int64_t now, i
   return true;
 }
 
+/* Secrets: 1..16 strings (or secret_entry's objects) that fit provider ("" checks only what
+ * every provider needs); sealed. unfit, when given, gets per provider the index of the first
+ * secret that does not fit it. */
 static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, json_t *arr,
                            const char *owner_id, int unfit[HOOKD_PROVIDER__COUNT]) {
   if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > MAX_SECRETS) {

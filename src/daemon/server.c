@@ -315,9 +315,9 @@ static void req_free(hookd_req *r) {
 }
 
 /* Headers hookd reads as one value: sent twice, which one counts depends on the parser (MHD
- * takes the first, a proxy may take the last), so such a request is refused. */
-/* Host last: it is also required (HOST_AT). A provider's request may be verified over the URL
- * rebuilt from it (Twilio's without --public-url): the first of two would decide what is. */
+ * takes the first, a proxy may take the last), so such a request is refused. Host last: it is
+ * also required (HOST_AT); a provider's request may be verified over the URL rebuilt from it
+ * (Twilio's without --public-url), and the first of two would decide what is. */
 static const char *const single_headers[] = {"Authorization", "Idempotency-Key", "Hookd-Reason",
                                              "Content-Type", "Host"};
 #define N_SINGLE (sizeof single_headers / sizeof single_headers[0])
