@@ -795,7 +795,19 @@ static void mark_slow(hookd_dispatcher *d, item *it) {
  * first (a burst of events published one by one), they would otherwise count as healthy until
  * their own half timeout, and the newcomer share, which reads the slow requests, let a new
  * hanging endpoint take the last slot of the tenant meanwhile (a flaky test showed it). */
+/* Every request in flight to a slow endpoint counts in the slow share: one walk, however many
+ * endpoints were just marked (a wave of hundreds marked in one sweep). A request sent to an
+ * endpoint already slow was marked when sent; a request that ended is out of the live list
+ * before its outcome is read. */
+static void mark_slow_eps_requests(hookd_dispatcher *d) {
+  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
+    item *it = r->user;
+    if (it->ep->slow && !it->slow) mark_slow(d, it);
+  }
+}
+
 void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
+  bool marked = false;
   /* (sent_ms is moved by a step of the wall clock: a step marks nothing slow) */
   for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
     item *it = r->user;
@@ -807,18 +819,18 @@ void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
     mark_slow(d, it);
     e->fast_streak = 0;
     if (!e->slow) {
-      sched_ep_marked_slow(d, e);
+      ep_set_slow(e, true);
       sched_health_update(d, e);
+      marked = true;
     }
   }
+  if (marked) mark_slow_eps_requests(d);
 }
 
 void sched_ep_marked_slow(hookd_dispatcher *d, ep *e) {
   if (e->slow) return;
   ep_set_slow(e, true);
-  /* (a request that ended is out of the live list before its outcome is read) */
-  for (hookd_egress_req *o = hookd_egress_live(d->eg); o; o = o->live_next)
-    if (((item *)o->user)->ep == e && !((item *)o->user)->slow) mark_slow(d, o->user);
+  mark_slow_eps_requests(d);
 }
 
 void sched_wake(hookd_dispatcher *d, int64_t now) {
