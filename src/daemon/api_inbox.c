@@ -143,16 +143,9 @@ static void reply_get(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_inbox_get(hookd_req *r, hookd_app *app) {
-  const char *id = hookd_req_param(r, 0);
-  if (!strcmp(id, "resolve") || !strcmp(id, "replay")) { /* the batch routes (no record id) */
-    hookd_req_add_header(r, "Allow", "POST");
-    hookd_req_error(r, 405, "method_not_allowed", "%s is not allowed on this path (allowed: POST)",
-                    hookd_req_method(r));
-    return;
-  }
   inbox_op *op = new_op(r, app, run_get, reply_get);
   if (!op) return;
-  snprintf(op->id, sizeof op->id, "%s", id);
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
   hookd_api_submit(&op->base, false);
 }
 

@@ -2,6 +2,7 @@
  *
  * Patterns are matched segment by segment; "{}" captures one segment into the request's
  * parameters (in order). A path that matches with another method answers 405 with Allow. */
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,9 +61,10 @@ static const route routes[] = {
      hookd_api_source_add_destination, NULL},
     {"GET", "/v1/inbox", HOOKD_PERM_READ, -1, hookd_api_inbox_list,
      ",tenant,source,state,event_id,event_type,since,until,limit,before,"},
-    {"GET", "/v1/inbox/{}", HOOKD_PERM_READ, -1, hookd_api_inbox_get, NULL},
+    /* (a literal pattern before the {} one it overlaps: hookd_api_gate) */
     {"POST", "/v1/inbox/resolve", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_resolve_many, NULL},
     {"POST", "/v1/inbox/replay", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_replay_many, NULL},
+    {"GET", "/v1/inbox/{}", HOOKD_PERM_READ, -1, hookd_api_inbox_get, NULL},
     {"POST", "/v1/inbox/{}/resolve", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_resolve, NULL},
     {"POST", "/v1/inbox/{}/replay", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_replay, NULL},
     {"POST", "/v1/tenants/{}/events", HOOKD_PERM_PUBLISH, 0, hookd_api_event_publish, NULL},
@@ -94,6 +96,13 @@ static const route routes[] = {
      NULL},
 };
 #define NROUTES (sizeof routes / sizeof routes[0])
+
+/* How many {} segments a pattern has. */
+static int params(const char *pattern) {
+  int n = 0;
+  for (const char *p = strstr(pattern, "{}"); p; p = strstr(p + 2, "{}")) n++;
+  return n;
+}
 
 /* Matches path against pattern; on success captures {} segments into r. */
 static bool match(const char *pattern, const char *path, hookd_req *r, bool capture) {
@@ -175,8 +184,15 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
   char allow[64] = "";
   /* HEAD is GET without the body (libmicrohttpd sends none): probes use it */
   const char *as = !strcmp(method, "HEAD") ? "GET" : method;
+  /* a path is its most literal patterns' (/v1/inbox/resolve is POST's, not a record id for GET
+   * /v1/inbox/{}): the table lists a literal pattern before the {} one it overlaps, and a match
+   * with more {} than one seen before is passed over */
+  int fewest = INT_MAX;
   for (size_t i = 0; i < NROUTES; i++) {
     if (!match(routes[i].pattern, path, r, false)) continue;
+    int np = params(routes[i].pattern);
+    if (np > fewest) continue;
+    fewest = np;
     if (strcmp(routes[i].method, as) == 0 &&
         !(as != method && routes[i].fn == hookd_inbound_handle)) { /* a provider never HEADs */
       rt = &routes[i];
