@@ -45,17 +45,20 @@ static void inbox_cleanup(hookd_api_op *base) {
   hookd_due_hints_free(op->hints, op->n_hints);
 }
 
+/* The request's API key, for the tenant-scope check (none on a public route: not scoped). */
+static void take_principal(hookd_req *r, hookd_principal *who, bool *scoped) {
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p) *who = *p;
+  *scoped = p != NULL;
+}
+
 static inbox_op *new_op(hookd_req *r, hookd_app *app,
                         int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
                         void (*reply)(hookd_api_op *, int)) {
   inbox_op *op = hookd_api_op_new(sizeof *op, r, app, run, reply);
   if (!op) return NULL;
   op->base.cleanup = inbox_cleanup;
-  const hookd_principal *p = hookd_api_principal(r);
-  if (p) {
-    op->who = *p;
-    op->scoped = true;
-  }
+  take_principal(r, &op->who, &op->scoped);
   return op;
 }
 
@@ -256,13 +259,14 @@ static int reread_audited(inbox_op *op, hookd_store_conn *c, const hookd_store_b
 
 /* A write op's answer begins: false once a failure is answered; else the dispatcher hears of
  * the endpoints it made due. */
-static bool answered_or_hinted(inbox_op *op, int rc) {
+static bool answered_or_hinted(hookd_api_op *base, int rc, const hookd_due_hint *hints,
+                               size_t n_hints) {
   if (rc) {
-    hookd_api_store_error(&op->base, rc, "inbox record");
+    hookd_api_store_error(base, rc, "inbox record");
     return false;
   }
-  for (size_t i = 0; i < op->n_hints; i++)
-    hookd_dispatcher_hint(op->base.app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  for (size_t i = 0; i < n_hints; i++)
+    hookd_dispatcher_hint(base->app->disp, hints[i].endpoint_id, hints[i].due_ms);
   return true;
 }
 
@@ -296,7 +300,7 @@ static void resolved_told(hookd_dstate to, const char *id, const char *tenant_id
 
 static void reply_resolve(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
-  if (!answered_or_hinted(op, rc)) return;
+  if (!answered_or_hinted(base, rc, op->hints, op->n_hints)) return;
   resolved_told(op->to, op->id, op->rec.tenant_id, op->n_resolved,
                 op->scoped ? op->who.key_id : NULL);
   /* as GET shows it, with how many forwards this resolve settled (or, for retry, sent again):
@@ -444,7 +448,7 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 
 static void reply_replay(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
-  if (!answered_or_hinted(op, rc)) return;
+  if (!answered_or_hinted(base, rc, op->hints, op->n_hints)) return;
   HOOKD_ADD(replays, op->n_resolved);
   HLOG(HOOKD_LOG_INFO, "inbox.replayed", KV_S("inbox_id", op->id), KV_S("event_id", op->id),
        KV_S("tenant_id", op->rec.tenant_id), KV_I("forwards", (int64_t)op->n_resolved),
@@ -555,12 +559,7 @@ static int run_many(hookd_store_conn *c, const hookd_store_backend *be, hookd_ap
 
 static void reply_many(hookd_api_op *base, int rc) {
   many_op *op = (many_op *)base;
-  if (rc) {
-    hookd_api_store_error(base, rc, "inbox record");
-    return;
-  }
-  for (size_t i = 0; i < op->n_hints; i++)
-    hookd_dispatcher_hint(base->app->disp, op->hints[i].endpoint_id, op->hints[i].due_ms);
+  if (!answered_or_hinted(base, rc, op->hints, op->n_hints)) return;
   json_t *data = json_array();
   size_t records = 0, forwards = 0;
   for (size_t i = 0; i < op->n_items; i++) {
@@ -636,11 +635,7 @@ static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
   many_op *op = ok ? hookd_api_op_new(sizeof *op, r, app, run_many, reply_many) : NULL;
   if (op) {
     op->base.cleanup = many_cleanup;
-    const hookd_principal *p = hookd_api_principal(r);
-    if (p) {
-      op->who = *p;
-      op->scoped = true;
-    }
+    take_principal(r, &op->who, &op->scoped);
     if (reason) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
     op->to = to;
     op->replay = replay;
