@@ -462,15 +462,15 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       goto done;
     }
   }
+  int64_t now_ms = hookd_now_ms(); /* the verifiers' and the secrets' expiry */
   hookd_in_request in = {.method = method,
                          .url = url.data,
                          .query = *query ? query : NULL,
                          .headers = hdrs, .n_headers = nh, .body = body, .body_len = body_len,
-                         .now_s = hookd_now_ms() / 1000};
+                         .now_s = now_ms / 1000};
   /* the source's secrets but those expired (the previous one of a rotation, after its time) */
   const char *live[HOOKD_SOURCE_MAX_SECRETS];
   size_t n_live = 0;
-  int64_t now_ms = hookd_now_ms();
   for (size_t i = 0; i < rt->n_secrets && n_live < HOOKD_SOURCE_MAX_SECRETS; i++)
     if (!rt->secret_expires_ms[i] || rt->secret_expires_ms[i] > now_ms)
       live[n_live++] = rt->secrets[i];
