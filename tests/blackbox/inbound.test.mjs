@@ -73,6 +73,21 @@ async function barrier(src, secret, dest, daemon = h) {
   await waitStatus(src, r.json.inbox_id, 'completed', 15000, daemon);
   return JSON.parse(body).id;
 }
+// n records of a new Stripe source (events prefix_1…n) whose one destination, marked not
+// idempotent, hangs past its timeout: each held unknown for an operator
+async function heldRecords(secret, prefix, count) {
+  const dest = await startReceiver(() => 'hang');
+  const src = await source('stripe', [secret], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
+  const ids = [];
+  for (let i = 1; i <= count; i++) {
+    const body = stripeEvent(`${prefix}_${i}`);
+    const r = await post(src, body, sign.stripe(body, secret));
+    assert.equal(r.status, 200, r.text);
+    ids.push(r.json.inbox_id);
+  }
+  for (const id of ids) await waitStatus(src, id, 'unknown');
+  return { dest, src, ids };
+}
 const forwardedIds = (dest) => dest.requests.map((q) => JSON.parse(q.body).id);
 
 // Shopify's headers for a body (signed with secret), its webhook id and X-Shopify-Triggered-At
@@ -1455,16 +1470,7 @@ describe('forwarding', () => {
     await dest.close();
   });
   it('an operator settles many held records in one call: each as its own resolve, audited; one that cannot be does not stop the others', async () => {
-    const dest = await startReceiver(() => 'hang');
-    const src = await source('stripe', ['whsec_many'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
-    const ids = [];
-    for (let i = 1; i <= 4; i++) {
-      const body = stripeEvent(`evt_many_${i}`);
-      const r = await post(src, body, sign.stripe(body, 'whsec_many'));
-      assert.equal(r.status, 200, r.text);
-      ids.push(r.json.inbox_id);
-    }
-    for (const id of ids) await waitStatus(src, id, 'unknown');
+    const { dest, src, ids } = await heldRecords('whsec_many', 'evt_many', 4);
     dest.behave = () => ({ status: 200 });
     const many = (body, headers) => h.api('POST', '/v1/inbox/resolve', body, headers);
     // the request is checked whole before anything is settled
@@ -1522,14 +1528,7 @@ describe('forwarding', () => {
     await dest.close();
   });
   it('a store failure inside a batch resolve undoes the whole batch (503), and is counted and logged as the single route\'s is', async () => {
-    const dest = await startReceiver(() => 'hang');
-    const src = await source('stripe', ['whsec_bfail'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);
-    const ids = [];
-    for (const e of ['evt_bfail_1', 'evt_bfail_2']) {
-      const body = stripeEvent(e);
-      ids.push((await post(src, body, sign.stripe(body, 'whsec_bfail'))).json.inbox_id);
-    }
-    for (const id of ids) await waitStatus(src, id, 'unknown');
+    const { dest, ids } = await heldRecords('whsec_bfail', 'evt_bfail', 2);
     h.query(`CREATE TRIGGER fault_bfail BEFORE INSERT ON audit_log WHEN NEW.target = '${ids[1]}'`
       + " BEGIN SELECT RAISE(ABORT, 'injected fault'); END;");
     const errors = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_store_errors_total') ?? 0;
