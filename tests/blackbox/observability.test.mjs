@@ -117,6 +117,22 @@ describe('observability', () => {
     await hang.close();
   });
 
+  it('hookd_oldest_pending_age_seconds reads an open breaker\'s deliveries from its probe time: a failing receiver is not hookd falling behind', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '2', '--breaker-cooldown-ms', '60000'] });
+    const age = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_oldest_pending_age_seconds');
+    const down = await startReceiver(() => ({ status: 500 }));
+    const { tenant, endpoint } = await setup(h, down.url,
+      { retry: { max_attempts: 50, backoff_base_ms: 100, backoff_cap_ms: 100 } });
+    for (let i = 0; i < 4; i++) assert.equal((await publish(h, tenant, { type: 'a', payload: { i } })).status, 202);
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.breaker === 'open',
+      { what: 'the breaker open' });
+    // their retries are due within 100 ms, but the breaker holds them for its 60 s cool-down
+    const until = Date.now() + 2000;
+    while (Date.now() < until) assert.ok(await age() < 0.5, 'held by the breaker: not behind');
+    assert.equal((await h.stop()).code, 0);
+    await down.close();
+  });
+
   it('a delivery\'s log lines carry its correlation keys (delivery, event, tenant, endpoint, lease token, worker, attempt)', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => ({ status: 400 }));
