@@ -326,6 +326,29 @@ static json_t *event_json(const hookd_event *e) {
                    hookd_json_time(e->purged_ms));
 }
 
+/* An inbound event's stored header lines ("name: value\n"…, written by the receive path) as the
+ * object its forwards' headers make: a name given twice has its values joined by ", ". */
+static json_t *meta_json(const char *meta) {
+  json_t *o = json_object();
+  for (const char *l = meta ? meta : ""; o && *l;) {
+    const char *nl = strchr(l, '\n'), *end = nl ? nl : l + strlen(l);
+    const char *colon = memchr(l, ':', (size_t)(end - l));
+    if (colon && colon > l) {
+      size_t nlen = (size_t)(colon - l);
+      const char *val = colon + 1 + (colon[1] == ' ');
+      json_t *had = json_object_getn(o, l, nlen);
+      json_t *s = had ? json_sprintf("%s, %.*s", json_string_value(had), (int)(end - val), val)
+                      : json_stringn(val, (size_t)(end - val));
+      if (!s || json_object_setn_new(o, l, nlen, s)) { /* out of memory: none rather than a part */
+        json_decref(o);
+        return json_null();
+      }
+    }
+    l = nl ? nl + 1 : end;
+  }
+  return o ? o : json_null();
+}
+
 static void reply_event_get(hookd_api_op *base, int rc) {
   event_op *op = (event_op *)base;
   if (rc == HOOKD_STORE_CONFLICT) {
@@ -363,8 +386,10 @@ static void reply_event_get(hookd_api_op *base, int rc) {
   json_t *dl = json_array();
   for (size_t i = 0; i < op->n; i++) json_array_append_new(dl, hookd_json_delivery(&op->dl[i]));
   json_t *v = event_json(&op->ev);
-  if (op->ev.inbound)
+  if (op->ev.inbound) {
     json_object_set_new(v, "content_type", hookd_json_str_or_null(op->ev.content_type));
+    json_object_set_new(v, "headers", meta_json(op->ev.meta));
+  }
   json_object_set_new(v, "payload", payload ? payload : json_null());
   if (binary) json_object_set_new(v, "payload_base64", binary);
   json_object_set_new(v, "deliveries", dl);

@@ -57,10 +57,15 @@ typedef struct src_op {
   const char *types_refused;      /* PATCH: the allowlist (its field) of a provider whose
                                      requests name no type */
   int limit;                      /* list: the page's size, after the id `after` */
+  const char *provider_only;      /* list: that provider's sources only (its name), or NULL */
   char after[HOOKD_ID_MAX + 64];
   bool more;                      /* list: sources past the page */
   hookd_delete_counts deleted;    /* DELETE: the destinations' deliveries cancelled, held */
 } src_op;
+
+#define PROVIDERS_ARE                                                                    \
+  "provider must be one of standard, stripe, github, shopify, slack, gitlab, twilio, paddle, " \
+  "zoom, discord, vnpay, momo, generic"
 
 enum { P_SECRETS = 1, P_TOLERANCE = 2, P_TYPES = 4, P_IDENTITY = 8, P_BKEY = 16, P_VERSION = 32 };
 
@@ -673,9 +678,7 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
   if (ok && !hookd_api_tenant_allowed(r, tenant)) ok = false;
   if (ok && (hookd_json_get_str(body, "provider", &provider) != 0 ||
              hookd_provider_parse(provider, &prov) != 0)) {
-    hookd_req_error(r, 422, "invalid_field",
-                    "provider must be one of standard, stripe, github, shopify, slack, gitlab, "
-                    "twilio, paddle, zoom, discord, vnpay, momo, generic");
+    hookd_req_error(r, 422, "invalid_field", PROVIDERS_ARE);
     ok = false;
   }
   if (ok && (hookd_json_get_str(body, "id", &id) < 0 || (id && !hookd_id_valid(id, 64)))) {
@@ -768,6 +771,15 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   int rc = hookd_api_tenant_known(base, c, be, op->src.tenant_id); /* 404 "tenant" */
   if (!rc) rc = be->source_list(c, op->src.tenant_id, &op->list, &op->n_list);
   if (rc || !op->n_list) return rc;
+  if (op->provider_only) { /* ?provider=: the others go before the page is cut */
+    size_t kept = 0;
+    for (size_t i = 0; i < op->n_list; i++) {
+      if (!strcmp(op->list[i].provider, op->provider_only)) op->list[kept++] = op->list[i];
+      else hookd_source_free(&op->list[i]);
+    }
+    op->n_list = kept;
+    if (!kept) return 0;
+  }
   /* the page: `limit` sources by id after `after` (the list is in id order) */
   size_t from = 0;
   while (from < op->n_list && op->after[0] && strcmp(op->list[from].id, op->after) <= 0) from++;
@@ -823,12 +835,19 @@ void hookd_api_source_list(hookd_req *r, hookd_app *app) {
     return;
   }
   if (p && !hookd_api_tenant_allowed(r, tenant)) return;
+  const char *provider = hookd_req_query(r, "provider");
+  hookd_provider prov = HOOKD_PROVIDER_STANDARD;
+  if (provider && hookd_provider_parse(provider, &prov) != 0) {
+    hookd_req_error(r, 400, "invalid_parameter", PROVIDERS_ARE);
+    return;
+  }
   int limit;
   char after[HOOKD_ID_MAX + 64];
   if (hookd_api_page(r, NULL, &limit, after, sizeof after) != 0) return;
   src_op *op = new_op(r, app, run_get, reply_get);
   if (!op) return;
   op->limit = limit;
+  op->provider_only = provider ? hookd_provider_name(prov) : NULL;
   snprintf(op->after, sizeof op->after, "%s", after);
   op->src.tenant_id = strdup(tenant);
   hookd_api_submit(&op->base, false);

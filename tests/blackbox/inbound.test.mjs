@@ -849,7 +849,8 @@ describe('forwarding', () => {
     const dest = await startReceiver((rec, i) => (i === 1 ? { status: 503 } : { status: 200, headers: { 'Hookd-Result-Ref': 'inv-row-9' } }));
     const src = await source('stripe', ['whsec_fw'], [{ url: dest.url }]);
     const body = stripeEvent('evt_fw_1').replace('{', '{ '); // raw bytes, spacing kept
-    const r = await post(src, body, sign.stripe(body, 'whsec_fw'));
+    const signed = sign.stripe(body, 'whsec_fw');
+    const r = await post(src, body, { ...signed, 'X-Trace': 'tr-1', Authorization: 'Bearer b-1' });
     const done = await waitStatus(src, r.json.inbox_id, 'completed');
     assert.equal(done.result_ref, 'inv-row-9');
     assert.equal(done.attempt_count, 2);
@@ -879,6 +880,12 @@ describe('forwarding', () => {
     assert.deepEqual(one.json.payload, JSON.parse(body));
     assert.match(one.json.content_type, /^application\/json/);
     assert.equal(one.json.deliveries.length, 1);
+    // with the headers its forwards carry: hookd's, then the provider's as kept (no credential)
+    const hdrs = Object.fromEntries(Object.entries(one.json.headers).map(([k, v]) => [k.toLowerCase(), v]));
+    assert.deepEqual([hdrs['hookd-provider'], hdrs['hookd-event-type'], hdrs['x-trace']],
+      ['stripe', 'invoice.paid', 'tr-1'], one.text);
+    assert.equal(hdrs['stripe-signature'], signed['Stripe-Signature']);
+    assert.equal(hdrs.authorization, undefined, 'a credential is never kept');
     await dest.close();
   });
 
@@ -2615,7 +2622,7 @@ describe('source configuration', () => {
     await dest.close();
   });
 
-  it('secrets: a repeated one or one with a blank at either end is refused; the sources list is paged', async () => {
+  it('secrets: a repeated one or one with a blank at either end is refused; the sources list is paged, and filtered by provider', async () => {
     const dest = await startReceiver();
     for (const secrets of [['whsec_a', 'whsec_a'], [' whsec_a'], ['whsec_a\n']]) {
       const r = await h.api('POST', '/v1/sources', { tenant: TENANT, provider: 'stripe', secrets, destinations: [{ url: dest.url }] });
@@ -2641,6 +2648,30 @@ describe('source configuration', () => {
     }
     assert.deepEqual(seen, ids);
     assert.equal((await h.api('GET', '/v1/sources?tenant=paged&limit=0')).status, 400);
+    // ?provider=: that provider's sources only, paged the same way (svix names standard's)
+    for (const [id, provider, secret] of [['pg_gh', 'github', 'gh-pg'], ['pg_sv', 'svix', 'whsec_cGc=']]) {
+      const r = await h.api('POST', '/v1/sources', { id, tenant: 'paged', provider, secrets: [secret], destinations: [{ url: dest.url }] });
+      assert.equal(r.status, 201, r.text);
+    }
+    const stripeOnly = [];
+    after = '';
+    for (let page = 0; page < 5; page++) {
+      const r = await h.api('GET', `/v1/sources?tenant=paged&provider=stripe&limit=3${after ? `&after=${after}` : ''}`);
+      assert.equal(r.status, 200, r.text);
+      stripeOnly.push(...r.json.data.map((s) => s.id));
+      if (!r.json.next_cursor) break;
+      after = r.json.next_cursor;
+    }
+    assert.deepEqual(stripeOnly, ids);
+    const gh = await h.api('GET', '/v1/sources?tenant=paged&provider=github');
+    assert.deepEqual([gh.json.data.map((s) => s.id), gh.json.next_cursor], [['pg_gh'], null], gh.text);
+    const sv = await h.api('GET', '/v1/sources?tenant=paged&provider=svix');
+    assert.deepEqual(sv.json.data.map((s) => [s.id, s.provider]), [['pg_sv', 'standard']], sv.text);
+    const none = await h.api('GET', '/v1/sources?tenant=paged&provider=zoom');
+    assert.deepEqual([none.status, none.json.data], [200, []]);
+    const bad = await h.api('GET', '/v1/sources?tenant=paged&provider=stripee');
+    assert.deepEqual([bad.status, bad.json.error.code], [400, 'invalid_parameter'], bad.text);
+    assert.match(bad.json.error.message, /provider must be one of/);
     await dest.close();
   });
 
