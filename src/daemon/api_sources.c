@@ -193,6 +193,8 @@ static json_t *source_json(hookd_app *app, const hookd_source *s, const hookd_en
   for (size_t i = 0; i < n; i++)
     json_array_append_new(d, dest_json(app, &dests[i], secrets ? secrets[i] : NULL));
   json_object_set_new(v, "destinations", d);
+  json_t *rej = hookd_rejections_json(app->rejections, s->id); /* this node's, in memory */
+  json_object_set_new(v, "rejected", rej ? rej : json_null());
   return v;
 }
 
@@ -1093,6 +1095,7 @@ static void reply_delete(hookd_api_op *base, int rc) {
     return;
   }
   hookd_source_cache_remove(base->app->sources, op->id);
+  hookd_rejections_forget(base->app->rejections, op->id);
   for (size_t i = 0; i < op->n_got; i++) {
     op->got_dests[i].deleted_ms = hookd_now_ms();
     hookd_dispatcher_endpoint_changed(base->app->disp, &op->got_dests[i]);

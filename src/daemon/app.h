@@ -15,6 +15,7 @@
 #include "daemon/keyring.h"
 #include "daemon/replayer.h"
 #include "daemon/server.h"
+#include "daemon/rejections.h"
 #include "daemon/sources.h"
 #include "store/store.h"
 
@@ -29,6 +30,7 @@ typedef struct hookd_app {
   hookd_keyring keyring;     /* seals and opens secrets at rest */
   hookd_cursor_key cursor_key; /* seals list cursors (derived from the master key) */
   hookd_source_cache *sources; /* inbound sources, for the receive path */
+  hookd_rejections *rejections; /* what the receive path refused lately, per source */
   hookd_json_limits json_limits;
   _Atomic bool ready;       /* /readyz: store open, dispatcher running, not shutting down */
   _Atomic bool started;     /* everything above is set up: routes other than /healthz and

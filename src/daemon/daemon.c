@@ -388,7 +388,8 @@ int hookd_serve(const hookd_config *cfg) {
     goto fail;
   }
   app.sources = hookd_source_cache_new(&app.keyring);
-  if (!app.sources || refresh_sources(&app) != 0) {
+  app.rejections = hookd_rejections_new(app.started_ms);
+  if (!app.sources || !app.rejections || refresh_sources(&app) != 0) {
     snprintf(err, sizeof err, "cannot load inbound sources");
     goto fail;
   }
@@ -494,6 +495,7 @@ fail:
   }
   hookd_destinations_free(app.dest);
   hookd_source_cache_free(app.sources);
+  hookd_rejections_free(app.rejections);
   hookd_store_health last;
   hookd_store_close_checked(app.store, &last);
   if (last.checkpoint_failing) /* the next start copies the WAL before writing, or refuses */

@@ -232,20 +232,22 @@ static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd
   return be->receive(c, &op->rq, &op->rs);
 }
 
-/* A refused request counted and logged: log_why never quotes the request. */
-static void count_rejected(const hookd_source_rt *rt, hookd_reject_reason reason,
-                           const char *log_why) {
+/* A refused request counted, logged and kept with its source's latest refusals: log_why never
+ * quotes the request (API readers see it too). */
+static void count_rejected(hookd_app *app, const hookd_source_rt *rt, int status,
+                           hookd_reject_reason reason, const char *log_why) {
   HOOKD_INC(inbound_rejected[reason]);
+  hookd_rejections_add(app->rejections, rt->src.id, hookd_now_ms(), status, reason, log_why);
   HLOG(HOOKD_LOG_INFO, "inbound.rejected", KV_S("source_id", rt->src.id),
        KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
        KV_S("reason", log_why), KV_S("kind", hookd_reject_names[reason]));
 }
 
 /* Answers a refused request with why; the log gets log_why. */
-static void reject_as(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
-                      const char *code, hookd_reject_reason reason, const char *why,
+static void reject_as(hookd_app *app, hookd_req *r, hookd_provider p, const hookd_source_rt *rt,
+                      int status, const char *code, hookd_reject_reason reason, const char *why,
                       const char *log_why) {
-  count_rejected(rt, reason, log_why);
+  count_rejected(app, rt, status, reason, log_why);
   if (p == HOOKD_PROVIDER_VNPAY && status == 401) {
     hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "97", "Message",
                                            "Invalid Checksum"));
@@ -254,9 +256,9 @@ static void reject_as(hookd_req *r, hookd_provider p, const hookd_source_rt *rt,
   hookd_req_error(r, status, code, "%s", why);
 }
 
-static void reject(hookd_req *r, hookd_provider p, const hookd_source_rt *rt, int status,
-                   const char *code, hookd_reject_reason reason, const char *why) {
-  reject_as(r, p, rt, status, code, reason, why, why);
+static void reject(hookd_app *app, hookd_req *r, hookd_provider p, const hookd_source_rt *rt,
+                   int status, const char *code, hookd_reject_reason reason, const char *why) {
+  reject_as(app, r, p, rt, status, code, reason, why, why);
 }
 
 /* A JSON scalar as text, as identities write it (hookd_in_scalar_text), booleans too. */
@@ -366,7 +368,7 @@ void hookd_inbound_too_large(hookd_app *app, const char *source_id, const char *
     hookd_source_rt_release(rt);
     return;
   }
-  count_rejected(rt, HOOKD_REJECT_BODY_TOO_LARGE, "request body over --max-body-bytes");
+  count_rejected(app, rt, 413, HOOKD_REJECT_BODY_TOO_LARGE, "request body over --max-body-bytes");
   hookd_source_rt_release(rt);
 }
 
@@ -409,13 +411,14 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   size_t body_len;
   const char *body = hookd_req_body(r, &body_len);
   if (get && body_len && p == HOOKD_PROVIDER_TWILIO) { /* nothing would sign it */
-    reject(r, p, rt, 400, "invalid_request", HOOKD_REJECT_INVALID_REQUEST, "a GET carries no body");
+    reject(app, r, p, rt, 400, "invalid_request", HOOKD_REJECT_INVALID_REQUEST,
+           "a GET carries no body");
     goto done;
   }
   /* a Twilio GET is forwarded as the form POST Twilio would have sent: its query */
   bool query_body = get && p == HOOKD_PROVIDER_TWILIO;
   if (!get && !content_type_ok(p, ct)) {
-    reject(r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
+    reject(app, r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
            "content type not sent by this provider");
     goto done;
   }
@@ -425,14 +428,14 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   const char *coding = hookd_req_header(r, "Content-Encoding");
   size_t coding_len = coding ? trimmed_len(coding, strlen(coding)) : 0;
   if (coding_len && !(coding_len == 8 && !strncasecmp(coding, "identity", 8))) {
-    reject(r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
+    reject(app, r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
            "Content-Encoding is not accepted: send the body uncompressed");
     goto done;
   }
   /* MoMo signs inside the body: it is parsed before it is verified, on the thread that serves
    * every provider — an unsigned megabyte would cost ~50 ms of it; an IPN is under 2 KiB */
   if (p == HOOKD_PROVIDER_MOMO && body_len > MOMO_BODY_MAX) {
-    reject(r, p, rt, 413, "body_too_large", HOOKD_REJECT_BODY_TOO_LARGE,
+    reject(app, r, p, rt, 413, "body_too_large", HOOKD_REJECT_BODY_TOO_LARGE,
            "a MoMo IPN body is at most " HOOKD_STR(MOMO_BODY_MAX) " bytes");
     goto done;
   }
@@ -476,7 +479,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       live[n_live++] = rt->secrets[i];
   hookd_in_secrets secrets = {live, n_live};
   if (!n_live) { /* no request can verify: said so, not "signature mismatch" */
-    reject(r, p, rt, 401, "invalid_signature", HOOKD_REJECT_SIGNATURE_MISMATCH,
+    reject(app, r, p, rt, 401, "invalid_signature", HOOKD_REJECT_SIGNATURE_MISMATCH,
            "every secret of this source has expired (PATCH /v1/sources/{id} secrets)");
     goto done;
   }
@@ -487,7 +490,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                               : vr.rc == HOOKD_VERIFY_FUTURE   ? HOOKD_REJECT_TIMESTAMP_FUTURE
                               : vr.rc == HOOKD_VERIFY_MISMATCH ? HOOKD_REJECT_SIGNATURE_MISMATCH
                                                                : HOOKD_REJECT_SIGNATURE_MALFORMED;
-    reject(r, p, rt, 401, "invalid_signature", why, vr.reason[0] ? vr.reason : "signature refused");
+    reject(app, r, p, rt, 401, "invalid_signature", why,
+           vr.reason[0] ? vr.reason : "signature refused");
     goto done;
   }
 
@@ -504,7 +508,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
            KV_S("tenant_id", rt->src.tenant_id), KV_S("reason", err));
     } else if (!json) { /* jansson's message quotes the body near the error: the provider's
                          * own bytes */
-      reject_as(r, p, rt, 400, "invalid_json", HOOKD_REJECT_INVALID_JSON, err, "invalid JSON body");
+      reject_as(app, r, p, rt, 400, "invalid_json", HOOKD_REJECT_INVALID_JSON, err,
+                "invalid JSON body");
       goto done;
     }
   }

@@ -506,7 +506,41 @@ describe('verification', () => {
     assert.deepEqual(Object.fromEntries(reasons.map((k) => [k, after[k] - before[k]])),
       { signature_mismatch: 3, signature_malformed: 1, timestamp_stale: 1, timestamp_future: 1 });
     assert.ok(!h.stderrText.includes(body), 'bodies never reach the log');
+    // and the source shows them: what an operator checks after a rotation, without the logs
+    const shown = (await h.api('GET', `/v1/sources/${src.id}`)).json.rejected;
+    assert.equal(shown.total, 6);
+    assert.deepEqual(shown.by_kind, { signature_mismatch: 3, signature_malformed: 1, timestamp_stale: 1, timestamp_future: 1 });
+    assert.deepEqual(shown.recent.map((x) => [x.status, x.kind]), [[401, 'signature_malformed'], [401, 'timestamp_future'],
+      [401, 'timestamp_stale'], [401, 'signature_mismatch'], [401, 'signature_mismatch'], [401, 'signature_mismatch']],
+    'newest first');
+    assert.ok(shown.recent.every((x) => x.message && Date.parse(x.at) >= Date.parse(shown.since)), JSON.stringify(shown));
+    assert.ok(!JSON.stringify(shown).includes('evt_bad_1'), 'nothing of the request');
     await dest.close();
+  });
+
+  it('a source keeps its last 10 refusals and a count of all, this node\'s since its start; a new source has none', async () => {
+    const src = await source('github', ['gh-ring'], [{ url: 'http://127.0.0.1:9/unused' }]);
+    const fresh = (await h.api('GET', `/v1/sources/${src.id}`)).json.rejected;
+    assert.deepEqual([fresh.total, fresh.by_kind, fresh.recent], [0, {}, []]);
+    assert.equal(fresh.since, (await h.api('GET', `/v1/sources?tenant=${TENANT}&provider=github&limit=500`)).json
+      .data.find((x) => x.id === src.id).rejected.since, 'the list shows it too');
+    for (let i = 0; i < 11; i++) {
+      const body = `{"n":${i},"card":"4242-hunter2"}`;
+      assert.equal((await post(src, body, sign.github(body, 'gh-wrong', `ring-${i}`))).status, 401);
+    }
+    const form = 'a=1&card=4242-hunter2';
+    const r = await post(src, form, { 'Content-Type': 'text/csv' });
+    assert.equal(r.status, 415, r.text);
+    const shown = (await h.api('GET', `/v1/sources/${src.id}`));
+    assert.deepEqual([shown.json.rejected.total, shown.json.rejected.recent.length], [12, 10]);
+    assert.deepEqual(shown.json.rejected.by_kind, { signature_mismatch: 11, unsupported_media_type: 1 });
+    assert.deepEqual(shown.json.rejected.recent.slice(0, 2).map((x) => [x.status, x.kind]),
+      [[415, 'unsupported_media_type'], [401, 'signature_mismatch']]);
+    assert.equal(shown.json.rejected.recent[0].message, r.json.error.message, 'the answer the provider got');
+    assert.ok(!shown.text.includes('hunter2'), 'nothing of the request');
+    // another source's refusals are its own
+    const other = await source('github', ['gh-ring-2'], [{ url: 'http://127.0.0.1:9/unused' }]);
+    assert.equal((await h.api('GET', `/v1/sources/${other.id}`)).json.rejected.total, 0);
   });
 
   it('a signed body that is not valid JSON: 400 naming the problem, and the log quotes none of it', async () => {

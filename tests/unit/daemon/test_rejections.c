@@ -1,0 +1,73 @@
+/* test_rejections.c — a source's refusals: the ring keeps the last HOOKD_REJECTIONS_RECENT
+ * newest first after it wraps, counts keep all, a message is shown printable and cut, sources
+ * are kept apart and a forgotten one starts over. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "daemon/rejections.h"
+
+static const char *recent_message(json_t *v, size_t i) {
+  return json_string_value(json_object_get(json_array_get(json_object_get(v, "recent"), i),
+                                           "message"));
+}
+
+static void ring_wraps_newest_first(void **st) {
+  (void)st;
+  hookd_rejections *j = hookd_rejections_new(1000);
+  assert_non_null(j);
+  char msg[32];
+  for (int i = 0; i < 13; i++) {
+    snprintf(msg, sizeof msg, "refusal %d", i);
+    hookd_rejections_add(j, "src_a", 2000 + i, 401,
+                         i % 2 ? HOOKD_REJECT_SIGNATURE_MISMATCH : HOOKD_REJECT_TIMESTAMP_STALE,
+                         msg);
+  }
+  json_t *v = hookd_rejections_json(j, "src_a");
+  assert_non_null(v);
+  assert_int_equal(json_integer_value(json_object_get(v, "total")), 13);
+  json_t *by = json_object_get(v, "by_kind");
+  assert_int_equal(json_integer_value(json_object_get(by, "signature_mismatch")), 6);
+  assert_int_equal(json_integer_value(json_object_get(by, "timestamp_stale")), 7);
+  assert_int_equal(json_array_size(json_object_get(v, "recent")), HOOKD_REJECTIONS_RECENT);
+  assert_string_equal(recent_message(v, 0), "refusal 12");
+  assert_string_equal(recent_message(v, HOOKD_REJECTIONS_RECENT - 1), "refusal 3");
+  json_decref(v);
+  /* another source: nothing of src_a */
+  v = hookd_rejections_json(j, "src_b");
+  assert_int_equal(json_integer_value(json_object_get(v, "total")), 0);
+  assert_int_equal(json_array_size(json_object_get(v, "recent")), 0);
+  json_decref(v);
+  hookd_rejections_forget(j, "src_a");
+  v = hookd_rejections_json(j, "src_a");
+  assert_int_equal(json_integer_value(json_object_get(v, "total")), 0);
+  json_decref(v);
+  hookd_rejections_free(j);
+}
+
+static void message_printable_and_cut(void **st) {
+  (void)st;
+  hookd_rejections *j = hookd_rejections_new(1000);
+  char long_msg[400];
+  memset(long_msg, 'x', sizeof long_msg - 1);
+  long_msg[sizeof long_msg - 1] = '\0';
+  hookd_rejections_add(j, "s", 1, 413, HOOKD_REJECT_BODY_TOO_LARGE, long_msg);
+  hookd_rejections_add(j, "s", 2, 400, HOOKD_REJECT_INVALID_REQUEST, "a\nb\xc3\xa9");
+  hookd_rejections_add(j, "s", 3, 400, HOOKD_REJECT__COUNT, "no such kind: not kept");
+  json_t *v = hookd_rejections_json(j, "s");
+  assert_int_equal(json_integer_value(json_object_get(v, "total")), 2);
+  assert_string_equal(recent_message(v, 0), "a?b??");
+  assert_int_equal(strlen(recent_message(v, 1)), 200);
+  json_decref(v);
+  hookd_rejections_free(j);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(ring_wraps_newest_first),
+                                     cmocka_unit_test(message_printable_and_cut)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
