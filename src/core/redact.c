@@ -211,6 +211,9 @@ static span match_named(const char *in, size_t len, size_t i) {
     return j > v ? masked(v - i, j - i) : kept(v - i); /* the closing quote follows */
   }
   size_t v = j;
+  /* masked already (an endpoint's own header value, hookd_redact_values): kept as it is, or its
+   * closing ']' would end the value and be left after a second mask */
+  if (len - v >= MASK_LEN && !memcmp(in + v, MASK, MASK_LEN)) return kept(v - i + MASK_LEN);
   if (auth == VALUE_SIGNATURE) {
     /* decided by its first word, read once: prose read on from there, a lone blob masked
      * alone, anything else to its end (never a scan to the line's end for words kept: each

@@ -285,9 +285,11 @@ static int run_event_get(hookd_store_conn *c, const hookd_store_backend *be, hoo
   int found = HOOKD_STORE_NOTFOUND;
   const char *cur = op->scope, *t;
   size_t len;
+  char found_in[sizeof op->tenant] = "";
   while (hookd_scope_next(&cur, &t, &len)) {
     char tenant[sizeof op->tenant];
     snprintf(tenant, sizeof tenant, "%.*s", (int)(len < sizeof tenant ? len : sizeof tenant - 1), t);
+    if (op->loaded && !strcmp(tenant, found_in)) continue; /* a scope naming a tenant twice */
     hookd_event ev;
     hookd_delivery *dl;
     size_t n;
@@ -303,6 +305,7 @@ static int run_event_get(hookd_store_conn *c, const hookd_store_backend *be, hoo
       op->n = n;
       op->loaded = true;
       found = 0;
+      snprintf(found_in, sizeof found_in, "%s", tenant);
     } else if (rc != HOOKD_STORE_NOTFOUND) {
       return rc;
     }

@@ -330,12 +330,13 @@ describe('access control', () => {
 });
 
 describe('API input from keys of every role', () => {
-  it('nulls, an operator\'s PATCH, a scoped admin\'s tenants, the reason header, error texts of earlier requests', async () => {
+  it('nulls, an operator\'s PATCH, a scoped admin\'s tenants, the reason header, error texts of earlier requests, event ids under a scope naming its tenant twice', async () => {
     const h = await startHookd();
     const recv = await startReceiver();
     const { tenant, endpoint } = await setup(h, recv.url);
-    const keys = { operator: createKey(h, 'operator', tenant), scopedAdmin: createKey(h, 'admin', tenant) };
-    await waitUntil(async () => (await as(h, keys.operator.token, 'GET', `/v1/tenants/${tenant}`)).status === 200,
+    const keys = { operator: createKey(h, 'operator', tenant), scopedAdmin: createKey(h, 'admin', tenant),
+      twice: createKey(h, 'viewer', `${tenant},${tenant}`) };
+    await waitUntil(async () => (await as(h, keys.twice.token, 'GET', `/v1/tenants/${tenant}`)).status === 200,
       { timeout: 10000, what: 'new keys active' });
     const ep = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
 
@@ -385,6 +386,9 @@ describe('API input from keys of every role', () => {
     assert.equal(mine.status, 200, mine.text);
     assert.equal(mine.json.tenant_id, tenant);
     assert.equal((await h.api('GET', '/v1/events/order-1')).status, 409, 'an unscoped key sees both');
+    // a scope naming its tenant twice finds the event there once (it answered 409 ambiguous_id)
+    const twice = await as(h, keys.twice.token, 'GET', '/v1/events/order-1');
+    assert.deepEqual([twice.status, twice.json.tenant_id], [200, tenant], twice.text);
 
     // a query parameter a route does not read is refused, not ignored (?status= for ?state=
     // listed every delivery)
