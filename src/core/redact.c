@@ -407,11 +407,87 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out) {
 
 #define VALUE_MIN 4
 
-/* Marks in mask every occurrence of v[0..n) in in[0..len) — overlapping ones too, each byte
- * marked once — and, with cut, a beginning of v (VALUE_MIN bytes or more) that in ends with.
- * One pass of Knuth-Morris-Pratt's automaton (fail: room for n entries): linear in len + n
- * whatever the value repeats. */
-static int mask_value(const char *in, size_t len, const char *v, size_t n, bool cut,
+/* The response as an encoder would have written a value into it: view byte i decodes
+ * in[from[i]..from[i + 1]) (from: NULL for the response itself, byte for byte). */
+typedef struct view {
+  char *b;
+  size_t *from; /* n + 1 entries; from[n]: where the decoded part ends (before an escape cut
+                   off with the response, else the response's length) */
+  size_t n;
+} view;
+
+static size_t at(const view *w, size_t i) { return w->from ? w->from[i] : i; }
+
+static int hexval(char c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+/* How many of s[0..n) are hex digits, from the start. */
+static size_t hex_run(const char *s, size_t n) {
+  size_t k = 0;
+  while (k < n && hexval(s[k]) >= 0) k++;
+  return k;
+}
+
+enum { DECODE_JSON, DECODE_URL, DECODE_FORM, DECODE__COUNT };
+
+/* Decodes in[0..len) into w (its buffers sized len and len + 1) as JSON's escapes (\" \\ \/ \b
+ * \f \n \r \t \uXXXX — a character past ASCII decodes to a NUL, which no value holds), as a
+ * URL's percent-encoding ('%' and two hex digits; encodeURI leaves a '+' as it is) or as a
+ * form's (a '+' is a blank). What is no escape is itself. With cut, an escape the response
+ * ends inside of ends the view. false when nothing decoded (the view is the response). */
+static bool decode(const char *in, size_t len, int how, bool cut, view *w) {
+  bool json = how == DECODE_JSON;
+  size_t o = 0, i = 0;
+  bool changed = false;
+  while (i < len) {
+    size_t step = 1;
+    char c = in[i];
+    if (json && c == '\\') {
+      char e = i + 1 < len ? in[i + 1] : 0;
+      const char *simple = e ? strchr("\"\\/bfnrt", e) : NULL;
+      if (simple) {
+        static const char to[] = "\"\\/\b\f\n\r\t";
+        c = to[simple - "\"\\/bfnrt"];
+        step = 2;
+      } else if (e == 'u' && i + 6 <= len && hex_run(in + i + 2, 4) == 4) {
+        int code = (hexval(in[i + 2]) << 12) | (hexval(in[i + 3]) << 8) |
+                   (hexval(in[i + 4]) << 4) | hexval(in[i + 5]);
+        c = code < 0x80 ? (char)code : '\0';
+        step = 6;
+      } else if (cut && (i + 1 == len || (e == 'u' && hex_run(in + i + 2, len - i - 2) ==
+                                                          len - i - 2))) {
+        break; /* "\" or "\u00" at the very end */
+      }
+    } else if (!json && c == '%') {
+      if (i + 3 <= len && hex_run(in + i + 1, 2) == 2) {
+        c = (char)((hexval(in[i + 1]) << 4) | hexval(in[i + 2]));
+        step = 3;
+      } else if (cut && i + 3 > len && hex_run(in + i + 1, len - i - 1) == len - i - 1) {
+        break; /* "%" or "%2" at the very end */
+      }
+    } else if (how == DECODE_FORM && c == '+') {
+      c = ' ';
+      changed = true;
+    }
+    changed |= step > 1;
+    w->b[o] = c;
+    w->from[o++] = i;
+    i += step;
+  }
+  w->from[o] = i;
+  w->n = o;
+  return changed || i < len;
+}
+
+/* Marks in mask (the response's, len bytes) every occurrence of v[0..n) in the view w —
+ * overlapping ones too, each byte marked once — and, with cut, a beginning of v (VALUE_MIN
+ * bytes or more) that w ends with, to the response's end. One pass of Knuth-Morris-Pratt's
+ * automaton (fail: room for n entries): linear in the view + n whatever the value repeats. */
+static int mask_value(const view *w, size_t len, const char *v, size_t n, bool cut,
                       unsigned char *mask, size_t **fail, bool *any) {
   size_t *f = realloc(*fail, n * sizeof *f);
   if (!f) return HOOKD_BUF_NOMEM;
@@ -422,53 +498,52 @@ static int mask_value(const char *in, size_t len, const char *v, size_t n, bool 
     if (v[i] == v[k]) k++;
     f[i] = k;
   }
-  size_t k = 0, marked = 0; /* in[..marked) is marked as far as this value goes */
-  for (size_t i = 0; i < len; i++) {
-    while (k && in[i] != v[k]) k = f[k - 1];
-    if (in[i] == v[k]) k++;
+  size_t k = 0, marked = 0; /* the response's [..marked) is marked as far as this value goes */
+  for (size_t i = 0; i < w->n; i++) {
+    while (k && w->b[i] != v[k]) k = f[k - 1];
+    if (w->b[i] == v[k]) k++;
     if (k == n) { /* an occurrence ends at i */
-      size_t from = i + 1 - n < marked ? marked : i + 1 - n;
-      memset(mask + from, 1, i + 1 - from);
-      marked = i + 1;
+      size_t from = at(w, i + 1 - n) < marked ? marked : at(w, i + 1 - n), to = at(w, i + 1);
+      memset(mask + from, 1, to - from);
+      marked = to;
       *any = true;
       k = f[n - 1];
     }
   }
   if (cut && k >= VALUE_MIN) { /* k < n: a value's beginning, cut off with the response */
-    memset(mask + len - k, 1, k);
+    memset(mask + at(w, w->n - k), 1, len - at(w, w->n - k));
     *any = true;
   }
   return HOOKD_BUF_OK;
 }
 
-/* v[0..n) as a JSON string's contents: '"', '\\' and tabs escaped, '/' too with slash (PHP's
- * json_encode) — a receiver echoing its request as JSON shows a value so. Its length, 0 when
- * nothing was escaped (the raw value covers it). */
-static size_t json_escaped(const char *v, size_t n, bool slash, char *out) {
-  size_t o = 0;
-  bool escaped = false;
-  for (size_t i = 0; i < n; i++) {
-    char c = v[i];
-    char e = c == '"' ? '"' : c == '\\' ? '\\' : c == '\t' ? 't' : c == '/' && slash ? '/' : 0;
-    if (e) {
-      out[o++] = '\\';
-      out[o++] = e;
-      escaped = true;
-    } else {
-      out[o++] = c;
-    }
-  }
-  return escaped ? o : 0;
-}
-
 int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut, hookd_buf *out) {
   unsigned char *mask = len ? calloc(len, 1) : NULL;
   size_t *fail = NULL;
-  char *esc = NULL;
-  size_t esc_cap = 0;
   if (len && !mask) return HOOKD_BUF_NOMEM;
-  bool any = false;
+  /* the response as it is, and as each encoding decodes it */
+  view views[1 + DECODE__COUNT] = {{(char *)in, NULL, len}};
+  size_t n_views = 1;
   int rc = HOOKD_BUF_OK;
+  bool any = false;
+  for (int how = 0; how < DECODE__COUNT && lines && *lines && len; how++) {
+    if (!memchr(in, how == DECODE_JSON ? '\\' : how == DECODE_URL ? '%' : '+', len)) continue;
+    view *w = &views[n_views];
+    w->b = malloc(len);
+    w->from = malloc((len + 1) * sizeof *w->from);
+    if (!w->b || !w->from) {
+      free(w->b);
+      free(w->from);
+      rc = HOOKD_BUF_NOMEM;
+      break;
+    }
+    n_views++;
+    if (!decode(in, len, how, cut, w)) { /* nothing decoded: the response's own pass */
+      free(w->b);
+      free(w->from);
+      n_views--;
+    }
+  }
   for (const char *l = lines; l && *l && !rc;) {
     const char *nl = strchr(l, '\n');
     const char *end = nl ? nl : l + strlen(l);
@@ -478,23 +553,14 @@ int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut,
     size_t n = (size_t)(end - v);
     l = nl ? nl + 1 : end;
     if (n < VALUE_MIN) continue;
-    rc = mask_value(in, len, v, n, cut, mask, &fail, &any);
-    if (!rc && esc_cap < 2 * n) {
-      char *e = realloc(esc, 2 * n);
-      if (!e) rc = HOOKD_BUF_NOMEM;
-      else {
-        esc = e;
-        esc_cap = 2 * n;
-      }
-    }
-    /* PHP's form differs only for a value with a '/' */
-    for (int slash = 0; slash < (memchr(v, '/', n) ? 2 : 1) && !rc; slash++) {
-      size_t en = json_escaped(v, n, slash, esc);
-      if (en) rc = mask_value(in, len, esc, en, cut, mask, &fail, &any);
-    }
+    for (size_t k = 0; k < n_views && !rc; k++)
+      rc = mask_value(&views[k], len, v, n, cut, mask, &fail, &any);
   }
   free(fail);
-  free(esc);
+  for (size_t k = 1; k < n_views; k++) {
+    free(views[k].b);
+    free(views[k].from);
+  }
   if (rc) {
     free(mask);
     return rc;

@@ -44,8 +44,10 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out);
  * lines an endpoint's custom headers are sent as ("Name: value\n" each; core/custom_headers.h),
  * whose values may be credentials that hookd alone knows — a receiver echoing its request would
  * show them to everyone who reads the tenant's deliveries, whatever the header's name — as sent,
- * and as a JSON string shows them ('"', '\\', tab, and '/' as PHP escapes it; other encodings,
- * such as a URL's, are not looked for). Every occurrence, overlapping ones too. Values
+ * as a JSON string shows them (any character escaped: '\"', '\/', '\u002B' as System.Text.Json
+ * writes a '+'), and percent-encoded as a URL or a form shows them ('%2B', '%2b', '+' for a
+ * blank); an escape is matched as the character it stands for, so any mix of them is found.
+ * Every occurrence, overlapping ones too. Values
  * shorter than 4 bytes are left (they would mask every such word). With `cut` (the input is
  * the beginning of a longer response) a value's beginning at the very end of in, 4 bytes or
  * more, is masked too. Linear in len and the values' lengths. Returns HOOKD_BUF_OK or the

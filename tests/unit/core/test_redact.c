@@ -201,6 +201,22 @@ static void own_header_values(void **st) {
                       "{\"c\":\"[redacted]\",\"d\":\"[redacted]\"}");
   assert_string_equal(V("{\"c\":\"gw\\/cr", odd, true), "{\"c\":\"[redacted]");
   assert_string_equal(V("nothing here", lines, true), "nothing here");
+  /* as other encoders show them: JSON's \u escapes (System.Text.Json writes '+' as \u002B, Go's
+   * encoding/json '<' '>' '&' as \u003c …; any character may be so), and a URL's or a form's
+   * percent-encoding (either case of hex, '+' for a blank) */
+  const char *b64 = "X-Gw: gw+Cred/Z9==\nX-Sp: two words&more\n";
+  assert_string_equal(V("{\"a\":\"gw\\u002BCred\\/Z9\\u003D\\u003d\"}", b64, false),
+                      "{\"a\":\"[redacted]\"}");
+  assert_string_equal(V("{\"a\":\"\\u0067\\u0077+Cred/Z9==\"}", b64, false), "{\"a\":\"[redacted]\"}");
+  assert_string_equal(V("echo?k=gw%2BCred%2fZ9%3D%3D&x=1", b64, false), "echo?k=[redacted]&x=1");
+  assert_string_equal(V("q=two+words%26more;", b64, false), "q=[redacted];");
+  assert_string_equal(V("q=two%20words%26more", b64, false), "q=[redacted]");
+  /* cut inside an escape: what decodes is a beginning, the rest is masked with it */
+  assert_string_equal(V("k=gw%2BCr", b64, true), "k=[redacted]");
+  assert_string_equal(V("k=\"gw\\u002BCred\\u00", b64, true), "k=\"[redacted]");
+  assert_string_equal(V("k=gw+Cred%2", b64, true), "k=[redacted]");
+  /* escapes that decode to something else are left; a lone '%' or '\\' is a byte */
+  assert_string_equal(V("gw%2CCred/Z9== 100% \\q", b64, false), "gw%2CCred/Z9== 100% \\q");
   /* what this pass masked is not masked again by hookd_redact's named values (the text echo
    * "x-api-key: [redacted]" was shown "[redacted]]": the name rule's value ended at ']') */
   assert_string_equal(R(V("x-api-key: GWCRED_ABC123\nx-token: t0k3n-123 rest", lines, false)),
