@@ -207,7 +207,8 @@ static void own_header_values(void **st) {
   const char *b64 = "X-Gw: gw+Cred/Z9==\nX-Sp: two words&more\n";
   assert_string_equal(V("{\"a\":\"gw\\u002BCred\\/Z9\\u003D\\u003d\"}", b64, false),
                       "{\"a\":\"[redacted]\"}");
-  assert_string_equal(V("{\"a\":\"\\u0067\\u0077+Cred/Z9==\"}", b64, false), "{\"a\":\"[redacted]\"}");
+  assert_string_equal(V("{\"a\":\"\\u0067\\u0077+Cred/Z9==\"}", b64, false),
+                      "{\"a\":\"[redacted]\"}");
   assert_string_equal(V("echo?k=gw%2BCred%2fZ9%3D%3D&x=1", b64, false), "echo?k=[redacted]&x=1");
   assert_string_equal(V("q=two+words%26more;", b64, false), "q=[redacted];");
   assert_string_equal(V("q=two%20words%26more", b64, false), "q=[redacted]");
