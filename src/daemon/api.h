@@ -69,6 +69,9 @@ void hookd_api_chain(hookd_api_op *op,
 bool hookd_api_reason_valid(const char *s);
 /* A body's optional "reason" (NULL when absent or no body), or a 422 answered (false). */
 bool hookd_api_body_reason(hookd_req *r, const json_t *body, const char **reason);
+/* The request's Idempotency-Key into *key (NULL without one): 1-255 visible ASCII characters.
+ * False once answered (400 invalid_header). */
+bool hookd_api_idempotency_key(hookd_req *r, const char **key);
 /* A name or description shown to operators: UTF-8 without control characters (a tab and a line
  * feed allowed where `lines`) nor bidirectional controls; may be empty. */
 bool hookd_api_shown_text_ok(const char *s, bool lines);

@@ -136,14 +136,6 @@ static bool valid_type(const char *s) {
   return true;
 }
 
-static bool valid_idempotency_key(const char *s) {
-  size_t n = strlen(s);
-  if (n == 0 || n > 255) return false;
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e) return false;
-  return true;
-}
-
 void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   if (hookd_api_store_overloaded(r, app)) return;
   json_t *body = hookd_api_body_object(r, app);
@@ -199,12 +191,8 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
                     "ordering_version needs an ordering_key (the lane it orders within)");
     goto done;
   }
-  const char *idem = hookd_req_header(r, "Idempotency-Key");
-  if (idem && !valid_idempotency_key(idem)) {
-    hookd_req_error(r, 400, "invalid_header",
-                    "Idempotency-Key must be 1-255 visible ASCII characters (no space)");
-    goto done;
-  }
+  const char *idem;
+  if (!hookd_api_idempotency_key(r, &idem)) goto done;
 
   op = hookd_api_op_new(sizeof *op, r, app, run_publish, reply_publish);
   if (!op) goto done;
@@ -593,7 +581,7 @@ void hookd_api_event_republish(hookd_req *r, hookd_app *app) {
   json_t *body = body_len ? hookd_api_body_object(r, app) : NULL;
   if (body_len && !body) return;
   const char *id = NULL, *reason = NULL;
-  const char *idem = hookd_req_header(r, "Idempotency-Key");
+  const char *idem = NULL;
   repub_op *op = NULL;
   if (body && !hookd_api_known_members(r, body, NULL, names)) goto done;
   if (body && (hookd_json_get_str(body, "id", &id) < 0 || (id && !hookd_id_valid(id, 128)))) {
@@ -602,11 +590,7 @@ void hookd_api_event_republish(hookd_req *r, hookd_app *app) {
     goto done;
   }
   if (!hookd_api_body_reason(r, body, &reason)) goto done;
-  if (idem && !valid_idempotency_key(idem)) {
-    hookd_req_error(r, 400, "invalid_header",
-                    "Idempotency-Key must be 1-255 visible ASCII characters (no space)");
-    goto done;
-  }
+  if (!hookd_api_idempotency_key(r, &idem)) goto done;
   op = hookd_api_op_new(sizeof *op, r, app, run_source, reply_source);
   if (!op) goto done;
   op->pub.base.cleanup = repub_cleanup;

@@ -4,12 +4,14 @@
  *   POST /v1/inbox/{id}/resolve {"outcome", "reason"}       settle a record held in unknown
  *   POST /v1/inbox/resolve {"ids", "outcome", "reason"}     settle up to 100 records at once
  *   POST /v1/inbox/replay {"ids", "reason"}                 replay up to 100 records at once
- *   POST /v1/inbox/{id}/replay                              its dead-lettered forwards again */
+ *   POST /v1/inbox/{id}/replay                              its dead-lettered forwards again
+ * The batch routes keep their answer under an Idempotency-Key for 24 hours (api_answers). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/ids.h"
+#include "core/inbound.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -469,6 +471,7 @@ void hookd_api_inbox_replay(hookd_req *r, hookd_app *app) {
 /* ---------- resolve or replay, many records ---------- */
 
 #define MANY_MAX 100 /* records per call: one writer transaction of a few ms */
+#define ANSWER_KEEP_MS (24LL * 3600 * 1000) /* an Idempotency-Key's answer: 24 hours */
 
 typedef struct resolve_item {
   char id[HOOKD_ID_MAX + 64];
@@ -489,12 +492,41 @@ typedef struct many_op {
   size_t n_items;
   hookd_due_hint *hints;
   size_t n_hints;
+  char idem[256];     /* its Idempotency-Key, or "" */
+  char req_hash[65];  /* the route and the body (canonical JSON), for the key's check */
+  char *answer;       /* the answer's JSON, built by the run and kept under the key with it */
+  bool replayed;      /* the answer kept for the key, given again: nothing was done */
 } many_op;
 
 static void many_cleanup(hookd_api_op *base) {
   many_op *op = (many_op *)base;
   free(op->items);
+  free(op->answer);
   hookd_due_hints_free(op->hints, op->n_hints);
+}
+
+/* The answer: one item per id, in the order given. NULL when out of memory. */
+static char *many_answer(const many_op *op) {
+  json_t *data = json_array();
+  size_t records = 0, forwards = 0;
+  for (size_t i = 0; data && i < op->n_items; i++) {
+    const resolve_item *it = &op->items[i];
+    if (it->code) {
+      json_array_append_new(data, json_pack("{s:s,s:{s:s,s:s}}", "id", it->id, "error", "code",
+                                            it->code, "message", it->message));
+      continue;
+    }
+    records++;
+    forwards += it->n;
+    json_array_append_new(data, json_pack("{s:s,s:s,s:I}", "id", it->id, "status", it->status,
+                                          op->replay ? "replayed" : "resolved",
+                                          (json_int_t)it->n));
+  }
+  json_t *v = json_pack("{s:o,s:I,s:I}", "data", data, "records", (json_int_t)records,
+                        op->replay ? "replayed" : "resolved", (json_int_t)forwards);
+  char *s = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  json_decref(v);
+  return s;
 }
 
 /* One record settled (or replayed) as its own call would; a record that cannot be is an item's
@@ -540,35 +572,71 @@ static int many_one(many_op *op, hookd_store_conn *c, const hookd_store_backend 
                          it->tenant_id, op->replay ? detail : hookd_dstate_name(op->to));
 }
 
+/* A batch sent with an Idempotency-Key: 0 with op->replayed when the key's answer is kept (the
+ * same request: given again, nothing done), HOOKD_STORE_NOTFOUND when the key is new. */
+static int kept_answer(many_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
+  char *hash = NULL, *kept = NULL;
+  int status;
+  int rc = be->answer_get(c, op->scoped ? op->who.key_id : "", op->idem, hookd_now_ms(),
+                          ANSWER_KEEP_MS, &hash, &status, &kept);
+  if (rc) return rc;
+  bool same = !strcmp(hash, op->req_hash);
+  free(hash);
+  if (!same) {
+    free(kept);
+    snprintf(op->base.err, sizeof op->base.err,
+             "this Idempotency-Key was sent with another request (a key names one request for "
+             "24 hours)");
+    return HOOKD_STORE_CONFLICT;
+  }
+  op->answer = kept;
+  op->replayed = true;
+  return 0;
+}
+
 static int run_many(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   many_op *op = (many_op *)base;
   hookd_due_hints_free(op->hints, op->n_hints); /* a second run forgets the first's */
   op->hints = NULL;
   op->n_hints = 0;
-  int rc = 0;
+  free(op->answer);
+  op->answer = NULL;
+  op->replayed = false;
+  int rc = op->idem[0] ? kept_answer(op, c, be) : HOOKD_STORE_NOTFOUND;
+  if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
+  rc = 0;
   for (size_t i = 0; rc == 0 && i < op->n_items; i++) {
     resolve_item *it = &op->items[i];
     it->code = NULL;
     it->n = 0;
     rc = many_one(op, c, be, it);
   }
-  if (rc == 0) be->clear_error(c); /* an item's refusal is its own, not the op's (a failure's
-                                    * message stays, for the store's count and log line) */
-  return rc;
+  if (rc) return rc;
+  be->clear_error(c); /* an item's refusal is its own, not the op's (a failure's message stays,
+                       * for the store's count and log line) */
+  if (!(op->answer = many_answer(op))) return HOOKD_STORE_ERR;
+  /* kept with what it settled: a batch sent again gets it, whatever became of the records */
+  return op->idem[0] ? be->answer_put(c, op->scoped ? op->who.key_id : "", op->idem, op->req_hash,
+                                      op->replay ? 202 : 200, op->answer, hookd_now_ms(),
+                                      ANSWER_KEEP_MS)
+                     : 0;
 }
 
 static void reply_many(hookd_api_op *base, int rc) {
   many_op *op = (many_op *)base;
   if (!answered_or_hinted(base, rc, op->hints, op->n_hints)) return;
-  json_t *data = json_array();
-  size_t records = 0, forwards = 0;
+  /* a resolve is done when it answers; a replay's forwards go later, as the single replay's */
+  int status = op->replay ? 202 : 200;
+  char *answer = op->answer;
+  op->answer = NULL;
+  if (op->replayed) {
+    hookd_req_add_header(base->req, "Idempotent-Replayed", "true");
+    hookd_req_reply(base->req, status, "application/json", answer, strlen(answer));
+    return;
+  }
   for (size_t i = 0; i < op->n_items; i++) {
     const resolve_item *it = &op->items[i];
-    if (it->code) {
-      json_array_append_new(data, json_pack("{s:s,s:{s:s,s:s}}", "id", it->id, "error", "code",
-                                            it->code, "message", it->message));
-      continue;
-    }
+    if (it->code) continue;
     const char *actor = op->scoped ? op->who.key_id : NULL;
     if (!op->replay) {
       resolved_told(op->to, it->id, it->tenant_id, it->n, actor);
@@ -578,16 +646,8 @@ static void reply_many(hookd_api_op *base, int rc) {
            KV_S("tenant_id", it->tenant_id), KV_I("forwards", (int64_t)it->n),
            KV_S("actor", actor));
     }
-    records++;
-    forwards += it->n;
-    json_array_append_new(data, json_pack("{s:s,s:s,s:I}", "id", it->id, "status", it->status,
-                                          op->replay ? "replayed" : "resolved",
-                                          (json_int_t)it->n));
   }
-  /* a resolve is done when it answers; a replay's forwards go later, as the single replay's */
-  hookd_req_reply_json(base->req, op->replay ? 202 : 200,
-                       json_pack("{s:o,s:I,s:I}", "data", data, "records", (json_int_t)records,
-                                 op->replay ? "replayed" : "resolved", (json_int_t)forwards));
+  hookd_req_reply(base->req, status, "application/json", answer, strlen(answer));
 }
 
 /* The ids: 1-100 distinct strings. False once answered. */
@@ -620,6 +680,20 @@ static bool resolve_ids(hookd_req *r, const json_t *ids, many_op *op) {
   return true;
 }
 
+/* The route and the body as canonical JSON, hashed (hex): what "the same request" is for an
+ * Idempotency-Key. False once answered. */
+static bool request_hash(hookd_req *r, hookd_app *app, const json_t *body, bool replay,
+                         char out[65]) {
+  hookd_buf b;
+  /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
+  hookd_buf_init(&b, app->cfg->max_body_bytes * 6 + 64);
+  bool ok = hookd_buf_printf(&b, "%s\x1f", replay ? "inbox.replay" : "inbox.resolve") == 0 &&
+            hookd_jcs(body, &b) == 0 && hookd_in_sha256_hex(b.data, b.len, out) == 0;
+  hookd_buf_free(&b);
+  if (!ok) hookd_req_error(r, 503, "unavailable", "out of memory");
+  return ok;
+}
+
 /* The request of either: ids, and for a resolve its outcome and reason (a replay's reason is
  * optional, as the single replay's Hookd-Reason). */
 static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
@@ -632,6 +706,8 @@ static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
   bool ok = replay ? hookd_api_known_members(r, body, NULL, replay_names) &&
                          hookd_api_body_reason(r, body, &reason)
                    : resolve_args(r, body, resolve_names, &to, &reason);
+  const char *idem = NULL;
+  ok = ok && hookd_api_idempotency_key(r, &idem);
   many_op *op = ok ? hookd_api_op_new(sizeof *op, r, app, run_many, reply_many) : NULL;
   if (op) {
     op->base.cleanup = many_cleanup;
@@ -639,7 +715,9 @@ static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
     if (reason) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
     op->to = to;
     op->replay = replay;
-    if (resolve_ids(r, json_object_get(body, "ids"), op)) {
+    if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
+    if (resolve_ids(r, json_object_get(body, "ids"), op) &&
+        (!idem || request_hash(r, app, body, replay, op->req_hash))) {
       hookd_api_submit(&op->base, true);
     } else {
       many_cleanup(&op->base);

@@ -108,6 +108,21 @@ bool hookd_api_body_reason(hookd_req *r, const json_t *body, const char **reason
   return true;
 }
 
+bool hookd_api_idempotency_key(hookd_req *r, const char **key) {
+  const char *s = hookd_req_header(r, "Idempotency-Key");
+  size_t n = s ? strlen(s) : 0;
+  bool ok = !s || (n >= 1 && n <= 255);
+  for (size_t i = 0; ok && i < n; i++)
+    ok = (unsigned char)s[i] >= 0x21 && (unsigned char)s[i] <= 0x7e; /* visible ASCII */
+  if (!ok) {
+    hookd_req_error(r, 400, "invalid_header",
+                    "Idempotency-Key must be 1-255 visible ASCII characters (no space)");
+    return false;
+  }
+  *key = s;
+  return true;
+}
+
 bool hookd_api_shown_text_ok(const char *s, bool lines) {
   bool visible;
   return shown_text_ok(s, lines, &visible);

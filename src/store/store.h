@@ -643,6 +643,16 @@ typedef struct hookd_store_backend {
   /* Audit log: append in the transaction of the action it records; list newest first,
    * optionally for one tenant, before a seq cursor (0 = from the newest). */
   int (*audit_append)(hookd_store_conn *c, const hookd_audit *a);
+  /* The answer an API request gave, kept under its caller's Idempotency-Key (the inbox's batch
+   * routes; docs/api.md): scope names the caller (its API key), hash the request (hex). 0 with
+   * *hash, *status and *answer (malloc'd) when one younger than keep_ms is kept, else
+   * HOOKD_STORE_NOTFOUND. */
+  int (*answer_get)(hookd_store_conn *c, const char *scope, const char *key, int64_t now_ms,
+                    int64_t keep_ms, char **hash, int *status, char **answer);
+  /* Keeps one (replacing one older than keep_ms under the same key), in the transaction of what
+   * the request changed, and drops a few older than keep_ms. */
+  int (*answer_put)(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
+                    int status, const char *answer, int64_t now_ms, int64_t keep_ms);
   int (*audit_list)(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
                     hookd_audit **out, size_t *n);
 

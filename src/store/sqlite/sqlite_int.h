@@ -26,6 +26,7 @@ enum sq_stmt_id {
   SQ_INBOX_REFORWARD, SQ_EP_MARK_LEASED, SQ_DUE_HINTS,
   SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
   SQ_AUDIT_INSERT, SQ_AUDIT_LIST,
+  SQ_ANSWER_GET, SQ_ANSWER_PUT, SQ_ANSWER_DROP,
   SQ_SRC_INSERT, SQ_SRC_GET, SQ_SRC_UPDATE, SQ_SRC_DELETE, SQ_SRC_LIST, SQ_SRC_DESTS,
   SQ_INBOX_INSERT, SQ_INBOX_BY_KEY, SQ_INBOX_BY_BKEY, SQ_INBOX_GET, SQ_INBOX_AGG, SQ_INBOX_SET,
   SQ_INBOX_LEASE, SQ_INBOX_PURGE, SQ_INBOX_PURGE_DEL, SQ_INBOX_RESOLVE, SQ_INBOX_LAST_ERROR,
@@ -201,6 +202,10 @@ int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k);
 int sq_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n);
 int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms);
 int sq_audit_append(hookd_store_conn *c, const hookd_audit *a);
+int sq_answer_get(hookd_store_conn *c, const char *scope, const char *key, int64_t now_ms,
+                  int64_t keep_ms, char **hash, int *status, char **answer);
+int sq_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
+                  int status, const char *answer, int64_t now_ms, int64_t keep_ms);
 int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
                   hookd_audit **out, size_t *n);
 

@@ -476,6 +476,20 @@ static const struct {
      "  AND EXISTS (SELECT 1 FROM deliveries x WHERE x.event_seq = inbox.event_seq"
      "  AND (x.state = 'dead' OR x.state = 'cancelled') AND NOT x.replaced);"
      "DROP TABLE m29;"},
+    {30,
+     /* The answers of API requests sent with an Idempotency-Key (the inbox's batch routes): a
+      * request sent again gets its first answer, kept in the transaction of what it changed.
+      * scope: the API key that sent it; kept 24 hours (sq_answer_put drops older ones). */
+     "CREATE TABLE api_answers ("
+     "  scope TEXT NOT NULL,"
+     "  key TEXT NOT NULL,"
+     "  request_hash TEXT NOT NULL,"
+     "  status INTEGER NOT NULL,"
+     "  answer TEXT NOT NULL,"
+     "  created_at INTEGER NOT NULL,"
+     "  PRIMARY KEY (scope, key)"
+     ") WITHOUT ROWID;"
+     "CREATE INDEX api_answers_created ON api_answers(created_at);"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -507,6 +521,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'headers'";
   case 28:
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'replaced'";
+  case 30:
+    return "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'api_answers'";
   default: return NULL;
   }
 }

@@ -4,7 +4,7 @@
  * replay cycles, group commit (one failing op rolls back alone; the batch commits once),
  * migrations applied once, the inbound receive step (dedup, conflict, the record written
  * once and linked to its event, retention), a WAL that stays bounded when the checkpointer
- * falls behind, and a long scan cut short at shutdown. */
+ * falls behind, a long scan cut short at shutdown, and answers kept under an Idempotency-Key. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -163,6 +163,51 @@ static void publish_refuses_before_writing(void **state) {
   /* and the refused request left no key behind: k-new is free for another event */
   assert_int_equal(publish_counting(f, "t1", "e3", "k-new", 8, &changed), 0);
   assert_true(changed > 0);
+}
+
+/* Answers kept under an Idempotency-Key: per scope, for keep_ms, the same key kept again
+ * after that (replaced), and the oldest ones dropped by a later put. */
+static int run_answers(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)a;
+  const int64_t day = 24LL * 3600 * 1000, t0 = 1000 * day;
+  char *hash = NULL, *answer = NULL;
+  int status = 0;
+  assert_int_equal(be->answer_get(c, "key_a", "k1", t0, day, &hash, &status, &answer),
+                   HOOKD_STORE_NOTFOUND);
+  assert_int_equal(be->answer_put(c, "key_a", "k1", "h1", 200, "{\"n\":1}", t0, day), 0);
+  assert_int_equal(be->answer_get(c, "key_a", "k1", t0 + 10, day, &hash, &status, &answer), 0);
+  assert_string_equal(hash, "h1");
+  assert_string_equal(answer, "{\"n\":1}");
+  assert_int_equal(status, 200);
+  free(hash);
+  free(answer);
+  /* another scope's key is its own */
+  assert_int_equal(be->answer_get(c, "key_b", "k1", t0 + 10, day, &hash, &status, &answer),
+                   HOOKD_STORE_NOTFOUND);
+  /* past its time: not given, and kept anew under the same key */
+  assert_int_equal(be->answer_get(c, "key_a", "k1", t0 + day, day, &hash, &status, &answer),
+                   HOOKD_STORE_NOTFOUND);
+  assert_int_equal(be->answer_put(c, "key_a", "k1", "h2", 202, "{}", t0 + day, day), 0);
+  assert_int_equal(be->answer_get(c, "key_a", "k1", t0 + day, day, &hash, &status, &answer), 0);
+  assert_string_equal(hash, "h2");
+  free(hash);
+  free(answer);
+  /* a put drops answers past their time */
+  assert_int_equal(be->answer_put(c, "key_b", "old", "h", 200, "{}", t0, day), 0);
+  assert_int_equal(be->answer_put(c, "key_b", "new", "h", 200, "{}", t0 + 2 * day, day), 0);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(c->db, "SELECT group_concat(key) FROM api_answers", -1, &st,
+                                      NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_string_equal((const char *)sqlite3_column_text(st, 0), "new");
+  sqlite3_finalize(st);
+  return 0;
+}
+
+static void answers_kept_under_a_key(void **state) {
+  fx *f = *state;
+  assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_answers, NULL), 0);
 }
 
 /* An op that holds the writer thread until released, so the ops queued meanwhile form one
@@ -1413,6 +1458,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test(page_cache_parked_page_answers_to_its_number),
       cmocka_unit_test_setup_teardown(a_scan_is_interrupted_at_shutdown, setup, teardown),
+      cmocka_unit_test_setup_teardown(answers_kept_under_a_key, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
