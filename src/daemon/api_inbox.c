@@ -5,7 +5,7 @@
  *   POST /v1/inbox/resolve {"ids", "outcome", "reason"}     settle up to 100 records at once
  *   POST /v1/inbox/replay {"ids", "reason"}                 replay up to 100 records at once
  *   POST /v1/inbox/{id}/replay                              its dead-lettered forwards again
- * The batch routes keep their answer under an Idempotency-Key for 24 hours (api_answers). */
+ * The write routes keep their answer under an Idempotency-Key for 24 hours (api_answers). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +17,20 @@
 #include "daemon/metrics.h"
 
 #define str_or_null hookd_json_str_or_null /* not UTF-8: a placeholder */
+
+#define ANSWER_KEEP_MS (24LL * 3600 * 1000) /* an Idempotency-Key's answer: 24 hours */
+
+/* A write route's Idempotency-Key and its answer: a request sent again with the key (from the
+ * same API key, to the same route and record, with the same body and reason) gets the answer
+ * again and changes nothing (docs/api.md). */
+typedef struct kept {
+  char idem[256]; /* the key, or "" */
+  char scope[64]; /* the API key that sent it ("" without keys) */
+  char hash[65];  /* the route, the record, the reason and the body (canonical JSON), hashed */
+  char *answer;   /* the answer's JSON: built by the run, kept under the key with its writes */
+  int status;
+  bool replayed;  /* the answer kept for the key, given again: nothing was done */
+} kept;
 
 typedef struct inbox_op {
   hookd_api_op base;
@@ -37,10 +51,13 @@ typedef struct inbox_op {
   hookd_due_hint *hints;
   size_t n_hints;
   size_t n_resolved; /* deliveries settled by a resolve */
+  kept k;            /* resolve, replay: an Idempotency-Key's answer */
 } inbox_op;
 
 static void inbox_cleanup(hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
+  free(op->k.answer);
+  op->k.answer = NULL;
   if (op->loaded) hookd_inbox_free(&op->rec);
   if (op->dl) hookd_deliveries_free(op->dl, op->n);
   if (op->list) hookd_inboxes_free(op->list, op->n_list);
@@ -52,6 +69,75 @@ static void take_principal(hookd_req *r, hookd_principal *who, bool *scoped) {
   const hookd_principal *p = hookd_api_principal(r);
   if (p) *who = *p;
   *scoped = p != NULL;
+}
+
+/* The request's key and hash: the route, the record's id (NULL for a batch), the Hookd-Reason
+ * header and the body (canonical; NULL: none). False once answered. */
+static bool kept_prepare(hookd_req *r, hookd_app *app, kept *k, const char *route,
+                         const char *id, const json_t *body) {
+  const char *idem;
+  if (!hookd_api_idempotency_key(r, &idem)) return false;
+  if (!idem) return true;
+  snprintf(k->idem, sizeof k->idem, "%s", idem);
+  const hookd_principal *p = hookd_api_principal(r);
+  snprintf(k->scope, sizeof k->scope, "%s", p ? p->key_id : "");
+  const char *why = hookd_req_header(r, "Hookd-Reason");
+  hookd_buf b;
+  /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
+  hookd_buf_init(&b, app->cfg->max_body_bytes * 6 + 1024);
+  bool ok = hookd_buf_printf(&b, "%s\x1f%s\x1f%s\x1f", route, id ? id : "", why ? why : "") == 0 &&
+            (!body || hookd_jcs(body, &b) == 0) &&
+            hookd_in_sha256_hex(b.data, b.len, k->hash) == 0;
+  hookd_buf_free(&b);
+  if (!ok) hookd_req_error(r, 503, "unavailable", "out of memory");
+  return ok;
+}
+
+/* A run's start: 0 with k->replayed when the key's answer is kept (the same request: given
+ * again, nothing done), HOOKD_STORE_NOTFOUND without a key or for a new one, and
+ * HOOKD_STORE_CONFLICT (said in err) when the key named another request. */
+static int kept_lookup(kept *k, hookd_api_op *base, hookd_store_conn *c,
+                       const hookd_store_backend *be) {
+  free(k->answer); /* a second run (its batch redone) starts afresh */
+  k->answer = NULL;
+  k->replayed = false;
+  if (!k->idem[0]) return HOOKD_STORE_NOTFOUND;
+  char *hash = NULL;
+  int rc = be->answer_get(c, k->scope, k->idem, hookd_now_ms(), ANSWER_KEEP_MS, &hash,
+                          &k->status, &k->answer);
+  if (rc) return rc;
+  bool same = !strcmp(hash, k->hash);
+  free(hash);
+  if (!same) {
+    free(k->answer);
+    k->answer = NULL;
+    snprintf(base->err, sizeof base->err,
+             "this Idempotency-Key was sent with another request (a key names one request for "
+             "24 hours)");
+    return HOOKD_STORE_CONFLICT;
+  }
+  k->replayed = true;
+  return 0;
+}
+
+/* A run's end: its answer (v, taken over), kept under the key with the run's writes. */
+static int kept_store(kept *k, hookd_store_conn *c, const hookd_store_backend *be, int status,
+                      json_t *v) {
+  k->answer = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  json_decref(v);
+  k->status = status;
+  if (!k->answer) return HOOKD_STORE_ERR;
+  return k->idem[0] ? be->answer_put(c, k->scope, k->idem, k->hash, status, k->answer,
+                                     hookd_now_ms(), ANSWER_KEEP_MS)
+                    : 0;
+}
+
+/* The answer, given (again: said so). */
+static void kept_reply(kept *k, hookd_req *r) {
+  if (k->replayed) hookd_req_add_header(r, "Idempotent-Replayed", "true");
+  char *a = k->answer;
+  k->answer = NULL;
+  hookd_req_reply(r, k->status, "application/json", a, strlen(a));
 }
 
 static inbox_op *new_op(hookd_req *r, hookd_app *app,
@@ -275,12 +361,20 @@ static bool answered_or_hinted(hookd_api_op *base, int rc, const hookd_due_hint 
 static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
-  int rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
+  int rc = kept_lookup(&op->k, base, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
+  rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
   op->loaded = rc == 0;
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
   rc = be->inbox_resolve(c, op->id, op->to, hookd_now_ms(), &op->n_resolved, &op->hints,
                          &op->n_hints);
-  return rc ? rc : reread_audited(op, c, be, "inbox.resolve", hookd_dstate_name(op->to));
+  if (rc || (rc = reread_audited(op, c, be, "inbox.resolve", hookd_dstate_name(op->to))) != 0)
+    return rc;
+  /* as GET shows it, with how many forwards this resolve settled (or, for retry, sent again):
+   * a forward whose destination was deleted stays held, and shows so */
+  json_t *v = record_json(op);
+  json_object_set_new(v, "resolved", json_integer((json_int_t)op->n_resolved));
+  return kept_store(&op->k, c, be, 200, v);
 }
 
 /* A settled record's count and log line (after the commit). */
@@ -303,13 +397,10 @@ static void resolved_told(hookd_dstate to, const char *id, const char *tenant_id
 static void reply_resolve(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
   if (!answered_or_hinted(base, rc, op->hints, op->n_hints)) return;
-  resolved_told(op->to, op->id, op->rec.tenant_id, op->n_resolved,
-                op->scoped ? op->who.key_id : NULL);
-  /* as GET shows it, with how many forwards this resolve settled (or, for retry, sent again):
-   * a forward whose destination was deleted stays held, and shows so */
-  json_t *v = record_json(op);
-  json_object_set_new(v, "resolved", json_integer((json_int_t)op->n_resolved));
-  hookd_req_reply_json(base->req, 200, v);
+  if (!op->k.replayed)
+    resolved_told(op->to, op->id, op->rec.tenant_id, op->n_resolved,
+                  op->scoped ? op->who.key_id : NULL);
+  kept_reply(&op->k, base->req);
 }
 
 /* A resolve's outcome and reason (the body's members among names): false once answered. */
@@ -353,6 +444,11 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
   inbox_op *op = resolve_args(r, body, names, &to, &reason)
                      ? new_op(r, app, run_resolve, reply_resolve)
                      : NULL;
+  if (op && !kept_prepare(r, app, &op->k, "inbox.resolve.one", hookd_req_param(r, 0), body)) {
+    inbox_cleanup(&op->base);
+    free(op);
+    op = NULL;
+  }
   if (op) {
     snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
     snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
@@ -437,7 +533,9 @@ static int replay_record(hookd_store_conn *c, const hookd_store_backend *be, con
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
-  int rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
+  int rc = kept_lookup(&op->k, base, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
+  rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
   op->loaded = rc == 0;
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
   rc = replay_record(c, be, op->id, op->dl, op->n, &op->n_resolved, &op->hints, &op->n_hints,
@@ -445,25 +543,33 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc) return rc;
   char detail[48];
   snprintf(detail, sizeof detail, "replayed=%zu", op->n_resolved);
-  return reread_audited(op, c, be, "inbox.replay", detail);
+  if ((rc = reread_audited(op, c, be, "inbox.replay", detail)) != 0) return rc;
+  json_t *v = record_json(op);
+  json_object_set_new(v, "replayed", json_integer((json_int_t)op->n_resolved));
+  return kept_store(&op->k, c, be, 202, v);
 }
 
 static void reply_replay(hookd_api_op *base, int rc) {
   inbox_op *op = (inbox_op *)base;
   if (!answered_or_hinted(base, rc, op->hints, op->n_hints)) return;
-  HOOKD_ADD(replays, op->n_resolved);
-  HLOG(HOOKD_LOG_INFO, "inbox.replayed", KV_S("inbox_id", op->id), KV_S("event_id", op->id),
-       KV_S("tenant_id", op->rec.tenant_id), KV_I("forwards", (int64_t)op->n_resolved),
-       KV_S("actor", base->actor[0] ? base->actor : NULL));
-  json_t *v = record_json(op);
-  json_object_set_new(v, "replayed", json_integer((json_int_t)op->n_resolved));
-  hookd_req_reply_json(base->req, 202, v);
+  if (!op->k.replayed) {
+    HOOKD_ADD(replays, op->n_resolved);
+    HLOG(HOOKD_LOG_INFO, "inbox.replayed", KV_S("inbox_id", op->id), KV_S("event_id", op->id),
+         KV_S("tenant_id", op->rec.tenant_id), KV_I("forwards", (int64_t)op->n_resolved),
+         KV_S("actor", base->actor[0] ? base->actor : NULL));
+  }
+  kept_reply(&op->k, base->req);
 }
 
 void hookd_api_inbox_replay(hookd_req *r, hookd_app *app) {
   if (!hookd_api_no_fields(r, app, "replay")) return; /* (a reason goes in Hookd-Reason) */
   inbox_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
+  if (!kept_prepare(r, app, &op->k, "inbox.replay.one", hookd_req_param(r, 0), NULL)) {
+    inbox_cleanup(&op->base);
+    free(op);
+    return;
+  }
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
   hookd_api_submit(&op->base, true);
 }
@@ -471,7 +577,6 @@ void hookd_api_inbox_replay(hookd_req *r, hookd_app *app) {
 /* ---------- resolve or replay, many records ---------- */
 
 #define MANY_MAX 100 /* records per call: one writer transaction of a few ms */
-#define ANSWER_KEEP_MS (24LL * 3600 * 1000) /* an Idempotency-Key's answer: 24 hours */
 
 typedef struct resolve_item {
   char id[HOOKD_ID_MAX + 64];
@@ -492,21 +597,18 @@ typedef struct many_op {
   size_t n_items;
   hookd_due_hint *hints;
   size_t n_hints;
-  char idem[256];     /* its Idempotency-Key, or "" */
-  char req_hash[65];  /* the route and the body (canonical JSON), for the key's check */
-  char *answer;       /* the answer's JSON, built by the run and kept under the key with it */
-  bool replayed;      /* the answer kept for the key, given again: nothing was done */
+  kept k; /* an Idempotency-Key's answer */
 } many_op;
 
 static void many_cleanup(hookd_api_op *base) {
   many_op *op = (many_op *)base;
   free(op->items);
-  free(op->answer);
+  free(op->k.answer);
   hookd_due_hints_free(op->hints, op->n_hints);
 }
 
 /* The answer: one item per id, in the order given. NULL when out of memory. */
-static char *many_answer(const many_op *op) {
+static json_t *many_answer(const many_op *op) {
   json_t *data = json_array();
   size_t records = 0, forwards = 0;
   for (size_t i = 0; data && i < op->n_items; i++) {
@@ -522,11 +624,8 @@ static char *many_answer(const many_op *op) {
                                           op->replay ? "replayed" : "resolved",
                                           (json_int_t)it->n));
   }
-  json_t *v = json_pack("{s:o,s:I,s:I}", "data", data, "records", (json_int_t)records,
-                        op->replay ? "replayed" : "resolved", (json_int_t)forwards);
-  char *s = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-  json_decref(v);
-  return s;
+  return json_pack("{s:o,s:I,s:I}", "data", data, "records", (json_int_t)records,
+                   op->replay ? "replayed" : "resolved", (json_int_t)forwards);
 }
 
 /* One record settled (or replayed) as its own call would; a record that cannot be is an item's
@@ -572,37 +671,12 @@ static int many_one(many_op *op, hookd_store_conn *c, const hookd_store_backend 
                          it->tenant_id, op->replay ? detail : hookd_dstate_name(op->to));
 }
 
-/* A batch sent with an Idempotency-Key: 0 with op->replayed when the key's answer is kept (the
- * same request: given again, nothing done), HOOKD_STORE_NOTFOUND when the key is new. */
-static int kept_answer(many_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
-  char *hash = NULL, *kept = NULL;
-  int status;
-  int rc = be->answer_get(c, op->scoped ? op->who.key_id : "", op->idem, hookd_now_ms(),
-                          ANSWER_KEEP_MS, &hash, &status, &kept);
-  if (rc) return rc;
-  bool same = !strcmp(hash, op->req_hash);
-  free(hash);
-  if (!same) {
-    free(kept);
-    snprintf(op->base.err, sizeof op->base.err,
-             "this Idempotency-Key was sent with another request (a key names one request for "
-             "24 hours)");
-    return HOOKD_STORE_CONFLICT;
-  }
-  op->answer = kept;
-  op->replayed = true;
-  return 0;
-}
-
 static int run_many(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   many_op *op = (many_op *)base;
   hookd_due_hints_free(op->hints, op->n_hints); /* a second run forgets the first's */
   op->hints = NULL;
   op->n_hints = 0;
-  free(op->answer);
-  op->answer = NULL;
-  op->replayed = false;
-  int rc = op->idem[0] ? kept_answer(op, c, be) : HOOKD_STORE_NOTFOUND;
+  int rc = kept_lookup(&op->k, base, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
   rc = 0;
   for (size_t i = 0; rc == 0 && i < op->n_items; i++) {
@@ -614,27 +688,15 @@ static int run_many(hookd_store_conn *c, const hookd_store_backend *be, hookd_ap
   if (rc) return rc;
   be->clear_error(c); /* an item's refusal is its own, not the op's (a failure's message stays,
                        * for the store's count and log line) */
-  if (!(op->answer = many_answer(op))) return HOOKD_STORE_ERR;
-  /* kept with what it settled: a batch sent again gets it, whatever became of the records */
-  return op->idem[0] ? be->answer_put(c, op->scoped ? op->who.key_id : "", op->idem, op->req_hash,
-                                      op->replay ? 202 : 200, op->answer, hookd_now_ms(),
-                                      ANSWER_KEEP_MS)
-                     : 0;
+  /* a resolve is done when it answers; a replay's forwards go later, as the single replay's.
+   * Kept with what it settled: a batch sent again gets it, whatever became of the records. */
+  return kept_store(&op->k, c, be, op->replay ? 202 : 200, many_answer(op));
 }
 
 static void reply_many(hookd_api_op *base, int rc) {
   many_op *op = (many_op *)base;
   if (!answered_or_hinted(base, rc, op->hints, op->n_hints)) return;
-  /* a resolve is done when it answers; a replay's forwards go later, as the single replay's */
-  int status = op->replay ? 202 : 200;
-  char *answer = op->answer;
-  op->answer = NULL;
-  if (op->replayed) {
-    hookd_req_add_header(base->req, "Idempotent-Replayed", "true");
-    hookd_req_reply(base->req, status, "application/json", answer, strlen(answer));
-    return;
-  }
-  for (size_t i = 0; i < op->n_items; i++) {
+  for (size_t i = 0; !op->k.replayed && i < op->n_items; i++) {
     const resolve_item *it = &op->items[i];
     if (it->code) continue;
     const char *actor = op->scoped ? op->who.key_id : NULL;
@@ -647,7 +709,7 @@ static void reply_many(hookd_api_op *base, int rc) {
            KV_S("actor", actor));
     }
   }
-  hookd_req_reply(base->req, status, "application/json", answer, strlen(answer));
+  kept_reply(&op->k, base->req);
 }
 
 /* The ids: 1-100 distinct strings. False once answered. */
@@ -680,20 +742,6 @@ static bool resolve_ids(hookd_req *r, const json_t *ids, many_op *op) {
   return true;
 }
 
-/* The route and the body as canonical JSON, hashed (hex): what "the same request" is for an
- * Idempotency-Key. False once answered. */
-static bool request_hash(hookd_req *r, hookd_app *app, const json_t *body, bool replay,
-                         char out[65]) {
-  hookd_buf b;
-  /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
-  hookd_buf_init(&b, app->cfg->max_body_bytes * 6 + 64);
-  bool ok = hookd_buf_printf(&b, "%s\x1f", replay ? "inbox.replay" : "inbox.resolve") == 0 &&
-            hookd_jcs(body, &b) == 0 && hookd_in_sha256_hex(b.data, b.len, out) == 0;
-  hookd_buf_free(&b);
-  if (!ok) hookd_req_error(r, 503, "unavailable", "out of memory");
-  return ok;
-}
-
 /* The request of either: ids, and for a resolve its outcome and reason (a replay's reason is
  * optional, as the single replay's Hookd-Reason). */
 static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
@@ -706,8 +754,6 @@ static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
   bool ok = replay ? hookd_api_known_members(r, body, NULL, replay_names) &&
                          hookd_api_body_reason(r, body, &reason)
                    : resolve_args(r, body, resolve_names, &to, &reason);
-  const char *idem = NULL;
-  ok = ok && hookd_api_idempotency_key(r, &idem);
   many_op *op = ok ? hookd_api_op_new(sizeof *op, r, app, run_many, reply_many) : NULL;
   if (op) {
     op->base.cleanup = many_cleanup;
@@ -715,9 +761,8 @@ static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
     if (reason) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
     op->to = to;
     op->replay = replay;
-    if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
     if (resolve_ids(r, json_object_get(body, "ids"), op) &&
-        (!idem || request_hash(r, app, body, replay, op->req_hash))) {
+        kept_prepare(r, app, &op->k, replay ? "inbox.replay" : "inbox.resolve", NULL, body)) {
       hookd_api_submit(&op->base, true);
     } else {
       many_cleanup(&op->base);

@@ -1569,8 +1569,9 @@ describe('forwarding', () => {
     await dest.close();
   });
 
-  it('a batch sent again with its Idempotency-Key gets its first answer and changes nothing: a retry held again is not sent a third time', async () => {
-    const { dest, src, ids } = await heldRecords('whsec_idem', 'evt_idem', 2);
+  it('a resolve sent again with its Idempotency-Key gets its first answer and changes nothing: a retry held again is not sent a third time (one record or many)', async () => {
+    const held = await heldRecords('whsec_idem', 'evt_idem', 3);
+    const { dest, src } = held, ids = held.ids.slice(0, 2), single = held.ids[2];
     dest.behave = (rec) => (JSON.parse(rec.body).id.startsWith('evt_idem') ? 'hang' : { status: 200 });
     const sentIdem = () => forwardedIds(dest).filter((id) => id.startsWith('evt_idem')).length;
     const many = (path, body, key, headers = {}) => h.api('POST', path, body, { 'Idempotency-Key': key, ...headers });
@@ -1580,7 +1581,7 @@ describe('forwarding', () => {
     assert.equal(first.headers.get('idempotent-replayed'), null);
     assert.deepEqual([first.json.records, first.json.resolved], [2, 2]);
     // the handler hangs again: both are held unknown once more, two forwards each
-    await waitUntil(async () => sentIdem() === 4, { what: 'both sent again' });
+    await waitUntil(async () => sentIdem() === 5, { what: 'both sent again' });
     for (const id of ids) await waitStatus(src, id, 'unknown');
     // the answer was lost; the operator's script sends the batch again (its members reordered)
     const again = await many('/v1/inbox/resolve', { reason: body.reason, outcome: 'retry', ids }, 'INC-7-retry-1');
@@ -1588,7 +1589,7 @@ describe('forwarding', () => {
     assert.equal(again.headers.get('idempotent-replayed'), 'true');
     assert.deepEqual(again.json, first.json, 'the first answer, given again');
     await barrier(src, 'whsec_idem', dest);
-    assert.equal(sentIdem(), 4, 'nothing sent a third time');
+    assert.equal(sentIdem(), 5, 'nothing sent a third time');
     for (const id of ids) assert.equal((await h.api('GET', `/v1/inbox/${id}`)).json.status, 'unknown');
     // the key names that request: another one under it is refused, on either batch route
     const other = await many('/v1/inbox/resolve', { ...body, outcome: 'completed' }, 'INC-7-retry-1');
@@ -1613,6 +1614,21 @@ describe('forwarding', () => {
     const audit = (await h.api('GET', `/v1/audit?tenant=${TENANT}&limit=500`)).json.data
       .filter((a) => a.action === 'inbox.resolve' && ids.includes(a.target));
     assert.equal(audit.length, 4, JSON.stringify(audit));
+    // the single route keeps its answer the same way
+    const one = (key, b = { outcome: 'retry', reason: 'INC-7: this one too' }) =>
+      h.api('POST', `/v1/inbox/${single}/resolve`, b, { 'Idempotency-Key': key });
+    const o1 = await one('INC-7-one');
+    assert.deepEqual([o1.status, o1.json.resolved, o1.headers.get('idempotent-replayed')], [200, 1, null], o1.text);
+    await waitUntil(async () => sentIdem() === 6, { what: 'sent again' });
+    await waitStatus(src, single, 'unknown');
+    const o2 = await one('INC-7-one');
+    assert.deepEqual([o2.status, o2.headers.get('idempotent-replayed'), o2.json], [200, 'true', o1.json], o2.text);
+    await barrier(src, 'whsec_idem', dest);
+    assert.equal(sentIdem(), 6, 'nothing sent a third time');
+    const o3 = await one('INC-7-one', { outcome: 'completed', reason: 'INC-7: this one too' });
+    assert.deepEqual([o3.status, o3.json.error.code], [409, 'conflict'], o3.text);
+    const replayed = await h.api('POST', `/v1/inbox/${single}/replay`, undefined, { 'Idempotency-Key': 'INC-7-one' });
+    assert.deepEqual([replayed.status, replayed.json.error.code], [409, 'conflict'], 'another route: another request');
     dest.releaseHanging();
     await dest.close();
   });
