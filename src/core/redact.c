@@ -211,9 +211,6 @@ static span match_named(const char *in, size_t len, size_t i) {
     return j > v ? masked(v - i, j - i) : kept(v - i); /* the closing quote follows */
   }
   size_t v = j;
-  /* masked already (an endpoint's own header value, hookd_redact_values): kept as it is, or its
-   * closing ']' would end the value and be left after a second mask */
-  if (len - v >= MASK_LEN && !memcmp(in + v, MASK, MASK_LEN)) return kept(v - i + MASK_LEN);
   if (auth == VALUE_SIGNATURE) {
     /* decided by its first word, read once: prose read on from there, a lone blob masked
      * alone, anything else to its end (never a scan to the line's end for words kept: each
@@ -353,12 +350,12 @@ static size_t email_domain(const char *in, size_t len, size_t i, bool *address, 
   return j - i;
 }
 
-int hookd_redact(const char *in, size_t len, hookd_buf *out) {
-  int rc = HOOKD_BUF_OK;
-  size_t i = 0, copy = 0; /* in[copy..i) is kept, waiting to be appended */
+/* Marks in mask (len bytes, zeroed) what the masks above cover. */
+static void redact_mark(const char *in, size_t len, unsigned char *mask) {
+  size_t i = 0, copy = 0; /* in[..copy) is decided: no later mask starts before it */
   size_t local = 0;       /* with in_local: in[local..i) may be an address's local part */
   bool in_local = false;
-  while (i < len && !rc) {
+  while (i < len) {
     unsigned char c = (unsigned char)in[i];
     span s = kept(0);
     if (i == 0 || !is_alnum((unsigned char)in[i - 1])) {
@@ -374,8 +371,8 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out) {
       size_t end;
       size_t n = email_domain(in, len, i, &address, &end);
       if (address) { /* the local part goes into the mask too */
-        if (local > copy) rc = hookd_buf_append(out, in + copy, local - copy);
-        if (!rc) rc = hookd_buf_append(out, MASK, MASK_LEN);
+        size_t from = local > copy ? local : copy;
+        memset(mask + from, 1, end - from);
         i = copy = end;
         in_local = false;
         continue;
@@ -383,9 +380,7 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out) {
       s = kept(n);
     }
     if (s.mask) {
-      size_t upto = i + s.keep;
-      if (upto > copy) rc = hookd_buf_append(out, in + copy, upto - copy);
-      if (!rc) rc = hookd_buf_append(out, MASK, MASK_LEN);
+      memset(mask + i + s.keep, 1, s.n - s.keep);
       i = copy = i + s.n;
       in_local = false;
       continue;
@@ -399,7 +394,27 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out) {
     in_local = k < n;
     i += n;
   }
-  if (!rc && len > copy) rc = hookd_buf_append(out, in + copy, len - copy);
+}
+
+/* in[0..len) appended to out, each run of marked bytes as one mask. */
+static int emit_masked(const char *in, size_t len, const unsigned char *mask, hookd_buf *out) {
+  int rc = HOOKD_BUF_OK;
+  for (size_t i = 0; i < len && !rc;) {
+    size_t j = i;
+    while (j < len && mask[j] == mask[i]) j++;
+    rc = mask[i] ? hookd_buf_append(out, MASK, MASK_LEN) : hookd_buf_append(out, in + i, j - i);
+    i = j;
+  }
+  return rc;
+}
+
+int hookd_redact(const char *in, size_t len, hookd_buf *out) {
+  if (!len) return HOOKD_BUF_OK;
+  unsigned char *mask = calloc(len, 1);
+  if (!mask) return HOOKD_BUF_NOMEM;
+  redact_mark(in, len, mask);
+  int rc = emit_masked(in, len, mask, out);
+  free(mask);
   return rc;
 }
 
@@ -488,7 +503,7 @@ static bool decode(const char *in, size_t len, int how, bool cut, view *w) {
  * bytes or more) that w ends with, to the response's end. One pass of Knuth-Morris-Pratt's
  * automaton (fail: room for n entries): linear in the view + n whatever the value repeats. */
 static int mask_value(const view *w, size_t len, const char *v, size_t n, bool cut,
-                      unsigned char *mask, size_t **fail, bool *any) {
+                      unsigned char *mask, size_t **fail) {
   size_t *f = realloc(*fail, n * sizeof *f);
   if (!f) return HOOKD_BUF_NOMEM;
   *fail = f;
@@ -506,26 +521,23 @@ static int mask_value(const view *w, size_t len, const char *v, size_t n, bool c
       size_t from = at(w, i + 1 - n) < marked ? marked : at(w, i + 1 - n), to = at(w, i + 1);
       memset(mask + from, 1, to - from);
       marked = to;
-      *any = true;
       k = f[n - 1];
     }
   }
   if (cut && k >= VALUE_MIN) { /* k < n: a value's beginning, cut off with the response */
     memset(mask + at(w, w->n - k), 1, len - at(w, w->n - k));
-    *any = true;
   }
   return HOOKD_BUF_OK;
 }
 
-int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut, hookd_buf *out) {
-  unsigned char *mask = len ? calloc(len, 1) : NULL;
+/* Marks in mask (len bytes) every occurrence of the values of lines (hookd_redact_values). */
+static int values_mark(const char *in, size_t len, const char *lines, bool cut,
+                       unsigned char *mask) {
   size_t *fail = NULL;
-  if (len && !mask) return HOOKD_BUF_NOMEM;
   /* the response as it is, and as each encoding decodes it */
   view views[1 + DECODE__COUNT] = {{(char *)in, NULL, len}};
   size_t n_views = 1;
   int rc = HOOKD_BUF_OK;
-  bool any = false;
   for (int how = 0; how < DECODE__COUNT && lines && *lines && len; how++) {
     if (!memchr(in, how == DECODE_JSON ? '\\' : how == DECODE_URL ? '%' : '+', len)) continue;
     view *w = &views[n_views];
@@ -554,24 +566,34 @@ int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut,
     l = nl ? nl + 1 : end;
     if (n < VALUE_MIN) continue;
     for (size_t k = 0; k < n_views && !rc; k++)
-      rc = mask_value(&views[k], len, v, n, cut, mask, &fail, &any);
+      rc = mask_value(&views[k], len, v, n, cut, mask, &fail);
   }
   free(fail);
   for (size_t k = 1; k < n_views; k++) {
     free(views[k].b);
     free(views[k].from);
   }
-  if (rc) {
-    free(mask);
-    return rc;
-  }
-  if (!any) rc = len ? hookd_buf_append(out, in, len) : HOOKD_BUF_OK;
-  for (size_t i = 0; any && i < len && !rc;) {
-    size_t j = i;
-    while (j < len && mask[j] == mask[i]) j++;
-    rc = mask[i] ? hookd_buf_append(out, MASK, MASK_LEN) : hookd_buf_append(out, in + i, j - i);
-    i = j;
-  }
+  return rc;
+}
+
+int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut, hookd_buf *out) {
+  if (!len) return HOOKD_BUF_OK;
+  unsigned char *mask = calloc(len, 1);
+  if (!mask) return HOOKD_BUF_NOMEM;
+  int rc = values_mark(in, len, lines, cut, mask);
+  if (!rc) rc = emit_masked(in, len, mask, out);
+  free(mask);
+  return rc;
+}
+
+int hookd_redact_excerpt(const char *in, size_t len, const char *lines, bool cut,
+                         hookd_buf *out) {
+  if (!len) return HOOKD_BUF_OK;
+  unsigned char *mask = calloc(len, 1);
+  if (!mask) return HOOKD_BUF_NOMEM;
+  int rc = lines ? values_mark(in, len, lines, cut, mask) : HOOKD_BUF_OK;
+  if (!rc) redact_mark(in, len, mask);
+  if (!rc) rc = emit_masked(in, len, mask, out);
   free(mask);
   return rc;
 }

@@ -54,6 +54,13 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out);
  * buffer's error (HOOKD_BUF_NOMEM also when out of memory for its work). */
 int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut, hookd_buf *out);
 
+/* Both at once, as a response excerpt is stored: the values of `lines` (may be NULL) and the
+ * masks of hookd_redact marked on the response as received, then one mask per run of marked
+ * bytes. One pass's mask never hides from the other what it covers: a header value inside a
+ * credential ("password=live4ever", X-Mode: live) leaves no part of the credential shown. */
+int hookd_redact_excerpt(const char *in, size_t len, const char *lines, bool cut,
+                         hookd_buf *out);
+
 /* Where to cut the masked text s[0..len) to at most max bytes (more: what was masked was itself
  * cut short, so its end may split a word too): at a character's start (a UTF-8 sequence split in
  * two makes the whole text binary), and before a word the cut goes through — a token, an

@@ -573,22 +573,12 @@ static void health_signal(const hookd_egress_req *req, hookd_classification cls,
 static void redact_excerpt(hookd_egress_req *req, const char *header_lines) {
   if (!req->response.len) return;
   bool read_cut = req->response_total > req->response.len;
-  int rc = HOOKD_BUF_OK;
-  if (header_lines) { /* a receiver echoing its request: values only hookd and it know */
-    hookd_buf own;
-    hookd_buf_init(&own, 3 * HOOKD_EXCERPT_READ); /* each value of 4+ bytes → 10 */
-    rc = hookd_redact_values(req->response.data, req->response.len, header_lines, read_cut,
-                             &own);
-    hookd_buf_free(&req->response);
-    if (rc != HOOKD_BUF_OK) {
-      hookd_buf_free(&own); /* never a value's unmasked bytes */
-      return;
-    }
-    req->response = own;
-  }
   hookd_buf red;
   hookd_buf_init(&red, 5 * HOOKD_EXCERPT_READ); /* masks may lengthen it */
-  rc = hookd_redact(req->response.data, req->response.len, &red);
+  /* the header values (a receiver echoing its request: values only hookd and it know) and
+   * the credentials, marked on the same bytes */
+  int rc = hookd_redact_excerpt(req->response.data, req->response.len, header_lines, read_cut,
+                                &red);
   hookd_buf_free(&req->response);
   if (rc == HOOKD_BUF_NOMEM) hookd_buf_free(&red);
   if (red.len) {

@@ -1,7 +1,7 @@
 /* fuzz_redact.c — libFuzzer target: response excerpts masked (core/redact.c) from arbitrary
- * bytes, by the generic masks and by an endpoint's own header values. Invariants: it never fails
- * with room for the worst case (a mask for every byte), and a second pass over its own output
- * never fails either. */
+ * bytes, by the generic masks, by an endpoint's own header values, and by both at once.
+ * Invariants: it never fails with room for the worst case (a mask for every byte), and a second
+ * pass over its own output never fails either. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hookd_buf_init(&vals, n * 11 + 16);
     if (hookd_redact_values(in, n, lines, data[0] & 1, &vals) != HOOKD_BUF_OK) abort();
     hookd_buf_free(&vals);
+    /* both, as an excerpt is stored: never longer than a mask per byte */
+    hookd_buf ex;
+    hookd_buf_init(&ex, n * 11 + 16);
+    if (hookd_redact_excerpt(in, n, lines, data[0] & 1, &ex) != HOOKD_BUF_OK) abort();
+    if (ex.len > n * 11 + 16) abort();
+    hookd_buf_free(&ex);
     free(lines);
   }
   return 0;

@@ -175,6 +175,15 @@ static const char *V(const char *in, const char *lines, bool cut) {
   return got;
 }
 
+static const char *E(const char *in, const char *lines, bool cut) {
+  hookd_buf b;
+  hookd_buf_init(&b, sizeof got - 1);
+  assert_int_equal(hookd_redact_excerpt(in, strlen(in), lines, cut, &b), HOOKD_BUF_OK);
+  snprintf(got, sizeof got, "%s", hookd_buf_str(&b));
+  hookd_buf_free(&b);
+  return got;
+}
+
 /* An endpoint's custom header values, wherever and under whatever name a receiver echoes them. */
 static void own_header_values(void **st) {
   (void)st;
@@ -218,12 +227,19 @@ static void own_header_values(void **st) {
   assert_string_equal(V("k=gw+Cred%2", b64, true), "k=[redacted]");
   /* escapes that decode to something else are left; a lone '%' or '\\' is a byte */
   assert_string_equal(V("gw%2CCred/Z9== 100% \\q", b64, false), "gw%2CCred/Z9== 100% \\q");
-  /* what this pass masked is not masked again by hookd_redact's named values (the text echo
-   * "x-api-key: [redacted]" was shown "[redacted]]": the name rule's value ended at ']') */
-  assert_string_equal(R(V("x-api-key: GWCRED_ABC123\nx-token: t0k3n-123 rest", lines, false)),
+  /* an excerpt: both masks marked on the response as received, one mask per run (masked one
+   * after the other, "x-api-key: [redacted]" was shown "[redacted]]", and a header value
+   * inside a credential left the rest of it shown: "password=[redacted]4ever-S3cret!") */
+  assert_string_equal(E("x-api-key: GWCRED_ABC123\nx-token: t0k3n-123 rest", lines, false),
                       "x-api-key: [redacted]\nx-token: [redacted] rest");
-  assert_string_equal(R("authorization: [redacted]\npassword=[redacted]&next=1"),
-                      "authorization: [redacted]\npassword=[redacted]&next=1");
+  const char *mode = "X-Mode: live\nX-Env: prod\n";
+  assert_string_equal(E("config: password=live4ever-S3cret! key sk_live_51HxYzAbCdEfGhIjKlMnOpQr",
+                        mode, false),
+                      "config: password=[redacted] key [redacted]");
+  assert_string_equal(E("auth: Bearer prod9f8e7d6c5b4a", mode, false), "auth: Bearer [redacted]");
+  assert_string_equal(E("token=abc%2Bgw+Cred123456789&n=1", b64, false), "token=[redacted]&n=1");
+  assert_string_equal(E("a live one", mode, true), "a [redacted] one");
+  assert_string_equal(E("mail a@b.co now", NULL, false), "mail [redacted] now");
   /* linear whatever the values repeat: 20 values of 1 KiB of one byte over a response of it
    * (a search restarted after each overlapping match took 165 ms a response at -O2) */
   static char big[HOOKD_EXCERPT_TEST_LEN + 1], many[20 * 1040 + 1];
