@@ -9,4 +9,10 @@ int64_t hookd_now_ms(void);  /* CLOCK_REALTIME, ms since the Unix epoch */
 int64_t hookd_mono_ms(void); /* CLOCK_MONOTONIC, ms */
 int64_t hookd_mono_us(void); /* CLOCK_MONOTONIC, µs */
 
+/* The wall time now, read no further ahead than the monotonic clock has run since a reference
+ * taken at once from both (wall_ref, mono_ref): what a step forward of the wall clock cannot
+ * move on (retention's "now": a step must not purge early). A step back is taken as it is. */
+int64_t hookd_clock_bounded(int64_t wall_now, int64_t mono_now, int64_t wall_ref,
+                            int64_t mono_ref);
+
 #endif

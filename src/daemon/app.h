@@ -37,6 +37,7 @@ typedef struct hookd_app {
                              * /readyz may run (the listener opens before the store, so that a
                              * supervisor's liveness probe is answered during a slow start) */
   int64_t started_ms;
+  int64_t started_mono_ms;  /* read with started_ms: retention's bound (hookd_clock_bounded) */
   int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
   uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */
   int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */

@@ -109,10 +109,10 @@ static void refresh_config(hookd_app *app);
  * Returns false when a stop signal cut it short. Between batches the API keys and sources are
  * reloaded as the main loop does every 2 s: a first purge of a large backlog takes minutes,
  * and a revoked key must stop working meanwhile. */
-static bool purge_walk(hookd_app *app, int64_t retention_s,
+static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                        _Atomic uint64_t *counter, const char *msg) {
-  purge p = {.before_ms = hookd_now_ms() - retention_s * 1000};
+  purge p = {.before_ms = now_ms - retention_s * 1000};
   int64_t total = 0;
   bool stopped = false;
   do {
@@ -139,19 +139,27 @@ static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, 
  * events: their payloads, then the events themselves (O17); the items of replay jobs that ended
  * a week ago (docs/replay.md). */
 static void purge_old(hookd_app *app) {
-  if (!purge_walk(app, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
+  /* now, as far as the monotonic clock has run since the start: a step forward of the wall
+   * clock purges nothing early (docs/architecture.md "Clocks") */
+  int64_t wall = hookd_now_ms();
+  int64_t now = hookd_clock_bounded(wall, hookd_mono_ms(), app->started_ms, app->started_mono_ms);
+  if (wall - now >= 1000)
+    HLOG(HOOKD_LOG_WARN, "retention.clock_ahead", KV_I("ahead_ms", wall - now),
+         KV_S("hint", "the wall clock reads past the time run since the start: retention "
+                      "purges by the latter"));
+  if (!purge_walk(app, now, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
                   "inbox.purged"))
     return;
   if (app->cfg->payload_retention_s > 0 &&
-      !purge_walk(app, app->cfg->payload_retention_s, run_event_purge,
+      !purge_walk(app, now, app->cfg->payload_retention_s, run_event_purge,
                   &hookd_m.payloads_purged, "payload.purged"))
     return;
   if (app->cfg->event_retention_s > 0 &&
-      !purge_walk(app, app->cfg->event_retention_s, run_event_expire, &hookd_m.events_expired,
-                  "event.expired"))
+      !purge_walk(app, now, app->cfg->event_retention_s, run_event_expire,
+                  &hookd_m.events_expired, "event.expired"))
     return;
-  purge_walk(app, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge, &hookd_m.replay_purged,
-             "replay.items_purged");
+  purge_walk(app, now, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge,
+             &hookd_m.replay_purged, "replay.items_purged");
 }
 
 /* *stored (may be NULL): the store's key rows, revoked and refused ones too. */
@@ -316,7 +324,7 @@ int hookd_serve(const hookd_config *cfg) {
    * 503 like a full disk's, instead of killing the daemon */
   signal(SIGXFSZ, SIG_IGN);
 
-  hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms()};
+  hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms(), .started_mono_ms = hookd_mono_ms()};
   app.json_limits.max_depth = (size_t)cfg->max_json_depth;
   char err[512] = "";
   int exit_code = 1;
