@@ -149,6 +149,11 @@ bool hookd_redact_name_sensitive(const char *name) {
   return sensitive_key(name, 0, strlen(name), &auth) && auth != VALUE_SIGNATURE;
 }
 
+bool hookd_redact_name_masked(const char *name) {
+  value_kind auth;
+  return sensitive_key(name, 0, strlen(name), &auth);
+}
+
 /* "key": "value", key=value, key: value, where the key holds a sensitive part — the value
  * masked, the rest kept; an authorization's unquoted value (a header line: "Bot …", "Token …")
  * to the end of its line. A signature's value unless it is prose (an error message naming the

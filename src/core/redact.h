@@ -73,5 +73,8 @@ size_t hookd_redact_cut(const char *s, size_t len, size_t max, bool more);
  * signature's name left out (a signature is masked in excerpts, but it is no credential: the
  * inbound forward hands the provider's on). */
 bool hookd_redact_name_sensitive(const char *name);
+/* Whether the excerpts mask the value of a field or header so named: a credential's or a
+ * signature's ("Stripe-Signature", "X-Hub-Signature-256", "X-Shopify-Hmac-Sha256"). */
+bool hookd_redact_name_masked(const char *name);
 
 #endif

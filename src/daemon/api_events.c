@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/inbound.h"
+#include "core/redact.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
@@ -318,7 +319,9 @@ static json_t *event_json(const hookd_event *e) {
 }
 
 /* An inbound event's stored header lines ("name: value\n"…, written by the receive path) as the
- * object its forwards' headers make: a name given twice has its values joined by ", ". */
+ * object its forwards' headers make: a name given twice has its values joined by ", "; a
+ * signature's value shown "[redacted]", as in a response excerpt (the forward carries it: a
+ * viewer could replay a signed body — GitHub's and Shopify's signatures carry no time). */
 static json_t *meta_json(const char *meta) {
   json_t *o = json_object();
   for (const char *l = meta ? meta : ""; o && *l;) {
@@ -327,9 +330,16 @@ static json_t *meta_json(const char *meta) {
     if (colon && colon > l) {
       size_t nlen = (size_t)(colon - l);
       const char *val = colon + 1 + (colon[1] == ' ');
+      char name[256];
+      snprintf(name, sizeof name, "%.*s", (int)(nlen < sizeof name ? nlen : sizeof name - 1), l);
+      size_t vlen = (size_t)(end - val);
+      if (hookd_redact_name_masked(name)) {
+        val = "[redacted]";
+        vlen = strlen(val);
+      }
       json_t *had = json_object_getn(o, l, nlen);
-      json_t *s = had ? json_sprintf("%s, %.*s", json_string_value(had), (int)(end - val), val)
-                      : json_stringn(val, (size_t)(end - val));
+      json_t *s = had ? json_sprintf("%s, %.*s", json_string_value(had), (int)vlen, val)
+                      : json_stringn(val, vlen);
       if (!s || json_object_setn_new(o, l, nlen, s)) { /* out of memory: none rather than a part */
         json_decref(o);
         return json_null();

@@ -71,17 +71,17 @@ static void take_principal(hookd_req *r, hookd_principal *who, bool *scoped) {
   *scoped = p != NULL;
 }
 
-/* The request's key and hash: the route, the record's id (NULL for a batch), the Hookd-Reason
- * header and the body (canonical; NULL: none). False once answered. */
+/* The request's key and hash: the route, the record's id (NULL for a batch), the reason the
+ * route takes (the body's, else Hookd-Reason; NULL: none) and the body (canonical; NULL: none).
+ * False once answered. */
 static bool kept_prepare(hookd_req *r, hookd_app *app, kept *k, const char *route,
-                         const char *id, const json_t *body) {
+                         const char *id, const char *why, const json_t *body) {
   const char *idem;
   if (!hookd_api_idempotency_key(r, &idem)) return false;
   if (!idem) return true;
   snprintf(k->idem, sizeof k->idem, "%s", idem);
   const hookd_principal *p = hookd_api_principal(r);
   snprintf(k->scope, sizeof k->scope, "%s", p ? p->key_id : "");
-  const char *why = hookd_req_header(r, "Hookd-Reason");
   hookd_buf b;
   /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
   hookd_buf_init(&b, app->cfg->max_body_bytes * 6 + 1024);
@@ -444,7 +444,8 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
   inbox_op *op = resolve_args(r, body, names, &to, &reason)
                      ? new_op(r, app, run_resolve, reply_resolve)
                      : NULL;
-  if (op && !kept_prepare(r, app, &op->k, "inbox.resolve.one", hookd_req_param(r, 0), body)) {
+  if (op &&
+      !kept_prepare(r, app, &op->k, "inbox.resolve.one", hookd_req_param(r, 0), reason, body)) {
     inbox_cleanup(&op->base);
     free(op);
     op = NULL;
@@ -565,7 +566,8 @@ void hookd_api_inbox_replay(hookd_req *r, hookd_app *app) {
   if (!hookd_api_no_fields(r, app, "replay")) return; /* (a reason goes in Hookd-Reason) */
   inbox_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
-  if (!kept_prepare(r, app, &op->k, "inbox.replay.one", hookd_req_param(r, 0), NULL)) {
+  if (!kept_prepare(r, app, &op->k, "inbox.replay.one", hookd_req_param(r, 0),
+                    hookd_req_header(r, "Hookd-Reason"), NULL)) {
     inbox_cleanup(&op->base);
     free(op);
     return;
@@ -762,7 +764,8 @@ static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
     op->to = to;
     op->replay = replay;
     if (resolve_ids(r, json_object_get(body, "ids"), op) &&
-        kept_prepare(r, app, &op->k, replay ? "inbox.replay" : "inbox.resolve", NULL, body)) {
+        kept_prepare(r, app, &op->k, replay ? "inbox.replay" : "inbox.resolve", NULL,
+                     reason ? reason : hookd_req_header(r, "Hookd-Reason"), body)) {
       hookd_api_submit(&op->base, true);
     } else {
       many_cleanup(&op->base);

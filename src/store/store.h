@@ -643,7 +643,7 @@ typedef struct hookd_store_backend {
   /* Audit log: append in the transaction of the action it records; list newest first,
    * optionally for one tenant, before a seq cursor (0 = from the newest). */
   int (*audit_append)(hookd_store_conn *c, const hookd_audit *a);
-  /* The answer an API request gave, kept under its caller's Idempotency-Key (the inbox's batch
+  /* The answer an API request gave, kept under its caller's Idempotency-Key (the inbox's write
    * routes; docs/api.md): scope names the caller (its API key), hash the request (hex). 0 with
    * *hash, *status and *answer (malloc'd) when one younger than keep_ms is kept, else
    * HOOKD_STORE_NOTFOUND. */

@@ -477,7 +477,7 @@ static const struct {
      "  AND (x.state = 'dead' OR x.state = 'cancelled') AND NOT x.replaced);"
      "DROP TABLE m29;"},
     {30,
-     /* The answers of API requests sent with an Idempotency-Key (the inbox's batch routes): a
+     /* The answers of API requests sent with an Idempotency-Key (the inbox's write routes): a
       * request sent again gets its first answer, kept in the transaction of what it changed.
       * scope: the API key that sent it; kept 24 hours (sq_answer_put drops older ones). */
      "CREATE TABLE api_answers ("
