@@ -527,21 +527,31 @@ static void reply_purged(hookd_api_op *base, int rc) {
   reply_publish(base, rc);
 }
 
+/* The answer to republishing an event event retention deleted: a repeat of a republish made
+ * before is answered as a duplicate; anything else is 404, as before. */
+static void reply_gone(hookd_api_op *base, int rc) {
+  if (rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_STATE) { /* (STATE: no such republish) */
+    hookd_req_error(base->req, 404, "not_found", "event not found");
+    return;
+  }
+  reply_publish(base, rc);
+}
+
 static void reply_source(hookd_api_op *base, int rc) {
   repub_op *op = (repub_op *)base;
   hookd_app *app = base->app;
-  if (rc) {
+  if (rc && rc != HOOKD_STORE_NOTFOUND) {
     hookd_api_store_error(base, rc, "event");
     return;
   }
-  if (op->ev.inbound) {
+  if (!rc && op->ev.inbound) {
     hookd_req_error(base->req, 409, "invalid_state",
                     "an inbound event is the provider's request: replay its forwards instead");
     return;
   }
   int64_t now = hookd_now_ms();
   if (!op->caller_id) hookd_id_new("evt", now, op->pub.event_id);
-  snprintf(op->pub.type, sizeof op->pub.type, "%s", op->ev.type);
+  if (!rc) snprintf(op->pub.type, sizeof op->pub.type, "%s", op->ev.type);
   /* "the same request" for a repeated id or Idempotency-Key: the same source (and the same new
    * id, when the caller chose it; a generated one differs on every retry) */
   json_t *request = op->caller_id ? json_pack("{s:s,s:s}", "id", op->pub.event_id,
@@ -553,6 +563,18 @@ static void reply_source(hookd_api_op *base, int rc) {
   if (!brc && hookd_sha256(canon.data, canon.len, op->pub.hash) != 0) brc = -1;
   hookd_buf_free(&canon);
   json_decref(request);
+  if (rc) { /* no such event, or event retention deleted it */
+    if (brc || (!op->caller_id && !op->pub.idem[0])) {
+      reply_gone(base, HOOKD_STORE_NOTFOUND);
+      return;
+    }
+    /* a retry of a republish made before the delete still gets that republish's answer */
+    fill_req(&op->pub, app, 0, now);
+    op->pub.req.existing_only = true;
+    op->pub.base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
+    hookd_api_chain(base, run_publish, reply_gone, HOOKD_API_WRITER);
+    return;
+  }
   if (!brc && op->ev.purged_ms) {
     /* Nothing left to send, but a retry of a republish made before the purge (the same id or
      * Idempotency-Key) still gets that republish's answer: the writer looks for it. */

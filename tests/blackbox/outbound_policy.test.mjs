@@ -384,6 +384,39 @@ describe('payload retention', () => {
     cleanup();
   });
 
+  it('a republish retried after event retention deleted its source gets its first answer; a new one is 404', async () => {
+    const { dir, cleanup } = tempDir();
+    const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+    let d = await startHookd({ dir, args });
+    const ok = await startReceiver();
+    const failing = await startReceiver(() => ({ status: 500 }));
+    const { tenant, endpoint } = await setup(d, ok.url);
+    const p = await publish(d, tenant, { type: 'a.b', payload: { n: 1 } });
+    await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    // the republish's own delivery keeps retrying, so event retention keeps it
+    assert.equal((await d.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { url: failing.url })).status, 200);
+    const path = `/v1/tenants/${tenant}/events/${p.json.id}/republish`;
+    const byId = await d.api('POST', path, { id: 'evt_rg_1' }, { 'Idempotency-Key': 'rg-key-1' });
+    assert.equal(byId.status, 202, byId.text);
+    const created = Date.parse((await d.api('GET', `/v1/events/${p.json.id}`)).json.created_at);
+    await waitUntil(async () => Date.now() > created + 1500, { what: 'the window passes' });
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir, args });
+    await waitUntil(async () => (await d.api('GET', `/v1/events/${p.json.id}`)).status === 404, { what: 'the source deleted' });
+    assert.equal((await d.api('GET', '/v1/events/evt_rg_1')).status, 200, 'the republished event is kept');
+    const again = await d.api('POST', path, { id: 'evt_rg_1' }, { 'Idempotency-Key': 'rg-key-1' });
+    assert.deepEqual([again.status, again.json.id, again.json.duplicate], [202, 'evt_rg_1', true], again.text);
+    const byKey = await d.api('POST', path, undefined, { 'Idempotency-Key': 'rg-key-1' });
+    assert.equal(byKey.status, 409, 'the key names the request with its id');
+    const fresh = await d.api('POST', path, { id: 'evt_rg_2' });
+    assert.deepEqual([fresh.status, fresh.json.error.code], [404, 'not_found'], fresh.text);
+    assert.equal((await d.api('POST', `/v1/tenants/${tenant}/events/evt_never/republish`, { id: 'evt_rg_3' })).status, 404);
+    assert.equal((await d.stop()).code, 0);
+    await ok.close();
+    await failing.close();
+    cleanup();
+  });
+
   it('a restart with a lower --max-timeout-ms bounds the requests of endpoints stored with more (event retention counts on it)', async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver(() => 'hang');
