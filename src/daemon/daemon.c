@@ -61,6 +61,12 @@ static int run_sources_list(hookd_store_conn *c, const hookd_store_backend *be, 
 }
 
 /* Sources changed by another node (or by this one) reach the receive path's cache. */
+static bool source_alive(const char *id, void *sources) {
+  hookd_source_rt *rt = hookd_source_cache_get(sources, id);
+  hookd_source_rt_release(rt);
+  return rt != NULL;
+}
+
 static int refresh_sources(hookd_app *app) {
   sources_load l = {0};
   uint64_t since = hookd_source_cache_generation(app->sources); /* before the list is read */
@@ -68,6 +74,8 @@ static int refresh_sources(hookd_app *app) {
   if (rc == 0) {
     hookd_source_cache_sync(app->sources, l.v, l.n, since);
     hookd_sources_free(l.v, l.n);
+    /* the refusals of sources gone (deleted through another node) go with them */
+    hookd_rejections_prune(app->rejections, source_alive, app->sources);
   }
   return rc;
 }

@@ -105,6 +105,21 @@ json_t *hookd_rejections_json(hookd_rejections *j, const char *source_id) {
                    (json_int_t)total, "by_kind", by_kind, "recent", recent);
 }
 
+void hookd_rejections_prune(hookd_rejections *j, bool (*alive)(const char *id, void *arg),
+                            void *arg) {
+  if (!j) return;
+  pthread_mutex_lock(&j->lock);
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&j->map, i, &k, &v)) != 0;) {
+    if (alive(k, arg)) continue;
+    char id[256];
+    snprintf(id, sizeof id, "%s", k); /* the key goes with the entry */
+    free(hookd_strmap_del(&j->map, id));
+  }
+  pthread_mutex_unlock(&j->lock);
+}
+
 void hookd_rejections_forget(hookd_rejections *j, const char *source_id) {
   if (!j) return;
   pthread_mutex_lock(&j->lock);

@@ -7,6 +7,7 @@
 #define HOOKD_DAEMON_REJECTIONS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "daemon/metrics.h"
@@ -27,5 +28,9 @@ void hookd_rejections_add(hookd_rejections *j, const char *source_id, int64_t at
 json_t *hookd_rejections_json(hookd_rejections *j, const char *source_id);
 /* A deleted source's record goes with it. */
 void hookd_rejections_forget(hookd_rejections *j, const char *source_id);
+/* Forgets the records of the sources alive(id, arg) says are gone (deleted through another
+ * node, or refused while their delete went through). */
+void hookd_rejections_prune(hookd_rejections *j, bool (*alive)(const char *id, void *arg),
+                            void *arg);
 
 #endif

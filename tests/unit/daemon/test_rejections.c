@@ -1,6 +1,6 @@
 /* test_rejections.c — a source's refusals: the ring keeps the last HOOKD_REJECTIONS_RECENT
  * newest first after it wraps, counts keep all, a message is shown printable and cut, sources
- * are kept apart and a forgotten one starts over. */
+ * are kept apart, a forgotten one starts over, and a prune keeps only the live sources'. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,8 +66,32 @@ static void message_printable_and_cut(void **st) {
   hookd_rejections_free(j);
 }
 
+static bool alive_b(const char *id, void *arg) {
+  (void)arg;
+  return !strcmp(id, "src_b");
+}
+
+static void prune_keeps_the_live_sources(void **st) {
+  (void)st;
+  hookd_rejections *j = hookd_rejections_new(1000);
+  for (int i = 0; i < 40; i++) { /* enough sources for the map to grow and probe */
+    char id[32];
+    snprintf(id, sizeof id, "src_%c%d", i == 7 ? 'b' : 'x', i);
+    hookd_rejections_add(j, i == 7 ? "src_b" : id, 1, 401, HOOKD_REJECT_SIGNATURE_MISMATCH, "m");
+  }
+  hookd_rejections_prune(j, alive_b, NULL);
+  json_t *v = hookd_rejections_json(j, "src_b");
+  assert_int_equal(json_integer_value(json_object_get(v, "total")), 1);
+  json_decref(v);
+  v = hookd_rejections_json(j, "src_x3");
+  assert_int_equal(json_integer_value(json_object_get(v, "total")), 0);
+  json_decref(v);
+  hookd_rejections_free(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(ring_wraps_newest_first),
-                                     cmocka_unit_test(message_printable_and_cut)};
+                                     cmocka_unit_test(message_printable_and_cut),
+                                     cmocka_unit_test(prune_keeps_the_live_sources)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
