@@ -152,11 +152,20 @@ int hookd_cmd_inbox(int argc, char **argv) {
   const char *id = argv[1], *to = NULL, *store = getenv("HOOKD_STORE"), *key_file = NULL;
   long times = 1;
   bool remote = false;
+  static const char *const with_value[] = {"--to", "--times", "--store", "--master-key-file"};
+  bool seen[sizeof with_value / sizeof *with_value] = {false};
   for (int i = 2; i < argc; i += 2) {
     if (!strcmp(argv[i], "--allow-remote")) {
       remote = true;
       i--;
       continue;
+    }
+    size_t o = 0;
+    while (o < sizeof with_value / sizeof *with_value && strcmp(argv[i], with_value[o])) o++;
+    if (o == sizeof with_value / sizeof *with_value) {
+      fprintf(stderr, "hookd inbox replay: unknown option %.40s\n", argv[i]);
+      usage(stderr);
+      return 2;
     }
     if (i + 1 >= argc) {
       fprintf(stderr, "hookd inbox replay: %.40s needs a value\n", argv[i]);
@@ -164,12 +173,11 @@ int hookd_cmd_inbox(int argc, char **argv) {
       return 2;
     }
     /* each at most once (keys refuses repeats too: which one was meant?) */
-    const char *opt = argv[i];
-    for (int j = 2; j < i; j++)
-      if (!strcmp(argv[j], opt) && strcmp(opt, "--allow-remote") != 0) {
-        fprintf(stderr, "hookd inbox replay: %s given twice\n", opt);
-        return 2;
-      }
+    if (seen[o]) {
+      fprintf(stderr, "hookd inbox replay: %s given twice\n", argv[i]);
+      return 2;
+    }
+    seen[o] = true;
     if (!strcmp(argv[i], "--to")) to = argv[i + 1];
     else if (!strcmp(argv[i], "--times")) {
       long long n;
@@ -180,12 +188,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
       times = (long)n;
     }
     else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
-    else if (!strcmp(argv[i], "--master-key-file")) key_file = argv[i + 1];
-    else {
-      fprintf(stderr, "hookd inbox replay: unknown option %.40s\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
+    else key_file = argv[i + 1]; /* --master-key-file */
   }
   if (!to || times < 1 || times > 10000) {
     fprintf(stderr, "hookd inbox replay: --to URL is required (the local handler to send it to)\n");
@@ -219,7 +222,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
   size_t n_keys = open_keys(&l, cfg.url, key_file, keys);
 
   struct curl_slist *hs = NULL;
-  char h[512];
+  char h[1024];
   snprintf(h, sizeof h, "Content-Type: %s",
            l.ev.content_type ? l.ev.content_type : "application/json");
   hs = curl_slist_append(hs, h);
@@ -229,14 +232,13 @@ int hookd_cmd_inbox(int argc, char **argv) {
   hs = curl_slist_append(hs, "User-Agent: hookd/" HOOKD_VERSION);
   snprintf(h, sizeof h, "webhook-id: %s", l.rec.id);
   hs = curl_slist_append(hs, h);
+  /* the header lines its forwards carry, each whole (a provider's value may be 1 KiB) */
   for (const char *line = l.ev.meta; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t ll = end ? (size_t)(end - line) : strlen(line);
-    if (ll && ll < sizeof h) {
-      memcpy(h, line, ll);
-      h[ll] = '\0';
-      hs = curl_slist_append(hs, h);
-    }
+    char *one = ll ? strndup(line, ll) : NULL;
+    if (one) hs = curl_slist_append(hs, one);
+    free(one);
     line = end ? end + 1 : line + ll;
   }
   int failures = 0;

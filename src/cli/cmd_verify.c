@@ -87,7 +87,12 @@ int hookd_cmd_verify(int argc, char **argv) {
       ret = 0;
       goto out;
     }
-    if (!v) {
+    static const char *const names[] = {"--secret", "--public-key", "--id", "--timestamp",
+                                        "--signature", "--body", "--tolerance", "--now",
+                                        "--header"};
+    size_t k = 0;
+    while (k < sizeof names / sizeof *names && strcmp(a, names[k])) k++;
+    if (!v && k < sizeof names / sizeof *names) {
       fprintf(stderr, "hookd verify: %.40s needs a value\n", a);
       goto usage_out;
     }

@@ -11,8 +11,14 @@ bool hookd_cli_store_exists(const char *who, const char *url) {
   if (strncmp(url, "sqlite:", 7) != 0) return true; /* a server's database: it says itself */
   struct stat st;
   bool exists = stat(url + 7, &st) == 0;
+  /* nor a device (SQLite would write its journal beside /dev/null), a directory or a pipe */
+  if (exists && !S_ISREG(st.st_mode)) {
+    fprintf(stderr, "%s: %s is not a store file (--store sqlite:PATH, or HOOKD_STORE)\n", who,
+            url + 7);
+    return false;
+  }
   /* an empty file is no store either: opening it would make it an SQLite database */
-  if (exists && (!S_ISREG(st.st_mode) || st.st_size > 0)) return true;
+  if (exists && st.st_size > 0) return true;
   fprintf(stderr, "%s: no store at %s (--store sqlite:PATH, or HOOKD_STORE)%s\n", who, url + 7,
           exists ? ": the file is empty" : "");
   return false;

@@ -314,6 +314,20 @@ describe('hookd CLI', () => {
     const bad = run(['inbox', 'replay', 'in_x', '--to', 'http://127.0.0.1:9/', '--times', '2x']);
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /--times must be a whole number/);
+    // nor is a device, a directory or a pipe (SQLite wrote /dev/null-journal beside /dev/null)
+    for (const path of ['/dev/null', dir]) {
+      const dev = run(['keys', 'list', '--store', `sqlite:${path}`]);
+      assert.equal(dev.status, 1, dev.stderr);
+      assert.match(dev.stderr, /is not a store file/);
+    }
+    // an option the command does not know is named so, even last; a value is no option
+    const last = run(['inbox', 'replay', 'in_x', '--to', 'http://127.0.0.1:9/', '--bogus']);
+    assert.deepEqual([last.status, /unknown option --bogus/.test(last.stderr)], [2, true], last.stderr);
+    const verifyLast = run(['verify', '--secret', 'x', '--bogus']);
+    assert.deepEqual([verifyLast.status, /unknown option --bogus/.test(verifyLast.stderr)], [2, true], verifyLast.stderr);
+    const value = run(['inbox', 'replay', 'in_x', '--master-key-file', '--to', '--to', 'http://127.0.0.1:9/',
+      '--store', `sqlite:${missing}`]);
+    assert.doesNotMatch(value.stderr, /given twice/, 'a value that reads like an option is a value');
     cleanup();
   });
 

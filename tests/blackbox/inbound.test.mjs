@@ -2363,6 +2363,27 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('hookd inbox replay sends the header lines the forward carried, one of 700 bytes too', async () => {
+    const dest = await startReceiver();
+    const src = await source('github', ['gh-long'], [{ url: dest.url }]);
+    const body = JSON.stringify({ ref: 'refs/heads/main' });
+    const long = 'L'.repeat(700);
+    const r = await post(src, body, { ...sign.github(body, 'gh-long', 'long-1'), 'X-Long-Header': long });
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests[0].headers['x-long-header'], long, 'the forward carries it');
+    const local = await startReceiver();
+    const child = spawn(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', local.url, '--store', `sqlite:${h.db}`],
+      { stdio: ['ignore', 'ignore', 'inherit'] });
+    assert.equal(await new Promise((resolve) => child.on('exit', resolve)), 0);
+    assert.equal(local.requests.length, 1);
+    const q = local.requests[0];
+    assert.deepEqual([q.headers['x-long-header'], q.headers['x-github-delivery'], q.body], [long, 'long-1', body],
+      'the replay carries them as the forward did (a line of 512 bytes or more was left out)');
+    await local.close();
+    await dest.close();
+  });
+
   it('the example receiver with --secret deduplicates on the signed webhook-id: new Idempotency-Keys on one signed request make no new effect', async () => {
     const { dir, cleanup } = tempDir();
     const recvBin = DEDUP_RECEIVER;
