@@ -195,6 +195,18 @@ int hookd_cmd_inbox(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  /* the stored request as it was: no Authorization of the URL's (nor a password in `ps`) */
+  CURLU *u = curl_url();
+  char *user = NULL;
+  bool userinfo = u && curl_url_set(u, CURLUPART_URL, to, 0) == CURLUE_OK &&
+                  curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK;
+  curl_free(user);
+  curl_url_cleanup(u);
+  if (userinfo) {
+    fprintf(stderr, "hookd inbox replay: --to carries credentials (user@): the replay sends the "
+                    "stored request's headers, nothing else\n");
+    return 2;
+  }
   hookd_store_config cfg = {.url = store && *store ? store : "sqlite:hookd.db", .max_batch = 16,
                             .no_migrate = true};
   if (!hookd_cli_store_exists("hookd inbox replay", cfg.url)) return 1;

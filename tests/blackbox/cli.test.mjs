@@ -328,6 +328,9 @@ describe('hookd CLI', () => {
     const value = run(['inbox', 'replay', 'in_x', '--master-key-file', '--to', '--to', 'http://127.0.0.1:9/',
       '--store', `sqlite:${missing}`]);
     assert.doesNotMatch(value.stderr, /given twice/, 'a value that reads like an option is a value');
+    // a URL with credentials: the replay sends the stored request's headers, no Authorization
+    const cred = run(['inbox', 'replay', 'in_x', '--to', 'http://user:pw@127.0.0.1:9/', '--store', `sqlite:${missing}`]);
+    assert.deepEqual([cred.status, /carries credentials/.test(cred.stderr)], [2, true], cred.stderr);
     cleanup();
   });
 
