@@ -154,9 +154,10 @@ int hookd_metrics_render(hookd_buf *o) {
                          "from outbound endpoints",
                          LOAD(m->inbound_dead));
   rc = rc ? rc : counter(o, "hookd_deliveries_cancelled_total",
-                         "deliveries cancelled by their endpoint's or source's delete (an inbound "
-                         "destination's: their inbox records dead_lettered until replayed to a "
-                         "replacement)",
+                         "deliveries cancelled by their endpoint's or source's delete, as its "
+                         "answer counts them (one in flight whose 2xx lands after counts "
+                         "delivered too; an inbound destination's: their inbox records "
+                         "dead_lettered until replayed to a replacement)",
                          LOAD(m->cancelled));
   rc = rc ? rc : counter(o, "hookd_stale_outcomes_total",
                          "outcome writes refused because the lease token was superseded",
