@@ -529,8 +529,6 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   it->req.user = it;
   if (hookd_egress_start(d->eg, &it->req) != 0) goto fail;
   it->sent_ms = now;
-  if (dl->attempt_count == 0 && !dl->replay_cycle)
-    hookd_hist_observe_ms(&hookd_m.first_attempt_delay, now - dl->created_ms);
   return 0;
 fail:
   free_hdrs(hs, e->header_lines != NULL);
@@ -1033,6 +1031,10 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   ep *e = it->ep;
   hookd_outcome *o = &it->out;
   e->item_ops--;
+  /* the first attempt's delay, once a delivery's first attempt row is written: a send whose
+   * outcome was lost (a failing disk) and that went again counted twice, read at the send */
+  if (recorded && it->rc == 0 && o->attempt_number == 1 && !it->c.d.replay_cycle)
+    hookd_hist_observe_ms(&hookd_m.first_attempt_delay, it->sent_ms - it->c.d.created_ms);
   if (recorded) {
     if (it->rc == HOOKD_STORE_STALE) {
       if (!e->gone && !it->record_tries) { /* after a retry: the failed write had committed */

@@ -270,6 +270,32 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('an outcome given up (the disk full past its tries) is sent again after the lease: its first-attempt delay is observed once, for the attempt recorded', async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir);
+    const h = await startHookd({ dir, env: disk.env, args: ['--lease-margin-ms', '1000'] });
+    let filled = false;
+    const recv = await startReceiver(() => {
+      if (!filled) { disk.fill(); filled = true; }
+      return { status: 200 };
+    });
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 200 });
+    const count = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_first_attempt_delay_seconds_count');
+    const before = await count();
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await h.waitForLog((l) => l.msg === 'outcome.write_failed', 15000, 'the outcome given up');
+    disk.free();
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered', 'delivered after the lease', 20000);
+    assert.equal(recv.requests.length, 2, 'sent again: at-least-once');
+    const d = await getDelivery(h, (await h.api('GET', `/v1/events/${p.json.id}`)).json.deliveries[0].id);
+    assert.equal(d.attempts.length, 1, 'one attempt recorded');
+    assert.equal(await count(), before + 1, 'one first attempt observed (it was two, the second read seconds late)');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('an outcome whose write fails (another process holds the store\'s write lock): written again, not sent again', async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     const r = await startReceiver(() => 'hang');
