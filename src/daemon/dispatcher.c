@@ -799,11 +799,16 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     int64_t cap = it->c.policy.retry_after_cap_ms;
     int64_t until = now + (ra < cap ? ra : cap);
     if (until > e->paused_until) {
+      /* a pause begins, or one under way goes on (each answer to the requests in flight when
+       * it began moves it a few ms: one pause, counted and logged once) */
+      bool begins = e->paused_until <= now;
       e->paused_until = until;
       o->pause_until_ms = until; /* kept by the store for a restart */
-      HOOKD_INC(endpoint_pauses);
-      HLOG(HOOKD_LOG_INFO, "endpoint.paused", KV_S("endpoint_id", e->cfg.id),
-           KV_S("tenant_id", e->cfg.tenant_id), KV_I("for_ms", until - now));
+      if (begins) {
+        HOOKD_INC(endpoint_pauses);
+        HLOG(HOOKD_LOG_INFO, "endpoint.paused", KV_S("endpoint_id", e->cfg.id),
+             KV_S("tenant_id", e->cfg.tenant_id), KV_I("for_ms", until - now));
+      }
       sched_release_queue(d, e);
     }
   }

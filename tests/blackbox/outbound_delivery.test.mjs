@@ -84,6 +84,23 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('the answers to the requests in flight when a Retry-After pause begins make one pause: counted and logged once', async () => {
+    // 10 requests out at once; each answer's Retry-After ends a few ms after the one before it
+    const recv = await startReceiver(() => ({ status: 503, headers: { 'Retry-After': '5' }, delayMs: 300 }));
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { retry_after_cap_s: 60 } });
+    const pauses = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_endpoint_pauses_total') ?? 0;
+    const before = await pauses();
+    await Promise.all(Array.from({ length: 10 }, (_, i) => publish(h, tenant, { type: 'a.b', payload: { i } })));
+    await waitUntil(async () => recv.requests.length === 10 && recv.open === 0, { what: 'the 10 answered' });
+    await waitUntil(async () => (await pauses()) > before, { what: 'the pause counted' });
+    const lines = h.logs.filter((l) => l.msg === 'endpoint.paused' && l.endpoint_id === endpoint);
+    assert.equal(recv.maxOpen, 10, 'the 10 were out at once');
+    assert.deepEqual([await pauses() - before, lines.length], [1, 1], 'one pause (each answer was counted as one)');
+    recv.behave = () => ({ status: 200 });
+    await recv.close();
+  });
+
   it('429 with Retry-After: 0 is not an invitation to retry at once: at least a second between attempts', async () => {
     const recv = await startReceiver((rec, n) => (n <= 2 ? { status: 429, headers: { 'Retry-After': '0' } } : { status: 200 }));
     const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 5 } });
