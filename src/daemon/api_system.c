@@ -176,8 +176,10 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
   rc = rc ? rc : build_metrics(&o, app);
   hookd_dispatcher_stats ds = {0};
   if (app->disp) hookd_dispatcher_get_stats(app->disp, &ds);
-  int64_t now = hookd_now_ms();
-  double oldest = ds.oldest_due_ms && ds.oldest_due_ms < now ? (now - ds.oldest_due_ms) / 1e3 : 0;
+  /* as of the walk that read it (a few times a second while there is work): read against now,
+   * a delivery sent since went on growing until the next walk */
+  int64_t at = ds.walked_ms;
+  double oldest = ds.oldest_due_ms && ds.oldest_due_ms < at ? (at - ds.oldest_due_ms) / 1e3 : 0;
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_in_flight", "HTTP attempts in flight", ds.in_flight);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_claimed_waiting",
                                      "claimed deliveries waiting for a slot", ds.queued);

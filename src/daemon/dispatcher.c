@@ -1427,8 +1427,13 @@ static void update_stats(hookd_dispatcher *d) {
     e->t->slow_eps += e->slow;
   }
   d->breakers_open = open; /* the exact count (an endpoint removed took its breaker along) */
+  /* while there is work the loop wakes for the next walk: idle between two events, it read a
+   * gauge of the last walk for as long (an endpoint's pause seen 0 half a second, the oldest
+   * due read as growing after it was sent) */
+  d->stats_busy = oldest || paused || open || d->in_flight || d->queued;
   pthread_mutex_lock(&d->mu);
   d->stats.oldest_due_ms = oldest;
+  d->stats.walked_ms = now;
   d->stats.endpoints_paused = paused;
   d->stats.endpoints_slow = slow;
   d->stats.claims_held = d->lease_move_pending != 0;
@@ -1518,7 +1523,8 @@ static void *thread_main(void *arg) {
     if (retry_in < timeout) timeout = retry_in;
     if (!d->sweeping && d->next_sweep_ms - now < timeout) timeout = d->next_sweep_ms - now;
     /* claimed deliveries waiting: their leases are watched at every stats tick */
-    if (d->queued && d->next_stats_ms - now < timeout) timeout = d->next_stats_ms - now;
+    if ((d->queued || d->stats_busy) && d->next_stats_ms - now < timeout)
+      timeout = d->next_stats_ms - now;
     if (timeout < 0) timeout = 0;
     hookd_egress_poll(d->eg, stopping ? 100 : (int)timeout, on_http_done, d);
   }

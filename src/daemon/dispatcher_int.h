@@ -278,6 +278,8 @@ struct hookd_dispatcher {
   uint64_t lease_move_failures; /* failed moves in a row (logged once, then once a minute) */
   int64_t lease_move_logged_ms; /* when the last of those was logged (monotonic) */
   int64_t next_stats_ms;      /* the loop's next stats walk (0: at the next pass) */
+  bool stats_busy;            /* the last walk saw work (due, in flight, paused, a breaker not
+                                 closed): the loop wakes for the next one */
   hookd_breaker_cfg breaker_cfg;
 };
 

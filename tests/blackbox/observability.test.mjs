@@ -117,6 +117,26 @@ describe('observability', () => {
     await hang.close();
   });
 
+  it('hookd_oldest_pending_age_seconds once the work is sent never grows: it reads as of its last walk, which comes while work remains, and drops to 0', async () => {
+    const h = await startHookd();
+    const age = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_oldest_pending_age_seconds');
+    const ok = await startReceiver();
+    const { tenant } = await setup(h, ok.url);
+    for (let round = 0; round < 3; round++) {
+      const ids = [];
+      for (let i = 0; i < 20; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+      for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+      // every delivery sent: read until 0, never higher than the reading before (it grew by the
+      // time since the last walk, for as long as the loop slept: 0.119, 0.275, 0.429, 0.583)
+      const seen = [];
+      await waitUntil(async () => { seen.push(await age()); return seen[seen.length - 1] === 0; },
+        { what: `round ${round}: the gauge back to 0`, timeout: 3000 });
+      for (let i = 1; i < seen.length; i++) assert.ok(seen[i] <= seen[i - 1], `round ${round}: ${seen.join(', ')}`);
+    }
+    assert.equal((await h.stop()).code, 0);
+    await ok.close();
+  });
+
   it('hookd_oldest_pending_age_seconds reads an open breaker\'s deliveries from its probe time: a failing receiver is not hookd falling behind', async () => {
     const h = await startHookd({ args: ['--breaker-min-requests', '2', '--breaker-cooldown-ms', '60000'] });
     const age = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_oldest_pending_age_seconds');
