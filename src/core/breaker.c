@@ -72,7 +72,11 @@ bool hookd_breaker_record(hookd_breaker *b, const hookd_breaker_cfg *c, bool suc
   if (success) b->successes++;
   if (failure) b->failures++;
   int total = b->successes + b->failures;
-  if (total >= c->min_requests && (double)b->failures >= c->failure_ratio * total) open_now(b, now_ms);
+  /* decided on a failure: a success that completes the minimum count says the endpoint
+   * answers (the first attempts failing and their retries passing opened it on a 2xx, and held
+   * a receiver that had recovered for the whole cool-down) */
+  if (failure && total >= c->min_requests && (double)b->failures >= c->failure_ratio * total)
+    open_now(b, now_ms);
   return b->state != before;
 }
 

@@ -102,6 +102,18 @@ static void breaker_cycle(void **s) {
   for (int i = 0; i < 5; i++) hookd_breaker_record(&b, &c, false, true, false, 2300);
   for (int i = 0; i < 50; i++) hookd_breaker_record(&b, &c, false, false, false, 2300);
   assert_int_equal(b.state, HOOKD_BREAKER_CLOSED);
+  /* a success never opens it, even one that completes the count at the ratio (5 of 10): the
+   * next failure does */
+  hookd_breaker_init(&b, 3000);
+  c.min_requests = 10;
+  for (int i = 0; i < 5; i++) hookd_breaker_record(&b, &c, false, true, false, 3000);
+  for (int i = 0; i < 4; i++) hookd_breaker_record(&b, &c, true, false, false, 3000);
+  assert_false(hookd_breaker_record(&b, &c, true, false, false, 3000));
+  assert_int_equal(b.state, HOOKD_BREAKER_CLOSED);
+  assert_true(hookd_breaker_record(&b, &c, false, true, false, 3000));
+  assert_int_equal(b.state, HOOKD_BREAKER_OPEN);
+  hookd_breaker_init(&b, 2300);
+  c.min_requests = 4;
   /* the window restarts: old failures are forgotten */
   hookd_breaker_record(&b, &c, false, true, false, 2300 + c.window_ms);
   assert_int_equal(b.failures, 1);
