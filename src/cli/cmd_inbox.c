@@ -198,7 +198,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
   /* the stored request as it was: no Authorization of the URL's (nor a password in `ps`) */
   CURLU *u = curl_url();
   char *user = NULL;
-  bool userinfo = u && curl_url_set(u, CURLUPART_URL, to, 0) == CURLUE_OK &&
+  bool userinfo = u && curl_url_set(u, CURLUPART_URL, to, CURLU_GUESS_SCHEME) == CURLUE_OK &&
                   curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK;
   curl_free(user);
   curl_url_cleanup(u);

@@ -216,6 +216,9 @@ static span match_named(const char *in, size_t len, size_t i) {
     return j > v ? masked(v - i, j - i) : kept(v - i); /* the closing quote follows */
   }
   size_t v = j;
+  /* a value that reads "[redacted]" (a receiver echoing masked logs) is kept as it is: masked
+   * again, its closing ']' would end the value and be left after the mask */
+  if (len - v >= MASK_LEN && !memcmp(in + v, MASK, MASK_LEN)) return kept(v - i + MASK_LEN);
   if (auth == VALUE_SIGNATURE) {
     /* decided by its first word, read once: prose read on from there, a lone blob masked
      * alone, anything else to its end (never a scan to the line's end for words kept: each
@@ -597,7 +600,17 @@ int hookd_redact_excerpt(const char *in, size_t len, const char *lines, bool cut
   unsigned char *mask = calloc(len, 1);
   if (!mask) return HOOKD_BUF_NOMEM;
   int rc = lines ? values_mark(in, len, lines, cut, mask) : HOOKD_BUF_OK;
+  /* and once more with the values' bytes made blanks: a credential or card number right
+   * against a value ("4111111111111111live") has its word's end there, as the value's mask
+   * gave it when the passes ran one after the other */
+  char *apart = NULL;
+  if (!rc && memchr(mask, 1, len)) {
+    if (!(apart = malloc(len))) rc = HOOKD_BUF_NOMEM;
+    for (size_t i = 0; apart && i < len; i++) apart[i] = mask[i] ? ' ' : in[i];
+  }
   if (!rc) redact_mark(in, len, mask);
+  if (apart) redact_mark(apart, len, mask);
+  free(apart);
   if (!rc) rc = emit_masked(in, len, mask, out);
   free(mask);
   return rc;

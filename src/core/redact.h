@@ -55,9 +55,10 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out);
 int hookd_redact_values(const char *in, size_t len, const char *lines, bool cut, hookd_buf *out);
 
 /* Both at once, as a response excerpt is stored: the values of `lines` (may be NULL) and the
- * masks of hookd_redact marked on the response as received, then one mask per run of marked
- * bytes. One pass's mask never hides from the other what it covers: a header value inside a
- * credential ("password=live4ever", X-Mode: live) leaves no part of the credential shown. */
+ * masks of hookd_redact marked on the response as received, and again on it with the values'
+ * bytes made blanks, then one mask per run of marked bytes. One pass's mask never hides from
+ * the other what it covers: a header value inside a credential ("password=live4ever", X-Mode:
+ * live) or right against one ("4111111111111111live") leaves no part of it shown. */
 int hookd_redact_excerpt(const char *in, size_t len, const char *lines, bool cut,
                          hookd_buf *out);
 

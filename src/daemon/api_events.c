@@ -528,9 +528,13 @@ static void reply_purged(hookd_api_op *base, int rc) {
 }
 
 /* The answer to republishing an event event retention deleted: a repeat of a republish made
- * before is answered as a duplicate; anything else is 404, as before. */
+ * before is answered as a duplicate; anything else is 404, as before — an id another event
+ * has too (there is no source to be in conflict about); an Idempotency-Key sent before with
+ * another request stays the caller's 409, as for any source. */
 static void reply_gone(hookd_api_op *base, int rc) {
-  if (rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_STATE) { /* (STATE: no such republish) */
+  bool key_reused = rc == HOOKD_STORE_CONFLICT && strstr(base->err, "Idempotency-Key");
+  if (rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_STATE ||
+      (rc == HOOKD_STORE_CONFLICT && !key_reused)) {
     hookd_req_error(base->req, 404, "not_found", "event not found");
     return;
   }

@@ -148,15 +148,35 @@ static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, 
 /* Retention of dedup records with their inbound events (I9), and, when set, of settled outbound
  * events: their payloads, then the events themselves (O17); the items of replay jobs that ended
  * a week ago (docs/replay.md). */
+#define RETENTION_STEP_TRUSTED_MS (3600 * 1000) /* a step ahead this old is the right time */
+
 static void purge_old(hookd_app *app) {
   /* now, as far as the monotonic clock has run since the start: a step forward of the wall
-   * clock purges nothing early (docs/architecture.md "Clocks") */
-  int64_t wall = hookd_now_ms();
-  int64_t now = hookd_clock_bounded(wall, hookd_mono_ms(), app->started_ms, app->started_mono_ms);
+   * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
+   * that was behind when hookd started, set right since) and becomes the reference
+   * (docs/architecture.md "Clocks") */
+  int64_t wall = hookd_now_ms(), mono = hookd_mono_ms();
+  if (!app->retention_mono_ms) {
+    app->retention_wall_ms = app->started_ms;
+    app->retention_mono_ms = app->started_mono_ms;
+  }
+  int64_t now = hookd_clock_bounded(wall, mono, app->retention_wall_ms, app->retention_mono_ms);
+  if (wall - now < 1000) {
+    app->clock_ahead_since = 0;
+  } else if (!app->clock_ahead_since) {
+    app->clock_ahead_since = mono;
+  } else if (mono - app->clock_ahead_since >= RETENTION_STEP_TRUSTED_MS) {
+    HLOG(HOOKD_LOG_WARN, "retention.clock_rebased", KV_I("ahead_ms", wall - now),
+         KV_S("why", "the wall clock has read ahead of the time run for an hour: taken as right"));
+    app->retention_wall_ms = wall;
+    app->retention_mono_ms = mono;
+    app->clock_ahead_since = 0;
+    now = wall;
+  }
   if (wall - now >= 1000)
     HLOG(HOOKD_LOG_WARN, "retention.clock_ahead", KV_I("ahead_ms", wall - now),
          KV_S("hint", "the wall clock reads past the time run since the start: retention "
-                      "purges by the latter"));
+                      "purges by the latter until that has lasted an hour"));
   if (!purge_walk(app, now, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
                   "inbox.purged"))
     return;

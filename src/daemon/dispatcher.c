@@ -529,6 +529,7 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   it->req.user = it;
   if (hookd_egress_start(d->eg, &it->req) != 0) goto fail;
   it->sent_ms = now;
+  it->first_delay_ms = now - dl->created_ms; /* read now: a step moves sent_ms, not created_ms */
   return 0;
 fail:
   free_hdrs(hs, e->header_lines != NULL);
@@ -1039,7 +1040,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   /* the first attempt's delay, once a delivery's first attempt row is written: a send whose
    * outcome was lost (a failing disk) and that went again counted twice, read at the send */
   if (recorded && it->rc == 0 && o->attempt_number == 1 && !it->c.d.replay_cycle)
-    hookd_hist_observe_ms(&hookd_m.first_attempt_delay, it->sent_ms - it->c.d.created_ms);
+    hookd_hist_observe_ms(&hookd_m.first_attempt_delay, it->first_delay_ms);
   if (recorded) {
     if (it->rc == HOOKD_STORE_STALE) {
       if (!e->gone && !it->record_tries) { /* after a retry: the failed write had committed */
@@ -1429,8 +1430,9 @@ static void update_stats(hookd_dispatcher *d) {
   d->breakers_open = open; /* the exact count (an endpoint removed took its breaker along) */
   /* while there is work the loop wakes for the next walk: idle between two events, it read a
    * gauge of the last walk for as long (an endpoint's pause seen 0 half a second, the oldest
-   * due read as growing after it was sent) */
-  d->stats_busy = oldest || paused || open || d->in_flight || d->queued;
+   * due read as growing after it was sent). Not for a breaker: one with nothing left to send
+   * stays open until a send asks it (and would keep an idle daemon waking for ever). */
+  d->stats_busy = oldest || paused || d->in_flight || d->queued;
   pthread_mutex_lock(&d->mu);
   d->stats.oldest_due_ms = oldest;
   d->stats.walked_ms = now;

@@ -87,6 +87,8 @@ typedef struct item {
   char *url;                  /* req.url: the item's own copy (an endpoint update frees the
                                  endpoint's while the request may still be connecting, and the
                                  connect-time check reads it) */
+  int64_t first_delay_ms;     /* from its event's publish to this send (the first attempt's
+                                 delay, observed once that attempt is recorded) */
   int64_t sent_ms;            /* wall clock, moved by its steps (dispatcher.c clock_stepped):
                                  how long it has been out, and whether before the endpoint's
                                  stored health_since */

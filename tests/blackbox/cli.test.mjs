@@ -329,8 +329,10 @@ describe('hookd CLI', () => {
       '--store', `sqlite:${missing}`]);
     assert.doesNotMatch(value.stderr, /given twice/, 'a value that reads like an option is a value');
     // a URL with credentials: the replay sends the stored request's headers, no Authorization
-    const cred = run(['inbox', 'replay', 'in_x', '--to', 'http://user:pw@127.0.0.1:9/', '--store', `sqlite:${missing}`]);
-    assert.deepEqual([cred.status, /carries credentials/.test(cred.stderr)], [2, true], cred.stderr);
+    for (const to of ['http://user:pw@127.0.0.1:9/', 'user:pw@127.0.0.1:9/hook']) { // libcurl guesses http://
+      const cred = run(['inbox', 'replay', 'in_x', '--to', to, '--store', `sqlite:${missing}`]);
+      assert.deepEqual([cred.status, /carries credentials/.test(cred.stderr)], [2, true], `${to}: ${cred.stderr}`);
+    }
     cleanup();
   });
 

@@ -411,6 +411,8 @@ describe('payload retention', () => {
     const fresh = await d.api('POST', path, { id: 'evt_rg_2' });
     assert.deepEqual([fresh.status, fresh.json.error.code], [404, 'not_found'], fresh.text);
     assert.equal((await d.api('POST', `/v1/tenants/${tenant}/events/evt_never/republish`, { id: 'evt_rg_3' })).status, 404);
+    const taken = await d.api('POST', `/v1/tenants/${tenant}/events/evt_never/republish`, { id: 'evt_rg_1' });
+    assert.equal(taken.status, 404, `no source, whatever the id: ${taken.text}`);
     assert.equal((await d.stop()).code, 0);
     await ok.close();
     await failing.close();

@@ -240,6 +240,12 @@ static void own_header_values(void **st) {
   assert_string_equal(E("token=abc%2Bgw+Cred123456789&n=1", b64, false), "token=[redacted]&n=1");
   assert_string_equal(E("a live one", mode, true), "a [redacted] one");
   assert_string_equal(E("mail a@b.co now", NULL, false), "mail [redacted] now");
+  /* a credential right against a value: its word ends there (as the passes in turn had it) */
+  assert_string_equal(E("card 4111111111111111live", mode, false), "card [redacted]");
+  assert_string_equal(E("to a@b.comlive", mode, false), "to [redacted]");
+  /* a value already masked by whoever wrote the response stays as it is */
+  assert_string_equal(R("authorization: [redacted]\npassword=[redacted]&next=1"),
+                      "authorization: [redacted]\npassword=[redacted]&next=1");
   /* linear whatever the values repeat: 20 values of 1 KiB of one byte over a response of it
    * (a search restarted after each overlapping match took 165 ms a response at -O2) */
   static char big[HOOKD_EXCERPT_TEST_LEN + 1], many[20 * 1040 + 1];
