@@ -145,11 +145,11 @@ static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, 
   return rc;
 }
 
+#define RETENTION_STEP_TRUSTED_MS (3600 * 1000) /* a step ahead this old is the right time */
+
 /* Retention of dedup records with their inbound events (I9), and, when set, of settled outbound
  * events: their payloads, then the events themselves (O17); the items of replay jobs that ended
  * a week ago (docs/replay.md). */
-#define RETENTION_STEP_TRUSTED_MS (3600 * 1000) /* a step ahead this old is the right time */
-
 static void purge_old(hookd_app *app) {
   /* now, as far as the monotonic clock has run since the start: a step forward of the wall
    * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
