@@ -18,3 +18,21 @@ int64_t hookd_clock_bounded(int64_t wall_now, int64_t mono_now, int64_t wall_ref
   int64_t bound = wall_ref + (mono_now - mono_ref);
   return wall_now < bound ? wall_now : bound;
 }
+
+int64_t hookd_bounded_clock_read(hookd_bounded_clock *c, int64_t wall_now, int64_t mono_now,
+                                 bool *rebased) {
+  *rebased = false;
+  int64_t now = hookd_clock_bounded(wall_now, mono_now, c->wall_ref, c->mono_ref);
+  if (wall_now - now < 1000) { /* within a second of it: not ahead */
+    c->ahead_since = 0;
+  } else if (!c->ahead_since) {
+    c->ahead_since = mono_now;
+  } else if (mono_now - c->ahead_since >= c->trust_ms) {
+    c->wall_ref = wall_now;
+    c->mono_ref = mono_now;
+    c->ahead_since = 0;
+    *rebased = true;
+    now = wall_now;
+  }
+  return now;
+}

@@ -3,6 +3,7 @@
 #ifndef HOOKD_CORE_CLOCK_H
 #define HOOKD_CORE_CLOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 int64_t hookd_now_ms(void);  /* CLOCK_REALTIME, ms since the Unix epoch */
@@ -14,5 +15,17 @@ int64_t hookd_mono_us(void); /* CLOCK_MONOTONIC, µs */
  * move on (retention's "now": a step must not purge early). A step back is taken as it is. */
 int64_t hookd_clock_bounded(int64_t wall_now, int64_t mono_now, int64_t wall_ref,
                             int64_t mono_ref);
+
+/* Retention's clock: hookd_clock_bounded from a reference (the start), except that a reading
+ * ahead of the bound that has lasted trust_ms is taken as the right time and becomes the
+ * reference (a clock that was behind at the start, set right since). */
+typedef struct hookd_bounded_clock {
+  int64_t wall_ref, mono_ref;
+  int64_t ahead_since; /* monotonic: reading ahead of the bound since then; 0 = not */
+  int64_t trust_ms;
+} hookd_bounded_clock;
+/* The time to use now; *rebased when the reference moved at this reading. */
+int64_t hookd_bounded_clock_read(hookd_bounded_clock *c, int64_t wall_now, int64_t mono_now,
+                                 bool *rebased);
 
 #endif

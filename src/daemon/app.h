@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "core/clock.h"
 #include "core/jsonio.h"
 #include "daemon/auth.h"
 #include "daemon/config.h"
@@ -38,9 +39,7 @@ typedef struct hookd_app {
                              * supervisor's liveness probe is answered during a slow start) */
   int64_t started_ms;
   int64_t started_mono_ms;  /* read with started_ms: retention's bound (hookd_clock_bounded) */
-  int64_t retention_wall_ms, retention_mono_ms; /* that bound's reference: the start, or the
-                                                   last time a step ahead of it had lasted */
-  int64_t clock_ahead_since; /* monotonic: the wall clock reads past the bound since then */
+  hookd_bounded_clock retention_clock; /* retention's "now" (core/clock.h), from the start */
   int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
   uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */
   int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */

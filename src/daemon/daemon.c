@@ -155,24 +155,16 @@ static void purge_old(hookd_app *app) {
    * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
    * that was behind when hookd started, set right since) and becomes the reference
    * (docs/architecture.md "Clocks") */
-  int64_t wall = hookd_now_ms(), mono = hookd_mono_ms();
-  if (!app->retention_mono_ms) {
-    app->retention_wall_ms = app->started_ms;
-    app->retention_mono_ms = app->started_mono_ms;
-  }
-  int64_t now = hookd_clock_bounded(wall, mono, app->retention_wall_ms, app->retention_mono_ms);
-  if (wall - now < 1000) {
-    app->clock_ahead_since = 0;
-  } else if (!app->clock_ahead_since) {
-    app->clock_ahead_since = mono;
-  } else if (mono - app->clock_ahead_since >= RETENTION_STEP_TRUSTED_MS) {
-    HLOG(HOOKD_LOG_WARN, "retention.clock_rebased", KV_I("ahead_ms", wall - now),
+  hookd_bounded_clock *rc = &app->retention_clock;
+  if (!rc->mono_ref)
+    *rc = (hookd_bounded_clock){.wall_ref = app->started_ms, .mono_ref = app->started_mono_ms,
+                                .trust_ms = RETENTION_STEP_TRUSTED_MS};
+  int64_t wall = hookd_now_ms();
+  bool rebased;
+  int64_t now = hookd_bounded_clock_read(rc, wall, hookd_mono_ms(), &rebased);
+  if (rebased)
+    HLOG(HOOKD_LOG_WARN, "retention.clock_rebased",
          KV_S("why", "the wall clock has read ahead of the time run for an hour: taken as right"));
-    app->retention_wall_ms = wall;
-    app->retention_mono_ms = mono;
-    app->clock_ahead_since = 0;
-    now = wall;
-  }
   if (wall - now >= 1000)
     HLOG(HOOKD_LOG_WARN, "retention.clock_ahead", KV_I("ahead_ms", wall - now),
          KV_S("hint", "the wall clock reads past the time run since the start: retention "

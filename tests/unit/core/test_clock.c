@@ -1,5 +1,6 @@
 /* test_clock.c — retention's bounded "now": a step forward of the wall clock does not move it
- * ahead of the monotonic time run since the reference; a step back is taken as it is. */
+ * ahead of the monotonic time run since the reference (until it has lasted an hour: then it is
+ * the reference); a step back is taken as it is. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,7 +27,42 @@ static void bounded_by_the_monotonic_clock(void **st) {
   assert_true(b >= w && b - w < 1000);
 }
 
+/* A step ahead is held back for trust_ms; one that lasts becomes the reference (a clock that
+ * was behind at the start and was set right); one set back before that never moved it. */
+static void a_lasting_step_becomes_the_reference(void **st) {
+  (void)st;
+  const int64_t wall0 = 1796000000000, mono0 = 5000, hour = 3600000, day = 24 * hour;
+  hookd_bounded_clock c = {.wall_ref = wall0, .mono_ref = mono0, .trust_ms = hour};
+  bool rebased;
+  /* set a day ahead a minute in: held back, and still at 59 minutes */
+  assert_int_equal(hookd_bounded_clock_read(&c, wall0 + day + 60000, mono0 + 60000, &rebased),
+                   wall0 + 60000);
+  assert_false(rebased);
+  int64_t at = mono0 + 60000 + hour - 60000;
+  assert_int_equal(hookd_bounded_clock_read(&c, wall0 + day + hour, at, &rebased), wall0 + hour);
+  assert_false(rebased);
+  /* an hour after it was first seen: taken as right */
+  at = mono0 + 60000 + hour;
+  assert_int_equal(hookd_bounded_clock_read(&c, wall0 + day + hour + 60000, at, &rebased),
+                   wall0 + day + hour + 60000);
+  assert_true(rebased);
+  /* and it runs on from there */
+  assert_int_equal(hookd_bounded_clock_read(&c, wall0 + day + hour + 120000, at + 60000, &rebased),
+                   wall0 + day + hour + 120000);
+  assert_false(rebased);
+  /* a step set back before its hour moves nothing: the wait starts over at the next one */
+  hookd_bounded_clock d = {.wall_ref = wall0, .mono_ref = mono0, .trust_ms = hour};
+  hookd_bounded_clock_read(&d, wall0 + day, mono0 + 1000, &rebased);
+  assert_int_equal(hookd_bounded_clock_read(&d, wall0 + 2000, mono0 + 2000, &rebased),
+                   wall0 + 2000);
+  assert_int_equal(d.ahead_since, 0);
+  assert_int_equal(hookd_bounded_clock_read(&d, wall0 + day, mono0 + hour + 3000, &rebased),
+                   wall0 + hour + 3000);
+  assert_false(rebased);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(bounded_by_the_monotonic_clock)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(bounded_by_the_monotonic_clock),
+                                     cmocka_unit_test(a_lasting_step_becomes_the_reference)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
