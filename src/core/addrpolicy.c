@@ -2,6 +2,7 @@
  * reduction of IPv6 forms that embed an IPv4 address, CIDR and IP-literal parsing, formatting.
  * Pure: no DNS, no sockets, no allocation. */
 #include "core/addrpolicy.h"
+#include "core/num.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -186,13 +187,6 @@ const char *hookd_addr_judge_sockaddr(const hookd_addr_policy *p, const struct s
 
 /* ---- parsing ---- */
 
-static int hexval(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 /* Parses one part [s, e) of a loose IPv4 literal: decimal, octal (leading 0) or hex (0x; a bare
  * "0x" is 0, as inet_aton and the WHATWG URL parser read it). Values above 2^32-1 fail. */
 static int parse_part(const char *s, const char *e, uint32_t *out) {
@@ -207,7 +201,7 @@ static int parse_part(const char *s, const char *e, uint32_t *out) {
   }
   uint64_t v = 0;
   for (; s < e; s++) {
-    int d = hexval(*s);
+    int d = hookd_hex_digit(*s);
     if (d < 0 || (unsigned)d >= base) return -1;
     v = v * base + (unsigned)d;
     if (v > UINT32_MAX) return -1;

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "core/inbound_int.h"
+#include "core/num.h"
 
 #define DEFAULT_TOLERANCE_S 300
 #define MAX_TOLERANCE_S (366 * 86400) /* larger tolerances are clamped to this */
@@ -94,17 +95,10 @@ int hookd_in_check_ts(int64_t ts, int64_t now_s, int64_t tolerance_s) {
   return hookd_ts_check(ts, now_s, tolerance_s);
 }
 
-static int hexval(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 int hookd_in_hex_decode(const char *s, size_t len, unsigned char *out, size_t outlen) {
   if (len != outlen * 2) return -1;
   for (size_t i = 0; i < outlen; i++) {
-    int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+    int hi = hookd_hex_digit(s[2 * i]), lo = hookd_hex_digit(s[2 * i + 1]);
     if (hi < 0 || lo < 0) return -1;
     out[i] = (unsigned char)(hi << 4 | lo);
   }

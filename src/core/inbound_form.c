@@ -6,13 +6,7 @@
 #include <string.h>
 
 #include "core/inbound_int.h"
-
-static int hexval(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+#include "core/num.h"
 
 /* Decodes s[0..len) into dst (room for len + 1), NUL-terminates; returns decoded length or -1. */
 static long decode(const char *s, size_t len, char *dst) {
@@ -23,7 +17,7 @@ static long decode(const char *s, size_t len, char *dst) {
       dst[o++] = ' ';
     } else if (c == '%') {
       if (len - i < 3) return -1;
-      int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+      int hi = hookd_hex_digit(s[i + 1]), lo = hookd_hex_digit(s[i + 2]);
       if (hi < 0 || lo < 0) return -1;
       dst[o++] = (char)(hi << 4 | lo);
       i += 2;

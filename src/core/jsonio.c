@@ -2,6 +2,7 @@
  * digits of a double that it and jcs.c write (see jsonio.h). The depth pre-scan only counts
  * brackets outside strings; jansson does the parsing. */
 #include "core/jsonio.h"
+#include "core/num.h"
 
 #include <float.h>
 #include <math.h>
@@ -91,9 +92,7 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
 static int hex4(const char *p) {
   int v = 0;
   for (int i = 0; i < 4; i++) {
-    char c = p[i];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int d = hookd_hex_digit(p[i]);
     if (d < 0) return -1;
     v = v * 16 + d;
   }

@@ -16,3 +16,10 @@ int hookd_parse_ll(const char *s, long long min, long long max, long long *out) 
   *out = v;
   return 0;
 }
+
+int hookd_hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}

@@ -7,4 +7,7 @@
  * anything but an optional sign and digits, overflows, or is out of bounds. */
 int hookd_parse_ll(const char *s, long long min, long long max, long long *out);
 
+/* The value of a hexadecimal digit (either case), or -1. */
+int hookd_hex_digit(char c);
+
 #endif

@@ -7,6 +7,7 @@
  * are copied in runs, not one by one. Email addresses are found at their '@': the local part
  * just before it, still waiting to be copied, goes into the mask. */
 #include "core/redact.h"
+#include "core/num.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -441,17 +442,10 @@ typedef struct view {
 
 static size_t at(const view *w, size_t i) { return w->from ? w->from[i] : i; }
 
-static int hexval(char c) {
-  return c >= '0' && c <= '9'   ? c - '0'
-         : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                : -1;
-}
-
 /* How many of s[0..n) are hex digits, from the start. */
 static size_t hex_run(const char *s, size_t n) {
   size_t k = 0;
-  while (k < n && hexval(s[k]) >= 0) k++;
+  while (k < n && hookd_hex_digit(s[k]) >= 0) k++;
   return k;
 }
 
@@ -477,8 +471,8 @@ static bool decode(const char *in, size_t len, int how, bool cut, view *w) {
         c = to[simple - "\"\\/bfnrt"];
         step = 2;
       } else if (e == 'u' && i + 6 <= len && hex_run(in + i + 2, 4) == 4) {
-        int code = (hexval(in[i + 2]) << 12) | (hexval(in[i + 3]) << 8) |
-                   (hexval(in[i + 4]) << 4) | hexval(in[i + 5]);
+        int code = 0;
+        for (int k = 2; k < 6; k++) code = code << 4 | hookd_hex_digit(in[i + k]);
         c = code < 0x80 ? (char)code : '\0';
         step = 6;
       } else if (cut && (i + 1 == len || (e == 'u' && hex_run(in + i + 2, len - i - 2) ==
@@ -487,7 +481,7 @@ static bool decode(const char *in, size_t len, int how, bool cut, view *w) {
       }
     } else if (!json && c == '%') {
       if (i + 3 <= len && hex_run(in + i + 1, 2) == 2) {
-        c = (char)((hexval(in[i + 1]) << 4) | hexval(in[i + 2]));
+        c = (char)((hookd_hex_digit(in[i + 1]) << 4) | hookd_hex_digit(in[i + 2]));
         step = 3;
       } else if (cut && i + 3 > len && hex_run(in + i + 1, len - i - 1) == len - i - 1) {
         break; /* "%" or "%2" at the very end */

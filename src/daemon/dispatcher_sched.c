@@ -788,13 +788,6 @@ static void mark_slow(hookd_dispatcher *d, item *it) {
   it->ep->t->slow_in_flight++;
 }
 
-/* A request in flight for more than half its timeout makes its endpoint slow now, and counts in
- * the slow share from now, rather than when it times out: a hanging endpoint's first requests
- * join the slow share while they still hang, so its next ones are held to the share. So do the
- * endpoint's other requests in flight, from the moment it is marked: sent a few ms after the
- * first (a burst of events published one by one), they would otherwise count as healthy until
- * their own half timeout, and the newcomer share, which reads the slow requests, let a new
- * hanging endpoint take the last slot of the tenant meanwhile (a flaky test showed it). */
 /* Every request in flight to a slow endpoint counts in the slow share: one walk, however many
  * endpoints were just marked (a wave of hundreds marked in one sweep). A request sent to an
  * endpoint already slow was marked when sent; a request that ended is out of the live list
@@ -806,6 +799,13 @@ static void mark_slow_eps_requests(hookd_dispatcher *d) {
   }
 }
 
+/* A request in flight for more than half its timeout makes its endpoint slow now, and counts in
+ * the slow share from now, rather than when it times out: a hanging endpoint's first requests
+ * join the slow share while they still hang, so its next ones are held to the share. So do the
+ * endpoint's other requests in flight, from the moment it is marked: sent a few ms after the
+ * first (a burst of events published one by one), they would otherwise count as healthy until
+ * their own half timeout, and the newcomer share, which reads the slow requests, let a new
+ * hanging endpoint take the last slot of the tenant meanwhile (a flaky test showed it). */
 void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
   bool marked = false;
   /* (sent_ms is moved by a step of the wall clock: a step marks nothing slow) */
