@@ -532,7 +532,7 @@ static void reply_purged(hookd_api_op *base, int rc) {
  * has too (there is no source to be in conflict about); an Idempotency-Key sent before with
  * another request stays the caller's 409, as for any source. */
 static void reply_gone(hookd_api_op *base, int rc) {
-  bool key_reused = rc == HOOKD_STORE_CONFLICT && strstr(base->err, "Idempotency-Key");
+  bool key_reused = rc == HOOKD_STORE_CONFLICT && ((pub_op *)base)->res.key_conflict;
   if (rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_STATE ||
       (rc == HOOKD_STORE_CONFLICT && !key_reused)) {
     hookd_req_error(base->req, 404, "not_found", "event not found");

@@ -195,6 +195,7 @@ typedef struct hookd_publish_res {
   int n_deliveries;           /* deliveries of the event */
   int n_superseded;           /* of which created DEAD "superseded" (ordering versions) */
   bool duplicate;             /* an earlier identical request created it */
+  bool key_conflict;          /* HOOKD_STORE_CONFLICT for the Idempotency-Key (not the id) */
   size_t n_endpoints;         /* endpoints that got a new delivery (first HOOKD_FANOUT_MAX) */
   char *endpoints[HOOKD_FANOUT_MAX];
   bool endpoints_truncated;   /* more endpoints than reported: rescan hints */

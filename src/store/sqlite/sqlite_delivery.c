@@ -206,6 +206,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
           memcmp(sqlite3_column_blob(st, 0), req->request_hash, 32) != 0) {
         snprintf(c->err, sizeof c->err,
                  "Idempotency-Key was already used with a different request body");
+        res->key_conflict = true;
         return HOOKD_STORE_CONFLICT;
       }
       if (sqlite3_column_type(st, 2) == SQLITE_NULL) return sq_fail(c, "read idempotency key");
