@@ -38,7 +38,6 @@ typedef struct hookd_app {
                              * /readyz may run (the listener opens before the store, so that a
                              * supervisor's liveness probe is answered during a slow start) */
   int64_t started_ms;
-  int64_t started_mono_ms;  /* read with started_ms: retention's bound (hookd_clock_bounded) */
   hookd_bounded_clock retention_clock; /* retention's "now" (core/clock.h), from the start */
   int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
   uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */

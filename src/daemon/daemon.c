@@ -155,13 +155,9 @@ static void purge_old(hookd_app *app) {
    * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
    * that was behind when hookd started, set right since) and becomes the reference
    * (docs/architecture.md "Clocks") */
-  hookd_bounded_clock *rc = &app->retention_clock;
-  if (!rc->mono_ref)
-    *rc = (hookd_bounded_clock){.wall_ref = app->started_ms, .mono_ref = app->started_mono_ms,
-                                .trust_ms = RETENTION_STEP_TRUSTED_MS};
   int64_t wall = hookd_now_ms();
   bool rebased;
-  int64_t now = hookd_bounded_clock_read(rc, wall, hookd_mono_ms(), &rebased);
+  int64_t now = hookd_bounded_clock_read(&app->retention_clock, wall, hookd_mono_ms(), &rebased);
   if (rebased)
     HLOG(HOOKD_LOG_WARN, "retention.clock_rebased",
          KV_S("why", "the wall clock has read ahead of the time run for an hour: taken as right"));
@@ -346,7 +342,10 @@ int hookd_serve(const hookd_config *cfg) {
    * 503 like a full disk's, instead of killing the daemon */
   signal(SIGXFSZ, SIG_IGN);
 
-  hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms(), .started_mono_ms = hookd_mono_ms()};
+  hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms()};
+  app.retention_clock = (hookd_bounded_clock){.wall_ref = app.started_ms,
+                                              .mono_ref = hookd_mono_ms(),
+                                              .trust_ms = RETENTION_STEP_TRUSTED_MS};
   app.json_limits.max_depth = (size_t)cfg->max_json_depth;
   char err[512] = "";
   int exit_code = 1;
