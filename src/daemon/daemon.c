@@ -469,6 +469,11 @@ int hookd_serve(const hookd_config *cfg) {
     struct timespec ts = {2, 0};
     int sig = sigtimedwait(&sigs, NULL, &ts);
     if (sig == SIGTERM || sig == SIGINT) {
+      /* not ready and closing to new requests before it says so: a request sent once the line
+       * is out is refused not_ready, not taken (a test's keep-alive request met the moment
+       * between and waited on a locked store: 503 storage_unavailable) */
+      atomic_store(&app.ready, false);
+      hookd_server_quiesce(app.srv);
       HLOG(HOOKD_LOG_INFO, "shutdown.begin", KV_S("signal", sig == SIGTERM ? "TERM" : "INT"));
       break;
     }

@@ -736,7 +736,7 @@ int hookd_server_suspended(const hookd_server *s) {
  * descriptor (ThreadSanitizer saw a close race the polling thread's epoll_ctl on it), and a
  * closed number could be reused meanwhile. */
 void hookd_server_quiesce(hookd_server *s) {
-  atomic_store(&s->closing, true);
+  if (atomic_exchange(&s->closing, true)) return; /* once (a stop, then the common exit) */
   MHD_socket fd = MHD_quiesce_daemon(s->mhd);
   if (fd == MHD_INVALID_SOCKET) return;
   shutdown(fd, SHUT_RDWR);
