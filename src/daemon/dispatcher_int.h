@@ -125,6 +125,7 @@ typedef struct tenant {
   bool in_ring;               /* in the dispatcher's sending ring */
   struct tenant *ring_next;
   int turn_left;              /* sends left in its current turn */
+  bool keep_turn;             /* left the ring mid-turn for the global reserve: goes on with it */
   bool serving;               /* the scheduler is serving its turn: not re-queued meanwhile */
   bool blocked_cap;           /* out of the ring until one of its requests completes */
   int64_t wake_ms;            /* rate-limited: back in the ring then (0 = not waiting) */

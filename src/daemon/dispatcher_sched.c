@@ -168,7 +168,8 @@ static void ring_push(hookd_dispatcher *d, tenant *t) {
   if (t->in_ring || t->serving || !t->ready_head || t->blocked_cap || t->waiting) return;
   t->in_ring = true;
   t->ring_next = NULL;
-  t->turn_left = t->weight;
+  if (!t->keep_turn || t->turn_left <= 0) t->turn_left = t->weight;
+  t->keep_turn = false;
   if (d->ring_tail) d->ring_tail->ring_next = t;
   else d->ring_head = t;
   d->ring_tail = t;
@@ -298,9 +299,16 @@ static void share_wait_remove(ep *e) {
   e->share_blocked = false;
 }
 
-/* The global cap has more than its reserve free again: stopped tenants go back to the ring. */
+/* The global cap has more than its reserve free again: stopped tenants go back to the ring, in
+ * the order they left it (d->share_wait is last-stopped first), each with the rest of its turn:
+ * at a full cap slots free one at a time, and the weights hold only so. */
 static void flush_share_tenants(hookd_dispatcher *d) {
-  tenant *list = d->share_wait;
+  tenant *list = NULL;
+  for (tenant *t = d->share_wait, *next; t; t = next) {
+    next = t->share_next;
+    t->share_next = list;
+    list = t;
+  }
   d->share_wait = NULL;
   while (list) {
     tenant *t = list;
@@ -616,6 +624,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     }
     if (!reserve_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight)) {
       t->serving = false;
+      t->keep_turn = true;
       if (!t->share_blocked) { /* back when the reserve is exceeded, or on a completion */
         t->share_blocked = true;
         t->share_next = d->share_wait;

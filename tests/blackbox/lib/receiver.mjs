@@ -8,6 +8,7 @@ import { Webhook } from 'standardwebhooks';
 // Receivers a failed test left open are closed once the file's tests are done (2 s later, after
 // the file's own `after` hooks), so that they do not keep the test process (and CI) waiting.
 const live = new Set();
+let hangSeq = 0; // the order requests began to hang in, across receivers
 after(() => { setTimeout(() => { for (const r of [...live]) r.close(); }, 2000).unref(); });
 
 export async function startReceiver(behave = () => ({ status: 200 }), { host = '127.0.0.1' } = {}) {
@@ -43,7 +44,7 @@ class Receiver {
       const rec = { n: this.requests.length + 1, at: Date.now(), method: req.method, url: req.url, headers: req.headers, body };
       this.requests.push(rec);
       const b = this.behave(rec, rec.n);
-      if (b === 'hang') { this.hanging.push(res); }
+      if (b === 'hang') { res.hangSeq = hangSeq++; this.hanging.push(res); }
       else if (b === 'drop' || b === 'drop-after-read') { req.socket.destroy(); }
       else {
         const answer = () => { res.writeHead(b.status ?? 200, b.headers ?? {}); res.end(b.body ?? 'ok'); };
@@ -74,6 +75,12 @@ class Receiver {
       'webhook-timestamp': rec.headers['webhook-timestamp'],
       'webhook-signature': rec.headers['webhook-signature'],
     });
+  }
+
+  // Answers the request that has hung the longest (its hangSeq orders it among receivers).
+  releaseFirst(status = 200) {
+    const res = this.hanging.shift();
+    try { res.writeHead(status); res.end('ok'); } catch { /* closed */ }
   }
 
   releaseHanging(status = 200) {
