@@ -319,9 +319,16 @@ static void flush_share_tenants(hookd_dispatcher *d) {
   }
 }
 
-/* Its tenant's cap has more than its reserve free again (or changed). */
+/* Its tenant's cap has more than its reserve free again (or changed): its stopped endpoints are
+ * ready again in the order they were stopped (t->share_wait is last-stopped first; taken so, at
+ * a full cap the endpoint that had just sent went first again and the others never did). */
 static void flush_share_eps(hookd_dispatcher *d, tenant *t) {
-  ep *list = t->share_wait;
+  ep *list = NULL;
+  for (ep *e = t->share_wait, *next; e; e = next) {
+    next = e->share_next;
+    e->share_next = list;
+    list = e;
+  }
   t->share_wait = NULL;
   while (list) {
     ep *e = list;

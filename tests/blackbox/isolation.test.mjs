@@ -879,6 +879,42 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('the endpoints of a tenant share its full cap in turn (one busy endpoint does not take every slot freed)', async () => {
+    // 30 slots for the tenant's two endpoints: the last 2 of its 32 are its cap's reserve
+    const h = await startHookd({ args: ['--tenant-max-in-flight', '32'] });
+    const A = await startReceiver(() => 'hang');
+    const B = await startReceiver(() => 'hang');
+    const S = await setup(h, A.url, { max_in_flight: 32, event_types: ['a'] });
+    const eb = await h.api('POST', `/v1/tenants/${S.tenant}/endpoints`, { url: B.url, max_in_flight: 32, event_types: ['b'] });
+    assert.equal(eb.status, 201, eb.text);
+    for (let i = 0; i < 200; i++) {
+      await publish(h, S.tenant, { type: 'a', payload: { i } });
+      await publish(h, S.tenant, { type: 'b', payload: { i } });
+    }
+    const total = () => A.requests.length + B.requests.length;
+    await waitUntil(async () => A.open + B.open === 30, { what: 'slots full', timeout: 5000 });
+    const first = [A.requests.length, B.requests.length];
+    // answers one at a time, the oldest first: before 2026-12-02 the endpoints stopped by the
+    // cap's reserve were ready again last-stopped first, and the one that had just sent took
+    // every slot freed (A 0 of 28)
+    const oldest = () => [A, B].filter((r) => r.hanging.length)
+      .sort((a, b) => a.hanging[0].hangSeq - b.hanging[0].hangSeq)[0];
+    for (let k = 0; k < 60; k++) {
+      const before = total();
+      oldest().releaseFirst();
+      await waitUntil(async () => total() > before && A.open + B.open === 30,
+        { what: `answer ${k}: its slot taken again (A ${A.requests.length}, B ${B.requests.length})`, timeout: 5000, interval: 2 });
+    }
+    const [a, b] = [A.requests.length - first[0], B.requests.length - first[1]];
+    assert.ok(a >= 20 && b >= 20, `A ${a}, B ${b} of the 60 slots freed after the first fill (${first})`);
+    A.behave = B.behave = () => ({ status: 200 });
+    A.releaseHanging();
+    B.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    await A.close();
+    await B.close();
+  });
+
   it('tenant weights share the sending turns at a full cap (weight 3 gets about three times weight 1)', async () => {
     // 30 slots for the two: the last 2 of the 32 are the reserve kept for a tenant holding nothing
     const h = await startHookd({ args: ['--max-in-flight', '32', '--tenant-max-in-flight', '32'] });
