@@ -104,6 +104,25 @@ static int run_event_expire(hookd_store_conn *c, const hookd_store_backend *be, 
   return be->event_expire(c, p->before_ms, 25, &p->after_seq, &p->purged);
 }
 
+/* 500 rows an op: a version row is small (no body, nothing hangs off it) */
+static int run_object_versions_purge(hookd_store_conn *c, const hookd_store_backend *be,
+                                     void *arg) {
+  purge *p = arg;
+  bool more = false;
+  int rc = be->object_versions_purge(c, p->before_ms, 500, &p->purged, &more);
+  p->after_seq = more ? 1 : 0;
+  return rc;
+}
+
+static int run_lane_versions_purge(hookd_store_conn *c, const hookd_store_backend *be,
+                                   void *arg) {
+  purge *p = arg;
+  bool more = false;
+  int rc = be->lane_versions_purge(c, p->before_ms, hookd_now_ms(), 500, &p->purged, &more);
+  p->after_seq = more ? 1 : 0;
+  return rc;
+}
+
 /* A SIGTERM or SIGINT waits (blocked) for the signal loop: a retention walk, which runs on the
  * same thread, stops between batches for it — a first purge of a large backlog takes minutes,
  * and the next walk resumes where the window says. */
@@ -147,9 +166,10 @@ static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, 
 
 #define RETENTION_STEP_TRUSTED_MS (3600 * 1000) /* a step ahead this old is the right time */
 
-/* Retention of dedup records with their inbound events (I9), and, when set, of settled outbound
- * events: their payloads, then the events themselves (O17); the items of replay jobs that ended
- * a week ago (docs/replay.md). */
+/* Retention of dedup records with their inbound events (I9) and of objects' newest versions,
+ * and, when set, of settled outbound events: their payloads, then the events themselves (O17)
+ * and their ordered lanes' versions; the items of replay jobs that ended a week ago
+ * (docs/replay.md). */
 static void purge_old(hookd_app *app) {
   /* now, as far as the monotonic clock has run since the start: a step forward of the wall
    * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
@@ -166,15 +186,19 @@ static void purge_old(hookd_app *app) {
          KV_S("hint", "the wall clock reads past the time run since the start: retention "
                       "purges by the latter until that has lasted an hour"));
   if (!purge_walk(app, now, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
-                  "inbox.purged"))
+                  "inbox.purged") ||
+      !purge_walk(app, now, app->cfg->inbox_retention_s, run_object_versions_purge,
+                  &hookd_m.versions_purged, "object_versions.purged"))
     return;
   if (app->cfg->payload_retention_s > 0 &&
       !purge_walk(app, now, app->cfg->payload_retention_s, run_event_purge,
                   &hookd_m.payloads_purged, "payload.purged"))
     return;
   if (app->cfg->event_retention_s > 0 &&
-      !purge_walk(app, now, app->cfg->event_retention_s, run_event_expire,
-                  &hookd_m.events_expired, "event.expired"))
+      (!purge_walk(app, now, app->cfg->event_retention_s, run_event_expire,
+                   &hookd_m.events_expired, "event.expired") ||
+       !purge_walk(app, now, app->cfg->event_retention_s, run_lane_versions_purge,
+                   &hookd_m.versions_purged, "lane_versions.purged")))
     return;
   purge_walk(app, now, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge,
              &hookd_m.replay_purged, "replay.items_purged");

@@ -209,6 +209,9 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->inbound_handshakes));
   rc = rc ? rc : counter(o, "hookd_inbox_purged_total", "dedup records purged by retention",
                          LOAD(m->inbox_purged));
+  rc = rc ? rc : counter(o, "hookd_versions_purged_total",
+                         "objects' and ordered lanes' newest versions forgotten by retention",
+                         LOAD(m->versions_purged));
   rc = rc ? rc : counter(o, "hookd_payloads_purged_total",
                          "outbound event payloads emptied by --payload-retention-s",
                          LOAD(m->payloads_purged));

@@ -84,6 +84,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t inbound_unavailable[HOOKD_UNAVAIL__COUNT]; /* /in/ requests told to retry */
   _Atomic uint64_t inbound_handshakes;
   _Atomic uint64_t inbox_purged;
+  _Atomic uint64_t versions_purged; /* objects' and ordered lanes' newest versions forgotten */
   _Atomic uint64_t payloads_purged;
   _Atomic uint64_t events_expired;
   _Atomic uint64_t breaker_transitions;

@@ -692,6 +692,16 @@ typedef struct hookd_store_backend {
    * deliveries, attempts) unless a forward of it is open or was touched since `before_ms`. */
   int (*inbox_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                      int *purged);
+  /* Deletes up to `limit` of the objects' newest versions (late events) not raised since
+   * `before_ms`; *more when there may be others. */
+  int (*object_versions_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                               bool *more);
+  /* Looks at up to `limit` ordered lanes whose highest version was not raised since
+   * `before_ms`: deletes those with no delivery left (their events expired), and counts the
+   * others as raised at now_ms (looked at again a window later: a walk never reads the same
+   * kept lanes again). *more when there may be others. */
+  int (*lane_versions_purge)(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                             int *purged, bool *more);
   /* Payload retention: empties the bodies of outbound events created before `before_ms` whose
    * deliveries are all settled (none pending, retrying or held), walking `limit` events from
    * after `*after_seq` (0 when the walk is done); `purged` counts them. */

@@ -262,6 +262,48 @@ describe('event retention and ordered lanes', () => {
   });
 });
 
+describe('event retention and lane versions', () => {
+  it('a lane\'s highest version is forgotten with its events (a lower version published after is delivered); a lane with a delivery left keeps it', async () => {
+    const { dir, cleanup } = tempDir();
+    const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+    let d = await startHookd({ dir });
+    const a = await startReceiver();
+    const b = await startReceiver(() => ({ status: 500 }));
+    const A = await setup(d, a.url, { ordered: true, event_types: ['x'] });
+    // B's lane keeps a delivery retrying: retention keeps its event, and the lane its version
+    const eb = await d.api('POST', `/v1/tenants/${A.tenant}/endpoints`, { url: b.url, ordered: true,
+      event_types: ['y'], retry: { max_attempts: 1000, backoff_base_ms: 60000, backoff_cap_ms: 60000 } });
+    assert.equal(eb.status, 201, eb.text);
+    const pub = (type, key, v) => publish(d, A.tenant, { type, payload: { v }, ordering_key: key, ordering_version: v });
+    const k5 = await pub('x', 'k', 5);
+    await waitDelivery(d, k5.json.id, (ds) => ds[0]?.state === 'delivered');
+    const m5 = await pub('y', 'm', 5);
+    await waitDelivery(d, m5.json.id, (ds) => ds[0]?.state === 'retrying');
+    // the store's newest event is always kept: one without a version, so that k5 can go
+    const filler = await publish(d, A.tenant, { type: 'x', payload: { v: 0 } });
+    await waitDelivery(d, filler.json.id, (ds) => ds[0]?.state === 'delivered');
+    const created = Date.parse((await d.api('GET', `/v1/events/${filler.json.id}`)).json.created_at);
+    await waitUntil(async () => Date.now() > created + 1500, { what: 'the window passes' });
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir, args });
+    await waitUntil(async () => /^hookd_versions_purged_total 1$/m.test((await d.api('GET', '/metrics')).text),
+      { what: 'the lane k forgotten' });
+    assert.equal((await d.api('GET', `/v1/events/${k5.json.id}`)).status, 404, 'k5 expired');
+    // lane k starts over: v3 is its first version (before 2026-12-02: DEAD superseded for ever)
+    const k3 = await pub('x', 'k', 3);
+    await waitDelivery(d, k3.json.id, (ds) => ds[0]?.state === 'delivered', 'v3 delivered on the forgotten lane');
+    // lane m still has m5: v3 is behind it
+    const m3 = await pub('y', 'm', 3);
+    const [dm3] = await waitDelivery(d, m3.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(dm3.dead_reason, 'superseded');
+    assert.deepEqual(a.requests.map((q) => JSON.parse(q.body).data.v), [5, 0, 3]);
+    assert.equal((await d.stop()).code, 0);
+    await a.close();
+    await b.close();
+    cleanup();
+  });
+});
+
 describe('payload retention', () => {
   it('--payload-retention-s: a settled event\'s payload is emptied after the window (payload null, payload_purged_at, replay 409); an unsettled one is kept', async () => {
     const { dir, cleanup } = tempDir();

@@ -104,7 +104,7 @@ static int idem_insert(hookd_store_conn *c, const hookd_publish_req *req, int64_
  * given to the lane before (the receiver has it, or will, and must not go back to v); otherwise v
  * is recorded as the lane's highest. Equal versions go through. */
 static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char *key, int64_t v,
-                        bool *superseded) {
+                        int64_t now_ms, bool *superseded) {
   sqlite3_stmt *st = sq_stmt(c, SQ_LANE_VERSION_GET,
                              "SELECT version FROM lane_versions WHERE endpoint_id = ?1"
                              " AND ordering_key = ?2");
@@ -119,12 +119,14 @@ static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char
   *superseded = known && v < seen;
   if (*superseded || (known && v == seen)) return HOOKD_STORE_OK;
   st = sq_stmt(c, SQ_LANE_VERSION_SET,
-               "INSERT INTO lane_versions(endpoint_id, ordering_key, version) VALUES (?1, ?2, ?3)"
-               " ON CONFLICT(endpoint_id, ordering_key) DO UPDATE SET version = excluded.version");
+               "INSERT INTO lane_versions(endpoint_id, ordering_key, version, seen_at)"
+               " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(endpoint_id, ordering_key)"
+               " DO UPDATE SET version = excluded.version, seen_at = excluded.seen_at");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, endpoint_id);
   sq_bind_text(st, 2, key);
   sq_bind_i64(st, 3, v);
+  sq_bind_i64(st, 4, now_ms);
   rc = sqlite3_step(st);
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "record lane version");
@@ -272,7 +274,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     const char *ep_id = (const char *)sqlite3_column_text(eps, 0);
     bool superseded = false;
     if (req->ordering_key && req->has_ordering_version && sq_col_i64(eps, 3) &&
-        (rc = lane_version(c, ep_id, req->ordering_key, req->ordering_version, &superseded)) != 0)
+        (rc = lane_version(c, ep_id, req->ordering_key, req->ordering_version, req->now_ms,
+                           &superseded)) != 0)
       return rc;
     int64_t wait = 0; /* behind an open delivery of its lane: left out of the due index */
     if (!superseded && req->ordering_key && sq_col_i64(eps, 3) &&
@@ -728,11 +731,12 @@ static int pair_delivery(hookd_store_conn *c, int64_t event_seq, const char *end
  * one may be older: then the probe misses a newer event of a lane that mixes versioned and
  * unversioned events). A delivery behind an open one of its lane waits. */
 static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char *key,
-                        int64_t seq, bool versioned, int64_t version, int64_t *wait) {
+                        int64_t seq, bool versioned, int64_t version, int64_t now_ms,
+                        int64_t *wait) {
   bool behind = false;
   int rc;
   if (versioned) {
-    rc = lane_version(c, endpoint_id, key, version, &behind);
+    rc = lane_version(c, endpoint_id, key, version, now_ms, &behind);
   } else {
     sqlite3_stmt *st = sq_stmt(c, SQ_LANE_NEWER,
                                "SELECT event_seq FROM deliveries WHERE endpoint_id = ?1"
@@ -803,7 +807,7 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
   if (rc == HOOKD_STORE_OK) rc = pair_delivery(c, seq, endpoint_id, out);
   int64_t wait = 0;
   if (rc == HOOKD_STORE_OK && key && ep.ordered)
-    rc = deliver_lane(c, endpoint_id, key, seq, versioned, version, &wait);
+    rc = deliver_lane(c, endpoint_id, key, seq, versioned, version, now_ms, &wait);
   char did[HOOKD_ID_MAX];
   if (rc == HOOKD_STORE_OK && hookd_id_new("dlv", now_ms, did) != 0) rc = HOOKD_STORE_ERR;
   /* pending now as a replay cycle (scheduled with replays, attempts read "replay"), created
@@ -1661,6 +1665,76 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   for (int i = 0; !rc && i < n; i++)
     if (!(rc = sq_event_delete(c, ids[i], true))) (*expired)++;
   free(ids);
+  return rc;
+}
+
+/* Ordered lanes' highest versions with event retention: a lane not raised for the window whose
+ * deliveries are all gone (expired with their events) is forgotten; one with a delivery left
+ * (a pending one may still be superseded by it at its claim) counts as raised now, so that each
+ * walk reads at most `limit` lanes, never the same kept ones (docs/isolation.md). The index is
+ * made by the first purge, as events_outbound. */
+int sq_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                           int *purged, bool *more) {
+  *purged = 0;
+  *more = false;
+  if (sq_exec(c, "CREATE INDEX IF NOT EXISTS lane_versions_seen ON lane_versions(seen_at)") != 0)
+    return HOOKD_STORE_ERR;
+  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_VERSION_OLD,
+                             "SELECT l.endpoint_id, l.ordering_key, EXISTS(SELECT 1"
+                             " FROM deliveries d WHERE d.endpoint_id = l.endpoint_id"
+                             " AND d.ordering_key = l.ordering_key)"
+                             " FROM lane_versions l INDEXED BY lane_versions_seen"
+                             " WHERE l.seen_at < ?1 ORDER BY l.seen_at LIMIT ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, before_ms);
+  sq_bind_i64(st, 2, limit);
+  typedef struct lane {
+    char *ep, *key;
+    bool used;
+  } lane;
+  lane *lanes = calloc((size_t)(limit > 0 ? limit : 1), sizeof *lanes);
+  int n = 0, step = SQLITE_DONE;
+  bool oom = !lanes;
+  while (!oom && n < limit && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    lane *l = &lanes[n++];
+    l->ep = strdup((const char *)sqlite3_column_text(st, 0));
+    l->key = strdup((const char *)sqlite3_column_text(st, 1));
+    l->used = sq_col_i64(st, 2) != 0;
+    oom = !l->ep || !l->key;
+  }
+  sqlite3_reset(st);
+  int rc = HOOKD_STORE_OK;
+  if (oom) {
+    snprintf(c->err, sizeof c->err, "read old lanes: out of memory");
+    rc = HOOKD_STORE_ERR;
+  } else if (step != SQLITE_DONE && step != SQLITE_ROW) {
+    rc = sq_fail(c, "read old lanes");
+  }
+  for (int i = 0; !rc && i < n; i++) {
+    st = lanes[i].used ? sq_stmt(c, SQ_LANE_VERSION_KEEP,
+                                 "UPDATE lane_versions SET seen_at = ?3"
+                                 " WHERE endpoint_id = ?1 AND ordering_key = ?2")
+                       : sq_stmt(c, SQ_LANE_VERSION_DROP,
+                                 "DELETE FROM lane_versions"
+                                 " WHERE endpoint_id = ?1 AND ordering_key = ?2");
+    if (!st) {
+      rc = HOOKD_STORE_ERR;
+      break;
+    }
+    sq_bind_text(st, 1, lanes[i].ep);
+    sq_bind_text(st, 2, lanes[i].key);
+    if (lanes[i].used) sq_bind_i64(st, 3, now_ms);
+    int done = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (done != SQLITE_DONE) rc = sq_fail(c, "purge lane version");
+    else if (!lanes[i].used) (*purged)++;
+  }
+  for (int i = 0; i < n; i++) {
+    free(lanes[i].ep);
+    free(lanes[i].key);
+  }
+  free(lanes);
+  if (!rc) *more = n >= limit;
   return rc;
 }
 

@@ -335,14 +335,16 @@ static int older_than_seen(hookd_store_conn *c, const hookd_receive_req *req) {
     return sq_fail(c, "read object version");
   }
   st = sq_stmt(c, SQ_VERSION_SET,
-               "INSERT INTO object_versions(source_id, object_key, version, numeric)"
-               " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(source_id, object_key)"
-               " DO UPDATE SET version = excluded.version, numeric = excluded.numeric");
+               "INSERT INTO object_versions(source_id, object_key, version, numeric, seen_at)"
+               " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(source_id, object_key)"
+               " DO UPDATE SET version = excluded.version, numeric = excluded.numeric,"
+               " seen_at = excluded.seen_at");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, req->source_id);
   sq_bind_text(st, 2, req->object_key);
   sq_bind_text(st, 3, req->version);
   sq_bind_i64(st, 4, req->version_numeric);
+  sq_bind_i64(st, 5, req->now_ms);
   return sqlite3_step(st) == SQLITE_DONE ? 0 : sq_fail(c, "record object version");
 }
 
@@ -870,6 +872,26 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
     *n_hints = 0;
   }
   return rc;
+}
+
+/* The objects' newest versions not raised for the window, oldest first by their index: a
+ * late event of an object forgotten so is taken as its first version (docs/inbound.md). */
+int sq_object_versions_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                             bool *more) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_VERSION_PURGE,
+                             "DELETE FROM object_versions WHERE (source_id, object_key) IN"
+                             " (SELECT source_id, object_key FROM object_versions"
+                             " INDEXED BY object_versions_seen WHERE seen_at < ?1"
+                             " ORDER BY seen_at LIMIT ?2)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, before_ms);
+  sq_bind_i64(st, 2, limit);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return sq_fail(c, "purge object versions");
+  *purged = sqlite3_changes(c->db);
+  *more = *purged >= limit;
+  return HOOKD_STORE_OK;
 }
 
 /* Retention walks the rows in seq order from *after_seq and stops at the first one inside the

@@ -32,6 +32,7 @@ enum sq_stmt_id {
   SQ_INBOX_LEASE, SQ_INBOX_PURGE, SQ_INBOX_PURGE_DEL, SQ_INBOX_RESOLVE, SQ_INBOX_LAST_ERROR,
   SQ_INBOX_REPLACED,
   SQ_VERSION_GET,
+  SQ_VERSION_PURGE, SQ_LANE_VERSION_OLD, SQ_LANE_VERSION_DROP, SQ_LANE_VERSION_KEEP,
   SQ_VERSION_SET, SQ_DL_DEST, SQ_DL_HAS_DEST, SQ_EV_PURGE, SQ_EV_PURGE_SET, SQ_EV_INSERT_IN, SQ_EV_NEXT_SEQ, SQ_INBOX_DL, SQ_INBOX_LIST,
   SQ_EV_EXPIRE, SQ_RET_MARK, SQ_EV_DEL_ATTEMPTS, SQ_EV_DEL_DELIVERIES, SQ_EV_DEL_KEYS, SQ_EV_DEL, SQ_EP_DISABLE_AUDIT,
   SQ_EP_DISABLE_DECLINED,
@@ -227,6 +228,10 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
                      hookd_due_hint **hints, size_t *n_hints);
 int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                    int *purged);
+int sq_object_versions_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                             bool *more);
+int sq_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                           int *purged, bool *more);
 /* Recomputes the inbox record of a delivery's event from its deliveries (outcome writes). */
 /* A retention walk (inbox, payloads): steps st — bound here ?1 = limit, ?2 = after seq; its
  * columns seq, time, eligible — and stops at the first row at or after before_ms. The eligible

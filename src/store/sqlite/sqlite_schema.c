@@ -490,6 +490,19 @@ static const struct {
      "  PRIMARY KEY (scope, key)"
      ") WITHOUT ROWID;"
      "CREATE INDEX api_answers_created ON api_answers(created_at);"},
+    {31,
+     /* When each object's and each lane's newest version was raised: retention forgets an
+      * object not updated for the inbox's retention, and a lane of expired events not raised
+      * for the event retention (docs/inbound.md "Retention", docs/isolation.md). Rows there
+      * already count from the upgrade. The lanes' index is made by their first purge (as
+      * events_outbound): a store without event retention does not keep it at each publish. */
+     "ALTER TABLE object_versions ADD COLUMN seen_at INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE lane_versions ADD COLUMN seen_at INTEGER NOT NULL DEFAULT 0;"
+     "UPDATE object_versions SET seen_at = CAST((julianday('now') - 2440587.5) * 86400000"
+     "  AS INTEGER);"
+     "UPDATE lane_versions SET seen_at = CAST((julianday('now') - 2440587.5) * 86400000"
+     "  AS INTEGER);"
+     "CREATE INDEX object_versions_seen ON object_versions(seen_at);"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -523,6 +536,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'replaced'";
   case 30:
     return "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'api_answers'";
+  case 31:
+    return "SELECT COUNT(*) FROM pragma_table_info('object_versions') WHERE name = 'seen_at'";
   default: return NULL;
   }
 }
