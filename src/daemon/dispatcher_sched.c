@@ -175,6 +175,25 @@ static void ring_push(hookd_dispatcher *d, tenant *t) {
   d->ring_tail = t;
 }
 
+/* Back at the head of the ring, its turn going on (turn_left as it is). */
+static void ring_push_head(hookd_dispatcher *d, tenant *t) {
+  if (t->in_ring) return;
+  t->in_ring = true;
+  t->ring_next = d->ring_head;
+  d->ring_head = t;
+  if (!d->ring_tail) d->ring_tail = t;
+}
+
+/* One of t's endpoints could not send and left its ready list (a share, a budget, its rate
+ * or breaker): t's turn goes on with its next ready endpoint. Sent to the ring's tail with a
+ * fresh turn instead, the slot went to another tenant — a healthy endpoint behind ten blocked
+ * slow siblings got 4 of 120 slots freed, and weight 3 got 1.4x weight 1 (an audit). */
+static void turn_goes_on(hookd_dispatcher *d, tenant *t, const ep *e) {
+  t->serving = false;
+  if (e->in_ready || !t->ready_head) ring_push(d, t); /* back as it was: no loop on e */
+  else ring_push_head(d, t);
+}
+
 static tenant *ring_pop(hookd_dispatcher *d) {
   tenant *t = d->ring_head;
   if (!t) return NULL;
@@ -468,7 +487,16 @@ static int ep_room(hookd_dispatcher *d, const ep *e) {
     if (by_rate < limit) limit = by_rate;
   }
   if (e->br.state != HOOKD_BREAKER_CLOSED) limit = d->breaker_cfg.probes;
-  return limit - e->in_flight - e->queued;
+  int room = limit - e->in_flight - e->queued;
+  /* a rate-limited tenant's endpoints together wait with about two seconds of its rate: its
+   * deliveries claimed beyond that held the global claim budget, and slots stayed idle while
+   * other tenants had work (an audit: 16 of 32 slots idle for as long as it ran) */
+  const tenant *t = e->t;
+  if (t && t->bucket.rate > 0) {
+    int by_rate = (int)ceil(t->bucket.rate * 2) + 1 - t->queued - t->claiming;
+    if (by_rate < room) room = by_rate > 0 ? by_rate : 0;
+  }
+  return room;
 }
 
 void sched_ep_schedule(hookd_dispatcher *d, ep *e) {
@@ -531,12 +559,19 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     claimh_remove(d, e);
     tenant *t = e->t;
     int room = ep_room(d, e);
-    int leased = d->in_flight + d->queued + d->claiming;
-    int t_leased = t->in_flight + t->queued + t->claiming;
+    /* the budgets count what waits in memory for a slot, not what is in flight (bounded by the
+     * caps): counted, a tenant's requests in flight used up its share of the claims, its queue
+     * ran dry, and its live work waiting in the store no longer held retries and replays to
+     * their budgets (an audit: 22 of 32 slots to replays while live work waited) */
+    int leased = d->queued + d->claiming;
+    int t_leased = t->queued + t->claiming;
     int t_room = 2 * t->max_in_flight - t_leased;
-    /* an endpoint holding nothing always gets a small window: the tenant's budget taken by its
-     * other endpoints (hanging ones hoard claims) must not starve it */
-    bool floor = e->in_flight + e->queued == 0;
+    /* an endpoint with nothing waiting that could send now always gets a small window: its
+     * tenant's budget taken by other endpoints (hanging or rate-limited ones hoard claims)
+     * must not starve it — one request in flight beside ten rate-limited siblings was all a
+     * healthy endpoint got (an audit) */
+    bool floor = e->queued == 0 && e->in_flight < sched_ep_limit(e) &&
+                 t->in_flight < t->max_in_flight;
     if (floor && t_room < EP_CLAIM_FLOOR) t_room = EP_CLAIM_FLOOR;
     if (room > t_room) room = t_room;
     int floor_room = room < EP_CLAIM_FLOOR ? room : EP_CLAIM_FLOOR;
@@ -659,8 +694,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
         e->share_next = t->share_wait;
         t->share_wait = e;
       }
-      t->serving = false;
-      ring_push(d, t);
+      turn_goes_on(d, t, e);
       continue;
     }
     bool budget = false;
@@ -671,8 +705,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
         e->wait_next = d->budget_wait;
         d->budget_wait = e;
       }
-      t->serving = false;
-      ring_push(d, t);
+      turn_goes_on(d, t, e);
       continue;
     }
     if (!slow_share_ok(d, e)) {
@@ -681,8 +714,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
         e->wait_next = d->slow_wait;
         d->slow_wait = e;
       }
-      t->serving = false;
-      ring_push(d, t);
+      turn_goes_on(d, t, e);
       continue;
     }
     hookd_breaker_state was = e->br.state;
@@ -698,8 +730,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     }
     if (!allowed) {
       sched_ep_ready(d, e); /* into the wake heap, or out until a completion */
-      t->serving = false;
-      ring_push(d, t);
+      turn_goes_on(d, t, e);
       continue;
     }
     item *it = dequeue(d, e, cls);
@@ -745,19 +776,22 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     sched_ep_schedule(d, e);
     t->serving = false;
     if (--t->turn_left > 0 && t->ready_head) {
-      /* its turn continues: back at the head, with what is left of the turn */
-      t->in_ring = true;
-      t->ring_next = d->ring_head;
-      d->ring_head = t;
-      if (!d->ring_tail) d->ring_tail = t;
+      ring_push_head(d, t); /* its turn continues, with what is left of it */
     } else {
       ring_push(d, t); /* at the tail, with a new turn */
     }
   }
 }
 
+/* Those waiting are ready again in the order they were stopped (*head is last-stopped first):
+ * taken so, the endpoint that had just sent went first again. */
 static void flush_wait(hookd_dispatcher *d, ep **head, bool budget) {
-  ep *list = *head;
+  ep *list = NULL;
+  for (ep *e = *head, *next; e; e = next) {
+    next = e->wait_next;
+    e->wait_next = list;
+    list = e;
+  }
   *head = NULL;
   while (list) {
     ep *e = list;

@@ -12,6 +12,24 @@ import { startReceiver } from './lib/receiver.mjs';
 
 const p99 = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))]; };
 
+// Answers hanging requests one at a time, the oldest first across the receivers, each slot freed
+// taken again before the next (as at any full cap under load, answers come one at a time): `full`
+// requests open at once, or more when holders of none took reserve slots (then an answer frees
+// a slot the reserve keeps, and nothing is taken).
+async function releaseOneByOne(rs, n, full) {
+  const open = () => rs.reduce((a, r) => a + r.open, 0);
+  const total = () => rs.reduce((a, r) => a + r.requests.length, 0);
+  for (let k = 0; k < n; k++) {
+    const r = rs.filter((x) => x.hanging.length).sort((a, b) => a.hanging[0].hangSeq - b.hanging[0].hangSeq)[0];
+    if (!r) throw new Error(`answer ${k}: nothing hangs (open ${rs.map((x) => x.open)})`);
+    const before = total(), wasOpen = open();
+    await r.releaseFirst(r.answerStatus ?? 200);
+    if (total() === before && wasOpen - 1 >= full) continue; // a reserve slot freed
+    await waitUntil(async () => total() > before && open() >= full,
+      { what: `answer ${k}: its slot taken again (open ${rs.map((x) => x.open)})`, timeout: 5000, interval: 2 });
+  }
+}
+
 describe('isolation', () => {
   it('10% of endpoints hang until the timeout: healthy endpoints keep flowing; hanging ones stay within their cap', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '24', '--tenant-max-in-flight', '24'] });
@@ -891,21 +909,11 @@ describe('isolation', () => {
       await publish(h, S.tenant, { type: 'a', payload: { i } });
       await publish(h, S.tenant, { type: 'b', payload: { i } });
     }
-    const total = () => A.requests.length + B.requests.length;
     await waitUntil(async () => A.open + B.open === 30, { what: 'slots full', timeout: 5000 });
     const first = [A.requests.length, B.requests.length];
-    // answers one at a time, the oldest first, each slot freed taken again before the next (an
-    // endpoint holding none may take a reserve slot: 31 open): before 2026-12-02 the endpoints stopped by the
-    // cap's reserve were ready again last-stopped first, and the one that had just sent took
-    // every slot freed (A 0 of 28)
-    const oldest = () => [A, B].filter((r) => r.hanging.length)
-      .sort((a, b) => a.hanging[0].hangSeq - b.hanging[0].hangSeq)[0];
-    for (let k = 0; k < 60; k++) {
-      const before = total(), wasOpen = A.open + B.open; // 31: the freed slot is the reserve's
-      oldest().releaseFirst();
-      await waitUntil(async () => (wasOpen > 30 || total() > before) && A.open + B.open >= 30,
-        { what: `answer ${k}: its slot taken again (A ${A.requests.length}, B ${B.requests.length})`, timeout: 5000, interval: 2 });
-    }
+    // answers one at a time: before 2026-12-02 the endpoints stopped by the cap's reserve were
+    // ready again last-stopped first, and the one that had just sent took every slot freed
+    await releaseOneByOne([A, B], 60, 30);
     const [a, b] = [A.requests.length - first[0], B.requests.length - first[1]];
     assert.ok(a >= 20 && b >= 20, `A ${a}, B ${b} of the 60 slots freed after the first fill (${first})`);
     A.behave = B.behave = () => ({ status: 200 });
@@ -929,22 +937,14 @@ describe('isolation', () => {
       await publish(h, H.tenant, { type: 'a', payload: { i } });
       await publish(h, L.tenant, { type: 'a', payload: { i } });
     }
-    const total = () => heavy.requests.length + light.requests.length;
     await waitUntil(async () => heavy.open + light.open === 30, { what: 'slots full', timeout: 5000 });
     // the first fill took the slots while the events were still being published, one of each in
     // turn (15/15): the weights share the turns from then on, and only those are counted
     const first = [heavy.requests.length, light.requests.length];
-    // then the answers come one at a time, the oldest first, as at any full cap under load: each
-    // slot freed goes to whoever's turn it is (before 2026-12-02 the tenants stopped by the cap's
-    // reserve went back with fresh turns, last stopped first: 0.8 instead of 3)
-    const oldest = () => [heavy, light].filter((r) => r.hanging.length)
-      .sort((a, b) => a.hanging[0].hangSeq - b.hanging[0].hangSeq)[0];
-    for (let k = 0; k < 120; k++) {
-      const before = total(), wasOpen = heavy.open + light.open; // 31: a reserve slot was taken
-      oldest().releaseFirst();
-      await waitUntil(async () => (wasOpen > 30 || total() > before) && heavy.open + light.open >= 30,
-        { what: `answer ${k}: its slot taken again`, timeout: 5000, interval: 2 });
-    }
+    // then answers one at a time: each slot freed goes to whoever's turn it is (before 2026-12-02
+    // the tenants stopped by the cap's reserve went back with fresh turns, last stopped first:
+    // 0.8 instead of 3)
+    await releaseOneByOne([heavy, light], 120, 30);
     const [hr, lr] = [heavy.requests.length - first[0], light.requests.length - first[1]];
     const ratio = hr / lr;
     assert.ok(ratio > 2 && ratio < 4.5, `heavy/light after the first fill = ${hr}/${lr} = ${ratio.toFixed(2)} (weights 3:1; first fill ${first})`);
@@ -1106,5 +1106,133 @@ describe('isolation', () => {
     assert.ok(Number(m.text.match(/^hookd_publish_backpressure_total (\d+)/m)[1]) >= refused.length);
     assert.equal((await h.stop()).code, 0);
     await r.close();
+  });
+
+  it('live work waiting in the store holds replays to their budget at a full cap (its share of the claims is what waits, not what is in flight)', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '32', '--tenant-max-in-flight', '32'] });
+    const L = await startReceiver(() => 'hang');
+    const live = await setup(h, L.url, { max_in_flight: 32 });
+    // 7 tenants replay 20 delivered events each, at receivers that now hang
+    const P = [];
+    for (let i = 0; i < 7; i++) {
+      const r = await startReceiver(() => ({ status: 200 }));
+      const p = await setup(h, r.url, { max_in_flight: 32 });
+      const ids = [];
+      for (let j = 0; j < 20; j++) ids.push((await publish(h, p.tenant, { type: 'a', payload: { j } })).json.id);
+      P.push({ r, ids });
+    }
+    for (let j = 0; j < 200; j++) await publish(h, live.tenant, { type: 'a', payload: { j } });
+    await waitUntil(async () => L.open === 30, { what: 'the live tenant fills the slots', timeout: 10000 });
+    for (const { r, ids } of P) {
+      await r.waitFor(20);
+      r.behave = () => 'hang';
+      for (const id of ids) {
+        const [dl] = await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+        assert.equal((await h.api('POST', `/v1/deliveries/${dl.id}/replay`)).status, 202);
+      }
+    }
+    const rs = [L, ...P.map((x) => x.r)];
+    // a replay holding none may take a reserve slot: 30 or 31 open
+    await releaseOneByOne(rs, 90, 30);
+    const replays = P.reduce((a, x) => a + x.r.open, 0);
+    // 10 % of 32 while live work waits, passed by at most as much again by first replays of
+    // tenants holding none; before: the live tenant's claims were its requests in flight, its
+    // queue ran dry, and replays held 22 of the slots
+    assert.ok(replays <= 8 && L.open >= 22, `live ${L.open}, replays ${replays} in flight (${P.map((x) => x.r.open)})`);
+    for (const r of rs) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of rs) await r.close();
+  });
+
+  it('a rate-limited tenant\'s waiting deliveries do not hold the claims: a busy tenant gets the free slots', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '32', '--tenant-max-in-flight', '32'] });
+    const C = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await startReceiver();
+      const t = await setup(h, r.url, { max_in_flight: 32 });
+      assert.equal((await h.api('PATCH', `/v1/tenants/${t.tenant}`, { rate_limit: { per_second: 1 } })).status, 200);
+      for (let j = 0; j < 100; j++) await publish(h, t.tenant, { type: 'a', payload: { j } });
+      C.push(r);
+    }
+    for (const r of C) await r.waitFor(1);
+    const B = await startReceiver(() => 'hang');
+    const busy = await setup(h, B.url, { max_in_flight: 32 });
+    for (let j = 0; j < 100; j++) await publish(h, busy.tenant, { type: 'a', payload: { j } });
+    // before: 3 × 100 deliveries claimed to wait for 1/s held the claim budget (64), the busy
+    // tenant its share of it (16), and 16 slots stayed idle while its 84 others waited
+    await waitUntil(async () => B.open >= 28, { what: `the busy tenant takes the free slots (open ${B.open})`, timeout: 5000 });
+    B.behave = () => ({ status: 200 });
+    B.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [B, ...C]) await r.close();
+  });
+
+  it('rate-limited endpoints do not hold their tenant\'s claims: an unlimited sibling fills the tenant\'s free slots', async () => {
+    const h = await startHookd({ args: ['--tenant-max-in-flight', '32'] });
+    const R = [];
+    const S = await setup(h, 'http://127.0.0.1:9/unused', { enabled: false });
+    for (let i = 0; i < 10; i++) {
+      const r = await startReceiver();
+      const e = await h.api('POST', `/v1/tenants/${S.tenant}/endpoints`, { url: r.url, max_in_flight: 16, rate_limit: { per_second: 3 }, event_types: [`r${i}`] });
+      assert.equal(e.status, 201, e.text);
+      R.push(r);
+    }
+    for (let j = 0; j < 40; j++) for (let i = 0; i < 10; i++) await publish(h, S.tenant, { type: `r${i}`, payload: { j } });
+    for (const r of R) await r.waitFor(1);
+    const H = await startReceiver(() => 'hang');
+    const eh = await h.api('POST', `/v1/tenants/${S.tenant}/endpoints`, { url: H.url, max_in_flight: 32, event_types: ['h'] });
+    assert.equal(eh.status, 201, eh.text);
+    for (let j = 0; j < 100; j++) await publish(h, S.tenant, { type: 'h', payload: { j } });
+    // before: the siblings' 2 s of rate each (7 × 10) filled the tenant's claim budget (64) and
+    // the healthy endpoint, holding one request, could claim nothing more: 1 of 32 slots used
+    await waitUntil(async () => H.open >= 24, { what: `the unlimited sibling fills the tenant's slots (open ${H.open})`, timeout: 5000 });
+    H.behave = () => ({ status: 200 });
+    H.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [H, ...R]) await r.close();
+  });
+
+  it('a tenant whose slow endpoints wait for the slow share keeps its weighted turns through its healthy endpoint', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '32', '--tenant-max-in-flight', '32'] });
+    // tenant A (weight 3): 10 slow endpoints (their share, 16 of 32, full) and a healthy one;
+    // tenant B (weight 1): one endpoint. Every request hangs until answered.
+    const S = [];
+    const A = await setup(h, 'http://127.0.0.1:9/unused', { enabled: false });
+    assert.equal((await h.api('PATCH', `/v1/tenants/${A.tenant}`, { weight: 3 })).status, 200);
+    for (let i = 0; i < 10; i++) {
+      // the first answer after 600 ms of a 1 s timeout marks it slow
+      const r = await startReceiver((rec, n) => (n === 1 ? { status: 200, delayMs: 600 } : 'hang'));
+      r.answerStatus = 400; // no fast success: it stays slow
+      const e = await h.api('POST', `/v1/tenants/${A.tenant}/endpoints`, { url: r.url, max_in_flight: 32, timeout_ms: 1000, event_types: [`s${i}`] });
+      assert.equal(e.status, 201, e.text);
+      await publish(h, A.tenant, { type: `s${i}`, payload: { first: true } });
+      S.push({ r, id: e.json.id });
+    }
+    for (const { id } of S) {
+      await waitUntil(async () => (await h.api('GET', `/v1/tenants/${A.tenant}/endpoints/${id}`)).json.health.slow,
+        { what: 'marked slow', timeout: 5000 });
+      assert.equal((await h.api('PATCH', `/v1/tenants/${A.tenant}/endpoints/${id}`, { timeout_ms: 60000 })).status, 200);
+    }
+    const H = await startReceiver(() => 'hang');
+    const eh = await h.api('POST', `/v1/tenants/${A.tenant}/endpoints`, { url: H.url, max_in_flight: 32, event_types: ['h'] });
+    assert.equal(eh.status, 201, eh.text);
+    const Bt = await startReceiver(() => 'hang');
+    const B = await setup(h, Bt.url, { max_in_flight: 32 });
+    for (let j = 0; j < 20; j++) for (const [i] of S.entries()) await publish(h, A.tenant, { type: `s${i}`, payload: { j } });
+    await waitUntil(async () => S.reduce((a, x) => a + x.r.open, 0) === 16, { what: 'the slow share full', timeout: 5000 });
+    for (let j = 0; j < 100; j++) {
+      await publish(h, A.tenant, { type: 'h', payload: { j } });
+      await publish(h, B.tenant, { type: 'b', payload: { j } });
+    }
+    await waitUntil(async () => H.open + Bt.open === 14, { what: 'the slots full', timeout: 5000 });
+    const first = [H.requests.length + S.reduce((a, x) => a + x.r.requests.length, 0), Bt.requests.length];
+    await releaseOneByOne([H, Bt, ...S.map((x) => x.r)], 120, 30);
+    const a = H.requests.length + S.reduce((n, x) => n + x.r.requests.length, 0) - first[0];
+    const b = Bt.requests.length - first[1];
+    // before: each turn of A that found a slow endpoint first went to B (1.4 instead of 3)
+    assert.ok(a / b > 2.4 && a / b < 4.5, `A ${a} : B ${b} = ${(a / b).toFixed(2)} (weights 3:1)`);
+    for (const r of [H, Bt, ...S.map((x) => x.r)]) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [H, Bt, ...S.map((x) => x.r)]) await r.close();
   });
 });

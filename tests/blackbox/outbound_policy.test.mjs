@@ -43,6 +43,7 @@ describe('retry policy versions', () => {
     const { tenant } = await setup(h, recv.url,
       { retry: { max_attempts: 100, backoff_base_ms: 400, backoff_cap_ms: 400, max_age_s: 1 } });
     const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    assert.equal(p.status, 202, p.text);
     const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
     assert.equal(d.dead_reason, 'max_age');
     assert.ok(d.attempt_count >= 1 && d.attempt_count < 100);

@@ -77,10 +77,13 @@ class Receiver {
     });
   }
 
-  // Answers the request that has hung the longest (its hangSeq orders it among receivers).
+  // Answers the request that has hung the longest (its hangSeq orders it among receivers);
+  // resolves once the answer is out (open counts it no more).
   releaseFirst(status = 200) {
     const res = this.hanging.shift();
+    const closed = new Promise((resolve) => { if (res.closed) resolve(); else res.once('close', resolve); });
     try { res.writeHead(status); res.end('ok'); } catch { /* closed */ }
+    return closed;
   }
 
   releaseHanging(status = 200) {
