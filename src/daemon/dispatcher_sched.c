@@ -487,16 +487,7 @@ static int ep_room(hookd_dispatcher *d, const ep *e) {
     if (by_rate < limit) limit = by_rate;
   }
   if (e->br.state != HOOKD_BREAKER_CLOSED) limit = d->breaker_cfg.probes;
-  int room = limit - e->in_flight - e->queued;
-  /* a rate-limited tenant's endpoints together wait with about two seconds of its rate: its
-   * deliveries claimed beyond that held the global claim budget, and slots stayed idle while
-   * other tenants had work (an audit: 16 of 32 slots idle for as long as it ran) */
-  const tenant *t = e->t;
-  if (t && t->bucket.rate > 0) {
-    int by_rate = (int)ceil(t->bucket.rate * 2) + 1 - t->queued - t->claiming;
-    if (by_rate < room) room = by_rate > 0 ? by_rate : 0;
-  }
-  return room;
+  return limit - e->in_flight - e->queued;
 }
 
 void sched_ep_schedule(hookd_dispatcher *d, ep *e) {

@@ -1235,4 +1235,25 @@ describe('isolation', () => {
     assert.equal((await h.stop()).code, 0);
     for (const r of [H, Bt, ...S.map((x) => x.r)]) await r.close();
   });
+
+  it('in a rate-limited tenant, a sibling\'s hanging backlog does not stop a healthy endpoint', async () => {
+    const h = await startHookd();
+    const X = await startReceiver(() => 'hang');
+    const S = await setup(h, X.url, { max_in_flight: 16, event_types: ['x'] });
+    assert.equal((await h.api('PATCH', `/v1/tenants/${S.tenant}`, { rate_limit: { per_second: 5 } })).status, 200);
+    const H = await startReceiver();
+    const eh = await h.api('POST', `/v1/tenants/${S.tenant}/endpoints`, { url: H.url, event_types: ['h'] });
+    assert.equal(eh.status, 201, eh.text);
+    for (let j = 0; j < 50; j++) await publish(h, S.tenant, { type: 'x', payload: { j } });
+    await waitUntil(async () => X.open === 16, { what: 'the hanging endpoint at its cap', timeout: 10000 });
+    // the tenant sends at most 5/s: its healthy endpoint gets its turns (a claim bound shared by
+    // the tenant's endpoints, tried on 2026-12-02, left it nothing until the hanging ones timed out)
+    for (let j = 0; j < 3; j++) await publish(h, S.tenant, { type: 'h', payload: { j } });
+    await H.waitFor(3, 5000, 'the healthy endpoint served');
+    X.behave = () => ({ status: 200 });
+    X.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    await X.close();
+    await H.close();
+  });
 });
