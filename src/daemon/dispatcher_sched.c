@@ -557,12 +557,13 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     int leased = d->queued + d->claiming;
     int t_leased = t->queued + t->claiming;
     int t_room = 2 * t->max_in_flight - t_leased;
-    /* an endpoint with nothing waiting that could send now always gets a small window: its
-     * tenant's budget taken by other endpoints (hanging or rate-limited ones hoard claims)
-     * must not starve it — one request in flight beside ten rate-limited siblings was all a
-     * healthy endpoint got (an audit) */
+    /* an endpoint with nothing waiting that could send now (its cap, its tenant's, the global
+     * reserve) always gets a small window: its tenant's budget taken by other endpoints
+     * (hanging or rate-limited ones hoard claims) must not starve it — one request in flight
+     * beside ten rate-limited siblings was all a healthy endpoint got (an audit) */
     bool floor = e->queued == 0 && e->in_flight < sched_ep_limit(e) &&
-                 t->in_flight < t->max_in_flight;
+                 t->in_flight < t->max_in_flight &&
+                 reserve_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight);
     if (floor && t_room < EP_CLAIM_FLOOR) t_room = EP_CLAIM_FLOOR;
     if (room > t_room) room = t_room;
     int floor_room = room < EP_CLAIM_FLOOR ? room : EP_CLAIM_FLOOR;
