@@ -170,7 +170,17 @@ class Hookd {
   async stop() {
     if (this.proc.exitCode !== null || this.proc.signalCode !== null) return this.exited;
     this.proc.kill('SIGTERM');
-    const r = await withTimeout(this.exited, 30000, 'hookd did not exit after SIGTERM');
+    const r = await withTimeout(this.exited, 30000, 'hookd did not exit after SIGTERM').catch((e) => {
+      // what it was doing: its last log lines and every thread's stack, then it is killed
+      let stacks = '';
+      try {
+        stacks = execFileSync('gdb', ['-p', String(this.proc.pid), '-batch', '-ex', 'thread apply all bt 12'],
+          { encoding: 'utf8', timeout: 30000, stdio: ['ignore', 'pipe', 'ignore'] });
+      } catch { /* no gdb */ }
+      console.error(`${e.message}: its last logs:\n${this.logs.slice(-40).map((l) => JSON.stringify(l)).join('\n')}\n${stacks}`);
+      this.proc.kill('SIGKILL');
+      throw e;
+    });
     if (r.code !== 0) console.error(`hookd exited with ${r.code}:\n${this.stderrText.slice(-6000)}`);
     if (this.ownDir) rmSync(this.dir, { recursive: true, force: true });
     return r;
