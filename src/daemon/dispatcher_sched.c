@@ -557,13 +557,13 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     int leased = d->queued + d->claiming;
     int t_leased = t->queued + t->claiming;
     int t_room = 2 * t->max_in_flight - t_leased;
-    /* an endpoint with nothing waiting that could send now (its cap, its tenant's, the global
-     * reserve) always gets a small window: its tenant's budget taken by other endpoints
-     * (hanging or rate-limited ones hoard claims) must not starve it — one request in flight
-     * beside ten rate-limited siblings was all a healthy endpoint got (an audit) */
+    /* an endpoint with nothing waiting, below its cap and its tenant's, always gets a small
+     * window: its tenant's budget taken by other endpoints (hanging or rate-limited ones hoard
+     * claims) must not starve it — one request in flight beside ten rate-limited siblings was
+     * all a healthy endpoint got (an audit). Not only while the global cap has room: it is full
+     * under load, and a sibling with nothing waiting when its tenant's turn came lost it. */
     bool floor = e->queued == 0 && e->in_flight < sched_ep_limit(e) &&
-                 t->in_flight < t->max_in_flight &&
-                 reserve_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight);
+                 t->in_flight < t->max_in_flight;
     if (floor && t_room < EP_CLAIM_FLOOR) t_room = EP_CLAIM_FLOOR;
     if (room > t_room) room = t_room;
     int floor_room = room < EP_CLAIM_FLOOR ? room : EP_CLAIM_FLOOR;
@@ -722,6 +722,10 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     }
     if (!allowed) {
       sched_ep_ready(d, e); /* into the wake heap, or out until a completion */
+      /* ready again: sched_ep_ready read the clock anew and saw a step (a breaker's cool-down
+       * moved past it). The pass goes on at that time: at the old one, e was popped, refused
+       * and made ready again for ever, and the thread never saw a stop (a review) */
+      if (e->in_ready) now = disp_now(d);
       turn_goes_on(d, t, e);
       continue;
     }
@@ -920,7 +924,7 @@ void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms) {
 
 int64_t sched_next_timer(hookd_dispatcher *d, int64_t now) {
   int64_t t = 1000;
-  if (d->heap_len && d->in_flight + d->queued + d->claiming < 2 * d->cfg.max_in_flight) {
+  if (d->heap_len && d->queued + d->claiming < 2 * d->cfg.max_in_flight) { /* as claims count */
     int64_t due = d->heap[0]->heap_key - now;
     if (due < t) t = due;
   }
