@@ -151,6 +151,7 @@ void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg)
   for (int c = 0; c < CLS__COUNT; c++)
     if (t->in_flight_cls[c] > 0) d->cls_weight[c] += weight - t->weight;
   t->weight = weight;
+  if (t->turn_left > weight) t->turn_left = weight; /* a turn kept or going on, by the new one */
   double burst = cfg->rate_limit > 1 ? cfg->rate_limit : 1;
   hookd_bucket_set(&t->bucket, cfg->rate_limit, burst, now);
   if (t->share_wait) flush_share_eps(d, t); /* its cap, and so its reserve, may have changed */
