@@ -118,11 +118,7 @@ static int run_lane_versions_purge(hookd_store_conn *c, const hookd_store_backen
                                    void *arg) {
   purge *p = arg;
   bool more = false;
-  /* a kept lane counts as raised now: never before the window, or a wall clock stepped back
-   * since the walk began had the next op read the same kept lanes again (a review) */
-  int64_t now = hookd_now_ms();
-  if (now <= p->before_ms) now = p->before_ms + 1;
-  int rc = be->lane_versions_purge(c, p->before_ms, now, 500, &p->purged, &more);
+  int rc = be->lane_versions_purge(c, p->before_ms, hookd_now_ms(), 500, &p->purged, &more);
   p->after_seq = more ? 1 : 0;
   return rc;
 }

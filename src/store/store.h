@@ -698,8 +698,9 @@ typedef struct hookd_store_backend {
                                bool *more);
   /* Looks at up to `limit` ordered lanes whose highest version was not raised since
    * `before_ms`: deletes those with no delivery left (their events expired), and counts the
-   * others as raised at now_ms (looked at again a window later: a walk never reads the same
-   * kept lanes again). *more when there may be others. */
+   * others as raised at now_ms, or at before_ms if the clock reads earlier (looked at again a
+   * window later: a walk never reads the same kept lanes again). *more when there may be
+   * others. */
   int (*lane_versions_purge)(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
                              int *purged, bool *more);
   /* Payload retention: empties the bodies of outbound events created before `before_ms` whose

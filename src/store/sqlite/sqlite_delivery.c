@@ -1677,6 +1677,9 @@ int sq_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_m
                            int *purged, bool *more) {
   *purged = 0;
   *more = false;
+  /* a kept lane never counts as raised before the window: with a wall clock stepped back since
+   * the walk took its window, the next op read the same kept lanes again (a review) */
+  if (now_ms < before_ms) now_ms = before_ms;
   if (sq_exec(c, "CREATE INDEX IF NOT EXISTS lane_versions_seen ON lane_versions(seen_at)") != 0)
     return HOOKD_STORE_ERR;
   sqlite3_stmt *st = sq_stmt(c, SQ_LANE_VERSION_OLD,
