@@ -16,9 +16,11 @@ const p99 = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min
 // taken again before the next (as at any full cap under load, answers come one at a time): `full`
 // requests open at once, or more when holders of none took reserve slots (then an answer frees
 // a slot the reserve keeps, and nothing is taken).
+// Returns how many requests each receiver got meanwhile: who took the slots freed.
 async function releaseOneByOne(rs, n, full) {
   const open = () => rs.reduce((a, r) => a + r.open, 0);
   const total = () => rs.reduce((a, r) => a + r.requests.length, 0);
+  const start = rs.map((r) => r.requests.length);
   for (let k = 0; k < n; k++) {
     const r = rs.filter((x) => x.hanging.length).sort((a, b) => a.hanging[0].hangSeq - b.hanging[0].hangSeq)[0];
     if (!r) throw new Error(`answer ${k}: nothing hangs (open ${rs.map((x) => x.open)})`);
@@ -28,6 +30,7 @@ async function releaseOneByOne(rs, n, full) {
     await waitUntil(async () => total() > before && open() >= full,
       { what: `answer ${k}: its slot taken again (open ${rs.map((x) => x.open)})`, timeout: 5000, interval: 2 });
   }
+  return rs.map((r, i) => r.requests.length - start[i]);
 }
 
 describe('isolation', () => {
@@ -910,12 +913,10 @@ describe('isolation', () => {
       await publish(h, S.tenant, { type: 'b', payload: { i } });
     }
     await waitUntil(async () => A.open + B.open === 30, { what: 'slots full', timeout: 5000 });
-    const first = [A.requests.length, B.requests.length];
     // answers one at a time: before 2026-12-02 the endpoints stopped by the cap's reserve were
     // ready again last-stopped first, and the one that had just sent took every slot freed
-    await releaseOneByOne([A, B], 60, 30);
-    const [a, b] = [A.requests.length - first[0], B.requests.length - first[1]];
-    assert.ok(a >= 20 && b >= 20, `A ${a}, B ${b} of the 60 slots freed after the first fill (${first})`);
+    const [a, b] = await releaseOneByOne([A, B], 60, 30);
+    assert.ok(a >= 20 && b >= 20, `A ${a}, B ${b} of the 60 slots freed after the first fill`);
     A.behave = B.behave = () => ({ status: 200 });
     A.releaseHanging();
     B.releaseHanging();
@@ -944,8 +945,7 @@ describe('isolation', () => {
     // then answers one at a time: each slot freed goes to whoever's turn it is (before 2026-12-02
     // the tenants stopped by the cap's reserve went back with fresh turns, last stopped first:
     // 0.8 instead of 3)
-    await releaseOneByOne([heavy, light], 120, 30);
-    const [hr, lr] = [heavy.requests.length - first[0], light.requests.length - first[1]];
+    const [hr, lr] = await releaseOneByOne([heavy, light], 120, 30);
     const ratio = hr / lr;
     assert.ok(ratio > 2 && ratio < 4.5, `heavy/light after the first fill = ${hr}/${lr} = ${ratio.toFixed(2)} (weights 3:1; first fill ${first})`);
     heavy.behave = light.behave = () => ({ status: 200 });
@@ -1225,10 +1225,8 @@ describe('isolation', () => {
       await publish(h, B.tenant, { type: 'b', payload: { j } });
     }
     await waitUntil(async () => H.open + Bt.open === 14, { what: 'the slots full', timeout: 5000 });
-    const first = [H.requests.length + S.reduce((a, x) => a + x.r.requests.length, 0), Bt.requests.length];
-    await releaseOneByOne([H, Bt, ...S.map((x) => x.r)], 120, 30);
-    const a = H.requests.length + S.reduce((n, x) => n + x.r.requests.length, 0) - first[0];
-    const b = Bt.requests.length - first[1];
+    const [hs, b, ...ss] = await releaseOneByOne([H, Bt, ...S.map((x) => x.r)], 120, 30);
+    const a = hs + ss.reduce((n, x) => n + x, 0);
     // before: each turn of A that found a slow endpoint first went to B (1.4 instead of 3)
     assert.ok(a / b > 2.4 && a / b < 4.5, `A ${a} : B ${b} = ${(a / b).toFixed(2)} (weights 3:1)`);
     for (const r of [H, Bt, ...S.map((x) => x.r)]) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }

@@ -11,6 +11,10 @@ const live = new Set();
 let hangSeq = 0; // the order requests began to hang in, across receivers
 after(() => { setTimeout(() => { for (const r of [...live]) r.close(); }, 2000).unref(); });
 
+function answerHung(res, status) {
+  try { res.writeHead(status); res.end('ok'); } catch { /* closed */ }
+}
+
 export async function startReceiver(behave = () => ({ status: 200 }), { host = '127.0.0.1' } = {}) {
   const r = new Receiver(behave);
   live.add(r);
@@ -82,12 +86,12 @@ class Receiver {
   releaseFirst(status = 200) {
     const res = this.hanging.shift();
     const closed = new Promise((resolve) => { if (res.closed) resolve(); else res.once('close', resolve); });
-    try { res.writeHead(status); res.end('ok'); } catch { /* closed */ }
+    answerHung(res, status);
     return closed;
   }
 
   releaseHanging(status = 200) {
-    for (const res of this.hanging.splice(0)) { try { res.writeHead(status); res.end('ok'); } catch { /* closed */ } }
+    for (const res of this.hanging.splice(0)) answerHung(res, status);
   }
 
   async close() {
