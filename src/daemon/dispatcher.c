@@ -1266,20 +1266,25 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   submit_lease_move(d);
 }
 
-int64_t disp_now(hookd_dispatcher *d) {
+/* The dispatcher's time: the wall clock as of the thread's last check, carried on by the
+ * monotonic clock. A pure read: a step is seen only by disp_clock_check, once a turn of the
+ * loop, with no structure half-walked (seen at any read, a step moved every endpoint from inside
+ * a health update holding its lock, and from inside a dispatch pass walking the ready ring). */
+int64_t disp_now(hookd_dispatcher *d) { return hookd_mono_ms() + d->clock_offset_ms; }
+
+static void disp_clock_check(hookd_dispatcher *d) {
   int64_t m0, now, m1;
-  /* read again when descheduled between the reads (a time returned unchecked could be set,
-   * then moved by the next read's step) */
+  /* read again when descheduled between the reads (an offset from reads far apart is off by
+   * the delay: a false step, or half of a true one) */
   for (int tries = 0;; tries++) {
     m0 = hookd_mono_ms(), now = hookd_now_ms(), m1 = hookd_mono_ms();
     if (m1 - m0 <= CLOCK_READ_SLACK_MS) break;
-    if (tries == 3) return now; /* a machine this loaded: compared at the next read */
+    if (tries == 3) return; /* a machine this loaded: compared at the next check */
   }
   /* a slow drift, as NTP slews the clock, is followed without a step */
   int64_t offset = now - m1, delta = offset - d->clock_offset_ms;
   d->clock_offset_ms = offset; /* first: what clock_stepped reads is on the new clock */
   if (delta <= -CLOCK_STEP_MS || delta >= CLOCK_STEP_MS) clock_stepped(d, delta);
-  return now;
 }
 
 static void process_inbox(hookd_dispatcher *d) {
@@ -1471,7 +1476,7 @@ static void *thread_main(void *arg) {
   hookd_dispatcher *d = arg;
   int64_t stop_ms = 0;
   for (;;) {
-    disp_now(d); /* a step is made up for before the inbox's outcomes set times from the clock */
+    disp_clock_check(d); /* a step is made up for before the inbox's outcomes read the time */
     process_inbox(d);
     bool stopping = d->stopping;
     if (stopping) {

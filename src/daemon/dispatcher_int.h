@@ -272,7 +272,7 @@ struct hookd_dispatcher {
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
-  int64_t clock_offset_ms;    /* wall clock minus monotonic clock at the last read: a change of
+  int64_t clock_offset_ms;    /* wall clock minus monotonic clock at the last check: a change of
                                  CLOCK_STEP_MS or more is a step (docs/architecture.md "Clocks") */
   int64_t lease_move_pending; /* ms this node's stored leases still have to move forward: no
                                  claim nor sweep runs until they have (one would take them over) */
@@ -298,8 +298,9 @@ void sched_release_queue(hookd_dispatcher *d, ep *e); /* claimed deliveries back
 void sched_claim_due(hookd_dispatcher *d, int64_t now);
 void sched_dispatch(hookd_dispatcher *d, int64_t now);
 void sched_wake(hookd_dispatcher *d, int64_t now);    /* timers that have fired */
-/* The wall clock as the dispatcher thread reads it. A step since its last read is made up for
- * first, so that no time set from it is moved twice, or not at all (docs/architecture.md
+/* The wall clock as the dispatcher thread keeps it: as of the thread's last check (once a turn
+ * of its loop, which makes up for a step first), carried on by the monotonic clock; no side
+ * effect, so a step never moves what a caller is halfway through (docs/architecture.md
  * "Clocks"). Every read of the dispatcher thread goes through it. */
 int64_t disp_now(hookd_dispatcher *d);
 /* Moves the in-process timers of endpoints and tenants by a step of the wall clock. */

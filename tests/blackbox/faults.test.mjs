@@ -1102,6 +1102,38 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
+  it('steps seen while the dispatcher is busy sending: it takes each one and goes on sending, and SIGTERM stops it', async () => {
+    // A step was once taken at whichever read of the clock saw it first: inside a health
+    // update holding its lock, the step's walk updated that endpoint's health again and the
+    // thread waited on its own lock for ever (deliveries stopped; SIGTERM hung).
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env });
+    const recv = await startReceiver(() => ({ status: 200 }));
+    const { tenant } = await setup(h, recv.url);
+    for (let i = 1; i < 16; i++) {
+      const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: `${recv.url}/e${i}` });
+      assert.equal(r.status, 201, r.text);
+    }
+    const steps = () => h.logs.filter((l) => l.msg === 'clock.stepped').length;
+    let published = 0;
+    for (let round = 1; round <= 24; round++) {
+      // the step lands while the fan-out of the events before it is being sent
+      const batch = [];
+      for (let i = 0; i < 8; i++) batch.push(publish(h, tenant, { type: 'a', payload: { round, i } }));
+      for (const r of await Promise.all(batch)) assert.equal(r.status, 202, r.text);
+      published += batch.length;
+      clock.step(round % 2 ? 2 * 3600e3 : 0);
+      await waitUntil(async () => steps() >= round, { what: `step ${round} taken`, timeout: 10000 });
+    }
+    await recv.waitFor(published * 16, 20000);
+    const sent = new Set(recv.requests.map((q) => `${q.url} ${q.headers['webhook-id']}`));
+    assert.equal(sent.size, published * 16, 'each event to each endpoint');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('a step back: a Retry-After pause keeps its length (it does not hold the endpoint an hour more)', async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);
