@@ -429,8 +429,10 @@ int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out
       buf[len] = '\0';
       v = hookd_json_path(root, buf);
     }
-    /* Scalars only; null counts as missing. */
-    if (!v || json_is_null(v) || json_is_object(v) || json_is_array(v)) {
+    /* Scalars only; null and an empty string count as missing (a field left blank by the
+     * provider: keyed by it, every event blank there would be one event, the rest lost) */
+    if (!v || json_is_null(v) || json_is_object(v) || json_is_array(v) ||
+        (json_is_string(v) && json_string_length(v) == 0)) {
       if (missing && missing_len) {
         size_t n = len < missing_len ? len : missing_len - 1;
         memcpy(missing, path, n);

@@ -673,7 +673,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     char num[HOOKD_IN_SCALAR_MAX];
     size_t len = 0;
     const char *objtext = obj ? scalar_text(obj, num, &len) : NULL;
-    if (objtext) {
+    if (objtext && len) { /* a blank id is no object: all blank ones would share its version */
       /* the object's whole id, hashed with the rule that reads its version: a source whose
        * rule changes starts afresh (a counter read after a date-time's 1.7e9 made every later
        * event of the object stale) */

@@ -287,6 +287,25 @@ describe('deduplication', () => {
     await dest.close();
   });
 
+  it('a field left blank ("") keys nothing: two events blank there are two events (identity paths, business key, version object)', async () => {
+    const dest = await startReceiver();
+    const mk = (id, v) => `{"id":"${id}","object":"event","type":"x.y","data":{"object":{"ref":"","v":${v}}}}`;
+    const rules = [['whsec_blank_i', { identity_paths: ['data.object.ref'] }],
+      ['whsec_blank_b', { business_key: { paths: ['data.object.ref'], operation: 'pay' } }],
+      ['whsec_blank_v', { version: { object_path: 'data.object.ref', path: 'data.object.v' } }]];
+    for (const [secret, rule] of rules) {
+      const src = await source('stripe', [secret], [{ url: dest.url }], rule);
+      const a = mk(`evt_${secret}_a`, 5), b = mk(`evt_${secret}_b`, 1); // b: a lower version
+      const ra = await post(src, a, sign.stripe(a, secret));
+      const rb = await post(src, b, sign.stripe(b, secret));
+      assert.equal(ra.json.status, 'received', ra.text);
+      assert.equal(rb.json.status, 'received', `${JSON.stringify(rule)}: ${rb.text}`);
+      assert.equal(rb.json.duplicate, false);
+    }
+    await waitUntil(async () => dest.requests.length >= 6, { what: 'six forwards' });
+    await dest.close();
+  });
+
   it('a version header in the future (unsigned: a replay could carry it) is no version: later genuine events are not stale', async () => {
     const dest = await startReceiver();
     const src = await source('shopify', ['shpss_v'], [{ url: dest.url }],

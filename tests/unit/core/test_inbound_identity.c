@@ -307,8 +307,8 @@ static void handshakes(void **st) {
 
 static void paths(void **st) {
   json_t *b =
-      J("{\"data\":{\"object\":{\"id\":\"pi_1\",\"n\":3}},\"items\":[{\"id\":7},{\"id\":8}],"
-        "\"a.b\":1}");
+      J("{\"data\":{\"object\":{\"id\":\"pi_1\",\"n\":3,\"ref\":\"\"}},"
+        "\"items\":[{\"id\":7},{\"id\":8}],\"a.b\":1}");
   assert_string_equal(json_string_value(hookd_json_path(b, "data.object.id")), "pi_1");
   assert_int_equal(json_integer_value(hookd_json_path(b, "items.1.id")), 8);
   assert_ptr_equal(hookd_json_path(b, ""), b);
@@ -335,6 +335,12 @@ static void paths(void **st) {
   hookd_buf_reset(&out);
   assert_int_equal(hookd_in_composite_key(b, "data.object", &out, missing, sizeof missing), 1);
   assert_string_equal(missing, "data.object");
+  hookd_buf_reset(&out);
+  /* a blank field is missing: keyed by it, every event blank there would be one event */
+  assert_int_equal(hookd_in_composite_key(b, "data.object.id,data.object.ref", &out, missing,
+                                          sizeof missing),
+                   1);
+  assert_string_equal(missing, "data.object.ref");
   hookd_buf_reset(&out);
   assert_int_equal(
       hookd_in_composite_key(b, "data.object.id,,items", &out, missing, sizeof missing), 1);
