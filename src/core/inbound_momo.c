@@ -64,10 +64,16 @@ int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
   if (!req->body_len) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "momo: empty body");
   char err[HOOKD_JSON_ERR_MAX];
   hookd_json_limits lim = {.max_depth = 32};
-  json_t *root = hookd_json_parse(req->body, req->body_len, &lim, err);
+  json_t *root = hookd_json_parse_fields(req->body, req->body_len, &lim, err);
   if (!root || !json_is_object(root)) {
+    /* jansson's message may quote the body: the reason (logged) names the problem only */
+    const char *why = root                                  ? "momo: body is not a JSON object"
+                      : strstr(err, "duplicate object key") ? "momo: a field is sent twice"
+                      : strstr(err, "nested deeper")        ? "momo: body nested too deep"
+                      : strstr(err, "too big integer")      ? "momo: an integer beyond 64 bits"
+                                                            : "momo: body is not valid JSON";
     json_decref(root);
-    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "momo: body is not a JSON object");
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, why);
   }
   int rc = HOOKD_VERIFY_MALFORMED;
   const char *reason = "momo: missing or malformed signature";

@@ -131,6 +131,20 @@ static void replace_non_ijson_escapes(char *buf, size_t len) {
   }
 }
 
+json_t *hookd_json_parse_fields(const char *buf, size_t len, const hookd_json_limits *lim,
+                                char err[HOOKD_JSON_ERR_MAX]) {
+  enum fail_kind kind;
+  json_t *v = parse_as(buf, len, lim, 0, false, err, &kind);
+  if (v || kind != FAIL_NOT_IJSON) return v;
+  char *copy = malloc(len ? len : 1);
+  if (!copy) return NULL; /* err says why the first read failed */
+  memcpy(copy, buf, len);
+  replace_non_ijson_escapes(copy, len);
+  v = parse_as(copy, len, lim, 0, false, err, &kind); /* a duplicate key is refused again */
+  free(copy);
+  return v;
+}
+
 /* A number read as a double that may not be what the body says (|v| >= 2^53: 9007199254740993
  * reads as ...992). */
 static bool inexact(const json_t *v) {

@@ -41,6 +41,13 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
                               bool *lossy, bool *too_deep, char err[HOOKD_JSON_ERR_MAX]);
 
+/* A body signed field by field (MoMo): strict, but a \u0000 or a lone surrogate escape is read
+ * as U+FFFD, as hookd_json_parse_body reads one (a merchant's text cut inside an emoji is still
+ * its IPN). A key sent twice stays refused: which copy the signature covers and which one a
+ * handler reads would be a guess. */
+json_t *hookd_json_parse_fields(const char *buf, size_t len, const hookd_json_limits *lim,
+                                char err[HOOKD_JSON_ERR_MAX]);
+
 /* Appends the compact serialisation of v to out. Object keys keep their order. Returns
  * HOOKD_BUF_* codes. */
 int hookd_json_dump(const json_t *v, hookd_buf *out);

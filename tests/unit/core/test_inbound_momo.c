@@ -16,6 +16,8 @@
 #define SECRET "ACCESSKEY123:SECRETKEY456"
 #define SIG "e54179de24e9f1d5d51fc54611d068ebdf88a9483c86e3a0a1fa25b71c981ce6"
 
+static char last_reason[128];
+
 static int verify(const char *body, const char *const *secrets, size_t n) {
   hookd_in_header h[] = {{"Content-Type", "application/json"}};
   hookd_in_request r = {.method = "POST",
@@ -30,6 +32,7 @@ static int verify(const char *body, const char *const *secrets, size_t n) {
   int rc = hookd_in_verify(HOOKD_PROVIDER_MOMO, &r, &s, 0, NULL, &res);
   assert_int_equal(rc, res.rc);
   assert_null(strstr(res.reason, "SECRETKEY"));
+  snprintf(last_reason, sizeof last_reason, "%s", res.reason);
   return rc;
 }
 
@@ -109,10 +112,39 @@ static void unsigned_look_alikes(void **st) {
   assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
 }
 
+/* Valid JSON that is not I-JSON: a \u0000 or a lone surrogate escape (a merchant's orderInfo cut
+ * inside an emoji) is read as U+FFFD, as other providers' bodies are; the signed text has
+ * U+FFFD's bytes there, as a signer that writes strings as UTF-8 (Node's Buffer) makes it. A
+ * field sent twice stays refused, and every refusal names its problem. */
+static void not_ijson(void **st) {
+  const char *one[] = {SECRET};
+  char body[1200];
+  body_edit(body, sizeof body, "}", ",\"partnerUserId\":\"u\\u0000\\udc00\"}");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_OK);
+  char cut[1200];
+  body_edit(cut, sizeof cut, "pay with MoMo", "pay with MoMo\\ud83d");
+  char *sig = strstr(cut, SIG);
+  assert_non_null(sig);
+  memcpy(sig, "0b1cb1e1d6a9b966c14f44ce4ee20c4580821ded9ba95d24a61fe5f9b7d69623", 64);
+  assert_int_equal(verify(cut, one, 1), HOOKD_VERIFY_OK);
+  body_edit(body, sizeof body, "}", ",\"partnerUserId\":\"a\",\"partnerUserId\":\"b\"}");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_string_equal(last_reason, "momo: a field is sent twice");
+  body_edit(body, sizeof body, "}", ",\"big\":18446744073709551617}");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_string_equal(last_reason, "momo: an integer beyond 64 bits");
+  body_edit(body, sizeof body, "}", ",\"x\":tru}");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_string_equal(last_reason, "momo: body is not valid JSON");
+  assert_int_equal(verify("[1]", one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_string_equal(last_reason, "momo: body is not a JSON object");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(momo),
       cmocka_unit_test(unsigned_look_alikes),
+      cmocka_unit_test(not_ijson),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
