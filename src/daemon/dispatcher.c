@@ -434,17 +434,24 @@ static bool line_named_in(const char *line, size_t ll, const char *lines) {
   return false;
 }
 
-/* Appends each '\n'-ended line of lines (NULL: none) to *hs, through buf, but those naming a
+/* Appends each '\n'-ended line of lines (NULL: none) to *hs, through buf (a line longer than
+ * cap through one of its size: a provider's header is forwarded whole), but those naming a
  * header of skip; -1 out of memory. */
 static int add_lines(struct curl_slist **hs, const char *lines, const char *skip, char *buf,
                      size_t cap) {
   for (const char *line = lines; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t ll = end ? (size_t)(end - line) : strlen(line);
-    if (ll && ll < cap && !line_named_in(line, ll, skip)) {
-      memcpy(buf, line, ll);
-      buf[ll] = '\0';
-      struct curl_slist *t = curl_slist_append(*hs, buf);
+    if (ll && !line_named_in(line, ll, skip)) {
+      char *b = ll < cap ? buf : malloc(ll + 1);
+      if (!b) return -1;
+      memcpy(b, line, ll);
+      b[ll] = '\0';
+      struct curl_slist *t = curl_slist_append(*hs, b);
+      if (b != buf) {
+        OPENSSL_cleanse(b, ll); /* (custom headers are credentials) */
+        free(b);
+      }
       if (!t) return -1;
       *hs = t;
     }
@@ -463,7 +470,7 @@ static void free_hdrs(struct curl_slist *hs, bool wipe) {
 int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   ep *e = it->ep;
   hookd_delivery *dl = &it->c.d;
-  char ts[24], sig[2 * 100 + 2], h[HOOKD_ID_MAX + 2048] /* a forwarded provider header fits */;
+  char ts[24], sig[2 * 100 + 2], h[HOOKD_ID_MAX + 2048] /* most lines fit */;
   int64_t now_s = now / 1000;
   snprintf(ts, sizeof ts, "%lld", (long long)now_s);
   /* the current signature, then during a rotation overlap the previous one */

@@ -100,18 +100,31 @@ static bool forwardable(const char *name) {
          strncasecmp(name, "Proxy-", 6) != 0;
 }
 
-/* Whether name is one of the comma-separated tokens of a Connection header's value: a header
- * the client named hop-by-hop (RFC 9110 7.6.1), which is not handed on. */
-static bool hop_listed(const char *conn, const char *name) {
+/* Whether name is one of the comma-separated tokens of the request's Connection headers (every
+ * line of it: a list may come in several): a header the client named hop-by-hop (RFC 9110
+ * 7.6.1), which is not handed on. */
+static bool hop_listed(const hookd_in_header *hdrs, size_t nh, const char *name) {
   size_t n = strlen(name);
-  for (const char *p = conn; p && *p;) {
-    while (*p == ' ' || *p == '\t' || *p == ',') p++;
-    const char *e = p;
-    while (*e && *e != ',' && *e != ' ' && *e != '\t') e++;
-    if ((size_t)(e - p) == n && !strncasecmp(p, name, n)) return true;
-    p = e;
+  for (size_t i = 0; i < nh; i++) {
+    if (strcasecmp(hdrs[i].name, "Connection") != 0) continue;
+    for (const char *p = hdrs[i].value; p && *p;) {
+      while (*p == ' ' || *p == '\t' || *p == ',') p++;
+      const char *e = p;
+      while (*e && *e != ',' && *e != ' ' && *e != '\t') e++;
+      if ((size_t)(e - p) == n && !strncasecmp(p, name, n)) return true;
+      p = e;
+    }
   }
   return false;
+}
+
+/* Whether a header value is handed on as it came: visible ASCII, spaces and tabs. A value with
+ * any other byte is left out whole, never altered (a handler checking a signed value would see
+ * a different one). */
+static bool value_forwardable(const char *v) {
+  for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+    if ((*p < 0x20 && *p != '\t') || *p >= 0x7f) return false;
+  return true;
 }
 
 /* n bytes of a header value without the blanks after them (libmicrohttpd keeps a value's
@@ -729,12 +742,12 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     mrc = hookd_buf_printf(&op->meta, "hookd-event-type: %s\n", op->event_type);
   if (!mrc && op->provider_event_id[0])
     mrc = hookd_buf_printf(&op->meta, "hookd-provider-event-id: %s\n", op->provider_event_id);
-  /* then the provider's own headers (printable ASCII; what does not fit 32 KiB is left out) */
-  const char *conn = hookd_in_header_get(&in, "Connection");
+  /* then the provider's own headers, whole (what does not fit 32 KiB is left out) */
   for (size_t i = 0; !mrc && i < nh; i++) {
-    if (!forwardable(hdrs[i].name) || hop_listed(conn, hdrs[i].name)) continue;
-    char v[1024];
-    header_safe(hdrs[i].value ? hdrs[i].value : "", v, sizeof v);
+    const char *v = hdrs[i].value ? hdrs[i].value : "";
+    if (!forwardable(hdrs[i].name) || hop_listed(hdrs, nh, hdrs[i].name) ||
+        !value_forwardable(v))
+      continue;
     size_t before = op->meta.len;
     if (hookd_buf_printf(&op->meta, "%s: %s\n", hdrs[i].name, v) != 0) {
       op->meta.len = before; /* no room: the rest is left out, the line cut short too */

@@ -378,8 +378,11 @@ describe('deduplication', () => {
     const hop = await new Promise((resolve, reject) => {
       const q = httpRequest(`${h.url}/in/${src.id}`, { method: 'POST', headers: {
         ...shopifyWith('shpss_fh')(body2, 'wh_fh_2', new Date().toISOString()),
-        connection: 'keep-alive, X-Hop-Secret', 'x-hop-secret': 'hop', 'http2-settings': 'AAMAAABkAAQAAP__',
-        'x-shopify-shop-domain': 'shop-b.myshopify.com' } }, (res) => {
+        // (two Connection lines: a list may come in several)
+        connection: ['keep-alive, X-Hop-Secret', 'X-Hop-Two'], 'x-hop-secret': 'hop', 'x-hop-two': 'hop',
+        'http2-settings': 'AAMAAABkAAQAAP__', 'x-shopify-shop-domain': 'shop-b.myshopify.com',
+        // a value is handed on whole (a handler may check a signed one), or not at all
+        'x-long': 'L'.repeat(6000), 'x-tab': 'a\tb', 'x-latin1': 'caf\u00e9' } }, (res) => {
         let t = '';
         res.on('data', (c) => { t += c; });
         res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(t) }));
@@ -392,7 +395,11 @@ describe('deduplication', () => {
     const g = dest.requests[1].headers;
     assert.equal(g['x-shopify-shop-domain'], 'shop-b.myshopify.com');
     assert.equal(g['x-hop-secret'], undefined, 'named in Connection');
+    assert.equal(g['x-hop-two'], undefined, 'named in the second Connection line');
     assert.equal(g['http2-settings'], undefined);
+    assert.equal(g['x-long'], 'L'.repeat(6000), 'a long value whole');
+    assert.equal(g['x-tab'], 'a\tb');
+    assert.equal(g['x-latin1'], undefined, 'a byte beyond ASCII: left out, not altered');
     await dest.close();
   });
 
