@@ -175,8 +175,12 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
   int flags = JSON_DECODE_ANY; /* a top-level scalar ("ping", 42) is JSON too (RFC 8259) */
   bool dups = false;
   char *copy = NULL;
-  const char *text = buf;
   *lossy = false;
+  if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3)) { /* a byte order mark: ignored (RFC 8259 8.1) */
+    buf += 3;
+    len -= 3;
+  }
+  const char *text = buf;
   json_t *v;
   /* jansson stops at its first error: each kind is handled once, then the body is read again
    * (at most three reads) */

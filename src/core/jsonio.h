@@ -36,6 +36,7 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
  * it is never checked. Valid JSON that is not I-JSON (RFC 7493) — a duplicate key (the last
  * stands), a \u0000 or a lone surrogate escape (read as U+FFFD) — is taken too, *lossy set:
  * a provider signed it, and refusing it would lose the event to its retries running out.
+ * A UTF-8 byte order mark before the text is ignored, as RFC 8259 allows (the raw bytes keep it).
  * *too_deep (when not NULL) tells a body refused for its depth alone (lim->max_depth) from one
  * refused for what it holds. */
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,

@@ -444,7 +444,7 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
       const char *opn = "";
       if (!json_is_object(v) || hookd_json_get_str(v, "operation", &opn) < 0 || strlen(opn) > 64) {
         hookd_req_error(r, 422, "invalid_field",
-                        "business_key must be {\"paths\": [...], \"operation\": \"name\"}");
+                        "business_key must be {\"paths\": [...], \"operation\"?: \"name\"}");
         return false;
       }
       op->src.business_paths = join_strings(r, json_object_get(v, "paths"), "business_key.paths", 8,

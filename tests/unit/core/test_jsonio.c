@@ -51,6 +51,13 @@ static void provider_bodies(void **st) {
   assert_int_equal(json_integer_value(json_object_get(v, "a")), 9007199254740993LL);
   assert_int_equal(json_integer_value(json_object_get(v, "b")), 9007199254740992LL);
   json_decref(v);
+  /* a byte order mark before the text is ignored (RFC 8259 8.1), not a syntax error */
+  b = "\xef\xbb\xbf{\"a\":1}";
+  v = hookd_json_parse_body(b, strlen(b), &lim, &lossy, NULL, err);
+  assert_non_null(v);
+  assert_false(lossy);
+  assert_int_equal(json_integer_value(json_object_get(v, "a")), 1);
+  json_decref(v);
   /* read with doubles: a number of magnitude 2^53 or more is null (nothing keys on it), the
    * smaller ones are exact and kept */
   b = "{\"a\":123456789012345678901234567890,\"n\":[9007199254740993,-9007199254740992,"
