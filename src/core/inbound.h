@@ -138,6 +138,12 @@ int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out, size_t *
 int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_t *body,
                       const hookd_generic_hmac *generic, char *out, size_t outlen);
 
+/* A provider's id as a record shows it and a forward's hookd-provider-event-id carries it:
+ * printable ASCII as it is, every other byte as %XX (evt_ñ is evt_%C3%B1: two ids that differ
+ * there stay two), cut before an escape that does not fit cap. The inbox's event_id search
+ * writes its value the same way. */
+void hookd_in_display_id(const char *in, char *out, size_t cap);
+
 /* The id hookd took for the request before its rule changed, where it did (a Zoom event without
  * an object id: event + event_ts; a Twilio voice webhook without a token: CallSid + CallStatus):
  * looked up as a prior identity, so that a provider's retry across the upgrade is still a

@@ -408,6 +408,24 @@ const json_t *hookd_json_path(const json_t *root, const char *path) {
   }
 }
 
+void hookd_in_display_id(const char *in, char *out, size_t cap) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t o = 0;
+  if (!cap) return;
+  for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+    if (*p >= 0x20 && *p < 0x7f) {
+      if (o + 1 >= cap) break;
+      out[o++] = (char)*p;
+    } else {
+      if (o + 3 >= cap) break;
+      out[o++] = '%';
+      out[o++] = hex[*p >> 4];
+      out[o++] = hex[*p & 15];
+    }
+  }
+  out[o] = '\0';
+}
+
 #define COMPOSITE_MAX_PATHS 32
 #define PATH_MAX_LEN 256
 

@@ -280,13 +280,14 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
     hookd_req_error(r, 400, "invalid_parameter", "tenant and source must be ids");
     return;
   }
-  /* the provider's id, as the record's event_id shows it (printable ASCII): "which record is
-   * Stripe's evt_…?" */
-  bool printable = event_id && *event_id;
-  for (const char *p = event_id; printable && *p; p++) printable = *p >= 0x20 && *p < 0x7f;
-  if (event_id && (!printable || strlen(event_id) >= sizeof ((inbox_op *)0)->event_id)) {
+  /* the provider's id, written as the record's event_id shows it (a byte beyond printable
+   * ASCII as %XX: evt_ñ or evt_%C3%B1): "which record is Stripe's evt_…?" */
+  char shown[3 * 255 + 1]; /* a value of 255 bytes, each written %XX: never cut */
+  bool fits = event_id && *event_id && strlen(event_id) <= 255;
+  if (fits) hookd_in_display_id(event_id, shown, sizeof shown);
+  if (event_id && (!fits || strlen(shown) >= sizeof ((inbox_op *)0)->event_id)) {
     hookd_req_error(r, 400, "invalid_parameter",
-                    "event_id must be 1-255 printable ASCII characters (the provider's id)");
+                    "event_id must be the provider's id, 1-255 characters as records show it");
     return;
   }
   int64_t since_ms, until_ms;
@@ -309,7 +310,7 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   op->f.tenant_id = tenant ? op->tenant : NULL;
   op->f.source_id = source ? op->source : NULL;
   op->f.status = state ? op->status : NULL;
-  snprintf(op->event_id, sizeof op->event_id, "%s", event_id ? event_id : "");
+  snprintf(op->event_id, sizeof op->event_id, "%s", event_id ? shown : "");
   op->f.event_id = event_id ? op->event_id : NULL;
   snprintf(op->event_type, sizeof op->event_type, "%s", type ? type : "");
   op->f.event_type = type ? op->event_type : NULL;

@@ -334,10 +334,10 @@ static int identity_under(recv_op *op, const hookd_source_rt *rt, const hookd_in
      * operator follows back to the provider ("evt_…"), though it does not key anything here */
     char pid[sizeof ident];
     if (set_pid && hookd_in_event_id(op->provider, in, json, g, pid, sizeof pid) == 0)
-      header_safe(pid, op->provider_event_id, sizeof op->provider_event_id);
+      hookd_in_display_id(pid, op->provider_event_id, sizeof op->provider_event_id);
   } else if (hookd_in_event_id(op->provider, in, json, g, ident, sizeof ident) == 0) {
     snprintf(kind, 16, "provider_id");
-    if (set_pid) header_safe(ident, op->provider_event_id, sizeof op->provider_event_id);
+    if (set_pid) hookd_in_display_id(ident, op->provider_event_id, sizeof op->provider_event_id);
   } else {
     snprintf(kind, 16, "payload_hash");
     snprintf(ident, sizeof ident, "%s", op->payload_hash);

@@ -353,6 +353,13 @@ static void paths(void **st) {
   hookd_buf_free(&tiny);
   json_decref(b);
   hookd_buf_free(&out);
+  /* a provider's id as records show it: bytes beyond printable ASCII as %XX, cut before an
+   * escape that does not fit */
+  char shown[12];
+  hookd_in_display_id("evt_\xc3\xb1\x01", shown, sizeof shown);
+  assert_string_equal(shown, "evt_%C3%B1");
+  hookd_in_display_id("evt_a%20", shown, sizeof shown);
+  assert_string_equal(shown, "evt_a%20");
 }
 
 int main(void) {
