@@ -1117,16 +1117,17 @@ describe('steps of the wall clock', () => {
     }
     const steps = () => h.logs.filter((l) => l.msg === 'clock.stepped').length;
     let published = 0;
-    for (let round = 1; round <= 24; round++) {
+    for (let round = 1; round <= 48; round++) {
       // the step lands while the fan-out of the events before it is being sent
       const batch = [];
       for (let i = 0; i < 8; i++) batch.push(publish(h, tenant, { type: 'a', payload: { round, i } }));
       for (const r of await Promise.all(batch)) assert.equal(r.status, 202, r.text);
       published += batch.length;
-      clock.step(round % 2 ? 2 * 3600e3 : 0);
+      clock.step(round * 3600e3); // forward only: after a step back, a send due before it waits
+      // out the step (documented), which is not what this test is about
       await waitUntil(async () => steps() >= round, { what: `step ${round} taken`, timeout: 10000 });
     }
-    await recv.waitFor(published * 16, 20000);
+    await recv.waitFor(published * 16, 60000);
     const sent = new Set(recv.requests.map((q) => `${q.url} ${q.headers['webhook-id']}`));
     assert.equal(sent.size, published * 16, 'each event to each endpoint');
     assert.equal((await h.stop()).code, 0);
