@@ -100,14 +100,13 @@ static bool forwardable(const char *name) {
          strncasecmp(name, "Proxy-", 6) != 0;
 }
 
-/* Whether name is one of the comma-separated tokens of the request's Connection headers (every
- * line of it: a list may come in several): a header the client named hop-by-hop (RFC 9110
+/* Whether name is one of the comma-separated tokens of the request's Connection headers (conns:
+ * every line of it, a list may come in several): a header the client named hop-by-hop (RFC 9110
  * 7.6.1), which is not handed on. */
-static bool hop_listed(const hookd_in_header *hdrs, size_t nh, const char *name) {
+static bool hop_listed(const char *const *conns, size_t nc, const char *name) {
   size_t n = strlen(name);
-  for (size_t i = 0; i < nh; i++) {
-    if (strcasecmp(hdrs[i].name, "Connection") != 0) continue;
-    for (const char *p = hdrs[i].value; p && *p;) {
+  for (size_t i = 0; i < nc; i++) {
+    for (const char *p = conns[i]; p && *p;) {
       while (*p == ' ' || *p == '\t' || *p == ',') p++;
       const char *e = p;
       while (*e && *e != ',' && *e != ' ' && *e != '\t') e++;
@@ -743,9 +742,13 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   if (!mrc && op->provider_event_id[0])
     mrc = hookd_buf_printf(&op->meta, "hookd-provider-event-id: %s\n", op->provider_event_id);
   /* then the provider's own headers, whole (what does not fit 32 KiB is left out) */
+  const char *conns[MAX_IN_HEADERS];
+  size_t nc = 0;
+  for (size_t i = 0; i < nh; i++)
+    if (!strcasecmp(hdrs[i].name, "Connection")) conns[nc++] = hdrs[i].value;
   for (size_t i = 0; !mrc && i < nh; i++) {
     const char *v = hdrs[i].value ? hdrs[i].value : "";
-    if (!forwardable(hdrs[i].name) || hop_listed(hdrs, nh, hdrs[i].name) ||
+    if (!forwardable(hdrs[i].name) || hop_listed(conns, nc, hdrs[i].name) ||
         !value_forwardable(v))
       continue;
     size_t before = op->meta.len;
