@@ -321,6 +321,7 @@ static int identity_under(recv_op *op, const hookd_source_rt *rt, const hookd_in
    * values of it cannot key anything (two events would share a key), so neither a composite
    * identity nor a business key is taken from it — the provider's id or the raw bytes' hash is
    * the identity, and it has no business key */
+  bool has_id = false;
   int crc = paths && json && !lossy
                 ? hookd_in_composite_key(json, paths, &comp, missing, sizeof missing)
                 : 1;
@@ -334,10 +335,16 @@ static int identity_under(recv_op *op, const hookd_source_rt *rt, const hookd_in
     char pid[sizeof ident];
     if (set_pid && hookd_in_event_id(op->provider, in, json, g, pid, sizeof pid) == 0)
       hookd_in_display_id(pid, op->provider_event_id, sizeof op->provider_event_id);
-  } else if (hookd_in_event_id(op->provider, in, json, g, ident, sizeof ident) == 0) {
+  } else if ((has_id = hookd_in_event_id(op->provider, in, json, g, ident, sizeof ident) == 0) &&
+             !(lossy && strstr(ident, "\xef\xbf\xbd"))) {
     snprintf(kind, 16, "provider_id");
     if (set_pid) hookd_in_display_id(ident, op->provider_event_id, sizeof op->provider_event_id);
   } else {
+    /* no id; or one holding U+FFFD in a body read with its \u0000 and lone surrogate escapes as
+     * U+FFFD: ids that differ only there read alike, so the raw bytes' hash keys it (a
+     * provider's retry sends the same bytes), the id still shown */
+    if (set_pid && has_id)
+      hookd_in_display_id(ident, op->provider_event_id, sizeof op->provider_event_id);
     snprintf(kind, 16, "payload_hash");
     snprintf(ident, sizeof ident, "%s", op->payload_hash);
   }

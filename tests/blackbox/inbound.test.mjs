@@ -605,6 +605,17 @@ describe('verification', () => {
     assert.equal(k.status, 200, k.text);
     await waitStatus(src, k.json.inbox_id, 'completed');
     assert.equal(dest.requests[1].body, inKey, 'the raw bytes, as signed');
+    // ids that differ only in a lone surrogate read alike (U+FFFD): the raw bytes' hash keys
+    // them, so they are two events, and a retry of one is still its duplicate
+    const sur = (s, n) => `{"id":"evt_ij_\\${s}","type":"invoice.paid","data":{"object":{"n":${n}}}}`;
+    const [s1, s2] = [sur('ud800', 1), sur('udbff', 2)];
+    const r1 = await post(src, s1, sign.stripe(s1, 'whsec_ij'));
+    const r2 = await post(src, s2, sign.stripe(s2, 'whsec_ij'));
+    assert.deepEqual([r1.json.status, r2.json.status, r2.json.duplicate], ['received', 'received', false], r2.text);
+    const r1again = await post(src, s1, sign.stripe(s1, 'whsec_ij'));
+    assert.deepEqual([r1again.json.duplicate, r1again.json.inbox_id], [true, r1.json.inbox_id], r1again.text);
+    const rec1 = (await h.api('GET', `/v1/inbox/${r1.json.inbox_id}`)).json;
+    assert.deepEqual([rec1.identity_kind, rec1.event_id], ['payload_hash', 'evt_ij_%EF%BF%BD'], 'the id still shown');
     await dest.close();
   });
 
