@@ -46,6 +46,7 @@ hookd_egress *hookd_egress_new(const hookd_egress_config *cfg) {
     return NULL;
   }
   curl_multi_setopt(eg->multi, CURLMOPT_MAXCONNECTS, eg->cfg.max_connects);
+  curl_multi_setopt(eg->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING); /* (egress.h) */
   hookd_strmap_init(&eg->conns);
   return eg;
 }
@@ -97,6 +98,12 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg) {
   hookd_egress_req *req = arg;
   size_t len = size * n;
   if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+    if (len > 5 && (p[5] == '2' || p[5] == '3') && strncasecmp(req->url, "https:", 6) != 0) {
+      /* HTTP/2 or 3 cannot be spoken over http:// here (no upgrade is asked): refused before
+       * libcurl takes the connection's host for a multiplexing one (egress.h) */
+      req->bad_version = true;
+      return 0;
+    }
     req->retry_after[0] = req->result_ref[0] = '\0'; /* a new response (after 1xx) starts */
   } else if (len > 12 && strncasecmp(p, "retry-after:", 12) == 0) {
     header_value(p, len, 12, req->retry_after, sizeof req->retry_after);
@@ -277,7 +284,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->result_ref[0] = '\0';
   req->response_total = 0;
   req->request_sent = req->fd_exhausted = false;
-  req->stale_conn = req->fresh = req->resend_refused = false;
+  req->stale_conn = req->fresh = req->resend_refused = req->bad_version = false;
   req->sockets_opened = 0;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);
 
@@ -297,10 +304,6 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   curl_easy_setopt(e, CURLOPT_PREREQDATA, req);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->error);
   curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 0L);
-  /* https: requests started together wait for the first connection to the host to say (ALPN)
-   * whether it multiplexes (HTTP/2) instead of each opening its own. Not http: there nothing
-   * ever says so, and requests would wait on busy keep-alive connections (a hanging one) */
-  curl_easy_setopt(e, CURLOPT_PIPEWAIT, strncasecmp(req->url, "https:", 6) == 0 ? 1L : 0L);
   if (eg->cfg.resolve_list) curl_easy_setopt(e, CURLOPT_RESOLVE, eg->cfg.resolve_list(eg->cfg.resolve_ctx));
 
   req->started_ms = hookd_now_ms();
@@ -327,6 +330,7 @@ static hookd_net map_result(CURLcode rc, hookd_egress_req *req) {
    * goes on to the allowed one, and what happened there is the outcome (a 200 there is a
    * delivery, a refused connection a retryable error). */
   if (req->blocked_rule[0] && req->sockets_opened == 0) return HOOKD_NET_BLOCKED;
+  if (req->bad_version) return HOOKD_NET_PROTOCOL; /* (its status was read, then refused) */
   /* A status line already received decides the outcome whatever becomes of the rest (a header
    * libcurl refuses — too long, a NUL in it —, a body cut short, too large, or still trickling
    * at the timeout): the receiver has answered. A 2xx read as a timeout or a protocol error was
@@ -386,6 +390,9 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
     req->error[0] = '\0';
   } else if (why) {
     snprintf(req->error, sizeof req->error, "%s", why);
+  } else if (req->bad_version) {
+    snprintf(req->error, sizeof req->error,
+             "the answer's status line claims HTTP/2 or 3 on a cleartext HTTP/1.1 connection");
   } else if (req->resend_refused) {
     snprintf(req->error, sizeof req->error,
              "the connection closed after the request was sent, before any response");

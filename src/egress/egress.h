@@ -12,10 +12,17 @@
  *
  * A kept-alive HTTP/1 connection with bytes waiting on it (a peer that wrote a second,
  * unsolicited response, or a TLS alert) is not reused: they would be read as the next request's
- * answer (HTTP/2 frames its answers and multiplexes: not checked).
+ * answer (HTTP/2 frames its answers: not checked).
  * libcurl 7.88 reuses such a connection (later versions refuse it), so before a request is
  * sent on a reused connection its socket is peeked; bytes there abort the request before it
- * is sent and it starts again on a new connection. */
+ * is sent and it starts again on a new connection.
+ *
+ * No connection carries two requests at once: multiplexing is off, HTTP/2 included. libcurl
+ * 7.88 takes an answer whose status line says "HTTP/2", even on a cleartext HTTP/1.1
+ * connection, for a sign that every connection to that host and port multiplexes, and sent the
+ * next request on a connection still waiting for another's answer: each got the other's (across
+ * tenants sharing a receiver). Such an answer over http:// is also refused (protocol_error) and
+ * its connection closed. */
 #ifndef HOOKD_EGRESS_EGRESS_H
 #define HOOKD_EGRESS_EGRESS_H
 
@@ -88,6 +95,7 @@ typedef struct hookd_egress_req {
   bool stale_conn;               /* the reused connection had bytes waiting: start again */
   bool fresh;                    /* started again on a new connection */
   bool resend_refused;           /* libcurl's own second send was refused (on_prereq) */
+  bool bad_version;              /* a cleartext answer's status line claimed HTTP/2 or 3 */
   int sockets_opened;            /* to addresses the policy allowed */
   CURL *easy;
   struct hookd_egress *eg;

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
+import { createServer as tlsServer } from 'node:tls';
 import http2 from 'node:http2';
 import https from 'node:https';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +30,66 @@ function assertSigned(recv, secret) {
     assert.ok(rec.headers['hookd-delivery-id'].startsWith('dlv_'));
     assert.equal(rec.headers['hookd-attempt'], String(rec.n));
   }
+}
+
+// One raw receiver behind three tenants' endpoints (over TLS with ALPN http/1.1 when tlsOpts is
+// given): /h2 answers with an "HTTP/2" status line (broken or hostile), /slow (tenant A) refuses
+// its event with a 500 when told, /fast (tenant C) accepts at once. libcurl 7.88 took that status
+// line for a multiplexing host and wrote C's request on A's busy connection: A was recorded
+// delivered with C's answer, C refused with A's. Returns each one's first attempt's delivery.
+async function sharedReceiver(d, tlsOpts) {
+  const got = []; // [path, connection]
+  let conns = 0, answerSlow = null;
+  const sockets = [];
+  const onConn = (sock) => {
+    const conn = ++conns;
+    sockets.push(sock);
+    let buf = Buffer.alloc(0);
+    sock.on('data', (c) => {
+      buf = Buffer.concat([buf, c]);
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const head = buf.subarray(0, end).toString('latin1');
+      const len = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+      if (buf.length < end + 4 + len) return;
+      buf = buf.subarray(end + 4 + len);
+      const path = head.split(' ')[1];
+      got.push([path, conn]);
+      if (path === '/h2') sock.write('HTTP/2 200\r\nContent-Length: 0\r\n\r\n');
+      if (path === '/slow') answerSlow = () => sock.write('HTTP/1.1 500 Internal\r\nContent-Length: 13\r\n\r\nA-says-failed');
+      if (path === '/fast') sock.write('HTTP/1.1 200 OK\r\nContent-Length: 18\r\n\r\nC-private-response');
+    });
+    sock.on('error', () => {});
+  };
+  const server = tlsOpts ? tlsServer({ ...tlsOpts, ALPNProtocols: ['http/1.1'] }, onConn) : net.createServer(onConn);
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = `${tlsOpts ? 'https' : 'http'}://127.0.0.1:${server.address().port}`;
+  const retry = { retry: { max_attempts: 3, backoff_base_ms: 60000, backoff_cap_ms: 60000 } };
+  const [b, a, c] = [await setup(d, `${base}/h2`, retry), await setup(d, `${base}/slow`, retry), await setup(d, `${base}/fast`, retry)];
+  const publishTo = async (tenant) => {
+    const p = await publish(d, tenant, { type: 'a.b', payload: {} });
+    assert.equal(p.status, 202, p.text);
+    return p.json.id;
+  };
+  const first = async (id, what) => getDelivery(d, (await waitDelivery(d, id, (ds) => ds[0]?.attempt_count >= 1, what))[0].id);
+  const bd = await first(await publishTo(b.tenant), 'B answered');
+  const aid = await publishTo(a.tenant);
+  await waitUntil(async () => got.some(([path]) => path === '/slow'), { what: 'A\'s request out' });
+  const cd = await first(await publishTo(c.tenant), 'C answered');
+  answerSlow();
+  const ad = await first(aid, 'A answered');
+  const connOf = (path) => got.find(([p]) => p === path)[1];
+  assert.notEqual(connOf('/fast'), connOf('/slow'), JSON.stringify(got));
+  for (const sock of sockets) sock.destroy(); // (hookd keeps its connections alive)
+  await new Promise((resolve) => { server.close(resolve); });
+  return { bd, ad, cd };
+}
+
+function assertOwnAnswers(ad, cd) {
+  assert.deepEqual([ad.attempts[0].outcome, ad.attempts[0].http_status, ad.attempts[0].response_excerpt, ad.state],
+    ['http_error', 500, 'A-says-failed', 'retrying'], 'A\'s refusal is its own');
+  assert.deepEqual([cd.attempts[0].outcome, cd.attempts[0].response_excerpt, cd.state],
+    ['success', 'C-private-response', 'delivered'], 'C\'s answer is its own');
 }
 
 describe('delivery outcomes', () => {
@@ -397,6 +458,13 @@ describe('delivery outcomes', () => {
       assert.equal(requests, 1, `${what}: sent once`);
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+
+  it('an answer claiming HTTP/2 over cleartext is a protocol_error, and no request is written on a connection awaiting another\'s answer (tenants sharing a receiver)', async () => {
+    const { bd, ad, cd } = await sharedReceiver(h, null);
+    assert.deepEqual([bd.attempts[0].outcome, bd.state], ['protocol_error', 'retrying'], JSON.stringify(bd.attempts));
+    assert.match(bd.attempts[0].error, /HTTP\/2 or 3 on a cleartext HTTP\/1\.1 connection/);
+    assertOwnAnswers(ad, cd);
   });
 
   it('event-type filters fan out only to matching endpoints', async () => {
@@ -809,7 +877,14 @@ describe('HTTPS destinations (a private CA: --egress-ca-file)', () => {
     return r;
   }
 
-  it('delivered over HTTPS and over HTTP/2 (multiplexed on few connections), signed; without the CA: tls_error', async () => {
+  it('over TLS too (ALPN http/1.1), an answer claiming HTTP/2 makes no other request share a connection awaiting its answer', async () => {
+    const d = await startHookd({ args: ['--egress-ca-file', ca] });
+    const { ad, cd } = await sharedReceiver(d, tls);
+    assertOwnAnswers(ad, cd);
+    assert.equal((await d.stop()).code, 0);
+  });
+
+  it('delivered over HTTPS and over HTTP/2 (one request at a time on each connection), signed; without the CA: tls_error', async () => {
     const d = await startHookd({ args: ['--egress-ca-file', ca] });
     for (const h2 of [false, true]) {
       const r = await secureReceiver(h2);
@@ -824,8 +899,9 @@ describe('HTTPS destinations (a private CA: --egress-ca-file)', () => {
       for (const q of r.requests)
         assert.doesNotThrow(() => wh.verify(q.body, { 'webhook-id': q.headers['webhook-id'],
           'webhook-timestamp': q.headers['webhook-timestamp'], 'webhook-signature': q.headers['webhook-signature'] }));
-      // kept alive: HTTP/2 multiplexes, HTTP/1.1 reuses up to max_in_flight connections
-      assert.ok(r.connections <= (h2 ? 2 : 8), `${r.connections} connections for 20 deliveries`);
+      // kept alive and reused, up to max_in_flight connections: nothing multiplexes (a status
+      // line claiming HTTP/2 once made libcurl send on connections awaiting another's answer)
+      assert.ok(r.connections <= 8, `${r.connections} connections for 20 deliveries`);
       await r.close();
     }
     assert.equal((await d.stop()).code, 0);
