@@ -724,8 +724,19 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->ambiguous = ambiguous;
   o->lane = dl->ordering_key != NULL;
   if (req->result_ref[0] && cls.cls == HOOKD_CLASS_SUCCESS) {
-    snprintf(it->result_ref, sizeof it->result_ref, "%s", req->result_ref);
-    o->result_ref = it->result_ref;
+    /* shown to every reader of the tenant (and to an inbound provider's duplicate), as the
+     * excerpt is: masked as it is; none rather than one unmasked */
+    hookd_buf red;
+    hookd_buf_init(&red, 5 * sizeof it->result_ref);
+    if (hookd_redact_excerpt(req->result_ref, strlen(req->result_ref), e->header_lines, false,
+                             &red) == HOOKD_BUF_OK &&
+        red.len) {
+      size_t n = hookd_redact_cut(red.data, red.len, sizeof it->result_ref - 1, false);
+      memcpy(it->result_ref, red.data, n);
+      it->result_ref[n] = '\0';
+      o->result_ref = it->result_ref;
+    }
+    hookd_buf_free(&red);
   }
   o->attempt.started_ms = req->started_ms;
   o->attempt.finished_ms = req->started_ms + latency_ms;

@@ -554,6 +554,24 @@ describe('custom endpoint headers (a gateway in front of the receiver)', () => {
     await recv.close();
   });
 
+  it('a result reference (Hookd-Result-Ref, or Location) is masked as the excerpt is: no header value, credential or address shown', async () => {
+    const cred = 'GWCRED_ABC123-x9+k/z';
+    const refs = [`ref ${cred} token=tok_abcdefgh ops@example.com`, `https://x.example/cb?access_token=sk_live_51abcdefghijklmn&c=${encodeURIComponent(cred)}`];
+    const recv = await startReceiver((rec, n) => ({ status: 201, headers: n === 1 ? { 'Hookd-Result-Ref': refs[0] } : { Location: refs[1] } }));
+    const { tenant } = await setup(h, recv.url, { headers: { 'X-Gateway-Credential': cred } });
+    for (const [i] of refs.entries()) {
+      const p = await publish(h, tenant, { type: 'a.b', payload: { i } });
+      const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+      const shown = (await getDelivery(h, d.id)).result_ref;
+      assert.ok(shown && shown.includes('[redacted]'), `kept, masked: ${shown}`);
+      for (const secret of ['GWCRED', 'tok_abcdefgh', 'ops@example.com', 'sk_live_51abcdefghijklmn'])
+        assert.ok(!shown.includes(secret), `${secret} in ${shown}`);
+      const ev = await h.api('GET', `/v1/events/${p.json.id}`);
+      assert.ok(!ev.text.includes('GWCRED') && !ev.text.includes('sk_live_51'), ev.text);
+    }
+    await recv.close();
+  });
+
   it('PATCH replaces the whole set; null clears it, and the next request has none', async () => {
     const recv = await startReceiver();
     const { tenant, endpoint } = await setup(h, recv.url, { headers: hdrs });
