@@ -1135,6 +1135,27 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
+  it('a failed checkpoint is retried a second later whatever the wall clock does (it waited out a step back, the WAL growing)', async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const disk = faultDisk(dir, 'EIO', 0, '.db'); // the database file only: the WAL takes commits
+    const h = await startHookd({ dir, env: { ...clock.env, ...disk.env } });
+    const recv = await startReceiver(() => ({ status: 200 }));
+    const { tenant } = await setup(h, recv.url);
+    disk.fill();
+    for (let i = 0; i < 5; i++) assert.equal((await publish(h, tenant, { type: 'a', payload: { i } })).status, 202);
+    await h.waitForLog((l) => l.msg === 'store.checkpoint_failed', 20000);
+    // the shim moves CLOCK_REALTIME as read, not the kernel's waits: a wait until an absolute
+    // wall time read now lasts the step longer, as after a real step back
+    clock.step(3600e3);
+    await h.waitForLog((l) => l.msg === 'clock.stepped');
+    disk.free();
+    await h.waitForLog((l) => l.msg === 'store.checkpoint_recovered', 10000, 'the checkpoint retried');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('a step back: a Retry-After pause keeps its length (it does not hold the endpoint an hour more)', async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);

@@ -207,7 +207,7 @@ static void *ckpt_main(void *arg) {
   int failed = 0;
   while (!sh->stop) {
     struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
+    clock_gettime(CLOCK_MONOTONIC, &deadline); /* the condvar's clock: a step moves neither */
     /* also checkpoint an idle WAL now and then; after a failure, wait out the retry delay */
     if (failed) {
       deadline.tv_nsec += (CKPT_RETRY_MS % 1000) * 1000000L;
@@ -316,7 +316,13 @@ int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t 
     return HOOKD_STORE_ERR;
   }
   pthread_mutex_init(&sh->mu, NULL);
-  pthread_cond_init(&sh->cv, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  /* a wait's deadline on the monotonic clock: after a step of the wall clock back, a
+   * failed checkpoint was retried only once the step had passed (the WAL growing meanwhile) */
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&sh->cv, &ca);
+  pthread_condattr_destroy(&ca);
   sh->ckpt_pages = CKPT_PAGES;
   sh->wal_limit = WAL_LIMIT_PAGES;
   *shared = sh;
