@@ -658,9 +658,13 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * every request made each delivery spend its attempts within milliseconds, and its endpoint
    * pause and release its queue on every answer (a retry storm) */
   if (ra >= 0 && ra < RETRY_AFTER_FLOOR_MS) ra = RETRY_AFTER_FLOOR_MS;
+  /* a cycle started before a step of the wall clock forward is that much younger than the
+   * clock says: its max age counts the time that passed (a +4 days step, or a clock set right
+   * after days behind, made every retrying delivery DEAD max_age at its next failure) */
+  int64_t stepped = dl->cycle_started_ms < d->clock_forward_at ? d->clock_forward_ms : 0;
   hookd_delivery_view view = {.state = dl->state,
                               .cycle_attempts = dl->attempt_count - dl->cycle_base,
-                              .cycle_started_ms = dl->cycle_started_ms,
+                              .cycle_started_ms = dl->cycle_started_ms + stepped,
                               .expires_ms = it->c.expires_ms};
   /* a request that may have reached a non-idempotent destination without an answer is not
    * resent: it waits for an operator (inbound destinations marked idempotent: false). A 502 or
@@ -1280,6 +1284,8 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   d->next_stats_ms = 0;
   move_items(d, delta_ms, delta_ms > 0); /* a step back: leases only last longer than given */
   if (delta_ms <= 0) return;
+  d->clock_forward_ms += delta_ms;
+  d->clock_forward_at = disp_now(d); /* (on the new clock) */
   d->lease_move_pending += delta_ms;
   submit_lease_move(d);
 }

@@ -274,6 +274,9 @@ struct hookd_dispatcher {
   int64_t next_sweep_ms, next_rescan_ms;
   int64_t clock_offset_ms;    /* wall clock minus monotonic clock at the last check: a change of
                                  CLOCK_STEP_MS or more is a step (docs/architecture.md "Clocks") */
+  int64_t clock_forward_ms;   /* the steps forward taken so far, added to the age of a cycle
+                                 started before the latest (its max age counts time passed) */
+  int64_t clock_forward_at;   /* when the latest was taken (dispatcher time) */
   int64_t lease_move_pending; /* ms this node's stored leases still have to move forward: no
                                  claim nor sweep runs until they have (one would take them over) */
   bool lease_moving;          /* that move's op is in the writer's queue */

@@ -1135,6 +1135,30 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
+  it('a delivery retrying across a step forward (or a clock set right after days behind) keeps its max age in time passed: not DEAD max_age at its next failure', async () => {
+    for (const mode of ['forward', 'set right']) {
+      const { dir, cleanup } = tempDir();
+      const clock = faultClock(dir);
+      const h = await startHookd({ dir, env: clock.env });
+      const recv = await startReceiver((req, n) => (n <= 2 ? { status: 503 } : { status: 200 }));
+      const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 10, backoff_base_ms: 300, backoff_cap_ms: 300 } });
+      if (mode === 'set right') { // published while the clock is four days behind
+        clock.step(-4 * 86400e3);
+        await h.waitForLog((l) => l.msg === 'clock.stepped');
+      }
+      const ev = (await publish(h, tenant, { type: 'a', payload: {} })).json.id;
+      await waitDelivery(h, ev, (x) => x[0]?.state === 'retrying', `${mode}: retrying`);
+      clock.step(mode === 'set right' ? 0 : 4 * 86400e3); // past the default max age (3 days)
+      await h.waitForLog((l) => l.msg === 'clock.stepped' && l.delta_ms > 0);
+      const [d] = await waitDelivery(h, ev, (x) => ['delivered', 'dead'].includes(x[0]?.state), `${mode}: settled`);
+      assert.deepEqual([d.state, d.dead_reason], ['delivered', null], `${mode}: ${JSON.stringify(d)}`);
+      assert.equal(recv.requests.length, 3);
+      assert.equal((await h.stop()).code, 0);
+      await recv.close();
+      cleanup();
+    }
+  });
+
   it('a failed checkpoint is retried a second later whatever the wall clock does (it waited out a step back, the WAL growing)', async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);
