@@ -1,7 +1,13 @@
 /* clock.c — wall and monotonic clocks. */
 #include "core/clock.h"
 
+#include <stdatomic.h>
 #include <time.h>
+
+static _Atomic int64_t stepped_back; /* ms, every step back the dispatcher has seen */
+
+void hookd_clock_stepped_back(int64_t ms) { atomic_fetch_add(&stepped_back, ms); }
+int64_t hookd_clock_stepped_back_total(void) { return atomic_load(&stepped_back); }
 
 static int64_t read_clock(clockid_t id, int64_t div) {
   struct timespec ts;
@@ -19,15 +25,23 @@ int64_t hookd_clock_bounded(int64_t wall_now, int64_t mono_now, int64_t wall_ref
   return wall_now < bound ? wall_now : bound;
 }
 
+void hookd_bounded_clock_note(hookd_bounded_clock *c, int64_t wall_now, int64_t mono_now) {
+  int64_t behind = c->wall_ref + (mono_now - c->mono_ref) - wall_now;
+  if (behind >= 1000 && behind > c->behind_max) c->behind_max = behind;
+}
+
 int64_t hookd_bounded_clock_read(hookd_bounded_clock *c, int64_t wall_now, int64_t mono_now,
                                  bool *rebased) {
   *rebased = false;
+  hookd_bounded_clock_note(c, wall_now, mono_now);
   int64_t now = hookd_clock_bounded(wall_now, mono_now, c->wall_ref, c->mono_ref);
   if (wall_now - now < 1000) { /* within a second of it: not ahead */
     c->ahead_since = 0;
   } else if (!c->ahead_since) {
     c->ahead_since = mono_now;
   } else if (mono_now - c->ahead_since >= c->trust_ms) {
+    /* the reference was this far behind: so may be what was stamped until now */
+    if (wall_now - now > c->behind_max) c->behind_max = wall_now - now;
     c->wall_ref = wall_now;
     c->mono_ref = mono_now;
     c->ahead_since = 0;

@@ -10,6 +10,12 @@ int64_t hookd_now_ms(void);  /* CLOCK_REALTIME, ms since the Unix epoch */
 int64_t hookd_mono_ms(void); /* CLOCK_MONOTONIC, ms */
 int64_t hookd_mono_us(void); /* CLOCK_MONOTONIC, µs */
 
+/* Steps of the wall clock back, as the dispatcher thread sees them (docs/architecture.md
+ * "Clocks"), added up for the process: what is stamped after one reads older than it is by up
+ * to the total once the clock is set right, and retention keeps everything that much longer. */
+void hookd_clock_stepped_back(int64_t ms);
+int64_t hookd_clock_stepped_back_total(void);
+
 /* The wall time now, read no further ahead than the monotonic clock has run since a reference
  * taken at once from both (wall_ref, mono_ref): what a step forward of the wall clock cannot
  * move on (retention's "now": a step must not purge early). A step back is taken as it is. */
@@ -23,9 +29,17 @@ typedef struct hookd_bounded_clock {
   int64_t wall_ref, mono_ref;
   int64_t ahead_since; /* monotonic: reading ahead of the bound since then; 0 = not */
   int64_t trust_ms;
+  /* The most the wall clock has read behind the bound (a second or more), or the reference was
+   * behind when it moved: what was stamped meanwhile looks older by up to this, so retention
+   * keeps everything this much longer (a clock days behind, then set right, purged records a
+   * second old). */
+  int64_t behind_max;
 } hookd_bounded_clock;
-/* The time to use now; *rebased when the reference moved at this reading. */
+/* The time to use now; *rebased when the reference moved at this reading. Notes, too. */
 int64_t hookd_bounded_clock_read(hookd_bounded_clock *c, int64_t wall_now, int64_t mono_now,
                                  bool *rebased);
+/* Notes how far behind the bound the wall clock reads now (behind_max): called often, a step
+ * back is seen while it lasts. */
+void hookd_bounded_clock_note(hookd_bounded_clock *c, int64_t wall_now, int64_t mono_now);
 
 #endif

@@ -39,6 +39,7 @@ typedef struct hookd_app {
                              * supervisor's liveness probe is answered during a slow start) */
   int64_t started_ms;
   hookd_bounded_clock retention_clock; /* retention's "now" (core/clock.h), from the start */
+  int64_t retention_behind_logged;     /* its behind_max as last logged */
   int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
   uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */
   int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */

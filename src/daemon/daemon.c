@@ -185,6 +185,16 @@ static void purge_old(hookd_app *app) {
     HLOG(HOOKD_LOG_WARN, "retention.clock_ahead", KV_I("ahead_ms", wall - now),
          KV_S("hint", "the wall clock reads past the time run since the start: retention "
                       "purges by the latter until that has lasted an hour"));
+  /* what was stamped while the clock read behind looks that much older: kept that much longer */
+  int64_t behind = app->retention_clock.behind_max;
+  if (hookd_clock_stepped_back_total() > behind) behind = hookd_clock_stepped_back_total();
+  if (behind != app->retention_behind_logged) {
+    app->retention_behind_logged = behind;
+    HLOG(HOOKD_LOG_WARN, "retention.clock_was_behind", KV_I("behind_ms", behind),
+         KV_S("hint", "records stamped then look older than they are: retention keeps "
+                      "everything this much longer until the next start"));
+  }
+  now -= behind;
   if (!purge_walk(app, now, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
                   "inbox.purged") ||
       !purge_walk(app, now, app->cfg->inbox_retention_s, run_object_versions_purge,
@@ -502,6 +512,7 @@ int hookd_serve(const hookd_config *cfg) {
       break;
     }
     refresh_config(&app);
+    hookd_bounded_clock_note(&app.retention_clock, hookd_now_ms(), hookd_mono_ms());
     if (hookd_mono_ms() >= next_purge) {
       purge_old(&app);
       next_purge = hookd_mono_ms() + 60 * 1000;

@@ -1283,7 +1283,10 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   if (d->next_rescan_ms) d->next_rescan_ms += delta_ms;
   d->next_stats_ms = 0;
   move_items(d, delta_ms, delta_ms > 0); /* a step back: leases only last longer than given */
-  if (delta_ms <= 0) return;
+  if (delta_ms <= 0) {
+    hookd_clock_stepped_back(-delta_ms); /* retention keeps what is stamped now longer */
+    return;
+  }
   d->clock_forward_ms += delta_ms;
   d->clock_forward_at = disp_now(d); /* (on the new clock) */
   d->lease_move_pending += delta_ms;

@@ -61,8 +61,34 @@ static void a_lasting_step_becomes_the_reference(void **st) {
   assert_false(rebased);
 }
 
+/* What was stamped while the wall clock read behind looks older by as much once it is set right:
+ * behind_max keeps the most it read behind (seen by a note while it lasts, or by the reference
+ * moving), so retention keeps everything that much longer. */
+static void a_clock_behind_delays_retention(void **st) {
+  (void)st;
+  const int64_t wall0 = 1796000000000, mono0 = 5000, hour = 3600000, day = 24 * hour;
+  hookd_bounded_clock c = {.wall_ref = wall0, .mono_ref = mono0, .trust_ms = hour};
+  bool rebased;
+  hookd_bounded_clock_note(&c, wall0 + 500, mono0 + 1000); /* half a second: noise */
+  assert_int_equal(c.behind_max, 0);
+  hookd_bounded_clock_note(&c, wall0 - 5 * day + 2000, mono0 + 2000); /* five days behind */
+  assert_int_equal(c.behind_max, 5 * day);
+  /* set right: the time is the wall clock's, and the five days stay noted */
+  assert_int_equal(hookd_bounded_clock_read(&c, wall0 + 3000, mono0 + 3000, &rebased),
+                   wall0 + 3000);
+  assert_int_equal(c.behind_max, 5 * day);
+  /* started two days behind, set right, taken as right an hour later: two days noted */
+  hookd_bounded_clock d = {.wall_ref = wall0 - 2 * day, .mono_ref = mono0, .trust_ms = hour};
+  hookd_bounded_clock_read(&d, wall0 + 60000, mono0 + 60000, &rebased);
+  assert_int_equal(d.behind_max, 0);
+  hookd_bounded_clock_read(&d, wall0 + hour + 60000, mono0 + hour + 60000, &rebased);
+  assert_true(rebased);
+  assert_int_equal(d.behind_max, 2 * day);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(bounded_by_the_monotonic_clock),
-                                     cmocka_unit_test(a_lasting_step_becomes_the_reference)};
+                                     cmocka_unit_test(a_lasting_step_becomes_the_reference),
+                                     cmocka_unit_test(a_clock_behind_delays_retention)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
