@@ -16,6 +16,7 @@ static int64_t read_clock(clockid_t id, int64_t div) {
 }
 
 int64_t hookd_now_ms(void) { return read_clock(CLOCK_REALTIME, 1000000); }
+int64_t hookd_now_us(void) { return read_clock(CLOCK_REALTIME, 1000); }
 int64_t hookd_mono_ms(void) { return read_clock(CLOCK_MONOTONIC, 1000000); }
 int64_t hookd_mono_us(void) { return read_clock(CLOCK_MONOTONIC, 1000); }
 

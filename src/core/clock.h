@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 int64_t hookd_now_ms(void);  /* CLOCK_REALTIME, ms since the Unix epoch */
+int64_t hookd_now_us(void);  /* CLOCK_REALTIME, µs since the Unix epoch */
 int64_t hookd_mono_ms(void); /* CLOCK_MONOTONIC, ms */
 int64_t hookd_mono_us(void); /* CLOCK_MONOTONIC, µs */
 

@@ -1297,20 +1297,22 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
  * monotonic clock. A pure read: a step is seen only by disp_clock_check, once a turn of the
  * loop, with no structure half-walked (seen at any read, a step moved every endpoint from inside
  * a health update holding its lock, and from inside a dispatch pass walking the ready ring). */
-int64_t disp_now(hookd_dispatcher *d) { return hookd_mono_ms() + d->clock_offset_ms; }
+int64_t disp_now(hookd_dispatcher *d) { return (hookd_mono_us() + d->clock_offset_us) / 1000; }
 
 static void disp_clock_check(hookd_dispatcher *d) {
   int64_t m0, now, m1;
   /* read again when descheduled between the reads (an offset from reads far apart is off by
-   * the delay: a false step, or half of a true one) */
+   * the delay: a false step, or half of a true one); in µs, so that the time kept is the wall
+   * clock's to the ms (one a ms behind saw a delivery just stored as due a ms later: a timer's
+   * wake and a claim of its own for each, the acks' commits waiting behind them) */
   for (int tries = 0;; tries++) {
-    m0 = hookd_mono_ms(), now = hookd_now_ms(), m1 = hookd_mono_ms();
-    if (m1 - m0 <= CLOCK_READ_SLACK_MS) break;
+    m0 = hookd_mono_us(), now = hookd_now_us(), m1 = hookd_mono_us();
+    if (m1 - m0 <= CLOCK_READ_SLACK_MS * 1000) break;
     if (tries == 3) return; /* a machine this loaded: compared at the next check */
   }
   /* a slow drift, as NTP slews the clock, is followed without a step */
-  int64_t offset = now - m1, delta = offset - d->clock_offset_ms;
-  d->clock_offset_ms = offset; /* first: what clock_stepped reads is on the new clock */
+  int64_t offset = now - m0 / 2 - m1 / 2, delta = (offset - d->clock_offset_us) / 1000;
+  d->clock_offset_us = offset; /* first: what clock_stepped reads is on the new clock */
   if (delta <= -CLOCK_STEP_MS || delta >= CLOCK_STEP_MS) clock_stepped(d, delta);
 }
 
@@ -1595,7 +1597,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   hookd_dispatcher *d = calloc(1, sizeof *d);
   if (!d) return NULL;
   d->cfg = *cfg;
-  d->clock_offset_ms = hookd_now_ms() - hookd_mono_ms(); /* disp_now's first read: no step */
+  d->clock_offset_us = hookd_now_us() - hookd_mono_us(); /* disp_now's first read: no step */
   if (!d->cfg.sweep_interval_ms) d->cfg.sweep_interval_ms = 1000;
   /* before any body is seen, a claim may bring the largest: the first claims are not let past
    * the byte bound by a guess of small bodies */

@@ -272,8 +272,9 @@ struct hookd_dispatcher {
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
-  int64_t clock_offset_ms;    /* wall clock minus monotonic clock at the last check: a change of
-                                 CLOCK_STEP_MS or more is a step (docs/architecture.md "Clocks") */
+  int64_t clock_offset_us;    /* wall clock minus monotonic clock at the last check, µs: a change
+                                 of CLOCK_STEP_MS or more is a step (docs/architecture.md
+                                 "Clocks") */
   int64_t clock_forward_ms;   /* the steps forward taken so far, added to the age of a cycle
                                  started before the latest (its max age counts time passed) */
   int64_t clock_forward_at;   /* when the latest was taken (dispatcher time) */
