@@ -26,6 +26,12 @@ int64_t hookd_clock_bounded(int64_t wall_now, int64_t mono_now, int64_t wall_ref
   return wall_now < bound ? wall_now : bound;
 }
 
+int64_t hookd_bounded_clock_behind(const hookd_bounded_clock *c, int64_t wall_now,
+                                   int64_t mono_now) {
+  int64_t behind = c->wall_ref + (mono_now - c->mono_ref) - wall_now;
+  return behind > 0 ? behind : 0;
+}
+
 void hookd_bounded_clock_note(hookd_bounded_clock *c, int64_t wall_now, int64_t mono_now) {
   int64_t behind = c->wall_ref + (mono_now - c->mono_ref) - wall_now;
   if (behind >= 1000 && behind > c->behind_max) c->behind_max = behind;

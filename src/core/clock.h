@@ -42,5 +42,9 @@ int64_t hookd_bounded_clock_read(hookd_bounded_clock *c, int64_t wall_now, int64
 /* Notes how far behind the bound the wall clock reads now (behind_max): called often, a step
  * back is seen while it lasts. */
 void hookd_bounded_clock_note(hookd_bounded_clock *c, int64_t wall_now, int64_t mono_now);
+/* How far behind the bound the wall clock reads now (0 when not): what the time read already
+ * holds back of behind_max. */
+int64_t hookd_bounded_clock_behind(const hookd_bounded_clock *c, int64_t wall_now,
+                                   int64_t mono_now);
 
 #endif

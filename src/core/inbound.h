@@ -139,9 +139,10 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
                       const hookd_generic_hmac *generic, char *out, size_t outlen);
 
 /* A provider's id as a record shows it and a forward's hookd-provider-event-id carries it:
- * printable ASCII as it is, every other byte as %XX (evt_ñ is evt_%C3%B1: two ids that differ
- * there stay two), cut before an escape that does not fit cap. The inbox's event_id search
- * writes its value the same way. */
+ * printable ASCII as it is, every other byte as %XX (evt_ñ is evt_%C3%B1, evt_é another; an
+ * id that holds "%C3%B1" itself shows alike: for display and search only, never a key), cut
+ * before an escape that does not fit cap. The inbox's event_id search writes its value the
+ * same way. */
 void hookd_in_display_id(const char *in, char *out, size_t cap);
 
 /* The id hookd took for the request before its rule changed, where it did (a Zoom event without

@@ -134,6 +134,10 @@ static void replace_non_ijson_escapes(char *buf, size_t len) {
 json_t *hookd_json_parse_fields(const char *buf, size_t len, const hookd_json_limits *lim,
                                 char err[HOOKD_JSON_ERR_MAX]) {
   enum fail_kind kind;
+  if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3)) { /* a byte order mark, as parse_body */
+    buf += 3;
+    len -= 3;
+  }
   json_t *v = parse_as(buf, len, lim, 0, false, err, &kind);
   if (v || kind != FAIL_NOT_IJSON) return v;
   char *copy = malloc(len ? len : 1);

@@ -175,9 +175,9 @@ static void purge_old(hookd_app *app) {
    * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
    * that was behind when hookd started, set right since) and becomes the reference
    * (docs/architecture.md "Clocks") */
-  int64_t wall = hookd_now_ms();
+  int64_t wall = hookd_now_ms(), mono = hookd_mono_ms();
   bool rebased;
-  int64_t now = hookd_bounded_clock_read(&app->retention_clock, wall, hookd_mono_ms(), &rebased);
+  int64_t now = hookd_bounded_clock_read(&app->retention_clock, wall, mono, &rebased);
   if (rebased)
     HLOG(HOOKD_LOG_WARN, "retention.clock_rebased",
          KV_S("why", "the wall clock has read ahead of the time run for an hour: taken as right"));
@@ -194,7 +194,9 @@ static void purge_old(hookd_app *app) {
          KV_S("hint", "records stamped then look older than they are: retention keeps "
                       "everything this much longer until the next start"));
   }
-  now -= behind;
+  /* (while it still reads behind, the time read holds that much back already) */
+  int64_t held = hookd_bounded_clock_behind(&app->retention_clock, wall, mono);
+  if (behind > held) now -= behind - held;
   if (!purge_walk(app, now, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
                   "inbox.purged") ||
       !purge_walk(app, now, app->cfg->inbox_retention_s, run_object_versions_purge,

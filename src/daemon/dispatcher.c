@@ -1285,6 +1285,11 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   move_items(d, delta_ms, delta_ms > 0); /* a step back: leases only last longer than given */
   if (delta_ms <= 0) {
     hookd_clock_stepped_back(-delta_ms); /* retention keeps what is stamped now longer */
+    /* what a cycle lived through is the net of the steps: a step forward set right again adds
+     * nothing (else a year's mistake, corrected, ended max_age for a year); the time of the
+     * latest moves with the clock, as every time this thread keeps */
+    d->clock_forward_ms = d->clock_forward_ms + delta_ms > 0 ? d->clock_forward_ms + delta_ms : 0;
+    if (d->clock_forward_at) d->clock_forward_at += delta_ms;
     return;
   }
   d->clock_forward_ms += delta_ms;
@@ -1310,10 +1315,13 @@ static void disp_clock_check(hookd_dispatcher *d) {
     if (m1 - m0 <= CLOCK_READ_SLACK_MS * 1000) break;
     if (tries == 3) return; /* a machine this loaded: compared at the next check */
   }
-  /* a slow drift, as NTP slews the clock, is followed without a step */
+  /* a slow drift, as NTP slews the clock, is followed without a step; by reads close enough
+   * (a ms) that the time kept does not wander back and forth with the estimate's noise */
   int64_t offset = now - m0 / 2 - m1 / 2, delta = (offset - d->clock_offset_us) / 1000;
+  bool step = delta <= -CLOCK_STEP_MS || delta >= CLOCK_STEP_MS;
+  if (!step && m1 - m0 > 1000) return;
   d->clock_offset_us = offset; /* first: what clock_stepped reads is on the new clock */
-  if (delta <= -CLOCK_STEP_MS || delta >= CLOCK_STEP_MS) clock_stepped(d, delta);
+  if (step) clock_stepped(d, delta);
 }
 
 static void process_inbox(hookd_dispatcher *d) {

@@ -692,7 +692,9 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     char num[HOOKD_IN_SCALAR_MAX];
     size_t len = 0;
     const char *objtext = obj ? scalar_text(obj, num, &len) : NULL;
-    if (objtext && len) { /* a blank id is no object: all blank ones would share its version */
+    /* a blank id is no object (all blank ones would share its version), nor one read with
+     * U+FFFD from a body that was not I-JSON (obj_\ud800 and obj_\udbff read alike) */
+    if (objtext && len && !(lossy && memmem(objtext, len, "\xef\xbf\xbd", 3))) {
       /* the object's whole id, hashed with the rule that reads its version: a source whose
        * rule changes starts afresh (a counter read after a date-time's 1.7e9 made every later
        * event of the object stale) */
@@ -760,9 +762,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       continue;
     size_t before = op->meta.len;
     if (hookd_buf_printf(&op->meta, "%s: %s\n", hdrs[i].name, v) != 0) {
-      op->meta.len = before; /* no room: the rest is left out, the line cut short too */
+      op->meta.len = before; /* no room: this one is left out (not cut short), the next tried */
       op->meta.data[before] = '\0';
-      break;
     }
   }
   op->hash_failed |= mrc != 0; /* out of memory: 503, the provider retries */

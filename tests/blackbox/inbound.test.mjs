@@ -616,6 +616,13 @@ describe('verification', () => {
     assert.deepEqual([r1again.json.duplicate, r1again.json.inbox_id], [true, r1.json.inbox_id], r1again.text);
     const rec1 = (await h.api('GET', `/v1/inbox/${r1.json.inbox_id}`)).json;
     assert.deepEqual([rec1.identity_kind, rec1.event_id], ['payload_hash', 'evt_ij_%EF%BF%BD'], 'the id still shown');
+    // nor are two objects whose ids read alike one object: a lower version on the second is not stale
+    const vsrc = await source('stripe', ['whsec_ijv'], [{ url: dest.url }], { version: { object_path: 'data.object.id', path: 'data.object.v' } });
+    const obj = (id, o, v) => `{"id":"${id}","type":"x.y","data":{"object":{"id":"obj_\\${o}","v":${v}}}}`;
+    const [o1, o2] = [obj('evt_ijv_1', 'ud800', 5), obj('evt_ijv_2', 'udbff', 1)];
+    assert.equal((await post(vsrc, o1, sign.stripe(o1, 'whsec_ijv'))).json.status, 'received');
+    const v2 = await post(vsrc, o2, sign.stripe(o2, 'whsec_ijv'));
+    assert.equal(v2.json.status, 'received', v2.text);
     await dest.close();
   });
 

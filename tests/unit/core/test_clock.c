@@ -73,6 +73,8 @@ static void a_clock_behind_delays_retention(void **st) {
   assert_int_equal(c.behind_max, 0);
   hookd_bounded_clock_note(&c, wall0 - 5 * day + 2000, mono0 + 2000); /* five days behind */
   assert_int_equal(c.behind_max, 5 * day);
+  /* while it still reads behind, the time read holds all of it back already (not twice) */
+  assert_int_equal(hookd_bounded_clock_behind(&c, wall0 - 5 * day + 2500, mono0 + 2500), 5 * day);
   /* set right: the time is the wall clock's, and the five days stay noted */
   assert_int_equal(hookd_bounded_clock_read(&c, wall0 + 3000, mono0 + 3000, &rebased),
                    wall0 + 3000);
