@@ -131,13 +131,19 @@ static void replace_non_ijson_escapes(char *buf, size_t len) {
   }
 }
 
+/* A UTF-8 byte order mark before a provider's text is passed over (RFC 8259 8.1 allows
+ * ignoring it); the raw bytes kept and forwarded keep it. */
+static void skip_bom(const char **buf, size_t *len) {
+  if (*len >= 3 && !memcmp(*buf, "\xef\xbb\xbf", 3)) {
+    *buf += 3;
+    *len -= 3;
+  }
+}
+
 json_t *hookd_json_parse_fields(const char *buf, size_t len, const hookd_json_limits *lim,
                                 char err[HOOKD_JSON_ERR_MAX]) {
   enum fail_kind kind;
-  if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3)) { /* a byte order mark, as parse_body */
-    buf += 3;
-    len -= 3;
-  }
+  skip_bom(&buf, &len);
   json_t *v = parse_as(buf, len, lim, 0, false, err, &kind);
   if (v || kind != FAIL_NOT_IJSON) return v;
   char *copy = malloc(len ? len : 1);
@@ -180,10 +186,7 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
   bool dups = false;
   char *copy = NULL;
   *lossy = false;
-  if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3)) { /* a byte order mark: ignored (RFC 8259 8.1) */
-    buf += 3;
-    len -= 3;
-  }
+  skip_bom(&buf, &len);
   const char *text = buf;
   json_t *v;
   /* jansson stops at its first error: each kind is handled once, then the body is read again
