@@ -1,13 +1,7 @@
 /* clock.c — wall and monotonic clocks. */
 #include "core/clock.h"
 
-#include <stdatomic.h>
 #include <time.h>
-
-static _Atomic int64_t stepped_back; /* ms, every step back the dispatcher has seen */
-
-void hookd_clock_stepped_back(int64_t ms) { atomic_fetch_add(&stepped_back, ms); }
-int64_t hookd_clock_stepped_back_total(void) { return atomic_load(&stepped_back); }
 
 static int64_t read_clock(clockid_t id, int64_t div) {
   struct timespec ts;
@@ -33,7 +27,7 @@ int64_t hookd_bounded_clock_behind(const hookd_bounded_clock *c, int64_t wall_no
 }
 
 void hookd_bounded_clock_note(hookd_bounded_clock *c, int64_t wall_now, int64_t mono_now) {
-  int64_t behind = c->wall_ref + (mono_now - c->mono_ref) - wall_now;
+  int64_t behind = hookd_bounded_clock_behind(c, wall_now, mono_now);
   if (behind >= 1000 && behind > c->behind_max) c->behind_max = behind;
 }
 

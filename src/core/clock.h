@@ -11,12 +11,6 @@ int64_t hookd_now_us(void);  /* CLOCK_REALTIME, µs since the Unix epoch */
 int64_t hookd_mono_ms(void); /* CLOCK_MONOTONIC, ms */
 int64_t hookd_mono_us(void); /* CLOCK_MONOTONIC, µs */
 
-/* Steps of the wall clock back, as the dispatcher thread sees them (docs/architecture.md
- * "Clocks"), added up for the process: what is stamped after one reads older than it is by up
- * to the total once the clock is set right, and retention keeps everything that much longer. */
-void hookd_clock_stepped_back(int64_t ms);
-int64_t hookd_clock_stepped_back_total(void);
-
 /* The wall time now, read no further ahead than the monotonic clock has run since a reference
  * taken at once from both (wall_ref, mono_ref): what a step forward of the wall clock cannot
  * move on (retention's "now": a step must not purge early). A step back is taken as it is. */

@@ -187,7 +187,8 @@ static void purge_old(hookd_app *app) {
                       "purges by the latter until that has lasted an hour"));
   /* what was stamped while the clock read behind looks that much older: kept that much longer */
   int64_t behind = app->retention_clock.behind_max;
-  if (hookd_clock_stepped_back_total() > behind) behind = hookd_clock_stepped_back_total();
+  int64_t back = hookd_dispatcher_stepped_back_ms(app->disp);
+  if (back > behind) behind = back;
   if (behind != app->retention_behind_logged) {
     app->retention_behind_logged = behind;
     HLOG(HOOKD_LOG_WARN, "retention.clock_was_behind", KV_I("behind_ms", behind),

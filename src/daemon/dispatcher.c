@@ -1284,7 +1284,8 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   d->next_stats_ms = 0;
   move_items(d, delta_ms, delta_ms > 0); /* a step back: leases only last longer than given */
   if (delta_ms <= 0) {
-    hookd_clock_stepped_back(-delta_ms); /* retention keeps what is stamped now longer */
+    /* retention keeps what is stamped from now on that much longer */
+    atomic_fetch_add(&d->stepped_back_ms, -delta_ms);
     /* what a cycle lived through is the net of the steps: a step forward set right again adds
      * nothing (else a year's mistake, corrected, ended max_age for a year); the time of the
      * latest moves with the clock, as every time this thread keeps */
@@ -1302,6 +1303,10 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
  * monotonic clock. A pure read: a step is seen only by disp_clock_check, once a turn of the
  * loop, with no structure half-walked (seen at any read, a step moved every endpoint from inside
  * a health update holding its lock, and from inside a dispatch pass walking the ready ring). */
+int64_t hookd_dispatcher_stepped_back_ms(hookd_dispatcher *d) {
+  return atomic_load(&d->stepped_back_ms);
+}
+
 int64_t disp_now(hookd_dispatcher *d) { return (hookd_mono_us() + d->clock_offset_us) / 1000; }
 
 static void disp_clock_check(hookd_dispatcher *d) {

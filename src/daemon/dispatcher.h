@@ -104,4 +104,9 @@ int hookd_dispatcher_endpoint_health(hookd_dispatcher *d, const char *endpoint_i
  * restart, as after a crash. */
 int hookd_dispatcher_stop(hookd_dispatcher *d);
 
+/* The steps of the wall clock back the dispatcher has taken since the start, added up (ms; any
+ * thread): what is stamped after one reads older than it is by up to this once the clock is set
+ * right, so retention keeps everything that much longer (docs/architecture.md "Clocks"). */
+int64_t hookd_dispatcher_stepped_back_ms(hookd_dispatcher *d);
+
 #endif
