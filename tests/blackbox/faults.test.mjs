@@ -1163,6 +1163,31 @@ describe('steps of the wall clock', () => {
     }
   });
 
+  it('a step forward set right again adds nothing to a max age: the delivery still ends DEAD max_age once its time has passed', async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env });
+    // the second attempt goes out on the clock a day ahead and is answered once the clock is
+    // set right (a retry stored on the clock ahead would wait the day: docs/architecture.md)
+    const recv = await startReceiver((_, n) => (n === 2 ? 'hang' : { status: 503 }));
+    const { tenant } = await setup(h, recv.url,
+      { retry: { max_attempts: 1000, backoff_base_ms: 1000, backoff_cap_ms: 1000, max_age_s: 3 } });
+    const ev = (await publish(h, tenant, { type: 'a', payload: {} })).json.id;
+    await waitDelivery(h, ev, (x) => x[0]?.state === 'retrying', 'retrying');
+    clock.step(86400e3); // a day ahead by mistake…
+    await h.waitForLog((l) => l.msg === 'clock.stepped' && l.delta_ms > 0);
+    await recv.waitFor(2);
+    clock.step(0); // …and set right again: no time passed
+    await h.waitForLog((l) => l.msg === 'clock.stepped' && l.delta_ms < 0);
+    await recv.releaseFirst(503);
+    const [d] = await waitDelivery(h, ev, (x) => x[0]?.state === 'dead', 'dead', 20000);
+    assert.equal(d.dead_reason, 'max_age', JSON.stringify(d));
+    assert.ok(recv.requests.length >= 3, 'retried on the clock set right until the age passed');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('a failed checkpoint is retried a second later whatever the wall clock does (it waited out a step back, the WAL growing)', async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);

@@ -403,6 +403,28 @@ describe('deduplication', () => {
     await dest.close();
   });
 
+  it('a provider header too big for the forward\'s 32 KiB of headers is left out alone: the ones after it are still handed on', async () => {
+    const big = await startHookd({ args: ['--max-header-bytes', '65536'] });
+    try {
+      assert.equal((await big.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+      const dest = await startReceiver(undefined, { maxHeaderSize: 128 * 1024 });
+      const src = await source('shopify', ['shpss_big'], [{ url: dest.url }], {}, big);
+      const body = JSON.stringify({ id: 820982911946154502, note: 'big' });
+      const r = await post(src, body, { ...shopifyWith('shpss_big')(body, 'wh_big_1', new Date().toISOString()),
+        'x-big-a': 'A'.repeat(20000), 'x-big-b': 'B'.repeat(20000), 'x-small-c': 'c' }, big);
+      assert.equal(r.status, 200, r.text);
+      await waitStatus(src, r.json.inbox_id, 'completed', 15000, big);
+      const f = dest.requests[0].headers;
+      assert.ok(f['x-big-a'] === 'A'.repeat(20000), `the first fits: whole (${f['x-big-a']?.length} bytes)`);
+      assert.equal(f['x-big-b'], undefined, 'the second does not fit: left out, not cut short');
+      assert.equal(f['x-small-c'], 'c', 'a header after the one left out is still handed on');
+      assert.equal(f['x-shopify-topic'], 'orders/updated');
+      await dest.close();
+    } finally {
+      assert.equal((await big.stop()).code, 0);
+    }
+  });
+
   it('a version header that is a number is no version (unbounded: a replay could make every later event stale)', async () => {
     const dest = await startReceiver();
     const src = await source('shopify', ['shpss_vn'], [{ url: dest.url }],

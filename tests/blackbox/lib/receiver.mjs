@@ -15,8 +15,10 @@ function answerHung(res, status) {
   try { res.writeHead(status); res.end('ok'); } catch { /* closed */ }
 }
 
-export async function startReceiver(behave = () => ({ status: 200 }), { host = '127.0.0.1' } = {}) {
-  const r = new Receiver(behave);
+// maxHeaderSize: the request head node accepts (its default is 16 KiB; 431 beyond)
+export async function startReceiver(behave = () => ({ status: 200 }),
+  { host = '127.0.0.1', maxHeaderSize } = {}) {
+  const r = new Receiver(behave, maxHeaderSize);
   live.add(r);
   await new Promise((resolve) => r.server.listen(0, host, resolve));
   r.port = r.server.address().port;
@@ -25,7 +27,7 @@ export async function startReceiver(behave = () => ({ status: 200 }), { host = '
 }
 
 class Receiver {
-  constructor(behave) {
+  constructor(behave, maxHeaderSize) {
     this.behave = behave;
     this.requests = [];
     this.open = 0;       // requests not answered or closed yet
@@ -33,7 +35,8 @@ class Receiver {
     this.waiters = [];
     this.hanging = [];
     this.sockets = new Set();
-    this.server = http.createServer((req, res) => this.onRequest(req, res));
+    this.server = http.createServer(maxHeaderSize ? { maxHeaderSize } : {},
+      (req, res) => this.onRequest(req, res));
     this.server.on('connection', (s) => { this.sockets.add(s); s.on('close', () => this.sockets.delete(s)); });
   }
 
