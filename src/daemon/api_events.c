@@ -1,5 +1,6 @@
 /* api_events.c — publishing and reading events.
- *   POST /v1/tenants/{t}/events  {type, payload, id?, occurred_at?}  + Idempotency-Key?
+ *   POST /v1/tenants/{t}/events  {type, payload, id?, occurred_at?, schema_version?,
+ *        ordering_key?, ordering_version?}  + Idempotency-Key?
  *        → 202 {id, deliveries, duplicate} after the commit (never before).
  *   GET  /v1/events/{id}, GET /v1/tenants/{t}/events/{id}  → the event with its deliveries.
  *   GET  /v1/tenants/{t}/events?event_type=&kind=&since=&until=&limit=&before=  → newest first,
@@ -7,7 +8,8 @@
  *   POST /v1/tenants/{t}/events/{id}/republish  {id?, reason?}  → 202 as a publish: "send as a
  *        new event" (O12), a new event of the same type and payload; a replay keeps the id.
  *
- * The Standard Webhooks envelope {"id","type","timestamp","data"} is serialised here, once, and
+ * The Standard Webhooks envelope {"id","type","timestamp","data"} (with "schema_version" after
+ * "type" when the publish gave one) is serialised here, once, and
  * stored as the exact bytes every attempt and replay sends. The request hash that decides
  * "same request" for idempotency is SHA-256 over the request's canonical JSON, so key order and
  * whitespace do not matter. */
@@ -40,6 +42,7 @@ typedef struct pub_op {
   char type[260];
   char idem[260];
   char ordering_key[260];
+  char schema_version[80]; /* its JSON text ("\"v2\"" or "2"); "" when none */
   hookd_buf body;
   unsigned char hash[32];
   bool reserved_id; /* the caller's id has hookd's form: existing_only */
@@ -105,6 +108,8 @@ static int envelope(pub_op *op, hookd_app *app, int64_t occurred_ms, const json_
   if (!brc) brc = hookd_json_quote(b, op->event_id, strlen(op->event_id));
   if (!brc) brc = hookd_buf_puts(b, ",\"type\":");
   if (!brc) brc = hookd_json_quote(b, op->type, strlen(op->type));
+  if (!brc && op->schema_version[0])
+    brc = hookd_buf_printf(b, ",\"schema_version\":%s", op->schema_version);
   if (!brc) brc = hookd_buf_printf(b, ",\"timestamp\":\"%s\",\"data\":", ts);
   if (!brc) brc = hookd_json_dump(payload, b);
   if (!brc) brc = hookd_buf_puts(b, "}");
@@ -120,6 +125,7 @@ static void fill_req(pub_op *op, hookd_app *app, int64_t occurred_ms, int64_t no
   op->req.body_len = op->body.len;
   op->req.request_hash = op->hash;
   op->req.idempotency_key = op->idem[0] ? op->idem : NULL;
+  op->req.schema_version = op->schema_version[0] ? op->schema_version : NULL;
   op->req.occurred_ms = occurred_ms;
   op->req.now_ms = now;
   op->req.expires_ms = app->cfg->event_ttl_s ? now + app->cfg->event_ttl_s * 1000 : 0;
@@ -137,6 +143,27 @@ static bool valid_type(const char *s) {
   return true;
 }
 
+#define SCHEMA_VERSION_RULE                                                                    \
+  "schema_version must be a string of 1-64 characters of letters, digits, '_', '-', '.', ':' "  \
+  "or an integer in [0, 2^53)"
+
+/* A publish's schema_version as the JSON text kept and sent (out: "" when absent); false when
+ * it is none of the two forms. */
+static bool schema_version_text(const json_t *v, char *out, size_t cap) {
+  out[0] = '\0';
+  if (!v) return true;
+  if (json_is_integer(v)) {
+    json_int_t n = json_integer_value(v);
+    if (n < 0 || n >= 9007199254740992LL) return false;
+    snprintf(out, cap, "%" JSON_INTEGER_FORMAT, n);
+    return true;
+  }
+  const char *s = json_string_value(v);
+  if (!s || !hookd_id_valid(s, 64)) return false;
+  snprintf(out, cap, "\"%s\"", s); /* (nothing in that alphabet needs escaping) */
+  return true;
+}
+
 void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   if (hookd_api_store_overloaded(r, app)) return;
   json_t *body = hookd_api_body_object(r, app);
@@ -148,7 +175,8 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   int64_t now = hookd_now_ms(), occurred_ms = now;
   json_object_foreach(body, k, v) {
     if (strcmp(k, "type") && strcmp(k, "payload") && strcmp(k, "id") && strcmp(k, "occurred_at") &&
-        strcmp(k, "ordering_key") && strcmp(k, "ordering_version")) {
+        strcmp(k, "ordering_key") && strcmp(k, "ordering_version") &&
+        strcmp(k, "schema_version")) {
       hookd_api_unknown_field(r, NULL, k, NULL);
       goto done;
     }
@@ -192,6 +220,11 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
                     "ordering_version needs an ordering_key (the lane it orders within)");
     goto done;
   }
+  char version[80];
+  if (!schema_version_text(json_object_get(body, "schema_version"), version, sizeof version)) {
+    hookd_req_error(r, 422, "invalid_field", SCHEMA_VERSION_RULE);
+    goto done;
+  }
   const char *idem;
   if (!hookd_api_idempotency_key(r, &idem)) goto done;
 
@@ -206,6 +239,7 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
     hookd_id_new("evt", now, op->event_id);
   if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
   if (okey) snprintf(op->ordering_key, sizeof op->ordering_key, "%s", okey);
+  memcpy(op->schema_version, version, sizeof op->schema_version);
 
   /* request hash: SHA-256 of the canonical request body. It only matters when the request can
    * be repeated — a caller's event id or an Idempotency-Key; a generated id never collides. */
@@ -311,11 +345,15 @@ static json_t *occurred_json(int64_t ms) {
 
 /* An event as GET and the list show it (the list without payload and deliveries). */
 static json_t *event_json(const hookd_event *e) {
-  return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o}", "id", e->id, "tenant_id", e->tenant_id,
-                   "type", e->type, "kind", e->inbound ? "inbound" : "outbound", "occurred_at",
+  json_t *version = e->schema_version ? json_loads(e->schema_version, JSON_DECODE_ANY, NULL) : NULL;
+  return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", e->id, "tenant_id",
+                   e->tenant_id, "type", e->type, "kind", e->inbound ? "inbound" : "outbound",
+                   "schema_version", version ? version : json_null(), "occurred_at",
                    occurred_json(e->occurred_ms), "created_at", hookd_json_time(e->created_ms),
                    "expires_at", hookd_json_time(e->expires_ms), "payload_purged_at",
-                   hookd_json_time(e->purged_ms));
+                   hookd_json_time(e->purged_ms), "ordering_key",
+                   hookd_json_str_or_null(e->ordering_key), "ordering_version",
+                   e->has_ordering_version ? json_integer(e->ordering_version) : json_null());
 }
 
 /* An inbound event's stored header lines ("name: value\n"…, written by the receive path) as the
@@ -595,6 +633,9 @@ static void reply_source(hookd_api_op *base, int rc) {
   json_t *env = json_loadb(op->ev.body, op->ev.body_len, 0, NULL);
   json_t *payload = env ? json_object_get(env, "data") : NULL;
   if (!payload) brc = -1;
+  /* the payload's schema version goes with it (as stored: checked when it was published) */
+  if (!brc && op->ev.schema_version)
+    snprintf(op->pub.schema_version, sizeof op->pub.schema_version, "%s", op->ev.schema_version);
   if (!brc) brc = envelope(&op->pub, app, op->ev.occurred_ms, payload);
   json_decref(env);
   if (brc) {

@@ -138,6 +138,8 @@ void hookd_event_free(hookd_event *e) {
   free(e->body);
   free(e->content_type);
   free(e->meta);
+  free(e->schema_version);
+  free(e->ordering_key);
   memset(e, 0, sizeof *e);
 }
 

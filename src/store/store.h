@@ -92,6 +92,11 @@ typedef struct hookd_event {
   bool inbound;       /* an inbound event: body is the provider's raw request body */
   char *content_type; /* inbound: as received */
   char *meta;         /* inbound: the header lines its forwards carry */
+  char *schema_version; /* the JSON text of the publish's schema_version (a string or an
+                         * integer); NULL when none */
+  char *ordering_key;   /* NULL when none */
+  int64_t ordering_version;
+  bool has_ordering_version;
 } hookd_event;
 
 /* A page of a tenant's events, newest first (event_list). */
@@ -180,6 +185,7 @@ typedef struct hookd_publish_req {
   const char *idempotency_key;       /* NULL when absent */
   int64_t occurred_ms, now_ms, expires_ms;
   const char *ordering_key;          /* NULL when absent */
+  const char *schema_version;        /* JSON text (a string or an integer); NULL when absent */
   int64_t ordering_version;
   bool has_ordering_version;         /* for an ordered endpoint, a version below the highest
                                       * its lane has seen makes the delivery DEAD "superseded" */

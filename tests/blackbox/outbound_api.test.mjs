@@ -91,6 +91,44 @@ describe('publish idempotency', () => {
     }
   });
 
+  it('schema_version (O3): kept as given (a string or an integer), shown with the ordering fields, sent in the envelope, carried by a republish', async () => {
+    const sent = async (id) => {
+      await recv.waitFor((rv) => rv.requests.some((q) => q.headers['webhook-id'] === id), 15000, `event ${id}`);
+      return recv.requests.find((q) => q.headers['webhook-id'] === id).body;
+    };
+    const a = await publish(h, tenant, { type: 'inv.paid', schema_version: '2024-07-01', payload: { n: 1 },
+      ordering_key: 'inv_1', ordering_version: 0 });
+    assert.equal(a.status, 202, a.text);
+    const ga = (await h.api('GET', `/v1/tenants/${tenant}/events/${a.json.id}`)).json;
+    assert.deepEqual([ga.schema_version, ga.ordering_key, ga.ordering_version], ['2024-07-01', 'inv_1', 0],
+      'a version of 0 is a version');
+    assert.ok((await sent(a.json.id)).startsWith(
+      `{"id":"${a.json.id}","type":"inv.paid","schema_version":"2024-07-01","timestamp":"`), 'after type, as given');
+    const b = await publish(h, tenant, { type: 'inv.paid', schema_version: 2, payload: {} });
+    const gb = (await h.api('GET', `/v1/events/${b.json.id}`)).json;
+    assert.deepEqual([gb.schema_version, gb.ordering_key, gb.ordering_version], [2, null, null], 'a number stays a number');
+    assert.match(await sent(b.json.id), /"type":"inv\.paid","schema_version":2,"timestamp"/);
+    const c = await publish(h, tenant, { type: 'inv.paid', payload: {} });
+    assert.equal((await h.api('GET', `/v1/events/${c.json.id}`)).json.schema_version, null);
+    assert.doesNotMatch(await sent(c.json.id), /schema_version/, 'absent when not given');
+    const list = (await h.api('GET', `/v1/tenants/${tenant}/events?event_type=inv.paid`)).json.data;
+    assert.deepEqual(list.map((e) => e.schema_version), [null, 2, '2024-07-01'], 'the list shows it too');
+    assert.equal(list[2].ordering_key, 'inv_1');
+    for (const bad of [-1, 2 ** 53, 1.5, '', 'a b', 'x'.repeat(65), true, {}, null]) {
+      assertError(await publish(h, tenant, { type: 'inv.paid', schema_version: bad, payload: {} }), 422, 'invalid_field',
+        'schema_version must be');
+    }
+    // part of the request an Idempotency-Key stands for
+    const k = { 'Idempotency-Key': 'sv-1' };
+    assert.equal((await publish(h, tenant, { type: 'inv.paid', schema_version: '1', payload: {} }, k)).status, 202);
+    assertError(await publish(h, tenant, { type: 'inv.paid', schema_version: '2', payload: {} }, k), 409, 'conflict');
+    // "send as a new event": the payload goes with the version it was written in
+    const r = await h.api('POST', `/v1/tenants/${tenant}/events/${a.json.id}/republish`, { reason: 'sv test' });
+    assert.equal(r.status, 202, r.text);
+    assert.equal((await h.api('GET', `/v1/events/${r.json.id}`)).json.schema_version, '2024-07-01');
+    assert.match(await sent(r.json.id), /"schema_version":"2024-07-01"/);
+  });
+
   it('an unknown tenant: 404', async () => {
     assertError(await publish(h, 'no-such-tenant', { type: 'a', payload: 1 }), 404, 'not_found');
     // the lists filtered by ?tenant= too (they answered an empty page)

@@ -226,8 +226,9 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
 
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT,
                              "INSERT INTO events(id, tenant_id, type, body, request_hash,"
-                             " occurred_at, created_at, expires_at, ordering_key, ordering_version)"
-                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                             " occurred_at, created_at, expires_at, ordering_key, ordering_version,"
+                             " schema_version)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
                              " ON CONFLICT(id, tenant_id) DO NOTHING");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, req->event_id);
@@ -239,7 +240,10 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   sq_bind_i64(st, 7, req->now_ms);
   sq_bind_i64_or_null(st, 8, req->expires_ms);
   sq_bind_text(st, 9, req->ordering_key);
-  sq_bind_i64_or_null(st, 10, req->ordering_version);
+  /* (a version of 0 is a version: read back as one, by GET and by a delivery made later) */
+  if (req->has_ordering_version) sq_bind_i64(st, 10, req->ordering_version);
+  else sqlite3_bind_null(st, 10);
+  sq_bind_text(st, 11, req->schema_version);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert event");
 
   if (sqlite3_changes(c->db) == 0) return existing_event(c, req, res);
@@ -314,7 +318,8 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
                  hookd_delivery **dl, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_GET,
                              "SELECT seq, id, tenant_id, type, body, occurred_at, created_at,"
-                             " expires_at, kind, content_type, meta, purged_at FROM events"
+                             " expires_at, kind, content_type, meta, purged_at, schema_version,"
+                             " ordering_key, ordering_version FROM events"
                              " WHERE id = ?1"
                              " AND (?2 IS NULL OR tenant_id = ?2) LIMIT 2");
   if (!st) return HOOKD_STORE_ERR;
@@ -343,6 +348,7 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
   ev->content_type = sq_col_str(st, 9);
   ev->meta = sq_col_str(st, 10);
   ev->purged_ms = sq_col_i64(st, 11);
+  sq_read_event_extras(st, 12, ev);
   if (sqlite3_step(st) == SQLITE_ROW) {
     hookd_event_free(ev);
     snprintf(c->err, sizeof c->err, "event id is used by several tenants");

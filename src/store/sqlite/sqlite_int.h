@@ -78,6 +78,8 @@ void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v); /* 0 binds NULL */
  * neither. */
 void sq_bind_type_filter(sqlite3_stmt *st, int exact, int prefix, const char *type);
 char *sq_col_str(sqlite3_stmt *st, int i);                   /* strdup, NULL for NULL */
+/* An event's schema_version, ordering_key and ordering_version, from column i on. */
+void sq_read_event_extras(sqlite3_stmt *st, int i, hookd_event *e);
 int64_t sq_col_i64(sqlite3_stmt *st, int i);                 /* 0 for NULL */
 
 /* Steps st to the end, reading each row into a growing array of elem-sized records with read();

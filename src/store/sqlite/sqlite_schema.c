@@ -503,6 +503,10 @@ static const struct {
      "UPDATE lane_versions SET seen_at = CAST((julianday('now') - 2440587.5) * 86400000"
      "  AS INTEGER);"
      "CREATE INDEX object_versions_seen ON object_versions(seen_at);"},
+    {32,
+     /* An event's schema_version (O3) as published: the JSON text of a string or an integer
+      * (kept as given, shown and sent as given); NULL when not given, and for inbound events. */
+     "ALTER TABLE events ADD COLUMN schema_version TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -538,6 +542,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'api_answers'";
   case 31:
     return "SELECT COUNT(*) FROM pragma_table_info('object_versions') WHERE name = 'seen_at'";
+  case 32:
+    return "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'schema_version'";
   default: return NULL;
   }
 }
