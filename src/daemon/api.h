@@ -72,6 +72,25 @@ bool hookd_api_body_reason(hookd_req *r, const json_t *body, const char **reason
 /* The request's Idempotency-Key into *key (NULL without one): 1-255 visible ASCII characters.
  * False once answered (400 invalid_header). */
 bool hookd_api_idempotency_key(hookd_req *r, const char **key);
+/* A write route's Idempotency-Key and its answer (api_kept.c): prepare in the handler, lookup
+ * at the start of the run, store at its end (with the run's writes), reply after the commit. */
+#define HOOKD_KEPT_MS (24LL * 3600 * 1000) /* an Idempotency-Key's answer is kept 24 hours */
+typedef struct hookd_kept {
+  char idem[256]; /* the key, or "" */
+  char scope[64]; /* the API key that sent it ("" without keys) */
+  char hash[65];  /* the route, the record, the reason and the body (canonical JSON), hashed */
+  char *answer;   /* the answer's JSON: built by the run, kept under the key with its writes */
+  int status;
+  bool replayed;  /* the answer kept for the key, given again: nothing was done */
+} hookd_kept;
+bool hookd_kept_prepare(hookd_req *r, hookd_app *app, hookd_kept *k, const char *route,
+                        const char *id, const char *why, const json_t *body, bool keyed);
+int hookd_kept_lookup(hookd_kept *k, hookd_api_op *base, hookd_store_conn *c,
+                      const hookd_store_backend *be);
+int hookd_kept_store(hookd_kept *k, hookd_store_conn *c, const hookd_store_backend *be,
+                     int status, json_t *v);
+void hookd_kept_reply(hookd_kept *k, hookd_req *r);
+
 /* A name or description shown to operators: UTF-8 without control characters (a tab and a line
  * feed allowed where `lines`) nor bidirectional controls; may be empty. */
 bool hookd_api_shown_text_ok(const char *s, bool lines);

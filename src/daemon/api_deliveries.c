@@ -24,6 +24,7 @@ typedef struct dl_op {
   size_t n_att;
   bool loaded;
   bool retried_now; /* replay of a delivery still scheduled: its next attempt brought forward */
+  hookd_kept k;     /* replay: an Idempotency-Key's answer */
   /* listing */
   char tenant[HOOKD_ID_MAX + 64], endpoint[HOOKD_ID_MAX + 64], event[160], after[HOOKD_ID_MAX + 64];
   char event_type[272];
@@ -37,6 +38,8 @@ static void dl_cleanup(hookd_api_op *base) {
   if (op->loaded) hookd_delivery_free(&op->d);
   if (op->att) hookd_attempts_free(op->att, op->n_att);
   if (op->list) hookd_deliveries_free(op->list, op->n);
+  free(op->k.answer);
+  op->k.answer = NULL;
 }
 
 static dl_op *new_op(hookd_req *r, hookd_app *app,
@@ -176,7 +179,12 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
 
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   dl_op *op = (dl_op *)base;
-  int rc = be->delivery_get(c, op->id, &op->d, NULL, NULL);
+  if (op->loaded) hookd_delivery_free(&op->d); /* a second run (its batch redone) */
+  op->loaded = false;
+  /* a request sent again with its Idempotency-Key gets its answer, and sends nothing again */
+  int rc = hookd_kept_lookup(&op->k, base, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  rc = be->delivery_get(c, op->id, &op->d, NULL, NULL);
   op->loaded = rc == 0;
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
   op->retried_now = op->d.state == HOOKD_DS_PENDING || op->d.state == HOOKD_DS_RETRYING;
@@ -184,10 +192,10 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   op->loaded = false;
   rc = be->delivery_replay(c, op->id, hookd_now_ms(), &op->d);
   op->loaded = rc == 0;
-  return rc ? rc
-            : hookd_api_audit(base, c, be,
-                              op->retried_now ? "delivery.retry_now" : "delivery.replay", op->d.id,
-                              op->d.tenant_id, op->d.event_id);
+  if (!rc)
+    rc = hookd_api_audit(base, c, be, op->retried_now ? "delivery.retry_now" : "delivery.replay",
+                         op->d.id, op->d.tenant_id, op->d.event_id);
+  return rc ? rc : hookd_kept_store(&op->k, c, be, 202, hookd_json_delivery(&op->d));
 }
 
 static void reply_replay(hookd_api_op *base, int rc) {
@@ -196,13 +204,17 @@ static void reply_replay(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "delivery");
     return;
   }
+  if (op->k.replayed) {
+    hookd_kept_reply(&op->k, base->req);
+    return;
+  }
   if (!op->retried_now) HOOKD_INC(replays);
   hookd_dispatcher_hint(base->app->disp, op->d.endpoint_id, op->d.next_attempt_ms);
   HLOG(HOOKD_LOG_INFO, op->retried_now ? "delivery.retried_now" : "delivery.replayed",
        KV_S("delivery_id", op->d.id),
        KV_S("event_id", op->d.event_id), KV_S("tenant_id", op->d.tenant_id),
        KV_S("endpoint_id", op->d.endpoint_id), KV_S("actor", base->actor[0] ? base->actor : NULL));
-  hookd_req_reply_json(base->req, 202, hookd_json_delivery(&op->d));
+  hookd_kept_reply(&op->k, base->req);
 }
 
 void hookd_api_delivery_replay(hookd_req *r, hookd_app *app) {
@@ -211,6 +223,12 @@ void hookd_api_delivery_replay(hookd_req *r, hookd_app *app) {
   dl_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
   take_id(op, r);
+  if (!hookd_kept_prepare(r, app, &op->k, "delivery.replay", op->id,
+                          hookd_req_header(r, "Hookd-Reason"), NULL, false)) {
+    dl_cleanup(&op->base);
+    free(op);
+    return;
+  }
   hookd_api_submit(&op->base, true);
 }
 

@@ -64,6 +64,7 @@ typedef struct ep_op {
   bool want_secret;
   bool want_headers;         /* GET …/headers */
   hookd_dest_check check;
+  hookd_kept k;              /* create: an Idempotency-Key's answer (the endpoint's id) */
 } ep_op;
 
 static void ep_op_cleanup(hookd_api_op *op) {
@@ -77,6 +78,8 @@ static void ep_op_cleanup(hookd_api_op *op) {
   hookd_endpoint_free(&e->ep);
   if (e->list) hookd_endpoints_free(e->list, e->n);
   free(e->check.url);
+  free(e->k.answer);
+  e->k.answer = NULL;
 }
 
 static bool valid_type_pattern(const char *s) {
@@ -373,11 +376,35 @@ static void submit_with_check(ep_op *op) {
 
 /* ---------- create ---------- */
 
+/* A create sent again with its Idempotency-Key: the endpoint the first one made, as it is now
+ * (its kept answer is its id: the secret is not kept twice, in the clear). */
+static int created_before(ep_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
+  json_t *a = json_loads(op->k.answer, 0, NULL);
+  const char *id = json_string_value(json_object_get(a, "id"));
+  char made[HOOKD_ID_MAX + 64];
+  snprintf(made, sizeof made, "%s", id ? id : "");
+  json_decref(a);
+  if (!made[0]) return HOOKD_STORE_ERR;
+  hookd_endpoint_free(&op->ep); /* the one this request would have made */
+  int rc = be->endpoint_get(c, made, &op->ep);
+  if (rc == HOOKD_STORE_NOTFOUND) {
+    snprintf(op->base.err, sizeof op->base.err,
+             "this Idempotency-Key's request created endpoint %s, deleted since", made);
+    return HOOKD_STORE_STATE;
+  }
+  return rc;
+}
+
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   ep_op *op = (ep_op *)base;
-  int rc = be->endpoint_create(c, &op->ep, op->base.app->cfg->max_endpoints_per_tenant);
-  return rc ? rc : hookd_api_audit(base, c, be, "endpoint.create", op->ep.id, op->ep.tenant_id,
-                                   op->ep.signing);
+  int rc = hookd_kept_lookup(&op->k, base, c, be);
+  if (rc == 0) return created_before(op, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  rc = be->endpoint_create(c, &op->ep, op->base.app->cfg->max_endpoints_per_tenant);
+  if (!rc)
+    rc = hookd_api_audit(base, c, be, "endpoint.create", op->ep.id, op->ep.tenant_id,
+                         op->ep.signing);
+  return rc ? rc : hookd_kept_store(&op->k, c, be, 201, json_pack("{s:s}", "id", op->ep.id));
 }
 
 static void reply_create(hookd_api_op *base, int rc) {
@@ -386,9 +413,22 @@ static void reply_create(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, rc == HOOKD_STORE_NOTFOUND ? "tenant" : "endpoint");
     return;
   }
-  hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
-  HLOG(HOOKD_LOG_INFO, "endpoint.created", KV_S("endpoint_id", op->ep.id),
-       KV_S("tenant_id", op->ep.tenant_id));
+  if (op->k.replayed) { /* its secret as it is now (rotated since, say) */
+    hookd_secret_free(op->plain_secret);
+    op->plain_secret = hookd_keyring_open(&base->app->keyring, op->ep.secret, op->ep.id);
+    op->public_key[0] = '\0';
+    if (!op->plain_secret || (op->ep.signing && !strcmp(op->ep.signing, "ed25519") &&
+                              hookd_ed25519_public(op->plain_secret, op->public_key) != 0)) {
+      hookd_req_error(base->req, 500, "secret_unavailable",
+                      "the stored secret cannot be opened with the configured master key");
+      return;
+    }
+    hookd_req_add_header(base->req, "Idempotent-Replayed", "true");
+  } else {
+    hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
+    HLOG(HOOKD_LOG_INFO, "endpoint.created", KV_S("endpoint_id", op->ep.id),
+         KV_S("tenant_id", op->ep.tenant_id));
+  }
   json_t *v = ep_json(base->app, &op->ep);
   json_object_set_new(v, "secret", json_string(op->plain_secret));
   if (op->public_key[0]) json_object_set_new(v, "public_key", json_string(op->public_key));
@@ -406,6 +446,8 @@ void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
   op->base.cleanup = ep_op_cleanup;
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   bool ok = parse_fields(r, app, body, op, true);
+  /* the same request, sent again with its key: the tenant, the body (canonical JSON) */
+  if (ok) ok = hookd_kept_prepare(r, app, &op->k, "endpoint.create", op->tenant, NULL, body, true);
   json_decref(body);
   int64_t now = hookd_now_ms();
   hookd_endpoint *ep = &op->ep;

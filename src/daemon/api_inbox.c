@@ -18,19 +18,6 @@
 
 #define str_or_null hookd_json_str_or_null /* not UTF-8: a placeholder */
 
-#define ANSWER_KEEP_MS (24LL * 3600 * 1000) /* an Idempotency-Key's answer: 24 hours */
-
-/* A write route's Idempotency-Key and its answer: a request sent again with the key (from the
- * same API key, to the same route and record, with the same body and reason) gets the answer
- * again and changes nothing (docs/api.md). */
-typedef struct kept {
-  char idem[256]; /* the key, or "" */
-  char scope[64]; /* the API key that sent it ("" without keys) */
-  char hash[65];  /* the route, the record, the reason and the body (canonical JSON), hashed */
-  char *answer;   /* the answer's JSON: built by the run, kept under the key with its writes */
-  int status;
-  bool replayed;  /* the answer kept for the key, given again: nothing was done */
-} kept;
 
 typedef struct inbox_op {
   hookd_api_op base;
@@ -51,7 +38,7 @@ typedef struct inbox_op {
   hookd_due_hint *hints;
   size_t n_hints;
   size_t n_resolved; /* deliveries settled by a resolve */
-  kept k;            /* resolve, replay: an Idempotency-Key's answer */
+  hookd_kept k;      /* resolve, replay: an Idempotency-Key's answer */
 } inbox_op;
 
 static void inbox_cleanup(hookd_api_op *base) {
@@ -69,75 +56,6 @@ static void take_principal(hookd_req *r, hookd_principal *who, bool *scoped) {
   const hookd_principal *p = hookd_api_principal(r);
   if (p) *who = *p;
   *scoped = p != NULL;
-}
-
-/* The request's key and hash: the route, the record's id (NULL for a batch), the reason the
- * route takes (the body's, else Hookd-Reason; NULL: none) and the body (canonical; NULL: none).
- * False once answered. */
-static bool kept_prepare(hookd_req *r, hookd_app *app, kept *k, const char *route,
-                         const char *id, const char *why, const json_t *body) {
-  const char *idem;
-  if (!hookd_api_idempotency_key(r, &idem)) return false;
-  if (!idem) return true;
-  snprintf(k->idem, sizeof k->idem, "%s", idem);
-  const hookd_principal *p = hookd_api_principal(r);
-  snprintf(k->scope, sizeof k->scope, "%s", p ? p->key_id : "");
-  hookd_buf b;
-  /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
-  hookd_buf_init(&b, app->cfg->max_body_bytes * 6 + 1024);
-  bool ok = hookd_buf_printf(&b, "%s\x1f%s\x1f%s\x1f", route, id ? id : "", why ? why : "") == 0 &&
-            (!body || hookd_jcs(body, &b) == 0) &&
-            hookd_in_sha256_hex(b.data, b.len, k->hash) == 0;
-  hookd_buf_free(&b);
-  if (!ok) hookd_req_error(r, 503, "unavailable", "out of memory");
-  return ok;
-}
-
-/* A run's start: 0 with k->replayed when the key's answer is kept (the same request: given
- * again, nothing done), HOOKD_STORE_NOTFOUND without a key or for a new one, and
- * HOOKD_STORE_CONFLICT (said in err) when the key named another request. */
-static int kept_lookup(kept *k, hookd_api_op *base, hookd_store_conn *c,
-                       const hookd_store_backend *be) {
-  free(k->answer); /* a second run (its batch redone) starts afresh */
-  k->answer = NULL;
-  k->replayed = false;
-  if (!k->idem[0]) return HOOKD_STORE_NOTFOUND;
-  char *hash = NULL;
-  int rc = be->answer_get(c, k->scope, k->idem, hookd_now_ms(), ANSWER_KEEP_MS, &hash,
-                          &k->status, &k->answer);
-  if (rc) return rc;
-  bool same = !strcmp(hash, k->hash);
-  free(hash);
-  if (!same) {
-    free(k->answer);
-    k->answer = NULL;
-    snprintf(base->err, sizeof base->err,
-             "this Idempotency-Key was sent with another request (a key names one request for "
-             "24 hours)");
-    return HOOKD_STORE_CONFLICT;
-  }
-  k->replayed = true;
-  return 0;
-}
-
-/* A run's end: its answer (v, taken over), kept under the key with the run's writes. */
-static int kept_store(kept *k, hookd_store_conn *c, const hookd_store_backend *be, int status,
-                      json_t *v) {
-  k->answer = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-  json_decref(v);
-  k->status = status;
-  if (!k->answer) return HOOKD_STORE_ERR;
-  return k->idem[0] ? be->answer_put(c, k->scope, k->idem, k->hash, status, k->answer,
-                                     hookd_now_ms(), ANSWER_KEEP_MS)
-                    : 0;
-}
-
-/* The answer, given (again: said so). */
-static void kept_reply(kept *k, hookd_req *r) {
-  if (k->replayed) hookd_req_add_header(r, "Idempotent-Replayed", "true");
-  char *a = k->answer;
-  k->answer = NULL;
-  hookd_req_reply(r, k->status, "application/json", a, strlen(a));
 }
 
 static inbox_op *new_op(hookd_req *r, hookd_app *app,
@@ -362,7 +280,7 @@ static bool answered_or_hinted(hookd_api_op *base, int rc, const hookd_due_hint 
 static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
-  int rc = kept_lookup(&op->k, base, c, be);
+  int rc = hookd_kept_lookup(&op->k, base, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
   rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
   op->loaded = rc == 0;
@@ -375,7 +293,7 @@ static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd
    * a forward whose destination was deleted stays held, and shows so */
   json_t *v = record_json(op);
   json_object_set_new(v, "resolved", json_integer((json_int_t)op->n_resolved));
-  return kept_store(&op->k, c, be, 200, v);
+  return hookd_kept_store(&op->k, c, be, 200, v);
 }
 
 /* A settled record's count and log line (after the commit). */
@@ -401,7 +319,7 @@ static void reply_resolve(hookd_api_op *base, int rc) {
   if (!op->k.replayed)
     resolved_told(op->to, op->id, op->rec.tenant_id, op->n_resolved,
                   op->scoped ? op->who.key_id : NULL);
-  kept_reply(&op->k, base->req);
+  hookd_kept_reply(&op->k, base->req);
 }
 
 /* A resolve's outcome and reason (the body's members among names): false once answered. */
@@ -446,7 +364,8 @@ void hookd_api_inbox_resolve(hookd_req *r, hookd_app *app) {
                      ? new_op(r, app, run_resolve, reply_resolve)
                      : NULL;
   if (op &&
-      !kept_prepare(r, app, &op->k, "inbox.resolve.one", hookd_req_param(r, 0), reason, body)) {
+      !hookd_kept_prepare(r, app, &op->k, "inbox.resolve.one", hookd_req_param(r, 0), reason,
+                          body, false)) {
     inbox_cleanup(&op->base);
     free(op);
     op = NULL;
@@ -535,7 +454,7 @@ static int replay_record(hookd_store_conn *c, const hookd_store_backend *be, con
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
-  int rc = kept_lookup(&op->k, base, c, be);
+  int rc = hookd_kept_lookup(&op->k, base, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
   rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
   op->loaded = rc == 0;
@@ -548,7 +467,7 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if ((rc = reread_audited(op, c, be, "inbox.replay", detail)) != 0) return rc;
   json_t *v = record_json(op);
   json_object_set_new(v, "replayed", json_integer((json_int_t)op->n_resolved));
-  return kept_store(&op->k, c, be, 202, v);
+  return hookd_kept_store(&op->k, c, be, 202, v);
 }
 
 static void reply_replay(hookd_api_op *base, int rc) {
@@ -560,15 +479,15 @@ static void reply_replay(hookd_api_op *base, int rc) {
          KV_S("tenant_id", op->rec.tenant_id), KV_I("forwards", (int64_t)op->n_resolved),
          KV_S("actor", base->actor[0] ? base->actor : NULL));
   }
-  kept_reply(&op->k, base->req);
+  hookd_kept_reply(&op->k, base->req);
 }
 
 void hookd_api_inbox_replay(hookd_req *r, hookd_app *app) {
   if (!hookd_api_no_fields(r, app, "replay")) return; /* (a reason goes in Hookd-Reason) */
   inbox_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
-  if (!kept_prepare(r, app, &op->k, "inbox.replay.one", hookd_req_param(r, 0),
-                    hookd_req_header(r, "Hookd-Reason"), NULL)) {
+  if (!hookd_kept_prepare(r, app, &op->k, "inbox.replay.one", hookd_req_param(r, 0),
+                          hookd_req_header(r, "Hookd-Reason"), NULL, false)) {
     inbox_cleanup(&op->base);
     free(op);
     return;
@@ -600,7 +519,7 @@ typedef struct many_op {
   size_t n_items;
   hookd_due_hint *hints;
   size_t n_hints;
-  kept k; /* an Idempotency-Key's answer */
+  hookd_kept k; /* an Idempotency-Key's answer */
 } many_op;
 
 static void many_cleanup(hookd_api_op *base) {
@@ -679,7 +598,7 @@ static int run_many(hookd_store_conn *c, const hookd_store_backend *be, hookd_ap
   hookd_due_hints_free(op->hints, op->n_hints); /* a second run forgets the first's */
   op->hints = NULL;
   op->n_hints = 0;
-  int rc = kept_lookup(&op->k, base, c, be);
+  int rc = hookd_kept_lookup(&op->k, base, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
   rc = 0;
   for (size_t i = 0; rc == 0 && i < op->n_items; i++) {
@@ -693,7 +612,7 @@ static int run_many(hookd_store_conn *c, const hookd_store_backend *be, hookd_ap
                        * for the store's count and log line) */
   /* a resolve is done when it answers; a replay's forwards go later, as the single replay's.
    * Kept with what it settled: a batch sent again gets it, whatever became of the records. */
-  return kept_store(&op->k, c, be, op->replay ? 202 : 200, many_answer(op));
+  return hookd_kept_store(&op->k, c, be, op->replay ? 202 : 200, many_answer(op));
 }
 
 static void reply_many(hookd_api_op *base, int rc) {
@@ -712,7 +631,7 @@ static void reply_many(hookd_api_op *base, int rc) {
            KV_S("actor", actor));
     }
   }
-  kept_reply(&op->k, base->req);
+  hookd_kept_reply(&op->k, base->req);
 }
 
 /* The ids: 1-100 distinct strings. False once answered. */
@@ -765,8 +684,9 @@ static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
     op->to = to;
     op->replay = replay;
     if (resolve_ids(r, json_object_get(body, "ids"), op) &&
-        kept_prepare(r, app, &op->k, replay ? "inbox.replay" : "inbox.resolve", NULL,
-                     reason ? reason : hookd_req_header(r, "Hookd-Reason"), body)) {
+        hookd_kept_prepare(r, app, &op->k, replay ? "inbox.replay" : "inbox.resolve", NULL,
+                           reason ? reason : hookd_req_header(r, "Hookd-Reason"), body,
+                           false)) {
       hookd_api_submit(&op->base, true);
     } else {
       many_cleanup(&op->base);

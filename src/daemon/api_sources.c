@@ -52,6 +52,7 @@ typedef struct src_op {
   } *list_dests;
   hookd_endpoint *got_dests;
   size_t n_got;
+  hookd_kept k; /* create: an Idempotency-Key's answer (the source's id) */
   bool loaded;
   bool adding;                    /* POST …/destinations: one destination, named so in errors */
   const char *types_refused;      /* PATCH: the allowlist (its field) of a provider whose
@@ -82,6 +83,8 @@ static void src_cleanup(hookd_api_op *base) {
   if (op->list) hookd_sources_free(op->list, op->n_list);
   if (op->got_dests) hookd_endpoints_free(op->got_dests, op->n_got);
   free(op->check.url);
+  free(op->k.answer);
+  op->k.answer = NULL;
 }
 
 static src_op *new_op(hookd_req *r, hookd_app *app,
@@ -490,18 +493,69 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
 
 /* ---------- create ---------- */
 
+/* A create sent again with its Idempotency-Key: the source the first one made, as it is now
+ * (its kept answer is its id: the destinations' secrets are not kept twice, in the clear). */
+static int created_before(src_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
+  json_t *a = json_loads(op->k.answer, 0, NULL);
+  const char *id = json_string_value(json_object_get(a, "id"));
+  char made[HOOKD_ID_MAX + 64];
+  snprintf(made, sizeof made, "%s", id ? id : "");
+  json_decref(a);
+  if (!made[0]) return HOOKD_STORE_ERR;
+  hookd_source_free(&op->src); /* the one this request would have made */
+  if (op->got_dests) hookd_endpoints_free(op->got_dests, op->n_got);
+  op->got_dests = NULL;
+  op->n_got = 0;
+  int rc = be->source_get(c, made, &op->src, &op->got_dests, &op->n_got);
+  if (rc == HOOKD_STORE_NOTFOUND) {
+    snprintf(op->base.err, sizeof op->base.err,
+             "this Idempotency-Key's request created source %s, deleted since", made);
+    return HOOKD_STORE_STATE;
+  }
+  return rc;
+}
+
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   src_op *op = (src_op *)base;
-  int rc = be->source_create(c, &op->src, op->dests, op->n_dests,
-                             op->base.app->cfg->max_endpoints_per_tenant);
-  return rc ? rc : hookd_api_audit(base, c, be, "source.create", op->src.id, op->src.tenant_id,
-                                   op->src.provider);
+  int rc = hookd_kept_lookup(&op->k, base, c, be);
+  if (rc == 0) return created_before(op, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  rc = be->source_create(c, &op->src, op->dests, op->n_dests,
+                         op->base.app->cfg->max_endpoints_per_tenant);
+  if (!rc)
+    rc = hookd_api_audit(base, c, be, "source.create", op->src.id, op->src.tenant_id,
+                         op->src.provider);
+  return rc ? rc : hookd_kept_store(&op->k, c, be, 201, json_pack("{s:s}", "id", op->src.id));
+}
+
+/* The answer to a create sent again: the source and its destinations' secrets as they are. */
+static void reply_created_before(src_op *op) {
+  hookd_app *app = op->base.app;
+  char *secrets[MAX_DESTS] = {0};
+  size_t n = op->n_got < MAX_DESTS ? op->n_got : MAX_DESTS;
+  bool ok = true;
+  for (size_t i = 0; i < n; i++)
+    ok &= (secrets[i] = hookd_keyring_open(&app->keyring, op->got_dests[i].secret,
+                                           op->got_dests[i].id)) != NULL;
+  if (ok) {
+    hookd_req_add_header(op->base.req, "Idempotent-Replayed", "true");
+    hookd_req_reply_json(op->base.req, 201,
+                         source_json(app, &op->src, op->got_dests, n, secrets));
+  } else {
+    hookd_req_error(op->base.req, 500, "secret_unavailable",
+                    "a stored secret cannot be opened with the configured master key");
+  }
+  for (size_t i = 0; i < n; i++) hookd_secret_free(secrets[i]);
 }
 
 static void reply_create(hookd_api_op *base, int rc) {
   src_op *op = (src_op *)base;
   if (rc) {
     hookd_api_store_error(base, rc, rc == HOOKD_STORE_NOTFOUND ? "tenant" : "source");
+    return;
+  }
+  if (op->k.replayed) {
+    reply_created_before(op);
     return;
   }
   hookd_source_cache_put(base->app->sources, &op->src);
@@ -751,6 +805,9 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     op->n_dests = i + 1;
     ok = parse_destination(r, app, json_array_get(dests, i), i, op, now, where);
   }
+  /* the same request, sent again with its key: the body (canonical JSON, keyed: it carries
+   * secrets) */
+  if (ok) ok = hookd_kept_prepare(r, app, &op->k, "source.create", NULL, NULL, body, true);
   json_decref(body);
   start_checks(op, ok);
 }

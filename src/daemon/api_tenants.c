@@ -16,6 +16,7 @@ typedef struct tenant_op {
   char name[256];
   unsigned fields;
   bool loaded;
+  hookd_kept k; /* create: an Idempotency-Key's answer (the tenant's id) */
 } tenant_op;
 
 enum { T_NAME = 1, T_MAXIF = 2, T_RATE = 4, T_WEIGHT = 8 };
@@ -23,6 +24,9 @@ enum { T_NAME = 1, T_MAXIF = 2, T_RATE = 4, T_WEIGHT = 8 };
 static void tenant_cleanup(hookd_api_op *base) {
   tenant_op *op = (tenant_op *)base;
   if (op->loaded) hookd_tenant_free(&op->t);
+  op->loaded = false;
+  free(op->k.answer);
+  op->k.answer = NULL;
 }
 
 /* Parses the fields shared by create and PATCH into op; answers and returns false on error. */
@@ -70,8 +74,23 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
 
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *op) {
   tenant_op *t = (tenant_op *)op;
-  int rc = be->tenant_create(c, &t->t);
-  return rc ? rc : hookd_api_audit(op, c, be, "tenant.create", t->t.id, t->t.id, NULL);
+  if (t->loaded) hookd_tenant_free(&t->t); /* a second run (its batch redone) */
+  t->loaded = false;
+  int rc = hookd_kept_lookup(&t->k, op, c, be);
+  if (rc == 0) { /* sent again with its Idempotency-Key: the tenant the first one made */
+    json_t *a = json_loads(t->k.answer, 0, NULL);
+    const char *id = json_string_value(json_object_get(a, "id"));
+    rc = id ? be->tenant_get(c, id, &t->t) : HOOKD_STORE_ERR;
+    json_decref(a);
+    t->loaded = rc == 0;
+    return rc;
+  }
+  if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  t->t.id = t->id;
+  t->t.name = t->name;
+  rc = be->tenant_create(c, &t->t);
+  if (!rc) rc = hookd_api_audit(op, c, be, "tenant.create", t->t.id, t->t.id, NULL);
+  return rc ? rc : hookd_kept_store(&t->k, c, be, 201, json_pack("{s:s}", "id", t->t.id));
 }
 
 static void reply_changed(hookd_api_op *op, int rc, int status) {
@@ -80,7 +99,8 @@ static void reply_changed(hookd_api_op *op, int rc, int status) {
     hookd_api_store_error(op, rc, "tenant");
     return;
   }
-  hookd_dispatcher_tenant_changed(op->app->disp, &t->t);
+  if (t->k.replayed) hookd_req_add_header(op->req, "Idempotent-Replayed", "true");
+  else hookd_dispatcher_tenant_changed(op->app->disp, &t->t);
   hookd_req_reply_json(op->req, status, hookd_json_tenant(&t->t));
 }
 static void reply_create(hookd_api_op *op, int rc) { reply_changed(op, rc, 201); }
@@ -119,13 +139,13 @@ void hookd_api_tenant_create(hookd_req *r, hookd_app *app) {
     if (id) snprintf(op->id, sizeof op->id, "%s", id);
     else hookd_id_new("ten", now, op->id);
   }
+  if (ok) ok = hookd_kept_prepare(r, app, &op->k, "tenant.create", NULL, NULL, body, false);
   json_decref(body);
   if (!ok) {
     free(op);
     return;
   }
-  op->t.id = op->id;
-  op->t.name = op->name;
+  op->base.cleanup = tenant_cleanup;
   op->t.created_ms = op->t.updated_ms = now;
   hookd_api_submit(&op->base, true);
 }

@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { getDelivery, publish, setup, startHookd, waitDelivery } from './lib/hookd.mjs';
+import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -139,6 +139,67 @@ describe('publish idempotency', () => {
       assert.match(r.json.error.message, /tenant/, path);
     }
     assert.equal((await h.api('GET', `/v1/inbox?tenant=${tenant}`)).status, 200);
+  });
+});
+
+describe('Idempotency-Key on creates and on a replay (a retry after a lost answer)', () => {
+  it('an endpoint create sent again gets the endpoint the first made (its secret too), not a second one; another body is 409; once deleted, 409', async () => {
+    const body = { url: recv.url, description: 'idem', event_types: ['idem.*'] };
+    const k = { 'Idempotency-Key': 'ep-create-1' };
+    const before = (await h.api('GET', `/v1/tenants/${tenant}/endpoints?limit=500`)).json.data.length;
+    const a = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, body, k);
+    assert.equal(a.status, 201, a.text);
+    assert.equal(a.headers.get('idempotent-replayed'), null);
+    const b = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { event_types: ['idem.*'], description: 'idem', url: recv.url }, k);
+    assert.equal(b.status, 201, b.text);
+    assert.equal(b.headers.get('idempotent-replayed'), 'true');
+    assert.deepEqual([b.json.id, b.json.secret], [a.json.id, a.json.secret], 'the same endpoint, its secret');
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints?limit=500`)).json.data.length, before + 1,
+      'one endpoint: an event is not delivered twice');
+    assertError(await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { ...body, description: 'other' }, k), 409, 'conflict');
+    // the key is the tenant's: the same key and body under another tenant is another request
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'idem-other' })).status, 201);
+    const o = await h.api('POST', '/v1/tenants/idem-other/endpoints', body, k);
+    assertError(o, 409, 'conflict');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${a.json.id}`)).status, 200);
+    assertError(await h.api('POST', `/v1/tenants/${tenant}/endpoints`, body, k), 409, 'invalid_state');
+  });
+
+  it('a tenant create without an id, and a source create, sent again: the one made first', async () => {
+    const k = { 'Idempotency-Key': 'tenant-create-1' };
+    const a = await h.api('POST', '/v1/tenants', { name: 'Idem Co' }, k);
+    const b = await h.api('POST', '/v1/tenants', { name: 'Idem Co' }, k);
+    assert.deepEqual([a.status, b.status, b.json.id, b.headers.get('idempotent-replayed')], [201, 201, a.json.id, 'true']);
+    const src = { tenant: a.json.id, provider: 'stripe', secrets: ['whsec_idem'], destinations: [{ url: recv.url }] };
+    const ks = { 'Idempotency-Key': 'source-create-1' };
+    const s1 = await h.api('POST', '/v1/sources', src, ks);
+    const s2 = await h.api('POST', '/v1/sources', src, ks);
+    assert.equal(s1.status, 201, s1.text);
+    assert.equal(s2.status, 201, s2.text);
+    assert.equal(s2.headers.get('idempotent-replayed'), 'true');
+    assert.equal(s2.json.id, s1.json.id);
+    assert.equal(s2.json.destinations[0].secret, s1.json.destinations[0].secret, 'the destination\'s secret as made');
+    const list = (await h.api('GET', `/v1/sources?tenant=${a.json.id}`)).json.data;
+    assert.equal(list.length, 1, 'one source');
+    assertError(await h.api('POST', '/v1/sources', { ...src, secrets: ['whsec_other'] }, ks), 409, 'conflict');
+  });
+
+  it('a delivery replay sent again with its key sends nothing more', async () => {
+    const p = await publish(h, tenant, { type: 'idem.replay', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (x) => x[0]?.state === 'delivered');
+    const k = { 'Idempotency-Key': 'replay-1' };
+    const r1 = await h.api('POST', `/v1/deliveries/${d.id}/replay`, undefined, k);
+    assert.equal(r1.status, 202, r1.text);
+    await waitUntil(async () => (await getDelivery(h, d.id)).attempts.length === 2 &&
+      (await getDelivery(h, d.id)).state === 'delivered', { what: 'the replay delivered' });
+    const r2 = await h.api('POST', `/v1/deliveries/${d.id}/replay`, undefined, k);
+    assert.equal(r2.status, 202, r2.text);
+    assert.equal(r2.headers.get('idempotent-replayed'), 'true');
+    assert.deepEqual(r2.json, r1.json, 'the first answer');
+    const after = await getDelivery(h, d.id);
+    assert.deepEqual([after.state, after.attempts.length], ['delivered', 2], 'nothing replayed again');
+    assertError(await h.api('POST', `/v1/deliveries/${d.id}/replay`, undefined, { ...k, 'Hookd-Reason': 'another' }),
+      409, 'conflict');
   });
 });
 
