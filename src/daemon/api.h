@@ -90,6 +90,8 @@ int hookd_kept_lookup(hookd_kept *k, hookd_api_op *base, hookd_store_conn *c,
 int hookd_kept_store(hookd_kept *k, hookd_store_conn *c, const hookd_store_backend *be,
                      int status, json_t *v);
 void hookd_kept_reply(hookd_kept *k, hookd_req *r);
+/* The id a create's kept answer ({"id": …}) names; false when none. */
+bool hookd_kept_id(const hookd_kept *k, char *out, size_t cap);
 
 /* A name or description shown to operators: UTF-8 without control characters (a tab and a line
  * feed allowed where `lines`) nor bidirectional controls; may be empty. */

@@ -379,12 +379,8 @@ static void submit_with_check(ep_op *op) {
 /* A create sent again with its Idempotency-Key: the endpoint the first one made, as it is now
  * (its kept answer is its id: the secret is not kept twice, in the clear). */
 static int created_before(ep_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
-  json_t *a = json_loads(op->k.answer, 0, NULL);
-  const char *id = json_string_value(json_object_get(a, "id"));
   char made[HOOKD_ID_MAX + 64];
-  snprintf(made, sizeof made, "%s", id ? id : "");
-  json_decref(a);
-  if (!made[0]) return HOOKD_STORE_ERR;
+  if (!hookd_kept_id(&op->k, made, sizeof made)) return HOOKD_STORE_ERR;
   hookd_endpoint_free(&op->ep); /* the one this request would have made */
   int rc = be->endpoint_get(c, made, &op->ep);
   if (rc == HOOKD_STORE_NOTFOUND) {

@@ -89,6 +89,15 @@ int hookd_kept_store(hookd_kept *k, hookd_store_conn *c, const hookd_store_backe
                     : 0;
 }
 
+/* The id a create's kept answer names ({"id": …}) into out; false when it names none. */
+bool hookd_kept_id(const hookd_kept *k, char *out, size_t cap) {
+  json_t *a = k->answer ? json_loads(k->answer, 0, NULL) : NULL;
+  const char *id = json_string_value(json_object_get(a, "id"));
+  snprintf(out, cap, "%s", id ? id : "");
+  json_decref(a);
+  return out[0] != '\0';
+}
+
 /* The answer, given (again: said so). */
 void hookd_kept_reply(hookd_kept *k, hookd_req *r) {
   if (k->replayed) hookd_req_add_header(r, "Idempotent-Replayed", "true");

@@ -496,12 +496,8 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
 /* A create sent again with its Idempotency-Key: the source the first one made, as it is now
  * (its kept answer is its id: the destinations' secrets are not kept twice, in the clear). */
 static int created_before(src_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
-  json_t *a = json_loads(op->k.answer, 0, NULL);
-  const char *id = json_string_value(json_object_get(a, "id"));
   char made[HOOKD_ID_MAX + 64];
-  snprintf(made, sizeof made, "%s", id ? id : "");
-  json_decref(a);
-  if (!made[0]) return HOOKD_STORE_ERR;
+  if (!hookd_kept_id(&op->k, made, sizeof made)) return HOOKD_STORE_ERR;
   hookd_source_free(&op->src); /* the one this request would have made */
   if (op->got_dests) hookd_endpoints_free(op->got_dests, op->n_got);
   op->got_dests = NULL;

@@ -78,10 +78,9 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   t->loaded = false;
   int rc = hookd_kept_lookup(&t->k, op, c, be);
   if (rc == 0) { /* sent again with its Idempotency-Key: the tenant the first one made */
-    json_t *a = json_loads(t->k.answer, 0, NULL);
-    const char *id = json_string_value(json_object_get(a, "id"));
-    rc = id ? be->tenant_get(c, id, &t->t) : HOOKD_STORE_ERR;
-    json_decref(a);
+    char made[HOOKD_ID_MAX + 64];
+    rc = hookd_kept_id(&t->k, made, sizeof made) ? be->tenant_get(c, made, &t->t)
+                                                  : HOOKD_STORE_ERR;
     t->loaded = rc == 0;
     return rc;
   }
