@@ -115,6 +115,17 @@ int hookd_parse_rfc3339(const char *s, int64_t *ms) {
   return 0;
 }
 
+int hookd_parse_rfc3339_bound(const char *s, int64_t *ms) {
+  int64_t secs;
+  char frac[HOOKD_RFC3339_FRAC_MAX];
+  if (hookd_parse_rfc3339_exact(s, &secs, frac) != 0) return -1;
+  size_t fl = strlen(frac); /* (without trailing zeros: past 3 digits, a part of a ms) */
+  int frac_ms = 0;
+  for (size_t i = 0; i < 3; i++) frac_ms = frac_ms * 10 + (i < fl ? frac[i] - '0' : 0);
+  *ms = secs * 1000 + frac_ms + (fl > 3);
+  return 0;
+}
+
 static int month_index(const char *p) {
   static const char *names[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};

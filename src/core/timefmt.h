@@ -12,6 +12,10 @@ void hookd_fmt_rfc3339_ms(int64_t ms, char out[HOOKD_RFC3339_MAX]);
 
 /* Parses "YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)" (T or t or space). Returns 0 or -1. */
 int hookd_parse_rfc3339(const char *s, int64_t *ms);
+/* The same as a bound of a [since, until) filter over ms times: a fraction finer than a ms
+ * rounds up (a time at ms t is at or after "….1375Z" exactly when t >= ….138, and before it
+ * exactly when t < ….138), where hookd_parse_rfc3339 cuts it. */
+int hookd_parse_rfc3339_bound(const char *s, int64_t *ms);
 
 /* Same grammar, exactly: seconds since the epoch and the fraction's digits without trailing
  * zeros ("" when none); -1 also when the fraction has more than HOOKD_RFC3339_FRAC_MAX-1 digits. */

@@ -41,6 +41,7 @@ typedef struct rp_op {
   char fail_err[256];
   /* act */
   hookd_replay_action action;
+  bool expired; /* an action refused on an expired preview (its expiry written) */
   /* read back */
   hookd_replay_job job;
   hookd_replay_detail detail;
@@ -338,7 +339,8 @@ static void reply_select(hookd_api_op *base, int rc) {
 static bool parse_time(hookd_req *r, const json_t *filter, const char *key, int64_t *ms) {
   const json_t *v = json_object_get(filter, key);
   if (!v || json_is_null(v)) return true;
-  if (!json_is_string(v) || hookd_parse_rfc3339(json_string_value(v), ms) != 0 || *ms <= 0) {
+  if (!json_is_string(v) || hookd_parse_rfc3339_bound(json_string_value(v), ms) != 0 ||
+      *ms <= 0) {
     hookd_req_error(r, 422, "invalid_field", "filter.%s must be an RFC 3339 time", key);
     return false;
   }
@@ -475,14 +477,19 @@ static int run_act(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   hookd_replay_job j;
   int rc = be->replay_act(c, op->tenant, op->id, op->action, hookd_now_ms(), &j);
   if (rc) return rc;
+  op->expired = !strcmp(j.state, "expired"); /* refused; its expiry written */
   hookd_replay_job_free(&j);
+  if (op->expired) {
+    snprintf(base->err, sizeof base->err, "%s", be->errmsg(c));
+    return 0;
+  }
   return hookd_api_audit(base, c, be, action_names[op->action], op->id, op->tenant, NULL);
 }
 
 static void reply_act(hookd_api_op *base, int rc) {
   rp_op *op = (rp_op *)base;
-  if (rc) {
-    hookd_api_store_error(base, rc, "replay job");
+  if (rc || op->expired) {
+    hookd_api_store_error(base, rc ? rc : HOOKD_STORE_STATE, "replay job");
     return;
   }
   if (op->action == HOOKD_REPLAY_CONFIRM || op->action == HOOKD_REPLAY_RESUME)

@@ -196,10 +196,14 @@ int hookd_api_type_time_query(hookd_req *r, const char **type, int64_t *since_ms
   const char *since = hookd_req_query(r, "since"), *until = hookd_req_query(r, "until");
   *since_ms = *until_ms = 0;
   if (hookd_api_type_query(r, type) != 0) return -1;
-  if ((since && (hookd_parse_rfc3339(since, since_ms) != 0 || *since_ms <= 0)) ||
-      (until && (hookd_parse_rfc3339(until, until_ms) != 0 || *until_ms <= 0))) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    "since and until must be RFC 3339 times after 1970-01-01T00:00:00Z");
+  const char *bad = since && (hookd_parse_rfc3339_bound(since, since_ms) != 0 || *since_ms <= 0)
+                        ? "since"
+                    : until && (hookd_parse_rfc3339_bound(until, until_ms) != 0 || *until_ms <= 0)
+                        ? "until"
+                        : NULL;
+  if (bad) {
+    hookd_req_field_error(r, 400, "invalid_parameter", bad,
+                          "%s must be an RFC 3339 time after 1970-01-01T00:00:00Z", bad);
     return -1;
   }
   return 0;

@@ -747,8 +747,10 @@ typedef struct hookd_store_backend {
   int (*replay_list)(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
                      hookd_replay_job **out, size_t *n);
   /* HOOKD_STORE_STATE (c's error says why) for a transition the job's state does not allow. A
-   * preview older than HOOKD_REPLAY_PREVIEW_TTL_MS reads as state "expired" everywhere (it is
-   * not rewritten) and allows nothing. out: the job after the transition. */
+   * preview older than HOOKD_REPLAY_PREVIEW_TTL_MS reads as state "expired" everywhere and
+   * allows nothing: a refusal then writes it expired (whatever the clock reads next) and
+   * answers HOOKD_STORE_OK with out->state "expired" and c's error saying why, for the caller
+   * to refuse. out: the job after the transition. */
   int (*replay_act)(hookd_store_conn *c, const char *tenant_id, const char *id,
                     hookd_replay_action action, int64_t now_ms, hookd_replay_job *out);
   /* Moves each running job's due items (its rate, at most HOOKD_REPLAY_STEP_MAX) back to

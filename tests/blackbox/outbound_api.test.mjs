@@ -758,6 +758,15 @@ describe('events list', () => {
     assert.deepEqual(await types(`since=${at[1]}&until=${at[3]}`), ['ship.sent', 'bill.void']);
     assert.deepEqual(await types(`event_type=bill.*&until=${at[2]}`), ['bill.void', 'bill.paid']);
     assert.deepEqual(await types('limit=1&event_type=bill.*'), ['bill.paid']);
+    // a bound finer than a ms holds exactly: at[1] + 0.5 ms is after at[1] (it was read as at[1])
+    const sub = at[1].replace('Z', '5Z');
+    assert.ok(!(await list(`since=${sub}`)).data.some((e) => e.created_at === at[1]), 'before since');
+    assert.ok((await list(`until=${sub}`)).data.some((e) => e.created_at === at[1]), 'before until');
+    for (const bound of ['since', 'until']) {
+      const bad = await h.api('GET', `/v1/tenants/${t}/events?${bound}=yesterday`);
+      assertError(bad, 400, 'invalid_parameter', `${bound} must be an RFC 3339 time`);
+      assert.equal(bad.json.error.param, bound, 'the bound named');
+    }
     // the event itself, as GET shows it, names its kind too
     const g = await h.api('GET', `/v1/tenants/${t}/events/${ids[0]}`);
     assert.equal(g.json.kind, 'outbound');

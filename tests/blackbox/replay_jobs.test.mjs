@@ -8,7 +8,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { HOOKD_BIN, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultClock, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 let h;
@@ -572,6 +572,33 @@ describe('replay jobs: rate, pause, resume, cancel', () => {
     const ran = Date.parse(cancelRow.at) - Date.parse(cancelled.confirmed_at);
     assert.ok(r <= rate + 1 + rate * ran / 1000, `${r} items in ${ran} ms at ${rate}/s`);
     await recv.close();
+  });
+});
+
+describe('replay jobs: an expired preview', () => {
+  it('is refused after an hour, and stays expired once refused, whatever the clock does next', { timeout: 60000 }, async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const hd = await startHookd({ dir, env: clock.env });
+    const { recv, ctl } = await switchableReceiver();
+    const { tenant } = await setup(hd, recv.url, { retry: { max_attempts: 1 } });
+    await makeDead(hd, tenant, ['e.x']);
+    ctl.ok = true;
+    const pv = await createJob(hd, tenant, { reason: 'expires' });
+    assert.equal(pv.status, 201, pv.text);
+    clock.step(3601e3); // an hour and a second later
+    await hd.waitForLog((l) => l.msg === 'clock.stepped' && l.delta_ms > 0);
+    assert.equal((await getJob(hd, tenant, pv.json.id)).state, 'expired');
+    assertError(await act(hd, tenant, pv.json.id, 'confirm'), 409, 'invalid_state', 'confirm an expired preview');
+    clock.step(0); // the clock set back: the preview reads an hour younger
+    await hd.waitForLog((l) => l.msg === 'clock.stepped' && l.delta_ms < 0);
+    const j = await getJob(hd, tenant, pv.json.id);
+    assert.equal(j.state, 'expired', 'refused once, expired for good');
+    assertError(await act(hd, tenant, pv.json.id, 'confirm'), 409, 'invalid_state', 'still refused');
+    assert.equal(recv.requests.length, 1, 'nothing replayed');
+    assert.equal((await hd.stop()).code, 0);
+    await recv.close();
+    cleanup();
   });
 });
 

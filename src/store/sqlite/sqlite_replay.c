@@ -386,6 +386,25 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
       to = "cancelled", finish = true;
     break;
   }
+  if (!to && !strcmp(from, "expired")) {
+    /* the refusal is written: a preview once refused as expired stays so, whatever the clock
+     * does next (a step back made it read young again, and confirmable) */
+    sqlite3_stmt *st = sq_stmt(c, SQ_RPL_EXPIRE,
+                               "UPDATE replay_jobs SET state = 'expired', updated_at = ?2,"
+                               " finished_at = created_at + ?3"
+                               " WHERE seq = ?1 AND state = 'preview'");
+    if (!st) {
+      hookd_replay_job_free(&j);
+      return HOOKD_STORE_ERR;
+    }
+    sq_bind_i64(st, 1, j.seq);
+    sq_bind_i64(st, 2, now_ms);
+    sq_bind_i64(st, 3, HOOKD_REPLAY_PREVIEW_TTL_MS);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      hookd_replay_job_free(&j);
+      return sq_fail(c, "expire replay preview");
+    }
+  }
   if (!to) {
     if (!strcmp(from, "expired") && action == HOOKD_REPLAY_CANCEL)
       snprintf(c->err, sizeof c->err, "the preview expired (older than %d minutes): nothing to "
@@ -397,8 +416,10 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                HOOKD_REPLAY_PREVIEW_TTL_MS / 60000);
     else
       snprintf(c->err, sizeof c->err, "a %s replay job cannot be %s", from, verbs[action]);
-    hookd_replay_job_free(&j);
-    return HOOKD_STORE_STATE;
+    bool expired = !strcmp(from, "expired");
+    if (expired) *out = j; /* refused, but the expiry is written: kept (HOOKD_STORE_OK) */
+    else hookd_replay_job_free(&j);
+    return expired ? HOOKD_STORE_OK : HOOKD_STORE_STATE;
   }
   /* the bucket starts at confirm; at resume, not before the next item was due anyway (pausing
    * and resuming does not skip the rate's wait), and a paused job does not save up its rate */

@@ -1,5 +1,6 @@
 /* test_retry_after.c — Retry-After in both forms (delta-seconds, the three HTTP-date forms),
- * and garbage that must be refused so the caller falls back to its own backoff. */
+ * and garbage that must be refused so the caller falls back to its own backoff; RFC 3339 times
+ * (as given, and as a filter's bound). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,12 +78,30 @@ static void rfc3339(void **s) {
   assert_int_equal(hookd_parse_rfc3339("2016-12-31T23:59:60+01:00", &ms), -1);
 }
 
+/* A filter's bound: a part of a ms rounds up ([since, until) over ms times stays exact). */
+static void rfc3339_bound(void **s) {
+  (void)s;
+  int64_t ms;
+  assert_int_equal(hookd_parse_rfc3339_bound("1994-11-06T08:49:37.1375Z", &ms), 0);
+  assert_int_equal(ms, T0 * 1000 + 138);
+  assert_int_equal(hookd_parse_rfc3339("1994-11-06T08:49:37.1375Z", &ms), 0);
+  assert_int_equal(ms, T0 * 1000 + 137); /* (a time given is cut, as before) */
+  assert_int_equal(hookd_parse_rfc3339_bound("1994-11-06T08:49:37.137000Z", &ms), 0);
+  assert_int_equal(ms, T0 * 1000 + 137); /* zeros past the ms are no part of one */
+  assert_int_equal(hookd_parse_rfc3339_bound("1994-11-06T08:49:37.0000001Z", &ms), 0);
+  assert_int_equal(ms, T0 * 1000 + 1);
+  assert_int_equal(hookd_parse_rfc3339_bound("1994-11-06T08:49:37Z", &ms), 0);
+  assert_int_equal(ms, T0 * 1000);
+  assert_int_equal(hookd_parse_rfc3339_bound("1994-11-06T08:49Z", &ms), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(seconds),
       cmocka_unit_test(http_dates),
       cmocka_unit_test(garbage),
       cmocka_unit_test(rfc3339),
+      cmocka_unit_test(rfc3339_bound),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
