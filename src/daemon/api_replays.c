@@ -366,9 +366,12 @@ static bool parse_filter(hookd_req *r, rp_op *op, const json_t *filter) {
       op->f.state = HOOKD_DS_DEAD;
     } else if (!strcmp(s, "delivered")) {
       op->f.state = HOOKD_DS_DELIVERED;
+    } else if (!strcmp(s, "retrying")) {
+      op->f.state = HOOKD_DS_RETRYING; /* each one's next attempt brought forward */
     } else {
       hookd_req_error(r, 422, "invalid_field",
-                      "filter.state must be dead or delivered (the states a replay leaves)");
+                      "filter.state must be dead, delivered (replayed) or retrying (its next "
+                      "attempt brought forward)");
       goto out;
     }
   }

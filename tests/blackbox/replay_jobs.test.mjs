@@ -279,6 +279,34 @@ describe('replay jobs: preview, then confirm', () => {
   });
 });
 
+describe('replay jobs: retrying deliveries brought forward', () => {
+  it('filter.state retrying: each waiting delivery\'s next attempt comes now, in its own retry budget, not after its backoff', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await switchableReceiver();
+    // a day's backoff: the next retry would come hours later (full jitter: one drawn within the
+    // test's minute is a 1-in-1,400 chance, and is then skipped state_changed, as asserted)
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 5, backoff_base_ms: 86400000,
+      backoff_cap_ms: 86400000, retry_statuses: [400] } });
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await publish(h, tenant, { type: 'r.x', payload: { i } })).json.id);
+    const ds = [];
+    for (const id of ids) ds.push((await waitDelivery(h, id, (x) => x[0]?.state === 'retrying'))[0]);
+    ctl.ok = true; // the receiver is fixed
+    const pv = await createJob(h, tenant, { filter: { state: 'retrying' }, reason: 'receiver fixed' });
+    assert.equal(pv.status, 201, pv.text);
+    assert.deepEqual([pv.json.filter.state, pv.json.total], ['retrying', 3]);
+    assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
+    const done = await waitJob(h, tenant, pv.json.id, (j) => j.state === 'completed', 'job completed');
+    assert.equal(done.progress.replayed + done.progress.skipped, 3, JSON.stringify(done.progress));
+    for (const d of ds) {
+      const got = await waitUntil(async () => { const g = await getDelivery(h, d.id); return g.state === 'delivered' ? g : null; },
+        { what: `${d.id} delivered` });
+      assert.deepEqual(got.attempts.map((a) => a.trigger), ['live', 'retry'], 'its retry, brought forward: one cycle');
+    }
+    assertError(await createJob(h, tenant, { filter: { state: 'pending' }, reason: 'x' }), 422, 'invalid_field', 'pending');
+    await recv.close();
+  });
+});
+
 describe('replay jobs: governance', () => {
   it('a reason is required (field or Hookd-Reason), fields are checked, roles apply, every step is audited', { timeout: 90000 }, async () => {
     const { recv } = await switchableReceiver();

@@ -622,8 +622,8 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
  * receiver is fixed, instead of waiting hours for the next retry (an endpoint's Retry-After pause
  * still holds it). HOOKD_STORE_NOTFOUND when the delivery is not scheduled (the replay's rules
  * decide then); HOOKD_STORE_STATE when its attempt is being made (claimed) or its endpoint is
- * disabled or deleted. */
-static int retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms) {
+ * disabled or deleted (*why, when given: a replay item's result saying which). */
+int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why) {
   sqlite3_stmt *st = sq_stmt(c, SQ_DL_RETRY_NOW_READ,
                              "SELECT d.state IN ('pending','retrying'), d.leased_until > ?2,"
                              " p.enabled AND p.deleted_at IS NULL, p.deleted_at IS NOT NULL,"
@@ -646,6 +646,7 @@ static int retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms) {
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read delivery");
   if (!scheduled) return HOOKD_STORE_NOTFOUND;
   if (claimed || !live) {
+    if (why) *why = claimed ? "state_changed" : deleted ? "endpoint_deleted" : "endpoint_disabled";
     snprintf(c->err, sizeof c->err, "%s",
              claimed  ? "its attempt is being made now (claimed): its outcome decides what follows"
              : deleted ? "its endpoint was deleted"
@@ -673,7 +674,7 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   sqlite3_reset(st);
   if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
   if (rc != SQLITE_ROW) return sq_fail(c, "find delivery");
-  rc = retry_now(c, seq, now_ms);
+  rc = sq_retry_now(c, seq, now_ms, NULL);
   if (rc == HOOKD_STORE_NOTFOUND) rc = sq_replay_one(c, seq, now_ms, NULL, NULL);
   if (rc) return rc;
   return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;

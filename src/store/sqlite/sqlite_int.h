@@ -80,6 +80,8 @@ void sq_bind_type_filter(sqlite3_stmt *st, int exact, int prefix, const char *ty
 char *sq_col_str(sqlite3_stmt *st, int i);                   /* strdup, NULL for NULL */
 /* An event's schema_version, ordering_key and ordering_version, from column i on. */
 void sq_read_event_extras(sqlite3_stmt *st, int i, hookd_event *e);
+/* A scheduled delivery's next attempt brought forward to now (sqlite_delivery.c). */
+int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why);
 int64_t sq_col_i64(sqlite3_stmt *st, int i);                 /* 0 for NULL */
 
 /* Steps st to the end, reading each row into a growing array of elem-sized records with read();

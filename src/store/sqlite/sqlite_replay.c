@@ -512,14 +512,17 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
     *result = "state_changed"; /* replayed by hand, say: the job never sends it twice */
   } else {
     const char *why = NULL;
-    rc = sq_replay_one(c, seq, now_ms, &why, memo);
+    /* a job over retrying deliveries brings each one's next attempt forward (the single
+     * replay's "retry now"), in its own retry budget */
+    rc = !strcmp(j->filter_state, "retrying") ? sq_retry_now(c, seq, now_ms, &why)
+                                              : sq_replay_one(c, seq, now_ms, &why, memo);
     if (rc == HOOKD_STORE_OK) {
       *result = "replayed";
     } else if (rc == HOOKD_STORE_STATE) {
       *result = why ? why : "state_changed";
       rc = HOOKD_STORE_OK;
     } else if (rc == HOOKD_STORE_NOTFOUND) { /* its event is gone: nothing one item may stall */
-      *result = "gone";
+      *result = strcmp(j->filter_state, "retrying") ? "gone" : "state_changed"; /* (or settled) */
       rc = HOOKD_STORE_OK;
     }
   }
