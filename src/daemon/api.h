@@ -221,6 +221,7 @@ void hookd_api_tenant_create(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_get(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_list(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_patch(hookd_req *r, hookd_app *app);
+void hookd_api_tenant_delete(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_create(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_get(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_list(hookd_req *r, hookd_app *app);

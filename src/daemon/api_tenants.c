@@ -1,5 +1,6 @@
 /* api_tenants.c — POST /v1/tenants, GET /v1/tenants (by id, paginated; a key scoped to tenants
- * sees its own), GET and PATCH /v1/tenants/{tenant}.
+ * sees its own), GET, PATCH and DELETE /v1/tenants/{tenant} (the delete: its endpoints, sources
+ * and open replay jobs with it, in one transaction; docs/api.md "Tenants").
  * A tenant carries its isolation settings: max_in_flight, rate_limit and weight (its share of
  * sending turns); docs/isolation.md. */
 #include <stdlib.h>
@@ -8,6 +9,10 @@
 #include "core/clock.h"
 #include "core/ids.h"
 #include "daemon/api.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+#include "daemon/rejections.h"
+#include "daemon/sources.h"
 
 typedef struct tenant_op {
   hookd_api_op base;
@@ -222,6 +227,86 @@ void hookd_api_tenant_patch(hookd_req *r, hookd_app *app) {
     return;
   }
   hookd_api_submit(&op->base, true);
+}
+
+/* ---------- delete ---------- */
+
+typedef struct tenant_del_op {
+  hookd_api_op base;
+  char id[HOOKD_ID_MAX + 64];
+  hookd_tenant_delete_res res;
+} tenant_del_op;
+
+static void del_cleanup(hookd_api_op *base) {
+  hookd_tenant_delete_res_free(&((tenant_del_op *)base)->res);
+}
+
+static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  tenant_del_op *op = (tenant_del_op *)base;
+  int64_t now = hookd_now_ms();
+  int rc = be->tenant_delete(c, op->id, now, &op->res);
+  if (rc) return rc;
+  char detail[160];
+  snprintf(detail, sizeof detail,
+           "endpoints=%d sources=%zu replays_cancelled=%d cancelled_deliveries=%d "
+           "held_deliveries=%d",
+           op->res.endpoints_deleted, op->res.n_sources, op->res.replays_cancelled,
+           op->res.counts.cancelled, op->res.counts.held);
+  return hookd_api_audit(base, c, be, "tenant.delete", op->id, op->id, detail);
+}
+
+static void reply_delete(hookd_api_op *base, int rc) {
+  tenant_del_op *op = (tenant_del_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "tenant");
+    return;
+  }
+  hookd_app *app = base->app;
+  int64_t now = hookd_now_ms();
+  for (size_t i = 0; i < op->res.n_sources; i++) {
+    hookd_source_cache_remove(app->sources, op->res.source_ids[i]);
+    hookd_rejections_forget(app->rejections, op->res.source_ids[i]);
+  }
+  for (size_t i = 0; i < op->res.n_endpoints; i++) { /* the dispatcher forgets each */
+    hookd_endpoint gone = {.id = op->res.endpoint_ids[i], .tenant_id = op->id, .deleted_ms = now};
+    hookd_dispatcher_endpoint_changed(app->disp, &gone);
+  }
+  hookd_held_unknown(op->res.counts.held, HOOKD_HELD_BY_DELETE);
+  if (op->res.counts.cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)op->res.counts.cancelled);
+  HLOG(HOOKD_LOG_INFO, "tenant.deleted", KV_S("tenant_id", op->id),
+       KV_I("endpoints", op->res.endpoints_deleted), KV_I("sources", (int64_t)op->res.n_sources),
+       KV_I("replays_cancelled", op->res.replays_cancelled),
+       KV_I("cancelled", op->res.counts.cancelled), KV_I("held", op->res.counts.held),
+       KV_S("actor", base->actor[0] ? base->actor : NULL));
+  hookd_req_reply_json(base->req, 200,
+                       json_pack("{s:s,s:b,s:i,s:I,s:i,s:i,s:i}", "id", op->id, "deleted", 1,
+                                 "endpoints_deleted", op->res.endpoints_deleted,
+                                 "sources_deleted", (json_int_t)op->res.n_sources,
+                                 "replays_cancelled", op->res.replays_cancelled,
+                                 "cancelled_deliveries", op->res.counts.cancelled,
+                                 "held_deliveries", op->res.counts.held));
+}
+
+void hookd_api_tenant_delete(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"reason", NULL};
+  size_t body_len;
+  hookd_req_body(r, &body_len);
+  json_t *body = body_len ? hookd_api_body_object(r, app) : NULL;
+  if (body_len && !body) return;
+  const char *reason = NULL;
+  if (body && (!hookd_api_known_members(r, body, NULL, names) ||
+               !hookd_api_body_reason(r, body, &reason))) {
+    json_decref(body);
+    return;
+  }
+  tenant_del_op *op = hookd_api_op_new(sizeof *op, r, app, run_delete, reply_delete);
+  if (op) {
+    op->base.cleanup = del_cleanup;
+    snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+    if (reason) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+    hookd_api_submit(&op->base, true);
+  }
+  json_decref(body);
 }
 
 /* ---------- list ---------- */

@@ -35,6 +35,7 @@ static const route routes[] = {
     {"GET", "/v1/tenants", HOOKD_PERM_READ, -1, hookd_api_tenant_list, ",limit,after,"},
     {"GET", "/v1/tenants/{}", HOOKD_PERM_READ, 0, hookd_api_tenant_get, NULL},
     {"PATCH", "/v1/tenants/{}", HOOKD_PERM_ADMIN, 0, hookd_api_tenant_patch, NULL},
+    {"DELETE", "/v1/tenants/{}", HOOKD_PERM_ADMIN, 0, hookd_api_tenant_delete, NULL},
     {"POST", "/v1/tenants/{}/endpoints", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_create, NULL},
     {"GET", "/v1/tenants/{}/endpoints", HOOKD_PERM_READ, 0, hookd_api_endpoint_list,
      ",limit,after,"},

@@ -92,6 +92,14 @@ void hookd_tenant_free(hookd_tenant *t) {
   memset(t, 0, sizeof *t);
 }
 
+void hookd_tenant_delete_res_free(hookd_tenant_delete_res *r) {
+  for (size_t i = 0; i < r->n_endpoints; i++) free(r->endpoint_ids[i]);
+  for (size_t i = 0; i < r->n_sources; i++) free(r->source_ids[i]);
+  free(r->endpoint_ids);
+  free(r->source_ids);
+  memset(r, 0, sizeof *r);
+}
+
 void hookd_tenants_free(hookd_tenant *v, size_t n) {
   for (size_t i = 0; i < n; i++) hookd_tenant_free(&v[i]);
   free(v);

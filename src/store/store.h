@@ -278,6 +278,18 @@ typedef struct hookd_delete_counts {
   int held;      /* held `unknown`: a request to a destination that is not idempotent may be out */
 } hookd_delete_counts;
 
+/* What a tenant's delete did (tenant_delete). */
+typedef struct hookd_tenant_delete_res {
+  hookd_delete_counts counts;  /* over its endpoints and sources */
+  int endpoints_deleted;       /* its own endpoints (not its sources' destinations) */
+  int replays_cancelled;
+  char **endpoint_ids;         /* every endpoint deleted, sources' destinations too */
+  size_t n_endpoints;
+  char **source_ids;           /* every source deleted */
+  size_t n_sources;
+} hookd_tenant_delete_res;
+void hookd_tenant_delete_res_free(hookd_tenant_delete_res *r);
+
 /* A claimed delivery given back unsent (its lease released). */
 typedef struct hookd_release {
   int64_t delivery_seq;
@@ -560,6 +572,11 @@ typedef struct hookd_store_backend {
   int (*tenant_get)(hookd_store_conn *c, const char *id, hookd_tenant *out);
   /* Writes the tenant's name and limits. */
   int (*tenant_update)(hookd_store_conn *c, const hookd_tenant *t);
+  /* Deletes a live tenant (HOOKD_STORE_NOTFOUND when there is none): each of its sources and
+   * endpoints as their own deletes do, its replay jobs not ended cancelled, then it reads as
+   * absent everywhere (tenant_get, lists, creates under it) while its id stays taken. */
+  int (*tenant_delete)(hookd_store_conn *c, const char *id, int64_t now_ms,
+                       hookd_tenant_delete_res *out);
   int (*tenant_list)(hookd_store_conn *c, hookd_tenant **out, size_t *n);
   /* At most `limit` tenants with ids after after_id ("" = from the first), by id. */
   int (*tenant_page)(hookd_store_conn *c, const char *after_id, int limit, hookd_tenant **out,

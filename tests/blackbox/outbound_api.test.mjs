@@ -496,6 +496,51 @@ describe('endpoints CRUD', () => {
   });
 });
 
+describe('deleting a tenant (offboarding a customer)', () => {
+  it('its endpoints, sources and open replay jobs go with it in one request; then it is 404 wherever a tenant is named, its id stays taken, its history readable by id', async () => {
+    const dead = await startReceiver(() => ({ status: 503 }));
+    const { tenant: t, endpoint } = await setup(h, dead.url, { retry: { max_attempts: 5, backoff_base_ms: 86400000, backoff_cap_ms: 86400000 } });
+    const evs = [];
+    for (let i = 0; i < 2; i++) evs.push((await publish(h, t, { type: 'off.x', payload: { i } })).json.id);
+    for (const id of evs) await waitDelivery(h, id, (x) => x[0]?.state === 'retrying');
+    const src = await h.api('POST', '/v1/sources', { tenant: t, provider: 'stripe', secrets: ['whsec_off'], destinations: [{ url: recv.url }] });
+    assert.equal(src.status, 201, src.text);
+    const job = await h.api('POST', `/v1/tenants/${t}/replays`, { filter: { state: 'retrying' }, reason: 'pending' });
+    assert.equal(job.status, 201, job.text);
+    const del = await h.api('DELETE', `/v1/tenants/${t}`, { reason: 'customer left' });
+    assert.equal(del.status, 200, del.text);
+    assert.deepEqual(del.json, { id: t, deleted: true, endpoints_deleted: 1, sources_deleted: 1, replays_cancelled: 1,
+      cancelled_deliveries: 2, held_deliveries: 0 });
+    // gone wherever a tenant is named
+    assertError(await h.api('GET', `/v1/tenants/${t}`), 404, 'not_found');
+    assertError(await h.api('PATCH', `/v1/tenants/${t}`, { name: 'x' }), 404, 'not_found');
+    assertError(await h.api('DELETE', `/v1/tenants/${t}`), 404, 'not_found');
+    assert.ok(!(await h.api('GET', '/v1/tenants?limit=500')).json.data.some((x) => x.id === t), 'not listed');
+    assertError(await publish(h, t, { type: 'off.x', payload: {} }), 404, 'not_found');
+    assertError(await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url }), 404, 'not_found');
+    assertError(await h.api('POST', '/v1/sources', { tenant: t, provider: 'stripe', secrets: ['whsec_x'], destinations: [{ url: recv.url }] }),
+      404, 'not_found');
+    for (const path of [`/v1/tenants/${t}/endpoints`, `/v1/tenants/${t}/events`, `/v1/tenants/${t}/deliveries`,
+      `/v1/tenants/${t}/replays`, `/v1/sources?tenant=${t}`, `/v1/inbox?tenant=${t}`])
+      assertError(await h.api('GET', path), 404, 'not_found');
+    assertError(await h.api('GET', `/v1/tenants/${t}/endpoints/${endpoint}`), 404, 'not_found');
+    assert.equal((await fetch(`${h.url}/in/${src.json.id}`, { method: 'POST', body: '{}' })).status, 404, 'its provider URL');
+    const again = await h.api('POST', '/v1/tenants', { id: t });
+    assertError(again, 409, 'already_exists');
+    assert.match(again.json.error.message, /was deleted/);
+    // what it left, by id
+    for (const id of evs) {
+      const e = await h.api('GET', `/v1/events/${id}`);
+      assert.equal(e.status, 200, e.text);
+      assert.deepEqual(e.json.deliveries.map((d) => d.state), ['cancelled']);
+    }
+    const audit = (await h.api('GET', '/v1/audit?limit=50')).json.data.find((a) => a.action === 'tenant.delete' && a.target === t);
+    assert.ok(audit, 'audited');
+    assert.equal(audit.reason, 'customer left');
+    await dead.close();
+  });
+});
+
 describe('deleting an endpoint with deliveries in hand', () => {
   it('a request in flight when its endpoint is deleted keeps its attempt; answered 2xx, the delivery reads delivered, and counts as delivered', async () => {
     const h = await startHookd(); // its own: the counters below are the daemon's

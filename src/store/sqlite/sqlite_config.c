@@ -34,7 +34,7 @@ static void bind_tenant(sqlite3_stmt *st, const hookd_tenant *t) {
 int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t) {
   sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_UPDATE,
                              "UPDATE tenants SET name = ?2, updated_at = ?4, max_in_flight = ?5,"
-                             " rate_limit = ?6, weight = ?7 WHERE id = ?1");
+                             " rate_limit = ?6, weight = ?7 WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   bind_tenant(st, t);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update tenant");
@@ -45,7 +45,9 @@ static void rd_tenant(sqlite3_stmt *st, void *rec) { read_tenant(st, rec); }
 static void free_tenants(void *v, size_t n) { hookd_tenants_free(v, n); }
 
 int sq_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_LIST, "SELECT " TENANT_COLS " FROM tenants ORDER BY id");
+  sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_LIST,
+                             "SELECT " TENANT_COLS " FROM tenants WHERE deleted_at IS NULL"
+                             " ORDER BY id");
   if (!st) return HOOKD_STORE_ERR;
   return sq_read_rows(c, st, sizeof **out, rd_tenant, free_tenants, (void **)out, n,
                       "list tenants");
@@ -54,8 +56,8 @@ int sq_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n) {
 int sq_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_tenant **out,
                    size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_PAGE,
-                             "SELECT " TENANT_COLS " FROM tenants WHERE id > ?1 ORDER BY id"
-                             " LIMIT ?2");
+                             "SELECT " TENANT_COLS " FROM tenants WHERE id > ?1"
+                             " AND deleted_at IS NULL ORDER BY id LIMIT ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, after_id ? after_id : "");
   sq_bind_i64(st, 2, limit);
@@ -70,18 +72,104 @@ int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t) {
   if (!st) return HOOKD_STORE_ERR;
   bind_tenant(st, t);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert tenant");
-  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
+  if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
+  hookd_tenant had; /* taken: by a live tenant, or by one deleted (ids are never reused) */
+  if (sq_tenant_get(c, t->id, &had) == HOOKD_STORE_OK) hookd_tenant_free(&had);
+  else snprintf(c->err, sizeof c->err, "tenant %.64s was deleted: a tenant's id is never reused",
+                t->id);
+  return HOOKD_STORE_EXISTS;
 }
 
 int sq_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out) {
   sqlite3_stmt *st =
-      sq_stmt(c, SQ_TENANT_GET, "SELECT " TENANT_COLS " FROM tenants WHERE id = ?1");
+      sq_stmt(c, SQ_TENANT_GET,
+              "SELECT " TENANT_COLS " FROM tenants WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
   if (rc != SQLITE_ROW) return sq_fail(c, "get tenant");
   read_tenant(st, out);
+  return HOOKD_STORE_OK;
+}
+
+/* ids of rows one statement reads (column 0), and whether column 1 is set on each */
+static int read_ids(hookd_store_conn *c, sqlite3_stmt *st, char ***ids, bool **flag, size_t *n) {
+  size_t cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 16;
+      char **nv = realloc(*ids, cap * sizeof *nv);
+      bool *nf = nv ? realloc(*flag, cap * sizeof *nf) : NULL;
+      if (nv) *ids = nv;
+      if (nf) *flag = nf;
+      if (!nv || !nf) break;
+    }
+    (*flag)[*n] = sqlite3_column_int(st, 1) != 0;
+    if (!((*ids)[*n] = sq_col_str(st, 0))) break;
+    (*n)++;
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "read ids");
+}
+
+static void add_counts(hookd_delete_counts *to, const hookd_delete_counts *d) {
+  to->cancelled += d->cancelled;
+  to->held += d->held;
+}
+
+int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                     hookd_tenant_delete_res *out) {
+  hookd_tenant_delete_res_free(out); /* a redone batch runs the op again */
+  sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_DELETE,
+                             "UPDATE tenants SET deleted_at = ?2, updated_at = ?2"
+                             " WHERE id = ?1 AND deleted_at IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete tenant");
+  if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
+  /* every live endpoint (a source's destinations too: the dispatcher forgets each), then the
+   * sources (their destinations with them), then the endpoints left */
+  bool *outbound = NULL, *unused = NULL;
+  st = sq_stmt(c, SQ_TENANT_ENDPOINTS,
+               "SELECT id, source_id IS NULL FROM endpoints WHERE tenant_id = ?1"
+               " AND deleted_at IS NULL ORDER BY id");
+  int rc = st ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
+  if (!rc) {
+    sq_bind_text(st, 1, id);
+    rc = read_ids(c, st, &out->endpoint_ids, &outbound, &out->n_endpoints);
+  }
+  if (!rc && !(st = sq_stmt(c, SQ_TENANT_SOURCES,
+                            "SELECT id, 0 FROM sources WHERE tenant_id = ?1"
+                            " AND deleted_at IS NULL ORDER BY id")))
+    rc = HOOKD_STORE_ERR;
+  if (!rc) {
+    sq_bind_text(st, 1, id);
+    rc = read_ids(c, st, &out->source_ids, &unused, &out->n_sources);
+  }
+  hookd_delete_counts d;
+  for (size_t i = 0; !rc && i < out->n_sources; i++)
+    if (!(rc = sq_source_delete(c, out->source_ids[i], now_ms, &d))) add_counts(&out->counts, &d);
+  for (size_t i = 0; !rc && i < out->n_endpoints; i++) {
+    if (!outbound[i]) continue;
+    if (!(rc = sq_endpoint_delete(c, out->endpoint_ids[i], now_ms, &d))) {
+      add_counts(&out->counts, &d);
+      out->endpoints_deleted++;
+    }
+  }
+  free(outbound);
+  free(unused);
+  if (rc) return rc;
+  st = sq_stmt(c, SQ_TENANT_REPLAYS,
+               "UPDATE replay_jobs SET state = 'cancelled', updated_at = ?2, finished_at = ?2"
+               " WHERE tenant_id = ?1 AND state IN ('building', 'preview', 'running', 'paused')");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "cancel replay jobs");
+  out->replays_cancelled = sqlite3_changes(c->db);
   return HOOKD_STORE_OK;
 }
 
@@ -171,7 +259,19 @@ int sq_read_endpoints(hookd_store_conn *c, sqlite3_stmt *st, hookd_endpoint **ou
                       "list endpoints");
 }
 
+/* HOOKD_STORE_NOTFOUND unless the tenant is there and not deleted (the foreign key only
+ * says it was made once). */
+int sq_tenant_live(hookd_store_conn *c, const char *id) {
+  hookd_tenant t;
+  int rc = sq_tenant_get(c, id, &t);
+  if (rc == HOOKD_STORE_OK) hookd_tenant_free(&t);
+  if (rc == HOOKD_STORE_NOTFOUND) snprintf(c->err, sizeof c->err, "tenant not found");
+  return rc;
+}
+
 int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant) {
+  int trc = sq_tenant_live(c, ep->tenant_id);
+  if (trc) return trc;
   sqlite3_stmt *st;
   if (max_per_tenant > 0) {
     st = sq_stmt(c, SQ_EP_COUNT,

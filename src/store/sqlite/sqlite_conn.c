@@ -530,6 +530,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .tenant_create = sq_tenant_create,
     .tenant_get = sq_tenant_get,
     .tenant_update = sq_tenant_update,
+    .tenant_delete = sq_tenant_delete,
     .tenant_list = sq_tenant_list,
     .tenant_page = sq_tenant_page,
     .endpoint_create = sq_endpoint_create,

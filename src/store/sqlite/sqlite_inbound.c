@@ -63,6 +63,8 @@ static void bind_source_fields(sqlite3_stmt *st, const hookd_source *s) {
 
 int sq_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
                      size_t n_dests, int max_eps) {
+  int trc = sq_tenant_live(c, s->tenant_id);
+  if (trc) return trc;
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_INSERT,
                              "INSERT INTO sources(" SRC_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
                              " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, NULL, ?17, ?18, ?19)");

@@ -10,7 +10,8 @@
 
 /* Every cached statement has an id; its SQL is written where it is used (sq_stmt). */
 enum sq_stmt_id {
-  SQ_TENANT_INSERT, SQ_TENANT_GET,
+  SQ_TENANT_INSERT, SQ_TENANT_GET, SQ_TENANT_DELETE, SQ_TENANT_ENDPOINTS, SQ_TENANT_SOURCES,
+  SQ_TENANT_REPLAYS,
   SQ_POLICY_INSERT, SQ_POLICY_GET,
   SQ_EP_INSERT, SQ_EP_GET, SQ_EP_MADE, SQ_SRC_MADE, SQ_EP_LIST, SQ_EP_UPDATE, SQ_EP_DELETE, SQ_EP_CANCEL, SQ_EP_SINCE,
   SQ_EP_COUNT, SQ_EP_FANOUT, SQ_EP_DISABLE, SQ_EP_RESEAL,
@@ -140,6 +141,9 @@ int sq_read_deliveries(hookd_store_conn *c, sqlite3_stmt *st, hookd_delivery **o
 int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t);
 int sq_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out);
 int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t);
+int sq_tenant_live(hookd_store_conn *c, const char *id);
+int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                     hookd_tenant_delete_res *out);
 int sq_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n);
 int sq_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_tenant **out,
                    size_t *n);

@@ -259,7 +259,7 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   bool last = end == snap->n;
   st = sq_stmt(c, SQ_RPL_TOTAL,
                "UPDATE replay_jobs SET total = ?2, state = CASE WHEN ?3 THEN 'preview'"
-               " ELSE state END, updated_at = ?4 WHERE seq = ?1");
+               " ELSE state END, updated_at = ?4 WHERE seq = ?1 AND state = 'building'");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, job->seq);
   sq_bind_i64(st, 2, n);
@@ -267,6 +267,10 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   sq_bind_i64(st, 4, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "count replay items");
   sqlite3_reset(st);
+  if (sqlite3_changes(c->db) != 1) { /* cancelled while it was built: its tenant deleted */
+    snprintf(c->err, sizeof c->err, "the job was cancelled while it was built");
+    return HOOKD_STORE_STATE;
+  }
   job->total = n;
   *from = end;
   return HOOKD_STORE_OK;

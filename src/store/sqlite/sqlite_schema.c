@@ -507,6 +507,10 @@ static const struct {
      /* An event's schema_version (O3) as published: the JSON text of a string or an integer
       * (kept as given, shown and sent as given); NULL when not given, and for inbound events. */
      "ALTER TABLE events ADD COLUMN schema_version TEXT;"},
+    {33,
+     /* A deleted tenant (DELETE /v1/tenants/{id}): gone wherever a tenant is named, its id
+      * still taken; what it left is read by id until retention removes it. */
+     "ALTER TABLE tenants ADD COLUMN deleted_at INTEGER;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -544,6 +548,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('object_versions') WHERE name = 'seen_at'";
   case 32:
     return "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'schema_version'";
+  case 33:
+    return "SELECT COUNT(*) FROM pragma_table_info('tenants') WHERE name = 'deleted_at'";
   default: return NULL;
   }
 }
