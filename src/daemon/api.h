@@ -69,6 +69,9 @@ void hookd_api_chain(hookd_api_op *op,
 bool hookd_api_reason_valid(const char *s);
 /* A body's optional "reason" (NULL when absent or no body), or a 422 answered (false). */
 bool hookd_api_body_reason(hookd_req *r, const json_t *body, const char **reason);
+/* A request whose body is optional and holds at most a "reason": the reason into out ("" when
+ * none: the Hookd-Reason header then stands). False once answered (a 4xx naming the problem). */
+bool hookd_api_reason_only_body(hookd_req *r, hookd_app *app, char out[256]);
 /* The request's Idempotency-Key into *key (NULL without one): 1-255 visible ASCII characters.
  * False once answered (400 invalid_header). */
 bool hookd_api_idempotency_key(hookd_req *r, const char **key);
@@ -222,6 +225,9 @@ void hookd_api_tenant_get(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_list(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_patch(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_delete(hookd_req *r, hookd_app *app);
+void hookd_api_key_create(hookd_req *r, hookd_app *app);
+void hookd_api_key_list(hookd_req *r, hookd_app *app);
+void hookd_api_key_revoke(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_create(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_get(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_list(hookd_req *r, hookd_app *app);

@@ -288,25 +288,15 @@ static void reply_delete(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_tenant_delete(hookd_req *r, hookd_app *app) {
-  static const char *const names[] = {"reason", NULL};
-  size_t body_len;
-  hookd_req_body(r, &body_len);
-  json_t *body = body_len ? hookd_api_body_object(r, app) : NULL;
-  if (body_len && !body) return;
-  const char *reason = NULL;
-  if (body && (!hookd_api_known_members(r, body, NULL, names) ||
-               !hookd_api_body_reason(r, body, &reason))) {
-    json_decref(body);
-    return;
-  }
+  char reason[256];
+  if (!hookd_api_reason_only_body(r, app, reason)) return;
   tenant_del_op *op = hookd_api_op_new(sizeof *op, r, app, run_delete, reply_delete);
   if (op) {
     op->base.cleanup = del_cleanup;
     snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
-    if (reason) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+    if (reason[0]) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
     hookd_api_submit(&op->base, true);
   }
-  json_decref(body);
 }
 
 /* ---------- list ---------- */

@@ -96,6 +96,21 @@ bool hookd_api_reason_valid(const char *s) {
   return shown_text_ok(s, false, &visible) && visible && strlen(s) <= 255;
 }
 
+bool hookd_api_reason_only_body(hookd_req *r, hookd_app *app, char out[256]) {
+  static const char *const names[] = {"reason", NULL};
+  out[0] = '\0';
+  size_t body_len;
+  hookd_req_body(r, &body_len);
+  json_t *body = body_len ? hookd_api_body_object(r, app) : NULL;
+  if (body_len && !body) return false;
+  const char *reason = NULL;
+  bool ok = !body || (hookd_api_known_members(r, body, NULL, names) &&
+                      hookd_api_body_reason(r, body, &reason));
+  if (ok && reason) snprintf(out, 256, "%s", reason); /* (255 bytes at most: it fits) */
+  json_decref(body);
+  return ok;
+}
+
 bool hookd_api_body_reason(hookd_req *r, const json_t *body, const char **reason) {
   *reason = NULL;
   if (body && (hookd_json_get_str(body, "reason", reason) < 0 ||

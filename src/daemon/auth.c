@@ -4,6 +4,7 @@
 
 #include <openssl/crypto.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ struct hookd_auth {
   /* ids of the keys refused at the last hookd_auth_set_keys: each is logged once */
   char (*refused)[64];
   size_t n_refused;
+  _Atomic uint64_t next_gen; /* hookd_auth_begin_load */
+  uint64_t applied_gen;      /* the load the table holds (under lock) */
 };
 
 int hookd_auth_hash(const char *token, unsigned char hash[32]) {
@@ -102,7 +105,9 @@ static bool was_refused(const hookd_auth *a, const char *id) {
   return false;
 }
 
-void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n) {
+uint64_t hookd_auth_begin_load(hookd_auth *a) { return atomic_fetch_add(&a->next_gen, 1) + 1; }
+
+void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uint64_t gen) {
   cached_key *v = calloc(n ? n : 1, sizeof *v);
   char(*refused)[64] = calloc(n ? n : 1, sizeof *refused);
   if (!v || !refused) {
@@ -131,15 +136,22 @@ void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n) {
     snprintf(v[m].p.tenants, sizeof v[m].p.tenants, "%s", keys[i].tenants ? keys[i].tenants : "");
     m++;
   }
-  free(a->refused); /* only the refresh thread calls this */
-  a->refused = refused;
-  a->n_refused = nr;
   pthread_rwlock_wrlock(&a->lock);
-  cached_key *old = a->keys;
-  size_t oldn = a->n;
-  a->keys = v;
-  a->n = m;
+  cached_key *old = v;
+  size_t oldn = m;
+  if (gen > a->applied_gen) { /* else a later load is there: this one is dropped */
+    a->applied_gen = gen;
+    old = a->keys;
+    oldn = a->n;
+    a->keys = v;
+    a->n = m;
+    free(a->refused);
+    a->refused = refused;
+    a->n_refused = nr;
+    refused = NULL;
+  }
   pthread_rwlock_unlock(&a->lock);
+  free(refused);
   OPENSSL_cleanse(old, oldn * sizeof *old);
   free(old);
 }

@@ -46,10 +46,14 @@ typedef struct hookd_auth hookd_auth;
 
 hookd_auth *hookd_auth_new(const char *bootstrap_key);
 void hookd_auth_free(hookd_auth *a);
-/* Replaces the cached key table (takes a copy). A key whose tenant scope fails
- * hookd_auth_scope_check is left out, never cut short or widened, and logged (auth.key_refused)
- * the first time it is seen. */
-void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n);
+/* A load's place in line: taken inside the read of the keys (on the store's reader, which runs
+ * its ops one after the other), so that a later number read a later store. */
+uint64_t hookd_auth_begin_load(hookd_auth *a);
+/* Replaces the cached key table (takes a copy) with a load numbered `gen`, unless a later load
+ * was applied already (the periodic reload and an API change's own may cross). A key whose
+ * tenant scope fails hookd_auth_scope_check is left out, never cut short or widened, and logged
+ * (auth.key_refused) the first time it is seen. */
+void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uint64_t gen);
 size_t hookd_auth_count(hookd_auth *a);
 
 /* Resolves a bearer token. Returns true and fills p when the token is a valid key. */

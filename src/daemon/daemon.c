@@ -30,12 +30,15 @@
 #include "store/storeq.h"
 
 typedef struct keys_load {
+  hookd_auth *auth;
+  uint64_t gen;
   hookd_api_key *keys;
   size_t n;
 } keys_load;
 
 static int run_keys_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   keys_load *k = arg;
+  k->gen = hookd_auth_begin_load(k->auth);
   return be->api_key_list(c, &k->keys, &k->n);
 }
 
@@ -219,11 +222,11 @@ static void purge_old(hookd_app *app) {
 
 /* *stored (may be NULL): the store's key rows, revoked and refused ones too. */
 static int refresh_keys(hookd_app *app, size_t *stored) {
-  keys_load k = {0};
+  keys_load k = {.auth = app->auth};
   int rc = hookd_storeq_run_sync(app->store->reader, run_keys_list, &k);
   if (rc == 0) {
     if (stored) *stored = k.n;
-    hookd_auth_set_keys(app->auth, k.keys, k.n);
+    hookd_auth_set_keys(app->auth, k.keys, k.n, k.gen);
     hookd_api_keys_free(k.keys, k.n);
   }
   return rc;

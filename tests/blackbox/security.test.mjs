@@ -329,6 +329,61 @@ describe('access control', () => {
   });
 });
 
+describe('API keys over the API', () => {
+  it('an admin makes, lists and revokes keys; each works or stops the moment it is answered; a scoped admin only within its scope', async () => {
+    const h = await startHookd();
+    const recv = await startReceiver();
+    const a = await setup(h, recv.url);
+    const b = await setup(h, recv.url);
+    // made: in force at once (no wait for the periodic reload)
+    const v = await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [a.tenant], name: 'portal of a' });
+    assert.equal(v.status, 201, v.text);
+    assert.match(v.json.key, /^hk_/);
+    assert.deepEqual([v.json.role, v.json.tenants, v.json.name, v.json.revoked_at], ['viewer', [a.tenant], 'portal of a', null]);
+    assert.equal((await as(h, v.json.key, 'GET', `/v1/tenants/${a.tenant}`)).status, 200, 'works when answered');
+    assert.equal((await as(h, v.json.key, 'GET', `/v1/tenants/${b.tenant}`)).status, 403, 'its scope');
+    assert.equal((await as(h, v.json.key, 'GET', '/v1/keys')).status, 403, 'a viewer manages no keys');
+    // listed, never with a token
+    const list = (await h.api('GET', '/v1/keys')).json.data;
+    const row = list.find((k) => k.id === v.json.id);
+    assert.deepEqual([row.state, row.tenants, row.key], ['active', [a.tenant], undefined]);
+    // a scoped admin: keys within its scope only
+    const sa = (await h.api('POST', '/v1/keys', { role: 'admin', tenants: [a.tenant] })).json.key;
+    assert.equal((await as(h, sa, 'POST', '/v1/keys', { role: 'publisher' })).status, 403, 'every tenant: not its to give');
+    assert.equal((await as(h, sa, 'POST', '/v1/keys', { role: 'publisher', tenants: [b.tenant] })).status, 403);
+    const pub = await as(h, sa, 'POST', '/v1/keys', { role: 'publisher', tenants: [a.tenant] });
+    assert.equal(pub.status, 201, pub.text);
+    const seen = (await as(h, sa, 'GET', '/v1/keys')).json.data.map((k) => k.id);
+    assert.ok(seen.includes(pub.json.id) && seen.includes(v.json.id), 'its scope\'s keys');
+    const outside = (await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [b.tenant] })).json.id;
+    assert.ok(!seen.includes(outside), 'not another tenant\'s');
+    assert.equal((await as(h, sa, 'DELETE', `/v1/keys/${outside}`)).status, 404, 'nor revokes it');
+    // revoked: refused from the moment it is answered
+    const r = await as(h, sa, 'DELETE', `/v1/keys/${v.json.id}`, { reason: 'portal closed' });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.revoked, true);
+    assert.equal((await as(h, v.json.key, 'GET', `/v1/tenants/${a.tenant}`)).status, 401, 'refused when answered');
+    assert.equal((await h.api('DELETE', `/v1/keys/${v.json.id}`)).status, 404, 'revoked already');
+    assert.equal((await h.api('DELETE', '/v1/keys/key_config')).status, 404, 'the --api-key one is not the store\'s');
+    // bad input names the problem
+    for (const [body, what] of [[{}, 'role'], [{ role: 'root' }, 'role'], [{ role: 'viewer', tenants: [] }, 'tenants'],
+      [{ role: 'viewer', tenants: 'a,b' }, 'tenants'], [{ role: 'viewer', tenants: ['a b'] }, 'tenants'],
+      [{ role: 'viewer', token: 'x' }, 'token']]) {
+      const bad = await h.api('POST', '/v1/keys', body);
+      assert.equal(bad.status, 422, `${JSON.stringify(body)}: ${bad.text}`);
+      assert.match(bad.json.error.message, new RegExp(what));
+    }
+    const audit = (await h.api('GET', '/v1/audit?limit=100')).json.data;
+    assert.ok(audit.some((x) => x.action === 'key.create' && x.target === v.json.id), 'key.create audited');
+    const rv = audit.find((x) => x.action === 'key.revoke' && x.target === v.json.id);
+    assert.ok(rv, 'key.revoke audited');
+    assert.equal(rv.reason, 'portal closed');
+    assert.ok(!JSON.stringify(audit).includes(v.json.key), 'no token in the audit log');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+});
+
 describe('API input from keys of every role', () => {
   it('nulls, an operator\'s PATCH, a scoped admin\'s tenants, the reason header, error texts of earlier requests, event ids under a scope naming its tenant twice', async () => {
     const h = await startHookd();

@@ -77,7 +77,7 @@ static void cache_leaves_out_keys_it_would_cut_or_widen(void **s) {
   hookd_auth *a = hookd_auth_new(NULL);
   hookd_log_level = HOOKD_LOG_ERROR + 1; /* the refusals are logged; keep the test quiet */
   for (int round = 0; round < 2; round++) {
-    hookd_auth_set_keys(a, keys, sizeof keys / sizeof keys[0]);
+    hookd_auth_set_keys(a, keys, sizeof keys / sizeof keys[0], hookd_auth_begin_load(a));
     assert_int_equal(hookd_auth_count(a), 2);
     hookd_principal p;
     assert_true(hookd_auth_check(a, "tok-all", &p));
@@ -102,11 +102,31 @@ static void key_detail_names_role_and_scope(void **s) {
   assert_string_equal(d, "role=admin tenants=*");
 }
 
+/* Two loads crossing (the periodic reload and an API change's own): the later read wins,
+ * whichever is applied last — a key revoked by the API is not brought back by an older read. */
+static void a_later_load_is_never_replaced_by_an_older_one(void **state) {
+  (void)state;
+  hookd_api_key k = {.id = "key_a", .role = "admin"};
+  assert_int_equal(hookd_auth_hash("tok-a", k.hash), 0);
+  hookd_auth *a = hookd_auth_new(NULL);
+  uint64_t older = hookd_auth_begin_load(a); /* read while the key was active */
+  uint64_t newer = hookd_auth_begin_load(a); /* read after it was revoked: no key */
+  hookd_auth_set_keys(a, NULL, 0, newer);
+  hookd_auth_set_keys(a, &k, 1, older); /* applied last, read first: dropped */
+  hookd_principal p;
+  assert_false(hookd_auth_check(a, "tok-a", &p));
+  assert_int_equal(hookd_auth_count(a), 0);
+  hookd_auth_set_keys(a, &k, 1, hookd_auth_begin_load(a));
+  assert_true(hookd_auth_check(a, "tok-a", &p));
+  hookd_auth_free(a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(scope_check_refuses_empty_blank_bad_and_long),
       cmocka_unit_test(cache_leaves_out_keys_it_would_cut_or_widen),
       cmocka_unit_test(key_detail_names_role_and_scope),
+      cmocka_unit_test(a_later_load_is_never_replaced_by_an_older_one),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

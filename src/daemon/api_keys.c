@@ -1,0 +1,286 @@
+/* api_keys.c — API keys over the API (docs/api.md "API keys"), admin only:
+ *   POST   /v1/keys {role, tenants?, name?}  → 201 with the token, shown once
+ *   GET    /v1/keys                          → the keys, never a token
+ *   DELETE /v1/keys/{id} {reason?}           → revoked
+ * A key scoped to tenants manages only keys within its scope. A change is answered once this
+ * node's key cache holds it: after the commit, the keys are read again on the store's reader
+ * and the cache takes that read unless a later one is there already (hookd_auth_set_keys). */
+#include <openssl/crypto.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "daemon/api.h"
+#include "daemon/log.h"
+
+#define MAX_SCOPE_IDS 64
+
+typedef struct key_op {
+  hookd_api_op base;
+  hookd_principal who; /* copy: the scope checks run on the executor */
+  bool scoped;
+  hookd_api_key key;   /* create: the new key's row (its strings in the buffers below) */
+  char id[HOOKD_ID_MAX + 64], role[16], tenants[HOOKD_SCOPE_MAX + 1], name[256];
+  bool has_tenants;
+  char token[64];      /* create: the token, wiped once answered */
+  int64_t revoked_ms;
+  hookd_api_key *list; /* list, reload */
+  size_t n;
+  uint64_t gen;        /* reload: its place in line */
+} key_op;
+
+static void key_cleanup(hookd_api_op *base) {
+  key_op *op = (key_op *)base;
+  OPENSSL_cleanse(op->token, sizeof op->token);
+  if (op->list) hookd_api_keys_free(op->list, op->n);
+  op->list = NULL;
+}
+
+static key_op *new_op(hookd_req *r, hookd_app *app,
+                      int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                      void (*reply)(hookd_api_op *, int)) {
+  key_op *op = hookd_api_op_new(sizeof *op, r, app, run, reply);
+  if (!op) return NULL;
+  op->base.cleanup = key_cleanup;
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p) op->who = *p;
+  op->scoped = p && p->tenants[0];
+  return op;
+}
+
+/* Whether every tenant of `tenants` (NULL: every tenant) is in the caller's scope. */
+static bool within(const key_op *op, const char *tenants) {
+  if (!op->scoped) return true;
+  if (!tenants || !*tenants) return false;
+  const char *cur = tenants, *t;
+  size_t len;
+  while (hookd_scope_next(&cur, &t, &len)) {
+    char id[HOOKD_SCOPE_MAX + 1];
+    snprintf(id, sizeof id, "%.*s", (int)len, t);
+    if (!hookd_principal_has_tenant(&op->who, id)) return false;
+  }
+  return true;
+}
+
+static json_t *scope_json(const char *tenants) {
+  if (!tenants) return json_null();
+  json_t *a = json_array();
+  const char *cur = tenants, *t;
+  size_t len;
+  while (a && hookd_scope_next(&cur, &t, &len)) json_array_append_new(a, json_stringn(t, len));
+  return a ? a : json_null();
+}
+
+static json_t *key_json(const hookd_api_key *k) {
+  char why[160];
+  bool invalid = hookd_auth_scope_check(k->tenants, why, sizeof why) != 0;
+  return json_pack("{s:s,s:s,s:o,s:s,s:o,s:o,s:s}", "id", k->id, "role", k->role ? k->role : "",
+                   "tenants", scope_json(k->tenants), "name", k->name ? k->name : "",
+                   "created_at", hookd_json_time(k->created_ms), "revoked_at",
+                   hookd_json_time(k->revoked_ms),
+                   "state", k->revoked_ms ? "revoked" : invalid ? "invalid" : "active");
+}
+
+/* ---------- the reload after a change ---------- */
+
+static int run_reload(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  key_op *op = (key_op *)base;
+  if (op->list) hookd_api_keys_free(op->list, op->n);
+  op->list = NULL;
+  op->n = 0;
+  op->gen = hookd_auth_begin_load(base->app->auth);
+  return be->api_key_list(c, &op->list, &op->n);
+}
+
+/* Answers a change once the cache holds it (a reload that failed leaves it to the periodic
+ * one, within 2 s: the change is committed either way). */
+static void reloaded(hookd_api_op *base, int rc, void (*answer)(key_op *)) {
+  key_op *op = (key_op *)base;
+  if (rc == 0) hookd_auth_set_keys(base->app->auth, op->list, op->n, op->gen);
+  else HLOG(HOOKD_LOG_WARN, "auth.reload_failed", KV_S("key_id", op->id));
+  answer(op);
+}
+
+/* ---------- create ---------- */
+
+static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  key_op *op = (key_op *)base;
+  int rc = be->api_key_create(c, &op->key);
+  if (rc) return rc;
+  char detail[HOOKD_KEY_DETAIL_MAX];
+  hookd_auth_key_detail(op->role, op->has_tenants ? op->tenants : NULL, detail, sizeof detail);
+  return hookd_api_audit(base, c, be, "key.create", op->id, NULL, detail);
+}
+
+static void answer_create(key_op *op) {
+  json_t *v = key_json(&op->key);
+  json_object_set_new(v, "key", json_string(op->token));
+  OPENSSL_cleanse(op->token, sizeof op->token);
+  HLOG(HOOKD_LOG_INFO, "key.created", KV_S("key_id", op->id), KV_S("role", op->role),
+       KV_S("actor", op->base.actor[0] ? op->base.actor : NULL));
+  hookd_req_reply_json(op->base.req, 201, v);
+}
+static void reply_reload_create(hookd_api_op *base, int rc) { reloaded(base, rc, answer_create); }
+
+static void reply_create(hookd_api_op *base, int rc) {
+  if (rc) {
+    hookd_api_store_error(base, rc, "key");
+    return;
+  }
+  hookd_api_chain(base, run_reload, reply_reload_create, HOOKD_API_READER);
+}
+
+/* body's tenants (an array of ids, or null/absent: every tenant) into op; false once answered */
+static bool take_tenants(hookd_req *r, key_op *op, const json_t *v) {
+  if (!v || json_is_null(v)) {
+    if (op->scoped) {
+      hookd_api_forbid(r, "a key scoped to tenants makes keys within its scope: name tenants");
+      return false;
+    }
+    return true;
+  }
+  size_t n = json_is_array(v) ? json_array_size(v) : 0, used = 0;
+  bool ok = n >= 1 && n <= MAX_SCOPE_IDS;
+  for (size_t i = 0; ok && i < n; i++) {
+    const char *t = json_string_value(json_array_get(v, i));
+    size_t len = t ? strlen(t) : 0;
+    ok = t && hookd_id_valid(t, 64) && used + len + 1 < sizeof op->tenants;
+    if (ok) used += (size_t)snprintf(op->tenants + used, sizeof op->tenants - used, "%s%s",
+                                     i ? "," : "", t);
+  }
+  char why[160];
+  if (!ok || hookd_auth_scope_check(op->tenants, why, sizeof why) != 0) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "tenants must be an array of 1 to %d tenant ids (at most %d bytes joined "
+                    "with commas), or null for every tenant",
+                    MAX_SCOPE_IDS, HOOKD_SCOPE_MAX);
+    return false;
+  }
+  op->has_tenants = true;
+  if (!within(op, op->tenants)) {
+    hookd_api_forbid(r, "tenants must be within the scope of the key that makes it");
+    return false;
+  }
+  return true;
+}
+
+void hookd_api_key_create(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"role", "tenants", "name", NULL};
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  key_op *op = NULL;
+  const char *role = NULL, *name = NULL;
+  hookd_role parsed;
+  if (!hookd_api_known_members(r, body, NULL, names)) goto done;
+  if (!json_object_get(body, "role")) {
+    hookd_req_error(r, 422, "missing_field",
+                    "role is required: admin, operator, viewer or publisher");
+    goto done;
+  }
+  if (hookd_json_get_str(body, "role", &role) != 0 || hookd_role_parse(role, &parsed) != 0) {
+    hookd_req_error(r, 422, "invalid_field", "role must be admin, operator, viewer or publisher");
+    goto done;
+  }
+  if (hookd_json_get_str(body, "name", &name) < 0 ||
+      (name && (strlen(name) > 200 || !hookd_api_shown_text_ok(name, false)))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "name must be a string of at most 200 bytes, without control characters or "
+                    "bidirectional controls");
+    goto done;
+  }
+  if (!(op = new_op(r, app, run_create, reply_create))) goto done;
+  if (!take_tenants(r, op, json_object_get(body, "tenants"))) goto fail;
+  int64_t now = hookd_now_ms();
+  if (hookd_auth_generate(op->token, op->key.hash) != 0 || hookd_id_new("key", now, op->id) != 0) {
+    hookd_req_error(r, 503, "unavailable", "the random generator failed");
+    goto fail;
+  }
+  snprintf(op->role, sizeof op->role, "%s", hookd_role_name(parsed));
+  snprintf(op->name, sizeof op->name, "%s", name ? name : "");
+  op->key.id = op->id;
+  op->key.role = op->role;
+  op->key.tenants = op->has_tenants ? op->tenants : NULL;
+  op->key.name = op->name;
+  op->key.created_ms = now;
+  hookd_api_submit(&op->base, true);
+  goto done;
+fail:
+  key_cleanup(&op->base);
+  free(op);
+done:
+  json_decref(body);
+}
+
+/* ---------- list ---------- */
+
+static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  key_op *op = (key_op *)base;
+  return be->api_key_list(c, &op->list, &op->n);
+}
+
+static void reply_list(hookd_api_op *base, int rc) {
+  key_op *op = (key_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "keys");
+    return;
+  }
+  json_t *data = json_array();
+  for (size_t i = 0; i < op->n; i++)
+    if (within(op, op->list[i].tenants)) json_array_append_new(data, key_json(&op->list[i]));
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "data", data));
+}
+
+void hookd_api_key_list(hookd_req *r, hookd_app *app) {
+  key_op *op = new_op(r, app, run_list, reply_list);
+  if (op) hookd_api_submit(&op->base, false);
+}
+
+/* ---------- revoke ---------- */
+
+static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  key_op *op = (key_op *)base;
+  if (op->list) hookd_api_keys_free(op->list, op->n); /* a second run (its batch redone) */
+  op->list = NULL;
+  op->n = 0;
+  int rc = be->api_key_list(c, &op->list, &op->n);
+  if (rc) return rc;
+  const hookd_api_key *k = NULL;
+  for (size_t i = 0; i < op->n && !k; i++)
+    if (!strcmp(op->list[i].id, op->id)) k = &op->list[i];
+  /* not active, or outside the caller's scope: no such key, as far as the caller can tell */
+  if (!k || k->revoked_ms || !within(op, k->tenants)) return HOOKD_STORE_NOTFOUND;
+  op->revoked_ms = hookd_now_ms();
+  if ((rc = be->api_key_revoke(c, op->id, op->revoked_ms)) != 0) return rc;
+  char detail[HOOKD_KEY_DETAIL_MAX];
+  hookd_auth_key_detail(k->role, k->tenants, detail, sizeof detail);
+  return hookd_api_audit(base, c, be, "key.revoke", op->id, NULL, detail);
+}
+
+static void answer_revoke(key_op *op) {
+  HLOG(HOOKD_LOG_INFO, "key.revoked", KV_S("key_id", op->id),
+       KV_S("actor", op->base.actor[0] ? op->base.actor : NULL));
+  hookd_req_reply_json(op->base.req, 200,
+                       json_pack("{s:s,s:b,s:o}", "id", op->id, "revoked", 1, "revoked_at",
+                                 hookd_json_time(op->revoked_ms)));
+}
+static void reply_reload_revoke(hookd_api_op *base, int rc) { reloaded(base, rc, answer_revoke); }
+
+static void reply_revoke(hookd_api_op *base, int rc) {
+  if (rc) {
+    hookd_api_store_error(base, rc, "key");
+    return;
+  }
+  hookd_api_chain(base, run_reload, reply_reload_revoke, HOOKD_API_READER);
+}
+
+void hookd_api_key_revoke(hookd_req *r, hookd_app *app) {
+  char reason[256];
+  if (!hookd_api_reason_only_body(r, app, reason)) return;
+  key_op *op = new_op(r, app, run_revoke, reply_revoke);
+  if (op) {
+    snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
+    if (reason[0]) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+    hookd_api_submit(&op->base, true);
+  }
+}
