@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "core/ids.h"
 #include "core/num.h"
 #include "daemon/destination.h"
 #include "daemon/log.h"
@@ -158,6 +159,9 @@ static const opt opts[] = {
     {"metrics-token", "HOOKD_METRICS_TOKEN", T_STR, OFF(metrics_token), SZ(metrics_token), 0, 0,
      "TOKEN", "/metrics answers only requests with \"Authorization: Bearer TOKEN\" (unset: "
               "anyone who reaches the port; prefer the environment to the command line)"},
+    {"ops-tenant", "HOOKD_OPS_TENANT", T_STR, OFF(ops_tenant), SZ(ops_tenant), 0, 0, "ID",
+     "publish operational events (delivery.dead, endpoint.disabled of the other tenants) as "
+     "events of this tenant, delivered to its endpoints (docs/api.md \"Operational events\")"},
     {"public-url", "HOOKD_PUBLIC_URL", T_STR, OFF(public_url), SZ(public_url), 0, 0, "URL",
      "the base URL providers use to reach /in/ (e.g. https://hooks.example.com); providers that "
      "sign the URL (Twilio) are verified against it. Default: http:// + the Host header"},
@@ -571,6 +575,10 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   if (c->egress_proxy[0] && !url_ok(c->egress_proxy, true)) {
     snprintf(err, errlen,
              "--egress-proxy must be host:port or a URL (http://, https://, socks5://… host)");
+    return -1;
+  }
+  if (c->ops_tenant[0] && !hookd_id_valid(c->ops_tenant, 64)) {
+    snprintf(err, errlen, "--ops-tenant must be a tenant id (1 to 64 of A-Z a-z 0-9 _ . : -)");
     return -1;
   }
   if (c->public_url[0] && !url_ok(c->public_url, false)) {

@@ -69,6 +69,7 @@ typedef struct hookd_config {
   int64_t event_ttl_s;         /* events expire after this (0 = never) */
   /* inbound */
   char metrics_token[256];     /* "" = /metrics is public */
+  char ops_tenant[65];         /* operational events go to this tenant; "" = none */
   char public_url[512];        /* how providers reach this daemon (Twilio signs the URL) */
   int64_t inbox_retention_s;   /* dedup records kept this long */
   int64_t payload_retention_s; /* settled outbound events' payloads kept this long (0 = ever) */

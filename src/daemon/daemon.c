@@ -469,6 +469,7 @@ int hookd_serve(const hookd_config *cfg) {
       .max_in_flight = cfg->max_in_flight,
       .tenant_max_in_flight = cfg->tenant_max_in_flight,
       .disable_failing_after_ms = cfg->disable_failing_after_s * 1000,
+      .ops_tenant = cfg->ops_tenant[0] ? cfg->ops_tenant : NULL,
       .shutdown_grace_ms = (int64_t)cfg->shutdown_grace_s * 1000,
       .max_claimed_bytes = (int64_t)cfg->max_claimed_bytes,
       .max_body_bytes = (int64_t)cfg->max_body_bytes,

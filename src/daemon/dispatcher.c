@@ -24,6 +24,7 @@
 #include "core/timefmt.h"
 #include "daemon/dispatcher_int.h"
 #include "daemon/log.h"
+#include "daemon/ops_events.h"
 #include "daemon/metrics.h"
 
 #define RECLAIM_BATCH 1000
@@ -329,9 +330,43 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
   hookd_storeq_submit(d->store->writer, &m->op);
 }
 
+/* The operational events an outcome reports, in its transaction (docs/api.md "Operational
+ * events"): a DEAD delivery, an endpoint disabled by its answers — another tenant's. */
+static int publish_ops(hookd_store_conn *c, const hookd_store_backend *be, item *it) {
+  const char *ops = it->d->cfg.ops_tenant;
+  const hookd_outcome *o = &it->out;
+  const hookd_delivery *dl = &it->c.d;
+  if (!ops || !dl->tenant_id || !strcmp(dl->tenant_id, ops) || o->cancelled) return 0;
+  char at[HOOKD_RFC3339_MAX];
+  hookd_fmt_rfc3339_ms(o->now_ms, at);
+  int rc = 0;
+  if (o->to == HOOKD_DS_DEAD && o->attempt_number > 0)
+    rc = hookd_ops_publish(
+        c, be, ops, "delivery.dead",
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:s?,s:s}", "tenant_id", dl->tenant_id,
+                  "endpoint_id", it->endpoint_id ? it->endpoint_id : "", "event_id",
+                  dl->event_id ? dl->event_id : "", "event_type",
+                  dl->event_type ? dl->event_type : "", "delivery_id", dl->id ? dl->id : "",
+                  "reason", o->dead_reason ? o->dead_reason : "", "attempts",
+                  o->attempt_number, "last_status", o->attempt.http_status, "last_error",
+                  o->last_error, "dead_at", at),
+        o->now_ms, &it->ops[0]);
+  if (!rc && o->disable_endpoint && !o->disable_declined)
+    rc = hookd_ops_publish(c, be, ops, "endpoint.disabled",
+                           json_pack("{s:s,s:s,s:s,s:s}", "tenant_id", dl->tenant_id,
+                                     "endpoint_id", it->endpoint_id ? it->endpoint_id : "",
+                                     "reason", o->disable_reason ? o->disable_reason : "",
+                                     "disabled_at", at),
+                           o->now_ms, &it->ops[1]);
+  return rc;
+}
+
 static int run_record(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   item *it = arg;
-  return be->record_outcome(c, &it->out);
+  hookd_publish_res_free(&it->ops[0]); /* a redone batch runs the op again */
+  hookd_publish_res_free(&it->ops[1]);
+  int rc = be->record_outcome(c, &it->out);
+  return rc ? rc : publish_ops(c, be, it);
 }
 
 static int run_release(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -1045,6 +1080,8 @@ void hookd_held_unknown(int n, const char *why) {
 /* An item done with: freed, its endpoint scheduled (or freed, deleted and idle). */
 static void item_finish(hookd_dispatcher *d, item *it) {
   ep *e = it->ep;
+  hookd_publish_res_free(&it->ops[0]);
+  hookd_publish_res_free(&it->ops[1]);
   hookd_egress_req_cleanup(&it->req);
   body_unshare(d, it);
   hookd_claimed_free(&it->c);
@@ -1059,6 +1096,15 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   ep *e = it->ep;
   hookd_outcome *o = &it->out;
   e->item_ops--;
+  for (int k = 0; k < 2; k++) { /* the operational events it published go now */
+    for (size_t i = 0; recorded && it->rc == 0 && i < it->ops[k].n_endpoints; i++) {
+      ep *to = ep_get(d, it->ops[k].endpoints[i]);
+      if (to) set_due(d, to, it->ops[k].due_ms, false);
+    }
+    if (recorded && it->rc == 0 && it->ops[k].endpoints_truncated) d->next_rescan_ms = 0;
+    if (recorded && it->rc == 0 && it->ops[k].event_id) HOOKD_INC(ops_events);
+    hookd_publish_res_free(&it->ops[k]);
+  }
   /* the first attempt's delay, once a delivery's first attempt row is written: a send whose
    * outcome was lost (a failing disk) and that went again counted twice, read at the send */
   if (recorded && it->rc == 0 && o->attempt_number == 1 && !it->c.d.replay_cycle)

@@ -103,6 +103,8 @@ typedef struct item {
   char dead_reason[32];
   char disable_reason[96];
   char result_ref[256];
+  hookd_publish_res ops[2];   /* operational events the outcome published (their endpoints are
+                                 hinted once it is done) */
   int rc;
   int record_tries;           /* outcome writes that failed with a store error */
   int64_t retry_ms;           /* when to write the outcome again (in d->record_retry) */

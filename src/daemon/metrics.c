@@ -176,6 +176,9 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->clock_steps));
   rc = rc ? rc : counter(o, "hookd_endpoints_disabled_total", "endpoints disabled automatically",
                          LOAD(m->endpoints_disabled));
+  rc = rc ? rc : counter(o, "hookd_ops_events_total",
+                         "operational events published to the --ops-tenant",
+                         LOAD(m->ops_events));
   rc = rc ? rc : counter(o, "hookd_egress_blocked_total",
                          "connections refused by the destination policy", LOAD(m->egress_blocked));
   rc = rc ? rc : counter(o, "hookd_egress_fd_exhausted_total",

@@ -803,6 +803,52 @@ describe('replay', () => {
   });
 });
 
+describe('operational events (--ops-tenant)', () => {
+  it('a DEAD delivery and an endpoint disabled by its answers are published to the ops tenant, signed and delivered like any event; the ops tenant\'s own failures are not', async () => {
+    const d = await startHookd({ args: ['--ops-tenant', 'ops'] });
+    const refuse = await startReceiver(() => ({ status: 400 }));
+    const gone = await startReceiver(() => ({ status: 410 }));
+    const cust = await setup(d, refuse.url, { retry: { max_attempts: 1 } });
+    const first = await publish(d, cust.tenant, { type: 'inv.paid', payload: {} });
+    await waitDelivery(d, first.json.id, (x) => x[0]?.state === 'dead');
+    await d.waitForLog((l) => l.msg === 'ops.no_tenant', 10000, 'no ops tenant yet: logged');
+    // the ops tenant: the platform's own handler, and one that refuses (its failures are its own)
+    const opsRecv = await startReceiver();
+    assert.equal((await d.api('POST', '/v1/tenants', { id: 'ops' })).status, 201);
+    const opsEp = await d.api('POST', '/v1/tenants/ops/endpoints', { url: opsRecv.url, event_types: ['delivery.*', 'endpoint.*'] });
+    assert.equal(opsEp.status, 201, opsEp.text);
+    assert.equal((await d.api('POST', '/v1/tenants/ops/endpoints', { url: refuse.url, retry: { max_attempts: 1 } })).status, 201);
+    const goneEp = await d.api('POST', `/v1/tenants/${cust.tenant}/endpoints`, { url: gone.url });
+    assert.equal(goneEp.status, 201, goneEp.text);
+    const p = await publish(d, cust.tenant, { type: 'inv.paid', payload: { n: 2 } });
+    const ds = await waitDelivery(d, p.json.id, (x) => x.length === 2 && x.every((y) => y.state === 'dead'));
+    await opsRecv.waitFor(3, 15000, 'three operational events');
+    const got = opsRecv.requests.map((q) => { opsRecv.verify(q, opsEp.json.secret); return JSON.parse(q.body); });
+    const dead = got.filter((e) => e.type === 'delivery.dead').map((e) => e.data).sort((a, b) => a.reason.localeCompare(b.reason));
+    const byEp = new Map(ds.map((x) => [x.endpoint_id, x]));
+    assert.deepEqual(dead.map((x) => [x.endpoint_id, x.reason, x.last_status, x.attempts]),
+      [[goneEp.json.id, 'gone', 410, 1], [cust.endpoint, 'permanent', 400, 1]]);
+    for (const x of dead) {
+      assert.deepEqual([x.tenant_id, x.event_id, x.event_type, x.delivery_id], [cust.tenant, p.json.id, 'inv.paid', byEp.get(x.endpoint_id).id]);
+      assert.ok(Date.parse(x.dead_at) > 0);
+    }
+    const dis = got.filter((e) => e.type === 'endpoint.disabled').map((e) => e.data);
+    assert.equal(dis.length, 1);
+    assert.deepEqual([dis[0].tenant_id, dis[0].endpoint_id], [cust.tenant, goneEp.json.id]);
+    assert.match(dis[0].reason, /410/);
+    // the ops tenant's own DEAD deliveries (its refusing endpoint's) report nothing: each ops
+    // event is published with the outcome it reports, so once they are DEAD it would be there
+    await waitUntil(async () => {
+      const r = await d.api('GET', '/v1/tenants/ops/deliveries?state=dead');
+      return r.json.data.length === 3 ? r : null;
+    }, { what: 'the ops tenant\'s refusing endpoint: three DEAD' });
+    assert.equal((await d.api('GET', '/v1/tenants/ops/events?limit=50')).json.data.length, 3, 'no event about itself');
+    assert.match((await d.api('GET', '/metrics')).text, /^hookd_ops_events_total 3$/m);
+    assert.equal((await d.stop()).code, 0);
+    for (const r of [refuse, gone, opsRecv]) await r.close();
+  });
+});
+
 describe('republish ("send as a new event", O12)', () => {
   it('sends the payload again as a new event, audited; a replay keeps the id, a republish does not', async () => {
     const recv = await startReceiver();
