@@ -368,10 +368,13 @@ static bool parse_filter(hookd_req *r, rp_op *op, const json_t *filter) {
       op->f.state = HOOKD_DS_DELIVERED;
     } else if (!strcmp(s, "retrying")) {
       op->f.state = HOOKD_DS_RETRYING; /* each one's next attempt brought forward */
+    } else if (!strcmp(s, "missing")) {
+      op->f.missing = true; /* the events filter.endpoint never got, each given a delivery */
     } else {
       hookd_req_error(r, 422, "invalid_field",
-                      "filter.state must be dead, delivered (replayed) or retrying (its next "
-                      "attempt brought forward)");
+                      "filter.state must be dead, delivered (replayed), retrying (its next "
+                      "attempt brought forward) or missing (the events filter.endpoint never "
+                      "got)");
       goto out;
     }
   }
@@ -395,6 +398,12 @@ static bool parse_filter(hookd_req *r, rp_op *op, const json_t *filter) {
     snprintf(op->event_type, sizeof op->event_type, "%s", json_string_value(ty));
     op->f.event_type = op->event_type;
   }
+  if (op->f.missing && !op->f.endpoint_id) {
+    hookd_req_field_error(r, 422, "missing_field", "filter.endpoint",
+                          "filter.endpoint is required with filter.state missing: the endpoint "
+                          "the events go to");
+    goto out;
+  }
   if (!parse_time(r, filter, "since", &op->f.since_ms) ||
       !parse_time(r, filter, "until", &op->f.until_ms))
     goto out;
@@ -406,7 +415,8 @@ static bool parse_filter(hookd_req *r, rp_op *op, const json_t *filter) {
   hookd_fmt_rfc3339_ms(op->f.since_ms, since);
   hookd_fmt_rfc3339_ms(op->f.until_ms, until);
   json_t *norm = json_pack(
-      "{s:s,s:o,s:o,s:o,s:o}", "state", hookd_dstate_name(op->f.state), "endpoint",
+      "{s:s,s:o,s:o,s:o,s:o}", "state",
+      op->f.missing ? "missing" : hookd_dstate_name(op->f.state), "endpoint",
       op->f.endpoint_id ? json_string(op->f.endpoint_id) : json_null(), "event_type",
       op->f.event_type ? json_string(op->f.event_type) : json_null(), "since",
       op->f.since_ms ? json_string(since) : json_null(), "until",

@@ -431,6 +431,7 @@ void hookd_replay_detail_free(hookd_replay_detail *d) {
 void hookd_replay_snapshot_free(hookd_replay_snapshot *s) {
   free(s->seqs);
   free(s->filter_state);
+  free(s->endpoint_id);
   memset(s, 0, sizeof *s);
 }
 

@@ -456,15 +456,20 @@ void hookd_api_keys_free(hookd_api_key *v, size_t n);
 typedef struct hookd_replay_filter {
   const char *endpoint_id;     /* NULL = any endpoint of the tenant */
   const char *event_type;      /* NULL = any; "a.*" = that prefix */
-  hookd_dstate state;          /* HOOKD_DS_DEAD or HOOKD_DS_DELIVERED */
+  hookd_dstate state;          /* HOOKD_DS_DEAD, HOOKD_DS_DELIVERED or HOOKD_DS_RETRYING */
+  bool missing;                /* instead: the outbound events endpoint_id (required) has no
+                                  delivery of; each given one when its turn comes */
   int64_t since_ms, until_ms;  /* delivery created in [since, until); 0 = unbounded */
 } hookd_replay_filter;
 
 typedef struct hookd_replay_snapshot {
-  int64_t *seqs;               /* the deliveries' seqs, oldest first */
+  int64_t *seqs;               /* the deliveries' seqs, oldest first (a "missing" job: the
+                                  events') */
   size_t n;
   int64_t count;               /* HOOKD_STORE_LIMIT: how many matched */
-  char *filter_state;          /* the state they were in: an item still in it is replayed */
+  char *filter_state;          /* the state they were in: an item still in it is replayed
+                                  ("missing": an event the endpoint still has no delivery of) */
+  char *endpoint_id;           /* "missing": the endpoint they go to */
 } hookd_replay_snapshot;
 void hookd_replay_snapshot_free(hookd_replay_snapshot *s);
 

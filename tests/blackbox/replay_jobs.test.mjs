@@ -307,6 +307,40 @@ describe('replay jobs: retrying deliveries brought forward', () => {
   });
 });
 
+describe('replay jobs: the events an endpoint never got', () => {
+  it('filter.state missing: each event the endpoint has no delivery of (made after them, disabled meanwhile) gets one, once; not the types it does not take', { timeout: 60000 }, async () => {
+    const a = await startReceiver();
+    const b = await startReceiver();
+    const { tenant } = await setup(h, a.url);
+    const before = [];
+    for (let i = 0; i < 2; i++) before.push((await publish(h, tenant, { type: 'm.x', payload: { i } })).json.id);
+    await publish(h, tenant, { type: 'other.y', payload: {} });
+    const e2 = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: b.url, event_types: ['m.*'] });
+    assert.equal(e2.status, 201, e2.text);
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${e2.json.id}`, { enabled: false })).status, 200);
+    const whileOff = (await publish(h, tenant, { type: 'm.x', payload: { off: true } })).json.id;
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${e2.json.id}`, { enabled: true })).status, 200);
+    const live = (await publish(h, tenant, { type: 'm.x', payload: { live: true } })).json.id;
+    await b.waitFor(1, 15000, 'the live event');
+    assertError(await createJob(h, tenant, { filter: { state: 'missing' }, reason: 'x' }), 422, 'missing_field', 'no endpoint');
+    const pv = await createJob(h, tenant, { filter: { state: 'missing', endpoint: e2.json.id }, reason: 'backfill the new endpoint' });
+    assert.equal(pv.status, 201, pv.text);
+    assert.deepEqual([pv.json.filter.state, pv.json.total], ['missing', 3]);
+    assert.equal(b.requests.length, 1, 'a preview sends nothing');
+    assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
+    const done = await waitAllDelivered(h, tenant, pv.json.id, 3, 'the three missing delivered');
+    assert.equal(done.progress.replayed, 3);
+    const got = countById(b);
+    assert.deepEqual([...got.entries()].sort(), [...before, whileOff, live].map((id) => [id, 1]).sort(),
+      'each missing event once, the live one once, nothing of other.y');
+    const again = await createJob(h, tenant, { filter: { state: 'missing', endpoint: e2.json.id }, reason: 'again' });
+    assert.equal(again.json.total, 0, 'nothing missing any more');
+    await act(h, tenant, again.json.id, 'cancel');
+    await a.close();
+    await b.close();
+  });
+});
+
 describe('replay jobs: governance', () => {
   it('a reason is required (field or Hookd-Reason), fields are checked, roles apply, every step is audited', { timeout: 90000 }, async () => {
     const { recv } = await switchableReceiver();

@@ -768,6 +768,15 @@ static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char
 
 int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                      const char *endpoint_id, int64_t now_ms, hookd_delivery *out) {
+  return sq_event_deliver_why(c, tenant_id, event_id, endpoint_id, now_ms, out, NULL);
+}
+
+int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
+                         const char *endpoint_id, int64_t now_ms, hookd_delivery *out,
+                         const char **why) {
+  static const char *unused;
+  if (!why) why = &unused;
+  *why = "state_changed";
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_DELIVER_READ,
                              "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
@@ -781,6 +790,7 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
     sqlite3_reset(st);
     if (rc != SQLITE_DONE) return sq_fail(c, "read event");
     snprintf(c->err, sizeof c->err, "event");
+    *why = "gone";
     return HOOKD_STORE_NOTFOUND;
   }
   int64_t seq = sq_col_i64(st, 0), expires = sq_col_i64(st, 3);
@@ -802,19 +812,25 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
     snprintf(c->err, sizeof c->err,
              "the event's payload was purged (--payload-retention-s): nothing left to send");
     rc = HOOKD_STORE_STATE;
+    *why = "payload_purged";
   } else if (expires && expires <= now_ms) {
     snprintf(c->err, sizeof c->err, "the event expired (expires_at passed)");
     rc = HOOKD_STORE_STATE;
+    *why = "expired";
   } else if ((rc = sq_endpoint_get(c, endpoint_id, &ep)) == HOOKD_STORE_NOTFOUND) {
     snprintf(c->err, sizeof c->err, "endpoint");
+    *why = "endpoint_deleted";
   } else if (rc == HOOKD_STORE_OK) {
     have_ep = true;
     rc = deliver_checks(c, type, &ep, tenant_id);
+    if (rc && !ep.enabled) *why = "endpoint_disabled";
   }
   if (rc == HOOKD_STORE_OK) rc = pair_delivery(c, seq, endpoint_id, out);
   int64_t wait = 0;
-  if (rc == HOOKD_STORE_OK && key && ep.ordered)
-    rc = deliver_lane(c, endpoint_id, key, seq, versioned, version, now_ms, &wait);
+  if (rc == HOOKD_STORE_OK && key && ep.ordered &&
+      (rc = deliver_lane(c, endpoint_id, key, seq, versioned, version, now_ms, &wait)) ==
+          HOOKD_STORE_STATE)
+    *why = "lane_moved_on";
   char did[HOOKD_ID_MAX];
   if (rc == HOOKD_STORE_OK && hookd_id_new("dlv", now_ms, did) != 0) rc = HOOKD_STORE_ERR;
   /* pending now as a replay cycle (scheduled with replays, attempts read "replay"), created

@@ -103,9 +103,100 @@ static void bind_filter(sqlite3_stmt *st, const char *tenant_id, const hookd_rep
   sq_bind_i64(st, 7, f->until_ms > 0 ? f->until_ms : INT64_MAX);
 }
 
+/* Appends seq to the snapshot; -1 out of memory (said in c's error). */
+static int snap_push(hookd_store_conn *c, hookd_replay_snapshot *out, size_t *cap, int64_t seq) {
+  if (out->n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 256;
+    int64_t *nv = realloc(out->seqs, nc * sizeof *nv);
+    if (!nv) {
+      snprintf(c->err, sizeof c->err, "out of memory");
+      return -1;
+    }
+    out->seqs = nv;
+    *cap = nc;
+  }
+  out->seqs[out->n++] = seq;
+  return 0;
+}
+
+/* filter.state "missing": the tenant's outbound events in the filter that the endpoint takes
+ * (its event_types) and has no delivery of, oldest first — each still sendable (payload kept,
+ * not expired). */
+static int select_missing(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
+                          const char *event_types, int64_t max_items,
+                          hookd_replay_snapshot *out) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_SELECT_MISSING,
+                             "SELECT e.seq, e.type FROM events e"
+                             " WHERE e.tenant_id = ?1 AND e.kind = 'outbound'"
+                             " AND e.purged_at IS NULL AND (e.expires_at IS NULL"
+                             " OR e.expires_at > ?8)"
+                             " AND (?4 IS NULL OR e.type = ?4)"
+                             " AND (?5 IS NULL OR substr(e.type, 1, length(?5)) = ?5)"
+                             " AND e.created_at >= ?6 AND e.created_at < ?7"
+                             " AND NOT EXISTS (SELECT 1 FROM deliveries d"
+                             " WHERE d.event_seq = e.seq AND d.endpoint_id = ?3)"
+                             " ORDER BY e.seq");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, tenant_id);
+  sq_bind_text(st, 3, f->endpoint_id);
+  sq_bind_type_filter(st, 4, 5, f->event_type);
+  sq_bind_i64(st, 6, f->since_ms > 0 ? f->since_ms : INT64_MIN);
+  sq_bind_i64(st, 7, f->until_ms > 0 ? f->until_ms : INT64_MAX);
+  sq_bind_i64(st, 8, hookd_now_ms());
+  size_t cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(st, 1);
+    if (!type || !hookd_filter_match(event_types, type)) continue; /* not the endpoint's */
+    out->count++;
+    if (out->n <= (size_t)max_items && snap_push(c, out, &cap, sq_col_i64(st, 0)) != 0) {
+      sqlite3_reset(st);
+      return HOOKD_STORE_ERR;
+    }
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return sq_fail(c, "select events");
+  if (out->count <= max_items) return HOOKD_STORE_OK;
+  snprintf(c->err, sizeof c->err,
+           "the filter matches %lld events, more than --max-replay-items (%lld): narrow it "
+           "(time range, event type)",
+           (long long)out->count, (long long)max_items);
+  return HOOKD_STORE_LIMIT;
+}
+
 int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
                      int64_t max_items, hookd_replay_snapshot *out) {
   memset(out, 0, sizeof *out);
+  if (f->missing) {
+    hookd_endpoint ep;
+    int rc = f->endpoint_id ? sq_endpoint_get(c, f->endpoint_id, &ep) : HOOKD_STORE_NOTFOUND;
+    if (rc == HOOKD_STORE_OK && strcmp(ep.tenant_id, tenant_id) != 0) {
+      hookd_endpoint_free(&ep);
+      rc = HOOKD_STORE_NOTFOUND;
+    }
+    if (rc == HOOKD_STORE_NOTFOUND)
+      snprintf(c->err, sizeof c->err, "filter.endpoint: no endpoint %.128s in this tenant",
+               f->endpoint_id ? f->endpoint_id : "");
+    if (rc) return rc;
+    if (ep.source_id) {
+      hookd_endpoint_free(&ep);
+      snprintf(c->err, sizeof c->err, "filter.endpoint: a source's destination gets its "
+                                      "source's events (POST /v1/inbox/{id}/replay)");
+      return HOOKD_STORE_NOTFOUND; /* (422, as another tenant's endpoint) */
+    }
+    out->filter_state = strdup("missing");
+    out->endpoint_id = strdup(f->endpoint_id);
+    rc = out->filter_state && out->endpoint_id
+             ? select_missing(c, tenant_id, f, ep.event_types, max_items, out)
+             : HOOKD_STORE_ERR;
+    hookd_endpoint_free(&ep);
+    if (rc) {
+      int64_t count = out->count;
+      hookd_replay_snapshot_free(out);
+      out->count = count;
+    }
+    return rc;
+  }
   if (f->endpoint_id) {
     sqlite3_stmt *st = sq_stmt(c, SQ_RPL_EP_CHECK,
                                "SELECT 1 FROM endpoints WHERE id = ?1 AND tenant_id = ?2"
@@ -194,8 +285,8 @@ static int create_job_row(hookd_store_conn *c, hookd_replay_job *job,
   }
   st = sq_stmt(c, SQ_RPL_INSERT,
                "INSERT INTO replay_jobs(id, tenant_id, state, filter, filter_state, actor, reason,"
-               " rate_per_s, total, created_at, updated_at)"
-               " VALUES (?1, ?2, 'building', ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8)");
+               " rate_per_s, total, created_at, updated_at, filter_endpoint)"
+               " VALUES (?1, ?2, 'building', ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8, ?9)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, job->id);
   sq_bind_text(st, 2, job->tenant_id);
@@ -205,6 +296,7 @@ static int create_job_row(hookd_store_conn *c, hookd_replay_job *job,
   sq_bind_text(st, 6, job->reason);
   sqlite3_bind_double(st, 7, job->rate_per_s);
   sq_bind_i64(st, 8, now_ms);
+  sq_bind_text(st, 9, snap->endpoint_id);
   rc = sqlite3_step(st);
   if (rc == SQLITE_CONSTRAINT) return HOOKD_STORE_EXISTS;
   if (rc != SQLITE_DONE) return sq_fail(c, "insert replay job");
@@ -235,11 +327,19 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   }
   /* each with its id, attempt count and lease token as of now, if it is still in the filter's
    * state (the snapshot was read a moment ago on another connection) */
-  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_INSERT,
-                             "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id,"
-                             " attempts, lease_token) SELECT ?1, ?2, seq, id, attempt_count,"
-                             " lease_token FROM deliveries"
-                             " WHERE seq = ?3 AND tenant_id = ?4 AND state = ?5");
+  bool missing = snap->endpoint_id != NULL; /* items name events the endpoint still lacks */
+  sqlite3_stmt *st =
+      missing ? sq_stmt(c, SQ_RPL_ITEM_INSERT_MISSING,
+                        "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id,"
+                        " attempts, lease_token) SELECT ?1, ?2, seq, id, 0, 0 FROM events e"
+                        " WHERE seq = ?3 AND tenant_id = ?4 AND ?5 = 'missing'"
+                        " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq"
+                        " AND d.endpoint_id = ?6)")
+              : sq_stmt(c, SQ_RPL_ITEM_INSERT,
+                        "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id,"
+                        " attempts, lease_token) SELECT ?1, ?2, seq, id, attempt_count,"
+                        " lease_token FROM deliveries"
+                        " WHERE seq = ?3 AND tenant_id = ?4 AND state = ?5");
   if (!st) return HOOKD_STORE_ERR;
   int64_t n = job->total;
   size_t end = snap->n - *from > chunk ? *from + chunk : snap->n;
@@ -250,6 +350,7 @@ int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
     sq_bind_i64(st, 3, snap->seqs[i]);
     sq_bind_text(st, 4, job->tenant_id);
     sq_bind_text(st, 5, snap->filter_state);
+    if (missing) sq_bind_text(st, 6, snap->endpoint_id);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert replay item");
     n += sqlite3_changes(c->db);
   }
@@ -457,6 +558,7 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
 typedef struct step_job {
   int64_t seq;
   char *id, *tenant_id, *filter_state;
+  char *endpoint_id; /* a "missing" job's endpoint */
   double rate;
   int64_t total, next_item, next_at;
   int64_t replayed, skipped; /* before this step */
@@ -473,11 +575,68 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
   return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "mark replay item");
 }
 
+/* One item of a "missing" job: the event given a delivery to the job's endpoint — the item
+ * then names that delivery, for the job's breakdowns — or why not. */
+static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
+                        const char **result, char **endpoint) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_EVENT,
+                             "SELECT result, delivery_id FROM replay_items"
+                             " WHERE job_seq = ?1 AND n = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, j->seq);
+  sq_bind_i64(st, 2, n);
+  int rc = sqlite3_step(st);
+  bool done = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL;
+  char *event_id = rc == SQLITE_ROW ? sq_col_str(st, 1) : NULL;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read replay item");
+  if (done || !event_id || !j->endpoint_id) { /* another node's step took it */
+    free(event_id);
+    return HOOKD_STORE_OK;
+  }
+  hookd_delivery dl;
+  const char *why = NULL;
+  rc = sq_event_deliver_why(c, j->tenant_id, event_id, j->endpoint_id, now_ms, &dl, &why);
+  free(event_id);
+  if (rc == HOOKD_STORE_OK) {
+    st = sq_stmt(c, SQ_RPL_ITEM_MADE,
+                 "UPDATE replay_items SET delivery_seq = ?3, delivery_id = ?4"
+                 " WHERE job_seq = ?1 AND n = ?2");
+    if (!st) rc = HOOKD_STORE_ERR;
+    if (st) {
+      sq_bind_i64(st, 1, j->seq);
+      sq_bind_i64(st, 2, n);
+      sq_bind_i64(st, 3, dl.seq);
+      sq_bind_text(st, 4, dl.id);
+      if (sqlite3_step(st) != SQLITE_DONE) rc = sq_fail(c, "mark replay item");
+      sqlite3_reset(st);
+    }
+    hookd_delivery_free(&dl);
+    if (rc) return rc;
+    *result = "replayed";
+    *endpoint = strdup(j->endpoint_id);
+  } else if (rc == HOOKD_STORE_STATE || rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_EXISTS) {
+    hookd_delivery_free(&dl); /* (EXISTS: the pair's delivery, made since the preview) */
+    *result = why ? why : "state_changed";
+  } else {
+    return rc;
+  }
+  return item_result(c, j->seq, n, *result);
+}
+
 /* One item: replayed, or why not. Sets *endpoint (owned) for a replayed one. */
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
                      sq_replay_memo *memo, const char **result, char **endpoint) {
   *endpoint = NULL;
   *result = NULL;
+  if (!strcmp(j->filter_state, "missing")) {
+    int rc = step_missing(c, j, n, now_ms, result, endpoint);
+    if (rc) {
+      free(*endpoint);
+      *endpoint = NULL;
+    }
+    return rc;
+  }
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_GET,
                              "SELECT i.result, i.delivery_seq, d.state, d.endpoint_id,"
                              " d.attempt_count = i.attempts AND d.lease_token"
@@ -607,7 +766,8 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   hookd_replay_step_res_free(res); /* a redone batch runs the op again */
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_DUE,
                              "SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
-                             " next_item, next_item_at, replayed, skipped FROM replay_jobs"
+                             " next_item, next_item_at, replayed, skipped, filter_endpoint"
+                             " FROM replay_jobs"
                              " WHERE state = 'running' AND (next_item_at <= ?1"
                              " OR next_item_at > ?1 + 1000 + 1000.0 / rate_per_s)"
                              " ORDER BY next_item_at LIMIT 16");
@@ -628,6 +788,7 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
     j->next_at = sq_col_i64(st, 7);
     j->replayed = sq_col_i64(st, 8);
     j->skipped = sq_col_i64(st, 9);
+    j->endpoint_id = sq_col_str(st, 10);
     nj++;
     if (!j->id || !j->tenant_id || !j->filter_state || !(j->rate > 0)) {
       rc = SQLITE_NOMEM;
@@ -642,6 +803,7 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
     free(jobs[i].id);
     free(jobs[i].tenant_id);
     free(jobs[i].filter_state);
+    free(jobs[i].endpoint_id);
   }
   if (out) return out;
   st = sq_stmt(c, SQ_RPL_NEXT,

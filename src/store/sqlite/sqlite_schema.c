@@ -511,6 +511,11 @@ static const struct {
      /* A deleted tenant (DELETE /v1/tenants/{id}): gone wherever a tenant is named, its id
       * still taken; what it left is read by id until retention removes it. */
      "ALTER TABLE tenants ADD COLUMN deleted_at INTEGER;"},
+    {34,
+     /* A replay job over the events an endpoint never got (filter.state "missing"): the
+      * endpoint its items go to; its items name events (delivery_seq, delivery_id hold the
+      * event's seq and id until its delivery is made, then the delivery's). */
+     "ALTER TABLE replay_jobs ADD COLUMN filter_endpoint TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -550,6 +555,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'schema_version'";
   case 33:
     return "SELECT COUNT(*) FROM pragma_table_info('tenants') WHERE name = 'deleted_at'";
+  case 34:
+    return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'filter_endpoint'";
   default: return NULL;
   }
 }
