@@ -34,6 +34,11 @@ struct hookd_api_op {
   char actor[64];   /* the API key id of the principal ("" on public routes) */
   char reason[256]; /* Hookd-Reason header, for the audit log */
   int chain;        /* set by hookd_api_chain: 1 + HOOKD_API_* (the op runs again there) */
+  /* hookd_api_keys_reload: the API keys read again after a change, and what answers then */
+  hookd_api_key *keys;
+  size_t n_keys;
+  uint64_t keys_gen;
+  void (*after_keys)(hookd_api_op *op);
 };
 
 /* Allocates an op of `size` bytes (a struct that starts with hookd_api_op). */
@@ -225,7 +230,11 @@ void hookd_api_tenant_get(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_list(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_patch(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_delete(hookd_req *r, hookd_app *app);
+void hookd_api_event_payload_delete(hookd_req *r, hookd_app *app);
 void hookd_api_key_create(hookd_req *r, hookd_app *app);
+/* From a reply, after a commit that changed API keys: they are read again on the reader and put
+ * in force on this node (unless a later read is there already), then after(op) answers. */
+void hookd_api_keys_reload(hookd_api_op *op, void (*after)(hookd_api_op *op));
 void hookd_api_key_list(hookd_req *r, hookd_app *app);
 void hookd_api_key_revoke(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_create(hookd_req *r, hookd_app *app);

@@ -7,6 +7,8 @@
  *        without payloads.
  *   POST /v1/tenants/{t}/events/{id}/republish  {id?, reason?}  → 202 as a publish: "send as a
  *        new event" (O12), a new event of the same type and payload; a replay keeps the id.
+ *   DELETE /v1/tenants/{t}/events/{id}/payload  {reason?}  → its payload emptied now, what it
+ *        still had to send cancelled (an event sent with what it should not carry).
  *
  * The Standard Webhooks envelope {"id","type","timestamp","data"} (with "schema_version" after
  * "type" when the publish gave one) is serialised here, once, and
@@ -514,6 +516,61 @@ void hookd_api_event_list(hookd_req *r, hookd_app *app) {
     hookd_api_submit_scan(&op->base); /* it may walk much of the tenant's events */
   else
     hookd_api_submit(&op->base, false);
+}
+
+/* ---------- payload delete ---------- */
+
+typedef struct payload_del_op {
+  hookd_api_op base;
+  char tenant[HOOKD_ID_MAX + 64];
+  char id[160];
+  int64_t seq, purged_ms;
+  int cancelled;
+} payload_del_op;
+
+static int run_payload_delete(hookd_store_conn *c, const hookd_store_backend *be,
+                              hookd_api_op *base) {
+  payload_del_op *op = (payload_del_op *)base;
+  int64_t now = hookd_now_ms();
+  int rc = be->event_payload_delete(c, op->tenant, op->id, now, &op->seq, &op->purged_ms,
+                                    &op->cancelled);
+  if (rc || op->purged_ms != now) return rc; /* emptied before: nothing done, nothing audited */
+  char detail[64];
+  snprintf(detail, sizeof detail, "cancelled_deliveries=%d", op->cancelled);
+  return hookd_api_audit(base, c, be, "event.payload_delete", op->id, op->tenant, detail);
+}
+
+static void reply_payload_delete(hookd_api_op *base, int rc) {
+  payload_del_op *op = (payload_del_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "event");
+    return;
+  }
+  /* what this node claimed of it and has not sent is given back, not sent */
+  hookd_dispatcher_event_purged(base->app->disp, op->seq);
+  if (op->cancelled > 0) {
+    HOOKD_ADD(cancelled, (uint64_t)op->cancelled);
+    hookd_dispatcher_rescan(base->app->disp); /* a lane behind a cancelled one goes on now */
+  }
+  HLOG(HOOKD_LOG_INFO, "event.payload_deleted", KV_S("event_id", op->id),
+       KV_S("tenant_id", op->tenant), KV_I("cancelled", op->cancelled),
+       KV_S("actor", base->actor[0] ? base->actor : NULL));
+  hookd_req_reply_json(base->req, 200,
+                       json_pack("{s:s,s:o,s:i}", "id", op->id, "payload_purged_at",
+                                 hookd_json_time(op->purged_ms), "cancelled_deliveries",
+                                 op->cancelled));
+}
+
+void hookd_api_event_payload_delete(hookd_req *r, hookd_app *app) {
+  char reason[256];
+  if (!hookd_api_reason_only_body(r, app, reason)) return;
+  payload_del_op *op =
+      hookd_api_op_new(sizeof *op, r, app, run_payload_delete, reply_payload_delete);
+  if (!op) return;
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
+  if (reason[0]) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+  hookd_api_submit(&op->base, true);
 }
 
 /* ---------- republish: "send as a new event" (O12) ---------- */

@@ -23,11 +23,11 @@ typedef struct key_op {
   hookd_api_key key;   /* create: the new key's row (its strings in the buffers below) */
   char id[HOOKD_ID_MAX + 64], role[16], tenants[HOOKD_SCOPE_MAX + 1], name[256];
   bool has_tenants;
+  bool bad_tenant;     /* create: a tenant of its scope does not exist */
   char token[64];      /* create: the token, wiped once answered */
   int64_t revoked_ms;
-  hookd_api_key *list; /* list, reload */
+  hookd_api_key *list; /* list, revoke */
   size_t n;
-  uint64_t gen;        /* reload: its place in line */
 } key_op;
 
 static void key_cleanup(hookd_api_op *base) {
@@ -84,28 +84,46 @@ static json_t *key_json(const hookd_api_key *k) {
 
 /* ---------- the reload after a change ---------- */
 
-static int run_reload(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
-  key_op *op = (key_op *)base;
-  if (op->list) hookd_api_keys_free(op->list, op->n);
-  op->list = NULL;
-  op->n = 0;
-  op->gen = hookd_auth_begin_load(base->app->auth);
-  return be->api_key_list(c, &op->list, &op->n);
+static int run_keys_reload(hookd_store_conn *c, const hookd_store_backend *be,
+                           hookd_api_op *base) {
+  if (base->keys) hookd_api_keys_free(base->keys, base->n_keys);
+  base->keys = NULL;
+  base->n_keys = 0;
+  base->keys_gen = hookd_auth_begin_load(base->app->auth);
+  return be->api_key_list(c, &base->keys, &base->n_keys);
 }
 
-/* Answers a change once the cache holds it (a reload that failed leaves it to the periodic
- * one, within 2 s: the change is committed either way). */
-static void reloaded(hookd_api_op *base, int rc, void (*answer)(key_op *)) {
-  key_op *op = (key_op *)base;
-  if (rc == 0) hookd_auth_set_keys(base->app->auth, op->list, op->n, op->gen);
-  else HLOG(HOOKD_LOG_WARN, "auth.reload_failed", KV_S("key_id", op->id));
-  answer(op);
+/* (a reload that failed leaves the change to the periodic one, within 2 s: it is committed) */
+static void reply_keys_reload(hookd_api_op *base, int rc) {
+  if (rc == 0) hookd_auth_set_keys(base->app->auth, base->keys, base->n_keys, base->keys_gen);
+  else HLOG(HOOKD_LOG_WARN, "auth.reload_failed", KV_S("error", hookd_store_strerror(rc)));
+  base->after_keys(base);
+}
+
+void hookd_api_keys_reload(hookd_api_op *base, void (*after)(hookd_api_op *)) {
+  base->after_keys = after;
+  hookd_api_chain(base, run_keys_reload, reply_keys_reload, HOOKD_API_READER);
 }
 
 /* ---------- create ---------- */
 
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   key_op *op = (key_op *)base;
+  /* each tenant of its scope exists (a deleted one's is gone for good) */
+  const char *cur = op->has_tenants ? op->tenants : "", *t;
+  size_t len;
+  while (hookd_scope_next(&cur, &t, &len)) {
+    char id[HOOKD_SCOPE_MAX + 1];
+    snprintf(id, sizeof id, "%.*s", (int)len, t);
+    hookd_tenant got;
+    int trc = be->tenant_get(c, id, &got);
+    if (trc == HOOKD_STORE_OK) hookd_tenant_free(&got);
+    if (trc == HOOKD_STORE_NOTFOUND) {
+      op->bad_tenant = true;
+      snprintf(base->err, sizeof base->err, "tenants: no tenant %.64s", id);
+    }
+    if (trc) return trc;
+  }
   int rc = be->api_key_create(c, &op->key);
   if (rc) return rc;
   char detail[HOOKD_KEY_DETAIL_MAX];
@@ -113,7 +131,8 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   return hookd_api_audit(base, c, be, "key.create", op->id, NULL, detail);
 }
 
-static void answer_create(key_op *op) {
+static void answer_create(hookd_api_op *base) {
+  key_op *op = (key_op *)base;
   json_t *v = key_json(&op->key);
   json_object_set_new(v, "key", json_string(op->token));
   OPENSSL_cleanse(op->token, sizeof op->token);
@@ -121,14 +140,17 @@ static void answer_create(key_op *op) {
        KV_S("actor", op->base.actor[0] ? op->base.actor : NULL));
   hookd_req_reply_json(op->base.req, 201, v);
 }
-static void reply_reload_create(hookd_api_op *base, int rc) { reloaded(base, rc, answer_create); }
 
 static void reply_create(hookd_api_op *base, int rc) {
+  if (rc && ((key_op *)base)->bad_tenant) {
+    hookd_req_field_error(base->req, 422, "invalid_field", "tenants", "%s", base->err);
+    return;
+  }
   if (rc) {
     hookd_api_store_error(base, rc, "key");
     return;
   }
-  hookd_api_chain(base, run_reload, reply_reload_create, HOOKD_API_READER);
+  hookd_api_keys_reload(base, answer_create);
 }
 
 /* body's tenants (an array of ids, or null/absent: every tenant) into op; false once answered */
@@ -257,21 +279,21 @@ static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   return hookd_api_audit(base, c, be, "key.revoke", op->id, NULL, detail);
 }
 
-static void answer_revoke(key_op *op) {
+static void answer_revoke(hookd_api_op *base) {
+  key_op *op = (key_op *)base;
   HLOG(HOOKD_LOG_INFO, "key.revoked", KV_S("key_id", op->id),
        KV_S("actor", op->base.actor[0] ? op->base.actor : NULL));
   hookd_req_reply_json(op->base.req, 200,
                        json_pack("{s:s,s:b,s:o}", "id", op->id, "revoked", 1, "revoked_at",
                                  hookd_json_time(op->revoked_ms)));
 }
-static void reply_reload_revoke(hookd_api_op *base, int rc) { reloaded(base, rc, answer_revoke); }
 
 static void reply_revoke(hookd_api_op *base, int rc) {
   if (rc) {
     hookd_api_store_error(base, rc, "key");
     return;
   }
-  hookd_api_chain(base, run_reload, reply_reload_revoke, HOOKD_API_READER);
+  hookd_api_keys_reload(base, answer_revoke);
 }
 
 void hookd_api_key_revoke(hookd_req *r, hookd_app *app) {

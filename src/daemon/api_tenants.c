@@ -87,6 +87,11 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
     rc = hookd_kept_id(&t->k, made, sizeof made) ? be->tenant_get(c, made, &t->t)
                                                   : HOOKD_STORE_ERR;
     t->loaded = rc == 0;
+    if (rc == HOOKD_STORE_NOTFOUND) {
+      snprintf(op->err, sizeof op->err,
+               "this Idempotency-Key's request created tenant %s, deleted since", made);
+      rc = HOOKD_STORE_STATE;
+    }
     return rc;
   }
   if (rc != HOOKD_STORE_NOTFOUND) return rc;
@@ -248,11 +253,23 @@ static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc) return rc;
   char detail[160];
   snprintf(detail, sizeof detail,
-           "endpoints=%d sources=%zu replays_cancelled=%d cancelled_deliveries=%d "
-           "held_deliveries=%d",
+           "endpoints=%d sources=%zu replays_cancelled=%d keys_revoked=%d "
+           "cancelled_deliveries=%d held_deliveries=%d",
            op->res.endpoints_deleted, op->res.n_sources, op->res.replays_cancelled,
-           op->res.counts.cancelled, op->res.counts.held);
+           op->res.keys_revoked, op->res.counts.cancelled, op->res.counts.held);
   return hookd_api_audit(base, c, be, "tenant.delete", op->id, op->id, detail);
+}
+
+static void answer_delete(hookd_api_op *base) {
+  tenant_del_op *op = (tenant_del_op *)base;
+  hookd_req_reply_json(base->req, 200,
+                       json_pack("{s:s,s:b,s:i,s:I,s:i,s:i,s:i,s:i}", "id", op->id, "deleted", 1,
+                                 "endpoints_deleted", op->res.endpoints_deleted,
+                                 "sources_deleted", (json_int_t)op->res.n_sources,
+                                 "replays_cancelled", op->res.replays_cancelled,
+                                 "keys_revoked", op->res.keys_revoked,
+                                 "cancelled_deliveries", op->res.counts.cancelled,
+                                 "held_deliveries", op->res.counts.held));
 }
 
 static void reply_delete(hookd_api_op *base, int rc) {
@@ -278,13 +295,9 @@ static void reply_delete(hookd_api_op *base, int rc) {
        KV_I("replays_cancelled", op->res.replays_cancelled),
        KV_I("cancelled", op->res.counts.cancelled), KV_I("held", op->res.counts.held),
        KV_S("actor", base->actor[0] ? base->actor : NULL));
-  hookd_req_reply_json(base->req, 200,
-                       json_pack("{s:s,s:b,s:i,s:I,s:i,s:i,s:i}", "id", op->id, "deleted", 1,
-                                 "endpoints_deleted", op->res.endpoints_deleted,
-                                 "sources_deleted", (json_int_t)op->res.n_sources,
-                                 "replays_cancelled", op->res.replays_cancelled,
-                                 "cancelled_deliveries", op->res.counts.cancelled,
-                                 "held_deliveries", op->res.counts.held));
+  /* the keys of it alone, revoked, stop working when the answer is sent */
+  if (op->res.keys_revoked > 0) hookd_api_keys_reload(base, answer_delete);
+  else answer_delete(base);
 }
 
 void hookd_api_tenant_delete(hookd_req *r, hookd_app *app) {

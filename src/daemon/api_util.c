@@ -45,6 +45,7 @@ static void op_done(void *arg, int rc) {
     return;
   }
   if (op->cleanup) op->cleanup(op);
+  if (op->keys) hookd_api_keys_free(op->keys, op->n_keys);
   free(op);
 }
 

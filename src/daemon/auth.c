@@ -26,6 +26,8 @@ struct hookd_auth {
   bool has_bootstrap;
   cached_key bootstrap;
   /* ids of the keys refused at the last hookd_auth_set_keys: each is logged once */
+  pthread_mutex_t load_mu;   /* one load at a time (the periodic one, an API change's own):
+                                it holds refused and n_refused */
   char (*refused)[64];
   size_t n_refused;
   _Atomic uint64_t next_gen; /* hookd_auth_begin_load */
@@ -40,6 +42,7 @@ hookd_auth *hookd_auth_new(const char *bootstrap_key) {
   hookd_auth *a = calloc(1, sizeof *a);
   if (!a) return NULL;
   pthread_rwlock_init(&a->lock, NULL);
+  pthread_mutex_init(&a->load_mu, NULL);
   if (bootstrap_key && *bootstrap_key) {
     /* a hash that could not be computed must not become a key anything matches */
     a->has_bootstrap = hookd_auth_hash(bootstrap_key, a->bootstrap.hash) == 0;
@@ -52,6 +55,7 @@ hookd_auth *hookd_auth_new(const char *bootstrap_key) {
 void hookd_auth_free(hookd_auth *a) {
   if (!a) return;
   pthread_rwlock_destroy(&a->lock);
+  pthread_mutex_destroy(&a->load_mu);
   OPENSSL_cleanse(a->keys, a->n * sizeof *a->keys);
   free(a->keys);
   free(a->refused);
@@ -115,6 +119,8 @@ void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uin
     free(refused);
     return;
   }
+  /* two loads may come from two threads: was_refused reads the list the other one replaces */
+  pthread_mutex_lock(&a->load_mu);
   size_t m = 0, nr = 0;
   for (size_t i = 0; i < n; i++) {
     if (keys[i].revoked_ms) continue;
@@ -151,6 +157,7 @@ void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uin
     refused = NULL;
   }
   pthread_rwlock_unlock(&a->lock);
+  pthread_mutex_unlock(&a->load_mu);
   free(refused);
   OPENSSL_cleanse(old, oldn * sizeof *old);
   free(old);

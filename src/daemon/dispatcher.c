@@ -70,6 +70,28 @@ void hookd_dispatcher_rescan(hookd_dispatcher *d) {
   if (m) post(d, m);
 }
 
+void hookd_dispatcher_event_purged(hookd_dispatcher *d, int64_t event_seq) {
+  msg *m = msg_new(d, MSG_EVENT_PURGED);
+  if (!m) return;
+  m->due_ms = event_seq;
+  post(d, m);
+}
+
+/* Gives back the queues that hold a claimed, unsent delivery of the event (the whole queue of
+ * such an endpoint: what else it held is claimed again). */
+static void drop_event_items(hookd_dispatcher *d, int64_t event_seq) {
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+    ep *e = v;
+    bool holds = false;
+    for (int c = 0; c < CLS__COUNT && !holds; c++)
+      for (item *it = e->q_head[c]; it && !holds; it = it->next)
+        holds = it->c.d.event_seq == event_seq;
+    if (holds) sched_release_queue(d, e);
+  }
+}
+
 void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint *e) {
   msg *m = msg_new(d, MSG_ENDPOINT);
   if (!m) return;
@@ -351,7 +373,7 @@ static int publish_ops(hookd_store_conn *c, const hookd_store_backend *be, item 
                   o->attempt_number, "last_status", o->attempt.http_status, "last_error",
                   o->last_error, "dead_at", at),
         o->now_ms, &it->ops[0]);
-  if (!rc && o->disable_endpoint && !o->disable_declined)
+  if (!rc && o->disabled_now) /* once: not for each answer of the requests that were out */
     rc = hookd_ops_publish(c, be, ops, "endpoint.disabled",
                            json_pack("{s:s,s:s,s:s,s:s}", "tenant_id", dl->tenant_id,
                                      "endpoint_id", it->endpoint_id ? it->endpoint_id : "",
@@ -1392,6 +1414,9 @@ static void process_inbox(hookd_dispatcher *d) {
     }
     case MSG_RESCAN_REQ:
       d->next_rescan_ms = 0;
+      break;
+    case MSG_EVENT_PURGED:
+      drop_event_items(d, m->due_ms);
       break;
     case MSG_ENDPOINT:
       ep_upsert(d, &m->ep);

@@ -79,6 +79,9 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
 /* Thread-safe notifications. */
 void hookd_dispatcher_hint(hookd_dispatcher *d, const char *endpoint_id, int64_t due_ms);
 void hookd_dispatcher_rescan(hookd_dispatcher *d);
+/* An event's payload was deleted: what this node claimed of it and has not sent is given back
+ * (its deliveries are cancelled in the store), not sent. */
+void hookd_dispatcher_event_purged(hookd_dispatcher *d, int64_t event_seq);
 /* Counts and logs n deliveries held `unknown` other than by an attempt's outcome (why: the
  * log line's reason). */
 void hookd_held_unknown(int n, const char *why);

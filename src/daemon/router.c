@@ -80,6 +80,8 @@ static const route routes[] = {
      hookd_api_event_deliver, NULL},
     {"POST", "/v1/tenants/{}/events/{}/republish", HOOKD_PERM_OPERATE, 0,
      hookd_api_event_republish, NULL},
+    {"DELETE", "/v1/tenants/{}/events/{}/payload", HOOKD_PERM_ADMIN, 0,
+     hookd_api_event_payload_delete, NULL},
     {"GET", "/v1/events/{}", HOOKD_PERM_READ, -1, hookd_api_event_get, NULL},
     {"GET", "/v1/tenants/{}/deliveries", HOOKD_PERM_READ, 0, hookd_api_delivery_list,
      ",state,endpoint,event,event_type,since,until,after,limit,"},

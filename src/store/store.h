@@ -268,6 +268,8 @@ typedef struct hookd_outcome {
                                  written since — a PATCH that landed while this outcome waited
                                  out a store outage is newer than the answer */
   bool disable_declined;      /* out: disable_endpoint not applied for one of those reasons */
+  bool disabled_now;          /* out: this outcome disabled it (not an earlier one, nor a
+                                 concurrent answer of the same endpoint) */
   bool was_held;              /* out: it was held `unknown` already (a delete, a lease that ran
                                  out) and stays so: counted when it was held, not again */
 } hookd_outcome;
@@ -283,6 +285,7 @@ typedef struct hookd_tenant_delete_res {
   hookd_delete_counts counts;  /* over its endpoints and sources */
   int endpoints_deleted;       /* its own endpoints (not its sources' destinations) */
   int replays_cancelled;
+  int keys_revoked;            /* API keys scoped to it alone */
   char **endpoint_ids;         /* every endpoint deleted, sources' destinations too */
   size_t n_endpoints;
   char **source_ids;           /* every source deleted */
@@ -435,7 +438,7 @@ typedef struct hookd_receive_res {
 } hookd_receive_res;
 void hookd_receive_res_free(hookd_receive_res *r);
 
-enum { HOOKD_MADE_ENDPOINT, HOOKD_MADE_SOURCE }; /* ever_made's kinds */
+enum { HOOKD_MADE_ENDPOINT, HOOKD_MADE_SOURCE, HOOKD_MADE_TENANT }; /* ever_made's kinds */
 
 typedef struct hookd_inbox_filter {
   const char *tenant_id;       /* NULL = any (unscoped keys) */
@@ -734,6 +737,12 @@ typedef struct hookd_store_backend {
   /* Payload retention: empties the bodies of outbound events created before `before_ms` whose
    * deliveries are all settled (none pending, retrying or held), walking `limit` events from
    * after `*after_seq` (0 when the walk is done); `purged` counts them. */
+  /* An outbound event's payload emptied now (DELETE …/events/{id}/payload): its deliveries
+   * still to be sent cancelled (their leases fenced), *cancelled counting them; *purged_ms when
+   * it was emptied (now, or before: then nothing else changes). HOOKD_STORE_NOTFOUND, or
+   * HOOKD_STORE_STATE for an inbound event. *seq: the event's, for the dispatcher. */
+  int (*event_payload_delete)(hookd_store_conn *c, const char *tenant_id, const char *id,
+                              int64_t now_ms, int64_t *seq, int64_t *purged_ms, int *cancelled);
   int (*event_purge)(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
                      int64_t *after_seq, int *purged);
   /* Event retention: deletes outbound events created before `before_ms` whose deliveries are

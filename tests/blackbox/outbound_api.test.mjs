@@ -182,6 +182,9 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     const list = (await h.api('GET', `/v1/sources?tenant=${a.json.id}`)).json.data;
     assert.equal(list.length, 1, 'one source');
     assertError(await h.api('POST', '/v1/sources', { ...src, secrets: ['whsec_other'] }, ks), 409, 'conflict');
+    // the tenant it made, deleted since: 409, as for an endpoint
+    assert.equal((await h.api('DELETE', `/v1/tenants/${a.json.id}`)).status, 200);
+    assertError(await h.api('POST', '/v1/tenants', { name: 'Idem Co' }, k), 409, 'invalid_state');
   });
 
   it('a delivery replay sent again with its key sends nothing more', async () => {
@@ -507,10 +510,15 @@ describe('deleting a tenant (offboarding a customer)', () => {
     assert.equal(src.status, 201, src.text);
     const job = await h.api('POST', `/v1/tenants/${t}/replays`, { filter: { state: 'retrying' }, reason: 'pending' });
     assert.equal(job.status, 201, job.text);
+    const own = await h.api('POST', '/v1/keys', { role: 'admin', tenants: [t] }); // the customer's key
+    assert.equal(own.status, 201, own.text);
     const del = await h.api('DELETE', `/v1/tenants/${t}`, { reason: 'customer left' });
     assert.equal(del.status, 200, del.text);
     assert.deepEqual(del.json, { id: t, deleted: true, endpoints_deleted: 1, sources_deleted: 1, replays_cancelled: 1,
-      cancelled_deliveries: 2, held_deliveries: 0 });
+      keys_revoked: 1, cancelled_deliveries: 2, held_deliveries: 0 });
+    assert.equal((await h.api('GET', `/v1/events/${evs[0]}`, undefined, { Authorization: `Bearer ${own.json.key}` })).status,
+      401, 'its own key revoked when the answer is sent');
+    assertError(await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [t] }), 422, 'invalid_field', 'tenants: no tenant');
     // gone wherever a tenant is named
     assertError(await h.api('GET', `/v1/tenants/${t}`), 404, 'not_found');
     assertError(await h.api('PATCH', `/v1/tenants/${t}`, { name: 'x' }), 404, 'not_found');
@@ -534,10 +542,48 @@ describe('deleting a tenant (offboarding a customer)', () => {
       assert.equal(e.status, 200, e.text);
       assert.deepEqual(e.json.deliveries.map((d) => d.state), ['cancelled']);
     }
-    const audit = (await h.api('GET', '/v1/audit?limit=50')).json.data.find((a) => a.action === 'tenant.delete' && a.target === t);
+    const audit = (await h.api('GET', `/v1/audit?tenant=${t}&limit=50`)).json.data.find((a) => a.action === 'tenant.delete');
     assert.ok(audit, 'audited');
     assert.equal(audit.reason, 'customer left');
     await dead.close();
+  });
+});
+
+describe('deleting an event\'s payload (it carried what it should not)', () => {
+  it('empties it now, cancels what it still had to send (its lane goes on), refuses a replay of it; the same answer again; audited', async () => {
+    const fail = await startReceiver(() => ({ status: 503 }));
+    const ok = await startReceiver();
+    const { tenant: t, endpoint: failing } = await setup(h, fail.url, { retry: { max_attempts: 5, backoff_base_ms: 86400000, backoff_cap_ms: 86400000 } });
+    const good = (await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: ok.url, event_types: ['pii.*'] })).json.id;
+    const p = await publish(h, t, { type: 'pii.leak', payload: { ssn: '078-05-1120' } });
+    const ds = await waitDelivery(h, p.json.id, (x) => x.length === 2 && x.some((d) => d.state === 'retrying') &&
+      x.some((d) => d.state === 'delivered'));
+    const del = await h.api('DELETE', `/v1/tenants/${t}/events/${p.json.id}/payload`, { reason: 'personal data' });
+    assert.equal(del.status, 200, del.text);
+    assert.equal(del.json.cancelled_deliveries, 1);
+    assert.ok(Date.parse(del.json.payload_purged_at) > 0);
+    const e = (await h.api('GET', `/v1/events/${p.json.id}`)).json;
+    assert.deepEqual([e.payload, e.payload_purged_at], [null, del.json.payload_purged_at]);
+    assert.ok(!JSON.stringify(e).includes('078-05-1120'));
+    const byEp = new Map(e.deliveries.map((d) => [d.endpoint_id, d]));
+    assert.deepEqual([byEp.get(failing).state, byEp.get(failing).last_error], ['cancelled', 'payload deleted']);
+    assert.equal(byEp.get(good).state, 'delivered', 'what was delivered stays so');
+    assertError(await h.api('POST', `/v1/deliveries/${ds.find((d) => d.endpoint_id === good).id}/replay`), 409, 'invalid_state');
+    assertError(await h.api('POST', `/v1/tenants/${t}/events/${p.json.id}/republish`, { reason: 'x' }), 409, 'invalid_state');
+    const again = await h.api('DELETE', `/v1/tenants/${t}/events/${p.json.id}/payload`);
+    assert.deepEqual([again.status, again.json.cancelled_deliveries, again.json.payload_purged_at], [200, 0, del.json.payload_purged_at]);
+    assertError(await h.api('DELETE', `/v1/tenants/${t}/events/evt_nope/payload`), 404, 'not_found');
+    const audit = (await h.api('GET', `/v1/audit?tenant=${t}&limit=20`)).json.data.find((a) => a.action === 'event.payload_delete');
+    assert.deepEqual([audit.target, audit.reason], [p.json.id, 'personal data']);
+    // on an ordered endpoint, the lane behind a cancelled delivery goes on
+    const lane = await startReceiver((q) => ({ status: q.body.includes('"first":true') ? 503 : 200 }));
+    const o = await setup(h, lane.url, { ordered: true, retry: { max_attempts: 5, backoff_base_ms: 86400000, backoff_cap_ms: 86400000 } });
+    const first = await publish(h, o.tenant, { type: 'a', ordering_key: 'k', payload: { first: true } });
+    await waitDelivery(h, first.json.id, (x) => x[0]?.state === 'retrying');
+    const second = await publish(h, o.tenant, { type: 'a', ordering_key: 'k', payload: { second: true } });
+    assert.equal((await h.api('DELETE', `/v1/tenants/${o.tenant}/events/${first.json.id}/payload`)).status, 200);
+    await waitDelivery(h, second.json.id, (x) => x[0]?.state === 'delivered');
+    for (const r of [fail, ok, lane]) await r.close();
   });
 });
 

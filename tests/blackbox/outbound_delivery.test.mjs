@@ -844,8 +844,16 @@ describe('operational events (--ops-tenant)', () => {
     }, { what: 'the ops tenant\'s refusing endpoint: three DEAD' });
     assert.equal((await d.api('GET', '/v1/tenants/ops/events?limit=50')).json.data.length, 3, 'no event about itself');
     assert.match((await d.api('GET', '/metrics')).text, /^hookd_ops_events_total 3$/m);
+    // one disable, one event: not one for each answer of the requests that were out at once
+    const slowGone = await startReceiver(() => ({ status: 410, delayMs: 300 }));
+    const t2 = await setup(d, slowGone.url, { max_in_flight: 4 });
+    const evs = await Promise.all([1, 2, 3].map((i) => publish(d, t2.tenant, { type: 'x', payload: { i } })));
+    for (const e of evs) await waitDelivery(d, e.json.id, (x) => x[0]?.state === 'dead');
+    assert.equal(slowGone.requests.length, 3, 'the three went out together');
+    const opsEvents = (await d.api('GET', '/v1/tenants/ops/events?limit=50&event_type=endpoint.disabled')).json.data;
+    assert.equal(opsEvents.length, 2, 'the first endpoint\'s disable and this one\'s, once');
     assert.equal((await d.stop()).code, 0);
-    for (const r of [refuse, gone, opsRecv]) await r.close();
+    for (const r of [refuse, gone, opsRecv, slowGone]) await r.close();
   });
 });
 

@@ -170,6 +170,15 @@ int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "cancel replay jobs");
   out->replays_cancelled = sqlite3_changes(c->db);
+  /* the keys that reached it alone (a customer's own): they would open nothing but its
+   * history, and could mint more keys of it */
+  st = sq_stmt(c, SQ_KEY_REVOKE_SCOPE,
+               "UPDATE api_keys SET revoked_at = ?2 WHERE tenants = ?1 AND revoked_at IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "revoke keys");
+  out->keys_revoked = sqlite3_changes(c->db);
   return HOOKD_STORE_OK;
 }
 
@@ -365,12 +374,15 @@ int sq_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out) {
 }
 
 int sq_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const char *id) {
-  bool ep = kind == HOOKD_MADE_ENDPOINT;
   sqlite3_stmt *st =
-      ep ? sq_stmt(c, SQ_EP_MADE,
-                   "SELECT 1 FROM endpoints WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)")
-         : sq_stmt(c, SQ_SRC_MADE,
-                   "SELECT 1 FROM sources WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)");
+      kind == HOOKD_MADE_ENDPOINT
+          ? sq_stmt(c, SQ_EP_MADE,
+                    "SELECT 1 FROM endpoints WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)")
+      : kind == HOOKD_MADE_SOURCE
+          ? sq_stmt(c, SQ_SRC_MADE,
+                    "SELECT 1 FROM sources WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)")
+          : sq_stmt(c, SQ_TENANT_MADE, /* deleted ones too */
+                    "SELECT 1 FROM tenants WHERE id = ?1 AND (?2 IS NULL OR id = ?2)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   sq_bind_text(st, 2, tenant_id);

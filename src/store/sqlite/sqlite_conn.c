@@ -543,6 +543,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .endpoint_reseal = sq_endpoint_reseal,
     .endpoints_since = sq_endpoints_since,
     .publish = sq_publish,
+    .event_payload_delete = sq_event_payload_delete,
     .event_get = sq_event_get,
     .delivery_get = sq_delivery_get,
     .delivery_list = sq_delivery_list,

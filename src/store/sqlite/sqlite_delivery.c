@@ -1189,7 +1189,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (!st) return HOOKD_STORE_ERR;
   if (sqlite3_step(bind_outcome(st, o)) != SQLITE_DONE) return sq_fail(c, "record outcome");
   o->cancelled = false;
-  o->disable_declined = false;
+  o->disable_declined = o->disabled_now = false;
   o->was_held = false;
   if (sqlite3_changes(c->db) != 1) {
     int rc = late_outcome(c, o);
@@ -1289,7 +1289,8 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     sq_bind_text(st, 5, o->sent_url);
     sq_bind_i64(st, 6, o->sent_ms);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "disable endpoint");
-    if (sqlite3_changes(c->db) == 1) { /* audited like an operator's disable (actor system) */
+    o->disabled_now = sqlite3_changes(c->db) == 1;
+    if (o->disabled_now) { /* audited like an operator's disable (actor system) */
       st = sq_stmt(c, SQ_EP_DISABLE_AUDIT,
                    "INSERT INTO audit_log(at, actor, action, target, tenant_id, reason, detail)"
                    " SELECT ?3, 'system', 'endpoint.disable', id, tenant_id, ?2, 'automatic'"
@@ -1762,6 +1763,66 @@ int sq_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_m
   free(lanes);
   if (!rc) *more = n >= limit;
   return rc;
+}
+
+int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const char *id,
+                            int64_t now_ms, int64_t *seq, int64_t *purged_ms, int *cancelled) {
+  *cancelled = 0;
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_PAYLOAD_READ,
+                             "SELECT seq, kind, purged_at FROM events"
+                             " WHERE id = ?1 AND tenant_id = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sq_bind_text(st, 2, tenant_id);
+  int rc = sqlite3_step(st);
+  *seq = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  const char *kind = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 1) : NULL;
+  bool inbound = kind && !strcmp(kind, "inbound");
+  *purged_ms = rc == SQLITE_ROW ? sq_col_i64(st, 2) : 0;
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "read event");
+  if (inbound) {
+    snprintf(c->err, sizeof c->err,
+             "an inbound event's body is the provider's request: it goes with its inbox "
+             "record's retention (--inbox-retention-s)");
+    return HOOKD_STORE_STATE;
+  }
+  if (*purged_ms) return HOOKD_STORE_OK; /* emptied already: the same answer */
+  /* what it still had to send is cancelled; the bumped token fences an attempt in flight */
+  st = sq_stmt(c, SQ_EV_PAYLOAD_CANCEL,
+               "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
+               " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL,"
+               " last_error = 'payload deleted'"
+               " WHERE event_seq = ?1 AND state IN ('pending', 'retrying')"
+               " RETURNING seq, ordering_key IS NOT NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, *seq);
+  sq_bind_i64(st, 2, now_ms);
+  int64_t *laned = NULL; /* the cancelled ones that held a place in a lane */
+  size_t n = 0, cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    (*cancelled)++;
+    if (sqlite3_column_int(st, 1) && sq_seq_push(&laned, &n, &cap, sq_col_i64(st, 0)) != 0) break;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) {
+    free(laned);
+    return rc == SQLITE_ROW ? HOOKD_STORE_ERR : sq_fail(c, "cancel deliveries");
+  }
+  /* the next of each lane goes on: a cancelled one holds no place */
+  rc = HOOKD_STORE_OK;
+  for (size_t i = 0; i < n && !rc; i++) rc = sq_lane_advance(c, laned[i]);
+  free(laned);
+  if (rc) return rc;
+  st = sq_stmt(c, SQ_EV_PURGE_SET,
+               "UPDATE events SET body = x'', purged_at = ?2 WHERE seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, *seq);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete event payload");
+  *purged_ms = now_ms;
+  return HOOKD_STORE_OK;
 }
 
 /* Payload retention: outbound events only (inbound ones follow the inbox's retention), and only

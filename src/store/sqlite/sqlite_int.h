@@ -45,7 +45,8 @@ enum sq_stmt_id {
   SQ_RPL_ITEM_INSERT, SQ_RPL_BY_EP, SQ_RPL_SKIPPED, SQ_RPL_STATES, SQ_RPL_LIST, SQ_RPL_SET,
   SQ_RPL_ITEM_SET, SQ_RPL_ITEM_GET, SQ_RPL_ADVANCE, SQ_RPL_DUE, SQ_RPL_NEXT, SQ_RPL_TOTAL,
   SQ_RPL_BUILDING, SQ_EV_LIST, SQ_RPL_ABANDON, SQ_RPL_EXPIRE, SQ_RPL_SELECT_MISSING,
-  SQ_RPL_ITEM_INSERT_MISSING, SQ_RPL_ITEM_EVENT, SQ_RPL_ITEM_MADE,
+  SQ_RPL_ITEM_INSERT_MISSING, SQ_RPL_ITEM_EVENT, SQ_RPL_ITEM_MADE, SQ_EV_PAYLOAD_READ,
+  SQ_EV_PAYLOAD_CANCEL, SQ_TENANT_MADE, SQ_KEY_REVOKE_SCOPE,
   SQ_RPL_PURGE_JOB, SQ_RPL_PURGE_ITEMS, SQ_RPL_PURGE_MARK,
   SQ_TX_BEGIN_W, SQ_TX_BEGIN_R, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE,
   SQ_TX_ROLLBACK_TO,
@@ -84,6 +85,8 @@ char *sq_col_str(sqlite3_stmt *st, int i);                   /* strdup, NULL for
 void sq_read_event_extras(sqlite3_stmt *st, int i, hookd_event *e);
 /* A scheduled delivery's next attempt brought forward to now (sqlite_delivery.c). */
 int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why);
+int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const char *id,
+                            int64_t now_ms, int64_t *seq, int64_t *purged_ms, int *cancelled);
 /* event_deliver, with why it refused (a replay item's result: gone, payload_purged, expired,
  * endpoint_deleted, endpoint_disabled, lane_moved_on, state_changed). */
 int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
