@@ -110,7 +110,7 @@ void hookd_api_keys_reload(hookd_api_op *base, void (*after)(hookd_api_op *)) {
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   key_op *op = (key_op *)base;
   /* each tenant of its scope exists (a deleted one's is gone for good) */
-  const char *cur = op->has_tenants ? op->tenants : "", *t;
+  const char *cur = op->has_tenants ? op->tenants : NULL, *t; /* (NULL: every tenant) */
   size_t len;
   while (hookd_scope_next(&cur, &t, &len)) {
     char id[HOOKD_SCOPE_MAX + 1];

@@ -347,6 +347,11 @@ describe('API keys over the API', () => {
     const list = (await h.api('GET', '/v1/keys')).json.data;
     const row = list.find((k) => k.id === v.json.id);
     assert.deepEqual([row.state, row.tenants, row.key], ['active', [a.tenant], undefined]);
+    // a key of every tenant (no tenants), from a key of every tenant
+    const all = await h.api('POST', '/v1/keys', { role: 'viewer' });
+    assert.equal(all.status, 201, all.text);
+    assert.equal(all.json.tenants, null);
+    assert.equal((await as(h, all.json.key, 'GET', `/v1/tenants/${b.tenant}`)).status, 200, 'every tenant');
     // a scoped admin: keys within its scope only
     const sa = (await h.api('POST', '/v1/keys', { role: 'admin', tenants: [a.tenant] })).json.key;
     assert.equal((await as(h, sa, 'POST', '/v1/keys', { role: 'publisher' })).status, 403, 'every tenant: not its to give');
