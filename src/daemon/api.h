@@ -139,6 +139,12 @@ json_t *hookd_json_tenant(const hookd_tenant *t);
  * --max-timeout-ms (lowered since it was set) shows that maximum, as the dispatcher uses it. */
 /* A rate limit as the API shows it: {"per_second": n}, or null for none (0). */
 json_t *hookd_json_rate(double per_second);
+/* A comma-separated list as a JSON array of strings (NULL: null). */
+json_t *hookd_json_csv(const char *csv);
+/* A body's channel list (an array of 1 to max names, each kept once; null or absent: *out
+ * NULL) as a comma-separated string (malloc'd); -1 once answered (422 naming field). */
+int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t max,
+                       char **out);
 json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms);
 int hookd_api_timeout_shown(int timeout_ms, int max_timeout_ms); /* the lower of the two */
 json_t *hookd_json_delivery(const hookd_delivery *d);

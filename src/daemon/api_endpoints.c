@@ -27,12 +27,13 @@ enum {
   F_URL = 1 << 0, F_DESC = 1 << 1, F_TYPES = 1 << 2, F_ENABLED = 1 << 3, F_MAXIF = 1 << 4,
   F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8, F_SIGNING = 1 << 9,
   F_RATE = 1 << 10, F_ORDERED = 1 << 11, F_LANE = 1 << 12, F_IDEMPOTENT = 1 << 13,
-  F_HEADERS = 1 << 14,
+  F_HEADERS = 1 << 14, F_CHANNELS = 1 << 15,
 };
 static const char *const field_names[] = {"url",        "description", "event_types", "enabled",
                                           "max_in_flight", "timeout_ms", "retry",       "secret",
                                           "id",         "signing",     "rate_limit",  "ordered",
-                                          "lane_policy", "idempotent", "headers", NULL};
+                                          "lane_policy", "idempotent", "headers", "channels",
+                                          NULL};
 
 typedef struct ep_op {
   hookd_api_op base;
@@ -41,6 +42,7 @@ typedef struct ep_op {
   char id[HOOKD_ID_MAX + 64];
   /* parsed input (owned) */
   char *url, *description, *event_types, *secret;
+  char *channels;            /* comma-separated; NULL = every event */
   char *headers;             /* custom headers as compact JSON, plain (NULL = none) */
   bool ed25519;              /* signing scheme asked for at creation */
   char *plain_secret;        /* the new secret, returned once to the caller */
@@ -72,6 +74,7 @@ static void ep_op_cleanup(hookd_api_op *op) {
   free(e->url);
   free(e->description);
   free(e->event_types);
+  free(e->channels);
   hookd_secret_free(e->secret);
   hookd_secret_free(e->headers);
   hookd_secret_free(e->plain_secret);
@@ -163,7 +166,7 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     /* null means "every type" / "no limit" / "empty" for these; for the others it would silently
      * mean the default (an endpoint PATCHed {"enabled": null} was enabled) */
     if (json_is_null(v) && strcmp(k, "event_types") && strcmp(k, "rate_limit") &&
-        strcmp(k, "description") && strcmp(k, "headers")) {
+        strcmp(k, "description") && strcmp(k, "headers") && strcmp(k, "channels")) {
       hookd_req_error(r, 422, "invalid_field", "%s may not be null", k);
       return false;
     }
@@ -228,6 +231,9 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
       op->event_types = hookd_buf_steal(&b);
     }
   }
+  if ((op->fields & F_CHANNELS) &&
+      hookd_api_channels(r, json_object_get(body, "channels"), "channels", 10, &op->channels) != 0)
+    return false;
   bool en = true;
   if (hookd_json_get_bool(body, "enabled", &en) < 0) {
     hookd_req_error(r, 422, "invalid_field", "enabled must be a boolean");
@@ -303,6 +309,10 @@ static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create
   if (f & F_TYPES) {
     free(ep->event_types);
     ep->event_types = op->event_types ? strdup(op->event_types) : NULL;
+  }
+  if (f & F_CHANNELS) {
+    free(ep->channels);
+    ep->channels = op->channels ? strdup(op->channels) : NULL;
   }
   if (f & F_ENABLED) {
     if (op->enabled && !ep->enabled) {
@@ -628,12 +638,14 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
   /* an inbound source's destination gets every event its source accepts (the source's
    * event_types filter them), without lanes: stored, these would be ignored */
-  if (op->ep.source_id && (op->fields & (F_TYPES | F_ORDERED | F_LANE))) {
+  if (op->ep.source_id && (op->fields & (F_TYPES | F_ORDERED | F_LANE | F_CHANNELS))) {
     snprintf(op->base.err, sizeof op->base.err,
              "%s does not apply to a destination of inbound source %s (its events are the "
              "source's: filter them with the source's event_types)",
-             op->fields & F_TYPES ? "event_types" : op->fields & F_ORDERED ? "ordered"
-                                                                           : "lane_policy",
+             op->fields & F_TYPES      ? "event_types"
+             : op->fields & F_ORDERED  ? "ordered"
+             : op->fields & F_CHANNELS ? "channels"
+                                       : "lane_policy",
              op->ep.source_id);
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }

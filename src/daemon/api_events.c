@@ -45,6 +45,7 @@ typedef struct pub_op {
   char idem[260];
   char ordering_key[260];
   char schema_version[80]; /* its JSON text ("\"v2\"" or "2"); "" when none */
+  char *channels;          /* comma-separated; NULL when none */
   hookd_buf body;
   unsigned char hash[32];
   bool reserved_id; /* the caller's id has hookd's form: existing_only */
@@ -54,6 +55,8 @@ static void pub_cleanup(hookd_api_op *base) {
   pub_op *op = (pub_op *)base;
   hookd_buf_free(&op->body);
   hookd_publish_res_free(&op->res);
+  free(op->channels);
+  op->channels = NULL;
 }
 
 static int run_publish(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -128,6 +131,7 @@ static void fill_req(pub_op *op, hookd_app *app, int64_t occurred_ms, int64_t no
   op->req.request_hash = op->hash;
   op->req.idempotency_key = op->idem[0] ? op->idem : NULL;
   op->req.schema_version = op->schema_version[0] ? op->schema_version : NULL;
+  op->req.channels = op->channels;
   op->req.occurred_ms = occurred_ms;
   op->req.now_ms = now;
   op->req.expires_ms = app->cfg->event_ttl_s ? now + app->cfg->event_ttl_s * 1000 : 0;
@@ -178,7 +182,7 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   json_object_foreach(body, k, v) {
     if (strcmp(k, "type") && strcmp(k, "payload") && strcmp(k, "id") && strcmp(k, "occurred_at") &&
         strcmp(k, "ordering_key") && strcmp(k, "ordering_version") &&
-        strcmp(k, "schema_version")) {
+        strcmp(k, "schema_version") && strcmp(k, "channels")) {
       hookd_api_unknown_field(r, NULL, k, NULL);
       goto done;
     }
@@ -227,11 +231,21 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
     hookd_req_error(r, 422, "invalid_field", SCHEMA_VERSION_RULE);
     goto done;
   }
+  char *channels = NULL;
+  if (hookd_api_channels(r, json_object_get(body, "channels"), "channels", 5, &channels) != 0)
+    goto done;
   const char *idem;
-  if (!hookd_api_idempotency_key(r, &idem)) goto done;
+  if (!hookd_api_idempotency_key(r, &idem)) {
+    free(channels);
+    goto done;
+  }
 
   op = hookd_api_op_new(sizeof *op, r, app, run_publish, reply_publish);
-  if (!op) goto done;
+  if (!op) {
+    free(channels);
+    goto done;
+  }
+  op->channels = channels;
   op->base.cleanup = pub_cleanup;
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   snprintf(op->type, sizeof op->type, "%s", type);
@@ -348,14 +362,15 @@ static json_t *occurred_json(int64_t ms) {
 /* An event as GET and the list show it (the list without payload and deliveries). */
 static json_t *event_json(const hookd_event *e) {
   json_t *version = e->schema_version ? json_loads(e->schema_version, JSON_DECODE_ANY, NULL) : NULL;
-  return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", e->id, "tenant_id",
+  return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", e->id, "tenant_id",
                    e->tenant_id, "type", e->type, "kind", e->inbound ? "inbound" : "outbound",
                    "schema_version", version ? version : json_null(), "occurred_at",
                    occurred_json(e->occurred_ms), "created_at", hookd_json_time(e->created_ms),
                    "expires_at", hookd_json_time(e->expires_ms), "payload_purged_at",
                    hookd_json_time(e->purged_ms), "ordering_key",
                    hookd_json_str_or_null(e->ordering_key), "ordering_version",
-                   e->has_ordering_version ? json_integer(e->ordering_version) : json_null());
+                   e->has_ordering_version ? json_integer(e->ordering_version) : json_null(),
+                   "channels", hookd_json_csv(e->channels));
 }
 
 /* An inbound event's stored header lines ("name: value\n"…, written by the receive path) as the
@@ -693,6 +708,8 @@ static void reply_source(hookd_api_op *base, int rc) {
   /* the payload's schema version goes with it (as stored: checked when it was published) */
   if (!brc && op->ev.schema_version)
     snprintf(op->pub.schema_version, sizeof op->pub.schema_version, "%s", op->ev.schema_version);
+  /* and to the same channels: the endpoints that take them now */
+  if (!brc && op->ev.channels && !(op->pub.channels = strdup(op->ev.channels))) brc = -1;
   if (!brc) brc = envelope(&op->pub, app, op->ev.occurred_ms, payload);
   json_decref(env);
   if (brc) {

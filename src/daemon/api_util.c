@@ -607,18 +607,48 @@ json_t *hookd_json_tenant(const hookd_tenant *t) {
                    hookd_json_time(t->updated_ms ? t->updated_ms : t->created_ms));
 }
 
-json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
-  json_t *types = json_null();
-  if (e->event_types) {
-    types = json_array();
-    for (const char *p = e->event_types; *p;) {
-      const char *c = strchr(p, ',');
-      size_t len = c ? (size_t)(c - p) : strlen(p);
-      json_array_append_new(types, json_stringn(p, len));
-      if (!c) break;
-      p = c + 1;
-    }
+json_t *hookd_json_csv(const char *csv) {
+  if (!csv) return json_null();
+  json_t *a = json_array();
+  for (const char *p = csv; a && *p;) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    json_array_append_new(a, json_stringn(p, len));
+    if (!c) break;
+    p = c + 1;
   }
+  return a ? a : json_null();
+}
+
+int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t max,
+                       char **out) {
+  *out = NULL;
+  if (!v || json_is_null(v)) return 0;
+  size_t n = json_is_array(v) ? json_array_size(v) : 0;
+  bool ok = n >= 1 && n <= max;
+  hookd_buf b;
+  hookd_buf_init(&b, n * 130 + 1);
+  for (size_t i = 0; ok && i < n; i++) {
+    const char *c = json_string_value(json_array_get(v, i));
+    ok = c && hookd_id_valid(c, 128);
+    size_t j = 0; /* a name given twice is kept once */
+    while (ok && j < i && strcmp(json_string_value(json_array_get(v, j)), c)) j++;
+    if (ok && j == i) ok = (!b.len || hookd_buf_puts(&b, ",") == 0) && hookd_buf_puts(&b, c) == 0;
+  }
+  if (!ok) {
+    hookd_buf_free(&b);
+    hookd_req_field_error(r, 422, "invalid_field", field,
+                          "%s must be null or an array of 1 to %zu channel names (1 to 128 of "
+                          "letters, digits, '_', '-', '.', ':')",
+                          field, max);
+    return -1;
+  }
+  *out = hookd_buf_steal(&b);
+  return *out ? 0 : -1;
+}
+
+json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
+  json_t *types = hookd_json_csv(e->event_types);
   json_t *v = json_pack(
       "{s:s,s:s,s:s,s:s,s:o,s:b,s:o,s:i,s:i,s:{s:I,s:i,s:I,s:I,s:I,s:I},s:s,s:o,s:o,s:o}", "id",
       e->id, "tenant_id", e->tenant_id, "url", e->url, "description",
@@ -641,6 +671,7 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
   json_object_set_new(v, "ordered", json_boolean(e->ordered));
   json_object_set_new(v, "lane_policy", json_string(e->lane_policy ? e->lane_policy : "skip"));
   json_object_set_new(v, "failing_since", hookd_json_time(e->failing_since_ms));
+  json_object_set_new(v, "channels", hookd_json_csv(e->channels));
   /* an inbound source's destination gets its source's events, whatever their types: event_types
    * (null, "every type") is left out, and kind says what it is */
   json_object_set_new(v, "kind", json_string(e->source_id ? "destination" : "endpoint"));

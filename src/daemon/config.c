@@ -120,7 +120,9 @@ static const opt opts[] = {
     {"retry-cap-ms", NULL, T_I64, OFF(policy.cap_ms), 0, 1, 86400000, "MS",
      "default retry policy: largest backoff ceiling"},
     {"retry-max-age-s", NULL, T_MS_FROM_S, OFF(policy.max_age_ms), 0, 1, 31536000, "S",
-     "default retry policy: a delivery older than this goes DEAD"},
+     "default retry policy: a delivery whose retry cycle is older than this goes DEAD at its "
+     "next failed attempt (one held by an open breaker waits for its probe; it is not dropped "
+     "unattempted)"},
     {"retry-after-cap-s", NULL, T_MS_FROM_S, OFF(policy.retry_after_cap_ms), 0, 0, 31536000, "S",
      "default retry policy: longest Retry-After honoured"},
     {"event-ttl-s", NULL, T_I64, OFF(event_ttl_s), 0, 0, 315360000, "S",

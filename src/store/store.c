@@ -118,6 +118,7 @@ void hookd_endpoint_free(hookd_endpoint *e) {
   hookd_secret_free(e->secret);
   hookd_secret_free(e->previous_secret);
   hookd_secret_free(e->headers);
+  free(e->channels);
   memset(e, 0, sizeof *e);
 }
 
@@ -137,6 +138,7 @@ void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src) {
   dst->secret = dup_or_null(src->secret);
   dst->previous_secret = dup_or_null(src->previous_secret);
   dst->headers = dup_or_null(src->headers);
+  dst->channels = dup_or_null(src->channels);
 }
 
 void hookd_event_free(hookd_event *e) {
@@ -148,6 +150,7 @@ void hookd_event_free(hookd_event *e) {
   free(e->meta);
   free(e->schema_version);
   free(e->ordering_key);
+  free(e->channels);
   memset(e, 0, sizeof *e);
 }
 
@@ -288,6 +291,22 @@ void hookd_audits_free(hookd_audit *v, size_t n) {
 void hookd_api_keys_free(hookd_api_key *v, size_t n) {
   for (size_t i = 0; i < n; i++) hookd_api_key_free(&v[i]);
   free(v);
+}
+
+bool hookd_channels_match(const char *endpoint, const char *event) {
+  if (!endpoint) return true;
+  for (const char *e = event; e && *e;) {
+    const char *ee = strchr(e, ',');
+    size_t el = ee ? (size_t)(ee - e) : strlen(e);
+    for (const char *p = endpoint; *p;) {
+      const char *pe = strchr(p, ',');
+      size_t pl = pe ? (size_t)(pe - p) : strlen(p);
+      if (pl == el && !memcmp(p, e, el)) return true;
+      p = pe ? pe + 1 : p + pl;
+    }
+    e = ee ? ee + 1 : NULL;
+  }
+  return false;
 }
 
 bool hookd_filter_match(const char *filter, const char *type) {

@@ -76,6 +76,7 @@ typedef struct hookd_endpoint {
   int64_t created_ms;
   int64_t updated_ms;
   int64_t deleted_ms;    /* 0 unless deleted */
+  char *channels;        /* comma-separated; NULL = every event (hookd_channels_match) */
 } hookd_endpoint;
 
 typedef struct hookd_event {
@@ -97,6 +98,7 @@ typedef struct hookd_event {
   char *ordering_key;   /* NULL when none */
   int64_t ordering_version;
   bool has_ordering_version;
+  char *channels;       /* comma-separated; NULL when none */
 } hookd_event;
 
 /* A page of a tenant's events, newest first (event_list). */
@@ -172,6 +174,10 @@ void hookd_attempts_free(hookd_attempt *v, size_t n);
 /* True when `type` passes the endpoint's comma-separated filter (NULL = everything; an entry
  * ending in ".*", or in '/' and '*', matches that prefix; "*" matches everything). */
 bool hookd_filter_match(const char *filter, const char *type);
+/* Whether an endpoint listing `endpoint` channels (NULL: none) receives an event published to
+ * `event` channels (NULL: none): one without channels receives every event, one with some only
+ * the events published to one of them. Both comma-separated. */
+bool hookd_channels_match(const char *endpoint, const char *event);
 
 /* ---------- operation arguments ---------- */
 
@@ -186,6 +192,7 @@ typedef struct hookd_publish_req {
   int64_t occurred_ms, now_ms, expires_ms;
   const char *ordering_key;          /* NULL when absent */
   const char *schema_version;        /* JSON text (a string or an integer); NULL when absent */
+  const char *channels;              /* comma-separated; NULL when none */
   int64_t ordering_version;
   bool has_ordering_version;         /* for an ordered endpoint, a version below the highest
                                       * its lane has seen makes the delivery DEAD "superseded" */

@@ -499,6 +499,43 @@ describe('endpoints CRUD', () => {
   });
 });
 
+describe('channels (one customer\'s user or account among the tenant\'s)', () => {
+  it('an endpoint with channels receives only the events published to one of them; one without, every event', async () => {
+    const { tenant: t, endpoint: all } = await setup(h, recv.url);
+    const mk = async (channels) => {
+      const r = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url, channels });
+      assert.equal(r.status, 201, r.text);
+      assert.deepEqual(r.json.channels, channels);
+      return r.json.id;
+    };
+    const a = await mk(['user_a']);
+    const b = await mk(['user_b', 'org_1']);
+    const to = async (channels) => {
+      const p = await publish(h, t, { type: 'c.x', payload: {}, ...(channels ? { channels } : {}) });
+      assert.equal(p.status, 202, p.text);
+      const e = (await h.api('GET', `/v1/events/${p.json.id}`)).json;
+      assert.deepEqual(e.channels, channels ?? null);
+      return { id: p.json.id, eps: e.deliveries.map((d) => d.endpoint_id).sort() };
+    };
+    const none = await to(null);
+    assert.deepEqual(none.eps, [all], 'no channels: the endpoints without channels');
+    assert.deepEqual((await to(['user_a'])).eps, [all, a].sort());
+    assert.deepEqual((await to(['org_1', 'user_x'])).eps, [all, b].sort(), 'one of its channels is enough');
+    assert.deepEqual((await to(['user_x'])).eps, [all]);
+    // given to an endpoint by hand, the same rule
+    assertError(await h.api('POST', `/v1/tenants/${t}/events/${none.id}/deliveries`, { endpoint: b }), 409, 'invalid_state');
+    // channels null again: every event
+    const pa = await h.api('PATCH', `/v1/tenants/${t}/endpoints/${a}`, { channels: null });
+    assert.equal(pa.json.channels, null);
+    assert.deepEqual((await to(null)).eps, [all, a].sort());
+    for (const bad of [[], 'user_a', [1], ['a b'], ['x'.repeat(129)]])
+      assertError(await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url, channels: bad }), 422, 'invalid_field', 'channels must be');
+    const six = await publish(h, t, { type: 'c.x', payload: {}, channels: ['a', 'b', 'c', 'd', 'e', 'f'] });
+    assertError(six, 422, 'invalid_field', 'channels must be');
+    assert.equal(six.json.error.param, 'channels');
+  });
+});
+
 describe('deleting a tenant (offboarding a customer)', () => {
   it('its endpoints, sources and open replay jobs go with it in one request; then it is 404 wherever a tenant is named, its id stays taken, its history readable by id', async () => {
     const dead = await startReceiver(() => ({ status: 503 }));

@@ -227,8 +227,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT,
                              "INSERT INTO events(id, tenant_id, type, body, request_hash,"
                              " occurred_at, created_at, expires_at, ordering_key, ordering_version,"
-                             " schema_version)"
-                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                             " schema_version, channels)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
                              " ON CONFLICT(id, tenant_id) DO NOTHING");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, req->event_id);
@@ -244,6 +244,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   if (req->has_ordering_version) sq_bind_i64(st, 10, req->ordering_version);
   else sqlite3_bind_null(st, 10);
   sq_bind_text(st, 11, req->schema_version);
+  sq_bind_text(st, 12, req->channels);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert event");
 
   if (sqlite3_changes(c->db) == 0) return existing_event(c, req, res);
@@ -254,7 +255,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
 
   /* Fan-out: one delivery per live, enabled endpoint whose filter matches. */
   sqlite3_stmt *eps = sq_stmt(c, SQ_EP_FANOUT,
-                              "SELECT id, event_types, policy_id, ordered FROM endpoints"
+                              "SELECT id, event_types, policy_id, ordered, channels FROM endpoints"
                               " WHERE tenant_id = ?1 AND deleted_at IS NULL AND enabled = 1"
                               " AND source_id IS NULL");
   if (!eps) return HOOKD_STORE_ERR;
@@ -272,7 +273,9 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
           : NULL;
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
     const char *filter = (const char *)sqlite3_column_text(eps, 1);
-    if (!hookd_filter_match(filter, req->type)) continue;
+    if (!hookd_filter_match(filter, req->type) ||
+        !hookd_channels_match((const char *)sqlite3_column_text(eps, 4), req->channels))
+      continue;
     char did[HOOKD_ID_MAX];
     if (hookd_id_new("dlv", req->now_ms, did) != 0) return HOOKD_STORE_ERR;
     const char *ep_id = (const char *)sqlite3_column_text(eps, 0);
@@ -319,7 +322,7 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_GET,
                              "SELECT seq, id, tenant_id, type, body, occurred_at, created_at,"
                              " expires_at, kind, content_type, meta, purged_at, schema_version,"
-                             " ordering_key, ordering_version FROM events"
+                             " ordering_key, ordering_version, channels FROM events"
                              " WHERE id = ?1"
                              " AND (?2 IS NULL OR tenant_id = ?2) LIMIT 2");
   if (!st) return HOOKD_STORE_ERR;
@@ -681,8 +684,8 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 }
 
 /* An event's delivery to one endpoint, made by an operator (store.h event_deliver). */
-static int deliver_checks(hookd_store_conn *c, const char *type, const hookd_endpoint *ep,
-                          const char *tenant_id) {
+static int deliver_checks(hookd_store_conn *c, const char *type, const char *channels,
+                          const hookd_endpoint *ep, const char *tenant_id) {
   if (strcmp(ep->tenant_id, tenant_id) != 0) {
     snprintf(c->err, sizeof c->err, "endpoint");
     return HOOKD_STORE_NOTFOUND;
@@ -698,6 +701,10 @@ static int deliver_checks(hookd_store_conn *c, const char *type, const hookd_end
   }
   if (!hookd_filter_match(ep->event_types, type)) {
     snprintf(c->err, sizeof c->err, "the endpoint's event_types do not take %.64s", type);
+    return HOOKD_STORE_STATE;
+  }
+  if (!hookd_channels_match(ep->channels, channels)) {
+    snprintf(c->err, sizeof c->err, "the endpoint's channels do not take the event's");
     return HOOKD_STORE_STATE;
   }
   return HOOKD_STORE_OK;
@@ -780,7 +787,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_DELIVER_READ,
                              "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
-                             " ordering_version, created_at FROM events"
+                             " ordering_version, created_at, channels FROM events"
                              " WHERE id = ?1 AND tenant_id = ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, event_id);
@@ -799,6 +806,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   bool inbound = kind && !strcmp(kind, "inbound"), purged = sq_col_i64(st, 4) != 0;
   bool versioned = sqlite3_column_type(st, 6) != SQLITE_NULL;
   int64_t version = sq_col_i64(st, 6), published = sq_col_i64(st, 7);
+  char *channels = sq_col_str(st, 8);
   sqlite3_reset(st);
   hookd_endpoint ep;
   bool have_ep = false;
@@ -822,7 +830,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
     *why = "endpoint_deleted";
   } else if (rc == HOOKD_STORE_OK) {
     have_ep = true;
-    rc = deliver_checks(c, type, &ep, tenant_id);
+    rc = deliver_checks(c, type, channels, &ep, tenant_id);
     if (rc && !ep.enabled) *why = "endpoint_disabled";
   }
   if (rc == HOOKD_STORE_OK) rc = pair_delivery(c, seq, endpoint_id, out);
@@ -861,6 +869,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   }
   free(type);
   free(key);
+  free(channels);
   if (have_ep) hookd_endpoint_free(&ep);
   if (rc != HOOKD_STORE_OK) return rc;
   return sq_delivery_get(c, did, out, NULL, NULL);

@@ -81,7 +81,7 @@ void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v); /* 0 binds NULL */
  * neither. */
 void sq_bind_type_filter(sqlite3_stmt *st, int exact, int prefix, const char *type);
 char *sq_col_str(sqlite3_stmt *st, int i);                   /* strdup, NULL for NULL */
-/* An event's schema_version, ordering_key and ordering_version, from column i on. */
+/* An event's schema_version, ordering_key, ordering_version and channels, from column i on. */
 void sq_read_event_extras(sqlite3_stmt *st, int i, hookd_event *e);
 /* A scheduled delivery's next attempt brought forward to now (sqlite_delivery.c). */
 int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why);
@@ -128,7 +128,7 @@ int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id);
   " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
   " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent,"        \
   " e.rate_limit, e.ordered, e.lane_policy, e.failing_since, p.retry_statuses, e.paused_until," \
-  " e.headers"
+  " e.headers, e.channels"
 #define SQ_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
 
 void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e);

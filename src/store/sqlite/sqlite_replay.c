@@ -123,10 +123,10 @@ static int snap_push(hookd_store_conn *c, hookd_replay_snapshot *out, size_t *ca
  * (its event_types) and has no delivery of, oldest first — each still sendable (payload kept,
  * not expired). */
 static int select_missing(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
-                          const char *event_types, int64_t max_items,
+                          const hookd_endpoint *ep, int64_t max_items,
                           hookd_replay_snapshot *out) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_SELECT_MISSING,
-                             "SELECT e.seq, e.type FROM events e"
+                             "SELECT e.seq, e.type, e.channels FROM events e"
                              " WHERE e.tenant_id = ?1 AND e.kind = 'outbound'"
                              " AND e.purged_at IS NULL AND (e.expires_at IS NULL"
                              " OR e.expires_at > ?8)"
@@ -147,7 +147,9 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *type = (const char *)sqlite3_column_text(st, 1);
-    if (!type || !hookd_filter_match(event_types, type)) continue; /* not the endpoint's */
+    if (!type || !hookd_filter_match(ep->event_types, type) || /* not the endpoint's */
+        !hookd_channels_match(ep->channels, (const char *)sqlite3_column_text(st, 2)))
+      continue;
     out->count++;
     if (out->n <= (size_t)max_items && snap_push(c, out, &cap, sq_col_i64(st, 0)) != 0) {
       sqlite3_reset(st);
@@ -187,7 +189,7 @@ int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_rep
     out->filter_state = strdup("missing");
     out->endpoint_id = strdup(f->endpoint_id);
     rc = out->filter_state && out->endpoint_id
-             ? select_missing(c, tenant_id, f, ep.event_types, max_items, out)
+             ? select_missing(c, tenant_id, f, &ep, max_items, out)
              : HOOKD_STORE_ERR;
     hookd_endpoint_free(&ep);
     if (rc) {

@@ -516,6 +516,11 @@ static const struct {
       * endpoint its items go to; its items name events (delivery_seq, delivery_id hold the
       * event's seq and id until its delivery is made, then the delivery's). */
      "ALTER TABLE replay_jobs ADD COLUMN filter_endpoint TEXT;"},
+    {35,
+     /* Channels (docs/api.md "Endpoints"): an endpoint listing some receives only the events
+      * published to one of them; comma-separated names, NULL = none. */
+     "ALTER TABLE endpoints ADD COLUMN channels TEXT;"
+     "ALTER TABLE events ADD COLUMN channels TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -557,6 +562,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('tenants') WHERE name = 'deleted_at'";
   case 34:
     return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'filter_endpoint'";
+  case 35:
+    return "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'channels'";
   default: return NULL;
   }
 }
