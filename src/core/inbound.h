@@ -79,7 +79,16 @@ bool hookd_in_header_name_valid(const char *s);
 
 /* Configuration of the generic HMAC verifier. */
 typedef enum hookd_encoding { HOOKD_ENC_HEX = 0, HOOKD_ENC_BASE64 } hookd_encoding;
+/* How a generic source's requests prove themselves. */
+typedef enum {
+  HOOKD_GENERIC_HMAC = 0, /* an HMAC of a template over the body (the default) */
+  HOOKD_GENERIC_TOKEN,    /* a static token in `header` (after `prefix`): one of the secrets */
+  HOOKD_GENERIC_BASIC     /* HTTP Basic: Authorization "Basic base64(user:password)", one of
+                             the secrets "user:password" */
+} hookd_generic_mode;
+
 typedef struct hookd_generic_hmac {
+  hookd_generic_mode mode;
   const char *header;            /* header carrying the signature (required) */
   const char *prefix;            /* stripped from the header value before decoding, e.g.
                                     "sha256=" (optional) */

@@ -4,6 +4,7 @@
  * and compares every received signature against every MAC in constant time, without stopping
  * at the first match. Reasons name the failed check, never a value. */
 #include <openssl/crypto.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -283,6 +284,21 @@ int hookd_in_verify_zoom(const hookd_in_request *req, const hookd_in_secrets *s,
  * exposed by the comparison either; or, for a hook with a signing token (a whsec_ secret),
  * a Standard Webhooks signature, which covers the body the token does not ------------------ */
 
+/* A presented credential against each secret: compared as SHA-256 digests in constant time
+ * (neither the secrets' lengths nor which one matched show in the time taken). */
+static bool credential_matches(const void *got, size_t len, const hookd_in_secrets *s) {
+  unsigned char g[32], want[32];
+  if (hookd_sha256(got, len, g) != 0) return false;
+  int match = 0;
+  for (size_t i = 0; i < s->n && i < HOOKD_IN_MAX_SECRETS; i++) {
+    if (!*s->v[i] || hookd_sha256(s->v[i], strlen(s->v[i]), want) != 0) continue;
+    match |= CRYPTO_memcmp(g, want, 32) == 0;
+  }
+  OPENSSL_cleanse(want, sizeof want);
+  OPENSSL_cleanse(g, sizeof g);
+  return match;
+}
+
 int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                            hookd_verify_result *out) {
   /* A signed request to a source holding a signing token is judged by its signature alone: a
@@ -304,18 +320,9 @@ int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *
   const char *tok = hookd_in_header_get(req, "X-Gitlab-Token");
   if (!tok || !*tok)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "gitlab: missing X-Gitlab-Token");
-  unsigned char got[32], want[32];
-  if (hookd_sha256(tok, strlen(tok), got) != 0)
-    return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "gitlab: digest failed");
-  int match = 0;
-  for (size_t i = 0; i < s->n && i < HOOKD_IN_MAX_SECRETS; i++) {
-    if (!*s->v[i] || hookd_sha256(s->v[i], strlen(s->v[i]), want) != 0) continue;
-    match |= CRYPTO_memcmp(got, want, 32) == 0;
-  }
-  OPENSSL_cleanse(want, sizeof want);
-  OPENSSL_cleanse(got, sizeof got);
-  return match ? hookd_in_result(out, HOOKD_VERIFY_OK, "gitlab: token valid")
-               : hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "gitlab: token does not match");
+  return credential_matches(tok, strlen(tok), s)
+             ? hookd_in_result(out, HOOKD_VERIFY_OK, "gitlab: token valid")
+             : hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "gitlab: token does not match");
 }
 
 /* ---- Paddle Billing: "ts=<t>;h1=<hex>[;h1=<hex>…]" over "<t>:<body>" -------------------- */
@@ -371,8 +378,45 @@ int hookd_in_verify_paddle(const hookd_in_request *req, const hookd_in_secrets *
 #define TEMPLATE_MAX 512
 #define TEMPLATE_PARTS 64
 
+/* generic, token and basic modes: the request carries a credential, not a signature — nothing
+ * binds it to the body or to a time (docs/inbound.md "Generic sources"). */
+static int verify_credential(const hookd_in_request *req, const hookd_in_secrets *s,
+                             const hookd_generic_hmac *g, hookd_verify_result *out) {
+  bool basic = g->mode == HOOKD_GENERIC_BASIC;
+  const char *h = hookd_in_header_get(req, basic ? "Authorization" : g->header);
+  if (!h || !*h)
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
+                           basic ? "generic: missing Authorization"
+                                 : "generic: missing token header");
+  const char *prefix = basic ? "Basic " : g->prefix;
+  if (prefix && *prefix && !(h = after_prefix(h, prefix)))
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
+                           basic ? "generic: Authorization is not Basic"
+                                 : "generic: token prefix absent");
+  size_t n = strlen(h);
+  h = hookd_in_trim(h, &n);
+  if (!n) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: empty credential");
+  bool match;
+  if (basic) {
+    unsigned char *plain = n % 4 == 0 ? malloc(3 * (n / 4) + 1) : NULL;
+    long m = plain ? hookd_b64_decode(h, n, plain) : -1;
+    if (m <= 0 || !memchr(plain, ':', (size_t)m)) {
+      free(plain);
+      return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: malformed Basic credentials");
+    }
+    match = credential_matches(plain, (size_t)m, s);
+    OPENSSL_cleanse(plain, (size_t)m);
+    free(plain);
+  } else {
+    match = credential_matches(h, n, s);
+  }
+  return match ? hookd_in_result(out, HOOKD_VERIFY_OK, "generic: credential valid")
+               : hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "generic: credential does not match");
+}
+
 int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                             const hookd_generic_hmac *g, hookd_verify_result *out) {
+  if (g->mode != HOOKD_GENERIC_HMAC) return verify_credential(req, s, g, out);
   if (g->algorithm != HOOKD_MD_SHA1 && g->algorithm != HOOKD_MD_SHA256 &&
       g->algorithm != HOOKD_MD_SHA512)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: unknown algorithm");

@@ -760,6 +760,10 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     if (!forwardable(hdrs[i].name) || hop_listed(conns, nc, hdrs[i].name) ||
         !value_forwardable(v))
       continue;
+    /* a generic source's token is the source's secret itself: neither kept nor handed on */
+    if (p == HOOKD_PROVIDER_GENERIC && rt->generic.mode != HOOKD_GENERIC_HMAC &&
+        !strcasecmp(hdrs[i].name, rt->generic.header))
+      continue;
     size_t before = op->meta.len;
     if (hookd_buf_printf(&op->meta, "%s: %s\n", hdrs[i].name, v) != 0) {
       op->meta.len = before; /* no room: this one is left out (not cut short), the next tried */

@@ -35,19 +35,34 @@ const char *hookd_generic_parse(const json_t *v, hookd_generic_hmac *g) {
   memset(g, 0, sizeof *g);
   if (!json_is_object(v)) return "generic must be an object";
   const char *alg = "sha256", *enc = "hex";
-  if (hookd_json_get_str(v, "header", &g->header) != 0 || !*g->header)
-    return "generic.header is missing or invalid";
-  if (hookd_json_get_str(v, "prefix", &g->prefix) < 0) return "generic.prefix is invalid";
   if (hookd_json_get_str(v, "algorithm", &alg) < 0) return "generic.algorithm is invalid";
+  bool basic = !strcasecmp(alg, "basic"), token = !strcasecmp(alg, "token");
+  int hrc = hookd_json_get_str(v, "header", &g->header);
+  if (basic && hrc == 1) g->header = "Authorization"; /* (absent: Basic's own) */
+  else if (hrc != 0 || !*g->header) return "generic.header is missing or invalid";
+  if (basic && strcasecmp(g->header, "Authorization"))
+    return "generic.header must be Authorization (or absent) with algorithm basic";
+  if (hookd_json_get_str(v, "prefix", &g->prefix) < 0) return "generic.prefix is invalid";
   if (hookd_json_get_str(v, "encoding", &enc) < 0) return "generic.encoding is invalid";
   if (hookd_json_get_str(v, "template", &g->template) < 0) return "generic.template is invalid";
   if (hookd_json_get_str(v, "id_header", &g->id_header) < 0) return "generic.id_header is invalid";
   if (hookd_json_get_str(v, "timestamp_header", &g->timestamp_header) < 0)
     return "generic.timestamp_header is invalid";
-  if (!strcasecmp(alg, "sha1")) g->algorithm = HOOKD_MD_SHA1;
+  if (basic || token) {
+    /* a credential, not a signature: nothing to encode, sign or time */
+    g->mode = basic ? HOOKD_GENERIC_BASIC : HOOKD_GENERIC_TOKEN;
+    static const char *const none[] = {"encoding", "template", "timestamp_header", NULL};
+    for (size_t i = 0; none[i]; i++)
+      if (json_object_get(v, none[i]))
+        return basic ? "generic.encoding, template and timestamp_header do not apply to "
+                       "algorithm basic"
+                     : "generic.encoding, template and timestamp_header do not apply to "
+                       "algorithm token";
+    if (basic && g->prefix) return "generic.prefix does not apply to algorithm basic";
+  } else if (!strcasecmp(alg, "sha1")) g->algorithm = HOOKD_MD_SHA1;
   else if (!strcasecmp(alg, "sha256")) g->algorithm = HOOKD_MD_SHA256;
   else if (!strcasecmp(alg, "sha512")) g->algorithm = HOOKD_MD_SHA512;
-  else return "generic.algorithm must be sha1, sha256 or sha512";
+  else return "generic.algorithm must be sha1, sha256, sha512, token or basic";
   if (!strcasecmp(enc, "hex")) g->encoding = HOOKD_ENC_HEX;
   else if (!strcasecmp(enc, "base64")) g->encoding = HOOKD_ENC_BASE64;
   else return "generic.encoding must be hex or base64";
@@ -59,6 +74,7 @@ const char *hookd_generic_parse(const json_t *v, hookd_generic_hmac *g) {
         strcmp(k, "timestamp_header"))
       return "generic has an unknown field";
   }
+  if (g->mode != HOOKD_GENERIC_HMAC) return NULL;
   /* What the template leaves out of the MAC reaches the handler unsigned: the body, a timestamp
    * that would vouch for freshness, an id that would deduplicate. */
   const char *tpl = g->template && *g->template ? g->template : "{body}";

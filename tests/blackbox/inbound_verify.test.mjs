@@ -95,6 +95,41 @@ describe('VNPay: only what vnp_SecureHash signs is accepted and forwarded', () =
   });
 });
 
+describe('generic credentials: a token or HTTP Basic, for a sender that signs nothing', () => {
+  it('the right credential is taken and forwarded without its header; a wrong or missing one is 401, nothing stored', async () => {
+    const dest = await startReceiver();
+    const tok = await source('generic', ['tok-live-1', 'tok-next-2'], [{ url: dest.url }],
+      { generic: { header: 'X-Partner-Code', algorithm: 'token', id_header: 'X-Event-Id' } });
+    const send = (src, headers, body = '{"order":1}') =>
+      fetch(`${h.url}/in/${src.id}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+    const ok = await send(tok, { 'x-partner-code': 'tok-next-2', 'x-event-id': 'ev-1' });
+    assert.equal(ok.status, 200, await ok.text());
+    await dest.waitFor(1, 15000, 'the forward');
+    assert.equal(dest.requests[0].headers['x-partner-code'], undefined, 'the token is the secret: not handed on');
+    assert.equal(dest.requests[0].body, '{"order":1}');
+    for (const headers of [{ 'x-partner-code': 'tok-live' }, { 'x-partner-code': 'tok-live-1x' }, {}])
+      assert.equal((await send(tok, { ...headers, 'x-event-id': 'ev-2' })).status, 401, JSON.stringify(headers));
+    const ev = (await h.api('GET', `/v1/events/${(await inbox(tok))[0].id}`)).json;
+    assert.ok(!JSON.stringify(ev).includes('tok-'), 'not kept with the event');
+    assert.equal((await inbox(tok)).length, 1, 'nothing stored for the refused ones');
+    // HTTP Basic
+    const basic = await source('generic', ['partner:s3cret'], [{ url: dest.url }], { generic: { algorithm: 'basic' } });
+    const b64 = (s) => Buffer.from(s).toString('base64');
+    assert.equal((await send(basic, { authorization: `Basic ${b64('partner:s3cret')}` })).status, 200);
+    assert.equal((await send(basic, { authorization: `Basic ${b64('partner:s3cre')}` })).status, 401);
+    assert.equal((await send(basic, { authorization: 'Bearer partner:s3cret' })).status, 401);
+    // settings that do not go with a credential are refused by name
+    for (const generic of [{ header: 'X-A', algorithm: 'token', template: '{body}' }, { algorithm: 'basic', prefix: 'x' },
+      { header: 'X-A', algorithm: 'basic' }, { algorithm: 'token' }]) {
+      const r = await h.api('POST', '/v1/sources', { id: `src_cred_bad_${++n}`, tenant: TENANT, provider: 'generic',
+        secrets: ['x:y'], generic, destinations: [{ url: dest.url }] });
+      assert.equal(r.status, 422, `${JSON.stringify(generic)}: ${r.text}`);
+      assert.match(r.json.error.message, /generic\./);
+    }
+    await dest.close();
+  });
+});
+
 describe('generic HMAC: the template signs the body, and the timestamp and id it is given', () => {
   it('POST /v1/sources refuses a template that leaves them out: 422 naming the problem', async () => {
     const dest = 'http://127.0.0.1:9/hook';

@@ -584,6 +584,47 @@ static void names_and_headers(void **st) {
                    HOOKD_VERIFY_MISMATCH);
 }
 
+/* Generic credentials (no signature): a static token, HTTP Basic. */
+static void generic_credentials(void **st) {
+  (void)st;
+  reqb b;
+  const char *one[] = {"tok-123"}, *rot[] = {"tok-old", "tok-123"}, *longer[] = {"tok-1234"};
+  hookd_generic_hmac tok = {.mode = HOOKD_GENERIC_TOKEN, .header = "X-Api-Key"};
+  req_init(&b, "{}", 0);
+  hdr(&b, "X-Api-Key", "tok-123");
+  assert_int_equal(run_generic(&b, &tok, one, 1), HOOKD_VERIFY_OK);
+  assert_int_equal(run_generic(&b, &tok, rot, 2), HOOKD_VERIFY_OK);
+  assert_int_equal(run_generic(&b, &tok, longer, 1), HOOKD_VERIFY_MISMATCH);
+  req_init(&b, "{}", 0);
+  assert_int_equal(run_generic(&b, &tok, one, 1), HOOKD_VERIFY_MALFORMED); /* no header */
+  /* with a prefix: Authorization: Bearer … */
+  hookd_generic_hmac bearer = {.mode = HOOKD_GENERIC_TOKEN, .header = "Authorization",
+                               .prefix = "Bearer "};
+  req_init(&b, "{}", 0);
+  hdr(&b, "Authorization", "Bearer tok-123");
+  assert_int_equal(run_generic(&b, &bearer, one, 1), HOOKD_VERIFY_OK);
+  req_init(&b, "{}", 0);
+  hdr(&b, "Authorization", "tok-123");
+  assert_int_equal(run_generic(&b, &bearer, one, 1), HOOKD_VERIFY_MALFORMED);
+  /* HTTP Basic: "user:pass" is dXNlcjpwYXNz */
+  const char *cred[] = {"user:pass"}, *other[] = {"user:pas"};
+  hookd_generic_hmac basic = {.mode = HOOKD_GENERIC_BASIC, .header = "Authorization"};
+  req_init(&b, "{}", 0);
+  hdr(&b, "Authorization", "Basic dXNlcjpwYXNz");
+  assert_int_equal(run_generic(&b, &basic, cred, 1), HOOKD_VERIFY_OK);
+  assert_int_equal(run_generic(&b, &basic, other, 1), HOOKD_VERIFY_MISMATCH);
+  req_init(&b, "{}", 0);
+  hdr(&b, "Authorization", "basic dXNlcjpwYXNz"); /* the scheme is case-insensitive */
+  assert_int_equal(run_generic(&b, &basic, cred, 1), HOOKD_VERIFY_OK);
+  static const char *const bad[] = {"Basic dXNlcjpwYXN", "Basic !!!!", "Basic dXNlcg==",
+                                    "Bearer dXNlcjpwYXNz", "Basic "};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    req_init(&b, "{}", 0);
+    hdr(&b, "Authorization", bad[i]);
+    assert_int_equal(run_generic(&b, &basic, cred, 1), HOOKD_VERIFY_MALFORMED);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(standard), cmocka_unit_test(stripe),
@@ -592,7 +633,7 @@ int main(void) {
       cmocka_unit_test(paddle),   cmocka_unit_test(zoom),
       cmocka_unit_test(generic),  cmocka_unit_test(names_and_headers),
       cmocka_unit_test(tolerance_extremes), cmocka_unit_test(empty_secrets),
-      cmocka_unit_test(generic_unsigned_parts),
+      cmocka_unit_test(generic_unsigned_parts), cmocka_unit_test(generic_credentials),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
