@@ -139,6 +139,11 @@ json_t *hookd_json_tenant(const hookd_tenant *t);
  * --max-timeout-ms (lowered since it was set) shows that maximum, as the dispatcher uses it. */
 /* A rate limit as the API shows it: {"per_second": n}, or null for none (0). */
 json_t *hookd_json_rate(double per_second);
+/* Labels kept as compact JSON (NULL: none) shown as an object ({} when none). */
+json_t *hookd_json_metadata(const char *text);
+/* A body's metadata (an object of at most 16 short string members; null or {}: *out NULL) as
+ * compact JSON (malloc'd); -1 once answered (422 naming metadata). */
+int hookd_api_metadata(hookd_req *r, const json_t *v, char **out);
 /* A comma-separated list as a JSON array of strings (NULL: null). */
 json_t *hookd_json_csv(const char *csv);
 /* A body's channel list (an array of 1 to max names, each kept once; null or absent: *out

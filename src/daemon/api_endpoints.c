@@ -27,13 +27,13 @@ enum {
   F_URL = 1 << 0, F_DESC = 1 << 1, F_TYPES = 1 << 2, F_ENABLED = 1 << 3, F_MAXIF = 1 << 4,
   F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8, F_SIGNING = 1 << 9,
   F_RATE = 1 << 10, F_ORDERED = 1 << 11, F_LANE = 1 << 12, F_IDEMPOTENT = 1 << 13,
-  F_HEADERS = 1 << 14, F_CHANNELS = 1 << 15,
+  F_HEADERS = 1 << 14, F_CHANNELS = 1 << 15, F_METADATA = 1 << 16,
 };
 static const char *const field_names[] = {"url",        "description", "event_types", "enabled",
                                           "max_in_flight", "timeout_ms", "retry",       "secret",
                                           "id",         "signing",     "rate_limit",  "ordered",
                                           "lane_policy", "idempotent", "headers", "channels",
-                                          NULL};
+                                          "metadata", NULL};
 
 typedef struct ep_op {
   hookd_api_op base;
@@ -43,6 +43,7 @@ typedef struct ep_op {
   /* parsed input (owned) */
   char *url, *description, *event_types, *secret;
   char *channels;            /* comma-separated; NULL = every event */
+  char *metadata;            /* compact JSON; NULL = none */
   char *headers;             /* custom headers as compact JSON, plain (NULL = none) */
   bool ed25519;              /* signing scheme asked for at creation */
   char *plain_secret;        /* the new secret, returned once to the caller */
@@ -75,6 +76,7 @@ static void ep_op_cleanup(hookd_api_op *op) {
   free(e->description);
   free(e->event_types);
   free(e->channels);
+  free(e->metadata);
   hookd_secret_free(e->secret);
   hookd_secret_free(e->headers);
   hookd_secret_free(e->plain_secret);
@@ -166,7 +168,8 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     /* null means "every type" / "no limit" / "empty" for these; for the others it would silently
      * mean the default (an endpoint PATCHed {"enabled": null} was enabled) */
     if (json_is_null(v) && strcmp(k, "event_types") && strcmp(k, "rate_limit") &&
-        strcmp(k, "description") && strcmp(k, "headers") && strcmp(k, "channels")) {
+        strcmp(k, "description") && strcmp(k, "headers") && strcmp(k, "channels") &&
+        strcmp(k, "metadata")) {
       hookd_req_error(r, 422, "invalid_field", "%s may not be null", k);
       return false;
     }
@@ -231,6 +234,9 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
       op->event_types = hookd_buf_steal(&b);
     }
   }
+  if ((op->fields & F_METADATA) &&
+      hookd_api_metadata(r, json_object_get(body, "metadata"), &op->metadata) != 0)
+    return false;
   if ((op->fields & F_CHANNELS) &&
       hookd_api_channels(r, json_object_get(body, "channels"), "channels", 10, &op->channels) != 0)
     return false;
@@ -313,6 +319,10 @@ static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create
   if (f & F_CHANNELS) {
     free(ep->channels);
     ep->channels = op->channels ? strdup(op->channels) : NULL;
+  }
+  if (f & F_METADATA) {
+    free(ep->metadata);
+    ep->metadata = op->metadata ? strdup(op->metadata) : NULL;
   }
   if (f & F_ENABLED) {
     if (op->enabled && !ep->enabled) {

@@ -19,12 +19,13 @@ typedef struct tenant_op {
   hookd_tenant t;
   char id[HOOKD_ID_MAX + 64];
   char name[256];
+  char *metadata; /* compact JSON; NULL = none */
   unsigned fields;
   bool loaded;
   hookd_kept k; /* create: an Idempotency-Key's answer (the tenant's id) */
 } tenant_op;
 
-enum { T_NAME = 1, T_MAXIF = 2, T_RATE = 4, T_WEIGHT = 8 };
+enum { T_NAME = 1, T_MAXIF = 2, T_RATE = 4, T_WEIGHT = 8, T_META = 16 };
 
 static void tenant_cleanup(hookd_api_op *base) {
   tenant_op *op = (tenant_op *)base;
@@ -32,6 +33,8 @@ static void tenant_cleanup(hookd_api_op *base) {
   op->loaded = false;
   free(op->k.answer);
   op->k.answer = NULL;
+  free(op->metadata);
+  op->metadata = NULL;
 }
 
 /* Parses the fields shared by create and PATCH into op; answers and returns false on error. */
@@ -43,6 +46,7 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
     else if (!strcmp(k, "max_in_flight")) op->fields |= T_MAXIF;
     else if (!strcmp(k, "rate_limit")) op->fields |= T_RATE;
     else if (!strcmp(k, "weight")) op->fields |= T_WEIGHT;
+    else if (!strcmp(k, "metadata")) op->fields |= T_META;
     else if (strcmp(k, "id") != 0) {
       hookd_api_unknown_field(r, NULL, k, NULL);
       return false;
@@ -73,6 +77,7 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
     return false;
   }
   op->t.weight = rc == 0 ? (int)n : 1;
+  if (hookd_api_metadata(r, json_object_get(body, "metadata"), &op->metadata) != 0) return false;
   return hookd_api_parse_rate(r, json_object_get(body, "rate_limit"), "rate_limit", 1e6,
                               &op->t.rate_limit) == 0;
 }
@@ -97,6 +102,7 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc != HOOKD_STORE_NOTFOUND) return rc;
   t->t.id = t->id;
   t->t.name = t->name;
+  t->t.metadata = t->metadata;
   rc = be->tenant_create(c, &t->t);
   if (!rc) rc = hookd_api_audit(op, c, be, "tenant.create", t->t.id, t->t.id, NULL);
   return rc ? rc : hookd_kept_store(&t->k, c, be, 201, json_pack("{s:s}", "id", t->t.id));
@@ -151,6 +157,7 @@ void hookd_api_tenant_create(hookd_req *r, hookd_app *app) {
   if (ok) ok = hookd_kept_prepare(r, app, &op->k, "tenant.create", NULL, NULL, body, false);
   json_decref(body);
   if (!ok) {
+    tenant_cleanup(&op->base);
     free(op);
     return;
   }
@@ -196,14 +203,18 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   if (t->fields & T_MAXIF) cur.max_in_flight = t->t.max_in_flight;
   if (t->fields & T_RATE) cur.rate_limit = t->t.rate_limit;
   if (t->fields & T_WEIGHT) cur.weight = t->t.weight;
+  if (t->fields & T_META) {
+    free(cur.metadata);
+    cur.metadata = t->metadata ? strdup(t->metadata) : NULL;
+  }
   cur.updated_ms = hookd_now_ms();
   t->t = cur;
   t->loaded = true;
   if ((rc = be->tenant_update(c, &t->t)) != 0) return rc;
   char detail[64]; /* the fields changed (names, not values) */
-  snprintf(detail, sizeof detail, "%s%s%s%s", t->fields & T_NAME ? "name," : "",
+  snprintf(detail, sizeof detail, "%s%s%s%s%s", t->fields & T_NAME ? "name," : "",
            t->fields & T_MAXIF ? "max_in_flight," : "", t->fields & T_RATE ? "rate_limit," : "",
-           t->fields & T_WEIGHT ? "weight," : "");
+           t->fields & T_WEIGHT ? "weight," : "", t->fields & T_META ? "metadata," : "");
   size_t dl = strlen(detail);
   if (dl) detail[dl - 1] = '\0';
   return hookd_api_audit(op, c, be, "tenant.update", t->t.id, t->t.id, dl ? detail : NULL);
@@ -228,6 +239,7 @@ void hookd_api_tenant_patch(hookd_req *r, hookd_app *app) {
     ok = false;
   }
   if (!ok) {
+    tenant_cleanup(&op->base);
     free(op);
     return;
   }

@@ -598,8 +598,41 @@ json_t *hookd_json_rate(double per_second) {
   return json_pack("{s:o}", "per_second", json_tidy_number(per_second));
 }
 
+json_t *hookd_json_metadata(const char *text) {
+  json_t *v = text ? json_loads(text, 0, NULL) : NULL;
+  if (json_is_object(v)) return v;
+  json_decref(v);
+  return json_object();
+}
+
+int hookd_api_metadata(hookd_req *r, const json_t *v, char **out) {
+  *out = NULL;
+  if (!v || json_is_null(v)) return 0;
+  bool ok = json_is_object(v) && json_object_size(v) <= 16;
+  const char *k;
+  json_t *x;
+  json_object_foreach((json_t *)v, k, x) {
+    const char *s = json_string_value(x);
+    size_t kl = strlen(k);
+    ok = ok && s && kl >= 1 && kl <= 64 && strlen(s) <= 256 &&
+         hookd_api_shown_text_ok(k, false) && hookd_api_shown_text_ok(s, false);
+  }
+  if (!ok) {
+    hookd_req_field_error(r, 422, "invalid_field", "metadata",
+                          "metadata must be null or an object of at most 16 members, names of 1 "
+                          "to 64 bytes and string values of at most 256 bytes, without control "
+                          "characters");
+    return -1;
+  }
+  if (json_object_size(v) == 0) return 0; /* {}: none */
+  *out = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+  if (!*out) hookd_req_error(r, 503, "unavailable", "out of memory");
+  return *out ? 0 : -1;
+}
+
 json_t *hookd_json_tenant(const hookd_tenant *t) {
-  return json_pack("{s:s,s:s,s:o,s:o,s:o,s:i,s:o}", "id", t->id, "name", t->name ? t->name : "",
+  return json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:i,s:o}", "id", t->id, "name", t->name ? t->name : "",
+                   "metadata", hookd_json_metadata(t->metadata),
                    "max_in_flight", t->max_in_flight ? json_integer(t->max_in_flight) : json_null(),
                    "rate_limit", hookd_json_rate(t->rate_limit),
                    "created_at", hookd_json_time(t->created_ms), "weight",
@@ -672,6 +705,7 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
   json_object_set_new(v, "lane_policy", json_string(e->lane_policy ? e->lane_policy : "skip"));
   json_object_set_new(v, "failing_since", hookd_json_time(e->failing_since_ms));
   json_object_set_new(v, "channels", hookd_json_csv(e->channels));
+  json_object_set_new(v, "metadata", hookd_json_metadata(e->metadata));
   /* an inbound source's destination gets its source's events, whatever their types: event_types
    * (null, "every type") is left out, and kind says what it is */
   json_object_set_new(v, "kind", json_string(e->source_id ? "destination" : "endpoint"));

@@ -105,6 +105,7 @@ void hookd_dispatcher_tenant_changed(hookd_dispatcher *d, const hookd_tenant *t)
   m->tenant = *t;
   m->tenant.id = strdup(t->id);
   m->tenant.name = NULL;
+  m->tenant.metadata = NULL; /* (borrowed: the dispatcher reads the limits only) */
   if (!m->tenant.id) {
     free(m);
     return;

@@ -89,6 +89,7 @@ const char *hookd_store_strerror(int rc) {
 void hookd_tenant_free(hookd_tenant *t) {
   free(t->id);
   free(t->name);
+  free(t->metadata);
   memset(t, 0, sizeof *t);
 }
 
@@ -119,6 +120,7 @@ void hookd_endpoint_free(hookd_endpoint *e) {
   hookd_secret_free(e->previous_secret);
   hookd_secret_free(e->headers);
   free(e->channels);
+  free(e->metadata);
   memset(e, 0, sizeof *e);
 }
 
@@ -139,6 +141,7 @@ void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src) {
   dst->previous_secret = dup_or_null(src->previous_secret);
   dst->headers = dup_or_null(src->headers);
   dst->channels = dup_or_null(src->channels);
+  dst->metadata = dup_or_null(src->metadata);
 }
 
 void hookd_event_free(hookd_event *e) {

@@ -47,6 +47,7 @@ typedef struct hookd_tenant {
   int max_in_flight;     /* 0 = the server default */
   double rate_limit;     /* deliveries per second, 0 = unlimited */
   int weight;            /* share of sending turns, >= 1 */
+  char *metadata;        /* the API's labels, compact JSON; NULL = none */
 } hookd_tenant;
 
 typedef struct hookd_endpoint {
@@ -77,6 +78,7 @@ typedef struct hookd_endpoint {
   int64_t updated_ms;
   int64_t deleted_ms;    /* 0 unless deleted */
   char *channels;        /* comma-separated; NULL = every event (hookd_channels_match) */
+  char *metadata;        /* the API's labels, compact JSON; NULL = none */
 } hookd_endpoint;
 
 typedef struct hookd_event {

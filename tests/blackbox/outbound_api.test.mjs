@@ -499,6 +499,31 @@ describe('endpoints CRUD', () => {
   });
 });
 
+describe('metadata: the API user\'s own labels on endpoints and tenants', () => {
+  it('kept and shown as given, replaced whole by PATCH, cleared by null or {}; never sent to the receiver', async () => {
+    const t = await h.api('POST', '/v1/tenants', { metadata: { customer_id: 'cus_42', plan: 'pro' } });
+    assert.equal(t.status, 201, t.text);
+    assert.deepEqual(t.json.metadata, { customer_id: 'cus_42', plan: 'pro' });
+    const tp = await h.api('PATCH', `/v1/tenants/${t.json.id}`, { metadata: { plan: 'team' } });
+    assert.deepEqual(tp.json.metadata, { plan: 'team' }, 'replaced whole');
+    assert.deepEqual((await h.api('PATCH', `/v1/tenants/${t.json.id}`, { name: 'x' })).json.metadata, { plan: 'team' }, 'kept when not named');
+    assert.deepEqual((await h.api('PATCH', `/v1/tenants/${t.json.id}`, { metadata: null })).json.metadata, {});
+    const r = await startReceiver();
+    const e = await h.api('POST', `/v1/tenants/${t.json.id}/endpoints`, { url: r.url, metadata: { owner: 'ops@acme' } });
+    assert.equal(e.status, 201, e.text);
+    assert.deepEqual((await h.api('GET', `/v1/tenants/${t.json.id}/endpoints/${e.json.id}`)).json.metadata, { owner: 'ops@acme' });
+    assert.deepEqual((await h.api('PATCH', `/v1/tenants/${t.json.id}/endpoints/${e.json.id}`, { metadata: {} })).json.metadata, {});
+    const p = await publish(h, t.json.id, { type: 'm.x', payload: {} });
+    await r.waitFor(1, 15000, 'the delivery');
+    assert.ok(!JSON.stringify(r.requests[0]).includes('ops@acme'));
+    assert.ok(p.json.id);
+    const big = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v']));
+    for (const bad of [big, { k: 1 }, { k: 'x'.repeat(257) }, { '': 'v' }, ['a'], 'x', { k: 'a\u0007' }])
+      assertError(await h.api('POST', `/v1/tenants/${t.json.id}/endpoints`, { url: r.url, metadata: bad }), 422, 'invalid_field', 'metadata must be');
+    await r.close();
+  });
+});
+
 describe('channels (one customer\'s user or account among the tenant\'s)', () => {
   it('an endpoint with channels receives only the events published to one of them; one without, every event', async () => {
     const { tenant: t, endpoint: all } = await setup(h, recv.url);

@@ -8,7 +8,7 @@
 
 /* ---------- tenants ---------- */
 
-#define TENANT_COLS "id, name, created_at, updated_at, max_in_flight, rate_limit, weight"
+#define TENANT_COLS "id, name, created_at, updated_at, max_in_flight, rate_limit, weight, metadata"
 
 static void read_tenant(sqlite3_stmt *st, hookd_tenant *t) {
   memset(t, 0, sizeof *t);
@@ -19,6 +19,7 @@ static void read_tenant(sqlite3_stmt *st, hookd_tenant *t) {
   t->max_in_flight = (int)sq_col_i64(st, 4);
   t->rate_limit = sqlite3_column_double(st, 5);
   t->weight = (int)sq_col_i64(st, 6);
+  t->metadata = sq_col_str(st, 7);
 }
 
 static void bind_tenant(sqlite3_stmt *st, const hookd_tenant *t) {
@@ -29,12 +30,14 @@ static void bind_tenant(sqlite3_stmt *st, const hookd_tenant *t) {
   sq_bind_i64(st, 5, t->max_in_flight);
   sqlite3_bind_double(st, 6, t->rate_limit);
   sq_bind_i64(st, 7, t->weight > 0 ? t->weight : 1);
+  sq_bind_text(st, 8, t->metadata);
 }
 
 int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t) {
   sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_UPDATE,
                              "UPDATE tenants SET name = ?2, updated_at = ?4, max_in_flight = ?5,"
-                             " rate_limit = ?6, weight = ?7 WHERE id = ?1 AND deleted_at IS NULL");
+                             " rate_limit = ?6, weight = ?7, metadata = ?8"
+                             " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   bind_tenant(st, t);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update tenant");
@@ -68,7 +71,7 @@ int sq_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_t
 int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t) {
   sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_INSERT,
                              "INSERT INTO tenants(" TENANT_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
-                             " ?7) ON CONFLICT(id) DO NOTHING");
+                             " ?7, ?8) ON CONFLICT(id) DO NOTHING");
   if (!st) return HOOKD_STORE_ERR;
   bind_tenant(st, t);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert tenant");
@@ -259,6 +262,7 @@ void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->paused_until_ms = sq_col_i64(st, 29);
   e->headers = sq_col_str(st, 30);
   e->channels = sq_col_str(st, 31);
+  e->metadata = sq_col_str(st, 32);
 }
 
 static void rd_endpoint(sqlite3_stmt *st, void *rec) { sq_read_endpoint(st, rec); }
@@ -301,8 +305,8 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
                "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
                " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
                " updated_at, signing, source_id, idempotent, rate_limit, ordered, lane_policy,"
-               " headers, channels) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-               " ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+               " headers, channels, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+               " ?11, ?12, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);
   sq_bind_text(st, 2, ep->tenant_id);
@@ -324,6 +328,7 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   sq_bind_text(st, 18, ep->lane_policy ? ep->lane_policy : "skip");
   sq_bind_text(st, 19, ep->headers);
   sq_bind_text(st, 20, ep->channels);
+  sq_bind_text(st, 21, ep->metadata);
   rc = sqlite3_step(st);
   if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
     snprintf(c->err, sizeof c->err, "tenant not found");
@@ -426,6 +431,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
               " disabled_reason = ?6, max_in_flight = ?7, timeout_ms = ?8, policy_id = ?9,"
               " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13,"
               " rate_limit = ?14, ordered = ?15, lane_policy = ?16, headers = ?18, channels = ?19,"
+              " metadata = ?20,"
               " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE ?17 END,"
               /* enabled again, or a new URL (another destination): its failures start over,
                * and the old receiver's Retry-After pause ends */
@@ -458,6 +464,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sq_bind_i64(st, 17, ep->idempotent);
   sq_bind_text(st, 18, ep->headers);
   sq_bind_text(st, 19, ep->channels);
+  sq_bind_text(st, 20, ep->metadata);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
   if (now_no_resend) {

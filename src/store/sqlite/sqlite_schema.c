@@ -521,6 +521,10 @@ static const struct {
       * published to one of them; comma-separated names, NULL = none. */
      "ALTER TABLE endpoints ADD COLUMN channels TEXT;"
      "ALTER TABLE events ADD COLUMN channels TEXT;"},
+    {36,
+     /* The API's own labels on endpoints and tenants (metadata: compact JSON, NULL = none). */
+     "ALTER TABLE endpoints ADD COLUMN metadata TEXT;"
+     "ALTER TABLE tenants ADD COLUMN metadata TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -564,6 +568,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'filter_endpoint'";
   case 35:
     return "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'channels'";
+  case 36:
+    return "SELECT COUNT(*) FROM pragma_table_info('tenants') WHERE name = 'metadata'";
   default: return NULL;
   }
 }
