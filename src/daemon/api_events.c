@@ -46,6 +46,7 @@ typedef struct pub_op {
   char ordering_key[260];
   char schema_version[80]; /* its JSON text ("\"v2\"" or "2"); "" when none */
   char *channels;          /* comma-separated; NULL when none */
+  char only_ep[HOOKD_ID_MAX + 64]; /* a test event's endpoint; "" otherwise */
   hookd_buf body;
   unsigned char hash[32];
   bool reserved_id; /* the caller's id has hookd's form: existing_only */
@@ -531,6 +532,65 @@ void hookd_api_event_list(hookd_req *r, hookd_app *app) {
     hookd_api_submit_scan(&op->base); /* it may walk much of the tenant's events */
   else
     hookd_api_submit(&op->base, false);
+}
+
+/* ---------- a test event to one endpoint ---------- */
+
+static int run_test_event(hookd_store_conn *c, const hookd_store_backend *be,
+                          hookd_api_op *base) {
+  pub_op *op = (pub_op *)base;
+  int rc = run_publish(c, be, base);
+  return rc ? rc : hookd_api_audit(base, c, be, "endpoint.test", op->only_ep, op->tenant,
+                                   op->event_id);
+}
+
+static void reply_test_event(hookd_api_op *base, int rc) {
+  if (rc == HOOKD_STORE_STATE && !strcmp(base->err, "endpoint")) { /* none in this tenant */
+    hookd_req_error(base->req, 404, "not_found", "endpoint not found");
+    return;
+  }
+  reply_publish(base, rc);
+}
+
+void hookd_api_endpoint_test(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"type", "payload", NULL};
+  if (hookd_api_store_overloaded(r, app)) return;
+  size_t body_len;
+  hookd_req_body(r, &body_len);
+  json_t *body = body_len ? hookd_api_body_object(r, app) : json_object();
+  if (!body) return;
+  const char *type = "hookd.test";
+  json_t *payload = json_object_get(body, "payload");
+  json_t *dflt = payload ? NULL : json_pack("{s:s}", "message", "a test event from hookd");
+  pub_op *op = NULL;
+  if (!hookd_api_known_members(r, body, NULL, names)) goto done;
+  if (hookd_json_get_str(body, "type", &type) < 0 || !type || !valid_type(type)) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "type must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
+    goto done;
+  }
+  if (!(op = hookd_api_op_new(sizeof *op, r, app, run_test_event, reply_test_event))) goto done;
+  op->base.cleanup = pub_cleanup;
+  int64_t now = hookd_now_ms();
+  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->only_ep, sizeof op->only_ep, "%s", hookd_req_param(r, 1));
+  snprintf(op->type, sizeof op->type, "%s", type);
+  hookd_id_new("evt", now, op->event_id);
+  int brc = envelope(op, app, now, payload ? payload : dflt);
+  if (brc) {
+    hookd_req_error(r, brc == HOOKD_BUF_TOOBIG ? 413 : 400, "invalid_payload",
+                    "payload cannot be serialised (too large or not representable)");
+    pub_cleanup(&op->base);
+    free(op);
+    goto done;
+  }
+  fill_req(op, app, now, now);
+  op->req.only_endpoint = op->only_ep;
+  op->base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* refuses before writing, as publish */
+  hookd_api_submit(&op->base, true);
+done:
+  json_decref(dflt);
+  json_decref(body);
 }
 
 /* ---------- payload delete ---------- */

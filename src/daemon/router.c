@@ -44,6 +44,8 @@ static const route routes[] = {
      NULL},
     {"DELETE", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_ADMIN, 0, hookd_api_endpoint_delete,
      NULL},
+    {"POST", "/v1/tenants/{}/endpoints/{}/test", HOOKD_PERM_OPERATE, 0, hookd_api_endpoint_test,
+     NULL},
     {"GET", "/v1/tenants/{}/endpoints/{}/secret", HOOKD_PERM_ADMIN, 0,
      hookd_api_endpoint_secret, NULL},
     {"GET", "/v1/tenants/{}/endpoints/{}/headers", HOOKD_PERM_ADMIN, 0,

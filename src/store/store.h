@@ -195,6 +195,9 @@ typedef struct hookd_publish_req {
   const char *ordering_key;          /* NULL when absent */
   const char *schema_version;        /* JSON text (a string or an integer); NULL when absent */
   const char *channels;              /* comma-separated; NULL when none */
+  const char *only_endpoint;         /* fan out to this endpoint alone, whatever its filters
+                                        (a test event); HOOKD_STORE_STATE when it is disabled,
+                                        deleted, another tenant's or a source's */
   int64_t ordering_version;
   bool has_ordering_version;         /* for an ordered endpoint, a version below the highest
                                       * its lane has seen makes the delivery DEAD "superseded" */

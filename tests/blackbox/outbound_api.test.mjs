@@ -499,6 +499,37 @@ describe('endpoints CRUD', () => {
   });
 });
 
+describe('a test event to one endpoint', () => {
+  it('goes to that endpoint alone, whatever its filters, signed like any event; a disabled or unknown endpoint is refused', async () => {
+    const one = await startReceiver();
+    const other = await startReceiver();
+    const { tenant: t, endpoint: ep, secret } = await setup(h, one.url, { event_types: ['only.this'], channels: ['c1'] });
+    const ep2 = (await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: other.url })).json.id;
+    const r = await h.api('POST', `/v1/tenants/${t}/endpoints/${ep}/test`);
+    assert.equal(r.status, 202, r.text);
+    assert.equal(r.json.deliveries, 1);
+    const [got] = await one.waitFor(1, 15000, 'the test event');
+    one.verify(got, secret);
+    const body = JSON.parse(got.body);
+    assert.deepEqual([body.type, body.data], ['hookd.test', { message: 'a test event from hookd' }]);
+    const custom = await h.api('POST', `/v1/tenants/${t}/endpoints/${ep}/test`, { type: 'invoice.paid', payload: { amount: 1 } });
+    assert.equal(custom.status, 202, custom.text);
+    await one.waitFor(2, 15000, 'the custom test event');
+    assert.deepEqual(JSON.parse(one.requests[1].body).data, { amount: 1 });
+    assert.equal(other.requests.length, 0, 'no other endpoint gets it');
+    const ev = (await h.api('GET', `/v1/events/${r.json.id}`)).json;
+    assert.deepEqual(ev.deliveries.map((d) => d.endpoint_id), [ep]);
+    assert.equal((await h.api('PATCH', `/v1/tenants/${t}/endpoints/${ep2}`, { enabled: false })).status, 200);
+    assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/${ep2}/test`), 409, 'invalid_state');
+    assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/ep_nope/test`), 404, 'not_found');
+    const elsewhere = await setup(h, one.url);
+    assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/${elsewhere.endpoint}/test`), 404, 'not_found');
+    assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/${ep}/test`, { type: 'a b' }), 422, 'invalid_field');
+    await one.close();
+    await other.close();
+  });
+});
+
 describe('metadata: the API user\'s own labels on endpoints and tenants', () => {
   it('kept and shown as given, replaced whole by PATCH, cleared by null or {}; never sent to the receiver', async () => {
     const t = await h.api('POST', '/v1/tenants', { metadata: { customer_id: 'cus_42', plan: 'pro' } });

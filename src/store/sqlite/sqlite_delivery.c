@@ -191,6 +191,27 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   int rc = sq_tenant_get(c, req->tenant_id, &t);
   if (rc) return rc;
   hookd_tenant_free(&t);
+  if (req->only_endpoint) { /* a test event: its one endpoint must take it */
+    hookd_endpoint ep;
+    rc = sq_endpoint_get(c, req->only_endpoint, &ep);
+    if (rc == HOOKD_STORE_OK) {
+      bool mine = !strcmp(ep.tenant_id, req->tenant_id), dest = ep.source_id != NULL;
+      bool on = ep.enabled;
+      hookd_endpoint_free(&ep);
+      if (!mine) rc = HOOKD_STORE_NOTFOUND;
+      else if (dest || !on) {
+        snprintf(c->err, sizeof c->err, "%s",
+                 dest ? "an inbound source's destination gets its source's events"
+                      : "the endpoint is disabled: enable it first");
+        return HOOKD_STORE_STATE;
+      }
+    }
+    if (rc == HOOKD_STORE_NOTFOUND) {
+      snprintf(c->err, sizeof c->err, "endpoint");
+      return HOOKD_STORE_STATE; /* (the caller names it: 404) */
+    }
+    if (rc) return rc;
+  }
 
   /* Every refusal (unknown tenant, a key or an event id used with another body) comes before
    * the first write: publish runs without a savepoint of its own (storeq.h). */
@@ -273,8 +294,11 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
           : NULL;
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
     const char *filter = (const char *)sqlite3_column_text(eps, 1);
-    if (!hookd_filter_match(filter, req->type) ||
-        !hookd_channels_match((const char *)sqlite3_column_text(eps, 4), req->channels))
+    if (req->only_endpoint ? strcmp((const char *)sqlite3_column_text(eps, 0),
+                                    req->only_endpoint) != 0
+                           : !hookd_filter_match(filter, req->type) ||
+                                 !hookd_channels_match((const char *)sqlite3_column_text(eps, 4),
+                                                       req->channels))
       continue;
     char did[HOOKD_ID_MAX];
     if (hookd_id_new("dlv", req->now_ms, did) != 0) return HOOKD_STORE_ERR;
