@@ -143,11 +143,22 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
              *ev = hookd_req_query(r, "event"), *type;
   int64_t since_ms, until_ms;
   if (hookd_api_type_time_query(r, &type, &since_ms, &until_ms) != 0) return;
-  hookd_dstate st = HOOKD_DS_PENDING;
-  if (state && hookd_dstate_parse(state, &st) != 0) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    "state must be one of pending, retrying, delivered, dead, cancelled, unknown");
-    return;
+  /* one state, or several comma-separated (retrying,dead) */
+  unsigned states = 0;
+  for (const char *p = state; p;) {
+    const char *c = strchr(p, ',');
+    char one[16];
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    hookd_dstate st;
+    if (len >= sizeof one || (snprintf(one, sizeof one, "%.*s", (int)len, p),
+                              hookd_dstate_parse(one, &st) != 0)) {
+      hookd_req_field_error(r, 400, "invalid_parameter", "state",
+                            "state must be one or more (comma-separated) of pending, retrying, "
+                            "delivered, dead, cancelled, unknown");
+      return;
+    }
+    states |= 1u << st;
+    p = c ? c + 1 : NULL;
   }
   if ((ep && !hookd_id_valid(ep, 128)) || (ev && !hookd_id_valid(ev, 128))) {
     hookd_req_error(r, 400, "invalid_parameter", "endpoint and event must be ids");
@@ -162,7 +173,7 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
   op->f.tenant_id = op->tenant;
   op->f.endpoint_id = ep ? op->endpoint : NULL;
   op->f.event_id = ev ? op->event : NULL;
-  op->f.state = state ? (int)st : -1;
+  op->f.states = states;
   op->f.after_id = after[0] ? op->after : NULL;
   snprintf(op->event_type, sizeof op->event_type, "%s", type ? type : "");
   op->f.event_type = type ? op->event_type : NULL;

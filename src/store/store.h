@@ -326,7 +326,7 @@ typedef struct hookd_delivery_filter {
   const char *tenant_id;      /* required */
   const char *endpoint_id;    /* optional */
   const char *event_id;       /* optional */
-  int state;                  /* hookd_dstate or -1 for any */
+  unsigned states;            /* 1 << hookd_dstate for each state listed; 0 = any */
   const char *event_type;     /* optional: a type, or a prefix as "invoice.*" */
   int64_t since_ms, until_ms; /* optional: created in [since, until); 0 = unbounded */
   const char *after_id;       /* pagination cursor: deliveries with id < after_id (newest first) */

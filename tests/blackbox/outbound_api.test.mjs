@@ -827,6 +827,12 @@ describe('finding deliveries', () => {
     assert.equal(page2.json.next_cursor, null);
     assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=lost`), 400, 'invalid_parameter');
     assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit=0`), 400, 'invalid_parameter');
+    // several states at once: what needs attention
+    const both = (await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=retrying,dead&endpoint=${e.json.id}`)).json.data;
+    assert.equal(both.length, 3);
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=retrying,pending&endpoint=${e.json.id}`)).json.data.length, 0);
+    for (const bad of ['dead,', ',dead', 'dead,lost', 'dea'])
+      assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=${bad}`), 400, 'invalid_parameter');
     // a delivery under its tenant's path too, and only there
     const one = page1.json.data[0];
     const scopedGet = await h.api('GET', `/v1/tenants/${tenant}/deliveries/${one.id}`);

@@ -458,15 +458,17 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   char sql[1024];
   enum sq_stmt_id id;
   const char *extra;
-  if (f->endpoint_id && f->state >= 0) {
+  /* the states as ",a,b," (each one's name between commas) */
+#define IN_STATES "instr(?5, ',' || d.state || ',') > 0"
+  if (f->endpoint_id && f->states) {
     id = SQ_DL_LIST_EP_STATE;
-    extra = " AND d.endpoint_id = ?4 AND d.state = ?5";
+    extra = " AND d.endpoint_id = ?4 AND " IN_STATES;
   } else if (f->endpoint_id) {
     id = SQ_DL_LIST_EP;
     extra = " AND d.endpoint_id = ?4";
-  } else if (f->state >= 0) {
+  } else if (f->states) {
     id = SQ_DL_LIST_STATE;
-    extra = " AND d.state = ?5";
+    extra = " AND " IN_STATES;
   } else {
     id = SQ_DL_LIST;
     extra = "";
@@ -474,7 +476,8 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   if (f->event_id) {
     /* Rare: deliveries of one event are few; filter in the same statement family. */
     id = SQ_DL_LIST_EVENT;
-    extra = " AND e.id = ?6 AND (?4 IS NULL OR d.endpoint_id = ?4) AND (?5 IS NULL OR d.state = ?5)";
+    extra = " AND e.id = ?6 AND (?4 IS NULL OR d.endpoint_id = ?4) AND (?5 IS NULL OR " IN_STATES
+            ")";
   }
   bool wide = f->event_type || f->since_ms > 0 || f->until_ms > 0;
   if (wide) {
@@ -482,7 +485,7 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
      * executor: it may walk much of the tenant's deliveries) */
     id = SQ_DL_LIST_WIDE;
     extra = " AND (?6 IS NULL OR e.id = ?6) AND (?4 IS NULL OR d.endpoint_id = ?4)"
-            " AND (?5 IS NULL OR d.state = ?5) AND (?7 IS NULL OR e.type = ?7)"
+            " AND (?5 IS NULL OR " IN_STATES ") AND (?7 IS NULL OR e.type = ?7)"
             " AND (?8 IS NULL OR substr(e.type, 1, length(?8)) = ?8)"
             " AND d.created_at >= ?9 AND d.created_at < ?10";
   }
@@ -493,7 +496,14 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   sq_bind_text(st, 2, f->after_id ? f->after_id : "");
   sq_bind_i64(st, 3, f->limit);
   sq_bind_text(st, 4, f->endpoint_id);
-  sq_bind_text(st, 5, f->state >= 0 ? hookd_dstate_name((hookd_dstate)f->state) : NULL);
+  char states[128] = ",";
+  for (int s = 0; s < HOOKD_DS__COUNT; s++)
+    if (f->states & (1u << s)) {
+      strcat(states, hookd_dstate_name((hookd_dstate)s));
+      strcat(states, ",");
+    }
+  sq_bind_text(st, 5, f->states ? states : NULL);
+#undef IN_STATES
   if (f->event_id) sq_bind_text(st, 6, f->event_id);
   if (wide) {
     sq_bind_type_filter(st, 7, 8, f->event_type);
