@@ -623,10 +623,10 @@ static void reply_payload_delete(hookd_api_op *base, int rc) {
   }
   /* what this node claimed of it and has not sent is given back, not sent */
   hookd_dispatcher_event_purged(base->app->disp, op->seq);
-  if (op->cancelled > 0) {
-    HOOKD_ADD(cancelled, (uint64_t)op->cancelled);
-    hookd_dispatcher_rescan(base->app->disp); /* a lane behind a cancelled one goes on now */
-  }
+  if (op->cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)op->cancelled);
+  /* a lane behind a cancelled one, or behind a DEAD head whose payload is gone (a blocking
+   * lane's head holds it only while a replay could send it), goes on now */
+  hookd_dispatcher_rescan(base->app->disp);
   HLOG(HOOKD_LOG_INFO, "event.payload_deleted", KV_S("event_id", op->id),
        KV_S("tenant_id", op->tenant), KV_I("cancelled", op->cancelled),
        KV_S("actor", base->actor[0] ? base->actor : NULL));

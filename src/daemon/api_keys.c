@@ -168,8 +168,11 @@ static bool take_tenants(hookd_req *r, key_op *op, const json_t *v) {
     const char *t = json_string_value(json_array_get(v, i));
     size_t len = t ? strlen(t) : 0;
     ok = t && hookd_id_valid(t, 64) && used + len + 1 < sizeof op->tenants;
-    if (ok) used += (size_t)snprintf(op->tenants + used, sizeof op->tenants - used, "%s%s",
-                                     i ? "," : "", t);
+    size_t j = 0; /* a tenant named twice is kept once (a scope of one stays one) */
+    while (ok && j < i && strcmp(json_string_value(json_array_get(v, j)), t)) j++;
+    if (ok && j == i)
+      used += (size_t)snprintf(op->tenants + used, sizeof op->tenants - used, "%s%s",
+                               used ? "," : "", t);
   }
   char why[160];
   if (!ok || hookd_auth_scope_check(op->tenants, why, sizeof why) != 0) {

@@ -267,7 +267,8 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   op->next_total = j.total;
   if (from < op->snap.n) return HOOKD_STORE_OK;
   char detail[128];
-  snprintf(detail, sizeof detail, "preview of %lld deliveries", (long long)j.total);
+  snprintf(detail, sizeof detail, "preview of %lld %s", (long long)j.total,
+           op->f.missing ? "events (missing)" : "deliveries");
   return hookd_api_audit(base, c, be, "replay.create", op->id, op->tenant, detail);
 }
 

@@ -657,8 +657,8 @@ int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t 
                        char **out) {
   *out = NULL;
   if (!v || json_is_null(v)) return 0;
-  size_t n = json_is_array(v) ? json_array_size(v) : 0;
-  bool ok = n >= 1 && n <= max;
+  size_t n = json_is_array(v) ? json_array_size(v) : 0, distinct = 0;
+  bool ok = n >= 1 && n <= 64; /* (at most max once each is kept once) */
   hookd_buf b;
   hookd_buf_init(&b, n * 130 + 1);
   for (size_t i = 0; ok && i < n; i++) {
@@ -666,7 +666,10 @@ int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t 
     ok = c && hookd_id_valid(c, 128);
     size_t j = 0; /* a name given twice is kept once */
     while (ok && j < i && strcmp(json_string_value(json_array_get(v, j)), c)) j++;
-    if (ok && j == i) ok = (!b.len || hookd_buf_puts(&b, ",") == 0) && hookd_buf_puts(&b, c) == 0;
+    if (ok && j == i) {
+      ok = ++distinct <= max && (!b.len || hookd_buf_puts(&b, ",") == 0) &&
+           hookd_buf_puts(&b, c) == 0;
+    }
   }
   if (!ok) {
     hookd_buf_free(&b);

@@ -79,7 +79,23 @@ void hookd_dispatcher_event_purged(hookd_dispatcher *d, int64_t event_seq) {
 
 /* Gives back the queues that hold a claimed, unsent delivery of the event (the whole queue of
  * such an endpoint: what else it held is claimed again). */
+static void on_http_done(hookd_egress_req *req, void *arg);
+
 static void drop_event_items(hookd_dispatcher *d, int64_t event_seq) {
+  /* and the requests not sent yet (waiting for a name, a connection): ended now, given back */
+  hookd_egress_req *cut[64];
+  size_t n;
+  do { /* (each one ended leaves the live list) */
+    n = 0;
+    for (hookd_egress_req *r = hookd_egress_live(d->eg); r && n < 64; r = r->live_next) {
+      item *it = r->user;
+      if (it->c.d.event_seq == event_seq && !r->request_sent && !it->purged) cut[n++] = r;
+    }
+    for (size_t i = 0; i < n; i++) {
+      ((item *)cut[i]->user)->purged = true;
+      hookd_egress_abort(d->eg, cut[i], "its event's payload was deleted", on_http_done, d);
+    }
+  } while (n == 64);
   const char *k;
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
@@ -697,6 +713,14 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   bool moved = !e->cfg.url || !it->url || strcmp(e->cfg.url, it->url) != 0;
   if (req->fd_exhausted && !req->request_sent) {
     fd_exhausted(d, it, req, now);
+    return;
+  }
+  if (it->purged && !req->request_sent) { /* never went out: given back, no attempt */
+    hookd_egress_req_cleanup(req);
+    if (it->probe) hookd_breaker_cancel_probe(&e->br);
+    sched_sent_done(d, it);
+    disp_release_item(d, it);
+    sched_health_update(d, e);
     return;
   }
   /* sent before the endpoint moved or was enabled again: its health is left alone too */

@@ -97,6 +97,8 @@ typedef struct item {
   bool recording;
   bool marking;               /* op is the send mark; counted in flight meanwhile */
   bool marked;                /* the send mark of its lease is committed: it may go out */
+  bool purged;                /* its request was ended before it was sent: its payload was
+                                 deleted (released, no attempt) */
   char *endpoint_id;          /* copy for the writer thread */
   hookd_outcome out;
   char last_error[32];

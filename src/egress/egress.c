@@ -451,6 +451,11 @@ void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
 
 hookd_egress_req *hookd_egress_live(hookd_egress *eg) { return eg->live; }
 
+void hookd_egress_abort(hookd_egress *eg, hookd_egress_req *req, const char *why,
+                        void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
+  finish(eg, req->easy, CURLE_OPERATION_TIMEDOUT, why, on_done, arg);
+}
+
 void hookd_egress_abort_all(hookd_egress *eg, const char *why,
                             void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
   while (eg->live) finish(eg, eg->live->easy, CURLE_OPERATION_TIMEDOUT, why, on_done, arg);

@@ -120,6 +120,11 @@ void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
 void hookd_egress_abort_all(hookd_egress *eg, const char *why,
                             void (*on_done)(hookd_egress_req *req, void *arg), void *arg);
 
+/* Ends one request in flight now, as abort_all does (its owner decided it must not go: its
+ * payload was deleted). The owner's thread only. */
+void hookd_egress_abort(hookd_egress *eg, hookd_egress_req *req, const char *why,
+                        void (*on_done)(hookd_egress_req *req, void *arg), void *arg);
+
 /* The requests in flight, linked by live_next (the owner's thread; NULL if none). */
 hookd_egress_req *hookd_egress_live(hookd_egress *eg);
 

@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -605,10 +605,12 @@ describe('deleting a tenant (offboarding a customer)', () => {
     assert.equal(job.status, 201, job.text);
     const own = await h.api('POST', '/v1/keys', { role: 'admin', tenants: [t] }); // the customer's key
     assert.equal(own.status, 201, own.text);
+    const twice = await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [t, t] }); // one tenant, named twice
+    assert.deepEqual(twice.json.tenants, [t]);
     const del = await h.api('DELETE', `/v1/tenants/${t}`, { reason: 'customer left' });
     assert.equal(del.status, 200, del.text);
     assert.deepEqual(del.json, { id: t, deleted: true, endpoints_deleted: 1, sources_deleted: 1, replays_cancelled: 1,
-      keys_revoked: 1, cancelled_deliveries: 2, held_deliveries: 0 });
+      keys_revoked: 2, cancelled_deliveries: 2, held_deliveries: 0 });
     assert.equal((await h.api('GET', `/v1/events/${evs[0]}`, undefined, { Authorization: `Bearer ${own.json.key}` })).status,
       401, 'its own key revoked when the answer is sent');
     assertError(await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [t] }), 422, 'invalid_field', 'tenants: no tenant');
@@ -677,6 +679,42 @@ describe('deleting an event\'s payload (it carried what it should not)', () => {
     assert.equal((await h.api('DELETE', `/v1/tenants/${o.tenant}/events/${first.json.id}/payload`)).status, 200);
     await waitDelivery(h, second.json.id, (x) => x[0]?.state === 'delivered');
     for (const r of [fail, ok, lane]) await r.close();
+  });
+
+  it('a request on its way finishes, and only a 2xx stands: a failure leaves it cancelled, nothing is sent again', async () => {
+    const r = await startReceiver((_, n) => (n === 1 ? 'hang' : { status: 200 }));
+    const { tenant: t } = await setup(h, r.url, { retry: { max_attempts: 5, backoff_base_ms: 10, backoff_cap_ms: 10 } });
+    const p = await publish(h, t, { type: 'pii.x', payload: { ssn: '078-05-1120' } });
+    await r.waitFor(1, 15000, 'the request out');
+    const del = await h.api('DELETE', `/v1/tenants/${t}/events/${p.json.id}/payload`);
+    assert.equal(del.json.cancelled_deliveries, 1, del.text);
+    await r.releaseFirst(500); // it was on its way: its answer is recorded, not acted on
+    const [d] = await waitDelivery(h, p.json.id, (x) => x[0]?.attempt_count === 1);
+    assert.deepEqual([d.state, d.last_error], ['cancelled', 'payload deleted'], JSON.stringify(d));
+    assert.equal(r.requests.length, 1, 'not sent again (it was, with an empty body)');
+    await r.close();
+  });
+
+  it('a request claimed and not sent yet (its name resolving) is ended and given back: the payload never goes out', async () => {
+    const { dir, cleanup } = tempDir();
+    const dns = faultDns(dir, 'slow.test', 8000);
+    const r = await startReceiver();
+    const d = await startHookd({ dir, env: dns.env });
+    const { tenant: t, endpoint } = await setup(d, `http://slow.test:${r.port}/hook`);
+    dns.slow();
+    const p = await publish(d, t, { type: 'pii.x', payload: { ssn: '078-05-1120' } });
+    const path = `/v1/tenants/${t}/endpoints/${endpoint}`;
+    await waitUntil(async () => (await d.api('GET', path)).json.health?.in_flight === 1, { what: 'the request resolving' });
+    const del = await d.api('DELETE', `/v1/tenants/${t}/events/${p.json.id}/payload`);
+    assert.equal(del.json.cancelled_deliveries, 1, del.text);
+    await waitUntil(async () => (await d.api('GET', path)).json.health?.in_flight === 0, { what: 'the request ended' });
+    dns.fast();
+    const [x] = (await d.api('GET', `/v1/events/${p.json.id}`)).json.deliveries;
+    assert.deepEqual([x.state, x.attempt_count], ['cancelled', 0], 'no attempt: it never went out');
+    assert.equal(r.requests.length, 0);
+    assert.equal((await d.stop()).code, 0);
+    await r.close();
+    cleanup();
   });
 });
 

@@ -173,16 +173,53 @@ int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "cancel replay jobs");
   out->replays_cancelled = sqlite3_changes(c->db);
-  /* the keys that reached it alone (a customer's own): they would open nothing but its
+  /* the keys that reached it and no tenant left (a customer's own): they would open nothing but
    * history, and could mint more keys of it */
   st = sq_stmt(c, SQ_KEY_REVOKE_SCOPE,
-               "UPDATE api_keys SET revoked_at = ?2 WHERE tenants = ?1 AND revoked_at IS NULL");
+               "SELECT id, tenants FROM api_keys WHERE revoked_at IS NULL AND tenants IS NOT NULL"
+               " AND instr(',' || tenants || ',', ',' || ?1 || ',') > 0");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
-  sq_bind_i64(st, 2, now_ms);
-  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "revoke keys");
-  out->keys_revoked = sqlite3_changes(c->db);
-  return HOOKD_STORE_OK;
+  char **keys = NULL;
+  bool *spare = NULL;
+  size_t nk = 0;
+  /* (read whole first: the revokes write the table the statement walks) */
+  rc = read_ids(c, st, &keys, &spare, &nk);
+  free(spare);
+  for (size_t i = 0; !rc && i < nk; i++) {
+    sqlite3_stmt *sc = sq_stmt(c, SQ_KEY_SCOPE_OF, "SELECT tenants FROM api_keys WHERE id = ?1");
+    char *scope = NULL;
+    if (!sc) rc = HOOKD_STORE_ERR;
+    else {
+      sq_bind_text(sc, 1, keys[i]);
+      if (sqlite3_step(sc) == SQLITE_ROW) scope = sq_col_str(sc, 0);
+      sqlite3_reset(sc);
+    }
+    bool live = false;
+    for (char *p = scope, *e; !rc && p && *p && !live; p = e ? e + 1 : NULL) {
+      e = strchr(p, ',');
+      if (e) *e = '\0';
+      int t = sq_tenant_live(c, p);
+      live = t == HOOKD_STORE_OK;
+      if (t != HOOKD_STORE_OK && t != HOOKD_STORE_NOTFOUND) rc = t;
+    }
+    free(scope);
+    if (rc || live) continue;
+    sqlite3_stmt *rv = sq_stmt(c, SQ_KEY_REVOKE,
+                               "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1"
+                               " AND revoked_at IS NULL");
+    if (!rv) rc = HOOKD_STORE_ERR;
+    else {
+      sq_bind_text(rv, 1, keys[i]);
+      sq_bind_i64(rv, 2, now_ms);
+      if (sqlite3_step(rv) != SQLITE_DONE) rc = sq_fail(c, "revoke key");
+      else out->keys_revoked += sqlite3_changes(c->db);
+      sqlite3_reset(rv);
+    }
+  }
+  for (size_t i = 0; i < nk; i++) free(keys[i]);
+  free(keys);
+  return rc;
 }
 
 /* ---------- retry policies ---------- */

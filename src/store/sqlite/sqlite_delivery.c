@@ -1155,21 +1155,29 @@ static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
  * claim) changed the state or the token: STALE. */
 static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME_GONE,
-                             "SELECT e.deleted_at IS NOT NULL, d.state = 'unknown' FROM deliveries"
+                             "SELECT e.deleted_at IS NOT NULL, d.state = 'unknown',"
+                             " (SELECT v.purged_at IS NOT NULL FROM events v"
+                             " WHERE v.seq = d.event_seq) FROM deliveries"
                              " d JOIN endpoints e ON e.id = d.endpoint_id WHERE d.seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, o->delivery_seq);
   int step = sqlite3_step(st);
   bool gone = step == SQLITE_ROW && sqlite3_column_int(st, 0);
   bool held = step == SQLITE_ROW && sqlite3_column_int(st, 1);
+  /* its event's payload deleted while the request was out (DELETE …/payload cancelled it): as
+   * for a deleted endpoint, only a success stands — nothing is left to send again */
+  bool purged = step == SQLITE_ROW && sqlite3_column_int(st, 2);
   sqlite3_reset(st);
   if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "record outcome");
   hookd_outcome late = *o;
-  if (gone && late.to != HOOKD_DS_DELIVERED && late.to != HOOKD_DS_UNKNOWN) {
+  bool cut = gone || purged;
+  if (cut && late.to != HOOKD_DS_DELIVERED && late.to != HOOKD_DS_UNKNOWN) {
     late.to = HOOKD_DS_CANCELLED;
     /* the delete's reason stands (as the delete wrote it); the attempt's own failure is in
      * its attempt row */
-    late.last_error = o->inbound ? "destination deleted" : "endpoint deleted";
+    late.last_error = !gone ? "payload deleted"
+                      : o->inbound ? "destination deleted"
+                                   : "endpoint deleted";
   } else if (gone && late.to == HOOKD_DS_UNKNOWN) {
     late.last_error = sq_held_deleted; /* held still: the operator reads why (the attempt, how) */
   }
@@ -1186,7 +1194,7 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
              (long long)o->lease_token);
     return HOOKD_STORE_STALE;
   }
-  o->cancelled = gone && late.to != HOOKD_DS_UNKNOWN; /* "its endpoint is gone" (held: not) */
+  o->cancelled = cut && late.to != HOOKD_DS_UNKNOWN; /* "cut off" (held: not) */
   o->was_held = held && late.to == HOOKD_DS_UNKNOWN;
   o->last_error = late.last_error; /* the inbox record follows it (sq_record_outcome) */
   return HOOKD_STORE_OK;
