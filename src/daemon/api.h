@@ -243,6 +243,10 @@ void hookd_api_tenant_patch(hookd_req *r, hookd_app *app);
 void hookd_api_tenant_delete(hookd_req *r, hookd_app *app);
 void hookd_api_event_payload_delete(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_test(hookd_req *r, hookd_app *app);
+void hookd_api_event_type_create(hookd_req *r, hookd_app *app);
+void hookd_api_event_type_list(hookd_req *r, hookd_app *app);
+void hookd_api_event_type_patch(hookd_req *r, hookd_app *app);
+void hookd_api_event_type_delete(hookd_req *r, hookd_app *app);
 void hookd_api_key_create(hookd_req *r, hookd_app *app);
 /* From a reply, after a commit that changed API keys: they are read again on the reader and put
  * in force on this node (unless a later read is there already), then after(op) answers. */

@@ -68,6 +68,7 @@ typedef struct ep_op {
   bool want_headers;         /* GET …/headers */
   hookd_dest_check check;
   hookd_kept k;              /* create: an Idempotency-Key's answer (the endpoint's id) */
+  bool bad_types;            /* a pattern the event-type catalog has no type for (err) */
 } ep_op;
 
 static void ep_op_cleanup(hookd_api_op *op) {
@@ -411,11 +412,28 @@ static int created_before(ep_op *op, hookd_store_conn *c, const hookd_store_back
   return rc;
 }
 
+/* While the event-type catalog holds a type, each pattern must match one (a typo would
+ * subscribe to nothing, silently): HOOKD_STORE_LIMIT with err naming the pattern. */
+static int types_in_catalog(ep_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
+  int bad = -1;
+  int rc = be->event_types_check(c, op->ep.event_types, &bad);
+  if (rc != HOOKD_STORE_STATE) return rc;
+  const char *p = op->ep.event_types;
+  for (int i = 0; i < bad && p; i++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+  size_t len = p ? strcspn(p, ",") : 0;
+  snprintf(op->base.err, sizeof op->base.err,
+           "event_types[%d] (%.*s) matches no event type in the catalog (GET /v1/event-types)",
+           bad, (int)(len > 128 ? 128 : len), p ? p : "");
+  op->bad_types = true;
+  return HOOKD_STORE_LIMIT;
+}
+
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   ep_op *op = (ep_op *)base;
   int rc = hookd_kept_lookup(&op->k, base, c, be);
   if (rc == 0) return created_before(op, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  if ((rc = types_in_catalog(op, c, be)) != 0) return rc;
   rc = be->endpoint_create(c, &op->ep, op->base.app->cfg->max_endpoints_per_tenant);
   if (!rc)
     rc = hookd_api_audit(base, c, be, "endpoint.create", op->ep.id, op->ep.tenant_id,
@@ -425,6 +443,10 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 
 static void reply_create(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
+  if (rc && op->bad_types) {
+    hookd_req_error(base->req, 422, "invalid_field", "%s", base->err);
+    return;
+  }
   if (rc) {
     hookd_api_store_error(base, rc, rc == HOOKD_STORE_NOTFOUND ? "tenant" : "endpoint");
     return;
@@ -670,6 +692,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
              "retry.%s is out of range (backoff_cap_ms must be >= backoff_base_ms)", bad);
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
+  if ((op->fields & F_TYPES) && (rc = types_in_catalog(op, c, be)) != 0) return rc;
   if (op->fields & F_HEADERS) { /* the whole set is replaced; null (or {}) clears it */
     hookd_secret_free(op->ep.headers);
     op->ep.headers =

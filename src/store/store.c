@@ -101,6 +101,14 @@ void hookd_tenant_delete_res_free(hookd_tenant_delete_res *r) {
   memset(r, 0, sizeof *r);
 }
 
+void hookd_event_types_free(hookd_event_type *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(v[i].name);
+    free(v[i].description);
+  }
+  free(v);
+}
+
 void hookd_tenants_free(hookd_tenant *v, size_t n) {
   for (size_t i = 0; i < n; i++) hookd_tenant_free(&v[i]);
   free(v);

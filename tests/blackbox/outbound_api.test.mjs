@@ -499,6 +499,49 @@ describe('endpoints CRUD', () => {
   });
 });
 
+describe('the event-type catalog', () => {
+  it('while it holds a type, an endpoint\'s patterns must each match one (a typo is 422, not silence); archived types match nothing new', async () => {
+    const d = await startHookd(); // (its own daemon: a catalog applies to every tenant)
+    const r = await startReceiver();
+    const { tenant: t } = await setup(d, r.url, { event_types: ['anything.at.all'] }); // no catalog: any
+    const mk = (name, description) => d.api('POST', '/v1/event-types', { name, description });
+    const a = await mk('invoice.paid', 'an invoice was paid');
+    assert.equal(a.status, 201, a.text);
+    assert.deepEqual([a.json.name, a.json.description, a.json.archived], ['invoice.paid', 'an invoice was paid', false]);
+    assert.equal((await mk('invoice.voided')).status, 201);
+    assertError(await mk('invoice.paid'), 409, 'already_exists');
+    assertError(await mk('a b'), 422, 'invalid_field');
+    const ep = (body) => d.api('POST', `/v1/tenants/${t}/endpoints`, { url: r.url, ...body });
+    assert.equal((await ep({ event_types: ['invoice.*'] })).status, 201, 'a prefix that matches');
+    assert.equal((await ep({ event_types: ['invoice.paid', '*'] })).status, 201);
+    assert.equal((await ep({})).status, 201, 'every type: nothing to name');
+    const typo = await ep({ event_types: ['invoice.paid', 'invoce.*'] });
+    assertError(typo, 422, 'invalid_field', 'event_types[1] (invoce.*) matches no event type');
+    const e1 = (await ep({ event_types: ['invoice.voided'] })).json.id;
+    assertError(await d.api('PATCH', `/v1/tenants/${t}/endpoints/${e1}`, { event_types: ['order.*'] }), 422, 'invalid_field');
+    // archived: kept, listed on request, no longer a match for a new subscription
+    const del = await d.api('DELETE', '/v1/event-types/invoice.voided');
+    assert.deepEqual([del.status, del.json.archived], [200, true]);
+    assert.deepEqual((await d.api('GET', '/v1/event-types')).json.data.map((x) => x.name), ['invoice.paid']);
+    assert.deepEqual((await d.api('GET', '/v1/event-types?include_archived=true')).json.data.map((x) => x.name),
+      ['invoice.paid', 'invoice.voided']);
+    assertError(await ep({ event_types: ['invoice.voided'] }), 422, 'invalid_field');
+    const back = await d.api('PATCH', '/v1/event-types/invoice.voided', { archived: false, description: 'voided' });
+    assert.deepEqual([back.json.archived, back.json.description], [false, 'voided']);
+    assert.equal((await ep({ event_types: ['invoice.voided'] })).status, 201);
+    assertError(await d.api('PATCH', '/v1/event-types/nope', { archived: true }), 404, 'not_found');
+    // publishing is not restricted by it
+    assert.equal((await publish(d, t, { type: 'not.in.catalog', payload: {} })).status, 202);
+    // a key of one tenant reads it, changes it not (every tenant's)
+    const scoped = (await d.api('POST', '/v1/keys', { role: 'admin', tenants: [t] })).json.key;
+    const as = { Authorization: `Bearer ${scoped}` };
+    assert.equal((await d.api('GET', '/v1/event-types', undefined, as)).status, 200);
+    assertError(await d.api('POST', '/v1/event-types', { name: 'x.y' }, as), 403, 'forbidden');
+    assert.equal((await d.stop()).code, 0);
+    await r.close();
+  });
+});
+
 describe('a test event to one endpoint', () => {
   it('goes to that endpoint alone, whatever its filters, signed like any event; a disabled or unknown endpoint is refused', async () => {
     const one = await startReceiver();

@@ -222,6 +222,90 @@ int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   return rc;
 }
 
+/* ---------- the event-type catalog ---------- */
+
+static void rd_event_type(sqlite3_stmt *st, void *rec) {
+  hookd_event_type *t = rec;
+  t->name = sq_col_str(st, 0);
+  t->description = sq_col_str(st, 1);
+  t->created_ms = sq_col_i64(st, 2);
+  t->updated_ms = sq_col_i64(st, 3);
+  t->archived_ms = sq_col_i64(st, 4);
+}
+static void free_event_types(void *v, size_t n) { hookd_event_types_free(v, n); }
+
+int sq_event_type_create(hookd_store_conn *c, const hookd_event_type *t) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_ET_INSERT,
+                             "INSERT INTO event_types(name, description, created_at, updated_at)"
+                             " VALUES (?1, ?2, ?3, ?3) ON CONFLICT(name) DO NOTHING");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, t->name);
+  sq_bind_text(st, 2, t->description ? t->description : "");
+  sq_bind_i64(st, 3, t->created_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert event type");
+  return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
+}
+
+int sq_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
+                       size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_ET_LIST,
+                             "SELECT name, description, created_at, updated_at, archived_at"
+                             " FROM event_types WHERE ?1 OR archived_at IS NULL ORDER BY name");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, archived_too);
+  return sq_read_rows(c, st, sizeof **out, rd_event_type, free_event_types, (void **)out, n,
+                      "list event types");
+}
+
+int sq_event_type_update(hookd_store_conn *c, const char *name, const char *description,
+                         int archived, int64_t now_ms, hookd_event_type *out) {
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = sq_stmt(c, SQ_ET_UPDATE,
+                             "UPDATE event_types SET description = COALESCE(?2, description),"
+                             " archived_at = CASE ?3 WHEN 1 THEN COALESCE(archived_at, ?4)"
+                             " WHEN 0 THEN NULL ELSE archived_at END, updated_at = ?4"
+                             " WHERE name = ?1"
+                             " RETURNING name, description, created_at, updated_at, archived_at");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, name);
+  sq_bind_text(st, 2, description);
+  sq_bind_i64(st, 3, archived);
+  sq_bind_i64(st, 4, now_ms);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    rd_event_type(st, out);
+    rc = sqlite3_step(st);
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return sq_fail(c, "update event type");
+  return out->name ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
+}
+
+int sq_event_types_check(hookd_store_conn *c, const char *patterns, int *bad) {
+  *bad = -1;
+  if (!patterns) return HOOKD_STORE_OK; /* every type: nothing to name */
+  hookd_event_type *v = NULL;
+  size_t n = 0;
+  int rc = sq_event_type_list(c, false, &v, &n);
+  if (rc || n == 0) { /* (no catalog: any pattern) */
+    hookd_event_types_free(v, n);
+    return rc;
+  }
+  int i = 0;
+  for (const char *p = patterns; *p && *bad < 0; i++) {
+    const char *e = strchr(p, ',');
+    char one[260];
+    snprintf(one, sizeof one, "%.*s", (int)(e ? (size_t)(e - p) : strlen(p)), p);
+    bool found = false;
+    for (size_t k = 0; k < n && !found; k++) found = hookd_filter_match(one, v[k].name);
+    if (!found) *bad = i;
+    if (!e) break;
+    p = e + 1;
+  }
+  hookd_event_types_free(v, n);
+  return *bad < 0 ? HOOKD_STORE_OK : HOOKD_STORE_STATE;
+}
+
 /* ---------- retry policies ---------- */
 
 void sq_read_policy(sqlite3_stmt *st, int i, hookd_retry_policy *p) {

@@ -46,7 +46,8 @@ enum sq_stmt_id {
   SQ_RPL_ITEM_SET, SQ_RPL_ITEM_GET, SQ_RPL_ADVANCE, SQ_RPL_DUE, SQ_RPL_NEXT, SQ_RPL_TOTAL,
   SQ_RPL_BUILDING, SQ_EV_LIST, SQ_RPL_ABANDON, SQ_RPL_EXPIRE, SQ_RPL_SELECT_MISSING,
   SQ_RPL_ITEM_INSERT_MISSING, SQ_RPL_ITEM_EVENT, SQ_RPL_ITEM_MADE, SQ_EV_PAYLOAD_READ,
-  SQ_EV_PAYLOAD_CANCEL, SQ_TENANT_MADE, SQ_KEY_REVOKE_SCOPE, SQ_KEY_SCOPE_OF,
+  SQ_EV_PAYLOAD_CANCEL, SQ_TENANT_MADE, SQ_KEY_REVOKE_SCOPE, SQ_KEY_SCOPE_OF, SQ_ET_INSERT,
+  SQ_ET_LIST, SQ_ET_UPDATE,
   SQ_RPL_PURGE_JOB, SQ_RPL_PURGE_ITEMS, SQ_RPL_PURGE_MARK,
   SQ_TX_BEGIN_W, SQ_TX_BEGIN_R, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE,
   SQ_TX_ROLLBACK_TO,
@@ -151,6 +152,12 @@ int sq_tenant_create(hookd_store_conn *c, const hookd_tenant *t);
 int sq_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out);
 int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t);
 int sq_tenant_live(hookd_store_conn *c, const char *id);
+int sq_event_type_create(hookd_store_conn *c, const hookd_event_type *t);
+int sq_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
+                       size_t *n);
+int sq_event_type_update(hookd_store_conn *c, const char *name, const char *description,
+                         int archived, int64_t now_ms, hookd_event_type *out);
+int sq_event_types_check(hookd_store_conn *c, const char *patterns, int *bad);
 int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                      hookd_tenant_delete_res *out);
 int sq_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n);

@@ -525,6 +525,16 @@ static const struct {
      /* The API's own labels on endpoints and tenants (metadata: compact JSON, NULL = none). */
      "ALTER TABLE endpoints ADD COLUMN metadata TEXT;"
      "ALTER TABLE tenants ADD COLUMN metadata TEXT;"},
+    {37,
+     /* The catalog of event types (docs/api.md "Event types"): shared by every tenant; an
+      * archived one stays for the events that name it. */
+     "CREATE TABLE IF NOT EXISTS event_types ("
+     "  name TEXT PRIMARY KEY,"
+     "  description TEXT NOT NULL DEFAULT '',"
+     "  created_at INTEGER NOT NULL,"
+     "  updated_at INTEGER NOT NULL,"
+     "  archived_at INTEGER"
+     ") WITHOUT ROWID;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -570,6 +580,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'channels'";
   case 36:
     return "SELECT COUNT(*) FROM pragma_table_info('tenants') WHERE name = 'metadata'";
+  case 37:
+    return "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'event_types'";
   default: return NULL;
   }
 }

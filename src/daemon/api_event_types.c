@@ -1,0 +1,213 @@
+/* api_event_types.c — the catalog of event types (docs/api.md "Event types"), shared by every
+ * tenant:
+ *   POST   /v1/event-types {name, description?}        (admin of every tenant)
+ *   GET    /v1/event-types?include_archived=true       (any reader)
+ *   PATCH  /v1/event-types/{name} {description?, archived?}
+ *   DELETE /v1/event-types/{name}                      archives it
+ * While it holds a type not archived, an endpoint's event_types patterns must each match one
+ * (api_endpoints.c asks the store's event_types_check). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/ids.h"
+#include "daemon/api.h"
+
+typedef struct et_op {
+  hookd_api_op base;
+  hookd_event_type t;          /* create: borrowed strings; update: the row (owned) */
+  char name[272], description[1040];
+  bool has_description, loaded, archived_too;
+  int archived;                /* update: -1 kept, 0, 1 */
+  hookd_event_type *list;
+  size_t n;
+} et_op;
+
+static void et_cleanup(hookd_api_op *base) {
+  et_op *op = (et_op *)base;
+  if (op->loaded) {
+    free(op->t.name);
+    free(op->t.description);
+    op->loaded = false;
+  }
+  if (op->list) hookd_event_types_free(op->list, op->n);
+}
+
+static json_t *et_json(const hookd_event_type *t) {
+  return json_pack("{s:s,s:s,s:b,s:o,s:o}", "name", t->name, "description",
+                   t->description ? t->description : "", "archived", t->archived_ms != 0,
+                   "created_at", hookd_json_time(t->created_ms), "updated_at",
+                   hookd_json_time(t->updated_ms));
+}
+
+/* Writes are a key of every tenant's: the catalog is every tenant's. */
+static bool every_tenant(hookd_req *r) {
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p && p->tenants[0]) {
+    hookd_api_forbid(r, "the event-type catalog is shared by every tenant: an API key of every "
+                        "tenant changes it");
+    return false;
+  }
+  return true;
+}
+
+/* body's description into op (absent: not given); false once answered */
+static bool take_description(hookd_req *r, const json_t *body, et_op *op) {
+  const char *d = NULL;
+  int rc = hookd_json_get_str(body, "description", &d);
+  if (rc < 0 || (d && (strlen(d) > 1024 || !hookd_api_shown_text_ok(d, true)))) {
+    hookd_req_field_error(r, 422, "invalid_field", "description",
+                          "description must be a string of at most 1024 bytes, without control "
+                          "characters but tabs and line feeds");
+    return false;
+  }
+  op->has_description = rc == 0;
+  snprintf(op->description, sizeof op->description, "%s", d ? d : "");
+  return true;
+}
+
+/* ---------- create ---------- */
+
+static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  et_op *op = (et_op *)base;
+  int rc = be->event_type_create(c, &op->t);
+  if (rc == HOOKD_STORE_EXISTS)
+    snprintf(base->err, sizeof base->err, "event type %.256s is in the catalog already%s",
+             op->name, " (an archived one: PATCH it with archived false)");
+  return rc ? rc : hookd_api_audit(base, c, be, "event_type.create", op->name, NULL, NULL);
+}
+
+static void reply_create(hookd_api_op *base, int rc) {
+  et_op *op = (et_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "event type");
+    return;
+  }
+  hookd_req_reply_json(base->req, 201, et_json(&op->t));
+}
+
+void hookd_api_event_type_create(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"name", "description", NULL};
+  if (!every_tenant(r)) return;
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  et_op *op = NULL;
+  const char *name = NULL;
+  if (!hookd_api_known_members(r, body, NULL, names)) goto done;
+  if (hookd_json_get_str(body, "name", &name) != 0 || !hookd_id_valid(name, 256)) {
+    hookd_req_field_error(r, 422, name ? "invalid_field" : "missing_field", "name",
+                          "name is required: 1-256 characters of letters, digits, '_', '-', "
+                          "'.', ':' (as an event's type)");
+    goto done;
+  }
+  if (!(op = hookd_api_op_new(sizeof *op, r, app, run_create, reply_create))) goto done;
+  op->base.cleanup = et_cleanup;
+  if (!take_description(r, body, op)) {
+    free(op);
+    goto done;
+  }
+  snprintf(op->name, sizeof op->name, "%s", name);
+  op->t.name = op->name;
+  op->t.description = op->description;
+  op->t.created_ms = op->t.updated_ms = hookd_now_ms();
+  hookd_api_submit(&op->base, true);
+done:
+  json_decref(body);
+}
+
+/* ---------- list ---------- */
+
+static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  et_op *op = (et_op *)base;
+  return be->event_type_list(c, op->archived_too, &op->list, &op->n);
+}
+
+static void reply_list(hookd_api_op *base, int rc) {
+  et_op *op = (et_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "event types");
+    return;
+  }
+  json_t *data = json_array();
+  for (size_t i = 0; i < op->n; i++) json_array_append_new(data, et_json(&op->list[i]));
+  hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "data", data));
+}
+
+void hookd_api_event_type_list(hookd_req *r, hookd_app *app) {
+  const char *arch = hookd_req_query(r, "include_archived");
+  if (arch && strcmp(arch, "true") && strcmp(arch, "false")) {
+    hookd_req_field_error(r, 400, "invalid_parameter", "include_archived",
+                          "include_archived must be true or false");
+    return;
+  }
+  et_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
+  if (!op) return;
+  op->base.cleanup = et_cleanup;
+  op->archived_too = arch && !strcmp(arch, "true");
+  hookd_api_submit(&op->base, false);
+}
+
+/* ---------- update, archive ---------- */
+
+static int run_update(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
+  et_op *op = (et_op *)base;
+  if (op->loaded) { /* a redone batch */
+    free(op->t.name);
+    free(op->t.description);
+  }
+  op->loaded = false;
+  int rc = be->event_type_update(c, op->name, op->has_description ? op->description : NULL,
+                                 op->archived, hookd_now_ms(), &op->t);
+  op->loaded = rc == 0;
+  if (rc) return rc;
+  return hookd_api_audit(base, c, be,
+                         op->archived == 1 ? "event_type.archive" : "event_type.update", op->name,
+                         NULL, NULL);
+}
+
+static void reply_update(hookd_api_op *base, int rc) {
+  et_op *op = (et_op *)base;
+  if (rc) {
+    hookd_api_store_error(base, rc, "event type");
+    return;
+  }
+  hookd_req_reply_json(base->req, 200, et_json(&op->t));
+}
+
+static void submit_update(hookd_req *r, hookd_app *app, et_op *op) {
+  op->base.cleanup = et_cleanup;
+  snprintf(op->name, sizeof op->name, "%s", hookd_req_param(r, 0));
+  hookd_api_submit(&op->base, true);
+}
+
+void hookd_api_event_type_patch(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"description", "archived", NULL};
+  if (!every_tenant(r)) return;
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  et_op *op = NULL;
+  bool archived = false;
+  int arc = hookd_json_get_bool(body, "archived", &archived);
+  if (!hookd_api_known_members(r, body, NULL, names)) goto done;
+  if (arc < 0) {
+    hookd_req_field_error(r, 422, "invalid_field", "archived", "archived must be a boolean");
+    goto done;
+  }
+  if (!(op = hookd_api_op_new(sizeof *op, r, app, run_update, reply_update))) goto done;
+  if (!take_description(r, body, op)) {
+    free(op);
+    goto done;
+  }
+  op->archived = arc == 0 ? archived : -1;
+  submit_update(r, app, op);
+done:
+  json_decref(body);
+}
+
+void hookd_api_event_type_delete(hookd_req *r, hookd_app *app) {
+  if (!every_tenant(r) || !hookd_api_no_fields(r, app, "archive")) return;
+  et_op *op = hookd_api_op_new(sizeof *op, r, app, run_update, reply_update);
+  if (!op) return;
+  op->archived = 1;
+  submit_update(r, app, op);
+}
