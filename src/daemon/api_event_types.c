@@ -156,10 +156,13 @@ static int run_update(hookd_store_conn *c, const hookd_store_backend *be, hookd_
     free(op->t.description);
   }
   op->loaded = false;
+  int64_t now = hookd_now_ms();
   int rc = be->event_type_update(c, op->name, op->has_description ? op->description : NULL,
-                                 op->archived, hookd_now_ms(), &op->t);
+                                 op->archived, now, &op->t);
   op->loaded = rc == 0;
   if (rc) return rc;
+  if (op->archived == 1 && !op->has_description && op->t.archived_ms != now)
+    return 0; /* archived already: the same answer, nothing audited again */
   return hookd_api_audit(base, c, be,
                          op->archived == 1 ? "event_type.archive" : "event_type.update", op->name,
                          NULL, NULL);
@@ -189,8 +192,13 @@ void hookd_api_event_type_patch(hookd_req *r, hookd_app *app) {
   bool archived = false;
   int arc = hookd_json_get_bool(body, "archived", &archived);
   if (!hookd_api_known_members(r, body, NULL, names)) goto done;
-  if (arc < 0) {
+  if (arc < 0 || json_is_null(json_object_get(body, "archived"))) {
     hookd_req_field_error(r, 422, "invalid_field", "archived", "archived must be a boolean");
+    goto done;
+  }
+  if (json_is_null(json_object_get(body, "description"))) {
+    hookd_req_field_error(r, 422, "invalid_field", "description",
+                          "description may not be null (\"\" clears it)");
     goto done;
   }
   if (!(op = hookd_api_op_new(sizeof *op, r, app, run_update, reply_update))) goto done;

@@ -363,7 +363,8 @@ static json_t *occurred_json(int64_t ms) {
 /* An event as GET and the list show it (the list without payload and deliveries). */
 static json_t *event_json(const hookd_event *e) {
   json_t *version = e->schema_version ? json_loads(e->schema_version, JSON_DECODE_ANY, NULL) : NULL;
-  return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", e->id, "tenant_id",
+  json_t *v = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id", e->id,
+                        "tenant_id",
                    e->tenant_id, "type", e->type, "kind", e->inbound ? "inbound" : "outbound",
                    "schema_version", version ? version : json_null(), "occurred_at",
                    occurred_json(e->occurred_ms), "created_at", hookd_json_time(e->created_ms),
@@ -372,6 +373,9 @@ static json_t *event_json(const hookd_event *e) {
                    hookd_json_str_or_null(e->ordering_key), "ordering_version",
                    e->has_ordering_version ? json_integer(e->ordering_version) : json_null(),
                    "channels", hookd_json_csv(e->channels));
+  /* a test event: the one endpoint it is for */
+  if (v) json_object_set_new(v, "test_endpoint", hookd_json_str_or_null(e->test_endpoint));
+  return v;
 }
 
 /* An inbound event's stored header lines ("name: value\n"…, written by the receive path) as the
@@ -564,7 +568,8 @@ void hookd_api_endpoint_test(hookd_req *r, hookd_app *app) {
   json_t *dflt = payload ? NULL : json_pack("{s:s}", "message", "a test event from hookd");
   pub_op *op = NULL;
   if (!hookd_api_known_members(r, body, NULL, names)) goto done;
-  if (hookd_json_get_str(body, "type", &type) < 0 || !type || !valid_type(type)) {
+  if (hookd_json_get_str(body, "type", &type) != (json_object_get(body, "type") ? 0 : 1) ||
+      !type || !valid_type(type)) { /* (null is no type) */
     hookd_req_error(r, 422, "invalid_field",
                     "type must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
     goto done;
@@ -721,6 +726,11 @@ static void reply_source(hookd_api_op *base, int rc) {
   if (!rc && op->ev.inbound) {
     hookd_req_error(base->req, 409, "invalid_state",
                     "an inbound event is the provider's request: replay its forwards instead");
+    return;
+  }
+  if (!rc && op->ev.test_endpoint) { /* it is for one endpoint: not fanned out to the others */
+    hookd_req_error(base->req, 409, "invalid_state",
+                    "a test event goes to its own endpoint alone: send another test instead");
     return;
   }
   int64_t now = hookd_now_ms();

@@ -39,6 +39,9 @@ typedef struct src_op {
                                        verify its requests, or -1 (the provider is read with the
                                        source, in run_patch) */
   int refused;                    /* PATCH: that secret's index for the source's provider, or -1 */
+  int cred_unfit[2];              /* the first secret a generic credential source refuses: as a
+                                     token (under 16 bytes), as Basic (no "user:password") */
+  bool cred_refused;              /* PATCH: refused for the stored generic mode (refused) */
   hookd_provider refused_for;     /* PATCH: the source's provider, when refused >= 0 */
   char id[HOOKD_ID_MAX + 64];
   hookd_principal who;
@@ -339,8 +342,27 @@ static bool secret_entry(hookd_req *r, const json_t *x, size_t i, int64_t now, i
 /* Secrets: 1..16 strings (or secret_entry's objects) that fit provider ("" checks only what
  * every provider needs); sealed. unfit, when given, gets per provider the index of the first
  * secret that does not fit it. */
+/* Whether a secret can serve a generic credential source: a token of 16 bytes at least (the
+ * whole proof, sent in clear on every request: one of a few bytes is guessed), Basic's
+ * "user:password" with both parts (else no request could ever match). */
+static bool credential_fits(hookd_generic_mode mode, const char *s) {
+  if (mode == HOOKD_GENERIC_TOKEN) return strlen(s) >= 16;
+  const char *colon = strchr(s, ':');
+  return mode != HOOKD_GENERIC_BASIC || (colon && colon > s && colon[1]);
+}
+
+static void credential_refused(hookd_req *r, int i, hookd_generic_mode mode) {
+  hookd_req_field_error(r, 422, "invalid_field", "secrets",
+                        "secrets[%d] cannot serve algorithm %s: %s", i,
+                        mode == HOOKD_GENERIC_TOKEN ? "token" : "basic",
+                        mode == HOOKD_GENERIC_TOKEN
+                            ? "a token is at least 16 bytes (it is the whole proof)"
+                            : "each secret is \"user:password\", both parts given");
+}
+
 static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, json_t *arr,
-                           const char *owner_id, int unfit[HOOKD_PROVIDER__COUNT]) {
+                           const char *owner_id, int unfit[HOOKD_PROVIDER__COUNT],
+                           int cred_unfit[2]) {
   if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > MAX_SECRETS) {
     hookd_req_error(r, 422, "invalid_field",
                     "secrets must be an array of 1 to %d strings (or {\"secret\", \"expires_at\"})",
@@ -348,6 +370,7 @@ static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, j
     return NULL;
   }
   for (int p = 0; unfit && p < HOOKD_PROVIDER__COUNT; p++) unfit[p] = -1;
+  cred_unfit[0] = cred_unfit[1] = -1;
   size_t i;
   json_t *x;
   json_t *stored = json_array(); /* a string, or {"secret", "expires_at": ms} */
@@ -385,6 +408,9 @@ static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, j
     for (int p = 0; unfit && p < HOOKD_PROVIDER__COUNT; p++)
       if (unfit[p] < 0 && !secret_fits(hookd_provider_name((hookd_provider)p), s))
         unfit[p] = (int)i;
+    for (int m = 0; m < 2; m++)
+      if (cred_unfit[m] < 0 && !credential_fits(m ? HOOKD_GENERIC_BASIC : HOOKD_GENERIC_TOKEN, s))
+        cred_unfit[m] = (int)i;
   }
   char *plain = json_dumps(stored, JSON_COMPACT);
   json_decref(stored);
@@ -747,7 +773,7 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     op->src.tolerance_s = 300;
     op->src.created_ms = op->src.updated_ms = now;
     op->src.secrets = parse_secrets(r, app, op->src.provider, json_object_get(body, "secrets"),
-                                    op->src.id, NULL);
+                                    op->src.id, NULL, op->cred_unfit);
     ok = op->src.secrets != NULL;
   }
   if (ok) ok = parse_rules(r, body, op);
@@ -779,8 +805,12 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
       bad = "generic.header, generic.id_header and generic.timestamp_header must be header "
             "names (HTTP tokens)";
     if (!bad) bad = generic_sane(&g);
+    int unfit = g.mode == HOOKD_GENERIC_HMAC ? -1 : op->cred_unfit[g.mode == HOOKD_GENERIC_BASIC];
     if (bad) {
       hookd_req_error(r, 422, "invalid_field", "%s", bad);
+      ok = false;
+    } else if (unfit >= 0) {
+      credential_refused(r, unfit, g.mode);
       ok = false;
     } else {
       op->src.generic = json_dumps(gen, JSON_COMPACT);
@@ -1009,6 +1039,21 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     hookd_source_free(&cur);
     return HOOKD_STORE_STATE; /* nothing written */
   }
+  if ((op->patch & P_SECRETS) && cur.generic) { /* and its generic credential's rule */
+    json_t *gj = json_loads(cur.generic, 0, NULL);
+    hookd_generic_hmac g;
+    if (gj && !hookd_generic_parse(gj, &g) && g.mode != HOOKD_GENERIC_HMAC &&
+        op->cred_unfit[g.mode == HOOKD_GENERIC_BASIC] >= 0) {
+      op->refused = op->cred_unfit[g.mode == HOOKD_GENERIC_BASIC];
+      op->cred_refused = true;
+      op->refused_for = g.mode == HOOKD_GENERIC_BASIC ? HOOKD_PROVIDER__COUNT : prov;
+    }
+    json_decref(gj);
+    if (op->cred_refused) {
+      hookd_source_free(&cur);
+      return HOOKD_STORE_STATE; /* nothing written */
+    }
+  }
   if (typed_field(&op->src, op->patch) && hookd_provider_parse(cur.provider, &prov) == 0 &&
       !hookd_in_provider_has_type(prov)) {
     op->types_refused = typed_field(&op->src, op->patch);
@@ -1065,6 +1110,12 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
 
 static void reply_patch(hookd_api_op *base, int rc) {
   src_op *op = (src_op *)base;
+  if (rc == HOOKD_STORE_STATE && op->cred_refused) {
+    credential_refused(base->req, op->refused,
+                       op->refused_for == HOOKD_PROVIDER__COUNT ? HOOKD_GENERIC_BASIC
+                                                                : HOOKD_GENERIC_TOKEN);
+    return;
+  }
   if (rc == HOOKD_STORE_STATE && op->refused >= 0) {
     secret_refused(base->req, (size_t)op->refused, hookd_provider_name(op->refused_for));
     return;
@@ -1111,7 +1162,7 @@ void hookd_api_source_patch(hookd_req *r, hookd_app *app) {
   op->refused = -1;
   if (ok && (v = json_object_get(body, "secrets"))) {
     /* the provider is read with the source: run_patch refuses secrets that do not fit it */
-    op->src.secrets = parse_secrets(r, app, "", v, op->id, op->unfit);
+    op->src.secrets = parse_secrets(r, app, "", v, op->id, op->unfit, op->cred_unfit);
     ok = op->src.secrets != NULL;
     op->patch |= P_SECRETS;
   }

@@ -162,6 +162,7 @@ void hookd_event_free(hookd_event *e) {
   free(e->schema_version);
   free(e->ordering_key);
   free(e->channels);
+  free(e->test_endpoint);
   memset(e, 0, sizeof *e);
 }
 

@@ -101,6 +101,7 @@ typedef struct hookd_event {
   int64_t ordering_version;
   bool has_ordering_version;
   char *channels;       /* comma-separated; NULL when none */
+  char *test_endpoint;  /* a test event's one endpoint; NULL otherwise */
 } hookd_event;
 
 /* A page of a tenant's events, newest first (event_list). */

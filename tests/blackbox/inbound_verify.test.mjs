@@ -18,6 +18,10 @@ before(async () => {
 after(async () => { assert.equal((await h.stop()).code, 0); });
 
 let n = 0;
+function assertError422(r, message) {
+  assert.equal(r.status, 422, r.text);
+  assert.match(r.json.error.message, message);
+}
 async function source(provider, secrets, destinations, extra = {}) {
   const r = await h.api('POST', '/v1/sources', { id: `src_${provider}_${++n}`, tenant: TENANT, provider,
     secrets, destinations, ...extra });
@@ -98,16 +102,16 @@ describe('VNPay: only what vnp_SecureHash signs is accepted and forwarded', () =
 describe('generic credentials: a token or HTTP Basic, for a sender that signs nothing', () => {
   it('the right credential is taken and forwarded without its header; a wrong or missing one is 401, nothing stored', async () => {
     const dest = await startReceiver();
-    const tok = await source('generic', ['tok-live-1', 'tok-next-2'], [{ url: dest.url }],
+    const tok = await source('generic', ['tok-live-1-abcdefgh', 'tok-next-2-abcdefgh'], [{ url: dest.url }],
       { generic: { header: 'X-Partner-Code', algorithm: 'token', id_header: 'X-Event-Id' } });
     const send = (src, headers, body = '{"order":1}') =>
       fetch(`${h.url}/in/${src.id}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
-    const ok = await send(tok, { 'x-partner-code': 'tok-next-2', 'x-event-id': 'ev-1' });
+    const ok = await send(tok, { 'x-partner-code': 'tok-next-2-abcdefgh', 'x-event-id': 'ev-1' });
     assert.equal(ok.status, 200, await ok.text());
     await dest.waitFor(1, 15000, 'the forward');
     assert.equal(dest.requests[0].headers['x-partner-code'], undefined, 'the token is the secret: not handed on');
     assert.equal(dest.requests[0].body, '{"order":1}');
-    for (const headers of [{ 'x-partner-code': 'tok-live' }, { 'x-partner-code': 'tok-live-1x' }, {}])
+    for (const headers of [{ 'x-partner-code': 'tok-live-1-abcdefg' }, { 'x-partner-code': 'tok-live-1-abcdefghx' }, {}])
       assert.equal((await send(tok, { ...headers, 'x-event-id': 'ev-2' })).status, 401, JSON.stringify(headers));
     const ev = (await h.api('GET', `/v1/events/${(await inbox(tok))[0].id}`)).json;
     assert.ok(!JSON.stringify(ev).includes('tok-'), 'not kept with the event');
@@ -118,6 +122,15 @@ describe('generic credentials: a token or HTTP Basic, for a sender that signs no
     assert.equal((await send(basic, { authorization: `Basic ${b64('partner:s3cret')}` })).status, 200);
     assert.equal((await send(basic, { authorization: `Basic ${b64('partner:s3cre')}` })).status, 401);
     assert.equal((await send(basic, { authorization: 'Bearer partner:s3cret' })).status, 401);
+    // secrets that cannot serve: a short token (the whole proof, in clear), Basic without user:password
+    for (const [generic, secrets] of [[{ header: 'X-A', algorithm: 'token' }, ['short-token']],
+      [{ algorithm: 'basic' }, ['nocolon']], [{ algorithm: 'basic' }, [':pass']], [{ algorithm: 'basic' }, ['user:']]]) {
+      const r = await h.api('POST', '/v1/sources', { id: `src_cred_short_${++n}`, tenant: TENANT, provider: 'generic',
+        secrets, generic, destinations: [{ url: dest.url }] });
+      assert.equal(r.status, 422, `${JSON.stringify(secrets)}: ${r.text}`);
+      assert.match(r.json.error.message, /cannot serve algorithm/);
+    }
+    assertError422(await h.api('PATCH', `/v1/sources/${tok.id}`, { secrets: ['short'] }), /cannot serve algorithm token/);
     // settings that do not go with a credential are refused by name
     for (const generic of [{ header: 'X-A', algorithm: 'token', template: '{body}' }, { algorithm: 'basic', prefix: 'x' },
       { header: 'X-A', algorithm: 'basic' }, { algorithm: 'token' }]) {

@@ -522,6 +522,10 @@ describe('the event-type catalog', () => {
     // archived: kept, listed on request, no longer a match for a new subscription
     const del = await d.api('DELETE', '/v1/event-types/invoice.voided');
     assert.deepEqual([del.status, del.json.archived], [200, true]);
+    assert.equal((await d.api('DELETE', '/v1/event-types/invoice.voided')).status, 200, 'again: the same');
+    const archives = (await d.api('GET', '/v1/audit?limit=100')).json.data.filter((x) => x.action === 'event_type.archive');
+    assert.equal(archives.length, 1, 'archived once, audited once');
+    assertError(await d.api('PATCH', '/v1/event-types/invoice.paid', { archived: null }), 422, 'invalid_field');
     assert.deepEqual((await d.api('GET', '/v1/event-types')).json.data.map((x) => x.name), ['invoice.paid']);
     assert.deepEqual((await d.api('GET', '/v1/event-types?include_archived=true')).json.data.map((x) => x.name),
       ['invoice.paid', 'invoice.voided']);
@@ -565,6 +569,13 @@ describe('a test event to one endpoint', () => {
     assert.equal((await h.api('PATCH', `/v1/tenants/${t}/endpoints/${ep2}`, { enabled: false })).status, 200);
     assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/${ep2}/test`), 409, 'invalid_state');
     assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/ep_nope/test`), 404, 'not_found');
+    // it is for its endpoint alone: not a "missing" event of another, nor republished to all
+    const job = await h.api('POST', `/v1/tenants/${t}/replays`, { filter: { state: 'missing', endpoint: ep2 }, reason: 'x' });
+    assert.equal(job.json.total, 0, 'a test event is no event the other endpoint missed');
+    await h.api('POST', `/v1/tenants/${t}/replays/${job.json.id}/cancel`);
+    assert.equal((await h.api('GET', `/v1/events/${r.json.id}`)).json.test_endpoint, ep);
+    assertError(await h.api('POST', `/v1/tenants/${t}/events/${r.json.id}/republish`, { reason: 'x' }), 409, 'invalid_state');
+    assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/${ep}/test`, { type: null }), 422, 'invalid_field');
     const elsewhere = await setup(h, one.url);
     assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/${elsewhere.endpoint}/test`), 404, 'not_found');
     assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/${ep}/test`, { type: 'a b' }), 422, 'invalid_field');

@@ -248,8 +248,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_INSERT,
                              "INSERT INTO events(id, tenant_id, type, body, request_hash,"
                              " occurred_at, created_at, expires_at, ordering_key, ordering_version,"
-                             " schema_version, channels)"
-                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+                             " schema_version, channels, test_endpoint)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
                              " ON CONFLICT(id, tenant_id) DO NOTHING");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, req->event_id);
@@ -266,6 +266,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   else sqlite3_bind_null(st, 10);
   sq_bind_text(st, 11, req->schema_version);
   sq_bind_text(st, 12, req->channels);
+  sq_bind_text(st, 13, req->only_endpoint);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert event");
 
   if (sqlite3_changes(c->db) == 0) return existing_event(c, req, res);
@@ -346,7 +347,7 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_GET,
                              "SELECT seq, id, tenant_id, type, body, occurred_at, created_at,"
                              " expires_at, kind, content_type, meta, purged_at, schema_version,"
-                             " ordering_key, ordering_version, channels FROM events"
+                             " ordering_key, ordering_version, channels, test_endpoint FROM events"
                              " WHERE id = ?1"
                              " AND (?2 IS NULL OR tenant_id = ?2) LIMIT 2");
   if (!st) return HOOKD_STORE_ERR;
@@ -821,7 +822,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_DELIVER_READ,
                              "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
-                             " ordering_version, created_at, channels FROM events"
+                             " ordering_version, created_at, channels, test_endpoint FROM events"
                              " WHERE id = ?1 AND tenant_id = ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, event_id);
@@ -840,7 +841,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   bool inbound = kind && !strcmp(kind, "inbound"), purged = sq_col_i64(st, 4) != 0;
   bool versioned = sqlite3_column_type(st, 6) != SQLITE_NULL;
   int64_t version = sq_col_i64(st, 6), published = sq_col_i64(st, 7);
-  char *channels = sq_col_str(st, 8);
+  char *channels = sq_col_str(st, 8), *test_for = sq_col_str(st, 9);
   sqlite3_reset(st);
   hookd_endpoint ep;
   bool have_ep = false;
@@ -849,6 +850,9 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   } else if (inbound) {
     snprintf(c->err, sizeof c->err, "an inbound event goes to its source's destinations "
                                     "(POST /v1/inbox/{id}/replay)");
+    rc = HOOKD_STORE_STATE;
+  } else if (test_for && strcmp(test_for, endpoint_id) != 0) {
+    snprintf(c->err, sizeof c->err, "a test event goes to its own endpoint alone");
     rc = HOOKD_STORE_STATE;
   } else if (purged) {
     snprintf(c->err, sizeof c->err,
@@ -904,6 +908,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   free(type);
   free(key);
   free(channels);
+  free(test_for);
   if (have_ep) hookd_endpoint_free(&ep);
   if (rc != HOOKD_STORE_OK) return rc;
   return sq_delivery_get(c, did, out, NULL, NULL);

@@ -29,6 +29,7 @@ void sq_read_event_extras(sqlite3_stmt *st, int i, hookd_event *e) {
   e->has_ordering_version = sqlite3_column_type(st, i + 2) != SQLITE_NULL;
   e->ordering_version = sq_col_i64(st, i + 2);
   e->channels = sq_col_str(st, i + 3);
+  e->test_endpoint = sq_col_str(st, i + 4);
 }
 
 static void free_events(void *v, size_t n) { hookd_events_free(v, n); }
@@ -38,7 +39,8 @@ int sq_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event 
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_LIST,
                              "SELECT seq, id, tenant_id, type, occurred_at, created_at, expires_at,"
                              " kind, purged_at, schema_version, ordering_key, ordering_version,"
-                             " channels FROM events WHERE tenant_id = ?1 AND seq < ?2"
+                             " channels, test_endpoint FROM events WHERE tenant_id = ?1"
+                             " AND seq < ?2"
                              " AND (?3 IS NULL OR type = ?3)"
                              " AND (?4 IS NULL OR substr(type, 1, length(?4)) = ?4)"
                              " AND (?5 IS NULL OR kind = ?5)"

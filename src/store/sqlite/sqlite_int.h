@@ -82,7 +82,8 @@ void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v); /* 0 binds NULL */
  * neither. */
 void sq_bind_type_filter(sqlite3_stmt *st, int exact, int prefix, const char *type);
 char *sq_col_str(sqlite3_stmt *st, int i);                   /* strdup, NULL for NULL */
-/* An event's schema_version, ordering_key, ordering_version and channels, from column i on. */
+/* An event's schema_version, ordering_key, ordering_version, channels and test_endpoint, from
+ * column i on. */
 void sq_read_event_extras(sqlite3_stmt *st, int i, hookd_event *e);
 /* A scheduled delivery's next attempt brought forward to now (sqlite_delivery.c). */
 int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why);

@@ -128,7 +128,8 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_SELECT_MISSING,
                              "SELECT e.seq, e.type, e.channels FROM events e"
                              " WHERE e.tenant_id = ?1 AND e.kind = 'outbound'"
-                             " AND e.purged_at IS NULL AND (e.expires_at IS NULL"
+                             " AND e.purged_at IS NULL AND e.test_endpoint IS NULL"
+                             " AND (e.expires_at IS NULL"
                              " OR e.expires_at > ?8)"
                              " AND (?4 IS NULL OR e.type = ?4)"
                              " AND (?5 IS NULL OR substr(e.type, 1, length(?5)) = ?5)"

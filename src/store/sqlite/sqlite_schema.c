@@ -535,6 +535,10 @@ static const struct {
      "  updated_at INTEGER NOT NULL,"
      "  archived_at INTEGER"
      ") WITHOUT ROWID;"},
+    {38,
+     /* A test event's endpoint (POST …/endpoints/{id}/test): it goes to that endpoint alone —
+      * no "missing" replay job, republish or delivery by hand takes it elsewhere. */
+     "ALTER TABLE events ADD COLUMN test_endpoint TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -582,6 +586,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('tenants') WHERE name = 'metadata'";
   case 37:
     return "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'event_types'";
+  case 38:
+    return "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'test_endpoint'";
   default: return NULL;
   }
 }
