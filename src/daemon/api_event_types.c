@@ -156,16 +156,13 @@ static int run_update(hookd_store_conn *c, const hookd_store_backend *be, hookd_
     free(op->t.description);
   }
   op->loaded = false;
-  int64_t now = hookd_now_ms();
+  int changed;
   int rc = be->event_type_update(c, op->name, op->has_description ? op->description : NULL,
-                                 op->archived, now, &op->t);
+                                 op->archived, hookd_now_ms(), &op->t, &changed);
   op->loaded = rc == 0;
-  if (rc) return rc;
-  if (op->archived == 1 && !op->has_description && op->t.archived_ms != now)
-    return 0; /* archived already: the same answer, nothing audited again */
-  return hookd_api_audit(base, c, be,
-                         op->archived == 1 ? "event_type.archive" : "event_type.update", op->name,
-                         NULL, NULL);
+  if (rc || !changed) return rc; /* (as it was: the same answer, nothing audited again) */
+  return hookd_api_audit(base, c, be, changed == 1 ? "event_type.archive" : "event_type.update",
+                         op->name, NULL, NULL);
 }
 
 static void reply_update(hookd_api_op *base, int rc) {

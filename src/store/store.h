@@ -607,7 +607,8 @@ typedef struct hookd_store_backend {
   int (*event_type_list)(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
                          size_t *n);
   int (*event_type_update)(hookd_store_conn *c, const char *name, const char *description,
-                           int archived, int64_t now_ms, hookd_event_type *out);
+                           int archived, int64_t now_ms, hookd_event_type *out,
+                           int *changed); /* out: 0 nothing, 1 archived now, 2 else */
   int (*event_types_check)(hookd_store_conn *c, const char *patterns, int *bad);
   /* Writes the tenant's name and limits. */
   int (*tenant_update)(hookd_store_conn *c, const hookd_tenant *t);

@@ -258,20 +258,39 @@ int sq_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type 
 }
 
 int sq_event_type_update(hookd_store_conn *c, const char *name, const char *description,
-                         int archived, int64_t now_ms, hookd_event_type *out) {
+                         int archived, int64_t now_ms, hookd_event_type *out, int *changed) {
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *st = sq_stmt(c, SQ_ET_UPDATE,
-                             "UPDATE event_types SET description = COALESCE(?2, description),"
-                             " archived_at = CASE ?3 WHEN 1 THEN COALESCE(archived_at, ?4)"
-                             " WHEN 0 THEN NULL ELSE archived_at END, updated_at = ?4"
-                             " WHERE name = ?1"
-                             " RETURNING name, description, created_at, updated_at, archived_at");
+  *changed = 0;
+  /* what it is now: a write that changes nothing is none (no new updated_at, no audit) */
+  sqlite3_stmt *st = sq_stmt(c, SQ_ET_GET,
+                             "SELECT description, archived_at IS NOT NULL FROM event_types"
+                             " WHERE name = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, name);
+  int rc = sqlite3_step(st);
+  char *desc = rc == SQLITE_ROW ? sq_col_str(st, 0) : NULL;
+  bool was = rc == SQLITE_ROW && sqlite3_column_int(st, 1);
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  if (rc != SQLITE_ROW) return sq_fail(c, "read event type");
+  bool new_desc = description && (!desc || strcmp(desc, description) != 0);
+  free(desc);
+  bool flips = archived >= 0 && (archived == 1) != was;
+  *changed = flips && archived == 1 ? 1 : (flips || new_desc) ? 2 : 0;
+  st = sq_stmt(c, SQ_ET_UPDATE,
+               "UPDATE event_types SET description = COALESCE(?2, description),"
+               " archived_at = CASE ?3 WHEN 1 THEN COALESCE(archived_at, ?4)"
+               " WHEN 0 THEN NULL ELSE archived_at END,"
+               " updated_at = CASE WHEN ?5 THEN ?4 ELSE updated_at END"
+               " WHERE name = ?1"
+               " RETURNING name, description, created_at, updated_at, archived_at");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, name);
   sq_bind_text(st, 2, description);
   sq_bind_i64(st, 3, archived);
   sq_bind_i64(st, 4, now_ms);
-  int rc = sqlite3_step(st);
+  sq_bind_i64(st, 5, *changed != 0);
+  rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     rd_event_type(st, out);
     rc = sqlite3_step(st);

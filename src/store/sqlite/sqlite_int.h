@@ -47,7 +47,7 @@ enum sq_stmt_id {
   SQ_RPL_BUILDING, SQ_EV_LIST, SQ_RPL_ABANDON, SQ_RPL_EXPIRE, SQ_RPL_SELECT_MISSING,
   SQ_RPL_ITEM_INSERT_MISSING, SQ_RPL_ITEM_EVENT, SQ_RPL_ITEM_MADE, SQ_EV_PAYLOAD_READ,
   SQ_EV_PAYLOAD_CANCEL, SQ_TENANT_MADE, SQ_KEY_REVOKE_SCOPE, SQ_KEY_SCOPE_OF, SQ_ET_INSERT,
-  SQ_ET_LIST, SQ_ET_UPDATE,
+  SQ_ET_LIST, SQ_ET_UPDATE, SQ_ET_GET,
   SQ_RPL_PURGE_JOB, SQ_RPL_PURGE_ITEMS, SQ_RPL_PURGE_MARK,
   SQ_TX_BEGIN_W, SQ_TX_BEGIN_R, SQ_TX_COMMIT, SQ_TX_ROLLBACK, SQ_TX_SAVEPOINT, SQ_TX_RELEASE,
   SQ_TX_ROLLBACK_TO,
@@ -157,7 +157,7 @@ int sq_event_type_create(hookd_store_conn *c, const hookd_event_type *t);
 int sq_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
                        size_t *n);
 int sq_event_type_update(hookd_store_conn *c, const char *name, const char *description,
-                         int archived, int64_t now_ms, hookd_event_type *out);
+                         int archived, int64_t now_ms, hookd_event_type *out, int *changed);
 int sq_event_types_check(hookd_store_conn *c, const char *patterns, int *bad);
 int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                      hookd_tenant_delete_res *out);
