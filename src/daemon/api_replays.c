@@ -515,24 +515,14 @@ static void reply_act(hookd_api_op *base, int rc) {
 }
 
 static void act(hookd_req *r, hookd_app *app, hookd_replay_action action) {
-  static const char *const names[] = {"reason", NULL};
-  size_t body_len;
-  hookd_req_body(r, &body_len);
-  json_t *body = body_len ? hookd_api_body_object(r, app) : NULL;
-  if (body_len && !body) return;
-  rp_op *op = NULL;
-  if (body && !hookd_api_known_members(r, body, NULL, names)) goto out;
-  op = new_op(r, app, run_act, reply_act);
-  if (!op) goto out;
+  char reason[256];
+  if (!hookd_api_reason_only_body(r, app, reason)) return;
+  rp_op *op = new_op(r, app, run_act, reply_act);
+  if (!op) return;
   op->action = action;
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
-  if (!take_reason(r, op, body, false)) {
-    free(op);
-    goto out;
-  }
+  if (reason[0]) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
   hookd_api_submit(&op->base, true);
-out:
-  json_decref(body);
 }
 
 void hookd_api_replay_confirm(hookd_req *r, hookd_app *app) { act(r, app, HOOKD_REPLAY_CONFIRM); }

@@ -174,51 +174,30 @@ int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "cancel replay jobs");
   out->replays_cancelled = sqlite3_changes(c->db);
   /* the keys that reached it and no tenant left (a customer's own): they would open nothing but
-   * history, and could mint more keys of it */
-  st = sq_stmt(c, SQ_KEY_REVOKE_SCOPE,
-               "SELECT id, tenants FROM api_keys WHERE revoked_at IS NULL AND tenants IS NOT NULL"
-               " AND instr(',' || tenants || ',', ',' || ?1 || ',') > 0");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_text(st, 1, id);
-  char **keys = NULL;
-  bool *spare = NULL;
+   * history, and could mint more keys of it (keys are few: the whole list is read) */
+  hookd_api_key *keys = NULL;
   size_t nk = 0;
-  /* (read whole first: the revokes write the table the statement walks) */
-  rc = read_ids(c, st, &keys, &spare, &nk);
-  free(spare);
+  if ((rc = sq_api_key_list(c, &keys, &nk)) != 0) return rc;
+  size_t idlen = strlen(id);
   for (size_t i = 0; !rc && i < nk; i++) {
-    sqlite3_stmt *sc = sq_stmt(c, SQ_KEY_SCOPE_OF, "SELECT tenants FROM api_keys WHERE id = ?1");
-    char *scope = NULL;
-    if (!sc) rc = HOOKD_STORE_ERR;
-    else {
-      sq_bind_text(sc, 1, keys[i]);
-      if (sqlite3_step(sc) == SQLITE_ROW) scope = sq_col_str(sc, 0);
-      sqlite3_reset(sc);
-    }
-    bool live = false;
-    for (char *p = scope, *e; !rc && p && *p && !live; p = e ? e + 1 : NULL) {
-      e = strchr(p, ',');
-      if (e) *e = '\0';
-      int t = sq_tenant_live(c, p);
+    const char *scope = keys[i].tenants;
+    if (keys[i].revoked_ms || !scope) continue; /* (NULL: every tenant, still there) */
+    bool named = false, live = false;
+    for (const char *p = scope; !rc && *p && !live;) {
+      size_t len = strcspn(p, ",");
+      char one[72];
+      snprintf(one, sizeof one, "%.*s", (int)(len < 71 ? len : 71), p);
+      named |= len == idlen && !memcmp(p, id, idlen);
+      int t = sq_tenant_live(c, one);
       live = t == HOOKD_STORE_OK;
       if (t != HOOKD_STORE_OK && t != HOOKD_STORE_NOTFOUND) rc = t;
+      p += len + (p[len] == ',');
     }
-    free(scope);
-    if (rc || live) continue;
-    sqlite3_stmt *rv = sq_stmt(c, SQ_KEY_REVOKE,
-                               "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1"
-                               " AND revoked_at IS NULL");
-    if (!rv) rc = HOOKD_STORE_ERR;
-    else {
-      sq_bind_text(rv, 1, keys[i]);
-      sq_bind_i64(rv, 2, now_ms);
-      if (sqlite3_step(rv) != SQLITE_DONE) rc = sq_fail(c, "revoke key");
-      else out->keys_revoked += sqlite3_changes(c->db);
-      sqlite3_reset(rv);
-    }
+    if (rc || !named || live) continue;
+    rc = sq_api_key_revoke(c, keys[i].id, now_ms);
+    if (!rc) out->keys_revoked++;
   }
-  for (size_t i = 0; i < nk; i++) free(keys[i]);
-  free(keys);
+  hookd_api_keys_free(keys, nk);
   return rc;
 }
 
