@@ -750,6 +750,24 @@ describe('deleting an event\'s payload (it carried what it should not)', () => {
     await r.close();
   });
 
+  it('a delivery claimed and waiting in this node\'s queue is given back, not sent with the deleted payload', async () => {
+    const r = await startReceiver((_, n) => (n === 1 ? 'hang' : { status: 200 }));
+    const { tenant: t, endpoint } = await setup(h, r.url, { max_in_flight: 1 });
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await publish(h, t, { type: 'q.x', payload: { i } })).json.id);
+    const path = `/v1/tenants/${t}/endpoints/${endpoint}`;
+    await r.waitFor(1, 15000, 'the first out');
+    await waitUntil(async () => (await h.api('GET', path)).json.health?.claimed >= 1, { what: 'the next claimed, queued' });
+    const del = await h.api('DELETE', `/v1/tenants/${t}/events/${ids[1]}/payload`);
+    assert.equal(del.json.cancelled_deliveries, 1, del.text);
+    await r.releaseFirst(200);
+    await waitDelivery(h, ids[2], (x) => x[0]?.state === 'delivered');
+    const [x] = (await h.api('GET', `/v1/events/${ids[1]}`)).json.deliveries;
+    assert.deepEqual([x.state, x.attempt_count], ['cancelled', 0]);
+    assert.deepEqual(r.requests.map((q) => q.headers['webhook-id']), [ids[0], ids[2]], 'the queued one never sent');
+    await r.close();
+  });
+
   it('a request claimed and not sent yet (its name resolving) is ended and given back: the payload never goes out', async () => {
     const { dir, cleanup } = tempDir();
     const dns = faultDns(dir, 'slow.test', 8000);
