@@ -63,20 +63,11 @@ static bool within(const key_op *op, const char *tenants) {
   return true;
 }
 
-static json_t *scope_json(const char *tenants) {
-  if (!tenants) return json_null();
-  json_t *a = json_array();
-  const char *cur = tenants, *t;
-  size_t len;
-  while (a && hookd_scope_next(&cur, &t, &len)) json_array_append_new(a, json_stringn(t, len));
-  return a ? a : json_null();
-}
-
 static json_t *key_json(const hookd_api_key *k) {
   char why[160];
   bool invalid = hookd_auth_scope_check(k->tenants, why, sizeof why) != 0;
   return json_pack("{s:s,s:s,s:o,s:s,s:o,s:o,s:s}", "id", k->id, "role", k->role ? k->role : "",
-                   "tenants", scope_json(k->tenants), "name", k->name ? k->name : "",
+                   "tenants", hookd_json_csv(k->tenants), "name", k->name ? k->name : "",
                    "created_at", hookd_json_time(k->created_ms), "revoked_at",
                    hookd_json_time(k->revoked_ms),
                    "state", k->revoked_ms ? "revoked" : invalid ? "invalid" : "active");
