@@ -275,13 +275,15 @@ static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 static void answer_delete(hookd_api_op *base) {
   tenant_del_op *op = (tenant_del_op *)base;
   hookd_req_reply_json(base->req, 200,
-                       json_pack("{s:s,s:b,s:i,s:I,s:i,s:i,s:i,s:i}", "id", op->id, "deleted", 1,
+                       json_pack("{s:s,s:b,s:i,s:I,s:i,s:i,s:i,s:i,s:b}", "id", op->id,
+                                 "deleted", 1,
                                  "endpoints_deleted", op->res.endpoints_deleted,
                                  "sources_deleted", (json_int_t)op->res.n_sources,
                                  "replays_cancelled", op->res.replays_cancelled,
                                  "keys_revoked", op->res.keys_revoked,
                                  "cancelled_deliveries", op->res.counts.cancelled,
-                                 "held_deliveries", op->res.counts.held));
+                                 "held_deliveries", op->res.counts.held, "cancelling",
+                                 op->res.counts.more));
 }
 
 static void reply_delete(hookd_api_op *base, int rc) {

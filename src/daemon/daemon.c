@@ -136,6 +136,7 @@ static bool stop_pending(void) {
 }
 
 static void refresh_config(hookd_app *app);
+static void finish_deletes(hookd_app *app);
 
 /* One retention walk, in small batches, until nothing older than the window is left to it.
  * Returns false when a stop signal cut it short. Between batches the API keys and sources are
@@ -153,7 +154,10 @@ static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
     if (hookd_storeq_run_sync(app->store->writer, run, &p) != 0) break;
     atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
     total += p.purged;
-    if (hookd_mono_ms() - app->refreshed_ms >= 2000) refresh_config(app);
+    if (hookd_mono_ms() - app->refreshed_ms >= 2000) {
+      refresh_config(app);
+      finish_deletes(app);
+    }
   } while (p.after_seq != 0);
   if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
   return !stopped;
@@ -251,6 +255,29 @@ static void watch_checkpoints(hookd_app *app) {
     HLOG(HOOKD_LOG_INFO, "store.checkpoint_recovered", KV_I("wal_bytes", h.wal_bytes));
     app->ckpt_failures_logged = h.checkpoint_failures;
     app->ckpt_failing = false;
+  }
+}
+
+static int run_delete_step(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  return be->delete_step(c, hookd_now_ms(), HOOKD_DELETE_STEP, arg);
+}
+
+/* The delete walk (docs/architecture.md "Deletes"): what a delete left of a large backlog is
+ * cancelled one bounded writer op at a time, so another tenant's ack waits for one step at most;
+ * it stops between steps for a stop signal, and the next start goes on. */
+static void finish_deletes(hookd_app *app) {
+  hookd_delete_step s;
+  int64_t total = 0;
+  while (!stop_pending() && hookd_storeq_run_sync(app->store->writer, run_delete_step, &s) == 0 &&
+         s.found) {
+    if (s.counts.cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)s.counts.cancelled);
+    total += s.counts.cancelled;
+    if (s.finished) {
+      HLOG(HOOKD_LOG_INFO, "endpoint.cancel_finished", KV_S("endpoint_id", s.endpoint_id),
+           KV_I("cancelled", total));
+      total = 0;
+    }
+    if (hookd_mono_ms() - app->refreshed_ms >= 2000) refresh_config(app);
   }
 }
 
@@ -519,6 +546,7 @@ int hookd_serve(const hookd_config *cfg) {
       break;
     }
     refresh_config(&app);
+    finish_deletes(&app);
     hookd_bounded_clock_note(&app.retention_clock, hookd_now_ms(), hookd_mono_ms());
     if (hookd_mono_ms() >= next_purge) {
       purge_old(&app);

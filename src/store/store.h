@@ -21,6 +21,7 @@
 
 #include "core/backoff.h"
 #include "core/delivery_state.h"
+#include "core/ids.h"
 
 enum {
   HOOKD_STORE_OK = 0,
@@ -298,7 +299,20 @@ void hookd_event_types_free(hookd_event_type *v, size_t n);
 typedef struct hookd_delete_counts {
   int cancelled; /* made `cancelled` */
   int held;      /* held `unknown`: a request to a destination that is not idempotent may be out */
+  bool more;     /* deliveries are left to the delete walk (delete_step): docs/architecture.md */
 } hookd_delete_counts;
+
+/* The delete walk's deliveries cancelled in a batch size (docs/architecture.md "Deletes"), and
+ * the budget of a delete's own transaction. */
+#define HOOKD_DELETE_STEP 1000
+
+/* What one step of the delete walk did (delete_step). */
+typedef struct hookd_delete_step {
+  bool found;                    /* an endpoint owed cancels */
+  bool finished;                 /* and none are left: its flag is cleared */
+  char endpoint_id[HOOKD_ID_MAX];
+  hookd_delete_counts counts;
+} hookd_delete_step;
 
 /* What a tenant's delete did (tenant_delete). */
 typedef struct hookd_tenant_delete_res {
@@ -635,10 +649,14 @@ typedef struct hookd_store_backend {
   /* Writes every mutable field of ep; a policy different from the stored current version
    * becomes a new version (ep->policy.id updated). */
   int (*endpoint_update)(hookd_store_conn *c, hookd_endpoint *ep);
-  /* Marks deleted and cancels its active deliveries; an inbound destination that is not
-   * idempotent holds `unknown` those whose request may be out (docs/inbound.md). */
+  /* Marks deleted and cancels its deliveries in flight and up to HOOKD_DELETE_STEP others (an
+   * inbound destination that is not idempotent holds `unknown` those whose request may be out:
+   * docs/inbound.md); out->more: the rest are left to delete_step (docs/architecture.md). */
   int (*endpoint_delete)(hookd_store_conn *c, const char *id, int64_t now_ms,
                          hookd_delete_counts *out);
+  /* One step of the delete walk: up to `limit` more deliveries of one deleted endpoint that
+   * still owes cancels (out->found false: none does). */
+  int (*delete_step)(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out);
   /* Replaces the stored (sealed) secrets and custom headers of an endpoint, deleted ones
    * included: master-key rotation. */
   int (*endpoint_reseal)(hookd_store_conn *c, const char *id, const char *secret,

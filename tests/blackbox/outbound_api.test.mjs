@@ -497,6 +497,31 @@ describe('endpoints CRUD', () => {
     assertError(await h.api('POST', `/v1/deliveries/${d.id}/replay`), 409, 'invalid_state');
     await slow.close();
   });
+
+  it('a delete of a large backlog answers at once and cancels the rest after it, in steps (cancelling)', async () => {
+    // one delivery a minute: the backlog stays pending
+    const { tenant: t, endpoint } = await setup(h, recv.url, { rate_limit: { per_minute: 1 } });
+    const n = 1100;
+    for (let i = 0; i < n; i += 50)
+      await Promise.all(Array.from({ length: Math.min(50, n - i) }, (_, k) =>
+        publish(h, t, { type: 'big.backlog', payload: { i: i + k } })));
+    const before = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_deliveries_cancelled_total');
+    const del = await h.api('DELETE', `/v1/tenants/${t}/endpoints/${endpoint}`);
+    assert.equal(del.status, 200, del.text);
+    assert.equal(del.json.cancelling, true, del.text);
+    // what was in flight (the rate's first burst) and 1,000 more: not all of them
+    assert.ok(del.json.cancelled_deliveries >= 1000 && del.json.cancelled_deliveries < 1010, del.text);
+    await waitUntil(async () => {
+      const left = await h.api('GET', `/v1/tenants/${t}/deliveries?state=pending,retrying&limit=1`);
+      return left.status === 200 && left.json.data.length === 0;
+    }, { timeout: 20000, what: 'every delivery cancelled' });
+    const cancelled = await h.api('GET', `/v1/tenants/${t}/deliveries?state=cancelled&limit=1`);
+    assert.equal(cancelled.json.data[0].last_error, 'endpoint deleted');
+    const after = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_deliveries_cancelled_total');
+    const sent = recv.requests.filter((r) => String(r.body).includes('big.backlog')).length;
+    assert.ok(sent < 10, `nothing sent after the delete but the requests already out: ${sent}`);
+    assert.ok(after - before >= n - sent, `every one counted: ${after - before}`);
+  });
 });
 
 describe('the event-type catalog', () => {
@@ -665,7 +690,7 @@ describe('deleting a tenant (offboarding a customer)', () => {
     const del = await h.api('DELETE', `/v1/tenants/${t}`, { reason: 'customer left' });
     assert.equal(del.status, 200, del.text);
     assert.deepEqual(del.json, { id: t, deleted: true, endpoints_deleted: 1, sources_deleted: 1, replays_cancelled: 1,
-      keys_revoked: 2, cancelled_deliveries: 2, held_deliveries: 0 });
+      keys_revoked: 2, cancelled_deliveries: 2, held_deliveries: 0, cancelling: false });
     assert.equal((await h.api('GET', `/v1/events/${evs[0]}`, undefined, { Authorization: `Bearer ${own.json.key}` })).status,
       401, 'its own key revoked when the answer is sent');
     assertError(await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [t] }), 422, 'invalid_field', 'tenants: no tenant');

@@ -120,6 +120,7 @@ static int read_ids(hookd_store_conn *c, sqlite3_stmt *st, char ***ids, bool **f
 static void add_counts(hookd_delete_counts *to, const hookd_delete_counts *d) {
   to->cancelled += d->cancelled;
   to->held += d->held;
+  to->more |= d->more;
 }
 
 int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
@@ -152,12 +153,15 @@ int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
     sq_bind_text(st, 1, id);
     rc = read_ids(c, st, &out->source_ids, &unused, &out->n_sources);
   }
+  /* one budget of cancels for them all: the rest is the delete walk's */
   hookd_delete_counts d;
+  int budget = HOOKD_DELETE_STEP;
   for (size_t i = 0; !rc && i < out->n_sources; i++)
-    if (!(rc = sq_source_delete(c, out->source_ids[i], now_ms, &d))) add_counts(&out->counts, &d);
+    if (!(rc = sq_source_delete_within(c, out->source_ids[i], now_ms, &budget, &d)))
+      add_counts(&out->counts, &d);
   for (size_t i = 0; !rc && i < out->n_endpoints; i++) {
     if (!outbound[i]) continue;
-    if (!(rc = sq_endpoint_delete(c, out->endpoint_ids[i], now_ms, &d))) {
+    if (!(rc = sq_endpoint_delete_within(c, out->endpoint_ids[i], now_ms, &budget, &d))) {
       add_counts(&out->counts, &d);
       out->endpoints_deleted++;
     }
@@ -622,8 +626,69 @@ static int step_seqs(hookd_store_conn *c, sqlite3_stmt *st, const char *id, int6
   return step == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, what);
 }
 
-int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
-                       hookd_delete_counts *out) {
+#define CANCEL_SET                                                                              \
+  "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"         \
+  " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL, last_error = ?3"
+/* A deleted endpoint's active deliveries not in flight, in two passes, each on its index (the
+ * due ones, and those waiting in a lane); also the test for any left (?1 the endpoint). */
+#define CANCEL_DUE                                                                              \
+  "SELECT seq FROM deliveries WHERE endpoint_id = ?1 AND state IN ('pending','retrying')"      \
+  " AND lane_wait = 0"
+#define CANCEL_LANES                                                                            \
+  "SELECT seq FROM deliveries WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"              \
+  " AND state IN ('pending','retrying','unknown') AND state != 'unknown' AND lane_wait = 1"
+
+/* Cancels up to *budget of a deleted endpoint's active deliveries, spending the budget; their
+ * seqs are kept when inbound (their inbox records follow). *left: some may remain (the budget
+ * ran out and a probe found one). */
+static int cancel_some(hookd_store_conn *c, const char *id, int64_t now_ms, bool inbound,
+                       int *budget, int64_t **seqs, size_t *n, size_t *cap, int *cancelled,
+                       bool *left) {
+  static const char *const cancel[] = {
+      CANCEL_SET " WHERE seq IN (" CANCEL_DUE " LIMIT ?4) RETURNING seq",
+      CANCEL_SET " WHERE seq IN (" CANCEL_LANES " LIMIT ?4) RETURNING seq"};
+  int rc = HOOKD_STORE_OK;
+  *left = false;
+  for (int i = 0; i < 2 && rc == HOOKD_STORE_OK && *budget > 0; i++) {
+    sqlite3_stmt *st = sq_stmt(c, i ? SQ_EP_CANCEL_LANES : SQ_EP_CANCEL, cancel[i]);
+    if (!st) return HOOKD_STORE_ERR;
+    sqlite3_bind_int(st, 4, *budget);
+    int before = *cancelled;
+    /* why it is cancelled (the inbox record of an inbound one takes its delivery's error) */
+    rc = step_seqs(c, st, id, now_ms, inbound ? "destination deleted" : "endpoint deleted",
+                   inbound, seqs, n, cap, cancelled, "cancel deliveries");
+    *budget -= *cancelled - before;
+  }
+  if (rc || *budget > 0) return rc;
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_CANCEL_LEFT,
+                             "SELECT EXISTS (" CANCEL_DUE ") OR EXISTS (" CANCEL_LANES ")");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  int step = sqlite3_step(st);
+  *left = step == SQLITE_ROW && sqlite3_column_int(st, 0);
+  sqlite3_reset(st);
+  return step == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "cancel deliveries");
+}
+
+/* Whether an endpoint still owes cancels to the delete walk. */
+static int flag_cancels(hookd_store_conn *c, const char *id, bool pending) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_FLAG_CANCEL,
+                             "UPDATE endpoints SET cancel_pending = ?2 WHERE id = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  sqlite3_bind_int(st, 2, pending);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "flag cancels");
+}
+
+static int follow_inbox(hookd_store_conn *c, int64_t *seqs, size_t n, int64_t now_ms, int rc) {
+  for (size_t i = 0; i < n && rc == HOOKD_STORE_OK; i++)
+    rc = sq_inbox_follow(c, seqs[i], now_ms, "destination deleted", NULL);
+  free(seqs);
+  return rc;
+}
+
+int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
+                              hookd_delete_counts *out) {
   *out = (hookd_delete_counts){0};
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_DELETE,
                              "UPDATE endpoints SET deleted_at = ?2, updated_at = ?2, enabled = 0,"
@@ -652,6 +717,8 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   int64_t *seqs = NULL;
   size_t n = 0, cap = 0;
   int rc = HOOKD_STORE_OK;
+  /* What is in flight (leased: at most the in-flight caps, one probe of deliveries_leased)
+   * first, whatever the budget. */
   if (no_resend) {
     /* A request to a destination that is not idempotent may be out: its send mark is on the
      * lease. Cancelled, it would read "destination deleted" (dead-lettered) while the handler
@@ -660,38 +727,65 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
      * (late_outcome: a success completes it, an ambiguous end keeps it held); a mark whose
      * request never started is given back and cancelled then (sq_release_lease). */
     st = sq_stmt(c, SQ_EP_DELETE_HOLD,
-                 "UPDATE deliveries SET state = 'unknown', updated_at = ?2, next_attempt_at = NULL,"
+                 "UPDATE deliveries INDEXED BY deliveries_leased SET state = 'unknown',"
+                 " updated_at = ?2, next_attempt_at = NULL,"
                  " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL,"
-                 " last_error = ?3 WHERE endpoint_id = ?1 AND (state = 'pending'"
-                 " OR state = 'retrying') AND leased_until IS NOT NULL AND sent_token = lease_token"
+                 " last_error = ?3 WHERE leased_until IS NOT NULL AND endpoint_id = ?1"
+                 " AND state IN ('pending','retrying') AND sent_token = lease_token"
                  " RETURNING seq");
     rc = st ? step_seqs(c, st, id, now_ms, sq_held_deleted, true, &seqs, &n, &cap, &out->held,
                         "hold deliveries")
             : HOOKD_STORE_ERR;
   }
   /* Active deliveries are cancelled; bumping the lease token fences any in-flight attempt. */
-  /* (in two passes, each on its index: the due ones, and those waiting in a lane) */
-  static const char *const cancel[] = {
-      "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
-      " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL, last_error = ?3"
-      " WHERE endpoint_id = ?1 AND state IN ('pending','retrying') AND lane_wait = 0"
-      " RETURNING seq",
-      "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
-      " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL, last_error = ?3"
-      " WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"
-      " AND state IN ('pending','retrying','unknown') AND state != 'unknown' AND lane_wait = 1"
-      " RETURNING seq"};
-  for (int i = 0; i < 2 && rc == HOOKD_STORE_OK; i++) {
-    st = sq_stmt(c, i ? SQ_EP_CANCEL_LANES : SQ_EP_CANCEL, cancel[i]);
-    /* why it is cancelled (the inbox record of an inbound one takes its delivery's error) */
+  st = rc ? NULL
+          : sq_stmt(c, SQ_EP_CANCEL_LEASED,
+                    "UPDATE deliveries INDEXED BY deliveries_leased SET state = 'cancelled',"
+                    " updated_at = ?2, next_attempt_at = NULL, lease_token = lease_token + 1,"
+                    " lease_owner = NULL, leased_until = NULL, last_error = ?3"
+                    " WHERE leased_until IS NOT NULL AND endpoint_id = ?1"
+                    " AND state IN ('pending','retrying') RETURNING seq");
+  if (!rc)
     rc = st ? step_seqs(c, st, id, now_ms, inbound ? "destination deleted" : "endpoint deleted",
                         inbound, &seqs, &n, &cap, &out->cancelled, "cancel deliveries")
             : HOOKD_STORE_ERR;
+  /* then the backlog, within the budget: the rest is the delete walk's */
+  if (!rc)
+    rc = cancel_some(c, id, now_ms, inbound, budget, &seqs, &n, &cap, &out->cancelled,
+                     &out->more);
+  if (!rc && out->more) rc = flag_cancels(c, id, true);
+  return follow_inbox(c, seqs, n, now_ms, rc);
+}
+
+int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                       hookd_delete_counts *out) {
+  int budget = HOOKD_DELETE_STEP;
+  return sq_endpoint_delete_within(c, id, now_ms, &budget, out);
+}
+
+int sq_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out) {
+  *out = (hookd_delete_step){0};
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_CANCEL_NEXT,
+                             "SELECT id, source_id IS NOT NULL FROM endpoints"
+                             " WHERE cancel_pending = 1 LIMIT 1");
+  if (!st) return HOOKD_STORE_ERR;
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    snprintf(out->endpoint_id, sizeof out->endpoint_id, "%s",
+             (const char *)sqlite3_column_text(st, 0));
+    out->found = true;
   }
-  for (size_t i = 0; i < n && rc == HOOKD_STORE_OK; i++)
-    rc = sq_inbox_follow(c, seqs[i], now_ms, "destination deleted", NULL);
-  free(seqs);
-  return rc;
+  bool inbound = step == SQLITE_ROW && sqlite3_column_int(st, 1);
+  sqlite3_reset(st);
+  if (step != SQLITE_ROW) return step == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "delete walk");
+  int64_t *seqs = NULL;
+  size_t n = 0, cap = 0;
+  int budget = limit;
+  int rc = cancel_some(c, out->endpoint_id, now_ms, inbound, &budget, &seqs, &n, &cap,
+                       &out->counts.cancelled, &out->counts.more);
+  out->finished = !out->counts.more;
+  if (!rc && out->finished) rc = flag_cancels(c, out->endpoint_id, false);
+  return follow_inbox(c, seqs, n, now_ms, rc);
 }
 
 int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,

@@ -544,6 +544,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .endpoint_list = sq_endpoint_list,
     .endpoint_update = sq_endpoint_update,
     .endpoint_delete = sq_endpoint_delete,
+    .delete_step = sq_delete_step,
     .endpoint_reseal = sq_endpoint_reseal,
     .endpoints_since = sq_endpoints_since,
     .publish = sq_publish,

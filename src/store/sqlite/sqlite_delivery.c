@@ -1044,6 +1044,18 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
              int64_t *next_due_ms) {
   *out = NULL;
   *n = 0;
+  *next_due_ms = 0;
+  /* A deleted endpoint's deliveries not cancelled yet (the delete walk's: docs/architecture.md
+   * "Deletes") are never claimed, though the dispatcher may not have heard of the delete yet. */
+  sqlite3_stmt *live = sq_stmt(c, SQ_CLAIM_LIVE_EP,
+                               "SELECT deleted_at IS NULL FROM endpoints WHERE id = ?1");
+  if (!live) return HOOKD_STORE_ERR;
+  sq_bind_text(live, 1, req->endpoint_id);
+  int step = sqlite3_step(live);
+  bool deleted = step == SQLITE_ROW && !sqlite3_column_int(live, 0);
+  sqlite3_reset(live);
+  if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "claim");
+  if (deleted) return HOOKD_STORE_OK;
   hookd_claimed *v = calloc((size_t)(req->limit > 0 ? req->limit : 1), sizeof *v);
   if (!v) return HOOKD_STORE_ERR;
   size_t len = 0;

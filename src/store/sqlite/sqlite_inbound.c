@@ -145,8 +145,8 @@ int sq_source_update(hookd_store_conn *c, const hookd_source *s) {
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
 }
 
-int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
-                     hookd_delete_counts *out) {
+int sq_source_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
+                            hookd_delete_counts *out) {
   *out = (hookd_delete_counts){0};
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_DELETE,
                              "UPDATE sources SET deleted_at = ?2, updated_at = ?2, secrets = ''"
@@ -161,12 +161,19 @@ int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   int rc = source_dests(c, id, &dests, &n);
   for (size_t i = 0; rc == 0 && i < n; i++) {
     hookd_delete_counts k;
-    rc = sq_endpoint_delete(c, dests[i].id, now_ms, &k);
+    rc = sq_endpoint_delete_within(c, dests[i].id, now_ms, budget, &k);
     out->cancelled += k.cancelled;
     out->held += k.held;
+    out->more |= k.more;
   }
   hookd_endpoints_free(dests, n);
   return rc;
+}
+
+int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                     hookd_delete_counts *out) {
+  int budget = HOOKD_DELETE_STEP;
+  return sq_source_delete_within(c, id, now_ms, &budget, out);
 }
 
 static void rd_source(sqlite3_stmt *st, void *rec) { read_source(st, rec); }

@@ -18,7 +18,8 @@ enum sq_stmt_id {
   SQ_IDEM_INSERT, SQ_IDEM_GET,
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
   SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_OPEN, SQ_LANE_ADVANCE, SQ_LANE_REPAIR,
-  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_IS_DEST, SQ_EP_DELETE_HOLD, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
+  SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_CANCEL_LEASED, SQ_EP_CANCEL_LEFT, SQ_EP_FLAG_CANCEL,
+  SQ_EP_CANCEL_NEXT, SQ_CLAIM_LIVE_EP, SQ_EP_IS_DEST, SQ_EP_DELETE_HOLD, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_DL_LIST_WIDE,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_LATE, SQ_OUTCOME_GONE, SQ_ATTEMPT_INSERT, SQ_RELEASE,
@@ -170,6 +171,10 @@ int sq_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const cha
 int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
                      hookd_endpoint **out, size_t *n);
 int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
+/* An endpoint's (a source's) delete within a budget of cancels shared by a tenant's delete. */
+int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
+                              hookd_delete_counts *out);
+int sq_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out);
 int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                        hookd_delete_counts *out);
 int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
@@ -243,6 +248,8 @@ int sq_source_get(hookd_store_conn *c, const char *id, hookd_source *out, hookd_
 int sq_source_update(hookd_store_conn *c, const hookd_source *s);
 int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                      hookd_delete_counts *out);
+int sq_source_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
+                            hookd_delete_counts *out);
 int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
 int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);
 int sq_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_delivery **dl,

@@ -539,6 +539,11 @@ static const struct {
      /* A test event's endpoint (POST …/endpoints/{id}/test): it goes to that endpoint alone —
       * no "missing" replay job, republish or delivery by hand takes it elsewhere. */
      "ALTER TABLE events ADD COLUMN test_endpoint TEXT;"},
+    {39,
+     /* Bounded deletes (docs/architecture.md "Deletes"): a deleted endpoint whose deliveries are
+      * not all cancelled yet is flagged, and the delete walk finds it by this index. */
+     "ALTER TABLE endpoints ADD COLUMN cancel_pending INTEGER NOT NULL DEFAULT 0;"
+     "CREATE INDEX endpoints_cancel_pending ON endpoints(id) WHERE cancel_pending = 1;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -588,6 +593,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'event_types'";
   case 38:
     return "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'test_endpoint'";
+  case 39:
+    return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'cancel_pending'";
   default: return NULL;
   }
 }

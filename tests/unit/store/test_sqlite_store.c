@@ -971,6 +971,106 @@ static void late_outcome_and_release_after_the_sweeps_hold(void **state) {
   free_claimed(cl, 5);
 }
 
+/* n pending deliveries to endpoint ep of tenant t, due now, each of its own event (seqs from
+ * base up), written as the delete benchmark writes them. */
+static void backlog(fx *f, const char *t, const char *ep, int base, int n) {
+  char sql[1400];
+  snprintf(sql, sizeof sql,
+           "WITH RECURSIVE n(i) AS (SELECT %d UNION ALL SELECT i + 1 FROM n WHERE i < %d)"
+           " INSERT INTO events(seq, id, tenant_id, type, body, request_hash, occurred_at,"
+           " created_at) SELECT i, 'evt_b' || i, '%s', 'x', '{}', randomblob(32), 1, 1 FROM n;"
+           "INSERT INTO deliveries(seq, id, event_seq, endpoint_id, tenant_id, state,"
+           " attempt_count, cycle_base, cycle_started_at, next_attempt_at, policy_id,"
+           " created_at, updated_at)"
+           " SELECT v.seq, 'dlv_b' || v.seq, v.seq, p.id, v.tenant_id, 'pending', 0, 0, 1, 1,"
+           " p.policy_id, 1, 1 FROM events v JOIN endpoints p ON p.id = '%s'"
+           " WHERE v.seq BETWEEN %d AND %d",
+           base, base + n - 1, t, ep, base, base + n - 1);
+  call c = {.in = sql};
+  assert_int_equal(w(f, run_sql, &c), 0);
+}
+
+static int run_ep_delete(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->endpoint_delete(c, k->in, hookd_now_ms(), k->out);
+}
+
+static int run_delete_step(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  return be->delete_step(c, hookd_now_ms(), HOOKD_DELETE_STEP, ((call *)a)->out);
+}
+
+static int run_tenant_delete(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->tenant_delete(c, k->in, hookd_now_ms(), k->out);
+}
+
+/* A delete is bounded (docs/architecture.md "Deletes"): its transaction cancels what is in
+ * flight and HOOKD_DELETE_STEP more, flags the endpoint, and the walk cancels the rest a step at
+ * a time; meanwhile no claim takes what is left, though the dispatcher may not know yet. */
+static void a_delete_cancels_in_bounded_steps(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  backlog(f, "t1", "ep1", 1, 2500);
+  hookd_claimed *cl = NULL;
+  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms(), 60000, &cl), 10); /* in flight */
+  hookd_delete_counts d;
+  call del = {.in = "ep1", .out = &d};
+  assert_int_equal(w(f, run_ep_delete, &del), 0);
+  assert_int_equal(d.cancelled, 10 + HOOKD_DELETE_STEP);
+  assert_true(d.more);
+  assert_int_equal(query_i64(f, "SELECT cancel_pending FROM endpoints WHERE id = 'ep1'"), 1);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'"),
+                   2500 - 10 - HOOKD_DELETE_STEP);
+  /* the in-flight ones were cancelled first: their lease is fenced */
+  assert_int_equal(record(f, &cl[0], HOOKD_DS_RETRYING, 503), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'retrying'"), 0);
+  /* what is left is never claimed */
+  hookd_claimed *again = NULL;
+  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms(), 60000, &again), 0);
+  free(again);
+  hookd_delete_step s;
+  call step = {.out = &s};
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_true(s.found && !s.finished);
+  assert_string_equal(s.endpoint_id, "ep1");
+  assert_int_equal(s.counts.cancelled, HOOKD_DELETE_STEP);
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_true(s.found && s.finished);
+  assert_int_equal(s.counts.cancelled, 2500 - 10 - 2 * HOOKD_DELETE_STEP);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'cancelled'"),
+                   2500);
+  assert_int_equal(query_i64(f, "SELECT cancel_pending FROM endpoints WHERE id = 'ep1'"), 0);
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_false(s.found);
+  free_claimed(cl, 10);
+
+  /* a small backlog is cancelled by the delete alone, nothing flagged */
+  make_tenant_endpoint(f, "t1", "ep2", NULL);
+  backlog(f, "t1", "ep2", 5001, 12);
+  del.in = "ep2";
+  assert_int_equal(w(f, run_ep_delete, &del), 0);
+  assert_int_equal(d.cancelled, 12);
+  assert_false(d.more);
+  assert_int_equal(query_i64(f, "SELECT cancel_pending FROM endpoints WHERE id = 'ep2'"), 0);
+
+  /* a tenant's delete shares one budget over its endpoints: those past it wait for the walk */
+  make_tenant_endpoint(f, "t2", "ep3", NULL);
+  make_tenant_endpoint(f, "t2", "ep4", NULL);
+  backlog(f, "t2", "ep3", 6001, 800);
+  backlog(f, "t2", "ep4", 7001, 800);
+  hookd_tenant_delete_res td = {0};
+  call tdel = {.in = "t2", .out = &td};
+  assert_int_equal(w(f, run_tenant_delete, &tdel), 0);
+  assert_int_equal(td.counts.cancelled, HOOKD_DELETE_STEP);
+  assert_true(td.counts.more);
+  hookd_tenant_delete_res_free(&td);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM endpoints WHERE cancel_pending = 1"), 1);
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_true(s.found && s.finished);
+  assert_int_equal(s.counts.cancelled, 1600 - HOOKD_DELETE_STEP);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'"), 0);
+}
+
 static int run_mark_sent(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   const hookd_claimed *cl = ((call *)a)->in;
   return be->mark_sent(c, cl->d.seq, cl->d.lease_token);
@@ -1563,6 +1663,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(answers_kept_under_a_key, setup, teardown),
       cmocka_unit_test_setup_teardown(object_versions_go_after_the_window, setup, teardown),
       cmocka_unit_test_setup_teardown(lane_versions_go_with_their_deliveries, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_delete_cancels_in_bounded_steps, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
