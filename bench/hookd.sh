@@ -48,12 +48,14 @@ hookd_api() {
 }
 
 # hookd_setup TENANTS SINK_URL MAX_IN_FLIGHT — tenants t1..tN, one endpoint each.
+# BENCH_ENDPOINT_FIELDS: more JSON members for each endpoint (e.g. '"payload_filter":{"order":
+# {"$gte":1}}' to measure what a payload filter costs the publish's fan-out).
 hookd_setup() {
   local n=$1 url=$2 mif=$3 i r
   for ((i = 1; i <= n; i++)); do
     r=$(hookd_api POST /v1/tenants "{\"id\":\"t$i\"}")
     [ "${r%% *}" = 201 ] || die "tenant t$i: $r"
-    r=$(hookd_api POST "/v1/tenants/t$i/endpoints" "{\"url\":\"$url\",\"max_in_flight\":$mif}")
+    r=$(hookd_api POST "/v1/tenants/t$i/endpoints" "{\"url\":\"$url\",\"max_in_flight\":$mif${BENCH_ENDPOINT_FIELDS:+,$BENCH_ENDPOINT_FIELDS}}")
     [ "${r%% *}" = 201 ] || die "endpoint for t$i: $r"
   done
 }

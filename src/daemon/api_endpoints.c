@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/custom_headers.h"
 #include "core/ids.h"
+#include "core/payload_filter.h"
 #include "core/secretbox.h"
 #include "core/sign.h"
 #include "core/timefmt.h"
@@ -27,13 +28,13 @@ enum {
   F_URL = 1 << 0, F_DESC = 1 << 1, F_TYPES = 1 << 2, F_ENABLED = 1 << 3, F_MAXIF = 1 << 4,
   F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8, F_SIGNING = 1 << 9,
   F_RATE = 1 << 10, F_ORDERED = 1 << 11, F_LANE = 1 << 12, F_IDEMPOTENT = 1 << 13,
-  F_HEADERS = 1 << 14, F_CHANNELS = 1 << 15, F_METADATA = 1 << 16,
+  F_HEADERS = 1 << 14, F_CHANNELS = 1 << 15, F_METADATA = 1 << 16, F_PFILTER = 1 << 17,
 };
 static const char *const field_names[] = {"url",        "description", "event_types", "enabled",
                                           "max_in_flight", "timeout_ms", "retry",       "secret",
                                           "id",         "signing",     "rate_limit",  "ordered",
                                           "lane_policy", "idempotent", "headers", "channels",
-                                          "metadata", NULL};
+                                          "metadata", "payload_filter", NULL};
 
 typedef struct ep_op {
   hookd_api_op base;
@@ -44,6 +45,7 @@ typedef struct ep_op {
   char *url, *description, *event_types, *secret;
   char *channels;            /* comma-separated; NULL = every event */
   char *metadata;            /* compact JSON; NULL = none */
+  char *payload_filter;      /* compact JSON; NULL = every payload */
   char *headers;             /* custom headers as compact JSON, plain (NULL = none) */
   bool ed25519;              /* signing scheme asked for at creation */
   char *plain_secret;        /* the new secret, returned once to the caller */
@@ -78,6 +80,7 @@ static void ep_op_cleanup(hookd_api_op *op) {
   free(e->event_types);
   free(e->channels);
   free(e->metadata);
+  free(e->payload_filter);
   hookd_secret_free(e->secret);
   hookd_secret_free(e->headers);
   hookd_secret_free(e->plain_secret);
@@ -140,6 +143,28 @@ static json_t *ep_json(const hookd_app *app, const hookd_endpoint *ep) {
   return v;
 }
 
+/* payload_filter: null or {} (every payload), or a filter (docs/api.md "Payload filters"),
+ * kept as compact JSON; a refusal names the path of what is wrong in param. */
+static bool parse_payload_filter(hookd_req *r, const json_t *body, ep_op *op) {
+  const json_t *pf = json_object_get(body, "payload_filter");
+  if (json_is_null(pf) || (json_is_object(pf) && json_object_size(pf) == 0)) return true;
+  char err[600];
+  if (hookd_pfilter_check(pf, err, sizeof err) != 0) {
+    char param[300];
+    snprintf(param, sizeof param, "%.*s", (int)strcspn(err, ":"), err);
+    hookd_req_field_error(r, 422, "invalid_field", param, "%s", err);
+    return false;
+  }
+  op->payload_filter = json_dumps(pf, JSON_COMPACT);
+  if (!op->payload_filter || strlen(op->payload_filter) > HOOKD_PFILTER_MAX_BYTES) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "payload_filter must be at most %d bytes of compact JSON",
+                    HOOKD_PFILTER_MAX_BYTES);
+    return false;
+  }
+  return true;
+}
+
 /* Parses and validates the body into op; answers and returns false on error. */
 static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, bool create) {
   const hookd_config *cfg = app->cfg;
@@ -170,7 +195,7 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
      * mean the default (an endpoint PATCHed {"enabled": null} was enabled) */
     if (json_is_null(v) && strcmp(k, "event_types") && strcmp(k, "rate_limit") &&
         strcmp(k, "description") && strcmp(k, "headers") && strcmp(k, "channels") &&
-        strcmp(k, "metadata")) {
+        strcmp(k, "metadata") && strcmp(k, "payload_filter")) {
       hookd_req_error(r, 422, "invalid_field", "%s may not be null", k);
       return false;
     }
@@ -241,6 +266,7 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
   if ((op->fields & F_CHANNELS) &&
       hookd_api_channels(r, json_object_get(body, "channels"), "channels", 10, &op->channels) != 0)
     return false;
+  if ((op->fields & F_PFILTER) && !parse_payload_filter(r, body, op)) return false;
   bool en = true;
   if (hookd_json_get_bool(body, "enabled", &en) < 0) {
     hookd_req_error(r, 422, "invalid_field", "enabled must be a boolean");
@@ -320,6 +346,10 @@ static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create
   if (f & F_CHANNELS) {
     free(ep->channels);
     ep->channels = op->channels ? strdup(op->channels) : NULL;
+  }
+  if (f & F_PFILTER) {
+    free(ep->payload_filter);
+    ep->payload_filter = op->payload_filter ? strdup(op->payload_filter) : NULL;
   }
   if (f & F_METADATA) {
     free(ep->metadata);
@@ -670,13 +700,15 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
   /* an inbound source's destination gets every event its source accepts (the source's
    * event_types filter them), without lanes: stored, these would be ignored */
-  if (op->ep.source_id && (op->fields & (F_TYPES | F_ORDERED | F_LANE | F_CHANNELS))) {
+  if (op->ep.source_id &&
+      (op->fields & (F_TYPES | F_ORDERED | F_LANE | F_CHANNELS | F_PFILTER))) {
     snprintf(op->base.err, sizeof op->base.err,
              "%s does not apply to a destination of inbound source %s (its events are the "
              "source's: filter them with the source's event_types)",
              op->fields & F_TYPES      ? "event_types"
              : op->fields & F_ORDERED  ? "ordered"
              : op->fields & F_CHANNELS ? "channels"
+             : op->fields & F_PFILTER  ? "payload_filter"
                                        : "lane_policy",
              op->ep.source_id);
     return HOOKD_STORE_LIMIT; /* answered 422 */

@@ -709,6 +709,8 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
   json_object_set_new(v, "failing_since", hookd_json_time(e->failing_since_ms));
   json_object_set_new(v, "channels", hookd_json_csv(e->channels));
   json_object_set_new(v, "metadata", hookd_json_metadata(e->metadata));
+  json_t *pf = e->payload_filter ? json_loads(e->payload_filter, 0, NULL) : NULL;
+  json_object_set_new(v, "payload_filter", pf ? pf : json_null());
   /* an inbound source's destination gets its source's events, whatever their types: event_types
    * (null, "every type") is left out, and kind says what it is */
   json_object_set_new(v, "kind", json_string(e->source_id ? "destination" : "endpoint"));

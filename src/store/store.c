@@ -129,6 +129,7 @@ void hookd_endpoint_free(hookd_endpoint *e) {
   hookd_secret_free(e->headers);
   free(e->channels);
   free(e->metadata);
+  free(e->payload_filter);
   memset(e, 0, sizeof *e);
 }
 
@@ -150,6 +151,7 @@ void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src) {
   dst->headers = dup_or_null(src->headers);
   dst->channels = dup_or_null(src->channels);
   dst->metadata = dup_or_null(src->metadata);
+  dst->payload_filter = dup_or_null(src->payload_filter);
 }
 
 void hookd_event_free(hookd_event *e) {

@@ -80,6 +80,7 @@ typedef struct hookd_endpoint {
   int64_t deleted_ms;    /* 0 unless deleted */
   char *channels;        /* comma-separated; NULL = every event (hookd_channels_match) */
   char *metadata;        /* the API's labels, compact JSON; NULL = none */
+  char *payload_filter;  /* compact JSON (core/payload_filter.h); NULL = every payload */
 } hookd_endpoint;
 
 typedef struct hookd_event {

@@ -672,6 +672,70 @@ describe('channels (one customer\'s user or account among the tenant\'s)', () =>
   });
 });
 
+describe('payload filters (an endpoint takes the events whose payload matches)', () => {
+  it('the fan-out, a delivery by hand and a missing job follow the filter; PATCH null takes every payload; a bad filter is a 422 naming its path', async () => {
+    const { tenant: t, endpoint: all } = await setup(h, recv.url);
+    const filter = { amount: { $gte: 100 }, currency: { $in: ['usd', 'eur'] }, customer: { tier: { $exist: true } } };
+    const c = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url, payload_filter: filter });
+    assert.equal(c.status, 201, c.text);
+    const big = c.json.id;
+    assert.deepEqual(c.json.payload_filter, filter);
+    assert.deepEqual((await h.api('GET', `/v1/tenants/${t}/endpoints/${big}`)).json.payload_filter, filter);
+    assert.equal((await h.api('GET', `/v1/tenants/${t}/endpoints/${all}`)).json.payload_filter, null);
+    const to = async (payload) => {
+      const p = await publish(h, t, { type: 'pay.x', payload });
+      assert.equal(p.status, 202, p.text);
+      const e = (await h.api('GET', `/v1/events/${p.json.id}`)).json;
+      return { id: p.json.id, eps: e.deliveries.map((d) => d.endpoint_id).sort() };
+    };
+    const small = await to({ amount: 50, currency: 'usd', customer: { tier: 1 } });
+    assert.deepEqual(small.eps, [all]);
+    assert.deepEqual((await to({ amount: 150, currency: 'usd', customer: { tier: 1 } })).eps, [all, big].sort());
+    assert.deepEqual((await to({ amount: 150, currency: 'gbp', customer: { tier: 1 } })).eps, [all]);
+    assert.deepEqual((await to({ amount: 150, currency: 'eur', customer: {} })).eps, [all], 'tier missing');
+    assert.deepEqual((await to([1, 2])).eps, [all], 'a payload that is not an object');
+    // given by hand, the same rule
+    const hand = await h.api('POST', `/v1/tenants/${t}/events/${small.id}/deliveries`, { endpoint: big });
+    assertError(hand, 409, 'invalid_state');
+    assert.match(hand.json.error.message, /payload_filter does not take/);
+    // a missing job gives the endpoint only what its filter takes
+    const pv = await h.api('POST', `/v1/tenants/${t}/replays`, { filter: { state: 'missing', endpoint: big }, reason: 'backfill' });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.total, 0, pv.text);
+    // null: every payload again
+    const pa = await h.api('PATCH', `/v1/tenants/${t}/endpoints/${big}`, { payload_filter: null });
+    assert.equal(pa.status, 200, pa.text);
+    assert.equal(pa.json.payload_filter, null);
+    assert.deepEqual((await to({ amount: 1 })).eps, [all, big].sort());
+    const pv2 = await h.api('POST', `/v1/tenants/${t}/replays`, { filter: { state: 'missing', endpoint: big }, reason: 'backfill' });
+    assert.equal(pv2.json.total, 4, pv2.text);
+    // refused, naming what is wrong
+    for (const [bad, param] of [
+      [{ amount: { $gtt: 1 } }, 'payload_filter.amount.$gtt'],
+      [{ tags: ['a'] }, 'payload_filter.tags'],
+      [{ $or: [{ a: { $in: [] } }] }, 'payload_filter.$or.a.$in'],
+      [[1], 'payload_filter'],
+      ['x', 'payload_filter'],
+    ]) {
+      const r = await h.api('PATCH', `/v1/tenants/${t}/endpoints/${big}`, { payload_filter: bad });
+      assertError(r, 422, 'invalid_field', param);
+      assert.equal(r.json.error.param, param);
+    }
+    const d = await startHookd(); // (its own: this file's daemon takes bodies of 4 KiB at most)
+    const { tenant: dt, endpoint: de } = await setup(d, recv.url);
+    const huge = { $or: Array.from({ length: 200 }, (_, i) => ({ [`field_${i}`]: `value_${i}` })) };
+    assertError(await d.api('PATCH', `/v1/tenants/${dt}/endpoints/${de}`, { payload_filter: huge }), 422, 'invalid_field',
+      'payload_filter must be at most 4096 bytes');
+    await d.stop();
+    // not on an inbound source's destination
+    const src = await h.api('POST', '/v1/sources', { tenant: t, provider: 'stripe', secrets: ['whsec_pf'], destinations: [{ url: recv.url }] });
+    assert.equal(src.status, 201, src.text);
+    const dest = src.json.destinations[0].id;
+    assertError(await h.api('PATCH', `/v1/tenants/${t}/endpoints/${dest}`, { payload_filter: { a: 1 } }), 422, 'invalid_field',
+      'payload_filter does not apply to a destination');
+  });
+});
+
 describe('deleting a tenant (offboarding a customer)', () => {
   it('its endpoints, sources and open replay jobs go with it in one request; then it is 404 wherever a tenant is named, its id stays taken, its history readable by id', async () => {
     const dead = await startReceiver(() => ({ status: 503 }));
@@ -772,6 +836,27 @@ describe('deleting an event\'s payload (it carried what it should not)', () => {
     const [d] = await waitDelivery(h, p.json.id, (x) => x[0]?.attempt_count === 1);
     assert.deepEqual([d.state, d.last_error], ['cancelled', 'payload deleted'], JSON.stringify(d));
     assert.equal(r.requests.length, 1, 'not sent again (it was, with an empty body)');
+    await r.close();
+  });
+
+  it('on an ordered endpoint, the next of its lane waits for the request out when the payload was deleted', async () => {
+    const r = await startReceiver((q) => (q.body.includes('"first":true') ? 'hang' : { status: 200 }));
+    const { tenant: t } = await setup(h, r.url, { ordered: true });
+    const has = (what) => r.requests.some((q) => q.body.includes(`"${what}":true`));
+    const first = await publish(h, t, { type: 'a', ordering_key: 'k', payload: { first: true } });
+    await r.waitFor(1, 15000, 'the first out');
+    const second = await publish(h, t, { type: 'a', ordering_key: 'k', payload: { second: true } });
+    const del = await h.api('DELETE', `/v1/tenants/${t}/events/${first.json.id}/payload`);
+    assert.equal(del.json.cancelled_deliveries, 1, del.text);
+    // another lane's event goes: the endpoint's claims ran, and passed the second by (it is due
+    // before it) while the first's request is out
+    await publish(h, t, { type: 'a', ordering_key: 'k2', payload: { other: true } });
+    await r.waitFor(() => has('other'), 15000, 'the other lane');
+    assert.ok(!has('second'), 'the lane waits for the request out');
+    await r.releaseFirst(200);
+    await waitDelivery(h, second.json.id, (x) => x[0]?.state === 'delivered');
+    const [d1] = (await h.api('GET', `/v1/events/${first.json.id}`)).json.deliveries;
+    assert.equal(d1.state, 'delivered', 'its 2xx stands');
     await r.close();
   });
 

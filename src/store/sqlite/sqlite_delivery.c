@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/ids.h"
+#include "core/payload_filter.h"
 #include "store/sqlite/sqlite_int.h"
 
 /* ---------- row readers ---------- */
@@ -166,6 +167,49 @@ int sq_lane_advance(hookd_store_conn *c, int64_t seq) {
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "advance lane");
 }
 
+/* One endpoint's delivery of a new event (eps: the fan-out's row; ins, superseded_ins: the
+ * inserts of a delivery and of a superseded one). */
+static int fan_out_one(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res,
+                       sqlite3_stmt *eps, int64_t seq, sqlite3_stmt *ins,
+                       sqlite3_stmt *superseded_ins) {
+  int rc;
+  char did[HOOKD_ID_MAX];
+  if (hookd_id_new("dlv", req->now_ms, did) != 0) return HOOKD_STORE_ERR;
+  const char *ep_id = (const char *)sqlite3_column_text(eps, 0);
+  bool superseded = false;
+  if (req->ordering_key && req->has_ordering_version && sq_col_i64(eps, 3) &&
+      (rc = lane_version(c, ep_id, req->ordering_key, req->ordering_version, req->now_ms,
+                         &superseded)) != 0)
+    return rc;
+  int64_t wait = 0; /* behind an open delivery of its lane: left out of the due index */
+  if (!superseded && req->ordering_key && sq_col_i64(eps, 3) &&
+      (rc = lane_open(c, ep_id, req->ordering_key, &wait)) != 0)
+    return rc;
+  sqlite3_stmt *to = ins;
+  if (superseded && !(to = superseded_ins)) return HOOKD_STORE_ERR;
+  sqlite3_reset(to);
+  sq_bind_text(to, 1, did);
+  sq_bind_i64(to, 2, seq);
+  sqlite3_bind_text(to, 3, ep_id, -1, SQLITE_TRANSIENT);
+  sq_bind_text(to, 4, req->tenant_id);
+  sq_bind_i64(to, 5, req->now_ms);
+  sq_bind_i64(to, 6, sq_col_i64(eps, 2));
+  sq_bind_text(to, 7, req->ordering_key);
+  if (!superseded) sq_bind_i64(to, 8, wait);
+  if (sqlite3_step(to) != SQLITE_DONE) return sq_fail(c, "insert delivery");
+  if (sqlite3_changes(c->db) == 0) return HOOKD_STORE_OK;
+  res->n_deliveries++;
+  if (superseded) {
+    res->n_superseded++;
+    return HOOKD_STORE_OK; /* nothing for the dispatcher */
+  }
+  if (res->n_endpoints < HOOKD_FANOUT_MAX)
+    res->endpoints[res->n_endpoints++] = sq_col_str(eps, 0);
+  else
+    res->endpoints_truncated = true;
+  return HOOKD_STORE_OK;
+}
+
 /* An event id already taken (or, for req->existing_only, looked up once no Idempotency-Key
  * matched): the event of the same request hash is a duplicate (its new key recorded), another
  * one a conflict; none at all is HOOKD_STORE_NOTFOUND. Writes nothing but that key. */
@@ -277,7 +321,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
 
   /* Fan-out: one delivery per live, enabled endpoint whose filter matches. */
   sqlite3_stmt *eps = sq_stmt(c, SQ_EP_FANOUT,
-                              "SELECT id, event_types, policy_id, ordered, channels FROM endpoints"
+                              "SELECT id, event_types, policy_id, ordered, channels, payload_filter"
+                              " FROM endpoints"
                               " WHERE tenant_id = ?1 AND deleted_at IS NULL AND enabled = 1"
                               " AND source_id IS NULL");
   if (!eps) return HOOKD_STORE_ERR;
@@ -293,49 +338,26 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
                     " VALUES (?1, ?2, ?3, ?4, 'dead', ?5, ?5, ?6, ?5, ?5, ?7, ?5, 'superseded')"
                     " ON CONFLICT(event_seq, endpoint_id) DO NOTHING")
           : NULL;
+  json_t *parsed = NULL; /* the envelope, parsed for the first payload filter */
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
     const char *filter = (const char *)sqlite3_column_text(eps, 1);
+    const char *pfilter = (const char *)sqlite3_column_text(eps, 5);
     if (req->only_endpoint ? strcmp((const char *)sqlite3_column_text(eps, 0),
                                     req->only_endpoint) != 0
                            : !hookd_filter_match(filter, req->type) ||
                                  !hookd_channels_match((const char *)sqlite3_column_text(eps, 4),
-                                                       req->channels))
+                                                       req->channels) ||
+                                 !hookd_pfilter_match_envelope(pfilter, req->body, req->body_len,
+                                                               &parsed))
       continue;
-    char did[HOOKD_ID_MAX];
-    if (hookd_id_new("dlv", req->now_ms, did) != 0) return HOOKD_STORE_ERR;
-    const char *ep_id = (const char *)sqlite3_column_text(eps, 0);
-    bool superseded = false;
-    if (req->ordering_key && req->has_ordering_version && sq_col_i64(eps, 3) &&
-        (rc = lane_version(c, ep_id, req->ordering_key, req->ordering_version, req->now_ms,
-                           &superseded)) != 0)
-      return rc;
-    int64_t wait = 0; /* behind an open delivery of its lane: left out of the due index */
-    if (!superseded && req->ordering_key && sq_col_i64(eps, 3) &&
-        (rc = lane_open(c, ep_id, req->ordering_key, &wait)) != 0)
-      return rc;
-    sqlite3_stmt *to = ins;
-    if (superseded && !(to = superseded_ins)) return HOOKD_STORE_ERR;
-    sqlite3_reset(to);
-    sq_bind_text(to, 1, did);
-    sq_bind_i64(to, 2, seq);
-    sqlite3_bind_text(to, 3, ep_id, -1, SQLITE_TRANSIENT);
-    sq_bind_text(to, 4, req->tenant_id);
-    sq_bind_i64(to, 5, req->now_ms);
-    sq_bind_i64(to, 6, sq_col_i64(eps, 2));
-    sq_bind_text(to, 7, req->ordering_key);
-    if (!superseded) sq_bind_i64(to, 8, wait);
-    if (sqlite3_step(to) != SQLITE_DONE) return sq_fail(c, "insert delivery");
-    if (sqlite3_changes(c->db) == 0) continue;
-    res->n_deliveries++;
-    if (superseded) {
-      res->n_superseded++;
-      continue; /* nothing for the dispatcher */
+    int one = fan_out_one(c, req, res, eps, seq, ins, superseded_ins);
+    if (one != HOOKD_STORE_OK) {
+      sqlite3_reset(eps);
+      json_decref(parsed);
+      return one;
     }
-    if (res->n_endpoints < HOOKD_FANOUT_MAX)
-      res->endpoints[res->n_endpoints++] = sq_col_str(eps, 0);
-    else
-      res->endpoints_truncated = true;
   }
+  json_decref(parsed);
   if (rc != SQLITE_DONE) return sq_fail(c, "fan-out");
   return HOOKD_STORE_OK;
 }
@@ -720,7 +742,8 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 
 /* An event's delivery to one endpoint, made by an operator (store.h event_deliver). */
 static int deliver_checks(hookd_store_conn *c, const char *type, const char *channels,
-                          const hookd_endpoint *ep, const char *tenant_id) {
+                          const char *envelope, size_t len, const hookd_endpoint *ep,
+                          const char *tenant_id) {
   if (strcmp(ep->tenant_id, tenant_id) != 0) {
     snprintf(c->err, sizeof c->err, "endpoint");
     return HOOKD_STORE_NOTFOUND;
@@ -740,6 +763,14 @@ static int deliver_checks(hookd_store_conn *c, const char *type, const char *cha
   }
   if (!hookd_channels_match(ep->channels, channels)) {
     snprintf(c->err, sizeof c->err, "the endpoint's channels do not take the event's");
+    return HOOKD_STORE_STATE;
+  }
+  json_t *parsed = NULL;
+  bool takes = hookd_pfilter_match_envelope(ep->payload_filter, envelope, len, &parsed);
+  json_decref(parsed);
+  if (!takes) {
+    snprintf(c->err, sizeof c->err, "the endpoint's payload_filter does not take the event's "
+                                    "payload");
     return HOOKD_STORE_STATE;
   }
   return HOOKD_STORE_OK;
@@ -822,8 +853,8 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_DELIVER_READ,
                              "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
-                             " ordering_version, created_at, channels, test_endpoint FROM events"
-                             " WHERE id = ?1 AND tenant_id = ?2");
+                             " ordering_version, created_at, channels, test_endpoint, body"
+                             " FROM events WHERE id = ?1 AND tenant_id = ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, event_id);
   sq_bind_text(st, 2, tenant_id);
@@ -842,6 +873,9 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   bool versioned = sqlite3_column_type(st, 6) != SQLITE_NULL;
   int64_t version = sq_col_i64(st, 6), published = sq_col_i64(st, 7);
   char *channels = sq_col_str(st, 8), *test_for = sq_col_str(st, 9);
+  size_t body_len = (size_t)sqlite3_column_bytes(st, 10);
+  char *body = body_len ? malloc(body_len) : NULL;
+  if (body) memcpy(body, sqlite3_column_blob(st, 10), body_len);
   sqlite3_reset(st);
   hookd_endpoint ep;
   bool have_ep = false;
@@ -868,7 +902,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
     *why = "endpoint_deleted";
   } else if (rc == HOOKD_STORE_OK) {
     have_ep = true;
-    rc = deliver_checks(c, type, channels, &ep, tenant_id);
+    rc = deliver_checks(c, type, channels, body, body ? body_len : 0, &ep, tenant_id);
     if (rc && !ep.enabled) *why = "endpoint_disabled";
   }
   if (rc == HOOKD_STORE_OK) rc = pair_delivery(c, seq, endpoint_id, out);
@@ -909,6 +943,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   free(key);
   free(channels);
   free(test_for);
+  free(body);
   if (have_ep) hookd_endpoint_free(&ep);
   if (rc != HOOKD_STORE_OK) return rc;
   return sq_delivery_get(c, did, out, NULL, NULL);
@@ -1391,6 +1426,16 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
   sq_bind_i64(st, 2, r->lease_token);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "release lease");
   if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
+  /* Cancelled (its payload deleted) while claimed, it kept its lease's end to hold its lane's
+   * place: never sent, it holds it no more. */
+  st = sq_stmt(c, SQ_RELEASE_CANCELLED,
+               "UPDATE deliveries SET leased_until = NULL WHERE seq = ?1 AND lease_token = ?2 + 1"
+               " AND state = 'cancelled' AND leased_until IS NOT NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, r->delivery_seq);
+  sq_bind_i64(st, 2, r->lease_token);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "release lease");
+  if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
   /* The sweep took it back (token + 1) and, the destination not idempotent, held it as
    * unknown: this release, which says it was never sent, could not be written in time (the
    * store was locked or failing past the lease). Or the destination's delete held it, its send
@@ -1857,11 +1902,15 @@ int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
     return HOOKD_STORE_STATE;
   }
   if (*purged_ms) return HOOKD_STORE_OK; /* emptied already: the same answer */
-  /* what it still had to send is cancelled; the bumped token fences an attempt in flight */
+  /* what it still had to send is cancelled; the bumped token fences an attempt in flight. One
+   * of an ordered lane still leased keeps its lease's end: the lane's next must not go while
+   * its request may be out (LANE_HEAD) — its late outcome, or the release of one never sent,
+   * clears it; else it blocks nothing once it has run out. */
   st = sq_stmt(c, SQ_EV_PAYLOAD_CANCEL,
                "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
-               " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL,"
-               " last_error = 'payload deleted'"
+               " lease_token = lease_token + 1, lease_owner = NULL,"
+               " leased_until = CASE WHEN ordering_key IS NOT NULL AND leased_until > ?2"
+               " THEN leased_until END, last_error = 'payload deleted'"
                " WHERE event_seq = ?1 AND state IN ('pending', 'retrying')"
                " RETURNING seq, ordering_key IS NOT NULL");
   if (!st) return HOOKD_STORE_ERR;

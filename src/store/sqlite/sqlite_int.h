@@ -24,6 +24,7 @@ enum sq_stmt_id {
   SQ_DL_LIST_WIDE,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_LATE, SQ_OUTCOME_GONE, SQ_ATTEMPT_INSERT, SQ_RELEASE,
   SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_LEASE_SHIFT, SQ_RECLAIM_HOLD, SQ_RELEASE_HELD,
+  SQ_RELEASE_CANCELLED,
   SQ_MARK_SENT,
   SQ_INBOX_REFORWARD, SQ_EP_MARK_LEASED, SQ_DUE_HINTS,
   SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
@@ -131,7 +132,7 @@ int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id);
   " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
   " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent,"        \
   " e.rate_limit, e.ordered, e.lane_policy, e.failing_since, p.retry_statuses, e.paused_until," \
-  " e.headers, e.channels, e.metadata"
+  " e.headers, e.channels, e.metadata, e.payload_filter"
 #define SQ_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
 
 void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e);

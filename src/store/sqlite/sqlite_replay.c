@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/payload_filter.h"
 #include "store/sqlite/sqlite_int.h"
 
 #define JOB_COLS                                                                                \
@@ -126,7 +127,9 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
                           const hookd_endpoint *ep, int64_t max_items,
                           hookd_replay_snapshot *out) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_SELECT_MISSING,
-                             "SELECT e.seq, e.type, e.channels FROM events e"
+                             /* the envelope only for an endpoint with a payload filter */
+                             "SELECT e.seq, e.type, e.channels, CASE WHEN ?9 THEN e.body END"
+                             " FROM events e"
                              " WHERE e.tenant_id = ?1 AND e.kind = 'outbound'"
                              " AND e.purged_at IS NULL AND e.test_endpoint IS NULL"
                              " AND (e.expires_at IS NULL"
@@ -144,6 +147,7 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
   sq_bind_i64(st, 6, f->since_ms > 0 ? f->since_ms : INT64_MIN);
   sq_bind_i64(st, 7, f->until_ms > 0 ? f->until_ms : INT64_MAX);
   sq_bind_i64(st, 8, hookd_now_ms());
+  sqlite3_bind_int(st, 9, ep->payload_filter != NULL);
   size_t cap = 0;
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -151,6 +155,14 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
     if (!type || !hookd_filter_match(ep->event_types, type) || /* not the endpoint's */
         !hookd_channels_match(ep->channels, (const char *)sqlite3_column_text(st, 2)))
       continue;
+    if (ep->payload_filter) {
+      json_t *parsed = NULL;
+      bool takes = hookd_pfilter_match_envelope(
+          ep->payload_filter, (const char *)sqlite3_column_blob(st, 3),
+          (size_t)sqlite3_column_bytes(st, 3), &parsed);
+      json_decref(parsed);
+      if (!takes) continue;
+    }
     out->count++;
     if (out->n <= (size_t)max_items && snap_push(c, out, &cap, sq_col_i64(st, 0)) != 0) {
       sqlite3_reset(st);

@@ -544,6 +544,10 @@ static const struct {
       * not all cancelled yet is flagged, and the delete walk finds it by this index. */
      "ALTER TABLE endpoints ADD COLUMN cancel_pending INTEGER NOT NULL DEFAULT 0;"
      "CREATE INDEX endpoints_cancel_pending ON endpoints(id) WHERE cancel_pending = 1;"},
+    {40,
+     /* Payload filters (docs/api.md "Payload filters"): an endpoint takes only the events whose
+      * payload matches its filter (compact JSON; NULL: every payload). */
+     "ALTER TABLE endpoints ADD COLUMN payload_filter TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -595,6 +599,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'test_endpoint'";
   case 39:
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'cancel_pending'";
+  case 40:
+    return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'payload_filter'";
   default: return NULL;
   }
 }

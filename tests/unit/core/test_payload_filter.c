@@ -1,0 +1,158 @@
+/* test_payload_filter.c — payload filters (docs/api.md "Payload filters"): each operator on a
+ * match and a miss, missing fields, arrays, nesting, $or/$and/$not, and the check's refusals,
+ * each naming its path. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/payload_filter.h"
+
+static const char payload[] =
+    "{\"amount\": 1500, \"currency\": \"usd\", \"paid\": true, \"note\": null,"
+    " \"customer\": {\"id\": \"cus_42\", \"country\": \"VN\", \"tier\": 3},"
+    " \"tags\": [\"vip\", \"b2b\"], \"at\": \"2026-12-03T07:00:00Z\", \"ratio\": 1.0}";
+
+static bool m(const char *filter) {
+  json_t *f = json_loads(filter, 0, NULL), *p = json_loads(payload, 0, NULL);
+  assert_non_null(f);
+  char err[256];
+  if (hookd_pfilter_check(f, err, sizeof err) != 0) fail_msg("%s: %s", filter, err);
+  bool ok = hookd_pfilter_match(f, p);
+  json_decref(f);
+  json_decref(p);
+  return ok;
+}
+
+static void literals_and_nesting(void **s) {
+  (void)s;
+  assert_true(m("{}"));
+  assert_true(m("{\"currency\": \"usd\"}"));
+  assert_false(m("{\"currency\": \"eur\"}"));
+  assert_true(m("{\"currency\": \"usd\", \"paid\": true}"));
+  assert_false(m("{\"currency\": \"usd\", \"paid\": false}")); /* every key must match */
+  assert_true(m("{\"customer\": {\"country\": \"VN\"}}"));
+  assert_false(m("{\"customer\": {\"country\": \"US\"}}"));
+  assert_false(m("{\"currency\": {\"code\": \"usd\"}}")); /* a string has no fields */
+  assert_true(m("{\"amount\": 1500.0}")); /* numbers by value */
+  assert_true(m("{\"ratio\": 1}"));
+  assert_true(m("{\"note\": null}"));
+  assert_false(m("{\"missing\": null}")); /* a missing field is not null */
+  assert_true(m("{\"tags\": \"vip\"}")); /* an array field: one element equal */
+  assert_false(m("{\"tags\": \"free\"}"));
+}
+
+static void comparisons(void **s) {
+  (void)s;
+  assert_true(m("{\"amount\": {\"$gt\": 1000}}"));
+  assert_false(m("{\"amount\": {\"$gt\": 1500}}"));
+  assert_true(m("{\"amount\": {\"$gte\": 1500, \"$lte\": 1500}}"));
+  assert_true(m("{\"amount\": {\"$lt\": 1500.5}}"));
+  assert_false(m("{\"amount\": {\"$lt\": \"2000\"}}")); /* a number and a string do not compare */
+  /* strings: byte order */
+  assert_true(m("{\"at\": {\"$gte\": \"2026-12-01\", \"$lt\": \"2027\"}}"));
+  assert_false(m("{\"missing\": {\"$gt\": 0}}"));
+  assert_true(m("{\"currency\": {\"$eq\": \"usd\"}}"));
+  assert_true(m("{\"currency\": {\"$neq\": \"eur\"}}"));
+  assert_false(m("{\"currency\": {\"$neq\": \"usd\"}}"));
+  assert_true(m("{\"missing\": {\"$neq\": \"usd\"}}")); /* missing is not equal */
+  assert_false(m("{\"tags\": {\"$neq\": \"vip\"}}"));
+}
+
+static void lists_and_strings(void **s) {
+  (void)s;
+  assert_true(m("{\"currency\": {\"$in\": [\"eur\", \"usd\"]}}"));
+  assert_false(m("{\"currency\": {\"$in\": [\"eur\", \"gbp\"]}}"));
+  assert_true(m("{\"customer\": {\"tier\": {\"$in\": [3, 4]}}}"));
+  assert_true(m("{\"tags\": {\"$in\": [\"b2b\"]}}"));
+  assert_false(m("{\"missing\": {\"$in\": [1]}}"));
+  assert_true(m("{\"currency\": {\"$nin\": [\"eur\"]}}"));
+  assert_false(m("{\"currency\": {\"$nin\": [\"usd\"]}}"));
+  assert_true(m("{\"missing\": {\"$nin\": [1]}}"));
+  assert_true(m("{\"customer\": {\"id\": {\"$startsWith\": \"cus_\"}}}"));
+  assert_false(m("{\"customer\": {\"id\": {\"$startsWith\": \"acct_\"}}}"));
+  assert_true(m("{\"at\": {\"$endsWith\": \"Z\"}}"));
+  assert_false(m("{\"amount\": {\"$endsWith\": \"0\"}}")); /* not a string */
+  assert_true(m("{\"customer\": {\"id\": {\"$contains\": \"_4\"}}}"));
+  assert_true(m("{\"tags\": {\"$contains\": \"vip\"}}"));
+  /* an array: an element, not a part of one */
+  assert_false(m("{\"tags\": {\"$contains\": \"vi\"}}"));
+}
+
+static void exist_and_logic(void **s) {
+  (void)s;
+  assert_true(m("{\"note\": {\"$exist\": true}}")); /* null is there */
+  assert_true(m("{\"missing\": {\"$exist\": false}}"));
+  assert_false(m("{\"missing\": {\"$exist\": true}}"));
+  assert_false(m("{\"customer\": {\"id\": {\"$exist\": false}}}"));
+  assert_true(m("{\"$or\": [{\"currency\": \"eur\"}, {\"amount\": {\"$gt\": 1000}}]}"));
+  assert_false(m("{\"$or\": [{\"currency\": \"eur\"}, {\"amount\": {\"$gt\": 9000}}]}"));
+  assert_true(m("{\"$and\": [{\"currency\": \"usd\"}, {\"customer\": {\"tier\": 3}}]}"));
+  assert_false(m("{\"$and\": [{\"currency\": \"usd\"}, {\"customer\": {\"tier\": 4}}]}"));
+  assert_true(m("{\"$not\": {\"currency\": \"eur\"}}"));
+  assert_false(m("{\"customer\": {\"$not\": {\"country\": \"VN\"}}}"));
+  assert_true(m("{\"customer\": {\"$or\": [{\"country\": \"US\"}, {\"tier\": {\"$gte\": 3}}]}}"));
+}
+
+static void payloads_that_are_not_objects(void **s) {
+  (void)s;
+  json_t *f = json_loads("{\"a\": 1}", 0, NULL), *empty = json_loads("{}", 0, NULL);
+  json_t *str = json_string("x");
+  assert_false(hookd_pfilter_match(f, str));
+  assert_false(hookd_pfilter_match(f, NULL));
+  assert_true(hookd_pfilter_match(empty, str)); /* the empty filter takes everything */
+  json_decref(f);
+  json_decref(empty);
+  json_decref(str);
+  /* over the stored envelope, parsed once for several filters: the payload is its data */
+  const char env[] = "{\"id\": \"evt_1\", \"type\": \"t\", \"data\": {\"a\": 1}}";
+  json_t *parsed = NULL;
+  assert_true(hookd_pfilter_match_envelope("{\"a\": 1}", env, sizeof env - 1, &parsed));
+  assert_non_null(parsed);
+  assert_false(hookd_pfilter_match_envelope("{\"a\": 2}", env, sizeof env - 1, &parsed));
+  assert_false(hookd_pfilter_match_envelope("{\"type\": \"t\"}", env, sizeof env - 1, &parsed));
+  assert_true(hookd_pfilter_match_envelope(NULL, env, sizeof env - 1, &parsed)); /* no filter */
+  assert_false(hookd_pfilter_match_envelope("{not json", env, sizeof env - 1, &parsed));
+  json_decref(parsed);
+}
+
+static void refused(const char *filter, const char *want) {
+  json_t *f = json_loads(filter, JSON_DECODE_ANY, NULL);
+  assert_non_null(f);
+  char err[256] = "";
+  assert_int_equal(hookd_pfilter_check(f, err, sizeof err), -1);
+  if (!strstr(err, want)) fail_msg("%s: got \"%s\", want \"%s\"", filter, err, want);
+  json_decref(f);
+}
+
+static void the_check_names_the_problem(void **s) {
+  (void)s;
+  refused("[1]", "payload_filter: must be an object");
+  refused("{\"a\": {\"$gtt\": 1}}", "payload_filter.a.$gtt: not an operator");
+  refused("{\"a\": [1, 2]}", "payload_filter.a: an array is not a filter");
+  refused("{\"a\": {\"$in\": []}}", "payload_filter.a.$in: must be an array of 1 to 256");
+  refused("{\"a\": {\"$in\": [{\"b\": 1}]}}", "payload_filter.a.$in: must be an array");
+  refused("{\"a\": {\"$gt\": true}}", "payload_filter.a.$gt: must be a number or a string");
+  refused("{\"a\": {\"$startsWith\": 1}}", "payload_filter.a.$startsWith: must be a string");
+  refused("{\"a\": {\"$exist\": 1}}", "payload_filter.a.$exist: must be true or false");
+  refused("{\"a\": {\"$eq\": {\"b\": 1}}}", "payload_filter.a.$eq: must be a scalar");
+  refused("{\"$or\": {\"a\": 1}}", "payload_filter.$or: must be an array of 1 to 256 filters");
+  refused("{\"$or\": [{\"a\": {\"$bad\": 1}}]}", "payload_filter.$or.a.$bad: not an operator");
+  refused("{\"$not\": 1}", "payload_filter.$not: must be a filter");
+  refused("{\"\": 1}", "a field name is empty");
+  refused("{\"a\":{\"b\":{\"c\":{\"d\":{\"e\":{\"f\":{\"g\":{\"h\":{\"i\":1}}}}}}}}}", "too deep");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(literals_and_nesting),
+      cmocka_unit_test(comparisons),
+      cmocka_unit_test(lists_and_strings),
+      cmocka_unit_test(exist_and_logic),
+      cmocka_unit_test(payloads_that_are_not_objects),
+      cmocka_unit_test(the_check_names_the_problem),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
