@@ -629,17 +629,22 @@ static int step_seqs(hookd_store_conn *c, sqlite3_stmt *st, const char *id, int6
   return step == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, what);
 }
 
+/* (a cancelled row waits for nothing: out of deliveries_lane_wait, which the walk goes through) */
 #define CANCEL_SET                                                                              \
   "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"         \
-  " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL, last_error = ?3"
-/* A deleted endpoint's active deliveries not in flight, in two passes, each on its index (the
- * due ones, and those waiting in a lane); also the test for any left (?1 the endpoint). */
+  " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL, last_error = ?3,"   \
+  " lane_wait = 0"
+/* A deleted endpoint's active deliveries not in flight, in two passes, each on the partial index
+ * that holds them and nothing else — the due ones, and those waiting in a lane — so that a step
+ * visits what it cancels, whatever is left (an ordering key alone would plan the second on
+ * deliveries_lane_open, which holds every open keyed row: a review measured steps of 0.4 s for
+ * 500,000 keyed deliveries); also the test for any left (?1 the endpoint). */
 #define CANCEL_DUE                                                                              \
   "SELECT seq FROM deliveries WHERE endpoint_id = ?1 AND state IN ('pending','retrying')"      \
   " AND lane_wait = 0"
 #define CANCEL_LANES                                                                            \
-  "SELECT seq FROM deliveries WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"              \
-  " AND state IN ('pending','retrying','unknown') AND state != 'unknown' AND lane_wait = 1"
+  "SELECT seq FROM deliveries INDEXED BY deliveries_lane_wait WHERE endpoint_id = ?1"           \
+  " AND lane_wait = 1 AND state IN ('pending','retrying')"
 
 /* Cancels up to *budget of a deleted endpoint's active deliveries, spending the budget; their
  * seqs are kept when inbound (their inbox records follow). *left: some may remain (the budget
@@ -664,7 +669,9 @@ static int cancel_some(hookd_store_conn *c, const char *id, int64_t now_ms, bool
   }
   if (rc || *budget > 0) return rc;
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_CANCEL_LEFT,
-                             "SELECT EXISTS (" CANCEL_DUE ") OR EXISTS (" CANCEL_LANES ")");
+                             /* (a CASE: the second probe only when the first finds none) */
+                             "SELECT CASE WHEN EXISTS (" CANCEL_DUE ") THEN 1"
+                             " ELSE EXISTS (" CANCEL_LANES ") END");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   int step = sqlite3_step(st);

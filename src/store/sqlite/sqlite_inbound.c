@@ -594,7 +594,9 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
        * dead or cancelled; one not replaced counts as dead-lettered — the forwards made with
        * it, or by a reforward before its delete, replaced nothing */
       " SUM((x.state = 'dead' OR x.state = 'cancelled') AND NOT x.replaced),"
-      " SUM(x.state = 'retrying'), SUM(x.state = 'pending'), SUM(x.state = 'delivered'),"
+      /* (nor once replaced while the delete walk has not cancelled it yet: never sent) */
+      " SUM(x.state = 'retrying' AND NOT x.replaced), SUM(x.state = 'pending' AND NOT x.replaced),"
+      " SUM(x.state = 'delivered'),"
       " SUM(x.attempt_count) FROM deliveries d JOIN deliveries x ON x.event_seq = d.event_seq"
       " WHERE d.seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
@@ -734,8 +736,11 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
       "SELECT e.id, e.policy_id FROM endpoints e WHERE e.source_id = ?1 AND e.deleted_at IS NULL"
       " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = ?2"
       " AND d.endpoint_id = e.id)"
+      /* cut off: dead or cancelled; or not cancelled yet by the delete walk — pending, never
+       * sent again (no claim takes a deleted destination's: docs/architecture.md "Deletes") */
       " AND EXISTS (SELECT 1 FROM deliveries d JOIN endpoints g ON g.id = d.endpoint_id"
-      " WHERE d.event_seq = ?2 AND (d.state = 'dead' OR d.state = 'cancelled')"
+      " WHERE d.event_seq = ?2 AND (d.state = 'dead' OR d.state = 'cancelled'"
+      " OR (d.state IN ('pending', 'retrying') AND d.leased_until IS NULL))"
       " AND g.deleted_at IS NOT NULL)");
   sqlite3_stmt *ins = eps ? sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL) : NULL;
   if (!ins) {

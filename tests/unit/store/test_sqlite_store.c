@@ -1010,7 +1010,8 @@ static int run_tenant_delete(hookd_store_conn *c, const hookd_store_backend *be,
 static void a_delete_cancels_in_bounded_steps(void **state) {
   fx *f = *state;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
-  backlog(f, "t1", "ep1", 1, 2500);
+  const int n = 5 * HOOKD_DELETE_STEP;
+  backlog(f, "t1", "ep1", 1, n);
   hookd_claimed *cl = NULL;
   assert_int_equal(claim(f, "ep1", "n", hookd_now_ms(), 60000, &cl), 10); /* in flight */
   hookd_delete_counts d;
@@ -1020,7 +1021,7 @@ static void a_delete_cancels_in_bounded_steps(void **state) {
   assert_true(d.more);
   assert_int_equal(query_i64(f, "SELECT cancel_pending FROM endpoints WHERE id = 'ep1'"), 1);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'"),
-                   2500 - 10 - HOOKD_DELETE_STEP);
+                   n - 10 - HOOKD_DELETE_STEP);
   /* the in-flight ones were cancelled first: their lease is fenced */
   assert_int_equal(record(f, &cl[0], HOOKD_DS_RETRYING, 503), 0);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'retrying'"), 0);
@@ -1030,15 +1031,17 @@ static void a_delete_cancels_in_bounded_steps(void **state) {
   free(again);
   hookd_delete_step s;
   call step = {.out = &s};
-  assert_int_equal(w(f, run_delete_step, &step), 0);
-  assert_true(s.found && !s.finished);
-  assert_string_equal(s.endpoint_id, "ep1");
-  assert_int_equal(s.counts.cancelled, HOOKD_DELETE_STEP);
+  int left = n - 10 - HOOKD_DELETE_STEP; /* a step each HOOKD_DELETE_STEP, the last finishes */
+  for (; left > HOOKD_DELETE_STEP; left -= HOOKD_DELETE_STEP) {
+    assert_int_equal(w(f, run_delete_step, &step), 0);
+    assert_true(s.found && !s.finished);
+    assert_string_equal(s.endpoint_id, "ep1");
+    assert_int_equal(s.counts.cancelled, HOOKD_DELETE_STEP);
+  }
   assert_int_equal(w(f, run_delete_step, &step), 0);
   assert_true(s.found && s.finished);
-  assert_int_equal(s.counts.cancelled, 2500 - 10 - 2 * HOOKD_DELETE_STEP);
-  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'cancelled'"),
-                   2500);
+  assert_int_equal(s.counts.cancelled, left);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'cancelled'"), n);
   assert_int_equal(query_i64(f, "SELECT cancel_pending FROM endpoints WHERE id = 'ep1'"), 0);
   assert_int_equal(w(f, run_delete_step, &step), 0);
   assert_false(s.found);
@@ -1046,7 +1049,7 @@ static void a_delete_cancels_in_bounded_steps(void **state) {
 
   /* a small backlog is cancelled by the delete alone, nothing flagged */
   make_tenant_endpoint(f, "t1", "ep2", NULL);
-  backlog(f, "t1", "ep2", 5001, 12);
+  backlog(f, "t1", "ep2", n + 1, 12);
   del.in = "ep2";
   assert_int_equal(w(f, run_ep_delete, &del), 0);
   assert_int_equal(d.cancelled, 12);
@@ -1056,8 +1059,9 @@ static void a_delete_cancels_in_bounded_steps(void **state) {
   /* a tenant's delete shares one budget over its endpoints: those past it wait for the walk */
   make_tenant_endpoint(f, "t2", "ep3", NULL);
   make_tenant_endpoint(f, "t2", "ep4", NULL);
-  backlog(f, "t2", "ep3", 6001, 800);
-  backlog(f, "t2", "ep4", 7001, 800);
+  const int part = HOOKD_DELETE_STEP * 4 / 5; /* the first takes most of the budget */
+  backlog(f, "t2", "ep3", n + 101, part);
+  backlog(f, "t2", "ep4", 2 * n + 1, part);
   hookd_tenant_delete_res td = {0};
   call tdel = {.in = "t2", .out = &td};
   assert_int_equal(w(f, run_tenant_delete, &tdel), 0);
@@ -1067,8 +1071,75 @@ static void a_delete_cancels_in_bounded_steps(void **state) {
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM endpoints WHERE cancel_pending = 1"), 1);
   assert_int_equal(w(f, run_delete_step, &step), 0);
   assert_true(s.found && s.finished);
-  assert_int_equal(s.counts.cancelled, 1600 - HOOKD_DELETE_STEP);
+  assert_int_equal(s.counts.cancelled, 2 * part - HOOKD_DELETE_STEP);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'"), 0);
+}
+
+static int run_delete_within_one(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)be;
+  int budget = 1;
+  return sq_endpoint_delete_within(c, ((call *)a)->in, hookd_now_ms(), &budget, ((call *)a)->out);
+}
+
+static int run_reforward(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  hookd_due_hint *h = NULL;
+  size_t n = 0, made = 0;
+  int rc = be->inbox_reforward(c, k->in, hookd_now_ms(), &made, &h, &n);
+  hookd_due_hints_free(h, n);
+  k->ival = (int)made;
+  return rc;
+}
+
+/* A destination replaced while its delete's walk has not cancelled all its forwards yet: a
+ * record whose forward is still pending there is replayed to the replacement at once (a review:
+ * it was refused, "a deleted destination without a replacement", until the walk's step), and
+ * the pending one, never to be sent, no longer decides the record. */
+static void a_replacement_takes_what_the_delete_walk_has_not_reached(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  hookd_receive_res r;
+  const char *ids[] = {"in_1", "in_2", "in_3"}, *keys[] = {"k1", "k2", "k3"};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(receive(f, ids[i], keys[i], "h", hookd_now_ms(), &r), 0);
+    hookd_receive_res_free(&r);
+  }
+  hookd_endpoint d2 = {.id = "dst2", .tenant_id = "t1", .url = "https://example.com/new",
+                       .description = "", .enabled = true, .max_in_flight = 4,
+                       .timeout_ms = 1000, .secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                       .source_id = "src1", .idempotent = true, .created_ms = 1};
+  hookd_retry_policy_defaults(&d2.policy);
+  call ep = {.in = &d2};
+  assert_int_equal(w(f, run_ep, &ep), 0);
+  hookd_delete_counts dc;
+  call del = {.in = "dst1", .out = &dc};
+  assert_int_equal(w(f, run_delete_within_one, &del), 0); /* a budget of one */
+  assert_int_equal(dc.cancelled, 1);
+  assert_true(dc.more);
+  const char *pending = NULL;
+  for (int i = 0; i < 3 && !pending; i++) {
+    char q[300];
+    snprintf(q, sizeof q,
+             "SELECT COUNT(*) FROM deliveries d JOIN inbox i ON i.event_seq = d.event_seq"
+             " WHERE i.id = '%s' AND d.endpoint_id = 'dst1' AND d.state = 'pending'", ids[i]);
+    if (query_i64(f, q) == 1) pending = ids[i];
+  }
+  assert_non_null(pending);
+  call rf = {.in = pending};
+  assert_int_equal(w(f, run_reforward, &rf), 0);
+  assert_int_equal(rf.ival, 1);
+  char q[300];
+  snprintf(q, sizeof q,
+           "SELECT d.replaced FROM deliveries d JOIN inbox i ON i.event_seq = d.event_seq"
+           " WHERE i.id = '%s' AND d.endpoint_id = 'dst1'", pending);
+  assert_int_equal(query_i64(f, q), 1);
+  /* the walk cancels it later: the record follows its replacement, not the cut-off forward */
+  hookd_delete_step s;
+  call step = {.out = &s};
+  do assert_int_equal(w(f, run_delete_step, &step), 0);
+  while (s.found);
+  snprintf(q, sizeof q, "SELECT status = 'received' FROM inbox WHERE id = '%s'", pending);
+  assert_int_equal(query_i64(f, q), 1);
 }
 
 static int run_mark_sent(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
@@ -1664,6 +1735,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(object_versions_go_after_the_window, setup, teardown),
       cmocka_unit_test_setup_teardown(lane_versions_go_with_their_deliveries, setup, teardown),
       cmocka_unit_test_setup_teardown(a_delete_cancels_in_bounded_steps, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_replacement_takes_what_the_delete_walk_has_not_reached,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
