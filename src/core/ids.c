@@ -2,6 +2,7 @@
 #include "core/ids.h"
 
 #include <openssl/rand.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +33,18 @@ uint64_t hookd_random_u64(void) {
   return v;
 }
 
+/* The latest time an id was given in this process: an id is never stamped earlier, so ids keep
+ * growing across a step back of the wall clock and the lists ordered by id stay newest first
+ * (docs/architecture.md "Clocks"). */
+static _Atomic int64_t id_high;
+
 int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]) {
   unsigned char raw[16];
-  uint64_t t = (uint64_t)now_ms;
+  int64_t seen = atomic_load_explicit(&id_high, memory_order_relaxed);
+  while (now_ms > seen && !atomic_compare_exchange_weak_explicit(
+                              &id_high, &seen, now_ms, memory_order_relaxed, memory_order_relaxed))
+    ;
+  uint64_t t = (uint64_t)(now_ms > seen ? now_ms : seen);
   for (int i = 5; i >= 0; i--) {
     raw[i] = (unsigned char)(t & 0xff);
     t >>= 8;

@@ -1026,6 +1026,30 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
+  it('a step back: the ids made after it still sort after the earlier ones, so lists stay newest first', async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env });
+    const recv = await startReceiver();
+    const { tenant } = await setup(h, recv.url);
+    const before = (await publish(h, tenant, { type: 'a', payload: { n: 1 } })).json.id;
+    const job1 = await h.api('POST', `/v1/tenants/${tenant}/replays`, { filter: { state: 'dead' }, reason: 'one' });
+    assert.equal(job1.status, 201, job1.text);
+    clock.step(-3600 * 1000);
+    await waitUntil(() => h.logs.some((l) => l.msg === 'clock.stepped'), { what: 'the step seen' });
+    const after = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
+    const job2 = await h.api('POST', `/v1/tenants/${tenant}/replays`, { filter: { state: 'dead' }, reason: 'two' });
+    assert.equal(job2.status, 201, job2.text);
+    const dl = (await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit=10`)).json.data;
+    assert.deepEqual(dl.map((d) => d.event_id), [after, before], 'newest first');
+    assert.ok(dl[0].id > dl[1].id, `ids grow: ${dl[0].id} > ${dl[1].id}`);
+    const jobs = (await h.api('GET', `/v1/tenants/${tenant}/replays?limit=10`)).json.data;
+    assert.deepEqual(jobs.map((j) => j.id), [job2.json.id, job1.json.id], 'newest first');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('a step forward while the store cannot write: the leases\' move is tried again, and nothing takes the lease of the request in flight over meanwhile', async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);
