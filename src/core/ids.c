@@ -1,8 +1,9 @@
 /* ids.c — ULID-layout identifiers and CSPRNG helpers (OpenSSL RAND_bytes). */
 #include "core/ids.h"
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,23 +34,43 @@ uint64_t hookd_random_u64(void) {
   return v;
 }
 
-/* The latest time an id was given in this process: an id is never stamped earlier, so ids keep
- * growing across a step back of the wall clock and the lists ordered by id stay newest first
- * (docs/architecture.md "Clocks"). */
-static _Atomic int64_t id_high;
+/* The last id given in this process (its time and random part): ids only grow. One made in the
+ * same millisecond, or after a step back of the wall clock, takes the last one's time and its
+ * random part plus a random step (1 to 2^32: ordered in the order made, not guessable from the
+ * one before) — ULID's monotonic mode. So the lists ordered by id stay newest first across a
+ * step back (docs/architecture.md "Clocks"). */
+static pthread_mutex_t id_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t id_last_ms;
+static unsigned char id_last_rand[10];
 
 int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]) {
-  unsigned char raw[16];
-  int64_t seen = atomic_load_explicit(&id_high, memory_order_relaxed);
-  while (now_ms > seen && !atomic_compare_exchange_weak_explicit(
-                              &id_high, &seen, now_ms, memory_order_relaxed, memory_order_relaxed))
-    ;
-  uint64_t t = (uint64_t)(now_ms > seen ? now_ms : seen);
+  unsigned char raw[16], fresh[10];
+  if (hookd_random_bytes(fresh, sizeof fresh) != 0) return -1;
+  pthread_mutex_lock(&id_mu);
+  if (now_ms > id_last_ms) {
+    id_last_ms = now_ms;
+    memcpy(id_last_rand, fresh, sizeof fresh);
+  } else { /* add 1 + the fresh draw's low 32 bits, from the lowest byte up */
+    uint64_t carry = 1u + ((uint64_t)fresh[6] << 24 | (uint64_t)fresh[7] << 16 |
+                           (uint64_t)fresh[8] << 8 | fresh[9]);
+    for (int i = 9; i >= 0 && carry; i--) {
+      carry += id_last_rand[i];
+      id_last_rand[i] = (unsigned char)(carry & 0xff);
+      carry >>= 8;
+    }
+    if (carry) { /* 2^80 ids in one millisecond: the next millisecond, drawn afresh */
+      id_last_ms++;
+      memcpy(id_last_rand, fresh, sizeof fresh);
+    }
+  }
+  uint64_t t = (uint64_t)id_last_ms;
+  memcpy(raw + 6, id_last_rand, sizeof id_last_rand);
+  pthread_mutex_unlock(&id_mu);
+  OPENSSL_cleanse(fresh, sizeof fresh);
   for (int i = 5; i >= 0; i--) {
     raw[i] = (unsigned char)(t & 0xff);
     t >>= 8;
   }
-  if (hookd_random_bytes(raw + 6, 10) != 0) return -1;
   size_t plen = strlen(prefix);
   if (plen > 8) plen = 8;
   memcpy(out, prefix, plen);

@@ -25,6 +25,7 @@ static void ids_grow_across_a_step_back(void **s) {
   assert_int_equal(hookd_id_new("dlv", t, a), 0);
   assert_int_equal(hookd_id_new("dlv", t - 3600 * 1000, b), 0); /* an hour back */
   assert_memory_equal(a, b, 4 + 10); /* the time part: the latest seen */
+  assert_true(strcmp(b, a) > 0);      /* and after it, in the order made */
   assert_int_equal(hookd_id_new("dlv", t + 1, later), 0); /* the clock caught up */
   assert_true(strcmp(later, a) > 0);
   assert_true(memcmp(later, a, 4 + 10) > 0);
@@ -33,10 +34,24 @@ static void ids_grow_across_a_step_back(void **s) {
   assert_true(memcmp(c + 4, later + 4, 10) == 0);
 }
 
+static void ids_of_one_millisecond_keep_their_order(void **s) {
+  (void)s;
+  char prev[HOOKD_ID_MAX], id[HOOKD_ID_MAX];
+  const int64_t t = 1900000000000;
+  assert_int_equal(hookd_id_new("evt", t, prev), 0);
+  for (int i = 0; i < 1000; i++) {
+    assert_int_equal(hookd_id_new("evt", t, id), 0);
+    if (strcmp(id, prev) <= 0) fail_msg("%s after %s", id, prev);
+    assert_memory_equal(id, prev, 4 + 10);
+    memcpy(prev, id, sizeof id);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(shape),
       cmocka_unit_test(ids_grow_across_a_step_back),
+      cmocka_unit_test(ids_of_one_millisecond_keep_their_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
