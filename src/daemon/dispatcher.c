@@ -1177,6 +1177,9 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
            KV_ATTEMPT(&it->c.d, o->attempt_number), KV_S("outcome", o->attempt.outcome),
            KV_I("delivered", o->to == HOOKD_DS_DELIVERED));
       if (o->to == HOOKD_DS_DELIVERED) count_delivered(it, o->now_ms); /* a 2xx is a 2xx */
+      /* cut off (its payload deleted) while it was out: the lane's next may be claimable now
+       * (its endpoint deleted, there is none) */
+      if (it->c.d.ordering_key && e->cfg.ordered && !e->gone) set_due(d, e, disp_now(d), false);
     } else {
       /* stored: the endpoint is disabled in the store whatever configuration reached this
        * node before (a PATCH whose op ran before this one read it enabled, and its reply,

@@ -1426,16 +1426,6 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
   sq_bind_i64(st, 2, r->lease_token);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "release lease");
   if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
-  /* Cancelled (its payload deleted) while claimed, it kept its lease's end to hold its lane's
-   * place: never sent, it holds it no more. */
-  st = sq_stmt(c, SQ_RELEASE_CANCELLED,
-               "UPDATE deliveries SET leased_until = NULL WHERE seq = ?1 AND lease_token = ?2 + 1"
-               " AND state = 'cancelled' AND leased_until IS NOT NULL");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, r->delivery_seq);
-  sq_bind_i64(st, 2, r->lease_token);
-  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "release lease");
-  if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
   /* The sweep took it back (token + 1) and, the destination not idempotent, held it as
    * unknown: this release, which says it was never sent, could not be written in time (the
    * store was locked or failing past the lease). Or the destination's delete held it, its send
@@ -1902,15 +1892,13 @@ int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
     return HOOKD_STORE_STATE;
   }
   if (*purged_ms) return HOOKD_STORE_OK; /* emptied already: the same answer */
-  /* what it still had to send is cancelled; the bumped token fences an attempt in flight. One
-   * of an ordered lane still leased keeps its lease's end: the lane's next must not go while
-   * its request may be out (LANE_HEAD) — its late outcome, or the release of one never sent,
-   * clears it; else it blocks nothing once it has run out. */
+  /* what it still had to send is cancelled; the bumped token fences an attempt in flight. (One
+   * of an ordered lane in flight holds its lane no more: a review found the lease kept for that
+   * lost by a restart's reclaim and a clock step's lease move, docs/api.md says so.) */
   st = sq_stmt(c, SQ_EV_PAYLOAD_CANCEL,
                "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
-               " lease_token = lease_token + 1, lease_owner = NULL,"
-               " leased_until = CASE WHEN ordering_key IS NOT NULL AND leased_until > ?2"
-               " THEN leased_until END, last_error = 'payload deleted'"
+               " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL,"
+               " last_error = 'payload deleted'"
                " WHERE event_seq = ?1 AND state IN ('pending', 'retrying')"
                " RETURNING seq, ordering_key IS NOT NULL");
   if (!st) return HOOKD_STORE_ERR;
