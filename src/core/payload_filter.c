@@ -28,75 +28,85 @@ static bool scalar(const json_t *v) { return v && !json_is_object(v) && !json_is
 
 /* ---------- check ---------- */
 
-static int fail(char *err, size_t cap, const char *path, const char *what) {
-  snprintf(err, cap, "payload_filter%s%s: %s", *path ? "." : "", path, what);
+typedef struct check_ctx {
+  char *path, *why;
+  size_t path_cap, why_cap;
+} check_ctx;
+
+static int fail(check_ctx *x, const char *path, const char *what) {
+  snprintf(x->path, x->path_cap, "%s", path);
+  snprintf(x->why, x->why_cap, "%s", what);
   return -1;
 }
 
-static int check_node(const json_t *f, const char *path, int depth, char *err, size_t cap);
+static int check_node(check_ctx *x, const json_t *f, const char *path, int depth);
 
-static int check_object(const json_t *f, const char *path, int depth, char *err, size_t cap) {
+/* path: where f is, as "a.b.$or" ("" for the filter itself) */
+static int check_object(check_ctx *x, const json_t *f, const char *path, int depth) {
   if (depth > HOOKD_PFILTER_MAX_DEPTH)
-    return fail(err, cap, path, "nested too deep (8 levels of objects and operators at most)");
+    return fail(x, path, "nested too deep (8 levels of objects and operators at most)");
+  if (depth > 1 && json_object_size(f) == 0)
+    return fail(x, path, "an empty object matches anything: leave it out");
   const char *k;
   const json_t *v;
-  char sub[512];
+  char sub[600];
   json_object_foreach((json_t *)f, k, v) {
     snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", k);
     if (k[0] != '$') {
-      if (!*k) return fail(err, cap, path, "a field name is empty");
-      if (check_node(v, sub, depth + 1, err, cap)) return -1;
+      if (!*k) return fail(x, path, "a field name is empty");
+      if (check_node(x, v, sub, depth + 1)) return -1;
       continue;
     }
     enum op op = op_of(k);
     size_t n = json_is_array(v) ? json_array_size(v) : 0;
     switch (op) {
     case OP_NONE:
-      return fail(err, cap, sub,
+      return fail(x, sub,
                   "not an operator ($eq, $neq, $gt, $gte, $lt, $lte, $in, $nin, $startsWith, "
-                  "$endsWith, $contains, $exist, $not, $or, $and)");
+                  "$endsWith, $contains, $exist, $not, $or, $and; a field's name may not start "
+                  "with $)");
     case OP_EQ:
     case OP_NEQ:
-      if (json_is_object(v) || json_is_array(v)) return fail(err, cap, sub, "must be a scalar");
+      if (json_is_object(v) || json_is_array(v)) return fail(x, sub, "must be a scalar");
       break;
     case OP_GT:
     case OP_GTE:
     case OP_LT:
     case OP_LTE:
       if (!json_is_number(v) && !json_is_string(v))
-        return fail(err, cap, sub, "must be a number or a string");
+        return fail(x, sub, "must be a number or a string");
       break;
     case OP_STARTS:
     case OP_ENDS:
-      if (!json_is_string(v)) return fail(err, cap, sub, "must be a string");
+      if (!json_is_string(v)) return fail(x, sub, "must be a string");
       break;
     case OP_CONTAINS:
-      if (!scalar(v)) return fail(err, cap, sub, "must be a scalar");
+      if (!scalar(v)) return fail(x, sub, "must be a scalar");
       break;
     case OP_EXIST:
-      if (!json_is_boolean(v)) return fail(err, cap, sub, "must be true or false");
+      if (!json_is_boolean(v)) return fail(x, sub, "must be true or false");
       break;
     case OP_IN:
     case OP_NIN:
       if (!json_is_array(v) || n == 0 || n > HOOKD_PFILTER_MAX_LIST)
-        return fail(err, cap, sub, "must be an array of 1 to 256 scalars");
+        return fail(x, sub, "must be an array of 1 to 256 scalars");
       for (size_t i = 0; i < n; i++)
         if (!scalar(json_array_get(v, i)))
-          return fail(err, cap, sub, "must be an array of 1 to 256 scalars");
+          return fail(x, sub, "must be an array of 1 to 256 scalars");
       break;
     case OP_NOT:
-      if (!json_is_object(v)) return fail(err, cap, sub, "must be a filter (an object)");
-      if (check_object(v, sub, depth + 1, err, cap)) return -1;
+      if (!json_is_object(v)) return fail(x, sub, "must be a filter (an object)");
+      if (check_object(x, v, sub, depth + 1)) return -1;
       break;
     case OP_OR:
     case OP_AND:
       if (!json_is_array(v) || n == 0 || n > HOOKD_PFILTER_MAX_LIST)
-        return fail(err, cap, sub, "must be an array of 1 to 256 filters (objects)");
+        return fail(x, sub, "must be an array of 1 to 256 filters (objects)");
       for (size_t i = 0; i < n; i++) {
         const json_t *one = json_array_get(v, i);
         if (!json_is_object(one))
-          return fail(err, cap, sub, "must be an array of 1 to 256 filters (objects)");
-        if (check_object(one, sub, depth + 1, err, cap)) return -1;
+          return fail(x, sub, "must be an array of 1 to 256 filters (objects)");
+        if (check_object(x, one, sub, depth + 1)) return -1;
       }
       break;
     }
@@ -104,32 +114,44 @@ static int check_object(const json_t *f, const char *path, int depth, char *err,
   return 0;
 }
 
-static int check_node(const json_t *f, const char *path, int depth, char *err, size_t cap) {
+static int check_node(check_ctx *x, const json_t *f, const char *path, int depth) {
   if (json_is_array(f))
-    return fail(err, cap, path, "an array is not a filter: use $in, $contains or $and");
-  return json_is_object(f) ? check_object(f, path, depth, err, cap) : 0;
+    return fail(x, path, "an array is not a filter: use $in, $contains or $and");
+  return json_is_object(f) ? check_object(x, f, path, depth) : 0;
 }
 
-int hookd_pfilter_check(const json_t *filter, char *err, size_t cap) {
-  if (!json_is_object(filter)) return fail(err, cap, "", "must be an object");
-  return check_object(filter, "", 1, err, cap);
+int hookd_pfilter_check(const json_t *filter, char *path, size_t path_cap, char *why,
+                        size_t why_cap) {
+  check_ctx x = {path, why, path_cap, why_cap};
+  if (!json_is_object(filter)) return fail(&x, "", "must be an object");
+  return check_object(&x, filter, "", 1);
 }
 
 /* ---------- match ---------- */
 
-/* Equal scalars (numbers by value: 1 equals 1.0). */
+/* The steps left (a comparison, an element visited); below zero the match is abandoned. */
+typedef struct budget {
+  long left;
+} budget;
+
+static bool spend(budget *b) { return --b->left >= 0; }
+
+/* Equal scalars: integers exactly, other numbers by value (1 equals 1.0). */
 static bool eq(const json_t *a, const json_t *b) {
   if (!a || !b) return false;
+  if (json_is_integer(a) && json_is_integer(b))
+    return json_integer_value(a) == json_integer_value(b);
   if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
   return json_equal((json_t *)a, (json_t *)b);
 }
 
 /* Equal, or, for an array value, one element equal. */
-static bool eq_any(const json_t *v, const json_t *want) {
-  if (!json_is_array(v)) return eq(v, want);
+static bool eq_any(const json_t *v, const json_t *want, budget *b) {
+  if (!json_is_array(v)) return spend(b) && eq(v, want);
   size_t i;
   const json_t *e;
   json_array_foreach((json_t *)v, i, e) {
+    if (!spend(b)) return false;
     if (eq(e, want)) return true;
   }
   return false;
@@ -137,6 +159,10 @@ static bool eq_any(const json_t *v, const json_t *want) {
 
 /* <0, 0, >0, or 2 when the two do not compare (not both numbers, not both strings). */
 static int cmp(const json_t *v, const json_t *to) {
+  if (json_is_integer(v) && json_is_integer(to)) {
+    json_int_t a = json_integer_value(v), b = json_integer_value(to);
+    return a < b ? -1 : a > b;
+  }
   if (json_is_number(v) && json_is_number(to)) {
     double a = json_number_value(v), b = json_number_value(to);
     return a < b ? -1 : a > b;
@@ -148,55 +174,58 @@ static int cmp(const json_t *v, const json_t *to) {
   return 2;
 }
 
-static bool in_list(const json_t *v, const json_t *list) {
+static bool in_list(const json_t *v, const json_t *list, budget *b) {
   size_t i;
   const json_t *e;
   json_array_foreach((json_t *)list, i, e) {
-    if (eq_any(v, e)) return true;
+    if (eq_any(v, e, b)) return true;
+    if (b->left < 0) return false;
   }
   return false;
 }
 
-static bool match_object(const json_t *f, const json_t *v);
+static bool match_object(const json_t *f, const json_t *v, budget *b);
 
-static bool match_node(const json_t *f, const json_t *v) {
-  if (json_is_object(f)) return match_object(f, v);
-  return eq_any(v, f);
+static bool match_node(const json_t *f, const json_t *v, budget *b) {
+  if (json_is_object(f)) return match_object(f, v, b);
+  return eq_any(v, f, b);
 }
 
-static bool match_op(enum op op, const json_t *arg, const json_t *v) {
+static bool match_op(enum op op, const json_t *arg, const json_t *v, budget *b) {
   const char *s = json_is_string(v) ? json_string_value(v) : NULL;
   const char *a = json_is_string(arg) ? json_string_value(arg) : NULL;
   size_t i;
   const json_t *e;
   int c;
+  if (!spend(b)) return false;
   switch (op) {
-  case OP_EQ: return eq_any(v, arg);
-  case OP_NEQ: return !eq_any(v, arg);
+  case OP_EQ: return eq_any(v, arg, b);
+  case OP_NEQ: return !eq_any(v, arg, b);
   case OP_GT: return (c = cmp(v, arg)) != 2 && c > 0;
   case OP_GTE: return (c = cmp(v, arg)) != 2 && c >= 0;
   case OP_LT: return (c = cmp(v, arg)) != 2 && c < 0;
   case OP_LTE: return (c = cmp(v, arg)) != 2 && c <= 0;
-  case OP_IN: return v && in_list(v, arg);
-  case OP_NIN: return !v || !in_list(v, arg);
+  case OP_IN: return v && in_list(v, arg, b);
+  case OP_NIN: return !v || !in_list(v, arg, b);
   case OP_STARTS: return s && a && !strncmp(s, a, strlen(a));
   case OP_ENDS: {
     size_t ls = s ? strlen(s) : 0, la = a ? strlen(a) : 0;
     return s && a && ls >= la && !memcmp(s + ls - la, a, la);
   }
   case OP_CONTAINS:
-    if (json_is_array(v)) return eq_any(v, arg);
+    if (json_is_array(v)) return eq_any(v, arg, b);
     return s && a && strstr(s, a) != NULL;
   case OP_EXIST: return (v != NULL) == json_is_true(arg);
-  case OP_NOT: return !match_object(arg, v);
+  case OP_NOT: return !match_object(arg, v, b);
   case OP_OR:
     json_array_foreach((json_t *)arg, i, e) {
-      if (match_object(e, v)) return true;
+      if (match_object(e, v, b)) return true;
+      if (b->left < 0) return false;
     }
     return false;
   case OP_AND:
     json_array_foreach((json_t *)arg, i, e) {
-      if (!match_object(e, v)) return false;
+      if (!match_object(e, v, b)) return false;
     }
     return true;
   case OP_NONE: break;
@@ -205,31 +234,60 @@ static bool match_op(enum op op, const json_t *arg, const json_t *v) {
 }
 
 /* v: the value matched (NULL when the field is missing). */
-static bool match_object(const json_t *f, const json_t *v) {
+static bool match_object(const json_t *f, const json_t *v, budget *b) {
   const char *k;
   const json_t *sub;
   json_object_foreach((json_t *)f, k, sub) {
-    bool ok = k[0] == '$' ? match_op(op_of(k), sub, v)
-                          : match_node(sub, json_is_object(v) ? json_object_get(v, k) : NULL);
+    bool ok = k[0] == '$' ? match_op(op_of(k), sub, v, b)
+                          : match_node(sub, json_is_object(v) ? json_object_get(v, k) : NULL, b);
+    if (b->left < 0) return false; /* abandoned: the result means nothing */
     if (!ok) return false;
   }
   return true;
 }
 
-bool hookd_pfilter_match(const json_t *filter, const json_t *payload) {
-  return json_is_object(filter) && match_object(filter, payload);
+int hookd_pfilter_match(const json_t *filter, const json_t *payload) {
+  budget b = {HOOKD_PFILTER_BUDGET};
+  bool ok = json_is_object(filter) && match_object(filter, payload, &b);
+  if (b.left < 0) return HOOKD_PFILTER_OVER;
+  return ok ? HOOKD_PFILTER_YES : HOOKD_PFILTER_NO;
 }
 
-bool hookd_pfilter_match_envelope(const char *filter, const char *envelope, size_t len,
-                                  json_t **parsed) {
-  if (!filter) return true;
-  json_t *f = json_loads(filter, 0, NULL);
-  if (!f) return false;
+/* ---------- parsed filters, by their text ---------- */
+
+#define CACHE_MAX 4096
+
+void hookd_pfilter_cache_init(hookd_pfilter_cache *c) { hookd_strmap_init(&c->m); }
+
+void hookd_pfilter_cache_free(hookd_pfilter_cache *c) {
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&c->m, i, &k, &v)) != 0;) json_decref(v);
+  hookd_strmap_free(&c->m);
+  hookd_strmap_init(&c->m);
+}
+
+static json_t *cached(hookd_pfilter_cache *c, const char *text) {
+  json_t *f = c ? hookd_strmap_get(&c->m, text) : NULL;
+  if (f) return json_incref(f);
+  if (!(f = json_loads(text, 0, NULL))) return NULL;
+  if (c) {
+    if (c->m.len >= CACHE_MAX) hookd_pfilter_cache_free(c);
+    if (hookd_strmap_put(&c->m, text, f) == 0) json_incref(f);
+  }
+  return f;
+}
+
+int hookd_pfilter_match_envelope(hookd_pfilter_cache *cache, const char *filter,
+                                 const char *envelope, size_t len, json_t **parsed) {
+  if (!filter) return HOOKD_PFILTER_YES;
+  json_t *f = cached(cache, filter);
+  if (!f) return HOOKD_PFILTER_NO;
   if (!*parsed) {
     *parsed = envelope ? json_loadb(envelope, len, 0, NULL) : NULL;
     if (!*parsed) *parsed = json_object(); /* (never: the envelope is hookd's own) */
   }
-  bool ok = *parsed && hookd_pfilter_match(f, json_object_get(*parsed, "data"));
+  int rc = *parsed ? hookd_pfilter_match(f, json_object_get(*parsed, "data")) : HOOKD_PFILTER_NO;
   json_decref(f);
-  return ok;
+  return rc;
 }

@@ -1,7 +1,8 @@
 /* payload_filter.h — an endpoint's payload filter (docs/api.md "Payload filters"): a JSON
  * object matched against an event's payload, with Hookdeck's and Convoy's operators ($eq, $gt,
  * $in, $or, …). Pure logic over jansson values: the API checks a filter once, the store's
- * fan-out matches each event against it. */
+ * fan-out matches each event against it — parsed once (a cache keyed by the filter's text) and
+ * within a budget of steps, so that no filter and payload hold the writer long. */
 #ifndef HOOKD_PAYLOAD_FILTER_H
 #define HOOKD_PAYLOAD_FILTER_H
 
@@ -9,22 +10,40 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/strmap.h"
+
 #define HOOKD_PFILTER_MAX_BYTES 4096 /* the filter's compact JSON text */
 #define HOOKD_PFILTER_MAX_DEPTH 8    /* nested objects and operators */
 #define HOOKD_PFILTER_MAX_LIST 256   /* elements of an $in, $nin, $or or $and */
+/* Steps (values compared, array elements visited) one match may take: past it, the filter
+ * does not take the event (HOOKD_PFILTER_OVER). */
+#define HOOKD_PFILTER_BUDGET 10000
 
-/* 0 when filter is a filter; else -1 and err names where (the path under `payload_filter`) and
- * what is wrong. */
-int hookd_pfilter_check(const json_t *filter, char *err, size_t cap);
+/* 0 when filter is a filter; else -1, path (the place under `payload_filter`, "" for the filter
+ * itself; cut to path_cap) and why (what is wrong) filled in. */
+int hookd_pfilter_check(const json_t *filter, char *path, size_t path_cap, char *why,
+                        size_t why_cap);
 
-/* Whether payload (NULL: none) matches a checked filter. */
-bool hookd_pfilter_match(const json_t *filter, const json_t *payload);
+enum { HOOKD_PFILTER_NO = 0, HOOKD_PFILTER_YES = 1, HOOKD_PFILTER_OVER = -1 };
 
-/* The same over what is stored: the filter's JSON (NULL: none, every payload matches) and an
+/* Whether payload (NULL: none) matches a checked filter: HOOKD_PFILTER_YES, _NO, or _OVER when
+ * it took more than HOOKD_PFILTER_BUDGET steps (the caller takes that as no, and says so). */
+int hookd_pfilter_match(const json_t *filter, const json_t *payload);
+
+/* Parsed filters by their text (one owner, e.g. a store connection; at most 4,096, all dropped
+ * when full). */
+typedef struct hookd_pfilter_cache {
+  hookd_strmap m;
+} hookd_pfilter_cache;
+void hookd_pfilter_cache_init(hookd_pfilter_cache *c);
+void hookd_pfilter_cache_free(hookd_pfilter_cache *c);
+
+/* The match over what is stored: the filter's JSON (NULL: none, every payload matches) and an
  * event's envelope ({"id", "type", "timestamp", "data"}: the payload is its "data"). *parsed
  * caches the envelope's parse across the endpoints of one event: NULL at first, json_decref'd
- * by the caller. A filter that does not parse matches nothing. */
-bool hookd_pfilter_match_envelope(const char *filter, const char *envelope, size_t len,
-                                  json_t **parsed);
+ * by the caller. cache (may be NULL) keeps the filters parsed. A filter that does not parse
+ * matches nothing. */
+int hookd_pfilter_match_envelope(hookd_pfilter_cache *cache, const char *filter,
+                                 const char *envelope, size_t len, json_t **parsed);
 
 #endif

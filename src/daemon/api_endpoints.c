@@ -148,11 +148,11 @@ static json_t *ep_json(const hookd_app *app, const hookd_endpoint *ep) {
 static bool parse_payload_filter(hookd_req *r, const json_t *body, ep_op *op) {
   const json_t *pf = json_object_get(body, "payload_filter");
   if (json_is_null(pf) || (json_is_object(pf) && json_object_size(pf) == 0)) return true;
-  char err[600];
-  if (hookd_pfilter_check(pf, err, sizeof err) != 0) {
-    char param[300];
-    snprintf(param, sizeof param, "%.*s", (int)strcspn(err, ":"), err);
-    hookd_req_field_error(r, 422, "invalid_field", param, "%s", err);
+  char path[600], why[200], param[700];
+  if (hookd_pfilter_check(pf, path, sizeof path, why, sizeof why) != 0) {
+    snprintf(param, sizeof param, "payload_filter%s%s", *path ? "." : "", path);
+    /* (a param longer than 256 bytes is left out; the message names it, cut) */
+    hookd_req_field_error(r, 422, "invalid_field", param, "%.300s: %s", param, why);
     return false;
   }
   op->payload_filter = json_dumps(pf, JSON_COMPACT);
@@ -740,7 +740,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     rc2 = be->endpoint_get(c, op->id, &op->ep);
   }
   if (rc2) return rc2;
-  char detail[128];
+  char detail[256]; /* (every field's name fits) */
   fields_detail(op->fields, detail, sizeof detail);
   return hookd_api_audit(base, c, be, op->fields == F_ENABLED
                                           ? (op->ep.enabled ? "endpoint.enable" : "endpoint.disable")

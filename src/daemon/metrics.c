@@ -179,6 +179,10 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_ops_events_total",
                          "operational events published to the --ops-tenant",
                          LOAD(m->ops_events));
+  rc = rc ? rc : counter(o, "hookd_payload_filters_over_total",
+                         "payload filters that gave up on an event (more than 10,000 steps): "
+                         "the event not taken",
+                         LOAD(m->filters_over));
   rc = rc ? rc : counter(o, "hookd_egress_blocked_total",
                          "connections refused by the destination policy", LOAD(m->egress_blocked));
   rc = rc ? rc : counter(o, "hookd_egress_fd_exhausted_total",

@@ -73,6 +73,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t clock_steps;           /* steps of the wall clock the dispatcher made up for */
   _Atomic uint64_t endpoints_disabled;
   _Atomic uint64_t ops_events;       /* operational events published (--ops-tenant) */
+  _Atomic uint64_t filters_over;     /* payload filters that gave up on an event's payload */
   _Atomic uint64_t egress_blocked;
   _Atomic uint64_t egress_fd_exhausted; /* requests not made: no file descriptor left */
   _Atomic uint64_t replays;

@@ -221,6 +221,7 @@ typedef struct hookd_publish_res {
   char *endpoints[HOOKD_FANOUT_MAX];
   bool endpoints_truncated;   /* more endpoints than reported: rescan hints */
   int64_t due_ms;             /* when the new deliveries are due */
+  int filters_over;           /* payload filters that gave up (HOOKD_PFILTER_BUDGET): not taken */
 } hookd_publish_res;
 void hookd_publish_res_free(hookd_publish_res *r);
 

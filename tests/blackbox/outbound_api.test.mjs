@@ -721,6 +721,17 @@ describe('payload filters (an endpoint takes the events whose payload matches)',
       assertError(r, 422, 'invalid_field', param);
       assert.equal(r.json.error.param, param);
     }
+    // a match that would take more than 10,000 steps gives up: not taken, counted, logged
+    const many = { tags: { $in: Array.from({ length: 256 }, (_, i) => `t${i}`) } };
+    const costly = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url, payload_filter: many });
+    assert.equal(costly.status, 201, costly.text);
+    const overBefore = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_payload_filters_over_total');
+    const long = await to({ tags: Array.from({ length: 100 }, () => 'x') });
+    assert.ok(!long.eps.includes(costly.json.id), 'not taken');
+    assert.deepEqual((await to({ tags: ['t7'] })).eps.includes(costly.json.id), true, 'a short one is');
+    const overAfter = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_payload_filters_over_total');
+    assert.equal(overAfter - overBefore, 1);
+    assert.ok(h.logs.some((l) => l.msg === 'payload_filter.gave_up' && l.event_id === long.id), 'logged');
     const d = await startHookd(); // (its own: this file's daemon takes bodies of 4 KiB at most)
     const { tenant: dt, endpoint: de } = await setup(d, recv.url);
     const huge = { $or: Array.from({ length: 200 }, (_, i) => ({ [`field_${i}`]: `value_${i}` })) };

@@ -374,6 +374,7 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
   }
   c->writer = writer;
   c->sh = sh;
+  hookd_pfilter_cache_init(&c->pf);
   int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_READWRITE | (writer ? SQLITE_OPEN_CREATE : 0);
   /* A new store is created 0600 (it holds payloads and sealed secrets); SQLite gives its -wal
    * and -shm files the database file's mode. */
@@ -451,6 +452,7 @@ static void sq_close(hookd_store_conn *c) {
   if (!c) return;
   for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(c->stmts[i]);
   sqlite3_close(c->db);
+  hookd_pfilter_cache_free(&c->pf);
   free(c);
 }
 

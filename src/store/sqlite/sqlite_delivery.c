@@ -346,10 +346,13 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
                                     req->only_endpoint) != 0
                            : !hookd_filter_match(filter, req->type) ||
                                  !hookd_channels_match((const char *)sqlite3_column_text(eps, 4),
-                                                       req->channels) ||
-                                 !hookd_pfilter_match_envelope(pfilter, req->body, req->body_len,
-                                                               &parsed))
+                                                       req->channels))
       continue;
+    if (!req->only_endpoint && pfilter) {
+      int takes = hookd_pfilter_match_envelope(&c->pf, pfilter, req->body, req->body_len, &parsed);
+      if (takes == HOOKD_PFILTER_OVER) res->filters_over++;
+      if (takes != HOOKD_PFILTER_YES) continue;
+    }
     int one = fan_out_one(c, req, res, eps, seq, ins, superseded_ins);
     if (one != HOOKD_STORE_OK) {
       sqlite3_reset(eps);
@@ -766,11 +769,13 @@ static int deliver_checks(hookd_store_conn *c, const char *type, const char *cha
     return HOOKD_STORE_STATE;
   }
   json_t *parsed = NULL;
-  bool takes = hookd_pfilter_match_envelope(ep->payload_filter, envelope, len, &parsed);
+  int takes = hookd_pfilter_match_envelope(&c->pf, ep->payload_filter, envelope, len, &parsed);
   json_decref(parsed);
-  if (!takes) {
+  if (takes != HOOKD_PFILTER_YES) {
     snprintf(c->err, sizeof c->err, "the endpoint's payload_filter does not take the event's "
-                                    "payload");
+                                    "payload%s", takes == HOOKD_PFILTER_OVER
+                                                     ? " (it gave up: more than 10,000 steps)"
+                                                     : "");
     return HOOKD_STORE_STATE;
   }
   return HOOKD_STORE_OK;

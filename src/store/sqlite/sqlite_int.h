@@ -6,6 +6,7 @@
 
 #include <sqlite3.h>
 
+#include "core/payload_filter.h"
 #include "store/store.h"
 
 /* Every cached statement has an id; its SQL is written where it is used (sq_stmt). */
@@ -64,6 +65,7 @@ struct hookd_store_conn {
   sq_shared *sh;
   char err[256];
   sqlite3_stmt *stmts[SQ__COUNT];
+  hookd_pfilter_cache pf; /* endpoints' payload filters, parsed (the fan-out's) */
 };
 
 /* Returns the cached statement (reset, bindings cleared), preparing it on first use; NULL on

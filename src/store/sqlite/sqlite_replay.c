@@ -157,11 +157,11 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
       continue;
     if (ep->payload_filter) {
       json_t *parsed = NULL;
-      bool takes = hookd_pfilter_match_envelope(
-          ep->payload_filter, (const char *)sqlite3_column_blob(st, 3),
+      int takes = hookd_pfilter_match_envelope(
+          &c->pf, ep->payload_filter, (const char *)sqlite3_column_blob(st, 3),
           (size_t)sqlite3_column_bytes(st, 3), &parsed);
       json_decref(parsed);
-      if (!takes) continue;
+      if (takes != HOOKD_PFILTER_YES) continue;
     }
     out->count++;
     if (out->n <= (size_t)max_items && snap_push(c, out, &cap, sq_col_i64(st, 0)) != 0) {

@@ -18,9 +18,10 @@ static const char payload[] =
 static bool m(const char *filter) {
   json_t *f = json_loads(filter, 0, NULL), *p = json_loads(payload, 0, NULL);
   assert_non_null(f);
-  char err[256];
-  if (hookd_pfilter_check(f, err, sizeof err) != 0) fail_msg("%s: %s", filter, err);
-  bool ok = hookd_pfilter_match(f, p);
+  char path[256], why[256];
+  if (hookd_pfilter_check(f, path, sizeof path, why, sizeof why) != 0)
+    fail_msg("%s: %s: %s", filter, path, why);
+  bool ok = hookd_pfilter_match(f, p) == HOOKD_PFILTER_YES;
   json_decref(f);
   json_decref(p);
   return ok;
@@ -100,48 +101,109 @@ static void payloads_that_are_not_objects(void **s) {
   (void)s;
   json_t *f = json_loads("{\"a\": 1}", 0, NULL), *empty = json_loads("{}", 0, NULL);
   json_t *str = json_string("x");
-  assert_false(hookd_pfilter_match(f, str));
-  assert_false(hookd_pfilter_match(f, NULL));
-  assert_true(hookd_pfilter_match(empty, str)); /* the empty filter takes everything */
+  assert_int_equal(hookd_pfilter_match(f, str), HOOKD_PFILTER_NO);
+  assert_int_equal(hookd_pfilter_match(f, NULL), HOOKD_PFILTER_NO);
+  assert_int_equal(hookd_pfilter_match(empty, str), HOOKD_PFILTER_YES); /* takes everything */
   json_decref(f);
   json_decref(empty);
   json_decref(str);
-  /* over the stored envelope, parsed once for several filters: the payload is its data */
+  /* over the stored envelope, parsed once for several filters: the payload is its data; the
+   * filters parsed once, by their text */
   const char env[] = "{\"id\": \"evt_1\", \"type\": \"t\", \"data\": {\"a\": 1}}";
+  const size_t n = sizeof env - 1;
+  hookd_pfilter_cache cache;
+  hookd_pfilter_cache_init(&cache);
   json_t *parsed = NULL;
-  assert_true(hookd_pfilter_match_envelope("{\"a\": 1}", env, sizeof env - 1, &parsed));
-  assert_non_null(parsed);
-  assert_false(hookd_pfilter_match_envelope("{\"a\": 2}", env, sizeof env - 1, &parsed));
-  assert_false(hookd_pfilter_match_envelope("{\"type\": \"t\"}", env, sizeof env - 1, &parsed));
-  assert_true(hookd_pfilter_match_envelope(NULL, env, sizeof env - 1, &parsed)); /* no filter */
-  assert_false(hookd_pfilter_match_envelope("{not json", env, sizeof env - 1, &parsed));
+  for (int round = 0; round < 2; round++) {
+    assert_int_equal(hookd_pfilter_match_envelope(&cache, "{\"a\": 1}", env, n, &parsed),
+                     HOOKD_PFILTER_YES);
+    assert_non_null(parsed);
+    assert_int_equal(hookd_pfilter_match_envelope(&cache, "{\"a\": 2}", env, n, &parsed),
+                     HOOKD_PFILTER_NO);
+    assert_int_equal(hookd_pfilter_match_envelope(&cache, "{\"type\": \"t\"}", env, n, &parsed),
+                     HOOKD_PFILTER_NO);
+    assert_int_equal(hookd_pfilter_match_envelope(&cache, NULL, env, n, &parsed),
+                     HOOKD_PFILTER_YES); /* no filter */
+    assert_int_equal(hookd_pfilter_match_envelope(&cache, "{not json", env, n, &parsed),
+                     HOOKD_PFILTER_NO);
+    assert_int_equal(cache.m.len, 3); /* (the one that does not parse is not kept) */
+  }
   json_decref(parsed);
+  hookd_pfilter_cache_free(&cache);
 }
 
+/* A match takes at most HOOKD_PFILTER_BUDGET steps: a long array against many values gives up
+ * (a review: one such filter and an 800 KB payload held the writer for 14 s). */
+static void a_costly_match_gives_up(void **s) {
+  (void)s;
+  json_t *arr = json_array(), *list = json_array();
+  for (int i = 0; i < 5000; i++) json_array_append_new(arr, json_integer(0));
+  for (int i = 0; i < 256; i++) json_array_append_new(list, json_integer(i + 1));
+  json_t *big = json_pack("{s:o}", "a", arr);
+  json_t *f = json_pack("{s:{s:O}}", "a", "$nin", list);
+  json_t *small = json_pack("{s:{s:O}}", "b", "$nin", list);
+  char path[64], why[128];
+  assert_int_equal(hookd_pfilter_check(f, path, sizeof path, why, sizeof why), 0);
+  assert_int_equal(hookd_pfilter_match(f, big), HOOKD_PFILTER_OVER);
+  assert_int_equal(hookd_pfilter_match(small, big), HOOKD_PFILTER_YES); /* b is missing */
+  json_decref(f);
+  json_decref(small);
+  json_decref(list);
+  json_decref(big);
+}
+
+/* Integers compare exactly (a 19-digit id is not another one a double rounds it to). */
+static void integers_compare_exactly(void **s) {
+  (void)s;
+  json_t *p = json_loads("{\"id\": 1234567890123456700, \"n\": 9007199254740993}", 0, NULL);
+  const char *no[] = {"{\"id\": 1234567890123456789}", "{\"n\": 9007199254740992}",
+                      "{\"n\": {\"$in\": [9007199254740992]}}",
+                      "{\"n\": {\"$lte\": 9007199254740992}}"};
+  const char *yes[] = {"{\"id\": 1234567890123456700}", "{\"n\": {\"$gt\": 9007199254740992}}",
+                       "{\"n\": {\"$gte\": 9007199254740993.0}}"};
+  for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+    json_t *f = json_loads(no[i], 0, NULL);
+    if (hookd_pfilter_match(f, p) != HOOKD_PFILTER_NO) fail_msg("%s matched", no[i]);
+    json_decref(f);
+  }
+  for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+    json_t *f = json_loads(yes[i], 0, NULL);
+    if (hookd_pfilter_match(f, p) != HOOKD_PFILTER_YES) fail_msg("%s did not match", yes[i]);
+    json_decref(f);
+  }
+  json_decref(p);
+}
+
+/* want: "path: why" (the path under payload_filter, "" for the filter itself) */
 static void refused(const char *filter, const char *want) {
   json_t *f = json_loads(filter, JSON_DECODE_ANY, NULL);
   assert_non_null(f);
-  char err[256] = "";
-  assert_int_equal(hookd_pfilter_check(f, err, sizeof err), -1);
-  if (!strstr(err, want)) fail_msg("%s: got \"%s\", want \"%s\"", filter, err, want);
+  char path[256] = "", why[256] = "", got[600];
+  assert_int_equal(hookd_pfilter_check(f, path, sizeof path, why, sizeof why), -1);
+  snprintf(got, sizeof got, "%s: %s", path, why);
+  if (!strstr(got, want)) fail_msg("%s: got \"%s\", want \"%s\"", filter, got, want);
   json_decref(f);
 }
 
 static void the_check_names_the_problem(void **s) {
   (void)s;
-  refused("[1]", "payload_filter: must be an object");
-  refused("{\"a\": {\"$gtt\": 1}}", "payload_filter.a.$gtt: not an operator");
-  refused("{\"a\": [1, 2]}", "payload_filter.a: an array is not a filter");
-  refused("{\"a\": {\"$in\": []}}", "payload_filter.a.$in: must be an array of 1 to 256");
-  refused("{\"a\": {\"$in\": [{\"b\": 1}]}}", "payload_filter.a.$in: must be an array");
-  refused("{\"a\": {\"$gt\": true}}", "payload_filter.a.$gt: must be a number or a string");
-  refused("{\"a\": {\"$startsWith\": 1}}", "payload_filter.a.$startsWith: must be a string");
-  refused("{\"a\": {\"$exist\": 1}}", "payload_filter.a.$exist: must be true or false");
-  refused("{\"a\": {\"$eq\": {\"b\": 1}}}", "payload_filter.a.$eq: must be a scalar");
-  refused("{\"$or\": {\"a\": 1}}", "payload_filter.$or: must be an array of 1 to 256 filters");
-  refused("{\"$or\": [{\"a\": {\"$bad\": 1}}]}", "payload_filter.$or.a.$bad: not an operator");
-  refused("{\"$not\": 1}", "payload_filter.$not: must be a filter");
+  refused("[1]", ": must be an object");
+  refused("{\"a\": {\"$gtt\": 1}}", "a.$gtt: not an operator");
+  refused("{\"a:b\": {\"$gtt\": 1}}", "a:b.$gtt: not an operator"); /* (a ':' in a name) */
+  refused("{\"$a\": 1}", "$a: not an operator");
+  refused("{\"a\": [1, 2]}", "a: an array is not a filter");
+  refused("{\"a\": {\"$in\": []}}", "a.$in: must be an array of 1 to 256");
+  refused("{\"a\": {\"$in\": [{\"b\": 1}]}}", "a.$in: must be an array");
+  refused("{\"a\": {\"$gt\": true}}", "a.$gt: must be a number or a string");
+  refused("{\"a\": {\"$startsWith\": 1}}", "a.$startsWith: must be a string");
+  refused("{\"a\": {\"$exist\": 1}}", "a.$exist: must be true or false");
+  refused("{\"a\": {\"$eq\": {\"b\": 1}}}", "a.$eq: must be a scalar");
+  refused("{\"$or\": {\"a\": 1}}", "$or: must be an array of 1 to 256 filters");
+  refused("{\"$or\": [{\"a\": {\"$bad\": 1}}]}", "$or.a.$bad: not an operator");
+  refused("{\"$not\": 1}", "$not: must be a filter");
   refused("{\"\": 1}", "a field name is empty");
+  refused("{\"a\": {}}", "a: an empty object matches anything");
+  refused("{\"$or\": [{}]}", "$or: an empty object matches anything");
   refused("{\"a\":{\"b\":{\"c\":{\"d\":{\"e\":{\"f\":{\"g\":{\"h\":{\"i\":1}}}}}}}}}", "too deep");
 }
 
@@ -152,6 +214,8 @@ int main(void) {
       cmocka_unit_test(lists_and_strings),
       cmocka_unit_test(exist_and_logic),
       cmocka_unit_test(payloads_that_are_not_objects),
+      cmocka_unit_test(a_costly_match_gives_up),
+      cmocka_unit_test(integers_compare_exactly),
       cmocka_unit_test(the_check_names_the_problem),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
