@@ -29,7 +29,7 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 
-#define MAX_RESP_HEADERS 4
+#define MAX_RESP_HEADERS 8 /* (the dashboard sends five) */
 
 struct hookd_server {
   struct MHD_Daemon *mhd;

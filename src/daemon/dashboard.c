@@ -1,0 +1,59 @@
+/* dashboard.c — serves the operator dashboard (docs/dashboard.md): GET /dashboard is its page,
+ * GET /dashboard/{file} its script and style. Public like /healthz — the files hold no data and
+ * no secret; the page calls the API with the key the operator types — and locked down by a
+ * Content-Security-Policy that allows nothing but this origin's own files and API. */
+#include "daemon/dashboard.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/api.h"
+
+const hookd_asset *hookd_dashboard_find(const char *name) {
+  for (const hookd_asset *a = hookd_dashboard_assets; a->name; a++)
+    if (!strcmp(a->name, name)) return a;
+  return NULL;
+}
+
+static const char *content_type(const char *name) {
+  const char *dot = strrchr(name, '.');
+  if (dot && !strcmp(dot, ".js")) return "text/javascript; charset=utf-8";
+  if (dot && !strcmp(dot, ".css")) return "text/css; charset=utf-8";
+  return "text/html; charset=utf-8";
+}
+
+static void serve(hookd_req *r, const char *name) {
+  const hookd_asset *a = hookd_dashboard_find(name);
+  if (!a) {
+    hookd_req_error(r, 404, "not_found", "no dashboard file %.64s", name);
+    return;
+  }
+  char *body = malloc(a->len ? a->len : 1);
+  if (!body) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return;
+  }
+  memcpy(body, a->data, a->len);
+  hookd_req_add_header(r, "Content-Security-Policy",
+                       "default-src 'none'; script-src 'self'; style-src 'self'; "
+                       "connect-src 'self'; img-src 'self'; base-uri 'none'; "
+                       "form-action 'none'; frame-ancestors 'none'");
+  hookd_req_add_header(r, "X-Content-Type-Options", "nosniff");
+  hookd_req_add_header(r, "Referrer-Policy", "no-referrer");
+  hookd_req_add_header(r, "X-Frame-Options", "DENY");
+  /* a new hookd's page is served at once (the files are small) */
+  hookd_req_add_header(r, "Cache-Control", "no-cache");
+  hookd_req_reply(r, 200, content_type(name), body, a->len);
+}
+
+void hookd_api_dashboard(hookd_req *r, hookd_app *app) {
+  (void)app;
+  serve(r, "index.html");
+}
+
+void hookd_api_dashboard_file(hookd_req *r, hookd_app *app) {
+  (void)app;
+  const char *name = hookd_req_param(r, 0);
+  /* the page is /dashboard itself: its file name is not a second address of it */
+  serve(r, strcmp(name, "index.html") ? name : "");
+}

@@ -1,0 +1,226 @@
+// app.js — hookd's operator dashboard (docs/dashboard.md). Every datum comes from the API with
+// the key the operator typed (kept in this tab's sessionStorage, sent as a bearer header only),
+// and is written as text: nodes are built with createElement and text nodes, never from HTML.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const st = { key: sessionStorage.getItem('hookd.key') || '', tenant: '', poll: null };
+
+// el('td', {class: 'json'}, 'text', node, …): an element; strings become text nodes.
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of kids) e.append(c instanceof Node ? c : document.createTextNode(c == null ? '' : String(c)));
+  return e;
+}
+
+function status(text, error) {
+  $('status').textContent = text || '';
+  $('status').className = error ? 'error' : '';
+}
+
+function show(...nodes) {
+  if (st.poll) { clearTimeout(st.poll); st.poll = null; }
+  $('view').replaceChildren(...nodes);
+}
+
+// The API: a bearer header, JSON both ways; an answer that is not 2xx throws with its error.
+async function api(method, path, body, reason) {
+  const headers = { Authorization: `Bearer ${st.key}` };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (reason) headers['Hookd-Reason'] = reason;
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let json = null;
+  try { json = await r.json(); } catch { /* no body */ }
+  if (!r.ok) throw new Error(`${r.status} ${json?.error?.code ?? ''}: ${json?.error?.message ?? r.statusText}`);
+  return json;
+}
+
+const enc = encodeURIComponent;
+const tpath = (rest) => `/v1/tenants/${enc(st.tenant)}${rest}`;
+
+// An id that can be looked up is a link to its view.
+const PREFIXES = ['evt_', 'dlv_', 'in_', 'rpl_', 'ep_'];
+function cell(key, v) {
+  if (v !== null && typeof v === 'object') return el('td', { class: 'json' }, JSON.stringify(v, null, 1));
+  if (typeof v === 'string' && /(^|_)id$/.test(key) && PREFIXES.some((p) => v.startsWith(p)))
+    return el('td', {}, el('a', { class: 'id', onclick: () => find(v) }, v));
+  return el('td', {}, v);
+}
+
+// rows (objects) as a table, one column per key any of them has.
+function table(rows) {
+  if (!rows || rows.length === 0) return el('p', {}, 'none');
+  const cols = [];
+  for (const r of rows) for (const k of Object.keys(r)) if (!cols.includes(k)) cols.push(k);
+  return el('table', {}, el('tr', {}, ...cols.map((c) => el('th', {}, c))),
+    ...rows.map((r) => el('tr', {}, ...cols.map((c) => cell(c, r[c])))));
+}
+
+// one object as key / value rows (leaving out what is shown as its own table)
+function kv(obj, skip = []) {
+  return el('table', {}, ...Object.entries(obj).filter(([k]) => !skip.includes(k))
+    .map(([k, v]) => el('tr', {}, el('th', {}, k), cell(k, v))));
+}
+
+// An action asks for its reason (audited by the API), then runs and shows what it answered.
+function action(label, run, after) {
+  return el('button', {
+    type: 'button',
+    onclick: async () => {
+      const reason = prompt(`${label}: the reason (kept in the audit log)`);
+      if (reason === null) return;
+      try {
+        const res = await run(reason.trim());
+        status(`${label}: done`);
+        if (after) after(res);
+      } catch (e) { status(`${label}: ${e.message}`, true); }
+    },
+  }, label);
+}
+
+async function guard(fn) {
+  try { status('…'); await fn(); status(''); } catch (e) { status(e.message, true); }
+}
+
+// ---------- views ----------
+
+function find(id) {
+  id = id.trim();
+  if (!id) return;
+  $('find').value = id;
+  guard(async () => {
+    if (id.startsWith('dlv_')) return showDelivery(await api('GET', `/v1/deliveries/${enc(id)}`));
+    if (id.startsWith('in_')) return showInbox(await api('GET', `/v1/inbox/${enc(id)}`));
+    if (id.startsWith('rpl_')) return showJob(await api('GET', tpath(`/replays/${enc(id)}`)));
+    if (id.startsWith('ep_')) return showEndpoint(await api('GET', tpath(`/endpoints/${enc(id)}`)));
+    // an event: generated ids are unique; a producer's own id is unique within its tenant
+    const ev = id.startsWith('evt_') || !st.tenant
+      ? await api('GET', `/v1/events/${enc(id)}`) : await api('GET', tpath(`/events/${enc(id)}`));
+    show(el('h2', {}, `event ${ev.id}`), kv(ev, ['deliveries']),
+      el('h2', {}, 'deliveries'), table(ev.deliveries));
+  });
+}
+
+function showDelivery(d) {
+  show(el('h2', {}, `delivery ${d.id}`),
+    el('div', { class: 'actions' },
+      action('Replay', (why) => api('POST', `/v1/deliveries/${enc(d.id)}/replay`, undefined, why), showDelivery)),
+    kv(d, ['attempts']), el('h2', {}, 'attempts'), table(d.attempts));
+}
+
+function showInbox(rec) {
+  const resolve = (outcome) => action(`Resolve ${outcome}`,
+    (why) => api('POST', `/v1/inbox/${enc(rec.id)}/resolve`, { outcome, reason: why }), showInbox);
+  show(el('h2', {}, `inbox record ${rec.id}`),
+    el('div', { class: 'actions' },
+      action('Replay', (why) => api('POST', `/v1/inbox/${enc(rec.id)}/replay`, undefined, why), showInbox),
+      resolve('completed'), resolve('dead_lettered'), resolve('retry')),
+    kv(rec, ['deliveries']), el('h2', {}, 'forwards'), table(rec.deliveries));
+}
+
+function showEndpoint(ep) {
+  show(el('h2', {}, `endpoint ${ep.id}`), kv(ep, ['health']), el('h2', {}, 'health (this node)'),
+    ep.health ? kv(ep.health) : el('p', {}, 'none'));
+}
+
+const JOB_ACTIONS = { preview: ['confirm', 'cancel'], running: ['pause', 'cancel'], paused: ['resume', 'cancel'] };
+
+function showJob(job) {
+  const acts = (JOB_ACTIONS[job.state] || []).map((a) => action(a[0].toUpperCase() + a.slice(1),
+    (why) => api('POST', tpath(`/replays/${enc(job.id)}/${a}`), why ? { reason: why } : {}), showJob));
+  show(el('h2', {}, `replay job ${job.id} — ${job.state}`), el('div', { class: 'actions' }, ...acts), kv(job));
+  if (job.state === 'running' || job.state === 'building') // its progress, while it moves
+    st.poll = setTimeout(() => guard(async () => showJob(await api('GET', tpath(`/replays/${enc(job.id)}`)))), 2000);
+}
+
+// A list with its next pages: path without the cursor, the cursor's parameter name.
+async function list(title, path, cursorParam, extra) {
+  const rows = [];
+  let next = null;
+  const page = async () => {
+    const sep = path.includes('?') ? '&' : '?';
+    const r = await api('GET', next ? `${path}${sep}${cursorParam}=${enc(next)}` : path);
+    rows.push(...r.data);
+    next = r.next_cursor || null;
+    show(el('h2', {}, `${title} (${rows.length}${next ? '+' : ''})`), ...(extra || []), table(rows),
+      next ? el('button', { type: 'button', onclick: () => guard(page) }, 'More') : '');
+  };
+  await page();
+}
+
+function replayForm() {
+  const f = el('form', {},
+    el('label', {}, 'state ', el('select', { name: 'state' }, ...['dead', 'delivered', 'retrying', 'missing'].map((s) => el('option', {}, s)))), ' ',
+    el('input', { name: 'endpoint', placeholder: 'endpoint (ep_…)' }), ' ',
+    el('input', { name: 'event_type', placeholder: 'event type or prefix.*' }), ' ',
+    el('input', { name: 'since', placeholder: 'since (RFC 3339)' }), ' ',
+    el('input', { name: 'until', placeholder: 'until (RFC 3339)' }), ' ',
+    el('input', { name: 'per_second', placeholder: 'per second (50)', size: '12' }), ' ',
+    el('input', { name: 'reason', placeholder: 'reason (required)' }), ' ',
+    el('button', { type: 'submit' }, 'Preview'));
+  f.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const v = Object.fromEntries(new FormData(f));
+    const filter = { state: v.state };
+    for (const k of ['endpoint', 'event_type', 'since', 'until']) if (v[k].trim()) filter[k] = v[k].trim();
+    const body = { filter, reason: v.reason };
+    if (v.per_second.trim()) body.rate = { per_second: Number(v.per_second) };
+    guard(async () => showJob(await api('POST', tpath('/replays'), body)));
+  });
+  return [el('h2', {}, 'new bulk replay (a preview: nothing is sent until confirmed)'), f];
+}
+
+function view(name) {
+  if (!st.tenant && name !== 'audit') { status('choose a tenant', true); return; }
+  const t = enc(st.tenant);
+  guard(async () => {
+    switch (name) {
+      case 'endpoints': return list('endpoints', tpath('/endpoints?limit=100'), 'after');
+      case 'dead': case 'retrying': case 'unknown':
+        return list(`${name} deliveries`, tpath(`/deliveries?state=${name}&limit=100`), 'after');
+      case 'conflicts': return list('inbox conflicts', `/v1/inbox?tenant=${t}&state=conflict&limit=100`, 'before');
+      case 'inbox-dead':
+        return list('inbox dead-lettered', `/v1/inbox?tenant=${t}&state=dead_lettered&limit=100`, 'before');
+      case 'replays': return list('replay jobs', tpath('/replays?limit=50'), 'after', replayForm());
+      case 'audit': return list('audit log', `/v1/audit?limit=100${st.tenant ? `&tenant=${t}` : ''}`, 'before');
+      default: return undefined;
+    }
+  });
+}
+
+async function loadTenants() {
+  const sel = $('tenant');
+  sel.replaceChildren(el('option', { value: '' }, '—'));
+  if (!st.key) { status('type an API key'); return; }
+  await guard(async () => {
+    const r = await api('GET', '/v1/tenants?limit=500');
+    for (const t of r.data) sel.append(el('option', { value: t.id }, t.name ? `${t.id} (${t.name})` : t.id));
+    $('who').textContent = `${r.data.length} tenant(s)`;
+  });
+  if (sel.options.length === 2) { sel.selectedIndex = 1; st.tenant = sel.value; }
+}
+
+$('key-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  st.key = $('key').value.trim();
+  $('key').value = '';
+  sessionStorage.setItem('hookd.key', st.key);
+  loadTenants();
+});
+$('forget').addEventListener('click', () => {
+  st.key = '';
+  sessionStorage.removeItem('hookd.key');
+  $('who').textContent = '';
+  loadTenants();
+  show();
+});
+$('find-form').addEventListener('submit', (e) => { e.preventDefault(); find($('find').value); });
+$('tenant').addEventListener('change', () => { st.tenant = $('tenant').value; });
+for (const b of document.querySelectorAll('nav button[data-view]'))
+  b.addEventListener('click', () => view(b.dataset.view));
+loadTenants();

@@ -1,0 +1,129 @@
+// dashboard.test.mjs — the operator dashboard (docs/dashboard.md): its files and their headers,
+// and the page itself run in jsdom against a real daemon (its scripts loaded from hookd, its
+// fetches to hookd on loopback): the key typed, a tenant chosen, a DEAD delivery found, its
+// attempts shown as text — a receiver's hostile answer and a hostile payload included — and
+// replayed with a reason that reaches the audit log.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { JSDOM } from 'jsdom';
+import { API_KEY, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+  + "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const HOSTILE_ANSWER = '<img src=x onerror="globalThis.pwned=1">bad request';
+const HOSTILE_NOTE = '<script>globalThis.pwned=2</script>';
+
+let h, recv, tenant, eventId, deliveryId;
+before(async () => {
+  h = await startHookd();
+  recv = await startReceiver(() => ({ status: 400, body: HOSTILE_ANSWER })); // 400: DEAD at once
+  ({ tenant } = await setup(h, recv.url));
+  eventId = (await publish(h, tenant, { type: 'order.paid', payload: { note: HOSTILE_NOTE } })).json.id;
+  [{ id: deliveryId }] = await waitDelivery(h, eventId, (x) => x[0]?.state === 'dead');
+});
+after(async () => {
+  await recv.close();
+  assert.equal((await h.stop()).code, 0);
+});
+
+describe('the dashboard\'s files', () => {
+  it('the page, its script and its style, each with a policy that allows nothing but this origin', async () => {
+    for (const [path, type] of [['/dashboard', 'text/html'], ['/dashboard/app.js', 'text/javascript'],
+      ['/dashboard/app.css', 'text/css']]) {
+      const r = await fetch(`${h.url}${path}`);
+      assert.equal(r.status, 200, path);
+      assert.ok(r.headers.get('content-type').startsWith(type), `${path}: ${r.headers.get('content-type')}`);
+      assert.equal(r.headers.get('content-security-policy'), CSP);
+      assert.equal(r.headers.get('x-content-type-options'), 'nosniff');
+      assert.equal(r.headers.get('x-frame-options'), 'DENY');
+      assert.equal(r.headers.get('referrer-policy'), 'no-referrer');
+      assert.equal(r.headers.get('cache-control'), 'no-cache');
+    }
+    for (const path of ['/dashboard/nope.js', '/dashboard/index.html']) {
+      const r = await fetch(`${h.url}${path}`);
+      assert.equal(r.status, 404, path);
+      assert.equal((await r.json()).error.code, 'not_found');
+    }
+    assert.equal((await fetch(`${h.url}/dashboard`, { method: 'POST' })).status, 405);
+  });
+
+  it('the page holds no inline script or style, and its script writes no HTML', async () => {
+    const page = await (await fetch(`${h.url}/dashboard`)).text();
+    for (const tag of page.match(/<script\b[^>]*>/g)) assert.match(tag, /\bsrc="\/dashboard\//, tag);
+    assert.ok(!/<script\b[^>]*>[^<]/.test(page), 'no inline script');
+    assert.ok(!/\sstyle=|<style\b|\son[a-z]+=/.test(page), 'no inline style or handler');
+    const js = await (await fetch(`${h.url}/dashboard/app.js`)).text();
+    assert.equal(js, readFileSync(new URL('../../src/daemon/dashboard/app.js', import.meta.url), 'utf8'),
+      'served as in the tree');
+    for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function',
+      'localStorage', 'document.cookie'])
+      assert.ok(!js.includes(sink), `app.js uses ${sink}`);
+  });
+});
+
+describe('the dashboard page, run against the daemon', () => {
+  it('finds a DEAD delivery, shows its attempts as text, and replays it with a reason that is audited', async () => {
+    const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
+      runScripts: 'dangerously',
+      resources: 'usable',
+      beforeParse(window) {
+        // jsdom has no fetch: the page's relative calls go to the daemon that served it
+        window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
+        window.prompt = () => 'checked by the dashboard test';
+      },
+    });
+    const w = dom.window;
+    const doc = w.document;
+    await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
+    const view = () => doc.getElementById('view').textContent;
+    const status = () => doc.getElementById('status').textContent;
+    try {
+      doc.getElementById('key').value = API_KEY;
+      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      const sel = doc.getElementById('tenant');
+      await waitUntil(() => [...sel.options].some((o) => o.value === tenant), { what: 'the tenants listed' });
+      assert.equal(w.sessionStorage.getItem('hookd.key'), API_KEY, 'kept in the tab');
+      assert.equal(doc.getElementById('key').value, '', 'not left in the field');
+      sel.value = tenant;
+      sel.dispatchEvent(new w.Event('change'));
+
+      doc.querySelector('nav button[data-view="dead"]').click();
+      await waitUntil(() => view().includes(deliveryId), { what: 'the DEAD delivery listed' });
+      const link = [...doc.querySelectorAll('#view a.id')].find((a) => a.textContent === deliveryId);
+      link.click();
+      await waitUntil(() => doc.querySelector('#view h2')?.textContent === `delivery ${deliveryId}`, { what: 'its view' });
+      await waitUntil(() => view().includes('attempts'), { what: 'its attempts' });
+      assert.ok(view().includes('400'), view());
+      assert.ok(view().includes('<img src=x'), 'the receiver\'s answer, as text');
+      assert.equal(doc.querySelectorAll('img').length, 0, 'not as HTML');
+
+      doc.getElementById('find').value = eventId;
+      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => doc.querySelector('#view h2')?.textContent === `event ${eventId}`, { what: 'the event' });
+      assert.ok(view().includes(HOSTILE_NOTE), 'the payload, as text');
+      assert.equal(doc.querySelectorAll('#view script').length, 0);
+      assert.equal(w.pwned, undefined, 'nothing ran');
+
+      link.click(); // back to the delivery, then its replay
+      await waitUntil(() => doc.querySelector('#view h2')?.textContent === `delivery ${deliveryId}`, { what: 'its view' });
+      [...doc.querySelectorAll('#view button')].find((b) => b.textContent === 'Replay').click();
+      await waitUntil(() => status() === 'Replay: done' || status().startsWith('Replay:'), { what: 'the replay answered' });
+      assert.equal(status(), 'Replay: done');
+      await recv.waitFor(2, 15000, 'sent again');
+      const audit = (await h.api('GET', `/v1/audit?tenant=${tenant}&limit=20`)).json.data
+        .find((a) => a.action === 'delivery.replay' && a.target === deliveryId);
+      assert.ok(audit, 'audited');
+      assert.equal(audit.reason, 'checked by the dashboard test');
+
+      // a key the API refuses: the page says so, and shows nothing
+      doc.getElementById('key').value = 'not-a-key';
+      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => status().startsWith('401'), { what: 'the refusal shown' });
+      assert.equal(sel.options.length, 1);
+    } finally {
+      w.close();
+    }
+  });
+});
