@@ -152,6 +152,7 @@ try {
   console.log(`  curl -s -X POST -H "Authorization: Bearer $KEY" ${API}/v1/deliveries/${retried.id}/replay`);
   console.log(`  curl -s -H "Authorization: Bearer $KEY" '${API}/v1/inbox?tenant=acme'`);
   console.log(`  curl -s ${API}/metrics | grep hookd_attempts_total`);
+  console.log(`  ${API}/dashboard  (in a browser, with the key above: find ${retried.id}, its attempts, replay it)`);
   if (process.stdin.isTTY && !process.env.CI) {
     console.log(bold('\nhookd keeps running for you to explore; press Ctrl-C to stop.'));
     await new Promise((r) => process.once('SIGINT', r));
