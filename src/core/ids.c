@@ -1,13 +1,14 @@
 /* ids.c — ULID-layout identifiers and CSPRNG helpers (OpenSSL RAND_bytes). */
 #include "core/ids.h"
 
-#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/clock.h"
 
 static const char crockford[] = "0123456789abcdefghjkmnpqrstvwxyz";
 
@@ -34,39 +35,27 @@ uint64_t hookd_random_u64(void) {
   return v;
 }
 
-/* The last id given in this process (its time and random part): ids only grow. One made in the
- * same millisecond, or after a step back of the wall clock, takes the last one's time and its
- * random part plus a random step (1 to 2^32: ordered in the order made, not guessable from the
- * one before) — ULID's monotonic mode. So the lists ordered by id stay newest first across a
- * step back (docs/architecture.md "Clocks"). */
+/* The time ids are stamped with: the wall clock, but never behind the last stamp carried on by
+ * the monotonic clock — after a step back of the wall clock, ids go on from where they were at
+ * the speed of real time (and take the wall clock again once it has caught up), so the lists
+ * ordered by id stay newest first (docs/architecture.md "Clocks"). The random part is drawn
+ * afresh for every id: nothing in an id counts the ids made before it (a counter in ULID's
+ * monotonic mode would tell one tenant how many ids others made in between: a review). */
 static pthread_mutex_t id_mu = PTHREAD_MUTEX_INITIALIZER;
-static int64_t id_last_ms;
-static unsigned char id_last_rand[10];
+static int64_t id_wall, id_mono; /* the last stamp taken from the wall clock, and when */
 
 int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]) {
-  unsigned char raw[16], fresh[10];
-  if (hookd_random_bytes(fresh, sizeof fresh) != 0) return -1;
+  unsigned char raw[16];
+  if (hookd_random_bytes(raw + 6, 10) != 0) return -1;
+  int64_t mono = hookd_mono_ms();
   pthread_mutex_lock(&id_mu);
-  if (now_ms > id_last_ms) {
-    id_last_ms = now_ms;
-    memcpy(id_last_rand, fresh, sizeof fresh);
-  } else { /* add 1 + the fresh draw's low 32 bits, from the lowest byte up */
-    uint64_t carry = 1u + ((uint64_t)fresh[6] << 24 | (uint64_t)fresh[7] << 16 |
-                           (uint64_t)fresh[8] << 8 | fresh[9]);
-    for (int i = 9; i >= 0 && carry; i--) {
-      carry += id_last_rand[i];
-      id_last_rand[i] = (unsigned char)(carry & 0xff);
-      carry >>= 8;
-    }
-    if (carry) { /* 2^80 ids in one millisecond: the next millisecond, drawn afresh */
-      id_last_ms++;
-      memcpy(id_last_rand, fresh, sizeof fresh);
-    }
+  int64_t carried = id_wall ? id_wall + (mono - id_mono) : INT64_MIN;
+  if (now_ms >= carried) {
+    id_wall = now_ms;
+    id_mono = mono;
   }
-  uint64_t t = (uint64_t)id_last_ms;
-  memcpy(raw + 6, id_last_rand, sizeof id_last_rand);
+  uint64_t t = (uint64_t)(now_ms >= carried ? now_ms : carried);
   pthread_mutex_unlock(&id_mu);
-  OPENSSL_cleanse(fresh, sizeof fresh);
   for (int i = 5; i >= 0; i--) {
     raw[i] = (unsigned char)(t & 0xff);
     t >>= 8;

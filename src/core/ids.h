@@ -10,10 +10,10 @@
 
 #define HOOKD_ID_MAX 48 /* buffer size that fits any generated id with its prefix */
 
-/* Writes "<prefix>_<26 chars>" into out (HOOKD_ID_MAX bytes). prefix is at most 8 chars. Ids
- * of one process only grow (ULID's monotonic mode): the time is now_ms, or the last id's when
- * that is not earlier (the same millisecond, or the wall clock stepped back), its random part
- * then the last one's plus a random step. Returns 0, or -1 if the CSPRNG failed. */
+/* Writes "<prefix>_<26 chars>" into out (HOOKD_ID_MAX bytes). prefix is at most 8 chars. The
+ * time is now_ms, or, when that is behind (the wall clock stepped back), the last stamp carried
+ * on by the monotonic clock: ids of one process do not go back in time. The random part is
+ * fresh. Returns 0, or -1 if the CSPRNG failed. */
 int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]);
 
 /* Fills out with n bytes from the CSPRNG. Returns 0 or -1. */

@@ -134,7 +134,9 @@ typedef struct budget {
   long left;
 } budget;
 
-static bool spend(budget *b) { return --b->left >= 0; }
+/* a string's bytes cost a step each 64 (compared, searched) */
+static bool spend_bytes(budget *b, size_t n) { return (b->left -= 1 + (long)(n / 64)) >= 0; }
+static size_t slen(const json_t *v) { return json_is_string(v) ? json_string_length(v) : 0; }
 
 /* Equal scalars: integers exactly, other numbers by value (1 equals 1.0). */
 static bool eq(const json_t *a, const json_t *b) {
@@ -147,11 +149,11 @@ static bool eq(const json_t *a, const json_t *b) {
 
 /* Equal, or, for an array value, one element equal. */
 static bool eq_any(const json_t *v, const json_t *want, budget *b) {
-  if (!json_is_array(v)) return spend(b) && eq(v, want);
+  if (!json_is_array(v)) return spend_bytes(b, slen(v)) && eq(v, want);
   size_t i;
   const json_t *e;
   json_array_foreach((json_t *)v, i, e) {
-    if (!spend(b)) return false;
+    if (!spend_bytes(b, slen(e))) return false;
     if (eq(e, want)) return true;
   }
   return false;
@@ -194,10 +196,15 @@ static bool match_node(const json_t *f, const json_t *v, budget *b) {
 static bool match_op(enum op op, const json_t *arg, const json_t *v, budget *b) {
   const char *s = json_is_string(v) ? json_string_value(v) : NULL;
   const char *a = json_is_string(arg) ? json_string_value(arg) : NULL;
-  size_t i;
+  size_t ls = slen(v), la = slen(arg), i;
   const json_t *e;
   int c;
-  if (!spend(b)) return false;
+  /* what the string operators read: the value's bytes, the argument's */
+  if (!spend_bytes(b, op == OP_CONTAINS || op == OP_GT || op == OP_GTE || op == OP_LT ||
+                              op == OP_LTE ? ls + la
+                      : op == OP_STARTS || op == OP_ENDS ? la
+                                                         : 0))
+    return false;
   switch (op) {
   case OP_EQ: return eq_any(v, arg, b);
   case OP_NEQ: return !eq_any(v, arg, b);
@@ -207,14 +214,11 @@ static bool match_op(enum op op, const json_t *arg, const json_t *v, budget *b) 
   case OP_LTE: return (c = cmp(v, arg)) != 2 && c <= 0;
   case OP_IN: return v && in_list(v, arg, b);
   case OP_NIN: return !v || !in_list(v, arg, b);
-  case OP_STARTS: return s && a && !strncmp(s, a, strlen(a));
-  case OP_ENDS: {
-    size_t ls = s ? strlen(s) : 0, la = a ? strlen(a) : 0;
-    return s && a && ls >= la && !memcmp(s + ls - la, a, la);
-  }
+  case OP_STARTS: return s && a && ls >= la && !memcmp(s, a, la);
+  case OP_ENDS: return s && a && ls >= la && !memcmp(s + ls - la, a, la);
   case OP_CONTAINS:
     if (json_is_array(v)) return eq_any(v, arg, b);
-    return s && a && strstr(s, a) != NULL;
+    return s && a && memmem(s, ls, a, la) != NULL;
   case OP_EXIST: return (v != NULL) == json_is_true(arg);
   case OP_NOT: return !match_object(arg, v, b);
   case OP_OR:
@@ -246,9 +250,11 @@ static bool match_object(const json_t *f, const json_t *v, budget *b) {
   return true;
 }
 
-int hookd_pfilter_match(const json_t *filter, const json_t *payload) {
-  budget b = {HOOKD_PFILTER_BUDGET};
+int hookd_pfilter_match(const json_t *filter, const json_t *payload, long *left) {
+  long mine = left && *left < HOOKD_PFILTER_BUDGET ? *left : HOOKD_PFILTER_BUDGET;
+  budget b = {mine};
   bool ok = json_is_object(filter) && match_object(filter, payload, &b);
+  if (left) *left -= b.left < 0 ? mine : mine - b.left;
   if (b.left < 0) return HOOKD_PFILTER_OVER;
   return ok ? HOOKD_PFILTER_YES : HOOKD_PFILTER_NO;
 }
@@ -279,7 +285,7 @@ static json_t *cached(hookd_pfilter_cache *c, const char *text) {
 }
 
 int hookd_pfilter_match_envelope(hookd_pfilter_cache *cache, const char *filter,
-                                 const char *envelope, size_t len, json_t **parsed) {
+                                 const char *envelope, size_t len, json_t **parsed, long *left) {
   if (!filter) return HOOKD_PFILTER_YES;
   json_t *f = cached(cache, filter);
   if (!f) return HOOKD_PFILTER_NO;
@@ -287,7 +293,8 @@ int hookd_pfilter_match_envelope(hookd_pfilter_cache *cache, const char *filter,
     *parsed = envelope ? json_loadb(envelope, len, 0, NULL) : NULL;
     if (!*parsed) *parsed = json_object(); /* (never: the envelope is hookd's own) */
   }
-  int rc = *parsed ? hookd_pfilter_match(f, json_object_get(*parsed, "data")) : HOOKD_PFILTER_NO;
+  int rc = *parsed ? hookd_pfilter_match(f, json_object_get(*parsed, "data"), left)
+                    : HOOKD_PFILTER_NO;
   json_decref(f);
   return rc;
 }

@@ -15,9 +15,11 @@
 #define HOOKD_PFILTER_MAX_BYTES 4096 /* the filter's compact JSON text */
 #define HOOKD_PFILTER_MAX_DEPTH 8    /* nested objects and operators */
 #define HOOKD_PFILTER_MAX_LIST 256   /* elements of an $in, $nin, $or or $and */
-/* Steps (values compared, array elements visited) one match may take: past it, the filter
- * does not take the event (HOOKD_PFILTER_OVER). */
+/* Steps (a value compared, an array element visited, 64 bytes of a string read) one match may
+ * take: past it, the filter does not take the event (HOOKD_PFILTER_OVER); and all the matches
+ * of one event's fan-out together. */
 #define HOOKD_PFILTER_BUDGET 10000
+#define HOOKD_PFILTER_EVENT_BUDGET 200000
 
 /* 0 when filter is a filter; else -1, path (the place under `payload_filter`, "" for the filter
  * itself; cut to path_cap) and why (what is wrong) filled in. */
@@ -27,8 +29,10 @@ int hookd_pfilter_check(const json_t *filter, char *path, size_t path_cap, char 
 enum { HOOKD_PFILTER_NO = 0, HOOKD_PFILTER_YES = 1, HOOKD_PFILTER_OVER = -1 };
 
 /* Whether payload (NULL: none) matches a checked filter: HOOKD_PFILTER_YES, _NO, or _OVER when
- * it took more than HOOKD_PFILTER_BUDGET steps (the caller takes that as no, and says so). */
-int hookd_pfilter_match(const json_t *filter, const json_t *payload);
+ * it took more than HOOKD_PFILTER_BUDGET steps, or more than *left (when left is given: the
+ * steps left to the event's fan-out, which the match's are taken from). The caller takes OVER
+ * as no, and says so. */
+int hookd_pfilter_match(const json_t *filter, const json_t *payload, long *left);
 
 /* Parsed filters by their text (one owner, e.g. a store connection; at most 4,096, all dropped
  * when full). */
@@ -41,9 +45,9 @@ void hookd_pfilter_cache_free(hookd_pfilter_cache *c);
 /* The match over what is stored: the filter's JSON (NULL: none, every payload matches) and an
  * event's envelope ({"id", "type", "timestamp", "data"}: the payload is its "data"). *parsed
  * caches the envelope's parse across the endpoints of one event: NULL at first, json_decref'd
- * by the caller. cache (may be NULL) keeps the filters parsed. A filter that does not parse
- * matches nothing. */
+ * by the caller. cache (may be NULL) keeps the filters parsed; left (may be NULL) as above. A
+ * filter that does not parse matches nothing. */
 int hookd_pfilter_match_envelope(hookd_pfilter_cache *cache, const char *filter,
-                                 const char *envelope, size_t len, json_t **parsed);
+                                 const char *envelope, size_t len, json_t **parsed, long *left);
 
 #endif

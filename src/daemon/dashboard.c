@@ -15,16 +15,19 @@ const hookd_asset *hookd_dashboard_find(const char *name) {
   return NULL;
 }
 
+/* NULL for a name of no type the dashboard serves */
 static const char *content_type(const char *name) {
   const char *dot = strrchr(name, '.');
-  if (dot && !strcmp(dot, ".js")) return "text/javascript; charset=utf-8";
-  if (dot && !strcmp(dot, ".css")) return "text/css; charset=utf-8";
-  return "text/html; charset=utf-8";
+  if (!dot) return NULL;
+  if (!strcmp(dot, ".js")) return "text/javascript; charset=utf-8";
+  if (!strcmp(dot, ".css")) return "text/css; charset=utf-8";
+  if (!strcmp(dot, ".html")) return "text/html; charset=utf-8";
+  return NULL;
 }
 
 static void serve(hookd_req *r, const char *name) {
   const hookd_asset *a = hookd_dashboard_find(name);
-  if (!a) {
+  if (!a || !content_type(name)) {
     hookd_req_error(r, 404, "not_found", "no dashboard file %.64s", name);
     return;
   }

@@ -1150,6 +1150,8 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
     }
     if (recorded && it->rc == 0 && it->ops[k].endpoints_truncated) d->next_rescan_ms = 0;
     if (recorded && it->rc == 0 && it->ops[k].event_id) HOOKD_INC(ops_events);
+    if (recorded && it->rc == 0 && it->ops[k].filters_over) /* (the ops tenant's filters) */
+      HOOKD_ADD(filters_over, (uint64_t)it->ops[k].filters_over);
     hookd_publish_res_free(&it->ops[k]);
   }
   /* the first attempt's delay, once a delivery's first attempt row is written: a send whose

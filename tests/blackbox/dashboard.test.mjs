@@ -71,7 +71,8 @@ describe('the dashboard page, run against the daemon', () => {
       beforeParse(window) {
         // jsdom has no fetch: the page's relative calls go to the daemon that served it
         window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
-        window.prompt = () => 'checked by the dashboard test';
+        window.TextEncoder = TextEncoder; // (every browser has it; jsdom does not)
+        window.prompt = () => 'checked by the dashboard test — INC-42'; // (UTF-8, beyond Latin-1)
       },
     });
     const w = dom.window;
@@ -83,7 +84,8 @@ describe('the dashboard page, run against the daemon', () => {
       doc.getElementById('key').value = API_KEY;
       doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
       const sel = doc.getElementById('tenant');
-      await waitUntil(() => [...sel.options].some((o) => o.value === tenant), { what: 'the tenants listed' });
+      const offered = () => [...doc.querySelectorAll('#tenant-list option')].map((o) => o.value);
+      await waitUntil(() => offered().includes(tenant), { what: 'the tenants listed' });
       assert.equal(w.sessionStorage.getItem('hookd.key'), API_KEY, 'kept in the tab');
       assert.equal(doc.getElementById('key').value, '', 'not left in the field');
       sel.value = tenant;
@@ -115,13 +117,14 @@ describe('the dashboard page, run against the daemon', () => {
       const audit = (await h.api('GET', `/v1/audit?tenant=${tenant}&limit=20`)).json.data
         .find((a) => a.action === 'delivery.replay' && a.target === deliveryId);
       assert.ok(audit, 'audited');
-      assert.equal(audit.reason, 'checked by the dashboard test');
+      assert.equal(audit.reason, 'checked by the dashboard test — INC-42');
 
       // a key the API refuses: the page says so, and shows nothing
       doc.getElementById('key').value = 'not-a-key';
       doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
       await waitUntil(() => status().startsWith('401'), { what: 'the refusal shown' });
-      assert.equal(sel.options.length, 1);
+      assert.deepEqual(offered(), []);
+      assert.equal(sel.value, '', 'the last key\'s tenant is not kept');
     } finally {
       w.close();
     }

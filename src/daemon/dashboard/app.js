@@ -4,7 +4,7 @@
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-const st = { key: sessionStorage.getItem('hookd.key') || '', tenant: '', poll: null };
+const st = { key: sessionStorage.getItem('hookd.key') || '', tenant: '', poll: null, gen: 0 };
 
 // el('td', {class: 'json'}, 'text', node, …): an element; strings become text nodes.
 function el(tag, attrs, ...kids) {
@@ -24,15 +24,27 @@ function status(text, error) {
 }
 
 function show(...nodes) {
-  if (st.poll) { clearTimeout(st.poll); st.poll = null; }
   $('view').replaceChildren(...nodes);
+}
+
+// A new view (a find, a list, another key): what the last one still had coming — a job's
+// polling, an answer on its way — is dropped. Returns the view's number, checked before showing.
+function navigate() {
+  if (st.poll) { clearTimeout(st.poll); st.poll = null; }
+  return ++st.gen;
+}
+
+// A header's value as its UTF-8 bytes (fetch takes a header as bytes 0-255: a reason such as
+// "INC-42 — fixed" is sent as the API reads it, UTF-8).
+function utf8(s) {
+  return Array.from(new TextEncoder().encode(s), (b) => String.fromCharCode(b)).join('');
 }
 
 // The API: a bearer header, JSON both ways; an answer that is not 2xx throws with its error.
 async function api(method, path, body, reason) {
   const headers = { Authorization: `Bearer ${st.key}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  if (reason) headers['Hookd-Reason'] = reason;
+  if (reason) headers['Hookd-Reason'] = utf8(reason);
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   let json = null;
   try { json = await r.json(); } catch { /* no body */ }
@@ -74,18 +86,30 @@ function action(label, run, after) {
     onclick: async () => {
       const reason = prompt(`${label}: the reason (kept in the audit log)`);
       if (reason === null) return;
+      const gen = st.gen;
       try {
         const res = await run(reason.trim());
+        if (gen !== st.gen) return; /* another view since: its answer is not shown over it */
         status(`${label}: done`);
         if (after) after(res);
-      } catch (e) { status(`${label}: ${e.message}`, true); }
+      } catch (e) { if (gen === st.gen) status(`${label}: ${e.message}`, true); }
     },
   }, label);
 }
 
-async function guard(fn) {
-  try { status('…'); await fn(); status(''); } catch (e) { status(e.message, true); }
+// Runs a view's work; its answer is shown only while it is still the current view.
+async function guard(fn, gen = st.gen) {
+  try {
+    status('…');
+    await fn();
+    if (gen === st.gen) status('');
+  } catch (e) {
+    if (gen === st.gen) status(e.message, true);
+  }
 }
+
+// show() for the view numbered gen: nothing once another view has begun.
+const showFor = (gen) => (...nodes) => { if (gen === st.gen) show(...nodes); };
 
 // ---------- views ----------
 
@@ -93,17 +117,24 @@ function find(id) {
   id = id.trim();
   if (!id) return;
   $('find').value = id;
+  const gen = navigate();
   guard(async () => {
-    if (id.startsWith('dlv_')) return showDelivery(await api('GET', `/v1/deliveries/${enc(id)}`));
-    if (id.startsWith('in_')) return showInbox(await api('GET', `/v1/inbox/${enc(id)}`));
-    if (id.startsWith('rpl_')) return showJob(await api('GET', tpath(`/replays/${enc(id)}`)));
-    if (id.startsWith('ep_')) return showEndpoint(await api('GET', tpath(`/endpoints/${enc(id)}`)));
-    // an event: generated ids are unique; a producer's own id is unique within its tenant
-    const ev = id.startsWith('evt_') || !st.tenant
-      ? await api('GET', `/v1/events/${enc(id)}`) : await api('GET', tpath(`/events/${enc(id)}`));
-    show(el('h2', {}, `event ${ev.id}`), kv(ev, ['deliveries']),
-      el('h2', {}, 'deliveries'), table(ev.deliveries));
-  });
+    let got;
+    if (id.startsWith('dlv_')) got = [showDelivery, await api('GET', `/v1/deliveries/${enc(id)}`)];
+    else if (id.startsWith('in_')) got = [showInbox, await api('GET', `/v1/inbox/${enc(id)}`)];
+    else if (id.startsWith('rpl_')) got = [showJob, await api('GET', tpath(`/replays/${enc(id)}`))];
+    else if (id.startsWith('ep_')) got = [showEndpoint, await api('GET', tpath(`/endpoints/${enc(id)}`))];
+    else { // an event: generated ids are unique; a producer's own id is unique within its tenant
+      got = [showEvent, id.startsWith('evt_') || !st.tenant
+        ? await api('GET', `/v1/events/${enc(id)}`) : await api('GET', tpath(`/events/${enc(id)}`))];
+    }
+    if (gen === st.gen) got[0](got[1]);
+  }, gen);
+}
+
+function showEvent(ev) {
+  show(el('h2', {}, `event ${ev.id}`), kv(ev, ['deliveries']),
+    el('h2', {}, 'deliveries'), table(ev.deliveries));
 }
 
 function showDelivery(d) {
@@ -134,21 +165,28 @@ function showJob(job) {
   const acts = (JOB_ACTIONS[job.state] || []).map((a) => action(a[0].toUpperCase() + a.slice(1),
     (why) => api('POST', tpath(`/replays/${enc(job.id)}/${a}`), why ? { reason: why } : {}), showJob));
   show(el('h2', {}, `replay job ${job.id} — ${job.state}`), el('div', { class: 'actions' }, ...acts), kv(job));
-  if (job.state === 'running' || job.state === 'building') // its progress, while it moves
-    st.poll = setTimeout(() => guard(async () => showJob(await api('GET', tpath(`/replays/${enc(job.id)}`)))), 2000);
+  if (st.poll) { clearTimeout(st.poll); st.poll = null; }
+  if (job.state === 'running' || job.state === 'building') { // its progress, while it moves
+    const gen = st.gen;
+    st.poll = setTimeout(() => guard(async () => {
+      const now = await api('GET', tpath(`/replays/${enc(job.id)}`));
+      if (gen === st.gen) showJob(now);
+    }, gen), 2000);
+  }
 }
 
 // A list with its next pages: path without the cursor, the cursor's parameter name.
 async function list(title, path, cursorParam, extra) {
   const rows = [];
   let next = null;
+  const gen = st.gen;
   const page = async () => {
     const sep = path.includes('?') ? '&' : '?';
     const r = await api('GET', next ? `${path}${sep}${cursorParam}=${enc(next)}` : path);
     rows.push(...r.data);
     next = r.next_cursor || null;
-    show(el('h2', {}, `${title} (${rows.length}${next ? '+' : ''})`), ...(extra || []), table(rows),
-      next ? el('button', { type: 'button', onclick: () => guard(page) }, 'More') : '');
+    showFor(gen)(el('h2', {}, `${title} (${rows.length}${next ? '+' : ''})`), ...(extra || []),
+      table(rows), next ? el('button', { type: 'button', onclick: () => guard(page, gen) }, 'More') : '');
   };
   await page();
 }
@@ -170,13 +208,18 @@ function replayForm() {
     for (const k of ['endpoint', 'event_type', 'since', 'until']) if (v[k].trim()) filter[k] = v[k].trim();
     const body = { filter, reason: v.reason };
     if (v.per_second.trim()) body.rate = { per_second: Number(v.per_second) };
-    guard(async () => showJob(await api('POST', tpath('/replays'), body)));
+    const gen = st.gen;
+    guard(async () => {
+      const job = await api('POST', tpath('/replays'), body);
+      if (gen === st.gen) showJob(job);
+    }, gen);
   });
   return [el('h2', {}, 'new bulk replay (a preview: nothing is sent until confirmed)'), f];
 }
 
 function view(name) {
-  if (!st.tenant && name !== 'audit') { status('choose a tenant', true); return; }
+  const gen = navigate();
+  if (!st.tenant && name !== 'audit') { show(); status('choose a tenant', true); return; }
   const t = enc(st.tenant);
   guard(async () => {
     switch (name) {
@@ -190,19 +233,26 @@ function view(name) {
       case 'audit': return list('audit log', `/v1/audit?limit=100${st.tenant ? `&tenant=${t}` : ''}`, 'before');
       default: return undefined;
     }
-  });
+  }, gen);
 }
 
+// The tenants the key reaches, offered in the tenant field (any id may be typed there: a key
+// that reaches more than 500 lists the first 500).
 async function loadTenants() {
-  const sel = $('tenant');
-  sel.replaceChildren(el('option', { value: '' }, '—'));
+  const gen = navigate();
+  const list = $('tenant-list');
+  list.replaceChildren();
+  st.tenant = '';
+  $('tenant').value = '';
+  show();
   if (!st.key) { status('type an API key'); return; }
   await guard(async () => {
     const r = await api('GET', '/v1/tenants?limit=500');
-    for (const t of r.data) sel.append(el('option', { value: t.id }, t.name ? `${t.id} (${t.name})` : t.id));
-    $('who').textContent = `${r.data.length} tenant(s)`;
-  });
-  if (sel.options.length === 2) { sel.selectedIndex = 1; st.tenant = sel.value; }
+    if (gen !== st.gen) return;
+    for (const t of r.data) list.append(el('option', { value: t.id }, t.name || ''));
+    $('who').textContent = `${r.data.length}${r.next_cursor ? '+' : ''} tenant(s)`;
+    if (r.data.length === 1) { st.tenant = r.data[0].id; $('tenant').value = st.tenant; }
+  }, gen);
 }
 
 $('key-form').addEventListener('submit', (e) => {
@@ -217,10 +267,9 @@ $('forget').addEventListener('click', () => {
   sessionStorage.removeItem('hookd.key');
   $('who').textContent = '';
   loadTenants();
-  show();
 });
 $('find-form').addEventListener('submit', (e) => { e.preventDefault(); find($('find').value); });
-$('tenant').addEventListener('change', () => { st.tenant = $('tenant').value; });
+$('tenant').addEventListener('change', () => { navigate(); show(); st.tenant = $('tenant').value.trim(); });
 for (const b of document.querySelectorAll('nav button[data-view]'))
   b.addEventListener('click', () => view(b.dataset.view));
 loadTenants();

@@ -339,6 +339,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
                     " ON CONFLICT(event_seq, endpoint_id) DO NOTHING")
           : NULL;
   json_t *parsed = NULL; /* the envelope, parsed for the first payload filter */
+  long filter_steps = HOOKD_PFILTER_EVENT_BUDGET; /* for all the payload filters together */
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
     const char *filter = (const char *)sqlite3_column_text(eps, 1);
     const char *pfilter = (const char *)sqlite3_column_text(eps, 5);
@@ -349,7 +350,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
                                                        req->channels))
       continue;
     if (!req->only_endpoint && pfilter) {
-      int takes = hookd_pfilter_match_envelope(&c->pf, pfilter, req->body, req->body_len, &parsed);
+      int takes = hookd_pfilter_match_envelope(&c->pf, pfilter, req->body, req->body_len, &parsed,
+                                               &filter_steps);
       if (takes == HOOKD_PFILTER_OVER) res->filters_over++;
       if (takes != HOOKD_PFILTER_YES) continue;
     }
@@ -769,7 +771,8 @@ static int deliver_checks(hookd_store_conn *c, const char *type, const char *cha
     return HOOKD_STORE_STATE;
   }
   json_t *parsed = NULL;
-  int takes = hookd_pfilter_match_envelope(&c->pf, ep->payload_filter, envelope, len, &parsed);
+  int takes =
+      hookd_pfilter_match_envelope(&c->pf, ep->payload_filter, envelope, len, &parsed, NULL);
   json_decref(parsed);
   if (takes != HOOKD_PFILTER_YES) {
     snprintf(c->err, sizeof c->err, "the endpoint's payload_filter does not take the event's "
