@@ -287,7 +287,14 @@ static enum MHD_Result queue(hookd_req *r) {
   if (!resp) return MHD_NO;
   r->resp = NULL; /* owned by the response now */
   if (r->content_type) MHD_add_response_header(resp, "Content-Type", r->content_type);
-  for (int i = 0; i < r->n_hdr; i++) MHD_add_response_header(resp, r->hdr_name[i], r->hdr_value[i]);
+  bool cache_said = false;
+  for (int i = 0; i < r->n_hdr; i++) {
+    MHD_add_response_header(resp, r->hdr_name[i], r->hdr_value[i]);
+    cache_said |= !strcasecmp(r->hdr_name[i], "Cache-Control");
+  }
+  /* an answer of the API may carry a secret (an endpoint's, a new key's token) or a customer's
+   * data: no cache keeps it — a browser's, the dashboard's, a proxy's (a review) */
+  if (!cache_said) MHD_add_response_header(resp, "Cache-Control", "no-store");
   enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)r->status, resp);
   MHD_destroy_response(resp);
   r->queued = true;

@@ -445,6 +445,7 @@ describe('endpoints CRUD', () => {
     assert.deepEqual(g.json.event_types, ['a.*']);
     const s = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${id}/secret`);
     assert.equal(s.json.secret, c.json.secret);
+    for (const r of [s, c, g]) assert.equal(r.headers.get('cache-control'), 'no-store', 'no cache keeps a secret');
     const v1 = g.json.retry.policy_version;
     const p = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${id}`, { retry: { max_attempts: 3 }, event_types: null });
     assert.equal(p.status, 200);
