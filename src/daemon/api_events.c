@@ -93,8 +93,9 @@ static void reply_publish(hookd_api_op *base, int rc) {
       HOOKD_ADD(filters_over, (uint64_t)op->res.filters_over);
       HLOG(HOOKD_LOG_WARN, "payload_filter.gave_up", KV_S("event_id", op->res.event_id),
            KV_S("tenant_id", op->tenant), KV_I("endpoints", op->res.filters_over),
-           KV_S("hint", "a payload filter took more than 10,000 steps on this payload (a long "
-                        "array against many values): those endpoints did not take the event"));
+           KV_S("hint", "a payload filter took more than 10,000 steps on this payload, or the "
+                        "event's filters more than 200,000 together (a long array against many "
+                        "values, a long text searched): those endpoints did not take the event"));
     }
     for (size_t i = 0; i < op->res.n_endpoints; i++)
       hookd_dispatcher_hint(base->app->disp, op->res.endpoints[i], op->res.due_ms);
