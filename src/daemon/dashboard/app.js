@@ -4,7 +4,7 @@
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-const st = { key: sessionStorage.getItem('hookd.key') || '', tenant: '', poll: null, gen: 0 };
+const st = { key: sessionStorage.getItem('hookd.key') || '', tenant: '', poll: null, gen: 0, tgen: 0 };
 
 // el('td', {class: 'json'}, 'text', node, …): an element; strings become text nodes.
 function el(tag, attrs, ...kids) {
@@ -239,20 +239,26 @@ function view(name) {
 // The tenants the key reaches, offered in the tenant field (any id may be typed there: a key
 // that reaches more than 500 lists the first 500).
 async function loadTenants() {
+  const tgen = ++st.tgen; // (its own number: a view begun meanwhile does not drop the list)
   const gen = navigate();
   const list = $('tenant-list');
   list.replaceChildren();
   st.tenant = '';
   $('tenant').value = '';
+  $('who').textContent = '';
   show();
   if (!st.key) { status('type an API key'); return; }
-  await guard(async () => {
+  try {
+    status('…');
     const r = await api('GET', '/v1/tenants?limit=500');
-    if (gen !== st.gen) return;
+    if (tgen !== st.tgen) return; /* another key since */
     for (const t of r.data) list.append(el('option', { value: t.id }, t.name || ''));
     $('who').textContent = `${r.data.length}${r.next_cursor ? '+' : ''} tenant(s)`;
-    if (r.data.length === 1) { st.tenant = r.data[0].id; $('tenant').value = st.tenant; }
-  }, gen);
+    if (r.data.length === 1 && !st.tenant) { st.tenant = r.data[0].id; $('tenant').value = st.tenant; }
+    if (gen === st.gen) status('');
+  } catch (e) {
+    if (tgen === st.tgen) status(e.message, true);
+  }
 }
 
 $('key-form').addEventListener('submit', (e) => {
@@ -269,7 +275,12 @@ $('forget').addEventListener('click', () => {
   loadTenants();
 });
 $('find-form').addEventListener('submit', (e) => { e.preventDefault(); find($('find').value); });
-$('tenant').addEventListener('change', () => { navigate(); show(); st.tenant = $('tenant').value.trim(); });
+$('tenant').addEventListener('change', () => {
+  navigate();
+  show();
+  status('');
+  st.tenant = $('tenant').value.trim();
+});
 for (const b of document.querySelectorAll('nav button[data-view]'))
   b.addEventListener('click', () => view(b.dataset.view));
 loadTenants();
