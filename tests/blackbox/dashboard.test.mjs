@@ -129,4 +129,61 @@ describe('the dashboard page, run against the daemon', () => {
       w.close();
     }
   });
+
+  it('a running job\'s view polls its progress; once another view begins, a poll answered late is not drawn over it', async () => {
+    // two DEAD deliveries, replayed one a minute: the job stays running
+    const second = (await publish(h, tenant, { type: 'order.paid', payload: { n: 2 } })).json.id;
+    await waitDelivery(h, second, (x) => x[0]?.state === 'dead');
+    await waitDelivery(h, eventId, (x) => x[0]?.state === 'dead');
+    const job = await h.api('POST', `/v1/tenants/${tenant}/replays`,
+      { filter: { state: 'dead' }, reason: 'poll test', rate: { per_minute: 1 } });
+    assert.equal(job.status, 201, job.text);
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/confirm`)).status, 200);
+    let held = null; // the job's second GET (its first poll) is held until released
+    let jobGets = 0;
+    const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
+      runScripts: 'dangerously',
+      resources: 'usable',
+      beforeParse(window) {
+        window.TextEncoder = TextEncoder;
+        window.fetch = async (path, opts) => {
+          const real = () => fetch(new URL(path, h.url), opts);
+          if (String(path).includes(`/replays/${job.json.id}`) && ++jobGets === 2) {
+            let release;
+            const gate = new Promise((resolve) => { release = resolve; });
+            held = { release, answered: gate.then(real) };
+            return held.answered;
+          }
+          return real();
+        };
+      },
+    });
+    const w = dom.window;
+    const doc = w.document;
+    await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
+    const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
+    try {
+      doc.getElementById('key').value = API_KEY;
+      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === tenant),
+        { what: 'the tenants listed' });
+      doc.getElementById('tenant').value = tenant;
+      doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
+      doc.getElementById('find').value = job.json.id;
+      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => h2() === `replay job ${job.json.id} — running`, { what: 'the job shown' });
+      await waitUntil(() => held, { timeout: 10000, what: 'its first poll' });
+      doc.querySelector('nav button[data-view="endpoints"]').click();
+      await waitUntil(() => h2().startsWith('endpoints'), { what: 'the endpoints view' });
+      held.release();
+      await held.answered;
+      await waitUntil(() => doc.getElementById('status').textContent === '', { what: 'settled' });
+      await new Promise((resolve) => w.setTimeout(resolve, 0)); // (the poll's own continuation)
+      assert.ok(h2().startsWith('endpoints'), `the late poll drew over the view: ${h2()}`);
+      assert.equal(jobGets, 2, 'no poll after the view changed');
+    } finally {
+      w.close();
+      await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/cancel`, { reason: 'test done' });
+    }
+  });
 });
