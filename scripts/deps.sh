@@ -3,9 +3,10 @@
 # Idempotent: only packages that are missing are installed. Runs as root or via sudo.
 set -euo pipefail
 
+# libpq-dev: the outbox relay's client library; postgresql: a real server for its tests
 pkgs=(build-essential cmake pkg-config
       libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev libjansson-dev
-      libcmocka-dev clang libclang-rt-14-dev sqlite3 curl ca-certificates)
+      libpq-dev postgresql libcmocka-dev clang libclang-rt-14-dev sqlite3 curl ca-certificates)
 case "${1:-}" in
   --bench) pkgs+=(nginx wrk) ;;
 esac

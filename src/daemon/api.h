@@ -42,6 +42,32 @@ struct hookd_api_op {
 };
 
 /* Allocates an op of `size` bytes (a struct that starts with hookd_api_op). */
+/* The same for an op no HTTP request asked for (req NULL; reply must not answer one): `actor`
+ * names its origin in the audit log. */
+void *hookd_api_op_new_internal(size_t size, hookd_app *app,
+                                int (*run)(hookd_store_conn *, const hookd_store_backend *,
+                                           hookd_api_op *),
+                                void (*reply)(hookd_api_op *, int), const char *actor);
+
+/* How a publish without an HTTP request ended (hookd_api_publish_submit). */
+typedef struct hookd_publish_outcome {
+  int status; /* 202 published (or a duplicate of an event the store has); 4xx refused, as the
+                 API would answer it (the same again is refused again); 503 the store failed
+                 (try again later) */
+  bool duplicate;
+  int deliveries;
+  char code[32];     /* the API's error code when refused */
+  char message[256]; /* and its message */
+} hookd_publish_outcome;
+
+/* Publishes `body` (members of POST /v1/tenants/{t}/events only: type, payload, id, …) to
+ * `tenant` as that route would, without an HTTP request (the outbox relay, docs/outbox.md).
+ * 0: submitted to the writer, and done(arg, outcome) is called on the writer's thread after
+ * the commit (or its failure); -1: refused before, *refused filled, done never called. */
+int hookd_api_publish_submit(hookd_app *app, const char *tenant, json_t *body,
+                             void (*done)(void *arg, const hookd_publish_outcome *o), void *arg,
+                             hookd_publish_outcome *refused);
+
 void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
                        void (*reply)(hookd_api_op *, int));

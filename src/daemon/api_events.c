@@ -15,6 +15,8 @@
  * stored as the exact bytes every attempt and replay sends. The request hash that decides
  * "same request" for idempotency is SHA-256 over the request's canonical JSON, so key order and
  * whitespace do not matter. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +68,36 @@ static int run_publish(hookd_store_conn *c, const hookd_store_backend *be, hookd
   return be->publish(c, &op->req, &op->res);
 }
 
+/* What a committed publish makes known: counters, logs, the dispatcher's hints. */
+static void published(pub_op *op) {
+  if (op->res.duplicate) {
+    HOOKD_INC(publish_duplicates);
+    return;
+  }
+  HOOKD_INC(events_published);
+  HOOKD_ADD(deliveries_created, (uint64_t)op->res.n_deliveries);
+  if (op->res.n_superseded) {
+    /* created DEAD: never reaches the dispatcher, which counts every other DEAD */
+    HOOKD_ADD(dead[M_DEAD_SUPERSEDED], (uint64_t)op->res.n_superseded);
+    HLOG(HOOKD_LOG_WARN, "event.superseded", KV_S("event_id", op->res.event_id),
+         KV_S("tenant_id", op->tenant), KV_S("reason", "superseded"),
+         KV_I("deliveries", op->res.n_superseded));
+  }
+  if (op->res.filters_over) {
+    HOOKD_ADD(filters_over, (uint64_t)op->res.filters_over);
+    HLOG(HOOKD_LOG_WARN, "payload_filter.gave_up", KV_S("event_id", op->res.event_id),
+         KV_S("tenant_id", op->tenant), KV_I("endpoints", op->res.filters_over),
+         KV_S("hint", "a payload filter took more than 10,000 steps on this payload, or the "
+                      "event's filters more than 200,000 together (a long array against many "
+                      "values, a long text searched): those endpoints did not take the event"));
+  }
+  for (size_t i = 0; i < op->res.n_endpoints; i++)
+    hookd_dispatcher_hint(op->base.app->disp, op->res.endpoints[i], op->res.due_ms);
+  if (op->res.endpoints_truncated) hookd_dispatcher_rescan(op->base.app->disp);
+  HLOG(HOOKD_LOG_DEBUG, "event.published", KV_S("event_id", op->res.event_id),
+       KV_S("tenant_id", op->tenant), KV_I("deliveries", op->res.n_deliveries));
+}
+
 static void reply_publish(hookd_api_op *base, int rc) {
   pub_op *op = (pub_op *)base;
   if (rc) {
@@ -76,33 +108,8 @@ static void reply_publish(hookd_api_op *base, int rc) {
       hookd_api_store_error(base, rc, "tenant");
     return;
   }
-  if (op->res.duplicate) {
-    HOOKD_INC(publish_duplicates);
-    hookd_req_add_header(base->req, "Idempotent-Replayed", "true");
-  } else {
-    HOOKD_INC(events_published);
-    HOOKD_ADD(deliveries_created, (uint64_t)op->res.n_deliveries);
-    if (op->res.n_superseded) {
-      /* created DEAD: never reaches the dispatcher, which counts every other DEAD */
-      HOOKD_ADD(dead[M_DEAD_SUPERSEDED], (uint64_t)op->res.n_superseded);
-      HLOG(HOOKD_LOG_WARN, "event.superseded", KV_S("event_id", op->res.event_id),
-           KV_S("tenant_id", op->tenant), KV_S("reason", "superseded"),
-           KV_I("deliveries", op->res.n_superseded));
-    }
-    if (op->res.filters_over) {
-      HOOKD_ADD(filters_over, (uint64_t)op->res.filters_over);
-      HLOG(HOOKD_LOG_WARN, "payload_filter.gave_up", KV_S("event_id", op->res.event_id),
-           KV_S("tenant_id", op->tenant), KV_I("endpoints", op->res.filters_over),
-           KV_S("hint", "a payload filter took more than 10,000 steps on this payload, or the "
-                        "event's filters more than 200,000 together (a long array against many "
-                        "values, a long text searched): those endpoints did not take the event"));
-    }
-    for (size_t i = 0; i < op->res.n_endpoints; i++)
-      hookd_dispatcher_hint(base->app->disp, op->res.endpoints[i], op->res.due_ms);
-    if (op->res.endpoints_truncated) hookd_dispatcher_rescan(base->app->disp);
-    HLOG(HOOKD_LOG_DEBUG, "event.published", KV_S("event_id", op->res.event_id),
-         KV_S("tenant_id", op->tenant), KV_I("deliveries", op->res.n_deliveries));
-  }
+  published(op);
+  if (op->res.duplicate) hookd_req_add_header(base->req, "Idempotent-Replayed", "true");
   hookd_hist_observe_us(&hookd_m.publish_ack, hookd_req_age_us(base->req));
   /* superseded: of those deliveries, how many were created DEAD, behind a higher version of
    * their lane (never sent) */
@@ -179,97 +186,102 @@ static bool schema_version_text(const json_t *v, char *out, size_t cap) {
   return true;
 }
 
-void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
-  if (hookd_api_store_overloaded(r, app)) return;
-  json_t *body = hookd_api_body_object(r, app);
-  if (!body) return;
-  pub_op *op = NULL;
-  const char *k, *type = NULL, *id = NULL, *occurred = NULL, *okey = NULL;
-  int64_t over = 0;
-  json_t *v, *payload = json_object_get(body, "payload");
-  int64_t now = hookd_now_ms(), occurred_ms = now;
-  json_object_foreach(body, k, v) {
-    if (strcmp(k, "type") && strcmp(k, "payload") && strcmp(k, "id") && strcmp(k, "occurred_at") &&
-        strcmp(k, "ordering_key") && strcmp(k, "ordering_version") &&
-        strcmp(k, "schema_version") && strcmp(k, "channels")) {
-      hookd_api_unknown_field(r, NULL, k, NULL);
-      goto done;
-    }
+/* Where a publish's refusal goes: the HTTP request's answer, or (no request: the outbox relay)
+ * the outcome's status, code and message. */
+typedef struct perr {
+  hookd_req *r;
+  hookd_publish_outcome *o;
+} perr;
+
+static void fail(perr *e, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fail(perr *e, int status, const char *code, const char *fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (e->r) {
+    hookd_req_error(e->r, status, code, "%s", msg);
+    return;
   }
+  e->o->status = status;
+  snprintf(e->o->code, sizeof e->o->code, "%s", code);
+  snprintf(e->o->message, sizeof e->o->message, "%s", msg);
+}
+
+/* Checks a publish's body (its members already known to be a publish's) and fills op from it:
+ * the event, its envelope, its request hash, the store request. op->idem is set by the caller.
+ * -1 when refused (e answered). */
+static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body, perr *e) {
+  const char *type = NULL, *id = NULL, *occurred = NULL, *okey = NULL;
+  int64_t over = 0;
+  json_t *payload = json_object_get(body, "payload");
+  int64_t now = hookd_now_ms(), occurred_ms = now;
   if (!json_object_get(body, "type")) {
-    hookd_req_error(r, 422, "missing_field",
-                    "type is required: 1-256 characters of letters, digits, '_', '-', '.', ':'");
-    goto done;
+    fail(e, 422, "missing_field",
+         "type is required: 1-256 characters of letters, digits, '_', '-', '.', ':'");
+    return -1;
   }
   if (hookd_json_get_str(body, "type", &type) != 0 || !valid_type(type)) {
-    hookd_req_error(r, 422, "invalid_field",
-                    "type must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
-    goto done;
+    fail(e, 422, "invalid_field",
+         "type must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
+    return -1;
   }
   if (!payload) {
-    hookd_req_error(r, 422, "missing_field", "payload is required (any JSON value)");
-    goto done;
+    fail(e, 422, "missing_field", "payload is required (any JSON value)");
+    return -1;
   }
   if (hookd_json_get_str(body, "id", &id) < 0 || (id && !hookd_id_valid(id, 128))) {
-    hookd_req_error(r, 422, "invalid_field",
-                    "id must be 1-128 characters of letters, digits, '_', '-', '.', ':'");
-    goto done;
+    fail(e, 422, "invalid_field",
+         "id must be 1-128 characters of letters, digits, '_', '-', '.', ':'");
+    return -1;
   }
   if (hookd_json_get_str(body, "occurred_at", &occurred) < 0 ||
       (occurred && hookd_parse_rfc3339(occurred, &occurred_ms) != 0)) {
-    hookd_req_error(r, 422, "invalid_field", "occurred_at must be an RFC 3339 timestamp");
-    goto done;
+    fail(e, 422, "invalid_field", "occurred_at must be an RFC 3339 timestamp");
+    return -1;
   }
   if (hookd_json_get_str(body, "ordering_key", &okey) < 0 || (okey && !hookd_id_valid(okey, 256))) {
-    hookd_req_error(r, 422, "invalid_field",
-                    "ordering_key must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
-    goto done;
+    fail(e, 422, "invalid_field",
+         "ordering_key must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
+    return -1;
   }
   int has_over = hookd_json_get_int(body, "ordering_version", &over);
   if (has_over < 0) {
-    hookd_req_error(r, 422, "invalid_field", "ordering_version must be an integer");
-    goto done;
+    fail(e, 422, "invalid_field", "ordering_version must be an integer");
+    return -1;
   }
   if (has_over == 0 && !okey) { /* a version orders within a lane: without one it did nothing */
-    hookd_req_error(r, 422, "invalid_field",
-                    "ordering_version needs an ordering_key (the lane it orders within)");
-    goto done;
+    fail(e, 422, "invalid_field",
+         "ordering_version needs an ordering_key (the lane it orders within)");
+    return -1;
   }
-  char version[80];
-  if (!schema_version_text(json_object_get(body, "schema_version"), version, sizeof version)) {
-    hookd_req_error(r, 422, "invalid_field", SCHEMA_VERSION_RULE);
-    goto done;
+  if (!schema_version_text(json_object_get(body, "schema_version"), op->schema_version,
+                           sizeof op->schema_version)) {
+    fail(e, 422, "invalid_field", SCHEMA_VERSION_RULE);
+    return -1;
   }
-  char *channels = NULL;
-  if (hookd_api_channels(r, json_object_get(body, "channels"), "channels", 5, &channels) != 0)
-    goto done;
-  const char *idem;
-  if (!hookd_api_idempotency_key(r, &idem)) {
-    free(channels);
-    goto done;
+  if (hookd_api_channels(e->r, json_object_get(body, "channels"), "channels", 5,
+                         &op->channels) != 0) {
+    if (!e->r)
+      fail(e, 422, "invalid_field",
+           "channels must be null or an array of 1 to 5 channel names (1 to 128 of letters, "
+           "digits, '_', '-', '.', ':')");
+    return -1;
   }
-
-  op = hookd_api_op_new(sizeof *op, r, app, run_publish, reply_publish);
-  if (!op) {
-    free(channels);
-    goto done;
-  }
-  op->channels = channels;
-  op->base.cleanup = pub_cleanup;
-  snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
+  snprintf(op->tenant, sizeof op->tenant, "%s", tenant);
   snprintf(op->type, sizeof op->type, "%s", type);
   if (id)
     snprintf(op->event_id, sizeof op->event_id, "%s", id);
   else
     hookd_id_new("evt", now, op->event_id);
-  if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
   if (okey) snprintf(op->ordering_key, sizeof op->ordering_key, "%s", okey);
-  memcpy(op->schema_version, version, sizeof op->schema_version);
 
   /* request hash: SHA-256 of the canonical request body. It only matters when the request can
    * be repeated — a caller's event id or an Idempotency-Key; a generated id never collides. */
   int brc = 0;
-  if (id || idem) {
+  if (id || op->idem[0]) {
     hookd_buf canon;
     /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
     hookd_buf_init(&canon, app->cfg->max_body_bytes * 6 + 1024);
@@ -280,12 +292,9 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
 
   if (!brc) brc = envelope(op, app, occurred_ms, payload);
   if (brc) {
-    hookd_req_error(r, brc == HOOKD_BUF_TOOBIG ? 413 : 400, "invalid_payload",
-                    "payload cannot be serialised (too large or not representable)");
-    pub_cleanup(&op->base);
-    free(op);
-    op = NULL;
-    goto done;
+    fail(e, brc == HOOKD_BUF_TOOBIG ? 413 : 400, "invalid_payload",
+         "payload cannot be serialised (too large or not representable)");
+    return -1;
   }
   fill_req(op, app, occurred_ms, now);
   op->reserved_id = id && hookd_id_reserved(id);
@@ -295,9 +304,98 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   op->req.has_ordering_version = has_over == 0;
   /* publish refuses (409, 404) before its first write and may run twice */
   op->base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
+  return 0;
+}
+
+static const char *const publish_members[] = {
+    "type", "payload", "id", "occurred_at", "ordering_key", "ordering_version",
+    "schema_version", "channels", NULL};
+
+void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
+  if (hookd_api_store_overloaded(r, app)) return;
+  json_t *body = hookd_api_body_object(r, app);
+  if (!body) return;
+  pub_op *op = NULL;
+  const char *idem;
+  perr e = {.r = r};
+  if (!hookd_api_known_members(r, body, NULL, publish_members)) goto done;
+  op = hookd_api_op_new(sizeof *op, r, app, run_publish, reply_publish);
+  if (!op) goto done;
+  op->base.cleanup = pub_cleanup;
+  /* the key goes into the request hash; it is checked after the body, as it always was */
+  const char *key = hookd_req_header(r, "Idempotency-Key");
+  if (key) snprintf(op->idem, sizeof op->idem, "%s", key);
+  if (prepare(op, app, hookd_req_param(r, 0), body, &e) != 0 ||
+      !hookd_api_idempotency_key(r, &idem)) {
+    pub_cleanup(&op->base);
+    free(op);
+    goto done;
+  }
   hookd_api_submit(&op->base, true);
 done:
   json_decref(body);
+}
+
+/* ---------- a publish without an HTTP request: the outbox relay (docs/outbox.md) ---------- */
+
+typedef struct relay_pub_op {
+  pub_op pub;
+  void (*done)(void *arg, const hookd_publish_outcome *o);
+  void *arg;
+} relay_pub_op;
+
+static void reply_relay(hookd_api_op *base, int rc) {
+  relay_pub_op *op = (relay_pub_op *)base;
+  hookd_publish_outcome o = {.status = 202};
+  perr e = {.o = &o};
+  if (!rc) {
+    published(&op->pub);
+    o.duplicate = op->pub.res.duplicate;
+    o.deliveries = op->pub.res.n_deliveries;
+  } else {
+    const char *msg = base->err[0] ? base->err : hookd_store_strerror(rc);
+    if (rc == HOOKD_STORE_CONFLICT) HOOKD_INC(publish_conflicts);
+    if (rc == HOOKD_STORE_STATE && op->pub.reserved_id)
+      fail(&e, 422, "invalid_field", RESERVED_ID);
+    else if (rc == HOOKD_STORE_NOTFOUND)
+      fail(&e, 404, "not_found", "tenant not found");
+    else if (rc == HOOKD_STORE_CONFLICT || rc == HOOKD_STORE_STATE)
+      fail(&e, 409, rc == HOOKD_STORE_CONFLICT ? "conflict" : "invalid_state", "%s", msg);
+    else if (rc == HOOKD_STORE_LIMIT)
+      fail(&e, 422, "limit_exceeded", "%s", msg);
+    else
+      fail(&e, 503, "storage_unavailable", "the store could not complete the publish");
+  }
+  op->done(op->arg, &o);
+}
+
+int hookd_api_publish_submit(hookd_app *app, const char *tenant, json_t *body,
+                             void (*done)(void *arg, const hookd_publish_outcome *o), void *arg,
+                             hookd_publish_outcome *refused) {
+  memset(refused, 0, sizeof *refused);
+  perr e = {.o = refused};
+  relay_pub_op *op = hookd_api_op_new_internal(sizeof *op, app, run_publish, reply_relay,
+                                               "outbox");
+  if (!op) {
+    fail(&e, 503, "unavailable", "out of memory");
+    return -1;
+  }
+  op->pub.base.cleanup = pub_cleanup;
+  op->done = done;
+  op->arg = arg;
+  if (!json_is_object(body)) { /* (the relay builds it of a publish's members only) */
+    fail(&e, 422, "invalid_field", "not a publish's fields");
+    pub_cleanup(&op->pub.base);
+    free(op);
+    return -1;
+  }
+  if (prepare(&op->pub, app, tenant, body, &e) != 0) {
+    pub_cleanup(&op->pub.base);
+    free(op);
+    return -1;
+  }
+  hookd_storeq_submit(app->store->writer, &op->pub.base.sop);
+  return 0;
 }
 
 /* ---------- read ---------- */

@@ -144,27 +144,37 @@ bool hookd_api_shown_text_ok(const char *s, bool lines) {
   return shown_text_ok(s, lines, &visible);
 }
 
-void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
-                       int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
-                       void (*reply)(hookd_api_op *, int)) {
+void *hookd_api_op_new_internal(size_t size, hookd_app *app,
+                                int (*run)(hookd_store_conn *, const hookd_store_backend *,
+                                           hookd_api_op *),
+                                void (*reply)(hookd_api_op *, int), const char *actor) {
   hookd_api_op *op = calloc(1, size);
-  if (!op) {
-    hookd_req_error(r, 503, "unavailable", "out of memory");
-    return NULL;
-  }
-  op->req = r;
+  if (!op) return NULL;
   op->app = app;
   op->run = run;
   op->reply = reply;
   op->sop.run = op_run;
   op->sop.done = op_done;
   op->sop.arg = op;
+  snprintf(op->actor, sizeof op->actor, "%s", actor);
+  return op;
+}
+
+void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
+                       int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
+                       void (*reply)(hookd_api_op *, int)) {
   const hookd_principal *p = hookd_api_principal(r);
-  if (p) snprintf(op->actor, sizeof op->actor, "%s", p->key_id);
+  hookd_api_op *op = hookd_api_op_new_internal(size, app, run, reply, p ? p->key_id : "");
+  if (!op) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return NULL;
+  }
+  op->req = r;
   const char *reason = hookd_req_header(r, "Hookd-Reason");
   if (reason) snprintf(op->reason, sizeof op->reason, "%s", reason);
   return op;
 }
+
 
 int hookd_api_audit(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
                     const char *action, const char *target, const char *tenant_id,
@@ -673,10 +683,11 @@ int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t 
   }
   if (!ok) {
     hookd_buf_free(&b);
-    hookd_req_field_error(r, 422, "invalid_field", field,
-                          "%s must be null or an array of 1 to %zu channel names (1 to 128 of "
-                          "letters, digits, '_', '-', '.', ':')",
-                          field, max);
+    if (r) /* (none: the caller words the refusal) */
+      hookd_req_field_error(r, 422, "invalid_field", field,
+                            "%s must be null or an array of 1 to %zu channel names (1 to 128 "
+                            "of letters, digits, '_', '-', '.', ':')",
+                            field, max);
     return -1;
   }
   *out = hookd_buf_steal(&b);

@@ -181,6 +181,16 @@ static const opt opts[] = {
     {"max-replay-items", NULL, T_I64, OFF(max_replay_items), 0, 1, 100000, "N",
      "most deliveries one replay job may take (a filter matching more is refused with its "
      "count)"},
+    {"outbox-url", "HOOKD_OUTBOX_URL", T_STR, OFF(outbox_url), SZ(outbox_url), 0, 0, "CONNINFO",
+     "relay the transactional outbox of this PostgreSQL database (a libpq connection string or "
+     "URI; docs/outbox.md) into the engine; it may hold a password: prefer the environment or "
+     "a --config file to the command line"},
+    {"outbox-table", NULL, T_STR, OFF(outbox_table), SZ(outbox_table), 0, 0, "NAME",
+     "the outbox table ([schema.]name of lower-case letters, digits and '_')"},
+    {"outbox-batch", NULL, T_INT, OFF(outbox_batch), 0, 1, 1000, "N",
+     "most outbox rows relayed per transaction"},
+    {"outbox-poll-ms", NULL, T_INT, OFF(outbox_poll_ms), 0, 100, 60000, "MS",
+     "how often the relay looks at the outbox without a notification"},
     {"log-level", "HOOKD_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, 0, "LEVEL",
      "debug, info, warn or error"},
 };
@@ -225,6 +235,9 @@ void hookd_config_defaults(hookd_config *c) {
   c->log_level = HOOKD_LOG_INFO;
   c->inbox_retention_s = 30LL * 24 * 3600;
   c->max_replay_items = 100000;
+  snprintf(c->outbox_table, sizeof c->outbox_table, "hookd_outbox");
+  c->outbox_batch = 100;
+  c->outbox_poll_ms = 1000;
 }
 
 void hookd_config_free(hookd_config *c) {
@@ -377,6 +390,23 @@ static char *trim(char *s) {
   while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
     s[--n] = '\0';
   return s;
+}
+
+/* An SQL name hookd may write into a statement as it is: [schema.]name, each part
+ * [a-z_][a-z0-9_]* (no quoting needed, nothing to inject). */
+static bool table_name_ok(const char *s) {
+  size_t part = 0, parts = 1;
+  for (const char *p = s; *p; p++) {
+    if (*p == '.') {
+      if (!part || ++parts > 2) return false;
+      part = 0;
+      continue;
+    }
+    bool digit = *p >= '0' && *p <= '9';
+    if (!((*p >= 'a' && *p <= 'z') || *p == '_' || (digit && part))) return false;
+    part++;
+  }
+  return part > 0 && strlen(s) <= 120;
 }
 
 /* Read by libcurl's URL parser, as the egress will read it: a host, and for a proxy a scheme
@@ -572,6 +602,12 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   /* settings that cannot work are refused at start, not discovered at every request */
   if (!c->node_id[0] || strcspn(c->node_id, " \t\r\n") != strlen(c->node_id)) {
     snprintf(err, errlen, "--node-id must be a non-empty name without spaces");
+    return -1;
+  }
+  if (!table_name_ok(c->outbox_table)) {
+    snprintf(err, errlen,
+             "--outbox-table must be [schema.]name, each of lower-case letters, digits and '_' "
+             "(not starting with a digit)");
     return -1;
   }
   if (c->egress_proxy[0] && !url_ok(c->egress_proxy, true)) {

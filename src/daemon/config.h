@@ -75,6 +75,10 @@ typedef struct hookd_config {
   int64_t payload_retention_s; /* settled outbound events' payloads kept this long (0 = ever) */
   int64_t event_retention_s;   /* settled outbound events kept this long (0 = ever) */
   int64_t max_replay_items;    /* deliveries one replay job may take (docs/replay.md) */
+  char outbox_url[1024];   /* the producer's PostgreSQL for the outbox relay ("" = none) */
+  char outbox_table[128];  /* its table ([schema.]name; docs/outbox.md) */
+  int outbox_batch;        /* rows per relay cycle */
+  int outbox_poll_ms;      /* the relay's look when no notification came */
   /* logs */
   int log_level;
 } hookd_config;

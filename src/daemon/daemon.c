@@ -27,6 +27,7 @@
 #include "daemon/app.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "daemon/outbox.h"
 #include "store/storeq.h"
 
 typedef struct keys_load {
@@ -412,6 +413,7 @@ int hookd_serve(const hookd_config *cfg) {
   signal(SIGXFSZ, SIG_IGN);
 
   hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms()};
+  hookd_outbox *outbox = NULL; /* the transactional outbox's relay (docs/outbox.md) */
   app.retention_clock = (hookd_bounded_clock){.wall_ref = app.started_ms,
                                               .mono_ref = hookd_mono_ms(),
                                               .trust_ms = RETENTION_STEP_TRUSTED_MS};
@@ -527,6 +529,8 @@ int hookd_serve(const hookd_config *cfg) {
   if (!app.disp) goto fail;
   app.replayer = hookd_replayer_start(app.store, app.disp, err, sizeof err);
   if (!app.replayer) goto fail;
+  outbox = hookd_outbox_start(&app, err, sizeof err); /* (none unless --outbox-url) */
+  if (!outbox && err[0]) goto fail;
 
   atomic_store(&app.started, true); /* every route may run now */
   atomic_store(&app.ready, true);
@@ -591,6 +595,7 @@ fail:
     }
     hookd_server_stop(app.srv);
   }
+  hookd_outbox_stop(outbox); /* before the writer and the dispatcher its publishes use */
   hookd_replayer_stop(app.replayer); /* before the dispatcher it hints */
   int lost = hookd_dispatcher_stop(app.disp);
   if (lost > 0) { /* a supervisor must see a shutdown that did not complete */

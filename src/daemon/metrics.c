@@ -198,6 +198,31 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_replay_items_purged_total",
                          "items of replay jobs that ended over a week ago, deleted",
                          LOAD(m->replay_purged));
+  if (!rc && atomic_load_explicit(&m->outbox_enabled, memory_order_relaxed)) {
+    rc = rc ? rc : counter(o, "hookd_outbox_relayed_total",
+                           "outbox rows published as new events (docs/outbox.md)",
+                           LOAD(m->outbox_relayed));
+    rc = rc ? rc : counter(o, "hookd_outbox_duplicates_total",
+                           "outbox rows relayed again that the engine already had (a relay "
+                           "repeated after a crash or a failed delete): no second event",
+                           LOAD(m->outbox_duplicates));
+    rc = rc ? rc : counter(o, "hookd_outbox_refused_total",
+                           "outbox rows the engine refused, kept with relay_error",
+                           LOAD(m->outbox_refused));
+    rc = rc ? rc : counter(o, "hookd_outbox_errors_total",
+                           "failures to connect to or query the outbox's database",
+                           LOAD(m->outbox_errors));
+    rc = rc ? rc : hookd_metrics_gauge(o, "hookd_outbox_connected",
+                                       "1 while the outbox relay holds its connection",
+                                       (double)atomic_load_explicit(&m->outbox_connected,
+                                                            memory_order_relaxed));
+    rc = rc ? rc : hookd_metrics_gauge(o, "hookd_outbox_lag_seconds",
+                                       "age of the oldest outbox row waiting, as of the relay's "
+                                       "last look (0: none)",
+                                       (double)atomic_load_explicit(&m->outbox_lag_ms,
+                                                            memory_order_relaxed) /
+                                           1000.0);
+  }
   rc = rc ? rc : counter(o, "hookd_auth_failures_total", "API requests refused 401/403",
                          LOAD(m->auth_failures));
   rc = rc ? rc : counter(o, "hookd_deliveries_unknown_total",

@@ -93,6 +93,13 @@ typedef struct hookd_metrics {
   _Atomic uint64_t breaker_opens;
   _Atomic uint64_t endpoint_pauses;
   _Atomic uint64_t publish_backpressure;
+  _Atomic uint64_t outbox_relayed;    /* outbox rows published as new events (docs/outbox.md) */
+  _Atomic uint64_t outbox_duplicates; /* outbox rows the engine already had (a repeat) */
+  _Atomic uint64_t outbox_refused;    /* outbox rows the engine refused (marked in the table) */
+  _Atomic uint64_t outbox_errors;     /* the outbox database's connection or query failures */
+  _Atomic int64_t outbox_connected;   /* gauge: 1 while the relay holds a connection */
+  _Atomic int64_t outbox_lag_ms;      /* gauge: the oldest waiting row's age, as last seen */
+  _Atomic int outbox_enabled;         /* an outbox is relayed: its series are shown */
   _Atomic uint64_t store_errors;            /* store ops or batches failed (store.error) */
   hookd_hist attempt_latency;             /* seconds */
   hookd_hist first_attempt_delay;         /* publish → first attempt start, seconds */

@@ -1,0 +1,384 @@
+/* outbox.c — the transactional outbox's relay (docs/outbox.md, O2).
+ *
+ * One thread, one libpq connection to the producer's database. A cycle is one transaction
+ * there: take the oldest waiting rows (FOR UPDATE SKIP LOCKED), publish each into the engine
+ * under its row's event id and wait for the engine's fsync'd commits, then delete the rows
+ * published and mark the rows refused, and commit. A crash anywhere before that commit leaves
+ * the rows to be taken again; the engine answers the repeat as a duplicate. Between cycles the
+ * thread waits for a NOTIFY on the channel hookd_outbox, a poll interval, or a stop. */
+#include "daemon/outbox.h"
+
+#include <libpq-fe.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/timefmt.h"
+#include "daemon/api.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 30000
+#define BUSY_WAIT_MS 1000 /* the store behind, or unable to commit: try again after this */
+
+enum { C_SEQ, C_TENANT, C_ID, C_TYPE, C_PAYLOAD, C_OCCURRED, C_OKEY, C_OVER, C_CHANNELS,
+       C_SCHEMA, C_AGE, C__COUNT };
+
+struct hookd_outbox {
+  hookd_app *app;
+  pthread_t thread;
+  int wake_fd; /* an eventfd: written by stop */
+  atomic_bool stopping;
+  pthread_mutex_t mu; /* guards cancel */
+  PGcancel *cancel;   /* the connection's, while one is open */
+  PGconn *pg;         /* the relay thread's own */
+  char select_sql[768], delete_sql[256], mark_sql[256];
+};
+
+/* One cycle's publishes in flight: done() is called on the writer's thread. */
+typedef struct row {
+  long long seq;
+  const char *event_id, *tenant;
+  hookd_publish_outcome o;
+} row;
+
+typedef struct batch {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int pending;
+} batch;
+
+typedef struct slot {
+  batch *b;
+  row *r;
+} slot;
+
+static void publish_done(void *arg, const hookd_publish_outcome *o) {
+  slot *s = arg;
+  s->r->o = *o;
+  pthread_mutex_lock(&s->b->mu);
+  s->b->pending--;
+  pthread_cond_signal(&s->b->cv);
+  pthread_mutex_unlock(&s->b->mu);
+}
+
+/* Waits up to ms for a stop or a notification (or forever when ms < 0). */
+static void wait_for(hookd_outbox *o, int ms) {
+  struct pollfd p[2] = {{.fd = o->wake_fd, .events = POLLIN}, {.fd = -1}};
+  if (o->pg && PQstatus(o->pg) == CONNECTION_OK) p[1] = (struct pollfd){PQsocket(o->pg), POLLIN, 0};
+  int64_t until = hookd_mono_ms() + ms;
+  while (!atomic_load(&o->stopping)) {
+    int left = (int)(until - hookd_mono_ms());
+    if (left <= 0) return;
+    if (poll(p, p[1].fd >= 0 ? 2 : 1, left) <= 0) continue; /* (EINTR, or the time is up) */
+    if (p[0].revents) return;
+    if (p[1].revents) {
+      if (!PQconsumeInput(o->pg)) return; /* the connection broke: the next cycle tells */
+      bool notified = false;
+      for (PGnotify *n; (n = PQnotifies(o->pg)) != NULL; PQfreemem(n)) notified = true;
+      if (notified) return;
+    }
+  }
+}
+
+static void disconnect(hookd_outbox *o) {
+  if (!o->pg) return;
+  pthread_mutex_lock(&o->mu);
+  PQfreeCancel(o->cancel);
+  o->cancel = NULL;
+  pthread_mutex_unlock(&o->mu);
+  PQfinish(o->pg);
+  o->pg = NULL;
+  atomic_store_explicit(&hookd_m.outbox_connected, 0, memory_order_relaxed);
+}
+
+/* libpq's message on one line (it ends its messages with a newline, some span two). */
+static const char *pg_error(hookd_outbox *o, char *buf, size_t n) {
+  snprintf(buf, n, "%s", o->pg ? PQerrorMessage(o->pg) : "no connection");
+  for (char *p = buf; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  size_t len = strlen(buf);
+  while (len && buf[len - 1] == ' ') buf[--len] = '\0';
+  return buf;
+}
+
+static bool exec_ok(hookd_outbox *o, const char *sql) {
+  PGresult *res = PQexec(o->pg, sql);
+  bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+  PQclear(res);
+  return ok;
+}
+
+static bool connect_pg(hookd_outbox *o) {
+  const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+  const char *vals[] = {"10", "hookd-outbox", o->app->cfg->outbox_url, NULL};
+  o->pg = PQconnectdbParams(keys, vals, 1); /* the URL's own settings win over the first two */
+  char msg[512];
+  if (!o->pg || PQstatus(o->pg) != CONNECTION_OK ||
+      !exec_ok(o, "SET statement_timeout = '60s'") || !exec_ok(o, "LISTEN hookd_outbox")) {
+    HLOG(HOOKD_LOG_WARN, "outbox.connect_failed", KV_S("error", pg_error(o, msg, sizeof msg)));
+    PQfinish(o->pg);
+    o->pg = NULL;
+    return false;
+  }
+  pthread_mutex_lock(&o->mu);
+  o->cancel = PQgetCancel(o->pg);
+  pthread_mutex_unlock(&o->mu);
+  atomic_store_explicit(&hookd_m.outbox_connected, 1, memory_order_relaxed);
+  HLOG(HOOKD_LOG_INFO, "outbox.connected", KV_S("table", o->app->cfg->outbox_table));
+  return true;
+}
+
+static const char *val(const PGresult *res, int i, int c) {
+  return PQgetisnull(res, i, c) ? NULL : PQgetvalue(res, i, c);
+}
+
+/* The publish a row asks for, as POST /v1/tenants/{t}/events would take it; NULL with o filled
+ * when the row cannot be one. */
+static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publish_outcome *o) {
+  char err[HOOKD_JSON_ERR_MAX];
+  const char *payload = val(res, i, C_PAYLOAD);
+  json_t *data = hookd_json_parse_ex(payload, strlen(payload), &ob->app->json_limits,
+                                     JSON_DECODE_ANY, err);
+  if (!data) {
+    o->status = 400;
+    snprintf(o->code, sizeof o->code, "invalid_json");
+    snprintf(o->message, sizeof o->message, "payload: %s", err);
+    return NULL;
+  }
+  char ts[HOOKD_RFC3339_MAX];
+  hookd_fmt_rfc3339_ms(strtoll(val(res, i, C_OCCURRED), NULL, 10), ts);
+  json_t *body = json_pack("{s:s,s:s,s:o,s:s}", "id", val(res, i, C_ID), "type",
+                           val(res, i, C_TYPE), "payload", data, "occurred_at", ts);
+  const char *okey = val(res, i, C_OKEY), *over = val(res, i, C_OVER);
+  const char *channels = val(res, i, C_CHANNELS), *schema = val(res, i, C_SCHEMA);
+  if (body && okey) json_object_set_new(body, "ordering_key", json_string(okey));
+  if (body && over)
+    json_object_set_new(body, "ordering_version", json_integer(strtoll(over, NULL, 10)));
+  if (body && schema) json_object_set_new(body, "schema_version", json_string(schema));
+  if (body && channels) {
+    json_t *a = json_loads(channels, 0, NULL); /* PostgreSQL's to_json of a text[] */
+    if (a) json_object_set_new(body, "channels", a);
+  }
+  if (!body) {
+    o->status = 503;
+    snprintf(o->code, sizeof o->code, "unavailable");
+    snprintf(o->message, sizeof o->message, "out of memory");
+  }
+  return body;
+}
+
+/* "{1,2,3}": the seqs of rows whose outcome has status `status` (2xx: 200..299). */
+static bool seq_array(const row *rows, int n, hookd_buf *out) {
+  bool any = false;
+  if (hookd_buf_puts(out, "{")) return false;
+  for (int i = 0; i < n; i++) {
+    if (rows[i].o.status < 200 || rows[i].o.status > 299) continue;
+    if (hookd_buf_printf(out, "%s%lld", any ? "," : "", rows[i].seq)) return false;
+    any = true;
+  }
+  return hookd_buf_puts(out, "}") == 0 && any;
+}
+
+/* One cycle. Returns the rows taken (>= 0), -1 when the database failed, -2 when the engine
+ * could not take them now (they stay for the next cycle). */
+static int cycle(hookd_outbox *o) {
+  hookd_app *app = o->app;
+  uint64_t depth;
+  if (hookd_api_store_behind(app, &depth)) return -2;
+  if (!exec_ok(o, "BEGIN")) return -1;
+  char limit[16];
+  snprintf(limit, sizeof limit, "%d", app->cfg->outbox_batch);
+  const char *params[2] = {limit, NULL};
+  PGresult *res = PQexecParams(o->pg, o->select_sql, 1, NULL, params, NULL, NULL, 0);
+  if (PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) != C__COUNT) {
+    PQclear(res);
+    return -1;
+  }
+  int n = PQntuples(res);
+  long long age = n ? strtoll(val(res, 0, C_AGE), NULL, 10) : 0;
+  atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
+  if (n == 0) {
+    PQclear(res);
+    return exec_ok(o, "COMMIT") ? 0 : -1;
+  }
+  row *rows = calloc((size_t)n, sizeof *rows);
+  slot *slots = calloc((size_t)n, sizeof *slots);
+  batch b = {.pending = 0};
+  pthread_mutex_init(&b.mu, NULL);
+  pthread_cond_init(&b.cv, NULL);
+  int rc = n;
+  if (!rows || !slots) {
+    rc = -2;
+    goto out;
+  }
+  for (int i = 0; i < n; i++) {
+    rows[i].seq = strtoll(val(res, i, C_SEQ), NULL, 10);
+    rows[i].event_id = val(res, i, C_ID);
+    rows[i].tenant = val(res, i, C_TENANT);
+    json_t *body = row_body(o, res, i, &rows[i].o);
+    if (!body) continue;
+    slots[i] = (slot){&b, &rows[i]};
+    pthread_mutex_lock(&b.mu);
+    b.pending++;
+    pthread_mutex_unlock(&b.mu);
+    if (hookd_api_publish_submit(app, rows[i].tenant, body, publish_done, &slots[i],
+                                 &rows[i].o) != 0) {
+      pthread_mutex_lock(&b.mu);
+      b.pending--;
+      pthread_mutex_unlock(&b.mu);
+    }
+    json_decref(body);
+  }
+  pthread_mutex_lock(&b.mu);
+  while (b.pending > 0) pthread_cond_wait(&b.cv, &b.mu);
+  pthread_mutex_unlock(&b.mu);
+
+  /* the engine has committed what it took: now the rows */
+  bool transient = false;
+  for (int i = 0; i < n; i++) {
+    const row *r = &rows[i];
+    if (r->o.status >= 500) transient = true;
+    if (r->o.status >= 200 && r->o.status <= 299) {
+      if (r->o.duplicate) HOOKD_INC(outbox_duplicates);
+      else HOOKD_INC(outbox_relayed);
+    }
+  }
+  hookd_buf seqs;
+  hookd_buf_init(&seqs, (size_t)n * 24 + 16);
+  bool ok = true;
+  if (seq_array(rows, n, &seqs)) {
+    const char *p[1] = {seqs.data};
+    PGresult *d = PQexecParams(o->pg, o->delete_sql, 1, NULL, p, NULL, NULL, 0);
+    ok = PQresultStatus(d) == PGRES_COMMAND_OK;
+    PQclear(d);
+  }
+  hookd_buf_free(&seqs);
+  for (int i = 0; ok && i < n; i++) {
+    const row *r = &rows[i];
+    if (r->o.status < 400 || r->o.status >= 500) continue;
+    char seq[24], why[320];
+    snprintf(seq, sizeof seq, "%lld", r->seq);
+    snprintf(why, sizeof why, "%d %s: %s", r->o.status, r->o.code, r->o.message);
+    const char *p[2] = {seq, why};
+    PGresult *m = PQexecParams(o->pg, o->mark_sql, 2, NULL, p, NULL, NULL, 0);
+    ok = PQresultStatus(m) == PGRES_COMMAND_OK;
+    PQclear(m);
+    if (!ok) break;
+    HOOKD_INC(outbox_refused);
+    HLOG(HOOKD_LOG_WARN, "outbox.refused", KV_I("seq", r->seq), KV_S("event_id", r->event_id),
+         KV_S("tenant_id", r->tenant), KV_I("status", r->o.status), KV_S("code", r->o.code),
+         KV_S("error", r->o.message));
+  }
+  if (ok) {
+    PGresult *c = PQexec(o->pg, "COMMIT");
+    /* a transaction that failed answers COMMIT with ROLLBACK */
+    ok = PQresultStatus(c) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(c), "COMMIT");
+    PQclear(c);
+  }
+  if (!ok) rc = -1;
+  else if (transient) rc = -2;
+out:
+  pthread_cond_destroy(&b.cv);
+  pthread_mutex_destroy(&b.mu);
+  free(slots);
+  free(rows);
+  PQclear(res);
+  if (rc == -2) exec_ok(o, "ROLLBACK"); /* (after a COMMIT: a warning, nothing more) */
+  return rc;
+}
+
+static void *main_loop(void *arg) {
+  hookd_outbox *o = arg;
+  int backoff = BACKOFF_MIN_MS;
+  while (!atomic_load(&o->stopping)) {
+    if (!o->pg && !connect_pg(o)) {
+      HOOKD_INC(outbox_errors);
+      wait_for(o, backoff);
+      backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+      continue;
+    }
+    int n = cycle(o);
+    if (n == -1) {
+      char msg[512];
+      HOOKD_INC(outbox_errors);
+      if (!atomic_load(&o->stopping))
+        HLOG(HOOKD_LOG_WARN, "outbox.failed", KV_S("error", pg_error(o, msg, sizeof msg)));
+      if (PQstatus(o->pg) != CONNECTION_OK) {
+        HLOG(HOOKD_LOG_WARN, "outbox.disconnected", KV_S("error", msg));
+        disconnect(o);
+      } else {
+        exec_ok(o, "ROLLBACK");
+      }
+      wait_for(o, backoff);
+      backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+      continue;
+    }
+    if (n >= 0) backoff = BACKOFF_MIN_MS;
+    if (n == -2) wait_for(o, BUSY_WAIT_MS);
+    else if (n < o->app->cfg->outbox_batch) wait_for(o, o->app->cfg->outbox_poll_ms);
+  }
+  disconnect(o);
+  return NULL;
+}
+
+hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
+  const hookd_config *cfg = app->cfg;
+  err[0] = '\0';
+  if (!cfg->outbox_url[0]) return NULL;
+  hookd_outbox *o = calloc(1, sizeof *o);
+  if (!o) {
+    snprintf(err, errlen, "outbox: out of memory");
+    return NULL;
+  }
+  o->app = app;
+  const char *t = cfg->outbox_table; /* checked by the configuration: [schema.]name */
+  snprintf(o->select_sql, sizeof o->select_sql,
+           "SELECT seq, tenant, event_id, type, payload::text, "
+           "floor(extract(epoch FROM occurred_at) * 1000)::bigint, ordering_key, "
+           "ordering_version, to_json(channels)::text, schema_version, "
+           "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint "
+           "FROM %s WHERE relay_error IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+           t);
+  snprintf(o->delete_sql, sizeof o->delete_sql, "DELETE FROM %s WHERE seq = ANY($1::bigint[])",
+           t);
+  snprintf(o->mark_sql, sizeof o->mark_sql,
+           "UPDATE %s SET relay_error = $2, relay_failed_at = now() WHERE seq = $1::bigint", t);
+  pthread_mutex_init(&o->mu, NULL);
+  o->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (o->wake_fd < 0 || pthread_create(&o->thread, NULL, main_loop, o) != 0) {
+    if (o->wake_fd >= 0) close(o->wake_fd);
+    pthread_mutex_destroy(&o->mu);
+    free(o);
+    snprintf(err, errlen, "outbox: cannot start its thread");
+    return NULL;
+  }
+  pthread_setname_np(o->thread, "hookd-outbox");
+  atomic_store_explicit(&hookd_m.outbox_enabled, 1, memory_order_relaxed);
+  return o;
+}
+
+void hookd_outbox_stop(hookd_outbox *o) {
+  if (!o) return;
+  atomic_store(&o->stopping, true);
+  uint64_t one = 1;
+  if (write(o->wake_fd, &one, sizeof one) < 0) { /* (a full counter wakes it as well) */
+  }
+  pthread_mutex_lock(&o->mu);
+  char msg[256];
+  if (o->cancel) PQcancel(o->cancel, msg, sizeof msg); /* a query waiting on a lock, say */
+  pthread_mutex_unlock(&o->mu);
+  pthread_join(o->thread, NULL);
+  close(o->wake_fd);
+  pthread_mutex_destroy(&o->mu);
+  free(o);
+}

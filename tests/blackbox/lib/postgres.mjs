@@ -1,0 +1,74 @@
+// postgres.mjs — a real PostgreSQL server of the test's own, on loopback, in a fresh data
+// directory (initdb), for the outbox relay's tests (docs/outbox.md). Debian's server binaries
+// (scripts/deps.sh installs them); as root they run as the `postgres` user, which initdb needs.
+// Readiness is a successful connection (bounded), never a sleep.
+import { spawn, execFileSync } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { waitUntil } from './hookd.mjs';
+
+function binDir() {
+  const base = '/usr/lib/postgresql';
+  const versions = existsSync(base) ? readdirSync(base).filter((v) => existsSync(join(base, v, 'bin', 'initdb'))) : [];
+  if (!versions.length) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql (run scripts/deps.sh)');
+  versions.sort((a, b) => Number(b) - Number(a));
+  return join(base, versions[0], 'bin');
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+// Starts a server (on `port` when given, else a free one); returns {url, port, query(sql,
+// params), client(), stop()}. url is a libpq URI for hookd's --outbox-url.
+export async function startPostgres({ port: wanted } = {}) {
+  const bin = binDir();
+  const dir = mkdtempSync(join(tmpdir(), 'hookd-pg-'));
+  const root = process.getuid() === 0;
+  // setpriv execs the command in its own place: the pid is the server's, and signals reach it
+  const as = (cmd, args) => (root
+    ? ['setpriv', ['--reuid=postgres', '--regid=postgres', '--init-groups', '--', cmd, ...args]]
+    : [cmd, args]);
+  if (root) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })),
+    Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })));
+  const data = join(dir, 'data');
+  const [c1, a1] = as(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'hookd', '--no-sync', '-E', 'UTF8']);
+  execFileSync(c1, a1, { stdio: 'ignore' });
+  const port = wanted ?? await freePort();
+  const [c2, a2] = as(join(bin, 'postgres'), ['-D', data, '-k', dir, '-p', String(port),
+    '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'log_min_messages=fatal']);
+  const proc = spawn(c2, a2, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  proc.stderr.on('data', (d) => { log = (log + d).slice(-4000); });
+  const exited = new Promise((resolve) => proc.once('exit', resolve));
+  const url = `postgresql://hookd@127.0.0.1:${port}/postgres`;
+  const client = async () => {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    return c;
+  };
+  let main;
+  await waitUntil(async () => {
+    if (proc.exitCode !== null) throw new Error(`postgres exited: ${log}`);
+    try { main = await client(); return true; } catch { return false; }
+  }, { timeout: 30000, what: 'postgres accepting connections' });
+  return {
+    url,
+    port,
+    client,
+    query: (sql, params) => main.query(sql, params),
+    async stop() {
+      await main.end().catch(() => {});
+      proc.kill('SIGINT'); // fast shutdown: open connections are cut
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,209 @@
+// outbox.test.mjs — the transactional outbox (O2, docs/outbox.md): a producer's PostgreSQL
+// table relayed into the engine at least once, idempotent by event id. A real PostgreSQL server
+// (lib/postgres.mjs) and a real daemon; every wait is bounded, none is a sleep.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { HOOKD_BIN, startHookd, setup, tempDir, waitUntil, waitDelivery, publish } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+import { startPostgres, freePort } from './lib/postgres.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
+
+const DDL = readFileSync(new URL('../../sql/outbox_postgres.sql', import.meta.url), 'utf8');
+let pg;
+before(async () => { pg = await startPostgres(); await pg.query(DDL); });
+after(async () => { await pg?.stop(); });
+
+// Each test has its own table (--outbox-table), so that tests never take each other's rows.
+let tables = 0;
+async function table() {
+  const name = `outbox_${++tables}`;
+  await pg.query(DDL.replaceAll('hookd_outbox', name));
+  return name;
+}
+const relay = (name, extra = []) => ['--outbox-url', pg.url, '--outbox-table', name, '--outbox-poll-ms', '200', ...extra];
+const metric = async (h, name) => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), name);
+// The relay's DELETE on `name` waits for an advisory lock the returned session holds: hookd is
+// then held between the engine's commit and the outbox's (released with pg_advisory_unlock).
+async function holdDeletes(name, key) {
+  await pg.query(`CREATE FUNCTION ${name}_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+                  BEGIN PERFORM pg_advisory_xact_lock(${key}); RETURN OLD; END $$`);
+  await pg.query(`CREATE TRIGGER ${name}_hold BEFORE DELETE ON ${name} FOR EACH ROW EXECUTE FUNCTION ${name}_hold()`);
+  const holder = await pg.client();
+  await holder.query(`SELECT pg_advisory_lock(${key})`);
+  return holder;
+}
+const relayWaiting = (key) => waitUntil(async () => (await pg.query(
+  "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted", [key])).rows.length === 1,
+{ what: 'the relay waiting on its DELETE' });
+const rows = async (name) => (await pg.query(`SELECT seq, event_id, relay_error FROM ${name} ORDER BY seq`)).rows;
+
+test('a row committed with the business change is published under its event id, delivered once and deleted; a rolled-back one never is', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    const { tenant, secret } = await setup(h, rx.url);
+    const c = await pg.client();
+    await c.query('CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY, amount int)');
+    // the producer's transaction: the order and its event together
+    await c.query('BEGIN');
+    await c.query("INSERT INTO orders VALUES ('o1', 4200)");
+    await c.query(`INSERT INTO ${name} (event_id, tenant, type, payload, ordering_key, channels)
+                   VALUES ('order-o1-created', $1, 'order.created', '{"id":"o1","amount":4200,"note":null}', 'o1', NULL)`, [tenant]);
+    await c.query('COMMIT');
+    // one that rolls back with its order
+    await c.query('BEGIN');
+    await c.query("INSERT INTO orders VALUES ('o2', 1)");
+    await c.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('order-o2-created', $1, 'order.created', '{"id":"o2"}')`, [tenant]);
+    await c.query('ROLLBACK');
+    // and a later committed one: once it is delivered, the relay has looked past the other
+    await c.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('order-o3-created', $1, 'order.created', '{"id":"o3"}')`, [tenant]);
+    await c.end();
+
+    await rx.waitFor((r) => r.requests.length >= 2, 15000, 'both committed events delivered');
+    const ids = rx.requests.map((r) => r.headers['webhook-id']);
+    assert.deepEqual(ids, ['order-o1-created', 'order-o3-created'], 'in the order of the table, the rolled-back one never');
+    rx.verify(rx.requests[0], secret); // signed as any delivery
+    const env = JSON.parse(rx.requests[0].body);
+    assert.equal(env.type, 'order.created');
+    assert.deepEqual(env.data, { id: 'o1', amount: 4200, note: null }, 'the payload as committed, its null kept');
+    const ev = await h.api('GET', `/v1/tenants/${tenant}/events/order-o1-created`);
+    assert.equal(ev.status, 200);
+    assert.equal(ev.json.ordering_key, 'o1');
+    await waitUntil(async () => (await rows(name)).length === 0, { what: 'the relayed rows deleted' });
+    assert.equal(await metric(h, 'hookd_outbox_relayed_total'), 2);
+    assert.equal(await metric(h, 'hookd_outbox_duplicates_total'), 0);
+    assert.equal(await metric(h, 'hookd_outbox_connected'), 1);
+    await waitUntil(async () => await metric(h, 'hookd_outbox_lag_seconds') === 0,
+      { what: 'no lag once the relay looked at the empty table' });
+    assert.equal(rx.requests.length, 2, 'nothing sent twice');
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); }
+});
+
+test('hookd killed after the engine committed a row but before the row was deleted: relayed again as a duplicate, one event and one delivery', async () => {
+  const name = await table();
+  const holder = await holdDeletes(name, 4242);
+  const rx = await startReceiver();
+  const { dir, cleanup } = tempDir();
+  let h = await startHookd({ dir, args: relay(name) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    // written an hour ago: the relay's lag shows it while the row waits
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, created_at)
+                    VALUES ('inv-1-paid', $1, 'invoice.paid', '{"invoice":"inv-1"}', now() - interval '1 hour')`, [tenant]);
+    await waitDelivery(h, 'inv-1-paid', (d) => d.length === 1 && d[0].state === 'delivered', 'delivered before the row is deleted');
+    await relayWaiting(4242);
+    assert.ok(await metric(h, 'hookd_outbox_lag_seconds') >= 3600, 'the waiting row\'s age');
+    await h.kill9();
+    await holder.query('SELECT pg_advisory_unlock(4242)');
+    assert.equal((await rows(name)).length, 1, 'the killed relay\'s transaction rolled back: the row is back');
+    await pg.query(`DROP TRIGGER ${name}_hold ON ${name}`);
+
+    h = await startHookd({ dir, args: relay(name) });
+    await waitUntil(async () => (await rows(name)).length === 0, { what: 'the row relayed again and deleted' });
+    assert.equal(await metric(h, 'hookd_outbox_duplicates_total'), 1, 'the repeat was the engine\'s duplicate');
+    assert.equal(await metric(h, 'hookd_outbox_relayed_total'), 0);
+    const list = await h.api('GET', `/v1/tenants/${tenant}/events`);
+    assert.deepEqual(list.json.data.map((e) => e.id), ['inv-1-paid'], 'one event');
+    const ev = await h.api('GET', `/v1/tenants/${tenant}/events/inv-1-paid`);
+    assert.equal(ev.json.deliveries.length, 1, 'one delivery');
+    assert.equal(rx.requests.length, 1, 'sent once');
+    assert.equal((await h.stop()).code, 0);
+  } finally { await holder.end(); await rx.close(); cleanup(); }
+});
+
+test('rows the engine refuses are marked with the reason, the rows behind them go on, and a fixed row is relayed', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    const ok = await publish(h, tenant, { id: 'taken', type: 'a.b', payload: { n: 1 } });
+    assert.equal(ok.status, 202);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES
+                    ('r1', 'no-such-tenant', 'a.b', '{}'),
+                    ('r2', $1, 'bad type!', '{}'),
+                    ('taken', $1, 'a.b', '{"n":2}'),
+                    ('r4', $1, 'a.b', '{"n":4}')`, [tenant]);
+    await waitDelivery(h, 'r4', (d) => d.length === 1 && d[0].state === 'delivered', 'the row behind the refused ones');
+    await waitUntil(async () => (await rows(name)).length === 3, { what: 'the good row deleted' });
+    const left = await rows(name);
+    assert.deepEqual(left.map((r) => r.event_id), ['r1', 'r2', 'taken']);
+    assert.match(left[0].relay_error, /^404 not_found: tenant not found$/);
+    assert.match(left[1].relay_error, /^422 invalid_field: type must be/);
+    assert.match(left[2].relay_error, /^409 conflict/, 'an id another event of the tenant has: not a second event');
+    assert.equal(await metric(h, 'hookd_outbox_refused_total'), 3);
+    assert.ok(h.logs.some((l) => l.msg === 'outbox.refused' && l.event_id === 'r1' && l.status === 404));
+    const again = await h.api('GET', `/v1/tenants/${tenant}/events/taken`);
+    assert.deepEqual(again.json.payload, { n: 1 }, 'the first event untouched');
+
+    // the operator fixes a row and clears its mark: relayed
+    await pg.query(`UPDATE ${name} SET type = 'a.fixed', relay_error = NULL WHERE event_id = 'r2'`);
+    await waitDelivery(h, 'r2', (d) => d.length === 1 && d[0].state === 'delivered', 'the fixed row');
+    assert.deepEqual((await rows(name)).map((r) => r.event_id), ['r1', 'taken']);
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); }
+});
+
+test('rows committed while no database was reachable wait; hookd serves meanwhile and relays them once the database is up', async () => {
+  const port = await freePort();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: ['--outbox-url', `postgresql://hookd@127.0.0.1:${port}/postgres`, '--outbox-poll-ms', '200'] });
+  let pg2;
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await h.waitForLog((l) => l.msg === 'outbox.connect_failed', 10000, 'a failed connection logged');
+    assert.equal((await h.api('GET', '/readyz')).status, 200, 'the API serves without the outbox\'s database');
+    assert.equal(await metric(h, 'hookd_outbox_connected'), 0);
+    assert.ok(await metric(h, 'hookd_outbox_errors_total') >= 1);
+    pg2 = await startPostgres({ port });
+    await pg2.query(DDL);
+    await pg2.query("INSERT INTO hookd_outbox (tenant, type, payload) VALUES ($1, 'late.event', '[1,2,3]')", [tenant]);
+    await rx.waitFor((r) => r.requests.length === 1, 60000, 'the row relayed after the reconnection');
+    const env = JSON.parse(rx.requests[0].body);
+    assert.match(env.id, /^ob_[0-9a-f]{32}$/, 'the table\'s default event id');
+    assert.deepEqual(env.data, [1, 2, 3]);
+    await h.waitForLog((l) => l.msg === 'outbox.connected', 1000, 'the connection logged');
+    assert.ok(!h.stderrText.includes('postgresql://'), 'the connection string is never logged');
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); await pg2?.stop(); }
+});
+
+test('a stop while the relay waits on its database ends at once, and nothing is lost', async () => {
+  const name = await table();
+  const holder = await holdDeletes(name, 4343);
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('s1', $1, 'a.b', '{}')`, [tenant]);
+    await relayWaiting(4343);
+    const t0 = Date.now();
+    assert.equal((await h.stop()).code, 0);
+    assert.ok(Date.now() - t0 < 10000, `stopped in ${Date.now() - t0} ms`);
+    await holder.query('SELECT pg_advisory_unlock(4343)');
+    await waitUntil(async () => (await pg.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = 'hookd-outbox'`)).rows.length === 0,
+      { what: 'the relay\'s session gone' });
+    assert.deepEqual((await rows(name)).map((r) => r.event_id), ['s1'], 'the row stays, to be relayed (as a duplicate) by the next start');
+  } finally { await holder.end(); await rx.close(); }
+});
+
+test('an outbox table name that is not a plain SQL name is refused at the start', () => {
+  const { dir, cleanup } = tempDir();
+  try {
+    const r = spawnSync(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${dir}/x.db`,
+      '--outbox-url', pg.url, '--outbox-table', 'outbox; DROP TABLE orders'], { encoding: 'utf8', timeout: 20000 });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /--outbox-table must be \[schema\.\]name/);
+  } finally { cleanup(); }
+});
+
+test('without --outbox-url there is no relay and no outbox series', async () => {
+  const h = await startHookd();
+  const text = (await h.api('GET', '/metrics')).text;
+  assert.ok(!text.includes('hookd_outbox_'), 'no outbox series');
+  assert.equal((await h.stop()).code, 0);
+});
