@@ -15,6 +15,7 @@
 #   bench/run.sh retention  --event-retention-s deleting 200,000 old events; publishes meanwhile
 #   bench/run.sh replay     a bulk replay job over 100,000 DEAD deliveries vs the same live backlog
 #   bench/run.sh delete     an endpoint's delete of 500,000 pending deliveries; inbound acks meanwhile
+#   bench/run.sh outbox     the transactional outbox's relay: 50,000 PostgreSQL rows vs the API
 #
 # Environment knobs (defaults in brackets): BENCH_REPS [3], BENCH_EVENTS [100000] (drain backlog),
 # BENCH_STEADY_EVENTS [50000] (0 = skip the steady phase), BENCH_PUBLISH_RATES ["2000 5000"],
@@ -27,8 +28,8 @@ set -euo pipefail
 
 what=${1:-all}
 case "$what" in
-all | outbound | publish | inbound | isolation | idle | retention | replay | delete) ;;
-*) echo "usage: bench/run.sh [all|outbound|publish|inbound|isolation|idle|retention|replay|delete]" >&2; exit 2 ;;
+all | outbound | publish | inbound | isolation | idle | retention | replay | delete | outbox) ;;
+*) echo "usage: bench/run.sh [all|outbound|publish|inbound|isolation|idle|retention|replay|delete|outbox]" >&2; exit 2 ;;
 esac
 
 cd "$(dirname "$0")/.."
@@ -44,6 +45,7 @@ cd "$(dirname "$0")/.."
 . bench/retention.sh
 . bench/replay.sh
 . bench/delete.sh
+. bench/outbox.sh
 bench_install_trap
 
 started=$(date +%s)
@@ -73,7 +75,7 @@ nginx_start "$NGINX_WORKERS"
 log "nginx sink at $SINK_URL (pid $NGINX_PID)"
 
 case "$what" in
-all) outbound_main; publish_main; inbound_main; isolation_main; idle_main; retention_main; replay_main; delete_main ;;
+all) outbound_main; publish_main; inbound_main; isolation_main; idle_main; retention_main; replay_main; delete_main; outbox_main ;;
 outbound) outbound_main ;;
 publish) publish_main ;;
 inbound) inbound_main ;;
@@ -82,6 +84,7 @@ idle) idle_main ;;
 retention) retention_main ;;
 replay) replay_main ;;
 delete) delete_main ;;
+outbox) outbox_main ;;
 esac
 
 nginx_stop

@@ -236,7 +236,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->inbox_retention_s = 30LL * 24 * 3600;
   c->max_replay_items = 100000;
   snprintf(c->outbox_table, sizeof c->outbox_table, "hookd_outbox");
-  c->outbox_batch = 100;
+  c->outbox_batch = 500; /* one group commit (--store-batch 512); bench/outbox.sh */
   c->outbox_poll_ms = 1000;
 }
 
