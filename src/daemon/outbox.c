@@ -151,6 +151,21 @@ static const char *val(const PGresult *res, int i, int c) {
 /* The publish a row asks for, as POST /v1/tenants/{t}/events would take it; NULL with o filled
  * when the row cannot be one. */
 static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publish_outcome *o) {
+  static const struct {
+    int col;
+    const char *name;
+  } required[] = {{C_TENANT, "tenant is null"},
+                  {C_ID, "event_id is null"},
+                  {C_TYPE, "type is null"},
+                  {C_PAYLOAD, "payload is null"},
+                  {C_OCCURRED, "occurred_at is null or not a finite time"}};
+  for (size_t k = 0; k < sizeof required / sizeof required[0]; k++) {
+    if (!PQgetisnull(res, i, required[k].col)) continue;
+    o->status = 422; /* (a table made without the NOT NULLs of sql/outbox_postgres.sql) */
+    snprintf(o->code, sizeof o->code, "missing_field");
+    snprintf(o->message, sizeof o->message, "%s", required[k].name);
+    return NULL;
+  }
   char err[HOOKD_JSON_ERR_MAX];
   const char *payload = val(res, i, C_PAYLOAD);
   size_t max = ob->app->cfg->max_body_bytes;
@@ -218,7 +233,7 @@ static int cycle(hookd_outbox *o) {
     return -1;
   }
   int n = PQntuples(res);
-  long long age = n ? strtoll(val(res, 0, C_AGE), NULL, 10) : 0;
+  long long age = n ? strtoll(PQgetvalue(res, 0, C_AGE), NULL, 10) : 0; /* (NULL: "") */
   atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
   if (n == 0) {
     PQclear(res);
@@ -236,8 +251,8 @@ static int cycle(hookd_outbox *o) {
   }
   for (int i = 0; i < n; i++) {
     rows[i].seq = strtoll(val(res, i, C_SEQ), NULL, 10);
-    rows[i].event_id = val(res, i, C_ID);
-    rows[i].tenant = val(res, i, C_TENANT);
+    rows[i].event_id = PQgetvalue(res, i, C_ID); /* ("" when NULL: refused below) */
+    rows[i].tenant = PQgetvalue(res, i, C_TENANT);
     json_t *body = row_body(o, res, i, &rows[i].o);
     if (!body) continue;
     slots[i] = (slot){&b, &rows[i]};
@@ -357,9 +372,12 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
   const char *t = cfg->outbox_table; /* checked by the configuration: [schema.]name */
   snprintf(o->select_sql, sizeof o->select_sql,
            "SELECT seq, tenant, event_id, type, payload::text, "
-           "floor(extract(epoch FROM occurred_at) * 1000)::bigint, ordering_key, "
+           /* (an infinite time is NULL here, not an error failing every batch) */
+           "CASE WHEN isfinite(occurred_at) THEN "
+           "floor(extract(epoch FROM occurred_at) * 1000)::bigint END, ordering_key, "
            "ordering_version, to_json(channels)::text, schema_version, "
-           "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint "
+           "CASE WHEN isfinite(created_at) THEN "
+           "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint END "
            "FROM %s WHERE relay_error IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
            t);
   snprintf(o->delete_sql, sizeof o->delete_sql, "DELETE FROM %s WHERE seq = ANY($1::bigint[])",
