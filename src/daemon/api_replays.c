@@ -16,6 +16,7 @@
 #include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 #include "daemon/replayer.h"
 
 #define DEFAULT_RATE 50.0 /* deliveries a second a job moves back to pending */
@@ -334,6 +335,14 @@ static void reply_select(hookd_api_op *base, int rc) {
     return;
   }
   hookd_id_new("rpl", hookd_now_ms(), op->id);
+  if (op->snap.filters_over) { /* left out of the job: told as the fan-out tells it */
+    HOOKD_ADD(filters_over, (uint64_t)op->snap.filters_over);
+    HLOG(HOOKD_LOG_WARN, "payload_filter.gave_up", KV_S("replay_id", op->id),
+         KV_S("tenant_id", op->tenant), KV_S("endpoint_id", op->snap.endpoint_id),
+         KV_I("events", op->snap.filters_over),
+         KV_S("hint", "the endpoint's payload filter took more than 10,000 steps on these "
+                      "events' payloads: the missing job leaves them out"));
+  }
   hookd_api_chain(base, run_create, reply_create, HOOKD_API_WRITER);
 }
 

@@ -510,6 +510,8 @@ typedef struct hookd_replay_snapshot {
   char *filter_state;          /* the state they were in: an item still in it is replayed
                                   ("missing": an event the endpoint still has no delivery of) */
   char *endpoint_id;           /* "missing": the endpoint they go to */
+  int64_t filters_over;        /* "missing": events left out because the endpoint's payload
+                                  filter gave up on them (HOOKD_PFILTER_OVER) */
 } hookd_replay_snapshot;
 void hookd_replay_snapshot_free(hookd_replay_snapshot *s);
 

@@ -733,6 +733,13 @@ describe('payload filters (an endpoint takes the events whose payload matches)',
     const overAfter = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_payload_filters_over_total');
     assert.equal(overAfter - overBefore, 1);
     assert.ok(h.logs.some((l) => l.msg === 'payload_filter.gave_up' && l.event_id === long.id), 'logged');
+    // a missing job leaves it out too, counted and logged as the fan-out's
+    const job = await h.api('POST', `/v1/tenants/${t}/replays`, { filter: { state: 'missing', endpoint: costly.json.id }, reason: 'backfill' });
+    assert.equal(job.status, 201, job.text);
+    assert.equal(job.json.total, 0, job.text);
+    const overJob = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_payload_filters_over_total');
+    assert.equal(overJob - overAfter, 1, 'the job\'s give-up counted');
+    assert.ok(h.logs.some((l) => l.msg === 'payload_filter.gave_up' && l.replay_id === job.json.id && l.events === 1), 'and logged with the job');
     const d = await startHookd(); // (its own: this file's daemon takes bodies of 4 KiB at most)
     const { tenant: dt, endpoint: de } = await setup(d, recv.url);
     const huge = { $or: Array.from({ length: 200 }, (_, i) => ({ [`field_${i}`]: `value_${i}` })) };

@@ -161,6 +161,7 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
           &c->pf, ep->payload_filter, (const char *)sqlite3_column_blob(st, 3),
           (size_t)sqlite3_column_bytes(st, 3), &parsed, NULL);
       json_decref(parsed);
+      if (takes == HOOKD_PFILTER_OVER) out->filters_over++;
       if (takes != HOOKD_PFILTER_YES) continue;
     }
     out->count++;
