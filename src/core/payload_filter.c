@@ -270,14 +270,28 @@ int hookd_pfilter_match(const json_t *filter, const json_t *payload, long *left)
 
 #define CACHE_MAX 4096
 
-void hookd_pfilter_cache_init(hookd_pfilter_cache *c) { hookd_strmap_init(&c->m); }
+void hookd_pfilter_cache_init(hookd_pfilter_cache *c) {
+  hookd_strmap_init(&c->m);
+  c->hand = 0;
+}
 
 void hookd_pfilter_cache_free(hookd_pfilter_cache *c) {
   const char *k;
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&c->m, i, &k, &v)) != 0;) json_decref(v);
   hookd_strmap_free(&c->m);
-  hookd_strmap_init(&c->m);
+  hookd_pfilter_cache_init(c);
+}
+
+/* Drops the entry at or after the hand (round the table), and moves the hand past it. */
+static void evict_one(hookd_pfilter_cache *c) {
+  const char *k;
+  void *v;
+  size_t next = hookd_strmap_next(&c->m, c->hand, &k, &v);
+  if (!next) next = hookd_strmap_next(&c->m, 0, &k, &v);
+  if (!next) return;
+  c->hand = next;
+  json_decref(hookd_strmap_del(&c->m, k)); /* (the key is freed once it is found) */
 }
 
 static json_t *cached(hookd_pfilter_cache *c, const char *text) {
@@ -285,7 +299,7 @@ static json_t *cached(hookd_pfilter_cache *c, const char *text) {
   if (f) return json_incref(f);
   if (!(f = json_loads(text, 0, NULL))) return NULL;
   if (c) {
-    if (c->m.len >= CACHE_MAX) hookd_pfilter_cache_free(c);
+    if (c->m.len >= CACHE_MAX) evict_one(c);
     if (hookd_strmap_put(&c->m, text, f) == 0) json_incref(f);
   }
   return f;

@@ -34,10 +34,12 @@ enum { HOOKD_PFILTER_NO = 0, HOOKD_PFILTER_YES = 1, HOOKD_PFILTER_OVER = -1 };
  * as no, and says so. */
 int hookd_pfilter_match(const json_t *filter, const json_t *payload, long *left);
 
-/* Parsed filters by their text (one owner, e.g. a store connection; at most 4,096, all dropped
- * when full). */
+/* Parsed filters by their text (one owner, e.g. a store connection; at most 4,096: a new one
+ * past that takes the place of the next entry round the table, a clock hand, so that a store
+ * with more filters than that still finds most of them parsed). */
 typedef struct hookd_pfilter_cache {
   hookd_strmap m;
+  size_t hand; /* the slot the next eviction looks at first */
 } hookd_pfilter_cache;
 void hookd_pfilter_cache_init(hookd_pfilter_cache *c);
 void hookd_pfilter_cache_free(hookd_pfilter_cache *c);

@@ -130,6 +130,17 @@ static void payloads_that_are_not_objects(void **s) {
                      HOOKD_PFILTER_NO);
     assert_int_equal(cache.m.len, 3); /* (the one that does not parse is not kept) */
   }
+  /* past 4,096 filters one entry makes way for each new one: the others stay parsed */
+  char text[64];
+  for (int i = 0; i < 4096 + 100; i++) {
+    snprintf(text, sizeof text, "{\"a\": %d}", 1000 + i);
+    assert_int_equal(hookd_pfilter_match_envelope(&cache, text, env, n, &parsed, NULL),
+                     HOOKD_PFILTER_NO);
+    assert_true(cache.m.len <= 4096);
+  }
+  assert_int_equal(cache.m.len, 4096); /* (it was emptied whole: 100 left) */
+  snprintf(text, sizeof text, "{\"a\": %d}", 1000 + 4096 + 99);
+  assert_non_null(hookd_strmap_get(&cache.m, text)); /* the newest is there */
   json_decref(parsed);
   hookd_pfilter_cache_free(&cache);
 }
