@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <curl/curl.h>
+#include <libpq-fe.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -392,8 +393,8 @@ static char *trim(char *s) {
   return s;
 }
 
-/* An SQL name hookd may write into a statement as it is: [schema.]name, each part
- * [a-z_][a-z0-9_]* (no quoting needed, nothing to inject). */
+/* An SQL name hookd writes into its statements (quoted: "order" is a name too): [schema.]name,
+ * each part [a-z_][a-z0-9_]* (nothing to inject). */
 static bool table_name_ok(const char *s) {
   size_t part = 0, parts = 1;
   for (const char *p = s; *p; p++) {
@@ -602,6 +603,15 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   /* settings that cannot work are refused at start, not discovered at every request */
   if (!c->node_id[0] || strcspn(c->node_id, " \t\r\n") != strlen(c->node_id)) {
     snprintf(err, errlen, "--node-id must be a non-empty name without spaces");
+    return -1;
+  }
+  char *why = NULL;
+  PQconninfoOption *conninfo = c->outbox_url[0] ? PQconninfoParse(c->outbox_url, &why) : NULL;
+  PQconninfoFree(conninfo);
+  if (why) { /* (libpq's message quotes the string: it may hold a password) */
+    PQfreemem(why);
+    snprintf(err, errlen, "--outbox-url is not a libpq connection string or URI (its text is "
+                          "not repeated here: it may hold a password)");
     return -1;
   }
   if (!table_name_ok(c->outbox_table)) {

@@ -29,6 +29,11 @@
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 30000
 #define BUSY_WAIT_MS 1000 /* the store behind, or unable to commit: try again after this */
+/* A statement's answer is awaited this long at most: past the session's statement_timeout
+ * (60 s), a database that no longer answers at all (a partition, a stopped server) */
+#define QUERY_TIMEOUT_MS 90000
+#define SKIP_MAX 10000 /* refused rows whose mark failed, left out of this run's SELECTs */
+#define WHY_MAX 200    /* the refusal written to relay_error (ASCII: the API's messages) */
 
 enum { C_SEQ, C_TENANT, C_ID, C_TYPE, C_PAYLOAD, C_OCCURRED, C_OKEY, C_OVER, C_CHANNELS,
        C_SCHEMA, C_AGE, C__COUNT };
@@ -36,12 +41,13 @@ enum { C_SEQ, C_TENANT, C_ID, C_TYPE, C_PAYLOAD, C_OCCURRED, C_OKEY, C_OVER, C_C
 struct hookd_outbox {
   hookd_app *app;
   pthread_t thread;
-  int wake_fd; /* an eventfd: written by stop */
+  int wake_fd; /* an eventfd: written once by stop, readable from then on */
   atomic_bool stopping;
-  pthread_mutex_t mu; /* guards cancel */
-  PGcancel *cancel;   /* the connection's, while one is open */
-  PGconn *pg;         /* the relay thread's own */
-  char select_sql[768], delete_sql[256], mark_sql[256];
+  PGconn *pg;          /* the relay thread's own */
+  char password[256];  /* the connection string's: cut out of every message logged */
+  long long *skip;     /* refused rows whose mark failed (a column too short, a trigger): */
+  size_t n_skip;       /* left out of the SELECT for this run, not retaken in a loop */
+  char select_sql[1024], delete_sql[300], mark_sql[300];
 };
 
 /* One cycle's publishes in flight: done() is called on the writer's thread. */
@@ -49,6 +55,7 @@ typedef struct row {
   long long seq;
   const char *event_id, *tenant;
   hookd_publish_outcome o;
+  bool marked; /* refused, and relay_error written */
 } row;
 
 typedef struct batch {
@@ -71,11 +78,29 @@ static void publish_done(void *arg, const hookd_publish_outcome *o) {
   pthread_mutex_unlock(&s->b->mu);
 }
 
-/* Waits up to ms for a stop or a notification (or forever when ms < 0). */
-static void wait_for(hookd_outbox *o, int ms) {
+static void disconnect(hookd_outbox *o) {
+  if (!o->pg) return;
+  PQfinish(o->pg); /* (a transaction left open is rolled back by the server) */
+  o->pg = NULL;
+  atomic_store_explicit(&hookd_m.outbox_connected, 0, memory_order_relaxed);
+}
+
+/* Notifications read and dropped; true when there was one. */
+static bool drain_notifies(hookd_outbox *o) {
+  bool any = false;
+  for (PGnotify *n; (n = PQnotifies(o->pg)) != NULL; PQfreemem(n)) any = true;
+  return any;
+}
+
+/* Waits up to ms for a stop, or (notify) a notification of rows committed. A relay backing off
+ * after a failure is not woken by notifications: each commit of a busy producer would make it
+ * fail again at once. */
+static void wait_for(hookd_outbox *o, int ms, bool notify) {
   struct pollfd p[2] = {{.fd = o->wake_fd, .events = POLLIN}, {.fd = -1}};
   if (o->pg && PQstatus(o->pg) == CONNECTION_OK) p[1] = (struct pollfd){PQsocket(o->pg), POLLIN, 0};
   int64_t until = hookd_mono_ms() + ms;
+  /* (one read with the last cycle's answers is already queued: no wait) */
+  if (p[1].fd >= 0 && drain_notifies(o) && notify) return;
   while (!atomic_load(&o->stopping)) {
     int left = (int)(until - hookd_mono_ms());
     if (left <= 0) return;
@@ -83,65 +108,116 @@ static void wait_for(hookd_outbox *o, int ms) {
     if (p[0].revents) return;
     if (p[1].revents) {
       if (!PQconsumeInput(o->pg)) return; /* the connection broke: the next cycle tells */
-      bool notified = false;
-      for (PGnotify *n; (n = PQnotifies(o->pg)) != NULL; PQfreemem(n)) notified = true;
-      if (notified) return;
+      if (drain_notifies(o) && notify) return;
     }
   }
 }
 
-static void disconnect(hookd_outbox *o) {
-  if (!o->pg) return;
-  pthread_mutex_lock(&o->mu);
-  PQfreeCancel(o->cancel);
-  o->cancel = NULL;
-  pthread_mutex_unlock(&o->mu);
-  PQfinish(o->pg);
-  o->pg = NULL;
-  atomic_store_explicit(&hookd_m.outbox_connected, 0, memory_order_relaxed);
-}
-
-/* libpq's message on one line (it ends its messages with a newline, some span two). */
-static const char *pg_error(hookd_outbox *o, char *buf, size_t n) {
-  snprintf(buf, n, "%s", o->pg ? PQerrorMessage(o->pg) : "no connection");
+/* libpq's message on one line, the connection string's password cut out (libpq quotes a token
+ * it cannot parse, and a password with a '%' is one). */
+static const char *pg_text(hookd_outbox *o, const char *msg, char *buf, size_t n) {
+  snprintf(buf, n, "%s", msg);
+  if (o->password[0]) {
+    for (char *p; (p = strstr(buf, o->password)) != NULL;) {
+      size_t len = strlen(o->password);
+      const char *mask = "[redacted]";
+      size_t mlen = strlen(mask);
+      if (mlen <= len) {
+        memcpy(p, mask, mlen);
+        memmove(p + mlen, p + len, strlen(p + len) + 1);
+      } else {
+        memset(p, '*', len);
+      }
+    }
+  }
   for (char *p = buf; *p; p++)
-    if (*p == '\n' || *p == '\r') *p = ' ';
+    if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
   size_t len = strlen(buf);
   while (len && buf[len - 1] == ' ') buf[--len] = '\0';
   return buf;
 }
 
+static const char *pg_error(hookd_outbox *o, char *buf, size_t n) {
+  return pg_text(o, o->pg ? PQerrorMessage(o->pg) : "no connection", buf, n);
+}
+
+/* A NOTICE or WARNING of the database (a trigger's RAISE NOTICE): a log line, never raw text
+ * on stderr among the JSON lines. */
+static void on_notice(void *arg, const char *message) {
+  char buf[512];
+  HLOG(HOOKD_LOG_DEBUG, "outbox.notice", KV_S("message", pg_text(arg, message, buf, sizeof buf)));
+}
+
+/* Runs one statement without blocking a stop: its result (PQclear it), or NULL when the
+ * connection broke, the database did not answer within QUERY_TIMEOUT_MS, or a stop came — the
+ * connection is then dropped (its transaction rolled back by the server). */
+static PGresult *query(hookd_outbox *o, const char *sql, int n, const char *const *params) {
+  if (!PQsendQueryParams(o->pg, sql, n, NULL, params, NULL, NULL, 0)) return NULL;
+  int64_t until = hookd_mono_ms() + QUERY_TIMEOUT_MS;
+  PGresult *last = NULL;
+  for (;;) {
+    int flushed = PQflush(o->pg); /* 1: more to send */
+    if (flushed < 0) goto lost;
+    if (flushed == 0 && !PQisBusy(o->pg)) {
+      PGresult *r = PQgetResult(o->pg);
+      if (!r) return last; /* (the statement's end) */
+      PQclear(last);
+      last = r;
+      continue;
+    }
+    int left = (int)(until - hookd_mono_ms());
+    if (left <= 0 || atomic_load(&o->stopping)) {
+      if (left <= 0)
+        HLOG(HOOKD_LOG_WARN, "outbox.timeout",
+             KV_S("error", "the database did not answer within 90 s: the connection is dropped"));
+      goto lost;
+    }
+    struct pollfd p[2] = {{.fd = o->wake_fd, .events = POLLIN},
+                          {.fd = PQsocket(o->pg), .events = POLLIN | (flushed ? POLLOUT : 0)}};
+    if (poll(p, 2, left) <= 0) continue;
+    if (p[0].revents) continue; /* (a stop: handled above) */
+    if ((p[1].revents & (POLLIN | POLLERR | POLLHUP)) && !PQconsumeInput(o->pg)) goto lost;
+  }
+lost:
+  PQclear(last);
+  return NULL;
+}
+
 static bool exec_ok(hookd_outbox *o, const char *sql) {
-  PGresult *res = PQexec(o->pg, sql);
-  bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+  PGresult *res = query(o, sql, 0, NULL);
+  bool ok = res && PQresultStatus(res) == PGRES_COMMAND_OK;
   PQclear(res);
   return ok;
 }
 
-/* The session's settings: a bound on any statement, and the plans the relay's three
- * statements are written for. An outbox churns (rows in, rows out) and its statistics lag: a
- * freshly filled table, estimated at 0.5 % of its rows waiting, had the batch's SELECT read the
- * whole table and sort it (0.2-0.6 s a batch of 1,000 at 50,000 rows, bench/outbox.sh) instead of
- * walking the waiting rows' index; this session runs nothing else. */
+/* The session's settings: UTF-8 text whatever the database's encoding; a bound on any
+ * statement; and the plans the relay's three statements are written for. An outbox churns
+ * (rows in, rows out) and its statistics lag: a freshly filled table, estimated at 0.5 % of its
+ * rows waiting, had the batch's SELECT read the whole table and sort it (0.2-0.6 s a batch of
+ * 1,000 at 50,000 rows, bench/outbox.sh) instead of walking the waiting rows' index; this
+ * session runs nothing else. The connection itself is made in at most 5 s (connect_timeout):
+ * a stop waits that long at most. */
 static bool connect_pg(hookd_outbox *o) {
-  const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
-  const char *vals[] = {"10", "hookd-outbox", o->app->cfg->outbox_url, NULL};
+  const char *keys[] = {"connect_timeout", "application_name", "dbname", "client_encoding",
+                        NULL};
+  const char *vals[] = {"5", "hookd-outbox", o->app->cfg->outbox_url, "UTF8", NULL};
   o->pg = PQconnectdbParams(keys, vals, 1); /* the URL's own settings win over the first two */
   char msg[512];
-  if (!o->pg || PQstatus(o->pg) != CONNECTION_OK ||
-      !exec_ok(o, "SET statement_timeout = '60s'") || !exec_ok(o, "SET enable_seqscan = off") ||
-      !exec_ok(o, "SET enable_sort = off") || !exec_ok(o, "LISTEN hookd_outbox")) {
-    HLOG(HOOKD_LOG_WARN, "outbox.connect_failed", KV_S("error", pg_error(o, msg, sizeof msg)));
-    PQfinish(o->pg);
-    o->pg = NULL;
-    return false;
+  if (o->pg && PQstatus(o->pg) == CONNECTION_OK) {
+    PQsetNoticeProcessor(o->pg, on_notice, o);
+    if (PQsetnonblocking(o->pg, 1) == 0 && exec_ok(o, "SET statement_timeout = '60s'") &&
+        exec_ok(o, "SET enable_seqscan = off") && exec_ok(o, "SET enable_sort = off") &&
+        exec_ok(o, "LISTEN hookd_outbox")) {
+      atomic_store_explicit(&hookd_m.outbox_connected, 1, memory_order_relaxed);
+      HLOG(HOOKD_LOG_INFO, "outbox.connected", KV_S("table", o->app->cfg->outbox_table));
+      return true;
+    }
   }
-  pthread_mutex_lock(&o->mu);
-  o->cancel = PQgetCancel(o->pg);
-  pthread_mutex_unlock(&o->mu);
-  atomic_store_explicit(&hookd_m.outbox_connected, 1, memory_order_relaxed);
-  HLOG(HOOKD_LOG_INFO, "outbox.connected", KV_S("table", o->app->cfg->outbox_table));
-  return true;
+  if (!atomic_load(&o->stopping))
+    HLOG(HOOKD_LOG_WARN, "outbox.connect_failed", KV_S("error", pg_error(o, msg, sizeof msg)));
+  PQfinish(o->pg);
+  o->pg = NULL;
+  return false;
 }
 
 static const char *val(const PGresult *res, int i, int c) {
@@ -169,14 +245,20 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   char err[HOOKD_JSON_ERR_MAX];
   const char *payload = val(res, i, C_PAYLOAD);
   size_t max = ob->app->cfg->max_body_bytes;
-  if (strlen(payload) > max) { /* as the API's limit on a request's body */
+  /* the API's limit on a request's body, on the payload written compact (jsonb's text has
+   * blanks after ',' and ':'; twice the limit is refused unread) */
+  json_t *data = strlen(payload) > 2 * max ? NULL
+                                           : hookd_json_parse_ex(payload, strlen(payload),
+                                                                 &ob->app->json_limits,
+                                                                 JSON_DECODE_ANY, err);
+  if ((!data && strlen(payload) > 2 * max) ||
+      (data && json_dumpb(data, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) > max)) {
+    json_decref(data);
     o->status = 413;
     snprintf(o->code, sizeof o->code, "body_too_large");
     snprintf(o->message, sizeof o->message, "payload larger than --max-body-bytes (%zu)", max);
     return NULL;
   }
-  json_t *data = hookd_json_parse_ex(payload, strlen(payload), &ob->app->json_limits,
-                                     JSON_DECODE_ANY, err);
   if (!data) {
     o->status = 400;
     snprintf(o->code, sizeof o->code, "invalid_json");
@@ -205,7 +287,7 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   return body;
 }
 
-/* "{1,2,3}": the seqs of rows whose outcome has status `status` (2xx: 200..299). */
+/* "{1,2,3}": the seqs of the rows published (2xx); false when none. */
 static bool seq_array(const row *rows, int n, hookd_buf *out) {
   bool any = false;
   if (hookd_buf_puts(out, "{")) return false;
@@ -217,6 +299,76 @@ static bool seq_array(const row *rows, int n, hookd_buf *out) {
   return hookd_buf_puts(out, "}") == 0 && any;
 }
 
+/* Writes a refused row's relay_error, in a savepoint: a row that cannot be marked (a column
+ * too short for the reason, a trigger that refuses) is left out of this run's SELECTs instead
+ * of failing the batch again and again. false when the connection failed. */
+static bool mark(hookd_outbox *o, row *r) {
+  char seq[24], why[WHY_MAX + 1], msg[512];
+  snprintf(seq, sizeof seq, "%lld", r->seq);
+  snprintf(why, sizeof why, "%d %s: %s", r->o.status, r->o.code, r->o.message);
+  const char *p[2] = {seq, why};
+  if (!exec_ok(o, "SAVEPOINT mark")) return false;
+  PGresult *m = query(o, o->mark_sql, 2, p);
+  bool ok = m && PQresultStatus(m) == PGRES_COMMAND_OK;
+  PQclear(m);
+  if (ok) {
+    r->marked = true;
+    return true;
+  }
+  if (!o->pg || PQstatus(o->pg) != CONNECTION_OK) return false;
+  HOOKD_INC(outbox_errors);
+  HLOG(HOOKD_LOG_ERROR, "outbox.mark_failed", KV_I("seq", r->seq), KV_S("event_id", r->event_id),
+       KV_S("refused", why), KV_S("error", pg_error(o, msg, sizeof msg)),
+       KV_S("hint", "the row stays unmarked and is left alone until hookd restarts"));
+  if (o->n_skip < SKIP_MAX) {
+    long long *s = realloc(o->skip, (o->n_skip + 1) * sizeof *s);
+    if (s) {
+      o->skip = s;
+      o->skip[o->n_skip++] = r->seq;
+    }
+  }
+  return exec_ok(o, "ROLLBACK TO SAVEPOINT mark");
+}
+
+/* The run's skipped rows as a bigint[] literal. */
+static int skip_array(const hookd_outbox *o, hookd_buf *out) {
+  int rc = hookd_buf_puts(out, "{");
+  for (size_t i = 0; !rc && i < o->n_skip; i++)
+    rc = hookd_buf_printf(out, "%s%lld", i ? "," : "", o->skip[i]);
+  return rc ? rc : hookd_buf_puts(out, "}");
+}
+
+/* Publishes the batch's rows into the engine and waits for every outcome (the engine's
+ * commits). */
+static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, slot *slots, int n) {
+  batch b = {.pending = 0};
+  pthread_mutex_init(&b.mu, NULL);
+  pthread_cond_init(&b.cv, NULL);
+  for (int i = 0; i < n; i++) {
+    rows[i].seq = strtoll(val(res, i, C_SEQ), NULL, 10);
+    rows[i].event_id = PQgetvalue(res, i, C_ID); /* ("" when NULL: refused below) */
+    rows[i].tenant = PQgetvalue(res, i, C_TENANT);
+    json_t *body = row_body(o, res, i, &rows[i].o);
+    if (!body) continue;
+    slots[i] = (slot){&b, &rows[i]};
+    pthread_mutex_lock(&b.mu);
+    b.pending++;
+    pthread_mutex_unlock(&b.mu);
+    if (hookd_api_publish_submit(o->app, rows[i].tenant, body, publish_done, &slots[i],
+                                 &rows[i].o) != 0) {
+      pthread_mutex_lock(&b.mu);
+      b.pending--;
+      pthread_mutex_unlock(&b.mu);
+    }
+    json_decref(body);
+  }
+  pthread_mutex_lock(&b.mu);
+  while (b.pending > 0) pthread_cond_wait(&b.cv, &b.mu);
+  pthread_mutex_unlock(&b.mu);
+  pthread_cond_destroy(&b.cv);
+  pthread_mutex_destroy(&b.mu);
+}
+
 /* One cycle. Returns the rows taken (>= 0), -1 when the database failed, -2 when the engine
  * could not take them now (they stay for the next cycle). */
 static int cycle(hookd_outbox *o) {
@@ -226,9 +378,16 @@ static int cycle(hookd_outbox *o) {
   if (!exec_ok(o, "BEGIN")) return -1;
   char limit[16];
   snprintf(limit, sizeof limit, "%d", app->cfg->outbox_batch);
-  const char *params[2] = {limit, NULL};
-  PGresult *res = PQexecParams(o->pg, o->select_sql, 1, NULL, params, NULL, NULL, 0);
-  if (PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) != C__COUNT) {
+  hookd_buf skip;
+  hookd_buf_init(&skip, o->n_skip * 24 + 16);
+  if (skip_array(o, &skip)) {
+    hookd_buf_free(&skip);
+    return -2;
+  }
+  const char *params[2] = {limit, skip.data};
+  PGresult *res = query(o, o->select_sql, 2, params);
+  hookd_buf_free(&skip);
+  if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) != C__COUNT) {
     PQclear(res);
     return -1;
   }
@@ -241,35 +400,14 @@ static int cycle(hookd_outbox *o) {
   }
   row *rows = calloc((size_t)n, sizeof *rows);
   slot *slots = calloc((size_t)n, sizeof *slots);
-  batch b = {.pending = 0};
-  pthread_mutex_init(&b.mu, NULL);
-  pthread_cond_init(&b.cv, NULL);
-  int rc = n;
   if (!rows || !slots) {
-    rc = -2;
-    goto out;
+    free(rows);
+    free(slots);
+    PQclear(res);
+    exec_ok(o, "ROLLBACK");
+    return -2;
   }
-  for (int i = 0; i < n; i++) {
-    rows[i].seq = strtoll(val(res, i, C_SEQ), NULL, 10);
-    rows[i].event_id = PQgetvalue(res, i, C_ID); /* ("" when NULL: refused below) */
-    rows[i].tenant = PQgetvalue(res, i, C_TENANT);
-    json_t *body = row_body(o, res, i, &rows[i].o);
-    if (!body) continue;
-    slots[i] = (slot){&b, &rows[i]};
-    pthread_mutex_lock(&b.mu);
-    b.pending++;
-    pthread_mutex_unlock(&b.mu);
-    if (hookd_api_publish_submit(app, rows[i].tenant, body, publish_done, &slots[i],
-                                 &rows[i].o) != 0) {
-      pthread_mutex_lock(&b.mu);
-      b.pending--;
-      pthread_mutex_unlock(&b.mu);
-    }
-    json_decref(body);
-  }
-  pthread_mutex_lock(&b.mu);
-  while (b.pending > 0) pthread_cond_wait(&b.cv, &b.mu);
-  pthread_mutex_unlock(&b.mu);
+  publish_rows(o, res, rows, slots, n);
 
   /* the engine has committed what it took: now the rows */
   bool transient = false;
@@ -286,43 +424,37 @@ static int cycle(hookd_outbox *o) {
   bool ok = true;
   if (seq_array(rows, n, &seqs)) {
     const char *p[1] = {seqs.data};
-    PGresult *d = PQexecParams(o->pg, o->delete_sql, 1, NULL, p, NULL, NULL, 0);
-    ok = PQresultStatus(d) == PGRES_COMMAND_OK;
+    PGresult *d = query(o, o->delete_sql, 1, p);
+    ok = d && PQresultStatus(d) == PGRES_COMMAND_OK;
     PQclear(d);
   }
   hookd_buf_free(&seqs);
+  for (int i = 0; ok && i < n; i++)
+    if (rows[i].o.status >= 400 && rows[i].o.status < 500) ok = mark(o, &rows[i]);
+  if (ok) {
+    PGresult *c = query(o, "COMMIT", 0, NULL);
+    /* a transaction that failed answers COMMIT with ROLLBACK */
+    ok = c && PQresultStatus(c) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(c), "COMMIT");
+    PQclear(c);
+  }
   for (int i = 0; ok && i < n; i++) {
     const row *r = &rows[i];
-    if (r->o.status < 400 || r->o.status >= 500) continue;
-    char seq[24], why[320];
-    snprintf(seq, sizeof seq, "%lld", r->seq);
-    snprintf(why, sizeof why, "%d %s: %s", r->o.status, r->o.code, r->o.message);
-    const char *p[2] = {seq, why};
-    PGresult *m = PQexecParams(o->pg, o->mark_sql, 2, NULL, p, NULL, NULL, 0);
-    ok = PQresultStatus(m) == PGRES_COMMAND_OK;
-    PQclear(m);
-    if (!ok) break;
+    if (!r->marked) continue;
     HOOKD_INC(outbox_refused);
     HLOG(HOOKD_LOG_WARN, "outbox.refused", KV_I("seq", r->seq), KV_S("event_id", r->event_id),
          KV_S("tenant_id", r->tenant), KV_I("status", r->o.status), KV_S("code", r->o.code),
          KV_S("error", r->o.message));
   }
-  if (ok) {
-    PGresult *c = PQexec(o->pg, "COMMIT");
-    /* a transaction that failed answers COMMIT with ROLLBACK */
-    ok = PQresultStatus(c) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(c), "COMMIT");
-    PQclear(c);
-  }
-  if (!ok) rc = -1;
-  else if (transient) rc = -2;
-out:
-  pthread_cond_destroy(&b.cv);
-  pthread_mutex_destroy(&b.mu);
   free(slots);
   free(rows);
   PQclear(res);
-  if (rc == -2) exec_ok(o, "ROLLBACK"); /* (after a COMMIT: a warning, nothing more) */
-  return rc;
+  if (!ok) return -1;
+  if (!transient) return n;
+  return -2;
+}
+
+static int next_backoff(int backoff) {
+  return backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 }
 
 static void *main_loop(void *arg) {
@@ -331,32 +463,42 @@ static void *main_loop(void *arg) {
   while (!atomic_load(&o->stopping)) {
     if (!o->pg && !connect_pg(o)) {
       HOOKD_INC(outbox_errors);
-      wait_for(o, backoff);
-      backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+      wait_for(o, backoff, false);
+      backoff = next_backoff(backoff);
       continue;
     }
     int n = cycle(o);
+    if (atomic_load(&o->stopping)) break;
     if (n == -1) {
       char msg[512];
       HOOKD_INC(outbox_errors);
-      if (!atomic_load(&o->stopping))
-        HLOG(HOOKD_LOG_WARN, "outbox.failed", KV_S("error", pg_error(o, msg, sizeof msg)));
-      if (PQstatus(o->pg) != CONNECTION_OK) {
+      pg_error(o, msg, sizeof msg);
+      HLOG(HOOKD_LOG_WARN, "outbox.failed", KV_S("error", msg));
+      if (!o->pg || PQstatus(o->pg) != CONNECTION_OK) {
         HLOG(HOOKD_LOG_WARN, "outbox.disconnected", KV_S("error", msg));
         disconnect(o);
-      } else {
+      } else if (PQtransactionStatus(o->pg) != PQTRANS_IDLE) {
         exec_ok(o, "ROLLBACK");
       }
-      wait_for(o, backoff);
-      backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+      wait_for(o, backoff, false);
+      backoff = next_backoff(backoff);
       continue;
     }
-    if (n >= 0) backoff = BACKOFF_MIN_MS;
-    if (n == -2) wait_for(o, BUSY_WAIT_MS);
-    else if (n < o->app->cfg->outbox_batch) wait_for(o, o->app->cfg->outbox_poll_ms);
+    backoff = BACKOFF_MIN_MS;
+    if (n == -2) wait_for(o, BUSY_WAIT_MS, false);
+    else if (n < o->app->cfg->outbox_batch) wait_for(o, o->app->cfg->outbox_poll_ms, true);
   }
   disconnect(o);
   return NULL;
+}
+
+/* The connection string's password (from the string itself; "" when none or unparsable). */
+static void find_password(const char *conninfo, char *out, size_t n) {
+  out[0] = '\0';
+  PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+  for (PQconninfoOption *op = opts; op && op->keyword; op++)
+    if (!strcmp(op->keyword, "password") && op->val) snprintf(out, n, "%s", op->val);
+  PQconninfoFree(opts);
 }
 
 hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
@@ -369,7 +511,16 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
     return NULL;
   }
   o->app = app;
-  const char *t = cfg->outbox_table; /* checked by the configuration: [schema.]name */
+  find_password(cfg->outbox_url, o->password, sizeof o->password);
+  /* [schema.]name, checked by the configuration ([a-z_][a-z0-9_]*), quoted: a reserved word
+   * ("order", "user") is a name too */
+  char t[300];
+  const char *dot = strchr(cfg->outbox_table, '.');
+  if (dot)
+    snprintf(t, sizeof t, "\"%.*s\".\"%s\"", (int)(dot - cfg->outbox_table), cfg->outbox_table,
+             dot + 1);
+  else
+    snprintf(t, sizeof t, "\"%s\"", cfg->outbox_table);
   snprintf(o->select_sql, sizeof o->select_sql,
            "SELECT seq, tenant, event_id, type, payload::text, "
            /* (an infinite time is NULL here, not an error failing every batch) */
@@ -378,17 +529,16 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            "ordering_version, to_json(channels)::text, schema_version, "
            "CASE WHEN isfinite(created_at) THEN "
            "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint END "
-           "FROM %s WHERE relay_error IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+           "FROM %s WHERE relay_error IS NULL AND seq <> ALL($2::bigint[]) "
+           "ORDER BY seq LIMIT $1::int FOR UPDATE SKIP LOCKED",
            t);
   snprintf(o->delete_sql, sizeof o->delete_sql, "DELETE FROM %s WHERE seq = ANY($1::bigint[])",
            t);
   snprintf(o->mark_sql, sizeof o->mark_sql,
            "UPDATE %s SET relay_error = $2, relay_failed_at = now() WHERE seq = $1::bigint", t);
-  pthread_mutex_init(&o->mu, NULL);
   o->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (o->wake_fd < 0 || pthread_create(&o->thread, NULL, main_loop, o) != 0) {
     if (o->wake_fd >= 0) close(o->wake_fd);
-    pthread_mutex_destroy(&o->mu);
     free(o);
     snprintf(err, errlen, "outbox: cannot start its thread");
     return NULL;
@@ -401,15 +551,11 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
 void hookd_outbox_stop(hookd_outbox *o) {
   if (!o) return;
   atomic_store(&o->stopping, true);
-  uint64_t one = 1;
+  uint64_t one = 1; /* the relay's waits and queries poll this: each returns at once */
   if (write(o->wake_fd, &one, sizeof one) < 0) { /* (a full counter wakes it as well) */
   }
-  pthread_mutex_lock(&o->mu);
-  char msg[256];
-  if (o->cancel) PQcancel(o->cancel, msg, sizeof msg); /* a query waiting on a lock, say */
-  pthread_mutex_unlock(&o->mu);
   pthread_join(o->thread, NULL);
   close(o->wake_fd);
-  pthread_mutex_destroy(&o->mu);
+  free(o->skip);
   free(o);
 }

@@ -15,11 +15,13 @@ let pg;
 before(async () => { pg = await startPostgres(); await pg.query(DDL); });
 after(async () => { await pg?.stop(); });
 
-// Each test has its own table (--outbox-table), so that tests never take each other's rows.
+// Each test has its own table (--outbox-table), so that tests never take each other's rows; its
+// trigger notifies the relay's channel, hookd_outbox, whatever the table's name.
 let tables = 0;
 async function table() {
   const name = `outbox_${++tables}`;
-  await pg.query(DDL.replaceAll('hookd_outbox', name));
+  await pg.query(DDL.replaceAll("pg_notify('hookd_outbox'", 'pg_notify(CHANNEL').replaceAll('hookd_outbox', name)
+    .replaceAll('pg_notify(CHANNEL', "pg_notify('hookd_outbox'"));
   return name;
 }
 const relay = (name, extra = []) => ['--outbox-url', pg.url, '--outbox-table', name, '--outbox-poll-ms', '200', ...extra];
@@ -193,6 +195,108 @@ test('a stop while the relay waits on its database ends at once, and nothing is 
       { what: 'the relay\'s session gone' });
     assert.deepEqual((await rows(name)).map((r) => r.event_id), ['s1'], 'the row stays, to be relayed (as a duplicate) by the next start');
   } finally { await holder.end(); await rx.close(); }
+});
+
+test('a DELETE the database refuses keeps the rows (relayed again as duplicates once it works); meanwhile the relay backs off, however often producers commit', async () => {
+  const name = await table();
+  await pg.query(`CREATE FUNCTION ${name}_no() RETURNS trigger LANGUAGE plpgsql AS $$
+                  BEGIN RAISE EXCEPTION 'deletes refused'; END $$`);
+  await pg.query(`CREATE TRIGGER ${name}_no BEFORE DELETE ON ${name} FOR EACH ROW EXECUTE FUNCTION ${name}_no()`);
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('d1', $1, 'a.b', '{}')`, [tenant]);
+    await h.waitForLog((l) => l.msg === 'outbox.failed' && /deletes refused/.test(l.error), 10000, 'the refused DELETE logged');
+    const before = await metric(h, 'hookd_outbox_errors_total');
+    // 40 producer commits, each a notification: the relay backing off is not woken by them
+    for (let i = 0; i < 40; i++)
+      await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ($2, $1, 'a.b', '{}')`, [tenant, `d${i + 2}`]);
+    assert.ok(await metric(h, 'hookd_outbox_errors_total') - before <= 2, 'at most the backoff\'s attempts meanwhile');
+    assert.equal((await rows(name)).length, 41, 'nothing deleted, nothing lost');
+    await pg.query(`DROP TRIGGER ${name}_no ON ${name}`);
+    await waitUntil(async () => (await rows(name)).length === 0, { timeout: 40000, what: 'relayed once the DELETE works' });
+    const list = await h.api('GET', `/v1/tenants/${tenant}/events?limit=100`);
+    assert.equal(list.json.data.length, 41, 'one event a row');
+    assert.equal(await metric(h, 'hookd_outbox_relayed_total'), 41);
+    assert.ok(await metric(h, 'hookd_outbox_duplicates_total') >= 1, 'the rows published before the DELETE failed came again as duplicates');
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); }
+});
+
+test('a refused row that cannot be marked is left alone (logged) and the rows behind it go on, without being sent again and again', async () => {
+  const name = await table();
+  await pg.query(`ALTER TABLE ${name} ALTER relay_error TYPE varchar(20)`); // too short for the reason
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, ordering_version) VALUES
+                    ('m1', $1, 'a.b', '{}', NULL), ('m2', $1, 'a.b', '{}', 7), ('m3', $1, 'a.b', '{}', NULL)`, [tenant]);
+    await waitUntil(async () => (await rows(name)).length === 1, { what: 'the rows around it relayed and deleted' });
+    const [left] = await rows(name);
+    assert.equal(left.event_id, 'm2');
+    assert.equal(left.relay_error, null, 'not marked: it could not be');
+    assert.ok(h.logs.some((l) => l.msg === 'outbox.mark_failed' && l.event_id === 'm2' && /ordering_version needs an ordering_key/.test(l.refused)));
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('m4', $1, 'a.b', '{}')`, [tenant]);
+    await waitDelivery(h, 'm4', (d) => d.length === 1, 'a later row');
+    assert.equal(await metric(h, 'hookd_outbox_duplicates_total'), 0, 'm1 and m3 were not published again');
+    assert.equal(await metric(h, 'hookd_outbox_relayed_total'), 3);
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); }
+});
+
+test('a database that stops answering mid-statement (a partition, a frozen server) does not hold a stop of hookd', async () => {
+  const name = await table();
+  const holder = await holdDeletes(name, 4444);
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  let backend;
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('f1', $1, 'a.b', '{}')`, [tenant]);
+    await relayWaiting(4444);
+    backend = (await pg.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'hookd-outbox'")).rows[0].pid;
+    process.kill(backend, 'SIGSTOP'); // now not even a cancel is answered
+    const t0 = Date.now();
+    assert.equal((await h.stop()).code, 0);
+    assert.ok(Date.now() - t0 < 8000, `stopped in ${Date.now() - t0} ms`);
+  } finally {
+    if (backend) process.kill(backend, 'SIGCONT');
+    await holder.end();
+    await rx.close();
+  }
+  await waitUntil(async () => (await pg.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'hookd-outbox'")).rows.length === 0,
+    { what: 'the relay\'s session ended once the server runs again' });
+  assert.deepEqual((await rows(name)).map((r) => r.event_id), ['f1'], 'the row kept');
+});
+
+test('a database in another encoding than UTF-8 gives its text as UTF-8; a reserved word is a table name', async () => {
+  await pg.query("CREATE DATABASE lat1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+  const c = new (await import('pg')).default.Client({ connectionString: pg.url.replace(/\/postgres$/, '/lat1') });
+  await c.connect();
+  const rx = await startReceiver();
+  try {
+    await c.query(DDL);
+    await c.query('CREATE TABLE "order" (LIKE hookd_outbox INCLUDING ALL)'); // (its rows: by the poll)
+    const h = await startHookd({ args: ['--outbox-url', pg.url.replace(/\/postgres$/, '/lat1'), '--outbox-table', 'order', '--outbox-poll-ms', '200'] });
+    const { tenant } = await setup(h, rx.url);
+    await c.query(`INSERT INTO "order" (event_id, tenant, type, payload) VALUES ('l1', $1, 'a.b', '{"name":"José"}')`, [tenant]);
+    await rx.waitFor((r) => r.requests.length === 1, 15000, 'the row relayed');
+    assert.deepEqual(JSON.parse(rx.requests[0].body).data, { name: 'José' });
+    assert.equal((await h.stop()).code, 0);
+  } finally { await c.end(); await rx.close(); }
+});
+
+test('a connection string libpq cannot read is refused at the start without repeating it (it may hold a password)', () => {
+  const { dir, cleanup } = tempDir();
+  try {
+    const r = spawnSync(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${dir}/x.db`],
+      { encoding: 'utf8', timeout: 20000, env: { ...process.env, HOOKD_OUTBOX_URL: 'postgresql://hookd:s3cret%PW2@127.0.0.1:1/postgres' } });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /--outbox-url is not a libpq connection string or URI/);
+    assert.ok(!r.stderr.includes('s3cret'), 'the password never written');
+  } finally { cleanup(); }
 });
 
 test('an outbox table name that is not a plain SQL name is refused at the start', () => {
