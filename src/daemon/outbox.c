@@ -117,22 +117,19 @@ static void wait_for(hookd_outbox *o, int ms, bool notify) {
  * it cannot parse, and a password with a '%' is one). */
 static const char *pg_text(hookd_outbox *o, const char *msg, char *buf, size_t n) {
   snprintf(buf, n, "%s", msg);
-  if (o->password[0]) {
-    for (char *p; (p = strstr(buf, o->password)) != NULL;) {
-      size_t len = strlen(o->password);
-      const char *mask = "[redacted]";
-      size_t mlen = strlen(mask);
-      if (mlen <= len) {
-        memcpy(p, mask, mlen);
-        memmove(p + mlen, p + len, strlen(p + len) + 1);
-      } else {
-        memset(p, '*', len);
-      }
-    }
+  size_t len = strlen(o->password);
+  for (char *p = buf; len && (p = strstr(p, o->password)) != NULL;) {
+    /* "[redacted]" when it fits in the password's place, else as many '*'; the search goes on
+     * after it (a password found in the mask is not masked again, for ever) */
+    static const char mask[] = "[redacted]";
+    size_t mlen = sizeof mask - 1 <= len ? sizeof mask - 1 : len;
+    memcpy(p, sizeof mask - 1 <= len ? mask : "**********", mlen);
+    if (mlen < len) memmove(p + mlen, p + len, strlen(p + len) + 1);
+    p += mlen;
   }
   for (char *p = buf; *p; p++)
     if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
-  size_t len = strlen(buf);
+  len = strlen(buf);
   while (len && buf[len - 1] == ' ') buf[--len] = '\0';
   return buf;
 }
@@ -148,13 +145,15 @@ static void on_notice(void *arg, const char *message) {
   HLOG(HOOKD_LOG_DEBUG, "outbox.notice", KV_S("message", pg_text(arg, message, buf, sizeof buf)));
 }
 
-/* Runs one statement without blocking a stop: its result (PQclear it), or NULL when the
- * connection broke, the database did not answer within QUERY_TIMEOUT_MS, or a stop came — the
- * connection is then dropped (its transaction rolled back by the server). */
+/* Runs one statement without blocking a stop: its result (PQclear it; a statement's error is
+ * a result too), or NULL when there is no connection, it broke, the database did not answer
+ * within QUERY_TIMEOUT_MS, or a stop came — the connection is then dropped (o->pg NULL; its
+ * transaction rolled back by the server) and the next cycle connects again. */
 static PGresult *query(hookd_outbox *o, const char *sql, int n, const char *const *params) {
-  if (!PQsendQueryParams(o->pg, sql, n, NULL, params, NULL, NULL, 0)) return NULL;
-  int64_t until = hookd_mono_ms() + QUERY_TIMEOUT_MS;
+  if (!o->pg) return NULL;
   PGresult *last = NULL;
+  if (!PQsendQueryParams(o->pg, sql, n, NULL, params, NULL, NULL, 0)) goto lost;
+  int64_t until = hookd_mono_ms() + QUERY_TIMEOUT_MS;
   for (;;) {
     int flushed = PQflush(o->pg); /* 1: more to send */
     if (flushed < 0) goto lost;
@@ -166,11 +165,11 @@ static PGresult *query(hookd_outbox *o, const char *sql, int n, const char *cons
       continue;
     }
     int left = (int)(until - hookd_mono_ms());
-    if (left <= 0 || atomic_load(&o->stopping)) {
-      if (left <= 0)
-        HLOG(HOOKD_LOG_WARN, "outbox.timeout",
-             KV_S("error", "the database did not answer within 90 s: the connection is dropped"));
-      goto lost;
+    if (atomic_load(&o->stopping)) goto dropped;
+    if (left <= 0) {
+      HLOG(HOOKD_LOG_WARN, "outbox.disconnected",
+           KV_S("error", "the database did not answer within 90 s: the connection is dropped"));
+      goto dropped;
     }
     struct pollfd p[2] = {{.fd = o->wake_fd, .events = POLLIN},
                           {.fd = PQsocket(o->pg), .events = POLLIN | (flushed ? POLLOUT : 0)}};
@@ -179,7 +178,13 @@ static PGresult *query(hookd_outbox *o, const char *sql, int n, const char *cons
     if ((p[1].revents & (POLLIN | POLLERR | POLLHUP)) && !PQconsumeInput(o->pg)) goto lost;
   }
 lost:
+  if (!atomic_load(&o->stopping)) {
+    char msg[512];
+    HLOG(HOOKD_LOG_WARN, "outbox.disconnected", KV_S("error", pg_error(o, msg, sizeof msg)));
+  }
+dropped:
   PQclear(last);
+  disconnect(o);
   return NULL;
 }
 
@@ -213,10 +218,9 @@ static bool connect_pg(hookd_outbox *o) {
       return true;
     }
   }
-  if (!atomic_load(&o->stopping))
+  if (o->pg && !atomic_load(&o->stopping)) /* (NULL: a query dropped it, and said why) */
     HLOG(HOOKD_LOG_WARN, "outbox.connect_failed", KV_S("error", pg_error(o, msg, sizeof msg)));
-  PQfinish(o->pg);
-  o->pg = NULL;
+  disconnect(o);
   return false;
 }
 
@@ -472,13 +476,9 @@ static void *main_loop(void *arg) {
     if (n == -1) {
       char msg[512];
       HOOKD_INC(outbox_errors);
-      pg_error(o, msg, sizeof msg);
-      HLOG(HOOKD_LOG_WARN, "outbox.failed", KV_S("error", msg));
-      if (!o->pg || PQstatus(o->pg) != CONNECTION_OK) {
-        HLOG(HOOKD_LOG_WARN, "outbox.disconnected", KV_S("error", msg));
-        disconnect(o);
-      } else if (PQtransactionStatus(o->pg) != PQTRANS_IDLE) {
-        exec_ok(o, "ROLLBACK");
+      if (o->pg) { /* a statement failed (a lost connection was logged where it broke) */
+        HLOG(HOOKD_LOG_WARN, "outbox.failed", KV_S("error", pg_error(o, msg, sizeof msg)));
+        if (PQtransactionStatus(o->pg) != PQTRANS_IDLE) exec_ok(o, "ROLLBACK");
       }
       wait_for(o, backoff, false);
       backoff = next_backoff(backoff);

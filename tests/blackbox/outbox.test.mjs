@@ -154,7 +154,7 @@ test('rows the engine refuses are marked with the reason, the rows behind them g
   } finally { await rx.close(); }
 });
 
-test('rows committed while no database was reachable wait; hookd serves meanwhile and relays them once the database is up', async () => {
+test('rows committed while no database was reachable wait; hookd serves meanwhile, relays them once the database is up, and connects again after a restart', async () => {
   const port = await freePort();
   const rx = await startReceiver();
   const h = await startHookd({ args: ['--outbox-url', `postgresql://hookd@127.0.0.1:${port}/postgres`, '--outbox-poll-ms', '200'] });
@@ -173,6 +173,13 @@ test('rows committed while no database was reachable wait; hookd serves meanwhil
     assert.match(env.id, /^ob_[0-9a-f]{32}$/, 'the table\'s default event id');
     assert.deepEqual(env.data, [1, 2, 3]);
     await h.waitForLog((l) => l.msg === 'outbox.connected', 1000, 'the connection logged');
+    // the server restarts (its connections cut): the relay connects again
+    await pg2.stop();
+    pg2 = await startPostgres({ port });
+    await pg2.query(DDL);
+    await pg2.query("INSERT INTO hookd_outbox (tenant, type, payload) VALUES ($1, 'later.event', '{}')", [tenant]);
+    await rx.waitFor((r) => r.requests.length === 2, 60000, 'a row relayed after the restart');
+    assert.ok(h.logs.some((l) => l.msg === 'outbox.disconnected' || l.msg === 'outbox.failed'), 'the cut logged');
     assert.ok(!h.stderrText.includes('postgresql://'), 'the connection string is never logged');
     assert.equal((await h.stop()).code, 0);
   } finally { await rx.close(); await pg2?.stop(); }
