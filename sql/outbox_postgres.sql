@@ -6,7 +6,7 @@ CREATE TABLE IF NOT EXISTS hookd_outbox (
   event_id         text NOT NULL DEFAULT ('ob_' || replace(gen_random_uuid()::text, '-', '')),
   tenant           text NOT NULL,
   type             text NOT NULL,
-  payload          jsonb NOT NULL,
+  payload          json NOT NULL,   -- json keeps the text as written (1e20 stays 1e20); jsonb works too
   occurred_at      timestamptz NOT NULL DEFAULT now(),
   ordering_key     text,
   ordering_version bigint,

@@ -606,7 +606,10 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     return -1;
   }
   char *why = NULL;
-  PQconninfoOption *conninfo = c->outbox_url[0] ? PQconninfoParse(c->outbox_url, &why) : NULL;
+  /* (as libpq reads it: a URI or key=value pairs; anything else is a database's name) */
+  bool conninfo_form = strchr(c->outbox_url, '=') || !strncmp(c->outbox_url, "postgres://", 11) ||
+                       !strncmp(c->outbox_url, "postgresql://", 13);
+  PQconninfoOption *conninfo = conninfo_form ? PQconninfoParse(c->outbox_url, &why) : NULL;
   PQconninfoFree(conninfo);
   if (why) { /* (libpq's message quotes the string: it may hold a password) */
     PQfreemem(why);

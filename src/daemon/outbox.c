@@ -47,6 +47,7 @@ struct hookd_outbox {
   char password[256];  /* the connection string's: cut out of every message logged */
   long long *skip;     /* refused rows whose mark failed (a column too short, a trigger): */
   size_t n_skip;       /* left out of the SELECT for this run, not retaken in a loop */
+  bool stuck;          /* more of them than SKIP_MAX: no row is taken any more */
   char select_sql[1024], delete_sql[300], mark_sql[300];
 };
 
@@ -249,14 +250,19 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   char err[HOOKD_JSON_ERR_MAX];
   const char *payload = val(res, i, C_PAYLOAD);
   size_t max = ob->app->cfg->max_body_bytes;
-  /* the API's limit on a request's body, on the payload written compact (jsonb's text has
-   * blanks after ',' and ':'; twice the limit is refused unread) */
+  /* the API's limit on a request's body, on the payload written compact (a producer's text, or
+   * jsonb's, may have blanks the API's client would not send; twice the limit is refused
+   * unread) */
   json_t *data = strlen(payload) > 2 * max ? NULL
                                            : hookd_json_parse_ex(payload, strlen(payload),
                                                                  &ob->app->json_limits,
                                                                  JSON_DECODE_ANY, err);
-  if ((!data && strlen(payload) > 2 * max) ||
-      (data && json_dumpb(data, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) > max)) {
+  hookd_buf compact;
+  hookd_buf_init(&compact, max); /* (the engine's own writing: 0.1 stays 0.1) */
+  bool too_big = data ? hookd_json_dump(data, &compact) == HOOKD_BUF_TOOBIG
+                      : strlen(payload) > 2 * max;
+  hookd_buf_free(&compact);
+  if (too_big) {
     json_decref(data);
     o->status = 413;
     snprintf(o->code, sizeof o->code, "body_too_large");
@@ -303,35 +309,49 @@ static bool seq_array(const row *rows, int n, hookd_buf *out) {
   return hookd_buf_puts(out, "}") == 0 && any;
 }
 
-/* Writes a refused row's relay_error, in a savepoint: a row that cannot be marked (a column
- * too short for the reason, a trigger that refuses) is left out of this run's SELECTs instead
- * of failing the batch again and again. false when the connection failed. */
+/* One UPDATE of relay_error in its own savepoint (released either way: no subtransaction
+ * left open per row). 1 written, 0 refused by the database (the savepoint rolled back; err: its
+ * words), -1 the connection failed. */
+static int try_mark(hookd_outbox *o, const char *seq, const char *why, char *err, size_t n) {
+  const char *p[2] = {seq, why};
+  if (!exec_ok(o, "SAVEPOINT mark")) return -1;
+  PGresult *m = query(o, o->mark_sql, 2, p);
+  bool ok = m && PQresultStatus(m) == PGRES_COMMAND_OK;
+  PQclear(m);
+  if (!o->pg) return -1;
+  if (!ok) pg_error(o, err, n);
+  if (!ok && !exec_ok(o, "ROLLBACK TO SAVEPOINT mark")) return -1;
+  return exec_ok(o, "RELEASE SAVEPOINT mark") ? ok : -1;
+}
+
+/* Writes a refused row's relay_error: the reason, or when that cannot be written (a column too
+ * short for it) "refused" alone (the reason is in the outbox.refused log line). A row that
+ * cannot be marked at all (a trigger refusing the UPDATE) is left out of this run's SELECTs, up
+ * to SKIP_MAX rows; past that, o->stuck: the relay stops taking rows and says why, rather than
+ * take the same ones for ever. false when the connection failed. */
 static bool mark(hookd_outbox *o, row *r) {
   char seq[24], why[WHY_MAX + 1], msg[512];
   snprintf(seq, sizeof seq, "%lld", r->seq);
   snprintf(why, sizeof why, "%d %s: %s", r->o.status, r->o.code, r->o.message);
-  const char *p[2] = {seq, why};
-  if (!exec_ok(o, "SAVEPOINT mark")) return false;
-  PGresult *m = query(o, o->mark_sql, 2, p);
-  bool ok = m && PQresultStatus(m) == PGRES_COMMAND_OK;
-  PQclear(m);
-  if (ok) {
+  int rc = try_mark(o, seq, why, msg, sizeof msg);
+  if (rc == 0) rc = try_mark(o, seq, "refused", msg, sizeof msg);
+  if (rc < 0) return false;
+  if (rc == 1) {
     r->marked = true;
     return true;
   }
-  if (!o->pg || PQstatus(o->pg) != CONNECTION_OK) return false;
   HOOKD_INC(outbox_errors);
   HLOG(HOOKD_LOG_ERROR, "outbox.mark_failed", KV_I("seq", r->seq), KV_S("event_id", r->event_id),
-       KV_S("refused", why), KV_S("error", pg_error(o, msg, sizeof msg)),
+       KV_S("refused", why), KV_S("error", msg),
        KV_S("hint", "the row stays unmarked and is left alone until hookd restarts"));
-  if (o->n_skip < SKIP_MAX) {
-    long long *s = realloc(o->skip, (o->n_skip + 1) * sizeof *s);
-    if (s) {
-      o->skip = s;
-      o->skip[o->n_skip++] = r->seq;
-    }
+  long long *s = o->n_skip < SKIP_MAX ? realloc(o->skip, (o->n_skip + 1) * sizeof *s) : NULL;
+  if (s) {
+    o->skip = s;
+    o->skip[o->n_skip++] = r->seq;
+  } else {
+    o->stuck = true;
   }
-  return exec_ok(o, "ROLLBACK TO SAVEPOINT mark");
+  return true;
 }
 
 /* The run's skipped rows as a bigint[] literal. */
@@ -374,10 +394,12 @@ static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, slot *
 }
 
 /* One cycle. Returns the rows taken (>= 0), -1 when the database failed, -2 when the engine
- * could not take them now (they stay for the next cycle). */
+ * could not take them now (they stay for the next cycle), -3 when the relay is stuck (too many
+ * rows it can neither publish nor mark). */
 static int cycle(hookd_outbox *o) {
   hookd_app *app = o->app;
   uint64_t depth;
+  if (o->stuck) return -3;
   if (hookd_api_store_behind(app, &depth)) return -2;
   if (!exec_ok(o, "BEGIN")) return -1;
   char limit[16];
@@ -482,6 +504,16 @@ static void *main_loop(void *arg) {
       }
       wait_for(o, backoff, false);
       backoff = next_backoff(backoff);
+      continue;
+    }
+    if (n == -3) {
+      HOOKD_INC(outbox_errors);
+      HLOG(HOOKD_LOG_ERROR, "outbox.stuck",
+           KV_S("error", "more than 10,000 rows were refused and could not be marked "
+                         "(outbox.mark_failed): no row is relayed any more"),
+           KV_S("hint", "let relay_error take the reasons (text), or mend the trigger refusing "
+                        "the UPDATE, then restart hookd"));
+      wait_for(o, BACKOFF_MAX_MS, false);
       continue;
     }
     backoff = BACKOFF_MIN_MS;

@@ -142,7 +142,7 @@ test('rows the engine refuses are marked with the reason, the rows behind them g
     assert.match(left[2].relay_error, /^409 conflict/, 'an id another event of the tenant has: not a second event');
     assert.equal(left[3].relay_error, '422 missing_field: occurred_at is null or not a finite time');
     assert.equal(await metric(h, 'hookd_outbox_refused_total'), 4);
-    assert.ok(h.logs.some((l) => l.msg === 'outbox.refused' && l.event_id === 'r1' && l.status === 404));
+    await h.waitForLog((l) => l.msg === 'outbox.refused' && l.event_id === 'r1' && l.status === 404);
     const again = await h.api('GET', `/v1/tenants/${tenant}/events/taken`);
     assert.deepEqual(again.json.payload, { n: 1 }, 'the first event untouched');
 
@@ -179,7 +179,7 @@ test('rows committed while no database was reachable wait; hookd serves meanwhil
     await pg2.query(DDL);
     await pg2.query("INSERT INTO hookd_outbox (tenant, type, payload) VALUES ($1, 'later.event', '{}')", [tenant]);
     await rx.waitFor((r) => r.requests.length === 2, 60000, 'a row relayed after the restart');
-    assert.ok(h.logs.some((l) => l.msg === 'outbox.disconnected' || l.msg === 'outbox.failed'), 'the cut logged');
+    await h.waitForLog((l) => l.msg === 'outbox.disconnected' || l.msg === 'outbox.failed', 1000, 'the cut logged');
     assert.ok(!h.stderrText.includes('postgresql://'), 'the connection string is never logged');
     assert.equal((await h.stop()).code, 0);
   } finally { await rx.close(); await pg2?.stop(); }
@@ -231,23 +231,28 @@ test('a DELETE the database refuses keeps the rows (relayed again as duplicates 
   } finally { await rx.close(); }
 });
 
-test('a refused row that cannot be marked is left alone (logged) and the rows behind it go on, without being sent again and again', async () => {
+test('a refused row whose reason does not fit is marked "refused"; one that cannot be marked at all is left alone (logged); the rows around them go on, not sent again and again', async () => {
   const name = await table();
-  await pg.query(`ALTER TABLE ${name} ALTER relay_error TYPE varchar(20)`); // too short for the reason
+  await pg.query(`ALTER TABLE ${name} ALTER relay_error TYPE varchar(8)`); // too short for a reason
+  await pg.query(`CREATE FUNCTION ${name}_nomark() RETURNS trigger LANGUAGE plpgsql AS $$
+                  BEGIN IF NEW.event_id = 'm5' THEN RAISE EXCEPTION 'not this one'; END IF; RETURN NEW; END $$`);
+  await pg.query(`CREATE TRIGGER ${name}_nomark BEFORE UPDATE ON ${name} FOR EACH ROW EXECUTE FUNCTION ${name}_nomark()`);
   const rx = await startReceiver();
   const h = await startHookd({ args: relay(name) });
   try {
     const { tenant } = await setup(h, rx.url);
     await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, ordering_version) VALUES
-                    ('m1', $1, 'a.b', '{}', NULL), ('m2', $1, 'a.b', '{}', 7), ('m3', $1, 'a.b', '{}', NULL)`, [tenant]);
-    await waitUntil(async () => (await rows(name)).length === 1, { what: 'the rows around it relayed and deleted' });
-    const [left] = await rows(name);
-    assert.equal(left.event_id, 'm2');
-    assert.equal(left.relay_error, null, 'not marked: it could not be');
-    assert.ok(h.logs.some((l) => l.msg === 'outbox.mark_failed' && l.event_id === 'm2' && /ordering_version needs an ordering_key/.test(l.refused)));
+                    ('m1', $1, 'a.b', '{}', NULL), ('m2', $1, 'a.b', '{}', 7), ('m5', $1, 'a.b', '{}', 7),
+                    ('m3', $1, 'a.b', '{}', NULL)`, [tenant]);
+    await waitUntil(async () => (await rows(name)).length === 2, { what: 'the rows around them relayed and deleted' });
+    const left = await rows(name);
+    assert.deepEqual(left.map((r) => [r.event_id, r.relay_error]), [['m2', 'refused'], ['m5', null]]);
+    await h.waitForLog((l) => l.msg === 'outbox.refused' && l.event_id === 'm2' && /ordering_version needs an ordering_key/.test(l.error));
+    await h.waitForLog((l) => l.msg === 'outbox.mark_failed' && l.event_id === 'm5' && /not this one/.test(l.error));
     await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('m4', $1, 'a.b', '{}')`, [tenant]);
     await waitDelivery(h, 'm4', (d) => d.length === 1, 'a later row');
     assert.equal(await metric(h, 'hookd_outbox_duplicates_total'), 0, 'm1 and m3 were not published again');
+    assert.equal((await pg.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = \'hookd-outbox\' AND backend_xid IS NOT NULL')).rows[0].n, 0);
     assert.equal(await metric(h, 'hookd_outbox_relayed_total'), 3);
     assert.equal((await h.stop()).code, 0);
   } finally { await rx.close(); }
@@ -293,6 +298,36 @@ test('a database in another encoding than UTF-8 gives its text as UTF-8; a reser
     assert.deepEqual(JSON.parse(rx.requests[0].body).data, { name: 'José' });
     assert.equal((await h.stop()).code, 0);
   } finally { await c.end(); await rx.close(); }
+});
+
+test('numbers reach the receiver as the producer wrote them, and the size limit is the API\'s on the compact payload', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name, ['--max-body-bytes', '2000']) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    const tenths = `[${Array(300).fill('0.1').join(',')}]`; // 1,201 bytes: the API takes it
+    assert.equal((await publish(h, tenant, { type: 'a.b', payload: JSON.parse(tenths) })).status, 202);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES
+                    ('n1', $1, 'a.b', $2), ('n2', $1, 'a.b', '{"x": 1e20, "y": 12345678901234567}'),
+                    ('n3', $1, 'a.b', $3)`, [tenant, tenths, `[${Array(500).fill('"abc"').join(',')}]`]);
+    await waitUntil(async () => (await rows(name)).length === 1, { what: 'n1 and n2 relayed' });
+    const left = await rows(name);
+    assert.equal(left[0].event_id, 'n3');
+    assert.match(left[0].relay_error, /^413 body_too_large/, '3,001 bytes compact');
+    const got = await rx.waitFor((r) => r.requests.filter((q) => q.headers['webhook-id']?.startsWith('n')).length === 2);
+    const byId = Object.fromEntries(got.map((q) => [q.headers['webhook-id'], q.body]));
+    assert.equal(JSON.parse(byId.n1).data.length, 300);
+    assert.match(byId.n2, /"x":1e\+?20/, 'a real stays a real');
+    assert.match(byId.n2, /"y":12345678901234567\b/, 'an integer stays exact');
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); }
+});
+
+test('a database\'s name alone is a connection string, as libpq reads it', async () => {
+  const h = await startHookd({ env: { HOOKD_OUTBOX_URL: 'postgres' } });
+  await h.waitForLog((l) => l.msg === 'outbox.connect_failed' || l.msg === 'outbox.connected');
+  assert.equal((await h.stop()).code, 0);
 });
 
 test('a connection string libpq cannot read is refused at the start without repeating it (it may hold a password)', () => {
