@@ -44,7 +44,7 @@ struct hookd_outbox {
   int wake_fd; /* an eventfd: written once by stop, readable from then on */
   atomic_bool stopping;
   PGconn *pg;          /* the relay thread's own */
-  char password[256];  /* the connection string's: cut out of every message logged */
+  char *password;      /* the connection string's ("" none): cut out of every message logged */
   long long *skip;     /* refused rows whose mark failed (a column too short, a trigger): */
   size_t n_skip;       /* left out of the SELECT for this run, not retaken in a loop */
   bool stuck;          /* more of them than SKIP_MAX: no row is taken any more */
@@ -79,6 +79,8 @@ static void publish_done(void *arg, const hookd_publish_outcome *o) {
   pthread_mutex_unlock(&s->b->mu);
 }
 
+static const char *pg_error(hookd_outbox *o, char *buf, size_t n);
+
 static void disconnect(hookd_outbox *o) {
   if (!o->pg) return;
   PQfinish(o->pg); /* (a transaction left open is rolled back by the server) */
@@ -108,7 +110,12 @@ static void wait_for(hookd_outbox *o, int ms, bool notify) {
     if (poll(p, p[1].fd >= 0 ? 2 : 1, left) <= 0) continue; /* (EINTR, or the time is up) */
     if (p[0].revents) return;
     if (p[1].revents) {
-      if (!PQconsumeInput(o->pg)) return; /* the connection broke: the next cycle tells */
+      if (!PQconsumeInput(o->pg)) { /* the connection broke (the server's reason is here) */
+        char msg[512];
+        HLOG(HOOKD_LOG_WARN, "outbox.disconnected", KV_S("error", pg_error(o, msg, sizeof msg)));
+        disconnect(o);
+        return;
+      }
       if (drain_notifies(o) && notify) return;
     }
   }
@@ -117,9 +124,14 @@ static void wait_for(hookd_outbox *o, int ms, bool notify) {
 /* libpq's message on one line, the connection string's password cut out (libpq quotes a token
  * it cannot parse, and a password with a '%' is one). */
 static const char *pg_text(hookd_outbox *o, const char *msg, char *buf, size_t n) {
-  snprintf(buf, n, "%s", msg);
+  /* masked whole before it is cut to n: a password across the cut is not shown in part */
+  char *all = strdup(msg);
+  if (!all) {
+    snprintf(buf, n, "(out of memory)");
+    return buf;
+  }
   size_t len = strlen(o->password);
-  for (char *p = buf; len && (p = strstr(p, o->password)) != NULL;) {
+  for (char *p = all; len && (p = strstr(p, o->password)) != NULL;) {
     /* "[redacted]" when it fits in the password's place, else as many '*'; the search goes on
      * after it (a password found in the mask is not masked again, for ever) */
     static const char mask[] = "[redacted]";
@@ -128,6 +140,8 @@ static const char *pg_text(hookd_outbox *o, const char *msg, char *buf, size_t n
     if (mlen < len) memmove(p + mlen, p + len, strlen(p + len) + 1);
     p += mlen;
   }
+  snprintf(buf, n, "%s", all);
+  free(all);
   for (char *p = buf; *p; p++)
     if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
   len = strlen(buf);
@@ -250,25 +264,16 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   char err[HOOKD_JSON_ERR_MAX];
   const char *payload = val(res, i, C_PAYLOAD);
   size_t max = ob->app->cfg->max_body_bytes;
-  /* the API's limit on a request's body, on the payload written compact (a producer's text, or
-   * jsonb's, may have blanks the API's client would not send; twice the limit is refused
-   * unread) */
-  json_t *data = strlen(payload) > 2 * max ? NULL
-                                           : hookd_json_parse_ex(payload, strlen(payload),
-                                                                 &ob->app->json_limits,
-                                                                 JSON_DECODE_ANY, err);
-  hookd_buf compact;
-  hookd_buf_init(&compact, max); /* (the engine's own writing: 0.1 stays 0.1) */
-  bool too_big = data ? hookd_json_dump(data, &compact) == HOOKD_BUF_TOOBIG
-                      : strlen(payload) > 2 * max;
-  hookd_buf_free(&compact);
-  if (too_big) {
-    json_decref(data);
+  /* the API's limit on a request's body, on the payload's text as the table gives it (a json
+   * column: the producer's own; jsonb's has a blank after each ',' and ':') */
+  if (strlen(payload) > max) {
     o->status = 413;
     snprintf(o->code, sizeof o->code, "body_too_large");
     snprintf(o->message, sizeof o->message, "payload larger than --max-body-bytes (%zu)", max);
     return NULL;
   }
+  json_t *data = hookd_json_parse_ex(payload, strlen(payload), &ob->app->json_limits,
+                                     JSON_DECODE_ANY, err);
   if (!data) {
     o->status = 400;
     snprintf(o->code, sizeof o->code, "invalid_json");
@@ -524,13 +529,15 @@ static void *main_loop(void *arg) {
   return NULL;
 }
 
-/* The connection string's password (from the string itself; "" when none or unparsable). */
-static void find_password(const char *conninfo, char *out, size_t n) {
-  out[0] = '\0';
+/* The connection string's password (from the string itself; "" when none or unparsable);
+ * NULL when out of memory. */
+static char *find_password(const char *conninfo) {
+  char *out = NULL;
   PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
   for (PQconninfoOption *op = opts; op && op->keyword; op++)
-    if (!strcmp(op->keyword, "password") && op->val) snprintf(out, n, "%s", op->val);
+    if (!strcmp(op->keyword, "password") && op->val) out = strdup(op->val);
   PQconninfoFree(opts);
+  return out ? out : strdup("");
 }
 
 hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
@@ -543,7 +550,11 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
     return NULL;
   }
   o->app = app;
-  find_password(cfg->outbox_url, o->password, sizeof o->password);
+  if (!(o->password = find_password(cfg->outbox_url))) {
+    free(o);
+    snprintf(err, errlen, "outbox: out of memory");
+    return NULL;
+  }
   /* [schema.]name, checked by the configuration ([a-z_][a-z0-9_]*), quoted: a reserved word
    * ("order", "user") is a name too */
   char t[300];
@@ -571,6 +582,7 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
   o->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (o->wake_fd < 0 || pthread_create(&o->thread, NULL, main_loop, o) != 0) {
     if (o->wake_fd >= 0) close(o->wake_fd);
+    free(o->password);
     free(o);
     snprintf(err, errlen, "outbox: cannot start its thread");
     return NULL;
@@ -589,5 +601,6 @@ void hookd_outbox_stop(hookd_outbox *o) {
   pthread_join(o->thread, NULL);
   close(o->wake_fd);
   free(o->skip);
+  free(o->password);
   free(o);
 }
