@@ -41,9 +41,8 @@ struct hookd_api_op {
   void (*after_keys)(hookd_api_op *op);
 };
 
-/* Allocates an op of `size` bytes (a struct that starts with hookd_api_op). */
-/* The same for an op no HTTP request asked for (req NULL; reply must not answer one): `actor`
- * names its origin in the audit log. */
+/* An op no HTTP request asked for (req NULL; reply must not answer one), of `size` bytes (a
+ * struct that starts with hookd_api_op): `actor` names its origin in the audit log. */
 void *hookd_api_op_new_internal(size_t size, hookd_app *app,
                                 int (*run)(hookd_store_conn *, const hookd_store_backend *,
                                            hookd_api_op *),
@@ -68,6 +67,7 @@ int hookd_api_publish_submit(hookd_app *app, const char *tenant, json_t *body,
                              void (*done)(void *arg, const hookd_publish_outcome *o), void *arg,
                              hookd_publish_outcome *refused);
 
+/* Allocates an op of `size` bytes (a struct that starts with hookd_api_op) for request r. */
 void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
                        void (*reply)(hookd_api_op *, int));

@@ -607,7 +607,8 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   }
   char *why = NULL;
   /* (as libpq reads it: a URI or key=value pairs; anything else is a database's name) */
-  bool conninfo_form = strchr(c->outbox_url, '=') || !strncmp(c->outbox_url, "postgres://", 11) ||
+  bool conninfo_form = strchr(c->outbox_url, '=') ||
+                       !strncmp(c->outbox_url, "postgres://", 11) ||
                        !strncmp(c->outbox_url, "postgresql://", 13);
   PQconninfoOption *conninfo = conninfo_form ? PQconninfoParse(c->outbox_url, &why) : NULL;
   PQconninfoFree(conninfo);
