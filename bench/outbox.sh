@@ -26,7 +26,7 @@ ob_pg_start() {
     chmod a+x "$BENCH_TMP" "$(dirname "$dir")" # (mktemp's 0700: the server must get through)
     as=(setpriv --reuid=postgres --regid=postgres --init-groups --)
   fi
-  "${as[@]}" "$bin/initdb" -D "$dir/data" -A trust -U hookd -E UTF8 >/dev/null
+  "${as[@]}" "$bin/initdb" -D "$dir/data" -A trust -U hookd -E UTF8 --no-locale >/dev/null
   OB_PG_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   "${as[@]}" "$bin/postgres" -D "$dir/data" -k "$dir" -p "$OB_PG_PORT" \
     -c listen_addresses=127.0.0.1 -c log_min_messages=fatal 2>"$dir/postgres.log" &

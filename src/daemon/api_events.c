@@ -322,7 +322,8 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
   op = hookd_api_op_new(sizeof *op, r, app, run_publish, reply_publish);
   if (!op) goto done;
   op->base.cleanup = pub_cleanup;
-  /* the key goes into the request hash; it is checked after the body, as it always was */
+  /* the key goes into the request hash; it is checked after the body's own checks, as before
+   * (and after the envelope is built: a body too big for one answers 413 first now) */
   const char *key = hookd_req_header(r, "Idempotency-Key");
   if (key) snprintf(op->idem, sizeof op->idem, "%s", key);
   if (prepare(op, app, hookd_req_param(r, 0), body, &e) != 0 ||

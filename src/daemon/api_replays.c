@@ -308,6 +308,14 @@ static void reply_create(hookd_api_op *base, int rc) {
   }
   HLOG(HOOKD_LOG_INFO, "replay.created", KV_S("replay_id", op->id), KV_S("tenant_id", op->tenant),
        KV_I("total", (int64_t)op->snap.n), KV_S("actor", base->actor[0] ? base->actor : NULL));
+  if (op->snap.filters_over) { /* left out of the job: told as the fan-out tells it */
+    HOOKD_ADD(filters_over, (uint64_t)op->snap.filters_over);
+    HLOG(HOOKD_LOG_WARN, "payload_filter.gave_up", KV_S("replay_id", op->id),
+         KV_S("tenant_id", op->tenant), KV_S("endpoint_id", op->snap.endpoint_id),
+         KV_I("events", op->snap.filters_over),
+         KV_S("hint", "the endpoint's payload filter took more than 10,000 steps on these "
+                      "events' payloads: the missing job leaves them out"));
+  }
   op->written = true;
   hookd_api_chain(base, run_get, reply_get, HOOKD_API_SCAN);
 }
@@ -335,14 +343,6 @@ static void reply_select(hookd_api_op *base, int rc) {
     return;
   }
   hookd_id_new("rpl", hookd_now_ms(), op->id);
-  if (op->snap.filters_over) { /* left out of the job: told as the fan-out tells it */
-    HOOKD_ADD(filters_over, (uint64_t)op->snap.filters_over);
-    HLOG(HOOKD_LOG_WARN, "payload_filter.gave_up", KV_S("replay_id", op->id),
-         KV_S("tenant_id", op->tenant), KV_S("endpoint_id", op->snap.endpoint_id),
-         KV_I("events", op->snap.filters_over),
-         KV_S("hint", "the endpoint's payload filter took more than 10,000 steps on these "
-                      "events' payloads: the missing job leaves them out"));
-  }
   hookd_api_chain(base, run_create, reply_create, HOOKD_API_WRITER);
 }
 

@@ -740,6 +740,18 @@ describe('payload filters (an endpoint takes the events whose payload matches)',
     const overJob = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_payload_filters_over_total');
     assert.equal(overJob - overAfter, 1, 'the job\'s give-up counted');
     assert.ok(h.logs.some((l) => l.msg === 'payload_filter.gave_up' && l.replay_id === job.json.id && l.events === 1), 'and logged with the job');
+    // a job refused (the tenant's open jobs at their cap) counts nothing, logs no job
+    const missing = { filter: { state: 'missing', endpoint: costly.json.id }, reason: 'backfill' };
+    let refused = null;
+    for (let i = 0; i < 10 && !refused; i++) {
+      const before = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_payload_filters_over_total');
+      const r = await h.api('POST', `/v1/tenants/${t}/replays`, missing);
+      const after = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_payload_filters_over_total');
+      if (r.status === 409) refused = { before, after };
+      else assert.equal(after - before, 1, 'each job created counts its own');
+    }
+    assert.ok(refused, 'the cap reached');
+    assert.equal(refused.after, refused.before, 'a refused job counts nothing');
     const d = await startHookd(); // (its own: this file's daemon takes bodies of 4 KiB at most)
     const { tenant: dt, endpoint: de } = await setup(d, recv.url);
     const huge = { $or: Array.from({ length: 200 }, (_, i) => ({ [`field_${i}`]: `value_${i}` })) };

@@ -30,8 +30,10 @@ export function freePort() {
 // params), client(), stop()}. url is a libpq URI for hookd's --outbox-url.
 export async function startPostgres({ port: wanted } = {}) {
   const bin = binDir();
-  const dir = mkdtempSync(join(tmpdir(), 'hookd-pg-'));
   const root = process.getuid() === 0;
+  // (as root under /tmp itself: the postgres user must get through every directory above it,
+  // and a TMPDIR of one's own is often 0700)
+  const dir = mkdtempSync(join(root ? '/tmp' : tmpdir(), 'hookd-pg-'));
   // setpriv execs the command in its own place: the pid is the server's, and signals reach it
   const as = (cmd, args) => (root
     ? ['setpriv', ['--reuid=postgres', '--regid=postgres', '--init-groups', '--', cmd, ...args]]
@@ -39,8 +41,14 @@ export async function startPostgres({ port: wanted } = {}) {
   if (root) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })),
     Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })));
   const data = join(dir, 'data');
-  const [c1, a1] = as(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'hookd', '--no-sync', '-E', 'UTF8']);
-  execFileSync(c1, a1, { stdio: 'ignore' });
+  // --no-locale: whatever LANG says (a locale the machine has not generated fails initdb)
+  const [c1, a1] = as(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'hookd', '--no-sync', '-E', 'UTF8', '--no-locale']);
+  try {
+    execFileSync(c1, a1, { stdio: ['ignore', 'ignore', 'pipe'] });
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`initdb failed: ${e.stderr?.toString() ?? e.message}`);
+  }
   const port = wanted ?? await freePort();
   const [c2, a2] = as(join(bin, 'postgres'), ['-D', data, '-k', dir, '-p', String(port),
     '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'log_min_messages=fatal']);

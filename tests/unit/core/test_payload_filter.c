@@ -138,7 +138,7 @@ static void payloads_that_are_not_objects(void **s) {
                      HOOKD_PFILTER_NO);
     assert_true(cache.m.len <= 4096);
   }
-  assert_int_equal(cache.m.len, 4096); /* (it was emptied whole: 100 left) */
+  assert_int_equal(cache.m.len, 4096); /* (emptied whole when full, it had 100 left) */
   snprintf(text, sizeof text, "{\"a\": %d}", 1000 + 4096 + 99);
   assert_non_null(hookd_strmap_get(&cache.m, text)); /* the newest is there */
   json_decref(parsed);
