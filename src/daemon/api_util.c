@@ -175,7 +175,6 @@ void *hookd_api_op_new(size_t size, hookd_req *r, hookd_app *app,
   return op;
 }
 
-
 int hookd_api_audit(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
                     const char *action, const char *target, const char *tenant_id,
                     const char *detail) {

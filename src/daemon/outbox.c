@@ -51,32 +51,29 @@ struct hookd_outbox {
   char select_sql[1024], delete_sql[300], mark_sql[300];
 };
 
-/* One cycle's publishes in flight: done() is called on the writer's thread. */
-typedef struct row {
-  long long seq;
-  const char *event_id, *tenant;
-  hookd_publish_outcome o;
-  bool marked; /* refused, and relay_error written */
-} row;
-
+/* One cycle's publishes in flight: their outcomes come on the writer's thread. */
 typedef struct batch {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int pending;
 } batch;
 
-typedef struct slot {
-  batch *b;
-  row *r;
-} slot;
+typedef struct row {
+  long long seq;
+  const char *event_id, *tenant;
+  hookd_publish_outcome o;
+  bool marked; /* refused, and relay_error written */
+  batch *b;    /* the cycle's, while its publish is out */
+} row;
 
 static void publish_done(void *arg, const hookd_publish_outcome *o) {
-  slot *s = arg;
-  s->r->o = *o;
-  pthread_mutex_lock(&s->b->mu);
-  s->b->pending--;
-  pthread_cond_signal(&s->b->cv);
-  pthread_mutex_unlock(&s->b->mu);
+  row *r = arg;
+  batch *b = r->b;
+  r->o = *o;
+  pthread_mutex_lock(&b->mu);
+  b->pending--;
+  pthread_cond_signal(&b->cv);
+  pthread_mutex_unlock(&b->mu);
 }
 
 static const char *pg_error(hookd_outbox *o, char *buf, size_t n);
@@ -369,7 +366,7 @@ static int skip_array(const hookd_outbox *o, hookd_buf *out) {
 
 /* Publishes the batch's rows into the engine and waits for every outcome (the engine's
  * commits). */
-static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, slot *slots, int n) {
+static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, int n) {
   batch b = {.pending = 0};
   pthread_mutex_init(&b.mu, NULL);
   pthread_cond_init(&b.cv, NULL);
@@ -379,11 +376,11 @@ static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, slot *
     rows[i].tenant = PQgetvalue(res, i, C_TENANT);
     json_t *body = row_body(o, res, i, &rows[i].o);
     if (!body) continue;
-    slots[i] = (slot){&b, &rows[i]};
+    rows[i].b = &b;
     pthread_mutex_lock(&b.mu);
     b.pending++;
     pthread_mutex_unlock(&b.mu);
-    if (hookd_api_publish_submit(o->app, rows[i].tenant, body, publish_done, &slots[i],
+    if (hookd_api_publish_submit(o->app, rows[i].tenant, body, publish_done, &rows[i],
                                  &rows[i].o) != 0) {
       pthread_mutex_lock(&b.mu);
       b.pending--;
@@ -430,15 +427,12 @@ static int cycle(hookd_outbox *o) {
     return exec_ok(o, "COMMIT") ? 0 : -1;
   }
   row *rows = calloc((size_t)n, sizeof *rows);
-  slot *slots = calloc((size_t)n, sizeof *slots);
-  if (!rows || !slots) {
-    free(rows);
-    free(slots);
+  if (!rows) {
     PQclear(res);
     exec_ok(o, "ROLLBACK");
     return -2;
   }
-  publish_rows(o, res, rows, slots, n);
+  publish_rows(o, res, rows, n);
 
   /* the engine has committed what it took: now the rows */
   bool transient = false;
@@ -476,7 +470,6 @@ static int cycle(hookd_outbox *o) {
          KV_S("tenant_id", r->tenant), KV_I("status", r->o.status), KV_S("code", r->o.code),
          KV_S("error", r->o.message));
   }
-  free(slots);
   free(rows);
   PQclear(res);
   if (!ok) return -1;
