@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "store/store.h"
 #include "core/ids.h"
 #include "core/num.h"
 #include "daemon/destination.h"
@@ -114,6 +115,9 @@ static const opt opts[] = {
     {"lease-margin-ms", NULL, T_INT, OFF(lease_margin_ms), 0, 1000, 3600000, "MS",
      "a claim's lease lasts twice the endpoint's timeout (a wait for a slot, then the "
      "request) plus this margin"},
+    {"rescan-interval-ms", NULL, T_INT, OFF(rescan_interval_ms), 0, 100, 3600000, "MS",
+     "how often the dispatcher reads every endpoint's due work back from the store (work "
+     "another node published or left: docs/postgres.md)"},
     {"retry-max-attempts", NULL, T_INT, OFF(policy.max_attempts), 0, 1, 1000, "N",
      "default retry policy: attempts per delivery"},
     {"retry-base-ms", NULL, T_I64, OFF(policy.base_ms), 0, 1, 86400000, "MS",
@@ -232,6 +236,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->connect_timeout_ms = 5000;
   c->max_response_bytes = 64 * 1024;
   c->lease_margin_ms = 30000;
+  c->rescan_interval_ms = 30000;
   hookd_retry_policy_defaults(&c->policy);
   c->log_level = HOOKD_LOG_INFO;
   c->inbox_retention_s = 30LL * 24 * 3600;
@@ -604,6 +609,18 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   if (!c->node_id[0] || strcspn(c->node_id, " \t\r\n") != strlen(c->node_id)) {
     snprintf(err, errlen, "--node-id must be a non-empty name without spaces");
     return -1;
+  }
+  if (hookd_store_is_postgres(c->store_url)) { /* docs/postgres.md */
+    if (!strcmp(c->node_id, "local")) {
+      snprintf(err, errlen, "a PostgreSQL store is shared by nodes: give each its own --node-id "
+                            "(leases belong to it)");
+      return -1;
+    }
+    if (c->event_retention_s > 0 || c->payload_retention_s > 0) {
+      snprintf(err, errlen, "--%s-retention-s is not available on the PostgreSQL store yet",
+               c->event_retention_s > 0 ? "event" : "payload");
+      return -1;
+    }
   }
   char *why = NULL;
   /* (as libpq reads it: a URI or key=value pairs; anything else is a database's name) */

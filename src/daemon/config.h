@@ -54,6 +54,7 @@ typedef struct hookd_config {
   int connect_timeout_ms;
   size_t max_response_bytes;
   int lease_margin_ms;
+  int rescan_interval_ms;
   char *egress_allow[HOOKD_CFG_LIST_MAX]; /* CIDR strings */
   size_t n_egress_allow;
   bool allow_private_networks;

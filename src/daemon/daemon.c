@@ -455,7 +455,8 @@ int hookd_serve(const hookd_config *cfg) {
    * it at once, cleanly (nothing was started): a supervisor's grace period is shorter than the
    * 30 s wait */
   hookd_store_config sc = {
-      .url = cfg->store_url, .max_batch = cfg->store_batch, .stop_requested = stop_pending};
+      .url = cfg->store_url, .max_batch = cfg->store_batch, .stop_requested = stop_pending,
+      .node_id = cfg->node_id};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_failure_handler(on_store_failure);
   hookd_storeq_set_slow_handler(on_slow_batch);
@@ -510,6 +511,8 @@ int hookd_serve(const hookd_config *cfg) {
                   .cooldown_ms = cfg->breaker_cooldown_ms,
                   .probes = 1},
       .lease_margin_ms = cfg->lease_margin_ms,
+      .rescan_interval_ms = cfg->rescan_interval_ms,
+      .shared_store = hookd_store_is_postgres(cfg->store_url),
       .max_timeout_ms = cfg->max_timeout_ms,
       .keyring = &app.keyring,
       .egress = {.connect_timeout_ms = cfg->connect_timeout_ms,
@@ -534,8 +537,10 @@ int hookd_serve(const hookd_config *cfg) {
 
   atomic_store(&app.started, true); /* every route may run now */
   atomic_store(&app.ready, true);
+  char store_shown[300];
+  hookd_store_url_shown(cfg->store_url, store_shown, sizeof store_shown);
   HLOG(HOOKD_LOG_INFO, "listening", KV_S("host", cfg->listen_host),
-       KV_I("port", hookd_server_port(app.srv)), KV_S("store", cfg->store_url),
+       KV_I("port", hookd_server_port(app.srv)), KV_S("store", store_shown),
        KV_S("node_id", cfg->node_id), KV_S("version", HOOKD_VERSION));
 
   int64_t next_purge = 0;

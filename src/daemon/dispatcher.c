@@ -1296,9 +1296,42 @@ static int run_sweep(hookd_store_conn *c, const hookd_store_backend *be, void *a
                             &m->reclaimed, &m->held);
 }
 
+/* How far back a shared store's rescan reads endpoint changes from the latest it saw: another
+ * node's clock (it wrote updated_at) may run behind this one's by this much. */
+#define CONFIG_SKEW_MS 300000
+
 static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   msg *m = arg;
+  /* (a second run of the op, its batch redone, forgets the first one's) */
+  hookd_due_hints_free(m->hints, m->n_hints);
+  hookd_endpoints_free(m->eps, m->n_eps);
+  hookd_tenants_free(m->tenants, m->n_tenants);
+  m->hints = NULL, m->eps = NULL, m->tenants = NULL;
+  m->n_hints = m->n_eps = m->n_tenants = 0;
+  if (m->d->cfg.shared_store) { /* docs/postgres.md "Several nodes" */
+    int64_t since = m->d->config_seen_ms - CONFIG_SKEW_MS;
+    int rc = be->endpoints_since(c, since > 0 ? since : 0, &m->eps, &m->n_eps);
+    if (rc == 0) rc = be->tenant_list(c, &m->tenants, &m->n_tenants);
+    if (rc) return rc;
+  }
   return be->due_hints(c, m->now_ms, &m->hints, &m->n_hints);
+}
+
+/* A shared store's rescan: the endpoints and tenants other nodes changed, applied as this node's
+ * API applies its own changes (an endpoint this node already holds as stored is left alone). */
+static void apply_shared_config(hookd_dispatcher *d, msg *m) {
+  for (size_t i = 0; i < m->n_tenants; i++) {
+    tenant *t = sched_tenant(d, m->tenants[i].id);
+    if (t) sched_tenant_apply(d, t, &m->tenants[i]);
+  }
+  for (size_t i = 0; i < m->n_eps; i++) {
+    const hookd_endpoint *cfg = &m->eps[i];
+    if (cfg->updated_ms > d->config_seen_ms) d->config_seen_ms = cfg->updated_ms;
+    ep *e = ep_get(d, cfg->id);
+    if (e && !e->gone && !cfg->deleted_ms && e->cfg.updated_ms == cfg->updated_ms) continue;
+    if (!e && cfg->deleted_ms) continue;
+    ep_upsert(d, cfg);
+  }
 }
 
 static void submit_maintenance(hookd_dispatcher *d, msg_type t, int64_t now) {
@@ -1511,8 +1544,13 @@ static void process_inbox(hookd_dispatcher *d) {
     case MSG_RESCANNED:
       d->store_ops--;
       d->rescanning = false;
-      if (m->rc == 0) apply_hints(d, m->hints, m->n_hints, true, m->now_ms);
+      if (m->rc == 0) {
+        apply_shared_config(d, m); /* (first: the hints may name an endpoint it brings) */
+        apply_hints(d, m->hints, m->n_hints, true, m->now_ms);
+      }
       hookd_due_hints_free(m->hints, m->n_hints);
+      hookd_endpoints_free(m->eps, m->n_eps);
+      hookd_tenants_free(m->tenants, m->n_tenants);
       break;
     }
     if (!keep) free(m);
@@ -1748,8 +1786,10 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
     if (t) sched_tenant_apply(d, t, &b.tenants[i]);
   }
   hookd_tenants_free(b.tenants, b.n_tenants);
-  for (size_t i = 0; i < b.n_eps; i++)
+  for (size_t i = 0; i < b.n_eps; i++) {
+    if (b.eps[i].updated_ms > d->config_seen_ms) d->config_seen_ms = b.eps[i].updated_ms;
     if (!b.eps[i].deleted_ms) ep_upsert(d, &b.eps[i]);
+  }
   hookd_endpoints_free(b.eps, b.n_eps);
 
   /* 2. leases this node held before it stopped (a crash or kill -9) are void now */

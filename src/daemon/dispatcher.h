@@ -40,6 +40,8 @@ typedef struct hookd_dispatcher_config {
   const char *ops_tenant;     /* operational events are published to it (NULL: none) */
   int64_t sweep_interval_ms;  /* expired-lease reclaim cadence; default 1000 */
   int64_t rescan_interval_ms; /* full due-hint recomputation; default 30000 */
+  bool shared_store;          /* other nodes write the store too (PostgreSQL): each rescan also
+                                 reads back the endpoints and tenants they changed */
   hookd_egress_config egress;
 } hookd_dispatcher_config;
 

@@ -60,6 +60,10 @@ typedef struct msg {
                                  MSG_LEASES_MOVED: reclaimed = leases moved */
   int64_t now_ms;
   struct item *item;          /* MSG_RECORDED, MSG_RELEASED, MSG_MARKED */
+  hookd_endpoint *eps;        /* MSG_RESCANNED on a shared store: endpoints changed since */
+  size_t n_eps;
+  hookd_tenant *tenants;      /* and every tenant (their limits) */
+  size_t n_tenants;
 } msg;
 
 /* A claimed event's body, shared by its claimed deliveries: an event fanned out to many
@@ -276,6 +280,7 @@ struct hookd_dispatcher {
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
+  int64_t config_seen_ms;     /* shared store: the latest endpoint change read back */
   int64_t clock_offset_us;    /* wall clock minus monotonic clock at the last check, µs: a change
                                  of CLOCK_STEP_MS or more is a step (docs/architecture.md
                                  "Clocks") */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "core/clock.h"
 #include "core/secretbox.h"
+#include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_int.h"
 #include "store/storeq.h"
 
@@ -82,6 +84,7 @@ const char *hookd_store_strerror(int rc) {
   case HOOKD_STORE_LIMIT: return "limit reached";
   case HOOKD_STORE_UNKNOWN: return "commit outcome unknown (I/O error)";
   case HOOKD_STORE_STOPPED: return "stopped";
+  case HOOKD_STORE_UNSUPPORTED: return "not supported by this store";
   }
   return "unknown";
 }
@@ -345,6 +348,32 @@ bool hookd_filter_match(const char *filter, const char *type) {
   return false;
 }
 
+bool hookd_store_is_postgres(const char *url) {
+  return !strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11);
+}
+
+void hookd_store_url_shown(const char *url, char *out, size_t cap) {
+  if (!hookd_store_is_postgres(url)) {
+    snprintf(out, cap, "%s", url);
+    return;
+  }
+  /* who and where, never the password (nor options that might hold one) */
+  const char *user = "", *host = "", *port = "", *db = "";
+  char *why = NULL;
+  PQconninfoOption *opts = PQconninfoParse(url, &why);
+  PQfreemem(why);
+  for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+    if (!o->val) continue;
+    if (!strcmp(o->keyword, "user")) user = o->val;
+    else if (!strcmp(o->keyword, "host")) host = o->val;
+    else if (!strcmp(o->keyword, "port")) port = o->val;
+    else if (!strcmp(o->keyword, "dbname")) db = o->val;
+  }
+  snprintf(out, cap, "postgresql://%s%s%s%s%s/%s", user, *user ? "@" : "", host, *port ? ":" : "",
+           port, db);
+  PQconninfoFree(opts);
+}
+
 int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err, size_t errlen) {
   int ret = HOOKD_STORE_ERR;
   hookd_store *s = calloc(1, sizeof *s);
@@ -359,14 +388,19 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
     s->shared_stop = hookd_sqlite_shared_stop;
     s->shared_health = hookd_sqlite_shared_health;
     if (hookd_sqlite_shared_open(cfg->url + 7, &s->shared, err, errlen) != 0) goto fail;
+  } else if (hookd_store_is_postgres(cfg->url)) {
+    s->be = &hookd_pg_backend;
+    s->shared_free = hookd_pg_shared_free;
+    if (hookd_pg_shared_open(cfg->url, cfg->node_id, &s->shared, err, errlen) != 0) goto fail;
   } else {
     /* the scheme only: a database URL may carry a password */
     size_t scheme = strcspn(cfg->url, ":/@");
     if (cfg->url[scheme] != ':' || !scheme) /* no scheme: a path, perhaps (no password) */
-      snprintf(err, errlen, "unsupported store \"%.64s\": a store is a URL (sqlite:PATH)",
-               cfg->url);
+      snprintf(err, errlen, "unsupported store \"%.64s\": a store is a URL (sqlite:PATH or "
+                            "postgresql://…)", cfg->url);
     else
-      snprintf(err, errlen, "unsupported store \"%.*s:…\" (expected sqlite:PATH)",
+      snprintf(err, errlen, "unsupported store \"%.*s:…\" (expected sqlite:PATH or "
+                            "postgresql://…)",
                (int)(scheme > 32 ? 32 : scheme), cfg->url);
     goto fail;
   }

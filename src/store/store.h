@@ -35,6 +35,8 @@ enum {
   HOOKD_STORE_UNKNOWN = -8,  /* commit only: an I/O error while committing — the transaction
                               * may be on disk and come back at the next start */
   HOOKD_STORE_STOPPED = -9,  /* open only: a stop was asked for while it waited (nothing done) */
+  HOOKD_STORE_UNSUPPORTED = -10, /* the backend does not implement this op yet (PostgreSQL's:
+                                  docs/postgres.md); its error text names it */
 };
 const char *hookd_store_strerror(int rc);
 
@@ -881,13 +883,21 @@ typedef struct hookd_store {
 } hookd_store;
 
 typedef struct hookd_store_config {
-  const char *url;        /* "sqlite:PATH" (postgres:// later) */
+  const char *url;        /* "sqlite:PATH" or "postgresql://…" (docs/postgres.md) */
   int max_batch;          /* ops per group commit, default 512 */
   bool no_migrate;        /* the CLI: refuse a store whose schema is older than this hookd's
                              instead of migrating it (perhaps under a running daemon) */
   bool (*stop_requested)(void); /* asked while the open waits for another process to let go
                                  * of the store: true gives up (HOOKD_STORE_STOPPED); NULL never */
+  const char *node_id;    /* a daemon's --node-id (NULL: the CLI). A shared store (PostgreSQL)
+                             refuses a second live node of the same id: its leases are the
+                             node's */
 } hookd_store_config;
+
+/* Whether url names a PostgreSQL store (postgresql:// or postgres://: docs/postgres.md). */
+bool hookd_store_is_postgres(const char *url);
+/* url as logs may show it: a PostgreSQL URL's user, host, port and database only. */
+void hookd_store_url_shown(const char *url, char *out, size_t cap);
 
 /* One hookd per embedded store: takes an exclusive advisory lock (flock) on the SQLite database
  * file itself, creating it (0600) if needed, so every name of the file on a local file system —

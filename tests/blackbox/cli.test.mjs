@@ -73,7 +73,7 @@ describe('hookd CLI', () => {
     // a path without its scheme is named as it was given
     r = run(['serve', '--store', '/tmp/hookd-cli-unused.db', '--listen', '127.0.0.1:0']);
     assert.notEqual(r.status, 0);
-    assert.match(startupError(r), /unsupported store "\/tmp\/hookd-cli-unused.db": a store is a URL \(sqlite:PATH\)/);
+    assert.match(startupError(r), /unsupported store "\/tmp\/hookd-cli-unused.db": a store is a URL \(sqlite:PATH or postgresql:\/\/…\)/);
     // values that would break a promise are out of range
     r = run(['serve', '--max-header-bytes', '1048576']);
     assert.equal(r.status, 2);

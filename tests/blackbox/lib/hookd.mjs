@@ -2,6 +2,7 @@
 // The daemon listens on 127.0.0.1 with port 0; the port is read from its "listening" log line.
 // Every wait is bounded; nothing sleeps as synchronisation.
 import { spawn, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -25,6 +26,34 @@ const children = new Set();
 const killAll = () => { for (const p of children) { try { p.kill('SIGKILL'); } catch { /* gone */ } } };
 process.on('exit', killAll);
 after(() => { setTimeout(killAll, 2000).unref(); });
+
+// HOOKD_TEST_STORE=postgres runs the daemons of a test file on PostgreSQL stores
+// (docs/postgres.md: `make test-postgres`): one private server per file (lib/postgres.mjs), one
+// database per daemon directory (a restart on the same directory finds its store again), with
+// the node id and master key a shared store needs, the same at each restart.
+const PG_MODE = process.env.HOOKD_TEST_STORE === 'postgres';
+let pgServer = null;
+const pgStores = new Map();
+// (registered at the file's top level: an `after` registered inside a hook runs when that ends)
+if (PG_MODE) after(async () => { if (pgServer) await (await pgServer).stop(); });
+async function pgStore(dir, args, env) {
+  if (!pgServer) {
+    const { startPostgres } = await import('./postgres.mjs');
+    pgServer = startPostgres();
+  }
+  const server = await pgServer;
+  if (!pgStores.has(dir)) {
+    pgStores.set(dir, { url: await server.database(), node: `node-${pgStores.size + 1}`,
+      key: randomBytes(32).toString('base64') });
+  }
+  const s = pgStores.get(dir);
+  const keyGiven = 'HOOKD_MASTER_KEY' in env || args.includes('--master-key-file');
+  return {
+    store: s.url,
+    args: args.includes('--node-id') ? args : ['--node-id', s.node, ...args],
+    env: keyGiven ? env : { HOOKD_MASTER_KEY: s.key, ...env },
+  };
+}
 
 export function tempDir(prefix = 'hookd-test-') {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -78,11 +107,13 @@ export function faultClock(dir) {
 }
 
 // wrap: a command that execs hookd in its own place (same pid), e.g. ['prlimit', '--nofile=256:8192']
-export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, testArgs = TEST_ARGS, wrap = [] } = {}) {
+// store: a store URL instead of the directory's SQLite file (a PostgreSQL database: postgres.mjs).
+export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, testArgs = TEST_ARGS, wrap = [], store } = {}) {
   const ownDir = !dir;
   if (!dir) dir = tempDir().dir;
   const db = join(dir, 'hookd.db');
-  const argv = ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${db}`,
+  if (PG_MODE && !store && !args.includes('--store')) ({ store, args, env } = await pgStore(dir, args, env));
+  const argv = ['serve', '--listen', '127.0.0.1:0', '--store', store ?? `sqlite:${db}`,
                 ...(apiKey ? ['--api-key', apiKey] : []), ...testArgs, ...args];
   const [cmd, ...pre] = wrap.length ? [...wrap, HOOKD_BIN] : [HOOKD_BIN];
   const proc = spawn(cmd, [...pre, ...argv], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });

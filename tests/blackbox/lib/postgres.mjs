@@ -67,10 +67,17 @@ export async function startPostgres({ port: wanted } = {}) {
     if (proc.exitCode !== null) throw new Error(`postgres exited: ${log}`);
     try { main = await client(); return true; } catch { return false; }
   }, { timeout: 30000, what: 'postgres accepting connections' });
+  let databases = 0;
   return {
     url,
     port,
     client,
+    // a fresh database of its own (hookd's store: docs/postgres.md); its libpq URI
+    async database() {
+      const name = `hookd_${++databases}`;
+      await main.query(`CREATE DATABASE ${name}`);
+      return `postgresql://hookd@127.0.0.1:${port}/${name}`;
+    },
     query: (sql, params) => main.query(sql, params),
     async stop() {
       await main.end().catch(() => {});

@@ -1,0 +1,535 @@
+/* pg_conn.c — the PostgreSQL backend's connections (docs/postgres.md): opening one per executor,
+ * transactions (the writer's under the store-wide writer lock), the statement runner and its
+ * per-connection cache of prepared statements, the column helpers, and the ops table — with the
+ * ops this version does not implement answering HOOKD_STORE_UNSUPPORTED. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/postgres/pg_int.h"
+
+struct pg_shared {
+  char *url;
+  char *node_id; /* NULL: none (the CLI) */
+  pthread_mutex_t mu; /* guards each connection's cancel object against a reconnect */
+};
+
+/* The writer lock every writer transaction takes first ("hookd", "writer" in ASCII). */
+#define PG_WRITER_BEGIN "BEGIN; SELECT pg_advisory_xact_lock(1752133476, 2003986804)"
+#define PG_READER_BEGIN "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+#define PG_CONNECT_TIMEOUT_S "10"
+
+/* ---------- shared state ---------- */
+
+int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, char *err,
+                         size_t errlen) {
+  char *perr = NULL;
+  PQconninfoOption *opts = PQconninfoParse(url, &perr);
+  if (!opts) {
+    /* libpq's message may quote the string, password and all */
+    PQfreemem(perr);
+    snprintf(err, errlen, "the store URL cannot be read as a PostgreSQL connection URI");
+    return -1;
+  }
+  PQconninfoFree(opts);
+  pg_shared *sh = calloc(1, sizeof *sh);
+  if (!sh || !(sh->url = strdup(url)) || (node_id && !(sh->node_id = strdup(node_id)))) {
+    if (sh) free(sh->url);
+    free(sh);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  pthread_mutex_init(&sh->mu, NULL);
+  *shared = sh;
+  return 0;
+}
+
+void hookd_pg_shared_free(void *shared) {
+  pg_shared *sh = shared;
+  if (!sh) return;
+  pthread_mutex_destroy(&sh->mu);
+  free(sh->url);
+  free(sh->node_id);
+  free(sh);
+}
+
+/* ---------- helpers ---------- */
+
+static void no_notices(void *arg, const char *message) {
+  (void)arg;
+  (void)message; /* NOTICEs (an IF NOT EXISTS that found it) are not errors */
+}
+
+static void preps_clear(hookd_store_conn *c) {
+  free(c->preps);
+  c->preps = NULL;
+  c->n_preps = c->cap_preps = 0;
+}
+
+/* Sets up a fresh session: the cache of prepared statements is the server's, gone with it. */
+static int session_setup(hookd_store_conn *c) {
+  preps_clear(c);
+  PQsetNoticeReceiver(c->pg, NULL, NULL);
+  PQsetNoticeProcessor(c->pg, no_notices, NULL);
+  pthread_mutex_lock(&c->sh->mu);
+  if (c->cancel) PQfreeCancel(c->cancel);
+  c->cancel = PQgetCancel(c->pg);
+  pthread_mutex_unlock(&c->sh->mu);
+  if (pg_exec(c, "SET client_encoding = 'UTF8'", "session") != 0) return HOOKD_STORE_ERR;
+  if (!c->writer || !c->sh->node_id) return HOOKD_STORE_OK;
+  /* the node's lock, for the session's life ("hookd" and the id's hash) */
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, c->sh->node_id);
+  PGresult *r = pg_q(c, "SELECT pg_try_advisory_lock(1752133476, hashtext($1))", &p,
+                     "node lock");
+  if (!r) return HOOKD_STORE_ERR;
+  bool got = !strcmp(PQgetvalue(r, 0, 0), "t");
+  PQclear(r);
+  if (!got) {
+    snprintf(c->err, sizeof c->err,
+             "another hookd with node id \"%.64s\" is running on this database (--node-id)",
+             c->sh->node_id);
+    return HOOKD_STORE_ERR;
+  }
+  return HOOKD_STORE_OK;
+}
+
+static void set_err(hookd_store_conn *c, const char *what, const char *msg) {
+  size_t n = strlen(msg);
+  while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) n--; /* libpq ends with a newline */
+  snprintf(c->err, sizeof c->err, "%s: %.*s", what, (int)n, msg);
+}
+
+int pg_fail(hookd_store_conn *c, const char *what) {
+  /* after a failed statement its message stays: it says more than ours */
+  if (!c->sqlstate[0]) snprintf(c->err, sizeof c->err, "%s", what);
+  return HOOKD_STORE_ERR;
+}
+
+int pg_unsupported(hookd_store_conn *c, const char *what) {
+  snprintf(c->err, sizeof c->err, "%s is not available on the PostgreSQL store yet", what);
+  return HOOKD_STORE_UNSUPPORTED;
+}
+
+const char *pg_sqlstate(hookd_store_conn *c) { return c->sqlstate; }
+
+void pg_p_init(pg_params *p) { p->n = 0; }
+
+static void push(pg_params *p, const char *v, int len, int fmt) {
+  if (p->n >= PG_MAX_PARAMS) abort(); /* a programming error, caught by any test of the op */
+  p->v[p->n] = v;
+  p->len[p->n] = len;
+  p->fmt[p->n] = fmt;
+  p->n++;
+}
+
+void pg_p_text(pg_params *p, const char *s) { push(p, s, 0, 0); }
+
+void pg_p_i64(pg_params *p, int64_t v) {
+  if (p->n >= PG_MAX_PARAMS) abort();
+  snprintf(p->num[p->n], sizeof p->num[p->n], "%lld", (long long)v);
+  push(p, p->num[p->n], 0, 0);
+}
+
+void pg_p_i64n(pg_params *p, int64_t v) {
+  if (v) pg_p_i64(p, v);
+  else push(p, NULL, 0, 0);
+}
+
+void pg_p_f64(pg_params *p, double v) {
+  if (p->n >= PG_MAX_PARAMS) abort();
+  snprintf(p->num[p->n], sizeof p->num[p->n], "%.17g", v);
+  push(p, p->num[p->n], 0, 0);
+}
+
+void pg_p_bool(pg_params *p, bool v) { pg_p_i64(p, v ? 1 : 0); }
+
+void pg_p_blob(pg_params *p, const void *b, size_t n) {
+  push(p, b ? (const char *)b : "", (int)n, 1);
+}
+
+static size_t hash_ptr(const void *p) {
+  uintptr_t x = (uintptr_t)p;
+  x ^= x >> 17;
+  x *= 0x9e3779b97f4a7c15ULL;
+  return (size_t)(x >> 16);
+}
+
+/* The name of sql's prepared statement on this connection, preparing it the first time; -1 with
+ * c->err set on failure. */
+static int prepared(hookd_store_conn *c, const char *sql, const char *what) {
+  if (c->cap_preps) {
+    for (size_t i = hash_ptr(sql) & (c->cap_preps - 1);; i = (i + 1) & (c->cap_preps - 1)) {
+      if (!c->preps[i].sql) break;
+      if (c->preps[i].sql == sql) return c->preps[i].n;
+    }
+  }
+  if ((c->n_preps + 1) * 2 > c->cap_preps) { /* grow: at most half full */
+    size_t nc = c->cap_preps ? c->cap_preps * 2 : 256;
+    pg_prep *nv = calloc(nc, sizeof *nv);
+    if (!nv) {
+      snprintf(c->err, sizeof c->err, "%s: out of memory", what);
+      return -1;
+    }
+    for (size_t i = 0; i < c->cap_preps; i++) {
+      if (!c->preps[i].sql) continue;
+      size_t j = hash_ptr(c->preps[i].sql) & (nc - 1);
+      while (nv[j].sql) j = (j + 1) & (nc - 1);
+      nv[j] = c->preps[i];
+    }
+    free(c->preps);
+    c->preps = nv;
+    c->cap_preps = nc;
+  }
+  int n = (int)c->n_preps;
+  char name[24];
+  snprintf(name, sizeof name, "h%d", n);
+  PGresult *r = PQprepare(c->pg, name, sql, 0, NULL);
+  if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    snprintf(c->sqlstate, sizeof c->sqlstate, "%s", st ? st : "08006"); /* none: the link */
+    set_err(c, what, r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg));
+    PQclear(r);
+    return -1;
+  }
+  PQclear(r);
+  size_t i = hash_ptr(sql) & (c->cap_preps - 1);
+  while (c->preps[i].sql) i = (i + 1) & (c->cap_preps - 1);
+  c->preps[i].sql = sql;
+  c->preps[i].n = n;
+  c->n_preps++;
+  return n;
+}
+
+/* Checks a result: NULL (c->err set) unless a command or rows; counts the rows written. */
+static PGresult *checked(hookd_store_conn *c, PGresult *r, const char *what) {
+  ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    snprintf(c->sqlstate, sizeof c->sqlstate, "%s", st ? st : "08006"); /* none: the link */
+    set_err(c, what, r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg));
+    PQclear(r);
+    return NULL;
+  }
+  c->sqlstate[0] = 0;
+  const char *tag = PQcmdStatus(r);
+  if (!strncmp(tag, "INSERT", 6) || !strncmp(tag, "UPDATE", 6) || !strncmp(tag, "DELETE", 6) ||
+      !strncmp(tag, "MERGE", 5))
+    c->changes += atoll(PQcmdTuples(r));
+  return r;
+}
+
+PGresult *pg_q(hookd_store_conn *c, const char *sql, const pg_params *p, const char *what) {
+  int n = prepared(c, sql, what);
+  if (n < 0) return NULL;
+  char name[24];
+  snprintf(name, sizeof name, "h%d", n);
+  PGresult *r = PQexecPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL, p ? p->len : NULL,
+                               p ? p->fmt : NULL, 0);
+  return checked(c, r, what);
+}
+
+PGresult *pg_q_dyn(hookd_store_conn *c, const char *sql, const pg_params *p, const char *what) {
+  PGresult *r = PQexecParams(c->pg, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->len : NULL,
+                             p ? p->fmt : NULL, 0);
+  return checked(c, r, what);
+}
+
+int64_t pg_x(hookd_store_conn *c, const char *sql, const pg_params *p, const char *what) {
+  PGresult *r = pg_q(c, sql, p, what);
+  if (!r) return -1;
+  const char *t = PQcmdTuples(r);
+  int64_t n = *t ? atoll(t) : PQntuples(r);
+  PQclear(r);
+  return n;
+}
+
+int pg_exec(hookd_store_conn *c, const char *sql, const char *what) {
+  PGresult *r = checked(c, PQexec(c->pg, sql), what);
+  if (!r) return HOOKD_STORE_ERR;
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
+bool pg_null(const PGresult *r, int row, int col) { return PQgetisnull(r, row, col); }
+
+char *pg_str(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? NULL : strdup(PQgetvalue(r, row, col));
+}
+
+int64_t pg_i64(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+double pg_f64(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? 0 : strtod(PQgetvalue(r, row, col), NULL);
+}
+
+unsigned char *pg_blob(const PGresult *r, int row, int col, size_t *len) {
+  *len = 0;
+  if (PQgetisnull(r, row, col)) return NULL;
+  size_t n = 0;
+  unsigned char *raw = PQunescapeBytea((const unsigned char *)PQgetvalue(r, row, col), &n);
+  if (!raw) return NULL;
+  unsigned char *out = malloc(n + 1);
+  if (out) {
+    memcpy(out, raw, n);
+    out[n] = 0;
+    *len = n;
+  }
+  PQfreemem(raw);
+  return out;
+}
+
+void pg_copy(const PGresult *r, int row, int col, char *dst, size_t cap) {
+  snprintf(dst, cap, "%s", PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
+}
+
+int pg_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    int64_t *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return -1;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = seq;
+  return 0;
+}
+
+int pg_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    hookd_due_hint *nv = realloc(*v, nc * sizeof **v);
+    if (!nv) return -1;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[*n].endpoint_id = strdup(ep);
+  if (!(*v)[*n].endpoint_id) return -1;
+  (*v)[(*n)++].due_ms = due;
+  return 0;
+}
+
+int pg_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
+  for (size_t i = 0; i < *n; i++) {
+    if (strcmp((*v)[i].endpoint_id, ep) == 0) {
+      if (due < (*v)[i].due_ms) (*v)[i].due_ms = due;
+      return 0;
+    }
+  }
+  return pg_hint_push(v, n, cap, ep, due);
+}
+
+/* ---------- connections and transactions ---------- */
+
+static int pg_open(void *shared, int writer, hookd_store_conn **out, char *err, size_t errlen) {
+  pg_shared *sh = shared;
+  hookd_store_conn *c = calloc(1, sizeof *c);
+  if (!c) {
+    snprintf(err, errlen, "out of memory");
+    return HOOKD_STORE_ERR;
+  }
+  c->sh = sh;
+  c->writer = writer;
+  hookd_pfilter_cache_init(&c->pf);
+  /* the URL's own connect_timeout wins (it comes after ours); the application name does not */
+  const char *const keys[] = {"connect_timeout", "dbname", "application_name", NULL};
+  const char *const vals[] = {PG_CONNECT_TIMEOUT_S, sh->url, "hookd", NULL};
+  c->pg = PQconnectdbParams(keys, vals, 1);
+  if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
+    const char *m = c->pg ? PQerrorMessage(c->pg) : "out of memory";
+    size_t n = strlen(m);
+    while (n && m[n - 1] == '\n') n--;
+    snprintf(err, errlen, "cannot connect to the PostgreSQL store: %.*s", (int)n, m);
+    PQfinish(c->pg);
+    hookd_pfilter_cache_free(&c->pf);
+    free(c);
+    return HOOKD_STORE_ERR;
+  }
+  if (session_setup(c) != 0) {
+    snprintf(err, errlen, "%s", c->err);
+    PQfinish(c->pg);
+    if (c->cancel) PQfreeCancel(c->cancel);
+    hookd_pfilter_cache_free(&c->pf);
+    free(c);
+    return HOOKD_STORE_ERR;
+  }
+  *out = c;
+  return HOOKD_STORE_OK;
+}
+
+static void pg_close(hookd_store_conn *c) {
+  if (!c) return;
+  PQfinish(c->pg);
+  if (c->cancel) PQfreeCancel(c->cancel);
+  preps_clear(c);
+  hookd_pfilter_cache_free(&c->pf);
+  free(c);
+}
+
+static const char *pg_errmsg(hookd_store_conn *c) { return c->err[0] ? c->err : "no error"; }
+static void pg_clear_error(hookd_store_conn *c) { c->err[0] = 0; }
+
+static void pg_interrupt(hookd_store_conn *c) {
+  char buf[256];
+  pthread_mutex_lock(&c->sh->mu);
+  if (c->cancel) PQcancel(c->cancel, buf, sizeof buf);
+  pthread_mutex_unlock(&c->sh->mu);
+}
+
+static int pg_begin(hookd_store_conn *c, int writer) {
+  c->in_savepoint = 0;
+  if (PQstatus(c->pg) != CONNECTION_OK) { /* lost since the last transaction: once more */
+    PQreset(c->pg);
+    if (PQstatus(c->pg) != CONNECTION_OK) {
+      set_err(c, "reconnect", PQerrorMessage(c->pg));
+      return HOOKD_STORE_ERR;
+    }
+    if (session_setup(c) != 0) return HOOKD_STORE_ERR;
+  }
+  return pg_exec(c, writer ? PG_WRITER_BEGIN : PG_READER_BEGIN, "begin");
+}
+
+static int pg_commit(hookd_store_conn *c) {
+  PGresult *r = PQexec(c->pg, "COMMIT");
+  if (!r || PQstatus(c->pg) != CONNECTION_OK) {
+    /* the COMMIT may have reached the server and committed before the connection went */
+    set_err(c, "commit", PQerrorMessage(c->pg));
+    PQclear(r);
+    return HOOKD_STORE_UNKNOWN;
+  }
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    set_err(c, "commit", PQresultErrorMessage(r));
+    PQclear(r);
+    return HOOKD_STORE_ERR;
+  }
+  /* the COMMIT of a transaction a statement aborted answers ROLLBACK */
+  int ok = !strcmp(PQcmdStatus(r), "COMMIT");
+  PQclear(r);
+  if (!ok) {
+    snprintf(c->err, sizeof c->err, "commit: the server rolled the transaction back");
+    return HOOKD_STORE_ERR;
+  }
+  return HOOKD_STORE_OK;
+}
+
+static int pg_rollback(hookd_store_conn *c) {
+  c->in_savepoint = 0;
+  if (PQtransactionStatus(c->pg) == PQTRANS_IDLE) return HOOKD_STORE_OK;
+  PGresult *r = PQexec(c->pg, "ROLLBACK");
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
+/* In PostgreSQL a failed statement aborts the transaction, and only a rollback to a savepoint
+ * opened before it recovers it: in_txn needs to know whether the op's savepoint is open. */
+static int pg_savepoint(hookd_store_conn *c) {
+  int rc = pg_exec(c, "SAVEPOINT op", "savepoint");
+  if (rc == 0) c->in_savepoint = 1;
+  return rc;
+}
+static int pg_release(hookd_store_conn *c) {
+  c->in_savepoint = 0;
+  return pg_exec(c, "RELEASE op", "release");
+}
+static int pg_rollback_to(hookd_store_conn *c) {
+  return pg_exec(c, "ROLLBACK TO op", "rollback to savepoint");
+}
+static int64_t pg_changes(hookd_store_conn *c) { return c->changes; }
+
+/* Open, or aborted by a statement inside the op's savepoint (a rollback to it recovers the
+ * transaction). Aborted outside one, or gone with the connection, the transaction is lost. */
+static int pg_in_txn(hookd_store_conn *c) {
+  switch (PQtransactionStatus(c->pg)) {
+  case PQTRANS_INTRANS:
+  case PQTRANS_ACTIVE: return 1;
+  case PQTRANS_INERROR: return c->in_savepoint;
+  default: return 0;
+  }
+}
+
+const hookd_store_backend hookd_pg_backend = {
+    .name = "postgres",
+    .open = pg_open,
+    .close = pg_close,
+    .errmsg = pg_errmsg,
+    .clear_error = pg_clear_error,
+    .interrupt = pg_interrupt,
+    .migrate = pg_migrate,
+    .begin = pg_begin,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .savepoint = pg_savepoint,
+    .release = pg_release,
+    .rollback_to = pg_rollback_to,
+    .changes = pg_changes,
+    .probe = NULL, /* the server's commit is the disk's test */
+    .in_txn = pg_in_txn,
+    .tenant_create = pg_tenant_create,
+    .tenant_get = pg_tenant_get,
+    .tenant_update = pg_tenant_update,
+    .tenant_delete = pg_tenant_delete,
+    .event_type_create = pg_event_type_create,
+    .event_type_list = pg_event_type_list,
+    .event_type_update = pg_event_type_update,
+    .event_types_check = pg_event_types_check,
+    .tenant_list = pg_tenant_list,
+    .tenant_page = pg_tenant_page,
+    .endpoint_create = pg_endpoint_create,
+    .endpoint_get = pg_endpoint_get,
+    .event_deliver = pg_event_deliver,
+    .ever_made = pg_ever_made,
+    .endpoint_list = pg_endpoint_list,
+    .endpoint_update = pg_endpoint_update,
+    .endpoint_delete = pg_endpoint_delete,
+    .delete_step = pg_delete_step,
+    .endpoint_reseal = pg_endpoint_reseal,
+    .endpoints_since = pg_endpoints_since,
+    .publish = pg_publish,
+    .event_payload_delete = pg_event_payload_delete,
+    .event_get = pg_event_get,
+    .delivery_get = pg_delivery_get,
+    .delivery_list = pg_delivery_list,
+    .delivery_replay = pg_delivery_replay,
+    .claim = pg_claim,
+    .record_outcome = pg_record_outcome,
+    .release_lease = pg_release_lease,
+    .mark_sent = pg_mark_sent,
+    .reclaim_leases = pg_reclaim_leases,
+    .lease_shift = pg_lease_shift,
+    .due_hints = pg_due_hints,
+    .api_key_create = pg_api_key_create,
+    .api_key_list = pg_api_key_list,
+    .api_key_revoke = pg_api_key_revoke,
+    .audit_append = pg_audit_append,
+    .answer_get = pg_answer_get,
+    .answer_put = pg_answer_put,
+    .audit_list = pg_audit_list,
+    .source_create = pg_source_create,
+    .source_get = pg_source_get,
+    .source_update = pg_source_update,
+    .source_delete = pg_source_delete,
+    .source_list = pg_source_list,
+    .receive = pg_receive,
+    .inbox_get = pg_inbox_get,
+    .inbox_list = pg_inbox_list,
+    .inbox_resolve = pg_inbox_resolve,
+    .inbox_reforward = pg_inbox_reforward,
+    .inbox_purge = pg_inbox_purge,
+    .object_versions_purge = pg_object_versions_purge,
+    .lane_versions_purge = pg_lane_versions_purge,
+    .event_purge = pg_event_purge,
+    .event_expire = pg_event_expire,
+    .replay_select = pg_replay_select,
+    .event_list = pg_event_list,
+    .replay_create = pg_replay_create,
+    .replay_get = pg_replay_get,
+    .replay_list = pg_replay_list,
+    .replay_abandon = pg_replay_abandon,
+    .replay_act = pg_replay_act,
+    .replay_step = pg_replay_step,
+    .replay_purge = pg_replay_purge,
+};

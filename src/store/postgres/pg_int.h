@@ -1,0 +1,306 @@
+/* pg_int.h — internals shared by the PostgreSQL backend's files (docs/postgres.md): the
+ * connection struct, the statement runner (each statement prepared once per connection) and
+ * small parameter/column helpers. Nothing outside src/store/postgres/ includes this. */
+#ifndef HOOKD_STORE_PG_INT_H
+#define HOOKD_STORE_PG_INT_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/payload_filter.h"
+#include "store/postgres/pg_store.h"
+#include "store/store.h"
+
+typedef struct pg_shared pg_shared; /* the connection string, pg_conn.c */
+
+/* A prepared statement: its SQL's address (a string literal) and its name on the server. */
+typedef struct pg_prep {
+  const char *sql;
+  int n; /* the statement is named "h<n>" */
+} pg_prep;
+
+struct hookd_store_conn {
+  PGconn *pg;
+  PGcancel *cancel; /* for interrupt(), from another thread */
+  int writer;
+  pg_shared *sh;
+  char err[512];
+  int64_t changes;   /* rows written by this connection's commands (monotonic) */
+  int in_savepoint;  /* the executor's op savepoint is open */
+  char sqlstate[6];  /* of the last failed statement */
+  pg_prep *preps;    /* open addressing by sql address; cap a power of two */
+  size_t n_preps, cap_preps;
+  hookd_pfilter_cache pf; /* endpoints' payload filters, parsed (the fan-out's) */
+};
+
+/* Parameters of one statement, all sent as text except blobs (binary bytea). */
+#define PG_MAX_PARAMS 24
+typedef struct pg_params {
+  int n;
+  const char *v[PG_MAX_PARAMS];
+  int len[PG_MAX_PARAMS];
+  int fmt[PG_MAX_PARAMS];
+  char num[PG_MAX_PARAMS][32];
+} pg_params;
+
+void pg_p_init(pg_params *p);
+void pg_p_text(pg_params *p, const char *s);               /* NULL sends NULL */
+void pg_p_i64(pg_params *p, int64_t v);
+void pg_p_i64n(pg_params *p, int64_t v);                   /* 0 sends NULL */
+void pg_p_f64(pg_params *p, double v);
+void pg_p_bool(pg_params *p, bool v);                      /* as 0/1: flags are bigint columns */
+void pg_p_blob(pg_params *p, const void *b, size_t n);     /* bytea; b must outlive the call */
+
+/* Runs sql — a string literal: it is prepared once per connection, found again by its address —
+ * with p's parameters ($1, $2 … in order; p may be NULL for none). Returns the result (free it
+ * with PQclear), or NULL with c->err set ("what: <server message>"). Commands' row counts are
+ * added to c->changes. */
+PGresult *pg_q(hookd_store_conn *c, const char *sql, const pg_params *p, const char *what);
+/* The same for a statement whose rows are not read: the number of rows it wrote or returned
+ * (>= 0), or -1 with c->err set. */
+int64_t pg_x(hookd_store_conn *c, const char *sql, const pg_params *p, const char *what);
+/* pg_q for SQL built at run time (not a literal): sent unprepared. */
+PGresult *pg_q_dyn(hookd_store_conn *c, const char *sql, const pg_params *p, const char *what);
+/* Runs sql unprepared, without parameters (DDL, session settings, transaction control). */
+int pg_exec(hookd_store_conn *c, const char *sql, const char *what);
+
+/* Records a failure of ours in c->err (unless the last statement failed: its message is kept)
+ * and returns HOOKD_STORE_ERR. */
+int pg_fail(hookd_store_conn *c, const char *what);
+/* The SQLSTATE of the last failed statement ("" when none): pg_q keeps it. */
+const char *pg_sqlstate(hookd_store_conn *c);
+
+/* Column readers. */
+bool pg_null(const PGresult *r, int row, int col);
+char *pg_str(const PGresult *r, int row, int col);         /* strdup; NULL for NULL */
+int64_t pg_i64(const PGresult *r, int row, int col);       /* 0 for NULL */
+double pg_f64(const PGresult *r, int row, int col);        /* 0 for NULL */
+/* A bytea column, decoded (malloc'd, NUL-terminated for convenience; NULL for NULL). */
+unsigned char *pg_blob(const PGresult *r, int row, int col, size_t *len);
+/* Copies a text column into a fixed buffer (truncated, NUL-terminated; "" for NULL). */
+void pg_copy(const PGresult *r, int row, int col, char *dst, size_t cap);
+
+/* Appends to growing arrays (doubling); -1 when out of memory. */
+int pg_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq);
+int pg_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
+/* Like pg_hint_push, but one entry per endpoint, with the earliest due (short lists). */
+int pg_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
+
+/* The op a backend has not implemented yet: sets c->err to "<what> is not available on the
+ * PostgreSQL store yet" and returns HOOKD_STORE_UNSUPPORTED. */
+int pg_unsupported(hookd_store_conn *c, const char *what);
+
+/* Migrations (pg_schema.c). */
+int pg_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from, int64_t *to);
+
+/* Row readers shared between files: the same column lists as the SQLite backend's. */
+#define PG_EP_COLS                                                                              \
+  "e.id, e.tenant_id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason,"    \
+  " e.max_in_flight, e.timeout_ms, e.secret, e.created_at, e.updated_at, e.deleted_at,"      \
+  " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
+  " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent,"        \
+  " e.rate_limit, e.ordered, e.lane_policy, e.failing_since, p.retry_statuses, e.paused_until," \
+  " e.headers, e.channels, e.metadata, e.payload_filter"
+#define PG_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
+void pg_read_endpoint(const PGresult *r, int row, hookd_endpoint *e);
+/* Every row of r as endpoints (malloc'd array); HOOKD_STORE_ERR when out of memory. */
+int pg_read_endpoints(hookd_store_conn *c, const PGresult *r, hookd_endpoint **out, size_t *n);
+void pg_read_policy(const PGresult *r, int row, int first_col, hookd_retry_policy *p);
+/* The policy's retry_statuses column at col (read apart: it came with migration 12, after the
+ * columns every query lists in a row). A value hookd did not write reads as none. */
+void pg_read_policy_statuses(const PGresult *r, int row, int col, hookd_retry_policy *p);
+
+#define PG_DELIVERY_COLS                                                                        \
+  "d.seq, d.id, d.event_seq, e.id, e.type, d.endpoint_id, d.tenant_id, d.state, "               \
+  "d.attempt_count, d.cycle_base, d.cycle_started_at, d.next_attempt_at, d.lease_owner, "       \
+  "d.lease_token, d.leased_until, d.last_error, d.last_status, d.policy_id, d.created_at, "     \
+  "d.updated_at, d.delivered_at, d.dead_at, d.dead_reason, d.cycle_kind, d.ordering_key, "     \
+  "d.result_ref"
+#define PG_DELIVERY_NCOLS 26
+void pg_read_delivery(const PGresult *r, int row, int first_col, hookd_delivery *d);
+int pg_read_deliveries(hookd_store_conn *c, const PGresult *r, hookd_delivery **out, size_t *n);
+
+/* The SQLite store's LANE_MOVED_PAST, DEAD_LANE_HEAD and RETAINED_DELIVERY (sqlite_int.h), in
+ * PostgreSQL's SQL: shared by the claims (pg_dispatch.c), retention (pg_retention.c) and the
+ * inbox's purge (pg_inbound.c). */
+
+/* Whether a lane has moved past DEAD delivery p (alias): a later delivery of its lane (seq up
+ * to `upto`) attempted, or dead of its own failure, since p died — skipped while the lane's
+ * policy was skip. Such a delivery holds its lane no more, for those after it. The attempt's
+ * outcome also stores the first such seq on p (lane_passed_by), so that retention, deleting
+ * the later deliveries, does not take the proof with them. */
+#define PG_SEQ_MAX "9223372036854775807"
+#define PG_LANE_MOVED_PAST(p, upto)                                                             \
+  "(COALESCE(" p ".lane_passed_by <= " upto ", false) OR EXISTS (SELECT 1 FROM deliveries q"   \
+  " WHERE q.endpoint_id = " p ".endpoint_id"                                                    \
+  " AND q.ordering_key = " p ".ordering_key AND q.seq > " p ".seq AND q.seq <= " upto           \
+  " AND ((q.state = 'dead' AND q.dead_reason NOT IN ('superseded','expired')"                   \
+  " AND q.dead_at >= " p ".dead_at) OR EXISTS (SELECT 1 FROM attempts a"                        \
+  " WHERE a.delivery_seq = q.seq AND a.started_at >= " p ".dead_at))))"
+/* A DEAD delivery (alias d) that may be what holds its lane: the head of a lane of a live
+ * ordered endpoint whose lane_policy is block, neither superseded nor expired, and not one the
+ * lane has moved past. Replaying it is the remedy, so retention keeps its payload and its event
+ * (and the lane's later deliveries that show it was moved past are as old or newer: they go no
+ * sooner); any other DEAD delivery (an endpoint that is not ordered, skips, or was deleted)
+ * holds nothing, and goes as the others do — and once its payload is purged it can no longer
+ * hold a lane either (LANE_HEAD). */
+#define PG_DEAD_LANE_HEAD(d)                                                                    \
+  "(" d ".ordering_key IS NOT NULL AND " d ".state = 'dead'"                                    \
+  " AND COALESCE(" d ".dead_reason, '') NOT IN ('superseded','expired')"                        \
+  " AND EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = " d ".endpoint_id AND ep.ordered = 1"  \
+  " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL)"                                    \
+  " AND NOT " PG_LANE_MOVED_PAST(d, PG_SEQ_MAX) ")"
+/* A delivery of event `ev` that keeps the event (and its dedup record) whatever its age: still
+ * open (pending, retrying, held), touched or attempted at or after the cut-off $3, or a DEAD
+ * delivery that may hold its lane (DEAD_LANE_HEAD). For NOT EXISTS ( … ).
+ * (The SQLite store also keeps its newest delivery there: deliveries.seq is a rowid, and
+ * deleting the largest hands it out again, so that a late outcome of the deleted one, fenced by
+ * seq and lease token, could land on the new one. An identity column never hands a value out
+ * twice — even after a rollback or a delete — so a late outcome finds no row here.) */
+#define PG_RETAINED_DELIVERY(ev)                                                                \
+  "SELECT 1 FROM deliveries d WHERE d.event_seq = " ev                                          \
+  " AND (d.state IN ('pending','retrying','unknown') OR d.updated_at >= $3"                     \
+  " OR " PG_DEAD_LANE_HEAD("d")                                                                 \
+  " OR EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = d.seq AND a.finished_at >= $3))"
+
+/* Cross-file helpers (each file's owner implements them as the SQLite backend's namesakes). */
+int pg_tenant_live(hookd_store_conn *c, const char *id);                         /* pg_config.c */
+int pg_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
+                              hookd_delete_counts *out);                      /* pg_endpoints.c */
+int pg_lane_advance(hookd_store_conn *c, int64_t seq);                          /* pg_events.c */
+int pg_lane_unorder(hookd_store_conn *c, const char *endpoint_id);            /* pg_dispatch.c */
+
+/* The ops, by file, assembled into the table in pg_conn.c. */
+/* pg_config.c */
+int pg_tenant_create(hookd_store_conn *c, const hookd_tenant *t);
+int pg_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out);
+int pg_tenant_update(hookd_store_conn *c, const hookd_tenant *t);
+int pg_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                     hookd_tenant_delete_res *out);
+int pg_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n);
+int pg_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_tenant **out,
+                   size_t *n);
+int pg_event_type_create(hookd_store_conn *c, const hookd_event_type *t);
+int pg_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
+                       size_t *n);
+int pg_event_type_update(hookd_store_conn *c, const char *name, const char *description,
+                         int archived, int64_t now_ms, hookd_event_type *out, int *changed);
+int pg_event_types_check(hookd_store_conn *c, const char *patterns, int *bad);
+int pg_api_key_create(hookd_store_conn *c, const hookd_api_key *k);
+int pg_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n);
+int pg_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms);
+int pg_audit_append(hookd_store_conn *c, const hookd_audit *a);
+int pg_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
+                  hookd_audit **out, size_t *n);
+int pg_answer_get(hookd_store_conn *c, const char *scope, const char *key, int64_t now_ms,
+                  int64_t keep_ms, char **hash, int *status, char **answer);
+int pg_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
+                  int status, const char *answer, int64_t now_ms, int64_t keep_ms);
+/* pg_endpoints.c */
+int pg_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant);
+int pg_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out);
+int pg_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const char *id);
+int pg_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
+                     hookd_endpoint **out, size_t *n);
+int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
+int pg_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                       hookd_delete_counts *out);
+int pg_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out);
+int pg_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
+                       const char *previous_secret, const char *headers);
+int pg_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
+/* pg_events.c */
+int pg_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res);
+int pg_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hookd_event *ev,
+                 hookd_delivery **dl, size_t *n);
+int pg_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event **out,
+                  size_t *n);
+int pg_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hookd_attempt **att,
+                    size_t *n);
+int pg_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_delivery **out,
+                     size_t *n);
+int pg_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out);
+int pg_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
+                     const char *endpoint_id, int64_t now_ms, hookd_delivery *out);
+/* pg_dispatch.c */
+int pg_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
+             int64_t *next_due_ms);
+int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o);
+int pg_release_lease(hookd_store_conn *c, const hookd_release *r);
+int pg_mark_sent(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token);
+int pg_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
+                      hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);
+int pg_lease_shift(hookd_store_conn *c, const char *owner, int64_t delta_ms, int *shifted);
+int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
+
+/* Second wave (each file's owner implements them as the SQLite backend's namesakes). */
+/* pg_events.c: delivery_replay's checks and write, and event_deliver with its reason (replay
+ * jobs' items), as sq_replay_one / sq_event_deliver_why / sq_retry_now. */
+typedef struct pg_replay_memo {
+  char endpoint_id[160]; /* the endpoint last looked up ("" = none) */
+  int rc;                /* its lookup: 0, or HOOKD_STORE_NOTFOUND (deleted) */
+  bool enabled, ordered;
+} pg_replay_memo;
+int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
+                  pg_replay_memo *memo);
+int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
+                         const char *endpoint_id, int64_t now_ms, hookd_delivery *out,
+                         const char **why);
+int pg_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why);
+/* pg_inbound.c */
+extern const char pg_held_deleted[];
+int pg_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
+                    const char *last_error, const char *result_ref);
+int pg_source_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
+                            hookd_delete_counts *out);
+int pg_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint *dests,
+                     size_t n_dests, int max_eps);
+int pg_source_get(hookd_store_conn *c, const char *id, hookd_source *out,
+                  hookd_endpoint **dests, size_t *n_dests);
+int pg_source_update(hookd_store_conn *c, const hookd_source *s);
+int pg_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
+                     hookd_delete_counts *out);
+int pg_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
+int pg_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);
+int pg_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_delivery **dl,
+                 size_t *n);
+int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out,
+                  size_t *n);
+int pg_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
+                     size_t *n_resolved, hookd_due_hint **hints, size_t *n_hints);
+int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
+                       hookd_due_hint **hints, size_t *n_hints);
+int pg_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
+                   int *purged);
+int pg_object_versions_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                             bool *more);
+/* pg_retention.c */
+int pg_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms);
+int pg_event_delete(hookd_store_conn *c, int64_t seq, bool keys);
+int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const char *id,
+                            int64_t now_ms, int64_t *seq, int64_t *purged_ms, int *cancelled);
+int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                   int64_t *after_seq, int *purged);
+int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
+                    int *expired);
+int pg_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                           int *purged, bool *more);
+/* pg_replay.c */
+int pg_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
+                     int64_t max_items, hookd_replay_snapshot *out);
+int pg_replay_create(hookd_store_conn *c, hookd_replay_job *job,
+                     const hookd_replay_snapshot *snap, size_t *from, size_t chunk,
+                     int64_t now_ms);
+int pg_replay_abandon(hookd_store_conn *c, int64_t job_seq, int64_t now_ms);
+int pg_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
+                  hookd_replay_job *out, hookd_replay_detail *detail);
+int pg_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
+                   hookd_replay_job **out, size_t *n);
+int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
+                  hookd_replay_action action, int64_t now_ms, hookd_replay_job *out);
+int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res);
+int pg_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                    int *purged, bool *more);
+
+#endif

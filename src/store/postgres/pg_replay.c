@@ -1,0 +1,981 @@
+/* pg_replay.c — PostgreSQL backend: replay jobs (O12, docs/replay.md).
+ *
+ * The snapshot of a filter's deliveries (read on the scan executor's connection: a long scan
+ * holds up neither the writer nor the API's reads), the job row and its items (writer), the
+ * job's state machine, the retention of ended jobs' items, and the
+ * step the replayer runs: each running job's due items, at its rate, go back to pending through
+ * the single replay's own checks and write (pg_replay_one). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/payload_filter.h"
+#include "store/postgres/pg_int.h"
+
+#define JOB_COLS                                                                                \
+  "seq, id, tenant_id, state, filter, actor, reason, rate_per_s, total, replayed, skipped,"     \
+  " created_at, confirmed_at, updated_at, finished_at, next_item_at, items_purged_at"
+
+/* A preview older than its time to live reads as expired (the row is not rewritten). */
+static bool preview_expired(const char *state, int64_t created_ms, int64_t now_ms) {
+  return state && !strcmp(state, "preview") && created_ms + HOOKD_REPLAY_PREVIEW_TTL_MS <= now_ms;
+}
+
+/* A job building no chunk for HOOKD_REPLAY_BUILD_STALE_MS reads as failed: the daemon storing
+ * it died (one whose request failed is marked failed by replay_abandon). */
+static bool build_abandoned(const char *state, int64_t updated_ms, int64_t now_ms) {
+  return state && !strcmp(state, "building") && updated_ms + HOOKD_REPLAY_BUILD_STALE_MS <= now_ms;
+}
+
+static void rd_job(const PGresult *r, int row, hookd_replay_job *j) {
+  memset(j, 0, sizeof *j);
+  j->seq = pg_i64(r, row, 0);
+  j->id = pg_str(r, row, 1);
+  j->tenant_id = pg_str(r, row, 2);
+  j->state = pg_str(r, row, 3);
+  j->filter = pg_str(r, row, 4);
+  j->actor = pg_str(r, row, 5);
+  j->reason = pg_str(r, row, 6);
+  j->rate_per_s = pg_f64(r, row, 7);
+  j->total = pg_i64(r, row, 8);
+  j->replayed = pg_i64(r, row, 9);
+  j->skipped = pg_i64(r, row, 10);
+  j->created_ms = pg_i64(r, row, 11);
+  j->confirmed_ms = pg_i64(r, row, 12);
+  j->updated_ms = pg_i64(r, row, 13);
+  j->finished_ms = pg_i64(r, row, 14);
+  j->next_item_ms = pg_i64(r, row, 15);
+  j->items_purged_ms = pg_i64(r, row, 16);
+  int64_t now = hookd_now_ms();
+  if (preview_expired(j->state, j->created_ms, now) ||
+      build_abandoned(j->state, j->updated_ms, now)) {
+    bool expired = !strcmp(j->state, "preview");
+    free(j->state);
+    j->state = strdup(expired ? "expired" : "failed");
+  }
+}
+
+/* Every row of r as jobs (malloc'd array; freed with r's rows read on failure). */
+static int read_jobs(hookd_store_conn *c, const PGresult *r, hookd_replay_job **out, size_t *n,
+                     const char *what) {
+  int rows = PQntuples(r);
+  hookd_replay_job *v = calloc(rows ? (size_t)rows : 1, sizeof *v);
+  if (!v) {
+    snprintf(c->err, sizeof c->err, "%s: out of memory", what);
+    return HOOKD_STORE_ERR;
+  }
+  for (int i = 0; i < rows; i++) rd_job(r, i, &v[i]);
+  *out = v;
+  *n = (size_t)rows;
+  return HOOKD_STORE_OK;
+}
+
+static int read_job(hookd_store_conn *c, const char *tenant_id, const char *id,
+                    hookd_replay_job *out) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, id);
+  pg_p_text(&p, tenant_id);
+  PGresult *r = pg_q(c, "SELECT " JOB_COLS " FROM replay_jobs WHERE id = $1 AND tenant_id = $2",
+                     &p, "read replay job");
+  if (!r) return HOOKD_STORE_ERR;
+  if (PQntuples(r) == 0) {
+    PQclear(r);
+    return HOOKD_STORE_NOTFOUND;
+  }
+  rd_job(r, 0, out);
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
+/* ---------- the snapshot ---------- */
+
+/* An event-type filter (the API's "a.type", "*", or a prefix "a.*" or "a/" and '*'): appends two
+ * parameters, the exact type and the prefix ("a.", "a/": malloc'd in *own, freed by the caller
+ * after the statement); NULL and "*" send both NULL (as sq_bind_type_filter binds). */
+static int bind_type_filter(pg_params *p, const char *type, char **own) {
+  size_t n = type ? strlen(type) : 0;
+  *own = NULL;
+  if (n >= 2 && (type[n - 2] == '.' || type[n - 2] == '/') && type[n - 1] == '*') {
+    if (!(*own = strndup(type, n - 1))) return -1; /* "a.*" → "a." */
+    pg_p_text(p, NULL);
+    pg_p_text(p, *own);
+  } else {
+    pg_p_text(p, type && strcmp(type, "*") != 0 ? type : NULL);
+    pg_p_text(p, NULL);
+  }
+  return 0;
+}
+
+/* One statement for every filter: each optional part is a NULL test, so it is prepared once;
+ * the time range is always bound (an open end as the widest value) so that it stays a range
+ * the index can seek. The DEAD queue has its own index (deliveries_dead, in creation order: the
+ * snapshot stops at its limit without sorting); other states walk the tenant's deliveries —
+ * on the scan connection, never the writer's or the API reader's (store.h). */
+#define SELECT_WHERE                                                                            \
+  " FROM deliveries d JOIN events e ON e.seq = d.event_seq"                                     \
+  " WHERE d.tenant_id = $1 AND d.state = $2"                                                    \
+  " AND ($3::text IS NULL OR d.endpoint_id = $3)"                                               \
+  " AND ($4::text IS NULL OR e.type = $4)"                                                      \
+  " AND ($5::text IS NULL OR substr(e.type, 1, length($5::text)) = $5)"                         \
+  " AND d.created_at >= $6::bigint AND d.created_at < $7::bigint"
+
+/* $1 … $7 of SELECT_WHERE; -1 out of memory. */
+static int bind_filter(pg_params *p, const char *tenant_id, const hookd_replay_filter *f,
+                       char **own) {
+  pg_p_init(p);
+  pg_p_text(p, tenant_id);
+  pg_p_text(p, hookd_dstate_name(f->state));
+  pg_p_text(p, f->endpoint_id);
+  if (bind_type_filter(p, f->event_type, own) != 0) return -1;
+  pg_p_i64(p, f->since_ms > 0 ? f->since_ms : INT64_MIN);
+  pg_p_i64(p, f->until_ms > 0 ? f->until_ms : INT64_MAX);
+  return 0;
+}
+
+/* Appends seq to the snapshot; -1 out of memory (said in c's error). */
+static int snap_push(hookd_store_conn *c, hookd_replay_snapshot *out, size_t *cap, int64_t seq) {
+  if (out->n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 256;
+    int64_t *nv = realloc(out->seqs, nc * sizeof *nv);
+    if (!nv) {
+      snprintf(c->err, sizeof c->err, "out of memory");
+      return -1;
+    }
+    out->seqs = nv;
+    *cap = nc;
+  }
+  out->seqs[out->n++] = seq;
+  return 0;
+}
+
+/* The rows of select_missing are read through a cursor, MISSING_FETCH at a time: the scan may
+ * walk many events (with their bodies, for an endpoint with a payload filter), which a single
+ * result would hold in memory at once (SQLite steps through them). The read transaction
+ * (REPEATABLE READ) holds the cursor; it is closed on every path that leaves the transaction
+ * usable, so that another op of the same batch may declare it again. */
+#define MISSING_FETCH 1000
+#define MISSING_FETCH_SQL "FETCH 1000 FROM hookd_replay_missing" /* (MISSING_FETCH rows) */
+
+/* filter.state "missing": the tenant's outbound events in the filter that the endpoint takes
+ * (its event_types) and has no delivery of, oldest first — each still sendable (payload kept,
+ * not expired). */
+static int select_missing(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
+                          const hookd_endpoint *ep, int64_t max_items,
+                          hookd_replay_snapshot *out) {
+  pg_params p;
+  char *prefix;
+  pg_p_init(&p);
+  pg_p_text(&p, tenant_id);
+  pg_p_text(&p, f->endpoint_id);
+  if (bind_type_filter(&p, f->event_type, &prefix) != 0)
+    return pg_fail(c, "select events: out of memory");
+  pg_p_i64(&p, f->since_ms > 0 ? f->since_ms : INT64_MIN);
+  pg_p_i64(&p, f->until_ms > 0 ? f->until_ms : INT64_MAX);
+  pg_p_i64(&p, hookd_now_ms());
+  pg_p_bool(&p, ep->payload_filter != NULL);
+  PGresult *r = pg_q(c,
+                     "DECLARE hookd_replay_missing NO SCROLL CURSOR FOR"
+                     /* the envelope only for an endpoint with a payload filter */
+                     " SELECT e.seq, e.type, e.channels, CASE WHEN $8::bigint = 1 THEN e.body END"
+                     " FROM events e"
+                     " WHERE e.tenant_id = $1 AND e.kind = 'outbound'"
+                     " AND e.purged_at IS NULL AND e.test_endpoint IS NULL"
+                     " AND (e.expires_at IS NULL"
+                     " OR e.expires_at > $7::bigint)"
+                     " AND ($3::text IS NULL OR e.type = $3)"
+                     " AND ($4::text IS NULL OR substr(e.type, 1, length($4::text)) = $4)"
+                     " AND e.created_at >= $5::bigint AND e.created_at < $6::bigint"
+                     " AND NOT EXISTS (SELECT 1 FROM deliveries d"
+                     " WHERE d.event_seq = e.seq AND d.endpoint_id = $2)"
+                     " ORDER BY e.seq",
+                     &p, "select events");
+  free(prefix);
+  if (!r) return HOOKD_STORE_ERR;
+  PQclear(r);
+  size_t cap = 0;
+  int rc = HOOKD_STORE_OK;
+  for (;;) {
+    r = pg_q(c, MISSING_FETCH_SQL, NULL, "select events");
+    if (!r) return HOOKD_STORE_ERR; /* the transaction is lost: the cursor with it */
+    int rows = PQntuples(r);
+    for (int i = 0; i < rows && rc == HOOKD_STORE_OK; i++) {
+      const char *type = pg_null(r, i, 1) ? NULL : PQgetvalue(r, i, 1);
+      if (!type || !hookd_filter_match(ep->event_types, type) || /* not the endpoint's */
+          !hookd_channels_match(ep->channels, pg_null(r, i, 2) ? NULL : PQgetvalue(r, i, 2)))
+        continue;
+      if (ep->payload_filter) {
+        size_t len = 0;
+        unsigned char *body = pg_blob(r, i, 3, &len);
+        if (!body && !pg_null(r, i, 3)) {
+          snprintf(c->err, sizeof c->err, "select events: out of memory");
+          rc = HOOKD_STORE_ERR;
+          break;
+        }
+        json_t *parsed = NULL;
+        int takes = hookd_pfilter_match_envelope(&c->pf, ep->payload_filter, (const char *)body,
+                                                 len, &parsed, NULL);
+        json_decref(parsed);
+        free(body);
+        if (takes == HOOKD_PFILTER_OVER) out->filters_over++;
+        if (takes != HOOKD_PFILTER_YES) continue;
+      }
+      out->count++;
+      if (out->n <= (size_t)max_items && snap_push(c, out, &cap, pg_i64(r, i, 0)) != 0)
+        rc = HOOKD_STORE_ERR;
+    }
+    PQclear(r);
+    if (rc || rows < MISSING_FETCH) break;
+  }
+  if (pg_exec(c, "CLOSE hookd_replay_missing", "select events") != 0) return HOOKD_STORE_ERR;
+  if (rc) return rc;
+  if (out->count <= max_items) return HOOKD_STORE_OK;
+  snprintf(c->err, sizeof c->err,
+           "the filter matches %lld events, more than --max-replay-items (%lld): narrow it "
+           "(time range, event type)",
+           (long long)out->count, (long long)max_items);
+  return HOOKD_STORE_LIMIT;
+}
+
+int pg_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
+                     int64_t max_items, hookd_replay_snapshot *out) {
+  memset(out, 0, sizeof *out);
+  if (f->missing) {
+    hookd_endpoint ep;
+    int rc = f->endpoint_id ? pg_endpoint_get(c, f->endpoint_id, &ep) : HOOKD_STORE_NOTFOUND;
+    if (rc == HOOKD_STORE_OK && strcmp(ep.tenant_id, tenant_id) != 0) {
+      hookd_endpoint_free(&ep);
+      rc = HOOKD_STORE_NOTFOUND;
+    }
+    if (rc == HOOKD_STORE_NOTFOUND)
+      snprintf(c->err, sizeof c->err, "filter.endpoint: no endpoint %.128s in this tenant",
+               f->endpoint_id ? f->endpoint_id : "");
+    if (rc) return rc;
+    if (ep.source_id) {
+      hookd_endpoint_free(&ep);
+      snprintf(c->err, sizeof c->err, "filter.endpoint: a source's destination gets its "
+                                      "source's events (POST /v1/inbox/{id}/replay)");
+      return HOOKD_STORE_NOTFOUND; /* (422, as another tenant's endpoint) */
+    }
+    out->filter_state = strdup("missing");
+    out->endpoint_id = strdup(f->endpoint_id);
+    rc = out->filter_state && out->endpoint_id
+             ? select_missing(c, tenant_id, f, &ep, max_items, out)
+             : HOOKD_STORE_ERR;
+    hookd_endpoint_free(&ep);
+    if (rc) {
+      int64_t count = out->count;
+      hookd_replay_snapshot_free(out);
+      out->count = count;
+    }
+    return rc;
+  }
+  if (f->endpoint_id) {
+    pg_params p;
+    pg_p_init(&p);
+    pg_p_text(&p, f->endpoint_id);
+    pg_p_text(&p, tenant_id);
+    PGresult *r = pg_q(c,
+                       "SELECT 1 FROM endpoints WHERE id = $1 AND tenant_id = $2"
+                       " AND deleted_at IS NULL",
+                       &p, "check endpoint");
+    if (!r) return HOOKD_STORE_ERR;
+    int rows = PQntuples(r);
+    PQclear(r);
+    if (rows == 0) {
+      snprintf(c->err, sizeof c->err, "filter.endpoint: no endpoint %.128s in this tenant",
+               f->endpoint_id);
+      return HOOKD_STORE_NOTFOUND;
+    }
+  }
+  out->filter_state = strdup(hookd_dstate_name(f->state));
+  if (!out->filter_state) return HOOKD_STORE_ERR;
+  pg_params p;
+  char *prefix;
+  if (bind_filter(&p, tenant_id, f, &prefix) != 0) {
+    hookd_replay_snapshot_free(out);
+    return pg_fail(c, "select deliveries: out of memory");
+  }
+  pg_p_i64(&p, max_items + 1);
+  PGresult *r = pg_q(c, "SELECT d.seq" SELECT_WHERE " ORDER BY d.created_at, d.seq LIMIT $8",
+                     &p, "select deliveries");
+  free(prefix);
+  if (!r) {
+    hookd_replay_snapshot_free(out);
+    return HOOKD_STORE_ERR;
+  }
+  int rows = PQntuples(r);
+  if (rows > 0 && !(out->seqs = malloc((size_t)rows * sizeof *out->seqs))) {
+    PQclear(r);
+    hookd_replay_snapshot_free(out);
+    snprintf(c->err, sizeof c->err, "out of memory");
+    return HOOKD_STORE_ERR;
+  }
+  for (int i = 0; i < rows; i++) out->seqs[out->n++] = pg_i64(r, i, 0);
+  PQclear(r);
+  out->count = (int64_t)out->n;
+  if (out->count <= max_items) return HOOKD_STORE_OK;
+  /* over the limit: say how many, so the operator knows how far to narrow the filter */
+  if (bind_filter(&p, tenant_id, f, &prefix) != 0)
+    return pg_fail(c, "count deliveries: out of memory");
+  r = pg_q(c, "SELECT COUNT(*)" SELECT_WHERE, &p, "count deliveries");
+  free(prefix);
+  if (!r) return HOOKD_STORE_ERR;
+  if (PQntuples(r) == 1) out->count = pg_i64(r, 0, 0);
+  PQclear(r);
+  snprintf(c->err, sizeof c->err,
+           "the filter matches %lld deliveries, more than --max-replay-items (%lld): narrow it "
+           "(time range, endpoint, event type)",
+           (long long)out->count, (long long)max_items);
+  return HOOKD_STORE_LIMIT;
+}
+
+/* The job row, state `building`, once the tenant's cap allows it. */
+static int create_job_row(hookd_store_conn *c, hookd_replay_job *job,
+                          const hookd_replay_snapshot *snap, int64_t now_ms) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, job->tenant_id);
+  pg_p_i64(&p, now_ms - HOOKD_REPLAY_PREVIEW_TTL_MS);
+  pg_p_i64(&p, now_ms - HOOKD_REPLAY_BUILD_STALE_MS);
+  PGresult *r = pg_q(c,
+                     "SELECT COUNT(*) FROM replay_jobs WHERE tenant_id = $1 AND"
+                     " (state = 'running' OR state = 'paused' OR"
+                     " (state = 'preview' AND created_at > $2::bigint) OR"
+                     " (state = 'building' AND updated_at > $3::bigint))",
+                     &p, "count active replay jobs");
+  if (!r) return HOOKD_STORE_ERR;
+  int64_t active = PQntuples(r) == 1 ? pg_i64(r, 0, 0) : 0;
+  PQclear(r);
+  if (active >= HOOKD_REPLAY_ACTIVE_MAX) {
+    snprintf(c->err, sizeof c->err,
+             "the tenant has %d replay jobs building, in preview, running or paused: cancel or "
+             "finish one first",
+             HOOKD_REPLAY_ACTIVE_MAX);
+    return HOOKD_STORE_CONFLICT;
+  }
+  /* a taken id is an answer, not a failing statement (it would abort the transaction) */
+  pg_p_init(&p);
+  pg_p_text(&p, job->id);
+  pg_p_text(&p, job->tenant_id);
+  pg_p_text(&p, job->filter);
+  pg_p_text(&p, snap->filter_state);
+  pg_p_text(&p, job->actor);
+  pg_p_text(&p, job->reason);
+  pg_p_f64(&p, job->rate_per_s);
+  pg_p_i64(&p, now_ms);
+  pg_p_text(&p, snap->endpoint_id);
+  r = pg_q(c,
+           "INSERT INTO replay_jobs(id, tenant_id, state, filter, filter_state, actor, reason,"
+           " rate_per_s, total, created_at, updated_at, filter_endpoint)"
+           " VALUES ($1, $2, 'building', $3, $4, $5, $6, $7::double precision, 0, $8::bigint,"
+           " $8::bigint, $9) ON CONFLICT DO NOTHING RETURNING seq",
+           &p, "insert replay job");
+  if (!r) return HOOKD_STORE_ERR;
+  if (PQntuples(r) != 1) {
+    PQclear(r);
+    return HOOKD_STORE_EXISTS;
+  }
+  job->seq = pg_i64(r, 0, 0);
+  PQclear(r);
+  job->total = 0;
+  job->created_ms = job->updated_ms = now_ms;
+  return HOOKD_STORE_OK;
+}
+
+/* seqs[0 .. n) as an array literal ("{1,2,3}"), malloc'd; NULL out of memory. */
+static char *seq_array(const int64_t *seqs, size_t n) {
+  size_t cap = 2 + n * 21 + 1, len = 0;
+  char *s = malloc(cap);
+  if (!s) return NULL;
+  s[len++] = '{';
+  for (size_t i = 0; i < n; i++)
+    len += (size_t)snprintf(s + len, cap - len, "%s%lld", i ? "," : "", (long long)seqs[i]);
+  s[len++] = '}';
+  s[len] = 0;
+  return s;
+}
+
+int pg_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_replay_snapshot *snap,
+                     size_t *from, size_t chunk, int64_t now_ms) {
+  int rc;
+  pg_params p;
+  if (*from == 0 && (rc = create_job_row(c, job, snap, now_ms)) != 0) return rc;
+  if (*from > 0) { /* still being built, by this request: nothing else moves a building job */
+    pg_p_init(&p);
+    pg_p_i64(&p, job->seq);
+    pg_p_i64(&p, now_ms - HOOKD_REPLAY_BUILD_STALE_MS);
+    int64_t found = pg_x(c,
+                         "SELECT 1 FROM replay_jobs WHERE seq = $1 AND state = 'building'"
+                         " AND updated_at > $2::bigint",
+                         &p, "read replay job");
+    if (found < 0) return HOOKD_STORE_ERR;
+    if (found == 0) {
+      snprintf(c->err, sizeof c->err, "the replay job is no longer being built");
+      return HOOKD_STORE_STATE;
+    }
+  }
+  /* each with its id, attempt count and lease token as of now, if it is still in the filter's
+   * state (the snapshot was read a moment ago on another connection). One statement per chunk:
+   * the chunk's seqs as an array, numbered in the snapshot's order among those still in it
+   * (row_number over the array's ordinality, after the filter), as the SQLite backend's insert
+   * per seq numbers them one by one. */
+  bool missing = snap->endpoint_id != NULL; /* items name events the endpoint still lacks */
+  int64_t n = job->total;
+  size_t end = snap->n - *from > chunk ? *from + chunk : snap->n;
+  if (end > *from) {
+    char *arr = seq_array(snap->seqs + *from, end - *from);
+    if (!arr) return pg_fail(c, "insert replay item: out of memory");
+    pg_p_init(&p);
+    pg_p_i64(&p, job->seq);
+    pg_p_i64(&p, n);
+    pg_p_text(&p, arr);
+    pg_p_text(&p, job->tenant_id);
+    pg_p_text(&p, snap->filter_state);
+    if (missing) pg_p_text(&p, snap->endpoint_id);
+    int64_t made =
+        missing ? pg_x(c,
+                       "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id,"
+                       " attempts, lease_token)"
+                       " SELECT $1::bigint, $2::bigint + row_number() OVER (ORDER BY s.ord),"
+                       " e.seq, e.id, 0, 0"
+                       " FROM unnest($3::bigint[]) WITH ORDINALITY AS s(seq, ord)"
+                       " JOIN events e ON e.seq = s.seq"
+                       " WHERE e.tenant_id = $4 AND $5::text = 'missing'"
+                       " AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq"
+                       " AND d.endpoint_id = $6)",
+                       &p, "insert replay item")
+                : pg_x(c,
+                       "INSERT INTO replay_items(job_seq, n, delivery_seq, delivery_id,"
+                       " attempts, lease_token)"
+                       " SELECT $1::bigint, $2::bigint + row_number() OVER (ORDER BY s.ord),"
+                       " d.seq, d.id, d.attempt_count, d.lease_token"
+                       " FROM unnest($3::bigint[]) WITH ORDINALITY AS s(seq, ord)"
+                       " JOIN deliveries d ON d.seq = s.seq"
+                       " WHERE d.tenant_id = $4 AND d.state = $5",
+                       &p, "insert replay item");
+    free(arr);
+    if (made < 0) return HOOKD_STORE_ERR;
+    n += made;
+  }
+  /* the last chunk makes it a preview, which can be confirmed; before, a confirmation finds
+   * it `building` and is refused */
+  bool last = end == snap->n;
+  pg_p_init(&p);
+  pg_p_i64(&p, job->seq);
+  pg_p_i64(&p, n);
+  pg_p_bool(&p, last);
+  pg_p_i64(&p, now_ms);
+  int64_t changed = pg_x(c,
+                         "UPDATE replay_jobs SET total = $2::bigint,"
+                         " state = CASE WHEN $3::bigint = 1 THEN 'preview' ELSE state END,"
+                         " updated_at = $4::bigint WHERE seq = $1 AND state = 'building'",
+                         &p, "count replay items");
+  if (changed < 0) return HOOKD_STORE_ERR;
+  if (changed != 1) { /* cancelled while it was built: its tenant deleted */
+    snprintf(c->err, sizeof c->err, "the job was cancelled while it was built");
+    return HOOKD_STORE_STATE;
+  }
+  job->total = n;
+  *from = end;
+  return HOOKD_STORE_OK;
+}
+
+int pg_replay_abandon(hookd_store_conn *c, int64_t job_seq, int64_t now_ms) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  pg_p_i64(&p, now_ms);
+  return pg_x(c,
+              "UPDATE replay_jobs SET state = 'failed', updated_at = $2::bigint,"
+              " finished_at = $2::bigint WHERE seq = $1 AND state = 'building'",
+              &p, "end a replay job's build") < 0
+             ? HOOKD_STORE_ERR
+             : HOOKD_STORE_OK;
+}
+
+/* ---------- reads ---------- */
+
+/* The rows of r (key, count[, remaining]) appended to *out. */
+static int read_counts(hookd_store_conn *c, const PGresult *r, hookd_replay_count **out,
+                       size_t *n, bool with_remaining) {
+  int rows = PQntuples(r);
+  if (rows == 0) return HOOKD_STORE_OK;
+  hookd_replay_count *v = calloc((size_t)rows, sizeof *v);
+  if (!v) {
+    snprintf(c->err, sizeof c->err, "read replay counts");
+    return HOOKD_STORE_ERR;
+  }
+  *out = v;
+  for (int i = 0; i < rows; i++) {
+    hookd_replay_count *e = &v[*n];
+    e->key = pg_str(r, i, 0);
+    e->n = pg_i64(r, i, 1);
+    e->remaining = with_remaining ? pg_i64(r, i, 2) : 0;
+    if (!e->key) {
+      snprintf(c->err, sizeof c->err, "read replay counts");
+      return HOOKD_STORE_ERR;
+    }
+    (*n)++;
+  }
+  return HOOKD_STORE_OK;
+}
+
+int pg_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
+                  hookd_replay_job *out, hookd_replay_detail *detail) {
+  int rc = read_job(c, tenant_id, id, out);
+  if (rc || !detail) return rc;
+  memset(detail, 0, sizeof *detail);
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, out->seq);
+  PGresult *r = pg_q(c,
+                     "SELECT d.endpoint_id, COUNT(*),"
+                     " SUM(CASE WHEN i.result IS NULL THEN 1 ELSE 0 END)"
+                     " FROM replay_items i JOIN deliveries d ON d.seq = i.delivery_seq"
+                     " AND d.id = i.delivery_id"
+                     " WHERE i.job_seq = $1 GROUP BY d.endpoint_id"
+                     " ORDER BY 2 DESC, 1 LIMIT 100",
+                     &p, "replay job's endpoints");
+  if (!r) goto fail;
+  rc = read_counts(c, r, &detail->endpoints, &detail->n_endpoints, true);
+  PQclear(r);
+  if (rc) goto fail;
+  r = pg_q(c,
+           "SELECT result, COUNT(*) FROM replay_items WHERE job_seq = $1 AND result IS NOT"
+           " NULL AND result <> 'replayed' GROUP BY result ORDER BY 1",
+           &p, "replay job's skips");
+  if (!r) goto fail;
+  rc = read_counts(c, r, &detail->skipped, &detail->n_skipped, false);
+  PQclear(r);
+  if (rc) goto fail;
+  r = pg_q(c,
+           "SELECT d.state, COUNT(*) FROM replay_items i JOIN deliveries d"
+           " ON d.seq = i.delivery_seq AND d.id = i.delivery_id"
+           " WHERE i.job_seq = $1 AND i.result = 'replayed'"
+           " GROUP BY d.state ORDER BY 1",
+           &p, "replay job's states");
+  if (!r) goto fail;
+  rc = read_counts(c, r, &detail->states, &detail->n_states, false);
+  PQclear(r);
+  if (rc) goto fail;
+  return HOOKD_STORE_OK;
+fail:
+  hookd_replay_detail_free(detail);
+  hookd_replay_job_free(out);
+  return HOOKD_STORE_ERR;
+}
+
+int pg_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
+                   hookd_replay_job **out, size_t *n) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, tenant_id);
+  pg_p_text(&p, after_id ? after_id : "");
+  pg_p_i64(&p, limit);
+  PGresult *r = pg_q(c,
+                     "SELECT " JOB_COLS " FROM replay_jobs WHERE tenant_id = $1"
+                     " AND ($2::text = '' OR id < $2::text) ORDER BY id DESC LIMIT $3",
+                     &p, "list replay jobs");
+  if (!r) return HOOKD_STORE_ERR;
+  int rc = read_jobs(c, r, out, n, "list replay jobs");
+  PQclear(r);
+  return rc;
+}
+
+/* ---------- the state machine ---------- */
+
+int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
+                  hookd_replay_action action, int64_t now_ms, hookd_replay_job *out) {
+  hookd_replay_job j;
+  int rc = read_job(c, tenant_id, id, &j);
+  if (rc) return rc;
+  static const char *const verbs[] = {"confirmed", "paused", "resumed", "cancelled"};
+  const char *from = j.state, *to = NULL;
+  bool start = false, finish = false;
+  switch (action) {
+  case HOOKD_REPLAY_CONFIRM:
+    if (!strcmp(from, "preview")) to = "running", start = true;
+    break;
+  case HOOKD_REPLAY_PAUSE:
+    if (!strcmp(from, "running")) to = "paused";
+    break;
+  case HOOKD_REPLAY_RESUME:
+    if (!strcmp(from, "paused")) to = "running", start = true;
+    break;
+  case HOOKD_REPLAY_CANCEL:
+    if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused"))
+      to = "cancelled", finish = true;
+    break;
+  }
+  pg_params p;
+  if (!to && !strcmp(from, "expired")) {
+    /* the refusal is written: a preview once refused as expired stays so, whatever the clock
+     * does next (a step back made it read young again, and confirmable) */
+    pg_p_init(&p);
+    pg_p_i64(&p, j.seq);
+    pg_p_i64(&p, now_ms);
+    pg_p_i64(&p, HOOKD_REPLAY_PREVIEW_TTL_MS);
+    if (pg_x(c,
+             "UPDATE replay_jobs SET state = 'expired', updated_at = $2::bigint,"
+             " finished_at = created_at + $3::bigint"
+             " WHERE seq = $1 AND state = 'preview'",
+             &p, "expire replay preview") < 0) {
+      hookd_replay_job_free(&j);
+      return HOOKD_STORE_ERR;
+    }
+  }
+  if (!to) {
+    if (!strcmp(from, "expired") && action == HOOKD_REPLAY_CANCEL)
+      snprintf(c->err, sizeof c->err, "the preview expired (older than %d minutes): nothing to "
+               "cancel, it sends nothing", HOOKD_REPLAY_PREVIEW_TTL_MS / 60000);
+    else if (!strcmp(from, "expired"))
+      snprintf(c->err, sizeof c->err,
+               "the preview expired (older than %d minutes): create the job again, the "
+               "deliveries may have changed",
+               HOOKD_REPLAY_PREVIEW_TTL_MS / 60000);
+    else
+      snprintf(c->err, sizeof c->err, "a %s replay job cannot be %s", from, verbs[action]);
+    bool expired = !strcmp(from, "expired");
+    if (expired) *out = j; /* refused, but the expiry is written: kept (HOOKD_STORE_OK) */
+    else hookd_replay_job_free(&j);
+    return expired ? HOOKD_STORE_OK : HOOKD_STORE_STATE;
+  }
+  /* the bucket starts at confirm; at resume, not before the next item was due anyway (pausing
+   * and resuming does not skip the rate's wait), and a paused job does not save up its rate */
+  pg_p_init(&p);
+  pg_p_i64(&p, j.seq);
+  pg_p_text(&p, to);
+  pg_p_i64(&p, now_ms);
+  pg_p_bool(&p, start);
+  pg_p_bool(&p, finish);
+  pg_p_text(&p, from);
+  int64_t changed = pg_x(c,
+                         "UPDATE replay_jobs SET state = $2::text, updated_at = $3::bigint,"
+                         " confirmed_at = CASE WHEN $4::bigint = 1 AND confirmed_at IS NULL"
+                         "   THEN $3::bigint ELSE confirmed_at END,"
+                         " next_item_at = CASE WHEN $4::bigint = 1"
+                         "   THEN GREATEST(next_item_at, $3::bigint) ELSE next_item_at END,"
+                         " finished_at = CASE WHEN $5::bigint = 1 THEN $3::bigint"
+                         "   ELSE finished_at END"
+                         " WHERE seq = $1 AND state = $6::text",
+                         &p, "update replay job");
+  hookd_replay_job_free(&j);
+  if (changed < 0) return HOOKD_STORE_ERR;
+  if (changed != 1) return HOOKD_STORE_STATE;
+  return read_job(c, tenant_id, id, out);
+}
+
+/* ---------- the step ---------- */
+
+typedef struct step_job {
+  int64_t seq;
+  char *id, *tenant_id, *filter_state;
+  char *endpoint_id; /* a "missing" job's endpoint */
+  double rate;
+  int64_t total, next_item, next_at;
+  int64_t replayed, skipped; /* before this step */
+} step_job;
+
+static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const char *result) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  pg_p_i64(&p, n);
+  pg_p_text(&p, result);
+  return pg_x(c,
+              "UPDATE replay_items SET result = $3::text WHERE job_seq = $1 AND n = $2"
+              " AND result IS NULL",
+              &p, "mark replay item") < 0
+             ? HOOKD_STORE_ERR
+             : HOOKD_STORE_OK;
+}
+
+/* One item of a "missing" job: the event given a delivery to the job's endpoint — the item
+ * then names that delivery, for the job's breakdowns — or why not. */
+static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
+                        const char **result, char **endpoint) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, j->seq);
+  pg_p_i64(&p, n);
+  PGresult *r = pg_q(c,
+                     "SELECT result, delivery_id FROM replay_items"
+                     " WHERE job_seq = $1 AND n = $2",
+                     &p, "read replay item");
+  if (!r) return HOOKD_STORE_ERR;
+  bool row = PQntuples(r) == 1;
+  bool done = row && !pg_null(r, 0, 0);
+  char *event_id = row ? pg_str(r, 0, 1) : NULL;
+  PQclear(r);
+  if (done || !event_id || !j->endpoint_id) { /* another node's step took it */
+    free(event_id);
+    return HOOKD_STORE_OK;
+  }
+  hookd_delivery dl;
+  const char *why = NULL;
+  int rc = pg_event_deliver_why(c, j->tenant_id, event_id, j->endpoint_id, now_ms, &dl, &why);
+  free(event_id);
+  if (rc == HOOKD_STORE_OK) {
+    pg_p_init(&p);
+    pg_p_i64(&p, j->seq);
+    pg_p_i64(&p, n);
+    pg_p_i64(&p, dl.seq);
+    pg_p_text(&p, dl.id);
+    if (pg_x(c,
+             "UPDATE replay_items SET delivery_seq = $3::bigint, delivery_id = $4::text"
+             " WHERE job_seq = $1 AND n = $2",
+             &p, "mark replay item") < 0)
+      rc = HOOKD_STORE_ERR;
+    hookd_delivery_free(&dl);
+    if (rc) return rc;
+    *result = "replayed";
+    *endpoint = strdup(j->endpoint_id);
+  } else if (rc == HOOKD_STORE_STATE || rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_EXISTS) {
+    hookd_delivery_free(&dl); /* (EXISTS: the pair's delivery, made since the preview) */
+    *result = why ? why : "state_changed";
+  } else {
+    return rc;
+  }
+  return item_result(c, j->seq, n, *result);
+}
+
+/* One item: replayed, or why not. Sets *endpoint (owned) for a replayed one. */
+static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
+                     pg_replay_memo *memo, const char **result, char **endpoint) {
+  *endpoint = NULL;
+  *result = NULL;
+  if (!strcmp(j->filter_state, "missing")) {
+    int rc = step_missing(c, j, n, now_ms, result, endpoint);
+    if (rc) {
+      free(*endpoint);
+      *endpoint = NULL;
+    }
+    return rc;
+  }
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, j->seq);
+  pg_p_i64(&p, n);
+  PGresult *r = pg_q(c,
+                     "SELECT i.result, i.delivery_seq, d.state, d.endpoint_id,"
+                     " (d.attempt_count = i.attempts AND d.lease_token"
+                     " = COALESCE(i.lease_token, d.lease_token))::int"
+                     " FROM replay_items i LEFT JOIN deliveries d ON d.seq = i.delivery_seq"
+                     " AND d.id = i.delivery_id"
+                     " WHERE i.job_seq = $1 AND i.n = $2",
+                     &p, "read replay item");
+  if (!r) return HOOKD_STORE_ERR;
+  if (PQntuples(r) != 1) { /* cannot happen: items 1..total exist */
+    PQclear(r);
+    *result = "gone";
+    return HOOKD_STORE_OK;
+  }
+  bool done = !pg_null(r, 0, 0); /* another node's step took it */
+  int64_t seq = pg_i64(r, 0, 1);
+  bool gone = pg_null(r, 0, 2);
+  const char *state = gone ? NULL : PQgetvalue(r, 0, 2);
+  /* still in the filter's state, and neither attempted nor claimed since the snapshot: a
+   * delivery replayed by hand meanwhile — delivered again, dead again, or held and resolved
+   * without an attempt counted — is not the job's to send once more */
+  bool same_state = state && !strcmp(state, j->filter_state) && pg_i64(r, 0, 4) == 1;
+  *endpoint = pg_str(r, 0, 3);
+  PQclear(r);
+  int rc = HOOKD_STORE_OK;
+  if (done) {
+    *result = NULL;
+  } else if (gone) {
+    *result = "gone"; /* removed by event retention since the snapshot (its seq may be reused) */
+  } else if (!same_state) {
+    *result = "state_changed"; /* replayed by hand, say: the job never sends it twice */
+  } else {
+    const char *why = NULL;
+    /* a job over retrying deliveries brings each one's next attempt forward (the single
+     * replay's "retry now"), in its own retry budget */
+    rc = !strcmp(j->filter_state, "retrying") ? pg_retry_now(c, seq, now_ms, &why)
+                                              : pg_replay_one(c, seq, now_ms, &why, memo);
+    if (rc == HOOKD_STORE_OK) {
+      *result = "replayed";
+    } else if (rc == HOOKD_STORE_STATE) {
+      *result = why ? why : "state_changed";
+      rc = HOOKD_STORE_OK;
+    } else if (rc == HOOKD_STORE_NOTFOUND) { /* its event is gone: nothing one item may stall */
+      *result = strcmp(j->filter_state, "retrying") ? "gone" : "state_changed"; /* (or settled) */
+      rc = HOOKD_STORE_OK;
+    }
+  }
+  if (!rc && *result) rc = item_result(c, j->seq, n, *result);
+  if (rc || !*result || strcmp(*result, "replayed") != 0) {
+    free(*endpoint);
+    *endpoint = NULL;
+  }
+  return rc;
+}
+
+static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms,
+                        hookd_replay_step_res *res, size_t *hcap) {
+  double per_item = 1000.0 / j->rate;
+  /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
+   * burst its whole delay */
+  double at = (double)j->next_at;
+  if (at < (double)(now_ms - 1000)) at = (double)(now_ms - 1000);
+  /* never more than one item's wait ahead, unless the wall clock stepped back: then due now
+   * (docs/architecture.md "Clocks"; the claim below takes such a job too) */
+  if (at > (double)now_ms + per_item + 1000) at = (double)now_ms;
+  int64_t replayed = 0, skipped = 0, n = j->next_item;
+  int taken = 0;
+  pg_replay_memo memo = {0};
+  while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX) {
+    const char *result;
+    char *ep = NULL;
+    int rc = step_item(c, j, n, now_ms, &memo, &result, &ep);
+    if (rc) return rc;
+    if (result && !strcmp(result, "replayed")) {
+      replayed++;
+      int hrc = pg_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
+      free(ep);
+      if (hrc) return HOOKD_STORE_ERR;
+      at += per_item;
+    } else if (result) {
+      skipped++; /* a skip sends nothing: it takes no share of the rate */
+    }
+    n++;
+    taken++;
+  }
+  bool complete = n > j->total;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, j->seq);
+  pg_p_i64(&p, n);
+  pg_p_i64(&p, (int64_t)at);
+  pg_p_i64(&p, replayed);
+  pg_p_i64(&p, skipped);
+  pg_p_i64(&p, now_ms);
+  pg_p_bool(&p, complete);
+  if (pg_x(c,
+           "UPDATE replay_jobs SET next_item = $2::bigint, next_item_at = $3::bigint,"
+           " replayed = replayed + $4::bigint, skipped = skipped + $5::bigint,"
+           " updated_at = $6::bigint,"
+           " state = CASE WHEN $7::bigint = 1 THEN 'completed' ELSE state END,"
+           " finished_at = CASE WHEN $7::bigint = 1 THEN $6::bigint ELSE finished_at END"
+           " WHERE seq = $1 AND state = 'running'",
+           &p, "advance replay job") < 0)
+    return HOOKD_STORE_ERR;
+  res->replayed += (int)replayed;
+  res->skipped += (int)skipped;
+  if (complete) {
+    char detail[128];
+    snprintf(detail, sizeof detail, "replayed %lld, skipped %lld",
+             (long long)(j->replayed + replayed), (long long)(j->skipped + skipped));
+    hookd_audit a = {.at_ms = now_ms, .actor = "system", .action = "replay.complete",
+                     .target = j->id, .tenant_id = j->tenant_id, .detail = detail};
+    int rc = pg_audit_append(c, &a);
+    if (rc) return rc;
+    char **nv = realloc(res->completed, (res->n_completed + 1) * sizeof *nv);
+    if (!nv) return HOOKD_STORE_ERR;
+    res->completed = nv;
+    if (!(nv[res->n_completed] = strdup(j->id))) return HOOKD_STORE_ERR;
+    res->n_completed++;
+  }
+  return HOOKD_STORE_OK;
+}
+
+int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res) {
+  hookd_replay_step_res_free(res); /* a redone batch runs the op again */
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, now_ms);
+  PGresult *r = pg_q(c,
+                     "SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
+                     " next_item, next_item_at, replayed, skipped, filter_endpoint"
+                     " FROM replay_jobs"
+                     " WHERE state = 'running' AND (next_item_at <= $1::bigint"
+                     " OR next_item_at > $1::bigint + 1000 + 1000.0 / rate_per_s)"
+                     " ORDER BY next_item_at LIMIT 16",
+                     &p, "due replay jobs");
+  if (!r) return HOOKD_STORE_ERR;
+  step_job jobs[16];
+  size_t nj = 0;
+  int out = HOOKD_STORE_OK;
+  int rows = PQntuples(r);
+  for (int i = 0; i < rows && nj < 16; i++) {
+    step_job *j = &jobs[nj];
+    j->seq = pg_i64(r, i, 0);
+    j->id = pg_str(r, i, 1);
+    j->tenant_id = pg_str(r, i, 2);
+    j->filter_state = pg_str(r, i, 3);
+    j->rate = pg_f64(r, i, 4);
+    j->total = pg_i64(r, i, 5);
+    j->next_item = pg_i64(r, i, 6);
+    j->next_at = pg_i64(r, i, 7);
+    j->replayed = pg_i64(r, i, 8);
+    j->skipped = pg_i64(r, i, 9);
+    j->endpoint_id = pg_str(r, i, 10);
+    nj++;
+    if (!j->id || !j->tenant_id || !j->filter_state || !(j->rate > 0)) {
+      out = pg_fail(c, "due replay jobs");
+      break;
+    }
+  }
+  PQclear(r);
+  size_t hcap = 0;
+  for (size_t i = 0; i < nj && !out; i++) out = step_job_run(c, &jobs[i], now_ms, res, &hcap);
+  for (size_t i = 0; i < nj; i++) {
+    free(jobs[i].id);
+    free(jobs[i].tenant_id);
+    free(jobs[i].filter_state);
+    free(jobs[i].endpoint_id);
+  }
+  if (out) return out;
+  r = pg_q(c, "SELECT MIN(next_item_at) FROM replay_jobs WHERE state = 'running'", NULL,
+           "next replay step");
+  if (!r) return HOOKD_STORE_ERR;
+  bool any = PQntuples(r) == 1 && !pg_null(r, 0, 0);
+  res->next_ms = any ? pg_i64(r, 0, 0) : 0;
+  if (any && res->next_ms <= 0) res->next_ms = 1;
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
+/* ---------- retention of ended jobs' items ---------- */
+
+int pg_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                    int *purged, bool *more) {
+  *purged = 0;
+  *more = false;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, before_ms);
+  pg_p_i64(&p, before_ms - HOOKD_REPLAY_PREVIEW_TTL_MS);
+  PGresult *r = pg_q(c,
+                     "SELECT seq FROM replay_jobs WHERE items_purged_at IS NULL AND"
+                     " (finished_at < $1::bigint OR (state = 'preview' AND created_at < $2::bigint)"
+                     " OR (state = 'building' AND updated_at < $1::bigint))"
+                     " ORDER BY seq LIMIT 1",
+                     &p, "find ended replay jobs");
+  if (!r) return HOOKD_STORE_ERR;
+  int64_t job = PQntuples(r) == 1 ? pg_i64(r, 0, 0) : 0;
+  PQclear(r);
+  if (!job) return HOOKD_STORE_OK;
+  pg_p_init(&p);
+  pg_p_i64(&p, job);
+  pg_p_i64(&p, limit);
+  int64_t gone = pg_x(c,
+                      "DELETE FROM replay_items WHERE job_seq = $1 AND n IN"
+                      " (SELECT n FROM replay_items WHERE job_seq = $1 ORDER BY n LIMIT $2)",
+                      &p, "purge replay items");
+  if (gone < 0) return HOOKD_STORE_ERR;
+  *purged = (int)gone;
+  *more = true; /* this job may hold more, or another may wait */
+  if (*purged < limit) {
+    pg_p_init(&p);
+    pg_p_i64(&p, job);
+    pg_p_i64(&p, now_ms);
+    if (pg_x(c, "UPDATE replay_jobs SET items_purged_at = $2::bigint WHERE seq = $1", &p,
+             "mark replay job purged") < 0)
+      return HOOKD_STORE_ERR;
+  }
+  return HOOKD_STORE_OK;
+}

@@ -1,0 +1,321 @@
+/* pg_retention.c — PostgreSQL backend: retention (the walks that expire events, purge payloads
+ * and forget old lanes) and an event's payload deleted on demand, from sqlite_delivery.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/postgres/pg_int.h"
+
+/* Marks an outbound event's payload purged (shared by the walk and the delete on demand). */
+static const char purge_set_sql[] =
+    "UPDATE events SET body = ''::bytea, purged_at = $2 WHERE seq = $1";
+
+/* Makes an index of retention's the first time a walk needs it, as the SQLite store does (a
+ * store on which retention never runs does not maintain it at every publish). Looked up first:
+ * CREATE INDEX IF NOT EXISTS takes a SHARE lock on the table even when the index exists. */
+static int index_ensure(hookd_store_conn *c, const char *name, const char *create) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, name);
+  PGresult *r = pg_q(c, "SELECT (to_regclass($1::text) IS NOT NULL)::int", &p,
+                     "retention index");
+  if (!r) return HOOKD_STORE_ERR;
+  bool exists = PQntuples(r) == 1 && pg_i64(r, 0, 0) != 0;
+  PQclear(r);
+  if (exists) return HOOKD_STORE_OK;
+  return pg_exec(c, create, "retention index");
+}
+
+/* ---------- retention walks ---------- */
+
+/* Runs a walk's statement sql — its rows (seq, created, may go as 0/1) in seq order, with $1 the
+ * limit, $2 *after_seq and, when with_before, $3 before_ms — and collects the seqs that may go
+ * of the rows before the window. */
+static int retention_walk(hookd_store_conn *c, const char *sql, bool with_before,
+                          int64_t before_ms, int limit, int64_t *after_seq, int64_t **ids,
+                          int *n) {
+  *n = 0;
+  if (!(*ids = malloc((size_t)limit * sizeof **ids)))
+    return pg_fail(c, "retention walk: out of memory");
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, limit);
+  pg_p_i64(&p, *after_seq);
+  if (with_before) pg_p_i64(&p, before_ms);
+  PGresult *r = pg_q(c, sql, &p, "retention walk");
+  if (!r) {
+    free(*ids);
+    *ids = NULL;
+    return HOOKD_STORE_ERR;
+  }
+  int rows = PQntuples(r), scanned = 0;
+  int64_t last = *after_seq;
+  bool fresh = false;
+  for (int i = 0; i < rows && i < limit; i++) {
+    if (pg_i64(r, i, 1) >= before_ms) {
+      fresh = true;
+      break;
+    }
+    last = pg_i64(r, i, 0);
+    scanned++;
+    if (pg_i64(r, i, 2)) (*ids)[(*n)++] = last;
+  }
+  PQclear(r);
+  /* the walk ends inside the window or at the end: the next one starts from the beginning */
+  *after_seq = fresh || scanned < limit ? 0 : last;
+  return HOOKD_STORE_OK;
+}
+
+/* Records the cut-off under which a retention job may delete the attempts of one kind of event
+ * ("outbound", "inbound"): the trigger on attempts (pg_schema.c) refuses to delete any attempt
+ * that finished at or after its event kind's cut-off. */
+int pg_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, kind);
+  pg_p_i64(&p, before_ms);
+  return pg_x(c,
+              "INSERT INTO retention_marks(name, before_ms) VALUES ($1, $2)"
+              " ON CONFLICT(name) DO UPDATE SET before_ms = excluded.before_ms",
+              &p, "record retention cut-off") < 0
+             ? HOOKD_STORE_ERR
+             : HOOKD_STORE_OK;
+}
+
+/* Deletes event seq with its deliveries, their attempts and, when keys, the Idempotency-Keys
+ * that named it (outbound events; their index is made by pg_event_expire). The caller checked
+ * that the event may go (RETAINED_DELIVERY) and recorded the cut-off. The attempts go first:
+ * their trigger finds their event's kind through the delivery and the event. */
+int pg_event_delete(hookd_store_conn *c, int64_t seq, bool keys) {
+  static const struct {
+    bool is_keys;
+    const char *sql;
+  } del[] = {
+      {false, "DELETE FROM attempts WHERE delivery_seq IN"
+              " (SELECT seq FROM deliveries WHERE event_seq = $1)"},
+      {false, "DELETE FROM deliveries WHERE event_seq = $1"},
+      {true, "DELETE FROM idempotency_keys WHERE event_seq = $1"},
+      {false, "DELETE FROM events WHERE seq = $1"},
+  };
+  for (size_t i = 0; i < sizeof del / sizeof del[0]; i++) {
+    if (del[i].is_keys && !keys) continue;
+    pg_params p;
+    pg_p_init(&p);
+    pg_p_i64(&p, seq);
+    if (pg_x(c, del[i].sql, &p, "delete expired event") < 0) return HOOKD_STORE_ERR;
+  }
+  return HOOKD_STORE_OK;
+}
+
+/* Event retention (outbound; inbound events go with their dedup record, pg_inbox_purge): the
+ * walk goes through a partial index of the outbound events, made by the first run, so that it
+ * never reads inbound rows or bodies (PostgreSQL has no INDEXED BY: the planner picks it). The
+ * newest event of the store stays, as on SQLite (there its seq could be handed out again and the
+ * receive path links a record to MAX(seq) + 1; an identity column never reuses one, but keeping
+ * it costs one event and gives the same answers). */
+int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
+                    int *expired) {
+  *expired = 0;
+  if (index_ensure(c, "events_outbound",
+                   "CREATE INDEX IF NOT EXISTS events_outbound ON events(seq, created_at)"
+                   " WHERE kind = 'outbound'") != 0 ||
+      index_ensure(c, "idempotency_keys_event",
+                   "CREATE INDEX IF NOT EXISTS idempotency_keys_event"
+                   " ON idempotency_keys(event_seq)") != 0)
+    return HOOKD_STORE_ERR;
+  int64_t *ids;
+  int n, rc = retention_walk(c,
+                             "SELECT e.seq, e.created_at,"
+                             " (e.seq < (SELECT MAX(seq) FROM events)"
+                             " AND NOT EXISTS (" PG_RETAINED_DELIVERY("e.seq") "))::int"
+                             " FROM events e"
+                             " WHERE e.kind = 'outbound' AND e.seq > $2 ORDER BY e.seq LIMIT $1",
+                             true, before_ms, limit, after_seq, &ids, &n);
+  if (rc) return rc;
+  if (n > 0) rc = pg_retention_mark(c, "outbound", before_ms);
+  for (int i = 0; !rc && i < n; i++)
+    if (!(rc = pg_event_delete(c, ids[i], true))) (*expired)++;
+  free(ids);
+  return rc;
+}
+
+/* Ordered lanes' highest versions with event retention: a lane not raised for the window whose
+ * deliveries are all gone (expired with their events) is forgotten; one with a delivery left
+ * (a pending one may still be superseded by it at its claim) counts as raised now, so that each
+ * walk reads at most `limit` lanes, never the same kept ones (docs/isolation.md). The index is
+ * made by the first purge, as events_outbound. */
+int pg_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                           int *purged, bool *more) {
+  *purged = 0;
+  *more = false;
+  /* a kept lane never counts as raised before the window: with a wall clock stepped back since
+   * the walk took its window, the next op read the same kept lanes again (a review) */
+  if (now_ms < before_ms) now_ms = before_ms;
+  if (index_ensure(c, "lane_versions_seen",
+                   "CREATE INDEX IF NOT EXISTS lane_versions_seen"
+                   " ON lane_versions(seen_at)") != 0)
+    return HOOKD_STORE_ERR;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, before_ms);
+  pg_p_i64(&p, limit > 0 ? limit : 0); /* a negative LIMIT is an error in PostgreSQL */
+  PGresult *r = pg_q(c,
+                     "SELECT l.endpoint_id, l.ordering_key, (EXISTS (SELECT 1"
+                     " FROM deliveries d WHERE d.endpoint_id = l.endpoint_id"
+                     " AND d.ordering_key = l.ordering_key))::int"
+                     " FROM lane_versions l"
+                     " WHERE l.seen_at < $1 ORDER BY l.seen_at LIMIT $2",
+                     &p, "read old lanes");
+  if (!r) return HOOKD_STORE_ERR;
+  typedef struct lane {
+    char *ep, *key;
+    bool used;
+  } lane;
+  lane *lanes = calloc((size_t)(limit > 0 ? limit : 1), sizeof *lanes);
+  int n = 0, rows = PQntuples(r);
+  bool oom = !lanes;
+  for (int i = 0; !oom && n < limit && i < rows; i++) {
+    lane *l = &lanes[n++];
+    l->ep = pg_str(r, i, 0);
+    l->key = pg_str(r, i, 1);
+    l->used = pg_i64(r, i, 2) != 0;
+    oom = !l->ep || !l->key;
+  }
+  PQclear(r);
+  int rc = HOOKD_STORE_OK;
+  if (oom) {
+    snprintf(c->err, sizeof c->err, "read old lanes: out of memory");
+    rc = HOOKD_STORE_ERR;
+  }
+  for (int i = 0; !rc && i < n; i++) {
+    pg_p_init(&p);
+    pg_p_text(&p, lanes[i].ep);
+    pg_p_text(&p, lanes[i].key);
+    if (lanes[i].used) pg_p_i64(&p, now_ms);
+    int64_t done = lanes[i].used ? pg_x(c,
+                                        "UPDATE lane_versions SET seen_at = $3"
+                                        " WHERE endpoint_id = $1 AND ordering_key = $2",
+                                        &p, "purge lane version")
+                                 : pg_x(c,
+                                        "DELETE FROM lane_versions"
+                                        " WHERE endpoint_id = $1 AND ordering_key = $2",
+                                        &p, "purge lane version");
+    if (done < 0) rc = HOOKD_STORE_ERR;
+    else if (!lanes[i].used) (*purged)++;
+  }
+  for (int i = 0; lanes && i < n; i++) {
+    free(lanes[i].ep);
+    free(lanes[i].key);
+  }
+  free(lanes);
+  if (!rc) *more = n >= limit;
+  return rc;
+}
+
+int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const char *id,
+                            int64_t now_ms, int64_t *seq, int64_t *purged_ms, int *cancelled) {
+  *cancelled = 0;
+  *seq = 0;
+  *purged_ms = 0;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, id);
+  pg_p_text(&p, tenant_id);
+  PGresult *r = pg_q(c,
+                     "SELECT seq, kind, purged_at FROM events"
+                     " WHERE id = $1 AND tenant_id = $2",
+                     &p, "read event");
+  if (!r) return HOOKD_STORE_ERR;
+  if (PQntuples(r) == 0) {
+    PQclear(r);
+    return HOOKD_STORE_NOTFOUND;
+  }
+  *seq = pg_i64(r, 0, 0);
+  bool inbound = !pg_null(r, 0, 1) && !strcmp(PQgetvalue(r, 0, 1), "inbound");
+  *purged_ms = pg_i64(r, 0, 2);
+  PQclear(r);
+  if (inbound) {
+    snprintf(c->err, sizeof c->err,
+             "an inbound event's body is the provider's request: it goes with its inbox "
+             "record's retention (--inbox-retention-s)");
+    return HOOKD_STORE_STATE;
+  }
+  if (*purged_ms) return HOOKD_STORE_OK; /* emptied already: the same answer */
+  /* what it still had to send is cancelled; the bumped token fences an attempt in flight. (One
+   * of an ordered lane in flight holds its lane no more: a review found the lease kept for that
+   * lost by a restart's reclaim and a clock step's lease move, docs/api.md says so.) */
+  pg_p_init(&p);
+  pg_p_i64(&p, *seq);
+  pg_p_i64(&p, now_ms);
+  r = pg_q(c,
+           "UPDATE deliveries SET state = 'cancelled', updated_at = $2, next_attempt_at = NULL,"
+           " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL,"
+           " last_error = 'payload deleted'"
+           " WHERE event_seq = $1 AND state IN ('pending', 'retrying')"
+           " RETURNING seq, (ordering_key IS NOT NULL)::int",
+           &p, "cancel deliveries");
+  if (!r) return HOOKD_STORE_ERR;
+  int64_t *laned = NULL; /* the cancelled ones that held a place in a lane */
+  size_t n = 0, cap = 0;
+  int rows = PQntuples(r);
+  for (int i = 0; i < rows; i++) {
+    (*cancelled)++;
+    if (pg_i64(r, i, 1) && pg_seq_push(&laned, &n, &cap, pg_i64(r, i, 0)) != 0) {
+      PQclear(r);
+      free(laned);
+      return pg_fail(c, "cancel deliveries: out of memory");
+    }
+  }
+  PQclear(r);
+  /* the next of each lane goes on: a cancelled one holds no place */
+  int rc = HOOKD_STORE_OK;
+  for (size_t i = 0; i < n && !rc; i++) rc = pg_lane_advance(c, laned[i]);
+  free(laned);
+  if (rc) return rc;
+  pg_p_init(&p);
+  pg_p_i64(&p, *seq);
+  pg_p_i64(&p, now_ms);
+  if (pg_x(c, purge_set_sql, &p, "delete event payload") < 0) return HOOKD_STORE_ERR;
+  *purged_ms = now_ms;
+  return HOOKD_STORE_OK;
+}
+
+/* Payload retention: outbound events only (inbound ones follow the inbox's retention), and only
+ * once every delivery of the event is settled — a DEAD delivery that may hold its lane
+ * (DEAD_LANE_HEAD) is not: replaying it (the remedy) needs its payload. Purged
+ * rows stay (ids and history), so the walk goes through a partial index of the rows not purged
+ * yet — made by the first purge, so that a store on which retention was never enabled does not
+ * maintain it at every publish; each walk then visits the unsettled old events and stops at the
+ * window, instead of every purged event every minute. */
+int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
+                   int64_t *after_seq, int *purged) {
+  *purged = 0;
+  if (index_ensure(c, "events_unpurged",
+                   "CREATE INDEX IF NOT EXISTS events_unpurged ON events(seq)"
+                   " WHERE purged_at IS NULL AND kind = 'outbound'") != 0)
+    return HOOKD_STORE_ERR;
+  int64_t *ids;
+  int n, rc = retention_walk(c,
+                             "SELECT e.seq, e.created_at, (NOT EXISTS (SELECT 1 FROM deliveries d"
+                             "  WHERE d.event_seq = e.seq"
+                             "  AND (d.state IN ('pending', 'retrying', 'unknown')"
+                             "  OR " PG_DEAD_LANE_HEAD("d") ")))::int"
+                             " FROM events e"
+                             " WHERE e.purged_at IS NULL AND e.kind = 'outbound' AND e.seq > $2"
+                             " ORDER BY e.seq LIMIT $1",
+                             false, before_ms, limit, after_seq, &ids, &n);
+  if (rc) return rc;
+  for (int i = 0; i < n; i++) {
+    pg_params p;
+    pg_p_init(&p);
+    pg_p_i64(&p, ids[i]);
+    pg_p_i64(&p, now_ms);
+    if (pg_x(c, purge_set_sql, &p, "purge event payload") < 0) {
+      free(ids);
+      return HOOKD_STORE_ERR;
+    }
+    (*purged)++;
+  }
+  free(ids);
+  return HOOKD_STORE_OK;
+}

@@ -1,0 +1,19 @@
+/* pg_store.h — what the rest of hookd sees of the PostgreSQL backend (docs/postgres.md): its ops
+ * table and its shared state. */
+#ifndef HOOKD_STORE_PG_STORE_H
+#define HOOKD_STORE_PG_STORE_H
+
+#include <stddef.h>
+
+#include "store/store.h"
+
+/* Opens the backend's shared state for a postgres:// or postgresql:// URL. node_id (NULL: none):
+ * the writer connection holds the node's lock for its life (a second live node of that id is
+ * refused). */
+int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, char *err,
+                         size_t errlen);
+void hookd_pg_shared_free(void *shared);
+
+extern const hookd_store_backend hookd_pg_backend;
+
+#endif

@@ -1,0 +1,150 @@
+// postgres_store.test.mjs — PostgreSQL as hookd's own store (S2, docs/postgres.md): the outbound
+// engine on a real PostgreSQL server (lib/postgres.mjs), one node and two sharing a database.
+// Every wait is bounded, none is a sleep.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { startHookd, setup, waitUntil, waitDelivery, publish, getDelivery } from './lib/hookd.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+import { startPostgres } from './lib/postgres.mjs';
+
+let pg;
+before(async () => { pg = await startPostgres(); });
+after(async () => { await pg?.stop(); });
+
+// Nodes of one store share its master key (it seals the endpoints' secrets).
+const masterKey = () => randomBytes(32).toString('base64');
+const node = (store, key, id, args = [], env = {}) => startHookd({
+  store, args: ['--node-id', id, ...args], env: { HOOKD_MASTER_KEY: key, ...env },
+});
+
+test('on a PostgreSQL store an event is published once per Idempotency-Key, delivered signed, retried, replayed, and read back', async () => {
+  const store = await pg.database();
+  let fails = 1;
+  const rx = await startReceiver(() => (fails-- > 0 ? { status: 503 } : { status: 200 }));
+  const h = await node(store, masterKey(), 'n1');
+  try {
+    const migrated = h.logs.find((l) => l.msg === 'store.migrated');
+    assert.deepEqual([migrated?.from, migrated?.to], [0, 1], 'the schema made at the first start');
+    const { tenant, endpoint, secret } = await setup(h, rx.url);
+    const body = { id: 'evt_pg_1', type: 'order.created', payload: { n: 1 } };
+    const p1 = await publish(h, tenant, body, { 'Idempotency-Key': 'k1' });
+    assert.equal(p1.status, 202, p1.text);
+    const p2 = await publish(h, tenant, body, { 'Idempotency-Key': 'k1' });
+    assert.equal(p2.json?.id ?? p1.json.id, p1.json.id, 'the same event for the same key');
+    const other = await publish(h, tenant, { ...body, payload: { n: 2 } }, { 'Idempotency-Key': 'k1' });
+    assert.equal(other.status, 409, 'the key with another body is refused');
+
+    const [d] = await waitDelivery(h, 'evt_pg_1', (dl) => dl.length === 1 && dl[0].state === 'delivered');
+    assert.equal(rx.requests.length, 2, 'a 503, then the retry');
+    for (const r of rx.requests) {
+      assert.equal(r.headers['webhook-id'], 'evt_pg_1');
+      rx.verify(r, secret);
+    }
+    const full = await getDelivery(h, d.id);
+    assert.deepEqual(full.attempts.map((a) => a.http_status), [503, 200]);
+
+    const rp = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.ok(rp.status === 200 || rp.status === 202, rp.text);
+    await rx.waitFor((r) => r.requests.length === 3, 10000, 'the replay delivered');
+    assert.equal(rx.requests[2].headers['webhook-id'], 'evt_pg_1', 'a replay keeps the event id');
+
+    const list = await h.api('GET', `/v1/tenants/${tenant}/events`);
+    assert.equal(list.status, 200);
+    assert.deepEqual(list.json.data.map((e) => e.id), ['evt_pg_1']);
+    const dls = await h.api('GET', `/v1/tenants/${tenant}/deliveries?endpoint=${endpoint}`);
+    assert.equal(dls.status, 200);
+    assert.equal(dls.json.data.length, 1);
+  } finally {
+    await h.stop();
+    await rx.close();
+  }
+});
+
+test('a node killed with a delivery in flight sends it again at its next start under the same node id', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  let first = true;
+  const rx = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
+  let h = await node(store, key, 'n1');
+  try {
+    const { tenant } = await setup(h, rx.url, { timeout_ms: 30000 });
+    assert.equal((await publish(h, tenant, { id: 'evt_kill', type: 't.x', payload: {} })).status, 202);
+    await rx.waitFor((r) => r.requests.length === 1, 10000, 'the request in flight');
+    await h.kill9();
+    h = await node(store, key, 'n1'); // its own leases are its to take back at once
+    await waitDelivery(h, 'evt_kill', (dl) => dl[0]?.state === 'delivered', 'delivered after the restart');
+    assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']), ['evt_kill', 'evt_kill'],
+      'the same event again: at least once');
+  } finally {
+    await h.stop();
+    await rx.close();
+  }
+});
+
+test('two nodes share one database: every event is delivered once whichever node published it, and a dead node\'s lease is taken over by the other', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  let hangId = null;
+  const rx = await startReceiver((req) => (req.headers['webhook-id'] === hangId ? 'hang' : { status: 200 }));
+  const fast = ['--rescan-interval-ms', '200', '--lease-margin-ms', '1000'];
+  const a = await node(store, key, 'node-a', fast);
+  const b = await node(store, key, 'node-b', fast);
+  try {
+    const { tenant } = await setup(a, rx.url, { timeout_ms: 1000 });
+    const ids = [];
+    for (let i = 0; i < 40; i++) {
+      const id = `evt_${i}`;
+      ids.push(id);
+      const r = await publish(i % 2 ? b : a, tenant, { id, type: 't.x', payload: { i } });
+      assert.equal(r.status, 202, r.text);
+    }
+    await rx.waitFor((r) => r.requests.length >= 40, 20000, 'every event delivered');
+    await waitUntil(async () => {
+      const l = await b.api('GET', `/v1/tenants/${tenant}/deliveries?state=delivered&limit=100`);
+      return l.json?.data?.length === 40;
+    }, { what: 'forty deliveries recorded delivered' });
+    const seen = rx.requests.map((r) => r.headers['webhook-id']).sort();
+    assert.deepEqual(seen, [...ids].sort(), 'each once');
+
+    // node a's request hangs; a dies; b takes the delivery once its lease has run out
+    hangId = 'evt_dead_node';
+    const n0 = rx.requests.length;
+    assert.equal((await publish(a, tenant, { id: hangId, type: 't.x', payload: {} })).status, 202);
+    await rx.waitFor((r) => r.requests.length === n0 + 1, 10000, 'node a sending');
+    hangId = null;
+    await a.kill9();
+    const [d] = await waitDelivery(b, 'evt_dead_node', (dl) => dl[0]?.state === 'delivered',
+      'node b delivering what node a held', 20000).catch((e) => { console.error(b.logs.slice(-30).map((l) => JSON.stringify(l)).join('\n')); throw e; });
+    const full = await getDelivery(b, d.id);
+    assert.ok(full.attempts.length >= 1);
+    assert.equal(rx.requests.filter((r) => r.headers['webhook-id'] === 'evt_dead_node').length, 2);
+  } finally {
+    await a.stop().catch(() => {});
+    await b.stop();
+    await rx.close();
+  }
+});
+
+test('a PostgreSQL store refuses the default node id, a node id a live node holds, and settings it has not yet; its password is never logged', async () => {
+  const store = await pg.database();
+  await pg.query("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'secretive') THEN CREATE ROLE secretive LOGIN PASSWORD 'pw-Zq81-never-shown'; END IF; END $$");
+  await pg.query(`GRANT ALL ON DATABASE ${store.split('/').pop()} TO secretive`);
+  await pg.query(`ALTER DATABASE ${store.split('/').pop()} OWNER TO secretive`);
+  const withPw = store.replace('hookd@', 'secretive:pw-Zq81-never-shown@');
+  const key = masterKey();
+  const refused = async (args, what, re) => {
+    await assert.rejects(startHookd({ store: withPw, args, env: { HOOKD_MASTER_KEY: key } }), re, what);
+  };
+  await refused([], 'the default node id', /give each its own --node-id/);
+  await refused(['--node-id', 'x', '--event-retention-s', '86400'], 'event retention', /--event-retention-s is not available on the PostgreSQL store yet/);
+  const h = await node(withPw, key, 'only-one');
+  try {
+    await refused(['--node-id', 'only-one'], 'a second live node of one id', /another hookd with node id ."only-one." is running on this database/);
+    const listening = h.logs.find((l) => l.msg === 'listening');
+    assert.match(listening.store, /^postgresql:\/\/secretive@127\.0\.0\.1:\d+\/hookd_\d+$/);
+    assert.ok(!h.stderrText.includes('pw-Zq81'), 'the password is not in the logs');
+  } finally {
+    await h.stop();
+  }
+});
