@@ -3,7 +3,7 @@
 
 JOBS ?= 2
 
-.PHONY: all build build-asan deps test unit blackbox tsan demo bench fuzz clean format
+.PHONY: all build build-asan deps test unit blackbox test-postgres tsan demo bench fuzz clean format
 
 all: build
 
@@ -27,6 +27,10 @@ unit: build-asan
 
 blackbox: build-asan
 	@scripts/test.sh blackbox
+
+# The black-box tests with every daemon on a PostgreSQL store (docs/postgres.md).
+test-postgres: build-asan
+	@scripts/test.sh postgres
 
 # Unit and black-box tests under ThreadSanitizer (not part of make test: longer).
 tsan: deps

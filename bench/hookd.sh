@@ -1,6 +1,7 @@
 # hookd.sh — start, configure, query and stop the hookd under test (sourced, not run). The
 # daemon listens on 127.0.0.1 port 0 (the port is read from its "listening" log line), stores
-# in sqlite:DIR/hookd.db (WAL, synchronous=FULL: hookd's defaults) and may deliver to loopback.
+# in sqlite:DIR/hookd.db (WAL, synchronous=FULL: hookd's defaults; BENCH_STORE=postgres: a
+# PostgreSQL database) and may deliver to loopback.
 # shellcheck shell=bash
 
 HOOKD_BIN=${HOOKD_BIN:-$BENCH_ROOT/build/hookd}
@@ -12,6 +13,20 @@ HOOKD_ARGS_BASE=(--api-key "$HOOKD_KEY" --egress-allow 127.0.0.0/8 --allow-http
 read -r -a _extra <<<"${BENCH_HOOKD_ARGS:-}"
 HOOKD_ARGS_BASE+=("${_extra[@]}")
 
+# BENCH_STORE=postgres: every daemon of the run on a PostgreSQL database of its own (docs/
+# postgres.md), on one private server of the run (outbox.sh's, fsync on); else sqlite:DIR/hookd.db.
+_hookd_store() {
+  local dir=$1
+  if [ "${BENCH_STORE:-sqlite}" != postgres ]; then
+    HOOKD_STORE_ARGS=(--store "sqlite:$dir/hookd.db")
+    return 0
+  fi
+  [ -n "${OB_PG_URL:-}" ] || ob_pg_start "$BENCH_TMP/pg-store"
+  psql -q "$OB_PG_URL" -c "CREATE DATABASE hookd_$_HOOKD_N" >/dev/null || die "create database"
+  HOOKD_STORE_ARGS=(--store "${OB_PG_URL%/*}/hookd_$_HOOKD_N" --node-id "bench-$_HOOKD_N")
+  export HOOKD_MASTER_KEY=${HOOKD_MASTER_KEY:-$(head -c 32 /dev/urandom | base64)}
+}
+
 # hookd_start DIR [extra hookd serve args...] — sets HOOKD_PID, HOOKD_PORT, HOOKD_URL.
 hookd_start() {
   local dir=$1 i log
@@ -20,7 +35,8 @@ hookd_start() {
   _HOOKD_N=$((${_HOOKD_N:-0} + 1))
   log=$dir/hookd.$_HOOKD_N.log
   : >"$log" # exists before the loop below reads it
-  "$HOOKD_BIN" serve --listen 127.0.0.1:0 --store "sqlite:$dir/hookd.db" "${HOOKD_ARGS_BASE[@]}" \
+  _hookd_store "$dir"
+  "$HOOKD_BIN" serve --listen 127.0.0.1:0 "${HOOKD_STORE_ARGS[@]}" "${HOOKD_ARGS_BASE[@]}" \
     "$@" 2>"$log" >"$dir/hookd.$_HOOKD_N.out" &
   HOOKD_PID=$!
   HOOKD_LOG=$log

@@ -7,6 +7,8 @@
 #   scripts/test.sh blackbox   black-box tests only
 #   scripts/test.sh tsan       unit and black-box tests on a ThreadSanitizer build (make tsan; not
 #                              part of make test: about three times as long)
+#   scripts/test.sh postgres   the black-box tests again with every daemon on a PostgreSQL store
+#                              (docs/postgres.md; part of make test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -53,6 +55,16 @@ if [ "$what" = all ] || [ "$what" = blackbox ]; then
   echo "== black-box tests (real daemon under ASan + UBSan, receivers on loopback)"
   (cd tests/blackbox && npm ci --no-audit --no-fund --loglevel=error)
   HOOKD_BIN="$PWD/build-asan/hookd" node --test --test-concurrency="$JOBS" tests/blackbox/*.test.mjs
+fi
+
+if [ "$what" = all ] || [ "$what" = postgres ]; then
+  # the same files, each daemon on a PostgreSQL database of its own (lib/hookd.mjs); the files of
+  # the PostgreSQL features themselves ran above
+  echo "== black-box tests on PostgreSQL stores (HOOKD_TEST_STORE=postgres)"
+  (cd tests/blackbox && npm ci --no-audit --no-fund --loglevel=error)
+  files=$(ls tests/blackbox/*.test.mjs | grep -v -e '/outbox\.test\.mjs$' -e '/postgres_store\.test\.mjs$')
+  HOOKD_TEST_STORE=postgres HOOKD_BIN="$PWD/build-asan/hookd" \
+    node --test --test-concurrency="$JOBS" $files
 fi
 
 if [ "$what" = all ]; then

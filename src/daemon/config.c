@@ -616,11 +616,6 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
                             "(leases belong to it)");
       return -1;
     }
-    if (c->event_retention_s > 0 || c->payload_retention_s > 0) {
-      snprintf(err, errlen, "--%s-retention-s is not available on the PostgreSQL store yet",
-               c->event_retention_s > 0 ? "event" : "payload");
-      return -1;
-    }
   }
   char *why = NULL;
   /* (as libpq reads it: a URI or key=value pairs; anything else is a database's name) */

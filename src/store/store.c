@@ -395,7 +395,10 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
   } else {
     /* the scheme only: a database URL may carry a password */
     size_t scheme = strcspn(cfg->url, ":/@");
-    if (cfg->url[scheme] != ':' || !scheme) /* no scheme: a path, perhaps (no password) */
+    if (strchr(cfg->url, '=') && cfg->url[scheme] != ':') /* key=value: may hold a password */
+      snprintf(err, errlen, "unsupported store (its text is not repeated: it may hold a "
+                            "password): a store is a URL (sqlite:PATH or postgresql://…)");
+    else if (cfg->url[scheme] != ':' || !scheme) /* no scheme: a path, perhaps (no password) */
       snprintf(err, errlen, "unsupported store \"%.64s\": a store is a URL (sqlite:PATH or "
                             "postgresql://…)", cfg->url);
     else

@@ -16,7 +16,7 @@ import { stripe } from './lib/providers.mjs';
 const hookd = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
 
 function createKey(h, role, tenants) {
-  const args = ['keys', 'create', '--role', role, '--store', `sqlite:${h.db}`];
+  const args = ['keys', 'create', '--role', role, '--store', h.store];
   if (tenants !== undefined) args.push('--tenants', tenants);
   return hookd(args);
 }
@@ -82,7 +82,7 @@ describe('hookd keys: tenant scopes never widen', () => {
       good: { token: tok('good'), tenants: "'acme'" },
     };
     const values = Object.entries(rows).map(([name, k]) =>
-      `('key_${name}', X'${hex(k.token)}', 'viewer', ${k.tenants}, 'direct', 1)`).join(',');
+      `('key_${name}', ${h.sqlBlob(hex(k.token))}, 'viewer', ${k.tenants}, 'direct', 1)`).join(',');
     // what an older hookd keys (or a hand edit) could have stored
     h.query(`INSERT INTO api_keys(id, hash, role, tenants, name, created_at) VALUES ${values}`);
     await waitUntil(async () => (await as(h, rows.good.token, 'GET', '/v1/tenants/acme')).status === 200,
@@ -97,12 +97,12 @@ describe('hookd keys: tenant scopes never widen', () => {
     assert.match(refused('key_long')[0]?.reason ?? '', /516 bytes/);
     // a later reload (proved by one more key becoming usable) logs them no more
     const later = tok('later');
-    h.query(`INSERT INTO api_keys(id, hash, role, name, created_at) VALUES ('key_later', X'${hex(later)}', 'viewer', 'direct', 2)`);
+    h.query(`INSERT INTO api_keys(id, hash, role, name, created_at) VALUES ('key_later', ${h.sqlBlob(hex(later))}, 'viewer', 'direct', 2)`);
     await waitUntil(async () => (await as(h, later, 'GET', '/v1/tenants/acme')).status === 200, { what: 'reloaded again' });
     assert.equal(refused('key_empty').length, 1);
     assert.equal(refused('key_long').length, 1);
 
-    const list = hookd(['keys', 'list', '--store', `sqlite:${h.db}`]);
+    const list = hookd(['keys', 'list', '--store', h.store]);
     assert.equal(list.status, 0, list.stderr);
     assert.match(list.stdout, /key_empty\s+viewer\s+""\s+invalid/);
     assert.match(list.stdout, /key_long\s+viewer\s+\S+,acme-prod\s+invalid/);
@@ -174,7 +174,7 @@ describe('the bootstrap admin key', () => {
     assert.equal((await h.stop()).code, 0);
     // every key revoked, then a restart: a lockdown, not a first start (a new admin key was made
     // and printed)
-    const rv = spawnSync(HOOKD_BIN, ['keys', 'revoke', id, '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+    const rv = spawnSync(HOOKD_BIN, ['keys', 'revoke', id, '--store', h.store], { encoding: 'utf8' });
     assert.equal(rv.status, 0, rv.stderr);
     const again = await startHookd({ dir, apiKey: null });
     assert.ok(!/created the first admin API key/.test(again.stdout), again.stdout);

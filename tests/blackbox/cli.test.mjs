@@ -9,7 +9,7 @@ import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
 import { existsSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
-import { HOOKD_BIN, faultDisk, faultNoLink, publish, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultDisk, faultNoLink, publish, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 const run = (args, opts = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', ...opts });
@@ -214,7 +214,7 @@ describe('hookd CLI', () => {
     cleanup();
   });
 
-  it('an empty key file left by a crash inside the first start is made again while nothing is sealed; with secrets stored it stops the start', async () => {
+  it('an empty key file left by a crash inside the first start is made again while nothing is sealed; with secrets stored it stops the start', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const keyFile = join(dir, 'hookd.db.key');
     writeFileSync(keyFile, ''); // a kill between the file's creation and its write (an audit)
@@ -232,14 +232,14 @@ describe('hookd CLI', () => {
     assert.equal((await h.stop()).code, 0);
     // a secret is sealed now: an emptied key file is a lost key, never replaced by a new one
     writeFileSync(keyFile, '');
-    const r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${h.db}`], { timeout: 20000 });
+    const r = run(['serve', '--listen', '127.0.0.1:0', '--store', h.store], { timeout: 20000 });
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /master key/);
     assert.equal(statSync(keyFile).size, 0, 'left as it was');
     cleanup();
   });
 
-  it('killed while writing the first master key: no key file is left half-written, and the next start comes up', async () => {
+  it('killed while writing the first master key: no key file is left half-written, and the next start comes up', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const keyFile = join(dir, 'hookd.db.key');
     const slow = faultDisk(dir, 'SLOW', 5000, '.key.tmp');
@@ -258,7 +258,7 @@ describe('hookd CLI', () => {
     cleanup();
   });
 
-  it('on a file system without hard links the first key is renamed into place, and a key there is never replaced', async () => {
+  it('on a file system without hard links the first key is renamed into place, and a key there is never replaced', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const keyFile = join(dir, 'hookd.db.key');
     let h = await startHookd({ dir, env: faultNoLink() });
@@ -355,7 +355,7 @@ describe('hookd CLI', () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });
     assert.equal((await h.stop()).code, 0);
-    const store = `sqlite:${h.db}`;
+    const store = h.store;
     const before = run(['keys', 'list', '--store', store]).stdout;
     const full = run(['keys', 'create', '--role', 'admin', '--name', 'lost', '--store', store], { stdio: ['ignore', openSync('/dev/full', 'w'), 'pipe'] });
     assert.equal(full.status, 1, full.stderr);
@@ -374,7 +374,7 @@ describe('hookd CLI', () => {
     cleanup();
   });
 
-  it('config file values may be quoted; an empty HOOKD_MASTER_KEY is unset', async () => {
+  it('config file values may be quoted; an empty HOOKD_MASTER_KEY is unset', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const conf = join(dir, 'hookd.conf');
     writeFileSync(conf, 'api-key = "quoted-secret"\nlog-level = \'debug\'\n');
@@ -387,11 +387,11 @@ describe('hookd CLI', () => {
     cleanup();
   });
 
-  it('the CLI never migrates a store (a daemon of the older version may run on it) and refuses ambiguous arguments', async () => {
+  it('the CLI never migrates a store (a daemon of the older version may run on it) and refuses ambiguous arguments', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });
     assert.equal((await h.stop()).code, 0);
-    const store = ['--store', `sqlite:${h.db}`];
+    const store = ['--store', h.store];
     // a store one migration behind this hookd
     execFileSync('sqlite3', [h.db, 'DELETE FROM schema_migrations WHERE version = (SELECT MAX(version) FROM schema_migrations)']);
     const before = execFileSync('sqlite3', [h.db, 'SELECT COUNT(*) FROM schema_migrations'], { encoding: 'utf8' });
@@ -474,7 +474,7 @@ describe('hookd CLI', () => {
     assert.equal(h.stdout, '', 'not printed again');
     h.apiKey = m[1];
     assert.equal((await h.api('GET', '/v1/tenants/x')).status, 200, 'the key is stored (hashed)');
-    const rows = h.query("SELECT hex(hash) AS h FROM api_keys");
+    const rows = h.query(`SELECT ${h.sqlHex('hash')} AS h FROM api_keys`);
     assert.equal(rows.length, 1);
     assert.ok(!execFileSync('sqlite3', [h.db, '.dump'], { encoding: 'utf8' }).includes(m[1]), 'the key itself is not stored');
     assert.equal((await h.stop()).code, 0);

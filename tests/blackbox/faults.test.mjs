@@ -8,7 +8,7 @@ import net from 'node:net';
 import { existsSync, linkSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { API_KEY, HOOKD_BIN, TEST_ARGS, faultClock, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
+import { API_KEY, HOOKD_BIN, TEST_ARGS, faultClock, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout, SQLITE_ONLY } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { stripe } from './lib/providers.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -102,7 +102,8 @@ describe('durability', () => {
     const rows = h.query("SELECT state, attempt_count, lease_owner FROM deliveries");
     assert.equal(rows.length, 10);
     assert.ok(rows.every((r) => r.state === 'pending' && r.attempt_count === 0), JSON.stringify(rows));
-    assert.ok(rows.every((r) => r.lease_owner === 'local'), 'the dead process still holds the leases');
+    const node = h.logs.find((l) => l.msg === 'listening').node_id;
+    assert.ok(rows.every((r) => r.lease_owner === node), 'the dead process still holds the leases');
 
     hold = false;
     h = await startHookd({ dir });
@@ -169,7 +170,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('SIGTERM: a keep-alive connection\'s next request during the drain is answered 503 not_ready and closed (it was taken, and libmicrohttpd aborted the stop)', async () => {
+  it('SIGTERM: a keep-alive connection\'s next request during the drain is answered 503 not_ready and closed (it was taken, and libmicrohttpd aborted the stop)', { skip: SQLITE_ONLY }, async () => {
     const recv = await startReceiver();
     const h = await startHookd();
     const { tenant } = await setup(h, recv.url);
@@ -212,7 +213,7 @@ describe('durability', () => {
     await recv.close();
   });
 
-  it('SIGTERM with the store locked: the stop is bounded by the grace period, not six busy timeouts, and exits 1 (outcomes not written)', async () => {
+  it('SIGTERM with the store locked: the stop is bounded by the grace period, not six busy timeouts, and exits 1 (outcomes not written)', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver(() => 'hang');
     const h = await startHookd({ dir, args: ['--shutdown-grace-s', '1'] });
@@ -241,7 +242,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('SIGTERM while the disk is full (every commit fails at once): the outcome is written again through the grace period, lands once space is freed, exit 0, not sent again', async () => {
+  it('SIGTERM while the disk is full (every commit fails at once): the outcome is written again through the grace period, lands once space is freed, exit 0, not sent again', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const disk = faultDisk(dir);
     const recv = await startReceiver(() => 'hang');
@@ -270,7 +271,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('an outcome given up (the disk full past its tries) is sent again after the lease: its first-attempt delay is observed once, for the attempt recorded', async () => {
+  it('an outcome given up (the disk full past its tries) is sent again after the lease: its first-attempt delay is observed once, for the attempt recorded', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const disk = faultDisk(dir);
     const h = await startHookd({ dir, env: disk.env, args: ['--lease-margin-ms', '1000'] });
@@ -296,7 +297,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('an outcome whose write fails (another process holds the store\'s write lock): written again, not sent again', async () => {
+  it('an outcome whose write fails (another process holds the store\'s write lock): written again, not sent again', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     const r = await startReceiver(() => 'hang');
     const { tenant } = await setup(h, r.url, { timeout_ms: 4000 }); // lease: 2 × 4 s + 1 s
@@ -324,7 +325,7 @@ describe('durability', () => {
     await r.close();
   });
 
-  it('a non-idempotent forward answered 2xx while the disk is full for longer than six write tries: the outcome is written until it lands, completed, not held unknown', async () => {
+  it('a non-idempotent forward answered 2xx while the disk is full for longer than six write tries: the outcome is written until it lands, completed, not held unknown', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const disk = faultDisk(dir);
     const h = await startHookd({ dir, args: ['--lease-margin-ms', '1000'], env: disk.env });
@@ -383,7 +384,7 @@ describe('durability', () => {
     await dest.close();
   });
 
-  it('an endpoint disabled by a 410 whose outcome never reached the store is enabled again: the store still has it enabled', async () => {
+  it('an endpoint disabled by a 410 whose outcome never reached the store is enabled again: the store still has it enabled', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     let first = true;
     const r = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
@@ -406,7 +407,7 @@ describe('durability', () => {
     await r.close();
   });
 
-  it('a 410 or a 500 from the old URL written after the PATCH that moved the endpoint (before this node applied it): retried at the new URL, nothing disabled, no failing window', async () => {
+  it('a 410 or a 500 from the old URL written after the PATCH that moved the endpoint (before this node applied it): retried at the new URL, nothing disabled, no failing window', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd();
     for (const status of [410, 500]) {
       const oldR = await startReceiver(() => 'hang');
@@ -428,7 +429,7 @@ describe('durability', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
-  it('a PATCH committed just before a 410\'s disable does not enable the endpoint again in memory', async () => {
+  it('a PATCH committed just before a 410\'s disable does not enable the endpoint again in memory', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd();
     let first = true;
     const r = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
@@ -453,7 +454,7 @@ describe('durability', () => {
     await r.close();
   });
 
-  it('a 410 whose outcome waited out a store outage does not disable an endpoint configured again meanwhile: the newer configuration decides', async () => {
+  it('a 410 whose outcome waited out a store outage does not disable an endpoint configured again meanwhile: the newer configuration decides', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     let first = true;
     const r = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
@@ -487,7 +488,7 @@ describe('durability', () => {
     await r.close();
   });
 
-  it('a lease release that fails (store locked past its lease) is written again: a forward never sent ends delivered, not held as unknown', async () => {
+  it('a lease release that fails (store locked past its lease) is written again: a forward never sent ends delivered, not held as unknown', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     let first = true;
     const dest = await startReceiver(() => (first ? (first = false, 'hang') : { status: 200 }));
@@ -528,7 +529,7 @@ describe('durability', () => {
     await dest.close();
   });
 
-  it('a start after a crash copies the WAL before writing anything: it waits for a reader holding the store (past the busy timeout) instead of writing behind the recovered frames', async () => {
+  it('a start after a crash copies the WAL before writing anything: it waits for a reader holding the store (past the busy timeout) instead of writing behind the recovered frames', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const first = await startHookd({ dir });
     const r = await startReceiver(() => 'hang');
@@ -575,7 +576,7 @@ describe('durability', () => {
     return { proc, port, log: () => log, exited };
   }
 
-  it('a slow start (its store held by another process) answers /healthz at once, every other route 503 not_ready until it has started', async () => {
+  it('a slow start (its store held by another process) answers /healthz at once, every other route 503 not_ready until it has started', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const first = await startHookd({ dir });
     assert.equal((await first.stop()).code, 0);
@@ -611,7 +612,7 @@ describe('durability', () => {
     }
   });
 
-  it('a stop (SIGTERM) while the start waits for another process to let go of the store ends it at once, exit 0, nothing started', async () => {
+  it('a stop (SIGTERM) while the start waits for another process to let go of the store ends it at once, exit 0, nothing started', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const first = await startHookd({ dir });
     assert.equal((await first.stop()).code, 0);
@@ -637,7 +638,7 @@ describe('durability', () => {
     }
   });
 
-  it('a store that cannot commit makes /readyz answer 503 (storage_unavailable) until a commit succeeds again', async () => {
+  it('a store that cannot commit makes /readyz answer 503 (storage_unavailable) until a commit succeeds again', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd();
     const r = await startReceiver();
     const { tenant } = await setup(h, r.url);
@@ -669,7 +670,7 @@ describe('durability', () => {
     // an unknown outcome that would stop the daemon
     ['a write refused with EFBIG and no signal', 'EFBIG', false],
   ]) {
-    it(`${what}: publishes answer 503 storage_unavailable, the daemon stays up, nothing acknowledged is lost, and it recovers once space is freed`, async () => {
+    it(`${what}: publishes answer 503 storage_unavailable, the daemon stays up, nothing acknowledged is lost, and it recovers once space is freed`, { skip: SQLITE_ONLY }, async () => {
       const { dir, cleanup } = tempDir();
       const disk = faultDisk(dir, errno);
       const h = await startHookd({ dir, env: limit ? {} : disk.env });
@@ -748,7 +749,7 @@ describe('durability', () => {
   const batchWriting = (h) => waitUntil(async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
     'hookd_store_writer_stalled_seconds') >= 0.2, { what: 'a retention batch writing', timeout: 20000 });
 
-  it('SIGTERM during a long retention walk: the walk stops after its current batch and the daemon exits 0; the next start goes on with the rest', async () => {
+  it('SIGTERM during a long retention walk: the walk stops after its current batch and the daemon exits 0; the next start goes on with the rest', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup, ids, disk } = await expiredBacklog(100);
     // 99 events to expire (the newest stays), 25 per batch: the walk takes several batches, each
     // slow; the stop comes during the first
@@ -769,7 +770,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('a key revoked with `hookd keys revoke` during a long retention walk stops working before the walk ends', async () => {
+  it('a key revoked with `hookd keys revoke` during a long retention walk stops working before the walk ends', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup, db, tenant, disk } = await expiredBacklog(300);
     const cli = (a) => spawnSync(HOOKD_BIN, [...a, '--store', `sqlite:${db}`], { encoding: 'utf8' });
     const made = cli(['keys', 'create', '--role', 'viewer', '--name', 'walk-viewer']);
@@ -793,7 +794,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('checkpoints failing (the database file refuses writes, EIO): logged, counted and retried once a second; publishes go on; recovered once the disk is back; a last failing one at shutdown leaves the WAL for the next start', async () => {
+  it('checkpoints failing (the database file refuses writes, EIO): logged, counted and retried once a second; publishes go on; recovered once the disk is back; a last failing one at shutdown leaves the WAL for the next start', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const disk = faultDisk(dir, 'EIO', 0, '.db'); // the WAL is written; checkpoints fail
     let h = await startHookd({ dir, env: disk.env });
@@ -850,7 +851,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('a slow disk: a batch that takes 100 ms or more is logged store.slow_batch (its commit time apart from its ops\' time) and counted', async () => {
+  it('a slow disk: a batch that takes 100 ms or more is logged store.slow_batch (its commit time apart from its ops\' time) and counted', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const disk = faultDisk(dir, 'SLOW', 60, '-wal'); // every write to the WAL takes 60 ms
     const h = await startHookd({ dir, env: disk.env });
@@ -879,7 +880,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('a second hookd on the same SQLite store refuses to start', async () => {
+  it('a second hookd on the same SQLite store refuses to start', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });
     await assert.rejects(startHookd({ dir }), /another hookd is running/);
@@ -1050,7 +1051,7 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
-  it('a step forward while the store cannot write: the leases\' move is tried again, and nothing takes the lease of the request in flight over meanwhile', async () => {
+  it('a step forward while the store cannot write: the leases\' move is tried again, and nothing takes the lease of the request in flight over meanwhile', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);
     const disk = faultDisk(dir);
@@ -1212,7 +1213,7 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
-  it('a failed checkpoint is retried a second later whatever the wall clock does (it waited out a step back, the WAL growing)', async () => {
+  it('a failed checkpoint is retried a second later whatever the wall clock does (it waited out a step back, the WAL growing)', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);
     const disk = faultDisk(dir, 'EIO', 0, '.db'); // the database file only: the WAL takes commits

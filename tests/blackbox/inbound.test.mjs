@@ -9,7 +9,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import net from 'node:net';
 import { Webhook } from 'standardwebhooks';
-import { HOOKD_BIN, faultClock, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultClock, startHookd, tempDir, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
@@ -1599,7 +1599,7 @@ describe('forwarding', () => {
     assert.equal((await h.api('GET', `/v1/inbox/${ids[0]}`)).json.status, 'unknown', 'nothing settled by a refused request');
     // a key scoped to another tenant finds none of them
     assert.equal((await h.api('POST', '/v1/tenants', { id: 'other-many' })).status, 201);
-    const key = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', 'operator', '--tenants', 'other-many', '--store', `sqlite:${h.db}`],
+    const key = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', 'operator', '--tenants', 'other-many', '--store', h.store],
       { encoding: 'utf8' });
     assert.equal(key.status, 0, key.stderr);
     const token = key.stdout.trim();
@@ -1669,7 +1669,7 @@ describe('forwarding', () => {
     const done = await many('/v1/inbox/resolve', { ids, outcome: 'completed', reason: 'INC-7: found after all' }, 'INC-7-complete');
     assert.deepEqual([done.status, done.json.records, done.headers.get('idempotent-replayed')], [200, 2, null], done.text);
     // another API key's keys are its own: the same key and body from it are its own request
-    const key = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', 'operator', '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+    const key = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', 'operator', '--store', h.store], { encoding: 'utf8' });
     assert.equal(key.status, 0, key.stderr);
     const auth = { Authorization: `Bearer ${key.stdout.trim()}` };
     await waitUntil(async () => (await h.api('GET', `/v1/inbox/${ids[0]}`, undefined, auth)).status === 200,
@@ -1714,7 +1714,7 @@ describe('forwarding', () => {
     dest.releaseHanging();
     await dest.close();
   });
-  it('a store failure inside a batch resolve undoes the whole batch (503), and is counted and logged as the single route\'s is', async () => {
+  it('a store failure inside a batch resolve undoes the whole batch (503), and is counted and logged as the single route\'s is', { skip: SQLITE_ONLY }, async () => {
     const { dest, ids } = await heldRecords('whsec_bfail', 'evt_bfail', 2);
     h.query(`CREATE TRIGGER fault_bfail BEFORE INSERT ON audit_log WHEN NEW.target = '${ids[1]}'`
       + " BEGIN SELECT RAISE(ABORT, 'injected fault'); END;");
@@ -1992,7 +1992,7 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
-  it('a store whose records read completed beside a forward cut off by its destination\'s delete (before migrations 28-29) is mended at the start', async () => {
+  it('a store whose records read completed beside a forward cut off by its destination\'s delete (before migrations 28-29) is mended at the start', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     let d = await startHookd({ dir });
     await d.api('POST', '/v1/tenants', { id: TENANT });
@@ -2044,7 +2044,7 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
-  it('backpressure: with the store stalled, provider requests past --max-store-queue get 503 + Retry-After, counted as inbound (not as publishes), nothing stored; the acknowledged are forwarded', async () => {
+  it('backpressure: with the store stalled, provider requests past --max-store-queue get 503 + Retry-After, counted as inbound (not as publishes), nothing stored; the acknowledged are forwarded', { skip: SQLITE_ONLY }, async () => {
     const d = await startHookd({ args: ['--max-store-queue', '100'] });
     await d.api('POST', '/v1/tenants', { id: TENANT });
     const dest = await startReceiver();
@@ -2359,7 +2359,7 @@ describe('durability and local replay', () => {
     const r = await post(src, body, sign.stripe(body, 'whsec_rp'));
     await waitStatus(src, r.json.inbox_id, 'completed');
     const out = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port}/hook`,
-      '--times', '10', '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+      '--times', '10', '--store', h.store], { encoding: 'utf8', env: { ...process.env, ...h.storeEnv } });
     assert.equal(out.status, 0, out.stderr);
     const lines = out.stdout.trim().split('\n');
     assert.equal(lines.length, 10);
@@ -2378,7 +2378,7 @@ describe('durability and local replay', () => {
     }));
     try { // the receiver goes whatever the outcome (it would hold the test process open)
       const signed = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port2}/hook`,
-        '--times', '3', '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+        '--times', '3', '--store', h.store], { encoding: 'utf8', env: { ...process.env, ...h.storeEnv } });
       assert.equal(signed.status, 0, signed.stdout + signed.stderr);
       assert.ok(!signed.stderr.includes('unsigned'), signed.stderr);
       const slines = signed.stdout.trim().split('\n');
@@ -2386,7 +2386,7 @@ describe('durability and local replay', () => {
       for (const l of slines.slice(1)) assert.match(l, /200 {2}\{"result":"duplicate"\}/);
       // without the master key the calls go unsigned, and it says so (the verifying handler refuses them)
       const unsigned = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port2}/hook`,
-        '--store', `sqlite:${h.db}`, '--master-key-file', join(dir, 'nosuch.key')], { encoding: 'utf8' });
+        '--store', h.store, '--master-key-file', join(dir, 'nosuch.key')], { encoding: 'utf8' });
       assert.match(unsigned.stderr, /sent unsigned \(cannot read master key file/);
       assert.match(unsigned.stdout, /^1\/1 {2}40[01]/);
     } finally {
@@ -2416,7 +2416,7 @@ describe('durability and local replay', () => {
       }));
       try {
         const out = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port}/hook`,
-          '--times', '2', '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+          '--times', '2', '--store', h.store], { encoding: 'utf8', env: { ...process.env, ...h.storeEnv } });
         assert.equal(out.status, 0, out.stderr);
         const lines = out.stdout.trim().split('\n');
         assert.match(lines[0], /^1\/2 {2}200 {2}\{"result":"written"\}/, `${name}: ${out.stdout}`);
@@ -2439,7 +2439,7 @@ describe('durability and local replay', () => {
     await waitStatus(src, r.json.inbox_id, 'completed');
     assert.equal(dest.requests[0].headers['x-long-header'], long, 'the forward carries it');
     const local = await startReceiver();
-    const child = spawn(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', local.url, '--store', `sqlite:${h.db}`],
+    const child = spawn(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', local.url, '--store', h.store],
       { stdio: ['ignore', 'ignore', 'inherit'] });
     assert.equal(await new Promise((resolve) => child.on('exit', resolve)), 0);
     assert.equal(local.requests.length, 1);
@@ -2738,7 +2738,7 @@ describe('source configuration', () => {
     assert.equal((await h.api('POST', '/v1/sources/src_nosuch/destinations', { url: first.url })).status, 404);
     // a scoped key of another tenant does not see the source
     assert.equal((await h.api('POST', '/v1/tenants', { id: 'other_add' })).status, 201);
-    const made = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', 'admin', '--tenants', 'other_add', '--store', `sqlite:${h.db}`], { encoding: 'utf8' });
+    const made = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', 'admin', '--tenants', 'other_add', '--store', h.store], { encoding: 'utf8' });
     assert.equal(made.status, 0, made.stderr);
     const asOther = { Authorization: `Bearer ${made.stdout.trim()}` };
     await waitUntil(async () => (await h.api('GET', '/v1/tenants/other_add', undefined, asOther)).status === 200 || null,

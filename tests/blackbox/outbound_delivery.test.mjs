@@ -615,7 +615,7 @@ describe('custom endpoint headers (a gateway in front of the receiver)', () => {
     const audit = await h.api('GET', `/v1/audit?tenant=${tenant}`);
     assert.ok(audit.json.data.some((a) => a.action === 'endpoint.headers.read' && a.target === endpoint), audit.text);
     for (const role of ['viewer', 'operator']) {
-      const k = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', role, '--store', `sqlite:${h.db}`,
+      const k = spawnSync(HOOKD_BIN, ['keys', 'create', '--role', role, '--store', h.store,
         '--name', `hdr-${role}`], { encoding: 'utf8' });
       assert.equal(k.status, 0, k.stderr);
       const auth = { Authorization: `Bearer ${k.stdout.trim()}` };

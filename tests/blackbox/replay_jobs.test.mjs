@@ -121,7 +121,7 @@ async function auditRows(hd, tenant) {
 const hookdCli = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
 
 function createKey(hd, role, tenants) {
-  const args = ['keys', 'create', '--role', role, '--store', `sqlite:${hd.db}`, '--name', `replay-${role}`];
+  const args = ['keys', 'create', '--role', role, '--store', hd.store, '--name', `replay-${role}`];
   if (tenants) args.push('--tenants', tenants);
   const r = hookdCli(args);
   assert.equal(r.status, 0, r.stderr);

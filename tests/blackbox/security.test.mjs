@@ -9,7 +9,7 @@ import { createHmac, createPublicKey, randomBytes, verify as edVerify } from 'no
 import { readFileSync, rmSync, writeFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { HOOKD_BIN, faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 const hookd = (args, env = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', env: { ...process.env, ...env } });
@@ -204,7 +204,7 @@ describe('destination policy', () => {
 });
 
 function createKey(h, role, tenants) {
-  const args = ['keys', 'create', '--role', role, '--store', `sqlite:${h.db}`, '--name', `test-${role}`];
+  const args = ['keys', 'create', '--role', role, '--store', h.store, '--name', `test-${role}`];
   if (tenants) args.push('--tenants', tenants);
   const r = hookd(args);
   assert.equal(r.status, 0, r.stderr);
@@ -311,17 +311,16 @@ describe('access control', () => {
     assert.ok(has('endpoint.disable', 'key_config', (r) => r.reason === 'customer asked (ticket 42)'));
     assert.ok(!audit.text.includes('whsec_'), 'no secret in the audit log');
     // append-only, enforced by the store itself
-    const tamper = spawnSync('sqlite3', [h.db, 'DELETE FROM audit_log'], { encoding: 'utf8' });
-    assert.match(tamper.stderr, /append-only/);
+    assert.throws(() => h.query('DELETE FROM audit_log'), /append-only/);
     // a scoped admin key sees only its tenant
     assert.equal((await as(h, keys.scoped.token, 'GET', '/v1/audit')).status, 403);
 
     // a revoked key stops working
-    const rv = hookd(['keys', 'revoke', keys.viewer.id, '--store', `sqlite:${h.db}`]);
+    const rv = hookd(['keys', 'revoke', keys.viewer.id, '--store', h.store]);
     assert.equal(rv.status, 0, rv.stderr);
     await waitUntil(async () => (await as(h, keys.viewer.token, 'GET', `/v1/tenants/${tenant}`)).status === 401,
       { timeout: 10000, what: 'revoked key refused' });
-    const list = hookd(['keys', 'list', '--store', `sqlite:${h.db}`]);
+    const list = hookd(['keys', 'list', '--store', h.store]);
     assert.match(list.stdout, new RegExp(`${keys.viewer.id}\\s+viewer\\s+\\*\\s+revoked`));
     assert.ok(!list.stdout.includes(keys.admin.token), 'list never shows tokens');
     assert.equal((await h.stop()).code, 0);
@@ -506,7 +505,7 @@ describe('secrets', () => {
     // the overlap over, none is shown, and the next write of the endpoint drops the old secret
     const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
     assert.equal(ep.json.previous_secret_expires_at, null, 'an ended overlap shows none');
-    assert.equal(h.query(`SELECT previous_secret IS NOT NULL AS kept FROM endpoints WHERE id = '${endpoint}'`)[0].kept, 1);
+    assert.equal(h.query(`SELECT CASE WHEN previous_secret IS NOT NULL THEN 1 ELSE 0 END AS kept FROM endpoints WHERE id = '${endpoint}'`)[0].kept, 1);
     assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { description: 'x' })).status, 200);
     assert.deepEqual(h.query(`SELECT previous_secret, previous_expires_at FROM endpoints WHERE id = '${endpoint}'`),
       [{ previous_secret: null, previous_expires_at: null }]);
@@ -577,7 +576,7 @@ describe('secrets', () => {
     await recv.close();
   });
 
-  it('secrets at rest: the database files hold no secret in clear; no key, no start; master-key rotation', async () => {
+  it('secrets at rest: the database files hold no secret in clear; no key, no start; master-key rotation', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     let h = await startHookd({ dir });
     const recv = await startReceiver();

@@ -19,6 +19,8 @@ struct pg_shared {
 #define PG_WRITER_BEGIN "BEGIN; SELECT pg_advisory_xact_lock(1752133476, 2003986804)"
 #define PG_READER_BEGIN "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 #define PG_CONNECT_TIMEOUT_S "10"
+#define PG_LINK_TIMEOUT_MS "30000"
+#define PG_IDLE_IN_TXN_S "30"
 
 /* ---------- shared state ---------- */
 
@@ -67,9 +69,8 @@ static void preps_clear(hookd_store_conn *c) {
   c->n_preps = c->cap_preps = 0;
 }
 
-/* Sets up a fresh session: the cache of prepared statements is the server's, gone with it. */
+/* Sets up a session (a new one, or one whose setup failed: once more). */
 static int session_setup(hookd_store_conn *c) {
-  preps_clear(c);
   PQsetNoticeReceiver(c->pg, NULL, NULL);
   PQsetNoticeProcessor(c->pg, no_notices, NULL);
   pthread_mutex_lock(&c->sh->mu);
@@ -77,6 +78,11 @@ static int session_setup(hookd_store_conn *c) {
   c->cancel = PQgetCancel(c->pg);
   pthread_mutex_unlock(&c->sh->mu);
   if (pg_exec(c, "SET client_encoding = 'UTF8'", "session") != 0) return HOOKD_STORE_ERR;
+  /* a session left idle inside a transaction (its node stalled, its link silent) is ended by
+   * the server, so that the writer lock it holds does not stop every other node's writes */
+  if (pg_exec(c, "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TXN_S "s'",
+              "session") != 0)
+    return HOOKD_STORE_ERR;
   if (!c->writer || !c->sh->node_id) return HOOKD_STORE_OK;
   /* the node's lock, for the session's life ("hookd" and the id's hash) */
   pg_params p;
@@ -335,9 +341,14 @@ static int pg_open(void *shared, int writer, hookd_store_conn **out, char *err, 
   c->sh = sh;
   c->writer = writer;
   hookd_pfilter_cache_init(&c->pf);
-  /* the URL's own connect_timeout wins (it comes after ours); the application name does not */
-  const char *const keys[] = {"connect_timeout", "dbname", "application_name", NULL};
-  const char *const vals[] = {PG_CONNECT_TIMEOUT_S, sh->url, "hookd", NULL};
+  /* the URL's own settings win (they come after ours); the application name does not. A link
+   * gone silent fails the statement waiting on it within PG_LINK_TIMEOUT_MS (TCP keepalives and
+   * an unacknowledged-data timeout), instead of blocking the executor's thread for ever */
+  const char *const keys[] = {"connect_timeout", "keepalives", "keepalives_idle",
+                              "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+                              "dbname", "application_name", NULL};
+  const char *const vals[] = {PG_CONNECT_TIMEOUT_S, "1", "10", "5", "3", PG_LINK_TIMEOUT_MS,
+                              sh->url, "hookd", NULL};
   c->pg = PQconnectdbParams(keys, vals, 1);
   if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
     const char *m = c->pg ? PQerrorMessage(c->pg) : "out of memory";
@@ -382,13 +393,20 @@ static void pg_interrupt(hookd_store_conn *c) {
 
 static int pg_begin(hookd_store_conn *c, int writer) {
   c->in_savepoint = 0;
-  if (PQstatus(c->pg) != CONNECTION_OK) { /* lost since the last transaction: once more */
-    PQreset(c->pg);
+  /* lost since the last transaction: once more. A new session that could not be set up (the
+   * node's lock taken meanwhile by another node of this id) is not used: every transaction
+   * tries again, and fails until it can (docs/postgres.md "Failure windows") */
+  if (PQstatus(c->pg) != CONNECTION_OK || c->setup_failed) {
+    if (PQstatus(c->pg) != CONNECTION_OK) {
+      PQreset(c->pg);
+      preps_clear(c); /* (the prepared statements were the old session's) */
+    }
     if (PQstatus(c->pg) != CONNECTION_OK) {
       set_err(c, "reconnect", PQerrorMessage(c->pg));
       return HOOKD_STORE_ERR;
     }
-    if (session_setup(c) != 0) return HOOKD_STORE_ERR;
+    c->setup_failed = session_setup(c) != 0;
+    if (c->setup_failed) return HOOKD_STORE_ERR;
   }
   return pg_exec(c, writer ? PG_WRITER_BEGIN : PG_READER_BEGIN, "begin");
 }

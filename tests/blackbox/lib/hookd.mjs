@@ -34,8 +34,20 @@ after(() => { setTimeout(killAll, 2000).unref(); });
 const PG_MODE = process.env.HOOKD_TEST_STORE === 'postgres';
 let pgServer = null;
 const pgStores = new Map();
-// (registered at the file's top level: an `after` registered inside a hook runs when that ends)
-if (PG_MODE) after(async () => { if (pgServer) await (await pgServer).stop(); });
+// A test's `skip` option where it reads or breaks the SQLite file itself (docs/postgres.md "Tests").
+export const SQLITE_ONLY = PG_MODE && 'reads or breaks the SQLite store itself';
+// The server stops once the file's daemons have exited: this hook runs before the file's own
+// `after` hooks (registered later), which may still stop a daemon that drains into its store.
+// (At the file's top level: an `after` registered inside a hook runs when that hook ends.)
+if (PG_MODE) {
+  after(() => {
+    const t0 = Date.now();
+    (async () => {
+      while (children.size && Date.now() - t0 < 30000) await new Promise((r) => setTimeout(r, 50));
+      if (pgServer) await (await pgServer).stop();
+    })();
+  });
+}
 async function pgStore(dir, args, env) {
   if (!pgServer) {
     const { startPostgres } = await import('./postgres.mjs');
@@ -120,6 +132,8 @@ export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, t
   children.add(proc);
   proc.on('exit', () => children.delete(proc));
   const h = new Hookd(proc, dir, db, apiKey, ownDir);
+  h.store = store ?? `sqlite:${db}`; // the URL its CLI commands take
+  h.storeEnv = env.HOOKD_MASTER_KEY ? { HOOKD_MASTER_KEY: env.HOOKD_MASTER_KEY } : {};
   const exitedEarly = h.exited.then(({ code, signal }) => {
     throw new Error(`hookd did not start: exited (code ${code}, signal ${signal})\n${h.stderrText.slice(-2000)}`);
   });
@@ -225,7 +239,20 @@ class Hookd {
   // Reads the SQLite store directly (the daemon may be dead): sqlite3 CLI, JSON rows. A live
   // daemon's writer may hold the lock for a commit: waited for (5 s), as the daemon's own
   // connections do, instead of failing at once with "database is locked".
+  // SQL spelt for the store's own database: a blob literal from hex, a blob column as upper hex.
+  sqlBlob(hex) { return this.store?.startsWith('postgresql://') ? `'\\x${hex}'::bytea` : `X'${hex}'`; }
+  sqlHex(col) { return this.store?.startsWith('postgresql://') ? `upper(encode(${col}, 'hex'))` : `hex(${col})`; }
+
+  // On a PostgreSQL store (HOOKD_TEST_STORE=postgres) the same SQL goes to its database through
+  // psql: a query's rows as JSON (bytea columns as "\\x…" text), a statement's none.
   query(sql) {
+    if (this.store?.startsWith('postgresql://')) {
+      const q = sql.trim().replace(/;$/, '');
+      const rows = /^(select|with)\b/i.test(q);
+      const out = execFileSync('psql', [this.store, '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-c',
+        rows ? `SELECT COALESCE(json_agg(q), '[]') FROM (${q}) q` : q], { encoding: 'utf8' });
+      return rows ? JSON.parse(out) : [];
+    }
     const out = execFileSync('sqlite3', ['-json', '-cmd', '.timeout 5000', this.db, sql], { encoding: 'utf8' });
     return out.trim() ? JSON.parse(out) : [];
   }
