@@ -311,9 +311,9 @@ static int cmd_rotate_master(keys_args *a) {
   }
   if (!hookd_cli_store_exists("hookd keys rotate-master", a->store)) return 1;
   /* hookd must not run: it holds the old key in memory */
-  hookd_store_lockset lock = {-1, -1};
+  hookd_store_lockset lock = {-1, -1, NULL};
   char lerr[256];
-  if (hookd_store_lock(a->store, &lock, lerr, sizeof lerr) != 0) {
+  if (hookd_store_lock_offline(a->store, &lock, lerr, sizeof lerr) != 0) {
     fprintf(stderr, "hookd keys rotate-master: %s; stop it first\n", lerr);
     return 1;
   }

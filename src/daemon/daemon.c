@@ -420,7 +420,7 @@ int hookd_serve(const hookd_config *cfg) {
   app.json_limits.max_depth = (size_t)cfg->max_json_depth;
   char err[512] = "";
   int exit_code = 1;
-  hookd_store_lockset lock = {-1, -1};
+  hookd_store_lockset lock = {-1, -1, NULL};
 
   /* the egress policy's flags (--egress-allow, --egress-ports, --resolve…) are checked before
    * anything is opened: a typo must not leave a store, a master key and a bootstrap admin key

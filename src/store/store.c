@@ -50,8 +50,16 @@ static int sqlite_path_ok(const char *path, char *err, size_t errlen) {
   return 0;
 }
 
+int hookd_store_lock_offline(const char *url, hookd_store_lockset *out, char *err,
+                             size_t errlen) {
+  if (!hookd_store_is_postgres(url)) return hookd_store_lock(url, out, err, errlen);
+  out->db_fd = out->legacy_fd = -1;
+  return hookd_pg_lock_offline(url, &out->pg, err, errlen);
+}
+
 int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_t errlen) {
   out->db_fd = out->legacy_fd = -1;
+  out->pg = NULL;
   if (strncmp(url, "sqlite:", 7) != 0) return 0;
   const char *path = url + 7;
   if (sqlite_path_ok(path, err, errlen) != 0) return -1;
@@ -67,6 +75,8 @@ int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_
 }
 
 void hookd_store_unlock(hookd_store_lockset *l) {
+  if (l->pg) hookd_pg_unlock_offline(l->pg);
+  l->pg = NULL;
   if (l->legacy_fd >= 0) close(l->legacy_fd);
   if (l->db_fd >= 0) close(l->db_fd);
   l->db_fd = l->legacy_fd = -1;

@@ -909,8 +909,14 @@ void hookd_store_url_shown(const char *url, char *out, size_t cap);
  * database file drops SQLite's own POSIX locks. */
 typedef struct hookd_store_lockset {
   int db_fd, legacy_fd; /* -1 when not held */
+  void *pg;             /* hookd_store_lock_offline on a PostgreSQL store: its connection */
 } hookd_store_lockset;
 int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_t errlen);
+/* The same for a CLI command that must not run beside any hookd (a master-key rotation): on a
+ * PostgreSQL store, refused while a node runs on it, and no node starts until the unlock
+ * (docs/postgres.md). */
+int hookd_store_lock_offline(const char *url, hookd_store_lockset *out, char *err,
+                             size_t errlen);
 void hookd_store_unlock(hookd_store_lockset *l);
 /* Opens the store named by cfg->url, applies migrations, starts the executors. */
 int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err, size_t errlen);

@@ -4,7 +4,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { startHookd, setup, waitUntil, waitDelivery, publish, getDelivery } from './lib/hookd.mjs';
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { HOOKD_BIN, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { startPostgres } from './lib/postgres.mjs';
 import pgLib from 'pg';
@@ -164,9 +167,9 @@ test('a node whose id lock another session took while its connection was down wr
   await c.connect();
   try {
     const { tenant } = await setup(h, 'http://127.0.0.1:9/never');
-    // the node's lock: the only advisory lock of hookd's key held outside a transaction
+    // the node's lock: hookd's key, not the writer lock (2003986804) its transactions take
     const [{ pid }] = (await pg.query(`SELECT l.pid FROM pg_locks l JOIN pg_database d ON d.oid = l.database
-      WHERE l.locktype = 'advisory' AND l.classid = 1752133476 AND l.objsubid = 2 AND l.granted AND d.datname = $1`, [db])).rows;
+      WHERE l.locktype = 'advisory' AND l.classid = 1752133476 AND l.objsubid = 2 AND l.objid <> 2003986804 AND l.granted AND d.datname = $1`, [db])).rows;
     // queued behind the node before its session ends: granted as that session goes, before the
     // node's reconnect can ask for it
     const taken = c.query("SELECT pg_advisory_lock(1752133476, hashtext('n-lock'))");
@@ -185,10 +188,45 @@ test('a node whose id lock another session took while its connection was down wr
     }, { what: 'publishes accepted again' });
     assert.equal(ok.json.id, 'evt_back');
     const held = (await pg.query(`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_database d ON d.oid = l.database
-      WHERE l.locktype = 'advisory' AND l.classid = 1752133476 AND l.objsubid = 2 AND l.granted AND d.datname = $1`, [db])).rows[0].n;
+      WHERE l.locktype = 'advisory' AND l.classid = 1752133476 AND l.objsubid = 2 AND l.objid <> 2003986804 AND l.granted AND d.datname = $1`, [db])).rows[0].n;
     assert.equal(held, 1, 'the node holds its lock again');
   } finally {
     await c.end();
     await h.stop();
+  }
+});
+
+test('the master key is rotated only while no node runs on the store; the new key opens every secret', async () => {
+  const store = await pg.database();
+  const { dir, cleanup } = tempDir();
+  const oldKey = masterKey();
+  const newKey = join(dir, 'new.key');
+  writeFileSync(newKey, `${randomBytes(32).toString('base64')}\n`);
+  const rotate = () => spawnSync(HOOKD_BIN, ['keys', 'rotate-master', '--store', store, '--new-master-key-file', newKey],
+    { encoding: 'utf8', env: { ...process.env, HOOKD_MASTER_KEY: oldKey } });
+  const rx = await startReceiver();
+  let h = await node(store, oldKey, 'n-rot');
+  const { tenant, secret } = await setup(h, rx.url);
+  const other = await node(store, oldKey, 'n-rot-2');
+  // any node running holds the old key in memory: refused
+  let r = rotate();
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /2 hookd nodes are running on this store; stop it first/);
+  assert.equal((await other.stop()).code, 0);
+  assert.match(rotate().stderr, /1 hookd node is running on this store/);
+  assert.equal((await h.stop()).code, 0);
+  r = rotate();
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /re-sealed 1 secret/);
+  await assert.rejects(node(store, oldKey, 'n-rot'), /sealed with master key/, 'the old key no longer fits');
+  h = await startHookd({ store, args: ['--node-id', 'n-rot', '--master-key-file', newKey] });
+  try {
+    await publish(h, tenant, { id: 'evt_rot', type: 't.x', payload: {} });
+    await rx.waitFor((q) => q.requests.length === 1, 10000, 'delivered');
+    rx.verify(rx.requests[0], secret); // signed with the endpoint's secret, opened by the new key
+  } finally {
+    await h.stop();
+    await rx.close();
+    cleanup();
   }
 });

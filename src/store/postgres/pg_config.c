@@ -6,20 +6,6 @@
 
 #include "store/postgres/pg_int.h"
 
-/* Reads every row of r into a new array of elem-sized records with read() (sq_read_rows: the
- * rows are all read already, so only the array can fail: HOOKD_STORE_ERR). */
-static int read_rows(hookd_store_conn *c, const PGresult *r, size_t elem,
-                     void (*read)(const PGresult *r, int row, void *rec), void **out,
-                     size_t *n, const char *what) {
-  int rows = PQntuples(r);
-  char *v = calloc(rows > 0 ? (size_t)rows : 1, elem);
-  if (!v) return pg_fail(c, what);
-  for (int i = 0; i < rows; i++) read(r, i, v + (size_t)i * elem);
-  *out = v;
-  *n = (size_t)rows;
-  return HOOKD_STORE_OK;
-}
-
 /* ---------- tenants ---------- */
 
 #define TENANT_COLS "id, name, created_at, updated_at, max_in_flight, rate_limit, weight, metadata"
@@ -75,11 +61,7 @@ int pg_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n) {
                      "SELECT " TENANT_COLS " FROM tenants WHERE deleted_at IS NULL"
                      " ORDER BY id",
                      NULL, "list tenants");
-  if (!r) return HOOKD_STORE_ERR;
-  int rc = read_rows(c, r, sizeof **out, rd_tenant, (void **)out, n,
-                     "list tenants");
-  PQclear(r);
-  return rc;
+  return pg_read_rows(c, r, sizeof **out, rd_tenant, (void **)out, n, "list tenants");
 }
 
 int pg_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_tenant **out,
@@ -92,11 +74,7 @@ int pg_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_t
                      "SELECT " TENANT_COLS " FROM tenants WHERE id > $1"
                      " AND deleted_at IS NULL ORDER BY id LIMIT $2",
                      &p, "list tenants");
-  if (!r) return HOOKD_STORE_ERR;
-  int rc = read_rows(c, r, sizeof **out, rd_tenant, (void **)out, n,
-                     "list tenants");
-  PQclear(r);
-  return rc;
+  return pg_read_rows(c, r, sizeof **out, rd_tenant, (void **)out, n, "list tenants");
 }
 
 int pg_tenant_create(hookd_store_conn *c, const hookd_tenant *t) {
@@ -290,11 +268,7 @@ int pg_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type 
                      " FROM event_types WHERE $1::bigint <> 0 OR archived_at IS NULL"
                      " ORDER BY name",
                      &p, "list event types");
-  if (!r) return HOOKD_STORE_ERR;
-  int rc = read_rows(c, r, sizeof **out, rd_event_type, (void **)out, n,
-                     "list event types");
-  PQclear(r);
-  return rc;
+  return pg_read_rows(c, r, sizeof **out, rd_event_type, (void **)out, n, "list event types");
 }
 
 int pg_event_type_update(hookd_store_conn *c, const char *name, const char *description,
@@ -406,11 +380,7 @@ int pg_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n) {
                      "SELECT id, hash, role, tenants, name, created_at, revoked_at FROM api_keys"
                      " ORDER BY created_at, id",
                      NULL, "list api keys");
-  if (!r) return HOOKD_STORE_ERR;
-  int rc = read_rows(c, r, sizeof **out, rd_api_key, (void **)out, n,
-                     "list api keys");
-  PQclear(r);
-  return rc;
+  return pg_read_rows(c, r, sizeof **out, rd_api_key, (void **)out, n, "list api keys");
 }
 
 int pg_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms) {
@@ -534,8 +504,5 @@ int pg_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq
                      " AND ($2::bigint = 0 OR seq < $2::bigint) ORDER BY seq DESC"
                      " LIMIT $3::bigint",
                      &p, "list audit");
-  if (!r) return HOOKD_STORE_ERR;
-  int rc = read_rows(c, r, sizeof **out, rd_audit, (void **)out, n, "list audit");
-  PQclear(r);
-  return rc;
+  return pg_read_rows(c, r, sizeof **out, rd_audit, (void **)out, n, "list audit");
 }

@@ -56,6 +56,49 @@ void hookd_pg_shared_free(void *shared) {
   free(sh);
 }
 
+/* ---------- the CLI's offline check ---------- */
+
+int hookd_pg_lock_offline(const char *url, void **held, char *err, size_t errlen) {
+  *held = NULL;
+  const char *const keys[] = {"connect_timeout", "dbname", "application_name", NULL};
+  const char *const vals[] = {PG_CONNECT_TIMEOUT_S, url, "hookd-cli", NULL};
+  PGconn *pg = PQconnectdbParams(keys, vals, 1);
+  if (!pg || PQstatus(pg) != CONNECTION_OK) {
+    const char *m = pg ? PQerrorMessage(pg) : "out of memory";
+    snprintf(err, errlen, "cannot connect to the PostgreSQL store: %.*s",
+             (int)strcspn(m, "\n"), m);
+    PQfinish(pg);
+    return -1;
+  }
+  /* the migration lock, held until the caller is done: a node starting meanwhile waits */
+  PGresult *r = PQexec(pg, PG_MIGRATE_TRY_LOCK);
+  bool got = r && PQresultStatus(r) == PGRES_TUPLES_OK && !strcmp(PQgetvalue(r, 0, 0), "t");
+  PQclear(r);
+  /* and no node may be running: each holds its node lock for its life (the writer and
+   * migration locks share the first key: left out) */
+  r = got ? PQexec(pg, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                       " AND classid = 1752133476 AND objsubid = 2 AND granted"
+                       " AND objid NOT IN (2003986804, 1835624289) AND database ="
+                       " (SELECT oid FROM pg_database WHERE datname = current_database())")
+          : NULL;
+  long running = r && PQresultStatus(r) == PGRES_TUPLES_OK ? atol(PQgetvalue(r, 0, 0)) : -1;
+  PQclear(r);
+  if (!got || running != 0) {
+    if (!got) snprintf(err, errlen, "a hookd node is starting on this store");
+    else if (running > 0)
+      snprintf(err, errlen, "%ld hookd node%s running on this store", running,
+               running == 1 ? " is" : "s are");
+    else snprintf(err, errlen, "cannot read the store's locks: %.*s",
+                  (int)strcspn(PQerrorMessage(pg), "\n"), PQerrorMessage(pg));
+    PQfinish(pg);
+    return -1;
+  }
+  *held = pg;
+  return 0;
+}
+
+void hookd_pg_unlock_offline(void *held) { PQfinish(held); }
+
 /* ---------- helpers ---------- */
 
 static void no_notices(void *arg, const char *message) {
@@ -79,8 +122,13 @@ static int session_setup(hookd_store_conn *c) {
   pthread_mutex_unlock(&c->sh->mu);
   if (pg_exec(c, "SET client_encoding = 'UTF8'", "session") != 0) return HOOKD_STORE_ERR;
   /* a session left idle inside a transaction (its node stalled, its link silent) is ended by
-   * the server, so that the writer lock it holds does not stop every other node's writes */
-  if (pg_exec(c, "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TXN_S "s'",
+   * the server, so that the writer lock it holds does not stop every other node's writes; and
+   * the server probes the link of an idle session too, so that a session whose node is gone
+   * (its link dropped without a word: a NAT's state lost) ends with the node lock it holds,
+   * instead of refusing the node's own reconnect for the OS's two hours of keepalive */
+  if (pg_exec(c, "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TXN_S "s';"
+                 " SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
+                 " SET tcp_keepalives_count = 3; SET tcp_user_timeout = " PG_LINK_TIMEOUT_MS,
               "session") != 0)
     return HOOKD_STORE_ERR;
   if (!c->writer || !c->sh->node_id) return HOOKD_STORE_OK;
@@ -106,6 +154,14 @@ static void set_err(hookd_store_conn *c, const char *what, const char *msg) {
   size_t n = strlen(msg);
   while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) n--; /* libpq ends with a newline */
   snprintf(c->err, sizeof c->err, "%s: %.*s", what, (int)n, msg);
+}
+
+/* Records a failed statement's SQLSTATE and message in c (r NULL: the link's), and clears r. */
+static void statement_failed(hookd_store_conn *c, PGresult *r, const char *what) {
+  const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  snprintf(c->sqlstate, sizeof c->sqlstate, "%s", st ? st : "08006"); /* none: the link */
+  set_err(c, what, r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg));
+  PQclear(r);
 }
 
 int pg_fail(hookd_store_conn *c, const char *what) {
@@ -156,6 +212,20 @@ void pg_p_blob(pg_params *p, const void *b, size_t n) {
   push(p, b ? (const char *)b : "", (int)n, 1);
 }
 
+int pg_bind_type_filter(pg_params *p, const char *type, char **own) {
+  size_t n = type ? strlen(type) : 0;
+  *own = NULL;
+  if (n >= 2 && (type[n - 2] == '.' || type[n - 2] == '/') && type[n - 1] == '*') {
+    if (!(*own = strndup(type, n - 1))) return -1; /* "a.*" → "a." */
+    pg_p_text(p, NULL);
+    pg_p_text(p, *own);
+  } else {
+    pg_p_text(p, type && strcmp(type, "*") != 0 ? type : NULL);
+    pg_p_text(p, NULL);
+  }
+  return 0;
+}
+
 static size_t hash_ptr(const void *p) {
   uintptr_t x = (uintptr_t)p;
   x ^= x >> 17;
@@ -194,10 +264,7 @@ static int prepared(hookd_store_conn *c, const char *sql, const char *what) {
   snprintf(name, sizeof name, "h%d", n);
   PGresult *r = PQprepare(c->pg, name, sql, 0, NULL);
   if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
-    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    snprintf(c->sqlstate, sizeof c->sqlstate, "%s", st ? st : "08006"); /* none: the link */
-    set_err(c, what, r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg));
-    PQclear(r);
+    statement_failed(c, r, what);
     return -1;
   }
   PQclear(r);
@@ -213,10 +280,7 @@ static int prepared(hookd_store_conn *c, const char *sql, const char *what) {
 static PGresult *checked(hookd_store_conn *c, PGresult *r, const char *what) {
   ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    snprintf(c->sqlstate, sizeof c->sqlstate, "%s", st ? st : "08006"); /* none: the link */
-    set_err(c, what, r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg));
-    PQclear(r);
+    statement_failed(c, r, what);
     return NULL;
   }
   c->sqlstate[0] = 0;
@@ -263,6 +327,10 @@ bool pg_null(const PGresult *r, int row, int col) { return PQgetisnull(r, row, c
 
 char *pg_str(const PGresult *r, int row, int col) {
   return PQgetisnull(r, row, col) ? NULL : strdup(PQgetvalue(r, row, col));
+}
+
+const char *pg_val(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
 }
 
 int64_t pg_i64(const PGresult *r, int row, int col) {

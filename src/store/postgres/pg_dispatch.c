@@ -641,7 +641,7 @@ int pg_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
   int64_t *hold = NULL;
   int rows = PQntuples(r), i;
   for (i = 0; i < rows; i++) {
-    const char *state = PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2);
+    const char *state = pg_val(r, i, 2);
     if (!state || (strcmp(state, "pending") != 0 && strcmp(state, "retrying") != 0)) continue;
     if (pg_i64(r, i, 4)) { /* not sent again: held (below) */
       if (pg_seq_push(&hold, &n_hold, &cap_hold, pg_i64(r, i, 3)) != 0) break;

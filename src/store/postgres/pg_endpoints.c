@@ -21,7 +21,7 @@ void pg_read_policy(const PGresult *r, int row, int i, hookd_retry_policy *p) {
 /* The policy's retry_statuses column (read apart: it came with migration 12, after the columns
  * every query lists in a row). A value hookd did not write reads as none. */
 void pg_read_policy_statuses(const PGresult *r, int row, int i, hookd_retry_policy *p) {
-  const char *s = pg_null(r, row, i) ? NULL : PQgetvalue(r, row, i);
+  const char *s = pg_val(r, row, i);
   if (hookd_retry_statuses_parse(s, p->retry_4xx) != 0) p->retry_4xx[0] = p->retry_4xx[1] = 0;
 }
 
@@ -94,24 +94,17 @@ void pg_read_endpoint(const PGresult *r, int row, hookd_endpoint *e) {
   e->payload_filter = pg_str(r, row, 33);
 }
 
-int pg_read_endpoints(hookd_store_conn *c, const PGresult *r, hookd_endpoint **out, size_t *n) {
-  int rows = PQntuples(r);
-  hookd_endpoint *v = calloc(rows > 0 ? (size_t)rows : 1, sizeof *v);
-  if (!v) return pg_fail(c, "list endpoints: out of memory");
-  for (int i = 0; i < rows; i++) pg_read_endpoint(r, i, &v[i]);
-  *out = v;
-  *n = (size_t)rows;
-  return HOOKD_STORE_OK;
+static void rd_endpoint(const PGresult *r, int row, void *rec) { pg_read_endpoint(r, row, rec); }
+
+int pg_read_endpoints(hookd_store_conn *c, PGresult *r, hookd_endpoint **out, size_t *n) {
+  return pg_read_rows(c, r, sizeof **out, rd_endpoint, (void **)out, n,
+                      "list endpoints: out of memory");
 }
 
 /* Runs a SELECT of endpoints with p's parameters and reads every row. */
 static int query_endpoints(hookd_store_conn *c, const char *sql, const pg_params *p,
                            hookd_endpoint **out, size_t *n) {
-  PGresult *r = pg_q(c, sql, p, "list endpoints");
-  if (!r) return HOOKD_STORE_ERR;
-  int rc = pg_read_endpoints(c, r, out, n);
-  PQclear(r);
-  return rc;
+  return pg_read_endpoints(c, pg_q(c, sql, p, "list endpoints"), out, n);
 }
 
 int pg_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant) {
@@ -169,33 +162,18 @@ int pg_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
            " $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
            " ON CONFLICT (id) DO NOTHING",
            &p, "insert endpoint");
-  if (made < 0) {
-    /* (the tenant was found live above, under the writer lock: unreachable) */
-    if (!strcmp(pg_sqlstate(c), "23503")) {
-      snprintf(c->err, sizeof c->err, "tenant not found");
-      return HOOKD_STORE_NOTFOUND;
-    }
-    return HOOKD_STORE_ERR;
-  }
+  if (made < 0) return pg_insert_failed(c);
   if (made == 0) {
     /* a deleted endpoint keeps its row (its deliveries and attempts name it): its id is taken
      * for good, which "already exists" alone would not explain. Ids are one namespace for all
      * tenants: of another tenant's endpoint nothing is said but that the id is taken (not
      * whether it was deleted) */
-    pg_p_init(&p);
-    pg_p_text(&p, ep->id);
-    pg_p_text(&p, ep->tenant_id);
-    r = pg_q(c,
-             "SELECT (deleted_at IS NOT NULL)::int, (tenant_id = $2)::int FROM endpoints"
-             " WHERE id = $1",
-             &p, "look up endpoint");
-    if (!r) return HOOKD_STORE_ERR;
-    bool deleted = false, own = false;
-    if (PQntuples(r) == 1) {
-      deleted = pg_i64(r, 0, 0) != 0;
-      own = pg_i64(r, 0, 1) != 0;
-    }
-    PQclear(r);
+    bool deleted, own;
+    if (pg_id_holder(c,
+                     "SELECT (deleted_at IS NOT NULL)::int, (tenant_id = $2)::int FROM endpoints"
+                     " WHERE id = $1",
+                     ep->id, ep->tenant_id, "look up endpoint", &deleted, &own) != 0)
+      return HOOKD_STORE_ERR;
     snprintf(c->err, sizeof c->err,
              !own      ? "endpoint id %s is taken (ids are unique across tenants): choose another"
                          " id, or leave it out to have one generated"

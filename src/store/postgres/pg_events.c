@@ -8,29 +8,6 @@
 #include "core/payload_filter.h"
 #include "store/postgres/pg_int.h"
 
-/* A text column as a C string, NULL for NULL (PQgetvalue gives "" for NULL); valid while r is. */
-static const char *col(const PGresult *r, int row, int i) {
-  return PQgetisnull(r, row, i) ? NULL : PQgetvalue(r, row, i);
-}
-
-/* An event-type filter (the API's "a.type", "*", or a prefix "a.*" or "a/" and '*'): appends two
- * parameters, the exact type and the prefix ("a.", "a/": malloc'd in *own, freed by the caller
- * after the statement), for "($e::text IS NULL OR e.type = $e) AND ($p::text IS NULL OR
- * substr(e.type, 1, length($p::text)) = $p)"; NULL and "*" send both NULL. */
-static int bind_type_filter(pg_params *p, const char *type, char **own) {
-  size_t n = type ? strlen(type) : 0;
-  *own = NULL;
-  if (n >= 2 && (type[n - 2] == '.' || type[n - 2] == '/') && type[n - 1] == '*') {
-    if (!(*own = strndup(type, n - 1))) return -1; /* "a.*" → "a." */
-    pg_p_text(p, NULL);
-    pg_p_text(p, *own);
-  } else {
-    pg_p_text(p, type && strcmp(type, "*") != 0 ? type : NULL);
-    pg_p_text(p, NULL);
-  }
-  return 0;
-}
-
 /* ---------- row readers ---------- */
 
 void pg_read_delivery(const PGresult *r, int row, int i, hookd_delivery *d) {
@@ -42,7 +19,7 @@ void pg_read_delivery(const PGresult *r, int row, int i, hookd_delivery *d) {
   d->event_type = pg_str(r, row, i + 4);
   d->endpoint_id = pg_str(r, row, i + 5);
   d->tenant_id = pg_str(r, row, i + 6);
-  const char *state = col(r, row, i + 7);
+  const char *state = pg_val(r, row, i + 7);
   hookd_dstate s = HOOKD_DS_PENDING;
   if (state) hookd_dstate_parse(state, &s);
   d->state = s;
@@ -61,20 +38,19 @@ void pg_read_delivery(const PGresult *r, int row, int i, hookd_delivery *d) {
   d->delivered_ms = pg_i64(r, row, i + 20);
   d->dead_ms = pg_i64(r, row, i + 21);
   d->dead_reason = pg_str(r, row, i + 22);
-  const char *kind = col(r, row, i + 23);
+  const char *kind = pg_val(r, row, i + 23);
   d->replay_cycle = kind && strcmp(kind, "replay") == 0;
   d->ordering_key = pg_str(r, row, i + 24);
   d->result_ref = pg_str(r, row, i + 25);
 }
 
-int pg_read_deliveries(hookd_store_conn *c, const PGresult *r, hookd_delivery **out, size_t *n) {
-  int rows = PQntuples(r);
-  hookd_delivery *v = calloc(rows > 0 ? (size_t)rows : 1, sizeof *v);
-  if (!v) return pg_fail(c, "read deliveries: out of memory");
-  for (int i = 0; i < rows; i++) pg_read_delivery(r, i, 0, &v[i]);
-  *out = v;
-  *n = (size_t)rows;
-  return HOOKD_STORE_OK;
+static void rd_delivery(const PGresult *r, int row, void *rec) {
+  pg_read_delivery(r, row, 0, rec);
+}
+
+int pg_read_deliveries(hookd_store_conn *c, PGresult *r, hookd_delivery **out, size_t *n) {
+  return pg_read_rows(c, r, sizeof **out, rd_delivery, (void **)out, n,
+                      "read deliveries: out of memory");
 }
 
 /* ---------- publish ---------- */
@@ -316,11 +292,11 @@ static int fan_out(hookd_store_conn *c, const hookd_publish_req *req, hookd_publ
   long filter_steps = HOOKD_PFILTER_EVENT_BUDGET; /* for all the payload filters together */
   int rc = HOOKD_STORE_OK, rows = PQntuples(eps);
   for (int i = 0; i < rows && rc == HOOKD_STORE_OK; i++) {
-    const char *filter = col(eps, i, 1);
-    const char *pfilter = col(eps, i, 5);
+    const char *filter = pg_val(eps, i, 1);
+    const char *pfilter = pg_val(eps, i, 5);
     if (req->only_endpoint ? strcmp(PQgetvalue(eps, i, 0), req->only_endpoint) != 0
                            : !hookd_filter_match(filter, req->type) ||
-                                 !hookd_channels_match(col(eps, i, 4), req->channels))
+                                 !hookd_channels_match(pg_val(eps, i, 4), req->channels))
       continue;
     if (!req->only_endpoint && pfilter) {
       int takes = hookd_pfilter_match_envelope(&c->pf, pfilter, req->body, req->body_len, &parsed,
@@ -490,7 +466,7 @@ int pg_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
   ev->occurred_ms = pg_i64(r, 0, 5);
   ev->created_ms = pg_i64(r, 0, 6);
   ev->expires_ms = pg_i64(r, 0, 7);
-  const char *kind = col(r, 0, 8);
+  const char *kind = pg_val(r, 0, 8);
   ev->inbound = kind && !strcmp(kind, "inbound");
   ev->content_type = pg_str(r, 0, 9);
   ev->meta = pg_str(r, 0, 10);
@@ -508,8 +484,7 @@ int pg_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
            "SELECT " PG_DELIVERY_COLS " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
            " WHERE d.event_seq = $1 ORDER BY d.id",
            &p, "read deliveries");
-  int rc = r ? pg_read_deliveries(c, r, dl, n) : HOOKD_STORE_ERR;
-  PQclear(r);
+  int rc = pg_read_deliveries(c, r, dl, n);
   if (rc) hookd_event_free(ev);
   return rc;
 }
@@ -517,7 +492,8 @@ int pg_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
 /* a tenant's events as a list (sqlite_events.c): newest first by seq on the events_tenant index,
  * filtered by type (or prefix), kind and publish time, paged by seq. The bodies stay in the
  * table: a list shows what each event is, one event its payload. */
-static void rd_event(const PGresult *r, int row, hookd_event *e) {
+static void rd_event(const PGresult *r, int row, void *rec) {
+  hookd_event *e = rec;
   memset(e, 0, sizeof *e);
   e->seq = pg_i64(r, row, 0);
   e->id = pg_str(r, row, 1);
@@ -526,7 +502,7 @@ static void rd_event(const PGresult *r, int row, hookd_event *e) {
   e->occurred_ms = pg_i64(r, row, 4);
   e->created_ms = pg_i64(r, row, 5);
   e->expires_ms = pg_i64(r, row, 6);
-  const char *kind = col(r, row, 7);
+  const char *kind = pg_val(r, row, 7);
   e->inbound = kind && !strcmp(kind, "inbound");
   e->purged_ms = pg_i64(r, row, 8);
   read_event_extras(r, row, 9, e);
@@ -539,7 +515,7 @@ int pg_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event 
   pg_p_init(&p);
   pg_p_text(&p, f->tenant_id);
   pg_p_i64(&p, f->before_seq > 0 ? f->before_seq : INT64_MAX);
-  if (bind_type_filter(&p, f->event_type, &prefix) != 0)
+  if (pg_bind_type_filter(&p, f->event_type, &prefix) != 0)
     return pg_fail(c, "list events: out of memory");
   pg_p_text(&p, f->kind == 1 ? "outbound" : f->kind == 2 ? "inbound" : NULL);
   pg_p_i64(&p, f->since_ms > 0 ? f->since_ms : INT64_MIN);
@@ -557,21 +533,12 @@ int pg_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event 
                      " ORDER BY seq DESC LIMIT $8",
                      &p, "list events");
   free(prefix);
-  if (!r) return HOOKD_STORE_ERR;
-  int rows = PQntuples(r);
-  hookd_event *v = calloc(rows > 0 ? (size_t)rows : 1, sizeof *v);
-  if (!v) {
-    PQclear(r);
-    return pg_fail(c, "list events: out of memory");
-  }
-  for (int i = 0; i < rows; i++) rd_event(r, i, &v[i]);
-  PQclear(r);
-  *out = v;
-  *n = (size_t)rows;
-  return HOOKD_STORE_OK;
+  return pg_read_rows(c, r, sizeof **out, rd_event, (void **)out, n,
+                      "list events: out of memory");
 }
 
-static void rd_attempt(const PGresult *r, int row, hookd_attempt *a) {
+static void rd_attempt(const PGresult *r, int row, void *rec) {
+  hookd_attempt *a = rec;
   memset(a, 0, sizeof *a);
   a->number = (int)pg_i64(r, row, 0);
   a->started_ms = pg_i64(r, row, 1);
@@ -616,22 +583,12 @@ int pg_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
            " error, response, lease_token, kind, url FROM attempts WHERE delivery_seq = $1"
            " ORDER BY attempt_number",
            &p, "read attempts");
-  if (!r) goto fail;
-  int rows = PQntuples(r);
-  hookd_attempt *v = calloc(rows > 0 ? (size_t)rows : 1, sizeof *v);
-  if (!v) {
-    PQclear(r);
-    pg_fail(c, "read attempts: out of memory");
-    goto fail;
+  if (pg_read_rows(c, r, sizeof **att, rd_attempt, (void **)att, n,
+                   "read attempts: out of memory") != 0) {
+    hookd_delivery_free(d);
+    return HOOKD_STORE_ERR;
   }
-  for (int i = 0; i < rows; i++) rd_attempt(r, i, &v[i]);
-  PQclear(r);
-  *att = v;
-  *n = (size_t)rows;
   return HOOKD_STORE_OK;
-fail:
-  hookd_delivery_free(d);
-  return HOOKD_STORE_ERR;
 }
 
 /* One statement per filter shape, so each is prepared once and uses the tenant index; each
@@ -683,7 +640,7 @@ int pg_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
     pg_p_text(&p, f->event_id);
     pg_p_text(&p, f->endpoint_id);
     pg_p_text(&p, f->states ? states : NULL);
-    if (bind_type_filter(&p, f->event_type, &prefix) != 0)
+    if (pg_bind_type_filter(&p, f->event_type, &prefix) != 0)
       return pg_fail(c, "list deliveries: out of memory");
     pg_p_i64(&p, f->since_ms > 0 ? f->since_ms : INT64_MIN);
     pg_p_i64(&p, f->until_ms > 0 ? f->until_ms : INT64_MAX);
@@ -707,10 +664,7 @@ int pg_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   }
   PGresult *r = pg_q(c, sql, &p, "list deliveries");
   free(prefix);
-  if (!r) return HOOKD_STORE_ERR;
-  int rc = pg_read_deliveries(c, r, out, n);
-  PQclear(r);
-  return rc;
+  return pg_read_deliveries(c, r, out, n);
 }
 
 /* ---------- replay ---------- */
@@ -743,17 +697,17 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     return HOOKD_STORE_NOTFOUND;
   }
   hookd_dstate state = HOOKD_DS_PENDING;
-  const char *sname = col(r, 0, 0);
+  const char *sname = pg_val(r, 0, 0);
   if (sname) hookd_dstate_parse(sname, &state);
   char *endpoint_id = pg_str(r, 0, 1);
-  const char *reason = col(r, 0, 2);
+  const char *reason = pg_val(r, 0, 2);
   bool superseded = reason && !strcmp(reason, "superseded");
   bool laned = pg_i64(r, 0, 3) != 0;
   int64_t expires = pg_i64(r, 0, 4);
   bool purged = pg_i64(r, 0, 5) != 0;
   bool versioned = !pg_null(r, 0, 6) && !pg_null(r, 0, 7);
   int64_t version = versioned ? pg_i64(r, 0, 6) : 0, lane = versioned ? pg_i64(r, 0, 7) : 0;
-  const char *kind = col(r, 0, 8);
+  const char *kind = pg_val(r, 0, 8);
   bool inbound = kind && !strcmp(kind, "inbound");
   PQclear(r);
   if (!endpoint_id) return pg_fail(c, "read delivery");
@@ -1067,7 +1021,7 @@ int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   }
   int64_t seq = pg_i64(r, 0, 0), expires = pg_i64(r, 0, 3);
   char *type = pg_str(r, 0, 1), *key = pg_str(r, 0, 5);
-  const char *kind = col(r, 0, 2);
+  const char *kind = pg_val(r, 0, 2);
   bool inbound = kind && !strcmp(kind, "inbound"), purged = pg_i64(r, 0, 4) != 0;
   bool versioned = !pg_null(r, 0, 6);
   int64_t version = pg_i64(r, 0, 6), published = pg_i64(r, 0, 7);

@@ -13,11 +13,6 @@
  * destination is not idempotent and its request may be out (the send mark of the lease). */
 const char pg_held_deleted[] = "destination deleted while a request to it may have been in flight";
 
-/* A text column as a C string, NULL for NULL (PQgetvalue gives "" for NULL); valid while r is. */
-static const char *col(const PGresult *r, int row, int i) {
-  return PQgetisnull(r, row, i) ? NULL : PQgetvalue(r, row, i);
-}
-
 /* ---------- sources ---------- */
 
 #define SRC_COLS                                                                              \
@@ -48,6 +43,8 @@ static void read_source(const PGresult *r, int row, hookd_source *s) {
   s->prior_identity_until_ms = pg_i64(r, row, 17);
   s->business_types = pg_str(r, row, 18);
 }
+
+static void rd_source(const PGresult *r, int row, void *rec) { read_source(r, row, rec); }
 
 /* The source's fields as parameters: $1 id … $13 generic, then (create only) created_at, then
  * updated_at, prior_identity_paths, prior_identity_until, business_types — $14…$18 for an
@@ -87,29 +84,17 @@ int pg_source_create(hookd_store_conn *c, const hookd_source *s, hookd_endpoint 
                       " $8, $9, $10, $11, $12, $13, $14, $15, NULL, $16, $17, $18)"
                       " ON CONFLICT (id) DO NOTHING",
                       &p, "insert source");
-  if (made < 0) {
-    /* (the tenant was found live above, under the writer lock: unreachable) */
-    if (!strcmp(pg_sqlstate(c), "23503")) {
-      snprintf(c->err, sizeof c->err, "tenant not found");
-      return HOOKD_STORE_NOTFOUND;
-    }
-    return HOOKD_STORE_ERR;
-  }
+  if (made < 0) return pg_insert_failed(c);
   if (made == 0) {
     /* a deleted source keeps its row (its inbox records name it): its id is taken for good,
-     * which "already exists" alone would not explain — said only to the tenant that had it */
-    pg_p_init(&p);
-    pg_p_text(&p, s->id);
-    pg_p_text(&p, s->tenant_id);
-    PGresult *r = pg_q(c,
+     * which "already exists" alone would not explain — said only to the tenant that had it (a
+     * lookup that failed says it is taken) */
+    bool deleted, own;
+    (void)pg_id_holder(c,
                        "SELECT (deleted_at IS NOT NULL)::int, (tenant_id = $2::text)::int"
                        " FROM sources WHERE id = $1",
-                       &p, "look up source");
-    bool deleted = false;
-    if (r) {
-      deleted = PQntuples(r) == 1 && pg_i64(r, 0, 0) && pg_i64(r, 0, 1);
-      PQclear(r);
-    }
+                       s->id, s->tenant_id, "look up source", &deleted, &own);
+    deleted = deleted && own;
     snprintf(c->err, sizeof c->err,
              deleted ? "source %s was deleted, and a source id is never used again (its inbox "
                        "records keep naming it): choose another id, or add destinations to a "
@@ -134,10 +119,7 @@ static int source_dests(hookd_store_conn *c, const char *id, hookd_endpoint **de
                      "SELECT " PG_EP_COLS PG_EP_FROM " WHERE e.source_id = $1"
                      " AND e.deleted_at IS NULL ORDER BY e.id",
                      &p, "list destinations");
-  if (!r) return HOOKD_STORE_ERR;
-  int rc = pg_read_endpoints(c, r, dests, n);
-  PQclear(r);
-  return rc;
+  return pg_read_endpoints(c, r, dests, n);
 }
 
 int pg_source_get(hookd_store_conn *c, const char *id, hookd_source *out, hookd_endpoint **dests,
@@ -220,18 +202,8 @@ int pg_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **ou
                      "SELECT " SRC_COLS " FROM sources WHERE deleted_at IS NULL"
                      " AND ($1::text IS NULL OR tenant_id = $1) ORDER BY id",
                      &p, "list sources");
-  if (!r) return HOOKD_STORE_ERR;
-  int rows = PQntuples(r);
-  hookd_source *v = calloc(rows > 0 ? (size_t)rows : 1, sizeof *v);
-  if (!v) {
-    PQclear(r);
-    return pg_fail(c, "list sources: out of memory");
-  }
-  for (int i = 0; i < rows; i++) read_source(r, i, &v[i]);
-  PQclear(r);
-  *out = v;
-  *n = (size_t)rows;
-  return HOOKD_STORE_OK;
+  return pg_read_rows(c, r, sizeof **out, rd_source, (void **)out, n,
+                      "list sources: out of memory");
 }
 
 /* ---------- inbox rows ---------- */
@@ -381,7 +353,7 @@ static int older_than_seen(hookd_store_conn *c, const hookd_receive_req *req) {
                      &p, "read object version");
   if (!r) return HOOKD_STORE_ERR;
   if (PQntuples(r) == 1) {
-    const char *seen = col(r, 0, 0);
+    const char *seen = pg_val(r, 0, 0);
     int seen_kind = pg_i64(r, 0, 1) ? HOOKD_VERSION_NUMBER : HOOKD_VERSION_TEXT;
     int kind = req->version_numeric ? HOOKD_VERSION_NUMBER : HOOKD_VERSION_TEXT;
     bool older = hookd_version_older(req->version, kind, seen, seen_kind);
@@ -556,7 +528,7 @@ static int insert_forward(hookd_store_conn *c, const PGresult *eps, int row, int
   pg_p_init(&p);
   pg_p_text(&p, did);
   pg_p_i64(&p, event_seq);
-  pg_p_text(&p, col(eps, row, 0));
+  pg_p_text(&p, pg_val(eps, row, 0));
   pg_p_text(&p, tenant_id);
   pg_p_i64(&p, now_ms);
   pg_p_i64(&p, pg_i64(eps, row, 1));
@@ -765,32 +737,12 @@ int pg_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_de
                      " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
                      " WHERE d.event_seq = $1 ORDER BY d.id",
                      &p, "inbox deliveries");
-  if (!r) {
-    hookd_inbox_free(out);
-    return HOOKD_STORE_ERR;
-  }
   rc = pg_read_deliveries(c, r, dl, n);
-  PQclear(r);
   if (rc != 0) hookd_inbox_free(out);
   return rc;
 }
 
-/* An event-type filter (the API's "a.type", "*", or a prefix "a.*" or "a/" and '*'): appends two
- * parameters, the exact type and the prefix ("a.", "a/": malloc'd in *own, freed by the caller
- * after the statement); NULL and "*" send both NULL. */
-static int bind_type_filter(pg_params *p, const char *type, char **own) {
-  size_t n = type ? strlen(type) : 0;
-  *own = NULL;
-  if (n >= 2 && (type[n - 2] == '.' || type[n - 2] == '/') && type[n - 1] == '*') {
-    if (!(*own = strndup(type, n - 1))) return -1; /* "a.*" → "a." */
-    pg_p_text(p, NULL);
-    pg_p_text(p, *own);
-  } else {
-    pg_p_text(p, type && strcmp(type, "*") != 0 ? type : NULL);
-    pg_p_text(p, NULL);
-  }
-  return 0;
-}
+static void rd_inbox(const PGresult *r, int row, void *rec) { read_inbox(r, row, rec); }
 
 int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out, size_t *n) {
   const char *st = f->status;
@@ -808,7 +760,7 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
   pg_p_text(&p, processing ? "retryable_failed" : NULL);
   pg_p_i64(&p, processing ? 2 : leasable ? 1 : 0);
   pg_p_text(&p, f->event_id);
-  if (bind_type_filter(&p, f->event_type, &prefix) != 0)
+  if (pg_bind_type_filter(&p, f->event_type, &prefix) != 0)
     return pg_fail(c, "list inbox: out of memory");
   pg_p_i64(&p, f->since_ms);
   pg_p_i64(&p, f->until_ms);
@@ -831,18 +783,8 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
                      " AND ($4::bigint = 0 OR i.seq < $4) ORDER BY i.seq DESC LIMIT $5",
                      &p, "list inbox");
   free(prefix);
-  if (!r) return HOOKD_STORE_ERR;
-  int rows = PQntuples(r);
-  hookd_inbox *v = calloc(rows > 0 ? (size_t)rows : 1, sizeof *v);
-  if (!v) {
-    PQclear(r);
-    return pg_fail(c, "list inbox: out of memory");
-  }
-  for (int i = 0; i < rows; i++) read_inbox(r, i, &v[i]);
-  PQclear(r);
-  *out = v;
-  *n = (size_t)rows;
-  return HOOKD_STORE_OK;
+  return pg_read_rows(c, r, sizeof **out, rd_inbox, (void **)out, n,
+                      "list inbox: out of memory");
 }
 
 /* ---------- operator resolution ---------- */
@@ -890,7 +832,7 @@ int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
     if (!made) continue;
     if (!first) first = made;
     (*n_made)++;
-    if (pg_hint_push(hints, n_hints, &cap, col(eps, i, 0), now_ms)) {
+    if (pg_hint_push(hints, n_hints, &cap, pg_val(eps, i, 0), now_ms)) {
       fail = pg_fail(c, "reforward: out of memory");
       break;
     }
@@ -1037,44 +979,6 @@ int pg_object_versions_purge(hookd_store_conn *c, int64_t before_ms, int limit, 
 
 /* ---------- retention ---------- */
 
-/* A retention walk (sqlite_delivery.c's sq_retention_walk): runs sql — $1 = limit, $2 = after
- * seq, $3 = before_ms; its columns seq, time, eligible — and stops at the first row at or after
- * before_ms. The eligible rows' seqs in *ids (malloc'd, n of them); *after_seq where the next
- * batch goes on, 0 when the walk is done. */
-static int retention_walk(hookd_store_conn *c, const char *sql, int64_t before_ms, int limit,
-                          int64_t *after_seq, int64_t **ids, int *n) {
-  *n = 0;
-  pg_params p;
-  pg_p_init(&p);
-  pg_p_i64(&p, limit);
-  pg_p_i64(&p, *after_seq);
-  pg_p_i64(&p, before_ms);
-  if (!(*ids = malloc((size_t)(limit > 0 ? limit : 1) * sizeof **ids)))
-    return pg_fail(c, "retention walk: out of memory");
-  PGresult *r = pg_q(c, sql, &p, "retention walk");
-  if (!r) {
-    free(*ids);
-    *ids = NULL;
-    return HOOKD_STORE_ERR;
-  }
-  int rows = PQntuples(r), scanned = 0;
-  int64_t last = *after_seq;
-  bool fresh = false;
-  for (int i = 0; i < rows && i < limit; i++) {
-    if (pg_i64(r, i, 1) >= before_ms) {
-      fresh = true;
-      break;
-    }
-    last = pg_i64(r, i, 0);
-    scanned++;
-    if (pg_i64(r, i, 2)) (*ids)[(*n)++] = last;
-  }
-  PQclear(r);
-  /* the walk ends inside the window or at the end: the next one starts from the beginning */
-  *after_seq = fresh || scanned < limit ? 0 : last;
-  return HOOKD_STORE_OK;
-}
-
 /* Retention walks the rows in seq order from *after_seq and stops at the first one inside the
  * window: seq grows with received_at, so no index on received_at is written on every receive.
  * A record whose forward is not finished (a delivery pending, retrying, or held as unknown for an
@@ -1089,14 +993,14 @@ int pg_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
   int64_t *del;
   int n;
   /* a row inside the window ends the walk: its eligibility is not computed */
-  int rc = retention_walk(c,
-                          "SELECT i.seq, i.received_at, CASE WHEN i.received_at >= $3 THEN 0"
-                          " WHEN i.event_seq IS NULL THEN 1"
-                          " WHEN i.event_seq < (SELECT MAX(seq) FROM events)"
-                          "  AND NOT EXISTS (" PG_RETAINED_DELIVERY("i.event_seq") ") THEN 1"
-                          " ELSE 0 END"
-                          " FROM inbox i WHERE i.seq > $2 ORDER BY i.seq LIMIT $1",
-                          before_ms, limit, after_seq, &del, &n);
+  int rc = pg_retention_walk(c,
+                             "SELECT i.seq, i.received_at, CASE WHEN i.received_at >= $3 THEN 0"
+                             " WHEN i.event_seq IS NULL THEN 1"
+                             " WHEN i.event_seq < (SELECT MAX(seq) FROM events)"
+                             "  AND NOT EXISTS (" PG_RETAINED_DELIVERY("i.event_seq") ") THEN 1"
+                             " ELSE 0 END"
+                             " FROM inbox i WHERE i.seq > $2 ORDER BY i.seq LIMIT $1",
+                             true, before_ms, limit, after_seq, &del, &n);
   if (rc) return rc;
   if (n > 0) rc = pg_retention_mark(c, "inbound", before_ms);
   pg_params p;

@@ -35,6 +35,12 @@ struct hookd_store_conn {
   hookd_pfilter_cache pf; /* endpoints' payload filters, parsed (the fan-out's) */
 };
 
+/* The session advisory lock that serialises migrations (two keys of hookd's own: these read
+ * "hookd" and "migrate" in ASCII, far from what an application picks); the writer lock (pg_conn.c)
+ * and each node's lock (its id's hash) share the first key. */
+#define PG_MIGRATE_TRY_LOCK "SELECT pg_try_advisory_lock(1752133476, 1835624289)"
+#define PG_MIGRATE_UNLOCK "SELECT pg_advisory_unlock(1752133476, 1835624289)"
+
 /* Parameters of one statement, all sent as text except blobs (binary bytea). */
 #define PG_MAX_PARAMS 24
 typedef struct pg_params {
@@ -52,6 +58,12 @@ void pg_p_i64n(pg_params *p, int64_t v);                   /* 0 sends NULL */
 void pg_p_f64(pg_params *p, double v);
 void pg_p_bool(pg_params *p, bool v);                      /* as 0/1: flags are bigint columns */
 void pg_p_blob(pg_params *p, const void *b, size_t n);     /* bytea; b must outlive the call */
+/* An event-type filter (the API's "a.type", "*", or a prefix "a.*" or "a/" and '*'): appends two
+ * parameters, the exact type and the prefix ("a.", "a/": malloc'd in *own, freed by the caller
+ * after the statement), for "($e::text IS NULL OR e.type = $e) AND ($p::text IS NULL OR
+ * substr(e.type, 1, length($p::text)) = $p)"; NULL and "*" send both NULL (as
+ * sq_bind_type_filter binds). -1 when out of memory. */
+int pg_bind_type_filter(pg_params *p, const char *type, char **own);
 
 /* Runs sql — a string literal: it is prepared once per connection, found again by its address —
  * with p's parameters ($1, $2 … in order; p may be NULL for none). Returns the result (free it
@@ -75,6 +87,8 @@ const char *pg_sqlstate(hookd_store_conn *c);
 /* Column readers. */
 bool pg_null(const PGresult *r, int row, int col);
 char *pg_str(const PGresult *r, int row, int col);         /* strdup; NULL for NULL */
+/* A text column as a C string, NULL for NULL (PQgetvalue gives "" for NULL); valid while r is. */
+const char *pg_val(const PGresult *r, int row, int col);
 int64_t pg_i64(const PGresult *r, int row, int col);       /* 0 for NULL */
 double pg_f64(const PGresult *r, int row, int col);        /* 0 for NULL */
 /* A bytea column, decoded (malloc'd, NUL-terminated for convenience; NULL for NULL). */
@@ -87,6 +101,30 @@ int pg_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq);
 int pg_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
 /* Like pg_hint_push, but one entry per endpoint, with the earliest due (short lists). */
 int pg_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
+
+/* Row helpers (pg_rows.c). */
+/* Reads every row of r into a new array of elem-sized records with read() (sq_read_rows). Takes
+ * r (cleared here; NULL, a failed statement, is HOOKD_STORE_ERR with c->err as pg_q left it);
+ * out of memory is pg_fail(c, what). */
+typedef void (*pg_row_reader)(const PGresult *r, int row, void *rec);
+int pg_read_rows(hookd_store_conn *c, PGresult *r, size_t elem, pg_row_reader read, void **out,
+                 size_t *n, const char *what);
+/* A retention walk (sqlite_delivery.c's sq_retention_walk): runs sql — its rows (seq, time, may
+ * go as 0/1) in seq order, with $1 the limit, $2 *after_seq and, when with_before, $3 before_ms
+ * — and stops at the first row whose time is at or after before_ms. The seqs of the rows before
+ * it that may go in *ids (malloc'd, n of them); *after_seq where the next batch goes on, 0 when
+ * the walk is done. */
+int pg_retention_walk(hookd_store_conn *c, const char *sql, bool with_before, int64_t before_ms,
+                      int limit, int64_t *after_seq, int64_t **ids, int *n);
+/* The failure of an INSERT of a tenant's row (pg_x gave -1): one whose tenant is gone (its
+ * foreign key, 23503) is HOOKD_STORE_NOTFOUND, "tenant not found"; any other HOOKD_STORE_ERR. */
+int pg_insert_failed(hookd_store_conn *c);
+/* The row that holds an id an INSERT … ON CONFLICT (id) DO NOTHING found taken: sql (a string
+ * literal; $1 the id, $2 the tenant) gives its (deleted_at IS NOT NULL)::int and
+ * (tenant_id = $2)::int. *deleted and *own are false when no row holds it, or when the
+ * statement failed (HOOKD_STORE_ERR, c->err set). */
+int pg_id_holder(hookd_store_conn *c, const char *sql, const char *id, const char *tenant_id,
+                 const char *what, bool *deleted, bool *own);
 
 /* The op a backend has not implemented yet: sets c->err to "<what> is not available on the
  * PostgreSQL store yet" and returns HOOKD_STORE_UNSUPPORTED. */
@@ -105,8 +143,9 @@ int pg_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
   " e.headers, e.channels, e.metadata, e.payload_filter"
 #define PG_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
 void pg_read_endpoint(const PGresult *r, int row, hookd_endpoint *e);
-/* Every row of r as endpoints (malloc'd array); HOOKD_STORE_ERR when out of memory. */
-int pg_read_endpoints(hookd_store_conn *c, const PGresult *r, hookd_endpoint **out, size_t *n);
+/* Every row of r as endpoints (malloc'd array; pg_read_rows: takes r, NULL is a failure);
+ * HOOKD_STORE_ERR when out of memory. */
+int pg_read_endpoints(hookd_store_conn *c, PGresult *r, hookd_endpoint **out, size_t *n);
 void pg_read_policy(const PGresult *r, int row, int first_col, hookd_retry_policy *p);
 /* The policy's retry_statuses column at col (read apart: it came with migration 12, after the
  * columns every query lists in a row). A value hookd did not write reads as none. */
@@ -120,7 +159,8 @@ void pg_read_policy_statuses(const PGresult *r, int row, int col, hookd_retry_po
   "d.result_ref"
 #define PG_DELIVERY_NCOLS 26
 void pg_read_delivery(const PGresult *r, int row, int first_col, hookd_delivery *d);
-int pg_read_deliveries(hookd_store_conn *c, const PGresult *r, hookd_delivery **out, size_t *n);
+/* Every row of r as deliveries (from column 0), as pg_read_endpoints. */
+int pg_read_deliveries(hookd_store_conn *c, PGresult *r, hookd_delivery **out, size_t *n);
 
 /* The SQLite store's LANE_MOVED_PAST, DEAD_LANE_HEAD and RETAINED_DELIVERY (sqlite_int.h), in
  * PostgreSQL's SQL: shared by the claims (pg_dispatch.c), retention (pg_retention.c) and the

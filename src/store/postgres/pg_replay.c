@@ -29,7 +29,8 @@ static bool build_abandoned(const char *state, int64_t updated_ms, int64_t now_m
   return state && !strcmp(state, "building") && updated_ms + HOOKD_REPLAY_BUILD_STALE_MS <= now_ms;
 }
 
-static void rd_job(const PGresult *r, int row, hookd_replay_job *j) {
+static void rd_job(const PGresult *r, int row, void *rec) {
+  hookd_replay_job *j = rec;
   memset(j, 0, sizeof *j);
   j->seq = pg_i64(r, row, 0);
   j->id = pg_str(r, row, 1);
@@ -57,21 +58,6 @@ static void rd_job(const PGresult *r, int row, hookd_replay_job *j) {
   }
 }
 
-/* Every row of r as jobs (malloc'd array; freed with r's rows read on failure). */
-static int read_jobs(hookd_store_conn *c, const PGresult *r, hookd_replay_job **out, size_t *n,
-                     const char *what) {
-  int rows = PQntuples(r);
-  hookd_replay_job *v = calloc(rows ? (size_t)rows : 1, sizeof *v);
-  if (!v) {
-    snprintf(c->err, sizeof c->err, "%s: out of memory", what);
-    return HOOKD_STORE_ERR;
-  }
-  for (int i = 0; i < rows; i++) rd_job(r, i, &v[i]);
-  *out = v;
-  *n = (size_t)rows;
-  return HOOKD_STORE_OK;
-}
-
 static int read_job(hookd_store_conn *c, const char *tenant_id, const char *id,
                     hookd_replay_job *out) {
   pg_params p;
@@ -91,23 +77,6 @@ static int read_job(hookd_store_conn *c, const char *tenant_id, const char *id,
 }
 
 /* ---------- the snapshot ---------- */
-
-/* An event-type filter (the API's "a.type", "*", or a prefix "a.*" or "a/" and '*'): appends two
- * parameters, the exact type and the prefix ("a.", "a/": malloc'd in *own, freed by the caller
- * after the statement); NULL and "*" send both NULL (as sq_bind_type_filter binds). */
-static int bind_type_filter(pg_params *p, const char *type, char **own) {
-  size_t n = type ? strlen(type) : 0;
-  *own = NULL;
-  if (n >= 2 && (type[n - 2] == '.' || type[n - 2] == '/') && type[n - 1] == '*') {
-    if (!(*own = strndup(type, n - 1))) return -1; /* "a.*" → "a." */
-    pg_p_text(p, NULL);
-    pg_p_text(p, *own);
-  } else {
-    pg_p_text(p, type && strcmp(type, "*") != 0 ? type : NULL);
-    pg_p_text(p, NULL);
-  }
-  return 0;
-}
 
 /* One statement for every filter: each optional part is a NULL test, so it is prepared once;
  * the time range is always bound (an open end as the widest value) so that it stays a range
@@ -129,7 +98,7 @@ static int bind_filter(pg_params *p, const char *tenant_id, const hookd_replay_f
   pg_p_text(p, tenant_id);
   pg_p_text(p, hookd_dstate_name(f->state));
   pg_p_text(p, f->endpoint_id);
-  if (bind_type_filter(p, f->event_type, own) != 0) return -1;
+  if (pg_bind_type_filter(p, f->event_type, own) != 0) return -1;
   pg_p_i64(p, f->since_ms > 0 ? f->since_ms : INT64_MIN);
   pg_p_i64(p, f->until_ms > 0 ? f->until_ms : INT64_MAX);
   return 0;
@@ -137,18 +106,9 @@ static int bind_filter(pg_params *p, const char *tenant_id, const hookd_replay_f
 
 /* Appends seq to the snapshot; -1 out of memory (said in c's error). */
 static int snap_push(hookd_store_conn *c, hookd_replay_snapshot *out, size_t *cap, int64_t seq) {
-  if (out->n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 256;
-    int64_t *nv = realloc(out->seqs, nc * sizeof *nv);
-    if (!nv) {
-      snprintf(c->err, sizeof c->err, "out of memory");
-      return -1;
-    }
-    out->seqs = nv;
-    *cap = nc;
-  }
-  out->seqs[out->n++] = seq;
-  return 0;
+  if (pg_seq_push(&out->seqs, &out->n, cap, seq) == 0) return 0;
+  snprintf(c->err, sizeof c->err, "out of memory");
+  return -1;
 }
 
 /* The rows of select_missing are read through a cursor, MISSING_FETCH at a time: the scan may
@@ -170,7 +130,7 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
   pg_p_init(&p);
   pg_p_text(&p, tenant_id);
   pg_p_text(&p, f->endpoint_id);
-  if (bind_type_filter(&p, f->event_type, &prefix) != 0)
+  if (pg_bind_type_filter(&p, f->event_type, &prefix) != 0)
     return pg_fail(c, "select events: out of memory");
   pg_p_i64(&p, f->since_ms > 0 ? f->since_ms : INT64_MIN);
   pg_p_i64(&p, f->until_ms > 0 ? f->until_ms : INT64_MAX);
@@ -202,9 +162,9 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
     if (!r) return HOOKD_STORE_ERR; /* the transaction is lost: the cursor with it */
     int rows = PQntuples(r);
     for (int i = 0; i < rows && rc == HOOKD_STORE_OK; i++) {
-      const char *type = pg_null(r, i, 1) ? NULL : PQgetvalue(r, i, 1);
+      const char *type = pg_val(r, i, 1);
       if (!type || !hookd_filter_match(ep->event_types, type) || /* not the endpoint's */
-          !hookd_channels_match(ep->channels, pg_null(r, i, 2) ? NULL : PQgetvalue(r, i, 2)))
+          !hookd_channels_match(ep->channels, pg_val(r, i, 2)))
         continue;
       if (ep->payload_filter) {
         size_t len = 0;
@@ -579,10 +539,8 @@ int pg_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after
                      "SELECT " JOB_COLS " FROM replay_jobs WHERE tenant_id = $1"
                      " AND ($2::text = '' OR id < $2::text) ORDER BY id DESC LIMIT $3",
                      &p, "list replay jobs");
-  if (!r) return HOOKD_STORE_ERR;
-  int rc = read_jobs(c, r, out, n, "list replay jobs");
-  PQclear(r);
-  return rc;
+  return pg_read_rows(c, r, sizeof **out, rd_job, (void **)out, n,
+                      "list replay jobs: out of memory");
 }
 
 /* ---------- the state machine ---------- */

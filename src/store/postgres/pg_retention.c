@@ -28,44 +28,6 @@ static int index_ensure(hookd_store_conn *c, const char *name, const char *creat
 
 /* ---------- retention walks ---------- */
 
-/* Runs a walk's statement sql — its rows (seq, created, may go as 0/1) in seq order, with $1 the
- * limit, $2 *after_seq and, when with_before, $3 before_ms — and collects the seqs that may go
- * of the rows before the window. */
-static int retention_walk(hookd_store_conn *c, const char *sql, bool with_before,
-                          int64_t before_ms, int limit, int64_t *after_seq, int64_t **ids,
-                          int *n) {
-  *n = 0;
-  if (!(*ids = malloc((size_t)limit * sizeof **ids)))
-    return pg_fail(c, "retention walk: out of memory");
-  pg_params p;
-  pg_p_init(&p);
-  pg_p_i64(&p, limit);
-  pg_p_i64(&p, *after_seq);
-  if (with_before) pg_p_i64(&p, before_ms);
-  PGresult *r = pg_q(c, sql, &p, "retention walk");
-  if (!r) {
-    free(*ids);
-    *ids = NULL;
-    return HOOKD_STORE_ERR;
-  }
-  int rows = PQntuples(r), scanned = 0;
-  int64_t last = *after_seq;
-  bool fresh = false;
-  for (int i = 0; i < rows && i < limit; i++) {
-    if (pg_i64(r, i, 1) >= before_ms) {
-      fresh = true;
-      break;
-    }
-    last = pg_i64(r, i, 0);
-    scanned++;
-    if (pg_i64(r, i, 2)) (*ids)[(*n)++] = last;
-  }
-  PQclear(r);
-  /* the walk ends inside the window or at the end: the next one starts from the beginning */
-  *after_seq = fresh || scanned < limit ? 0 : last;
-  return HOOKD_STORE_OK;
-}
-
 /* Records the cut-off under which a retention job may delete the attempts of one kind of event
  * ("outbound", "inbound"): the trigger on attempts (pg_schema.c) refuses to delete any attempt
  * that finished at or after its event kind's cut-off. */
@@ -124,7 +86,8 @@ int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                    " ON idempotency_keys(event_seq)") != 0)
     return HOOKD_STORE_ERR;
   int64_t *ids;
-  int n, rc = retention_walk(c,
+  int n;
+  int rc = pg_retention_walk(c,
                              "SELECT e.seq, e.created_at,"
                              " (e.seq < (SELECT MAX(seq) FROM events)"
                              " AND NOT EXISTS (" PG_RETAINED_DELIVERY("e.seq") "))::int"
@@ -295,7 +258,8 @@ int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                    " WHERE purged_at IS NULL AND kind = 'outbound'") != 0)
     return HOOKD_STORE_ERR;
   int64_t *ids;
-  int n, rc = retention_walk(c,
+  int n;
+  int rc = pg_retention_walk(c,
                              "SELECT e.seq, e.created_at, (NOT EXISTS (SELECT 1 FROM deliveries d"
                              "  WHERE d.event_seq = e.seq"
                              "  AND (d.state IN ('pending', 'retrying', 'unknown')"

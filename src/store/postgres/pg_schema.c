@@ -9,10 +9,6 @@
 #include "core/clock.h"
 #include "store/postgres/pg_int.h"
 
-/* The session advisory lock that serialises migrations (any two keys of our own would do: these
- * read "hookd" and "migrate" in ASCII, far from what an application picks). */
-#define PG_MIGRATE_LOCK "SELECT pg_try_advisory_lock(1752133476, 1835624289)"
-#define PG_MIGRATE_UNLOCK "SELECT pg_advisory_unlock(1752133476, 1835624289)"
 
 /* Every text column compares and sorts byte by byte (COLLATE "C"), as SQLite's do: ids page in
  * the same order whatever the database's locale. */
@@ -216,9 +212,11 @@ fail:;
 
 int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t *from,
                int64_t *to) {
-  /* the lock: another node migrating makes this one wait (a stop gives up) */
-  for (;;) {
-    PGresult *r = pg_q(c, PG_MIGRATE_LOCK, NULL, "migration lock");
+  /* the lock: another node migrating makes this one wait (a stop gives up). Only to migrate: a
+   * check (the CLI's) reads the version alone, and may run under hookd_pg_lock_offline's hold
+   * of this same lock */
+  for (; apply_them;) {
+    PGresult *r = pg_q(c, PG_MIGRATE_TRY_LOCK, NULL, "migration lock");
     if (!r) return HOOKD_STORE_ERR;
     bool got = !strcmp(PQgetvalue(r, 0, 0), "t");
     PQclear(r);
@@ -251,6 +249,7 @@ int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t
     *to = m;
   }
 out:;
+  if (!apply_them) return rc;
   char keep[sizeof c->err];
   snprintf(keep, sizeof keep, "%s", c->err);
   PGresult *r = pg_q(c, PG_MIGRATE_UNLOCK, NULL, "migration unlock");

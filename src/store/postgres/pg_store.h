@@ -14,6 +14,12 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
                          size_t errlen);
 void hookd_pg_shared_free(void *shared);
 
+/* For a CLI command that must not run beside hookd (a master-key rotation): refuses when a node
+ * runs on the store (each holds its node lock), and holds the store's migration lock (a node
+ * starting meanwhile waits) on a connection of its own until hookd_pg_unlock_offline. */
+int hookd_pg_lock_offline(const char *url, void **held, char *err, size_t errlen);
+void hookd_pg_unlock_offline(void *held);
+
 extern const hookd_store_backend hookd_pg_backend;
 
 #endif

@@ -1,0 +1,83 @@
+/* pg_rows.c — the PostgreSQL backend's helpers over a statement's rows, shared by its files
+ * (pg_int.h): every row of a result read into an array of records (the lists), the retention
+ * walk (pg_retention.c's walks and the inbox's purge), and the row that holds an id an insert
+ * found taken (an endpoint's or a source's create). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/postgres/pg_int.h"
+
+int pg_read_rows(hookd_store_conn *c, PGresult *r, size_t elem, pg_row_reader read, void **out,
+                 size_t *n, const char *what) {
+  if (!r) return HOOKD_STORE_ERR; /* the statement failed: c->err says why */
+  /* the rows are all read already, so only the array can fail */
+  int rows = PQntuples(r);
+  char *v = calloc(rows > 0 ? (size_t)rows : 1, elem);
+  for (int i = 0; v && i < rows; i++) read(r, i, v + (size_t)i * elem);
+  PQclear(r);
+  if (!v) return pg_fail(c, what);
+  *out = v;
+  *n = (size_t)rows;
+  return HOOKD_STORE_OK;
+}
+
+int pg_retention_walk(hookd_store_conn *c, const char *sql, bool with_before, int64_t before_ms,
+                      int limit, int64_t *after_seq, int64_t **ids, int *n) {
+  *n = 0;
+  if (!(*ids = malloc((size_t)(limit > 0 ? limit : 1) * sizeof **ids)))
+    return pg_fail(c, "retention walk: out of memory");
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, limit);
+  pg_p_i64(&p, *after_seq);
+  if (with_before) pg_p_i64(&p, before_ms);
+  PGresult *r = pg_q(c, sql, &p, "retention walk");
+  if (!r) {
+    free(*ids);
+    *ids = NULL;
+    return HOOKD_STORE_ERR;
+  }
+  int rows = PQntuples(r), scanned = 0;
+  int64_t last = *after_seq;
+  bool fresh = false;
+  for (int i = 0; i < rows && i < limit; i++) {
+    if (pg_i64(r, i, 1) >= before_ms) {
+      fresh = true;
+      break;
+    }
+    last = pg_i64(r, i, 0);
+    scanned++;
+    if (pg_i64(r, i, 2)) (*ids)[(*n)++] = last;
+  }
+  PQclear(r);
+  /* the walk ends inside the window or at the end: the next one starts from the beginning */
+  *after_seq = fresh || scanned < limit ? 0 : last;
+  return HOOKD_STORE_OK;
+}
+
+int pg_insert_failed(hookd_store_conn *c) {
+  /* (the tenant was found live before the insert, under the writer lock: unreachable) */
+  if (!strcmp(pg_sqlstate(c), "23503")) {
+    snprintf(c->err, sizeof c->err, "tenant not found");
+    return HOOKD_STORE_NOTFOUND;
+  }
+  return HOOKD_STORE_ERR;
+}
+
+int pg_id_holder(hookd_store_conn *c, const char *sql, const char *id, const char *tenant_id,
+                 const char *what, bool *deleted, bool *own) {
+  *deleted = *own = false;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, id);
+  pg_p_text(&p, tenant_id);
+  PGresult *r = pg_q(c, sql, &p, what);
+  if (!r) return HOOKD_STORE_ERR;
+  if (PQntuples(r) == 1) {
+    *deleted = pg_i64(r, 0, 0) != 0;
+    *own = pg_i64(r, 0, 1) != 0;
+  }
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
