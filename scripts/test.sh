@@ -59,10 +59,13 @@ fi
 
 if [ "$what" = all ] || [ "$what" = postgres ]; then
   # the same files, each daemon on a PostgreSQL database of its own (lib/hookd.mjs); the files of
-  # the PostgreSQL features themselves ran above
+  # the PostgreSQL features themselves ran above. isolation.test.mjs is left out, as under
+  # ThreadSanitizer: it measures shares of time and spacings (the dispatcher's, the same on any
+  # store), which a store a round trip away shifts on two shared cores
   echo "== black-box tests on PostgreSQL stores (HOOKD_TEST_STORE=postgres)"
   (cd tests/blackbox && npm ci --no-audit --no-fund --loglevel=error)
-  files=$(ls tests/blackbox/*.test.mjs | grep -v -e '/outbox\.test\.mjs$' -e '/postgres_store\.test\.mjs$')
+  files=$(ls tests/blackbox/*.test.mjs |
+    grep -v -e '/outbox\.test\.mjs$' -e '/postgres_store\.test\.mjs$' -e '/isolation\.test\.mjs$')
   HOOKD_TEST_STORE=postgres HOOKD_BIN="$PWD/build-asan/hookd" \
     node --test --test-concurrency="$JOBS" $files
 fi

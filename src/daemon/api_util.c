@@ -258,9 +258,6 @@ void hookd_api_store_error(hookd_api_op *op, int rc, const char *what) {
   case HOOKD_STORE_LIMIT:
     hookd_req_error(op->req, 422, "limit_exceeded", "%s", msg);
     break;
-  case HOOKD_STORE_UNSUPPORTED: /* docs/postgres.md: an op the PostgreSQL store has not yet */
-    hookd_req_error(op->req, 501, "not_supported", "%s", msg);
-    break;
   default:
     hookd_req_add_header(op->req, "Retry-After", "1");
     hookd_req_error(op->req, 503, "storage_unavailable",

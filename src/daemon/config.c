@@ -12,12 +12,12 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "store/store.h"
 #include "core/ids.h"
 #include "core/num.h"
 #include "daemon/destination.h"
 #include "daemon/log.h"
 #include "egress/urlpolicy.h"
+#include "store/store.h"
 
 typedef enum { T_STR, T_INT, T_I64, T_SIZE, T_BOOL, T_LIST, T_LISTEN, T_MS_FROM_S, T_LEVEL } opt_type;
 

@@ -94,7 +94,6 @@ const char *hookd_store_strerror(int rc) {
   case HOOKD_STORE_LIMIT: return "limit reached";
   case HOOKD_STORE_UNKNOWN: return "commit outcome unknown (I/O error)";
   case HOOKD_STORE_STOPPED: return "stopped";
-  case HOOKD_STORE_UNSUPPORTED: return "not supported by this store";
   }
   return "unknown";
 }

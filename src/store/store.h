@@ -35,8 +35,6 @@ enum {
   HOOKD_STORE_UNKNOWN = -8,  /* commit only: an I/O error while committing — the transaction
                               * may be on disk and come back at the next start */
   HOOKD_STORE_STOPPED = -9,  /* open only: a stop was asked for while it waited (nothing done) */
-  HOOKD_STORE_UNSUPPORTED = -10, /* the backend does not implement this op yet (PostgreSQL's:
-                                  docs/postgres.md); its error text names it */
 };
 const char *hookd_store_strerror(int rc);
 

@@ -1,7 +1,6 @@
 /* pg_conn.c — the PostgreSQL backend's connections (docs/postgres.md): opening one per executor,
  * transactions (the writer's under the store-wide writer lock), the statement runner and its
- * per-connection cache of prepared statements, the column helpers, and the ops table — with the
- * ops this version does not implement answering HOOKD_STORE_UNSUPPORTED. */
+ * per-connection cache of prepared statements, the column helpers, and the ops table. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,11 +167,6 @@ int pg_fail(hookd_store_conn *c, const char *what) {
   /* after a failed statement its message stays: it says more than ours */
   if (!c->sqlstate[0]) snprintf(c->err, sizeof c->err, "%s", what);
   return HOOKD_STORE_ERR;
-}
-
-int pg_unsupported(hookd_store_conn *c, const char *what) {
-  snprintf(c->err, sizeof c->err, "%s is not available on the PostgreSQL store yet", what);
-  return HOOKD_STORE_UNSUPPORTED;
 }
 
 const char *pg_sqlstate(hookd_store_conn *c) { return c->sqlstate; }

@@ -126,9 +126,6 @@ int pg_insert_failed(hookd_store_conn *c);
 int pg_id_holder(hookd_store_conn *c, const char *sql, const char *id, const char *tenant_id,
                  const char *what, bool *deleted, bool *own);
 
-/* The op a backend has not implemented yet: sets c->err to "<what> is not available on the
- * PostgreSQL store yet" and returns HOOKD_STORE_UNSUPPORTED. */
-int pg_unsupported(hookd_store_conn *c, const char *what);
 
 /* Migrations (pg_schema.c). */
 int pg_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from, int64_t *to);

@@ -41,11 +41,10 @@ export const SQLITE_ONLY = PG_MODE && 'reads or breaks the SQLite store itself';
 // (At the file's top level: an `after` registered inside a hook runs when that hook ends.)
 if (PG_MODE) {
   after(() => {
-    const t0 = Date.now();
-    (async () => {
-      while (children.size && Date.now() - t0 < 30000) await new Promise((r) => setTimeout(r, 50));
-      if (pgServer) await (await pgServer).stop();
-    })();
+    const exited = (p) => new Promise((r) => (p.exitCode !== null || p.signalCode !== null ? r() : p.once('exit', r)));
+    const bound = new Promise((r) => { setTimeout(r, 30000).unref(); });
+    Promise.race([Promise.all([...children].map(exited)), bound])
+      .then(async () => { if (pgServer) await (await pgServer).stop(); });
   });
 }
 async function pgStore(dir, args, env) {
