@@ -289,6 +289,42 @@ void hookd_receive_res_free(hookd_receive_res *r) {
   r->n_endpoints = 0;
 }
 
+int hookd_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    int64_t *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return -1;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = seq;
+  return 0;
+}
+
+int hookd_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    hookd_due_hint *nv = realloc(*v, nc * sizeof **v);
+    if (!nv) return -1;
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[*n].endpoint_id = strdup(ep);
+  if (!(*v)[*n].endpoint_id) return -1;
+  (*v)[(*n)++].due_ms = due;
+  return 0;
+}
+
+int hookd_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
+  for (size_t i = 0; i < *n; i++) {
+    if (strcmp((*v)[i].endpoint_id, ep) == 0) {
+      if (due < (*v)[i].due_ms) (*v)[i].due_ms = due;
+      return 0;
+    }
+  }
+  return hookd_hint_push(v, n, cap, ep, due);
+}
+
 void hookd_due_hints_free(hookd_due_hint *v, size_t n) {
   for (size_t i = 0; i < n; i++) free(v[i].endpoint_id);
   free(v);
@@ -355,6 +391,14 @@ bool hookd_filter_match(const char *filter, const char *type) {
     p = end + 1;
   }
   return false;
+}
+
+size_t hookd_type_filter_split(const char *type, const char **exact) {
+  size_t n = type ? strlen(type) : 0;
+  *exact = NULL;
+  if (n >= 2 && (type[n - 2] == '.' || type[n - 2] == '/') && type[n - 1] == '*') return n - 1;
+  if (type && strcmp(type, "*") != 0) *exact = type;
+  return 0;
 }
 
 bool hookd_store_is_postgres(const char *url) {

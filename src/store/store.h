@@ -179,6 +179,10 @@ void hookd_attempts_free(hookd_attempt *v, size_t n);
 /* True when `type` passes the endpoint's comma-separated filter (NULL = everything; an entry
  * ending in ".*", or in '/' and '*', matches that prefix; "*" matches everything). */
 bool hookd_filter_match(const char *filter, const char *type);
+/* A list's event-type filter (the API's "a.type", "*", or a prefix: "a." or "a/" then '*'), as
+ * a store matches it: the prefix's length ("a." of "a.*": 2) when it is one, else 0 with *exact
+ * the type to equal (NULL for none: NULL or "*"). */
+size_t hookd_type_filter_split(const char *type, const char **exact);
 /* Whether an endpoint listing `endpoint` channels (NULL: none) receives an event published to
  * `event` channels (NULL: none): one without channels receives every event, one with some only
  * the events published to one of them. Both comma-separated. */
@@ -346,6 +350,11 @@ typedef struct hookd_due_hint {
   int64_t due_ms;             /* earliest next_attempt_at of unleased active deliveries */
 } hookd_due_hint;
 void hookd_due_hints_free(hookd_due_hint *v, size_t n);
+/* Growing arrays the backends fill (doubling; -1 when out of memory): hints appended, or one per
+ * endpoint with the earliest due (short lists), and seqs. */
+int hookd_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
+int hookd_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
+int hookd_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq);
 
 typedef struct hookd_delivery_filter {
   const char *tenant_id;      /* required */

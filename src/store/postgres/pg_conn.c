@@ -207,16 +207,12 @@ void pg_p_blob(pg_params *p, const void *b, size_t n) {
 }
 
 int pg_bind_type_filter(pg_params *p, const char *type, char **own) {
-  size_t n = type ? strlen(type) : 0;
+  const char *exact;
+  size_t prefix = hookd_type_filter_split(type, &exact);
   *own = NULL;
-  if (n >= 2 && (type[n - 2] == '.' || type[n - 2] == '/') && type[n - 1] == '*') {
-    if (!(*own = strndup(type, n - 1))) return -1; /* "a.*" → "a." */
-    pg_p_text(p, NULL);
-    pg_p_text(p, *own);
-  } else {
-    pg_p_text(p, type && strcmp(type, "*") != 0 ? type : NULL);
-    pg_p_text(p, NULL);
-  }
+  if (prefix && !(*own = strndup(type, prefix))) return -1; /* "a.*" → "a." */
+  pg_p_text(p, exact);
+  pg_p_text(p, *own);
   return 0;
 }
 
@@ -353,42 +349,6 @@ unsigned char *pg_blob(const PGresult *r, int row, int col, size_t *len) {
 
 void pg_copy(const PGresult *r, int row, int col, char *dst, size_t cap) {
   snprintf(dst, cap, "%s", PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
-}
-
-int pg_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 16;
-    int64_t *nv = realloc(*v, nc * sizeof *nv);
-    if (!nv) return -1;
-    *v = nv;
-    *cap = nc;
-  }
-  (*v)[(*n)++] = seq;
-  return 0;
-}
-
-int pg_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 16;
-    hookd_due_hint *nv = realloc(*v, nc * sizeof **v);
-    if (!nv) return -1;
-    *v = nv;
-    *cap = nc;
-  }
-  (*v)[*n].endpoint_id = strdup(ep);
-  if (!(*v)[*n].endpoint_id) return -1;
-  (*v)[(*n)++].due_ms = due;
-  return 0;
-}
-
-int pg_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
-  for (size_t i = 0; i < *n; i++) {
-    if (strcmp((*v)[i].endpoint_id, ep) == 0) {
-      if (due < (*v)[i].due_ms) (*v)[i].due_ms = due;
-      return 0;
-    }
-  }
-  return pg_hint_push(v, n, cap, ep, due);
 }
 
 /* ---------- connections and transactions ---------- */

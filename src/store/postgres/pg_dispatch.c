@@ -644,10 +644,10 @@ int pg_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
     const char *state = pg_val(r, i, 2);
     if (!state || (strcmp(state, "pending") != 0 && strcmp(state, "retrying") != 0)) continue;
     if (pg_i64(r, i, 4)) { /* not sent again: held (below) */
-      if (pg_seq_push(&hold, &n_hold, &cap_hold, pg_i64(r, i, 3)) != 0) break;
+      if (hookd_seq_push(&hold, &n_hold, &cap_hold, pg_i64(r, i, 3)) != 0) break;
       continue;
     }
-    if (pg_hint_add(&v, &len, &cap, PQgetvalue(r, i, 0), pg_i64(r, i, 1)) != 0) break;
+    if (hookd_hint_add(&v, &len, &cap, PQgetvalue(r, i, 0), pg_i64(r, i, 1)) != 0) break;
   }
   PQclear(r);
   if (i < rows) { /* out of memory */
@@ -756,7 +756,7 @@ int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
   for (int i = 0; i < PQntuples(r); i++) {
     int64_t due = pg_i64(r, i, 1);
     if (due >= NONE_DUE) continue; /* nothing due */
-    if (pg_hint_push(&v, &len, &cap, PQgetvalue(r, i, 0), due) != 0) {
+    if (hookd_hint_push(&v, &len, &cap, PQgetvalue(r, i, 0), due) != 0) {
       PQclear(r);
       hookd_due_hints_free(v, len);
       return pg_fail(c, "due hints: out of memory");

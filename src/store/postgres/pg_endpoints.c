@@ -330,7 +330,7 @@ static int step_seqs(hookd_store_conn *c, const char *sql, const char *id, int64
   int k = PQntuples(r);
   if (rows) *rows += k;
   for (int i = 0; keep && i < k; i++) {
-    if (pg_seq_push(seqs, n, cap, pg_i64(r, i, 0)) != 0) {
+    if (hookd_seq_push(seqs, n, cap, pg_i64(r, i, 0)) != 0) {
       PQclear(r);
       return pg_fail(c, "cancel deliveries: out of memory");
     }

@@ -832,7 +832,7 @@ int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
     if (!made) continue;
     if (!first) first = made;
     (*n_made)++;
-    if (pg_hint_push(hints, n_hints, &cap, pg_val(eps, i, 0), now_ms)) {
+    if (hookd_hint_push(hints, n_hints, &cap, pg_val(eps, i, 0), now_ms)) {
       fail = pg_fail(c, "reforward: out of memory");
       break;
     }
@@ -934,7 +934,7 @@ int pg_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
     held++;
     any_seq = dl[i].seq;
     if (next == HOOKD_DS_PENDING &&
-        pg_hint_push(hints, n_hints, &cap, dl[i].endpoint_id, now_ms) != 0)
+        hookd_hint_push(hints, n_hints, &cap, dl[i].endpoint_id, now_ms) != 0)
       rc = pg_fail(c, "resolve: out of memory");
   }
   hookd_deliveries_free(dl, n);

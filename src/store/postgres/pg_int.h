@@ -96,11 +96,6 @@ unsigned char *pg_blob(const PGresult *r, int row, int col, size_t *len);
 /* Copies a text column into a fixed buffer (truncated, NUL-terminated; "" for NULL). */
 void pg_copy(const PGresult *r, int row, int col, char *dst, size_t cap);
 
-/* Appends to growing arrays (doubling); -1 when out of memory. */
-int pg_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq);
-int pg_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
-/* Like pg_hint_push, but one entry per endpoint, with the earliest due (short lists). */
-int pg_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
 
 /* Row helpers (pg_rows.c). */
 /* Reads every row of r into a new array of elem-sized records with read() (sq_read_rows). Takes

@@ -106,7 +106,7 @@ static int bind_filter(pg_params *p, const char *tenant_id, const hookd_replay_f
 
 /* Appends seq to the snapshot; -1 out of memory (said in c's error). */
 static int snap_push(hookd_store_conn *c, hookd_replay_snapshot *out, size_t *cap, int64_t seq) {
-  if (pg_seq_push(&out->seqs, &out->n, cap, seq) == 0) return 0;
+  if (hookd_seq_push(&out->seqs, &out->n, cap, seq) == 0) return 0;
   snprintf(c->err, sizeof c->err, "out of memory");
   return -1;
 }
@@ -792,7 +792,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms,
     if (rc) return rc;
     if (result && !strcmp(result, "replayed")) {
       replayed++;
-      int hrc = pg_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
+      int hrc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
       free(ep);
       if (hrc) return HOOKD_STORE_ERR;
       at += per_item;

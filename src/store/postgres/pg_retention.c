@@ -223,7 +223,7 @@ int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   int rows = PQntuples(r);
   for (int i = 0; i < rows; i++) {
     (*cancelled)++;
-    if (pg_i64(r, i, 1) && pg_seq_push(&laned, &n, &cap, pg_i64(r, i, 0)) != 0) {
+    if (pg_i64(r, i, 1) && hookd_seq_push(&laned, &n, &cap, pg_i64(r, i, 0)) != 0) {
       PQclear(r);
       free(laned);
       return pg_fail(c, "cancel deliveries: out of memory");

@@ -620,7 +620,7 @@ static int step_seqs(hookd_store_conn *c, sqlite3_stmt *st, const char *id, int6
   int step;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     if (rows) (*rows)++;
-    if (keep && sq_seq_push(seqs, n, cap, sq_col_i64(st, 0)) != 0) break;
+    if (keep && hookd_seq_push(seqs, n, cap, sq_col_i64(st, 0)) != 0) break;
   }
   if (step == SQLITE_ROW) { /* out of memory */
     sqlite3_reset(st);

@@ -119,11 +119,10 @@ void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v) {
 }
 
 void sq_bind_type_filter(sqlite3_stmt *st, int exact, int prefix, const char *type) {
-  size_t n = type ? strlen(type) : 0;
-  if (n >= 2 && (type[n - 2] == '.' || type[n - 2] == '/') && type[n - 1] == '*')
-    sqlite3_bind_text(st, prefix, type, (int)n - 1, SQLITE_TRANSIENT); /* "a.*" → "a." */
-  else if (type && strcmp(type, "*") != 0)
-    sqlite3_bind_text(st, exact, type, -1, SQLITE_TRANSIENT);
+  const char *equal;
+  size_t n = hookd_type_filter_split(type, &equal);
+  if (n) sqlite3_bind_text(st, prefix, type, (int)n, SQLITE_TRANSIENT); /* "a.*" → "a." */
+  else if (equal) sqlite3_bind_text(st, exact, equal, -1, SQLITE_TRANSIENT);
 }
 
 char *sq_col_str(sqlite3_stmt *st, int i) {
@@ -132,18 +131,6 @@ char *sq_col_str(sqlite3_stmt *st, int i) {
 }
 
 int64_t sq_col_i64(sqlite3_stmt *st, int i) { return sqlite3_column_int64(st, i); }
-
-int sq_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 16;
-    int64_t *nv = realloc(*v, nc * sizeof *nv);
-    if (!nv) return -1;
-    *v = nv;
-    *cap = nc;
-  }
-  (*v)[(*n)++] = seq;
-  return 0;
-}
 
 int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
                  void (*read)(sqlite3_stmt *st, void *rec), void (*free_all)(void *v, size_t n),

@@ -1475,31 +1475,6 @@ int sq_mark_sent(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token)
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_STALE;
 }
 
-/* Appends (endpoint, due) to a hint list. */
-int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 16;
-    hookd_due_hint *nv = realloc(*v, nc * sizeof **v);
-    if (!nv) return -1;
-    *v = nv;
-    *cap = nc;
-  }
-  (*v)[*n].endpoint_id = strdup(ep);
-  if (!(*v)[*n].endpoint_id) return -1;
-  (*v)[(*n)++].due_ms = due;
-  return 0;
-}
-
-int sq_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due) {
-  for (size_t i = 0; i < *n; i++) {
-    if (strcmp((*v)[i].endpoint_id, ep) == 0) {
-      if (due < (*v)[i].due_ms) (*v)[i].due_ms = due;
-      return 0;
-    }
-  }
-  return sq_hint_push(v, n, cap, ep, due);
-}
-
 /* A reclaimed delivery to an inbound destination marked idempotent: false, whose request may
  * have been sent by the node that held it: the send mark of the lease reclaimed is there
  * (written before the request, sq_mark_sent; the RETURNING clause sees the token already
@@ -1574,11 +1549,11 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
     const char *state = (const char *)sqlite3_column_text(st, 2);
     if (!state || (strcmp(state, "pending") != 0 && strcmp(state, "retrying") != 0)) continue;
     if (sqlite3_column_int(st, 4)) { /* not sent again: held (below) */
-      if (sq_seq_push(&hold, &n_hold, &cap_hold, sq_col_i64(st, 3)) != 0) break;
+      if (hookd_seq_push(&hold, &n_hold, &cap_hold, sq_col_i64(st, 3)) != 0) break;
       continue;
     }
-    if (sq_hint_add(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
-                 sq_col_i64(st, 1)) != 0)
+    if (hookd_hint_add(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
+                       sq_col_i64(st, 1)) != 0)
       break;
   }
   if (rc == SQLITE_ROW) { /* out of memory */
@@ -1684,8 +1659,8 @@ int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
   size_t len = 0, cap = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (sqlite3_column_double(st, 1) >= 9e18) continue; /* nothing due */
-    if (sq_hint_push(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
-                 sq_col_i64(st, 1)) != 0) {
+    if (hookd_hint_push(&v, &len, &cap, (const char *)sqlite3_column_text(st, 0),
+                        sq_col_i64(st, 1)) != 0) {
       hookd_due_hints_free(v, len);
       return HOOKD_STORE_ERR;
     }
@@ -1916,7 +1891,8 @@ int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   size_t n = 0, cap = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     (*cancelled)++;
-    if (sqlite3_column_int(st, 1) && sq_seq_push(&laned, &n, &cap, sq_col_i64(st, 0)) != 0) break;
+    if (sqlite3_column_int(st, 1) && hookd_seq_push(&laned, &n, &cap, sq_col_i64(st, 0)) != 0)
+      break;
   }
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) {

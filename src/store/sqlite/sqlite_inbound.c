@@ -759,7 +759,7 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
     if (!made) continue;
     if (!first) first = sqlite3_last_insert_rowid(c->db);
     (*n_made)++;
-    if (sq_hint_push(hints, n_hints, &cap, (const char *)sqlite3_column_text(eps, 0), now_ms)) {
+    if (hookd_hint_push(hints, n_hints, &cap, (const char *)sqlite3_column_text(eps, 0), now_ms)) {
       fail = HOOKD_STORE_ERR;
       break;
     }
@@ -864,7 +864,7 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
     held++;
     any_seq = dl[i].seq;
     if (next == HOOKD_DS_PENDING &&
-        sq_hint_push(hints, n_hints, &cap, dl[i].endpoint_id, now_ms) != 0)
+        hookd_hint_push(hints, n_hints, &cap, dl[i].endpoint_id, now_ms) != 0)
       rc = HOOKD_STORE_ERR;
   }
   hookd_deliveries_free(dl, n);

@@ -321,11 +321,6 @@ int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys);
 extern const char sq_held_deleted[];
 int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
                     const char *last_error, const char *result_ref);
-int sq_hint_push(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
-/* Like sq_hint_push, but one entry per endpoint, with the earliest due (short lists). */
-int sq_hint_add(hookd_due_hint **v, size_t *n, size_t *cap, const char *ep, int64_t due);
-/* Appends seq to a growing array (doubling); -1 when out of memory. */
-int sq_seq_push(int64_t **v, size_t *n, size_t *cap, int64_t seq);
 
 /* Opens the backend's shared state for a "sqlite:PATH" url. */
 int hookd_sqlite_shared_open(const char *path, void **shared, char *err, size_t errlen);

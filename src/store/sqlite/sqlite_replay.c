@@ -733,7 +733,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
     if (rc) return rc;
     if (result && !strcmp(result, "replayed")) {
       replayed++;
-      int hrc = sq_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
+      int hrc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
       free(ep);
       if (hrc) return HOOKD_STORE_ERR;
       at += per_item;
