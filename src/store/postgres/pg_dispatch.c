@@ -51,12 +51,16 @@ static const char lease_lost[] = "lease lost: hookd stopped while the request ma
   " AND p.leased_until IS NOT NULL AND p.leased_until > " now ")))"
 /* $1 endpoint, $2 owner, $3 now, $4 leased_until, $5 limit[, $6 lane block]. The rows leased
  * are locked FOR UPDATE SKIP LOCKED: several nodes share the database, and a row another
- * transaction holds is left to it (docs/postgres.md). */
+ * transaction holds is left to it (docs/postgres.md). They are chosen in a CTE, run once: as an
+ * `IN (subquery … LIMIT … SKIP LOCKED)` the planner may run the subquery again, and lease more
+ * rows than the limit (the claim reads only `limit` of them: the others wait out their lease). */
 #define CLAIM_SQL(kind, lanes)                                                                  \
-  "UPDATE deliveries SET lease_owner = $2, lease_token = lease_token + 1, leased_until = $4"    \
-  " WHERE seq IN (SELECT d.seq" CLAIMABLE(kind, "$3::bigint") " AND d.next_attempt_at <= $3"  \
+  "WITH c AS (SELECT d.seq" CLAIMABLE(kind, "$3::bigint") " AND d.next_attempt_at <= $3"       \
   lanes " ORDER BY d.next_attempt_at, d.seq LIMIT $5 FOR UPDATE OF d SKIP LOCKED)"             \
-  " RETURNING seq, id, event_seq, endpoint_id, tenant_id, state, attempt_count, cycle_base,"    \
+  " UPDATE deliveries SET lease_owner = $2, lease_token = lease_token + 1, leased_until = $4"   \
+  " FROM c WHERE deliveries.seq = c.seq"                                                        \
+  " RETURNING deliveries.seq, id, event_seq, endpoint_id, tenant_id, state, attempt_count,"     \
+  " cycle_base,"                                                                                \
   " cycle_started_at, next_attempt_at, lease_token, leased_until, policy_id, created_at,"      \
   " cycle_kind, ordering_key, last_ambiguous"
 /* $1 endpoint, $2 now[, $3 lane block]. Active deliveries always have a next_attempt_at (the
