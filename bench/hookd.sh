@@ -15,6 +15,8 @@ HOOKD_ARGS_BASE+=("${_extra[@]}")
 
 # BENCH_STORE=postgres: every daemon of the run on a PostgreSQL database of its own (docs/
 # postgres.md), on one private server of the run (outbox.sh's, fsync on); else sqlite:DIR/hookd.db.
+# (The benchmarks that read the store's file afterwards, hookd_store_summary — outbound — work on
+# SQLite only; `bench/run.sh publish` is the one measured on PostgreSQL: BENCHMARKS.md "Stop 36".)
 _hookd_store() {
   local dir=$1
   if [ "${BENCH_STORE:-sqlite}" != postgres ]; then
