@@ -13,20 +13,36 @@ HOOKD_ARGS_BASE=(--api-key "$HOOKD_KEY" --egress-allow 127.0.0.0/8 --allow-http
 read -r -a _extra <<<"${BENCH_HOOKD_ARGS:-}"
 HOOKD_ARGS_BASE+=("${_extra[@]}")
 
-# BENCH_STORE=postgres: every daemon of the run on a PostgreSQL database of its own (docs/
-# postgres.md), on one private server of the run (outbox.sh's, fsync on); else sqlite:DIR/hookd.db.
-# (The benchmarks that read the store's file afterwards, hookd_store_summary — outbound — work on
-# SQLite only; `bench/run.sh publish` is the one measured on PostgreSQL: BENCHMARKS.md "Stop 36".)
+# BENCH_STORE=postgres: each store directory of the run is a PostgreSQL database of its own
+# (docs/postgres.md), on one private server of the run (outbox.sh's, fsync on), created on the
+# directory's first start and used again when hookd restarts on it (the drain's two phases); else
+# sqlite:DIR/hookd.db. hookd_sql reads either. (The benchmarks that write rows into the store
+# behind hookd's back — delete, isolation, replay, retention — work on SQLite only.)
 _hookd_store() {
-  local dir=$1
+  local dir=$1 n
   if [ "${BENCH_STORE:-sqlite}" != postgres ]; then
     HOOKD_STORE_ARGS=(--store "sqlite:$dir/hookd.db")
     return 0
   fi
   [ -n "${OB_PG_URL:-}" ] || ob_pg_start "$BENCH_TMP/pg-store"
-  psql -q "$OB_PG_URL" -c "CREATE DATABASE hookd_$_HOOKD_N" >/dev/null || die "create database"
-  HOOKD_STORE_ARGS=(--store "${OB_PG_URL%/*}/hookd_$_HOOKD_N" --node-id "bench-$_HOOKD_N")
+  if [ ! -s "$dir/store.n" ]; then
+    n=$_HOOKD_N
+    psql -q "$OB_PG_URL" -c "CREATE DATABASE hookd_$n" >/dev/null || die "create database"
+    echo "$n" >"$dir/store.n"
+  fi
+  n=$(cat "$dir/store.n")
+  HOOKD_STORE_ARGS=(--store "${OB_PG_URL%/*}/hookd_$n" --node-id "bench-$n")
   export HOOKD_MASTER_KEY=${HOOKD_MASTER_KEY:-$(head -c 32 /dev/urandom | base64)}
+}
+
+# hookd_sql DIR SQL — runs SQL on DIR's store (SQLite's file, or its PostgreSQL database): one
+# line per row, columns separated by '|'.
+hookd_sql() {
+  if [ "${BENCH_STORE:-sqlite}" != postgres ]; then
+    sqlite3 "$1/hookd.db" "$2"
+  else
+    psql -qAt "${OB_PG_URL%/*}/hookd_$(cat "$1/store.n")" -c "$2"
+  fi
 }
 
 # hookd_start DIR [extra hookd serve args...] — sets HOOKD_PID, HOOKD_PORT, HOOKD_URL.
@@ -120,12 +136,16 @@ hookd_wait_delivered() {
   done
 }
 
-# hookd_store_summary DIR → the store's own account (read after hookd stopped): journal mode,
-# deliveries by state, attempts by outcome.
+# hookd_store_summary DIR → the store's own account (read after hookd stopped): the store (and
+# SQLite's journal mode), deliveries by state, attempts by outcome.
 hookd_store_summary() {
-  sqlite3 "$1/hookd.db" \
-    "SELECT 'journal_mode=' || (SELECT journal_mode FROM pragma_journal_mode);
-     SELECT 'deliveries.' || state || '=' || COUNT(*) FROM deliveries GROUP BY state;
-     SELECT 'attempts.' || outcome || '=' || COUNT(*) FROM attempts GROUP BY outcome;
-     SELECT 'events=' || COUNT(*) FROM events;" | tr '\n' ' '
+  local mode=postgres
+  [ "${BENCH_STORE:-sqlite}" = postgres ] ||
+    mode="journal_mode=$(hookd_sql "$1" "PRAGMA journal_mode")"
+  {
+    echo "$mode"
+    hookd_sql "$1" "SELECT 'deliveries.' || state || '=' || COUNT(*) FROM deliveries GROUP BY state"
+    hookd_sql "$1" "SELECT 'attempts.' || outcome || '=' || COUNT(*) FROM attempts GROUP BY outcome"
+    hookd_sql "$1" "SELECT 'events=' || COUNT(*) FROM events"
+  } | tr '\n' ' '
 }

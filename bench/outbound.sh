@@ -13,8 +13,8 @@
 #             headline figure compared with the targets.
 #   steady  — publish and deliver at once, flat out: STEADY_EVENTS events published by wrk while
 #             hookd delivers; reports the publish rate and first-publish → last-delivery rate.
-# After each phase hookd is stopped and the SQLite store is read back to check that every
-# delivery is "delivered" with one successful attempt row.
+# After each phase hookd is stopped and the store (SQLite, or BENCH_STORE=postgres) is read back
+# to check that every delivery is "delivered" with one successful attempt row.
 # shellcheck shell=bash
 
 OUT_EVENTS=${BENCH_EVENTS:-100000}
@@ -67,7 +67,8 @@ verify_store() {
   s=$(hookd_store_summary "$dir")
   echo "$s" >"$dir/store-summary.txt"
   case "$s" in
-  *journal_mode=wal*deliveries.delivered=$expect\ *attempts.success=$expect\ *) ;;
+  *journal_mode=wal\ *deliveries.delivered=$expect\ *attempts.success=$expect\ *) ;;
+  postgres\ *deliveries.delivered=$expect\ *attempts.success=$expect\ *) ;;
   *) say "  WARNING: store check failed (expected $expect delivered + $expect success attempts): $s" ;;
   esac
   echo "$s"
@@ -100,8 +101,17 @@ drain_prepare() {
   DRAIN_PUB=$(hookd_metric hookd_events_published_total)
   DRAIN_PUB_SECS=$(calc "$p1 - $p0" %.3f)
   hookd_stop
-  DRAIN_PENDING=$(sqlite3 "$dir/hookd.db" "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'")
-  DRAIN_TOTAL=$(sqlite3 "$dir/hookd.db" "SELECT COUNT(*) FROM deliveries")
+  DRAIN_PENDING=$(hookd_sql "$dir" "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'")
+  DRAIN_TOTAL=$(hookd_sql "$dir" "SELECT COUNT(*) FROM deliveries")
+}
+
+# store_label → the store the run measures, for the report.
+store_label() {
+  if [ "${BENCH_STORE:-sqlite}" = postgres ]; then
+    echo "PostgreSQL store (a private server on the same machine, fsync on) in $BENCH_TMP"
+  else
+    echo "SQLite store (WAL, synchronous=FULL) in $BENCH_TMP ($(fs_type "$BENCH_TMP"))"
+  fi
 }
 
 drain_run() {
@@ -170,7 +180,7 @@ outbound_main() {
   say "## Outbound end to end"
   say ""
   say "hookd: 8 tenants x 1 endpoint (max_in_flight $OUT_EP_MIF), --max-in-flight $OUT_MIF," \
-    "SQLite store (WAL, synchronous=FULL) in $BENCH_TMP ($(fs_type "$BENCH_TMP"))," \
+    "$(store_label)," \
     "events with a ${OUT_BODY}-byte JSON body, sink: nginx 'return 200' ($NGINX_WORKERS worker)."
   say "Publisher: wrk -t1 -c$OUT_WRK_CONNS + bench/publish.lua (each request a new event)."
   say "Ceiling: bench/curl_ceiling (libcurl multi, perform+poll like hookd's egress, keep-alive," \

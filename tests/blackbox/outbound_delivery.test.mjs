@@ -487,6 +487,34 @@ describe('delivery outcomes', () => {
     for (const r of [all, inv, exact]) await r.close();
   });
 
+  it('one publish fans out to an ordered endpoint (its lane read) and plain ones together: one delivery each, every request its own event\'s body, the lane in order', async () => {
+    const laned = await startReceiver(), plain = await startReceiver(), other = await startReceiver();
+    const { tenant } = await setup(h, plain.url);
+    const eo = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: laned.url, ordered: true });
+    const e3 = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: other.url });
+    const off = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: other.url, event_types: ['nope'] });
+    assert.deepEqual([eo.status, e3.status, off.status], [201, 201, 201]);
+    const pubs = [];
+    for (let n = 0; n < 6; n++) {
+      pubs.push(await publish(h, tenant, { type: 'fan.mix', payload: { n }, ordering_key: n % 2 ? 'odd' : 'even' }));
+    }
+    assert.deepEqual(pubs.map((p) => p.json.deliveries), [3, 3, 3, 3, 3, 3], 'the laned, the plain and the other endpoint');
+    await laned.waitFor(6);
+    await plain.waitFor(6);
+    await other.waitFor(6);
+    const byId = new Map(pubs.map((p, n) => [p.json.id, n]));
+    for (const r of [laned, plain, other]) {
+      const got = r.requests.map((q) => [q.headers['webhook-id'], JSON.parse(q.body).data.n]);
+      assert.deepEqual(got.map(([id, n]) => byId.get(id) === n), Array(6).fill(true), 'each body is its event\'s');
+      assert.equal(new Set(got.map(([id]) => id)).size, 6, 'each event once');
+    }
+    for (const lane of ['even', 'odd']) {
+      const ns = laned.requests.map((q) => JSON.parse(q.body).data.n).filter((n) => (n % 2 ? 'odd' : 'even') === lane);
+      assert.deepEqual(ns, [...ns].sort((x, y) => x - y), `lane ${lane} in order`);
+    }
+    for (const r of [laned, plain, other]) await r.close();
+  });
+
   it('a connection refused is retried and reported as connect_error', async () => {
     const recv = await startReceiver();
     const url = recv.url;

@@ -306,6 +306,8 @@ int64_t pg_x(hookd_store_conn *c, const char *sql, const pg_params *p, const cha
   return n;
 }
 
+void pg_wrote(hookd_store_conn *c, int64_t n) { c->changes += n; }
+
 int pg_exec(hookd_store_conn *c, const char *sql, const char *what) {
   PGresult *r = checked(c, PQexec(c->pg, sql), what);
   if (!r) return HOOKD_STORE_ERR;

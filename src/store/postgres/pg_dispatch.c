@@ -69,31 +69,26 @@ static const char lease_lost[] = "lease lost: hookd stopped while the request ma
   "SELECT d.next_attempt_at" CLAIMABLE(kind, "$2::bigint") lanes                               \
   " ORDER BY d.next_attempt_at LIMIT 1"
 
-static int next_due_kind(hookd_store_conn *c, const hookd_claim_req *req, bool replay,
-                         int64_t *due) {
-  const char *sql =
-      replay ? (req->ordered ? NEXT_DUE_SQL("replay", LANE_HEAD("$2::bigint", "$3::bigint"))
-                             : NEXT_DUE_SQL("replay", ""))
-             : (req->ordered ? NEXT_DUE_SQL("live", LANE_HEAD("$2::bigint", "$3::bigint"))
-                             : NEXT_DUE_SQL("live", ""));
+/* The next due time of live and of replay deliveries, both in one statement. */
+#define NEXT_DUE_BOTH_SQL(lanes)                                                                \
+  "SELECT (" NEXT_DUE_SQL("live", lanes) "), (" NEXT_DUE_SQL("replay", lanes) ")"
+
+static int next_due(hookd_store_conn *c, const hookd_claim_req *req, int64_t *due) {
+  const char *sql = req->ordered ? NEXT_DUE_BOTH_SQL(LANE_HEAD("$2::bigint", "$3::bigint"))
+                                 : NEXT_DUE_BOTH_SQL("");
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, req->endpoint_id);
   pg_p_i64(&p, req->now_ms);
   if (req->ordered) pg_p_bool(&p, req->lane_block);
   PGresult *r = pg_q(c, sql, &p, "next due");
+  *due = 0;
   if (!r) return HOOKD_STORE_ERR;
-  *due = PQntuples(r) > 0 ? pg_i64(r, 0, 0) : 0;
+  int64_t live = PQntuples(r) > 0 ? pg_i64(r, 0, 0) : 0;
+  int64_t replay = PQntuples(r) > 0 ? pg_i64(r, 0, 1) : 0;
   PQclear(r);
-  return HOOKD_STORE_OK;
-}
-
-static int next_due(hookd_store_conn *c, const hookd_claim_req *req, int64_t *due) {
-  int64_t live = 0, replay = 0;
-  int rc = next_due_kind(c, req, false, &live);
-  if (!rc) rc = next_due_kind(c, req, true, &replay);
   *due = !live ? replay : !replay ? live : live < replay ? live : replay;
-  return rc;
+  return HOOKD_STORE_OK;
 }
 
 static int cmp_claimed(const void *a, const void *b) {
@@ -149,37 +144,60 @@ static int claim_kind(hookd_store_conn *c, const hookd_claim_req *req, bool repl
   return HOOKD_STORE_OK;
 }
 
-/* Fills the event and policy of a claimed delivery; HOOKD_STORE_ERR with c->err set. */
-static int claim_detail(hookd_store_conn *c, hookd_claimed *v) {
+/* Fills the event and policy of the n claimed deliveries v, all read in one statement (docs/
+ * postgres.md "Round trips"); HOOKD_STORE_ERR with c->err set. */
+static int claim_details(hookd_store_conn *c, hookd_claimed *v, size_t n) {
+  if (n == 0) return HOOKD_STORE_OK;
+  pg_arr events, policies;
+  pg_arr_init(&events);
+  pg_arr_init(&policies);
+  for (size_t i = 0; i < n; i++) {
+    pg_arr_i64(&events, v[i].d.event_seq);
+    pg_arr_i64(&policies, v[i].d.policy_id);
+  }
   pg_params p;
   pg_p_init(&p);
-  pg_p_i64(&p, v->d.event_seq);
-  pg_p_i64(&p, v->d.policy_id);
-  PGresult *r = pg_q(c,
-                     "SELECT e.id, e.type, e.body, e.expires_at, p.id, p.max_attempts,"
-                     " p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms, e.kind,"
-                     " e.content_type, e.meta, p.retry_statuses"
-                     " FROM events e, retry_policies p WHERE e.seq = $1 AND p.id = $2",
-                     &p, "claim details");
+  pg_p_text(&p, pg_arr_done(&events));
+  pg_p_text(&p, pg_arr_done(&policies));
+  PGresult *r = NULL;
+  if (p.v[0] && p.v[1])
+    r = pg_q(c,
+             "SELECT e.id, e.type, e.body, e.expires_at, p.id, p.max_attempts,"
+             " p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms, e.kind,"
+             " e.content_type, e.meta, p.retry_statuses, x.i"
+             " FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS x(es, pid, i)"
+             " JOIN events e ON e.seq = x.es JOIN retry_policies p ON p.id = x.pid"
+             " ORDER BY x.i",
+             &p, "claim details");
+  else
+    pg_fail(c, "claim details: out of memory");
+  pg_arr_free(&events);
+  pg_arr_free(&policies);
   if (!r) return HOOKD_STORE_ERR;
-  if (PQntuples(r) != 1) {
+  /* one row per claimed delivery, in its order: a missing one is an event or policy gone */
+  bool whole = PQntuples(r) == (int)n;
+  for (int i = 0; whole && i < (int)n; i++) whole = pg_i64(r, i, 14) == i + 1;
+  if (!whole) {
     PQclear(r);
     return pg_fail(c, "claim details: event or policy not found");
   }
-  v->d.event_id = pg_str(r, 0, 0);
-  v->d.event_type = pg_str(r, 0, 1);
-  v->body = (char *)pg_blob(r, 0, 2, &v->body_len);
-  if (!v->body && pg_null(r, 0, 2)) v->body = calloc(1, 1); /* (NOT NULL: never) */
-  if (!v->body) {
-    PQclear(r);
-    return pg_fail(c, "claim details: out of memory");
+  for (int i = 0; i < (int)n; i++) {
+    hookd_claimed *w = &v[i];
+    w->d.event_id = pg_str(r, i, 0);
+    w->d.event_type = pg_str(r, i, 1);
+    w->body = (char *)pg_blob(r, i, 2, &w->body_len);
+    if (!w->body && pg_null(r, i, 2)) w->body = calloc(1, 1); /* (NOT NULL: never) */
+    if (!w->body) {
+      PQclear(r);
+      return pg_fail(c, "claim details: out of memory");
+    }
+    w->expires_ms = pg_i64(r, i, 3);
+    pg_read_policy(r, i, 4, &w->policy);
+    pg_read_policy_statuses(r, i, 13, &w->policy);
+    w->inbound = !PQgetisnull(r, i, 10) && strcmp(PQgetvalue(r, i, 10), "inbound") == 0;
+    w->content_type = pg_str(r, i, 11);
+    w->meta = pg_str(r, i, 12);
   }
-  v->expires_ms = pg_i64(r, 0, 3);
-  pg_read_policy(r, 0, 4, &v->policy);
-  pg_read_policy_statuses(r, 0, 13, &v->policy);
-  v->inbound = !PQgetisnull(r, 0, 10) && strcmp(PQgetvalue(r, 0, 10), "inbound") == 0;
-  v->content_type = pg_str(r, 0, 11);
-  v->meta = pg_str(r, 0, 12);
   PQclear(r);
   return HOOKD_STORE_OK;
 }
@@ -208,7 +226,7 @@ int pg_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
   int replays = req->limit - (int)len;
   if (replays > req->replay_limit) replays = req->replay_limit;
   if (!rc) rc = claim_kind(c, req, true, replays, v, &len);
-  for (size_t i = 0; !rc && i < len; i++) rc = claim_detail(c, &v[i]);
+  if (!rc) rc = claim_details(c, v, len);
   if (!rc && next_due(c, req, next_due_ms) != 0) rc = pg_fail(c, "claim details");
   if (rc) {
     for (size_t i = 0; i < len; i++) hookd_claimed_free(&v[i]);
@@ -357,17 +375,71 @@ static int moved_since_sent(hookd_store_conn *c, hookd_outcome *o) {
   return HOOKD_STORE_OK;
 }
 
+/* The attempt row of an outcome (in outcome_attempt_sql: $2 attempt number, $11 lease token, the
+ * rest from $13, bind_attempt). */
+#define ATTEMPT_COLS                                                                            \
+  "INSERT INTO attempts(delivery_seq, attempt_number, started_at, finished_at, outcome,"        \
+  " http_status, latency_ms, error, response, lease_token, kind, url)"
+#define ATTEMPT_VALUES                                                                          \
+  " $2::bigint, $13::bigint, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text,"     \
+  " $19::bytea, $11::bigint, $20::text, $21::text"
+
+/* Appends the attempt's own parameters: $13 on in outcome_attempt_sql, $4 on in attempt_sql. */
+static void bind_attempt(pg_params *p, const hookd_outcome *o) {
+  const hookd_attempt *a = &o->attempt;
+  pg_p_i64(p, a->started_ms);
+  pg_p_i64(p, a->finished_ms);
+  pg_p_text(p, a->outcome);
+  pg_p_i64n(p, a->http_status);
+  pg_p_i64(p, a->latency_ms);
+  pg_p_text(p, a->error);
+  if (a->response_len)
+    pg_p_blob(p, a->response,
+              a->response_len > HOOKD_EXCERPT_MAX ? HOOKD_EXCERPT_MAX : a->response_len);
+  else
+    pg_p_text(p, NULL);
+  pg_p_text(p, a->trigger ? a->trigger : "live");
+  pg_p_text(p, a->url);
+}
+
+/* The fenced update, under the lease the attempt was made with ($12 the state it was claimed
+ * in), and its attempt's row in the same statement — inserted only when the update found the
+ * lease (docs/postgres.md "Round trips"). Its rows: updated, attempts inserted. A second row of
+ * the same number is refused by the row count, not by a failing statement (which would abort
+ * the batch's whole transaction): the op then fails as SQLite's does. */
+static const char outcome_attempt_sql[] =
+    "WITH u AS (" OUTCOME_SET " WHERE seq = $10 AND lease_token = $11::bigint"
+    " AND state = $12::text RETURNING seq),"
+    " a AS (" ATTEMPT_COLS " SELECT u.seq," ATTEMPT_VALUES " FROM u"
+    " ON CONFLICT (delivery_seq, attempt_number) DO NOTHING RETURNING 1)"
+    " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM a)";
+
+/* The attempt's row alone, after an outcome that landed late (late_outcome): $1 delivery seq,
+ * $2 attempt number, $3 lease token, then bind_attempt's from $4. */
+static const char attempt_sql[] =
+    ATTEMPT_COLS " VALUES ($1, $2, $4, $5, $6, $7, $8, $9, $10, $3, $11, $12)"
+    " ON CONFLICT (delivery_seq, attempt_number) DO NOTHING";
+
 int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   int mrc = moved_since_sent(c, o);
   if (mrc) return mrc;
-  /* the fenced update, under the lease the attempt was made with */
   pg_params p;
   bind_outcome(&p, o);
   pg_p_text(&p, hookd_dstate_name(o->from));
-  int64_t changed =
-      pg_x(c, OUTCOME_SET " WHERE seq = $10 AND lease_token = $11::bigint AND state = $12::text",
-           &p, "record outcome");
-  if (changed < 0) return HOOKD_STORE_ERR;
+  int64_t changed, inserted = 0;
+  if (o->attempt_number > 0) {
+    bind_attempt(&p, o);
+    PGresult *r = pg_q(c, outcome_attempt_sql, &p, "record outcome");
+    if (!r) return HOOKD_STORE_ERR;
+    changed = pg_i64(r, 0, 0);
+    inserted = pg_i64(r, 0, 1);
+    PQclear(r);
+    pg_wrote(c, changed + inserted);
+  } else {
+    changed = pg_x(c, OUTCOME_SET " WHERE seq = $10 AND lease_token = $11::bigint"
+                      " AND state = $12::text", &p, "record outcome");
+    if (changed < 0) return HOOKD_STORE_ERR;
+  }
   o->cancelled = false;
   o->disable_declined = o->disabled_now = false;
   o->was_held = false;
@@ -375,38 +447,18 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     int rc = late_outcome(c, o);
     if (rc) return rc;
   }
-
-  if (o->attempt_number > 0) {
-    const hookd_attempt *a = &o->attempt;
-    pg_p_init(&p);
-    pg_p_i64(&p, o->delivery_seq);
-    pg_p_i64(&p, o->attempt_number);
-    pg_p_i64(&p, a->started_ms);
-    pg_p_i64(&p, a->finished_ms);
-    pg_p_text(&p, a->outcome);
-    pg_p_i64n(&p, a->http_status);
-    pg_p_i64(&p, a->latency_ms);
-    pg_p_text(&p, a->error);
-    if (a->response_len)
-      pg_p_blob(&p, a->response,
-                a->response_len > HOOKD_EXCERPT_MAX ? HOOKD_EXCERPT_MAX : a->response_len);
-    else
-      pg_p_text(&p, NULL);
-    pg_p_i64(&p, o->lease_token);
-    pg_p_text(&p, a->trigger ? a->trigger : "live");
-    pg_p_text(&p, a->url);
-    /* a second row of the same number is refused by the row count, not by a failing statement
-     * (which would abort the batch's whole transaction): the op fails as SQLite's does */
-    int64_t ins = pg_x(c,
-                       "INSERT INTO attempts(delivery_seq, attempt_number, started_at,"
-                       " finished_at, outcome, http_status, latency_ms, error, response,"
-                       " lease_token, kind, url)"
-                       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
-                       " ON CONFLICT (delivery_seq, attempt_number) DO NOTHING",
-                       &p, "insert attempt");
-    if (ins < 0) return HOOKD_STORE_ERR;
-    if (ins != 1) return pg_fail(c, "insert attempt: that attempt number is recorded already");
+  if (o->attempt_number > 0 && changed != 1) { /* the late outcome's attempt */
+    pg_params q;
+    pg_p_init(&q);
+    pg_p_i64(&q, o->delivery_seq);
+    pg_p_i64(&q, o->attempt_number);
+    pg_p_i64(&q, o->lease_token);
+    bind_attempt(&q, o);
+    inserted = pg_x(c, attempt_sql, &q, "insert attempt");
+    if (inserted < 0) return HOOKD_STORE_ERR;
   }
+  if (o->attempt_number > 0 && inserted != 1)
+    return pg_fail(c, "insert attempt: that attempt number is recorded already");
   if (o->inbound) {
     int rc = pg_inbox_follow(c, o->delivery_seq, o->now_ms, o->last_error, o->result_ref);
     if (rc) return rc;

@@ -213,21 +213,36 @@ static const char dl_insert_superseded_sql[] =
     " VALUES ($1, $2, $3, $4, 'dead', $5, $5, $6, $5, $5, $7, $5, 'superseded')"
     " ON CONFLICT (event_seq, endpoint_id) DO NOTHING";
 
-/* One endpoint's delivery of a new event (eps, row: the fan-out's row). */
-static int fan_out_one(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res,
-                       const PGresult *eps, int row, int64_t seq) {
+/* The columns of the publish statement's rows (publish_sql): the tenant found (0/1), the new
+ * event's seq (NULL: the id was taken), then one of the tenant's endpoints per row (all NULL
+ * on the one row of a tenant without any). */
+enum { PUB_TENANT, PUB_SEQ, PUB_EP_ID, PUB_EP_TYPES, PUB_EP_POLICY, PUB_EP_ORDERED,
+       PUB_EP_CHANNELS, PUB_EP_PFILTER };
+
+/* Records a delivery made by the fan-out in res (its endpoint, for the dispatcher). */
+static void fanned_out(hookd_publish_res *res, const char *ep_id) {
+  res->n_deliveries++;
+  if (res->n_endpoints < HOOKD_FANOUT_MAX)
+    res->endpoints[res->n_endpoints++] = strdup(ep_id);
+  else
+    res->endpoints_truncated = true;
+}
+
+/* One ordered endpoint's delivery of a new event with an ordering key (eps, row: the publish
+ * statement's row): its lane is read first. */
+static int fan_out_lane(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res,
+                        const PGresult *eps, int row, int64_t seq) {
   int rc;
   char did[HOOKD_ID_MAX];
   if (hookd_id_new("dlv", req->now_ms, did) != 0) return pg_fail(c, "new delivery id");
-  const char *ep_id = PQgetvalue(eps, row, 0);
-  bool ordered = pg_i64(eps, row, 3) != 0;
+  const char *ep_id = PQgetvalue(eps, row, PUB_EP_ID);
   bool superseded = false;
-  if (req->ordering_key && req->has_ordering_version && ordered &&
+  if (req->has_ordering_version &&
       (rc = lane_version(c, ep_id, req->ordering_key, req->ordering_version, req->now_ms,
                          &superseded)) != 0)
     return rc;
   int64_t wait = 0; /* behind an open delivery of its lane: left out of the due index */
-  if (!superseded && req->ordering_key && ordered &&
+  if (!superseded &&
       (rc = lane_open(c, ep_id, req->ordering_key, &wait)) != 0)
     return rc;
   pg_params p;
@@ -237,23 +252,50 @@ static int fan_out_one(hookd_store_conn *c, const hookd_publish_req *req, hookd_
   pg_p_text(&p, ep_id);
   pg_p_text(&p, req->tenant_id);
   pg_p_i64(&p, req->now_ms);
-  pg_p_i64(&p, pg_i64(eps, row, 2));
+  pg_p_i64(&p, pg_i64(eps, row, PUB_EP_POLICY));
   pg_p_text(&p, req->ordering_key);
   if (!superseded) pg_p_i64(&p, wait);
   int64_t n = pg_x(c, superseded ? dl_insert_superseded_sql : dl_insert_sql, &p,
                    "insert delivery");
   if (n < 0) return HOOKD_STORE_ERR;
   if (n == 0) return HOOKD_STORE_OK;
-  res->n_deliveries++;
   if (superseded) {
+    res->n_deliveries++;
     res->n_superseded++;
     return HOOKD_STORE_OK; /* nothing for the dispatcher */
   }
-  if (res->n_endpoints < HOOKD_FANOUT_MAX)
-    res->endpoints[res->n_endpoints++] = strdup(ep_id);
-  else
-    res->endpoints_truncated = true;
+  fanned_out(res, ep_id);
   return HOOKD_STORE_OK;
+}
+
+/* pg_insert_deliveries' statement (docs/postgres.md "Round trips"): $1 event seq, $2 tenant,
+ * $3 now, $4 ordering key, then arrays of the delivery ids, endpoint ids and policy ids. Its
+ * rows: the endpoints that got one. */
+static const char dl_insert_many_sql[] =
+    "INSERT INTO deliveries(id, event_seq, endpoint_id, tenant_id, state, cycle_started_at,"
+    " next_attempt_at, policy_id, created_at, updated_at, ordering_key, lane_wait)"
+    " SELECT x.id, $1::bigint, x.ep, $2::text, 'pending', $3::bigint, $3::bigint, x.pid,"
+    " $3::bigint, $3::bigint, $4::text, 0"
+    " FROM unnest($5::text[], $6::text[], $7::bigint[]) AS x(id, ep, pid)"
+    " ON CONFLICT (event_seq, endpoint_id) DO NOTHING RETURNING endpoint_id";
+
+PGresult *pg_insert_deliveries(hookd_store_conn *c, int64_t event_seq, const char *tenant_id,
+                               int64_t now_ms, const char *ordering_key, pg_arr *ids,
+                               pg_arr *endpoints, pg_arr *policies) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, event_seq);
+  pg_p_text(&p, tenant_id);
+  pg_p_i64(&p, now_ms);
+  pg_p_text(&p, ordering_key);
+  pg_p_text(&p, pg_arr_done(ids));
+  pg_p_text(&p, pg_arr_done(endpoints));
+  pg_p_text(&p, pg_arr_done(policies));
+  if (!p.v[4] || !p.v[5] || !p.v[6]) {
+    pg_fail(c, "insert deliveries: out of memory");
+    return NULL;
+  }
+  return pg_q(c, dl_insert_many_sql, &p, "insert delivery");
 }
 
 /* An event id already taken (or, for req->existing_only, looked up once no Idempotency-Key
@@ -275,28 +317,27 @@ static int existing_event(hookd_store_conn *c, const hookd_publish_req *req,
   return count_deliveries(c, seq, res);
 }
 
-/* The fan-out: one delivery per live, enabled endpoint whose filter matches. */
+/* The fan-out: one delivery per live, enabled endpoint whose filter matches (eps: the publish
+ * statement's rows). The filters run here; the deliveries of the endpoints without a lane to
+ * read go in one statement. */
 static int fan_out(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res,
-                   int64_t seq) {
-  pg_params p;
-  pg_p_init(&p);
-  pg_p_text(&p, req->tenant_id);
-  PGresult *eps = pg_q(c,
-                       "SELECT id, event_types, policy_id, ordered, channels, payload_filter"
-                       " FROM endpoints"
-                       " WHERE tenant_id = $1 AND deleted_at IS NULL AND enabled = 1"
-                       " AND source_id IS NULL",
-                       &p, "fan-out");
-  if (!eps) return HOOKD_STORE_ERR;
+                   const PGresult *eps, int64_t seq) {
   json_t *parsed = NULL; /* the envelope, parsed for the first payload filter */
   long filter_steps = HOOKD_PFILTER_EVENT_BUDGET; /* for all the payload filters together */
-  int rc = HOOKD_STORE_OK, rows = PQntuples(eps);
+  pg_arr ids, many, policies;
+  pg_arr_init(&ids);
+  pg_arr_init(&many);
+  pg_arr_init(&policies);
+  int rc = HOOKD_STORE_OK, rows = PQntuples(eps), n_many = 0;
   for (int i = 0; i < rows && rc == HOOKD_STORE_OK; i++) {
-    const char *filter = pg_val(eps, i, 1);
-    const char *pfilter = pg_val(eps, i, 5);
-    if (req->only_endpoint ? strcmp(PQgetvalue(eps, i, 0), req->only_endpoint) != 0
+    const char *ep_id = pg_val(eps, i, PUB_EP_ID);
+    if (!ep_id) continue; /* the tenant has no endpoint */
+    const char *filter = pg_val(eps, i, PUB_EP_TYPES);
+    const char *pfilter = pg_val(eps, i, PUB_EP_PFILTER);
+    if (req->only_endpoint ? strcmp(ep_id, req->only_endpoint) != 0
                            : !hookd_filter_match(filter, req->type) ||
-                                 !hookd_channels_match(pg_val(eps, i, 4), req->channels))
+                                 !hookd_channels_match(pg_val(eps, i, PUB_EP_CHANNELS),
+                                                       req->channels))
       continue;
     if (!req->only_endpoint && pfilter) {
       int takes = hookd_pfilter_match_envelope(&c->pf, pfilter, req->body, req->body_len, &parsed,
@@ -304,19 +345,61 @@ static int fan_out(hookd_store_conn *c, const hookd_publish_req *req, hookd_publ
       if (takes == HOOKD_PFILTER_OVER) res->filters_over++;
       if (takes != HOOKD_PFILTER_YES) continue;
     }
-    rc = fan_out_one(c, req, res, eps, i, seq);
+    if (req->ordering_key && pg_i64(eps, i, PUB_EP_ORDERED)) {
+      rc = fan_out_lane(c, req, res, eps, i, seq);
+      continue;
+    }
+    char did[HOOKD_ID_MAX];
+    if (hookd_id_new("dlv", req->now_ms, did) != 0) {
+      rc = pg_fail(c, "new delivery id");
+      break;
+    }
+    pg_arr_text(&ids, did);
+    pg_arr_text(&many, ep_id);
+    pg_arr_i64(&policies, pg_i64(eps, i, PUB_EP_POLICY));
+    n_many++;
   }
+  if (rc == HOOKD_STORE_OK && n_many) {
+    PGresult *r = pg_insert_deliveries(c, seq, req->tenant_id, req->now_ms, req->ordering_key,
+                                       &ids, &many, &policies);
+    if (!r) rc = HOOKD_STORE_ERR;
+    for (int i = 0; r && i < PQntuples(r); i++) fanned_out(res, PQgetvalue(r, i, 0));
+    PQclear(r);
+  }
+  pg_arr_free(&ids);
+  pg_arr_free(&many);
+  pg_arr_free(&policies);
   json_decref(parsed);
-  PQclear(eps);
   return rc;
 }
 
+/* The event's insert under its tenant's check, and the tenant's endpoints for the fan-out, in
+ * one statement (docs/postgres.md "Round trips"; its columns: PUB_*). A tenant not found inserts
+ * nothing (no failing statement: the foreign key is never tried); a taken event id neither,
+ * and returns no seq: the lookup then tells a duplicate from a conflict. */
+static const char publish_sql[] =
+    "WITH t AS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NULL),"
+    " ins AS (INSERT INTO events(id, tenant_id, type, body, request_hash,"
+    " occurred_at, created_at, expires_at, ordering_key, ordering_version,"
+    " schema_version, channels, test_endpoint)"
+    " SELECT $1::text, $2::text, $3::text, $4::bytea, $5::bytea, $6::bigint, $7::bigint,"
+    " $8::bigint, $9::text, $10::bigint, $11::text, $12::text, $13::text FROM t"
+    " ON CONFLICT (id, tenant_id) DO NOTHING RETURNING seq)"
+    " SELECT (SELECT count(*) FROM t), (SELECT seq FROM ins), ep.id, ep.event_types,"
+    " ep.policy_id, ep.ordered, ep.channels, ep.payload_filter"
+    " FROM (SELECT 1) one LEFT JOIN endpoints ep ON ep.tenant_id = $2::text"
+    " AND ep.deleted_at IS NULL AND ep.enabled = 1 AND ep.source_id IS NULL";
+
 int pg_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res) {
   memset(res, 0, sizeof *res); /* (a second run of a redone batch: the caller freed the first's) */
-  hookd_tenant t;
-  int rc = pg_tenant_get(c, req->tenant_id, &t);
-  if (rc) return rc;
-  hookd_tenant_free(&t);
+  int rc;
+  /* the reads below answer only for a live tenant: it is checked first; otherwise the publish
+   * statement checks it */
+  if (req->only_endpoint || req->idempotency_key || req->existing_only) {
+    hookd_tenant t;
+    if ((rc = pg_tenant_get(c, req->tenant_id, &t)) != 0) return rc;
+    hookd_tenant_free(&t);
+  }
   if (req->only_endpoint) { /* a test event: its one endpoint must take it */
     hookd_endpoint ep;
     rc = pg_endpoint_get(c, req->only_endpoint, &ep);
@@ -382,8 +465,6 @@ int pg_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     return rc == HOOKD_STORE_NOTFOUND ? HOOKD_STORE_STATE : rc;
   }
 
-  /* A taken event id inserts nothing and returns no row (no failing statement): the lookup
-   * then tells a duplicate from a conflict. The seq is the identity's (RETURNING). */
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, req->event_id);
@@ -401,24 +482,27 @@ int pg_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   pg_p_text(&p, req->schema_version);
   pg_p_text(&p, req->channels);
   pg_p_text(&p, req->only_endpoint);
-  PGresult *r = pg_q(c,
-                     "INSERT INTO events(id, tenant_id, type, body, request_hash,"
-                     " occurred_at, created_at, expires_at, ordering_key, ordering_version,"
-                     " schema_version, channels, test_endpoint)"
-                     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
-                     " ON CONFLICT (id, tenant_id) DO NOTHING RETURNING seq",
-                     &p, "insert event");
+  PGresult *r = pg_q(c, publish_sql, &p, "insert event");
   if (!r) return HOOKD_STORE_ERR;
-  if (PQntuples(r) == 0) {
+  if (PQntuples(r) < 1 || !pg_i64(r, 0, PUB_TENANT)) {
+    PQclear(r);
+    return HOOKD_STORE_NOTFOUND; /* (as pg_tenant_get answers) */
+  }
+  if (pg_null(r, 0, PUB_SEQ)) {
     PQclear(r);
     return existing_event(c, req, res);
   }
-  int64_t seq = pg_i64(r, 0, 0);
-  PQclear(r);
-  if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
+  int64_t seq = pg_i64(r, 0, PUB_SEQ);
+  pg_wrote(c, 1);
+  if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) {
+    PQclear(r);
+    return rc;
+  }
   res->event_id = strdup(req->event_id);
   res->due_ms = req->now_ms;
-  return fan_out(c, req, res, seq);
+  rc = fan_out(c, req, res, r, seq);
+  PQclear(r);
+  return rc;
 }
 
 /* ---------- reads ---------- */

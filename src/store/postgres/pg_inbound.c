@@ -519,9 +519,11 @@ static const char dl_insert_sql[] =
     " ON CONFLICT (event_seq, endpoint_id) DO NOTHING RETURNING seq";
 
 /* A forward of the inbound event at event_seq to the destination in eps's row (id, policy_id):
- * a pending delivery, due now; *made is its seq, 0 when the destination has one already. */
+ * a pending delivery, due now; *made is its seq, 0 when the destination has one already (a
+ * re-forward's; a new event's go in one statement, receive_new). */
 static int insert_forward(hookd_store_conn *c, const PGresult *eps, int row, int64_t event_seq,
                           const char *tenant_id, int64_t now_ms, int64_t *made) {
+  *made = 0;
   char did[HOOKD_ID_MAX];
   if (hookd_id_new("dlv", now_ms, did) != 0) return pg_fail(c, "new delivery id");
   pg_params p;
@@ -582,8 +584,12 @@ static int receive_new(hookd_store_conn *c, const hookd_receive_req *req, int64_
     }
   }
 
-  /* the raw body, stored once, as an inbound engine event (its seq from the identity), and
-   * the record linked to it with its business key (checked free above): one round trip */
+  /* the raw body, stored once, as an inbound engine event (its seq from the identity), the
+   * record linked to it with its business key (checked free above), and the source's
+   * destinations: one round trip. One delivery per destination, disabled ones included:
+   * acknowledged, the event must reach the application, so a disabled destination's delivery
+   * waits until it is enabled again (one skipped here was never forwarded, and the provider's
+   * redeliveries were duplicates). */
   pg_p_init(&p);
   pg_p_text(&p, req->inbox_id);
   pg_p_text(&p, req->tenant_id);
@@ -594,42 +600,50 @@ static int receive_new(hookd_store_conn *c, const hookd_receive_req *req, int64_
   pg_p_text(&p, req->content_type);
   pg_p_text(&p, req->meta);
   pg_p_text(&p, req->business_key);
+  pg_p_text(&p, req->source_id);
   r = pg_q(c,
            "WITH ev AS (INSERT INTO events(id, tenant_id, type, body, request_hash,"
            " occurred_at, created_at, kind, content_type, meta)"
-           " VALUES ($1, $2, $3, $4, $5, $6, $6, 'inbound', $7, $8) RETURNING seq)"
-           " UPDATE inbox SET event_seq = ev.seq, business_key = $9 FROM ev"
-           " WHERE inbox.id = $1 RETURNING ev.seq",
+           " VALUES ($1, $2, $3, $4, $5, $6, $6, 'inbound', $7, $8) RETURNING seq),"
+           " up AS (UPDATE inbox SET event_seq = ev.seq, business_key = $9 FROM ev"
+           " WHERE inbox.id = $1 RETURNING ev.seq)"
+           " SELECT (SELECT seq FROM up), d.id, d.policy_id FROM (SELECT 1) one"
+           " LEFT JOIN endpoints d ON d.source_id = $10::text AND d.deleted_at IS NULL",
            &p, "insert inbound event");
   if (!r) return HOOKD_STORE_ERR;
-  if (PQntuples(r) != 1) {
+  pg_wrote(c, 2); /* (the event at least, even without a record to link: the op wrote) */
+  if (PQntuples(r) < 1 || pg_null(r, 0, 0)) {
     PQclear(r);
     return pg_fail(c, "insert inbound event: no record to link");
   }
   int64_t event_seq = pg_i64(r, 0, 0);
-  PQclear(r);
-
-  /* one delivery per destination, disabled ones included: acknowledged, the event must reach
-   * the application, so a disabled destination's delivery waits until it is enabled again (one
-   * skipped here was never forwarded, and the provider's redeliveries were duplicates) */
-  pg_p_init(&p);
-  pg_p_text(&p, req->source_id);
-  PGresult *eps = pg_q(c,
-                       "SELECT id, policy_id FROM endpoints WHERE source_id = $1"
-                       " AND deleted_at IS NULL",
-                       &p, "destinations");
-  if (!eps) return HOOKD_STORE_ERR;
-  int rows = PQntuples(eps);
-  for (int i = 0; i < rows; i++) {
-    int64_t made;
-    int irc = insert_forward(c, eps, i, event_seq, req->tenant_id, req->now_ms, &made);
-    if (irc) {
-      PQclear(eps);
-      return irc;
+  pg_arr ids, dests, policies;
+  pg_arr_init(&ids);
+  pg_arr_init(&dests);
+  pg_arr_init(&policies);
+  rc = HOOKD_STORE_OK;
+  for (int i = 0; i < PQntuples(r) && !pg_null(r, i, 1); i++) {
+    char did[HOOKD_ID_MAX];
+    if (hookd_id_new("dlv", req->now_ms, did) != 0) {
+      rc = pg_fail(c, "new delivery id");
+      break;
     }
-    if (res->n_endpoints < HOOKD_FANOUT_MAX) res->endpoints[res->n_endpoints++] = pg_str(eps, i, 0);
+    pg_arr_text(&ids, did);
+    pg_arr_text(&dests, pg_val(r, i, 1));
+    pg_arr_i64(&policies, pg_i64(r, i, 2));
+    if (res->n_endpoints < HOOKD_FANOUT_MAX) res->endpoints[res->n_endpoints++] = pg_str(r, i, 1);
   }
-  PQclear(eps);
+  PQclear(r);
+  if (rc == HOOKD_STORE_OK && res->n_endpoints > 0) {
+    PGresult *made = pg_insert_deliveries(c, event_seq, req->tenant_id, req->now_ms, NULL, &ids,
+                                          &dests, &policies);
+    if (!made) rc = HOOKD_STORE_ERR;
+    PQclear(made);
+  }
+  pg_arr_free(&ids);
+  pg_arr_free(&dests);
+  pg_arr_free(&policies);
+  if (rc) return rc;
   /* checked before the first write (no_destination); a destination deleted since, in this
    * transaction, cannot be (the writer lock is held) — kept as a backstop */
   if (res->n_endpoints == 0) return HOOKD_STORE_STATE;

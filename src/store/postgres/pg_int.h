@@ -75,6 +75,9 @@ PGresult *pg_q(hookd_store_conn *c, const char *sql, const pg_params *p, const c
 int64_t pg_x(hookd_store_conn *c, const char *sql, const pg_params *p, const char *what);
 /* pg_q for SQL built at run time (not a literal): sent unprepared. */
 PGresult *pg_q_dyn(hookd_store_conn *c, const char *sql, const pg_params *p, const char *what);
+/* Counts n rows written by a statement whose tag does not (a SELECT over data-modifying CTEs):
+ * c->changes tells the executor whether a failed op wrote. */
+void pg_wrote(hookd_store_conn *c, int64_t n);
 /* Runs sql unprepared, without parameters (DDL, session settings, transaction control). */
 int pg_exec(hookd_store_conn *c, const char *sql, const char *what);
 
@@ -120,6 +123,22 @@ int pg_insert_failed(hookd_store_conn *c);
  * statement failed (HOOKD_STORE_ERR, c->err set). */
 int pg_id_holder(hookd_store_conn *c, const char *sql, const char *id, const char *tenant_id,
                  const char *what, bool *deleted, bool *own);
+
+
+/* An array literal ('{…}', pg_rows.c) sent as one text parameter and cast in the statement
+ * ($n::bigint[], $n::text[]): a statement over many rows is one round trip (docs/postgres.md
+ * "Round trips"). Every element is quoted, so any text goes. */
+typedef struct pg_arr {
+  char *s;
+  size_t len, cap;
+  bool oom; /* an append ran out of memory: pg_arr_done gives NULL */
+} pg_arr;
+void pg_arr_init(pg_arr *a);
+void pg_arr_i64(pg_arr *a, int64_t v);
+void pg_arr_text(pg_arr *a, const char *s); /* NULL appends a NULL element */
+/* Closes the literal: the text to bind (valid until pg_arr_free), NULL when out of memory. */
+const char *pg_arr_done(pg_arr *a);
+void pg_arr_free(pg_arr *a);
 
 
 /* Migrations (pg_schema.c). */
@@ -202,6 +221,13 @@ int pg_tenant_live(hookd_store_conn *c, const char *id);                        
 int pg_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
                               hookd_delete_counts *out);                      /* pg_endpoints.c */
 int pg_lane_advance(hookd_store_conn *c, int64_t seq);                          /* pg_events.c */
+/* Pending deliveries of the event at event_seq, due now, one per element of the arrays ids,
+ * endpoints and policies (delivery ids, endpoint ids, policy ids), in one statement; an
+ * endpoint with a delivery of the event already gets none. The result's rows are the endpoint
+ * ids that got one (PQclear it); NULL on failure, c->err set. */
+PGresult *pg_insert_deliveries(hookd_store_conn *c, int64_t event_seq, const char *tenant_id,
+                               int64_t now_ms, const char *ordering_key, pg_arr *ids,
+                               pg_arr *endpoints, pg_arr *policies);          /* pg_events.c */
 int pg_lane_unorder(hookd_store_conn *c, const char *endpoint_id);            /* pg_dispatch.c */
 
 /* The ops, by file, assembled into the table in pg_conn.c. */

@@ -1,7 +1,8 @@
 /* pg_rows.c — the PostgreSQL backend's helpers over a statement's rows, shared by its files
  * (pg_int.h): every row of a result read into an array of records (the lists), the retention
- * walk (pg_retention.c's walks and the inbox's purge), and the row that holds an id an insert
- * found taken (an endpoint's or a source's create). */
+ * walk (pg_retention.c's walks and the inbox's purge), the row that holds an id an insert
+ * found taken (an endpoint's or a source's create), and the array literals that let one statement
+ * cover many rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,4 +81,63 @@ int pg_id_holder(hookd_store_conn *c, const char *sql, const char *id, const cha
   }
   PQclear(r);
   return HOOKD_STORE_OK;
+}
+
+static void arr_put(pg_arr *a, const char *b, size_t n) {
+  if (a->oom) return;
+  if (a->len + n + 2 > a->cap) { /* room for the closing brace and NUL */
+    size_t cap = a->cap ? a->cap : 256;
+    while (a->len + n + 2 > cap) cap *= 2;
+    char *s = realloc(a->s, cap);
+    if (!s) {
+      a->oom = true;
+      return;
+    }
+    a->s = s;
+    a->cap = cap;
+  }
+  memcpy(a->s + a->len, b, n);
+  a->len += n;
+}
+
+void pg_arr_init(pg_arr *a) {
+  memset(a, 0, sizeof *a);
+  arr_put(a, "{", 1);
+}
+
+static void arr_sep(pg_arr *a) {
+  if (a->len > 1) arr_put(a, ",", 1);
+}
+
+void pg_arr_i64(pg_arr *a, int64_t v) {
+  char num[24];
+  int n = snprintf(num, sizeof num, "%lld", (long long)v);
+  arr_sep(a);
+  arr_put(a, num, (size_t)n);
+}
+
+void pg_arr_text(pg_arr *a, const char *s) {
+  arr_sep(a);
+  if (!s) {
+    arr_put(a, "NULL", 4);
+    return;
+  }
+  arr_put(a, "\"", 1); /* quoted: "NULL", spaces, braces and commas are then plain text */
+  for (const char *q = s; *q; q++) {
+    if (*q == '"' || *q == '\\') arr_put(a, "\\", 1);
+    arr_put(a, q, 1);
+  }
+  arr_put(a, "\"", 1);
+}
+
+const char *pg_arr_done(pg_arr *a) {
+  if (a->oom || !a->s) return NULL;
+  a->s[a->len] = '}';
+  a->s[a->len + 1] = 0;
+  return a->s;
+}
+
+void pg_arr_free(pg_arr *a) {
+  free(a->s);
+  memset(a, 0, sizeof *a);
 }
