@@ -191,10 +191,18 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
                                      "endpoints whose circuit breaker is open or half-open",
                                      ds.breakers_open);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_claims_held",
-                                     "1 while a step of the wall clock holds this node's claims "
-                                     "and lease sweeps (its leases are being moved in the store: "
-                                     "clock.leases_move_failed says why they are not yet)",
+                                     "1 while this node claims and sweeps no lease: a step of "
+                                     "its wall clock (its leases are being moved in the store: "
+                                     "clock.leases_move_failed says why they are not yet), or, "
+                                     "on a PostgreSQL store, its clock off the database's "
+                                     "(clock.skew)",
                                      ds.claims_held);
+  if (app->cfg && hookd_store_is_postgres(app->cfg->store_url))
+    rc = rc ? rc
+            : hookd_metrics_gauge(&o, "hookd_store_clock_skew_seconds",
+                                  "the database's clock minus this node's, at the last check "
+                                  "(docs/postgres.md \"The clock guard\")",
+                                  ds.clock_skew_ms / 1e3);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_paused",
                                      "endpoints paused by a Retry-After", ds.endpoints_paused);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_slow",

@@ -1308,13 +1308,42 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
   hookd_tenants_free(m->tenants, m->n_tenants);
   m->hints = NULL, m->eps = NULL, m->tenants = NULL;
   m->n_hints = m->n_eps = m->n_tenants = 0;
+  m->clock_read = false;
   if (m->d->cfg.shared_store) { /* docs/postgres.md "Several nodes" */
     int64_t since = m->d->config_seen_ms - CONFIG_SKEW_MS;
     int rc = be->endpoints_since(c, since > 0 ? since : 0, &m->eps, &m->n_eps);
     if (rc == 0) rc = be->tenant_list(c, &m->tenants, &m->n_tenants);
+    if (rc == 0 && be->clock_ms) { /* "The clock guard": read between two reads of ours */
+      int64_t db = 0, t0 = hookd_now_ms();
+      rc = be->clock_ms(c, &db);
+      int64_t t1 = hookd_now_ms();
+      m->clock_read = rc == 0;
+      m->skew_ms = db - (t0 + t1) / 2;
+      m->skew_err_ms = (t1 - t0 + 1) / 2;
+    }
     if (rc) return rc;
   }
   return be->due_hints(c, m->now_ms, &m->hints, &m->n_hints);
+}
+
+/* A shared store's clock check (docs/postgres.md "The clock guard"): off the database's clock
+ * by surely more than half the lease margin, this node claims and sweeps nothing. */
+static void check_clock(hookd_dispatcher *d, const msg *m) {
+  int64_t bound = d->cfg.lease_margin_ms / 2;
+  int64_t off = m->skew_ms < 0 ? -m->skew_ms : m->skew_ms;
+  bool skewed = off - m->skew_err_ms > bound;
+  if (skewed && (!d->clock_skewed || !d->clock_checked))
+    HLOG(HOOKD_LOG_WARN, "clock.skew", KV_I("skew_ms", m->skew_ms), KV_I("bound_ms", bound),
+         KV_S("meanwhile", "no claim and no lease sweep on this node: its clock is off the "
+                           "database's by more than half the lease margin"));
+  else if (!skewed && d->clock_skewed)
+    HLOG(HOOKD_LOG_INFO, "clock.skew_ok", KV_I("skew_ms", m->skew_ms), KV_I("bound_ms", bound));
+  d->clock_skewed = skewed;
+  d->clock_checked = true;
+  HOOKD_INC(clock_checks);
+  pthread_mutex_lock(&d->mu);
+  d->stats.clock_skew_ms = m->skew_ms;
+  pthread_mutex_unlock(&d->mu);
 }
 
 /* A shared store's rescan: the endpoints and tenants other nodes changed, applied as this node's
@@ -1545,6 +1574,7 @@ static void process_inbox(hookd_dispatcher *d) {
       d->store_ops--;
       d->rescanning = false;
       if (m->rc == 0) {
+        if (m->clock_read) check_clock(d, m);
         apply_shared_config(d, m); /* (first: the hints may name an endpoint it brings) */
         apply_hints(d, m->hints, m->n_hints, true, m->now_ms);
       }
@@ -1581,6 +1611,14 @@ static void update_counts(hookd_dispatcher *d) {
   d->stats.claimed_body_bytes = p->claimed_body_bytes;
   d->stats.breakers_open = p->breakers_open;
   pthread_mutex_unlock(&d->mu);
+}
+
+/* Whether this node may claim and sweep leases: its stored leases moved by every step of its
+ * clock so far, and, on a shared store, its clock checked against the database's and found
+ * within the bound (docs/postgres.md "The clock guard"). */
+static bool leases_current(const hookd_dispatcher *d) {
+  if (d->lease_move_pending) return false;
+  return !d->cfg.shared_store || (d->clock_checked && !d->clock_skewed);
 }
 
 /* What takes a walk over every endpoint: a few times a second. */
@@ -1624,7 +1662,7 @@ static void update_stats(hookd_dispatcher *d) {
   d->stats.walked_ms = now;
   d->stats.endpoints_paused = paused;
   d->stats.endpoints_slow = slow;
-  d->stats.claims_held = d->lease_move_pending != 0;
+  d->stats.claims_held = !leases_current(d);
   pthread_mutex_unlock(&d->mu);
 }
 
@@ -1682,14 +1720,14 @@ static void *thread_main(void *arg) {
     }
     int64_t now = disp_now(d);
     /* this node's stored leases are moved before a claim or a sweep reads a time past them */
-    bool leases_current = !d->lease_move_pending;
-    if (!leases_current && !d->lease_moving && hookd_mono_ms() >= d->lease_move_retry_ms)
+    if (d->lease_move_pending && !d->lease_moving && hookd_mono_ms() >= d->lease_move_retry_ms)
       submit_lease_move(d);
+    bool current = leases_current(d);
     if (!stopping) {
       sched_wake(d, now);
-      if (leases_current) sched_claim_due(d, now);
+      if (current) sched_claim_due(d, now);
       sched_dispatch(d, now);
-      if (leases_current && !d->sweeping && now >= d->next_sweep_ms) {
+      if (current && !d->sweeping && now >= d->next_sweep_ms) {
         submit_maintenance(d, MSG_SWEPT, now);
         d->next_sweep_ms = now + d->cfg.sweep_interval_ms;
       }

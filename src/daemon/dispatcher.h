@@ -71,7 +71,11 @@ typedef struct hookd_dispatcher_stats {
   int endpoints_slow;
   int64_t claimed_body_bytes; /* bodies held by claimed deliveries, each event's once */
   bool claims_held;           /* a step of the wall clock: this node's stored leases are still
-                                 to be moved, so it claims and sweeps nothing meanwhile */
+                                 to be moved, so it claims and sweeps nothing meanwhile; or, on a
+                                 shared store, its clock is off the database's (or not checked
+                                 yet) */
+  int64_t clock_skew_ms;      /* shared store: the database's clock minus this node's, at the
+                                 last check */
 } hookd_dispatcher_stats;
 
 /* Loads endpoints, releases this node's old leases, computes due hints, starts the thread. */

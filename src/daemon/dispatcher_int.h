@@ -64,6 +64,8 @@ typedef struct msg {
   size_t n_eps;
   hookd_tenant *tenants;      /* and every tenant (their limits) */
   size_t n_tenants;
+  bool clock_read;            /* MSG_RESCANNED on a shared store: the database's clock was read */
+  int64_t skew_ms, skew_err_ms; /* its time minus this node's, give or take skew_err_ms */
 } msg;
 
 /* A claimed event's body, shared by its claimed deliveries: an event fanned out to many
@@ -294,6 +296,10 @@ struct hookd_dispatcher {
   int64_t lease_move_retry_ms; /* a failed move is tried again then (monotonic) */
   uint64_t lease_move_failures; /* failed moves in a row (logged once, then once a minute) */
   int64_t lease_move_logged_ms; /* when the last of those was logged (monotonic) */
+  bool clock_checked;         /* shared store: the database's clock was read once at least */
+  bool clock_skewed;          /* and this node's wall clock was off it by more than the bound at
+                                 the last read: no claim nor sweep (docs/postgres.md "The clock
+                                 guard") */
   int64_t next_stats_ms;      /* the loop's next stats walk (0: at the next pass) */
   bool stats_busy;            /* the last walk saw work (due, in flight, paused, a breaker not
                                  closed): the loop wakes for the next one */

@@ -174,6 +174,10 @@ int hookd_metrics_render(hookd_buf *o) {
                          "steps of the wall clock of a second or more (clock.stepped): the "
                          "dispatcher's timers and this node's leases were moved by them",
                          LOAD(m->clock_steps));
+  rc = rc ? rc : counter(o, "hookd_store_clock_checks_total",
+                         "checks of this node's clock against a PostgreSQL store's (each "
+                         "rescan; docs/postgres.md \"The clock guard\"); 0 on SQLite",
+                         LOAD(m->clock_checks));
   rc = rc ? rc : counter(o, "hookd_endpoints_disabled_total", "endpoints disabled automatically",
                          LOAD(m->endpoints_disabled));
   rc = rc ? rc : counter(o, "hookd_ops_events_total",

@@ -71,6 +71,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t claimed;               /* deliveries claimed */
   _Atomic uint64_t leases_reclaimed;
   _Atomic uint64_t clock_steps;           /* steps of the wall clock the dispatcher made up for */
+  _Atomic uint64_t clock_checks;          /* checks of the clock against a shared store's */
   _Atomic uint64_t endpoints_disabled;
   _Atomic uint64_t ops_events;       /* operational events published (--ops-tenant) */
   _Atomic uint64_t filters_over;     /* payload filters that gave up on an event's payload */

@@ -618,6 +618,10 @@ typedef struct hookd_store_backend {
    * store healthy again only once a write went through (an empty commit succeeds on a full
    * disk). NULL: none. */
   int (*probe)(hookd_store_conn *c);
+  /* The database server's own clock, in ms since the epoch (a shared store: the nodes' clocks
+   * are checked against it, docs/postgres.md "The clock guard"). NULL: none (SQLite: one node,
+   * its clock is the only one). */
+  int (*clock_ms)(hookd_store_conn *c, int64_t *ms);
   /* 1 while a transaction is open. A database can end one by itself (SQLite rolls back the
    * whole transaction on SQLITE_FULL, SQLITE_IOERR or SQLITE_NOMEM in some statements): the
    * executor then must not run another op, which would run outside the batch's transaction. */

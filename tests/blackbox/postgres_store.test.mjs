@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HOOKD_BIN, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { startPostgres } from './lib/postgres.mjs';
 import pgLib from 'pg';
@@ -228,5 +228,59 @@ test('the master key is rotated only while no node runs on the store; the new ke
     await h.stop();
     await rx.close();
     cleanup();
+  }
+});
+
+// docs/postgres.md "The clock guard"
+test('a node whose clock runs ahead of the database\'s claims and sweeps nothing — another node\'s lease is not taken over and its request not sent twice — until its clock agrees again', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver((rec, n) => (n === 1 ? 'hang' : { status: 200 }));
+  const a = await node(store, key, 'n-ok', ['--lease-margin-ms', '2000']);
+  const { dir } = tempDir();
+  const clock = faultClock(dir);
+  clock.step(60000); // a minute ahead: every lease of n-ok reads as long expired
+  let b;
+  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+  try {
+    const { tenant } = await setup(a, rx.url, { timeout_ms: 10000 });
+    const p = await publish(a, tenant, { type: 'a.b', payload: { n: 1 } });
+    assert.equal(p.status, 202, p.text);
+    await rx.waitFor(1, 10000, 'n-ok sends, and the receiver holds the request');
+    b = await startHookd({
+      dir, store, args: ['--node-id', 'n-ahead', '--lease-margin-ms', '2000', '--rescan-interval-ms', '100'],
+      env: { HOOKD_MASTER_KEY: key, ...clock.env },
+    });
+    const skew = await b.waitForLog((l) => l.msg === 'clock.skew', 10000, 'clock.skew logged');
+    assert.ok(skew.skew_ms < -58000 && skew.skew_ms > -62000, `skew ${skew.skew_ms} ms`);
+    assert.equal(skew.bound_ms, 1000, 'half the lease margin');
+    // checks for over a second and a half: each a rescan that reads the due deliveries (n-ok's
+    // lease reads lapsed here), and the lease sweep's time (every second) has come
+    await waitUntil(async () => (await metric(b, 'hookd_store_clock_checks_total')) >= 15 || null,
+      { timeout: 15000, what: 'fifteen clock checks on n-ahead' });
+    assert.equal(rx.requests.length, 1, 'n-ahead took no lease over: nothing sent twice');
+    assert.equal(await metric(b, 'hookd_claims_held'), 1);
+    const gauge = await metric(b, 'hookd_store_clock_skew_seconds');
+    assert.ok(gauge < -58 && gauge > -62, `hookd_store_clock_skew_seconds ${gauge}`);
+    assert.equal(await metric(b, 'hookd_claims_total'), 0);
+    assert.equal(await metric(b, 'hookd_leases_reclaimed_total'), 0);
+
+    // the request ends; its outcome stands. Back in step, n-ahead claims again: a new event is sent
+    await rx.releaseFirst(200);
+    const [d] = await waitDelivery(a, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.deepEqual((await getDelivery(a, d.id)).attempts.map((x) => x.http_status), [200]);
+    clock.step(0);
+    await b.waitForLog((l) => l.msg === 'clock.skew_ok', 10000, 'clock.skew_ok logged');
+    await waitUntil(async () => (await metric(b, 'hookd_claims_held')) === 0 || null,
+      { timeout: 10000, what: 'claims no longer held' });
+    await a.stop();
+    const p2 = await publish(b, tenant, { type: 'a.b', payload: { n: 2 } });
+    assert.equal(p2.status, 202, p2.text);
+    await waitDelivery(b, p2.json.id, (ds) => ds[0]?.state === 'delivered', 'n-ahead delivers once in step');
+    assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']), [p.json.id, p2.json.id]);
+  } finally {
+    await a.stop();
+    await b?.stop();
+    await rx.close();
   }
 });

@@ -308,6 +308,16 @@ int64_t pg_x(hookd_store_conn *c, const char *sql, const pg_params *p, const cha
 
 void pg_wrote(hookd_store_conn *c, int64_t n) { c->changes += n; }
 
+/* clock_timestamp(), not now(): the time the statement runs, not its transaction's start. */
+static int pg_clock_ms(hookd_store_conn *c, int64_t *ms) {
+  PGresult *r = pg_q(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", NULL,
+                     "read the database's clock");
+  if (!r) return HOOKD_STORE_ERR;
+  *ms = PQntuples(r) == 1 ? pg_i64(r, 0, 0) : 0;
+  PQclear(r);
+  return *ms > 0 ? HOOKD_STORE_OK : pg_fail(c, "read the database's clock");
+}
+
 int pg_exec(hookd_store_conn *c, const char *sql, const char *what) {
   PGresult *r = checked(c, PQexec(c->pg, sql), what);
   if (!r) return HOOKD_STORE_ERR;
@@ -509,6 +519,7 @@ const hookd_store_backend hookd_pg_backend = {
     .rollback_to = pg_rollback_to,
     .changes = pg_changes,
     .probe = NULL, /* the server's commit is the disk's test */
+    .clock_ms = pg_clock_ms,
     .in_txn = pg_in_txn,
     .tenant_create = pg_tenant_create,
     .tenant_get = pg_tenant_get,
