@@ -203,6 +203,12 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
                                   "the database's clock minus this node's, at the last check "
                                   "(docs/postgres.md \"The clock guard\")",
                                   ds.clock_skew_ms / 1e3);
+  if (app->cfg && hookd_store_is_postgres(app->cfg->store_url))
+    rc = rc ? rc
+            : hookd_metrics_gauge(&o, "hookd_store_nodes",
+                                  "hookd nodes running on the store, this one included, at the "
+                                  "last count: each applies its share of the customers' limits",
+                                  ds.nodes);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_paused",
                                      "endpoints paused by a Retry-After", ds.endpoints_paused);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_slow",

@@ -248,8 +248,7 @@ static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cf
   if (!e->key_ok)
     HLOG(HOOKD_LOG_ERROR, "endpoint.secret_unavailable", KV_S("endpoint_id", e->cfg.id),
          KV_S("tenant_id", e->cfg.tenant_id));
-  /* a rate limit spaces deliveries: burst 1 */
-  hookd_bucket_set(&e->bucket, e->cfg.rate_limit, 1, now);
+  sched_ep_share(d, e, now);
 }
 
 static ep *ep_get(hookd_dispatcher *d, const char *id) { return hookd_strmap_get(&d->eps, id); }
@@ -1309,6 +1308,7 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
   m->hints = NULL, m->eps = NULL, m->tenants = NULL;
   m->n_hints = m->n_eps = m->n_tenants = 0;
   m->clock_read = false;
+  m->nodes = 0;
   if (m->d->cfg.shared_store) { /* docs/postgres.md "Several nodes" */
     int64_t since = m->d->config_seen_ms - CONFIG_SKEW_MS;
     int rc = be->endpoints_since(c, since > 0 ? since : 0, &m->eps, &m->n_eps);
@@ -1321,6 +1321,7 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
       m->skew_ms = db - (t0 + t1) / 2;
       m->skew_err_ms = (t1 - t0 + 1) / 2;
     }
+    if (rc == 0 && be->nodes_live) rc = be->nodes_live(c, &m->nodes);
     if (rc) return rc;
   }
   return be->due_hints(c, m->now_ms, &m->hints, &m->n_hints);
@@ -1343,6 +1344,27 @@ static void check_clock(hookd_dispatcher *d, const msg *m) {
   HOOKD_INC(clock_checks);
   pthread_mutex_lock(&d->mu);
   d->stats.clock_skew_ms = m->skew_ms;
+  pthread_mutex_unlock(&d->mu);
+}
+
+/* The number of nodes running on a shared store changed: every endpoint's limits are shared out
+ * again (the tenants' at once after, by the rescan's tenant list). */
+static void share_limits(hookd_dispatcher *d, int nodes) {
+  if (nodes == d->nodes) return;
+  HLOG(HOOKD_LOG_INFO, "nodes.counted", KV_I("nodes", nodes), KV_I("before", d->nodes));
+  d->nodes = nodes;
+  int64_t now = disp_now(d);
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+    ep *e = v;
+    sched_ep_share(d, e, now);
+    if (e->gone) continue;
+    sched_ep_ready(d, e); /* a larger share may free a slot now */
+    sched_ep_schedule(d, e);
+  }
+  pthread_mutex_lock(&d->mu);
+  d->stats.nodes = nodes;
   pthread_mutex_unlock(&d->mu);
 }
 
@@ -1575,6 +1597,7 @@ static void process_inbox(hookd_dispatcher *d) {
       d->rescanning = false;
       if (m->rc == 0) {
         if (m->clock_read) check_clock(d, m);
+        if (m->nodes) share_limits(d, m->nodes); /* (before the tenants are applied below) */
         apply_shared_config(d, m); /* (first: the hints may name an endpoint it brings) */
         apply_hints(d, m->hints, m->n_hints, true, m->now_ms);
       }
@@ -1787,6 +1810,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   hookd_dispatcher *d = calloc(1, sizeof *d);
   if (!d) return NULL;
   d->cfg = *cfg;
+  d->nodes = d->stats.nodes = 1; /* (a shared store's count comes with the first rescan) */
   d->clock_offset_us = hookd_now_us() - hookd_mono_us(); /* disp_now's first read: no step */
   if (!d->cfg.sweep_interval_ms) d->cfg.sweep_interval_ms = 1000;
   /* before any body is seen, a claim may bring the largest: the first claims are not let past

@@ -76,6 +76,7 @@ typedef struct hookd_dispatcher_stats {
                                  yet) */
   int64_t clock_skew_ms;      /* shared store: the database's clock minus this node's, at the
                                  last check */
+  int nodes;                  /* shared store: the nodes running on it, at the last count */
 } hookd_dispatcher_stats;
 
 /* Loads endpoints, releases this node's old leases, computes due hints, starts the thread. */

@@ -66,6 +66,7 @@ typedef struct msg {
   size_t n_tenants;
   bool clock_read;            /* MSG_RESCANNED on a shared store: the database's clock was read */
   int64_t skew_ms, skew_err_ms; /* its time minus this node's, give or take skew_err_ms */
+  int nodes;                  /* and the nodes running on it (0: not read) */
 } msg;
 
 /* A claimed event's body, shared by its claimed deliveries: an event fanned out to many
@@ -162,6 +163,8 @@ typedef struct ep {
   bool gone;
   bool disabled_by_outcome;   /* disabled in memory by an outcome not yet known to be stored
                                  (a configuration from the store supersedes it) */
+  int share_limit;            /* its max_in_flight, this node's share (at least 1) */
+  double share_rate;          /* its rate_limit, this node's share (0: none) */
   int in_flight;
   int queued;                 /* all classes */
   int claiming;               /* limit of its claim in progress (0 = none) */
@@ -296,6 +299,8 @@ struct hookd_dispatcher {
   int64_t lease_move_retry_ms; /* a failed move is tried again then (monotonic) */
   uint64_t lease_move_failures; /* failed moves in a row (logged once, then once a minute) */
   int64_t lease_move_logged_ms; /* when the last of those was logged (monotonic) */
+  int nodes;                  /* nodes running on the store, this one included: each applies
+                                 its share of the customers' limits (sched_share) */
   bool clock_checked;         /* shared store: the database's clock was read once at least */
   bool clock_skewed;          /* and this node's wall clock was off it by more than the bound at
                                  the last read: no claim nor sweep (docs/postgres.md "The clock
@@ -334,6 +339,12 @@ int64_t sched_next_timer(hookd_dispatcher *d, int64_t now); /* ms until the next
 void sched_health_update(hookd_dispatcher *d, ep *e);
 void sched_health_remove(hookd_dispatcher *d, const char *id);
 int sched_ep_limit(const ep *e);
+/* This node's share of a limit customers set, with d->nodes nodes running on the store
+ * (docs/postgres.md "Several nodes"): a count rounded down, at least 1 (0 stays 0, none). */
+int sched_share(const hookd_dispatcher *d, int limit);
+double sched_share_rate(const hookd_dispatcher *d, double rate);
+/* Sets the endpoint's shares of its max_in_flight and rate_limit, and its rate's bucket. */
+void sched_ep_share(hookd_dispatcher *d, ep *e, int64_t now);
 /* The breaker blocks this endpoint now (open, cool-down not over; half-open moves lazily). */
 bool sched_breaker_blocks(hookd_dispatcher *d, const ep *e, int64_t now);
 

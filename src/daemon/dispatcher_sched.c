@@ -27,7 +27,22 @@ static void share_wait_remove(ep *e);
 static void flush_share_eps(hookd_dispatcher *d, tenant *t);
 static void tenant_hold(hookd_dispatcher *d, tenant *t, bool *flag, bool on);
 
-int sched_ep_limit(const ep *e) { return e->cfg.max_in_flight > 0 ? e->cfg.max_in_flight : 1; }
+int sched_ep_limit(const ep *e) { return e->share_limit > 0 ? e->share_limit : 1; }
+
+int sched_share(const hookd_dispatcher *d, int limit) {
+  if (limit <= 0 || d->nodes <= 1) return limit;
+  return limit / d->nodes > 0 ? limit / d->nodes : 1;
+}
+
+double sched_share_rate(const hookd_dispatcher *d, double rate) {
+  return rate > 0 && d->nodes > 1 ? rate / d->nodes : rate;
+}
+
+void sched_ep_share(hookd_dispatcher *d, ep *e, int64_t now) {
+  e->share_limit = sched_share(d, e->cfg.max_in_flight > 0 ? e->cfg.max_in_flight : 1);
+  e->share_rate = sched_share_rate(d, e->cfg.rate_limit);
+  hookd_bucket_set(&e->bucket, e->share_rate, 1, now); /* a rate limit spaces deliveries: burst 1 */
+}
 
 bool sched_breaker_blocks(hookd_dispatcher *d, const ep *e, int64_t now) {
   return e->br.state == HOOKD_BREAKER_OPEN && now < hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
@@ -146,14 +161,16 @@ static void ring_push(hookd_dispatcher *d, tenant *t);
 
 void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg) {
   int64_t now = disp_now(d);
-  t->max_in_flight = cfg->max_in_flight > 0 ? cfg->max_in_flight : d->cfg.tenant_max_in_flight;
+  /* (a cap the tenant sets is shared out among the nodes; the default cap is each node's own) */
+  t->max_in_flight =
+      cfg->max_in_flight > 0 ? sched_share(d, cfg->max_in_flight) : d->cfg.tenant_max_in_flight;
   int weight = cfg->weight > 0 ? cfg->weight : 1;
   for (int c = 0; c < CLS__COUNT; c++)
     if (t->in_flight_cls[c] > 0) d->cls_weight[c] += weight - t->weight;
   t->weight = weight;
   if (t->turn_left > weight) t->turn_left = weight; /* a turn kept or going on, by the new one */
-  double burst = cfg->rate_limit > 1 ? cfg->rate_limit : 1;
-  hookd_bucket_set(&t->bucket, cfg->rate_limit, burst, now);
+  double rate = sched_share_rate(d, cfg->rate_limit);
+  hookd_bucket_set(&t->bucket, rate, rate > 1 ? rate : 1, now);
   if (t->share_wait) flush_share_eps(d, t); /* its cap, and so its reserve, may have changed */
   /* a tenant waiting for its rate limit waits by the new rate (lifted: at once, not at the
    * time the old one gave, up to an hour away); one stopped at its cap goes back in the ring
@@ -483,8 +500,8 @@ static int64_t claim_key(hookd_dispatcher *d, const ep *e) {
  * a commit anyway, so deliveries claimed ahead would only sit leased in its queue. */
 static int ep_room(hookd_dispatcher *d, const ep *e) {
   int limit = (ep_no_resend(e) ? 1 : 2) * sched_ep_limit(e);
-  if (e->cfg.rate_limit > 0) {
-    int by_rate = (int)ceil(e->cfg.rate_limit * 2) + 1;
+  if (e->share_rate > 0) {
+    int by_rate = (int)ceil(e->share_rate * 2) + 1;
     if (by_rate < limit) limit = by_rate;
   }
   if (e->br.state != HOOKD_BREAKER_CLOSED) limit = d->breaker_cfg.probes;

@@ -622,6 +622,9 @@ typedef struct hookd_store_backend {
    * are checked against it, docs/postgres.md "The clock guard"). NULL: none (SQLite: one node,
    * its clock is the only one). */
   int (*clock_ms)(hookd_store_conn *c, int64_t *ms);
+  /* The hookd nodes running on the store, this one included (a shared store: each applies its
+   * share of the customers' limits, docs/postgres.md "Several nodes"). NULL: one. */
+  int (*nodes_live)(hookd_store_conn *c, int *n);
   /* 1 while a transaction is open. A database can end one by itself (SQLite rolls back the
    * whole transaction on SQLITE_FULL, SQLITE_IOERR or SQLITE_NOMEM in some statements): the
    * executor then must not run another op, which would run outside the batch's transaction. */

@@ -284,3 +284,44 @@ test('a node whose clock runs ahead of the database\'s claims and sweeps nothing
     await rx.close();
   }
 });
+
+// docs/postgres.md "Several nodes": limits are shared out among the live nodes
+test('two nodes share an endpoint\'s max_in_flight: the receiver never has more requests open than the endpoint allows, and every event is sent once', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver((rec, n) => (n <= 2 ? 'hang' : { status: 200 }));
+  const args = ['--rescan-interval-ms', '100'];
+  const n1 = await node(store, key, 'n1', args);
+  const n2 = await node(store, key, 'n2', args);
+  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+  const checks = async (h, more) => {
+    const target = (await metric(h, 'hookd_store_clock_checks_total')) + more;
+    await waitUntil(async () => (await metric(h, 'hookd_store_clock_checks_total')) >= target || null,
+      { timeout: 10000, what: `${more} more rescans` });
+  };
+  try {
+    for (const h of [n1, n2]) {
+      await waitUntil(async () => (await metric(h, 'hookd_store_nodes')) === 2 || null, { timeout: 10000, what: 'two nodes counted' });
+    }
+    const { tenant } = await setup(n1, rx.url, { max_in_flight: 2 });
+    const ids = [];
+    for (let i = 0; i < 10; i++) {
+      const p = await publish(i % 2 ? n2 : n1, tenant, { type: 'a.b', payload: { i } });
+      assert.equal(p.status, 202, p.text);
+      ids.push(p.json.id);
+    }
+    await rx.waitFor((r) => r.open >= 2, 10000, 'two requests open');
+    // each node claims at every rescan: a node holding the whole limit would open two more now
+    await checks(n1, 10);
+    await checks(n2, 10);
+    assert.equal(rx.maxOpen, 2, 'never more open than max_in_flight, across both nodes');
+    rx.releaseHanging(200);
+    for (const id of ids) await waitDelivery(n1, id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(rx.maxOpen, 2);
+    assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']).sort(), [...ids].sort(), 'each event once');
+  } finally {
+    await n1.stop();
+    await n2.stop();
+    await rx.close();
+  }
+});

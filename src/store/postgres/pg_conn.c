@@ -16,6 +16,14 @@ struct pg_shared {
 
 /* The writer lock every writer transaction takes first ("hookd", "writer" in ASCII). */
 #define PG_WRITER_BEGIN "BEGIN; SELECT pg_advisory_xact_lock(1752133476, 2003986804)"
+/* The node ids running on this database: each node holds its node lock for its life (a node's
+ * old session not ended yet holds the same id: counted once). The writer and migration locks
+ * share the first key: left out. */
+#define PG_NODES_SQL                                                                            \
+  "SELECT count(DISTINCT objid) FROM pg_locks WHERE locktype = 'advisory'"                      \
+  " AND classid = 1752133476 AND objsubid = 2 AND granted"                                      \
+  " AND objid NOT IN (2003986804, 1835624289) AND database ="                                   \
+  " (SELECT oid FROM pg_database WHERE datname = current_database())"
 #define PG_READER_BEGIN "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 #define PG_CONNECT_TIMEOUT_S "10"
 #define PG_LINK_TIMEOUT_MS "30000"
@@ -75,11 +83,7 @@ int hookd_pg_lock_offline(const char *url, void **held, char *err, size_t errlen
   PQclear(r);
   /* and no node may be running: each holds its node lock for its life (the writer and
    * migration locks share the first key: left out) */
-  r = got ? PQexec(pg, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-                       " AND classid = 1752133476 AND objsubid = 2 AND granted"
-                       " AND objid NOT IN (2003986804, 1835624289) AND database ="
-                       " (SELECT oid FROM pg_database WHERE datname = current_database())")
-          : NULL;
+  r = got ? PQexec(pg, PG_NODES_SQL) : NULL;
   long running = r && PQresultStatus(r) == PGRES_TUPLES_OK ? atol(PQgetvalue(r, 0, 0)) : -1;
   PQclear(r);
   if (!got || running != 0) {
@@ -308,6 +312,14 @@ int64_t pg_x(hookd_store_conn *c, const char *sql, const pg_params *p, const cha
 
 void pg_wrote(hookd_store_conn *c, int64_t n) { c->changes += n; }
 
+static int pg_nodes_live(hookd_store_conn *c, int *n) {
+  PGresult *r = pg_q(c, PG_NODES_SQL, NULL, "count the nodes");
+  if (!r) return HOOKD_STORE_ERR;
+  *n = PQntuples(r) == 1 ? (int)pg_i64(r, 0, 0) : 0;
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
 /* clock_timestamp(), not now(): the time the statement runs, not its transaction's start. */
 static int pg_clock_ms(hookd_store_conn *c, int64_t *ms) {
   PGresult *r = pg_q(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", NULL,
@@ -520,6 +532,7 @@ const hookd_store_backend hookd_pg_backend = {
     .changes = pg_changes,
     .probe = NULL, /* the server's commit is the disk's test */
     .clock_ms = pg_clock_ms,
+    .nodes_live = pg_nodes_live,
     .in_txn = pg_in_txn,
     .tenant_create = pg_tenant_create,
     .tenant_get = pg_tenant_get,
