@@ -633,13 +633,17 @@ static void reply_get(hookd_api_op *base, int rc) {
     if (hookd_dispatcher_endpoint_health(base->app->disp, op->ep.id, &hh) == 0)
       json_object_set_new(
           v, "health",
-          json_pack("{s:s,s:o,s:o,s:I,s:i,s:i,s:o,s:b,s:o,s:b,s:o}", "breaker", hh.breaker,
+          json_pack("{s:s,s:o,s:o,s:I,s:i,s:i,s:o,s:b,s:o,s:b,s:o,s:{s:i,s:o}}", "breaker",
+                    hh.breaker,
                     "breaker_opened_at", hookd_json_time(hh.breaker_opened_ms),
                     "breaker_retry_at", hookd_json_time(hh.breaker_retry_ms), "breaker_opens",
                     (json_int_t)hh.breaker_opens, "in_flight", hh.in_flight, "claimed",
                     hh.queued, "paused_until", hookd_json_time(hh.paused_until_ms), "slow",
                     hh.slow, "failing_since", hookd_json_time(hh.failing_since_ms), "sending",
-                    hh.sending, "config_updated_at", hookd_json_time(hh.config_updated_ms)));
+                    hh.sending, "config_updated_at", hookd_json_time(hh.config_updated_ms),
+                    "node_share", "max_in_flight", hh.share_max_in_flight, "rate_limit",
+                    hh.share_rate > 0 ? json_pack("{s:f}", "per_second", hh.share_rate)
+                                      : json_null()));
     hookd_req_reply_json(base->req, 200, v);
     return;
   }

@@ -1360,6 +1360,7 @@ static void share_limits(hookd_dispatcher *d, int nodes) {
     ep *e = v;
     sched_ep_share(d, e, now);
     if (e->gone) continue;
+    sched_health_update(d, e);
     sched_ep_ready(d, e); /* a larger share may free a slot now */
     sched_ep_schedule(d, e);
   }

@@ -58,6 +58,8 @@ typedef struct hookd_endpoint_health {
   int64_t failing_since_ms;
   bool sending;               /* this node sends to it (its copy of `enabled`) */
   int64_t config_updated_ms;  /* the updated_at of the configuration this node applies */
+  int share_max_in_flight;    /* this node's share of its max_in_flight (docs/postgres.md) */
+  double share_rate;          /* and of its rate_limit, per second (0: none) */
 } hookd_endpoint_health;
 
 typedef struct hookd_dispatcher_stats {

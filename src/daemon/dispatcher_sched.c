@@ -130,6 +130,8 @@ void sched_health_update(hookd_dispatcher *d, ep *e) {
     r->h.failing_since_ms = e->failing_since;
     r->h.sending = e->cfg.enabled && !e->gone;
     r->h.config_updated_ms = e->cfg.updated_ms;
+    r->h.share_max_in_flight = sched_ep_limit(e);
+    r->h.share_rate = e->share_rate;
   }
   pthread_mutex_unlock(&d->health_mu);
 }

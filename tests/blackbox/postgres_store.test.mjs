@@ -286,7 +286,7 @@ test('a node whose clock runs ahead of the database\'s claims and sweeps nothing
 });
 
 // docs/postgres.md "Several nodes": limits are shared out among the live nodes
-test('two nodes share an endpoint\'s max_in_flight: the receiver never has more requests open than the endpoint allows, and every event is sent once', async () => {
+test('two nodes share an endpoint\'s max_in_flight and rate_limit: each applies half, the receiver never has more requests open than the endpoint allows, every event is sent once; one node left applies the whole', async () => {
   const store = await pg.database();
   const key = masterKey();
   const rx = await startReceiver((rec, n) => (n <= 2 ? 'hang' : { status: 200 }));
@@ -303,7 +303,13 @@ test('two nodes share an endpoint\'s max_in_flight: the receiver never has more 
     for (const h of [n1, n2]) {
       await waitUntil(async () => (await metric(h, 'hookd_store_nodes')) === 2 || null, { timeout: 10000, what: 'two nodes counted' });
     }
-    const { tenant } = await setup(n1, rx.url, { max_in_flight: 2 });
+    const { tenant, endpoint } = await setup(n1, rx.url, { max_in_flight: 2, rate_limit: { per_second: 100 } });
+    // each node's share, as its health shows it (n2 learns of the endpoint at its next rescan)
+    for (const h of [n1, n2]) {
+      const share = await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.node_share || null,
+        { timeout: 10000, what: 'the endpoint known to the node' });
+      assert.deepEqual(share, { max_in_flight: 1, rate_limit: { per_second: 50 } }, 'half of each limit');
+    }
     const ids = [];
     for (let i = 0; i < 10; i++) {
       const p = await publish(i % 2 ? n2 : n1, tenant, { type: 'a.b', payload: { i } });
@@ -319,6 +325,11 @@ test('two nodes share an endpoint\'s max_in_flight: the receiver never has more 
     for (const id of ids) await waitDelivery(n1, id, (ds) => ds[0]?.state === 'delivered');
     assert.equal(rx.maxOpen, 2);
     assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']).sort(), [...ids].sort(), 'each event once');
+    // one node left: the whole limits again, at its next rescan
+    await n2.stop();
+    await waitUntil(async () => (await metric(n1, 'hookd_store_nodes')) === 1 || null, { timeout: 10000, what: 'one node counted' });
+    const alone = (await n1.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.node_share;
+    assert.deepEqual(alone, { max_in_flight: 2, rate_limit: { per_second: 100 } });
   } finally {
     await n1.stop();
     await n2.stop();
