@@ -1305,8 +1305,9 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
   hookd_due_hints_free(m->hints, m->n_hints);
   hookd_endpoints_free(m->eps, m->n_eps);
   hookd_tenants_free(m->tenants, m->n_tenants);
-  m->hints = NULL, m->eps = NULL, m->tenants = NULL;
-  m->n_hints = m->n_eps = m->n_tenants = 0;
+  hookd_due_hints_free(m->pauses, m->n_pauses);
+  m->hints = NULL, m->eps = NULL, m->tenants = NULL, m->pauses = NULL;
+  m->n_hints = m->n_eps = m->n_tenants = m->n_pauses = 0;
   m->clock_read = false;
   m->nodes = 0;
   if (m->d->cfg.shared_store) { /* docs/postgres.md "Several nodes" */
@@ -1322,6 +1323,8 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
       m->skew_err_ms = (t1 - t0 + 1) / 2;
     }
     if (rc == 0 && be->nodes_live) rc = be->nodes_live(c, &m->nodes);
+    if (rc == 0 && be->endpoint_pauses)
+      rc = be->endpoint_pauses(c, m->now_ms, &m->pauses, &m->n_pauses);
     if (rc) return rc;
   }
   return be->due_hints(c, m->now_ms, &m->hints, &m->n_hints);
@@ -1367,6 +1370,30 @@ static void share_limits(hookd_dispatcher *d, int nodes) {
   pthread_mutex_lock(&d->mu);
   d->stats.nodes = nodes;
   pthread_mutex_unlock(&d->mu);
+}
+
+/* A shared store's rescan: the Retry-After pauses other nodes stored (docs/postgres.md "Several
+ * nodes"). A longer one than this node's holds it too: what it claimed for the endpoint goes
+ * back, as at its own 429. (Read after the configuration: a new URL or an enable, which ends a
+ * pause, cleared it in the store.) */
+static void apply_pauses(hookd_dispatcher *d, const hookd_due_hint *p, size_t n) {
+  int64_t now = disp_now(d);
+  for (size_t i = 0; i < n; i++) {
+    ep *e = ep_get(d, p[i].endpoint_id);
+    if (!e || e->gone || p[i].due_ms <= now || p[i].due_ms <= e->paused_until) continue;
+    bool begins = e->paused_until <= now;
+    e->paused_until = p[i].due_ms;
+    if (begins) {
+      HOOKD_INC(endpoint_pauses);
+      HLOG(HOOKD_LOG_INFO, "endpoint.paused", KV_S("endpoint_id", e->cfg.id),
+           KV_S("tenant_id", e->cfg.tenant_id), KV_I("for_ms", p[i].due_ms - now),
+           KV_S("by", "another node"));
+    }
+    sched_release_queue(d, e);
+    sched_ep_ready(d, e);
+    sched_ep_schedule(d, e);
+    sched_health_update(d, e);
+  }
 }
 
 /* A shared store's rescan: the endpoints and tenants other nodes changed, applied as this node's
@@ -1600,9 +1627,11 @@ static void process_inbox(hookd_dispatcher *d) {
         if (m->clock_read) check_clock(d, m);
         if (m->nodes) share_limits(d, m->nodes); /* (before the tenants are applied below) */
         apply_shared_config(d, m); /* (first: the hints may name an endpoint it brings) */
+        apply_pauses(d, m->pauses, m->n_pauses);
         apply_hints(d, m->hints, m->n_hints, true, m->now_ms);
       }
       hookd_due_hints_free(m->hints, m->n_hints);
+      hookd_due_hints_free(m->pauses, m->n_pauses);
       hookd_endpoints_free(m->eps, m->n_eps);
       hookd_tenants_free(m->tenants, m->n_tenants);
       break;

@@ -67,6 +67,8 @@ typedef struct msg {
   bool clock_read;            /* MSG_RESCANNED on a shared store: the database's clock was read */
   int64_t skew_ms, skew_err_ms; /* its time minus this node's, give or take skew_err_ms */
   int nodes;                  /* and the nodes running on it (0: not read) */
+  hookd_due_hint *pauses;     /* and its endpoints paused by a receiver (due_ms: until when) */
+  size_t n_pauses;
 } msg;
 
 /* A claimed event's body, shared by its claimed deliveries: an event fanned out to many

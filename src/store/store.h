@@ -737,6 +737,10 @@ typedef struct hookd_store_backend {
   int (*lease_shift)(hookd_store_conn *c, const char *owner, int64_t delta_ms, int *shifted);
   /* Earliest due time of unleased active deliveries for each endpoint that has any. */
   int (*due_hints)(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
+  /* The live endpoints paused by a receiver's Retry-After past now_ms, each with the time its
+   * pause ends (in due_ms): a shared store's nodes honour each other's pauses (docs/postgres.md
+   * "Several nodes"). NULL: none (one node: its pauses are its own). */
+  int (*endpoint_pauses)(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
 
   /* API keys. */
   int (*api_key_create)(hookd_store_conn *c, const hookd_api_key *k);

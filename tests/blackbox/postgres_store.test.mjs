@@ -336,3 +336,46 @@ test('two nodes share an endpoint\'s max_in_flight and rate_limit: each applies 
     await rx.close();
   }
 });
+
+// docs/postgres.md "Several nodes": a receiver's Retry-After pause holds every node
+test('a receiver\'s 429 with Retry-After to one node pauses the endpoint on the other too: it sends nothing there until the pause ends', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '60' } } : { status: 200 }));
+  const args = ['--rescan-interval-ms', '100'];
+  const nodes = { n1: await node(store, key, 'n1', args), n2: await node(store, key, 'n2', args) };
+  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+  try {
+    const { tenant, endpoint } = await setup(nodes.n1, rx.url);
+    for (const h of Object.values(nodes)) {
+      await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health || null,
+        { timeout: 10000, what: 'the endpoint known to both nodes' });
+    }
+    const p1 = await publish(nodes.n1, tenant, { type: 'a.b', payload: { n: 1 } });
+    assert.equal(p1.status, 202, p1.text);
+    await rx.waitFor(1, 10000, 'the first request, answered 429');
+    // whichever node sent it paused the endpoint itself; the other learns it from the store
+    const [sender, other] = await waitUntil(async () => {
+      for (const [name, h] of Object.entries(nodes)) {
+        if (h.logs.some((l) => l.msg === 'endpoint.paused' && !l.by)) return [name, name === 'n1' ? 'n2' : 'n1'];
+      }
+      return null;
+    }, { timeout: 10000, what: 'the sender\'s own pause' });
+    const learnt = await nodes[other].waitForLog((l) => l.msg === 'endpoint.paused' && l.by === 'another node', 10000,
+      `${other} paused by ${sender}'s answer`);
+    assert.equal(learnt.endpoint_id, endpoint);
+    assert.ok(learnt.for_ms > 50000 && learnt.for_ms <= 60000, `for_ms ${learnt.for_ms}`);
+    const h = (await nodes[other].api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
+    assert.ok(h.paused_until, 'its health shows the pause');
+    // a new event published through it waits: several of its rescans (each a claim's chance) pass
+    const p2 = await publish(nodes[other], tenant, { type: 'a.b', payload: { n: 2 } });
+    assert.equal(p2.status, 202, p2.text);
+    const target = (await metric(nodes[other], 'hookd_store_clock_checks_total')) + 10;
+    await waitUntil(async () => (await metric(nodes[other], 'hookd_store_clock_checks_total')) >= target || null,
+      { timeout: 10000, what: 'ten more rescans' });
+    assert.equal(rx.requests.length, 1, 'nothing sent during the pause, by either node');
+  } finally {
+    for (const h of Object.values(nodes)) await h.stop();
+    await rx.close();
+  }
+});

@@ -533,6 +533,7 @@ const hookd_store_backend hookd_pg_backend = {
     .probe = NULL, /* the server's commit is the disk's test */
     .clock_ms = pg_clock_ms,
     .nodes_live = pg_nodes_live,
+    .endpoint_pauses = pg_endpoint_pauses,
     .in_txn = pg_in_txn,
     .tenant_create = pg_tenant_create,
     .tenant_get = pg_tenant_get,

@@ -786,6 +786,31 @@ int pg_lane_unorder(hookd_store_conn *c, const char *endpoint_id) {
 /* "nothing due" in due_hints (SQLite's 9e18, as a bigint here) */
 #define NONE_DUE 9000000000000000000LL
 
+int pg_endpoint_pauses(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, now_ms);
+  PGresult *r = pg_q(c,
+                     "SELECT id, paused_until FROM endpoints WHERE paused_until > $1::bigint"
+                     " AND deleted_at IS NULL",
+                     &p, "endpoint pauses");
+  if (!r) return HOOKD_STORE_ERR;
+  size_t cap = 0;
+  for (int i = 0; i < PQntuples(r); i++) {
+    if (hookd_hint_push(out, n, &cap, PQgetvalue(r, i, 0), pg_i64(r, i, 1)) != 0) {
+      PQclear(r);
+      hookd_due_hints_free(*out, *n);
+      *out = NULL;
+      *n = 0;
+      return pg_fail(c, "endpoint pauses: out of memory");
+    }
+  }
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
 int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
   int rc = lanes_repair(c);
   if (rc) return rc;

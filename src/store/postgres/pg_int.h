@@ -291,6 +291,7 @@ int pg_mark_sent(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token)
 int pg_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
                       hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);
 int pg_lease_shift(hookd_store_conn *c, const char *owner, int64_t delta_ms, int *shifted);
+int pg_endpoint_pauses(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
 int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
 
 /* Second wave (each file's owner implements them as the SQLite backend's namesakes). */
