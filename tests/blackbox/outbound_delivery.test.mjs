@@ -515,6 +515,31 @@ describe('delivery outcomes', () => {
     for (const r of [laned, plain, other]) await r.close();
   });
 
+  it('large events claimed together (more than 8 MB of bodies in one claim) are each sent with their own body', async () => {
+    const recv = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '3' } } : { status: 200 }));
+    const { tenant } = await setup(h, recv.url);
+    const pad = (n) => String(n).repeat(900 * 1024);
+    const first = await publish(h, tenant, { type: 'big', payload: { n: 0, pad: pad(0) } });
+    assert.equal(first.status, 202, first.text);
+    await recv.waitFor(1, 10000, 'the 429 that pauses the endpoint');
+    // published during the pause: claimed together when it ends
+    const ids = [first.json.id];
+    for (let n = 1; n <= 11; n++) {
+      const p = await publish(h, tenant, { type: 'big', payload: { n, pad: pad(n % 10) } });
+      assert.equal(p.status, 202, p.text);
+      ids.push(p.json.id);
+    }
+    await recv.waitFor(13, 30000, 'every event after the pause');
+    const byId = new Map(ids.map((id, n) => [id, n]));
+    for (const r of recv.requests.slice(1)) {
+      const { data } = JSON.parse(r.body);
+      assert.equal(data.n, byId.get(r.headers['webhook-id']), 'its own event');
+      assert.equal(data.pad, pad(data.n % 10), 'its whole body');
+    }
+    assert.deepEqual([...new Set(recv.requests.slice(1).map((r) => r.headers['webhook-id']))].sort(), [...ids].sort());
+    await recv.close();
+  });
+
   it('a connection refused is retried and reported as connect_error', async () => {
     const recv = await startReceiver();
     const url = recv.url;

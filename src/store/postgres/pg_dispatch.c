@@ -144,8 +144,26 @@ static int claim_kind(hookd_store_conn *c, const hookd_claim_req *req, bool repl
   return HOOKD_STORE_OK;
 }
 
+/* The bodies one claim_details statement brings at most (the first always comes): past them,
+ * each body is read on its own, so a claim of large events never holds them all in one result
+ * (text format: twice their size). */
+#define CLAIM_DETAILS_BODY_BUDGET "8388608"
+
+/* A body claim_details left out, read on its own. */
+static int claim_body(hookd_store_conn *c, hookd_claimed *w) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, w->d.event_seq);
+  PGresult *r = pg_q(c, "SELECT body FROM events WHERE seq = $1", &p, "claim details");
+  if (!r) return HOOKD_STORE_ERR;
+  w->body = PQntuples(r) == 1 ? (char *)pg_blob(r, 0, 0, &w->body_len) : NULL;
+  PQclear(r);
+  return w->body ? HOOKD_STORE_OK : pg_fail(c, "claim details: event body not read");
+}
+
 /* Fills the event and policy of the n claimed deliveries v, all read in one statement (docs/
- * postgres.md "Round trips"); HOOKD_STORE_ERR with c->err set. */
+ * postgres.md "Round trips") — but for the bodies past CLAIM_DETAILS_BODY_BUDGET, read one by
+ * one after it; HOOKD_STORE_ERR with c->err set. */
 static int claim_details(hookd_store_conn *c, hookd_claimed *v, size_t n) {
   if (n == 0) return HOOKD_STORE_OK;
   pg_arr events, policies;
@@ -162,7 +180,10 @@ static int claim_details(hookd_store_conn *c, hookd_claimed *v, size_t n) {
   PGresult *r = NULL;
   if (p.v[0] && p.v[1])
     r = pg_q(c,
-             "SELECT e.id, e.type, e.body, e.expires_at, p.id, p.max_attempts,"
+             "SELECT e.id, e.type,"
+             " CASE WHEN x.i = 1 OR sum(octet_length(e.body)) OVER (ORDER BY x.i)"
+             " <= " CLAIM_DETAILS_BODY_BUDGET " THEN e.body END,"
+             " e.expires_at, p.id, p.max_attempts,"
              " p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms, e.kind,"
              " e.content_type, e.meta, p.retry_statuses, x.i"
              " FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS x(es, pid, i)"
@@ -185,9 +206,9 @@ static int claim_details(hookd_store_conn *c, hookd_claimed *v, size_t n) {
     hookd_claimed *w = &v[i];
     w->d.event_id = pg_str(r, i, 0);
     w->d.event_type = pg_str(r, i, 1);
-    w->body = (char *)pg_blob(r, i, 2, &w->body_len);
-    if (!w->body && pg_null(r, i, 2)) w->body = calloc(1, 1); /* (NOT NULL: never) */
-    if (!w->body) {
+    bool later = pg_null(r, i, 2); /* (the column is NOT NULL: past the budget) */
+    w->body = later ? NULL : (char *)pg_blob(r, i, 2, &w->body_len);
+    if (!later && !w->body) {
       PQclear(r);
       return pg_fail(c, "claim details: out of memory");
     }
@@ -199,6 +220,10 @@ static int claim_details(hookd_store_conn *c, hookd_claimed *v, size_t n) {
     w->meta = pg_str(r, i, 12);
   }
   PQclear(r);
+  for (size_t i = 0; i < n; i++) {
+    int rc = v[i].body ? HOOKD_STORE_OK : claim_body(c, &v[i]);
+    if (rc) return rc;
+  }
   return HOOKD_STORE_OK;
 }
 
