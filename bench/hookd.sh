@@ -41,9 +41,12 @@ hookd_sql() {
   if [ "${BENCH_STORE:-sqlite}" != postgres ]; then
     sqlite3 "$1/hookd.db" "$2"
   else
-    psql -qAt "${OB_PG_URL%/*}/hookd_$(cat "$1/store.n")" -c "$2"
+    psql -qAt "$(hookd_pg_url "$1")" -c "$2"
   fi
 }
+
+# hookd_pg_url DIR — the URL of DIR's PostgreSQL database (BENCH_STORE=postgres).
+hookd_pg_url() { echo "${OB_PG_URL%/*}/hookd_$(cat "$1/store.n")"; }
 
 # hookd_start DIR [extra hookd serve args...] — sets HOOKD_PID, HOOKD_PORT, HOOKD_URL.
 hookd_start() {

@@ -109,17 +109,11 @@ in_closed() {
   IN_P50=$(field p50_ms "$IN_LINE") IN_P99=$(field p99_ms "$IN_LINE")
 }
 
-# in_store_check DIR ACKED_FILE DUP_ID — the store's account after hookd stopped.
+# in_store_check DIR ACKED_FILE DUP_ID — the store's account after hookd stopped (SQLite's file,
+# or BENCH_STORE=postgres: its database): one "name=value" line each.
 in_store_check() {
-  local dir=$1 acked=$2 dup_id=$3
-  sqlite3 "$dir/hookd.db" <<EOF
-CREATE TEMP TABLE acked(id TEXT);
-.mode csv
-.import $acked acked
-.mode list
-.separator =
-SELECT 'journal_mode', (SELECT journal_mode FROM pragma_journal_mode);
-SELECT 'acked', COUNT(*) FROM acked;
+  local dir=$1 acked=$2 dup_id=$3 checks
+  checks="SELECT 'acked', COUNT(*) FROM acked;
 SELECT 'acked_distinct', COUNT(DISTINCT id) FROM acked;
 SELECT 'acked_missing', COUNT(*) FROM acked a WHERE NOT EXISTS (SELECT 1 FROM inbox i WHERE i.id = a.id);
 SELECT 'acked_not_forwardable', COUNT(*) FROM acked a JOIN inbox i ON i.id = a.id
@@ -131,7 +125,23 @@ SELECT 'inbox_rows_of_dup_id', COUNT(*) FROM inbox WHERE provider_event_id = '$d
 SELECT 'inbound_events', COUNT(*) FROM events WHERE kind = 'inbound';
 SELECT 'deliveries', COUNT(*) FROM deliveries;
 SELECT 'deliveries_delivered', COUNT(*) FROM deliveries WHERE state = 'delivered';
-SELECT 'inbox_completed', COUNT(*) FROM inbox WHERE status = 'completed';
+SELECT 'inbox_completed', COUNT(*) FROM inbox WHERE status = 'completed';"
+  if [ "${BENCH_STORE:-sqlite}" = postgres ]; then
+    psql -qAt -F= "$(hookd_pg_url "$dir")" <<EOF
+CREATE TEMP TABLE acked(id text);
+\copy acked FROM '$acked' WITH (FORMAT csv)
+$checks
+EOF
+    return
+  fi
+  sqlite3 "$dir/hookd.db" <<EOF
+CREATE TEMP TABLE acked(id TEXT);
+.mode csv
+.import $acked acked
+.mode list
+.separator =
+SELECT 'journal_mode', (SELECT journal_mode FROM pragma_journal_mode);
+$checks
 EOF
 }
 
@@ -212,7 +222,7 @@ in_open() {
   hookd_metrics >"$dir/metrics.txt"
   hookd_stop
   local stored
-  stored=$(sqlite3 "$dir/hookd.db" "SELECT COUNT(*) FROM inbox")
+  stored=$(hookd_sql "$dir" "SELECT COUNT(*) FROM inbox")
   IN_OPEN_STORE="inbox rows $stored for $(field sent "$IN_OPEN_LINE") requests sent ($(field ok "$IN_OPEN_LINE") acknowledged in the measured window)"
 }
 
@@ -222,8 +232,8 @@ inbound_main() {
   say "## Inbound receive path (Stripe-style signed webhooks)"
   say ""
   say "hookd: source '$IN_SOURCE' (provider stripe, one secret, tolerance 300 s), one destination" \
-    "(the nginx sink, max_in_flight $IN_DEST_MIF), --max-in-flight 512, SQLite store (WAL," \
-    "synchronous=FULL) in $BENCH_TMP ($(fs_type "$BENCH_TMP")). Requests: POST /in/$IN_SOURCE," \
+    "(the nginx sink, max_in_flight $IN_DEST_MIF), --max-in-flight 512, $(store_label)." \
+    "Requests: POST /in/$IN_SOURCE," \
     "a ${IN_BODY}-byte Stripe invoice.paid event, Stripe-Signature t=…,v1=HMAC-SHA256."
   say "Closed loop: wrk -t$IN_WRK_THREADS -c$IN_CONNS -d${IN_SECONDS}s + bench/inbound.lua with" \
     "$IN_PRESIGN requests pre-signed by bench/inbound_sign just before the run (distinct event ids);" \
