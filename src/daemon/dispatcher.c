@@ -275,6 +275,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
      * old window back) */
     e->failing_since = e->cfg.failing_since_ms;
     if (e->cfg.paused_until_ms > now) e->paused_until = e->cfg.paused_until_ms;
+    e->pause_adopted = e->paused_until > now; /* the store's word, as another node's */
     e->t = sched_tenant(d, e->cfg.tenant_id);
     if (!e->t || hookd_strmap_put(&d->eps, e->cfg.id, e) != 0) {
       ep_free(d, e);
@@ -303,6 +304,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
      * endpoint again, ends it (else an hour's 429 held a fixed endpoint that hour) */
     if ((moved || (!was_enabled && e->cfg.enabled)) && e->paused_until > now) {
       e->paused_until = 0;
+      e->pause_adopted = false;
       HLOG(HOOKD_LOG_INFO, "endpoint.pause_lifted", KV_S("endpoint_id", e->cfg.id),
            KV_S("tenant_id", e->cfg.tenant_id),
            KV_S("reason", moved ? "url_changed" : "enabled"));
@@ -907,6 +909,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
        * it began moves it a few ms: one pause, counted and logged once) */
       bool begins = e->paused_until <= now;
       e->paused_until = until;
+      e->pause_adopted = false; /* this node's own word now */
       o->pause_until_ms = until; /* kept by the store for a restart */
       if (begins) {
         HOOKD_INC(endpoint_pauses);
@@ -1378,11 +1381,38 @@ static void share_limits(hookd_dispatcher *d, int nodes) {
  * pause, cleared it in the store.) */
 static void apply_pauses(hookd_dispatcher *d, const hookd_due_hint *p, size_t n) {
   int64_t now = disp_now(d);
+  /* a pause taken from the store that the store no longer has (an operator enabled the endpoint
+   * again, or moved it: a disable and enable between two rescans look like no change here) or
+   * has shorter ends with it */
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+    ep *e = v;
+    if (!e->pause_adopted) continue;
+    if (e->paused_until <= now) { /* over by itself */
+      e->pause_adopted = false;
+      continue;
+    }
+    int64_t stored = 0;
+    for (size_t j = 0; j < n && !stored; j++)
+      if (!strcmp(p[j].endpoint_id, e->cfg.id)) stored = p[j].due_ms;
+    if (stored >= e->paused_until) continue;
+    e->paused_until = stored;
+    e->pause_adopted = stored > now;
+    if (!e->pause_adopted)
+      HLOG(HOOKD_LOG_INFO, "endpoint.pause_lifted", KV_S("endpoint_id", e->cfg.id),
+           KV_S("tenant_id", e->cfg.tenant_id), KV_S("reason", "lifted in the store"));
+    if (e->gone) continue;
+    sched_ep_ready(d, e);
+    sched_ep_schedule(d, e);
+    sched_health_update(d, e);
+  }
   for (size_t i = 0; i < n; i++) {
     ep *e = ep_get(d, p[i].endpoint_id);
     if (!e || e->gone || p[i].due_ms <= now || p[i].due_ms <= e->paused_until) continue;
     bool begins = e->paused_until <= now;
     e->paused_until = p[i].due_ms;
+    e->pause_adopted = true;
     if (begins) {
       HOOKD_INC(endpoint_pauses);
       HLOG(HOOKD_LOG_INFO, "endpoint.paused", KV_S("endpoint_id", e->cfg.id),
@@ -1797,10 +1827,15 @@ static void *thread_main(void *arg) {
     }
     update_counts(d);
     int64_t retry_in = record_retry_due(d, disp_now(d), stopping);
-    int64_t timeout = sched_next_timer(d, disp_now(d));
+    int64_t timeout = sched_next_timer(d, disp_now(d), current);
     if (d->lease_move_pending && timeout > LEASE_MOVE_RETRY_MS) timeout = LEASE_MOVE_RETRY_MS;
     if (retry_in < timeout) timeout = retry_in;
-    if (!d->sweeping && d->next_sweep_ms - now < timeout) timeout = d->next_sweep_ms - now;
+    /* (claims held by the clock guard: the next rescan checks the clock again; the sweep's time,
+     * passed, would wake the loop at once for ever) */
+    if (current && !d->sweeping && d->next_sweep_ms - now < timeout)
+      timeout = d->next_sweep_ms - now;
+    if (!current && !d->rescanning && d->next_rescan_ms - now < timeout)
+      timeout = d->next_rescan_ms - now;
     /* claimed deliveries waiting: their leases are watched at every stats tick */
     if ((d->queued || d->stats_busy) && d->next_stats_ms - now < timeout)
       timeout = d->next_stats_ms - now;

@@ -163,6 +163,8 @@ typedef struct ep {
   char *header_lines;         /* its custom headers opened, "Name: value\n" each (NULL none) */
   bool key_ok;                /* its secret (and custom headers) opened: it may be sent to */
   bool gone;
+  bool pause_adopted;         /* paused_until is another node's Retry-After, read in the store
+                                 (apply_pauses): lifted when the store no longer has it */
   bool disabled_by_outcome;   /* disabled in memory by an outcome not yet known to be stored
                                  (a configuration from the store supersedes it) */
   int share_limit;            /* its max_in_flight, this node's share (at least 1) */
@@ -337,7 +339,8 @@ void sched_mark_overdue(hookd_dispatcher *d, int64_t now); /* in flight past hal
 /* Marks e slow (an overdue request, or a slow or timed-out answer): its requests still in flight
  * count in the slow share from now. */
 void sched_ep_marked_slow(hookd_dispatcher *d, ep *e);
-int64_t sched_next_timer(hookd_dispatcher *d, int64_t now); /* ms until the next timer */
+/* ms until the next timer (claims: false while this node claims nothing, leases_current) */
+int64_t sched_next_timer(hookd_dispatcher *d, int64_t now, bool claims);
 void sched_health_update(hookd_dispatcher *d, ep *e);
 void sched_health_remove(hookd_dispatcher *d, const char *id);
 int sched_ep_limit(const ep *e);

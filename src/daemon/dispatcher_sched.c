@@ -942,9 +942,10 @@ void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms) {
   }
 }
 
-int64_t sched_next_timer(hookd_dispatcher *d, int64_t now) {
+int64_t sched_next_timer(hookd_dispatcher *d, int64_t now, bool claims) {
   int64_t t = 1000;
-  if (d->heap_len && d->queued + d->claiming < 2 * d->cfg.max_in_flight) { /* as claims count */
+  if (claims && d->heap_len && d->queued + d->claiming < 2 * d->cfg.max_in_flight) {
+    /* (as claims count; while claims are held, a due endpoint would only wake the loop again) */
     int64_t due = d->heap[0]->heap_key - now;
     if (due < t) t = due;
   }

@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -256,8 +256,13 @@ test('a node whose clock runs ahead of the database\'s claims and sweeps nothing
     assert.equal(skew.bound_ms, 1000, 'half the lease margin');
     // checks for over a second and a half: each a rescan that reads the due deliveries (n-ok's
     // lease reads lapsed here), and the lease sweep's time (every second) has come
+    const cpu = () => readFileSync(`/proc/${b.proc.pid}/stat`, 'utf8').split(') ')[1].split(' ').slice(11, 13)
+      .reduce((t, x) => t + Number(x), 0) * 10; // utime + stime, in ms (clock ticks of 10 ms)
+    const [cpu0, t0] = [cpu(), Date.now()];
     await waitUntil(async () => (await metric(b, 'hookd_store_clock_checks_total')) >= 15 || null,
       { timeout: 15000, what: 'fifteen clock checks on n-ahead' });
+    const busy = (cpu() - cpu0) / (Date.now() - t0);
+    assert.ok(busy < 0.5, `claims held, the node idles: ${Math.round(busy * 100)}% of a core`);
     assert.equal(rx.requests.length, 1, 'n-ahead took no lease over: nothing sent twice');
     assert.equal(await metric(b, 'hookd_claims_held'), 1);
     const gauge = await metric(b, 'hookd_store_clock_skew_seconds');
@@ -338,11 +343,11 @@ test('two nodes share an endpoint\'s max_in_flight and rate_limit: each applies 
 });
 
 // docs/postgres.md "Several nodes": a receiver's Retry-After pause holds every node
-test('a receiver\'s 429 with Retry-After to one node pauses the endpoint on the other too: it sends nothing there until the pause ends', async () => {
+test('a receiver\'s 429 with Retry-After to one node pauses the endpoint on the other too: it sends nothing there until the pause ends, or until an operator enables the endpoint again (even a disable and enable between two of its rescans)', async () => {
   const store = await pg.database();
   const key = masterKey();
   const rx = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '60' } } : { status: 200 }));
-  const args = ['--rescan-interval-ms', '100'];
+  const args = ['--rescan-interval-ms', '1000'];
   const nodes = { n1: await node(store, key, 'n1', args), n2: await node(store, key, 'n2', args) };
   const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
   try {
@@ -370,10 +375,23 @@ test('a receiver\'s 429 with Retry-After to one node pauses the endpoint on the 
     // a new event published through it waits: several of its rescans (each a claim's chance) pass
     const p2 = await publish(nodes[other], tenant, { type: 'a.b', payload: { n: 2 } });
     assert.equal(p2.status, 202, p2.text);
-    const target = (await metric(nodes[other], 'hookd_store_clock_checks_total')) + 10;
-    await waitUntil(async () => (await metric(nodes[other], 'hookd_store_clock_checks_total')) >= target || null,
-      { timeout: 10000, what: 'ten more rescans' });
+    const rescans = async (more) => {
+      const target = (await metric(nodes[other], 'hookd_store_clock_checks_total')) + more;
+      await waitUntil(async () => (await metric(nodes[other], 'hookd_store_clock_checks_total')) >= target || null,
+        { timeout: 15000, what: `${more} more rescans` });
+    };
+    await rescans(3);
     assert.equal(rx.requests.length, 1, 'nothing sent during the pause, by either node');
+    // just after one of its rescans, a disable and an enable through the sender: the other node's
+    // next rescan sees the endpoint enabled as before, and the pause gone from the store
+    await rescans(1);
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    assert.equal((await nodes[sender].api('PATCH', epPath, { enabled: false })).status, 200);
+    assert.equal((await nodes[sender].api('PATCH', epPath, { enabled: true })).status, 200);
+    const lifted = await nodes[other].waitForLog((l) => l.msg === 'endpoint.pause_lifted', 10000, `${other} lifts the pause`);
+    assert.equal(lifted.endpoint_id, endpoint);
+    await waitDelivery(nodes[other], p2.json.id, (ds) => ds[0]?.state === 'delivered', 'the event waiting on the pause');
+    assert.equal(rx.requests.length, 2);
   } finally {
     for (const h of Object.values(nodes)) await h.stop();
     await rx.close();
