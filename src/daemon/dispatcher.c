@@ -1311,7 +1311,7 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
   hookd_due_hints_free(m->pauses, m->n_pauses);
   m->hints = NULL, m->eps = NULL, m->tenants = NULL, m->pauses = NULL;
   m->n_hints = m->n_eps = m->n_tenants = m->n_pauses = 0;
-  m->clock_read = false;
+  m->clock_read = m->pauses_read = false;
   m->nodes = 0;
   if (m->d->cfg.shared_store) { /* docs/postgres.md "Several nodes" */
     int64_t since = m->d->config_seen_ms - CONFIG_SKEW_MS;
@@ -1326,8 +1326,10 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
       m->skew_err_ms = (t1 - t0 + 1) / 2;
     }
     if (rc == 0 && be->nodes_live) rc = be->nodes_live(c, &m->nodes);
-    if (rc == 0 && be->endpoint_pauses)
+    if (rc == 0 && be->endpoint_pauses) {
       rc = be->endpoint_pauses(c, m->now_ms, &m->pauses, &m->n_pauses);
+      m->pauses_read = rc == 0;
+    }
     if (rc) return rc;
   }
   return be->due_hints(c, m->now_ms, &m->hints, &m->n_hints);
@@ -1657,7 +1659,8 @@ static void process_inbox(hookd_dispatcher *d) {
         if (m->clock_read) check_clock(d, m);
         if (m->nodes) share_limits(d, m->nodes); /* (before the tenants are applied below) */
         apply_shared_config(d, m); /* (first: the hints may name an endpoint it brings) */
-        apply_pauses(d, m->pauses, m->n_pauses);
+        /* (only what was read: an empty list lifts every pause taken from the store) */
+        if (m->pauses_read) apply_pauses(d, m->pauses, m->n_pauses);
         apply_hints(d, m->hints, m->n_hints, true, m->now_ms);
       }
       hookd_due_hints_free(m->hints, m->n_hints);

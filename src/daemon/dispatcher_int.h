@@ -67,7 +67,8 @@ typedef struct msg {
   bool clock_read;            /* MSG_RESCANNED on a shared store: the database's clock was read */
   int64_t skew_ms, skew_err_ms; /* its time minus this node's, give or take skew_err_ms */
   int nodes;                  /* and the nodes running on it (0: not read) */
-  hookd_due_hint *pauses;     /* and its endpoints paused by a receiver (due_ms: until when) */
+  bool pauses_read;           /* and its endpoints paused by a receiver were read: */
+  hookd_due_hint *pauses;     /* these (due_ms: until when) */
   size_t n_pauses;
 } msg;
 
