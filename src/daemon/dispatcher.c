@@ -1341,7 +1341,7 @@ static void check_clock(hookd_dispatcher *d, const msg *m) {
   int64_t bound = d->cfg.lease_margin_ms / 2;
   int64_t off = m->skew_ms < 0 ? -m->skew_ms : m->skew_ms;
   bool skewed = off - m->skew_err_ms > bound;
-  if (skewed && (!d->clock_skewed || !d->clock_checked))
+  if (skewed && !d->clock_skewed)
     HLOG(HOOKD_LOG_WARN, "clock.skew", KV_I("skew_ms", m->skew_ms), KV_I("bound_ms", bound),
          KV_S("meanwhile", "no claim and no lease sweep on this node: its clock is off the "
                            "database's by more than half the lease margin"));

@@ -811,9 +811,30 @@ int pg_lane_unorder(hookd_store_conn *c, const char *endpoint_id) {
 /* "nothing due" in due_hints (SQLite's 9e18, as a bigint here) */
 #define NONE_DUE 9000000000000000000LL
 
-int pg_endpoint_pauses(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
+/* The rows of r (endpoint id, time) as hints, but those of NONE_DUE (takes r; NULL, a failed
+ * statement, is HOOKD_STORE_ERR with c->err as pg_q left it). */
+static int read_hints(hookd_store_conn *c, PGresult *r, hookd_due_hint **out, size_t *n,
+                      const char *what) {
   *out = NULL;
   *n = 0;
+  if (!r) return HOOKD_STORE_ERR;
+  size_t cap = 0;
+  for (int i = 0; i < PQntuples(r); i++) {
+    int64_t at = pg_i64(r, i, 1);
+    if (at >= NONE_DUE) continue; /* nothing due */
+    if (hookd_hint_push(out, n, &cap, PQgetvalue(r, i, 0), at) != 0) {
+      PQclear(r);
+      hookd_due_hints_free(*out, *n);
+      *out = NULL;
+      *n = 0;
+      return pg_fail(c, what);
+    }
+  }
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
+int pg_endpoint_pauses(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, now_ms);
@@ -821,19 +842,7 @@ int pg_endpoint_pauses(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out
                      "SELECT id, paused_until FROM endpoints WHERE paused_until > $1::bigint"
                      " AND deleted_at IS NULL",
                      &p, "endpoint pauses");
-  if (!r) return HOOKD_STORE_ERR;
-  size_t cap = 0;
-  for (int i = 0; i < PQntuples(r); i++) {
-    if (hookd_hint_push(out, n, &cap, PQgetvalue(r, i, 0), pg_i64(r, i, 1)) != 0) {
-      PQclear(r);
-      hookd_due_hints_free(*out, *n);
-      *out = NULL;
-      *n = 0;
-      return pg_fail(c, "endpoint pauses: out of memory");
-    }
-  }
-  PQclear(r);
-  return HOOKD_STORE_OK;
+  return read_hints(c, r, out, n, "endpoint pauses: out of memory");
 }
 
 int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
@@ -856,20 +865,5 @@ int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
       " ORDER BY d.next_attempt_at LIMIT 1), 9000000000000000000::bigint)) FROM endpoints e"
       " WHERE e.deleted_at IS NULL AND e.enabled = 1",
       &p, "due hints");
-  if (!r) return HOOKD_STORE_ERR;
-  hookd_due_hint *v = NULL;
-  size_t len = 0, cap = 0;
-  for (int i = 0; i < PQntuples(r); i++) {
-    int64_t due = pg_i64(r, i, 1);
-    if (due >= NONE_DUE) continue; /* nothing due */
-    if (hookd_hint_push(&v, &len, &cap, PQgetvalue(r, i, 0), due) != 0) {
-      PQclear(r);
-      hookd_due_hints_free(v, len);
-      return pg_fail(c, "due hints: out of memory");
-    }
-  }
-  PQclear(r);
-  *out = v;
-  *n = len;
-  return HOOKD_STORE_OK;
+  return read_hints(c, r, out, n, "due hints: out of memory");
 }

@@ -345,19 +345,6 @@ static int create_job_row(hookd_store_conn *c, hookd_replay_job *job,
   return HOOKD_STORE_OK;
 }
 
-/* seqs[0 .. n) as an array literal ("{1,2,3}"), malloc'd; NULL out of memory. */
-static char *seq_array(const int64_t *seqs, size_t n) {
-  size_t cap = 2 + n * 21 + 1, len = 0;
-  char *s = malloc(cap);
-  if (!s) return NULL;
-  s[len++] = '{';
-  for (size_t i = 0; i < n; i++)
-    len += (size_t)snprintf(s + len, cap - len, "%s%lld", i ? "," : "", (long long)seqs[i]);
-  s[len++] = '}';
-  s[len] = 0;
-  return s;
-}
-
 int pg_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_replay_snapshot *snap,
                      size_t *from, size_t chunk, int64_t now_ms) {
   int rc;
@@ -386,8 +373,14 @@ int pg_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
   int64_t n = job->total;
   size_t end = snap->n - *from > chunk ? *from + chunk : snap->n;
   if (end > *from) {
-    char *arr = seq_array(snap->seqs + *from, end - *from);
-    if (!arr) return pg_fail(c, "insert replay item: out of memory");
+    pg_arr seqs;
+    pg_arr_init(&seqs);
+    for (size_t i = *from; i < end; i++) pg_arr_i64(&seqs, snap->seqs[i]);
+    const char *arr = pg_arr_done(&seqs);
+    if (!arr) {
+      pg_arr_free(&seqs);
+      return pg_fail(c, "insert replay item: out of memory");
+    }
     pg_p_init(&p);
     pg_p_i64(&p, job->seq);
     pg_p_i64(&p, n);
@@ -416,7 +409,7 @@ int pg_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_rep
                        " JOIN deliveries d ON d.seq = s.seq"
                        " WHERE d.tenant_id = $4 AND d.state = $5",
                        &p, "insert replay item");
-    free(arr);
+    pg_arr_free(&seqs);
     if (made < 0) return HOOKD_STORE_ERR;
     n += made;
   }
