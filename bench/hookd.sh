@@ -30,8 +30,7 @@ _hookd_store() {
     psql -q "$OB_PG_URL" -c "CREATE DATABASE hookd_$n" >/dev/null || die "create database"
     echo "$n" >"$dir/store.n"
   fi
-  n=$(cat "$dir/store.n")
-  HOOKD_STORE_ARGS=(--store "${OB_PG_URL%/*}/hookd_$n" --node-id "bench-$n")
+  HOOKD_STORE_ARGS=(--store "$(hookd_pg_url "$dir")" --node-id "bench-$(cat "$dir/store.n")")
   export HOOKD_MASTER_KEY=${HOOKD_MASTER_KEY:-$(head -c 32 /dev/urandom | base64)}
 }
 
