@@ -1309,8 +1309,9 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
   hookd_endpoints_free(m->eps, m->n_eps);
   hookd_tenants_free(m->tenants, m->n_tenants);
   hookd_due_hints_free(m->pauses, m->n_pauses);
-  m->hints = NULL, m->eps = NULL, m->tenants = NULL, m->pauses = NULL;
-  m->n_hints = m->n_eps = m->n_tenants = m->n_pauses = 0;
+  free(m->votes);
+  m->hints = NULL, m->eps = NULL, m->tenants = NULL, m->pauses = NULL, m->votes = NULL;
+  m->n_hints = m->n_eps = m->n_tenants = m->n_pauses = m->n_votes = 0;
   m->clock_read = m->pauses_read = false;
   m->nodes = 0;
   if (m->d->cfg.shared_store) { /* docs/postgres.md "Several nodes" */
@@ -1321,9 +1322,13 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
       int64_t db = 0, t0 = hookd_now_ms();
       rc = be->clock_ms(c, &db);
       int64_t t1 = hookd_now_ms();
-      m->clock_read = rc == 0;
       m->skew_ms = db - (t0 + t1) / 2;
       m->skew_err_ms = (t1 - t0 + 1) / 2;
+      /* reads further apart than the bound (the node stalled, or its clock stepped between
+       * them) tell nothing: this check is not counted nor stored */
+      m->clock_read = rc == 0 && t1 >= t0 && m->skew_err_ms <= m->d->cfg.lease_margin_ms / 2;
+      if (m->clock_read && be->clock_votes)
+        rc = be->clock_votes(c, m->skew_ms, m->skew_err_ms, &m->votes, &m->n_votes);
     }
     if (rc == 0 && be->nodes_live) rc = be->nodes_live(c, &m->nodes);
     if (rc == 0 && be->endpoint_pauses) {
@@ -1335,18 +1340,30 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
   return be->due_hints(c, m->now_ms, &m->hints, &m->n_hints);
 }
 
-/* A shared store's clock check (docs/postgres.md "The clock guard"): off the database's clock
- * by surely more than half the lease margin, this node claims and sweeps nothing. */
+/* A shared store's clock check (docs/postgres.md "The clock guard"): a node whose clock is
+ * outvoted by the database's and the other live nodes' (it agrees with no strict majority of
+ * them) claims and sweeps nothing. */
 static void check_clock(hookd_dispatcher *d, const msg *m) {
   int64_t bound = d->cfg.lease_margin_ms / 2;
-  int64_t off = m->skew_ms < 0 ? -m->skew_ms : m->skew_ms;
-  bool skewed = off - m->skew_err_ms > bound;
+  hookd_clock_voter self = {m->skew_ms, m->skew_err_ms};
+  int agreeing, voters;
+  bool skewed = !hookd_clock_vote(self, m->votes, m->n_votes, bound, &agreeing, &voters);
+  bool store_off = !skewed && !hookd_clock_agree(self, (hookd_clock_voter){0, 0}, bound);
   if (skewed && !d->clock_skewed)
     HLOG(HOOKD_LOG_WARN, "clock.skew", KV_I("skew_ms", m->skew_ms), KV_I("bound_ms", bound),
+         KV_I("agreeing", agreeing), KV_I("voters", voters),
          KV_S("meanwhile", "no claim and no lease sweep on this node: its clock is off the "
-                           "database's by more than half the lease margin"));
+                           "database's, and off most other nodes', by more than half the "
+                           "lease margin"));
   else if (!skewed && d->clock_skewed)
-    HLOG(HOOKD_LOG_INFO, "clock.skew_ok", KV_I("skew_ms", m->skew_ms), KV_I("bound_ms", bound));
+    HLOG(HOOKD_LOG_INFO, "clock.skew_ok", KV_I("skew_ms", m->skew_ms), KV_I("bound_ms", bound),
+         KV_I("agreeing", agreeing), KV_I("voters", voters));
+  if (store_off && !d->store_clock_off)
+    HLOG(HOOKD_LOG_WARN, "clock.store_skew", KV_I("skew_ms", m->skew_ms),
+         KV_I("bound_ms", bound), KV_I("agreeing", agreeing), KV_I("voters", voters),
+         KV_S("meanwhile", "claims go on: most nodes' clocks agree with this one's, and the "
+                           "database's is the one off; set it right"));
+  d->store_clock_off = store_off;
   d->clock_skewed = skewed;
   d->clock_checked = true;
   HOOKD_INC(clock_checks);
@@ -1454,6 +1471,7 @@ static void submit_maintenance(hookd_dispatcher *d, msg_type t, int64_t now) {
   m->op.arg = m;
   if (t == MSG_SWEPT) d->sweeping = true;
   else d->rescanning = true;
+  m->clock_gen = d->clock_gen;
   d->store_ops++;
   hookd_storeq_submit(d->store->writer, &m->op);
 }
@@ -1524,6 +1542,13 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   if (d->next_sweep_ms) d->next_sweep_ms += delta_ms;
   if (d->next_rescan_ms) d->next_rescan_ms += delta_ms;
   d->next_stats_ms = 0;
+  if (d->cfg.shared_store) {
+    /* the clock guard's last check was of the old clock: none holds until the next, at once
+     * (one read before the step, or across it, is void: clock_gen) */
+    d->clock_gen++;
+    d->clock_checked = false;
+    d->next_rescan_ms = 0;
+  }
   move_items(d, delta_ms, delta_ms > 0); /* a step back: leases only last longer than given */
   if (delta_ms <= 0) {
     /* retention keeps what is stamped from now on that much longer */
@@ -1656,7 +1681,7 @@ static void process_inbox(hookd_dispatcher *d) {
       d->store_ops--;
       d->rescanning = false;
       if (m->rc == 0) {
-        if (m->clock_read) check_clock(d, m);
+        if (m->clock_read && m->clock_gen == d->clock_gen) check_clock(d, m);
         if (m->nodes) share_limits(d, m->nodes); /* (before the tenants are applied below) */
         apply_shared_config(d, m); /* (first: the hints may name an endpoint it brings) */
         /* (only what was read: an empty list lifts every pause taken from the store) */
@@ -1665,6 +1690,7 @@ static void process_inbox(hookd_dispatcher *d) {
       }
       hookd_due_hints_free(m->hints, m->n_hints);
       hookd_due_hints_free(m->pauses, m->n_pauses);
+      free(m->votes);
       hookd_endpoints_free(m->eps, m->n_eps);
       hookd_tenants_free(m->tenants, m->n_tenants);
       break;

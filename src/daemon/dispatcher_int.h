@@ -66,6 +66,9 @@ typedef struct msg {
   size_t n_tenants;
   bool clock_read;            /* MSG_RESCANNED on a shared store: the database's clock was read */
   int64_t skew_ms, skew_err_ms; /* its time minus this node's, give or take skew_err_ms */
+  hookd_clock_voter *votes;   /* and the other live nodes' skews to it (the clock guard's vote) */
+  size_t n_votes;
+  uint64_t clock_gen;         /* d->clock_gen when the rescan was sent: a step since voids it */
   int nodes;                  /* and the nodes running on it (0: not read) */
   bool pauses_read;           /* and its endpoints paused by a receiver were read: */
   hookd_due_hint *pauses;     /* these (due_ms: until when) */
@@ -307,9 +310,10 @@ struct hookd_dispatcher {
   int nodes;                  /* nodes running on the store, this one included: each applies
                                  its share of the customers' limits (sched_share) */
   bool clock_checked;         /* shared store: the database's clock was read once at least */
-  bool clock_skewed;          /* and this node's wall clock was off it by more than the bound at
-                                 the last read: no claim nor sweep (docs/postgres.md "The clock
-                                 guard") */
+  bool clock_skewed;          /* and this node's wall clock was outvoted at the last read: no
+                                 claim nor sweep (docs/postgres.md "The clock guard") */
+  bool store_clock_off;       /* and it won the vote against the database's clock */
+  uint64_t clock_gen;         /* steps of the wall clock seen: a check read before one is void */
   int64_t next_stats_ms;      /* the loop's next stats walk (0: at the next pass) */
   bool stats_busy;            /* the last walk saw work (due, in flight, paused, a breaker not
                                  closed): the loop wakes for the next one */

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "core/backoff.h"
+#include "core/clockvote.h"
 #include "core/delivery_state.h"
 #include "core/ids.h"
 
@@ -625,6 +626,11 @@ typedef struct hookd_store_backend {
   /* The hookd nodes running on the store, this one included (a shared store: each applies its
    * share of the customers' limits, docs/postgres.md "Several nodes"). NULL: one. */
   int (*nodes_live)(hookd_store_conn *c, int *n);
+  /* The clock guard's vote (docs/postgres.md "The clock guard"): stores this node's skew to the
+   * database's clock (clock_ms's time minus this node's, give or take err_ms), and returns the
+   * skews the other nodes running on the store stored (*out: free()). NULL: none. */
+  int (*clock_votes)(hookd_store_conn *c, int64_t skew_ms, int64_t err_ms,
+                     hookd_clock_voter **out, size_t *n);
   /* 1 while a transaction is open. A database can end one by itself (SQLite rolls back the
    * whole transaction on SQLITE_FULL, SQLITE_IOERR or SQLITE_NOMEM in some statements): the
    * executor then must not run another op, which would run outside the batch's transaction. */

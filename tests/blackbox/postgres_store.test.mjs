@@ -31,7 +31,7 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   const h = await node(store, masterKey(), 'n1');
   try {
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [0, 1], 'the schema made at the first start');
+    assert.deepEqual([migrated?.from, migrated?.to], [0, 2], 'the schema made at the first start');
     const { tenant, endpoint, secret } = await setup(h, rx.url);
     const body = { id: 'evt_pg_1', type: 'order.created', payload: { n: 1 } };
     const p1 = await publish(h, tenant, body, { 'Idempotency-Key': 'k1' });
@@ -287,6 +287,100 @@ test('a node whose clock runs ahead of the database\'s claims and sweeps nothing
     await a.stop();
     await b?.stop();
     await rx.close();
+  }
+});
+
+// docs/postgres.md "The clock guard": the clocks vote, the database's among them
+test('when the database\'s clock is the one off, nodes whose clocks agree outvote it and claim, while a lone node holds; a node that is gone has no vote; a step of a node\'s clock has it checked again at once', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver(() => ({ status: 200 }));
+  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+  const fast = ['--lease-margin-ms', '2000', '--rescan-interval-ms', '100'];
+  // both nodes' clocks a minute ahead of the database's, in step with each other: the database's
+  // clock is the one off
+  const [dir1, dir2, dir3] = [tempDir().dir, tempDir().dir, tempDir().dir];
+  const ahead = faultClock(dir1);
+  ahead.step(60000);
+  const env = { HOOKD_MASTER_KEY: key, ...ahead.env };
+  let n1, n2, n3;
+  try {
+    n1 = await startHookd({ dir: dir1, store, args: ['--node-id', 'n1', ...fast], env });
+    const alone = await n1.waitForLog((l) => l.msg === 'clock.skew', 10000, 'n1 alone: clock.skew');
+    assert.deepEqual([alone.agreeing, alone.voters], [1, 2], 'alone, the database decides');
+    const { tenant } = await setup(n1, rx.url);
+    const p1 = await publish(n1, tenant, { type: 'a.b', payload: { n: 1 } });
+    assert.equal(p1.status, 202, p1.text);
+    const checks = await metric(n1, 'hookd_store_clock_checks_total');
+    await waitUntil(async () => (await metric(n1, 'hookd_store_clock_checks_total')) >= checks + 5 || null,
+      { timeout: 10000, what: 'five more checks on n1' });
+    assert.equal(rx.requests.length, 0, 'n1 alone claims nothing');
+    assert.equal(await metric(n1, 'hookd_claims_held'), 1);
+
+    n2 = await startHookd({ dir: dir2, store, args: ['--node-id', 'n2', ...fast], env });
+    const outvoted = await n2.waitForLog((l) => l.msg === 'clock.store_skew', 10000, 'n2: the database outvoted');
+    assert.deepEqual([outvoted.agreeing, outvoted.voters], [2, 3]);
+    assert.ok(outvoted.skew_ms < -58000 && outvoted.skew_ms > -62000, `skew ${outvoted.skew_ms} ms`);
+    assert.ok(!n2.logs.some((l) => l.msg === 'clock.skew'), 'n2 never held by the vote');
+    const ok = await n1.waitForLog((l) => l.msg === 'clock.skew_ok', 10000, 'n1 claims again with n2 beside it');
+    assert.deepEqual([ok.agreeing, ok.voters], [2, 3]);
+    await waitDelivery(n1, p1.json.id, (ds) => ds[0]?.state === 'delivered', 'the event held while n1 was alone');
+    assert.equal(rx.requests.length, 1, 'sent once');
+    for (const h of [n1, n2]) {
+      await waitUntil(async () => (await metric(h, 'hookd_claims_held')) === 0 || null,
+        { timeout: 10000, what: 'claims no longer held' });
+    }
+
+    // both gone: their stored clocks are no vote. n3, in step with the database, claims alone
+    await n1.stop();
+    await n2.stop();
+    const own = faultClock(dir3);
+    n3 = await startHookd({
+      dir: dir3, store, args: ['--node-id', 'n3', '--lease-margin-ms', '2000'], // a check every 30 s
+      env: { HOOKD_MASTER_KEY: key, ...own.env },
+    });
+    await waitUntil(async () => (await metric(n3, 'hookd_claims_held')) === 0 || null,
+      { timeout: 10000, what: 'n3 claims after its first check' });
+    const p2 = await publish(n3, tenant, { type: 'a.b', payload: { n: 2 } });
+    await waitDelivery(n3, p2.json.id, (ds) => ds[0]?.state === 'delivered', 'n3 delivers');
+    // its clock steps a minute forward: checked at once, not at the next rescan 30 s away
+    own.step(60000);
+    await n3.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step seen');
+    const held = await n3.waitForLog((l) => l.msg === 'clock.skew', 10000, 'n3 checked again at once');
+    assert.deepEqual([held.agreeing, held.voters], [1, 2]);
+    await waitUntil(async () => (await metric(n3, 'hookd_claims_held')) === 1 || null,
+      { timeout: 10000, what: 'n3 holds its claims' });
+    assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']), [p1.json.id, p2.json.id]);
+  } finally {
+    for (const h of [n1, n2, n3]) await h?.stop();
+    await rx.close();
+  }
+});
+
+test('a store at schema 1 is upgraded at start, its data kept, and the node\'s clock stored for the clock guard\'s vote', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  let h = await node(store, key, 'n1');
+  const { tenant } = await setup(h, 'http://127.0.0.1:9/never');
+  await h.stop();
+  const c = new PgClient({ connectionString: store });
+  await c.connect();
+  try {
+    // schema 1 as an older hookd left it
+    await c.query('DROP TABLE node_clocks');
+    await c.query('DELETE FROM hookd_schema_version WHERE version = 2');
+    h = await node(store, key, 'n1');
+    const migrated = h.logs.find((l) => l.msg === 'store.migrated');
+    assert.deepEqual([migrated?.from, migrated?.to], [1, 2]);
+    await waitUntil(async () => (await c.query('SELECT node_id, err_ms FROM node_clocks')).rows.length === 1 || null,
+      { timeout: 10000, what: 'the node\'s clock stored' });
+    const [row] = (await c.query('SELECT node_id, err_ms FROM node_clocks')).rows;
+    assert.equal(row.node_id, 'n1');
+    assert.ok(Number(row.err_ms) >= 0 && Number(row.err_ms) < 1000, `err_ms ${row.err_ms}`);
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}`)).status, 200, 'the data kept');
+  } finally {
+    await h.stop();
+    await c.end();
   }
 });
 

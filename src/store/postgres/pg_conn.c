@@ -330,6 +330,50 @@ static int pg_clock_ms(hookd_store_conn *c, int64_t *ms) {
   return *ms > 0 ? HOOKD_STORE_OK : pg_fail(c, "read the database's clock");
 }
 
+/* The clock guard's vote: this node's skew stored (checked_at on the database's clock), and
+ * the skews of the other node ids whose node lock is held (pg_try_advisory_lock's second key is
+ * the id's hashtext, held in pg_locks as an unsigned objid). Rows of ids not seen for 7 days
+ * and not running go. */
+#define PG_DB_NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+#define PG_NODE_LIVE(id)                                                                        \
+  "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = 1752133476"   \
+  " AND l.objsubid = 2 AND l.granted AND l.objid::bigint = (hashtext(" id ")::bigint &"         \
+  " 4294967295) AND l.database = (SELECT oid FROM pg_database WHERE datname ="                  \
+  " current_database()))"
+#define PG_CLOCK_VOTES_SQL                                                                      \
+  "WITH up AS (INSERT INTO node_clocks (node_id, skew_ms, err_ms, checked_at) VALUES ($1, $2,"  \
+  " $3, " PG_DB_NOW_MS ") ON CONFLICT (node_id) DO UPDATE SET skew_ms = excluded.skew_ms,"      \
+  " err_ms = excluded.err_ms, checked_at = excluded.checked_at),"                               \
+  " gone AS (DELETE FROM node_clocks g WHERE g.node_id <> $1 AND g.checked_at < " PG_DB_NOW_MS \
+  " - 604800000 AND NOT " PG_NODE_LIVE("g.node_id") ")"                                         \
+  " SELECT n.skew_ms, n.err_ms FROM node_clocks n WHERE n.node_id <> $1 AND "                   \
+  PG_NODE_LIVE("n.node_id")
+
+static int pg_clock_votes(hookd_store_conn *c, int64_t skew_ms, int64_t err_ms,
+                          hookd_clock_voter **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (!c->sh->node_id) return HOOKD_STORE_OK; /* (the CLI runs no dispatcher) */
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, c->sh->node_id);
+  pg_p_i64(&p, skew_ms);
+  pg_p_i64(&p, err_ms);
+  PGresult *r = pg_q(c, PG_CLOCK_VOTES_SQL, &p, "the clocks' vote");
+  if (!r) return HOOKD_STORE_ERR;
+  pg_wrote(c, 1); /* the upsert (a SELECT's tag counts no CTE's writes) */
+  int rows = PQntuples(r);
+  if (rows > 0 && !(*out = calloc((size_t)rows, sizeof **out))) {
+    PQclear(r);
+    return pg_fail(c, "the clocks' vote: out of memory");
+  }
+  for (int i = 0; i < rows; i++)
+    (*out)[i] = (hookd_clock_voter){pg_i64(r, i, 0), pg_i64(r, i, 1)};
+  *n = (size_t)rows;
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
 int pg_exec(hookd_store_conn *c, const char *sql, const char *what) {
   PGresult *r = checked(c, PQexec(c->pg, sql), what);
   if (!r) return HOOKD_STORE_ERR;
@@ -533,6 +577,7 @@ const hookd_store_backend hookd_pg_backend = {
     .probe = NULL, /* the server's commit is the disk's test */
     .clock_ms = pg_clock_ms,
     .nodes_live = pg_nodes_live,
+    .clock_votes = pg_clock_votes,
     .endpoint_pauses = pg_endpoint_pauses,
     .in_txn = pg_in_txn,
     .tenant_create = pg_tenant_create,

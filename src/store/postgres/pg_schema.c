@@ -167,7 +167,15 @@ static const char *const migration_1[] = {
     " NULL, archived_at bigint)",
     NULL};
 
-static const char *const *const migrations[] = {migration_1};
+/* 2: each node's clock as the database sees it, for the clock guard's vote (docs/postgres.md
+ * "The clock guard"): skew = the database's time minus the node's, give or take err_ms;
+ * checked_at on the database's clock. */
+static const char *const migration_2[] = {
+    "CREATE TABLE node_clocks (node_id text COLLATE \"C\" PRIMARY KEY, skew_ms bigint NOT NULL,"
+    " err_ms bigint NOT NULL, checked_at bigint NOT NULL)",
+    NULL};
+
+static const char *const *const migrations[] = {migration_1, migration_2};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

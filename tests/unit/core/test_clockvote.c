@@ -1,0 +1,120 @@
+/* test_clockvote.c — the clock guard's vote (docs/postgres.md "The clock guard"): agreement
+ * within the bound give or take the errors, the database alone deciding for a lone node, the
+ * database outvoted by nodes that agree, ties held, and no overflow on absurd skews. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/clockvote.h"
+
+#define V(s, e) ((hookd_clock_voter){(s), (e)})
+
+static void agreement(void **s) {
+  (void)s;
+  assert_true(hookd_clock_agree(V(0, 0), V(1000, 0), 1000));
+  assert_false(hookd_clock_agree(V(0, 0), V(1001, 0), 1000));
+  assert_false(hookd_clock_agree(V(-1001, 0), V(0, 0), 1000)); /* either sign */
+  /* the errors are the benefit of the doubt: off only when surely off */
+  assert_true(hookd_clock_agree(V(0, 5), V(1010, 5), 1000));
+  assert_false(hookd_clock_agree(V(0, 5), V(1011, 5), 1000));
+  /* no overflow: absurd values are clamped, and still disagree */
+  assert_false(hookd_clock_agree(V(INT64_MIN, 0), V(INT64_MAX, 0), 1000));
+  assert_false(hookd_clock_agree(V(INT64_MAX, 0), V(0, INT64_MIN), 1000));
+  assert_true(hookd_clock_agree(V(INT64_MAX, 0), V(INT64_MAX, 0), 1000));
+}
+
+static void lone_node(void **s) {
+  (void)s;
+  int agreeing, voters;
+  /* alone, the voters are the database and the node: it must agree with the database */
+  assert_true(hookd_clock_vote(V(-300, 10), NULL, 0, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 2);
+  assert_int_equal(voters, 2);
+  assert_false(hookd_clock_vote(V(-60000, 10), NULL, 0, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 1);
+}
+
+static void database_outvoted(void **s) {
+  (void)s;
+  int agreeing, voters;
+  /* the database's clock a minute off, both nodes' in step with each other: both claim */
+  hookd_clock_voter a = V(-60000, 5), b = V(-60200, 5);
+  assert_true(hookd_clock_vote(a, &b, 1, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 2);
+  assert_int_equal(voters, 3);
+  assert_true(hookd_clock_vote(b, &a, 1, 1000, &agreeing, &voters));
+}
+
+static void outlier_held(void **s) {
+  (void)s;
+  int agreeing, voters;
+  /* one node of two off: it holds, the other (with the database) claims */
+  hookd_clock_voter ok = V(20, 5), ahead = V(-60000, 5);
+  assert_false(hookd_clock_vote(ahead, &ok, 1, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 1);
+  assert_true(hookd_clock_vote(ok, &ahead, 1, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 2);
+  /* three nodes and the database: 3 of 4 voters needed */
+  hookd_clock_voter others[] = {V(-60000, 5), V(10, 5)};
+  assert_true(hookd_clock_vote(V(0, 5), others, 2, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 3);
+  assert_int_equal(voters, 4);
+  hookd_clock_voter rest[] = {V(0, 5), V(10, 5)};
+  assert_false(hookd_clock_vote(V(-60000, 5), rest, 2, 1000, &agreeing, &voters));
+}
+
+static void tie_held(void **s) {
+  (void)s;
+  int agreeing, voters;
+  /* five voters: this node and another a minute off the database, two nodes in step with it:
+   * 2 of 5 agree with this node, and a majority needs 3 */
+  hookd_clock_voter others[] = {V(0, 5), V(60000, 5), V(0, 5)};
+  assert_false(hookd_clock_vote(V(60000, 5), others, 3, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 2);
+  assert_int_equal(voters, 5);
+  /* two nodes off each other by a minute, the database in between (30 s each way): neither
+   * agrees with the database nor with the other, and neither claims */
+  hookd_clock_voter x = V(30000, 5), y = V(-30000, 5);
+  assert_false(hookd_clock_vote(x, &y, 1, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 1);
+  assert_false(hookd_clock_vote(y, &x, 1, 1000, &agreeing, &voters));
+}
+
+/* Two nodes that both win a vote over the same voters are within twice the bound (plus their
+ * errors) of each other: checked over a grid of skews for three nodes. */
+static void winners_agree_pairwise(void **s) {
+  (void)s;
+  const int64_t bound = 1000;
+  const int64_t grid[] = {-3000, -2100, -1500, -1000, -600, 0, 400, 1000, 1600, 2200, 3000};
+  const size_t g = sizeof grid / sizeof grid[0];
+  for (size_t i = 0; i < g; i++)
+    for (size_t j = 0; j < g; j++)
+      for (size_t k = 0; k < g; k++) {
+        hookd_clock_voter n[3] = {V(grid[i], 0), V(grid[j], 0), V(grid[k], 0)};
+        bool win[3];
+        for (int a = 0; a < 3; a++) {
+          hookd_clock_voter o[2];
+          for (int b = 0, m = 0; b < 3; b++)
+            if (b != a) o[m++] = n[b];
+          int agreeing, voters;
+          win[a] = hookd_clock_vote(n[a], o, 2, bound, &agreeing, &voters);
+        }
+        for (int a = 0; a < 3; a++)
+          for (int b = 0; b < 3; b++) {
+            if (!win[a] || !win[b]) continue;
+            int64_t dist = n[a].skew_ms - n[b].skew_ms;
+            assert_true(dist <= 2 * bound && dist >= -2 * bound);
+          }
+      }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(agreement),         cmocka_unit_test(lone_node),
+      cmocka_unit_test(database_outvoted), cmocka_unit_test(outlier_held),
+      cmocka_unit_test(tie_held),          cmocka_unit_test(winners_agree_pairwise),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
