@@ -1200,6 +1200,13 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
         }
         sched_health_update(d, e);
       }
+      /* its Retry-After pause is in the store now (or was refused there: the endpoint moved or
+       * was enabled again after the request went): on a shared store, the store's word from
+       * here on, so that an operator's enable through another node, which clears it there, ends
+       * it here too (apply_pauses; a disable and enable between two rescans look like no change) */
+      if (d->cfg.shared_store && o->pause_until_ms && o->pause_until_ms == e->paused_until &&
+          !e->gone)
+        e->pause_adopted = true;
       if (o->to == HOOKD_DS_DELIVERED) count_delivered(it, o->now_ms);
       if (o->to == HOOKD_DS_RETRYING) {
         HOOKD_INC(retries_scheduled);
@@ -1397,12 +1404,13 @@ static void share_limits(hookd_dispatcher *d, int nodes) {
 /* A shared store's rescan: the Retry-After pauses other nodes stored (docs/postgres.md "Several
  * nodes"). A longer one than this node's holds it too: what it claimed for the endpoint goes
  * back, as at its own 429. (Read after the configuration: a new URL or an enable, which ends a
- * pause, cleared it in the store.) */
+ * pause, cleared it in the store.) A pause in the store (adopted: another node's, or this
+ * node's own once its write committed) ends here when the store no longer has it. */
 static void apply_pauses(hookd_dispatcher *d, const hookd_due_hint *p, size_t n) {
   int64_t now = disp_now(d);
-  /* a pause taken from the store that the store no longer has (an operator enabled the endpoint
-   * again, or moved it: a disable and enable between two rescans look like no change here) or
-   * has shorter ends with it */
+  /* a pause held in the store that the store no longer has (an operator enabled the endpoint
+   * again, or moved it, through any node: a disable and enable between two rescans look like no
+   * change here) or has shorter ends with it */
   const char *k;
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {

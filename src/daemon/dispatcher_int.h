@@ -167,8 +167,9 @@ typedef struct ep {
   char *header_lines;         /* its custom headers opened, "Name: value\n" each (NULL none) */
   bool key_ok;                /* its secret (and custom headers) opened: it may be sent to */
   bool gone;
-  bool pause_adopted;         /* paused_until is another node's Retry-After, read in the store
-                                 (apply_pauses): lifted when the store no longer has it */
+  bool pause_adopted;         /* paused_until is held in the store: another node's Retry-After
+                                 read there, or this node's own once its write committed (shared
+                                 store): lifted when the store no longer has it (apply_pauses) */
   bool disabled_by_outcome;   /* disabled in memory by an outcome not yet known to be stored
                                  (a configuration from the store supersedes it) */
   int share_limit;            /* its max_in_flight, this node's share (at least 1) */

@@ -491,3 +491,56 @@ test('a receiver\'s 429 with Retry-After to one node pauses the endpoint on the 
     await rx.close();
   }
 });
+
+test('the node that got a 429 with Retry-After ends its own pause when an operator disables and enables the endpoint through another node between two of its rescans', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '60' } } : { status: 200 }));
+  const args = ['--rescan-interval-ms', '1000'];
+  const nodes = { n1: await node(store, key, 'n1', args), n2: await node(store, key, 'n2', args) };
+  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+  const c = new PgClient({ connectionString: store });
+  await c.connect();
+  try {
+    const { tenant, endpoint } = await setup(nodes.n1, rx.url);
+    for (const h of Object.values(nodes)) {
+      await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health || null,
+        { timeout: 10000, what: 'the endpoint known to both nodes' });
+    }
+    const p1 = await publish(nodes.n1, tenant, { type: 'a.b', payload: { n: 1 } });
+    assert.equal(p1.status, 202, p1.text);
+    await rx.waitFor(1, 10000, 'the first request, answered 429');
+    const [sender, other] = await waitUntil(async () => {
+      for (const [name, h] of Object.entries(nodes)) {
+        if (h.logs.some((l) => l.msg === 'endpoint.paused' && !l.by)) return [name, name === 'n1' ? 'n2' : 'n1'];
+      }
+      return null;
+    }, { timeout: 10000, what: 'the sender\'s own pause' });
+    // its pause written with the outcome, then two of its rescans (the second surely after the write)
+    await waitUntil(async () => Number((await c.query('SELECT paused_until FROM endpoints WHERE id = $1', [endpoint]))
+      .rows[0]?.paused_until) > 0 || null, { timeout: 10000, what: 'the pause stored' });
+    const rescans = async (more) => {
+      const target = (await metric(nodes[sender], 'hookd_store_clock_checks_total')) + more;
+      await waitUntil(async () => (await metric(nodes[sender], 'hookd_store_clock_checks_total')) >= target || null,
+        { timeout: 15000, what: `${more} more rescans` });
+    };
+    await rescans(2);
+    // just after one of the sender's rescans, a disable and an enable through the other node
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    assert.equal((await nodes[other].api('PATCH', epPath, { enabled: false })).status, 200);
+    assert.equal((await nodes[other].api('PATCH', epPath, { enabled: true })).status, 200);
+    const lifted = await nodes[sender].waitForLog((l) => l.msg === 'endpoint.pause_lifted', 10000,
+      `${sender}, which got the 429, lifts its own pause`);
+    assert.deepEqual([lifted.endpoint_id, lifted.reason], [endpoint, 'lifted in the store']);
+    const health = (await nodes[sender].api('GET', epPath)).json.health;
+    assert.equal(health.paused_until, null, 'its health shows no pause');
+    const p2 = await publish(nodes[sender], tenant, { type: 'a.b', payload: { n: 2 } });
+    assert.equal(p2.status, 202, p2.text);
+    await waitDelivery(nodes[sender], p2.json.id, (ds) => ds[0]?.state === 'delivered', 'a new event sent');
+    assert.equal(rx.requests.length, 2);
+  } finally {
+    for (const h of Object.values(nodes)) await h.stop();
+    await c.end();
+    await rx.close();
+  }
+});
