@@ -437,29 +437,44 @@ test('two nodes share an endpoint\'s max_in_flight and rate_limit: each applies 
 });
 
 // docs/postgres.md "Several nodes": a receiver's Retry-After pause holds every node
+const metricOf = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+
+// Waits for `more` of a node's rescans (each checks the clock once).
+async function rescans(h, more) {
+  const target = (await metricOf(h, 'hookd_store_clock_checks_total')) + more;
+  await waitUntil(async () => (await metricOf(h, 'hookd_store_clock_checks_total')) >= target || null,
+    { timeout: 15000, what: `${more} more rescans` });
+}
+
+// Two nodes, an endpoint both know, and an event whose first request its receiver (rx) answers
+// 429: which node sent it (and paused the endpoint itself), and which did not.
+async function pausedByOne(nodes, rx) {
+  const { tenant, endpoint } = await setup(nodes.n1, rx.url);
+  for (const h of Object.values(nodes)) {
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health || null,
+      { timeout: 10000, what: 'the endpoint known to both nodes' });
+  }
+  const p1 = await publish(nodes.n1, tenant, { type: 'a.b', payload: { n: 1 } });
+  assert.equal(p1.status, 202, p1.text);
+  await rx.waitFor(1, 10000, 'the first request, answered 429');
+  const [sender, other] = await waitUntil(async () => {
+    for (const [name, h] of Object.entries(nodes)) {
+      if (h.logs.some((l) => l.msg === 'endpoint.paused' && !l.by)) return [name, name === 'n1' ? 'n2' : 'n1'];
+    }
+    return null;
+  }, { timeout: 10000, what: 'the sender\'s own pause' });
+  return { tenant, endpoint, sender, other };
+}
+
 test('a receiver\'s 429 with Retry-After to one node pauses the endpoint on the other too: it sends nothing there until the pause ends, or until an operator enables the endpoint again (even a disable and enable between two of its rescans)', async () => {
   const store = await pg.database();
   const key = masterKey();
   const rx = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '60' } } : { status: 200 }));
   const args = ['--rescan-interval-ms', '1000'];
   const nodes = { n1: await node(store, key, 'n1', args), n2: await node(store, key, 'n2', args) };
-  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
   try {
-    const { tenant, endpoint } = await setup(nodes.n1, rx.url);
-    for (const h of Object.values(nodes)) {
-      await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health || null,
-        { timeout: 10000, what: 'the endpoint known to both nodes' });
-    }
-    const p1 = await publish(nodes.n1, tenant, { type: 'a.b', payload: { n: 1 } });
-    assert.equal(p1.status, 202, p1.text);
-    await rx.waitFor(1, 10000, 'the first request, answered 429');
     // whichever node sent it paused the endpoint itself; the other learns it from the store
-    const [sender, other] = await waitUntil(async () => {
-      for (const [name, h] of Object.entries(nodes)) {
-        if (h.logs.some((l) => l.msg === 'endpoint.paused' && !l.by)) return [name, name === 'n1' ? 'n2' : 'n1'];
-      }
-      return null;
-    }, { timeout: 10000, what: 'the sender\'s own pause' });
+    const { tenant, endpoint, sender, other } = await pausedByOne(nodes, rx);
     const learnt = await nodes[other].waitForLog((l) => l.msg === 'endpoint.paused' && l.by === 'another node', 10000,
       `${other} paused by ${sender}'s answer`);
     assert.equal(learnt.endpoint_id, endpoint);
@@ -469,16 +484,11 @@ test('a receiver\'s 429 with Retry-After to one node pauses the endpoint on the 
     // a new event published through it waits: several of its rescans (each a claim's chance) pass
     const p2 = await publish(nodes[other], tenant, { type: 'a.b', payload: { n: 2 } });
     assert.equal(p2.status, 202, p2.text);
-    const rescans = async (more) => {
-      const target = (await metric(nodes[other], 'hookd_store_clock_checks_total')) + more;
-      await waitUntil(async () => (await metric(nodes[other], 'hookd_store_clock_checks_total')) >= target || null,
-        { timeout: 15000, what: `${more} more rescans` });
-    };
-    await rescans(3);
+    await rescans(nodes[other], 3);
     assert.equal(rx.requests.length, 1, 'nothing sent during the pause, by either node');
     // just after one of its rescans, a disable and an enable through the sender: the other node's
     // next rescan sees the endpoint enabled as before, and the pause gone from the store
-    await rescans(1);
+    await rescans(nodes[other], 1);
     const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
     assert.equal((await nodes[sender].api('PATCH', epPath, { enabled: false })).status, 200);
     assert.equal((await nodes[sender].api('PATCH', epPath, { enabled: true })).status, 200);
@@ -498,33 +508,14 @@ test('the node that got a 429 with Retry-After ends its own pause when an operat
   const rx = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '60' } } : { status: 200 }));
   const args = ['--rescan-interval-ms', '1000'];
   const nodes = { n1: await node(store, key, 'n1', args), n2: await node(store, key, 'n2', args) };
-  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
   const c = new PgClient({ connectionString: store });
   await c.connect();
   try {
-    const { tenant, endpoint } = await setup(nodes.n1, rx.url);
-    for (const h of Object.values(nodes)) {
-      await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health || null,
-        { timeout: 10000, what: 'the endpoint known to both nodes' });
-    }
-    const p1 = await publish(nodes.n1, tenant, { type: 'a.b', payload: { n: 1 } });
-    assert.equal(p1.status, 202, p1.text);
-    await rx.waitFor(1, 10000, 'the first request, answered 429');
-    const [sender, other] = await waitUntil(async () => {
-      for (const [name, h] of Object.entries(nodes)) {
-        if (h.logs.some((l) => l.msg === 'endpoint.paused' && !l.by)) return [name, name === 'n1' ? 'n2' : 'n1'];
-      }
-      return null;
-    }, { timeout: 10000, what: 'the sender\'s own pause' });
+    const { tenant, endpoint, sender, other } = await pausedByOne(nodes, rx);
     // its pause written with the outcome, then two of its rescans (the second surely after the write)
     await waitUntil(async () => Number((await c.query('SELECT paused_until FROM endpoints WHERE id = $1', [endpoint]))
       .rows[0]?.paused_until) > 0 || null, { timeout: 10000, what: 'the pause stored' });
-    const rescans = async (more) => {
-      const target = (await metric(nodes[sender], 'hookd_store_clock_checks_total')) + more;
-      await waitUntil(async () => (await metric(nodes[sender], 'hookd_store_clock_checks_total')) >= target || null,
-        { timeout: 15000, what: `${more} more rescans` });
-    };
-    await rescans(2);
+    await rescans(nodes[sender], 2);
     // just after one of the sender's rescans, a disable and an enable through the other node
     const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
     assert.equal((await nodes[other].api('PATCH', epPath, { enabled: false })).status, 200);
