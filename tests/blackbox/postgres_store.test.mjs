@@ -18,11 +18,30 @@ let pg;
 before(async () => { pg = await startPostgres(); });
 after(async () => { await pg?.stop(); });
 
+// A metric of a node, and a wait for more of its rescans (each checks the clock once).
+const metricOf = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+
+async function rescans(h, more) {
+  const target = (await metricOf(h, 'hookd_store_clock_checks_total')) + more;
+  await waitUntil(async () => (await metricOf(h, 'hookd_store_clock_checks_total')) >= target || null,
+    { timeout: 15000, what: `${more} more rescans` });
+}
+
 // Nodes of one store share its master key (it seals the endpoints' secrets).
 const masterKey = () => randomBytes(32).toString('base64');
 const node = (store, key, id, args = [], env = {}) => startHookd({
   store, args: ['--node-id', id, ...args], env: { HOOKD_MASTER_KEY: key, ...env },
 });
+
+// Two nodes that rescan every 100 ms, once each counts both.
+async function countedPair(store, key) {
+  const args = ['--rescan-interval-ms', '100'];
+  const pair = [await node(store, key, 'n1', args), await node(store, key, 'n2', args)];
+  for (const h of pair) {
+    await waitUntil(async () => (await metricOf(h, 'hookd_store_nodes')) === 2 || null, { timeout: 10000, what: 'two nodes counted' });
+  }
+  return pair;
+}
 
 test('on a PostgreSQL store an event is published once per Idempotency-Key, delivered signed, retried, replayed, and read back', async () => {
   const store = await pg.database();
@@ -241,7 +260,6 @@ test('a node whose clock runs ahead of the database\'s claims and sweeps nothing
   const clock = faultClock(dir);
   clock.step(60000); // a minute ahead: every lease of n-ok reads as long expired
   let b;
-  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
   try {
     const { tenant } = await setup(a, rx.url, { timeout_ms: 10000 });
     const p = await publish(a, tenant, { type: 'a.b', payload: { n: 1 } });
@@ -259,16 +277,16 @@ test('a node whose clock runs ahead of the database\'s claims and sweeps nothing
     const cpu = () => readFileSync(`/proc/${b.proc.pid}/stat`, 'utf8').split(') ')[1].split(' ').slice(11, 13)
       .reduce((t, x) => t + Number(x), 0) * 10; // utime + stime, in ms (clock ticks of 10 ms)
     const [cpu0, t0] = [cpu(), Date.now()];
-    await waitUntil(async () => (await metric(b, 'hookd_store_clock_checks_total')) >= 15 || null,
+    await waitUntil(async () => (await metricOf(b, 'hookd_store_clock_checks_total')) >= 15 || null,
       { timeout: 15000, what: 'fifteen clock checks on n-ahead' });
     const busy = (cpu() - cpu0) / (Date.now() - t0);
     assert.ok(busy < 0.5, `claims held, the node idles: ${Math.round(busy * 100)}% of a core`);
     assert.equal(rx.requests.length, 1, 'n-ahead took no lease over: nothing sent twice');
-    assert.equal(await metric(b, 'hookd_claims_held'), 1);
-    const gauge = await metric(b, 'hookd_store_clock_skew_seconds');
+    assert.equal(await metricOf(b, 'hookd_claims_held'), 1);
+    const gauge = await metricOf(b, 'hookd_store_clock_skew_seconds');
     assert.ok(gauge < -58 && gauge > -62, `hookd_store_clock_skew_seconds ${gauge}`);
-    assert.equal(await metric(b, 'hookd_claims_total'), 0);
-    assert.equal(await metric(b, 'hookd_leases_reclaimed_total'), 0);
+    assert.equal(await metricOf(b, 'hookd_claims_total'), 0);
+    assert.equal(await metricOf(b, 'hookd_leases_reclaimed_total'), 0);
 
     // the request ends; its outcome stands. Back in step, n-ahead claims again: a new event is sent
     await rx.releaseFirst(200);
@@ -276,7 +294,7 @@ test('a node whose clock runs ahead of the database\'s claims and sweeps nothing
     assert.deepEqual((await getDelivery(a, d.id)).attempts.map((x) => x.http_status), [200]);
     clock.step(0);
     await b.waitForLog((l) => l.msg === 'clock.skew_ok', 10000, 'clock.skew_ok logged');
-    await waitUntil(async () => (await metric(b, 'hookd_claims_held')) === 0 || null,
+    await waitUntil(async () => (await metricOf(b, 'hookd_claims_held')) === 0 || null,
       { timeout: 10000, what: 'claims no longer held' });
     await a.stop();
     const p2 = await publish(b, tenant, { type: 'a.b', payload: { n: 2 } });
@@ -295,7 +313,6 @@ test('when the database\'s clock is the one off, nodes whose clocks agree outvot
   const store = await pg.database();
   const key = masterKey();
   const rx = await startReceiver(() => ({ status: 200 }));
-  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
   const fast = ['--lease-margin-ms', '2000', '--rescan-interval-ms', '100'];
   // both nodes' clocks a minute ahead of the database's, in step with each other: the database's
   // clock is the one off
@@ -311,11 +328,9 @@ test('when the database\'s clock is the one off, nodes whose clocks agree outvot
     const { tenant } = await setup(n1, rx.url);
     const p1 = await publish(n1, tenant, { type: 'a.b', payload: { n: 1 } });
     assert.equal(p1.status, 202, p1.text);
-    const checks = await metric(n1, 'hookd_store_clock_checks_total');
-    await waitUntil(async () => (await metric(n1, 'hookd_store_clock_checks_total')) >= checks + 5 || null,
-      { timeout: 10000, what: 'five more checks on n1' });
+    await rescans(n1, 5);
     assert.equal(rx.requests.length, 0, 'n1 alone claims nothing');
-    assert.equal(await metric(n1, 'hookd_claims_held'), 1);
+    assert.equal(await metricOf(n1, 'hookd_claims_held'), 1);
 
     n2 = await startHookd({ dir: dir2, store, args: ['--node-id', 'n2', ...fast], env });
     const outvoted = await n2.waitForLog((l) => l.msg === 'clock.store_skew', 10000, 'n2: the database outvoted');
@@ -327,7 +342,7 @@ test('when the database\'s clock is the one off, nodes whose clocks agree outvot
     await waitDelivery(n1, p1.json.id, (ds) => ds[0]?.state === 'delivered', 'the event held while n1 was alone');
     assert.equal(rx.requests.length, 1, 'sent once');
     for (const h of [n1, n2]) {
-      await waitUntil(async () => (await metric(h, 'hookd_claims_held')) === 0 || null,
+      await waitUntil(async () => (await metricOf(h, 'hookd_claims_held')) === 0 || null,
         { timeout: 10000, what: 'claims no longer held' });
     }
 
@@ -339,7 +354,7 @@ test('when the database\'s clock is the one off, nodes whose clocks agree outvot
       dir: dir3, store, args: ['--node-id', 'n3', '--lease-margin-ms', '2000'], // a check every 30 s
       env: { HOOKD_MASTER_KEY: key, ...own.env },
     });
-    await waitUntil(async () => (await metric(n3, 'hookd_claims_held')) === 0 || null,
+    await waitUntil(async () => (await metricOf(n3, 'hookd_claims_held')) === 0 || null,
       { timeout: 10000, what: 'n3 claims after its first check' });
     const p2 = await publish(n3, tenant, { type: 'a.b', payload: { n: 2 } });
     await waitDelivery(n3, p2.json.id, (ds) => ds[0]?.state === 'delivered', 'n3 delivers');
@@ -348,7 +363,7 @@ test('when the database\'s clock is the one off, nodes whose clocks agree outvot
     await n3.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step seen');
     const held = await n3.waitForLog((l) => l.msg === 'clock.skew', 10000, 'n3 checked again at once');
     assert.deepEqual([held.agreeing, held.voters], [1, 2]);
-    await waitUntil(async () => (await metric(n3, 'hookd_claims_held')) === 1 || null,
+    await waitUntil(async () => (await metricOf(n3, 'hookd_claims_held')) === 1 || null,
       { timeout: 10000, what: 'n3 holds its claims' });
     assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']), [p1.json.id, p2.json.id]);
   } finally {
@@ -385,23 +400,26 @@ test('a store at schema 1 is upgraded at start, its data kept, and the node\'s c
 });
 
 // docs/postgres.md "Several nodes": limits are shared out among the live nodes
+// Publishes `count` events through each node in turn; once the receiver holds two requests
+// open (it hangs the first two), waits for ten more rescans of each node (each a claim's chance).
+async function publishWhileHung(nodes, tenant, rx, count) {
+  const ids = [];
+  for (let i = 0; i < count; i++) {
+    const p = await publish(nodes[i % nodes.length], tenant, { type: 'a.b', payload: { i } });
+    assert.equal(p.status, 202, p.text);
+    ids.push(p.json.id);
+  }
+  await rx.waitFor((r) => r.open >= 2, 10000, 'two requests open');
+  for (const h of nodes) await rescans(h, 10);
+  return ids;
+}
+
 test('two nodes share an endpoint\'s max_in_flight and rate_limit: each applies half, the receiver never has more requests open than the endpoint allows, every event is sent once; one node left applies the whole', async () => {
   const store = await pg.database();
   const key = masterKey();
   const rx = await startReceiver((rec, n) => (n <= 2 ? 'hang' : { status: 200 }));
-  const args = ['--rescan-interval-ms', '100'];
-  const n1 = await node(store, key, 'n1', args);
-  const n2 = await node(store, key, 'n2', args);
-  const metric = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
-  const checks = async (h, more) => {
-    const target = (await metric(h, 'hookd_store_clock_checks_total')) + more;
-    await waitUntil(async () => (await metric(h, 'hookd_store_clock_checks_total')) >= target || null,
-      { timeout: 10000, what: `${more} more rescans` });
-  };
+  const [n1, n2] = await countedPair(store, key);
   try {
-    for (const h of [n1, n2]) {
-      await waitUntil(async () => (await metric(h, 'hookd_store_nodes')) === 2 || null, { timeout: 10000, what: 'two nodes counted' });
-    }
     const { tenant, endpoint } = await setup(n1, rx.url, { max_in_flight: 2, rate_limit: { per_second: 100 } });
     // each node's share, as its health shows it (n2 learns of the endpoint at its next rescan)
     for (const h of [n1, n2]) {
@@ -409,16 +427,8 @@ test('two nodes share an endpoint\'s max_in_flight and rate_limit: each applies 
         { timeout: 10000, what: 'the endpoint known to the node' });
       assert.deepEqual(share, { max_in_flight: 1, rate_limit: { per_second: 50 } }, 'half of each limit');
     }
-    const ids = [];
-    for (let i = 0; i < 10; i++) {
-      const p = await publish(i % 2 ? n2 : n1, tenant, { type: 'a.b', payload: { i } });
-      assert.equal(p.status, 202, p.text);
-      ids.push(p.json.id);
-    }
-    await rx.waitFor((r) => r.open >= 2, 10000, 'two requests open');
-    // each node claims at every rescan: a node holding the whole limit would open two more now
-    await checks(n1, 10);
-    await checks(n2, 10);
+    // each node claims at every rescan: a node holding the whole limit would open two more
+    const ids = await publishWhileHung([n1, n2], tenant, rx, 10);
     assert.equal(rx.maxOpen, 2, 'never more open than max_in_flight, across both nodes');
     rx.releaseHanging(200);
     for (const id of ids) await waitDelivery(n1, id, (ds) => ds[0]?.state === 'delivered');
@@ -426,7 +436,7 @@ test('two nodes share an endpoint\'s max_in_flight and rate_limit: each applies 
     assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']).sort(), [...ids].sort(), 'each event once');
     // one node left: the whole limits again, at its next rescan
     await n2.stop();
-    await waitUntil(async () => (await metric(n1, 'hookd_store_nodes')) === 1 || null, { timeout: 10000, what: 'one node counted' });
+    await waitUntil(async () => (await metricOf(n1, 'hookd_store_nodes')) === 1 || null, { timeout: 10000, what: 'one node counted' });
     const alone = (await n1.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.node_share;
     assert.deepEqual(alone, { max_in_flight: 2, rate_limit: { per_second: 100 } });
   } finally {
@@ -436,16 +446,42 @@ test('two nodes share an endpoint\'s max_in_flight and rate_limit: each applies 
   }
 });
 
+test('two nodes share a tenant\'s own max_in_flight: the tenant\'s receivers never have more of its requests open than it allows, across both nodes', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver((rec, n) => (n <= 2 ? 'hang' : { status: 200 }));
+  const [n1, n2] = await countedPair(store, key);
+  try {
+    // two endpoints, so that no endpoint's share of its tenant's cap (at most half) binds first,
+    // nor their own caps (16): the tenant's cap of 2 does, one request per node (a long timeout:
+    // no request counts as slow, whose share would bind first too)
+    const fields = { max_in_flight: 16, timeout_ms: 30000 };
+    const { tenant, endpoint } = await setup(n1, rx.url, fields);
+    const second = await n1.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: `${rx.url}/second`, ...fields });
+    assert.equal(second.status, 201, second.text);
+    const t = await n1.api('PATCH', `/v1/tenants/${tenant}`, { max_in_flight: 2 });
+    assert.equal(t.status, 200, t.text);
+    for (const id of [endpoint, second.json.id]) {
+      await waitUntil(async () => (await n2.api('GET', `/v1/tenants/${tenant}/endpoints/${id}`)).json.health || null,
+        { timeout: 10000, what: 'the endpoints known to n2' });
+    }
+    await rescans(n2, 2); // (the tenant's cap read at its rescans)
+    // each node claims at every rescan: a node holding the tenant's whole cap would open more
+    const ids = await publishWhileHung([n1, n2], tenant, rx, 4);
+    assert.equal(rx.maxOpen, 2, 'never more of the tenant\'s requests open than its max_in_flight');
+    rx.releaseHanging(200);
+    for (const id of ids) await waitDelivery(n1, id, (ds) => ds.length === 2 && ds.every((x) => x.state === 'delivered'));
+    assert.ok(rx.maxOpen <= 2, `at most 2 open: ${rx.maxOpen}`);
+    assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']).sort(), [...ids, ...ids].sort(),
+      'each event once to each endpoint');
+  } finally {
+    await n1.stop();
+    await n2.stop();
+    await rx.close();
+  }
+});
+
 // docs/postgres.md "Several nodes": a receiver's Retry-After pause holds every node
-const metricOf = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
-
-// Waits for `more` of a node's rescans (each checks the clock once).
-async function rescans(h, more) {
-  const target = (await metricOf(h, 'hookd_store_clock_checks_total')) + more;
-  await waitUntil(async () => (await metricOf(h, 'hookd_store_clock_checks_total')) >= target || null,
-    { timeout: 15000, what: `${more} more rescans` });
-}
-
 // Two nodes, an endpoint both know, and an event whose first request its receiver (rx) answers
 // 429: which node sent it (and paused the endpoint itself), and which did not.
 async function pausedByOne(nodes, rx) {
