@@ -481,6 +481,37 @@ test('two nodes share a tenant\'s own max_in_flight: the tenant\'s receivers nev
   }
 });
 
+test('two nodes share an endpoint\'s rate_limit: together they send no faster than it allows', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver(() => ({ status: 200 }));
+  const [n1, n2] = await countedPair(store, key);
+  try {
+    const { tenant, endpoint } = await setup(n1, rx.url, { rate_limit: { per_second: 10 } });
+    for (const h of [n1, n2]) {
+      await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.node_share || null,
+        { timeout: 10000, what: 'the endpoint known to the node' });
+    }
+    const ids = [];
+    for (let i = 0; i < 30; i++) {
+      const p = await publish(i % 2 ? n2 : n1, tenant, { type: 'a.b', payload: { i } });
+      assert.equal(p.status, 202, p.text);
+      ids.push(p.json.id);
+    }
+    await rx.waitFor(30, 20000, 'every event sent');
+    // a rate limit spaces requests (a burst of one): at its share, 5/s, each node sends one at
+    // once, then one every 200 ms, so 30 requests span at least 2.8 s; each node at the whole
+    // rate (20/s together) would send them within 1.5 s
+    const span = rx.requests[29].at - rx.requests[0].at;
+    assert.ok(span >= 2300, `30 requests at 10/s across both nodes span ${span} ms`);
+    assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']).sort(), [...ids].sort(), 'each event once');
+  } finally {
+    await n1.stop();
+    await n2.stop();
+    await rx.close();
+  }
+});
+
 // docs/postgres.md "Several nodes": a receiver's Retry-After pause holds every node
 // Two nodes, an endpoint both know, and an event whose first request its receiver (rx) answers
 // 429: which node sent it (and paused the endpoint itself), and which did not.
