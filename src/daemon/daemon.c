@@ -293,6 +293,20 @@ static void refresh_config(hookd_app *app) {
   app->refreshed_ms = hookd_mono_ms();
 }
 
+/* The change feed of a shared store (its own thread): a change another node committed is read by
+ * the dispatcher's rescan at once; the feed's link going down and up again is logged once each
+ * (while down, the periodic rescan reads the changes). */
+static void on_store_change(void *arg, int what) {
+  hookd_app *app = arg;
+  if (what == HOOKD_STORE_WATCH_DOWN)
+    HLOG(HOOKD_LOG_WARN, "store.watch_down",
+         KV_S("meanwhile", "changes made through other nodes arrive at the next rescan "
+                           "(--rescan-interval-ms); reconnecting"));
+  else if (what == HOOKD_STORE_WATCH_UP && atomic_exchange(&app->watch_was_up, true))
+    HLOG(HOOKD_LOG_INFO, "store.watch_up");
+  if (what != HOOKD_STORE_WATCH_DOWN) hookd_dispatcher_store_changed(app->disp);
+}
+
 /* stdout goes nowhere (/dev/null, or closed at start: main gives it /dev/null) */
 static bool stdout_is_null(void) {
   struct stat out, null;
@@ -530,6 +544,8 @@ int hookd_serve(const hookd_config *cfg) {
   };
   app.disp = hookd_dispatcher_start(&dc, err, sizeof err);
   if (!app.disp) goto fail;
+  /* a shared store's changes reach the dispatcher at once (docs/postgres.md "Several nodes") */
+  if (hookd_store_watch(app.store, on_store_change, &app, err, sizeof err) < 0) goto fail;
   app.replayer = hookd_replayer_start(app.store, app.disp, err, sizeof err);
   if (!app.replayer) goto fail;
   outbox = hookd_outbox_start(&app, err, sizeof err); /* (none unless --outbox-url) */
@@ -602,6 +618,7 @@ fail:
   }
   hookd_outbox_stop(outbox); /* before the writer and the dispatcher its publishes use */
   hookd_replayer_stop(app.replayer); /* before the dispatcher it hints */
+  hookd_store_unwatch(app.store);    /* likewise */
   int lost = hookd_dispatcher_stop(app.disp);
   if (lost > 0) { /* a supervisor must see a shutdown that did not complete */
     HLOG(HOOKD_LOG_ERROR, "shutdown.incomplete", KV_I("writes_lost", lost),

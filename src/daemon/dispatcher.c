@@ -70,6 +70,11 @@ void hookd_dispatcher_rescan(hookd_dispatcher *d) {
   if (m) post(d, m);
 }
 
+void hookd_dispatcher_store_changed(hookd_dispatcher *d) {
+  msg *m = msg_new(d, MSG_STORE_CHANGED);
+  if (m) post(d, m); /* (lost: the periodic rescan reads the change) */
+}
+
 void hookd_dispatcher_event_purged(hookd_dispatcher *d, int64_t event_seq) {
   msg *m = msg_new(d, MSG_EVENT_PURGED);
   if (!m) return;
@@ -1308,6 +1313,8 @@ static int run_sweep(hookd_store_conn *c, const hookd_store_backend *be, void *a
 /* How far back a shared store's rescan reads endpoint changes from the latest it saw: another
  * node's clock (it wrote updated_at) may run behind this one's by this much. */
 #define CONFIG_SKEW_MS 300000
+/* The least time between two rescans brought forward by the change feed. */
+#define STORE_CHANGE_GAP_MS 100
 
 static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   msg *m = arg;
@@ -1622,6 +1629,12 @@ static void process_inbox(hookd_dispatcher *d) {
     case MSG_RESCAN_REQ:
       d->next_rescan_ms = 0;
       break;
+    case MSG_STORE_CHANGED: {
+      /* a burst of changes costs a rescan every STORE_CHANGE_GAP_MS, not one each */
+      int64_t at = d->rescan_sent_ms + STORE_CHANGE_GAP_MS;
+      if (at < d->next_rescan_ms) d->next_rescan_ms = at;
+      break;
+    }
     case MSG_EVENT_PURGED:
       drop_event_items(d, m->due_ms);
       break;
@@ -1854,6 +1867,7 @@ static void *thread_main(void *arg) {
       if (!d->rescanning && now >= d->next_rescan_ms) {
         submit_maintenance(d, MSG_RESCANNED, now);
         d->next_rescan_ms = now + d->cfg.rescan_interval_ms;
+        d->rescan_sent_ms = now;
       }
     }
     if (now >= d->next_stats_ms) { /* the stats walk every endpoint: a few times a second */
@@ -1868,10 +1882,11 @@ static void *thread_main(void *arg) {
     if (d->lease_move_pending && timeout > LEASE_MOVE_RETRY_MS) timeout = LEASE_MOVE_RETRY_MS;
     if (retry_in < timeout) timeout = retry_in;
     /* (claims held by the clock guard: the next rescan checks the clock again; the sweep's time,
-     * passed, would wake the loop at once for ever) */
+     * passed, would wake the loop at once for ever; a rescan the change feed brought forward
+     * wakes it too. Not while stopping: none is sent then) */
     if (current && !d->sweeping && d->next_sweep_ms - now < timeout)
       timeout = d->next_sweep_ms - now;
-    if (!current && !d->rescanning && d->next_rescan_ms - now < timeout)
+    if (!stopping && !d->rescanning && d->next_rescan_ms - now < timeout)
       timeout = d->next_rescan_ms - now;
     /* claimed deliveries waiting: their leases are watched at every stats tick */
     if ((d->queued || d->stats_busy) && d->next_stats_ms - now < timeout)

@@ -34,7 +34,7 @@ struct tenant;
 struct item;
 
 typedef enum {
-  MSG_HINT, MSG_RESCAN_REQ, MSG_EVENT_PURGED, MSG_ENDPOINT, MSG_TENANT, MSG_CLAIMED,
+  MSG_HINT, MSG_RESCAN_REQ, MSG_STORE_CHANGED, MSG_EVENT_PURGED, MSG_ENDPOINT, MSG_TENANT, MSG_CLAIMED,
   MSG_RECORDED, MSG_RELEASED, MSG_MARKED, MSG_SWEPT, MSG_RESCANNED, MSG_LEASES_MOVED
 } msg_type;
 
@@ -294,6 +294,7 @@ struct hookd_dispatcher {
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
+  int64_t rescan_sent_ms;     /* when the last rescan was sent (the change feed's spacing) */
   int64_t config_seen_ms;     /* shared store: the latest endpoint change read back */
   int64_t clock_offset_us;    /* wall clock minus monotonic clock at the last check, µs: a change
                                  of CLOCK_STEP_MS or more is a step (docs/architecture.md

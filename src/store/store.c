@@ -510,9 +510,28 @@ void hookd_store_health_get(hookd_store *s, hookd_store_health *out) {
   if (s && s->shared_health) s->shared_health(s->shared, out);
 }
 
+static void pg_watch_stop(void *w) { hookd_pg_watch_stop(w); }
+
+int hookd_store_watch(hookd_store *s, void (*changed)(void *arg, int what), void *arg, char *err,
+                      size_t errlen) {
+  if (s->be != &hookd_pg_backend) return 1;
+  hookd_pg_watch *w;
+  if (hookd_pg_watch_start(s->shared, changed, arg, &w, err, errlen) != 0) return -1;
+  s->watch = w;
+  s->watch_stop = pg_watch_stop;
+  return 0;
+}
+
+void hookd_store_unwatch(hookd_store *s) {
+  if (!s || !s->watch) return;
+  s->watch_stop(s->watch);
+  s->watch = NULL;
+}
+
 void hookd_store_close_checked(hookd_store *s, hookd_store_health *final) {
   if (final) memset(final, 0, sizeof *final);
   if (!s) return;
+  hookd_store_unwatch(s);
   hookd_storeq_stop(s->scan);
   hookd_storeq_stop(s->reader);
   hookd_storeq_stop(s->writer);

@@ -904,6 +904,8 @@ typedef struct hookd_store {
   int64_t schema_from, schema_to; /* the schema versions the open found and left (upgraded
                                    * when they differ; the daemon logs it) */
   int64_t migrate_ms;             /* how long the migrations took */
+  void *watch;                    /* the change feed, when started (hookd_store_watch) */
+  void (*watch_stop)(void *watch);
 } hookd_store;
 
 typedef struct hookd_store_config {
@@ -950,7 +952,18 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
 void hookd_store_interrupt_scans(hookd_store *s);
 /* The backend's background work now (all zero for a backend without any). */
 void hookd_store_health_get(hookd_store *s, hookd_store_health *out);
-/* Drains the executors and closes everything. */
+/* A shared store's change feed (docs/postgres.md "Several nodes"): changed(arg, what) is called
+ * from a thread of the store's own — HOOKD_STORE_WATCH_CHANGE soon after a change to the
+ * endpoints or tenants commits (any node's, this one's included), HOOKD_STORE_WATCH_UP when it
+ * listens (at start, and after a reconnect: what was sent meanwhile is lost), and
+ * HOOKD_STORE_WATCH_DOWN when its link fails (it reconnects by itself). Returns 0 (started),
+ * 1 (none for this store: SQLite has one node), or -1 with err. */
+enum { HOOKD_STORE_WATCH_CHANGE = 0, HOOKD_STORE_WATCH_UP = 1, HOOKD_STORE_WATCH_DOWN = 2 };
+int hookd_store_watch(hookd_store *s, void (*changed)(void *arg, int what), void *arg, char *err,
+                      size_t errlen);
+/* Stops the change feed (joined: no call after it returns); nothing when none runs. */
+void hookd_store_unwatch(hookd_store *s);
+/* Drains the executors and closes everything (the change feed first). */
 void hookd_store_close(hookd_store *s);
 /* The same, and *final (if not NULL) says how the last checkpoint went: a failed one leaves the
  * WAL for the next start, which copies it before writing anything. */

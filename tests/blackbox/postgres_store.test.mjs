@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery, withTimeout } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { startPostgres } from './lib/postgres.mjs';
 import pgLib from 'pg';
@@ -50,7 +50,7 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   const h = await node(store, masterKey(), 'n1');
   try {
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [0, 2], 'the schema made at the first start');
+    assert.deepEqual([migrated?.from, migrated?.to], [0, 3], 'the schema made at the first start');
     const { tenant, endpoint, secret } = await setup(h, rx.url);
     const body = { id: 'evt_pg_1', type: 'order.created', payload: { n: 1 } };
     const p1 = await publish(h, tenant, body, { 'Idempotency-Key': 'k1' });
@@ -372,7 +372,7 @@ test('when the database\'s clock is the one off, nodes whose clocks agree outvot
   }
 });
 
-test('a store at schema 1 is upgraded at start, its data kept, and the node\'s clock stored for the clock guard\'s vote', async () => {
+test('a store at schema 1 is upgraded at start, its data kept, the change feed\'s triggers made, and the node\'s clock stored for the clock guard\'s vote', async () => {
   const store = await pg.database();
   const key = masterKey();
   let h = await node(store, key, 'n1');
@@ -383,10 +383,13 @@ test('a store at schema 1 is upgraded at start, its data kept, and the node\'s c
   try {
     // schema 1 as an older hookd left it
     await c.query('DROP TABLE node_clocks');
-    await c.query('DELETE FROM hookd_schema_version WHERE version = 2');
+    await c.query('DROP FUNCTION hookd_notify_config CASCADE'); // (and its triggers)
+    await c.query('DELETE FROM hookd_schema_version WHERE version > 1');
     h = await node(store, key, 'n1');
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [1, 2]);
+    assert.deepEqual([migrated?.from, migrated?.to], [1, 3]);
+    const triggers = (await c.query(`SELECT tgname FROM pg_trigger WHERE tgname LIKE '%notify%' ORDER BY 1`)).rows;
+    assert.deepEqual(triggers.map((t) => t.tgname), ['endpoints_notify_rows', 'endpoints_notify_update', 'tenants_notify']);
     await waitUntil(async () => (await c.query('SELECT node_id, err_ms FROM node_clocks')).rows.length === 1 || null,
       { timeout: 10000, what: 'the node\'s clock stored' });
     const [row] = (await c.query('SELECT node_id, err_ms FROM node_clocks')).rows;
@@ -600,5 +603,72 @@ test('the node that got a 429 with Retry-After ends its own pause when an operat
     for (const h of Object.values(nodes)) await h.stop();
     await c.end();
     await rx.close();
+  }
+});
+
+// docs/postgres.md "Several nodes": the change feed
+test('a change made through one node reaches the other at once, not at its next rescan: a new endpoint, a new URL, a receiver\'s Retry-After pause, and a change made while the feed\'s link was down', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rxOld = await startReceiver(() => ({ status: 200 }));
+  const rxNew = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '60' } } : { status: 200 }));
+  // the periodic rescan every 30 s (the default): only the feed can bring a change within 10 s
+  const [n1, n2] = [await node(store, key, 'n1'), await node(store, key, 'n2')];
+  try {
+    const { tenant, endpoint } = await setup(n1, rxOld.url);
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    await waitUntil(async () => (await n2.api('GET', epPath)).json.health || null,
+      { timeout: 10000, what: 'the new endpoint known to n2' });
+    const patched = await n1.api('PATCH', epPath, { url: rxNew.url });
+    assert.equal(patched.status, 200, patched.text);
+    await waitUntil(async () => (await n2.api('GET', epPath)).json.health?.config_updated_at === patched.json.updated_at || null,
+      { timeout: 10000, what: 'the new URL applied on n2' });
+    // n2 sends to the new URL; its 429 pauses n1 as well, through the store's notification
+    const p = await publish(n2, tenant, { type: 'a.b', payload: { n: 1 } });
+    assert.equal(p.status, 202, p.text);
+    await rxNew.waitFor(1, 10000, 'sent to the new URL');
+    const learnt = await n1.waitForLog((l) => l.msg === 'endpoint.paused' && l.by === 'another node', 10000,
+      'n1 paused by n2\'s answer');
+    assert.equal(learnt.endpoint_id, endpoint);
+    assert.equal(rxOld.requests.length, 0, 'nothing sent to the old URL');
+    for (const h of [n1, n2]) assert.ok(!h.logs.some((l) => l.msg === 'store.watch_down'), 'the feed stayed up');
+
+    // the listening sessions end (a server restart, a failover) and, while no node can connect
+    // again, a change commits: its notification finds no node listening. Each node listens
+    // again once it may, and reads what it missed (a rescan as it listens). (This client
+    // listens, and reads the notification first: the server hands a new listener only what no
+    // other listener has read past yet.)
+    const c = new PgClient({ connectionString: store });
+    await c.connect();
+    const admin = new URL(store);
+    const db = admin.pathname.slice(1);
+    admin.pathname = '/postgres'; // (a database cannot close itself to connections)
+    const a = new PgClient({ connectionString: admin.href });
+    await a.connect();
+    const at = Date.now() + 1000;
+    try {
+      await c.query('LISTEN hookd_config');
+      const notified = new Promise((resolve) => c.once('notification', resolve));
+      await a.query(`ALTER DATABASE "${db}" ALLOW_CONNECTIONS false`);
+      const ended = await c.query(`SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+        WHERE application_name = 'hookd-watch' AND datname = current_database()`);
+      assert.equal(ended.rows.length, 2, 'one listening session per node');
+      await c.query('UPDATE endpoints SET description = $1, updated_at = $2 WHERE id = $3',
+        ['changed while the feed was down', at, endpoint]);
+      await withTimeout(notified, 10000, 'the notification read by this client');
+      for (const h of [n1, n2]) await h.waitForLog((l) => l.msg === 'store.watch_down', 10000, 'the feed down');
+    } finally {
+      await a.query(`ALTER DATABASE "${db}" ALLOW_CONNECTIONS true`);
+      await a.end();
+      await c.end();
+    }
+    for (const h of [n1, n2]) await h.waitForLog((l) => l.msg === 'store.watch_up', 10000, 'the feed up again');
+    assert.equal(n2.logs.filter((l) => l.msg === 'store.watch_down').length, 1, 'its failed reconnects logged once');
+    await waitUntil(async () => (await n2.api('GET', epPath)).json.health?.config_updated_at === new Date(at).toISOString() || null,
+      { timeout: 10000, what: 'the change applied on n2' });
+  } finally {
+    for (const h of [n1, n2]) await h.stop();
+    await rxOld.close();
+    await rxNew.close();
   }
 });

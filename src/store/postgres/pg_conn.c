@@ -54,6 +54,8 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
   return 0;
 }
 
+const char *pg_shared_url(const pg_shared *sh) { return sh->url; }
+
 void hookd_pg_shared_free(void *shared) {
   pg_shared *sh = shared;
   if (!sh) return;

@@ -13,6 +13,7 @@
 #include "store/store.h"
 
 typedef struct pg_shared pg_shared; /* the connection string, pg_conn.c */
+const char *pg_shared_url(const pg_shared *sh);
 
 /* A prepared statement: its SQL's address (a string literal) and its name on the server. */
 typedef struct pg_prep {

@@ -175,7 +175,24 @@ static const char *const migration_2[] = {
     " err_ms bigint NOT NULL, checked_at bigint NOT NULL)",
     NULL};
 
-static const char *const *const migrations[] = {migration_1, migration_2};
+/* 3: the change feed (docs/postgres.md "Several nodes", pg_watch.c): a change to the endpoints
+ * (a row added or removed, its configuration — updated_at — or its Retry-After pause) or to the
+ * tenants notifies hookd_config when it commits (one notification per transaction: the server
+ * folds the same one sent twice), so that the other nodes read it at once. The health writes of
+ * the outcomes (failing_since) notify nothing. */
+static const char *const migration_3[] = {
+    "CREATE FUNCTION hookd_notify_config() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " BEGIN PERFORM pg_notify('hookd_config', TG_TABLE_NAME); RETURN NULL; END $$",
+    "CREATE TRIGGER endpoints_notify_rows AFTER INSERT OR DELETE ON endpoints FOR EACH ROW"
+    " EXECUTE FUNCTION hookd_notify_config()",
+    "CREATE TRIGGER endpoints_notify_update AFTER UPDATE ON endpoints FOR EACH ROW WHEN"
+    " (OLD.updated_at IS DISTINCT FROM NEW.updated_at OR OLD.paused_until IS DISTINCT FROM"
+    " NEW.paused_until) EXECUTE FUNCTION hookd_notify_config()",
+    "CREATE TRIGGER tenants_notify AFTER INSERT OR UPDATE OR DELETE ON tenants FOR EACH ROW"
+    " EXECUTE FUNCTION hookd_notify_config()",
+    NULL};
+
+static const char *const *const migrations[] = {migration_1, migration_2, migration_3};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

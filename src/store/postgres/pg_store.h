@@ -20,6 +20,14 @@ void hookd_pg_shared_free(void *shared);
 int hookd_pg_lock_offline(const char *url, void **held, char *err, size_t errlen);
 void hookd_pg_unlock_offline(void *held);
 
+/* The change feed (pg_watch.c, docs/postgres.md "Several nodes"): a thread of its own listens
+ * for the changes of the endpoints and tenants any node commits, and calls changed(arg, what)
+ * (HOOKD_STORE_WATCH_*). Stopped (and joined) by hookd_pg_watch_stop. */
+typedef struct hookd_pg_watch hookd_pg_watch;
+int hookd_pg_watch_start(void *shared, void (*changed)(void *arg, int what), void *arg,
+                         hookd_pg_watch **out, char *err, size_t errlen);
+void hookd_pg_watch_stop(hookd_pg_watch *w);
+
 extern const hookd_store_backend hookd_pg_backend;
 
 #endif

@@ -1,0 +1,163 @@
+/* pg_watch.c — the PostgreSQL store's change feed (docs/postgres.md "Several nodes"): a thread
+ * with a connection of its own LISTENs on hookd_config, which the triggers of migration 3 notify
+ * when a change to the endpoints or tenants commits, and calls back so that the node reads the
+ * change at once instead of at its next rescan. It reconnects by itself; every wait (connect,
+ * LISTEN, notifications) also watches a pipe, so a stop never waits on the database. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "store/postgres/pg_int.h"
+
+#define WATCH_CONNECT_TIMEOUT_MS 10000
+#define WATCH_RETRY_MIN_MS 1000
+#define WATCH_RETRY_MAX_MS 30000
+
+struct hookd_pg_watch {
+  char *url;
+  void (*changed)(void *arg, int what);
+  void *arg;
+  int stop_pipe[2];
+  pthread_t thread;
+};
+
+/* Waits until fd is ready for ev, the time is up, or a stop is asked: 1 ready, 0 time up (or
+ * the wait failed), -1 stop. timeout_ms < 0: no time limit. */
+static int wait_fd(hookd_pg_watch *w, int fd, short ev, int64_t timeout_ms) {
+  struct pollfd p[2] = {{.fd = w->stop_pipe[0], .events = POLLIN}, {.fd = fd, .events = ev}};
+  for (;;) {
+    int rc = poll(p, 2, timeout_ms < 0 ? -1 : (int)timeout_ms);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) return 0;
+    if (p[0].revents) return -1;
+    return rc > 0 ? 1 : 0;
+  }
+}
+
+/* A connection that listens, or NULL (*stop: a stop was asked). */
+static PGconn *watch_connect(hookd_pg_watch *w, bool *stop) {
+  /* the URL's own settings win (they come after ours), as for the store's connections */
+  const char *const keys[] = {"connect_timeout", "keepalives", "keepalives_idle",
+                              "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+                              "dbname", "application_name", NULL};
+  const char *const vals[] = {"10", "1", "10", "5", "3", "30000", w->url, "hookd-watch", NULL};
+  PGconn *pg = PQconnectStartParams(keys, vals, 1);
+  if (!pg || PQstatus(pg) == CONNECTION_BAD) goto bad;
+  int64_t deadline = hookd_mono_ms() + WATCH_CONNECT_TIMEOUT_MS;
+  for (PostgresPollingStatusType st = PGRES_POLLING_WRITING; st != PGRES_POLLING_OK;) {
+    if (st == PGRES_POLLING_FAILED) goto bad;
+    int64_t left = deadline - hookd_mono_ms();
+    int r = left > 0 ? wait_fd(w, PQsocket(pg), st == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+                               left)
+                     : 0;
+    if (r <= 0) {
+      *stop = r < 0;
+      goto bad;
+    }
+    st = PQconnectPoll(pg);
+  }
+  if (!PQsendQuery(pg, "LISTEN hookd_config")) goto bad;
+  bool ok = false;
+  for (;;) {
+    while (!PQisBusy(pg)) {
+      PGresult *r = PQgetResult(pg);
+      if (!r) {
+        if (ok) return pg;
+        goto bad;
+      }
+      ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+      PQclear(r);
+    }
+    int r = wait_fd(w, PQsocket(pg), POLLIN, WATCH_CONNECT_TIMEOUT_MS);
+    if (r <= 0 || !PQconsumeInput(pg)) {
+      *stop = r < 0;
+      goto bad;
+    }
+  }
+bad:
+  PQfinish(pg);
+  return NULL;
+}
+
+static void *watch_main(void *arg) {
+  hookd_pg_watch *w = arg;
+  int64_t retry_ms = WATCH_RETRY_MIN_MS;
+  bool down_told = false;
+  for (;;) {
+    bool stop = false;
+    PGconn *pg = watch_connect(w, &stop);
+    if (stop) break;
+    if (!pg) {
+      if (!down_told) w->changed(w->arg, HOOKD_STORE_WATCH_DOWN);
+      down_told = true;
+      if (wait_fd(w, -1, 0, retry_ms) < 0) break;
+      retry_ms = retry_ms * 2 < WATCH_RETRY_MAX_MS ? retry_ms * 2 : WATCH_RETRY_MAX_MS;
+      continue;
+    }
+    retry_ms = WATCH_RETRY_MIN_MS;
+    down_told = false;
+    w->changed(w->arg, HOOKD_STORE_WATCH_UP); /* what was sent while it did not listen is lost */
+    for (;;) {
+      int r = wait_fd(w, PQsocket(pg), POLLIN, -1);
+      if (r < 0) {
+        stop = true;
+        break;
+      }
+      if (!PQconsumeInput(pg)) break; /* the link failed: connected again */
+      bool any = false;
+      for (PGnotify *n; (n = PQnotifies(pg)) != NULL; PQfreemem(n)) any = true;
+      if (any) w->changed(w->arg, HOOKD_STORE_WATCH_CHANGE);
+    }
+    PQfinish(pg);
+    if (stop) break;
+    w->changed(w->arg, HOOKD_STORE_WATCH_DOWN);
+    down_told = true;
+  }
+  return NULL;
+}
+
+int hookd_pg_watch_start(void *shared, void (*changed)(void *arg, int what), void *arg,
+                         hookd_pg_watch **out, char *err, size_t errlen) {
+  *out = NULL;
+  hookd_pg_watch *w = calloc(1, sizeof *w);
+  if (!w || !(w->url = strdup(pg_shared_url(shared)))) {
+    free(w);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  w->changed = changed;
+  w->arg = arg;
+  if (pipe(w->stop_pipe) != 0) {
+    snprintf(err, errlen, "the change feed's pipe: %s", strerror(errno));
+    free(w->url);
+    free(w);
+    return -1;
+  }
+  if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
+    snprintf(err, errlen, "the change feed's thread could not start");
+    close(w->stop_pipe[0]);
+    close(w->stop_pipe[1]);
+    free(w->url);
+    free(w);
+    return -1;
+  }
+  *out = w;
+  return 0;
+}
+
+void hookd_pg_watch_stop(hookd_pg_watch *w) {
+  if (!w) return;
+  ssize_t k;
+  do k = write(w->stop_pipe[1], "x", 1);
+  while (k < 0 && errno == EINTR);
+  pthread_join(w->thread, NULL);
+  close(w->stop_pipe[0]);
+  close(w->stop_pipe[1]);
+  free(w->url);
+  free(w);
+}
