@@ -1313,7 +1313,8 @@ static int run_sweep(hookd_store_conn *c, const hookd_store_backend *be, void *a
 /* How far back a shared store's rescan reads endpoint changes from the latest it saw: another
  * node's clock (it wrote updated_at) may run behind this one's by this much. */
 #define CONFIG_SKEW_MS 300000
-/* The least time between two rescans brought forward by the change feed. */
+/* The least time between two rescans brought forward by the change feed: this, or ten times
+ * as long as the last one took (docs/postgres.md "Several nodes"). */
 #define STORE_CHANGE_GAP_MS 100
 
 static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -1630,8 +1631,10 @@ static void process_inbox(hookd_dispatcher *d) {
       d->next_rescan_ms = 0;
       break;
     case MSG_STORE_CHANGED: {
-      /* a burst of changes costs a rescan every STORE_CHANGE_GAP_MS, not one each */
-      int64_t at = d->rescan_sent_ms + STORE_CHANGE_GAP_MS;
+      /* a burst of changes costs a rescan every STORE_CHANGE_GAP_MS, not one each; and the
+       * rescans it brings hold the writer and this thread at most a tenth of the time */
+      int64_t gap = 10 * d->rescan_took_ms;
+      int64_t at = d->rescan_sent_ms + (gap > STORE_CHANGE_GAP_MS ? gap : STORE_CHANGE_GAP_MS);
       if (at < d->next_rescan_ms) d->next_rescan_ms = at;
       break;
     }
@@ -1709,6 +1712,7 @@ static void process_inbox(hookd_dispatcher *d) {
         if (m->pauses_read) apply_pauses(d, m->pauses, m->n_pauses);
         apply_hints(d, m->hints, m->n_hints, true, m->now_ms);
       }
+      d->rescan_took_ms = disp_now(d) - m->now_ms; /* (sent at m->now_ms) */
       hookd_due_hints_free(m->hints, m->n_hints);
       hookd_due_hints_free(m->pauses, m->n_pauses);
       free(m->votes);

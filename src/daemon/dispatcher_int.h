@@ -295,6 +295,7 @@ struct hookd_dispatcher {
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
   int64_t rescan_sent_ms;     /* when the last rescan was sent (the change feed's spacing) */
+  int64_t rescan_took_ms;     /* and how long it took, sent to applied (likewise) */
   int64_t config_seen_ms;     /* shared store: the latest endpoint change read back */
   int64_t clock_offset_us;    /* wall clock minus monotonic clock at the last check, µs: a change
                                  of CLOCK_STEP_MS or more is a step (docs/architecture.md

@@ -36,6 +36,10 @@ let pgServer = null;
 const pgStores = new Map();
 // A test's `skip` option where it reads or breaks the SQLite file itself (docs/postgres.md "Tests").
 export const SQLITE_ONLY = PG_MODE && 'reads or breaks the SQLite store itself';
+// Where a node's wall clock steps away from the database's by more than the clock guard's bound:
+// on a shared store the node then holds its claims until its clock agrees again (docs/postgres.md
+// "The clock guard"), instead of going on as one node alone does (docs/architecture.md "Clocks").
+export const ONE_NODE_CLOCK = PG_MODE && 'a shared store holds a node whose clock steps away from the database\'s';
 // The server stops once the file's daemons have exited: this hook runs before the file's own
 // `after` hooks (registered later), which may still stop a daemon that drains into its store.
 // (At the file's top level: an `after` registered inside a hook runs when that hook ends.)
