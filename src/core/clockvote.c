@@ -11,7 +11,7 @@ static int64_t clamp(int64_t v, int64_t lo) {
 bool hookd_clock_agree(hookd_clock_voter a, hookd_clock_voter b, int64_t bound_ms) {
   int64_t d = clamp(a.skew_ms, -CLOCK_LIMIT_MS) - clamp(b.skew_ms, -CLOCK_LIMIT_MS);
   if (d < 0) d = -d;
-  return d - clamp(a.err_ms, 0) - clamp(b.err_ms, 0) <= clamp(bound_ms, 0);
+  return d + clamp(a.err_ms, 0) + clamp(b.err_ms, 0) <= clamp(bound_ms, 0);
 }
 
 bool hookd_clock_vote(hookd_clock_voter self, const hookd_clock_voter *others, size_t n,

@@ -16,14 +16,15 @@ typedef struct hookd_clock_voter {
 } hookd_clock_voter;
 
 /* Whether two clocks agree: their skews differ by surely no more than bound_ms (the difference
- * less both errors). Values beyond a century are taken as a century: no overflow. */
+ * plus both errors: the errors count against agreement). Values beyond a century are taken as
+ * a century: no overflow. */
 bool hookd_clock_agree(hookd_clock_voter a, hookd_clock_voter b, int64_t bound_ms);
 
 /* The vote of `self` among the voters: the database, self, and `others` (the other live
  * nodes). *agreeing: the voters self agrees with, itself and the database included when it
  * does; *voters: n + 2. True when *agreeing is a strict majority of *voters. Two nodes that
- * both win a vote over the same voters agree with a common voter, so their clocks are within
- * twice bound_ms (plus the errors) of each other. */
+ * both win a vote over the same voters agree with a common voter, so their clocks are surely
+ * within twice bound_ms of each other. */
 bool hookd_clock_vote(hookd_clock_voter self, const hookd_clock_voter *others, size_t n,
                       int64_t bound_ms, int *agreeing, int *voters);
 

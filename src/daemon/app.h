@@ -44,7 +44,8 @@ typedef struct hookd_app {
   uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */
   int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */
   bool ckpt_failing;             /* failing as last logged: the next success is logged too */
-  _Atomic bool watch_was_up;     /* a shared store's change feed listened once (its thread) */
+  _Atomic bool watch_down;       /* a shared store's change feed: store.watch_down logged, and
+                                  * not store.watch_up since (its thread) */
 } hookd_app;
 
 /* The request handler installed in the server (router.c). */

@@ -118,6 +118,9 @@ static const opt opts[] = {
     {"rescan-interval-ms", NULL, T_INT, OFF(rescan_interval_ms), 0, 100, 3600000, "MS",
      "how often the dispatcher reads every endpoint's due work back from the store (work "
      "another node published or left: docs/postgres.md)"},
+    {"no-change-feed", "HOOKD_NO_CHANGE_FEED", T_BOOL, OFF(no_change_feed), 0, 0, 0, "",
+     "PostgreSQL store: do not LISTEN for the changes other nodes make (a pooler in "
+     "transaction mode loses notifications); they then arrive at the next rescan"},
     {"retry-max-attempts", NULL, T_INT, OFF(policy.max_attempts), 0, 1, 1000, "N",
      "default retry policy: attempts per delivery"},
     {"retry-base-ms", NULL, T_I64, OFF(policy.base_ms), 0, 1, 86400000, "MS",

@@ -298,13 +298,15 @@ static void refresh_config(hookd_app *app) {
  * (while down, the periodic rescan reads the changes). */
 static void on_store_change(void *arg, int what) {
   hookd_app *app = arg;
-  if (what == HOOKD_STORE_WATCH_DOWN)
+  if (what == HOOKD_STORE_WATCH_DOWN && !atomic_exchange(&app->watch_down, true))
     HLOG(HOOKD_LOG_WARN, "store.watch_down",
          KV_S("meanwhile", "changes made through other nodes arrive at the next rescan "
                            "(--rescan-interval-ms); reconnecting"));
-  else if (what == HOOKD_STORE_WATCH_UP && atomic_exchange(&app->watch_was_up, true))
+  else if (what == HOOKD_STORE_WATCH_UP && atomic_exchange(&app->watch_down, false))
     HLOG(HOOKD_LOG_INFO, "store.watch_up");
-  if (what != HOOKD_STORE_WATCH_DOWN) hookd_dispatcher_store_changed(app->disp);
+  /* listening again (or for the first time): what was sent meanwhile is read at once */
+  if (what != HOOKD_STORE_WATCH_DOWN)
+    hookd_dispatcher_store_changed(app->disp, what == HOOKD_STORE_WATCH_UP);
 }
 
 /* stdout goes nowhere (/dev/null, or closed at start: main gives it /dev/null) */
@@ -545,7 +547,9 @@ int hookd_serve(const hookd_config *cfg) {
   app.disp = hookd_dispatcher_start(&dc, err, sizeof err);
   if (!app.disp) goto fail;
   /* a shared store's changes reach the dispatcher at once (docs/postgres.md "Several nodes") */
-  if (hookd_store_watch(app.store, on_store_change, &app, err, sizeof err) < 0) goto fail;
+  if (!cfg->no_change_feed &&
+      hookd_store_watch(app.store, on_store_change, &app, err, sizeof err) < 0)
+    goto fail;
   app.replayer = hookd_replayer_start(app.store, app.disp, err, sizeof err);
   if (!app.replayer) goto fail;
   outbox = hookd_outbox_start(&app, err, sizeof err); /* (none unless --outbox-url) */

@@ -70,9 +70,11 @@ void hookd_dispatcher_rescan(hookd_dispatcher *d) {
   if (m) post(d, m);
 }
 
-void hookd_dispatcher_store_changed(hookd_dispatcher *d) {
+void hookd_dispatcher_store_changed(hookd_dispatcher *d, bool missed) {
   msg *m = msg_new(d, MSG_STORE_CHANGED);
-  if (m) post(d, m); /* (lost: the periodic rescan reads the change) */
+  if (!m) return; /* (the periodic rescan reads the change) */
+  m->due_ms = missed;
+  post(d, m);
 }
 
 void hookd_dispatcher_event_purged(hookd_dispatcher *d, int64_t event_seq) {
@@ -1339,9 +1341,9 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
       int64_t t1 = hookd_now_ms();
       m->skew_ms = db - (t0 + t1) / 2;
       m->skew_err_ms = (t1 - t0 + 1) / 2;
-      /* reads further apart than the bound (the node stalled, or its clock stepped between
-       * them) tell nothing: this check is not counted nor stored */
-      m->clock_read = rc == 0 && t1 >= t0 && m->skew_err_ms <= m->d->cfg.lease_margin_ms / 2;
+      /* reads further apart than half the bound (the node stalled, or its clock stepped
+       * between them) tell too little: this check is not counted nor stored */
+      m->clock_read = rc == 0 && t1 >= t0 && t1 - t0 <= m->d->cfg.lease_margin_ms / 4;
       if (m->clock_read && be->clock_votes)
         rc = be->clock_votes(c, m->skew_ms, m->skew_err_ms, &m->votes, &m->n_votes);
     }
@@ -1488,6 +1490,7 @@ static void submit_maintenance(hookd_dispatcher *d, msg_type t, int64_t now) {
   if (t == MSG_SWEPT) d->sweeping = true;
   else d->rescanning = true;
   m->clock_gen = d->clock_gen;
+  m->sent_mono_ms = hookd_mono_ms();
   d->store_ops++;
   hookd_storeq_submit(d->store->writer, &m->op);
 }
@@ -1634,7 +1637,9 @@ static void process_inbox(hookd_dispatcher *d) {
       /* a burst of changes costs a rescan every STORE_CHANGE_GAP_MS, not one each; and the
        * rescans it brings hold the writer and this thread at most a tenth of the time */
       int64_t gap = 10 * d->rescan_took_ms;
-      int64_t at = d->rescan_sent_ms + (gap > STORE_CHANGE_GAP_MS ? gap : STORE_CHANGE_GAP_MS);
+      int64_t at = m->due_ms ? 0 /* missed: at once */
+                             : d->rescan_sent_ms + (gap > STORE_CHANGE_GAP_MS ? gap
+                                                                             : STORE_CHANGE_GAP_MS);
       if (at < d->next_rescan_ms) d->next_rescan_ms = at;
       break;
     }
@@ -1712,7 +1717,7 @@ static void process_inbox(hookd_dispatcher *d) {
         if (m->pauses_read) apply_pauses(d, m->pauses, m->n_pauses);
         apply_hints(d, m->hints, m->n_hints, true, m->now_ms);
       }
-      d->rescan_took_ms = disp_now(d) - m->now_ms; /* (sent at m->now_ms) */
+      if (m->rc == 0) d->rescan_took_ms = hookd_mono_ms() - m->sent_mono_ms;
       hookd_due_hints_free(m->hints, m->n_hints);
       hookd_due_hints_free(m->pauses, m->n_pauses);
       free(m->votes);

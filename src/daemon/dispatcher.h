@@ -89,8 +89,9 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
 void hookd_dispatcher_hint(hookd_dispatcher *d, const char *endpoint_id, int64_t due_ms);
 void hookd_dispatcher_rescan(hookd_dispatcher *d);
 /* A shared store's change feed saw a change another node (or this one) committed: the rescan
- * that applies it runs now, or 100 ms after the last one (docs/postgres.md "Several nodes"). */
-void hookd_dispatcher_store_changed(hookd_dispatcher *d);
+ * that applies it runs soon (100 ms after the last one at least, docs/postgres.md "Several
+ * nodes"); missed (the feed listens again after a break): at once. */
+void hookd_dispatcher_store_changed(hookd_dispatcher *d, bool missed);
 /* An event's payload was deleted: what this node claimed of it and has not sent is given back
  * (its deliveries are cancelled in the store), not sent. */
 void hookd_dispatcher_event_purged(hookd_dispatcher *d, int64_t event_seq);

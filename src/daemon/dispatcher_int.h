@@ -34,7 +34,8 @@ struct tenant;
 struct item;
 
 typedef enum {
-  MSG_HINT, MSG_RESCAN_REQ, MSG_STORE_CHANGED, MSG_EVENT_PURGED, MSG_ENDPOINT, MSG_TENANT, MSG_CLAIMED,
+  MSG_HINT, MSG_RESCAN_REQ, MSG_STORE_CHANGED, MSG_EVENT_PURGED, MSG_ENDPOINT, MSG_TENANT,
+  MSG_CLAIMED,
   MSG_RECORDED, MSG_RELEASED, MSG_MARKED, MSG_SWEPT, MSG_RESCANNED, MSG_LEASES_MOVED
 } msg_type;
 
@@ -69,6 +70,7 @@ typedef struct msg {
   hookd_clock_voter *votes;   /* and the other live nodes' skews to it (the clock guard's vote) */
   size_t n_votes;
   uint64_t clock_gen;         /* d->clock_gen when the rescan was sent: a step since voids it */
+  int64_t sent_mono_ms;       /* and when (monotonic: its time taken, the change feed's gap) */
   int nodes;                  /* and the nodes running on it (0: not read) */
   bool pauses_read;           /* and its endpoints paused by a receiver were read: */
   hookd_due_hint *pauses;     /* these (due_ms: until when) */
@@ -295,7 +297,7 @@ struct hookd_dispatcher {
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
   int64_t rescan_sent_ms;     /* when the last rescan was sent (the change feed's spacing) */
-  int64_t rescan_took_ms;     /* and how long it took, sent to applied (likewise) */
+  int64_t rescan_took_ms;     /* and how long the last that succeeded took, sent to applied */
   int64_t config_seen_ms;     /* shared store: the latest endpoint change read back */
   int64_t clock_offset_us;    /* wall clock minus monotonic clock at the last check, µs: a change
                                  of CLOCK_STEP_MS or more is a step (docs/architecture.md

@@ -929,6 +929,10 @@ void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms) {
     hookd_breaker_shift(&e->br, delta_ms);
     hookd_bucket_shift(&e->bucket, delta_ms);
     if (e->paused_until) e->paused_until += delta_ms;
+    /* moved, it is no longer the store's value (on the old clock): this node's own from here on,
+     * ended by its own rules; a rescan adopts the store's again only when that is longer (else
+     * the next rescan cut a pause moved forward back to the stored time, and lifted it) */
+    e->pause_adopted = false;
     if (e->fd_wait_until) e->fd_wait_until += delta_ms;
     if (e->failing_since) e->failing_since += delta_ms;
     if (e->wake_pos) e->wake_ms += delta_ms;

@@ -50,7 +50,7 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   const h = await node(store, masterKey(), 'n1');
   try {
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [0, 3], 'the schema made at the first start');
+    assert.deepEqual([migrated?.from, migrated?.to], [0, 4], 'the schema made at the first start');
     const { tenant, endpoint, secret } = await setup(h, rx.url);
     const body = { id: 'evt_pg_1', type: 'order.created', payload: { n: 1 } };
     const p1 = await publish(h, tenant, body, { 'Idempotency-Key': 'k1' });
@@ -387,9 +387,10 @@ test('a store at schema 1 is upgraded at start, its data kept, the change feed\'
     await c.query('DELETE FROM hookd_schema_version WHERE version > 1');
     h = await node(store, key, 'n1');
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [1, 3]);
+    assert.deepEqual([migrated?.from, migrated?.to], [1, 4]);
     const triggers = (await c.query(`SELECT tgname FROM pg_trigger WHERE tgname LIKE '%notify%' ORDER BY 1`)).rows;
-    assert.deepEqual(triggers.map((t) => t.tgname), ['endpoints_notify_rows', 'endpoints_notify_update', 'tenants_notify']);
+    assert.deepEqual(triggers.map((t) => t.tgname),
+      ['endpoints_notify_rows', 'endpoints_notify_update', 'node_clocks_notify', 'tenants_notify']);
     await waitUntil(async () => (await c.query('SELECT node_id, err_ms FROM node_clocks')).rows.length === 1 || null,
       { timeout: 10000, what: 'the node\'s clock stored' });
     const [row] = (await c.query('SELECT node_id, err_ms FROM node_clocks')).rows;
@@ -540,7 +541,9 @@ test('a receiver\'s 429 with Retry-After to one node pauses the endpoint on the 
   const store = await pg.database();
   const key = masterKey();
   const rx = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '60' } } : { status: 200 }));
-  const args = ['--rescan-interval-ms', '1000'];
+  // (without the change feed: what the rescans do alone, at the ticks this test counts; the feed's
+  // test below shows a pause reaching the other node at once)
+  const args = ['--rescan-interval-ms', '1000', '--no-change-feed'];
   const nodes = { n1: await node(store, key, 'n1', args), n2: await node(store, key, 'n2', args) };
   try {
     // whichever node sent it paused the endpoint itself; the other learns it from the store
@@ -576,7 +579,9 @@ test('the node that got a 429 with Retry-After ends its own pause when an operat
   const store = await pg.database();
   const key = masterKey();
   const rx = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '60' } } : { status: 200 }));
-  const args = ['--rescan-interval-ms', '1000'];
+  // (without the change feed, whose rescan, brought forward by the disable, could see the endpoint
+  // disabled: the pause would end as at an enable seen, not from the store)
+  const args = ['--rescan-interval-ms', '1000', '--no-change-feed'];
   const nodes = { n1: await node(store, key, 'n1', args), n2: await node(store, key, 'n2', args) };
   const c = new PgClient({ connectionString: store });
   await c.connect();
@@ -606,8 +611,42 @@ test('the node that got a 429 with Retry-After ends its own pause when an operat
   }
 });
 
+test('a step of a node\'s clock keeps its own Retry-After pause\'s length: the store\'s time, on the old clock, does not cut it short', async () => {
+  const store = await pg.database();
+  const { dir } = tempDir();
+  const clock = faultClock(dir);
+  const rx = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '5' } } : { status: 200 }));
+  const h = await startHookd({
+    dir, store, args: ['--node-id', 'n1', '--rescan-interval-ms', '100'],
+    env: { HOOKD_MASTER_KEY: masterKey(), ...clock.env },
+  });
+  const c = new PgClient({ connectionString: store });
+  await c.connect();
+  try {
+    const { tenant, endpoint } = await setup(h, rx.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    assert.equal(p.status, 202, p.text);
+    await rx.waitFor(1, 10000, 'the first request, answered 429 with Retry-After: 5');
+    // the pause stored, then read back as the store's (two rescans)
+    await waitUntil(async () => Number((await c.query('SELECT paused_until FROM endpoints WHERE id = $1', [endpoint]))
+      .rows[0]?.paused_until) > 0 || null, { timeout: 10000, what: 'the pause stored' });
+    await rescans(h, 2);
+    // 10 s forward: within the clock guard's bound (15 s), the node goes on claiming
+    clock.step(10000);
+    await h.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step seen');
+    await rx.waitFor(2, 20000, 'the retry once the pause is over');
+    const gap = rx.requests[1].at - rx.requests[0].at;
+    assert.ok(gap >= 4500, `the pause kept its 5 s: the retry came ${gap} ms after the 429`);
+    assert.ok(!h.logs.some((l) => l.msg === 'endpoint.pause_lifted'), 'not lifted');
+  } finally {
+    await h.stop();
+    await c.end();
+    await rx.close();
+  }
+});
+
 // docs/postgres.md "Several nodes": the change feed
-test('a change made through one node reaches the other at once, not at its next rescan: a new endpoint, a new URL, a receiver\'s Retry-After pause, and a change made while the feed\'s link was down', async () => {
+test('a change made through one node reaches the other at once, not at its next rescan: a node started, a new endpoint, a new URL, a receiver\'s Retry-After pause, and a change made while the feed\'s link was down', async () => {
   const store = await pg.database();
   const key = masterKey();
   const rxOld = await startReceiver(() => ({ status: 200 }));
@@ -615,6 +654,9 @@ test('a change made through one node reaches the other at once, not at its next 
   // the periodic rescan every 30 s (the default): only the feed can bring a change within 10 s
   const [n1, n2] = [await node(store, key, 'n1'), await node(store, key, 'n2')];
   try {
+    // n2's first clock check, stored, has n1 count it (the share of limits, the clock's vote)
+    await waitUntil(async () => (await metricOf(n1, 'hookd_store_nodes')) === 2 || null,
+      { timeout: 10000, what: 'n2 counted by n1' });
     const { tenant, endpoint } = await setup(n1, rxOld.url);
     const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
     await waitUntil(async () => (await n2.api('GET', epPath)).json.health || null,
@@ -623,12 +665,20 @@ test('a change made through one node reaches the other at once, not at its next 
     assert.equal(patched.status, 200, patched.text);
     await waitUntil(async () => (await n2.api('GET', epPath)).json.health?.config_updated_at === patched.json.updated_at || null,
       { timeout: 10000, what: 'the new URL applied on n2' });
-    // n2 sends to the new URL; its 429 pauses n1 as well, through the store's notification
+    // sent to the new URL (by n2, most likely); the 429 pauses the other node as well, through the
+    // store's notification
     const p = await publish(n2, tenant, { type: 'a.b', payload: { n: 1 } });
     assert.equal(p.status, 202, p.text);
     await rxNew.waitFor(1, 10000, 'sent to the new URL');
-    const learnt = await n1.waitForLog((l) => l.msg === 'endpoint.paused' && l.by === 'another node', 10000,
-      'n1 paused by n2\'s answer');
+    const nodes = { n1, n2 };
+    const other = await waitUntil(async () => {
+      for (const [name, h] of Object.entries(nodes)) {
+        if (h.logs.some((l) => l.msg === 'endpoint.paused' && !l.by)) return nodes[name === 'n1' ? 'n2' : 'n1'];
+      }
+      return null;
+    }, { timeout: 10000, what: 'the sender\'s own pause' });
+    const learnt = await other.waitForLog((l) => l.msg === 'endpoint.paused' && l.by === 'another node', 10000,
+      'the other node paused by the sender\'s answer');
     assert.equal(learnt.endpoint_id, endpoint);
     assert.equal(rxOld.requests.length, 0, 'nothing sent to the old URL');
     for (const h of [n1, n2]) assert.ok(!h.logs.some((l) => l.msg === 'store.watch_down'), 'the feed stayed up');

@@ -55,6 +55,7 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
 }
 
 const char *pg_shared_url(const pg_shared *sh) { return sh->url; }
+const char *pg_shared_node_id(const pg_shared *sh) { return sh->node_id; }
 
 void hookd_pg_shared_free(void *shared) {
   pg_shared *sh = shared;
@@ -339,7 +340,8 @@ static int pg_clock_ms(hookd_store_conn *c, int64_t *ms) {
 #define PG_DB_NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 #define PG_NODE_LIVE(id)                                                                        \
   "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = 1752133476"   \
-  " AND l.objsubid = 2 AND l.granted AND l.objid::bigint = (hashtext(" id ")::bigint &"         \
+  " AND l.objsubid = 2 AND l.granted AND l.objid NOT IN (2003986804, 1835624289)"              \
+  " AND l.objid::bigint = (hashtext(" id ")::bigint &"                                          \
   " 4294967295) AND l.database = (SELECT oid FROM pg_database WHERE datname ="                  \
   " current_database()))"
 #define PG_CLOCK_VOTES_SQL                                                                      \

@@ -14,6 +14,7 @@
 
 typedef struct pg_shared pg_shared; /* the connection string, pg_conn.c */
 const char *pg_shared_url(const pg_shared *sh);
+const char *pg_shared_node_id(const pg_shared *sh); /* NULL: the CLI's */
 
 /* A prepared statement: its SQL's address (a string literal) and its name on the server. */
 typedef struct pg_prep {

@@ -192,7 +192,16 @@ static const char *const migration_3[] = {
     " EXECUTE FUNCTION hookd_notify_config()",
     NULL};
 
-static const char *const *const migrations[] = {migration_1, migration_2, migration_3};
+/* 4: a node's first clock check (its row inserted: a node id new to the store, or one whose row
+ * its start cleared) notifies the others, which count it at once (docs/postgres.md "The clock
+ * guard"); later checks update the row and notify nothing. */
+static const char *const migration_4[] = {
+    "CREATE TRIGGER node_clocks_notify AFTER INSERT ON node_clocks FOR EACH ROW EXECUTE"
+    " FUNCTION hookd_notify_config()",
+    NULL};
+
+static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
+                                                migration_4};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */
@@ -272,6 +281,15 @@ int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t
   for (int64_t m = v + 1; m <= N_MIGRATIONS; m++) {
     if ((rc = apply(c, m)) != 0) goto out;
     *to = m;
+  }
+  /* a node starting: its clock as stored by its last life is no vote (the others would count
+   * that old skew until this life's first check, which inserts the row again and notifies them) */
+  if (apply_them && pg_shared_node_id(c->sh)) {
+    pg_params p;
+    pg_p_init(&p);
+    pg_p_text(&p, pg_shared_node_id(c->sh));
+    if (pg_x(c, "DELETE FROM node_clocks WHERE node_id = $1", &p, "clear the node's clock") < 0)
+      rc = HOOKD_STORE_ERR;
   }
 out:;
   if (!apply_them) return rc;

@@ -2,7 +2,8 @@
  * with a connection of its own LISTENs on hookd_config, which the triggers of migration 3 notify
  * when a change to the endpoints or tenants commits, and calls back so that the node reads the
  * change at once instead of at its next rescan. It reconnects by itself; every wait (connect,
- * LISTEN, notifications) also watches a pipe, so a stop never waits on the database. */
+ * LISTEN, notifications) also watches a pipe, so a stop never waits on the database (libpq
+ * resolves a host name before the first wait, though: a resolver that hangs holds the stop). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -17,6 +18,9 @@
 #define WATCH_CONNECT_TIMEOUT_MS 10000
 #define WATCH_RETRY_MIN_MS 1000
 #define WATCH_RETRY_MAX_MS 30000
+/* A session that listened this long resets the backoff: one ended sooner (a server that ends
+ * idle sessions, a pooler) is connected again later and later, not in a loop. */
+#define WATCH_STABLE_MS 30000
 
 struct hookd_pg_watch {
   char *url;
@@ -39,6 +43,11 @@ static int wait_fd(hookd_pg_watch *w, int fd, short ev, int64_t timeout_ms) {
   }
 }
 
+static void no_notices(void *arg, const char *message) {
+  (void)arg;
+  (void)message; /* (the store's connections print none either) */
+}
+
 /* A connection that listens, or NULL (*stop: a stop was asked). */
 static PGconn *watch_connect(hookd_pg_watch *w, bool *stop) {
   /* the URL's own settings win (they come after ours), as for the store's connections */
@@ -48,6 +57,7 @@ static PGconn *watch_connect(hookd_pg_watch *w, bool *stop) {
   const char *const vals[] = {"10", "1", "10", "5", "3", "30000", w->url, "hookd-watch", NULL};
   PGconn *pg = PQconnectStartParams(keys, vals, 1);
   if (!pg || PQstatus(pg) == CONNECTION_BAD) goto bad;
+  PQsetNoticeProcessor(pg, no_notices, NULL);
   int64_t deadline = hookd_mono_ms() + WATCH_CONNECT_TIMEOUT_MS;
   for (PostgresPollingStatusType st = PGRES_POLLING_WRITING; st != PGRES_POLLING_OK;) {
     if (st == PGRES_POLLING_FAILED) goto bad;
@@ -99,7 +109,7 @@ static void *watch_main(void *arg) {
       retry_ms = retry_ms * 2 < WATCH_RETRY_MAX_MS ? retry_ms * 2 : WATCH_RETRY_MAX_MS;
       continue;
     }
-    retry_ms = WATCH_RETRY_MIN_MS;
+    int64_t up_at = hookd_mono_ms();
     down_told = false;
     w->changed(w->arg, HOOKD_STORE_WATCH_UP); /* what was sent while it did not listen is lost */
     for (;;) {
@@ -117,6 +127,12 @@ static void *watch_main(void *arg) {
     if (stop) break;
     w->changed(w->arg, HOOKD_STORE_WATCH_DOWN);
     down_told = true;
+    if (hookd_mono_ms() - up_at >= WATCH_STABLE_MS) {
+      retry_ms = WATCH_RETRY_MIN_MS;
+      continue; /* connected again at once */
+    }
+    if (wait_fd(w, -1, 0, retry_ms) < 0) break;
+    retry_ms = retry_ms * 2 < WATCH_RETRY_MAX_MS ? retry_ms * 2 : WATCH_RETRY_MAX_MS;
   }
   return NULL;
 }

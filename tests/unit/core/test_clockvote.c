@@ -16,9 +16,10 @@ static void agreement(void **s) {
   assert_true(hookd_clock_agree(V(0, 0), V(1000, 0), 1000));
   assert_false(hookd_clock_agree(V(0, 0), V(1001, 0), 1000));
   assert_false(hookd_clock_agree(V(-1001, 0), V(0, 0), 1000)); /* either sign */
-  /* the errors are the benefit of the doubt: off only when surely off */
-  assert_true(hookd_clock_agree(V(0, 5), V(1010, 5), 1000));
-  assert_false(hookd_clock_agree(V(0, 5), V(1011, 5), 1000));
+  /* the errors count against agreement: within the bound only when surely within */
+  assert_true(hookd_clock_agree(V(0, 5), V(990, 5), 1000));
+  assert_false(hookd_clock_agree(V(0, 5), V(991, 5), 1000));
+  assert_false(hookd_clock_agree(V(0, 600), V(0, 600), 1000)); /* reads too far apart */
   /* no overflow: absurd values are clamped, and still disagree */
   assert_false(hookd_clock_agree(V(INT64_MIN, 0), V(INT64_MAX, 0), 1000));
   assert_false(hookd_clock_agree(V(INT64_MAX, 0), V(0, INT64_MIN), 1000));
@@ -82,17 +83,20 @@ static void tie_held(void **s) {
   assert_false(hookd_clock_vote(y, &x, 1, 1000, &agreeing, &voters));
 }
 
-/* Two nodes that both win a vote over the same voters are within twice the bound (plus their
- * errors) of each other: checked over a grid of skews for three nodes. */
+/* Two nodes that both win a vote over the same voters are surely within twice the bound of each
+ * other: checked over a grid of measured skews and errors for three nodes, against every true
+ * skew each measurement allows (its skew give or take its error). */
 static void winners_agree_pairwise(void **s) {
   (void)s;
   const int64_t bound = 1000;
   const int64_t grid[] = {-3000, -2100, -1500, -1000, -600, 0, 400, 1000, 1600, 2200, 3000};
+  const int64_t errs[] = {0, 7, 300};
   const size_t g = sizeof grid / sizeof grid[0];
   for (size_t i = 0; i < g; i++)
     for (size_t j = 0; j < g; j++)
-      for (size_t k = 0; k < g; k++) {
-        hookd_clock_voter n[3] = {V(grid[i], 0), V(grid[j], 0), V(grid[k], 0)};
+      for (size_t k = 0; k < g * 3; k++) {
+        hookd_clock_voter n[3] = {V(grid[i], errs[(i + j) % 3]), V(grid[j], errs[j % 3]),
+                                  V(grid[k % g], errs[k / g])};
         bool win[3];
         for (int a = 0; a < 3; a++) {
           hookd_clock_voter o[2];
@@ -104,8 +108,10 @@ static void winners_agree_pairwise(void **s) {
         for (int a = 0; a < 3; a++)
           for (int b = 0; b < 3; b++) {
             if (!win[a] || !win[b]) continue;
+            /* the true skews furthest apart that the measurements allow */
             int64_t dist = n[a].skew_ms - n[b].skew_ms;
-            assert_true(dist <= 2 * bound && dist >= -2 * bound);
+            if (dist < 0) dist = -dist;
+            assert_true(dist + n[a].err_ms + n[b].err_ms <= 2 * bound);
           }
       }
 }
