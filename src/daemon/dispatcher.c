@@ -1560,6 +1560,7 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   sched_clock_step(d, delta_ms);
   if (d->next_sweep_ms) d->next_sweep_ms += delta_ms;
   if (d->next_rescan_ms) d->next_rescan_ms += delta_ms;
+  if (d->rescan_sent_ms) d->rescan_sent_ms += delta_ms; /* (the change feed's gap) */
   d->next_stats_ms = 0;
   if (d->cfg.shared_store) {
     /* the clock guard's last check was of the old clock: none holds until the next, at once
