@@ -954,7 +954,8 @@ void hookd_store_interrupt_scans(hookd_store *s);
 void hookd_store_health_get(hookd_store *s, hookd_store_health *out);
 /* A shared store's change feed (docs/postgres.md "Several nodes"): changed(arg, what) is called
  * from a thread of the store's own — HOOKD_STORE_WATCH_CHANGE soon after a change to the
- * endpoints or tenants commits (any node's, this one's included), HOOKD_STORE_WATCH_UP when it
+ * endpoints or tenants, or a node's first clock check, commits (any node's, this one's
+ * included), HOOKD_STORE_WATCH_UP when it
  * listens (at start, and after a reconnect: what was sent meanwhile is lost), and
  * HOOKD_STORE_WATCH_DOWN when its link fails (it reconnects by itself). Returns 0 (started),
  * 1 (none for this store: SQLite has one node), or -1 with err. */

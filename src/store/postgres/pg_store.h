@@ -21,7 +21,8 @@ int hookd_pg_lock_offline(const char *url, void **held, char *err, size_t errlen
 void hookd_pg_unlock_offline(void *held);
 
 /* The change feed (pg_watch.c, docs/postgres.md "Several nodes"): a thread of its own listens
- * for the changes of the endpoints and tenants any node commits, and calls changed(arg, what)
+ * for the changes of the endpoints and tenants (and the nodes' first clock checks) any node
+ * commits, and calls changed(arg, what)
  * (HOOKD_STORE_WATCH_*). Stopped (and joined) by hookd_pg_watch_stop. */
 typedef struct hookd_pg_watch hookd_pg_watch;
 int hookd_pg_watch_start(void *shared, void (*changed)(void *arg, int what), void *arg,
