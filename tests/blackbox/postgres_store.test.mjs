@@ -528,13 +528,19 @@ async function pausedByOne(nodes, rx) {
   const p1 = await publish(nodes.n1, tenant, { type: 'a.b', payload: { n: 1 } });
   assert.equal(p1.status, 202, p1.text);
   await rx.waitFor(1, 10000, 'the first request, answered 429');
-  const [sender, other] = await waitUntil(async () => {
+  const [sender, other] = await senderOf(nodes);
+  return { tenant, endpoint, sender, other };
+}
+
+// Of two nodes ({n1, n2}), the names of the one that got a receiver's 429 (it paused the
+// endpoint itself) and of the other.
+async function senderOf(nodes) {
+  return waitUntil(async () => {
     for (const [name, h] of Object.entries(nodes)) {
       if (h.logs.some((l) => l.msg === 'endpoint.paused' && !l.by)) return [name, name === 'n1' ? 'n2' : 'n1'];
     }
     return null;
   }, { timeout: 10000, what: 'the sender\'s own pause' });
-  return { tenant, endpoint, sender, other };
 }
 
 test('a receiver\'s 429 with Retry-After to one node pauses the endpoint on the other too: it sends nothing there until the pause ends, or until an operator enables the endpoint again (even a disable and enable between two of its rescans)', async () => {
@@ -671,13 +677,8 @@ test('a change made through one node reaches the other at once, not at its next 
     assert.equal(p.status, 202, p.text);
     await rxNew.waitFor(1, 10000, 'sent to the new URL');
     const nodes = { n1, n2 };
-    const other = await waitUntil(async () => {
-      for (const [name, h] of Object.entries(nodes)) {
-        if (h.logs.some((l) => l.msg === 'endpoint.paused' && !l.by)) return nodes[name === 'n1' ? 'n2' : 'n1'];
-      }
-      return null;
-    }, { timeout: 10000, what: 'the sender\'s own pause' });
-    const learnt = await other.waitForLog((l) => l.msg === 'endpoint.paused' && l.by === 'another node', 10000,
+    const [, other] = await senderOf(nodes);
+    const learnt = await nodes[other].waitForLog((l) => l.msg === 'endpoint.paused' && l.by === 'another node', 10000,
       'the other node paused by the sender\'s answer');
     assert.equal(learnt.endpoint_id, endpoint);
     assert.equal(rxOld.requests.length, 0, 'nothing sent to the old URL');

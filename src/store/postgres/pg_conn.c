@@ -16,17 +16,10 @@ struct pg_shared {
 
 /* The writer lock every writer transaction takes first ("hookd", "writer" in ASCII). */
 #define PG_WRITER_BEGIN "BEGIN; SELECT pg_advisory_xact_lock(1752133476, 2003986804)"
-/* The node ids running on this database: each node holds its node lock for its life (a node's
- * old session not ended yet holds the same id: counted once). The writer and migration locks
- * share the first key: left out. */
-#define PG_NODES_SQL                                                                            \
-  "SELECT count(DISTINCT objid) FROM pg_locks WHERE locktype = 'advisory'"                      \
-  " AND classid = 1752133476 AND objsubid = 2 AND granted"                                      \
-  " AND objid NOT IN (2003986804, 1835624289) AND database ="                                   \
-  " (SELECT oid FROM pg_database WHERE datname = current_database())"
+/* The node ids running on this database (a node's old session not ended yet holds the same id:
+ * counted once). */
+#define PG_NODES_SQL "SELECT count(DISTINCT objid) FROM pg_locks WHERE " PG_NODE_LOCKS
 #define PG_READER_BEGIN "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-#define PG_CONNECT_TIMEOUT_S "10"
-#define PG_LINK_TIMEOUT_MS "30000"
 #define PG_IDLE_IN_TXN_S "30"
 
 /* ---------- shared state ---------- */
@@ -107,9 +100,9 @@ void hookd_pg_unlock_offline(void *held) { PQfinish(held); }
 
 /* ---------- helpers ---------- */
 
-static void no_notices(void *arg, const char *message) {
+void pg_no_notices(void *arg, const char *message) {
   (void)arg;
-  (void)message; /* NOTICEs (an IF NOT EXISTS that found it) are not errors */
+  (void)message;
 }
 
 static void preps_clear(hookd_store_conn *c) {
@@ -121,7 +114,7 @@ static void preps_clear(hookd_store_conn *c) {
 /* Sets up a session (a new one, or one whose setup failed: once more). */
 static int session_setup(hookd_store_conn *c) {
   PQsetNoticeReceiver(c->pg, NULL, NULL);
-  PQsetNoticeProcessor(c->pg, no_notices, NULL);
+  PQsetNoticeProcessor(c->pg, pg_no_notices, NULL);
   pthread_mutex_lock(&c->sh->mu);
   if (c->cancel) PQfreeCancel(c->cancel);
   c->cancel = PQgetCancel(c->pg);
@@ -339,11 +332,8 @@ static int pg_clock_ms(hookd_store_conn *c, int64_t *ms) {
  * and not running go. */
 #define PG_DB_NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 #define PG_NODE_LIVE(id)                                                                        \
-  "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = 1752133476"   \
-  " AND l.objsubid = 2 AND l.granted AND l.objid NOT IN (2003986804, 1835624289)"              \
-  " AND l.objid::bigint = (hashtext(" id ")::bigint &"                                          \
-  " 4294967295) AND l.database = (SELECT oid FROM pg_database WHERE datname ="                  \
-  " current_database()))"
+  "EXISTS (SELECT 1 FROM pg_locks WHERE " PG_NODE_LOCKS " AND objid::bigint = (hashtext(" id    \
+  ")::bigint & 4294967295))"
 #define PG_CLOCK_VOTES_SQL                                                                      \
   "WITH up AS (INSERT INTO node_clocks (node_id, skew_ms, err_ms, checked_at) VALUES ($1, $2,"  \
   " $3, " PG_DB_NOW_MS ") ON CONFLICT (node_id) DO UPDATE SET skew_ms = excluded.skew_ms,"      \
@@ -435,14 +425,8 @@ static int pg_open(void *shared, int writer, hookd_store_conn **out, char *err, 
   c->sh = sh;
   c->writer = writer;
   hookd_pfilter_cache_init(&c->pf);
-  /* the URL's own settings win (they come after ours); the application name does not. A link
-   * gone silent fails the statement waiting on it within PG_LINK_TIMEOUT_MS (TCP keepalives and
-   * an unacknowledged-data timeout), instead of blocking the executor's thread for ever */
-  const char *const keys[] = {"connect_timeout", "keepalives", "keepalives_idle",
-                              "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-                              "dbname", "application_name", NULL};
-  const char *const vals[] = {PG_CONNECT_TIMEOUT_S, "1", "10", "5", "3", PG_LINK_TIMEOUT_MS,
-                              sh->url, "hookd", NULL};
+  const char *const keys[] = PG_LINK_KEYS;
+  const char *const vals[] = PG_LINK_VALS(sh->url, "hookd");
   c->pg = PQconnectdbParams(keys, vals, 1);
   if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
     const char *m = c->pg ? PQerrorMessage(c->pg) : "out of memory";

@@ -42,6 +42,27 @@ struct hookd_store_conn {
  * and each node's lock (its id's hash) share the first key. */
 #define PG_MIGRATE_TRY_LOCK "SELECT pg_try_advisory_lock(1752133476, 1835624289)"
 #define PG_MIGRATE_UNLOCK "SELECT pg_advisory_unlock(1752133476, 1835624289)"
+/* The node locks held on this database, as a condition on pg_locks: each node holds its own for
+ * its life (hookd's first key, its id's hashtext as the second: objsubid 2); the writer and
+ * migration locks share the first key and are left out. */
+#define PG_NODE_LOCKS                                                                           \
+  "locktype = 'advisory' AND classid = 1752133476 AND objsubid = 2 AND granted"                 \
+  " AND objid NOT IN (2003986804, 1835624289) AND database ="                                   \
+  " (SELECT oid FROM pg_database WHERE datname = current_database())"
+
+/* Every connection of a node to its store (the executors', the change feed's): libpq's
+ * settings, then the URL's own (they win), then the application name (it does not). A link gone
+ * silent fails what waits on it within PG_LINK_TIMEOUT_MS (TCP keepalives and an
+ * unacknowledged-data timeout), instead of blocking its thread for ever. */
+#define PG_CONNECT_TIMEOUT_S "10"
+#define PG_LINK_TIMEOUT_MS "30000"
+#define PG_LINK_KEYS                                                                            \
+  {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",                   \
+   "keepalives_count", "tcp_user_timeout", "dbname", "application_name", NULL}
+#define PG_LINK_VALS(url, app)                                                                  \
+  {PG_CONNECT_TIMEOUT_S, "1", "10", "5", "3", PG_LINK_TIMEOUT_MS, (url), (app), NULL}
+/* A notice processor that drops them: NOTICEs (an IF NOT EXISTS that found it) are no errors. */
+void pg_no_notices(void *arg, const char *message);
 
 /* Parameters of one statement, all sent as text except blobs (binary bytea). */
 #define PG_MAX_PARAMS 24

@@ -15,7 +15,7 @@
 #include "core/clock.h"
 #include "store/postgres/pg_int.h"
 
-#define WATCH_CONNECT_TIMEOUT_MS 10000
+#define WATCH_CONNECT_TIMEOUT_MS 10000 /* PG_CONNECT_TIMEOUT_S: libpq ignores it when polled */
 #define WATCH_RETRY_MIN_MS 1000
 #define WATCH_RETRY_MAX_MS 30000
 /* A session that listened this long resets the backoff: one ended sooner (a server that ends
@@ -43,21 +43,13 @@ static int wait_fd(hookd_pg_watch *w, int fd, short ev, int64_t timeout_ms) {
   }
 }
 
-static void no_notices(void *arg, const char *message) {
-  (void)arg;
-  (void)message; /* (the store's connections print none either) */
-}
-
 /* A connection that listens, or NULL (*stop: a stop was asked). */
 static PGconn *watch_connect(hookd_pg_watch *w, bool *stop) {
-  /* the URL's own settings win (they come after ours), as for the store's connections */
-  const char *const keys[] = {"connect_timeout", "keepalives", "keepalives_idle",
-                              "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-                              "dbname", "application_name", NULL};
-  const char *const vals[] = {"10", "1", "10", "5", "3", "30000", w->url, "hookd-watch", NULL};
+  const char *const keys[] = PG_LINK_KEYS;
+  const char *const vals[] = PG_LINK_VALS(w->url, "hookd-watch");
   PGconn *pg = PQconnectStartParams(keys, vals, 1);
   if (!pg || PQstatus(pg) == CONNECTION_BAD) goto bad;
-  PQsetNoticeProcessor(pg, no_notices, NULL);
+  PQsetNoticeProcessor(pg, pg_no_notices, NULL);
   int64_t deadline = hookd_mono_ms() + WATCH_CONNECT_TIMEOUT_MS;
   for (PostgresPollingStatusType st = PGRES_POLLING_WRITING; st != PGRES_POLLING_OK;) {
     if (st == PGRES_POLLING_FAILED) goto bad;
