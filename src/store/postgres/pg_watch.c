@@ -1,9 +1,10 @@
 /* pg_watch.c — the PostgreSQL store's change feed (docs/postgres.md "Several nodes"): a thread
  * with a connection of its own LISTENs on hookd_config, which the triggers of migrations 3 and 4
  * notify when a change to the endpoints or tenants, or a node's first clock check, commits, and
- * calls back so that the node reads the change at once instead of at its next rescan. It reconnects by itself; every wait (connect,
- * LISTEN, notifications) also watches a pipe, so a stop never waits on the database (libpq
- * resolves a host name before the first wait, though: a resolver that hangs holds the stop). */
+ * calls back so that the node reads the change at once instead of at its next rescan. It
+ * reconnects by itself; every wait (connect, LISTEN, notifications) also watches a pipe, so a
+ * stop never waits on the database (libpq resolves a host name before the first wait, though: a
+ * resolver that hangs holds the stop). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
