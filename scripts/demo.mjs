@@ -5,16 +5,18 @@
 // whose destination is the receiver's /handler, a signed event, its duplicate, a tampered copy,
 // and the one forward with its Idempotency-Key. Last, the API calls to explore.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync, openSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync, openSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { randomBytes, createHmac } from 'node:crypto';
 
 // HOOKD_BIN / HOOKD_DEMO_DIR: another build and directory (the black-box test runs the demo so)
 const BIN = process.env.HOOKD_BIN || 'build/hookd';
 const DIR = process.env.HOOKD_DEMO_DIR || '.demo';
-const PORT = Number(process.env.HOOKD_DEMO_PORT || 8787);
+// HOOKD_DEMO_PORT=0: any free port, read from hookd's "listening" log line (a port chosen by the
+// caller beforehand could be taken meanwhile, by this script's own receiver among others)
+const PORT = Number(process.env.HOOKD_DEMO_PORT ?? 8787);
 const KEY = 'hk_demo_' + randomBytes(8).toString('hex');
-const API = `http://127.0.0.1:${PORT}`;
+let API = `http://127.0.0.1:${PORT}`;
 const bold = (s) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
 
 rmSync(DIR, { recursive: true, force: true });
@@ -75,6 +77,12 @@ async function until(fn, what, ms = 15000) {
 
 try {
   console.log(bold('\n1. hookd starts on an embedded SQLite store'));
+  if (!PORT) {
+    const port = await until(async () => readFileSync(`${DIR}/hookd.log`, 'utf8').split('\n')
+      .map((l) => { try { return JSON.parse(l); } catch { return null; } })
+      .find((l) => l?.msg === 'listening')?.port, 'hookd to listen');
+    API = `http://127.0.0.1:${port}`;
+  }
   await until(() => fetch(`${API}/readyz`).then((r) => r.ok), 'hookd to be ready');
   console.log(`  hookd ${API}  (store ${DIR}/hookd.db, log ${DIR}/hookd.log)`);
 

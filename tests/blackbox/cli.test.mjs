@@ -8,7 +8,6 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
 import { existsSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { HOOKD_BIN, faultDisk, faultNoLink, publish, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -600,12 +599,9 @@ describe('hookd CLI', () => {
 
   it('make demo: the walkthrough runs to its end, outbound and inbound', async () => {
     const { dir, cleanup } = tempDir();
-    const port = await new Promise((resolve) => {
-      const srv = createServer().listen(0, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => resolve(p)); });
-    });
     const root = new URL('../..', import.meta.url).pathname;
     const r = spawnSync('node', [join(root, 'scripts/demo.mjs')], { cwd: root, encoding: 'utf8', timeout: 90000,
-      env: { ...process.env, HOOKD_BIN, HOOKD_DEMO_DIR: join(dir, 'demo'), HOOKD_DEMO_PORT: String(port), CI: '1' } });
+      env: { ...process.env, HOOKD_BIN, HOOKD_DEMO_DIR: join(dir, 'demo'), HOOKD_DEMO_PORT: '0', CI: '1' } });
     assert.equal(r.status, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /hookd verify → valid/);
     assert.match(r.stdout, /the same again \(a retry\) → 200 .*"duplicate":true/);

@@ -49,24 +49,39 @@ export async function startPostgres({ port: wanted } = {}) {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`initdb failed: ${e.stderr?.toString() ?? e.message}`);
   }
-  const port = wanted ?? await freePort();
-  const [c2, a2] = as(join(bin, 'postgres'), ['-D', data, '-k', dir, '-p', String(port),
-    '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'log_min_messages=fatal']);
-  const proc = spawn(c2, a2, { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  proc.stderr.on('data', (d) => { log = (log + d).slice(-4000); });
-  const exited = new Promise((resolve) => proc.once('exit', resolve));
-  const url = `postgresql://hookd@127.0.0.1:${port}/postgres`;
-  const client = async () => {
-    const c = new pg.Client({ connectionString: url });
+  // A free port found beforehand may be taken before the server binds it (by another test's
+  // listener): then the server exits, and a port of the caller's choosing aside, it tries another.
+  let port, proc, exited, url, main;
+  const client = async (connectionTimeoutMillis = 0) => {
+    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis });
     await c.connect();
     return c;
   };
-  let main;
-  await waitUntil(async () => {
-    if (proc.exitCode !== null) throw new Error(`postgres exited: ${log}`);
-    try { main = await client(); return true; } catch { return false; }
-  }, { timeout: 30000, what: 'postgres accepting connections' });
+  for (let tries = 1; ; tries++) {
+    port = wanted ?? await freePort();
+    const [c2, a2] = as(join(bin, 'postgres'), ['-D', data, '-k', dir, '-p', String(port),
+      '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'log_min_messages=fatal']);
+    proc = spawn(c2, a2, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    proc.stderr.on('data', (d) => { log = (log + d).slice(-4000); });
+    exited = new Promise((resolve) => proc.once('exit', resolve));
+    url = `postgresql://hookd@127.0.0.1:${port}/postgres`;
+    try {
+      await waitUntil(async () => {
+        if (proc.exitCode !== null) throw new Error(`postgres exited: ${log}`);
+        // (bounded: a listener that took the port may accept and never answer)
+        try { main = await client(2000); return true; } catch { return false; }
+      }, { timeout: 30000, what: 'postgres accepting connections' });
+      break;
+    } catch (e) {
+      proc.kill('SIGKILL');
+      await exited;
+      if (wanted !== undefined || tries === 3 || !/could not bind|in use|could not create any TCP/i.test(e.message)) {
+        rmSync(dir, { recursive: true, force: true });
+        throw e;
+      }
+    }
+  }
   let databases = 0;
   return {
     url,
