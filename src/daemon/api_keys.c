@@ -84,7 +84,8 @@ static int run_keys_reload(hookd_store_conn *c, const hookd_store_backend *be,
   return be->api_key_list(c, &base->keys, &base->n_keys);
 }
 
-/* (a reload that failed leaves the change to the periodic one, within 2 s: it is committed) */
+/* (a reload that failed leaves the change to the periodic one, --reload-interval-ms: it is
+ * committed) */
 static void reply_keys_reload(hookd_api_op *base, int rc) {
   if (rc == 0) hookd_auth_set_keys(base->app->auth, base->keys, base->n_keys, base->keys_gen);
   else HLOG(HOOKD_LOG_WARN, "auth.reload_failed", KV_S("error", hookd_store_strerror(rc)));

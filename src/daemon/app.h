@@ -3,6 +3,7 @@
 #ifndef HOOKD_DAEMON_APP_H
 #define HOOKD_DAEMON_APP_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -41,6 +42,8 @@ typedef struct hookd_app {
   hookd_bounded_clock retention_clock; /* retention's "now" (core/clock.h), from the start */
   int64_t retention_behind_logged;     /* its behind_max as last logged */
   int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
+  int64_t ticked_ms;        /* its last round of duties: checkpoints, deletes (monotonic) */
+  pthread_t main_thread;    /* the one that waits for signals: a SIGHUP to it reloads */
   uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */
   int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */
   bool ckpt_failing;             /* failing as last logged: the next success is logged too */

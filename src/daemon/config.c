@@ -118,6 +118,9 @@ static const opt opts[] = {
     {"rescan-interval-ms", NULL, T_INT, OFF(rescan_interval_ms), 0, 100, 3600000, "MS",
      "how often the dispatcher reads every endpoint's due work back from the store (work "
      "another node published or left: docs/postgres.md)"},
+    {"reload-interval-ms", NULL, T_INT, OFF(reload_interval_ms), 0, 100, 3600000, "MS",
+     "how often API keys and sources are read back from the store (changes `hookd keys` or "
+     "another node made; a SIGHUP, and a shared store's change feed, read them at once)"},
     {"no-change-feed", "HOOKD_NO_CHANGE_FEED", T_BOOL, OFF(no_change_feed), 0, 0, 0, "",
      "PostgreSQL store: do not LISTEN for the changes other nodes make (a pooler in "
      "transaction mode loses notifications); they then arrive at the next rescan"},
@@ -240,6 +243,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->max_response_bytes = 64 * 1024;
   c->lease_margin_ms = 30000;
   c->rescan_interval_ms = 30000;
+  c->reload_interval_ms = 2000;
   hookd_retry_policy_defaults(&c->policy);
   c->log_level = HOOKD_LOG_INFO;
   c->inbox_retention_s = 30LL * 24 * 3600;

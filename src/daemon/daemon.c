@@ -136,13 +136,23 @@ static bool stop_pending(void) {
          (sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1);
 }
 
-static void refresh_config(hookd_app *app);
+static void refresh_config(hookd_app *app, bool hup);
 static void finish_deletes(hookd_app *app);
 
+#define TICK_MS 2000 /* the main loop's round of duties */
+
+/* A round of the main thread's duties is due: one has not run for TICK_MS, or a SIGHUP (an
+ * operator's, or the change feed's: on_store_change) waits to have keys and sources read. */
+static bool tick_due(hookd_app *app) {
+  sigset_t set;
+  return hookd_mono_ms() - app->ticked_ms >= TICK_MS ||
+         (sigpending(&set) == 0 && sigismember(&set, SIGHUP) == 1);
+}
+
 /* One retention walk, in small batches, until nothing older than the window is left to it.
- * Returns false when a stop signal cut it short. Between batches the API keys and sources are
- * reloaded as the main loop does every 2 s: a first purge of a large backlog takes minutes,
- * and a revoked key must stop working meanwhile. */
+ * Returns false when a stop signal cut it short. Between batches the main loop's duties go on
+ * (the API keys and sources reloaded when due or asked for): a first purge of a large backlog
+ * takes minutes, and a revoked key must stop working meanwhile. */
 static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                        _Atomic uint64_t *counter, const char *msg) {
@@ -155,8 +165,8 @@ static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
     if (hookd_storeq_run_sync(app->store->writer, run, &p) != 0) break;
     atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
     total += p.purged;
-    if (hookd_mono_ms() - app->refreshed_ms >= 2000) {
-      refresh_config(app);
+    if (tick_due(app)) {
+      refresh_config(app, false);
       finish_deletes(app);
     }
   } while (p.after_seq != 0);
@@ -280,24 +290,39 @@ static void finish_deletes(hookd_app *app) {
            KV_I("cancelled", total));
       total = 0;
     }
-    if (hookd_mono_ms() - app->refreshed_ms >= 2000) refresh_config(app);
+    if (tick_due(app)) refresh_config(app, false);
   }
 }
 
 /* The main thread's periodic duties: keys created or revoked by `hookd keys`, and sources
- * changed by another node, take effect; the store's checkpoints are watched. */
-static void refresh_config(hookd_app *app) {
-  refresh_keys(app, NULL);
-  refresh_sources(app);
+ * changed by another node, take effect (every --reload-interval-ms, or at once when hup: a
+ * SIGHUP, which one pending is taken for too); the store's checkpoints are watched. */
+static void refresh_config(hookd_app *app, bool hup) {
+  sigset_t h;
+  sigemptyset(&h);
+  sigaddset(&h, SIGHUP);
+  struct timespec none = {0, 0};
+  if (sigtimedwait(&h, NULL, &none) == SIGHUP) hup = true; /* taken: one reload answers it */
+  int64_t now = hookd_mono_ms();
+  if (hup || now - app->refreshed_ms >= app->cfg->reload_interval_ms) {
+    refresh_keys(app, NULL);
+    refresh_sources(app);
+    app->refreshed_ms = now;
+  }
   watch_checkpoints(app);
-  app->refreshed_ms = hookd_mono_ms();
+  app->ticked_ms = now;
 }
 
 /* The change feed of a shared store (its own thread): a change another node committed is read by
- * the dispatcher's rescan at once; the feed's link going down and up again is logged once each
- * (while down, the periodic rescan reads the changes). */
+ * the dispatcher's rescan at once, a change to the API keys or sources by the main thread (a
+ * SIGHUP to it); the feed's link going down and up again is logged once each (while down, the
+ * periodic rescan and reload read the changes). */
 static void on_store_change(void *arg, int what) {
   hookd_app *app = arg;
+  /* (pending SIGHUPs fold into one: a burst of changes costs one reload or two) */
+  if (what == HOOKD_STORE_WATCH_KEYS || what == HOOKD_STORE_WATCH_UP)
+    pthread_kill(app->main_thread, SIGHUP);
+  if (what == HOOKD_STORE_WATCH_KEYS) return;
   if (what == HOOKD_STORE_WATCH_DOWN && !atomic_exchange(&app->watch_down, true))
     HLOG(HOOKD_LOG_WARN, "store.watch_down",
          KV_S("meanwhile", "changes made through other nodes arrive at the next rescan "
@@ -428,7 +453,7 @@ int hookd_serve(const hookd_config *cfg) {
    * 503 like a full disk's, instead of killing the daemon */
   signal(SIGXFSZ, SIG_IGN);
 
-  hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms()};
+  hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms(), .main_thread = pthread_self()};
   hookd_outbox *outbox = NULL; /* the transactional outbox's relay (docs/outbox.md) */
   app.retention_clock = (hookd_bounded_clock){.wall_ref = app.started_ms,
                                               .mono_ref = hookd_mono_ms(),
@@ -510,6 +535,7 @@ int hookd_serve(const hookd_config *cfg) {
     snprintf(err, sizeof err, "cannot load inbound sources");
     goto fail;
   }
+  app.refreshed_ms = app.ticked_ms = hookd_mono_ms(); /* both read: the next reload is due later */
 
   hookd_dispatcher_config dc = {
       .store = app.store,
@@ -576,7 +602,7 @@ int hookd_serve(const hookd_config *cfg) {
       HLOG(HOOKD_LOG_INFO, "shutdown.begin", KV_S("signal", sig == SIGTERM ? "TERM" : "INT"));
       break;
     }
-    refresh_config(&app);
+    refresh_config(&app, sig == SIGHUP);
     finish_deletes(&app);
     hookd_bounded_clock_note(&app.retention_clock, hookd_now_ms(), hookd_mono_ms());
     if (hookd_mono_ms() >= next_purge) {

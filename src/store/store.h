@@ -957,9 +957,12 @@ void hookd_store_health_get(hookd_store *s, hookd_store_health *out);
  * endpoints or tenants, or a node's first clock check, commits (any node's, this one's
  * included), HOOKD_STORE_WATCH_UP when it
  * listens (at start, and after a reconnect: what was sent meanwhile is lost), and
- * HOOKD_STORE_WATCH_DOWN when its link fails (it reconnects by itself). Returns 0 (started),
+ * HOOKD_STORE_WATCH_DOWN when its link fails (it reconnects by itself), and
+ * HOOKD_STORE_WATCH_KEYS soon after a change to the API keys or sources commits (instead of
+ * HOOKD_STORE_WATCH_CHANGE: the endpoints need no rescan for it). Returns 0 (started),
  * 1 (none for this store: SQLite has one node), or -1 with err. */
-enum { HOOKD_STORE_WATCH_CHANGE = 0, HOOKD_STORE_WATCH_UP = 1, HOOKD_STORE_WATCH_DOWN = 2 };
+enum { HOOKD_STORE_WATCH_CHANGE = 0, HOOKD_STORE_WATCH_UP = 1, HOOKD_STORE_WATCH_DOWN = 2,
+       HOOKD_STORE_WATCH_KEYS = 3 };
 int hookd_store_watch(hookd_store *s, void (*changed)(void *arg, int what), void *arg, char *err,
                       size_t errlen);
 /* Stops the change feed (joined: no call after it returns); nothing when none runs. */

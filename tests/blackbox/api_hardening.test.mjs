@@ -163,6 +163,34 @@ describe('listing tenants', () => {
   });
 });
 
+describe('a running daemon reads its keys back from the store', () => {
+  it('every --reload-interval-ms, and at once on a SIGHUP: a key `hookd keys` creates works, one it revokes stops working, from then', async () => {
+    // the next periodic reload ten minutes away, and no change feed (a shared store's would
+    // read the change at once): only the SIGHUP can have the daemon read it
+    const h = await startHookd({ args: ['--reload-interval-ms', '600000', '--no-change-feed'] });
+    try {
+      assert.equal((await h.api('POST', '/v1/tenants', { id: 'hup' })).status, 201);
+      const r = createKey(h, 'viewer', 'hup');
+      assert.equal(r.status, 0, r.stderr);
+      const token = r.stdout.trim();
+      const id = /created (key_\w+)/.exec(r.stderr)?.[1];
+      assert.ok(id, r.stderr);
+      const read = async () => (await as(h, token, 'GET', '/v1/tenants/hup')).status;
+      assert.equal(await read(), 401, 'not read before its reload');
+      h.proc.kill('SIGHUP');
+      await waitUntil(async () => (await read()) === 200, { what: 'the key read on the SIGHUP' });
+      const rv = spawnSync(HOOKD_BIN, ['keys', 'revoke', id, '--store', h.store], { encoding: 'utf8' });
+      assert.equal(rv.status, 0, rv.stderr);
+      assert.equal(await read(), 200, 'the revocation not read before the reload');
+      h.proc.kill('SIGHUP');
+      await waitUntil(async () => (await read()) === 401, { what: 'the revocation read on the SIGHUP' });
+      assert.ok(!h.logs.some((l) => l.msg === 'shutdown.begin'), 'a SIGHUP stops nothing');
+    } finally {
+      assert.equal((await h.stop()).code, 0);
+    }
+  });
+});
+
 describe('the bootstrap admin key', () => {
   it('is audited like any key creation', async () => {
     const { dir, cleanup } = tempDir();

@@ -50,7 +50,7 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   const h = await node(store, masterKey(), 'n1');
   try {
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [0, 4], 'the schema made at the first start');
+    assert.deepEqual([migrated?.from, migrated?.to], [0, 5], 'the schema made at the first start');
     const { tenant, endpoint, secret } = await setup(h, rx.url);
     const body = { id: 'evt_pg_1', type: 'order.created', payload: { n: 1 } };
     const p1 = await publish(h, tenant, body, { 'Idempotency-Key': 'k1' });
@@ -387,10 +387,10 @@ test('a store at schema 1 is upgraded at start, its data kept, the change feed\'
     await c.query('DELETE FROM hookd_schema_version WHERE version > 1');
     h = await node(store, key, 'n1');
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [1, 4]);
+    assert.deepEqual([migrated?.from, migrated?.to], [1, 5]);
     const triggers = (await c.query(`SELECT tgname FROM pg_trigger WHERE tgname LIKE '%notify%' ORDER BY 1`)).rows;
-    assert.deepEqual(triggers.map((t) => t.tgname),
-      ['endpoints_notify_rows', 'endpoints_notify_update', 'node_clocks_notify', 'tenants_notify']);
+    assert.deepEqual(triggers.map((t) => t.tgname), ['api_keys_notify', 'endpoints_notify_rows',
+      'endpoints_notify_update', 'node_clocks_notify', 'sources_notify', 'tenants_notify']);
     await waitUntil(async () => (await c.query('SELECT node_id, err_ms FROM node_clocks')).rows.length === 1 || null,
       { timeout: 10000, what: 'the node\'s clock stored' });
     const [row] = (await c.query('SELECT node_id, err_ms FROM node_clocks')).rows;
@@ -652,13 +652,50 @@ test('a step of a node\'s clock keeps its own Retry-After pause\'s length: the s
 });
 
 // docs/postgres.md "Several nodes": the change feed
-test('a change made through one node reaches the other at once, not at its next rescan: a node started, a new endpoint, a new URL, a receiver\'s Retry-After pause, and a change made while the feed\'s link was down', async () => {
+test('an API key or a source created, revoked or deleted through one node is in force on the other at once, not at its next reload', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  // their periodic reload of keys and sources ten minutes away: only the feed can bring it
+  const args = ['--reload-interval-ms', '600000'];
+  const [n1, n2] = [await node(store, key, 'n1', args), await node(store, key, 'n2', args)];
+  try {
+    await waitUntil(async () => (await metricOf(n1, 'hookd_store_nodes')) === 2 || null,
+      { timeout: 10000, what: 'n2 counted by n1' });
+    const tenant = 'keyfeed';
+    assert.equal((await n1.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    const made = await n1.api('POST', '/v1/keys', { role: 'viewer', tenants: [tenant] });
+    assert.equal(made.status, 201, made.text);
+    const read = async () => (await n2.api('GET', `/v1/tenants/${tenant}`, undefined,
+      { Authorization: `Bearer ${made.json.key}` })).status;
+    await waitUntil(async () => (await read()) === 200 || null, { timeout: 10000, what: 'the new key working on n2' });
+    assert.equal((await n1.api('DELETE', `/v1/keys/${made.json.id}`)).status, 200);
+    await waitUntil(async () => (await read()) === 401 || null, { timeout: 10000, what: 'the revoked key refused on n2' });
+
+    // a source: unknown to n2 (404) until the feed brings it; then a provider's request is
+    // judged on its signature (401 unsigned); deleted, unknown again
+    const src = await n1.api('POST', '/v1/sources', { id: 'src_feed', tenant, provider: 'stripe',
+      secrets: ['whsec_feed'], destinations: [{ url: 'http://127.0.0.1:9/unused' }] });
+    assert.equal(src.status, 201, src.text);
+    const ingest = async () => (await fetch(`${n2.url}/in/src_feed`, { method: 'POST',
+      headers: { 'Content-Type': 'application/json' }, body: '{"id":"evt_1"}' })).status;
+    await waitUntil(async () => (await ingest()) === 401 || null, { timeout: 10000, what: 'the source known to n2' });
+    assert.equal((await n1.api('DELETE', '/v1/sources/src_feed')).status, 200);
+    await waitUntil(async () => (await ingest()) === 404 || null, { timeout: 10000, what: 'the source gone from n2' });
+    for (const h of [n1, n2]) assert.ok(!h.logs.some((l) => l.msg === 'store.watch_down'), 'the feed stayed up');
+  } finally {
+    for (const h of [n1, n2]) await h.stop();
+  }
+});
+
+test('a change made through one node reaches the other at once, not at its next rescan: a node started, a new endpoint, a new URL, a receiver\'s Retry-After pause, and changes made while the feed\'s link was down', async () => {
   const store = await pg.database();
   const key = masterKey();
   const rxOld = await startReceiver(() => ({ status: 200 }));
   const rxNew = await startReceiver((rec, n) => (n === 1 ? { status: 429, headers: { 'Retry-After': '60' } } : { status: 200 }));
-  // the periodic rescan every 30 s (the default): only the feed can bring a change within 10 s
-  const [n1, n2] = [await node(store, key, 'n1'), await node(store, key, 'n2')];
+  // the periodic rescan every 30 s (the default), the reload of keys ten minutes away: only the
+  // feed can bring a change within 10 s
+  const args = ['--reload-interval-ms', '600000'];
+  const [n1, n2] = [await node(store, key, 'n1', args), await node(store, key, 'n2', args)];
   try {
     // n2's first clock check, stored, has n1 count it (the share of limits, the clock's vote)
     await waitUntil(async () => (await metricOf(n1, 'hookd_store_nodes')) === 2 || null,
@@ -683,6 +720,11 @@ test('a change made through one node reaches the other at once, not at its next 
     assert.equal(learnt.endpoint_id, endpoint);
     assert.equal(rxOld.requests.length, 0, 'nothing sent to the old URL');
     for (const h of [n1, n2]) assert.ok(!h.logs.some((l) => l.msg === 'store.watch_down'), 'the feed stayed up');
+    const made = await n1.api('POST', '/v1/keys', { role: 'viewer', tenants: [tenant] });
+    assert.equal(made.status, 201, made.text);
+    const read = async () => (await n2.api('GET', `/v1/tenants/${tenant}`, undefined,
+      { Authorization: `Bearer ${made.json.key}` })).status;
+    await waitUntil(async () => (await read()) === 200 || null, { timeout: 10000, what: 'the new key working on n2' });
 
     // the listening sessions end (a server restart, a failover) and, while no node can connect
     // again, a change commits: its notification finds no node listening. Each node listens
@@ -704,8 +746,11 @@ test('a change made through one node reaches the other at once, not at its next 
       const ended = await c.query(`SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
         WHERE application_name = 'hookd-watch' AND datname = current_database()`);
       assert.equal(ended.rows.length, 2, 'one listening session per node');
+      await c.query('BEGIN');
       await c.query('UPDATE endpoints SET description = $1, updated_at = $2 WHERE id = $3',
         ['changed while the feed was down', at, endpoint]);
+      await c.query('UPDATE api_keys SET revoked_at = $1 WHERE id = $2', [at, made.json.id]);
+      await c.query('COMMIT');
       await withTimeout(notified, 10000, 'the notification read by this client');
       for (const h of [n1, n2]) await h.waitForLog((l) => l.msg === 'store.watch_down', 10000, 'the feed down');
     } finally {
@@ -717,6 +762,7 @@ test('a change made through one node reaches the other at once, not at its next 
     assert.equal(n2.logs.filter((l) => l.msg === 'store.watch_down').length, 1, 'its failed reconnects logged once');
     await waitUntil(async () => (await n2.api('GET', epPath)).json.health?.config_updated_at === new Date(at).toISOString() || null,
       { timeout: 10000, what: 'the change applied on n2' });
+    await waitUntil(async () => (await read()) === 401 || null, { timeout: 10000, what: 'the key revoked meanwhile refused on n2' });
   } finally {
     for (const h of [n1, n2]) await h.stop();
     await rxOld.close();

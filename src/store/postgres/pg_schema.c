@@ -200,8 +200,18 @@ static const char *const migration_4[] = {
     " FUNCTION hookd_notify_config()",
     NULL};
 
+/* 5: API keys (created, revoked, or revoked by a tenant's delete) and sources (created, changed,
+ * deleted) notify too, their table's name the payload: the feed's thread has the main thread
+ * read both at once (docs/postgres.md "Several nodes"), without a rescan of the endpoints. */
+static const char *const migration_5[] = {
+    "CREATE TRIGGER api_keys_notify AFTER INSERT OR UPDATE OR DELETE ON api_keys FOR EACH ROW"
+    " EXECUTE FUNCTION hookd_notify_config()",
+    "CREATE TRIGGER sources_notify AFTER INSERT OR UPDATE OR DELETE ON sources FOR EACH ROW"
+    " EXECUTE FUNCTION hookd_notify_config()",
+    NULL};
+
 static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
-                                                migration_4};
+                                                migration_4, migration_5};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

@@ -1,7 +1,8 @@
 /* pg_watch.c — the PostgreSQL store's change feed (docs/postgres.md "Several nodes"): a thread
- * with a connection of its own LISTENs on hookd_config, which the triggers of migrations 3 and 4
- * notify when a change to the endpoints or tenants, or a node's first clock check, commits, and
- * calls back so that the node reads the change at once instead of at its next rescan. It
+ * with a connection of its own LISTENs on hookd_config, which the triggers of migrations 3 to 5
+ * notify when a change to the endpoints or tenants, a node's first clock check, or a change to
+ * the API keys or sources commits, and calls back so that the node reads the change at once
+ * instead of at its next rescan or reload. It
  * reconnects by itself; every wait (connect, LISTEN, notifications) also watches a pipe, so a
  * stop never waits on the database (libpq resolves a host name before the first wait, though: a
  * resolver that hangs holds the stop). */
@@ -112,8 +113,12 @@ static void *watch_main(void *arg) {
         break;
       }
       if (!PQconsumeInput(pg)) break; /* the link failed: connected again */
-      bool any = false;
-      for (PGnotify *n; (n = PQnotifies(pg)) != NULL; PQfreemem(n)) any = true;
+      bool any = false, keys = false; /* (the payload: the table changed, migrations 3–5) */
+      for (PGnotify *n; (n = PQnotifies(pg)) != NULL; PQfreemem(n)) {
+        if (!strcmp(n->extra, "api_keys") || !strcmp(n->extra, "sources")) keys = true;
+        else any = true;
+      }
+      if (keys) w->changed(w->arg, HOOKD_STORE_WATCH_KEYS);
       if (any) w->changed(w->arg, HOOKD_STORE_WATCH_CHANGE);
     }
     PQfinish(pg);
