@@ -289,6 +289,7 @@ void hookd_api_endpoint_headers(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_rotate(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_public_key(hookd_req *r, hookd_app *app);
 void hookd_api_audit_list(hookd_req *r, hookd_app *app);
+void hookd_api_nodes_list(hookd_req *r, hookd_app *app);
 void hookd_api_source_create(hookd_req *r, hookd_app *app);
 void hookd_api_source_get(hookd_req *r, hookd_app *app);
 void hookd_api_source_list(hookd_req *r, hookd_app *app);

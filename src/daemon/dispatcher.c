@@ -1866,6 +1866,12 @@ static void *thread_main(void *arg) {
     if (d->lease_move_pending && !d->lease_moving && hookd_mono_ms() >= d->lease_move_retry_ms)
       submit_lease_move(d);
     bool current = leases_current(d);
+    if (d->claims_shown == current) { /* its gauge at once: an idle loop walks for stats rarely */
+      d->claims_shown = !current;
+      pthread_mutex_lock(&d->mu);
+      d->stats.claims_held = !current;
+      pthread_mutex_unlock(&d->mu);
+    }
     if (!stopping) {
       sched_wake(d, now);
       if (current) sched_claim_due(d, now);

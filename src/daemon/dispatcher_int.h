@@ -318,6 +318,7 @@ struct hookd_dispatcher {
   bool clock_skewed;          /* and this node's wall clock was outvoted at the last read: no
                                  claim nor sweep (docs/postgres.md "The clock guard") */
   bool store_clock_off;       /* and it won the vote against the database's clock */
+  bool claims_shown;          /* stats.claims_held as last set (the loop sets it on a change) */
   uint64_t clock_gen;         /* steps of the wall clock seen: a check read before one is void */
   int64_t next_stats_ms;      /* the loop's next stats walk (0: at the next pass) */
   bool stats_busy;            /* the last walk saw work (due, in flight, paused, a breaker not

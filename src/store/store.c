@@ -121,6 +121,11 @@ void hookd_event_types_free(hookd_event_type *v, size_t n) {
   free(v);
 }
 
+void hookd_node_rows_free(hookd_node_row *v, size_t n) {
+  for (size_t i = 0; i < n; i++) free(v[i].node_id);
+  free(v);
+}
+
 void hookd_tenants_free(hookd_tenant *v, size_t n) {
   for (size_t i = 0; i < n; i++) hookd_tenant_free(&v[i]);
   free(v);

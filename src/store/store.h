@@ -302,6 +302,17 @@ typedef struct hookd_event_type {
 } hookd_event_type;
 void hookd_event_types_free(hookd_event_type *v, size_t n);
 
+/* A node id whose clock check a shared store keeps (GET /v1/nodes, docs/postgres.md "The clock
+ * guard"): its skew to the database's clock give or take err_ms, checked_ms on the database's
+ * clock, and whether the node runs now (its node lock held). */
+typedef struct hookd_node_row {
+  char *node_id;
+  hookd_clock_voter clock;
+  int64_t checked_ms;
+  bool live;
+} hookd_node_row;
+void hookd_node_rows_free(hookd_node_row *v, size_t n);
+
 /* What an endpoint's or a source's delete did to the deliveries still active. */
 typedef struct hookd_delete_counts {
   int cancelled; /* made `cancelled` */
@@ -631,6 +642,10 @@ typedef struct hookd_store_backend {
    * skews the other nodes running on the store stored (*out: free()). NULL: none. */
   int (*clock_votes)(hookd_store_conn *c, int64_t skew_ms, int64_t err_ms,
                      hookd_clock_voter **out, size_t *n);
+  /* Every node id whose clock check the store keeps, by id (*out: hookd_node_rows_free), and
+   * *live the nodes running (nodes_live's count: one not yet checked is counted, not listed).
+   * NULL: none (SQLite: one node, no check). */
+  int (*nodes_list)(hookd_store_conn *c, hookd_node_row **out, size_t *n, int *live);
   /* 1 while a transaction is open. A database can end one by itself (SQLite rolls back the
    * whole transaction on SQLITE_FULL, SQLITE_IOERR or SQLITE_NOMEM in some statements): the
    * executor then must not run another op, which would run outside the batch's transaction. */

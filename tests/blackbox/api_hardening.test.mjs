@@ -10,7 +10,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import net from 'node:net';
-import { HOOKD_BIN, startHookd, tempDir, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, startHookd, tempDir, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { stripe } from './lib/providers.mjs';
 
 const hookd = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
@@ -185,6 +185,28 @@ describe('a running daemon reads its keys back from the store', () => {
       h.proc.kill('SIGHUP');
       await waitUntil(async () => (await read()) === 401, { what: 'the revocation read on the SIGHUP' });
       assert.ok(!h.logs.some((l) => l.msg === 'shutdown.begin'), 'a SIGHUP stops nothing');
+    } finally {
+      assert.equal((await h.stop()).code, 0);
+    }
+  });
+});
+
+describe('GET /v1/nodes', () => {
+  it('on a SQLite store: one node, this one, claiming, no change feed and no clock vote; a scoped key is refused', { skip: SQLITE_ONLY }, async () => {
+    const h = await startHookd({ args: ['--node-id', 'solo'] });
+    try {
+      const r = await h.api('GET', '/v1/nodes');
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.json, { store: 'sqlite', node_id: 'solo', live: 1, change_feed: 'off', claiming: true,
+        clock: null, data: [{ node_id: 'solo', self: true, live: true }] });
+      assert.equal((await h.api('POST', '/v1/tenants', { id: 'scoped' })).status, 201);
+      const k = createKey(h, 'admin', 'scoped');
+      assert.equal(k.status, 0, k.stderr);
+      h.proc.kill('SIGHUP'); // (read at once)
+      await waitUntil(async () => (await as(h, k.stdout.trim(), 'GET', '/v1/tenants/scoped')).status === 200, { what: 'the key read' });
+      const refused = await as(h, k.stdout.trim(), 'GET', '/v1/nodes');
+      assert.equal(refused.status, 403, refused.text);
+      assert.match(refused.json.error.message, /every tenant/);
     } finally {
       assert.equal((await h.stop()).code, 0);
     }

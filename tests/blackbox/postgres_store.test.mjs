@@ -652,6 +652,63 @@ test('a step of a node\'s clock keeps its own Retry-After pause\'s length: the s
 });
 
 // docs/postgres.md "Several nodes": the change feed
+test('GET /v1/nodes shows the nodes of the store as one sees them: which run, their clocks\' skews, which agree, the vote, whether the node claims and its feed listens', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const [n1, n2] = await countedPair(store, key);
+  const { dir } = tempDir();
+  const clock = faultClock(dir);
+  clock.step(3600000); // an hour ahead: outvoted
+  let n3;
+  try {
+    const nodes = async (h) => {
+      const r = await h.api('GET', '/v1/nodes');
+      assert.equal(r.status, 200, r.text);
+      return r.json;
+    };
+    await waitUntil(async () => (await nodes(n1)).data.length === 2 || null, { timeout: 10000, what: 'both checks stored' });
+    let v = await nodes(n1);
+    assert.deepEqual({ ...v, data: undefined, clock: undefined },
+      { store: 'postgres', node_id: 'n1', live: 2, change_feed: 'listening', claiming: true, data: undefined, clock: undefined });
+    assert.deepEqual(v.clock, { bound_ms: 15000, agreeing: 3, voters: 3 });
+    assert.deepEqual(v.data.map((x) => [x.node_id, x.self, x.live, x.agrees]), [['n1', true, true, true], ['n2', false, true, true]]);
+    for (const x of v.data) {
+      assert.ok(Math.abs(x.clock_skew_ms) < 1000 && x.clock_err_ms >= 0, JSON.stringify(x));
+      assert.ok(Math.abs(Date.parse(x.checked_at) - Date.now()) < 60000, x.checked_at);
+    }
+
+    n3 = await startHookd({ dir, store, args: ['--node-id', 'n3', '--rescan-interval-ms', '100'],
+      env: { HOOKD_MASTER_KEY: key, ...clock.env } });
+    await n3.waitForLog((l) => l.msg === 'clock.skew', 10000, 'n3 outvoted');
+    await waitUntil(async () => (await nodes(n1)).data.length === 3 || null, { timeout: 10000, what: 'n3\'s check stored' });
+    v = await nodes(n1);
+    assert.equal(v.live, 3);
+    assert.deepEqual(v.clock, { bound_ms: 15000, agreeing: 3, voters: 4 }, 'n1 still wins its vote');
+    const n3row = v.data.find((x) => x.node_id === 'n3');
+    assert.deepEqual([n3row.live, n3row.agrees], [true, false]);
+    assert.ok(n3row.clock_skew_ms < -3500000, `n3's skew ${n3row.clock_skew_ms}`);
+    const own = await nodes(n3); // (its API answers on its own clock: only the vote matters)
+    assert.deepEqual([own.node_id, own.claiming, own.clock.agreeing, own.clock.voters], ['n3', false, 1, 4]);
+    assert.deepEqual(own.data.map((x) => [x.node_id, x.self, x.agrees]), [['n1', false, false], ['n2', false, false], ['n3', true, true]]);
+
+    // gone: its row stays, not live, and counts in no vote
+    await n3.stop();
+    await waitUntil(async () => (await nodes(n1)).live === 2 || null, { timeout: 10000, what: 'n3 no longer running' });
+    v = await nodes(n1);
+    assert.deepEqual(v.data.find((x) => x.node_id === 'n3').live, false);
+    assert.deepEqual(v.clock, { bound_ms: 15000, agreeing: 3, voters: 3 });
+
+    // a key of one tenant's reads no node
+    assert.equal((await n1.api('POST', '/v1/tenants', { id: 'nodesscope' })).status, 201);
+    const scoped = await n1.api('POST', '/v1/keys', { role: 'admin', tenants: ['nodesscope'] });
+    const refused = await n1.api('GET', '/v1/nodes', undefined, { Authorization: `Bearer ${scoped.json.key}` });
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.json.error.code, 'forbidden');
+  } finally {
+    for (const h of [n1, n2, n3]) await h?.stop();
+  }
+});
+
 test('an API key or a source created, revoked or deleted through one node is in force on the other at once, not at its next reload', async () => {
   const store = await pg.database();
   const key = masterKey();

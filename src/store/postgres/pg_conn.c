@@ -368,6 +368,39 @@ static int pg_clock_votes(hookd_store_conn *c, int64_t skew_ms, int64_t err_ms,
   return HOOKD_STORE_OK;
 }
 
+static int pg_nodes_list(hookd_store_conn *c, hookd_node_row **out, size_t *n, int *live) {
+  *out = NULL;
+  *n = 0;
+  int rc = pg_nodes_live(c, live);
+  if (rc) return rc;
+  PGresult *r = pg_q(c, "SELECT n.node_id, n.skew_ms, n.err_ms, n.checked_at, " PG_NODE_LIVE(
+                            "n.node_id") " FROM node_clocks n ORDER BY n.node_id",
+                     NULL, "list the nodes");
+  if (!r) return HOOKD_STORE_ERR;
+  int rows = PQntuples(r);
+  if (rows > 0 && !(*out = calloc((size_t)rows, sizeof **out))) {
+    PQclear(r);
+    return pg_fail(c, "list the nodes: out of memory");
+  }
+  for (int i = 0; i < rows; i++) {
+    hookd_node_row *x = &(*out)[i];
+    *x = (hookd_node_row){.node_id = pg_str(r, i, 0),
+                          .clock = {pg_i64(r, i, 1), pg_i64(r, i, 2)},
+                          .checked_ms = pg_i64(r, i, 3),
+                          .live = !strcmp(PQgetvalue(r, i, 4), "t")};
+    *n = (size_t)i + 1; /* (freed whole on an error below) */
+    if (!x->node_id) {
+      PQclear(r);
+      hookd_node_rows_free(*out, *n);
+      *out = NULL;
+      *n = 0;
+      return pg_fail(c, "list the nodes: out of memory");
+    }
+  }
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
 int pg_exec(hookd_store_conn *c, const char *sql, const char *what) {
   PGresult *r = checked(c, PQexec(c->pg, sql), what);
   if (!r) return HOOKD_STORE_ERR;
@@ -566,6 +599,7 @@ const hookd_store_backend hookd_pg_backend = {
     .clock_ms = pg_clock_ms,
     .nodes_live = pg_nodes_live,
     .clock_votes = pg_clock_votes,
+    .nodes_list = pg_nodes_list,
     .endpoint_pauses = pg_endpoint_pauses,
     .in_txn = pg_in_txn,
     .tenant_create = pg_tenant_create,
