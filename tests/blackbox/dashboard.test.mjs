@@ -119,6 +119,12 @@ describe('the dashboard page, run against the daemon', () => {
       assert.ok(audit, 'audited');
       assert.equal(audit.reason, 'checked by the dashboard test — INC-42');
 
+      // the nodes (no tenant needed): the one serving the page, as GET /v1/nodes says
+      doc.querySelector('nav button[data-view="nodes"]').click();
+      await waitUntil(() => doc.querySelector('#view h2')?.textContent === 'nodes (1 running)', { what: 'the nodes view' });
+      const nodes = (await h.api('GET', '/v1/nodes')).json;
+      assert.ok(view().includes(nodes.node_id) && view().includes('change_feed'), view());
+
       // a key the API refuses: the page says so, and shows nothing
       doc.getElementById('key').value = 'not-a-key';
       doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));

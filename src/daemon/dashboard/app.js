@@ -219,7 +219,7 @@ function replayForm() {
 
 function view(name) {
   const gen = navigate();
-  if (!st.tenant && name !== 'audit') { show(); status('choose a tenant', true); return; }
+  if (!st.tenant && name !== 'audit' && name !== 'nodes') { show(); status('choose a tenant', true); return; }
   const t = enc(st.tenant);
   guard(async () => {
     switch (name) {
@@ -231,6 +231,11 @@ function view(name) {
         return list('inbox dead-lettered', `/v1/inbox?tenant=${t}&state=dead_lettered&limit=100`, 'before');
       case 'replays': return list('replay jobs', tpath('/replays?limit=50'), 'after', replayForm());
       case 'audit': return list('audit log', `/v1/audit?limit=100${st.tenant ? `&tenant=${t}` : ''}`, 'before');
+      case 'nodes': { // the store's nodes as the node serving this page sees them
+        const r = await api('GET', '/v1/nodes');
+        const { data, ...self } = r;
+        return showFor(gen)(el('h2', {}, `nodes (${r.live} running)`), kv(self), table(data));
+      }
       default: return undefined;
     }
   }, gen);
