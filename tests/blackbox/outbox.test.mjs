@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { HOOKD_BIN, startHookd, setup, tempDir, waitUntil, waitDelivery, publish } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
-import { startPostgres, freePort } from './lib/postgres.mjs';
+import { startPostgres, holdPort } from './lib/postgres.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 
 const DDL = readFileSync(new URL('../../sql/outbox_postgres.sql', import.meta.url), 'utf8');
@@ -155,7 +155,9 @@ test('rows the engine refuses are marked with the reason, the rows behind them g
 });
 
 test('rows committed while no database was reachable wait; hookd serves meanwhile, relays them once the database is up, and connects again after a restart', async () => {
-  const port = await freePort();
+  // held until the database starts: the receiver and hookd, listening on port 0, cannot get it
+  const held = await holdPort();
+  const { port } = held;
   const rx = await startReceiver();
   const h = await startHookd({ args: ['--outbox-url', `postgresql://hookd@127.0.0.1:${port}/postgres`, '--outbox-poll-ms', '200'] });
   let pg2;
@@ -165,6 +167,7 @@ test('rows committed while no database was reachable wait; hookd serves meanwhil
     assert.equal((await h.api('GET', '/readyz')).status, 200, 'the API serves without the outbox\'s database');
     assert.equal(await metric(h, 'hookd_outbox_connected'), 0);
     assert.ok(await metric(h, 'hookd_outbox_errors_total') >= 1);
+    await held.release();
     pg2 = await startPostgres({ port });
     await pg2.query(DDL);
     await pg2.query("INSERT INTO hookd_outbox (tenant, type, payload) VALUES ($1, 'late.event', '[1,2,3]')", [tenant]);
@@ -182,7 +185,7 @@ test('rows committed while no database was reachable wait; hookd serves meanwhil
     await h.waitForLog((l) => l.msg === 'outbox.disconnected' || l.msg === 'outbox.failed', 1000, 'the cut logged');
     assert.ok(!h.stderrText.includes('postgresql://'), 'the connection string is never logged');
     assert.equal((await h.stop()).code, 0);
-  } finally { await rx.close(); await pg2?.stop(); }
+  } finally { await rx.close(); await pg2?.stop(); await held.release(); }
 });
 
 test('a stop while the relay waits on its database ends at once, and nothing is lost', async () => {

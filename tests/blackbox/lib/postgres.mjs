@@ -18,11 +18,21 @@ function binDir() {
   return join(base, versions[0], 'bin');
 }
 
-export function freePort() {
+export async function freePort() {
+  const held = await holdPort();
+  await held.release();
+  return held.port;
+}
+
+// A free port, held (listened on) until release(): meanwhile no listener of this process (a
+// receiver, a daemon on port 0) can be given it. For a server that must be told its port
+// before it can start (a database down at first, started later on the same port). A
+// connection to it is cut at once, as near a refusal as a listener comes.
+export function holdPort() {
   return new Promise((resolve, reject) => {
-    const s = createServer();
+    const s = createServer((sock) => sock.destroy());
     s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+    s.listen(0, '127.0.0.1', () => resolve({ port: s.address().port, release: () => new Promise((r) => s.close(r)) }));
   });
 }
 
