@@ -33,11 +33,13 @@ static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_ap
 static json_t *this_node(hookd_app *app, const char *store, int live) {
   hookd_dispatcher_stats ds = {0};
   if (app->disp) hookd_dispatcher_get_stats(app->disp, &ds);
+  /* (down: not listening yet, or reconnecting) */
   const char *feed = !strcmp(store, "sqlite") || app->cfg->no_change_feed ? "off"
-                     : atomic_load(&app->watch_down)                     ? "down"
-                                                                         : "listening";
-  return json_pack("{s:s,s:s,s:i,s:s,s:b}", "store", store, "node_id", app->cfg->node_id,
-                   "live", live, "change_feed", feed, "claiming", !ds.claims_held);
+                     : atomic_load(&app->watch_listening)                ? "listening"
+                                                                         : "down";
+  return json_pack("{s:s,s:o,s:i,s:s,s:b}", "store", store, "node_id",
+                   hookd_json_str_or_null(app->cfg->node_id), "live", live, "change_feed", feed,
+                   "claiming", !ds.claims_held);
 }
 
 static void reply_list(hookd_api_op *base, int rc) {
@@ -57,7 +59,8 @@ static void reply_list(hookd_api_op *base, int rc) {
   size_t n_others = 0;
   for (size_t i = 0; i < op->n; i++) {
     const hookd_node_row *x = &op->rows[i];
-    json_t *row = json_pack("{s:s,s:b,s:b,s:I,s:I,s:o}", "node_id", x->node_id, "self",
+    json_t *row = json_pack("{s:o,s:b,s:b,s:I,s:I,s:o}", "node_id",
+                            hookd_json_str_or_null(x->node_id), "self",
                             x == self, "live", x->live, "clock_skew_ms",
                             (json_int_t)x->clock.skew_ms, "clock_err_ms",
                             (json_int_t)x->clock.err_ms, "checked_at",
@@ -91,8 +94,9 @@ void hookd_api_nodes_list(hookd_req *r, hookd_app *app) {
     json_t *out = this_node(app, "sqlite", 1);
     json_object_set_new(out, "clock", json_null());
     json_object_set_new(out, "data",
-                        json_pack("[{s:s,s:b,s:b}]", "node_id", app->cfg->node_id, "self", 1,
-                                  "live", 1));
+                        json_pack("[{s:o,s:b,s:b}]", "node_id",
+                                  hookd_json_str_or_null(app->cfg->node_id), "self", 1, "live",
+                                  1));
     hookd_req_reply_json(r, 200, out);
     return;
   }

@@ -43,10 +43,13 @@ typedef struct hookd_app {
   int64_t retention_behind_logged;     /* its behind_max as last logged */
   int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
   int64_t ticked_ms;        /* its last round of duties: checkpoints, deletes (monotonic) */
+  bool reload_asked;        /* a SIGHUP came since that reload: another is due (daemon.c) */
+  bool reload_failed;       /* that reload failed: tried again at the next round */
   pthread_t main_thread;    /* the one that waits for signals: a SIGHUP to it reloads */
   uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */
   int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */
   bool ckpt_failing;             /* failing as last logged: the next success is logged too */
+  _Atomic bool watch_listening;  /* a shared store's change feed listens now (its thread) */
   _Atomic bool watch_down;       /* a shared store's change feed: store.watch_down logged, and
                                   * not store.watch_up since (its thread) */
 } hookd_app;

@@ -136,16 +136,28 @@ static bool stop_pending(void) {
          (sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1);
 }
 
-static void refresh_config(hookd_app *app, bool hup);
+static void refresh_config(hookd_app *app);
 static void finish_deletes(hookd_app *app);
 
-#define TICK_MS 2000 /* the main loop's round of duties */
+#define TICK_MS 2000      /* the main loop's round of duties; a failed reload is tried again */
+#define RELOAD_GAP_MS 100 /* between two reloads SIGHUPs asked for: a burst of changes costs few */
 
-/* A round of the main thread's duties is due: one has not run for TICK_MS, or a SIGHUP (an
- * operator's, or the change feed's: on_store_change) waits to have keys and sources read. */
+/* ms until the API keys and sources are to be read again (0: now): every --reload-interval-ms;
+ * after a SIGHUP (an operator's, or the change feed's: on_store_change) at once, but
+ * RELOAD_GAP_MS after the last at least; after a failed read, TICK_MS after it. */
+static int64_t reload_in(const hookd_app *app, int64_t now) {
+  int64_t after = app->cfg->reload_interval_ms;
+  if (app->reload_failed && after > TICK_MS) after = TICK_MS;
+  if (app->reload_asked && after > RELOAD_GAP_MS) after = RELOAD_GAP_MS;
+  int64_t due = app->refreshed_ms + after;
+  return due > now ? due - now : 0;
+}
+
+/* The main thread's duties are due: their round (TICK_MS), a reload, or a SIGHUP to take. */
 static bool tick_due(hookd_app *app) {
   sigset_t set;
-  return hookd_mono_ms() - app->ticked_ms >= TICK_MS ||
+  int64_t now = hookd_mono_ms();
+  return now - app->ticked_ms >= TICK_MS || reload_in(app, now) == 0 ||
          (sigpending(&set) == 0 && sigismember(&set, SIGHUP) == 1);
 }
 
@@ -166,7 +178,7 @@ static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
     atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
     total += p.purged;
     if (tick_due(app)) {
-      refresh_config(app, false);
+      refresh_config(app);
       finish_deletes(app);
     }
   } while (p.after_seq != 0);
@@ -290,27 +302,32 @@ static void finish_deletes(hookd_app *app) {
            KV_I("cancelled", total));
       total = 0;
     }
-    if (tick_due(app)) refresh_config(app, false);
+    if (tick_due(app)) refresh_config(app);
   }
 }
 
 /* The main thread's periodic duties: keys created or revoked by `hookd keys`, and sources
- * changed by another node, take effect (every --reload-interval-ms, or at once when hup: a
- * SIGHUP, which one pending is taken for too); the store's checkpoints are watched. */
-static void refresh_config(hookd_app *app, bool hup) {
+ * changed by another node, take effect (reload_in: a pending SIGHUP is taken here, one reload
+ * answers every SIGHUP before it); every TICK_MS the store's checkpoints are watched. */
+static void refresh_config(hookd_app *app) {
   sigset_t h;
   sigemptyset(&h);
   sigaddset(&h, SIGHUP);
   struct timespec none = {0, 0};
-  if (sigtimedwait(&h, NULL, &none) == SIGHUP) hup = true; /* taken: one reload answers it */
+  if (sigtimedwait(&h, NULL, &none) == SIGHUP) app->reload_asked = true;
   int64_t now = hookd_mono_ms();
-  if (hup || now - app->refreshed_ms >= app->cfg->reload_interval_ms) {
-    refresh_keys(app, NULL);
-    refresh_sources(app);
+  if (reload_in(app, now) == 0) {
+    bool ok = refresh_keys(app, NULL) == 0;
+    ok = refresh_sources(app) == 0 && ok;
     app->refreshed_ms = now;
+    app->reload_asked = false;
+    app->reload_failed = !ok; /* (a revocation must not wait --reload-interval-ms more) */
   }
-  watch_checkpoints(app);
-  app->ticked_ms = now;
+  now = hookd_mono_ms();
+  if (now - app->ticked_ms >= TICK_MS) {
+    watch_checkpoints(app);
+    app->ticked_ms = now;
+  }
 }
 
 /* The change feed of a shared store (its own thread): a change another node committed is read by
@@ -323,6 +340,8 @@ static void on_store_change(void *arg, int what) {
   if (what == HOOKD_STORE_WATCH_KEYS || what == HOOKD_STORE_WATCH_UP)
     pthread_kill(app->main_thread, SIGHUP);
   if (what == HOOKD_STORE_WATCH_KEYS) return;
+  if (what != HOOKD_STORE_WATCH_CHANGE)
+    atomic_store(&app->watch_listening, what == HOOKD_STORE_WATCH_UP); /* (GET /v1/nodes) */
   if (what == HOOKD_STORE_WATCH_DOWN && !atomic_exchange(&app->watch_down, true))
     HLOG(HOOKD_LOG_WARN, "store.watch_down",
          KV_S("meanwhile", "changes made through other nodes arrive at the next rescan "
@@ -447,6 +466,9 @@ int hookd_serve(const hookd_config *cfg) {
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGHUP);
+  /* (SIGHUP ignored by the parent, as nohup does: its default again, so that the blocked signal
+   * stays pending for sigtimedwait instead of being discarded) */
+  signal(SIGHUP, SIG_DFL);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
   /* a write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG, a store error answered
@@ -591,7 +613,11 @@ int hookd_serve(const hookd_config *cfg) {
 
   int64_t next_purge = 0;
   for (;;) {
-    struct timespec ts = {2, 0};
+    int64_t now = hookd_mono_ms(), wait = TICK_MS - (now - app.ticked_ms);
+    int64_t reload = reload_in(&app, now);
+    if (reload < wait) wait = reload;
+    if (wait < 0) wait = 0;
+    struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
     int sig = sigtimedwait(&sigs, NULL, &ts);
     if (sig == SIGTERM || sig == SIGINT) {
       /* not ready and closing to new requests before it says so: a request sent once the line
@@ -602,7 +628,10 @@ int hookd_serve(const hookd_config *cfg) {
       HLOG(HOOKD_LOG_INFO, "shutdown.begin", KV_S("signal", sig == SIGTERM ? "TERM" : "INT"));
       break;
     }
-    refresh_config(&app, sig == SIGHUP);
+    if (sig == SIGHUP) app.reload_asked = true;
+    bool tick = hookd_mono_ms() - app.ticked_ms >= TICK_MS;
+    refresh_config(&app);
+    if (!tick) continue; /* (a reload only) */
     finish_deletes(&app);
     hookd_bounded_clock_note(&app.retention_clock, hookd_now_ms(), hookd_mono_ms());
     if (hookd_mono_ms() >= next_purge) {

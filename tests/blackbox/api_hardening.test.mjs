@@ -189,6 +189,24 @@ describe('a running daemon reads its keys back from the store', () => {
       assert.equal((await h.stop()).code, 0);
     }
   });
+
+  it('an interval shorter than the main loop\'s 2 s round is kept: each key read within a second', async () => {
+    const h = await startHookd({ args: ['--reload-interval-ms', '200', '--no-change-feed'] });
+    try {
+      assert.equal((await h.api('POST', '/v1/tenants', { id: 'short' })).status, 201);
+      // three in a row: a 2 s round would miss the second's bound about half the time each
+      for (let i = 0; i < 3; i++) {
+        const r = createKey(h, 'viewer', 'short');
+        assert.equal(r.status, 0, r.stderr);
+        const t0 = Date.now();
+        await waitUntil(async () => (await as(h, r.stdout.trim(), 'GET', '/v1/tenants/short')).status === 200,
+          { timeout: 1000, interval: 20, what: `key ${i + 1} read within a second` });
+        assert.ok(Date.now() - t0 < 1000);
+      }
+    } finally {
+      assert.equal((await h.stop()).code, 0);
+    }
+  });
 });
 
 describe('GET /v1/nodes', () => {

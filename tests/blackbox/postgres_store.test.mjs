@@ -656,7 +656,7 @@ test('GET /v1/nodes shows the nodes of the store as one sees them: which run, th
   const store = await pg.database();
   const key = masterKey();
   const [n1, n2] = await countedPair(store, key);
-  const { dir } = tempDir();
+  const { dir, cleanup } = tempDir();
   const clock = faultClock(dir);
   clock.step(3600000); // an hour ahead: outvoted
   let n3;
@@ -666,7 +666,8 @@ test('GET /v1/nodes shows the nodes of the store as one sees them: which run, th
       assert.equal(r.status, 200, r.text);
       return r.json;
     };
-    await waitUntil(async () => (await nodes(n1)).data.length === 2 || null, { timeout: 10000, what: 'both checks stored' });
+    await waitUntil(async () => { const x = await nodes(n1); return (x.data.length === 2 && x.change_feed === 'listening') || null; },
+      { timeout: 10000, what: 'both checks stored, the feed listening' });
     let v = await nodes(n1);
     assert.deepEqual({ ...v, data: undefined, clock: undefined },
       { store: 'postgres', node_id: 'n1', live: 2, change_feed: 'listening', claiming: true, data: undefined, clock: undefined });
@@ -706,6 +707,7 @@ test('GET /v1/nodes shows the nodes of the store as one sees them: which run, th
     assert.equal(refused.json.error.code, 'forbidden');
   } finally {
     for (const h of [n1, n2, n3]) await h?.stop();
+    cleanup();
   }
 });
 

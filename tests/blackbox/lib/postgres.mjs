@@ -74,13 +74,24 @@ export async function startPostgres({ port: wanted } = {}) {
     proc = spawn(c2, a2, { stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
     proc.stderr.on('data', (d) => { log = (log + d).slice(-4000); });
-    exited = new Promise((resolve) => proc.once('exit', resolve));
+    // ('close': its stderr read to the end, the reason it exited with included)
+    exited = new Promise((resolve) => proc.once('close', resolve));
     url = `postgresql://hookd@127.0.0.1:${port}/postgres`;
     try {
       await waitUntil(async () => {
-        if (proc.exitCode !== null) throw new Error(`postgres exited: ${log}`);
-        // (bounded: a listener that took the port may accept and never answer)
-        try { main = await client(2000); return true; } catch { return false; }
+        if (proc.exitCode !== null) {
+          await exited;
+          throw new Error(`postgres exited: ${log}`);
+        }
+        // (bounded: a listener that took the port may accept and never answer; and the server
+        // that answers must be this one, not another test's that had the port first)
+        let c;
+        try {
+          c = await client(2000);
+          if ((await c.query('SHOW data_directory')).rows[0].data_directory === data) { main = c; return true; }
+        } catch { /* not yet */ }
+        await c?.end().catch(() => {});
+        return false;
       }, { timeout: 30000, what: 'postgres accepting connections' });
       break;
     } catch (e) {
