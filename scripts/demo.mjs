@@ -13,8 +13,15 @@ import { randomBytes, createHmac } from 'node:crypto';
 const BIN = process.env.HOOKD_BIN || 'build/hookd';
 const DIR = process.env.HOOKD_DEMO_DIR || '.demo';
 // HOOKD_DEMO_PORT=0: any free port, read from hookd's "listening" log line (a port chosen by the
-// caller beforehand could be taken meanwhile, by this script's own receiver among others)
-const PORT = Number(process.env.HOOKD_DEMO_PORT ?? 8787);
+// caller beforehand could be taken meanwhile, by this script's own receiver among others). The
+// default, 8787, when another program has it: any free port too.
+const portFree = (port) => new Promise((resolve) => {
+  const probe = http.createServer();
+  probe.once('error', () => resolve(false));
+  probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+});
+const PORT = process.env.HOOKD_DEMO_PORT !== undefined ? Number(process.env.HOOKD_DEMO_PORT)
+  : (await portFree(8787)) ? 8787 : 0;
 const KEY = 'hk_demo_' + randomBytes(8).toString('hex');
 let API = `http://127.0.0.1:${PORT}`;
 const bold = (s) => (process.stdout.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
