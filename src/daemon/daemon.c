@@ -178,8 +178,9 @@ static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
     atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
     total += p.purged;
     if (tick_due(app)) {
+      bool tick = hookd_mono_ms() - app->ticked_ms >= TICK_MS;
       refresh_config(app);
-      finish_deletes(app);
+      if (tick) finish_deletes(app); /* (not for a reload only, as in the main loop) */
     }
   } while (p.after_seq != 0);
   if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
