@@ -180,11 +180,16 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
    * a delivery sent since went on growing until the next walk */
   int64_t at = ds.walked_ms;
   double oldest = ds.oldest_due_ms && ds.oldest_due_ms < at ? (at - ds.oldest_due_ms) / 1e3 : 0;
+  double held = ds.oldest_held_ms && ds.oldest_held_ms < at ? (at - ds.oldest_held_ms) / 1e3 : 0;
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_in_flight", "HTTP attempts in flight", ds.in_flight);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_claimed_waiting",
                                      "claimed deliveries waiting for a slot", ds.queued);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_oldest_pending_age_seconds",
                                      "how overdue the most overdue due delivery is", oldest);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_oldest_held_age_seconds",
+                                     "how overdue the most overdue delivery is that an open "
+                                     "breaker or a Retry-After pause holds",
+                                     held);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints", "endpoints known to the dispatcher",
                                      ds.endpoints);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_breakers_open",

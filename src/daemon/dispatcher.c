@@ -1766,7 +1766,7 @@ static bool leases_current(const hookd_dispatcher *d) {
 
 /* What takes a walk over every endpoint: a few times a second. */
 static void update_stats(hookd_dispatcher *d) {
-  int64_t oldest = 0, now = disp_now(d);
+  int64_t oldest = 0, oldest_held = 0, now = disp_now(d);
   int open = 0, paused = 0, slow = 0;
   const char *k;
   void *v;
@@ -1787,6 +1787,8 @@ static void update_stats(hookd_dispatcher *d) {
       int64_t probe = hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
       if (probe > held) held = probe;
     }
+    /* and how far behind what a broken receiver holds is (its breaker open, or paused) */
+    if (due && due <= now && held > now && (!oldest_held || due < oldest_held)) oldest_held = due;
     if (due && due < held) due = held;
     if (due && due <= now && (!oldest || due < oldest)) oldest = due;
     open += e->br.state != HOOKD_BREAKER_CLOSED;
@@ -1802,6 +1804,7 @@ static void update_stats(hookd_dispatcher *d) {
   d->stats_busy = oldest || paused || d->in_flight || d->queued;
   pthread_mutex_lock(&d->mu);
   d->stats.oldest_due_ms = oldest;
+  d->stats.oldest_held_ms = oldest_held;
   d->stats.walked_ms = now;
   d->stats.endpoints_paused = paused;
   d->stats.endpoints_slow = slow;

@@ -67,6 +67,7 @@ typedef struct hookd_dispatcher_stats {
   int queued;                 /* claimed, waiting for a slot */
   int endpoints;
   int64_t oldest_due_ms;      /* earliest next_due among endpoints with due work, 0 if none */
+  int64_t oldest_held_ms;     /* and among those an open breaker or a Retry-After pause holds */
   int64_t walked_ms;          /* when the walk that read oldest_due_ms ran */
   int breakers_open;
   int endpoints_paused;

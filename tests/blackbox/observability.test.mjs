@@ -137,9 +137,11 @@ describe('observability', () => {
     await ok.close();
   });
 
-  it('hookd_oldest_pending_age_seconds reads an open breaker\'s deliveries from its probe time: a failing receiver is not hookd falling behind', async () => {
+  it('hookd_oldest_pending_age_seconds reads an open breaker\'s deliveries from its probe time: a failing receiver is not hookd falling behind; hookd_oldest_held_age_seconds reads how long they have waited on it', async () => {
     const h = await startHookd({ args: ['--breaker-min-requests', '2', '--breaker-cooldown-ms', '60000'] });
     const age = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_oldest_pending_age_seconds');
+    const held = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_oldest_held_age_seconds');
+    assert.equal(await held(), 0, 'nothing held yet');
     const down = await startReceiver(() => ({ status: 500 }));
     const { tenant, endpoint } = await setup(h, down.url,
       { retry: { max_attempts: 50, backoff_base_ms: 100, backoff_cap_ms: 100 } });
@@ -149,8 +151,18 @@ describe('observability', () => {
     // their retries are due within 100 ms, but the breaker holds them for its 60 s cool-down
     const until = Date.now() + 2000;
     while (Date.now() < until) assert.ok(await age() < 0.5, 'held by the breaker: not behind');
+    // …but waiting on the broken receiver, for longer and longer
+    const first = await held();
+    assert.ok(first > 0.5, `held for ${first} s`);
+    await waitUntil(async () => (await held()) >= first + 1 || null, { timeout: 5000, what: 'the held age growing' });
+    // a new URL: the breaker starts over, everything is sent, nothing is held any more
+    const up = await startReceiver(() => ({ status: 200 }));
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { url: up.url })).status, 200);
+    await up.waitFor(4, 10000, 'the backlog sent to the new URL');
+    await waitUntil(async () => (await held()) === 0 || null, { timeout: 5000, what: 'nothing held' });
     assert.equal((await h.stop()).code, 0);
     await down.close();
+    await up.close();
   });
 
   it('a delivery\'s log lines carry its correlation keys (delivery, event, tenant, endpoint, lease token, worker, attempt)', async () => {

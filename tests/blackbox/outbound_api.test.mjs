@@ -1215,7 +1215,7 @@ describe('auth, health, metrics', () => {
     assert.match(r.headers.get('content-type'), /text\/plain/);
     for (const name of ['hookd_events_published_total', 'hookd_attempts_total{outcome="success"}',
       'hookd_retries_scheduled_total', 'hookd_deliveries_dead_total{reason="permanent"}', 'hookd_in_flight',
-      'hookd_oldest_pending_age_seconds', 'hookd_store_commit_batch_size_bucket', 'hookd_store_commit_seconds_bucket',
+      'hookd_oldest_pending_age_seconds', 'hookd_oldest_held_age_seconds', 'hookd_store_commit_batch_size_bucket', 'hookd_store_commit_seconds_bucket',
       'hookd_stale_outcomes_total', 'hookd_first_attempt_delay_seconds_bucket']) {
       assert.ok(r.text.includes(name), `metrics include ${name}`);
     }
