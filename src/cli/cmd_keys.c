@@ -5,7 +5,8 @@
  *   hookd keys revoke KEY_ID
  *   hookd keys rotate-master --new-master-key-file PATH
  * Every command takes --store URL (default $HOOKD_STORE or sqlite:hookd.db). A running hookd
- * picks up created and revoked keys within seconds. rotate-master re-seals every secret with
+ * picks up created and revoked keys at its next reload (--reload-interval-ms, 2 s by default),
+ * at once on a SIGHUP, and through the change feed of a PostgreSQL store. rotate-master re-seals every secret with
  * the new key in one transaction and needs hookd stopped (the old key: --master-key-file,
  * $HOOKD_MASTER_KEY or <db>.key, as for serve). Each change is written to the audit log with
  * actor "cli". Tokens are shown once and stored only as SHA-256 hashes. --tenants is a
@@ -246,8 +247,11 @@ static int cmd_create(keys_args *a) {
     fprintf(stderr, "hookd keys create: %s (the token above is not valid)\n", store_problem(rc));
     return 1;
   }
-  fprintf(stderr, "created %s (role %s, tenants %s); the token above is shown only once\n", id,
-          a->role, a->tenants ? a->tenants : "* (all)");
+  fprintf(stderr,
+          "created %s (role %s, tenants %s); the token above is shown only once (a running "
+          "hookd: at its next reload, every 2 s by default, or at once after a SIGHUP; on "
+          "PostgreSQL at once)\n",
+          id, a->role, a->tenants ? a->tenants : "* (all)");
   return 0;
 }
 
@@ -299,7 +303,8 @@ static int cmd_revoke(keys_args *a) {
             rc == HOOKD_STORE_NOTFOUND ? "no such active key" : store_problem(rc));
     return 1;
   }
-  fprintf(stderr, "revoked %s\n", a->id);
+  fprintf(stderr, "revoked %s (a running hookd: at its next reload, every 2 s by default, or at "
+                  "once after a SIGHUP; on PostgreSQL at once)\n", a->id);
   return 0;
 }
 
