@@ -35,7 +35,7 @@ static json_t *this_node(hookd_app *app, const char *store, int live) {
   if (app->disp) hookd_dispatcher_get_stats(app->disp, &ds);
   /* (down: not listening yet, or reconnecting) */
   const char *feed = !strcmp(store, "sqlite") || app->cfg->no_change_feed ? "off"
-                     : atomic_load(&app->watch_listening)                ? "listening"
+                     : atomic_load(&app->watch_state) == HOOKD_WATCH_LISTENING ? "listening"
                                                                          : "down";
   return json_pack("{s:s,s:o,s:i,s:s,s:b}", "store", store, "node_id",
                    hookd_json_str_or_null(app->cfg->node_id), "live", live, "change_feed", feed,

@@ -21,6 +21,10 @@
 #include "daemon/sources.h"
 #include "store/store.h"
 
+/* A shared store's change feed as last reported: not listened yet, listening, or down
+ * (store.watch_down logged, store.watch_up not yet). */
+enum { HOOKD_WATCH_NOT_YET = 0, HOOKD_WATCH_LISTENING = 1, HOOKD_WATCH_DOWN = 2 };
+
 typedef struct hookd_app {
   const hookd_config *cfg;
   hookd_store *store;
@@ -49,9 +53,7 @@ typedef struct hookd_app {
   uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */
   int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */
   bool ckpt_failing;             /* failing as last logged: the next success is logged too */
-  _Atomic bool watch_listening;  /* a shared store's change feed listens now (its thread) */
-  _Atomic bool watch_down;       /* a shared store's change feed: store.watch_down logged, and
-                                  * not store.watch_up since (its thread) */
+  _Atomic int watch_state;       /* a shared store's change feed (its thread): HOOKD_WATCH_* */
 } hookd_app;
 
 /* The request handler installed in the server (router.c). */

@@ -136,7 +136,7 @@ static bool stop_pending(void) {
          (sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1);
 }
 
-static void refresh_config(hookd_app *app);
+static bool refresh_config(hookd_app *app);
 static void finish_deletes(hookd_app *app);
 
 #define TICK_MS 2000      /* the main loop's round of duties; a failed reload is tried again */
@@ -177,11 +177,7 @@ static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
     if (hookd_storeq_run_sync(app->store->writer, run, &p) != 0) break;
     atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
     total += p.purged;
-    if (tick_due(app)) {
-      bool tick = hookd_mono_ms() - app->ticked_ms >= TICK_MS;
-      refresh_config(app);
-      if (tick) finish_deletes(app); /* (not for a reload only, as in the main loop) */
-    }
+    if (tick_due(app) && refresh_config(app)) finish_deletes(app); /* (not for a reload only) */
   } while (p.after_seq != 0);
   if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
   return !stopped;
@@ -309,8 +305,9 @@ static void finish_deletes(hookd_app *app) {
 
 /* The main thread's periodic duties: keys created or revoked by `hookd keys`, and sources
  * changed by another node, take effect (reload_in: a pending SIGHUP is taken here, one reload
- * answers every SIGHUP before it); every TICK_MS the store's checkpoints are watched. */
-static void refresh_config(hookd_app *app) {
+ * answers every SIGHUP before it); every TICK_MS the store's checkpoints are watched. Returns
+ * whether that round came (the caller's other duties go with it), not a reload alone. */
+static bool refresh_config(hookd_app *app) {
   sigset_t h;
   sigemptyset(&h);
   sigaddset(&h, SIGHUP);
@@ -325,10 +322,10 @@ static void refresh_config(hookd_app *app) {
     app->reload_failed = !ok; /* (a revocation must not wait --reload-interval-ms more) */
   }
   now = hookd_mono_ms();
-  if (now - app->ticked_ms >= TICK_MS) {
-    watch_checkpoints(app);
-    app->ticked_ms = now;
-  }
+  if (now - app->ticked_ms < TICK_MS) return false;
+  watch_checkpoints(app);
+  app->ticked_ms = now;
+  return true;
 }
 
 /* The change feed of a shared store (its own thread): a change another node committed is read by
@@ -341,13 +338,13 @@ static void on_store_change(void *arg, int what) {
   if (what == HOOKD_STORE_WATCH_KEYS || what == HOOKD_STORE_WATCH_UP)
     pthread_kill(app->main_thread, SIGHUP);
   if (what == HOOKD_STORE_WATCH_KEYS) return;
-  if (what != HOOKD_STORE_WATCH_CHANGE)
-    atomic_store(&app->watch_listening, what == HOOKD_STORE_WATCH_UP); /* (GET /v1/nodes) */
-  if (what == HOOKD_STORE_WATCH_DOWN && !atomic_exchange(&app->watch_down, true))
+  if (what == HOOKD_STORE_WATCH_DOWN &&
+      atomic_exchange(&app->watch_state, HOOKD_WATCH_DOWN) != HOOKD_WATCH_DOWN)
     HLOG(HOOKD_LOG_WARN, "store.watch_down",
          KV_S("meanwhile", "changes made through other nodes arrive at the next rescan "
                            "(--rescan-interval-ms); reconnecting"));
-  else if (what == HOOKD_STORE_WATCH_UP && atomic_exchange(&app->watch_down, false))
+  else if (what == HOOKD_STORE_WATCH_UP &&
+           atomic_exchange(&app->watch_state, HOOKD_WATCH_LISTENING) == HOOKD_WATCH_DOWN)
     HLOG(HOOKD_LOG_INFO, "store.watch_up");
   /* listening again (or for the first time): what was sent meanwhile is read at once */
   if (what != HOOKD_STORE_WATCH_DOWN)
@@ -630,9 +627,7 @@ int hookd_serve(const hookd_config *cfg) {
       break;
     }
     if (sig == SIGHUP) app.reload_asked = true;
-    bool tick = hookd_mono_ms() - app.ticked_ms >= TICK_MS;
-    refresh_config(&app);
-    if (!tick) continue; /* (a reload only) */
+    if (!refresh_config(&app)) continue; /* (a reload only) */
     finish_deletes(&app);
     hookd_bounded_clock_note(&app.retention_clock, hookd_now_ms(), hookd_mono_ms());
     if (hookd_mono_ms() >= next_purge) {

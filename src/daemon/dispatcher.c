@@ -1807,8 +1807,7 @@ static void update_stats(hookd_dispatcher *d) {
   d->stats.oldest_held_ms = oldest_held;
   d->stats.walked_ms = now;
   d->stats.endpoints_paused = paused;
-  d->stats.endpoints_slow = slow;
-  d->stats.claims_held = !leases_current(d);
+  d->stats.endpoints_slow = slow; /* (claims_held: the loop sets it as it changes) */
   pthread_mutex_unlock(&d->mu);
 }
 
