@@ -215,6 +215,82 @@ test('a node whose id lock another session took while its connection was down wr
   }
 });
 
+// docs/postgres.md "Failure windows": the connection drops during COMMIT
+test('a COMMIT whose answer the link lost is asked about on a session of its own: rolled back, the publish is refused and nothing kept; committed, it is answered and delivered once; the node goes on', async () => {
+  const store = await pg.database();
+  const db = store.split('/').pop();
+  const rx = await startReceiver();
+  const h = await node(store, masterKey(), 'n-commit');
+  const c = new PgClient({ connectionString: store });
+  await c.connect();
+  let syncOn = false;
+  const setSync = async (on) => {
+    syncOn = on;
+    await pg.query(on ? "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" : 'ALTER SYSTEM RESET synchronous_standby_names');
+    await pg.query('SELECT pg_reload_conf()');
+  };
+  // the sessions of the node's store waiting on `wait` (a wait event)
+  const waiting = async (wait) => (await pg.query('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event = $2',
+    [db, wait])).rows;
+  try {
+    const { tenant } = await setup(h, rx.url);
+    // 1. a deferred trigger holds evt_roll's COMMIT before it commits; the session ends there
+    await c.query('CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(600); RETURN NULL; END $$');
+    await c.query(`CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW WHEN (NEW.id = 'evt_roll') EXECUTE FUNCTION hold()`);
+    const rolled = publish(h, tenant, { id: 'evt_roll', type: 't.x', payload: {} });
+    const [held] = await waitUntil(async () => { const w = await waiting('PgSleep'); return w.length === 1 && w; },
+      { what: 'the COMMIT held by the trigger' });
+    await pg.query('SELECT pg_terminate_backend($1)', [held.pid]);
+    const r1 = await rolled;
+    assert.equal(r1.status, 503, r1.text);
+    await c.query('DROP TRIGGER hold ON events');
+    assert.equal((await c.query("SELECT count(*)::int AS n FROM events WHERE id = 'evt_roll'")).rows[0].n, 0, 'nothing kept');
+    const again = await publish(h, tenant, { id: 'evt_roll', type: 't.x', payload: {} });
+    assert.equal(again.status, 202, again.text);
+    await waitDelivery(h, 'evt_roll', (dl) => dl.length === 1 && dl[0].state === 'delivered'); // (the node at rest)
+
+    // 2. a COMMIT waiting for a synchronous standby that never comes has committed on the server;
+    // its session ends there (PostgreSQL: "the transaction has already committed locally")
+    await setSync(true);
+    const sent = [];
+    let pending = null;
+    const [stuck] = await waitUntil(async () => {
+      const w = await waiting('SyncRep');
+      if (w.length) return w;
+      if (!pending?.settled) { // (a publish before the server's reload reached the session commits at once)
+        if (pending) sent.push(pending);
+        const id = `evt_sync${sent.length}`;
+        pending = { id, settled: false };
+        const p = pending;
+        p.answer = publish(h, tenant, { id, type: 't.x', payload: {} }).finally(() => { p.settled = true; });
+      }
+      return null;
+    }, { what: 'a COMMIT waiting for the standby' });
+    sent.push(pending);
+    await pg.query('SELECT pg_terminate_backend($1)', [stuck.pid]);
+    // (the node's next commits wait for the standby too, until it is no longer asked for)
+    await setSync(false);
+    for (const p of sent) {
+      const r = await p.answer;
+      assert.equal(r.status, 202, `${p.id}: ${r.text}`);
+    }
+    for (const id of sent.map((p) => p.id)) {
+      const [d] = await waitDelivery(h, id, (dl) => dl.length === 1 && dl[0].state === 'delivered');
+      assert.equal(d.attempt_count ?? (await getDelivery(h, d.id)).attempts.length, 1, `${id} sent once`);
+    }
+    assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']).sort(),
+      ['evt_roll', ...sent.map((p) => p.id)].sort(), 'each event delivered once');
+    assert.equal(h.proc.exitCode, null, 'the node runs');
+    assert.ok(!h.logs.some((l) => l.msg === 'store.commit_unknown'));
+  } finally {
+    if (syncOn) await setSync(false);
+    await c.end();
+    await h.stop();
+    await rx.close();
+  }
+});
+
 test('the master key is rotated only while no node runs on the store; the new key opens every secret', async () => {
   const store = await pg.database();
   const { dir, cleanup } = tempDir();

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/clock.h"
 #include "store/postgres/pg_int.h"
 
 struct pg_shared {
@@ -21,6 +23,10 @@ struct pg_shared {
 #define PG_NODES_SQL "SELECT count(DISTINCT objid) FROM pg_locks WHERE " PG_NODE_LOCKS
 #define PG_READER_BEGIN "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 #define PG_IDLE_IN_TXN_S "30"
+/* How long a writer whose COMMIT went unanswered asks the server what became of it: past the
+ * link timeout (30 s), within which the server ends the old session and so decides. */
+#define PG_RESOLVE_MS 45000
+#define PG_RESOLVE_NAP_MS 100
 
 /* ---------- shared state ---------- */
 
@@ -522,13 +528,71 @@ static int pg_begin(hookd_store_conn *c, int writer) {
   return pg_exec(c, writer ? PG_WRITER_BEGIN : PG_READER_BEGIN, "begin");
 }
 
+static void nap_ms(int ms) {
+  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* The outcome of transaction xid, whose COMMIT was sent and went unanswered (the link dropped):
+ * asked over a session of its own (no node lock: it only reads), again while the server has not
+ * ended the old session yet ("in progress") or cannot be reached, for up to PG_RESOLVE_MS.
+ * HOOKD_STORE_OK: committed; HOOKD_STORE_ERR: rolled back; HOOKD_STORE_UNKNOWN: no answer
+ * (docs/postgres.md "Failure windows"). */
+static int commit_outcome(hookd_store_conn *c, const char *xid) {
+  const char *const keys[] = PG_LINK_KEYS;
+  const char *const vals[] = PG_LINK_VALS(c->sh->url, "hookd");
+  const char *params[1] = {xid};
+  int64_t deadline = hookd_mono_ms() + PG_RESOLVE_MS;
+  PGconn *q = NULL;
+  int rc = HOOKD_STORE_UNKNOWN;
+  for (;;) {
+    if (!q || PQstatus(q) != CONNECTION_OK) {
+      PQfinish(q);
+      q = PQconnectdbParams(keys, vals, 1);
+      if (q) PQsetNoticeProcessor(q, pg_no_notices, NULL);
+    }
+    if (q && PQstatus(q) == CONNECTION_OK) {
+      PGresult *r = PQexecParams(q, "SELECT txid_status($1::bigint)", 1, NULL, params, NULL, NULL,
+                                 0);
+      bool answered = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+      const char *st = answered && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
+      if (!strcmp(st, "committed")) rc = HOOKD_STORE_OK;
+      else if (!strcmp(st, "aborted")) rc = HOOKD_STORE_ERR;
+      bool wait = !strcmp(st, "in progress") || (!answered && PQstatus(q) != CONNECTION_OK);
+      PQclear(r);
+      /* any other answer (an id the server never gave out: a promoted replica) is no answer */
+      if (rc != HOOKD_STORE_UNKNOWN || !wait) break;
+    }
+    if (hookd_mono_ms() + PG_RESOLVE_NAP_MS > deadline) break;
+    nap_ms(PG_RESOLVE_NAP_MS);
+  }
+  PQfinish(q);
+  if (rc == HOOKD_STORE_OK) c->err[0] = 0;
+  if (rc == HOOKD_STORE_ERR)
+    snprintf(c->err, sizeof c->err,
+             "commit: the link to the server dropped and the server rolled the transaction back");
+  return rc;
+}
+
 static int pg_commit(hookd_store_conn *c) {
+  /* the transaction's id, if it wrote: what to ask the server about should the COMMIT's answer
+   * not come (without one it wrote nothing, and a lost COMMIT lost nothing) */
+  char xid[24] = "";
+  if (c->writer && PQtransactionStatus(c->pg) == PQTRANS_INTRANS) {
+    PGresult *x = PQexec(c->pg, "SELECT txid_current_if_assigned()");
+    if (PQresultStatus(x) != PGRES_TUPLES_OK || PQntuples(x) != 1) {
+      statement_failed(c, x, "commit"); /* not sent: the server rolls the transaction back */
+      return HOOKD_STORE_ERR;
+    }
+    pg_copy(x, 0, 0, xid, sizeof xid);
+    PQclear(x);
+  }
   PGresult *r = PQexec(c->pg, "COMMIT");
   if (!r || PQstatus(c->pg) != CONNECTION_OK) {
     /* the COMMIT may have reached the server and committed before the connection went */
     set_err(c, "commit", PQerrorMessage(c->pg));
     PQclear(r);
-    return HOOKD_STORE_UNKNOWN;
+    return xid[0] ? commit_outcome(c, xid) : HOOKD_STORE_ERR;
   }
   if (PQresultStatus(r) != PGRES_COMMAND_OK) {
     set_err(c, "commit", PQresultErrorMessage(r));

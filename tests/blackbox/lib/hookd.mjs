@@ -185,7 +185,13 @@ class Hookd {
     if (this.apiKey && !('Authorization' in h)) h.Authorization = `Bearer ${this.apiKey}`;
     let payload;
     if (body !== undefined) { payload = typeof body === 'string' ? body : JSON.stringify(body); h['Content-Type'] ??= 'application/json'; }
-    const res = await fetch(this.url + path, { method, headers: h, body: payload });
+    let res;
+    try {
+      res = await fetch(this.url + path, { method, headers: h, body: payload });
+    } catch (e) { // name the socket's error and show what hookd said last
+      const c = e.cause ? ` (${e.cause.code ?? ''} ${e.cause.message ?? ''})` : '';
+      throw new Error(`${method} ${path}: ${e.message}${c}\n${this.stderrText.slice(-2000)}`, { cause: e });
+    }
     const text = await res.text();
     let json = null;
     try { json = JSON.parse(text); } catch { /* not JSON */ }
