@@ -1,8 +1,8 @@
 /* daemon.c — start-up, the signal loop and graceful shutdown.
  *
  * Start: block signals (every thread inherits the mask; only this thread takes them) → take the
- * store's single-process lock (SQLite) → HTTP server (/healthz "starting", every other route 503
- * not_ready) → open the store (WAL recovery, migrations) → load API keys, creating the first
+ * store's single-process lock (SQLite) → HTTP server ("startup.bound"; /healthz "starting", every
+ * other route 503 not_ready) → open the store (WAL recovery, migrations) → load API keys, creating the first
  * admin key if there is none → destination policy → dispatcher (rebuilds its index from the
  * store) → every route → "listening" → ready.
  * Stop (SIGTERM/SIGINT): not ready → stop accepting → wait for requests waiting on a commit →
@@ -511,6 +511,8 @@ int hookd_serve(const hookd_config *cfg) {
                             .app = &app};
   app.srv = hookd_server_start(&hc, err, sizeof err);
   if (!app.srv) goto fail;
+  HLOG(HOOKD_LOG_INFO, "startup.bound", KV_S("host", cfg->listen_host),
+       KV_I("port", hookd_server_port(app.srv))); /* (port 0: the one the OS chose) */
   if (hookd_store_lock(cfg->store_url, &lock, err, sizeof err) != 0) goto fail;
   /* a stop asked for while the start waits for another process to let go of the store ends
    * it at once, cleanly (nothing was started): a supervisor's grace period is shorter than the

@@ -190,6 +190,26 @@ describe('a running daemon reads its keys back from the store', () => {
     }
   });
 
+  it('a reload that failed is tried again at the main loop\'s next round, not --reload-interval-ms later', async () => {
+    const h = await startHookd({ args: ['--reload-interval-ms', '600000', '--no-change-feed'] });
+    try {
+      assert.equal((await h.api('POST', '/v1/tenants', { id: 'again' })).status, 201);
+      // the keys' table out of the store's reach: the SIGHUP's reload fails
+      h.query('ALTER TABLE api_keys RENAME TO api_keys_away');
+      h.proc.kill('SIGHUP');
+      await h.waitForLog((l) => l.msg === 'store.error' && /api_keys/.test(l.error), 10000, 'the reload failed');
+      h.query('ALTER TABLE api_keys_away RENAME TO api_keys');
+      const r = createKey(h, 'viewer', 'again');
+      assert.equal(r.status, 0, r.stderr);
+      // no SIGHUP, no feed, the interval ten minutes away: only the retry (every 2 s) reads it
+      await waitUntil(async () => (await as(h, r.stdout.trim(), 'GET', '/v1/tenants/again')).status === 200,
+        { timeout: 6000, what: 'the key read at the retry' });
+      assert.equal((await h.api('GET', '/v1/tenants/again')).status, 200, 'the keys held meanwhile still work');
+    } finally {
+      assert.equal((await h.stop()).code, 0);
+    }
+  });
+
   it('an interval shorter than the main loop\'s 2 s round is kept: each key read within a second', async () => {
     const h = await startHookd({ args: ['--reload-interval-ms', '200', '--no-change-feed'] });
     try {

@@ -562,17 +562,22 @@ describe('durability', () => {
     cleanup();
   });
 
-  // hookd started on a free port of its own, not waited for (its start may wait for the store):
-  // its process, port, log so far and exit ({code, at})
+  // hookd started on a port the OS chooses (read from its startup.bound line: a port chosen
+  // here and closed could be taken meanwhile), not waited for beyond that (its start may wait
+  // for the store): its process, port, log so far and exit ({code, at})
   async function startWaiting(db) {
-    const port = await new Promise((resolve) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
-    });
-    const proc = spawn(HOOKD_BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--store', `sqlite:${db}`,
+    const proc = spawn(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${db}`,
       '--api-key', API_KEY, ...TEST_ARGS], { stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
-    proc.stderr.on('data', (d) => { log += d; });
     const exited = new Promise((resolve) => proc.on('exit', (code) => resolve({ code, at: Date.now() })));
+    const port = await new Promise((resolve, reject) => {
+      proc.stderr.on('data', (d) => {
+        log += d;
+        const m = /"msg":"startup\.bound".*?"port":(\d+)/.exec(log);
+        if (m) resolve(Number(m[1]));
+      });
+      exited.then(({ code }) => reject(new Error(`hookd exited (${code}) before its listener opened:\n${log}`)));
+    });
     return { proc, port, log: () => log, exited };
   }
 
