@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery, withTimeout } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { startPostgres } from './lib/postgres.mjs';
+import net from 'node:net';
 import pgLib from 'pg';
 
 const { Client: PgClient } = pgLib;
@@ -287,6 +288,68 @@ test('a COMMIT whose answer the link lost is asked about on a session of its own
     if (syncOn) await setSync(false);
     await c.end();
     await h.stop();
+    await rx.close();
+  }
+});
+
+// A TCP relay to the server whose node side the test cuts while the server's side stays open:
+// the server sees nothing, as when a link dies without a word.
+async function relay(port) {
+  const pairs = new Set();
+  const server = net.createServer((c) => {
+    const s = net.connect(port, '127.0.0.1');
+    const pair = { c, s };
+    pairs.add(pair);
+    c.on('error', () => {});
+    s.on('error', () => {});
+    c.pipe(s);
+    s.pipe(c);
+    s.on('close', () => c.destroy());
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: server.address().port,
+    cut() { for (const { c, s } of pairs) { s.unpipe(c); c.unpipe(s); c.destroy(); } pairs.clear(); },
+    close() { for (const { c, s } of pairs) { c.destroy(); s.destroy(); } return new Promise((r) => server.close(r)); },
+  };
+}
+
+test('a COMMIT whose link died without a word while the server still runs the transaction is asked about until the server ends it', async () => {
+  const store = await pg.database();
+  const db = store.split('/').pop();
+  const link = await relay(Number(new URL(store).port));
+  const rx = await startReceiver();
+  const h = await node(store.replace(/:\d+\//, `:${link.port}/`), masterKey(), 'n-cut');
+  const c = new PgClient({ connectionString: store });
+  await c.connect();
+  const inDb = async (cond) => (await pg.query(`SELECT pid FROM pg_stat_activity WHERE datname = $1 AND ${cond}`, [db])).rows;
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await c.query('CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(600); RETURN NULL; END $$');
+    await c.query(`CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW WHEN (NEW.id = 'evt_cut') EXECUTE FUNCTION hold()`);
+    let answered = false;
+    const cut = publish(h, tenant, { id: 'evt_cut', type: 't.x', payload: {} }).finally(() => { answered = true; });
+    const [held] = await waitUntil(async () => { const w = await inDb("wait_event = 'PgSleep'"); return w.length === 1 && w; },
+      { what: 'the COMMIT held by the trigger' });
+    link.cut(); // the node's side gone; the server's session goes on sleeping in the COMMIT
+    await waitUntil(async () => (await inDb("query LIKE 'SELECT txid_status%'")).length === 1,
+      { what: 'the node asking the server what became of its transaction' });
+    assert.equal(answered, false, 'not answered while the server still runs the transaction');
+    assert.equal(h.proc.exitCode, null, 'the node runs');
+    await pg.query('SELECT pg_terminate_backend($1)', [held.pid]);
+    const r = await cut;
+    assert.equal(r.status, 503, r.text);
+    await c.query('DROP TRIGGER hold ON events');
+    const again = await publish(h, tenant, { id: 'evt_cut', type: 't.x', payload: {} });
+    assert.equal(again.status, 202, again.text);
+    await waitDelivery(h, 'evt_cut', (dl) => dl.length === 1 && dl[0].state === 'delivered');
+    assert.deepEqual(rx.requests.map((q) => q.headers['webhook-id']), ['evt_cut'], 'delivered once');
+    assert.ok(!h.logs.some((l) => l.msg === 'store.commit_unknown'));
+  } finally {
+    await c.end();
+    await h.stop();
+    await link.close();
     await rx.close();
   }
 });
