@@ -89,11 +89,18 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
                           "# HELP hookd_store_slow_batches_total group commits that took 100 ms"
                           " or more, their ops and commit together (store.slow_batch)\n"
                           "# TYPE hookd_store_slow_batches_total counter\n"
-                          "hookd_store_slow_batches_total %llu\n",
+                          "hookd_store_slow_batches_total %llu\n"
+                          "# HELP hookd_store_settled_commits_total group commits whose answer"
+                          " the link to the store lost, by what the server then said\n"
+                          "# TYPE hookd_store_settled_commits_total counter\n"
+                          "hookd_store_settled_commits_total{outcome=\"committed\"} %llu\n"
+                          "hookd_store_settled_commits_total{outcome=\"rolled_back\"} %llu\n",
                           (double)st.commit_us_sum / 1e6, (unsigned long long)st.batches,
                           (unsigned long long)st.failed_commits,
                           (unsigned long long)st.redone_batches,
-                          (unsigned long long)st.slow_batches);
+                          (unsigned long long)st.slow_batches,
+                          (unsigned long long)st.settled_commits[0],
+                          (unsigned long long)st.settled_commits[1]);
   return rc;
 }
 

@@ -417,6 +417,14 @@ static void on_store_failure(const char *queue, const char *what, const char *er
        KV_S("error", error), KV_I("suppressed", atomic_exchange(&suppressed, 0)));
 }
 
+/* A commit whose answer the link to a PostgreSQL store lost, settled by asking the server
+ * (docs/postgres.md "Failure windows"): rare, and worth a line each (its batch's clients were
+ * answered by what the server said). */
+static void on_settled_commit(const char *queue, bool committed) {
+  HLOG(HOOKD_LOG_WARN, "store.commit_settled", KV_S("queue", queue),
+       KV_S("outcome", committed ? "committed" : "rolled_back"));
+}
+
 /* A batch that took 100 ms or more (HOOKD_STOREQ_SLOW_US): every request it held waited that
  * long. Logged at most once a second (the rest counted in the next line's "suppressed" and all
  * in hookd_store_slow_batches_total); commit_ms is the commit and its fsync — the disk's —,
@@ -522,6 +530,7 @@ int hookd_serve(const hookd_config *cfg) {
       .node_id = cfg->node_id};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_failure_handler(on_store_failure);
+  hookd_storeq_set_settled_handler(on_settled_commit);
   hookd_storeq_set_slow_handler(on_slow_batch);
   int orc = hookd_store_open(&sc, &app.store, err, sizeof err);
   if (orc == HOOKD_STORE_STOPPED) {

@@ -37,6 +37,9 @@ enum {
                               * may be on disk and come back at the next start */
   HOOKD_STORE_STOPPED = -9,  /* open only: a stop was asked for while it waited (nothing done) */
 };
+
+/* commit_settled's answers. */
+enum { HOOKD_STORE_SETTLED_COMMITTED = 1, HOOKD_STORE_SETTLED_ROLLED_BACK = 2 };
 const char *hookd_store_strerror(int rc);
 
 /* ---------- records ---------- */
@@ -618,6 +621,10 @@ typedef struct hookd_store_backend {
   /* Transactions, driven by the executor. */
   int (*begin)(hookd_store_conn *c, int writer);
   int (*commit)(hookd_store_conn *c);
+  /* Optional, after commit: how the commit's outcome was settled when its answer was lost —
+   * HOOKD_STORE_SETTLED_COMMITTED or _ROLLED_BACK after the backend asked the server (a
+   * PostgreSQL link that dropped during COMMIT), else 0. Reading it clears it. */
+  int (*commit_settled)(hookd_store_conn *c);
   int (*rollback)(hookd_store_conn *c);
   int (*savepoint)(hookd_store_conn *c);
   int (*release)(hookd_store_conn *c);

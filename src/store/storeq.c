@@ -42,6 +42,10 @@ void hookd_storeq_set_slow_handler(void (*fn)(const char *, size_t, int64_t, int
   slow_handler = fn;
 }
 
+static _Atomic(void (*)(const char *, bool)) settled_handler;
+
+void hookd_storeq_set_settled_handler(void (*fn)(const char *, bool)) { settled_handler = fn; }
+
 static _Atomic(void (*)(const char *, const char *, const char *)) failure_handler;
 
 void hookd_storeq_set_failure_handler(void (*fn)(const char *, const char *, const char *)) {
@@ -157,6 +161,11 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
   }
   int64_t t0 = hookd_mono_us();
   if (txn_rc == 0) txn_rc = be->commit(q->conn);
+  int settled = be->commit_settled ? be->commit_settled(q->conn) : 0;
+  if (settled) {
+    void (*fn)(const char *, bool) = settled_handler;
+    if (fn) fn(q->name, settled == HOOKD_STORE_SETTLED_COMMITTED);
+  }
   if (txn_rc == HOOKD_STORE_UNKNOWN) {
     void (*fn)(void) = unknown_commit_handler;
     if (fn) fn();
@@ -179,6 +188,7 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
     q->stats.failed_commits++;
   }
   q->stats.redone_batches += (uint64_t)redone;
+  if (settled) q->stats.settled_commits[settled == HOOKD_STORE_SETTLED_COMMITTED ? 0 : 1]++;
   if (txn_rc == 0) q->stats.ops += n; /* the batch-size histogram's sum: committed batches */
   pthread_mutex_unlock(&q->mu);
   void (*slow)(const char *, size_t, int64_t, int64_t) = slow_handler;

@@ -23,6 +23,7 @@
 #ifndef HOOKD_STORE_STOREQ_H
 #define HOOKD_STORE_STOREQ_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "store/store.h"
@@ -59,6 +60,8 @@ typedef struct hookd_storeq_stats {
   uint64_t commit_us_hist[8]; /* commit latency: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms >= */
   uint64_t commit_us_sum;
   uint64_t slow_batches;   /* committed batches that took HOOKD_STOREQ_SLOW_US or more */
+  uint64_t settled_commits[2]; /* commits whose answer was lost, then found committed / rolled
+                                * back (the backend's commit_settled) */
 } hookd_storeq_stats;
 
 /* A committed batch that took this long (its ops and its commit together, µs) is slow: every
@@ -78,6 +81,10 @@ void hookd_storeq_set_slow_handler(void (*fn)(const char *queue, size_t ops, int
  * may have committed — a client would retry a create that happened). Without one the batch's
  * ops complete with HOOKD_STORE_ERR, like any failed commit. */
 void hookd_storeq_set_unknown_commit_handler(void (*fn)(void));
+
+/* Who hears of commits whose answer was lost and whose outcome the backend then settled
+ * (process-wide; the daemon logs them): fn(queue, committed), before the callers are told. */
+void hookd_storeq_set_settled_handler(void (*fn)(const char *queue, bool committed));
 
 /* Who hears of store failures (process-wide; the daemon logs them, rate-limited): fn(queue,
  * what, error) for an op that failed with HOOKD_STORE_ERR ("op") or a batch whose transaction

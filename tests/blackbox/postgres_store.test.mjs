@@ -21,6 +21,13 @@ after(async () => { await pg?.stop(); });
 
 // A metric of a node, and a wait for more of its rescans (each checks the clock once).
 const metricOf = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+// The commits whose answer the link lost, as the server settled them, counted and logged.
+async function settled(h) {
+  const of = async (outcome) => metricOf(h, `hookd_store_settled_commits_total\\{outcome="${outcome}"\\}`);
+  const logged = (outcome) => h.logs.filter((l) => l.msg === 'store.commit_settled' && l.outcome === outcome).length;
+  return { committed: await of('committed'), rolled_back: await of('rolled_back'),
+    logged: { committed: logged('committed'), rolled_back: logged('rolled_back') } };
+}
 
 async function rescans(h, more) {
   const target = (await metricOf(h, 'hookd_store_clock_checks_total')) + more;
@@ -284,6 +291,7 @@ test('a COMMIT whose answer the link lost is asked about on a session of its own
       ['evt_roll', ...sent.map((p) => p.id)].sort(), 'each event delivered once');
     assert.equal(h.proc.exitCode, null, 'the node runs');
     assert.ok(!h.logs.some((l) => l.msg === 'store.commit_unknown'));
+    assert.deepEqual(await settled(h), { committed: 1, rolled_back: 1, logged: { committed: 1, rolled_back: 1 } });
   } finally {
     if (syncOn) await setSync(false);
     await c.end();
@@ -346,6 +354,7 @@ test('a COMMIT whose link died without a word while the server still runs the tr
     await waitDelivery(h, 'evt_cut', (dl) => dl.length === 1 && dl[0].state === 'delivered');
     assert.deepEqual(rx.requests.map((q) => q.headers['webhook-id']), ['evt_cut'], 'delivered once');
     assert.ok(!h.logs.some((l) => l.msg === 'store.commit_unknown'));
+    assert.deepEqual(await settled(h), { committed: 0, rolled_back: 1, logged: { committed: 0, rolled_back: 1 } });
   } finally {
     await c.end();
     await h.stop();

@@ -568,6 +568,9 @@ static int commit_outcome(hookd_store_conn *c, const char *xid) {
   }
   PQfinish(q);
   if (rc == HOOKD_STORE_OK) c->err[0] = 0;
+  if (rc != HOOKD_STORE_UNKNOWN)
+    c->settled = rc == HOOKD_STORE_OK ? HOOKD_STORE_SETTLED_COMMITTED
+                                      : HOOKD_STORE_SETTLED_ROLLED_BACK;
   if (rc == HOOKD_STORE_ERR)
     snprintf(c->err, sizeof c->err,
              "commit: the link to the server dropped and the server rolled the transaction back");
@@ -607,6 +610,12 @@ static int pg_commit(hookd_store_conn *c) {
     return HOOKD_STORE_ERR;
   }
   return HOOKD_STORE_OK;
+}
+
+static int pg_commit_settled(hookd_store_conn *c) {
+  int s = c->settled;
+  c->settled = 0;
+  return s;
 }
 
 static int pg_rollback(hookd_store_conn *c) {
@@ -654,6 +663,7 @@ const hookd_store_backend hookd_pg_backend = {
     .migrate = pg_migrate,
     .begin = pg_begin,
     .commit = pg_commit,
+    .commit_settled = pg_commit_settled,
     .rollback = pg_rollback,
     .savepoint = pg_savepoint,
     .release = pg_release,

@@ -31,6 +31,7 @@ struct hookd_store_conn {
   int64_t changes;   /* rows written by this connection's commands (monotonic) */
   int in_savepoint;  /* the executor's op savepoint is open */
   int setup_failed;  /* the session after a reconnect could not be set up: not used */
+  int settled;       /* a lost COMMIT's outcome, asked of the server (commit_settled) */
   char sqlstate[6];  /* of the last failed statement */
   pg_prep *preps;    /* open addressing by sql address; cap a power of two */
   size_t n_preps, cap_preps;
