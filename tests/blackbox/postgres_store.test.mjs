@@ -223,6 +223,36 @@ test('a node whose id lock another session took while its connection was down wr
   }
 });
 
+// docs/postgres.md "Failure windows": the connection drops between transactions
+test('a node whose sessions the server ended while they were idle begins its next transactions on new ones: no request and no batch fails for it', async () => {
+  const store = await pg.database();
+  const db = store.split('/').pop();
+  const rx = await startReceiver();
+  const h = await node(store, masterKey(), 'n-idle');
+  try {
+    const { tenant } = await setup(h, rx.url);
+    assert.equal((await publish(h, tenant, { id: 'evt_before', type: 't.x', payload: {} })).status, 202);
+    await waitDelivery(h, 'evt_before', (dl) => dl.length === 1 && dl[0].state === 'delivered'); // (at rest)
+    const logged = h.logs.length;
+    // every idle session of the node's (as a restart, or idle_session_timeout, would end them)
+    const ended = (await pg.query(`SELECT pg_terminate_backend(pid), pid FROM pg_stat_activity
+      WHERE datname = $1 AND state = 'idle' AND backend_type = 'client backend'`, [db])).rows.map((r) => r.pid);
+    assert.ok(ended.length >= 2, 'the writer\'s session and the readers\'');
+    await waitUntil(async () => (await pg.query('SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1)', [ended])).rows.length === 0,
+      { what: 'the sessions ended' });
+    const p = await publish(h, tenant, { id: 'evt_after', type: 't.x', payload: {} });
+    assert.equal(p.status, 202, p.text);
+    const g = await h.api('GET', '/v1/events/evt_after');
+    assert.equal(g.status, 200, g.text);
+    await waitDelivery(h, 'evt_after', (dl) => dl.length === 1 && dl[0].state === 'delivered');
+    const errors = h.logs.slice(logged).filter((l) => l.msg === 'store.error');
+    assert.deepEqual(errors, [], 'no batch failed (the dispatcher\'s every second included)');
+  } finally {
+    await h.stop();
+    await rx.close();
+  }
+});
+
 // docs/postgres.md "Failure windows": the connection drops during COMMIT
 test('a COMMIT whose answer the link lost is asked about on a session of its own: rolled back, the publish is refused and nothing kept; committed, it is answered and delivered once; the node goes on', async () => {
   const store = await pg.database();

@@ -510,22 +510,27 @@ static void pg_interrupt(hookd_store_conn *c) {
 
 static int pg_begin(hookd_store_conn *c, int writer) {
   c->in_savepoint = 0;
-  /* lost since the last transaction: once more. A new session that could not be set up (the
-   * node's lock taken meanwhile by another node of this id) is not used: every transaction
-   * tries again, and fails until it can (docs/postgres.md "Failure windows") */
-  if (PQstatus(c->pg) != CONNECTION_OK || c->setup_failed) {
-    if (PQstatus(c->pg) != CONNECTION_OK) {
-      PQreset(c->pg);
-      preps_clear(c); /* (the prepared statements were the old session's) */
+  for (int again = 0;; again++) {
+    /* lost since the last transaction: once more. A new session that could not be set up (the
+     * node's lock taken meanwhile by another node of this id) is not used: every transaction
+     * tries again, and fails until it can (docs/postgres.md "Failure windows") */
+    if (PQstatus(c->pg) != CONNECTION_OK || c->setup_failed) {
+      if (PQstatus(c->pg) != CONNECTION_OK) {
+        PQreset(c->pg);
+        preps_clear(c); /* (the prepared statements were the old session's) */
+      }
+      if (PQstatus(c->pg) != CONNECTION_OK) {
+        set_err(c, "reconnect", PQerrorMessage(c->pg));
+        return HOOKD_STORE_ERR;
+      }
+      c->setup_failed = session_setup(c) != 0;
+      if (c->setup_failed) return HOOKD_STORE_ERR;
     }
-    if (PQstatus(c->pg) != CONNECTION_OK) {
-      set_err(c, "reconnect", PQerrorMessage(c->pg));
-      return HOOKD_STORE_ERR;
-    }
-    c->setup_failed = session_setup(c) != 0;
-    if (c->setup_failed) return HOOKD_STORE_ERR;
+    int rc = pg_exec(c, writer ? PG_WRITER_BEGIN : PG_READER_BEGIN, "begin");
+    /* a link the BEGIN found dead (the server restarted, or ended the idle session): nothing
+     * ran on it, so the transaction begins again on a new one — once */
+    if (rc == 0 || again || PQstatus(c->pg) == CONNECTION_OK) return rc;
   }
-  return pg_exec(c, writer ? PG_WRITER_BEGIN : PG_READER_BEGIN, "begin");
 }
 
 static void nap_ms(int ms) {
