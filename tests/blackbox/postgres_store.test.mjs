@@ -253,6 +253,37 @@ test('a node whose sessions the server ended while they were idle begins its nex
   }
 });
 
+test('a restart of the database server: nothing is acknowledged while it is down, and the node carries on once it is back, without a restart of its own', async () => {
+  const store = await pg.database();
+  const rx = await startReceiver();
+  const h = await node(store, masterKey(), 'n-restart');
+  try {
+    const { tenant } = await setup(h, rx.url);
+    assert.equal((await publish(h, tenant, { id: 'evt_a', type: 't.x', payload: {} })).status, 202);
+    await waitDelivery(h, 'evt_a', (dl) => dl.length === 1 && dl[0].state === 'delivered');
+    await pg.restart(async () => {
+      const down = await publish(h, tenant, { id: 'evt_down', type: 't.x', payload: {} });
+      assert.equal(down.status, 503, down.text);
+      assert.equal(down.json.error.code, 'storage_unavailable');
+    });
+    // the first requests after it: every session of the node's was cut, none fails for it
+    const b = await publish(h, tenant, { id: 'evt_b', type: 't.x', payload: {} });
+    assert.equal(b.status, 202, b.text);
+    const g = await h.api('GET', '/v1/events/evt_b');
+    assert.equal(g.status, 200, g.text);
+    await waitDelivery(h, 'evt_b', (dl) => dl.length === 1 && dl[0].state === 'delivered');
+    assert.equal((await h.api('GET', '/v1/events/evt_down')).status, 404, 'the refused publish left nothing');
+    assert.deepEqual(rx.requests.map((q) => q.headers['webhook-id']), ['evt_a', 'evt_b'], 'each delivered once');
+    await waitUntil(async () => (await h.api('GET', '/v1/nodes')).json?.change_feed === 'listening',
+      { what: 'the change feed listening again' });
+    assert.equal(h.proc.exitCode, null, 'the node runs');
+    assert.ok(!h.logs.some((l) => l.msg === 'store.commit_unknown'));
+  } finally {
+    await h.stop();
+    await rx.close();
+  }
+});
+
 // docs/postgres.md "Failure windows": the connection drops during COMMIT
 test('a COMMIT whose answer the link lost is asked about on a session of its own: rolled back, the publish is refused and nothing kept; committed, it is answered and delivered once; the node goes on', async () => {
   const store = await pg.database();

@@ -67,8 +67,9 @@ export async function startPostgres({ port: wanted } = {}) {
     await c.connect();
     return c;
   };
-  for (let tries = 1; ; tries++) {
-    port = wanted ?? await freePort();
+  // the server on port p, accepting connections (its admin client `main`), or an error
+  const launch = async (p) => {
+    port = p;
     const [c2, a2] = as(join(bin, 'postgres'), ['-D', data, '-k', dir, '-p', String(port),
       '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'log_min_messages=fatal']);
     proc = spawn(c2, a2, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -93,10 +94,17 @@ export async function startPostgres({ port: wanted } = {}) {
         await c?.end().catch(() => {});
         return false;
       }, { timeout: 30000, what: 'postgres accepting connections' });
-      break;
     } catch (e) {
       proc.kill('SIGKILL');
       await exited;
+      throw e;
+    }
+  };
+  for (let tries = 1; ; tries++) {
+    try {
+      await launch(wanted ?? await freePort());
+      break;
+    } catch (e) {
       if (wanted !== undefined || tries === 3 || !/could not bind|in use|could not create any TCP/i.test(e.message)) {
         rmSync(dir, { recursive: true, force: true });
         throw e;
@@ -115,6 +123,15 @@ export async function startPostgres({ port: wanted } = {}) {
       return `postgresql://hookd@127.0.0.1:${port}/${name}`;
     },
     query: (sql, params) => main.query(sql, params),
+    // a fast shutdown (every session cut, as a restart or a failover does), then — after
+    // whileDown() — the same server again on the same port
+    async restart(whileDown = async () => {}) {
+      await main.end().catch(() => {});
+      proc.kill('SIGINT');
+      await exited;
+      await whileDown();
+      await launch(port);
+    },
     async stop() {
       await main.end().catch(() => {});
       proc.kill('SIGINT'); // fast shutdown: open connections are cut
