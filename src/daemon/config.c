@@ -118,6 +118,9 @@ static const opt opts[] = {
     {"rescan-interval-ms", NULL, T_INT, OFF(rescan_interval_ms), 0, 100, 3600000, "MS",
      "how often the dispatcher reads every endpoint's due work back from the store (work "
      "another node published or left: docs/postgres.md)"},
+    {"store-wait-s", NULL, T_INT, OFF(store_wait_s), 0, 0, 3600, "S",
+     "PostgreSQL store: how long a start waits for a server that cannot be reached or rejects "
+     "connections yet (started together, restarting); 0: not at all"},
     {"reload-interval-ms", NULL, T_INT, OFF(reload_interval_ms), 0, 100, 3600000, "MS",
      "how often API keys and sources are read back from the store (changes `hookd keys` or "
      "another node made; a SIGHUP, and a shared store's change feed, read them at once)"},
@@ -244,6 +247,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->lease_margin_ms = 30000;
   c->rescan_interval_ms = 30000;
   c->reload_interval_ms = 2000;
+  c->store_wait_s = 30;
   hookd_retry_policy_defaults(&c->policy);
   c->log_level = HOOKD_LOG_INFO;
   c->inbox_retention_s = 30LL * 24 * 3600;

@@ -55,6 +55,7 @@ typedef struct hookd_config {
   size_t max_response_bytes;
   int lease_margin_ms;
   int rescan_interval_ms;
+  int store_wait_s;         /* a PostgreSQL server not up yet at start: waited for */
   int reload_interval_ms;   /* API keys and sources read back from the store (docs/postgres.md) */
   bool no_change_feed;      /* a shared store's changes only at the rescans (docs/postgres.md) */
   char *egress_allow[HOOKD_CFG_LIST_MAX]; /* CIDR strings */

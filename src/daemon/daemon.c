@@ -417,6 +417,14 @@ static void on_store_failure(const char *queue, const char *what, const char *er
        KV_S("error", error), KV_I("suppressed", atomic_exchange(&suppressed, 0)));
 }
 
+/* The start waits for a PostgreSQL server not up yet (docs/postgres.md "Failure windows"), for
+ * up to store_wait_s (--store-wait-s, set before the open). */
+static int store_wait_s;
+static void on_store_waiting(const char *reason) {
+  HLOG(HOOKD_LOG_WARN, "startup.store_waiting", KV_S("reason", reason),
+       KV_I("wait_s", store_wait_s));
+}
+
 /* A commit whose answer the link to a PostgreSQL store lost, settled by asking the server
  * (docs/postgres.md "Failure windows"): rare, and worth a line each (its batch's clients were
  * answered by what the server said). */
@@ -527,11 +535,12 @@ int hookd_serve(const hookd_config *cfg) {
    * 30 s wait */
   hookd_store_config sc = {
       .url = cfg->store_url, .max_batch = cfg->store_batch, .stop_requested = stop_pending,
-      .node_id = cfg->node_id};
+      .node_id = cfg->node_id, .wait_s = cfg->store_wait_s, .waiting = on_store_waiting};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_failure_handler(on_store_failure);
   hookd_storeq_set_settled_handler(on_settled_commit);
   hookd_storeq_set_slow_handler(on_slow_batch);
+  store_wait_s = cfg->store_wait_s;
   int orc = hookd_store_open(&sc, &app.store, err, sizeof err);
   if (orc == HOOKD_STORE_STOPPED) {
     HLOG(HOOKD_LOG_INFO, "startup.stopped", KV_S("reason", err));

@@ -450,6 +450,12 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
     s->be = &hookd_pg_backend;
     s->shared_free = hookd_pg_shared_free;
     if (hookd_pg_shared_open(cfg->url, cfg->node_id, &s->shared, err, errlen) != 0) goto fail;
+    if (cfg->wait_s > 0 && hookd_pg_wait_ready(s->shared, cfg->wait_s, cfg->stop_requested,
+                                               cfg->waiting) == HOOKD_STORE_STOPPED) {
+      snprintf(err, errlen, "stopped while waiting for the PostgreSQL store to accept connections");
+      ret = HOOKD_STORE_STOPPED;
+      goto fail;
+    }
   } else {
     /* the scheme only: a database URL may carry a password */
     size_t scheme = strcspn(cfg->url, ":/@");

@@ -940,6 +940,9 @@ typedef struct hookd_store_config {
   const char *node_id;    /* a daemon's --node-id (NULL: the CLI). A shared store (PostgreSQL)
                              refuses a second live node of the same id: its leases are the
                              node's */
+  int wait_s;             /* PostgreSQL: how long to wait for a server that cannot be reached
+                             or rejects connections yet (0: not at all) */
+  void (*waiting)(const char *reason); /* told once when the open starts to wait (NULL) */
 } hookd_store_config;
 
 /* Whether url names a PostgreSQL store (postgresql:// or postgres://: docs/postgres.md). */

@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery, withTimeout } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
-import { startPostgres } from './lib/postgres.mjs';
+import { freePort, startPostgres } from './lib/postgres.mjs';
 import net from 'node:net';
 import pgLib from 'pg';
 
@@ -221,6 +221,45 @@ test('a node whose id lock another session took while its connection was down wr
     await c.end();
     await h.stop();
   }
+});
+
+// docs/postgres.md "Failure windows": the server not up yet at start
+test('a node started before its database server waits for it, answering /healthz meanwhile; a server that answers and refuses fails the start at once', async () => {
+  const key = masterKey();
+  const port = await freePort();
+  const h = await startHookd({ store: `postgresql://hookd@127.0.0.1:${port}/postgres`, until: 'startup.bound',
+    args: ['--node-id', 'n-early', '--store-wait-s', '60'], env: { HOOKD_MASTER_KEY: key } });
+  let server;
+  try {
+    const w = await h.waitForLog((l) => l.msg === 'startup.store_waiting', 10000, 'the start waiting for the store');
+    assert.deepEqual([w.reason, w.wait_s], ['the server cannot be reached', 60]);
+    const health = await h.api('GET', '/healthz');
+    assert.deepEqual([health.status, health.json.status], [200, 'starting']);
+    assert.equal((await h.api('GET', '/v1/tenants')).status, 503, 'not ready');
+    server = await startPostgres({ port }); // (its own database "postgres" is the store)
+    await h.waitForLog((l) => l.msg === 'listening', 20000, 'started once the server accepts connections');
+    const rx = await startReceiver();
+    const { tenant } = await setup(h, rx.url);
+    assert.equal((await publish(h, tenant, { id: 'evt_early', type: 't.x', payload: {} })).status, 202);
+    await rx.waitFor((q) => q.requests.length === 1, 10000, 'delivered');
+    await rx.close();
+  } finally {
+    await h.stop();
+    await server?.stop();
+  }
+  // the shared server, a database it does not have: no wait
+  const t0 = Date.now();
+  await assert.rejects(node(pg.url.replace(/\/postgres$/, '/no_such_db'), key, 'n-nodb', ['--store-wait-s', '60']),
+    /does not exist/);
+  assert.ok(Date.now() - t0 < 10000, 'refused at once, not after the wait');
+  // a stop while it waits ends the start at once, cleanly
+  const lone = await startHookd({ store: `postgresql://hookd@127.0.0.1:${await freePort()}/postgres`, until: 'startup.bound',
+    args: ['--node-id', 'n-wait', '--store-wait-s', '60'], env: { HOOKD_MASTER_KEY: key } });
+  await lone.waitForLog((l) => l.msg === 'startup.store_waiting', 10000, 'the start waiting for the store');
+  const t1 = Date.now();
+  assert.equal((await lone.stop()).code, 0);
+  assert.ok(Date.now() - t1 < 5000, 'at once');
+  assert.ok(lone.logs.some((l) => l.msg === 'startup.stopped'), lone.stderrText);
 });
 
 // docs/postgres.md "Failure windows": the connection drops between transactions

@@ -30,6 +30,11 @@ struct pg_shared {
 
 /* ---------- shared state ---------- */
 
+static void nap_ms(int ms) {
+  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
 int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, char *err,
                          size_t errlen) {
   char *perr = NULL;
@@ -51,6 +56,29 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
   pthread_mutex_init(&sh->mu, NULL);
   *shared = sh;
   return 0;
+}
+
+int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
+                        void (*waiting)(const char *reason)) {
+  pg_shared *sh = shared;
+  const char *const keys[] = PG_LINK_KEYS;
+  const char *const vals[] = PG_LINK_VALS(sh->url, "hookd");
+  int64_t deadline = hookd_mono_ms() + (int64_t)wait_s * 1000;
+  bool told = false;
+  for (;;) {
+    PGPing p = PQpingParams(keys, vals, 1);
+    /* accepting; or parameters libpq cannot use, which the open reports */
+    if (p == PQPING_OK || p == PQPING_NO_ATTEMPT) return 0;
+    if (!told && waiting)
+      waiting(p == PQPING_REJECT ? "the server rejects connections (starting up or shutting down)"
+                                 : "the server cannot be reached");
+    told = true;
+    for (int i = 0; i < 5; i++) { /* 500 ms, a stop heard within 100 */
+      if (stop && stop()) return HOOKD_STORE_STOPPED;
+      nap_ms(100);
+    }
+    if (hookd_mono_ms() >= deadline) return 0;
+  }
 }
 
 const char *pg_shared_url(const pg_shared *sh) { return sh->url; }
@@ -531,11 +559,6 @@ static int pg_begin(hookd_store_conn *c, int writer) {
      * ran on it, so the transaction begins again on a new one — once */
     if (rc == 0 || again || PQstatus(c->pg) == CONNECTION_OK) return rc;
   }
-}
-
-static void nap_ms(int ms) {
-  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
 }
 
 /* The outcome of transaction xid, whose COMMIT was sent and went unanswered (the link dropped):

@@ -123,7 +123,9 @@ export function faultClock(dir) {
 
 // wrap: a command that execs hookd in its own place (same pid), e.g. ['prlimit', '--nofile=256:8192']
 // store: a store URL instead of the directory's SQLite file (a PostgreSQL database: postgres.mjs).
-export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, testArgs = TEST_ARGS, wrap = [], store } = {}) {
+// until: the log line that says it has started ('startup.bound': only its listener, before the
+// store is open; it has the port too).
+export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, testArgs = TEST_ARGS, wrap = [], store, until = 'listening' } = {}) {
   const ownDir = !dir;
   if (!dir) dir = tempDir().dir;
   const db = join(dir, 'hookd.db');
@@ -140,9 +142,9 @@ export async function startHookd({ dir, args = [], env = {}, apiKey = API_KEY, t
   const exitedEarly = h.exited.then(({ code, signal }) => {
     throw new Error(`hookd did not start: exited (code ${code}, signal ${signal})\n${h.stderrText.slice(-2000)}`);
   });
-  await Promise.race([h.waitForLog((l) => l.msg === 'listening', 20000, 'hookd did not start'), exitedEarly]);
+  await Promise.race([h.waitForLog((l) => l.msg === until, 20000, 'hookd did not start'), exitedEarly]);
   exitedEarly.catch(() => {}); // a later exit is the test's business
-  h.port = h.logs.find((l) => l.msg === 'listening').port;
+  h.port = h.logs.find((l) => l.msg === until).port;
   h.url = `http://127.0.0.1:${h.port}`;
   return h;
 }
