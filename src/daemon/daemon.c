@@ -1,10 +1,11 @@
 /* daemon.c — start-up, the signal loop and graceful shutdown.
  *
- * Start: block signals (every thread inherits the mask; only this thread takes them) → take the
- * store's single-process lock (SQLite) → HTTP server ("startup.bound"; /healthz "starting", every
- * other route 503 not_ready) → open the store (WAL recovery, migrations) → load API keys, creating the first
- * admin key if there is none → destination policy → dispatcher (rebuilds its index from the
- * store) → every route → "listening" → ready.
+ * Start: block signals (every thread inherits the mask; only this thread takes them) → HTTP
+ * server ("startup.bound"; /healthz "starting", every other route 503 not_ready) → take the
+ * store's single-process lock (SQLite) → open the store (a PostgreSQL server not up yet waited
+ * for, WAL recovery, migrations) → load API keys, creating the first admin key if there is
+ * none → destination policy → dispatcher (rebuilds its index from the store) → every route →
+ * "listening" → ready.
  * Stop (SIGTERM/SIGINT): not ready → stop accepting → wait for requests waiting on a commit →
  * stop the server → stop the dispatcher (in-flight requests finish and are recorded, queued
  * ones released) → drain and close the store → exit 0. */
@@ -530,9 +531,9 @@ int hookd_serve(const hookd_config *cfg) {
   HLOG(HOOKD_LOG_INFO, "startup.bound", KV_S("host", cfg->listen_host),
        KV_I("port", hookd_server_port(app.srv))); /* (port 0: the one the OS chose) */
   if (hookd_store_lock(cfg->store_url, &lock, err, sizeof err) != 0) goto fail;
-  /* a stop asked for while the start waits for another process to let go of the store ends
-   * it at once, cleanly (nothing was started): a supervisor's grace period is shorter than the
-   * 30 s wait */
+  /* a stop asked for while the start waits for another process to let go of the store, or for
+   * a PostgreSQL server to accept connections, ends it at once, cleanly (nothing was started):
+   * a supervisor's grace period is shorter than the 30 s wait */
   hookd_store_config sc = {
       .url = cfg->store_url, .max_batch = cfg->store_batch, .stop_requested = stop_pending,
       .node_id = cfg->node_id, .wait_s = cfg->store_wait_s, .waiting = on_store_waiting};
