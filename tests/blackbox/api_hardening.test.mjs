@@ -194,17 +194,18 @@ describe('a running daemon reads its keys back from the store', () => {
     const h = await startHookd({ args: ['--reload-interval-ms', '600000', '--no-change-feed'] });
     try {
       assert.equal((await h.api('POST', '/v1/tenants', { id: 'again' })).status, 201);
-      // the keys' table out of the store's reach: the SIGHUP's reload fails
-      h.query('ALTER TABLE api_keys RENAME TO api_keys_away');
+      // the sources' table out of the store's reach: the SIGHUP's reload fails (its keys read,
+      // its sources not), and so does each retry until the table is back
+      h.query('ALTER TABLE sources RENAME TO sources_away');
       h.proc.kill('SIGHUP');
-      await h.waitForLog((l) => l.msg === 'store.error' && /api_keys/.test(l.error), 10000, 'the reload failed');
-      h.query('ALTER TABLE api_keys_away RENAME TO api_keys');
+      await h.waitForLog((l) => l.msg === 'store.error' && /sources/.test(l.error), 10000, 'the reload failed');
       const r = createKey(h, 'viewer', 'again');
       assert.equal(r.status, 0, r.stderr);
       // no SIGHUP, no feed, the interval ten minutes away: only the retry (every 2 s) reads it
       await waitUntil(async () => (await as(h, r.stdout.trim(), 'GET', '/v1/tenants/again')).status === 200,
         { timeout: 6000, what: 'the key read at the retry' });
       assert.equal((await h.api('GET', '/v1/tenants/again')).status, 200, 'the keys held meanwhile still work');
+      h.query('ALTER TABLE sources_away RENAME TO sources');
     } finally {
       assert.equal((await h.stop()).code, 0);
     }

@@ -62,7 +62,8 @@ int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
                         void (*waiting)(const char *reason)) {
   pg_shared *sh = shared;
   const char *const keys[] = PG_LINK_KEYS;
-  const char *const vals[] = PG_LINK_VALS(sh->url, "hookd");
+  const char *vals[] = PG_LINK_VALS(sh->url, "hookd");
+  vals[0] = "2"; /* connect_timeout: a host that drops packets holds a stop for 2 s at most */
   int64_t deadline = hookd_mono_ms() + (int64_t)wait_s * 1000;
   bool told = false;
   for (;;) {
@@ -619,7 +620,12 @@ static int pg_commit(hookd_store_conn *c) {
     PQclear(x);
   }
   PGresult *r = PQexec(c->pg, "COMMIT");
-  if (!r || PQstatus(c->pg) != CONNECTION_OK) {
+  /* a failure the server did not word (no SQLSTATE) is the link's, whatever libpq's status says
+   * (an older libpq leaves a link a timeout ended marked OK) */
+  bool link_lost = !r || PQstatus(c->pg) != CONNECTION_OK ||
+                   (PQresultStatus(r) != PGRES_COMMAND_OK &&
+                    !PQresultErrorField(r, PG_DIAG_SQLSTATE));
+  if (link_lost) {
     /* the COMMIT may have reached the server and committed before the connection went */
     set_err(c, "commit", PQerrorMessage(c->pg));
     PQclear(r);

@@ -28,11 +28,11 @@ export async function freePort() {
 // receiver, a daemon on port 0) can be given it. For a server that must be told its port
 // before it can start (a database down at first, started later on the same port). A
 // connection to it is cut at once, as near a refusal as a listener comes.
-export function holdPort() {
+export function holdPort(port = 0) {
   return new Promise((resolve, reject) => {
     const s = createServer((sock) => sock.destroy());
     s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => resolve({ port: s.address().port, release: () => new Promise((r) => s.close(r)) }));
+    s.listen(port, '127.0.0.1', () => resolve({ port: s.address().port, release: () => new Promise((r) => s.close(r)) }));
   });
 }
 
@@ -124,12 +124,18 @@ export async function startPostgres({ port: wanted } = {}) {
     },
     query: (sql, params) => main.query(sql, params),
     // a fast shutdown (every session cut, as a restart or a failover does), then — after
-    // whileDown() — the same server again on the same port
+    // whileDown() — the same server again on the same port (held meanwhile, so that no
+    // listener of this process is given it; a connection to it is cut at once)
     async restart(whileDown = async () => {}) {
       await main.end().catch(() => {});
       proc.kill('SIGINT');
       await exited;
-      await whileDown();
+      const held = await holdPort(port);
+      try {
+        await whileDown();
+      } finally {
+        await held.release();
+      }
       await launch(port);
     },
     async stop() {
