@@ -6,10 +6,10 @@
  *   hookd keys rotate-master --new-master-key-file PATH
  * Every command takes --store URL (default $HOOKD_STORE or sqlite:hookd.db). A running hookd
  * picks up created and revoked keys at its next reload (--reload-interval-ms, 2 s by default),
- * at once on a SIGHUP, and through the change feed of a PostgreSQL store. rotate-master re-seals every secret with
- * the new key in one transaction and needs hookd stopped (the old key: --master-key-file,
- * $HOOKD_MASTER_KEY or <db>.key, as for serve). Each change is written to the audit log with
- * actor "cli". Tokens are shown once and stored only as SHA-256 hashes. --tenants is a
+ * at once on a SIGHUP, and through the change feed of a PostgreSQL store (when_read).
+ * rotate-master re-seals every secret with the new key in one transaction and needs hookd
+ * stopped (the old key: --master-key-file, $HOOKD_MASTER_KEY or <db>.key, as for serve). Each
+ * change is written to the audit log with actor "cli". Tokens are shown once and stored only as SHA-256 hashes. --tenants is a
  * non-empty list of tenant ids of at most 511 bytes (hookd_auth_scope_check); without it a key
  * reaches every tenant, shown as "*" by list. */
 #include <errno.h>
@@ -181,6 +181,14 @@ static hookd_store *open_store(const char *url) {
   return s;
 }
 
+/* When a running hookd reads a key change made here: create and revoke say it. */
+static const char *when_read(const char *store) {
+  return hookd_store_is_postgres(store)
+             ? "a running hookd reads it at once (the store's change feed)"
+             : "a running hookd reads it at its next reload (every 2 s by default) or at once "
+               "after a SIGHUP";
+}
+
 static int cmd_create(keys_args *a) {
   hookd_role role;
   if (!a->role || hookd_role_parse(a->role, &role) != 0) {
@@ -247,11 +255,8 @@ static int cmd_create(keys_args *a) {
     fprintf(stderr, "hookd keys create: %s (the token above is not valid)\n", store_problem(rc));
     return 1;
   }
-  fprintf(stderr,
-          "created %s (role %s, tenants %s); the token above is shown only once (a running "
-          "hookd: at its next reload, every 2 s by default, or at once after a SIGHUP; on "
-          "PostgreSQL at once)\n",
-          id, a->role, a->tenants ? a->tenants : "* (all)");
+  fprintf(stderr, "created %s (role %s, tenants %s); the token above is shown only once; %s\n", id,
+          a->role, a->tenants ? a->tenants : "* (all)", when_read(a->store));
   return 0;
 }
 
@@ -303,8 +308,7 @@ static int cmd_revoke(keys_args *a) {
             rc == HOOKD_STORE_NOTFOUND ? "no such active key" : store_problem(rc));
     return 1;
   }
-  fprintf(stderr, "revoked %s (a running hookd: at its next reload, every 2 s by default, or at "
-                  "once after a SIGHUP; on PostgreSQL at once)\n", a->id);
+  fprintf(stderr, "revoked %s; %s\n", a->id, when_read(a->store));
   return 0;
 }
 

@@ -21,6 +21,28 @@ after(async () => { await pg?.stop(); });
 
 // A metric of a node, and a wait for more of its rescans (each checks the clock once).
 const metricOf = async (h, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+// An event published (202) and delivered once: the node at rest after it.
+async function deliveredOnce(h, tenant, id) {
+  const r = await publish(h, tenant, { id, type: 't.x', payload: {} });
+  assert.equal(r.status, 202, r.text);
+  return waitDelivery(h, id, (dl) => dl.length === 1 && dl[0].state === 'delivered');
+}
+
+// A deferred trigger (on c's database) that holds the COMMIT of the transaction publishing event
+// `id`: it sleeps there before the commit. heldCommit: the pid of the session it holds, once it does.
+async function holdCommitOf(c, id) {
+  await c.query('CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(600); RETURN NULL; END $$');
+  await c.query(`CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (NEW.id = '${id}') EXECUTE FUNCTION hold()`);
+}
+async function heldCommit(db) {
+  const [held] = await waitUntil(async () => {
+    const w = (await pg.query("SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'PgSleep'", [db])).rows;
+    return w.length === 1 && w;
+  }, { what: 'the COMMIT held by the trigger' });
+  return held.pid;
+}
+
 // The commits whose answer the link lost, as the server settled them, counted and logged.
 async function settled(h) {
   const of = async (outcome) => metricOf(h, `hookd_store_settled_commits_total\\{outcome="${outcome}"\\}`);
@@ -277,8 +299,7 @@ test('a node whose sessions the server ended while they were idle begins its nex
   const h = await node(store, masterKey(), 'n-idle');
   try {
     const { tenant } = await setup(h, rx.url);
-    assert.equal((await publish(h, tenant, { id: 'evt_before', type: 't.x', payload: {} })).status, 202);
-    await waitDelivery(h, 'evt_before', (dl) => dl.length === 1 && dl[0].state === 'delivered'); // (at rest)
+    await deliveredOnce(h, tenant, 'evt_before');
     const logged = h.logs.length;
     // every idle session of the node's (as a restart, or idle_session_timeout, would end them)
     const ended = (await pg.query(`SELECT pg_terminate_backend(pid), pid FROM pg_stat_activity
@@ -307,8 +328,7 @@ test('a restart of the database server: nothing is acknowledged while it is down
   const h = await node(store, masterKey(), 'n-restart');
   try {
     const { tenant } = await setup(h, rx.url);
-    assert.equal((await publish(h, tenant, { id: 'evt_a', type: 't.x', payload: {} })).status, 202);
-    await waitDelivery(h, 'evt_a', (dl) => dl.length === 1 && dl[0].state === 'delivered');
+    await deliveredOnce(h, tenant, 'evt_a');
     await pg.restart(async () => {
       const down = await publish(h, tenant, { id: 'evt_down', type: 't.x', payload: {} });
       assert.equal(down.status, 503, down.text);
@@ -352,20 +372,14 @@ test('a COMMIT whose answer the link lost is asked about on a session of its own
   try {
     const { tenant } = await setup(h, rx.url);
     // 1. a deferred trigger holds evt_roll's COMMIT before it commits; the session ends there
-    await c.query('CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(600); RETURN NULL; END $$');
-    await c.query(`CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
-      FOR EACH ROW WHEN (NEW.id = 'evt_roll') EXECUTE FUNCTION hold()`);
+    await holdCommitOf(c, 'evt_roll');
     const rolled = publish(h, tenant, { id: 'evt_roll', type: 't.x', payload: {} });
-    const [held] = await waitUntil(async () => { const w = await waiting('PgSleep'); return w.length === 1 && w; },
-      { what: 'the COMMIT held by the trigger' });
-    await pg.query('SELECT pg_terminate_backend($1)', [held.pid]);
+    await pg.query('SELECT pg_terminate_backend($1)', [await heldCommit(db)]);
     const r1 = await rolled;
     assert.equal(r1.status, 503, r1.text);
     await c.query('DROP TRIGGER hold ON events');
     assert.equal((await c.query("SELECT count(*)::int AS n FROM events WHERE id = 'evt_roll'")).rows[0].n, 0, 'nothing kept');
-    const again = await publish(h, tenant, { id: 'evt_roll', type: 't.x', payload: {} });
-    assert.equal(again.status, 202, again.text);
-    await waitDelivery(h, 'evt_roll', (dl) => dl.length === 1 && dl[0].state === 'delivered'); // (the node at rest)
+    await deliveredOnce(h, tenant, 'evt_roll'); // (the node at rest)
 
     // 2. a COMMIT waiting for a synchronous standby that never comes has committed on the server;
     // its session ends there (PostgreSQL: "the transaction has already committed locally")
@@ -451,19 +465,16 @@ test('a COMMIT whose link died without a word while the server still runs the tr
   const inDb = async (cond) => (await pg.query(`SELECT pid FROM pg_stat_activity WHERE datname = $1 AND ${cond}`, [db])).rows;
   try {
     const { tenant } = await setup(h, rx.url);
-    await c.query('CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(600); RETURN NULL; END $$');
-    await c.query(`CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
-      FOR EACH ROW WHEN (NEW.id = 'evt_cut') EXECUTE FUNCTION hold()`);
+    await holdCommitOf(c, 'evt_cut');
     let answered = false;
     const cut = publish(h, tenant, { id: 'evt_cut', type: 't.x', payload: {} }).finally(() => { answered = true; });
-    const [held] = await waitUntil(async () => { const w = await inDb("wait_event = 'PgSleep'"); return w.length === 1 && w; },
-      { what: 'the COMMIT held by the trigger' });
+    const held = await heldCommit(db);
     link.cut(); // the node's side gone; the server's session goes on sleeping in the COMMIT
     await waitUntil(async () => (await inDb("query LIKE 'SELECT txid_status%'")).length === 1,
       { what: 'the node asking the server what became of its transaction' });
     assert.equal(answered, false, 'not answered while the server still runs the transaction');
     assert.equal(h.proc.exitCode, null, 'the node runs');
-    await pg.query('SELECT pg_terminate_backend($1)', [held.pid]);
+    await pg.query('SELECT pg_terminate_backend($1)', [held]);
     const r = await cut;
     assert.equal(r.status, 503, r.text);
     await c.query('DROP TRIGGER hold ON events');
