@@ -419,11 +419,10 @@ static void on_store_failure(const char *queue, const char *what, const char *er
 }
 
 /* The start waits for a PostgreSQL server not up yet (docs/postgres.md "Failure windows"), for
- * up to store_wait_s (--store-wait-s, set before the open). */
-static int store_wait_s;
-static void on_store_waiting(const char *reason) {
+ * up to wait_s (--store-wait-s). */
+static void on_store_waiting(const char *reason, int wait_s) {
   HLOG(HOOKD_LOG_WARN, "startup.store_waiting", KV_S("reason", reason),
-       KV_I("wait_s", store_wait_s));
+       KV_I("wait_s", wait_s));
 }
 
 /* A commit whose answer the link to a PostgreSQL store lost, settled by asking the server
@@ -541,7 +540,6 @@ int hookd_serve(const hookd_config *cfg) {
   hookd_storeq_set_failure_handler(on_store_failure);
   hookd_storeq_set_settled_handler(on_settled_commit);
   hookd_storeq_set_slow_handler(on_slow_batch);
-  store_wait_s = cfg->store_wait_s;
   int orc = hookd_store_open(&sc, &app.store, err, sizeof err);
   if (orc == HOOKD_STORE_STOPPED) {
     HLOG(HOOKD_LOG_INFO, "startup.stopped", KV_S("reason", err));

@@ -942,7 +942,7 @@ typedef struct hookd_store_config {
                              node's */
   int wait_s;             /* PostgreSQL: how long to wait for a server that cannot be reached
                              or rejects connections yet (0: not at all) */
-  void (*waiting)(const char *reason); /* told once when the open starts to wait (NULL) */
+  void (*waiting)(const char *reason, int wait_s); /* told once as the open starts to wait */
 } hookd_store_config;
 
 /* Whether url names a PostgreSQL store (postgresql:// or postgres://: docs/postgres.md). */

@@ -59,7 +59,7 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
 }
 
 int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
-                        void (*waiting)(const char *reason)) {
+                        void (*waiting)(const char *reason, int wait_s)) {
   pg_shared *sh = shared;
   const char *const keys[] = PG_LINK_KEYS;
   const char *vals[] = PG_LINK_VALS(sh->url, "hookd");
@@ -72,7 +72,8 @@ int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
     if (p == PQPING_OK || p == PQPING_NO_ATTEMPT) return 0;
     if (!told && waiting)
       waiting(p == PQPING_REJECT ? "the server rejects connections (starting up or shutting down)"
-                                 : "the server cannot be reached");
+                                 : "the server cannot be reached",
+              wait_s);
     told = true;
     for (int i = 0; i < 5; i++) { /* 500 ms, a stop heard within 100 */
       if (stop && stop()) return HOOKD_STORE_STOPPED;

@@ -14,11 +14,11 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
                          size_t errlen);
 void hookd_pg_shared_free(void *shared);
 /* Waits, up to wait_s, for the server to accept connections: while it cannot be reached or
- * rejects them (starting up, shutting down), asking every 500 ms; waiting(reason) is told once
- * (NULL: nobody). Returns 0 once it accepts them or the wait is over (the open that follows
+ * rejects them (starting up, shutting down), asking every 500 ms; waiting(reason, wait_s) is
+ * told once (NULL: nobody). Returns 0 once it accepts them or the wait is over (the open that follows
  * then fails with libpq's words), HOOKD_STORE_STOPPED when stop() (NULL: never) asks to. */
 int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
-                        void (*waiting)(const char *reason));
+                        void (*waiting)(const char *reason, int wait_s));
 
 /* For a CLI command that must not run beside hookd (a master-key rotation): refuses when a node
  * runs on the store (each holds its node lock), and holds the store's migration lock (a node
