@@ -120,7 +120,8 @@ static const opt opts[] = {
      "another node published or left: docs/postgres.md)"},
     {"store-wait-s", NULL, T_INT, OFF(store_wait_s), 0, 0, 3600, "S",
      "PostgreSQL store: how long a start waits for a server that cannot be reached or rejects "
-     "connections yet (started together, restarting); 0: not at all"},
+     "connections yet (started together, restarting), and for the node id's lock a session "
+     "the server has not ended yet holds (the node's previous run); 0: not at all"},
     {"reload-interval-ms", NULL, T_INT, OFF(reload_interval_ms), 0, 100, 3600000, "MS",
      "how often API keys and sources are read back from the store (changes `hookd keys` or "
      "another node made; a SIGHUP, and a shared store's change feed, read them at once)"},

@@ -473,7 +473,12 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
   }
 
   hookd_store_conn *wc = NULL, *rc = NULL, *sc = NULL;
-  if (s->be->open(s->shared, 1, &wc, err, errlen) != 0) goto fail;
+  int orc = s->be->open(s->shared, 1, &wc, err, errlen); /* (PostgreSQL: waits for the node's
+                                                         * lock as for the server) */
+  if (orc != 0) {
+    if (orc == HOOKD_STORE_STOPPED) ret = orc;
+    goto fail;
+  }
   int64_t m0 = hookd_mono_ms();
   int mrc = s->be->migrate(wc, !cfg->no_migrate, cfg->stop_requested, &s->schema_from,
                            &s->schema_to);

@@ -602,7 +602,8 @@ typedef struct hookd_store_conn hookd_store_conn; /* backend-defined */
 
 typedef struct hookd_store_backend {
   const char *name;
-  /* Opens a connection. writer != 0 for the connection that commits mutations. */
+  /* Opens a connection. writer != 0 for the connection that commits mutations. Returns 0, or
+   * HOOKD_STORE_STOPPED (a stop asked for while it waited), or another error. */
   int (*open)(void *shared, int writer, hookd_store_conn **out, char *err, size_t errlen);
   void (*close)(hookd_store_conn *c);
   const char *(*errmsg)(hookd_store_conn *c);
@@ -941,8 +942,9 @@ typedef struct hookd_store_config {
                              refuses a second live node of the same id: its leases are the
                              node's */
   int wait_s;             /* PostgreSQL: how long to wait for a server that cannot be reached
-                             or rejects connections yet (0: not at all) */
-  void (*waiting)(const char *reason, int wait_s); /* told once as the open starts to wait */
+                             or rejects connections yet, and then for the node id's lock
+                             another session holds (0: not at all) */
+  void (*waiting)(const char *reason, int wait_s); /* told once as each wait starts */
 } hookd_store_config;
 
 /* Whether url names a PostgreSQL store (postgresql:// or postgres://: docs/postgres.md). */

@@ -199,7 +199,9 @@ test('a PostgreSQL store refuses the default node id and a node id a live node h
   assert.ok(!kv.message.includes('pw-Zq81'), 'the password is not in the error');
   const h = await node(withPw, key, 'only-one');
   try {
-    await refused(['--node-id', 'only-one'], 'a second live node of one id', /another hookd with node id ."only-one." is running on this database/);
+    // (after the start's wait for the lock, logged with who holds it: here a live node)
+    await refused(['--node-id', 'only-one', '--store-wait-s', '1'], 'a second live node of one id',
+      /startup\.store_waiting.*another session holds the node id's lock \(server process \d+, client 127\.0\.0\.1,[^]*another hookd with node id ."only-one." is running on this database \(--node-id\); its session held the lock throughout the start's wait/);
     const listening = h.logs.find((l) => l.msg === 'listening');
     assert.match(listening.store, /^postgresql:\/\/secretive@127\.0\.0\.1:\d+\/hookd_\d+$/);
     assert.ok(!h.stderrText.includes('pw-Zq81'), 'the password is not in the logs');
@@ -242,6 +244,65 @@ test('a node whose id lock another session took while its connection was down wr
   } finally {
     await c.end();
     await h.stop();
+  }
+});
+
+// The node locks granted on database db, with their holders' server processes.
+const nodeLocks = async (db) => (await pg.query(`SELECT l.pid FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+  WHERE l.locktype = 'advisory' AND l.classid = 1752133476 AND l.objsubid = 2 AND l.objid NOT IN (2003986804, 1835624289)
+  AND l.granted AND d.datname = $1`, [db])).rows.map((r) => r.pid);
+
+// docs/postgres.md "Failure windows": a node starts and finds its node lock held
+test('a node restarted while the server still keeps its dead run\'s session waits for its node lock, naming the session, and starts once the server ends it; a stop during the wait ends the start', async () => {
+  const store = await pg.database();
+  const db = store.split('/').pop();
+  const key = masterKey();
+  const link = await relay(Number(new URL(store).port));
+  const rx = await startReceiver();
+  const h = await node(store.replace(/:\d+\//, `:${link.port}/`), key, 'n-again');
+  let again;
+  try {
+    const { tenant } = await setup(h, rx.url);
+    const [old] = await nodeLocks(db);
+    // its host dies: the links go silent (the relay drops the node's side, keeps the server's)
+    // and the process with them. The server still keeps the old session, and the lock.
+    link.cut();
+    await h.kill9();
+    assert.deepEqual(await nodeLocks(db), [old], 'the dead run\'s session holds the lock');
+    again = await startHookd({ store, until: 'startup.bound', args: ['--node-id', 'n-again', '--store-wait-s', '60'],
+      env: { HOOKD_MASTER_KEY: key } });
+    const w = await again.waitForLog((l) => l.msg === 'startup.store_waiting', 10000, 'the start waiting for its lock');
+    assert.match(w.reason, new RegExp(`^another session holds the node id's lock \\(server process ${old}, client 127\\.0\\.0\\.1, connected \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ, idle \\d+ s\\): this node's previous run`));
+    assert.equal(w.wait_s, 60);
+    const health = await again.api('GET', '/healthz');
+    assert.deepEqual([health.status, health.json.status], [200, 'starting']);
+    assert.equal((await again.api('GET', '/v1/tenants')).status, 503, 'not ready');
+    // the server sees the old link go (here the relay closes it): the lock is free, the node starts
+    await link.close();
+    await again.waitForLog((l) => l.msg === 'listening', 20000, 'started once the old session ended');
+    assert.equal((await nodeLocks(db)).length, 1);
+    assert.notEqual((await nodeLocks(db))[0], old);
+    assert.equal((await publish(again, tenant, { id: 'evt_again', type: 't.x', payload: {} })).status, 202);
+    await rx.waitFor((q) => q.requests.length === 1, 10000, 'delivered');
+  } finally {
+    await again?.stop();
+    await link.close();
+    await rx.close();
+  }
+  // a stop while it waits for the lock ends the start at once, cleanly
+  const c = new PgClient({ connectionString: store });
+  await c.connect();
+  try {
+    await c.query("SELECT pg_advisory_lock(1752133476, hashtext('n-held'))");
+    const held = await startHookd({ store, until: 'startup.bound', args: ['--node-id', 'n-held', '--store-wait-s', '60'],
+      env: { HOOKD_MASTER_KEY: key } });
+    await held.waitForLog((l) => l.msg === 'startup.store_waiting', 10000, 'the start waiting for its lock');
+    const t0 = Date.now();
+    assert.equal((await held.stop()).code, 0);
+    assert.ok(Date.now() - t0 < 5000, 'at once');
+    assert.ok(held.logs.some((l) => l.msg === 'startup.stopped'), held.stderrText);
+  } finally {
+    await c.end();
   }
 });
 

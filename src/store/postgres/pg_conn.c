@@ -14,6 +14,11 @@ struct pg_shared {
   char *url;
   char *node_id; /* NULL: none (the CLI) */
   pthread_mutex_t mu; /* guards each connection's cancel object against a reconnect */
+  /* the start's wait (hookd_pg_wait_ready), for the node's lock too: the writer's first open
+   * only (start_wait_s 0 after it) */
+  int start_wait_s;
+  bool (*start_stop)(void);
+  void (*start_waiting)(const char *reason, int wait_s);
 };
 
 /* The writer lock every writer transaction takes first ("hookd", "writer" in ASCII). */
@@ -61,6 +66,9 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
 int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
                         void (*waiting)(const char *reason, int wait_s)) {
   pg_shared *sh = shared;
+  sh->start_wait_s = wait_s;
+  sh->start_stop = stop;
+  sh->start_waiting = waiting;
   const char *const keys[] = PG_LINK_KEYS;
   const char *vals[] = PG_LINK_VALS(sh->url, "hookd");
   vals[0] = "2"; /* connect_timeout: a host that drops packets holds a stop for 2 s at most */
@@ -147,6 +155,71 @@ static void preps_clear(hookd_store_conn *c) {
   c->n_preps = c->cap_preps = 0;
 }
 
+/* Takes the node's lock, for the session's life ("hookd" and the id's hash): 1 taken, 0 held by
+ * another session, -1 an error. */
+static int node_lock(hookd_store_conn *c) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, c->sh->node_id);
+  PGresult *r = pg_q(c, "SELECT pg_try_advisory_lock(1752133476, hashtext($1))", &p,
+                     "node lock");
+  if (!r) return -1;
+  int got = !strcmp(PQgetvalue(r, 0, 0), "t");
+  PQclear(r);
+  return got;
+}
+
+/* The session holding the node's lock, as the server shows it, into out (what the start's wait
+ * logs: an operator tells the node's old run from a live twin by it). */
+static void lock_holder(hookd_store_conn *c, char *out, size_t cap) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, c->sh->node_id);
+  PGresult *r = pg_q_dyn(
+      c, "SELECT a.pid, coalesce(host(a.client_addr), CASE WHEN a.pid IS NOT NULL AND"
+         " a.client_port = -1 THEN 'a local socket' END, 'not shown'),"
+         " coalesce(to_char(a.backend_start AT TIME ZONE 'UTC',"
+         " 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), 'not shown'),"
+         " coalesce(floor(extract(epoch FROM clock_timestamp() - a.state_change))::bigint::text"
+         " || ' s', 'not shown')"
+         " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+         " WHERE l.locktype = 'advisory' AND l.classid = 1752133476 AND l.objsubid = 2"
+         " AND l.granted AND l.objid = (hashtext($1)::bigint & 4294967295)::oid AND l.database ="
+         " (SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1",
+      &p, "node lock holder");
+  if (r && PQntuples(r) == 1)
+    snprintf(out, cap, "another session holds the node id's lock (server process %s, client %s,"
+             " connected %s, idle %s): this node's previous run, not ended yet by the server, "
+             "or another node given the same --node-id", PQgetvalue(r, 0, 0),
+             PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3));
+  else
+    snprintf(out, cap, "another session holds the node id's lock: this node's previous run, not "
+             "ended yet by the server, or another node given the same --node-id");
+  PQclear(r);
+  c->err[0] = 0;
+}
+
+/* The start found the node's lock held: asks again every 500 ms, for up to the start's wait
+ * (docs/postgres.md "Failure windows"). 1 taken, 0 still held, -1 an error, HOOKD_STORE_STOPPED
+ * a stop asked for. */
+static int node_lock_wait(hookd_store_conn *c) {
+  pg_shared *sh = c->sh;
+  int64_t deadline = hookd_mono_ms() + (int64_t)sh->start_wait_s * 1000;
+  if (sh->start_waiting) {
+    char why[400];
+    lock_holder(c, why, sizeof why);
+    sh->start_waiting(why, sh->start_wait_s);
+  }
+  for (;;) {
+    for (int i = 0; i < 5; i++) { /* 500 ms, a stop heard within 100 */
+      if (sh->start_stop && sh->start_stop()) return HOOKD_STORE_STOPPED;
+      nap_ms(100);
+    }
+    int got = node_lock(c);
+    if (got != 0 || hookd_mono_ms() >= deadline) return got;
+  }
+}
+
 /* Sets up a session (a new one, or one whose setup failed: once more). */
 static int session_setup(hookd_store_conn *c) {
   PQsetNoticeReceiver(c->pg, NULL, NULL);
@@ -167,19 +240,14 @@ static int session_setup(hookd_store_conn *c) {
               "session") != 0)
     return HOOKD_STORE_ERR;
   if (!c->writer || !c->sh->node_id) return HOOKD_STORE_OK;
-  /* the node's lock, for the session's life ("hookd" and the id's hash) */
-  pg_params p;
-  pg_p_init(&p);
-  pg_p_text(&p, c->sh->node_id);
-  PGresult *r = pg_q(c, "SELECT pg_try_advisory_lock(1752133476, hashtext($1))", &p,
-                     "node lock");
-  if (!r) return HOOKD_STORE_ERR;
-  bool got = !strcmp(PQgetvalue(r, 0, 0), "t");
-  PQclear(r);
+  int got = node_lock(c);
+  if (got == 0 && c->sh->start_wait_s > 0) got = node_lock_wait(c);
+  if (got < 0) return got == HOOKD_STORE_STOPPED ? HOOKD_STORE_STOPPED : HOOKD_STORE_ERR;
   if (!got) {
     snprintf(c->err, sizeof c->err,
-             "another hookd with node id \"%.64s\" is running on this database (--node-id)",
-             c->sh->node_id);
+             "another hookd with node id \"%.64s\" is running on this database (--node-id)%s",
+             c->sh->node_id, c->sh->start_wait_s > 0 ? "; its session held the lock "
+                                                       "throughout the start's wait" : "");
     return HOOKD_STORE_ERR;
   }
   return HOOKD_STORE_OK;
@@ -507,13 +575,17 @@ static int pg_open(void *shared, int writer, hookd_store_conn **out, char *err, 
     free(c);
     return HOOKD_STORE_ERR;
   }
-  if (session_setup(c) != 0) {
-    snprintf(err, errlen, "%s", c->err);
+  int set = session_setup(c);
+  if (writer) sh->start_wait_s = 0; /* (a reconnect's lock is not waited for: docs/postgres.md) */
+  if (set != 0) {
+    snprintf(err, errlen, "%s", set == HOOKD_STORE_STOPPED ? "stopped while waiting for the node "
+             "id's lock" : c->err);
     PQfinish(c->pg);
     if (c->cancel) PQfreeCancel(c->cancel);
+    preps_clear(c);
     hookd_pfilter_cache_free(&c->pf);
     free(c);
-    return HOOKD_STORE_ERR;
+    return set == HOOKD_STORE_STOPPED ? HOOKD_STORE_STOPPED : HOOKD_STORE_ERR;
   }
   *out = c;
   return HOOKD_STORE_OK;

@@ -16,7 +16,9 @@ void hookd_pg_shared_free(void *shared);
 /* Waits, up to wait_s, for the server to accept connections: while it cannot be reached or
  * rejects them (starting up, shutting down), asking every 500 ms; waiting(reason, wait_s) is
  * told once (NULL: nobody). Returns 0 once it accepts them or the wait is over (the open that follows
- * then fails with libpq's words), HOOKD_STORE_STOPPED when stop() (NULL: never) asks to. */
+ * then fails with libpq's words), HOOKD_STORE_STOPPED when stop() (NULL: never) asks to.
+ * The writer's first open then waits as long for the node id's lock, should another session
+ * hold it (told waiting() too; a stop: the open returns HOOKD_STORE_STOPPED). */
 int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
                         void (*waiting)(const char *reason, int wait_s));
 
