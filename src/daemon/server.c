@@ -217,7 +217,11 @@ void hookd_req_reply(hookd_req *r, int status, const char *content_type, char *b
 void hookd_req_reply_json(hookd_req *r, int status, json_t *v) {
   char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(v);
-  if (!s) {
+  if (!s && status >= 200 && status < 300) {
+    /* out of memory for the answer to what was done (committed): still a success, or its client
+     * would send it again */
+    s = strdup("{}");
+  } else if (!s) {
     s = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
     status = 500;
   }

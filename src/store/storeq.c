@@ -122,6 +122,11 @@ static int run_ops(hookd_storeq *q, hookd_store_op *batch, int redo) {
     }
     if (be->savepoint(q->conn) != 0) {
       op->rc = HOOKD_STORE_ERR;
+      /* (SQLite's SAVEPOINT out of memory rolls the whole transaction back: as after an op) */
+      if (!be->in_txn(q->conn)) {
+        if (!redo) return POISONED;
+        txn_rc = HOOKD_STORE_ERR;
+      }
       continue;
     }
     op->rc = run_op(q, op);

@@ -298,6 +298,10 @@ PGresult *pg_insert_deliveries(hookd_store_conn *c, int64_t event_seq, const cha
   return pg_q(c, dl_insert_many_sql, &p, "insert delivery");
 }
 
+/* A publish that ran out of memory for its answer fails before its commit: nothing is kept, and
+ * its client is told so (503) instead of being answered 500 for an event it then sends again. */
+static int publish_oom(hookd_store_conn *c) { return pg_fail(c, "publish: out of memory"); }
+
 /* An event id already taken (or, for req->existing_only, looked up once no Idempotency-Key
  * matched): the event of the same request hash is a duplicate (its new key recorded), another
  * one a conflict; none at all is HOOKD_STORE_NOTFOUND. Writes nothing but that key. */
@@ -312,7 +316,7 @@ static int existing_event(hookd_store_conn *c, const hookd_publish_req *req,
     return HOOKD_STORE_CONFLICT;
   }
   if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
-  res->event_id = strdup(req->event_id);
+  if (!(res->event_id = strdup(req->event_id))) return publish_oom(c);
   res->duplicate = true;
   return count_deliveries(c, seq, res);
 }
@@ -498,7 +502,10 @@ int pg_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     PQclear(r);
     return rc;
   }
-  res->event_id = strdup(req->event_id);
+  if (!(res->event_id = strdup(req->event_id))) {
+    PQclear(r);
+    return publish_oom(c);
+  }
   res->due_ms = req->now_ms;
   rc = fan_out(c, req, res, r, seq);
   PQclear(r);

@@ -210,6 +210,13 @@ static int fan_out_one(hookd_store_conn *c, const hookd_publish_req *req, hookd_
   return HOOKD_STORE_OK;
 }
 
+/* A publish that ran out of memory for its answer fails before its commit: nothing is kept, and
+ * its client is told so (503) instead of being answered 500 for an event it then sends again. */
+static int publish_oom(hookd_store_conn *c) {
+  snprintf(c->err, sizeof c->err, "publish: out of memory");
+  return HOOKD_STORE_ERR;
+}
+
 /* An event id already taken (or, for req->existing_only, looked up once no Idempotency-Key
  * matched): the event of the same request hash is a duplicate (its new key recorded), another
  * one a conflict; none at all is HOOKD_STORE_NOTFOUND. Writes nothing but that key. */
@@ -224,7 +231,7 @@ static int existing_event(hookd_store_conn *c, const hookd_publish_req *req,
     return HOOKD_STORE_CONFLICT;
   }
   if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
-  res->event_id = strdup(req->event_id);
+  if (!(res->event_id = strdup(req->event_id))) return publish_oom(c);
   res->duplicate = true;
   return count_deliveries(c, seq, res);
 }
@@ -316,7 +323,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   if (sqlite3_changes(c->db) == 0) return existing_event(c, req, res);
   int64_t seq = sqlite3_last_insert_rowid(c->db);
   if (req->idempotency_key && (rc = idem_insert(c, req, seq)) != 0) return rc;
-  res->event_id = strdup(req->event_id);
+  if (!(res->event_id = strdup(req->event_id))) return publish_oom(c);
   res->due_ms = req->now_ms;
 
   /* Fan-out: one delivery per live, enabled endpoint whose filter matches. */
