@@ -186,8 +186,9 @@ static int run_get_brief(hookd_store_conn *c, const hookd_store_backend *be,
 
 static void reply_brief(hookd_api_op *base, int rc) {
   rp_op *op = (rp_op *)base;
-  if (rc) {
-    hookd_api_store_error(base, rc, "replay job");
+  if (rc) { /* (the write is committed all the same: its success, with the id to GET the job by) */
+    hookd_req_reply_json(base->req, op->created ? 201 : 200,
+                         json_pack("{s:s,s:s}", "id", op->id, "tenant_id", op->tenant));
     return;
   }
   hookd_req_reply_json(base->req, op->created ? 201 : 200, render_brief(&op->job));

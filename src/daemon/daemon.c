@@ -615,7 +615,10 @@ int hookd_serve(const hookd_config *cfg) {
   if (!cfg->no_change_feed &&
       hookd_store_watch(app.store, on_store_change, &app, err, sizeof err) < 0)
     goto fail;
-  app.replayer = hookd_replayer_start(app.store, app.disp, err, sizeof err);
+  /* (a shared store: jobs other nodes confirmed or left are stepped within a rescan's time) */
+  app.replayer = hookd_replayer_start(
+      app.store, app.disp, hookd_store_is_postgres(cfg->store_url) ? cfg->rescan_interval_ms : 0,
+      err, sizeof err);
   if (!app.replayer) goto fail;
   outbox = hookd_outbox_start(&app, err, sizeof err); /* (none unless --outbox-url) */
   if (!outbox && err[0]) goto fail;

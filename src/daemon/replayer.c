@@ -4,7 +4,8 @@
  * whose token bucket allows moves its next items back to pending (or records why one was
  * skipped), and jobs left with nothing complete. The thread then hints the dispatcher for the
  * endpoints touched and sleeps until the earliest job's next item is due (50 ms – 1 s), or
- * until a confirm or resume wakes it; with no job running it sleeps until woken. The buckets
+ * until a confirm or resume wakes it; with no job running it sleeps until woken (a shared store:
+ * for idle_ms at most, so that it steps the jobs other nodes confirmed or left). The buckets
  * live in the job rows, so the rate holds across restarts. */
 #include "daemon/replayer.h"
 
@@ -27,6 +28,7 @@
 struct hookd_replayer {
   hookd_store *store;
   hookd_dispatcher *disp;
+  int idle_ms; /* > 0: the longest sleep with no job running */
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t cv; /* CLOCK_MONOTONIC */
@@ -53,7 +55,7 @@ static int64_t step(hookd_replayer *r) {
                             memory_order_relaxed);
   for (size_t i = 0; i < res.n_completed; i++)
     HLOG(HOOKD_LOG_INFO, "replay.completed", KV_S("replay_id", res.completed[i]));
-  int64_t wait = -1;
+  int64_t wait = r->idle_ms > 0 ? r->idle_ms : -1;
   if (res.next_ms) {
     wait = res.next_ms - hookd_now_ms();
     if (wait < STEP_MIN_MS) wait = STEP_MIN_MS;
@@ -91,8 +93,8 @@ static void *main_loop(void *arg) {
   return NULL;
 }
 
-hookd_replayer *hookd_replayer_start(hookd_store *store, hookd_dispatcher *disp, char *err,
-                                     size_t errlen) {
+hookd_replayer *hookd_replayer_start(hookd_store *store, hookd_dispatcher *disp, int idle_ms,
+                                     char *err, size_t errlen) {
   hookd_replayer *r = calloc(1, sizeof *r);
   if (!r) {
     snprintf(err, errlen, "replayer: out of memory");
@@ -100,6 +102,7 @@ hookd_replayer *hookd_replayer_start(hookd_store *store, hookd_dispatcher *disp,
   }
   r->store = store;
   r->disp = disp;
+  r->idle_ms = idle_ms;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -550,7 +550,8 @@ typedef struct hookd_replay_job {
   double rate_per_s;
   int64_t total, replayed, skipped;
   int64_t created_ms, confirmed_ms, updated_ms, finished_ms;
-  int64_t next_item_ms;        /* the job's token bucket: when its next item may go */
+  int64_t next_item_ms;        /* the job's token bucket: when its next item may go (a shared
+                                  store: on the database's clock, docs/replay.md "Rate") */
   int64_t items_purged_ms;     /* its items (the breakdowns) were purged then; 0 = kept */
 } hookd_replay_job;
 void hookd_replay_job_free(hookd_replay_job *j);

@@ -181,6 +181,75 @@ test('two nodes share one database: every event is delivered once whichever node
   }
 });
 
+// docs/replay.md "Rate" and "Failure windows": every node's replayer steps the same jobs
+test('two nodes whose clocks differ by 5 s step one replay job at its rate (its bucket on the database\'s clock); a job left running by a node that stopped is finished by the other', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const ctl = { ok: false };
+  const rx = await startReceiver(() => ({ status: ctl.ok ? 200 : 400 }));
+  const dir2 = tempDir().dir;
+  const ahead = faultClock(dir2);
+  ahead.step(5000); // within the clock guard's bound (half the 30 s margin): both claim
+  const fast = ['--rescan-interval-ms', '200'];
+  const n1 = await node(store, key, 'r1', fast);
+  const n2 = await startHookd({ dir: dir2, store, args: ['--node-id', 'r2', ...fast], env: { HOOKD_MASTER_KEY: key, ...ahead.env } });
+  let n1Stopped = false;
+  try {
+    const { tenant } = await setup(n1, rx.url, { retry: { max_attempts: 1 } });
+    // dead deliveries (400: permanent), `count` more of them
+    const dead = async (count) => {
+      const before = (await n1.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=500`)).json.data.length;
+      for (let i = 0; i < count; i++) assert.equal((await publish(n1, tenant, { type: 't.r', payload: { i } })).status, 202);
+      await waitUntil(async () => (await n1.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=500`)).json.data.length === before + count || null,
+        { timeout: 20000, what: `${count} deliveries dead` });
+    };
+    const job = async (h, rate) => {
+      const pv = await h.api('POST', `/v1/tenants/${tenant}/replays`, { reason: 'two nodes', rate: { per_second: rate } });
+      assert.equal(pv.status, 201, pv.text);
+      const cf = await h.api('POST', `/v1/tenants/${tenant}/replays/${pv.json.id}/confirm`);
+      assert.equal(cf.status, 200, cf.text);
+      return pv.json;
+    };
+    const completed = (h, id, total) => waitUntil(async () => {
+      const j = (await h.api('GET', `/v1/tenants/${tenant}/replays/${id}`)).json;
+      return j.state === 'completed' && j.progress.deliveries?.delivered === total && j;
+    }, { timeout: 30000, what: `job ${id} completed and delivered` });
+    // both nodes step it (n2's replayer looks every 200 ms with no job of its own): the rate holds
+    const total = 20;
+    const rate = 5;
+    await dead(total);
+    ctl.ok = true;
+    const base = rx.requests.length;
+    const j1 = await job(n1, rate);
+    await completed(n1, j1.id, total);
+    const at = rx.requests.slice(base).map((q) => q.at);
+    assert.equal(at.length, total, 'each item sent once');
+    assert.equal(new Set(rx.requests.slice(base).map((q) => q.headers['webhook-id'])).size, total);
+    const burst = rate + 1; // the bucket is one second deep
+    assert.ok(at[total - 1] - at[0] >= (total - burst) / rate * 1000,
+      `${total} items at ${rate}/s took ${at[total - 1] - at[0]} ms`);
+    const most = Math.max(...at.map((t) => at.filter((u) => u >= t && u < t + 1000).length));
+    assert.ok(most <= burst + 1, `at most ${burst + 1} in any second: ${most}`);
+    const stepped = async (h) => Number(/^hookd_replays_total (\S+)$/m.exec((await h.api('GET', '/metrics')).text)?.[1] ?? 0);
+    assert.ok(await stepped(n2) > 0, 'n2 stepped it too');
+
+    // a job n1 confirmed and left (stopped) is finished by n2, which had no job of its own running
+    ctl.ok = false;
+    await dead(10);
+    ctl.ok = true;
+    const base2 = rx.requests.length;
+    const j2 = await job(n1, 5);
+    await n1.stop();
+    n1Stopped = true;
+    await completed(n2, j2.id, 10);
+    assert.equal(rx.requests.length - base2, 10, 'each item once');
+  } finally {
+    if (!n1Stopped) await n1.stop();
+    await n2.stop();
+    await rx.close();
+  }
+});
+
 test('a PostgreSQL store refuses the default node id and a node id a live node holds; its password is never logged', async () => {
   const store = await pg.database();
   await pg.query("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'secretive') THEN CREATE ROLE secretive LOGIN PASSWORD 'pw-Zq81-never-shown'; END IF; END $$");

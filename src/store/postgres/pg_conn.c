@@ -434,7 +434,6 @@ static int pg_clock_ms(hookd_store_conn *c, int64_t *ms) {
  * the skews of the other node ids whose node lock is held (pg_try_advisory_lock's second key is
  * the id's hashtext, held in pg_locks as an unsigned objid). Rows of ids not seen for 7 days
  * and not running go. */
-#define PG_DB_NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 #define PG_NODE_LIVE(id)                                                                        \
   "EXISTS (SELECT 1 FROM pg_locks WHERE " PG_NODE_LOCKS " AND objid::bigint = (hashtext(" id    \
   ")::bigint & 4294967295))"

@@ -46,6 +46,8 @@ struct hookd_store_conn {
 /* The node locks held on this database, as a condition on pg_locks: each node holds its own for
  * its life (hookd's first key, its id's hashtext as the second: objsubid 2); the writer and
  * migration locks share the first key and are left out. */
+/* The database's clock, in ms (a common ruler for the nodes: docs/postgres.md "Several nodes"). */
+#define PG_DB_NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 #define PG_NODE_LOCKS                                                                           \
   "locktype = 'advisory' AND classid = 1752133476 AND objsubid = 2 AND granted"                 \
   " AND objid NOT IN (2003986804, 1835624289) AND database ="                                   \

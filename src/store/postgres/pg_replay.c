@@ -608,7 +608,7 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                          " confirmed_at = CASE WHEN $4::bigint = 1 AND confirmed_at IS NULL"
                          "   THEN $3::bigint ELSE confirmed_at END,"
                          " next_item_at = CASE WHEN $4::bigint = 1"
-                         "   THEN GREATEST(next_item_at, $3::bigint) ELSE next_item_at END,"
+                         "   THEN GREATEST(next_item_at, " PG_DB_NOW_MS ") ELSE next_item_at END,"
                          " finished_at = CASE WHEN $5::bigint = 1 THEN $3::bigint"
                          "   ELSE finished_at END"
                          " WHERE seq = $1 AND state = $6::text",
@@ -765,20 +765,22 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
   return rc;
 }
 
-static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms,
+/* Steps job j: its bucket on the database's clock, pace_ms (every node steps the same rows:
+ * docs/replay.md "Rate"); what it writes stamped with the node's, now_ms. */
+static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_t pace_ms,
                         hookd_replay_step_res *res, size_t *hcap) {
   double per_item = 1000.0 / j->rate;
   /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
    * burst its whole delay */
   double at = (double)j->next_at;
-  if (at < (double)(now_ms - 1000)) at = (double)(now_ms - 1000);
-  /* never more than one item's wait ahead, unless the wall clock stepped back: then due now
+  if (at < (double)(pace_ms - 1000)) at = (double)(pace_ms - 1000);
+  /* never more than one item's wait ahead, unless the clock stepped back: then due now
    * (docs/architecture.md "Clocks"; the claim below takes such a job too) */
-  if (at > (double)now_ms + per_item + 1000) at = (double)now_ms;
+  if (at > (double)pace_ms + per_item + 1000) at = (double)pace_ms;
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
   pg_replay_memo memo = {0};
-  while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX) {
+  while (n <= j->total && at <= (double)pace_ms && taken < HOOKD_REPLAY_STEP_MAX) {
     const char *result;
     char *ep = NULL;
     int rc = step_item(c, j, n, now_ms, &memo, &result, &ep);
@@ -835,17 +837,16 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms,
 
 int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res) {
   hookd_replay_step_res_free(res); /* a redone batch runs the op again */
-  pg_params p;
-  pg_p_init(&p);
-  pg_p_i64(&p, now_ms);
+  /* the buckets on the database's clock, read once (a volatile CTE is not inlined) */
   PGresult *r = pg_q(c,
-                     "SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
-                     " next_item, next_item_at, replayed, skipped, filter_endpoint"
-                     " FROM replay_jobs"
-                     " WHERE state = 'running' AND (next_item_at <= $1::bigint"
-                     " OR next_item_at > $1::bigint + 1000 + 1000.0 / rate_per_s)"
+                     "WITH t AS (SELECT " PG_DB_NOW_MS " AS now)"
+                     " SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
+                     " next_item, next_item_at, replayed, skipped, filter_endpoint, t.now"
+                     " FROM replay_jobs, t"
+                     " WHERE state = 'running' AND (next_item_at <= t.now"
+                     " OR next_item_at > t.now + 1000 + 1000.0 / rate_per_s)"
                      " ORDER BY next_item_at LIMIT 16",
-                     &p, "due replay jobs");
+                     NULL, "due replay jobs");
   if (!r) return HOOKD_STORE_ERR;
   step_job jobs[16];
   size_t nj = 0;
@@ -870,9 +871,11 @@ int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
       break;
     }
   }
+  int64_t pace_ms = rows ? pg_i64(r, 0, 11) : 0;
   PQclear(r);
   size_t hcap = 0;
-  for (size_t i = 0; i < nj && !out; i++) out = step_job_run(c, &jobs[i], now_ms, res, &hcap);
+  for (size_t i = 0; i < nj && !out; i++)
+    out = step_job_run(c, &jobs[i], now_ms, pace_ms, res, &hcap);
   for (size_t i = 0; i < nj; i++) {
     free(jobs[i].id);
     free(jobs[i].tenant_id);
@@ -880,8 +883,14 @@ int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
     free(jobs[i].endpoint_id);
   }
   if (out) return out;
-  r = pg_q(c, "SELECT MIN(next_item_at) FROM replay_jobs WHERE state = 'running'", NULL,
-           "next replay step");
+  /* when, on the node's clock, the earliest bucket is due on the database's */
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, now_ms);
+  r = pg_q(c,
+           "SELECT MIN(next_item_at) - " PG_DB_NOW_MS " + $1::bigint FROM replay_jobs"
+           " WHERE state = 'running'",
+           &p, "next replay step");
   if (!r) return HOOKD_STORE_ERR;
   bool any = PQntuples(r) == 1 && !pg_null(r, 0, 0);
   res->next_ms = any ? pg_i64(r, 0, 0) : 0;
