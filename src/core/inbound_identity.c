@@ -171,6 +171,10 @@ int hookd_in_legacy_event_id(hookd_provider p, const hookd_in_request *req, cons
   if (!req || !out || !outlen) return 1;
   if (p == HOOKD_PROVIDER_ZOOM) return zoom_id(body, true, out, outlen);
   if (p == HOOKD_PROVIDER_TWILIO) return twilio_id(req, body, true, out, outlen);
+  if (p == HOOKD_PROVIDER_GITLAB) { /* the UUID, without an Idempotency-Key */
+    const char *k = hookd_in_header_get(req, "Idempotency-Key");
+    return k && *k ? 1 : put_str(out, outlen, hookd_in_header_get(req, "X-Gitlab-Event-UUID"));
+  }
   return 1;
 }
 
@@ -198,11 +202,10 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
     return put_json(out, outlen, obj_get(body, "notification_id"));
   case HOOKD_PROVIDER_ZOOM: return zoom_id(body, false, out, outlen);
   case HOOKD_PROVIDER_GITLAB:
-    /* Idempotency-Key is the same on GitLab's retries and manual resends; X-Gitlab-Event-UUID
-     * (older GitLab) is new on every send and shared by recursive hooks' distinct events */
-    h = hookd_in_header_get(req, "Idempotency-Key");
-    if (!h || !*h) h = hookd_in_header_get(req, "X-Gitlab-Event-UUID");
-    return put_str(out, outlen, h);
+    /* Idempotency-Key is the same on GitLab's retries and manual resends. X-Gitlab-Event-UUID
+     * (all an older GitLab sends) is no id: new on every send, and shared by recursive hooks'
+     * distinct events (the second a conflict, never forwarded) — the payload hash keys those */
+    return put_str(out, outlen, hookd_in_header_get(req, "Idempotency-Key"));
   case HOOKD_PROVIDER_TWILIO: return twilio_id(req, body, false, out, outlen);
   case HOOKD_PROVIDER_VNPAY: {
     size_t qlen = 0;
@@ -227,6 +230,27 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
 
 /* ---- event type ------------------------------------------------------------------------------ */
 
+/* A Slack form post's type: an interaction's own (its payload field's JSON "type":
+ * block_actions, view_submission, shortcut, …), or "slash_command" for a slash command. */
+static int slack_form_type(const hookd_in_request *req, char *out, size_t outlen) {
+  if (!hookd_in_is_form(hookd_in_header_get(req, "Content-Type"))) return 1;
+  json_t *form = form_object(req->body, req->body_len);
+  const json_t *pl = obj_get(form, "payload"), *cmd = obj_get(form, "command");
+  int rc = 1;
+  if (json_is_string(pl)) {
+    static const hookd_json_limits lim = {.max_depth = 64};
+    char err[HOOKD_JSON_ERR_MAX];
+    json_t *v = hookd_json_parse(json_string_value(pl), json_string_length(pl), &lim, err);
+    const json_t *t = obj_get(v, "type");
+    if (json_is_string(t)) rc = put_json(out, outlen, t);
+    json_decref(v);
+  } else if (json_is_string(cmd) && json_string_length(cmd)) {
+    rc = put_str(out, outlen, "slash_command");
+  }
+  json_decref(form);
+  return rc;
+}
+
 int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const json_t *body,
                         char *out, size_t outlen) {
   if (out && outlen) out[0] = '\0';
@@ -244,7 +268,8 @@ int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const jso
   case HOOKD_PROVIDER_SLACK: {
     const json_t *t = obj_get(obj_get(body, "event"), "type");
     if (!json_is_string(t)) t = obj_get(body, "type");
-    return json_is_string(t) ? put_json(out, outlen, t) : 1;
+    if (json_is_string(t)) return put_json(out, outlen, t);
+    return body ? 1 : slack_form_type(req, out, outlen);
   }
   case HOOKD_PROVIDER_PADDLE: {
     const json_t *t = obj_get(body, "event_type");

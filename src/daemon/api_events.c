@@ -218,6 +218,12 @@ static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body,
   int64_t over = 0;
   json_t *payload = json_object_get(body, "payload");
   int64_t now = hookd_now_ms(), occurred_ms = now;
+  /* no tenant's id (an outbox row's column is any text): never cut short into another's, nor
+   * into invalid UTF-8 that a PostgreSQL store refuses on every try */
+  if (!hookd_id_valid(tenant, 64)) {
+    fail(e, 404, "not_found", "tenant not found");
+    return -1;
+  }
   if (!json_object_get(body, "type")) {
     fail(e, 422, "missing_field",
          "type is required: 1-256 characters of letters, digits, '_', '-', '.', ':'");

@@ -311,6 +311,18 @@ describe('providers as they really send (an audit against their documentation)',
     assert.equal(JSON.parse(resent.text).duplicate, true, 'a resend is a duplicate');
     await dest.waitFor(2);
     assert.equal((await inbox(src)).length, 2);
+    // an older GitLab sends no Idempotency-Key: the shared UUID is no id, the payload hash is
+    const old = await source('gitlab', ['gl_old'], [{ url: dest.url }]);
+    const gl16 = (uuid) => ({ 'Content-Type': 'application/json', 'X-Gitlab-Token': 'gl_old', 'X-Gitlab-Event': 'Note Hook',
+      'X-Gitlab-Event-UUID': uuid });
+    const n1 = await post(old, '{"note":1}', gl16('uuid-recursive'));
+    const n2 = await post(old, '{"note":2}', gl16('uuid-recursive')); // fired by the handler of the first
+    assert.deepEqual([JSON.parse(n1.text).status, JSON.parse(n2.text).status], ['received', 'received'],
+      'two events, not a conflict');
+    const again = await post(old, '{"note":1}', gl16('uuid-resend')); // a retry or a resend: a new UUID
+    assert.equal(JSON.parse(again.text).duplicate, true, 'a resend is a duplicate');
+    await dest.waitFor(4);
+    assert.equal((await inbox(old)).length, 2);
     await dest.close();
   });
 
@@ -514,6 +526,24 @@ describe('providers as they really send (an audit against their documentation)',
     const ev = JSON.stringify({ type: 'event_callback', event_id: 'Ev1', event: { type: 'app_mention' } });
     const e = await post(src, ev, sign.slack(ev, 'slack_signing'));
     assert.equal(JSON.parse(e.text).status, 'received');
+    await dest.close();
+  });
+
+  it('Slack: an interaction\'s type is its own and a slash command\'s is slash_command, so an allowlist can name them', async () => {
+    const dest = await startReceiver();
+    const src = await source('slack', ['slack_types'], [{ url: dest.url }], { event_types: ['app_mention', 'block_actions'] });
+    const form = (body) => post(src, body, { ...sign.slack(body, 'slack_types'), 'Content-Type': 'application/x-www-form-urlencoded' });
+    const click = `payload=${encodeURIComponent(JSON.stringify({ type: 'block_actions', trigger_id: '1.2', actions: [{ action_id: 'pay' }] }))}`;
+    const modal = `payload=${encodeURIComponent(JSON.stringify({ type: 'view_submission', view: { id: 'V1' } }))}`;
+    const cmd = 'team_id=T1&command=%2Fpay&text=42&trigger_id=13345.99';
+    for (const body of [click, modal, cmd]) assert.equal((await form(body)).status, 200);
+    await dest.waitFor(1);
+    const want = { block_actions: 'completed', view_submission: 'filtered', slash_command: 'filtered' };
+    const kept = (rows) => rows.map((x) => `${x.event_type}=${x.status}`).sort().join(' ');
+    await waitUntil(async () => kept(await inbox(src)) === kept(Object.entries(want).map(([event_type, status]) => ({ event_type, status }))) || null,
+      { what: 'each kept with its type, the allowed one forwarded' });
+    assert.equal(dest.requests.length, 1, 'the allowed interaction alone is forwarded');
+    assert.equal(dest.requests[0].body, click);
     await dest.close();
   });
 
