@@ -36,7 +36,9 @@
 #define WHY_MAX 200    /* the refusal written to relay_error (ASCII: the API's messages) */
 
 enum { C_SEQ, C_TENANT, C_ID, C_TYPE, C_PAYLOAD, C_OCCURRED, C_OKEY, C_OVER, C_CHANNELS,
-       C_SCHEMA, C_AGE, C__COUNT };
+       C_SCHEMA, C_AGE, C_PLEN, C__COUNT };
+/* A batch's payload text fetched at most (its first row whatever its size): docs/outbox.md. */
+#define OUTBOX_BATCH_BYTES "16777216"
 
 struct hookd_outbox {
   hookd_app *app;
@@ -48,7 +50,7 @@ struct hookd_outbox {
   long long *skip;     /* refused rows whose mark failed (a column too short, a trigger): */
   size_t n_skip;       /* left out of the SELECT for this run, not retaken in a loop */
   bool stuck;          /* more of them than SKIP_MAX: no row is taken any more */
-  char select_sql[1024], delete_sql[300], mark_sql[300];
+  char select_sql[2048], delete_sql[300], mark_sql[300];
 };
 
 /* One cycle's publishes in flight: their outcomes come on the writer's thread. */
@@ -251,6 +253,17 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
                   {C_TYPE, "type is null"},
                   {C_PAYLOAD, "payload is null"},
                   {C_OCCURRED, "occurred_at is null or not a finite time"}};
+  size_t max = ob->app->cfg->max_body_bytes;
+  /* the API's limit on a request's body, on the payload's text as the table gives it (a json
+   * column: the producer's own; jsonb's has a blank after each ',' and ':'): measured by the
+   * database, a payload over it is not fetched */
+  if (PQgetisnull(res, i, C_PAYLOAD) && !PQgetisnull(res, i, C_PLEN)) {
+    o->status = 413;
+    snprintf(o->code, sizeof o->code, "body_too_large");
+    snprintf(o->message, sizeof o->message,
+             "payload of %s bytes larger than --max-body-bytes (%zu)", val(res, i, C_PLEN), max);
+    return NULL;
+  }
   for (size_t k = 0; k < sizeof required / sizeof required[0]; k++) {
     if (!PQgetisnull(res, i, required[k].col)) continue;
     o->status = 422; /* (a table made without the NOT NULLs of sql/outbox_postgres.sql) */
@@ -260,9 +273,6 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   }
   char err[HOOKD_JSON_ERR_MAX];
   const char *payload = val(res, i, C_PAYLOAD);
-  size_t max = ob->app->cfg->max_body_bytes;
-  /* the API's limit on a request's body, on the payload's text as the table gives it (a json
-   * column: the producer's own; jsonb's has a blank after each ',' and ':') */
   if (strlen(payload) > max) {
     o->status = 413;
     snprintf(o->code, sizeof o->code, "body_too_large");
@@ -412,8 +422,10 @@ static int cycle(hookd_outbox *o) {
     hookd_buf_free(&skip);
     return -2;
   }
-  const char *params[2] = {limit, skip.data};
-  PGresult *res = query(o, o->select_sql, 2, params);
+  char max[24];
+  snprintf(max, sizeof max, "%zu", app->cfg->max_body_bytes);
+  const char *params[3] = {limit, skip.data, max};
+  PGresult *res = query(o, o->select_sql, 3, params);
   hookd_buf_free(&skip);
   if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) != C__COUNT) {
     PQclear(res);
@@ -557,16 +569,25 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
              dot + 1);
   else
     snprintf(t, sizeof t, "\"%s\"", cfg->outbox_table);
+  /* the rows locked; of those, the ones whose payloads fit OUTBOX_BATCH_BYTES together are
+   * fetched, a payload over $3 (--max-body-bytes) measured and not sent (nor counted) */
   snprintf(o->select_sql, sizeof o->select_sql,
-           "SELECT seq, tenant, event_id, type, payload::text, "
+           "WITH r AS (SELECT seq, tenant, event_id, type, payload, occurred_at, ordering_key,"
+           " ordering_version, channels, schema_version, created_at"
+           " FROM %s WHERE relay_error IS NULL AND seq <> ALL($2::bigint[])"
+           " ORDER BY seq LIMIT $1::int FOR UPDATE SKIP LOCKED),"
+           " s AS (SELECT r.*, octet_length(payload::text) AS plen FROM r),"
+           " w AS (SELECT s.*, row_number() OVER (ORDER BY seq) AS k, sum(CASE WHEN plen <="
+           " $3::bigint THEN plen ELSE 0 END) OVER (ORDER BY seq) AS upto FROM s) "
+           "SELECT seq, tenant, event_id, type, CASE WHEN plen <= $3::bigint THEN payload::text"
+           " END, "
            /* (an infinite time is NULL here, not an error failing every batch) */
            "CASE WHEN isfinite(occurred_at) THEN "
            "floor(extract(epoch FROM occurred_at) * 1000)::bigint END, ordering_key, "
            "ordering_version, to_json(channels)::text, schema_version, "
            "CASE WHEN isfinite(created_at) THEN "
-           "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint END "
-           "FROM %s WHERE relay_error IS NULL AND seq <> ALL($2::bigint[]) "
-           "ORDER BY seq LIMIT $1::int FOR UPDATE SKIP LOCKED",
+           "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint END, plen "
+           "FROM w WHERE k = 1 OR upto <= " OUTBOX_BATCH_BYTES " ORDER BY seq",
            t);
   snprintf(o->delete_sql, sizeof o->delete_sql, "DELETE FROM %s WHERE seq = ANY($1::bigint[])",
            t);

@@ -350,6 +350,41 @@ test('numbers reach the receiver as the producer wrote them, and the size limit 
   } finally { await rx.close(); }
 });
 
+test('a batch fetches at most 16 MiB of payloads (one row at least), and a payload over the limit is measured, never fetched', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  let holder;
+  try {
+    const { tenant } = await setup(h, rx.url);
+    // far over --max-body-bytes (1 MiB): refused with its size, the row behind it goes on
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES
+                    ('huge', $1, 'a.b', jsonb_build_array(repeat('x', 67108864))), ('after', $1, 'a.b', '{}')`, [tenant]);
+    await waitUntil(async () => (await rows(name)).length === 1, { what: 'the row behind relayed' });
+    const [huge] = await rows(name);
+    assert.equal(huge.event_id, 'huge');
+    assert.match(huge.relay_error, /^413 body_too_large: payload of 67108868 bytes larger than --max-body-bytes \(1048576\)/);
+    await pg.query(`DELETE FROM ${name}`);
+    // twenty payloads of 1,000,000 bytes: sixteen fit 16 MiB. The DELETE of the first batch is
+    // held: the engine has then taken that batch alone
+    holder = await holdDeletes(name, 99061);
+    const relayed0 = await metric(h, 'hookd_outbox_relayed_total');
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload)
+                    SELECT 'big' || i, $1, 'a.b', to_jsonb(repeat('y', 999998)) FROM generate_series(1, 20) i`, [tenant]);
+    await relayWaiting(99061);
+    assert.equal(await metric(h, 'hookd_outbox_relayed_total') - relayed0, 16, 'the first batch: 16 rows');
+    await holder.query('SELECT pg_advisory_unlock(99061)');
+    await waitUntil(async () => (await rows(name)).length === 0, { timeout: 30000, what: 'all relayed' });
+    assert.equal(await metric(h, 'hookd_outbox_relayed_total') - relayed0, 20);
+    const got = await rx.waitFor((r) => r.requests.filter((q) => q.headers['webhook-id']?.startsWith('big')).length === 20, 30000);
+    assert.equal(new Set(got.filter((q) => q.headers['webhook-id']?.startsWith('big')).map((q) => q.headers['webhook-id'])).size, 20, 'each once');
+    assert.equal((await h.stop()).code, 0);
+  } finally {
+    await holder?.end();
+    await rx.close();
+  }
+});
+
 test('a database\'s name alone is a connection string, as libpq reads it', async () => {
   const h = await startHookd({ env: { HOOKD_OUTBOX_URL: 'postgres' } });
   await h.waitForLog((l) => l.msg === 'outbox.connect_failed' || l.msg === 'outbox.connected');
