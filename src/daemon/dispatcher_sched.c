@@ -543,7 +543,8 @@ static int active_weight(hookd_dispatcher *d, const tenant *claimer, int *sum) {
  * counts bound the deliveries held, not their bodies (up to --max-body-bytes each: 2,048 claimed
  * deliveries of 1 MiB events held 2 GiB). Claims in progress count at the recent average. As
  * with counts, a tenant below its weighted share of the bound may always claim, and a tenant
- * holding nothing gets one, so that another's big bodies never stop it. */
+ * holding nothing gets one, so that another's big bodies never stop it; nor do a tenant's own
+ * hanging endpoints stop a sibling not marked slow that holds nothing: it gets one too. */
 static int bytes_room(hookd_dispatcher *d, const ep *e, const tenant *t, int *weights) {
   int64_t cap = d->cfg.max_claimed_bytes;
   if (cap <= 0) return INT_MAX;
@@ -554,7 +555,7 @@ static int bytes_room(hookd_dispatcher *d, const ep *e, const tenant *t, int *we
     int64_t fair = cap / active_weight(d, t, weights) * t->weight;
     if (fair - t_held > left) left = fair - t_held;
   }
-  if (left < avg && t_held == 0 && e->in_flight + e->queued == 0) left = avg;
+  if (left < avg && (t_held == 0 || !e->slow) && e->in_flight + e->queued == 0) left = avg;
   return left <= 0 ? 0 : left / avg > INT_MAX ? INT_MAX : (int)(left / avg);
 }
 

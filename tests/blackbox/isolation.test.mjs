@@ -432,6 +432,31 @@ describe('isolation', () => {
     await ok.close();
   });
 
+  it('--max-claimed-bytes reached by hanging endpoints\' big bodies: a healthy sibling of the same tenant still claims and delivers', async () => {
+    const cap = 700000; // seven bodies
+    const h = await startHookd({ args: ['--max-claimed-bytes', String(cap), '--max-body-bytes', '262144'] });
+    const hanging = await startReceiver(() => 'hang');
+    const ok = await startReceiver();
+    const A = await setup(h, hanging.url, { max_in_flight: 8, timeout_ms: 60000, event_types: ['big'] }, 'bigsiblings');
+    const healthy = await h.api('POST', `/v1/tenants/${A.tenant}/endpoints`, { url: ok.url, event_types: ['small'] });
+    assert.equal(healthy.status, 201, healthy.text);
+    // 30 events of 100 KB: the hanging endpoint's claims fill the tenant's whole share of the bound
+    for (let i = 0; i < 30; i++) await publish(h, A.tenant, { type: 'big', payload: { i, blob: 'x'.repeat(100000) } });
+    const held = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_claimed_body_bytes');
+    await waitUntil(async () => (await held()) >= cap - 100200 || null, { what: 'the bound reached' });
+    for (let i = 0; i < 3; i++) {
+      const s = await publish(h, A.tenant, { type: 'small', payload: { i } });
+      await waitDelivery(h, s.json.id, (ds) => ds[0]?.state === 'delivered', `the healthy sibling's event ${i} delivered`, 10000);
+    }
+    assert.equal(ok.requests.length, 3);
+    assert.ok((await held()) <= cap + 2 * 100100, 'the bound passed by one body at most beside the claims in progress');
+    hanging.behave = () => ({ status: 200 });
+    hanging.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    await hanging.close();
+    await ok.close();
+  });
+
   it('an endpoint alternating slow and fast answers stays slow (one fast success does not clear it)', async () => {
     const h = await startHookd();
     const r = await startReceiver((rec) => (rec.n % 2 ? { status: 200, delayMs: 700 } : { status: 200 }));
