@@ -213,6 +213,9 @@ int hookd_metrics_render(hookd_buf *o) {
     rc = rc ? rc : counter(o, "hookd_outbox_refused_total",
                            "outbox rows the engine refused, kept with relay_error",
                            LOAD(m->outbox_refused));
+    rc = rc ? rc : counter(o, "hookd_outbox_deferred_total",
+                           "outbox rows the engine could not take now (a 5xx): tried again",
+                           LOAD(m->outbox_deferred));
     rc = rc ? rc : counter(o, "hookd_outbox_errors_total",
                            "failures to connect to or query the outbox's database",
                            LOAD(m->outbox_errors));

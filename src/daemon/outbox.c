@@ -39,6 +39,7 @@ enum { C_SEQ, C_TENANT, C_ID, C_TYPE, C_PAYLOAD, C_OCCURRED, C_OKEY, C_OVER, C_C
        C_SCHEMA, C_AGE, C_PLEN, C__COUNT };
 /* A batch's payload text fetched at most (its first row whatever its size): docs/outbox.md. */
 #define OUTBOX_BATCH_BYTES "16777216"
+#define DEFERRED_LOG_MS 60000 /* outbox.deferred names one row at most once a minute */
 
 struct hookd_outbox {
   hookd_app *app;
@@ -50,6 +51,8 @@ struct hookd_outbox {
   long long *skip;     /* refused rows whose mark failed (a column too short, a trigger): */
   size_t n_skip;       /* left out of the SELECT for this run, not retaken in a loop */
   bool stuck;          /* more of them than SKIP_MAX: no row is taken any more */
+  long long deferred_seq;     /* the row outbox.deferred last named, and when (monotonic) */
+  int64_t deferred_logged_ms;
   char select_sql[2048], delete_sql[300], mark_sql[300];
 };
 
@@ -405,6 +408,18 @@ static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, int n)
   pthread_mutex_destroy(&b.mu);
 }
 
+/* Rows the engine could not take now (a 5xx: relayed again later), r the first of them: logged
+ * once a minute while the same row stays first (one failing the same way every time is seen). */
+static void deferred(hookd_outbox *o, const row *r, int n) {
+  int64_t now = hookd_mono_ms();
+  if (r->seq == o->deferred_seq && now - o->deferred_logged_ms < DEFERRED_LOG_MS) return;
+  o->deferred_seq = r->seq;
+  o->deferred_logged_ms = now;
+  HLOG(HOOKD_LOG_WARN, "outbox.deferred", KV_I("seq", r->seq), KV_S("event_id", r->event_id),
+       KV_S("tenant_id", r->tenant), KV_I("status", r->o.status), KV_S("code", r->o.code),
+       KV_S("error", r->o.message), KV_I("rows", n));
+}
+
 /* One cycle. Returns the rows taken (>= 0), -1 when the database failed, -2 when the engine
  * could not take them now (they stay for the next cycle), -3 when the relay is stuck (too many
  * rows it can neither publish nor mark). */
@@ -447,10 +462,14 @@ static int cycle(hookd_outbox *o) {
   publish_rows(o, res, rows, n);
 
   /* the engine has committed what it took: now the rows */
-  bool transient = false;
+  const row *first_deferred = NULL;
+  int n_deferred = 0;
   for (int i = 0; i < n; i++) {
     const row *r = &rows[i];
-    if (r->o.status >= 500) transient = true;
+    if (r->o.status >= 500) {
+      HOOKD_INC(outbox_deferred);
+      if (!n_deferred++) first_deferred = r;
+    }
     if (r->o.status >= 200 && r->o.status <= 299) {
       if (r->o.duplicate) HOOKD_INC(outbox_duplicates);
       else HOOKD_INC(outbox_relayed);
@@ -482,10 +501,11 @@ static int cycle(hookd_outbox *o) {
          KV_S("tenant_id", r->tenant), KV_I("status", r->o.status), KV_S("code", r->o.code),
          KV_S("error", r->o.message));
   }
+  if (first_deferred) deferred(o, first_deferred, n_deferred);
   free(rows);
   PQclear(res);
   if (!ok) return -1;
-  if (!transient) return n;
+  if (!n_deferred) return n;
   return -2;
 }
 

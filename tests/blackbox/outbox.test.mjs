@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { HOOKD_BIN, startHookd, setup, tempDir, waitUntil, waitDelivery, publish } from './lib/hookd.mjs';
+import { HOOKD_BIN, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { startPostgres, holdPort } from './lib/postgres.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
@@ -383,6 +383,27 @@ test('a batch fetches at most 16 MiB of payloads (one row at least), and a paylo
     await holder?.end();
     await rx.close();
   }
+});
+
+test('a row the engine cannot take (a 5xx every time) is counted and named in outbox.deferred, once a minute while it stays first; the rows beside it go on', { skip: SQLITE_ONLY }, async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    // the engine's store refuses this one event's insert: the publish is a 503, as a store error is
+    h.query("CREATE TRIGGER no_stuck BEFORE INSERT ON events WHEN NEW.id = 'stuck' BEGIN SELECT RAISE(ABORT, 'a test refuses it'); END");
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('stuck', $1, 'a.b', '{}'), ('fine', $1, 'a.b', '{}')`, [tenant]);
+    await waitUntil(async () => (await metric(h, 'hookd_outbox_deferred_total')) >= 3 || null, { what: 'three tries of the row' });
+    const lines = h.logs.filter((l) => l.msg === 'outbox.deferred');
+    assert.equal(lines.length, 1, 'named once, not at every try');
+    assert.deepEqual([lines[0].event_id, lines[0].status, lines[0].code, lines[0].rows], ['stuck', 503, 'storage_unavailable', 1]);
+    assert.deepEqual((await rows(name)).map((r) => [r.event_id, r.relay_error]), [['stuck', null]], 'kept, not refused; the other relayed');
+    h.query('DROP TRIGGER no_stuck');
+    await waitUntil(async () => (await rows(name)).length === 0, { what: 'relayed once the store takes it' });
+    await rx.waitFor((r) => r.requests.filter((q) => ['stuck', 'fine'].includes(q.headers['webhook-id'])).length === 2);
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); }
 });
 
 test('a database\'s name alone is a connection string, as libpq reads it', async () => {
