@@ -250,6 +250,49 @@ test('two nodes whose clocks differ by 5 s step one replay job at its rate (its 
   }
 });
 
+// docs/isolation.md "Ordering lanes": the rescans' safety net under the lane hints
+test('on an ordered endpoint, the rescans let in a lane head whose hint was left set, in steps, on from where the last stopped', async () => {
+  const store = await pg.database();
+  const ctl = { pause: true };
+  const rx = await startReceiver(() => (ctl.pause ? { status: 503, headers: { 'Retry-After': '3600' } } : { status: 200 }));
+  const h = await node(store, masterKey(), 'n-lanes', ['--rescan-interval-ms', '200']);
+  const db = new PgClient({ connectionString: store });
+  await db.connect();
+  try {
+    const { tenant, endpoint } = await setup(h, rx.url, { ordered: true });
+    // 5,000 lanes of one delivery each, held (the receiver's Retry-After pauses the endpoint)
+    for (let i = 0; i < 5000; i += 250) {
+      await Promise.all(Array.from({ length: 250 }, (_, j) => publish(h, tenant, { id: `lane_${i + j}`, type: 't.x', payload: {},
+        ordering_key: `k-${String(i + j).padStart(5, '0')}` }).then((r) => assert.equal(r.status, 202, r.text))));
+    }
+    await rx.waitFor((q) => q.requests.length >= 1, 10000, 'the endpoint paused');
+    const hidden = async () => (await db.query('SELECT count(*)::int AS n FROM deliveries WHERE lane_wait = 1')).rows[0].n;
+    assert.equal(await hidden(), 0, 'each the head of its lane');
+    // every hint set by mistake: the rescans let the heads in again, 4,096 lanes at most each
+    await db.query('UPDATE deliveries SET lane_wait = 1');
+    const seen = new Set();
+    await waitUntil(async () => { seen.add(await hidden()); return seen.has(0) || null; }, { interval: 5, what: 'every head let in again' });
+    // (where a step starts is where the last one stopped: any part of the 5,000 may be left)
+    assert.ok([...seen].some((n) => n > 0 && n < 5000), `a step left the rest for the next: ${[...seen]}`);
+    ctl.pause = false; // (a disable and an enable end the pause)
+    for (const enabled of [false, true]) {
+      assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled })).status, 200);
+    }
+    let states;
+    await waitUntil(async () => {
+      states = (await db.query('SELECT state, count(*)::int AS n FROM deliveries GROUP BY state')).rows;
+      return !states.some((x) => x.state === 'pending') || null;
+    }, { timeout: 60000, what: 'every lane sent (those the 503 reached before the pause: retrying)' })
+      .catch((e) => { e.message += JSON.stringify(states); throw e; });
+    assert.ok(states.find((x) => x.state === 'delivered').n >= 4900, JSON.stringify(states));
+    assert.ok(!h.logs.some((l) => l.msg === 'store.error'), 'no store error');
+  } finally {
+    await db.end();
+    await h.stop();
+    await rx.close();
+  }
+});
+
 test('a PostgreSQL store refuses the default node id and a node id a live node holds; its password is never logged', async () => {
   const store = await pg.database();
   await pg.query("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'secretive') THEN CREATE ROLE secretive LOGIN PASSWORD 'pw-Zq81-never-shown'; END IF; END $$");

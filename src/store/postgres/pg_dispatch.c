@@ -754,35 +754,85 @@ int pg_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
   " FROM deliveries WHERE endpoint_id = $1 AND ordering_key IS NOT NULL"                        \
   " AND state IN ('pending','retrying','unknown')"
 
-/* The first open delivery of every lane of an ordered endpoint: the lane's keys walked one index
- * probe each (a skip-scan), so the cost follows the number of lanes, not their backlog. */
-#define LANES_REPAIR_SQL                                                                        \
-  "WITH RECURSIVE l(k) AS (SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS ")"                 \
-  " UNION ALL SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS " AND ordering_key > l.k)"       \
-  " FROM l WHERE l.k IS NOT NULL)"                                                              \
-  " UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq IN (SELECT (SELECT seq"     \
-  LANE_OPEN_ROWS " AND ordering_key = l.k ORDER BY seq LIMIT 1) FROM l WHERE l.k IS NOT NULL)"
+/* The lanes of ordered endpoint $1 after key $2 (in key order), $3 at most: each lane's key and
+ * first open delivery, with its hint. The keys are walked one index probe each (a skip-scan),
+ * so the cost follows the number of lanes, not their backlog. */
+#define LANES_WALK_SQL                                                                          \
+  "WITH RECURSIVE l(k, n) AS (SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS                  \
+  " AND ordering_key > $2::text), 1"                                                            \
+  " UNION ALL SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS " AND ordering_key > l.k), n + 1" \
+  " FROM l WHERE l.k IS NOT NULL AND n < $3::int),"                                             \
+  " h(k, s) AS (SELECT k, (SELECT seq" LANE_OPEN_ROWS " AND ordering_key = l.k ORDER BY seq"     \
+  " LIMIT 1) FROM l WHERE l.k IS NOT NULL)"                                                     \
+  " SELECT h.k, h.s, d.lane_wait FROM h JOIN deliveries d ON d.seq = h.s ORDER BY h.k"
+
+/* Lanes one rescan's repair walks at most, going on from where the last one stopped
+ * (docs/isolation.md "Ordering lanes"); LANE_KEY_END: a cursor past every ordering key (1-256 of
+ * [A-Za-z0-9_.:-], all below DEL): the endpoint done. */
+#define LANE_REPAIR_STEP 4096
+#define LANE_KEY_END "\x7f"
 
 /* How many waiting rows of endpoints that are no longer ordered one rescan lets in. */
 #define UNORDER_STEP 50000
 
-/* The safety net under the lane hints, run by each rescan: every lane's first open delivery is
- * visible to claims, even if some path that finished a head forgot to say so; and the hints of
- * endpoints that are no longer ordered are cleared in bounded steps (the PATCH clears the
- * first step itself). */
-static int lanes_repair(hookd_store_conn *c) {
-  PGresult *eps = pg_q(c, "SELECT id FROM endpoints WHERE ordered = 1 AND deleted_at IS NULL",
-                       NULL, "list ordered endpoints");
-  if (!eps) return HOOKD_STORE_ERR;
+/* One endpoint's lanes after c->lane_key, `budget` at most: each head whose hint is set is let
+ * in. The cursor moves to the last lane seen, or past every key when the endpoint is done.
+ * *walked: the lanes seen. */
+static int lanes_walk(hookd_store_conn *c, const char *endpoint_id, int budget, int *walked) {
   pg_params p;
-  for (int i = 0; i < PQntuples(eps); i++) {
+  pg_p_init(&p);
+  pg_p_text(&p, endpoint_id);
+  pg_p_text(&p, c->lane_key);
+  pg_p_i64(&p, budget);
+  PGresult *r = pg_q(c, LANES_WALK_SQL, &p, "walk lanes");
+  if (!r) return HOOKD_STORE_ERR;
+  int n = PQntuples(r);
+  for (int i = 0; i < n; i++) {
+    if (pg_i64(r, i, 2) != 1) continue;
     pg_p_init(&p);
-    pg_p_text(&p, PQgetvalue(eps, i, 0));
-    if (pg_x(c, LANES_REPAIR_SQL, &p, "repair lanes") < 0) {
-      PQclear(eps);
+    pg_p_i64(&p, pg_i64(r, i, 1));
+    if (pg_x(c, "UPDATE deliveries SET lane_wait = 0 WHERE seq = $1", &p, "repair lanes") < 0) {
+      PQclear(r);
       return HOOKD_STORE_ERR;
     }
   }
+  if (n) pg_copy(r, n - 1, 0, c->lane_key, sizeof c->lane_key);
+  if (n < budget) snprintf(c->lane_key, sizeof c->lane_key, "%s", LANE_KEY_END);
+  PQclear(r);
+  *walked = n;
+  return HOOKD_STORE_OK;
+}
+
+/* The safety net under the lane hints, run by each rescan: every lane's first open delivery is
+ * let in, even if some path that finished a head forgot to say so — LANE_REPAIR_STEP lanes a
+ * rescan, on from where the last stopped (endpoints in id order, then from the first again;
+ * a step whose batch failed moves the cursor all the same: its lanes wait for the next round);
+ * and the hints of endpoints that are no longer ordered are cleared in bounded steps (the PATCH
+ * clears the first step itself). */
+static int lanes_repair(hookd_store_conn *c) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, c->lane_ep);
+  PGresult *eps = pg_q(c,
+                       "SELECT id FROM endpoints WHERE ordered = 1 AND deleted_at IS NULL"
+                       " AND id >= $1::text ORDER BY id",
+                       &p, "list ordered endpoints");
+  if (!eps) return HOOKD_STORE_ERR;
+  int budget = LANE_REPAIR_STEP, i = 0, rows = PQntuples(eps);
+  for (; budget > 0 && i < rows; i++) {
+    const char *id = PQgetvalue(eps, i, 0);
+    if (strcmp(id, c->lane_ep) != 0) { /* the next endpoint (or the cursor's was deleted) */
+      snprintf(c->lane_ep, sizeof c->lane_ep, "%s", id);
+      c->lane_key[0] = '\0';
+    }
+    int walked = 0;
+    if (lanes_walk(c, id, budget, &walked) != 0) {
+      PQclear(eps);
+      return HOOKD_STORE_ERR;
+    }
+    budget -= walked > 0 ? walked : 1;
+  }
+  if (i == rows && budget > 0) c->lane_ep[0] = c->lane_key[0] = '\0'; /* past the last: the first */
   PQclear(eps);
   pg_p_init(&p);
   pg_p_i64(&p, UNORDER_STEP);

@@ -36,6 +36,8 @@ struct hookd_store_conn {
   pg_prep *preps;    /* open addressing by sql address; cap a power of two */
   size_t n_preps, cap_preps;
   hookd_pfilter_cache pf; /* endpoints' payload filters, parsed (the fan-out's) */
+  /* the lane repair's walk (writer): where the last rescan's step stopped ("": the start) */
+  char lane_ep[HOOKD_ID_MAX + 64], lane_key[260];
 };
 
 /* The session advisory lock that serialises migrations (two keys of hookd's own: these read
@@ -43,11 +45,11 @@ struct hookd_store_conn {
  * and each node's lock (its id's hash) share the first key. */
 #define PG_MIGRATE_TRY_LOCK "SELECT pg_try_advisory_lock(1752133476, 1835624289)"
 #define PG_MIGRATE_UNLOCK "SELECT pg_advisory_unlock(1752133476, 1835624289)"
+/* The database's clock, in ms (a common ruler for the nodes: docs/postgres.md "Several nodes"). */
+#define PG_DB_NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 /* The node locks held on this database, as a condition on pg_locks: each node holds its own for
  * its life (hookd's first key, its id's hashtext as the second: objsubid 2); the writer and
  * migration locks share the first key and are left out. */
-/* The database's clock, in ms (a common ruler for the nodes: docs/postgres.md "Several nodes"). */
-#define PG_DB_NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 #define PG_NODE_LOCKS                                                                           \
   "locktype = 'advisory' AND classid = 1752133476 AND objsubid = 2 AND granted"                 \
   " AND objid NOT IN (2003986804, 1835624289) AND database ="                                   \

@@ -1383,6 +1383,53 @@ static void lanes_wait_out_of_the_due_index(void **state) {
   assert_int_equal(query_i64(f, hints), 0);
 }
 
+/* k->n events of ep1's tenant, each the first of its own lane ("many-<i>"), in one transaction. */
+static int run_publish_lanes(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  for (size_t i = 0; i < k->n; i++) {
+    char id[32], key[32];
+    snprintf(id, sizeof id, "many-%zu", i);
+    snprintf(key, sizeof key, "lane-%05zu", i);
+    unsigned char hash[32] = {0};
+    memcpy(hash, &i, sizeof i);
+    hookd_publish_req req = {.tenant_id = "t1", .event_id = id, .type = "a", .body = "{}",
+                             .body_len = 2, .request_hash = hash, .occurred_ms = k->i64,
+                             .now_ms = k->i64, .ordering_key = key};
+    hookd_publish_res res;
+    int rc = be->publish(c, &req, &res);
+    hookd_publish_res_free(&res);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* The rescans' repair walks 4,096 lanes at most, each going on from where the last stopped: a
+ * walk of every lane held the writer (and every tenant's acks) 0.56 s per 200,000 lanes. */
+static void lanes_repair_walks_in_steps(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  call sql = {.in = "UPDATE endpoints SET ordered = 1 WHERE id = 'ep1'"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  int64_t now = hookd_now_ms();
+  call pub = {.n = 5000, .i64 = now};
+  assert_int_equal(w(f, run_publish_lanes, &pub), 0);
+  const char *hidden = "SELECT COUNT(*) FROM deliveries WHERE lane_wait = 1";
+  assert_int_equal(query_i64(f, hidden), 0); /* each the head of its lane */
+  sql.in = "UPDATE deliveries SET lane_wait = 1"; /* every hint set by mistake */
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  assert_int_equal(query_i64(f, hidden), 5000);
+  call r = {.i64 = now};
+  assert_int_equal(w(f, run_due_hints, &r), 0);
+  assert_int_equal(query_i64(f, hidden), 5000 - 4096); /* the first step's lanes */
+  assert_int_equal(w(f, run_due_hints, &r), 0);
+  assert_int_equal(query_i64(f, hidden), 0); /* the next goes on from there */
+  sql.in = "UPDATE deliveries SET lane_wait = 1 WHERE ordering_key < 'lane-00010'";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  assert_int_equal(w(f, run_due_hints, &r), 0); /* past the last lane: from the first again */
+  assert_int_equal(w(f, run_due_hints, &r), 0);
+  assert_int_equal(query_i64(f, hidden), 0);
+}
+
 /* ---- the WAL stays bounded ---- */
 
 static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
@@ -1724,6 +1771,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(late_outcome_and_release_after_the_sweeps_hold, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
+      cmocka_unit_test_setup_teardown(lanes_repair_walks_in_steps, setup, teardown),
       cmocka_unit_test_setup_teardown(writer_bounds_the_wal, setup, teardown),
       cmocka_unit_test_setup_teardown(checkpointer_copies_in_passes_and_the_wal_starts_over, setup,
                                       teardown),
