@@ -681,6 +681,15 @@ void hookd_api_endpoint_test(hookd_req *r, hookd_app *app) {
   json_t *dflt = payload ? NULL : json_pack("{s:s}", "message", "a test event from hookd");
   pub_op *op = NULL;
   if (!hookd_api_known_members(r, body, NULL, names)) goto done;
+  /* an operator sends hookd's own test event: a type or payload of one's choosing, signed with
+   * the endpoint's secret, is an event its receiver cannot tell from a real one — a publish */
+  const hookd_principal *who = hookd_api_principal(r);
+  if ((payload || json_object_get(body, "type")) && who && who->role != HOOKD_ROLE_ADMIN) {
+    hookd_req_error(r, 403, "forbidden",
+                    "an operator's key sends hookd's own test event (type hookd.test, its "
+                    "default payload): a type or payload of one's choosing takes an admin's key");
+    goto done;
+  }
   if (hookd_json_get_str(body, "type", &type) != (json_object_get(body, "type") ? 0 : 1) ||
       !type || !valid_type(type)) { /* (null is no type) */
     hookd_req_error(r, 422, "invalid_field",

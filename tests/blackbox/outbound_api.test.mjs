@@ -606,6 +606,16 @@ describe('a test event to one endpoint', () => {
     const elsewhere = await setup(h, one.url);
     assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/${elsewhere.endpoint}/test`), 404, 'not_found');
     assertError(await h.api('POST', `/v1/tenants/${t}/endpoints/${ep}/test`, { type: 'a b' }), 422, 'invalid_field');
+    // an operator sends hookd's own test event; one of its own making (signed, a receiver cannot
+    // tell it from a real event) is a publish: an admin's
+    const op = { Authorization: `Bearer ${(await h.api('POST', '/v1/keys', { role: 'operator', tenants: [t] })).json.key}` };
+    assert.equal((await h.api('POST', `/v1/tenants/${t}/endpoints/${ep}/test`, undefined, op)).status, 202);
+    for (const forged of [{ payload: { amount: 999999 } }, { type: 'invoice.paid' }, { type: 'hookd.test', payload: {} }]) {
+      const f = await h.api('POST', `/v1/tenants/${t}/endpoints/${ep}/test`, forged, op);
+      assertError(f, 403, 'forbidden', 'an operator\'s key sends hookd\'s own test event');
+    }
+    await one.waitFor(3, 15000, 'the operator\'s test event');
+    assert.equal(one.requests.length, 3, 'the refused ones are not sent');
     await one.close();
     await other.close();
   });
