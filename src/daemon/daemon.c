@@ -199,6 +199,24 @@ static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, 
  * and their ordered lanes' versions; the items of replay jobs that ended a week ago
  * (docs/replay.md). */
 static void purge_old(hookd_app *app) {
+  /* a shared store: not while this node's clock is outvoted or not checked yet — every node's
+   * records go by it (docs/postgres.md "The clock guard") */
+  bool outvoted = hookd_dispatcher_clock_holds(app->disp);
+  if (outvoted && !app->retention_held) {
+    app->retention_held = true;
+    if (atomic_load(&hookd_m.clock_checks) == 0) /* (the start's: an info) */
+      HLOG(HOOKD_LOG_INFO, "retention.held",
+           KV_S("why", "this node's clock is not checked against the store's clock vote yet: "
+                       "the retention walks, which delete by it, wait for the first check"));
+    else
+      HLOG(HOOKD_LOG_WARN, "retention.held",
+           KV_S("why", "this node's clock is outvoted by the store's clock vote (or not checked "
+                       "since it stepped): the retention walks, which delete by it, wait"));
+  } else if (!outvoted && app->retention_held) {
+    app->retention_held = false;
+    HLOG(HOOKD_LOG_INFO, "retention.resumed");
+  }
+  if (outvoted) return;
   /* now, as far as the monotonic clock has run since the start: a step forward of the wall
    * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
    * that was behind when hookd started, set right since) and becomes the reference

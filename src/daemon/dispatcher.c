@@ -1383,6 +1383,7 @@ static void check_clock(hookd_dispatcher *d, const msg *m) {
   d->store_clock_off = store_off;
   d->clock_skewed = skewed;
   d->clock_checked = true;
+  atomic_store(&d->clock_agrees, !skewed);
   HOOKD_INC(clock_checks);
   pthread_mutex_lock(&d->mu);
   d->stats.clock_skew_ms = m->skew_ms;
@@ -1567,6 +1568,7 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
      * (one read before the step, or across it, is void: clock_gen) */
     d->clock_gen++;
     d->clock_checked = false;
+    atomic_store(&d->clock_agrees, false);
     d->next_rescan_ms = 0;
   }
   move_items(d, delta_ms, delta_ms > 0); /* a step back: leases only last longer than given */
@@ -1590,6 +1592,10 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
  * monotonic clock. A pure read: a step is seen only by disp_clock_check, once a turn of the
  * loop, with no structure half-walked (seen at any read, a step moved every endpoint from inside
  * a health update holding its lock, and from inside a dispatch pass walking the ready ring). */
+bool hookd_dispatcher_clock_holds(hookd_dispatcher *d) {
+  return d->cfg.shared_store && !atomic_load(&d->clock_agrees);
+}
+
 int64_t hookd_dispatcher_stepped_back_ms(hookd_dispatcher *d) {
   return atomic_load(&d->stepped_back_ms);
 }

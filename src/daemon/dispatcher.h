@@ -126,5 +126,8 @@ int hookd_dispatcher_stop(hookd_dispatcher *d);
  * thread): what is stamped after one reads older than it is by up to this once the clock is set
  * right, so retention keeps everything that much longer (docs/architecture.md "Clocks"). */
 int64_t hookd_dispatcher_stepped_back_ms(hookd_dispatcher *d);
+/* A shared store: this node's clock is not checked yet, or outvoted by the clock guard
+ * (docs/postgres.md): retention, which deletes by it, waits. Thread-safe. */
+bool hookd_dispatcher_clock_holds(hookd_dispatcher *d);
 
 #endif

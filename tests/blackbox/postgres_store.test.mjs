@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery, withTimeout } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { startPostgres } from './lib/postgres.mjs';
+import * as sign from './lib/providers.mjs';
 import net from 'node:net';
 import pgLib from 'pg';
 
@@ -701,6 +702,45 @@ test('the master key is rotated only while no node runs on the store; the new ke
 });
 
 // docs/postgres.md "The clock guard"
+// docs/postgres.md "The clock guard": retention deletes by the node's clock
+test('a node whose clock runs days ahead runs no retention walk while its clock is outvoted: another node\'s dedup record is kept, a provider\'s redelivery still a duplicate', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver();
+  const a = await node(store, key, 'n-ret');
+  const { dir } = tempDir();
+  const clock = faultClock(dir);
+  clock.step(5 * 86400000); // five days ahead: past the four days records are kept below
+  let b;
+  try {
+    assert.equal((await a.api('POST', '/v1/tenants', { id: 'tret' })).status, 201);
+    const src = (await a.api('POST', '/v1/sources', { tenant: 'tret', provider: 'stripe', secrets: ['whsec_ret'],
+      destinations: [{ url: rx.url }] })).json;
+    const event = (n) => JSON.stringify({ id: `evt_ret_${n}`, type: 'invoice.paid', data: { object: { id: `in_${n}` } } });
+    const send = async (body = event(1)) => {
+      const r = await fetch(`${a.url}/in/${src.id}`, { method: 'POST', body, headers: sign.stripe(body, 'whsec_ret') });
+      return { status: r.status, json: await r.json() };
+    };
+    assert.equal((await send()).status, 200);
+    assert.equal((await send(event(2))).status, 200); // (the newest event is always kept)
+    await waitUntil(async () => (await a.api('GET', '/v1/inbox?tenant=tret')).json.data.every((x) => x.status === 'completed') || null,
+      { what: 'the records completed: a walk may take the first once its time has passed' });
+    b = await startHookd({ dir, store, args: ['--node-id', 'n-ahead-ret', '--inbox-retention-s', '345600', '--rescan-interval-ms', '100'],
+      env: { HOOKD_MASTER_KEY: key, ...clock.env } });
+    await b.waitForLog((l) => l.msg === 'retention.held', 10000, 'the start\'s walk held until the clock is checked');
+    await b.waitForLog((l) => l.msg === 'clock.skew', 10000, 'then outvoted');
+    assert.equal((await a.api('GET', '/v1/inbox?tenant=tret')).json.data.length, 2, 'the records kept');
+    const again = await send();
+    assert.deepEqual([again.status, again.json.duplicate], [200, true], JSON.stringify(again.json));
+    assert.equal(rx.requests.length, 2, 'each forwarded once');
+    assert.ok(!b.logs.some((l) => l.msg === 'inbox.purged'), 'no walk ran on the node ahead');
+  } finally {
+    await b?.stop();
+    await a.stop();
+    await rx.close();
+  }
+});
+
 test('a node whose clock runs ahead of the database\'s claims and sweeps nothing — another node\'s lease is not taken over and its request not sent twice — until its clock agrees again', async () => {
   const store = await pg.database();
   const key = masterKey();
