@@ -217,8 +217,14 @@ static bool exec_ok(hookd_outbox *o, const char *sql) {
  * (rows in, rows out) and its statistics lag: a freshly filled table, estimated at 0.5 % of its
  * rows waiting, had the batch's SELECT read the whole table and sort it (0.2-0.6 s a batch of
  * 1,000 at 50,000 rows, bench/outbox.sh) instead of walking the waiting rows' index; this
- * session runs nothing else. The connection itself is made in at most 5 s (connect_timeout):
- * a stop waits that long at most. */
+ * session runs nothing else. No JIT either: the batch's window over its few hundred rows needs a
+ * sort, which enable_sort = off prices past jit_above_cost, and compiling it took 0.3 s a batch
+ * (the relay 8x slower, bench/outbox.sh; not on servers before PostgreSQL 11, which have none).
+ * The connection itself is made in at most 5 s (connect_timeout): a stop waits that long at
+ * most. */
+#define OUTBOX_NO_JIT                                                                           \
+  "DO $$ BEGIN PERFORM set_config('jit', 'off', false);"                                       \
+  " EXCEPTION WHEN undefined_object THEN NULL; END $$"
 static bool connect_pg(hookd_outbox *o) {
   const char *keys[] = {"connect_timeout", "application_name", "dbname", "client_encoding",
                         NULL};
@@ -229,7 +235,7 @@ static bool connect_pg(hookd_outbox *o) {
     PQsetNoticeProcessor(o->pg, on_notice, o);
     if (PQsetnonblocking(o->pg, 1) == 0 && exec_ok(o, "SET statement_timeout = '60s'") &&
         exec_ok(o, "SET enable_seqscan = off") && exec_ok(o, "SET enable_sort = off") &&
-        exec_ok(o, "LISTEN hookd_outbox")) {
+        exec_ok(o, OUTBOX_NO_JIT) && exec_ok(o, "LISTEN hookd_outbox")) {
       atomic_store_explicit(&hookd_m.outbox_connected, 1, memory_order_relaxed);
       HLOG(HOOKD_LOG_INFO, "outbox.connected", KV_S("table", o->app->cfg->outbox_table));
       return true;
