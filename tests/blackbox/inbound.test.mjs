@@ -353,7 +353,12 @@ describe('deduplication', () => {
       'x-shopify-shop-domain': 'shop-a.myshopify.com', 'x-shopify-api-version': '2024-07',
       cookie: 'session=secret', 'hookd-provider': 'forged', 'webhook-id': 'forged', 'x-forwarded-for': '203.0.113.9',
       'x-gitlab-token': 'glsecret', 'x-client-secret': 'cs', 'x-twilio-idempotency-token': 'idem-1',
-      'x-authorization': 'Bearer xa', 'x-private-key': 'pk', 'x-passwd': 'pw', token: 'tk', 'x-api-key': 'ak' });
+      'x-authorization': 'Bearer xa', 'x-private-key': 'pk', 'x-passwd': 'pw', token: 'tk', 'x-api-key': 'ak',
+      // what changes how a handler reads the signed POST, and the client addresses proxies set
+      'x-http-method-override': 'DELETE', 'x-http-method': 'PUT', 'x-method-override': 'DELETE', range: 'bytes=0-1',
+      'if-range': 'x', 'content-language': 'vi', 'content-location': '/other', 'content-disposition': 'attachment',
+      'x-original-url': '/admin', 'x-rewrite-url': '/admin', 'true-client-ip': '10.0.0.1', 'cf-connecting-ip': '10.0.0.2',
+      'x-client-ip': '10.0.0.3', 'x-cluster-client-ip': '10.0.0.4', 'fastly-client-ip': '10.0.0.5', 'x-real-ip': '10.0.0.6' });
     assert.equal(r.status, 200, r.text);
     await waitStatus(src, r.json.inbox_id, 'completed');
     const f = dest.requests[0].headers;
@@ -369,6 +374,10 @@ describe('deduplication', () => {
       assert.equal(f[name], undefined, `${name} is a credential`);
     assert.equal(f['x-twilio-idempotency-token'], 'idem-1', 'an idempotency token is no credential');
     assert.equal(f['x-forwarded-for'], undefined);
+    for (const name of ['x-http-method-override', 'x-http-method', 'x-method-override', 'range', 'if-range', 'content-language',
+      'content-location', 'content-disposition', 'x-original-url', 'x-rewrite-url', 'true-client-ip', 'cf-connecting-ip',
+      'x-client-ip', 'x-cluster-client-ip', 'fastly-client-ip', 'x-real-ip'])
+      assert.equal(f[name], undefined, `${name} is not handed on`);
     assert.equal(f['hookd-provider'], 'shopify', 'hookd\'s own, once');
     assert.notEqual(f['webhook-id'], 'forged', 'hookd\'s signature headers are its own');
     assert.equal(f['idempotency-key'], f['webhook-id']);
