@@ -44,6 +44,7 @@ static const range v4_metadata[] = {
     {V4(100, 100, 100, 200), 32, "metadata"}, /* Alibaba Cloud */
     {V4(169, 254, 170, 2), 32, "metadata"},   /* AWS ECS task credentials */
     {V4(169, 254, 170, 23), 32, "metadata"},  /* AWS EKS Pod Identity */
+    {V4(169, 254, 0, 23), 32, "metadata"},    /* Tencent Cloud */
 };
 
 static const range v6_rules[] = {
@@ -61,10 +62,11 @@ static const range v6_rules[] = {
 };
 
 /* What --allow-private-networks lifts: the networks a development setup runs on, nothing else
- * (unspecified, broadcast, multicast, documentation, … stay refused). */
+ * (unspecified, broadcast, multicast, documentation, … stay refused; link-local too: clouds put
+ * their own services there, more than the metadata list can name — docs/security.md). */
 static bool private_kind(const char *rule) {
-  static const char *const lifted[] = {"private", "loopback", "link_local", "unique_local",
-                                       "site_local", "cgnat"};
+  static const char *const lifted[] = {"private", "loopback", "unique_local", "site_local",
+                                       "cgnat"};
   for (size_t i = 0; i < sizeof lifted / sizeof lifted[0]; i++)
     if (!strcmp(rule, lifted[i])) return true;
   return false;

@@ -65,7 +65,7 @@ static const opt opts[] = {
              "comma-separated)"},
     {"allow-private-networks", "HOOKD_ALLOW_PRIVATE_NETWORKS", T_BOOL,
      OFF(allow_private_networks), 0, 0, 0, "",
-     "allow private, loopback, link-local, unique-local and CGNAT destinations (development; "
+     "allow private, loopback, unique-local and CGNAT destinations (development; link-local, "
      "cloud metadata and the other special ranges stay forbidden)"},
     {"allow-http", "HOOKD_ALLOW_HTTP", T_BOOL, OFF(allow_http), 0, 0, 0, "",
      "allow plain http:// destinations (default: https only)"},

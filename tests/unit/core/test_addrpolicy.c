@@ -307,7 +307,7 @@ static void allowlist(void **s) {
 static void allow_private(void **s) {
   hookd_addr_policy p = {.allow_private = true};
   unsigned char a[16];
-  const char *ok4[] = {"10.0.0.1", "127.0.0.1", "192.168.0.1", "100.64.0.1", "169.254.1.1"};
+  const char *ok4[] = {"10.0.0.1", "127.0.0.1", "192.168.0.1", "100.64.0.1"};
   for (size_t i = 0; i < COUNT(ok4); i++) {
     parse4(ok4[i], a);
     if (hookd_addr_judge(&p, AF_INET, a)) fail_msg("%s refused with allow_private", ok4[i]);
@@ -323,7 +323,11 @@ static void allow_private(void **s) {
   } kept4[] = {{"0.0.0.0", "unspecified"},       {"255.255.255.255", "broadcast"},
                {"224.0.0.1", "multicast"},       {"240.0.0.1", "reserved"},
                {"192.0.2.1", "documentation"},   {"192.0.0.1", "ietf_protocol"},
-               {"198.18.0.1", "benchmarking"}};
+               {"198.18.0.1", "benchmarking"},
+               /* clouds' own services live in link-local, more than the metadata list names
+                * (AWS's resolver .169.253, its time server .169.123) */
+               {"169.254.1.1", "link_local"},    {"169.254.169.253", "link_local"},
+               {"169.254.169.123", "link_local"}};
   for (size_t i = 0; i < COUNT(kept4); i++) {
     parse4(kept4[i].addr, a);
     const char *got = hookd_addr_judge(&p, AF_INET, a);
@@ -335,7 +339,7 @@ static void allow_private(void **s) {
   assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "unspecified");
   parse6("ff02::1", a);
   assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "multicast");
-  const char *meta4[] = {"169.254.169.254", "168.63.129.16", "100.100.100.200"};
+  const char *meta4[] = {"169.254.169.254", "168.63.129.16", "100.100.100.200", "169.254.0.23"};
   for (size_t i = 0; i < COUNT(meta4); i++) {
     parse4(meta4[i], a);
     assert_string_equal(hookd_addr_judge(&p, AF_INET, a), "metadata");
