@@ -650,7 +650,17 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   }
   if (c->egress_proxy[0] && !url_ok(c->egress_proxy, true)) {
     snprintf(err, errlen,
-             "--egress-proxy must be host:port or a URL (http://, https://, socks5://… host)");
+             "--egress-proxy must be host:port or a URL (http://, https://, socks5h://… host)");
+    return -1;
+  }
+  /* a SOCKS proxy that takes an address: libcurl resolves the destination, and no check of
+   * hookd's sees what it resolved to (docs/security.md) */
+  if (!strncasecmp(c->egress_proxy, "socks5://", 9) ||
+      !strncasecmp(c->egress_proxy, "socks4://", 9)) {
+    snprintf(err, errlen,
+             "--egress-proxy %.6s:// has hookd resolve the destination for the proxy, which no "
+             "check then sees: use socks5h:// or socks4a:// (the proxy resolves it, and must "
+             "enforce the destination policy)", c->egress_proxy);
     return -1;
   }
   if (c->ops_tenant[0] && !hookd_id_valid(c->ops_tenant, 64)) {

@@ -444,7 +444,10 @@ describe('hookd CLI', () => {
       [['--public-url', 'https://hooks.example.com/?k=1'], /--public-url/], [['--public-url', 'https://hooks.example.com/#f'], /--public-url/],
       [['--public-url', 'https://hooks.example.com/#'], /--public-url/],
       [['--resolve', 'host:80:notanip'], /--resolve must be HOST:PORT:ADDR/], [['--resolve', 'host:80:[::1'], /--resolve/],
-      [['--egress-ca-file', dir], /not a file/]]) {
+      [['--egress-ca-file', dir], /not a file/],
+      // a SOCKS proxy given an address libcurl resolved: no check of hookd's sees it
+      [['--egress-proxy', 'socks5://127.0.0.1:1080'], /use socks5h:\/\/ or socks4a:\/\//],
+      [['--egress-proxy', 'SOCKS4://127.0.0.1:1080'], /SOCKS4:\/\/ has hookd resolve the destination/]]) {
       r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(dir, 'x.db')}`, ...args]);
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, why);
