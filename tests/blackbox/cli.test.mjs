@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { HOOKD_BIN, faultDisk, faultNoLink, publish, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
-const run = (args, opts = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', ...opts });
+// (bounded: a start that should have been refused would otherwise serve, and the test hang)
+const run = (args, opts = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', timeout: 60000, ...opts });
 
 describe('hookd CLI', () => {
   it('serve --help lists the contract options with defaults and environment names', () => {
