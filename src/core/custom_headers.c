@@ -26,12 +26,12 @@ static bool token(const char *s) {
 /* Names hookd sets itself (the body's framing and type, the signature, its ids), names HTTP
  * gives to the connection or a proxy rather than the receiver, and names that change how the
  * request is read: a receiver would get another request than the one hookd signed. */
-static bool reserved(const char *name) {
+bool hookd_custom_header_reserved(const char *name) {
   static const char *const exact[] = {
       "transfer-encoding", "host",       "connection", "keep-alive",      "te",
       "trailer",           "upgrade",    "expect",     "user-agent",      "idempotency-key",
-      "accept-encoding",   "range",      "x-http-method-override", "x-http-method",
-      "x-method-override", NULL};
+      "accept-encoding",   "range",      "if-range",   "x-http-method-override",
+      "x-http-method",     "x-method-override", "x-original-url", "x-rewrite-url", NULL};
   /* content-*: the body's type, length, encoding, range, language are what hookd sends */
   static const char *const prefix[] = {"content-", "proxy-", "webhook-", "svix-", "hookd-", NULL};
   for (int i = 0; exact[i]; i++)
@@ -70,7 +70,7 @@ bool hookd_custom_headers_check(const json_t *v, const char *field, char *err, s
                field, k, HOOKD_CUSTOM_HEADER_NAME_MAX);
       return false;
     }
-    if (reserved(k)) {
+    if (hookd_custom_header_reserved(k)) {
       snprintf(err, len,
                "%s.%s is a header hookd or HTTP sets itself, or one that changes what the request "
                "means (content-*, transfer-encoding, host, connection, keep-alive, te, trailer, "

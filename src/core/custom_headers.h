@@ -22,6 +22,12 @@
  * "destinations[0].headers"). */
 bool hookd_custom_headers_check(const json_t *v, const char *field, char *err, size_t len);
 
+/* Whether a header name is one hookd or HTTP sets itself (the body's framing and type, the
+ * signature, its ids, the connection's) or one that changes how a request is read (a method
+ * override, a range, a rewritten URL): an endpoint's headers may not set it, and an inbound
+ * forward does not hand it on from the provider's request (daemon/inbound.c). */
+bool hookd_custom_header_reserved(const char *name);
+
 /* The header lines of a checked object, "Name: value" each ended by '\n', in its order
  * (malloc'd; "" for an empty object; NULL out of memory). */
 char *hookd_custom_headers_lines(const json_t *v);

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "core/clock.h"
+#include "core/custom_headers.h"
 #include "core/ids.h"
 #include "core/inbound.h"
 #include "core/redact.h"
@@ -73,20 +74,16 @@ static void header_safe(const char *in, char *out, size_t cap) {
 
 /* A provider's header that the forward carries as it came (what Hookdeck users expect: a
  * Shopify app serving many shops reads X-Shopify-Shop-Domain, a GitLab handler its instance):
- * all but what is the connection's (hop-by-hop, Host, lengths, codings), credentials (a
- * client posing as a provider might send them; GitLab's token is one), the client addresses
- * proxies set, what changes how the request is read (a method override, a range, a rewritten
- * URL, any Content-*: what an endpoint's own headers may not set, core/custom_headers.c), what
- * the forward sets itself (Content-Type, Idempotency-Key, User-Agent, hookd-*) and the Standard
- * Webhooks names of hookd's own signature (webhook-*). */
+ * all but the names an endpoint's own headers may not set either (the connection's, the body's
+ * framing, what changes how the request is read, what the forward sets itself, hookd's
+ * signature: hookd_custom_header_reserved), credentials (a client posing as a provider might
+ * send them; GitLab's token is one) and the client addresses proxies set. */
 static bool forwardable(const char *name) {
+  if (hookd_custom_header_reserved(name)) return false;
   static const char *const drop[] = {
-      "Host", "Transfer-Encoding", "Connection", "Keep-Alive", "Proxy-Connection", "TE",
-      "Trailer", "Upgrade", "Expect", "Accept-Encoding", "Accept", "User-Agent",
-      "Authorization", "Proxy-Authorization", "Cookie", "Idempotency-Key", "Forwarded",
-      "HTTP2-Settings", "X-Real-IP", "True-Client-IP", "CF-Connecting-IP", "X-Client-IP",
-      "X-Cluster-Client-IP", "Fastly-Client-IP", "Range", "If-Range", "X-HTTP-Method-Override",
-      "X-HTTP-Method", "X-Method-Override", "X-Original-URL", "X-Rewrite-URL"};
+      "Accept", "Authorization", "Cookie", "Forwarded", "HTTP2-Settings", "X-Real-IP",
+      "True-Client-IP", "CF-Connecting-IP", "X-Client-IP", "X-Cluster-Client-IP",
+      "Fastly-Client-IP"};
   for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
     if (!strcasecmp(name, drop[i])) return false;
   /* a header carrying a credential — GitLab's X-Gitlab-Token is the source's secret itself —
@@ -96,12 +93,10 @@ static bool forwardable(const char *name) {
   if (hookd_redact_name_sensitive(name) &&
       !(n >= 18 && !strcasecmp(name + n - 18, "-idempotency-token")))
     return false;
-  /* nor the provider's Standard Webhooks headers under either spelling: a Svix library reads
-   * svix-* before webhook-*, and would check the provider's signature (the source's secret)
-   * against the destination's, refusing every forward of a Svix-signed provider */
-  return strncasecmp(name, "hookd-", 6) != 0 && strncasecmp(name, "webhook-", 8) != 0 &&
-         strncasecmp(name, "svix-", 5) != 0 && strncasecmp(name, "X-Forwarded-", 12) != 0 &&
-         strncasecmp(name, "Proxy-", 6) != 0 && strncasecmp(name, "Content-", 8) != 0;
+  /* (the reserved names hold the provider's Standard Webhooks headers under either spelling: a
+   * Svix library reads svix-* before webhook-*, and would check the provider's signature, the
+   * source's secret, against the destination's, refusing every forward of a Svix-signed one) */
+  return strncasecmp(name, "X-Forwarded-", 12) != 0;
 }
 
 /* Whether name is one of the comma-separated tokens of the request's Connection headers (conns:

@@ -217,9 +217,10 @@ void hookd_req_reply(hookd_req *r, int status, const char *content_type, char *b
 void hookd_req_reply_json(hookd_req *r, int status, json_t *v) {
   char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(v);
-  if (!s && status >= 200 && status < 300) {
-    /* out of memory for the answer to what was done (committed): still a success, or its client
-     * would send it again */
+  const char *m = hookd_req_method(r);
+  if (!s && status >= 200 && status < 300 && strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0) {
+    /* out of memory for the answer to a write that was done (committed): still a success, or
+     * its client would send it again (a read's empty success would be a wrong answer) */
     s = strdup("{}");
   } else if (!s) {
     s = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");

@@ -99,8 +99,8 @@ void hookd_req_suspend(hookd_req *r);
 void hookd_req_add_header(hookd_req *r, const char *name, const char *value);
 /* body is taken over (freed by the server). */
 void hookd_req_reply(hookd_req *r, int status, const char *content_type, char *body, size_t len);
-/* v is taken over (decref'd). v NULL, or out of memory for its text: a 2xx stays one (what was
- * done is done) with the body {}, any other status becomes 500 internal. */
+/* v is taken over (decref'd). v NULL, or out of memory for its text: a write's 2xx stays one
+ * (what was done is done) with the body {}; a read's, and any other status, becomes 500. */
 void hookd_req_reply_json(hookd_req *r, int status, json_t *v);
 /* {"error": {"code": code, "message": message}} */
 void hookd_req_error(hookd_req *r, int status, const char *code, const char *fmt, ...)

@@ -52,7 +52,9 @@ static void reserved_names(void **st) {
       /* what changes the request's meaning: its body's range or language, a compressed answer
        * (unreadable to the response excerpt), another method */
       "Content-Range", "Content-Language", "Accept-Encoding", "Range", "X-HTTP-Method-Override",
-      "X-HTTP-Method", "X-Method-Override", NULL};
+      "X-HTTP-Method", "X-Method-Override", "If-Range",
+      /* another path, for servers that honour a rewrite header */
+      "X-Original-URL", "X-Rewrite-URL", NULL};
   char err[512], js[128], want[96];
   for (int i = 0; names[i]; i++) {
     snprintf(js, sizeof js, "{\"%s\": \"x\"}", names[i]);
