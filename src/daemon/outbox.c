@@ -25,6 +25,7 @@
 #include "daemon/api.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "store/postgres/pg_store.h"
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 30000
@@ -222,9 +223,6 @@ static bool exec_ok(hookd_outbox *o, const char *sql) {
  * (the relay 8x slower, bench/outbox.sh; not on servers before PostgreSQL 11, which have none).
  * The connection itself is made in at most 5 s (connect_timeout): a stop waits that long at
  * most. */
-#define OUTBOX_NO_JIT                                                                           \
-  "DO $$ BEGIN PERFORM set_config('jit', 'off', false);"                                       \
-  " EXCEPTION WHEN undefined_object THEN NULL; END $$"
 static bool connect_pg(hookd_outbox *o) {
   const char *keys[] = {"connect_timeout", "application_name", "dbname", "client_encoding",
                         NULL};
@@ -235,7 +233,7 @@ static bool connect_pg(hookd_outbox *o) {
     PQsetNoticeProcessor(o->pg, on_notice, o);
     if (PQsetnonblocking(o->pg, 1) == 0 && exec_ok(o, "SET statement_timeout = '60s'") &&
         exec_ok(o, "SET enable_seqscan = off") && exec_ok(o, "SET enable_sort = off") &&
-        exec_ok(o, OUTBOX_NO_JIT) && exec_ok(o, "LISTEN hookd_outbox")) {
+        exec_ok(o, HOOKD_PG_NO_JIT) && exec_ok(o, "LISTEN hookd_outbox")) {
       atomic_store_explicit(&hookd_m.outbox_connected, 1, memory_order_relaxed);
       HLOG(HOOKD_LOG_INFO, "outbox.connected", KV_S("table", o->app->cfg->outbox_table));
       return true;

@@ -234,11 +234,7 @@ static int session_setup(hookd_store_conn *c) {
    * the server probes the link of an idle session too, so that a session whose node is gone
    * (its link dropped without a word: a NAT's state lost) ends with the node lock it holds,
    * instead of refusing the node's own reconnect for the OS's two hours of keepalive */
-  /* no JIT: a plan priced past jit_above_cost is compiled at each run (0.3 s; docs/postgres.md
-   * "Data flow"); servers before PostgreSQL 11 have none */
-  if (pg_exec(c, "DO $$ BEGIN PERFORM set_config('jit', 'off', false); EXCEPTION WHEN"
-                 " undefined_object THEN NULL; END $$", "session") != 0)
-    return HOOKD_STORE_ERR;
+  if (pg_exec(c, HOOKD_PG_NO_JIT, "session") != 0) return HOOKD_STORE_ERR;
   if (pg_exec(c, "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TXN_S "s';"
                  " SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
                  " SET tcp_keepalives_count = 3; SET tcp_user_timeout = " PG_LINK_TIMEOUT_MS,

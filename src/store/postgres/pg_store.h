@@ -22,6 +22,13 @@ void hookd_pg_shared_free(void *shared);
 int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
                         void (*waiting)(const char *reason, int wait_s));
 
+/* A session's statement turning JIT off (a plan priced past jit_above_cost is compiled at each
+ * run: 0.3 s, docs/postgres.md "Data flow"); servers before PostgreSQL 11 have none. hookd's
+ * store sessions and the outbox relay's run it. */
+#define HOOKD_PG_NO_JIT                                                                         \
+  "DO $$ BEGIN PERFORM set_config('jit', 'off', false);"                                       \
+  " EXCEPTION WHEN undefined_object THEN NULL; END $$"
+
 /* For a CLI command that must not run beside hookd (a master-key rotation): refuses when a node
  * runs on the store (each holds its node lock), and holds the store's migration lock (a node
  * starting meanwhile waits) on a connection of its own until hookd_pg_unlock_offline. */
