@@ -39,6 +39,9 @@ struct hookd_api_op {
   size_t n_keys;
   uint64_t keys_gen;
   void (*after_keys)(hookd_api_op *op);
+  /* hookd_api_reply_json_applied: the answer kept until the dispatcher has applied the change */
+  json_t *applied_body;
+  int applied_status;
 };
 
 /* An op no HTTP request asked for (req NULL; reply must not answer one), of `size` bytes (a
@@ -94,6 +97,12 @@ enum { HOOKD_API_READER = 0, HOOKD_API_WRITER = 1, HOOKD_API_SCAN = 2 };
 void hookd_api_chain(hookd_api_op *op,
                      int (*run)(hookd_store_conn *, const hookd_store_backend *, hookd_api_op *),
                      void (*reply)(hookd_api_op *, int), int where);
+
+/* From a reply that told the dispatcher of changed endpoints or tenants: the answer (status and
+ * v, taken) is sent once the dispatcher has applied them, so that no request starts from this
+ * node under the old configuration after it (docs/api.md "Endpoints"). Not with
+ * hookd_api_chain. */
+void hookd_api_reply_json_applied(hookd_api_op *op, int status, json_t *v);
 
 /* An audit reason (the Hookd-Reason header, a body's "reason"): 1-255 bytes of UTF-8, not
  * blank (nor only invisible characters), no control characters. */

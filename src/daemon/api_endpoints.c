@@ -773,7 +773,7 @@ static void reply_patch(hookd_api_op *base, int rc) {
   if (!ep_changed(base, rc)) return;
   HLOG(HOOKD_LOG_INFO, "endpoint.updated", KV_S("endpoint_id", op->ep.id),
        KV_S("tenant_id", op->ep.tenant_id), KV_I("enabled", op->ep.enabled));
-  hookd_req_reply_json(base->req, 200, ep_json(base->app, &op->ep));
+  hookd_api_reply_json_applied(base, 200, ep_json(base->app, &op->ep));
 }
 
 void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app) {
@@ -842,11 +842,11 @@ static void reply_delete(hookd_api_op *base, int rc) {
        KV_I("held", op->deleted.held));
   hookd_held_unknown(op->deleted.held, HOOKD_HELD_BY_DELETE);
   if (op->deleted.cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)op->deleted.cancelled);
-  hookd_req_reply_json(base->req, 200,
-                       json_pack("{s:s,s:b,s:i,s:i,s:b}", "id", op->id, "deleted", 1,
-                                 "cancelled_deliveries", op->deleted.cancelled,
-                                 "held_deliveries", op->deleted.held, "cancelling",
-                                 op->deleted.more));
+  hookd_api_reply_json_applied(base, 200,
+                               json_pack("{s:s,s:b,s:i,s:i,s:b}", "id", op->id, "deleted", 1,
+                                         "cancelled_deliveries", op->deleted.cancelled,
+                                         "held_deliveries", op->deleted.held, "cancelling",
+                                         op->deleted.more));
 }
 
 void hookd_api_endpoint_delete(hookd_req *r, hookd_app *app) {

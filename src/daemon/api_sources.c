@@ -1207,11 +1207,11 @@ static void reply_delete(hookd_api_op *base, int rc) {
   /* as an endpoint's DELETE: what its destinations still had to send is cancelled */
   hookd_held_unknown(op->deleted.held, HOOKD_HELD_BY_DELETE);
   if (op->deleted.cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)op->deleted.cancelled);
-  hookd_req_reply_json(base->req, 200,
-                       json_pack("{s:s,s:b,s:i,s:i,s:b}", "id", op->id, "deleted", 1,
-                                 "cancelled_deliveries", op->deleted.cancelled,
-                                 "held_deliveries", op->deleted.held, "cancelling",
-                                 op->deleted.more));
+  hookd_api_reply_json_applied(base, 200,
+                               json_pack("{s:s,s:b,s:i,s:i,s:b}", "id", op->id, "deleted", 1,
+                                         "cancelled_deliveries", op->deleted.cancelled,
+                                         "held_deliveries", op->deleted.held, "cancelling",
+                                         op->deleted.more));
 }
 
 void hookd_api_source_delete(hookd_req *r, hookd_app *app) {

@@ -116,7 +116,7 @@ static void reply_changed(hookd_api_op *op, int rc, int status) {
   }
   if (t->k.replayed) hookd_req_add_header(op->req, "Idempotent-Replayed", "true");
   else hookd_dispatcher_tenant_changed(op->app->disp, &t->t);
-  hookd_req_reply_json(op->req, status, hookd_json_tenant(&t->t));
+  hookd_api_reply_json_applied(op, status, hookd_json_tenant(&t->t));
 }
 static void reply_create(hookd_api_op *op, int rc) { reply_changed(op, rc, 201); }
 static void reply_patch(hookd_api_op *op, int rc) { reply_changed(op, rc, 200); }
@@ -274,16 +274,16 @@ static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 
 static void answer_delete(hookd_api_op *base) {
   tenant_del_op *op = (tenant_del_op *)base;
-  hookd_req_reply_json(base->req, 200,
-                       json_pack("{s:s,s:b,s:i,s:I,s:i,s:i,s:i,s:i,s:b}", "id", op->id,
-                                 "deleted", 1,
-                                 "endpoints_deleted", op->res.endpoints_deleted,
-                                 "sources_deleted", (json_int_t)op->res.n_sources,
-                                 "replays_cancelled", op->res.replays_cancelled,
-                                 "keys_revoked", op->res.keys_revoked,
-                                 "cancelled_deliveries", op->res.counts.cancelled,
-                                 "held_deliveries", op->res.counts.held, "cancelling",
-                                 op->res.counts.more));
+  hookd_api_reply_json_applied(base, 200,
+                               json_pack("{s:s,s:b,s:i,s:I,s:i,s:i,s:i,s:i,s:b}", "id", op->id,
+                                         "deleted", 1,
+                                         "endpoints_deleted", op->res.endpoints_deleted,
+                                         "sources_deleted", (json_int_t)op->res.n_sources,
+                                         "replays_cancelled", op->res.replays_cancelled,
+                                         "keys_revoked", op->res.keys_revoked,
+                                         "cancelled_deliveries", op->res.counts.cancelled,
+                                         "held_deliveries", op->res.counts.held, "cancelling",
+                                         op->res.counts.more));
 }
 
 static void reply_delete(hookd_api_op *base, int rc) {

@@ -31,9 +31,34 @@ static int op_run(hookd_store_conn *c, const hookd_store_backend *be, void *arg)
   return rc;
 }
 
+static void op_free(hookd_api_op *op) {
+  if (op->cleanup) op->cleanup(op);
+  if (op->keys) hookd_api_keys_free(op->keys, op->n_keys);
+  free(op);
+}
+
+/* On the dispatcher thread, once the changes posted before are applied. */
+static void op_applied(void *arg) {
+  hookd_api_op *op = arg;
+  json_t *v = op->applied_body;
+  op->applied_body = NULL;
+  hookd_req_reply_json(op->req, op->applied_status, v);
+  op_free(op);
+}
+
+void hookd_api_reply_json_applied(hookd_api_op *op, int status, json_t *v) {
+  op->applied_status = status;
+  op->applied_body = v ? v : json_object(); /* (hookd_req_reply_json answers a NULL as 500) */
+  if (!op->applied_body) hookd_req_reply_json(op->req, status, NULL);
+}
+
 static void op_done(void *arg, int rc) {
   hookd_api_op *op = arg;
   op->reply(op, rc);
+  if (op->applied_body) { /* the last touch of op here: the dispatcher may free it at once */
+    hookd_dispatcher_sync(op->app->disp, op_applied, op);
+    return;
+  }
   if (op->chain) {
     hookd_store *s = op->app->store;
     int where = op->chain - 1;
@@ -44,9 +69,7 @@ static void op_done(void *arg, int rc) {
     hookd_storeq_submit(q, &op->sop);
     return;
   }
-  if (op->cleanup) op->cleanup(op);
-  if (op->keys) hookd_api_keys_free(op->keys, op->n_keys);
-  free(op);
+  op_free(op);
 }
 
 void hookd_api_chain(hookd_api_op *op,

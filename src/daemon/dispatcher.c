@@ -136,6 +136,17 @@ void hookd_dispatcher_tenant_changed(hookd_dispatcher *d, const hookd_tenant *t)
   post(d, m);
 }
 
+void hookd_dispatcher_sync(hookd_dispatcher *d, void (*fn)(void *), void *arg) {
+  msg *m = msg_new(d, MSG_SYNC);
+  if (!m) {
+    fn(arg);
+    return;
+  }
+  m->sync_fn = fn;
+  m->sync_arg = arg;
+  post(d, m);
+}
+
 void hookd_dispatcher_get_stats(hookd_dispatcher *d, hookd_dispatcher_stats *out) {
   pthread_mutex_lock(&d->mu);
   *out = d->stats;
@@ -1656,6 +1667,9 @@ static void process_inbox(hookd_dispatcher *d) {
     case MSG_ENDPOINT:
       ep_upsert(d, &m->ep);
       hookd_endpoint_free(&m->ep);
+      break;
+    case MSG_SYNC:
+      m->sync_fn(m->sync_arg);
       break;
     case MSG_TENANT: {
       tenant *t = sched_tenant(d, m->tenant.id);

@@ -104,6 +104,10 @@ void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint
 
 /* t is copied: its limits and weight apply from now on. */
 void hookd_dispatcher_tenant_changed(hookd_dispatcher *d, const hookd_tenant *t);
+/* Calls fn(arg) on the dispatcher thread once every change posted before it (the two calls
+ * above) is applied: what the API answers after a change, since no request starts under the
+ * old configuration from then on. Out of memory, fn runs at once, on the calling thread. */
+void hookd_dispatcher_sync(hookd_dispatcher *d, void (*fn)(void *), void *arg);
 
 void hookd_dispatcher_get_stats(hookd_dispatcher *d, hookd_dispatcher_stats *out);
 /* Calls fn for each endpoint's health snapshot, under the snapshots' lock (fn must be quick and

@@ -36,7 +36,7 @@ struct item;
 typedef enum {
   MSG_HINT, MSG_RESCAN_REQ, MSG_STORE_CHANGED, MSG_EVENT_PURGED, MSG_ENDPOINT, MSG_TENANT,
   MSG_CLAIMED,
-  MSG_RECORDED, MSG_RELEASED, MSG_MARKED, MSG_SWEPT, MSG_RESCANNED, MSG_LEASES_MOVED
+  MSG_RECORDED, MSG_RELEASED, MSG_MARKED, MSG_SWEPT, MSG_RESCANNED, MSG_LEASES_MOVED, MSG_SYNC
 } msg_type;
 
 /* A message to the dispatcher thread (from other threads, or store completions). */
@@ -75,6 +75,8 @@ typedef struct msg {
   bool pauses_read;           /* and its endpoints paused by a receiver were read: */
   hookd_due_hint *pauses;     /* these (due_ms: until when) */
   size_t n_pauses;
+  void (*sync_fn)(void *);    /* MSG_SYNC: called once every message before it is applied */
+  void *sync_arg;
 } msg;
 
 /* A claimed event's body, shared by its claimed deliveries: an event fanned out to many
