@@ -211,6 +211,10 @@ int hookd_in_stored_ack(hookd_provider p, const hookd_in_request *req, const jso
 
 /* Whether a Content-Type is a form (application/x-www-form-urlencoded, parameters allowed). */
 bool hookd_in_is_form(const char *content_type);
+/* The bounds of form text (a POST's body, a query) hookd parses: beyond them, too big. */
+#define HOOKD_IN_FORM_MAX_PAIRS 256
+#define HOOKD_IN_FORM_MAX_BYTES 65536
+bool hookd_in_form_too_big(const char *s, size_t len);
 
 /* A JSON string or number as text: strings borrowed, integers with all their digits, reals in
  * ECMAScript form (written into tmp); NULL for anything else (objects, arrays, booleans, null,

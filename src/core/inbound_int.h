@@ -11,8 +11,8 @@
 
 #define HOOKD_IN_MAX_SECRETS 16 /* non-empty secrets beyond this many are ignored */
 #define HOOKD_IN_MAX_SIGS 16    /* signatures in one header beyond this many are ignored */
-#define HOOKD_IN_MAX_PAIRS 256  /* form/query pairs beyond this many: malformed */
-#define HOOKD_IN_MAX_FORM 65536 /* form/query text longer than this: malformed */
+#define HOOKD_IN_MAX_PAIRS HOOKD_IN_FORM_MAX_PAIRS /* more pairs: malformed */
+#define HOOKD_IN_MAX_FORM HOOKD_IN_FORM_MAX_BYTES  /* form/query text longer: malformed */
 #define HOOKD_IN_MAX_URL 65536  /* Twilio URL: the request head bounds it (--max-header-bytes) */
 
 /* Fills out and returns rc. reason is a fixed string (never request data). */

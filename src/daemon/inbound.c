@@ -457,6 +457,17 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
            "a MoMo IPN body is at most " HOOKD_STR(MOMO_BODY_MAX) " bytes");
     goto done;
   }
+  /* Twilio signs its form fields one by one: a form too big to parse is refused as such, not
+   * as a bad signature */
+  if (p == HOOKD_PROVIDER_TWILIO && (get || hookd_in_is_form(ct))) {
+    const char *form = get ? hookd_req_query_string(r) : body;
+    if (form && hookd_in_form_too_big(form, get ? strlen(form) : body_len)) {
+      reject(app, r, p, rt, 413, "body_too_large", HOOKD_REJECT_BODY_TOO_LARGE,
+             "a Twilio form is at most " HOOKD_STR(HOOKD_IN_FORM_MAX_BYTES) " bytes and "
+             HOOKD_STR(HOOKD_IN_FORM_MAX_PAIRS) " fields");
+      goto done;
+    }
+  }
 
   /* the request as the verifiers see it */
   const char *names[MAX_IN_HEADERS], *values[MAX_IN_HEADERS];

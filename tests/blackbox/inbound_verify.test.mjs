@@ -435,6 +435,34 @@ describe('providers as they really send (an audit against their documentation)',
     await dest.close();
   });
 
+  it('Twilio: a form over 64 KiB or 256 fields, signed as Twilio signs, is refused 413 naming the bound, not 401; one at the bounds verifies', async () => {
+    const dest = await startReceiver();
+    const src = await source('twilio', ['tw_tok_big'], [{ url: dest.url }]);
+    const url = `${h.url}/in/${src.id}`;
+    const signed = (q) => createHmac('sha1', 'tw_tok_big').update(url + [...new URLSearchParams(q)]
+      .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([k, v]) => k + v).join('')).digest('base64');
+    const form = (q) => post(src, q, { 'content-type': 'application/x-www-form-urlencoded', 'X-Twilio-Signature': signed(q) });
+    const fields = (n) => Array.from({ length: n }, (_, i) => `F${i}=v`).join('&');
+    const many = await form(`MessageSid=SMbig1&${fields(256)}`);
+    assert.equal(many.status, 413, many.text);
+    const err = JSON.parse(many.text).error;
+    assert.equal(err.code, 'body_too_large');
+    assert.match(err.message, /at most 65536 bytes and 256 fields/);
+    const long = `MessageSid=SMbig2&Body=${'a'.repeat(65536)}`;
+    assert.equal((await form(long)).status, 413);
+    // a GET's query likewise (so many fields take a request head larger than the default's)
+    const h2 = await startHookd({ args: ['--max-header-bytes', '65536'] });
+    assert.equal((await h2.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+    const src2 = (await h2.api('POST', '/v1/sources', { tenant: TENANT, provider: 'twilio', secrets: ['tw_tok_big'], destinations: [{ url: dest.url }] })).json;
+    const get = await fetch(`${h2.url}/in/${src2.id}?MessageSid=SMbig3&${fields(256)}`, { headers: { 'X-Twilio-Signature': 'x' } });
+    assert.equal(get.status, 413, await get.text());
+    await h2.stop();
+    const atBounds = await form(`MessageSid=SMok&${fields(254)}&Body=${'a'.repeat(60000)}`);
+    assert.equal(atBounds.status, 200, atBounds.text);
+    assert.equal((await inbox(src)).length, 1, 'only the one within the bounds stored');
+    await dest.close();
+  });
+
   it('Twilio: a webhook configured as GET is verified on its URL and forwarded as the form POST; status callbacks of one call are distinct events', async () => {
     const dest = await startReceiver();
     const src = await source('twilio', ['tw_auth_token'], [{ url: dest.url }]);
