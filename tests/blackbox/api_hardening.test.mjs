@@ -581,6 +581,27 @@ describe('bodies hookd holds', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
+  it('a PATCH, DELETE or GET refused on its head is answered before its body too, the connection closed', async () => {
+    const h = await startHookd({ args: ['--max-body-bytes', '4096'] });
+    const key = `Authorization: Bearer ${h.apiKey}\r\n`;
+    for (const [head, status] of [['PATCH /v1/tenants/x', 401], ['DELETE /v1/keys/k', 401], ['GET /v1/tenants', 401],
+      [`PATCH /v1/nowhere HTTP/1.1\r\n${key}`, 404], [`PATCH /v1/tenants/x HTTP/1.1\r\n${key}`, 413],
+      ['DELETE /in/no_such_source', 404]]) {
+      const line = head.includes('HTTP/1.1') ? head : `${head} HTTP/1.1\r\n`;
+      const r = await exchange(h.port, `${line}Host: hookd\r\nContent-Type: application/json\r\n`
+        + `Content-Length: ${status === 413 ? 10000000000 : 4000}\r\n\r\n`, { timeout: 3000 });
+      const rs = responses(r.text);
+      assert.equal(rs[0]?.status, status, `${head}: ${r.text}`);
+      assert.equal(rs[0].headers.connection, 'close');
+      assert.ok(r.closed, `${head}: the connection closed`);
+      assert.ok(JSON.parse(rs[0].body).error.code, rs[0].body);
+    }
+    // the same with a chunked body
+    const c = await exchange(h.port, 'PATCH /v1/tenants/x HTTP/1.1\r\nHost: hookd\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab', { timeout: 3000 });
+    assert.equal(responses(c.text)[0]?.status, 401, c.text);
+    assert.equal((await h.stop()).code, 0);
+  });
+
   it('--max-buffered-bytes bounds the bodies held across connections: beyond, 503 with Retry-After, and the first request still completes', async () => {
     const h = await startHookd({ args: ['--max-body-bytes', '2048', '--max-buffered-bytes', '2048'] });
     const head = (len) => `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
