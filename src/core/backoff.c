@@ -65,7 +65,7 @@ int64_t hookd_backoff_ceiling_ms(int64_t base_ms, int64_t cap_ms, int attempt) {
   if (attempt < 1) attempt = 1;
   int64_t v = base_ms;
   for (int i = 1; i < attempt; i++) {
-    if (v >= cap_ms / 2) return cap_ms;
+    if (v > cap_ms / 2) return cap_ms; /* (then 2v ≤ cap: no overflow) */
     v *= 2;
   }
   return v < cap_ms ? v : cap_ms;

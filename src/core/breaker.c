@@ -4,7 +4,7 @@
 void hookd_breaker_cfg_defaults(hookd_breaker_cfg *c) {
   c->window_ms = 60000;
   c->min_requests = 10;
-  c->failure_ratio = 0.5;
+  c->failure_percent = 50;
   c->cooldown_ms = 30000;
   c->probes = 1;
 }
@@ -75,7 +75,9 @@ bool hookd_breaker_record(hookd_breaker *b, const hookd_breaker_cfg *c, bool suc
   /* decided on a failure: a success that completes the minimum count says the endpoint
    * answers (the first attempts failing and their retries passing opened it on a 2xx, and held
    * a receiver that had recovered for the whole cool-down) */
-  if (failure && total >= c->min_requests && (double)b->failures >= c->failure_ratio * total)
+  /* (in integers: 0.55 * 100 is above 55 in binary floating point) */
+  if (failure && total >= c->min_requests &&
+      (int64_t)b->failures * 100 >= (int64_t)c->failure_percent * total)
     open_now(b, now_ms);
   return b->state != before;
 }

@@ -19,7 +19,7 @@ typedef enum hookd_breaker_state {
 typedef struct hookd_breaker_cfg {
   int64_t window_ms;     /* outcome counting window, default 60 s */
   int min_requests;      /* no decision below this many outcomes, default 10 */
-  double failure_ratio;  /* open at or above, default 0.5 */
+  int failure_percent;   /* open at or above this share of failures, default 50 */
   int64_t cooldown_ms;   /* open this long before probing, default 30 s */
   int probes;            /* requests let through while half-open, default 1 */
 } hookd_breaker_cfg;

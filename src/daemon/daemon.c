@@ -606,7 +606,7 @@ int hookd_serve(const hookd_config *cfg) {
       .max_body_bytes = (int64_t)cfg->max_body_bytes,
       .breaker = {.window_ms = cfg->breaker_window_ms,
                   .min_requests = cfg->breaker_min_requests,
-                  .failure_ratio = cfg->breaker_failure_percent / 100.0,
+                  .failure_percent = cfg->breaker_failure_percent,
                   .cooldown_ms = cfg->breaker_cooldown_ms,
                   .probes = 1},
       .lease_margin_ms = cfg->lease_margin_ms,

@@ -872,7 +872,9 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* the endpoint's health: breaker, slowness, failing streak */
   bool ok, bad;
   health_signal(req, cls, &ok, &bad);
-  if (stale) ok = bad = false; /* neither: a probe's slot is given back */
+  /* neither: a probe's slot is given back. Nor when hookd abandoned the request at its stop: the
+   * endpoint did not fail (a failing window stored then would date its disable from the stop) */
+  if (stale || req->abandoned) ok = bad = false;
   hookd_breaker_state before = e->br.state;
   if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok, bad, it->probe, now)) {
     /* the total follows the endpoint's own series at once (the stats walk recounts it) */
@@ -887,7 +889,9 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* slow: set by one slow attempt, cleared only by a run of fast successes — an endpoint that
    * alternates (holds one request to just under its timeout, answers the next at once) must not
    * escape the slow share every other attempt */
-  if (stale) {
+  if (req->abandoned) {
+    /* (cut short by hookd: says nothing of its speed) */
+  } else if (stale) {
     /* the old URL's speed is not the new one's; an answer sent before an operator enabled the
      * endpoint again is still an answer of its URL */
     if (!moved) e->proven = true;
@@ -1976,7 +1980,8 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   hookd_breaker_cfg_defaults(&d->breaker_cfg);
   if (cfg->breaker.window_ms) d->breaker_cfg.window_ms = cfg->breaker.window_ms;
   if (cfg->breaker.min_requests) d->breaker_cfg.min_requests = cfg->breaker.min_requests;
-  if (cfg->breaker.failure_ratio > 0) d->breaker_cfg.failure_ratio = cfg->breaker.failure_ratio;
+  if (cfg->breaker.failure_percent > 0)
+    d->breaker_cfg.failure_percent = cfg->breaker.failure_percent;
   if (cfg->breaker.cooldown_ms) d->breaker_cfg.cooldown_ms = cfg->breaker.cooldown_ms;
   d->store = cfg->store;
   d->node_id = strdup(cfg->node_id);

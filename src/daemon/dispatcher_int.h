@@ -197,7 +197,9 @@ typedef struct ep {
   bool share_blocked;         /* on its tenant's share_wait: the tenant cap is down to its
                                  reserve */
   struct ep *share_next;
-  struct ep *wait_next;
+  /* one link per wait list: an endpoint may be on both (waiting for a budget, then served by a
+   * claim and stopped by the slow share), and a shared link crossed the lists */
+  struct ep *budget_next, *slow_next;
   hookd_bucket bucket;
   hookd_breaker br;
   int64_t paused_until;       /* Retry-After from a 429/503 */

@@ -294,23 +294,31 @@ static void ready_remove(hookd_dispatcher *d, ep *e) {
   live_update(d, e);
 }
 
-static void wait_list_remove(ep **head, ep *e) {
+/* The link of e on the budget or the slow wait list. */
+static ep **wait_link(ep *e, bool budget) { return budget ? &e->budget_next : &e->slow_next; }
+
+static void wait_list_remove(ep **head, ep *e, bool budget) {
   ep *prev = NULL;
-  for (ep *p = *head; p; prev = p, p = p->wait_next) {
+  for (ep *p = *head; p; prev = p, p = *wait_link(p, budget)) {
     if (p != e) continue;
-    if (prev) prev->wait_next = p->wait_next;
-    else *head = p->wait_next;
+    if (prev) *wait_link(prev, budget) = *wait_link(p, budget);
+    else *head = *wait_link(p, budget);
     break;
   }
-  e->wait_next = NULL;
+  *wait_link(e, budget) = NULL;
+}
+
+static void wait_list_push(ep **head, ep *e, bool budget) {
+  *wait_link(e, budget) = *head;
+  *head = e;
 }
 
 void sched_ep_unlink(hookd_dispatcher *d, ep *e) {
   claimh_remove(d, e);
   wakeh_remove(d, e);
   ready_remove(d, e);
-  if (e->budget_blocked) wait_list_remove(&d->budget_wait, e);
-  if (e->slow_blocked) wait_list_remove(&d->slow_wait, e);
+  if (e->budget_blocked) wait_list_remove(&d->budget_wait, e, true);
+  if (e->slow_blocked) wait_list_remove(&d->slow_wait, e, false);
   e->budget_blocked = e->slow_blocked = false;
   share_wait_remove(e);
 }
@@ -657,6 +665,21 @@ static void flush_wait(hookd_dispatcher *d, ep **head, bool budget);
 
 static void dispatch_ring(hookd_dispatcher *d, int64_t now);
 
+#ifndef NDEBUG
+/* Debug builds (the test suite's): each wait list holds only endpoints flagged as on it, each
+ * once, and no endpoint gone. */
+static void wait_list_check(const hookd_dispatcher *d, ep *head, bool budget) {
+  size_t n = 0;
+  for (ep *p = head; p; p = *wait_link(p, budget)) {
+    if (!(budget ? p->budget_blocked : p->slow_blocked) || p->gone || ++n > d->eps.len) {
+      HLOG(HOOKD_LOG_ERROR, "dispatcher.wait_list_broken", KV_S("list", budget ? "budget" : "slow"),
+           KV_S("endpoint_id", p->cfg.id));
+      abort();
+    }
+  }
+}
+#endif
+
 void sched_dispatch(hookd_dispatcher *d, int64_t now) {
   for (;;) {
     dispatch_ring(d, now);
@@ -665,6 +688,10 @@ void sched_dispatch(hookd_dispatcher *d, int64_t now) {
     if (!d->budget_wait || d->ready_live > 0 || d->in_flight >= d->cfg.max_in_flight) break;
     flush_wait(d, &d->budget_wait, true);
   }
+#ifndef NDEBUG
+  wait_list_check(d, d->budget_wait, true);
+  wait_list_check(d, d->slow_wait, false);
+#endif
 }
 
 static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
@@ -715,8 +742,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     if (cls < 0) {
       if (budget && !e->budget_blocked) {
         e->budget_blocked = true;
-        e->wait_next = d->budget_wait;
-        d->budget_wait = e;
+        wait_list_push(&d->budget_wait, e, true);
       }
       turn_goes_on(d, t, e);
       continue;
@@ -724,8 +750,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     if (!slow_share_ok(d, e)) {
       if (!e->slow_blocked) {
         e->slow_blocked = true;
-        e->wait_next = d->slow_wait;
-        d->slow_wait = e;
+        wait_list_push(&d->slow_wait, e, false);
       }
       turn_goes_on(d, t, e);
       continue;
@@ -805,15 +830,15 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
 static void flush_wait(hookd_dispatcher *d, ep **head, bool budget) {
   ep *list = NULL;
   for (ep *e = *head, *next; e; e = next) {
-    next = e->wait_next;
-    e->wait_next = list;
+    next = *wait_link(e, budget);
+    *wait_link(e, budget) = list;
     list = e;
   }
   *head = NULL;
   while (list) {
     ep *e = list;
-    list = e->wait_next;
-    e->wait_next = NULL;
+    list = *wait_link(e, budget);
+    *wait_link(e, budget) = NULL;
     if (budget) e->budget_blocked = false;
     else e->slow_blocked = false;
     sched_ep_ready(d, e);

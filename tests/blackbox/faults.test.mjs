@@ -141,7 +141,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('SIGTERM with a request hanging past --shutdown-grace-s: it is abandoned as a timed-out attempt, exit 0, sent again after the restart', async () => {
+  it('SIGTERM with a request hanging past --shutdown-grace-s: it is abandoned as a timed-out attempt (no failure of the endpoint\'s), exit 0, sent again after the restart', async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver(() => 'hang');
     let h = await startHookd({ dir, args: ['--shutdown-grace-s', '1'] });
@@ -159,6 +159,9 @@ describe('durability', () => {
     const [att] = h.query('SELECT outcome, error FROM attempts');
     assert.equal(att.outcome, 'timeout');
     assert.match(att.error, /shutting down/);
+    // nor did the endpoint fail: no failing window begun at the stop (--disable-failing-after-s
+    // would be counted from it)
+    assert.deepEqual(h.query('SELECT failing_since FROM endpoints'), [{ failing_since: null }]);
     recv.behave = () => ({ status: 200 });
     h = await startHookd({ dir });
     await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');

@@ -341,6 +341,47 @@ describe('replay jobs: the events an endpoint never got', () => {
   });
 });
 
+describe('replay jobs: the events an endpoint never got, and event retention', () => {
+  it('filter.state missing: an event deleted by retention after the preview, its id published again, is `gone`: the new event (never previewed) gets no delivery', { timeout: 60000 }, async () => {
+    const { dir, cleanup } = tempDir();
+    const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+    let d = await startHookd({ dir, args });
+    const a = await startReceiver();
+    const b = await startReceiver();
+    const { tenant } = await setup(d, a.url);
+    const e2 = await d.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: b.url, enabled: false });
+    assert.equal(e2.status, 201, e2.text);
+    const first = await publish(d, tenant, { id: 'order-42', type: 'm.x', payload: { v: 1 } });
+    assert.equal(first.status, 202, first.text);
+    await waitDelivery(d, 'order-42', (ds) => ds.length === 1 && ds[0].state === 'delivered');
+    const pv = await createJob(d, tenant, { filter: { state: 'missing', endpoint: e2.json.id }, reason: 'backfill' });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.total, 1);
+    // (the store's newest event is always kept)
+    assert.equal((await publish(d, tenant, { type: 'm.y', payload: {} })).status, 202);
+    // retention runs at start: past the window, a restart deletes the settled event
+    const created = Date.parse((await d.api('GET', `/v1/events/order-42`)).json.created_at);
+    await waitUntil(async () => Date.now() > created + 1500, { what: 'the window passes' });
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir, args });
+    await waitUntil(async () => (await d.api('GET', '/v1/events/order-42')).status === 404, { what: 'the event deleted' });
+    const second = await publish(d, tenant, { id: 'order-42', type: 'm.x', payload: { v: 2 } });
+    assert.equal(second.status, 202, second.text);
+    assert.equal((await d.api('PATCH', `/v1/tenants/${tenant}/endpoints/${e2.json.id}`, { enabled: true })).status, 200);
+    assert.equal((await act(d, tenant, pv.json.id, 'confirm')).status, 200);
+    const done = await waitJob(d, tenant, pv.json.id, (j) => j.state === 'completed', 'the job completes');
+    assert.deepEqual(done.progress.skipped_by_reason, { gone: 1 }, JSON.stringify(done.progress));
+    assert.equal(done.progress.replayed, 0);
+    const ds = (await d.api('GET', '/v1/events/order-42')).json.deliveries;
+    assert.deepEqual(ds.filter((x) => x.endpoint_id === e2.json.id), [], 'the new order-42 (published while E was disabled) given E no delivery by the job');
+    assert.equal(b.requests.length, 0);
+    assert.equal((await d.stop()).code, 0);
+    await a.close();
+    await b.close();
+    cleanup();
+  });
+});
+
 describe('replay jobs: governance', () => {
   it('a reason is required (field or Hookd-Reason), fields are checked, roles apply, every step is audited', { timeout: 90000 }, async () => {
     const { recv } = await switchableReceiver();

@@ -1088,8 +1088,8 @@ static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char
 /* event_deliver, with why it refused (a replay item's result: gone, payload_purged, expired,
  * endpoint_deleted, endpoint_disabled, lane_moved_on, state_changed). */
 int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
-                             const char *endpoint_id, int64_t now_ms, hookd_delivery *out,
-                             const char **why) {
+                         int64_t event_seq, const char *endpoint_id, int64_t now_ms,
+                         hookd_delivery *out, const char **why) {
   static const char *unused;
   if (!why) why = &unused;
   *why = "state_changed";
@@ -1098,10 +1098,12 @@ int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   pg_p_init(&p);
   pg_p_text(&p, event_id);
   pg_p_text(&p, tenant_id);
+  pg_p_i64(&p, event_seq);
   PGresult *r = pg_q(c,
                      "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
                      " ordering_version, created_at, channels, test_endpoint, body"
-                     " FROM events WHERE id = $1 AND tenant_id = $2",
+                     " FROM events WHERE id = $1 AND tenant_id = $2"
+                     " AND ($3::bigint = 0 OR seq = $3::bigint)",
                      &p, "read event");
   if (!r) return HOOKD_STORE_ERR;
   if (PQntuples(r) == 0) {
@@ -1197,5 +1199,5 @@ int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
 
 int pg_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                      const char *endpoint_id, int64_t now_ms, hookd_delivery *out) {
-  return pg_event_deliver_why(c, tenant_id, event_id, endpoint_id, now_ms, out, NULL);
+  return pg_event_deliver_why(c, tenant_id, event_id, 0, endpoint_id, now_ms, out, NULL);
 }

@@ -653,13 +653,14 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   pg_p_i64(&p, j->seq);
   pg_p_i64(&p, n);
   PGresult *r = pg_q(c,
-                     "SELECT result, delivery_id FROM replay_items"
+                     "SELECT result, delivery_id, delivery_seq FROM replay_items"
                      " WHERE job_seq = $1 AND n = $2",
                      &p, "read replay item");
   if (!r) return HOOKD_STORE_ERR;
   bool row = PQntuples(r) == 1;
   bool done = row && !pg_null(r, 0, 0);
   char *event_id = row ? pg_str(r, 0, 1) : NULL;
+  int64_t event_seq = row ? pg_i64(r, 0, 2) : 0; /* (the snapshot's event) */
   PQclear(r);
   if (done || !event_id || !j->endpoint_id) { /* another node's step took it */
     free(event_id);
@@ -667,7 +668,8 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   }
   hookd_delivery dl;
   const char *why = NULL;
-  int rc = pg_event_deliver_why(c, j->tenant_id, event_id, j->endpoint_id, now_ms, &dl, &why);
+  int rc = pg_event_deliver_why(c, j->tenant_id, event_id, event_seq, j->endpoint_id, now_ms,
+                                &dl, &why);
   free(event_id);
   if (rc == HOOKD_STORE_OK) {
     pg_p_init(&p);

@@ -856,12 +856,12 @@ static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char
 
 int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                      const char *endpoint_id, int64_t now_ms, hookd_delivery *out) {
-  return sq_event_deliver_why(c, tenant_id, event_id, endpoint_id, now_ms, out, NULL);
+  return sq_event_deliver_why(c, tenant_id, event_id, 0, endpoint_id, now_ms, out, NULL);
 }
 
 int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
-                         const char *endpoint_id, int64_t now_ms, hookd_delivery *out,
-                         const char **why) {
+                         int64_t event_seq, const char *endpoint_id, int64_t now_ms,
+                         hookd_delivery *out, const char **why) {
   static const char *unused;
   if (!why) why = &unused;
   *why = "state_changed";
@@ -869,10 +869,12 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_DELIVER_READ,
                              "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
                              " ordering_version, created_at, channels, test_endpoint, body"
-                             " FROM events WHERE id = ?1 AND tenant_id = ?2");
+                             " FROM events WHERE id = ?1 AND tenant_id = ?2"
+                             " AND (?3 = 0 OR seq = ?3)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, event_id);
   sq_bind_text(st, 2, tenant_id);
+  sq_bind_i64(st, 3, event_seq);
   int rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
     sqlite3_reset(st);

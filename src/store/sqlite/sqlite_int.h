@@ -95,10 +95,12 @@ int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
 int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const char *id,
                             int64_t now_ms, int64_t *seq, int64_t *purged_ms, int *cancelled);
 /* event_deliver, with why it refused (a replay item's result: gone, payload_purged, expired,
- * endpoint_deleted, endpoint_disabled, lane_moved_on, state_changed). */
+ * endpoint_deleted, endpoint_disabled, lane_moved_on, state_changed). event_seq: the event's
+ * seq as a replay job snapshotted it, or 0 — another event given the id since (it was deleted
+ * by retention and the id published again) is `gone`, not that one. */
 int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
-                         const char *endpoint_id, int64_t now_ms, hookd_delivery *out,
-                         const char **why);
+                         int64_t event_seq, const char *endpoint_id, int64_t now_ms,
+                         hookd_delivery *out, const char **why);
 int64_t sq_col_i64(sqlite3_stmt *st, int i);                 /* 0 for NULL */
 
 /* Steps st to the end, reading each row into a growing array of elem-sized records with read();

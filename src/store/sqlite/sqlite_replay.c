@@ -596,7 +596,7 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
 static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
                         const char **result, char **endpoint) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_EVENT,
-                             "SELECT result, delivery_id FROM replay_items"
+                             "SELECT result, delivery_id, delivery_seq FROM replay_items"
                              " WHERE job_seq = ?1 AND n = ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, j->seq);
@@ -604,6 +604,7 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   int rc = sqlite3_step(st);
   bool done = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL;
   char *event_id = rc == SQLITE_ROW ? sq_col_str(st, 1) : NULL;
+  int64_t event_seq = rc == SQLITE_ROW ? sq_col_i64(st, 2) : 0; /* (the snapshot's event) */
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read replay item");
   if (done || !event_id || !j->endpoint_id) { /* another node's step took it */
@@ -612,7 +613,8 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   }
   hookd_delivery dl;
   const char *why = NULL;
-  rc = sq_event_deliver_why(c, j->tenant_id, event_id, j->endpoint_id, now_ms, &dl, &why);
+  rc = sq_event_deliver_why(c, j->tenant_id, event_id, event_seq, j->endpoint_id, now_ms, &dl,
+                            &why);
   free(event_id);
   if (rc == HOOKD_STORE_OK) {
     st = sq_stmt(c, SQ_RPL_ITEM_MADE,

@@ -15,6 +15,10 @@ static void ceiling_doubles_until_cap(void **s) {
   assert_int_equal(hookd_backoff_ceiling_ms(1000, 60000, 7), 60000);
   assert_int_equal(hookd_backoff_ceiling_ms(1000, 60000, 1000), 60000); /* no overflow */
   assert_int_equal(hookd_backoff_ceiling_ms(1000, 60000, 0), 1000);
+  /* an odd cap: the doubling below it is kept (2, 4), then the cap */
+  assert_int_equal(hookd_backoff_ceiling_ms(2, 5, 2), 4);
+  assert_int_equal(hookd_backoff_ceiling_ms(2, 5, 3), 5);
+  assert_int_equal(hookd_backoff_ceiling_ms(INT64_MAX / 2, INT64_MAX, 3), INT64_MAX);
 }
 
 static void delay_within_bounds(void **s) {

@@ -73,6 +73,31 @@ static hookd_breaker_cfg breaker_at(int min_requests, hookd_breaker *b) {
   return c;
 }
 
+/* A share of failures exactly at the configured percent opens it, for every percent (55 of 100
+ * at 55%: in floating point 0.55 * 100 is above 55, and it stayed closed). */
+static void breaker_opens_at_the_exact_percent(void **s) {
+  for (int pct = 1; pct <= 100; pct++) {
+    for (int total = 1; total <= 200; total++) {
+      if ((pct * total) % 100) continue; /* a whole number of failures only */
+      int fails = pct * total / 100;
+      hookd_breaker b;
+      hookd_breaker_cfg c = breaker_at(total, &b);
+      c.failure_percent = pct;
+      for (int i = 0; i < total - fails; i++) hookd_breaker_record(&b, &c, true, false, false, 1);
+      for (int i = 0; i < fails - 1; i++) hookd_breaker_record(&b, &c, false, true, false, 1);
+      assert_int_equal(b.state, HOOKD_BREAKER_CLOSED); /* below the count until the last */
+      hookd_breaker_record(&b, &c, false, true, false, 1);
+      if (b.state != HOOKD_BREAKER_OPEN) fail_msg("%d of %d failed at %d%%: closed", fails, total, pct);
+      /* one failure fewer, the last a success: under the share, closed */
+      hookd_breaker_init(&b, 0);
+      for (int i = 0; i < total - fails + 1; i++) hookd_breaker_record(&b, &c, true, false, false, 1);
+      for (int i = 0; i < fails - 1; i++) hookd_breaker_record(&b, &c, false, true, false, 1);
+      assert_int_equal(b.state, HOOKD_BREAKER_CLOSED);
+    }
+  }
+  (void)s;
+}
+
 static void breaker_cycle(void **s) {
   hookd_breaker b;
   hookd_breaker_cfg c = breaker_at(4, &b);
@@ -183,6 +208,7 @@ int main(void) {
       cmocka_unit_test(bucket_rate_and_burst),
       cmocka_unit_test(bucket_wait_is_bounded),
       cmocka_unit_test(breaker_cycle),
+      cmocka_unit_test(breaker_opens_at_the_exact_percent),
       cmocka_unit_test(breaker_half_open_ignores_late_outcomes),
       cmocka_unit_test(clock_step_keeps_lengths),
       cmocka_unit_test(share_of_a_used_budget),
