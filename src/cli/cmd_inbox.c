@@ -190,6 +190,15 @@ int hookd_cmd_inbox(int argc, char **argv) {
     else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
     else key_file = argv[i + 1]; /* --master-key-file */
   }
+  /* the daemon's variable too (serve and keys rotate-master read it): a key kept apart from the
+   * database */
+  const char *env_file = getenv("HOOKD_MASTER_KEY_FILE");
+  if (!key_file && env_file && *env_file) key_file = env_file;
+  if (key_file && hookd_master_key_env()) {
+    fprintf(stderr, "hookd inbox replay: both HOOKD_MASTER_KEY and a master key file (%s) name "
+                    "the key: keep one\n", key_file);
+    return 2;
+  }
   if (!to || times < 1 || times > 10000) {
     fprintf(stderr, "hookd inbox replay: --to URL is required (the local handler to send it to)\n");
     usage(stderr);

@@ -192,4 +192,64 @@ describe('the dashboard page, run against the daemon', () => {
       await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/cancel`, { reason: 'test done' });
     }
   });
+
+  it('a poll read before the job\'s Cancel but answered after it is not drawn over the cancelled job', async () => {
+    // two DEAD deliveries more, replayed one a minute: the job stays running
+    for (const n of [3, 4]) {
+      const id = (await publish(h, tenant, { type: 'order.paid', payload: { n } })).json.id;
+      await waitDelivery(h, id, (x) => x[0]?.state === 'dead');
+    }
+    const job = await h.api('POST', `/v1/tenants/${tenant}/replays`,
+      { filter: { state: 'dead' }, reason: 'poll race', rate: { per_minute: 1 } });
+    assert.equal(job.status, 201, job.text);
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/confirm`)).status, 200);
+    let held = null; // the job's first poll: read at once, its answer handed over when released
+    let jobGets = 0;
+    const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
+      runScripts: 'dangerously',
+      resources: 'usable',
+      beforeParse(window) {
+        window.TextEncoder = TextEncoder;
+        window.prompt = () => 'stop it';
+        window.fetch = async (path, opts) => {
+          const real = () => fetch(new URL(path, h.url), opts);
+          if (String(path).endsWith(`/replays/${job.json.id}`) && (!opts?.method || opts.method === 'GET') && ++jobGets === 2) {
+            let release;
+            const gate = new Promise((resolve) => { release = resolve; });
+            const read = real();
+            held = { release, read, answered: read.then(async (r) => { await gate; return r; }) };
+            return held.answered;
+          }
+          return real();
+        };
+      },
+    });
+    const w = dom.window;
+    const doc = w.document;
+    await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
+    const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
+    try {
+      doc.getElementById('key').value = API_KEY;
+      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === tenant),
+        { what: 'the tenants listed' });
+      doc.getElementById('tenant').value = tenant;
+      doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
+      doc.getElementById('find').value = job.json.id;
+      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => h2() === `replay job ${job.json.id} — running`, { what: 'the job shown' });
+      await waitUntil(() => held, { timeout: 10000, what: 'its first poll' });
+      await held.read; // the poll has read the job running
+      [...doc.querySelectorAll('#view .actions button')].find((b) => b.textContent === 'Cancel').click();
+      await waitUntil(() => h2() === `replay job ${job.json.id} — cancelled`, { what: 'the cancel drawn' });
+      held.release();
+      await held.answered;
+      await waitUntil(() => doc.getElementById('status').textContent !== '', { what: 'settled' });
+      await new Promise((resolve) => w.setTimeout(resolve, 0)); // (the poll's own continuation)
+      await new Promise((resolve) => w.setTimeout(resolve, 0));
+      assert.equal(h2(), `replay job ${job.json.id} — cancelled`, 'the poll read before the cancel drew over it');
+    } finally {
+      w.close();
+    }
+  });
 });

@@ -1223,6 +1223,31 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('a record held unknown by a forward a reforward replaced still names why it is held', async () => {
+    const a = await startReceiver(() => 'hang');
+    const c = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_heldrep'], [{ url: a.url, idempotent: false, timeout_ms: 1500 },
+      { url: c.url, timeout_ms: 1500 }]);
+    const body = stripeEvent('evt_heldrep_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_heldrep'));
+    await a.waitFor(1);
+    await c.waitFor(1);
+    for (const d of src.destinations) assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${d.id}`)).status, 200);
+    const fresh = await startReceiver();
+    assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: fresh.url })).status, 201);
+    const rep = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`);
+    assert.equal(rep.status, 202, rep.text);
+    await fresh.waitFor(1);
+    const rec = await waitUntil(async () => {
+      const g = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      return g.deliveries.some((x) => x.state === 'delivered') ? g : null;
+    }, { what: 'the new forward delivered' });
+    assert.equal(rec.status, 'unknown', 'the held forward holds the record');
+    assert.match(rec.last_error ?? '', /destination deleted while a request to it may have been in flight/, JSON.stringify(rec));
+    for (const x of [a, c]) { x.releaseHanging(); await x.close(); }
+    await fresh.close();
+  });
+
   it('deleting a non-idempotent destination while its forward is in flight: the record is held unknown, a replay sends nothing, the late timeout keeps it held', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_delni'], [{ url: dest.url, idempotent: false, timeout_ms: 1500 }]);
@@ -1375,6 +1400,30 @@ describe('forwarding', () => {
     dest.releaseHanging();
     await dest.close();
     await other.close();
+  });
+
+  it('a record back to received (one destination failed once, then succeeded; the other still waiting) keeps no error its forwards no longer have', async () => {
+    // (its retry answered after 2 s: the failed state lasts long enough to be seen)
+    const a = await startReceiver((rec, n) => (n === 1 ? { status: 500 } : { status: 200, delayMs: 2000 }));
+    const b = await startReceiver(() => 'hang');
+    const retry = { max_attempts: 5, backoff_base_ms: 100, backoff_cap_ms: 200 };
+    const src = await source('stripe', ['whsec_lerecv'], [{ url: a.url, retry }, { url: b.url, timeout_ms: 30000 }]);
+    const body = stripeEvent('evt_lerecv_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_lerecv'));
+    const failed = await waitUntil(async () => {
+      const x = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      return x.deliveries.some((d) => d.state === 'retrying') ? x : null;
+    }, { what: 'A failed once' }); // (the record reads processing: B's request holds its lease)
+    assert.ok(failed.last_error, 'the failure named');
+    const back = await waitUntil(async () => {
+      const x = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      return x.deliveries.some((d) => d.state === 'delivered') ? x : null;
+    }, { what: 'A delivered' });
+    assert.ok(['received', 'processing'].includes(back.status), back.status);
+    assert.equal(back.last_error, null, JSON.stringify(back));
+    b.releaseHanging();
+    await a.close();
+    await b.close();
   });
 
   it('the record\'s last_error is that of the delivery deciding its status, not the last one written', async () => {
@@ -2413,6 +2462,14 @@ describe('durability and local replay', () => {
         '--store', h.store, '--master-key-file', join(dir, 'nosuch.key')], { encoding: 'utf8' });
       assert.match(unsigned.stderr, /sent unsigned \(cannot read master key file/);
       assert.match(unsigned.stdout, /^1\/1 {2}40[01]/);
+      // the daemon's HOOKD_MASTER_KEY_FILE names the key file too (not the store's beside it)
+      const viaEnv = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port2}/hook`,
+        '--store', h.store], { encoding: 'utf8', env: { ...process.env, HOOKD_MASTER_KEY: '', HOOKD_MASTER_KEY_FILE: join(dir, 'elsewhere.key') } });
+      assert.match(viaEnv.stderr, /sent unsigned \(cannot read master key file[^)]*elsewhere\.key/, viaEnv.stderr);
+      const both = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port2}/hook`,
+        '--store', h.store], { encoding: 'utf8', env: { ...process.env, HOOKD_MASTER_KEY: 'x'.repeat(44), HOOKD_MASTER_KEY_FILE: join(dir, 'elsewhere.key') } });
+      assert.equal(both.status, 2, both.stderr);
+      assert.match(both.stderr, /both HOOKD_MASTER_KEY and a master key file/);
     } finally {
       verifying.kill('SIGTERM');
     }

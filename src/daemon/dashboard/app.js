@@ -162,6 +162,7 @@ function showEndpoint(ep) {
 const JOB_ACTIONS = { preview: ['confirm', 'cancel'], running: ['pause', 'cancel'], paused: ['resume', 'cancel'] };
 
 function showJob(job) {
+  const draw = st.jobDraw = (st.jobDraw || 0) + 1;
   const acts = (JOB_ACTIONS[job.state] || []).map((a) => action(a[0].toUpperCase() + a.slice(1),
     (why) => api('POST', tpath(`/replays/${enc(job.id)}/${a}`), why ? { reason: why } : {}), showJob));
   show(el('h2', {}, `replay job ${job.id} — ${job.state}`), el('div', { class: 'actions' }, ...acts), kv(job));
@@ -170,7 +171,8 @@ function showJob(job) {
     const gen = st.gen;
     st.poll = setTimeout(() => guard(async () => {
       const now = await api('GET', tpath(`/replays/${enc(job.id)}`));
-      if (gen === st.gen) showJob(now);
+      // drawn since (an action's answer): what this poll read may be older
+      if (gen === st.gen && draw === st.jobDraw) showJob(now);
     }, gen), 2000);
   }
 }

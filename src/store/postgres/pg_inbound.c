@@ -695,6 +695,9 @@ int pg_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
   const char *s1 = !strcmp(status, "unknown")            ? "unknown"
                    : !strcmp(status, "dead_lettered")    ? "dead"
                    : !strcmp(status, "retryable_failed") ? "retrying"
+                   /* (its waiting forwards: none when there is none, as for a record with no
+                    * forward left waiting) */
+                   : !strcmp(status, "received")         ? "pending"
                                                          : NULL;
   bool replace = s1 || !strcmp(status, "completed");
   char deciding[256] = "";
@@ -705,7 +708,7 @@ int pg_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
     pg_p_text(&p, !strcmp(s1, "dead") ? "cancelled" : s1);
     r = pg_q(c,
              "SELECT last_error FROM deliveries WHERE event_seq = $1"
-             " AND (state = $2 OR state = $3) AND replaced = 0"
+             " AND (state = $2 OR state = $3) AND (replaced = 0 OR state = 'unknown')"
              " ORDER BY updated_at DESC, seq DESC LIMIT 1",
              &p, "read last error");
     if (!r) return HOOKD_STORE_ERR;

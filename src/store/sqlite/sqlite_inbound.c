@@ -618,13 +618,16 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
   const char *s1 = !strcmp(status, "unknown")            ? "unknown"
                    : !strcmp(status, "dead_lettered")    ? "dead"
                    : !strcmp(status, "retryable_failed") ? "retrying"
+                   /* (its waiting forwards: none when there is none, as for a record with no
+                    * forward left waiting) */
+                   : !strcmp(status, "received")         ? "pending"
                                                          : NULL;
   bool replace = s1 || !strcmp(status, "completed");
   char deciding[256] = "";
   if (s1) {
     st = sq_stmt(c, SQ_INBOX_LAST_ERROR,
                  "SELECT last_error FROM deliveries WHERE event_seq = ?1"
-                 " AND (state = ?2 OR state = ?3) AND NOT replaced"
+                 " AND (state = ?2 OR state = ?3) AND (NOT replaced OR state = 'unknown')"
                  " ORDER BY updated_at DESC, seq DESC LIMIT 1");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, event_seq);
