@@ -28,6 +28,46 @@ after(async () => {
   assert.equal((await h.stop()).code, 0);
 });
 
+// The dashboard in jsdom against h, its key given, the tenant chosen and the running job jobId
+// found. The job's second GET (its first poll) is answered by holdPoll(real) (real: the fetch
+// itself); prompt: what window.prompt answers.
+async function openJob(jobId, holdPoll, { prompt } = {}) {
+  let jobGets = 0;
+  const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
+    runScripts: 'dangerously',
+    resources: 'usable',
+    beforeParse(window) {
+      window.TextEncoder = TextEncoder;
+      if (prompt) window.prompt = () => prompt;
+      window.fetch = async (path, opts) => {
+        const real = () => fetch(new URL(path, h.url), opts);
+        const get = !opts?.method || opts.method === 'GET';
+        if (get && String(path).endsWith(`/replays/${jobId}`) && ++jobGets === 2) return holdPoll(real);
+        return real();
+      };
+    },
+  });
+  const w = dom.window;
+  const doc = w.document;
+  const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
+  try {
+    await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
+    doc.getElementById('key').value = API_KEY;
+    doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+    await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === tenant),
+      { what: 'the tenants listed' });
+    doc.getElementById('tenant').value = tenant;
+    doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
+    doc.getElementById('find').value = jobId;
+    doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+    await waitUntil(() => h2() === `replay job ${jobId} — running`, { what: 'the job shown' });
+  } catch (e) {
+    w.close();
+    throw e;
+  }
+  return { w, doc, h2, gets: () => jobGets };
+}
+
 describe('the dashboard\'s files', () => {
   it('the page, its script and its style, each with a policy that allows nothing but this origin', async () => {
     for (const [path, type] of [['/dashboard', 'text/html'], ['/dashboard/app.js', 'text/javascript'],
@@ -146,38 +186,13 @@ describe('the dashboard page, run against the daemon', () => {
     assert.equal(job.status, 201, job.text);
     assert.equal((await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/confirm`)).status, 200);
     let held = null; // the job's second GET (its first poll) is held until released
-    let jobGets = 0;
-    const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
-      runScripts: 'dangerously',
-      resources: 'usable',
-      beforeParse(window) {
-        window.TextEncoder = TextEncoder;
-        window.fetch = async (path, opts) => {
-          const real = () => fetch(new URL(path, h.url), opts);
-          if (String(path).includes(`/replays/${job.json.id}`) && ++jobGets === 2) {
-            let release;
-            const gate = new Promise((resolve) => { release = resolve; });
-            held = { release, answered: gate.then(real) };
-            return held.answered;
-          }
-          return real();
-        };
-      },
+    const { w, doc, h2, gets } = await openJob(job.json.id, (real) => {
+      let release;
+      const gate = new Promise((resolve) => { release = resolve; });
+      held = { release, answered: gate.then(real) };
+      return held.answered;
     });
-    const w = dom.window;
-    const doc = w.document;
-    await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
-    const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
     try {
-      doc.getElementById('key').value = API_KEY;
-      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-      await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === tenant),
-        { what: 'the tenants listed' });
-      doc.getElementById('tenant').value = tenant;
-      doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
-      doc.getElementById('find').value = job.json.id;
-      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-      await waitUntil(() => h2() === `replay job ${job.json.id} — running`, { what: 'the job shown' });
       await waitUntil(() => held, { timeout: 10000, what: 'its first poll' });
       doc.querySelector('nav button[data-view="endpoints"]').click();
       await waitUntil(() => h2().startsWith('endpoints'), { what: 'the endpoints view' });
@@ -186,7 +201,7 @@ describe('the dashboard page, run against the daemon', () => {
       await waitUntil(() => doc.getElementById('status').textContent === '', { what: 'settled' });
       await new Promise((resolve) => w.setTimeout(resolve, 0)); // (the poll's own continuation)
       assert.ok(h2().startsWith('endpoints'), `the late poll drew over the view: ${h2()}`);
-      assert.equal(jobGets, 2, 'no poll after the view changed');
+      assert.equal(gets(), 2, 'no poll after the view changed');
     } finally {
       w.close();
       await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/cancel`, { reason: 'test done' });
@@ -204,40 +219,14 @@ describe('the dashboard page, run against the daemon', () => {
     assert.equal(job.status, 201, job.text);
     assert.equal((await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/confirm`)).status, 200);
     let held = null; // the job's first poll: read at once, its answer handed over when released
-    let jobGets = 0;
-    const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
-      runScripts: 'dangerously',
-      resources: 'usable',
-      beforeParse(window) {
-        window.TextEncoder = TextEncoder;
-        window.prompt = () => 'stop it';
-        window.fetch = async (path, opts) => {
-          const real = () => fetch(new URL(path, h.url), opts);
-          if (String(path).endsWith(`/replays/${job.json.id}`) && (!opts?.method || opts.method === 'GET') && ++jobGets === 2) {
-            let release;
-            const gate = new Promise((resolve) => { release = resolve; });
-            const read = real();
-            held = { release, read, answered: read.then(async (r) => { await gate; return r; }) };
-            return held.answered;
-          }
-          return real();
-        };
-      },
-    });
-    const w = dom.window;
-    const doc = w.document;
-    await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
-    const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
+    const { w, doc, h2 } = await openJob(job.json.id, (real) => {
+      let release;
+      const gate = new Promise((resolve) => { release = resolve; });
+      const read = real();
+      held = { release, read, answered: read.then(async (r) => { await gate; return r; }) };
+      return held.answered;
+    }, { prompt: 'stop it' });
     try {
-      doc.getElementById('key').value = API_KEY;
-      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-      await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === tenant),
-        { what: 'the tenants listed' });
-      doc.getElementById('tenant').value = tenant;
-      doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
-      doc.getElementById('find').value = job.json.id;
-      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-      await waitUntil(() => h2() === `replay job ${job.json.id} — running`, { what: 'the job shown' });
       await waitUntil(() => held, { timeout: 10000, what: 'its first poll' });
       await held.read; // the poll has read the job running
       [...doc.querySelectorAll('#view .actions button')].find((b) => b.textContent === 'Cancel').click();
