@@ -249,8 +249,11 @@ static bool match_object(const json_t *f, const json_t *v, budget *b) {
   const char *k;
   const json_t *sub;
   json_object_foreach((json_t *)f, k, sub) {
+    /* a filter of fields needs an object: a missing or scalar value has none, not every
+     * field missing ({"customer": {"country": {"$neq": "VN"}}} took a payload without one) */
+    if (k[0] != '$' && !json_is_object(v)) return false;
     bool ok = k[0] == '$' ? match_op(op_of(k), sub, v, b)
-                          : match_node(sub, json_is_object(v) ? json_object_get(v, k) : NULL, b);
+                          : match_node(sub, json_object_get(v, k), b);
     if (b->left < 0) return false; /* abandoned: the result means nothing */
     if (!ok) return false;
   }

@@ -38,6 +38,12 @@ static void literals_and_nesting(void **s) {
   assert_true(m("{\"customer\": {\"country\": \"VN\"}}"));
   assert_false(m("{\"customer\": {\"country\": \"US\"}}"));
   assert_false(m("{\"currency\": {\"code\": \"usd\"}}")); /* a string has no fields */
+  /* nor does a missing field: a filter of fields needs an object, whatever its operators */
+  assert_false(m("{\"missing\": {\"country\": {\"$neq\": \"VN\"}}}"));
+  assert_false(m("{\"missing\": {\"tier\": {\"$nin\": [1]}}}"));
+  assert_false(m("{\"currency\": {\"email\": {\"$exist\": false}}}"));
+  assert_true(m("{\"customer\": {\"email\": {\"$exist\": false}}}")); /* an object: yes */
+  assert_true(m("{\"missing\": {\"$not\": {\"country\": \"VN\"}}}")); /* $not: as documented */
   assert_true(m("{\"amount\": 1500.0}")); /* numbers by value */
   assert_true(m("{\"ratio\": 1}"));
   assert_true(m("{\"note\": null}"));
@@ -105,6 +111,9 @@ static void payloads_that_are_not_objects(void **s) {
   assert_int_equal(hookd_pfilter_match(f, str, NULL), HOOKD_PFILTER_NO);
   assert_int_equal(hookd_pfilter_match(f, NULL, NULL), HOOKD_PFILTER_NO);
   assert_int_equal(hookd_pfilter_match(empty, str, NULL), HOOKD_PFILTER_YES); /* takes everything */
+  json_t *absent = json_loads("{\"a\": {\"$exist\": false}}", 0, NULL);
+  assert_int_equal(hookd_pfilter_match(absent, str, NULL), HOOKD_PFILTER_NO); /* no fields */
+  json_decref(absent);
   json_decref(f);
   json_decref(empty);
   json_decref(str);
