@@ -315,6 +315,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
       e->failing_since = 0;
       if (e->br.state != HOOKD_BREAKER_CLOSED) d->breakers_open--;
       hookd_breaker_init(&e->br, now);
+      e->br_gen++;
       e->health_since = now;
     }
     if (moved) e->proven = false; /* not heard from at the new URL: a newcomer again */
@@ -706,7 +707,7 @@ static void fd_exhausted(hookd_dispatcher *d, item *it, hookd_egress_req *req, i
     d->fd_exhausted_suppressed++;
   }
   hookd_egress_req_cleanup(req);
-  if (it->probe) hookd_breaker_cancel_probe(&e->br);
+  if (disp_probe(it)) hookd_breaker_cancel_probe(&e->br);
   hookd_bucket_refund(&e->bucket); /* tokens pay for requests sent only */
   hookd_bucket_refund(&e->t->bucket);
   sched_sent_done(d, it);
@@ -736,7 +737,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   }
   if (it->purged && !req->request_sent) { /* never went out: given back, no attempt */
     hookd_egress_req_cleanup(req);
-    if (it->probe) hookd_breaker_cancel_probe(&e->br);
+    if (disp_probe(it)) hookd_breaker_cancel_probe(&e->br);
     sched_sent_done(d, it);
     disp_release_item(d, it);
     sched_health_update(d, e);
@@ -780,7 +781,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     HLOG(HOOKD_LOG_ERROR, "delivery.illegal_transition", KV_DELIVERY(d, dl, e->cfg.id),
          KV_S("state", hookd_dstate_name(dl->state)));
     hookd_egress_req_cleanup(req);
-    if (it->probe) hookd_breaker_cancel_probe(&e->br);
+    if (disp_probe(it)) hookd_breaker_cancel_probe(&e->br);
     sched_sent_done(d, it);
     disp_release_item(d, it);
     return;
@@ -876,7 +877,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * endpoint did not fail (a failing window stored then would date its disable from the stop) */
   if (stale || req->abandoned) ok = bad = false;
   hookd_breaker_state before = e->br.state;
-  if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok, bad, it->probe, now)) {
+  if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok, bad, disp_probe(it), now)) {
     /* the total follows the endpoint's own series at once (the stats walk recounts it) */
     d->breakers_open += (e->br.state != HOOKD_BREAKER_CLOSED) - (before != HOOKD_BREAKER_CLOSED);
     HOOKD_INC(breaker_transitions);
@@ -1286,7 +1287,7 @@ static void on_marked(hookd_dispatcher *d, item *it) {
     it->marked = true;
     if (disp_send_item(d, it, now) == 0) return;
   }
-  if (it->probe) hookd_breaker_cancel_probe(&e->br); /* no outcome will give it back */
+  if (disp_probe(it)) hookd_breaker_cancel_probe(&e->br); /* no outcome will give it back */
   /* the rate tokens dispatch_ring took pay for requests sent only */
   hookd_bucket_refund(&e->bucket);
   hookd_bucket_refund(&e->t->bucket);

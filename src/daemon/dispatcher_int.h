@@ -97,7 +97,9 @@ typedef struct item {
   int cls;                    /* CLS_* */
   bool slow;                  /* counted in the slow share while in flight */
   bool newcomer;              /* counted in its tenant's newcomer share while in flight */
-  bool probe;                 /* sent as a half-open breaker probe */
+  bool probe;                 /* sent as a half-open breaker probe (of the breaker of
+                                 probe_gen: disp_probe) */
+  unsigned probe_gen;
   hookd_egress_req req;
   struct curl_slist *hdrs;
   bool wipe_hdrs;             /* hdrs carry the endpoint's custom headers: wiped when freed */
@@ -202,6 +204,8 @@ typedef struct ep {
   struct ep *budget_next, *slow_next;
   hookd_bucket bucket;
   hookd_breaker br;
+  unsigned br_gen;            /* counts the breaker's resets (a new URL, a re-enable): a probe
+                                 sent before one is not the new breaker's */
   int64_t paused_until;       /* Retry-After from a 429/503 */
   int64_t fd_wait_until;      /* no claim before: hookd was out of file descriptors */
   int64_t health_since;       /* moved to another URL or enabled again by an operator then: what
@@ -234,6 +238,13 @@ static inline bool ep_newcomer(const ep *e) {
  * sent again without an operator (held `unknown`; the store's RECLAIM_NO_RESEND holds a
  * reclaimed lease the same way when its send mark is there). */
 static inline bool ep_no_resend(const ep *e) { return e->cfg.source_id && !e->cfg.idempotent; }
+
+/* Whether the item is a probe of its endpoint's breaker as it is now: one sent before the
+ * breaker was reset neither decides the new one nor gives back its probe slot (a second probe
+ * would go out beside the new breaker's own). */
+static inline bool disp_probe(const item *it) {
+  return it->probe && it->probe_gen == it->ep->br_gen;
+}
 
 /* Whether the item's lease leaves room for a request (its timeout and a second): else it is
  * given back and claimed again rather than lapse mid-request (checked before the send mark,

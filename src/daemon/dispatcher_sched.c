@@ -777,6 +777,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     }
     item *it = dequeue(d, e, cls);
     it->probe = e->br.state == HOOKD_BREAKER_HALF_OPEN;
+    it->probe_gen = e->br_gen;
     bool sent = false, probe = it->probe;
     if (it->c.expires_ms && now >= it->c.expires_ms) {
       disp_record_without_attempt(d, it, "expired");
