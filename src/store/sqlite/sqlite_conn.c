@@ -59,6 +59,7 @@ struct sq_shared {
   int ckpt_pages;  /* wake the checkpointer at this many frames not yet copied; 0: never (tests) */
   int ckpt_passed; /* the checkpointer finished a pass: the writer finishes it, the WAL restarts */
   uint64_t passes; /* checkpointer passes that copied frames (tests) */
+  uint64_t tries;  /* and every checkpoint it ran (tests) */
   int stop;
   int final_ckpt;  /* at stop: a last checkpoint before closing */
   int wal_limit;   /* the writer checkpoints itself past this WAL size */
@@ -162,6 +163,9 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
 /* After a checkpoint that failed (an I/O error, a full disk), the next waits this long: each one
  * copies the whole WAL again before its sync fails. */
 #define CKPT_RETRY_MS 1000
+/* after a pass that copied nothing, the wait before the next (a reader holding an old snapshot
+ * holds the frames back for as long as it reads) */
+#define CKPT_STALL_MS 100
 
 /* A checkpoint's result, for hookd_sqlite_shared_health (sh->mu held). Returns whether it
  * failed: a busy connection (another checkpoint running, a reader on old frames) is not a
@@ -192,23 +196,23 @@ static void *ckpt_main(void *arg) {
   sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
   pthread_mutex_lock(&sh->mu);
   int failed = 0;
+  bool stalled = false;
   while (!sh->stop) {
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline); /* the condvar's clock: a step moves neither */
-    /* also checkpoint an idle WAL now and then; after a failure, wait out the retry delay */
-    if (failed) {
-      deadline.tv_nsec += (CKPT_RETRY_MS % 1000) * 1000000L;
-      deadline.tv_sec += CKPT_RETRY_MS / 1000 + deadline.tv_nsec / 1000000000L;
-      deadline.tv_nsec %= 1000000000L;
-    } else {
-      deadline.tv_sec += 2;
-    }
-    while (!sh->stop &&
-           (failed || !(sh->ckpt_pages && sh->wal_pages - sh->backfilled >= sh->ckpt_pages))) {
+    /* also checkpoint an idle WAL now and then; after a failure, wait out the retry delay, and
+     * after a pass that copied nothing a short one */
+    int64_t wait_ms = failed ? CKPT_RETRY_MS : stalled ? CKPT_STALL_MS : 2000;
+    deadline.tv_nsec += (wait_ms % 1000) * 1000000L;
+    deadline.tv_sec += wait_ms / 1000 + deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
+    while (!sh->stop && (failed || stalled ||
+                         !(sh->ckpt_pages && sh->wal_pages - sh->backfilled >= sh->ckpt_pages))) {
       if (!sh->ckpt_pages) pthread_cond_wait(&sh->cv, &sh->mu); /* tests: only stop wakes it */
       else if (pthread_cond_timedwait(&sh->cv, &sh->mu, &deadline) != 0) break;
     }
     failed = 0;
+    stalled = false;
     if (sh->stop) break;
     /* a pass, then short ones for what the writer appended meanwhile, so that what is left for
      * the writer to copy itself is a few commits' frames */
@@ -217,10 +221,16 @@ static void *ckpt_main(void *arg) {
       int log = 0, done = 0;
       int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
       pthread_mutex_lock(&sh->mu);
+      sh->tries++;
       failed = ckpt_note(sh, db, rc, done > sh->backfilled || done == log);
       /* done counts every frame copied in this WAL; more than before: this pass copied some
        * (a done past wal_pages belongs to a WAL that has started over meanwhile) */
-      if (rc != SQLITE_OK || done <= sh->backfilled || done > sh->wal_pages) break;
+      if (rc != SQLITE_OK || done <= sh->backfilled || done > sh->wal_pages) {
+        /* nothing copied (a reader's snapshot older than the frames, another checkpoint under
+         * way): the frames are still there, and passes at once would spin a core until then */
+        stalled = !failed && round == 0 && done <= sh->wal_pages;
+        break;
+      }
       sh->backfilled = done;
       sh->ckpt_passed = 1;
       sh->passes++;
@@ -284,6 +294,14 @@ void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages) {
   sh->ckpt_pages = ckpt_pages;
   sh->wal_limit = limit_pages;
   pthread_mutex_unlock(&sh->mu);
+}
+
+uint64_t hookd_sqlite_checkpoint_tries(void *shared) {
+  sq_shared *sh = shared;
+  pthread_mutex_lock(&sh->mu);
+  uint64_t n = sh->tries;
+  pthread_mutex_unlock(&sh->mu);
+  return n;
 }
 
 uint64_t hookd_sqlite_checkpoint_passes(void *shared) {

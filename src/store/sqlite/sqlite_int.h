@@ -339,6 +339,8 @@ void hookd_sqlite_shared_health(void *shared, hookd_store_health *out);
 void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages);
 /* The checkpointer's passes that copied frames since the store opened (tests). */
 uint64_t hookd_sqlite_checkpoint_passes(void *shared);
+/* And every checkpoint it ran, copying or not (tests). */
+uint64_t hookd_sqlite_checkpoint_tries(void *shared);
 /* Process-wide SQLite set-up (sqlite_pcache.c), made once before the first connection: the
  * page-cache wrapper and no global memory statistics. Returns 1 if the wrapper is installed
  * (0: SQLite was already in use in this process, so its defaults stay). */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -1566,6 +1567,34 @@ static void checkpointer_copies_in_passes_and_the_wal_starts_over(void **state) 
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM scratch"), ROWS);
 }
 
+/* A reader holding an old snapshot holds back the frames committed after it began: the
+ * checkpointer, finding nothing to copy, waits between passes instead of running them back to
+ * back (a core spun for as long as the reader read). */
+static void checkpointer_waits_while_a_reader_holds_the_frames_back(void **state) {
+  fx *f = *state;
+  enum { CKPT = 50 };
+  hookd_sqlite_set_wal_pages(f->s->shared, CKPT, 1 << 30);
+  call c = {.in = "CREATE TABLE scratch(b BLOB)"};
+  assert_int_equal(w(f, run_sql, &c), 0);
+  char path[160];
+  snprintf(path, sizeof path, "%s/t.db", f->dir);
+  sqlite3 *reader;
+  assert_int_equal(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(reader, "BEGIN; SELECT COUNT(*) FROM scratch;", NULL, NULL, NULL),
+                   SQLITE_OK); /* its snapshot, kept until COMMIT */
+  c.in = "INSERT INTO scratch VALUES (randomblob(6000))"; /* ~3 frames each */
+  for (int i = 0; i < 4 * CKPT; i++) assert_int_equal(w(f, run_sql, &c), 0);
+  uint64_t tries0 = hookd_sqlite_checkpoint_tries(f->s->shared);
+  struct timespec half = {0, 500 * 1000 * 1000};
+  nanosleep(&half, NULL); /* (a rate measured: how many checkpoints in half a second) */
+  uint64_t tries = hookd_sqlite_checkpoint_tries(f->s->shared) - tries0;
+  assert_int_equal(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(reader);
+  if (tries > 20) fail_msg("%llu checkpoints in 0.5 s while nothing could be copied",
+                           (unsigned long long)tries);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM scratch"), 4 * CKPT);
+}
+
 /* A daemon opening a store with a WAL left by a crash copies it into the database and starts it
  * over before writing anything: commits appended behind frames a failed fsync never wrote would
  * otherwise be lost with them at a power cut. */
@@ -1773,6 +1802,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
       cmocka_unit_test_setup_teardown(lanes_repair_walks_in_steps, setup, teardown),
       cmocka_unit_test_setup_teardown(writer_bounds_the_wal, setup, teardown),
+      cmocka_unit_test_setup_teardown(checkpointer_waits_while_a_reader_holds_the_frames_back,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(checkpointer_copies_in_passes_and_the_wal_starts_over, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(page_cache_parks_split_pages_under_key_zero, setup,
