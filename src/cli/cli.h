@@ -13,4 +13,12 @@ int hookd_cmd_inbox(int argc, char **argv);
  * exist: commands that read or change a store never create an empty one by mistake. */
 bool hookd_cli_store_exists(const char *who, const char *url);
 
+#include <stddef.h>
+/* The master key file a command reads (*out; NULL: HOOKD_MASTER_KEY), as the daemon picks it:
+ * flag_file, HOOKD_MASTER_KEY_FILE, HOOKD_MASTER_KEY, else an embedded store's <db>.key (written
+ * into buf). -1 (a message on stderr naming `who`) when a file and HOOKD_MASTER_KEY both name
+ * the key. */
+int hookd_cli_master_key_file(const char *who, const char *flag_file, const char *store,
+                              char *buf, size_t cap, const char **out);
+
 #endif

@@ -59,13 +59,8 @@ static int run_load(hookd_store_conn *c, const hookd_store_backend *be, void *ar
 
 /* The destinations' signing keys, opened with the master key: how many (0: unsigned, with the
  * reason on stderr). A deleted destination's secret is gone: it signs nothing. */
-static size_t open_keys(const load *l, const char *store, const char *key_file,
-                        hookd_hmac_key keys[MAX_KEYS]) {
-  char path[1100] = "", err[512] = "";
-  if (!key_file && !hookd_master_key_env() && strncmp(store, "sqlite:", 7) == 0) {
-    snprintf(path, sizeof path, "%s.key", store + 7);
-    key_file = path;
-  }
+static size_t open_keys(const load *l, const char *key_file, hookd_hmac_key keys[MAX_KEYS]) {
+  char err[512] = "";
   hookd_keyring k;
   if (hookd_keyring_read(key_file, &k.key, err, sizeof err) != 0) {
     fprintf(stderr, "hookd inbox replay: sent unsigned (%s)\n", err);
@@ -190,15 +185,6 @@ int hookd_cmd_inbox(int argc, char **argv) {
     else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
     else key_file = argv[i + 1]; /* --master-key-file */
   }
-  /* the daemon's variable too (serve and keys rotate-master read it): a key kept apart from the
-   * database */
-  const char *env_file = getenv("HOOKD_MASTER_KEY_FILE");
-  if (!key_file && env_file && *env_file) key_file = env_file;
-  if (key_file && hookd_master_key_env()) {
-    fprintf(stderr, "hookd inbox replay: both HOOKD_MASTER_KEY and a master key file (%s) name "
-                    "the key: keep one\n", key_file);
-    return 2;
-  }
   if (!to || times < 1 || times > 10000) {
     fprintf(stderr, "hookd inbox replay: --to URL is required (the local handler to send it to)\n");
     usage(stderr);
@@ -218,6 +204,10 @@ int hookd_cmd_inbox(int argc, char **argv) {
   }
   hookd_store_config cfg = {.url = store && *store ? store : "sqlite:hookd.db", .max_batch = 16,
                             .no_migrate = true};
+  char key_path[1100];
+  if (hookd_cli_master_key_file("hookd inbox replay", key_file, cfg.url, key_path,
+                                sizeof key_path, &key_file) != 0)
+    return 2;
   if (!hookd_cli_store_exists("hookd inbox replay", cfg.url)) return 1;
   hookd_store *s = NULL;
   char err[512];
@@ -240,7 +230,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
     return 1;
   }
   hookd_hmac_key keys[MAX_KEYS];
-  size_t n_keys = open_keys(&l, cfg.url, key_file, keys);
+  size_t n_keys = open_keys(&l, key_file, keys);
 
   struct curl_slist *hs = NULL;
   char h[1024];

@@ -328,19 +328,12 @@ static int cmd_rotate_master(keys_args *a) {
   }
   char err[512];
   hookd_master_key old_key, new_key;
-  const char *old_file = a->master_file;
-  if (!old_file && getenv("HOOKD_MASTER_KEY_FILE") && *getenv("HOOKD_MASTER_KEY_FILE"))
-    old_file = getenv("HOOKD_MASTER_KEY_FILE");
-  if (old_file && hookd_master_key_env()) {
-    fprintf(stderr, "hookd keys rotate-master: both HOOKD_MASTER_KEY and a master key file (%s)"
-                    " name the current key: keep one\n", old_file);
+  const char *old_file;
+  char default_file[1100];
+  if (hookd_cli_master_key_file("hookd keys rotate-master", a->master_file, a->store,
+                                default_file, sizeof default_file, &old_file) != 0) {
     hookd_store_unlock(&lock);
     return 2;
-  }
-  char default_file[1100];
-  if (!old_file && !hookd_master_key_env() && strncmp(a->store, "sqlite:", 7) == 0) {
-    snprintf(default_file, sizeof default_file, "%s.key", a->store + 7);
-    old_file = default_file;
   }
   int rc = 1;
   if (hookd_keyring_read(old_file, &old_key, err, sizeof err) != 0 ||

@@ -38,12 +38,15 @@ void hookd_in_form_free(hookd_in_form *f) {
   f->empty_names = 0;
 }
 
-bool hookd_in_form_too_big(const char *s, size_t len) {
-  if (len > HOOKD_IN_MAX_FORM) return true;
+/* The pairs of form text s[0..len), or 0 when it is past the bounds (hookd_in_form_too_big). */
+static size_t pairs_within(const char *s, size_t len) {
+  if (len > HOOKD_IN_MAX_FORM) return 0;
   size_t pairs = 1;
   for (size_t i = 0; i < len && pairs <= HOOKD_IN_MAX_PAIRS; i++) pairs += s[i] == '&';
-  return pairs > HOOKD_IN_MAX_PAIRS;
+  return pairs > HOOKD_IN_MAX_PAIRS ? 0 : pairs;
 }
+
+bool hookd_in_form_too_big(const char *s, size_t len) { return pairs_within(s, len) == 0; }
 
 int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out) {
   out->kv = NULL;
@@ -51,9 +54,8 @@ int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out) {
   out->n = 0;
   out->empty_names = 0;
   if (!s || len == 0) return 0;
-  if (hookd_in_form_too_big(s, len)) return -1;
-  size_t pairs = 1;
-  for (size_t i = 0; i < len; i++) pairs += s[i] == '&';
+  size_t pairs = pairs_within(s, len);
+  if (!pairs) return -1;
   /* Each pair decodes to at most its own length, plus two NULs. */
   out->mem = malloc(len + 2 * pairs + 1);
   out->kv = calloc(pairs, sizeof *out->kv);

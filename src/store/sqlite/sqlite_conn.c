@@ -296,18 +296,10 @@ void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages) {
   pthread_mutex_unlock(&sh->mu);
 }
 
-uint64_t hookd_sqlite_checkpoint_tries(void *shared) {
+uint64_t hookd_sqlite_checkpoint_count(void *shared, bool tries) {
   sq_shared *sh = shared;
   pthread_mutex_lock(&sh->mu);
-  uint64_t n = sh->tries;
-  pthread_mutex_unlock(&sh->mu);
-  return n;
-}
-
-uint64_t hookd_sqlite_checkpoint_passes(void *shared) {
-  sq_shared *sh = shared;
-  pthread_mutex_lock(&sh->mu);
-  uint64_t n = sh->passes;
+  uint64_t n = tries ? sh->tries : sh->passes;
   pthread_mutex_unlock(&sh->mu);
   return n;
 }

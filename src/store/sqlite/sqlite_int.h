@@ -337,10 +337,9 @@ void hookd_sqlite_shared_health(void *shared, hookd_store_health *out);
  * copied (0: only when told to stop — for tests), the writer checkpoints itself past limit_pages.
  * Defaults 1,000 and 32,000. */
 void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages);
-/* The checkpointer's passes that copied frames since the store opened (tests). */
-uint64_t hookd_sqlite_checkpoint_passes(void *shared);
-/* And every checkpoint it ran, copying or not (tests). */
-uint64_t hookd_sqlite_checkpoint_tries(void *shared);
+/* The checkpointer's passes that copied frames since the store opened, or (tries) every
+ * checkpoint it ran, copying or not (tests). */
+uint64_t hookd_sqlite_checkpoint_count(void *shared, bool tries);
 /* Process-wide SQLite set-up (sqlite_pcache.c), made once before the first connection: the
  * page-cache wrapper and no global memory statistics. Returns 1 if the wrapper is installed
  * (0: SQLite was already in use in this process, so its defaults stay). */

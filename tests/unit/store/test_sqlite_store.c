@@ -1549,7 +1549,7 @@ static void checkpointer_copies_in_passes_and_the_wal_starts_over(void **state) 
   assert_int_equal(w(f, run_sql, &c), 0);
   char wal[160];
   snprintf(wal, sizeof wal, "%s/t.db-wal", f->dir);
-  uint64_t passes0 = hookd_sqlite_checkpoint_passes(f->s->shared);
+  uint64_t passes0 = hookd_sqlite_checkpoint_count(f->s->shared, false);
   long largest = 0;
   c.in = "INSERT INTO scratch VALUES (randomblob(6000))"; /* ~3 frames per commit */
   for (int i = 0; i < ROWS; i++) {
@@ -1557,7 +1557,7 @@ static void checkpointer_copies_in_passes_and_the_wal_starts_over(void **state) 
     long size = file_size(wal);
     if (size > largest) largest = size;
   }
-  uint64_t passes = hookd_sqlite_checkpoint_passes(f->s->shared) - passes0;
+  uint64_t passes = hookd_sqlite_checkpoint_count(f->s->shared, false) - passes0;
   /* one pass per ~CKPT frames (~6,000 in all), not one per commit once the WAL is that long */
   assert_true(passes >= 1);
   assert_true(passes <= ROWS / 10);
@@ -1584,10 +1584,10 @@ static void checkpointer_waits_while_a_reader_holds_the_frames_back(void **state
                    SQLITE_OK); /* its snapshot, kept until COMMIT */
   c.in = "INSERT INTO scratch VALUES (randomblob(6000))"; /* ~3 frames each */
   for (int i = 0; i < 4 * CKPT; i++) assert_int_equal(w(f, run_sql, &c), 0);
-  uint64_t tries0 = hookd_sqlite_checkpoint_tries(f->s->shared);
+  uint64_t tries0 = hookd_sqlite_checkpoint_count(f->s->shared, true);
   struct timespec half = {0, 500 * 1000 * 1000};
   nanosleep(&half, NULL); /* (a rate measured: how many checkpoints in half a second) */
-  uint64_t tries = hookd_sqlite_checkpoint_tries(f->s->shared) - tries0;
+  uint64_t tries = hookd_sqlite_checkpoint_count(f->s->shared, true) - tries0;
   assert_int_equal(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(reader);
   if (tries > 20) fail_msg("%llu checkpoints in 0.5 s while nothing could be copied",
