@@ -163,9 +163,10 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
 /* After a checkpoint that failed (an I/O error, a full disk), the next waits this long: each one
  * copies the whole WAL again before its sync fails. */
 #define CKPT_RETRY_MS 1000
-/* after a pass that copied nothing, the wait before the next (a reader holding an old snapshot
- * holds the frames back for as long as it reads) */
-#define CKPT_STALL_MS 100
+/* After a pass that copied nothing, the wait before the next (a reader holding an old snapshot
+ * holds the frames back for as long as it reads; another checkpoint holds the lock). 100 ms let
+ * the WAL grow under load between passes: publish p50 at 5,000/s +0.3 ms (BENCHMARKS.md). */
+#define CKPT_STALL_MS 10
 
 /* A checkpoint's result, for hookd_sqlite_shared_health (sh->mu held). Returns whether it
  * failed: a busy connection (another checkpoint running, a reader on old frames) is not a
