@@ -251,6 +251,12 @@ static int cmd_create(keys_args *a) {
   }
   int rc = hookd_storeq_run_sync(s->writer, run_create, &x);
   hookd_store_close(s);
+  if (rc == HOOKD_STORE_UNKNOWN) {
+    fprintf(stderr, "hookd keys create: %s: the key may have been stored; the token above is "
+                    "valid if `hookd keys list` shows %s (revoke it if you do not keep the token)\n",
+            store_problem(rc), id);
+    return 1;
+  }
   if (rc) {
     fprintf(stderr, "hookd keys create: %s (the token above is not valid)\n", store_problem(rc));
     return 1;
@@ -304,8 +310,9 @@ static int cmd_revoke(keys_args *a) {
   int rc = hookd_storeq_run_sync(s->writer, run_revoke, &x);
   hookd_store_close(s);
   if (rc) {
-    fprintf(stderr, "hookd keys revoke: %s: %s\n", a->id,
-            rc == HOOKD_STORE_NOTFOUND ? "no such active key" : store_problem(rc));
+    fprintf(stderr, "hookd keys revoke: %s: %s%s\n", a->id,
+            rc == HOOKD_STORE_NOTFOUND ? "no such active key" : store_problem(rc),
+            rc == HOOKD_STORE_UNKNOWN ? ": it may have been revoked; see `hookd keys list`" : "");
     return 1;
   }
   fprintf(stderr, "revoked %s; %s\n", a->id, when_read(a->store));
@@ -350,6 +357,12 @@ static int cmd_rotate_master(keys_args *a) {
                           .detail = detail};
   int src = hookd_storeq_run_sync(s->writer, run_rotate_master, &x);
   hookd_store_close(s);
+  if (src == HOOKD_STORE_UNKNOWN) {
+    fprintf(stderr, "hookd keys rotate-master: %s: the secrets are sealed with master key %s "
+                    "or %s, all with one; keep both key files: hookd's start names the one the "
+                    "store needs\n", store_problem(src), old_key.id, new_key.id);
+    goto out;
+  }
   if (src) {
     fprintf(stderr, "hookd keys rotate-master: %s (nothing changed)\n",
             x.err[0] ? x.err : hookd_store_strerror(src));

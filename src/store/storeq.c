@@ -202,7 +202,8 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
 
   for (hookd_store_op *op = batch, *next; op; op = next) {
     next = op->next; /* done() may free op */
-    if (txn_rc != 0) op->rc = HOOKD_STORE_ERR;
+    /* an unknown outcome stays unknown: "failed" would have the caller retry what may be in */
+    if (txn_rc != 0) op->rc = txn_rc == HOOKD_STORE_UNKNOWN ? txn_rc : HOOKD_STORE_ERR;
     if (op->done) op->done(op->arg, op->rc);
   }
 }

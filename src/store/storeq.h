@@ -78,8 +78,9 @@ void hookd_storeq_set_slow_handler(void (*fn)(const char *queue, size_t ops, int
 /* What the writer does when a commit's outcome is unknown (HOOKD_STORE_UNKNOWN): fn is called,
  * process-wide, before anything else (the daemon logs and exits, as PostgreSQL does on an fsync
  * failure, so that the next start's recovery decides, and no op is answered "failed" for what
- * may have committed — a client would retry a create that happened). Without one the batch's
- * ops complete with HOOKD_STORE_ERR, like any failed commit. */
+ * may have committed — a client would retry a create that happened). Without one (the CLI) the
+ * batch's ops complete with HOOKD_STORE_UNKNOWN, not HOOKD_STORE_ERR: the caller must say that
+ * what it asked for may or may not be stored. */
 void hookd_storeq_set_unknown_commit_handler(void (*fn)(void));
 
 /* Who hears of commits whose answer was lost and whose outcome the backend then settled
