@@ -446,11 +446,15 @@ static enum MHD_Result answer_mid_body(hookd_req *r) {
   char head[1024];
   int n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: %s\r\n",
                    r->status, reason ? reason : "", r->content_type);
-  for (int i = 0; i < r->n_hdr && n > 0 && (size_t)n < sizeof head; i++) /* Retry-After … */
+  bool cache_said = false; /* as queue(): no cache keeps an answer of hookd's */
+  for (int i = 0; i < r->n_hdr && n > 0 && (size_t)n < sizeof head; i++) { /* Retry-After … */
     n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n", r->hdr_name[i],
                   r->hdr_value[i]);
+    cache_said |= !strcasecmp(r->hdr_name[i], "Cache-Control");
+  }
   if (n > 0 && (size_t)n < sizeof head)
-    n += snprintf(head + n, sizeof head - (size_t)n, "Content-Length: %zu\r\n\r\n", r->resp_len);
+    n += snprintf(head + n, sizeof head - (size_t)n, "%sContent-Length: %zu\r\n\r\n",
+                  cache_said ? "" : "Cache-Control: no-store\r\n", r->resp_len);
   if (ci && n > 0 && (size_t)n < sizeof head) {
     struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};

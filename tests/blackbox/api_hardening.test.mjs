@@ -441,6 +441,7 @@ describe('request framing', () => {
       assert.equal(last?.status, 413, `answered before the body ended:\n${r.text}`);
       assert.equal(last.headers['content-type'], 'application/json');
       assert.equal(last.headers.connection?.toLowerCase(), 'close');
+      assert.equal(last.headers['cache-control'], 'no-store'); // as every answer of hookd's
       assert.equal(JSON.parse(last.body).error.code, 'body_too_large');
       assert.ok(r.closed, 'the connection is closed');
       if (expect) assert.equal(rs[0].status, 100);
