@@ -138,12 +138,33 @@ typedef struct budget {
 static bool spend_bytes(budget *b, size_t n) { return (b->left -= 1 + (long)(n / 64)) >= 0; }
 static size_t slen(const json_t *v) { return json_is_string(v) ? json_string_length(v) : 0; }
 
-/* Equal scalars: integers exactly, other numbers by value (1 equals 1.0). */
+/* An integer against a real, exactly: i as a double rounds above 2^53 (9007199254740993 would
+ * equal 9007199254740992.0). -1, 0, 1. */
+static int cmp_int_real(json_int_t i, double d) {
+  if (d >= 9223372036854775808.0) return -1; /* 2^63: past every json_int_t */
+  if (d < -9223372036854775808.0) return 1;
+  json_int_t t = (json_int_t)d; /* toward zero; exact in this range */
+  if (i != t) return i < t ? -1 : 1;
+  double frac = d - (double)t; /* exact: d and t share their high bits */
+  return frac > 0 ? -1 : frac < 0;
+}
+
+/* Two numbers: integers exactly, reals by value, an integer and a real exactly (1 equals 1.0). */
+static int cmp_num(const json_t *a, const json_t *b) {
+  if (json_is_integer(a) && json_is_integer(b)) {
+    json_int_t x = json_integer_value(a), y = json_integer_value(b);
+    return x < y ? -1 : x > y;
+  }
+  if (json_is_integer(a)) return cmp_int_real(json_integer_value(a), json_real_value(b));
+  if (json_is_integer(b)) return -cmp_int_real(json_integer_value(b), json_real_value(a));
+  double x = json_real_value(a), y = json_real_value(b);
+  return x < y ? -1 : x > y;
+}
+
+/* Equal scalars: numbers by value, exactly (1 equals 1.0). */
 static bool eq(const json_t *a, const json_t *b) {
   if (!a || !b) return false;
-  if (json_is_integer(a) && json_is_integer(b))
-    return json_integer_value(a) == json_integer_value(b);
-  if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+  if (json_is_number(a) && json_is_number(b)) return cmp_num(a, b) == 0;
   return json_equal((json_t *)a, (json_t *)b);
 }
 
@@ -168,14 +189,7 @@ static bool eq_any(const json_t *v, const json_t *want, budget *b) {
 
 /* <0, 0, >0, or 2 when the two do not compare (not both numbers, not both strings). */
 static int cmp(const json_t *v, const json_t *to) {
-  if (json_is_integer(v) && json_is_integer(to)) {
-    json_int_t a = json_integer_value(v), b = json_integer_value(to);
-    return a < b ? -1 : a > b;
-  }
-  if (json_is_number(v) && json_is_number(to)) {
-    double a = json_number_value(v), b = json_number_value(to);
-    return a < b ? -1 : a > b;
-  }
+  if (json_is_number(v) && json_is_number(to)) return cmp_num(v, to);
   if (json_is_string(v) && json_is_string(to)) {
     int c = strcmp(json_string_value(v), json_string_value(to));
     return c < 0 ? -1 : c > 0;

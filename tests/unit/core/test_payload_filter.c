@@ -206,15 +206,24 @@ static void strings_and_fan_outs_pay_their_way(void **s) {
   free(text);
 }
 
-/* Integers compare exactly (a 19-digit id is not another one a double rounds it to). */
+/* Integers compare exactly (a 19-digit id is not another one a double rounds it to), against
+ * integers and against reals (2^53 + 1 is not 2^53 written as a real). */
 static void integers_compare_exactly(void **s) {
   (void)s;
-  json_t *p = json_loads("{\"id\": 1234567890123456700, \"n\": 9007199254740993}", 0, NULL);
+  json_t *p = json_loads("{\"id\": 1234567890123456700, \"n\": 9007199254740993, \"neg\": -3}",
+                         0, NULL);
   const char *no[] = {"{\"id\": 1234567890123456789}", "{\"n\": 9007199254740992}",
                       "{\"n\": {\"$in\": [9007199254740992]}}",
-                      "{\"n\": {\"$lte\": 9007199254740992}}"};
+                      "{\"n\": {\"$lte\": 9007199254740992}}", "{\"n\": 9007199254740992.0}",
+                      "{\"n\": {\"$in\": [9007199254740992.0]}}",
+                      "{\"n\": {\"$lte\": 9007199254740992.0}}", "{\"id\": {\"$gt\": 1e19}}",
+                      "{\"neg\": {\"$lt\": -3.5}}", "{\"neg\": -3.0000001}"};
   const char *yes[] = {"{\"id\": 1234567890123456700}", "{\"n\": {\"$gt\": 9007199254740992}}",
-                       "{\"n\": {\"$gte\": 9007199254740993.0}}"};
+                       "{\"n\": {\"$gte\": 9007199254740993.0}}",
+                       "{\"n\": {\"$gt\": 9007199254740992.0}}",
+                       "{\"n\": {\"$neq\": 9007199254740992.0}}", "{\"id\": {\"$lt\": 1e19}}",
+                       "{\"id\": {\"$gt\": -1e19}}", "{\"neg\": {\"$gt\": -3.5}}",
+                       "{\"neg\": -3.0}"};
   for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
     json_t *f = json_loads(no[i], 0, NULL);
     if (hookd_pfilter_match(f, p, NULL) != HOOKD_PFILTER_NO) fail_msg("%s matched", no[i]);
