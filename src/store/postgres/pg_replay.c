@@ -5,6 +5,7 @@
  * job's state machine, the retention of ended jobs' items, and the
  * step the replayer runs: each running job's due items, at its rate, go back to pending through
  * the single replay's own checks and write (pg_replay_one). */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -804,7 +805,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
   pg_p_init(&p);
   pg_p_i64(&p, j->seq);
   pg_p_i64(&p, n);
-  pg_p_i64(&p, (int64_t)at);
+  pg_p_i64(&p, (int64_t)ceil(at)); /* whole ms, up: never over the rate (replay.md) */
   pg_p_i64(&p, replayed);
   pg_p_i64(&p, skipped);
   pg_p_i64(&p, now_ms);

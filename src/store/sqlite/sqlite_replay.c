@@ -5,6 +5,7 @@
  * job's state machine, the retention of ended jobs' items, and the
  * step the replayer runs: each running job's due items, at its rate, go back to pending through
  * the single replay's own checks and write (sq_replay_one). */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -755,7 +756,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, j->seq);
   sq_bind_i64(st, 2, n);
-  sq_bind_i64(st, 3, (int64_t)at);
+  sq_bind_i64(st, 3, (int64_t)ceil(at)); /* whole ms, up: never over the rate (replay.md) */
   sq_bind_i64(st, 4, replayed);
   sq_bind_i64(st, 5, skipped);
   sq_bind_i64(st, 6, now_ms);
