@@ -81,16 +81,23 @@ static const struct {
  * signature ("X-Signature-Secret") as far, always masked */
 typedef enum { VALUE_PLAIN, VALUE_AUTH, VALUE_SIGNATURE, VALUE_SIGNED_SECRET } value_kind;
 
-/* Whether the key in[i..i+n) holds a sensitive part; *auth: what its unquoted value runs to. */
-static bool sensitive_key(const char *in, size_t i, size_t n, value_kind *auth) {
-  char k[64];
-  size_t starts[64], ns = 0;
-  bool word_end[65] = {false};
+#define KEY_MAX 256 /* letters and digits of a name read for its words */
+
+/* Whether the key in[i..i+n) holds a sensitive part; *auth: what its unquoted value runs to.
+ * A key with more than KEY_MAX letters and digits is not read: false, and *too_long set. */
+static bool sensitive_key(const char *in, size_t i, size_t n, value_kind *auth, bool *too_long) {
+  char k[KEY_MAX];
+  size_t starts[KEY_MAX], ns = 0;
+  bool word_end[KEY_MAX + 1] = {false};
   size_t m = 0;
+  *too_long = false;
   for (size_t j = i; j < i + n; j++) {
     unsigned char c = (unsigned char)in[j], p = j > i ? (unsigned char)in[j - 1] : '_';
     if (!is_alnum(c)) continue;
-    if (m == sizeof k) return false; /* too long for a field name */
+    if (m == sizeof k) { /* too long for a field name */
+      *too_long = true;
+      return false;
+    }
     if (p == '_' || p == '-' || (c >= 'A' && c <= 'Z' && p >= 'a' && p <= 'z')) {
       starts[ns++] = m;
       word_end[m] = true;
@@ -145,14 +152,19 @@ size_t hookd_redact_cut(const char *s, size_t len, size_t max, bool more) {
   return n;
 }
 
+/* (a header name too long to read is taken as sensitive: a vendor's long name may end in
+ * "-Api-Secret", and dropping or masking an unread header costs little) */
 bool hookd_redact_name_sensitive(const char *name) {
   value_kind auth;
-  return sensitive_key(name, 0, strlen(name), &auth) && auth != VALUE_SIGNATURE;
+  bool too_long;
+  return (sensitive_key(name, 0, strlen(name), &auth, &too_long) && auth != VALUE_SIGNATURE) ||
+         too_long;
 }
 
 bool hookd_redact_name_masked(const char *name) {
   value_kind auth;
-  return sensitive_key(name, 0, strlen(name), &auth);
+  bool too_long;
+  return sensitive_key(name, 0, strlen(name), &auth, &too_long) || too_long;
 }
 
 /* "key": "value", key=value, key: value, where the key holds a sensitive part — the value
@@ -196,17 +208,27 @@ static span match_named(const char *in, size_t len, size_t i) {
   size_t w = run(in, len, i, key_char);
   if (!w) return kept(0);
   size_t j = i + w;
-  while (j < len && (in[j] == '"' || in[j] == '\'')) j++;
+  /* (a quote after the name may be escaped: JSON quoted in a JSON string, {"got":"{\"token\":…) */
+  while (j < len && (in[j] == '"' || in[j] == '\'' || in[j] == '\\')) j++;
   while (j < len && (in[j] == ' ' || in[j] == '\t')) j++;
   value_kind auth = VALUE_PLAIN; /* a name (followed by ':' or '='), then a sensitive one */
-  if (j >= len || (in[j] != ':' && in[j] != '=') || w < 3 || !sensitive_key(in, i, w, &auth))
+  bool too_long;
+  if (j >= len || (in[j] != ':' && in[j] != '=') || w < 3 ||
+      !sensitive_key(in, i, w, &auth, &too_long))
     return kept(w);
   j++;
   while (j < len && (in[j] == ' ' || in[j] == '\t')) j++;
+  bool esc = j + 1 < len && in[j] == '\\' && (in[j + 1] == '"' || in[j + 1] == '\'');
+  j += esc;
   if (j < len && (in[j] == '"' || in[j] == '\'')) {
     char q = in[j];
     size_t v = ++j;
-    while (j < len && in[j] != q) j += in[j] == '\\' && j + 1 < len ? 2 : 1;
+    if (esc) { /* an escaped value ends at the next escaped quote, before its backslash */
+      while (j < len && !(in[j] == q && in[j - 1] == '\\')) j++;
+      if (j < len) j--;
+    } else {
+      while (j < len && in[j] != q) j += in[j] == '\\' && j + 1 < len ? 2 : 1;
+    }
     if (j > len) j = len;
     /* a signature's text that is prose is read on (an address in it is still masked) */
     if (auth == VALUE_SIGNATURE && !signature_scheme(in + v, j - v)) {

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/b64.h"
 #include "core/clock.h"
@@ -494,8 +495,10 @@ static json_t *event_json(const hookd_event *e) {
 /* An inbound event's stored header lines ("name: value\n"…, written by the receive path) as the
  * object its forwards' headers make: a name given twice has its values joined by ", "; a
  * signature's value shown "[redacted]", as in a response excerpt (the forward carries it: a
- * viewer could replay a signed body — GitHub's and Shopify's signatures carry no time). */
-static json_t *meta_json(const char *meta) {
+ * viewer could replay a signed body — GitHub's and Shopify's signatures carry no time). A generic
+ * HMAC source's signature header is named by its operator ("X-Webhook-Digest" holds none of the
+ * words that mark a signature): `sig_header`, when not NULL, is masked as well. */
+static json_t *meta_json(const char *meta, const char *sig_header) {
   json_t *o = json_object();
   for (const char *l = meta ? meta : ""; o && *l;) {
     const char *nl = strchr(l, '\n'), *end = nl ? nl : l + strlen(l);
@@ -506,7 +509,7 @@ static json_t *meta_json(const char *meta) {
       char name[256];
       snprintf(name, sizeof name, "%.*s", (int)(nlen < sizeof name ? nlen : sizeof name - 1), l);
       size_t vlen = (size_t)(end - val);
-      if (hookd_redact_name_masked(name)) {
+      if (hookd_redact_name_masked(name) || (sig_header && !strcasecmp(name, sig_header))) {
         val = "[redacted]";
         vlen = strlen(val);
       }
@@ -521,6 +524,26 @@ static json_t *meta_json(const char *meta) {
     l = nl ? nl + 1 : end;
   }
   return o ? o : json_null();
+}
+
+/* The signature header of the generic HMAC source an inbound event came through, copied into
+ * out ("" if none: another provider, or the source deleted — its secrets are erased then). */
+static void generic_sig_header(hookd_app *app, const char *meta, char *out, size_t cap) {
+  out[0] = '\0';
+  static const char key[] = "hookd-source-id: "; /* the receive path writes it first */
+  const char *at = meta ? strstr(meta, key) : NULL;
+  if (!at || (at != meta && at[-1] != '\n')) return;
+  at += sizeof key - 1;
+  char id[HOOKD_ID_MAX];
+  size_t n = strcspn(at, "\n");
+  if (n >= sizeof id) return;
+  memcpy(id, at, n);
+  id[n] = '\0';
+  hookd_source_rt *rt = app->sources ? hookd_source_cache_get(app->sources, id) : NULL;
+  if (!rt) return;
+  if (rt->has_generic && rt->generic.mode == HOOKD_GENERIC_HMAC && rt->generic.header)
+    snprintf(out, cap, "%s", rt->generic.header);
+  hookd_source_rt_release(rt);
 }
 
 static void reply_event_get(hookd_api_op *base, int rc) {
@@ -562,7 +585,9 @@ static void reply_event_get(hookd_api_op *base, int rc) {
   json_t *v = event_json(&op->ev);
   if (op->ev.inbound) {
     json_object_set_new(v, "content_type", hookd_json_str_or_null(op->ev.content_type));
-    json_object_set_new(v, "headers", meta_json(op->ev.meta));
+    char sig_header[256];
+    generic_sig_header(base->app, op->ev.meta, sig_header, sizeof sig_header);
+    json_object_set_new(v, "headers", meta_json(op->ev.meta, sig_header[0] ? sig_header : NULL));
   }
   json_object_set_new(v, "payload", payload ? payload : json_null());
   if (binary) json_object_set_new(v, "payload_base64", binary);

@@ -198,7 +198,14 @@ describe('generic HMAC: the template signs the body, and the timestamp and id it
     const sig = createHmac('sha256', 's3cret').update(`msg-1.${ts}.${body}`).digest('hex');
     const ok = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body,
       headers: { 'Content-Type': 'application/json', 'X-Sig': sig, 'X-Id': 'msg-1', 'X-Ts': ts } });
-    assert.equal(ok.status, 200, await ok.text());
+    const okText = await ok.text();
+    assert.equal(ok.status, 200, okText);
+    // the event's headers as shown: the operator-named signature header masked, as a built-in
+    // provider's (a viewer could replay the body with it), the others as received
+    const ev = await h.api('GET', `/v1/tenants/${TENANT}/events/${JSON.parse(okText).inbox_id}`);
+    assert.equal(ev.status, 200, ev.text);
+    const shown = Object.fromEntries(Object.entries(ev.json.headers).map(([k, v]) => [k.toLowerCase(), v]));
+    assert.deepEqual([shown['x-sig'], shown['x-id'], shown['x-ts']], ['[redacted]', 'msg-1', ts], ev.text);
     // the same signature under another id is not
     const replay = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body,
       headers: { 'Content-Type': 'application/json', 'X-Sig': sig, 'X-Id': 'msg-2', 'X-Ts': ts } });

@@ -88,6 +88,23 @@ static void named_values(void **s) {
   assert_false(hookd_redact_name_sensitive("X-Hub-Signature-256"));
   assert_false(hookd_redact_name_sensitive("X-Shopify-Hmac-Sha256"));
   assert_string_equal(R("{\"token\": 12345}"), "{\"token\": [redacted]}");
+  /* JSON quoted inside a JSON string (an error handler echoing the request): each value up to
+   * its escaped closing quote, the rest kept */
+  assert_string_equal(R("{\"got\":\"{\\\"webhook-signature\\\":\\\"v1,K5oZfzN95Z9UVu1E=\\\","
+                        "\\\"password\\\": \\\"hunter2\\\",\\\"n\\\":\\\"\\\"}\"}"),
+                      "{\"got\":\"{\\\"webhook-signature\\\":\\\"[redacted]\\\","
+                      "\\\"password\\\": \\\"[redacted]\\\",\\\"n\\\":\\\"\\\"}\"}");
+  assert_string_equal(R("{\"e\":\"{\\\"token\\\":\\\"\\\"}\"}"), "{\"e\":\"{\\\"token\\\":\\\"\\\"}\"}");
+  /* a header name too long to read for its words (a vendor's) is taken as sensitive */
+  const char *long_name = "X-Acme-Corporation-Enterprise-Integration-Platform-Webhook-Api-Secret";
+  assert_true(hookd_redact_name_sensitive(long_name));
+  assert_true(hookd_redact_name_masked(long_name));
+  char longer[400];
+  memset(longer, 'a', 300);
+  memcpy(longer, "X-", 2);
+  longer[300] = '\0';
+  assert_true(hookd_redact_name_sensitive(longer)); /* past what is read: dropped unread */
+  assert_false(hookd_redact_name_sensitive("X-Acme-Corporation-Enterprise-Integration-Platform-Id"));
   /* names inside longer words, or without a value, are left */
   assert_string_equal(R("tokens: 3, secretary: Ann, token"), "tokens: 3, secretary: Ann, token");
   assert_string_equal(R("{\"password\":\"\"}"), "{\"password\":\"\"}");
