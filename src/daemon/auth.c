@@ -186,8 +186,20 @@ bool hookd_auth_check(hookd_auth *a, const char *token, hookd_principal *p) {
       found = true;
     }
   }
+  p->loaded = a->applied_gen;
   pthread_rwlock_unlock(&a->lock);
   return found;
+}
+
+bool hookd_auth_still_valid(hookd_auth *a, const hookd_principal *p) {
+  pthread_rwlock_rdlock(&a->lock);
+  /* the same table (the periodic reload replaces it every 2 s), or the configured key (never
+   * revoked), or the key found again by its id */
+  bool ok = p->loaded == a->applied_gen ||
+            (a->has_bootstrap && !strcmp(p->key_id, a->bootstrap.p.key_id));
+  for (size_t i = 0; !ok && i < a->n; i++) ok = !strcmp(a->keys[i].p.key_id, p->key_id);
+  pthread_rwlock_unlock(&a->lock);
+  return ok;
 }
 
 bool hookd_role_allows(hookd_role role, hookd_perm perm) {

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "store/store.h"
 
@@ -40,6 +41,7 @@ typedef struct hookd_principal {
   char key_id[64];
   hookd_role role;
   char tenants[HOOKD_SCOPE_MAX + 1]; /* comma-separated scope, "" = every tenant */
+  uint64_t loaded;                   /* the key table's load it was found in */
 } hookd_principal;
 
 typedef struct hookd_auth hookd_auth;
@@ -58,6 +60,9 @@ size_t hookd_auth_count(hookd_auth *a);
 
 /* Resolves a bearer token. Returns true and fills p when the token is a valid key. */
 bool hookd_auth_check(hookd_auth *a, const char *token, hookd_principal *p);
+/* Whether p's key is still in the table (not revoked since hookd_auth_check found it): a request
+ * checked at its headers runs once its body is in, which a client may hold back for a minute. */
+bool hookd_auth_still_valid(hookd_auth *a, const hookd_principal *p);
 
 bool hookd_role_allows(hookd_role role, hookd_perm perm);
 bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id);

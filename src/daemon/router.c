@@ -331,5 +331,14 @@ void hookd_api_handle(hookd_req *r, void *arg) {
   const route *rt = hookd_req_route(r);
   if (!rt && !hookd_api_gate(r, arg)) return; /* (without a gate in the server) */
   rt = hookd_req_route(r);
+  /* the key was checked at the headers; a body held back past its revocation (a minute at
+   * most: --request-timeout-s) must not then act: checked again (docs/api.md "API keys") */
+  const hookd_principal *p = hookd_api_principal(r);
+  if (p && !hookd_auth_still_valid(((hookd_app *)arg)->auth, p)) {
+    HOOKD_INC(auth_failures);
+    hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
+    hookd_req_error(r, 401, "unauthorized", "the API key was revoked while the request was sent");
+    return;
+  }
   rt->fn(r, arg);
 }

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac, createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync, readdirSync, statSync } from 'node:fs';
+import net from 'node:net';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { HOOKD_BIN, faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
@@ -369,6 +370,25 @@ describe('API keys over the API', () => {
     assert.equal((await as(h, v.json.key, 'GET', `/v1/tenants/${a.tenant}`)).status, 401, 'refused when answered');
     assert.equal((await h.api('DELETE', `/v1/keys/${v.json.id}`)).status, 404, 'revoked already');
     assert.equal((await h.api('DELETE', '/v1/keys/key_config')).status, 404, 'the --api-key one is not the store\'s');
+    // a request whose headers came before the revocation and its body after does not act: the
+    // key is checked at the headers (answered "100 Continue"), and again once the body is in
+    const held = (await h.api('POST', '/v1/keys', { role: 'admin' })).json;
+    const body = JSON.stringify({ role: 'admin', name: 'minted with a revoked key' });
+    const sock = net.connect(h.port, '127.0.0.1');
+    let got = '';
+    sock.on('data', (d) => { got += d; });
+    const closed = new Promise((res) => sock.on('close', res));
+    sock.write(`POST /v1/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${held.key}\r\n`
+      + `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\n`
+      + 'Connection: close\r\n\r\n');
+    await waitUntil(() => got.includes('100 Continue'), { timeout: 5000, what: '100 Continue' });
+    assert.equal((await h.api('DELETE', `/v1/keys/${held.id}`)).status, 200);
+    sock.write(body);
+    await closed;
+    assert.match(got, /\r\n\r\nHTTP\/1\.1 401 /, got);
+    assert.match(got, /revoked while the request was sent/);
+    const minted = (await h.api('GET', '/v1/keys')).json.data;
+    assert.ok(!minted.some((k) => k.name === 'minted with a revoked key'), 'no key made');
     // bad input names the problem
     for (const [body, what] of [[{}, 'role'], [{ role: 'root' }, 'role'], [{ role: 'viewer', tenants: [] }, 'tenants'],
       [{ role: 'viewer', tenants: 'a,b' }, 'tenants'], [{ role: 'viewer', tenants: ['a b'] }, 'tenants'],
