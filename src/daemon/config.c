@@ -430,7 +430,7 @@ static bool table_name_ok(const char *s) {
 /* Read by libcurl's URL parser, as the egress will read it: a host, and for a proxy a scheme
  * among http, https, socks4, socks4a, socks5, socks5h (none: curl's http) and no path; else
  * http or https. */
-static bool url_ok(const char *u, bool proxy) {
+static bool url_ok(const char *u, bool proxy, char *scheme_out, size_t scheme_cap) {
   static const char *const schemes[] = {"http", "https", "socks4", "socks4a", "socks5", "socks5h"};
   CURLU *h = curl_url();
   char *scheme = NULL, *host = NULL, *path = NULL;
@@ -447,6 +447,7 @@ static bool url_ok(const char *u, bool proxy) {
   bool known = false;
   for (size_t i = 0; ok && i < (proxy ? sizeof schemes / sizeof schemes[0] : 2); i++)
     known |= !strcasecmp(scheme, schemes[i]);
+  if (scheme_out) snprintf(scheme_out, scheme_cap, "%s", ok && scheme ? scheme : "");
   curl_free(scheme);
   curl_free(host);
   curl_free(path);
@@ -648,26 +649,28 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
              "(not starting with a digit)");
     return -1;
   }
-  if (c->egress_proxy[0] && !url_ok(c->egress_proxy, true)) {
+  char proxy_scheme[16] = "";
+  if (c->egress_proxy[0] &&
+      !url_ok(c->egress_proxy, true, proxy_scheme, sizeof proxy_scheme)) {
     snprintf(err, errlen,
              "--egress-proxy must be host:port or a URL (http://, https://, socks5h://… host)");
     return -1;
   }
   /* a SOCKS proxy that takes an address: libcurl resolves the destination, and no check of
-   * hookd's sees what it resolved to (docs/security.md) */
-  if (!strncasecmp(c->egress_proxy, "socks5://", 9) ||
-      !strncasecmp(c->egress_proxy, "socks4://", 9)) {
+   * hookd's sees what it resolved to (docs/security.md) — the scheme as libcurl parsed it
+   * ("socks5:/host" is socks5 too) */
+  if (!strcasecmp(proxy_scheme, "socks5") || !strcasecmp(proxy_scheme, "socks4")) {
     snprintf(err, errlen,
-             "--egress-proxy %.6s:// has hookd resolve the destination for the proxy, which no "
+             "--egress-proxy %s:// has hookd resolve the destination for the proxy, which no "
              "check then sees: use socks5h:// or socks4a:// (the proxy resolves it, and must "
-             "enforce the destination policy)", c->egress_proxy);
+             "enforce the destination policy)", proxy_scheme);
     return -1;
   }
   if (c->ops_tenant[0] && !hookd_id_valid(c->ops_tenant, 64)) {
     snprintf(err, errlen, "--ops-tenant must be a tenant id (1 to 64 of A-Z a-z 0-9 _ . : -)");
     return -1;
   }
-  if (c->public_url[0] && !url_ok(c->public_url, false)) {
+  if (c->public_url[0] && !url_ok(c->public_url, false, NULL, 0)) {
     snprintf(err, errlen, "--public-url must be an http:// or https:// URL with a host, and "
                           "no credentials, query or fragment (no '@', '?' or '#')");
     return -1;

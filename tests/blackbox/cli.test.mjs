@@ -448,7 +448,10 @@ describe('hookd CLI', () => {
       [['--egress-ca-file', dir], /not a file/],
       // a SOCKS proxy given an address libcurl resolved: no check of hookd's sees it
       [['--egress-proxy', 'socks5://127.0.0.1:1080'], /use socks5h:\/\/ or socks4a:\/\//],
-      [['--egress-proxy', 'SOCKS4://127.0.0.1:1080'], /SOCKS4:\/\/ has hookd resolve the destination/]]) {
+      [['--egress-proxy', 'SOCKS4://127.0.0.1:1080'], /socks4:\/\/ has hookd resolve the destination/],
+      // the scheme as libcurl reads it: one slash is socks5 too
+      [['--egress-proxy', 'socks5:/127.0.0.1:1080'], /socks5:\/\/ has hookd resolve the destination/],
+      [['--egress-proxy', 'Socks4:127.0.0.1:1080'], /--egress-proxy must be host:port/]]) {
       r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(dir, 'x.db')}`, ...args]);
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, why);
