@@ -73,8 +73,8 @@ static const opt opts[] = {
      0, "PATH", "PEM bundle of the CAs trusted for HTTPS destinations, instead of the system's "
                 "(a private CA of internal endpoints)"},
     {"egress-proxy", "HOOKD_EGRESS_PROXY", T_STR, OFF(egress_proxy), SZ(egress_proxy), 0, 0,
-     "URL", "send deliveries through this proxy (the connect-time address check then applies to "
-            "the proxy hop; the proxy must enforce the destination policy)"},
+     "URL", "send deliveries through this proxy (its own address is not judged by the "
+            "destination policy; the proxy must enforce that policy for the hop it makes)"},
     {"egress-ports", "HOOKD_EGRESS_PORTS", T_STR, OFF(egress_ports), SZ(egress_ports), 0, 0,
      "LIST", "destination ports allowed: comma-separated, or \"any\""},
     {"resolve", NULL, T_LIST, OFF(resolve), OFF(n_resolve), 0, 0, "HOST:PORT:ADDR",

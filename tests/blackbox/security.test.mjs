@@ -202,6 +202,21 @@ describe('destination policy', () => {
     await proxy.close();
     await direct.close();
   });
+
+  it('--egress-proxy on a loopback address works under the default policy: the proxy is not judged as a destination', async () => {
+    const proxy = await startReceiver(() => ({ status: 200 }));
+    // no --egress-allow 127.0.0.0/8: the endpoint's name resolves to a public address
+    // (registration checks apply), the only socket hookd opens is the proxy's on 127.0.0.1
+    const h = await startHookd({ testArgs: ['--allow-http', '--retry-base-ms', '100', '--retry-cap-ms', '400'],
+      args: ['--egress-proxy', `http://127.0.0.1:${proxy.port}`, '--resolve', 'hooks.example.com:80:93.184.216.34'] });
+    const { tenant } = await setup(h, 'http://hooks.example.com/hook');
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ['delivered', 'dead'].includes(ds[0]?.state));
+    assert.equal(d.state, 'delivered', JSON.stringify(d));
+    assert.equal(proxy.requests[0]?.url, 'http://hooks.example.com/hook');
+    assert.equal((await h.stop()).code, 0);
+    await proxy.close();
+  });
 });
 
 function createKey(h, role, tenants) {
