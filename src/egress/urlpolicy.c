@@ -306,15 +306,33 @@ int hookd_url_check_resolved(const hookd_url_policy *p, const hookd_url_info *in
   }
   if (n == 0 || !families || !addrs)
     return fail(err, "dns", "the host did not resolve to any address");
+  /* a localhost name allowed (hookd_url_check: 127.0.0.1 is) may also resolve to ::1 (Debian's
+   * /etc/hosts): that one refused is skipped at the connection, which then takes 127.0.0.1 —
+   * not a reason to refuse the URL, unless nothing else is left */
+  static const unsigned char loopback6[16] = {[15] = 1};
+  bool localhost = info && is_localhost(info->host);
+  size_t skipped = 0;
   for (size_t i = 0; i < n; i++) {
     const char *rule = hookd_addr_judge(&p->addr, families[i], addrs[i]);
     if (!rule) continue;
+    if (localhost && families[i] == AF_INET6 && !memcmp(addrs[i], loopback6, 16)) {
+      skipped++;
+      continue;
+    }
     if (err) {
       char a[INET6_ADDRSTRLEN];
       hookd_addr_format(families[i], addrs[i], a, sizeof a);
       snprintf(err->rule, sizeof err->rule, "%s", rule);
       snprintf(err->message, sizeof err->message, "the host resolves to %s, which is not allowed (%s)",
                a, rule);
+    }
+    return -1;
+  }
+  if (skipped == n) { /* ::1 alone */
+    if (err) {
+      snprintf(err->rule, sizeof err->rule, "loopback");
+      snprintf(err->message, sizeof err->message,
+               "the host resolves to ::1 only, which is not allowed (loopback)");
     }
     return -1;
   }

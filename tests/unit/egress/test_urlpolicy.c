@@ -337,6 +337,26 @@ static void resolved(void **s) {
   int bad_fam = AF_UNIX;
   assert_int_equal(hookd_url_check_resolved(&p, &info, &bad_fam, a, 1, &err), -1);
   assert_string_equal(err.rule, "family");
+
+  /* localhost under --egress-allow 127.0.0.1/32: /etc/hosts gives it ::1 too, which the
+   * connection skips for 127.0.0.1 — accepted; ::1 alone is not; another name's ::1 is not */
+  hookd_cidr lo;
+  assert_int_equal(hookd_cidr_parse("127.0.0.1/32", &lo), 0);
+  hookd_url_policy lop = {.addr = {.allow = &lo, .n_allow = 1}};
+  int lfam[2] = {AF_INET6, AF_INET};
+  unsigned char laddr[2][16];
+  memset(laddr, 0, sizeof laddr);
+  inet_pton(AF_INET6, "::1", laddr[0]);
+  inet_pton(AF_INET, "127.0.0.1", laddr[1]);
+  const unsigned char(*la)[16] = (const unsigned char(*)[16])laddr;
+  assert_int_equal(hookd_url_check(&lop, "https://localhost/hook", &info, &err), 0);
+  assert_int_equal(hookd_url_check_resolved(&lop, &info, lfam, la, 2, &err), 0);
+  assert_int_equal(hookd_url_check_resolved(&lop, &info, lfam, la, 1, &err), -1);
+  assert_string_equal(err.rule, "loopback");
+  hookd_url_policy any_name = {.addr = {.allow = &lo, .n_allow = 1}};
+  assert_int_equal(hookd_url_check(&any_name, "https://example.com/hook", &info, &err), 0);
+  assert_int_equal(hookd_url_check_resolved(&any_name, &info, lfam, la, 2, &err), -1);
+  assert_non_null(strstr(err.message, "::1"));
 }
 
 int main(void) {
