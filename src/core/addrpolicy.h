@@ -17,8 +17,9 @@
  *   Cloud metadata [metadata]: 169.254.169.254, fd00:ec2::254, 168.63.129.16, 100.100.100.200 —
  *   always forbidden, even when private networks or an allowlist entry would allow them.
  *
- * Operator settings: allow_private lifts [private], [loopback], [link_local], [unique_local],
- * [site_local] and [cgnat] (the networks of a development setup); an allowlist entry (CIDR)
+ * Operator settings: allow_private lifts [private], [loopback], [unique_local], [site_local] and
+ * [cgnat] (the networks of a development setup; not [link_local]: a link-local address needs a
+ * zone no URL carries); an allowlist entry (CIDR)
  * lifts every rule except [metadata] for the addresses it covers. */
 #ifndef HOOKD_CORE_ADDRPOLICY_H
 #define HOOKD_CORE_ADDRPOLICY_H

@@ -149,7 +149,8 @@ static void reload_pins(hookd_destinations *d) {
   if (d->resolve) {
     if (d->n_retired < (int)(sizeof d->retired / sizeof d->retired[0]))
       d->retired[d->n_retired++] = d->resolve;
-    /* beyond that many reloads the oldest list is leaked rather than freed under a request */
+    /* beyond that many reloads the list replaced is leaked rather than freed under a request
+     * (a development and test option: a file changed that often is not its use) */
   }
   d->resolve = list;
   d->file_st = st;
