@@ -37,7 +37,7 @@
 #define WHY_MAX 200    /* the refusal written to relay_error (ASCII: the API's messages) */
 
 enum { C_SEQ, C_TENANT, C_ID, C_TYPE, C_PAYLOAD, C_OCCURRED, C_OKEY, C_OVER, C_CHANNELS,
-       C_SCHEMA, C_AGE, C_PLEN, C__COUNT };
+       C_SCHEMA, C_AGE, C_PLEN, C_LOCKED, C__COUNT };
 /* A batch's payload text fetched at most (its first row whatever its size): docs/outbox.md. */
 #define OUTBOX_BATCH_BYTES "16777216"
 #define DEFERRED_LOG_MS 60000 /* outbox.deferred names one row at most once a minute */
@@ -54,7 +54,7 @@ struct hookd_outbox {
   bool stuck;          /* more of them than SKIP_MAX: no row is taken any more */
   long long deferred_seq;     /* the row outbox.deferred last named, and when (monotonic) */
   int64_t deferred_logged_ms;
-  char select_sql[2048], delete_sql[300], mark_sql[300];
+  char select_sql[2048], delete_sql[300], mark_sql[300], lag_sql[400];
 };
 
 /* One cycle's publishes in flight: their outcomes come on the writer's thread. */
@@ -426,12 +426,24 @@ static void deferred(hookd_outbox *o, const row *r, int n) {
 
 /* One cycle. Returns the rows taken (>= 0), -1 when the database failed, -2 when the engine
  * could not take them now (they stay for the next cycle), -3 when the relay is stuck (too many
- * rows it can neither publish nor mark). */
-static int cycle(hookd_outbox *o) {
+ * rows it can neither publish nor mark). *cut: the byte bound left rows out of the batch (more
+ * are waiting, however few were taken). */
+static int cycle(hookd_outbox *o, bool *cut) {
+  *cut = false;
   hookd_app *app = o->app;
   uint64_t depth;
   if (o->stuck) return -3;
-  if (hookd_api_store_behind(app, &depth)) return -2;
+  if (hookd_api_store_behind(app, &depth)) {
+    /* nothing taken while the engine's writes are behind; the lag still shown as it grows (an
+     * hour of overload kept the last value, often 0, and no outbox alert fired) */
+    PGresult *lag = query(o, o->lag_sql, 0, NULL);
+    if (lag && PQresultStatus(lag) == PGRES_TUPLES_OK && PQnfields(lag) == 1) {
+      long long age = PQntuples(lag) ? strtoll(PQgetvalue(lag, 0, 0), NULL, 10) : 0;
+      atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
+    }
+    PQclear(lag);
+    return -2;
+  }
   if (!exec_ok(o, "BEGIN")) return -1;
   char limit[16];
   snprintf(limit, sizeof limit, "%d", app->cfg->outbox_batch);
@@ -452,6 +464,7 @@ static int cycle(hookd_outbox *o) {
   }
   int n = PQntuples(res);
   long long age = n ? strtoll(PQgetvalue(res, 0, C_AGE), NULL, 10) : 0; /* (NULL: "") */
+  *cut = n && strtoll(PQgetvalue(res, 0, C_LOCKED), NULL, 10) > n;
   atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
   if (n == 0) {
     PQclear(res);
@@ -527,7 +540,8 @@ static void *main_loop(void *arg) {
       backoff = next_backoff(backoff);
       continue;
     }
-    int n = cycle(o);
+    bool cut;
+    int n = cycle(o, &cut);
     if (atomic_load(&o->stopping)) break;
     if (n == -1) {
       char msg[512];
@@ -552,7 +566,10 @@ static void *main_loop(void *arg) {
     }
     backoff = BACKOFF_MIN_MS;
     if (n == -2) wait_for(o, BUSY_WAIT_MS, false);
-    else if (n < o->app->cfg->outbox_batch) wait_for(o, o->app->cfg->outbox_poll_ms, true);
+    /* fewer than a batch: drained, unless the byte bound cut it (large payloads: a batch of
+     * them is 16 MiB, and waiting a poll after each drained a backlog at 16 MiB a poll) */
+    else if (n < o->app->cfg->outbox_batch && !cut)
+      wait_for(o, o->app->cfg->outbox_poll_ms, true);
   }
   disconnect(o);
   return NULL;
@@ -610,11 +627,16 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            "floor(extract(epoch FROM occurred_at) * 1000)::bigint END, ordering_key, "
            "ordering_version, to_json(channels)::text, schema_version, "
            "CASE WHEN isfinite(created_at) THEN "
-           "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint END, plen "
+           "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint END, plen, "
+           "(SELECT count(*) FROM r) "
            "FROM w WHERE k = 1 OR upto <= " OUTBOX_BATCH_BYTES " ORDER BY seq",
            t);
   snprintf(o->delete_sql, sizeof o->delete_sql, "DELETE FROM %s WHERE seq = ANY($1::bigint[])",
            t);
+  snprintf(o->lag_sql, sizeof o->lag_sql,
+           "SELECT CASE WHEN isfinite(created_at) THEN floor(extract(epoch FROM "
+           "clock_timestamp() - created_at) * 1000)::bigint END FROM %s "
+           "WHERE relay_error IS NULL ORDER BY seq LIMIT 1", t);
   snprintf(o->mark_sql, sizeof o->mark_sql,
            "UPDATE %s SET relay_error = $2, relay_failed_at = now() WHERE seq = $1::bigint", t);
   o->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

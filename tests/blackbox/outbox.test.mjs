@@ -389,6 +389,53 @@ test('a batch fetches at most 16 MiB of payloads (one row at least), and a paylo
   }
 });
 
+test('a backlog of large payloads is drained batch after batch: a batch cut by its 16 MiB is not taken for the last one (no poll interval between batches)', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const { dir, cleanup } = tempDir();
+  const args = ['--outbox-url', pg.url, '--outbox-table', name, '--outbox-poll-ms', '60000'];
+  let h = await startHookd({ dir, args });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    assert.equal((await h.stop()).code, 0);
+    // committed while hookd was down (no notification will wake the relay): twenty payloads of
+    // 1,000,000 bytes, sixteen to a batch, fewer than --outbox-batch (500)
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload)
+                    SELECT 'backlog' || i, $1, 'a.b', to_jsonb(repeat('y', 999998)) FROM generate_series(1, 20) i`, [tenant]);
+    h = await startHookd({ dir, args });
+    // a 1-minute poll: only a relay that goes straight on drains the last four in time
+    await waitUntil(async () => (await rows(name)).length === 0, { timeout: 30000, what: 'the whole backlog relayed' });
+    assert.equal(await metric(h, 'hookd_outbox_relayed_total'), 20);
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); cleanup(); }
+});
+
+test('while the engine\'s writes are behind the relay takes nothing, and its lag still grows with the waiting rows', { skip: SQLITE_ONLY }, async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: [...relay(name), '--max-store-queue', '100'] });
+  let release;
+  try {
+    const { tenant } = await setup(h, rx.url);
+    assert.equal(await metric(h, 'hookd_outbox_lag_seconds'), 0);
+    // another connection holds SQLite's write lock: publishes queue up past --max-store-queue
+    release = await h.lockStore();
+    const pending = Array.from({ length: 300 }, (_, i) => publish(h, tenant, { id: `evt_behind_${i}`, type: 'a', payload: {} }));
+    await waitUntil(async () => (await metric(h, 'hookd_publish_backpressure_total')) > 0,
+      { timeout: 3000, what: 'the store behind' });
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, created_at)
+                    VALUES ('waits', $1, 'a.b', '{}', now() - interval '1 hour')`, [tenant]);
+    await waitUntil(async () => (await metric(h, 'hookd_outbox_lag_seconds')) >= 3600,
+      { timeout: 3000, what: 'the lag of the row waiting, shown while the store is behind' });
+    assert.equal((await rows(name)).length, 1, 'not taken meanwhile');
+    await release('COMMIT');
+    release = null;
+    await Promise.all(pending);
+    await waitUntil(async () => (await rows(name)).length === 0, { what: 'relayed once the store caught up' });
+    assert.equal((await h.stop()).code, 0);
+  } finally { if (release) await release('COMMIT'); await rx.close(); }
+});
+
 test('a row the engine cannot take (a 5xx every time) is counted and named in outbox.deferred, once a minute while it stays first; the rows beside it go on', { skip: SQLITE_ONLY }, async () => {
   const name = await table();
   const rx = await startReceiver();
