@@ -221,6 +221,22 @@ static int node_lock_wait(hookd_store_conn *c) {
 }
 
 /* Sets up a session (a new one, or one whose setup failed: once more). */
+/* The server's WAL timeline, as the hex of a WAL file name's first 8 digits, NULL on a standby
+ * (SQL: one column). A promoted replica starts a new one; a restarted primary keeps its own. */
+#define PG_TIMELINE_SQL                                                                         \
+  "CASE WHEN pg_is_in_recovery() THEN NULL"                                                    \
+  " ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END"
+
+/* The writer's session: the timeline it writes on ("" when it cannot be read, and then not
+ * compared: a lost COMMIT is asked about as before). */
+static void read_timeline(hookd_store_conn *c) {
+  c->timeline[0] = '\0';
+  PGresult *r = PQexec(c->pg, "SELECT " PG_TIMELINE_SQL);
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+    snprintf(c->timeline, sizeof c->timeline, "%s", PQgetvalue(r, 0, 0));
+  PQclear(r);
+}
+
 static int session_setup(hookd_store_conn *c) {
   PQsetNoticeReceiver(c->pg, NULL, NULL);
   PQsetNoticeProcessor(c->pg, pg_no_notices, NULL);
@@ -240,6 +256,7 @@ static int session_setup(hookd_store_conn *c) {
                  " SET tcp_keepalives_count = 3; SET tcp_user_timeout = " PG_LINK_TIMEOUT_MS,
               "session") != 0)
     return HOOKD_STORE_ERR;
+  if (c->writer) read_timeline(c);
   if (!c->writer || !c->sh->node_id) return HOOKD_STORE_OK;
   int got = node_lock(c);
   if (got == 0 && c->sh->start_wait_s > 0) got = node_lock_wait(c);
@@ -654,10 +671,15 @@ static int commit_outcome(hookd_store_conn *c, const char *xid) {
       if (q) PQsetNoticeProcessor(q, pg_no_notices, NULL);
     }
     if (q && PQstatus(q) == CONNECTION_OK) {
-      PGresult *r = PQexecParams(q, "SELECT txid_status($1::bigint)", 1, NULL, params, NULL, NULL,
-                                 0);
+      PGresult *r = PQexecParams(q, "SELECT txid_status($1::bigint), " PG_TIMELINE_SQL, 1, NULL,
+                                 params, NULL, NULL, 0);
       bool answered = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
-      const char *st = answered && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
+      /* another timeline (a replica promoted meanwhile, which never saw the id and may since
+       * have given it to another transaction: "committed" would be another node's) is no answer,
+       * nor is a standby's */
+      bool same = !c->timeline[0] ||
+                  (answered && !PQgetisnull(r, 0, 1) && !strcmp(PQgetvalue(r, 0, 1), c->timeline));
+      const char *st = answered && same && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
       if (!strcmp(st, "committed")) rc = HOOKD_STORE_OK;
       else if (!strcmp(st, "aborted")) rc = HOOKD_STORE_ERR;
       bool wait = !strcmp(st, "in progress") || (!answered && PQstatus(q) != CONNECTION_OK);

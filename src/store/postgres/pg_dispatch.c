@@ -551,11 +551,13 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     pg_p_i64(&p, o->failed_write_ms);
     pg_p_text(&p, o->sent_url);
     pg_p_i64(&p, o->sent_ms);
-    /* updated_at: its time is the answer's, maybe older */
+    /* updated_at: its time is the answer's, maybe older — and moved on in any case: unchanged
+     * (a PATCH's later time already there), the other nodes were neither notified (the trigger
+     * fires on a changed updated_at) nor took the row at their rescan (the same as theirs) */
     int64_t disabled =
         pg_x(c,
              "UPDATE endpoints SET enabled = 0, disabled_reason = $2::text,"
-             " updated_at = GREATEST(updated_at, $3::bigint)"
+             " updated_at = GREATEST(updated_at + 1, $3::bigint)"
              " WHERE id = $1 AND deleted_at IS NULL AND enabled = 1"
              " AND ($4::bigint = 0 OR updated_at <= $4::bigint)"
              HEALTH_CURRENT("$5::text", "$6::bigint"),

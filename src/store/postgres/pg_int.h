@@ -33,6 +33,8 @@ struct hookd_store_conn {
   int setup_failed;  /* the session after a reconnect could not be set up: not used */
   int settled;       /* a lost COMMIT's outcome, asked of the server (commit_settled) */
   char sqlstate[6];  /* of the last failed statement */
+  char timeline[9];  /* writer: the server's WAL timeline at the session's start ("": unknown) —
+                      * a lost COMMIT's outcome is asked of a server on the same one only */
   pg_prep *preps;    /* open addressing by sql address; cap a power of two */
   size_t n_preps, cap_preps;
   hookd_pfilter_cache pf; /* endpoints' payload filters, parsed (the fan-out's) */

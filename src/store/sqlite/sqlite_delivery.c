@@ -1398,7 +1398,9 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (o->disable_endpoint && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_DISABLE,
                  "UPDATE endpoints SET enabled = 0, disabled_reason = ?2,"
-                 " updated_at = MAX(updated_at, ?3)" /* its time is the answer's, maybe older */
+                 /* its time is the answer's, maybe older; moved on in any case (as PostgreSQL's,
+                  * where other nodes see a change by it) */
+                 " updated_at = MAX(updated_at + 1, ?3)"
                  " WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1"
                  " AND (?4 = 0 OR updated_at <= ?4)" HEALTH_CURRENT("?5", "?6"));
     if (!st) return HOOKD_STORE_ERR;
