@@ -126,8 +126,8 @@ static const opt opts[] = {
      "how often API keys and sources are read back from the store (changes `hookd keys` or "
      "another node made; a SIGHUP, and a shared store's change feed, read them at once)"},
     {"no-change-feed", "HOOKD_NO_CHANGE_FEED", T_BOOL, OFF(no_change_feed), 0, 0, 0, "",
-     "PostgreSQL store: do not LISTEN for the changes other nodes make (a pooler in "
-     "transaction mode loses notifications); they then arrive at the next rescan"},
+     "PostgreSQL store: do not LISTEN for the changes other nodes make (a server that "
+     "refuses LISTEN); they then arrive at the next rescan. A pooler must be in session mode"},
     {"retry-max-attempts", NULL, T_INT, OFF(policy.max_attempts), 0, 1, 1000, "N",
      "default retry policy: attempts per delivery"},
     {"retry-base-ms", NULL, T_I64, OFF(policy.base_ms), 0, 1, 86400000, "MS",

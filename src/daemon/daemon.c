@@ -351,8 +351,12 @@ static bool refresh_config(hookd_app *app) {
  * the dispatcher's rescan at once, a change to the API keys or sources by the main thread (a
  * SIGHUP to it); the feed's link going down and up again is logged once each (while down, the
  * periodic rescan and reload read the changes). */
-static void on_store_change(void *arg, int what) {
+static void on_store_change(void *arg, int what, int64_t seq) {
   hookd_app *app = arg;
+  if (what == HOOKD_STORE_WATCH_PURGED) { /* an event's payload deleted (through any node) */
+    hookd_dispatcher_event_purged(app->disp, seq);
+    return;
+  }
   /* (pending SIGHUPs fold into one: a burst of changes costs one reload or two) */
   if (what == HOOKD_STORE_WATCH_KEYS || what == HOOKD_STORE_WATCH_UP)
     pthread_kill(app->main_thread, SIGHUP);

@@ -91,7 +91,7 @@ static void on_http_done(hookd_egress_req *req, void *arg);
 static void drop_event_items(hookd_dispatcher *d, int64_t event_seq) {
   /* and the requests not sent yet (waiting for a name, a connection): ended now, given back */
   hookd_egress_req *cut[64];
-  size_t n;
+  size_t n, ended = 0, queues = 0;
   do { /* (each one ended leaves the live list) */
     n = 0;
     for (hookd_egress_req *r = hookd_egress_live(d->eg); r && n < 64; r = r->live_next) {
@@ -102,6 +102,7 @@ static void drop_event_items(hookd_dispatcher *d, int64_t event_seq) {
       ((item *)cut[i]->user)->purged = true;
       hookd_egress_abort(d->eg, cut[i], "its event's payload was deleted", on_http_done, d);
     }
+    ended += n;
   } while (n == 64);
   const char *k;
   void *v;
@@ -111,8 +112,14 @@ static void drop_event_items(hookd_dispatcher *d, int64_t event_seq) {
     for (int c = 0; c < CLS__COUNT && !holds; c++)
       for (item *it = e->q_head[c]; it && !holds; it = it->next)
         holds = it->c.d.event_seq == event_seq;
-    if (holds) sched_release_queue(d, e);
+    if (holds) {
+      sched_release_queue(d, e);
+      queues++;
+    }
   }
+  if (ended || queues)
+    HLOG(HOOKD_LOG_DEBUG, "event.purged_released", KV_I("event_seq", event_seq),
+         KV_I("requests_ended", (int64_t)ended), KV_I("queues_released", (int64_t)queues));
 }
 
 void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint *e) {

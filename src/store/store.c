@@ -528,7 +528,8 @@ void hookd_store_health_get(hookd_store *s, hookd_store_health *out) {
 
 static void pg_watch_stop(void *w) { hookd_pg_watch_stop(w); }
 
-int hookd_store_watch(hookd_store *s, void (*changed)(void *arg, int what), void *arg, char *err,
+int hookd_store_watch(hookd_store *s, void (*changed)(void *arg, int what, int64_t seq),
+                      void *arg, char *err,
                       size_t errlen) {
   if (s->be != &hookd_pg_backend) return 1;
   hookd_pg_watch *w;

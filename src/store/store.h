@@ -987,12 +987,15 @@ void hookd_store_health_get(hookd_store *s, hookd_store_health *out);
  * listens (at start, and after a reconnect: what was sent meanwhile is lost), and
  * HOOKD_STORE_WATCH_DOWN when its link fails (it reconnects by itself), and
  * HOOKD_STORE_WATCH_KEYS soon after a change to the API keys or sources commits (instead of
- * HOOKD_STORE_WATCH_CHANGE: the endpoints need no rescan for it). Returns 0 (started),
- * 1 (none for this store: SQLite has one node), or -1 with err. */
+ * HOOKD_STORE_WATCH_CHANGE: the endpoints need no rescan for it), and
+ * HOOKD_STORE_WATCH_PURGED with the event's seq soon after an event's payload was deleted
+ * through the API (any node's): what a node claimed of it and has not sent is given back. seq
+ * is 0 but for HOOKD_STORE_WATCH_PURGED. Returns 0 (started), 1 (none for this store: SQLite
+ * has one node), or -1 with err. */
 enum { HOOKD_STORE_WATCH_CHANGE = 0, HOOKD_STORE_WATCH_UP = 1, HOOKD_STORE_WATCH_DOWN = 2,
-       HOOKD_STORE_WATCH_KEYS = 3 };
-int hookd_store_watch(hookd_store *s, void (*changed)(void *arg, int what), void *arg, char *err,
-                      size_t errlen);
+       HOOKD_STORE_WATCH_KEYS = 3, HOOKD_STORE_WATCH_PURGED = 4 };
+int hookd_store_watch(hookd_store *s, void (*changed)(void *arg, int what, int64_t seq),
+                      void *arg, char *err, size_t errlen);
 /* Stops the change feed (joined: no call after it returns); nothing when none runs. */
 void hookd_store_unwatch(hookd_store *s);
 /* Drains the executors and closes everything (the change feed first). */

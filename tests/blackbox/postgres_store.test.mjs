@@ -1236,6 +1236,37 @@ test('an API key or a source created, revoked or deleted through one node is in 
   }
 });
 
+test('an event\'s payload deleted through one node: a delivery of it the other node claimed and has not sent is given back there, never sent', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const r = await startReceiver((_, n) => (n === 1 ? 'hang' : { status: 200 }));
+  const [n1, n2] = [await node(store, key, 'n1'), await node(store, key, 'n2')];
+  try {
+    await waitUntil(async () => (await metricOf(n1, 'hookd_store_nodes')) === 2 || null,
+      { timeout: 10000, what: 'n2 counted by n1' });
+    const { tenant: t, endpoint } = await setup(n1, r.url, { max_in_flight: 1 });
+    const path = `/v1/tenants/${t}/endpoints/${endpoint}`;
+    await waitUntil(async () => (await n2.api('GET', path)).json.health || null, { timeout: 10000, what: 'the endpoint known to n2' });
+    // published through n2 (its publishes' hints: n2 claims them); the first hangs, the next
+    // waits claimed in n2's queue (one in flight at most)
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await publish(n2, t, { type: 'pii.x', payload: { i } })).json.id);
+    await r.waitFor(1, 15000, 'the first out');
+    await waitUntil(async () => (await n2.api('GET', path)).json.health?.claimed >= 1 || null, { what: 'the next claimed by n2' });
+    const del = await n1.api('DELETE', `/v1/tenants/${t}/events/${ids[1]}/payload`);
+    assert.equal(del.json.cancelled_deliveries, 1, del.text);
+    // n2 hears of it through the store's change feed, and gives its queue back
+    await n2.waitForLog((l) => l.msg === 'event.purged_released' && l.queues_released === 1, 10000,
+      'n2 gives the claimed one back');
+    await r.releaseFirst(200);
+    await waitDelivery(n1, ids[2], (x) => x[0]?.state === 'delivered');
+    const [x] = (await n1.api('GET', `/v1/events/${ids[1]}`)).json.deliveries;
+    assert.deepEqual([x.state, x.attempt_count], ['cancelled', 0]);
+    assert.ok(!r.requests.some((q) => q.headers['webhook-id'] === ids[1]), 'the deleted payload never sent');
+    for (const h of [n1, n2]) assert.equal((await h.stop()).code, 0);
+  } finally { await r.close(); }
+});
+
 test('a change made through one node reaches the other at once, not at its next rescan: a node started, a new endpoint, a new URL, a receiver\'s Retry-After pause, and changes made while the feed\'s link was down', async () => {
   const store = await pg.database();
   const key = masterKey();

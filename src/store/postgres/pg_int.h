@@ -47,6 +47,8 @@ struct hookd_store_conn {
  * and each node's lock (its id's hash) share the first key. */
 #define PG_MIGRATE_TRY_LOCK "SELECT pg_try_advisory_lock(1752133476, 1835624289)"
 #define PG_MIGRATE_UNLOCK "SELECT pg_advisory_unlock(1752133476, 1835624289)"
+/* The change feed's note of an event whose payload the API deleted: this, then its seq. */
+#define PG_PURGED_NOTE "event_purged:"
 /* The database's clock, in ms (a common ruler for the nodes: docs/postgres.md "Several nodes"). */
 #define PG_DB_NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 /* The node locks held on this database, as a condition on pg_locks: each node holds its own for

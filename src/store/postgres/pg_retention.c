@@ -239,6 +239,14 @@ int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   pg_p_i64(&p, *seq);
   pg_p_i64(&p, now_ms);
   if (pg_x(c, purge_set_sql, &p, "delete event payload") < 0) return HOOKD_STORE_ERR;
+  /* every node's feed hears of it at the commit: a delivery another node claimed and has not
+   * sent is given back there, not sent with the payload just deleted */
+  pg_p_init(&p);
+  pg_p_i64(&p, *seq);
+  r = pg_q(c, "SELECT pg_notify('hookd_config', '" PG_PURGED_NOTE "' || $1::bigint)", &p,
+           "notify payload delete");
+  if (!r) return HOOKD_STORE_ERR;
+  PQclear(r);
   *purged_ms = now_ms;
   return HOOKD_STORE_OK;
 }

@@ -40,7 +40,8 @@ void hookd_pg_unlock_offline(void *held);
  * commits, and calls changed(arg, what)
  * (HOOKD_STORE_WATCH_*). Stopped (and joined) by hookd_pg_watch_stop. */
 typedef struct hookd_pg_watch hookd_pg_watch;
-int hookd_pg_watch_start(void *shared, void (*changed)(void *arg, int what), void *arg,
+int hookd_pg_watch_start(void *shared, void (*changed)(void *arg, int what, int64_t seq),
+                         void *arg,
                          hookd_pg_watch **out, char *err, size_t errlen);
 void hookd_pg_watch_stop(hookd_pg_watch *w);
 

@@ -26,7 +26,7 @@
 
 struct hookd_pg_watch {
   char *url;
-  void (*changed)(void *arg, int what);
+  void (*changed)(void *arg, int what, int64_t seq);
   void *arg;
   int stop_pipe[2];
   pthread_t thread;
@@ -97,7 +97,7 @@ static void *watch_main(void *arg) {
     PGconn *pg = watch_connect(w, &stop);
     if (stop) break;
     if (!pg) {
-      if (!down_told) w->changed(w->arg, HOOKD_STORE_WATCH_DOWN);
+      if (!down_told) w->changed(w->arg, HOOKD_STORE_WATCH_DOWN, 0);
       down_told = true;
       if (wait_fd(w, -1, 0, retry_ms) < 0) break;
       retry_ms = retry_ms * 2 < WATCH_RETRY_MAX_MS ? retry_ms * 2 : WATCH_RETRY_MAX_MS;
@@ -105,7 +105,7 @@ static void *watch_main(void *arg) {
     }
     int64_t up_at = hookd_mono_ms();
     down_told = false;
-    w->changed(w->arg, HOOKD_STORE_WATCH_UP); /* what was sent while it did not listen is lost */
+    w->changed(w->arg, HOOKD_STORE_WATCH_UP, 0); /* what was sent while it did not listen is lost */
     for (;;) {
       int r = wait_fd(w, PQsocket(pg), POLLIN, -1);
       if (r < 0) {
@@ -113,17 +113,24 @@ static void *watch_main(void *arg) {
         break;
       }
       if (!PQconsumeInput(pg)) break; /* the link failed: connected again */
-      bool any = false, keys = false; /* (the payload: the table changed, migrations 3–5) */
+      /* (the payload: the table changed, migrations 3–5; "event_purged:SEQ", an event's
+       * payload deleted: pg_event_payload_delete) */
+      bool any = false, keys = false;
       for (PGnotify *n; (n = PQnotifies(pg)) != NULL; PQfreemem(n)) {
         if (!strcmp(n->extra, "api_keys") || !strcmp(n->extra, "sources")) keys = true;
-        else any = true;
+        else if (!strncmp(n->extra, PG_PURGED_NOTE, sizeof PG_PURGED_NOTE - 1)) {
+          long long seq = strtoll(n->extra + sizeof PG_PURGED_NOTE - 1, NULL, 10);
+          if (seq > 0) w->changed(w->arg, HOOKD_STORE_WATCH_PURGED, seq);
+        } else {
+          any = true;
+        }
       }
-      if (keys) w->changed(w->arg, HOOKD_STORE_WATCH_KEYS);
-      if (any) w->changed(w->arg, HOOKD_STORE_WATCH_CHANGE);
+      if (keys) w->changed(w->arg, HOOKD_STORE_WATCH_KEYS, 0);
+      if (any) w->changed(w->arg, HOOKD_STORE_WATCH_CHANGE, 0);
     }
     PQfinish(pg);
     if (stop) break;
-    w->changed(w->arg, HOOKD_STORE_WATCH_DOWN);
+    w->changed(w->arg, HOOKD_STORE_WATCH_DOWN, 0);
     down_told = true;
     if (hookd_mono_ms() - up_at >= WATCH_STABLE_MS) {
       retry_ms = WATCH_RETRY_MIN_MS;
@@ -135,7 +142,7 @@ static void *watch_main(void *arg) {
   return NULL;
 }
 
-int hookd_pg_watch_start(void *shared, void (*changed)(void *arg, int what), void *arg,
+int hookd_pg_watch_start(void *shared, void (*changed)(void *arg, int what, int64_t seq), void *arg,
                          hookd_pg_watch **out, char *err, size_t errlen) {
   *out = NULL;
   hookd_pg_watch *w = calloc(1, sizeof *w);
