@@ -204,7 +204,14 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
   case HOOKD_PROVIDER_GITLAB:
     /* Idempotency-Key is the same on GitLab's retries and manual resends. X-Gitlab-Event-UUID
      * (all an older GitLab sends) is no id: new on every send, and shared by recursive hooks'
-     * distinct events (the second a conflict, never forwarded) — the payload hash keys those */
+     * distinct events (the second a conflict, never forwarded) — the payload hash keys those.
+     * Signed with a signing token (Standard Webhooks' way), the request's webhook-id, which
+     * GitLab sets to its Idempotency-Key and which the signature covers: a captured request
+     * sent again with another Idempotency-Key stays a duplicate */
+    if (hookd_in_header_get(req, "webhook-signature")) {
+      h = hookd_in_header_get(req, "webhook-id");
+      if (h && *h) return put_str(out, outlen, h);
+    }
     return put_str(out, outlen, hookd_in_header_get(req, "Idempotency-Key"));
   case HOOKD_PROVIDER_TWILIO: return twilio_id(req, body, false, out, outlen);
   case HOOKD_PROVIDER_VNPAY: {

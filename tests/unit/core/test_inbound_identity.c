@@ -124,6 +124,13 @@ static void event_ids(void **st) {
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GITLAB, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "idem-1");
   assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_GITLAB, &r, NULL, id, sizeof id), 1);
+  /* signed with a signing token: the signed webhook-id (GitLab's is its Idempotency-Key), not
+   * the Idempotency-Key a copy of the request could change */
+  hookd_in_header gls[] = {{"Idempotency-Key", "changed-2"}, {"webhook-id", "idem-1"},
+                           {"webhook-timestamp", "1"}, {"webhook-signature", "v1,x"}};
+  r = R(gls, 4, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_GITLAB, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "idem-1");
   /* older GitLab: the UUID, shared by recursive hooks' distinct events, is no id (the payload
    * hash keys the event); it is the legacy one, which hookd took before */
   hookd_in_header gl3[] = {{"X-Gitlab-Event-UUID", "uuid-1"}};
