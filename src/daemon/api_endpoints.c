@@ -439,6 +439,11 @@ static int created_before(ep_op *op, hookd_store_conn *c, const hookd_store_back
              "this Idempotency-Key's request created endpoint %s, deleted since", made);
     return HOOKD_STORE_STATE;
   }
+  /* the answer carries the secret as it is now (rotated since, maybe): read, and audited as
+   * GET …/secret is */
+  if (!rc)
+    rc = hookd_api_audit(&op->base, c, be, "endpoint.secret.read", op->ep.id, op->ep.tenant_id,
+                         "idempotent replay of its create");
   return rc;
 }
 

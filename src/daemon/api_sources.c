@@ -534,6 +534,11 @@ static int created_before(src_op *op, hookd_store_conn *c, const hookd_store_bac
              "this Idempotency-Key's request created source %s, deleted since", made);
     return HOOKD_STORE_STATE;
   }
+  /* the answer carries each destination's secret as it is now (destinations added since
+   * too): each read audited, as an endpoint's secret read is */
+  for (size_t i = 0; !rc && i < op->n_got && i < MAX_DESTS; i++)
+    rc = hookd_api_audit(&op->base, c, be, "endpoint.secret.read", op->got_dests[i].id,
+                         op->src.tenant_id, "idempotent replay of its source's create");
   return rc;
 }
 

@@ -154,6 +154,10 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     assert.equal(b.status, 201, b.text);
     assert.equal(b.headers.get('idempotent-replayed'), 'true');
     assert.deepEqual([b.json.id, b.json.secret], [a.json.id, a.json.secret], 'the same endpoint, its secret');
+    // the secret it answers is read from the store: audited as GET …/secret is
+    const reads = (await h.api('GET', `/v1/audit?tenant=${tenant}&limit=100`)).json.data
+      .filter((x) => x.action === 'endpoint.secret.read' && x.target === a.json.id);
+    assert.equal(reads.length, 1, 'the replay\'s read of the secret audited');
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints?limit=500`)).json.data.length, before + 1,
       'one endpoint: an event is not delivered twice');
     assertError(await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { ...body, description: 'other' }, k), 409, 'conflict');
@@ -179,6 +183,9 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     assert.equal(s2.headers.get('idempotent-replayed'), 'true');
     assert.equal(s2.json.id, s1.json.id);
     assert.equal(s2.json.destinations[0].secret, s1.json.destinations[0].secret, 'the destination\'s secret as made');
+    const sreads = (await h.api('GET', `/v1/audit?tenant=${a.json.id}&limit=100`)).json.data
+      .filter((x) => x.action === 'endpoint.secret.read' && x.target === s1.json.destinations[0].id);
+    assert.equal(sreads.length, 1, 'the replay\'s read of the destination\'s secret audited');
     const list = (await h.api('GET', `/v1/sources?tenant=${a.json.id}`)).json.data;
     assert.equal(list.length, 1, 'one source');
     assertError(await h.api('POST', '/v1/sources', { ...src, secrets: ['whsec_other'] }, ks), 409, 'conflict');
