@@ -277,6 +277,14 @@ static bool answered_or_hinted(hookd_api_op *base, int rc, const hookd_due_hint 
   return true;
 }
 
+/* A resolve's outcome as the operator gave it (the deliveries' state is "dead" for
+ * dead_lettered, "pending" for retry): what the audit and the log name. */
+static const char *outcome_name(hookd_dstate to) {
+  return to == HOOKD_DS_DELIVERED ? "completed"
+         : to == HOOKD_DS_PENDING ? "retry"
+                                  : "dead_lettered";
+}
+
 static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
@@ -287,7 +295,7 @@ static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd
   if (rc || (rc = hide_foreign(op)) != 0) return rc;
   rc = be->inbox_resolve(c, op->id, op->to, hookd_now_ms(), &op->n_resolved, &op->hints,
                          &op->n_hints);
-  if (rc || (rc = reread_audited(op, c, be, "inbox.resolve", hookd_dstate_name(op->to))) != 0)
+  if (rc || (rc = reread_audited(op, c, be, "inbox.resolve", outcome_name(op->to))) != 0)
     return rc;
   /* as GET shows it, with how many forwards this resolve settled (or, for retry, sent again):
    * a forward whose destination was deleted stays held, and shows so */
@@ -304,12 +312,9 @@ static void resolved_told(hookd_dstate to, const char *id, const char *tenant_id
     HOOKD_ADD(inbound_dead, n);
   }
   if (to == HOOKD_DS_DELIVERED) HOOKD_ADD(delivered, n);
-  /* the outcome as the operator gave it (the deliveries' state is "dead" for dead_lettered) */
-  const char *outcome = to == HOOKD_DS_DELIVERED ? "completed"
-                        : to == HOOKD_DS_PENDING ? "retry"
-                                                 : "dead_lettered";
   HLOG(HOOKD_LOG_INFO, "inbox.resolved", KV_S("inbox_id", id), KV_S("event_id", id),
-       KV_S("tenant_id", tenant_id), KV_S("outcome", outcome), KV_I("forwards", (int64_t)n),
+       KV_S("tenant_id", tenant_id), KV_S("outcome", outcome_name(to)),
+       KV_I("forwards", (int64_t)n),
        KV_S("actor", actor));
 }
 
@@ -590,7 +595,7 @@ static int many_one(many_op *op, hookd_store_conn *c, const hookd_store_backend 
   char detail[48];
   snprintf(detail, sizeof detail, "replayed=%zu", it->n);
   return hookd_api_audit(&op->base, c, be, op->replay ? "inbox.replay" : "inbox.resolve", it->id,
-                         it->tenant_id, op->replay ? detail : hookd_dstate_name(op->to));
+                         it->tenant_id, op->replay ? detail : outcome_name(op->to));
 }
 
 static int run_many(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {

@@ -1693,8 +1693,9 @@ describe('forwarding', () => {
     const audit = (await h.api('GET', `/v1/audit?tenant=${TENANT}&limit=500`)).json.data
       .filter((a) => a.action === 'inbox.resolve' && ids.includes(a.target));
     assert.deepEqual(audit.map((a) => [a.target, a.reason, a.detail]).sort(),
-      [[ids[0], 'ledger: applied', 'delivered'], [ids[1], 'ledger: applied', 'delivered'],
-        [ids[2], 'ledger: not applied', 'pending'], [ids[3], 'ledger: not applied', 'pending']].sort());
+      [[ids[0], 'ledger: applied', 'completed'], [ids[1], 'ledger: applied', 'completed'],
+        [ids[2], 'ledger: not applied', 'retry'], [ids[3], 'ledger: not applied', 'retry']].sort(),
+      'the outcome as the operator gave it');
     assert.equal(h.logs.filter((l) => l.msg === 'inbox.resolved' && ids.includes(l.inbox_id)).length, 4, 'one line per record');
     dest.releaseHanging();
     await dest.close();
