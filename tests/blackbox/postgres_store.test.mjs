@@ -703,6 +703,58 @@ test('the master key is rotated only while no node runs on the store; the new ke
 
 // docs/postgres.md "The clock guard"
 // docs/postgres.md "The clock guard": retention deletes by the node's clock
+test('inbox retention on PostgreSQL: records past the window go with their events, deliveries and attempts, a batch at a time; a redelivery of one is then new; the newest event stays', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver();
+  let a = await node(store, key, 'n-purge');
+  const db = new PgClient({ connectionString: store });
+  await db.connect();
+  try {
+    assert.equal((await a.api('POST', '/v1/tenants', { id: 'tpurge' })).status, 201);
+    const src = (await a.api('POST', '/v1/sources', { tenant: 'tpurge', provider: 'stripe', secrets: ['whsec_purge'],
+      destinations: [{ url: rx.url }] })).json;
+    const event = (n) => JSON.stringify({ id: `evt_purge_${n}`, type: 'invoice.paid', data: { object: { id: `in_${n}` } } });
+    const send = async (n) => {
+      const body = event(n);
+      const r = await fetch(`${a.url}/in/${src.id}`, { method: 'POST', body, headers: sign.stripe(body, 'whsec_purge') });
+      return { status: r.status, json: await r.json() };
+    };
+    const ids = [];
+    for (let n = 1; n <= 5; n++) ids.push((await send(n)).json.inbox_id);
+    await waitUntil(async () => (await a.api('GET', '/v1/inbox?tenant=tpurge')).json.data.filter((x) => x.status === 'completed').length === 5 || null,
+      { what: 'the records completed' });
+    assert.equal((await a.stop()).code, 0);
+    // five days old: past the four days of --inbox-retention-s 345600 (attempts are append-only:
+    // their trigger is set aside for the ageing)
+    const old = 5 * 86400000;
+    await db.query('UPDATE inbox SET received_at = received_at - $1', [old]);
+    await db.query('UPDATE deliveries SET updated_at = updated_at - $1', [old]);
+    await db.query('ALTER TABLE attempts DISABLE TRIGGER USER');
+    await db.query('UPDATE attempts SET started_at = started_at - $1, finished_at = finished_at - $1', [old]);
+    await db.query('ALTER TABLE attempts ENABLE TRIGGER USER');
+    a = await node(store, key, 'n-purge', ['--inbox-retention-s', '345600']);
+    await a.waitForLog((l) => l.msg === 'inbox.purged', 15000, 'the start\'s walk');
+    const left = (await a.api('GET', '/v1/inbox?tenant=tpurge')).json.data.map((x) => x.id);
+    assert.deepEqual(left, [ids[4]], 'the record of the store\'s newest event stays');
+    for (const id of ids.slice(0, 4)) {
+      assert.equal((await a.api('GET', `/v1/tenants/tpurge/events/${id}`)).status, 404, `${id}'s event gone`);
+    }
+    const rows = async (sql) => Number((await db.query(sql)).rows[0].n);
+    assert.equal(await rows('SELECT count(*) AS n FROM deliveries'), 1, 'the purged records\' forwards gone');
+    assert.equal(await rows('SELECT count(*) AS n FROM attempts'), 1, 'and their attempts');
+    // a redelivery of a purged record is a new event (forwarded again), one of the kept a duplicate
+    const again = await send(1);
+    assert.deepEqual([again.status, again.json.duplicate ?? false], [200, false], JSON.stringify(again.json));
+    const kept = await send(5);
+    assert.equal(kept.json.duplicate, true, JSON.stringify(kept.json));
+    assert.equal((await a.stop()).code, 0);
+  } finally {
+    await db.end();
+    await rx.close();
+  }
+});
+
 test('a node whose clock runs days ahead runs no retention walk while its clock is outvoted: another node\'s dedup record is kept, a provider\'s redelivery still a duplicate', async () => {
   const store = await pg.database();
   const key = masterKey();

@@ -1020,21 +1020,40 @@ int pg_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
                              true, before_ms, limit, after_seq, &del, &n);
   if (rc) return rc;
   if (n > 0) rc = pg_retention_mark(c, "inbound", before_ms);
-  pg_params p;
-  for (int i = 0; !rc && i < n; i++) {
-    pg_p_init(&p);
-    pg_p_i64(&p, del[i]);
-    PGresult *r = pg_q(c, "DELETE FROM inbox WHERE seq = $1 RETURNING event_seq", &p,
-                       "purge inbox");
-    if (!r) {
-      rc = HOOKD_STORE_ERR;
-      break;
-    }
-    int64_t ev = PQntuples(r) == 1 ? pg_i64(r, 0, 0) : 0;
-    PQclear(r);
-    if (ev && (rc = pg_event_delete(c, ev, false)) != 0) break;
-    (*purged)++;
+  /* the batch in a statement per table (round trips under the store-wide writer lock) */
+  pg_arr recs, evs;
+  pg_arr_init(&recs);
+  pg_arr_init(&evs);
+  for (int i = 0; i < n; i++) pg_arr_i64(&recs, del[i]);
+  const char *lit = pg_arr_done(&recs);
+  if (!rc && n > 0 && !lit) {
+    snprintf(c->err, sizeof c->err, "purge inbox: out of memory");
+    rc = HOOKD_STORE_ERR;
   }
+  if (!rc && n > 0) {
+    pg_params p;
+    pg_p_init(&p);
+    pg_p_text(&p, lit);
+    PGresult *r = pg_q(c, "DELETE FROM inbox WHERE seq = ANY($1::bigint[]) RETURNING event_seq",
+                       &p, "purge inbox");
+    if (!r) rc = HOOKD_STORE_ERR;
+    int rows = r ? PQntuples(r) : 0, events = 0;
+    for (int i = 0; i < rows; i++)
+      if (!pg_null(r, i, 0)) {
+        pg_arr_i64(&evs, pg_i64(r, i, 0));
+        events++;
+      }
+    PQclear(r);
+    const char *ev = pg_arr_done(&evs);
+    if (!rc && events && !ev) {
+      snprintf(c->err, sizeof c->err, "purge inbox: out of memory");
+      rc = HOOKD_STORE_ERR;
+    }
+    if (!rc && events) rc = pg_events_delete(c, ev, false);
+    if (!rc) *purged = rows;
+  }
+  pg_arr_free(&recs);
+  pg_arr_free(&evs);
   free(del);
   return rc;
 }

@@ -369,7 +369,9 @@ int pg_object_versions_purge(hookd_store_conn *c, int64_t before_ms, int limit, 
                              bool *more);
 /* pg_retention.c */
 int pg_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms);
-int pg_event_delete(hookd_store_conn *c, int64_t seq, bool keys);
+/* Deletes the events of seqs (a bigint[] literal, pg_arr) with their deliveries, attempts and,
+ * when keys, the Idempotency-Keys that named them: four statements whatever their number. */
+int pg_events_delete(hookd_store_conn *c, const char *seqs, bool keys);
 int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const char *id,
                             int64_t now_ms, int64_t *seq, int64_t *purged_ms, int *cancelled);
 int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,

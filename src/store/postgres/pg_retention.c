@@ -44,29 +44,40 @@ int pg_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms) 
              : HOOKD_STORE_OK;
 }
 
-/* Deletes event seq with its deliveries, their attempts and, when keys, the Idempotency-Keys
- * that named it (outbound events; their index is made by pg_event_expire). The caller checked
- * that the event may go (RETAINED_DELIVERY) and recorded the cut-off. The attempts go first:
- * their trigger finds their event's kind through the delivery and the event. */
-int pg_event_delete(hookd_store_conn *c, int64_t seq, bool keys) {
+/* Deletes the events of seqs with their deliveries, their attempts and, when keys, the
+ * Idempotency-Keys that named them (outbound events; their index is made by pg_event_expire).
+ * The caller checked that each event may go (RETAINED_DELIVERY) and recorded the cut-off. The
+ * attempts go first: their trigger finds their event's kind through the delivery and the event.
+ * One statement per table for the whole batch: each statement is a round trip under the writer
+ * lock every node's writes wait for (a review: row by row, a batch held it ~1,000 trips). */
+int pg_events_delete(hookd_store_conn *c, const char *seqs, bool keys) {
   static const struct {
     bool is_keys;
     const char *sql;
   } del[] = {
       {false, "DELETE FROM attempts WHERE delivery_seq IN"
-              " (SELECT seq FROM deliveries WHERE event_seq = $1)"},
-      {false, "DELETE FROM deliveries WHERE event_seq = $1"},
-      {true, "DELETE FROM idempotency_keys WHERE event_seq = $1"},
-      {false, "DELETE FROM events WHERE seq = $1"},
+              " (SELECT seq FROM deliveries WHERE event_seq = ANY($1::bigint[]))"},
+      {false, "DELETE FROM deliveries WHERE event_seq = ANY($1::bigint[])"},
+      {true, "DELETE FROM idempotency_keys WHERE event_seq = ANY($1::bigint[])"},
+      {false, "DELETE FROM events WHERE seq = ANY($1::bigint[])"},
   };
   for (size_t i = 0; i < sizeof del / sizeof del[0]; i++) {
     if (del[i].is_keys && !keys) continue;
     pg_params p;
     pg_p_init(&p);
-    pg_p_i64(&p, seq);
-    if (pg_x(c, del[i].sql, &p, "delete expired event") < 0) return HOOKD_STORE_ERR;
+    pg_p_text(&p, seqs);
+    if (pg_x(c, del[i].sql, &p, "delete expired events") < 0) return HOOKD_STORE_ERR;
   }
   return HOOKD_STORE_OK;
+}
+
+/* ids[0..n) as a bigint[] literal into a (NULL: out of memory, c->err set). */
+static const char *seq_array(hookd_store_conn *c, pg_arr *a, const int64_t *ids, int n) {
+  pg_arr_init(a);
+  for (int i = 0; i < n; i++) pg_arr_i64(a, ids[i]);
+  const char *lit = pg_arr_done(a);
+  if (!lit) snprintf(c->err, sizeof c->err, "retention: out of memory");
+  return lit;
 }
 
 /* Event retention (outbound; inbound events go with their dedup record, pg_inbox_purge): the
@@ -96,8 +107,13 @@ int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                              true, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
   if (n > 0) rc = pg_retention_mark(c, "outbound", before_ms);
-  for (int i = 0; !rc && i < n; i++)
-    if (!(rc = pg_event_delete(c, ids[i], true))) (*expired)++;
+  if (!rc && n > 0) {
+    pg_arr a;
+    const char *seqs = seq_array(c, &a, ids, n);
+    rc = seqs ? pg_events_delete(c, seqs, true) : HOOKD_STORE_ERR;
+    if (!rc) *expired = n;
+    pg_arr_free(&a);
+  }
   free(ids);
   return rc;
 }
@@ -150,21 +166,42 @@ int pg_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_m
     snprintf(c->err, sizeof c->err, "read old lanes: out of memory");
     rc = HOOKD_STORE_ERR;
   }
-  for (int i = 0; !rc && i < n; i++) {
-    pg_p_init(&p);
-    pg_p_text(&p, lanes[i].ep);
-    pg_p_text(&p, lanes[i].key);
-    if (lanes[i].used) pg_p_i64(&p, now_ms);
-    int64_t done = lanes[i].used ? pg_x(c,
-                                        "UPDATE lane_versions SET seen_at = $3"
-                                        " WHERE endpoint_id = $1 AND ordering_key = $2",
-                                        &p, "purge lane version")
-                                 : pg_x(c,
-                                        "DELETE FROM lane_versions"
-                                        " WHERE endpoint_id = $1 AND ordering_key = $2",
-                                        &p, "purge lane version");
-    if (done < 0) rc = HOOKD_STORE_ERR;
-    else if (!lanes[i].used) (*purged)++;
+  /* the kept lanes raised, the others deleted: a statement each, whatever their number */
+  for (int used = 0; !rc && used < 2; used++) {
+    pg_arr eps, keys;
+    pg_arr_init(&eps);
+    pg_arr_init(&keys);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+      if (lanes[i].used == (used == 1)) {
+        pg_arr_text(&eps, lanes[i].ep);
+        pg_arr_text(&keys, lanes[i].key);
+        m++;
+      }
+    const char *e = pg_arr_done(&eps), *k = pg_arr_done(&keys);
+    if (m && (!e || !k)) {
+      snprintf(c->err, sizeof c->err, "purge lane versions: out of memory");
+      rc = HOOKD_STORE_ERR;
+    } else if (m) {
+      pg_p_init(&p);
+      pg_p_text(&p, e);
+      pg_p_text(&p, k);
+      if (used) pg_p_i64(&p, now_ms);
+      int64_t done = used ? pg_x(c,
+                                 "UPDATE lane_versions SET seen_at = $3"
+                                 " WHERE (endpoint_id, ordering_key) IN"
+                                 " (SELECT * FROM unnest($1::text[], $2::text[]))",
+                                 &p, "purge lane versions")
+                          : pg_x(c,
+                                 "DELETE FROM lane_versions"
+                                 " WHERE (endpoint_id, ordering_key) IN"
+                                 " (SELECT * FROM unnest($1::text[], $2::text[]))",
+                                 &p, "purge lane versions");
+      if (done < 0) rc = HOOKD_STORE_ERR;
+      else if (!used) *purged = (int)done;
+    }
+    pg_arr_free(&eps);
+    pg_arr_free(&keys);
   }
   for (int i = 0; lanes && i < n; i++) {
     free(lanes[i].ep);
@@ -277,17 +314,22 @@ int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                              " ORDER BY e.seq LIMIT $1",
                              false, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
-  for (int i = 0; i < n; i++) {
+  if (n > 0) { /* one statement for the batch (see pg_events_delete) */
+    pg_arr a;
+    const char *seqs = seq_array(c, &a, ids, n);
     pg_params p;
     pg_p_init(&p);
-    pg_p_i64(&p, ids[i]);
+    pg_p_text(&p, seqs);
     pg_p_i64(&p, now_ms);
-    if (pg_x(c, purge_set_sql, &p, "purge event payload") < 0) {
-      free(ids);
-      return HOOKD_STORE_ERR;
-    }
-    (*purged)++;
+    if (!seqs || pg_x(c,
+                      "UPDATE events SET body = ''::bytea, purged_at = $2"
+                      " WHERE seq = ANY($1::bigint[])",
+                      &p, "purge event payloads") < 0)
+      rc = HOOKD_STORE_ERR;
+    else
+      *purged = n;
+    pg_arr_free(&a);
   }
   free(ids);
-  return HOOKD_STORE_OK;
+  return rc;
 }
