@@ -49,7 +49,9 @@ static const opt opts[] = {
     {"listen", "HOOKD_LISTEN", T_LISTEN, 0, 0, 0, 0, "HOST:PORT",
      "address of the HTTP API and /in/ endpoints (port 0 = any free port)"},
     {"store", "HOOKD_STORE", T_STR, OFF(store_url), SZ(store_url), 0, 0, "URL",
-     "storage: sqlite:PATH (embedded default)"},
+     "storage: sqlite:PATH (embedded default) or postgresql://…; a URL with a password: give "
+     "it through HOOKD_STORE, a --config file or libpq's PGPASSWORD / .pgpass — a command line "
+     "is visible to every local user"},
     {"api-key", "HOOKD_API_KEY", T_STR, OFF(api_key), SZ(api_key), 0, 0, "KEY",
      "bootstrap admin API key (else one is generated at first start and printed once); give it "
      "through HOOKD_API_KEY or a --config file: a command line is visible to every local user"},
@@ -480,11 +482,27 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
       *eq = '\0';
       val = trim(eq + 1);
       /* a value may be quoted, as TOML and .env files write them: one matching pair around
-       * it is taken off (else `api-key = "secret"` kept the quotes in the key) */
-      size_t vn = strlen(val);
-      if (vn >= 2 && (val[0] == '"' || val[0] == '\'') && val[vn - 1] == val[0]) {
-        val[vn - 1] = '\0';
+       * it is taken off (else `api-key = "secret"` kept the quotes in the key); and a comment
+       * may follow it, after a blank (else `store = sqlite:/x.db  # primary` named another
+       * database, created empty, and `api-key = "k" # old` kept `"k" # old` as the key) */
+      char *close = (val[0] == '"' || val[0] == '\'') ? strchr(val + 1, val[0]) : NULL;
+      if (close) {
+        const char *after = close + 1 + strspn(close + 1, " \t");
+        if (*after && *after != '#') {
+          snprintf(err, errlen, "%s:%d: text after the closing quote (a comment starts with "
+                                "'#')", path, lineno);
+          rc = -1;
+          break;
+        }
+        *close = '\0';
         val++;
+      } else {
+        for (char *h = strchr(val, '#'); h; h = strchr(h + 1, '#'))
+          if (h == val || h[-1] == ' ' || h[-1] == '\t') { /* '#' inside a word is the value's */
+            *h = '\0';
+            break;
+          }
+        val = trim(val);
       }
     }
     key = trim(key);
@@ -710,8 +728,9 @@ void hookd_config_usage(FILE *out) {
   fprintf(out, "usage: hookd serve [options]\n\n"
                "Runs the hookd daemon: the HTTP API, the provider-facing /in/ endpoints, the\n"
                "dispatcher and the egress. Each option is also read from a config file\n"
-               "(--config FILE, lines \"name = value\", the value optionally quoted) and,\n"
-               "where shown, the environment.\n"
+               "(--config FILE, lines \"name = value\", the value optionally quoted, and\n"
+               "\"# comments\" on their own line or after a blank) and, where shown, the\n"
+               "environment.\n"
                "Precedence: flag > environment > file > default; an empty environment\n"
                "variable counts as unset.\n\n"
                "  --config FILE\n      read options from FILE\n");

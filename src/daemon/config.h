@@ -1,5 +1,6 @@
 /* config.h — `hookd serve` configuration: one table of options, each settable by flag, by
- * environment variable and by config file (`name = value` lines, `#` comments). Precedence:
+ * environment variable and by config file (`name = value` lines, a value quoted or not; `#`
+ * comments, on a line of their own or after a value, behind a blank). Precedence:
  * flag > environment > file > default. `--help` prints the table with every default. */
 #ifndef HOOKD_DAEMON_CONFIG_H
 #define HOOKD_DAEMON_CONFIG_H

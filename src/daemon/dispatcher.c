@@ -1223,7 +1223,9 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
         undo_disable(d, e, o, "endpoint.disable_superseded");
       } else if (o->disable_endpoint && !e->gone) {
         e->disabled_by_outcome = false;
-        if (o->now_ms > e->cfg.updated_ms) e->cfg.updated_ms = o->now_ms; /* as the store's row */
+        /* as the store's row */
+        if (o->disabled_now) e->cfg.updated_ms = o->disabled_updated_ms;
+        else if (o->now_ms > e->cfg.updated_ms) e->cfg.updated_ms = o->now_ms;
         if (e->cfg.enabled) {
           e->cfg.enabled = false;
           sched_release_queue(d, e);

@@ -294,6 +294,8 @@ typedef struct hookd_outcome {
   bool disable_declined;      /* out: disable_endpoint not applied for one of those reasons */
   bool disabled_now;          /* out: this outcome disabled it (not an earlier one, nor a
                                  concurrent answer of the same endpoint) */
+  int64_t disabled_updated_ms; /* out, with disabled_now: the endpoint's updated_at as stored
+                                  (moved on by the disable: its node's copy takes it) */
   bool was_held;              /* out: it was held `unknown` already (a delete, a lease that ran
                                  out) and stays so: counted when it was held, not again */
 } hookd_outcome;

@@ -170,6 +170,29 @@ describe('hookd CLI', () => {
     cleanup();
   });
 
+  it('a --config line may end in a comment: after a blank, or after a quoted value; text after the closing quote is refused', async () => {
+    const { dir, cleanup } = tempDir();
+    const conf = join(dir, 'hookd.conf');
+    // (a '#' inside a word is the value's)
+    writeFileSync(conf, `api-key = from#file\t# rotated in November\nmax-in-flight = 7   # per node\n`
+      + `public-url = "https://hooks.example.com/a" # ours\n`);
+    const h = await startHookd({ dir, apiKey: null, args: ['--config', conf, '--listen', '127.0.0.1:0'] });
+    h.apiKey = 'from#file';
+    assert.equal((await h.api('GET', '/v1/tenants/x')).status, 404, 'the key without its comment');
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'tc' })).status, 201);
+    const src = await h.api('POST', '/v1/sources', { tenant: 'tc', provider: 'stripe', secrets: ['whsec_c'],
+      destinations: [{ url: 'http://127.0.0.1:9/x' }] });
+    assert.equal(src.status, 201, src.text);
+    assert.equal(src.json.ingest_url, `https://hooks.example.com/a/in/${src.json.id}`, 'the URL without its comment');
+    assert.equal((await h.stop()).code, 0);
+    writeFileSync(conf, 'api-key = "k" and more\n');
+    const r = spawnSync(HOOKD_BIN, ['serve', '--config', conf, '--listen', '127.0.0.1:0'], { encoding: 'utf8', timeout: 10000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /hookd\.conf:1: text after the closing quote/);
+    assert.ok(!r.stderr.includes('and more'), 'the line is not echoed');
+    cleanup();
+  });
+
   it('lists from the environment: blanks around items are dropped; HOOKD_RESOLVE items are blank-separated (a pin holds several comma-separated addresses)', async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver();

@@ -467,6 +467,7 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   }
   o->cancelled = false;
   o->disable_declined = o->disabled_now = false;
+  o->disabled_updated_ms = 0;
   o->was_held = false;
   if (changed != 1) {
     int rc = late_outcome(c, o);
@@ -554,16 +555,18 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     /* updated_at: its time is the answer's, maybe older — and moved on in any case: unchanged
      * (a PATCH's later time already there), the other nodes were neither notified (the trigger
      * fires on a changed updated_at) nor took the row at their rescan (the same as theirs) */
-    int64_t disabled =
-        pg_x(c,
+    PGresult *dr =
+        pg_q(c,
              "UPDATE endpoints SET enabled = 0, disabled_reason = $2::text,"
              " updated_at = GREATEST(updated_at + 1, $3::bigint)"
              " WHERE id = $1 AND deleted_at IS NULL AND enabled = 1"
              " AND ($4::bigint = 0 OR updated_at <= $4::bigint)"
-             HEALTH_CURRENT("$5::text", "$6::bigint"),
+             HEALTH_CURRENT("$5::text", "$6::bigint") " RETURNING updated_at",
              &p, "disable endpoint");
-    if (disabled < 0) return HOOKD_STORE_ERR;
-    o->disabled_now = disabled == 1;
+    if (!dr) return HOOKD_STORE_ERR;
+    o->disabled_now = PQntuples(dr) == 1;
+    if (o->disabled_now) o->disabled_updated_ms = pg_i64(dr, 0, 0);
+    PQclear(dr);
     if (o->disabled_now) { /* audited like an operator's disable (actor system) */
       pg_p_init(&p);
       pg_p_text(&p, o->endpoint_id);

@@ -1310,6 +1310,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (sqlite3_step(bind_outcome(st, o)) != SQLITE_DONE) return sq_fail(c, "record outcome");
   o->cancelled = false;
   o->disable_declined = o->disabled_now = false;
+  o->disabled_updated_ms = 0;
   o->was_held = false;
   if (sqlite3_changes(c->db) != 1) {
     int rc = late_outcome(c, o);
@@ -1402,7 +1403,8 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
                   * where other nodes see a change by it) */
                  " updated_at = MAX(updated_at + 1, ?3)"
                  " WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1"
-                 " AND (?4 = 0 OR updated_at <= ?4)" HEALTH_CURRENT("?5", "?6"));
+                 " AND (?4 = 0 OR updated_at <= ?4)" HEALTH_CURRENT("?5", "?6")
+                 " RETURNING updated_at");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, o->endpoint_id);
     sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
@@ -1410,8 +1412,13 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     sq_bind_i64(st, 4, o->failed_write_ms);
     sq_bind_text(st, 5, o->sent_url);
     sq_bind_i64(st, 6, o->sent_ms);
-    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "disable endpoint");
-    o->disabled_now = sqlite3_changes(c->db) == 1;
+    int step = sqlite3_step(st);
+    o->disabled_now = step == SQLITE_ROW;
+    if (o->disabled_now) {
+      o->disabled_updated_ms = sqlite3_column_int64(st, 0);
+      step = sqlite3_step(st);
+    }
+    if (step != SQLITE_DONE) return sq_fail(c, "disable endpoint");
     if (o->disabled_now) { /* audited like an operator's disable (actor system) */
       st = sq_stmt(c, SQ_EP_DISABLE_AUDIT,
                    "INSERT INTO audit_log(at, actor, action, target, tenant_id, reason, detail)"
@@ -1427,7 +1434,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
                    "SELECT 1 FROM endpoints WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1");
       if (!st) return HOOKD_STORE_ERR;
       sq_bind_text(st, 1, o->endpoint_id);
-      int step = sqlite3_step(st);
+      step = sqlite3_step(st);
       if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "read endpoint");
       o->disable_declined = step == SQLITE_ROW;
       sqlite3_reset(st);
