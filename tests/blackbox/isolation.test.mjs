@@ -740,6 +740,24 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('lane_policy block: a DEAD head whose version the lane has passed (never replayable) holds the lane no more', async () => {
+    const h = await startHookd();
+    const r = await startReceiver((req) => ({ status: JSON.parse(req.body).data.v === 3 ? 400 : 200 }));
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
+    const pub = (v) => publish(h, tenant, { type: 'a', payload: { v }, ordering_key: 'cus-7', ordering_version: v });
+    const p3 = await pub(3);
+    const [d3] = await waitDelivery(h, p3.json.id, (ds) => ds[0]?.state === 'dead');
+    // a newer snapshot of the object: the lane's highest is 5, and 3 can never be replayed
+    const p5 = await pub(5);
+    const refused = await h.api('POST', `/v1/deliveries/${d3.id}/replay`);
+    assert.equal(refused.status, 409, refused.text);
+    assert.match(refused.json.error.message, /moved on to ordering_version 5/);
+    await waitDelivery(h, p5.json.id, (ds) => ds[0]?.state === 'delivered', 'v5 is not held for a replay that is always refused');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.v), [3, 5]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('lane_policy block: a replayed head that goes DEAD holds the later deliveries replayed after it', async () => {
     const h = await startHookd();
     const failing = new Set();

@@ -999,7 +999,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
   " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
   " AND (SELECT ev.purged_at FROM events ev WHERE ev.seq = p.event_seq) IS NULL"                \
-  " AND NOT " LANE_MOVED_PAST("p", "d.seq") "))"                                 \
+  " AND NOT " LANE_MOVED_PAST("p", "d.seq") " AND NOT " LANE_OUTRANKED("p") "))"               \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"

@@ -295,6 +295,13 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   " AND ((q.state = 'dead' AND q.dead_reason NOT IN ('superseded','expired')"                   \
   " AND q.dead_at >= " p ".dead_at) OR EXISTS (SELECT 1 FROM attempts a"                        \
   " WHERE a.delivery_seq = q.seq AND a.started_at >= " p ".dead_at))))"
+/* A DEAD delivery (alias p) whose event's ordering_version is below its lane's highest: it can
+ * never be replayed (lane_moved_on), so it holds its lane no more than a superseded one does —
+ * held by it, a block lane waited for a replay that is always refused (a review). */
+#define LANE_OUTRANKED(p)                                                                       \
+  "IFNULL((SELECT ev.ordering_version < lv.version FROM events ev JOIN lane_versions lv"        \
+  " ON lv.endpoint_id = " p ".endpoint_id AND lv.ordering_key = " p ".ordering_key"            \
+  " WHERE ev.seq = " p ".event_seq), 0)"
 /* A DEAD delivery (alias d) that may be what holds its lane: the head of a lane of a live
  * ordered endpoint whose lane_policy is block, neither superseded nor expired, and not one the
  * lane has moved past. Replaying it is the remedy, so retention keeps its payload and its event
@@ -307,7 +314,7 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   " AND IFNULL(" d ".dead_reason, '') NOT IN ('superseded','expired')"                          \
   " AND EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = " d ".endpoint_id AND ep.ordered = 1"  \
   " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL)"                                    \
-  " AND NOT " LANE_MOVED_PAST(d, SQ_SEQ_MAX) ")"
+  " AND NOT " LANE_MOVED_PAST(d, SQ_SEQ_MAX) " AND NOT " LANE_OUTRANKED(d) ")"
 /* A delivery of event `ev` that keeps the event (and its dedup record) whatever its age: still
  * open (pending, retrying, held), touched or attempted at or after the cut-off ?3, a DEAD
  * delivery that may hold its lane (DEAD_LANE_HEAD), or the store's newest delivery
