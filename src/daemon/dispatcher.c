@@ -790,6 +790,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     hookd_egress_req_cleanup(req);
     if (disp_probe(it)) hookd_breaker_cancel_probe(&e->br);
     sched_sent_done(d, it);
+    sched_health_update(d, e);
     disp_release_item(d, it);
     return;
   }
@@ -1301,6 +1302,7 @@ static void on_marked(hookd_dispatcher *d, item *it) {
   hookd_bucket_refund(&e->bucket);
   hookd_bucket_refund(&e->t->bucket);
   sched_sent_done(d, it);
+  sched_health_update(d, e); /* (a disabled endpoint is not scheduled again to show it) */
   if (it->rc == HOOKD_STORE_STALE) {
     item_finish(d, it);
     return;

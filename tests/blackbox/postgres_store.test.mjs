@@ -526,6 +526,24 @@ test('a restart of the database server: nothing is acknowledged while it is down
   }
 });
 
+test('an idle node is ready again within seconds of a database outage: its sweep tests the store with a write, no publish needed', async () => {
+  const store = await pg.database();
+  // (no change feed: its reconnect after the outage has the node rescan, which writes)
+  const h = await node(store, masterKey(), 'n-ready', ['--no-change-feed']);
+  try {
+    assert.equal((await h.api('GET', '/readyz')).status, 200);
+    await pg.restart(async () => {
+      await waitUntil(async () => (await h.api('GET', '/readyz')).status === 503 || null,
+        { timeout: 10000, what: 'not ready while the database is down' });
+    });
+    // nothing written meanwhile: the dispatcher's sweep (every second) commits, with a write
+    await waitUntil(async () => (await h.api('GET', '/readyz')).status === 200 || null,
+      { timeout: 10000, what: 'ready again (the rescan, which would write, is 30 s away)' });
+  } finally {
+    await h.stop();
+  }
+});
+
 // docs/postgres.md "Failure windows": the connection drops during COMMIT
 test('a COMMIT whose answer the link lost is asked about on a session of its own: rolled back, the publish is refused and nothing kept; committed, it is answered and delivered once; the node goes on', async () => {
   const store = await pg.database();

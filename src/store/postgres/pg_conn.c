@@ -627,6 +627,20 @@ static void pg_interrupt(hookd_store_conn *c) {
   pthread_mutex_unlock(&c->sh->mu);
 }
 
+/* After a failed batch, a batch that writes nothing takes a transaction id: its commit then
+ * writes a commit record and flushes it, which tests the server (its link, its disk), and only
+ * a write that went through says the store takes writes again. Without one an idle node stayed
+ * "storage_unavailable" (/readyz 503) after a brief outage until something wrote. */
+static int pg_probe(hookd_store_conn *c) {
+  PGresult *r = PQexec(c->pg, "SELECT txid_current()");
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    statement_failed(c, r, "probe");
+    return HOOKD_STORE_ERR;
+  }
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
 static int pg_begin(hookd_store_conn *c, int writer) {
   c->in_savepoint = 0;
   for (int again = 0;; again++) {
@@ -798,7 +812,7 @@ const hookd_store_backend hookd_pg_backend = {
     .release = pg_release,
     .rollback_to = pg_rollback_to,
     .changes = pg_changes,
-    .probe = NULL, /* the server's commit is the disk's test */
+    .probe = pg_probe,
     .clock_ms = pg_clock_ms,
     .nodes_live = pg_nodes_live,
     .clock_votes = pg_clock_votes,
