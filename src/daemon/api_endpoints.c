@@ -71,6 +71,10 @@ typedef struct ep_op {
   hookd_dest_check check;
   hookd_kept k;              /* create: an Idempotency-Key's answer (the endpoint's id) */
   bool bad_types;            /* a pattern the event-type catalog has no type for (err) */
+  /* create with an Idempotency-Key whose URL was refused: the kept answer is looked up first (the
+   * first send may have made it, before DNS failed or the policy changed), else this refusal */
+  bool refused;
+  hookd_url_error refusal;
 } ep_op;
 
 static void ep_op_cleanup(hookd_api_op *op) {
@@ -394,6 +398,11 @@ static void dest_checked(hookd_dest_check *c, void *arg) {
     hookd_req_add_header(op->base.req, "Retry-After", "1");
     hookd_req_error(op->base.req, 503, "unavailable",
                     "too many destination checks are waiting for DNS; retry after a second");
+  } else if (c->rc != 0 && op->k.idem[0]) {
+    op->refused = true; /* a create sent again: its kept answer, if any, first */
+    op->refusal = c->err;
+    hookd_storeq_submit(op->base.app->store->writer, &op->base.sop);
+    return;
   } else if (c->rc != 0) {
     refuse_destination(op->base.req, op, &c->err);
   }
@@ -408,7 +417,7 @@ static void dest_checked(hookd_dest_check *c, void *arg) {
 /* Suspends the request; checks the URL (when one was given), then runs the store op. */
 static void submit_with_check(ep_op *op) {
   hookd_req_suspend(op->base.req);
-  if (!(op->fields & F_URL)) {
+  if (!(op->fields & F_URL) || op->refused) {
     hookd_storeq_submit(op->base.app->store->writer, &op->base.sop);
     return;
   }
@@ -468,6 +477,7 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   int rc = hookd_kept_lookup(&op->k, base, c, be);
   if (rc == 0) return created_before(op, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  if (op->refused) return HOOKD_STORE_STATE; /* never made: the URL's refusal is the answer */
   if ((rc = types_in_catalog(op, c, be)) != 0) return rc;
   rc = be->endpoint_create(c, &op->ep, op->base.app->cfg->max_endpoints_per_tenant);
   if (!rc)
@@ -480,6 +490,10 @@ static void reply_create(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
   if (rc && op->bad_types) {
     hookd_req_error(base->req, 422, "invalid_field", "%s", base->err);
+    return;
+  }
+  if (rc == HOOKD_STORE_STATE && op->refused) {
+    refuse_destination(base->req, op, &op->refusal);
     return;
   }
   if (rc) {
@@ -528,8 +542,13 @@ void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
     hookd_url_info info;
     hookd_url_error uerr;
     if (hookd_destinations_check_shape(app->dest, op->url, &info, &uerr) != 0) {
-      refuse_destination(r, op, &uerr);
-      ok = false;
+      if (op->k.idem[0]) { /* sent again with its key: its kept answer first (dest_checked) */
+        op->refused = true;
+        op->refusal = uerr;
+      } else {
+        refuse_destination(r, op, &uerr);
+        ok = false;
+      }
     }
   }
   if (ok) {

@@ -33,6 +33,10 @@ typedef struct src_op {
   char *dest_secrets[MAX_DESTS];  /* plaintext, returned once */
   size_t n_dests;
   size_t checking;                /* destination whose URL is being checked */
+  /* create with an Idempotency-Key, a destination's URL refused (DNS failing now, a policy
+   * changed): the kept answer is looked up first, else this refusal is the answer */
+  bool url_refused;
+  char refusal[400];
   hookd_dest_check check;
   unsigned patch;                 /* PATCH: fields present */
   int unfit[HOOKD_PROVIDER__COUNT]; /* PATCH: per provider, the first new secret that cannot
@@ -547,6 +551,7 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   int rc = hookd_kept_lookup(&op->k, base, c, be);
   if (rc == 0) return created_before(op, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  if (op->url_refused) return HOOKD_STORE_STATE; /* never made: the URL's refusal answers */
   rc = be->source_create(c, &op->src, op->dests, op->n_dests,
                          op->base.app->cfg->max_endpoints_per_tenant);
   if (!rc)
@@ -577,6 +582,12 @@ static void reply_created_before(src_op *op) {
 
 static void reply_create(hookd_api_op *base, int rc) {
   src_op *op = (src_op *)base;
+  if (rc == HOOKD_STORE_STATE && op->url_refused) {
+    hookd_req_error(base->req, 422, "destination_refused", "%s", op->refusal);
+    HLOG(HOOKD_LOG_INFO, "destination.refused", KV_S("tenant_id", op->src.tenant_id),
+         KV_S("source_id", op->src.id));
+    return;
+  }
   if (rc) {
     hookd_api_store_error(base, rc, rc == HOOKD_STORE_NOTFOUND ? "tenant" : "source");
     return;
@@ -606,6 +617,13 @@ static void dest_checked(hookd_dest_check *c, void *arg) {
     fail_op(op);
     return;
   }
+  if (c->rc != 0 && !op->adding && op->k.idem[0]) { /* a create sent again: kept answer first */
+    op->url_refused = true;
+    snprintf(op->refusal, sizeof op->refusal, "destinations[%zu].url refused by rule %s: %s",
+             op->checking, c->err.rule, c->err.message);
+    hookd_storeq_submit(op->base.app->store->writer, &op->base.sop);
+    return;
+  }
   if (c->rc != 0) {
     if (op->adding)
       hookd_req_error(op->base.req, 422, "destination_refused", "url refused by rule %s: %s",
@@ -624,7 +642,7 @@ static void dest_checked(hookd_dest_check *c, void *arg) {
 }
 
 static void check_next(src_op *op) {
-  if (op->checking >= op->n_dests) {
+  if (op->checking >= op->n_dests || op->url_refused) {
     hookd_storeq_submit(op->base.app->store->writer, &op->base.sop);
     return;
   }
@@ -680,9 +698,17 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   hookd_url_info info;
   hookd_url_error uerr;
   if (hookd_destinations_check_shape(app->dest, url, &info, &uerr) != 0) {
-    hookd_req_error(r, 422, "destination_refused", "%s.url refused by rule %s: %s", where,
-                    uerr.rule, uerr.message);
-    return false;
+    if (!op->adding && hookd_req_header(r, "Idempotency-Key")) {
+      /* a create sent again with its key: its kept answer first (dest_checked) */
+      if (!op->url_refused)
+        snprintf(op->refusal, sizeof op->refusal, "%s.url refused by rule %s: %s", where,
+                 uerr.rule, uerr.message);
+      op->url_refused = true;
+    } else {
+      hookd_req_error(r, 422, "destination_refused", "%s.url refused by rule %s: %s", where,
+                      uerr.rule, uerr.message);
+      return false;
+    }
   }
   char id[HOOKD_ID_MAX], sec[HOOKD_SECRET_MAX];
   hookd_id_new("dst", now, id);

@@ -194,6 +194,38 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     assertError(await h.api('POST', '/v1/tenants', { name: 'Idem Co' }, k), 409, 'invalid_state');
   });
 
+  it('a create sent again with its key after its URL became refused (a policy tightened, DNS failing) gets the first answer, not a 422', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: 'tk' });
+    const ep = { url: 'http://127.0.0.1:9/hook' };
+    const src = { tenant: 'tk', provider: 'stripe', secrets: ['whsec_k'], destinations: [{ url: 'http://localhost:9/in' }] };
+    const e1 = await d.api('POST', '/v1/tenants/tk/endpoints', ep, { 'Idempotency-Key': 'ep-k' });
+    const s1 = await d.api('POST', '/v1/sources', src, { 'Idempotency-Key': 'src-k' });
+    assert.deepEqual([e1.status, s1.status], [201, 201], e1.text + s1.text);
+    assert.equal((await d.stop()).code, 0);
+    // loopback no longer allowed (no --egress-allow 127.0.0.0/8): both URLs are refused now
+    d = await startHookd({ dir, testArgs: ['--allow-http', '--egress-ports', 'any'] });
+    const e2 = await d.api('POST', '/v1/tenants/tk/endpoints', ep, { 'Idempotency-Key': 'ep-k' });
+    assert.equal(e2.status, 201, e2.text);
+    assert.deepEqual([e2.json.id, e2.headers.get('idempotent-replayed')], [e1.json.id, 'true']);
+    const s2 = await d.api('POST', '/v1/sources', src, { 'Idempotency-Key': 'src-k' });
+    assert.equal(s2.status, 201, s2.text);
+    assert.deepEqual([s2.json.id, s2.headers.get('idempotent-replayed')], [s1.json.id, 'true']);
+    // a new key: nothing made before, the refusal is the answer
+    const e3 = await d.api('POST', '/v1/tenants/tk/endpoints', ep, { 'Idempotency-Key': 'ep-k2' });
+    assert.equal(e3.status, 422, e3.text);
+    assert.equal(e3.json.error.code, 'destination_refused');
+    const s3 = await d.api('POST', '/v1/sources', src, { 'Idempotency-Key': 'src-k2' });
+    assert.equal(s3.status, 422, s3.text);
+    assert.match(s3.json.error.message, /destinations\[0\]\.url refused by rule loopback/);
+    const eps = (await d.api('GET', '/v1/tenants/tk/endpoints')).json.data.filter((x) => x.id.startsWith('ep_'));
+    assert.deepEqual(eps.map((x) => x.id), [e1.json.id], 'nothing more made');
+    assert.equal((await d.api('GET', '/v1/sources?tenant=tk')).json.data.length, 1);
+    assert.equal((await d.stop()).code, 0);
+    cleanup();
+  });
+
   it('a delivery replay sent again with its key sends nothing more', async () => {
     const p = await publish(h, tenant, { type: 'idem.replay', payload: {} });
     const [d] = await waitDelivery(h, p.json.id, (x) => x[0]?.state === 'delivered');
