@@ -59,7 +59,7 @@ typedef struct src_op {
   } *list_dests;
   hookd_endpoint *got_dests;
   size_t n_got;
-  hookd_kept k; /* create: an Idempotency-Key's answer (the source's id) */
+  hookd_kept k; /* create, destination add: an Idempotency-Key's answer (the id it made) */
   bool loaded;
   bool adding;                    /* POST …/destinations: one destination, named so in errors */
   const char *types_refused;      /* PATCH: the allowlist (its field) of a provider whose
@@ -973,12 +973,34 @@ void hookd_api_source_list(hookd_req *r, hookd_app *app) {
 
 /* A source's destinations are its handlers: one more (a second application, one that is not
  * idempotent, the last one deleted and replaced) without a new provider-facing URL. */
+/* Sent again with its Idempotency-Key: the destination the first one added, as it is now (its
+ * secret read: audited). */
+static int added_before(src_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
+  char made[HOOKD_ID_MAX + 64];
+  if (!hookd_kept_id(&op->k, made, sizeof made)) return HOOKD_STORE_ERR;
+  hookd_endpoint_free(&op->dests[0]); /* the one this request would have added */
+  memset(&op->dests[0], 0, sizeof op->dests[0]);
+  int rc = be->endpoint_get(c, made, &op->dests[0]);
+  if (rc == HOOKD_STORE_NOTFOUND) {
+    snprintf(op->base.err, sizeof op->base.err,
+             "this Idempotency-Key's request added destination %s, deleted since", made);
+    return HOOKD_STORE_STATE;
+  }
+  if (!rc)
+    rc = hookd_api_audit(&op->base, c, be, "endpoint.secret.read", op->dests[0].id,
+                         op->dests[0].tenant_id, "idempotent replay of its addition");
+  return rc;
+}
+
 static int run_add_dest(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   src_op *op = (src_op *)base;
+  int rc = hookd_kept_lookup(&op->k, base, c, be);
+  if (rc == 0) return added_before(op, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc;
   hookd_source cur;
   hookd_endpoint *have = NULL;
   size_t n_have = 0;
-  int rc = be->source_get(c, op->id, &cur, &have, &n_have);
+  rc = be->source_get(c, op->id, &cur, &have, &n_have);
   if (rc) return rc;
   hookd_endpoints_free(have, n_have);
   if (op->scoped && !hookd_principal_has_tenant(&op->who, cur.tenant_id)) {
@@ -999,14 +1021,27 @@ static int run_add_dest(hookd_store_conn *c, const hookd_store_backend *be, hook
              : HOOKD_STORE_ERR;
   }
   hookd_source_free(&cur);
-  return rc ? rc : hookd_api_audit(base, c, be, "source.destination_add", op->id,
-                                   op->src.tenant_id, e->id);
+  if (!rc)
+    rc = hookd_api_audit(base, c, be, "source.destination_add", op->id, op->src.tenant_id, e->id);
+  return rc ? rc : hookd_kept_store(&op->k, c, be, 201, json_pack("{s:s}", "id", e->id));
 }
 
 static void reply_add_dest(hookd_api_op *base, int rc) {
   src_op *op = (src_op *)base;
   if (rc) {
     hookd_api_store_error(base, rc, "source");
+    return;
+  }
+  if (op->k.replayed) { /* the one added first, its secret as it is now */
+    char *secret = hookd_keyring_open(&base->app->keyring, op->dests[0].secret, op->dests[0].id);
+    if (!secret) {
+      hookd_req_error(base->req, 500, "secret_unavailable",
+                      "the stored secret cannot be opened with the configured master key");
+      return;
+    }
+    hookd_req_add_header(base->req, "Idempotent-Replayed", "true");
+    hookd_req_reply_json(base->req, 201, dest_json(base->app, &op->dests[0], secret));
+    hookd_secret_free(secret);
     return;
   }
   hookd_dispatcher_endpoint_changed(base->app->disp, &op->dests[0]);
@@ -1041,6 +1076,10 @@ void hookd_api_source_add_destination(hookd_req *r, hookd_app *app) {
   bool ok = op->src.id && op->src.tenant_id;
   if (!ok) hookd_req_error(r, 503, "unavailable", "out of memory");
   else ok = parse_destination(r, app, body, 0, op, hookd_now_ms(), "destination");
+  /* sent again with its key: the destination it added (keyed hash: the body may carry
+   * credentials in its headers) */
+  if (ok) ok = hookd_kept_prepare(r, app, &op->k, "source.destination_add", op->id, NULL, body,
+                                  true);
   json_decref(body);
   start_checks(op, ok);
 }

@@ -936,8 +936,18 @@ describe('forwarding', () => {
     assert.deepEqual((await h.api('GET', `/v1/tenants/${TENANT}/endpoints/${dst}/headers`)).json,
       { headers: { 'X-Api-Key': 'dst-key-1', 'X-Route': 'dest-route' } });
     // one added later takes them too, and a refused one is named where it was given
-    const added = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, headers: { Authorization: 'Bearer d2' } });
+    const addBody = { url: dest.url, headers: { Authorization: 'Bearer d2' } };
+    const added = await h.api('POST', `/v1/sources/${src.id}/destinations`, addBody, { 'Idempotency-Key': `add-${n}` });
     assert.equal(added.status, 201, added.text);
+    // sent again with its key (a lost answer): the one it added, not a second (every event
+    // forwarded twice, under a secret nobody kept)
+    const again = await h.api('POST', `/v1/sources/${src.id}/destinations`, addBody, { 'Idempotency-Key': `add-${n}` });
+    assert.equal(again.status, 201, again.text);
+    assert.deepEqual([again.json.id, again.json.secret, again.headers.get('idempotent-replayed')],
+      [added.json.id, added.json.secret, 'true']);
+    assert.equal((await h.api('GET', `/v1/sources/${src.id}`)).json.destinations.length, 2, 'one added');
+    const other = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url }, { 'Idempotency-Key': `add-${n}` });
+    assert.equal(other.status, 409, other.text);
     const bad = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, headers: { Host: 'x' } });
     assert.equal(bad.status, 422, bad.text);
     assert.equal(bad.json.error.param, 'headers.Host', bad.text);
