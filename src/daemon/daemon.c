@@ -719,6 +719,14 @@ fail:
   hookd_replayer_stop(app.replayer); /* before the dispatcher it hints */
   hookd_store_unwatch(app.store);    /* likewise */
   int lost = hookd_dispatcher_stop(app.disp);
+  if (lost < 0) {
+    /* a store op that never returned (a PostgreSQL write waiting on a lock): nothing it holds
+     * was acknowledged; what committed is in the store */
+    HLOG(HOOKD_LOG_ERROR, "shutdown.store_stalled",
+         KV_S("why", "the dispatcher's store writes did not return within the grace period "
+                     "and 30 s more"));
+    _exit(1);
+  }
   if (lost > 0) { /* a supervisor must see a shutdown that did not complete */
     HLOG(HOOKD_LOG_ERROR, "shutdown.incomplete", KV_I("writes_lost", lost),
          KV_S("why", "the store failed: after the restart their deliveries are sent again, or "

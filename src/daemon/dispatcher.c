@@ -2073,7 +2073,16 @@ int hookd_dispatcher_stop(hookd_dispatcher *d) {
   if (!d) return 0;
   d->stopping = true;
   hookd_egress_wakeup(d->eg);
-  pthread_join(d->thread, NULL);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until); /* (pthread_timedjoin_np's clock) */
+  int64_t wait_ms = d->cfg.shutdown_grace_ms + HOOKD_DISPATCHER_STOP_MARGIN_MS;
+  until.tv_sec += wait_ms / 1000;
+  until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  if (pthread_timedjoin_np(d->thread, NULL, &until) != 0) return -1;
   process_inbox(d); /* hints posted after the loop ended */
   const char *k;
   void *v;

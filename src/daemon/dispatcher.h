@@ -123,7 +123,10 @@ int hookd_dispatcher_endpoint_health(hookd_dispatcher *d, const char *endpoint_i
 /* Graceful stop: no new claims; queued deliveries are released; in-flight requests finish and
  * their outcomes are recorded. Then the thread exits and everything is freed. Returns how many
  * outcomes and releases could not be written (the store failing): they are redone after the
- * restart, as after a crash. */
+ * restart, as after a crash. Returns -1, freeing nothing, when the thread has not ended
+ * HOOKD_DISPATCHER_STOP_MARGIN_MS past the grace period (a store op that never returns: a
+ * PostgreSQL write waiting on a lock an operator's session holds): the caller exits at once. */
+#define HOOKD_DISPATCHER_STOP_MARGIN_MS 30000
 int hookd_dispatcher_stop(hookd_dispatcher *d);
 
 /* The steps of the wall clock back the dispatcher has taken since the start, added up (ms; any
