@@ -555,9 +555,9 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     const char *env = env_name(&opts[i], envbuf, sizeof envbuf);
     const char *v = getenv(env);
     /* an empty variable counts as unset — except the one whose empty value would be a hole,
-     * unless its flag is given (flag > environment) */
+     * unless its flag is given (flag > environment) or the file gave it (nothing left open) */
     if (!v || (!*v && (strcmp(opts[i].name, "metrics-token") != 0 ||
-                       flag_given(argc, argv, opts[i].name))))
+                       flag_given(argc, argv, opts[i].name) || c->metrics_token[0])))
       continue;
     if (opts[i].type == T_LIST) list_clear(c, &opts[i]);
     if (apply(c, &opts[i], v, 1, err, errlen) != 0) {

@@ -56,6 +56,13 @@ describe('hookd CLI', () => {
     const flagged = await startHookd({ env: { HOOKD_METRICS_TOKEN: '' }, args: ['--metrics-token', 'scrape-1'] });
     assert.equal((await fetch(`${flagged.url}/metrics`)).status, 401);
     assert.equal((await flagged.stop()).code, 0);
+    // and a token from the --config file stands beside an empty variable (nothing left open)
+    const confDir = tempDir().dir;
+    writeFileSync(join(confDir, 'm.conf'), 'metrics-token = scrape-2\n');
+    const filed = await startHookd({ env: { HOOKD_METRICS_TOKEN: '' }, args: ['--config', join(confDir, 'm.conf')] });
+    assert.equal((await fetch(`${filed.url}/metrics`)).status, 401);
+    assert.equal((await fetch(`${filed.url}/metrics`, { headers: { Authorization: 'Bearer scrape-2' } })).status, 200);
+    assert.equal((await filed.stop()).code, 0);
     // a failure once the daemon runs is its log's last line, JSON like every other (stderr is not
     // a terminal here; on one a plain-text copy follows)
     const startupError = (res) => {
