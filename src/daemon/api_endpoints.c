@@ -43,6 +43,7 @@ typedef struct ep_op {
   char id[HOOKD_ID_MAX + 64];
   /* parsed input (owned) */
   char *url, *description, *event_types, *secret;
+  size_t *types_at;          /* each kept pattern's index in the request's array (errors) */
   char *channels;            /* comma-separated; NULL = every event */
   char *metadata;            /* compact JSON; NULL = none */
   char *payload_filter;      /* compact JSON; NULL = every payload */
@@ -82,6 +83,7 @@ static void ep_op_cleanup(hookd_api_op *op) {
   free(e->url);
   free(e->description);
   free(e->event_types);
+  free(e->types_at);
   free(e->channels);
   free(e->metadata);
   free(e->payload_filter);
@@ -242,7 +244,9 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
       }
       hookd_buf b;
       hookd_buf_init(&b, json_array_size(types) * 257); /* each pattern and its comma */
-      size_t i;
+      free(op->types_at);
+      op->types_at = malloc(json_array_size(types) * sizeof *op->types_at);
+      size_t i, kept = 0;
       json_t *t;
       json_array_foreach(types, i, t) {
         if (!json_is_string(t) || !valid_type_pattern(json_string_value(t))) {
@@ -258,6 +262,7 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
         while (j < i && strcmp(json_string_value(json_array_get(types, j)), json_string_value(t)))
           j++;
         if (j < i) continue;
+        if (op->types_at) op->types_at[kept++] = i;
         if (b.len) hookd_buf_puts(&b, ",");
         hookd_buf_puts(&b, json_string_value(t));
       }
@@ -465,9 +470,11 @@ static int types_in_catalog(ep_op *op, hookd_store_conn *c, const hookd_store_ba
   const char *p = op->ep.event_types;
   for (int i = 0; i < bad && p; i++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
   size_t len = p ? strcspn(p, ",") : 0;
+  /* named by its place in the request (a pattern given twice is stored once) */
+  size_t at = op->types_at ? op->types_at[bad] : (size_t)bad;
   snprintf(op->base.err, sizeof op->base.err,
-           "event_types[%d] (%.*s) matches no event type in the catalog (GET /v1/event-types)",
-           bad, (int)(len > 128 ? 128 : len), p ? p : "");
+           "event_types[%zu] (%.*s) matches no event type in the catalog (GET /v1/event-types)",
+           at, (int)(len > 128 ? 128 : len), p ? p : "");
   op->bad_types = true;
   return HOOKD_STORE_LIMIT;
 }

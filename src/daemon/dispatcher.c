@@ -2073,8 +2073,8 @@ int hookd_dispatcher_stop(hookd_dispatcher *d) {
   if (!d) return 0;
   d->stopping = true;
   hookd_egress_wakeup(d->eg);
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until); /* (pthread_timedjoin_np's clock) */
+  struct timespec until; /* on the monotonic clock: a step of the wall clock moves nothing */
+  clock_gettime(CLOCK_MONOTONIC, &until);
   int64_t wait_ms = d->cfg.shutdown_grace_ms + HOOKD_DISPATCHER_STOP_MARGIN_MS;
   until.tv_sec += wait_ms / 1000;
   until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
@@ -2082,7 +2082,7 @@ int hookd_dispatcher_stop(hookd_dispatcher *d) {
     until.tv_sec++;
     until.tv_nsec -= 1000000000L;
   }
-  if (pthread_timedjoin_np(d->thread, NULL, &until) != 0) return -1;
+  if (pthread_clockjoin_np(d->thread, NULL, CLOCK_MONOTONIC, &until) != 0) return -1;
   process_inbox(d); /* hints posted after the loop ended */
   const char *k;
   void *v;

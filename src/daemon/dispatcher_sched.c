@@ -962,6 +962,10 @@ void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms) {
     e->pause_adopted = false;
     if (e->fd_wait_until) e->fd_wait_until += delta_ms;
     if (e->failing_since) e->failing_since += delta_ms;
+    /* as the requests' send times (move_items): a request sent before an operator's enable, and
+     * answered after a step forward, still reads as sent before it (its 410 disabled the endpoint
+     * enabled since); one sent after the enable and a step back, as sent after it */
+    if (e->health_since) e->health_since += delta_ms;
     if (e->wake_pos) e->wake_ms += delta_ms;
     sched_ep_schedule(d, e); /* its claim time mixes stored due times with those moved */
     sched_health_update(d, e);

@@ -582,6 +582,9 @@ describe('the event-type catalog', () => {
     assert.equal((await ep({})).status, 201, 'every type: nothing to name');
     const typo = await ep({ event_types: ['invoice.paid', 'invoce.*'] });
     assertError(typo, 422, 'invalid_field', 'event_types[1] (invoce.*) matches no event type');
+    // named by its place in the request, a pattern given twice before it included
+    const twice = await ep({ event_types: ['invoice.paid', 'invoice.paid', 'invoce.*'] });
+    assertError(twice, 422, 'invalid_field', 'event_types[2] (invoce.*) matches no event type');
     const e1 = (await ep({ event_types: ['invoice.voided'] })).json.id;
     assertError(await d.api('PATCH', `/v1/tenants/${t}/endpoints/${e1}`, { event_types: ['order.*'] }), 422, 'invalid_field');
     // archived: kept, listed on request, no longer a match for a new subscription
