@@ -1087,7 +1087,10 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
-  it('a step back between a request and an operator enabling its endpoint again: the request\'s 410 still disables nothing', { skip: ONE_NODE_CLOCK }, async () => {
+  // A request hangs; an operator disables and enables its endpoint again, with a step of the wall
+  // clock before (stepFirst) or after that; the request is then answered 410: the enable is
+  // newer than the request, so nothing is disabled, and the next event is delivered.
+  async function enabledAroundAStep(stepMs, stepFirst) {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);
     const h = await startHookd({ dir, env: clock.env });
@@ -1096,11 +1099,14 @@ describe('steps of the wall clock', () => {
     const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
     await publish(h, tenant, { type: 'a', payload: { n: 1 } });
     await recv.waitFor(1);
-    clock.step(-3600 * 1000);
-    await h.waitForLog((l) => l.msg === 'clock.stepped');
-    // enabled again after the request went out, at a wall time an hour before it
+    const step = async () => {
+      clock.step(stepMs);
+      await h.waitForLog((l) => l.msg === 'clock.stepped');
+    };
+    if (stepFirst) await step();
     assert.equal((await h.api('PATCH', epPath, { enabled: false })).status, 200);
     assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
+    if (!stepFirst) await step();
     recv.releaseHanging(410);
     const second = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
     await waitDelivery(h, second, (x) => x[0]?.state === 'delivered', 'the next event delivered', 10000);
@@ -1109,30 +1115,15 @@ describe('steps of the wall clock', () => {
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();
+  }
+
+  it('a step back between a request and an operator enabling its endpoint again: the request\'s 410 still disables nothing', { skip: ONE_NODE_CLOCK }, async () => {
+    // enabled again after the request went out, at a wall time an hour before it
+    await enabledAroundAStep(-3600 * 1000, true);
   });
 
   it('a step forward after an operator enabled an endpoint again: the 410 of a request sent before still disables nothing', { skip: ONE_NODE_CLOCK }, async () => {
-    const { dir, cleanup } = tempDir();
-    const clock = faultClock(dir);
-    const h = await startHookd({ dir, env: clock.env });
-    const recv = await startReceiver((req, i) => (i === 1 ? 'hang' : { status: 200 }));
-    const { tenant, endpoint } = await setup(h, recv.url);
-    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
-    await publish(h, tenant, { type: 'a', payload: { n: 1 } });
-    await recv.waitFor(1);
-    // enabled again after the request went out, then the wall clock an hour ahead
-    assert.equal((await h.api('PATCH', epPath, { enabled: false })).status, 200);
-    assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
-    clock.step(3600 * 1000);
-    await h.waitForLog((l) => l.msg === 'clock.stepped');
-    recv.releaseHanging(410);
-    const second = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
-    await waitDelivery(h, second, (x) => x[0]?.state === 'delivered', 'the next event delivered', 10000);
-    const ep = (await h.api('GET', epPath)).json;
-    assert.deepEqual([ep.enabled, ep.disabled_reason], [true, null], 'the operator\'s enable is newer than the 410');
-    assert.equal((await h.stop()).code, 0);
-    await recv.close();
-    cleanup();
+    await enabledAroundAStep(3600 * 1000, false);
   });
 
   it('a step back: a running replay job goes on at its rate (its next item is not an hour away)', async () => {
