@@ -270,9 +270,12 @@ static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cf
     e->key_ok = e->header_lines != NULL;
     json_decref(h);
   }
-  if (!e->key_ok)
+  if (!e->key_ok) {
     HLOG(HOOKD_LOG_ERROR, "endpoint.secret_unavailable", KV_S("endpoint_id", e->cfg.id),
          KV_S("tenant_id", e->cfg.tenant_id));
+    /* what it had claimed is given back, not sent unsigned or without its headers */
+    sched_release_queue(d, e);
+  }
   sched_ep_share(d, e, now);
 }
 
