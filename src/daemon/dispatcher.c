@@ -573,6 +573,9 @@ static void free_hdrs(struct curl_slist *hs, bool wipe) {
 
 int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   ep *e = it->ep;
+  /* its secret or headers no longer open (a claim or a send mark that landed after): given back
+   * by the caller, never sent unsigned (an Ed25519 key NULL) or without its gateway's headers */
+  if (!e->key_ok) return -1;
   hookd_delivery *dl = &it->c.d;
   char ts[24], sig[2 * 100 + 2], h[HOOKD_ID_MAX + 2048] /* most lines fit */;
   int64_t now_s = now / 1000;

@@ -789,7 +789,8 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       /* waited too long for a slot: the lease could lapse mid-request; claim it again later */
       disp_release_item(d, it);
       if (!e->next_due || e->next_due > now) e->next_due = now;
-    } else if ((ep_no_resend(e) && !it->marked) || disp_send_item(d, it, now) == 0) {
+    } else if (e->key_ok &&
+               ((ep_no_resend(e) && !it->marked) || disp_send_item(d, it, now) == 0)) {
       /* a destination that is not idempotent: the send mark first, the request once it is
        * committed (on_marked), counted in flight from now */
       if (ep_no_resend(e) && !it->marked) disp_mark_item(d, it);
