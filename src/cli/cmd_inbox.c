@@ -48,8 +48,15 @@ static int run_load(hookd_store_conn *c, const hookd_store_backend *be, void *ar
   size_t n = 0;
   int rc = be->inbox_get(c, l->id, &l->rec, &dl, &n);
   if (rc) return rc;
-  for (size_t i = 0; i < n && l->n_dests < MAX_DESTS; i++)
-    if (be->endpoint_get(c, dl[i].endpoint_id, &l->dests[l->n_dests]) == 0) l->n_dests++;
+  /* each destination once: a record replayed has several forwards to one destination, and
+   * counted each time they crowded others out of the MAX_DESTS (a source's most) */
+  for (size_t i = 0; i < n && l->n_dests < MAX_DESTS; i++) {
+    bool seen = false;
+    for (size_t j = 0; j < l->n_dests && !seen; j++)
+      seen = !strcmp(l->dests[j].id, dl[i].endpoint_id);
+    if (!seen && be->endpoint_get(c, dl[i].endpoint_id, &l->dests[l->n_dests]) == 0)
+      l->n_dests++;
+  }
   hookd_deliveries_free(dl, n);
   if (!l->rec.event_seq) return HOOKD_STORE_OK; /* filtered, stale, conflict: nothing forwarded */
   rc = be->event_get(c, l->rec.tenant_id, l->rec.id, &l->ev, NULL, NULL);
