@@ -85,20 +85,18 @@ int hookd_decide(const hookd_retry_policy *p, const hookd_delivery_view *d,
    * receiver answering "Retry-After: 1" through a one-minute overload spent in seconds the
    * attempts meant to span the policy's max age. */
   int64_t delay = hookd_backoff_delay_ms(p->base_ms, p->cap_ms, made, rnd);
-  bool asked = false;
+  int64_t ra = -1; /* the receiver's Retry-After, capped (-1: none, or ignored) */
   if (retry_after_ms >= 0 && p->retry_after_cap_ms > 0) {
-    int64_t ra = retry_after_ms < p->retry_after_cap_ms ? retry_after_ms : p->retry_after_cap_ms;
-    if (ra > delay) {
-      delay = ra;
-      asked = true;
-    }
+    ra = retry_after_ms < p->retry_after_cap_ms ? retry_after_ms : p->retry_after_cap_ms;
+    if (ra > delay) delay = ra;
   }
   int64_t next = now_ms + delay;
   int64_t deadline = d->cycle_started_ms + p->max_age_ms;
   if (next > deadline) {
     /* A draw past the max age leaves one last attempt at it rather than DEAD with attempts
-     * left and time to spare; a receiver's Retry-After past it is respected. */
-    if (asked || deadline <= now_ms) {
+     * left and time to spare; a receiver's Retry-After past it is respected — whether or not
+     * it outran the draw (a longer draw, moved to the deadline, called it earlier than asked) */
+    if ((ra >= 0 && now_ms + ra > deadline) || deadline <= now_ms) {
       out->dead_reason = "max_age";
       return finish(d, HOOKD_DT_DEAD, out);
     }

@@ -138,6 +138,14 @@ size_t hookd_redact_cut(const char *s, size_t len, size_t max, bool more) {
   if (!n || (n == len && !more)) return n;
   const unsigned char *u = (const unsigned char *)s;
   while (n > 0 && n < len && (u[n] & 0xc0) == 0x80) n--; /* u[n] continues a character */
+  if (n == len) { /* the text itself may end inside a character (its read was cut there) */
+    size_t i = n;
+    while (i > 0 && n - i < 3 && (u[i - 1] & 0xc0) == 0x80) i--;
+    if (i > 0 && u[i - 1] >= 0xc0) { /* u[i - 1] leads the last character: whole? */
+      size_t need = u[i - 1] >= 0xf0 ? 4 : u[i - 1] >= 0xe0 ? 3 : 2;
+      if (n - (i - 1) < need) n = i - 1;
+    }
+  }
   size_t at = n;
   if (n > 0 && word_byte(u[n - 1]) && (n == len || word_byte(u[n]))) {
     while (n > 0 && at - n <= 128) {

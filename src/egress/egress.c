@@ -381,6 +381,14 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   req->status = (int)status;
   req->abandoned = why != NULL;
   req->net = map_result(rc, req);
+  /* sent, then libcurl's own resend (the kept-alive connection closed without an answer) failed
+   * before it could send — a refused connect, DNS, TLS, a rule: the outcome is the first send's,
+   * sent with no answer (ambiguous), not "nothing was sent", which is retried at once and sent
+   * a destination marked idempotent: false the request a second time */
+  bool resend_failed = req->request_sent && !why &&
+                       (req->net == HOOKD_NET_DNS || req->net == HOOKD_NET_CONNECT ||
+                        req->net == HOOKD_NET_TLS || req->net == HOOKD_NET_BLOCKED);
+  if (resend_failed) req->net = HOOKD_NET_PROTOCOL;
   /* a failure before sending may be hookd's own want of descriptors, not the receiver's: the
    * socket (on_open_socket) but also libcurl's resolver thread or the CA file */
   if (!req->request_sent && !req->fd_exhausted &&
@@ -396,7 +404,7 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   } else if (req->bad_version) {
     snprintf(req->error, sizeof req->error,
              "the answer's status line claims HTTP/2 or 3 on a cleartext HTTP/1.1 connection");
-  } else if (req->resend_refused) {
+  } else if (req->resend_refused || resend_failed) {
     snprintf(req->error, sizeof req->error,
              "the connection closed after the request was sent, before any response");
   } else if (!req->error[0]) {

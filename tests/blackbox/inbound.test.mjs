@@ -1258,6 +1258,31 @@ describe('forwarding', () => {
     await fresh.close();
   });
 
+  it('a non-idempotent handler that read a forward and went down before answering: held unknown, not sent again (libcurl\'s resend, which cannot even connect, is no "nothing was sent")', async () => {
+    // the first forward leaves a kept-alive connection; the second is read on it, then the
+    // handler goes down whole (listener closed, connection dropped): libcurl tries the request
+    // again on a new connection, refused at connect
+    const dest = await startReceiver((req, i) => {
+      if (i === 2) {
+        dest.server.close();
+        return 'drop';
+      }
+      return { status: 200 };
+    });
+    const src = await source('stripe', ['whsec_down'], [{ url: dest.url, idempotent: false }]);
+    const first = stripeEvent('evt_down_1');
+    const r1 = await post(src, first, sign.stripe(first, 'whsec_down'));
+    await waitStatus(src, r1.json.inbox_id, 'completed');
+    const second = stripeEvent('evt_down_2');
+    const r2 = await post(src, second, sign.stripe(second, 'whsec_down'));
+    const rec = await waitStatus(src, r2.json.inbox_id, 'unknown');
+    assert.equal(rec.last_error, 'protocol', JSON.stringify(rec));
+    const attempt = (await h.api('GET', `/v1/deliveries/${rec.deliveries[0].id}`)).json.attempts[0];
+    assert.match(attempt.error, /closed after the request was sent/, JSON.stringify(attempt));
+    assert.equal(dest.requests.length, 2, 'read once, never sent again');
+    await dest.close();
+  });
+
   it('deleting a non-idempotent destination while its forward is in flight: the record is held unknown, a replay sends nothing, the late timeout keeps it held', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_delni'], [{ url: dest.url, idempotent: false, timeout_ms: 1500 }]);

@@ -228,6 +228,25 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('a request read on a reused connection by a receiver that then went down (libcurl\'s resend refused at connect) is one attempt sent with no answer, not a connect error', async () => {
+    const recv = await startReceiver((rec, n) => {
+      if (n === 2) {
+        recv.server.close(); // down whole: the resend's new connection is refused
+        return 'drop';
+      }
+      return { status: 200 };
+    });
+    const { tenant } = await setup(h, recv.url, { max_in_flight: 1, retry: { max_attempts: 1 } });
+    const p1 = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    const p2 = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+    const [d] = await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'dead');
+    const full = await getDelivery(h, d.id);
+    assert.deepEqual(full.attempts.map((a) => a.outcome), ['protocol_error'], JSON.stringify(full.attempts));
+    assert.match(full.attempts[0].error, /closed after the request was sent/);
+    await recv.close();
+  });
+
   it('an answer read whole on a reused connection is taken at once: the attempt\'s latency is the receiver\'s', async () => {
     // the first perform of a dispatcher pass can end such a transfer; it used to wait out the
     // pass's poll (up to a second) before being read: 450-920 ms recorded for a 1 ms answer

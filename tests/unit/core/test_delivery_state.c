@@ -131,6 +131,17 @@ static void decide(void **s) {
                                 v.cycle_started_ms + 60001, 0, false, &d), 0);
   assert_int_equal(d.next, HOOKD_DS_DEAD);
   assert_string_equal(d.dead_reason, "max_age");
+  /* ... but not when the receiver asked for later than the max age, even with a longer draw
+   * (1999 ms) than its Retry-After (1000 ms, with 500 ms left): not called before it asked */
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 500), 1000,
+                                v.cycle_started_ms + 59500, 1999, false, &d), 0);
+  assert_int_equal(d.next, HOOKD_DS_DEAD);
+  assert_string_equal(d.dead_reason, "max_age");
+  /* a Retry-After inside the max age keeps the last attempt at it */
+  assert_int_equal(hookd_decide(&p, &v, hookd_classify(HOOKD_NET_OK, 500), 300,
+                                v.cycle_started_ms + 59500, 1999, false, &d), 0);
+  assert_int_equal(d.next, HOOKD_DS_RETRYING);
+  assert_int_equal(d.next_attempt_ms, v.cycle_started_ms + 60000);
 
   /* event expiry */
   v.expires_ms = now + 2000;

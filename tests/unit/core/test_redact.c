@@ -310,6 +310,21 @@ static void cut_between_words(void **st) {
   memset(blob, 'x', sizeof blob - 1);
   blob[sizeof blob - 1] = '\0';
   assert_int_equal(hookd_redact_cut(blob, strlen(blob), 200, false), 200);
+  /* a text whose read ended inside a character, its last run too long to walk back (50 CJK
+   * characters): cut before that character, never inside it (the excerpt would not be UTF-8,
+   * and would be shown as a binary response) */
+  char cjk[200];
+  size_t k = 0;
+  cjk[k++] = 'x';
+  cjk[k++] = ' ';
+  for (int i = 0; i < 50; i++) {
+    memcpy(cjk + k, "\xe6\x97\xa5", 3);
+    k += 3;
+  }
+  memcpy(cjk + k, "\xe6\x97", 2); /* 日, its last byte not read */
+  k += 2;
+  assert_int_equal(hookd_redact_cut(cjk, k, 4096, true), k - 2);
+  assert_int_equal(hookd_redact_cut(cjk, k - 2, 4096, true), k - 2); /* whole: kept */
 }
 
 int main(void) {
