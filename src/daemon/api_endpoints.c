@@ -499,7 +499,7 @@ static void reply_create(hookd_api_op *base, int rc) {
     hookd_req_error(base->req, 422, "invalid_field", "%s", base->err);
     return;
   }
-  if (rc == HOOKD_STORE_STATE && op->refused) {
+  if (rc == HOOKD_STORE_STATE && op->refused && !op->k.replayed) { /* (else: deleted since) */
     refuse_destination(base->req, op, &op->refusal);
     return;
   }

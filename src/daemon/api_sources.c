@@ -582,7 +582,7 @@ static void reply_created_before(src_op *op) {
 
 static void reply_create(hookd_api_op *base, int rc) {
   src_op *op = (src_op *)base;
-  if (rc == HOOKD_STORE_STATE && op->url_refused) {
+  if (rc == HOOKD_STORE_STATE && op->url_refused && !op->k.replayed) { /* (else: deleted since) */
     hookd_req_error(base->req, 422, "destination_refused", "%s", op->refusal);
     HLOG(HOOKD_LOG_INFO, "destination.refused", KV_S("tenant_id", op->src.tenant_id),
          KV_S("source_id", op->src.id));
@@ -617,10 +617,14 @@ static void dest_checked(hookd_dest_check *c, void *arg) {
     fail_op(op);
     return;
   }
-  if (c->rc != 0 && !op->adding && op->k.idem[0]) { /* a create sent again: kept answer first */
+  if (c->rc != 0 && op->k.idem[0]) { /* a create sent again: its kept answer first */
     op->url_refused = true;
-    snprintf(op->refusal, sizeof op->refusal, "destinations[%zu].url refused by rule %s: %s",
-             op->checking, c->err.rule, c->err.message);
+    if (op->adding)
+      snprintf(op->refusal, sizeof op->refusal, "url refused by rule %s: %s", c->err.rule,
+               c->err.message);
+    else
+      snprintf(op->refusal, sizeof op->refusal, "destinations[%zu].url refused by rule %s: %s",
+               op->checking, c->err.rule, c->err.message);
     hookd_storeq_submit(op->base.app->store->writer, &op->base.sop);
     return;
   }
@@ -698,11 +702,11 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   hookd_url_info info;
   hookd_url_error uerr;
   if (hookd_destinations_check_shape(app->dest, url, &info, &uerr) != 0) {
-    if (!op->adding && hookd_req_header(r, "Idempotency-Key")) {
+    if (hookd_req_header(r, "Idempotency-Key")) {
       /* a create sent again with its key: its kept answer first (dest_checked) */
       if (!op->url_refused)
-        snprintf(op->refusal, sizeof op->refusal, "%s.url refused by rule %s: %s", where,
-                 uerr.rule, uerr.message);
+        snprintf(op->refusal, sizeof op->refusal, "%s%surl refused by rule %s: %s",
+                 op->adding ? "" : where, op->adding ? "" : ".", uerr.rule, uerr.message);
       op->url_refused = true;
     } else {
       hookd_req_error(r, 422, "destination_refused", "%s.url refused by rule %s: %s", where,
@@ -997,6 +1001,7 @@ static int run_add_dest(hookd_store_conn *c, const hookd_store_backend *be, hook
   int rc = hookd_kept_lookup(&op->k, base, c, be);
   if (rc == 0) return added_before(op, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  if (op->url_refused) return HOOKD_STORE_STATE; /* never added: the URL's refusal answers */
   hookd_source cur;
   hookd_endpoint *have = NULL;
   size_t n_have = 0;
@@ -1028,6 +1033,10 @@ static int run_add_dest(hookd_store_conn *c, const hookd_store_backend *be, hook
 
 static void reply_add_dest(hookd_api_op *base, int rc) {
   src_op *op = (src_op *)base;
+  if (rc == HOOKD_STORE_STATE && op->url_refused && !op->k.replayed) {
+    hookd_req_error(base->req, 422, "destination_refused", "%s", op->refusal);
+    return;
+  }
   if (rc) {
     hookd_api_store_error(base, rc, "source");
     return;

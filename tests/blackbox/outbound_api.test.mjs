@@ -203,6 +203,9 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     const e1 = await d.api('POST', '/v1/tenants/tk/endpoints', ep, { 'Idempotency-Key': 'ep-k' });
     const s1 = await d.api('POST', '/v1/sources', src, { 'Idempotency-Key': 'src-k' });
     assert.deepEqual([e1.status, s1.status], [201, 201], e1.text + s1.text);
+    const add = { url: 'http://localhost:9/second' };
+    const a1 = await d.api('POST', `/v1/sources/${s1.json.id}/destinations`, add, { 'Idempotency-Key': 'add-k' });
+    assert.equal(a1.status, 201, a1.text);
     assert.equal((await d.stop()).code, 0);
     // loopback no longer allowed (no --egress-allow 127.0.0.0/8): both URLs are refused now
     d = await startHookd({ dir, testArgs: ['--allow-http', '--egress-ports', 'any'] });
@@ -212,7 +215,12 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     const s2 = await d.api('POST', '/v1/sources', src, { 'Idempotency-Key': 'src-k' });
     assert.equal(s2.status, 201, s2.text);
     assert.deepEqual([s2.json.id, s2.headers.get('idempotent-replayed')], [s1.json.id, 'true']);
+    const a2 = await d.api('POST', `/v1/sources/${s1.json.id}/destinations`, add, { 'Idempotency-Key': 'add-k' });
+    assert.equal(a2.status, 201, a2.text);
+    assert.deepEqual([a2.json.id, a2.headers.get('idempotent-replayed')], [a1.json.id, 'true']);
     // a new key: nothing made before, the refusal is the answer
+    const a3 = await d.api('POST', `/v1/sources/${s1.json.id}/destinations`, add, { 'Idempotency-Key': 'add-k2' });
+    assert.equal(a3.status, 422, a3.text);
     const e3 = await d.api('POST', '/v1/tenants/tk/endpoints', ep, { 'Idempotency-Key': 'ep-k2' });
     assert.equal(e3.status, 422, e3.text);
     assert.equal(e3.json.error.code, 'destination_refused');
@@ -222,6 +230,11 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     const eps = (await d.api('GET', '/v1/tenants/tk/endpoints')).json.data.filter((x) => x.id.startsWith('ep_'));
     assert.deepEqual(eps.map((x) => x.id), [e1.json.id], 'nothing more made');
     assert.equal((await d.api('GET', '/v1/sources?tenant=tk')).json.data.length, 1);
+    // what it made, deleted since: that is the answer (409), not the URL's refusal
+    assert.equal((await d.api('DELETE', `/v1/tenants/tk/endpoints/${e1.json.id}`)).status, 200);
+    const e4 = await d.api('POST', '/v1/tenants/tk/endpoints', ep, { 'Idempotency-Key': 'ep-k' });
+    assert.equal(e4.status, 409, e4.text);
+    assert.equal(e4.json.error.code, 'invalid_state');
     assert.equal((await d.stop()).code, 0);
     cleanup();
   });
