@@ -457,6 +457,16 @@ static bool url_ok(const char *u, bool proxy, char *scheme_out, size_t scheme_ca
   return ok && known;
 }
 
+/* Cuts an unquoted config-file value (or a flag line) at its comment: a '#' after a blank; a
+ * '#' inside a word, or leading the value, is the value's (`api-key = #K3y`). */
+static void cut_comment(char *v) {
+  for (char *h = strchr(v, '#'); h; h = strchr(h + 1, '#'))
+    if (h > v && (h[-1] == ' ' || h[-1] == '\t')) {
+      *h = '\0';
+      return;
+    }
+}
+
 static int load_file(hookd_config *c, const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -485,25 +495,30 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
        * it is taken off (else `api-key = "secret"` kept the quotes in the key); and a comment
        * may follow it, after a blank (else `store = sqlite:/x.db  # primary` named another
        * database, created empty, and `api-key = "k" # old` kept `"k" # old` as the key) */
-      char *close = (val[0] == '"' || val[0] == '\'') ? strchr(val + 1, val[0]) : NULL;
-      if (close) {
-        const char *after = close + 1 + strspn(close + 1, " \t");
-        if (*after && *after != '#') {
+      /* the closing quote: the first one followed by nothing but blanks or a comment (a quote
+       * inside the value stays: 'abc'def' is abc'def) */
+      char *close = NULL;
+      if (val[0] == '"' || val[0] == '\'') {
+        for (char *q = strchr(val + 1, val[0]); q && !close; q = strchr(q + 1, val[0])) {
+          const char *after = q + 1 + strspn(q + 1, " \t");
+          if (!*after || (*after == '#' && after > q + 1)) close = q;
+        }
+        if (!close) {
           snprintf(err, errlen, "%s:%d: text after the closing quote (a comment starts with "
-                                "'#')", path, lineno);
+                                "' #')", path, lineno);
           rc = -1;
           break;
         }
         *close = '\0';
         val++;
       } else {
-        for (char *h = strchr(val, '#'); h; h = strchr(h + 1, '#'))
-          if (h == val || h[-1] == ' ' || h[-1] == '\t') { /* '#' inside a word is the value's */
-            *h = '\0';
-            break;
-          }
+        cut_comment(val);
         val = trim(val);
       }
+    } else {
+      cut_comment(s); /* a flag standing alone, a comment after it */
+      s = trim(s);
+      key = s;
     }
     key = trim(key);
     const opt *o = find_opt(key, strlen(key));

@@ -436,7 +436,14 @@ static int cycle(hookd_outbox *o, bool *cut) {
   if (hookd_api_store_behind(app, &depth)) {
     /* nothing taken while the engine's writes are behind; the lag still shown as it grows (an
      * hour of overload kept the last value, often 0, and no outbox alert fired) */
-    PGresult *lag = query(o, o->lag_sql, 0, NULL);
+    hookd_buf skip; /* (the rows left alone are no lag: as the batch's select) */
+    hookd_buf_init(&skip, o->n_skip * 24 + 16);
+    PGresult *lag = NULL;
+    if (!skip_array(o, &skip)) {
+      const char *lp[1] = {skip.data};
+      lag = query(o, o->lag_sql, 1, lp);
+    }
+    hookd_buf_free(&skip);
     if (lag && PQresultStatus(lag) == PGRES_TUPLES_OK && PQnfields(lag) == 1) {
       long long age = PQntuples(lag) ? strtoll(PQgetvalue(lag, 0, 0), NULL, 10) : 0;
       atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
@@ -636,7 +643,7 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
   snprintf(o->lag_sql, sizeof o->lag_sql,
            "SELECT CASE WHEN isfinite(created_at) THEN floor(extract(epoch FROM "
            "clock_timestamp() - created_at) * 1000)::bigint END FROM %s "
-           "WHERE relay_error IS NULL ORDER BY seq LIMIT 1", t);
+           "WHERE relay_error IS NULL AND seq <> ALL($1::bigint[]) ORDER BY seq LIMIT 1", t);
   snprintf(o->mark_sql, sizeof o->mark_sql,
            "UPDATE %s SET relay_error = $2, relay_failed_at = now() WHERE seq = $1::bigint", t);
   o->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -180,11 +180,12 @@ describe('hookd CLI', () => {
   it('a --config line may end in a comment: after a blank, or after a quoted value; text after the closing quote is refused', async () => {
     const { dir, cleanup } = tempDir();
     const conf = join(dir, 'hookd.conf');
-    // (a '#' inside a word is the value's)
-    writeFileSync(conf, `api-key = from#file\t# rotated in November\nmax-in-flight = 7   # per node\n`
-      + `public-url = "https://hooks.example.com/a" # ours\n`);
+    // (a '#' leading a value, or inside a word, is the value's; a flag standing alone may have
+    // its comment too)
+    writeFileSync(conf, `api-key = #from#file\t# rotated in November\nmax-in-flight = 7   # per node\n`
+      + `public-url = "https://hooks.example.com/a" # ours\nallow-http   # loopback receivers\n`);
     const h = await startHookd({ dir, apiKey: null, args: ['--config', conf, '--listen', '127.0.0.1:0'] });
-    h.apiKey = 'from#file';
+    h.apiKey = '#from#file';
     assert.equal((await h.api('GET', '/v1/tenants/x')).status, 404, 'the key without its comment');
     assert.equal((await h.api('POST', '/v1/tenants', { id: 'tc' })).status, 201);
     const src = await h.api('POST', '/v1/sources', { tenant: 'tc', provider: 'stripe', secrets: ['whsec_c'],
