@@ -231,9 +231,16 @@ static span match_named(const char *in, size_t len, size_t i) {
   if (j < len && (in[j] == '"' || in[j] == '\'')) {
     char q = in[j];
     size_t v = ++j;
-    if (esc) { /* an escaped value ends at the next escaped quote, before its backslash */
-      while (j < len && !(in[j] == q && in[j - 1] == '\\')) j++;
-      if (j < len) j--;
+    if (esc) { /* an escaped value ends at the next quote escaped once (\"), before its
+                * backslash; one escaped thrice (\\\") is a quote inside the value */
+      size_t end = len;
+      for (size_t k = j; k < len && end == len; k++) {
+        if (in[k] != q) continue;
+        size_t b = 0;
+        while (k - b > v && in[k - 1 - b] == '\\') b++;
+        if (b == 1) end = k - 1;
+      }
+      j = end;
     } else {
       while (j < len && in[j] != q) j += in[j] == '\\' && j + 1 < len ? 2 : 1;
     }

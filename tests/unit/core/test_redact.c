@@ -95,6 +95,9 @@ static void named_values(void **s) {
                       "{\"got\":\"{\\\"webhook-signature\\\":\\\"[redacted]\\\","
                       "\\\"password\\\": \\\"[redacted]\\\",\\\"n\\\":\\\"\\\"}\"}");
   assert_string_equal(R("{\"e\":\"{\\\"token\\\":\\\"\\\"}\"}"), "{\"e\":\"{\\\"token\\\":\\\"\\\"}\"}");
+  /* a quote inside such a value (escaped thrice) is the value's: masked with it */
+  assert_string_equal(R("{\"got\":\"{\\\"token\\\":\\\"ab\\\\\\\"cd\\\"}\"}"),
+                      "{\"got\":\"{\\\"token\\\":\\\"[redacted]\\\"}\"}");
   /* a header name too long to read for its words (a vendor's) is taken as sensitive */
   const char *long_name = "X-Acme-Corporation-Enterprise-Integration-Platform-Webhook-Api-Secret";
   assert_true(hookd_redact_name_sensitive(long_name));
