@@ -265,7 +265,9 @@ struct hookd_dispatcher {
   hookd_egress *eg;
   pthread_t thread;
 
-  pthread_mutex_t mu;         /* guards inbox, stats */
+  pthread_mutex_t mu;         /* guards inbox, stats, exited */
+  pthread_cond_t exited_cv;   /* CLOCK_MONOTONIC: the loop's thread has ended (exited) */
+  bool exited;
   msg *in_head, *in_tail;
   int64_t fd_exhausted_log_ms;        /* last egress.fd_exhausted line (one a second) */
   uint64_t fd_exhausted_suppressed;   /* those not logged since */
