@@ -684,14 +684,31 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   static const char *const members[] = {"url",        "idempotent", "timeout_ms", "max_in_flight",
                                         "rate_limit", "retry",      "headers",    NULL};
   if (!hookd_api_known_members(r, d, op->adding ? NULL : where, members)) return false;
-  if (hookd_json_get_str(d, "url", &url) != 0 || hookd_json_get_bool(d, "idempotent", &idem) < 0 ||
-      hookd_json_get_int(d, "timeout_ms", &timeout) < 0 ||
-      hookd_json_get_int(d, "max_in_flight", &mif) < 0 || timeout < 100 ||
-      timeout > app->cfg->max_timeout_ms || mif < 1 || mif > 10000) {
-    hookd_req_error(r, 422, "invalid_field",
-                    "%s needs a url; idempotent is a boolean; timeout_ms in [100, "
-                    "%d]; max_in_flight in [1, 10000]",
-                    where, app->cfg->max_timeout_ms);
+  /* each field named by its path in the body ("destinations[2].timeout_ms"; "timeout_ms" for a
+   * destination added alone), and null refused: it would silently mean the default (an
+   * "idempotent": null read as true), as the endpoint routes refuse it */
+  const char *pre = op->adding ? "" : where, *dot = op->adding ? "" : ".";
+  static const char *const scalars[] = {"url", "idempotent", "timeout_ms", "max_in_flight"};
+  for (size_t k = 0; k < sizeof scalars / sizeof *scalars; k++)
+    if (json_is_null(json_object_get(d, scalars[k]))) {
+      hookd_req_error(r, 422, "invalid_field",
+                      "%s%s%s must not be null (leave it out for the default)", pre, dot,
+                      scalars[k]);
+      return false;
+    }
+  char wrong[96] = "";
+  if (hookd_json_get_str(d, "url", &url) != 0)
+    snprintf(wrong, sizeof wrong, "url is required: a string");
+  else if (hookd_json_get_bool(d, "idempotent", &idem) < 0)
+    snprintf(wrong, sizeof wrong, "idempotent must be a boolean");
+  else if (hookd_json_get_int(d, "timeout_ms", &timeout) < 0 || timeout < 100 ||
+           timeout > app->cfg->max_timeout_ms)
+    snprintf(wrong, sizeof wrong, "timeout_ms must be an integer in [100, %d]",
+             app->cfg->max_timeout_ms);
+  else if (hookd_json_get_int(d, "max_in_flight", &mif) < 0 || mif < 1 || mif > 10000)
+    snprintf(wrong, sizeof wrong, "max_in_flight must be an integer in [1, 10000]");
+  if (wrong[0]) {
+    hookd_req_error(r, 422, "invalid_field", "%s%s%s", pre, dot, wrong);
     return false;
   }
   /* how fast the handler takes forwards (a provider's burst is paced to it, none refused) */

@@ -951,6 +951,18 @@ describe('forwarding', () => {
     const bad = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, headers: { Host: 'x' } });
     assert.equal(bad.status, 422, bad.text);
     assert.equal(bad.json.error.param, 'headers.Host', bad.text);
+    // each destination field named by its path; null refused (it would silently mean the
+    // default: "idempotent": null read as true)
+    for (const [dest2, param] of [[{ url: dest.url, idempotent: null }, 'destinations[1].idempotent'],
+      [{ url: dest.url, timeout_ms: 50 }, 'destinations[1].timeout_ms'], [{ url: dest.url, max_in_flight: 0 }, 'destinations[1].max_in_flight'],
+      [{ idempotent: false }, 'destinations[1].url']]) {
+      const bad2 = await h.api('POST', '/v1/sources', { tenant: TENANT, provider: 'stripe', secrets: ['whsec_x'],
+        destinations: [{ url: dest.url }, dest2] });
+      assert.equal(bad2.status, 422, bad2.text);
+      assert.equal(bad2.json.error.param, param, bad2.text);
+    }
+    const nulled = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, timeout_ms: null });
+    assert.deepEqual([nulled.status, nulled.json.error.param], [422, 'timeout_ms'], nulled.text);
     const badSrc = await h.api('POST', '/v1/sources', { id: `src_hdr_bad_${++n}`, tenant: TENANT, provider: 'stripe',
       secrets: ['whsec_x'], destinations: [{ url: dest.url, headers: { 'X-Ok': 'a\r\nb' } }] });
     assert.equal(badSrc.status, 422, badSrc.text);
