@@ -232,13 +232,14 @@ static span match_named(const char *in, size_t len, size_t i) {
     char q = in[j];
     size_t v = ++j;
     if (esc) { /* an escaped value ends at the next quote escaped once (\"), before its
-                * backslash; one escaped thrice (\\\") is a quote inside the value */
+                * backslash; one escaped thrice (\\\") is a quote inside the value, and a
+                * backslash ending the value is escaped four times (\\\\\" ends it too) */
       size_t end = len;
       for (size_t k = j; k < len && end == len; k++) {
         if (in[k] != q) continue;
         size_t b = 0;
         while (k - b > v && in[k - 1 - b] == '\\') b++;
-        if (b == 1) end = k - 1;
+        if (b % 4 == 1) end = k - 1;
       }
       j = end;
     } else {

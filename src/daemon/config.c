@@ -487,6 +487,11 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
     s = trim(s);
     if (!*s || *s == '#') continue;
     char *eq = strchr(s, '=');
+    if (eq) { /* an '=' inside a comment after a flag standing alone is not the flag's value */
+      char *h = s;
+      while (h < eq && !(*h == '#' && h > s && (h[-1] == ' ' || h[-1] == '\t'))) h++;
+      if (h < eq) eq = NULL;
+    }
     char *key = s, *val = (char *)"true"; /* a flag standing alone (checked below) */
     if (eq) {
       *eq = '\0';

@@ -181,9 +181,9 @@ describe('hookd CLI', () => {
     const { dir, cleanup } = tempDir();
     const conf = join(dir, 'hookd.conf');
     // (a '#' leading a value, or inside a word, is the value's; a flag standing alone may have
-    // its comment too)
+    // its comment too, an '=' in it included)
     writeFileSync(conf, `api-key = #from#file\t# rotated in November\nmax-in-flight = 7   # per node\n`
-      + `public-url = "https://hooks.example.com/a" # ours\nallow-http   # loopback receivers\n`);
+      + `public-url = "https://hooks.example.com/a" # ours\nallow-http   # loopback receivers, see egress=off\n`);
     const h = await startHookd({ dir, apiKey: null, args: ['--config', conf, '--listen', '127.0.0.1:0'] });
     h.apiKey = '#from#file';
     assert.equal((await h.api('GET', '/v1/tenants/x')).status, 404, 'the key without its comment');

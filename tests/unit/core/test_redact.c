@@ -98,6 +98,11 @@ static void named_values(void **s) {
   /* a quote inside such a value (escaped thrice) is the value's: masked with it */
   assert_string_equal(R("{\"got\":\"{\\\"token\\\":\\\"ab\\\\\\\"cd\\\"}\"}"),
                       "{\"got\":\"{\\\"token\\\":\\\"[redacted]\\\"}\"}");
+  /* one ending in a quote, or in a backslash (its closing quote then escaped 4n + 1 times) */
+  assert_string_equal(R("{\"e\":\"{\\\"token\\\":\\\"ab\\\\\\\"\\\"}\"}"),
+                      "{\"e\":\"{\\\"token\\\":\\\"[redacted]\\\"}\"}");
+  assert_string_equal(R("{\"e\":\"{\\\"token\\\":\\\"ab\\\\\\\\\\\"}\",\"n\":1}"),
+                      "{\"e\":\"{\\\"token\\\":\\\"[redacted]\\\"}\",\"n\":1}");
   /* a header name too long to read for its words (a vendor's) is taken as sensitive */
   const char *long_name = "X-Acme-Corporation-Enterprise-Integration-Platform-Webhook-Api-Secret";
   assert_true(hookd_redact_name_sensitive(long_name));
