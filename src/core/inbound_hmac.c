@@ -92,14 +92,12 @@ int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets
     if (rc_h != HOOKD_VERIFY_MISMATCH) break;
   }
   OPENSSL_cleanse(keys, sizeof keys);
-  /* asymmetric (v1a): whpk_ public keys, any may match */
-  for (size_t i = 0; i < s->n && i < HOOKD_IN_MAX_SECRETS && rc_h != HOOKD_VERIFY_OK; i++) {
-    if (strncmp(s->v[i], "whpk_", 5) != 0) continue;
-    npub++;
-    int r = hookd_verify_v1a(s->v[i], id, ts, sig, body, req->body_len, req->now_s, tol);
-    if (rc_a < 0 || r == HOOKD_VERIFY_OK || r == HOOKD_VERIFY_MISMATCH) rc_a = r;
-    if (r == HOOKD_VERIFY_OK) break;
-  }
+  /* asymmetric (v1a): whpk_ public keys, any may match (the signed text built once) */
+  const char *pub[HOOKD_IN_MAX_SECRETS];
+  for (size_t i = 0; i < s->n && i < HOOKD_IN_MAX_SECRETS; i++)
+    if (strncmp(s->v[i], "whpk_", 5) == 0) pub[npub++] = s->v[i];
+  if (npub && rc_h != HOOKD_VERIFY_OK)
+    rc_a = hookd_verify_v1a_any(pub, npub, id, ts, sig, body, req->body_len, req->now_s, tol);
   if (!nkeys && !npub)
     return hookd_in_result(out, HOOKD_VERIFY_MISMATCH,
                            "standard: no usable secret (expected whsec_<base64> or whpk_<base64>)");

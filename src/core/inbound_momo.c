@@ -9,7 +9,9 @@
  * defaults), which would take an unsigned "ResultCode" next to the signed "resultCode". So a
  * field name that equals a signed one (or "signature") but for case, and a non-ASCII name (.NET
  * folds 'ſ' onto 's'), make the body malformed; and amount, transId, resultCode and
- * responseTime must be JSON numbers, as MoMo documents them. */
+ * responseTime must be JSON integers, as MoMo documents them (Long): a real of the same value
+ * signs the same text, so 1e3 or 1000.00000000000001 for a signed 1000 would verify, and a
+ * handler reading a long or a decimal would see what MoMo never sent. */
 #include <math.h>
 #include <openssl/crypto.h>
 #include <string.h>
@@ -39,8 +41,8 @@ static const char *shape_error(json_t *root) {
     }
   }
   for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
-    if (!json_is_number(json_object_get(root, numbers[i])))
-      return "momo: amount, transId, resultCode or responseTime is not a number";
+    if (!json_is_integer(json_object_get(root, numbers[i])))
+      return "momo: amount, transId, resultCode or responseTime is not an integer";
   return NULL;
 }
 

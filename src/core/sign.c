@@ -277,39 +277,52 @@ bool hookd_ed25519_public_ok(const char *whpk) {
   return k != NULL;
 }
 
-int hookd_verify_v1a(const char *whpk, const char *msg_id, const char *timestamp,
-                     const char *sig_header, const void *body, size_t body_len, int64_t now_s,
-                     int64_t tolerance_s) {
+int hookd_verify_v1a_any(const char *const *whpks, size_t n, const char *msg_id,
+                         const char *timestamp, const char *sig_header, const void *body,
+                         size_t body_len, int64_t now_s, int64_t tolerance_s) {
   int pre = check_headers(msg_id, timestamp, sig_header, now_s, tolerance_s);
   if (pre != HOOKD_VERIFY_OK) return pre;
-  EVP_PKEY *k = ed_key(whpk, "whpk_", 0);
-  unsigned char *m = NULL;
-  size_t mlen = 0;
-  if (!k || signed_input(msg_id, timestamp, body, body_len, &m, &mlen) != 0) {
-    EVP_PKEY_free(k);
-    return HOOKD_VERIFY_MALFORMED;
-  }
-  int seen = 0, match = 0;
-  for (const char *p = sig_header; *p;) {
+  /* the distinct signatures first (a copy is not checked twice), at most HOOKD_V1A_MAX_SIGS */
+  unsigned char sigs[HOOKD_V1A_MAX_SIGS][64];
+  size_t nsigs = 0;
+  for (const char *p = sig_header; *p && nsigs < HOOKD_V1A_MAX_SIGS;) {
     while (*p == ' ') p++;
     const char *end = p;
     while (*end && *end != ' ') end++;
-    size_t len = (size_t)(end - p);
-    if (len == 4 + 88 && memcmp(p, "v1a,", 4) == 0) {
-      unsigned char sig[72];
-      if (hookd_b64_decode(p + 4, 88, sig) == 64) {
-        seen = 1;
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        if (ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, k) > 0 &&
-            EVP_DigestVerify(ctx, sig, 64, m, mlen) == 1)
-          match = 1;
-        EVP_MD_CTX_free(ctx);
-      }
+    unsigned char sig[72];
+    if ((size_t)(end - p) == 4 + 88 && memcmp(p, "v1a,", 4) == 0 &&
+        hookd_b64_decode(p + 4, 88, sig) == 64) {
+      bool copy = false;
+      for (size_t i = 0; i < nsigs && !copy; i++) copy = memcmp(sigs[i], sig, 64) == 0;
+      if (!copy) memcpy(sigs[nsigs++], sig, 64);
     }
     p = end;
   }
+  unsigned char *m = NULL;
+  size_t mlen = 0;
+  if (signed_input(msg_id, timestamp, body, body_len, &m, &mlen) != 0)
+    return HOOKD_VERIFY_MALFORMED;
+  bool any_key = false, match = false;
+  for (size_t k = 0; k < n && !match; k++) {
+    EVP_PKEY *key = ed_key(whpks[k], "whpk_", 0);
+    if (!key) continue;
+    any_key = true;
+    for (size_t i = 0; i < nsigs && !match; i++) {
+      EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+      match = ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, key) > 0 &&
+              EVP_DigestVerify(ctx, sigs[i], 64, m, mlen) == 1;
+      EVP_MD_CTX_free(ctx);
+    }
+    EVP_PKEY_free(key);
+  }
   free(m);
-  EVP_PKEY_free(k);
-  if (!seen) return HOOKD_VERIFY_MALFORMED;
+  if (!any_key || !nsigs) return HOOKD_VERIFY_MALFORMED;
   return match ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH;
+}
+
+int hookd_verify_v1a(const char *whpk, const char *msg_id, const char *timestamp,
+                     const char *sig_header, const void *body, size_t body_len, int64_t now_s,
+                     int64_t tolerance_s) {
+  return hookd_verify_v1a_any(&whpk, 1, msg_id, timestamp, sig_header, body, body_len, now_s,
+                              tolerance_s);
 }

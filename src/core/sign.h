@@ -80,6 +80,15 @@ bool hookd_ed25519_public_ok(const char *whpk);
 int hookd_verify_v1a(const char *whpk, const char *msg_id, const char *timestamp,
                      const char *sig_header, const void *body, size_t body_len, int64_t now_s,
                      int64_t tolerance_s);
+/* Each v1a check hashes the whole body: of a header's entries only the first
+ * HOOKD_V1A_MAX_SIGS distinct signatures are checked (a header of a hundred copies would cost
+ * a hundred hashes of the body, per key, to anyone who can reach the URL). */
+#define HOOKD_V1A_MAX_SIGS 4
+/* As hookd_verify_v1a with any of n public keys (the signed text built once); _MALFORMED when
+ * none of them is a whpk_ key. */
+int hookd_verify_v1a_any(const char *const *whpks, size_t n, const char *msg_id,
+                         const char *timestamp, const char *sig_header, const void *body,
+                         size_t body_len, int64_t now_s, int64_t tolerance_s);
 
 /* Constant-time equality of two byte strings (length is not secret). */
 int hookd_ct_equal(const void *a, size_t alen, const void *b, size_t blen);

@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int status = 0;
     hookd_buf_reset(&resp);
     if (hookd_in_handshake((hookd_provider)pv, &req, root, &secrets, &status, &resp) &&
-        status != 200)
+        status != 200 && !(pv == HOOKD_PROVIDER_DISCORD && status == 204)) /* a PING: 204 */
       abort();
   }
   if (root) {

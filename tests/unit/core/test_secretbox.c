@@ -107,6 +107,31 @@ static void ed25519_v1a(void **s) {
                    HOOKD_VERIFY_MALFORMED);
   assert_int_equal(hookd_sign_v1a("whsec_x", "evt_1", 1, "", 0, sig), -1);
   assert_int_equal(hookd_ed25519_public("whpk_AAAA", pk2), -1);
+  /* each check hashes the body: copies of one signature are checked once, and only the first
+   * HOOKD_V1A_MAX_SIGS distinct ones are checked at all */
+  assert_int_equal(hookd_sign_v1a(sk, "evt_1", 1700000000, body, strlen(body), sig), 0);
+  char hdr[4096] = "";
+  char one[100] = "v1a,"; /* wrong signatures: a letter, then zero bytes */
+  memset(one + 4, 'A', 86);
+  memcpy(one + 90, "== ", 4);
+  for (int i = 0; i < 40; i++) strcat(hdr, one); /* copies of one wrong signature, the right */
+  strcat(hdr, sig);
+  const char *keys[] = {"whpk_bad", pk2, pk};
+  assert_int_equal(hookd_verify_v1a_any(keys, 3, "evt_1", "1700000000", hdr, body, strlen(body),
+                                        1700000000, 300),
+                   HOOKD_VERIFY_OK);
+  hdr[0] = '\0';
+  for (int i = 0; i < HOOKD_V1A_MAX_SIGS; i++) { /* as many distinct wrong ones, then the right */
+    one[4] = (char)('B' + i);
+    strcat(hdr, one);
+  }
+  strcat(hdr, sig);
+  assert_int_equal(hookd_verify_v1a_any(keys, 3, "evt_1", "1700000000", hdr, body, strlen(body),
+                                        1700000000, 300),
+                   HOOKD_VERIFY_MISMATCH);
+  assert_int_equal(hookd_verify_v1a_any(keys, 1, "evt_1", "1700000000", sig, body, strlen(body),
+                                        1700000000, 300),
+                   HOOKD_VERIFY_MALFORMED); /* no key */
 }
 
 int main(void) {
