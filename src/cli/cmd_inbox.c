@@ -73,6 +73,10 @@ static size_t open_keys(const load *l, const char *key_file, hookd_hmac_key keys
     fprintf(stderr, "hookd inbox replay: sent unsigned (%s)\n", err);
     return 0;
   }
+  unsigned mode;
+  if (hookd_keyring_file_loose(key_file, &mode))
+    fprintf(stderr, "hookd inbox replay: warning: %s is readable by group or others (mode %04o): "
+                    "the master key opens every stored secret; chmod 600 it\n", key_file, mode);
   size_t n = 0;
   int64_t now = hookd_now_ms();
   for (size_t i = 0; i < l->n_dests; i++) {
@@ -143,6 +147,13 @@ int hookd_cmd_inbox(int argc, char **argv) {
       usage(stdout); /* asked for: the answer, on stdout */
       return 0;
     }
+  if (argc >= 2 && !strcmp(argv[0], "replay") && !strncmp(argv[1], "--", 2)) {
+    /* `replay --to URL in_1`: the URL would be read as the id, the id as an option */
+    fprintf(stderr, "hookd inbox replay: the inbox id comes first: "
+                    "hookd inbox replay <id> --to URL\n");
+    usage(stderr);
+    return 2;
+  }
   if (argc < 2 || strcmp(argv[0], "replay") != 0) {
     if (argc == 0) fprintf(stderr, "hookd inbox: which command? (replay)\n");
     else if (strcmp(argv[0], "replay") != 0)
@@ -261,6 +272,10 @@ int hookd_cmd_inbox(int argc, char **argv) {
   }
   int failures = 0;
   CURL *e = curl_easy_init();
+  if (!e) {
+    fprintf(stderr, "hookd inbox replay: cannot start libcurl: nothing sent\n");
+    failures++;
+  }
   char refused_ip[64] = "";
   for (long i = 1; i <= times && e; i++) {
     char resp[200] = "", ts[80], sig[MAX_KEYS * (HOOKD_SIG_MAX + 1) + 32];
@@ -272,11 +287,21 @@ int hookd_cmd_inbox(int argc, char **argv) {
       call = curl_slist_append(call, sig);
     for (struct curl_slist *x = hs; x; x = x->next) call = curl_slist_append(call, x->data);
     curl_easy_setopt(e, CURLOPT_URL, to);
-    curl_easy_setopt(e, CURLOPT_PROXY, ""); /* straight to the handler */
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https"); /* a handler speaks HTTP */
-    if (!remote) {
-      curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, loopback_only);
-      curl_easy_setopt(e, CURLOPT_PREREQDATA, refused_ip);
+    /* the guards, or nothing sent: a libcurl older than the one built against (same soname)
+     * refuses an option it does not know, and the payload would go wherever --to points */
+    bool guarded = curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK && /* to the handler */
+                   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK;
+    if (!remote)
+      guarded = guarded &&
+                curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, loopback_only) == CURLE_OK &&
+                curl_easy_setopt(e, CURLOPT_PREREQDATA, refused_ip) == CURLE_OK;
+    if (!guarded) {
+      curl_slist_free_all(call);
+      fprintf(stderr, "hookd inbox replay: this libcurl (%s) cannot hold the request to "
+                      "loopback HTTP: nothing sent (7.85 or later is needed)\n",
+              curl_version());
+      failures++;
+      break;
     }
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, l.ev.body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)l.ev.body_len);

@@ -343,6 +343,14 @@ static int cmd_rotate_master(keys_args *a) {
     return 2;
   }
   int rc = 1;
+  unsigned mode;
+  if (hookd_keyring_file_loose(a->new_master_file, &mode)) {
+    /* secrets are about to be sealed with it: a key others can read is refused before */
+    fprintf(stderr, "hookd keys rotate-master: %s is readable by group or others (mode %04o): "
+                    "chmod 600 it first (the master key opens every stored secret)\n",
+            a->new_master_file, mode);
+    goto out;
+  }
   if (hookd_keyring_read(old_file, &old_key, err, sizeof err) != 0 ||
       hookd_keyring_read(a->new_master_file, &new_key, err, sizeof err) != 0) {
     fprintf(stderr, "hookd keys rotate-master: %s\n", err);

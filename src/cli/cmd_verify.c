@@ -80,6 +80,7 @@ int hookd_cmd_verify(int argc, char **argv) {
   char *hv[3] = {NULL, NULL, NULL};
   char *env_copy = NULL;
   int ret = 2;
+  bool seen[9] = {false}; /* by the index in names[] below */
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -92,9 +93,18 @@ int hookd_cmd_verify(int argc, char **argv) {
                                         "--header"};
     size_t k = 0;
     while (k < sizeof names / sizeof *names && strcmp(a, names[k])) k++;
+
     if (!v && k < sizeof names / sizeof *names) {
       fprintf(stderr, "hookd verify: %.40s needs a value\n", a);
       goto usage_out;
+    }
+    if (k >= 2 && k <= 7) { /* --id … --now: one value each (the last taken would judge another
+                             * request than meant; --id and a webhook-id --header are one) */
+      if (seen[k]) {
+        fprintf(stderr, "hookd verify: %s given twice\n", names[k]);
+        goto usage_out;
+      }
+      seen[k] = true;
     }
     if (!strcmp(a, "--secret")) {
       /* repeatable: during a rotation a receiver holds both secrets, and either may match */
@@ -139,7 +149,12 @@ int hookd_cmd_verify(int argc, char **argv) {
       else if ((nl == 17 && !strncasecmp(v, "webhook-signature", nl)) ||
                (nl == 14 && !strncasecmp(v, "svix-signature", nl)))
         slot = 2;
+      if (slot >= 0 && seen[2 + slot]) {
+        fprintf(stderr, "hookd verify: %s given twice\n", names[2 + slot]);
+        goto usage_out;
+      }
       if (slot >= 0) {
+        seen[2 + slot] = true;
         free(hv[slot]);
         if (!(hv[slot] = header_value(colon + 1))) goto out;
         if (slot == 0) id = hv[0];

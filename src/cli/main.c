@@ -1,6 +1,8 @@
 /* main.c — `hookd <command>`: dispatch to the subcommands. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +17,36 @@ static void usage(FILE *out) {
                "  keys      API keys (create, list, revoke) and master-key rotation\n"
                "  inbox     replay a stored inbound request at a local handler\n"
                "  version   print the version\n");
+}
+
+/* `--name=value` read as `--name value`, as serve's options are (hookd_config_load), for the
+ * other commands: their parsers took `--secret=whsec_…` for an unknown option — and echoed
+ * it. Only where an option is expected: a value is never split. out holds 2 * argc + 1
+ * entries; names[] the copies made (freed by the caller). */
+static int split_eq(int argc, char **argv, char **out, char **names) {
+  int n = 0, nn = 0;
+  bool value_next = false;
+  for (int i = 0; i < argc; i++) {
+    char *a = argv[i], *eq = strchr(a, '=');
+    if (value_next || strncmp(a, "--", 2) != 0) {
+      out[n++] = a;
+      value_next = false;
+    } else if (eq && eq > a + 2) {
+      char *name = strndup(a, (size_t)(eq - a));
+      if (!name) {
+        out[n++] = a; /* (out of memory: left as given, refused as unknown) */
+        continue;
+      }
+      names[nn++] = out[n++] = name;
+      out[n++] = eq + 1;
+    } else {
+      out[n++] = a;
+      /* every option of verify, keys and inbox takes a value but these */
+      value_next = strcmp(a, "--allow-remote") && strcmp(a, "--help");
+    }
+  }
+  out[n] = NULL;
+  return n;
 }
 
 int main(int argc, char **argv) {
@@ -33,9 +65,24 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (!strcmp(cmd, "serve")) return hookd_cmd_serve(argc - 2, argv + 2);
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return hookd_cmd_version(argc - 2, argv + 2);
-  if (!strcmp(cmd, "verify")) return hookd_cmd_verify(argc - 2, argv + 2);
-  if (!strcmp(cmd, "keys")) return hookd_cmd_keys(argc - 2, argv + 2);
-  if (!strcmp(cmd, "inbox")) return hookd_cmd_inbox(argc - 2, argv + 2);
+  int (*sub)(int, char **) = !strcmp(cmd, "verify") ? hookd_cmd_verify
+                             : !strcmp(cmd, "keys")  ? hookd_cmd_keys
+                             : !strcmp(cmd, "inbox") ? hookd_cmd_inbox
+                                                     : NULL;
+  if (sub) {
+    char **args = calloc(2 * (size_t)argc + 1, sizeof *args);
+    char **names = calloc((size_t)argc + 1, sizeof *names);
+    if (!args || !names) {
+      free(args);
+      free(names);
+      return sub(argc - 2, argv + 2);
+    }
+    int rc = sub(split_eq(argc - 2, argv + 2, args, names), args);
+    for (char **p = names; *p; p++) free(*p);
+    free(names);
+    free(args);
+    return rc;
+  }
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
     usage(stdout);
     return 0;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/log.h"
 #include "store/storeq.h"
 
 const char *hookd_master_key_env(void) {
@@ -22,7 +23,7 @@ int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_
   if (!file) {
     const char *env = hookd_master_key_env();
     if (!env || strlen(env) >= sizeof text) {
-      snprintf(err, errlen, "HOOKD_MASTER_KEY is not set or too long");
+      snprintf(err, errlen, "HOOKD_MASTER_KEY is not set or too long (or give the key file: --master-key-file)");
       return -1;
     }
     snprintf(text, sizeof text, "%s", env);
@@ -46,6 +47,13 @@ int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_
   return 0;
 }
 
+bool hookd_keyring_file_loose(const char *file, unsigned *mode) {
+  struct stat st;
+  if (!file || stat(file, &st) != 0) return false;
+  *mode = (unsigned)(st.st_mode & 07777);
+  return (st.st_mode & 077) != 0;
+}
+
 /* The key is written whole under a temporary name, synced, then linked to its name — which,
  * like O_EXCL, never replaces a key already there —, so that a crash (or a power cut) at any
  * point leaves either no key file or a complete one: written in place, a kill between the
@@ -57,7 +65,14 @@ static int create_key_file(const char *path, hookd_master_key *out, char *err, s
     return -1;
   }
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  /* made anew, never opened as found: a file left there keeps its mode and owner (0644, or
+   * another user's) when truncated, and would be linked into place as the key */
+  if (unlink(tmp) != 0 && errno != ENOENT) {
+    OPENSSL_cleanse(text, sizeof text);
+    snprintf(err, errlen, "cannot remove %s: %s", tmp, strerror(errno));
+    return -1;
+  }
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     OPENSSL_cleanse(text, sizeof text);
     snprintf(err, errlen, "cannot create master key file %s: %s", tmp, strerror(errno));
@@ -210,6 +225,16 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
     return -1;
   }
   if (rc != 0) return -1;
+  const char *read_from = cfg->master_key_file[0] ? cfg->master_key_file : path[0] ? path : NULL;
+  unsigned mode;
+  if (!hookd_master_key_env() && hookd_keyring_file_loose(read_from, &mode)) {
+    /* warned, not refused: a secret mounted by Kubernetes is 0644 by default, root's */
+    char octal[8];
+    snprintf(octal, sizeof octal, "%04o", mode);
+    HLOG(HOOKD_LOG_WARN, "master_key.file_readable", KV_S("file", read_from), KV_S("mode", octal),
+         KV_S("why", "the master key opens every stored secret: readable by group or others, "
+                     "any of them can; chmod 600 it"));
+  }
   if (sealed_by[0] && strcmp(sealed_by, out->key.id) != 0) {
     snprintf(err, errlen,
              "the store's secrets were sealed with master key %s but the configured key is %s: "

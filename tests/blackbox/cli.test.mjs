@@ -530,6 +530,11 @@ describe('hookd CLI', () => {
       [['inbox', 'replay'], /the inbox id is missing/],
       [['inbox', 'replay', 'in_x'], /--to URL is required/],
       [['inbox', 'replay', 'in_x', '--bogus', 'y'], /unknown option --bogus/],
+      [['inbox', 'replay', '--to', 'http://127.0.0.1:9/', 'in_x'], /the inbox id comes first/],
+      [['verify', '--secret', 'whsec_x', '--id', 'a', '--id', 'b'], /--id given twice/],
+      [['verify', '--secret', 'whsec_x', '--id', 'a', '--header', 'webhook-id: b'], /--id given twice/],
+      [['verify', '--body', 'a', '--body=b'], /--body given twice/],
+      [['keys', 'create', '--role=admin', '--role', 'viewer'], /repeated option --role/],
       [['verify', '--header', 'webhook-id x'], /no colon in "webhook-id x"/],
       [['verify', '--id', 'x'], /give --secret \(or HOOKD_VERIFY_SECRET\) or --public-key/],
       [['verify', '--secret', 'whsec_x', '--id', 'x', '--timestamp', '1'], /the webhook-signature is missing/],
@@ -562,6 +567,14 @@ describe('hookd CLI', () => {
     let r = run(args);
     assert.equal(r.status, 0, r.stderr);
     assert.equal(r.stdout.trim(), 'valid');
+    // --name=value as serve takes it; an unknown option so written is named without its value
+    r = run(args.flatMap((a, i) => (i % 2 ? [`${a}=${args[i + 1]}`] : i ? [] : [a])));
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'valid');
+    r = run(['verify', '--secrett=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw']);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /unknown option --secrett\n/);
+    assert.ok(!r.stderr.includes('MfKQ9r8'), 'the value is not echoed');
     writeFileSync(body, '{"test": 2432232315}');
     r = run(args);
     assert.equal(r.status, 1);

@@ -689,7 +689,7 @@ test('the master key is rotated only while no node runs on the store; the new ke
   const { dir, cleanup } = tempDir();
   const oldKey = masterKey();
   const newKey = join(dir, 'new.key');
-  writeFileSync(newKey, `${randomBytes(32).toString('base64')}\n`);
+  writeFileSync(newKey, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
   const rotate = () => spawnSync(HOOKD_BIN, ['keys', 'rotate-master', '--store', store, '--new-master-key-file', newKey],
     { encoding: 'utf8', env: { ...process.env, HOOKD_MASTER_KEY: oldKey } });
   const rx = await startReceiver();

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac, createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
-import { readFileSync, rmSync, writeFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync, readdirSync, statSync, chmodSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
@@ -665,12 +665,21 @@ describe('secrets', () => {
     assert.equal((await h.stop()).code, 0);
     // rotate the master key offline; the new key opens the same secrets
     const newKey = join(dir, 'new.key');
-    writeFileSync(newKey, randomBytes(32).toString('base64') + '\n');
+    writeFileSync(newKey, randomBytes(32).toString('base64') + '\n', { mode: 0o644 });
+    chmodSync(newKey, 0o644);
+    // a new key others may read is refused before anything is sealed with it
+    const loose = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
+    assert.equal(loose.status, 1, loose.stderr);
+    assert.match(loose.stderr, /new\.key is readable by group or others \(mode 0644\): chmod 600 it first/);
+    chmodSync(newKey, 0o600);
     const r = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /re-sealed 6 secrets/, 'the custom headers too');
     await assert.rejects(startHookd({ dir }), /sealed with master key/); // the old key no longer fits
+    chmodSync(newKey, 0o640); // (a start reading a key others may read warns, naming the file)
     h = await startHookd({ dir, args: ['--master-key-file', newKey] });
+    const lw = h.logs.find((l) => l.msg === 'master_key.file_readable');
+    assert.ok(lw && lw.level === 'warn' && lw.file === newKey && lw.mode === '0640', JSON.stringify(lw));
     const p = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p.json.id, (ds) => ds.length && ds.every((d) => d.state === 'delivered'));
     const rec = recv.requests.find((q) => q.headers['webhook-id'] === p.json.id);
