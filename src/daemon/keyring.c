@@ -23,7 +23,8 @@ int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_
   if (!file) {
     const char *env = hookd_master_key_env();
     if (!env || strlen(env) >= sizeof text) {
-      snprintf(err, errlen, "HOOKD_MASTER_KEY is not set or too long (or give the key file: --master-key-file)");
+      snprintf(err, errlen,
+               "HOOKD_MASTER_KEY is not set or too long (or give the key file: --master-key-file)");
       return -1;
     }
     snprintf(text, sizeof text, "%s", env);
