@@ -1,6 +1,7 @@
 /* buf.c — growable byte buffer with a hard maximum. See buf.h. */
 #include "core/buf.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +28,23 @@ static int grow(hookd_buf *b, size_t need) {
   if (need + 1 <= b->cap) return HOOKD_BUF_OK;
   size_t cap = b->cap ? b->cap : 64;
   while (cap < need + 1) cap *= 2;
+  /* never past what the maximum can use (need <= max): a body of max bytes doubled into 2x */
+  if (b->max < SIZE_MAX && cap > b->max + 1) cap = b->max + 1;
   char *p = realloc(b->data, cap);
   if (!p) return HOOKD_BUF_NOMEM;
   b->data = p;
   b->cap = cap;
+  return HOOKD_BUF_OK;
+}
+
+int hookd_buf_reserve(hookd_buf *b, size_t n) {
+  if (n > b->max) return HOOKD_BUF_TOOBIG;
+  if (n + 1 <= b->cap) return HOOKD_BUF_OK;
+  char *p = realloc(b->data, n + 1);
+  if (!p) return HOOKD_BUF_NOMEM;
+  if (!b->data) p[0] = '\0';
+  b->data = p;
+  b->cap = n + 1;
   return HOOKD_BUF_OK;
 }
 

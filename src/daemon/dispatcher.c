@@ -1498,6 +1498,16 @@ static void apply_pauses(hookd_dispatcher *d, const hookd_due_hint *p, size_t n)
   }
 }
 
+/* The latest endpoint change read back, from which the next rescan reads (less the skew
+ * allowed): never past this node's own clock — one write by a node whose clock ran ahead
+ * would move it for good, and every later change made on clocks that agree, a secret's
+ * rotation included, would fall before the window, never read here. */
+static void note_config_seen(hookd_dispatcher *d, int64_t updated_ms) {
+  int64_t now = hookd_now_ms();
+  int64_t v = updated_ms < now ? updated_ms : now;
+  if (v > d->config_seen_ms) d->config_seen_ms = v;
+}
+
 /* A shared store's rescan: the endpoints and tenants other nodes changed, applied as this node's
  * API applies its own changes (an endpoint this node already holds as stored is left alone). */
 static void apply_shared_config(hookd_dispatcher *d, msg *m) {
@@ -1507,7 +1517,7 @@ static void apply_shared_config(hookd_dispatcher *d, msg *m) {
   }
   for (size_t i = 0; i < m->n_eps; i++) {
     const hookd_endpoint *cfg = &m->eps[i];
-    if (cfg->updated_ms > d->config_seen_ms) d->config_seen_ms = cfg->updated_ms;
+    note_config_seen(d, cfg->updated_ms);
     ep *e = ep_get(d, cfg->id);
     if (e && !e->gone && !cfg->deleted_ms && e->cfg.updated_ms == cfg->updated_ms) continue;
     if (!e && cfg->deleted_ms) continue;
@@ -2037,7 +2047,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   }
   hookd_tenants_free(b.tenants, b.n_tenants);
   for (size_t i = 0; i < b.n_eps; i++) {
-    if (b.eps[i].updated_ms > d->config_seen_ms) d->config_seen_ms = b.eps[i].updated_ms;
+    note_config_seen(d, b.eps[i].updated_ms);
     if (!b.eps[i].deleted_ms) ep_upsert(d, &b.eps[i]);
   }
   hookd_endpoints_free(b.eps, b.n_eps);

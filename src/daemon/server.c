@@ -74,6 +74,7 @@ struct hookd_req {
   void (*app_free)(void *);
   const void *route;               /* the gate's choice */
   size_t buffered;                 /* body bytes counted in srv->buffered */
+  bool reserved;                   /* its Content-Length counted whole at the head */
 };
 
 /* ---------- request accessors ---------- */
@@ -331,7 +332,7 @@ static void req_free(hookd_req *r) {
  * also required (HOST_AT); a provider's request may be verified over the URL rebuilt from it
  * (Twilio's without --public-url), and the first of two would decide what is. */
 static const char *const single_headers[] = {"Authorization", "Idempotency-Key", "Hookd-Reason",
-                                             "Content-Type", "Host"};
+                                             "Content-Type", "Content-Encoding", "Host"};
 #define N_SINGLE (sizeof single_headers / sizeof single_headers[0])
 #define HOST_AT (N_SINGLE - 1)
 
@@ -553,6 +554,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     /* a request that cannot succeed is answered before its body is read (and then discarded) */
     if (srv->cfg.gate && !srv->cfg.gate(r, srv->cfg.app)) return queue(r);
+    /* a body of known length is counted against --max-buffered-bytes whole, now: refused, its
+     * answer is a whole response before any "100 Continue" (refused in mid-body, the client
+     * sending it usually saw the connection reset), and it is held in exactly its length */
+    unsigned long long len = 0;
+    if (cl) {
+      char *end;
+      len = strtoull(cl, &end, 10);
+      if (*end != '\0') len = 0; /* (libmicrohttpd refuses such a head itself) */
+    }
+    if (len) {
+      size_t held = atomic_fetch_add(&srv->buffered, (size_t)len) + (size_t)len;
+      if (srv->cfg.max_buffered && held > srv->cfg.max_buffered) {
+        atomic_fetch_sub(&srv->buffered, (size_t)len);
+        hookd_req_add_header(r, "Retry-After", "1");
+        hookd_req_error(r, 503, "unavailable",
+                        "too many request bodies arriving at once (--max-buffered-bytes): retry");
+        return queue(r);
+      }
+      r->buffered = (size_t)len;
+      r->reserved = true;
+      if (hookd_buf_reserve(&r->body, (size_t)len) != HOOKD_BUF_OK) {
+        hookd_req_error(r, 503, "unavailable", "out of memory");
+        return queue(r);
+      }
+    }
     return MHD_YES;
   }
 
@@ -564,9 +590,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     /* bodies held across all connections are bounded too: a source's URL is public, and each
-     * connection may bring max_body */
-    size_t held = atomic_fetch_add(&srv->buffered, n) + n;
-    if (srv->cfg.max_buffered && held > srv->cfg.max_buffered) {
+     * connection may bring max_body (a chunked body counted as it comes; one of known length
+     * was counted whole at its head) */
+    size_t held = r->reserved ? 0 : atomic_fetch_add(&srv->buffered, n) + n;
+    if (!r->reserved && srv->cfg.max_buffered && held > srv->cfg.max_buffered) {
       atomic_fetch_sub(&srv->buffered, n);
       *upload_data_size = 0;
       hookd_req_add_header(r, "Retry-After", "1");
@@ -574,7 +601,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                       "too many request bodies arriving at once (--max-buffered-bytes): retry");
       return answer_mid_body(r);
     }
-    r->buffered += n;
+    if (!r->reserved) r->buffered += n;
     int rc = hookd_buf_append(&r->body, upload_data, n);
     *upload_data_size = 0;
     if (rc == HOOKD_BUF_OK && too_slow(r)) return answer_mid_body(r); /* a byte at a time */
@@ -694,7 +721,9 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
   } else if (inet_pton(AF_INET6, cfg->host, &sin6->sin6_addr) == 1) {
     sin6->sin6_family = AF_INET6;
     sin6->sin6_port = htons((uint16_t)cfg->port);
-    flags |= MHD_USE_IPv6;
+    /* "::" takes IPv4 too, as a Linux socket does by default (libmicrohttpd sets IPV6_V6ONLY
+     * unless told otherwise: `--listen [::]:8080` turned every IPv4 provider away) */
+    flags |= IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
   } else {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     if (getaddrinfo(cfg->host, NULL, &hints, &res) != 0 || !res) {

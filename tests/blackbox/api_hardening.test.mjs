@@ -454,7 +454,7 @@ describe('ambiguous requests', () => {
   before(async () => { h = await startHookd(); });
   after(async () => { assert.equal((await h.stop()).code, 0); });
 
-  it('sent twice (Idempotency-Key, Hookd-Reason, Authorization, Content-Type): 400 naming it, nothing done', async () => {
+  it('sent twice (Idempotency-Key, Hookd-Reason, Authorization, Content-Type, Content-Encoding): 400 naming it, nothing done', async () => {
     await h.api('POST', '/v1/tenants', { id: 'twice', name: 'before' });
     const event = '{"id":"evt_twice","type":"a","payload":{}}';
     const req = (extra, { method = 'POST', path = '/v1/tenants/twice/events', body = event } = {}) =>
@@ -467,6 +467,8 @@ describe('ambiguous requests', () => {
         /more than one Hookd-Reason header/],
       [req(`Authorization: Bearer ${h.apiKey}\r\n`), /more than one Authorization header/],
       [req('Content-Type: text/plain\r\n'), /more than one Content-Type header/],
+      // (identity, then gzip: the first alone passed the inbound refusal of a compressed body)
+      [req('Content-Encoding: identity\r\nContent-Encoding: gzip\r\n'), /more than one Content-Encoding header/],
     ];
     for (const [bytes, why] of cases) {
       const r = await exchange(h.port, bytes);
@@ -618,9 +620,13 @@ describe('bodies hookd holds', () => {
     a.write(head(body.length) + body.slice(0, 1000));
     const held = async () => Number(/^hookd_http_buffered_bytes (\d+)/m.exec((await h.api('GET', '/metrics')).text)?.[1]);
     await waitUntil(async () => (await held()) >= 1000, { what: 'A\'s bytes held' });
-    // B's body would take the total past 2048
-    const b = await exchange(h.port, head(1500) + JSON.stringify({ id: 'held-b' }).padEnd(1500, ' '));
+    // B's body would take the total past 2048: refused at its head, counted whole (A's too) — no
+    // "100 Continue" before the answer, which is whole (in mid-body the client saw a reset)
+    const b = await exchange(h.port, head(1500).replace('\r\n\r\n', '\r\nExpect: 100-continue\r\n\r\n')
+      + JSON.stringify({ id: 'held-b' }).padEnd(1500, ' '));
     const rb = responses(b.text);
+    assert.ok(!b.text.startsWith('HTTP/1.1 100'), b.text);
+    assert.equal(rb.length, 1, b.text);
     assert.equal(rb.at(-1)?.status, 503, b.text);
     assert.equal(rb.at(-1).headers['retry-after'], '1');
     assert.equal(JSON.parse(rb.at(-1).body).error.code, 'unavailable');

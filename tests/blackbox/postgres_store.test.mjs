@@ -1337,6 +1337,46 @@ test('an event\'s payload deleted through one node: a delivery of it the other n
   } finally { await r.close(); }
 });
 
+test('endpoint changes reach the other nodes whatever the writers\' clocks: a change stamped ahead by a node\'s clock hides no later change, and a write moves updated_at on past the one stored', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver(() => ({ status: 200 }));
+  const args = ['--reload-interval-ms', '600000'];
+  const [n1, n2] = [await node(store, key, 'n1', args), await node(store, key, 'n2', args)];
+  const c = new PgClient({ connectionString: store });
+  await c.connect();
+  try {
+    const { tenant, endpoint } = await setup(n1, rx.url);
+    const other = await n1.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: rx.url });
+    assert.equal(other.status, 201, other.text);
+    const pathOf = (id) => `/v1/tenants/${tenant}/endpoints/${id}`;
+    const seenOn = (h, id, iso, what) => waitUntil(async () =>
+      (await h.api('GET', pathOf(id))).json.health?.config_updated_at === iso || null, { timeout: 10000, what });
+    await seenOn(n2, other.json.id, other.json.updated_at, 'the endpoints known to n2');
+    // a node whose clock runs ten minutes ahead changes the first endpoint (its updated_at)
+    const ahead = Date.now() + 600000;
+    await c.query('UPDATE endpoints SET description = $1, updated_at = $2 WHERE id = $3', ['written ahead', ahead, endpoint]);
+    await seenOn(n2, endpoint, new Date(ahead).toISOString(), 'the change stamped ahead applied on n2');
+    // a later change of the other endpoint, through a node whose clock agrees, reaches n2 too (it
+    // read changes from the one stamped ahead on, less five minutes: never this one, a secret's
+    // rotation included)
+    const rotated = await n1.api('POST', `${pathOf(other.json.id)}/secret/rotate`, {});
+    assert.equal(rotated.status, 200, rotated.text);
+    const later = (await n1.api('GET', pathOf(other.json.id))).json.updated_at;
+    await seenOn(n2, other.json.id, later, 'the later change applied on n2');
+    // a write of the endpoint stamped ahead moves its updated_at on past that stamp: another node
+    // holding that stamp would take the write for one it has
+    const again = await n1.api('PATCH', pathOf(endpoint), { description: 'after' });
+    assert.equal(again.status, 200, again.text);
+    assert.equal(again.json.updated_at, new Date(ahead + 1).toISOString(), 'moved on, as stored');
+    await seenOn(n2, endpoint, again.json.updated_at, 'the write applied on n2');
+  } finally {
+    await c.end();
+    for (const h of [n1, n2]) await h.stop();
+    await rx.close();
+  }
+});
+
 test('a change made through one node reaches the other at once, not at its next rescan: a node started, a new endpoint, a new URL, a receiver\'s Retry-After pause, and changes made while the feed\'s link was down', async () => {
   const store = await pg.database();
   const key = masterKey();

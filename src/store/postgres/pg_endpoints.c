@@ -276,11 +276,15 @@ int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   pg_p_text(&p, ep->channels);
   pg_p_text(&p, ep->metadata);
   pg_p_text(&p, ep->payload_filter);
-  int64_t updated =
-      pg_x(c,
+  /* updated_at moves on whatever the clocks: another node's rescan takes a row whose
+   * updated_at differs from the one it holds, and two writes in one millisecond (a PATCH and a
+   * rotation through two nodes) left the second unseen there — its old secret still signing */
+  PGresult *ur =
+      pg_q(c,
            "UPDATE endpoints SET url = $2, description = $3, event_types = $4,"
            " enabled = $5::bigint, disabled_reason = $6, max_in_flight = $7, timeout_ms = $8,"
-           " policy_id = $9, secret = $10, updated_at = $11::bigint, previous_secret = $12,"
+           " policy_id = $9, secret = $10, updated_at = GREATEST(updated_at + 1, $11::bigint),"
+           " previous_secret = $12,"
            " previous_expires_at = $13, rate_limit = $14, ordered = $15, lane_policy = $16,"
            " headers = $18, channels = $19, metadata = $20, payload_filter = $21,"
            " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE $17::bigint END,"
@@ -292,9 +296,12 @@ int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
            " OR url IS DISTINCT FROM $2::text THEN NULL ELSE paused_until END,"
            " health_since = CASE WHEN ($5::bigint = 1 AND enabled = 0)"
            " OR url IS DISTINCT FROM $2::text THEN $11::bigint ELSE health_since END"
-           " WHERE id = $1 AND deleted_at IS NULL",
+           " WHERE id = $1 AND deleted_at IS NULL RETURNING updated_at",
            &p, "update endpoint");
-  if (updated < 0) return HOOKD_STORE_ERR;
+  if (!ur) return HOOKD_STORE_ERR;
+  int updated = PQntuples(ur);
+  if (updated == 1) ep->updated_ms = pg_i64(ur, 0, 0); /* as stored: this node's mirror too */
+  PQclear(ur);
   if (updated != 1) return HOOKD_STORE_NOTFOUND;
   if (now_no_resend) {
     /* every lease it holds now may be such a request: marked, as migration 23 marks them (a
