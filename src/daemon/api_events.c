@@ -37,6 +37,12 @@
   "id has the form of the ids hookd generates (evt_ or in_ and 26 base32 characters): it "     \
   "may repeat an event of this tenant, not name a new one (hookd's own ids are unique across "  \
   "tenants)"
+/* The same id with another request: for an id hookd generated, said as it is — a publish that
+ * sent no id is repeated by its Idempotency-Key, never by sending back the id it was given. */
+#define RESERVED_ID_REPEAT                                                                     \
+  "an event with this id exists, published by another request: an id hookd generated repeats "\
+  "only a publish that sent that id itself; to repeat a publish that sent none, send its "      \
+  "Idempotency-Key again"
 
 typedef struct pub_op {
   hookd_api_op base;
@@ -105,6 +111,8 @@ static void reply_publish(hookd_api_op *base, int rc) {
     if (rc == HOOKD_STORE_CONFLICT) HOOKD_INC(publish_conflicts);
     if (rc == HOOKD_STORE_STATE && op->reserved_id)
       hookd_req_error(base->req, 422, "invalid_field", RESERVED_ID);
+    else if (rc == HOOKD_STORE_CONFLICT && op->reserved_id && !op->res.key_conflict)
+      hookd_req_error(base->req, 409, "conflict", RESERVED_ID_REPEAT);
     else
       hookd_api_store_error(base, rc, "tenant");
     return;
@@ -365,6 +373,8 @@ static void reply_relay(hookd_api_op *base, int rc) {
     if (rc == HOOKD_STORE_CONFLICT) HOOKD_INC(publish_conflicts);
     if (rc == HOOKD_STORE_STATE && op->pub.reserved_id)
       fail(&e, 422, "invalid_field", RESERVED_ID);
+    else if (rc == HOOKD_STORE_CONFLICT && op->pub.reserved_id && !op->pub.res.key_conflict)
+      fail(&e, 409, "conflict", RESERVED_ID_REPEAT);
     else if (rc == HOOKD_STORE_NOTFOUND)
       fail(&e, 404, "not_found", "tenant not found");
     else if (rc == HOOKD_STORE_CONFLICT || rc == HOOKD_STORE_STATE)
@@ -813,6 +823,7 @@ typedef struct repub_op {
   bool caller_id;
   hookd_event ev;
   bool loaded;
+  bool purged_since; /* the source's payload deleted after the reader read it */
 } repub_op;
 
 static void repub_cleanup(hookd_api_op *base) {
@@ -823,7 +834,20 @@ static void repub_cleanup(hookd_api_op *base) {
 
 static int run_republish(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   repub_op *op = (repub_op *)base;
-  int rc = run_publish(c, be, base);
+  /* the source again, on the writer: a payload deleted (DELETE …/payload) since the reader
+   * read it is not sent again under a new id — the delete answered first; its republish is
+   * then as one made after it (reply_republish) */
+  hookd_event now_ev;
+  int rc = be->event_get(c, op->pub.tenant, op->source, &now_ev, NULL, NULL);
+  if (rc && rc != HOOKD_STORE_NOTFOUND) return rc;
+  op->purged_since = rc == HOOKD_STORE_NOTFOUND || now_ev.purged_ms;
+  if (!rc) hookd_event_free(&now_ev);
+  if (op->purged_since) {
+    if (!op->caller_id && !op->pub.idem[0]) return HOOKD_STORE_NOTFOUND;
+    op->pub.req.existing_only = true; /* a retry of a republish made before still answered */
+  }
+  rc = run_publish(c, be, base);
+  if (op->purged_since) return rc;
   if (rc || op->pub.res.duplicate) return rc;
   char detail[200];
   snprintf(detail, sizeof detail, "republished from %s", op->source);
@@ -861,6 +885,11 @@ static void reply_gone(hookd_api_op *base, int rc) {
     return;
   }
   reply_publish(base, rc);
+}
+
+static void reply_republish(hookd_api_op *base, int rc) {
+  if (((repub_op *)base)->purged_since) reply_purged(base, rc);
+  else reply_publish(base, rc);
 }
 
 static void reply_source(hookd_api_op *base, int rc) {
@@ -938,7 +967,7 @@ static void reply_source(hookd_api_op *base, int rc) {
   op->pub.reserved_id = op->caller_id && hookd_id_reserved(op->pub.event_id);
   op->pub.req.existing_only = op->pub.reserved_id;
   op->pub.base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* refuses before writing, as publish */
-  hookd_api_chain(base, run_republish, reply_publish, HOOKD_API_WRITER);
+  hookd_api_chain(base, run_republish, reply_republish, HOOKD_API_WRITER);
 }
 
 void hookd_api_event_republish(hookd_req *r, hookd_app *app) {

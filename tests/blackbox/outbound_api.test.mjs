@@ -65,8 +65,11 @@ describe('publish idempotency', () => {
   it('an id of the form hookd generates names no new event (another tenant\'s evt_… stays unique everywhere): 422', async () => {
     const a = await publish(h, tenant, { type: 'x.y', payload: { v: 1 } });
     assert.match(a.json.id, /^evt_[0-9a-z]{26}$/);
-    // in the tenant it names its event (another request than the one that made it: 409)
-    assertError(await publish(h, tenant, { id: a.json.id, type: 'x.y', payload: { v: 1 } }), 409, 'conflict');
+    // in the tenant it names its event (another request than the one that made it: 409, saying
+    // how such a publish is repeated)
+    const back = await publish(h, tenant, { id: a.json.id, type: 'x.y', payload: { v: 1 } });
+    assertError(back, 409, 'conflict');
+    assert.match(back.json.error.message, /repeats only a publish that sent that id itself; .* send its Idempotency-Key again/);
     // another tenant cannot take it (its receiver would get two events under one webhook-id)
     assert.equal((await h.api('POST', '/v1/tenants', { id: 'other_reserved' })).status, 201);
     const taken = await publish(h, 'other_reserved', { id: a.json.id, type: 'x.y', payload: { v: 999 } });
