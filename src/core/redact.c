@@ -212,6 +212,26 @@ static bool prose_start(const char *s, size_t w, bool more) {
   return w < 8 || (more && letters(s, w));
 }
 
+/* Where the list or object opening at in[v] ends (after its closing bracket), brackets inside
+ * its strings not counted; len when it does not end (cut short: the rest is its). */
+static size_t bracket_end(const char *in, size_t len, size_t v) {
+  size_t depth = 0;
+  for (size_t k = v; k < len; k++) {
+    char ch = in[k];
+    if (ch == '\\') {
+      k++; /* an escape outside a string (JSON quoted in JSON): \" opens nothing */
+    } else if (ch == '"') {
+      for (k++; k < len && in[k] != '"'; k++)
+        if (in[k] == '\\') k++;
+    } else if (ch == '[' || ch == '{') {
+      depth++;
+    } else if ((ch == ']' || ch == '}') && --depth == 0) {
+      return k + 1;
+    }
+  }
+  return len;
+}
+
 static span match_named(const char *in, size_t len, size_t i) {
   size_t w = run(in, len, i, key_char);
   if (!w) return kept(0);
@@ -258,6 +278,10 @@ static span match_named(const char *in, size_t len, size_t i) {
   /* a value that reads "[redacted]" (a receiver echoing masked logs) is kept as it is: masked
    * again, its closing ']' would end the value and be left after the mask */
   if (len - v >= MASK_LEN && !memcmp(in + v, MASK, MASK_LEN)) return kept(v - i + MASK_LEN);
+  /* a list or an object (Go's http.Header, Node's headersDistinct echo a header as a list of
+   * its values: {"X-Api-Key":["k3y"]}) is masked whole, to its closing bracket: read as a
+   * word, only its '[' was (the value inside kept) */
+  if (v < len && (in[v] == '[' || in[v] == '{')) return masked(v - i, bracket_end(in, len, v) - i);
   if (auth == VALUE_SIGNATURE) {
     /* decided by its first word, read once: prose read on from there, a lone blob masked
      * alone, anything else to its end (never a scan to the line's end for words kept: each

@@ -103,6 +103,14 @@ static void named_values(void **s) {
                       "{\"e\":\"{\\\"token\\\":\\\"[redacted]\\\"}\"}");
   assert_string_equal(R("{\"e\":\"{\\\"token\\\":\\\"ab\\\\\\\\\\\"}\",\"n\":1}"),
                       "{\"e\":\"{\\\"token\\\":\\\"[redacted]\\\"}\",\"n\":1}");
+  /* a list or an object under a sensitive name (Go's http.Header echoed) is masked whole */
+  assert_string_equal(R("{\"Webhook-Signature\":"
+                        "[\"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=\"],"
+                        "\"X-Api-Key\":[\"k3y-abc\"],\"n\":[1]}"),
+                      "{\"Webhook-Signature\":[redacted],\"X-Api-Key\":[redacted],\"n\":[1]}");
+  assert_string_equal(R("\"secret\": {\"value\":\"s3cr3t\",\"k\":[\"]}\"]}, \"ok\": 1"),
+                      "\"secret\": [redacted], \"ok\": 1");
+  assert_string_equal(R("token=[abc"), "token=[redacted]"); /* cut short: the rest is its */
   /* a header name too long to read for its words (a vendor's) is taken as sensitive */
   const char *long_name = "X-Acme-Corporation-Enterprise-Integration-Platform-Webhook-Api-Secret";
   assert_true(hookd_redact_name_sensitive(long_name));
