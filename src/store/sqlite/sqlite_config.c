@@ -719,11 +719,14 @@ int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   bool inbound = false, no_resend = false;
-  if (sqlite3_step(st) == SQLITE_ROW) {
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
     inbound = sqlite3_column_int(st, 0);
     no_resend = inbound && !sqlite3_column_int(st, 1);
   }
   sqlite3_reset(st);
+  if (step != SQLITE_ROW && step != SQLITE_DONE) /* (SQLite may have ended the transaction) */
+    return sq_fail(c, "read endpoint");
   int64_t *seqs = NULL;
   size_t n = 0, cap = 0;
   int rc = HOOKD_STORE_OK;

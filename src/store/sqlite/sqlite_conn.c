@@ -253,6 +253,16 @@ static void *ckpt_main(void *arg) {
 }
 
 /* Runs on the writer's thread after each commit; pages = frames in the WAL. */
+/* SQLite ends a transaction itself on some errors (an I/O error, SQLITE_FULL from a cache
+ * spill, out of memory), even on a read: the statements after it would each commit on its own
+ * — a delete's cancellations kept without its delete — until the executor notices between ops.
+ * Between sq_begin and sq_commit a commit is refused (the statement fails, nothing of it
+ * kept), so that a transaction lost half-way keeps nothing of what followed. */
+static int commit_guard(void *arg) {
+  hookd_store_conn *c = arg;
+  return c->guarded && !c->committing;
+}
+
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
   sq_shared *sh = arg;
   (void)db;
@@ -430,6 +440,7 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
     snprintf(limit, sizeof limit, "PRAGMA journal_size_limit=%lld", WAL_LIMIT_PAGES * 4096LL);
     sq_exec(c, limit); /* only a size hint: a failure costs disk space, nothing else */
     sqlite3_wal_hook(c->db, wal_hook, sh);
+    sqlite3_commit_hook(c->db, commit_guard, c);
     if (!sh->ckpt_started && pthread_create(&sh->ckpt_thread, NULL, ckpt_main, sh) == 0) {
       pthread_setname_np(sh->ckpt_thread, "checkpoint");
       sh->ckpt_started = 1;
@@ -478,11 +489,16 @@ static int tx(hookd_store_conn *c, enum sq_stmt_id id, const char *sql) {
 static int sq_begin(hookd_store_conn *c, int writer) {
   if (!writer) return tx(c, SQ_TX_BEGIN_R, "BEGIN");
   if (c->sh->wal_over) writer_checkpoint(c);
-  return tx(c, SQ_TX_BEGIN_W, "BEGIN IMMEDIATE");
+  int rc = tx(c, SQ_TX_BEGIN_W, "BEGIN IMMEDIATE");
+  c->guarded = rc == HOOKD_STORE_OK;
+  return rc;
 }
 static int sq_commit(hookd_store_conn *c) {
   reset_all(c);
+  c->committing = true;
   int rc = tx(c, SQ_TX_COMMIT, "COMMIT");
+  c->committing = false;
+  c->guarded = !sqlite3_get_autocommit(c->db);
   /* the WAL frames, commit mark included, may be written and only their sync have failed:
    * recovery would then bring the transaction back. A write that failed (EFBIG past a file-size
    * limit, EIO) is another matter: the frames are written in order, the commit frame last, and
@@ -497,6 +513,7 @@ static int sq_commit(hookd_store_conn *c) {
 }
 static int sq_rollback(hookd_store_conn *c) {
   reset_all(c);
+  c->guarded = false;
   if (sqlite3_get_autocommit(c->db)) return HOOKD_STORE_OK;
   return tx(c, SQ_TX_ROLLBACK, "ROLLBACK");
 }

@@ -837,6 +837,10 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
       int step = sqlite3_step(ep);
       bool gone = step != SQLITE_ROW || sqlite3_column_int(ep, 0);
       sqlite3_reset(ep);
+      if (step != SQLITE_ROW && step != SQLITE_DONE) { /* a failed read is no "gone" */
+        rc = sq_fail(c, "read endpoint");
+        break;
+      }
       if (gone) { /* stays held: another resolve settles it (completed or dead_lettered) */
         snprintf(gone_id, sizeof gone_id, "%s", dl[i].endpoint_id);
         continue;

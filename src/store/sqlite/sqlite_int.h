@@ -5,6 +5,7 @@
 #define HOOKD_STORE_SQLITE_INT_H
 
 #include <sqlite3.h>
+#include <stdbool.h>
 
 #include "core/payload_filter.h"
 #include "store/store.h"
@@ -62,6 +63,8 @@ struct hookd_store_conn {
   sqlite3 *db;
   int writer;
   int psow; /* powersafe overwrite (SQLite's default): a commit whose write failed did not commit */
+  /* between sq_begin and its end: a commit now is only sq_commit's (commit_guard) */
+  bool guarded, committing;
   sq_shared *sh;
   char err[256];
   sqlite3_stmt *stmts[SQ__COUNT];

@@ -343,6 +343,18 @@ static int run_t_lose_txn_once(hookd_store_conn *c, const hookd_store_backend *b
   return run_t_ok(c, be, a);
 }
 
+/* Loses the transaction as above, then writes on regardless and says it succeeded (an op that
+ * took the failed read for a value): its write must not commit on its own. Once. */
+static int lost_write_rc; /* what the write after the loss returned (checked by the test) */
+static int run_t_lose_txn_write_on(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  if (lose_txn_calls++ == 0) {
+    lost_write_rc = sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK
+                        ? run_t_ok(c, be, a)
+                        : -100;
+  }
+  return HOOKD_STORE_OK;
+}
+
 /* Codes seen by each op of one batch, by position. */
 static int seen_rc[8];
 static void seen_done(void *arg, int rc) {
@@ -453,6 +465,15 @@ static void savepoint_free_ops_fail_alone_or_redo_the_batch(void **state) {
     assert_int_equal(after.redone_batches, before.redone_batches + 1);
     assert_int_equal(after.failed_commits, before.failed_commits);
   }
+
+  /* an op that writes on after the transaction was lost: the write is refused (the commit
+   * guard), not committed on its own while the batch is redone */
+  lose_txn_calls = 0;
+  steps[0] = (t_step){"t-lost-w", run_t_lose_txn_write_on};
+  one_batch(f, 1, (int[]){NS});
+  assert_int_not_equal(lost_write_rc, -100);
+  assert_int_not_equal(lost_write_rc, 0); /* refused: no commit but the executor's */
+  assert_false(tenant_exists(f, "t-lost-w"));
 
   /* and the writer goes on: the next batch commits */
   steps[0] = (t_step){"t-sp-g", run_t_ok};
