@@ -84,7 +84,13 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
   hookd_endpoint *eps = NULL;
   size_t n = 0;
   int rc = be->endpoints_since(c, 0, &eps, &n);
+  int64_t now = hookd_now_ms();
   for (size_t i = 0; rc == 0 && i < n; i++) {
+    /* a previous secret whose overlap has ended signs nothing: dropped, not carried over */
+    if (eps[i].previous_secret && eps[i].previous_expires_ms <= now) {
+      free(eps[i].previous_secret);
+      eps[i].previous_secret = NULL;
+    }
     char *cur = reseal(x, eps[i].secret, eps[i].id);
     char *prev = reseal(x, eps[i].previous_secret, eps[i].id);
     /* its custom headers too: they may be credentials, sealed as the secret is */
@@ -351,8 +357,11 @@ static int cmd_rotate_master(keys_args *a) {
             a->new_master_file, mode);
     goto out;
   }
+  /* the new key on disk before anything is sealed with it: a file written a moment ago
+   * (openssl rand > new.key) may come back empty after a power cut, every secret lost */
   if (hookd_keyring_read(old_file, &old_key, err, sizeof err) != 0 ||
-      hookd_keyring_read(a->new_master_file, &new_key, err, sizeof err) != 0) {
+      hookd_keyring_read(a->new_master_file, &new_key, err, sizeof err) != 0 ||
+      hookd_keyring_file_sync(a->new_master_file, err, sizeof err) != 0) {
     fprintf(stderr, "hookd keys rotate-master: %s\n", err);
     goto out;
   }

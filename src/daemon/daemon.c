@@ -573,6 +573,13 @@ int hookd_serve(const hookd_config *cfg) {
     HLOG(HOOKD_LOG_INFO, "store.migrated", KV_I("from", app.store->schema_from),
          KV_I("to", app.store->schema_to), KV_I("ms", app.store->migrate_ms));
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
+  /* held in app.keyring from now on: the variable's text is wiped where it lies (the process's
+   * environment block, which /proc/<pid>/environ and a core dump show) and removed */
+  char *mk = getenv("HOOKD_MASTER_KEY");
+  if (mk) {
+    OPENSSL_cleanse(mk, strlen(mk));
+    unsetenv("HOOKD_MASTER_KEY");
+  }
   if (hookd_cursor_key_derive(app.keyring.key.key, sizeof app.keyring.key.key,
                               &app.cursor_key) != 0) {
     snprintf(err, sizeof err, "cannot derive the list cursor key");

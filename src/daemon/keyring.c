@@ -55,6 +55,31 @@ bool hookd_keyring_file_loose(const char *file, unsigned *mode) {
   return (st.st_mode & 077) != 0;
 }
 
+/* Syncs the directory that holds path (its entry for the file). */
+static bool sync_dir_of(const char *path) {
+  char dir[1100];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir) slash[1] = '\0';
+  else if (slash) *slash = '\0';
+  else snprintf(dir, sizeof dir, ".");
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  bool ok = dfd >= 0 && fsync(dfd) == 0;
+  if (dfd >= 0) close(dfd);
+  return ok;
+}
+
+int hookd_keyring_file_sync(const char *file, char *err, size_t errlen) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  bool ok = fd >= 0 && fsync(fd) == 0;
+  if (fd >= 0) close(fd);
+  if (!ok || !sync_dir_of(file)) {
+    snprintf(err, errlen, "cannot sync master key file %s to disk: %s", file, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
 /* The key is written whole under a temporary name, synced, then linked to its name — which,
  * like O_EXCL, never replaces a key already there —, so that a crash (or a power cut) at any
  * point leaves either no key file or a complete one: written in place, a kill between the
@@ -104,15 +129,7 @@ static int create_key_file(const char *path, hookd_master_key *out, char *err, s
   unlink(tmp); /* after a rename: nothing there */
   /* the file's directory entry too: a power cut must not keep sealed secrets and lose the only
    * key that opens them */
-  char dir[1100];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash == dir) slash[1] = '\0';
-  else if (slash) *slash = '\0';
-  else snprintf(dir, sizeof dir, ".");
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  ok = dfd >= 0 && fsync(dfd) == 0;
-  if (dfd >= 0) close(dfd);
+  ok = sync_dir_of(path);
   if (!ok) { /* the key this start made, not on disk for sure: gone, as it never was */
     snprintf(err, errlen, "cannot write master key file %s", path);
     unlink(path);

@@ -29,6 +29,9 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
 int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen);
 /* Reads a key from a file or from HOOKD_MASTER_KEY (file == NULL). */
 int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_t errlen);
+/* Syncs a key file and its directory entry to disk (a key written a moment ago, before secrets
+ * are sealed with it: after a power cut it must still be there). 0, or -1 with err. */
+int hookd_keyring_file_sync(const char *file, char *err, size_t errlen);
 /* Whether the key file is readable by others than its owner (group or other permission bits):
  * true with its permission bits in *mode; false too when it cannot be read. */
 bool hookd_keyring_file_loose(const char *file, unsigned *mode);

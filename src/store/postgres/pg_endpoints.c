@@ -528,8 +528,9 @@ int pg_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
   pg_p_text(&p, previous_secret);
   pg_p_text(&p, headers);
   int64_t k = pg_x(c,
-                   "UPDATE endpoints SET secret = $2, previous_secret = $3, headers = $4"
-                   " WHERE id = $1",
+                   "UPDATE endpoints SET secret = $2, previous_secret = $3, headers = $4,"
+                   " previous_expires_at = CASE WHEN $3::text IS NULL THEN NULL"
+                   " ELSE previous_expires_at END WHERE id = $1",
                    &p, "reseal endpoint");
   if (k < 0) return HOOKD_STORE_ERR;
   return k == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;

@@ -804,8 +804,9 @@ int sq_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_
 int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
                        const char *previous_secret, const char *headers) {
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_RESEAL,
-                             "UPDATE endpoints SET secret = ?2, previous_secret = ?3, headers = ?4"
-                             " WHERE id = ?1");
+                             "UPDATE endpoints SET secret = ?2, previous_secret = ?3, headers = ?4,"
+                             " previous_expires_at = CASE WHEN ?3 IS NULL THEN NULL"
+                             " ELSE previous_expires_at END WHERE id = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   sq_bind_text(st, 2, secret);
