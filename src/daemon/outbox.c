@@ -228,6 +228,12 @@ static bool connect_pg(hookd_outbox *o) {
                         NULL};
   const char *vals[] = {"5", "hookd-outbox", o->app->cfg->outbox_url, "UTF8", NULL};
   o->pg = PQconnectdbParams(keys, vals, 1); /* the URL's own settings win over the first two */
+  /* the server's error without DETAIL or CONTEXT, which may quote a row ("Failing row
+   * contains (…)"): it is logged, and kept in relay_error */
+  if (o->pg) {
+    PQsetErrorVerbosity(o->pg, PQERRORS_TERSE);
+    PQsetErrorContextVisibility(o->pg, PQSHOW_CONTEXT_NEVER);
+  }
   char msg[512];
   if (o->pg && PQstatus(o->pg) == CONNECTION_OK) {
     PQsetNoticeProcessor(o->pg, on_notice, o);
@@ -291,6 +297,10 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   if (!data) {
     o->status = 400;
     snprintf(o->code, sizeof o->code, "invalid_json");
+    /* without jansson's " near '<token>'": the token is the payload's (an email, an account
+     * number), and this message is logged and kept in relay_error */
+    char *near = strstr(err, " near '");
+    if (near) *near = '\0';
     snprintf(o->message, sizeof o->message, "payload: %s", err);
     return NULL;
   }

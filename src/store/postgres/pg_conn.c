@@ -240,6 +240,10 @@ static void read_timeline(hookd_store_conn *c) {
 static int session_setup(hookd_store_conn *c) {
   PQsetNoticeReceiver(c->pg, NULL, NULL);
   PQsetNoticeProcessor(c->pg, pg_no_notices, NULL);
+  /* errors without DETAIL or CONTEXT: a constraint's DETAIL quotes the row ("Failing row
+   * contains (…)", a payload's text among it), and errors are logged (store.error) */
+  PQsetErrorVerbosity(c->pg, PQERRORS_TERSE);
+  PQsetErrorContextVisibility(c->pg, PQSHOW_CONTEXT_NEVER);
   pthread_mutex_lock(&c->sh->mu);
   if (c->cancel) PQfreeCancel(c->cancel);
   c->cancel = PQgetCancel(c->pg);
