@@ -159,6 +159,10 @@ describe('the dashboard page, run against the daemon', () => {
       assert.ok(audit, 'audited');
       assert.equal(audit.reason, 'checked by the dashboard test — INC-42');
 
+      // the inbox's unknown queue (held for an operator): its own view, the API's list
+      doc.querySelector('nav button[data-view="inbox-unknown"]').click();
+      await waitUntil(() => doc.querySelector('#view h2')?.textContent === 'inbox unknown (0)', { what: 'the inbox unknown view' });
+
       // the nodes (no tenant needed): the one serving the page, as GET /v1/nodes says
       doc.querySelector('nav button[data-view="nodes"]').click();
       await waitUntil(() => doc.querySelector('#view h2')?.textContent === 'nodes (1 running)', { what: 'the nodes view' });
@@ -202,6 +206,28 @@ describe('the dashboard page, run against the daemon', () => {
       await new Promise((resolve) => w.setTimeout(resolve, 0)); // (the poll's own continuation)
       assert.ok(h2().startsWith('endpoints'), `the late poll drew over the view: ${h2()}`);
       assert.equal(gets(), 2, 'no poll after the view changed');
+    } finally {
+      w.close();
+      await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/cancel`, { reason: 'test done' });
+    }
+  });
+
+  it('a poll that fails (a node stopping answers 503) is tried again, the progress said to be old meanwhile, not frozen for good', async () => {
+    const id = (await publish(h, tenant, { type: 'order.paid', payload: { n: 5 } })).json.id;
+    await waitDelivery(h, id, (x) => x[0]?.state === 'dead');
+    const job = await h.api('POST', `/v1/tenants/${tenant}/replays`,
+      { filter: { state: 'dead' }, reason: 'poll retry', rate: { per_minute: 1 } });
+    assert.equal(job.status, 201, job.text);
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/confirm`)).status, 200);
+    const { w, doc, h2, gets } = await openJob(job.json.id, async () => new Response(
+      JSON.stringify({ error: { code: 'unavailable', message: 'stopping' } }), { status: 503 }));
+    const statusText = () => doc.getElementById('status').textContent;
+    try {
+      await waitUntil(() => /progress not read \(503 unavailable: stopping\).*reading again in 4 s/.test(statusText()) || null,
+        { timeout: 10000, what: 'the failed poll said' });
+      await waitUntil(() => gets() >= 3 || null, { timeout: 15000, what: 'the poll tried again' });
+      await waitUntil(() => statusText() === '' || null, { timeout: 10000, what: 'the stale note gone once read' });
+      assert.equal(h2(), `replay job ${job.json.id} — running`);
     } finally {
       w.close();
       await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/cancel`, { reason: 'test done' });

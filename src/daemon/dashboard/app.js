@@ -164,17 +164,44 @@ const JOB_ACTIONS = { preview: ['confirm', 'cancel'], running: ['pause', 'cancel
 function showJob(job) {
   const draw = st.jobDraw = (st.jobDraw || 0) + 1;
   const acts = (JOB_ACTIONS[job.state] || []).map((a) => action(a[0].toUpperCase() + a.slice(1),
-    (why) => api('POST', tpath(`/replays/${enc(job.id)}/${a}`), why ? { reason: why } : {}), showJob));
+    (why) => api('POST', tpath(`/replays/${enc(job.id)}/${a}`), why ? { reason: why } : {}), showJobAnswer));
   show(el('h2', {}, `replay job ${job.id} — ${job.state}`), el('div', { class: 'actions' }, ...acts), kv(job));
   if (st.poll) { clearTimeout(st.poll); st.poll = null; }
   if (job.state === 'running' || job.state === 'building') { // its progress, while it moves
     const gen = st.gen;
-    st.poll = setTimeout(() => guard(async () => {
-      const now = await api('GET', tpath(`/replays/${enc(job.id)}`));
-      // drawn since (an action's answer): what this poll read may be older
-      if (gen === st.gen && draw === st.jobDraw) showJob(now);
-    }, gen), 2000);
+    // drawn since (an action's answer): what a poll read may be older, and it polls no more
+    const current = () => gen === st.gen && draw === st.jobDraw;
+    const poll = (delay) => {
+      st.poll = setTimeout(async () => {
+        try {
+          const now = await api('GET', tpath(`/replays/${enc(job.id)}`));
+          if (!current()) return;
+          if (st.stale) status(''); // (an action's error stays shown)
+          st.stale = false;
+          showJob(now);
+        } catch (e) { // (a node stopping answers 503): tried again, the progress said stale
+          if (!current()) return;
+          const next = Math.min(delay * 2, 30000);
+          status(`progress not read (${e.message}): the counts shown may be old; reading again in `
+            + `${next / 1000} s`, true);
+          st.stale = true;
+          poll(next);
+        }
+      }, delay);
+    };
+    poll(2000);
   }
+}
+
+// A job as an action or a create answered it: drawn, or read again when the answer names it only
+// (the API's answer when its read-back failed).
+function showJobAnswer(job) {
+  if (job.state) return showJob(job);
+  const gen = st.gen;
+  return guard(async () => {
+    const now = await api('GET', tpath(`/replays/${enc(job.id)}`));
+    if (gen === st.gen) showJob(now);
+  }, gen);
 }
 
 // A list with its next pages: path without the cursor, the cursor's parameter name.
@@ -188,7 +215,11 @@ async function list(title, path, cursorParam, extra) {
     rows.push(...r.data);
     next = r.next_cursor || null;
     showFor(gen)(el('h2', {}, `${title} (${rows.length}${next ? '+' : ''})`), ...(extra || []),
-      table(rows), next ? el('button', { type: 'button', onclick: () => guard(page, gen) }, 'More') : '');
+      table(rows), next ? el('button', { type: 'button', onclick: (ev) => { // one page at a time
+        if (ev.target.disabled) return;
+        ev.target.disabled = true;
+        guard(async () => { try { await page(); } finally { ev.target.disabled = false; } }, gen);
+      } }, 'More') : '');
   };
   await page();
 }
@@ -213,7 +244,7 @@ function replayForm() {
     const gen = st.gen;
     guard(async () => {
       const job = await api('POST', tpath('/replays'), body);
-      if (gen === st.gen) showJob(job);
+      if (gen === st.gen) await showJobAnswer(job);
     }, gen);
   });
   return [el('h2', {}, 'new bulk replay (a preview: nothing is sent until confirmed)'), f];
@@ -231,6 +262,8 @@ function view(name) {
       case 'conflicts': return list('inbox conflicts', `/v1/inbox?tenant=${t}&state=conflict&limit=100`, 'before');
       case 'inbox-dead':
         return list('inbox dead-lettered', `/v1/inbox?tenant=${t}&state=dead_lettered&limit=100`, 'before');
+      case 'inbox-unknown': // held for an operator: each record's Resolve is on its own page
+        return list('inbox unknown', `/v1/inbox?tenant=${t}&state=unknown&limit=100`, 'before');
       case 'replays': return list('replay jobs', tpath('/replays?limit=50'), 'after', replayForm());
       case 'audit': return list('audit log', `/v1/audit?limit=100${st.tenant ? `&tenant=${t}` : ''}`, 'before');
       case 'nodes': { // the store's nodes as the node serving this page sees them
