@@ -5,7 +5,11 @@
 
 void hookd_retry_policy_defaults(hookd_retry_policy *p) {
   p->id = 0;
-  p->max_attempts = 12;
+  /* enough draws to reach max_age: the ceiling doubles from 30 s to 12 h by the 12th wait,
+   * and a full-jitter wait averages half its ceiling — 12 attempts ended after ~8.5 h on
+   * average (17 h at most), never near the 3 days; 24 end at max_age nearly always (a receiver
+   * down overnight, or for a day, still gets its deliveries) */
+  p->max_attempts = 24;
   p->base_ms = 30 * 1000;
   p->cap_ms = 12LL * 3600 * 1000;
   p->max_age_ms = 3LL * 24 * 3600 * 1000;

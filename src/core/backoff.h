@@ -29,7 +29,7 @@ bool hookd_retry_status_listable(int status);
 int hookd_retry_statuses_parse(const char *s, uint64_t out[2]);
 void hookd_retry_statuses_format(const uint64_t in[2], char *out, size_t n);
 
-/* Defaults: 12 attempts, 30 s base, 12 h cap, 3 days max age, Retry-After capped at 12 h. */
+/* Defaults: 24 attempts, 30 s base, 12 h cap, 3 days max age, Retry-After capped at 12 h. */
 void hookd_retry_policy_defaults(hookd_retry_policy *p);
 
 /* Returns NULL when valid, else the name of the first field out of range. */

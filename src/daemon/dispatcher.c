@@ -28,6 +28,10 @@
 #include "daemon/ops_events.h"
 #include "daemon/metrics.h"
 
+/* A failure after this long without one (or a quarter of --disable-failing-after-s, if less)
+ * begins a new failing run: the limit counts a run of failures, not the time since the first. */
+#define FAILING_GAP_MS (24LL * 3600 * 1000)
+
 #define RECLAIM_BATCH 1000
 
 /* ---------- inbox ---------- */
@@ -927,10 +931,23 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   } else if (bad && !e->failing_since) {
     e->failing_since = now;
     o->failing = 1;
+  } else if (bad && e->last_bad_ms &&
+             now - e->last_bad_ms > (d->cfg.disable_failing_after_ms / 4 < FAILING_GAP_MS
+                                         ? d->cfg.disable_failing_after_ms / 4
+                                         : FAILING_GAP_MS)) {
+    /* failing is a run of failures: after a day without one (nothing sent to it: an endpoint
+     * of few events, its last delivery DEAD days ago) it begins again here — one failure after
+     * five quiet days disabled an endpoint that had been fixed meanwhile */
+    e->failing_since = now;
+    o->failing = 2;
   }
+  if (bad) e->last_bad_ms = now;
   if (bad && d->cfg.disable_failing_after_ms > 0 && e->failing_since &&
       now - e->failing_since >= d->cfg.disable_failing_after_ms && e->cfg.enabled) {
     o->disable_endpoint = it->endpoint_id != NULL;
+    /* only if the store's run began then too: another node's success since (a shared store)
+     * ended it there, and this node's view of it is not the endpoint's */
+    o->failing_since_ms = e->failing_since;
     char since[HOOKD_RFC3339_MAX];
     hookd_fmt_rfc3339_ms(e->failing_since, since); /* as every time the API shows */
     snprintf(it->disable_reason, sizeof it->disable_reason, "failing without a success since %s",
@@ -1227,8 +1244,11 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
        * node before (a PATCH whose op ran before this one read it enabled, and its reply,
        * which came first, enabled it again here); one after it comes after this */
       if (o->disable_endpoint && !e->gone && o->disable_declined) {
-        /* the store's configuration is newer than the answer: it stays enabled */
+        /* the store's configuration is newer than the answer, or its failing run is (another
+         * node's success ended the one this node counted): it stays enabled, and this node's
+         * run is over — its next failure begins one, written to the store */
         undo_disable(d, e, o, "endpoint.disable_superseded");
+        if (o->failing_since_ms && e->failing_since == o->failing_since_ms) e->failing_since = 0;
       } else if (o->disable_endpoint && !e->gone) {
         e->disabled_by_outcome = false;
         /* as the store's row */

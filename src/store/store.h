@@ -281,7 +281,10 @@ typedef struct hookd_outcome {
   bool lane;                  /* the delivery has an ordering key: a terminal outcome moves its
                                  lane's head on */
   int failing;                /* endpoint health: 1 = failing since now (if not already),
-                                 -1 = healthy again, 0 = unchanged */
+                                 2 = failing since now (a new run), -1 = healthy again,
+                                 0 = unchanged */
+  int64_t failing_since_ms;   /* a disable for a failing run (not a 410): only if the store's
+                                 run began at or before this (0: no such condition) */
   int64_t now_ms;
   hookd_attempt attempt;      /* the row to append (borrowed strings) */
   bool cancelled;             /* out: the delivery was cancelled while this attempt was in

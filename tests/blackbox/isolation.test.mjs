@@ -1024,10 +1024,12 @@ describe('isolation', () => {
   it('an endpoint failing without a success for longer than the limit is disabled with the reason', async () => {
     // (the breaker kept out: ten failures in the first second would open it, and the rule is
     // applied to outcomes, the next of which would be its probe after the cooldown)
-    const h = await startHookd({ args: ['--disable-failing-after-s', '1', '--retry-base-ms', '200', '--retry-cap-ms', '200',
+    // (retried every 50 ms at most: a pause of a quarter of the limit, 250 ms, would begin a
+    // new failing run)
+    const h = await startHookd({ args: ['--disable-failing-after-s', '1', '--retry-base-ms', '50', '--retry-cap-ms', '50',
       '--breaker-min-requests', '1000'] });
     const r = await startReceiver(() => ({ status: 503 }));
-    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 100, backoff_base_ms: 200, backoff_cap_ms: 200 } });
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 1000, backoff_base_ms: 50, backoff_cap_ms: 50 } });
     await publish(h, tenant, { type: 'a', payload: {} });
     const ep = await waitUntil(async () => {
       const e = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
@@ -1035,6 +1037,26 @@ describe('isolation', () => {
     }, { what: 'endpoint disabled', timeout: 10000 });
     assert.match(ep.disabled_reason, /^failing without a success since \d{4}-\d\d-\d\dT[\d:.]+Z$/, 'an RFC 3339 time, as the API shows times');
     assert.ok(ep.failing_since);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a failure after a quiet spell (a quarter of --disable-failing-after-s without one) begins a new failing run: the next failure of an endpoint of few events does not disable it', async () => {
+    const h = await startHookd({ args: ['--disable-failing-after-s', '3', '--breaker-min-requests', '1000'] });
+    const r = await startReceiver(() => ({ status: 503 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 1 } });
+    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    const a = (await publish(h, tenant, { type: 'a', payload: { n: 1 } })).json.id;
+    await waitDelivery(h, a, (x) => x[0]?.state === 'dead');
+    const first = (await h.api('GET', path)).json.health.failing_since;
+    assert.ok(first, 'failing since its first failure');
+    // nothing sent to it for longer than the limit (the time passing is what is tested)
+    await waitUntil(() => Date.now() > Date.parse(first) + 3500 || null, { timeout: 10000, what: 'the limit passed' });
+    const b = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
+    await waitDelivery(h, b, (x) => x[0]?.state === 'dead');
+    const ep = (await h.api('GET', path)).json;
+    assert.deepEqual([ep.enabled, ep.disabled_reason], [true, null], 'not disabled by one failure after a quiet spell');
+    assert.ok(Date.parse(ep.health.failing_since) > Date.parse(first) + 3000, 'a new run, from this failure');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

@@ -525,8 +525,9 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     pg_p_text(&p, o->sent_url);
     pg_p_i64(&p, o->sent_ms);
     if (pg_x(c,
-             "UPDATE endpoints SET failing_since = CASE WHEN $2::bigint > 0"
-             " THEN COALESCE(failing_since, $3::bigint) ELSE NULL END WHERE id = $1"
+             "UPDATE endpoints SET failing_since = CASE WHEN $2::bigint = 2 THEN $3::bigint"
+             " WHEN $2::bigint > 0 THEN COALESCE(failing_since, $3::bigint) ELSE NULL END"
+             " WHERE id = $1"
              HEALTH_CURRENT("$4::text", "$5::bigint"),
              &p, "endpoint health") < 0)
       return HOOKD_STORE_ERR;
@@ -552,6 +553,7 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     pg_p_i64(&p, o->failed_write_ms);
     pg_p_text(&p, o->sent_url);
     pg_p_i64(&p, o->sent_ms);
+    pg_p_i64(&p, o->failing_since_ms);
     /* updated_at: its time is the answer's, maybe older — and moved on in any case: unchanged
      * (a PATCH's later time already there), the other nodes were neither notified (the trigger
      * fires on a changed updated_at) nor took the row at their rescan (the same as theirs) */
@@ -561,7 +563,10 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
              " updated_at = GREATEST(updated_at + 1, $3::bigint)"
              " WHERE id = $1 AND deleted_at IS NULL AND enabled = 1"
              " AND ($4::bigint = 0 OR updated_at <= $4::bigint)"
-             HEALTH_CURRENT("$5::text", "$6::bigint") " RETURNING updated_at",
+             HEALTH_CURRENT("$5::text", "$6::bigint")
+             /* a failing run's disable: only while the store's run is that old (another node's
+              * success since ended it there) */
+             " AND ($7::bigint = 0 OR failing_since <= $7::bigint) RETURNING updated_at",
              &p, "disable endpoint");
     if (!dr) return HOOKD_STORE_ERR;
     o->disabled_now = PQntuples(dr) == 1;

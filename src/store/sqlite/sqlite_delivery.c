@@ -1374,7 +1374,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   }
   if (o->failing && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_FAILING,
-                 "UPDATE endpoints SET failing_since = CASE WHEN ?2 > 0"
+                 "UPDATE endpoints SET failing_since = CASE WHEN ?2 = 2 THEN ?3 WHEN ?2 > 0"
                  " THEN COALESCE(failing_since, ?3) ELSE NULL END WHERE id = ?1"
                  HEALTH_CURRENT("?4", "?5"));
     if (!st) return HOOKD_STORE_ERR;
@@ -1404,7 +1404,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
                  " updated_at = MAX(updated_at + 1, ?3)"
                  " WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1"
                  " AND (?4 = 0 OR updated_at <= ?4)" HEALTH_CURRENT("?5", "?6")
-                 " RETURNING updated_at");
+                 " AND (?7 = 0 OR failing_since <= ?7) RETURNING updated_at");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_text(st, 1, o->endpoint_id);
     sq_bind_text(st, 2, o->disable_reason ? o->disable_reason : "disabled");
@@ -1412,6 +1412,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     sq_bind_i64(st, 4, o->failed_write_ms);
     sq_bind_text(st, 5, o->sent_url);
     sq_bind_i64(st, 6, o->sent_ms);
+    sq_bind_i64(st, 7, o->failing_since_ms);
     int step = sqlite3_step(st);
     o->disabled_now = step == SQLITE_ROW;
     if (o->disabled_now) {
