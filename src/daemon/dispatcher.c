@@ -715,9 +715,12 @@ static void redact_excerpt(hookd_egress_req *req, const char *header_lines) {
  * Logged at most once a second, counted always. */
 static void fd_exhausted(hookd_dispatcher *d, item *it, hookd_egress_req *req, int64_t now) {
   ep *e = it->ep;
-  HOOKD_INC(egress_fd_exhausted);
+  /* (so too another failure of hookd's own side before sending: req->local_failure) */
+  if (req->local_failure) HOOKD_INC(egress_local_failures);
+  else HOOKD_INC(egress_fd_exhausted);
   if (now - d->fd_exhausted_log_ms >= 1000) {
-    HLOG(HOOKD_LOG_ERROR, "egress.fd_exhausted", KV_S("endpoint_id", e->cfg.id),
+    HLOG(HOOKD_LOG_ERROR, req->local_failure ? "egress.local_failure" : "egress.fd_exhausted",
+         KV_S("endpoint_id", e->cfg.id), KV_S("why", req->local_failure),
          KV_S("error", req->error), KV_I("suppressed", d->fd_exhausted_suppressed));
     d->fd_exhausted_log_ms = now;
     d->fd_exhausted_suppressed = 0;
@@ -749,7 +752,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * URL neither kills the delivery nor disables the endpoint), and the endpoint's health —
    * breaker, slowness, failing streak, Retry-After pause — is left as the new URL has it. */
   bool moved = !e->cfg.url || !it->url || strcmp(e->cfg.url, it->url) != 0;
-  if (req->fd_exhausted && !req->request_sent) {
+  if ((req->fd_exhausted || req->local_failure) && !req->request_sent) {
     fd_exhausted(d, it, req, now);
     return;
   }

@@ -193,6 +193,11 @@ int hookd_metrics_render(hookd_buf *o) {
                          "deliveries given back unsent: hookd had no file descriptor left for the "
                          "connection (not counted against the endpoint)",
                          LOAD(m->egress_fd_exhausted));
+  rc = rc ? rc : counter(o, "hookd_egress_local_failures_total",
+                         "deliveries given back unsent: hookd's own side failed before sending "
+                         "(its egress proxy not reached, its CA file, no local port; not counted "
+                         "against the endpoint)",
+                         LOAD(m->egress_local_failures));
   rc = rc ? rc : counter(o, "hookd_replays_total", "deliveries replayed (one by one and by jobs)",
                          LOAD(m->replays));
   rc = rc ? rc : counter(o, "hookd_replay_skipped_total",

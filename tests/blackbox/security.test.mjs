@@ -219,6 +219,41 @@ describe('destination policy', () => {
   });
 });
 
+describe('egress proxy failures', () => {
+  it('a proxy that cannot be reached is hookd\'s failure, not the receiver\'s: no attempt, no failing run; a proxy answering CONNECT 403 refuses the destination (DEAD blocked)', async () => {
+    const metric = async (h, name) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
+    // nothing listens on port 9 (discard) of loopback: the proxy is down
+    let h = await startHookd({ testArgs: ['--allow-http'],
+      args: ['--egress-proxy', 'http://127.0.0.1:9', '--resolve', 'hooks.example.com:443:93.184.216.34'] });
+    let { tenant, endpoint } = await setup(h, 'https://hooks.example.com/hook');
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const logged = await h.waitForLog((l) => l.msg === 'egress.local_failure', 10000, 'the proxy\'s failure logged');
+    assert.equal(logged.why, 'the egress proxy could not be reached');
+    await waitUntil(async () => (await metric(h, 'hookd_egress_local_failures_total')) >= 2 || null,
+      { timeout: 10000, what: 'given back and tried again' });
+    const [d] = (await h.api('GET', `/v1/events/${p.json.id}`)).json.deliveries;
+    assert.deepEqual([d.state, d.attempt_count], ['pending', 0], 'no attempt spent on the receiver');
+    const ep = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+    assert.equal(ep.health.failing_since, null, 'no failing run');
+    assert.equal(ep.health.breaker, 'closed');
+    assert.equal((await h.stop()).code, 0);
+    // a proxy that refuses the destination: blocked, as hookd's own rules refuse one
+    const proxy = net.createServer((sock) => {
+      sock.on('error', () => {});
+      sock.once('data', () => sock.end('HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n'));
+    });
+    await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    h = await startHookd({ testArgs: ['--allow-http'],
+      args: ['--egress-proxy', `http://127.0.0.1:${proxy.address().port}`, '--resolve', 'hooks.example.com:443:93.184.216.34'] });
+    ({ tenant, endpoint } = await setup(h, 'https://hooks.example.com/hook'));
+    const q = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [dead] = await waitDelivery(h, q.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(dead.dead_reason, 'blocked', JSON.stringify(dead));
+    assert.equal((await h.stop()).code, 0);
+    proxy.close();
+  });
+});
+
 function createKey(h, role, tenants) {
   const args = ['keys', 'create', '--role', role, '--store', h.store, '--name', `test-${role}`];
   if (tenants) args.push('--tenants', tenants);
