@@ -790,12 +790,17 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
                               .cycle_started_ms = dl->cycle_started_ms + stepped,
                               .expires_ms = it->c.expires_ms};
   /* a request that may have reached a non-idempotent destination without an answer is not
-   * resent: it waits for an operator (inbound destinations marked idempotent: false). A 502 or
-   * a 504 is a gateway's answer that it got none from the handler behind it (which may have
-   * done the work meanwhile): as ambiguous as a timeout */
+   * resent: it waits for an operator (inbound destinations marked idempotent: false). A
+   * gateway's answer that it got none from the handler behind it (which may have done the work
+   * meanwhile) is as ambiguous as a timeout: 502, 504; a 503 without Retry-After (Heroku's
+   * router after 30 s, Envoy's upstream reset — one with it asks for a retry); Cloudflare's
+   * 520 and 524 (the origin took the request, then nothing); 598, 599 (proxies' read timeouts) */
+  int st = req->status;
+  bool gateway = st == 502 || st == 504 || (st == 503 && !req->retry_after[0]) || st == 520 ||
+                 st == 524 || st == 598 || st == 599;
   bool ambiguous = req->request_sent &&
                    (req->net == HOOKD_NET_TIMEOUT || req->net == HOOKD_NET_PROTOCOL ||
-                    (req->net == HOOKD_NET_OK && (req->status == 502 || req->status == 504)));
+                    (req->net == HOOKD_NET_OK && gateway));
   bool hold = ep_no_resend(e) && ambiguous;
   hookd_decision dec;
   if (hookd_decide(&it->c.policy, &view, cls, ra, now, hookd_random_u64(), hold, &dec) != 0) {

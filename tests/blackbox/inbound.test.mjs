@@ -1220,8 +1220,17 @@ describe('forwarding', () => {
     const again = await post(src, body, sign.stripe(body, 'whsec_repl'));
     assert.equal(again.json.duplicate, true);
     assert.equal(fresh.requests.length, 1);
+    // a destination added later (another service) replaces nothing: a replay is still 409, and
+    // the old event is not sent to it
+    const later = await startReceiver();
+    assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: later.url })).status, 201);
+    const after = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`);
+    assert.equal(after.status, 409, after.text);
+    assert.equal((await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json.status, 'completed');
+    assert.equal(later.requests.length, 0);
     await old.close();
     await fresh.close();
+    await later.close();
   });
 
   it('deleting a destination while a forward is in flight: the late 5xx leaves last_error "destination deleted" (the attempt keeps its own)', async () => {
@@ -1856,15 +1865,17 @@ describe('forwarding', () => {
     await dest.close();
   });
 
-  it('a 502 or 504 (a gateway that got no answer from the handler) holds a non-idempotent forward unknown; an idempotent one is retried; a 500 is the handler\'s own answer', async () => {
+  it('a 502, 504, 503 without Retry-After, 520 or 524 (a gateway that got no answer from the handler) holds a non-idempotent forward unknown; an idempotent one is retried; a 500, or a 503 asking for a retry, is the handler\'s own answer', async () => {
     // the destination answers `first`, then 200; the forward ends in `status` after `sent` requests
-    for (const [first, idempotent, status, sent] of [[502, false, 'unknown', 1], [504, false, 'unknown', 1],
+    for (const [first, idempotent, status, sent, headers] of [[502, false, 'unknown', 1], [504, false, 'unknown', 1],
+      [503, false, 'unknown', 1], [524, false, 'unknown', 1], [520, false, 'unknown', 1],
+      [503, false, 'completed', 2, { 'Retry-After': '1' }],
       [504, true, 'completed', 2], [500, false, 'completed', 2]]) {
       let n = 0;
-      const dest = await startReceiver(() => (n++ === 0 ? { status: first } : { status: 200 }));
-      const secret = `whsec_gw${first}${idempotent}`;
+      const dest = await startReceiver(() => (n++ === 0 ? { status: first, headers } : { status: 200 }));
+      const secret = `whsec_gw${first}${idempotent}${headers ? 'ra' : ''}`;
       const src = await source('stripe', [secret], [{ url: dest.url, idempotent }]);
-      const body = stripeEvent(`evt_gw_${first}_${idempotent}`);
+      const body = stripeEvent(`evt_gw_${first}_${idempotent}${headers ? '_ra' : ''}`);
       const r = await post(src, body, sign.stripe(body, secret));
       await waitStatus(src, r.json.inbox_id, status);
       assert.equal(dest.requests.length, sent, `${first} to a destination idempotent: ${idempotent}`);

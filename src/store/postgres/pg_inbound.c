@@ -832,7 +832,9 @@ int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
       " AND EXISTS (SELECT 1 FROM deliveries d JOIN endpoints g ON g.id = d.endpoint_id"
       " WHERE d.event_seq = $2 AND (d.state = 'dead' OR d.state = 'cancelled'"
       " OR (d.state IN ('pending', 'retrying') AND d.leased_until IS NULL))"
-      " AND g.deleted_at IS NOT NULL)",
+      /* (one replaced already by a forward made since: a destination added later is no
+       * replacement of it — an old event fanned out to it) */
+      " AND d.replaced = 0 AND g.deleted_at IS NOT NULL)",
       &p, "reforward");
   if (!eps) {
     hookd_inbox_free(&rec);

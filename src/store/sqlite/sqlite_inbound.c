@@ -744,7 +744,9 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
       " AND EXISTS (SELECT 1 FROM deliveries d JOIN endpoints g ON g.id = d.endpoint_id"
       " WHERE d.event_seq = ?2 AND (d.state = 'dead' OR d.state = 'cancelled'"
       " OR (d.state IN ('pending', 'retrying') AND d.leased_until IS NULL))"
-      " AND g.deleted_at IS NOT NULL)");
+      /* (one replaced already by a forward made since: a destination added later is no
+       * replacement of it — an old event fanned out to it) */
+      " AND NOT d.replaced AND g.deleted_at IS NOT NULL)");
   sqlite3_stmt *ins = eps ? sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL) : NULL;
   if (!ins) {
     hookd_inbox_free(&rec);
