@@ -713,7 +713,7 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   }
   /* how fast the handler takes forwards (a provider's burst is paced to it, none refused) */
   char rfield[48];
-  snprintf(rfield, sizeof rfield, "%s.rate_limit", where);
+  snprintf(rfield, sizeof rfield, "%s%srate_limit", pre, dot);
   if (hookd_api_parse_rate(r, json_object_get(d, "rate_limit"), rfield, 1e6, &e->rate_limit))
     return false;
   hookd_url_info info;
@@ -726,7 +726,7 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
                  op->adding ? "" : where, op->adding ? "" : ".", uerr.rule, uerr.message);
       op->url_refused = true;
     } else {
-      hookd_req_error(r, 422, "destination_refused", "%s.url refused by rule %s: %s", where,
+      hookd_req_error(r, 422, "destination_refused", "%s%surl refused by rule %s: %s", pre, dot,
                       uerr.rule, uerr.message);
       return false;
     }
@@ -764,13 +764,13 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   json_t *retry = json_object_get(d, "retry");
   if (retry) {
     char field[48];
-    snprintf(field, sizeof field, "%s.retry", where);
+    snprintf(field, sizeof field, "%s%sretry", pre, dot);
     hookd_api_retry given;
     if (hookd_api_parse_retry(r, retry, field, &given) != 0) return false;
     hookd_api_retry_apply(&given, &e->policy);
     const char *bad = hookd_retry_policy_check(&e->policy);
     if (bad) {
-      hookd_req_error(r, 422, "invalid_field", "%s.retry.%s is out of range", where, bad);
+      hookd_req_error(r, 422, "invalid_field", "%s.%s is out of range", field, bad);
       return false;
     }
   }

@@ -316,8 +316,12 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
       return false;
     }
   }
+  /* (an event type's name is as long as an event's type may be: 256) */
+  size_t id_max = rt->fn == hookd_api_event_type_patch || rt->fn == hookd_api_event_type_delete
+                      ? 256
+                      : 128;
   for (int i = 0; i < HOOKD_REQ_MAX_PARAMS && hookd_req_param(r, i); i++) {
-    if (!hookd_id_valid(hookd_req_param(r, i), 128)) {
+    if (!hookd_id_valid(hookd_req_param(r, i), id_max)) {
       hookd_req_error(r, 404, "not_found", "no such resource (malformed identifier)");
       return false;
     }

@@ -963,6 +963,14 @@ describe('forwarding', () => {
     }
     const nulled = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, timeout_ms: null });
     assert.deepEqual([nulled.status, nulled.json.error.param], [422, 'timeout_ms'], nulled.text);
+    // (the body is the destination: its fields by their own names, not "destination.…")
+    for (const [fields, param] of [[{ rate_limit: { per_second: -1 } }, /^rate_limit/],
+      [{ retry: { max_attempts: 0 } }, /^retry\.max_attempts$/]]) {
+      const one = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, ...fields });
+      assert.equal(one.status, 422, one.text);
+      assert.match(one.json.error.param ?? '', param, one.text);
+      assert.ok(!one.json.error.message.includes('destination.'), one.text);
+    }
     const badSrc = await h.api('POST', '/v1/sources', { id: `src_hdr_bad_${++n}`, tenant: TENANT, provider: 'stripe',
       secrets: ['whsec_x'], destinations: [{ url: dest.url, headers: { 'X-Ok': 'a\r\nb' } }] });
     assert.equal(badSrc.status, 422, badSrc.text);

@@ -619,6 +619,11 @@ describe('the event-type catalog', () => {
     assert.deepEqual([back.json.archived, back.json.description], [false, 'voided']);
     assert.equal((await ep({ event_types: ['invoice.voided'] })).status, 201);
     assertError(await d.api('PATCH', '/v1/event-types/nope', { archived: true }), 404, 'not_found');
+    // a name as long as an event's type may be (256) is changed and archived by its path too
+    const long = `a.${'x'.repeat(254)}`;
+    assert.equal((await mk(long, 'long')).status, 201);
+    assert.equal((await d.api('PATCH', `/v1/event-types/${long}`, { description: 'longer' })).json.description, 'longer');
+    assert.equal((await d.api('DELETE', `/v1/event-types/${long}`)).json.archived, true);
     // publishing is not restricted by it
     assert.equal((await publish(d, t, { type: 'not.in.catalog', payload: {} })).status, 202);
     // a key of one tenant reads it, changes it not (every tenant's)
