@@ -1073,9 +1073,17 @@ describe('forwarding', () => {
       ids.push(r.json.inbox_id);
     }
     await dest.waitFor(10, 15000);
-    const gaps = dest.requests.slice(1).map((q, i) => q.at - dest.requests[i].at);
-    assert.ok(Math.min(...gaps) >= 170, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
     for (const id of ids) await waitStatus(src, id, 'completed');
+    // spaced as hookd sent them (each attempt's start, taken with its token): the receiver's
+    // arrival times add the machine's noise
+    const started = [];
+    for (const id of ids) {
+      const [dl] = (await h.api('GET', `/v1/inbox/${id}`)).json.deliveries;
+      started.push(Date.parse((await h.api('GET', `/v1/deliveries/${dl.id}`)).json.attempts[0].started_at));
+    }
+    started.sort((a, b) => a - b);
+    const gaps = started.slice(1).map((t, i) => t - started[i]);
+    assert.ok(Math.min(...gaps) >= 199, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
     assert.equal(new Set(dest.requests.map((q) => q.headers['idempotency-key'])).size, 10, 'each once');
     const shown = await h.api('GET', `/v1/sources/${src.id}`);
     assert.deepEqual(shown.json.destinations[0].rate_limit, { per_second: 5 });
@@ -1956,10 +1964,11 @@ describe('forwarding', () => {
     const res = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'dead_lettered', reason: 'refunded by hand' });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.json.status, 'dead_lettered');
+    await waitUntil(async () => (await dead())[0] > before || null, { timeout: 10000, what: 'the dead-letter counted' });
     assert.deepEqual(await dead(), [before + 1, inBefore + 1]);
     // logged with the outcome as given, and the record named as its forwards' lines name it
-    assert.ok(h.logs.some((l) => l.msg === 'inbox.resolved' && l.outcome === 'dead_lettered' && l.forwards === 1
-      && l.event_id === r.json.inbox_id), 'the resolve logged');
+    await h.waitForLog((l) => l.msg === 'inbox.resolved' && l.outcome === 'dead_lettered' && l.forwards === 1
+      && l.event_id === r.json.inbox_id, 10000, 'the resolve logged');
     dest.releaseHanging();
     await dest.close();
   });
@@ -1981,6 +1990,8 @@ describe('forwarding', () => {
     assert.equal(out.json.deliveries, 1, 'one outbound endpoint takes out.4xx');
     await waitUntil(async () => (await h.api('GET', `/v1/events/${out.json.id}`)).json.deliveries
       .find((x) => x.endpoint_id === ep.json.id)?.state === 'dead', { what: 'the outbound DEAD' });
+    // (counted by the dispatcher after the commit the API already reads: waited for, then exact)
+    await waitUntil(async () => (await deadCounts())[1] >= allBefore + 2 || null, { timeout: 10000, what: 'both counted' });
     assert.deepEqual(await deadCounts(), [inBefore + 1, allBefore + 2], 'the inbound forward in both, the outbound one in the total only');
     assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${ep.json.id}`)).status, 200);
     assert.equal(rec.last_error, 'http_4xx');
@@ -2196,7 +2207,8 @@ describe('durability and local replay', () => {
       const body = stripeEvent(`evt_bp_${i}`);
       return post(src, body, sign.stripe(body, 'whsec_bp'), d).then((res) => { results[i] = res; });
     });
-    await waitUntil(() => results.some((x) => x?.status === 503), { what: 'a 503 while the store is stalled', timeout: 5000 });
+    // (released within SQLite's 5 s busy timeout, else the stalled writes fail as storage errors)
+    await waitUntil(() => results.some((x) => x?.status === 503), { what: 'a 503 while the store is stalled', timeout: 3000 });
     await release('COMMIT');
     await Promise.all(pending);
     const refused = results.filter((x) => x.status === 503);
@@ -2277,8 +2289,12 @@ describe('durability and local replay', () => {
     assert.equal(rec.deliveries[0].state, 'unknown');
     assert.match(rec.last_error, /lease lost/);
     // counted and logged as an ambiguous outcome's hold is: an alert on the metric hears of it
+    // (counted and logged by the dispatcher after the commit the API already reads: waited for,
+    // then exact)
+    await waitUntil(async () => /^hookd_deliveries_unknown_total [1-9]/m.test((await d.api('GET', '/metrics')).text) || null,
+      { timeout: 10000, what: 'the hold counted' });
     assert.match((await d.api('GET', '/metrics')).text, /^hookd_deliveries_unknown_total 1$/m);
-    assert.ok(d.logs.some((l) => l.msg === 'delivery.held_unknown' && l.count === 1), 'delivery.held_unknown logged');
+    await d.waitForLog((l) => l.msg === 'delivery.held_unknown' && l.count === 1, 10000, 'delivery.held_unknown logged');
     // a later event reaches the destination: had the held one been due, it would have gone first
     const body2 = stripeEvent('evt_kill_ni_2');
     const r2 = await post(src, body2, sign.stripe(body2, 'whsec_kill_ni'), d);

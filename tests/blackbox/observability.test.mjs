@@ -30,6 +30,9 @@ describe('observability', () => {
     stop = true;
     await scraper;
     assert.ok(scrapes >= 3, `${scrapes} scrapes during the run`);
+    // (counted by the dispatcher after the commit the API already reads: waited for, then exact)
+    await waitUntil(async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_delivered_after_seconds_count') >= ids.length || null, { timeout: 10000, what: 'every delivery counted' });
     const m = parsePrometheus((await h.api('GET', '/metrics')).text);
     assert.ok(sampleValue(m, 'hookd_attempt_failures_total', { reason: 'http_5xx' }) >= 1, 'the 503s by reason');
     assert.equal(sampleValue(m, 'hookd_attempt_failures_total', { reason: 'http_429' }), 0);

@@ -1007,6 +1007,9 @@ describe('deleting an endpoint with deliveries in hand', () => {
     assert.equal(a2.length, 1);
     assert.notEqual(a2[0].outcome, 'success');
     assert.equal(r.requests.length, 2, 'nothing sent again');
+    // (counted by the dispatcher after the commit the API already reads: waited for, then exact)
+    await waitUntil(async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_deliveries_delivered_total') >= 1 || null, { timeout: 10000, what: 'the delivery counted' });
     const m = parsePrometheus((await h.api('GET', '/metrics')).text);
     assert.equal(sampleValue(m, 'hookd_deliveries_delivered_total'), 1, 'a 2xx is a delivery, whatever became of its endpoint');
     assert.equal(sampleValue(m, 'hookd_delivered_after_seconds_count'), 1);

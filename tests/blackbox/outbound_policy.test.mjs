@@ -64,6 +64,12 @@ describe('endpoint state', () => {
     const dis = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false });
     assert.equal(dis.json.enabled, false);
     assert.equal(dis.json.disabled_reason, 'disabled by an operator');
+    // the dispatcher has the disable (it reaches it after the answer), and a retry it claimed just
+    // before is over: from here on nothing may be sent
+    await waitUntil(async () => {
+      const hh = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
+      return (hh.sending === false && hh.in_flight === 0) || null;
+    }, { timeout: 10000, what: 'the disable applied, nothing in flight' });
     const before = recv.requests.length;
     // the retry was due within 300 ms: wait well past it, then check nothing was sent
     const due = Date.parse((await getDelivery(h, d.id)).next_attempt_at);
