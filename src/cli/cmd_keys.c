@@ -176,14 +176,31 @@ static const char *store_problem(int rc) {
                                : hookd_store_strerror(rc);
 }
 
-static hookd_store *open_store(const char *url) {
-  hookd_store_config cfg = {.url = url, .max_batch = 16, .no_migrate = true};
+/* alone: the command holds the store's lock (no daemon on it), so a WAL a crashed run left is
+ * copied into the database before the command writes behind it (a running daemon did that at
+ * its start) */
+static hookd_store *open_store_as(const char *url, bool alone) {
+  hookd_store_config cfg = {.url = url, .max_batch = 16, .no_migrate = true, .recover_wal = alone};
   hookd_store *s = NULL;
   char err[512];
   if (hookd_store_open(&cfg, &s, err, sizeof err) != 0) {
     fprintf(stderr, "hookd keys: %s\n", err);
     return NULL;
   }
+  return s;
+}
+
+static hookd_store *open_store(const char *url) { return open_store_as(url, false); }
+
+/* For a write: the store's lock taken if it is free (held in *lock until the caller unlocks),
+ * and then the crashed run's WAL recovered first. */
+static hookd_store *open_store_writing(const char *url, hookd_store_lockset *lock) {
+  char lerr[256];
+  bool alone =
+      !hookd_store_is_postgres(url) && hookd_store_lock(url, lock, lerr, sizeof lerr) == 0;
+  if (!alone) *lock = (hookd_store_lockset){-1, -1, NULL};
+  hookd_store *s = open_store_as(url, alone);
+  if (!s) hookd_store_unlock(lock);
   return s;
 }
 
@@ -231,7 +248,8 @@ static int cmd_create(keys_args *a) {
     fprintf(stderr, "hookd keys create: cannot generate a key (the random generator failed)\n");
     return 1;
   }
-  hookd_store *s = open_store(a->store);
+  hookd_store_lockset lock;
+  hookd_store *s = open_store_writing(a->store, &lock);
   if (!s) {
     OPENSSL_cleanse(token, sizeof token);
     return 1;
@@ -251,12 +269,14 @@ static int cmd_create(keys_args *a) {
   OPENSSL_cleanse(token, sizeof token);
   if (!written) {
     hookd_store_close(s);
+    hookd_store_unlock(&lock); /* after the store: see hookd_store_lock */
     fprintf(stderr, "hookd keys create: the token could not be written to standard output: "
                     "no key created\n");
     return 1;
   }
   int rc = hookd_storeq_run_sync(s->writer, run_create, &x);
   hookd_store_close(s);
+  hookd_store_unlock(&lock);
   if (rc == HOOKD_STORE_UNKNOWN) {
     fprintf(stderr, "hookd keys create: %s: the key may have been stored; the token above is "
                     "valid if `hookd keys list` shows %s (revoke it if you do not keep the token)\n",
@@ -308,13 +328,15 @@ static int cmd_revoke(keys_args *a) {
     return 2;
   }
   if (!hookd_cli_store_exists("hookd keys revoke", a->store)) return 1;
-  hookd_store *s = open_store(a->store);
+  hookd_store_lockset lock;
+  hookd_store *s = open_store_writing(a->store, &lock);
   if (!s) return 1;
   ctx x = {.id = a->id};
   x.audit = (hookd_audit){.at_ms = hookd_now_ms(), .actor = "cli", .action = "key.revoke",
                           .target = (char *)a->id};
   int rc = hookd_storeq_run_sync(s->writer, run_revoke, &x);
   hookd_store_close(s);
+  hookd_store_unlock(&lock);
   if (rc) {
     fprintf(stderr, "hookd keys revoke: %s: %s%s\n", a->id,
             rc == HOOKD_STORE_NOTFOUND ? "no such active key" : store_problem(rc),
@@ -365,7 +387,8 @@ static int cmd_rotate_master(keys_args *a) {
     fprintf(stderr, "hookd keys rotate-master: %s\n", err);
     goto out;
   }
-  hookd_store *s = open_store(a->store);
+  /* (it holds the store's lock: alone on it) */
+  hookd_store *s = open_store_as(a->store, !hookd_store_is_postgres(a->store));
   if (!s) goto out;
   ctx x = {.old_key = &old_key, .new_key = &new_key};
   char detail[80];

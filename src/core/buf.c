@@ -37,17 +37,6 @@ static int grow(hookd_buf *b, size_t need) {
   return HOOKD_BUF_OK;
 }
 
-int hookd_buf_reserve(hookd_buf *b, size_t n) {
-  if (n > b->max) return HOOKD_BUF_TOOBIG;
-  if (n + 1 <= b->cap) return HOOKD_BUF_OK;
-  char *p = realloc(b->data, n + 1);
-  if (!p) return HOOKD_BUF_NOMEM;
-  if (!b->data) p[0] = '\0';
-  b->data = p;
-  b->cap = n + 1;
-  return HOOKD_BUF_OK;
-}
-
 int hookd_buf_append(hookd_buf *b, const void *p, size_t n) {
   if (n > b->max || b->len > b->max - n) return HOOKD_BUF_TOOBIG;
   int rc = grow(b, b->len + n);

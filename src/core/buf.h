@@ -19,9 +19,6 @@ typedef struct hookd_buf {
 } hookd_buf;
 
 void hookd_buf_init(hookd_buf *b, size_t max);
-/* Makes room for n bytes (and a NUL) at once, exactly: a body whose length is known is held in
- * n + 1 bytes, not in the next power of two. HOOKD_BUF_OK, _TOOBIG (n > max) or _NOMEM. */
-int hookd_buf_reserve(hookd_buf *b, size_t n);
 void hookd_buf_free(hookd_buf *b);
 void hookd_buf_reset(hookd_buf *b); /* len = 0, memory kept */
 int hookd_buf_append(hookd_buf *b, const void *p, size_t n);

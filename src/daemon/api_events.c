@@ -824,6 +824,7 @@ typedef struct repub_op {
   hookd_event ev;
   bool loaded;
   bool purged_since; /* the source's payload deleted after the reader read it */
+  bool gone_since;   /* the source deleted (event retention) after the reader read it */
 } repub_op;
 
 static void repub_cleanup(hookd_api_op *base) {
@@ -840,7 +841,8 @@ static int run_republish(hookd_store_conn *c, const hookd_store_backend *be, hoo
   hookd_event now_ev;
   int rc = be->event_get(c, op->pub.tenant, op->source, &now_ev, NULL, NULL);
   if (rc && rc != HOOKD_STORE_NOTFOUND) return rc;
-  op->purged_since = rc == HOOKD_STORE_NOTFOUND || now_ev.purged_ms;
+  op->gone_since = rc == HOOKD_STORE_NOTFOUND;
+  op->purged_since = op->gone_since || now_ev.purged_ms;
   if (!rc) hookd_event_free(&now_ev);
   if (op->purged_since) {
     if (!op->caller_id && !op->pub.idem[0]) return HOOKD_STORE_NOTFOUND;
@@ -888,7 +890,9 @@ static void reply_gone(hookd_api_op *base, int rc) {
 }
 
 static void reply_republish(hookd_api_op *base, int rc) {
-  if (((repub_op *)base)->purged_since) reply_purged(base, rc);
+  repub_op *op = (repub_op *)base;
+  if (op->gone_since) reply_gone(base, rc); /* as a republish read after the delete */
+  else if (op->purged_since) reply_purged(base, rc);
   else reply_publish(base, rc);
 }
 

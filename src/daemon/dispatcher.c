@@ -28,9 +28,6 @@
 #include "daemon/ops_events.h"
 #include "daemon/metrics.h"
 
-/* A failure after this long without one (or a quarter of --disable-failing-after-s, if less)
- * begins a new failing run: the limit counts a run of failures, not the time since the first. */
-#define FAILING_GAP_MS (24LL * 3600 * 1000)
 
 #define RECLAIM_BATCH 1000
 
@@ -939,17 +936,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   } else if (bad && !e->failing_since) {
     e->failing_since = now;
     o->failing = 1;
-  } else if (bad && e->last_bad_ms &&
-             now - e->last_bad_ms > (d->cfg.disable_failing_after_ms / 4 < FAILING_GAP_MS
-                                         ? d->cfg.disable_failing_after_ms / 4
-                                         : FAILING_GAP_MS)) {
-    /* failing is a run of failures: after a day without one (nothing sent to it: an endpoint
-     * of few events, its last delivery DEAD days ago) it begins again here — one failure after
-     * five quiet days disabled an endpoint that had been fixed meanwhile */
-    e->failing_since = now;
-    o->failing = 2;
   }
-  if (bad) e->last_bad_ms = now;
   if (bad && d->cfg.disable_failing_after_ms > 0 && e->failing_since &&
       now - e->failing_since >= d->cfg.disable_failing_after_ms && e->cfg.enabled) {
     o->disable_endpoint = it->endpoint_id != NULL;

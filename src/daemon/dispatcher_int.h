@@ -217,7 +217,6 @@ typedef struct ep {
                                * changed): until then, in a tenant with slow endpoints, it sends
                                * within the newcomer share */
   int64_t failing_since;      /* first failure since the last success (0 = healthy) */
-  int64_t last_bad_ms;        /* this node's last failure (0: none since it loaded the endpoint) */
 } ep;
 
 /* Marks an endpoint slow or clears the mark, keeping its tenant's count. */

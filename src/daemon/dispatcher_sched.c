@@ -963,7 +963,6 @@ void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms) {
     e->pause_adopted = false;
     if (e->fd_wait_until) e->fd_wait_until += delta_ms;
     if (e->failing_since) e->failing_since += delta_ms;
-    if (e->last_bad_ms) e->last_bad_ms += delta_ms;
     /* as the requests' send times (move_items): a request sent before an operator's enable, and
      * answered after a step forward, still reads as sent before it (its 410 disabled the endpoint
      * enabled since); one sent after the enable and a step back, as sent after it */

@@ -195,8 +195,8 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->egress_fd_exhausted));
   rc = rc ? rc : counter(o, "hookd_egress_local_failures_total",
                          "deliveries given back unsent: hookd's own side failed before sending "
-                         "(its egress proxy not reached, its CA file, no local port; not counted "
-                         "against the endpoint)",
+                         "(its egress proxy not reached or asking for credentials, its CA file; "
+                         "not counted against the endpoint)",
                          LOAD(m->egress_local_failures));
   rc = rc ? rc : counter(o, "hookd_replays_total", "deliveries replayed (one by one and by jobs)",
                          LOAD(m->replays));

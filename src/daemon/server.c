@@ -74,7 +74,6 @@ struct hookd_req {
   void (*app_free)(void *);
   const void *route;               /* the gate's choice */
   size_t buffered;                 /* body bytes counted in srv->buffered */
-  bool reserved;                   /* its Content-Length counted whole at the head */
 };
 
 /* ---------- request accessors ---------- */
@@ -554,28 +553,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     /* a request that cannot succeed is answered before its body is read (and then discarded) */
     if (srv->cfg.gate && !srv->cfg.gate(r, srv->cfg.app)) return queue(r);
-    /* a body of known length is counted against --max-buffered-bytes whole, now: refused, its
-     * answer is a whole response before any "100 Continue" (refused in mid-body, the client
-     * sending it usually saw the connection reset), and it is held in exactly its length */
-    unsigned long long len = 0;
-    if (cl) {
+    /* a body of known length that would not fit beside the bodies held now is refused at its
+     * head: a whole answer, before any "100 Continue" (refused in mid-body, the client sending
+     * it usually saw the connection reset). Not reserved: a client announcing lengths it never
+     * sends would hold the whole budget for nothing — bodies are counted as their bytes come */
+    if (cl && srv->cfg.max_buffered) {
       char *end;
-      len = strtoull(cl, &end, 10);
-      if (*end != '\0') len = 0; /* (libmicrohttpd refuses such a head itself) */
-    }
-    if (len) {
-      size_t held = atomic_fetch_add(&srv->buffered, (size_t)len) + (size_t)len;
-      if (srv->cfg.max_buffered && held > srv->cfg.max_buffered) {
-        atomic_fetch_sub(&srv->buffered, (size_t)len);
+      unsigned long long len = strtoull(cl, &end, 10);
+      if (*end == '\0' && atomic_load(&srv->buffered) + len > srv->cfg.max_buffered) {
         hookd_req_add_header(r, "Retry-After", "1");
         hookd_req_error(r, 503, "unavailable",
                         "too many request bodies arriving at once (--max-buffered-bytes): retry");
-        return queue(r);
-      }
-      r->buffered = (size_t)len;
-      r->reserved = true;
-      if (hookd_buf_reserve(&r->body, (size_t)len) != HOOKD_BUF_OK) {
-        hookd_req_error(r, 503, "unavailable", "out of memory");
         return queue(r);
       }
     }
@@ -590,10 +578,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     /* bodies held across all connections are bounded too: a source's URL is public, and each
-     * connection may bring max_body (a chunked body counted as it comes; one of known length
-     * was counted whole at its head) */
-    size_t held = r->reserved ? 0 : atomic_fetch_add(&srv->buffered, n) + n;
-    if (!r->reserved && srv->cfg.max_buffered && held > srv->cfg.max_buffered) {
+     * connection may bring max_body */
+    size_t held = atomic_fetch_add(&srv->buffered, n) + n;
+    if (srv->cfg.max_buffered && held > srv->cfg.max_buffered) {
       atomic_fetch_sub(&srv->buffered, n);
       *upload_data_size = 0;
       hookd_req_add_header(r, "Retry-After", "1");
@@ -601,7 +588,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                       "too many request bodies arriving at once (--max-buffered-bytes): retry");
       return answer_mid_body(r);
     }
-    if (!r->reserved) r->buffered += n;
+    r->buffered += n;
     int rc = hookd_buf_append(&r->body, upload_data, n);
     *upload_data_size = 0;
     if (rc == HOOKD_BUF_OK && too_slow(r)) return answer_mid_body(r); /* a byte at a time */

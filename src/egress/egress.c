@@ -400,26 +400,25 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   }
   /* before sending, hookd's own side may be what failed: the receiver is not in question (no
    * attempt, no breaker failure, no failing run: given back as for want of descriptors) — its
-   * HTTP proxy not reached (no answer to CONNECT: down, or its name not resolved), its CA file,
-   * no local port or buffer. A proxy that answers CONNECT 403 or 407 refuses the destination:
-   * `blocked`, as hookd's own rules. (A SOCKS proxy's refusals cannot be told from its being
-   * down: left the receiver's, retried.) */
+   * HTTP proxy not reached (no answer to CONNECT: down, or its name not resolved), the proxy
+   * asking for hookd's credentials (407), its CA file. A proxy that answers CONNECT 403 refuses
+   * the destination: `blocked`, as hookd's own rules. (A SOCKS proxy's refusals cannot be told
+   * from its being down: left the receiver's, retried. Nor is a connect's errno read: an IPv6
+   * receiver from a host without IPv6 gives EADDRNOTAVAIL too — the receiver's, not hookd's.) */
   if (!req->request_sent && !why && !req->fd_exhausted && req->net != HOOKD_NET_OK) {
-    long connect_code = 0, os_errno = 0;
+    long connect_code = 0;
     curl_easy_getinfo(e, CURLINFO_HTTP_CONNECTCODE, &connect_code);
-    curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_errno);
     bool http_proxy = eg->cfg.proxy && strncasecmp(eg->cfg.proxy, "socks", 5) != 0;
-    if (http_proxy && (connect_code == 403 || connect_code == 407)) {
+    if (http_proxy && connect_code == 403) {
       req->net = HOOKD_NET_BLOCKED;
-      snprintf(req->blocked_rule, sizeof req->blocked_rule, "of the egress proxy (CONNECT %ld)",
-               connect_code);
+      snprintf(req->blocked_rule, sizeof req->blocked_rule, "of the egress proxy (CONNECT 403)");
+    } else if (http_proxy && connect_code == 407) {
+      req->local_failure = "the egress proxy asks for credentials (407)";
     } else if (http_proxy && connect_code == 0 &&
                (rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_COULDNT_CONNECT)) {
       req->local_failure = "the egress proxy could not be reached";
     } else if (rc == CURLE_SSL_CACERT_BADFILE) {
       req->local_failure = "hookd's CA certificates could not be read";
-    } else if (os_errno == EADDRNOTAVAIL || os_errno == ENOBUFS) {
-      req->local_failure = "no local address or buffer left for the connection";
     }
   }
   if (req->net == HOOKD_NET_OK) {

@@ -86,7 +86,8 @@ typedef struct hookd_egress_req {
   bool fd_exhausted;             /* a socket could not be opened for want of file descriptors
                                     (EMFILE, ENFILE): hookd's own failure, not the peer's */
   const char *local_failure;     /* else, hookd's side failed before sending — its HTTP proxy
-                                    unreachable, its CA file, no local port —: why (NULL) */
+                                    unreachable or asking for credentials, its CA file —: why
+                                    (NULL) */
   char blocked_rule[48];         /* rule that refused an address (net == BLOCKED when every
                                     address tried was refused) */
   char error[CURL_ERROR_SIZE];   /* transport error text, "" on HTTP responses */

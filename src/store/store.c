@@ -483,6 +483,7 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
   int mrc = s->be->migrate(wc, !cfg->no_migrate, cfg->stop_requested, &s->schema_from,
                            &s->schema_to);
   s->migrate_ms = hookd_mono_ms() - m0;
+  if (mrc == 0 && cfg->recover_wal && s->be->recover) mrc = s->be->recover(wc);
   if (mrc != 0) {
     snprintf(err, errlen, "%s%s", cfg->no_migrate ? "" : "migrate: ", s->be->errmsg(wc));
     s->be->close(wc);

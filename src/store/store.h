@@ -281,8 +281,7 @@ typedef struct hookd_outcome {
   bool lane;                  /* the delivery has an ordering key: a terminal outcome moves its
                                  lane's head on */
   int failing;                /* endpoint health: 1 = failing since now (if not already),
-                                 2 = failing since now (a new run), -1 = healthy again,
-                                 0 = unchanged */
+                                 -1 = healthy again, 0 = unchanged */
   int64_t failing_since_ms;   /* a disable for a failing run (not a 410): only if the store's
                                  run began at or before this (0: no such condition) */
   int64_t now_ms;
@@ -624,6 +623,9 @@ typedef struct hookd_store_backend {
    * versions found and left are written to *from and *to (equal: nothing to do). */
   int (*migrate)(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from,
                  int64_t *to);
+  /* A CLI command alone on an embedded store (no daemon holds it), about to write: the WAL a
+   * crashed run left copied into the database first, as a daemon's start does (NULL: none). */
+  int (*recover)(hookd_store_conn *c);
 
   /* Transactions, driven by the executor. */
   int (*begin)(hookd_store_conn *c, int writer);
@@ -942,6 +944,8 @@ typedef struct hookd_store_config {
   int max_batch;          /* ops per group commit, default 512 */
   bool no_migrate;        /* the CLI: refuse a store whose schema is older than this hookd's
                              instead of migrating it (perhaps under a running daemon) */
+  bool recover_wal;       /* the CLI, holding the store's lock (no daemon on it), about to
+                             write: the backend's recover first */
   bool (*stop_requested)(void); /* asked while the open waits for another process to let go
                                  * of the store: true gives up (HOOKD_STORE_STOPPED); NULL never */
   const char *node_id;    /* a daemon's --node-id (NULL: the CLI). A shared store (PostgreSQL)

@@ -620,7 +620,7 @@ describe('bodies hookd holds', () => {
     a.write(head(body.length) + body.slice(0, 1000));
     const held = async () => Number(/^hookd_http_buffered_bytes (\d+)/m.exec((await h.api('GET', '/metrics')).text)?.[1]);
     await waitUntil(async () => (await held()) >= 1000, { what: 'A\'s bytes held' });
-    // B's body would take the total past 2048: refused at its head, counted whole (A's too) — no
+    // B's body would take the total past 2048 beside A's bytes held: refused at its head — no
     // "100 Continue" before the answer, which is whole (in mid-body the client saw a reset)
     const b = await exchange(h.port, head(1500).replace('\r\n\r\n', '\r\nExpect: 100-continue\r\n\r\n')
       + JSON.stringify({ id: 'held-b' }).padEnd(1500, ' '));

@@ -504,8 +504,8 @@ describe('isolation', () => {
     const ids = [];
     for (let i = 0; i < 12; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
     await r.waitFor(12, 15000);
-    // spaced as hookd sent them (each attempt's start, taken with its token): the receiver's
-    // arrival times add the machine's noise
+    // spaced as hookd sent them (each attempt's start): the receiver's arrival times add the
+    // machine's noise
     const started = [];
     for (const id of ids) {
       const [dl] = await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
@@ -513,7 +513,8 @@ describe('isolation', () => {
     }
     started.sort((a, b) => a - b);
     const gaps = started.slice(1).map((t, i) => t - started[i]);
-    assert.ok(Math.min(...gaps) >= 199, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
+    // (each start read as its request goes, a moment after its token: a few ms either way)
+    assert.ok(Math.min(...gaps) >= 190, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
     const span = r.requests.at(-1).at - r.requests[0].at;
     assert.ok(span >= 11 * 200 * 0.9, `12 deliveries took ${span} ms at 5/s`);
     const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints`);
@@ -1033,8 +1034,6 @@ describe('isolation', () => {
   it('an endpoint failing without a success for longer than the limit is disabled with the reason', async () => {
     // (the breaker kept out: ten failures in the first second would open it, and the rule is
     // applied to outcomes, the next of which would be its probe after the cooldown)
-    // (retried every 50 ms at most: a pause of a quarter of the limit, 250 ms, would begin a
-    // new failing run)
     const h = await startHookd({ args: ['--disable-failing-after-s', '1', '--retry-base-ms', '50', '--retry-cap-ms', '50',
       '--breaker-min-requests', '1000'] });
     const r = await startReceiver(() => ({ status: 503 }));
@@ -1046,26 +1045,6 @@ describe('isolation', () => {
     }, { what: 'endpoint disabled', timeout: 10000 });
     assert.match(ep.disabled_reason, /^failing without a success since \d{4}-\d\d-\d\dT[\d:.]+Z$/, 'an RFC 3339 time, as the API shows times');
     assert.ok(ep.failing_since);
-    assert.equal((await h.stop()).code, 0);
-    await r.close();
-  });
-
-  it('a failure after a quiet spell (a quarter of --disable-failing-after-s without one) begins a new failing run: the next failure of an endpoint of few events does not disable it', async () => {
-    const h = await startHookd({ args: ['--disable-failing-after-s', '3', '--breaker-min-requests', '1000'] });
-    const r = await startReceiver(() => ({ status: 503 }));
-    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 1 } });
-    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
-    const a = (await publish(h, tenant, { type: 'a', payload: { n: 1 } })).json.id;
-    await waitDelivery(h, a, (x) => x[0]?.state === 'dead');
-    const first = (await h.api('GET', path)).json.health.failing_since;
-    assert.ok(first, 'failing since its first failure');
-    // nothing sent to it for longer than the limit (the time passing is what is tested)
-    await waitUntil(() => Date.now() > Date.parse(first) + 3500 || null, { timeout: 10000, what: 'the limit passed' });
-    const b = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
-    await waitDelivery(h, b, (x) => x[0]?.state === 'dead');
-    const ep = (await h.api('GET', path)).json;
-    assert.deepEqual([ep.enabled, ep.disabled_reason], [true, null], 'not disabled by one failure after a quiet spell');
-    assert.ok(Date.parse(ep.health.failing_since) > Date.parse(first) + 3000, 'a new run, from this failure');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

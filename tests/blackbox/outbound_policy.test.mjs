@@ -169,6 +169,39 @@ describe('endpoint state', () => {
     await r.close();
   });
 
+  it('a delivery made DEAD "expired" before its event expired (its next attempt would have come after) is not replayable: a block lane let its successors pass it', async () => {
+    const h2 = await startHookd({ args: ['--event-ttl-s', '30'] });
+    const r = await startReceiver(() => ({ status: 503, headers: { 'Retry-After': '60' } }));
+    const { tenant } = await setup(h2, r.url);
+    const p = await publish(h2, tenant, { type: 'a', payload: {} });
+    const [d] = await waitDelivery(h2, p.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(d.dead_reason, 'expired');
+    assert.ok(Date.parse((await h2.api('GET', `/v1/events/${p.json.id}`)).json.expires_at) > Date.now(), 'not expired yet');
+    const rp = await h2.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.equal(rp.status, 409, rp.text);
+    assert.match(rp.json.error.message, /expired/);
+    assert.equal((await h2.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a waiting delivery whose event has expired is not "sent now" (its claim would make it DEAD unsent): 409, not 202', async () => {
+    const h2 = await startHookd({ args: ['--event-ttl-s', '1'] });
+    // the endpoint's rate holds the second event past its expiry (the next token is 1000 s away)
+    const r = await startReceiver();
+    const { tenant } = await setup(h2, r.url, { rate_limit: { per_second: 0.001 } });
+    await publish(h2, tenant, { type: 'a', payload: { n: 1 } });
+    await r.waitFor(1);
+    const p = await publish(h2, tenant, { type: 'a', payload: { n: 2 } });
+    const [d] = await waitDelivery(h2, p.json.id, (ds) => ds[0]?.state === 'pending');
+    const expires = Date.parse((await h2.api('GET', `/v1/events/${p.json.id}`)).json.expires_at);
+    await waitUntil(async () => Date.now() > expires + 50, { what: 'the event expired', timeout: 5000 });
+    const rp = await h2.api('POST', `/v1/deliveries/${d.id}/replay`);
+    assert.equal(rp.status, 409, rp.text);
+    assert.match(rp.json.error.message, /expired/);
+    assert.equal((await h2.stop()).code, 0);
+    await r.close();
+  });
+
   it('an Idempotency-Key on a body whose canonical form is five times its size (1e20 is 21 digits) is accepted', async () => {
     const h2 = await startHookd({ args: ['--max-body-bytes', '10000'] });
     const r = await startReceiver();

@@ -525,9 +525,8 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     pg_p_text(&p, o->sent_url);
     pg_p_i64(&p, o->sent_ms);
     if (pg_x(c,
-             "UPDATE endpoints SET failing_since = CASE WHEN $2::bigint = 2 THEN $3::bigint"
-             " WHEN $2::bigint > 0 THEN COALESCE(failing_since, $3::bigint) ELSE NULL END"
-             " WHERE id = $1"
+             "UPDATE endpoints SET failing_since = CASE WHEN $2::bigint > 0"
+             " THEN COALESCE(failing_since, $3::bigint) ELSE NULL END WHERE id = $1"
              HEALTH_CURRENT("$4::text", "$5::bigint"),
              &p, "endpoint health") < 0)
       return HOOKD_STORE_ERR;

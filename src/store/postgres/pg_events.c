@@ -793,6 +793,7 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   char *endpoint_id = pg_str(r, 0, 1);
   const char *reason = pg_val(r, 0, 2);
   bool superseded = reason && !strcmp(reason, "superseded");
+  bool expired_dead = state == HOOKD_DS_DEAD && reason && !strcmp(reason, "expired");
   bool laned = pg_i64(r, 0, 3) != 0;
   int64_t expires = pg_i64(r, 0, 4);
   bool purged = pg_i64(r, 0, 5) != 0;
@@ -870,8 +871,10 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     *why = "lane_moved_on";
     return HOOKD_STORE_STATE;
   }
-  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
-  if (expires && expires <= now_ms) {
+  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable —
+   * nor one made DEAD "expired" before that (its next retry would have come after it): a block
+   * lane let its successors pass it, and replayed it would go after them */
+  if ((expires && expires <= now_ms) || expired_dead) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
     *why = "expired";
     return HOOKD_STORE_STATE;
@@ -926,21 +929,30 @@ int pg_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
                      " CASE WHEN p.enabled = 1 AND p.deleted_at IS NULL THEN 1 ELSE 0 END,"
                      " CASE WHEN p.deleted_at IS NOT NULL THEN 1 ELSE 0 END,"
                      " CASE WHEN (SELECT ev.kind FROM events ev WHERE ev.seq = d.event_seq)"
-                     " = 'inbound' THEN 1 ELSE 0 END"
+                     " = 'inbound' THEN 1 ELSE 0 END,"
+                     " CASE WHEN (SELECT ev.expires_at FROM events ev WHERE ev.seq = d.event_seq)"
+                     " <= $2 THEN 1 ELSE 0 END"
                      " FROM deliveries d JOIN endpoints p ON p.id = d.endpoint_id"
                      " WHERE d.seq = $1",
                      &p, "read delivery");
   if (!r) return HOOKD_STORE_ERR;
   bool scheduled = false, claimed = false, live = false, deleted = false, inbound = false;
+  bool expired = false;
   if (PQntuples(r) > 0) {
     scheduled = pg_i64(r, 0, 0) != 0;
     claimed = pg_i64(r, 0, 1) != 0;
     live = pg_i64(r, 0, 2) != 0;
     deleted = pg_i64(r, 0, 3) != 0;
     inbound = pg_i64(r, 0, 4) != 0;
+    expired = pg_i64(r, 0, 5) != 0;
   }
   PQclear(r);
   if (!scheduled) return HOOKD_STORE_NOTFOUND;
+  if (expired) { /* its claim would make it DEAD "expired" unsent: 409, not a 202 for nothing */
+    if (why) *why = "expired";
+    snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
+    return HOOKD_STORE_STATE;
+  }
   if (claimed || !live) {
     if (why) *why = claimed ? "state_changed" : deleted ? "endpoint_deleted" : "endpoint_disabled";
     snprintf(c->err, sizeof c->err, "%s",

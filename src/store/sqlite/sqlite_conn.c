@@ -535,6 +535,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .clear_error = sq_clear_error,
     .interrupt = sq_interrupt,
     .migrate = sq_migrate,
+    .recover = sq_recover,
     .begin = sq_begin,
     .commit = sq_commit,
     .rollback = sq_rollback,

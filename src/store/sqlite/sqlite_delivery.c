@@ -576,6 +576,7 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   char *endpoint_id = sq_col_str(st, 1);
   const char *reason = (const char *)sqlite3_column_text(st, 2);
   bool superseded = reason && !strcmp(reason, "superseded");
+  bool expired_dead = state == HOOKD_DS_DEAD && reason && !strcmp(reason, "expired");
   bool laned = sq_col_i64(st, 3) != 0;
   int64_t expires = sq_col_i64(st, 4);
   bool purged = sq_col_i64(st, 5) != 0;
@@ -652,8 +653,10 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     *why = "lane_moved_on";
     return HOOKD_STORE_STATE;
   }
-  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
-  if (expires && expires <= now_ms) {
+  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable —
+   * nor one made DEAD "expired" before that (its next retry would have come after it): a block
+   * lane let its successors pass it, and replayed it would go after them */
+  if ((expires && expires <= now_ms) || expired_dead) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
     *why = "expired";
     return HOOKD_STORE_STATE;
@@ -699,7 +702,8 @@ int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
   sqlite3_stmt *st = sq_stmt(c, SQ_DL_RETRY_NOW_READ,
                              "SELECT d.state IN ('pending','retrying'), d.leased_until > ?2,"
                              " p.enabled AND p.deleted_at IS NULL, p.deleted_at IS NOT NULL,"
-                             " (SELECT kind FROM events WHERE seq = d.event_seq) = 'inbound'"
+                             " (SELECT kind FROM events WHERE seq = d.event_seq) = 'inbound',"
+                             " (SELECT expires_at <= ?2 FROM events WHERE seq = d.event_seq)"
                              " FROM deliveries d JOIN endpoints p ON p.id = d.endpoint_id"
                              " WHERE d.seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
@@ -707,16 +711,23 @@ int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
   sq_bind_i64(st, 2, now_ms);
   int rc = sqlite3_step(st);
   bool scheduled = false, claimed = false, live = false, deleted = false, inbound = false;
+  bool expired = false;
   if (rc == SQLITE_ROW) {
     scheduled = sqlite3_column_int(st, 0);
     claimed = sqlite3_column_int(st, 1);
     live = sqlite3_column_int(st, 2);
     deleted = sqlite3_column_int(st, 3);
     inbound = sqlite3_column_int(st, 4);
+    expired = sqlite3_column_int(st, 5);
   }
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read delivery");
   if (!scheduled) return HOOKD_STORE_NOTFOUND;
+  if (expired) { /* its claim would make it DEAD "expired" unsent: 409, not a 202 for nothing */
+    if (why) *why = "expired";
+    snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
+    return HOOKD_STORE_STATE;
+  }
   if (claimed || !live) {
     if (why) *why = claimed ? "state_changed" : deleted ? "endpoint_deleted" : "endpoint_disabled";
     snprintf(c->err, sizeof c->err, "%s",
@@ -1374,7 +1385,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   }
   if (o->failing && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_FAILING,
-                 "UPDATE endpoints SET failing_since = CASE WHEN ?2 = 2 THEN ?3 WHEN ?2 > 0"
+                 "UPDATE endpoints SET failing_since = CASE WHEN ?2 > 0"
                  " THEN COALESCE(failing_since, ?3) ELSE NULL END WHERE id = ?1"
                  HEALTH_CURRENT("?4", "?5"));
     if (!st) return HOOKD_STORE_ERR;

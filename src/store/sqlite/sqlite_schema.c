@@ -605,6 +605,17 @@ static const char *migration_done_if(int version) {
   }
 }
 
+int sq_recover(hookd_store_conn *c) {
+  /* (the daemon's start does the same, waiting for other processes: sq_migrate) the caller holds
+   * the store's lock, so no daemon runs on it; a CLI reader may, and then this is tried once */
+  sqlite3_busy_timeout(c->db, 1000);
+  int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+  sqlite3_busy_timeout(c->db, SQ_BUSY_TIMEOUT_MS);
+  if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+    return sq_fail(c, "checkpoint the WAL left by the last run");
+  return HOOKD_STORE_OK;
+}
+
 /* How long a start waits for other processes to let go of the store before copying the WAL. */
 #define STARTUP_CKPT_S 30
 
@@ -646,17 +657,6 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
       return HOOKD_STORE_ERR;
     }
     if (rc != SQLITE_OK) return sq_fail(c, "checkpoint the WAL left by the last run");
-  }
-  if (!apply) {
-    /* a CLI command (keys create, revoke, rotate-master): its writes must not go behind the
-     * frames of a last run either. One try, not waited for: a daemon running on the store took
-     * that WAL in at its own start (its readers make this try busy, which is then no matter);
-     * with none, this is the start's copy. A failure to write is a failing disk. */
-    sqlite3_busy_timeout(c->db, 0);
-    int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-    sqlite3_busy_timeout(c->db, SQ_BUSY_TIMEOUT_MS);
-    if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
-      return sq_fail(c, "checkpoint the WAL left by the last run");
   }
   /* a command that does not migrate writes nothing: no table made in a store that has none */
   if (!apply && sqlite3_table_column_metadata(c->db, NULL, "schema_migrations", "version", NULL,

@@ -25,29 +25,9 @@ static void capped_at_max(void **s) {
   hookd_buf_free(&b);
 }
 
-/* A known length is reserved exactly, and filling it moves nothing. */
-static void reserve_exact(void **s) {
-  (void)s;
-  hookd_buf b;
-  hookd_buf_init(&b, 1 << 20);
-  assert_int_equal(hookd_buf_reserve(&b, 300), HOOKD_BUF_OK);
-  assert_int_equal(b.cap, 301);
-  assert_string_equal(hookd_buf_str(&b), "");
-  char *at = b.data;
-  char chunk[100];
-  memset(chunk, 'x', sizeof chunk);
-  for (int i = 0; i < 3; i++)
-    assert_int_equal(hookd_buf_append(&b, chunk, sizeof chunk), HOOKD_BUF_OK);
-  assert_ptr_equal(b.data, at);
-  assert_int_equal(b.len, 300);
-  assert_int_equal(hookd_buf_reserve(&b, (1 << 20) + 1), HOOKD_BUF_TOOBIG);
-  hookd_buf_free(&b);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(capped_at_max),
-      cmocka_unit_test(reserve_exact),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
