@@ -181,6 +181,7 @@ typedef struct ep {
   int share_limit;            /* its max_in_flight, this node's share (at least 1) */
   double share_rate;          /* its rate_limit, this node's share (0: none) */
   int in_flight;
+  int in_flight_replays;      /* of them, replayed deliveries */
   int queued;                 /* all classes */
   int claiming;               /* limit of its claim in progress (0 = none) */
   int item_ops;               /* its items' record/release ops not completed yet */

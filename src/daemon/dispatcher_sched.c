@@ -407,9 +407,15 @@ static bool budget_allows(hookd_dispatcher *d, const tenant *t, int cls, int bud
  * global slot waits. */
 static int pick_class(hookd_dispatcher *d, ep *e, bool *budget_blocked) {
   *budget_blocked = false;
-  if (e->q_head[CLS_LIVE]) return CLS_LIVE;
   bool live_waiting = d->ready_live > 0;
   int cap = d->cfg.max_in_flight;
+  /* on an ordered endpoint a replayed delivery is its lane's head: the lane's later deliveries
+   * wait behind it, so it goes before the endpoint's own live work — one at a time (a bulk
+   * replay does not take the endpoint), within the replays' budget */
+  if (e->cfg.ordered && e->q_head[CLS_REPLAY] && e->in_flight_replays == 0 &&
+      (!live_waiting || budget_allows(d, e->t, CLS_REPLAY, (cap + 9) / 10)))
+    return CLS_REPLAY;
+  if (e->q_head[CLS_LIVE]) return CLS_LIVE;
   if (e->q_head[CLS_RETRY]) {
     if (!live_waiting || budget_allows(d, e->t, CLS_RETRY, (cap + 4) / 5)) return CLS_RETRY;
     *budget_blocked = true;
@@ -800,6 +806,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       hookd_bucket_take(&t->bucket, now);
       sent = true;
       e->in_flight++;
+      e->in_flight_replays += it->cls == CLS_REPLAY;
       t->in_flight++;
       d->in_flight++;
       d->in_flight_cls[it->cls]++;
@@ -851,6 +858,7 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   ep *e = it->ep;
   tenant *t = e->t;
   e->in_flight--;
+  e->in_flight_replays -= it->cls == CLS_REPLAY;
   t->in_flight--;
   d->in_flight--;
   d->in_flight_cls[it->cls]--;
