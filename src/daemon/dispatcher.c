@@ -303,7 +303,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     /* the failing window and a Retry-After pause the store kept over a restart; once loaded,
      * this node's are the ones (a configuration read before a success's write would bring an
      * old window back) */
-    e->failing_since = e->cfg.failing_since_ms;
+    e->failing_since = e->failing_since_stored = e->cfg.failing_since_ms;
     if (e->cfg.paused_until_ms > now) e->paused_until = e->cfg.paused_until_ms;
     e->pause_adopted = e->paused_until > now; /* the store's word, as another node's */
     e->t = sched_tenant(d, e->cfg.tenant_id);
@@ -324,7 +324,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
      * over, and what a request sent before answers says nothing of its health (on_http_done);
      * a slow mark clears itself after a run of fast answers, as ever */
     if (moved || (!was_enabled && e->cfg.enabled)) {
-      e->failing_since = 0;
+      e->failing_since = e->failing_since_stored = 0;
       if (e->br.state != HOOKD_BREAKER_CLOSED) d->breakers_open--;
       hookd_breaker_init(&e->br, now);
       e->br_gen++;
@@ -385,6 +385,10 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
   m->claim.limit = limit;
   m->claim.replay_limit = replay_limit;
   m->claim.ordered = e->cfg.ordered;
+  /* on an ordered endpoint a replayed delivery is its lane's head (the lane's later deliveries
+   * wait behind it): one is claimed, and sent, before live work — turn about with live, so
+   * that a bulk replay takes half the endpoint at most (pick_class) */
+  m->claim.replay_first = e->cfg.ordered && !e->last_replay;
   m->claim.lane_block = e->cfg.lane_policy && !strcmp(e->cfg.lane_policy, "block");
   m->claim.now_ms = now;
   /* the lease covers a queue wait of one request plus the request itself, plus the margin */
@@ -931,10 +935,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
       ep_set_slow(e, false);
   }
   if (ok && e->failing_since) {
-    e->failing_since = 0;
+    e->failing_since = e->failing_since_stored = 0;
     o->failing = -1;
   } else if (bad && !e->failing_since) {
-    e->failing_since = now;
+    e->failing_since = e->failing_since_stored = now;
     o->failing = 1;
   }
   if (bad && d->cfg.disable_failing_after_ms > 0 && e->failing_since &&
@@ -942,7 +946,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     o->disable_endpoint = it->endpoint_id != NULL;
     /* only if the store's run began then too: another node's success since (a shared store)
      * ended it there, and this node's view of it is not the endpoint's */
-    o->failing_since_ms = e->failing_since;
+    o->failing_since_ms = e->failing_since_stored;
     char since[HOOKD_RFC3339_MAX];
     hookd_fmt_rfc3339_ms(e->failing_since, since); /* as every time the API shows */
     snprintf(it->disable_reason, sizeof it->disable_reason, "failing without a success since %s",
@@ -1243,7 +1247,8 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
          * node's success ended the one this node counted): it stays enabled, and this node's
          * run is over — its next failure begins one, written to the store */
         undo_disable(d, e, o, "endpoint.disable_superseded");
-        if (o->failing_since_ms && e->failing_since == o->failing_since_ms) e->failing_since = 0;
+        if (o->failing_run_ended && e->failing_since_stored == o->failing_since_ms)
+          e->failing_since = e->failing_since_stored = 0;
       } else if (o->disable_endpoint && !e->gone) {
         e->disabled_by_outcome = false;
         /* as the store's row */

@@ -182,6 +182,7 @@ typedef struct ep {
   double share_rate;          /* its rate_limit, this node's share (0: none) */
   int in_flight;
   int in_flight_replays;      /* of them, replayed deliveries */
+  bool last_replay;           /* the last request sent was a replay (ordered: turn about) */
   int queued;                 /* all classes */
   int claiming;               /* limit of its claim in progress (0 = none) */
   int item_ops;               /* its items' record/release ops not completed yet */
@@ -218,6 +219,8 @@ typedef struct ep {
                                * changed): until then, in a tenant with slow endpoints, it sends
                                * within the newcomer share */
   int64_t failing_since;      /* first failure since the last success (0 = healthy) */
+  int64_t failing_since_stored; /* the same as the store has it (a clock step moves only the
+                                   one above) */
 } ep;
 
 /* Marks an endpoint slow or clears the mark, keeping its tenant's count. */

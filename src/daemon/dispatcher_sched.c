@@ -410,9 +410,9 @@ static int pick_class(hookd_dispatcher *d, ep *e, bool *budget_blocked) {
   bool live_waiting = d->ready_live > 0;
   int cap = d->cfg.max_in_flight;
   /* on an ordered endpoint a replayed delivery is its lane's head: the lane's later deliveries
-   * wait behind it, so it goes before the endpoint's own live work — one at a time (a bulk
-   * replay does not take the endpoint), within the replays' budget */
-  if (e->cfg.ordered && e->q_head[CLS_REPLAY] && e->in_flight_replays == 0 &&
+   * wait behind it, so it goes before the endpoint's own live work — one at a time, and in
+   * turn with live (a bulk replay takes half the endpoint at most), within the replays' budget */
+  if (e->cfg.ordered && e->q_head[CLS_REPLAY] && e->in_flight_replays == 0 && !e->last_replay &&
       (!live_waiting || budget_allows(d, e->t, CLS_REPLAY, (cap + 9) / 10)))
     return CLS_REPLAY;
   if (e->q_head[CLS_LIVE]) return CLS_LIVE;
@@ -807,6 +807,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       sent = true;
       e->in_flight++;
       e->in_flight_replays += it->cls == CLS_REPLAY;
+      e->last_replay = it->cls == CLS_REPLAY;
       t->in_flight++;
       d->in_flight++;
       d->in_flight_cls[it->cls]++;

@@ -239,6 +239,7 @@ typedef struct hookd_claim_req {
   int limit;                  /* deliveries in all; live ones (and their retries) first */
   int replay_limit;           /* at most this many of them from replay cycles */
   bool ordered;               /* only the head of each ordering lane is claimable */
+  bool replay_first;          /* one replay (a lane's head) before the live ones */
   bool lane_block;            /* a DEAD head blocks its lane */
   int64_t now_ms;
   int64_t lease_ms;           /* leased_until = now + lease_ms */
@@ -294,6 +295,8 @@ typedef struct hookd_outcome {
                                  written since — a PATCH that landed while this outcome waited
                                  out a store outage is newer than the answer */
   bool disable_declined;      /* out: disable_endpoint not applied for one of those reasons */
+  bool failing_run_ended;     /* out, with disable_declined: the store's failing run is not the
+                                 one asked about (failing_since_ms): a success ended it since */
   bool disabled_now;          /* out: this outcome disabled it (not an earlier one, nor a
                                  concurrent answer of the same endpoint) */
   int64_t disabled_updated_ms; /* out, with disabled_now: the endpoint's updated_at as stored

@@ -699,17 +699,18 @@ describe('isolation', () => {
   it('a replayed lane head of an ordered endpoint goes while the endpoint\'s other lanes keep it busy (its share), not once their backlog has drained; its lane follows it', async () => {
     const h = await startHookd();
     let fixed = false;
-    // lane k's head is refused until fixed; the other lanes' deliveries take 100 ms each
+    // lane k's head is refused until fixed; the other lanes' deliveries take 300 ms each
     const r = await startReceiver((req) => {
       const { key } = JSON.parse(req.body).data;
       if (key === 'k') return { status: fixed ? 200 : 400 };
-      return { status: 200, delayMs: 100 };
+      return { status: 200, delayMs: 300 };
     });
     const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block', max_in_flight: 4 });
     const head = await publish(h, tenant, { type: 'a', payload: { key: 'k', n: 1 }, ordering_key: 'k' });
     const [dead] = await waitDelivery(h, head.json.id, (ds) => ds[0]?.state === 'dead');
     const next = await publish(h, tenant, { type: 'a', payload: { key: 'k', n: 2 }, ordering_key: 'k' });
-    // a backlog of 120 deliveries in 40 other lanes: ~3 s at 4 at a time
+    // a backlog of 120 deliveries in 40 other lanes: ~9 s at 4 at a time (publishing them takes
+    // a fraction of that)
     for (let i = 0; i < 120; i++) await publish(h, tenant, { type: 'a', payload: { key: `o${i % 40}`, n: i }, ordering_key: `o${i % 40}` });
     await r.waitFor(5, 10000, 'the backlog under way');
     fixed = true;
@@ -719,7 +720,7 @@ describe('isolation', () => {
     assert.ok(others < 120, `the backlog was drained (${others}/120) before the replayed head and its lane went`);
     const lane = r.requests.filter((q) => JSON.parse(q.body).data.key === 'k').map((q) => JSON.parse(q.body).data.n);
     assert.deepEqual(lane, [1, 1, 2], 'the head, its replay, then its lane');
-    await waitUntil(() => r.requests.length >= 123 || null, { timeout: 20000, what: 'the backlog done' });
+    await waitUntil(() => r.requests.length >= 123 || null, { timeout: 30000, what: 'the backlog done' });
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

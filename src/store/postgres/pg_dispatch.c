@@ -249,7 +249,7 @@ int pg_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
   /* live first, replays what is left (up to their limit) — but on an ordered endpoint one
    * replay before: a replayed delivery is its lane's head, the lane's later deliveries wait
    * behind it, and live filling every claim left it none (the dispatcher sends it first too) */
-  int share = req->ordered && req->replay_limit > 0 && req->limit > 0 ? 1 : 0;
+  int share = req->replay_first && req->replay_limit > 0 && req->limit > 0 ? 1 : 0;
   int rc = claim_kind(c, req, true, share, v, &len);
   size_t first = len;
   if (!rc) rc = claim_kind(c, req, false, req->limit - (int)len, v, &len);
@@ -471,7 +471,7 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     if (changed < 0) return HOOKD_STORE_ERR;
   }
   o->cancelled = false;
-  o->disable_declined = o->disabled_now = false;
+  o->disable_declined = o->disabled_now = o->failing_run_ended = false;
   o->disabled_updated_ms = 0;
   o->was_held = false;
   if (changed != 1) {
@@ -590,12 +590,15 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     } else { /* still enabled: a PATCH landed since, or the endpoint moved to another URL */
       pg_p_init(&p);
       pg_p_text(&p, o->endpoint_id);
+      pg_p_i64(&p, o->failing_since_ms);
       PGresult *r = pg_q(c,
-                         "SELECT 1 FROM endpoints WHERE id = $1 AND deleted_at IS NULL"
-                         " AND enabled = 1",
+                         "SELECT CASE WHEN $2::bigint > 0 AND (failing_since IS NULL"
+                         " OR failing_since > $2::bigint) THEN 1 ELSE 0 END FROM endpoints"
+                         " WHERE id = $1 AND deleted_at IS NULL AND enabled = 1",
                          &p, "read endpoint");
       if (!r) return HOOKD_STORE_ERR;
       o->disable_declined = PQntuples(r) > 0;
+      o->failing_run_ended = o->disable_declined && pg_i64(r, 0, 0) != 0;
       PQclear(r);
     }
   }

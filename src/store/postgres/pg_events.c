@@ -829,10 +829,11 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     if (!memo) memo = &own;
     hookd_endpoint ep;
     memo->rc = pg_endpoint_get(c, endpoint_id, &ep);
-    memo->enabled = memo->ordered = false;
+    memo->enabled = memo->ordered = memo->block = false;
     if (memo->rc == 0) {
       memo->enabled = ep.enabled;
       memo->ordered = ep.ordered;
+      memo->block = ep.lane_policy && !strcmp(ep.lane_policy, "block");
       hookd_endpoint_free(&ep);
     }
     bool fits = strlen(endpoint_id) < sizeof memo->endpoint_id;
@@ -842,6 +843,7 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   free(endpoint_id);
   int rc = memo->rc;
   bool enabled = rc == 0 && memo->enabled, ordered = rc == 0 && memo->ordered;
+  bool block = ordered && memo->block;
   if (rc == HOOKD_STORE_NOTFOUND) {
     snprintf(c->err, sizeof c->err, "its endpoint was deleted");
     *why = "endpoint_deleted";
@@ -872,9 +874,9 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     return HOOKD_STORE_STATE;
   }
   /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable —
-   * nor one made DEAD "expired" before that (its next retry would have come after it): a block
-   * lane let its successors pass it, and replayed it would go after them */
-  if ((expires && expires <= now_ms) || expired_dead) {
+   * nor, in a block lane, one made DEAD "expired" before that (its next retry would have come
+   * after it): the lane let its successors pass it, and replayed it would go after them */
+  if ((expires && expires <= now_ms) || (expired_dead && block && laned)) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
     *why = "expired";
     return HOOKD_STORE_STATE;

@@ -339,7 +339,7 @@ int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
 typedef struct pg_replay_memo {
   char endpoint_id[160]; /* the endpoint last looked up ("" = none) */
   int rc;                /* its lookup: 0, or HOOKD_STORE_NOTFOUND (deleted) */
-  bool enabled, ordered;
+  bool enabled, ordered, block; /* block: its lane_policy */
 } pg_replay_memo;
 int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
                   pg_replay_memo *memo);

@@ -615,6 +615,7 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     if (memo->rc == 0) {
       memo->enabled = ep.enabled;
       memo->ordered = ep.ordered;
+      memo->block = ep.lane_policy && !strcmp(ep.lane_policy, "block");
       hookd_endpoint_free(&ep);
     }
     bool fits = strlen(endpoint_id) < sizeof memo->endpoint_id;
@@ -623,7 +624,7 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   }
   free(endpoint_id);
   rc = memo->rc;
-  bool ordered = rc == 0 && memo->ordered;
+  bool ordered = rc == 0 && memo->ordered, block = ordered && memo->block;
   if (rc == HOOKD_STORE_NOTFOUND) {
     snprintf(c->err, sizeof c->err, "its endpoint was deleted");
     *why = "endpoint_deleted";
@@ -654,9 +655,9 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     return HOOKD_STORE_STATE;
   }
   /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable —
-   * nor one made DEAD "expired" before that (its next retry would have come after it): a block
-   * lane let its successors pass it, and replayed it would go after them */
-  if ((expires && expires <= now_ms) || expired_dead) {
+   * nor, in a block lane, one made DEAD "expired" before that (its next retry would have come
+   * after it): the lane let its successors pass it, and replayed it would go after them */
+  if ((expires && expires <= now_ms) || (expired_dead && block && laned)) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
     *why = "expired";
     return HOOKD_STORE_STATE;
@@ -1125,7 +1126,7 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
   /* live first, replays what is left (up to their limit) — but on an ordered endpoint one
    * replay before: a replayed delivery is its lane's head, the lane's later deliveries wait
    * behind it, and live filling every claim left it none (the dispatcher sends it first too) */
-  int share = req->ordered && req->replay_limit > 0 && req->limit > 0 ? 1 : 0;
+  int share = req->replay_first && req->replay_limit > 0 && req->limit > 0 ? 1 : 0;
   int rc = claim_kind(c, req, true, share, v, &len);
   size_t first = len;
   if (!rc) rc = claim_kind(c, req, false, req->limit - (int)len, v, &len);
@@ -1325,7 +1326,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (!st) return HOOKD_STORE_ERR;
   if (sqlite3_step(bind_outcome(st, o)) != SQLITE_DONE) return sq_fail(c, "record outcome");
   o->cancelled = false;
-  o->disable_declined = o->disabled_now = false;
+  o->disable_declined = o->disabled_now = o->failing_run_ended = false;
   o->disabled_updated_ms = 0;
   o->was_held = false;
   if (sqlite3_changes(c->db) != 1) {
@@ -1448,12 +1449,15 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
       if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "audit endpoint disable");
     } else { /* still enabled: a PATCH landed since, or the endpoint moved to another URL */
       st = sq_stmt(c, SQ_EP_DISABLE_DECLINED,
-                   "SELECT 1 FROM endpoints WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1");
+                   "SELECT ?2 > 0 AND (failing_since IS NULL OR failing_since > ?2)"
+                   " FROM endpoints WHERE id = ?1 AND deleted_at IS NULL AND enabled = 1");
       if (!st) return HOOKD_STORE_ERR;
       sq_bind_text(st, 1, o->endpoint_id);
+      sq_bind_i64(st, 2, o->failing_since_ms);
       step = sqlite3_step(st);
       if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "read endpoint");
       o->disable_declined = step == SQLITE_ROW;
+      o->failing_run_ended = step == SQLITE_ROW && sqlite3_column_int(st, 0);
       sqlite3_reset(st);
     }
   }

@@ -210,7 +210,7 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
 typedef struct sq_replay_memo {
   char endpoint_id[160]; /* the endpoint last looked up ("" = none) */
   int rc;                /* its lookup: 0, or HOOKD_STORE_NOTFOUND (deleted) */
-  bool enabled, ordered;
+  bool enabled, ordered, block; /* block: its lane_policy */
 } sq_replay_memo;
 int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
                   sq_replay_memo *memo);
