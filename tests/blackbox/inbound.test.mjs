@@ -1083,8 +1083,9 @@ describe('forwarding', () => {
     }
     started.sort((a, b) => a - b);
     const gaps = started.slice(1).map((t, i) => t - started[i]);
-    // (each start read as its request goes, a moment after its token: a few ms either way)
-    assert.ok(Math.min(...gaps) >= 190, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
+    // (each start read as its request goes, a moment after its token: the dispatcher thread
+    // preempted between the two on a loaded machine shortens one gap by as much)
+    assert.ok(Math.min(...gaps) >= 170, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
     assert.equal(new Set(dest.requests.map((q) => q.headers['idempotency-key'])).size, 10, 'each once');
     const shown = await h.api('GET', `/v1/sources/${src.id}`);
     assert.deepEqual(shown.json.destinations[0].rate_limit, { per_second: 5 });

@@ -513,8 +513,9 @@ describe('isolation', () => {
     }
     started.sort((a, b) => a - b);
     const gaps = started.slice(1).map((t, i) => t - started[i]);
-    // (each start read as its request goes, a moment after its token: a few ms either way)
-    assert.ok(Math.min(...gaps) >= 190, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
+    // (each start read as its request goes, a moment after its token: the dispatcher thread
+    // preempted between the two on a loaded machine shortens one gap by as much)
+    assert.ok(Math.min(...gaps) >= 170, `smallest gap ${Math.min(...gaps)} ms (limit 5/s = 200 ms)`);
     const span = r.requests.at(-1).at - r.requests[0].at;
     assert.ok(span >= 11 * 200 * 0.9, `12 deliveries took ${span} ms at 5/s`);
     const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints`);
