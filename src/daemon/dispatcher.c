@@ -388,7 +388,7 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
   /* on an ordered endpoint a replayed delivery is its lane's head (the lane's later deliveries
    * wait behind it): one is claimed, and sent, before live work — turn about with live, so
    * that a bulk replay takes half the endpoint at most (pick_class) */
-  m->claim.replay_first = e->cfg.ordered && !e->last_replay;
+  m->claim.replay_first = e->cfg.ordered && !e->last_turn;
   m->claim.lane_block = e->cfg.lane_policy && !strcmp(e->cfg.lane_policy, "block");
   m->claim.now_ms = now;
   /* the lease covers a queue wait of one request plus the request itself, plus the margin */

@@ -182,7 +182,8 @@ typedef struct ep {
   double share_rate;          /* its rate_limit, this node's share (0: none) */
   int in_flight;
   int in_flight_replays;      /* of them, replayed deliveries */
-  bool last_replay;           /* the last request sent was a replay (ordered: turn about) */
+  bool last_turn;             /* the last request sent was a replay or a retry (ordered: they
+                                 take turns with live work) */
   int queued;                 /* all classes */
   int claiming;               /* limit of its claim in progress (0 = none) */
   int item_ops;               /* its items' record/release ops not completed yet */

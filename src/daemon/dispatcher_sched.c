@@ -409,12 +409,18 @@ static int pick_class(hookd_dispatcher *d, ep *e, bool *budget_blocked) {
   *budget_blocked = false;
   bool live_waiting = d->ready_live > 0;
   int cap = d->cfg.max_in_flight;
-  /* on an ordered endpoint a replayed delivery is its lane's head: the lane's later deliveries
-   * wait behind it, so it goes before the endpoint's own live work — one at a time, and in
-   * turn with live (a bulk replay takes half the endpoint at most), within the replays' budget */
-  if (e->cfg.ordered && e->q_head[CLS_REPLAY] && e->in_flight_replays == 0 && !e->last_replay &&
-      (!live_waiting || budget_allows(d, e->t, CLS_REPLAY, (cap + 9) / 10)))
-    return CLS_REPLAY;
+  /* on an ordered endpoint a replayed or retrying delivery is its lane's head: the lane's later
+   * deliveries wait behind it, so it goes before the endpoint's own live work — in turn with
+   * live (replays and retries take half the endpoint at most; replays one at a time), within
+   * their budgets */
+  if (e->cfg.ordered && !e->last_turn) {
+    if (e->q_head[CLS_REPLAY] && e->in_flight_replays == 0 &&
+        (!live_waiting || budget_allows(d, e->t, CLS_REPLAY, (cap + 9) / 10)))
+      return CLS_REPLAY;
+    if (e->q_head[CLS_RETRY] &&
+        (!live_waiting || budget_allows(d, e->t, CLS_RETRY, (cap + 4) / 5)))
+      return CLS_RETRY;
+  }
   if (e->q_head[CLS_LIVE]) return CLS_LIVE;
   if (e->q_head[CLS_RETRY]) {
     if (!live_waiting || budget_allows(d, e->t, CLS_RETRY, (cap + 4) / 5)) return CLS_RETRY;
@@ -807,7 +813,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       sent = true;
       e->in_flight++;
       e->in_flight_replays += it->cls == CLS_REPLAY;
-      e->last_replay = it->cls == CLS_REPLAY;
+      e->last_turn = it->cls != CLS_LIVE;
       t->in_flight++;
       d->in_flight++;
       d->in_flight_cls[it->cls]++;

@@ -697,16 +697,18 @@ describe('isolation', () => {
     await blocking.close();
   });
 
-  it('a replayed lane head of an ordered endpoint goes while the endpoint\'s other lanes keep it busy (its share), not once their backlog has drained; its lane follows it', async () => {
+  it('a replayed lane head of an ordered endpoint goes while the endpoint\'s other lanes keep it busy (its turn), not once their backlog has drained — its retry too; its lane follows it', async () => {
     const h = await startHookd();
-    let fixed = false;
-    // lane k's head is refused until fixed; the other lanes' deliveries take 300 ms each
+    let fixed = false, afterFix = 0;
+    // lane k's head is refused until fixed, then fails once more (a 500: retried); the other
+    // lanes' deliveries take 300 ms each
     const r = await startReceiver((req) => {
       const { key } = JSON.parse(req.body).data;
-      if (key === 'k') return { status: fixed ? 200 : 400 };
+      if (key === 'k') return { status: !fixed ? 400 : afterFix++ === 0 ? 500 : 200 };
       return { status: 200, delayMs: 300 };
     });
-    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block', max_in_flight: 4 });
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block', max_in_flight: 4,
+      retry: { backoff_base_ms: 100, backoff_cap_ms: 200 } });
     const head = await publish(h, tenant, { type: 'a', payload: { key: 'k', n: 1 }, ordering_key: 'k' });
     const [dead] = await waitDelivery(h, head.json.id, (ds) => ds[0]?.state === 'dead');
     const next = await publish(h, tenant, { type: 'a', payload: { key: 'k', n: 2 }, ordering_key: 'k' });
@@ -720,8 +722,8 @@ describe('isolation', () => {
     const others = r.requests.filter((q) => JSON.parse(q.body).data.key !== 'k').length;
     assert.ok(others < 120, `the backlog was drained (${others}/120) before the replayed head and its lane went`);
     const lane = r.requests.filter((q) => JSON.parse(q.body).data.key === 'k').map((q) => JSON.parse(q.body).data.n);
-    assert.deepEqual(lane, [1, 1, 2], 'the head, its replay, then its lane');
-    await waitUntil(() => r.requests.length >= 123 || null, { timeout: 30000, what: 'the backlog done' });
+    assert.deepEqual(lane, [1, 1, 1, 2], 'the head, its replay and its retry, then its lane');
+    await waitUntil(() => r.requests.length >= 124 || null, { timeout: 30000, what: 'the backlog done' });
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

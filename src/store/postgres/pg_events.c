@@ -873,10 +873,31 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     *why = "lane_moved_on";
     return HOOKD_STORE_STATE;
   }
-  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable —
-   * nor, in a block lane, one made DEAD "expired" before that (its next retry would have come
-   * after it): the lane let its successors pass it, and replayed it would go after them */
-  if ((expires && expires <= now_ms) || (expired_dead && block && laned)) {
+  /* in a block lane, a head made DEAD "expired" before its event expired (its next retry would
+   * have come after it) let its successors pass it: replayed it would go after them */
+  if (expired_dead && block && laned) {
+    pg_params lp;
+    pg_p_init(&lp);
+    pg_p_i64(&lp, seq);
+    PGresult *pr = pg_q(c,
+                        "SELECT CASE WHEN EXISTS (SELECT 1 FROM deliveries x JOIN deliveries d"
+                        " ON x.endpoint_id = d.endpoint_id AND x.ordering_key = d.ordering_key"
+                        " AND x.seq > d.seq WHERE d.seq = $1"
+                        " AND x.state IN ('delivered', 'dead')) THEN 1 ELSE 0 END",
+                        &lp, "read lane");
+    if (!pr) return HOOKD_STORE_ERR;
+    bool passed = PQntuples(pr) == 1 && pg_i64(pr, 0, 0) != 0;
+    PQclear(pr);
+    if (passed) {
+      snprintf(c->err, sizeof c->err,
+               "it went DEAD (its event would expire before its next attempt) and its lane went "
+               "on past it: an ordered lane never goes back");
+      *why = "lane_moved_on";
+      return HOOKD_STORE_STATE;
+    }
+  }
+  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
+  if (expires && expires <= now_ms) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
     *why = "expired";
     return HOOKD_STORE_STATE;

@@ -654,10 +654,30 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     *why = "lane_moved_on";
     return HOOKD_STORE_STATE;
   }
-  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable —
-   * nor, in a block lane, one made DEAD "expired" before that (its next retry would have come
-   * after it): the lane let its successors pass it, and replayed it would go after them */
-  if ((expires && expires <= now_ms) || (expired_dead && block && laned)) {
+  /* in a block lane, a head made DEAD "expired" before its event expired (its next retry would
+   * have come after it) let its successors pass it: replayed it would go after them */
+  if (expired_dead && block && laned) {
+    sqlite3_stmt *ps = sq_stmt(c, SQ_DL_LANE_PASSED,
+                               "SELECT EXISTS (SELECT 1 FROM deliveries x JOIN deliveries d"
+                               " ON x.endpoint_id = d.endpoint_id AND x.ordering_key ="
+                               " d.ordering_key AND x.seq > d.seq WHERE d.seq = ?1"
+                               " AND x.state IN ('delivered', 'dead'))");
+    if (!ps) return HOOKD_STORE_ERR;
+    sq_bind_i64(ps, 1, seq);
+    int pstep = sqlite3_step(ps);
+    bool passed = pstep == SQLITE_ROW && sqlite3_column_int(ps, 0);
+    sqlite3_reset(ps);
+    if (pstep != SQLITE_ROW) return sq_fail(c, "read lane");
+    if (passed) {
+      snprintf(c->err, sizeof c->err,
+               "it went DEAD (its event would expire before its next attempt) and its lane went "
+               "on past it: an ordered lane never goes back");
+      *why = "lane_moved_on";
+      return HOOKD_STORE_STATE;
+    }
+  }
+  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
+  if (expires && expires <= now_ms) {
     snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
     *why = "expired";
     return HOOKD_STORE_STATE;
