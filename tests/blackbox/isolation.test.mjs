@@ -393,7 +393,9 @@ describe('isolation', () => {
     for (const r of hanging) assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url })).status, 201);
     const p = await publish(h, tenant, { type: 'a', payload: { blob: 'x'.repeat(1200000) } });
     assert.equal(p.json.deliveries, 10);
-    await waitUntil(async () => hanging.every((r) => r.open === 1), { what: 'every endpoint holding the event' });
+    // (a receiver counts a request open at its head, and records it once its 1.2 MB body is in)
+    await waitUntil(async () => hanging.every((r) => r.open === 1 && r.requests.length === 1),
+      { what: 'every endpoint holding the event' });
     const held = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_claimed_body_bytes');
     await waitUntil(async () => (await held()) > 0, { what: 'the stats refreshed' });
     const bytes = await held();
