@@ -28,7 +28,6 @@
 #include "daemon/ops_events.h"
 #include "daemon/metrics.h"
 
-
 #define RECLAIM_BATCH 1000
 
 /* ---------- inbox ---------- */
