@@ -252,7 +252,6 @@ static void *ckpt_main(void *arg) {
   return NULL;
 }
 
-/* Runs on the writer's thread after each commit; pages = frames in the WAL. */
 /* SQLite ends a transaction itself on some errors (an I/O error, SQLITE_FULL from a cache
  * spill, out of memory), even on a read: the statements after it would each commit on its own
  * — a delete's cancellations kept without its delete — until the executor notices between ops.
@@ -263,6 +262,7 @@ static int commit_guard(void *arg) {
   return c->guarded && !c->committing;
 }
 
+/* Runs on the writer's thread after each commit; pages = frames in the WAL. */
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
   sq_shared *sh = arg;
   (void)db;
