@@ -234,6 +234,20 @@ void hookd_publish_res_free(hookd_publish_res *r) {
   memset(r, 0, sizeof *r);
 }
 
+int hookd_claim_passes(hookd_store_conn *c, const hookd_claim_req *req, hookd_claim_kind_fn kind,
+                       hookd_claimed *v, size_t *len) {
+  /* (without the one replay first, live filling every claim left a replayed lane head none,
+   * its lane's later deliveries waiting behind it: the dispatcher sends it first too) */
+  int first = req->replay_first && req->replay_limit > 0 && req->limit > 0 ? 1 : 0;
+  int rc = kind(c, req, true, first, v, len);
+  size_t before = *len;
+  if (!rc) rc = kind(c, req, false, req->limit - (int)*len, v, len);
+  int more = req->replay_limit - (int)before;
+  if (more > req->limit - (int)*len) more = req->limit - (int)*len;
+  if (!rc) rc = kind(c, req, true, more, v, len);
+  return rc;
+}
+
 void hookd_claimed_free(hookd_claimed *c) {
   hookd_delivery_free(&c->d);
   free(c->body);

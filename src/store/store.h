@@ -608,6 +608,16 @@ void hookd_replay_step_res_free(hookd_replay_step_res *r);
 
 typedef struct hookd_store_conn hookd_store_conn; /* backend-defined */
 
+/* One kind of a claim (a backend's): up to limit deliveries of live or replay cycles appended
+ * to v[*len…]. */
+typedef int (*hookd_claim_kind_fn)(hookd_store_conn *c, const hookd_claim_req *req,
+                                   bool replay, int limit, hookd_claimed *v, size_t *len);
+/* A claim's passes, the same on every backend: live first, replays what is left (up to their
+ * limit) — but one replay before when req->replay_first (an ordered endpoint's replayed
+ * delivery is its lane's head). v holds req->limit; 0 or the first pass's error. */
+int hookd_claim_passes(hookd_store_conn *c, const hookd_claim_req *req,
+                       hookd_claim_kind_fn kind, hookd_claimed *v, size_t *len);
+
 typedef struct hookd_store_backend {
   const char *name;
   /* Opens a connection. writer != 0 for the connection that commits mutations. Returns 0, or

@@ -246,16 +246,7 @@ int pg_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
   hookd_claimed *v = calloc((size_t)(req->limit > 0 ? req->limit : 1), sizeof *v);
   if (!v) return pg_fail(c, "claim: out of memory");
   size_t len = 0;
-  /* live first, replays what is left (up to their limit) — but on an ordered endpoint one
-   * replay before: a replayed delivery is its lane's head, the lane's later deliveries wait
-   * behind it, and live filling every claim left it none (the dispatcher sends it first too) */
-  int share = req->replay_first && req->replay_limit > 0 && req->limit > 0 ? 1 : 0;
-  int rc = claim_kind(c, req, true, share, v, &len);
-  size_t first = len;
-  if (!rc) rc = claim_kind(c, req, false, req->limit - (int)len, v, &len);
-  int more = req->replay_limit - (int)first;
-  if (more > req->limit - (int)len) more = req->limit - (int)len;
-  if (!rc) rc = claim_kind(c, req, true, more, v, &len);
+  int rc = hookd_claim_passes(c, req, claim_kind, v, &len);
   if (!rc) rc = claim_details(c, v, len);
   if (!rc && next_due(c, req, next_due_ms) != 0) rc = pg_fail(c, "claim details");
   if (rc) {
