@@ -778,7 +778,12 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
                      " CASE WHEN d.ordering_key IS NOT NULL THEN 1 ELSE 0 END, e.expires_at,"
                      " e.purged_at, e.ordering_version, (SELECT l.version FROM lane_versions l"
                      " WHERE l.endpoint_id = d.endpoint_id AND l.ordering_key ="
-                     " d.ordering_key), e.kind"
+                     " d.ordering_key), e.kind,"
+                     /* a DEAD "expired" head that its lane went on past (read only for one) */
+                     " CASE WHEN d.dead_reason = 'expired' AND d.ordering_key IS NOT NULL"
+                     " THEN (EXISTS (SELECT 1 FROM deliveries x WHERE x.endpoint_id ="
+                     " d.endpoint_id AND x.ordering_key = d.ordering_key AND x.seq > d.seq"
+                     " AND x.state IN ('delivered', 'dead')))::int ELSE 0 END"
                      " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
                      " WHERE d.seq = $1",
                      &p, "read delivery");
@@ -801,6 +806,7 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   int64_t version = versioned ? pg_i64(r, 0, 6) : 0, lane = versioned ? pg_i64(r, 0, 7) : 0;
   const char *kind = pg_val(r, 0, 8);
   bool inbound = kind && !strcmp(kind, "inbound");
+  bool passed = pg_i64(r, 0, 9) != 0;
   PQclear(r);
   if (!endpoint_id) return pg_fail(c, "read delivery");
 
@@ -875,26 +881,12 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   }
   /* in a block lane, a head made DEAD "expired" before its event expired (its next retry would
    * have come after it) let its successors pass it: replayed it would go after them */
-  if (expired_dead && block && laned) {
-    pg_params lp;
-    pg_p_init(&lp);
-    pg_p_i64(&lp, seq);
-    PGresult *pr = pg_q(c,
-                        "SELECT CASE WHEN EXISTS (SELECT 1 FROM deliveries x JOIN deliveries d"
-                        " ON x.endpoint_id = d.endpoint_id AND x.ordering_key = d.ordering_key"
-                        " AND x.seq > d.seq WHERE d.seq = $1"
-                        " AND x.state IN ('delivered', 'dead')) THEN 1 ELSE 0 END",
-                        &lp, "read lane");
-    if (!pr) return HOOKD_STORE_ERR;
-    bool passed = PQntuples(pr) == 1 && pg_i64(pr, 0, 0) != 0;
-    PQclear(pr);
-    if (passed) {
-      snprintf(c->err, sizeof c->err,
-               "it went DEAD (its event would expire before its next attempt) and its lane went "
-               "on past it: an ordered lane never goes back");
-      *why = "lane_moved_on";
-      return HOOKD_STORE_STATE;
-    }
+  if (expired_dead && block && passed) {
+    snprintf(c->err, sizeof c->err,
+             "it went DEAD (its event would expire before its next attempt) and its lane went on "
+             "past it: an ordered lane never goes back");
+    *why = "lane_moved_on";
+    return HOOKD_STORE_STATE;
   }
   /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
   if (expires && expires <= now_ms) {

@@ -560,7 +560,13 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
                              " d.ordering_key IS NOT NULL, e.expires_at, e.purged_at,"
                              " e.ordering_version, (SELECT version FROM lane_versions l"
                              " WHERE l.endpoint_id = d.endpoint_id AND l.ordering_key ="
-                             " d.ordering_key), e.kind"
+                             " d.ordering_key), e.kind,"
+                             /* a DEAD "expired" head that its lane went on past (read only
+                              * for one: CASE evaluates no more than it must) */
+                             " CASE WHEN d.dead_reason = 'expired' AND d.ordering_key IS NOT"
+                             " NULL THEN EXISTS (SELECT 1 FROM deliveries x WHERE x.endpoint_id"
+                             " = d.endpoint_id AND x.ordering_key = d.ordering_key AND x.seq >"
+                             " d.seq AND x.state IN ('delivered', 'dead')) ELSE 0 END"
                              " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
                              " WHERE d.seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
@@ -585,6 +591,7 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   int64_t version = versioned ? sq_col_i64(st, 6) : 0, lane = versioned ? sq_col_i64(st, 7) : 0;
   const char *kind = (const char *)sqlite3_column_text(st, 8);
   bool inbound = kind && !strcmp(kind, "inbound");
+  bool passed = sqlite3_column_int(st, 9) != 0;
   sqlite3_reset(st);
   if (!endpoint_id) return sq_fail(c, "read delivery");
 
@@ -656,25 +663,12 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   }
   /* in a block lane, a head made DEAD "expired" before its event expired (its next retry would
    * have come after it) let its successors pass it: replayed it would go after them */
-  if (expired_dead && block && laned) {
-    sqlite3_stmt *ps = sq_stmt(c, SQ_DL_LANE_PASSED,
-                               "SELECT EXISTS (SELECT 1 FROM deliveries x JOIN deliveries d"
-                               " ON x.endpoint_id = d.endpoint_id AND x.ordering_key ="
-                               " d.ordering_key AND x.seq > d.seq WHERE d.seq = ?1"
-                               " AND x.state IN ('delivered', 'dead'))");
-    if (!ps) return HOOKD_STORE_ERR;
-    sq_bind_i64(ps, 1, seq);
-    int pstep = sqlite3_step(ps);
-    bool passed = pstep == SQLITE_ROW && sqlite3_column_int(ps, 0);
-    sqlite3_reset(ps);
-    if (pstep != SQLITE_ROW) return sq_fail(c, "read lane");
-    if (passed) {
-      snprintf(c->err, sizeof c->err,
-               "it went DEAD (its event would expire before its next attempt) and its lane went "
-               "on past it: an ordered lane never goes back");
-      *why = "lane_moved_on";
-      return HOOKD_STORE_STATE;
-    }
+  if (expired_dead && block && passed) {
+    snprintf(c->err, sizeof c->err,
+             "it went DEAD (its event would expire before its next attempt) and its lane went on "
+             "past it: an ordered lane never goes back");
+    *why = "lane_moved_on";
+    return HOOKD_STORE_STATE;
   }
   /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
   if (expires && expires <= now_ms) {
