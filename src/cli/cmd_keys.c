@@ -195,14 +195,7 @@ static hookd_store *open_store(const char *url) { return open_store_as(url, fals
 /* For a write: the store's lock taken if it is free (held in *lock until the caller unlocks),
  * and then the crashed run's WAL recovered first. */
 static hookd_store *open_store_writing(const char *url, hookd_store_lockset *lock) {
-  char lerr[256], legacy[1100];
-  /* (only where a daemon made its lock files already: made here, by root, a daemon running as
-   * another user could not open them) */
-  snprintf(legacy, sizeof legacy, "%s.lock", url + (strncmp(url, "sqlite:", 7) ? 0 : 7));
-  bool alone = !hookd_store_is_postgres(url) && access(legacy, F_OK) == 0 &&
-               hookd_store_lock(url, lock, lerr, sizeof lerr) == 0;
-  if (!alone) *lock = (hookd_store_lockset){-1, -1, NULL};
-  hookd_store *s = open_store_as(url, alone);
+  hookd_store *s = open_store_as(url, hookd_store_lock_if_free(url, lock));
   if (!s) hookd_store_unlock(lock);
   return s;
 }

@@ -74,6 +74,14 @@ int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_
   return 0;
 }
 
+bool hookd_store_lock_if_free(const char *url, hookd_store_lockset *out) {
+  *out = (hookd_store_lockset){-1, -1, NULL};
+  if (strncmp(url, "sqlite:", 7) != 0) return false;
+  char legacy[1100], err[256];
+  snprintf(legacy, sizeof legacy, "%s.lock", url + 7);
+  return access(legacy, F_OK) == 0 && hookd_store_lock(url, out, err, sizeof err) == 0;
+}
+
 void hookd_store_unlock(hookd_store_lockset *l) {
   if (l->pg) hookd_pg_unlock_offline(l->pg);
   l->pg = NULL;

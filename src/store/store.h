@@ -994,6 +994,10 @@ int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_
 int hookd_store_lock_offline(const char *url, hookd_store_lockset *out, char *err,
                              size_t errlen);
 void hookd_store_unlock(hookd_store_lockset *l);
+/* hookd_store_lock for a CLI command that may run beside a daemon (keys create, revoke): only
+ * on an embedded store whose lock files a daemon made already (made by root here, a daemon
+ * running as another user could not open them). true when held: no daemon runs on it. */
+bool hookd_store_lock_if_free(const char *url, hookd_store_lockset *out);
 /* Opens the store named by cfg->url, applies migrations, starts the executors. */
 int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err, size_t errlen);
 /* Shutting down: fails the long scans running on the scan executor now (backend->interrupt),
