@@ -707,15 +707,14 @@ static void redact_excerpt(hookd_egress_req *req, const char *header_lines) {
   req->response = red;
 }
 
-/* hookd had no file descriptor left for the connection (its own limit, a flood of inbound
- * connections): nothing reached the receiver and its health is not in question — no attempt,
+/* hookd's own side failed before sending — no file descriptor left for the connection (its own
+ * limit, a flood of inbound connections), or req->local_failure: nothing reached the receiver and its health is not in question — no attempt,
  * no breaker failure, no failing streak, the rate tokens given back. The delivery and the rest
  * of its endpoint's queue are given back, and the endpoint claims again in a second (not at
  * once: the release's own due time would have it claim, fail and give back in a loop).
  * Logged at most once a second, counted always. */
-static void fd_exhausted(hookd_dispatcher *d, item *it, hookd_egress_req *req, int64_t now) {
+static void local_failure(hookd_dispatcher *d, item *it, hookd_egress_req *req, int64_t now) {
   ep *e = it->ep;
-  /* (so too another failure of hookd's own side before sending: req->local_failure) */
   if (req->local_failure) HOOKD_INC(egress_local_failures);
   else HOOKD_INC(egress_fd_exhausted);
   if (now - d->fd_exhausted_log_ms >= 1000) {
@@ -753,7 +752,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * breaker, slowness, failing streak, Retry-After pause — is left as the new URL has it. */
   bool moved = !e->cfg.url || !it->url || strcmp(e->cfg.url, it->url) != 0;
   if ((req->fd_exhausted || req->local_failure) && !req->request_sent) {
-    fd_exhausted(d, it, req, now);
+    local_failure(d, it, req, now);
     return;
   }
   if (it->purged && !req->request_sent) { /* never went out: given back, no attempt */

@@ -540,16 +540,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       return queue(r);
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    if (cl) {
-      char *end;
-      unsigned long long n = strtoull(cl, &end, 10);
-      if (*end == '\0' && n > srv->cfg.max_body) {
-        if (srv->cfg.too_large) srv->cfg.too_large(r, srv->cfg.app);
-        hookd_req_error(r, 413, "body_too_large",
-                        "request body of %llu bytes exceeds the limit of %zu bytes", n,
-                        srv->cfg.max_body);
-        return queue(r);
-      }
+    char *cl_end = NULL;
+    unsigned long long len = cl ? strtoull(cl, &cl_end, 10) : 0;
+    bool known = cl && *cl_end == '\0'; /* (libmicrohttpd refuses any other form itself) */
+    if (known && len > srv->cfg.max_body) {
+      if (srv->cfg.too_large) srv->cfg.too_large(r, srv->cfg.app);
+      hookd_req_error(r, 413, "body_too_large",
+                      "request body of %llu bytes exceeds the limit of %zu bytes", len,
+                      srv->cfg.max_body);
+      return queue(r);
     }
     /* a request that cannot succeed is answered before its body is read (and then discarded) */
     if (srv->cfg.gate && !srv->cfg.gate(r, srv->cfg.app)) return queue(r);
@@ -557,15 +556,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
      * head: a whole answer, before any "100 Continue" (refused in mid-body, the client sending
      * it usually saw the connection reset). Not reserved: a client announcing lengths it never
      * sends would hold the whole budget for nothing — bodies are counted as their bytes come */
-    if (cl && srv->cfg.max_buffered) {
-      char *end;
-      unsigned long long len = strtoull(cl, &end, 10);
-      if (*end == '\0' && atomic_load(&srv->buffered) + len > srv->cfg.max_buffered) {
-        hookd_req_add_header(r, "Retry-After", "1");
-        hookd_req_error(r, 503, "unavailable",
-                        "too many request bodies arriving at once (--max-buffered-bytes): retry");
-        return queue(r);
-      }
+    if (known && srv->cfg.max_buffered &&
+        atomic_load(&srv->buffered) + len > srv->cfg.max_buffered) {
+      hookd_req_add_header(r, "Retry-After", "1");
+      hookd_req_error(r, 503, "unavailable",
+                      "too many request bodies arriving at once (--max-buffered-bytes): retry");
+      return queue(r);
     }
     return MHD_YES;
   }
