@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -71,6 +72,13 @@ int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_
     out->db_fd = -1;
     return -1;
   }
+  /* Run as root (a CLI key command on a daemon user's store), a lock file it just made would be
+   * root's: the daemon's user could no longer open it. Given to the database's owner, as SQLite
+   * does with the -wal and -shm files it makes as root. */
+  struct stat db, lk;
+  if (geteuid() == 0 && fstat(out->db_fd, &db) == 0 && fstat(out->legacy_fd, &lk) == 0 &&
+      (lk.st_uid != db.st_uid || lk.st_gid != db.st_gid))
+    (void)!fchown(out->legacy_fd, db.st_uid, db.st_gid); /* best effort, as SQLite's */
   return 0;
 }
 

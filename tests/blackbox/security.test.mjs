@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac, createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
-import { readFileSync, rmSync, writeFileSync, readdirSync, statSync, chmodSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync, readdirSync, statSync, chmodSync, chownSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
@@ -646,6 +646,24 @@ describe('secrets', () => {
     await recv.close();
   });
 
+  it('master-key rotation run as root leaves the store\'s files to their owner (a lock file it makes is the owner\'s)',
+    { skip: SQLITE_ONLY || (process.getuid() !== 0 && 'needs root') }, async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir });
+    assert.equal((await h.stop()).code, 0);
+    const owner = 65534; // nobody: the daemon's user in this test
+    for (const f of readdirSync(dir)) chownSync(join(dir, f), owner, owner);
+    rmSync(join(dir, 'hookd.db.lock')); // a store whose lock file went (or that no daemon of this build ran on)
+    const newKey = join(dir, 'new.key');
+    writeFileSync(newKey, randomBytes(32).toString('base64') + '\n', { mode: 0o600 });
+    const r = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
+    assert.equal(r.status, 0, r.stderr);
+    for (const f of readdirSync(dir).filter((n) => n.startsWith('hookd.db'))) {
+      const st = statSync(join(dir, f));
+      assert.deepEqual([st.uid, st.gid], [owner, owner], `${f} is still the owner's`);
+    }
+    cleanup();
+  });
   it('secrets at rest: the database files hold no secret in clear; no key, no start; master-key rotation', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     let h = await startHookd({ dir });
