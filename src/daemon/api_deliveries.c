@@ -192,12 +192,13 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   dl_op *op = (dl_op *)base;
   if (op->loaded) hookd_delivery_free(&op->d); /* a second run (its batch redone) */
   op->loaded = false;
-  /* a request sent again with its Idempotency-Key gets its answer, and sends nothing again */
-  int rc = hookd_kept_lookup(&op->k, base, c, be);
-  if (rc != HOOKD_STORE_NOTFOUND) return rc;
-  rc = be->delivery_get(c, op->id, &op->d, NULL, NULL);
+  int rc = be->delivery_get(c, op->id, &op->d, NULL, NULL);
   op->loaded = rc == 0;
-  if (rc || (rc = hide_foreign(op)) != 0) return rc;
+  if (rc || (rc = hide_foreign(op)) != 0) return rc; /* (the path's tenant: first, as a key's
+                                                      * kept answer does not name it) */
+  /* a request sent again with its Idempotency-Key gets its answer, and sends nothing again */
+  rc = hookd_kept_lookup(&op->k, base, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc;
   op->retried_now = op->d.state == HOOKD_DS_PENDING || op->d.state == HOOKD_DS_RETRYING;
   hookd_delivery_free(&op->d);
   op->loaded = false;

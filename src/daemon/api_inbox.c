@@ -288,11 +288,11 @@ static const char *outcome_name(hookd_dstate to) {
 static int run_resolve(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
-  int rc = hookd_kept_lookup(&op->k, base, c, be);
-  if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
-  rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
+  int rc = be->inbox_get(c, op->id, &op->rec, NULL, NULL);
   op->loaded = rc == 0;
-  if (rc || (rc = hide_foreign(op)) != 0) return rc;
+  if (rc || (rc = hide_foreign(op)) != 0) return rc; /* (first: a kept answer names no tenant) */
+  rc = hookd_kept_lookup(&op->k, base, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
   rc = be->inbox_resolve(c, op->id, op->to, hookd_now_ms(), &op->n_resolved, &op->hints,
                          &op->n_hints);
   if (rc || (rc = reread_audited(op, c, be, "inbox.resolve", outcome_name(op->to))) != 0)
@@ -459,11 +459,11 @@ static int replay_record(hookd_store_conn *c, const hookd_store_backend *be, con
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   rerun_reset(op);
-  int rc = hookd_kept_lookup(&op->k, base, c, be);
-  if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
-  rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
+  int rc = be->inbox_get(c, op->id, &op->rec, &op->dl, &op->n);
   op->loaded = rc == 0;
-  if (rc || (rc = hide_foreign(op)) != 0) return rc;
+  if (rc || (rc = hide_foreign(op)) != 0) return rc; /* (first: a kept answer names no tenant) */
+  rc = hookd_kept_lookup(&op->k, base, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
   rc = replay_record(c, be, op->id, op->dl, op->n, &op->n_resolved, &op->hints, &op->n_hints,
                      base->err, sizeof base->err);
   if (rc) return rc;

@@ -258,6 +258,13 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     assert.deepEqual([after.state, after.attempts.length], ['delivered', 2], 'nothing replayed again');
     assertError(await h.api('POST', `/v1/deliveries/${d.id}/replay`, undefined, { ...k, 'Hookd-Reason': 'another' }),
       409, 'conflict');
+    // the key sent again on another tenant's path: that path's answer (404), not the kept one
+    const other = `${tenant}-other`;
+    assert.equal((await h.api('POST', '/v1/tenants', { id: other })).status, 201);
+    const k2 = { 'Idempotency-Key': 'replay-2' };
+    const own = await h.api('POST', `/v1/tenants/${tenant}/deliveries/${d.id}/replay`, undefined, k2);
+    assert.equal(own.status, 202, own.text);
+    assertError(await h.api('POST', `/v1/tenants/${other}/deliveries/${d.id}/replay`, undefined, k2), 404, 'not_found');
   });
 });
 
