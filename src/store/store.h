@@ -335,6 +335,12 @@ typedef struct hookd_delete_counts {
  * ~15 ms with one (more index entries each). */
 #define HOOKD_DELETE_STEP 500
 
+/* A retention walk (inbox, payloads, events) goes in seq order and stops at the first row
+ * inside the window, taking seq order for time order. A row stamped this far past the wall
+ * clock (written while the clock had stepped ahead, then set right; or by a node whose clock ran
+ * ahead) is passed over, kept until its time: else it would stop every walk until then. */
+#define HOOKD_RETENTION_AHEAD_MS (3600 * 1000LL)
+
 /* What one step of the delete walk did (delete_step). */
 typedef struct hookd_delete_step {
   bool found;                    /* an endpoint owed cancels */

@@ -141,7 +141,8 @@ int pg_read_rows(hookd_store_conn *c, PGresult *r, size_t elem, pg_row_reader re
                  size_t *n, const char *what);
 /* A retention walk (sqlite_delivery.c's sq_retention_walk): runs sql — its rows (seq, time, may
  * go as 0/1) in seq order, with $1 the limit, $2 *after_seq and, when with_before, $3 before_ms
- * — and stops at the first row whose time is at or after before_ms. The seqs of the rows before
+ * — and stops at the first row whose time is at or after before_ms (passing over one stamped
+ * HOOKD_RETENTION_AHEAD_MS past the wall clock). The seqs of the rows before
  * it that may go in *ids (malloc'd, n of them); *after_seq where the next batch goes on, 0 when
  * the walk is done. */
 int pg_retention_walk(hookd_store_conn *c, const char *sql, bool with_before, int64_t before_ms,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "store/postgres/pg_int.h"
 
 int pg_read_rows(hookd_store_conn *c, PGresult *r, size_t elem, pg_row_reader read, void **out,
@@ -40,16 +41,17 @@ int pg_retention_walk(hookd_store_conn *c, const char *sql, bool with_before, in
     return HOOKD_STORE_ERR;
   }
   int rows = PQntuples(r), scanned = 0;
-  int64_t last = *after_seq;
+  int64_t last = *after_seq, ahead = hookd_now_ms() + HOOKD_RETENTION_AHEAD_MS;
   bool fresh = false;
   for (int i = 0; i < rows && i < limit; i++) {
-    if (pg_i64(r, i, 1) >= before_ms) {
+    int64_t t = pg_i64(r, i, 1);
+    if (t >= before_ms && t < ahead) {
       fresh = true;
       break;
     }
     last = pg_i64(r, i, 0);
     scanned++;
-    if (pg_i64(r, i, 2)) (*ids)[(*n)++] = last;
+    if (t < before_ms && pg_i64(r, i, 2)) (*ids)[(*n)++] = last; /* (else: stamped ahead) */
   }
   PQclear(r);
   /* the walk ends inside the window or at the end: the next one starts from the beginning */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/ids.h"
 #include "core/payload_filter.h"
 #include "store/sqlite/sqlite_int.h"
@@ -1775,16 +1776,17 @@ int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, 
     return HOOKD_STORE_ERR;
   }
   int scanned = 0, rc;
-  int64_t last = *after_seq;
+  int64_t last = *after_seq, ahead = hookd_now_ms() + HOOKD_RETENTION_AHEAD_MS;
   bool fresh = false;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (sq_col_i64(st, 1) >= before_ms) {
+    int64_t t = sq_col_i64(st, 1);
+    if (t >= before_ms && t < ahead) {
       fresh = true;
       break;
     }
     last = sq_col_i64(st, 0);
     scanned++;
-    if (sq_col_i64(st, 2)) (*ids)[(*n)++] = last;
+    if (t < before_ms && sq_col_i64(st, 2)) (*ids)[(*n)++] = last; /* (else: stamped ahead) */
   }
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {

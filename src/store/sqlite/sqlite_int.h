@@ -276,7 +276,8 @@ int sq_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_m
                            int *purged, bool *more);
 /* Recomputes the inbox record of a delivery's event from its deliveries (outcome writes). */
 /* A retention walk (inbox, payloads): steps st — bound here ?1 = limit, ?2 = after seq; its
- * columns seq, time, eligible — and stops at the first row at or after before_ms. The eligible
+ * columns seq, time, eligible — and stops at the first row at or after before_ms (passing over
+ * one stamped HOOKD_RETENTION_AHEAD_MS past the wall clock). The eligible
  * rows' seqs in *ids (malloc'd, n of them); *after_seq where the next batch goes on, 0 when the
  * walk is done. */
 int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, int limit,

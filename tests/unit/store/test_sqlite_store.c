@@ -883,6 +883,32 @@ static void purge_keeps_records_whose_forward_is_not_finished(void **state) {
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 2);
 }
 
+/* A record stamped far ahead (received while the wall clock had stepped a year forward, then
+ * set right) is passed over, not taken for the start of the window: the old records after it
+ * in seq order are purged all the same. */
+static void purge_passes_over_a_record_stamped_ahead(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  int64_t now = hookd_now_ms(), day = 86400 * 1000LL;
+  hookd_receive_res r;
+  assert_int_equal(receive(f, "in_f", "kf", "h", now + 365 * day, &r), 0);
+  hookd_receive_res_free(&r);
+  assert_int_equal(receive(f, "in_o", "ko", "h", now - 10 * day, &r), 0);
+  hookd_receive_res_free(&r);
+  assert_int_equal(receive(f, "in_n", "kn", "h", now, &r), 0); /* inside the window */
+  hookd_receive_res_free(&r);
+  assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_finish_deliveries, NULL), 0);
+  call c = {.i64 = now - day};
+  assert_int_equal(w(f, run_purge, &c), 0);
+  assert_int_equal(c.ival, 1); /* in_o */
+  hookd_inbox got;
+  call g = {.in = "in_o", .out = &got};
+  assert_int_equal(w(f, run_inbox_get, &g), HOOKD_STORE_NOTFOUND);
+  g.in = "in_f"; /* kept: its time has not come */
+  assert_int_equal(w(f, run_inbox_get, &g), 0);
+  hookd_inbox_free(&got);
+}
+
 /* A purged record takes its event, forwards and attempts, but not while a forward was touched
  * inside the window, and never the store's newest event. */
 static void purge_takes_the_event_and_keeps_recent_history(void **state) {
@@ -1812,6 +1838,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(receive_writes_the_record_once, setup, teardown),
       cmocka_unit_test_setup_teardown(receive_links_the_right_event, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_stops_at_the_first_fresh_record, setup, teardown),
+      cmocka_unit_test_setup_teardown(purge_passes_over_a_record_stamped_ahead, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_keeps_records_whose_forward_is_not_finished, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(purge_takes_the_event_and_keeps_recent_history, setup,
