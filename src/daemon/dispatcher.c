@@ -1635,8 +1635,12 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   }
   move_items(d, delta_ms, delta_ms > 0); /* a step back: leases only last longer than given */
   if (delta_ms <= 0) {
-    /* retention keeps what is stamped from now on that much longer */
-    atomic_fetch_add(&d->stepped_back_ms, -delta_ms);
+    /* retention keeps what is stamped from now on as much longer as the clock reads behind
+     * where it was at the start, net of the steps forward (two time sources taking turns,
+     * +5 s then -5 s, leave nothing behind: their sum grew without end) */
+    d->clock_net_ms += delta_ms;
+    if (-d->clock_net_ms > atomic_load(&d->stepped_back_ms))
+      atomic_store(&d->stepped_back_ms, -d->clock_net_ms);
     /* what a cycle lived through is the net of the steps: a step forward set right again adds
      * nothing (else a year's mistake, corrected, ended max_age for a year); the time of the
      * latest moves with the clock, as every time this thread keeps */
@@ -1644,6 +1648,7 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
     if (d->clock_forward_at) d->clock_forward_at += delta_ms;
     return;
   }
+  d->clock_net_ms += delta_ms;
   d->clock_forward_ms += delta_ms;
   d->clock_forward_at = disp_now(d); /* (on the new clock) */
   d->lease_move_pending += delta_ms;

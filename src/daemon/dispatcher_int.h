@@ -327,7 +327,8 @@ struct hookd_dispatcher {
   int64_t clock_forward_ms;   /* the steps forward taken so far, added to the age of a cycle
                                  started before the latest (its max age counts time passed) */
   int64_t clock_forward_at;   /* when the latest was taken (dispatcher time) */
-  _Atomic int64_t stepped_back_ms; /* the steps back taken, added up (read by retention) */
+  int64_t clock_net_ms;            /* the clock steps taken, net (+ forward) */
+  _Atomic int64_t stepped_back_ms; /* the most clock_net_ms has read behind 0 (by retention) */
   int64_t lease_move_pending; /* ms this node's stored leases still have to move forward: no
                                  claim nor sweep runs until they have (one would take them over) */
   bool lease_moving;          /* that move's op is in the writer's queue */
