@@ -243,15 +243,19 @@ static int run_receive(hookd_store_conn *c, const hookd_store_backend *be, hookd
   return be->receive(c, &op->rq, &op->rs);
 }
 
-/* A refused request counted, logged and kept with its source's latest refusals: log_why never
+/* A refused request counted, logged (HOOKD_REJECTIONS_LOG_PER_S lines a second per source, the
+ * next counting those not logged) and kept with its source's latest refusals: log_why never
  * quotes the request (API readers see it too). */
 static void count_rejected(hookd_app *app, const hookd_source_rt *rt, int status,
                            hookd_reject_reason reason, const char *log_why) {
   HOOKD_INC(inbound_rejected[reason]);
-  hookd_rejections_add(app->rejections, rt->src.id, hookd_now_ms(), status, reason, log_why);
+  int64_t unlogged =
+      hookd_rejections_add(app->rejections, rt->src.id, hookd_now_ms(), status, reason, log_why);
+  if (unlogged < 0) return; /* the source's lines of this second are out: counted, kept */
   HLOG(HOOKD_LOG_INFO, "inbound.rejected", KV_S("source_id", rt->src.id),
        KV_S("tenant_id", rt->src.tenant_id), KV_S("provider", rt->src.provider),
-       KV_S("reason", log_why), KV_S("kind", hookd_reject_names[reason]));
+       KV_S("reason", log_why), KV_S("kind", hookd_reject_names[reason]),
+       KV_I("suppressed", unlogged));
 }
 
 /* Answers a refused request with why; the log gets log_why. */

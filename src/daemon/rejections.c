@@ -22,6 +22,9 @@ typedef struct source_refusals {
   uint64_t total;
   refusal ring[HOOKD_REJECTIONS_RECENT];
   size_t next; /* the slot the next refusal takes; the ring is full once total reaches its size */
+  int64_t log_second;  /* the second of at_ms the log lines below were counted in */
+  int log_lines;       /* lines logged in it */
+  uint64_t suppressed; /* refusals not logged since the last line */
 } source_refusals;
 
 struct hookd_rejections {
@@ -49,9 +52,10 @@ void hookd_rejections_free(hookd_rejections *j) {
   free(j);
 }
 
-void hookd_rejections_add(hookd_rejections *j, const char *source_id, int64_t at_ms, int status,
-                          hookd_reject_reason kind, const char *message) {
-  if (!j || (unsigned)kind >= HOOKD_REJECT__COUNT) return;
+int64_t hookd_rejections_add(hookd_rejections *j, const char *source_id, int64_t at_ms,
+                             int status, hookd_reject_reason kind, const char *message) {
+  if (!j || (unsigned)kind >= HOOKD_REJECT__COUNT) return 0;
+  int64_t log = 0;
   pthread_mutex_lock(&j->lock);
   source_refusals *s = hookd_strmap_get(&j->map, source_id);
   if (!s && (s = calloc(1, sizeof *s)) && hookd_strmap_put(&j->map, source_id, s) != 0) {
@@ -68,8 +72,22 @@ void hookd_rejections_add(hookd_rejections *j, const char *source_id, int64_t at
     for (const char *m = message ? message : ""; *m && n < MESSAGE_MAX; m++)
       f->message[n++] = *m >= 0x20 && *m < 0x7f ? *m : '?';
     f->message[n] = '\0';
+    int64_t second = at_ms / 1000;
+    if (second != s->log_second) {
+      s->log_second = second;
+      s->log_lines = 0;
+    }
+    if (s->log_lines < HOOKD_REJECTIONS_LOG_PER_S) {
+      s->log_lines++;
+      log = (int64_t)s->suppressed;
+      s->suppressed = 0;
+    } else {
+      s->suppressed++;
+      log = -1;
+    }
   }
   pthread_mutex_unlock(&j->lock);
+  return log;
 }
 
 json_t *hookd_rejections_json(hookd_rejections *j, const char *source_id) {

@@ -18,11 +18,16 @@ typedef struct hookd_rejections hookd_rejections;
 
 hookd_rejections *hookd_rejections_new(int64_t since_ms);
 void hookd_rejections_free(hookd_rejections *j);
+#define HOOKD_REJECTIONS_LOG_PER_S 10 /* log lines a second per source, the rest counted */
+
 /* Records one refusal. message never quotes the request (it is shown to API readers); what is
  * not printable ASCII in it is shown as '?', and it is cut at 200 bytes. Out of memory: counted
- * nowhere, silently (the metric and the log still have it). */
-void hookd_rejections_add(hookd_rejections *j, const char *source_id, int64_t at_ms, int status,
-                          hookd_reject_reason kind, const char *message);
+ * nowhere, silently (the metric and the log still have it). Returns whether to log it: -1 when
+ * the source's refusals had their HOOKD_REJECTIONS_LOG_PER_S lines in at_ms's second already
+ * (anyone who knows a source's URL can send refused requests as fast as the link goes), else
+ * the number not logged since the source's last line. */
+int64_t hookd_rejections_add(hookd_rejections *j, const char *source_id, int64_t at_ms,
+                             int status, hookd_reject_reason kind, const char *message);
 /* {"since", "total", "by_kind": {kind: n}, "recent": [{"at", "status", "kind", "message"}]}
  * for the source (zero counts when none), or NULL when out of memory. */
 json_t *hookd_rejections_json(hookd_rejections *j, const char *source_id);

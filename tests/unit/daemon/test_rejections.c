@@ -1,6 +1,7 @@
 /* test_rejections.c — a source's refusals: the ring keeps the last HOOKD_REJECTIONS_RECENT
  * newest first after it wraps, counts keep all, a message is shown printable and cut, sources
- * are kept apart, a forgotten one starts over, and a prune keeps only the live sources'. */
+ * are kept apart, a forgotten one starts over, a prune keeps only the live sources', and the log
+ * takes a bounded number of a source's refusals a second. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -89,9 +90,40 @@ static void prune_keeps_the_live_sources(void **st) {
   hookd_rejections_free(j);
 }
 
+/* The log takes HOOKD_REJECTIONS_LOG_PER_S of a source's refusals a second; the first of the
+ * next second counts those it left out; another source has its own lines. */
+static void log_lines_per_second_per_source(void **st) {
+  (void)st;
+  hookd_rejections *j = hookd_rejections_new(1000);
+  int logged = 0;
+  for (int i = 0; i < 100; i++) {
+    int64_t r = hookd_rejections_add(j, "src_a", 5000 + i, 401, HOOKD_REJECT_SIGNATURE_MISMATCH,
+                                     "m");
+    if (r >= 0) {
+      assert_int_equal(r, 0);
+      logged++;
+    }
+  }
+  assert_int_equal(logged, HOOKD_REJECTIONS_LOG_PER_S);
+  assert_int_equal(hookd_rejections_add(j, "src_b", 5100, 401, HOOKD_REJECT_SIGNATURE_MISMATCH,
+                                        "m"),
+                   0);
+  assert_int_equal(hookd_rejections_add(j, "src_a", 6000, 401, HOOKD_REJECT_SIGNATURE_MISMATCH,
+                                        "m"),
+                   100 - HOOKD_REJECTIONS_LOG_PER_S);
+  assert_int_equal(hookd_rejections_add(j, "src_a", 6001, 401, HOOKD_REJECT_SIGNATURE_MISMATCH,
+                                        "m"),
+                   0);
+  json_t *v = hookd_rejections_json(j, "src_a"); /* all counted all the same */
+  assert_int_equal(json_integer_value(json_object_get(v, "total")), 102);
+  json_decref(v);
+  hookd_rejections_free(j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(ring_wraps_newest_first),
                                      cmocka_unit_test(message_printable_and_cut),
-                                     cmocka_unit_test(prune_keeps_the_live_sources)};
+                                     cmocka_unit_test(prune_keeps_the_live_sources),
+                                     cmocka_unit_test(log_lines_per_second_per_source)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
