@@ -881,9 +881,12 @@ static void reply_delete(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_endpoint_delete(hookd_req *r, hookd_app *app) {
+  char reason[256]; /* the body takes a reason for the audit (as a tenant's delete), nothing else */
+  if (!hookd_api_reason_only_body(r, app, reason)) return;
   ep_op *op = hookd_api_op_new(sizeof *op, r, app, run_delete, reply_delete);
   if (!op) return;
   op->base.cleanup = ep_op_cleanup;
+  if (reason[0]) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
   hookd_api_submit(&op->base, true);

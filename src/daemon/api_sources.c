@@ -1311,8 +1311,11 @@ static void reply_delete(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_source_delete(hookd_req *r, hookd_app *app) {
+  char reason[256]; /* the body takes a reason for the audit (as a tenant's delete), nothing else */
+  if (!hookd_api_reason_only_body(r, app, reason)) return;
   src_op *op = new_op(r, app, run_delete, reply_delete);
   if (!op) return;
+  if (reason[0]) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));
   hookd_api_submit(&op->base, true);
 }

@@ -459,6 +459,28 @@ describe('API keys over the API', () => {
 });
 
 describe('API input from keys of every role', () => {
+  it('an endpoint\'s and a source\'s DELETE take a {"reason"} for the audit, and refuse any other field', async () => {
+    const h = await startHookd();
+    const recv = await startReceiver();
+    const { tenant, endpoint } = await setup(h, recv.url);
+    const src = await h.api('POST', '/v1/sources', { tenant, provider: 'stripe', secrets: ['whsec_del'],
+      destinations: [{ url: recv.url }] });
+    assert.equal(src.status, 201, src.text);
+    const ep = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    for (const path of [ep, `/v1/sources/${src.json.id}`]) {
+      const typo = await h.api('DELETE', path, { cascade: false });
+      assert.deepEqual([typo.status, typo.json?.error?.code], [422, 'unknown_field'], typo.text);
+      assert.equal((await h.api('DELETE', path, { reason: 'customer offboarding' })).status, 200);
+    }
+    const audit = (await h.api('GET', '/v1/audit?limit=100')).json.data;
+    for (const [action, target] of [['endpoint.delete', endpoint], ['source.delete', src.json.id]]) {
+      const row = audit.find((x) => x.action === action && x.target === target);
+      assert.equal(row?.reason, 'customer offboarding', `${action}: ${JSON.stringify(row)}`);
+    }
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+
   it('nulls, an operator\'s PATCH, a scoped admin\'s tenants, the reason header, error texts of earlier requests, event ids under a scope naming its tenant twice', async () => {
     const h = await startHookd();
     const recv = await startReceiver();
