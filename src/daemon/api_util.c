@@ -254,6 +254,10 @@ int hookd_api_type_time_query(hookd_req *r, const char **type, int64_t *since_ms
                           "%s must be an RFC 3339 time after 1970-01-01T00:00:00Z", bad);
     return -1;
   }
+  if (*since_ms && *until_ms && *since_ms >= *until_ms) { /* swapped: not "nothing happened" */
+    hookd_req_field_error(r, 400, "invalid_parameter", "since", "since must be before until");
+    return -1;
+  }
   return 0;
 }
 

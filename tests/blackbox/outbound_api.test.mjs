@@ -599,6 +599,8 @@ describe('the event-type catalog', () => {
     assert.equal((await mk('invoice.voided')).status, 201);
     assertError(await mk('invoice.paid'), 409, 'already_exists');
     assertError(await mk('a b'), 422, 'invalid_field');
+    assertError(await mk(5), 422, 'invalid_field'); // there, but not text: not "missing"
+    assertError(await d.api('POST', '/v1/event-types', {}), 422, 'missing_field');
     const ep = (body) => d.api('POST', `/v1/tenants/${t}/endpoints`, { url: r.url, ...body });
     assert.equal((await ep({ event_types: ['invoice.*'] })).status, 201, 'a prefix that matches');
     assert.equal((await ep({ event_types: ['invoice.paid', '*'] })).status, 201);
@@ -1200,6 +1202,9 @@ describe('finding deliveries', () => {
     assert.deepEqual(await list('event_type=nothing.*'), []);
     assertError(await h.api('GET', `/v1/tenants/${t}/deliveries?event_type=a*b`), 400, 'invalid_parameter');
     assertError(await h.api('GET', `/v1/tenants/${t}/deliveries?since=yesterday`), 400, 'invalid_parameter');
+    // a window given backwards is refused, not answered "nothing happened"
+    assertError(await h.api('GET', `/v1/tenants/${t}/deliveries?since=${made[2].at}&until=${made[1].at}`), 400,
+      'invalid_parameter', 'since must be before until');
     await r.close();
   });
 });
