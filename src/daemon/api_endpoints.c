@@ -541,7 +541,9 @@ void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   bool ok = parse_fields(r, app, body, op, true);
   /* the same request, sent again with its key: the tenant, the body (canonical JSON) */
-  if (ok) ok = hookd_kept_prepare(r, app, &op->k, "endpoint.create", op->tenant, NULL, body, true);
+  if (ok)
+    ok = hookd_kept_prepare(r, app, &op->k, "endpoint.create", op->tenant,
+                            hookd_req_header(r, "Hookd-Reason"), body, true);
   json_decref(body);
   int64_t now = hookd_now_ms();
   hookd_endpoint *ep = &op->ep;

@@ -154,7 +154,9 @@ void hookd_api_tenant_create(hookd_req *r, hookd_app *app) {
     if (id) snprintf(op->id, sizeof op->id, "%s", id);
     else hookd_id_new("ten", now, op->id);
   }
-  if (ok) ok = hookd_kept_prepare(r, app, &op->k, "tenant.create", NULL, NULL, body, false);
+  if (ok)
+    ok = hookd_kept_prepare(r, app, &op->k, "tenant.create", NULL,
+                            hookd_req_header(r, "Hookd-Reason"), body, false);
   json_decref(body);
   if (!ok) {
     tenant_cleanup(&op->base);

@@ -164,6 +164,9 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints?limit=500`)).json.data.length, before + 1,
       'one endpoint: an event is not delivered twice');
     assertError(await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { ...body, description: 'other' }, k), 409, 'conflict');
+    // another reason (Hookd-Reason, what the audit records) is another request too
+    assertError(await h.api('POST', `/v1/tenants/${tenant}/endpoints`, body, { ...k, 'Hookd-Reason': 'ticket 42' }),
+      409, 'conflict');
     // the key is the tenant's: the same key and body under another tenant is another request
     assert.equal((await h.api('POST', '/v1/tenants', { id: 'idem-other' })).status, 201);
     const o = await h.api('POST', '/v1/tenants/idem-other/endpoints', body, k);
@@ -192,6 +195,8 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     const list = (await h.api('GET', `/v1/sources?tenant=${a.json.id}`)).json.data;
     assert.equal(list.length, 1, 'one source');
     assertError(await h.api('POST', '/v1/sources', { ...src, secrets: ['whsec_other'] }, ks), 409, 'conflict');
+    assertError(await h.api('POST', '/v1/sources', src, { ...ks, 'Hookd-Reason': 'ticket 42' }), 409, 'conflict');
+    assertError(await h.api('POST', '/v1/tenants', { name: 'Idem Co' }, { ...k, 'Hookd-Reason': 'ticket 42' }), 409, 'conflict');
     // the tenant it made, deleted since: 409, as for an endpoint
     assert.equal((await h.api('DELETE', `/v1/tenants/${a.json.id}`)).status, 200);
     assertError(await h.api('POST', '/v1/tenants', { name: 'Idem Co' }, k), 409, 'invalid_state');
