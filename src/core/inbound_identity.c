@@ -149,7 +149,11 @@ static int twilio_id(const hookd_in_request *req, const json_t *body, bool legac
   if (h && *h) return legacy ? 1 : put_str(out, outlen, h);
   size_t qlen = 0;
   const char *q = req->body_len ? req->body : hookd_in_query(req, &qlen);
-  json_t *form = body ? NULL : form_object(q, req->body_len ? req->body_len : qlen);
+  /* a body typed as anything but a form is not read as one: a JSON body too deep to parse (body
+   * NULL) is keyed by its hash, not split on '&' */
+  const char *ct = hookd_in_header_get(req, "Content-Type");
+  bool form_ok = !req->body_len || !ct || hookd_in_is_form(ct);
+  json_t *form = body || !form_ok ? NULL : form_object(q, req->body_len ? req->body_len : qlen);
   const json_t *from = body ? body : form;
   int rc = 1;
   const json_t *msg[] = {obj_get(from, "MessageSid"), obj_get(from, "MessageStatus")};

@@ -180,6 +180,15 @@ static void event_ids(void **st) {
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, b, NULL, id, sizeof id), 0);
   assert_string_equal(id, "SM9");
   json_decref(b);
+  /* one too deep to parse (no body given): not read as a form — a text holding
+   * "&MessageSid=SMx&" names no id; the payload hash keys it */
+  hookd_in_header json_ct[] = {{"Content-Type", "application/json"}};
+  r = R(json_ct, 1, "[[[{\"t\":\"a&MessageSid=SMx&b\"}]]]");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 1);
+  hookd_in_header form_ct[] = {{"Content-Type", "application/x-www-form-urlencoded"}};
+  r = R(form_ct, 1, "Body=hi&MessageSid=SM2");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "SM2");
 
   b = J("{\"id\":\"1190000000000000000\",\"type\":2}");
   r = R(NULL, 0, "{}");
