@@ -123,9 +123,14 @@ at_most() { awk -v v="$1" -v t="$2" 'BEGIN { print (v + 0 <= t + 0) ? "PASS" : "
 # The line a node bench script (bench/*.mjs) prints that begins with $2, the script $1 run
 # against build/hookd with the VAR=value settings that follow; status 1 when it failed.
 node_line() {
-  local script=$1 prefix=$2
+  local script=$1 prefix=$2 err
   shift 2
-  env HOOKD_BIN="$PWD/build/hookd" "$@" node "$script" 2>/dev/null | grep "^$prefix"
+  err="$BENCH_TMP/$(basename "$script").stderr"
+  env HOOKD_BIN="$PWD/build/hookd" "$@" node "$script" 2>"$err" | grep "^$prefix" || {
+    log "$script failed; the end of its stderr:"
+    tail -n 20 "$err" >&2
+    return 1
+  }
 }
 
 # fs_type DIR — the file system DIR is on (fsync costs depend on it; tmpfs makes fsync free).

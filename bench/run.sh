@@ -50,6 +50,8 @@ bench_install_trap
 
 started=$(date +%s)
 scripts/deps.sh --bench
+# the node scripts (waves, idle sources) use the black-box tests' receiver and its packages
+(cd tests/blackbox && npm ci --no-audit --no-fund --loglevel=error)
 log "building hookd (build/, RelWithDebInfo)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j2 --target hookd >/dev/null

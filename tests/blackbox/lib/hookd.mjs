@@ -70,9 +70,17 @@ async function pgStore(dir, args, env) {
   };
 }
 
+// Every directory made is removed when the test file's process exits (after its daemons are
+// killed), cleaned up by its test or not; HOOKD_TEST_KEEP_TMP=1 keeps them for a post-mortem.
+const madeDirs = new Set();
+process.on('exit', () => {
+  if (process.env.HOOKD_TEST_KEEP_TMP === '1') return;
+  for (const d of madeDirs) { try { rmSync(d, { recursive: true, force: true }); } catch { /* busy */ } }
+});
 export function tempDir(prefix = 'hookd-test-') {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  madeDirs.add(dir);
+  return { dir, cleanup: () => { rmSync(dir, { recursive: true, force: true }); madeDirs.delete(dir); } };
 }
 
 // The fault-injection shim (tests/blackbox/fixtures/faultfs.c), built next to hookd: with
