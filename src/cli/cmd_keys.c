@@ -54,10 +54,28 @@ typedef struct ctx {
   char err[256];
 } ctx;
 
+/* The key's audit row under each tenant of its scope (tenants), or under none for a key of
+ * every tenant — as the API writes them (api_keys.c). */
+static int audit_scoped(hookd_store_conn *c, const hookd_store_backend *be, hookd_audit *a,
+                        const char *tenants) {
+  if (!tenants) return be->audit_append(c, a);
+  const char *cur = tenants, *t;
+  size_t len;
+  int rc = 0;
+  char tenant[HOOKD_SCOPE_MAX + 1];
+  while (!rc && hookd_scope_next(&cur, &t, &len)) {
+    snprintf(tenant, sizeof tenant, "%.*s", (int)len, t);
+    a->tenant_id = tenant;
+    rc = be->audit_append(c, a);
+  }
+  a->tenant_id = NULL;
+  return rc;
+}
+
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   ctx *x = arg;
   int rc = be->api_key_create(c, &x->key);
-  return rc ? rc : be->audit_append(c, &x->audit);
+  return rc ? rc : audit_scoped(c, be, &x->audit, x->key.tenants);
 }
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   ctx *x = arg;
@@ -65,8 +83,16 @@ static int run_list(hookd_store_conn *c, const hookd_store_backend *be, void *ar
 }
 static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   ctx *x = arg;
-  int rc = be->api_key_revoke(c, x->id, hookd_now_ms());
-  return rc ? rc : be->audit_append(c, &x->audit);
+  hookd_api_keys_free(x->keys, x->n); /* a second run (its batch redone) */
+  x->keys = NULL;
+  x->n = 0;
+  int rc = be->api_key_list(c, &x->keys, &x->n);
+  if (rc) return rc;
+  const char *tenants = NULL; /* the key's scope, for its audit rows */
+  for (size_t i = 0; i < x->n; i++)
+    if (!strcmp(x->keys[i].id, x->id)) tenants = x->keys[i].tenants;
+  rc = be->api_key_revoke(c, x->id, hookd_now_ms());
+  return rc ? rc : audit_scoped(c, be, &x->audit, tenants);
 }
 
 static char *reseal(ctx *x, const char *stored, const char *id) {
@@ -331,6 +357,7 @@ static int cmd_revoke(keys_args *a) {
   x.audit = (hookd_audit){.at_ms = hookd_now_ms(), .actor = "cli", .action = "key.revoke",
                           .target = (char *)a->id};
   int rc = hookd_storeq_run_sync(s->writer, run_revoke, &x);
+  hookd_api_keys_free(x.keys, x.n);
   hookd_store_close(s);
   hookd_store_unlock(&lock);
   if (rc) {

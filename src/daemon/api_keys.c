@@ -97,6 +97,22 @@ void hookd_api_keys_reload(hookd_api_op *base, void (*after)(hookd_api_op *)) {
   hookd_api_chain(base, run_keys_reload, reply_keys_reload, HOOKD_API_READER);
 }
 
+/* A key's audit row, under each tenant of its scope (GET /v1/audit?tenant= finds the keys made
+ * for a tenant and revoked from it), or under none for a key of every tenant. */
+static int audit_key(hookd_api_op *base, hookd_store_conn *c, const hookd_store_backend *be,
+                     const char *action, const char *id, const char *tenants, const char *detail) {
+  if (!tenants) return hookd_api_audit(base, c, be, action, id, NULL, detail);
+  const char *cur = tenants, *t;
+  size_t len;
+  int rc = 0;
+  while (!rc && hookd_scope_next(&cur, &t, &len)) {
+    char tenant[HOOKD_SCOPE_MAX + 1];
+    snprintf(tenant, sizeof tenant, "%.*s", (int)len, t);
+    rc = hookd_api_audit(base, c, be, action, id, tenant, detail);
+  }
+  return rc;
+}
+
 /* ---------- create ---------- */
 
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -120,7 +136,7 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc) return rc;
   char detail[HOOKD_KEY_DETAIL_MAX];
   hookd_auth_key_detail(op->role, op->has_tenants ? op->tenants : NULL, detail, sizeof detail);
-  return hookd_api_audit(base, c, be, "key.create", op->id, NULL, detail);
+  return audit_key(base, c, be, "key.create", op->id, op->has_tenants ? op->tenants : NULL, detail);
 }
 
 static void answer_create(hookd_api_op *base) {
@@ -271,7 +287,7 @@ static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if ((rc = be->api_key_revoke(c, op->id, op->revoked_ms)) != 0) return rc;
   char detail[HOOKD_KEY_DETAIL_MAX];
   hookd_auth_key_detail(k->role, k->tenants, detail, sizeof detail);
-  return hookd_api_audit(base, c, be, "key.revoke", op->id, NULL, detail);
+  return audit_key(base, c, be, "key.revoke", op->id, k->tenants, detail);
 }
 
 static void answer_revoke(hookd_api_op *base) {

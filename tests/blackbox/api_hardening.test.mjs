@@ -117,9 +117,16 @@ describe('hookd keys: tenant scopes never widen', () => {
     const all = createKey(h, 'admin');
     assert.equal(all.status, 0, all.stderr);
     const id = (r) => /created (key_\w+)/.exec(r.stderr)[1];
-    const audit = (keyId) => h.query(`SELECT actor, detail FROM audit_log WHERE action = 'key.create' AND target = '${keyId}'`);
-    assert.deepEqual(audit(id(scoped)), [{ actor: 'cli', detail: 'role=operator tenants=acme,other' }]);
-    assert.deepEqual(audit(id(all)), [{ actor: 'cli', detail: 'role=admin tenants=*' }]);
+    const audit = (keyId, action = 'key.create') => h.query('SELECT actor, tenant_id, detail FROM audit_log'
+      + ` WHERE action = '${action}' AND target = '${keyId}' ORDER BY tenant_id`);
+    // a scoped key's row under each tenant of its scope (GET /v1/audit?tenant= finds it); a key of
+    // every tenant's under none
+    const detail = 'role=operator tenants=acme,other';
+    assert.deepEqual(audit(id(scoped)), [{ actor: 'cli', tenant_id: 'acme', detail }, { actor: 'cli', tenant_id: 'other', detail }]);
+    assert.deepEqual(audit(id(all)), [{ actor: 'cli', tenant_id: null, detail: 'role=admin tenants=*' }]);
+    const rv = hookd(['keys', 'revoke', id(scoped), '--store', h.store]);
+    assert.equal(rv.status, 0, rv.stderr);
+    assert.deepEqual(audit(id(scoped), 'key.revoke').map((x) => x.tenant_id), ['acme', 'other']);
     assert.match(all.stderr, /tenants \* \(all\)/, 'the CLI says the key reaches every tenant');
   });
 });

@@ -452,6 +452,12 @@ describe('API keys over the API', () => {
     const rv = audit.find((x) => x.action === 'key.revoke' && x.target === v.json.id);
     assert.ok(rv, 'key.revoke audited');
     assert.equal(rv.reason, 'portal closed');
+    // under the tenant of its scope: a scoped admin reading its tenant's audit sees them
+    const mine = (await as(h, sa, 'GET', `/v1/audit?tenant=${a.tenant}&limit=100`)).json.data;
+    assert.deepEqual(['key.create', 'key.revoke'].map((act) => mine.some((x) => x.action === act && x.target === v.json.id)),
+      [true, true], JSON.stringify(mine));
+    assert.ok(mine.some((x) => x.action === 'key.create' && x.target === pub.json.id), 'the key it made');
+    assert.ok(!mine.some((x) => x.target === outside), 'not another tenant\'s key');
     assert.ok(!JSON.stringify(audit).includes(v.json.key), 'no token in the audit log');
     assert.equal((await h.stop()).code, 0);
     await recv.close();
