@@ -199,6 +199,9 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
                                      held);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints", "endpoints known to the dispatcher",
                                      ds.endpoints);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_tenants",
+                                     "tenants known to the dispatcher (their limits and turns)",
+                                     ds.tenants);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_breakers_open",
                                      "endpoints whose circuit breaker is open or half-open",
                                      ds.breakers_open);

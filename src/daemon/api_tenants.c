@@ -304,6 +304,7 @@ static void reply_delete(hookd_api_op *base, int rc) {
     hookd_endpoint gone = {.id = op->res.endpoint_ids[i], .tenant_id = op->id, .deleted_ms = now};
     hookd_dispatcher_endpoint_changed(app->disp, &gone);
   }
+  hookd_dispatcher_tenant_deleted(app->disp, op->id); /* and the tenant, once they are gone */
   hookd_held_unknown(op->res.counts.held, HOOKD_HELD_BY_DELETE);
   if (op->res.counts.cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)op->res.counts.cancelled);
   HLOG(HOOKD_LOG_INFO, "tenant.deleted", KV_S("tenant_id", op->id),

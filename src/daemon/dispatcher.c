@@ -130,6 +130,17 @@ void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint
   post(d, m);
 }
 
+void hookd_dispatcher_tenant_deleted(hookd_dispatcher *d, const char *id) {
+  msg *m = msg_new(d, MSG_TENANT);
+  if (!m) return;
+  m->tenant_deleted = true;
+  if (!(m->tenant.id = strdup(id))) {
+    free(m);
+    return;
+  }
+  post(d, m);
+}
+
 void hookd_dispatcher_tenant_changed(hookd_dispatcher *d, const hookd_tenant *t) {
   msg *m = msg_new(d, MSG_TENANT);
   if (!m) return;
@@ -307,6 +318,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     e->pause_adopted = e->paused_until > now; /* the store's word, as another node's */
     e->t = sched_tenant(d, e->cfg.tenant_id);
     if (!e->t || hookd_strmap_put(&d->eps, e->cfg.id, e) != 0) {
+      e->t = NULL; /* (no ref taken on it yet) */
       ep_free(d, e);
       return;
     }
@@ -1728,8 +1740,12 @@ static void process_inbox(hookd_dispatcher *d) {
       m->sync_fn(m->sync_arg);
       break;
     case MSG_TENANT: {
-      tenant *t = sched_tenant(d, m->tenant.id);
-      if (t) sched_tenant_apply(d, t, &m->tenant);
+      if (m->tenant_deleted) {
+        sched_tenant_deleted(d, m->tenant.id);
+      } else {
+        tenant *t = sched_tenant(d, m->tenant.id);
+        if (t) sched_tenant_apply(d, t, &m->tenant);
+      }
       free(m->tenant.id);
       break;
     }
@@ -1815,18 +1831,21 @@ static void process_inbox(hookd_dispatcher *d) {
 static void update_counts(hookd_dispatcher *d) {
   hookd_dispatcher_stats *p = &d->published;
   if (p->in_flight == d->in_flight && p->queued == d->queued &&
-      p->endpoints == (int)d->eps.len && p->claimed_body_bytes == d->body_bytes &&
+      p->endpoints == (int)d->eps.len && p->tenants == (int)d->tenants.len &&
+      p->claimed_body_bytes == d->body_bytes &&
       p->breakers_open == d->breakers_open)
     return;
   p->in_flight = d->in_flight;
   p->queued = d->queued;
   p->endpoints = (int)d->eps.len;
+  p->tenants = (int)d->tenants.len;
   p->claimed_body_bytes = d->body_bytes;
   p->breakers_open = d->breakers_open;
   pthread_mutex_lock(&d->mu);
   d->stats.in_flight = p->in_flight;
   d->stats.queued = p->queued;
   d->stats.endpoints = p->endpoints;
+  d->stats.tenants = p->tenants;
   d->stats.claimed_body_bytes = p->claimed_body_bytes;
   d->stats.breakers_open = p->breakers_open;
   pthread_mutex_unlock(&d->mu);

@@ -66,6 +66,7 @@ typedef struct hookd_dispatcher_stats {
   int in_flight;
   int queued;                 /* claimed, waiting for a slot */
   int endpoints;
+  int tenants;                /* tenants it keeps limits and turns for (a deleted one forgotten) */
   int64_t oldest_due_ms;      /* earliest next_due among endpoints with due work, 0 if none */
   int64_t oldest_held_ms;     /* and among those an open breaker or a Retry-After pause holds */
   int64_t walked_ms;          /* when the walk that read oldest_due_ms ran */
@@ -104,6 +105,10 @@ void hookd_dispatcher_endpoint_changed(hookd_dispatcher *d, const hookd_endpoint
 
 /* t is copied: its limits and weight apply from now on. */
 void hookd_dispatcher_tenant_changed(hookd_dispatcher *d, const hookd_tenant *t);
+/* The tenant was deleted (its endpoints posted as deleted before): forgotten once nothing of it
+ * is left in the dispatcher (tenants made and deleted through the API would pile up, each
+ * walked five times a second). */
+void hookd_dispatcher_tenant_deleted(hookd_dispatcher *d, const char *id);
 /* Calls fn(arg) on the dispatcher thread once every change posted before it (the two calls
  * above) is applied: what the API answers after a change, since no request starts under the
  * old configuration from then on. Out of memory, fn runs at once, on the calling thread. */

@@ -50,6 +50,7 @@ typedef struct msg {
   int64_t due_ms;
   hookd_endpoint ep;          /* MSG_ENDPOINT */
   hookd_tenant tenant;        /* MSG_TENANT */
+  bool tenant_deleted;        /* MSG_TENANT: the tenant was deleted (only its id is set) */
   hookd_claim_req claim;      /* MSG_CLAIMED */
   struct ep *claim_ep;
   hookd_claimed *claimed;
@@ -155,6 +156,7 @@ typedef struct tenant {
   struct tenant *wait_next;
   bool waiting;
   int refs;                   /* endpoints pointing here */
+  bool deleted;               /* deleted: freed once no endpoint and no work is left of it */
   bool share_blocked;         /* on d->share_wait: the global cap is down to its reserve */
   struct tenant *share_next;
   struct ep *share_wait;      /* its endpoints stopped by the reserve of its cap */
@@ -354,6 +356,7 @@ struct hookd_dispatcher {
 tenant *sched_tenant(hookd_dispatcher *d, const char *id);
 void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg);
 void sched_tenant_release(hookd_dispatcher *d, tenant *t);
+void sched_tenant_deleted(hookd_dispatcher *d, const char *id);
 void sched_ep_schedule(hookd_dispatcher *d, ep *e);   /* claim heap membership and key */
 void sched_ep_ready(hookd_dispatcher *d, ep *e);      /* may it send? ready list, waits */
 void sched_ep_unlink(hookd_dispatcher *d, ep *e);     /* out of every list and heap */

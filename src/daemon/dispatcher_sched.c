@@ -224,9 +224,32 @@ static tenant *ring_pop(hookd_dispatcher *d) {
   return t;
 }
 
+/* A deleted tenant is freed once nothing points at it: no endpoint (each holds a ref while it
+ * has work), and on no list of the dispatcher's (the ring, the rate wait, the reserve's wait). */
+static void tenant_forget_if_done(hookd_dispatcher *d, tenant *t) {
+  if (!t->deleted || t->refs > 0 || t->in_ring || t->serving || t->waiting || t->share_blocked ||
+      t->in_flight || t->queued || t->claiming || t->body_bytes)
+    return;
+  for (int c = 0; c < CLS__COUNT; c++)
+    if (t->in_flight_cls[c]) return;
+  char id[256];
+  snprintf(id, sizeof id, "%s", t->id); /* the key goes with the entry */
+  hookd_strmap_del(&d->tenants, id);
+  free(t->id);
+  free(t);
+}
+
 void sched_tenant_release(hookd_dispatcher *d, tenant *t) {
   if (!t || --t->refs > 0) return;
-  /* no endpoint left: keep the tenant (its limits) — tenants are few and long-lived */
+  /* no endpoint left: keep the tenant (its limits), unless it was deleted */
+  tenant_forget_if_done(d, t);
+}
+
+void sched_tenant_deleted(hookd_dispatcher *d, const char *id) {
+  tenant *t = hookd_strmap_get(&d->tenants, id);
+  if (!t) return;
+  t->deleted = true;
+  tenant_forget_if_done(d, t);
 }
 
 /* ---------- endpoint readiness ---------- */
@@ -363,6 +386,7 @@ static void flush_share_tenants(hookd_dispatcher *d) {
     t->share_next = NULL;
     t->share_blocked = false;
     ring_push(d, t);
+    tenant_forget_if_done(d, t); /* (deleted while it waited) */
   }
 }
 
@@ -957,6 +981,7 @@ void sched_wake(hookd_dispatcher *d, int64_t now) {
       t->wait_next = NULL;
       tenant_hold(d, t, &t->waiting, false);
       ring_push(d, t);
+      tenant_forget_if_done(d, t); /* (deleted while it waited) */
     } else {
       pp = &t->wait_next;
     }

@@ -94,6 +94,28 @@ describe('observability', () => {
     await r.close();
   });
 
+  it('a deleted tenant is forgotten by the dispatcher once its last request ends (hookd_tenants): tenants made and deleted do not pile up', async () => {
+    const h = await startHookd();
+    const r = await startReceiver(() => 'hang');
+    const tenants = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_tenants');
+    const { tenant } = await setup(h, r.url);
+    await publish(h, tenant, { type: 'a', payload: {} });
+    await waitUntil(async () => r.open === 1, { what: 'its request held' });
+    const before = await tenants();
+    assert.ok(before >= 1, `${before}`);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}`)).status, 200);
+    r.releaseHanging(); // its request in flight ends after the delete
+    r.behave = () => ({ status: 200 });
+    await waitUntil(async () => (await tenants()) === before - 1, { what: 'the deleted tenant forgotten' });
+    // the dispatcher goes on for the others
+    const other = await setup(h, r.url);
+    const p = await publish(h, other.tenant, { type: 'a', payload: {} });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(await tenants(), before);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('hookd_oldest_pending_age_seconds reads how far behind the sending is: a disabled endpoint\'s deliveries wait on purpose and read nothing; a backlog waiting for slots does', async () => {
     const h = await startHookd();
     const age = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_oldest_pending_age_seconds');
