@@ -249,6 +249,20 @@ static int session_setup(hookd_store_conn *c) {
   c->cancel = PQgetCancel(c->pg);
   pthread_mutex_unlock(&c->sh->mu);
   if (pg_exec(c, "SET client_encoding = 'UTF8'", "session") != 0) return HOOKD_STORE_ERR;
+  /* What the store's correctness rests on, whatever the server, database, role or URL set:
+   * - a COMMIT answered is on disk (2xx only after it): synchronous_commit raised from off (a
+   *   common tuning), never lowered (remote_apply stays);
+   * - the writer's reads see every commit made before its lock was granted: READ COMMITTED (a
+   *   default of repeatable read took the snapshot before the lock, docs/postgres.md);
+   * - waits for the writer lock end when hookd says (its lock and statement timeouts), not at a
+   *   role's lock_timeout; and a session that writes. */
+  if (pg_exec(c, "SELECT set_config('synchronous_commit', 'on', false)"
+                 " WHERE current_setting('synchronous_commit') = 'off';"
+                 " SET default_transaction_isolation = 'read committed';"
+                 " SET default_transaction_read_only = off; SET lock_timeout = 0;"
+                 " SET statement_timeout = 0",
+              "session") != 0)
+    return HOOKD_STORE_ERR;
   /* a session left idle inside a transaction (its node stalled, its link silent) is ended by
    * the server, so that the writer lock it holds does not stop every other node's writes; and
    * the server probes the link of an idle session too, so that a session whose node is gone
