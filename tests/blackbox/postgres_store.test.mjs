@@ -117,6 +117,29 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   }
 });
 
+test('the sessions set what the store rests on: a role\'s lock_timeout, an isolation default, synchronous_commit off (in the URL) change nothing', async () => {
+  // two nodes publishing at once wait for each other's writer lock: a 1 ms lock_timeout failed
+  // those waits (503s) before the sessions set their own
+  const store = `${await pg.database()}?options=${encodeURIComponent('-clock_timeout=1ms -csynchronous_commit=off'
+    + ' -cdefault_transaction_isolation=serializable')}`;
+  const rx = await startReceiver();
+  const key = masterKey();
+  const nodes = [await node(store, key, 'n1'), await node(store, key, 'n2')];
+  try {
+    const { tenant } = await setup(nodes[0], rx.url);
+    await waitUntil(async () => (await nodes[1].api('GET', `/v1/tenants/${tenant}`)).status === 200 || null,
+      { what: 'the tenant on n2' });
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) =>
+      publish(nodes[i % 2], tenant, { id: `evt_set_${i}`, type: 'a', payload: { i } })));
+    assert.deepEqual([...new Set(answers.map((a) => a.status))], [202], answers.find((a) => a.status !== 202)?.text);
+    await rx.waitFor((r) => new Set(r.requests.map((q) => q.headers['webhook-id'])).size === 200, 30000, 'each delivered');
+    for (const h of nodes) assert.ok(!h.logs.some((l) => l.msg === 'store.error'), JSON.stringify(h.logs.find((l) => l.msg === 'store.error')));
+  } finally {
+    for (const h of nodes) await h.stop();
+    await rx.close();
+  }
+});
+
 test('a node killed with a delivery in flight sends it again at its next start under the same node id', async () => {
   const store = await pg.database();
   const key = masterKey();
