@@ -3,11 +3,14 @@
 
 #include <math.h>
 
+/* Only forward: a time read earlier than the last one (a pass's "now" read before a later
+ * check of the same bucket) credits nothing and moves nothing back — else the time between the
+ * two was credited twice, and an endpoint behind a late pass sent at its concurrency, not its
+ * rate (a review). A step of the wall clock moves last_ms by hookd_bucket_shift. */
 static void refill(hookd_bucket *b, int64_t now_ms) {
-  if (now_ms > b->last_ms) {
-    b->tokens += (double)(now_ms - b->last_ms) * b->rate / 1000.0;
-    if (b->tokens > b->burst) b->tokens = b->burst;
-  }
+  if (now_ms <= b->last_ms) return;
+  b->tokens += (double)(now_ms - b->last_ms) * b->rate / 1000.0;
+  if (b->tokens > b->burst) b->tokens = b->burst;
   b->last_ms = now_ms;
 }
 

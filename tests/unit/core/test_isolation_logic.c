@@ -29,6 +29,20 @@ static void bucket_wait_is_bounded(void **s) {
   }
 }
 
+/* A time read before the last one seen (a late dispatch pass's "now", beside a fresh check of
+ * the same bucket) credits nothing twice: one token per 20 ms holds. */
+static void bucket_earlier_time_credits_nothing_twice(void **s) {
+  (void)s;
+  hookd_bucket b;
+  hookd_bucket_init(&b, 50, 1, 0); /* a token every 20 ms, burst 1 */
+  assert_true(hookd_bucket_take(&b, 0));
+  assert_int_equal(hookd_bucket_wait_ms(&b, 25), 0); /* the next token, at 20 */
+  assert_true(hookd_bucket_take(&b, 5));              /* taken at the pass's earlier time */
+  assert_int_equal(hookd_bucket_wait_ms(&b, 25), 20); /* nothing credited again */
+  assert_false(hookd_bucket_take(&b, 25));
+  assert_true(hookd_bucket_take(&b, 45));
+}
+
 static void bucket_rate_and_burst(void **s) {
   hookd_bucket b;
   hookd_bucket_init(&b, 10, 5, 0); /* 10/s, burst 5 */
@@ -205,6 +219,7 @@ static void share_of_a_used_budget(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(bucket_earlier_time_credits_nothing_twice),
       cmocka_unit_test(bucket_rate_and_burst),
       cmocka_unit_test(bucket_wait_is_bounded),
       cmocka_unit_test(breaker_cycle),
