@@ -175,6 +175,8 @@ typedef struct ep {
   char *header_lines;         /* its custom headers opened, "Name: value\n" each (NULL none) */
   bool key_ok;                /* its secret (and custom headers) opened: it may be sent to */
   bool gone;
+  uint64_t pause_gen;         /* apply_pauses: pause_stored is the store's pause of this rescan */
+  int64_t pause_stored;       /* when pause_gen is the dispatcher's */
   bool pause_adopted;         /* paused_until is held in the store: another node's Retry-After
                                  read there, or this node's own once its write committed (shared
                                  store): lifted when the store no longer has it (apply_pauses) */
@@ -330,6 +332,7 @@ struct hookd_dispatcher {
                                  started before the latest (its max age counts time passed) */
   int64_t clock_forward_at;   /* when the latest was taken (dispatcher time) */
   int64_t clock_net_ms;            /* the clock steps taken, net (+ forward) */
+  uint64_t pause_gen;              /* apply_pauses's rescans, counted (ep.pause_gen) */
   _Atomic int64_t stepped_back_ms; /* the most clock_net_ms has read behind 0 (by retention) */
   int64_t lease_move_pending; /* ms this node's stored leases still have to move forward: no
                                  claim nor sweep runs until they have (one would take them over) */
