@@ -325,7 +325,10 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     e->t->refs++;
     e->next_due = now; /* a claim finds out what is due */
   } else {
-    bool was_enabled = e->cfg.enabled;
+    /* (disabled in memory by an answer whose write is not in yet: enabled as far as an
+     * operator's change goes — another change read before that write is no re-enable, which
+     * would wipe its breaker and lift the receiver's Retry-After pause) */
+    bool was_enabled = e->cfg.enabled || e->disabled_by_outcome;
     bool was_resend = !ep_no_resend(e);
     bool moved = !e->cfg.url || !cfg->url || strcmp(e->cfg.url, cfg->url) != 0;
     ep_apply_config(d, e, cfg);
@@ -1328,9 +1331,12 @@ static void on_marked(hookd_dispatcher *d, item *it) {
   int64_t now = disp_now(d);
   /* what dispatch_ring checked before the mark, again after its commit (a slow or locked store
    * may have taken most of the lease: a request that outlived it would be held unknown by the
-   * sweep while it is still in flight); the endpoint disabled or paused meanwhile sends nothing */
+   * sweep while it is still in flight); the endpoint disabled or paused meanwhile sends nothing,
+   * nor one whose breaker opened meanwhile (the probe goes only as the probe of its breaker) */
+  bool breaker_ok = it->probe ? disp_probe(it) && e->br.state == HOOKD_BREAKER_HALF_OPEN
+                              : e->br.state == HOOKD_BREAKER_CLOSED;
   if (it->rc == 0 && !d->stopping && !e->gone && e->cfg.enabled && e->paused_until <= now &&
-      disp_lease_room(it, e, now)) {
+      breaker_ok && disp_lease_room(it, e, now)) {
     it->marked = true;
     if (disp_send_item(d, it, now) == 0) return;
   }
@@ -1895,8 +1901,11 @@ static void update_stats(hookd_dispatcher *d) {
     if (due && due <= now && (!oldest || due < oldest)) oldest = due;
     open += e->br.state != HOOKD_BREAKER_CLOSED;
     paused += e->paused_until > now;
-    slow += e->slow;
-    e->t->slow_eps += e->slow;
+    /* a disabled endpoint's slow mark (never cleared: it gets no fast answers) holds back no
+     * newcomer of its tenant, nor reads as slow in the gauge */
+    bool slow_now = e->slow && e->cfg.enabled && !e->gone;
+    slow += slow_now;
+    e->t->slow_eps += slow_now;
   }
   d->breakers_open = open; /* the exact count (an endpoint removed took its breaker along) */
   /* while there is work the loop wakes for the next walk: idle between two events, it read a
