@@ -25,6 +25,14 @@
  * (store.watch_down logged, store.watch_up not yet). */
 enum { HOOKD_WATCH_NOT_YET = 0, HOOKD_WATCH_LISTENING = 1, HOOKD_WATCH_DOWN = 2 };
 
+/* Where a retention walk in seq order goes on at its next run (daemon.c purge_walk): past the
+ * rows it kept (a record whose forward is open, an event a disabled endpoint still owes), which
+ * are read again by a walk from the start once an hour, not every minute. */
+typedef struct hookd_walk_cursor {
+  int64_t resume_seq; /* the end of the last full batch of the walk before (0: the start) */
+  int64_t full_at_ms; /* monotonic: the next walk from the start is due then */
+} hookd_walk_cursor;
+
 typedef struct hookd_app {
   const hookd_config *cfg;
   hookd_store *store;
@@ -46,6 +54,7 @@ typedef struct hookd_app {
   hookd_bounded_clock retention_clock; /* retention's "now" (core/clock.h), from the start */
   int64_t retention_behind_logged;     /* its behind_max as last logged */
   bool retention_held;                 /* retention.held logged, not yet retention.resumed */
+  hookd_walk_cursor inbox_walk, payload_walk, expire_walk; /* the seq-ordered walks' */
   int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
   int64_t ticked_ms;        /* its last round of duties: checkpoints, deletes (monotonic) */
   bool reload_asked;        /* a SIGHUP came since that reload: another is due (daemon.c) */

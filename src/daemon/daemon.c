@@ -162,24 +162,36 @@ static bool tick_due(hookd_app *app) {
          (sigpending(&set) == 0 && sigismember(&set, SIGHUP) == 1);
 }
 
+#define WALK_FULL_EVERY_MS (3600 * 1000) /* a seq walk from the start, to read what it kept */
+
 /* One retention walk, in small batches, until nothing older than the window is left to it.
  * Returns false when a stop signal cut it short. Between batches the main loop's duties go on
  * (the API keys and sources reloaded when due or asked for): a first purge of a large backlog
- * takes minutes, and a revoked key must stop working meanwhile. */
+ * takes minutes, and a revoked key must stop working meanwhile. A walk in seq order (wc set)
+ * goes on where the one before ended its last full batch, and from the start once an hour: the
+ * rows it keeps (a forward still open, an event a disabled endpoint still owes: months of
+ * them) were read again, every one, every minute (a review). */
 static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
-                       _Atomic uint64_t *counter, const char *msg) {
-  purge p = {.before_ms = now_ms - retention_s * 1000};
-  int64_t total = 0;
-  bool stopped = false;
+                       _Atomic uint64_t *counter, const char *msg, hookd_walk_cursor *wc) {
+  int64_t mono = hookd_mono_ms();
+  bool full = !wc || mono >= wc->full_at_ms;
+  purge p = {.before_ms = now_ms - retention_s * 1000, .after_seq = full ? 0 : wc->resume_seq};
+  int64_t total = 0, reached = p.after_seq;
+  bool stopped = false, failed = false;
   do {
     if ((stopped = stop_pending())) break;
     p.purged = 0;
-    if (hookd_storeq_run_sync(app->store->writer, run, &p) != 0) break;
+    if ((failed = hookd_storeq_run_sync(app->store->writer, run, &p) != 0)) break;
     atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
     total += p.purged;
+    if (p.after_seq) reached = p.after_seq;
     if (tick_due(app) && refresh_config(app)) finish_deletes(app); /* (not for a reload only) */
   } while (p.after_seq != 0);
+  if (wc && !stopped && !failed) {
+    wc->resume_seq = reached;
+    if (full) wc->full_at_ms = mono + WALK_FULL_EVERY_MS;
+  }
   if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
   return !stopped;
 }
@@ -245,22 +257,22 @@ static void purge_old(hookd_app *app) {
   int64_t held = hookd_bounded_clock_behind(&app->retention_clock, wall, mono);
   if (behind > held) now -= behind - held;
   if (!purge_walk(app, now, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
-                  "inbox.purged") ||
+                  "inbox.purged", &app->inbox_walk) ||
       !purge_walk(app, now, app->cfg->inbox_retention_s, run_object_versions_purge,
-                  &hookd_m.versions_purged, "object_versions.purged"))
+                  &hookd_m.versions_purged, "object_versions.purged", NULL))
     return;
   if (app->cfg->payload_retention_s > 0 &&
       !purge_walk(app, now, app->cfg->payload_retention_s, run_event_purge,
-                  &hookd_m.payloads_purged, "payload.purged"))
+                  &hookd_m.payloads_purged, "payload.purged", &app->payload_walk))
     return;
   if (app->cfg->event_retention_s > 0 &&
       (!purge_walk(app, now, app->cfg->event_retention_s, run_event_expire,
-                   &hookd_m.events_expired, "event.expired") ||
+                   &hookd_m.events_expired, "event.expired", &app->expire_walk) ||
        !purge_walk(app, now, app->cfg->event_retention_s, run_lane_versions_purge,
-                   &hookd_m.versions_purged, "lane_versions.purged")))
+                   &hookd_m.versions_purged, "lane_versions.purged", NULL)))
     return;
   purge_walk(app, now, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge,
-             &hookd_m.replay_purged, "replay.items_purged");
+             &hookd_m.replay_purged, "replay.items_purged", NULL);
 }
 
 /* *stored (may be NULL): the store's key rows, revoked and refused ones too. */
