@@ -54,20 +54,12 @@ typedef struct ctx {
   char err[256];
 } ctx;
 
-/* The key's audit row under each tenant of its scope (tenants), or under none for a key of
- * every tenant — as the API writes them (api_keys.c). */
+/* The key's audit row under its tenant for a key of one tenant, else under none — as the API
+ * writes them (api_keys.c audit_key). */
 static int audit_scoped(hookd_store_conn *c, const hookd_store_backend *be, hookd_audit *a,
                         const char *tenants) {
-  if (!tenants) return be->audit_append(c, a);
-  const char *cur = tenants, *t;
-  size_t len;
-  int rc = 0;
-  char tenant[HOOKD_SCOPE_MAX + 1];
-  while (!rc && hookd_scope_next(&cur, &t, &len)) {
-    snprintf(tenant, sizeof tenant, "%.*s", (int)len, t);
-    a->tenant_id = tenant;
-    rc = be->audit_append(c, a);
-  }
+  a->tenant_id = (char *)hookd_scope_single(tenants);
+  int rc = be->audit_append(c, a);
   a->tenant_id = NULL;
   return rc;
 }

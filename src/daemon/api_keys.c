@@ -97,20 +97,12 @@ void hookd_api_keys_reload(hookd_api_op *base, void (*after)(hookd_api_op *)) {
   hookd_api_chain(base, run_keys_reload, reply_keys_reload, HOOKD_API_READER);
 }
 
-/* A key's audit row, under each tenant of its scope (GET /v1/audit?tenant= finds the keys made
- * for a tenant and revoked from it), or under none for a key of every tenant. */
+/* A key's audit row: under its tenant for a key of one tenant (GET /v1/audit?tenant= finds the
+ * keys made for it and revoked), under none for a key of several or every tenant (its detail
+ * names them all: under one of them, that tenant's readers would learn of the others). */
 static int audit_key(hookd_api_op *base, hookd_store_conn *c, const hookd_store_backend *be,
                      const char *action, const char *id, const char *tenants, const char *detail) {
-  if (!tenants) return hookd_api_audit(base, c, be, action, id, NULL, detail);
-  const char *cur = tenants, *t;
-  size_t len;
-  int rc = 0;
-  while (!rc && hookd_scope_next(&cur, &t, &len)) {
-    char tenant[HOOKD_SCOPE_MAX + 1];
-    snprintf(tenant, sizeof tenant, "%.*s", (int)len, t);
-    rc = hookd_api_audit(base, c, be, action, id, tenant, detail);
-  }
-  return rc;
+  return hookd_api_audit(base, c, be, action, id, hookd_scope_single(tenants), detail);
 }
 
 /* ---------- create ---------- */

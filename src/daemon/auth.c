@@ -225,6 +225,10 @@ bool hookd_scope_next(const char **cursor, const char **item, size_t *len) {
   return true;
 }
 
+const char *hookd_scope_single(const char *scope) {
+  return scope && *scope && !strchr(scope, ',') ? scope : NULL;
+}
+
 bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id) {
   if (!p->tenants[0]) return true;
   size_t tl = strlen(tenant_id), len;

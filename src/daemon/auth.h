@@ -69,6 +69,8 @@ bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id)
 /* Walks a comma-separated scope ("a,b"): the next item (borrowed, empty ones included) and
  * its length, moving *cursor on (NULL after the last); false when there is no more. */
 bool hookd_scope_next(const char **cursor, const char **item, size_t *len);
+/* A scope of one tenant: that tenant (scope itself); NULL for several tenants or every one. */
+const char *hookd_scope_single(const char *scope);
 const char *hookd_role_name(hookd_role r);
 int hookd_role_parse(const char *s, hookd_role *out);
 

@@ -228,11 +228,12 @@ typedef struct ep {
                                    one above) */
 } ep;
 
-/* Marks an endpoint slow or clears the mark, keeping its tenant's count. */
+/* Marks an endpoint slow or clears the mark, keeping its tenant's count — of enabled endpoints
+ * only, as the stats walk recounts it (a disabled one holds back no newcomer). */
 static inline void ep_set_slow(ep *e, bool slow) {
   if (e->slow == slow) return;
   e->slow = slow;
-  e->t->slow_eps += slow ? 1 : -1;
+  if (e->cfg.enabled && !e->gone) e->t->slow_eps += slow ? 1 : -1;
 }
 
 /* Whether the endpoint is a newcomer: never heard from, in a tenant with slow endpoints. Its

@@ -762,6 +762,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
     ep *e = ready_pop(d, t);
     if (!e) {
       t->serving = false;
+      tenant_forget_if_done(d, t); /* (deleted while it waited in the ring) */
       continue; /* nothing ready: out of the ring until an endpoint is */
     }
     if (!reserve_allows(t->max_in_flight, t->in_flight, e->in_flight)) {

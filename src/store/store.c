@@ -20,9 +20,13 @@
 const char *const hookd_recv_outcome_names[HOOKD_RECV__COUNT] = {
     "new", "duplicate", "conflict", "semantic_duplicate", "stale", "filtered"};
 
-/* flock()s path (created 0600 if missing): the descriptor, -1 with err. */
-static int lock_file(const char *path, const char *store_path, char *err, size_t errlen) {
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+/* flock()s path (created 0600 if missing; *created says so): the descriptor, -1 with err. */
+static int lock_file(const char *path, const char *store_path, bool *created, char *err,
+                     size_t errlen) {
+  /* made here, or not at all (O_EXCL: never through a link someone left at its name) */
+  int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  *created = fd >= 0;
+  if (fd < 0 && errno == EEXIST) fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     return -1;
@@ -66,17 +70,20 @@ int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_
   if (sqlite_path_ok(path, err, errlen) != 0) return -1;
   char legacy[1100];
   snprintf(legacy, sizeof legacy, "%s.lock", path);
-  if ((out->db_fd = lock_file(path, path, err, errlen)) < 0) return -1;
-  if ((out->legacy_fd = lock_file(legacy, path, err, errlen)) < 0) {
+  bool created;
+  if ((out->db_fd = lock_file(path, path, &created, err, errlen)) < 0) return -1;
+  if ((out->legacy_fd = lock_file(legacy, path, &created, err, errlen)) < 0) {
     close(out->db_fd); /* nothing of SQLite's is open on the file yet */
     out->db_fd = -1;
     return -1;
   }
   /* Run as root (a CLI key command on a daemon user's store), a lock file it just made would be
    * root's: the daemon's user could no longer open it. Given to the database's owner, as SQLite
-   * does with the -wal and -shm files it makes as root. */
+   * does with the -wal and -shm files it makes as root — only one made by this call: a file
+   * found there (a link to /etc/shadow, say) is never given away. */
   struct stat db, lk;
-  if (geteuid() == 0 && fstat(out->db_fd, &db) == 0 && fstat(out->legacy_fd, &lk) == 0 &&
+  if (created && geteuid() == 0 && fstat(out->db_fd, &db) == 0 &&
+      fstat(out->legacy_fd, &lk) == 0 && S_ISREG(lk.st_mode) && lk.st_nlink == 1 &&
       (lk.st_uid != db.st_uid || lk.st_gid != db.st_gid))
     (void)!fchown(out->legacy_fd, db.st_uid, db.st_gid); /* best effort, as SQLite's */
   return 0;
@@ -489,10 +496,14 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
   } else {
     /* the scheme only: a database URL may carry a password */
     size_t scheme = strcspn(cfg->url, ":/@");
-    if (strchr(cfg->url, '=') && cfg->url[scheme] != ':') /* key=value: may hold a password */
+    bool bare = cfg->url[scheme] != ':' || !scheme; /* no scheme: a path, perhaps */
+    /* key=value, or a URL with its scheme mistyped ("postgresql//u:pw@h", ":pw@h"): either may
+     * hold a password */
+    if ((strchr(cfg->url, '=') && cfg->url[scheme] != ':') ||
+        (bare && (strchr(cfg->url, '@') || strchr(cfg->url, ':'))))
       snprintf(err, errlen, "unsupported store (its text is not repeated: it may hold a "
                             "password): a store is a URL (sqlite:PATH or postgresql://…)");
-    else if (cfg->url[scheme] != ':' || !scheme) /* no scheme: a path, perhaps (no password) */
+    else if (bare) /* a path (no password) */
       snprintf(err, errlen, "unsupported store \"%.64s\": a store is a URL (sqlite:PATH or "
                             "postgresql://…)", cfg->url);
     else

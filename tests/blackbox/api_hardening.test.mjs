@@ -119,14 +119,16 @@ describe('hookd keys: tenant scopes never widen', () => {
     const id = (r) => /created (key_\w+)/.exec(r.stderr)[1];
     const audit = (keyId, action = 'key.create') => h.query('SELECT actor, tenant_id, detail FROM audit_log'
       + ` WHERE action = '${action}' AND target = '${keyId}' ORDER BY tenant_id`);
-    // a scoped key's row under each tenant of its scope (GET /v1/audit?tenant= finds it); a key of
-    // every tenant's under none
-    const detail = 'role=operator tenants=acme,other';
-    assert.deepEqual(audit(id(scoped)), [{ actor: 'cli', tenant_id: 'acme', detail }, { actor: 'cli', tenant_id: 'other', detail }]);
+    // a key of one tenant's rows under that tenant (GET /v1/audit?tenant= finds them); a key of
+    // several tenants' or of every tenant's under none (its detail names every tenant of it)
+    assert.deepEqual(audit(id(scoped)), [{ actor: 'cli', tenant_id: null, detail: 'role=operator tenants=acme,other' }]);
     assert.deepEqual(audit(id(all)), [{ actor: 'cli', tenant_id: null, detail: 'role=admin tenants=*' }]);
-    const rv = hookd(['keys', 'revoke', id(scoped), '--store', h.store]);
+    const one = createKey(h, 'viewer', 'acme');
+    assert.equal(one.status, 0, one.stderr);
+    assert.deepEqual(audit(id(one)), [{ actor: 'cli', tenant_id: 'acme', detail: 'role=viewer tenants=acme' }]);
+    const rv = hookd(['keys', 'revoke', id(one), '--store', h.store]);
     assert.equal(rv.status, 0, rv.stderr);
-    assert.deepEqual(audit(id(scoped), 'key.revoke').map((x) => x.tenant_id), ['acme', 'other']);
+    assert.deepEqual(audit(id(one), 'key.revoke').map((x) => x.tenant_id), ['acme']);
     assert.match(all.stderr, /tenants \* \(all\)/, 'the CLI says the key reaches every tenant');
   });
 });

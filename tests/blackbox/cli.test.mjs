@@ -81,6 +81,13 @@ describe('hookd CLI', () => {
     r = run(['serve', '--store', '/tmp/hookd-cli-unused.db', '--listen', '127.0.0.1:0']);
     assert.notEqual(r.status, 0);
     assert.match(startupError(r), /unsupported store "\/tmp\/hookd-cli-unused.db": a store is a URL \(sqlite:PATH or postgresql:\/\/…\)/);
+    // a URL whose scheme lost its colon is not taken for a path: its password is not repeated
+    for (const store of ['postgresql//hookd:S3cret@db/hookd', '//hookd:S3cret@db/hookd', ':S3cret@db']) {
+      r = run(['serve', '--store', store, '--listen', '127.0.0.1:0']);
+      assert.notEqual(r.status, 0);
+      assert.match(startupError(r), /unsupported store \(its text is not repeated: it may hold a password\)/, store);
+      assert.ok(!r.stderr.includes('S3cret'), store);
+    }
     // values that would break a promise are out of range
     r = run(['serve', '--max-header-bytes', '1048576']);
     assert.equal(r.status, 2);

@@ -264,7 +264,7 @@ describe('Idempotency-Key on creates and on a replay (a retry after a lost answe
     assertError(await h.api('POST', `/v1/deliveries/${d.id}/replay`, undefined, { ...k, 'Hookd-Reason': 'another' }),
       409, 'conflict');
     // the key sent again on another tenant's path: that path's answer (404), not the kept one
-    const other = `${tenant}-other`;
+    const other = `${tenant}-kept`;
     assert.equal((await h.api('POST', '/v1/tenants', { id: other })).status, 201);
     const k2 = { 'Idempotency-Key': 'replay-2' };
     const own = await h.api('POST', `/v1/tenants/${tenant}/deliveries/${d.id}/replay`, undefined, k2);

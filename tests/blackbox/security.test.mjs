@@ -452,8 +452,12 @@ describe('API keys over the API', () => {
     const rv = audit.find((x) => x.action === 'key.revoke' && x.target === v.json.id);
     assert.ok(rv, 'key.revoke audited');
     assert.equal(rv.reason, 'portal closed');
-    // under the tenant of its scope: a scoped admin reading its tenant's audit sees them
+    // under the tenant of its scope: a scoped admin reading its tenant's audit sees them; a key of
+    // two tenants is under neither (its detail names the other tenant)
+    const both = await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [a.tenant, b.tenant] });
+    assert.equal(both.status, 201, both.text);
     const mine = (await as(h, sa, 'GET', `/v1/audit?tenant=${a.tenant}&limit=100`)).json.data;
+    assert.ok(!mine.some((x) => x.target === both.json.id), 'a key of two tenants: not under one of them');
     assert.deepEqual(['key.create', 'key.revoke'].map((act) => mine.some((x) => x.action === act && x.target === v.json.id)),
       [true, true], JSON.stringify(mine));
     assert.ok(mine.some((x) => x.action === 'key.create' && x.target === pub.json.id), 'the key it made');
