@@ -44,7 +44,8 @@ static const char lease_lost[] = "lease lost: hookd stopped while the request ma
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
   " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
   " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
-  " AND (SELECT ev.purged_at FROM events ev WHERE ev.seq = p.event_seq) IS NULL"                \
+  " AND COALESCE((SELECT ev.purged_at IS NULL AND (ev.expires_at IS NULL OR ev.expires_at > "   \
+  now ") FROM events ev WHERE ev.seq = p.event_seq), true)"                                    \
   " AND NOT " PG_LANE_MOVED_PAST("p", "d.seq") " AND NOT " PG_LANE_OUTRANKED("p") "))"         \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \

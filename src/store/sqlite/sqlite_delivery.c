@@ -1025,7 +1025,8 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
   " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
   " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
-  " AND (SELECT ev.purged_at FROM events ev WHERE ev.seq = p.event_seq) IS NULL"                \
+  " AND IFNULL((SELECT ev.purged_at IS NULL AND IFNULL(ev.expires_at > ?3, 1) FROM events ev"   \
+  " WHERE ev.seq = p.event_seq), 1)"                                                            \
   " AND NOT " LANE_MOVED_PAST("p", "d.seq") " AND NOT " LANE_OUTRANKED("p") "))"               \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
