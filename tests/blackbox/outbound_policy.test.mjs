@@ -173,7 +173,7 @@ describe('endpoint state', () => {
     const h2 = await startHookd({ args: ['--event-ttl-s', '30'] });
     // (a 500 whose Retry-After is past the expiry: DEAD "expired" at once; no endpoint pause)
     const r = await startReceiver((req) => (JSON.parse(req.body).data.fail
-      ? { status: 500, headers: { 'Retry-After': '60' } } : { status: 200 }));
+      ? { status: 500, headers: { 'Retry-After': '60' } } : JSON.parse(req.body).data.hang ? 'hang' : { status: 200 }));
     const { tenant } = await setup(h2, r.url, { ordered: true, lane_policy: 'block' });
     const deadOf = async (body) => {
       const p = await publish(h2, tenant, body);
@@ -188,6 +188,14 @@ describe('endpoint state', () => {
     const rp = await h2.api('POST', `/v1/deliveries/${passed.id}/replay`);
     assert.equal(rp.status, 409, rp.text);
     assert.match(rp.json.error.message, /lane went on past it/);
+    // as soon as the next of its lane is out, not only once it is settled
+    const held = await deadOf({ type: 'a', payload: { fail: true }, ordering_key: 'm' });
+    await publish(h2, tenant, { type: 'a', payload: { hang: true }, ordering_key: 'm' });
+    await waitUntil(async () => r.open === 1, { what: 'the next of its lane in flight' });
+    const rh = await h2.api('POST', `/v1/deliveries/${held.id}/replay`);
+    assert.equal(rh.status, 409, rh.text);
+    assert.match(rh.json.error.message, /lane went on past it/);
+    r.releaseHanging();
     // the last of its lane (nothing passed it), and one of no lane: replayed
     for (const body of [{ type: 'a', payload: { fail: true }, ordering_key: 'j' }, { type: 'a', payload: { fail: true } }]) {
       const d = await deadOf(body);

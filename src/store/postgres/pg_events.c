@@ -779,11 +779,13 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
                      " e.purged_at, e.ordering_version, (SELECT l.version FROM lane_versions l"
                      " WHERE l.endpoint_id = d.endpoint_id AND l.ordering_key ="
                      " d.ordering_key), e.kind,"
-                     /* a DEAD "expired" head that its lane went on past (read only for one) */
+                     /* a DEAD "expired" head that its lane went on past — a later one
+                      * settled, claimed or attempted (read only for one) */
                      " CASE WHEN d.dead_reason = 'expired' AND d.ordering_key IS NOT NULL"
                      " THEN (EXISTS (SELECT 1 FROM deliveries x WHERE x.endpoint_id ="
                      " d.endpoint_id AND x.ordering_key = d.ordering_key AND x.seq > d.seq"
-                     " AND x.state IN ('delivered', 'dead')))::int ELSE 0 END"
+                     " AND (x.state IN ('delivered', 'dead') OR x.leased_until IS NOT NULL"
+                     " OR x.attempt_count > 0)))::int ELSE 0 END"
                      " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
                      " WHERE d.seq = $1",
                      &p, "read delivery");

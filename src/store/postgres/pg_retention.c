@@ -250,7 +250,7 @@ int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   r = pg_q(c,
            "UPDATE deliveries SET state = 'cancelled', updated_at = $2, next_attempt_at = NULL,"
            " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL,"
-           " last_error = 'payload deleted'"
+           " last_error = 'payload deleted', lane_wait = 0" /* (waits for nothing now) */
            " WHERE event_seq = $1 AND state IN ('pending', 'retrying')"
            " RETURNING seq, (ordering_key IS NOT NULL)::int",
            &p, "cancel deliveries");

@@ -562,12 +562,14 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
                              " e.ordering_version, (SELECT version FROM lane_versions l"
                              " WHERE l.endpoint_id = d.endpoint_id AND l.ordering_key ="
                              " d.ordering_key), e.kind,"
-                             /* a DEAD "expired" head that its lane went on past (read only
-                              * for one: CASE evaluates no more than it must) */
+                             /* a DEAD "expired" head that its lane went on past — a later one
+                              * settled, claimed or attempted (read only for one: CASE
+                              * evaluates no more than it must) */
                              " CASE WHEN d.dead_reason = 'expired' AND d.ordering_key IS NOT"
                              " NULL THEN EXISTS (SELECT 1 FROM deliveries x WHERE x.endpoint_id"
                              " = d.endpoint_id AND x.ordering_key = d.ordering_key AND x.seq >"
-                             " d.seq AND x.state IN ('delivered', 'dead')) ELSE 0 END"
+                             " d.seq AND (x.state IN ('delivered', 'dead') OR x.leased_until"
+                             " IS NOT NULL OR x.attempt_count > 0)) ELSE 0 END"
                              " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
                              " WHERE d.seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
@@ -1973,7 +1975,7 @@ int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   st = sq_stmt(c, SQ_EV_PAYLOAD_CANCEL,
                "UPDATE deliveries SET state = 'cancelled', updated_at = ?2, next_attempt_at = NULL,"
                " lease_token = lease_token + 1, lease_owner = NULL, leased_until = NULL,"
-               " last_error = 'payload deleted'"
+               " last_error = 'payload deleted', lane_wait = 0" /* (waits for nothing now) */
                " WHERE event_seq = ?1 AND state IN ('pending', 'retrying')"
                " RETURNING seq, ordering_key IS NOT NULL");
   if (!st) return HOOKD_STORE_ERR;
