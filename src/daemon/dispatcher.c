@@ -330,6 +330,8 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
      * would wipe its breaker and lift the receiver's Retry-After pause) */
     bool was_enabled = e->cfg.enabled || e->disabled_by_outcome;
     bool was_resend = !ep_no_resend(e);
+    bool was_lanes = e->cfg.ordered && e->cfg.lane_policy && !strcmp(e->cfg.lane_policy, "block");
+    bool was_ordered = e->cfg.ordered;
     bool moved = !e->cfg.url || !cfg->url || strcmp(e->cfg.url, cfg->url) != 0;
     ep_apply_config(d, e, cfg);
     e->disabled_by_outcome = false; /* the store's word now */
@@ -364,6 +366,12 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
      * claimed again under the send mark, instead of being held unknown after a crash although
      * never sent. A crash before the release commits holds them, as before. */
     else if (was_resend && ep_no_resend(e)) sched_release_queue(d, e);
+    /* made ordered (or its lanes to block): what it holds was claimed without that rule (a
+     * lane's deliveries all at once, a DEAD head's successor) — given back, claimed again by it */
+    else if ((!was_ordered && e->cfg.ordered) ||
+             (!was_lanes && e->cfg.ordered && e->cfg.lane_policy &&
+              !strcmp(e->cfg.lane_policy, "block")))
+      sched_release_queue(d, e);
   }
   sched_ep_ready(d, e);
   sched_ep_schedule(d, e);

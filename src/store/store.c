@@ -397,6 +397,12 @@ void hookd_api_keys_free(hookd_api_key *v, size_t n) {
   free(v);
 }
 
+void hookd_claim_mode(hookd_claim_req *r, bool ordered, bool block) {
+  r->ordered = ordered;
+  r->lane_block = ordered && block;
+  if (!ordered) r->replay_first = false; /* (one replay first: an ordered endpoint's turn) */
+}
+
 bool hookd_channels_match(const char *endpoint, const char *event) {
   if (!endpoint) return true;
   for (const char *e = event; e && *e;) {

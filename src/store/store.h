@@ -245,6 +245,10 @@ typedef struct hookd_claim_req {
   int64_t lease_ms;           /* leased_until = now + lease_ms */
 } hookd_claim_req;
 
+/* The claim's lane mode as the endpoint's stored row has it (the dispatcher's copy may not have
+ * heard of a change committed before the claim): ordered, and a DEAD head blocking. */
+void hookd_claim_mode(hookd_claim_req *r, bool ordered, bool block);
+
 /* A claimed delivery with everything needed to send it. */
 typedef struct hookd_claimed {
   hookd_delivery d;           /* seq, id, event_id, state, attempt_count, cycle, lease_token… */

@@ -228,20 +228,25 @@ static int claim_details(hookd_store_conn *c, hookd_claimed *v, size_t n) {
   return HOOKD_STORE_OK;
 }
 
-int pg_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
+int pg_claim(hookd_store_conn *c, const hookd_claim_req *asked, hookd_claimed **out, size_t *n,
              int64_t *next_due_ms) {
   *out = NULL;
   *n = 0;
   *next_due_ms = 0;
   /* A deleted endpoint's deliveries not cancelled yet (the delete walk's: docs/architecture.md
-   * "Deletes") are never claimed, though the dispatcher may not have heard of the delete yet. */
+   * "Deletes") are never claimed, though the dispatcher may not have heard of the delete yet;
+   * nor are its lanes claimed by a mode it has not heard of yet (sq_claim) */
   pg_params p;
   pg_p_init(&p);
-  pg_p_text(&p, req->endpoint_id);
-  PGresult *live = pg_q(c, "SELECT (deleted_at IS NULL)::int FROM endpoints WHERE id = $1", &p,
-                        "claim");
+  pg_p_text(&p, asked->endpoint_id);
+  PGresult *live = pg_q(c, "SELECT (deleted_at IS NULL)::int, (ordered = 1)::int,"
+                           " (lane_policy = 'block')::int FROM endpoints WHERE id = $1",
+                        &p, "claim");
   if (!live) return HOOKD_STORE_ERR;
   bool deleted = PQntuples(live) > 0 && !pg_i64(live, 0, 0);
+  hookd_claim_req r = *asked;
+  if (PQntuples(live) > 0) hookd_claim_mode(&r, pg_i64(live, 0, 1) != 0, pg_i64(live, 0, 2) != 0);
+  const hookd_claim_req *req = &r;
   PQclear(live);
   if (deleted) return HOOKD_STORE_OK;
   hookd_claimed *v = calloc((size_t)(req->limit > 0 ? req->limit : 1), sizeof *v);

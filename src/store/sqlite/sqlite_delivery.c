@@ -1122,19 +1122,26 @@ static int claim_kind(hookd_store_conn *c, const hookd_claim_req *req, bool repl
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "claim");
 }
 
-int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **out, size_t *n,
+int sq_claim(hookd_store_conn *c, const hookd_claim_req *asked, hookd_claimed **out, size_t *n,
              int64_t *next_due_ms) {
   *out = NULL;
   *n = 0;
   *next_due_ms = 0;
   /* A deleted endpoint's deliveries not cancelled yet (the delete walk's: docs/architecture.md
-   * "Deletes") are never claimed, though the dispatcher may not have heard of the delete yet. */
+   * "Deletes") are never claimed, though the dispatcher may not have heard of the delete yet;
+   * nor are its lanes claimed by a mode the dispatcher has not heard of yet (made ordered, or
+   * to block, by a change committed before this claim): the stored row says */
   sqlite3_stmt *live = sq_stmt(c, SQ_CLAIM_LIVE_EP,
-                               "SELECT deleted_at IS NULL FROM endpoints WHERE id = ?1");
+                               "SELECT deleted_at IS NULL, ordered = 1, lane_policy = 'block'"
+                               " FROM endpoints WHERE id = ?1");
   if (!live) return HOOKD_STORE_ERR;
-  sq_bind_text(live, 1, req->endpoint_id);
+  sq_bind_text(live, 1, asked->endpoint_id);
   int step = sqlite3_step(live);
   bool deleted = step == SQLITE_ROW && !sqlite3_column_int(live, 0);
+  hookd_claim_req r = *asked;
+  if (step == SQLITE_ROW) hookd_claim_mode(&r, sqlite3_column_int(live, 1) != 0,
+                                           sqlite3_column_int(live, 2) != 0);
+  const hookd_claim_req *req = &r;
   sqlite3_reset(live);
   if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "claim");
   if (deleted) return HOOKD_STORE_OK;
