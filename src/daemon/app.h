@@ -64,6 +64,8 @@ typedef struct hookd_app {
   int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */
   bool ckpt_failing;             /* failing as last logged: the next success is logged too */
   _Atomic int watch_state;       /* a shared store's change feed (its thread): HOOKD_WATCH_* */
+  _Atomic int64_t stop_began_ms; /* monotonic: the main loop took a stop signal (daemon.c) */
+  _Atomic bool stop_watch_done;  /* the stop's watchdog may end (daemon.c) */
 } hookd_app;
 
 /* The request handler installed in the server (router.c). */

@@ -164,6 +164,38 @@ static bool tick_due(hookd_app *app) {
 
 #define WALK_FULL_EVERY_MS (3600 * 1000) /* a seq walk from the start, to read what it kept */
 
+/* The stop's watchdog. The main thread takes SIGTERM between its duties, and a duty that writes
+ * (a delete's step, a retention batch, a reload) waits for the store: a PostgreSQL write waiting
+ * on a lock no timeout ends held it there, the signal pending and nothing stopping, until a
+ * SIGKILL; and the relay's and the replayer's stops wait for their store ops unbounded. So from
+ * the moment a stop signal is pending (or taken), the whole stop gets what its bounded parts
+ * add up to — the drain (30 s), the answers' flush (2 s), the dispatcher's grace and margin —
+ * and 15 s more; past that it ends the process, exit 1, as the stop's other stalls do
+ * (docs/architecture.md "Shutdown"). */
+static void *stop_watch(void *arg) {
+  hookd_app *app = arg;
+  int64_t bound = 30000 + 2000 + (int64_t)app->cfg->shutdown_grace_s * 1000 +
+                  HOOKD_DISPATCHER_STOP_MARGIN_MS + 15000;
+  int64_t seen = 0;
+  while (!atomic_load(&app->stop_watch_done)) {
+    struct timespec nap = {0, 250 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    int64_t now = hookd_mono_ms(), began = atomic_load(&app->stop_began_ms);
+    sigset_t set;
+    if (!seen && sigpending(&set) == 0 &&
+        (sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1))
+      seen = now;
+    if (began && (!seen || began < seen)) seen = began;
+    if (seen && now - seen > bound) {
+      HLOG(HOOKD_LOG_ERROR, "shutdown.store_stalled", KV_I("after_ms", now - seen),
+           KV_S("why", "the stop did not end in time: a store write that never returned (a "
+                       "PostgreSQL statement waiting on a lock) held it"));
+      _exit(1);
+    }
+  }
+  return NULL;
+}
+
 /* One retention walk, in small batches, until nothing older than the window is left to it.
  * Returns false when a stop signal cut it short. Between batches the main loop's duties go on
  * (the API keys and sources reloaded when due or asked for): a first purge of a large backlog
@@ -525,6 +557,8 @@ int hookd_serve(const hookd_config *cfg) {
 
   hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms(), .main_thread = pthread_self()};
   hookd_outbox *outbox = NULL; /* the transactional outbox's relay (docs/outbox.md) */
+  pthread_t watch; /* the stop's watchdog (stop_watch), from the main loop on */
+  bool watch_started = false;
   app.retention_clock = (hookd_bounded_clock){.wall_ref = app.started_ms,
                                               .mono_ref = hookd_mono_ms(),
                                               .trust_ms = RETENTION_STEP_TRUSTED_MS};
@@ -673,6 +707,7 @@ int hookd_serve(const hookd_config *cfg) {
        KV_S("node_id", cfg->node_id), KV_S("version", HOOKD_VERSION));
 
   int64_t next_purge = 0;
+  watch_started = pthread_create(&watch, NULL, stop_watch, &app) == 0;
   for (;;) {
     int64_t now = hookd_mono_ms(), wait = TICK_MS - (now - app.ticked_ms);
     int64_t reload = reload_in(&app, now);
@@ -681,6 +716,7 @@ int hookd_serve(const hookd_config *cfg) {
     struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
     int sig = sigtimedwait(&sigs, NULL, &ts);
     if (sig == SIGTERM || sig == SIGINT) {
+      atomic_store(&app.stop_began_ms, hookd_mono_ms());
       /* not ready and closing to new requests before it says so: a request sent once the line
        * is out is refused not_ready, not taken (a test's keep-alive request met the moment
        * between and waited on a locked store: 503 storage_unavailable) */
@@ -765,6 +801,10 @@ fail:
   OPENSSL_cleanse(&app.keyring, sizeof app.keyring);
   OPENSSL_cleanse(&app.cursor_key, sizeof app.cursor_key);
   hookd_store_unlock(&lock); /* after the store: see hookd_store_lock */
+  if (watch_started) {
+    atomic_store(&app.stop_watch_done, true);
+    pthread_join(watch, NULL);
+  }
   if (exit_code == 0) HLOG(HOOKD_LOG_INFO, "shutdown.complete", KV_I("exit", 0));
   return exit_code;
 }
