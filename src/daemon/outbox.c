@@ -52,6 +52,7 @@ struct hookd_outbox {
   long long *skip;     /* refused rows whose mark failed (a column too short, a trigger): */
   size_t n_skip;       /* left out of the SELECT for this run, not retaken in a loop */
   bool stuck;          /* more of them than SKIP_MAX: no row is taken any more */
+  bool reconnect;      /* a statement failed as a server not (or no longer) the primary does */
   long long deferred_seq;     /* the row outbox.deferred last named, and when (monotonic) */
   int64_t deferred_logged_ms;
   char select_sql[2048], delete_sql[300], mark_sql[300], lag_sql[400];
@@ -178,6 +179,10 @@ static PGresult *query(hookd_outbox *o, const char *sql, int n, const char *cons
     if (flushed == 0 && !PQisBusy(o->pg)) {
       PGresult *r = PQgetResult(o->pg);
       if (!r) return last; /* (the statement's end) */
+      /* a server that is no longer the primary (a fenced old one after a failover) or is
+       * shutting down: a new connection finds the one that is (target_session_attrs) */
+      const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      if (state && (!strcmp(state, "25006") || !strncmp(state, "57P", 3))) o->reconnect = true;
       PQclear(last);
       last = r;
       continue;
@@ -224,10 +229,12 @@ static bool exec_ok(hookd_outbox *o, const char *sql) {
  * The connection itself is made in at most 5 s (connect_timeout): a stop waits that long at
  * most. */
 static bool connect_pg(hookd_outbox *o) {
-  const char *keys[] = {"connect_timeout", "application_name", "dbname", "client_encoding",
-                        NULL};
-  const char *vals[] = {"5", "hookd-outbox", o->app->cfg->outbox_url, "UTF8", NULL};
-  o->pg = PQconnectdbParams(keys, vals, 1); /* the URL's own settings win over the first two */
+  /* (read-write: of a multi-host URL, the primary, not a standby after a failover, where LISTEN
+   * and the batch's FOR UPDATE fail for ever; the URL's own setting wins) */
+  const char *keys[] = {"connect_timeout", "application_name", "target_session_attrs", "dbname",
+                        "client_encoding", NULL};
+  const char *vals[] = {"5", "hookd-outbox", "read-write", o->app->cfg->outbox_url, "UTF8", NULL};
+  o->pg = PQconnectdbParams(keys, vals, 1); /* the URL's own settings win over the first three */
   /* the server's error without DETAIL or CONTEXT, which may quote a row ("Failing row
    * contains (…)"): it is logged, and kept in relay_error */
   if (o->pg) {
@@ -462,8 +469,12 @@ static int cycle(hookd_outbox *o, bool *cut) {
     return -2;
   }
   if (!exec_ok(o, "BEGIN")) return -1;
+  /* a batch takes half the room left under --max-store-queue at most: the whole of it would
+   * make every publish and provider request meanwhile a 503 overloaded */
+  uint64_t room = ((uint64_t)app->cfg->max_store_queue - depth) / 2;
+  int take = (uint64_t)app->cfg->outbox_batch < room ? app->cfg->outbox_batch : (int)room;
   char limit[16];
-  snprintf(limit, sizeof limit, "%d", app->cfg->outbox_batch);
+  snprintf(limit, sizeof limit, "%d", take > 0 ? take : 1);
   hookd_buf skip;
   hookd_buf_init(&skip, o->n_skip * 24 + 16);
   if (skip_array(o, &skip)) {
@@ -565,8 +576,10 @@ static void *main_loop(void *arg) {
       HOOKD_INC(outbox_errors);
       if (o->pg) { /* a statement failed (a lost connection was logged where it broke) */
         HLOG(HOOKD_LOG_WARN, "outbox.failed", KV_S("error", pg_error(o, msg, sizeof msg)));
-        if (PQtransactionStatus(o->pg) != PQTRANS_IDLE) exec_ok(o, "ROLLBACK");
+        if (o->reconnect) disconnect(o); /* (read-only now, or going away) */
+        else if (PQtransactionStatus(o->pg) != PQTRANS_IDLE) exec_ok(o, "ROLLBACK");
       }
+      o->reconnect = false;
       wait_for(o, backoff, false);
       backoff = next_backoff(backoff);
       continue;
