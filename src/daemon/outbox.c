@@ -650,12 +650,17 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            " s AS (SELECT r.*, octet_length(payload::text) AS plen FROM r),"
            " w AS (SELECT s.*, row_number() OVER (ORDER BY seq) AS k, sum(CASE WHEN plen <="
            " $3::bigint THEN plen ELSE 0 END) OVER (ORDER BY seq) AS upto FROM s) "
-           "SELECT seq, tenant, event_id, type, CASE WHEN plen <= $3::bigint THEN payload::text"
-           " END, "
+           /* each text column cut one past what the API takes (so that a cut value is still
+            * refused, 422, and marked): a producer's bug writing 300 MB into one is neither
+            * fetched nor held, as a payload over the bound is not */
+           "SELECT seq, left(tenant, 65), left(event_id, 129), left(type, 257),"
+           " CASE WHEN plen <= $3::bigint THEN payload::text END, "
            /* (an infinite time is NULL here, not an error failing every batch) */
            "CASE WHEN isfinite(occurred_at) THEN "
-           "floor(extract(epoch FROM occurred_at) * 1000)::bigint END, ordering_key, "
-           "ordering_version, to_json(channels)::text, schema_version, "
+           "floor(extract(epoch FROM occurred_at) * 1000)::bigint END, left(ordering_key, 257), "
+           "ordering_version, CASE WHEN channels IS NOT NULL THEN to_json(ARRAY(SELECT left(c, 129)"
+           " FROM unnest(channels[1:6]) WITH ORDINALITY u(c, i) ORDER BY i))::text END,"
+           " left(schema_version, 65), "
            "CASE WHEN isfinite(created_at) THEN "
            "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint END, plen, "
            "(SELECT count(*) FROM r) "

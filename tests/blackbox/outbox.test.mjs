@@ -138,11 +138,19 @@ test('rows the engine refuses are marked with the reason, the rows behind them g
     // a payload hookd cannot take: the reason names the problem, never the payload's text
     await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES
                     ('r7', $1, 'a.b', '{"email":"a@b.co","email":"x@y.co"}')`, [tenant]);
+    // a producer's bug: 3 MB in a column the API bounds (fetched cut, refused and marked), and
+    // 1,000 channels (the first 6 fetched)
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, ordering_key) VALUES ('r8', $1, 'a.b', '{}', $2)`,
+      [tenant, 'k'.repeat(3 << 20)]);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, channels) VALUES ('r9', $1, 'a.b', '{}', $2)`,
+      [tenant, Array.from({ length: 1000 }, (_, i) => `c${i}`)]);
     await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('r4', $1, 'a.b', '{"n":4}')`, [tenant]);
     await waitDelivery(h, 'r4', (d) => d.length === 1 && d[0].state === 'delivered', 'the row behind the refused ones');
-    await waitUntil(async () => (await rows(name)).length === 6, { what: 'the good row deleted' });
+    await waitUntil(async () => (await rows(name)).length === 8, { what: 'the good row deleted' });
     const left = await rows(name);
-    assert.deepEqual(left.map((r) => r.event_id), ['r1', 'r2', 'taken', 'r5', 'r6', 'r7']);
+    assert.deepEqual(left.map((r) => r.event_id), ['r1', 'r2', 'taken', 'r5', 'r6', 'r7', 'r8', 'r9']);
+    assert.match(left[6].relay_error, /^422 invalid_field: ordering_key must be/);
+    assert.match(left[7].relay_error, /^422 invalid_field: channels must be/);
     assert.match(left[5].relay_error, /^400 invalid_json: payload: /);
     assert.ok(!left[5].relay_error.includes('email'), left[5].relay_error);
     const logged = await h.waitForLog((l) => l.msg === 'outbox.refused' && l.event_id === 'r7');
@@ -152,7 +160,7 @@ test('rows the engine refuses are marked with the reason, the rows behind them g
     assert.match(left[2].relay_error, /^409 conflict/, 'an id another event of the tenant has: not a second event');
     assert.equal(left[3].relay_error, '422 missing_field: occurred_at is null or not a finite time');
     assert.equal(left[4].relay_error, '404 not_found: tenant not found');
-    await waitUntil(async () => await metric(h, 'hookd_outbox_refused_total') === 6, { what: 'counted once committed' });
+    await waitUntil(async () => await metric(h, 'hookd_outbox_refused_total') === 8, { what: 'counted once committed' });
     await h.waitForLog((l) => l.msg === 'outbox.refused' && l.event_id === 'r1' && l.status === 404);
     const again = await h.api('GET', `/v1/tenants/${tenant}/events/taken`);
     assert.deepEqual(again.json.payload, { n: 1 }, 'the first event untouched');
@@ -160,7 +168,7 @@ test('rows the engine refuses are marked with the reason, the rows behind them g
     // the operator fixes a row and clears its mark: relayed
     await pg.query(`UPDATE ${name} SET type = 'a.fixed', relay_error = NULL WHERE event_id = 'r2'`);
     await waitDelivery(h, 'r2', (d) => d.length === 1 && d[0].state === 'delivered', 'the fixed row');
-    assert.deepEqual((await rows(name)).map((r) => r.event_id), ['r1', 'taken', 'r5', 'r6', 'r7']);
+    assert.deepEqual((await rows(name)).map((r) => r.event_id), ['r1', 'taken', 'r5', 'r6', 'r7', 'r8', 'r9']);
     assert.equal((await h.stop()).code, 0);
   } finally { await rx.close(); }
 });
