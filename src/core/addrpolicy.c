@@ -45,6 +45,7 @@ static const range v4_metadata[] = {
     {V4(169, 254, 170, 2), 32, "metadata"},   /* AWS ECS task credentials */
     {V4(169, 254, 170, 23), 32, "metadata"},  /* AWS EKS Pod Identity */
     {V4(169, 254, 0, 23), 32, "metadata"},    /* Tencent Cloud */
+    {V4(192, 0, 0, 192), 32, "metadata"},     /* Oracle Cloud Classic */
 };
 
 static const range v6_rules[] = {
@@ -73,9 +74,15 @@ static bool private_kind(const char *rule) {
 }
 
 static const range v6_metadata[] = {
-    {{0xfd, 0x00, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54}, 128, "metadata"}, /* fd00:ec2::254 */
-    {{0xfd, 0x00, 0x0e, 0xc2, [15] = 0x23}, 128, "metadata"}, /* fd00:ec2::23, EKS Pod Identity */
+    /* AWS's whole block: the metadata service (::254), EKS Pod Identity (::23), its resolver
+     * (::253) and time server (::123) */
+    {{0xfd, 0x00, 0x0e, 0xc2}, 32, "metadata"},
     {{0xfd, 0x20, 0x00, 0xce, [14] = 0x02, [15] = 0x54}, 128, "metadata"}, /* fd20:ce::254, GCP */
+    {{0xfd, 0x00, 0x00, 0xc1, [12] = 0xa9, [13] = 0xfe, [14] = 0xa9, [15] = 0xfe},
+     128, "metadata"}, /* fd00:c1::a9fe:a9fe, Oracle Cloud */
+    {{0xfd, 0x00, 0x00, 0x42, [15] = 0x42}, 128, "metadata"}, /* fd00:42::42, Scaleway */
+    {{0xfd, 0x00, 0xa9, 0xfe, 0xa9, 0xfe, [15] = 0x01}, 128, "metadata"}, /* fd00:a9fe:a9fe::1,
+                                                                           * Linode (Akamai) */
 };
 
 /* The local-use NAT64 prefix (RFC 8215) may carry its IPv4 address at other bits than the last

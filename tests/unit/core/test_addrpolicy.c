@@ -296,7 +296,9 @@ static void allowlist(void **s) {
   assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "metadata");
   parse6("fd00:ec2::254", a);
   assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "metadata");
-  parse6("fd00:ec2::253", a);
+  parse6("fd00:ec2::253", a); /* AWS's resolver: its whole block is the cloud's own */
+  assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "metadata");
+  parse6("fd00:1::253", a);
   assert_null(hookd_addr_judge(&p, AF_INET6, a));
   assert_int_equal(hookd_cidr_parse("169.254.169.254/32", &allow[0]), 0);
   p.n_allow = 1;
@@ -339,13 +341,16 @@ static void allow_private(void **s) {
   assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "unspecified");
   parse6("ff02::1", a);
   assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "multicast");
-  const char *meta4[] = {"169.254.169.254", "168.63.129.16", "100.100.100.200", "169.254.0.23"};
+  const char *meta4[] = {"169.254.169.254", "168.63.129.16", "100.100.100.200", "169.254.0.23",
+                         "192.0.0.192"};
   for (size_t i = 0; i < COUNT(meta4); i++) {
     parse4(meta4[i], a);
     assert_string_equal(hookd_addr_judge(&p, AF_INET, a), "metadata");
   }
-  const char *meta6[] = {"fd00:ec2::254", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe",
-                         "2002:a9fe:a9fe::", "2001::5601:5601"};
+  const char *meta6[] = {"fd00:ec2::254", "fd00:ec2::253", "fd00:ec2::123",
+                         "fd00:c1::a9fe:a9fe", "fd00:42::42", "fd00:a9fe:a9fe::1",
+                         "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::",
+                         "2001::5601:5601"};
   for (size_t i = 0; i < COUNT(meta6); i++) {
     parse6(meta6[i], a);
     assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "metadata");
