@@ -655,6 +655,7 @@ static void check_next(src_op *op) {
   op->check.url = strdup(op->dests[op->checking].url);
   op->check.done = dest_checked;
   op->check.arg = op;
+  hookd_api_dest_who(&op->check, op->base.req);
   hookd_destinations_check_async(op->base.app->dest, &op->check);
 }
 

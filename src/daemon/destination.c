@@ -32,6 +32,10 @@ struct hookd_destinations {
   pthread_cond_t cv;
   hookd_dest_check *head, *tail;
   int queued;
+  char running[RESOLVER_THREADS][72]; /* who each thread's check is for ("": idle), until
+                                        * its done() returned */
+  bool busy[RESOLVER_THREADS];
+  int next_slot;                      /* the next thread's place in running */
   int stop;
 };
 
@@ -221,29 +225,59 @@ static void check_one(hookd_destinations *d, hookd_dest_check *c) {
                                    (const unsigned char(*)[16])addrs, n, &c->err);
 }
 
+/* Checks of who running on the resolver threads (d->mu held). */
+static int running_for(const hookd_destinations *d, const char *who) {
+  int n = 0;
+  for (int i = 0; i < RESOLVER_THREADS; i++) n += d->busy[i] && !strcmp(d->running[i], who);
+  return n;
+}
+
+/* The first queued check whose asker has a thread left to it, unlinked (d->mu held). */
+static hookd_dest_check *take_next(hookd_destinations *d) {
+  hookd_dest_check *prev = NULL;
+  for (hookd_dest_check *c = d->head; c; prev = c, c = c->next) {
+    if (running_for(d, c->who) >= HOOKD_DEST_WHO_RUNNING) continue;
+    if (prev) prev->next = c->next;
+    else d->head = c->next;
+    if (d->tail == c) d->tail = prev;
+    d->queued--;
+    return c;
+  }
+  return NULL;
+}
+
 static void *resolver_main(void *arg) {
   hookd_destinations *d = arg;
+  pthread_mutex_lock(&d->mu);
+  int slot = d->next_slot++; /* this thread's place in d->running */
+  pthread_mutex_unlock(&d->mu);
   for (;;) {
     pthread_mutex_lock(&d->mu);
-    while (!d->head && !d->stop) pthread_cond_wait(&d->cv, &d->mu);
-    if (!d->head) {
+    hookd_dest_check *c;
+    while (!(c = take_next(d)) && !d->stop) pthread_cond_wait(&d->cv, &d->mu);
+    if (!c) {
       pthread_mutex_unlock(&d->mu);
       return NULL;
     }
-    hookd_dest_check *c = d->head;
-    d->head = c->next;
-    if (!d->head) d->tail = NULL;
-    d->queued--;
+    snprintf(d->running[slot], sizeof d->running[slot], "%s", c->who); /* (c may be freed
+                                                                         * once done runs) */
+    d->busy[slot] = true;
     pthread_mutex_unlock(&d->mu);
     check_one(d, c);
     c->done(c, c->arg);
+    pthread_mutex_lock(&d->mu);
+    d->busy[slot] = false;
+    pthread_cond_broadcast(&d->cv); /* (a check of the same asker may be next) */
+    pthread_mutex_unlock(&d->mu);
   }
 }
 
 void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c) {
   c->next = NULL;
   pthread_mutex_lock(&d->mu);
-  if (d->queued >= HOOKD_DEST_QUEUE_MAX) {
+  int mine = 0;
+  for (const hookd_dest_check *q = d->head; q; q = q->next) mine += !strcmp(q->who, c->who);
+  if (d->queued >= HOOKD_DEST_QUEUE_MAX || mine >= HOOKD_DEST_WHO_QUEUED) {
     pthread_mutex_unlock(&d->mu);
     c->rc = HOOKD_DEST_BUSY;
     c->done(c, c->arg);

@@ -1,5 +1,6 @@
 /* test_destination.c — the resolver pool of destination checks (destination.c): a bounded
- * queue, so that names whose DNS never answers cannot queue every other check behind them. */
+ * queue, so that names whose DNS never answers cannot queue every other check behind them, and
+ * shared out by asker, so that one asker's cannot take every thread or the whole queue. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +33,7 @@ static void done_count(hookd_dest_check *c, void *arg) {
   pthread_mutex_lock(&mu);
   if (c->rc == HOOKD_DEST_BUSY) busy++;
   else checked++;
+  pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
 }
 
@@ -47,6 +49,9 @@ static void queue_is_bounded(void **s) {
   for (int i = 0; i < N; i++) {
     checks[i].url = strdup("https://93.184.216.34/hook"); /* a literal: no DNS in the test */
     checks[i].done = i < 4 ? done_hold : done_count;
+    /* (askers enough that neither their threads nor their places in the queue bind here) */
+    snprintf(checks[i].who, sizeof checks[i].who, "key_%d",
+             i < 4 ? i : 4 + (i - 4) % (HOOKD_DEST_QUEUE_MAX / HOOKD_DEST_WHO_QUEUED + 1));
   }
   /* every resolver thread held */
   for (int i = 0; i < 4; i++) hookd_destinations_check_async(d, &checks[i]);
@@ -72,7 +77,58 @@ static void queue_is_bounded(void **s) {
   hookd_config_free(&cfg);
 }
 
+/* One asker whose checks hold (names that never answer) has two of the four threads and sixteen
+ * places in the queue: another asker's check goes through meanwhile, and the holder's next
+ * check past its places is answered busy at once. */
+static void shared_out_by_asker(void **s) {
+  (void)s;
+  pthread_mutex_lock(&mu);
+  held = released = checked = busy = 0;
+  pthread_mutex_unlock(&mu);
+  hookd_config cfg;
+  hookd_config_defaults(&cfg);
+  char err[256];
+  hookd_destinations *d = hookd_destinations_new(&cfg, err, sizeof err);
+  assert_non_null(d);
+  enum { HOG = HOOKD_DEST_WHO_RUNNING + HOOKD_DEST_WHO_QUEUED + 1 };
+  hookd_dest_check hog[HOG], other;
+  memset(hog, 0, sizeof hog);
+  memset(&other, 0, sizeof other);
+  for (int i = 0; i < HOG; i++) {
+    hog[i].url = strdup("https://93.184.216.34/hook");
+    hog[i].done = i < HOOKD_DEST_WHO_RUNNING ? done_hold : done_count;
+    snprintf(hog[i].who, sizeof hog[i].who, "key_hog");
+  }
+  for (int i = 0; i < HOOKD_DEST_WHO_RUNNING; i++) hookd_destinations_check_async(d, &hog[i]);
+  pthread_mutex_lock(&mu);
+  while (held < HOOKD_DEST_WHO_RUNNING) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  for (int i = HOOKD_DEST_WHO_RUNNING; i < HOG; i++) hookd_destinations_check_async(d, &hog[i]);
+  pthread_mutex_lock(&mu);
+  assert_int_equal(busy, 1); /* its last: past its places in the queue */
+  assert_int_equal(checked, 0); /* the others wait for its held threads, not on a free one */
+  pthread_mutex_unlock(&mu);
+  other.url = strdup("https://93.184.216.34/hook");
+  other.done = done_count;
+  snprintf(other.who, sizeof other.who, "key_other");
+  hookd_destinations_check_async(d, &other);
+  pthread_mutex_lock(&mu);
+  while (checked < 1) pthread_cond_wait(&cv, &mu); /* the other asker: on a free thread */
+  pthread_mutex_unlock(&mu);
+  assert_int_equal(other.rc, 0);
+  pthread_mutex_lock(&mu);
+  released = 1;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  hookd_destinations_free(d);
+  assert_int_equal(checked, HOG); /* every one but the busy one, and the other asker's */
+  for (int i = 0; i < HOG; i++) free(hog[i].url);
+  free(other.url);
+  hookd_config_free(&cfg);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(queue_is_bounded)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(queue_is_bounded),
+                                     cmocka_unit_test(shared_out_by_asker)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
