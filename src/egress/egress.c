@@ -94,9 +94,16 @@ static void header_value(const char *p, size_t len, size_t nl, char *out, size_t
   out[o] = '\0';
 }
 
+/* Header bytes of one answer, its 1xx answers counted in: libcurl's own bound (300 KB) came in
+ * 8.3.0 only, and a receiver streaming header lines (or 1xx answers) for ever would hold memory
+ * in every request in flight. */
+#define HEADER_BYTES_MAX (64 * 1024)
+
 static size_t on_header(char *p, size_t size, size_t n, void *arg) {
   hookd_egress_req *req = arg;
   size_t len = size * n;
+  req->header_total += len;
+  if (req->header_total > HEADER_BYTES_MAX) return 0; /* abort: too large (a write error) */
   if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
     if (len > 5 && (p[5] == '2' || p[5] == '3') && strncasecmp(req->url, "https:", 6) != 0) {
       /* HTTP/2 or 3 cannot be spoken over http:// here (no upgrade is asked): refused before
@@ -286,7 +293,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->retry_after[0] = req->blocked_rule[0] = req->error[0] = req->primary_ip[0] = '\0';
   req->local_failure = NULL;
   req->result_ref[0] = '\0';
-  req->response_total = 0;
+  req->response_total = req->header_total = 0;
   req->request_sent = req->fd_exhausted = false;
   req->stale_conn = req->fresh = req->resend_refused = req->bad_version = false;
   req->sockets_opened = 0;
@@ -428,6 +435,10 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   } else if (req->bad_version) {
     snprintf(req->error, sizeof req->error,
              "the answer's status line claims HTTP/2 or 3 on a cleartext HTTP/1.1 connection");
+  } else if (req->header_total > HEADER_BYTES_MAX) {
+    snprintf(req->error, sizeof req->error,
+             "the answer's header lines (its 1xx answers' counted in) passed %d bytes",
+             HEADER_BYTES_MAX);
   } else if (req->resend_refused || resend_failed) {
     snprintf(req->error, sizeof req->error,
              "the connection closed after the request was sent, before any response");

@@ -76,6 +76,7 @@ typedef struct hookd_egress_req {
   char result_ref[256];          /* Hookd-Result-Ref (else Location) header value, "" if none */
   hookd_buf response;            /* excerpt of the body (excerpt_bytes) */
   size_t response_total;         /* bytes of body received */
+  size_t header_total;           /* bytes of header lines received, 1xx answers' too */
   int64_t started_ms;            /* wall clock at start */
   int64_t latency_us;            /* start to end (monotonic, µs) */
   bool request_sent;             /* the connection was made and the request may have reached
