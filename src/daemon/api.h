@@ -163,9 +163,6 @@ json_t *hookd_api_body_object(hookd_req *r, hookd_app *app);
 
 /* The principal the router authenticated (NULL on public routes). */
 const hookd_principal *hookd_api_principal(hookd_req *r);
-/* A destination check's asker: the request's API key (the resolver threads are shared out by
- * it: destination.h). */
-void hookd_api_dest_who(hookd_dest_check *c, hookd_req *r);
 /* Answers 403 and returns false if the principal may not act on tenant_id. */
 /* 403 forbidden with the message, counted in hookd_auth_failures_total (every 403 goes here). */
 void hookd_api_forbid(hookd_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

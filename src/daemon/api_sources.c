@@ -655,7 +655,12 @@ static void check_next(src_op *op) {
   op->check.url = strdup(op->dests[op->checking].url);
   op->check.done = dest_checked;
   op->check.arg = op;
-  hookd_api_dest_who(&op->check, op->base.req);
+  /* shared out by tenant; a destination added to a source, by the source (its tenant is read
+   * with it, after the check) */
+  if (op->src.tenant_id && op->src.tenant_id[0])
+    snprintf(op->check.who, sizeof op->check.who, "%s", op->src.tenant_id);
+  else
+    snprintf(op->check.who, sizeof op->check.who, "source %s", op->id);
   hookd_destinations_check_async(op->base.app->dest, &op->check);
 }
 

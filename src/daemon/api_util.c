@@ -115,11 +115,6 @@ static bool shown_text_ok(const char *s, bool lines, bool *visible) {
   return true;
 }
 
-void hookd_api_dest_who(hookd_dest_check *c, hookd_req *r) {
-  const hookd_principal *p = hookd_api_principal(r);
-  snprintf(c->who, sizeof c->who, "%s", p ? p->key_id : "");
-}
-
 bool hookd_api_reason_valid(const char *s) {
   bool visible;
   return shown_text_ok(s, false, &visible) && visible && strlen(s) <= 255;

@@ -234,9 +234,12 @@ static int running_for(const hookd_destinations *d, const char *who) {
 
 /* The first queued check whose asker has a thread left to it, unlinked (d->mu held). */
 static hookd_dest_check *take_next(hookd_destinations *d) {
+  int idle = 0;
+  for (int i = 0; i < RESOLVER_THREADS; i++) idle += !d->busy[i]; /* (this one among them) */
   hookd_dest_check *prev = NULL;
   for (hookd_dest_check *c = d->head; c; prev = c, c = c->next) {
-    if (running_for(d, c->who) >= HOOKD_DEST_WHO_RUNNING) continue;
+    int mine = running_for(d, c->who);
+    if (mine >= HOOKD_DEST_WHO_RUNNING || (mine > 0 && idle <= 1)) continue;
     if (prev) prev->next = c->next;
     else d->head = c->next;
     if (d->tail == c) d->tail = prev;

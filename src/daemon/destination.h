@@ -14,7 +14,7 @@ typedef struct hookd_destinations hookd_destinations;
 
 typedef struct hookd_dest_check {
   char *url;                      /* in (owned by the check) */
-  char who[72];                   /* in: who asks (the API key's id): checks are shared out by it */
+  char who[72];                   /* in: whose it is (the tenant): checks are shared out by it */
   int rc;                         /* out: 0 allowed, -1 refused, HOOKD_DEST_BUSY */
   hookd_url_info info;
   hookd_url_error err;
@@ -50,11 +50,12 @@ int hookd_destinations_check_shape(hookd_destinations *d, const char *url, hookd
  * not queue every other tenant's checks behind them without bound). c->url is freed with the
  * check by the caller after done. */
 #define HOOKD_DEST_QUEUE_MAX 64
-/* And shared out by who asks: one holds at most HOOKD_DEST_WHO_RUNNING of the resolver threads
- * (its names that never answer leave the others theirs) and HOOKD_DEST_WHO_QUEUED places in the
- * queue (past that, HOOKD_DEST_BUSY for it alone). */
+/* And shared out by whose they are (c->who, the tenant): one holds at most
+ * HOOKD_DEST_WHO_RUNNING of the resolver threads, and the last idle one only if it holds none (a
+ * thread is always left to one with nothing running: names that never answer cannot take them
+ * all), and HOOKD_DEST_WHO_QUEUED places in the queue (past that, HOOKD_DEST_BUSY for it alone). */
 #define HOOKD_DEST_WHO_RUNNING 2
-#define HOOKD_DEST_WHO_QUEUED 16
+#define HOOKD_DEST_WHO_QUEUED 32
 void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c);
 
 #endif

@@ -492,7 +492,10 @@ static int cycle(hookd_outbox *o, bool *cut) {
   }
   int n = PQntuples(res);
   long long age = n ? strtoll(PQgetvalue(res, 0, C_AGE), NULL, 10) : 0; /* (NULL: "") */
-  *cut = n && strtoll(PQgetvalue(res, 0, C_LOCKED), NULL, 10) > n;
+  /* cut short by the byte bound, or by the store queue's room (a full smaller batch): not the
+   * outbox drained, no poll interval before the next */
+  *cut = n && (strtoll(PQgetvalue(res, 0, C_LOCKED), NULL, 10) > n ||
+               (take < app->cfg->outbox_batch && n >= take));
   atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
   if (n == 0) {
     PQclear(res);
@@ -659,7 +662,7 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            "CASE WHEN isfinite(occurred_at) THEN "
            "floor(extract(epoch FROM occurred_at) * 1000)::bigint END, left(ordering_key, 257), "
            "ordering_version, CASE WHEN channels IS NOT NULL THEN to_json(ARRAY(SELECT left(c, 129)"
-           " FROM unnest(channels[1:6]) WITH ORDINALITY u(c, i) ORDER BY i))::text END,"
+           " FROM unnest(channels) WITH ORDINALITY u(c, i) WHERE i <= 65 ORDER BY i))::text END,"
            " left(schema_version, 65), "
            "CASE WHEN isfinite(created_at) THEN "
            "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint END, plen, "

@@ -164,6 +164,11 @@ test('rows the engine refuses are marked with the reason, the rows behind them g
     await h.waitForLog((l) => l.msg === 'outbox.refused' && l.event_id === 'r1' && l.status === 404);
     const again = await h.api('GET', `/v1/tenants/${tenant}/events/taken`);
     assert.deepEqual(again.json.payload, { n: 1 }, 'the first event untouched');
+    // a name repeated is one channel, as a publish takes it: seven entries, two channels, all kept
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, channels) VALUES ('r10', $1, 'a.b', '{}', $2)`,
+      [tenant, ['a', 'a', 'a', 'a', 'a', 'a', 'b']]);
+    await waitDelivery(h, 'r10', (d) => d.length === 1, 'the row with a repeated channel');
+    assert.deepEqual((await h.api('GET', `/v1/tenants/${tenant}/events/r10`)).json.channels, ['a', 'b']);
 
     // the operator fixes a row and clears its mark: relayed
     await pg.query(`UPDATE ${name} SET type = 'a.fixed', relay_error = NULL WHERE event_id = 'r2'`);

@@ -77,9 +77,10 @@ static void queue_is_bounded(void **s) {
   hookd_config_free(&cfg);
 }
 
-/* One asker whose checks hold (names that never answer) has two of the four threads and sixteen
- * places in the queue: another asker's check goes through meanwhile, and the holder's next
- * check past its places is answered busy at once. */
+/* One asker whose checks hold (names that never answer) has two of the four threads and its
+ * places in the queue; a second such asker gets one thread, not the last idle one: another
+ * asker's check goes through meanwhile, and the first holder's next check past its places is
+ * answered busy at once. */
 static void shared_out_by_asker(void **s) {
   (void)s;
   pthread_mutex_lock(&mu);
@@ -91,8 +92,9 @@ static void shared_out_by_asker(void **s) {
   hookd_destinations *d = hookd_destinations_new(&cfg, err, sizeof err);
   assert_non_null(d);
   enum { HOG = HOOKD_DEST_WHO_RUNNING + HOOKD_DEST_WHO_QUEUED + 1 };
-  hookd_dest_check hog[HOG], other;
+  hookd_dest_check hog[HOG], hog2[2], other;
   memset(hog, 0, sizeof hog);
+  memset(hog2, 0, sizeof hog2);
   memset(&other, 0, sizeof other);
   for (int i = 0; i < HOG; i++) {
     hog[i].url = strdup("https://93.184.216.34/hook");
@@ -108,6 +110,15 @@ static void shared_out_by_asker(void **s) {
   assert_int_equal(busy, 1); /* its last: past its places in the queue */
   assert_int_equal(checked, 0); /* the others wait for its held threads, not on a free one */
   pthread_mutex_unlock(&mu);
+  for (int i = 0; i < 2; i++) {
+    hog2[i].url = strdup("https://93.184.216.34/hook");
+    hog2[i].done = done_hold;
+    snprintf(hog2[i].who, sizeof hog2[i].who, "key_hog2");
+    hookd_destinations_check_async(d, &hog2[i]);
+  }
+  pthread_mutex_lock(&mu);
+  while (held < HOOKD_DEST_WHO_RUNNING + 1) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
   other.url = strdup("https://93.184.216.34/hook");
   other.done = done_count;
   snprintf(other.who, sizeof other.who, "key_other");
@@ -117,12 +128,14 @@ static void shared_out_by_asker(void **s) {
   pthread_mutex_unlock(&mu);
   assert_int_equal(other.rc, 0);
   pthread_mutex_lock(&mu);
+  assert_int_equal(held, HOOKD_DEST_WHO_RUNNING + 1); /* the second holder's second waits */
   released = 1;
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
   hookd_destinations_free(d);
-  assert_int_equal(checked, HOG); /* every one but the busy one, and the other asker's */
+  assert_int_equal(checked, HOG + 2); /* all but the busy one; the other asker's; hog2's */
   for (int i = 0; i < HOG; i++) free(hog[i].url);
+  for (int i = 0; i < 2; i++) free(hog2[i].url);
   free(other.url);
   hookd_config_free(&cfg);
 }
