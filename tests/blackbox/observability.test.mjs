@@ -104,6 +104,7 @@ describe('observability', () => {
     const before = await tenants();
     assert.ok(before >= 1, `${before}`);
     assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}`)).status, 200);
+    assert.equal(await tenants(), before, 'kept while its request is in flight');
     r.releaseHanging(); // its request in flight ends after the delete
     r.behave = () => ({ status: 200 });
     await waitUntil(async () => (await tenants()) === before - 1, { what: 'the deleted tenant forgotten' });

@@ -117,7 +117,7 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   }
 });
 
-test('the sessions set what the store rests on: a role\'s lock_timeout, an isolation default, synchronous_commit off (in the URL) change nothing', async () => {
+test('the sessions set what the store rests on: a role\'s lock_timeout and an isolation default (in the URL, beside synchronous_commit off) change nothing', async () => {
   // two nodes publishing at once wait for each other's writer lock: a 1 ms lock_timeout failed
   // those waits (503s) before the sessions set their own
   const store = `${await pg.database()}?options=${encodeURIComponent('-clock_timeout=1ms -csynchronous_commit=off'

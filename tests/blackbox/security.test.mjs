@@ -458,6 +458,9 @@ describe('API keys over the API', () => {
     assert.equal(both.status, 201, both.text);
     const mine = (await as(h, sa, 'GET', `/v1/audit?tenant=${a.tenant}&limit=100`)).json.data;
     assert.ok(!mine.some((x) => x.target === both.json.id), 'a key of two tenants: not under one of them');
+    const bothRow = (await h.api('GET', '/v1/audit?limit=200')).json.data.find((x) => x.action === 'key.create' && x.target === both.json.id);
+    assert.ok(bothRow && bothRow.tenant_id == null && bothRow.detail.includes(a.tenant) && bothRow.detail.includes(b.tenant),
+      `audited, under no tenant: ${JSON.stringify(bothRow)}`);
     assert.deepEqual(['key.create', 'key.revoke'].map((act) => mine.some((x) => x.action === act && x.target === v.json.id)),
       [true, true], JSON.stringify(mine));
     assert.ok(mine.some((x) => x.action === 'key.create' && x.target === pub.json.id), 'the key it made');
