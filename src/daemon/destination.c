@@ -277,6 +277,13 @@ static void *resolver_main(void *arg) {
 
 void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c) {
   c->next = NULL;
+  /* a URL refused by its shape, or whose host is an address: nothing to resolve, judged here
+   * (no place in the queue: a tenant registering fifty at once is not told to wait) */
+  c->rc = hookd_url_check(&d->url, c->url, &c->info, &c->err);
+  if (c->rc != 0 || c->info.ip_family) {
+    c->done(c, c->arg);
+    return;
+  }
   pthread_mutex_lock(&d->mu);
   int mine = 0;
   for (const hookd_dest_check *q = d->head; q; q = q->next) mine += !strcmp(q->who, c->who);

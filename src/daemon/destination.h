@@ -45,7 +45,8 @@ int hookd_destinations_check_shape(hookd_destinations *d, const char *url, hookd
 #define HOOKD_DEST_BUSY (-2)
 
 /* Full check on a resolver thread; c->done is called there — or at once, on the caller's
- * thread, with rc HOOKD_DEST_BUSY when HOOKD_DEST_QUEUE_MAX checks are waiting already (names
+ * thread, for a URL with nothing to resolve (refused by its shape, or an address for host), and
+ * with rc HOOKD_DEST_BUSY when HOOKD_DEST_QUEUE_MAX checks are waiting already (names
  * whose DNS never answers hold a resolver thread for the resolver's whole timeout; they must
  * not queue every other tenant's checks behind them without bound). c->url is freed with the
  * check by the caller after done. */

@@ -41,13 +41,15 @@ static void queue_is_bounded(void **s) {
   (void)s;
   hookd_config cfg;
   hookd_config_defaults(&cfg);
+  cfg.resolve[cfg.n_resolve++] = strdup("hook.test:443:93.184.216.34"); /* (resolved here, on a
+                                                                            * resolver thread) */
   char err[256];
   hookd_destinations *d = hookd_destinations_new(&cfg, err, sizeof err);
   assert_non_null(d);
   enum { N = 4 + HOOKD_DEST_QUEUE_MAX + 1 };
   hookd_dest_check *checks = calloc(N, sizeof *checks);
   for (int i = 0; i < N; i++) {
-    checks[i].url = strdup("https://93.184.216.34/hook"); /* a literal: no DNS in the test */
+    checks[i].url = strdup("https://hook.test/hook"); /* pinned: no DNS in the test */
     checks[i].done = i < 4 ? done_hold : done_count;
     /* (askers enough that neither their threads nor their places in the queue bind here) */
     snprintf(checks[i].who, sizeof checks[i].who, "key_%d",
@@ -88,6 +90,8 @@ static void shared_out_by_asker(void **s) {
   pthread_mutex_unlock(&mu);
   hookd_config cfg;
   hookd_config_defaults(&cfg);
+  cfg.resolve[cfg.n_resolve++] = strdup("hook.test:443:93.184.216.34"); /* (resolved here, on a
+                                                                            * resolver thread) */
   char err[256];
   hookd_destinations *d = hookd_destinations_new(&cfg, err, sizeof err);
   assert_non_null(d);
@@ -97,7 +101,7 @@ static void shared_out_by_asker(void **s) {
   memset(hog2, 0, sizeof hog2);
   memset(&other, 0, sizeof other);
   for (int i = 0; i < HOG; i++) {
-    hog[i].url = strdup("https://93.184.216.34/hook");
+    hog[i].url = strdup("https://hook.test/hook");
     hog[i].done = i < HOOKD_DEST_WHO_RUNNING ? done_hold : done_count;
     snprintf(hog[i].who, sizeof hog[i].who, "key_hog");
   }
@@ -111,7 +115,7 @@ static void shared_out_by_asker(void **s) {
   assert_int_equal(checked, 0); /* the others wait for its held threads, not on a free one */
   pthread_mutex_unlock(&mu);
   for (int i = 0; i < 2; i++) {
-    hog2[i].url = strdup("https://93.184.216.34/hook");
+    hog2[i].url = strdup("https://hook.test/hook");
     hog2[i].done = done_hold;
     snprintf(hog2[i].who, sizeof hog2[i].who, "key_hog2");
     hookd_destinations_check_async(d, &hog2[i]);
@@ -119,7 +123,7 @@ static void shared_out_by_asker(void **s) {
   pthread_mutex_lock(&mu);
   while (held < HOOKD_DEST_WHO_RUNNING + 1) pthread_cond_wait(&cv, &mu);
   pthread_mutex_unlock(&mu);
-  other.url = strdup("https://93.184.216.34/hook");
+  other.url = strdup("https://hook.test/hook");
   other.done = done_count;
   snprintf(other.who, sizeof other.who, "key_other");
   hookd_destinations_check_async(d, &other);
