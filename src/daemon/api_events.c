@@ -835,6 +835,8 @@ static void repub_cleanup(hookd_api_op *base) {
 
 static int run_republish(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   repub_op *op = (repub_op *)base;
+  op->pub.req.existing_only = op->pub.reserved_id; /* (a second run: as reply_source set it,
+                                                    * not as a rolled-back first run did) */
   /* the source again, on the writer: a payload deleted (DELETE …/payload) since the reader
    * read it is not sent again under a new id — the delete answered first; its republish is
    * then as one made after it (reply_republish) */

@@ -397,6 +397,21 @@ void hookd_api_keys_free(hookd_api_key *v, size_t n) {
   free(v);
 }
 
+void hookd_outcome_run(hookd_outcome *o) {
+  if (!o->asked_kept) {
+    o->asked_kept = true;
+    o->asked_to = o->to;
+    o->asked_next_attempt_ms = o->next_attempt_ms;
+    o->asked_dead_reason = o->dead_reason;
+    o->asked_last_error = o->last_error;
+    return;
+  }
+  o->to = o->asked_to;
+  o->next_attempt_ms = o->asked_next_attempt_ms;
+  o->dead_reason = o->asked_dead_reason;
+  o->last_error = o->asked_last_error;
+}
+
 void hookd_claim_mode(hookd_claim_req *r, bool ordered, bool block) {
   r->ordered = ordered;
   r->lane_block = ordered && block;

@@ -307,7 +307,17 @@ typedef struct hookd_outcome {
                                   (moved on by the disable: its node's copy takes it) */
   bool was_held;              /* out: it was held `unknown` already (a delete, a lease that ran
                                  out) and stays so: counted when it was held, not again */
+  /* The request's to, next_attempt_ms, dead_reason and last_error as asked: the store's
+   * record_outcome changes them to what it wrote (an endpoint moved since, deleted meanwhile);
+   * a second run (its batch redone, a failed write tried again) starts from these
+   * (hookd_outcome_run), not from a decision whose write was rolled back. */
+  bool asked_kept;
+  hookd_dstate asked_to;
+  int64_t asked_next_attempt_ms;
+  const char *asked_dead_reason, *asked_last_error;
 } hookd_outcome;
+/* At the start of each run of record_outcome: the request as first asked. */
+void hookd_outcome_run(hookd_outcome *o);
 
 /* An entry of the event-type catalog. */
 typedef struct hookd_event_type {

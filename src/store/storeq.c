@@ -153,6 +153,7 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
   int redone = txn_rc == POISONED;
   if (redone) {
     be->rollback(q->conn);
+    changes0 = be->changes(q->conn); /* (the rolled-back run's writes are no write) */
     txn_rc = be->begin(q->conn, 1);
     if (txn_rc == 0) txn_rc = run_ops(q, batch, 1);
   }

@@ -448,6 +448,7 @@ static const char attempt_sql[] =
     " ON CONFLICT (delivery_seq, attempt_number) DO NOTHING";
 
 int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
+  hookd_outcome_run(o);
   int mrc = moved_since_sent(c, o);
   if (mrc) return mrc;
   pg_params p;

@@ -1334,6 +1334,7 @@ static int moved_since_sent(hookd_store_conn *c, hookd_outcome *o) {
 }
 
 int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
+  hookd_outcome_run(o);
   int mrc = moved_since_sent(c, o);
   if (mrc) return mrc;
   /* the fenced update, under the lease the attempt was made with */

@@ -67,6 +67,53 @@ static void stale_lease_is_fenced(void **state) {
   free_claimed(b, 1);
 }
 
+static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a);
+
+/* An outcome's first run changed its request (the endpoint moved in the same batch: a 410 made
+ * a retry at the new URL), and that run was rolled back with the move: the second run decides
+ * again from the request as asked — DEAD, the URL never moved. */
+static int run_moved_outcome_failing(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  int rc = sq_exec(c, "UPDATE endpoints SET url = 'https://b.example/' WHERE id = 'ep1'");
+  if (!rc) rc = be->record_outcome(c, (hookd_outcome *)((call *)a)->in);
+  return rc ? rc : HOOKD_STORE_ERR; /* rolled back: the move and the outcome */
+}
+
+static void outcome_run_again_starts_from_the_request(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  call sql = {.in = "UPDATE endpoints SET url = 'https://a.example/' WHERE id = 'ep1'"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  hookd_publish_res res;
+  assert_int_equal(publish(f, "t1", "evt1", "a.b", NULL, 1, &res), 0);
+  hookd_publish_res_free(&res);
+  hookd_claimed *a = NULL;
+  assert_int_equal(claim(f, "ep1", "node-a", hookd_now_ms(), 60000, &a), 1);
+  hookd_outcome o = {0};
+  o.delivery_seq = a[0].d.seq;
+  o.lease_token = a[0].d.lease_token;
+  o.from = a[0].d.state;
+  o.to = HOOKD_DS_DEAD;
+  o.dead_reason = "gone";
+  o.last_error = "http_410";
+  o.endpoint_id = "ep1";
+  o.sent_url = "https://a.example/";
+  o.attempt_number = 1;
+  o.now_ms = o.attempt.started_ms = o.attempt.finished_ms = hookd_now_ms();
+  o.attempt.outcome = (char *)"http_error";
+  o.attempt.http_status = 410;
+  o.attempt.trigger = (char *)"live";
+  call c = {.in = &o};
+  assert_int_equal(w(f, run_moved_outcome_failing, &c), HOOKD_STORE_ERR);
+  assert_int_equal(o.to, HOOKD_DS_RETRYING); /* the first run's decision, rolled back */
+  assert_int_equal(w(f, run_outcome, &c), 0);
+  hookd_delivery d;
+  call g = {.in = a[0].d.id, .out = &d};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_get, &g), 0);
+  assert_int_equal(d.state, HOOKD_DS_DEAD);
+  hookd_delivery_free(&d);
+  free_claimed(a, 1);
+}
+
 static void reclaim_bumps_token(void **state) {
   fx *f = *state;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
@@ -1839,6 +1886,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(receive_links_the_right_event, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_stops_at_the_first_fresh_record, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_passes_over_a_record_stamped_ahead, setup, teardown),
+      cmocka_unit_test_setup_teardown(outcome_run_again_starts_from_the_request, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_keeps_records_whose_forward_is_not_finished, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(purge_takes_the_event_and_keeps_recent_history, setup,
