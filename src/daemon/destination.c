@@ -279,6 +279,13 @@ void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c) 
   c->next = NULL;
   /* a URL refused by its shape, or whose host is an address: nothing to resolve, judged here
    * (no place in the queue: a tenant registering fifty at once is not told to wait) */
+  if (!c->url) { /* (its copy failed: out of memory) */
+    c->rc = -1;
+    snprintf(c->err.rule, sizeof c->err.rule, "internal");
+    snprintf(c->err.message, sizeof c->err.message, "out of memory");
+    c->done(c, c->arg);
+    return;
+  }
   c->rc = hookd_url_check(&d->url, c->url, &c->info, &c->err);
   if (c->rc != 0 || c->info.ip_family) {
     c->done(c, c->arg);

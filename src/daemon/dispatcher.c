@@ -850,6 +850,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   memset(o, 0, sizeof *o);
   snprintf(it->last_error, sizeof it->last_error, "%s", cls.category);
   o->delivery_seq = dl->seq;
+  o->asked_kept = false; /* (a request of its own: record_outcome keeps it as asked) */
   o->lease_token = dl->lease_token;
   o->from = dl->state;
   o->to = dec.next;
