@@ -655,12 +655,17 @@ static void check_next(src_op *op) {
   op->check.url = strdup(op->dests[op->checking].url);
   op->check.done = dest_checked;
   op->check.arg = op;
-  /* shared out by tenant; a destination added to a source, by the source (its tenant is read
-   * with it, after the check) */
+  /* shared out by tenant; a destination added to a source (its tenant is read with it, after
+   * the check), by the key's tenant when it has one, else by the key — not by the path's source
+   * id, which a caller may vary at will */
+  const hookd_principal *p = hookd_api_principal(op->base.req);
+  const char *one = p ? hookd_scope_single(p->tenants) : NULL;
   if (op->src.tenant_id && op->src.tenant_id[0])
     snprintf(op->check.who, sizeof op->check.who, "%s", op->src.tenant_id);
+  else if (one)
+    snprintf(op->check.who, sizeof op->check.who, "%s", one);
   else
-    snprintf(op->check.who, sizeof op->check.who, "source %s", op->id);
+    snprintf(op->check.who, sizeof op->check.who, "key %s", p ? p->key_id : "");
   hookd_destinations_check_async(op->base.app->dest, &op->check);
 }
 

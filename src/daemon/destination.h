@@ -56,7 +56,7 @@ int hookd_destinations_check_shape(hookd_destinations *d, const char *url, hookd
  * thread is always left to one with nothing running: names that never answer cannot take them
  * all), and HOOKD_DEST_WHO_QUEUED places in the queue (past that, HOOKD_DEST_BUSY for it alone). */
 #define HOOKD_DEST_WHO_RUNNING 2
-#define HOOKD_DEST_WHO_QUEUED 32
+#define HOOKD_DEST_WHO_QUEUED 16
 void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c);
 
 #endif

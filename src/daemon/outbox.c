@@ -468,13 +468,15 @@ static int cycle(hookd_outbox *o, bool *cut) {
     PQclear(lag);
     return -2;
   }
-  if (!exec_ok(o, "BEGIN")) return -1;
   /* a batch takes half the room left under --max-store-queue at most: the whole of it would
-   * make every publish and provider request meanwhile a 503 overloaded */
+   * make every publish and provider request meanwhile a 503 overloaded; no room, no batch (a
+   * wait, as when the writes are behind) */
   uint64_t room = ((uint64_t)app->cfg->max_store_queue - depth) / 2;
+  if (room == 0) return -2;
   int take = (uint64_t)app->cfg->outbox_batch < room ? app->cfg->outbox_batch : (int)room;
+  if (!exec_ok(o, "BEGIN")) return -1;
   char limit[16];
-  snprintf(limit, sizeof limit, "%d", take > 0 ? take : 1);
+  snprintf(limit, sizeof limit, "%d", take);
   hookd_buf skip;
   hookd_buf_init(&skip, o->n_skip * 24 + 16);
   if (skip_array(o, &skip)) {

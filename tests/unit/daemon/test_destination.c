@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "daemon/config.h"
@@ -127,9 +128,17 @@ static void shared_out_by_asker(void **s) {
   other.done = done_count;
   snprintf(other.who, sizeof other.who, "key_other");
   hookd_destinations_check_async(d, &other);
+  /* the other asker: on the thread left free (within 10 s, else the rule kept none: a failure,
+   * not a hang) */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
   pthread_mutex_lock(&mu);
-  while (checked < 1) pthread_cond_wait(&cv, &mu); /* the other asker: on a free thread */
+  while (checked < 1 && pthread_cond_timedwait(&cv, &mu, &until) == 0) {
+  }
+  int got = checked;
   pthread_mutex_unlock(&mu);
+  assert_int_equal(got, 1);
   assert_int_equal(other.rc, 0);
   pthread_mutex_lock(&mu);
   assert_int_equal(held, HOOKD_DEST_WHO_RUNNING + 1); /* the second holder's second waits */
@@ -144,8 +153,36 @@ static void shared_out_by_asker(void **s) {
   hookd_config_free(&cfg);
 }
 
+/* A URL with nothing to resolve (an address for host, or refused by its shape) is judged at
+ * once, on the caller's thread, taking no place in the queue. */
+static void nothing_to_resolve_is_judged_at_once(void **s) {
+  (void)s;
+  pthread_mutex_lock(&mu);
+  held = released = checked = busy = 0;
+  pthread_mutex_unlock(&mu);
+  hookd_config cfg;
+  hookd_config_defaults(&cfg);
+  char err[256];
+  hookd_destinations *d = hookd_destinations_new(&cfg, err, sizeof err);
+  assert_non_null(d);
+  hookd_dest_check ok = {.url = strdup("https://93.184.216.34/hook"), .done = done_count},
+                   bad = {.url = strdup("https://127.0.0.1/hook"), .done = done_count};
+  hookd_destinations_check_async(d, &ok);
+  assert_int_equal(checked, 1); /* done already (no thread could have run it yet: no wait) */
+  assert_int_equal(ok.rc, 0);
+  hookd_destinations_check_async(d, &bad);
+  assert_int_equal(checked, 2);
+  assert_int_equal(bad.rc, -1);
+  assert_string_equal(bad.err.rule, "loopback");
+  hookd_destinations_free(d);
+  free(ok.url);
+  free(bad.url);
+  hookd_config_free(&cfg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(queue_is_bounded),
-                                     cmocka_unit_test(shared_out_by_asker)};
+                                     cmocka_unit_test(shared_out_by_asker),
+                                     cmocka_unit_test(nothing_to_resolve_is_judged_at_once)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
