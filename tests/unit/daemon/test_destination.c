@@ -38,15 +38,24 @@ static void done_count(hookd_dest_check *c, void *arg) {
   pthread_mutex_unlock(&mu);
 }
 
+/* The counters reset, and a pool from the defaults (with the test name pinned: resolved on a
+ * resolver thread, no DNS). */
+static hookd_destinations *new_pool(hookd_config *cfg) {
+  pthread_mutex_lock(&mu);
+  held = released = checked = busy = 0;
+  pthread_mutex_unlock(&mu);
+  hookd_config_defaults(cfg);
+  cfg->resolve[cfg->n_resolve++] = strdup("hook.test:443:93.184.216.34");
+  char err[256];
+  hookd_destinations *d = hookd_destinations_new(cfg, err, sizeof err);
+  assert_non_null(d);
+  return d;
+}
+
 static void queue_is_bounded(void **s) {
   (void)s;
   hookd_config cfg;
-  hookd_config_defaults(&cfg);
-  cfg.resolve[cfg.n_resolve++] = strdup("hook.test:443:93.184.216.34"); /* (resolved here, on a
-                                                                            * resolver thread) */
-  char err[256];
-  hookd_destinations *d = hookd_destinations_new(&cfg, err, sizeof err);
-  assert_non_null(d);
+  hookd_destinations *d = new_pool(&cfg);
   enum { N = 4 + HOOKD_DEST_QUEUE_MAX + 1 };
   hookd_dest_check *checks = calloc(N, sizeof *checks);
   for (int i = 0; i < N; i++) {
@@ -86,16 +95,8 @@ static void queue_is_bounded(void **s) {
  * answered busy at once. */
 static void shared_out_by_asker(void **s) {
   (void)s;
-  pthread_mutex_lock(&mu);
-  held = released = checked = busy = 0;
-  pthread_mutex_unlock(&mu);
   hookd_config cfg;
-  hookd_config_defaults(&cfg);
-  cfg.resolve[cfg.n_resolve++] = strdup("hook.test:443:93.184.216.34"); /* (resolved here, on a
-                                                                            * resolver thread) */
-  char err[256];
-  hookd_destinations *d = hookd_destinations_new(&cfg, err, sizeof err);
-  assert_non_null(d);
+  hookd_destinations *d = new_pool(&cfg);
   enum { HOG = HOOKD_DEST_WHO_RUNNING + HOOKD_DEST_WHO_QUEUED + 1 };
   hookd_dest_check hog[HOG], hog2[2], other;
   memset(hog, 0, sizeof hog);
@@ -157,14 +158,8 @@ static void shared_out_by_asker(void **s) {
  * once, on the caller's thread, taking no place in the queue. */
 static void nothing_to_resolve_is_judged_at_once(void **s) {
   (void)s;
-  pthread_mutex_lock(&mu);
-  held = released = checked = busy = 0;
-  pthread_mutex_unlock(&mu);
   hookd_config cfg;
-  hookd_config_defaults(&cfg);
-  char err[256];
-  hookd_destinations *d = hookd_destinations_new(&cfg, err, sizeof err);
-  assert_non_null(d);
+  hookd_destinations *d = new_pool(&cfg);
   hookd_dest_check ok = {.url = strdup("https://93.184.216.34/hook"), .done = done_count},
                    bad = {.url = strdup("https://127.0.0.1/hook"), .done = done_count};
   hookd_destinations_check_async(d, &ok);
