@@ -330,7 +330,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
      * would wipe its breaker and lift the receiver's Retry-After pause) */
     bool was_enabled = e->cfg.enabled || e->disabled_by_outcome;
     bool was_resend = !ep_no_resend(e);
-    bool was_lanes = e->cfg.ordered && e->cfg.lane_policy && !strcmp(e->cfg.lane_policy, "block");
+    bool was_lanes = ep_lanes_block(e);
     bool was_ordered = e->cfg.ordered;
     bool moved = !e->cfg.url || !cfg->url || strcmp(e->cfg.url, cfg->url) != 0;
     ep_apply_config(d, e, cfg);
@@ -368,9 +368,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     else if (was_resend && ep_no_resend(e)) sched_release_queue(d, e);
     /* made ordered (or its lanes to block): what it holds was claimed without that rule (a
      * lane's deliveries all at once, a DEAD head's successor) — given back, claimed again by it */
-    else if ((!was_ordered && e->cfg.ordered) ||
-             (!was_lanes && e->cfg.ordered && e->cfg.lane_policy &&
-              !strcmp(e->cfg.lane_policy, "block")))
+    else if ((!was_ordered && e->cfg.ordered) || (!was_lanes && ep_lanes_block(e)))
       sched_release_queue(d, e);
   }
   sched_ep_ready(d, e);
@@ -411,7 +409,7 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
    * wait behind it): one is claimed, and sent, before live work — turn about with live, so
    * that a bulk replay takes half the endpoint at most (pick_class) */
   m->claim.replay_first = e->cfg.ordered && !e->last_turn;
-  m->claim.lane_block = e->cfg.lane_policy && !strcmp(e->cfg.lane_policy, "block");
+  m->claim.lane_block = ep_lanes_block(e); /* (the store reads both again: hookd_claim_mode) */
   m->claim.now_ms = now;
   /* the lease covers a queue wait of one request plus the request itself, plus the margin */
   m->claim.lease_ms = 2 * (int64_t)e->cfg.timeout_ms + d->cfg.lease_margin_ms;
@@ -847,10 +845,9 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   }
 
   hookd_outcome *o = &it->out;
-  memset(o, 0, sizeof *o);
+  memset(o, 0, sizeof *o); /* (asked_kept too: a request of its own, record_outcome keeps it) */
   snprintf(it->last_error, sizeof it->last_error, "%s", cls.category);
   o->delivery_seq = dl->seq;
-  o->asked_kept = false; /* (a request of its own: record_outcome keeps it as asked) */
   o->lease_token = dl->lease_token;
   o->from = dl->state;
   o->to = dec.next;

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/breaker.h"
 #include "core/bucket.h"
@@ -248,6 +249,11 @@ static inline bool ep_newcomer(const ep *e) {
  * sent again without an operator (held `unknown`; the store's RECLAIM_NO_RESEND holds a
  * reclaimed lease the same way when its send mark is there). */
 static inline bool ep_no_resend(const ep *e) { return e->cfg.source_id && !e->cfg.idempotent; }
+
+/* Whether the endpoint's lanes wait on a DEAD head (ordered, lane_policy block). */
+static inline bool ep_lanes_block(const ep *e) {
+  return e->cfg.ordered && e->cfg.lane_policy && !strcmp(e->cfg.lane_policy, "block");
+}
 
 /* Whether the item is a probe of its endpoint's breaker as it is now: one sent before the
  * breaker was reset neither decides the new one nor gives back its probe slot (a second probe

@@ -163,6 +163,7 @@ static void ring_push(hookd_dispatcher *d, tenant *t);
 
 void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg) {
   int64_t now = disp_now(d);
+  t->deleted = false; /* (its limits read from the store: it is there, whatever came before) */
   /* (a cap the tenant sets is shared out among the nodes; the default cap is each node's own) */
   t->max_in_flight =
       cfg->max_in_flight > 0 ? sched_share(d, cfg->max_in_flight) : d->cfg.tenant_max_in_flight;
@@ -224,17 +225,13 @@ static tenant *ring_pop(hookd_dispatcher *d) {
   return t;
 }
 
-/* A deleted tenant is freed once nothing points at it: no endpoint (each holds a ref while it
- * has work), and on no list of the dispatcher's (the ring, the rate wait, the reserve's wait). */
+/* A deleted tenant is freed once nothing points at it: no endpoint (an endpoint's ref is given
+ * back only once it holds no work: ep_maybe_free, so no request or claim of the tenant's is left
+ * either), and on no list of the dispatcher's (the ring, the rate wait, the reserve's wait). */
 static void tenant_forget_if_done(hookd_dispatcher *d, tenant *t) {
-  if (!t->deleted || t->refs > 0 || t->in_ring || t->serving || t->waiting || t->share_blocked ||
-      t->in_flight || t->queued || t->claiming || t->body_bytes)
+  if (!t->deleted || t->refs > 0 || t->in_ring || t->serving || t->waiting || t->share_blocked)
     return;
-  for (int c = 0; c < CLS__COUNT; c++)
-    if (t->in_flight_cls[c]) return;
-  char id[256];
-  snprintf(id, sizeof id, "%s", t->id); /* the key goes with the entry */
-  hookd_strmap_del(&d->tenants, id);
+  hookd_strmap_del(&d->tenants, t->id); /* (the map keeps a key of its own) */
   free(t->id);
   free(t);
 }
