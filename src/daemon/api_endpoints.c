@@ -430,14 +430,7 @@ static void submit_with_check(ep_op *op) {
   op->check.done = dest_checked;
   op->check.arg = op;
   snprintf(op->check.who, sizeof op->check.who, "%s", op->tenant); /* (shared out by tenant) */
-  if (!op->check.url) {
-    op->check.rc = -1;
-    snprintf(op->check.err.rule, sizeof op->check.err.rule, "internal");
-    snprintf(op->check.err.message, sizeof op->check.err.message, "out of memory");
-    dest_checked(&op->check, op);
-    return;
-  }
-  hookd_destinations_check_async(op->base.app->dest, &op->check);
+  hookd_destinations_check_async(op->base.app->dest, &op->check); /* (a NULL url: answered) */
 }
 
 /* ---------- create ---------- */

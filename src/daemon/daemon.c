@@ -172,19 +172,19 @@ static bool tick_due(hookd_app *app) {
  * add up to — the drain (30 s), the answers' flush (2 s), the dispatcher's grace and margin —
  * and 15 s more; past that it ends the process, exit 1, as the stop's other stalls do
  * (docs/architecture.md "Shutdown"). */
+#define STOP_DRAIN_MS 30000 /* the stop waits this long for requests waiting on a commit */
+#define STOP_FLUSH_MS 2000  /* and this long for the answers given to go out */
+
 static void *stop_watch(void *arg) {
   hookd_app *app = arg;
-  int64_t bound = 30000 + 2000 + (int64_t)app->cfg->shutdown_grace_s * 1000 +
+  int64_t bound = STOP_DRAIN_MS + STOP_FLUSH_MS + (int64_t)app->cfg->shutdown_grace_s * 1000 +
                   HOOKD_DISPATCHER_STOP_MARGIN_MS + 15000;
   int64_t seen = 0;
   while (!atomic_load(&app->stop_watch_done)) {
     struct timespec nap = {0, 250 * 1000 * 1000};
     nanosleep(&nap, NULL);
     int64_t now = hookd_mono_ms(), began = atomic_load(&app->stop_began_ms);
-    sigset_t set;
-    if (!seen && sigpending(&set) == 0 &&
-        (sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1))
-      seen = now;
+    if (!seen && stop_pending()) seen = now;
     if (began && (!seen || began < seen)) seen = began;
     if (seen && now - seen > bound) {
       HLOG(HOOKD_LOG_ERROR, "shutdown.store_stalled", KV_I("after_ms", now - seen),
@@ -744,7 +744,7 @@ fail:
   atomic_store(&app.ready, false);
   if (app.srv) {
     hookd_server_quiesce(app.srv);
-    int64_t deadline = hookd_mono_ms() + 30000;
+    int64_t deadline = hookd_mono_ms() + STOP_DRAIN_MS;
     while (hookd_server_suspended(app.srv) > 0 && hookd_mono_ms() < deadline) {
       /* a long scan (a list by type, a replay job's snapshot or breakdown) is cut short: its
        * request gets a 503 to retry elsewhere or later, and the drain waits for commits only */
@@ -763,7 +763,7 @@ fail:
     /* the answers just given go out before the daemon stops (that closes every connection: a
      * client of a committed publish would see it cut, not its 202); bounded, a client that does
      * not read cannot hold the stop */
-    int64_t flushed_by = hookd_mono_ms() + 2000;
+    int64_t flushed_by = hookd_mono_ms() + STOP_FLUSH_MS;
     while (hookd_server_unsent(app.srv) > 0 && hookd_mono_ms() < flushed_by) {
       struct timespec nap = {0, 5 * 1000 * 1000};
       nanosleep(&nap, NULL);

@@ -201,9 +201,8 @@ static size_t pinned(hookd_destinations *d, const hookd_url_info *info, int *fam
   return 0;
 }
 
+/* A name's addresses judged (c->info: its URL's, judged by hookd_destinations_check_async). */
 static void check_one(hookd_destinations *d, hookd_dest_check *c) {
-  c->rc = hookd_url_check(&d->url, c->url, &c->info, &c->err);
-  if (c->rc != 0 || c->info.ip_family) return;
   int fam[MAX_ADDRS];
   unsigned char addrs[MAX_ADDRS][16];
   size_t n = pinned(d, &c->info, fam, addrs);

@@ -248,15 +248,16 @@ static int session_setup(hookd_store_conn *c) {
   if (c->cancel) PQfreeCancel(c->cancel);
   c->cancel = PQgetCancel(c->pg);
   pthread_mutex_unlock(&c->sh->mu);
-  if (pg_exec(c, "SET client_encoding = 'UTF8'", "session") != 0) return HOOKD_STORE_ERR;
-  /* What the store's correctness rests on, whatever the server, database, role or URL set:
+  /* UTF-8 text; and what the store's correctness rests on, whatever the server, database, role
+   * or URL set (one round trip):
    * - a COMMIT answered is on disk (2xx only after it): synchronous_commit raised from off (a
    *   common tuning), never lowered (remote_apply stays);
    * - the writer's reads see every commit made before its lock was granted: READ COMMITTED (a
    *   default of repeatable read took the snapshot before the lock, docs/postgres.md);
    * - waits for the writer lock end when hookd says (its lock and statement timeouts), not at a
    *   role's lock_timeout; and a session that writes. */
-  if (pg_exec(c, "SELECT set_config('synchronous_commit', 'on', false)"
+  if (pg_exec(c, "SET client_encoding = 'UTF8';"
+                 " SELECT set_config('synchronous_commit', 'on', false)"
                  " WHERE current_setting('synchronous_commit') = 'off';"
                  " SET default_transaction_isolation = 'read committed';"
                  " SET default_transaction_read_only = off; SET lock_timeout = 0;"

@@ -780,11 +780,11 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
                      " WHERE l.endpoint_id = d.endpoint_id AND l.ordering_key ="
                      " d.ordering_key), e.kind,"
                      /* a DEAD "expired" head that its lane went on past — a later one
-                      * settled, claimed or attempted (read only for one) */
+                      * delivered, claimed or attempted, not one DEAD unsent (sq_replay_one) */
                      " CASE WHEN d.dead_reason = 'expired' AND d.ordering_key IS NOT NULL"
                      " THEN (EXISTS (SELECT 1 FROM deliveries x WHERE x.endpoint_id ="
                      " d.endpoint_id AND x.ordering_key = d.ordering_key AND x.seq > d.seq"
-                     " AND (x.state IN ('delivered', 'dead') OR x.leased_until IS NOT NULL"
+                     " AND (x.state = 'delivered' OR x.leased_until IS NOT NULL"
                      " OR x.attempt_count > 0)))::int ELSE 0 END"
                      " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
                      " WHERE d.seq = $1",
