@@ -563,6 +563,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                       "too many request bodies arriving at once (--max-buffered-bytes): retry");
       return queue(r);
     }
+    /* a known length bounds the buffer's growth too: doubling, a body just past a power of two
+     * held twice its bytes, only its bytes counted against --max-buffered-bytes */
+    if (known) r->body.max = (size_t)len;
     return MHD_YES;
   }
 
