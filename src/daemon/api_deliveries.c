@@ -235,8 +235,7 @@ void hookd_api_delivery_replay(hookd_req *r, hookd_app *app) {
   dl_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
   take_id(op, r);
-  if (!hookd_kept_prepare(r, app, &op->k, "delivery.replay", op->id,
-                          hookd_req_header(r, "Hookd-Reason"), NULL, false)) {
+  if (!hookd_kept_prepare(r, app, &op->k, "delivery.replay", op->id, NULL, NULL, false)) {
     dl_cleanup(&op->base);
     free(op);
     return;

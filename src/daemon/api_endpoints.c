@@ -536,8 +536,7 @@ void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
   bool ok = parse_fields(r, app, body, op, true);
   /* the same request, sent again with its key: the tenant, the body (canonical JSON) */
   if (ok)
-    ok = hookd_kept_prepare(r, app, &op->k, "endpoint.create", op->tenant,
-                            hookd_req_header(r, "Hookd-Reason"), body, true);
+    ok = hookd_kept_prepare(r, app, &op->k, "endpoint.create", op->tenant, NULL, body, true);
   json_decref(body);
   int64_t now = hookd_now_ms();
   hookd_endpoint *ep = &op->ep;

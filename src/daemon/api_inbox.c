@@ -492,7 +492,7 @@ void hookd_api_inbox_replay(hookd_req *r, hookd_app *app) {
   inbox_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
   if (!hookd_kept_prepare(r, app, &op->k, "inbox.replay.one", hookd_req_param(r, 0),
-                          hookd_req_header(r, "Hookd-Reason"), NULL, false)) {
+                          NULL, NULL, false)) {
     inbox_cleanup(&op->base);
     free(op);
     return;
@@ -690,8 +690,7 @@ static void many_submit(hookd_req *r, hookd_app *app, bool replay) {
     op->replay = replay;
     if (resolve_ids(r, json_object_get(body, "ids"), op) &&
         hookd_kept_prepare(r, app, &op->k, replay ? "inbox.replay" : "inbox.resolve", NULL,
-                           reason ? reason : hookd_req_header(r, "Hookd-Reason"), body,
-                           false)) {
+                           reason, body, false)) {
       hookd_api_submit(&op->base, true);
     } else {
       many_cleanup(&op->base);

@@ -27,14 +27,15 @@ static int keyed_hex(const hookd_app *app, const void *data, size_t len, char he
   return 0;
 }
 
-/* The request's key and hash: the route, the record's id (NULL for a batch), the reason the
- * route takes (the body's, else Hookd-Reason; NULL: none) and the body (canonical; NULL: none);
- * keyed when the body may carry secrets. False once answered. */
+/* The request's key and hash: the route, the record's id (NULL for a batch), the reason (the
+ * body's; NULL: the Hookd-Reason header's, as the audit records it) and the body (canonical;
+ * NULL: none); keyed when the body may carry secrets. False once answered. */
 bool hookd_kept_prepare(hookd_req *r, hookd_app *app, hookd_kept *k, const char *route,
                         const char *id, const char *why, const json_t *body, bool keyed) {
   const char *idem;
   if (!hookd_api_idempotency_key(r, &idem)) return false;
   if (!idem) return true;
+  if (!why) why = hookd_req_header(r, "Hookd-Reason");
   snprintf(k->idem, sizeof k->idem, "%s", idem);
   const hookd_principal *p = hookd_api_principal(r);
   snprintf(k->scope, sizeof k->scope, "%s", p ? p->key_id : "");

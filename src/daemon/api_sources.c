@@ -897,8 +897,7 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
   /* the same request, sent again with its key: the body (canonical JSON, keyed: it carries
    * secrets) */
   if (ok)
-    ok = hookd_kept_prepare(r, app, &op->k, "source.create", NULL,
-                            hookd_req_header(r, "Hookd-Reason"), body, true);
+    ok = hookd_kept_prepare(r, app, &op->k, "source.create", NULL, NULL, body, true);
   json_decref(body);
   start_checks(op, ok);
 }
@@ -1117,8 +1116,8 @@ void hookd_api_source_add_destination(hookd_req *r, hookd_app *app) {
   else ok = parse_destination(r, app, body, 0, op, hookd_now_ms(), "destination");
   /* sent again with its key: the destination it added (keyed hash: the body may carry
    * credentials in its headers) */
-  if (ok) ok = hookd_kept_prepare(r, app, &op->k, "source.destination_add", op->id,
-                                  hookd_req_header(r, "Hookd-Reason"), body, true);
+  if (ok)
+    ok = hookd_kept_prepare(r, app, &op->k, "source.destination_add", op->id, NULL, body, true);
   json_decref(body);
   start_checks(op, ok);
 }

@@ -155,8 +155,7 @@ void hookd_api_tenant_create(hookd_req *r, hookd_app *app) {
     else hookd_id_new("ten", now, op->id);
   }
   if (ok)
-    ok = hookd_kept_prepare(r, app, &op->k, "tenant.create", NULL,
-                            hookd_req_header(r, "Hookd-Reason"), body, false);
+    ok = hookd_kept_prepare(r, app, &op->k, "tenant.create", NULL, NULL, body, false);
   json_decref(body);
   if (!ok) {
     tenant_cleanup(&op->base);
