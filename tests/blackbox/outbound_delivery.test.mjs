@@ -498,13 +498,16 @@ describe('delivery outcomes', () => {
     try {
       // (two attempts at most: the shared daemon goes quiet after this test)
       const { tenant } = await setup(h, `http://127.0.0.1:${server.address().port}/hook`,
-        { timeout_ms: 10000, retry: { max_attempts: 2 } });
+        { timeout_ms: 10000, retry: { max_attempts: 2, backoff_base_ms: 100, backoff_cap_ms: 100 } });
       const p = await publish(h, tenant, { type: 'a.b', payload: {} });
       const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.attempt_count >= 1, 'the first attempt ends');
       const full = await getDelivery(h, d.id);
       assert.deepEqual([full.attempts[0].outcome, full.attempts[0].http_status], ['too_large', null], JSON.stringify(full.attempts));
       assert.match(full.attempts[0].error, /header lines .* passed 65536 bytes/);
       assert.ok(full.attempts[0].latency_ms < 5000, 'cut, not timed out');
+      // retried (a receiver's fault, not a final refusal): the second attempt is cut the same way
+      await waitDelivery(h, p.json.id, (ds) => ds[0]?.attempt_count === 2 && ds[0].state === 'dead', 'the retry ends');
+      assert.deepEqual((await getDelivery(h, d.id)).attempts.map((a) => a.outcome), ['too_large', 'too_large']);
     } finally {
       for (const s of socks) s.destroy();
       await new Promise((resolve) => server.close(resolve));

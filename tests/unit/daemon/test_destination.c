@@ -160,16 +160,48 @@ static void nothing_to_resolve_is_judged_at_once(void **s) {
   (void)s;
   hookd_config cfg;
   hookd_destinations *d = new_pool(&cfg);
+  /* every thread held, and the asker's places in the queue all taken: a check that needed
+   * either would wait, or be answered busy */
+  enum { HOLD = 4, MINE = HOOKD_DEST_WHO_QUEUED };
+  hookd_dest_check held_c[HOLD], mine[MINE];
+  memset(held_c, 0, sizeof held_c);
+  memset(mine, 0, sizeof mine);
+  for (int i = 0; i < HOLD; i++) {
+    held_c[i].url = strdup("https://hook.test/hook");
+    held_c[i].done = done_hold;
+    snprintf(held_c[i].who, sizeof held_c[i].who, "h%d", i);
+    hookd_destinations_check_async(d, &held_c[i]);
+  }
+  pthread_mutex_lock(&mu);
+  while (held < HOLD) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  for (int i = 0; i < MINE; i++) {
+    mine[i].url = strdup("https://hook.test/hook");
+    mine[i].done = done_count;
+    snprintf(mine[i].who, sizeof mine[i].who, "t");
+    hookd_destinations_check_async(d, &mine[i]);
+  }
   hookd_dest_check ok = {.url = strdup("https://93.184.216.34/hook"), .done = done_count},
                    bad = {.url = strdup("https://127.0.0.1/hook"), .done = done_count};
+  snprintf(ok.who, sizeof ok.who, "t");
+  snprintf(bad.who, sizeof bad.who, "t");
   hookd_destinations_check_async(d, &ok);
-  assert_int_equal(checked, 1); /* done already (no thread could have run it yet: no wait) */
-  assert_int_equal(ok.rc, 0);
   hookd_destinations_check_async(d, &bad);
-  assert_int_equal(checked, 2);
+  pthread_mutex_lock(&mu);
+  assert_int_equal(busy, 0);    /* no place in the queue taken */
+  assert_int_equal(checked, 2); /* both judged, on this thread: no resolver thread is free */
+  pthread_mutex_unlock(&mu);
+  assert_int_equal(ok.rc, 0);
   assert_int_equal(bad.rc, -1);
   assert_string_equal(bad.err.rule, "loopback");
+  pthread_mutex_lock(&mu);
+  released = 1;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
   hookd_destinations_free(d);
+  assert_int_equal(checked, 2 + MINE + HOLD);
+  for (int i = 0; i < HOLD; i++) free(held_c[i].url);
+  for (int i = 0; i < MINE; i++) free(mine[i].url);
   free(ok.url);
   free(bad.url);
   hookd_config_free(&cfg);
