@@ -275,6 +275,123 @@ int hookd_claim_passes(hookd_store_conn *c, const hookd_claim_req *req, hookd_cl
   return rc;
 }
 
+void hookd_walk_begin(hookd_walk_batch *w, int64_t before_ms, int64_t after_seq, int64_t *ids) {
+  *w = (hookd_walk_batch){.before_ms = before_ms,
+                          .ahead_ms = hookd_now_ms() + HOOKD_RETENTION_AHEAD_MS,
+                          .last = after_seq,
+                          .ids = ids};
+}
+
+bool hookd_walk_row(hookd_walk_batch *w, int64_t seq, int64_t t, bool eligible) {
+  if (t >= w->before_ms && t < w->ahead_ms) {
+    w->fresh = true;
+    return false;
+  }
+  w->last = seq;
+  w->scanned++;
+  if (t < w->before_ms && eligible) w->ids[w->n++] = seq; /* (else: stamped ahead) */
+  return true;
+}
+
+int64_t hookd_walk_next(const hookd_walk_batch *w, int limit) {
+  return w->fresh || w->scanned < limit ? 0 : w->last;
+}
+
+int hookd_replay_state_check(hookd_dstate state, char *err, size_t errlen, const char **why) {
+  hookd_dstate to;
+  if (hookd_dstate_next(state, HOOKD_DT_REPLAY, &to) != 0) {
+    snprintf(err, errlen, "a %s delivery cannot be replayed%s", hookd_dstate_name(state),
+             hookd_dstate_active(state) ? ": it is already scheduled" : "");
+    *why = "state_changed";
+    return HOOKD_STORE_STATE;
+  }
+  /* the table's unknown → pending is the resolve's "retry": the request may have reached the
+   * destination, and only an operator's word sends it again */
+  if (state == HOOKD_DS_UNKNOWN) {
+    snprintf(err, errlen,
+             "a delivery held unknown (its request may have reached the destination) is settled "
+             "with POST /v1/inbox/{id}/resolve, not replayed");
+    *why = "state_changed";
+    return HOOKD_STORE_STATE;
+  }
+  return 0;
+}
+
+void hookd_replay_memo_fill(hookd_replay_memo *m, hookd_store_conn *c, const char *endpoint_id,
+                            hookd_endpoint_get_fn get) {
+  if (m->endpoint_id[0] && !strcmp(m->endpoint_id, endpoint_id)) return;
+  hookd_endpoint ep;
+  m->rc = get(c, endpoint_id, &ep);
+  m->enabled = m->ordered = m->block = false;
+  if (m->rc == 0) {
+    m->enabled = ep.enabled;
+    m->ordered = ep.ordered;
+    m->block = ep.lane_policy && !strcmp(ep.lane_policy, "block");
+    hookd_endpoint_free(&ep);
+  }
+  /* an error is not kept (the next item asks again), nor an id too long to compare */
+  bool keep = strlen(endpoint_id) < sizeof m->endpoint_id &&
+              (m->rc == 0 || m->rc == HOOKD_STORE_NOTFOUND);
+  snprintf(m->endpoint_id, sizeof m->endpoint_id, "%s", keep ? endpoint_id : "");
+}
+
+int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, int64_t now_ms,
+                       char *err, size_t errlen, const char **why) {
+  if (m->rc == HOOKD_STORE_NOTFOUND) {
+    snprintf(err, errlen, "its endpoint was deleted");
+    *why = "endpoint_deleted";
+    return HOOKD_STORE_STATE;
+  }
+  if (m->rc) return m->rc;
+  if (!m->enabled) {
+    snprintf(err, errlen, "its endpoint is disabled");
+    *why = "endpoint_disabled";
+    return HOOKD_STORE_STATE;
+  }
+  /* superseded at publish: a higher version of its lane was given first; it was never sent,
+   * and sending it now would take the receiver back */
+  if (f->dead_reason && !strcmp(f->dead_reason, "superseded")) {
+    snprintf(err, errlen,
+             "it was superseded by a higher ordering_version of its lane: never sent, never "
+             "replayed");
+    *why = "superseded";
+    return HOOKD_STORE_STATE;
+  }
+  /* on an ordered endpoint, a version its lane has moved past is not sent again either */
+  if (m->ordered && f->laned && f->versioned && f->version < f->lane_version) {
+    snprintf(err, errlen,
+             "its lane has moved on to ordering_version %lld (this event has %lld): an ordered "
+             "lane never goes back",
+             (long long)f->lane_version, (long long)f->version);
+    *why = "lane_moved_on";
+    return HOOKD_STORE_STATE;
+  }
+  /* in a block lane, a head made DEAD "expired" before its event expired (its next retry would
+   * have come after it) let its successors pass it: replayed it would go after them */
+  bool expired_dead = f->state == HOOKD_DS_DEAD && f->dead_reason &&
+                      !strcmp(f->dead_reason, "expired");
+  if (expired_dead && m->ordered && m->block && f->passed) {
+    snprintf(err, errlen,
+             "it went DEAD (its event would expire before its next attempt) and its lane went on "
+             "past it: an ordered lane never goes back");
+    *why = "lane_moved_on";
+    return HOOKD_STORE_STATE;
+  }
+  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
+  if (f->expires_at && f->expires_at <= now_ms) {
+    snprintf(err, errlen, "its event expired (expires_at passed): it would not be sent");
+    *why = "expired";
+    return HOOKD_STORE_STATE;
+  }
+  if (f->purged) { /* never rebuilt from current state (O17) */
+    snprintf(err, errlen,
+             "its event's payload was purged (--payload-retention-s): nothing left to send");
+    *why = "payload_purged";
+    return HOOKD_STORE_STATE;
+  }
+  return 0;
+}
+
 void hookd_claimed_free(hookd_claimed *c) {
   hookd_delivery_free(&c->d);
   free(c->body);

@@ -638,6 +638,56 @@ typedef int (*hookd_claim_kind_fn)(hookd_store_conn *c, const hookd_claim_req *r
 int hookd_claim_passes(hookd_store_conn *c, const hookd_claim_req *req,
                        hookd_claim_kind_fn kind, hookd_claimed *v, size_t *len);
 
+/* A retention walk's batch (inbox, payloads, events), the same on every backend: rows in seq
+ * order are given to hookd_walk_row until it says stop — at the first row at or after
+ * before_ms, passing over one stamped HOOKD_RETENTION_AHEAD_MS past the wall clock (a clock
+ * stepped forward, then set right). ids (room for the batch's limit) gets the eligible rows'
+ * seqs before it. */
+typedef struct hookd_walk_batch {
+  int64_t before_ms, ahead_ms, last;
+  int scanned;
+  bool fresh; /* it stopped at a row inside the window */
+  int64_t *ids;
+  int n;
+} hookd_walk_batch;
+void hookd_walk_begin(hookd_walk_batch *w, int64_t before_ms, int64_t after_seq, int64_t *ids);
+bool hookd_walk_row(hookd_walk_batch *w, int64_t seq, int64_t t, bool eligible);
+/* Where the next batch goes on: 0 (the walk starts again from the beginning) when this one
+ * ended inside the window or at the end of the rows. */
+int64_t hookd_walk_next(const hookd_walk_batch *w, int limit);
+
+/* The rules of a replay of one delivery (docs/replay.md), the same on every backend: each
+ * reads the facts in one statement, then asks these. On HOOKD_STORE_STATE err holds the
+ * sentence and *why the refusal's name: state_changed, endpoint_deleted, endpoint_disabled,
+ * superseded, lane_moved_on, expired, payload_purged. */
+typedef struct hookd_replay_facts {
+  hookd_dstate state;
+  const char *dead_reason; /* NULL: none */
+  bool laned;              /* it has an ordering key */
+  bool versioned;          /* its event has an ordering_version and its lane a version reached */
+  int64_t version, lane_version;
+  bool passed;        /* a later delivery of its lane was delivered, claimed or attempted */
+  int64_t expires_at; /* its event's (0: never) */
+  bool purged;        /* its event's payload */
+} hookd_replay_facts;
+/* The endpoint's lookup, kept across the calls of one transaction (a replay job's step: its
+ * items mostly share their endpoints, which cannot change under the writer's own transaction). */
+typedef struct hookd_replay_memo {
+  char endpoint_id[160];        /* the endpoint last looked up ("" = none) */
+  int rc;                       /* its lookup: 0, HOOKD_STORE_NOTFOUND (deleted) or an error */
+  bool enabled, ordered, block; /* block: its lane_policy */
+} hookd_replay_memo;
+typedef int (*hookd_endpoint_get_fn)(hookd_store_conn *c, const char *id, hookd_endpoint *out);
+/* Before the endpoint is looked up: refused by the delivery's state alone (still scheduled, or
+ * held unknown: settled by a resolve). 0 or HOOKD_STORE_STATE. */
+int hookd_replay_state_check(hookd_dstate state, char *err, size_t errlen, const char **why);
+/* m holds endpoint_id's lookup after it (got with get unless m already held it). */
+void hookd_replay_memo_fill(hookd_replay_memo *m, hookd_store_conn *c, const char *endpoint_id,
+                            hookd_endpoint_get_fn get);
+/* The rest, in order: 0 (replay it), HOOKD_STORE_STATE, or the endpoint lookup's error. */
+int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, int64_t now_ms,
+                       char *err, size_t errlen, const char **why);
+
 typedef struct hookd_store_backend {
   const char *name;
   /* Opens a connection. writer != 0 for the connection that commits mutations. Returns 0, or

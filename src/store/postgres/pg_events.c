@@ -764,7 +764,7 @@ int pg_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
  * *why (may be NULL) names the refusal: state_changed, endpoint_deleted, endpoint_disabled,
  * superseded, lane_moved_on, expired, payload_purged. */
 int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
-                  pg_replay_memo *memo) {
+                  hookd_replay_memo *memo) {
   static const char *unused;
   if (!why) why = &unused;
   *why = NULL;
@@ -794,114 +794,32 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     PQclear(r);
     return HOOKD_STORE_NOTFOUND;
   }
-  hookd_dstate state = HOOKD_DS_PENDING;
+  hookd_replay_facts f = {.state = HOOKD_DS_PENDING};
   const char *sname = pg_val(r, 0, 0);
-  if (sname) hookd_dstate_parse(sname, &state);
+  if (sname) hookd_dstate_parse(sname, &f.state);
   char *endpoint_id = pg_str(r, 0, 1);
-  const char *reason = pg_val(r, 0, 2);
-  bool superseded = reason && !strcmp(reason, "superseded");
-  bool expired_dead = state == HOOKD_DS_DEAD && reason && !strcmp(reason, "expired");
-  bool laned = pg_i64(r, 0, 3) != 0;
-  int64_t expires = pg_i64(r, 0, 4);
-  bool purged = pg_i64(r, 0, 5) != 0;
-  bool versioned = !pg_null(r, 0, 6) && !pg_null(r, 0, 7);
-  int64_t version = versioned ? pg_i64(r, 0, 6) : 0, lane = versioned ? pg_i64(r, 0, 7) : 0;
+  f.dead_reason = pg_val(r, 0, 2); /* read before r is cleared */
+  f.laned = pg_i64(r, 0, 3) != 0;
+  f.expires_at = pg_i64(r, 0, 4);
+  f.purged = pg_i64(r, 0, 5) != 0;
+  f.versioned = !pg_null(r, 0, 6) && !pg_null(r, 0, 7);
+  f.version = f.versioned ? pg_i64(r, 0, 6) : 0;
+  f.lane_version = f.versioned ? pg_i64(r, 0, 7) : 0;
   const char *kind = pg_val(r, 0, 8);
   bool inbound = kind && !strcmp(kind, "inbound");
-  bool passed = pg_i64(r, 0, 9) != 0;
+  f.passed = pg_i64(r, 0, 9) != 0;
+  if (!endpoint_id) {
+    PQclear(r);
+    return pg_fail(c, "read delivery");
+  }
+  hookd_replay_memo own = {0};
+  if (!memo) memo = &own;
+  int rc = hookd_replay_state_check(f.state, c->err, sizeof c->err, why);
+  if (!rc) hookd_replay_memo_fill(memo, c, endpoint_id, pg_endpoint_get);
+  if (!rc) rc = hookd_replay_check(&f, memo, now_ms, c->err, sizeof c->err, why);
   PQclear(r);
-  if (!endpoint_id) return pg_fail(c, "read delivery");
-
-  hookd_dstate to;
-  if (hookd_dstate_next(state, HOOKD_DT_REPLAY, &to) != 0) {
-    snprintf(c->err, sizeof c->err, "a %s delivery cannot be replayed%s",
-             hookd_dstate_name(state),
-             hookd_dstate_active(state) ? ": it is already scheduled" : "");
-    *why = "state_changed";
-    free(endpoint_id);
-    return HOOKD_STORE_STATE;
-  }
-  /* the table's unknown → pending is the resolve's "retry": the request may have reached the
-   * destination, and only an operator's word sends it again */
-  if (state == HOOKD_DS_UNKNOWN) {
-    snprintf(c->err, sizeof c->err,
-             "a delivery held unknown (its request may have reached the destination) is settled "
-             "with POST /v1/inbox/{id}/resolve, not replayed");
-    *why = "state_changed";
-    free(endpoint_id);
-    return HOOKD_STORE_STATE;
-  }
-  /* the endpoint's lookup, kept across the items of a replay job's step (memo) */
-  pg_replay_memo own = {0};
-  if (!memo || strcmp(memo->endpoint_id, endpoint_id) != 0) {
-    if (!memo) memo = &own;
-    hookd_endpoint ep;
-    memo->rc = pg_endpoint_get(c, endpoint_id, &ep);
-    memo->enabled = memo->ordered = memo->block = false;
-    if (memo->rc == 0) {
-      memo->enabled = ep.enabled;
-      memo->ordered = ep.ordered;
-      memo->block = ep.lane_policy && !strcmp(ep.lane_policy, "block");
-      hookd_endpoint_free(&ep);
-    }
-    bool fits = strlen(endpoint_id) < sizeof memo->endpoint_id;
-    snprintf(memo->endpoint_id, sizeof memo->endpoint_id, "%s",
-             fits && (memo->rc == 0 || memo->rc == HOOKD_STORE_NOTFOUND) ? endpoint_id : "");
-  }
   free(endpoint_id);
-  int rc = memo->rc;
-  bool enabled = rc == 0 && memo->enabled, ordered = rc == 0 && memo->ordered;
-  bool block = ordered && memo->block;
-  if (rc == HOOKD_STORE_NOTFOUND) {
-    snprintf(c->err, sizeof c->err, "its endpoint was deleted");
-    *why = "endpoint_deleted";
-    return HOOKD_STORE_STATE;
-  }
   if (rc) return rc;
-  if (!enabled) {
-    snprintf(c->err, sizeof c->err, "its endpoint is disabled");
-    *why = "endpoint_disabled";
-    return HOOKD_STORE_STATE;
-  }
-  /* superseded at publish: a higher version of its lane was given first; it was never sent,
-   * and sending it now would take the receiver back */
-  if (superseded) {
-    snprintf(c->err, sizeof c->err,
-             "it was superseded by a higher ordering_version of its lane: never sent, never "
-             "replayed");
-    *why = "superseded";
-    return HOOKD_STORE_STATE;
-  }
-  /* on an ordered endpoint, a version its lane has moved past is not sent again either */
-  if (ordered && laned && versioned && version < lane) {
-    snprintf(c->err, sizeof c->err,
-             "its lane has moved on to ordering_version %lld (this event has %lld): an ordered "
-             "lane never goes back",
-             (long long)lane, (long long)version);
-    *why = "lane_moved_on";
-    return HOOKD_STORE_STATE;
-  }
-  /* in a block lane, a head made DEAD "expired" before its event expired (its next retry would
-   * have come after it) let its successors pass it: replayed it would go after them */
-  if (expired_dead && block && passed) {
-    snprintf(c->err, sizeof c->err,
-             "it went DEAD (its event would expire before its next attempt) and its lane went on "
-             "past it: an ordered lane never goes back");
-    *why = "lane_moved_on";
-    return HOOKD_STORE_STATE;
-  }
-  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
-  if (expires && expires <= now_ms) {
-    snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
-    *why = "expired";
-    return HOOKD_STORE_STATE;
-  }
-  if (purged) { /* never rebuilt from current state (O17) */
-    snprintf(c->err, sizeof c->err,
-             "its event's payload was purged (--payload-retention-s): nothing left to send");
-    *why = "payload_purged";
-    return HOOKD_STORE_STATE;
-  }
 
   pg_p_init(&p);
   pg_p_i64(&p, seq);

@@ -337,13 +337,8 @@ int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
 /* Second wave (each file's owner implements them as the SQLite backend's namesakes). */
 /* pg_events.c: delivery_replay's checks and write, and event_deliver with its reason (replay
  * jobs' items), as sq_replay_one / sq_event_deliver_why / sq_retry_now. */
-typedef struct pg_replay_memo {
-  char endpoint_id[160]; /* the endpoint last looked up ("" = none) */
-  int rc;                /* its lookup: 0, or HOOKD_STORE_NOTFOUND (deleted) */
-  bool enabled, ordered, block; /* block: its lane_policy */
-} pg_replay_memo;
 int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
-                  pg_replay_memo *memo);
+                  hookd_replay_memo *memo);
 int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                          int64_t event_seq, const char *endpoint_id, int64_t now_ms,
                          hookd_delivery *out, const char **why);

@@ -698,7 +698,7 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
 
 /* One item: replayed, or why not. Sets *endpoint (owned) for a replayed one. */
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
-                     pg_replay_memo *memo, const char **result, char **endpoint) {
+                     hookd_replay_memo *memo, const char **result, char **endpoint) {
   *endpoint = NULL;
   *result = NULL;
   if (!strcmp(j->filter_state, "missing")) {
@@ -782,7 +782,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
   if (at > (double)pace_ms + per_item + 1000) at = (double)pace_ms;
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
-  pg_replay_memo memo = {0};
+  hookd_replay_memo memo = {0};
   while (n <= j->total && at <= (double)pace_ms && taken < HOOKD_REPLAY_STEP_MAX) {
     const char *result;
     char *ep = NULL;

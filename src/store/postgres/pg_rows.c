@@ -40,22 +40,13 @@ int pg_retention_walk(hookd_store_conn *c, const char *sql, bool with_before, in
     *ids = NULL;
     return HOOKD_STORE_ERR;
   }
-  int rows = PQntuples(r), scanned = 0;
-  int64_t last = *after_seq, ahead = hookd_now_ms() + HOOKD_RETENTION_AHEAD_MS;
-  bool fresh = false;
-  for (int i = 0; i < rows && i < limit; i++) {
-    int64_t t = pg_i64(r, i, 1);
-    if (t >= before_ms && t < ahead) {
-      fresh = true;
-      break;
-    }
-    last = pg_i64(r, i, 0);
-    scanned++;
-    if (t < before_ms && pg_i64(r, i, 2)) (*ids)[(*n)++] = last; /* (else: stamped ahead) */
-  }
+  hookd_walk_batch w;
+  hookd_walk_begin(&w, before_ms, *after_seq, *ids);
+  for (int i = 0, rows = PQntuples(r); i < rows && i < limit; i++)
+    if (!hookd_walk_row(&w, pg_i64(r, i, 0), pg_i64(r, i, 1), pg_i64(r, i, 2) != 0)) break;
   PQclear(r);
-  /* the walk ends inside the window or at the end: the next one starts from the beginning */
-  *after_seq = fresh || scanned < limit ? 0 : last;
+  *n = w.n;
+  *after_seq = hookd_walk_next(&w, limit);
   return HOOKD_STORE_OK;
 }
 

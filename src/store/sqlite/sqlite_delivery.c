@@ -550,7 +550,7 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
 }
 
 int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
-                  sq_replay_memo *memo) {
+                  hookd_replay_memo *memo) {
   static const char *unused;
   if (!why) why = &unused;
   *why = NULL;
@@ -581,112 +581,35 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? HOOKD_STORE_NOTFOUND : sq_fail(c, "read delivery");
   }
-  hookd_dstate state = HOOKD_DS_PENDING;
+  hookd_replay_facts f = {.state = HOOKD_DS_PENDING};
   const char *sname = (const char *)sqlite3_column_text(st, 0);
-  if (sname) hookd_dstate_parse(sname, &state);
+  if (sname) hookd_dstate_parse(sname, &f.state);
   char *endpoint_id = sq_col_str(st, 1);
-  const char *reason = (const char *)sqlite3_column_text(st, 2);
-  bool superseded = reason && !strcmp(reason, "superseded");
-  bool expired_dead = state == HOOKD_DS_DEAD && reason && !strcmp(reason, "expired");
-  bool laned = sq_col_i64(st, 3) != 0;
-  int64_t expires = sq_col_i64(st, 4);
-  bool purged = sq_col_i64(st, 5) != 0;
-  bool versioned = sqlite3_column_type(st, 6) != SQLITE_NULL &&
-                   sqlite3_column_type(st, 7) != SQLITE_NULL;
-  int64_t version = versioned ? sq_col_i64(st, 6) : 0, lane = versioned ? sq_col_i64(st, 7) : 0;
+  char *reason = sq_col_str(st, 2);
+  f.dead_reason = reason;
+  f.laned = sq_col_i64(st, 3) != 0;
+  f.expires_at = sq_col_i64(st, 4);
+  f.purged = sq_col_i64(st, 5) != 0;
+  f.versioned = sqlite3_column_type(st, 6) != SQLITE_NULL &&
+                sqlite3_column_type(st, 7) != SQLITE_NULL;
+  f.version = f.versioned ? sq_col_i64(st, 6) : 0;
+  f.lane_version = f.versioned ? sq_col_i64(st, 7) : 0;
   const char *kind = (const char *)sqlite3_column_text(st, 8);
   bool inbound = kind && !strcmp(kind, "inbound");
-  bool passed = sqlite3_column_int(st, 9) != 0;
+  f.passed = sqlite3_column_int(st, 9) != 0;
   sqlite3_reset(st);
-  if (!endpoint_id) return sq_fail(c, "read delivery");
-
-  hookd_dstate to;
-  if (hookd_dstate_next(state, HOOKD_DT_REPLAY, &to) != 0) {
-    snprintf(c->err, sizeof c->err, "a %s delivery cannot be replayed%s",
-             hookd_dstate_name(state),
-             hookd_dstate_active(state) ? ": it is already scheduled" : "");
-    *why = "state_changed";
-    free(endpoint_id);
-    return HOOKD_STORE_STATE;
+  if (!endpoint_id) {
+    free(reason);
+    return sq_fail(c, "read delivery");
   }
-  /* the table's unknown → pending is the resolve's "retry": the request may have reached the
-   * destination, and only an operator's word sends it again */
-  if (state == HOOKD_DS_UNKNOWN) {
-    snprintf(c->err, sizeof c->err,
-             "a delivery held unknown (its request may have reached the destination) is settled "
-             "with POST /v1/inbox/{id}/resolve, not replayed");
-    *why = "state_changed";
-    free(endpoint_id);
-    return HOOKD_STORE_STATE;
-  }
-  sq_replay_memo own = {0};
-  if (!memo || strcmp(memo->endpoint_id, endpoint_id) != 0) {
-    if (!memo) memo = &own;
-    hookd_endpoint ep;
-    memo->rc = sq_endpoint_get(c, endpoint_id, &ep);
-    if (memo->rc == 0) {
-      memo->enabled = ep.enabled;
-      memo->ordered = ep.ordered;
-      memo->block = ep.lane_policy && !strcmp(ep.lane_policy, "block");
-      hookd_endpoint_free(&ep);
-    }
-    bool fits = strlen(endpoint_id) < sizeof memo->endpoint_id;
-    snprintf(memo->endpoint_id, sizeof memo->endpoint_id, "%s",
-             fits && (memo->rc == 0 || memo->rc == HOOKD_STORE_NOTFOUND) ? endpoint_id : "");
-  }
+  hookd_replay_memo own = {0};
+  if (!memo) memo = &own;
+  rc = hookd_replay_state_check(f.state, c->err, sizeof c->err, why);
+  if (!rc) hookd_replay_memo_fill(memo, c, endpoint_id, sq_endpoint_get);
+  if (!rc) rc = hookd_replay_check(&f, memo, now_ms, c->err, sizeof c->err, why);
   free(endpoint_id);
-  rc = memo->rc;
-  bool ordered = rc == 0 && memo->ordered, block = ordered && memo->block;
-  if (rc == HOOKD_STORE_NOTFOUND) {
-    snprintf(c->err, sizeof c->err, "its endpoint was deleted");
-    *why = "endpoint_deleted";
-    return HOOKD_STORE_STATE;
-  }
+  free(reason);
   if (rc) return rc;
-  if (!memo->enabled) {
-    snprintf(c->err, sizeof c->err, "its endpoint is disabled");
-    *why = "endpoint_disabled";
-    return HOOKD_STORE_STATE;
-  }
-  /* superseded at publish: a higher version of its lane was given first; it was never sent,
-   * and sending it now would take the receiver back */
-  if (superseded) {
-    snprintf(c->err, sizeof c->err,
-             "it was superseded by a higher ordering_version of its lane: never sent, never "
-             "replayed");
-    *why = "superseded";
-    return HOOKD_STORE_STATE;
-  }
-  /* on an ordered endpoint, a version its lane has moved past is not sent again either */
-  if (ordered && laned && versioned && version < lane) {
-    snprintf(c->err, sizeof c->err,
-             "its lane has moved on to ordering_version %lld (this event has %lld): an ordered "
-             "lane never goes back",
-             (long long)lane, (long long)version);
-    *why = "lane_moved_on";
-    return HOOKD_STORE_STATE;
-  }
-  /* in a block lane, a head made DEAD "expired" before its event expired (its next retry would
-   * have come after it) let its successors pass it: replayed it would go after them */
-  if (expired_dead && block && passed) {
-    snprintf(c->err, sizeof c->err,
-             "it went DEAD (its event would expire before its next attempt) and its lane went on "
-             "past it: an ordered lane never goes back");
-    *why = "lane_moved_on";
-    return HOOKD_STORE_STATE;
-  }
-  /* an expired event's delivery would go DEAD "expired" without an attempt: not replayable */
-  if (expires && expires <= now_ms) {
-    snprintf(c->err, sizeof c->err, "its event expired (expires_at passed): it would not be sent");
-    *why = "expired";
-    return HOOKD_STORE_STATE;
-  }
-  if (purged) { /* never rebuilt from current state (O17) */
-    snprintf(c->err, sizeof c->err,
-             "its event's payload was purged (--payload-retention-s): nothing left to send");
-    *why = "payload_purged";
-    return HOOKD_STORE_STATE;
-  }
 
   st = sq_stmt(c, SQ_DL_REPLAY,
                "UPDATE deliveries SET state = 'pending', cycle_base = attempt_count,"
@@ -1788,18 +1711,11 @@ int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, 
     sqlite3_reset(st);
     return HOOKD_STORE_ERR;
   }
-  int scanned = 0, rc;
-  int64_t last = *after_seq, ahead = hookd_now_ms() + HOOKD_RETENTION_AHEAD_MS;
-  bool fresh = false;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    int64_t t = sq_col_i64(st, 1);
-    if (t >= before_ms && t < ahead) {
-      fresh = true;
-      break;
-    }
-    last = sq_col_i64(st, 0);
-    scanned++;
-    if (t < before_ms && sq_col_i64(st, 2)) (*ids)[(*n)++] = last; /* (else: stamped ahead) */
+  hookd_walk_batch w;
+  hookd_walk_begin(&w, before_ms, *after_seq, *ids);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW &&
+         hookd_walk_row(&w, sq_col_i64(st, 0), sq_col_i64(st, 1), sq_col_i64(st, 2) != 0)) {
   }
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -1807,8 +1723,8 @@ int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, 
     *ids = NULL;
     return sq_fail(c, "retention walk");
   }
-  /* the walk ends inside the window or at the end: the next one starts from the beginning */
-  *after_seq = fresh || scanned < limit ? 0 : last;
+  *n = w.n;
+  *after_seq = hookd_walk_next(&w, limit);
   return HOOKD_STORE_OK;
 }
 

@@ -207,13 +207,8 @@ int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *eve
  * superseded, lane_moved_on, expired, payload_purged. memo (may be NULL) keeps the last
  * endpoint's lookup across the calls of one transaction (a replay job's step: its items mostly
  * share their endpoints, which cannot change under the writer's own transaction). */
-typedef struct sq_replay_memo {
-  char endpoint_id[160]; /* the endpoint last looked up ("" = none) */
-  int rc;                /* its lookup: 0, or HOOKD_STORE_NOTFOUND (deleted) */
-  bool enabled, ordered, block; /* block: its lane_policy */
-} sq_replay_memo;
 int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
-                  sq_replay_memo *memo);
+                  hookd_replay_memo *memo);
 int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
                      int64_t max_items, hookd_replay_snapshot *out);
 int sq_replay_create(hookd_store_conn *c, hookd_replay_job *job, const hookd_replay_snapshot *snap,

@@ -645,7 +645,7 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
 
 /* One item: replayed, or why not. Sets *endpoint (owned) for a replayed one. */
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
-                     sq_replay_memo *memo, const char **result, char **endpoint) {
+                     hookd_replay_memo *memo, const char **result, char **endpoint) {
   *endpoint = NULL;
   *result = NULL;
   if (!strcmp(j->filter_state, "missing")) {
@@ -728,7 +728,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
   if (at > (double)now_ms + per_item + 1000) at = (double)now_ms;
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
-  sq_replay_memo memo = {0};
+  hookd_replay_memo memo = {0};
   while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX) {
     const char *result;
     char *ep = NULL;
