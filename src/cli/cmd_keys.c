@@ -75,16 +75,18 @@ static int run_list(hookd_store_conn *c, const hookd_store_backend *be, void *ar
 }
 static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   ctx *x = arg;
-  hookd_api_keys_free(x->keys, x->n); /* a second run (its batch redone) */
-  x->keys = NULL;
-  x->n = 0;
-  int rc = be->api_key_list(c, &x->keys, &x->n);
+  int rc;
+  const hookd_api_key *k = hookd_api_key_find_active(c, be, x->id, &x->keys, &x->n, &rc);
   if (rc) return rc;
-  const char *tenants = NULL; /* the key's scope, for its audit rows */
-  for (size_t i = 0; i < x->n; i++)
-    if (!strcmp(x->keys[i].id, x->id)) tenants = x->keys[i].tenants;
-  rc = be->api_key_revoke(c, x->id, hookd_now_ms());
-  return rc ? rc : audit_scoped(c, be, &x->audit, tenants);
+  if (!k) return HOOKD_STORE_NOTFOUND;
+  if ((rc = be->api_key_revoke(c, x->id, hookd_now_ms())) != 0) return rc;
+  /* its role and scope in the audit row, as the API's revoke writes them */
+  char detail[HOOKD_KEY_DETAIL_MAX];
+  hookd_auth_key_detail(k->role, k->tenants, detail, sizeof detail);
+  x->audit.detail = detail;
+  rc = audit_scoped(c, be, &x->audit, k->tenants);
+  x->audit.detail = NULL;
+  return rc;
 }
 
 static char *reseal(ctx *x, const char *stored, const char *id) {

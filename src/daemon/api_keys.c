@@ -265,16 +265,11 @@ void hookd_api_key_list(hookd_req *r, hookd_app *app) {
 
 static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   key_op *op = (key_op *)base;
-  if (op->list) hookd_api_keys_free(op->list, op->n); /* a second run (its batch redone) */
-  op->list = NULL;
-  op->n = 0;
-  int rc = be->api_key_list(c, &op->list, &op->n);
+  int rc;
+  const hookd_api_key *k = hookd_api_key_find_active(c, be, op->id, &op->list, &op->n, &rc);
   if (rc) return rc;
-  const hookd_api_key *k = NULL;
-  for (size_t i = 0; i < op->n && !k; i++)
-    if (!strcmp(op->list[i].id, op->id)) k = &op->list[i];
   /* not active, or outside the caller's scope: no such key, as far as the caller can tell */
-  if (!k || k->revoked_ms || !within(op, k->tenants)) return HOOKD_STORE_NOTFOUND;
+  if (!k || !within(op, k->tenants)) return HOOKD_STORE_NOTFOUND;
   op->revoked_ms = hookd_now_ms();
   if ((rc = be->api_key_revoke(c, op->id, op->revoked_ms)) != 0) return rc;
   char detail[HOOKD_KEY_DETAIL_MAX];

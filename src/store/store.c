@@ -493,6 +493,18 @@ void hookd_due_hints_free(hookd_due_hint *v, size_t n) {
   free(v);
 }
 
+const hookd_api_key *hookd_api_key_find_active(hookd_store_conn *c, const hookd_store_backend *be,
+                                               const char *id, hookd_api_key **list, size_t *n,
+                                               int *rc) {
+  hookd_api_keys_free(*list, *n);
+  *list = NULL;
+  *n = 0;
+  if ((*rc = be->api_key_list(c, list, n)) != 0) return NULL;
+  for (size_t i = 0; i < *n; i++)
+    if (!strcmp((*list)[i].id, id)) return (*list)[i].revoked_ms ? NULL : &(*list)[i];
+  return NULL;
+}
+
 void hookd_api_key_free(hookd_api_key *k) {
   free(k->id);
   free(k->role);

@@ -989,6 +989,13 @@ typedef struct hookd_store_backend {
                       int *purged, bool *more);
 } hookd_store_backend;
 
+/* The active key `id` among the keys read into *list (n of them; what *list held before — a
+ * second run of a redone batch — freed first), or NULL with 0 (none, or revoked) or with the
+ * read's error in *rc. The API's and the CLI's revoke. */
+const hookd_api_key *hookd_api_key_find_active(hookd_store_conn *c, const hookd_store_backend *be,
+                                               const char *id, hookd_api_key **list, size_t *n,
+                                               int *rc);
+
 /* ---------- an opened store ---------- */
 
 typedef struct hookd_storeq hookd_storeq;

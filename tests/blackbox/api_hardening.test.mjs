@@ -111,7 +111,7 @@ describe('hookd keys: tenant scopes never widen', () => {
     assert.match(list.stderr, /key key_empty: the tenant list is empty; hookd refuses it/);
   });
 
-  it('the key.create audit row records the scope as well as the role', () => {
+  it('the key.create and CLI key.revoke audit rows record the scope as well as the role', () => {
     const scoped = createKey(h, 'operator', 'acme,other');
     assert.equal(scoped.status, 0, scoped.stderr);
     const all = createKey(h, 'admin');
@@ -128,7 +128,13 @@ describe('hookd keys: tenant scopes never widen', () => {
     assert.deepEqual(audit(id(one)), [{ actor: 'cli', tenant_id: 'acme', detail: 'role=viewer tenants=acme' }]);
     const rv = hookd(['keys', 'revoke', id(one), '--store', h.store]);
     assert.equal(rv.status, 0, rv.stderr);
-    assert.deepEqual(audit(id(one), 'key.revoke').map((x) => x.tenant_id), ['acme']);
+    // the revoke's row under the key's tenant, naming its role and scope as the API's does
+    assert.deepEqual(audit(id(one), 'key.revoke'), [{ actor: 'cli', tenant_id: 'acme', detail: 'role=viewer tenants=acme' }]);
+    // a revoked key is no active key: a second revoke changes nothing and writes no row
+    const again = hookd(['keys', 'revoke', id(one), '--store', h.store]);
+    assert.equal(again.status, 1);
+    assert.match(again.stderr, /no such active key/);
+    assert.equal(audit(id(one), 'key.revoke').length, 1);
     assert.match(all.stderr, /tenants \* \(all\)/, 'the CLI says the key reaches every tenant');
   });
 });
