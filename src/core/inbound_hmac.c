@@ -282,6 +282,8 @@ int hookd_in_verify_zoom(const hookd_in_request *req, const hookd_in_secrets *s,
  * exposed by the comparison either; or, for a hook with a signing token (a whsec_ secret),
  * a Standard Webhooks signature, which covers the body the token does not ------------------ */
 
+static bool is_signing_token(const char *secret) { return strncmp(secret, "whsec_", 6) == 0; }
+
 /* A presented credential against each secret: compared as SHA-256 digests in constant time
  * (neither the secrets' lengths nor which one matched show in the time taken). */
 static bool credential_matches(const void *got, size_t len, const hookd_in_secrets *s) {
@@ -299,12 +301,14 @@ static bool credential_matches(const void *got, size_t len, const hookd_in_secre
 
 int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                            hookd_verify_result *out) {
-  /* A signed request to a source holding a signing token is judged by its signature alone: a
-   * valid token beside a signature that does not match is a tampered body. */
+  /* A source holding a signing token takes signed requests only, judged by their signature
+   * alone: a valid token beside a signature that does not match is a tampered body, and a
+   * token without a signature is a captured request whose body may have been changed (GitLab
+   * sends the token with every request of the hook). */
   bool signing_token = false;
   for (size_t i = 0; i < s->n && i < HOOKD_IN_MAX_SECRETS; i++)
-    signing_token |= strncmp(s->v[i], "whsec_", 6) == 0;
-  if (signing_token && hookd_in_header_get(req, "webhook-signature")) {
+    signing_token |= is_signing_token(s->v[i]);
+  if (signing_token) {
     int rc = hookd_in_verify_standard(req, s, tol, out);
     switch (rc) {
     case HOOKD_VERIFY_OK: return hookd_in_result(out, rc, "gitlab: signature valid");
@@ -315,6 +319,7 @@ int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *
     default: return hookd_in_result(out, rc, "gitlab: signature does not match");
     }
   }
+  /* (no secret is a signing token here: none is taken as a token) */
   const char *tok = hookd_in_header_get(req, "X-Gitlab-Token");
   if (!tok || !*tok)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "gitlab: missing X-Gitlab-Token");

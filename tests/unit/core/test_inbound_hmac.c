@@ -295,6 +295,15 @@ static void gitlab(void **st) {
   assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, signing, 1), HOOKD_VERIFY_STALE);
   b.r.now_s = 1614265330 - 301;
   assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, signing, 1), HOOKD_VERIFY_FUTURE);
+  /* with a signing token, a request without its signature is refused, however good its token
+   * (one captured request's token would carry any body) — and the signing token is no token */
+  req_init(&b, "{\"object_kind\":\"push\",\"tampered\":1}", 0);
+  hdr(&b, "X-Gitlab-Token", "glsecret-123");
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, both, 2), HOOKD_VERIFY_MALFORMED);
+  req_init(&b, "{}", 0);
+  hdr(&b, "X-Gitlab-Token", SW_SECRET);
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, both, 2), HOOKD_VERIFY_MALFORMED);
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, signing, 1), HOOKD_VERIFY_MALFORMED);
 }
 
 /* ---- Paddle Billing ------------------------------------------------------------------------- */
