@@ -136,17 +136,21 @@ static int zoom_id(const json_t *body, bool legacy, char *out, size_t outlen) {
   return put_joined(out, outlen, parts, pid ? 4 : 3, legacy ? 2 : 3);
 }
 
-/* Twilio: I-Twilio-Idempotency-Token, else a JSON body's members or form fields (a POST's body,
- * a GET's query): a JSON body is never read as a form (a message's text holding "&MessageSid=X"
- * would name the id). A message: its MessageSid, and the status of a status callback (one for
- * each status of the message). A call: only a status callback (it carries CallbackSource) is
- * CallSid and CallStatus; a voice webhook (the incoming call, each <Gather> of it) has no id — a
- * call's two menu steps are both "in-progress", and were taken for one event — so its payload
- * hash keys it. legacy: the id hookd took for such a webhook before, CallSid and CallStatus. */
+/* Twilio: a JSON body's members or form fields (a POST's body, a GET's query), which its
+ * signature covers; a JSON body is never read as a form (a message's text holding
+ * "&MessageSid=X" would name the id). A message: its MessageSid, and the status of a status
+ * callback (one for each status of the message). A call: only a status callback (it carries
+ * CallbackSource) is CallSid and CallStatus. Else the I-Twilio-Idempotency-Token header (the
+ * same on Twilio's retries, not signed: only where the signed fields name no event) — a voice
+ * webhook (the incoming call, each <Gather> of it) has no id of its own: a call's two menu
+ * steps are both "in-progress", and were taken for one event; without the token its payload
+ * hash keys it. legacy: the id an earlier hookd took — the token, preferred to the signed ids
+ * (one captured request sent again under another token was a new event); before that, CallSid
+ * and CallStatus for a voice webhook. */
 static int twilio_id(const hookd_in_request *req, const json_t *body, bool legacy, char *out,
                      size_t outlen) {
-  const char *h = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
-  if (h && *h) return legacy ? 1 : put_str(out, outlen, h);
+  const char *token = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
+  if (token && !*token) token = NULL;
   size_t qlen = 0;
   const char *q = req->body_len ? req->body : hookd_in_query(req, &qlen);
   /* a body typed as anything but a form is not read as one: a JSON body too deep to parse (body
@@ -155,15 +159,19 @@ static int twilio_id(const hookd_in_request *req, const json_t *body, bool legac
   bool form_ok = !req->body_len || !ct || hookd_in_is_form(ct);
   json_t *form = body || !form_ok ? NULL : form_object(q, req->body_len ? req->body_len : qlen);
   const json_t *from = body ? body : form;
-  int rc = 1;
   const json_t *msg[] = {obj_get(from, "MessageSid"), obj_get(from, "MessageStatus")};
   const json_t *call[] = {obj_get(from, "CallSid"), obj_get(from, "CallStatus")};
   const json_t *src = obj_get(from, "CallbackSource");
   bool status_cb = (json_is_string(src) && json_string_length(src)) || json_is_number(src);
-  if (put_joined(out, outlen, msg, 2, 1) == 0)
-    rc = legacy ? 1 : 0;
-  else if (legacy != status_cb)
-    rc = put_joined(out, outlen, call, 2, 1);
+  int rc = put_joined(out, outlen, msg, 2, 1);
+  if (rc && status_cb) rc = put_joined(out, outlen, call, 2, 1);
+  bool signed_id = rc == 0;
+  if (legacy) /* the token where it was taken first; else a voice webhook's call and status */
+    rc = token ? (signed_id ? put_str(out, outlen, token) : 1)
+         : !signed_id && !status_cb ? put_joined(out, outlen, call, 2, 1)
+                                    : 1;
+  else if (!signed_id)
+    rc = token ? put_str(out, outlen, token) : 1;
   if (rc) out[0] = '\0';
   json_decref(form);
   return rc;

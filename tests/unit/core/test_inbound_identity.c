@@ -139,8 +139,20 @@ static void event_ids(void **st) {
   assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_GITLAB, &r, NULL, id, sizeof id), 0);
   assert_string_equal(id, "uuid-1");
 
+  /* the signed MessageSid, not the token beside it (not signed: a captured request sent again
+   * under another token would be a new event); the token is the legacy id, taken first before */
   hookd_in_header tw[] = {{"I-Twilio-Idempotency-Token", "tok-1"}};
   r = R(tw, 1, "MessageSid=SM1&Body=hi");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "SM1");
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "tok-1");
+  hookd_in_header tw2[] = {{"I-Twilio-Idempotency-Token", "tok-2"}};
+  r = R(tw2, 1, "MessageSid=SM1&Body=hi");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "SM1");
+  /* a voice webhook names no event: the token keys it (Twilio's retries keep it) */
+  r = R(tw, 1, "CallSid=CA1&CallStatus=in-progress&Digits=1");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "tok-1");
   /* a status callback: one per status of the call or message */
