@@ -523,8 +523,15 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                               : vr.rc == HOOKD_VERIFY_FUTURE   ? HOOKD_REJECT_TIMESTAMP_FUTURE
                               : vr.rc == HOOKD_VERIFY_MISMATCH ? HOOKD_REJECT_SIGNATURE_MISMATCH
                                                                : HOOKD_REJECT_SIGNATURE_MALFORMED;
+    /* without --public-url Twilio's signed URL is a guess (http://, the Host header): behind
+     * a TLS proxy every request fails — the 401 and the log say what to set */
+    bool guessed = p == HOOKD_PROVIDER_TWILIO && vr.rc == HOOKD_VERIFY_MISMATCH &&
+                   !app->cfg->public_url[0];
     reject(app, r, p, rt, 401, "invalid_signature", why,
-           vr.reason[0] ? vr.reason : "signature refused");
+           guessed ? "twilio: signature does not match http://{Host}/in/{id} (hookd has no "
+                     "--public-url: set it to the URL Twilio calls)"
+           : vr.reason[0] ? vr.reason
+                          : "signature refused");
     goto done;
   }
 

@@ -491,6 +491,8 @@ describe('providers as they really send (an audit against their documentation)',
     const forged = await fetch(`${h.url}/in/${src.id}?CallSid=CA123&CallStatus=busy`, { headers: {
       'X-Twilio-Signature': createHmac('sha1', 'tw_auth_token').update(`${h.url}/in/${src.id}?CallSid=CA123&CallStatus=ringing`).digest('base64') } });
     assert.equal(forged.status, 401, 'the query is signed');
+    // without --public-url the URL was a guess: the refusal says what to set
+    assert.match((await forged.json()).error.message, /no --public-url: set it to the URL Twilio calls/);
     // a long message (1,600 characters, each encoded as 6 bytes) fits in the request head: its
     // signed URL and its forward are whole
     const sms = `MessageSid=SM9&MessageStatus=received&Body=${encodeURIComponent('ă'.repeat(1600))}`;
@@ -521,6 +523,9 @@ describe('providers as they really send (an audit against their documentation)',
     assert.equal(r1.status, 200, await r1.text());
     const r2 = await post('CallSid=CA77&CallStatus=sha256', 'sha256');
     assert.equal(r2.status, 200, await r2.text());
+    const bad = await post('CallSid=CA78&CallStatus=sha1', 'sha1'); // signed for CA77
+    assert.equal(bad.status, 401);
+    assert.doesNotMatch((await bad.json()).error.message, /public-url/, 'the URL was given: no guess to blame');
     await dest.waitFor(2);
     assert.equal((await h2.stop()).code, 0);
     await dest.close();
