@@ -9,6 +9,9 @@
 #include <stdint.h>
 
 #define HOOKD_ID_MAX 48 /* buffer size that fits any generated id with its prefix */
+/* Sorts after every id (ids are ASCII letters, digits and "_-.:"): "before it" is every id, the
+ * bound of a list's first page ("id < ?", an index range, not "? = '' OR id < ?", a scan). */
+#define HOOKD_ID_AFTER_ALL "~"
 
 /* Writes "<prefix>_<26 chars>" into out (HOOKD_ID_MAX bytes). prefix is at most 8 chars. The
  * time is now_ms, or, when that is behind (the wall clock stepped back), the last stamp carried

@@ -180,8 +180,11 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
   op->f.since_ms = since_ms;
   op->f.until_ms = until_ms;
   op->f.limit = limit + 1; /* one more tells whether there is a next page */
-  if (type || since_ms || until_ms)
-    hookd_api_submit_scan(&op->base); /* it may walk much of the tenant's deliveries */
+  /* by type, time, state or endpoint it may walk much of the tenant's deliveries (no index
+   * orders them by id within a state or an endpoint): on the scan connection, so that the API's
+   * other reads do not wait for it; one event's deliveries are an index lookup */
+  if (type || since_ms || until_ms || (!ev && (states || ep)))
+    hookd_api_submit_scan(&op->base);
   else
     hookd_api_submit(&op->base, false);
 }

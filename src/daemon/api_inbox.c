@@ -237,7 +237,12 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   op->f.now_ms = hookd_now_ms();
   op->f.before_seq = b;
   op->f.limit = limit + 1;
-  hookd_api_submit(&op->base, false);
+  /* by provider id, type or time it may walk much of the inbox (no index holds them): on the
+   * scan connection, so that the API's other reads do not wait for it */
+  if (event_id || type || since_ms || until_ms)
+    hookd_api_submit_scan(&op->base);
+  else
+    hookd_api_submit(&op->base, false);
 }
 
 /* ---------- resolve ---------- */

@@ -495,14 +495,16 @@ int pg_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq
                   hookd_audit **out, size_t *n) {
   pg_params p;
   pg_p_init(&p);
-  pg_p_text(&p, tenant_id);
-  pg_p_i64(&p, before_seq);
+  pg_p_i64(&p, before_seq > 0 ? before_seq : INT64_MAX);
   pg_p_i64(&p, limit);
-  PGresult *r = pg_q(c,
-                     "SELECT seq, at, actor, action, target, tenant_id, reason, detail"
-                     " FROM audit_log WHERE ($1::text IS NULL OR tenant_id = $1::text)"
-                     " AND ($2::bigint = 0 OR seq < $2::bigint) ORDER BY seq DESC"
-                     " LIMIT $3::bigint",
-                     &p, "list audit");
+  if (tenant_id) pg_p_text(&p, tenant_id);
+  /* one statement per shape, each a range of its index (a catch-all "$1 IS NULL OR …" is no
+   * index condition once the plan is generic) */
+#define AUDIT_LIST(where)                                                                     \
+  "SELECT seq, at, actor, action, target, tenant_id, reason, detail FROM audit_log WHERE " where \
+  " seq < $1::bigint ORDER BY seq DESC LIMIT $2::bigint"
+  PGresult *r = pg_q(c, tenant_id ? AUDIT_LIST("tenant_id = $3::text AND") : AUDIT_LIST(""), &p,
+                     "list audit");
+#undef AUDIT_LIST
   return pg_read_rows(c, r, sizeof **out, rd_audit, (void **)out, n, "list audit");
 }

@@ -687,7 +687,7 @@ int pg_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
  * out). The states as ",a,b," (each one's name between commas). */
 #define DL_LIST_BASE                                                                            \
   "SELECT " PG_DELIVERY_COLS " FROM deliveries d JOIN events e ON e.seq = d.event_seq"          \
-  " WHERE d.tenant_id = $1 AND ($2 = '' OR d.id < $2)"
+  " WHERE d.tenant_id = $1 AND d.id < $2" /* (no cursor: "~", after every id) */
 #define DL_LIST_END " ORDER BY d.id DESC LIMIT $3"
 #define IN_STATES(n) "strpos(" n "::text, ',' || d.state || ',') > 0"
 static const char dl_list_sql[] = DL_LIST_BASE DL_LIST_END;
@@ -695,9 +695,11 @@ static const char dl_list_ep_sql[] = DL_LIST_BASE " AND d.endpoint_id = $4" DL_L
 static const char dl_list_state_sql[] = DL_LIST_BASE " AND " IN_STATES("$4") DL_LIST_END;
 static const char dl_list_ep_state_sql[] =
     DL_LIST_BASE " AND d.endpoint_id = $4 AND " IN_STATES("$5") DL_LIST_END;
-/* Rare: deliveries of one event are few; filter in the same statement family. */
+/* deliveries of one event are few: found by the event's seq (the (event_seq, endpoint_id)
+ * index), not by walking the tenant's deliveries for its id */
 static const char dl_list_event_sql[] =
-    DL_LIST_BASE " AND e.id = $4 AND ($5::text IS NULL OR d.endpoint_id = $5)"
+    DL_LIST_BASE " AND d.event_seq = (SELECT ev.seq FROM events ev WHERE ev.tenant_id = $1"
+                 " AND ev.id = $4) AND ($5::text IS NULL OR d.endpoint_id = $5)"
                  " AND ($6::text IS NULL OR " IN_STATES("$6") ")" DL_LIST_END;
 /* by type or time: one statement with every condition (the API runs it on the scan executor:
  * it may walk much of the tenant's deliveries) */
@@ -724,7 +726,7 @@ int pg_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, f->tenant_id);
-  pg_p_text(&p, f->after_id ? f->after_id : "");
+  pg_p_text(&p, f->after_id ? f->after_id : HOOKD_ID_AFTER_ALL);
   pg_p_i64(&p, f->limit);
   if (wide) {
     sql = dl_list_wide_sql;

@@ -771,7 +771,7 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
   pg_p_text(&p, f->tenant_id);
   pg_p_text(&p, f->source_id);
   pg_p_text(&p, processing ? "received" : st);
-  pg_p_i64(&p, f->before_seq);
+  pg_p_i64(&p, f->before_seq > 0 ? f->before_seq : INT64_MAX);
   pg_p_i64(&p, f->limit);
   pg_p_i64(&p, f->now_ms);
   pg_p_text(&p, processing ? "retryable_failed" : NULL);
@@ -782,23 +782,30 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
   pg_p_i64(&p, f->since_ms);
   pg_p_i64(&p, f->until_ms);
   /* the status as GET shows it: "processing" is a received or retryable_failed record under a
-   * live lease (stored statuses $3 and $7, the lease wanted by $8: 2 live, 1 not, 0 either) */
-  PGresult *r = pg_q(c,
-                     "SELECT " INBOX_COLS " FROM inbox i"
-                     " WHERE ($1::text IS NULL OR i.tenant_id = $1)"
-                     " AND ($2::text IS NULL OR i.source_id = $2)"
-                     " AND ($3::text IS NULL OR i.status = $3 OR i.status = $7::text)"
-                     " AND ($8::bigint = 0 OR (COALESCE((SELECT MAX(d.leased_until) FROM"
-                     " deliveries d WHERE d.event_seq = i.event_seq), 0) > $6::bigint)"
-                     " = ($8 = 2))"
-                     " AND ($9::text IS NULL OR i.provider_event_id = $9)"
-                     " AND ($10::text IS NULL OR i.event_type = $10)"
-                     " AND ($11::text IS NULL OR substr(i.event_type, 1, length($11::text))"
-                     " = $11)"
-                     " AND ($12::bigint = 0 OR i.received_at >= $12)"
-                     " AND ($13::bigint = 0 OR i.received_at < $13)"
-                     " AND ($4::bigint = 0 OR i.seq < $4) ORDER BY i.seq DESC LIMIT $5",
-                     &p, "list inbox");
+   * live lease (stored statuses $3 and $7, the lease wanted by $8: 2 live, 1 not, 0 either).
+   * One statement per shape of tenant and status, each an index's condition (sqlite_inbound.c's
+   * sq_inbox_list): a catch-all "$1 IS NULL OR …" is none once the plan is generic. */
+#define INBOX_LIST(who)                                                                         \
+  "SELECT " INBOX_COLS " FROM inbox i WHERE " who                                               \
+  " AND ($2::text IS NULL OR i.source_id = $2)"                                                 \
+  " AND ($8::bigint = 0 OR (COALESCE((SELECT MAX(d.leased_until) FROM"                          \
+  " deliveries d WHERE d.event_seq = i.event_seq), 0) > $6::bigint) = ($8 = 2))"                \
+  " AND ($9::text IS NULL OR i.provider_event_id = $9)"                                         \
+  " AND ($10::text IS NULL OR i.event_type = $10)"                                              \
+  " AND ($11::text IS NULL OR substr(i.event_type, 1, length($11::text)) = $11)"               \
+  " AND ($12::bigint = 0 OR i.received_at >= $12)"                                              \
+  " AND ($13::bigint = 0 OR i.received_at < $13)"                                               \
+  " AND i.seq < $4::bigint ORDER BY i.seq DESC LIMIT $5"
+#define ANY_STATUS "($3::text IS NULL OR i.status = $3 OR i.status = $7::text)"
+  PGresult *r = pg_q(
+      c,
+      !f->tenant_id ? INBOX_LIST("$1::text IS NULL AND " ANY_STATUS)
+      : !st         ? INBOX_LIST("i.tenant_id = $1 AND " ANY_STATUS)
+      : processing  ? INBOX_LIST("i.tenant_id = $1 AND i.status IN ($3::text, $7::text)")
+                    : INBOX_LIST("i.tenant_id = $1 AND i.status = $3 AND $7::text IS NULL"),
+      &p, "list inbox");
+#undef ANY_STATUS
+#undef INBOX_LIST
   free(prefix);
   return pg_read_rows(c, r, sizeof **out, rd_inbox, (void **)out, n,
                       "list inbox: out of memory");

@@ -957,13 +957,17 @@ static void free_audits(void *v, size_t n) { hookd_audits_free(v, n); }
 
 int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
                   hookd_audit **out, size_t *n) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_AUDIT_LIST,
-                             "SELECT seq, at, actor, action, target, tenant_id, reason, detail"
-                             " FROM audit_log WHERE (?1 IS NULL OR tenant_id = ?1)"
-                             " AND (?2 = 0 OR seq < ?2) ORDER BY seq DESC LIMIT ?3");
+  /* one statement per shape, each a range of its index (the rowid, or tenant and seq): a
+   * catch-all "?1 IS NULL OR …" made every page a scan of the whole log */
+#define AUDIT_LIST(where)                                                                     \
+  "SELECT seq, at, actor, action, target, tenant_id, reason, detail FROM audit_log WHERE " where \
+  " seq < ?2 ORDER BY seq DESC LIMIT ?3"
+  sqlite3_stmt *st = tenant_id ? sq_stmt(c, SQ_AUDIT_LIST_TENANT, AUDIT_LIST("tenant_id = ?1 AND"))
+                               : sq_stmt(c, SQ_AUDIT_LIST, AUDIT_LIST(""));
+#undef AUDIT_LIST
   if (!st) return HOOKD_STORE_ERR;
-  sq_bind_text(st, 1, tenant_id);
-  sq_bind_i64(st, 2, before_seq);
+  if (tenant_id) sq_bind_text(st, 1, tenant_id);
+  sq_bind_i64(st, 2, before_seq > 0 ? before_seq : INT64_MAX);
   sq_bind_i64(st, 3, limit);
   return sq_read_rows(c, st, sizeof **out, rd_audit, free_audits, (void **)out, n, "list audit");
 }

@@ -488,9 +488,10 @@ fail:
 int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_delivery **out,
                      size_t *n) {
   /* One statement per filter shape, so each is prepared once and uses the tenant index. */
-  static const char *base = "SELECT " SQ_DELIVERY_COLS
-                            " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
-                            " WHERE d.tenant_id = ?1 AND (?2 = '' OR d.id < ?2)";
+  static const char *tenant_base = "SELECT " SQ_DELIVERY_COLS
+                                   " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+                                   " WHERE d.tenant_id = ?1 AND d.id < ?2"; /* ("~": no cursor) */
+  const char *base = tenant_base;
   char sql[1024];
   enum sq_stmt_id id;
   const char *extra;
@@ -510,16 +511,20 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
     extra = "";
   }
   if (f->event_id) {
-    /* Rare: deliveries of one event are few; filter in the same statement family. */
+    /* deliveries of one event are few: found by the event's seq (the (event_seq, endpoint_id)
+     * index; the unary + keeps the planner off the tenant's, which walks its deliveries) */
     id = SQ_DL_LIST_EVENT;
-    extra = " AND e.id = ?6 AND (?4 IS NULL OR d.endpoint_id = ?4) AND (?5 IS NULL OR " IN_STATES
-            ")";
+    base = "SELECT " SQ_DELIVERY_COLS " FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+           " WHERE +d.tenant_id = ?1 AND +d.id < ?2 AND d.event_seq = (SELECT ev.seq FROM events"
+           " ev WHERE ev.tenant_id = ?1 AND ev.id = ?6)";
+    extra = " AND (?4 IS NULL OR d.endpoint_id = ?4) AND (?5 IS NULL OR " IN_STATES ")";
   }
   bool wide = f->event_type || f->since_ms > 0 || f->until_ms > 0;
   if (wide) {
     /* by type or time: one statement with every condition (the API runs it on the scan
      * executor: it may walk much of the tenant's deliveries) */
     id = SQ_DL_LIST_WIDE;
+    base = tenant_base;
     extra = " AND (?6 IS NULL OR e.id = ?6) AND (?4 IS NULL OR d.endpoint_id = ?4)"
             " AND (?5 IS NULL OR " IN_STATES ") AND (?7 IS NULL OR e.type = ?7)"
             " AND (?8 IS NULL OR substr(e.type, 1, length(?8)) = ?8)"
@@ -529,7 +534,7 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   sqlite3_stmt *st = sq_stmt(c, id, sql);
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, f->tenant_id);
-  sq_bind_text(st, 2, f->after_id ? f->after_id : "");
+  sq_bind_text(st, 2, f->after_id ? f->after_id : HOOKD_ID_AFTER_ALL);
   sq_bind_i64(st, 3, f->limit);
   sq_bind_text(st, 4, f->endpoint_id);
   char states[128] = ",";

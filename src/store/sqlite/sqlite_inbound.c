@@ -687,28 +687,39 @@ static void free_inboxes(void *v, size_t n) { hookd_inboxes_free(v, n); }
 
 int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out, size_t *n) {
   /* the status as GET shows it: "processing" is a received or retryable_failed record under a
-   * live lease (stored statuses ?3 and ?7, the lease wanted by ?8: 2 live, 1 not, 0 either) */
-  sqlite3_stmt *q = sq_stmt(c, SQ_INBOX_LIST,
-                            "SELECT " INBOX_COLS " FROM inbox i"
-                            " WHERE (?1 IS NULL OR i.tenant_id = ?1)"
-                            " AND (?2 IS NULL OR i.source_id = ?2)"
-                            " AND (?3 IS NULL OR i.status = ?3 OR i.status = ?7)"
-                            " AND (?8 = 0 OR (COALESCE((SELECT MAX(d.leased_until) FROM"
-                            " deliveries d WHERE d.event_seq = i.event_seq), 0) > ?6) = (?8 = 2))"
-                            " AND (?9 IS NULL OR i.provider_event_id = ?9)"
-                            " AND (?10 IS NULL OR i.event_type = ?10)"
-                            " AND (?11 IS NULL OR substr(i.event_type, 1, length(?11)) = ?11)"
-                            " AND (?12 = 0 OR i.received_at >= ?12)"
-                            " AND (?13 = 0 OR i.received_at < ?13)"
-                            " AND (?4 = 0 OR i.seq < ?4) ORDER BY i.seq DESC LIMIT ?5");
-  if (!q) return HOOKD_STORE_ERR;
+   * live lease (stored statuses ?3 and ?7, the lease wanted by ?8: 2 live, 1 not, 0 either).
+   * One statement per shape of tenant and status, each a range of an index: a tenant's records
+   * of a status (inbox_tenant_status), else the newest first (the rowid; "+" keeps the planner
+   * off the tenant's index, which would read and sort all its records). A catch-all
+   * "?1 IS NULL OR …" made every list a scan of every tenant's records. */
+#define INBOX_LIST(who)                                                                         \
+  "SELECT " INBOX_COLS " FROM inbox i WHERE " who " AND (?2 IS NULL OR i.source_id = ?2)"        \
+  " AND (?8 = 0 OR (COALESCE((SELECT MAX(d.leased_until) FROM"                                  \
+  " deliveries d WHERE d.event_seq = i.event_seq), 0) > ?6) = (?8 = 2))"                        \
+  " AND (?9 IS NULL OR i.provider_event_id = ?9)"                                               \
+  " AND (?10 IS NULL OR i.event_type = ?10)"                                                    \
+  " AND (?11 IS NULL OR substr(i.event_type, 1, length(?11)) = ?11)"                            \
+  " AND (?12 = 0 OR i.received_at >= ?12)"                                                      \
+  " AND (?13 = 0 OR i.received_at < ?13)"                                                       \
+  " AND i.seq < ?4 ORDER BY i.seq DESC LIMIT ?5"
+#define ANY_STATUS "(?3 IS NULL OR i.status = ?3 OR i.status = ?7)"
   const char *st = f->status;
   bool processing = st && !strcmp(st, "processing");
   bool leasable = st && (!strcmp(st, "received") || !strcmp(st, "retryable_failed"));
+  sqlite3_stmt *q =
+      !f->tenant_id ? sq_stmt(c, SQ_INBOX_LIST, INBOX_LIST("?1 IS NULL AND " ANY_STATUS))
+      : !st         ? sq_stmt(c, SQ_INBOX_LIST_T, INBOX_LIST("+i.tenant_id = ?1 AND " ANY_STATUS))
+      : processing  ? sq_stmt(c, SQ_INBOX_LIST_TP,
+                              INBOX_LIST("i.tenant_id = ?1 AND i.status IN (?3, ?7)"))
+                    : sq_stmt(c, SQ_INBOX_LIST_TS,
+                              INBOX_LIST("i.tenant_id = ?1 AND i.status = ?3 AND ?7 IS NULL"));
+#undef ANY_STATUS
+#undef INBOX_LIST
+  if (!q) return HOOKD_STORE_ERR;
   sq_bind_text(q, 1, f->tenant_id);
   sq_bind_text(q, 2, f->source_id);
   sq_bind_text(q, 3, processing ? "received" : st);
-  sq_bind_i64(q, 4, f->before_seq);
+  sq_bind_i64(q, 4, f->before_seq > 0 ? f->before_seq : INT64_MAX);
   sq_bind_i64(q, 5, f->limit);
   sq_bind_i64(q, 6, f->now_ms);
   sq_bind_text(q, 7, processing ? "retryable_failed" : NULL);
