@@ -1254,6 +1254,10 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
            KV_ATTEMPT(&it->c.d, o->attempt_number), KV_S("outcome", o->attempt.outcome),
            KV_I("delivered", o->to == HOOKD_DS_DELIVERED));
       if (o->to == HOOKD_DS_DELIVERED) count_delivered(it, o->now_ms); /* a 2xx is a 2xx */
+      /* the store wrote no word of the answer on its endpoint (a cut-off outcome writes only
+       * its delivery): a disable taken here at the answer is taken back, or the endpoint,
+       * enabled in the store, would never be claimed for again on this node */
+      undo_disable(d, e, o, "endpoint.disable_not_recorded");
       /* cut off (its payload deleted) while it was out: the lane's next may be claimable now
        * (its endpoint deleted, there is none) */
       if (it->c.d.ordering_key && e->cfg.ordered && !e->gone) set_due(d, e, disp_now(d), false);

@@ -957,6 +957,25 @@ describe('deleting an event\'s payload (it carried what it should not)', () => {
     await r.close();
   });
 
+  it('a 410 answering a request whose payload was deleted meanwhile disables nothing: the store wrote no disable, and the endpoint goes on sending', async () => {
+    const r = await startReceiver((_, n) => (n === 1 ? 'hang' : { status: 200 }));
+    const { tenant: t, endpoint } = await setup(h, r.url);
+    const p = await publish(h, t, { type: 'pii.x', payload: { ssn: '078-05-1120' } });
+    await r.waitFor(1, 15000, 'the request out');
+    const del = await h.api('DELETE', `/v1/tenants/${t}/events/${p.json.id}/payload`);
+    assert.equal(del.json.cancelled_deliveries, 1, del.text);
+    await r.releaseFirst(410); // Gone — on a delivery cut off: its outcome writes its delivery only
+    const [d] = await waitDelivery(h, p.json.id, (x) => x[0]?.attempt_count === 1);
+    assert.equal(d.state, 'cancelled', JSON.stringify(d));
+    const ep = (await h.api('GET', `/v1/tenants/${t}/endpoints/${endpoint}`)).json;
+    assert.equal(ep.enabled, true, 'enabled in the store');
+    // and in the dispatcher: the next event goes (it stayed disabled there, never claimed for)
+    const next = await publish(h, t, { type: 'pii.x', payload: { n: 2 } });
+    await waitDelivery(h, next.json.id, (x) => x[0]?.state === 'delivered');
+    assert.equal(r.requests.length, 2);
+    await r.close();
+  });
+
   it('a delivery claimed and waiting in this node\'s queue is given back, not sent with the deleted payload', async () => {
     const r = await startReceiver((_, n) => (n === 1 ? 'hang' : { status: 200 }));
     const { tenant: t, endpoint } = await setup(h, r.url, { max_in_flight: 1 });
