@@ -509,6 +509,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!r->path) return MHD_NO;
     head_scan h = {0};
     MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &h);
+    /* first: an answer to a request whose framing a proxy may read otherwise closes the
+     * connection — any other refusal (431, 404, 414) kept it, and the bytes MHD took for the
+     * next request could be what the proxy took for this one's body (smuggled) */
+    const char *framing = framing_problem(&h, version);
+    if (framing) {
+      hookd_req_error(r, 400, "invalid_header", "%s", framing);
+      return queue_close(r);
+    }
     if (srv->cfg.max_headers && h.headers > srv->cfg.max_headers) {
       hookd_req_error(r, 431, "headers_too_large", "more than %d request headers",
                       srv->cfg.max_headers);
@@ -524,11 +532,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       hookd_req_error(r, 414, "uri_too_long", "request path longer than %zu bytes",
                       srv->cfg.max_url_len);
       return queue(r);
-    }
-    const char *framing = framing_problem(&h, version);
-    if (framing) {
-      hookd_req_error(r, 400, "invalid_header", "%s", framing);
-      return queue_close(r);
     }
     const char *twice = repeated_header(&h);
     if (twice) {

@@ -414,6 +414,17 @@ describe('request framing', () => {
     assert.equal((await h.api('GET', '/v1/tenants/smuggled-ws')).status, 404, 'nothing acted on');
   });
 
+  it('ambiguous framing is judged before any other refusal: an encoded "/", a path too long or too many headers still closes the connection', async () => {
+    const body = '{"id":"smuggled-early"}';
+    const path = (p) => `POST ${p} HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
+      + `Content-Type: application/json\r\nContent-Length : ${body.length}\r\n\r\n${body}${pipelined}`;
+    await assertRefused(path('/v1/tenants/a%2Fb'), /not an HTTP token/);
+    await assertRefused(path(`/v1/tenants/${'x'.repeat(9000)}`), /not an HTTP token/);
+    await assertRefused(head('Content-Length: 2\r\nContent-Length: 60\r\n'
+      + Array.from({ length: 120 }, (_, i) => `X-Many-${i}: 1\r\n`).join('')) + '{}' + pipelined,
+    /more than one Content-Length header|not an HTTP token/);
+  });
+
   it('a header folded over two lines (obsolete line folding): 400, the connection closed (a proxy that unfolds it would frame the body otherwise)', async () => {
     const inner = `GET /v1/tenants/smuggled-fold HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n\r\n`;
     // a folded Content-Length: libmicrohttpd 0.9.75 saw none, and served the body as a request
