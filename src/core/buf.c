@@ -24,12 +24,18 @@ void hookd_buf_reset(hookd_buf *b) {
   if (b->data) b->data[0] = '\0';
 }
 
-static int grow(hookd_buf *b, size_t need) {
-  if (need + 1 <= b->cap) return HOOKD_BUF_OK;
+size_t hookd_buf_cap_for(const hookd_buf *b, size_t need) {
+  if (need + 1 <= b->cap) return b->cap;
   size_t cap = b->cap ? b->cap : 64;
   while (cap < need + 1) cap *= 2;
   /* never past what the maximum can use (need <= max): a body of max bytes doubled into 2x */
   if (b->max < SIZE_MAX && cap > b->max + 1) cap = b->max + 1;
+  return cap;
+}
+
+static int grow(hookd_buf *b, size_t need) {
+  if (need + 1 <= b->cap) return HOOKD_BUF_OK;
+  size_t cap = hookd_buf_cap_for(b, need);
   char *p = realloc(b->data, cap);
   if (!p) return HOOKD_BUF_NOMEM;
   b->data = p;

@@ -22,6 +22,8 @@ void hookd_buf_init(hookd_buf *b, size_t max);
 void hookd_buf_free(hookd_buf *b);
 void hookd_buf_reset(hookd_buf *b); /* len = 0, memory kept */
 int hookd_buf_append(hookd_buf *b, const void *p, size_t n);
+/* The capacity b holds once it holds need bytes (its growth: doubling, up to max + 1). */
+size_t hookd_buf_cap_for(const hookd_buf *b, size_t need);
 int hookd_buf_puts(hookd_buf *b, const char *s);
 int hookd_buf_printf(hookd_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int hookd_buf_vprintf(hookd_buf *b, const char *fmt, va_list ap);

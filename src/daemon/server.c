@@ -73,7 +73,9 @@ struct hookd_req {
   void *app_data;
   void (*app_free)(void *);
   const void *route;               /* the gate's choice */
-  size_t buffered;                 /* body bytes counted in srv->buffered */
+  size_t buffered;                 /* body memory counted in srv->buffered (its buffer's
+                                    * capacity: a chunked body's doubling holds up to twice its
+                                    * bytes) */
 };
 
 /* ---------- request accessors ---------- */
@@ -580,17 +582,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (*upload_data_size) {
     size_t n = *upload_data_size;
     /* bodies held across all connections are bounded too: a source's URL is public, and each
-     * connection may bring max_body */
-    size_t held = atomic_fetch_add(&srv->buffered, n) + n;
+     * connection may bring max_body. Counted as the memory held, the buffer's growth (a body
+     * past the limit is refused by the append, and charged nothing more) */
+    size_t need = r->body.len + n, cap = need <= r->body.max ? hookd_buf_cap_for(&r->body, need)
+                                                               : r->body.cap;
+    size_t room = cap ? cap - 1 : 0; /* (its bytes: one more holds a NUL) */
+    size_t charge = room > r->buffered ? room - r->buffered : 0;
+    size_t held = atomic_fetch_add(&srv->buffered, charge) + charge;
     if (srv->cfg.max_buffered && held > srv->cfg.max_buffered) {
-      atomic_fetch_sub(&srv->buffered, n);
+      atomic_fetch_sub(&srv->buffered, charge);
       *upload_data_size = 0;
       hookd_req_add_header(r, "Retry-After", "1");
       hookd_req_error(r, 503, "unavailable",
                       "too many request bodies arriving at once (--max-buffered-bytes): retry");
       return answer_mid_body(r);
     }
-    r->buffered += n;
+    r->buffered += charge;
     int rc = hookd_buf_append(&r->body, upload_data, n);
     *upload_data_size = 0;
     if (rc == HOOKD_BUF_OK && too_slow(r)) return answer_mid_body(r); /* a byte at a time */

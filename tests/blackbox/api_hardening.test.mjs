@@ -631,19 +631,25 @@ describe('bodies hookd holds', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
+  // A connection that sends `bytes` and holds: its answer's text so far, and its close
+  async function holding(port, bytes) {
+    const sock = net.connect(port, '127.0.0.1');
+    const c = { text: '', write: (more) => sock.write(more) };
+    sock.on('data', (d) => { c.text += d.toString('latin1'); });
+    sock.on('error', () => {});
+    c.closed = new Promise((resolve) => sock.on('close', resolve));
+    await new Promise((resolve) => sock.on('connect', resolve));
+    sock.write(bytes);
+    return c;
+  }
+
   it('--max-buffered-bytes bounds the bodies held across connections: beyond, 503 with Retry-After, and the first request still completes', async () => {
     const h = await startHookd({ args: ['--max-body-bytes', '2048', '--max-buffered-bytes', '2048'] });
     const head = (len) => `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
       + `Content-Type: application/json\r\nContent-Length: ${len}\r\nConnection: close\r\n\r\n`;
     const body = JSON.stringify({ id: 'held-a' }).padEnd(1500, ' ');
     // A sends most of its body and waits
-    const a = net.connect(h.port, '127.0.0.1');
-    let aText = '';
-    a.on('data', (d) => { aText += d.toString('latin1'); });
-    a.on('error', () => {});
-    const aClosed = new Promise((resolve) => a.on('close', resolve));
-    await new Promise((resolve) => a.on('connect', resolve));
-    a.write(head(body.length) + body.slice(0, 1000));
+    const a = await holding(h.port, head(body.length) + body.slice(0, 1000));
     const held = async () => Number(/^hookd_http_buffered_bytes (\d+)/m.exec((await h.api('GET', '/metrics')).text)?.[1]);
     await waitUntil(async () => (await held()) >= 1000, { what: 'A\'s bytes held' });
     // B's body would take the total past 2048 beside A's bytes held: refused at its head — no
@@ -657,10 +663,34 @@ describe('bodies hookd holds', () => {
     assert.equal(rb.at(-1).headers['retry-after'], '1');
     assert.equal(JSON.parse(rb.at(-1).body).error.code, 'unavailable');
     a.write(body.slice(1000)); // (Connection: close: the server closes after its answer)
-    await aClosed;
-    assert.equal(responses(aText)[0]?.status, 201, aText);
+    await a.closed;
+    assert.equal(responses(a.text)[0]?.status, 201, a.text);
     await waitUntil(async () => (await held()) === 0, { what: 'nothing held once both are done' });
     assert.equal((await h.api('GET', '/v1/tenants/held-b')).status, 404);
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  it('--max-buffered-bytes counts the memory a chunked body holds (its buffer doubles), not only its bytes', async () => {
+    const h = await startHookd({ args: ['--max-body-bytes', '2048', '--max-buffered-bytes', '2048'] });
+    const head = (framing) => `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
+      + `Content-Type: application/json\r\n${framing}\r\nConnection: close\r\n\r\n`;
+    // A announces 1500 bytes and sends 1100: its buffer holds 1500 (its known length bounds it)
+    const body = JSON.stringify({ id: 'mem-a' }).padEnd(1500, ' ');
+    const a = await holding(h.port, head(`Content-Length: ${body.length}`) + body.slice(0, 1100));
+    const held = async () => Number(/^hookd_http_buffered_bytes (\d+)/m.exec((await h.api('GET', '/metrics')).text)?.[1]);
+    await waitUntil(async () => (await held()) >= 1100 || null, { what: 'A held' });
+    assert.equal(await held(), 1500, 'its buffer, as it holds 1500 bytes once grown');
+    // B: 600 bytes chunked — 1700 bytes in all, but B's buffer holds 1023 (doubling from 64):
+    // 2523 > 2048, refused
+    const inner = JSON.stringify({ id: 'mem-b' }).padEnd(600, ' ');
+    const b = await exchange(h.port, head('Transfer-Encoding: chunked')
+      + `${inner.length.toString(16)}\r\n${inner}\r\n0\r\n\r\n`);
+    assert.equal(responses(b.text).at(-1)?.status, 503, b.text);
+    a.write(body.slice(1100));
+    await a.closed;
+    assert.equal(responses(a.text)[0]?.status, 201, a.text);
+    await waitUntil(async () => (await held()) === 0 || null, { what: 'nothing held once both are done' });
+    assert.equal((await h.api('GET', '/v1/tenants/mem-b')).status, 404);
     assert.equal((await h.stop()).code, 0);
   });
 
