@@ -394,22 +394,64 @@ void hookd_inbound_too_large(hookd_app *app, const char *source_id, const char *
   hookd_source_rt_release(rt);
 }
 
+/* The refusals a request's head decides — its method, content type and coding, a MoMo body's
+ * length — made at the gate (body_len: the announced Content-Length, 0 without one), before a
+ * body is held and "100 Continue" asked for a request that cannot succeed; and again by the
+ * handler, on the body it read (a chunked one announces no length). True once answered. */
+static bool refused_by_head(hookd_req *r, hookd_app *app, const hookd_source_rt *rt,
+                            size_t body_len) {
+  hookd_provider p = rt->provider;
+  const char *method = hookd_req_method(r);
+  if (!method_received(p, method)) {
+    refuse_method(r, p);
+    return true;
+  }
+  const char *ct = hookd_req_header(r, "Content-Type");
+  if (strcmp(method, "GET") != 0 && !content_type_ok(p, ct)) {
+    reject(app, r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
+           "content type not sent by this provider");
+    return true;
+  }
+  /* a compressed body would be verified, stored and forwarded as its compressed bytes (the
+   * handler told nothing of it: Content-Encoding is not forwarded): no provider sends one */
+  const char *coding = hookd_req_header(r, "Content-Encoding");
+  size_t coding_len = coding ? trimmed_len(coding, strlen(coding)) : 0;
+  if (coding_len && !(coding_len == 8 && !strncasecmp(coding, "identity", 8))) {
+    reject(app, r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
+           "Content-Encoding is not accepted: send the body uncompressed");
+    return true;
+  }
+  /* MoMo signs inside the body: it is parsed before it is verified, on the thread that serves
+   * every provider — an unsigned megabyte would cost ~50 ms of it; an IPN is under 2 KiB */
+  if (p == HOOKD_PROVIDER_MOMO && body_len > MOMO_BODY_MAX) {
+    reject(app, r, p, rt, 413, "body_too_large", HOOKD_REJECT_BODY_TOO_LARGE,
+           "a MoMo IPN body is at most " HOOKD_STR(MOMO_BODY_MAX) " bytes");
+    return true;
+  }
+  return false;
+}
+
 bool hookd_inbound_gate(hookd_req *r, hookd_app *app) {
   hookd_source_rt *rt = hookd_source_cache_get(app->sources, hookd_req_param(r, 0));
   if (!rt) {
     hookd_req_error(r, 404, "not_found", "no such source");
     return false;
   }
-  hookd_source_rt_release(rt);
   /* the verifiers see MAX_IN_HEADERS: a second signature header past them would go unseen
    * ("sent twice" refuses it) — refused on the head, before a body is held for it */
   if (hookd_req_headers(r, NULL, NULL, 0) > MAX_IN_HEADERS) {
+    hookd_source_rt_release(rt);
     hookd_req_error(r, 431, "headers_too_large",
                     "more than " HOOKD_STR(MAX_IN_HEADERS)
                     " request headers on a provider's request");
     return false;
   }
-  return true;
+  /* (the server refused a Content-Length that is not one number) */
+  const char *cl = hookd_req_header(r, "Content-Length");
+  unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
+  bool refused = refused_by_head(r, app, rt, announced > SIZE_MAX ? SIZE_MAX : (size_t)announced);
+  hookd_source_rt_release(rt);
+  return !refused;
 }
 
 void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
@@ -425,13 +467,10 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   bool lossy = false; /* an integer beyond 64 bits: the canonical form cannot be trusted */
   const char *method = hookd_req_method(r);
   bool get = !strcmp(method, "GET");
-  if (!method_received(p, method)) {
-    refuse_method(r, p);
-    goto done;
-  }
   const char *ct = hookd_req_header(r, "Content-Type");
   size_t body_len;
   const char *body = hookd_req_body(r, &body_len);
+  if (refused_by_head(r, app, rt, body_len)) goto done;
   if (get && body_len && p == HOOKD_PROVIDER_TWILIO) { /* nothing would sign it */
     reject(app, r, p, rt, 400, "invalid_request", HOOKD_REJECT_INVALID_REQUEST,
            "a GET carries no body");
@@ -439,28 +478,6 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   }
   /* a Twilio GET is forwarded as the form POST Twilio would have sent: its query */
   bool query_body = get && p == HOOKD_PROVIDER_TWILIO;
-  if (!get && !content_type_ok(p, ct)) {
-    reject(app, r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
-           "content type not sent by this provider");
-    goto done;
-  }
-
-  /* a compressed body would be verified, stored and forwarded as its compressed bytes (the
-   * handler told nothing of it: Content-Encoding is not forwarded): no provider sends one */
-  const char *coding = hookd_req_header(r, "Content-Encoding");
-  size_t coding_len = coding ? trimmed_len(coding, strlen(coding)) : 0;
-  if (coding_len && !(coding_len == 8 && !strncasecmp(coding, "identity", 8))) {
-    reject(app, r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
-           "Content-Encoding is not accepted: send the body uncompressed");
-    goto done;
-  }
-  /* MoMo signs inside the body: it is parsed before it is verified, on the thread that serves
-   * every provider — an unsigned megabyte would cost ~50 ms of it; an IPN is under 2 KiB */
-  if (p == HOOKD_PROVIDER_MOMO && body_len > MOMO_BODY_MAX) {
-    reject(app, r, p, rt, 413, "body_too_large", HOOKD_REJECT_BODY_TOO_LARGE,
-           "a MoMo IPN body is at most " HOOKD_STR(MOMO_BODY_MAX) " bytes");
-    goto done;
-  }
   /* Twilio signs its form fields one by one: a form too big to parse is refused as such, not
    * as a bad signature */
   if (p == HOOKD_PROVIDER_TWILIO && (get || hookd_in_is_form(ct))) {

@@ -6,8 +6,8 @@
 #include "daemon/server.h"
 
 void hookd_inbound_handle(hookd_req *r, hookd_app *app);
-/* /in/{source}'s check on the head (the router's gate): 404 before the body is read when
- * there is no such source. */
+/* /in/{source}'s check on the head (the router's gate), before the body is read: 404 when
+ * there is no such source; 405, 415 or 413 (MoMo) when the head alone cannot succeed. */
 bool hookd_inbound_gate(hookd_req *r, hookd_app *app);
 /* A method the router sends to no provider route (PUT, HEAD, …) on /in/{source_id}: 404 when
  * there is no such source, else 405 with the methods its provider sends in Allow. */

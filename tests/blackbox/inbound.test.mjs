@@ -794,6 +794,31 @@ describe('verification', () => {
     await dest.close();
   });
 
+  it('a request its head alone refuses (content type, coding, a MoMo body too long) is answered at once: no "100 Continue", no body read', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_head'], [{ url: dest.url }]);
+    const momo = await source('momo', ['F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'], [{ url: dest.url }]);
+    // the head only, asking to continue: the first thing back is the answer
+    const first = (path, headers) => new Promise((resolve, reject) => {
+      const s = net.connect(h.port, '127.0.0.1');
+      let got = '';
+      s.on('error', reject);
+      s.on('data', (d) => { got += d.toString('latin1'); if (got.includes('\r\n\r\n')) { s.destroy(); resolve(got); } });
+      s.write(`POST ${path} HTTP/1.1\r\nHost: hookd\r\nExpect: 100-continue\r\n${headers}\r\n`);
+    });
+    for (const [path, headers, status] of [
+      [`/in/${src.id}`, 'Content-Type: text/plain\r\nContent-Length: 500000\r\n', 415],
+      [`/in/${src.id}`, 'Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 500000\r\n', 415],
+      [`/in/${momo.id}`, 'Content-Type: application/json\r\nContent-Length: 500000\r\n', 413]]) {
+      const got = await first(path, headers);
+      assert.match(got, new RegExp(`^HTTP/1.1 ${status} `), `${headers}: ${got}`);
+    }
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.ok(sampleValue(m, 'hookd_inbound_rejected_total', { reason: 'unsupported_media_type' }) >= 2, 'counted as before');
+    assert.equal((await inbox(src)).length + (await inbox(momo)).length, 0);
+    await dest.close();
+  });
+
   it('GitHub, Slack (with its url_verification handshake), Standard Webhooks', async () => {
     const dest = await startReceiver();
     const gh = await source('github', ['gh-secret'], [{ url: dest.url }]);
