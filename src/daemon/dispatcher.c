@@ -923,8 +923,15 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* neither: a probe's slot is given back. Nor when hookd abandoned the request at its stop: the
    * endpoint did not fail (a failing window stored then would date its disable from the stop) */
   if (stale || req->abandoned) ok = bad = false;
+  /* a half-open breaker's probe answered by the receiver — a 4xx or a 3xx, its payload's
+   * problem — says it is reachable again: it closes the breaker as a 2xx does (else the endpoint
+   * went on at one request at a time until some delivery of it succeeded); not a 429, a request
+   * to slow down */
+  bool probe = disp_probe(it);
+  bool answered = probe && !stale && !req->abandoned && !bad && req->net == HOOKD_NET_OK &&
+                  req->status >= 300 && req->status < 500 && req->status != 429;
   hookd_breaker_state before = e->br.state;
-  if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok, bad, disp_probe(it), now)) {
+  if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok || answered, bad, probe, now)) {
     /* the total follows the endpoint's own series at once (the stats walk recounts it) */
     d->breakers_open += (e->br.state != HOOKD_BREAKER_CLOSED) - (before != HOOKD_BREAKER_CLOSED);
     HOOKD_INC(breaker_transitions);
@@ -949,8 +956,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     e->proven = true;
   } else {
     e->proven = true; /* heard from: a newcomer no more (the newcomer share) */
-    if (e->slow && ok && latency_ms * 4 < e->cfg.timeout_ms &&
-        ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow: bounded */
+    /* a success within half its timeout is no slow one: 8 in a row clear the mark (only those
+     * under a quarter counted before, and an endpoint answering in a third of its timeout,
+     * slow once, stayed slow until a restart) */
+    if (e->slow && ok && ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow */
       ep_set_slow(e, false);
   }
   if (ok && e->failing_since) {
@@ -1108,8 +1117,12 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
 #define RECORD_LEASE_GUARD_MS 1000
 static bool record_retry_later(hookd_dispatcher *d, item *it) {
   int64_t now = disp_now(d);
+  /* such an outcome is written until it lands (every 6.4 s after the first six tries): given
+   * up, it would leave an answer hookd saw to an operator ("lease lost"); so is the release of a
+   * delivery whose send mark was written — the sweep would hold one never sent as unknown */
+  bool until_it_lands = (it->recording || it->mark_written) && ep_no_resend(it->ep);
   /* 0.1 s … 3.2 s; stopping (tries unbounded then, see below), and for a release, 0.1 s */
-  int64_t delay = !it->recording || d->stop_ms
+  int64_t delay = (!it->recording && !until_it_lands) || d->stop_ms
                       ? RECORD_RETRY_BASE_MS
                       : (int64_t)RECORD_RETRY_BASE_MS
                             << (it->record_tries < RECORD_TRIES ? it->record_tries : RECORD_TRIES);
@@ -1123,9 +1136,6 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
    * fails at once (a full disk): what is not written is redone after the restart, as after a
    * crash */
   if (d->stop_ms && hookd_mono_ms() - d->stop_ms >= d->cfg.shutdown_grace_ms) return false;
-  /* such an outcome is written until it lands (every 6.4 s after the first six tries): given
-   * up, it would leave an answer hookd saw to an operator ("lease lost") */
-  bool until_it_lands = it->recording && ep_no_resend(it->ep);
   if ((!d->stop_ms && !until_it_lands && it->record_tries >= RECORD_TRIES) ||
       (!held_by_sweep && now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS))
     return false;
@@ -1339,6 +1349,7 @@ static void on_marked(hookd_dispatcher *d, item *it) {
   e->item_ops--;
   it->marking = false;
   int64_t now = disp_now(d);
+  it->mark_written = it->rc == 0;
   /* what dispatch_ring checked before the mark, again after its commit (a slow or locked store
    * may have taken most of the lease: a request that outlived it would be held unknown by the
    * sweep while it is still in flight); the endpoint disabled or paused meanwhile sends nothing,
@@ -1346,7 +1357,7 @@ static void on_marked(hookd_dispatcher *d, item *it) {
   bool breaker_ok = it->probe ? disp_probe(it) && e->br.state == HOOKD_BREAKER_HALF_OPEN
                               : e->br.state == HOOKD_BREAKER_CLOSED;
   if (it->rc == 0 && !d->stopping && !e->gone && e->cfg.enabled && e->paused_until <= now &&
-      breaker_ok && disp_lease_room(it, e, now)) {
+      breaker_ok && disp_lease_room(it, e, now, d->cfg.lease_margin_ms)) {
     it->marked = true;
     if (disp_send_item(d, it, now) == 0) return;
   }

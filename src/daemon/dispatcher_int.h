@@ -118,6 +118,8 @@ typedef struct item {
   bool recording;
   bool marking;               /* op is the send mark; counted in flight meanwhile */
   bool marked;                /* the send mark of its lease is committed: it may go out */
+  bool mark_written;          /* the send mark is committed, sent or not (its release must land:
+                               * else the sweep holds a delivery never sent as unknown) */
   bool purged;                /* its request was ended before it was sent: its payload was
                                  deleted (released, no attempt) */
   char *endpoint_id;          /* copy for the writer thread */
@@ -262,11 +264,13 @@ static inline bool disp_probe(const item *it) {
   return it->probe && it->probe_gen == it->ep->br_gen;
 }
 
-/* Whether the item's lease leaves room for a request (its timeout and a second): else it is
- * given back and claimed again rather than lapse mid-request (checked before the send mark,
- * and again once it is committed). */
-static inline bool disp_lease_room(const item *it, const ep *e, int64_t now) {
-  return it->c.d.leased_until_ms - now >= e->cfg.timeout_ms + 1000;
+/* Whether the item's lease leaves room for a request (its timeout) and its outcome's write
+ * (half the lease margin: a loop pass, a store queue behind a long batch — with a second, an
+ * outcome landing late found the lease taken by the sweep and the delivery was sent again):
+ * else it is given back and claimed again rather than lapse mid-request (checked before the
+ * send mark, and again once it is committed). */
+static inline bool disp_lease_room(const item *it, const ep *e, int64_t now, int64_t margin_ms) {
+  return it->c.d.leased_until_ms - now >= e->cfg.timeout_ms + margin_ms / 2;
 }
 
 /* A snapshot of an endpoint's health for the API (guarded by hookd_dispatcher.health_mu). */

@@ -473,6 +473,24 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('an endpoint slow once, then answering steadily within half its timeout, is slow no more after 8 such successes', async () => {
+    const h = await startHookd();
+    // a third of its timeout: no slow answer, though not under a quarter of it either
+    const r = await startReceiver((rec) => ({ status: 200, delayMs: rec.n === 1 ? 700 : 330 }));
+    const { tenant, endpoint } = await setup(h, r.url, { max_in_flight: 1, timeout_ms: 1000 });
+    const ids = [];
+    for (let i = 0; i < 10; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    await waitDelivery(h, ids[0], (ds) => ds[0]?.state === 'delivered');
+    // slow after its first answer (the next 8 take 2.6 s)
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.slow === true || null,
+      { what: 'slow after the 700 ms answer', timeout: 2000 });
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+    const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.equal(ep.json.health.slow, false, '9 answers in a third of its timeout after the slow one');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('a tenant with a 50x larger backlog does not starve a small tenant', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '8', '--tenant-max-in-flight', '8'] });
     // the big tenant's receiver answers slowly (held, then released in small batches)
@@ -571,6 +589,24 @@ describe('isolation', () => {
     moves.slice(1).forEach((l, i) => assert.equal(l.from, moves[i].to, `move ${i + 1} starts where the one before ended`));
     assert.equal(moves.at(-1).to, 'closed');
     assert.equal(sampleValue(parsePrometheus(m.text), 'hookd_breaker_transitions_total'), moves.length, 'each move counted');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a half-open breaker whose probe is answered 4xx closes: the receiver is reachable, the payload was the problem', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '4', '--breaker-cooldown-ms', '1000',
+      '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    let status = 500;
+    const r = await startReceiver(() => ({ status }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    for (let i = 0; i < 6; i++) await publish(h, tenant, { type: 'a', payload: { i } });
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.breaker === 'open' || null,
+      { what: 'breaker open', timeout: 10000 });
+    status = 400; // every delivery's payload refused from now on: none will ever succeed
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.breaker === 'closed' || null,
+      { what: 'closed by a probe answered 400', timeout: 10000 });
+    const moves = h.logs.filter((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint).map((l) => `${l.from}>${l.to}`);
+    assert.deepEqual(moves.slice(-2), ['open>half_open', 'half_open>closed']);
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
