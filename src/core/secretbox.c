@@ -9,6 +9,7 @@
 
 #include "core/b64.h"
 #include "core/ids.h"
+#include "core/num.h"
 #include "core/sign.h"
 
 #define PREFIX "sealed:v1:"
@@ -29,13 +30,11 @@ int hookd_master_key_parse(const char *text, hookd_master_key *out) {
     n--;
   unsigned char buf[64];
   if (n == 64) {
+    /* digit by digit: strtoul took " f", "+f" and "-1" (0xff) for a pair */
     for (size_t i = 0; i < 32; i++) {
-      unsigned v;
-      char pair[3] = {text[2 * i], text[2 * i + 1], 0};
-      char *end;
-      v = (unsigned)strtoul(pair, &end, 16);
-      if (*end) return -1;
-      out->key[i] = (unsigned char)v;
+      int hi = hookd_hex_digit(text[2 * i]), lo = hookd_hex_digit(text[2 * i + 1]);
+      if (hi < 0 || lo < 0) return -1;
+      out->key[i] = (unsigned char)(hi << 4 | lo);
     }
   } else if (n == 44 && hookd_b64_decode(text, n, buf) == HOOKD_MASTER_KEY_LEN) {
     memcpy(out->key, buf, HOOKD_MASTER_KEY_LEN);

@@ -311,6 +311,19 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
       snprintf(err, errlen, "--%s: value too long", o->name);
       return -1;
     }
+    /* a key, token, URL or path read from a file or a secret keeps that file's line end
+     * (HOOKD_API_KEY from a secret written with echo): kept, it was a key no request could
+     * match, a new empty database beside the real one — refused, saying so */
+    for (const char *p = v; *p; p++)
+      if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+        snprintf(err, errlen, "--%s: holds a control character (the line end of a file or "
+                 "secret it was read from?)", o->name);
+        return -1;
+      }
+    if (*v && (*v == ' ' || v[strlen(v) - 1] == ' ')) {
+      snprintf(err, errlen, "--%s: begins or ends with a blank", o->name);
+      return -1;
+    }
     snprintf(field, o->size, "%s", v);
     return 0;
   case T_INT:
@@ -752,7 +765,7 @@ void hookd_config_usage(FILE *out) {
                "\"# comments\" on their own line or after a blank) and, where shown, the\n"
                "environment.\n"
                "Precedence: flag > environment > file > default; an empty environment\n"
-               "variable counts as unset.\n\n"
+               "variable counts as unset (but HOOKD_METRICS_TOKEN: an empty one is refused).\n\n"
                "  --config FILE\n      read options from FILE\n");
   for (size_t i = 0; i < NOPTS; i++) {
     const opt *o = &opts[i];

@@ -476,6 +476,17 @@ describe('hookd CLI', () => {
     r = run(['serve', '--store', 'postgres://hookd:DBPASSWORD123@127.0.0.1/hookd', '--listen', '127.0.0.1:0']);
     assert.notEqual(r.status, 0);
     assert.ok(!r.stderr.includes('DBPASSWORD123'), r.stderr);
+    // a value read from a file or a secret with its line end: refused, not a key nothing matches
+    // or a new empty database beside the real one
+    for (const [env, why] of [[{ HOOKD_API_KEY: 'hk_fromfile\n' }, /--api-key: holds a control character/],
+      [{ HOOKD_STORE: `sqlite:${join(dir, 'crlf.db')}\r` }, /--store: holds a control character/],
+      [{ HOOKD_METRICS_TOKEN: 'tok ' }, /--metrics-token: begins or ends with a blank/]]) {
+      r = spawnSync(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', ...(env.HOOKD_STORE ? [] : ['--store', `sqlite:${join(dir, 'x.db')}`])],
+        { encoding: 'utf8', env: { ...process.env, ...env } });
+      assert.equal(r.status, 2, `${JSON.stringify(env)}: ${r.stderr}`);
+      assert.match(r.stderr, why);
+    }
+    assert.ok(!existsSync(join(dir, 'crlf.db\r')), 'no database made at the name with its CR');
     for (const [args, why] of [[['--node-id', ''], /--node-id/], [['--egress-proxy', 'not a url'], /--egress-proxy/],
       [['--public-url', 'example.com'], /--public-url/], [['--resolve', 'bad'], /--resolve/],
       // shown to every viewer of a source, joined to /in/{source}: no credentials, query, fragment

@@ -77,6 +77,16 @@ static void master_key_formats(void **s) {
       hookd_master_key_parse("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", &k), 0);
   assert_int_equal(k.key[31], 0x1f);
   assert_int_equal(hookd_master_key_parse("short", &k), -1);
+  /* hex digit by digit: a sign or a blank inside a pair is no digit (strtoul took "-0" as 0) */
+  assert_int_equal(
+      hookd_master_key_parse("-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0-0", &k),
+      -1);
+  assert_int_equal(
+      hookd_master_key_parse("+f0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", &k),
+      -1);
+  assert_int_equal(
+      hookd_master_key_parse("0 0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", &k),
+      -1);
   assert_int_equal(hookd_master_key_parse("AAAA", &k), -1);
   assert_int_equal(
       hookd_master_key_parse("zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", &k), -1);
