@@ -6,11 +6,22 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { HOOKD_BIN, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 describe('observability', () => {
+  it('every metric family /metrics shows is named and described in docs/metrics.md', async () => {
+    const h = await startHookd();
+    const text = (await h.api('GET', '/metrics')).text;
+    const families = [...text.matchAll(/^# TYPE (\S+) /gm)].map((x) => x[1]);
+    assert.ok(families.length > 50, `${families.length} families`);
+    const doc = readFileSync(new URL('../../docs/metrics.md', import.meta.url), 'utf8');
+    assert.deepEqual(families.filter((f) => !doc.includes(`| \`${f}\` |`)), [], 'undocumented metrics');
+    assert.equal((await h.stop()).code, 0);
+  });
+
   it('/metrics is valid Prometheus text in every scrape while publishes, attempts and scrapes race', async () => {
     const h = await startHookd();
     const r = await startReceiver((rec) => ({ status: rec.n % 3 === 0 ? 503 : 200 }));
