@@ -139,14 +139,17 @@ static int zoom_id(const json_t *body, bool legacy, char *out, size_t outlen) {
 /* Twilio: a JSON body's members or form fields (a POST's body, a GET's query), which its
  * signature covers; a JSON body is never read as a form (a message's text holding
  * "&MessageSid=X" would name the id). A message: its MessageSid, and the status of a status
- * callback (one for each status of the message). A call: only a status callback (it carries
- * CallbackSource) is CallSid and CallStatus. Else the I-Twilio-Idempotency-Token header (the
- * same on Twilio's retries, not signed: only where the signed fields name no event) — a voice
- * webhook (the incoming call, each <Gather> of it) has no id of its own: a call's two menu
- * steps are both "in-progress", and were taken for one event; without the token its payload
- * hash keys it. legacy: the id an earlier hookd took — the token, preferred to the signed ids
- * (one captured request sent again under another token was a new event); before that, CallSid
- * and CallStatus for a voice webhook. */
+ * callback (one for each status of the message) — but not a Conversations webhook (it names its
+ * EventType), whose events (added, updated, each delivery receipt) all carry the MessageSid of
+ * the message they speak of. A call: only a status callback (it carries CallbackSource) is
+ * CallSid and CallStatus. Else the I-Twilio-Idempotency-Token header (the same on Twilio's
+ * retries, not signed: only where the signed fields name no event) — a voice webhook (the
+ * incoming call, each <Gather> of it) has no id of its own: a call's two menu steps are both
+ * "in-progress", and were taken for one event; without the token its payload hash keys it.
+ * legacy: the id an earlier hookd took when it differs — the token first, else the MessageSid
+ * (a Conversations webhook's too); and before that, CallSid and CallStatus for a voice
+ * webhook. */
+enum tw_kind { TW_NONE, TW_MSG, TW_CALL, TW_TOKEN };
 static int twilio_id(const hookd_in_request *req, const json_t *body, bool legacy, char *out,
                      size_t outlen) {
   const char *token = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
@@ -163,15 +166,22 @@ static int twilio_id(const hookd_in_request *req, const json_t *body, bool legac
   const json_t *call[] = {obj_get(from, "CallSid"), obj_get(from, "CallStatus")};
   const json_t *src = obj_get(from, "CallbackSource");
   bool status_cb = (json_is_string(src) && json_string_length(src)) || json_is_number(src);
-  int rc = put_joined(out, outlen, msg, 2, 1);
-  if (rc && status_cb) rc = put_joined(out, outlen, call, 2, 1);
-  bool signed_id = rc == 0;
-  if (legacy) /* the token where it was taken first; else a voice webhook's call and status */
-    rc = token ? (signed_id ? put_str(out, outlen, token) : 1)
-         : !signed_id && !status_cb ? put_joined(out, outlen, call, 2, 1)
-                                    : 1;
-  else if (!signed_id)
-    rc = token ? put_str(out, outlen, token) : 1;
+  bool conv = obj_get(from, "EventType") != NULL;
+  bool msg_ok = put_joined(out, outlen, msg, 2, 1) == 0;
+  bool call_ok = put_joined(out, outlen, call, 2, 1) == 0;
+  enum tw_kind now = !conv && msg_ok        ? TW_MSG
+                     : status_cb && call_ok ? TW_CALL
+                     : token                ? TW_TOKEN
+                                            : TW_NONE;
+  /* an earlier hookd's: the token first, then the MessageSid, then a status callback's call */
+  enum tw_kind was = token ? TW_TOKEN : msg_ok ? TW_MSG : status_cb && call_ok ? TW_CALL : TW_NONE;
+  enum tw_kind k = now;
+  if (legacy) /* (and before that, a voice webhook's call and status) */
+    k = was != now ? was : !token && !msg_ok && !status_cb && call_ok ? TW_CALL : TW_NONE;
+  int rc = k == TW_MSG    ? put_joined(out, outlen, msg, 2, 1)
+           : k == TW_CALL ? put_joined(out, outlen, call, 2, 1)
+           : k == TW_TOKEN ? put_str(out, outlen, token)
+                           : 1;
   if (rc) out[0] = '\0';
   json_decref(form);
   return rc;

@@ -151,6 +151,22 @@ static void event_ids(void **st) {
   r = R(tw2, 1, "MessageSid=SM1&Body=hi");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "SM1");
+  /* a Conversations webhook: its events all carry the message's MessageSid — no id (the token,
+   * else its payload hash); the MessageSid an earlier hookd took without a token is the legacy */
+  r = R(tw, 1, "EventType=onDeliveryUpdated&MessageSid=IM1&Status=read");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "tok-1");
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 1);
+  r = R(NULL, 0, "EventType=onDeliveryUpdated&MessageSid=IM1&Status=read");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 1);
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "IM1");
+  /* a status callback of a call with a token: its call and status, the token the legacy */
+  r = R(tw, 1, "CallSid=CA9&CallStatus=ringing&CallbackSource=call-progress-events");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "CA9:ringing");
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "tok-1");
   /* a voice webhook names no event: the token keys it (Twilio's retries keep it) */
   r = R(tw, 1, "CallSid=CA1&CallStatus=in-progress&Digits=1");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
