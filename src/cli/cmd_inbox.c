@@ -1,6 +1,6 @@
 /* cmd_inbox.c — `hookd inbox replay`: local replay for developers (X7).
  *
- *   hookd inbox replay <inbox id> --to URL [--times N] [--store URL] [--allow-remote]
+ *   hookd inbox replay <inbox id> --to URL [--times N] [--store URL] [--allow-remote [--sign]]
  *
  * Re-sends a stored inbound request — its raw body, content type, the provider headers hookd
  * forwards, and the same Idempotency-Key every time — to a handler, N times, and prints what
@@ -11,7 +11,8 @@
  * on stderr. It is an explicit developer action aimed at a local handler: the
  * daemon's destination policy does not apply, and the connection must reach a loopback address
  * (checked on the address actually connected to, no proxy) unless --allow-remote is given — a
- * stored payload may carry personal data. */
+ * stored payload may carry personal data. Sent elsewhere, the calls are unsigned unless --sign
+ * asks: a validly signed copy in someone else's hands could be sent on to the real handler. */
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <stdio.h>
@@ -125,7 +126,7 @@ static size_t collect(char *p, size_t size, size_t n, void *arg) {
 
 static void usage(FILE *to) {
   fprintf(to, "usage: hookd inbox replay <inbox id> --to URL [--times N (1-10000)]"
-                  " [--store URL] [--master-key-file FILE] [--allow-remote]\n");
+                  " [--store URL] [--master-key-file FILE] [--allow-remote [--sign]]\n");
 }
 
 /* libcurl's last step before sending: refuse a connection to anything but loopback (as the
@@ -164,12 +165,12 @@ int hookd_cmd_inbox(int argc, char **argv) {
   }
   const char *id = argv[1], *to = NULL, *store = getenv("HOOKD_STORE"), *key_file = NULL;
   long times = 1;
-  bool remote = false;
+  bool remote = false, sign_remote = false;
   static const char *const with_value[] = {"--to", "--times", "--store", "--master-key-file"};
   bool seen[sizeof with_value / sizeof *with_value] = {false};
   for (int i = 2; i < argc; i += 2) {
-    if (!strcmp(argv[i], "--allow-remote")) {
-      remote = true;
+    if (!strcmp(argv[i], "--allow-remote") || !strcmp(argv[i], "--sign")) {
+      *(!strcmp(argv[i], "--sign") ? &sign_remote : &remote) = true;
       i--;
       continue;
     }
@@ -202,6 +203,11 @@ int hookd_cmd_inbox(int argc, char **argv) {
     }
     else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
     else key_file = argv[i + 1]; /* --master-key-file */
+  }
+  if (sign_remote && !remote) {
+    fprintf(stderr, "hookd inbox replay: --sign is for --allow-remote (a local handler's calls "
+                    "are signed anyway)\n");
+    return 2;
   }
   if (!to || times < 1 || times > 10000) {
     fprintf(stderr, "hookd inbox replay: --to URL is required (the local handler to send it to)\n");
@@ -248,7 +254,12 @@ int hookd_cmd_inbox(int argc, char **argv) {
     return 1;
   }
   hookd_hmac_key keys[MAX_KEYS];
-  size_t n_keys = open_keys(&l, key_file, keys);
+  size_t n_keys = 0;
+  if (remote && !sign_remote)
+    fprintf(stderr, "hookd inbox replay: sent unsigned (--allow-remote: a signed copy elsewhere "
+                    "could be sent on to the real handler; --sign signs it)\n");
+  else
+    n_keys = open_keys(&l, key_file, keys);
 
   struct curl_slist *hs = NULL;
   char h[1024];

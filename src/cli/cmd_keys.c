@@ -425,9 +425,17 @@ static int cmd_rotate_master(keys_args *a) {
             x.err[0] ? x.err : hookd_store_strerror(src));
     goto out;
   }
-  printf("re-sealed %d secrets with master key %s; start hookd with "
-         "--master-key-file %s\n",
-         x.resealed, new_key.id, a->new_master_file);
+  /* where the old key came from is where the new one goes: a start given both the variable
+   * and a key file is refused */
+  const char *env = getenv("HOOKD_MASTER_KEY");
+  if (env && *env)
+    printf("re-sealed %d secrets with master key %s; set HOOKD_MASTER_KEY to the text of %s "
+           "(on every node) in place of the old key\n",
+           x.resealed, new_key.id, a->new_master_file);
+  else
+    printf("re-sealed %d secrets with master key %s; start hookd with "
+           "--master-key-file %s\n",
+           x.resealed, new_key.id, a->new_master_file);
   rc = 0;
 out:
   OPENSSL_cleanse(&old_key, sizeof old_key); /* locals going out of scope: memset is a dead store */

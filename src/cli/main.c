@@ -42,7 +42,7 @@ static int split_eq(int argc, char **argv, char **out, char **names) {
     } else {
       out[n++] = a;
       /* every option of verify, keys and inbox takes a value but these */
-      value_next = strcmp(a, "--allow-remote") && strcmp(a, "--help");
+      value_next = strcmp(a, "--allow-remote") && strcmp(a, "--sign") && strcmp(a, "--help");
     }
   }
   out[n] = NULL;

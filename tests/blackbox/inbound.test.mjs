@@ -2587,6 +2587,14 @@ describe('durability and local replay', () => {
       const slines = signed.stdout.trim().split('\n');
       assert.match(slines[0], /^1\/3 {2}200 {2}\{"result":"written"\}/);
       for (const l of slines.slice(1)) assert.match(l, /200 {2}\{"result":"duplicate"\}/);
+      // sent with --allow-remote (here to loopback all the same): unsigned unless --sign asks
+      const remote = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port2}/hook`,
+        '--store', h.store, '--allow-remote'], { encoding: 'utf8', env: { ...process.env, ...h.storeEnv } });
+      assert.match(remote.stderr, /sent unsigned \(--allow-remote/);
+      assert.match(remote.stdout, /^1\/1 {2}40[01]/, 'refused by the verifying handler');
+      const remoteSigned = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port2}/hook`,
+        '--store', h.store, '--allow-remote', '--sign'], { encoding: 'utf8', env: { ...process.env, ...h.storeEnv } });
+      assert.match(remoteSigned.stdout, /^1\/1 {2}200/, remoteSigned.stdout + remoteSigned.stderr);
       // without the master key the calls go unsigned, and it says so (the verifying handler refuses them)
       const unsigned = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', `http://127.0.0.1:${port2}/hook`,
         '--store', h.store, '--master-key-file', join(dir, 'nosuch.key')], { encoding: 'utf8' });
