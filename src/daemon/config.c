@@ -313,14 +313,16 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
     }
     /* a key, token, URL or path read from a file or a secret keeps that file's line end
      * (HOOKD_API_KEY from a secret written with echo): kept, it was a key no request could
-     * match, a new empty database beside the real one — refused, saying so */
-    for (const char *p = v; *p; p++)
+     * match, a new empty database beside the real one — refused, saying so. (A libpq
+     * "key=value" conninfo takes blanks and line ends as separators: left to libpq.) */
+    bool conninfo = o->arg && !strcmp(o->arg, "CONNINFO");
+    for (const char *p = v; !conninfo && *p; p++)
       if ((unsigned char)*p < 0x20 || *p == 0x7f) {
         snprintf(err, errlen, "--%s: holds a control character (the line end of a file or "
                  "secret it was read from?)", o->name);
         return -1;
       }
-    if (*v && (*v == ' ' || v[strlen(v) - 1] == ' ')) {
+    if (!conninfo && *v && (*v == ' ' || v[strlen(v) - 1] == ' ')) {
       snprintf(err, errlen, "--%s: begins or ends with a blank", o->name);
       return -1;
     }

@@ -625,7 +625,7 @@ int hookd_serve(const hookd_config *cfg) {
    * token, store URLs with a password) */
   static const char *const secret_env[] = {"HOOKD_MASTER_KEY", "HOOKD_API_KEY",
                                            "HOOKD_METRICS_TOKEN", "HOOKD_STORE",
-                                           "HOOKD_OUTBOX_URL"};
+                                           "HOOKD_OUTBOX_URL", "HOOKD_EGRESS_PROXY"};
   for (size_t i = 0; i < sizeof secret_env / sizeof *secret_env; i++) {
     char *v = getenv(secret_env[i]);
     if (!v) continue;

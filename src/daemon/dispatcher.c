@@ -926,10 +926,12 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* a half-open breaker's probe answered by the receiver — a 4xx or a 3xx, its payload's
    * problem — says it is reachable again: it closes the breaker as a 2xx does (else the endpoint
    * went on at one request at a time until some delivery of it succeeded); not a 429, a request
-   * to slow down */
+   * to slow down, nor a 408, a timeout's. Only while half-open: a probe that ends after another
+   * closed the breaker counts as neither (a 4xx is no success of a closed breaker's window) */
   bool probe = disp_probe(it);
-  bool answered = probe && !stale && !req->abandoned && !bad && req->net == HOOKD_NET_OK &&
-                  req->status >= 300 && req->status < 500 && req->status != 429;
+  bool answered = probe && e->br.state == HOOKD_BREAKER_HALF_OPEN && !stale && !req->abandoned &&
+                  !bad && req->net == HOOKD_NET_OK && req->status >= 300 && req->status < 500 &&
+                  req->status != 429 && req->status != 408;
   hookd_breaker_state before = e->br.state;
   if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok || answered, bad, probe, now)) {
     /* the total follows the endpoint's own series at once (the stats walk recounts it) */
@@ -956,10 +958,12 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     e->proven = true;
   } else {
     e->proven = true; /* heard from: a newcomer no more (the newcomer share) */
-    /* a success within half its timeout is no slow one: 8 in a row clear the mark (only those
-     * under a quarter counted before, and an endpoint answering in a third of its timeout,
-     * slow once, stayed slow until a restart) */
-    if (e->slow && ok && ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow */
+    /* 8 successes in a row under 0.4 of its timeout clear the mark (only those under a quarter
+     * counted before, and an endpoint answering in a third of its timeout, slow once, stayed
+     * slow until a restart); the gap below the mark's half keeps one answering about half its
+     * timeout from being marked and cleared in turn */
+    if (e->slow && ok && latency_ms * 5 < (int64_t)e->cfg.timeout_ms * 2 &&
+        ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow */
       ep_set_slow(e, false);
   }
   if (ok && e->failing_since) {
@@ -1750,12 +1754,12 @@ static void process_inbox(hookd_dispatcher *d) {
       free(m->endpoint_id);
       break;
     }
-    case MSG_RESCAN_REQ:
-      d->next_rescan_ms = 0;
-      break;
+    case MSG_RESCAN_REQ: /* (a publish past the fan-out's hints, a payload delete) */
     case MSG_STORE_CHANGED: {
       /* a burst of changes costs a rescan every STORE_CHANGE_GAP_MS, not one each; and the
-       * rescans it brings hold the writer and this thread at most a tenth of the time */
+       * rescans it brings hold the writer and this thread at most a tenth of the time — a
+       * tenant publishing to 65 endpoints ten times a second asked for rescans back to back,
+       * every tenant's writes waiting behind them */
       int64_t gap = 10 * d->rescan_took_ms;
       int64_t at = m->due_ms ? 0 /* missed: at once */
                              : d->rescan_sent_ms + (gap > STORE_CHANGE_GAP_MS ? gap

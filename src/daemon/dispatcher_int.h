@@ -201,7 +201,8 @@ typedef struct ep {
   bool in_ready;              /* in its tenant's ready list */
   bool live_ready;            /* in_ready with live deliveries queued (counted in its tenant's
                                  ready_live) */
-  struct ep *ready_next;
+  struct ep *ready_next, *ready_prev; /* (doubly linked: a removal is O(1), not a walk of a
+                                       * tenant's thousands of ready endpoints) */
   size_t wake_pos;            /* wake heap (rate limit, pause, breaker), index + 1 */
   int64_t wake_ms;
   bool budget_blocked;        /* waiting for a retry/replay budget (on d->budget_wait) */
@@ -270,7 +271,8 @@ static inline bool disp_probe(const item *it) {
  * else it is given back and claimed again rather than lapse mid-request (checked before the
  * send mark, and again once it is committed). */
 static inline bool disp_lease_room(const item *it, const ep *e, int64_t now, int64_t margin_ms) {
-  return it->c.d.leased_until_ms - now >= e->cfg.timeout_ms + margin_ms / 2;
+  int64_t room = margin_ms / 2 > 1000 ? margin_ms / 2 : 1000; /* (a second at least, as before) */
+  return it->c.d.leased_until_ms - now >= e->cfg.timeout_ms + room;
 }
 
 /* A snapshot of an endpoint's health for the API (guarded by hookd_dispatcher.health_mu). */

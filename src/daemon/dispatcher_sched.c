@@ -281,6 +281,7 @@ static void ready_push(hookd_dispatcher *d, ep *e) {
   e->in_ready = true;
   live_update(d, e);
   e->ready_next = NULL;
+  e->ready_prev = t->ready_tail;
   if (t->ready_tail) t->ready_tail->ready_next = e;
   else t->ready_head = e;
   t->ready_tail = e;
@@ -291,9 +292,10 @@ static ep *ready_pop(hookd_dispatcher *d, tenant *t) {
   ep *e = t->ready_head;
   if (!e) return NULL;
   t->ready_head = e->ready_next;
-  if (!t->ready_head) t->ready_tail = NULL;
+  if (t->ready_head) t->ready_head->ready_prev = NULL;
+  else t->ready_tail = NULL;
   e->in_ready = false;
-  e->ready_next = NULL;
+  e->ready_next = e->ready_prev = NULL;
   live_update(d, e);
   return e;
 }
@@ -301,16 +303,12 @@ static ep *ready_pop(hookd_dispatcher *d, tenant *t) {
 static void ready_remove(hookd_dispatcher *d, ep *e) {
   tenant *t = e->t;
   if (!e->in_ready || !t) return;
-  ep *prev = NULL;
-  for (ep *p = t->ready_head; p; prev = p, p = p->ready_next) {
-    if (p != e) continue;
-    if (prev) prev->ready_next = p->ready_next;
-    else t->ready_head = p->ready_next;
-    if (t->ready_tail == p) t->ready_tail = prev;
-    break;
-  }
+  if (e->ready_prev) e->ready_prev->ready_next = e->ready_next;
+  else t->ready_head = e->ready_next;
+  if (e->ready_next) e->ready_next->ready_prev = e->ready_prev;
+  else t->ready_tail = e->ready_prev;
   e->in_ready = false;
-  e->ready_next = NULL;
+  e->ready_next = e->ready_prev = NULL;
   live_update(d, e);
 }
 

@@ -591,6 +591,7 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   if (sname) hookd_dstate_parse(sname, &f.state);
   char *endpoint_id = sq_col_str(st, 1);
   char *reason = sq_col_str(st, 2);
+  bool reason_lost = !reason && sqlite3_column_type(st, 2) != SQLITE_NULL; /* out of memory */
   f.dead_reason = reason;
   f.laned = sq_col_i64(st, 3) != 0;
   f.expires_at = sq_col_i64(st, 4);
@@ -603,7 +604,8 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
   bool inbound = kind && !strcmp(kind, "inbound");
   f.passed = sqlite3_column_int(st, 9) != 0;
   sqlite3_reset(st);
-  if (!endpoint_id) {
+  if (!endpoint_id || reason_lost) { /* (a refusal must not go unread: "superseded") */
+    free(endpoint_id);
     free(reason);
     return sq_fail(c, "read delivery");
   }
