@@ -6,6 +6,7 @@
 #include <libpq-fe.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,12 +483,26 @@ static void cut_comment(char *v) {
     }
 }
 
+/* Whether a config file's value of o is a credential: an API key, the metrics token, a URL
+ * or conninfo with a password in it. */
+static bool holds_credential(const opt *o, const char *val) {
+  if (o->off == offsetof(hookd_config, api_key) || o->off == offsetof(hookd_config, metrics_token))
+    return true;
+  bool url = o->off == offsetof(hookd_config, store_url) ||
+             o->off == offsetof(hookd_config, outbox_url) ||
+             o->off == offsetof(hookd_config, egress_proxy);
+  return url && (strchr(val, '@') || strstr(val, "password"));
+}
+
 static int load_file(hookd_config *c, const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "r");
   if (!f) {
     snprintf(err, errlen, "--config %s: %s", path, strerror(errno));
     return -1;
   }
+  struct stat st;
+  unsigned loose = fstat(fileno(f), &st) == 0 ? (unsigned)(st.st_mode & 0777) : 0;
+  if (!(loose & 077)) loose = 0; /* (its owner's alone: nothing to say) */
   char line[2048];
   int lineno = 0, rc = 0;
   while (rc == 0 && fgets(line, sizeof line, f)) {
@@ -552,7 +567,12 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
       snprintf(err, errlen, "%s:%d: unknown option%s%s%s", path, lineno,
                name_like ? " \"" : "", name_like ? key : "", name_like ? "\"" : "");
       rc = -1;
-    } else if (apply(c, o, val, 0, err, errlen) != 0) {
+    } else if (loose && holds_credential(o, val)) {
+      /* a credential in a file others may read: said at start (as a loose master key file) */
+      snprintf(c->config_loose_path, sizeof c->config_loose_path, "%s", path);
+      c->config_loose_mode = loose;
+    }
+    if (rc == 0 && apply(c, o, val, 0, err, errlen) != 0) { /* (o: rc says it is found) */
       char why[512];
       snprintf(why, sizeof why, "%s", err);
       snprintf(err, errlen, "%s:%d: %s", path, lineno, why); /* where the value came from */

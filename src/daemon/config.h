@@ -86,6 +86,10 @@ typedef struct hookd_config {
   int outbox_poll_ms;      /* the relay's look when no notification came */
   /* logs */
   int log_level;
+  /* the --config file, when others than its owner may read it and it holds a credential (an
+   * API key, the metrics token, a URL with a password): its mode, for a warning at start */
+  char config_loose_path[256];
+  unsigned config_loose_mode;
 } hookd_config;
 
 void hookd_config_defaults(hookd_config *c);

@@ -618,6 +618,13 @@ int hookd_serve(const hookd_config *cfg) {
   if (app.store->schema_to != app.store->schema_from) /* an upgrade (a new store: from 0) */
     HLOG(HOOKD_LOG_INFO, "store.migrated", KV_I("from", app.store->schema_from),
          KV_I("to", app.store->schema_to), KV_I("ms", app.store->migrate_ms));
+  if (cfg->config_loose_mode) { /* (as the master key file's: keyring.c) */
+    char octal[8];
+    snprintf(octal, sizeof octal, "%04o", cfg->config_loose_mode);
+    HLOG(HOOKD_LOG_WARN, "config.file_readable", KV_S("file", cfg->config_loose_path),
+         KV_S("mode", octal),
+         KV_S("why", "it holds a credential: readable by group or others; chmod 600 it"));
+  }
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   /* held in app.keyring from now on: the variable's text is wiped where it lies (the process's
    * environment block, which /proc/<pid>/environ and a core dump show) and removed */

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
-import { existsSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOOKD_BIN, faultDisk, faultNoLink, publish, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -199,7 +199,14 @@ describe('hookd CLI', () => {
       destinations: [{ url: 'http://127.0.0.1:9/x' }] });
     assert.equal(src.status, 201, src.text);
     assert.equal(src.json.ingest_url, `https://hooks.example.com/a/in/${src.json.id}`, 'the URL without its comment');
+    // it holds an API key and others may read it (0644 under umask 022): said at start
+    const loose = h.logs.find((l) => l.msg === 'config.file_readable');
+    assert.ok(loose && loose.file === conf && loose.mode === '0644' && loose.level === 'warn', JSON.stringify(loose));
     assert.equal((await h.stop()).code, 0);
+    chmodSync(conf, 0o600);
+    const tight = await startHookd({ dir, apiKey: null, args: ['--config', conf, '--listen', '127.0.0.1:0'] });
+    assert.ok(!tight.logs.some((l) => l.msg === 'config.file_readable'), 'its owner\'s alone: nothing said');
+    assert.equal((await tight.stop()).code, 0);
     writeFileSync(conf, 'api-key = "k" and more\n');
     const r = spawnSync(HOOKD_BIN, ['serve', '--config', conf, '--listen', '127.0.0.1:0'], { encoding: 'utf8', timeout: 10000 });
     assert.equal(r.status, 2, r.stderr);
