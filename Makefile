@@ -3,7 +3,9 @@
 
 JOBS ?= 2
 
-.PHONY: all build build-asan deps test unit blackbox test-postgres tsan demo bench fuzz clean format
+PREFIX ?= /usr/local
+
+.PHONY: all build build-asan deps test unit blackbox test-postgres tsan demo bench fuzz clean format install
 
 all: build
 
@@ -35,6 +37,10 @@ test-postgres: build-asan
 # Unit and black-box tests under ThreadSanitizer (not part of make test: longer).
 tsan: deps
 	@scripts/test.sh tsan
+
+# Installs bin/hookd, lib/systemd/system/hookd.service and the docs under PREFIX (/usr/local).
+install: build
+	@cmake --install build --prefix $(PREFIX)
 
 # Runs hookd on an embedded SQLite file with a local receiver and shows deliveries happening.
 demo: build
