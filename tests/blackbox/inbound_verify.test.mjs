@@ -603,6 +603,43 @@ describe('providers as they really send (an audit against their documentation)',
     await dest.close();
   });
 
+  it('Paddle: ts;h1 signed over "ts:body" (several h1 during a rotation) is received, deduplicated on event_id and forwarded; a stale or tampered one is 401', async () => {
+    const dest = await startReceiver();
+    const src = await source('paddle', ['pdl_ntfset_new', 'pdl_ntfset_old'], [{ url: dest.url }], { event_types: ['transaction.*'] });
+    const sig = (secret, ts, body) => createHmac('sha256', secret).update(`${ts}:${body}`).digest('hex');
+    const send = (body, header) => post(src, body, { 'Content-Type': 'application/json', 'Paddle-Signature': header });
+    const now = () => Math.floor(Date.now() / 1000);
+    const body = JSON.stringify({ event_id: 'evt_01hv8wptq8987qeep44cyrewp9', event_type: 'transaction.completed',
+      occurred_at: '2024-04-12T10:18:49.621022Z', data: { id: 'txn_01' } });
+    // two h1 during a secret rotation: the old one's matches
+    let ts = now();
+    const ok = await send(body, `ts=${ts};h1=${sig('pdl_other', ts, body)};h1=${sig('pdl_ntfset_old', ts, body)}`);
+    assert.equal(ok.status, 200, ok.text);
+    ts = now();
+    const again = await send(body, `ts=${ts};h1=${sig('pdl_ntfset_new', ts, body)}`); // Paddle's retry
+    assert.equal(again.status, 200, again.text);
+    const records = await inbox(src);
+    assert.equal(records.length, 1, 'one record: its event_id');
+    assert.equal(records[0].event_id, 'evt_01hv8wptq8987qeep44cyrewp9');
+    assert.equal(records[0].event_type, 'transaction.completed');
+    await dest.waitFor(1);
+    assert.equal(dest.requests[0].body, body, 'the raw body forwarded');
+    // an event type outside the allowlist: accepted, recorded filtered, not forwarded
+    const sub = JSON.stringify({ event_id: 'evt_sub_1', event_type: 'subscription.created', data: {} });
+    ts = now();
+    assert.equal((await send(sub, `ts=${ts};h1=${sig('pdl_ntfset_new', ts, sub)}`)).status, 200);
+    // refused: a timestamp past the tolerance, a tampered byte, no h1
+    const old = now() - 3600;
+    assert.equal((await send(body, `ts=${old};h1=${sig('pdl_ntfset_new', old, body)}`)).status, 401);
+    ts = now();
+    assert.equal((await send(body.replace('txn_01', 'txn_02'), `ts=${ts};h1=${sig('pdl_ntfset_new', ts, body)}`)).status, 401);
+    assert.equal((await send(body, `ts=${ts}`)).status, 401);
+    await waitUntil(async () => (await inbox(src)).some((x) => x.event_id === 'evt_sub_1' && x.status === 'filtered') || null,
+      { what: 'the filtered record' });
+    assert.equal(dest.requests.length, 1, 'the duplicate and the filtered event not forwarded');
+    await dest.close();
+  });
+
   it('Standard Webhooks: a whpk_ public key verifies v1a (Ed25519) signatures, next to whsec_ secrets', async () => {
     const dest = await startReceiver();
     const key = ed25519();
