@@ -26,7 +26,8 @@ if [ "$what" = tsan ]; then
   echo "== unit tests (ThreadSanitizer)"
   (cd build-tsan && ctest --output-on-failure -j"$JOBS")
   # isolation.test.mjs is left out: it measures shares of time, which a build this much slower
-  # distorts (its threads are the same as every other file's)
+  # distorts (its threads are the same as every other file's; ordering_health.test.mjs, which
+  # measures none, runs)
   echo "== black-box tests (real daemon under ThreadSanitizer)"
   (cd tests/blackbox && npm ci --no-audit --no-fund --loglevel=error)
   files=$(ls tests/blackbox/*.test.mjs | grep -v '/isolation\.test\.mjs$')
@@ -61,7 +62,8 @@ if [ "$what" = all ] || [ "$what" = postgres ]; then
   # the same files, each daemon on a PostgreSQL database of its own (lib/hookd.mjs); the files of
   # the PostgreSQL features themselves ran above. isolation.test.mjs is left out, as under
   # ThreadSanitizer: it measures shares of time and spacings (the dispatcher's, the same on any
-  # store), which a store a round trip away shifts on two shared cores
+  # store), which a store a round trip away shifts on two shared cores (ordering_health.test.mjs,
+  # lanes and breakers, measures none: it runs)
   echo "== black-box tests on PostgreSQL stores (HOOKD_TEST_STORE=postgres)"
   (cd tests/blackbox && npm ci --no-audit --no-fund --loglevel=error)
   files=$(ls tests/blackbox/*.test.mjs |

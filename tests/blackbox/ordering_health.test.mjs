@@ -1,0 +1,514 @@
+// ordering_health.test.mjs — an endpoint's health and its ordering lanes on a real daemon with
+// receivers on loopback: the circuit breaker opens, probes and closes without burning attempts; a
+// 429 with Retry-After pauses the whole endpoint; an endpoint failing too long is disabled;
+// ordering lanes keep order per key, and lane policies (skip, block) hold what they promise.
+// Apart from isolation.test.mjs because none of these measures shares of time: they run on
+// PostgreSQL stores too (scripts/test.sh), whose claims of lanes are SQL of their own.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
+import { startReceiver } from './lib/receiver.mjs';
+
+describe('endpoint health and ordering lanes', () => {
+  it('the circuit breaker opens on 500s, burns no attempts while open, probes half-open, closes on recovery', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '4', '--breaker-cooldown-ms', '1500',
+      '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    let healthy = false;
+    const r = await startReceiver(() => ({ status: healthy ? 200 : 500 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const ids = [];
+    for (let i = 0; i < 6; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    // open, and the requests sent before it opened all answered (so all counted by the receiver:
+    // one still on its way when the breaker opened would otherwise arrive after the count)
+    const open = await waitUntil(async () => {
+      const e = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+      return e.json.health?.breaker === 'open' && e.json.health.in_flight === 0 ? e.json : null;
+    }, { what: 'breaker open, nothing in flight', timeout: 10000 });
+    const sentAtOpen = r.requests.length;
+    const gauges = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(gauges, 'hookd_endpoint_breaker_state', { endpoint_id: endpoint }), 1, 'the open breaker has its gauge');
+    const attemptsAtOpen = await Promise.all(ids.map(async (id) => (await h.api('GET', `/v1/events/${id}`)).json.deliveries[0].attempt_count));
+    // while open: nothing is sent, no attempt is charged, nothing is dropped
+    const retryAt = Date.parse(open.health.breaker_retry_at);
+    await waitUntil(async () => Date.now() >= retryAt - 100, { what: 'cool-down nearly over' });
+    assert.equal(r.requests.length, sentAtOpen, 'nothing sent while the breaker is open');
+    const during = await Promise.all(ids.map(async (id) => (await h.api('GET', `/v1/events/${id}`)).json.deliveries[0]));
+    assert.deepEqual(during.map((d) => d.attempt_count), attemptsAtOpen, 'no attempt charged while open');
+    assert.ok(during.every((d) => d.state === 'retrying' || d.state === 'pending'), 'nothing dropped');
+    // half-open: one probe, which fails: open again
+    await r.waitFor(sentAtOpen + 1, 5000, 'a probe');
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.breaker_opens >= 2,
+      { what: 'reopened after a failed probe', timeout: 5000 });
+    assert.equal(r.requests.length, sentAtOpen + 1, 'exactly one probe');
+    // recovery: the next probe succeeds and the breaker closes; everything is delivered
+    healthy = true;
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', 'delivered after recovery', 15000);
+    const closed = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.equal(closed.json.health.breaker, 'closed');
+    const m = await h.api('GET', '/metrics');
+    assert.match(m.text, /hookd_breaker_opens_total [2-9]/);
+    assert.ok(sampleValue(parsePrometheus(m.text), 'hookd_attempt_failures_total', { reason: 'http_5xx' }) >= 5, 'the 500s counted by reason');
+    // every move is logged and counted, open → half-open too: the lines chain up
+    const moves = h.logs.filter((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint);
+    assert.deepEqual(moves.slice(0, 4).map((l) => `${l.from}>${l.to}`),
+      ['closed>open', 'open>half_open', 'half_open>open', 'open>half_open']);
+    moves.slice(1).forEach((l, i) => assert.equal(l.from, moves[i].to, `move ${i + 1} starts where the one before ended`));
+    assert.equal(moves.at(-1).to, 'closed');
+    assert.equal(sampleValue(parsePrometheus(m.text), 'hookd_breaker_transitions_total'), moves.length, 'each move counted');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a half-open breaker whose probe is answered 4xx closes: the receiver is reachable, the payload was the problem', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '4', '--breaker-cooldown-ms', '1000',
+      '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    let status = 500;
+    const r = await startReceiver(() => ({ status }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    for (let i = 0; i < 6; i++) await publish(h, tenant, { type: 'a', payload: { i } });
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.breaker === 'open' || null,
+      { what: 'breaker open', timeout: 10000 });
+    status = 400; // every delivery's payload refused from now on: none will ever succeed
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.breaker === 'closed' || null,
+      { what: 'closed by a probe answered 400', timeout: 10000 });
+    const moves = h.logs.filter((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint).map((l) => `${l.from}>${l.to}`);
+    assert.deepEqual(moves.slice(-2), ['open>half_open', 'half_open>closed']);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('retried 4xx and 3xx answers (408, a policy\'s retry_statuses, a redirect) neither open the breaker nor make the endpoint "failing"', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '4', '--disable-failing-after-s', '1',
+      '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    const cases = [];
+    for (const [status, retry] of [[408, {}], [409, { retry_statuses: [409] }], [302, {}]]) {
+      const r = await startReceiver(() => ({ status, headers: status === 302 ? { Location: 'http://127.0.0.1:9/' } : {} }));
+      const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 12, backoff_base_ms: 50, backoff_cap_ms: 100, ...retry } });
+      const p = await publish(h, tenant, { type: 'a', payload: {} });
+      cases.push({ status, r, tenant, endpoint, p });
+    }
+    // every attempt made (12 × the breaker's minimum, over more than --disable-failing-after-s)
+    for (const c of cases) {
+      const [d] = await waitDelivery(h, c.p.json.id, (ds) => ds[0]?.state === 'dead', `${c.status} retried to the end`, 20000);
+      assert.equal(d.attempt_count, 12, `${c.status}: ${JSON.stringify(d)}`);
+      const e = (await h.api('GET', `/v1/tenants/${c.tenant}/endpoints/${c.endpoint}`)).json;
+      assert.equal(e.health.breaker, 'closed', `${c.status}: the breaker counts 5xx and network errors only`);
+      assert.equal(e.health.failing_since, null, `${c.status}: not failing`);
+      assert.equal(e.enabled, true, `${c.status}: not disabled as failing`);
+      await c.r.close();
+    }
+    assert.ok(!h.logs.some((l) => l.msg === 'endpoint.breaker'), 'no breaker moved');
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  it('a half-open breaker whose probe candidate has expired probes with the next one (the probe slot is not lost)', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '2', '--breaker-cooldown-ms', '3000',
+      '--event-ttl-s', '2', '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    let healthy = false;
+    const r = await startReceiver(() => ({ status: healthy ? 200 : 500 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const old = [];
+    for (let i = 0; i < 2; i++) old.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.breaker === 'open',
+      { what: 'breaker open', timeout: 10000 });
+    // the cool-down (3 s) outlives the events (2 s): the half-open breaker's first candidates expire
+    for (const id of old) await waitDelivery(h, id, (ds) => ds[0]?.state === 'dead', 'expired', 15000);
+    healthy = true;
+    const fresh = (await publish(h, tenant, { type: 'a', payload: { fresh: true } })).json.id;
+    await waitDelivery(h, fresh, (ds) => ds[0]?.state === 'delivered', 'the next event delivered', 10000);
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.breaker, 'closed');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('ordering versions: on an ordered endpoint a version below its lane\'s highest is superseded (DEAD, never sent); other endpoints get every event', async () => {
+    const h = await startHookd();
+    const ordered = await startReceiver();
+    const plain = await startReceiver();
+    const { tenant, endpoint } = await setup(h, ordered.url, { ordered: true });
+    const other = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: plain.url });
+    assert.equal(other.status, 201, other.text);
+    const ids = {};
+    const superseded = {};
+    for (const [name, v] of [['v2', 2], ['v1', 1], ['v2-again', 2], ['v3', 3]]) {
+      const p = (await publish(h, tenant, { type: 'a', payload: { name }, ordering_key: 'cus-9', ordering_version: v })).json;
+      ids[name] = p.id;
+      superseded[name] = p.superseded;
+    }
+    // the publisher is told: one delivery of v1 was created superseded (the ordered endpoint's)
+    assert.deepEqual(superseded, { v2: 0, v1: 1, 'v2-again': 0, v3: 0 });
+    // a repeat of a publish answers its original result, superseded count included
+    const first = (await publish(h, tenant, { id: 'ord-v0', type: 'a', payload: { name: 'v0' }, ordering_key: 'cus-9', ordering_version: 0 })).json;
+    const again = (await publish(h, tenant, { id: 'ord-v0', type: 'a', payload: { name: 'v0' }, ordering_key: 'cus-9', ordering_version: 0 })).json;
+    assert.deepEqual([first.superseded, first.duplicate], [1, false]);
+    assert.deepEqual(again, { ...first, duplicate: true });
+    // a version without a lane orders nothing: refused, not ignored
+    const lone = await publish(h, tenant, { type: 'a', payload: {}, ordering_version: 7 });
+    assert.equal(lone.status, 422, lone.text);
+    assert.match(lone.json.error.message, /ordering_version needs an ordering_key/);
+    await ordered.waitFor(3, 10000, 'v2, v2-again, v3');
+    await plain.waitFor(5, 10000, 'every event');
+    const sent = ordered.requests.map((q) => JSON.parse(q.body).data.name);
+    assert.deepEqual(sent, ['v2', 'v2-again', 'v3'], 'versions never go back on the ordered endpoint');
+    const v1 = (await h.api('GET', `/v1/events/${ids.v1}`)).json.deliveries.find((d) => d.endpoint_id === endpoint);
+    assert.equal(v1.state, 'dead');
+    assert.equal(v1.dead_reason, 'superseded');
+    assert.equal(v1.attempt_count, 0);
+    // counted and logged like every DEAD (it never reaches the dispatcher, which counts the rest)
+    const metrics = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(metrics, 'hookd_deliveries_dead_total', { reason: 'superseded' }), 2, 'v1 and v0, once each');
+    assert.ok(h.logs.some((l) => l.msg === 'event.superseded' && l.event_id === ids.v1 && l.deliveries === 1));
+    // nor does a replay take the lane back: the superseded one and a version the lane has moved
+    // past are refused; the lane's highest may be sent again; another endpoint has no lane
+    const dl = async (name, ep = endpoint) => (await h.api('GET', `/v1/events/${ids[name]}`)).json.deliveries
+      .find((d) => (ep ? d.endpoint_id === ep : d.endpoint_id !== endpoint));
+    await waitDelivery(h, ids.v3, (ds) => ds.every((d) => d.state === 'delivered'));
+    const replay = async (d) => h.api('POST', `/v1/deliveries/${d.id}/replay`, {});
+    let r = await replay(v1);
+    assert.equal(r.status, 409, r.text);
+    assert.match(r.json.error.message, /superseded/);
+    r = await replay(await dl('v2'));
+    assert.equal(r.status, 409, r.text);
+    assert.match(r.json.error.message, /moved on to ordering_version 3/);
+    assert.equal((await replay(await dl('v3'))).status, 202);
+    assert.equal((await replay(await dl('v1', null))).status, 202, 'the endpoint that is not ordered');
+    await ordered.waitFor(4, 10000, 'v3 sent again');
+    assert.deepEqual(ordered.requests.map((q) => JSON.parse(q.body).data.name), ['v2', 'v2-again', 'v3', 'v3']);
+    // a superseded delivery never blocks a lane, even under lane_policy block
+    const blocking = await startReceiver();
+    const b = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: blocking.url, ordered: true,
+      lane_policy: 'block', event_types: ['b'] });
+    assert.equal(b.status, 201, b.text);
+    for (const v of [5, 4, 6]) await publish(h, tenant, { type: 'b', payload: { v }, ordering_key: 'cus-10', ordering_version: v });
+    await blocking.waitFor(2, 10000, 'v5 and v6 through a block lane');
+    assert.deepEqual(blocking.requests.map((q) => JSON.parse(q.body).data.v), [5, 6]);
+    assert.equal((await h.stop()).code, 0);
+    await ordered.close();
+    await plain.close();
+    await blocking.close();
+  });
+
+  it('a replayed lane head of an ordered endpoint goes while the endpoint\'s other lanes keep it busy (its turn), not once their backlog has drained — its retry too; its lane follows it', async () => {
+    const h = await startHookd();
+    let fixed = false, afterFix = 0;
+    // lane k's head is refused until fixed, then fails once more (a 500: retried); the other
+    // lanes' deliveries take 300 ms each
+    const r = await startReceiver((req) => {
+      const { key } = JSON.parse(req.body).data;
+      if (key === 'k') return { status: !fixed ? 400 : afterFix++ === 0 ? 500 : 200 };
+      return { status: 200, delayMs: 300 };
+    });
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block', max_in_flight: 4,
+      retry: { backoff_base_ms: 100, backoff_cap_ms: 200 } });
+    const head = await publish(h, tenant, { type: 'a', payload: { key: 'k', n: 1 }, ordering_key: 'k' });
+    const [dead] = await waitDelivery(h, head.json.id, (ds) => ds[0]?.state === 'dead');
+    const next = await publish(h, tenant, { type: 'a', payload: { key: 'k', n: 2 }, ordering_key: 'k' });
+    // a backlog of 120 deliveries in 40 other lanes: ~9 s at 4 at a time (publishing them takes
+    // a fraction of that)
+    for (let i = 0; i < 120; i++) await publish(h, tenant, { type: 'a', payload: { key: `o${i % 40}`, n: i }, ordering_key: `o${i % 40}` });
+    await r.waitFor(5, 10000, 'the backlog under way');
+    fixed = true;
+    assert.equal((await h.api('POST', `/v1/deliveries/${dead.id}/replay`)).status, 202);
+    await waitDelivery(h, next.json.id, (ds) => ds[0]?.state === 'delivered', 'the lane after its replayed head', 10000);
+    const others = r.requests.filter((q) => JSON.parse(q.body).data.key !== 'k').length;
+    assert.ok(others < 120, `the backlog was drained (${others}/120) before the replayed head and its lane went`);
+    const lane = r.requests.filter((q) => JSON.parse(q.body).data.key === 'k').map((q) => JSON.parse(q.body).data.n);
+    assert.deepEqual(lane, [1, 1, 1, 2], 'the head, its replay and its retry, then its lane');
+    await waitUntil(() => r.requests.length >= 124 || null, { timeout: 30000, what: 'the backlog done' });
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a lane made to block after it skipped DEAD heads waits on the last of them, not on the gap it left behind; that head replayed goes first', async () => {
+    const h = await startHookd();
+    const failing = new Set([1, 2, 5]);
+    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'skip' });
+    const pub = (n, key = 'k') => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: key });
+    const state = async (p, st, what) => (await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === st, what))[0];
+    const sent = () => r.requests.map((q) => JSON.parse(q.body).data.n);
+    // under skip: 1 and 2 go DEAD, 3 is delivered past them
+    const p1 = await pub(1);
+    await pub(2);
+    const p3 = await pub(3);
+    await state(p3, 'delivered', 'skipped past two DEAD heads');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { lane_policy: 'block' })).status, 200);
+    const p4 = await pub(4);
+    await state(p4, 'delivered', 'the gap behind the lane blocks nothing');
+    // a head that goes DEAD now blocks its lane
+    const p5 = await pub(5);
+    const d5 = await state(p5, 'dead');
+    const p6 = await pub(6);
+    const other = await pub(7, 'j'); // another lane, published after: the claims have passed p6 by
+    await state(other, 'delivered');
+    assert.equal((await waitDelivery(h, p6.json.id, (ds) => ds.length === 1))[0].state, 'pending', 'blocked behind 5');
+    // the receiver fixed, the head replayed: it goes first, then the lane
+    failing.delete(5);
+    assert.equal((await h.api('POST', `/v1/deliveries/${d5.id}/replay`)).status, 202);
+    await state(p6, 'delivered', 'the lane moves on after its replayed head');
+    assert.deepEqual(sent(), [1, 2, 3, 4, 5, 7, 5, 6]);
+    assert.equal((await getDelivery(h, (await state(p1, 'dead')).id)).state, 'dead', 'the gap stays DEAD');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a lane whose two last heads went DEAD under skip, made to block: the last one replayed goes, then the lane', async () => {
+    const h = await startHookd();
+    const failing = new Set([1, 2]);
+    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'skip' });
+    const pub = (n) => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: 'k' });
+    const state = async (p, st) => (await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === st))[0];
+    const p1 = await pub(1);
+    const p2 = await pub(2);
+    await state(p1, 'dead');
+    const d2 = await state(p2, 'dead');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { lane_policy: 'block' })).status, 200);
+    const p3 = await pub(3);
+    failing.clear();
+    assert.equal((await h.api('POST', `/v1/deliveries/${d2.id}/replay`)).status, 202);
+    await state(p3, 'delivered');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 2, 3]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('lane_policy block: a DEAD head whose version the lane has passed (never replayable) holds the lane no more', async () => {
+    const h = await startHookd();
+    const r = await startReceiver((req) => ({ status: JSON.parse(req.body).data.v === 3 ? 400 : 200 }));
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
+    const pub = (v) => publish(h, tenant, { type: 'a', payload: { v }, ordering_key: 'cus-7', ordering_version: v });
+    const p3 = await pub(3);
+    const [d3] = await waitDelivery(h, p3.json.id, (ds) => ds[0]?.state === 'dead');
+    // a newer snapshot of the object: the lane's highest is 5, and 3 can never be replayed
+    const p5 = await pub(5);
+    const refused = await h.api('POST', `/v1/deliveries/${d3.id}/replay`);
+    assert.equal(refused.status, 409, refused.text);
+    assert.match(refused.json.error.message, /moved on to ordering_version 5/);
+    await waitDelivery(h, p5.json.id, (ds) => ds[0]?.state === 'delivered', 'v5 is not held for a replay that is always refused');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.v), [3, 5]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('lane_policy block: a replayed head that goes DEAD holds the later deliveries replayed after it', async () => {
+    const h = await startHookd();
+    const failing = new Set();
+    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
+    const pub = (n, key = 'k') => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: key });
+    const state = async (p, st) => (await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === st))[0];
+    const p1 = await pub(1);
+    const p2 = await pub(2);
+    const d1 = await state(p1, 'delivered');
+    const d2 = await state(p2, 'delivered');
+    // rebuilding the receiver's state: 1 then 2 replayed, and 1 now refused
+    failing.add(1);
+    assert.equal((await h.api('POST', `/v1/deliveries/${d1.id}/replay`)).status, 202);
+    await state(p1, 'dead');
+    assert.equal((await h.api('POST', `/v1/deliveries/${d2.id}/replay`)).status, 202);
+    const other = await pub(3, 'j'); // another lane, after: the claims have passed 2 by
+    await state(other, 'delivered');
+    assert.equal((await getDelivery(h, d2.id)).state, 'pending', '2 waits behind the DEAD 1');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 1, 3]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('lane_policy block: a later delivery replayed past a DEAD replayed head does not free the deliveries between them', async () => {
+    const h = await startHookd();
+    const failing = new Set();
+    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'skip' });
+    const pub = (n, key = 'k') => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: key });
+    const state = async (p, st) => (await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === st))[0];
+    const [p1, p2, p3] = [await pub(1), await pub(2), await pub(3)];
+    const d1 = await state(p1, 'delivered');
+    const d2 = await state(p2, 'delivered');
+    const d3 = await state(p3, 'delivered');
+    failing.add(1);
+    assert.equal((await h.api('POST', `/v1/deliveries/${d1.id}/replay`)).status, 202);
+    await state(p1, 'dead');
+    assert.equal((await h.api('POST', `/v1/deliveries/${d3.id}/replay`)).status, 202);
+    await waitUntil(async () => r.requests.length === 5, { what: '3 sent again past the DEAD 1 (skip)' });
+    await state(p3, 'delivered');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { lane_policy: 'block' })).status, 200);
+    assert.equal((await h.api('POST', `/v1/deliveries/${d2.id}/replay`)).status, 202);
+    const other = await pub(9, 'j'); // another lane, after: the claims have passed 2 by
+    await state(other, 'delivered');
+    assert.equal((await getDelivery(h, d2.id)).state, 'pending', '2 waits behind the DEAD 1: only 3 was sent past it');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 3, 1, 3, 9]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('lane_policy block: a head that expired (it can be neither sent nor replayed) does not block its lane', async () => {
+    // (the breaker kept out: ten quick failures would open it, and nothing more is attempted
+    // until its cooldown, so the head's expiry would only be seen then)
+    const h = await startHookd({ args: ['--event-ttl-s', '1', '--retry-base-ms', '50', '--retry-cap-ms', '100',
+      '--breaker-min-requests', '1000'] });
+    const r = await startReceiver((req) => ({ status: JSON.parse(req.body).data.n === 1 ? 500 : 200 }));
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block',
+      retry: { max_attempts: 1000, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const first = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
+    const [dead] = await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'dead', 'the head expired', 10000);
+    assert.equal(dead.dead_reason, 'expired');
+    const second = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'k' });
+    await waitDelivery(h, second.json.id, (ds) => ds[0]?.state === 'delivered', 'the next one delivered', 10000);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('ordering lanes: each key in order even when its first event needs three retries; other keys flow', async () => {
+    const h = await startHookd({ args: ['--retry-base-ms', '150', '--retry-cap-ms', '150'] });
+    let e1Failures = 0;
+    const r = await startReceiver((rec) => {
+      const body = JSON.parse(rec.body);
+      if (body.data.name === 'k1-e1' && e1Failures < 3) { e1Failures++; return { status: 500 }; }
+      return { status: 200 };
+    });
+    const { tenant } = await setup(h, r.url, { ordered: true, max_in_flight: 8 });
+    const names = ['k1-e1', 'k2-f1', 'k1-e2', 'k2-f2', 'k1-e3', 'k2-f3'];
+    for (const name of names) await publish(h, tenant, { type: 'a', payload: { name }, ordering_key: name.slice(0, 2) });
+    await r.waitFor((x) => x.requests.filter((q) => q.headers['hookd-attempt'] !== undefined).length >= 9, 15000, 'all deliveries');
+    const seen = r.requests.map((q) => JSON.parse(q.body).data.name);
+    const k1 = seen.filter((n) => n.startsWith('k1'));
+    assert.deepEqual(k1, ['k1-e1', 'k1-e1', 'k1-e1', 'k1-e1', 'k1-e2', 'k1-e3'], 'k1 in order, e2 only after e1 succeeded');
+    assert.deepEqual(seen.filter((n) => n.startsWith('k2')), ['k2-f1', 'k2-f2', 'k2-f3']);
+    const e1Success = seen.lastIndexOf('k1-e1');
+    assert.ok(seen.indexOf('k2-f3') < e1Success, 'k2 was not blocked by k1\'s retries');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('ordering lanes: a replayed earlier delivery waits while a later one of its lane is in flight (one in flight per lane)', async () => {
+    const h = await startHookd({ args: ['--retry-base-ms', '100', '--retry-cap-ms', '100'] });
+    const r = await startReceiver((rec) => (JSON.parse(rec.body).data.n === 2 && rec.n <= 2 ? 'hang' : { status: 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, max_in_flight: 8 });
+    const first = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'acct-1' });
+    const [old] = await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'delivered');
+    await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'acct-1' });
+    await r.waitFor(2);
+    assert.equal(r.open, 1, 'the second event of the lane is in flight');
+    assert.equal((await h.api('POST', `/v1/deliveries/${old.id}/replay`)).status, 202);
+    // a live event of another lane, published after the replay, is claimed by a pass that could
+    // have taken the replay too: once it is delivered, the replay must still be waiting
+    const other = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'acct-2' });
+    await waitDelivery(h, other.json.id, (ds) => ds[0]?.state === 'delivered');
+    const health = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
+    assert.equal(health.in_flight, 1, 'only the lane\'s in-flight delivery is in flight');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 3], 'the replay was not sent beside its lane\'s in-flight delivery');
+    // the in-flight one fails (it will be retried): the replayed one, earlier in the lane, goes
+    // first, then the retry
+    r.releaseHanging(500);
+    await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'delivered' && ds[0]?.attempt_count === 2);
+    await r.waitFor(5, 10000);
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 2, 3, 1, 2]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a 429 with Retry-After pauses the whole endpoint', async () => {
+    const h = await startHookd();
+    let first = true;
+    const r = await startReceiver(() => {
+      if (first) { first = false; return { status: 429, headers: { 'Retry-After': '2' } }; }
+      return { status: 200 };
+    });
+    const { tenant, endpoint } = await setup(h, r.url, { max_in_flight: 1 });
+    const a = await publish(h, tenant, { type: 'a', payload: { n: 1 } });
+    await r.waitFor(1);
+    const t429 = r.requests[0].at;
+    const others = [];
+    for (let i = 0; i < 5; i++) others.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    const paused = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.ok(paused.json.health.paused_until, 'the endpoint shows its pause');
+    await r.waitFor(7, 10000);
+    const next = r.requests[1].at;
+    assert.ok(next - t429 >= 1950, `nothing was sent to the endpoint for ${next - t429} ms after the 429 (Retry-After 2 s)`);
+    for (const id of [a.json.id, ...others]) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a lane with policy block waits behind a DEAD head until it is replayed', async () => {
+    const h = await startHookd();
+    let reject = true;
+    const r = await startReceiver((rec) => ({ status: reject && JSON.parse(rec.body).data.n === 1 ? 400 : 200 }));
+    const { tenant } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
+    const first = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'acct-7' });
+    const second = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'acct-7' });
+    const other = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'acct-8' });
+    const [dead] = await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'dead');
+    await waitDelivery(h, other.json.id, (ds) => ds[0]?.state === 'delivered');
+    const waiting = await h.api('GET', `/v1/events/${second.json.id}`);
+    assert.equal(waiting.json.deliveries[0].state, 'pending', 'blocked behind the DEAD head');
+    assert.equal(r.requests.filter((q) => JSON.parse(q.body).data.n === 2).length, 0);
+    reject = false;
+    await h.api('POST', `/v1/deliveries/${dead.id}/replay`);
+    await waitDelivery(h, second.json.id, (ds) => ds[0]?.state === 'delivered');
+    const order = r.requests.map((q) => JSON.parse(q.body).data.n).filter((n) => n !== 3);
+    assert.deepEqual(order, [1, 1, 2]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('an endpoint failing without a success for longer than the limit is disabled with the reason', async () => {
+    // (the breaker kept out: ten failures in the first second would open it, and the rule is
+    // applied to outcomes, the next of which would be its probe after the cooldown)
+    const h = await startHookd({ args: ['--disable-failing-after-s', '1', '--retry-base-ms', '50', '--retry-cap-ms', '50',
+      '--breaker-min-requests', '1000'] });
+    const r = await startReceiver(() => ({ status: 503 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 1000, backoff_base_ms: 50, backoff_cap_ms: 50 } });
+    await publish(h, tenant, { type: 'a', payload: {} });
+    const ep = await waitUntil(async () => {
+      const e = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+      return e.json.enabled === false ? e.json : null;
+    }, { what: 'endpoint disabled', timeout: 10000 });
+    assert.match(ep.disabled_reason, /^failing without a success since \d{4}-\d\d-\d\dT[\d:.]+Z$/, 'an RFC 3339 time, as the API shows times');
+    assert.ok(ep.failing_since);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('an endpoint disabled for failing and enabled again starts its failures over', async () => {
+    const h = await startHookd({ args: ['--disable-failing-after-s', '2', '--retry-base-ms', '200', '--retry-cap-ms', '200',
+      '--breaker-min-requests', '1000'] });
+    const r = await startReceiver(() => ({ status: 503 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 100, backoff_base_ms: 200, backoff_cap_ms: 200 } });
+    const path = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    await publish(h, tenant, { type: 'a', payload: {} });
+    await waitUntil(async () => (await h.api('GET', path)).json.enabled === false, { what: 'endpoint disabled', timeout: 10000 });
+    const before = r.requests.length;
+    const on = await h.api('PATCH', path, { enabled: true });
+    assert.equal(on.status, 200);
+    assert.equal(on.json.failing_since, null, 'the store forgets the old failures');
+    // the next failure starts a new window: a new failing_since, and still enabled after it
+    await r.waitFor(before + 1);
+    const ep = await waitUntil(async () => {
+      const e = (await h.api('GET', path)).json;
+      return Date.parse(e.health?.failing_since) >= Date.parse(on.json.updated_at) ? e : null;
+    }, { what: 'a new failure window', timeout: 5000 });
+    assert.equal(ep.enabled, true, 'not disabled again by its first failure');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('turning ordering off lets a blocked lane go at once (the PATCH wakes the endpoint)', async () => {
+    const h = await startHookd();
+    const r = await startReceiver((rec) => ({ status: JSON.parse(rec.body).data.n === 1 ? 400 : 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
+    const first = await publish(h, tenant, { type: 'a', payload: { n: 1 }, ordering_key: 'k' });
+    const second = await publish(h, tenant, { type: 'a', payload: { n: 2 }, ordering_key: 'k' });
+    await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'dead');
+    const t0 = Date.now();
+    const p = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { ordered: false });
+    assert.equal(p.status, 200);
+    // well before the 30 s rescan that found it before
+    await waitDelivery(h, second.json.id, (ds) => ds[0]?.state === 'delivered', 'the waiting one delivered', 10000);
+    assert.ok(Date.now() - t0 < 10000);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+});
