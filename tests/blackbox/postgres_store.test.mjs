@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery, withTimeout } from './lib/hookd.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { startPostgres } from './lib/postgres.mjs';
 import * as sign from './lib/providers.mjs';
@@ -543,6 +544,30 @@ test('a restart of the database server: nothing is acknowledged while it is down
       { what: 'the change feed listening again' });
     assert.equal(h.proc.exitCode, null, 'the node runs');
     assert.ok(!h.logs.some((l) => l.msg === 'store.commit_unknown'));
+  } finally {
+    await h.stop();
+    await rx.close();
+  }
+});
+
+test('an answer that comes while the database server restarts is written once it is back: delivered with one attempt, not sent again', async () => {
+  const store = await pg.database();
+  const rx = await startReceiver((rec) => (rec.headers['webhook-id'] === 'evt_fly' ? 'hang' : { status: 200 }));
+  const h = await node(store, masterKey(), 'n-inflight');
+  try {
+    const { tenant } = await setup(h, rx.url);
+    assert.equal((await publish(h, tenant, { id: 'evt_fly', type: 't.x', payload: {} })).status, 202);
+    await rx.waitFor(1, 10000, 'the request out');
+    const retries = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_outcome_write_retries_total');
+    await pg.restart(async () => {
+      rx.releaseHanging(200); // answered while the database is down: its outcome cannot be written
+      await waitUntil(async () => (await retries()) >= 1 || null, { timeout: 10000, what: 'the outcome write failed and is tried again' });
+    });
+    const [d] = await waitDelivery(h, 'evt_fly', (dl) => dl.length === 1 && dl[0].state === 'delivered', 'delivered', 20000);
+    const full = (await h.api('GET', `/v1/deliveries/${d.id}`)).json;
+    assert.deepEqual(full.attempts.map((a) => [a.outcome, a.http_status]), [['success', 200]], JSON.stringify(full.attempts));
+    assert.equal(rx.requests.filter((q) => q.headers['webhook-id'] === 'evt_fly').length, 1, 'sent once');
+    assert.equal(h.proc.exitCode, null, 'the node runs');
   } finally {
     await h.stop();
     await rx.close();
