@@ -918,27 +918,14 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
     return rc;
   }
   int rc = hookd_api_tenant_known(base, c, be, op->src.tenant_id); /* 404 "tenant" */
-  if (!rc) rc = be->source_list(c, op->src.tenant_id, &op->list, &op->n_list);
+  /* the page: `limit` sources by id after `after`, one more telling whether there is a next
+   * (read from the tenant's index: every source of the tenant, read for each page, before) */
+  if (!rc)
+    rc = be->source_page(c, op->src.tenant_id, op->provider_only, op->after, op->limit + 1,
+                         &op->list, &op->n_list);
   if (rc || !op->n_list) return rc;
-  if (op->provider_only) { /* ?provider=: the others go before the page is cut */
-    size_t kept = 0;
-    for (size_t i = 0; i < op->n_list; i++) {
-      if (!strcmp(op->list[i].provider, op->provider_only)) op->list[kept++] = op->list[i];
-      else hookd_source_free(&op->list[i]);
-    }
-    op->n_list = kept;
-    if (!kept) return 0;
-  }
-  /* the page: `limit` sources by id after `after` (the list is in id order) */
-  size_t from = 0;
-  while (from < op->n_list && op->after[0] && strcmp(op->list[from].id, op->after) <= 0) from++;
-  size_t take = op->n_list - from < (size_t)op->limit ? op->n_list - from : (size_t)op->limit;
-  op->more = from + take < op->n_list;
-  for (size_t i = 0; i < op->n_list; i++)
-    if (i < from || i >= from + take) hookd_source_free(&op->list[i]);
-  memmove(op->list, op->list + from, take * sizeof *op->list);
-  op->n_list = take;
-  if (!take) return 0;
+  op->more = op->n_list > (size_t)op->limit;
+  if (op->more) hookd_source_free(&op->list[--op->n_list]);
   /* each source with its destinations, as GET /v1/sources/{id} shows it (a tenant has few) */
   if (!(op->list_dests = calloc(op->n_list, sizeof *op->list_dests))) return HOOKD_STORE_ERR;
   for (size_t i = 0; i < op->n_list && !rc; i++) {

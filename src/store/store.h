@@ -896,6 +896,10 @@ typedef struct hookd_store_backend {
                        hookd_delete_counts *out);
   /* Every live source (the receive path's cache), or one tenant's. */
   int (*source_list)(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
+  /* A page of one tenant's live sources by id: up to limit after `after` ("" from the first),
+   * of one provider (its name) or any (NULL) — a range of the tenant's index, not all of them. */
+  int (*source_page)(hookd_store_conn *c, const char *tenant_id, const char *provider,
+                     const char *after, int limit, hookd_source **out, size_t *n);
 
   /* The receive path's atomic step (docs/inbound.md). */
   int (*receive)(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);

@@ -883,6 +883,7 @@ const hookd_store_backend hookd_pg_backend = {
     .source_update = pg_source_update,
     .source_delete = pg_source_delete,
     .source_list = pg_source_list,
+    .source_page = pg_source_page,
     .receive = pg_receive,
     .inbox_get = pg_inbox_get,
     .inbox_list = pg_inbox_list,

@@ -206,6 +206,23 @@ int pg_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **ou
                       "list sources: out of memory");
 }
 
+int pg_source_page(hookd_store_conn *c, const char *tenant_id, const char *provider,
+                   const char *after, int limit, hookd_source **out, size_t *n) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, tenant_id);
+  pg_p_text(&p, after);
+  pg_p_text(&p, provider);
+  pg_p_i64(&p, limit);
+  PGresult *r = pg_q(c,
+                     "SELECT " SRC_COLS " FROM sources WHERE tenant_id = $1 AND id > $2"
+                     " AND deleted_at IS NULL AND ($3::text IS NULL OR provider = $3)"
+                     " ORDER BY id LIMIT $4::bigint",
+                     &p, "list sources");
+  return pg_read_rows(c, r, sizeof **out, rd_source, (void **)out, n,
+                      "list sources: out of memory");
+}
+
 /* ---------- inbox rows ---------- */
 
 #define INBOX_COLS                                                                            \

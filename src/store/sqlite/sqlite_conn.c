@@ -590,6 +590,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .source_update = sq_source_update,
     .source_delete = sq_source_delete,
     .source_list = sq_source_list,
+    .source_page = sq_source_page,
     .receive = sq_receive,
     .inbox_get = sq_inbox_get,
     .inbox_list = sq_inbox_list,

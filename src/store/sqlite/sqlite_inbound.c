@@ -189,6 +189,21 @@ int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **ou
                       "list sources");
 }
 
+int sq_source_page(hookd_store_conn *c, const char *tenant_id, const char *provider,
+                   const char *after, int limit, hookd_source **out, size_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_SRC_PAGE,
+                             "SELECT " SRC_COLS " FROM sources WHERE tenant_id = ?1 AND id > ?2"
+                             " AND deleted_at IS NULL AND (?3 IS NULL OR provider = ?3)"
+                             " ORDER BY id LIMIT ?4");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, tenant_id);
+  sq_bind_text(st, 2, after);
+  sq_bind_text(st, 3, provider);
+  sq_bind_i64(st, 4, limit);
+  return sq_read_rows(c, st, sizeof **out, rd_source, free_sources, (void **)out, n,
+                      "list sources");
+}
+
 /* ---------- inbox rows ---------- */
 
 #define INBOX_COLS                                                                            \

@@ -31,7 +31,7 @@ enum sq_stmt_id {
   SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
   SQ_AUDIT_INSERT, SQ_AUDIT_LIST, SQ_AUDIT_LIST_TENANT,
   SQ_ANSWER_GET, SQ_ANSWER_PUT, SQ_ANSWER_DROP,
-  SQ_SRC_INSERT, SQ_SRC_GET, SQ_SRC_UPDATE, SQ_SRC_DELETE, SQ_SRC_LIST, SQ_SRC_DESTS,
+  SQ_SRC_INSERT, SQ_SRC_GET, SQ_SRC_UPDATE, SQ_SRC_DELETE, SQ_SRC_LIST, SQ_SRC_PAGE, SQ_SRC_DESTS,
   SQ_INBOX_INSERT, SQ_INBOX_BY_KEY, SQ_INBOX_BY_BKEY, SQ_INBOX_GET, SQ_INBOX_AGG, SQ_INBOX_SET,
   SQ_INBOX_LEASE, SQ_INBOX_PURGE, SQ_INBOX_PURGE_DEL, SQ_INBOX_RESOLVE, SQ_INBOX_LAST_ERROR,
   SQ_INBOX_REPLACED,
@@ -257,6 +257,8 @@ int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
 int sq_source_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
                             hookd_delete_counts *out);
 int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
+int sq_source_page(hookd_store_conn *c, const char *tenant_id, const char *provider,
+                   const char *after, int limit, hookd_source **out, size_t *n);
 int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);
 int sq_inbox_get(hookd_store_conn *c, const char *id, hookd_inbox *out, hookd_delivery **dl,
                  size_t *n);
