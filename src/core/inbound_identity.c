@@ -139,17 +139,35 @@ static int zoom_id(const json_t *body, bool legacy, char *out, size_t outlen) {
 /* Twilio: a JSON body's members or form fields (a POST's body, a GET's query), which its
  * signature covers; a JSON body is never read as a form (a message's text holding
  * "&MessageSid=X" would name the id). A message: its MessageSid, and the status of a status
- * callback (one for each status of the message) — but not a Conversations webhook (it names its
- * EventType), whose events (added, updated, each delivery receipt) all carry the MessageSid of
- * the message they speak of. A call: only a status callback (it carries CallbackSource) is
- * CallSid and CallStatus. Else the I-Twilio-Idempotency-Token header (the same on Twilio's
- * retries, not signed: only where the signed fields name no event) — a voice webhook (the
- * incoming call, each <Gather> of it) has no id of its own: a call's two menu steps are both
- * "in-progress", and were taken for one event; without the token its payload hash keys it.
- * legacy: the id an earlier hookd took when it differs — the token first, else the MessageSid
- * (a Conversations webhook's too); and before that, CallSid and CallStatus for a voice
- * webhook. */
-enum tw_kind { TW_NONE, TW_MSG, TW_CALL, TW_TOKEN };
+ * callback (one for each status of the message). A Conversations webhook (it names its
+ * EventType) carries in each of its events (added, updated, each delivery receipt) the
+ * MessageSid of the message they speak of, and no id of its own: the hash of its fields, sorted
+ * and decoded (each event's differ: its sids, status, dates), which the signature covers — not
+ * the token, which a captured request would carry anew. A call: only a status callback (it
+ * carries CallbackSource) is CallSid and CallStatus. Else the I-Twilio-Idempotency-Token header
+ * (the same on Twilio's retries, not signed: only where the signed fields name no event) — a
+ * voice webhook (the incoming call, each <Gather> of it) has no id of its own: a call's two menu
+ * steps are both "in-progress", and were taken for one event; without the token its payload hash
+ * keys it. legacy: the id an earlier hookd took when it differs — the token first, else the
+ * MessageSid; and before that, CallSid and CallStatus for a voice webhook. */
+enum tw_kind { TW_NONE, TW_MSG, TW_CALL, TW_TOKEN, TW_FIELDS };
+
+/* "fields:" and the SHA-256 (hex) of the fields' canonical JSON (RFC 8785: sorted, escaped one
+ * way). 1 when they cannot be written. */
+static int fields_id(const json_t *from, char *out, size_t outlen) {
+  hookd_buf b;
+  hookd_buf_init(&b, (size_t)8 << 20);
+  unsigned char h[32];
+  int rc = from && hookd_jcs(from, &b) == HOOKD_BUF_OK && hookd_sha256(b.data, b.len, h) == 0 &&
+                   outlen > 7 + 64
+               ? 0
+               : 1;
+  hookd_buf_free(&b);
+  if (rc) return 1;
+  memcpy(out, "fields:", 7);
+  for (int i = 0; i < 32; i++) snprintf(out + 7 + 2 * i, 3, "%02x", h[i]);
+  return 0;
+}
 static int twilio_id(const hookd_in_request *req, const json_t *body, bool legacy, char *out,
                      size_t outlen) {
   const char *token = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");
@@ -169,7 +187,8 @@ static int twilio_id(const hookd_in_request *req, const json_t *body, bool legac
   bool conv = obj_get(from, "EventType") != NULL;
   bool msg_ok = put_joined(out, outlen, msg, 2, 1) == 0;
   bool call_ok = put_joined(out, outlen, call, 2, 1) == 0;
-  enum tw_kind now = !conv && msg_ok        ? TW_MSG
+  enum tw_kind now = conv                   ? TW_FIELDS
+                     : msg_ok               ? TW_MSG
                      : status_cb && call_ok ? TW_CALL
                      : token                ? TW_TOKEN
                                             : TW_NONE;
@@ -180,8 +199,9 @@ static int twilio_id(const hookd_in_request *req, const json_t *body, bool legac
     k = was != now ? was : !token && !msg_ok && !status_cb && call_ok ? TW_CALL : TW_NONE;
   int rc = k == TW_MSG    ? put_joined(out, outlen, msg, 2, 1)
            : k == TW_CALL ? put_joined(out, outlen, call, 2, 1)
-           : k == TW_TOKEN ? put_str(out, outlen, token)
-                           : 1;
+           : k == TW_TOKEN  ? put_str(out, outlen, token)
+           : k == TW_FIELDS ? fields_id(from, out, outlen)
+                            : 1;
   if (rc) out[0] = '\0';
   json_decref(form);
   return rc;

@@ -151,14 +151,28 @@ static void event_ids(void **st) {
   r = R(tw2, 1, "MessageSid=SM1&Body=hi");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "SM1");
-  /* a Conversations webhook: its events all carry the message's MessageSid — no id (the token,
-   * else its payload hash); the MessageSid an earlier hookd took without a token is the legacy */
-  r = R(tw, 1, "EventType=onDeliveryUpdated&MessageSid=IM1&Status=read");
-  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
+  /* a Conversations webhook: its events all carry the message's MessageSid, and no id of their
+   * own — the hash of its signed fields, sorted and decoded (not the unsigned token: a captured
+   * one sent under another token is a duplicate); the token, or else the MessageSid, an earlier
+   * hookd took is the legacy */
+  char conv1[128], conv2[128];
+  r = R(tw, 1, "EventType=onDeliveryUpdated&MessageSid=IM1&Status=read&DeliveryReceiptSid=DY1");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, conv1, sizeof conv1), 0);
+  assert_int_equal(strncmp(conv1, "fields:", 7), 0);
+  assert_int_equal(strlen(conv1), 7 + 64);
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 0);
   assert_string_equal(id, "tok-1");
-  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 1);
-  r = R(NULL, 0, "EventType=onDeliveryUpdated&MessageSid=IM1&Status=read");
-  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 1);
+  /* the same fields reordered and escaped otherwise, under another token: the same event */
+  r = R(tw2, 1, "DeliveryReceiptSid=DY%31&Status=read&MessageSid=IM1&EventType=onDeliveryUpdated");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, conv2, sizeof conv2), 0);
+  assert_string_equal(conv2, conv1);
+  /* the next receipt of the same message: another event */
+  r = R(tw, 1, "EventType=onDeliveryUpdated&MessageSid=IM1&Status=read&DeliveryReceiptSid=DY2");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, conv2, sizeof conv2), 0);
+  assert_string_not_equal(conv2, conv1);
+  r = R(NULL, 0, "EventType=onDeliveryUpdated&MessageSid=IM1&Status=read&DeliveryReceiptSid=DY1");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, conv2, sizeof conv2), 0);
+  assert_string_equal(conv2, conv1);
   assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 0);
   assert_string_equal(id, "IM1");
   /* a status callback of a call with a token: its call and status, the token the legacy */
