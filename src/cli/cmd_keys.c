@@ -428,10 +428,17 @@ static int cmd_rotate_master(keys_args *a) {
   /* where the old key came from is where the new one goes: a start given both the variable
    * and a key file is refused */
   const char *env = getenv("HOOKD_MASTER_KEY");
+  char beside[1100] = "";
+  if (!strncmp(a->store, "sqlite:", 7)) { /* the store's own key file, which a start compares */
+    snprintf(beside, sizeof beside, "%s.key", a->store + 7);
+    if (access(beside, F_OK) != 0) beside[0] = '\0';
+  }
   if (env && *env)
     printf("re-sealed %d secrets with master key %s; set HOOKD_MASTER_KEY to the text of %s "
-           "(on every node) in place of the old key\n",
-           x.resealed, new_key.id, a->new_master_file);
+           "(on every node) in place of the old key%s%s%s\n",
+           x.resealed, new_key.id, a->new_master_file,
+           beside[0] ? ", and replace " : "", beside,
+           beside[0] ? " with it (a start finding the two different refuses)" : "");
   else
     printf("re-sealed %d secrets with master key %s; start hookd with "
            "--master-key-file %s\n",

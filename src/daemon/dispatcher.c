@@ -1413,6 +1413,7 @@ static int run_sweep(hookd_store_conn *c, const hookd_store_backend *be, void *a
 /* The least time between two rescans brought forward by the change feed: this, or ten times
  * as long as the last one took (docs/postgres.md "Several nodes"). */
 #define STORE_CHANGE_GAP_MS 100
+#define RESCAN_REQ_GAP_MAX_MS 1000
 
 static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   msg *m = arg;
@@ -1761,9 +1762,11 @@ static void process_inbox(hookd_dispatcher *d) {
        * tenant publishing to 65 endpoints ten times a second asked for rescans back to back,
        * every tenant's writes waiting behind them */
       int64_t gap = 10 * d->rescan_took_ms;
-      int64_t at = m->due_ms ? 0 /* missed: at once */
-                             : d->rescan_sent_ms + (gap > STORE_CHANGE_GAP_MS ? gap
-                                                                             : STORE_CHANGE_GAP_MS);
+      if (gap < STORE_CHANGE_GAP_MS) gap = STORE_CHANGE_GAP_MS;
+      /* a publish's endpoints past its hints wait a second at most (a rescan's time counts its
+       * wait behind the writer's other work: ten times it could be many seconds) */
+      if (m->type == MSG_RESCAN_REQ && gap > RESCAN_REQ_GAP_MAX_MS) gap = RESCAN_REQ_GAP_MAX_MS;
+      int64_t at = m->due_ms ? 0 /* missed: at once */ : d->rescan_sent_ms + gap;
       if (at < d->next_rescan_ms) d->next_rescan_ms = at;
       break;
     }

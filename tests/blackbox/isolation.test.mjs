@@ -490,6 +490,19 @@ describe('isolation', () => {
     await r.close();
   });
 
+  it('answers just under half the timeout do not clear the slow mark (a gap below the mark: no marking and clearing in turn)', async () => {
+    const h = await startHookd();
+    const r = await startReceiver((rec) => ({ status: 200, delayMs: rec.n === 1 ? 700 : 450 }));
+    const { tenant, endpoint } = await setup(h, r.url, { max_in_flight: 1, timeout_ms: 1000 });
+    const ids = [];
+    for (let i = 0; i < 10; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', 'delivered', 20000);
+    const ep = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
+    assert.equal(ep.json.health.slow, true, '9 answers at 0.45 of its timeout after the slow one: still slow');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('a tenant with a 50x larger backlog does not starve a small tenant', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '8', '--tenant-max-in-flight', '8'] });
     // the big tenant's receiver answers slowly (held, then released in small batches)

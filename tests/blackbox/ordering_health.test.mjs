@@ -2,8 +2,9 @@
 // receivers on loopback: the circuit breaker opens, probes and closes without burning attempts; a
 // 429 with Retry-After pauses the whole endpoint; an endpoint failing too long is disabled;
 // ordering lanes keep order per key, and lane policies (skip, block) hold what they promise.
-// Apart from isolation.test.mjs because none of these measures shares of time: they run on
-// PostgreSQL stores too (scripts/test.sh), whose claims of lanes are SQL of their own.
+// Apart from isolation.test.mjs because none of these measures shares of time (a few check lower
+// bounds of waits, which a slower store only lengthens): they run on PostgreSQL stores too
+// (scripts/test.sh), whose claims of lanes are SQL of their own.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
@@ -74,6 +75,26 @@ describe('endpoint health and ordering lanes', () => {
       { what: 'closed by a probe answered 400', timeout: 10000 });
     const moves = h.logs.filter((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint).map((l) => `${l.from}>${l.to}`);
     assert.deepEqual(moves.slice(-2), ['open>half_open', 'half_open>closed']);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
+  it('a half-open breaker whose probe is answered 408 (a timeout\'s answer) stays half-open: the next probe decides', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '4', '--breaker-cooldown-ms', '1000',
+      '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    let status = 500;
+    const r = await startReceiver(() => ({ status }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    for (let i = 0; i < 6; i++) await publish(h, tenant, { type: 'a', payload: { i } });
+    const health = async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
+    await waitUntil(async () => (await health())?.breaker === 'open' || null, { what: 'breaker open', timeout: 10000 });
+    const sent = r.requests.length;
+    status = 408;
+    // a second request after the first probe's 408: that one was judged before it went
+    await r.waitFor(sent + 2, 10000, 'the probe, then the next');
+    assert.ok(!h.logs.some((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint && l.to === 'closed'),
+      'a 408 closes nothing');
+    assert.notEqual((await health()).breaker, 'closed');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
