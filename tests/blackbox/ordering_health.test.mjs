@@ -61,42 +61,41 @@ describe('endpoint health and ordering lanes', () => {
     await r.close();
   });
 
-  it('a half-open breaker whose probe is answered 4xx closes: the receiver is reachable, the payload was the problem', async () => {
+  // A daemon whose endpoint's breaker is open (500s), its receiver answering `status` from then on
+  async function openBreaker() {
     const h = await startHookd({ args: ['--breaker-min-requests', '4', '--breaker-cooldown-ms', '1000',
       '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
-    let status = 500;
-    const r = await startReceiver(() => ({ status }));
-    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const b = { h, status: 500 };
+    b.r = await startReceiver(() => ({ status: b.status }));
+    const { tenant, endpoint } = await setup(h, b.r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
     for (let i = 0; i < 6; i++) await publish(h, tenant, { type: 'a', payload: { i } });
-    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.breaker === 'open' || null,
-      { what: 'breaker open', timeout: 10000 });
-    status = 400; // every delivery's payload refused from now on: none will ever succeed
-    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.breaker === 'closed' || null,
+    b.endpoint = endpoint;
+    b.health = async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
+    b.moves = () => h.logs.filter((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint).map((l) => `${l.from}>${l.to}`);
+    await waitUntil(async () => (await b.health())?.breaker === 'open' || null, { what: 'breaker open', timeout: 10000 });
+    return b;
+  }
+
+  it('a half-open breaker whose probe is answered 4xx closes: the receiver is reachable, the payload was the problem', async () => {
+    const b = await openBreaker();
+    b.status = 400; // every delivery's payload refused from now on: none will ever succeed
+    await waitUntil(async () => (await b.health())?.breaker === 'closed' || null,
       { what: 'closed by a probe answered 400', timeout: 10000 });
-    const moves = h.logs.filter((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint).map((l) => `${l.from}>${l.to}`);
-    assert.deepEqual(moves.slice(-2), ['open>half_open', 'half_open>closed']);
-    assert.equal((await h.stop()).code, 0);
-    await r.close();
+    assert.deepEqual(b.moves().slice(-2), ['open>half_open', 'half_open>closed']);
+    assert.equal((await b.h.stop()).code, 0);
+    await b.r.close();
   });
 
   it('a half-open breaker whose probe is answered 408 (a timeout\'s answer) stays half-open: the next probe decides', async () => {
-    const h = await startHookd({ args: ['--breaker-min-requests', '4', '--breaker-cooldown-ms', '1000',
-      '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
-    let status = 500;
-    const r = await startReceiver(() => ({ status }));
-    const { tenant, endpoint } = await setup(h, r.url, { retry: { max_attempts: 50, backoff_base_ms: 50, backoff_cap_ms: 100 } });
-    for (let i = 0; i < 6; i++) await publish(h, tenant, { type: 'a', payload: { i } });
-    const health = async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
-    await waitUntil(async () => (await health())?.breaker === 'open' || null, { what: 'breaker open', timeout: 10000 });
-    const sent = r.requests.length;
-    status = 408;
+    const b = await openBreaker();
+    const sent = b.r.requests.length;
+    b.status = 408;
     // a second request after the first probe's 408: that one was judged before it went
-    await r.waitFor(sent + 2, 10000, 'the probe, then the next');
-    assert.ok(!h.logs.some((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint && l.to === 'closed'),
-      'a 408 closes nothing');
-    assert.notEqual((await health()).breaker, 'closed');
-    assert.equal((await h.stop()).code, 0);
-    await r.close();
+    await b.r.waitFor(sent + 2, 10000, 'the probe, then the next');
+    assert.ok(!b.moves().some((m) => m.endsWith('>closed')), `a 408 closes nothing: ${b.moves()}`);
+    assert.notEqual((await b.health()).breaker, 'closed');
+    assert.equal((await b.h.stop()).code, 0);
+    await b.r.close();
   });
 
   it('retried 4xx and 3xx answers (408, a policy\'s retry_statuses, a redirect) neither open the breaker nor make the endpoint "failing"', async () => {
