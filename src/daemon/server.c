@@ -386,6 +386,15 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
   if (!hookd_http_token(key, key_size)) h->bad_name = true;
   if (!clean_value(value, value_size)) h->bad_value = true;
   if (folded_header(key, key_size, value)) h->folded = true;
+  /* blanks after a value are no part of it (RFC 9110 §5.5), but libmicrohttpd 0.9.75 keeps them:
+   * "Idempotency-Key: abc " was refused, a Hookd-Reason audited with them, Twilio's rebuilt URL
+   * broken by a Host's. Cut where the value lies, once, before any reader sees it (MHD's own
+   * buffer, which it hands over const but neither shares nor reads again as it was) */
+  if (value) {
+    char *v = (char *)value;
+    while (value_size && (v[value_size - 1] == ' ' || v[value_size - 1] == '\t'))
+      v[--value_size] = '\0';
+  }
   if (!strcasecmp(key, "Content-Length")) {
     h->content_length++;
   } else if (!strcasecmp(key, "Transfer-Encoding")) {

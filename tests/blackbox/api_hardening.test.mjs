@@ -414,6 +414,22 @@ describe('request framing', () => {
     assert.equal((await h.api('GET', '/v1/tenants/smuggled-ws')).status, 404, 'nothing acted on');
   });
 
+  it('blanks after a header value are no part of it (libmicrohttpd keeps them): an Idempotency-Key, a Hookd-Reason', async () => {
+    const post = (id, extra) => {
+      const body = JSON.stringify({ id });
+      return exchange(h.port, `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
+        + `Content-Type: application/json\r\n${extra}Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    };
+    const a = responses((await post('ows-1', 'Idempotency-Key: ows-key \t \r\nHookd-Reason: onboarding  \r\n')).text)[0];
+    assert.equal(a?.status, 201, JSON.stringify(a));
+    // the same key without its blanks: the same request, its kept answer
+    const b = responses((await post('ows-1', 'Idempotency-Key: ows-key\r\nHookd-Reason: onboarding\r\n')).text)[0];
+    assert.equal(b?.status, 201, JSON.stringify(b));
+    assert.equal(b.headers['idempotent-replayed'], 'true');
+    const audit = (await h.api('GET', '/v1/audit?limit=50')).json.data.find((x) => x.action === 'tenant.create' && x.target === 'ows-1');
+    assert.equal(audit?.reason, 'onboarding', JSON.stringify(audit));
+  });
+
   it('ambiguous framing is judged before any other refusal: an encoded "/", a path too long or too many headers still closes the connection', async () => {
     const body = '{"id":"smuggled-early"}';
     const path = (p) => `POST ${p} HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
