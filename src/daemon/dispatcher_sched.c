@@ -41,7 +41,7 @@ double sched_share_rate(const hookd_dispatcher *d, double rate) {
 void sched_ep_share(hookd_dispatcher *d, ep *e, int64_t now) {
   e->share_limit = sched_share(d, e->cfg.max_in_flight > 0 ? e->cfg.max_in_flight : 1);
   e->share_rate = sched_share_rate(d, e->cfg.rate_limit);
-  hookd_bucket_set(&e->bucket, e->share_rate, 1, now); /* a rate limit spaces deliveries: burst 1 */
+  hookd_bucket_set(&e->bucket, e->share_rate, hookd_bucket_spacing_burst(e->share_rate), now);
 }
 
 bool sched_breaker_blocks(hookd_dispatcher *d, const ep *e, int64_t now) {

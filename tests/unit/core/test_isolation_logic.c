@@ -89,6 +89,33 @@ static hookd_breaker_cfg breaker_at(int min_requests, hookd_breaker *b) {
 
 /* A share of failures exactly at the configured percent opens it, for every percent (55 of 100
  * at 55%: in floating point 0.55 * 100 is above 55, and it stayed closed). */
+/* A spaced rate limit taken a millisecond after each token is due keeps its rate (burst 1 exactly
+ * lost the millisecond each time: 200/s gave ~167/s), and never sends two closer than the spacing
+ * allows. */
+static void bucket_spacing_keeps_its_rate_when_late(void **s) {
+  (void)s;
+  for (double rate = 5; rate <= 500; rate *= 10) {
+    hookd_bucket b;
+    hookd_bucket_init(&b, rate, hookd_bucket_spacing_burst(rate), 0);
+    int taken = 0;
+    int64_t now = 0, last = -1000000, min_gap = 1000000;
+    while (now < 10000) {
+      int64_t wait = hookd_bucket_wait_ms(&b, now);
+      now += wait + 1; /* woken a millisecond late */
+      if (hookd_bucket_take(&b, now)) {
+        if (now - last < min_gap) min_gap = now - last;
+        last = now;
+        taken++;
+      }
+    }
+    assert_true(taken >= (int)(rate * 10 * 0.97)); /* ten seconds' worth, near enough */
+    assert_true((double)min_gap >= 1000.0 / rate - 10.5);
+  }
+  /* the burst itself: 1 for a slow rate, at most 2 */
+  assert_true(hookd_bucket_spacing_burst(1.0 / 60) < 1.001);
+  assert_true(hookd_bucket_spacing_burst(1e6) == 2.0);
+}
+
 static void breaker_opens_at_the_exact_percent(void **s) {
   for (int pct = 1; pct <= 100; pct++) {
     for (int total = 1; total <= 200; total++) {
@@ -222,6 +249,7 @@ int main(void) {
       cmocka_unit_test(bucket_earlier_time_credits_nothing_twice),
       cmocka_unit_test(bucket_rate_and_burst),
       cmocka_unit_test(bucket_wait_is_bounded),
+      cmocka_unit_test(bucket_spacing_keeps_its_rate_when_late),
       cmocka_unit_test(breaker_cycle),
       cmocka_unit_test(breaker_opens_at_the_exact_percent),
       cmocka_unit_test(breaker_half_open_ignores_late_outcomes),
