@@ -17,8 +17,8 @@ static void refill(hookd_bucket *b, int64_t now_ms) {
 void hookd_bucket_shift(hookd_bucket *b, int64_t delta_ms) { b->last_ms += delta_ms; }
 
 double hookd_bucket_spacing_burst(double rate) {
-  double burst = 1.0 + (rate > 0 ? rate : 0) * 0.01;
-  return burst < 2.0 ? burst : 2.0;
+  double extra = (rate > 0 ? rate : 0) * 0.01;
+  return 1.0 + (extra < 0.5 ? extra : 0.5);
 }
 
 void hookd_bucket_init(hookd_bucket *b, double rate, double burst, int64_t now_ms) {

@@ -29,10 +29,10 @@ bool hookd_bucket_take(hookd_bucket *b, int64_t now_ms);
 void hookd_bucket_shift(hookd_bucket *b, int64_t delta_ms);
 /* Gives back a token taken for a request that was not sent after all (at most up to burst). */
 void hookd_bucket_refund(hookd_bucket *b);
-/* The burst of a rate limit that spaces requests: 1, and 10 ms of the rate more (at most 2), so
- * that a take a moment after its token keeps the fraction it was late by — with 1 exactly, 200/s
- * taken a millisecond late each time gave ~167/s — while two requests are never closer than
- * 0.99 of the spacing at rates up to 1/s, and than 10 ms less than it above. */
+/* The burst of a rate limit that spaces requests: 1, and 10 ms of the rate more (half a token at
+ * most), so that a take a moment after its token keeps the fraction it was late by — with 1
+ * exactly, 200/s taken a millisecond late each time gave ~167/s — while two requests are never
+ * closer than the spacing less 10 ms, nor than half of it (from 50/s). */
 double hookd_bucket_spacing_burst(double rate);
 /* Milliseconds until a token is available (0 = now), at most HOOKD_BUCKET_MAX_WAIT_MS. */
 int64_t hookd_bucket_wait_ms(hookd_bucket *b, int64_t now_ms);

@@ -141,9 +141,10 @@ static int zoom_id(const json_t *body, bool legacy, char *out, size_t outlen) {
  * "&MessageSid=X" would name the id). A message: its MessageSid, and the status of a status
  * callback (one for each status of the message). A Conversations webhook (it names its
  * EventType) carries in each of its events (added, updated, each delivery receipt) the
- * MessageSid of the message they speak of, and no id of its own: the hash of its fields, sorted
- * and decoded (each event's differ: its sids, status, dates), which the signature covers — not
- * the token, which a captured request would carry anew. A call: only a status callback (it
+ * MessageSid of the message they speak of, and no id of its own: the hash of its form's fields,
+ * sorted and decoded but RetryCount (each event's differ: its sids, status, dates), which the
+ * signature covers — not the token, which a captured request would carry anew (a JSON body,
+ * which may be read lossily, is keyed as before: the token, else its payload hash). A call: only a status callback (it
  * carries CallbackSource) is CallSid and CallStatus. Else the I-Twilio-Idempotency-Token header
  * (the same on Twilio's retries, not signed: only where the signed fields name no event) — a
  * voice webhook (the incoming call, each <Gather> of it) has no id of its own: a call's two menu
@@ -152,17 +153,21 @@ static int zoom_id(const json_t *body, bool legacy, char *out, size_t outlen) {
  * MessageSid; and before that, CallSid and CallStatus for a voice webhook. */
 enum tw_kind { TW_NONE, TW_MSG, TW_CALL, TW_TOKEN, TW_FIELDS };
 
-/* "fields:" and the SHA-256 (hex) of the fields' canonical JSON (RFC 8785: sorted, escaped one
- * way). 1 when they cannot be written. */
-static int fields_id(const json_t *from, char *out, size_t outlen) {
+/* "fields:" and the SHA-256 (hex) of the form's fields' canonical JSON (RFC 8785: sorted,
+ * escaped one way) but RetryCount, which Twilio's retries of one event change. 1 when they
+ * cannot be written. */
+static int fields_id(const json_t *form, char *out, size_t outlen) {
+  json_t *f = json_is_object(form) ? json_copy((json_t *)form) : NULL;
+  if (f) json_object_del(f, "RetryCount");
   hookd_buf b;
   hookd_buf_init(&b, (size_t)8 << 20);
   unsigned char h[32];
-  int rc = from && hookd_jcs(from, &b) == HOOKD_BUF_OK && hookd_sha256(b.data, b.len, h) == 0 &&
+  int rc = f && hookd_jcs(f, &b) == HOOKD_BUF_OK && hookd_sha256(b.data, b.len, h) == 0 &&
                    outlen > 7 + 64
                ? 0
                : 1;
   hookd_buf_free(&b);
+  json_decref(f);
   if (rc) return 1;
   memcpy(out, "fields:", 7);
   for (int i = 0; i < 32; i++) snprintf(out + 7 + 2 * i, 3, "%02x", h[i]);
@@ -187,7 +192,7 @@ static int twilio_id(const hookd_in_request *req, const json_t *body, bool legac
   bool conv = obj_get(from, "EventType") != NULL;
   bool msg_ok = put_joined(out, outlen, msg, 2, 1) == 0;
   bool call_ok = put_joined(out, outlen, call, 2, 1) == 0;
-  enum tw_kind now = conv                   ? TW_FIELDS
+  enum tw_kind now = conv && form           ? TW_FIELDS
                      : msg_ok               ? TW_MSG
                      : status_cb && call_ok ? TW_CALL
                      : token                ? TW_TOKEN
@@ -200,7 +205,7 @@ static int twilio_id(const hookd_in_request *req, const json_t *body, bool legac
   int rc = k == TW_MSG    ? put_joined(out, outlen, msg, 2, 1)
            : k == TW_CALL ? put_joined(out, outlen, call, 2, 1)
            : k == TW_TOKEN  ? put_str(out, outlen, token)
-           : k == TW_FIELDS ? fields_id(from, out, outlen)
+           : k == TW_FIELDS ? fields_id(form, out, outlen)
                             : 1;
   if (rc) out[0] = '\0';
   json_decref(form);

@@ -1763,9 +1763,15 @@ static void process_inbox(hookd_dispatcher *d) {
        * every tenant's writes waiting behind them */
       int64_t gap = 10 * d->rescan_took_ms;
       if (gap < STORE_CHANGE_GAP_MS) gap = STORE_CHANGE_GAP_MS;
-      /* a publish's endpoints past its hints wait a second at most (a rescan's time counts its
-       * wait behind the writer's other work: ten times it could be many seconds) */
-      if (m->type == MSG_RESCAN_REQ && gap > RESCAN_REQ_GAP_MAX_MS) gap = RESCAN_REQ_GAP_MAX_MS;
+      /* a publish's endpoints past its hints wait less: a rescan's time counts its wait behind
+       * the writer's other work, and ten times it could be many seconds — a second, or twice
+       * the rescan's time when longer (a rescan of a second then holds the writer half the time
+       * at most, not back to back) */
+      if (m->type == MSG_RESCAN_REQ) {
+        int64_t cap = 2 * d->rescan_took_ms > RESCAN_REQ_GAP_MAX_MS ? 2 * d->rescan_took_ms
+                                                                   : RESCAN_REQ_GAP_MAX_MS;
+        if (gap > cap) gap = cap;
+      }
       int64_t at = m->due_ms ? 0 /* missed: at once */ : d->rescan_sent_ms + gap;
       if (at < d->next_rescan_ms) d->next_rescan_ms = at;
       break;

@@ -386,23 +386,29 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
   if (!hookd_http_token(key, key_size)) h->bad_name = true;
   if (!clean_value(value, value_size)) h->bad_value = true;
   if (folded_header(key, key_size, value)) h->folded = true;
+  if (!strcasecmp(key, "Content-Length")) {
+    h->content_length++;
+    return MHD_YES;
+  }
+  if (!strcasecmp(key, "Transfer-Encoding")) {
+    /* as libmicrohttpd read it, untrimmed: "chunked " is no chunked to it (it reads the body
+     * until the connection closes), and a proxy trimming it would frame the body otherwise */
+    h->transfer_encoding++;
+    h->chunked = value && !strcasecmp(value, "chunked");
+    return MHD_YES;
+  }
+  for (size_t i = 0; i < N_SINGLE; i++)
+    if (!strcasecmp(key, single_headers[i])) h->single[i]++;
   /* blanks after a value are no part of it (RFC 9110 §5.5), but libmicrohttpd 0.9.75 keeps them:
    * "Idempotency-Key: abc " was refused, a Hookd-Reason audited with them, Twilio's rebuilt URL
-   * broken by a Host's. Cut where the value lies, once, before any reader sees it (MHD's own
-   * buffer, which it hands over const but neither shares nor reads again as it was) */
+   * broken by a Host's. Cut where the value lies, once, before hookd reads it (MHD's read
+   * buffer: each value's bytes its own, read by MHD again as a C string at most — the framing
+   * headers above are left as MHD framed the body by them; its stored size goes stale: no
+   * size-based lookup of a header is made) */
   if (value) {
     char *v = (char *)value;
     while (value_size && (v[value_size - 1] == ' ' || v[value_size - 1] == '\t'))
       v[--value_size] = '\0';
-  }
-  if (!strcasecmp(key, "Content-Length")) {
-    h->content_length++;
-  } else if (!strcasecmp(key, "Transfer-Encoding")) {
-    h->transfer_encoding++;
-    h->chunked = value && !strcasecmp(value, "chunked");
-  } else {
-    for (size_t i = 0; i < N_SINGLE; i++)
-      if (!strcasecmp(key, single_headers[i])) h->single[i]++;
   }
   return MHD_YES;
 }

@@ -405,6 +405,10 @@ describe('request framing', () => {
 
   it('a transfer coding other than chunked: 400 (libmicrohttpd would read the body until the connection closes)', async () => {
     await assertRefused(head('Transfer-Encoding: gzip\r\n') + '{}' + pipelined, /unsupported Transfer-Encoding/);
+    // "chunked " with a blank after it is no chunked to libmicrohttpd, though a proxy trimming it
+    // would frame the body as chunked (the blanks hookd cuts after other headers' values)
+    await assertRefused(head('Transfer-Encoding: chunked \r\n') + chunk('{}') + chunk('') + pipelined,
+      /unsupported Transfer-Encoding/);
   });
 
   it('a header name that is not a token (a space or a control byte before the colon): 400, the connection closed (a proxy may read it otherwise)', async () => {

@@ -166,6 +166,10 @@ static void event_ids(void **st) {
   r = R(tw2, 1, "DeliveryReceiptSid=DY%31&Status=read&MessageSid=IM1&EventType=onDeliveryUpdated");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, conv2, sizeof conv2), 0);
   assert_string_equal(conv2, conv1);
+  /* Twilio's retry of it (its RetryCount grows): the same event */
+  r = R(tw, 1, "EventType=onDeliveryUpdated&MessageSid=IM1&Status=read&DeliveryReceiptSid=DY1&RetryCount=1");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, conv2, sizeof conv2), 0);
+  assert_string_equal(conv2, conv1);
   /* the next receipt of the same message: another event */
   r = R(tw, 1, "EventType=onDeliveryUpdated&MessageSid=IM1&Status=read&DeliveryReceiptSid=DY2");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, conv2, sizeof conv2), 0);

@@ -87,8 +87,6 @@ static hookd_breaker_cfg breaker_at(int min_requests, hookd_breaker *b) {
   return c;
 }
 
-/* A share of failures exactly at the configured percent opens it, for every percent (55 of 100
- * at 55%: in floating point 0.55 * 100 is above 55, and it stayed closed). */
 /* A spaced rate limit taken a millisecond after each token is due keeps its rate (burst 1 exactly
  * lost the millisecond each time: 200/s gave ~167/s), and never sends two closer than the spacing
  * allows. */
@@ -109,13 +107,17 @@ static void bucket_spacing_keeps_its_rate_when_late(void **s) {
       }
     }
     assert_true(taken >= (int)(rate * 10 * 0.97)); /* ten seconds' worth, near enough */
-    assert_true((double)min_gap >= 1000.0 / rate - 10.5);
+    double spacing = 1000.0 / rate, floor = spacing - 10.5;
+    if (floor < spacing / 2 - 1) floor = spacing / 2 - 1;
+    assert_true((double)min_gap >= floor);
   }
-  /* the burst itself: 1 for a slow rate, at most 2 */
+  /* the burst itself: 1 for a slow rate, half a token more at most */
   assert_true(hookd_bucket_spacing_burst(1.0 / 60) < 1.001);
-  assert_true(hookd_bucket_spacing_burst(1e6) == 2.0);
+  assert_true(hookd_bucket_spacing_burst(1e6) == 1.5);
 }
 
+/* A share of failures exactly at the configured percent opens it, for every percent (55 of 100
+ * at 55%: in floating point 0.55 * 100 is above 55, and it stayed closed). */
 static void breaker_opens_at_the_exact_percent(void **s) {
   for (int pct = 1; pct <= 100; pct++) {
     for (int total = 1; total <= 200; total++) {
