@@ -146,6 +146,26 @@ static bool empty_unused_key_file(const char *path, size_t secrets) {
   return secrets == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0;
 }
 
+/* The stored values meant to be sealed: how many are not (written by hand, or by a tool outside
+ * hookd — used as they are, in clear at rest), and the key ids of those that are. */
+typedef struct seal_tally {
+  size_t plain, sealed;
+  size_t by_other;                /* sealed, by another key than the first seen */
+  char first[HOOKD_KEY_ID_LEN];   /* that first key id */
+} seal_tally;
+
+static void tally(seal_tally *t, const char *value) {
+  if (!value || !*value) return;
+  char id[HOOKD_KEY_ID_LEN];
+  if (hookd_sealed_key_id(value, id) != 0) {
+    t->plain++;
+    return;
+  }
+  t->sealed++;
+  if (!t->first[0]) snprintf(t->first, sizeof t->first, "%s", id);
+  else if (strcmp(t->first, id) != 0) t->by_other++;
+}
+
 typedef struct scan {
   hookd_endpoint *eps;
   size_t n;
@@ -181,17 +201,22 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
     snprintf(err, errlen, "cannot read endpoints");
     return -1;
   }
-  /* which key sealed the stored secrets? */
+  /* which key sealed the stored secrets? and is any not sealed, or sealed with another? */
   char sealed_by[HOOKD_KEY_ID_LEN] = "";
   size_t secrets = 0;
+  seal_tally t = {0};
   for (size_t i = 0; i < s.n; i++) {
     /* (a deleted endpoint's is blank: none kept) */
     secrets += (s.eps[i].secret && *s.eps[i].secret) + (s.eps[i].previous_secret != NULL);
     if (!sealed_by[0]) hookd_sealed_key_id(s.eps[i].secret, sealed_by);
+    tally(&t, s.eps[i].secret);
+    tally(&t, s.eps[i].previous_secret);
+    tally(&t, s.eps[i].headers);
   }
   for (size_t i = 0; i < s.n_srcs; i++) {
     secrets += s.srcs[i].secrets != NULL;
     if (!sealed_by[0]) hookd_sealed_key_id(s.srcs[i].secrets, sealed_by);
+    tally(&t, s.srcs[i].secrets);
   }
   hookd_endpoints_free(s.eps, s.n);
   hookd_sources_free(s.srcs, s.n_srcs);
@@ -253,6 +278,17 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
          KV_S("why", "the master key opens every stored secret: readable by group or others, "
                      "any of them can; chmod 600 it"));
   }
+  if (t.by_other) { /* only one key opens them all: the others would never sign or forward */
+    snprintf(err, errlen,
+             "the store's secrets are sealed with more than one master key (%zu of %zu not with "
+             "%s): refusing to start",
+             t.by_other, t.sealed, t.first);
+    return -1;
+  }
+  if (t.plain) /* used as they are: said, with the way to seal them */
+    HLOG(HOOKD_LOG_WARN, "secrets.unsealed", KV_I("count", (int64_t)t.plain),
+         KV_S("why", "stored secrets or custom headers in clear, written outside hookd: used as "
+                     "they are; `hookd keys rotate-master` seals them"));
   if (sealed_by[0] && strcmp(sealed_by, out->key.id) != 0) {
     snprintf(err, errlen,
              "the store's secrets were sealed with master key %s but the configured key is %s: "

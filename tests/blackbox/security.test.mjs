@@ -699,6 +699,24 @@ describe('secrets', () => {
     }
     cleanup();
   });
+  it('a value meant to be sealed but stored in clear (written outside hookd) is used as it is and said at start', async () => {
+    const { dir, cleanup } = tempDir();
+    const recv = await startReceiver();
+    let h = await startHookd({ dir });
+    const { tenant, endpoint } = await setup(h, recv.url);
+    assert.equal((await h.stop()).code, 0);
+    h.query(`UPDATE endpoints SET headers = '{"X-Plain":"yes"}' WHERE id = '${endpoint}'`);
+    h = await startHookd({ dir });
+    const said = await h.waitForLog((l) => l.msg === 'secrets.unsealed', 10000, 'the clear value said');
+    assert.deepEqual([said.count, said.level], [1, 'warn']);
+    const p = await publish(h, tenant, { type: 'a', payload: {} });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(recv.requests.at(-1).headers['x-plain'], 'yes', 'used as it is');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('secrets at rest: the database files hold no secret in clear; no key, no start; master-key rotation', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     let h = await startHookd({ dir });
