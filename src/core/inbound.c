@@ -95,16 +95,6 @@ int hookd_in_check_ts(int64_t ts, int64_t now_s, int64_t tolerance_s) {
   return hookd_ts_check(ts, now_s, tolerance_s);
 }
 
-int hookd_in_hex_decode(const char *s, size_t len, unsigned char *out, size_t outlen) {
-  if (len != outlen * 2) return -1;
-  for (size_t i = 0; i < outlen; i++) {
-    int hi = hookd_hex_digit(s[2 * i]), lo = hookd_hex_digit(s[2 * i + 1]);
-    if (hi < 0 || lo < 0) return -1;
-    out[i] = (unsigned char)(hi << 4 | lo);
-  }
-  return 0;
-}
-
 void hookd_in_hex_encode(const unsigned char *in, size_t n, char *out) {
   static const char digits[] = "0123456789abcdef";
   for (size_t i = 0; i < n; i++) {

@@ -36,7 +36,7 @@ int hookd_in_verify_discord(const hookd_in_request *req, const hookd_in_secrets 
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "discord: malformed X-Signature-Timestamp");
   sighex = hookd_in_trim(sighex, &siglen);
   unsigned char sig[64];
-  if (hookd_in_hex_decode(sighex, siglen, sig, sizeof sig) != 0)
+  if (hookd_hex_decode(sighex, siglen, sig, sizeof sig) != 0)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "discord: malformed X-Signature-Ed25519");
   out->timestamp_s = t;
   int rc = hookd_in_check_ts(t, req->now_s, tol);
@@ -56,7 +56,7 @@ int hookd_in_verify_discord(const hookd_in_request *req, const hookd_in_secrets 
     unsigned char pub[32];
     size_t klen = strlen(s->v[i]);
     const char *k = hookd_in_trim(s->v[i], &klen);
-    if (hookd_in_hex_decode(k, klen, pub, sizeof pub) != 0) continue;
+    if (hookd_hex_decode(k, klen, pub, sizeof pub) != 0) continue;
     usable = 1;
     /* Every key is tried: verification time does not depend on which one matched. */
     match |= hookd_ed25519_verify(pub, msg, tslen + req->body_len, sig) == 1;

@@ -164,7 +164,7 @@ int hookd_in_verify_stripe(const hookd_in_request *req, const hookd_in_secrets *
   int match = 0;
   for (size_t i = 0; i < nv1; i++) {
     unsigned char sig[32];
-    if (hookd_in_hex_decode(v1[i], v1len[i], sig, sizeof sig) == 0)
+    if (hookd_hex_decode(v1[i], v1len[i], sig, sizeof sig) == 0)
       match |= macs_match(&m, sig, 32);
   }
   macs_clear(&m);
@@ -194,7 +194,7 @@ int hookd_in_verify_github(const hookd_in_request *req, const hookd_in_secrets *
   unsigned char sig[32];
   size_t len = hex ? strlen(hex) : 0;
   if (hex) hex = hookd_in_trim(hex, &len);
-  if (!hex || hookd_in_hex_decode(hex, len, sig, sizeof sig) != 0)
+  if (!hex || hookd_hex_decode(hex, len, sig, sizeof sig) != 0)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "github: malformed X-Hub-Signature-256");
   return body_mac_match(req, s, HOOKD_MD_SHA256, sig, sizeof sig)
              ? hookd_in_result(out, HOOKD_VERIFY_OK, "github: signature valid")
@@ -234,7 +234,7 @@ static int v0_scheme(const hookd_in_request *req, const hookd_in_secrets *s, int
   size_t len = hex ? strlen(hex) : 0;
   if (hex) hex = hookd_in_trim(hex, &len);
   unsigned char sig[32];
-  if (!hex || hookd_in_hex_decode(hex, len, sig, sizeof sig) != 0)
+  if (!hex || hookd_hex_decode(hex, len, sig, sizeof sig) != 0)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, reasons[2]);
   out->timestamp_s = t;
   int rc = hookd_in_check_ts(t, req->now_s, tol);
@@ -368,7 +368,7 @@ int hookd_in_verify_paddle(const hookd_in_request *req, const hookd_in_secrets *
   int match = 0;
   for (size_t i = 0; i < nh1; i++) {
     unsigned char sig[32];
-    if (hookd_in_hex_decode(h1[i], h1len[i], sig, sizeof sig) == 0)
+    if (hookd_hex_decode(h1[i], h1len[i], sig, sizeof sig) == 0)
       match |= macs_match(&m, sig, 32);
   }
   macs_clear(&m);
@@ -437,7 +437,7 @@ int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets 
   unsigned char sig[96];
   int ok;
   if (g->encoding == HOOKD_ENC_HEX) {
-    ok = hookd_in_hex_decode(h, hlen, sig, maclen) == 0;
+    ok = hookd_hex_decode(h, hlen, sig, maclen) == 0;
   } else {
     ok = hlen == HOOKD_B64_ENCLEN(maclen) - 1 && hookd_b64_decode(h, hlen, sig) == (long)maclen;
   }

@@ -161,17 +161,15 @@ static int fields_id(const json_t *form, char *out, size_t outlen) {
   if (f) json_object_del(f, "RetryCount");
   hookd_buf b;
   hookd_buf_init(&b, (size_t)8 << 20);
-  unsigned char h[32];
-  int rc = f && hookd_jcs(f, &b) == HOOKD_BUF_OK && hookd_sha256(b.data, b.len, h) == 0 &&
-                   outlen > 7 + 64
+  char hex[65];
+  int rc = f && outlen > 7 + 64 && hookd_jcs(f, &b) == HOOKD_BUF_OK &&
+                   hookd_in_sha256_hex(b.data, b.len, hex) == 0
                ? 0
                : 1;
   hookd_buf_free(&b);
   json_decref(f);
-  if (rc) return 1;
-  memcpy(out, "fields:", 7);
-  for (int i = 0; i < 32; i++) snprintf(out + 7 + 2 * i, 3, "%02x", h[i]);
-  return 0;
+  if (!rc) snprintf(out, outlen, "fields:%s", hex);
+  return rc;
 }
 static int twilio_id(const hookd_in_request *req, const json_t *body, bool legacy, char *out,
                      size_t outlen) {
@@ -193,7 +191,7 @@ static int twilio_id(const hookd_in_request *req, const json_t *body, bool legac
   bool msg_ok = put_joined(out, outlen, msg, 2, 1) == 0;
   bool call_ok = put_joined(out, outlen, call, 2, 1) == 0;
   enum tw_kind now = conv && form           ? TW_FIELDS
-                     : msg_ok               ? TW_MSG
+                     : !conv && msg_ok      ? TW_MSG
                      : status_cb && call_ok ? TW_CALL
                      : token                ? TW_TOKEN
                                             : TW_NONE;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/inbound.h"
+#include "core/num.h" /* hookd_hex_decode */
 
 #define HOOKD_IN_MAX_SECRETS 16 /* non-empty secrets beyond this many are ignored */
 #define HOOKD_IN_MAX_SIGS 16    /* signatures in one header beyond this many are ignored */
@@ -24,8 +25,6 @@ int hookd_in_parse_ts(const char *s, size_t len, int64_t *out);
 /* HOOKD_VERIFY_OK, _STALE or _FUTURE for ts against now with tolerance (> 0). */
 int hookd_in_check_ts(int64_t ts, int64_t now_s, int64_t tolerance_s);
 
-/* Decodes hex (either case) of exactly outlen bytes from s[0..len). Returns 0 or -1. */
-int hookd_in_hex_decode(const char *s, size_t len, unsigned char *out, size_t outlen);
 
 /* Lowercase hex of in[0..n) into out (2n + 1 bytes). */
 void hookd_in_hex_encode(const unsigned char *in, size_t n, char *out);

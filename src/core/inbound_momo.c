@@ -84,7 +84,7 @@ int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
   unsigned char sig[32], mac[64];
   const char *sighex = NULL;
   if (hookd_json_get_str(root, "signature", &sighex) != 0 ||
-      hookd_in_hex_decode(sighex, strlen(sighex), sig, sizeof sig) != 0)
+      hookd_hex_decode(sighex, strlen(sighex), sig, sizeof sig) != 0)
     goto done;
   const char *bad = shape_error(root);
   if (bad) {

@@ -83,7 +83,7 @@ static int make_variants(const char *url, size_t url_len, url_variants *v) {
 
 static int body_hash_ok(const hookd_in_request *req, const hookd_in_kv *kv) {
   unsigned char want[32], got[32];
-  if (hookd_in_hex_decode(kv->v, kv->vlen, want, sizeof want) != 0) return -1;
+  if (hookd_hex_decode(kv->v, kv->vlen, want, sizeof want) != 0) return -1;
   if (hookd_sha256(req->body ? req->body : "", req->body_len, got) != 0) return 0;
   return hookd_ct_equal(got, sizeof got, want, sizeof want);
 }

@@ -151,7 +151,7 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
   const char *reason = vnp_parse(req, &v);
   unsigned char sig[64];
   if (reason) goto done;
-  if (hookd_in_hex_decode(v.hash->v, v.hash->vlen, sig, sizeof sig) != 0) {
+  if (hookd_hex_decode(v.hash->v, v.hash->vlen, sig, sizeof sig) != 0) {
     reason = "vnpay: malformed vnp_SecureHash";
     goto done;
   }

@@ -23,3 +23,13 @@ int hookd_hex_digit(char c) {
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
+
+int hookd_hex_decode(const char *s, size_t len, unsigned char *out, size_t outlen) {
+  if (len != outlen * 2) return -1;
+  for (size_t i = 0; i < outlen; i++) {
+    int hi = hookd_hex_digit(s[2 * i]), lo = hookd_hex_digit(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) return -1;
+    out[i] = (unsigned char)(hi << 4 | lo);
+  }
+  return 0;
+}

@@ -31,11 +31,7 @@ int hookd_master_key_parse(const char *text, hookd_master_key *out) {
   unsigned char buf[64];
   if (n == 64) {
     /* digit by digit: strtoul took " f", "+f" and "-1" (0xff) for a pair */
-    for (size_t i = 0; i < 32; i++) {
-      int hi = hookd_hex_digit(text[2 * i]), lo = hookd_hex_digit(text[2 * i + 1]);
-      if (hi < 0 || lo < 0) return -1;
-      out->key[i] = (unsigned char)(hi << 4 | lo);
-    }
+    if (hookd_hex_decode(text, n, out->key, 32) != 0) return -1;
   } else if (n == 44 && hookd_b64_decode(text, n, buf) == HOOKD_MASTER_KEY_LEN) {
     memcpy(out->key, buf, HOOKD_MASTER_KEY_LEN);
     OPENSSL_cleanse(buf, sizeof buf);

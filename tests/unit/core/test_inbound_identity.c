@@ -179,6 +179,17 @@ static void event_ids(void **st) {
   assert_string_equal(conv2, conv1);
   assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, id, sizeof id), 0);
   assert_string_equal(id, "IM1");
+  /* a Conversations event as JSON (no form): not its MessageSid, which the message's other
+   * events share — its token (JSON may be read lossily: no fields hash), else its payload hash */
+  json_t *conv_json = json_pack("{s:s,s:s,s:s}", "EventType", "onMessageUpdated", "MessageSid",
+                                "IM1", "Body", "edited");
+  hookd_in_header jh[] = {{"I-Twilio-Idempotency-Token", "tok-j"}, {"Content-Type", "application/json"}};
+  r = R(jh, 2, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, conv_json, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "tok-j");
+  r = R(jh + 1, 1, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, conv_json, NULL, id, sizeof id), 1);
+  json_decref(conv_json);
   /* a status callback of a call with a token: its call and status, the token the legacy */
   r = R(tw, 1, "CallSid=CA9&CallStatus=ringing&CallbackSource=call-progress-events");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_TWILIO, &r, NULL, NULL, id, sizeof id), 0);
