@@ -427,13 +427,12 @@ static int cmd_rotate_master(keys_args *a) {
   }
   /* where the old key came from is where the new one goes: a start given both the variable
    * and a key file is refused */
-  const char *env = getenv("HOOKD_MASTER_KEY");
   char beside[1100] = "";
   if (!strncmp(a->store, "sqlite:", 7)) { /* the store's own key file, which a start compares */
     snprintf(beside, sizeof beside, "%s.key", a->store + 7);
     if (access(beside, F_OK) != 0) beside[0] = '\0';
   }
-  if (env && *env)
+  if (!old_file) /* (the old key was HOOKD_MASTER_KEY's: hookd_cli_master_key_file) */
     printf("re-sealed %d secrets with master key %s; set HOOKD_MASTER_KEY to the text of %s "
            "(on every node) in place of the old key%s%s%s\n",
            x.resealed, new_key.id, a->new_master_file,

@@ -237,10 +237,12 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   op->f.now_ms = hookd_now_ms();
   op->f.before_seq = b;
   op->f.limit = limit + 1;
-  /* but a tenant's records of one state (an index's range), a list may walk much of the inbox
-   * (no index holds a tenant's records in order, nor a source's, a provider id, a type or a
-   * time): on the scan connection, so that the API's other reads do not wait for it */
-  if (!tenant || !state || source || event_id || type || since_ms || until_ms)
+  /* but a tenant's records of one stored state (an index's range), a list may walk much of the
+   * inbox (no index holds a tenant's records in order, nor a source's, a provider id, a type or
+   * a time; "processing" is two stored states' records under a live lease — a backlog's worth to
+   * read for a few): on the scan connection, so that the API's other reads do not wait for it */
+  if (!tenant || !state || !strcmp(state, "processing") || source || event_id || type ||
+      since_ms || until_ms)
     hookd_api_submit_scan(&op->base);
   else
     hookd_api_submit(&op->base, false);

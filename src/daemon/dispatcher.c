@@ -697,11 +697,15 @@ fail:
 /* What an outcome says about the endpoint's health (docs/isolation.md): success, failure — a
  * 5xx, a timeout, a connection, DNS, TLS or protocol error — or neither: a 4xx is the
  * payload's problem even when retried (408, a policy's retry_statuses), a 429 a request to slow
- * down (handled by the pause), a 3xx a redirect never followed. */
+ * down (handled by the pause), a 3xx a redirect never followed. *reached: the receiver answered
+ * for itself — a success, or a 3xx or 4xx but a 408 (a timeout's) and a 429: what a half-open
+ * breaker's probe needs to close it (else one request at a time until a delivery succeeded). */
 static void health_signal(const hookd_egress_req *req, hookd_classification cls, bool *ok,
-                          bool *bad) {
+                          bool *bad, bool *reached) {
   *ok = cls.cls == HOOKD_CLASS_SUCCESS;
   *bad = cls.cls == HOOKD_CLASS_RETRY && (req->net != HOOKD_NET_OK || req->status >= 500);
+  *reached = *ok || (req->net == HOOKD_NET_OK && req->status >= 300 && req->status < 500 &&
+                     req->status != 408 && req->status != 429);
 }
 
 /* The response excerpt as stored and shown: the values of the endpoint's custom headers (its
@@ -918,22 +922,17 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
        KV_I("latency_ms", latency_ms), KV_S("next_state", hookd_dstate_name(dec.next)));
 
   /* the endpoint's health: breaker, slowness, failing streak */
-  bool ok, bad;
-  health_signal(req, cls, &ok, &bad);
+  bool ok, bad, reached;
+  health_signal(req, cls, &ok, &bad, &reached);
   /* neither: a probe's slot is given back. Nor when hookd abandoned the request at its stop: the
    * endpoint did not fail (a failing window stored then would date its disable from the stop) */
-  if (stale || req->abandoned) ok = bad = false;
-  /* a half-open breaker's probe answered by the receiver — a 4xx or a 3xx, its payload's
-   * problem — says it is reachable again: it closes the breaker as a 2xx does (else the endpoint
-   * went on at one request at a time until some delivery of it succeeded); not a 429, a request
-   * to slow down, nor a 408, a timeout's. Only while half-open: a probe that ends after another
-   * closed the breaker counts as neither (a 4xx is no success of a closed breaker's window) */
+  if (stale || req->abandoned) ok = bad = reached = false;
+  /* a half-open breaker's probe closes on a reached receiver; only while half-open (a probe
+   * ending after another closed it: a 4xx is no success of a closed breaker's window) */
   bool probe = disp_probe(it);
-  bool answered = probe && e->br.state == HOOKD_BREAKER_HALF_OPEN && !stale && !req->abandoned &&
-                  !bad && req->net == HOOKD_NET_OK && req->status >= 300 && req->status < 500 &&
-                  req->status != 429 && req->status != 408;
+  bool closes = ok || (reached && probe && e->br.state == HOOKD_BREAKER_HALF_OPEN);
   hookd_breaker_state before = e->br.state;
-  if (hookd_breaker_record(&e->br, &d->breaker_cfg, ok || answered, bad, probe, now)) {
+  if (hookd_breaker_record(&e->br, &d->breaker_cfg, closes, bad, probe, now)) {
     /* the total follows the endpoint's own series at once (the stats walk recounts it) */
     d->breakers_open += (e->br.state != HOOKD_BREAKER_CLOSED) - (before != HOOKD_BREAKER_CLOSED);
     HOOKD_INC(breaker_transitions);
@@ -1228,6 +1227,30 @@ static void item_finish(hookd_dispatcher *d, item *it) {
   ep_maybe_free(d, e);
 }
 
+/* The least time between two rescans brought forward: this, or ten times as long as the last
+ * one took (docs/postgres.md "Several nodes"); one asked for waits at most the second. */
+#define STORE_CHANGE_GAP_MS 100
+#define RESCAN_REQ_GAP_MAX_MS 1000
+
+/* A rescan brought forward: by a change (another node's, a notification) or asked for (a
+ * publish's endpoints past its fan-out's hints, a payload delete). A burst costs a rescan every
+ * STORE_CHANGE_GAP_MS, not one each; and the rescans it brings hold the writer and this thread
+ * at most a tenth of the time — a tenant publishing to 65 endpoints ten times a second asked for
+ * rescans back to back, every tenant's writes waiting behind them. One asked for waits less: a
+ * rescan's time counts its wait behind the writer's other work, and ten times it could be many
+ * seconds — a second, or twice the rescan's time when longer (half the writer's time at most). */
+static void rescan_soon(hookd_dispatcher *d, bool asked) {
+  int64_t gap = 10 * d->rescan_took_ms;
+  if (gap < STORE_CHANGE_GAP_MS) gap = STORE_CHANGE_GAP_MS;
+  if (asked) {
+    int64_t cap = 2 * d->rescan_took_ms > RESCAN_REQ_GAP_MAX_MS ? 2 * d->rescan_took_ms
+                                                               : RESCAN_REQ_GAP_MAX_MS;
+    if (gap > cap) gap = cap;
+  }
+  int64_t at = d->rescan_sent_ms + gap;
+  if (at < d->next_rescan_ms) d->next_rescan_ms = at;
+}
+
 static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   ep *e = it->ep;
   hookd_outcome *o = &it->out;
@@ -1237,7 +1260,7 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       ep *to = ep_get(d, it->ops[k].endpoints[i]);
       if (to) set_due(d, to, it->ops[k].due_ms, false);
     }
-    if (recorded && it->rc == 0 && it->ops[k].endpoints_truncated) d->next_rescan_ms = 0;
+    if (recorded && it->rc == 0 && it->ops[k].endpoints_truncated) rescan_soon(d, true);
     if (recorded && it->rc == 0 && it->ops[k].event_id) HOOKD_INC(ops_events);
     if (recorded && it->rc == 0 && it->ops[k].filters_over) /* (the ops tenant's filters) */
       HOOKD_ADD(filters_over, (uint64_t)it->ops[k].filters_over);
@@ -1410,10 +1433,6 @@ static int run_sweep(hookd_store_conn *c, const hookd_store_backend *be, void *a
 /* How far back a shared store's rescan reads endpoint changes from the latest it saw: another
  * node's clock (it wrote updated_at) may run behind this one's by this much. */
 #define CONFIG_SKEW_MS 300000
-/* The least time between two rescans brought forward by the change feed: this, or ten times
- * as long as the last one took (docs/postgres.md "Several nodes"). */
-#define STORE_CHANGE_GAP_MS 100
-#define RESCAN_REQ_GAP_MAX_MS 1000
 
 static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   msg *m = arg;
@@ -1756,26 +1775,12 @@ static void process_inbox(hookd_dispatcher *d) {
       break;
     }
     case MSG_RESCAN_REQ: /* (a publish past the fan-out's hints, a payload delete) */
-    case MSG_STORE_CHANGED: {
-      /* a burst of changes costs a rescan every STORE_CHANGE_GAP_MS, not one each; and the
-       * rescans it brings hold the writer and this thread at most a tenth of the time — a
-       * tenant publishing to 65 endpoints ten times a second asked for rescans back to back,
-       * every tenant's writes waiting behind them */
-      int64_t gap = 10 * d->rescan_took_ms;
-      if (gap < STORE_CHANGE_GAP_MS) gap = STORE_CHANGE_GAP_MS;
-      /* a publish's endpoints past its hints wait less: a rescan's time counts its wait behind
-       * the writer's other work, and ten times it could be many seconds — a second, or twice
-       * the rescan's time when longer (a rescan of a second then holds the writer half the time
-       * at most, not back to back) */
-      if (m->type == MSG_RESCAN_REQ) {
-        int64_t cap = 2 * d->rescan_took_ms > RESCAN_REQ_GAP_MAX_MS ? 2 * d->rescan_took_ms
-                                                                   : RESCAN_REQ_GAP_MAX_MS;
-        if (gap > cap) gap = cap;
-      }
-      int64_t at = m->due_ms ? 0 /* missed: at once */ : d->rescan_sent_ms + gap;
-      if (at < d->next_rescan_ms) d->next_rescan_ms = at;
+      rescan_soon(d, true);
       break;
-    }
+    case MSG_STORE_CHANGED:
+      if (m->due_ms) d->next_rescan_ms = 0; /* missed notifications: at once */
+      else rescan_soon(d, false);
+      break;
     case MSG_EVENT_PURGED:
       drop_event_items(d, m->due_ms);
       break;

@@ -125,8 +125,7 @@ static bool value_forwardable(const char *v) {
   return true;
 }
 
-/* n bytes of a header value without the blanks after them (libmicrohttpd keeps a value's
- * trailing whitespace, which is no part of it). */
+/* n bytes of a value's part without the blanks after them (a media type before its ';'). */
 static size_t trimmed_len(const char *v, size_t n) {
   while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
   return n;
@@ -415,7 +414,7 @@ static bool refused_by_head(hookd_req *r, hookd_app *app, const hookd_source_rt 
   /* a compressed body would be verified, stored and forwarded as its compressed bytes (the
    * handler told nothing of it: Content-Encoding is not forwarded): no provider sends one */
   const char *coding = hookd_req_header(r, "Content-Encoding");
-  size_t coding_len = coding ? trimmed_len(coding, strlen(coding)) : 0;
+  size_t coding_len = coding ? strlen(coding) : 0; /* (its trailing blanks cut: scan_header) */
   if (coding_len && !(coding_len == 8 && !strncasecmp(coding, "identity", 8))) {
     reject(app, r, p, rt, 415, "unsupported_media_type", HOOKD_REJECT_MEDIA_TYPE,
            "Content-Encoding is not accepted: send the body uncompressed");

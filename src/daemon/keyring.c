@@ -202,20 +202,17 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
     return -1;
   }
   /* which key sealed the stored secrets? and is any not sealed, or sealed with another? */
-  char sealed_by[HOOKD_KEY_ID_LEN] = "";
   size_t secrets = 0;
   seal_tally t = {0};
   for (size_t i = 0; i < s.n; i++) {
     /* (a deleted endpoint's is blank: none kept) */
     secrets += (s.eps[i].secret && *s.eps[i].secret) + (s.eps[i].previous_secret != NULL);
-    if (!sealed_by[0]) hookd_sealed_key_id(s.eps[i].secret, sealed_by);
     tally(&t, s.eps[i].secret);
     tally(&t, s.eps[i].previous_secret);
     tally(&t, s.eps[i].headers);
   }
   for (size_t i = 0; i < s.n_srcs; i++) {
     secrets += s.srcs[i].secrets != NULL;
-    if (!sealed_by[0]) hookd_sealed_key_id(s.srcs[i].secrets, sealed_by);
     tally(&t, s.srcs[i].secrets);
   }
   hookd_endpoints_free(s.eps, s.n);
@@ -289,11 +286,11 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
     HLOG(HOOKD_LOG_WARN, "secrets.unsealed", KV_I("count", (int64_t)t.plain),
          KV_S("why", "stored secrets or custom headers in clear, written outside hookd: used as "
                      "they are; `hookd keys rotate-master` seals them"));
-  if (sealed_by[0] && strcmp(sealed_by, out->key.id) != 0) {
+  if (t.first[0] && strcmp(t.first, out->key.id) != 0) {
     snprintf(err, errlen,
              "the store's secrets were sealed with master key %s but the configured key is %s: "
              "refusing to start",
-             sealed_by, out->key.id);
+             t.first, out->key.id);
     return -1;
   }
   return 0;

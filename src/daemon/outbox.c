@@ -450,9 +450,14 @@ static int cycle(hookd_outbox *o, bool *cut) {
   hookd_app *app = o->app;
   uint64_t depth;
   if (o->stuck) return -3;
-  if (hookd_api_store_behind(app, &depth)) {
-    /* nothing taken while the engine's writes are behind; the lag still shown as it grows (an
-     * hour of overload kept the last value, often 0, and no outbox alert fired) */
+  /* a batch takes half the room left under --max-store-queue at most: the whole of it would
+   * make every publish and provider request meanwhile a 503 overloaded */
+  uint64_t room = hookd_api_store_behind(app, &depth)
+                      ? 0
+                      : ((uint64_t)app->cfg->max_store_queue - depth) / 2;
+  if (room == 0) {
+    /* nothing taken while the engine's writes are behind or have no room; the lag still shown
+     * as it grows (an hour of overload kept the last value, often 0, and no outbox alert fired) */
     hookd_buf skip; /* (the rows left alone are no lag: as the batch's select) */
     hookd_buf_init(&skip, o->n_skip * 24 + 16);
     PGresult *lag = NULL;
@@ -468,11 +473,6 @@ static int cycle(hookd_outbox *o, bool *cut) {
     PQclear(lag);
     return -2;
   }
-  /* a batch takes half the room left under --max-store-queue at most: the whole of it would
-   * make every publish and provider request meanwhile a 503 overloaded; no room, no batch (a
-   * wait, as when the writes are behind) */
-  uint64_t room = ((uint64_t)app->cfg->max_store_queue - depth) / 2;
-  if (room == 0) return -2;
   int take = (uint64_t)app->cfg->outbox_batch < room ? app->cfg->outbox_batch : (int)room;
   if (!exec_ok(o, "BEGIN")) return -1;
   char limit[16];

@@ -145,16 +145,15 @@ static bool match(const char *pattern, const char *path, hookd_req *r, bool capt
   return *p == '\0' && *s == '\0';
 }
 
-/* The token of "Authorization: Bearer <token>", without the spaces around it (libmicrohttpd
- * keeps a value's trailing whitespace, which is no part of it): NULL when there is none, "" when
- * it is too long to be one (an invalid key, not a missing one). */
+/* The token of "Authorization: Bearer <token>", without the blanks before it (those after a
+ * value the server cut: scan_header): NULL when there is none, "" when it is too long to be one
+ * (an invalid key, not a missing one). */
 static const char *bearer(hookd_req *r, char out[512]) {
   const char *h = hookd_req_header(r, "Authorization");
   if (!h || strncasecmp(h, "Bearer ", 7) != 0) return NULL;
   h += 7;
   while (*h == ' ' || *h == '\t') h++;
   size_t n = strlen(h);
-  while (n && (h[n - 1] == ' ' || h[n - 1] == '\t')) n--;
   if (n >= 512) n = 0;
   memcpy(out, h, n);
   out[n] = '\0';
