@@ -38,8 +38,11 @@ test-postgres: build-asan
 tsan: deps
 	@scripts/test.sh tsan
 
-# Installs bin/hookd, lib/systemd/system/hookd.service and the docs under PREFIX (/usr/local).
-install: build
+# Installs bin/hookd, lib/systemd/system/hookd.service and the docs under PREFIX (/usr/local),
+# from what `make build` built (run as yourself first: no build tools installed, nothing compiled
+# as root).
+install:
+	@test -x build/hookd || { echo "make install: run make build first" >&2; exit 1; }
 	@cmake --install build --prefix $(PREFIX)
 
 # Runs hookd on an embedded SQLite file with a local receiver and shows deliveries happening.

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { HOOKD_BIN, startHookd, tempDir, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { stripe } from './lib/providers.mjs';
 
 const hookd = (args) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8' });
@@ -651,6 +652,10 @@ describe('bodies hookd holds', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
+  // The request-body memory the daemon counts (hookd_http_buffered_bytes)
+  const bufferedBytes = async (h) => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+    'hookd_http_buffered_bytes');
+
   // A connection that sends `bytes` and holds: its answer's text so far, and its close
   async function holding(port, bytes) {
     const sock = net.connect(port, '127.0.0.1');
@@ -670,7 +675,7 @@ describe('bodies hookd holds', () => {
     const body = JSON.stringify({ id: 'held-a' }).padEnd(1500, ' ');
     // A sends most of its body and waits
     const a = await holding(h.port, head(body.length) + body.slice(0, 1000));
-    const held = async () => Number(/^hookd_http_buffered_bytes (\d+)/m.exec((await h.api('GET', '/metrics')).text)?.[1]);
+    const held = () => bufferedBytes(h);
     await waitUntil(async () => (await held()) >= 1000, { what: 'A\'s bytes held' });
     // B's body would take the total past 2048 beside A's bytes held: refused at its head — no
     // "100 Continue" before the answer, which is whole (in mid-body the client saw a reset)
@@ -694,14 +699,14 @@ describe('bodies hookd holds', () => {
     const h = await startHookd({ args: ['--max-body-bytes', '2048', '--max-buffered-bytes', '2048'] });
     const head = (framing) => `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
       + `Content-Type: application/json\r\n${framing}\r\nConnection: close\r\n\r\n`;
-    // A announces 1500 bytes and sends 1100: its buffer holds 1500 (its known length bounds it)
-    const body = JSON.stringify({ id: 'mem-a' }).padEnd(1500, ' ');
+    // A announces 1200 bytes and sends 1100: its buffer holds 1200 (its known length bounds it)
+    const body = JSON.stringify({ id: 'mem-a' }).padEnd(1200, ' ');
     const a = await holding(h.port, head(`Content-Length: ${body.length}`) + body.slice(0, 1100));
-    const held = async () => Number(/^hookd_http_buffered_bytes (\d+)/m.exec((await h.api('GET', '/metrics')).text)?.[1]);
+    const held = () => bufferedBytes(h);
     await waitUntil(async () => (await held()) >= 1100 || null, { what: 'A held' });
-    assert.equal(await held(), 1500, 'its buffer, as it holds 1500 bytes once grown');
-    // B: 600 bytes chunked — 1700 bytes in all, but B's buffer holds 1023 (doubling from 64):
-    // 2523 > 2048, refused
+    assert.equal(await held(), 1200, 'its buffer, as it holds 1200 bytes once grown');
+    // B: 600 bytes chunked — 1800 bytes in all, under the bound, but B's buffer holds 1023
+    // (doubling from 64): 2223 > 2048, refused
     const inner = JSON.stringify({ id: 'mem-b' }).padEnd(600, ' ');
     const b = await exchange(h.port, head('Transfer-Encoding: chunked')
       + `${inner.length.toString(16)}\r\n${inner}\r\n0\r\n\r\n`);

@@ -489,8 +489,8 @@ describe('hookd CLI', () => {
     for (const [env, why] of [[{ HOOKD_API_KEY: 'hk_fromfile\n' }, /--api-key: holds a control character/],
       [{ HOOKD_STORE: `sqlite:${join(dir, 'crlf.db')}\r` }, /--store: holds a control character/],
       [{ HOOKD_METRICS_TOKEN: 'tok ' }, /--metrics-token: begins or ends with a blank/]]) {
-      r = spawnSync(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', ...(env.HOOKD_STORE ? [] : ['--store', `sqlite:${join(dir, 'x.db')}`])],
-        { encoding: 'utf8', env: { ...process.env, ...env } });
+      r = run(['serve', '--listen', '127.0.0.1:0', ...(env.HOOKD_STORE ? [] : ['--store', `sqlite:${join(dir, 'x.db')}`])],
+        { env: { ...process.env, ...env } });
       assert.equal(r.status, 2, `${JSON.stringify(env)}: ${r.stderr}`);
       assert.match(r.stderr, why);
     }

@@ -578,11 +578,13 @@ describe('verification', () => {
   it('a flood of refused requests to one source writes at most 10 log lines a second for it, all counted; another source\'s lines are its own', async () => {
     const flooded = await source('github', ['gh-flood'], [{ url: 'http://127.0.0.1:9/unused' }]);
     const other = await source('github', ['gh-flood-2'], [{ url: 'http://127.0.0.1:9/unused' }]);
+    const t0 = Date.now();
     const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => {
       const body = `{"n":${i}}`;
       return post(flooded, body, sign.github(body, 'gh-wrong', `flood-${i}`));
     }));
     assert.deepEqual([...new Set(answers.map((r) => r.status))], [401]);
+    const seconds = Math.ceil((Date.now() - t0) / 1000) + 1; /* (the flood's seconds, begun and ended) */
     // a line for the other source comes after every one of the flood's (each is written before
     // its answer): the flood's lines are all in the log by then
     const body = '{"n":"other"}';
@@ -590,6 +592,7 @@ describe('verification', () => {
     await h.waitForLog((l) => l.msg === 'inbound.rejected' && l.source_id === other.id);
     const lines = h.logs.filter((l) => l.msg === 'inbound.rejected' && l.source_id === flooded.id);
     assert.ok(lines.length < 100, `${lines.length} lines for 100 refusals`);
+    assert.ok(lines.length <= 10 * seconds, `${lines.length} lines in ${seconds} s: 10 a second at most`);
     const suppressed = lines.reduce((n, l) => n + l.suppressed, 0);
     assert.ok(lines.length + suppressed <= 100, 'a suppressed refusal is counted once');
     assert.equal((await h.api('GET', `/v1/sources/${flooded.id}`)).json.rejected.total, 100, 'every one counted');

@@ -713,7 +713,20 @@ describe('secrets', () => {
     await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
     assert.equal(recv.requests.at(-1).headers['x-plain'], 'yes', 'used as it is');
     assert.equal((await h.stop()).code, 0);
+    // a value sealed with another master key (another store's) beside this store's: only one
+    // key opens them all — the start is refused, naming why
+    const other = tempDir();
+    const h2 = await startHookd({ dir: other.dir });
+    const e2 = await setup(h2, recv.url);
+    assert.equal((await h2.stop()).code, 0);
+    const [{ secret: foreign }] = h2.query(`SELECT secret FROM endpoints WHERE id = '${e2.endpoint}'`);
+    h = await startHookd({ dir });
+    const second = (await setup(h, recv.url)).endpoint;
+    assert.equal((await h.stop()).code, 0);
+    h.query(`UPDATE endpoints SET secret = '${foreign}' WHERE id = '${second}'`);
+    await assert.rejects(startHookd({ dir }), /sealed with more than one master key/);
     await recv.close();
+    other.cleanup();
     cleanup();
   });
 
