@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <libpq-fe.h>
+#include <openssl/crypto.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,7 +31,10 @@ typedef struct opt {
   size_t size;       /* buffer size for T_STR; list count offset for T_LIST */
   long long min, max;
   const char *arg, *help;
+  unsigned char secret; /* SECRET_*: its value is a credential (warned of, wiped from the env) */
 } opt;
+
+enum { SECRET_NONE, SECRET_ALWAYS, SECRET_URL /* when it holds a password */ };
 
 
 /* Every option has its environment variable: the table's, else one named after the option. */
@@ -46,16 +50,20 @@ static const char *env_name(const opt *o, char *buf, size_t n) {
 #define OFF(f) offsetof(hookd_config, f)
 #define SZ(f) sizeof(((hookd_config *)0)->f)
 
+/* (an option's fields left out are zero: `secret` is written only where it is set) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const opt opts[] = {
     {"listen", "HOOKD_LISTEN", T_LISTEN, 0, 0, 0, 0, "HOST:PORT",
      "address of the HTTP API and /in/ endpoints (port 0 = any free port)"},
     {"store", "HOOKD_STORE", T_STR, OFF(store_url), SZ(store_url), 0, 0, "URL",
      "storage: sqlite:PATH (embedded default) or postgresql://…; a URL with a password: give "
      "it through HOOKD_STORE, a --config file or libpq's PGPASSWORD / .pgpass — a command line "
-     "is visible to every local user"},
+     "is visible to every local user", SECRET_URL},
     {"api-key", "HOOKD_API_KEY", T_STR, OFF(api_key), SZ(api_key), 0, 0, "KEY",
      "bootstrap admin API key (else one is generated at first start and printed once); give it "
-     "through HOOKD_API_KEY or a --config file: a command line is visible to every local user"},
+     "through HOOKD_API_KEY or a --config file: a command line is visible to every local user",
+     SECRET_ALWAYS},
     {"master-key-file", "HOOKD_MASTER_KEY_FILE", T_STR, OFF(master_key_file),
      SZ(master_key_file), 0, 0, "PATH",
      "master key (base64 of 32 bytes) that seals signing secrets at rest; HOOKD_MASTER_KEY may "
@@ -77,7 +85,8 @@ static const opt opts[] = {
                 "(a private CA of internal endpoints)"},
     {"egress-proxy", "HOOKD_EGRESS_PROXY", T_STR, OFF(egress_proxy), SZ(egress_proxy), 0, 0,
      "URL", "send deliveries through this proxy (its own address is not judged by the "
-            "destination policy; the proxy must enforce that policy for the hop it makes)"},
+            "destination policy; the proxy must enforce that policy for the hop it makes)",
+     SECRET_URL},
     {"egress-ports", "HOOKD_EGRESS_PORTS", T_STR, OFF(egress_ports), SZ(egress_ports), 0, 0,
      "LIST", "destination ports allowed: comma-separated, or \"any\""},
     {"resolve", NULL, T_LIST, OFF(resolve), OFF(n_resolve), 0, 0, "HOST:PORT:ADDR",
@@ -178,7 +187,8 @@ static const opt opts[] = {
      "most writes per group commit"},
     {"metrics-token", "HOOKD_METRICS_TOKEN", T_STR, OFF(metrics_token), SZ(metrics_token), 0, 0,
      "TOKEN", "/metrics answers only requests with \"Authorization: Bearer TOKEN\" (unset: "
-              "anyone who reaches the port; prefer the environment to the command line)"},
+              "anyone who reaches the port; prefer the environment to the command line)",
+     SECRET_ALWAYS},
     {"ops-tenant", "HOOKD_OPS_TENANT", T_STR, OFF(ops_tenant), SZ(ops_tenant), 0, 0, "ID",
      "publish operational events (delivery.dead, endpoint.disabled of the other tenants) as "
      "events of this tenant, delivered to its endpoints (docs/api.md \"Operational events\")"},
@@ -202,7 +212,7 @@ static const opt opts[] = {
     {"outbox-url", "HOOKD_OUTBOX_URL", T_STR, OFF(outbox_url), SZ(outbox_url), 0, 0, "CONNINFO",
      "relay the transactional outbox of this PostgreSQL database (a libpq connection string or "
      "URI; docs/outbox.md) into the engine; it may hold a password: prefer the environment or "
-     "a --config file to the command line"},
+     "a --config file to the command line", SECRET_URL},
     {"outbox-table", NULL, T_STR, OFF(outbox_table), SZ(outbox_table), 0, 0, "NAME",
      "the outbox table ([schema.]name of lower-case letters, digits and '_')"},
     {"outbox-batch", NULL, T_INT, OFF(outbox_batch), 0, 1, 1000, "N",
@@ -212,6 +222,7 @@ static const opt opts[] = {
     {"log-level", "HOOKD_LOG_LEVEL", T_LEVEL, OFF(log_level), 0, 0, 0, "LEVEL",
      "debug, info, warn or error"},
 };
+#pragma GCC diagnostic pop
 #define NOPTS (sizeof opts / sizeof opts[0])
 
 void hookd_config_defaults(hookd_config *c) {
@@ -486,12 +497,19 @@ static void cut_comment(char *v) {
 /* Whether a config file's value of o is a credential: an API key, the metrics token, a URL
  * or conninfo with a password in it. */
 static bool holds_credential(const opt *o, const char *val) {
-  if (o->off == offsetof(hookd_config, api_key) || o->off == offsetof(hookd_config, metrics_token))
-    return true;
-  bool url = o->off == offsetof(hookd_config, store_url) ||
-             o->off == offsetof(hookd_config, outbox_url) ||
-             o->off == offsetof(hookd_config, egress_proxy);
-  return url && (strchr(val, '@') || strstr(val, "password"));
+  return o->secret == SECRET_ALWAYS ||
+         (o->secret == SECRET_URL && (strchr(val, '@') || strstr(val, "password")));
+}
+
+void hookd_config_wipe_secret_env(void) {
+  for (size_t i = 0; i < NOPTS; i++) {
+    char envbuf[64];
+    const char *env = env_name(&opts[i], envbuf, sizeof envbuf);
+    char *v = opts[i].secret ? getenv(env) : NULL;
+    if (!v) continue;
+    OPENSSL_cleanse(v, strlen(v));
+    unsetenv(env);
+  }
 }
 
 static int load_file(hookd_config *c, const char *path, char *err, size_t errlen) {

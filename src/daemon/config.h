@@ -101,4 +101,9 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
 
 void hookd_config_usage(FILE *out);
 
+/* Wipes and unsets the environment variable of every option holding a credential (the admin
+ * key, the metrics token, URLs that may carry a password), once they are read into a config:
+ * /proc/<pid>/environ and a core dump would show them. */
+void hookd_config_wipe_secret_env(void);
+
 #endif

@@ -628,17 +628,14 @@ int hookd_serve(const hookd_config *cfg) {
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   /* held in app.keyring from now on: the variable's text is wiped where it lies (the process's
    * environment block, which /proc/<pid>/environ and a core dump show) and removed */
-  /* so are the other variables holding a credential (read into cfg: an admin key, the metrics
-   * token, store URLs with a password) */
-  static const char *const secret_env[] = {"HOOKD_MASTER_KEY", "HOOKD_API_KEY",
-                                           "HOOKD_METRICS_TOKEN", "HOOKD_STORE",
-                                           "HOOKD_OUTBOX_URL", "HOOKD_EGRESS_PROXY"};
-  for (size_t i = 0; i < sizeof secret_env / sizeof *secret_env; i++) {
-    char *v = getenv(secret_env[i]);
-    if (!v) continue;
-    OPENSSL_cleanse(v, strlen(v));
-    unsetenv(secret_env[i]);
+  /* so are the other variables holding a credential (read into cfg; the options table names
+   * them) */
+  char *mk = getenv("HOOKD_MASTER_KEY");
+  if (mk) {
+    OPENSSL_cleanse(mk, strlen(mk));
+    unsetenv("HOOKD_MASTER_KEY");
   }
+  hookd_config_wipe_secret_env();
   if (hookd_cursor_key_derive(app.keyring.key.key, sizeof app.keyring.key.key,
                               &app.cursor_key) != 0) {
     snprintf(err, sizeof err, "cannot derive the list cursor key");

@@ -208,6 +208,15 @@ describe('hookd CLI', () => {
     const tight = await startHookd({ dir, apiKey: null, args: ['--config', conf, '--listen', '127.0.0.1:0'] });
     assert.ok(!tight.logs.some((l) => l.msg === 'config.file_readable'), 'its owner\'s alone: nothing said');
     assert.equal((await tight.stop()).code, 0);
+    // a URL option is a credential when it holds a password, not otherwise
+    for (const [proxy, warned] of [['http://u:PW-9@127.0.0.1:9', true], ['http://127.0.0.1:9', false]]) {
+      const pc = join(dir, 'proxy.conf');
+      writeFileSync(pc, `egress-proxy = ${proxy}\n`);
+      chmodSync(pc, 0o644);
+      const hp = await startHookd({ dir, args: ['--config', pc, '--listen', '127.0.0.1:0'] });
+      assert.equal(hp.logs.some((l) => l.msg === 'config.file_readable' && l.file === pc), warned, proxy);
+      assert.equal((await hp.stop()).code, 0);
+    }
     writeFileSync(conf, 'api-key = "k" and more\n');
     const r = spawnSync(HOOKD_BIN, ['serve', '--config', conf, '--listen', '127.0.0.1:0'], { encoding: 'utf8', timeout: 10000 });
     assert.equal(r.status, 2, r.stderr);

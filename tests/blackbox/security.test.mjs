@@ -781,13 +781,14 @@ describe('secrets', () => {
     await assert.rejects(startHookd({ dir, env: { HOOKD_MASTER_KEY: readFileSync(wrong, 'utf8').trim() } }),
       /HOOKD_MASTER_KEY and the store's key file \(.*\) hold different keys/);
     h = await startHookd({ dir, env: { HOOKD_MASTER_KEY: keyText.trim(), HOOKD_METRICS_TOKEN: 'metrics-token-SECRET-42',
-      HOOKD_EGRESS_PROXY: 'http://proxyuser:PROXY-SECRET-7@127.0.0.1:9' } });
+      HOOKD_EGRESS_PROXY: 'http://proxyuser:PROXY-SECRET-7@127.0.0.1:9', HOOKD_API_KEY: 'env-admin-key-SECRET-5' } });
     // once read, the variable is wiped from the process's environment (/proc, a core dump), and
     // so is every other credential's
     const environ = readFileSync(`/proc/${h.proc.pid}/environ`, 'latin1');
     assert.ok(!environ.includes(keyText.trim()), 'the key not in its environment');
     assert.ok(!environ.includes('metrics-token-SECRET-42'), 'nor the metrics token');
     assert.ok(!environ.includes('PROXY-SECRET-7'), 'nor a proxy URL\'s password');
+    assert.ok(!environ.includes('SECRET-5'), 'nor an admin key (the flag\'s won)');
     assert.equal((await h.stop()).code, 0);
     // rotate the master key offline; the new key opens the same secrets
     const newKey = join(dir, 'new.key');
