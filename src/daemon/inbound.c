@@ -393,12 +393,22 @@ void hookd_inbound_too_large(hookd_app *app, const char *source_id, const char *
   hookd_source_rt_release(rt);
 }
 
+/* A MoMo body past its bound: at the gate on its announced length, in the handler on the bytes
+ * a chunked body brought (it announced none). True once answered. */
+static bool momo_too_long(hookd_req *r, hookd_app *app, const hookd_source_rt *rt,
+                          size_t body_len) {
+  /* MoMo signs inside the body: it is parsed before it is verified, on the thread that serves
+   * every provider — an unsigned megabyte would cost ~50 ms of it; an IPN is under 2 KiB */
+  if (rt->provider != HOOKD_PROVIDER_MOMO || body_len <= MOMO_BODY_MAX) return false;
+  reject(app, r, rt->provider, rt, 413, "body_too_large", HOOKD_REJECT_BODY_TOO_LARGE,
+         "a MoMo IPN body is at most " HOOKD_STR(MOMO_BODY_MAX) " bytes");
+  return true;
+}
+
 /* The refusals a request's head decides — its method, content type and coding, a MoMo body's
- * length — made at the gate (body_len: the announced Content-Length, 0 without one), before a
- * body is held and "100 Continue" asked for a request that cannot succeed; and again by the
- * handler, on the body it read (a chunked one announces no length). True once answered. */
-static bool refused_by_head(hookd_req *r, hookd_app *app, const hookd_source_rt *rt,
-                            size_t body_len) {
+ * announced length — made at the gate, before a body is held and "100 Continue" asked for a
+ * request that cannot succeed. True once answered. */
+static bool refused_by_head(hookd_req *r, hookd_app *app, const hookd_source_rt *rt) {
   hookd_provider p = rt->provider;
   const char *method = hookd_req_method(r);
   if (!method_received(p, method)) {
@@ -420,14 +430,7 @@ static bool refused_by_head(hookd_req *r, hookd_app *app, const hookd_source_rt 
            "Content-Encoding is not accepted: send the body uncompressed");
     return true;
   }
-  /* MoMo signs inside the body: it is parsed before it is verified, on the thread that serves
-   * every provider — an unsigned megabyte would cost ~50 ms of it; an IPN is under 2 KiB */
-  if (p == HOOKD_PROVIDER_MOMO && body_len > MOMO_BODY_MAX) {
-    reject(app, r, p, rt, 413, "body_too_large", HOOKD_REJECT_BODY_TOO_LARGE,
-           "a MoMo IPN body is at most " HOOKD_STR(MOMO_BODY_MAX) " bytes");
-    return true;
-  }
-  return false;
+  return momo_too_long(r, app, rt, hookd_req_announced(r));
 }
 
 bool hookd_inbound_gate(hookd_req *r, hookd_app *app) {
@@ -445,10 +448,7 @@ bool hookd_inbound_gate(hookd_req *r, hookd_app *app) {
                     " request headers on a provider's request");
     return false;
   }
-  /* (the server refused a Content-Length that is not one number) */
-  const char *cl = hookd_req_header(r, "Content-Length");
-  unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
-  bool refused = refused_by_head(r, app, rt, announced > SIZE_MAX ? SIZE_MAX : (size_t)announced);
+  bool refused = refused_by_head(r, app, rt);
   hookd_source_rt_release(rt);
   return !refused;
 }
@@ -469,7 +469,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   const char *ct = hookd_req_header(r, "Content-Type");
   size_t body_len;
   const char *body = hookd_req_body(r, &body_len);
-  if (refused_by_head(r, app, rt, body_len)) goto done;
+  /* (the rest of the head was judged at the gate: hookd_api_gate runs before every handler) */
+  if (momo_too_long(r, app, rt, body_len)) goto done;
   if (get && body_len && p == HOOKD_PROVIDER_TWILIO) { /* nothing would sign it */
     reject(app, r, p, rt, 400, "invalid_request", HOOKD_REJECT_INVALID_REQUEST,
            "a GET carries no body");

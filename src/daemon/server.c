@@ -73,6 +73,7 @@ struct hookd_req {
   void *app_data;
   void (*app_free)(void *);
   const void *route;               /* the gate's choice */
+  size_t announced;                /* the head's Content-Length (0: none, or chunked) */
   size_t buffered;                 /* body memory counted in srv->buffered (its buffer's
                                     * capacity: a chunked body's doubling holds up to twice its
                                     * bytes) */
@@ -116,6 +117,8 @@ size_t hookd_req_query_names(const hookd_req *r, const char **names, size_t max)
   MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, add_name, &it);
   return it.n;
 }
+
+size_t hookd_req_announced(const hookd_req *r) { return r->announced; }
 
 const char *hookd_req_body(const hookd_req *r, size_t *len) {
   *len = r->body.len;
@@ -570,6 +573,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                       srv->cfg.max_body);
       return queue(r);
     }
+    if (known) r->announced = len > SIZE_MAX ? SIZE_MAX : (size_t)len;
     /* a request that cannot succeed is answered before its body is read (and then discarded) */
     if (srv->cfg.gate && !srv->cfg.gate(r, srv->cfg.app)) return queue(r);
     /* a body of known length that would not fit beside the bodies held now is refused at its

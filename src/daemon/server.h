@@ -68,6 +68,9 @@ const char *hookd_req_path(const hookd_req *r);      /* path without the query *
 const char *hookd_req_header(const hookd_req *r, const char *name); /* case-insensitive */
 const char *hookd_req_query(const hookd_req *r, const char *key);
 const char *hookd_req_body(const hookd_req *r, size_t *len);
+/* The body's length its head announced (Content-Length, checked by the server; 0 without one:
+ * none, or a chunked body), known at the gate, before the body is read. */
+size_t hookd_req_announced(const hookd_req *r);
 /* Moves the body into *out, which the caller frees (the request's body is empty after). Its
  * bytes stay counted against max_buffered until the request is freed, after its answer: a
  * handler that keeps the body until it answers holds it once and counts it once. */

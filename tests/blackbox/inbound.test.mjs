@@ -816,6 +816,19 @@ describe('verification', () => {
       const got = await first(path, headers);
       assert.match(got, new RegExp(`^HTTP/1.1 ${status} `), `${headers}: ${got}`);
     }
+    // a chunked MoMo body announces no length: its bytes are judged once read
+    const chunk = JSON.stringify({ signature: '00', pad: 'p'.repeat(70000) });
+    const chunked = await new Promise((resolve, reject) => {
+      const s = net.connect(h.port, '127.0.0.1');
+      let got = '';
+      s.on('error', reject);
+      s.on('data', (d) => { got += d.toString('latin1'); });
+      s.on('end', () => resolve(got));
+      s.write(`POST /in/${momo.id} HTTP/1.1\r\nHost: hookd\r\nConnection: close\r\n`
+        + `Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`
+        + `${chunk.length.toString(16)}\r\n${chunk}\r\n0\r\n\r\n`);
+    });
+    assert.match(chunked, /^HTTP\/1.1 413 [^]*MoMo IPN body is at most 65536 bytes/, chunked.slice(0, 300));
     const m = parsePrometheus((await h.api('GET', '/metrics')).text);
     assert.ok(sampleValue(m, 'hookd_inbound_rejected_total', { reason: 'unsupported_media_type' }) >= 2, 'counted as before');
     assert.equal((await inbox(src)).length + (await inbox(momo)).length, 0);
