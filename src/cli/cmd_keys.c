@@ -134,7 +134,7 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
   /* inbound sources' secrets too */
   hookd_source *srcs = NULL;
   size_t ns = 0;
-  if (rc == 0) rc = be->source_list(c, NULL, &srcs, &ns);
+  if (rc == 0) rc = be->source_list(c, &srcs, &ns);
   for (size_t i = 0; rc == 0 && i < ns; i++) {
     char *sealed = reseal(x, srcs[i].secrets, srcs[i].id);
     if (!sealed) {

@@ -62,7 +62,7 @@ typedef struct sources_load {
 
 static int run_sources_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   sources_load *l = arg;
-  return be->source_list(c, NULL, &l->v, &l->n);
+  return be->source_list(c, &l->v, &l->n);
 }
 
 /* Sources changed by another node (or by this one) reach the receive path's cache. */

@@ -176,7 +176,7 @@ typedef struct scan {
 static int run_scan(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   scan *s = arg;
   int rc = be->endpoints_since(c, 0, &s->eps, &s->n);
-  return rc ? rc : be->source_list(c, NULL, &s->srcs, &s->n_srcs);
+  return rc ? rc : be->source_list(c, &s->srcs, &s->n_srcs);
 }
 
 int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen) {

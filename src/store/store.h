@@ -894,8 +894,8 @@ typedef struct hookd_store_backend {
   /* Deletes the source and its destinations (their active deliveries are cancelled). */
   int (*source_delete)(hookd_store_conn *c, const char *id, int64_t now_ms,
                        hookd_delete_counts *out);
-  /* Every live source (the receive path's cache), or one tenant's. */
-  int (*source_list)(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
+  /* Every live source (the receive path's cache, the keyring's checks). */
+  int (*source_list)(hookd_store_conn *c, hookd_source **out, size_t *n);
   /* A page of one tenant's live sources by id: up to limit after `after` ("" from the first),
    * of one provider (its name) or any (NULL) — a range of the tenant's index, not all of them. */
   int (*source_page)(hookd_store_conn *c, const char *tenant_id, const char *provider,

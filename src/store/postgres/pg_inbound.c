@@ -194,13 +194,10 @@ int pg_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   return pg_source_delete_within(c, id, now_ms, &budget, out);
 }
 
-int pg_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n) {
+int pg_source_list(hookd_store_conn *c, hookd_source **out, size_t *n) {
   pg_params p;
   pg_p_init(&p);
-  pg_p_text(&p, tenant_id);
-  PGresult *r = pg_q(c,
-                     "SELECT " SRC_COLS " FROM sources WHERE deleted_at IS NULL"
-                     " AND ($1::text IS NULL OR tenant_id = $1) ORDER BY id",
+  PGresult *r = pg_q(c, "SELECT " SRC_COLS " FROM sources WHERE deleted_at IS NULL ORDER BY id",
                      &p, "list sources");
   return pg_read_rows(c, r, sizeof **out, rd_source, (void **)out, n,
                       "list sources: out of memory");

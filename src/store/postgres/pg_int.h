@@ -356,7 +356,7 @@ int pg_source_get(hookd_store_conn *c, const char *id, hookd_source *out,
 int pg_source_update(hookd_store_conn *c, const hookd_source *s);
 int pg_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                      hookd_delete_counts *out);
-int pg_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
+int pg_source_list(hookd_store_conn *c, hookd_source **out, size_t *n);
 int pg_source_page(hookd_store_conn *c, const char *tenant_id, const char *provider,
                    const char *after, int limit, hookd_source **out, size_t *n);
 int pg_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);

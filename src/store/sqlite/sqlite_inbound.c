@@ -179,12 +179,10 @@ int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
 static void rd_source(sqlite3_stmt *st, void *rec) { read_source(st, rec); }
 static void free_sources(void *v, size_t n) { hookd_sources_free(v, n); }
 
-int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n) {
+int sq_source_list(hookd_store_conn *c, hookd_source **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_LIST,
-                             "SELECT " SRC_COLS " FROM sources WHERE deleted_at IS NULL"
-                             " AND (?1 IS NULL OR tenant_id = ?1) ORDER BY id");
+                             "SELECT " SRC_COLS " FROM sources WHERE deleted_at IS NULL ORDER BY id");
   if (!st) return HOOKD_STORE_ERR;
-  sq_bind_text(st, 1, tenant_id);
   return sq_read_rows(c, st, sizeof **out, rd_source, free_sources, (void **)out, n,
                       "list sources");
 }

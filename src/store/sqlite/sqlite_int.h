@@ -256,7 +256,7 @@ int sq_source_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                      hookd_delete_counts *out);
 int sq_source_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
                             hookd_delete_counts *out);
-int sq_source_list(hookd_store_conn *c, const char *tenant_id, hookd_source **out, size_t *n);
+int sq_source_list(hookd_store_conn *c, hookd_source **out, size_t *n);
 int sq_source_page(hookd_store_conn *c, const char *tenant_id, const char *provider,
                    const char *after, int limit, hookd_source **out, size_t *n);
 int sq_receive(hookd_store_conn *c, const hookd_receive_req *req, hookd_receive_res *res);
