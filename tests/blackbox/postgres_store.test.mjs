@@ -756,6 +756,8 @@ test('the master key is rotated only while no node runs on the store; the new ke
   r = rotate();
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /re-sealed 1 secret/);
+  // the old key came from HOOKD_MASTER_KEY (no key file beside a PostgreSQL store): so does the new
+  assert.match(r.stdout, new RegExp(`set HOOKD_MASTER_KEY to the text of ${newKey} \\(on every node\\) in place of the old key\n$`));
   await assert.rejects(node(store, oldKey, 'n-rot'), /sealed with master key/, 'the old key no longer fits');
   h = await startHookd({ store, args: ['--node-id', 'n-rot', '--master-key-file', newKey] });
   try {

@@ -802,6 +802,8 @@ describe('secrets', () => {
     const r = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /re-sealed 6 secrets/, 'the custom headers too');
+    // the old key came from the store's key file: the advice is a key file's
+    assert.match(r.stdout, new RegExp(`start hookd with --master-key-file ${newKey}\n$`));
     await assert.rejects(startHookd({ dir }), /sealed with master key/); // the old key no longer fits
     chmodSync(newKey, 0o640); // (a start reading a key others may read warns, naming the file)
     h = await startHookd({ dir, args: ['--master-key-file', newKey] });
@@ -824,6 +826,19 @@ describe('secrets', () => {
       '--master-key-file', newKey]);
     assert.equal(busy.status, 1);
     assert.match(busy.stderr, /stop it first/);
+    assert.equal((await h.stop()).code, 0);
+    // the old key from HOOKD_MASTER_KEY, the store's key file beside it (holding the same key):
+    // the advice names the variable and the file to replace, and followed, hookd starts
+    writeFileSync(keyFile, readFileSync(newKey));
+    const third = join(dir, 'third.key');
+    writeFileSync(third, randomBytes(32).toString('base64') + '\n', { mode: 0o600 });
+    const byEnv = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', third],
+      { HOOKD_MASTER_KEY: readFileSync(newKey, 'utf8').trim() });
+    assert.equal(byEnv.status, 0, byEnv.stderr);
+    assert.match(byEnv.stdout, new RegExp(`set HOOKD_MASTER_KEY to the text of ${third} \\(on every node\\) in place of `
+      + `the old key, and replace ${keyFile} with it`));
+    writeFileSync(keyFile, readFileSync(third));
+    h = await startHookd({ dir, env: { HOOKD_MASTER_KEY: readFileSync(third, 'utf8').trim() } });
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();
