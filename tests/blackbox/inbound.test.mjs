@@ -178,7 +178,14 @@ describe('deduplication', () => {
     assert.equal(rb.json.status, 'duplicate');
     assert.notEqual(rb.json.inbox_id, ra.json.inbox_id);
     await waitStatus(src, ra.json.inbox_id, 'completed');
-    assert.equal(dest.requests.length, 1);
+    // the duplicate's record has no forward of its own (read from the store: its deliveries are
+    // written with it), and a later event's forward lands after the first's
+    const dup = (await h.api('GET', `/v1/inbox/${rb.json.inbox_id}`)).json;
+    assert.deepEqual([dup.deliveries, dup.attempt_count], [[], 0], JSON.stringify(dup));
+    const c = stripeEvent('evt_bk_3', { data: { object: { id: 'in_2', amount_paid: 1 } } }); // another object
+    const rc = await post(src, c, sign.stripe(c, 'whsec_bk'));
+    await waitStatus(src, rc.json.inbox_id, 'completed');
+    assert.deepEqual(forwardedIds(dest), ['evt_bk_1', 'evt_bk_3']);
     await dest.close();
   });
 
@@ -526,7 +533,15 @@ describe('deduplication', () => {
     const odd = stripeEvent('evt_f_2', { type: 'ch\u00e9arge.succeeded' });
     const r2 = await post(src, odd, sign.stripe(odd, 'whsec_f'));
     assert.equal(r2.json.status, 'filtered', r2.text);
-    assert.equal(dest.requests.length, 0);
+    for (const x of [r, r2]) { // no forward written with them (deliveries are written with a record)
+      const rec = (await h.api('GET', `/v1/inbox/${x.json.inbox_id}`)).json;
+      assert.deepEqual([rec.status, rec.deliveries, rec.attempt_count], ['filtered', [], 0], JSON.stringify(rec));
+    }
+    // and a later allowed event is the first forward
+    const allowed = stripeEvent('evt_f_3', { type: 'charge.succeeded' });
+    const r3 = await post(src, allowed, sign.stripe(allowed, 'whsec_f'));
+    await waitStatus(src, r3.json.inbox_id, 'completed');
+    assert.deepEqual(forwardedIds(dest), ['evt_f_3']);
     await dest.close();
   });
 });
@@ -720,6 +735,15 @@ describe('verification', () => {
     const r = await post(src, body, sign.stripe(body, ['whsec_old', 'whsec_new']));
     assert.equal(r.status, 200, r.text);
     await waitStatus(src, r.json.inbox_id, 'completed');
+    // the matching signature first (a parser keeping only the last v1 fails this one)
+    const body2 = stripeEvent('evt_rot_2');
+    const r2 = await post(src, body2, sign.stripe(body2, ['whsec_new', 'whsec_old']));
+    assert.equal(r2.status, 200, r2.text);
+    // two v1 signatures, neither of the source's secret: 401, nothing stored
+    const body3 = stripeEvent('evt_rot_3');
+    const r3 = await post(src, body3, sign.stripe(body3, ['whsec_old', 'whsec_older']));
+    assert.deepEqual([r3.status, r3.json?.error?.code], [401, 'invalid_signature'], r3.text);
+    assert.deepEqual((await inbox(src)).map((x) => x.event_id).sort(), ['evt_rot_1', 'evt_rot_2']);
     await dest.close();
   });
 
@@ -1165,7 +1189,8 @@ describe('forwarding', () => {
     const r = await post(src, body, sign.stripe(body, 'whsec_to'));
     await waitStatus(src, r.json.inbox_id, 'completed');
     assert.equal(dest.requests.length, 2);
-    assert.equal(dest.requests[0].headers['idempotency-key'], dest.requests[1].headers['idempotency-key']);
+    assert.equal(dest.requests[0].headers['idempotency-key'], r.json.inbox_id, 'the record\'s key is sent');
+    assert.equal(dest.requests[1].headers['idempotency-key'], r.json.inbox_id, 'the same key on the retry');
     assert.equal(effects.size, 1, 'one effect');
     dest.releaseHanging();
     await dest.close();
@@ -1709,11 +1734,15 @@ describe('forwarding', () => {
     // no attempt comes while it is disabled: none is shown (not a time already past)
     await waitUntil(async () => (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json.next_attempt_at === null,
       { what: 'no next attempt while the destination is disabled' });
-    assert.equal(dest.requests.length, 0);
+    // a later event through an enabled destination goes out; the waiting one still has not
+    const sib = await source('stripe', ['whsec_dis_sib'], [{ url: dest.url }]);
+    const sibId = await barrier(sib, 'whsec_dis_sib', dest);
+    assert.deepEqual(forwardedIds(dest), [sibId]);
+    const still = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+    assert.deepEqual([still.status, still.attempt_count, still.deliveries[0].state], ['received', 0, 'pending']);
     assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
     await waitStatus(src, r.json.inbox_id, 'completed');
-    assert.equal(dest.requests.length, 1);
-    assert.equal(JSON.parse(dest.requests[0].body).id, 'evt_dis_1');
+    assert.deepEqual(forwardedIds(dest), [sibId, 'evt_dis_1']);
     // every destination deleted: a new event is refused (the provider retries), a known one is a duplicate
     assert.equal((await h.api('DELETE', epPath)).status, 200);
     const body2 = stripeEvent('evt_dis_2');
@@ -2091,7 +2120,8 @@ describe('forwarding', () => {
     assert.equal(done.next_attempt_at, null);
     assert.equal(done.last_error, null, 'completed: no error left from the failed attempts');
     assert.equal(done.attempt_count, dest.requests.length);
-    assert.equal(new Set(dest.requests.map((q) => q.headers['idempotency-key'])).size, 1, 'one key on every attempt');
+    assert.deepEqual([...new Set(dest.requests.map((q) => q.headers['idempotency-key']))], [r.json.inbox_id],
+      'the record\'s key on every attempt');
     await dest.close();
   });
 
@@ -2199,7 +2229,7 @@ describe('durability and local replay', () => {
     d = await startHookd({ dir });
     await waitStatus(src, r.json.inbox_id, 'completed', 15000, d);
     assert.equal(keys.length, 2);
-    assert.equal(keys[0], keys[1], 'the same Idempotency-Key after the restart');
+    assert.deepEqual(keys, [r.json.inbox_id, r.json.inbox_id], 'the record\'s Idempotency-Key, the same after the restart');
     assert.equal(effects.size, 1);
     assert.equal((await d.stop()).code, 0);
     await dest.close();
@@ -3241,6 +3271,15 @@ describe('source configuration', () => {
     const ids = async (state) => (await inbox(src, state)).map((x) => x.id);
     assert.deepEqual(await ids('processing'), [r.json.inbox_id]);
     assert.deepEqual(await ids('received'), [], 'shown as processing, so not listed as received');
+    // its provider's retry while the forward is under its live lease: acknowledged as the same
+    // record, still processing, and nothing new started
+    const again = await post(src, body, sign.stripe(body, 'whsec_proc'));
+    assert.deepEqual([again.status, again.json.duplicate, again.json.status, again.json.inbox_id],
+      [200, true, 'processing', r.json.inbox_id], again.text);
+    dest.releaseHanging();
+    const done = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(done.attempt_count, 1);
+    assert.equal(dest.requests.length, 1, 'one forward');
     await dest.close();
   });
 
