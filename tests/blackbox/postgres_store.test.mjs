@@ -171,7 +171,8 @@ test('two nodes share one database: every event is delivered once whichever node
   const a = await node(store, key, 'node-a', fast);
   const b = await node(store, key, 'node-b', fast);
   try {
-    const { tenant } = await setup(a, rx.url, { timeout_ms: 1000 });
+    // (a timeout long enough that the node sending the hung request is killed before it ends)
+    const { tenant } = await setup(a, rx.url, { timeout_ms: 5000 });
     const ids = [];
     for (let i = 0; i < 40; i++) {
       const id = `evt_${i}`;
@@ -187,21 +188,26 @@ test('two nodes share one database: every event is delivered once whichever node
     const seen = rx.requests.map((r) => r.headers['webhook-id']).sort();
     assert.deepEqual(seen, [...ids].sort(), 'each once');
 
-    // node a's request hangs; a dies; b takes the delivery once its lease has run out
+    // a request hangs; the node that sent it (the lease's owner: either may claim) dies; the
+    // other takes the delivery once its lease has run out
     hangId = 'evt_dead_node';
     const n0 = rx.requests.length;
     assert.equal((await publish(a, tenant, { id: hangId, type: 't.x', payload: {} })).status, 202);
-    await rx.waitFor((r) => r.requests.length === n0 + 1, 10000, 'node a sending');
+    await rx.waitFor((r) => r.requests.length === n0 + 1, 10000, 'a node sending');
     hangId = null;
-    await a.kill9();
-    const [d] = await waitDelivery(b, 'evt_dead_node', (dl) => dl[0]?.state === 'delivered',
-      'node b delivering what node a held', 20000).catch((e) => { console.error(b.logs.slice(-30).map((l) => JSON.stringify(l)).join('\n')); throw e; });
-    const full = await getDelivery(b, d.id);
-    assert.ok(full.attempts.length >= 1);
+    const [held] = await waitDelivery(a, 'evt_dead_node', (dl) => dl[0]?.lease?.owner, 'its lease shown');
+    const [dead, alive] = held.lease.owner === 'node-a' ? [a, b] : [b, a];
+    assert.equal(held.attempt_count, 0, 'its request still in flight');
+    await dead.kill9();
+    const [d] = await waitDelivery(alive, 'evt_dead_node', (dl) => dl[0]?.state === 'delivered',
+      'the other node delivering what the dead one held', 20000).catch((e) => { console.error(alive.logs.slice(-30).map((l) => JSON.stringify(l)).join('\n')); throw e; });
+    const full = await getDelivery(alive, d.id);
+    assert.equal(full.attempts.length, 1, 'the dead node recorded none, the other one');
+    assert.ok(full.lease === null || full.lease.owner !== held.lease.owner, JSON.stringify(full.lease));
     assert.equal(rx.requests.filter((r) => r.headers['webhook-id'] === 'evt_dead_node').length, 2);
   } finally {
     await a.stop().catch(() => {});
-    await b.stop();
+    await b.stop().catch(() => {});
     await rx.close();
   }
 });
