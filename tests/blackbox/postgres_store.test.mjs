@@ -212,6 +212,55 @@ test('two nodes share one database: every event is delivered once whichever node
   }
 });
 
+test('two nodes receive copies of one provider event at once: one record, the rest duplicates, one forward; a business key holds across the nodes too', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver();
+  const a = await node(store, key, 'n-in-a');
+  let b = null;
+  const db = new PgClient({ connectionString: store });
+  await db.connect();
+  try {
+    assert.equal((await a.api('POST', '/v1/tenants', { id: 'tin2' })).status, 201);
+    const mk = async (secret, extra = {}) => (await a.api('POST', '/v1/sources', { tenant: 'tin2', provider: 'stripe',
+      secrets: [secret], destinations: [{ url: rx.url }], ...extra })).json;
+    const s1 = await mk('whsec_2n');
+    const s2 = await mk('whsec_bk2', { business_key: { paths: ['data.object.id'], operation: 'mark_paid' } });
+    b = await node(store, key, 'n-in-b'); // (it reads the sources at its start)
+    const post = async (h, src, body, secret) => {
+      const r = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body, headers: sign.stripe(body, secret) });
+      return { status: r.status, json: await r.json() };
+    };
+    const event = (id, obj) => JSON.stringify({ id, type: 'invoice.paid', data: { object: { id: obj } } });
+    const body = event('evt_2n', 'in_2n');
+    const copies = await Promise.all(Array.from({ length: 20 }, (_, i) => post(i % 2 ? b : a, s1, body, 'whsec_2n')));
+    assert.ok(copies.every((r) => r.status === 200), JSON.stringify(copies.map((r) => r.status)));
+    assert.equal(new Set(copies.map((r) => r.json.inbox_id)).size, 1, 'one record named by every answer');
+    assert.equal(copies.filter((r) => r.json.duplicate).length, 19);
+    const count = async (src) => Number((await db.query('SELECT count(*) AS n FROM inbox WHERE source_id = $1', [src.id])).rows[0].n);
+    assert.equal(await count(s1), 1);
+    // ten events of one object under different ids, half to each node: one is the event
+    const bodies = Array.from({ length: 10 }, (_, i) => event(`evt_bk2_${i}`, 'in_bk2'));
+    const semantic = await Promise.all(bodies.map((x, i) => post(i % 2 ? b : a, s2, x, 'whsec_bk2')));
+    assert.ok(semantic.every((r) => r.status === 200), JSON.stringify(semantic.map((r) => [r.status, r.json])));
+    const firsts = semantic.filter((r) => !r.json.duplicate);
+    assert.equal(firsts.length, 1, JSON.stringify(semantic.map((r) => r.json)));
+    assert.ok(semantic.every((r) => r.json.duplicate ? r.json.duplicate_of === firsts[0].json.inbox_id : true));
+    // forwarded once each: both records complete, then a later event's forward lands after them
+    for (const id of [copies[0].json.inbox_id, firsts[0].json.inbox_id])
+      await waitUntil(async () => (await a.api('GET', `/v1/inbox/${id}`)).json.status === 'completed', { what: `${id} completed` });
+    const later = await post(b, s1, event('evt_2n_after', 'in_2n_after'), 'whsec_2n');
+    await waitUntil(async () => (await a.api('GET', `/v1/inbox/${later.json.inbox_id}`)).json.status === 'completed', { what: 'the later one' });
+    const forwarded = rx.requests.map((q) => JSON.parse(q.body).id).sort();
+    assert.deepEqual(forwarded, ['evt_2n', JSON.parse(bodies[semantic.indexOf(firsts[0])]).id, 'evt_2n_after'].sort());
+  } finally {
+    await db.end();
+    await a.stop().catch(() => {});
+    if (b) await b.stop().catch(() => {});
+    await rx.close();
+  }
+});
+
 // docs/replay.md "Rate" and "Failure windows": every node's replayer steps the same jobs
 test('two nodes whose clocks differ by 5 s step one replay job at its rate (its bucket on the database\'s clock); a job left running by a node that stopped is finished by the other', async () => {
   const store = await pg.database();
