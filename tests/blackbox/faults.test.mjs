@@ -359,7 +359,8 @@ describe('durability', () => {
   it('a send mark committed too late for the lease (the store locked meanwhile) sends nothing: given back and claimed again, never held unknown while in flight', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     // lease: 2 × 4 s + 1 s; the second forward waits 2 s for a token, then its mark waits on the lock
-    const dest = await startReceiver((rec, i) => (i === 1 ? { status: 200 } : { status: 200, delayMs: 3500 }));
+    // (the first answers while the store is locked, 2 s within its 4 s timeout)
+    const dest = await startReceiver((rec, i) => (i === 1 ? { status: 200 } : { status: 200, delayMs: 2000 }));
     await h.api('POST', '/v1/tenants', { id: 'late' });
     const src = await h.api('POST', '/v1/sources', { id: 'src_late', tenant: 'late', provider: 'stripe', secrets: ['whsec_late'],
       destinations: [{ url: dest.url, idempotent: false, timeout_ms: 4000, rate_limit: { per_second: 0.5 } }] });
@@ -372,8 +373,13 @@ describe('durability', () => {
     }
     await dest.waitFor(1);
     const release = await h.lockStore();
+    const locked = Date.now();
     try {
-      await new Promise((resolve) => { setTimeout(resolve, 6500); }); // the outage: past most of the lease
+      // the send mark and the first answer's outcome both wait on the lock (the outage's point);
+      // it lasts 6.5 s — past most of the 9 s lease — a length of the scenario, not a wait for it
+      await waitUntil(async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+        'hookd_store_writer_queue_depth') >= 2, { what: 'the mark and the outcome queued' });
+      await new Promise((resolve) => { setTimeout(resolve, Math.max(0, 6500 - (Date.now() - locked))); });
     } finally {
       await release();
     }
