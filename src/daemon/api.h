@@ -186,6 +186,8 @@ json_t *hookd_json_csv(const char *csv);
 int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t max,
                        char **out);
 json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms);
+/* An endpoint's or destination's retry policy as shown (its "retry"). */
+json_t *hookd_json_retry(const hookd_retry_policy *p);
 int hookd_api_timeout_shown(int timeout_ms, int max_timeout_ms); /* the lower of the two */
 json_t *hookd_json_delivery(const hookd_delivery *d);
 json_t *hookd_json_attempt(const hookd_attempt *a, const char *delivery_id);

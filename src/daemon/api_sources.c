@@ -138,6 +138,7 @@ static json_t *dest_json(hookd_app *app, const hookd_endpoint *e, const char *se
   if (v) {
     json_object_set_new(v, "max_in_flight", json_integer(e->max_in_flight));
     json_object_set_new(v, "rate_limit", hookd_json_rate(e->rate_limit));
+    json_object_set_new(v, "retry", hookd_json_retry(&e->policy));
     json_object_set_new(v, "headers", hookd_api_header_names(app, e)); /* names, as endpoints */
   }
   if (v && secret) json_object_set_new(v, "secret", json_string(secret));
@@ -756,6 +757,13 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   e->max_in_flight = (int)mif;
   e->signing = strdup("hmac");
   e->policy = app->cfg->policy;
+  /* a handler deduplicating on the Idempotency-Key answers 409 while a request of that key is
+   * still being processed (draft-ietf-httpapi-idempotency-key-header) — often hookd's own retry
+   * after a timeout — and 423/425 to come back later: retried, not dead-lettered, unless the
+   * body's retry_statuses says otherwise */
+  static const int busy[] = {409, 423, 425};
+  for (size_t k = 0; k < sizeof busy / sizeof *busy; k++)
+    e->policy.retry_4xx[(busy[k] - 400) / 64] |= 1ULL << ((busy[k] - 400) % 64);
   e->created_ms = e->updated_ms = now;
   op->dest_secrets[i] = strdup(sec);
   e->secret = hookd_keyring_seal(&app->keyring, sec, id);

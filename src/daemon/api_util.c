@@ -720,19 +720,26 @@ int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t 
   return *out ? 0 : -1;
 }
 
+json_t *hookd_json_retry(const hookd_retry_policy *p) {
+  json_t *statuses = json_array();
+  for (int s = 400; s <= 499; s++)
+    if (hookd_retry_policy_retries(p, s)) json_array_append_new(statuses, json_integer(s));
+  return json_pack("{s:I,s:i,s:I,s:I,s:I,s:I,s:o}", "policy_version", (json_int_t)p->id,
+                   "max_attempts", p->max_attempts, "backoff_base_ms", (json_int_t)p->base_ms,
+                   "backoff_cap_ms", (json_int_t)p->cap_ms, "max_age_s",
+                   (json_int_t)(p->max_age_ms / 1000), "retry_after_cap_s",
+                   (json_int_t)(p->retry_after_cap_ms / 1000), "retry_statuses", statuses);
+}
+
 json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
   json_t *types = hookd_json_csv(e->event_types);
   json_t *v = json_pack(
-      "{s:s,s:s,s:s,s:s,s:o,s:b,s:o,s:i,s:i,s:{s:I,s:i,s:I,s:I,s:I,s:I},s:s,s:o,s:o,s:o}", "id",
+      "{s:s,s:s,s:s,s:s,s:o,s:b,s:o,s:i,s:i,s:o,s:s,s:o,s:o,s:o}", "id",
       e->id, "tenant_id", e->tenant_id, "url", e->url, "description",
       e->description ? e->description : "", "event_types", types, "enabled", e->enabled,
       "disabled_reason", str_or_null(e->disabled_reason), "max_in_flight", e->max_in_flight,
       "timeout_ms", hookd_api_timeout_shown(e->timeout_ms, max_timeout_ms), "retry",
-      "policy_version", (json_int_t)e->policy.id,
-      "max_attempts", e->policy.max_attempts, "backoff_base_ms", (json_int_t)e->policy.base_ms,
-      "backoff_cap_ms", (json_int_t)e->policy.cap_ms, "max_age_s",
-      (json_int_t)(e->policy.max_age_ms / 1000), "retry_after_cap_s",
-      (json_int_t)(e->policy.retry_after_cap_ms / 1000), "signing",
+      hookd_json_retry(&e->policy), "signing",
       e->signing ? e->signing : "hmac", "previous_secret_expires_at",
       /* an overlap that has ended shows none */
       e->previous_secret && e->previous_expires_ms > hookd_now_ms()
@@ -756,10 +763,6 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
     json_object_set_new(v, "idempotent", json_boolean(e->idempotent));
     json_object_del(v, "event_types");
   }
-  json_t *retry = json_object_get(v, "retry"), *statuses = json_array();
-  for (int s = 400; s <= 499; s++)
-    if (hookd_retry_policy_retries(&e->policy, s)) json_array_append_new(statuses, json_integer(s));
-  json_object_set_new(retry, "retry_statuses", statuses);
   return v;
 }
 

@@ -2125,6 +2125,28 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('a handler answering 409 (that Idempotency-Key still being processed), 423 or 425 is retried, not dead-lettered: a destination\'s default retry_statuses; [] given makes them final', async () => {
+    let n = 0;
+    const dest = await startReceiver(() => (++n <= 3 ? { status: [409, 423, 425][n - 1] } : { status: 200 }));
+    const src = await source('stripe', ['whsec_409'], [{ url: dest.url, retry: { backoff_base_ms: 20, backoff_cap_ms: 50 } }]);
+    assert.deepEqual(src.destinations[0].retry.retry_statuses, [409, 423, 425]);
+    const body = stripeEvent('evt_409_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_409'));
+    const done = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(done.attempt_count, 4);
+    assert.deepEqual(dest.requests.map((q) => q.headers['idempotency-key']), Array(4).fill(r.json.inbox_id));
+    // given as [], a 409 is the handler's final word
+    const strict = await startReceiver(() => ({ status: 409 }));
+    const s2 = await source('stripe', ['whsec_409s'], [{ url: strict.url, retry: { retry_statuses: [] } }]);
+    assert.deepEqual(s2.destinations[0].retry.retry_statuses, []);
+    const b2 = stripeEvent('evt_409_2');
+    const r2 = await post(s2, b2, sign.stripe(b2, 'whsec_409s'));
+    const dead = await waitStatus(s2, r2.json.inbox_id, 'dead_lettered');
+    assert.deepEqual([dead.attempt_count, strict.requests.length], [1, 1]);
+    await dest.close();
+    await strict.close();
+  });
+
   it('attempts exhausted: dead_lettered', async () => {
     const dest = await startReceiver(() => ({ status: 500 }));
     const src = await source('stripe', ['whsec_ex'], [{ url: dest.url, retry: { max_attempts: 2, backoff_base_ms: 20 } }]);
