@@ -21,5 +21,9 @@ bool hookd_clock_vote(hookd_clock_voter self, const hookd_clock_voter *others, s
   for (size_t i = 0; i < n; i++) agree += hookd_clock_agree(self, others[i], bound_ms);
   *agreeing = agree;
   *voters = (int)n + 2;
-  return 2 * agree > *voters;
+  /* a tie goes to the side that has the database: two nodes agreeing with each other and not with
+   * the database, a third agreeing with it, would otherwise all hold, and nothing be claimed. Two
+   * winners still share a voter: a strict majority meets any half, and two halves that have the
+   * database share it */
+  return 2 * agree > *voters || (2 * agree == *voters && hookd_clock_agree(self, db, bound_ms));
 }

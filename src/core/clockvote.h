@@ -22,7 +22,8 @@ bool hookd_clock_agree(hookd_clock_voter a, hookd_clock_voter b, int64_t bound_m
 
 /* The vote of `self` among the voters: the database, self, and `others` (the other live
  * nodes). *agreeing: the voters self agrees with, itself and the database included when it
- * does; *voters: n + 2. True when *agreeing is a strict majority of *voters. Two nodes that
+ * does; *voters: n + 2. True when *agreeing is a strict majority of *voters, or half of them
+ * with the database among them (a tie goes to the database's side). Two nodes that
  * both win a vote over the same voters agree with a common voter, so their clocks are surely
  * within twice bound_ms of each other. */
 bool hookd_clock_vote(hookd_clock_voter self, const hookd_clock_voter *others, size_t n,

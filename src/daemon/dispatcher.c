@@ -1110,11 +1110,12 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
   ep_maybe_free(d, e);
 }
 
-/* An outcome whose write failed with a store error (a commit that failed, a busy or full disk):
- * the request was sent and answered, so giving the outcome up would send it again once the lease
- * expires. The write is fenced by the lease token, so it may simply run again: later, a few
- * times, while the lease leaves room for it (one that did commit after all comes back STALE).
- * Returns true when the item waits in d->record_retry. */
+/* An outcome whose write failed with a store error (a commit that failed, a busy or full disk, a
+ * database restarting or failing over): the request was sent and answered, so giving the outcome
+ * up would send it again once the lease expires. The write is fenced by the lease token, so it
+ * may simply run again: later, for as long as the lease leaves room for it (one that did commit
+ * after all comes back STALE); a release, a few times. Returns true when the item waits in
+ * d->record_retry. */
 #define RECORD_TRIES 6
 #define RECORD_RETRY_BASE_MS 100
 #define RECORD_LEASE_GUARD_MS 1000
@@ -1139,7 +1140,9 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
    * fails at once (a full disk): what is not written is redone after the restart, as after a
    * crash */
   if (d->stop_ms && hookd_mono_ms() - d->stop_ms >= d->cfg.shutdown_grace_ms) return false;
-  if ((!d->stop_ms && !until_it_lands && it->record_tries >= RECORD_TRIES) ||
+  /* (an outcome is not given up after its tries: a PostgreSQL failover takes 10-60 s, and the
+   * lease — 2 × the timeout + the margin — has most of a minute left; the guard below ends it) */
+  if ((!d->stop_ms && !it->recording && !until_it_lands && it->record_tries >= RECORD_TRIES) ||
       (!held_by_sweep && now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS))
     return false;
   if (!it->out.failed_write_ms) it->out.failed_write_ms = now;

@@ -274,7 +274,7 @@ describe('durability', () => {
     cleanup();
   });
 
-  it('an outcome given up (the disk full past its tries) is sent again after the lease: its first-attempt delay is observed once, for the attempt recorded', { skip: SQLITE_ONLY }, async () => {
+  it('an outcome given up (the disk full until its lease nearly ran out) is sent again after the lease: its first-attempt delay is observed once, for the attempt recorded', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const disk = faultDisk(dir);
     const h = await startHookd({ dir, env: disk.env, args: ['--lease-margin-ms', '1000'] });
@@ -353,6 +353,29 @@ describe('durability', () => {
     assert.equal(dest.requests.length, 1, 'sent once');
     assert.equal((await h.stop()).code, 0);
     await dest.close();
+    cleanup();
+  });
+
+  it('an outbound 2xx answered while the store cannot write for longer than six write tries is written once it can, while its lease holds: delivered once, one attempt', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir);
+    const h = await startHookd({ dir, args: ['--lease-margin-ms', '1000'], env: disk.env });
+    const r = await startReceiver(() => 'hang');
+    const { tenant } = await setup(h, r.url, { timeout_ms: 10000 }); // lease: 2 × 10 s + 1 s
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await r.waitFor(1);
+    disk.fill();
+    r.releaseHanging(200);
+    // past the sixth try (6.3 s), at which it was given up with 14 s of its lease left: the
+    // delivery was sent again once the lease ran out (a database failover takes 10-60 s)
+    await h.waitForLog((l) => l.msg === 'outcome.write_retry' && l.try >= 7, 20000, 'the write tried past six tries');
+    disk.free();
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered', 'delivered', 20000);
+    assert.ok(!h.logs.some((l) => l.msg === 'outcome.write_failed'), 'the outcome was never given up');
+    assert.equal((await getDelivery(h, d.id)).attempts.length, 1);
+    assert.equal(r.requests.length, 1, 'sent once');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
     cleanup();
   });
 

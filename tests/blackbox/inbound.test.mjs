@@ -1562,6 +1562,26 @@ describe('forwarding', () => {
     await other.close();
   });
 
+  it('a retry resolve starts a new cycle under the destination\'s policy of now, as a replay does: raised to 3 attempts after one, a 500 is retried', async () => {
+    const dest = await startReceiver((rec, n) => (n === 1 ? 'hang' : n === 2 ? { status: 500 } : { status: 200 }));
+    const src = await source('stripe', ['whsec_rpol'], [{ url: dest.url, idempotent: false, timeout_ms: 300,
+      retry: { max_attempts: 1, backoff_base_ms: 20, backoff_cap_ms: 50 } }]);
+    const body = stripeEvent('evt_rpol_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_rpol'));
+    await waitStatus(src, r.json.inbox_id, 'unknown');
+    const patched = await h.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`,
+      { retry: { max_attempts: 3 } });
+    assert.equal(patched.status, 200, patched.text);
+    const resolved = await h.api('POST', `/v1/inbox/${r.json.inbox_id}/resolve`, { outcome: 'retry', reason: 'not in the ledger' });
+    assert.equal(resolved.status, 200, resolved.text);
+    const done = await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 3, 'the 500 retried under the new policy (dead after it under the old one)');
+    const dl = (await h.api('GET', `/v1/deliveries/${done.deliveries[0].id}`)).json;
+    assert.equal(dl.policy_version, patched.json.retry.policy_version);
+    dest.releaseHanging();
+    await dest.close();
+  });
+
   it('a record back to received (one destination failed once, then succeeded; the other still waiting) keeps no error its forwards no longer have', async () => {
     // (its retry answered after 2 s: the failed state lasts long enough to be seen)
     const a = await startReceiver((rec, n) => (n === 1 ? { status: 500 } : { status: 200, delayMs: 2000 }));

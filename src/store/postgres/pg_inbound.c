@@ -965,7 +965,12 @@ int pg_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
              " ELSE cycle_base END,"
              " cycle_kind = CASE WHEN $2::text = 'pending' THEN 'replay' ELSE cycle_kind END,"
              " cycle_started_at = CASE WHEN $2::text = 'pending' THEN $3::bigint"
-             " ELSE cycle_started_at END"
+             " ELSE cycle_started_at END,"
+             /* a retry is a new cycle, as a replay's (sqlite_inbound.c) */
+             " policy_id = CASE WHEN $2::text = 'pending'"
+             " THEN (SELECT e.policy_id FROM endpoints e WHERE e.id = deliveries.endpoint_id)"
+             " ELSE policy_id END,"
+             " lease_token = lease_token + CASE WHEN $2::text = 'pending' THEN 1 ELSE 0 END"
              " WHERE seq = $1 AND state = 'unknown'",
              &p, "resolve delivery") < 0) {
       rc = HOOKD_STORE_ERR;

@@ -881,7 +881,12 @@ int sq_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64
         " dead_reason = CASE WHEN ?2 = 'dead' THEN 'operator' ELSE dead_reason END,"
         " cycle_base = CASE WHEN ?2 = 'pending' THEN attempt_count ELSE cycle_base END,"
         " cycle_kind = CASE WHEN ?2 = 'pending' THEN 'replay' ELSE cycle_kind END,"
-        " cycle_started_at = CASE WHEN ?2 = 'pending' THEN ?3 ELSE cycle_started_at END"
+        " cycle_started_at = CASE WHEN ?2 = 'pending' THEN ?3 ELSE cycle_started_at END,"
+        /* a retry is a new cycle, as a replay's: under the destination's policy of now, and no
+         * older attempt's outcome lands on it */
+        " policy_id = CASE WHEN ?2 = 'pending'"
+        " THEN (SELECT policy_id FROM endpoints WHERE id = endpoint_id) ELSE policy_id END,"
+        " lease_token = lease_token + (?2 = 'pending')"
         " WHERE seq = ?1 AND state = 'unknown'");
     if (!st) {
       rc = HOOKD_STORE_ERR;

@@ -1,6 +1,7 @@
 /* test_clockvote.c — the clock guard's vote (docs/postgres.md "The clock guard"): agreement
  * within the bound give or take the errors, the database alone deciding for a lone node, the
- * database outvoted by nodes that agree, ties held, and no overflow on absurd skews. */
+ * database outvoted by nodes that agree, ties held unless the database is on the node's side,
+ * and no overflow on absurd skews. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -83,6 +84,21 @@ static void tie_held(void **s) {
   assert_false(hookd_clock_vote(y, &x, 1, 1000, &agreeing, &voters));
 }
 
+static void tie_to_database(void **s) {
+  (void)s;
+  int agreeing, voters;
+  /* four voters: two nodes in step with each other 20 s off the database, a third in step with
+   * the database — two against two: the database's side claims (else no node would) */
+  hookd_clock_voter a = V(20000, 5), b = V(20100, 5), c = V(10, 5);
+  hookd_clock_voter for_a[] = {b, c}, for_b[] = {a, c}, for_c[] = {a, b};
+  assert_false(hookd_clock_vote(a, for_a, 2, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 2);
+  assert_int_equal(voters, 4);
+  assert_false(hookd_clock_vote(b, for_b, 2, 1000, &agreeing, &voters));
+  assert_true(hookd_clock_vote(c, for_c, 2, 1000, &agreeing, &voters));
+  assert_int_equal(agreeing, 2);
+}
+
 /* Two nodes that both win a vote over the same voters are surely within twice the bound of each
  * other: checked over a grid of measured skews and errors for three nodes, against every true
  * skew each measurement allows (its skew give or take its error). */
@@ -120,7 +136,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(agreement),         cmocka_unit_test(lone_node),
       cmocka_unit_test(database_outvoted), cmocka_unit_test(outlier_held),
-      cmocka_unit_test(tie_held),          cmocka_unit_test(winners_agree_pairwise),
+      cmocka_unit_test(tie_held),          cmocka_unit_test(tie_to_database),
+      cmocka_unit_test(winners_agree_pairwise),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
