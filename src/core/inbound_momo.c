@@ -73,6 +73,7 @@ int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
                       : strstr(err, "duplicate object key") ? "momo: a field is sent twice"
                       : strstr(err, "nested deeper")        ? "momo: body nested too deep"
                       : strstr(err, "too big integer")      ? "momo: an integer beyond 64 bits"
+                      : strstr(err, "\\u0000")              ? "momo: a \\u0000 escape in the body"
                                                             : "momo: body is not valid JSON";
     json_decref(root);
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, why);

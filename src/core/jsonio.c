@@ -100,8 +100,9 @@ static int hex4(const char *p) {
 }
 
 /* Writes "\uFFFD" over every \u0000 and lone surrogate escape of buf's strings, in place (six
- * bytes for six: byte offsets stay those of the body). A pair (high then low) stays. */
-static void replace_non_ijson_escapes(char *buf, size_t len) {
+ * bytes for six: byte offsets stay those of the body). A pair (high then low) stays. With
+ * !nul_too, stops at a \u0000 and returns false. */
+static bool replace_non_ijson_escapes(char *buf, size_t len, bool nul_too) {
   bool in_str = false;
   for (size_t i = 0; i < len; i++) {
     if (!in_str) {
@@ -122,6 +123,8 @@ static void replace_non_ijson_escapes(char *buf, size_t len) {
                 buf[i + 7] == 'u' && hex4(buf + i + 8) >= 0xDC00 && hex4(buf + i + 8) <= 0xDFFF;
     if (pair) {
       i += 11;
+    } else if (v == 0 && !nul_too) {
+      return false;
     } else if (v == 0 || (v >= 0xD800 && v <= 0xDFFF)) {
       memcpy(buf + i, "\\uFFFD", 6);
       i += 5;
@@ -129,6 +132,7 @@ static void replace_non_ijson_escapes(char *buf, size_t len) {
       i += 5;
     }
   }
+  return true;
 }
 
 /* A UTF-8 byte order mark before a provider's text is passed over (RFC 8259 8.1 allows
@@ -149,8 +153,10 @@ json_t *hookd_json_parse_fields(const char *buf, size_t len, const hookd_json_li
   char *copy = malloc(len ? len : 1);
   if (!copy) return NULL; /* err says why the first read failed */
   memcpy(copy, buf, len);
-  replace_non_ijson_escapes(copy, len);
-  v = parse_as(copy, len, lim, 0, false, err, &kind); /* a duplicate key is refused again */
+  if (replace_non_ijson_escapes(copy, len, false))
+    v = parse_as(copy, len, lim, 0, false, err, &kind); /* a duplicate key is refused again */
+  else
+    snprintf(err, HOOKD_JSON_ERR_MAX, "a \\u0000 escape in a string");
   free(copy);
   return v;
 }
@@ -197,7 +203,7 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
     } else if (kind == FAIL_NOT_IJSON && !copy) {
       if (!(copy = malloc(len ? len : 1))) break;
       memcpy(copy, buf, len);
-      replace_non_ijson_escapes(copy, len);
+      replace_non_ijson_escapes(copy, len, true);
       text = copy;
       dups = true;
     } else {

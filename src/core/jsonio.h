@@ -42,10 +42,12 @@ json_t *hookd_json_parse_ex(const char *buf, size_t len, const hookd_json_limits
 json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limits *lim,
                               bool *lossy, bool *too_deep, char err[HOOKD_JSON_ERR_MAX]);
 
-/* A body signed field by field (MoMo): strict, but a \u0000 or a lone surrogate escape is read
- * as U+FFFD, as hookd_json_parse_body reads one (a merchant's text cut inside an emoji is still
- * its IPN). A key sent twice stays refused: which copy the signature covers and which one a
- * handler reads would be a guess. */
+/* A body signed field by field (MoMo): strict, but a lone surrogate escape is read as U+FFFD, as
+ * hookd_json_parse_body reads one (a merchant's text cut inside an emoji is still its IPN). A
+ * \u0000 escape is refused (err names it): no signer writes one, and read as U+FFFD a signed
+ * U+FFFD re-spelt as a NUL would verify — bytes the signature never covered. A key sent twice
+ * stays refused: which copy the signature covers and which one a handler reads would be a
+ * guess. */
 json_t *hookd_json_parse_fields(const char *buf, size_t len, const hookd_json_limits *lim,
                                 char err[HOOKD_JSON_ERR_MAX]);
 

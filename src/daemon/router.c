@@ -122,7 +122,8 @@ static int params(const char *pattern) {
   return n;
 }
 
-/* Matches path against pattern; on success captures {} segments into r. */
+/* Matches path against pattern; on success captures {} segments into r (false when one cannot
+ * be held: out of memory). */
 static bool match(const char *pattern, const char *path, hookd_req *r, bool capture) {
   const char *p = pattern, *s = path;
   int param = 0;
@@ -134,7 +135,7 @@ static bool match(const char *pattern, const char *path, hookd_req *r, bool capt
     size_t pl = pe ? (size_t)(pe - p) : strlen(p), sl = se ? (size_t)(se - s) : strlen(s);
     if (pl == 2 && p[0] == '{' && p[1] == '}') {
       if (sl == 0) return false;
-      if (capture) hookd_req_set_param(r, param, s, sl);
+      if (capture && hookd_req_set_param(r, param, s, sl) != 0) return false;
       param++;
     } else if (pl != sl || memcmp(p, s, pl) != 0) {
       return false;
@@ -238,7 +239,10 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
     }
     return false;
   }
-  match(rt->pattern, path, r, true);
+  if (!match(rt->pattern, path, r, true)) { /* (it matched above: a capture found no memory) */
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return false;
+  }
 
   if (rt->perm == HOOKD_PERM_SCRAPE) {
     char tokbuf[512];

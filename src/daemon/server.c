@@ -164,10 +164,11 @@ const char *hookd_req_param(const hookd_req *r, int i) {
   return i >= 0 && i < HOOKD_REQ_MAX_PARAMS ? r->params[i] : NULL;
 }
 
-void hookd_req_set_param(hookd_req *r, int i, const char *v, size_t len) {
-  if (i < 0 || i >= HOOKD_REQ_MAX_PARAMS) return;
+int hookd_req_set_param(hookd_req *r, int i, const char *v, size_t len) {
+  if (i < 0 || i >= HOOKD_REQ_MAX_PARAMS) return -1;
   free(r->params[i]);
   r->params[i] = strndup(v, len);
+  return r->params[i] ? 0 : -1;
 }
 
 size_t hookd_server_buffered(hookd_server *s) { return atomic_load(&s->buffered); }
@@ -193,8 +194,14 @@ void hookd_req_suspend(hookd_req *r) {
 
 void hookd_req_add_header(hookd_req *r, const char *name, const char *value) {
   if (r->n_hdr >= MAX_RESP_HEADERS) return;
-  r->hdr_name[r->n_hdr] = strdup(name);
-  r->hdr_value[r->n_hdr] = strdup(value);
+  char *n = strdup(name), *v = strdup(value);
+  if (!n || !v) { /* out of memory: the answer goes without it (a NULL would be read) */
+    free(n);
+    free(v);
+    return;
+  }
+  r->hdr_name[r->n_hdr] = n;
+  r->hdr_value[r->n_hdr] = v;
   r->n_hdr++;
 }
 

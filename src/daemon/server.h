@@ -87,7 +87,7 @@ int64_t hookd_req_age_us(const hookd_req *r); /* the same, to the µs */
 /* Router-captured path parameters. */
 #define HOOKD_REQ_MAX_PARAMS 4
 const char *hookd_req_param(const hookd_req *r, int i);
-void hookd_req_set_param(hookd_req *r, int i, const char *v, size_t len);
+int hookd_req_set_param(hookd_req *r, int i, const char *v, size_t len); /* -1: no memory */
 /* Per-request data of the application (e.g. the authenticated principal), freed with the
  * request by free_fn. */
 /* The route the gate chose for the request, for the handler (the application's own). */

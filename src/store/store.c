@@ -297,6 +297,24 @@ int64_t hookd_walk_next(const hookd_walk_batch *w, int limit) {
   return w->fresh || w->scanned < limit ? 0 : w->last;
 }
 
+const char *hookd_inbox_status_of(int64_t unknown, int64_t dead, int64_t retrying,
+                                  int64_t pending, int64_t delivered, const char **deciding) {
+  /* a forward still retried or waiting comes before a dead one: dead_lettered is final, and a
+   * record read so while another forward goes on was answered and listed as settled */
+  static const struct {
+    const char *status, *deciding;
+  } by[] = {{"unknown", "unknown"},
+            {"retryable_failed", "retrying"},
+            /* (its waiting forwards' error: none when there is none, as for a record with no
+             * forward left waiting) */
+            {"received", "pending"},
+            {"dead_lettered", "dead"},
+            {"completed", NULL}};
+  int i = unknown ? 0 : retrying ? 1 : pending ? 2 : dead ? 3 : delivered ? 4 : 2;
+  *deciding = by[i].deciding;
+  return by[i].status;
+}
+
 int hookd_replay_state_check(hookd_dstate state, char *err, size_t errlen, const char **why) {
   hookd_dstate to;
   if (hookd_dstate_next(state, HOOKD_DT_REPLAY, &to) != 0) {

@@ -688,6 +688,13 @@ void hookd_replay_memo_fill(hookd_replay_memo *m, hookd_store_conn *c, const cha
 int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, int64_t now_ms,
                        char *err, size_t errlen, const char **why);
 
+/* An inbox record's status from its forwards' states (counts of each; docs/inbound.md "Inbox
+ * states": the least advanced decides — unknown > retryable_failed > received > dead_lettered >
+ * completed). *deciding: the delivery state whose latest last_error the record shows (NULL:
+ * none, completed). */
+const char *hookd_inbox_status_of(int64_t unknown, int64_t dead, int64_t retrying,
+                                  int64_t pending, int64_t delivered, const char **deciding);
+
 typedef struct hookd_store_backend {
   const char *name;
   /* Opens a connection. writer != 0 for the connection that commits mutations. Returns 0, or

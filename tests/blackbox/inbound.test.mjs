@@ -1256,7 +1256,13 @@ describe('forwarding', () => {
     const r = await post(src, body, sign.stripe(body, 'whsec_cut2'));
     await waitStatus(src, r.json.inbox_id, 'retryable_failed');
     assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`)).status, 200);
-    await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    // the forward cut off; the record reads as its other forward, still retried (dead_lettered
+    // only once each forward is settled)
+    const cut = await waitUntil(async () => {
+      const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      return rec.deliveries.some((x) => x.state === 'cancelled') ? rec : null;
+    }, { what: 'the forward cut off' });
+    assert.equal(cut.status, 'retryable_failed');
     const c = await startReceiver();
     assert.equal((await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: c.url })).status, 201);
     assert.equal((await h.api('POST', `/v1/inbox/${r.json.inbox_id}/replay`)).status, 202);
@@ -2165,6 +2171,32 @@ describe('forwarding', () => {
     assert.deepEqual([dead.attempt_count, strict.requests.length], [1, 1]);
     await dest.close();
     await strict.close();
+  });
+
+  it('a record reads dead_lettered once each forward is settled, not while another is still retried: answered and listed as retried meanwhile', async () => {
+    let failing = true;
+    const a = await startReceiver(() => (failing ? { status: 503 } : { status: 200 }));
+    const b = await startReceiver(() => ({ status: 400 }));
+    const src = await source('stripe', ['whsec_rank'], [{ url: a.url, retry: { max_attempts: 100, backoff_base_ms: 300, backoff_cap_ms: 300 } },
+      { url: b.url }]);
+    const body = stripeEvent('evt_rank_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_rank'));
+    const both = await waitUntil(async () => {
+      const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      const states = rec.deliveries.map((d) => d.state).sort();
+      return states[0] === 'dead' && states[1] === 'retrying' ? rec : null;
+    }, { what: 'one forward dead, the other retried' });
+    const live = ['retryable_failed', 'processing']; // (processing while a retry holds its lease)
+    assert.ok(live.includes(both.status), both.status);
+    const dup = await post(src, body, sign.stripe(body, 'whsec_rank'));
+    assert.ok(dup.json.duplicate && live.includes(dup.json.status), dup.text);
+    assert.deepEqual((await inbox(src, 'dead_lettered')).map((x) => x.id), []);
+    failing = false;
+    const settled = await waitStatus(src, r.json.inbox_id, 'dead_lettered');
+    assert.deepEqual(settled.deliveries.map((d) => d.state).sort(), ['dead', 'delivered']);
+    assert.equal(settled.last_error, 'http_4xx', 'the dead forward\'s error');
+    await a.close();
+    await b.close();
   });
 
   it('attempts exhausted: dead_lettered', async () => {

@@ -694,25 +694,12 @@ int pg_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
     return pg_fail(c, "aggregate deliveries");
   }
   int64_t event_seq = pg_i64(r, 0, 0);
-  const char *status = pg_i64(r, 0, 1)   ? "unknown"
-                       : pg_i64(r, 0, 2) ? "dead_lettered"
-                       : pg_i64(r, 0, 3) ? "retryable_failed"
-                       : pg_i64(r, 0, 4) ? "received"
-                       : pg_i64(r, 0, 5) ? "completed"
-                                         : "received";
+  /* last_error follows the status (sq_inbox_follow) */
+  const char *s1;
+  const char *status = hookd_inbox_status_of(pg_i64(r, 0, 1), pg_i64(r, 0, 2), pg_i64(r, 0, 3),
+                                             pg_i64(r, 0, 4), pg_i64(r, 0, 5), &s1);
   int64_t attempts = pg_i64(r, 0, 6);
   PQclear(r);
-  /* last_error follows the status: none once completed; else that of the latest delivery in
-   * the state that decides it (an outcome of another delivery, or an error from before a
-   * success, left the record naming an error it no longer has). Read apart, and only for
-   * those statuses: a completed forward, the common outcome, runs the update alone. */
-  const char *s1 = !strcmp(status, "unknown")            ? "unknown"
-                   : !strcmp(status, "dead_lettered")    ? "dead"
-                   : !strcmp(status, "retryable_failed") ? "retrying"
-                   /* (its waiting forwards: none when there is none, as for a record with no
-                    * forward left waiting) */
-                   : !strcmp(status, "received")         ? "pending"
-                                                         : NULL;
   bool replace = s1 || !strcmp(status, "completed");
   char deciding[256] = "";
   if (s1) {

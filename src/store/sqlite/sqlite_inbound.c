@@ -616,25 +616,16 @@ int sq_inbox_follow(hookd_store_conn *c, int64_t delivery_seq, int64_t now_ms,
   sq_bind_i64(st, 1, delivery_seq);
   if (sqlite3_step(st) != SQLITE_ROW) return sq_fail(c, "aggregate deliveries");
   int64_t event_seq = sq_col_i64(st, 0);
-  const char *status = sq_col_i64(st, 1)   ? "unknown"
-                       : sq_col_i64(st, 2) ? "dead_lettered"
-                       : sq_col_i64(st, 3) ? "retryable_failed"
-                       : sq_col_i64(st, 4) ? "received"
-                       : sq_col_i64(st, 5) ? "completed"
-                                           : "received";
-  int64_t attempts = sq_col_i64(st, 6);
-  sqlite3_reset(st);
   /* last_error follows the status: none once completed; else that of the latest delivery in
-   * the state that decides it (an outcome of another delivery, or an error from before a
+   * the state that decides it, s1 (an outcome of another delivery, or an error from before a
    * success, left the record naming an error it no longer has). Read apart, and only for
    * those statuses: a completed forward, the common outcome, runs the update alone. */
-  const char *s1 = !strcmp(status, "unknown")            ? "unknown"
-                   : !strcmp(status, "dead_lettered")    ? "dead"
-                   : !strcmp(status, "retryable_failed") ? "retrying"
-                   /* (its waiting forwards: none when there is none, as for a record with no
-                    * forward left waiting) */
-                   : !strcmp(status, "received")         ? "pending"
-                                                         : NULL;
+  const char *s1;
+  const char *status = hookd_inbox_status_of(sq_col_i64(st, 1), sq_col_i64(st, 2),
+                                             sq_col_i64(st, 3), sq_col_i64(st, 4),
+                                             sq_col_i64(st, 5), &s1);
+  int64_t attempts = sq_col_i64(st, 6);
+  sqlite3_reset(st);
   bool replace = s1 || !strcmp(status, "completed");
   char deciding[256] = "";
   if (s1) {

@@ -115,21 +115,32 @@ static void unsigned_look_alikes(void **st) {
   assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
 }
 
-/* Valid JSON that is not I-JSON: a \u0000 or a lone surrogate escape (a merchant's orderInfo cut
- * inside an emoji) is read as U+FFFD, as other providers' bodies are; the signed text has
- * U+FFFD's bytes there, as a signer that writes strings as UTF-8 (Node's Buffer) makes it. A
+/* Valid JSON that is not I-JSON: a lone surrogate escape (a merchant's orderInfo cut inside an
+ * emoji) is read as U+FFFD, as other providers' bodies are; the signed text has U+FFFD's bytes
+ * there, as a signer that writes strings as UTF-8 (Node's Buffer) makes it. A \u0000 is refused
+ * (no signer writes one; read as U+FFFD, it verified where the signer's U+FFFD was re-spelt). A
  * field sent twice stays refused, and every refusal names its problem. */
 static void not_ijson(void **st) {
   const char *one[] = {SECRET};
   char body[1200];
-  body_edit(body, sizeof body, "}", ",\"partnerUserId\":\"u\\u0000\\udc00\"}");
+  body_edit(body, sizeof body, "}", ",\"partnerUserId\":\"u\\udc00\"}");
   assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_OK);
+  body_edit(body, sizeof body, "}", ",\"partnerUserId\":\"u\\u0000\"}");
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_MALFORMED);
+  assert_string_equal(last_reason, "momo: a \\u0000 escape in the body");
   char cut[1200];
   body_edit(cut, sizeof cut, "pay with MoMo", "pay with MoMo\\ud83d");
   char *sig = strstr(cut, SIG);
   assert_non_null(sig);
   memcpy(sig, "0b1cb1e1d6a9b966c14f44ce4ee20c4580821ded9ba95d24a61fe5f9b7d69623", 64);
   assert_int_equal(verify(cut, one, 1), HOOKD_VERIFY_OK);
+  /* the same signed text, its cut emoji re-spelt as a NUL: refused, not verified */
+  char nul[1200];
+  snprintf(nul, sizeof nul, "%s", cut);
+  char *esc = strstr(nul, "\\ud83d");
+  assert_non_null(esc);
+  memcpy(esc, "\\u0000", 6);
+  assert_int_equal(verify(nul, one, 1), HOOKD_VERIFY_MALFORMED);
   /* a byte order mark before the body is passed over, as for other providers' bodies */
   char bom[1300];
   snprintf(bom, sizeof bom, "\xef\xbb\xbf%s", cut);
