@@ -438,6 +438,13 @@ static int cmd_rotate_master(keys_args *a) {
            x.resealed, new_key.id, a->new_master_file,
            beside[0] ? ", and replace " : "", beside,
            beside[0] ? " with it (a start finding the two different refuses)" : "");
+  else if (old_file == default_file) /* the store's own key file: the new key goes there (left
+                                       * beside the store, the old key would sit in its backups,
+                                       * with the freed pages its values were sealed in) */
+    printf("re-sealed %d secrets with master key %s; move %s over %s (mv %s %s): hookd reads "
+           "its key there, and the old key, which opens nothing now, is gone\n",
+           x.resealed, new_key.id, a->new_master_file, default_file, a->new_master_file,
+           default_file);
   else
     printf("re-sealed %d secrets with master key %s; start hookd with "
            "--master-key-file %s\n",

@@ -22,6 +22,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* The head checks below lean on how libmicrohttpd 0.9.7x holds a request's head: values cut at
+ * a NUL (clean_value), a folded header's name and value where its pool put them (folded_header),
+ * a value's trailing blanks cut in place and never read again by its stored size (scan_header).
+ * Checked on 0.9.75 (Debian 12); a 1.x library must be checked again before hookd is built on
+ * it — the request-smuggling and NUL tests (api_hardening.test.mjs) are where to start. */
+#if MHD_VERSION < 0x00097500 || MHD_VERSION >= 0x01000000
+#error "hookd's request-head checks were made for libmicrohttpd 0.9.75-0.9.x (see above)"
+#endif
+
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/inbound.h"

@@ -747,12 +747,16 @@ describe('secrets', () => {
     // a deleted endpoint keeps no secret: nothing is signed for it again, and a master key
     // retired later must not open it (counted nowhere below)
     const gone = await setup(h, recv.url, { headers: { 'X-Api-Key': 'gone-key' } });
+    const [sealedGone] = h.query(`SELECT secret, headers FROM endpoints WHERE id = '${gone.endpoint}'`);
     assert.equal((await h.api('DELETE', `/v1/tenants/${gone.tenant}/endpoints/${gone.endpoint}`)).status, 200);
     assert.deepEqual(h.query(`SELECT secret, previous_secret, headers FROM endpoints WHERE id = '${gone.endpoint}'`),
       [{ secret: '', previous_secret: null, headers: null }]);
     assert.equal((await h.stop()).code, 0);
     for (const f of readdirSync(dir).filter((n) => n.startsWith('hookd.db'))) {
       const bytes = readFileSync(join(dir, f));
+      // nor its sealed values in a free page (secure_delete): a key retired later opens them
+      for (const sealed of [sealedGone.secret, sealedGone.headers])
+        assert.ok(!bytes.includes(Buffer.from(sealed.slice(10, 50))), `${f} keeps no sealed value of a deleted endpoint`);
       for (const s of secrets) {
         assert.ok(!bytes.includes(Buffer.from(s)), `${f} contains no secret in clear`);
         assert.ok(!bytes.includes(Buffer.from(s.slice(6, 30))), `${f} contains no secret fragment`);
@@ -802,8 +806,8 @@ describe('secrets', () => {
     const r = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /re-sealed 6 secrets/, 'the custom headers too');
-    // the old key came from the store's key file: the advice is a key file's
-    assert.match(r.stdout, new RegExp(`start hookd with --master-key-file ${newKey}\n$`));
+    // the old key came from the store's key file: the new one is to replace it there
+    assert.match(r.stdout, new RegExp(`move ${newKey} over ${keyFile} \\(mv ${newKey} ${keyFile}\\): hookd reads its key there`));
     await assert.rejects(startHookd({ dir }), /sealed with master key/); // the old key no longer fits
     chmodSync(newKey, 0o640); // (a start reading a key others may read warns, naming the file)
     h = await startHookd({ dir, args: ['--master-key-file', newKey] });

@@ -423,6 +423,10 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
                                  "PRAGMA wal_autocheckpoint=0;"
                                  "PRAGMA cache_size=-65536;"
                                  "PRAGMA temp_store=MEMORY;"
+                                 /* a deleted endpoint's sealed secret, an emptied payload:
+                                  * zeroed where they lay, not left in free pages (Debian's
+                                  * library does so by default; another may not) */
+                                 "PRAGMA secure_delete=ON;"
                                : "PRAGMA synchronous=FULL;"
                                  "PRAGMA query_only=1;"
                                  "PRAGMA cache_size=-32768;";
