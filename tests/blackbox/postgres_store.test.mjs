@@ -629,6 +629,34 @@ test('an answer that comes while the database server restarts is written once it
   }
 });
 
+test('a server fenced read-only (ALTER SYSTEM SET default_transaction_read_only) is not written to: publishes refused until it takes writes again, then the node carries on on new sessions', async () => {
+  const store = await pg.database();
+  const rx = await startReceiver();
+  const h = await node(store, masterKey(), 'n-fence');
+  const { tenant } = await setup(h, rx.url);
+  const send = async (i) => (await publish(h, tenant, { id: `evt_fence_${i}`, type: 'a', payload: { i } })).status;
+  assert.equal(await send(0), 202);
+  const fence = async (on) => {
+    await pg.query(on ? 'ALTER SYSTEM SET default_transaction_read_only = on' : 'ALTER SYSTEM RESET default_transaction_read_only');
+    await pg.query('SELECT pg_reload_conf()');
+  };
+  let n = 1;
+  try {
+    await fence(true);
+    // (the reload reaches each session at its next statement: polled) — a session setting its
+    // own default back wrote through the fence: 202s on a server being demoted
+    await waitUntil(async () => (await send(n++)) === 503 || null, { what: 'refused on the fenced server' });
+    assert.equal(await send(n++), 503, 'and still refused: no session sets the fence aside');
+  } finally {
+    await fence(false);
+  }
+  await waitUntil(async () => (await send(n++)) === 202 || null, { what: 'writes again once the fence is lifted' });
+  await rx.waitFor((r) => r.requests.some((q) => q.headers['webhook-id'] === `evt_fence_${n - 1}`), 15000, 'delivered');
+  assert.ok(!h.logs.some((l) => l.msg === 'store.commit_unknown'));
+  assert.equal((await h.stop()).code, 0);
+  await rx.close();
+});
+
 test('an idle node is ready again within seconds of a database outage: its sweep tests the store with a write, no publish needed', async () => {
   const store = await pg.database();
   // (no change feed: its reconnect after the outage has the node rescan, which writes)

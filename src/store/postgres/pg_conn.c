@@ -255,12 +255,12 @@ static int session_setup(hookd_store_conn *c) {
    * - the writer's reads see every commit made before its lock was granted: READ COMMITTED (a
    *   default of repeatable read took the snapshot before the lock, docs/postgres.md);
    * - waits for the writer lock end when hookd says (its lock and statement timeouts), not at a
-   *   role's lock_timeout; and a session that writes. */
+   *   role's lock_timeout (a read-only default is left: a fence holds, docs/postgres.md). */
   if (pg_exec(c, "SET client_encoding = 'UTF8';"
                  " SELECT set_config('synchronous_commit', 'on', false)"
                  " WHERE current_setting('synchronous_commit') = 'off';"
                  " SET default_transaction_isolation = 'read committed';"
-                 " SET default_transaction_read_only = off; SET lock_timeout = 0;"
+                 " SET lock_timeout = 0;"
                  " SET statement_timeout = 0",
               "session") != 0)
     return HOOKD_STORE_ERR;
@@ -300,6 +300,9 @@ static void set_err(hookd_store_conn *c, const char *what, const char *msg) {
 static void statement_failed(hookd_store_conn *c, PGresult *r, const char *what) {
   const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
   snprintf(c->sqlstate, sizeof c->sqlstate, "%s", st ? st : "08006"); /* none: the link */
+  /* a server fenced read-only or demoted, or shutting down: the session stays up and every
+   * batch on it would fail — a new one finds the server that takes writes (read-write) */
+  if (st && (!strcmp(st, "25006") || !strncmp(st, "57P", 3))) c->stale = 1;
   set_err(c, what, r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg));
   PQclear(r);
 }
@@ -666,8 +669,9 @@ static int pg_begin(hookd_store_conn *c, int writer) {
     /* lost since the last transaction: once more. A new session that could not be set up (the
      * node's lock taken meanwhile by another node of this id) is not used: every transaction
      * tries again, and fails until it can (docs/postgres.md "Failure windows") */
-    if (PQstatus(c->pg) != CONNECTION_OK || c->setup_failed) {
-      if (PQstatus(c->pg) != CONNECTION_OK) {
+    if (PQstatus(c->pg) != CONNECTION_OK || c->setup_failed || c->stale) {
+      if (PQstatus(c->pg) != CONNECTION_OK || c->stale) {
+        c->stale = 0;
         PQreset(c->pg);
         preps_clear(c); /* (the prepared statements were the old session's) */
       }

@@ -31,6 +31,8 @@ struct hookd_store_conn {
   int64_t changes;   /* rows written by this connection's commands (monotonic) */
   int in_savepoint;  /* the executor's op savepoint is open */
   int setup_failed;  /* the session after a reconnect could not be set up: not used */
+  int stale;         /* the server no longer takes its writes (25006) or goes down (57P…): the
+                      * next transaction begins on a new session */
   int settled;       /* a lost COMMIT's outcome, asked of the server (commit_settled) */
   char sqlstate[6];  /* of the last failed statement */
   char timeline[9];  /* writer: the server's WAL timeline at the session's start ("": unknown) —
@@ -67,9 +69,11 @@ struct hookd_store_conn {
 #define PG_LINK_TIMEOUT_MS "30000"
 #define PG_LINK_KEYS                                                                            \
   {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",                   \
-   "keepalives_count", "tcp_user_timeout", "dbname", "application_name", NULL}
+   "keepalives_count", "tcp_user_timeout", "target_session_attrs", "dbname",                    \
+   "application_name", NULL}
+/* (read-write: of a multi-host URL the primary, not a standby after a failover) */
 #define PG_LINK_VALS(url, app)                                                                  \
-  {PG_CONNECT_TIMEOUT_S, "1", "10", "5", "3", PG_LINK_TIMEOUT_MS, (url), (app), NULL}
+  {PG_CONNECT_TIMEOUT_S, "1", "10", "5", "3", PG_LINK_TIMEOUT_MS, "read-write", (url), (app), NULL}
 /* A notice processor that drops them: NOTICEs (an IF NOT EXISTS that found it) are no errors. */
 void pg_no_notices(void *arg, const char *message);
 
