@@ -125,6 +125,8 @@ typedef struct hookd_kept {
   char *answer;   /* the answer's JSON: built by the run, kept under the key with its writes */
   int status;
   bool replayed;  /* the answer kept for the key, given again: nothing was done */
+  int64_t at_ms;  /* the request's time: the wall clock no further ahead than the monotonic one
+                   * ran since the start (a step forward expired kept answers early) */
 } hookd_kept;
 bool hookd_kept_prepare(hookd_req *r, hookd_app *app, hookd_kept *k, const char *route,
                         const char *id, const char *why, const json_t *body, bool keyed);

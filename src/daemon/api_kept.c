@@ -37,6 +37,8 @@ bool hookd_kept_prepare(hookd_req *r, hookd_app *app, hookd_kept *k, const char 
   if (!idem) return true;
   if (!why) why = hookd_req_header(r, "Hookd-Reason");
   snprintf(k->idem, sizeof k->idem, "%s", idem);
+  k->at_ms = hookd_clock_bounded(hookd_now_ms(), hookd_mono_ms(), app->started_ms,
+                                 app->started_mono_ms);
   const hookd_principal *p = hookd_api_principal(r);
   snprintf(k->scope, sizeof k->scope, "%s", p ? p->key_id : "");
   hookd_buf b;
@@ -61,7 +63,7 @@ int hookd_kept_lookup(hookd_kept *k, hookd_api_op *base, hookd_store_conn *c,
   k->replayed = false;
   if (!k->idem[0]) return HOOKD_STORE_NOTFOUND;
   char *hash = NULL;
-  int rc = be->answer_get(c, k->scope, k->idem, hookd_now_ms(), HOOKD_KEPT_MS, &hash,
+  int rc = be->answer_get(c, k->scope, k->idem, k->at_ms, HOOKD_KEPT_MS, &hash,
                           &k->status, &k->answer);
   if (rc) return rc;
   bool same = !strcmp(hash, k->hash);
@@ -86,7 +88,7 @@ int hookd_kept_store(hookd_kept *k, hookd_store_conn *c, const hookd_store_backe
   k->status = status;
   if (!k->answer) return HOOKD_STORE_ERR;
   return k->idem[0] ? be->answer_put(c, k->scope, k->idem, k->hash, status, k->answer,
-                                     hookd_now_ms(), HOOKD_KEPT_MS)
+                                     k->at_ms, HOOKD_KEPT_MS)
                     : 0;
 }
 

@@ -50,7 +50,7 @@ typedef struct hookd_app {
   _Atomic bool started;     /* everything above is set up: routes other than /healthz and
                              * /readyz may run (the listener opens before the store, so that a
                              * supervisor's liveness probe is answered during a slow start) */
-  int64_t started_ms;
+  int64_t started_ms, started_mono_ms; /* the start, read from both clocks at once */
   hookd_bounded_clock retention_clock; /* retention's "now" (core/clock.h), from the start */
   int64_t retention_behind_logged;     /* its behind_max as last logged */
   bool retention_held;                 /* retention.held logged, not yet retention.resumed */

@@ -555,7 +555,8 @@ int hookd_serve(const hookd_config *cfg) {
    * 503 like a full disk's, instead of killing the daemon */
   signal(SIGXFSZ, SIG_IGN);
 
-  hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms(), .main_thread = pthread_self()};
+  hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms(), .started_mono_ms = hookd_mono_ms(),
+                   .main_thread = pthread_self()};
   hookd_outbox *outbox = NULL; /* the transactional outbox's relay (docs/outbox.md) */
   pthread_t watch; /* the stop's watchdog (stop_watch), from the main loop on */
   bool watch_started = false;

@@ -1064,6 +1064,25 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
+  it('a step forward of two days expires no Idempotency-Key\'s kept answer: the request sent again is answered as before, nothing done twice', { skip: ONE_NODE_CLOCK }, async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env });
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'kept-step' })).status, 201);
+    const create = () => h.api('POST', '/v1/tenants/kept-step/endpoints', { url: 'http://127.0.0.1:9/k' },
+      { 'Idempotency-Key': 'step-key-1' });
+    const first = await create();
+    assert.equal(first.status, 201, first.text);
+    clock.step(2 * 86400 * 1000);
+    await h.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step seen');
+    const again = await create();
+    assert.deepEqual([again.status, again.headers.get('idempotent-replayed'), again.json.id], [201, 'true', first.json.id],
+      again.text);
+    assert.equal((await h.api('GET', '/v1/tenants/kept-step/endpoints')).json.data.length, 1, 'one endpoint made');
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
   it('a step back: the ids made after it still sort after the earlier ones, so lists stay newest first', async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);
