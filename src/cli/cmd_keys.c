@@ -149,6 +149,9 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
     x->resealed++;
   }
   hookd_sources_free(srcs, ns);
+  /* the store's record of its key follows, in the same transaction: the next start compares */
+  char held[128];
+  if (rc == 0) rc = be->master_key_claim(c, x->new_key->id, true, now, held, sizeof held);
   return rc ? rc : be->audit_append(c, &x->audit);
 }
 

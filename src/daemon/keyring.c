@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "daemon/log.h"
 #include "store/storeq.h"
 
@@ -179,6 +180,17 @@ static int run_scan(hookd_store_conn *c, const hookd_store_backend *be, void *ar
   return rc ? rc : be->source_list(c, &s->srcs, &s->n_srcs);
 }
 
+typedef struct claim {
+  const char *key_id;
+  bool take;
+  char held[128];
+} claim;
+
+static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  claim *k = arg;
+  return be->master_key_claim(c, k->key_id, k->take, hookd_now_ms(), k->held, sizeof k->held);
+}
+
 int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen) {
   if (hookd_master_key_env() && cfg->master_key_file[0]) {
     snprintf(err, errlen,
@@ -291,6 +303,37 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
              "the store's secrets were sealed with master key %s but the configured key is %s: "
              "refusing to start",
              t.first, out->key.id);
+    return -1;
+  }
+  /* the store's key, recorded by the first start (or rotate-master): a node given another is
+   * refused before it seals anything — two nodes of a shared store started with two keys each
+   * sealed its own values, and every start after was refused, with nothing to repair it */
+  claim k = {.key_id = out->key.id};
+  if (hookd_storeq_run_sync(store->writer, run_claim, &k) != 0) {
+    snprintf(err, errlen, "cannot record the store's master key");
+    return -1;
+  }
+  if (strcmp(k.held, out->key.id) != 0) {
+    /* one node alone on a store with nothing sealed (its key file lost, say): nothing to open
+     * with the old key, the record follows. A shared store's other nodes may seal with the old
+     * one at any moment: refused there */
+    if (!hookd_store_is_postgres(cfg->store_url) && !t.sealed && !t.plain) {
+      char before[sizeof k.held];
+      snprintf(before, sizeof before, "%s", k.held);
+      k.take = true;
+      if (hookd_storeq_run_sync(store->writer, run_claim, &k) != 0) {
+        snprintf(err, errlen, "cannot record the store's master key");
+        return -1;
+      }
+      HLOG(HOOKD_LOG_INFO, "master_key.recorded", KV_S("key_id", out->key.id),
+           KV_S("replaced", before), KV_S("why", "nothing was sealed with the one before"));
+      return 0;
+    }
+    snprintf(err, errlen,
+             "this store's master key is %s (recorded by its first start or by rotate-master) but "
+             "this node was given %s: every node needs the store's key — start it with that one "
+             "(docs/security.md \"Keys at rest\")",
+             k.held, out->key.id);
     return -1;
   }
   return 0;

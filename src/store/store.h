@@ -809,6 +809,12 @@ typedef struct hookd_store_backend {
    * included: master-key rotation. */
   int (*endpoint_reseal)(hookd_store_conn *c, const char *id, const char *secret,
                          const char *previous_secret, const char *headers);
+  /* The store's record of the master key its values are sealed with (its id: a fingerprint,
+   * no secret): written with key_id when there is none, or when take (master-key rotation, a
+   * store with nothing sealed yet); the id held afterwards into held. Nodes given another key
+   * than the store's are refused at their start (docs/security.md "Keys at rest"). */
+  int (*master_key_claim)(hookd_store_conn *c, const char *key_id, bool take, int64_t now_ms,
+                          char *held, size_t cap);
   /* Live endpoints changed at or after since_ms (0 = all), including deleted ones. */
   int (*endpoints_since)(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
 

@@ -817,6 +817,23 @@ test('a COMMIT whose link died without a word while the server still runs the tr
   }
 });
 
+test('a node given another master key than the store\'s is refused at its start, naming both, before it seals anything', async () => {
+  const store = await pg.database();
+  const k1 = masterKey(), k2 = masterKey();
+  const a = await node(store, k1, 'n-key-a');
+  try {
+    // nothing is sealed yet: the record of the first start decides
+    await assert.rejects(node(store, k2, 'n-key-b'), /this store's master key is \S+ .* but this node was given \S+: every node needs the store's key/);
+    const rx = await startReceiver();
+    const { tenant } = await setup(a, rx.url); // (sealed with k1, delivered)
+    const p = await publish(a, tenant, { type: 'a', payload: {} });
+    await waitDelivery(a, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    await rx.close();
+  } finally {
+    assert.equal((await a.stop()).code, 0);
+  }
+});
+
 test('the master key is rotated only while no node runs on the store; the new key opens every secret', async () => {
   const store = await pg.database();
   const { dir, cleanup } = tempDir();

@@ -681,6 +681,22 @@ describe('secrets', () => {
     await recv.close();
   });
 
+  it('a lone store with nothing sealed takes a new master key (its key file lost), recording it; with values sealed, another key is refused', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    let h = await startHookd({ dir });
+    assert.equal((await h.stop()).code, 0);
+    rmSync(join(dir, 'hookd.db.key'));
+    h = await startHookd({ dir });
+    const rec = h.logs.find((l) => l.msg === 'master_key.recorded');
+    assert.ok(rec && rec.key_id && rec.replaced && rec.key_id !== rec.replaced, JSON.stringify(rec));
+    await setup(h, 'http://127.0.0.1:9/x'); // a secret sealed with it
+    assert.equal((await h.stop()).code, 0);
+    const other = join(dir, 'other.key');
+    writeFileSync(other, randomBytes(32).toString('base64'), { mode: 0o600 });
+    await assert.rejects(startHookd({ dir, args: ['--master-key-file', other] }), /sealed with master key/);
+    cleanup();
+  });
+
   it('master-key rotation run as root leaves the store\'s files to their owner (a lock file it makes is the owner\'s)',
     { skip: SQLITE_ONLY || (process.getuid() !== 0 && 'needs root') }, async () => {
     const { dir, cleanup } = tempDir();

@@ -861,6 +861,7 @@ const hookd_store_backend hookd_pg_backend = {
     .endpoint_delete = pg_endpoint_delete,
     .delete_step = pg_delete_step,
     .endpoint_reseal = pg_endpoint_reseal,
+    .master_key_claim = pg_master_key_claim,
     .endpoints_since = pg_endpoints_since,
     .publish = pg_publish,
     .event_payload_delete = pg_event_payload_delete,

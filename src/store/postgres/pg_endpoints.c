@@ -536,6 +536,28 @@ int pg_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
   return k == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
 }
 
+int pg_master_key_claim(hookd_store_conn *c, const char *key_id, bool take, int64_t now_ms,
+                        char *held, size_t cap) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, key_id);
+  pg_p_i64(&p, now_ms);
+  PGresult *r = pg_q(c,
+                     take ? "INSERT INTO master_key (one, key_id, recorded_at) VALUES (true, $1, $2)"
+                            " ON CONFLICT (one) DO UPDATE SET key_id = excluded.key_id,"
+                            " recorded_at = excluded.recorded_at RETURNING key_id"
+                          /* (the row there already is read back: a no-op update returns it) */
+                          : "INSERT INTO master_key (one, key_id, recorded_at) VALUES (true, $1, $2)"
+                            " ON CONFLICT (one) DO UPDATE SET key_id = master_key.key_id"
+                            " RETURNING key_id",
+                     &p, "record the master key");
+  if (!r) return HOOKD_STORE_ERR;
+  bool one = PQntuples(r) == 1;
+  if (one) snprintf(held, cap, "%s", PQgetvalue(r, 0, 0));
+  PQclear(r);
+  return one ? HOOKD_STORE_OK : pg_fail(c, "record the master key");
+}
+
 int pg_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n) {
   pg_params p;
   pg_p_init(&p);

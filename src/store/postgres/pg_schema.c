@@ -210,8 +210,15 @@ static const char *const migration_5[] = {
     " EXECUTE FUNCTION hookd_notify_config()",
     NULL};
 
+/* 6: the master key the store's values are sealed with, by its id (a fingerprint): a node given
+ * another is refused at its start, before it seals anything (docs/security.md "Keys at rest"). */
+static const char *const migration_6[] = {
+    "CREATE TABLE IF NOT EXISTS master_key (one boolean PRIMARY KEY DEFAULT true CHECK (one),"
+    " key_id text COLLATE \"C\" NOT NULL, recorded_at bigint NOT NULL)",
+    NULL};
+
 static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
-                                                migration_4, migration_5};
+                                                migration_4, migration_5, migration_6};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

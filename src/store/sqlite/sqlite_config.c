@@ -816,6 +816,29 @@ int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
 }
 
+int sq_master_key_claim(hookd_store_conn *c, const char *key_id, bool take, int64_t now_ms,
+                        char *held, size_t cap) {
+  sqlite3_stmt *st =
+      take ? sq_stmt(c, SQ_MK_TAKE,
+                     "INSERT INTO master_key (one, key_id, recorded_at) VALUES (1, ?1, ?2)"
+                     " ON CONFLICT (one) DO UPDATE SET key_id = excluded.key_id,"
+                     " recorded_at = excluded.recorded_at")
+           : sq_stmt(c, SQ_MK_PUT,
+                     "INSERT INTO master_key (one, key_id, recorded_at) VALUES (1, ?1, ?2)"
+                     " ON CONFLICT (one) DO NOTHING");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, key_id);
+  sq_bind_i64(st, 2, now_ms);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record the master key");
+  st = sq_stmt(c, SQ_MK_GET, "SELECT key_id FROM master_key WHERE one = 1");
+  if (!st) return HOOKD_STORE_ERR;
+  int step = sqlite3_step(st);
+  const unsigned char *id = step == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+  snprintf(held, cap, "%s", id ? (const char *)id : "");
+  sqlite3_reset(st);
+  return step == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "read the master key's record");
+}
+
 int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_SINCE,
                              "SELECT " SQ_EP_COLS SQ_EP_FROM " WHERE e.updated_at >= ?1 ORDER BY e.id");

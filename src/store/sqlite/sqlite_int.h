@@ -30,7 +30,7 @@ enum sq_stmt_id {
   SQ_INBOX_REFORWARD, SQ_EP_MARK_LEASED, SQ_DUE_HINTS,
   SQ_KEY_INSERT, SQ_KEY_LIST, SQ_KEY_REVOKE,
   SQ_AUDIT_INSERT, SQ_AUDIT_LIST, SQ_AUDIT_LIST_TENANT,
-  SQ_ANSWER_GET, SQ_ANSWER_PUT, SQ_ANSWER_DROP,
+  SQ_ANSWER_GET, SQ_ANSWER_PUT, SQ_ANSWER_DROP, SQ_MK_PUT, SQ_MK_TAKE, SQ_MK_GET,
   SQ_SRC_INSERT, SQ_SRC_GET, SQ_SRC_UPDATE, SQ_SRC_DELETE, SQ_SRC_LIST, SQ_SRC_PAGE, SQ_SRC_DESTS,
   SQ_INBOX_INSERT, SQ_INBOX_BY_KEY, SQ_INBOX_BY_BKEY, SQ_INBOX_GET, SQ_INBOX_AGG, SQ_INBOX_SET,
   SQ_INBOX_LEASE, SQ_INBOX_PURGE, SQ_INBOX_PURGE_DEL, SQ_INBOX_RESOLVE, SQ_INBOX_LAST_ERROR,
@@ -188,6 +188,8 @@ int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
 int sq_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out);
 int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                        hookd_delete_counts *out);
+int sq_master_key_claim(hookd_store_conn *c, const char *key_id, bool take, int64_t now_ms,
+                        char *held, size_t cap);
 int sq_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,
                        const char *previous_secret, const char *headers);
 int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);

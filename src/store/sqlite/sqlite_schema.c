@@ -548,6 +548,14 @@ static const struct {
      /* Payload filters (docs/api.md "Payload filters"): an endpoint takes only the events whose
       * payload matches its filter (compact JSON; NULL: every payload). */
      "ALTER TABLE endpoints ADD COLUMN payload_filter TEXT;"},
+    {41,
+     /* The master key the store's values are sealed with, by its id (a fingerprint): a start
+      * given another is refused before it seals anything (docs/security.md "Keys at rest"). */
+     "CREATE TABLE IF NOT EXISTS master_key ("
+     "  one INTEGER PRIMARY KEY CHECK (one = 1),"
+     "  key_id TEXT NOT NULL,"
+     "  recorded_at INTEGER NOT NULL"
+     ");"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
