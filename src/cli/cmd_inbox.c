@@ -67,7 +67,9 @@ static int run_load(hookd_store_conn *c, const hookd_store_backend *be, void *ar
 
 /* The destinations' signing keys, opened with the master key: how many (0: unsigned, with the
  * reason on stderr). A deleted destination's secret is gone: it signs nothing. */
-static size_t open_keys(const load *l, const char *key_file, hookd_hmac_key keys[MAX_KEYS]) {
+/* keys[i] signs until until_ms[i] (a previous secret's overlap end; INT64_MAX: the current). */
+static size_t open_keys(const load *l, const char *key_file, hookd_hmac_key keys[MAX_KEYS],
+                        int64_t until_ms[MAX_KEYS]) {
   char err[512] = "";
   hookd_keyring k;
   if (hookd_keyring_read(key_file, &k.key, err, sizeof err) != 0) {
@@ -91,7 +93,8 @@ static size_t open_keys(const load *l, const char *key_file, hookd_hmac_key keys
                                             : NULL};
     for (int j = 0; j < 2 && sealed[j]; j++) {
       char *plain = hookd_keyring_open(&k, sealed[j], e->id);
-      if (plain && hookd_secret_parse(plain, &keys[n]) == 0) n++;
+      if (plain && hookd_secret_parse(plain, &keys[n]) == 0)
+        until_ms[n++] = j ? e->previous_expires_ms : INT64_MAX;
       else
         fprintf(stderr, "hookd inbox replay: destination %s: its %ssecret does not open\n", e->id,
                 j ? "previous " : "");
@@ -253,13 +256,14 @@ int hookd_cmd_inbox(int argc, char **argv) {
     for (size_t i = 0; i < l.n_dests; i++) hookd_endpoint_free(&l.dests[i]);
     return 1;
   }
-  hookd_hmac_key keys[MAX_KEYS];
+  hookd_hmac_key keys[MAX_KEYS], now_keys[MAX_KEYS];
+  int64_t until_ms[MAX_KEYS];
   size_t n_keys = 0;
   if (remote && !sign_remote)
     fprintf(stderr, "hookd inbox replay: sent unsigned (--allow-remote: a signed copy elsewhere "
                     "could be sent on to the real handler; --sign signs it)\n");
   else
-    n_keys = open_keys(&l, key_file, keys);
+    n_keys = open_keys(&l, key_file, keys, until_ms);
 
   struct curl_slist *hs = NULL;
   char h[1024];
@@ -294,7 +298,12 @@ int hookd_cmd_inbox(int argc, char **argv) {
     struct curl_slist *call = NULL; /* this call's timestamp and signatures, then the rest */
     snprintf(ts, sizeof ts, "webhook-timestamp: %lld", (long long)now);
     call = curl_slist_append(call, ts);
-    if (n_keys && sign_header(&l, keys, n_keys, now, sig, sizeof sig) == 0)
+    /* signed with the keys of now: a previous secret's overlap may end during the calls (up
+     * to 10,000 of them, 30 s each), and after it only the new one signs, as a forward's */
+    size_t n_now = 0;
+    for (size_t k = 0; k < n_keys; k++)
+      if (until_ms[k] > hookd_now_ms()) now_keys[n_now++] = keys[k];
+    if (n_now && sign_header(&l, now_keys, n_now, now, sig, sizeof sig) == 0)
       call = curl_slist_append(call, sig);
     for (struct curl_slist *x = hs; x; x = x->next) call = curl_slist_append(call, x->data);
     curl_easy_setopt(e, CURLOPT_URL, to);
@@ -346,6 +355,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
   curl_easy_cleanup(e);
   curl_slist_free_all(hs);
   OPENSSL_cleanse(keys, sizeof keys);
+  OPENSSL_cleanse(now_keys, sizeof now_keys);
   hookd_event_free(&l.ev);
   hookd_inbox_free(&l.rec);
   for (size_t i = 0; i < l.n_dests; i++) hookd_endpoint_free(&l.dests[i]);

@@ -222,7 +222,8 @@ static void ep_forget_keys(ep *e) {
   hookd_secret_free(e->prev_ed_key);
   e->ed_key = e->prev_ed_key = NULL;
   hookd_secret_free(e->header_lines);
-  e->header_lines = NULL;
+  hookd_secret_free(e->redact_lines);
+  e->header_lines = e->redact_lines = NULL;
   e->has_prev = false;
   e->key_ok = false;
 }
@@ -242,11 +243,33 @@ static void ep_maybe_free(hookd_dispatcher *d, ep *e) {
   ep_free(d, e);
 }
 
+/* Adds a secret's text, whole and without its prefix (whsec_…: the key's base64 alone, which a
+ * receiver's error may quote), to what excerpts of e's answers mask. False out of memory (the
+ * endpoint is then not sent to: an excerpt would show it). */
+static bool redact_secret(ep *e, const char *plain) {
+  const char *bare = strchr(plain, '_');
+  bare = bare ? bare + 1 : plain;
+  const char *had = e->redact_lines ? e->redact_lines : "";
+  size_t n = strlen(had) + strlen(plain) + strlen(bare) + 16;
+  char *lines = malloc(n);
+  if (!lines) return false;
+  snprintf(lines, n, "%ss: %s\ns: %s\n", had, plain, bare);
+  hookd_secret_free(e->redact_lines);
+  e->redact_lines = lines;
+  return true;
+}
+
 /* Opens one stored secret into the form the signer uses. */
-static bool open_key(hookd_dispatcher *d, const ep *e, const char *stored, hookd_hmac_key *hk,
+static bool open_key(hookd_dispatcher *d, ep *e, const char *stored, hookd_hmac_key *hk,
                      char **ed) {
   char *plain = hookd_keyring_open(d->cfg.keyring, stored, e->cfg.id);
   if (!plain) return false;
+  /* a receiver's error that quotes the secret it expected is shown to every viewer of the
+   * tenant, who may not read secrets: masked whatever its encoding (JSON's "\/", a URL's) */
+  if (!redact_secret(e, plain)) {
+    hookd_secret_free(plain);
+    return false;
+  }
   bool ok;
   if (e->ed25519) {
     char pk[HOOKD_ED_SECRET_MAX];
@@ -281,6 +304,17 @@ static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cf
     e->header_lines = json_is_object(h) ? hookd_custom_headers_lines(h) : NULL;
     e->key_ok = e->header_lines != NULL;
     json_decref(h);
+    if (e->header_lines) { /* the values masked beside the secrets */
+      const char *had = e->redact_lines ? e->redact_lines : "";
+      size_t n = strlen(had) + strlen(e->header_lines) + 1;
+      char *lines = malloc(n);
+      if (lines) {
+        snprintf(lines, n, "%s%s", had, e->header_lines);
+        hookd_secret_free(e->redact_lines);
+        e->redact_lines = lines;
+      }
+      e->key_ok = lines != NULL; /* (unmasked, they would be shown) */
+    }
   }
   if (!e->key_ok) {
     HLOG(HOOKD_LOG_ERROR, "endpoint.secret_unavailable", KV_S("endpoint_id", e->cfg.id),
@@ -708,8 +742,9 @@ static void health_signal(const hookd_egress_req *req, hookd_classification cls,
                      req->status != 408 && req->status != 429);
 }
 
-/* The response excerpt as stored and shown: the values of the endpoint's custom headers (its
- * `header_lines`, or NULL) and what looks like credentials or personal data masked (O3), then
+/* The response excerpt as stored and shown: the values of the endpoint's custom headers and its
+ * secrets' text (its `redact_lines`, or NULL) and what looks like credentials or personal data
+ * masked (O3), then
  * cut to HOOKD_EXCERPT_MAX (core/redact.h: never inside a character or a word). It was read past
  * the bound (HOOKD_EXCERPT_READ), so what straddles the bound is masked whole. Out of memory,
  * nothing is kept (never the unmasked bytes). */
@@ -885,7 +920,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
      * excerpt is: masked as it is; none rather than one unmasked */
     hookd_buf red;
     hookd_buf_init(&red, 5 * sizeof it->result_ref);
-    if (hookd_redact_excerpt(req->result_ref, strlen(req->result_ref), e->header_lines, false,
+    if (hookd_redact_excerpt(req->result_ref, strlen(req->result_ref), e->redact_lines, false,
                              &red) == HOOKD_BUF_OK &&
         red.len) {
       size_t n = hookd_redact_cut(red.data, red.len, sizeof it->result_ref - 1, false);
@@ -901,7 +936,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->attempt.http_status = req->net == HOOKD_NET_OK ? req->status : 0;
   o->attempt.latency_ms = latency_ms;
   o->attempt.error = req->error[0] ? req->error : NULL;
-  redact_excerpt(req, e->header_lines);
+  redact_excerpt(req, e->redact_lines);
   o->attempt.response = req->response.data;
   o->attempt.response_len = req->response.len;
   o->attempt.trigger = (char *)attempt_kind(dl);

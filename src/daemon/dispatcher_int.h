@@ -176,6 +176,8 @@ typedef struct ep {
   bool has_prev;
   int64_t prev_until_ms;
   char *header_lines;         /* its custom headers opened, "Name: value\n" each (NULL none) */
+  char *redact_lines;         /* what an excerpt of its answers must not show, as header lines:
+                               * those values and its signing secrets' text (NULL none) */
   bool key_ok;                /* its secret (and custom headers) opened: it may be sent to */
   bool gone;
   uint64_t pause_gen;         /* apply_pauses: pause_stored is the store's pause of this rescan */

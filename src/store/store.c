@@ -297,6 +297,13 @@ int64_t hookd_walk_next(const hookd_walk_batch *w, int limit) {
   return w->fresh || w->scanned < limit ? 0 : w->last;
 }
 
+int hookd_expire_take(const int64_t *fanout, int n) {
+  int64_t sum = 0;
+  int k = 0;
+  while (k < n && (k == 0 || sum + fanout[k] <= HOOKD_EXPIRE_DELIVERIES)) sum += fanout[k++];
+  return k;
+}
+
 const char *hookd_inbox_status_of(int64_t unknown, int64_t dead, int64_t retrying,
                                   int64_t pending, int64_t delivered, const char **deciding) {
   /* a forward still retried or waiting comes before a dead one: dead_lettered is final, and a
@@ -341,8 +348,10 @@ void hookd_replay_memo_fill(hookd_replay_memo *m, hookd_store_conn *c, const cha
   hookd_endpoint ep;
   m->rc = get(c, endpoint_id, &ep);
   m->enabled = m->ordered = m->block = false;
+  m->idempotent = true;
   if (m->rc == 0) {
     m->enabled = ep.enabled;
+    m->idempotent = !ep.source_id || ep.idempotent;
     m->ordered = ep.ordered;
     m->block = ep.lane_policy && !strcmp(ep.lane_policy, "block");
     hookd_endpoint_free(&ep);
@@ -364,6 +373,17 @@ int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, 
   if (!m->enabled) {
     snprintf(err, errlen, "its endpoint is disabled");
     *why = "endpoint_disabled";
+    return HOOKD_STORE_STATE;
+  }
+  /* a forward to a destination that is not idempotent, given up by an operator after an outcome
+   * that may have reached it (resolve "dead_lettered"): a job's sweep of a window's dead
+   * deliveries leaves it (the handler may have applied it once already); a replay naming it
+   * sends it, the operator's word */
+  if (m->swept && !m->idempotent && f->dead_reason && !strcmp(f->dead_reason, "operator")) {
+    snprintf(err, errlen,
+             "an operator gave it up after an outcome that may have reached its destination, "
+             "which is not idempotent: replay it by its id");
+    *why = "given_up";
     return HOOKD_STORE_STATE;
   }
   /* superseded at publish: a higher version of its lane was given first; it was never sent,

@@ -676,6 +676,8 @@ typedef struct hookd_replay_memo {
   char endpoint_id[160];        /* the endpoint last looked up ("" = none) */
   int rc;                       /* its lookup: 0, HOOKD_STORE_NOTFOUND (deleted) or an error */
   bool enabled, ordered, block; /* block: its lane_policy */
+  bool idempotent;              /* an inbound destination's flag (true for an endpoint) */
+  bool swept;                   /* set by a replay job: a filter's sweep, not a delivery named */
 } hookd_replay_memo;
 typedef int (*hookd_endpoint_get_fn)(hookd_store_conn *c, const char *id, hookd_endpoint *out);
 /* Before the endpoint is looked up: refused by the delivery's state alone (still scheduled, or
@@ -687,6 +689,13 @@ void hookd_replay_memo_fill(hookd_replay_memo *m, hookd_store_conn *c, const cha
 /* The rest, in order: 0 (replay it), HOOKD_STORE_STATE, or the endpoint lookup's error. */
 int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, int64_t now_ms,
                        char *err, size_t errlen, const char **why);
+
+/* Event retention's op deletes whole events, in the walk's order, while their deliveries stay
+ * within HOOKD_EXPIRE_DELIVERIES (the first one always): a batch of events fanned out to a
+ * thousand endpoints each held the writer, and every ack behind it, for seconds. Returns how many
+ * of the n events (fanout: each one's deliveries) this op takes. */
+#define HOOKD_EXPIRE_DELIVERIES 500
+int hookd_expire_take(const int64_t *fanout, int n);
 
 /* An inbox record's status from its forwards' states (counts of each; docs/inbound.md "Inbox
  * states": the least advanced decides — unknown > retryable_failed > received > dead_lettered >

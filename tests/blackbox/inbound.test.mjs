@@ -2768,6 +2768,28 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('hookd inbox replay signs each call with the keys of its time: once the previous secret\'s overlap ends, only the new one', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_rotx'], [{ url: dest.url }]);
+    const body = stripeEvent('evt_rotx_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_rotx'));
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    const rot = await h.api('POST', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}/secret/rotate`,
+      { expire_previous_after_s: 2 });
+    assert.equal(rot.status, 200, rot.text);
+    const local = await startReceiver(() => ({ status: 200, delayMs: 1500 }));
+    const child = spawn(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', local.url, '--times', '3',
+      '--store', h.store], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...h.storeEnv } });
+    assert.equal(await new Promise((resolve) => child.on('exit', resolve)), 0);
+    // (each call answered after 1.5 s: the third is sent 3 s in, past the overlap's 2 s)
+    const sigs = local.requests.map((q) => q.headers['webhook-signature'].split(' ').length);
+    assert.equal(sigs.length, 3);
+    assert.equal(sigs[0], 2, 'during the overlap: both');
+    assert.equal(sigs[2], 1, 'after it: the new secret alone');
+    await local.close();
+    await dest.close();
+  });
+
   it('hookd inbox replay sends the header lines the forward carried, one of 700 bytes too', async () => {
     const dest = await startReceiver();
     const src = await source('github', ['gh-long'], [{ url: dest.url }]);

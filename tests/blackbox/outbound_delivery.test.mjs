@@ -3,6 +3,7 @@
 // standardwebhooks reference library.
 import { after, before, describe, it } from 'node:test';
 import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
@@ -326,6 +327,24 @@ describe('delivery outcomes', () => {
     const excerpt = (await getDelivery(h, d.id)).attempts[0].response_excerpt;
     assert.equal(excerpt, '{"error":"invalid token","token":"[redacted]","contact":"[redacted]",'
       + '"card":"[redacted]","auth":"Bearer [redacted]","key":"[redacted]"}');
+    await recv.close();
+  });
+
+  it('a receiver\'s answer quoting the endpoint\'s own signing secret (JSON-escaped, URL-encoded, without its prefix) is masked in the excerpt', async () => {
+    let b64;
+    do b64 = randomBytes(32).toString('base64'); while (!b64.includes('/') || !b64.includes('+'));
+    const body = `{"expected":"${b64.replaceAll('/', '\\/')}","hint":"/setup?k=${encodeURIComponent(b64)}"}`;
+    const recv = await startReceiver(() => ({ status: 400, body }));
+    const { tenant } = await setup(h, recv.url, { secret: `whsec_${b64}` });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    const excerpt = (await getDelivery(h, d.id)).attempts[0].response_excerpt;
+    const decoded = [excerpt, excerpt.replaceAll('\\/', '/'), decodeURIComponent(excerpt)];
+    for (let i = 0; i + 8 <= b64.length; i += 4) {
+      const part = b64.slice(i, i + 8);
+      assert.ok(decoded.every((x) => !x.includes(part)), `${part} shown: ${excerpt}`);
+    }
+    assert.match(excerpt, /^\{"expected":"\[redacted\]"/, excerpt);
     await recv.close();
   });
 

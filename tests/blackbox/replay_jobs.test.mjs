@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { HOOKD_BIN, faultClock, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
+import * as sign from './lib/providers.mjs';
 
 let h;
 before(async () => { h = await startHookd(); });
@@ -276,6 +277,50 @@ describe('replay jobs: preview, then confirm', () => {
       assert.deepEqual((await getDelivery(h, evs[i].deliveryId)).attempts.map((a) => a.trigger), ['live', 'replay']);
     }
     await recv.close();
+  });
+});
+
+describe('replay jobs: what an operator gave up', () => {
+  it('a forward to a non-idempotent destination resolved dead_lettered is left by a job (given_up); replayed by its id, it goes', { timeout: 60000 }, async () => {
+    const tenant = 'rj-given-up';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    let answer = 'hang';
+    const held = await startReceiver(() => (answer === 'hang' ? 'hang' : { status: 200 }));
+    const bad = await startReceiver(() => ({ status: 400 }));
+    const mk = async (secret, dest) => (await h.api('POST', '/v1/sources', { tenant, provider: 'stripe', secrets: [secret],
+      destinations: [dest] })).json;
+    const s1 = await mk('whsec_gu1', { url: held.url, idempotent: false, timeout_ms: 300 });
+    const s2 = await mk('whsec_gu2', { url: bad.url });
+    const send = async (src, secret, id) => {
+      const body = JSON.stringify({ id, type: 'invoice.paid', data: { object: { id: `o_${id}` } } });
+      const r = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body, headers: sign.stripe(body, secret) });
+      return (await r.json()).inbox_id;
+    };
+    const rec = async (id) => (await h.api('GET', `/v1/inbox/${id}`)).json;
+    const i1 = await send(s1, 'whsec_gu1', 'evt_gu_1');
+    const i2 = await send(s2, 'whsec_gu2', 'evt_gu_2');
+    await waitUntil(async () => (await rec(i1)).status === 'unknown' || null, { what: 'held unknown' });
+    await waitUntil(async () => (await rec(i2)).status === 'dead_lettered' || null, { what: 'the 400 dead' });
+    const given = await h.api('POST', `/v1/inbox/${i1}/resolve`, { outcome: 'dead_lettered', reason: 'may be applied: checked by hand' });
+    assert.equal(given.status, 200, given.text);
+    held.releaseHanging();
+    answer = 'ok';
+    const sent = held.requests.length;
+    const pv = await createJob(h, tenant, { filter: { state: 'dead' }, reason: 'after the fix' });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.total, 2);
+    assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
+    const done = await waitJob(h, tenant, pv.json.id, (j) => j.state === 'completed', 'the job completes');
+    assert.deepEqual(done.progress.skipped_by_reason, { given_up: 1 }, JSON.stringify(done.progress));
+    assert.equal(done.progress.replayed, 1, 'the 400\'s forward replayed');
+    await waitUntil(async () => bad.requests.length === 2 || null, { what: 'the replayed forward sent' });
+    assert.equal(held.requests.length, sent, 'the given-up forward not sent again by the sweep');
+    // named by its id, the operator's word: it goes
+    assert.equal((await h.api('POST', `/v1/inbox/${i1}/replay`)).status, 202);
+    await waitUntil(async () => (await rec(i1)).status === 'completed' || null, { what: 'replayed by its id' });
+    assert.equal(held.requests.length, sent + 1);
+    await held.close();
+    await bad.close();
   });
 });
 

@@ -80,6 +80,32 @@ static const char *seq_array(hookd_store_conn *c, pg_arr *a, const int64_t *ids,
   return lit;
 }
 
+/* Keeps the first *n of ids whose deliveries fit an op's budget (hookd_expire_take); the walk
+ * goes on after the last kept when some are left. */
+static int expire_trim(hookd_store_conn *c, int64_t *ids, int *n, int64_t *after_seq) {
+  pg_arr a;
+  const char *seqs = seq_array(c, &a, ids, *n);
+  if (!seqs) return HOOKD_STORE_ERR;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, seqs);
+  PGresult *r = pg_q(c,
+                     "SELECT (SELECT count(*) FROM deliveries d WHERE d.event_seq = x.s)"
+                     " FROM unnest($1::bigint[]) WITH ORDINALITY AS x(s, i) ORDER BY x.i",
+                     &p, "retention: count deliveries");
+  pg_arr_free(&a);
+  if (!r) return HOOKD_STORE_ERR;
+  int64_t *fanout = PQntuples(r) == *n ? malloc((size_t)*n * sizeof *fanout) : NULL;
+  for (int i = 0; fanout && i < *n; i++) fanout[i] = pg_i64(r, i, 0);
+  PQclear(r);
+  if (!fanout) return pg_fail(c, "retention: count deliveries");
+  int k = hookd_expire_take(fanout, *n);
+  free(fanout);
+  if (k < *n) *after_seq = ids[k - 1];
+  *n = k;
+  return HOOKD_STORE_OK;
+}
+
 /* Event retention (outbound; inbound events go with their dedup record, pg_inbox_purge): the
  * walk goes through a partial index of the outbound events, made by the first run, so that it
  * never reads inbound rows or bodies (PostgreSQL has no INDEXED BY: the planner picks it). The
@@ -106,7 +132,8 @@ int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                              " WHERE e.kind = 'outbound' AND e.seq > $2 ORDER BY e.seq LIMIT $1",
                              true, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
-  if (n > 0) rc = pg_retention_mark(c, "outbound", before_ms);
+  if (n > 1) rc = expire_trim(c, ids, &n, after_seq);
+  if (!rc && n > 0) rc = pg_retention_mark(c, "outbound", before_ms);
   if (!rc && n > 0) {
     pg_arr a;
     const char *seqs = seq_array(c, &a, ids, n);

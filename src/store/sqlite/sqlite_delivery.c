@@ -1798,7 +1798,25 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   int64_t *ids;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
-  if (n > 0) rc = sq_retention_mark(c, "outbound", before_ms);
+  /* whole events while their deliveries fit the op's budget; the walk goes on after the last */
+  int64_t *fanout = n > 1 ? malloc((size_t)n * sizeof *fanout) : NULL;
+  if (n > 1 && !fanout) rc = sq_fail(c, "retention: out of memory");
+  st = fanout ? sq_stmt(c, SQ_EV_FANOUT, "SELECT COUNT(*) FROM deliveries WHERE event_seq = ?1")
+              : NULL;
+  if (fanout && !st) rc = HOOKD_STORE_ERR;
+  for (int i = 0; st && !rc && i < n; i++) {
+    sq_bind_i64(st, 1, ids[i]);
+    if (sqlite3_step(st) != SQLITE_ROW) rc = sq_fail(c, "retention: count deliveries");
+    else fanout[i] = sq_col_i64(st, 0);
+    sqlite3_reset(st);
+  }
+  if (fanout && !rc) {
+    int k = hookd_expire_take(fanout, n);
+    if (k < n) *after_seq = ids[k - 1];
+    n = k;
+  }
+  free(fanout);
+  if (!rc && n > 0) rc = sq_retention_mark(c, "outbound", before_ms);
   for (int i = 0; !rc && i < n; i++)
     if (!(rc = sq_event_delete(c, ids[i], true))) (*expired)++;
   free(ids);

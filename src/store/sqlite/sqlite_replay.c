@@ -728,7 +728,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
   if (at > (double)now_ms + per_item + 1000) at = (double)now_ms;
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
-  hookd_replay_memo memo = {0};
+  hookd_replay_memo memo = {.swept = true};
   while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX) {
     const char *result;
     char *ep = NULL;

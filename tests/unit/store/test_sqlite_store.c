@@ -1373,6 +1373,54 @@ static void expire_deletes_settled_events_with_their_history(void **state) {
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id IN ('e3', 'e6')"), 0);
 }
 
+/* An op of event retention takes whole events while their deliveries fit its budget, the first
+ * one always (an event is deleted whole, however large its fan-out). */
+static void expire_takes_whole_events_within_the_budget(void **state) {
+  (void)state;
+  const int64_t small[25] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  assert_int_equal(hookd_expire_take(small, 25), 25);
+  const int64_t wide[] = {300, 300, 1};
+  assert_int_equal(hookd_expire_take(wide, 3), 1);
+  const int64_t huge[] = {1000, 1};
+  assert_int_equal(hookd_expire_take(huge, 2), 1);
+  const int64_t fits[] = {200, 200, 100, 1};
+  assert_int_equal(hookd_expire_take(fits, 4), 3);
+  assert_int_equal(HOOKD_EXPIRE_DELIVERIES, 500);
+}
+
+/* ... and sq_event_expire keeps to it: three old events fanned out to 512 endpoints each, one
+ * op deletes one of them (two before: 1,024 deliveries in one op), and says where to go on. */
+static void expire_op_keeps_to_the_budget(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  call sql = {.in = "CREATE TEMP TABLE x AS SELECT * FROM endpoints WHERE id = 'ep1';"
+                    "INSERT INTO x SELECT * FROM x; INSERT INTO x SELECT * FROM x;"
+                    "INSERT INTO x SELECT * FROM x; INSERT INTO x SELECT * FROM x;"
+                    "INSERT INTO x SELECT * FROM x; INSERT INTO x SELECT * FROM x;"
+                    "INSERT INTO x SELECT * FROM x; INSERT INTO x SELECT * FROM x;"
+                    "INSERT INTO x SELECT * FROM x;"
+                    "UPDATE x SET id = 'epx' || rowid; DELETE FROM x WHERE rowid = 1;"
+                    "INSERT INTO endpoints SELECT * FROM x; DROP TABLE x"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM endpoints"), 512);
+  hookd_publish_res res;
+  const char *ids[] = {"w1", "w2", "w3"};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(publish(f, "t1", ids[i], "a.b", NULL, 1, &res), 0);
+    hookd_publish_res_free(&res);
+  }
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 3 * 512);
+  sql.in = "UPDATE deliveries SET state = 'delivered', delivered_at = updated_at - 864000000,"
+           " next_attempt_at = NULL, updated_at = updated_at - 864000000;"
+           "UPDATE events SET created_at = created_at - 864000000";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  call c = {.i64 = hookd_now_ms() - 86400 * 1000LL};
+  assert_int_equal(w(f, run_expire, &c), 0);
+  assert_int_equal(c.ival, 1);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id = 'w1'"), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 2 * 512);
+}
+
 /* The store's newest delivery keeps its event even when a newer event (without deliveries)
  * exists: deleting it would hand its seq out again, and a late outcome of the deleted delivery
  * (fenced by seq and lease token) could then land on the new one. */
@@ -1894,6 +1942,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(expire_deletes_settled_events_with_their_history, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(expire_keeps_the_newest_delivery, setup, teardown),
+      cmocka_unit_test(expire_takes_whole_events_within_the_budget),
+      cmocka_unit_test_setup_teardown(expire_op_keeps_to_the_budget, setup, teardown),
       cmocka_unit_test_setup_teardown(late_outcome_and_release_after_the_sweeps_hold, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
