@@ -573,11 +573,20 @@ static void reply_event_get(hookd_api_op *base, int rc) {
     return;
   }
   json_t *payload, *binary = NULL;
+  bool lossy = false;
   if (op->ev.inbound) {
     /* the provider's request body as received: JSON as JSON, anything else (a form) as text,
      * and bytes that are not UTF-8 as base64 beside a null payload (null alone would read as a
-     * JSON null, or a purged payload) */
-    payload = json_loadb(op->ev.body, op->ev.body_len, JSON_DECODE_ANY, NULL);
+     * JSON null, or a purged payload). JSON is read as the receive path reads it: a body hookd
+     * took though it is not I-JSON (a \u0000, a lone surrogate, a key twice, an integer beyond
+     * 64 bits; docs/inbound.md) is still JSON, shown with payload_lossy where the value shown
+     * is not the one the bytes hold (a strict read made it a string of its text). */
+    char err[HOOKD_JSON_ERR_MAX];
+    payload = op->ev.body_len ? hookd_json_parse_body(op->ev.body, op->ev.body_len,
+                                                      &base->app->json_limits, &lossy, NULL, err)
+                              : NULL;
+    /* deeper than --max-json-depth: kept as bytes, but jansson (its own bound) reads it */
+    if (!payload) payload = json_loadb(op->ev.body, op->ev.body_len, JSON_DECODE_ANY, NULL);
     if (!payload) payload = json_stringn(op->ev.body, op->ev.body_len); /* NULL: not UTF-8 */
     char *b64 = !payload && op->ev.body ? malloc(HOOKD_B64_ENCLEN(op->ev.body_len)) : NULL;
     if (b64) {
@@ -600,6 +609,7 @@ static void reply_event_get(hookd_api_op *base, int rc) {
     json_object_set_new(v, "headers", meta_json(op->ev.meta, sig_header[0] ? sig_header : NULL));
   }
   json_object_set_new(v, "payload", payload ? payload : json_null());
+  if (lossy) json_object_set_new(v, "payload_lossy", json_true());
   if (binary) json_object_set_new(v, "payload_base64", binary);
   json_object_set_new(v, "deliveries", dl);
   hookd_req_reply_json(base->req, 200, v);

@@ -695,6 +695,30 @@ describe('verification', () => {
     await dest.close();
   });
 
+  it('GET /v1/events/{id} shows a JSON body taken though not I-JSON as JSON, with payload_lossy; a BOM is left out of it', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_ijshow'], [{ url: dest.url }]);
+    const shown = async (body) => {
+      const r = await post(src, body, sign.stripe(body, 'whsec_ijshow'));
+      assert.equal(r.status, 200, r.text);
+      await waitStatus(src, r.json.inbox_id, 'completed');
+      const ev = await h.api('GET', `/v1/events/${r.json.inbox_id}`);
+      assert.equal(ev.status, 200, ev.text);
+      return ev.json;
+    };
+    const nul = await shown('{"id":"evt_ijs_1","type":"invoice.paid","data":{"object":{"memo":"a\\u0000b"}}}');
+    assert.deepEqual([nul.payload, nul.payload_lossy, nul.payload_base64],
+      [{ id: 'evt_ijs_1', type: 'invoice.paid', data: { object: { memo: 'a\uFFFDb' } } }, true, undefined]);
+    // an integer beyond 64 bits: the numbers no double holds exactly are null, not rounded
+    const big = await shown('{"id":"evt_ijs_2","type":"invoice.paid","data":{"n":123456789012345678901234567890,"m":7}}');
+    assert.deepEqual([big.payload.data, big.payload_lossy], [{ n: null, m: 7 }, true]);
+    // a byte order mark changes no value: the JSON as sent, not lossy
+    const bom = await shown('\uFEFF{"id":"evt_ijs_3","type":"invoice.paid","data":{"k":1}}');
+    assert.deepEqual([bom.payload, bom.payload_lossy], [{ id: 'evt_ijs_3', type: 'invoice.paid', data: { k: 1 } }, undefined]);
+    assert.equal(dest.requests.length, 3);
+    await dest.close();
+  });
+
   it('a signed body that is not UTF-8 is kept and forwarded byte for byte; the event shows it as base64', async () => {
     const dest = await startReceiver();
     const src = await source('github', ['gh-bin'], [{ url: dest.url }]);
