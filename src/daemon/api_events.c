@@ -219,6 +219,18 @@ static void fail(perr *e, int status, const char *code, const char *fmt, ...) {
   snprintf(e->o->message, sizeof e->o->message, "%s", msg);
 }
 
+/* The request hash that tells "the same request" for a repeated id or Idempotency-Key:
+ * SHA-256 over request's canonical JSON, built in at most cap bytes. 0, or a hookd_buf code
+ * (-1 for NULL: out of memory building it). */
+static int request_hash(const json_t *request, size_t cap, unsigned char hash[32]) {
+  hookd_buf canon;
+  hookd_buf_init(&canon, cap);
+  int brc = request ? hookd_jcs(request, &canon) : -1;
+  if (!brc && hookd_sha256(canon.data, canon.len, hash) != 0) brc = -1;
+  hookd_buf_free(&canon);
+  return brc;
+}
+
 /* Checks a publish's body (its members already known to be a publish's) and fills op from it:
  * the event, its envelope, its request hash, the store request. op->idem is set by the caller.
  * -1 when refused (e answered). */
@@ -296,14 +308,8 @@ static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body,
   /* request hash: SHA-256 of the canonical request body. It only matters when the request can
    * be repeated — a caller's event id or an Idempotency-Key; a generated id never collides. */
   int brc = 0;
-  if (id || op->idem[0]) {
-    hookd_buf canon;
-    /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
-    hookd_buf_init(&canon, app->cfg->max_body_bytes * 6 + 1024);
-    brc = hookd_jcs(body, &canon);
-    if (brc == 0 && hookd_sha256(canon.data, canon.len, op->hash) != 0) brc = -1;
-    hookd_buf_free(&canon);
-  }
+  /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
+  if (id || op->idem[0]) brc = request_hash(body, app->cfg->max_body_bytes * 6 + 1024, op->hash);
 
   if (!brc) brc = envelope(op, app, occurred_ms, payload);
   if (brc) {
@@ -702,8 +708,10 @@ static int run_test_event(hookd_store_conn *c, const hookd_store_backend *be,
                           hookd_api_op *base) {
   pub_op *op = (pub_op *)base;
   int rc = run_publish(c, be, base);
-  return rc ? rc : hookd_api_audit(base, c, be, "endpoint.test", op->only_ep, op->tenant,
-                                   op->event_id);
+  /* a retry of a test already sent (its Idempotency-Key) did nothing: nothing to audit */
+  return rc || op->res.duplicate ? rc
+                                 : hookd_api_audit(base, c, be, "endpoint.test", op->only_ep,
+                                                   op->tenant, op->event_id);
 }
 
 static void reply_test_event(hookd_api_op *base, int rc) {
@@ -741,14 +749,26 @@ void hookd_api_endpoint_test(hookd_req *r, hookd_app *app) {
                     "type must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
     goto done;
   }
+  /* a retry after a lost answer sends no second test: the key as on a publish, kept with the
+   * event (the same key for another endpoint, type or payload is 409) */
+  const char *idem;
+  if (!hookd_api_idempotency_key(r, &idem)) goto done;
   if (!(op = hookd_api_op_new(sizeof *op, r, app, run_test_event, reply_test_event))) goto done;
   op->base.cleanup = pub_cleanup;
   int64_t now = hookd_now_ms();
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   snprintf(op->only_ep, sizeof op->only_ep, "%s", hookd_req_param(r, 1));
   snprintf(op->type, sizeof op->type, "%s", type);
+  if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
   hookd_id_new("evt", now, op->event_id);
   int brc = envelope(op, app, now, payload ? payload : dflt);
+  if (!brc && idem) { /* (test_endpoint: no publish's body has it, so no publish is the same) */
+    json_t *request = json_pack("{s:o,s:s,s:O}", "test_endpoint",
+                                hookd_json_str_or_null(op->only_ep), "type", type, "payload",
+                                payload ? payload : dflt);
+    brc = request_hash(request, app->cfg->max_body_bytes * 6 + 1024, op->hash);
+    json_decref(request);
+  }
   if (brc) {
     hookd_req_error(r, brc == HOOKD_BUF_TOOBIG ? 413 : 400, "invalid_payload",
                     "payload cannot be serialised (too large or not representable)");
@@ -933,11 +953,7 @@ static void reply_source(hookd_api_op *base, int rc) {
   json_t *request = op->caller_id ? json_pack("{s:s,s:s}", "id", op->pub.event_id,
                                               "republish_of", op->source)
                                   : json_pack("{s:s}", "republish_of", op->source);
-  hookd_buf canon;
-  hookd_buf_init(&canon, 1024);
-  int brc = request ? hookd_jcs(request, &canon) : -1;
-  if (!brc && hookd_sha256(canon.data, canon.len, op->pub.hash) != 0) brc = -1;
-  hookd_buf_free(&canon);
+  int brc = request_hash(request, 1024, op->pub.hash);
   json_decref(request);
   if (rc) { /* no such event, or event retention deleted it */
     if (brc || (!op->caller_id && !op->pub.idem[0])) {

@@ -696,6 +696,32 @@ describe('a test event to one endpoint', () => {
     await one.close();
     await other.close();
   });
+  it('an Idempotency-Key is checked and honoured as on a publish: a retry sends no second test', async () => {
+    const rcv = await startReceiver();
+    const { tenant: t, endpoint: ep } = await setup(h, rcv.url);
+    const ep2 = (await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: rcv.url })).json.id;
+    const test = (body, key, to = ep) => h.api('POST', `/v1/tenants/${t}/endpoints/${to}/test`, body,
+      key === undefined ? {} : { 'Idempotency-Key': key });
+    assertError(await test(undefined, 'has space'), 400, 'invalid_header');
+    assertError(await test(undefined, 'k'.repeat(256)), 400, 'invalid_header');
+    const first = await test(undefined, 'test-1');
+    assert.equal(first.status, 202, first.text);
+    assert.equal(first.json.duplicate, false);
+    const again = await test(undefined, 'test-1'); // the answer was lost: sent again
+    assert.equal(again.status, 202, again.text);
+    assert.deepEqual([again.json.id, again.json.duplicate, again.headers.get('idempotent-replayed')],
+      [first.json.id, true, 'true']);
+    // the key names that request: another payload, or another endpoint, is not it
+    assertError(await test({ payload: { n: 2 } }, 'test-1'), 409, 'conflict');
+    assertError(await test(undefined, 'test-1', ep2), 409, 'conflict');
+    const events = await h.api('GET', `/v1/tenants/${t}/events`);
+    assert.deepEqual(events.json.data.map((e) => e.id), [first.json.id], 'one event');
+    await waitDelivery(h, first.json.id, (d) => d.length === 1 && d[0].state === 'delivered');
+    assert.equal(rcv.requests.length, 1, 'one request to the receiver');
+    const audit = await h.api('GET', `/v1/audit?tenant=${t}`);
+    assert.equal(audit.json.data.filter((a) => a.action === 'endpoint.test').length, 1, 'audited once');
+    await rcv.close();
+  });
 });
 
 describe('metadata: the API user\'s own labels on endpoints and tenants', () => {
