@@ -178,11 +178,11 @@ static bool valid_type(const char *s) {
   "schema_version must be a string of 1-64 characters of letters, digits, '_', '-', '.', ':' "  \
   "or an integer in [0, 2^53)"
 
-/* A publish's schema_version as the JSON text kept and sent (out: "" when absent); false when
- * it is none of the two forms. */
+/* A publish's schema_version as the JSON text kept and sent (out: "" when absent or null, as
+ * the other optional members read null); false when it is none of the two forms. */
 static bool schema_version_text(const json_t *v, char *out, size_t cap) {
   out[0] = '\0';
-  if (!v) return true;
+  if (!v || json_is_null(v)) return true;
   if (json_is_integer(v)) {
     json_int_t n = json_integer_value(v);
     if (n < 0 || n >= 9007199254740992LL) return false;
