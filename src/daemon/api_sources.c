@@ -708,9 +708,14 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
                       scalars[k]);
       return false;
     }
+  /* absent is missing_field, present and wrong invalid_field, as everywhere */
+  if (!json_object_get(d, "url")) {
+    hookd_req_error(r, 422, "missing_field", "%s%surl is required: the handler's URL", pre, dot);
+    return false;
+  }
   char wrong[96] = "";
   if (hookd_json_get_str(d, "url", &url) != 0)
-    snprintf(wrong, sizeof wrong, "url is required: a string");
+    snprintf(wrong, sizeof wrong, "url must be a string");
   else if (hookd_json_get_bool(d, "idempotent", &idem) < 0)
     snprintf(wrong, sizeof wrong, "idempotent must be a boolean");
   else if (hookd_json_get_int(d, "timeout_ms", &timeout) < 0 || timeout < 100 ||

@@ -1072,6 +1072,14 @@ describe('forwarding', () => {
     }
     const nulled = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, timeout_ms: null });
     assert.deepEqual([nulled.status, nulled.json.error.param], [422, 'timeout_ms'], nulled.text);
+    // a url left out is missing_field, one of the wrong type invalid_field: alone and in a list
+    for (const [path, body, code, param] of [[`/v1/sources/${src.id}/destinations`, {}, 'missing_field', 'url'],
+      [`/v1/sources/${src.id}/destinations`, { url: 5 }, 'invalid_field', 'url'],
+      ['/v1/sources', { tenant: TENANT, provider: 'stripe', secrets: ['whsec_x'], destinations: [{ idempotent: false }] },
+        'missing_field', 'destinations[0].url']]) {
+      const r = await h.api('POST', path, body);
+      assert.deepEqual([r.status, r.json.error.code, r.json.error.param], [422, code, param], r.text);
+    }
     // (the body is the destination: its fields by their own names, not "destination.…")
     for (const [fields, param] of [[{ rate_limit: { per_second: -1 } }, /^rate_limit/],
       [{ retry: { max_attempts: 0 } }, /^retry\.max_attempts$/]]) {
