@@ -679,7 +679,7 @@ void hookd_api_event_list(hookd_req *r, hookd_app *app) {
   if (hookd_api_type_time_query(r, &type, &since_ms, &until_ms) != 0) return;
   int k = !kind ? 0 : !strcmp(kind, "outbound") ? 1 : !strcmp(kind, "inbound") ? 2 : -1;
   if (k < 0) {
-    hookd_req_error(r, 400, "invalid_parameter", "kind must be outbound or inbound");
+    hookd_req_field_error(r, 400, "invalid_parameter", "kind", "kind must be outbound or inbound");
     return;
   }
   long long before;

@@ -3213,6 +3213,7 @@ describe('source configuration', () => {
     const bad = await h.api('GET', '/v1/sources?tenant=paged&provider=stripee');
     assert.deepEqual([bad.status, bad.json.error.code], [400, 'invalid_parameter'], bad.text);
     assert.match(bad.json.error.message, /provider must be one of/);
+    assert.equal(bad.json.error.param, 'provider');
     await dest.close();
   });
 
@@ -3332,6 +3333,15 @@ describe('source configuration', () => {
       'until is exclusive: nothing before the first');
     const bad = await h.api('GET', `/v1/inbox?tenant=${TENANT}&since=yesterday`);
     assert.deepEqual([bad.status, bad.json.error.code], [400, 'invalid_parameter']);
+    // each refused parameter is named in param, as a field is (and as the deliveries' state is)
+    for (const [q, param] of [['state=bogus', 'state'], ['limit=0', 'limit'], ['event_type=a*b', 'event_type'],
+      ['before=nope', 'before'], ['source=a%20b', 'source'], [`event_id=${'x'.repeat(256)}`, 'event_id'],
+      ['since=yesterday', 'since']]) {
+      const r = await h.api('GET', `/v1/inbox?tenant=${TENANT}&${q}`);
+      assert.deepEqual([r.status, r.json.error.code, r.json.error.param], [400, 'invalid_parameter', param], r.text);
+    }
+    const t = await h.api('GET', '/v1/inbox?tenant=a%20b');
+    assert.deepEqual([t.status, t.json.error.param], [400, 'tenant'], t.text);
     await dest.close();
   });
 

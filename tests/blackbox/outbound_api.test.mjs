@@ -1338,6 +1338,11 @@ describe('events list', () => {
     // bad input: a JSON error naming the problem
     for (const q of ['kind=both', 'event_type=a*b', 'event_type=a%2Cb', 'event_type=%20ab', 'since=yesterday', 'before=abc', 'before=0', 'limit=0', 'colour=red'])
       assertError(await h.api('GET', `/v1/tenants/${t}/events?${q}`), 400, 'invalid_parameter');
+    // a value refused names its parameter (an unknown one is named in the message)
+    for (const q of ['kind=both', 'event_type=a*b', 'since=yesterday', 'before=abc', 'limit=0'])
+      assert.equal((await h.api('GET', `/v1/tenants/${t}/events?${q}`)).json.error.param, q.split('=')[0], q);
+    for (const q of ['endpoint=a%20b', 'event=a%20b', 'after=a%20b'])
+      assert.equal((await h.api('GET', `/v1/tenants/${t}/deliveries?${q}`)).json.error.param, q.split('=')[0], q);
     assertError(await h.api('GET', '/v1/tenants/no_such_tenant/events'), 404, 'not_found');
     await r.close();
   });
