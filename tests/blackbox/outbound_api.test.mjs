@@ -623,12 +623,15 @@ describe('the event-type catalog', () => {
     const e1 = (await ep({ event_types: ['invoice.voided'] })).json.id;
     assertError(await d.api('PATCH', `/v1/tenants/${t}/endpoints/${e1}`, { event_types: ['order.*'] }), 422, 'invalid_field');
     // archived: kept, listed on request, no longer a match for a new subscription
-    const del = await d.api('DELETE', '/v1/event-types/invoice.voided');
-    assert.deepEqual([del.status, del.json.archived], [200, true]);
+    // a reason in the body, as every DELETE takes one; nothing else
+    assertError(await d.api('DELETE', '/v1/event-types/invoice.voided', { colour: 'red' }), 422, 'unknown_field');
+    const del = await d.api('DELETE', '/v1/event-types/invoice.voided', { reason: 'retired by billing' });
+    assert.deepEqual([del.status, del.json.archived], [200, true], del.text);
     const again = await d.api('DELETE', '/v1/event-types/invoice.voided');
     assert.deepEqual([again.status, again.json.updated_at], [200, del.json.updated_at], 'again: nothing changes');
     const archives = (await d.api('GET', '/v1/audit?limit=100')).json.data.filter((x) => x.action === 'event_type.archive');
     assert.equal(archives.length, 1, 'archived once, audited once');
+    assert.equal(archives[0].reason, 'retired by billing');
     assertError(await d.api('PATCH', '/v1/event-types/invoice.paid', { archived: null }), 422, 'invalid_field');
     assert.deepEqual((await d.api('GET', '/v1/event-types')).json.data.map((x) => x.name), ['invoice.paid']);
     assert.deepEqual((await d.api('GET', '/v1/event-types?include_archived=true')).json.data.map((x) => x.name),
