@@ -990,9 +990,15 @@ static void reply_source(hookd_api_op *base, int rc) {
   if (!brc && op->ev.channels && !(op->pub.channels = strdup(op->ev.channels))) brc = -1;
   if (!brc) brc = envelope(&op->pub, app, op->ev.occurred_ms, payload);
   json_decref(env);
+  if (brc == HOOKD_BUF_TOOBIG) { /* published under a larger --max-body-bytes: as a publish */
+    hookd_req_error(base->req, 413, "invalid_payload",
+                    "the source event's payload is too large to send again under "
+                    "--max-body-bytes (%zu)",
+                    app->cfg->max_body_bytes);
+    return;
+  }
   if (brc) {
-    hookd_req_error(base->req, brc == HOOKD_BUF_TOOBIG ? 413 : 500, "internal",
-                    "the source event's payload cannot be sent again");
+    hookd_req_error(base->req, 500, "internal", "the source event's payload cannot be sent again");
     return;
   }
   fill_req(&op->pub, app, op->ev.occurred_ms, now);
