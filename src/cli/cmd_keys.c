@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/secretbox.h"
+#include "core/utf8.h"
 #include "daemon/auth.h"
 #include "daemon/keyring.h"
 #include "store/storeq.h"
@@ -247,14 +248,20 @@ static int cmd_create(keys_args *a) {
             why);
     return 2;
   }
-  /* a name is shown by `keys list`, one key per line: printable, bounded */
+  /* a name is shown by `keys list`, one key per line: printable, bounded; and by the API's
+   * GET /v1/keys, whose JSON holds UTF-8 only */
   if (a->name) {
-    size_t n = strlen(a->name);
-    for (size_t i = 0; i < n; i++)
-      if ((unsigned char)a->name[i] < 0x20 || a->name[i] == 0x7f) n = 1000;
+    size_t n = strlen(a->name), len;
+    for (size_t i = 0; i < n; i += len) {
+      len = hookd_utf8_len(a->name + i, n - i);
+      if (!len || (unsigned char)a->name[i] < 0x20 || a->name[i] == 0x7f) {
+        n = 1000;
+        break;
+      }
+    }
     if (n > 200) {
-      fprintf(stderr, "hookd keys create: --name must be at most 200 bytes without control "
-                      "characters\n");
+      fprintf(stderr, "hookd keys create: --name must be at most 200 bytes of UTF-8 without "
+                      "control characters\n");
       return 2;
     }
   }

@@ -60,7 +60,7 @@ void hookd_api_audit_list(hookd_req *r, hookd_app *app) {
   if (limit < 0) return;
   const char *tenant = hookd_req_query(r, "tenant");
   if (tenant && !hookd_id_valid(tenant, 64)) {
-    hookd_req_error(r, 400, "invalid_parameter", "tenant must be a tenant id");
+    hookd_req_field_error(r, 400, "invalid_parameter", "tenant", "tenant must be a tenant id");
     return;
   }
   long long b;

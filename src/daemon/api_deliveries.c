@@ -161,7 +161,8 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
     p = c ? c + 1 : NULL;
   }
   if ((ep && !hookd_id_valid(ep, 128)) || (ev && !hookd_id_valid(ev, 128))) {
-    hookd_req_error(r, 400, "invalid_parameter", "endpoint and event must be ids");
+    const char *bad = ep && !hookd_id_valid(ep, 128) ? "endpoint" : "event";
+    hookd_req_field_error(r, 400, "invalid_parameter", bad, "%s must be an id", bad);
     return;
   }
   dl_op *op = new_op(r, app, run_list, reply_list);

@@ -693,7 +693,8 @@ static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret, 
     op->limit = hookd_api_limit(r, 50, 500);
     const char *after = hookd_req_query(r, "after");
     if (op->limit < 0 || (after && !hookd_id_valid(after, 128))) {
-      if (op->limit >= 0) hookd_req_error(r, 400, "invalid_parameter", "after must be an id");
+      if (op->limit >= 0)
+        hookd_req_field_error(r, 400, "invalid_parameter", "after", "after must be an id");
       free(op);
       return;
     }

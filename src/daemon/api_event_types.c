@@ -3,7 +3,7 @@
  *   POST   /v1/event-types {name, description?}        (admin of every tenant)
  *   GET    /v1/event-types?include_archived=true       (any reader)
  *   PATCH  /v1/event-types/{name} {description?, archived?}
- *   DELETE /v1/event-types/{name}                      archives it
+ *   DELETE /v1/event-types/{name} {reason?}            archives it
  * While it holds a type not archived, an endpoint's event_types patterns must each match one
  * (api_endpoints.c asks the store's event_types_check). */
 #include <stdlib.h>
@@ -211,9 +211,11 @@ done:
 }
 
 void hookd_api_event_type_delete(hookd_req *r, hookd_app *app) {
-  if (!every_tenant(r) || !hookd_api_no_fields(r, app, "archive")) return;
+  char reason[256]; /* a reason in the body, as every other DELETE takes one */
+  if (!every_tenant(r) || !hookd_api_reason_only_body(r, app, reason)) return;
   et_op *op = hookd_api_op_new(sizeof *op, r, app, run_update, reply_update);
   if (!op) return;
+  if (reason[0]) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
   op->archived = 1;
   submit_update(r, app, op);
 }

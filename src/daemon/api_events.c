@@ -178,11 +178,11 @@ static bool valid_type(const char *s) {
   "schema_version must be a string of 1-64 characters of letters, digits, '_', '-', '.', ':' "  \
   "or an integer in [0, 2^53)"
 
-/* A publish's schema_version as the JSON text kept and sent (out: "" when absent); false when
- * it is none of the two forms. */
+/* A publish's schema_version as the JSON text kept and sent (out: "" when absent or null, as
+ * the other optional members read null); false when it is none of the two forms. */
 static bool schema_version_text(const json_t *v, char *out, size_t cap) {
   out[0] = '\0';
-  if (!v) return true;
+  if (!v || json_is_null(v)) return true;
   if (json_is_integer(v)) {
     json_int_t n = json_integer_value(v);
     if (n < 0 || n >= 9007199254740992LL) return false;
@@ -217,6 +217,18 @@ static void fail(perr *e, int status, const char *code, const char *fmt, ...) {
   e->o->status = status;
   snprintf(e->o->code, sizeof e->o->code, "%s", code);
   snprintf(e->o->message, sizeof e->o->message, "%s", msg);
+}
+
+/* The request hash that tells "the same request" for a repeated id or Idempotency-Key:
+ * SHA-256 over request's canonical JSON, built in at most cap bytes. 0, or a hookd_buf code
+ * (-1 for NULL: out of memory building it). */
+static int request_hash(const json_t *request, size_t cap, unsigned char hash[32]) {
+  hookd_buf canon;
+  hookd_buf_init(&canon, cap);
+  int brc = request ? hookd_jcs(request, &canon) : -1;
+  if (!brc && hookd_sha256(canon.data, canon.len, hash) != 0) brc = -1;
+  hookd_buf_free(&canon);
+  return brc;
 }
 
 /* Checks a publish's body (its members already known to be a publish's) and fills op from it:
@@ -296,14 +308,8 @@ static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body,
   /* request hash: SHA-256 of the canonical request body. It only matters when the request can
    * be repeated — a caller's event id or an Idempotency-Key; a generated id never collides. */
   int brc = 0;
-  if (id || op->idem[0]) {
-    hookd_buf canon;
-    /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
-    hookd_buf_init(&canon, app->cfg->max_body_bytes * 6 + 1024);
-    brc = hookd_jcs(body, &canon);
-    if (brc == 0 && hookd_sha256(canon.data, canon.len, op->hash) != 0) brc = -1;
-    hookd_buf_free(&canon);
-  }
+  /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
+  if (id || op->idem[0]) brc = request_hash(body, app->cfg->max_body_bytes * 6 + 1024, op->hash);
 
   if (!brc) brc = envelope(op, app, occurred_ms, payload);
   if (brc) {
@@ -573,11 +579,20 @@ static void reply_event_get(hookd_api_op *base, int rc) {
     return;
   }
   json_t *payload, *binary = NULL;
+  bool lossy = false;
   if (op->ev.inbound) {
     /* the provider's request body as received: JSON as JSON, anything else (a form) as text,
      * and bytes that are not UTF-8 as base64 beside a null payload (null alone would read as a
-     * JSON null, or a purged payload) */
-    payload = json_loadb(op->ev.body, op->ev.body_len, JSON_DECODE_ANY, NULL);
+     * JSON null, or a purged payload). JSON is read as the receive path reads it: a body hookd
+     * took though it is not I-JSON (a \u0000, a lone surrogate, a key twice, an integer beyond
+     * 64 bits; docs/inbound.md) is still JSON, shown with payload_lossy where the value shown
+     * is not the one the bytes hold (a strict read made it a string of its text). */
+    char err[HOOKD_JSON_ERR_MAX];
+    payload = op->ev.body_len ? hookd_json_parse_body(op->ev.body, op->ev.body_len,
+                                                      &base->app->json_limits, &lossy, NULL, err)
+                              : NULL;
+    /* deeper than --max-json-depth: kept as bytes, but jansson (its own bound) reads it */
+    if (!payload) payload = json_loadb(op->ev.body, op->ev.body_len, JSON_DECODE_ANY, NULL);
     if (!payload) payload = json_stringn(op->ev.body, op->ev.body_len); /* NULL: not UTF-8 */
     char *b64 = !payload && op->ev.body ? malloc(HOOKD_B64_ENCLEN(op->ev.body_len)) : NULL;
     if (b64) {
@@ -600,6 +615,7 @@ static void reply_event_get(hookd_api_op *base, int rc) {
     json_object_set_new(v, "headers", meta_json(op->ev.meta, sig_header[0] ? sig_header : NULL));
   }
   json_object_set_new(v, "payload", payload ? payload : json_null());
+  if (lossy) json_object_set_new(v, "payload_lossy", json_true());
   if (binary) json_object_set_new(v, "payload_base64", binary);
   json_object_set_new(v, "deliveries", dl);
   hookd_req_reply_json(base->req, 200, v);
@@ -663,7 +679,7 @@ void hookd_api_event_list(hookd_req *r, hookd_app *app) {
   if (hookd_api_type_time_query(r, &type, &since_ms, &until_ms) != 0) return;
   int k = !kind ? 0 : !strcmp(kind, "outbound") ? 1 : !strcmp(kind, "inbound") ? 2 : -1;
   if (k < 0) {
-    hookd_req_error(r, 400, "invalid_parameter", "kind must be outbound or inbound");
+    hookd_req_field_error(r, 400, "invalid_parameter", "kind", "kind must be outbound or inbound");
     return;
   }
   long long before;
@@ -692,8 +708,10 @@ static int run_test_event(hookd_store_conn *c, const hookd_store_backend *be,
                           hookd_api_op *base) {
   pub_op *op = (pub_op *)base;
   int rc = run_publish(c, be, base);
-  return rc ? rc : hookd_api_audit(base, c, be, "endpoint.test", op->only_ep, op->tenant,
-                                   op->event_id);
+  /* a retry of a test already sent (its Idempotency-Key) did nothing: nothing to audit */
+  return rc || op->res.duplicate ? rc
+                                 : hookd_api_audit(base, c, be, "endpoint.test", op->only_ep,
+                                                   op->tenant, op->event_id);
 }
 
 static void reply_test_event(hookd_api_op *base, int rc) {
@@ -731,14 +749,26 @@ void hookd_api_endpoint_test(hookd_req *r, hookd_app *app) {
                     "type must be 1-256 characters of letters, digits, '_', '-', '.', ':'");
     goto done;
   }
+  /* a retry after a lost answer sends no second test: the key as on a publish, kept with the
+   * event (the same key for another endpoint, type or payload is 409) */
+  const char *idem;
+  if (!hookd_api_idempotency_key(r, &idem)) goto done;
   if (!(op = hookd_api_op_new(sizeof *op, r, app, run_test_event, reply_test_event))) goto done;
   op->base.cleanup = pub_cleanup;
   int64_t now = hookd_now_ms();
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   snprintf(op->only_ep, sizeof op->only_ep, "%s", hookd_req_param(r, 1));
   snprintf(op->type, sizeof op->type, "%s", type);
+  if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
   hookd_id_new("evt", now, op->event_id);
   int brc = envelope(op, app, now, payload ? payload : dflt);
+  if (!brc && idem) { /* (test_endpoint: no publish's body has it, so no publish is the same) */
+    json_t *request = json_pack("{s:o,s:s,s:O}", "test_endpoint",
+                                hookd_json_str_or_null(op->only_ep), "type", type, "payload",
+                                payload ? payload : dflt);
+    brc = request_hash(request, app->cfg->max_body_bytes * 6 + 1024, op->hash);
+    json_decref(request);
+  }
   if (brc) {
     hookd_req_error(r, brc == HOOKD_BUF_TOOBIG ? 413 : 400, "invalid_payload",
                     "payload cannot be serialised (too large or not representable)");
@@ -923,11 +953,7 @@ static void reply_source(hookd_api_op *base, int rc) {
   json_t *request = op->caller_id ? json_pack("{s:s,s:s}", "id", op->pub.event_id,
                                               "republish_of", op->source)
                                   : json_pack("{s:s}", "republish_of", op->source);
-  hookd_buf canon;
-  hookd_buf_init(&canon, 1024);
-  int brc = request ? hookd_jcs(request, &canon) : -1;
-  if (!brc && hookd_sha256(canon.data, canon.len, op->pub.hash) != 0) brc = -1;
-  hookd_buf_free(&canon);
+  int brc = request_hash(request, 1024, op->pub.hash);
   json_decref(request);
   if (rc) { /* no such event, or event retention deleted it */
     if (brc || (!op->caller_id && !op->pub.idem[0])) {
@@ -964,9 +990,15 @@ static void reply_source(hookd_api_op *base, int rc) {
   if (!brc && op->ev.channels && !(op->pub.channels = strdup(op->ev.channels))) brc = -1;
   if (!brc) brc = envelope(&op->pub, app, op->ev.occurred_ms, payload);
   json_decref(env);
+  if (brc == HOOKD_BUF_TOOBIG) { /* published under a larger --max-body-bytes: as a publish */
+    hookd_req_error(base->req, 413, "invalid_payload",
+                    "the source event's payload is too large to send again under "
+                    "--max-body-bytes (%zu)",
+                    app->cfg->max_body_bytes);
+    return;
+  }
   if (brc) {
-    hookd_req_error(base->req, brc == HOOKD_BUF_TOOBIG ? 413 : 500, "internal",
-                    "the source event's payload cannot be sent again");
+    hookd_req_error(base->req, 500, "internal", "the source event's payload cannot be sent again");
     return;
   }
   fill_req(&op->pub, app, op->ev.occurred_ms, now);

@@ -195,7 +195,8 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
              *state = hookd_req_query(r, "state"), *event_id = hookd_req_query(r, "event_id"),
              *type;
   if ((tenant && !hookd_id_valid(tenant, 64)) || (source && !hookd_id_valid(source, 128))) {
-    hookd_req_error(r, 400, "invalid_parameter", "tenant and source must be ids");
+    const char *bad = tenant && !hookd_id_valid(tenant, 64) ? "tenant" : "source";
+    hookd_req_field_error(r, 400, "invalid_parameter", bad, "%s must be an id", bad);
     return;
   }
   /* the provider's id, written as the record's event_id shows it (a byte beyond printable
@@ -204,8 +205,9 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   bool fits = event_id && *event_id && strlen(event_id) <= 255;
   if (fits) hookd_in_display_id(event_id, shown, sizeof shown);
   if (event_id && (!fits || strlen(shown) >= sizeof ((inbox_op *)0)->event_id)) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    "event_id must be the provider's id, 1-255 characters as records show it");
+    hookd_req_field_error(r, 400, "invalid_parameter", "event_id",
+                          "event_id must be the provider's id, 1-255 characters as records show "
+                          "it");
     return;
   }
   int64_t since_ms, until_ms;
@@ -213,9 +215,9 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   int i = 0;
   while (state && states[i] && strcmp(states[i], state)) i++;
   if (state && !states[i]) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    "state must be received, processing, retryable_failed, completed, "
-                    "dead_lettered, unknown, filtered, stale, conflict or duplicate");
+    hookd_req_field_error(r, 400, "invalid_parameter", "state",
+                          "state must be received, processing, retryable_failed, completed, "
+                          "dead_lettered, unknown, filtered, stale, conflict or duplicate");
     return;
   }
   long long b;

@@ -66,8 +66,11 @@ static bool within(const key_op *op, const char *tenants) {
 static json_t *key_json(const hookd_api_key *k) {
   char why[160];
   bool invalid = hookd_auth_scope_check(k->tenants, why, sizeof why) != 0;
-  return json_pack("{s:s,s:s,s:o,s:s,s:o,s:o,s:s}", "id", k->id, "role", k->role ? k->role : "",
-                   "tenants", hookd_json_csv(k->tenants), "name", k->name ? k->name : "",
+  /* a name that is not UTF-8 (written to the store by hand, or by a CLI before it refused
+   * one) as a placeholder: a NULL here would drop the key from the list, hiding it */
+  return json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:s}", "id", k->id, "role", k->role ? k->role : "",
+                   "tenants", hookd_json_csv(k->tenants), "name",
+                   hookd_json_str_or_null(k->name ? k->name : ""),
                    "created_at", hookd_json_time(k->created_ms), "revoked_at",
                    hookd_json_time(k->revoked_ms),
                    "state", k->revoked_ms ? "revoked" : invalid ? "invalid" : "active");

@@ -357,7 +357,9 @@ static bool credential_fits(hookd_generic_mode mode, const char *s) {
 }
 
 static void credential_refused(hookd_req *r, int i, hookd_generic_mode mode) {
-  hookd_req_field_error(r, 422, "invalid_field", "secrets",
+  char param[32]; /* the secret refused, as the message names it */
+  snprintf(param, sizeof param, "secrets[%d]", i);
+  hookd_req_field_error(r, 422, "invalid_field", param,
                         "secrets[%d] cannot serve algorithm %s: %s", i,
                         mode == HOOKD_GENERIC_TOKEN ? "token" : "basic",
                         mode == HOOKD_GENERIC_TOKEN
@@ -708,9 +710,14 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
                       scalars[k]);
       return false;
     }
+  /* absent is missing_field, present and wrong invalid_field, as everywhere */
+  if (!json_object_get(d, "url")) {
+    hookd_req_error(r, 422, "missing_field", "%s%surl is required: the handler's URL", pre, dot);
+    return false;
+  }
   char wrong[96] = "";
   if (hookd_json_get_str(d, "url", &url) != 0)
-    snprintf(wrong, sizeof wrong, "url is required: a string");
+    snprintf(wrong, sizeof wrong, "url must be a string");
   else if (hookd_json_get_bool(d, "idempotent", &idem) < 0)
     snprintf(wrong, sizeof wrong, "idempotent must be a boolean");
   else if (hookd_json_get_int(d, "timeout_ms", &timeout) < 0 || timeout < 100 ||
@@ -974,15 +981,15 @@ void hookd_api_source_list(hookd_req *r, hookd_app *app) {
   const char *tenant = hookd_req_query(r, "tenant");
   const hookd_principal *p = hookd_api_principal(r);
   if (!tenant || !hookd_id_valid(tenant, 64)) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    tenant ? "tenant must be a tenant id" : "tenant is required (?tenant=)");
+    hookd_req_field_error(r, 400, "invalid_parameter", "tenant", "%s",
+                          tenant ? "tenant must be a tenant id" : "tenant is required (?tenant=)");
     return;
   }
   if (p && !hookd_api_tenant_allowed(r, tenant)) return;
   const char *provider = hookd_req_query(r, "provider");
   hookd_provider prov = HOOKD_PROVIDER_STANDARD;
   if (provider && hookd_provider_parse(provider, &prov) != 0) {
-    hookd_req_error(r, 400, "invalid_parameter", PROVIDERS_ARE);
+    hookd_req_field_error(r, 400, "invalid_parameter", "provider", PROVIDERS_ARE);
     return;
   }
   int limit;

@@ -231,9 +231,9 @@ bool hookd_api_type_pattern_valid(const char *s) {
 int hookd_api_type_query(hookd_req *r, const char **type) {
   *type = hookd_req_query(r, "event_type");
   if (*type && !hookd_api_type_pattern_valid(*type)) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    "event_type must be an event type, a prefix as \"invoice.*\" or "
-                    "\"orders/*\", or \"*\"");
+    hookd_req_field_error(r, 400, "invalid_parameter", "event_type",
+                          "event_type must be an event type, a prefix as \"invoice.*\" or "
+                          "\"orders/*\", or \"*\"");
     return -1;
   }
   return 0;
@@ -528,7 +528,8 @@ int hookd_api_limit(hookd_req *r, int def, int max) {
   if (!s) return def;
   long long v;
   if (hookd_parse_ll(s, 1, max, &v) != 0) {
-    hookd_req_error(r, 400, "invalid_parameter", "limit must be an integer in [1, %d]", max);
+    hookd_req_field_error(r, 400, "invalid_parameter", "limit",
+                          "limit must be an integer in [1, %d]", max);
     return -1;
   }
   return (int)v;
@@ -540,11 +541,12 @@ int hookd_api_page(hookd_req *r, const char *prefix, int *limit, char *after,
   if (*limit < 0) return -1;
   const char *a = hookd_req_query(r, "after");
   if (a && !hookd_id_valid(a, 128)) {
-    hookd_req_error(r, 400, "invalid_parameter", "after must be an id");
+    hookd_req_field_error(r, 400, "invalid_parameter", "after", "after must be an id");
     return -1;
   }
   if (a && prefix && !hookd_id_generated(a, prefix)) {
-    hookd_req_error(r, 400, "invalid_parameter", "after must be a next_cursor of this list");
+    hookd_req_field_error(r, 400, "invalid_parameter", "after",
+                          "after must be a next_cursor of this list");
     return -1;
   }
   snprintf(after, after_size, "%s", a ? a : "");
@@ -583,8 +585,8 @@ int hookd_api_before(hookd_req *r, const hookd_app *app, char list, long long *b
   int64_t seq = 0;
   *before = 0;
   if (s && hookd_cursor_open(&app->cursor_key, list, s, &seq) != 0) {
-    hookd_req_error(r, 400, "invalid_parameter",
-                    "before must be a next_cursor value of this list (cursors are opaque)");
+    hookd_req_field_error(r, 400, "invalid_parameter", "before",
+                          "before must be a next_cursor value of this list (cursors are opaque)");
     return -1;
   }
   *before = seq;

@@ -420,6 +420,37 @@ describe('hookd CLI', () => {
     cleanup();
   });
 
+  it('keys create refuses a --name that is not UTF-8 (the API lists keys as JSON): no key created', async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir });
+    assert.equal((await h.stop()).code, 0);
+    const before = run(['keys', 'list', '--store', h.store]).stdout;
+    // (an argument of node's is UTF-8: the shell's printf makes the byte 0xFF)
+    const r = spawnSync('sh', ['-c', '"$0" keys create --role viewer --name "$(printf \'bad\\377\')" --store "$1"',
+      HOOKD_BIN, h.store], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /--name must be at most 200 bytes of UTF-8/);
+    assert.equal(run(['keys', 'list', '--store', h.store]).stdout, before, 'no key created');
+    cleanup();
+  });
+
+  it('GET /v1/keys lists a key whose stored name is not UTF-8, the name as a placeholder', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir });
+    const made = await h.api('POST', '/v1/keys', { role: 'viewer', name: 'fine' });
+    assert.equal(made.status, 201, made.text);
+    // as a CLI that did not check the name left it (the API refuses such a name)
+    h.query(`UPDATE api_keys SET name = CAST(X'626164FF' AS TEXT) WHERE id = '${made.json.id}'`);
+    const list = await h.api('GET', '/v1/keys');
+    assert.equal(list.status, 200, list.text);
+    const k = list.json.data.find((x) => x.id === made.json.id);
+    assert.ok(k, `the key is listed: ${list.text}`);
+    assert.equal(k.name, '(not valid UTF-8)');
+    assert.equal(k.state, 'active');
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
   it('a --resolve-file that does not exist (yet) is logged at start', async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir, args: ['--resolve-file', join(dir, 'pins')] });

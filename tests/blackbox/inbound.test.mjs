@@ -695,6 +695,30 @@ describe('verification', () => {
     await dest.close();
   });
 
+  it('GET /v1/events/{id} shows a JSON body taken though not I-JSON as JSON, with payload_lossy; a BOM is left out of it', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_ijshow'], [{ url: dest.url }]);
+    const shown = async (body) => {
+      const r = await post(src, body, sign.stripe(body, 'whsec_ijshow'));
+      assert.equal(r.status, 200, r.text);
+      await waitStatus(src, r.json.inbox_id, 'completed');
+      const ev = await h.api('GET', `/v1/events/${r.json.inbox_id}`);
+      assert.equal(ev.status, 200, ev.text);
+      return ev.json;
+    };
+    const nul = await shown('{"id":"evt_ijs_1","type":"invoice.paid","data":{"object":{"memo":"a\\u0000b"}}}');
+    assert.deepEqual([nul.payload, nul.payload_lossy, nul.payload_base64],
+      [{ id: 'evt_ijs_1', type: 'invoice.paid', data: { object: { memo: 'a\uFFFDb' } } }, true, undefined]);
+    // an integer beyond 64 bits: the numbers no double holds exactly are null, not rounded
+    const big = await shown('{"id":"evt_ijs_2","type":"invoice.paid","data":{"n":123456789012345678901234567890,"m":7}}');
+    assert.deepEqual([big.payload.data, big.payload_lossy], [{ n: null, m: 7 }, true]);
+    // a byte order mark changes no value: the JSON as sent, not lossy
+    const bom = await shown('\uFEFF{"id":"evt_ijs_3","type":"invoice.paid","data":{"k":1}}');
+    assert.deepEqual([bom.payload, bom.payload_lossy], [{ id: 'evt_ijs_3', type: 'invoice.paid', data: { k: 1 } }, undefined]);
+    assert.equal(dest.requests.length, 3);
+    await dest.close();
+  });
+
   it('a signed body that is not UTF-8 is kept and forwarded byte for byte; the event shows it as base64', async () => {
     const dest = await startReceiver();
     const src = await source('github', ['gh-bin'], [{ url: dest.url }]);
@@ -1048,6 +1072,14 @@ describe('forwarding', () => {
     }
     const nulled = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, timeout_ms: null });
     assert.deepEqual([nulled.status, nulled.json.error.param], [422, 'timeout_ms'], nulled.text);
+    // a url left out is missing_field, one of the wrong type invalid_field: alone and in a list
+    for (const [path, body, code, param] of [[`/v1/sources/${src.id}/destinations`, {}, 'missing_field', 'url'],
+      [`/v1/sources/${src.id}/destinations`, { url: 5 }, 'invalid_field', 'url'],
+      ['/v1/sources', { tenant: TENANT, provider: 'stripe', secrets: ['whsec_x'], destinations: [{ idempotent: false }] },
+        'missing_field', 'destinations[0].url']]) {
+      const r = await h.api('POST', path, body);
+      assert.deepEqual([r.status, r.json.error.code, r.json.error.param], [422, code, param], r.text);
+    }
     // (the body is the destination: its fields by their own names, not "destination.…")
     for (const [fields, param] of [[{ rate_limit: { per_second: -1 } }, /^rate_limit/],
       [{ retry: { max_attempts: 0 } }, /^retry\.max_attempts$/]]) {
@@ -3235,6 +3267,7 @@ describe('source configuration', () => {
     const bad = await h.api('GET', '/v1/sources?tenant=paged&provider=stripee');
     assert.deepEqual([bad.status, bad.json.error.code], [400, 'invalid_parameter'], bad.text);
     assert.match(bad.json.error.message, /provider must be one of/);
+    assert.equal(bad.json.error.param, 'provider');
     await dest.close();
   });
 
@@ -3354,6 +3387,15 @@ describe('source configuration', () => {
       'until is exclusive: nothing before the first');
     const bad = await h.api('GET', `/v1/inbox?tenant=${TENANT}&since=yesterday`);
     assert.deepEqual([bad.status, bad.json.error.code], [400, 'invalid_parameter']);
+    // each refused parameter is named in param, as a field is (and as the deliveries' state is)
+    for (const [q, param] of [['state=bogus', 'state'], ['limit=0', 'limit'], ['event_type=a*b', 'event_type'],
+      ['before=nope', 'before'], ['source=a%20b', 'source'], [`event_id=${'x'.repeat(256)}`, 'event_id'],
+      ['since=yesterday', 'since']]) {
+      const r = await h.api('GET', `/v1/inbox?tenant=${TENANT}&${q}`);
+      assert.deepEqual([r.status, r.json.error.code, r.json.error.param], [400, 'invalid_parameter', param], r.text);
+    }
+    const t = await h.api('GET', '/v1/inbox?tenant=a%20b');
+    assert.deepEqual([t.status, t.json.error.param], [400, 'tenant'], t.text);
     await dest.close();
   });
 

@@ -124,13 +124,17 @@ describe('generic credentials: a token or HTTP Basic, for a sender that signs no
     assert.equal((await send(basic, { authorization: 'Bearer partner:s3cret' })).status, 401);
     // secrets that cannot serve: a short token (the whole proof, in clear), Basic without user:password
     for (const [generic, secrets] of [[{ header: 'X-A', algorithm: 'token' }, ['short-token']],
-      [{ algorithm: 'basic' }, ['nocolon']], [{ algorithm: 'basic' }, [':pass']], [{ algorithm: 'basic' }, ['user:']]]) {
+      [{ algorithm: 'basic' }, ['nocolon']], [{ algorithm: 'basic' }, [':pass']], [{ algorithm: 'basic' }, ['user:']],
+      [{ algorithm: 'basic' }, ['user:pass', 'nocolon']]]) {
       const r = await h.api('POST', '/v1/sources', { id: `src_cred_short_${++n}`, tenant: TENANT, provider: 'generic',
         secrets, generic, destinations: [{ url: dest.url }] });
       assert.equal(r.status, 422, `${JSON.stringify(secrets)}: ${r.text}`);
       assert.match(r.json.error.message, /cannot serve algorithm/);
+      assert.equal(r.json.error.param, `secrets[${secrets.length - 1}]`, 'the secret refused, as the message names it');
     }
-    assertError422(await h.api('PATCH', `/v1/sources/${tok.id}`, { secrets: ['short'] }), /cannot serve algorithm token/);
+    const patched = await h.api('PATCH', `/v1/sources/${tok.id}`, { secrets: ['tok-live-1-abcdefgh', 'short'] });
+    assertError422(patched, /cannot serve algorithm token/);
+    assert.equal(patched.json.error.param, 'secrets[1]');
     // settings that do not go with a credential are refused by name
     for (const generic of [{ header: 'X-A', algorithm: 'token', template: '{body}' }, { algorithm: 'basic', prefix: 'x' },
       { header: 'X-A', algorithm: 'basic' }, { algorithm: 'token' }]) {

@@ -117,10 +117,15 @@ describe('publish idempotency', () => {
     const list = (await h.api('GET', `/v1/tenants/${tenant}/events?event_type=inv.paid`)).json.data;
     assert.deepEqual(list.map((e) => e.schema_version), [null, 2, '2024-07-01'], 'the list shows it too');
     assert.equal(list[2].ordering_key, 'inv_1');
-    for (const bad of [-1, 2 ** 53, 1.5, '', 'a b', 'x'.repeat(65), true, {}, null]) {
+    for (const bad of [-1, 2 ** 53, 1.5, '', 'a b', 'x'.repeat(65), true, {}]) {
       assertError(await publish(h, tenant, { type: 'inv.paid', schema_version: bad, payload: {} }), 422, 'invalid_field',
         'schema_version must be');
     }
+    // null is none, as for the other optional members (id, occurred_at, ordering_key, …)
+    const n = await publish(h, tenant, { type: 'inv.paid', schema_version: null, payload: {} });
+    assert.equal(n.status, 202, n.text);
+    assert.equal((await h.api('GET', `/v1/events/${n.json.id}`)).json.schema_version, null);
+    assert.doesNotMatch(await sent(n.json.id), /schema_version/, 'absent when null');
     // part of the request an Idempotency-Key stands for
     const k = { 'Idempotency-Key': 'sv-1' };
     assert.equal((await publish(h, tenant, { type: 'inv.paid', schema_version: '1', payload: {} }, k)).status, 202);
@@ -618,12 +623,15 @@ describe('the event-type catalog', () => {
     const e1 = (await ep({ event_types: ['invoice.voided'] })).json.id;
     assertError(await d.api('PATCH', `/v1/tenants/${t}/endpoints/${e1}`, { event_types: ['order.*'] }), 422, 'invalid_field');
     // archived: kept, listed on request, no longer a match for a new subscription
-    const del = await d.api('DELETE', '/v1/event-types/invoice.voided');
-    assert.deepEqual([del.status, del.json.archived], [200, true]);
+    // a reason in the body, as every DELETE takes one; nothing else
+    assertError(await d.api('DELETE', '/v1/event-types/invoice.voided', { colour: 'red' }), 422, 'unknown_field');
+    const del = await d.api('DELETE', '/v1/event-types/invoice.voided', { reason: 'retired by billing' });
+    assert.deepEqual([del.status, del.json.archived], [200, true], del.text);
     const again = await d.api('DELETE', '/v1/event-types/invoice.voided');
     assert.deepEqual([again.status, again.json.updated_at], [200, del.json.updated_at], 'again: nothing changes');
     const archives = (await d.api('GET', '/v1/audit?limit=100')).json.data.filter((x) => x.action === 'event_type.archive');
     assert.equal(archives.length, 1, 'archived once, audited once');
+    assert.equal(archives[0].reason, 'retired by billing');
     assertError(await d.api('PATCH', '/v1/event-types/invoice.paid', { archived: null }), 422, 'invalid_field');
     assert.deepEqual((await d.api('GET', '/v1/event-types')).json.data.map((x) => x.name), ['invoice.paid']);
     assert.deepEqual((await d.api('GET', '/v1/event-types?include_archived=true')).json.data.map((x) => x.name),
@@ -695,6 +703,32 @@ describe('a test event to one endpoint', () => {
     assert.equal(one.requests.length, 3, 'the refused ones are not sent');
     await one.close();
     await other.close();
+  });
+  it('an Idempotency-Key is checked and honoured as on a publish: a retry sends no second test', async () => {
+    const rcv = await startReceiver();
+    const { tenant: t, endpoint: ep } = await setup(h, rcv.url);
+    const ep2 = (await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: rcv.url })).json.id;
+    const test = (body, key, to = ep) => h.api('POST', `/v1/tenants/${t}/endpoints/${to}/test`, body,
+      key === undefined ? {} : { 'Idempotency-Key': key });
+    assertError(await test(undefined, 'has space'), 400, 'invalid_header');
+    assertError(await test(undefined, 'k'.repeat(256)), 400, 'invalid_header');
+    const first = await test(undefined, 'test-1');
+    assert.equal(first.status, 202, first.text);
+    assert.equal(first.json.duplicate, false);
+    const again = await test(undefined, 'test-1'); // the answer was lost: sent again
+    assert.equal(again.status, 202, again.text);
+    assert.deepEqual([again.json.id, again.json.duplicate, again.headers.get('idempotent-replayed')],
+      [first.json.id, true, 'true']);
+    // the key names that request: another payload, or another endpoint, is not it
+    assertError(await test({ payload: { n: 2 } }, 'test-1'), 409, 'conflict');
+    assertError(await test(undefined, 'test-1', ep2), 409, 'conflict');
+    const events = await h.api('GET', `/v1/tenants/${t}/events`);
+    assert.deepEqual(events.json.data.map((e) => e.id), [first.json.id], 'one event');
+    await waitDelivery(h, first.json.id, (d) => d.length === 1 && d[0].state === 'delivered');
+    assert.equal(rcv.requests.length, 1, 'one request to the receiver');
+    const audit = await h.api('GET', `/v1/audit?tenant=${t}`);
+    assert.equal(audit.json.data.filter((a) => a.action === 'endpoint.test').length, 1, 'audited once');
+    await rcv.close();
   });
 });
 
@@ -1307,6 +1341,11 @@ describe('events list', () => {
     // bad input: a JSON error naming the problem
     for (const q of ['kind=both', 'event_type=a*b', 'event_type=a%2Cb', 'event_type=%20ab', 'since=yesterday', 'before=abc', 'before=0', 'limit=0', 'colour=red'])
       assertError(await h.api('GET', `/v1/tenants/${t}/events?${q}`), 400, 'invalid_parameter');
+    // a value refused names its parameter (an unknown one is named in the message)
+    for (const q of ['kind=both', 'event_type=a*b', 'since=yesterday', 'before=abc', 'limit=0'])
+      assert.equal((await h.api('GET', `/v1/tenants/${t}/events?${q}`)).json.error.param, q.split('=')[0], q);
+    for (const q of ['endpoint=a%20b', 'event=a%20b', 'after=a%20b'])
+      assert.equal((await h.api('GET', `/v1/tenants/${t}/deliveries?${q}`)).json.error.param, q.split('=')[0], q);
     assertError(await h.api('GET', '/v1/tenants/no_such_tenant/events'), 404, 'not_found');
     await r.close();
   });

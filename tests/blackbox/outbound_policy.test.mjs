@@ -510,6 +510,24 @@ describe('payload retention', () => {
     cleanup();
   });
 
+  it('a republish of a source too large for --max-body-bytes as it is now (lowered since) is 413 invalid_payload, as a publish', async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    const ok = await startReceiver();
+    const { tenant } = await setup(d, ok.url);
+    const p = await publish(d, tenant, { type: 'a.b', payload: { blob: 'x'.repeat(20000) } });
+    assert.equal(p.status, 202, p.text);
+    await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir, args: ['--max-body-bytes', '4096'] });
+    const r = await d.api('POST', `/v1/tenants/${tenant}/events/${p.json.id}/republish`, { reason: 'resend' });
+    assert.deepEqual([r.status, r.json.error.code], [413, 'invalid_payload'], r.text);
+    assert.match(r.json.error.message, /--max-body-bytes \(4096\)/);
+    assert.equal((await d.stop()).code, 0);
+    await ok.close();
+    cleanup();
+  });
+
   it('a republish retried after event retention deleted its source gets its first answer; a new one is 404', async () => {
     const { dir, cleanup } = tempDir();
     const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
