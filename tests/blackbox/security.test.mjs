@@ -39,6 +39,19 @@ describe('destination policy', () => {
     assert.equal((await https.stop()).code, 0);
   });
 
+  it('a name refused for the address it resolves to: the 422 names the rule, not the address (an internal name\'s, behind split-horizon DNS); the log has it', async () => {
+    const h = await startHookd({ args: ['--resolve', 'db.internal.test:443:10.1.2.3'] });
+    await h.api('POST', '/v1/tenants', { id: 'sec' });
+    const r = await h.api('POST', '/v1/tenants/sec/endpoints', { url: 'https://db.internal.test/x' });
+    assert.equal(r.status, 422);
+    assert.equal(r.json.error.code, 'destination_refused');
+    assert.match(r.json.error.message, /rule private/);
+    assert.ok(!r.text.includes('10.1.2.3'), r.text);
+    const logged = await h.waitForLog((l) => l.msg === 'destination.address_refused');
+    assert.deepEqual([logged.rule, logged.host, logged.address, logged.who], ['private', 'db.internal.test', '10.1.2.3', 'sec']);
+    assert.equal((await h.stop()).code, 0);
+  });
+
   it('a policy made stricter at a restart applies to endpoints registered under the old one: their scheme and port are checked at delivery', async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver();
