@@ -411,8 +411,12 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
    * asking for hookd's credentials (407), its CA file. A proxy that answers CONNECT 403 refuses
    * the destination: `blocked`, as hookd's own rules. (A SOCKS proxy's refusals cannot be told
    * from its being down: left the receiver's, retried. Nor is a connect's errno read: an IPv6
-   * receiver from a host without IPv6 gives EADDRNOTAVAIL too — the receiver's, not hookd's.) */
-  if (!req->request_sent && !why && !req->fd_exhausted && req->net != HOOKD_NET_OK) {
+   * receiver from a host without IPv6 gives EADDRNOTAVAIL too — the receiver's, not hookd's.)
+   * A request hookd's own policy refused opened no socket (CURLE_COULDNT_CONNECT, no CONNECT
+   * answer) and stays `blocked`: taken for the proxy being down, it was given back every second
+   * for ever instead of going DEAD. */
+  if (!req->request_sent && !why && !req->fd_exhausted && req->net != HOOKD_NET_OK &&
+      req->net != HOOKD_NET_BLOCKED) {
     long connect_code = 0;
     curl_easy_getinfo(e, CURLINFO_HTTP_CONNECTCODE, &connect_code);
     bool http_proxy = eg->cfg.proxy && strncasecmp(eg->cfg.proxy, "socks", 5) != 0;

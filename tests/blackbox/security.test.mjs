@@ -52,17 +52,21 @@ describe('destination policy', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
-  it('a policy made stricter at a restart applies to endpoints registered under the old one: their scheme and port are checked at delivery', async () => {
+  // An endpoint registered under a looser policy, delivered to under a stricter one. proxied:
+  // through an HTTP --egress-proxy (the receiver is its own proxy, answering the absolute-form
+  // request), where a request refused by the policy opens no socket either.
+  async function stricterAtRestart(proxied) {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver();
-    let h = await startHookd({ dir });
+    const args = proxied ? ['--egress-proxy', `http://127.0.0.1:${recv.port}`] : [];
+    let h = await startHookd({ dir, args });
     const { tenant } = await setup(h, recv.url); // http, on a port only '--egress-ports any' allows
     const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
     assert.equal((await h.stop()).code, 0);
     const strict = (extra) => ['--egress-allow', '127.0.0.0/8', '--retry-base-ms', '100', '--retry-cap-ms', '400', ...extra];
     for (const [extra, rule] of [[['--allow-http'], 'port'], [['--egress-ports', 'any'], 'scheme']]) {
-      h = await startHookd({ dir, testArgs: strict(extra) });
+      h = await startHookd({ dir, args, testArgs: strict(extra) });
       const p = await publish(h, tenant, { type: 'a.b', payload: {} });
       const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
       assert.equal(d.dead_reason, 'blocked');
@@ -74,7 +78,11 @@ describe('destination policy', () => {
     assert.equal(recv.requests.length, 1, 'nothing sent under the stricter policy');
     await recv.close();
     cleanup();
-  });
+  }
+
+  it('a policy made stricter at a restart applies to endpoints registered under the old one: their scheme and port are checked at delivery', () => stricterAtRestart(false));
+
+  it('a policy made stricter at a restart, deliveries through an HTTP --egress-proxy: a request the policy refuses is DEAD blocked, not taken for the proxy being down (given back every second, for ever)', () => stricterAtRestart(true));
 
   it('DNS rebinding: a name allowed at registration that resolves elsewhere at delivery is blocked before connecting', async () => {
     const { dir, cleanup } = tempDir();
