@@ -682,6 +682,7 @@ int hookd_serve(const hookd_config *cfg) {
       .max_timeout_ms = cfg->max_timeout_ms,
       .keyring = &app.keyring,
       .egress = {.connect_timeout_ms = cfg->connect_timeout_ms,
+                 .conn_max_age_s = cfg->egress_conn_max_age_s,
                  .max_response_bytes = cfg->max_response_bytes,
                  .excerpt_bytes = HOOKD_EXCERPT_READ,
                  .user_agent = "hookd/" HOOKD_VERSION,

@@ -193,6 +193,26 @@ describe('destination policy', () => {
     cleanup();
   });
 
+  it('a kept-alive connection is not reused once --egress-conn-max-age-s old: a new one is made (a receiver\'s DNS change reaches its deliveries)', async () => {
+    const recv = await startReceiver(); // keeps connections alive (no Connection: close; 5 s idle)
+    const h = await startHookd({ args: ['--egress-conn-max-age-s', '2'] });
+    const { tenant } = await setup(h, recv.url);
+    const deliver = async () => {
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+      return recv.requests.at(-1).remotePort;
+    };
+    const t0 = Date.now(); // (before the connection is made: its age is at most Date.now() - t0)
+    const first = await deliver();
+    assert.equal(await deliver(), first, 'kept alive and reused while young');
+    // the connection's age passing is what is tested (not a wait for something to happen);
+    // libcurl counts it in whole seconds: more than 2 is 3
+    await new Promise((r) => { setTimeout(r, Math.max(0, 3300 - (Date.now() - t0))); });
+    assert.notEqual(await deliver(), first, 'a connection over 3 s old was reused');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+
   it('a 302 to a forbidden address is not followed', async () => {
     const trap = await startReceiver(() => ({ status: 200 }), { host: '127.0.0.3' });
     const recv = await startReceiver(() => ({ status: 302, headers: { Location: trap.url } }), { host: '127.0.0.2' });
