@@ -76,8 +76,9 @@ static const opt opts[] = {
              "comma-separated)"},
     {"allow-private-networks", "HOOKD_ALLOW_PRIVATE_NETWORKS", T_BOOL,
      OFF(allow_private_networks), 0, 0, 0, "",
-     "allow private, loopback, unique-local and CGNAT destinations (development; link-local, "
-     "cloud metadata and the other special ranges stay forbidden)"},
+     "allow private, unique-local and CGNAT destinations (development; loopback needs "
+     "--egress-allow 127.0.0.0/8; link-local, cloud metadata and the other special ranges stay "
+     "forbidden)"},
     {"allow-http", "HOOKD_ALLOW_HTTP", T_BOOL, OFF(allow_http), 0, 0, 0, "",
      "allow plain http:// destinations (default: https only)"},
     {"egress-ca-file", "HOOKD_EGRESS_CA_FILE", T_STR, OFF(egress_ca_file), SZ(egress_ca_file), 0,

@@ -226,13 +226,12 @@ static int check_parsed(const hookd_url_policy *p, CURLU *u, size_t scheme_len, 
       return fail(err, "host", "the host is not a valid ASCII host name or IP address");
     if (ends_in_number(host))
       return fail(err, "host", "the host looks numeric but is not a valid IP address");
-    /* a localhost name is a loopback address: allowed where 127.0.0.1 is (allow_private, or an
-     * --egress-allow range covering it); the address connected to is checked all the same */
+    /* a localhost name is a loopback address: allowed where 127.0.0.1 is (an --egress-allow
+     * range covering it); the address connected to is checked all the same */
     static const unsigned char loopback4[16] = {127, 0, 0, 1};
     if (is_localhost(host) && hookd_addr_judge(&p->addr, AF_INET, loopback4))
       return fail(err, "loopback", "localhost names are not allowed (the operator's "
-                                   "--allow-private-networks, or an --egress-allow range "
-                                   "covering 127.0.0.1, permits them)");
+                                   "--egress-allow range covering 127.0.0.1 permits them)");
     size_t n = strlen(host);
     for (size_t i = 0; i <= n; i++) out.host[i] = lower(host[i]);
   }

@@ -39,6 +39,20 @@ describe('destination policy', () => {
     assert.equal((await https.stop()).code, 0);
   });
 
+  it('--allow-private-networks does not lift loopback (hookd\'s own listener, the host\'s sidecars): that takes an --egress-allow range', async () => {
+    const h = await startHookd({ testArgs: ['--allow-private-networks', '--allow-http', '--egress-ports', 'any'] });
+    await h.api('POST', '/v1/tenants', { id: 'sec' });
+    for (const url of ['http://127.0.0.1:8080/x', 'http://localhost:8080/x', 'http://[::1]:8080/x',
+      'http://[::ffff:127.0.0.1]:8080/x', `http://127.0.0.1:${h.port}/v1/tenants`]) {
+      const r = await h.api('POST', '/v1/tenants/sec/endpoints', { url });
+      assert.equal(r.status, 422, url);
+      assert.match(r.json.error.message, /rule loopback/, `${url}: ${r.json.error.message}`);
+    }
+    // the private networks it is for are lifted
+    assert.equal((await h.api('POST', '/v1/tenants/sec/endpoints', { url: 'http://10.1.2.3:8080/x' })).status, 201);
+    assert.equal((await h.stop()).code, 0);
+  });
+
   it('a name refused for the address it resolves to: the 422 names the rule, not the address (an internal name\'s, behind split-horizon DNS); the log has it', async () => {
     const h = await startHookd({ args: ['--resolve', 'db.internal.test:443:10.1.2.3'] });
     await h.api('POST', '/v1/tenants', { id: 'sec' });
@@ -176,8 +190,8 @@ describe('destination policy', () => {
     const pins = join(dir, 'resolve');
     // a malformed line (libcurl would skip it without a word) is named in the log, the rest apply
     writeFileSync(pins, `localhost:${recv.port}:127.0.0.2\nexample.test:443:not-an-address\n`);
-    const h = await startHookd({ dir, testArgs: ['--allow-private-networks', '--allow-http', '--egress-ports', 'any',
-      '--resolve-file', pins] });
+    const h = await startHookd({ dir, testArgs: ['--allow-private-networks', '--egress-allow', '127.0.0.0/8', '--allow-http',
+      '--egress-ports', 'any', '--resolve-file', pins] });
     const { tenant } = await setup(h, `http://localhost:${recv.port}/hook`, { retry: { max_attempts: 1 } });
     const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');

@@ -242,7 +242,11 @@ static void policy_options(void **s) {
 
   hookd_url_policy dev = {.addr = {.allow_private = true}, .allow_http = true};
   assert_int_equal(hookd_url_check(&dev, "http://10.0.0.1:8080/", &info, &err), 0);
-  assert_int_equal(hookd_url_check(&dev, "http://localhost:8080/", &info, &err), 0);
+  /* loopback is not a private network: --egress-allow lifts it, --allow-private-networks not */
+  assert_int_equal(hookd_url_check(&dev, "http://localhost:8080/", &info, &err), -1);
+  assert_string_equal(err.rule, "loopback");
+  assert_int_equal(hookd_url_check(&dev, "http://127.0.0.1:8080/", &info, &err), -1);
+  assert_string_equal(err.rule, "loopback");
   /* an allowed address written with a trailing dot: curl would take it for a name, and the
    * connection's pin would not apply (undeliverable): refused, saying so */
   assert_int_equal(hookd_url_check(&dev, "http://10.0.0.1.:8080/", &info, &err), -1);
