@@ -6,7 +6,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac, createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
-import { readFileSync, rmSync, writeFileSync, readdirSync, statSync, chmodSync, chownSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync, readdirSync, statSync, chmodSync, chownSync } from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
@@ -306,6 +307,31 @@ describe('egress proxy failures', () => {
     assert.equal(dead.dead_reason, 'blocked', JSON.stringify(dead));
     assert.equal((await h.stop()).code, 0);
     proxy.close();
+  });
+});
+
+describe('TLS session keys', () => {
+  it('SSLKEYLOGFILE in the environment is ignored, said at the start: libcurl would write every delivery\'s TLS secrets to it', async () => {
+    const fixture = (f) => readFileSync(new URL(`./fixtures/tls/${f}`, import.meta.url));
+    const server = https.createServer({ key: fixture('server.key'), cert: fixture('server.pem') },
+      (req, res) => { req.resume(); req.on('end', () => res.end('ok')); });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { dir, cleanup } = tempDir();
+    const keylog = join(dir, 'tls-keys.log');
+    try {
+      const h = await startHookd({ dir, env: { SSLKEYLOGFILE: keylog },
+        args: ['--egress-ca-file', new URL('./fixtures/tls/ca.pem', import.meta.url).pathname] });
+      const { tenant } = await setup(h, `https://127.0.0.1:${server.address().port}/hook`);
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+      assert.ok(!existsSync(keylog) || statSync(keylog).size === 0, 'TLS secrets were written');
+      assert.equal((await h.waitForLog((l) => l.msg === 'config.sslkeylogfile_ignored')).file, keylog);
+      assert.equal((await h.stop()).code, 0);
+    } finally { // (a test failing with the server open would keep the test process alive)
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+    cleanup();
   });
 });
 
