@@ -64,10 +64,11 @@ static const range v6_rules[] = {
 
 /* What --allow-private-networks lifts: the networks a development setup runs on, nothing else
  * (unspecified, broadcast, multicast, documentation, … stay refused; link-local too: clouds put
- * their own services there, more than the metadata list can name — docs/security.md). */
+ * their own services there, more than the metadata list can name; loopback too: hookd's own
+ * listener and the host's sidecars, which an operator opening 10/8 for internal receivers does
+ * not mean to open to every tenant — an --egress-allow range does — docs/security.md). */
 static bool private_kind(const char *rule) {
-  static const char *const lifted[] = {"private", "loopback", "unique_local", "site_local",
-                                       "cgnat"};
+  static const char *const lifted[] = {"private", "unique_local", "site_local", "cgnat"};
   for (size_t i = 0; i < sizeof lifted / sizeof lifted[0]; i++)
     if (!strcmp(rule, lifted[i])) return true;
   return false;

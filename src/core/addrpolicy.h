@@ -17,10 +17,11 @@
  *   Cloud metadata [metadata]: 169.254.169.254, fd00:ec2::254, 168.63.129.16, 100.100.100.200 —
  *   always forbidden, even when private networks or an allowlist entry would allow them.
  *
- * Operator settings: allow_private lifts [private], [loopback], [unique_local], [site_local] and
- * [cgnat] (the networks of a development setup; not [link_local]: a link-local address needs a
- * zone no URL carries); an allowlist entry (CIDR)
- * lifts every rule except [metadata] for the addresses it covers. */
+ * Operator settings: allow_private lifts [private], [unique_local], [site_local] and [cgnat]
+ * (the networks of a development setup; not [link_local]: a link-local address needs a zone no
+ * URL carries; not [loopback]: hookd's own listener and the host's sidecars are there, which
+ * opening 10/8 for internal receivers must not open to every tenant); an allowlist entry (CIDR)
+ * lifts every rule except [metadata] for the addresses it covers (127.0.0.0/8 for loopback). */
 #ifndef HOOKD_CORE_ADDRPOLICY_H
 #define HOOKD_CORE_ADDRPOLICY_H
 
@@ -38,7 +39,7 @@ typedef struct hookd_cidr {
 typedef struct hookd_addr_policy {
   const hookd_cidr *allow; /* operator allowlist */
   size_t n_allow;
-  bool allow_private;      /* development: lift the private, loopback and link-local rules */
+  bool allow_private;      /* lift the private, unique-local, site-local and CGNAT rules */
 } hookd_addr_policy;
 
 /* Parses "a.b.c.d/n", "a.b.c.d" (= /32), "x::y/n", "x::y" (= /128). Returns 0 or -1. */

@@ -76,8 +76,9 @@ static const opt opts[] = {
              "comma-separated)"},
     {"allow-private-networks", "HOOKD_ALLOW_PRIVATE_NETWORKS", T_BOOL,
      OFF(allow_private_networks), 0, 0, 0, "",
-     "allow private, loopback, unique-local and CGNAT destinations (development; link-local, "
-     "cloud metadata and the other special ranges stay forbidden)"},
+     "allow private, unique-local and CGNAT destinations (development; loopback needs "
+     "--egress-allow 127.0.0.0/8; link-local, cloud metadata and the other special ranges stay "
+     "forbidden)"},
     {"allow-http", "HOOKD_ALLOW_HTTP", T_BOOL, OFF(allow_http), 0, 0, 0, "",
      "allow plain http:// destinations (default: https only)"},
     {"egress-ca-file", "HOOKD_EGRESS_CA_FILE", T_STR, OFF(egress_ca_file), SZ(egress_ca_file), 0,
@@ -122,6 +123,9 @@ static const opt opts[] = {
      "largest timeout_ms an endpoint may set"},
     {"connect-timeout-ms", NULL, T_INT, OFF(connect_timeout_ms), 0, 100, 120000, "MS",
      "TCP + TLS connect timeout"},
+    {"egress-conn-max-age-s", NULL, T_INT, OFF(egress_conn_max_age_s), 0, 1, 86400, "S",
+     "a kept-alive delivery connection is not reused once older than this: a receiver's DNS "
+     "change, or a --resolve pin changed, reaches its deliveries within it (and a second)"},
     {"max-response-bytes", NULL, T_SIZE, OFF(max_response_bytes), 0, 1024, 16 << 20, "BYTES",
      "read at most this much of a response body (4 KiB of it is kept)"},
     {"lease-margin-ms", NULL, T_INT, OFF(lease_margin_ms), 0, 1000, 3600000, "MS",
@@ -258,6 +262,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->default_timeout_ms = 15000;
   c->max_timeout_ms = 60000;
   c->connect_timeout_ms = 5000;
+  c->egress_conn_max_age_s = 300;
   c->max_response_bytes = 64 * 1024;
   c->lease_margin_ms = 30000;
   c->rescan_interval_ms = 30000;

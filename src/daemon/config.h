@@ -53,6 +53,7 @@ typedef struct hookd_config {
   int default_timeout_ms;
   int max_timeout_ms;
   int connect_timeout_ms;
+  int egress_conn_max_age_s; /* a kept-alive delivery connection is not reused past this age */
   size_t max_response_bytes;
   int lease_margin_ms;
   int rescan_interval_ms;

@@ -540,6 +540,16 @@ static void raise_fd_limit(const hookd_config *cfg) {
 
 int hookd_serve(const hookd_config *cfg) {
   hookd_log_level = cfg->log_level;
+  /* libcurl's global init (at the first handle) reads SSLKEYLOGFILE and writes every
+   * connection's TLS secrets there: a debugging aid that, left in a service's environment,
+   * lets whoever reads the file decrypt captured deliveries. Removed before any handle exists
+   * (and before any thread: unsetenv is not thread-safe). */
+  const char *keylog = getenv("SSLKEYLOGFILE");
+  if (keylog) {
+    HLOG(HOOKD_LOG_WARN, "config.sslkeylogfile_ignored", KV_S("file", keylog),
+         KV_S("why", "TLS secrets are not written to disk: the variable is removed"));
+    unsetenv("SSLKEYLOGFILE");
+  }
   raise_fd_limit(cfg);
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -683,6 +693,7 @@ int hookd_serve(const hookd_config *cfg) {
       .max_timeout_ms = cfg->max_timeout_ms,
       .keyring = &app.keyring,
       .egress = {.connect_timeout_ms = cfg->connect_timeout_ms,
+                 .conn_max_age_s = cfg->egress_conn_max_age_s,
                  .max_response_bytes = cfg->max_response_bytes,
                  .excerpt_bytes = HOOKD_EXCERPT_READ,
                  .user_agent = "hookd/" HOOKD_VERSION,

@@ -222,6 +222,11 @@ static void check_one(hookd_destinations *d, hookd_dest_check *c) {
   }
   c->rc = hookd_url_check_resolved(&d->url, &c->info, fam,
                                    (const unsigned char(*)[16])addrs, n, &c->err);
+  /* the refused address is the operator's to know, not the customer's: the 422 names the rule
+   * only (an internal name's address, split-horizon DNS, would be told), the log has it */
+  if (c->rc != 0 && c->err.address[0])
+    HLOG(HOOKD_LOG_INFO, "destination.address_refused", KV_S("rule", c->err.rule),
+         KV_S("host", c->info.host), KV_S("address", c->err.address), KV_S("who", c->who));
 }
 
 /* Checks of who running on the resolver threads (d->mu held). */

@@ -36,6 +36,7 @@ hookd_egress *hookd_egress_new(const hookd_egress_config *cfg) {
   if (!eg) return NULL;
   eg->cfg = *cfg;
   if (!eg->cfg.connect_timeout_ms) eg->cfg.connect_timeout_ms = 5000;
+  if (!eg->cfg.conn_max_age_s) eg->cfg.conn_max_age_s = 300;
   if (!eg->cfg.max_response_bytes) eg->cfg.max_response_bytes = 64 * 1024;
   if (!eg->cfg.excerpt_bytes) eg->cfg.excerpt_bytes = 4096;
   if (!eg->cfg.max_connects) eg->cfg.max_connects = 1024;
@@ -259,6 +260,11 @@ static void set_constant_options(hookd_egress *eg, CURL *e) {
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
   if (eg->cfg.ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, eg->cfg.ca_file);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  /* a kept-alive connection is found again by host and port alone, whatever the name resolves
+   * to now: busy, it was reused for ever, past a receiver's DNS change (a move, a failover) or a
+   * --resolve pin changed. Past this age a new one is made (its address resolved and judged).
+   * (libcurl 7.80; the 7.87 this file needs has it.) */
+  curl_easy_setopt(e, CURLOPT_MAXLIFETIME_CONN, eg->cfg.conn_max_age_s);
   curl_easy_setopt(e, CURLOPT_PROXY, eg->cfg.proxy ? eg->cfg.proxy : "");
   /* no host skips the configured proxy: without this, libcurl reads no_proxy / NO_PROXY from
    * the environment, and a matching destination bypassed the operator's enforcing proxy */
@@ -411,8 +417,12 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
    * asking for hookd's credentials (407), its CA file. A proxy that answers CONNECT 403 refuses
    * the destination: `blocked`, as hookd's own rules. (A SOCKS proxy's refusals cannot be told
    * from its being down: left the receiver's, retried. Nor is a connect's errno read: an IPv6
-   * receiver from a host without IPv6 gives EADDRNOTAVAIL too — the receiver's, not hookd's.) */
-  if (!req->request_sent && !why && !req->fd_exhausted && req->net != HOOKD_NET_OK) {
+   * receiver from a host without IPv6 gives EADDRNOTAVAIL too — the receiver's, not hookd's.)
+   * A request hookd's own policy refused opened no socket (CURLE_COULDNT_CONNECT, no CONNECT
+   * answer) and stays `blocked`: taken for the proxy being down, it was given back every second
+   * for ever instead of going DEAD. */
+  if (!req->request_sent && !why && !req->fd_exhausted && req->net != HOOKD_NET_OK &&
+      req->net != HOOKD_NET_BLOCKED) {
     long connect_code = 0;
     curl_easy_getinfo(e, CURLINFO_HTTP_CONNECTCODE, &connect_code);
     bool http_proxy = eg->cfg.proxy && strncasecmp(eg->cfg.proxy, "socks", 5) != 0;

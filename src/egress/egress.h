@@ -40,6 +40,7 @@ typedef const char *(*hookd_egress_addr_check)(void *ctx, const struct sockaddr 
 
 typedef struct hookd_egress_config {
   long connect_timeout_ms;       /* default 5000 */
+  long conn_max_age_s;           /* a connection is not reused once this old; default 300 */
   size_t max_response_bytes;     /* read at most this much of a response; default 64 KiB */
   size_t excerpt_bytes;          /* keep this much of it; default 4096 */
   const char *user_agent;        /* "hookd/<version>" */

@@ -22,6 +22,7 @@ static int fail(hookd_url_error *err, const char *rule, const char *msg) {
   if (err) {
     snprintf(err->rule, sizeof err->rule, "%s", rule);
     snprintf(err->message, sizeof err->message, "%s", msg);
+    err->address[0] = '\0';
   }
   return -1;
 }
@@ -225,13 +226,12 @@ static int check_parsed(const hookd_url_policy *p, CURLU *u, size_t scheme_len, 
       return fail(err, "host", "the host is not a valid ASCII host name or IP address");
     if (ends_in_number(host))
       return fail(err, "host", "the host looks numeric but is not a valid IP address");
-    /* a localhost name is a loopback address: allowed where 127.0.0.1 is (allow_private, or an
-     * --egress-allow range covering it); the address connected to is checked all the same */
+    /* a localhost name is a loopback address: allowed where 127.0.0.1 is (an --egress-allow
+     * range covering it); the address connected to is checked all the same */
     static const unsigned char loopback4[16] = {127, 0, 0, 1};
     if (is_localhost(host) && hookd_addr_judge(&p->addr, AF_INET, loopback4))
       return fail(err, "loopback", "localhost names are not allowed (the operator's "
-                                   "--allow-private-networks, or an --egress-allow range "
-                                   "covering 127.0.0.1, permits them)");
+                                   "--egress-allow range covering 127.0.0.1 permits them)");
     size_t n = strlen(host);
     for (size_t i = 0; i <= n; i++) out.host[i] = lower(host[i]);
   }
@@ -249,6 +249,7 @@ int hookd_url_check(const hookd_url_policy *p, const char *url, hookd_url_info *
   if (err) {
     err->rule[0] = '\0';
     err->message[0] = '\0';
+    err->address[0] = '\0';
   }
   if (!url || !*url) return fail(err, "syntax", "the URL is empty");
   size_t max = p->max_url_len ? p->max_url_len : DEFAULT_MAX_URL_LEN;
@@ -304,6 +305,7 @@ int hookd_url_check_resolved(const hookd_url_policy *p, const hookd_url_info *in
     memset(&defaults, 0, sizeof defaults);
     p = &defaults;
   }
+  if (err) err->address[0] = '\0';
   if (n == 0 || !families || !addrs)
     return fail(err, "dns", "the host did not resolve to any address");
   /* a localhost name allowed (hookd_url_check: 127.0.0.1 is) may also resolve to ::1 (Debian's
@@ -320,11 +322,12 @@ int hookd_url_check_resolved(const hookd_url_policy *p, const hookd_url_info *in
       continue;
     }
     if (err) {
-      char a[INET6_ADDRSTRLEN];
-      hookd_addr_format(families[i], addrs[i], a, sizeof a);
+      /* the message names the rule only: it goes back to the customer, and the address of an
+       * internal name (split-horizon DNS) would tell them what it is; the caller logs it */
       snprintf(err->rule, sizeof err->rule, "%s", rule);
-      snprintf(err->message, sizeof err->message, "the host resolves to %s, which is not allowed (%s)",
-               a, rule);
+      snprintf(err->message, sizeof err->message,
+               "the host resolves to an address that is not allowed (%s)", rule);
+      hookd_addr_format(families[i], addrs[i], err->address, sizeof err->address);
     }
     return -1;
   }

@@ -5,7 +5,8 @@
  * judged by addrpolicy. A name is not resolved here: the caller resolves it (asynchronously)
  * and passes every address to hookd_url_check_resolved.
  *
- * Errors name the rule (for the API's 422 body and the logs) and never echo a secret. */
+ * Errors name the rule (for the API's 422 body and the logs) and never echo a secret, nor the
+ * address a name resolved to (kept apart, in `address`, for the server's log). */
 #ifndef HOOKD_EGRESS_URLPOLICY_H
 #define HOOKD_EGRESS_URLPOLICY_H
 
@@ -39,7 +40,10 @@ typedef struct hookd_url_info {
 typedef struct hookd_url_error {
   char rule[48];            /* machine name: scheme, userinfo, port, host, length, syntax,
                                or an addrpolicy rule (loopback, private, metadata, …) */
-  char message[200];        /* human explanation */
+  char message[200];        /* human explanation (for the customer: the API's 422) */
+  char address[46];         /* the refused address a name resolved to, else "": for the
+                               server's log only — an internal name's address (split-horizon
+                               DNS) is not the customer's to learn */
 } hookd_url_error;
 
 /* Checks the URL's shape and, for IP literals, its address. Returns 0 with info filled, or -1

@@ -6,7 +6,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac, createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
-import { readFileSync, rmSync, writeFileSync, readdirSync, statSync, chmodSync, chownSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync, readdirSync, statSync, chmodSync, chownSync } from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
@@ -39,17 +40,48 @@ describe('destination policy', () => {
     assert.equal((await https.stop()).code, 0);
   });
 
-  it('a policy made stricter at a restart applies to endpoints registered under the old one: their scheme and port are checked at delivery', async () => {
+  it('--allow-private-networks does not lift loopback (hookd\'s own listener, the host\'s sidecars): that takes an --egress-allow range', async () => {
+    const h = await startHookd({ testArgs: ['--allow-private-networks', '--allow-http', '--egress-ports', 'any'] });
+    await h.api('POST', '/v1/tenants', { id: 'sec' });
+    for (const url of ['http://127.0.0.1:8080/x', 'http://localhost:8080/x', 'http://[::1]:8080/x',
+      'http://[::ffff:127.0.0.1]:8080/x', `http://127.0.0.1:${h.port}/v1/tenants`]) {
+      const r = await h.api('POST', '/v1/tenants/sec/endpoints', { url });
+      assert.equal(r.status, 422, url);
+      assert.match(r.json.error.message, /rule loopback/, `${url}: ${r.json.error.message}`);
+    }
+    // the private networks it is for are lifted
+    assert.equal((await h.api('POST', '/v1/tenants/sec/endpoints', { url: 'http://10.1.2.3:8080/x' })).status, 201);
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  it('a name refused for the address it resolves to: the 422 names the rule, not the address (an internal name\'s, behind split-horizon DNS); the log has it', async () => {
+    const h = await startHookd({ args: ['--resolve', 'db.internal.test:443:10.1.2.3'] });
+    await h.api('POST', '/v1/tenants', { id: 'sec' });
+    const r = await h.api('POST', '/v1/tenants/sec/endpoints', { url: 'https://db.internal.test/x' });
+    assert.equal(r.status, 422);
+    assert.equal(r.json.error.code, 'destination_refused');
+    assert.match(r.json.error.message, /rule private/);
+    assert.ok(!r.text.includes('10.1.2.3'), r.text);
+    const logged = await h.waitForLog((l) => l.msg === 'destination.address_refused');
+    assert.deepEqual([logged.rule, logged.host, logged.address, logged.who], ['private', 'db.internal.test', '10.1.2.3', 'sec']);
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  // An endpoint registered under a looser policy, delivered to under a stricter one. proxied:
+  // through an HTTP --egress-proxy (the receiver is its own proxy, answering the absolute-form
+  // request), where a request refused by the policy opens no socket either.
+  async function stricterAtRestart(proxied) {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver();
-    let h = await startHookd({ dir });
+    const args = proxied ? ['--egress-proxy', `http://127.0.0.1:${recv.port}`] : [];
+    let h = await startHookd({ dir, args });
     const { tenant } = await setup(h, recv.url); // http, on a port only '--egress-ports any' allows
     const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
     assert.equal((await h.stop()).code, 0);
     const strict = (extra) => ['--egress-allow', '127.0.0.0/8', '--retry-base-ms', '100', '--retry-cap-ms', '400', ...extra];
     for (const [extra, rule] of [[['--allow-http'], 'port'], [['--egress-ports', 'any'], 'scheme']]) {
-      h = await startHookd({ dir, testArgs: strict(extra) });
+      h = await startHookd({ dir, args, testArgs: strict(extra) });
       const p = await publish(h, tenant, { type: 'a.b', payload: {} });
       const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
       assert.equal(d.dead_reason, 'blocked');
@@ -61,7 +93,11 @@ describe('destination policy', () => {
     assert.equal(recv.requests.length, 1, 'nothing sent under the stricter policy');
     await recv.close();
     cleanup();
-  });
+  }
+
+  it('a policy made stricter at a restart applies to endpoints registered under the old one: their scheme and port are checked at delivery', () => stricterAtRestart(false));
+
+  it('a policy made stricter at a restart, deliveries through an HTTP --egress-proxy: a request the policy refuses is DEAD blocked, not taken for the proxy being down (given back every second, for ever)', () => stricterAtRestart(true));
 
   it('DNS rebinding: a name allowed at registration that resolves elsewhere at delivery is blocked before connecting', async () => {
     const { dir, cleanup } = tempDir();
@@ -155,8 +191,8 @@ describe('destination policy', () => {
     const pins = join(dir, 'resolve');
     // a malformed line (libcurl would skip it without a word) is named in the log, the rest apply
     writeFileSync(pins, `localhost:${recv.port}:127.0.0.2\nexample.test:443:not-an-address\n`);
-    const h = await startHookd({ dir, testArgs: ['--allow-private-networks', '--allow-http', '--egress-ports', 'any',
-      '--resolve-file', pins] });
+    const h = await startHookd({ dir, testArgs: ['--allow-private-networks', '--egress-allow', '127.0.0.0/8', '--allow-http',
+      '--egress-ports', 'any', '--resolve-file', pins] });
     const { tenant } = await setup(h, `http://localhost:${recv.port}/hook`, { retry: { max_attempts: 1 } });
     const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
@@ -170,6 +206,26 @@ describe('destination policy', () => {
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();
+  });
+
+  it('a kept-alive connection is not reused once --egress-conn-max-age-s old: a new one is made (a receiver\'s DNS change reaches its deliveries)', async () => {
+    const recv = await startReceiver(); // keeps connections alive (no Connection: close; 5 s idle)
+    const h = await startHookd({ args: ['--egress-conn-max-age-s', '2'] });
+    const { tenant } = await setup(h, recv.url);
+    const deliver = async () => {
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+      return recv.requests.at(-1).remotePort;
+    };
+    const t0 = Date.now(); // (before the connection is made: its age is at most Date.now() - t0)
+    const first = await deliver();
+    assert.equal(await deliver(), first, 'kept alive and reused while young');
+    // the connection's age passing is what is tested (not a wait for something to happen);
+    // libcurl counts it in whole seconds: more than 2 is 3
+    await new Promise((r) => { setTimeout(r, Math.max(0, 3300 - (Date.now() - t0))); });
+    assert.notEqual(await deliver(), first, 'a connection over 3 s old was reused');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
   });
 
   it('a 302 to a forbidden address is not followed', async () => {
@@ -251,6 +307,31 @@ describe('egress proxy failures', () => {
     assert.equal(dead.dead_reason, 'blocked', JSON.stringify(dead));
     assert.equal((await h.stop()).code, 0);
     proxy.close();
+  });
+});
+
+describe('TLS session keys', () => {
+  it('SSLKEYLOGFILE in the environment is ignored, said at the start: libcurl would write every delivery\'s TLS secrets to it', async () => {
+    const fixture = (f) => readFileSync(new URL(`./fixtures/tls/${f}`, import.meta.url));
+    const server = https.createServer({ key: fixture('server.key'), cert: fixture('server.pem') },
+      (req, res) => { req.resume(); req.on('end', () => res.end('ok')); });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { dir, cleanup } = tempDir();
+    const keylog = join(dir, 'tls-keys.log');
+    try {
+      const h = await startHookd({ dir, env: { SSLKEYLOGFILE: keylog },
+        args: ['--egress-ca-file', new URL('./fixtures/tls/ca.pem', import.meta.url).pathname] });
+      const { tenant } = await setup(h, `https://127.0.0.1:${server.address().port}/hook`);
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+      assert.ok(!existsSync(keylog) || statSync(keylog).size === 0, 'TLS secrets were written');
+      assert.equal((await h.waitForLog((l) => l.msg === 'config.sslkeylogfile_ignored')).file, keylog);
+      assert.equal((await h.stop()).code, 0);
+    } finally { // (a test failing with the server open would keep the test process alive)
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+    cleanup();
   });
 });
 

@@ -48,7 +48,9 @@ class Receiver {
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      const rec = { n: this.requests.length + 1, at: Date.now(), method: req.method, url: req.url, headers: req.headers, body };
+      // remotePort: which of hookd's connections carried it (a new one, or one kept alive)
+      const rec = { n: this.requests.length + 1, at: Date.now(), method: req.method, url: req.url, headers: req.headers, body,
+        remotePort: req.socket.remotePort };
       this.requests.push(rec);
       const b = this.behave(rec, rec.n);
       if (b === 'hang') { res.hangSeq = hangSeq++; this.hanging.push(res); }

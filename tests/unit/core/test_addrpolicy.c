@@ -309,15 +309,33 @@ static void allowlist(void **s) {
 static void allow_private(void **s) {
   hookd_addr_policy p = {.allow_private = true};
   unsigned char a[16];
-  const char *ok4[] = {"10.0.0.1", "127.0.0.1", "192.168.0.1", "100.64.0.1"};
+  const char *ok4[] = {"10.0.0.1", "172.16.0.1", "192.168.0.1", "100.64.0.1"};
   for (size_t i = 0; i < COUNT(ok4); i++) {
     parse4(ok4[i], a);
     if (hookd_addr_judge(&p, AF_INET, a)) fail_msg("%s refused with allow_private", ok4[i]);
   }
   parse6("fd12::1", a);
   assert_null(hookd_addr_judge(&p, AF_INET6, a));
+  /* not loopback: hookd's own listener and the host's sidecars (an --egress-allow range
+   * lifts it), in any form */
+  const char *loop4[] = {"127.0.0.1", "127.1.2.3"};
+  for (size_t i = 0; i < COUNT(loop4); i++) {
+    parse4(loop4[i], a);
+    assert_string_equal(hookd_addr_judge(&p, AF_INET, a), "loopback");
+  }
+  const char *loop6[] = {"::1", "::ffff:127.0.0.1", "64:ff9b::7f00:1"};
+  for (size_t i = 0; i < COUNT(loop6); i++) {
+    parse6(loop6[i], a);
+    assert_string_equal(hookd_addr_judge(&p, AF_INET6, a), "loopback");
+  }
+  hookd_cidr lo[2];
+  assert_int_equal(hookd_cidr_parse("127.0.0.0/8", &lo[0]), 0);
+  assert_int_equal(hookd_cidr_parse("::1/128", &lo[1]), 0);
+  hookd_addr_policy pl = {.allow = lo, .n_allow = 2, .allow_private = true};
+  parse4("127.0.0.1", a);
+  assert_null(hookd_addr_judge(&pl, AF_INET, a));
   parse6("::1", a);
-  assert_null(hookd_addr_judge(&p, AF_INET6, a));
+  assert_null(hookd_addr_judge(&pl, AF_INET6, a));
   /* only the networks of a development setup: not every other special range */
   const struct {
     const char *addr;
