@@ -103,6 +103,16 @@ static int run_event_purge(hookd_store_conn *c, const hookd_store_backend *be, v
   return be->event_purge(c, p->before_ms, hookd_now_ms(), 1000, &p->after_seq, &p->purged);
 }
 
+/* the deliveries a disabled endpoint still owes of expired events: DEAD expired (the claim
+ * expires the others), their events then settled for retention */
+static int run_expire_owed(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  purge *p = arg;
+  bool more = false;
+  int rc = be->expire_owed(c, p->before_ms, 500, &p->purged, &more);
+  p->after_seq = more ? 1 : 0;
+  return rc;
+}
+
 static int run_event_expire(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   purge *p = arg;
   /* fewer events per op than the other walks: each takes its whole fan-out and history */
@@ -292,6 +302,10 @@ static void purge_old(hookd_app *app) {
                   "inbox.purged", &app->inbox_walk) ||
       !purge_walk(app, now, app->cfg->inbox_retention_s, run_object_versions_purge,
                   &hookd_m.versions_purged, "object_versions.purged", NULL))
+    return;
+  /* (whatever --event-ttl-s is now: events published under another keep their expires_at) */
+  if (!purge_walk(app, now, 0, run_expire_owed, &hookd_m.dead[M_DEAD_EXPIRED],
+                  "deliveries.expired_owed", NULL))
     return;
   if (app->cfg->payload_retention_s > 0 &&
       !purge_walk(app, now, app->cfg->payload_retention_s, run_event_purge,

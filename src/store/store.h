@@ -824,6 +824,10 @@ typedef struct hookd_store_backend {
    * than the store's are refused at their start (docs/security.md "Keys at rest"). */
   int (*master_key_claim)(hookd_store_conn *c, const char *key_id, bool take, int64_t now_ms,
                           char *held, size_t cap);
+  /* Up to limit deliveries a disabled endpoint still owes (pending or retrying, no lease) whose
+   * event expired by now_ms go DEAD `expired`, their lanes moved on: the claim, which expires
+   * the others, never takes a disabled endpoint's. *more: a full batch (more may be left). */
+  int (*expire_owed)(hookd_store_conn *c, int64_t now_ms, int limit, int *expired, bool *more);
   /* Live endpoints changed at or after since_ms (0 = all), including deleted ones. */
   int (*endpoints_since)(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
 

@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 
 let h;
 // (no circuit breaker: ten quick failures of a max-age test, its jittered retries drawn short,
@@ -150,6 +151,35 @@ describe('endpoint state', () => {
     assert.deepEqual(await failing(), [null, null], 'the old URL\'s late 500 counted for nothing');
     await oldR.close();
     await newR.close();
+  });
+
+  it('a disabled endpoint\'s deliveries of an expired event go DEAD expired without a claim (at the start\'s job): their payload then purged, which the endpoint held for ever', async () => {
+    const { dir, cleanup } = tempDir();
+    const args = ['--event-ttl-s', '5', '--payload-retention-s', '1'];
+    let h2 = await startHookd({ dir, args });
+    const r = await startReceiver(() => ({ status: 500 }));
+    // (its next attempt within the event's life: a draw past it would make it DEAD at once)
+    const { tenant, endpoint } = await setup(h2, r.url, { retry: { backoff_base_ms: 1000, backoff_cap_ms: 1000 } });
+    const p = await publish(h2, tenant, { type: 'a', payload: { v: 1 } });
+    await waitDelivery(h2, p.json.id, (ds) => ds[0]?.state === 'retrying');
+    assert.equal((await h2.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false })).status, 200);
+    assert.equal((await waitDelivery(h2, p.json.id, (ds) => ds[0]))[0].state, 'retrying', 'owed, not claimed while disabled');
+    const sent = r.requests.length;
+    const expires = Date.parse((await h2.api('GET', `/v1/events/${p.json.id}`)).json.expires_at);
+    await waitUntil(async () => Date.now() > expires + 1100, { what: 'the event expired, past the payload window' });
+    assert.equal((await publish(h2, tenant, { type: 'a', payload: {} })).status, 202); // (the newest event stays)
+    assert.equal((await h2.stop()).code, 0);
+    h2 = await startHookd({ dir, args }); // (the jobs run at start, then every minute)
+    const [d] = await waitDelivery(h2, p.json.id, (ds) => ds[0]?.state === 'dead', 'DEAD without a claim');
+    assert.equal(d.dead_reason, 'expired');
+    await waitUntil(async () => (await h2.api('GET', `/v1/events/${p.json.id}`)).json.payload_purged_at || null,
+      { what: 'its payload purged, its event settled' });
+    const m = parsePrometheus((await h2.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_deliveries_dead_total', { reason: 'expired' }), 1);
+    assert.equal(r.requests.length, sent, 'never sent again');
+    assert.equal((await h2.stop()).code, 0);
+    await r.close();
+    cleanup();
   });
 
   it('replay of a delivery whose event has expired is refused (it would never be sent)', async () => {

@@ -80,6 +80,36 @@ static const char *seq_array(hookd_store_conn *c, pg_arr *a, const int64_t *ids,
   return lit;
 }
 
+int pg_expire_owed(hookd_store_conn *c, int64_t now_ms, int limit, int *expired, bool *more) {
+  *expired = 0;
+  *more = false;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, now_ms);
+  pg_p_i64(&p, limit);
+  /* (one statement under the writer lock; the lanes each expired head held move on after) */
+  PGresult *r = pg_q(c,
+                     "WITH owed AS (SELECT d.seq FROM endpoints e"
+                     " JOIN deliveries d ON d.endpoint_id = e.id JOIN events v ON v.seq = d.event_seq"
+                     " WHERE e.enabled = 0 AND e.deleted_at IS NULL"
+                     " AND d.state IN ('pending','retrying') AND d.leased_until IS NULL"
+                     " AND v.expires_at <= $1 LIMIT $2)"
+                     " UPDATE deliveries d SET state = 'dead', dead_reason = 'expired',"
+                     " dead_at = $1, next_attempt_at = NULL, lane_wait = 0, updated_at = $1,"
+                     " lease_token = d.lease_token + 1 FROM owed WHERE d.seq = owed.seq"
+                     " RETURNING d.seq, (d.ordering_key IS NOT NULL)::int",
+                     &p, "expire owed deliveries");
+  if (!r) return HOOKD_STORE_ERR;
+  int n = PQntuples(r), rc = HOOKD_STORE_OK;
+  for (int i = 0; !rc && i < n; i++)
+    if (pg_i64(r, i, 1)) rc = pg_lane_advance(c, pg_i64(r, i, 0));
+  PQclear(r);
+  if (rc) return rc;
+  *expired = n;
+  *more = n == limit;
+  return HOOKD_STORE_OK;
+}
+
 /* Keeps the first *n of ids whose deliveries fit an op's budget (hookd_expire_take); the walk
  * goes on after the last kept when some are left. */
 static int expire_trim(hookd_store_conn *c, int64_t *ids, int *n, int64_t *after_seq) {

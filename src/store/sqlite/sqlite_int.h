@@ -39,7 +39,7 @@ enum sq_stmt_id {
   SQ_VERSION_PURGE, SQ_LANE_VERSION_OLD, SQ_LANE_VERSION_DROP, SQ_LANE_VERSION_KEEP,
   SQ_VERSION_SET, SQ_DL_DEST, SQ_DL_HAS_DEST, SQ_EV_PURGE, SQ_EV_PURGE_SET, SQ_EV_INSERT_IN, SQ_EV_NEXT_SEQ, SQ_INBOX_DL, SQ_INBOX_LIST, SQ_INBOX_LIST_T, SQ_INBOX_LIST_TS,
   SQ_INBOX_LIST_TP,
-  SQ_EV_EXPIRE, SQ_EV_FANOUT, SQ_RET_MARK, SQ_EV_DEL_ATTEMPTS, SQ_EV_DEL_DELIVERIES, SQ_EV_DEL_KEYS, SQ_EV_DEL, SQ_EP_DISABLE_AUDIT,
+  SQ_EV_EXPIRE, SQ_EV_FANOUT, SQ_OWED_OLD, SQ_OWED_EXPIRE, SQ_RET_MARK, SQ_EV_DEL_ATTEMPTS, SQ_EV_DEL_DELIVERIES, SQ_EV_DEL_KEYS, SQ_EV_DEL, SQ_EP_DISABLE_AUDIT,
   SQ_EP_DISABLE_DECLINED,
   SQ_DL_RESOLVE, SQ_DL_RESOLVE_EP,
   SQ_TENANT_UPDATE, SQ_TENANT_LIST, SQ_TENANT_PAGE, SQ_CLAIM_LIVE_LANES, SQ_CLAIM_REPLAY, SQ_CLAIM_REPLAY_LANES,
@@ -131,6 +131,7 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
 /* Clears lane_wait on the new head of the lane of delivery seq (which just left the open
  * states); nothing for a delivery without an ordering key. sqlite_delivery.c. */
 int sq_lane_advance(hookd_store_conn *c, int64_t seq);
+int sq_expire_owed(hookd_store_conn *c, int64_t now_ms, int limit, int *expired, bool *more);
 /* An endpoint no longer ordered: lets its waiting deliveries in — a bounded step; each rescan
  * takes the next (sqlite_delivery.c). */
 int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id);
