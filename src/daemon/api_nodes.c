@@ -49,7 +49,7 @@ static void reply_list(hookd_api_op *base, int rc) {
     return;
   }
   hookd_app *app = base->app;
-  int64_t bound = app->cfg->lease_margin_ms / 2; /* as the dispatcher's vote (check_clock) */
+  int64_t bound = hookd_clock_bound_ms(app->cfg->lease_margin_ms); /* as the dispatcher's vote */
   const hookd_node_row *self = NULL;
   for (size_t i = 0; i < op->n; i++)
     if (!strcmp(op->rows[i].node_id, app->cfg->node_id)) self = &op->rows[i];

@@ -1514,7 +1514,11 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
  * outvoted by the database's and the other live nodes' (it agrees with no strict majority of
  * them) claims and sweeps nothing. */
 static void check_clock(hookd_dispatcher *d, const msg *m) {
-  int64_t bound = d->cfg.lease_margin_ms / 2;
+  /* a quarter of the margin: two nodes that claim are then within half of it of each other,
+   * which is the room a request is sent with past its timeout (disp_lease_room) — the lease is
+   * not taken over by the other's clock while the request may still be out (half the margin,
+   * before: winners could be a whole margin apart) */
+  int64_t bound = hookd_clock_bound_ms(d->cfg.lease_margin_ms);
   hookd_clock_voter self = {m->skew_ms, m->skew_err_ms};
   int agreeing, voters;
   bool skewed = !hookd_clock_vote(self, m->votes, m->n_votes, bound, &agreeing, &voters);

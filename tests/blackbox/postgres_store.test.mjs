@@ -269,7 +269,7 @@ test('two nodes whose clocks differ by 5 s step one replay job at its rate (its 
   const rx = await startReceiver(() => ({ status: ctl.ok ? 200 : 400 }));
   const dir2 = tempDir().dir;
   const ahead = faultClock(dir2);
-  ahead.step(5000); // within the clock guard's bound (half the 30 s margin): both claim
+  ahead.step(5000); // within the clock guard's bound (a quarter of the 30 s margin): both claim
   const fast = ['--rescan-interval-ms', '200'];
   const n1 = await node(store, key, 'r1', fast);
   const n2 = await startHookd({ dir: dir2, store, args: ['--node-id', 'r2', ...fast], env: { HOOKD_MASTER_KEY: key, ...ahead.env } });
@@ -983,7 +983,7 @@ test('a node whose clock runs ahead of the database\'s claims and sweeps nothing
     });
     const skew = await b.waitForLog((l) => l.msg === 'clock.skew', 10000, 'clock.skew logged');
     assert.ok(skew.skew_ms < -58000 && skew.skew_ms > -62000, `skew ${skew.skew_ms} ms`);
-    assert.equal(skew.bound_ms, 1000, 'half the lease margin');
+    assert.equal(skew.bound_ms, 500, 'a quarter of the lease margin');
     // checks for over a second and a half: each a rescan that reads the due deliveries (n-ok's
     // lease reads lapsed here), and the lease sweep's time (every second) has come
     const cpu = () => readFileSync(`/proc/${b.proc.pid}/stat`, 'utf8').split(') ')[1].split(' ').slice(11, 13)
@@ -1350,8 +1350,8 @@ test('a step of a node\'s clock keeps its own Retry-After pause\'s length: the s
     await waitUntil(async () => Number((await c.query('SELECT paused_until FROM endpoints WHERE id = $1', [endpoint]))
       .rows[0]?.paused_until) > 0 || null, { timeout: 10000, what: 'the pause stored' });
     await rescans(h, 2);
-    // 10 s forward: within the clock guard's bound (15 s), the node goes on claiming
-    clock.step(10000);
+    // 6 s forward: within the clock guard's bound (7.5 s), the node goes on claiming
+    clock.step(6000);
     await h.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step seen');
     await rx.waitFor(2, 20000, 'the retry once the pause is over');
     const gap = rx.requests[1].at - rx.requests[0].at;
@@ -1384,7 +1384,7 @@ test('GET /v1/nodes shows the nodes of the store as one sees them: which run, th
     let v = await nodes(n1);
     assert.deepEqual({ ...v, data: undefined, clock: undefined },
       { store: 'postgres', node_id: 'n1', live: 2, change_feed: 'listening', claiming: true, data: undefined, clock: undefined });
-    assert.deepEqual(v.clock, { bound_ms: 15000, agreeing: 3, voters: 3 });
+    assert.deepEqual(v.clock, { bound_ms: 7500, agreeing: 3, voters: 3 });
     assert.deepEqual(v.data.map((x) => [x.node_id, x.self, x.live, x.agrees]), [['n1', true, true, true], ['n2', false, true, true]]);
     for (const x of v.data) {
       assert.ok(Math.abs(x.clock_skew_ms) < 1000 && x.clock_err_ms >= 0, JSON.stringify(x));
@@ -1397,7 +1397,7 @@ test('GET /v1/nodes shows the nodes of the store as one sees them: which run, th
     await waitUntil(async () => (await nodes(n1)).data.length === 3 || null, { timeout: 10000, what: 'n3\'s check stored' });
     v = await nodes(n1);
     assert.equal(v.live, 3);
-    assert.deepEqual(v.clock, { bound_ms: 15000, agreeing: 3, voters: 4 }, 'n1 still wins its vote');
+    assert.deepEqual(v.clock, { bound_ms: 7500, agreeing: 3, voters: 4 }, 'n1 still wins its vote');
     const n3row = v.data.find((x) => x.node_id === 'n3');
     assert.deepEqual([n3row.live, n3row.agrees], [true, false]);
     assert.ok(n3row.clock_skew_ms < -3500000, `n3's skew ${n3row.clock_skew_ms}`);
@@ -1410,7 +1410,7 @@ test('GET /v1/nodes shows the nodes of the store as one sees them: which run, th
     await waitUntil(async () => (await nodes(n1)).live === 2 || null, { timeout: 10000, what: 'n3 no longer running' });
     v = await nodes(n1);
     assert.deepEqual(v.data.find((x) => x.node_id === 'n3').live, false);
-    assert.deepEqual(v.clock, { bound_ms: 15000, agreeing: 3, voters: 3 });
+    assert.deepEqual(v.clock, { bound_ms: 7500, agreeing: 3, voters: 3 });
 
     // a key of one tenant's reads no node
     assert.equal((await n1.api('POST', '/v1/tenants', { id: 'nodesscope' })).status, 201);
