@@ -14,6 +14,7 @@
  * reaches every tenant, shown as "*" by list. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,13 @@ static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, void *
   rc = audit_scoped(c, be, &x->audit, k->tenants);
   x->audit.detail = NULL;
   return rc;
+}
+
+/* Whether two paths name one file (both resolved; else compared as written). */
+static bool same_file(const char *a, const char *b) {
+  char ra[PATH_MAX], rb[PATH_MAX];
+  if (realpath(a, ra) && realpath(b, rb)) return !strcmp(ra, rb);
+  return !strcmp(a, b);
 }
 
 static char *reseal(ctx *x, const char *stored, const char *id) {
@@ -448,13 +456,12 @@ static int cmd_rotate_master(keys_args *a) {
            x.resealed, new_key.id, a->new_master_file,
            beside[0] ? ", and replace " : "", beside,
            beside[0] ? " with it (a start finding the two different refuses)" : "");
-  else if (old_file == default_file) /* the store's own key file: the new key goes there (left
-                                       * beside the store, the old key would sit in its backups,
-                                       * with the freed pages its values were sealed in) */
+  /* the store's own key file, named or not: the new key goes there (left beside the store, the
+   * old one would sit in its backups) */
+  else if (beside[0] && same_file(old_file, beside))
     printf("re-sealed %d secrets with master key %s; move %s over %s (mv %s %s): hookd reads "
            "its key there, and the old key, which opens nothing now, is gone\n",
-           x.resealed, new_key.id, a->new_master_file, default_file, a->new_master_file,
-           default_file);
+           x.resealed, new_key.id, a->new_master_file, beside, a->new_master_file, beside);
   else
     printf("re-sealed %d secrets with master key %s; start hookd with "
            "--master-key-file %s\n",

@@ -1,7 +1,7 @@
 /* clockvote.h — the clock guard's vote on a shared store (docs/postgres.md "The clock guard"):
- * whether a node's clock agrees with a strict majority of the voters — the database's clock, the
- * node's own, and the other live nodes' — each known by its skew to the database's clock, give
- * or take an error. Pure logic. */
+ * whether a node's clock agrees with a strict majority of the voters (or a half that holds the
+ * database's) — the database's clock, the node's own, and the other live nodes' — each known by
+ * its skew to the database's clock, give or take an error. Pure logic. */
 #ifndef HOOKD_CORE_CLOCKVOTE_H
 #define HOOKD_CORE_CLOCKVOTE_H
 

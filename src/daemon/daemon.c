@@ -103,16 +103,6 @@ static int run_event_purge(hookd_store_conn *c, const hookd_store_backend *be, v
   return be->event_purge(c, p->before_ms, hookd_now_ms(), 1000, &p->after_seq, &p->purged);
 }
 
-/* the deliveries a disabled endpoint still owes of expired events: DEAD expired (the claim
- * expires the others), their events then settled for retention */
-static int run_expire_owed(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
-  purge *p = arg;
-  bool more = false;
-  int rc = be->expire_owed(c, p->before_ms, 500, &p->purged, &more);
-  p->after_seq = more ? 1 : 0;
-  return rc;
-}
-
 static int run_event_expire(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   purge *p = arg;
   /* fewer events per op than the other walks: each takes its whole fan-out and history */
@@ -248,8 +238,50 @@ static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, 
 
 #define RETENTION_STEP_TRUSTED_MS (3600 * 1000) /* a step ahead this old is the right time */
 
+/* The deliveries a disabled endpoint still owes of expired events (the claim expires the others),
+ * found on the scan connection — a read of the open deliveries of the disabled endpoints, which
+ * a backlog makes long, holds no ack back — then made DEAD expired on the writer, 500 at a time
+ * (expired by retention's held-back clock, stamped with the time of now): their events then
+ * come under retention. */
+typedef struct owed {
+  int64_t before_ms, *seqs;
+  int n, expired;
+} owed;
+
+static int run_owed_read(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  owed *o = arg;
+  free(o->seqs);
+  return be->owed_expired(c, o->before_ms, 500, &o->seqs, &o->n);
+}
+
+static int run_owed_expire(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  owed *o = arg;
+  return be->expire_owed(c, o->seqs, o->n, o->before_ms, hookd_now_ms(), &o->expired);
+}
+
+static bool expire_owed(hookd_app *app, int64_t now_ms) {
+  owed o = {.before_ms = now_ms};
+  int64_t total = 0;
+  bool stopped = false;
+  do {
+    if ((stopped = stop_pending())) break;
+    o.n = o.expired = 0;
+    if (hookd_storeq_run_sync(app->store->scan, run_owed_read, &o) != 0 || !o.n ||
+        hookd_storeq_run_sync(app->store->writer, run_owed_expire, &o) != 0)
+      break;
+    atomic_fetch_add_explicit(&hookd_m.dead[M_DEAD_EXPIRED], (uint64_t)o.expired,
+                              memory_order_relaxed);
+    total += o.expired;
+    if (tick_due(app) && refresh_config(app)) finish_deletes(app);
+  } while (o.n == 500 && o.expired > 0); /* (none expired of a full read: read again next time) */
+  free(o.seqs);
+  if (total) HLOG(HOOKD_LOG_INFO, "deliveries.expired_owed", KV_I("count", total));
+  return !stopped;
+}
+
 /* Retention of dedup records with their inbound events (I9) and of objects' newest versions,
- * and, when set, of settled outbound events: their payloads, then the events themselves (O17)
+ * the expiry of what disabled endpoints owe of expired events, and, when set, of settled
+ * outbound events: their payloads, then the events themselves (O17)
  * and their ordered lanes' versions; the items of replay jobs that ended a week ago
  * (docs/replay.md). */
 static void purge_old(hookd_app *app) {
@@ -304,9 +336,7 @@ static void purge_old(hookd_app *app) {
                   &hookd_m.versions_purged, "object_versions.purged", NULL))
     return;
   /* (whatever --event-ttl-s is now: events published under another keep their expires_at) */
-  if (!purge_walk(app, now, 0, run_expire_owed, &hookd_m.dead[M_DEAD_EXPIRED],
-                  "deliveries.expired_owed", NULL))
-    return;
+  if (!expire_owed(app, now)) return;
   if (app->cfg->payload_retention_s > 0 &&
       !purge_walk(app, now, app->cfg->payload_retention_s, run_event_purge,
                   &hookd_m.payloads_purged, "payload.purged", &app->payload_walk))
@@ -564,6 +594,9 @@ int hookd_serve(const hookd_config *cfg) {
          KV_S("why", "TLS secrets are not written to disk: the variable is removed"));
     unsetenv("SSLKEYLOGFILE");
   }
+  /* the credentials read into cfg, wiped from the environment (/proc/<pid>/environ, a core
+   * dump) while no thread runs (unsetenv is not thread-safe); HOOKD_MASTER_KEY once read */
+  hookd_config_wipe_secret_env();
   raise_fd_limit(cfg);
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -653,14 +686,11 @@ int hookd_serve(const hookd_config *cfg) {
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
   /* held in app.keyring from now on: the variable's text is wiped where it lies (the process's
    * environment block, which /proc/<pid>/environ and a core dump show) and removed */
-  /* so are the other variables holding a credential (read into cfg; the options table names
-   * them) */
   char *mk = getenv("HOOKD_MASTER_KEY");
   if (mk) {
     OPENSSL_cleanse(mk, strlen(mk));
     unsetenv("HOOKD_MASTER_KEY");
   }
-  hookd_config_wipe_secret_env();
   if (hookd_cursor_key_derive(app.keyring.key.key, sizeof app.keyring.key.key,
                               &app.cursor_key) != 0) {
     snprintf(err, sizeof err, "cannot derive the list cursor key");

@@ -259,17 +259,22 @@ static bool redact_secret(ep *e, const char *plain) {
   return true;
 }
 
+/* A receiver's error that quotes the secret it expected is shown to every viewer of the tenant,
+ * who may not read secrets: a stored secret's text is masked in excerpts, whatever its encoding
+ * (JSON's "\/", a URL's). False out of memory; a value that does not open has nothing to mask. */
+static bool mask_secret(hookd_dispatcher *d, ep *e, const char *stored) {
+  if (!stored || !*stored) return true;
+  char *plain = hookd_keyring_open(d->cfg.keyring, stored, e->cfg.id);
+  bool ok = !plain || redact_secret(e, plain);
+  hookd_secret_free(plain);
+  return ok;
+}
+
 /* Opens one stored secret into the form the signer uses. */
-static bool open_key(hookd_dispatcher *d, ep *e, const char *stored, hookd_hmac_key *hk,
+static bool open_key(hookd_dispatcher *d, const ep *e, const char *stored, hookd_hmac_key *hk,
                      char **ed) {
   char *plain = hookd_keyring_open(d->cfg.keyring, stored, e->cfg.id);
   if (!plain) return false;
-  /* a receiver's error that quotes the secret it expected is shown to every viewer of the
-   * tenant, who may not read secrets: masked whatever its encoding (JSON's "\/", a URL's) */
-  if (!redact_secret(e, plain)) {
-    hookd_secret_free(plain);
-    return false;
-  }
   bool ok;
   if (e->ed25519) {
     char pk[HOOKD_ED_SECRET_MAX];
@@ -296,6 +301,10 @@ static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cf
     e->has_prev = open_key(d, e, e->cfg.previous_secret, &e->prev_key, &e->prev_ed_key);
     e->prev_until_ms = e->cfg.previous_expires_ms;
   }
+  /* both masked, the previous one past its overlap too (it signs nothing then, but a receiver
+   * still on it quotes it); out of memory, not sent to: an excerpt would show them */
+  if (e->key_ok)
+    e->key_ok = mask_secret(d, e, e->cfg.secret) && mask_secret(d, e, e->cfg.previous_secret);
   /* custom headers the receiver's gateway may require: a request without them would be refused
    * there (or reach what the gateway guards without its credentials), so an endpoint whose
    * headers do not open is not sent to, as one whose secret does not */
@@ -1512,7 +1521,7 @@ static int run_rescan(hookd_store_conn *c, const hookd_store_backend *be, void *
 
 /* A shared store's clock check (docs/postgres.md "The clock guard"): a node whose clock is
  * outvoted by the database's and the other live nodes' (it agrees with no strict majority of
- * them) claims and sweeps nothing. */
+ * them, nor with a half that holds the database) claims and sweeps nothing. */
 static void check_clock(hookd_dispatcher *d, const msg *m) {
   /* a quarter of the margin: two nodes that claim are then within half of it of each other,
    * which is the room a request is sent with past its timeout (disp_lease_room) — the lease is
@@ -1527,8 +1536,8 @@ static void check_clock(hookd_dispatcher *d, const msg *m) {
     HLOG(HOOKD_LOG_WARN, "clock.skew", KV_I("skew_ms", m->skew_ms), KV_I("bound_ms", bound),
          KV_I("agreeing", agreeing), KV_I("voters", voters),
          KV_S("meanwhile", "no claim and no lease sweep on this node: its clock is off the "
-                           "database's, and off most other nodes', by more than half the "
-                           "lease margin"));
+                           "database's, and off most other nodes', by more than a quarter "
+                           "of the lease margin"));
   else if (!skewed && d->clock_skewed)
     HLOG(HOOKD_LOG_INFO, "clock.skew_ok", KV_I("skew_ms", m->skew_ms), KV_I("bound_ms", bound),
          KV_I("agreeing", agreeing), KV_I("voters", voters));

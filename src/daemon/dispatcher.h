@@ -134,13 +134,13 @@ int hookd_dispatcher_endpoint_health(hookd_dispatcher *d, const char *endpoint_i
 #define HOOKD_DISPATCHER_STOP_MARGIN_MS 30000
 int hookd_dispatcher_stop(hookd_dispatcher *d);
 
-/* The steps of the wall clock back the dispatcher has taken since the start, added up (ms; any
- * thread): what is stamped after one reads older than it is by up to this once the clock is set
- * right, so retention keeps everything that much longer (docs/architecture.md "Clocks"). */
 /* The clock guard's bound (docs/postgres.md "The clock guard"): a quarter of the lease margin,
  * so that two nodes that claim are within half of it — the room a request is sent with. */
 static inline int64_t hookd_clock_bound_ms(int64_t lease_margin_ms) { return lease_margin_ms / 4; }
 
+/* The steps of the wall clock back the dispatcher has taken since the start, added up (ms; any
+ * thread): what is stamped after one reads older than it is by up to this once the clock is set
+ * right, so retention keeps everything that much longer (docs/architecture.md "Clocks"). */
 int64_t hookd_dispatcher_stepped_back_ms(hookd_dispatcher *d);
 /* A shared store: this node's clock is not checked yet, or outvoted by the clock guard
  * (docs/postgres.md): retention, which deletes by it, waits. Thread-safe. */

@@ -824,10 +824,14 @@ typedef struct hookd_store_backend {
    * than the store's are refused at their start (docs/security.md "Keys at rest"). */
   int (*master_key_claim)(hookd_store_conn *c, const char *key_id, bool take, int64_t now_ms,
                           char *held, size_t cap);
-  /* Up to limit deliveries a disabled endpoint still owes (pending or retrying, no lease) whose
-   * event expired by now_ms go DEAD `expired`, their lanes moved on: the claim, which expires
-   * the others, never takes a disabled endpoint's. *more: a full batch (more may be left). */
-  int (*expire_owed)(hookd_store_conn *c, int64_t now_ms, int limit, int *expired, bool *more);
+  /* Deliveries a disabled endpoint still owes (pending or retrying, no lease) whose event
+   * expired by before_ms: up to limit of their seqs into *seqs (malloc'd; the caller frees it) —
+   * read on the scan connection: the claim, which expires the others, never takes a disabled
+   * endpoint's. expire_owed, on the writer, makes each one still so DEAD `expired` at now_ms,
+   * its lane moved on. */
+  int (*owed_expired)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n);
+  int (*expire_owed)(hookd_store_conn *c, const int64_t *seqs, int n, int64_t before_ms,
+                     int64_t now_ms, int *expired);
   /* Live endpoints changed at or after since_ms (0 = all), including deleted ones. */
   int (*endpoints_since)(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **out, size_t *n);
 

@@ -382,7 +382,7 @@ describe('durability', () => {
   it('a send mark committed too late for the lease (the store locked meanwhile) sends nothing: given back and claimed again, never held unknown while in flight', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     // lease: 2 × 4 s + 1 s; the second forward waits 2 s for a token, then its mark waits on the lock
-    // (the first answers while the store is locked, 2 s within its 4 s timeout)
+    // (each request but the first answers 2 s in, inside its 4 s timeout)
     const dest = await startReceiver((rec, i) => (i === 1 ? { status: 200 } : { status: 200, delayMs: 2000 }));
     await h.api('POST', '/v1/tenants', { id: 'late' });
     const src = await h.api('POST', '/v1/sources', { id: 'src_late', tenant: 'late', provider: 'stripe', secrets: ['whsec_late'],
@@ -398,10 +398,11 @@ describe('durability', () => {
     const release = await h.lockStore();
     const locked = Date.now();
     try {
-      // the send mark and the first answer's outcome both wait on the lock (the outage's point);
-      // it lasts 6.5 s — past most of the 9 s lease — a length of the scenario, not a wait for it
+      // the second forward's send mark waits on the lock behind what is queued there (the
+      // outage's point); it lasts 6.5 s — past most of the 9 s lease — a length of the
+      // scenario, not a wait for it
       await waitUntil(async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
-        'hookd_store_writer_queue_depth') >= 2, { what: 'the mark and the outcome queued' });
+        'hookd_store_writer_queue_depth') >= 2, { what: 'writes queued behind the lock' });
       await new Promise((resolve) => { setTimeout(resolve, Math.max(0, 6500 - (Date.now() - locked))); });
     } finally {
       await release();

@@ -2807,17 +2807,24 @@ describe('durability and local replay', () => {
     const r = await post(src, body, sign.stripe(body, 'whsec_rotx'));
     await waitStatus(src, r.json.inbox_id, 'completed');
     const rot = await h.api('POST', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}/secret/rotate`,
-      { expire_previous_after_s: 2 });
+      { expire_previous_after_s: 3 });
     assert.equal(rot.status, 200, rot.text);
-    const local = await startReceiver(() => ({ status: 200, delayMs: 1500 }));
+    const until = Date.parse(rot.json.previous_expires_at);
+    const local = await startReceiver(() => ({ status: 200, delayMs: 2000 }));
     const child = spawn(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', local.url, '--times', '3',
       '--store', h.store], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...h.storeEnv } });
     assert.equal(await new Promise((resolve) => child.on('exit', resolve)), 0);
-    // (each call answered after 1.5 s: the third is sent 3 s in, past the overlap's 2 s)
-    const sigs = local.requests.map((q) => q.headers['webhook-signature'].split(' ').length);
+    // each call signed by the keys of its own time (its webhook-timestamp, whole seconds): both
+    // while the overlap lasts, the new one alone after it (each call answered after 2 s: the
+    // third is sent 4 s in, past the overlap's 3 s whatever its timestamp's rounding)
+    const sigs = local.requests.map((q) => [Number(q.headers['webhook-timestamp']) * 1000,
+      q.headers['webhook-signature'].split(' ').length]);
     assert.equal(sigs.length, 3);
-    assert.equal(sigs[0], 2, 'during the overlap: both');
-    assert.equal(sigs[2], 1, 'after it: the new secret alone');
+    for (const [at, n] of sigs) {
+      if (at + 999 < until) assert.equal(n, 2, 'during the overlap: both');
+      if (at >= until) assert.equal(n, 1, 'after it: the new secret alone');
+    }
+    assert.ok(sigs.some(([at]) => at >= until), 'a call after the overlap');
     await local.close();
     await dest.close();
   });

@@ -862,6 +862,7 @@ const hookd_store_backend hookd_pg_backend = {
     .delete_step = pg_delete_step,
     .endpoint_reseal = pg_endpoint_reseal,
     .master_key_claim = pg_master_key_claim,
+    .owed_expired = pg_owed_expired,
     .expire_owed = pg_expire_owed,
     .endpoints_since = pg_endpoints_since,
     .publish = pg_publish,

@@ -310,7 +310,9 @@ int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
 int pg_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                        hookd_delete_counts *out);
 int pg_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out);
-int pg_expire_owed(hookd_store_conn *c, int64_t now_ms, int limit, int *expired, bool *more);
+int pg_owed_expired(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n);
+int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t before_ms,
+                   int64_t now_ms, int *expired);
 int pg_master_key_claim(hookd_store_conn *c, const char *key_id, bool take, int64_t now_ms,
                         char *held, size_t cap);
 int pg_endpoint_reseal(hookd_store_conn *c, const char *id, const char *secret,

@@ -80,34 +80,80 @@ static const char *seq_array(hookd_store_conn *c, pg_arr *a, const int64_t *ids,
   return lit;
 }
 
-int pg_expire_owed(hookd_store_conn *c, int64_t now_ms, int limit, int *expired, bool *more) {
-  *expired = 0;
-  *more = false;
+int pg_owed_expired(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n) {
+  *n = 0;
+  *seqs = NULL;
   pg_params p;
   pg_p_init(&p);
-  pg_p_i64(&p, now_ms);
+  pg_p_i64(&p, before_ms);
   pg_p_i64(&p, limit);
-  /* (one statement under the writer lock; the lanes each expired head held move on after) */
+  /* (sqlite_delivery.c: the open set's two halves, each by its index) */
   PGresult *r = pg_q(c,
-                     "WITH owed AS (SELECT d.seq FROM endpoints e"
-                     " JOIN deliveries d ON d.endpoint_id = e.id JOIN events v ON v.seq = d.event_seq"
-                     " WHERE e.enabled = 0 AND e.deleted_at IS NULL"
-                     " AND d.state IN ('pending','retrying') AND d.leased_until IS NULL"
-                     " AND v.expires_at <= $1 LIMIT $2)"
-                     " UPDATE deliveries d SET state = 'dead', dead_reason = 'expired',"
-                     " dead_at = $1, next_attempt_at = NULL, lane_wait = 0, updated_at = $1,"
-                     " lease_token = d.lease_token + 1 FROM owed WHERE d.seq = owed.seq"
-                     " RETURNING d.seq, (d.ordering_key IS NOT NULL)::int",
-                     &p, "expire owed deliveries");
+                     "SELECT d.seq FROM endpoints e JOIN deliveries d ON d.endpoint_id = e.id"
+                     " AND d.state IN ('pending','retrying') AND d.lane_wait = 0"
+                     " JOIN events v ON v.seq = d.event_seq AND v.expires_at <= $1"
+                     " WHERE e.enabled = 0 AND e.deleted_at IS NULL AND d.leased_until IS NULL"
+                     " UNION ALL SELECT d.seq FROM endpoints e"
+                     " JOIN deliveries d ON d.endpoint_id = e.id AND d.lane_wait = 1"
+                     " AND d.state IN ('pending','retrying')"
+                     " JOIN events v ON v.seq = d.event_seq AND v.expires_at <= $1"
+                     " WHERE e.enabled = 0 AND e.deleted_at IS NULL AND d.leased_until IS NULL"
+                     " LIMIT $2",
+                     &p, "read owed deliveries");
   if (!r) return HOOKD_STORE_ERR;
-  int n = PQntuples(r), rc = HOOKD_STORE_OK;
-  for (int i = 0; !rc && i < n; i++)
-    if (pg_i64(r, i, 1)) rc = pg_lane_advance(c, pg_i64(r, i, 0));
+  int rows = PQntuples(r);
+  *seqs = rows ? malloc((size_t)rows * sizeof **seqs) : NULL;
+  for (int i = 0; *seqs && i < rows; i++) (*seqs)[i] = pg_i64(r, i, 0);
   PQclear(r);
-  if (rc) return rc;
-  *expired = n;
-  *more = n == limit;
+  if (rows && !*seqs) return pg_fail(c, "read owed deliveries: out of memory");
+  *n = rows;
   return HOOKD_STORE_OK;
+}
+
+int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t before_ms,
+                   int64_t now_ms, int *expired) {
+  *expired = 0;
+  if (!n) return HOOKD_STORE_OK;
+  pg_arr a;
+  const char *lit = seq_array(c, &a, seqs, n);
+  if (!lit) return HOOKD_STORE_ERR;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, lit);
+  pg_p_i64(&p, now_ms);
+  pg_p_i64(&p, before_ms);
+  /* each one checked again (read on another session); the lanes of the laned ones move on, in
+   * one statement: each lane's first open delivery left waiting is let go */
+  PGresult *r = pg_q(c,
+                     "WITH gone AS (UPDATE deliveries d SET state = 'dead',"
+                     " dead_reason = 'expired', dead_at = $2, next_attempt_at = NULL,"
+                     " lane_wait = 0, updated_at = $2, lease_token = d.lease_token + 1"
+                     " FROM endpoints e, events v WHERE d.seq = ANY($1::bigint[])"
+                     " AND d.state IN ('pending','retrying') AND d.leased_until IS NULL"
+                     " AND e.id = d.endpoint_id AND e.enabled = 0 AND v.seq = d.event_seq"
+                     " AND v.expires_at <= $3 RETURNING d.seq, d.endpoint_id, d.ordering_key)"
+                     " SELECT count(*) FROM gone",
+                     &p, "expire owed deliveries");
+  pg_arr_free(&a);
+  if (!r) return HOOKD_STORE_ERR;
+  *expired = (int)pg_i64(r, 0, 0);
+  PQclear(r);
+  /* lanes: those of the owed deliveries just expired whose next waits (few: a disabled ordered
+   * endpoint's) — one statement, as each row's own was a round trip under the writer lock */
+  if (!(lit = seq_array(c, &a, seqs, n))) return HOOKD_STORE_ERR;
+  pg_p_init(&p);
+  pg_p_text(&p, lit);
+  int64_t k = pg_x(c,
+                   "UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq IN"
+                   " (SELECT (SELECT n.seq FROM deliveries n WHERE n.endpoint_id = l.endpoint_id"
+                   " AND n.ordering_key = l.ordering_key"
+                   " AND n.state IN ('pending','retrying','unknown') ORDER BY n.seq LIMIT 1)"
+                   " FROM (SELECT DISTINCT me.endpoint_id, me.ordering_key FROM deliveries me"
+                   " WHERE me.seq = ANY($1::bigint[]) AND me.ordering_key IS NOT NULL"
+                   " AND me.state = 'dead' AND me.dead_reason = 'expired') l)",
+                   &p, "advance lanes");
+  pg_arr_free(&a);
+  return k < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
 }
 
 /* Keeps the first *n of ids whose deliveries fit an op's budget (hookd_expire_take); the walk

@@ -569,6 +569,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .delete_step = sq_delete_step,
     .endpoint_reseal = sq_endpoint_reseal,
     .master_key_claim = sq_master_key_claim,
+    .owed_expired = sq_owed_expired,
     .expire_owed = sq_expire_owed,
     .endpoints_since = sq_endpoints_since,
     .publish = sq_publish,

@@ -1823,40 +1823,53 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   return rc;
 }
 
-int sq_expire_owed(hookd_store_conn *c, int64_t now_ms, int limit, int *expired, bool *more) {
-  *expired = 0;
-  *more = false;
-  /* through the disabled endpoints (a few) and each one's deliveries by its due index */
-  sqlite3_stmt *st = sq_stmt(c, SQ_OWED_OLD,
-                             "SELECT d.seq FROM endpoints e JOIN deliveries d ON d.endpoint_id = e.id"
-                             " JOIN events v ON v.seq = d.event_seq WHERE e.enabled = 0"
-                             " AND e.deleted_at IS NULL AND (d.state = 'pending'"
-                             " OR d.state = 'retrying') AND d.leased_until IS NULL"
-                             " AND v.expires_at <= ?1 LIMIT ?2");
+int sq_owed_expired(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n) {
+  *n = 0;
+  *seqs = NULL;
+  /* from the disabled endpoints (a few, often none), each one's open deliveries by an index of
+   * them (the due index, and the lane-waiting one: the two halves of the open set) */
+  sqlite3_stmt *st = sq_stmt(
+      c, SQ_OWED_OLD,
+      "SELECT d.seq FROM endpoints e JOIN deliveries d ON d.endpoint_id = e.id"
+      " AND d.state IN ('pending','retrying') AND d.lane_wait = 0"
+      " JOIN events v ON v.seq = d.event_seq AND v.expires_at <= ?1"
+      " WHERE e.enabled = 0 AND e.deleted_at IS NULL AND d.leased_until IS NULL"
+      " UNION ALL SELECT d.seq FROM endpoints e JOIN deliveries d ON d.endpoint_id = e.id"
+      " AND d.lane_wait = 1 AND d.state IN ('pending','retrying')"
+      " JOIN events v ON v.seq = d.event_seq AND v.expires_at <= ?1"
+      " WHERE e.enabled = 0 AND e.deleted_at IS NULL AND d.leased_until IS NULL LIMIT ?2");
   if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, now_ms);
+  if (!(*seqs = malloc((size_t)limit * sizeof **seqs))) return sq_fail(c, "out of memory");
+  sq_bind_i64(st, 1, before_ms);
   sq_bind_i64(st, 2, limit);
-  int64_t *seqs = malloc((size_t)limit * sizeof *seqs);
-  if (!seqs) {
-    sqlite3_reset(st);
-    return sq_fail(c, "expire owed deliveries: out of memory");
-  }
-  int n = 0, rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < limit) seqs[n++] = sq_col_i64(st, 0);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n < limit) (*seqs)[(*n)++] = sq_col_i64(st, 0);
   sqlite3_reset(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    free(seqs);
-    return sq_fail(c, "read owed deliveries");
-  }
-  st = sq_stmt(c, SQ_OWED_EXPIRE,
-               "UPDATE deliveries SET state = 'dead', dead_reason = 'expired', dead_at = ?2,"
-               " next_attempt_at = NULL, lane_wait = 0, updated_at = ?2,"
-               " lease_token = lease_token + 1 WHERE seq = ?1 AND (state = 'pending'"
-               " OR state = 'retrying') AND leased_until IS NULL");
-  rc = st ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
+  if (rc == SQLITE_ROW || rc == SQLITE_DONE) return HOOKD_STORE_OK;
+  free(*seqs);
+  *seqs = NULL;
+  *n = 0;
+  return sq_fail(c, "read owed deliveries");
+}
+
+int sq_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t before_ms,
+                   int64_t now_ms, int *expired) {
+  *expired = 0;
+  /* each one checked again: read on another connection, it may have been claimed, its endpoint
+   * enabled or its event replayed since */
+  sqlite3_stmt *st = sq_stmt(
+      c, SQ_OWED_EXPIRE,
+      "UPDATE deliveries SET state = 'dead', dead_reason = 'expired', dead_at = ?2,"
+      " next_attempt_at = NULL, lane_wait = 0, updated_at = ?2, lease_token = lease_token + 1"
+      " WHERE seq = ?1 AND (state = 'pending' OR state = 'retrying') AND leased_until IS NULL"
+      " AND (SELECT enabled = 0 FROM endpoints e WHERE e.id = deliveries.endpoint_id)"
+      " AND (SELECT expires_at <= ?3 FROM events v WHERE v.seq = deliveries.event_seq)");
+  if (!st) return HOOKD_STORE_ERR;
+  int rc = HOOKD_STORE_OK;
   for (int i = 0; !rc && i < n; i++) {
     sq_bind_i64(st, 1, seqs[i]);
     sq_bind_i64(st, 2, now_ms);
+    sq_bind_i64(st, 3, before_ms);
     int step = sqlite3_step(st);
     sqlite3_reset(st);
     if (step != SQLITE_DONE) rc = sq_fail(c, "expire owed delivery");
@@ -1865,8 +1878,6 @@ int sq_expire_owed(hookd_store_conn *c, int64_t now_ms, int limit, int *expired,
       rc = sq_lane_advance(c, seqs[i]); /* its lane's next, if it waited on it */
     }
   }
-  free(seqs);
-  *more = !rc && n == limit;
   return rc;
 }
 

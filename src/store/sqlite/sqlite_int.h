@@ -131,7 +131,9 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
 /* Clears lane_wait on the new head of the lane of delivery seq (which just left the open
  * states); nothing for a delivery without an ordering key. sqlite_delivery.c. */
 int sq_lane_advance(hookd_store_conn *c, int64_t seq);
-int sq_expire_owed(hookd_store_conn *c, int64_t now_ms, int limit, int *expired, bool *more);
+int sq_owed_expired(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n);
+int sq_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t before_ms,
+                   int64_t now_ms, int *expired);
 /* An endpoint no longer ordered: lets its waiting deliveries in — a bounded step; each rescan
  * takes the next (sqlite_delivery.c). */
 int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id);

@@ -1377,7 +1377,8 @@ static void expire_deletes_settled_events_with_their_history(void **state) {
  * one always (an event is deleted whole, however large its fan-out). */
 static void expire_takes_whole_events_within_the_budget(void **state) {
   (void)state;
-  const int64_t small[25] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  int64_t small[25];
+  for (int i = 0; i < 25; i++) small[i] = 1;
   assert_int_equal(hookd_expire_take(small, 25), 25);
   const int64_t wide[] = {300, 300, 1};
   assert_int_equal(hookd_expire_take(wide, 3), 1);
