@@ -669,6 +669,12 @@ static int pg_begin(hookd_store_conn *c, int writer) {
     /* lost since the last transaction: once more. A new session that could not be set up (the
      * node's lock taken meanwhile by another node of this id) is not used: every transaction
      * tries again, and fails until it can (docs/postgres.md "Failure windows") */
+    /* a server that no longer takes writes since a reload (a fence; a standby after a failover)
+     * says so (PostgreSQL 14 reports both): a reader's session too goes to the one that does,
+     * where the writer's went, not left reading a frozen store */
+    const char *ro = PQparameterStatus(c->pg, "default_transaction_read_only");
+    const char *hs = PQparameterStatus(c->pg, "in_hot_standby");
+    if ((ro && !strcmp(ro, "on")) || (hs && !strcmp(hs, "on"))) c->stale = 1;
     if (PQstatus(c->pg) != CONNECTION_OK || c->setup_failed || c->stale) {
       if (PQstatus(c->pg) != CONNECTION_OK || c->stale) {
         c->stale = 0;
@@ -695,8 +701,19 @@ static int pg_begin(hookd_store_conn *c, int writer) {
  * HOOKD_STORE_OK: committed; HOOKD_STORE_ERR: rolled back; HOOKD_STORE_UNKNOWN: no answer
  * (docs/postgres.md "Failure windows"). */
 static int commit_outcome(hookd_store_conn *c, const char *xid) {
-  const char *const keys[] = PG_LINK_KEYS;
-  const char *const vals[] = PG_LINK_VALS(c->sh->url, "hookd");
+  const char *const base_k[] = PG_LINK_KEYS;
+  const char *const base_v[] = PG_LINK_VALS(c->sh->url, "hookd");
+  const char *keys[sizeof base_k / sizeof *base_k + 3], *vals[sizeof keys / sizeof *keys];
+  size_t nk = 0;
+  for (; base_k[nk]; nk++) keys[nk] = base_k[nk], vals[nk] = base_v[nk];
+  /* the server the writer's session was on, whether it takes writes now or not (after the URL:
+   * they win over it): a primary fenced read-only still knows its transactions, and a
+   * read-write session would not be given there (another timeline's answer is none anyway) */
+  const char *host = PQhost(c->pg), *port = PQport(c->pg);
+  keys[nk] = "target_session_attrs", vals[nk++] = "any";
+  if (host && *host) keys[nk] = "host", vals[nk++] = host;
+  if (port && *port) keys[nk] = "port", vals[nk++] = port;
+  keys[nk] = vals[nk] = NULL;
   const char *params[1] = {xid};
   int64_t deadline = hookd_mono_ms() + PG_RESOLVE_MS;
   PGconn *q = NULL;
