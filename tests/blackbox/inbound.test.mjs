@@ -2342,6 +2342,34 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('a record an earlier hookd left dead_lettered beside a forward still retried reads as that forward after the upgrade (migration 42)', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    await d.api('POST', '/v1/tenants', { id: TENANT });
+    const failing = await startReceiver(() => ({ status: 503 }));
+    const refusing = await startReceiver(() => ({ status: 400 }));
+    const src = await source('stripe', ['whsec_m42'], [{ url: failing.url, retry: { max_attempts: 50, backoff_base_ms: 60000,
+      backoff_cap_ms: 60000 } }, { url: refusing.url }], {}, d);
+    const e = stripeEvent('evt_m42_1');
+    const r = await post(src, e, sign.stripe(e, 'whsec_m42'), d);
+    await waitUntil(async () => {
+      const states = (await d.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json.deliveries.map((x) => x.state).sort();
+      return states.join() === 'dead,retrying' || null;
+    }, { what: 'one forward dead, one retried' });
+    assert.equal((await d.stop()).code, 0);
+    // as the ranking before this one stored it
+    const q = spawnSync('sqlite3', [d.db, `UPDATE inbox SET status = 'dead_lettered', last_error = 'http_4xx'`
+      + ` WHERE id = '${r.json.inbox_id}'; DELETE FROM schema_migrations WHERE version >= 42;`], { encoding: 'utf8' });
+    assert.equal(q.status, 0, q.stderr);
+    d = await startHookd({ dir });
+    const rec = (await d.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+    assert.deepEqual([rec.status, rec.last_error], ['retryable_failed', 'http_5xx']);
+    assert.equal((await d.stop()).code, 0);
+    await failing.close();
+    await refusing.close();
+    cleanup();
+  });
+
   it('a store whose records read completed beside a forward cut off by its destination\'s delete (before migrations 28-29) is mended at the start', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     let d = await startHookd({ dir });

@@ -217,8 +217,24 @@ static const char *const migration_6[] = {
     " key_id text COLLATE \"C\" NOT NULL, recorded_at bigint NOT NULL)",
     NULL};
 
+/* 7: an inbox record reads dead_lettered only once each forward is settled (docs/inbound.md
+ * "Inbox states"): the records stored so beside a forward still retried or waiting read as that
+ * forward now, its error with them (sqlite_schema.c, 42). */
+static const char *const migration_7[] = {
+    "UPDATE inbox SET status = CASE WHEN EXISTS (SELECT 1 FROM deliveries x"
+    " WHERE x.event_seq = inbox.event_seq AND x.state = 'retrying' AND x.replaced = 0)"
+    " THEN 'retryable_failed' ELSE 'received' END,"
+    " last_error = (SELECT x.last_error FROM deliveries x WHERE x.event_seq = inbox.event_seq"
+    " AND x.state IN ('retrying','pending') AND x.replaced = 0"
+    " ORDER BY x.state = 'retrying' DESC, x.updated_at DESC, x.seq DESC LIMIT 1)"
+    " WHERE status = 'dead_lettered' AND EXISTS (SELECT 1 FROM deliveries x"
+    " WHERE x.event_seq = inbox.event_seq AND x.state IN ('retrying','pending')"
+    " AND x.replaced = 0)",
+    NULL};
+
 static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
-                                                migration_4, migration_5, migration_6};
+                                                migration_4, migration_5, migration_6,
+                                                migration_7};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

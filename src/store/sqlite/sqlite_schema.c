@@ -556,6 +556,19 @@ static const struct {
      "  key_id TEXT NOT NULL,"
      "  recorded_at INTEGER NOT NULL"
      ");"},
+    {42,
+     /* An inbox record reads dead_lettered only once each forward is settled (docs/inbound.md
+      * "Inbox states"): the records stored so beside a forward still retried or waiting read as
+      * that forward now, its error with them. It may run again. */
+     "UPDATE inbox SET status = CASE WHEN EXISTS (SELECT 1 FROM deliveries x"
+     "  WHERE x.event_seq = inbox.event_seq AND x.state = 'retrying' AND NOT x.replaced)"
+     "  THEN 'retryable_failed' ELSE 'received' END,"
+     "  last_error = (SELECT x.last_error FROM deliveries x WHERE x.event_seq = inbox.event_seq"
+     "  AND (x.state = 'retrying' OR x.state = 'pending') AND NOT x.replaced"
+     "  ORDER BY x.state = 'retrying' DESC, x.updated_at DESC, x.seq DESC LIMIT 1)"
+     "  WHERE status = 'dead_lettered' AND EXISTS (SELECT 1 FROM deliveries x"
+     "  WHERE x.event_seq = inbox.event_seq AND (x.state = 'retrying' OR x.state = 'pending')"
+     "  AND NOT x.replaced);"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
