@@ -11,7 +11,7 @@ import https from 'node:https';
 import net from 'node:net';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { HOOKD_BIN, faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultDns, faultLoopbackOnly, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 const hookd = (args, env = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', env: { ...process.env, ...env } });
@@ -263,14 +263,27 @@ describe('destination policy', () => {
     const proxy = await startReceiver(() => ({ status: 200 }));
     // no --egress-allow 127.0.0.0/8: the endpoint's name resolves to a public address
     // (registration checks apply), the only socket hookd opens is the proxy's on 127.0.0.1
+    // (the public address is never connected to: a connect off the machine fails, recorded)
+    const guard = faultLoopbackOnly(tempDir().dir);
     const h = await startHookd({ testArgs: ['--allow-http', '--retry-base-ms', '100', '--retry-cap-ms', '400'],
-      args: ['--egress-proxy', `http://127.0.0.1:${proxy.port}`, '--resolve', 'hooks.example.com:80:93.184.216.34'] });
+      args: ['--egress-proxy', `http://127.0.0.1:${proxy.port}`, '--resolve', 'hooks.example.com:80:93.184.216.34'],
+      env: guard.env });
     const { tenant } = await setup(h, 'http://hooks.example.com/hook');
     const p = await publish(h, tenant, { type: 'a.b', payload: {} });
     const [d] = await waitDelivery(h, p.json.id, (ds) => ['delivered', 'dead'].includes(ds[0]?.state));
     assert.equal(d.state, 'delivered', JSON.stringify(d));
     assert.equal(proxy.requests[0]?.url, 'http://hooks.example.com/hook');
     assert.equal((await h.stop()).code, 0);
+    assert.deepEqual(guard.offMachine(), [], 'nothing tried off the machine');
+    // (the guard sees what it guards against: without the proxy, the connect to the public
+    // address is refused by it, never made, and recorded)
+    const bare = await startHookd({ testArgs: ['--allow-http', '--retry-base-ms', '100', '--retry-cap-ms', '400'],
+      args: ['--resolve', 'hooks.example.com:80:93.184.216.34'], env: guard.env });
+    const b = await setup(bare, 'http://hooks.example.com/hook');
+    assert.equal((await publish(bare, b.tenant, { type: 'a.b', payload: {} })).status, 202);
+    await waitUntil(async () => guard.offMachine().length > 0 || null, { what: 'the connect refused and recorded' });
+    assert.deepEqual([...new Set(guard.offMachine())], ['93.184.216.34']);
+    assert.equal((await bare.stop()).code, 0);
     await proxy.close();
   });
 });
@@ -279,7 +292,8 @@ describe('egress proxy failures', () => {
   it('a proxy that cannot be reached is hookd\'s failure, not the receiver\'s: no attempt, no failing run; a proxy answering CONNECT 403 refuses the destination (DEAD blocked)', async () => {
     const metric = async (h, name) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec((await h.api('GET', '/metrics')).text)?.[1]);
     // nothing listens on port 9 (discard) of loopback: the proxy is down
-    let h = await startHookd({ testArgs: ['--allow-http'],
+    const guard = faultLoopbackOnly(tempDir().dir); // (the public address is never connected to)
+    let h = await startHookd({ testArgs: ['--allow-http'], env: guard.env,
       args: ['--egress-proxy', 'http://127.0.0.1:9', '--resolve', 'hooks.example.com:443:93.184.216.34'] });
     let { tenant, endpoint } = await setup(h, 'https://hooks.example.com/hook');
     const p = await publish(h, tenant, { type: 'a.b', payload: {} });
@@ -299,13 +313,14 @@ describe('egress proxy failures', () => {
       sock.once('data', () => sock.end('HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n'));
     });
     await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-    h = await startHookd({ testArgs: ['--allow-http'],
+    h = await startHookd({ testArgs: ['--allow-http'], env: guard.env,
       args: ['--egress-proxy', `http://127.0.0.1:${proxy.address().port}`, '--resolve', 'hooks.example.com:443:93.184.216.34'] });
     ({ tenant, endpoint } = await setup(h, 'https://hooks.example.com/hook'));
     const q = await publish(h, tenant, { type: 'a.b', payload: {} });
     const [dead] = await waitDelivery(h, q.json.id, (ds) => ds[0]?.state === 'dead');
     assert.equal(dead.dead_reason, 'blocked', JSON.stringify(dead));
     assert.equal((await h.stop()).code, 0);
+    assert.deepEqual(guard.offMachine(), [], 'nothing tried off the machine');
     proxy.close();
   });
 });

@@ -3,7 +3,7 @@
 // Every wait is bounded; nothing sleeps as synchronisation.
 import { spawn, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after } from 'node:test';
@@ -115,6 +115,16 @@ export function faultDns(dir, name, ms) {
     env: faultEnv({ HOOKD_FAULT_DNS: `${name}=${ms}`, HOOKD_FAULT_DNS_FLAG: flag }),
     slow: () => writeFileSync(flag, ''),
     fast: () => rmSync(flag, { force: true }),
+  };
+}
+
+// Loopback only: a connect() off the machine fails, and its address is recorded — offMachine()
+// lists what was tried (none expected).
+export function faultLoopbackOnly(dir) {
+  const file = join(dir, 'off-machine');
+  return {
+    env: faultEnv({ HOOKD_FAULT_LOOPBACK_ONLY: file }),
+    offMachine: () => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : []),
   };
 }
 
