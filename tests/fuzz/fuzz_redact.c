@@ -1,12 +1,15 @@
 /* fuzz_redact.c — libFuzzer target: response excerpts masked (core/redact.c) from arbitrary
- * bytes, by the generic masks, by an endpoint's own header values, and by both at once.
- * Invariants: it never fails with room for the worst case (a mask for every byte), and a second
- * pass over its own output never fails either. */
+ * bytes, by the generic masks, by an endpoint's own header values, and by both at once, then
+ * cut to the stored bound; and the scrub of text quoted into JSON (core/utf8.c). Invariants: it
+ * never fails with room for the worst case (a mask for every byte), a second pass over its own
+ * output never fails either, a cut is never past its bound nor inside a UTF-8 sequence, and a
+ * scrubbed text is well-formed UTF-8 throughout. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/redact.h"
+#include "core/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hookd_buf out;
@@ -38,8 +41,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hookd_buf_init(&ex, n * 11 + 16);
     if (hookd_redact_excerpt(in, n, lines, data[0] & 1, &ex) != HOOKD_BUF_OK) abort();
     if (ex.len > n * 11 + 16) abort();
+    /* cut to a bound the first byte picks: never past it, never inside a character */
+    size_t max = (size_t)data[0] * 4;
+    size_t cut = hookd_redact_cut(ex.data ? ex.data : "", ex.len, max, data[0] & 2);
+    if (cut > ex.len || (cut > max && max < ex.len)) abort();
+    size_t at = 0; /* the sequences before it, whole (a stray byte counts as one) */
+    while (at < cut) {
+      size_t l = hookd_utf8_len(ex.data + at, ex.len - at);
+      at += l ? l : 1;
+    }
+    if (at != cut) abort();
     hookd_buf_free(&ex);
     free(lines);
   }
+  /* the scrub: what is left is well-formed UTF-8, each sequence whole */
+  char *text = malloc(size + 1);
+  if (!text) return 0;
+  memcpy(text, data, size);
+  text[size] = '\0';
+  hookd_utf8_scrub(text);
+  size_t tn = strlen(text);
+  for (size_t i = 0; i < tn;) {
+    size_t l = hookd_utf8_len(text + i, tn - i);
+    if (!l) abort();
+    i += l;
+  }
+  free(text);
   return 0;
 }
