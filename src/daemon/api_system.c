@@ -35,6 +35,16 @@ void hookd_api_readyz(hookd_req *r, hookd_app *app) {
                       (long long)st.stalled_ms);
     return;
   }
+  /* a shared store's node whose clock the others outvote (once checked) stamps what it takes
+   * — a publish's next attempt, a received event's — by its clock: a balancer sends the
+   * traffic to the nodes that agree (docs/postgres.md "The clock guard") */
+  if (hookd_dispatcher_clock_holds(app->disp) && atomic_load(&hookd_m.clock_checks) > 0) {
+    hookd_req_add_header(r, "Retry-After", "1");
+    hookd_req_error(r, 503, "not_ready",
+                    "this node's clock is off the database's and most other nodes' (the clock "
+                    "guard): it claims nothing, and what it takes would be stamped by its clock");
+    return;
+  }
   hookd_req_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
 }
 

@@ -1078,6 +1078,13 @@ test('when the database\'s clock is the one off, nodes whose clocks agree outvot
     await waitUntil(async () => (await metricOf(n3, 'hookd_claims_held')) === 1 || null,
       { timeout: 10000, what: 'n3 holds its claims' });
     assert.deepEqual(rx.requests.map((r) => r.headers['webhook-id']), [p1.json.id, p2.json.id]);
+    // and says it is not ready: a balancer sends publishes to the nodes whose clocks agree
+    const ready = await n3.api('GET', '/readyz', undefined, { Authorization: '' });
+    assert.deepEqual([ready.status, ready.json?.error?.code], [503, 'not_ready'], ready.text);
+    assert.match(ready.json.error.message, /clock/);
+    own.step(0);
+    await waitUntil(async () => (await n3.api('GET', '/readyz', undefined, { Authorization: '' })).status === 200 || null,
+      { timeout: 10000, what: 'ready again once its clock agrees' });
   } finally {
     for (const h of [n1, n2, n3]) await h?.stop();
     await rx.close();
