@@ -297,10 +297,10 @@ int64_t hookd_walk_next(const hookd_walk_batch *w, int limit) {
   return w->fresh || w->scanned < limit ? 0 : w->last;
 }
 
-int hookd_expire_take(const int64_t *fanout, int n) {
+int hookd_take_within(const int64_t *cost, int n, int64_t budget) {
   int64_t sum = 0;
   int k = 0;
-  while (k < n && (k == 0 || sum + fanout[k] <= HOOKD_EXPIRE_DELIVERIES)) sum += fanout[k++];
+  while (k < n && (k == 0 || sum + cost[k] <= budget)) sum += cost[k++];
   return k;
 }
 

@@ -690,12 +690,15 @@ void hookd_replay_memo_fill(hookd_replay_memo *m, hookd_store_conn *c, const cha
 int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, int64_t now_ms,
                        char *err, size_t errlen, const char **why);
 
-/* Event retention's op deletes whole events, in the walk's order, while their deliveries stay
- * within HOOKD_EXPIRE_DELIVERIES (the first one always): a batch of events fanned out to a
- * thousand endpoints each held the writer, and every ack behind it, for seconds. Returns how many
- * of the n events (fanout: each one's deliveries) this op takes. */
+/* A retention op takes whole rows of its walk, in order, while their cost stays within a budget
+ * (the first one always): event retention the events' deliveries (HOOKD_EXPIRE_DELIVERIES: a
+ * batch of events fanned out to a thousand endpoints each held the writer, and every ack behind
+ * it, for seconds), the payload and inbox purges the bodies they free (HOOKD_PURGE_BYTES: the
+ * freed pages are zeroed into the WAL and synced — a thousand 1 MiB payloads, a gigabyte). Returns
+ * how many of the n rows (cost: each one's) this op takes. */
 #define HOOKD_EXPIRE_DELIVERIES 500
-int hookd_expire_take(const int64_t *fanout, int n);
+#define HOOKD_PURGE_BYTES (8LL << 20)
+int hookd_take_within(const int64_t *cost, int n, int64_t budget);
 
 /* An inbox record's status from its forwards' states (counts of each; docs/inbound.md "Inbox
  * states": the least advanced decides — unknown > retryable_failed > received > dead_lettered >

@@ -1033,7 +1033,16 @@ int pg_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
                              " ELSE 0 END"
                              " FROM inbox i WHERE i.seq > $2 ORDER BY i.seq LIMIT $1",
                              true, before_ms, limit, after_seq, &del, &n);
-  if (rc) return rc;
+  if (!rc) /* the bodies an op frees within its budget (sq_event_purge) */
+    rc = pg_retention_trim(c,
+                           "SELECT coalesce((SELECT octet_length(v.body) FROM inbox i"
+                           " JOIN events v ON v.seq = i.event_seq WHERE i.seq = x.s), 0)"
+                           " FROM unnest($1::bigint[]) WITH ORDINALITY AS x(s, o) ORDER BY x.o",
+                           HOOKD_PURGE_BYTES, del, &n, after_seq);
+  if (rc) {
+    free(del);
+    return rc;
+  }
   if (n > 0) rc = pg_retention_mark(c, "inbound", before_ms);
   /* the batch in a statement per table (round trips under the store-wide writer lock) */
   pg_arr recs, evs;

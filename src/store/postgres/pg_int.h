@@ -311,6 +311,10 @@ int pg_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                        hookd_delete_counts *out);
 int pg_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out);
 int pg_owed_expired(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n);
+/* Keeps the first *n of a retention walk's ids whose costs (cost_sql: one row per element of the
+ * bigint[] $1, in its order) fit budget, the first always; the walk goes on after the last. */
+int pg_retention_trim(hookd_store_conn *c, const char *cost_sql, int64_t budget,
+                      const int64_t *ids, int *n, int64_t *after_seq);
 int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t before_ms,
                    int64_t now_ms, int *expired);
 int pg_master_key_claim(hookd_store_conn *c, const char *key_id, bool take, int64_t now_ms,

@@ -156,28 +156,25 @@ int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
   return k < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
 }
 
-/* Keeps the first *n of ids whose deliveries fit an op's budget (hookd_expire_take); the walk
- * goes on after the last kept when some are left. */
-static int expire_trim(hookd_store_conn *c, int64_t *ids, int *n, int64_t *after_seq) {
+int pg_retention_trim(hookd_store_conn *c, const char *cost_sql, int64_t budget,
+                      const int64_t *ids, int *n, int64_t *after_seq) {
+  if (*n < 2) return HOOKD_STORE_OK;
   pg_arr a;
   const char *seqs = seq_array(c, &a, ids, *n);
   if (!seqs) return HOOKD_STORE_ERR;
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, seqs);
-  PGresult *r = pg_q(c,
-                     "SELECT (SELECT count(*) FROM deliveries d WHERE d.event_seq = x.s)"
-                     " FROM unnest($1::bigint[]) WITH ORDINALITY AS x(s, i) ORDER BY x.i",
-                     &p, "retention: count deliveries");
+  PGresult *r = pg_q(c, cost_sql, &p, "retention: weigh a batch");
   pg_arr_free(&a);
   if (!r) return HOOKD_STORE_ERR;
-  int64_t *fanout = PQntuples(r) == *n ? malloc((size_t)*n * sizeof *fanout) : NULL;
-  for (int i = 0; fanout && i < *n; i++) fanout[i] = pg_i64(r, i, 0);
+  int64_t *cost = PQntuples(r) == *n ? malloc((size_t)*n * sizeof *cost) : NULL;
+  for (int i = 0; cost && i < *n; i++) cost[i] = pg_i64(r, i, 0);
   PQclear(r);
-  if (!fanout) return pg_fail(c, "retention: count deliveries");
-  int k = hookd_expire_take(fanout, *n);
-  free(fanout);
-  if (k < *n) *after_seq = ids[k - 1];
+  if (!cost) return pg_fail(c, "retention: weigh a batch");
+  int k = hookd_take_within(cost, *n, budget);
+  free(cost);
+  if (k < *n) *after_seq = ids[k - 1]; /* on after the last taken */
   *n = k;
   return HOOKD_STORE_OK;
 }
@@ -208,7 +205,10 @@ int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                              " WHERE e.kind = 'outbound' AND e.seq > $2 ORDER BY e.seq LIMIT $1",
                              true, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
-  if (n > 1) rc = expire_trim(c, ids, &n, after_seq);
+  rc = pg_retention_trim(c,
+                         "SELECT (SELECT count(*) FROM deliveries d WHERE d.event_seq = x.s)"
+                         " FROM unnest($1::bigint[]) WITH ORDINALITY AS x(s, i) ORDER BY x.i",
+                         HOOKD_EXPIRE_DELIVERIES, ids, &n, after_seq);
   if (!rc && n > 0) rc = pg_retention_mark(c, "outbound", before_ms);
   if (!rc && n > 0) {
     pg_arr a;
@@ -416,7 +416,16 @@ int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                              " WHERE e.purged_at IS NULL AND e.kind = 'outbound' AND e.seq > $2"
                              " ORDER BY e.seq LIMIT $1",
                              false, before_ms, limit, after_seq, &ids, &n);
-  if (rc) return rc;
+  if (!rc) /* the bodies an op frees within its budget (sq_event_purge) */
+    rc = pg_retention_trim(c,
+                           "SELECT (SELECT coalesce(octet_length(v.body), 0) FROM events v"
+                           " WHERE v.seq = x.s) FROM unnest($1::bigint[]) WITH ORDINALITY"
+                           " AS x(s, i) ORDER BY x.i",
+                           HOOKD_PURGE_BYTES, ids, &n, after_seq);
+  if (rc) {
+    free(ids);
+    return rc;
+  }
   if (n > 0) { /* one statement for the batch (see pg_events_delete) */
     pg_arr a;
     const char *seqs = seq_array(c, &a, ids, n);

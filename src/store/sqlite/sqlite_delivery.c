@@ -1735,6 +1735,28 @@ int sq_retention_walk(hookd_store_conn *c, sqlite3_stmt *st, int64_t before_ms, 
   return HOOKD_STORE_OK;
 }
 
+int sq_retention_trim(hookd_store_conn *c, enum sq_stmt_id id, const char *cost_sql,
+                      int64_t budget, const int64_t *ids, int *n, int64_t *after_seq) {
+  if (*n < 2) return HOOKD_STORE_OK;
+  int64_t *cost = malloc((size_t)*n * sizeof *cost);
+  if (!cost) return sq_fail(c, "retention: out of memory");
+  sqlite3_stmt *st = sq_stmt(c, id, cost_sql);
+  int rc = st ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
+  for (int i = 0; !rc && i < *n; i++) {
+    sq_bind_i64(st, 1, ids[i]);
+    if (sqlite3_step(st) != SQLITE_ROW) rc = sq_fail(c, "retention: weigh a batch");
+    else cost[i] = sq_col_i64(st, 0);
+    sqlite3_reset(st);
+  }
+  if (!rc) {
+    int k = hookd_take_within(cost, *n, budget);
+    if (k < *n) *after_seq = ids[k - 1]; /* on after the last taken */
+    *n = k;
+  }
+  free(cost);
+  return rc;
+}
+
 /* Records the cut-off under which a retention job may delete the attempts of one kind of event
  * ("outbound", "inbound"): the trigger of migration 13 refuses to delete any attempt that
  * finished at or after its event kind's cut-off. */
@@ -1799,23 +1821,8 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
   /* whole events while their deliveries fit the op's budget; the walk goes on after the last */
-  int64_t *fanout = n > 1 ? malloc((size_t)n * sizeof *fanout) : NULL;
-  if (n > 1 && !fanout) rc = sq_fail(c, "retention: out of memory");
-  st = fanout ? sq_stmt(c, SQ_EV_FANOUT, "SELECT COUNT(*) FROM deliveries WHERE event_seq = ?1")
-              : NULL;
-  if (fanout && !st) rc = HOOKD_STORE_ERR;
-  for (int i = 0; st && !rc && i < n; i++) {
-    sq_bind_i64(st, 1, ids[i]);
-    if (sqlite3_step(st) != SQLITE_ROW) rc = sq_fail(c, "retention: count deliveries");
-    else fanout[i] = sq_col_i64(st, 0);
-    sqlite3_reset(st);
-  }
-  if (fanout && !rc) {
-    int k = hookd_expire_take(fanout, n);
-    if (k < n) *after_seq = ids[k - 1];
-    n = k;
-  }
-  free(fanout);
+  rc = sq_retention_trim(c, SQ_EV_FANOUT, "SELECT COUNT(*) FROM deliveries WHERE event_seq = ?1",
+                         HOOKD_EXPIRE_DELIVERIES, ids, &n, after_seq);
   if (!rc && n > 0) rc = sq_retention_mark(c, "outbound", before_ms);
   for (int i = 0; !rc && i < n; i++)
     if (!(rc = sq_event_delete(c, ids[i], true))) (*expired)++;
@@ -2041,7 +2048,13 @@ int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
   if (!st) return HOOKD_STORE_ERR;
   int64_t *ids;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &ids, &n);
-  if (rc) return rc;
+  if (!rc) /* the bodies an op frees within its budget (zeroed into the WAL: secure_delete) */
+    rc = sq_retention_trim(c, SQ_EV_PURGE_SIZE, "SELECT length(body) FROM events WHERE seq = ?1",
+                           HOOKD_PURGE_BYTES, ids, &n, after_seq);
+  if (rc) {
+    free(ids);
+    return rc;
+  }
   st = sq_stmt(c, SQ_EV_PURGE_SET,
                "UPDATE events SET body = x'', purged_at = ?2 WHERE seq = ?1");
   for (int i = 0; st && i < n; i++) {

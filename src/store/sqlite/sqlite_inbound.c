@@ -956,7 +956,15 @@ int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
   sq_bind_i64(st, 3, before_ms);
   int64_t *del;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &del, &n);
-  if (rc) return rc;
+  if (!rc) /* the bodies an op frees within its budget (sq_event_purge) */
+    rc = sq_retention_trim(c, SQ_INBOX_PURGE_SIZE,
+                           "SELECT COALESCE((SELECT length(v.body) FROM events v"
+                           " WHERE v.seq = i.event_seq), 0) FROM inbox i WHERE i.seq = ?1",
+                           HOOKD_PURGE_BYTES, del, &n, after_seq);
+  if (rc) {
+    free(del);
+    return rc;
+  }
   if (n > 0) rc = sq_retention_mark(c, "inbound", before_ms);
   st = rc ? NULL
           : sq_stmt(c, SQ_INBOX_PURGE_DEL, "DELETE FROM inbox WHERE seq = ?1 RETURNING event_seq");

@@ -39,7 +39,7 @@ enum sq_stmt_id {
   SQ_VERSION_PURGE, SQ_LANE_VERSION_OLD, SQ_LANE_VERSION_DROP, SQ_LANE_VERSION_KEEP,
   SQ_VERSION_SET, SQ_DL_DEST, SQ_DL_HAS_DEST, SQ_EV_PURGE, SQ_EV_PURGE_SET, SQ_EV_INSERT_IN, SQ_EV_NEXT_SEQ, SQ_INBOX_DL, SQ_INBOX_LIST, SQ_INBOX_LIST_T, SQ_INBOX_LIST_TS,
   SQ_INBOX_LIST_TP,
-  SQ_EV_EXPIRE, SQ_EV_FANOUT, SQ_OWED_OLD, SQ_OWED_EXPIRE, SQ_RET_MARK, SQ_EV_DEL_ATTEMPTS, SQ_EV_DEL_DELIVERIES, SQ_EV_DEL_KEYS, SQ_EV_DEL, SQ_EP_DISABLE_AUDIT,
+  SQ_EV_EXPIRE, SQ_EV_FANOUT, SQ_EV_PURGE_SIZE, SQ_INBOX_PURGE_SIZE, SQ_OWED_OLD, SQ_OWED_EXPIRE, SQ_RET_MARK, SQ_EV_DEL_ATTEMPTS, SQ_EV_DEL_DELIVERIES, SQ_EV_DEL_KEYS, SQ_EV_DEL, SQ_EP_DISABLE_AUDIT,
   SQ_EP_DISABLE_DECLINED,
   SQ_DL_RESOLVE, SQ_DL_RESOLVE_EP,
   SQ_TENANT_UPDATE, SQ_TENANT_LIST, SQ_TENANT_PAGE, SQ_CLAIM_LIVE_LANES, SQ_CLAIM_REPLAY, SQ_CLAIM_REPLAY_LANES,
@@ -131,6 +131,10 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
 /* Clears lane_wait on the new head of the lane of delivery seq (which just left the open
  * states); nothing for a delivery without an ordering key. sqlite_delivery.c. */
 int sq_lane_advance(hookd_store_conn *c, int64_t seq);
+/* Keeps the first *n of a retention walk's ids whose costs (cost_sql: one integer for ?1) fit
+ * budget, the first always (hookd_take_within); the walk goes on after the last kept. */
+int sq_retention_trim(hookd_store_conn *c, enum sq_stmt_id id, const char *cost_sql,
+                      int64_t budget, const int64_t *ids, int *n, int64_t *after_seq);
 int sq_owed_expired(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n);
 int sq_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t before_ms,
                    int64_t now_ms, int *expired);

@@ -1379,13 +1379,13 @@ static void expire_takes_whole_events_within_the_budget(void **state) {
   (void)state;
   int64_t small[25];
   for (int i = 0; i < 25; i++) small[i] = 1;
-  assert_int_equal(hookd_expire_take(small, 25), 25);
+  assert_int_equal(hookd_take_within(small, 25, HOOKD_EXPIRE_DELIVERIES), 25);
   const int64_t wide[] = {300, 300, 1};
-  assert_int_equal(hookd_expire_take(wide, 3), 1);
+  assert_int_equal(hookd_take_within(wide, 3, HOOKD_EXPIRE_DELIVERIES), 1);
   const int64_t huge[] = {1000, 1};
-  assert_int_equal(hookd_expire_take(huge, 2), 1);
+  assert_int_equal(hookd_take_within(huge, 2, HOOKD_EXPIRE_DELIVERIES), 1);
   const int64_t fits[] = {200, 200, 100, 1};
-  assert_int_equal(hookd_expire_take(fits, 4), 3);
+  assert_int_equal(hookd_take_within(fits, 4, HOOKD_EXPIRE_DELIVERIES), 3);
   assert_int_equal(HOOKD_EXPIRE_DELIVERIES, 500);
 }
 
@@ -1420,6 +1420,39 @@ static void expire_op_keeps_to_the_budget(void **state) {
   assert_int_equal(c.ival, 1);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id = 'w1'"), 0);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 2 * 512);
+}
+
+static int run_payload_purge(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->event_purge(c, k->i64, hookd_now_ms(), 1000, (int64_t *)k->out, &k->ival);
+}
+
+/* A payload purge's op frees whole bodies while they stay within HOOKD_PURGE_BYTES, the first
+ * always, and says where the walk goes on: four settled old events of 3 MiB each, two an op
+ * (a thousand 1 MiB payloads were a gigabyte zeroed into the WAL in one op). */
+static void payload_purge_keeps_to_its_bytes(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  hookd_publish_res res;
+  const char *ids[] = {"b1", "b2", "b3", "b4", "b5"};
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(publish(f, "t1", ids[i], "a.b", NULL, 1, &res), 0);
+    hookd_publish_res_free(&res);
+  }
+  call sql = {.in = "UPDATE deliveries SET state = 'delivered', delivered_at = 1,"
+                    " next_attempt_at = NULL;"
+                    "UPDATE events SET created_at = created_at - 864000000,"
+                    " body = randomblob(3145728) WHERE id <> 'b5'"};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  int64_t after = 0;
+  call c = {.i64 = hookd_now_ms() - 86400 * 1000LL, .out = &after};
+  assert_int_equal(w(f, run_payload_purge, &c), 0);
+  assert_int_equal(c.ival, 2);
+  assert_true(after > 0); /* more to come */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE purged_at IS NOT NULL"), 2);
+  assert_int_equal(w(f, run_payload_purge, &c), 0);
+  assert_int_equal(c.ival, 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE purged_at IS NOT NULL"), 4);
 }
 
 /* The store's newest delivery keeps its event even when a newer event (without deliveries)
@@ -1945,6 +1978,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(expire_keeps_the_newest_delivery, setup, teardown),
       cmocka_unit_test(expire_takes_whole_events_within_the_budget),
       cmocka_unit_test_setup_teardown(expire_op_keeps_to_the_budget, setup, teardown),
+      cmocka_unit_test_setup_teardown(payload_purge_keeps_to_its_bytes, setup, teardown),
       cmocka_unit_test_setup_teardown(late_outcome_and_release_after_the_sweeps_hold, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
