@@ -35,10 +35,11 @@ void hookd_api_readyz(hookd_req *r, hookd_app *app) {
                       (long long)st.stalled_ms);
     return;
   }
-  /* a shared store's node whose clock the others outvote (once checked) stamps what it takes
-   * — a publish's next attempt, a received event's — by its clock: a balancer sends the
-   * traffic to the nodes that agree (docs/postgres.md "The clock guard") */
-  if (hookd_dispatcher_clock_holds(app->disp) && atomic_load(&hookd_m.clock_checks) > 0) {
+  /* a shared store's node whose clock the others outvote stamps what it takes — a publish's
+   * next attempt, a received event's — by its clock: a balancer sends the traffic to the nodes
+   * that agree (docs/postgres.md "The clock guard"); a lone node has no other to send it to,
+   * and a step being checked is a moment's */
+  if (hookd_dispatcher_clock_outvoted(app->disp)) {
     hookd_req_add_header(r, "Retry-After", "1");
     hookd_req_error(r, 503, "not_ready",
                     "this node's clock is off the database's and most other nodes' (the clock "

@@ -200,9 +200,9 @@ static void *stop_watch(void *arg) {
  * Returns false when a stop signal cut it short. Between batches the main loop's duties go on
  * (the API keys and sources reloaded when due or asked for): a first purge of a large backlog
  * takes minutes, and a revoked key must stop working meanwhile. A walk in seq order (wc set)
- * goes on where the one before ended its last full batch, and from the start once an hour: the
- * rows it keeps (a forward still open, an event a disabled endpoint still owes: months of
- * them) were read again, every one, every minute (a review). */
+ * goes on where the one before ended its last full (or trimmed) batch, and from the start once
+ * an hour: the rows it keeps (a forward still open, an event a disabled endpoint still owes:
+ * months of them) were read again, every one, every minute (a review). */
 static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                        _Atomic uint64_t *counter, const char *msg, hookd_walk_cursor *wc) {
@@ -259,6 +259,15 @@ static int run_owed_expire(hookd_store_conn *c, const hookd_store_backend *be, v
   return be->expire_owed(c, o->seqs, o->n, o->before_ms, hookd_now_ms(), &o->expired);
 }
 
+/* While the main thread waits on the scan connection (an API walk may run ahead of the read):
+ * its duties go on, and a stop interrupts the wait's op (false). */
+static bool owed_go_on(void *arg) {
+  hookd_app *app = arg;
+  if (stop_pending()) return false;
+  if (tick_due(app) && refresh_config(app)) finish_deletes(app);
+  return true;
+}
+
 static bool expire_owed(hookd_app *app, int64_t now_ms) {
   owed o = {.before_ms = now_ms};
   int64_t total = 0;
@@ -266,7 +275,8 @@ static bool expire_owed(hookd_app *app, int64_t now_ms) {
   do {
     if ((stopped = stop_pending())) break;
     o.n = o.expired = 0;
-    if (hookd_storeq_run_sync(app->store->scan, run_owed_read, &o) != 0 || !o.n ||
+    if (hookd_storeq_run_polled(app->store->scan, run_owed_read, &o, owed_go_on, app) != 0 ||
+        !o.n ||
         hookd_storeq_run_sync(app->store->writer, run_owed_expire, &o) != 0)
       break;
     atomic_fetch_add_explicit(&hookd_m.dead[M_DEAD_EXPIRED], (uint64_t)o.expired,
@@ -335,8 +345,9 @@ static void purge_old(hookd_app *app) {
       !purge_walk(app, now, app->cfg->inbox_retention_s, run_object_versions_purge,
                   &hookd_m.versions_purged, "object_versions.purged", NULL))
     return;
-  /* (whatever --event-ttl-s is now: events published under another keep their expires_at) */
-  if (!expire_owed(app, now)) return;
+  /* (with --event-ttl-s set: without, no event published since expires; one published under an
+   * earlier setting expires at its claim) */
+  if (app->cfg->event_ttl_s > 0 && !expire_owed(app, now)) return;
   if (app->cfg->payload_retention_s > 0 &&
       !purge_walk(app, now, app->cfg->payload_retention_s, run_event_purge,
                   &hookd_m.payloads_purged, "payload.purged", &app->payload_walk))

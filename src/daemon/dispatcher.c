@@ -1548,6 +1548,7 @@ static void check_clock(hookd_dispatcher *d, const msg *m) {
                            "database's is the one off; set it right"));
   d->store_clock_off = store_off;
   d->clock_skewed = skewed;
+  atomic_store(&d->clock_outvoted, skewed && voters > 2);
   d->clock_checked = true;
   atomic_store(&d->clock_agrees, !skewed);
   HOOKD_INC(clock_checks);
@@ -1780,6 +1781,10 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
  * monotonic clock. A pure read: a step is seen only by disp_clock_check, once a turn of the
  * loop, with no structure half-walked (seen at any read, a step moved every endpoint from inside
  * a health update holding its lock, and from inside a dispatch pass walking the ready ring). */
+bool hookd_dispatcher_clock_outvoted(hookd_dispatcher *d) {
+  return d->cfg.shared_store && atomic_load(&d->clock_outvoted);
+}
+
 bool hookd_dispatcher_clock_holds(hookd_dispatcher *d) {
   return d->cfg.shared_store && !atomic_load(&d->clock_agrees);
 }

@@ -359,6 +359,8 @@ struct hookd_dispatcher {
                                  its share of the customers' limits (sched_share) */
   bool clock_checked;         /* shared store: the database's clock was read once at least */
   atomic_bool clock_agrees;   /* shared store: checked, and not outvoted (read by retention) */
+  atomic_bool clock_outvoted; /* outvoted at the last check, other live nodes voting (read by
+                                 /readyz: a lone node has no other to send the traffic to) */
   bool clock_skewed;          /* and this node's wall clock was outvoted at the last read: no
                                  claim nor sweep (docs/postgres.md "The clock guard") */
   bool store_clock_off;       /* and it won the vote against the database's clock */

@@ -5,12 +5,14 @@
  * timed: when the queue is empty after a commit, the next op starts a batch of one. */
 #include "store/storeq.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 
@@ -330,6 +332,35 @@ static void sync_done(void *arg, int rc) {
   call->rc = rc;
   pthread_cond_signal(&call->cv);
   pthread_mutex_unlock(&call->mu);
+}
+
+int hookd_storeq_run_polled(hookd_storeq *q,
+                            int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
+                            void *arg, bool (*go_on)(void *ctx), void *ctx) {
+  sync_call call = {.run = run, .arg = arg};
+  pthread_mutex_init(&call.mu, NULL);
+  pthread_condattr_t ca; /* (the monotonic clock: a step of the wall clock stops no poll) */
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&call.cv, &ca);
+  pthread_condattr_destroy(&ca);
+  hookd_store_op op = {.run = sync_run, .done = sync_done, .arg = &call};
+  hookd_storeq_submit(q, &op);
+  pthread_mutex_lock(&call.mu);
+  while (!call.finished) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += 100 * 1000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    if (pthread_cond_timedwait(&call.cv, &call.mu, &until) != ETIMEDOUT || call.finished) continue;
+    pthread_mutex_unlock(&call.mu); /* (go_on may run ops of its own) */
+    if (!go_on(ctx)) hookd_storeq_interrupt(q); /* what runs now, ours or one ahead of it */
+    pthread_mutex_lock(&call.mu);
+  }
+  pthread_mutex_unlock(&call.mu);
+  pthread_mutex_destroy(&call.mu);
+  pthread_cond_destroy(&call.cv);
+  return call.rc;
 }
 
 int hookd_storeq_run_sync(hookd_storeq *q,

@@ -102,6 +102,12 @@ void hookd_storeq_submit(hookd_storeq *q, hookd_store_op *op);
 int hookd_storeq_run_sync(hookd_storeq *q,
                           int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                           void *arg);
+/* hookd_storeq_run_sync, for a caller with duties of its own (the main thread): every 100 ms
+ * of waiting, go_on(ctx) runs them; false (a stop) interrupts what the executor runs now — the
+ * op, or one queued ahead of it — and the wait goes on until the op is done. */
+int hookd_storeq_run_polled(hookd_storeq *q,
+                            int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
+                            void *arg, bool (*go_on)(void *ctx), void *ctx);
 /* Fails the op running now on a read executor, if the backend can interrupt one
  * (backend->interrupt); queued ops run as usual. Any thread. */
 void hookd_storeq_interrupt(hookd_storeq *q);

@@ -703,7 +703,7 @@ static int pg_begin(hookd_store_conn *c, int writer) {
 static int commit_outcome(hookd_store_conn *c, const char *xid) {
   const char *const base_k[] = PG_LINK_KEYS;
   const char *const base_v[] = PG_LINK_VALS(c->sh->url, "hookd");
-  const char *keys[sizeof base_k / sizeof *base_k + 3], *vals[sizeof keys / sizeof *keys];
+  const char *keys[sizeof base_k / sizeof *base_k + 4], *vals[sizeof keys / sizeof *keys];
   size_t nk = 0;
   for (; base_k[nk]; nk++) keys[nk] = base_k[nk], vals[nk] = base_v[nk];
   /* the server the writer's session was on, whether it takes writes now or not (after the URL:
@@ -713,6 +713,8 @@ static int commit_outcome(hookd_store_conn *c, const char *xid) {
   keys[nk] = "target_session_attrs", vals[nk++] = "any";
   if (host && *host) keys[nk] = "host", vals[nk++] = host;
   if (port && *port) keys[nk] = "port", vals[nk++] = port;
+  const char *addr = PQhostaddr(c->pg); /* (a URL's hostaddr list would not match one host) */
+  if (addr && *addr) keys[nk] = "hostaddr", vals[nk++] = addr;
   keys[nk] = vals[nk] = NULL;
   const char *params[1] = {xid};
   int64_t deadline = hookd_mono_ms() + PG_RESOLVE_MS;

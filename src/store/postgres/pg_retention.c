@@ -116,7 +116,10 @@ int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
   if (!n) return HOOKD_STORE_OK;
   pg_arr a;
   const char *lit = seq_array(c, &a, seqs, n);
-  if (!lit) return HOOKD_STORE_ERR;
+  if (!lit) {
+    pg_arr_free(&a);
+    return HOOKD_STORE_ERR;
+  }
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, lit);
@@ -130,7 +133,8 @@ int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
                      " lane_wait = 0, updated_at = $2, lease_token = d.lease_token + 1"
                      " FROM endpoints e, events v WHERE d.seq = ANY($1::bigint[])"
                      " AND d.state IN ('pending','retrying') AND d.leased_until IS NULL"
-                     " AND e.id = d.endpoint_id AND e.enabled = 0 AND v.seq = d.event_seq"
+                     " AND e.id = d.endpoint_id AND e.enabled = 0 AND e.deleted_at IS NULL"
+                     " AND v.seq = d.event_seq"
                      " AND v.expires_at <= $3 RETURNING d.seq, d.endpoint_id, d.ordering_key)"
                      " SELECT count(*) FROM gone",
                      &p, "expire owed deliveries");
@@ -140,7 +144,10 @@ int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
   PQclear(r);
   /* lanes: those of the owed deliveries just expired whose next waits (few: a disabled ordered
    * endpoint's) — one statement, as each row's own was a round trip under the writer lock */
-  if (!(lit = seq_array(c, &a, seqs, n))) return HOOKD_STORE_ERR;
+  if (!(lit = seq_array(c, &a, seqs, n))) {
+    pg_arr_free(&a);
+    return HOOKD_STORE_ERR;
+  }
   pg_p_init(&p);
   pg_p_text(&p, lit);
   int64_t k = pg_x(c,
@@ -161,7 +168,10 @@ int pg_retention_trim(hookd_store_conn *c, const char *cost_sql, int64_t budget,
   if (*n < 2) return HOOKD_STORE_OK;
   pg_arr a;
   const char *seqs = seq_array(c, &a, ids, *n);
-  if (!seqs) return HOOKD_STORE_ERR;
+  if (!seqs) {
+    pg_arr_free(&a);
+    return HOOKD_STORE_ERR;
+  }
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, seqs);

@@ -1869,7 +1869,8 @@ int sq_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
       "UPDATE deliveries SET state = 'dead', dead_reason = 'expired', dead_at = ?2,"
       " next_attempt_at = NULL, lane_wait = 0, updated_at = ?2, lease_token = lease_token + 1"
       " WHERE seq = ?1 AND (state = 'pending' OR state = 'retrying') AND leased_until IS NULL"
-      " AND (SELECT enabled = 0 FROM endpoints e WHERE e.id = deliveries.endpoint_id)"
+      " AND (SELECT enabled = 0 AND deleted_at IS NULL FROM endpoints e"
+      " WHERE e.id = deliveries.endpoint_id)"
       " AND (SELECT expires_at <= ?3 FROM events v WHERE v.seq = deliveries.event_seq)");
   if (!st) return HOOKD_STORE_ERR;
   int rc = HOOKD_STORE_OK;
