@@ -782,6 +782,8 @@ static void redact_excerpt(hookd_egress_req *req, const char *header_lines) {
  * of its endpoint's queue are given back, and the endpoint claims again in a second (not at
  * once: the release's own due time would have it claim, fail and give back in a loop).
  * Logged at most once a second, counted always. */
+#define LOOKUP_HOLD_MS 30000 /* glibc's longest lookup: 2 tries of 5 s on each of 3 servers */
+
 static void local_failure(hookd_dispatcher *d, item *it, hookd_egress_req *req, int64_t now) {
   ep *e = it->ep;
   if (req->local_failure) HOOKD_INC(egress_local_failures);
@@ -823,6 +825,13 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   if ((req->fd_exhausted || req->local_failure) && !req->request_sent) {
     local_failure(d, it, req, now);
     return;
+  }
+  /* its name server never answered in time: libcurl's resolver thread stays behind until the
+   * lookup ends — the endpoint sends nothing meanwhile, so that it leaves one at a time, not one
+   * per attempt (a tenant's silent names took every thread and descriptor of the process) */
+  if (req->lookup_abandoned) {
+    e->lookup_hold_until = now + LOOKUP_HOLD_MS;
+    HOOKD_INC(egress_lookups_abandoned);
   }
   if (it->purged && !req->request_sent) { /* never went out: given back, no attempt */
     hookd_egress_req_cleanup(req);

@@ -221,6 +221,8 @@ typedef struct ep {
                                  sent before one is not the new breaker's */
   int64_t paused_until;       /* Retry-After from a 429/503 */
   int64_t fd_wait_until;      /* no claim before: hookd was out of file descriptors */
+  int64_t lookup_hold_until;  /* nothing sent before: a request of it left a name lookup behind
+                                 (docs/isolation.md "A name server that never answers") */
   int64_t health_since;       /* moved to another URL or enabled again by an operator then: what
                                * a request sent before answers says nothing of its health */
   bool slow;                  /* an attempt timed out or took half its timeout, and fewer than

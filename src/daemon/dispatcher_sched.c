@@ -461,9 +461,9 @@ void sched_ep_ready(hookd_dispatcher *d, ep *e) {
     ready_remove(d, e); /* a completion or a claim brings it back */
     return;
   }
-  if (e->paused_until > now) {
+  if (e->paused_until > now || e->lookup_hold_until > now) {
     ready_remove(d, e);
-    wake_at(d, e, e->paused_until);
+    wake_at(d, e, e->paused_until > e->lookup_hold_until ? e->paused_until : e->lookup_hold_until);
     return;
   }
   if (sched_breaker_blocks(d, e, now)) {
@@ -528,6 +528,7 @@ static int64_t claim_key(hookd_dispatcher *d, const ep *e) {
   int64_t k = e->next_due;
   if (e->paused_until > k) k = e->paused_until;
   if (e->fd_wait_until > k) k = e->fd_wait_until;
+  if (e->lookup_hold_until > k) k = e->lookup_hold_until;
   int64_t br = hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
   if (br > k) k = br;
   return k;
@@ -998,6 +999,7 @@ void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms) {
      * the next rescan cut a pause moved forward back to the stored time, and lifted it) */
     e->pause_adopted = false;
     if (e->fd_wait_until) e->fd_wait_until += delta_ms;
+    if (e->lookup_hold_until) e->lookup_hold_until += delta_ms;
     if (e->failing_since) e->failing_since += delta_ms;
     /* as the requests' send times (move_items): a request sent before an operator's enable, and
      * answered after a step forward, still reads as sent before it (its 410 disabled the endpoint

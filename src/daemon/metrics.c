@@ -198,6 +198,10 @@ int hookd_metrics_render(hookd_buf *o) {
                          "(its egress proxy not reached or asking for credentials, its CA file; "
                          "not counted against the endpoint)",
                          LOAD(m->egress_local_failures));
+  rc = rc ? rc : counter(o, "hookd_egress_lookups_abandoned_total",
+                         "requests ended before their name was resolved (the lookup's thread "
+                         "stays behind): each holds its endpoint 30 s",
+                         LOAD(m->egress_lookups_abandoned));
   rc = rc ? rc : counter(o, "hookd_replays_total", "deliveries replayed (one by one and by jobs)",
                          LOAD(m->replays));
   rc = rc ? rc : counter(o, "hookd_replay_skipped_total",

@@ -78,6 +78,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t egress_blocked;
   _Atomic uint64_t egress_fd_exhausted; /* requests not made: no file descriptor left */
   _Atomic uint64_t egress_local_failures; /* requests not made: hookd's proxy, CA file, port */
+  _Atomic uint64_t egress_lookups_abandoned; /* requests ended before their name was resolved */
   _Atomic uint64_t replays;
   _Atomic uint64_t replay_skipped; /* replay jobs' items not replayed (docs/replay.md) */
   _Atomic uint64_t replay_purged;  /* ended replay jobs' items deleted after a week */

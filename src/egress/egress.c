@@ -300,7 +300,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->local_failure = NULL;
   req->result_ref[0] = '\0';
   req->response_total = req->header_total = 0;
-  req->request_sent = req->fd_exhausted = false;
+  req->request_sent = req->fd_exhausted = req->lookup_abandoned = false;
   req->stale_conn = req->fresh = req->resend_refused = req->bad_version = false;
   req->sockets_opened = 0;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);
@@ -395,6 +395,12 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   req->status = (int)status;
   req->abandoned = why != NULL;
   req->net = map_result(rc, req);
+  /* ended before its name was resolved: no socket yet, and no lookup time (a pinned or literal
+   * address takes a few µs, a cached name too); through a proxy, libcurl resolves no name */
+  curl_off_t looked = 0;
+  curl_easy_getinfo(e, CURLINFO_NAMELOOKUP_TIME_T, &looked);
+  req->lookup_abandoned = !eg->cfg.proxy && req->sockets_opened == 0 && looked == 0 &&
+                          (rc == CURLE_OPERATION_TIMEDOUT || why != NULL);
   /* sent, then libcurl's own resend (the kept-alive connection closed without an answer) failed
    * before it could send — a refused connect, DNS, TLS, a rule: the outcome is the first send's,
    * sent with no answer (ambiguous), not "nothing was sent", which is retried at once and sent

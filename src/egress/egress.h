@@ -87,6 +87,9 @@ typedef struct hookd_egress_req {
   bool abandoned;                /* ended by hookd_egress_abort_all (shutdown), not the peer */
   bool fd_exhausted;             /* a socket could not be opened for want of file descriptors
                                     (EMFILE, ENFILE): hookd's own failure, not the peer's */
+  bool lookup_abandoned;         /* ended (timed out or stopped) before its name was resolved:
+                                    libcurl's resolver thread goes on, detached, until the
+                                    lookup ends (docs/isolation.md) */
   const char *local_failure;     /* else, hookd's side failed before sending — its HTTP proxy
                                     unreachable or asking for credentials, its CA file —: why
                                     (NULL) */

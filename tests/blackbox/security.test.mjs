@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { HOOKD_BIN, faultDns, faultLoopbackOnly, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 
 const hookd = (args, env = {}) => spawnSync(HOOKD_BIN, args, { encoding: 'utf8', env: { ...process.env, ...env } });
 
@@ -179,6 +180,40 @@ describe('destination policy', () => {
     await waitDelivery(h, pf.json.id, (ds) => ds[0]?.state === 'delivered', 'the healthy endpoint served', 2000);
     assert.ok(Date.now() - t0 < 6000, `both within ${Date.now() - t0} ms, before the 8 s lookup ends`);
     assert.equal(recv.requests.length, 1);
+    dns.fast();
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('an endpoint whose request ended before its name was resolved sends nothing for 30 s: one lookup thread left behind at a time, not one per attempt', async () => {
+    const { dir, cleanup } = tempDir();
+    const dns = faultDns(dir, 'silent.test', 8000);
+    const recv = await startReceiver();
+    const h = await startHookd({ dir, env: dns.env });
+    const slow = await setup(h, `http://silent.test:${recv.port}/slow`, { timeout_ms: 300, max_in_flight: 1,
+      retry: { max_attempts: 1 } });
+    const fast = await setup(h, recv.url);
+    dns.slow();
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await publish(h, slow.tenant, { type: 'a.b', payload: { i } })).json.id);
+    await waitUntil(async () => {
+      const all = await Promise.all(ids.map(async (id) => (await h.api('GET', `/v1/events/${id}`)).json.deliveries[0]));
+      return all.some((d) => d.state === 'dead') || null;
+    }, { what: 'the first timed out while its name was being looked up', timeout: 5000 });
+    // a healthy endpoint's event goes meanwhile (the dispatcher runs: the others would have gone)
+    const pf = await publish(h, fast.tenant, { type: 'a.b', payload: {} });
+    await waitDelivery(h, pf.json.id, (ds) => ds[0]?.state === 'delivered', 'the healthy endpoint served', 3000);
+    // watched for 1.5 s: without the hold the other two time out 300 ms apart (each leaving a
+    // lookup behind), all three within a second (seen so)
+    const until = Date.now() + 1500;
+    while (Date.now() < until) {
+      const all = await Promise.all(ids.map(async (id) => (await h.api('GET', `/v1/events/${id}`)).json.deliveries[0]));
+      assert.deepEqual(all.map((d) => d.attempt_count).sort(), [0, 0, 1], JSON.stringify(all));
+      const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+      assert.equal(sampleValue(m, 'hookd_egress_lookups_abandoned_total'), 1);
+      await new Promise((resolve) => { setTimeout(resolve, 100); });
+    }
     dns.fast();
     assert.equal((await h.stop()).code, 0);
     await recv.close();
