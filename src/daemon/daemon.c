@@ -708,6 +708,14 @@ int hookd_serve(const hookd_config *cfg) {
     goto fail;
   }
   app.auth = hookd_auth_new(cfg->api_key);
+  /* /metrics without a token answers whoever reaches the port: on loopback, the host's own;
+   * listening wider (providers must reach /in/), every tenant's endpoint ids and health */
+  const char *lh = cfg->listen_host;
+  bool loopback = !strncmp(lh, "127.", 4) || !strcmp(lh, "::1") || !strcmp(lh, "localhost");
+  if (!cfg->metrics_token[0] && !loopback)
+    HLOG(HOOKD_LOG_WARN, "config.metrics_public", KV_S("listen", lh),
+         KV_S("advice", "set --metrics-token (HOOKD_METRICS_TOKEN): /metrics answers anyone "
+                        "who reaches this address"));
   /* an admin key given by flag lives in memory only (no `keys revoke`): a short one is a
    * guessable admin password — said at every start (generated keys have 32 random bytes) */
   if (cfg->api_key[0] && strlen(cfg->api_key) < 16)

@@ -359,6 +359,8 @@ struct hookd_dispatcher {
   int64_t lease_move_logged_ms; /* when the last of those was logged (monotonic) */
   int nodes;                  /* nodes running on the store, this one included: each applies
                                  its share of the customers' limits (sched_share) */
+  int64_t claim_fail_log_ms;  /* claim.failed last logged (monotonic): a line a second */
+  int64_t claim_fail_muted;   /* failed claims not logged since */
   bool clock_checked;         /* shared store: the database's clock was read once at least */
   atomic_bool clock_agrees;   /* shared store: checked, and not outvoted (read by retention) */
   atomic_bool clock_outvoted; /* outvoted at the last check, other live nodes voting (read by

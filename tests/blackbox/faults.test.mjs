@@ -436,6 +436,10 @@ describe('durability', () => {
     const e2 = await publish(h, tenant, { type: 'a', payload: { n: 2 } });
     await waitDelivery(h, e2.json.id, (ds) => ds[0]?.state === 'delivered', 'the next event delivered', 15000);
     await waitDelivery(h, e1.json.id, (ds) => ds[0]?.state === 'delivered', 'the first, sent again', 15000);
+    // nothing was disabled: neither counted nor said so (they were, at the answer)
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_endpoints_disabled_total'), 0);
+    assert.ok(!h.logs.some((l) => l.msg === 'endpoint.disabled'), 'no endpoint.disabled line');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

@@ -105,6 +105,15 @@ describe('observability', () => {
     await r.close();
   });
 
+  it('listening beyond loopback without a metrics token is said at start (config.metrics_public); with one, or on loopback, nothing', async () => {
+    for (const [args, said] of [[['--listen', '0.0.0.0:0'], true], [['--listen', '0.0.0.0:0', '--metrics-token', 'mt-0123456789abcdef'], false],
+      [[], false]]) {
+      const h = await startHookd({ args });
+      assert.equal(h.logs.some((l) => l.msg === 'config.metrics_public'), said, JSON.stringify(args));
+      assert.equal((await h.stop()).code, 0);
+    }
+  });
+
   it('a deleted tenant is forgotten by the dispatcher once its last request ends (hookd_tenants): tenants made and deleted do not pile up', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => 'hang');
