@@ -20,7 +20,11 @@ CREATE TABLE IF NOT EXISTS hookd_outbox (
 -- The relay reads the rows still waiting, oldest first.
 CREATE INDEX IF NOT EXISTS hookd_outbox_waiting ON hookd_outbox (seq) WHERE relay_error IS NULL;
 
--- Wakes the relay when rows are committed (NOTIFY is delivered at the commit).
+-- Wakes the relay when rows are committed (NOTIFY is delivered at the commit). Its price is the
+-- producer's: PostgreSQL serialises the commits of the transactions that ran NOTIFY, and refuses
+-- PREPARE TRANSACTION after one. At high outbox rates behind a synchronous standby, or with
+-- two-phase commit, drop it (DROP TRIGGER hookd_outbox_notify ON hookd_outbox): the relay
+-- polls (--outbox-poll-ms; docs/outbox.md).
 CREATE OR REPLACE FUNCTION hookd_outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM pg_notify('hookd_outbox', '');

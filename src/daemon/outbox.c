@@ -218,8 +218,28 @@ static bool exec_ok(hookd_outbox *o, const char *sql) {
   return ok;
 }
 
-/* The session's settings: UTF-8 text whatever the database's encoding; a bound on any
- * statement; and the plans the relay's three statements are written for. An outbox churns
+static bool tuples_ok(hookd_outbox *o, const char *sql) {
+  PGresult *res = query(o, sql, 0, NULL);
+  bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+  PQclear(res);
+  return ok;
+}
+
+/* A batch's settings, its transaction's own: a bound on any statement and on the transaction
+ * left idle (a relay whose link died holds no row locks past it), and the plans the batch's
+ * statements are written for (connect_pg); no JIT (servers before PostgreSQL 11 have none: the
+ * setting is then left as it is). */
+#define BATCH_SETTINGS                                                                          \
+  "SELECT set_config('statement_timeout', '60s', true),"                                        \
+  " set_config('idle_in_transaction_session_timeout', '120s', true),"                           \
+  " set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true),"         \
+  " (SELECT set_config('jit', 'off', true) FROM pg_settings WHERE name = 'jit')"
+
+/* The session: UTF-8 text whatever the database's encoding, and a link kept alive and bounded
+ * as the store's (a link gone silent fails within 30 s, not the kernel's two hours, while the
+ * server's side of it held the batch's row locks). Each batch's transaction sets the rest
+ * (BATCH_SETTINGS): a bound on any statement, and the plans the relay's three statements are
+ * written for. An outbox churns
  * (rows in, rows out) and its statistics lag: a freshly filled table, estimated at 0.5 % of its
  * rows waiting, had the batch's SELECT read the whole table and sort it (0.2-0.6 s a batch of
  * 1,000 at 50,000 rows, bench/outbox.sh) instead of walking the waiting rows' index; this
@@ -231,10 +251,12 @@ static bool exec_ok(hookd_outbox *o, const char *sql) {
 static bool connect_pg(hookd_outbox *o) {
   /* (read-write: of a multi-host URL, the primary, not a standby after a failover, where LISTEN
    * and the batch's FOR UPDATE fail for ever; the URL's own setting wins) */
-  const char *keys[] = {"connect_timeout", "application_name", "target_session_attrs", "dbname",
-                        "client_encoding", NULL};
-  const char *vals[] = {"5", "hookd-outbox", "read-write", o->app->cfg->outbox_url, "UTF8", NULL};
-  o->pg = PQconnectdbParams(keys, vals, 1); /* the URL's own settings win over the first three */
+  const char *keys[] = {"connect_timeout", "application_name", "target_session_attrs",
+                        "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+                        "tcp_user_timeout", "dbname", "client_encoding", NULL};
+  const char *vals[] = {"5", "hookd-outbox", "read-write", "1", "10", "5", "3", "30000",
+                        o->app->cfg->outbox_url, "UTF8", NULL};
+  o->pg = PQconnectdbParams(keys, vals, 1); /* the URL's own settings win over those before it */
   /* the server's error without DETAIL or CONTEXT, which may quote a row ("Failing row
    * contains (…)"): it is logged, and kept in relay_error */
   if (o->pg) {
@@ -244,9 +266,7 @@ static bool connect_pg(hookd_outbox *o) {
   char msg[512];
   if (o->pg && PQstatus(o->pg) == CONNECTION_OK) {
     PQsetNoticeProcessor(o->pg, on_notice, o);
-    if (PQsetnonblocking(o->pg, 1) == 0 && exec_ok(o, "SET statement_timeout = '60s'") &&
-        exec_ok(o, "SET enable_seqscan = off") && exec_ok(o, "SET enable_sort = off") &&
-        exec_ok(o, HOOKD_PG_NO_JIT) && exec_ok(o, "LISTEN hookd_outbox")) {
+    if (PQsetnonblocking(o->pg, 1) == 0 && exec_ok(o, "LISTEN hookd_outbox")) {
       atomic_store_explicit(&hookd_m.outbox_connected, 1, memory_order_relaxed);
       HLOG(HOOKD_LOG_INFO, "outbox.connected", KV_S("table", o->app->cfg->outbox_table));
       return true;
@@ -474,7 +494,9 @@ static int cycle(hookd_outbox *o, bool *cut) {
     return -2;
   }
   int take = (uint64_t)app->cfg->outbox_batch < room ? app->cfg->outbox_batch : (int)room;
-  if (!exec_ok(o, "BEGIN")) return -1;
+  /* the settings are the transaction's own (a pooler in transaction mode would hand session
+   * settings on to the application's next transaction on this server connection) */
+  if (!exec_ok(o, "BEGIN") || !tuples_ok(o, BATCH_SETTINGS)) return -1;
   char limit[16];
   snprintf(limit, sizeof limit, "%d", take);
   hookd_buf skip;
