@@ -139,7 +139,8 @@ typedef struct ep_rows {
  * send; the text is written after it is released). */
 static int ep_collect(void *arg, const char *id, const hookd_endpoint_health *h) {
   ep_rows *x = arg;
-  bool closed = !h->breaker || !strcmp(h->breaker, "closed");
+  /* (a disabled endpoint's breaker is not shown: it stays as it was until an enable resets it) */
+  bool closed = !h->breaker || !strcmp(h->breaker, "closed") || !h->sending;
   if ((!h->in_flight && !h->queued && closed) || x->n >= ENDPOINT_SERIES) return 0;
   ep_row *r = &x->rows[x->n++];
   snprintf(r->id, sizeof r->id, "%s", id);

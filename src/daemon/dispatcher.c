@@ -2016,7 +2016,9 @@ static void update_stats(hookd_dispatcher *d) {
     if (due && due <= now && held > now && (!oldest_held || due < oldest_held)) oldest_held = due;
     if (due && due < held) due = held;
     if (due && due <= now && (!oldest || due < oldest)) oldest = due;
-    open += e->br.state != HOOKD_BREAKER_CLOSED;
+    /* (a disabled endpoint's breaker stays as it was, never asked again until it is enabled,
+     * which resets it: not counted open) */
+    open += e->cfg.enabled && e->br.state != HOOKD_BREAKER_CLOSED;
     paused += e->paused_until > now;
     /* a disabled endpoint's slow mark (never cleared: it gets no fast answers) holds back no
      * newcomer of its tenant, nor reads as slow in the gauge */

@@ -88,6 +88,21 @@ describe('observability', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
+  it('a disabled endpoint\'s open breaker is neither counted open nor shown (it stays as it was until an enable resets it)', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '2', '--breaker-cooldown-ms', '600000'] });
+    const r = await startReceiver(() => ({ status: 503 }));
+    const { tenant, endpoint } = await setup(h, r.url, { retry: { backoff_base_ms: 10, backoff_cap_ms: 20 } });
+    for (let i = 0; i < 3; i++) await publish(h, tenant, { type: 'a', payload: { i } });
+    const scrape = async () => parsePrometheus((await h.api('GET', '/metrics')).text);
+    await waitUntil(async () => sampleValue(await scrape(), 'hookd_breakers_open') === 1 || null, { what: 'the breaker open' });
+    assert.equal(sampleValue(await scrape(), 'hookd_endpoint_breaker_state', { endpoint_id: endpoint }), 1);
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false })).status, 200);
+    await waitUntil(async () => sampleValue(await scrape(), 'hookd_breakers_open') === 0 || null, { what: 'not counted once disabled' });
+    assert.equal(sampleValue(await scrape(), 'hookd_endpoint_breaker_state', { endpoint_id: endpoint }), undefined);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('per-endpoint gauges: an endpoint holding requests shows them in flight, by id (never its URL)', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => 'hang');
