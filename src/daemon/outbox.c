@@ -239,15 +239,14 @@ static bool tuples_ok(hookd_outbox *o, const char *sql) {
  * as the store's (a link gone silent fails within 30 s, not the kernel's two hours, while the
  * server's side of it held the batch's row locks). Each batch's transaction sets the rest
  * (BATCH_SETTINGS): a bound on any statement, and the plans the relay's three statements are
- * written for. An outbox churns
- * (rows in, rows out) and its statistics lag: a freshly filled table, estimated at 0.5 % of its
- * rows waiting, had the batch's SELECT read the whole table and sort it (0.2-0.6 s a batch of
- * 1,000 at 50,000 rows, bench/outbox.sh) instead of walking the waiting rows' index; this
- * session runs nothing else. No JIT either: the batch's window over its few hundred rows needs a
- * sort, which enable_sort = off prices past jit_above_cost, and compiling it took 0.3 s a batch
- * (the relay 8x slower, bench/outbox.sh; not on servers before PostgreSQL 11, which have none).
- * The connection itself is made in at most 5 s (connect_timeout): a stop waits that long at
- * most. */
+ * written for. An outbox churns (rows in, rows out) and its statistics lag: a freshly filled
+ * table, estimated at 0.5 % of its rows waiting, had the batch's SELECT read the whole table and
+ * sort it (0.2-0.6 s a batch of 1,000 at 50,000 rows, bench/outbox.sh) instead of walking the
+ * waiting rows' index. No JIT either: the batch's window over its few hundred rows needs a sort,
+ * which enable_sort = off prices past jit_above_cost, and compiling it took 0.3 s a batch (the
+ * relay 8x slower, bench/outbox.sh; not on servers before PostgreSQL 11, which have none). The
+ * connection itself is made in at most 5 s for each address tried (connect_timeout, unless the
+ * URL sets another): a stop waits that long. */
 static bool connect_pg(hookd_outbox *o) {
   /* (read-write: of a multi-host URL, the primary, not a standby after a failover, where LISTEN
    * and the batch's FOR UPDATE fail for ever; the URL's own setting wins) */
