@@ -776,14 +776,14 @@ static void redact_excerpt(hookd_egress_req *req, const char *header_lines) {
   req->response = red;
 }
 
+#define LOOKUP_HOLD_MS 30000 /* glibc's longest lookup: 2 tries of 5 s on each of 3 servers */
+
 /* hookd's own side failed before sending — no file descriptor left for the connection (its own
  * limit, a flood of inbound connections), or req->local_failure: nothing reached the receiver and its health is not in question — no attempt,
  * no breaker failure, no failing streak, the rate tokens given back. The delivery and the rest
  * of its endpoint's queue are given back, and the endpoint claims again in a second (not at
  * once: the release's own due time would have it claim, fail and give back in a loop).
  * Logged at most once a second, counted always. */
-#define LOOKUP_HOLD_MS 30000 /* glibc's longest lookup: 2 tries of 5 s on each of 3 servers */
-
 static void local_failure(hookd_dispatcher *d, item *it, hookd_egress_req *req, int64_t now) {
   ep *e = it->ep;
   if (req->local_failure) HOOKD_INC(egress_local_failures);

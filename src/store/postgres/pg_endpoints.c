@@ -543,13 +543,14 @@ int pg_master_key_claim(hookd_store_conn *c, const char *key_id, bool take, int6
   pg_p_text(&p, key_id);
   pg_p_i64(&p, now_ms);
   PGresult *r = pg_q(c,
-                     take ? "INSERT INTO master_key (one, key_id, recorded_at) VALUES (true, $1, $2)"
-                            " ON CONFLICT (one) DO UPDATE SET key_id = excluded.key_id,"
-                            " recorded_at = excluded.recorded_at RETURNING key_id"
+                     take ? "INSERT INTO master_key (one, key_id, recorded_at)"
+                            " VALUES (true, $1, $2) ON CONFLICT (one) DO UPDATE"
+                            " SET key_id = excluded.key_id, recorded_at = excluded.recorded_at"
+                            " RETURNING key_id"
                           /* (the row there already is read back: a no-op update returns it) */
-                          : "INSERT INTO master_key (one, key_id, recorded_at) VALUES (true, $1, $2)"
-                            " ON CONFLICT (one) DO UPDATE SET key_id = master_key.key_id"
-                            " RETURNING key_id",
+                          : "INSERT INTO master_key (one, key_id, recorded_at)"
+                            " VALUES (true, $1, $2) ON CONFLICT (one) DO UPDATE"
+                            " SET key_id = master_key.key_id RETURNING key_id",
                      &p, "record the master key");
   if (!r) return HOOKD_STORE_ERR;
   bool one = PQntuples(r) == 1;

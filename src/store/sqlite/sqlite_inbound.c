@@ -181,7 +181,8 @@ static void free_sources(void *v, size_t n) { hookd_sources_free(v, n); }
 
 int sq_source_list(hookd_store_conn *c, hookd_source **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_SRC_LIST,
-                             "SELECT " SRC_COLS " FROM sources WHERE deleted_at IS NULL ORDER BY id");
+                             "SELECT " SRC_COLS " FROM sources WHERE deleted_at IS NULL"
+                             " ORDER BY id");
   if (!st) return HOOKD_STORE_ERR;
   return sq_read_rows(c, st, sizeof **out, rd_source, free_sources, (void **)out, n,
                       "list sources");
