@@ -232,6 +232,11 @@ int hookd_metrics_render(hookd_buf *o) {
                                        "1 while the outbox relay holds its connection",
                                        (double)atomic_load_explicit(&m->outbox_connected,
                                                             memory_order_relaxed));
+    rc = rc ? rc : hookd_metrics_gauge(o, "hookd_outbox_active",
+                                       "1 while this node's relay holds the outbox table's lock "
+                                       "(one relays at a time; the others wait)",
+                                       (double)atomic_load_explicit(&m->outbox_active,
+                                                            memory_order_relaxed));
     rc = rc ? rc : hookd_metrics_gauge(o, "hookd_outbox_lag_seconds",
                                        "age of the oldest outbox row waiting, as of the relay's "
                                        "last look (0: none)",

@@ -102,6 +102,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t outbox_deferred;   /* outbox rows the engine could not take now (a 5xx) */
   _Atomic uint64_t outbox_errors;     /* the outbox database's connection or query failures */
   _Atomic int64_t outbox_connected;   /* gauge: 1 while the relay holds a connection */
+  _Atomic int64_t outbox_active;      /* gauge: 1 while it holds the table's relay lock */
   _Atomic int64_t outbox_lag_ms;      /* gauge: the oldest waiting row's age, as last seen */
   _Atomic int outbox_enabled;         /* an outbox is relayed: its series are shown */
   _Atomic uint64_t store_errors;            /* store ops or batches failed (store.error) */

@@ -53,6 +53,8 @@ struct hookd_outbox {
   size_t n_skip;       /* left out of the SELECT for this run, not retaken in a loop */
   bool stuck;          /* more of them than SKIP_MAX: no row is taken any more */
   bool reconnect;      /* a statement failed as a server not (or no longer) the primary does */
+  bool holder;         /* this session holds the table's relay lock: it relays (one at a time) */
+  bool waiting_said;   /* outbox.standby logged for this wait */
   long long deferred_seq;     /* the row outbox.deferred last named, and when (monotonic) */
   int64_t deferred_logged_ms;
   char select_sql[2048], delete_sql[300], mark_sql[300], lag_sql[400];
@@ -89,8 +91,11 @@ static void disconnect(hookd_outbox *o) {
   if (!o->pg) return;
   PQfinish(o->pg); /* (a transaction left open is rolled back by the server) */
   o->pg = NULL;
+  o->holder = false; /* (the server ends the session's lock with it) */
   atomic_store_explicit(&hookd_m.outbox_connected, 0, memory_order_relaxed);
+  atomic_store_explicit(&hookd_m.outbox_active, 0, memory_order_relaxed);
 }
+
 
 /* Notifications read and dropped; true when there was one. */
 static bool drain_notifies(hookd_outbox *o) {
@@ -584,6 +589,34 @@ static int next_backoff(int backoff) {
   return backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 }
 
+/* One relay at a time per table, whatever the nodes given --outbox-url: two split a backlog
+ * with SKIP LOCKED and their batches reached the engine in either order (a lane without
+ * versions out of seq order). A session lock, keyed by the table's name: the server ends it with
+ * the holder's session (a stop, a crash, a lost link), and a waiting relay takes over. True when
+ * this session holds it. */
+static bool take_relay_lock(hookd_outbox *o) {
+  if (o->holder) return true;
+  char key[160];
+  snprintf(key, sizeof key, "hookd_outbox:%s", o->app->cfg->outbox_table);
+  const char *params[1] = {key};
+  PGresult *res = query(o, "SELECT pg_try_advisory_lock(hashtext($1))", 1, params);
+  o->holder = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+              !strcmp(PQgetvalue(res, 0, 0), "t");
+  PQclear(res);
+  if (o->holder) {
+    atomic_store_explicit(&hookd_m.outbox_active, 1, memory_order_relaxed);
+    if (o->waiting_said)
+      HLOG(HOOKD_LOG_INFO, "outbox.relaying", KV_S("table", o->app->cfg->outbox_table));
+    o->waiting_said = false;
+  } else if (!o->waiting_said && o->pg) {
+    HLOG(HOOKD_LOG_INFO, "outbox.standby", KV_S("table", o->app->cfg->outbox_table),
+         KV_S("why", "another relay holds this table's lock: this one takes over when its "
+                     "session ends"));
+    o->waiting_said = true;
+  }
+  return o->holder;
+}
+
 static void *main_loop(void *arg) {
   hookd_outbox *o = arg;
   int backoff = BACKOFF_MIN_MS;
@@ -592,6 +625,11 @@ static void *main_loop(void *arg) {
       HOOKD_INC(outbox_errors);
       wait_for(o, backoff, false);
       backoff = next_backoff(backoff);
+      continue;
+    }
+    if (!take_relay_lock(o)) { /* another node relays this table */
+      if (o->pg && PQstatus(o->pg) != CONNECTION_OK) disconnect(o);
+      wait_for(o, o->app->cfg->outbox_poll_ms, true);
       continue;
     }
     bool cut;
