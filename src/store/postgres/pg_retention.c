@@ -125,40 +125,31 @@ int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
   pg_p_text(&p, lit);
   pg_p_i64(&p, now_ms);
   pg_p_i64(&p, before_ms);
-  /* each one checked again (read on another session); the lanes of the laned ones move on, in
-   * one statement: each lane's first open delivery left waiting is let go */
-  PGresult *r = pg_q(c,
-                     "WITH gone AS (UPDATE deliveries d SET state = 'dead',"
-                     " dead_reason = 'expired', dead_at = $2, next_attempt_at = NULL,"
-                     " lane_wait = 0, updated_at = $2, lease_token = d.lease_token + 1"
-                     " FROM endpoints e, events v WHERE d.seq = ANY($1::bigint[])"
-                     " AND d.state IN ('pending','retrying') AND d.leased_until IS NULL"
-                     " AND e.id = d.endpoint_id AND e.enabled = 0 AND e.deleted_at IS NULL"
-                     " AND v.seq = d.event_seq"
-                     " AND v.expires_at <= $3 RETURNING d.seq, d.endpoint_id, d.ordering_key)"
-                     " SELECT count(*) FROM gone",
-                     &p, "expire owed deliveries");
-  pg_arr_free(&a);
-  if (!r) return HOOKD_STORE_ERR;
-  *expired = (int)pg_i64(r, 0, 0);
-  PQclear(r);
-  /* lanes: those of the owed deliveries just expired whose next waits (few: a disabled ordered
-   * endpoint's) — one statement, as each row's own was a round trip under the writer lock */
-  if (!(lit = seq_array(c, &a, seqs, n))) {
-    pg_arr_free(&a);
-    return HOOKD_STORE_ERR;
-  }
-  pg_p_init(&p);
-  pg_p_text(&p, lit);
+  /* each one checked again (read on another session) */
   int64_t k = pg_x(c,
-                   "UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq IN"
-                   " (SELECT (SELECT n.seq FROM deliveries n WHERE n.endpoint_id = l.endpoint_id"
-                   " AND n.ordering_key = l.ordering_key"
-                   " AND n.state IN ('pending','retrying','unknown') ORDER BY n.seq LIMIT 1)"
-                   " FROM (SELECT DISTINCT me.endpoint_id, me.ordering_key FROM deliveries me"
-                   " WHERE me.seq = ANY($1::bigint[]) AND me.ordering_key IS NOT NULL"
-                   " AND me.state = 'dead' AND me.dead_reason = 'expired') l)",
-                   &p, "advance lanes");
+                   "UPDATE deliveries d SET state = 'dead', dead_reason = 'expired', dead_at = $2,"
+                   " next_attempt_at = NULL, lane_wait = 0, updated_at = $2,"
+                   " lease_token = d.lease_token + 1 FROM endpoints e, events v"
+                   " WHERE d.seq = ANY($1::bigint[]) AND d.state IN ('pending','retrying')"
+                   " AND d.leased_until IS NULL AND e.id = d.endpoint_id AND e.enabled = 0"
+                   " AND e.deleted_at IS NULL AND v.seq = d.event_seq AND v.expires_at <= $3",
+                   &p, "expire owed deliveries");
+  /* then their lanes move on, in one statement (each row's own was a round trip under the
+   * writer lock): each lane's first open delivery left waiting is let go */
+  if (k > 0) {
+    *expired = (int)k;
+    pg_p_init(&p);
+    pg_p_text(&p, lit);
+    k = pg_x(c,
+             "UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq IN"
+             " (SELECT (SELECT n.seq FROM deliveries n WHERE n.endpoint_id = l.endpoint_id"
+             " AND n.ordering_key = l.ordering_key"
+             " AND n.state IN ('pending','retrying','unknown') ORDER BY n.seq LIMIT 1)"
+             " FROM (SELECT DISTINCT me.endpoint_id, me.ordering_key FROM deliveries me"
+             " WHERE me.seq = ANY($1::bigint[]) AND me.ordering_key IS NOT NULL"
+             " AND me.state = 'dead' AND me.dead_reason = 'expired') l)",
+             &p, "advance lanes");
+  }
   pg_arr_free(&a);
   return k < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
 }
