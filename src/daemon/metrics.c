@@ -233,8 +233,9 @@ int hookd_metrics_render(hookd_buf *o) {
                                        (double)atomic_load_explicit(&m->outbox_connected,
                                                             memory_order_relaxed));
     rc = rc ? rc : hookd_metrics_gauge(o, "hookd_outbox_active",
-                                       "1 while this node's relay holds the outbox table's lock "
-                                       "(one relays at a time; the others wait)",
+                                       "1 when this node's last outbox batch held the table's "
+                                       "lock (one batch at a time across relays; 0: another's "
+                                       "held it)",
                                        (double)atomic_load_explicit(&m->outbox_active,
                                                             memory_order_relaxed));
     rc = rc ? rc : hookd_metrics_gauge(o, "hookd_outbox_lag_seconds",

@@ -53,7 +53,6 @@ struct hookd_outbox {
   size_t n_skip;       /* left out of the SELECT for this run, not retaken in a loop */
   bool stuck;          /* more of them than SKIP_MAX: no row is taken any more */
   bool reconnect;      /* a statement failed as a server not (or no longer) the primary does */
-  bool holder;         /* this session holds the table's relay lock: it relays (one at a time) */
   bool waiting_said;   /* outbox.standby logged for this wait */
   long long deferred_seq;     /* the row outbox.deferred last named, and when (monotonic) */
   int64_t deferred_logged_ms;
@@ -91,7 +90,6 @@ static void disconnect(hookd_outbox *o) {
   if (!o->pg) return;
   PQfinish(o->pg); /* (a transaction left open is rolled back by the server) */
   o->pg = NULL;
-  o->holder = false; /* (the server ends the session's lock with it) */
   atomic_store_explicit(&hookd_m.outbox_connected, 0, memory_order_relaxed);
   atomic_store_explicit(&hookd_m.outbox_active, 0, memory_order_relaxed);
 }
@@ -465,9 +463,33 @@ static void deferred(hookd_outbox *o, const row *r, int n) {
        KV_S("error", r->o.message), KV_I("rows", n));
 }
 
+/* One relay's batch at a time per table, whatever the nodes given --outbox-url: two split a
+ * backlog with SKIP LOCKED and their batches reached the engine in either order (a lane without
+ * versions out of seq order). A transaction lock, keyed by the table's name, taken by each batch
+ * (a session's would outlive a holder gone silent for the server's keepalive, hours, and behind
+ * a pooler in transaction mode land on whichever server connection ran it). True when this
+ * batch holds it; false, the caller rolls back and waits a poll. */
+static bool take_relay_lock(hookd_outbox *o) {
+  char key[160];
+  snprintf(key, sizeof key, "hookd_outbox:%s", o->app->cfg->outbox_table);
+  const char *params[1] = {key};
+  PGresult *res = query(o, "SELECT pg_try_advisory_xact_lock(hashtext($1))", 1, params);
+  bool held = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+              !strcmp(PQgetvalue(res, 0, 0), "t");
+  PQclear(res);
+  atomic_store_explicit(&hookd_m.outbox_active, held, memory_order_relaxed);
+  if (held && o->waiting_said)
+    HLOG(HOOKD_LOG_INFO, "outbox.relaying", KV_S("table", o->app->cfg->outbox_table));
+  else if (!held && !o->waiting_said)
+    HLOG(HOOKD_LOG_INFO, "outbox.standby", KV_S("table", o->app->cfg->outbox_table),
+         KV_S("why", "another relay's batch holds this table's lock: this one waits a poll"));
+  o->waiting_said = !held;
+  return held;
+}
+
 /* One cycle. Returns the rows taken (>= 0), -1 when the database failed, -2 when the engine
  * could not take them now (they stay for the next cycle), -3 when the relay is stuck (too many
- * rows it can neither publish nor mark). *cut: the byte bound left rows out of the batch (more
+ * rows it can neither publish nor mark), -4 when another relay's batch holds the table. *cut: the byte bound left rows out of the batch (more
  * are waiting, however few were taken). */
 static int cycle(hookd_outbox *o, bool *cut) {
   *cut = false;
@@ -501,6 +523,7 @@ static int cycle(hookd_outbox *o, bool *cut) {
   /* the settings are the transaction's own (a pooler in transaction mode would hand session
    * settings on to the application's next transaction on this server connection) */
   if (!exec_ok(o, "BEGIN") || !tuples_ok(o, BATCH_SETTINGS)) return -1;
+  if (!take_relay_lock(o)) return exec_ok(o, "ROLLBACK") ? -4 : -1; /* another relay's batch */
   char limit[16];
   snprintf(limit, sizeof limit, "%d", take);
   hookd_buf skip;
@@ -589,33 +612,6 @@ static int next_backoff(int backoff) {
   return backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 }
 
-/* One relay at a time per table, whatever the nodes given --outbox-url: two split a backlog
- * with SKIP LOCKED and their batches reached the engine in either order (a lane without
- * versions out of seq order). A session lock, keyed by the table's name: the server ends it with
- * the holder's session (a stop, a crash, a lost link), and a waiting relay takes over. True when
- * this session holds it. */
-static bool take_relay_lock(hookd_outbox *o) {
-  if (o->holder) return true;
-  char key[160];
-  snprintf(key, sizeof key, "hookd_outbox:%s", o->app->cfg->outbox_table);
-  const char *params[1] = {key};
-  PGresult *res = query(o, "SELECT pg_try_advisory_lock(hashtext($1))", 1, params);
-  o->holder = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-              !strcmp(PQgetvalue(res, 0, 0), "t");
-  PQclear(res);
-  if (o->holder) {
-    atomic_store_explicit(&hookd_m.outbox_active, 1, memory_order_relaxed);
-    if (o->waiting_said)
-      HLOG(HOOKD_LOG_INFO, "outbox.relaying", KV_S("table", o->app->cfg->outbox_table));
-    o->waiting_said = false;
-  } else if (!o->waiting_said && o->pg) {
-    HLOG(HOOKD_LOG_INFO, "outbox.standby", KV_S("table", o->app->cfg->outbox_table),
-         KV_S("why", "another relay holds this table's lock: this one takes over when its "
-                     "session ends"));
-    o->waiting_said = true;
-  }
-  return o->holder;
-}
 
 static void *main_loop(void *arg) {
   hookd_outbox *o = arg;
@@ -625,11 +621,6 @@ static void *main_loop(void *arg) {
       HOOKD_INC(outbox_errors);
       wait_for(o, backoff, false);
       backoff = next_backoff(backoff);
-      continue;
-    }
-    if (!take_relay_lock(o)) { /* another node relays this table */
-      if (o->pg && PQstatus(o->pg) != CONNECTION_OK) disconnect(o);
-      wait_for(o, o->app->cfg->outbox_poll_ms, true);
       continue;
     }
     bool cut;
@@ -660,6 +651,7 @@ static void *main_loop(void *arg) {
     }
     backoff = BACKOFF_MIN_MS;
     if (n == -2) wait_for(o, BUSY_WAIT_MS, false);
+    else if (n == -4) wait_for(o, o->app->cfg->outbox_poll_ms, true);
     /* fewer than a batch: drained, unless the byte bound cut it (large payloads: a batch of
      * them is 16 MiB, and waiting a poll after each drained a backlog at 16 MiB a poll) */
     else if (n < o->app->cfg->outbox_batch && !cut)

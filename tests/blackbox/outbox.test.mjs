@@ -513,33 +513,37 @@ test('without --outbox-url there is no relay and no outbox series', async () => 
   assert.equal((await h.stop()).code, 0);
 });
 
-test('two relays on one outbox table: one relays, the other waits (the table\'s lock), and takes over when the first stops', async () => {
+test('two relays on one outbox table: one batch at a time (the table\'s transaction lock) — the other takes no row while a batch is open, and goes on alone once the first stops', async () => {
   const name = await table();
   const rx = await startReceiver();
   const a = await startHookd({ args: relay(name) });
   let b = null;
+  const holder = await holdDeletes(name, 94021); // (a's DELETE waits: its batch stays open)
   try {
     const { tenant } = await setup(a, rx.url);
-    await waitUntil(async () => (await metric(a, 'hookd_outbox_active')) === 1 || null, { what: 'a relays' });
-    b = await startHookd({ args: relay(name) });
-    await setup(b, rx.url, {}, tenant); // (the same tenant in its store: it could take the rows)
-    await b.waitForLog((l) => l.msg === 'outbox.standby', 10000, 'b waits');
-    assert.equal(await metric(b, 'hookd_outbox_active'), 0);
     const insert = async (from, to) => {
       for (let i = from; i < to; i++) {
         await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ($1, $2, 'o.x', '{}')`, [`two-${i}`, tenant]);
       }
     };
-    await insert(0, 20);
+    await insert(0, 5);
+    await relayWaiting(94021); // a's batch holds the table's lock
+    b = await startHookd({ args: relay(name) });
+    await setup(b, rx.url, {}, tenant); // (the same tenant in its store: it could take the rows)
+    await insert(5, 10); // rows b could take, were it not for the lock
+    await b.waitForLog((l) => l.msg === 'outbox.standby', 10000, 'b finds a batch open and waits');
+    assert.deepEqual([await metric(b, 'hookd_outbox_relayed_total'), await metric(b, 'hookd_outbox_active')], [0, 0]);
+    await holder.query('SELECT pg_advisory_unlock(94021)');
     await waitUntil(async () => (await rows(name)).length === 0 || null, { what: 'the rows relayed' });
-    assert.deepEqual([await metric(a, 'hookd_outbox_relayed_total'), await metric(b, 'hookd_outbox_relayed_total')], [20, 0]);
+    const relayed = async () => (await metric(a, 'hookd_outbox_relayed_total')) + (await metric(b, 'hookd_outbox_relayed_total'));
+    assert.equal(await relayed(), 10, 'each row once');
     assert.equal((await a.stop()).code, 0);
-    await waitUntil(async () => (await metric(b, 'hookd_outbox_active')) === 1 || null, { what: 'b takes over' });
-    assert.ok(b.logs.some((l) => l.msg === 'outbox.relaying'));
-    await insert(20, 25);
-    await waitUntil(async () => (await rows(name)).length === 0 || null, { what: 'the later rows relayed by b' });
-    assert.equal(await metric(b, 'hookd_outbox_relayed_total'), 5);
+    const before = await metric(b, 'hookd_outbox_relayed_total');
+    await insert(10, 13);
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { what: 'the later rows relayed by b alone' });
+    assert.equal(await metric(b, 'hookd_outbox_relayed_total'), before + 3);
   } finally {
+    await holder.end();
     await a.stop().catch(() => {});
     if (b) await b.stop().catch(() => {});
     await rx.close();
