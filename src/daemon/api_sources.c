@@ -768,9 +768,10 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
    * still being processed (draft-ietf-httpapi-idempotency-key-header) — often hookd's own retry
    * after a timeout — and 423/425 to come back later: retried, not dead-lettered, unless the
    * body's retry_statuses says otherwise */
-  static const int busy[] = {409, 423, 425};
-  for (size_t k = 0; k < sizeof busy / sizeof *busy; k++)
-    e->policy.retry_4xx[(busy[k] - 400) / 64] |= 1ULL << ((busy[k] - 400) % 64);
+  uint64_t busy[2];
+  hookd_retry_statuses_parse("409,423,425", busy);
+  e->policy.retry_4xx[0] |= busy[0];
+  e->policy.retry_4xx[1] |= busy[1];
   e->created_ms = e->updated_ms = now;
   op->dest_secrets[i] = strdup(sec);
   e->secret = hookd_keyring_seal(&app->keyring, sec, id);

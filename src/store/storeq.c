@@ -348,6 +348,10 @@ int hookd_storeq_run_polled(hookd_storeq *q,
   hookd_storeq_submit(q, &op);
   pthread_mutex_lock(&call.mu);
   while (!call.finished) {
+    if (!go_on) { /* (run_sync: nothing to do meanwhile) */
+      pthread_cond_wait(&call.cv, &call.mu);
+      continue;
+    }
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_nsec += 100 * 1000000L;
@@ -366,17 +370,7 @@ int hookd_storeq_run_polled(hookd_storeq *q,
 int hookd_storeq_run_sync(hookd_storeq *q,
                           int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                           void *arg) {
-  sync_call call = {.run = run, .arg = arg};
-  pthread_mutex_init(&call.mu, NULL);
-  pthread_cond_init(&call.cv, NULL);
-  hookd_store_op op = {.run = sync_run, .done = sync_done, .arg = &call};
-  hookd_storeq_submit(q, &op);
-  pthread_mutex_lock(&call.mu);
-  while (!call.finished) pthread_cond_wait(&call.cv, &call.mu);
-  pthread_mutex_unlock(&call.mu);
-  pthread_mutex_destroy(&call.mu);
-  pthread_cond_destroy(&call.cv);
-  return call.rc;
+  return hookd_storeq_run_polled(q, run, arg, NULL, NULL);
 }
 
 void hookd_storeq_interrupt(hookd_storeq *q) {

@@ -104,7 +104,8 @@ int hookd_storeq_run_sync(hookd_storeq *q,
                           void *arg);
 /* hookd_storeq_run_sync, for a caller with duties of its own (the main thread): every 100 ms
  * of waiting, go_on(ctx) runs them; false (a stop) interrupts what the executor runs now — the
- * op, or one queued ahead of it — and the wait goes on until the op is done. */
+ * op, or one queued ahead of it — and the wait goes on until the op is done. go_on NULL: the
+ * plain wait of run_sync. */
 int hookd_storeq_run_polled(hookd_storeq *q,
                             int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                             void *arg, bool (*go_on)(void *ctx), void *ctx);
