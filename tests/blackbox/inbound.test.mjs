@@ -2853,6 +2853,7 @@ describe('durability and local replay', () => {
       if (at >= until) assert.equal(n, 1, 'after it: the new secret alone');
     }
     assert.ok(sigs.some(([at]) => at >= until), 'a call after the overlap');
+    assert.ok(sigs.some(([at]) => at + 999 < until), 'a call during the overlap');
     await local.close();
     await dest.close();
   });

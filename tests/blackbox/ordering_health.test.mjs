@@ -72,7 +72,9 @@ describe('endpoint health and ordering lanes', () => {
     b.endpoint = endpoint;
     b.health = async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
     b.moves = () => h.logs.filter((l) => l.msg === 'endpoint.breaker' && l.endpoint_id === endpoint).map((l) => `${l.from}>${l.to}`);
-    await waitUntil(async () => (await b.health())?.breaker === 'open' || null, { what: 'breaker open', timeout: 10000 });
+    // (and nothing in flight: a request on its way when it opened is counted before the probes)
+    await waitUntil(async () => { const x = await b.health(); return (x?.breaker === 'open' && x.in_flight === 0) || null; },
+      { what: 'breaker open, nothing in flight', timeout: 10000 });
     return b;
   }
 
@@ -94,6 +96,9 @@ describe('endpoint health and ordering lanes', () => {
     await b.r.waitFor(sent + 2, 10000, 'the probe, then the next');
     assert.ok(!b.moves().some((m) => m.endsWith('>closed')), `a 408 closes nothing: ${b.moves()}`);
     assert.notEqual((await b.health()).breaker, 'closed');
+    // nor reopens it: half-open still, every probe answered 408
+    assert.deepEqual(b.moves(), ['closed>open', 'open>half_open'], 'a 408 probe neither closes nor reopens');
+    assert.equal((await b.health()).breaker, 'half_open');
     assert.equal((await b.h.stop()).code, 0);
     await b.r.close();
   });

@@ -617,6 +617,9 @@ test('an answer that comes while the database server restarts is written once it
     await pg.restart(async () => {
       rx.releaseHanging(200); // answered while the database is down: its outcome cannot be written
       await waitUntil(async () => (await retries()) >= 1 || null, { timeout: 10000, what: 'the outcome write failed and is tried again' });
+      // down past six tries (~6 s), at which the outcome was given up and the delivery sent again
+      // once its lease ran out (60 s here: the default timeout and margin)
+      await h.waitForLog((l) => l.msg === 'outcome.write_retry' && l.try >= 7, 20000, 'the write tried past six tries');
     });
     const [d] = await waitDelivery(h, 'evt_fly', (dl) => dl.length === 1 && dl[0].state === 'delivered', 'delivered', 20000);
     const full = (await h.api('GET', `/v1/deliveries/${d.id}`)).json;
