@@ -797,6 +797,9 @@ describe('replay', () => {
     // each attempt has an id, the one its log lines carry (X4)
     assert.deepEqual(full.attempts.map((a) => a.id), [`${d.id}.1`, `${d.id}.2`]);
     assert.ok(h.logs.some((l) => l.msg === 'attempt' && l.attempt_id === `${d.id}.2` && l.delivery_id === d.id && l.attempt === 2));
+    // (counted on the dispatcher's thread once the outcome's commit comes back: the API may read
+    // the delivery delivered a moment before)
+    await waitUntil(async () => (await counts()) - before >= 1 || null, { what: 'the replay counted' });
     assert.equal(await counts() - before, 1, 'the replay delivered, and left out of the histogram');
     // a delivery that is still scheduled cannot be replayed
     const again = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
