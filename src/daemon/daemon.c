@@ -606,8 +606,9 @@ int hookd_serve(const hookd_config *cfg) {
     unsetenv("SSLKEYLOGFILE");
   }
   /* the credentials read into cfg, wiped from the environment (/proc/<pid>/environ, a core
-   * dump) while no thread runs (unsetenv is not thread-safe); HOOKD_MASTER_KEY once read */
+   * dump) while no thread runs (unsetenv is not thread-safe); HOOKD_MASTER_KEY kept in memory */
   hookd_config_wipe_secret_env();
+  hookd_master_key_env_take();
   raise_fd_limit(cfg);
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -695,13 +696,8 @@ int hookd_serve(const hookd_config *cfg) {
          KV_S("why", "it holds a credential: readable by group or others; chmod 600 it"));
   }
   if (hookd_keyring_load(cfg, app.store, &app.keyring, err, sizeof err) != 0) goto fail;
-  /* held in app.keyring from now on: the variable's text is wiped where it lies (the process's
-   * environment block, which /proc/<pid>/environ and a core dump show) and removed */
-  char *mk = getenv("HOOKD_MASTER_KEY");
-  if (mk) {
-    OPENSSL_cleanse(mk, strlen(mk));
-    unsetenv("HOOKD_MASTER_KEY");
-  }
+  /* held in app.keyring from now on: the variable's copy (hookd_master_key_env_take) wiped */
+  hookd_master_key_env_forget();
   if (hookd_cursor_key_derive(app.keyring.key.key, sizeof app.keyring.key.key,
                               &app.cursor_key) != 0) {
     snprintf(err, sizeof err, "cannot derive the list cursor key");
@@ -822,6 +818,7 @@ int hookd_serve(const hookd_config *cfg) {
   exit_code = 0;
 
 fail:
+  hookd_master_key_env_forget(); /* (a start that failed before the keyring took it) */
   if (exit_code != 0 && err[0]) {
     HLOG(HOOKD_LOG_ERROR, "startup.failed", KV_S("error", err));
     if (isatty(STDERR_FILENO)) fprintf(stderr, "hookd: %s\n", err); /* the log is JSON lines */

@@ -14,9 +14,30 @@
 #include "daemon/log.h"
 #include "store/storeq.h"
 
+/* The variable's text once hookd_master_key_env_take has moved it out of the environment. */
+static char env_copy[512];
+static bool env_taken;
+
 const char *hookd_master_key_env(void) {
-  const char *env = getenv("HOOKD_MASTER_KEY");
+  const char *env = env_taken ? env_copy : getenv("HOOKD_MASTER_KEY");
   return env && *env ? env : NULL;
+}
+
+void hookd_master_key_env_take(void) {
+  char *env = getenv("HOOKD_MASTER_KEY");
+  env_taken = true;
+  if (!env) return;
+  size_t n = strlen(env);
+  /* (one too long for the copy is kept too long: hookd_keyring_read refuses it, as before) */
+  memset(env_copy, 'x', sizeof env_copy - 1);
+  if (n < sizeof env_copy) memcpy(env_copy, env, n + 1);
+  OPENSSL_cleanse(env, n);
+  unsetenv("HOOKD_MASTER_KEY");
+}
+
+void hookd_master_key_env_forget(void) {
+  OPENSSL_cleanse(env_copy, sizeof env_copy);
+  env_copy[0] = '\0';
 }
 
 int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_t errlen) {

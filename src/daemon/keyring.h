@@ -18,6 +18,13 @@ typedef struct hookd_keyring {
 
 /* HOOKD_MASTER_KEY, or NULL when it is unset or empty (as every other HOOKD_ variable). */
 const char *hookd_master_key_env(void);
+/* The daemon's start, before any thread runs (setenv and unsetenv are not thread-safe: libpq and
+ * libcurl read the environment from other threads): moves HOOKD_MASTER_KEY's text into the
+ * process's memory, wipes it where it lay (/proc/<pid>/environ, a core dump) and removes it;
+ * hookd_master_key_env reads the copy from then on. */
+void hookd_master_key_env_take(void);
+/* Wipes that copy (once the keyring holds the key). */
+void hookd_master_key_env_forget(void);
 
 /* Loads (or creates) the master key for cfg and checks that it opens the store's secrets.
  * Returns 0, or -1 with a message in err. */
