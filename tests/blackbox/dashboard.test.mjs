@@ -180,6 +180,56 @@ describe('the dashboard page, run against the daemon', () => {
     }
   });
 
+  it('shows integers past 2^53 exactly, and a row\'s ids link within the row\'s own tenant', async () => {
+    // (the body as text: a JS number cannot hold these)
+    const big = '9007199254740993', version = '1732000000123456789';
+    const pub = await publish(h, tenant, `{"type":"order.paid","payload":{"order_id":${big}},`
+      + `"ordering_key":"k1","ordering_version":${version}}`);
+    assert.equal(pub.status, 202, pub.text);
+    const other = `other${Date.now()}`; // another tenant, the one chosen on the page
+    assert.equal((await h.api('POST', '/v1/tenants', { id: other })).status, 201);
+    const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
+      runScripts: 'dangerously',
+      resources: 'usable',
+      beforeParse(window) {
+        window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
+        window.TextEncoder = TextEncoder;
+      },
+    });
+    const w = dom.window;
+    const doc = w.document;
+    const view = () => doc.getElementById('view').textContent;
+    const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
+    try {
+      await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
+      doc.getElementById('key').value = API_KEY;
+      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === other),
+        { what: 'the tenants listed' });
+      doc.getElementById('tenant').value = other;
+      doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
+      // the event is found by its generated id, its numbers shown with every digit
+      doc.getElementById('find').value = pub.json.id;
+      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => h2() === `event ${pub.json.id}`, { what: 'the event' });
+      assert.ok(view().includes(big), `the payload's integer exactly: ${view()}`);
+      assert.ok(view().includes(version), 'the ordering_version exactly');
+      // a delivery found by id (another tenant chosen) links to its endpoint in its own tenant
+      doc.getElementById('find').value = deliveryId;
+      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => h2() === `delivery ${deliveryId}`, { what: 'the delivery' });
+      const d = (await h.api('GET', `/v1/deliveries/${deliveryId}`)).json;
+      const link = [...doc.querySelectorAll('#view a.id')].find((a) => a.textContent === d.endpoint_id);
+      assert.ok(link, 'its endpoint is a link');
+      link.click();
+      await waitUntil(() => h2() === `endpoint ${d.endpoint_id}` || doc.getElementById('status').textContent.startsWith('404'),
+        { what: 'the endpoint, or a refusal' });
+      assert.equal(h2(), `endpoint ${d.endpoint_id}`, doc.getElementById('status').textContent);
+    } finally {
+      w.close();
+    }
+  });
+
   it('a running job\'s view polls its progress; once another view begins, a poll answered late is not drawn over it', async () => {
     // two DEAD deliveries, replayed one a minute: the job stays running
     const second = (await publish(h, tenant, { type: 'order.paid', payload: { n: 2 } })).json.id;

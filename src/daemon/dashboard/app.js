@@ -47,36 +47,47 @@ async function api(method, path, body, reason) {
   if (reason) headers['Hookd-Reason'] = utf8(reason);
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   let json = null;
-  try { json = await r.json(); } catch { /* no body */ }
+  try { json = parseExact(await r.text()); } catch { /* no body */ }
   if (!r.ok) throw new Error(`${r.status} ${json?.error?.code ?? ''}: ${json?.error?.message ?? r.statusText}`);
   return json;
 }
 
-const enc = encodeURIComponent;
-const tpath = (rest) => `/v1/tenants/${enc(st.tenant)}${rest}`;
+// JSON.parse rounds an integer past 2^53 (a payload's order id, a nanosecond ordering_version):
+// such a literal is read as the string of its exact digits instead (outside strings: a string
+// literal is matched first and kept as it is).
+const BIG_INT = /("(?:[^"\\]|\\.)*")|(?<![\d.eE+-])-?\d{16,}(?![\d.eE])/g;
+function parseExact(text) {
+  if (!text) return null;
+  return JSON.parse(text.replace(BIG_INT, (m, str) =>
+    str ?? (Number.isSafeInteger(Number(m)) ? m : `"${m}"`)));
+}
 
-// An id that can be looked up is a link to its view.
+const enc = encodeURIComponent;
+const tpath = (rest, tenant = st.tenant) => `/v1/tenants/${enc(tenant)}${rest}`;
+
+// An id that can be looked up is a link to its view, in the tenant of the row that names it
+// (a delivery found with no tenant chosen, or another one, links to its own endpoint).
 const PREFIXES = ['evt_', 'dlv_', 'in_', 'rpl_', 'ep_'];
-function cell(key, v) {
+function cell(key, v, tenant) {
   if (v !== null && typeof v === 'object') return el('td', { class: 'json' }, JSON.stringify(v, null, 1));
   if (typeof v === 'string' && /(^|_)id$/.test(key) && PREFIXES.some((p) => v.startsWith(p)))
-    return el('td', {}, el('a', { class: 'id', onclick: () => find(v) }, v));
+    return el('td', {}, el('a', { class: 'id', onclick: () => find(v, tenant) }, v));
   return el('td', {}, v);
 }
 
 // rows (objects) as a table, one column per key any of them has.
-function table(rows) {
+function table(rows, tenant) {
   if (!rows || rows.length === 0) return el('p', {}, 'none');
   const cols = [];
   for (const r of rows) for (const k of Object.keys(r)) if (!cols.includes(k)) cols.push(k);
   return el('table', {}, el('tr', {}, ...cols.map((c) => el('th', {}, c))),
-    ...rows.map((r) => el('tr', {}, ...cols.map((c) => cell(c, r[c])))));
+    ...rows.map((r) => el('tr', {}, ...cols.map((c) => cell(c, r[c], r.tenant_id ?? tenant)))));
 }
 
 // one object as key / value rows (leaving out what is shown as its own table)
 function kv(obj, skip = []) {
   return el('table', {}, ...Object.entries(obj).filter(([k]) => !skip.includes(k))
-    .map(([k, v]) => el('tr', {}, el('th', {}, k), cell(k, v))));
+    .map(([k, v]) => el('tr', {}, el('th', {}, k), cell(k, v, obj.tenant_id))));
 }
 
 // An action asks for its reason (audited by the API), then runs and shows what it answered.
@@ -113,8 +124,9 @@ const showFor = (gen) => (...nodes) => { if (gen === st.gen) show(...nodes); };
 
 // ---------- views ----------
 
-function find(id) {
+function find(id, tenant) {
   id = id.trim();
+  tenant = tenant || st.tenant;
   if (!id) return;
   $('find').value = id;
   const gen = navigate();
@@ -122,11 +134,11 @@ function find(id) {
     let got;
     if (id.startsWith('dlv_')) got = [showDelivery, await api('GET', `/v1/deliveries/${enc(id)}`)];
     else if (id.startsWith('in_')) got = [showInbox, await api('GET', `/v1/inbox/${enc(id)}`)];
-    else if (id.startsWith('rpl_')) got = [showJob, await api('GET', tpath(`/replays/${enc(id)}`))];
-    else if (id.startsWith('ep_')) got = [showEndpoint, await api('GET', tpath(`/endpoints/${enc(id)}`))];
+    else if (id.startsWith('rpl_')) got = [showJob, await api('GET', tpath(`/replays/${enc(id)}`, tenant))];
+    else if (id.startsWith('ep_')) got = [showEndpoint, await api('GET', tpath(`/endpoints/${enc(id)}`, tenant))];
     else { // an event: generated ids are unique; a producer's own id is unique within its tenant
-      got = [showEvent, id.startsWith('evt_') || !st.tenant
-        ? await api('GET', `/v1/events/${enc(id)}`) : await api('GET', tpath(`/events/${enc(id)}`))];
+      got = [showEvent, id.startsWith('evt_') || !tenant
+        ? await api('GET', `/v1/events/${enc(id)}`) : await api('GET', tpath(`/events/${enc(id)}`, tenant))];
     }
     if (gen === st.gen) got[0](got[1]);
   }, gen);
@@ -134,14 +146,14 @@ function find(id) {
 
 function showEvent(ev) {
   show(el('h2', {}, `event ${ev.id}`), kv(ev, ['deliveries']),
-    el('h2', {}, 'deliveries'), table(ev.deliveries));
+    el('h2', {}, 'deliveries'), table(ev.deliveries, ev.tenant_id));
 }
 
 function showDelivery(d) {
   show(el('h2', {}, `delivery ${d.id}`),
     el('div', { class: 'actions' },
       action('Replay', (why) => api('POST', `/v1/deliveries/${enc(d.id)}/replay`, undefined, why), showDelivery)),
-    kv(d, ['attempts']), el('h2', {}, 'attempts'), table(d.attempts));
+    kv(d, ['attempts']), el('h2', {}, 'attempts'), table(d.attempts, d.tenant_id));
 }
 
 function showInbox(rec) {
@@ -151,7 +163,7 @@ function showInbox(rec) {
     el('div', { class: 'actions' },
       action('Replay', (why) => api('POST', `/v1/inbox/${enc(rec.id)}/replay`, undefined, why), showInbox),
       resolve('completed'), resolve('dead_lettered'), resolve('retry')),
-    kv(rec, ['deliveries']), el('h2', {}, 'forwards'), table(rec.deliveries));
+    kv(rec, ['deliveries']), el('h2', {}, 'forwards'), table(rec.deliveries, rec.tenant_id));
 }
 
 function showEndpoint(ep) {
