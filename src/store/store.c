@@ -297,6 +297,13 @@ int64_t hookd_walk_next(const hookd_walk_batch *w, int limit) {
   return w->fresh || w->scanned < limit ? 0 : w->last;
 }
 
+int hookd_retry_due_already(char *err, size_t errlen, const char **why) {
+  if (!why) return HOOKD_STORE_OK;
+  *why = "already_due";
+  snprintf(err, errlen, "its next attempt was due already: nothing brought forward");
+  return HOOKD_STORE_STATE;
+}
+
 int hookd_take_within(const int64_t *cost, int n, int64_t budget) {
   int64_t sum = 0;
   int k = 0;

@@ -696,6 +696,11 @@ int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, 
  * it, for seconds), the payload and inbox purges the bodies they free (HOOKD_PURGE_BYTES: the
  * freed pages are zeroed into the WAL and synced — a thousand 1 MiB payloads, a gigabyte). Returns
  * how many of the n rows (cost: each one's) this op takes. */
+/* "Retry now" of a delivery whose next attempt is due already (the UPDATE moved nothing: it
+ * waits on a concurrency cap, a paused endpoint, its claim): OK for the single retry-now (202,
+ * as a repeated one), HOOKD_STORE_STATE with *why "already_due" and a message in err for a
+ * replay job's item (why != NULL), which is then skipped, not counted replayed. */
+int hookd_retry_due_already(char *err, size_t errlen, const char **why);
 #define HOOKD_EXPIRE_DELIVERIES 500
 #define HOOKD_PURGE_BYTES (8LL << 20)
 int hookd_take_within(const int64_t *cost, int n, int64_t budget);

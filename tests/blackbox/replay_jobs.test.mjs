@@ -352,6 +352,38 @@ describe('replay jobs: retrying deliveries brought forward', () => {
   });
 });
 
+describe('replay jobs: a retry that was due already', () => {
+  it('filter.state retrying: a delivery whose next attempt is due already (held by its endpoint\'s open breaker) is skipped already_due, not counted replayed', { timeout: 60000 }, async () => {
+    // a breaker that opens at the first failure and stays open ten minutes: the delivery's retry
+    // (due 50 ms after its failure) waits for the probe, due all the while
+    const hd = await startHookd({ args: ['--breaker-min-requests', '1', '--breaker-failure-percent', '100',
+      '--breaker-cooldown-ms', '600000'] });
+    const recv = await startReceiver(() => ({ status: 500 }));
+    try {
+      const { tenant, endpoint } = await setup(hd, recv.url, { retry: { max_attempts: 5, backoff_base_ms: 50,
+        backoff_cap_ms: 50 } });
+      const id = (await publish(hd, tenant, { type: 'r.x', payload: {} })).json.id;
+      const [d] = await waitDelivery(hd, id, (x) => x[0]?.state === 'retrying');
+      await waitUntil(async () => (await hd.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json
+        .health?.breaker === 'open', { what: 'its breaker open' });
+      await waitUntil(async () => Date.parse((await getDelivery(hd, d.id)).next_attempt_at) < Date.now(),
+        { what: 'its retry due' });
+      const pv = await createJob(hd, tenant, { filter: { state: 'retrying' }, reason: 'nothing to bring forward' });
+      assert.equal(pv.status, 201, pv.text);
+      assert.equal(pv.json.total, 1);
+      assert.equal((await act(hd, tenant, pv.json.id, 'confirm')).status, 200);
+      const done = await waitJob(hd, tenant, pv.json.id, (j) => j.state === 'completed', 'job completed');
+      assert.equal(done.progress.replayed, 0, JSON.stringify(done.progress));
+      assert.deepEqual(done.progress.skipped_by_reason, { already_due: 1 });
+      const got = await getDelivery(hd, d.id);
+      assert.deepEqual([got.state, got.attempt_count], ['retrying', 1], 'still waiting on its breaker');
+    } finally {
+      await recv.close();
+      assert.equal((await hd.stop()).code, 0);
+    }
+  });
+});
+
 describe('replay jobs: the events an endpoint never got', () => {
   it('filter.state missing: each event the endpoint has no delivery of (made after them, disabled meanwhile) gets one, once; not the types it does not take', { timeout: 60000 }, async () => {
     const a = await startReceiver();

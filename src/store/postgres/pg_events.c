@@ -854,7 +854,9 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
  * receiver is fixed, instead of waiting hours for the next retry (an endpoint's Retry-After pause
  * still holds it). HOOKD_STORE_NOTFOUND when the delivery is not scheduled (the replay's rules
  * decide then); HOOKD_STORE_STATE when its attempt is being made (claimed) or its endpoint is
- * disabled or deleted (*why, when given: a replay item's result saying which). */
+ * disabled or deleted (*why, when given: a replay item's result saying which); for a replay
+ * item, HOOKD_STORE_STATE "already_due" too when its attempt was due already (hookd_retry_due_
+ * already: nothing brought forward, not counted replayed). */
 int pg_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why) {
   pg_params p;
   pg_p_init(&p);
@@ -906,8 +908,9 @@ int pg_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
                    " WHERE seq = $1 AND state IN ('pending','retrying') AND next_attempt_at > $2",
                    &p, "retry now");
   if (n < 0) return HOOKD_STORE_ERR;
+  if (!n) return hookd_retry_due_already(c->err, sizeof c->err, why);
   /* an inbound event's record shows its next attempt */
-  return inbound && n ? pg_inbox_follow(c, seq, now_ms, NULL, NULL) : HOOKD_STORE_OK;
+  return inbound ? pg_inbox_follow(c, seq, now_ms, NULL, NULL) : HOOKD_STORE_OK;
 }
 
 int pg_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {

@@ -647,7 +647,9 @@ int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
  * receiver is fixed, instead of waiting hours for the next retry (an endpoint's Retry-After pause
  * still holds it). HOOKD_STORE_NOTFOUND when the delivery is not scheduled (the replay's rules
  * decide then); HOOKD_STORE_STATE when its attempt is being made (claimed) or its endpoint is
- * disabled or deleted (*why, when given: a replay item's result saying which). */
+ * disabled or deleted (*why, when given: a replay item's result saying which); for a replay
+ * item, HOOKD_STORE_STATE "already_due" too when its attempt was due already (hookd_retry_due_
+ * already: nothing brought forward, not counted replayed). */
 int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why) {
   sqlite3_stmt *st = sq_stmt(c, SQ_DL_RETRY_NOW_READ,
                              "SELECT d.state IN ('pending','retrying'), d.leased_until > ?2,"
@@ -693,9 +695,9 @@ int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
   sq_bind_i64(st, 1, seq);
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "retry now");
+  if (!sqlite3_changes(c->db)) return hookd_retry_due_already(c->err, sizeof c->err, why);
   /* an inbound event's record shows its next attempt */
-  return inbound && sqlite3_changes(c->db) ? sq_inbox_follow(c, seq, now_ms, NULL, NULL)
-                                           : HOOKD_STORE_OK;
+  return inbound ? sq_inbox_follow(c, seq, now_ms, NULL, NULL) : HOOKD_STORE_OK;
 }
 
 int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
