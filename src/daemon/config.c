@@ -318,10 +318,17 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
   long long ll;
   switch (o->type) {
   case T_STR:
-    /* `--metrics-token "$TOKEN"` with the variable unset would open /metrics to anyone */
+    /* `--metrics-token "$TOKEN"` with the variable unset would open /metrics to anyone; an
+     * empty key file, admin key or store would be read as none given: a master key created
+     * beside the database, an admin key printed to the journal, a new store */
     if (!*v && !strcmp(o->name, "metrics-token")) {
       snprintf(err, errlen, "--%s: empty (it would leave /metrics open to anyone; leave the "
                "option out for that)", o->name);
+      return -1;
+    }
+    if (!*v && (!strcmp(o->name, "master-key-file") || !strcmp(o->name, "api-key") ||
+                !strcmp(o->name, "store"))) {
+      snprintf(err, errlen, "--%s: empty (leave the option out for its default)", o->name);
       return -1;
     }
     if (strlen(v) >= o->size) {

@@ -63,6 +63,24 @@ describe('hookd CLI', () => {
     assert.equal((await fetch(`${filed.url}/metrics`)).status, 401);
     assert.equal((await fetch(`${filed.url}/metrics`, { headers: { Authorization: 'Bearer scrape-2' } })).status, 200);
     assert.equal((await filed.stop()).code, 0);
+    // an empty key file, admin key or store (`--master-key-file "$KEY_PATH"` with the variable
+    // unset) is refused, from a flag or the file: read as none given, it made a master key beside
+    // the database, printed a new admin key, opened a new store
+    const emptyDir = tempDir().dir;
+    const emptyStore = ['--listen', '127.0.0.1:0', '--store', `sqlite:${join(emptyDir, 's.db')}`];
+    for (const name of ['master-key-file', 'api-key']) {
+      r = run(['serve', ...emptyStore, `--${name}`, ''], { timeout: 10000 });
+      assert.equal(r.status, 2, r.stderr);
+      assert.match(r.stderr, new RegExp(`--${name}: empty \\(leave the option out`));
+    }
+    writeFileSync(join(emptyDir, 'k.conf'), 'master-key-file = ""\n', { mode: 0o600 });
+    r = run(['serve', ...emptyStore, '--config', join(emptyDir, 'k.conf')], { timeout: 10000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /k\.conf:1: --master-key-file: empty/);
+    r = run(['serve', '--listen', '127.0.0.1:0', '--store', ''], { timeout: 10000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /--store: empty/);
+    assert.ok(!existsSync(join(emptyDir, 's.db.key')), 'no master key made');
     // a failure once the daemon runs is its log's last line, JSON like every other (stderr is not
     // a terminal here; on one a plain-text copy follows)
     const startupError = (res) => {
