@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "core/num.h"
 #include "core/sign.h"
+#include "core/utf8.h"
 #include "daemon/keyring.h"
 #include "store/storeq.h"
 
@@ -125,6 +126,29 @@ static size_t collect(char *p, size_t size, size_t n, void *arg) {
   memcpy(buf + have, p, len < room ? len : room);
   buf[have + (len < room ? len : room)] = '\0';
   return size * n;
+}
+
+/* Prints a handler's answer (untrusted: a dev handler echoing a provider's payload, any server
+ * with --allow-remote) on one line as text only: line ends and tabs as blanks, other control
+ * bytes (ESC, BEL: a terminal's escape sequences), C1 controls and bytes that are not UTF-8 as
+ * \xNN. */
+static void print_shown(const char *s) {
+  for (size_t n = strlen(s); n > 0;) {
+    size_t k = hookd_utf8_len(s, n);
+    unsigned char c = (unsigned char)*s;
+    if (c == '\n' || c == '\r' || c == '\t') {
+      putchar(' ');
+    } else if (!k || c < 0x20 || c == 0x7f) {
+      printf("\\x%02X", c);
+      k = 1;
+    } else if (k == 2 && c == 0xc2 && (unsigned char)s[1] < 0xa0) { /* U+0080-U+009F */
+      printf("\\xC2\\x%02X", (unsigned char)s[1]);
+    } else {
+      fwrite(s, 1, k, stdout);
+    }
+    s += k;
+    n -= k;
+  }
 }
 
 static void usage(FILE *to) {
@@ -346,9 +370,9 @@ int hookd_cmd_inbox(int argc, char **argv) {
       printf("%ld/%ld  %s\n", i, times, curl_easy_strerror(cc));
       failures++;
     } else {
-      for (char *c = resp; *c; c++)
-        if (*c == '\n' || *c == '\r') *c = ' ';
-      printf("%ld/%ld  %ld  %s\n", i, times, status, resp);
+      printf("%ld/%ld  %ld  ", i, times, status);
+      print_shown(resp);
+      putchar('\n');
       if (status < 200 || status > 299) failures++;
     }
   }

@@ -2791,6 +2791,20 @@ describe('durability and local replay', () => {
     } finally {
       verifying.kill('SIGTERM');
     }
+    // what the handler answered is shown as text: a terminal's escape sequences (OSC 52 writes
+    // the clipboard) and C1 controls are not passed on to the operator's terminal
+    const echo = await startReceiver(() => ({ status: 200, body: '\x1b]52;c;ZXZpbA==\x07ok\u0085\n' }));
+    // (spawned, not spawnSync: the receiver answers from this process's event loop)
+    const replayer = spawn(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', echo.url, '--store', h.store],
+      { env: { ...process.env, ...h.storeEnv } });
+    const shown = { stdout: '', stderr: '' };
+    replayer.stdout.setEncoding('utf8').on('data', (t) => { shown.stdout += t; });
+    replayer.stderr.setEncoding('utf8').on('data', (t) => { shown.stderr += t; });
+    shown.status = await new Promise((resolve) => replayer.on('close', resolve));
+    await echo.close();
+    assert.equal(shown.status, 0, shown.stdout + shown.stderr);
+    assert.ok(!/[\x00-\x09\x0b-\x1f\x7f\x80-\x9f]/.test(shown.stdout), JSON.stringify(shown.stdout));
+    assert.equal(shown.stdout, '1/1  200  \\x1B]52;c;ZXZpbA==\\x07ok\\xC2\\x85 \n');
     await dest.close();
     cleanup();
   });
