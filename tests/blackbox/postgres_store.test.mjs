@@ -928,6 +928,87 @@ test('inbox retention on PostgreSQL: records past the window go with their event
   }
 });
 
+// docs/postgres.md "Retention's indexes"
+test('retention on a fresh PostgreSQL store builds its indexes concurrently: publishes go on while a build waits, the walks run once they are valid, two nodes do not fail each other, and an INVALID index is dropped and built again', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver();
+  const args = ['--payload-retention-s', '1', '--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+  const names = ['events_outbound', 'idempotency_keys_event', 'lane_versions_seen', 'events_unpurged'];
+  const db = new PgClient({ connectionString: store });
+  await db.connect();
+  const indexes = async () => Object.fromEntries((await db.query(`SELECT c.relname, i.indisvalid, i.indisunique
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ANY($1)`, [names])).rows
+    .map((r) => [r.relname, { valid: r.indisvalid, unique: r.indisunique }]));
+  const delivered = async (h, tenant, id) => {
+    assert.equal((await publish(h, tenant, { id, type: 'a', payload: { id } })).status, 202);
+    await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+  };
+  const windowPassed = async (h, id) => {
+    const created = Date.parse((await h.api('GET', `/v1/events/${id}`)).json.created_at);
+    await waitUntil(async () => Date.now() > created + 1500, { what: 'the window passes' });
+  };
+  let a, b;
+  try {
+    a = await node(store, key, 'n-rix1'); // (no retention: the schema made, no index yet)
+    const { tenant } = await setup(a, rx.url);
+    await delivered(a, tenant, 'evt_rix_1');
+    await windowPassed(a, 'evt_rix_1');
+    assert.equal((await a.stop()).code, 0);
+    assert.deepEqual(await indexes(), {}, 'none before a walk needs them');
+    // another writer's transaction open on events: a build waits for it to end (a plain CREATE
+    // INDEX in the walk's transaction waited holding the writer lock, and every publish with it)
+    const holder = new PgClient({ connectionString: store });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE events IN ROW EXCLUSIVE MODE');
+      a = await node(store, key, 'n-rix1', args);
+      b = await node(store, key, 'n-rix2', args);
+      await waitUntil(async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+        AND query ILIKE 'CREATE INDEX%' AND wait_event_type = 'Lock'`)).rows.length > 0 || null,
+        { timeout: 30000, what: 'a retention index build waiting' });
+      for (const [h, id] of [[a, 'evt_rix_2'], [b, 'evt_rix_3']]) {
+        const r = await withTimeout(publish(h, tenant, { id, type: 'a', payload: {} }), 5000, 'a publish during the build');
+        assert.equal(r.status, 202, r.text);
+      }
+      assert.equal((await a.api('GET', '/v1/events/evt_rix_1')).status, 200, 'no walk without its index');
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    for (const h of [a, b]) await h.waitForLog((l) => l.msg === 'retention.indexes_ready', 20000, 'the indexes ready');
+    await waitUntil(async () => (await a.api('GET', '/v1/events/evt_rix_1')).status === 404 || null,
+      { what: 'the walk run once they are valid' });
+    const built = await indexes();
+    assert.deepEqual(Object.keys(built).sort(), [...names].sort());
+    assert.ok(Object.values(built).every((i) => i.valid), JSON.stringify(built));
+    for (const h of [a, b]) assert.ok(!h.logs.some((l) => l.msg === 'retention.index_failed'), 'no build failed');
+    await waitDelivery(a, 'evt_rix_3', (ds) => ds[0]?.state === 'delivered');
+    await b.stop();
+    await windowPassed(a, 'evt_rix_3');
+    assert.equal((await a.stop()).code, 0);
+
+    // a concurrent build that failed leaves its index INVALID (here a unique one on a column
+    // whose values repeat): the next walk's build drops it and makes the right one
+    await db.query('DROP INDEX events_outbound');
+    await assert.rejects(db.query('CREATE UNIQUE INDEX CONCURRENTLY events_outbound ON events(kind)'), /duplicate key|could not create unique index/);
+    assert.deepEqual((await indexes()).events_outbound, { valid: false, unique: true });
+    a = await node(store, key, 'n-rix1', args);
+    await a.waitForLog((l) => l.msg === 'retention.indexes_ready', 20000, 'the index built again');
+    await waitUntil(async () => (await a.api('GET', '/v1/events/evt_rix_2')).status === 404 || null,
+      { what: 'the walk run on it' });
+    assert.deepEqual((await indexes()).events_outbound, { valid: true, unique: false });
+    const def = (await db.query("SELECT pg_get_indexdef('events_outbound'::regclass) AS d")).rows[0].d;
+    assert.match(def, /\(seq, created_at\) WHERE \(kind = 'outbound'::text\)/);
+    assert.equal((await a.stop()).code, 0);
+  } finally {
+    for (const h of [a, b]) await h?.stop();
+    await db.end();
+    await rx.close();
+  }
+});
+
 test('a node whose clock runs days ahead runs no retention walk while its clock is outvoted: another node\'s dedup record is kept, a provider\'s redelivery still a duplicate', async () => {
   const store = await pg.database();
   const key = masterKey();

@@ -19,6 +19,7 @@ struct pg_shared {
   int start_wait_s;
   bool (*start_stop)(void);
   void (*start_waiting)(const char *reason, int wait_s);
+  pg_rix *rix; /* retention's indexes: asked for by the walks, built by the main thread */
 };
 
 /* The writer lock every writer transaction takes first ("hookd", "writer" in ASCII). */
@@ -52,8 +53,12 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
   }
   PQconninfoFree(opts);
   pg_shared *sh = calloc(1, sizeof *sh);
-  if (!sh || !(sh->url = strdup(url)) || (node_id && !(sh->node_id = strdup(node_id)))) {
-    if (sh) free(sh->url);
+  if (!sh || !(sh->url = strdup(url)) || (node_id && !(sh->node_id = strdup(node_id))) ||
+      !(sh->rix = pg_rix_new())) {
+    if (sh) {
+      free(sh->url);
+      free(sh->node_id);
+    }
     free(sh);
     snprintf(err, errlen, "out of memory");
     return -1;
@@ -93,10 +98,12 @@ int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
 
 const char *pg_shared_url(const pg_shared *sh) { return sh->url; }
 const char *pg_shared_node_id(const pg_shared *sh) { return sh->node_id; }
+pg_rix *pg_shared_rix(const pg_shared *sh) { return sh->rix; }
 
 void hookd_pg_shared_free(void *shared) {
   pg_shared *sh = shared;
   if (!sh) return;
+  pg_rix_free(sh->rix);
   pthread_mutex_destroy(&sh->mu);
   free(sh->url);
   free(sh->node_id);
