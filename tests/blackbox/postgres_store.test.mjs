@@ -660,6 +660,55 @@ test('a server fenced read-only (ALTER SYSTEM SET default_transaction_read_only)
   await rx.close();
 });
 
+// docs/postgres.md "Several nodes" (the change feed) and "Failure windows"
+test('after a failover that leaves the old primary up, fenced read-only, the change feed moves to the server that takes writes and hears the changes made there', async () => {
+  const store = await pg.database();
+  const name = new URL(store).pathname.slice(1);
+  const standby = await startPostgres(); // the new primary once the old one is fenced
+  const rx = await startReceiver();
+  // a multi-host URL: the sessions go to the first that takes writes
+  const both = `postgresql://hookd@127.0.0.1:${pg.port},127.0.0.1:${standby.port}/${name}`;
+  const fence = async (on) => {
+    await pg.query(on ? 'ALTER SYSTEM SET default_transaction_read_only = on' : 'ALTER SYSTEM RESET default_transaction_read_only');
+    await pg.query('SELECT pg_reload_conf()');
+  };
+  let h, copy;
+  try {
+    // the periodic rescan 30 s away, the reload of keys ten minutes: a change seen within 10 s
+    // of being made came through the feed
+    h = await node(both, masterKey(), 'n-failover', ['--reload-interval-ms', '600000']);
+    const { tenant, endpoint } = await setup(h, rx.url);
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    await waitUntil(async () => (await h.api('GET', epPath)).json.health || null, { what: 'the endpoint known' });
+    // the new primary: the store as it is now (a replica's copy), the old one fenced
+    copy = new PgClient({ connectionString: await standby.copyOf(store) });
+    await copy.connect();
+    const listening = async () => (await copy.query(`SELECT 1 FROM pg_stat_activity
+      WHERE application_name = 'hookd-watch' AND datname = current_database()`)).rows.length;
+    assert.equal(await listening(), 0);
+    await fence(true);
+    try {
+      // (the feed's session on the old primary hears nothing there any more: its check, every
+      // 30 s while idle, finds the server read-only)
+      await h.waitForLog((l) => l.msg === 'store.watch_down', 45000, 'the feed leaving the fenced server');
+      await h.waitForLog((l) => l.msg === 'store.watch_up', 15000, 'the feed listening again');
+      assert.equal(await listening(), 1, 'on the server that takes writes');
+      const at = Date.now() + 1000;
+      await copy.query('UPDATE endpoints SET description = $1, updated_at = $2 WHERE id = $3',
+        ['changed on the new primary', at, endpoint]);
+      await waitUntil(async () => (await h.api('GET', epPath)).json.health?.config_updated_at === new Date(at).toISOString() || null,
+        { timeout: 10000, what: 'the change applied at once' });
+    } finally {
+      await fence(false);
+    }
+  } finally {
+    await h?.stop();
+    await copy?.end();
+    await standby.stop();
+    await rx.close();
+  }
+});
+
 test('an idle node is ready again within seconds of a database outage: its sweep tests the store with a write, no publish needed', async () => {
   const store = await pg.database();
   // (no change feed: its reconnect after the outage has the node rescan, which writes)

@@ -670,6 +670,12 @@ static int pg_probe(hookd_store_conn *c) {
   return HOOKD_STORE_OK;
 }
 
+bool pg_reports_read_only(const PGconn *pg) {
+  const char *ro = PQparameterStatus(pg, "default_transaction_read_only");
+  const char *hs = PQparameterStatus(pg, "in_hot_standby");
+  return (ro && !strcmp(ro, "on")) || (hs && !strcmp(hs, "on"));
+}
+
 static int pg_begin(hookd_store_conn *c, int writer) {
   c->in_savepoint = 0;
   for (int again = 0;; again++) {
@@ -679,9 +685,7 @@ static int pg_begin(hookd_store_conn *c, int writer) {
     /* a server that no longer takes writes since a reload (a fence; a standby after a failover)
      * says so (PostgreSQL 14 reports both): a reader's session too goes to the one that does,
      * where the writer's went, not left reading a frozen store */
-    const char *ro = PQparameterStatus(c->pg, "default_transaction_read_only");
-    const char *hs = PQparameterStatus(c->pg, "in_hot_standby");
-    if ((ro && !strcmp(ro, "on")) || (hs && !strcmp(hs, "on"))) c->stale = 1;
+    if (pg_reports_read_only(c->pg)) c->stale = 1;
     if (PQstatus(c->pg) != CONNECTION_OK || c->setup_failed || c->stale) {
       if (PQstatus(c->pg) != CONNECTION_OK || c->stale) {
         c->stale = 0;

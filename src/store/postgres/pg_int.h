@@ -85,6 +85,10 @@ int pg_rix_ready(hookd_store_conn *c, unsigned need, int64_t *after_seq);
 /* (read-write: of a multi-host URL the primary, not a standby after a failover) */
 #define PG_LINK_VALS(url, app)                                                                  \
   {PG_CONNECT_TIMEOUT_S, "1", "10", "5", "3", PG_LINK_TIMEOUT_MS, "read-write", (url), (app), NULL}
+/* Whether the server of pg reported itself read-only (default_transaction_read_only: a fence)
+ * or a standby since the session began (PostgreSQL 14 reports both, at the end of a statement):
+ * a session there no longer reaches the server that takes the writes. */
+bool pg_reports_read_only(const PGconn *pg);
 /* A notice processor that drops them: NOTICEs (an IF NOT EXISTS that found it) are no errors. */
 void pg_no_notices(void *arg, const char *message);
 
