@@ -362,6 +362,20 @@ static void purge_old(hookd_app *app) {
              &hookd_m.replay_purged, "replay.items_purged", NULL);
 }
 
+/* A shared store's retention indexes (docs/postgres.md "Retention's indexes"): a walk that
+ * finds one missing does nothing and asks for it; it is built here, a step at each round of the
+ * main loop, concurrently with the writes. true once every one asked for is ready: the walks then
+ * run at once, not a minute later. */
+static bool indexes_step(hookd_app *app) {
+  char err[400];
+  int rc = hookd_store_indexes_step(app->store, err, sizeof err);
+  if (rc > 0) HLOG(HOOKD_LOG_INFO, "retention.indexes_ready");
+  else if (rc < 0)
+    HLOG(HOOKD_LOG_WARN, "retention.index_failed", KV_S("error", err),
+         KV_S("meanwhile", "the retention walks that need it wait; built again in a minute"));
+  return rc > 0;
+}
+
 /* *stored (may be NULL): the store's key rows, revoked and refused ones too. */
 static int refresh_keys(hookd_app *app, size_t *stored) {
   keys_load k = {.auth = app->auth};
@@ -809,6 +823,7 @@ int hookd_serve(const hookd_config *cfg) {
     if (sig == SIGHUP) app.reload_asked = true;
     if (!refresh_config(&app)) continue; /* (a reload only) */
     finish_deletes(&app);
+    if (indexes_step(&app)) next_purge = 0; /* (the walks that waited for them go now) */
     hookd_bounded_clock_note(&app.retention_clock, hookd_now_ms(), hookd_mono_ms());
     if (hookd_mono_ms() >= next_purge) {
       purge_old(&app);

@@ -767,6 +767,11 @@ void hookd_store_health_get(hookd_store *s, hookd_store_health *out) {
   if (s && s->shared_health) s->shared_health(s->shared, out);
 }
 
+int hookd_store_indexes_step(hookd_store *s, char *err, size_t errlen) {
+  err[0] = '\0';
+  return s && s->be == &hookd_pg_backend ? hookd_pg_indexes_step(s->shared, err, errlen) : 0;
+}
+
 static void pg_watch_stop(void *w) { hookd_pg_watch_stop(w); }
 
 int hookd_store_watch(hookd_store *s, void (*changed)(void *arg, int what, int64_t seq),

@@ -1125,6 +1125,13 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
 void hookd_store_interrupt_scans(hookd_store *s);
 /* The backend's background work now (all zero for a backend without any). */
 void hookd_store_health_get(hookd_store *s, hookd_store_health *out);
+/* A shared store's retention indexes (docs/postgres.md "Retention's indexes"): a walk whose
+ * index is missing does nothing and asks for it; this builds what was asked, a step at a time
+ * (the main thread's, at each round of its loop), without a lock that stops the writers. 1:
+ * every index asked for is ready now (the walks may run again at once); 0: nothing new (always
+ * on SQLite, whose walks make their indexes themselves); -1: a build failed (err; tried again
+ * later). */
+int hookd_store_indexes_step(hookd_store *s, char *err, size_t errlen);
 /* A shared store's change feed (docs/postgres.md "Several nodes"): changed(arg, what) is called
  * from a thread of the store's own — HOOKD_STORE_WATCH_CHANGE soon after a change to the
  * endpoints or tenants, or a node's first clock check, commits (any node's, this one's

@@ -660,6 +660,55 @@ test('a server fenced read-only (ALTER SYSTEM SET default_transaction_read_only)
   await rx.close();
 });
 
+// docs/postgres.md "Several nodes" (the change feed) and "Failure windows"
+test('after a failover that leaves the old primary up, fenced read-only, the change feed moves to the server that takes writes and hears the changes made there', async () => {
+  const store = await pg.database();
+  const name = new URL(store).pathname.slice(1);
+  const standby = await startPostgres(); // the new primary once the old one is fenced
+  const rx = await startReceiver();
+  // a multi-host URL: the sessions go to the first that takes writes
+  const both = `postgresql://hookd@127.0.0.1:${pg.port},127.0.0.1:${standby.port}/${name}`;
+  const fence = async (on) => {
+    await pg.query(on ? 'ALTER SYSTEM SET default_transaction_read_only = on' : 'ALTER SYSTEM RESET default_transaction_read_only');
+    await pg.query('SELECT pg_reload_conf()');
+  };
+  let h, copy;
+  try {
+    // the periodic rescan 30 s away, the reload of keys ten minutes: a change seen within 10 s
+    // of being made came through the feed
+    h = await node(both, masterKey(), 'n-failover', ['--reload-interval-ms', '600000']);
+    const { tenant, endpoint } = await setup(h, rx.url);
+    const epPath = `/v1/tenants/${tenant}/endpoints/${endpoint}`;
+    await waitUntil(async () => (await h.api('GET', epPath)).json.health || null, { what: 'the endpoint known' });
+    // the new primary: the store as it is now (a replica's copy), the old one fenced
+    copy = new PgClient({ connectionString: await standby.copyOf(store) });
+    await copy.connect();
+    const listening = async () => (await copy.query(`SELECT 1 FROM pg_stat_activity
+      WHERE application_name = 'hookd-watch' AND datname = current_database()`)).rows.length;
+    assert.equal(await listening(), 0);
+    await fence(true);
+    try {
+      // (the feed's session on the old primary hears nothing there any more: its check, every
+      // 30 s while idle, finds the server read-only)
+      await h.waitForLog((l) => l.msg === 'store.watch_down', 45000, 'the feed leaving the fenced server');
+      await h.waitForLog((l) => l.msg === 'store.watch_up', 15000, 'the feed listening again');
+      assert.equal(await listening(), 1, 'on the server that takes writes');
+      const at = Date.now() + 1000;
+      await copy.query('UPDATE endpoints SET description = $1, updated_at = $2 WHERE id = $3',
+        ['changed on the new primary', at, endpoint]);
+      await waitUntil(async () => (await h.api('GET', epPath)).json.health?.config_updated_at === new Date(at).toISOString() || null,
+        { timeout: 10000, what: 'the change applied at once' });
+    } finally {
+      await fence(false);
+    }
+  } finally {
+    await h?.stop();
+    await copy?.end();
+    await standby.stop();
+    await rx.close();
+  }
+});
+
 test('an idle node is ready again within seconds of a database outage: its sweep tests the store with a write, no publish needed', async () => {
   const store = await pg.database();
   // (no change feed: its reconnect after the outage has the node rescan, which writes)
@@ -923,6 +972,87 @@ test('inbox retention on PostgreSQL: records past the window go with their event
     assert.equal(kept.json.duplicate, true, JSON.stringify(kept.json));
     assert.equal((await a.stop()).code, 0);
   } finally {
+    await db.end();
+    await rx.close();
+  }
+});
+
+// docs/postgres.md "Retention's indexes"
+test('retention on a fresh PostgreSQL store builds its indexes concurrently: publishes go on while a build waits, the walks run once they are valid, two nodes do not fail each other, and an INVALID index is dropped and built again', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver();
+  const args = ['--payload-retention-s', '1', '--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+  const names = ['events_outbound', 'idempotency_keys_event', 'lane_versions_seen', 'events_unpurged'];
+  const db = new PgClient({ connectionString: store });
+  await db.connect();
+  const indexes = async () => Object.fromEntries((await db.query(`SELECT c.relname, i.indisvalid, i.indisunique
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ANY($1)`, [names])).rows
+    .map((r) => [r.relname, { valid: r.indisvalid, unique: r.indisunique }]));
+  const delivered = async (h, tenant, id) => {
+    assert.equal((await publish(h, tenant, { id, type: 'a', payload: { id } })).status, 202);
+    await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+  };
+  const windowPassed = async (h, id) => {
+    const created = Date.parse((await h.api('GET', `/v1/events/${id}`)).json.created_at);
+    await waitUntil(async () => Date.now() > created + 1500, { what: 'the window passes' });
+  };
+  let a, b;
+  try {
+    a = await node(store, key, 'n-rix1'); // (no retention: the schema made, no index yet)
+    const { tenant } = await setup(a, rx.url);
+    await delivered(a, tenant, 'evt_rix_1');
+    await windowPassed(a, 'evt_rix_1');
+    assert.equal((await a.stop()).code, 0);
+    assert.deepEqual(await indexes(), {}, 'none before a walk needs them');
+    // another writer's transaction open on events: a build waits for it to end (a plain CREATE
+    // INDEX in the walk's transaction waited holding the writer lock, and every publish with it)
+    const holder = new PgClient({ connectionString: store });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE events IN ROW EXCLUSIVE MODE');
+      a = await node(store, key, 'n-rix1', args);
+      b = await node(store, key, 'n-rix2', args);
+      await waitUntil(async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+        AND query ILIKE 'CREATE INDEX%' AND wait_event_type = 'Lock'`)).rows.length > 0 || null,
+        { timeout: 30000, what: 'a retention index build waiting' });
+      for (const [h, id] of [[a, 'evt_rix_2'], [b, 'evt_rix_3']]) {
+        const r = await withTimeout(publish(h, tenant, { id, type: 'a', payload: {} }), 5000, 'a publish during the build');
+        assert.equal(r.status, 202, r.text);
+      }
+      assert.equal((await a.api('GET', '/v1/events/evt_rix_1')).status, 200, 'no walk without its index');
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    for (const h of [a, b]) await h.waitForLog((l) => l.msg === 'retention.indexes_ready', 20000, 'the indexes ready');
+    await waitUntil(async () => (await a.api('GET', '/v1/events/evt_rix_1')).status === 404 || null,
+      { what: 'the walk run once they are valid' });
+    const built = await indexes();
+    assert.deepEqual(Object.keys(built).sort(), [...names].sort());
+    assert.ok(Object.values(built).every((i) => i.valid), JSON.stringify(built));
+    for (const h of [a, b]) assert.ok(!h.logs.some((l) => l.msg === 'retention.index_failed'), 'no build failed');
+    await waitDelivery(a, 'evt_rix_3', (ds) => ds[0]?.state === 'delivered');
+    await b.stop();
+    await windowPassed(a, 'evt_rix_3');
+    assert.equal((await a.stop()).code, 0);
+
+    // a concurrent build that failed leaves its index INVALID (here a unique one on a column
+    // whose values repeat): the next walk's build drops it and makes the right one
+    await db.query('DROP INDEX events_outbound');
+    await assert.rejects(db.query('CREATE UNIQUE INDEX CONCURRENTLY events_outbound ON events(kind)'), /duplicate key|could not create unique index/);
+    assert.deepEqual((await indexes()).events_outbound, { valid: false, unique: true });
+    a = await node(store, key, 'n-rix1', args);
+    await a.waitForLog((l) => l.msg === 'retention.indexes_ready', 20000, 'the index built again');
+    await waitUntil(async () => (await a.api('GET', '/v1/events/evt_rix_2')).status === 404 || null,
+      { what: 'the walk run on it' });
+    assert.deepEqual((await indexes()).events_outbound, { valid: true, unique: false });
+    const def = (await db.query("SELECT pg_get_indexdef('events_outbound'::regclass) AS d")).rows[0].d;
+    assert.match(def, /\(seq, created_at\) WHERE \(kind = 'outbound'::text\)/);
+    assert.equal((await a.stop()).code, 0);
+  } finally {
+    for (const h of [a, b]) await h?.stop();
     await db.end();
     await rx.close();
   }

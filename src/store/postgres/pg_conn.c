@@ -19,6 +19,7 @@ struct pg_shared {
   int start_wait_s;
   bool (*start_stop)(void);
   void (*start_waiting)(const char *reason, int wait_s);
+  pg_rix *rix; /* retention's indexes: asked for by the walks, built by the main thread */
 };
 
 /* The writer lock every writer transaction takes first ("hookd", "writer" in ASCII). */
@@ -52,8 +53,12 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
   }
   PQconninfoFree(opts);
   pg_shared *sh = calloc(1, sizeof *sh);
-  if (!sh || !(sh->url = strdup(url)) || (node_id && !(sh->node_id = strdup(node_id)))) {
-    if (sh) free(sh->url);
+  if (!sh || !(sh->url = strdup(url)) || (node_id && !(sh->node_id = strdup(node_id))) ||
+      !(sh->rix = pg_rix_new())) {
+    if (sh) {
+      free(sh->url);
+      free(sh->node_id);
+    }
     free(sh);
     snprintf(err, errlen, "out of memory");
     return -1;
@@ -93,10 +98,12 @@ int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
 
 const char *pg_shared_url(const pg_shared *sh) { return sh->url; }
 const char *pg_shared_node_id(const pg_shared *sh) { return sh->node_id; }
+pg_rix *pg_shared_rix(const pg_shared *sh) { return sh->rix; }
 
 void hookd_pg_shared_free(void *shared) {
   pg_shared *sh = shared;
   if (!sh) return;
+  pg_rix_free(sh->rix);
   pthread_mutex_destroy(&sh->mu);
   free(sh->url);
   free(sh->node_id);
@@ -663,6 +670,12 @@ static int pg_probe(hookd_store_conn *c) {
   return HOOKD_STORE_OK;
 }
 
+bool pg_reports_read_only(const PGconn *pg) {
+  const char *ro = PQparameterStatus(pg, "default_transaction_read_only");
+  const char *hs = PQparameterStatus(pg, "in_hot_standby");
+  return (ro && !strcmp(ro, "on")) || (hs && !strcmp(hs, "on"));
+}
+
 static int pg_begin(hookd_store_conn *c, int writer) {
   c->in_savepoint = 0;
   for (int again = 0;; again++) {
@@ -672,9 +685,7 @@ static int pg_begin(hookd_store_conn *c, int writer) {
     /* a server that no longer takes writes since a reload (a fence; a standby after a failover)
      * says so (PostgreSQL 14 reports both): a reader's session too goes to the one that does,
      * where the writer's went, not left reading a frozen store */
-    const char *ro = PQparameterStatus(c->pg, "default_transaction_read_only");
-    const char *hs = PQparameterStatus(c->pg, "in_hot_standby");
-    if ((ro && !strcmp(ro, "on")) || (hs && !strcmp(hs, "on"))) c->stale = 1;
+    if (pg_reports_read_only(c->pg)) c->stale = 1;
     if (PQstatus(c->pg) != CONNECTION_OK || c->setup_failed || c->stale) {
       if (PQstatus(c->pg) != CONNECTION_OK || c->stale) {
         c->stale = 0;

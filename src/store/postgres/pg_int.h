@@ -49,6 +49,17 @@ struct hookd_store_conn {
  * and each node's lock (its id's hash) share the first key. */
 #define PG_MIGRATE_TRY_LOCK "SELECT pg_try_advisory_lock(1752133476, 1835624289)"
 #define PG_MIGRATE_UNLOCK "SELECT pg_advisory_unlock(1752133476, 1835624289)"
+/* Retention's indexes (pg_indexes.c, docs/postgres.md "Retention's indexes"), as bits. */
+enum { PG_RIX_EVENTS_OUTBOUND = 1, PG_RIX_KEYS_EVENT = 2, PG_RIX_LANES_SEEN = 4,
+       PG_RIX_EVENTS_UNPURGED = 8 };
+typedef struct pg_rix pg_rix; /* what the walks asked for, and its builder */
+pg_rix *pg_rix_new(void);     /* (NULL: out of memory) */
+void pg_rix_free(pg_rix *x);  /* a build under way is cancelled: the next one starts over */
+pg_rix *pg_shared_rix(const pg_shared *sh);
+/* In a walk's transaction: 1 when every index of `need` is there and valid; else 0, the
+ * missing ones asked for (hookd_pg_indexes_step builds them) and the walk to do nothing, over
+ * for this round (*after_seq, when given, 0); -1 on a failed read (c->err). */
+int pg_rix_ready(hookd_store_conn *c, unsigned need, int64_t *after_seq);
 /* The change feed's note of an event whose payload the API deleted: this, then its seq. */
 #define PG_PURGED_NOTE "event_purged:"
 /* The database's clock, in ms (a common ruler for the nodes: docs/postgres.md "Several nodes"). */
@@ -58,7 +69,7 @@ struct hookd_store_conn {
  * migration locks share the first key and are left out. */
 #define PG_NODE_LOCKS                                                                           \
   "locktype = 'advisory' AND classid = 1752133476 AND objsubid = 2 AND granted"                 \
-  " AND objid NOT IN (2003986804, 1835624289) AND database ="                                   \
+  " AND objid NOT IN (2003986804, 1835624289, 1768842360) AND database ="                       \
   " (SELECT oid FROM pg_database WHERE datname = current_database())"
 
 /* Every connection of a node to its store (the executors', the change feed's): libpq's
@@ -74,6 +85,10 @@ struct hookd_store_conn {
 /* (read-write: of a multi-host URL the primary, not a standby after a failover) */
 #define PG_LINK_VALS(url, app)                                                                  \
   {PG_CONNECT_TIMEOUT_S, "1", "10", "5", "3", PG_LINK_TIMEOUT_MS, "read-write", (url), (app), NULL}
+/* Whether the server of pg reported itself read-only (default_transaction_read_only: a fence)
+ * or a standby since the session began (PostgreSQL 14 reports both, at the end of a statement):
+ * a session there no longer reaches the server that takes the writes. */
+bool pg_reports_read_only(const PGconn *pg);
 /* A notice processor that drops them: NOTICEs (an IF NOT EXISTS that found it) are no errors. */
 void pg_no_notices(void *arg, const char *message);
 

@@ -10,21 +10,12 @@
 static const char purge_set_sql[] =
     "UPDATE events SET body = ''::bytea, purged_at = $2 WHERE seq = $1";
 
-/* Makes an index of retention's the first time a walk needs it, as the SQLite store does (a
- * store on which retention never runs does not maintain it at every publish). Looked up first:
- * CREATE INDEX IF NOT EXISTS takes a SHARE lock on the table even when the index exists. */
-static int index_ensure(hookd_store_conn *c, const char *name, const char *create) {
-  pg_params p;
-  pg_p_init(&p);
-  pg_p_text(&p, name);
-  PGresult *r = pg_q(c, "SELECT (to_regclass($1::text) IS NOT NULL)::int", &p,
-                     "retention index");
-  if (!r) return HOOKD_STORE_ERR;
-  bool exists = PQntuples(r) == 1 && pg_i64(r, 0, 0) != 0;
-  PQclear(r);
-  if (exists) return HOOKD_STORE_OK;
-  return pg_exec(c, create, "retention index");
-}
+/* A walk's indexes are made the first time it needs them, as on the SQLite store (a store on
+ * which retention never runs does not maintain them at every publish), but not in its
+ * transaction: CREATE INDEX there held a SHARE lock on the table, and the writer lock, for the
+ * whole build — every node's publishes stopped for minutes on a large store (a review). The walk
+ * asks for them (pg_rix_ready) and does nothing, its walk over for this round, until they are
+ * valid: pg_indexes.c builds them concurrently, off the writer. */
 
 /* ---------- retention walks ---------- */
 
@@ -45,7 +36,7 @@ int pg_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms) 
 }
 
 /* Deletes the events of seqs with their deliveries, their attempts and, when keys, the
- * Idempotency-Keys that named them (outbound events; their index is made by pg_event_expire).
+ * Idempotency-Keys that named them (outbound events; their index is asked for by pg_event_expire).
  * The caller checked that each event may go (RETAINED_DELIVERY) and recorded the cut-off. The
  * attempts go first: their trigger finds their event's kind through the delivery and the event.
  * One statement per table for the whole batch: each statement is a round trip under the writer
@@ -181,21 +172,16 @@ int pg_retention_trim(hookd_store_conn *c, const char *cost_sql, int64_t budget,
 }
 
 /* Event retention (outbound; inbound events go with their dedup record, pg_inbox_purge): the
- * walk goes through a partial index of the outbound events, made by the first run, so that it
- * never reads inbound rows or bodies (PostgreSQL has no INDEXED BY: the planner picks it). The
- * newest event of the store stays, as on SQLite (there its seq could be handed out again and the
- * receive path links a record to MAX(seq) + 1; an identity column never reuses one, but keeping
- * it costs one event and gives the same answers). */
+ * walk goes through a partial index of the outbound events, asked for by the first run, so
+ * that it never reads inbound rows or bodies (PostgreSQL has no INDEXED BY: the planner picks
+ * it). The newest event of the store stays, as on SQLite (there its seq could be handed out
+ * again and the receive path links a record to MAX(seq) + 1; an identity column never reuses
+ * one, but keeping it costs one event and gives the same answers). */
 int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                     int *expired) {
   *expired = 0;
-  if (index_ensure(c, "events_outbound",
-                   "CREATE INDEX IF NOT EXISTS events_outbound ON events(seq, created_at)"
-                   " WHERE kind = 'outbound'") != 0 ||
-      index_ensure(c, "idempotency_keys_event",
-                   "CREATE INDEX IF NOT EXISTS idempotency_keys_event"
-                   " ON idempotency_keys(event_seq)") != 0)
-    return HOOKD_STORE_ERR;
+  int ready = pg_rix_ready(c, PG_RIX_EVENTS_OUTBOUND | PG_RIX_KEYS_EVENT, after_seq);
+  if (ready <= 0) return ready < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
   int64_t *ids;
   int n;
   int rc = pg_retention_walk(c,
@@ -226,7 +212,7 @@ int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
  * deliveries are all gone (expired with their events) is forgotten; one with a delivery left
  * (a pending one may still be superseded by it at its claim) counts as raised now, so that each
  * walk reads at most `limit` lanes, never the same kept ones (docs/isolation.md). The index is
- * made by the first purge, as events_outbound. */
+ * asked for by the first purge, as events_outbound. */
 int pg_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
                            int *purged, bool *more) {
   *purged = 0;
@@ -234,10 +220,8 @@ int pg_lane_versions_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_m
   /* a kept lane never counts as raised before the window: with a wall clock stepped back since
    * the walk took its window, the next op read the same kept lanes again (a review) */
   if (now_ms < before_ms) now_ms = before_ms;
-  if (index_ensure(c, "lane_versions_seen",
-                   "CREATE INDEX IF NOT EXISTS lane_versions_seen"
-                   " ON lane_versions(seen_at)") != 0)
-    return HOOKD_STORE_ERR;
+  int ready = pg_rix_ready(c, PG_RIX_LANES_SEEN, NULL);
+  if (ready <= 0) return ready < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, before_ms);
@@ -396,16 +380,14 @@ int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
  * once every delivery of the event is settled — a DEAD delivery that may hold its lane
  * (DEAD_LANE_HEAD) is not: replaying it (the remedy) needs its payload. Purged
  * rows stay (ids and history), so the walk goes through a partial index of the rows not purged
- * yet — made by the first purge, so that a store on which retention was never enabled does not
- * maintain it at every publish; each walk then visits the unsettled old events and stops at the
- * window, instead of every purged event every minute. */
+ * yet — asked for by the first purge, so that a store on which retention was never enabled
+ * does not maintain it at every publish; each walk then visits the unsettled old events and
+ * stops at the window, instead of every purged event every minute. */
 int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int limit,
                    int64_t *after_seq, int *purged) {
   *purged = 0;
-  if (index_ensure(c, "events_unpurged",
-                   "CREATE INDEX IF NOT EXISTS events_unpurged ON events(seq)"
-                   " WHERE purged_at IS NULL AND kind = 'outbound'") != 0)
-    return HOOKD_STORE_ERR;
+  int ready = pg_rix_ready(c, PG_RIX_EVENTS_UNPURGED, after_seq);
+  if (ready <= 0) return ready < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
   int64_t *ids;
   int n;
   int rc = pg_retention_walk(c,

@@ -35,6 +35,13 @@ int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
 int hookd_pg_lock_offline(const char *url, void **held, char *err, size_t errlen);
 void hookd_pg_unlock_offline(void *held);
 
+/* Retention's indexes (pg_indexes.c, docs/postgres.md "Retention's indexes"): one step of the
+ * build of those the walks asked for, on a connection of its own outside any transaction
+ * (CREATE INDEX CONCURRENTLY), waiting for the server 250 ms at most. The main thread's, at each
+ * round of its loop. 1: every index asked for is valid now (the walks may run again at once);
+ * 0: nothing new; -1: a build failed (err; tried again a minute later). */
+int hookd_pg_indexes_step(void *shared, char *err, size_t errlen);
+
 /* The change feed (pg_watch.c, docs/postgres.md "Several nodes"): a thread of its own listens
  * for the changes of the endpoints and tenants (and the nodes' first clock checks) any node
  * commits, and calls changed(arg, what)

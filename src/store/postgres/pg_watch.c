@@ -2,10 +2,13 @@
  * with a connection of its own LISTENs on hookd_config, which the triggers of migrations 3 to 5
  * notify when a change to the endpoints or tenants, a node's first clock check, or a change to
  * the API keys or sources commits, and calls back so that the node reads the change at once
- * instead of at its next rescan or reload. It
- * reconnects by itself; every wait (connect, LISTEN, notifications) also watches a pipe, so a
- * stop never waits on the database (libpq resolves a host name before the first wait, though: a
- * resolver that hangs holds the stop). */
+ * instead of at its next rescan or reload. It reconnects by itself, and while idle asks its
+ * server every WATCH_CHECK_MS whether it still takes writes: after a failover that leaves the
+ * old primary up, fenced read-only, the session there stayed connected and never heard a
+ * notification again (the writers had moved), so it goes to the server that takes them (a
+ * multi-host URL's new primary). Every wait (connect, LISTEN, notifications, a check) also
+ * watches a pipe, so a stop never waits on the database (libpq resolves a host name before the
+ * first wait, though: a resolver that hangs holds the stop). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -23,6 +26,11 @@
 /* A session that listened this long resets the backoff: one ended sooner (a server that ends
  * idle sessions, a pooler) is connected again later and later, not in a loop. */
 #define WATCH_STABLE_MS 30000
+/* How often an idle session asks whether its server still takes writes (a fence, a demotion),
+ * and the question: the server's own answer, whatever its version reports by itself. */
+#define WATCH_CHECK_MS 30000
+#define WATCH_CHECK_SQL                                                                         \
+  "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'"
 
 struct hookd_pg_watch {
   char *url;
@@ -106,13 +114,33 @@ static void *watch_main(void *arg) {
     int64_t up_at = hookd_mono_ms();
     down_told = false;
     w->changed(w->arg, HOOKD_STORE_WATCH_UP, 0); /* what was sent while it did not listen is lost */
+    /* when the next check is due; while one is out (checking), when its answer is late */
+    int64_t due = up_at + WATCH_CHECK_MS;
+    bool checking = false;
     for (;;) {
-      int r = wait_fd(w, PQsocket(pg), POLLIN, -1);
+      int64_t left = due - hookd_mono_ms();
+      int r = wait_fd(w, PQsocket(pg), POLLIN, left > 0 ? left : 0);
       if (r < 0) {
         stop = true;
         break;
       }
+      if (r == 0 && hookd_mono_ms() >= due) {
+        if (checking || !PQsendQuery(pg, WATCH_CHECK_SQL)) break; /* unanswered: connected again */
+        checking = true;
+        due = hookd_mono_ms() + WATCH_CONNECT_TIMEOUT_MS;
+        continue;
+      }
       if (!PQconsumeInput(pg)) break; /* the link failed: connected again */
+      if (checking && !PQisBusy(pg)) {
+        bool writes = true;
+        for (PGresult *res; (res = PQgetResult(pg)) != NULL; PQclear(res))
+          if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+              strcmp(PQgetvalue(res, 0, 0), "f") != 0)
+            writes = false;
+        if (!writes || pg_reports_read_only(pg)) break; /* to a server that takes them */
+        checking = false;
+        due = hookd_mono_ms() + WATCH_CHECK_MS;
+      }
       /* (the payload: the table changed, migrations 3–5; "event_purged:SEQ", an event's
        * payload deleted: pg_event_payload_delete) */
       bool any = false, keys = false;

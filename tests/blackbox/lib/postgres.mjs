@@ -123,6 +123,16 @@ export async function startPostgres({ port: wanted } = {}) {
       return `postgresql://hookd@127.0.0.1:${port}/${name}`;
     },
     query: (sql, params) => main.query(sql, params),
+    // a copy here of database `from` (a URI on another server), under its name, as it is now
+    // (a replica promoted after a failover, as far as it had replayed); its libpq URI
+    async copyOf(from) {
+      const name = new URL(from).pathname.slice(1);
+      await main.query(`CREATE DATABASE ${name}`);
+      const to = `postgresql://hookd@127.0.0.1:${port}/${name}`;
+      const dump = execFileSync(join(bin, 'pg_dump'), ['-Fc', '-d', from], { stdio: ['ignore', 'pipe', 'pipe'] });
+      execFileSync(join(bin, 'pg_restore'), ['--no-owner', '-d', to], { input: dump, stdio: ['pipe', 'ignore', 'pipe'] });
+      return to;
+    },
     // a fast shutdown (every session cut, as a restart or a failover does), then — after
     // whileDown() — the same server again on the same port (held meanwhile, so that no
     // listener of this process is given it; a connection to it is cut at once)
