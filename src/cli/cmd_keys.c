@@ -9,9 +9,11 @@
  * at once on a SIGHUP, and through the change feed of a PostgreSQL store (when_read).
  * rotate-master re-seals every secret with the new key in one transaction and needs hookd
  * stopped (the old key: --master-key-file, $HOOKD_MASTER_KEY or <db>.key, as for serve). Each
- * change is written to the audit log with actor "cli". Tokens are shown once and stored only as SHA-256 hashes. --tenants is a
- * non-empty list of tenant ids of at most 511 bytes (hookd_auth_scope_check); without it a key
- * reaches every tenant, shown as "*" by list. */
+ * change is written to the audit log with actor "cli". Tokens are shown once and stored only as
+ * SHA-256 hashes. create takes POST /v1/keys's rules, from the same code: --tenants is a
+ * non-empty list of at most 64 tenant ids that exist, of at most 511 bytes, one named twice
+ * kept once (core/scope.h, hookd_scope_tenants_exist); without it a key reaches every tenant,
+ * shown as "*" by list; --name is shown text (core/shown_text.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -25,8 +27,9 @@
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "core/ids.h"
+#include "core/scope.h"
 #include "core/secretbox.h"
-#include "core/utf8.h"
+#include "core/shown_text.h"
 #include "daemon/auth.h"
 #include "daemon/keyring.h"
 #include "store/storeq.h"
@@ -51,6 +54,7 @@ typedef struct ctx {
   size_t n;
   const char *id;
   hookd_audit audit;
+  char missing[HOOKD_SCOPE_MAX + 1]; /* create: a tenant of the scope that does not exist */
   const hookd_master_key *old_key, *new_key;
   int resealed;
   char err[256];
@@ -66,9 +70,16 @@ static int audit_scoped(hookd_store_conn *c, const hookd_store_backend *be, hook
   return rc;
 }
 
+/* Each tenant of the new key's scope exists: checked before the token is printed (a refusal
+ * then prints none), and again in the create's transaction (a tenant deleted between). */
+static int run_tenants_exist(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  ctx *x = arg;
+  return hookd_scope_tenants_exist(c, be, x->key.tenants, x->missing, sizeof x->missing);
+}
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   ctx *x = arg;
-  int rc = be->api_key_create(c, &x->key);
+  int rc = run_tenants_exist(c, be, x);
+  if (!rc) rc = be->api_key_create(c, &x->key);
   return rc ? rc : audit_scoped(c, be, &x->audit, x->key.tenants);
 }
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -249,29 +260,26 @@ static int cmd_create(keys_args *a) {
   /* an empty list must not become a key for every tenant, nor a long one a list the daemon
    * refuses (leave --tenants out for every tenant) */
   char why[160];
-  if (hookd_auth_scope_check(a->tenants, why, sizeof why) != 0) {
+  hookd_scope_builder scope = {0}; /* a tenant named twice kept once, as POST /v1/keys does */
+  const char *cur = a->tenants, *t;
+  size_t len;
+  int bad = hookd_scope_check(a->tenants, why, sizeof why);
+  while (!bad && hookd_scope_next(&cur, &t, &len))
+    bad = hookd_scope_add(&scope, t, len, why, sizeof why);
+  if (bad) {
     fprintf(stderr,
             "hookd keys create: --tenants: %s; give a comma-separated list of tenant ids, or "
             "leave --tenants out for a key valid for every tenant\n",
             why);
     return 2;
   }
-  /* a name is shown by `keys list`, one key per line: printable, bounded; and by the API's
-   * GET /v1/keys, whose JSON holds UTF-8 only */
-  if (a->name) {
-    size_t n = strlen(a->name), len;
-    for (size_t i = 0; i < n; i += len) {
-      len = hookd_utf8_len(a->name + i, n - i);
-      if (!len || (unsigned char)a->name[i] < 0x20 || a->name[i] == 0x7f) {
-        n = 1000;
-        break;
-      }
-    }
-    if (n > 200) {
-      fprintf(stderr, "hookd keys create: --name must be at most 200 bytes of UTF-8 without "
-                      "control characters\n");
-      return 2;
-    }
+  /* a name is shown by `keys list`, one key per line, and by GET /v1/keys and the dashboard:
+   * what the API takes (UTF-8, no control characters, no bidirectional controls), bounded */
+  if (a->name && !hookd_shown_name_ok(a->name)) {
+    fprintf(stderr, "hookd keys create: --name must be at most %d bytes of UTF-8 without "
+                    "control characters or bidirectional controls\n",
+            HOOKD_SHOWN_NAME_MAX);
+    return 2;
   }
   /* a key in a store nobody serves is no key: a mistyped path is not created */
   if (!hookd_cli_store_exists("hookd keys create", a->store)) return 1;
@@ -290,25 +298,33 @@ static int cmd_create(keys_args *a) {
   }
   x.key.id = id;
   x.key.role = (char *)a->role;
-  x.key.tenants = (char *)a->tenants;
+  x.key.tenants = a->tenants ? scope.csv : NULL;
   x.key.name = (char *)(a->name ? a->name : "");
   x.key.created_ms = hookd_now_ms();
   char detail[HOOKD_KEY_DETAIL_MAX];
-  hookd_auth_key_detail(a->role, a->tenants, detail, sizeof detail);
+  hookd_auth_key_detail(a->role, x.key.tenants, detail, sizeof detail);
   x.audit = (hookd_audit){.at_ms = x.key.created_ms, .actor = "cli", .action = "key.create",
                           .target = id, .detail = detail};
+  /* a tenant of the scope that does not exist: refused before a token is printed */
+  int rc = hookd_storeq_run_sync(s->reader, run_tenants_exist, &x);
   /* the token is written out before the key is stored: a key whose token nobody received
    * (stdout full, closed) would be a live admin credential held by no one */
-  bool written = printf("%s\n", token) > 0 && fflush(stdout) == 0 && !ferror(stdout);
+  bool written = !rc && printf("%s\n", token) > 0 && fflush(stdout) == 0 && !ferror(stdout);
   OPENSSL_cleanse(token, sizeof token);
   if (!written) {
     hookd_store_close(s);
     hookd_store_unlock(&lock); /* after the store: see hookd_store_lock */
-    fprintf(stderr, "hookd keys create: the token could not be written to standard output: "
-                    "no key created\n");
+    if (rc == HOOKD_STORE_NOTFOUND)
+      fprintf(stderr, "hookd keys create: --tenants: no tenant %.64s (create it first); no key "
+                      "created\n", x.missing);
+    else if (rc)
+      fprintf(stderr, "hookd keys create: %s; no key created\n", store_problem(rc));
+    else
+      fprintf(stderr, "hookd keys create: the token could not be written to standard output: "
+                      "no key created\n");
     return 1;
   }
-  int rc = hookd_storeq_run_sync(s->writer, run_create, &x);
+  rc = hookd_storeq_run_sync(s->writer, run_create, &x);
   hookd_store_close(s);
   hookd_store_unlock(&lock);
   if (rc == HOOKD_STORE_UNKNOWN) {
@@ -317,12 +333,17 @@ static int cmd_create(keys_args *a) {
             store_problem(rc), id);
     return 1;
   }
+  if (rc == HOOKD_STORE_NOTFOUND) { /* (deleted since the check above) */
+    fprintf(stderr, "hookd keys create: --tenants: no tenant %.64s (the token above is not "
+                    "valid)\n", x.missing);
+    return 1;
+  }
   if (rc) {
     fprintf(stderr, "hookd keys create: %s (the token above is not valid)\n", store_problem(rc));
     return 1;
   }
   fprintf(stderr, "created %s (role %s, tenants %s); the token above is shown only once; %s\n", id,
-          a->role, a->tenants ? a->tenants : "* (all)", when_read(a->store));
+          a->role, x.key.tenants ? x.key.tenants : "* (all)", when_read(a->store));
   return 0;
 }
 
@@ -337,13 +358,13 @@ static int cmd_list(keys_args *a) {
     fprintf(stderr, "hookd keys list: %s\n", store_problem(rc));
     return 1;
   }
-  /* TENANTS: "*" is every tenant. STATE "invalid": a scope hookd refuses to load (an empty or
-   * overlong list written by an older hookd), so the key opens nothing */
+  /* TENANTS: "*" is every tenant. STATE "invalid": a key hookd refuses to load (a scope an older
+   * hookd wrote empty or overlong, a role a newer one or a hand edit wrote), so it opens nothing */
   printf("%-32s %-10s %-20s %-8s %s\n", "ID", "ROLE", "TENANTS", "STATE", "NAME");
   for (size_t i = 0; i < x.n; i++) {
     const hookd_api_key *k = &x.keys[i];
     char why[160];
-    bool invalid = hookd_auth_scope_check(k->tenants, why, sizeof why) != 0;
+    bool invalid = hookd_auth_key_check(k, NULL, why, sizeof why) != 0; /* as hookd loads */
     printf("%-32s %-10s %-20s %-8s %s\n", k->id, k->role,
            !k->tenants ? "*" : k->tenants[0] ? k->tenants : "\"\"",
            k->revoked_ms ? "revoked" : invalid ? "invalid" : "active", k->name ? k->name : "");

@@ -138,10 +138,6 @@ void hookd_kept_reply(hookd_kept *k, hookd_req *r);
 /* The id a create's kept answer ({"id": …}) names; false when none. */
 bool hookd_kept_id(const hookd_kept *k, char *out, size_t cap);
 
-/* A name or description shown to operators: UTF-8 without control characters (a tab and a line
- * feed allowed where `lines`) nor bidirectional controls; may be empty. */
-bool hookd_api_shown_text_ok(const char *s, bool lines);
-
 /* Appends an audit row for op's actor and reason, inside the op's transaction (call from run).
  * detail may be NULL; it never holds secrets. */
 int hookd_api_audit(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,

@@ -17,6 +17,7 @@
 #include "core/ids.h"
 #include "core/payload_filter.h"
 #include "core/secretbox.h"
+#include "core/shown_text.h"
 #include "core/sign.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
@@ -225,7 +226,7 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
   if (op->fields & F_ID) snprintf(op->id, sizeof op->id, "%s", s);
   s = "";
   if (hookd_json_get_str(body, "description", &s) < 0 || strlen(s) > 1024 ||
-      !hookd_api_shown_text_ok(s, true)) {
+      !hookd_shown_text_ok(s, true, NULL)) {
     hookd_req_error(r, 422, "invalid_field",
                     "description must be a string of at most 1024 bytes, without control "
                     "characters (but tabs and line feeds) or bidirectional controls");

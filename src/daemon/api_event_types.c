@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/ids.h"
+#include "core/shown_text.h"
 #include "daemon/api.h"
 
 typedef struct et_op {
@@ -55,7 +56,7 @@ static bool every_tenant(hookd_req *r) {
 static bool take_description(hookd_req *r, const json_t *body, et_op *op) {
   const char *d = NULL;
   int rc = hookd_json_get_str(body, "description", &d);
-  if (rc < 0 || (d && (strlen(d) > 1024 || !hookd_api_shown_text_ok(d, true)))) {
+  if (rc < 0 || (d && (strlen(d) > 1024 || !hookd_shown_text_ok(d, true, NULL)))) {
     hookd_req_field_error(r, 422, "invalid_field", "description",
                           "description must be a string of at most 1024 bytes, without control "
                           "characters but tabs and line feeds");

@@ -11,10 +11,9 @@
 
 #include "core/clock.h"
 #include "core/ids.h"
+#include "core/shown_text.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
-
-#define MAX_SCOPE_IDS 64
 
 typedef struct key_op {
   hookd_api_op base;
@@ -65,7 +64,7 @@ static bool within(const key_op *op, const char *tenants) {
 
 static json_t *key_json(const hookd_api_key *k) {
   char why[160];
-  bool invalid = hookd_auth_scope_check(k->tenants, why, sizeof why) != 0;
+  bool invalid = hookd_auth_key_check(k, NULL, why, sizeof why) != 0; /* as the daemon loads */
   /* a name that is not UTF-8 (written to the store by hand, or by a CLI before it refused
    * one) as a placeholder: a NULL here would drop the key from the list, hiding it */
   return json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:s}", "id", k->id, "role", k->role ? k->role : "",
@@ -113,21 +112,14 @@ static int audit_key(hookd_api_op *base, hookd_store_conn *c, const hookd_store_
 static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   key_op *op = (key_op *)base;
   /* each tenant of its scope exists (a deleted one's is gone for good) */
-  const char *cur = op->has_tenants ? op->tenants : NULL, *t; /* (NULL: every tenant) */
-  size_t len;
-  while (hookd_scope_next(&cur, &t, &len)) {
-    char id[HOOKD_SCOPE_MAX + 1];
-    snprintf(id, sizeof id, "%.*s", (int)len, t);
-    hookd_tenant got;
-    int trc = be->tenant_get(c, id, &got);
-    if (trc == HOOKD_STORE_OK) hookd_tenant_free(&got);
-    if (trc == HOOKD_STORE_NOTFOUND) {
-      op->bad_tenant = true;
-      snprintf(base->err, sizeof base->err, "tenants: no tenant %.64s", id);
-    }
-    if (trc) return trc;
+  char missing[HOOKD_SCOPE_MAX + 1];
+  int rc = hookd_scope_tenants_exist(c, be, op->has_tenants ? op->tenants : NULL, missing,
+                                     sizeof missing);
+  if (rc == HOOKD_STORE_NOTFOUND) {
+    op->bad_tenant = true;
+    snprintf(base->err, sizeof base->err, "tenants: no tenant %.64s", missing);
   }
-  int rc = be->api_key_create(c, &op->key);
+  if (rc == 0) rc = be->api_key_create(c, &op->key);
   if (rc) return rc;
   char detail[HOOKD_KEY_DETAIL_MAX];
   hookd_auth_key_detail(op->role, op->has_tenants ? op->tenants : NULL, detail, sizeof detail);
@@ -165,26 +157,24 @@ static bool take_tenants(hookd_req *r, key_op *op, const json_t *v) {
     }
     return true;
   }
-  size_t n = json_is_array(v) ? json_array_size(v) : 0, used = 0;
-  bool ok = n >= 1 && n <= MAX_SCOPE_IDS;
+  /* the scope's rules, as `hookd keys create --tenants` has them: a tenant named twice kept
+   * once (a scope of one stays one) */
+  hookd_scope_builder b = {0};
+  size_t n = json_is_array(v) ? json_array_size(v) : 0;
+  char why[160];
+  bool ok = n >= 1;
   for (size_t i = 0; ok && i < n; i++) {
     const char *t = json_string_value(json_array_get(v, i));
-    size_t len = t ? strlen(t) : 0;
-    ok = t && hookd_id_valid(t, 64) && used + len + 1 < sizeof op->tenants;
-    size_t j = 0; /* a tenant named twice is kept once (a scope of one stays one) */
-    while (ok && j < i && strcmp(json_string_value(json_array_get(v, j)), t)) j++;
-    if (ok && j == i)
-      used += (size_t)snprintf(op->tenants + used, sizeof op->tenants - used, "%s%s",
-                               used ? "," : "", t);
+    ok = t && hookd_scope_add(&b, t, strlen(t), why, sizeof why) == 0;
   }
-  char why[160];
-  if (!ok || hookd_auth_scope_check(op->tenants, why, sizeof why) != 0) {
+  if (!ok || hookd_scope_check(b.csv, why, sizeof why) != 0) {
     hookd_req_error(r, 422, "invalid_field",
                     "tenants must be an array of 1 to %d tenant ids (at most %d bytes joined "
                     "with commas), or null for every tenant",
-                    MAX_SCOPE_IDS, HOOKD_SCOPE_MAX);
+                    HOOKD_SCOPE_IDS_MAX, HOOKD_SCOPE_MAX);
     return false;
   }
+  snprintf(op->tenants, sizeof op->tenants, "%s", b.csv);
   op->has_tenants = true;
   if (!within(op, op->tenants)) {
     hookd_api_forbid(r, "tenants must be within the scope of the key that makes it");
@@ -210,8 +200,7 @@ void hookd_api_key_create(hookd_req *r, hookd_app *app) {
     hookd_req_error(r, 422, "invalid_field", "role must be admin, operator, viewer or publisher");
     goto done;
   }
-  if (hookd_json_get_str(body, "name", &name) < 0 ||
-      (name && (strlen(name) > 200 || !hookd_api_shown_text_ok(name, false)))) {
+  if (hookd_json_get_str(body, "name", &name) < 0 || (name && !hookd_shown_name_ok(name))) {
     hookd_req_error(r, 422, "invalid_field",
                     "name must be a string of at most 200 bytes, without control characters or "
                     "bidirectional controls");

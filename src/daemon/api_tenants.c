@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/ids.h"
+#include "core/shown_text.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -56,8 +57,7 @@ static bool parse_fields(hookd_req *r, json_t *body, tenant_op *op, bool create)
     }
   }
   const char *name = "";
-  if (hookd_json_get_str(body, "name", &name) < 0 ||
-      (name && (strlen(name) > 200 || !hookd_api_shown_text_ok(name, false)))) {
+  if (hookd_json_get_str(body, "name", &name) < 0 || (name && !hookd_shown_name_ok(name))) {
     hookd_req_error(r, 422, "invalid_field",
                     "name must be a string of at most 200 bytes, without control characters or "
                     "bidirectional controls");

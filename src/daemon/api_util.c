@@ -15,8 +15,8 @@
 #include "core/ids.h"
 #include "core/jsonio.h"
 #include "core/num.h"
+#include "core/shown_text.h"
 #include "core/timefmt.h"
-#include "core/utf8.h"
 #include "daemon/api.h"
 #include "daemon/metrics.h"
 
@@ -80,44 +80,9 @@ void hookd_api_chain(hookd_api_op *op,
   op->chain = 1 + where;
 }
 
-/* The code point of the well-formed UTF-8 sequence at p (len bytes, hookd_utf8_len). */
-static uint32_t code_point(const unsigned char *p, size_t len) {
-  if (len == 1) return p[0];
-  uint32_t c = p[0] & (0xff >> (len + 1));
-  for (size_t i = 1; i < len; i++) c = c << 6 | (p[i] & 0x3f);
-  return c;
-}
-
-/* Text shown to operators (an audit reason, a name, a description): no control characters —
- * C0 (but a tab and a line feed where lines are allowed), DEL, C1 (U+0080–U+009F), nor the
- * line separators and bidirectional controls that reorder or break what a viewer shows (U+061C,
- * U+200E/F, U+2028/9, U+202A–E, U+2066–9). *visible: something to read — blanks and invisible
- * characters alone (U+00A0, U+2000–U+200D, U+FEFF, …) are not. s is UTF-8 (a JSON string, or
- * checked; a malformed sequence is refused). */
-static bool shown_text_ok(const char *s, bool lines, bool *visible) {
-  size_t n = strlen(s);
-  *visible = false;
-  for (size_t i = 0; i < n;) {
-    size_t len = hookd_utf8_len(s + i, n - i);
-    if (!len) return false;
-    uint32_t c = code_point((const unsigned char *)s + i, len);
-    i += len;
-    if (lines && (c == '\n' || c == '\t')) continue;
-    if (c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0x61c || c == 0x200e || c == 0x200f ||
-        (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069))
-      return false;
-    bool blank = c == ' ' || c == 0xa0 || c == 0xad || c == 0x115f || c == 0x1160 ||
-                 c == 0x1680 || c == 0x180e || (c >= 0x2000 && c <= 0x200d) || c == 0x202f ||
-                 c == 0x205f || (c >= 0x2060 && c <= 0x2064) || c == 0x3000 || c == 0x3164 ||
-                 c == 0xfeff || c == 0xffa0;
-    if (!blank) *visible = true;
-  }
-  return true;
-}
-
 bool hookd_api_reason_valid(const char *s) {
   bool visible;
-  return shown_text_ok(s, false, &visible) && visible && strlen(s) <= 255;
+  return hookd_shown_text_ok(s, false, &visible) && visible && strlen(s) <= 255;
 }
 
 bool hookd_api_reason_only_body(hookd_req *r, hookd_app *app, char out[256]) {
@@ -160,11 +125,6 @@ bool hookd_api_idempotency_key(hookd_req *r, const char **key) {
   }
   *key = s;
   return true;
-}
-
-bool hookd_api_shown_text_ok(const char *s, bool lines) {
-  bool visible;
-  return shown_text_ok(s, lines, &visible);
 }
 
 void *hookd_api_op_new_internal(size_t size, hookd_app *app,
@@ -653,7 +613,7 @@ int hookd_api_metadata(hookd_req *r, const json_t *v, char **out) {
     const char *s = json_string_value(x);
     size_t kl = strlen(k);
     ok = ok && s && kl >= 1 && kl <= 64 && strlen(s) <= 256 &&
-         hookd_api_shown_text_ok(k, false) && hookd_api_shown_text_ok(s, false);
+         hookd_shown_text_ok(k, false, NULL) && hookd_shown_text_ok(s, false, NULL);
   }
   if (!ok) {
     hookd_req_field_error(r, 422, "invalid_field", "metadata",

@@ -62,41 +62,18 @@ void hookd_auth_free(hookd_auth *a) {
   free(a);
 }
 
-int hookd_auth_scope_check(const char *tenants, char *err, size_t errlen) {
-  if (!tenants) return 0;
-  if (!*tenants) {
-    snprintf(err, errlen, "the tenant list is empty");
+int hookd_auth_key_check(const hookd_api_key *k, hookd_role *role, char *why, size_t len) {
+  hookd_role r;
+  /* a role of a newer version, or a hand edit's: what it may do is unknown, so nothing */
+  if (hookd_role_parse(k->role, &r) != 0) {
+    snprintf(why, len, "its role \"%.32s\" is not admin, operator, viewer or publisher",
+             k->role ? k->role : "");
     return -1;
   }
-  size_t total = strlen(tenants);
-  if (total > HOOKD_SCOPE_MAX) {
-    snprintf(err, errlen, "the tenant list is %zu bytes, more than the %d a key can hold",
-             total, HOOKD_SCOPE_MAX);
-    return -1;
-  }
-  int item = 0;
-  const char *cur = tenants, *s;
-  size_t len;
-  while (hookd_scope_next(&cur, &s, &len)) {
-    item++;
-    size_t blank = 0;
-    while (blank < len && (s[blank] == ' ' || s[blank] == '\t')) blank++;
-    if (blank == len) {
-      snprintf(err, errlen, "item %d of the tenant list is empty", item);
-      return -1;
-    }
-    char id[HOOKD_SCOPE_MAX + 1];
-    memcpy(id, s, len);
-    id[len] = '\0';
-    if (!hookd_id_valid(id, 64)) {
-      snprintf(err, errlen,
-               "item %d of the tenant list, \"%.64s\", is not a tenant id "
-               "(1 to 64 of A-Z a-z 0-9 _ . : -)",
-               item, id);
-      return -1;
-    }
-  }
-  return 0;
+  if (role) *role = r;
+  /* cut short, the last id could become a prefix naming another tenant (acme-prod → acme);
+   * read as "", the key would reach every tenant: the key is not loaded at all */
+  return hookd_scope_check(k->tenants, why, len);
 }
 
 void hookd_auth_key_detail(const char *role, const char *tenants, char *out, size_t len) {
@@ -125,11 +102,8 @@ void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uin
   for (size_t i = 0; i < n; i++) {
     if (keys[i].revoked_ms) continue;
     hookd_role role;
-    if (hookd_role_parse(keys[i].role, &role) != 0) continue;
     char why[160];
-    if (hookd_auth_scope_check(keys[i].tenants, why, sizeof why) != 0) {
-      /* cut short, the last id could become a prefix naming another tenant (acme-prod → acme);
-       * read as "", the key would reach every tenant: the key is not loaded at all */
+    if (hookd_auth_key_check(&keys[i], &role, why, sizeof why) != 0) {
       const char *id = keys[i].id ? keys[i].id : "";
       if (!was_refused(a, id))
         HLOG(HOOKD_LOG_ERROR, "auth.key_refused", KV_S("key_id", id), KV_S("reason", why));
@@ -213,20 +187,6 @@ bool hookd_role_allows(hookd_role role, hookd_perm perm) {
   case HOOKD_PERM_SCRAPE: return true; /* not a key's: the router checks the metrics token */
   }
   return false;
-}
-
-bool hookd_scope_next(const char **cursor, const char **item, size_t *len) {
-  const char *s = *cursor;
-  if (!s) return false;
-  const char *e = strchr(s, ',');
-  *item = s;
-  *len = e ? (size_t)(e - s) : strlen(s);
-  *cursor = e ? e + 1 : NULL;
-  return true;
-}
-
-const char *hookd_scope_single(const char *scope) {
-  return scope && *scope && !strchr(scope, ',') ? scope : NULL;
 }
 
 bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id) {

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/scope.h"
 #include "store/store.h"
 
 typedef enum hookd_role {
@@ -34,9 +35,6 @@ typedef enum hookd_perm {
   HOOKD_PERM_SCRAPE,     /* no key; the --metrics-token bearer token when one is set */
 } hookd_perm;
 
-/* The longest tenant scope a key may have, in bytes: the principal holds it whole. */
-#define HOOKD_SCOPE_MAX 511
-
 typedef struct hookd_principal {
   char key_id[64];
   hookd_role role;
@@ -52,9 +50,9 @@ void hookd_auth_free(hookd_auth *a);
  * its ops one after the other), so that a later number read a later store. */
 uint64_t hookd_auth_begin_load(hookd_auth *a);
 /* Replaces the cached key table (takes a copy) with a load numbered `gen`, unless a later load
- * was applied already (the periodic reload and an API change's own may cross). A key whose
- * tenant scope fails hookd_auth_scope_check is left out, never cut short or widened, and logged
- * (auth.key_refused) the first time it is seen. */
+ * was applied already (the periodic reload and an API change's own may cross). A key that
+ * fails hookd_auth_key_check (a scope hookd would have to cut short or widen, a role it does
+ * not know) is left out and logged (auth.key_refused) the first time it is seen. */
 void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uint64_t gen);
 size_t hookd_auth_count(hookd_auth *a);
 
@@ -66,19 +64,14 @@ bool hookd_auth_still_valid(hookd_auth *a, const hookd_principal *p);
 
 bool hookd_role_allows(hookd_role role, hookd_perm perm);
 bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id);
-/* Walks a comma-separated scope ("a,b"): the next item (borrowed, empty ones included) and
- * its length, moving *cursor on (NULL after the last); false when there is no more. */
-bool hookd_scope_next(const char **cursor, const char **item, size_t *len);
-/* A scope of one tenant: that tenant (scope itself); NULL for several tenants or every one. */
-const char *hookd_scope_single(const char *scope);
 const char *hookd_role_name(hookd_role r);
 int hookd_role_parse(const char *s, hookd_role *out);
 
-/* Checks a key's tenant scope: NULL is every tenant; anything else is a list of tenant ids
- * separated by commas ([A-Za-z0-9_.:-], 1..64 bytes each) of at most HOOKD_SCOPE_MAX bytes. An
- * empty list or item is refused, not read as "every tenant". Returns 0, or -1 with the problem
- * in err. */
-int hookd_auth_scope_check(const char *tenants, char *err, size_t errlen);
+/* Whether the daemon loads a stored key (revoked or not is the caller's to look at): its role
+ * one hookd knows (*role, when role is not NULL) and its scope passing hookd_scope_check.
+ * Returns 0, or -1 with the reason in why: such a key opens nothing, and `hookd keys list` and
+ * GET /v1/keys show it "invalid" (a key written by another version of hookd or by hand). */
+int hookd_auth_key_check(const hookd_api_key *k, hookd_role *role, char *why, size_t len);
 /* The audit detail of a key's creation: "role=R tenants=a,b" ("tenants=*": every tenant). */
 #define HOOKD_KEY_DETAIL_MAX (HOOKD_SCOPE_MAX + 64)
 void hookd_auth_key_detail(const char *role, const char *tenants, char *out, size_t len);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/scope.h"
 #include "core/secretbox.h"
 #include "store/postgres/pg_store.h"
 #include "store/sqlite/sqlite_int.h"
@@ -548,6 +549,22 @@ const hookd_api_key *hookd_api_key_find_active(hookd_store_conn *c, const hookd_
   for (size_t i = 0; i < *n; i++)
     if (!strcmp((*list)[i].id, id)) return (*list)[i].revoked_ms ? NULL : &(*list)[i];
   return NULL;
+}
+
+int hookd_scope_tenants_exist(hookd_store_conn *c, const hookd_store_backend *be,
+                              const char *scope, char *missing, size_t len) {
+  const char *cur = scope, *t;
+  size_t tl;
+  while (hookd_scope_next(&cur, &t, &tl)) {
+    char id[HOOKD_SCOPE_MAX + 1];
+    snprintf(id, sizeof id, "%.*s", (int)tl, t);
+    hookd_tenant got;
+    int rc = be->tenant_get(c, id, &got);
+    if (rc == HOOKD_STORE_OK) hookd_tenant_free(&got);
+    if (rc == HOOKD_STORE_NOTFOUND) snprintf(missing, len, "%s", id);
+    if (rc) return rc;
+  }
+  return 0;
 }
 
 void hookd_api_key_free(hookd_api_key *k) {

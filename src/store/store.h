@@ -1037,6 +1037,11 @@ typedef struct hookd_store_backend {
 const hookd_api_key *hookd_api_key_find_active(hookd_store_conn *c, const hookd_store_backend *be,
                                                const char *id, hookd_api_key **list, size_t *n,
                                                int *rc);
+/* Whether each tenant of a new key's scope (comma-separated; NULL: every tenant, nothing to
+ * find) exists: 0, or HOOKD_STORE_NOTFOUND with the first that does not — never created, or
+ * deleted (gone for good) — in missing, or the read's error. The API's and the CLI's create. */
+int hookd_scope_tenants_exist(hookd_store_conn *c, const hookd_store_backend *be,
+                              const char *scope, char *missing, size_t len);
 
 /* ---------- an opened store ---------- */
 

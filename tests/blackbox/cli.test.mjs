@@ -5,7 +5,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
+import { createHash, generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
 import { chmodSync, existsSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOOKD_BIN, faultDisk, faultNoLink, publish, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
@@ -467,6 +467,81 @@ describe('hookd CLI', () => {
     assert.equal(k.state, 'active');
     assert.equal((await h.stop()).code, 0);
     cleanup();
+  });
+
+  it('keys create takes POST /v1/keys\'s rules: tenants that exist, 64 ids at most, one named twice kept once, a name without C1 or bidirectional controls', async () => {
+    const h = await startHookd();
+    try {
+      assert.equal((await h.api('POST', '/v1/tenants', { id: 'acme' })).status, 201);
+      const keys = () => h.query('SELECT id, tenants, name FROM api_keys ORDER BY id');
+      const before = keys();
+      const create = (...args) => run(['keys', 'create', '--role', 'viewer', '--store', h.store, ...args]);
+      // a tenant that does not exist (the API: 422 "tenants: no tenant nope"): refused where
+      // the store is, before a token is printed
+      const nope = create('--tenants', 'acme,nope');
+      assert.equal(nope.status, 1, nope.stderr);
+      assert.match(nope.stderr, /--tenants: no tenant nope \(create it first\); no key created/);
+      assert.equal(nope.stdout, '', 'no token printed');
+      assert.match((await h.api('POST', '/v1/keys', { role: 'viewer', tenants: ['acme', 'nope'] })).text, /tenants: no tenant nope/);
+      // more than 64 ids, repeats counted as the API counts its array's items
+      const many = create('--tenants', Array(65).fill('acme').join(','));
+      assert.equal(many.status, 2, many.stderr);
+      assert.match(many.stderr, /--tenants: more than 64 tenant ids, the most a key may be given/);
+      assert.equal(many.stdout, '');
+      assert.equal((await h.api('POST', '/v1/keys', { role: 'viewer', tenants: Array(65).fill('acme') })).status, 422);
+      // names the API refuses: a C1 control, bidirectional overrides and isolates, a line separator
+      for (const name of ['a\u0085b', 'a\u009bb', 'pay\u202Eexe.txt', 'a\u2066b\u2069', 'a\u2028b', 'x'.repeat(201)]) {
+        const r = create('--name', name);
+        assert.equal(r.status, 2, `${JSON.stringify(name)}: ${r.stderr}`);
+        assert.match(r.stderr, /--name must be at most 200 bytes of UTF-8 without control characters or bidirectional controls/);
+        assert.equal(r.stdout, '');
+        assert.equal((await h.api('POST', '/v1/keys', { role: 'viewer', name })).status, 422, JSON.stringify(name));
+      }
+      assert.deepEqual(keys(), before, 'no key created');
+      // a tenant named twice is kept once: a key of one tenant, its audit row under that tenant
+      const twice = create('--tenants', 'acme,acme', '--name', 'twice \u00e9');
+      assert.equal(twice.status, 0, twice.stderr);
+      assert.match(twice.stderr, /\(role viewer, tenants acme\)/);
+      const id = /created (key_\w+)/.exec(twice.stderr)[1];
+      assert.deepEqual(h.query(`SELECT tenants, name FROM api_keys WHERE id = '${id}'`), [{ tenants: 'acme', name: 'twice \u00e9' }]);
+      assert.deepEqual(h.query(`SELECT tenant_id, detail FROM audit_log WHERE action = 'key.create' AND target = '${id}'`),
+        [{ tenant_id: 'acme', detail: 'role=viewer tenants=acme' }]);
+      const audit = await h.api('GET', '/v1/audit?tenant=acme');
+      assert.ok(audit.json.data.some((a) => a.action === 'key.create' && a.target === id), audit.text);
+    } finally {
+      assert.equal((await h.stop()).code, 0);
+    }
+  });
+
+  it('a key of a role hookd does not know is not loaded, logged auth.key_refused, and shown invalid by keys list and GET /v1/keys', async () => {
+    const h = await startHookd();
+    try {
+      const tok = (name) => `hk_test_${name}_${Math.random().toString(36).slice(2)}`;
+      const hex = (t) => createHash('sha256').update(t).digest('hex');
+      const future = tok('future'), good = tok('good');
+      // what a newer hookd (a role this one does not have) or a hand edit could have stored
+      h.query('INSERT INTO api_keys(id, hash, role, tenants, name, created_at) VALUES '
+        + `('key_future', ${h.sqlBlob(hex(future))}, 'auditor', NULL, 'newer', 1), `
+        + `('key_good', ${h.sqlBlob(hex(good))}, 'viewer', NULL, 'fine', 1)`);
+      const as = async (t) => (await h.api('GET', '/v1/tenants', undefined, { Authorization: `Bearer ${t}` })).status;
+      await waitUntil(async () => (await as(good)) === 200, { what: 'the keys reloaded' });
+      assert.equal(await as(future), 401, 'a role it does not know opens nothing');
+      const refused = h.logs.filter((l) => l.msg === 'auth.key_refused' && l.key_id === 'key_future');
+      assert.equal(refused.length, 1, 'logged once');
+      assert.match(refused[0].reason, /its role "auditor" is not admin, operator, viewer or publisher/);
+      const list = await h.api('GET', '/v1/keys');
+      assert.equal(list.status, 200, list.text);
+      const state = (id) => list.json.data.find((k) => k.id === id)?.state;
+      assert.equal(state('key_future'), 'invalid', list.text);
+      assert.equal(state('key_good'), 'active');
+      const cli = run(['keys', 'list', '--store', h.store]);
+      assert.equal(cli.status, 0, cli.stderr);
+      assert.match(cli.stdout, /key_future\s+auditor\s+\*\s+invalid\s+newer/);
+      assert.match(cli.stdout, /key_good\s+viewer\s+\*\s+active/);
+      assert.match(cli.stderr, /key key_future: its role "auditor" is not admin, operator, viewer or publisher; hookd refuses it/);
+    } finally {
+      assert.equal((await h.stop()).code, 0);
+    }
   });
 
   it('a --resolve-file that does not exist (yet) is logged at start', async () => {

@@ -1,4 +1,4 @@
-/* test_auth.c — API-key tenant scopes: what hookd_auth_scope_check refuses, and a key cache
+/* test_auth.c — API-key tenant scopes: what hookd_scope_check refuses, and a key cache
  * that leaves out a key whose scope it would have to cut or read as "every tenant". */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,30 +28,30 @@ static void scope_of_length(char *out, size_t len, const char *last) {
 
 static void scope_check_refuses_empty_blank_bad_and_long(void **s) {
   char err[160], list[1024];
-  assert_int_equal(hookd_auth_scope_check(NULL, err, sizeof err), 0);
-  assert_int_equal(hookd_auth_scope_check("acme", err, sizeof err), 0);
-  assert_int_equal(hookd_auth_scope_check("acme,ten_01:x.y-z", err, sizeof err), 0);
+  assert_int_equal(hookd_scope_check(NULL, err, sizeof err), 0);
+  assert_int_equal(hookd_scope_check("acme", err, sizeof err), 0);
+  assert_int_equal(hookd_scope_check("acme,ten_01:x.y-z", err, sizeof err), 0);
 
-  assert_int_equal(hookd_auth_scope_check("", err, sizeof err), -1);
+  assert_int_equal(hookd_scope_check("", err, sizeof err), -1);
   assert_string_equal(err, "the tenant list is empty");
-  assert_int_equal(hookd_auth_scope_check("a,,b", err, sizeof err), -1);
+  assert_int_equal(hookd_scope_check("a,,b", err, sizeof err), -1);
   assert_string_equal(err, "item 2 of the tenant list is empty");
-  assert_int_equal(hookd_auth_scope_check(" ", err, sizeof err), -1);
+  assert_int_equal(hookd_scope_check(" ", err, sizeof err), -1);
   assert_string_equal(err, "item 1 of the tenant list is empty");
-  assert_int_equal(hookd_auth_scope_check(",a", err, sizeof err), -1);
+  assert_int_equal(hookd_scope_check(",a", err, sizeof err), -1);
   assert_string_equal(err, "item 1 of the tenant list is empty");
-  assert_int_equal(hookd_auth_scope_check("a,", err, sizeof err), -1);
+  assert_int_equal(hookd_scope_check("a,", err, sizeof err), -1);
   assert_string_equal(err, "item 2 of the tenant list is empty");
-  assert_int_equal(hookd_auth_scope_check("a, b", err, sizeof err), -1);
+  assert_int_equal(hookd_scope_check("a, b", err, sizeof err), -1);
   assert_non_null(strstr(err, "item 2 of the tenant list, \" b\", is not a tenant id"));
   memset(list, 'a', 65);
   list[65] = '\0';
-  assert_int_equal(hookd_auth_scope_check(list, err, sizeof err), -1); /* an id over 64 bytes */
+  assert_int_equal(hookd_scope_check(list, err, sizeof err), -1); /* an id over 64 bytes */
 
   scope_of_length(list, HOOKD_SCOPE_MAX, "acme-prod");
-  assert_int_equal(hookd_auth_scope_check(list, err, sizeof err), 0);
+  assert_int_equal(hookd_scope_check(list, err, sizeof err), 0);
   scope_of_length(list, HOOKD_SCOPE_MAX + 1, "acme-prod");
-  assert_int_equal(hookd_auth_scope_check(list, err, sizeof err), -1);
+  assert_int_equal(hookd_scope_check(list, err, sizeof err), -1);
   assert_string_equal(err, "the tenant list is 512 bytes, more than the 511 a key can hold");
 }
 
