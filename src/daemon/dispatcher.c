@@ -474,7 +474,8 @@ static int publish_ops(hookd_store_conn *c, const hookd_store_backend *be, item 
   const char *ops = it->d->cfg.ops_tenant;
   const hookd_outcome *o = &it->out;
   const hookd_delivery *dl = &it->c.d;
-  if (!ops || !dl->tenant_id || !strcmp(dl->tenant_id, ops) || o->cancelled) return 0;
+  if (!ops || !dl->tenant_id || !strcmp(dl->tenant_id, ops) || o->cancelled || o->superseded)
+    return 0; /* (superseded: the delivery did not move) */
   char at[HOOKD_RFC3339_MAX];
   hookd_fmt_rfc3339_ms(o->now_ms, at);
   int rc = 0;
@@ -932,6 +933,9 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->now_ms = now;
   o->inbound = it->c.inbound;
   o->ambiguous = ambiguous;
+  /* written until it lands (record_retry_later): an operator may have settled the delivery by
+   * then, and the handler's answer is history all the same */
+  o->keep_attempt = ep_no_resend(e);
   o->lane = dl->ordering_key != NULL;
   if (req->result_ref[0] && cls.cls == HOOKD_CLASS_SUCCESS) {
     /* shown to every reader of the tenant (and to an inbound provider's duplicate), as the
@@ -1332,7 +1336,8 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   }
   /* the first attempt's delay, once a delivery's first attempt row is written: a send whose
    * outcome was lost (a failing disk) and that went again counted twice, read at the send */
-  if (recorded && it->rc == 0 && o->attempt_number == 1 && !it->c.d.replay_cycle)
+  if (recorded && it->rc == 0 && o->attempt_number == 1 && !it->c.d.replay_cycle &&
+      !o->superseded)
     hookd_hist_observe_ms(&hookd_m.first_attempt_delay, it->first_delay_ms);
   if (recorded) {
     if (it->rc == HOOKD_STORE_STALE) {
@@ -1342,6 +1347,15 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
              KV_ATTEMPT(&it->c.d, o->attempt_number));
       }
       if (!it->record_tries) undo_disable(d, e, o, "endpoint.disable_not_recorded");
+    } else if (it->rc == 0 && o->superseded) {
+      /* the delivery moved on past the sweep's hold (an operator's resolve): the answer is
+       * appended to its history, the state the operator chose stands (docs/inbound.md) */
+      HOOKD_INC(stale_outcomes);
+      HLOG(HOOKD_LOG_WARN, "outcome.superseded", KV_DELIVERY(d, &it->c.d, e->cfg.id),
+           KV_ATTEMPT(&it->c.d, o->superseded), KV_I("sent_as", o->attempt_number),
+           KV_S("outcome", o->attempt.outcome), KV_I("status", o->attempt.http_status),
+           KV_S("kept", "the delivery's state as it was settled meanwhile"));
+      undo_disable(d, e, o, "endpoint.disable_not_recorded");
     } else if (it->rc != 0) {
       if (record_retry_later(d, it)) return;
       if (d->stop_ms) d->writes_given_up++;

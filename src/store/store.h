@@ -307,6 +307,11 @@ typedef struct hookd_outcome {
                                   (moved on by the disable: its node's copy takes it) */
   bool was_held;              /* out: it was held `unknown` already (a delete, a lease that ran
                                  out) and stays so: counted when it was held, not again */
+  bool keep_attempt;          /* the attempt is history even when the delivery has moved on
+                                 past its lease and the sweep's hold (an operator's resolve): a
+                                 destination that is not idempotent, written until it lands */
+  int superseded;             /* out, with keep_attempt: the delivery had moved on, so only the
+                                 attempt was appended, under this number (0: not so) */
   /* The request's to, next_attempt_ms, dead_reason and last_error as asked: the store's
    * record_outcome changes them to what it wrote (an endpoint moved since, deleted meanwhile);
    * a second run (its batch redone, a failed write tried again) starts from these

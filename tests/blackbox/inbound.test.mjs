@@ -2049,6 +2049,102 @@ describe('forwarding', () => {
     }
   });
 
+  it('an answer whose outcome could not be written until after an operator resolved the held record: its attempt is appended under a number of its own (the retry\'s attempt in flight keeps its own), the resolve stands (retry, dead_lettered)', async () => {
+    // a daemon of its own: leases of 2 × 1 s + 1 s, so the sweep holds the forwards in seconds
+    const { dir } = tempDir();
+    const d = await startHookd({ dir, args: ['--lease-margin-ms', '1000'] });
+    try {
+      assert.equal((await d.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+      // every forward hangs until the test answers it
+      const dest = await startReceiver(() => 'hang');
+      const src = await source('stripe', ['whsec_late'], [{ url: dest.url, idempotent: false, timeout_ms: 1000 }], {}, d);
+      const ids = {};
+      for (const ev of ['evt_late_retry', 'evt_late_dead']) {
+        const body = stripeEvent(ev);
+        const r = await post(src, body, sign.stripe(body, 'whsec_late'), d);
+        assert.equal(r.status, 200, r.text);
+        ids[ev] = r.json.inbox_id;
+      }
+      await dest.waitFor(2);
+      const dl = async (ev) => (await d.api('GET', `/v1/inbox/${ids[ev]}`)).json.deliveries[0];
+      const retryDl = (await dl('evt_late_retry')).id;
+      const deadDl = (await dl('evt_late_dead')).id;
+      // the fault: the store refuses the attempt rows of these two leases (the requests out now),
+      // so their outcomes are written again and again, past their leases
+      const leases = d.query(`SELECT seq, lease_token FROM deliveries WHERE id IN ('${retryDl}', '${deadDl}')`);
+      assert.equal(leases.length, 2);
+      const cond = leases.map((l) => `(NEW.delivery_seq = ${l.seq} AND NEW.lease_token = ${l.lease_token})`).join(' OR ');
+      const pg = d.store.startsWith('postgresql://');
+      if (pg) {
+        d.query("CREATE FUNCTION fault_late() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+          + " RAISE EXCEPTION 'injected fault'; END $$");
+        d.query(`CREATE TRIGGER fault_late BEFORE INSERT ON attempts FOR EACH ROW WHEN (${cond})`
+          + ' EXECUTE FUNCTION fault_late()');
+      } else {
+        d.query(`CREATE TRIGGER fault_late BEFORE INSERT ON attempts WHEN ${cond}`
+          + " BEGIN SELECT RAISE(ABORT, 'injected fault'); END;");
+      }
+      let dropped = false;
+      const drop = () => { if (!dropped) d.query(pg ? 'DROP TRIGGER fault_late ON attempts' : 'DROP TRIGGER fault_late'); dropped = true; };
+      const attempts = async (id) => (await d.api('GET', `/v1/deliveries/${id}`)).json.attempts;
+      try {
+        // the handler answers both: a 500 (its own failure) and a 200 (it did the work)
+        const order = dest.requests.map((q) => JSON.parse(q.body).id);
+        const answers = { evt_late_retry: 500, evt_late_dead: 200 };
+        for (const [i, res] of dest.hanging.splice(0).entries()) res.writeHead(answers[order[i]]).end('answer');
+        await d.waitForLog((l) => l.msg === 'outcome.write_retry' && l.delivery_id === retryDl, 10000, 'the outcome not written');
+        // the leases run out: the sweep holds both (the requests may have been sent)
+        await waitStatus(src, ids.evt_late_retry, 'unknown', 15000, d);
+        await waitStatus(src, ids.evt_late_dead, 'unknown', 15000, d);
+        // the retry's request will be out for as long as the test needs (the new cycle takes the
+        // destination as it is now)
+        const dst = src.destinations[0].id;
+        const p = await d.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${dst}`, { timeout_ms: 60000 });
+        assert.equal(p.status, 200, p.text);
+        // the operator's round, before the outcomes land
+        const retry = await d.api('POST', `/v1/inbox/${ids.evt_late_retry}/resolve`, { outcome: 'retry', reason: 'not in the ledger' });
+        assert.equal(retry.status, 200, retry.text);
+        const dead = await d.api('POST', `/v1/inbox/${ids.evt_late_dead}/resolve`, { outcome: 'dead_lettered', reason: 'give up' });
+        assert.equal(dead.status, 200, dead.text);
+        // the retry's new cycle: its first attempt is out (numbered 1 at its claim, as the late
+        // one was sent)
+        await dest.waitFor(3);
+        assert.equal(dest.requests[2].headers['hookd-attempt'], '1');
+        drop(); // the store takes the late outcomes now
+        // (written again every 6.4 s at most by now; before, dropped once it found the resolve)
+        await waitUntil(async () => (await attempts(deadDl)).length === 1 && (await attempts(retryDl)).length === 1,
+          { timeout: 30000, what: 'the late answers in the attempt history' });
+        // the late 500 took the number after the one in flight
+        assert.deepEqual((await attempts(retryDl)).map((a) => [a.attempt, a.http_status]), [[2, 500]]);
+        assert.equal((await d.api('GET', `/v1/inbox/${ids.evt_late_retry}`)).json.status, 'processing', 'the retry goes on');
+      } finally {
+        drop();
+      }
+      // the retry's attempt is answered: recorded under its own number, no collision
+      dest.hanging.shift().writeHead(200).end('ok');
+      await waitStatus(src, ids.evt_late_retry, 'completed', 15000, d);
+      const r = (await d.api('GET', `/v1/deliveries/${retryDl}`)).json;
+      assert.deepEqual(r.attempts.map((a) => [a.attempt, a.http_status]).sort(), [[1, 200], [2, 500]], JSON.stringify(r.attempts));
+      assert.deepEqual([r.state, r.attempt_count], ['delivered', 2]);
+      const x = (await d.api('GET', `/v1/deliveries/${deadDl}`)).json;
+      assert.deepEqual(x.attempts.map((a) => [a.attempt, a.http_status]), [[1, 200]], 'the late 200 is in the history');
+      assert.deepEqual([x.state, x.attempt_count], ['dead', 1], 'the operator\'s dead_lettered stands');
+      const recRetry = (await d.api('GET', `/v1/inbox/${ids.evt_late_retry}`)).json;
+      assert.deepEqual([recRetry.status, recRetry.attempt_count], ['completed', 2]);
+      const recDead = (await d.api('GET', `/v1/inbox/${ids.evt_late_dead}`)).json;
+      assert.deepEqual([recDead.status, recDead.attempt_count], ['dead_lettered', 1]);
+      const late = d.logs.filter((l) => l.msg === 'outcome.superseded');
+      assert.deepEqual(late.map((l) => [l.delivery_id, l.attempt, l.sent_as, l.status]).sort(),
+        [[deadDl, 1, 1, 200], [retryDl, 2, 1, 500]].sort());
+      assert.ok(!d.logs.some((l) => l.msg === 'delivery.dead' && l.delivery_id === deadDl), 'no second dead-lettering');
+      // sent: each once, the retried one once more (both settled in the store: nothing is due)
+      assert.deepEqual(forwardedIds(dest).sort(), ['evt_late_dead', 'evt_late_retry', 'evt_late_retry']);
+      await dest.close();
+    } finally {
+      assert.equal((await d.stop()).code, 0);
+    }
+  });
+
   it('a held forward whose destination was deleted cannot be resolved "retry" (it would wait for ever): 409; dead_lettered still can', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_rd'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);

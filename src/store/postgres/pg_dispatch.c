@@ -275,10 +275,12 @@ int pg_claim(hookd_store_conn *c, const hookd_claim_req *asked, hookd_claimed **
 /* The outcome's new state, shared by the fenced update and the one on a held delivery:
  * $1 to, $2 attempt number, $3 next_attempt_at, $4 last_error, $5 status, $6 now,
  * $7 dead_reason, $8 result_ref, $9 ambiguous, $10 seq, $11 lease token (bind_outcome); the
- * WHERE clauses append theirs from $12. */
+ * WHERE clauses append theirs from $12. The larger attempt count: an attempt appended late
+ * during this lease (late_outcome) took the number after this one's. */
 #define OUTCOME_SET                                                                             \
   "UPDATE deliveries SET state = $1::text,"                                                     \
-  " attempt_count = CASE WHEN $2::bigint > 0 THEN $2::bigint ELSE attempt_count END,"           \
+  " attempt_count = CASE WHEN $2::bigint > 0 THEN GREATEST(attempt_count, $2::bigint)"        \
+  " ELSE attempt_count END,"                                                                    \
   " next_attempt_at = $3::bigint, last_error = $4::text,"                                       \
   " last_status = CASE WHEN $2::bigint > 0 THEN $5::bigint ELSE last_status END,"               \
   " lease_owner = NULL, leased_until = NULL, updated_at = $6::bigint,"                          \
@@ -318,7 +320,15 @@ static void bind_outcome(pg_params *p, const hookd_outcome *o) {
  * got) or a hold (an ambiguous end at a destination that is not idempotent: the receiver may
  * have done the work; an operator decides) stands; anything else cancels it, as the delete
  * does: retrying, it would wait for ever. Anything else since (a resolve, a replay, another
- * claim) changed the state or the token: STALE (a row count, not a failing statement). */
+ * claim) changed the state or the token: STALE (a row count, not a failing statement) — but
+ * for a destination that is not idempotent (keep_attempt), whose outcome is written until it
+ * lands, and which an operator may have resolved meanwhile: the delivery and its record stay as
+ * they are, and the attempt is appended all the same (docs/inbound.md "An outcome that cannot
+ * be written"), under the next free number (o->superseded) — its own may be a new cycle's
+ * first attempt's — past every attempt recorded and past a live lease's (numbered
+ * attempt_count + 1 at its claim; OUTCOME_SET keeps the larger count). The running cycle's
+ * budget leaves it out (cycle_base moves with it). STALE still when this lease's attempt is
+ * recorded (a write that committed after all). */
 static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   pg_params p;
   pg_p_init(&p);
@@ -358,6 +368,23 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
                          " AND (last_error = $12::text OR last_error = $13::text)))",
                          &p, "record outcome");
   if (changed < 0) return HOOKD_STORE_ERR;
+  if (changed != 1 && o->keep_attempt && o->attempt_number > 0) {
+    pg_p_init(&p);
+    pg_p_i64(&p, o->delivery_seq);
+    pg_p_i64(&p, o->lease_token);
+    r = pg_q(c,
+             "UPDATE deliveries d SET attempt_count = GREATEST(d.attempt_count"
+             " + (d.leased_until IS NOT NULL)::int, COALESCE((SELECT max(a.attempt_number)"
+             " FROM attempts a WHERE a.delivery_seq = d.seq), 0)) + 1,"
+             " cycle_base = d.cycle_base + 1 WHERE d.seq = $1 AND NOT EXISTS (SELECT 1"
+             " FROM attempts a WHERE a.delivery_seq = d.seq AND a.lease_token = $2::bigint)"
+             " RETURNING d.attempt_count",
+             &p, "record outcome");
+    if (!r) return HOOKD_STORE_ERR;
+    o->superseded = PQntuples(r) > 0 ? (int)pg_i64(r, 0, 0) : 0;
+    PQclear(r);
+    if (o->superseded) return HOOKD_STORE_OK;
+  }
   if (changed != 1) {
     snprintf(c->err, sizeof c->err, "lease token %lld is no longer current",
              (long long)o->lease_token);
@@ -472,6 +499,7 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   o->disable_declined = o->disabled_now = o->failing_run_ended = false;
   o->disabled_updated_ms = 0;
   o->was_held = false;
+  o->superseded = 0;
   if (changed != 1) {
     int rc = late_outcome(c, o);
     if (rc) return rc;
@@ -480,7 +508,7 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     pg_params q;
     pg_p_init(&q);
     pg_p_i64(&q, o->delivery_seq);
-    pg_p_i64(&q, o->attempt_number);
+    pg_p_i64(&q, o->superseded ? o->superseded : o->attempt_number);
     pg_p_i64(&q, o->lease_token);
     bind_attempt(&q, o);
     inserted = pg_x(c, attempt_sql, &q, "insert attempt");
@@ -488,11 +516,13 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   }
   if (o->attempt_number > 0 && inserted != 1)
     return pg_fail(c, "insert attempt: that attempt number is recorded already");
-  if (o->inbound) {
-    int rc = pg_inbox_follow(c, o->delivery_seq, o->now_ms, o->last_error, o->result_ref);
+  if (o->inbound) { /* (superseded: its attempt count alone, the status and error as they are) */
+    int rc = pg_inbox_follow(c, o->delivery_seq, o->now_ms, o->superseded ? NULL : o->last_error,
+                             o->superseded ? NULL : o->result_ref);
     if (rc) return rc;
   }
-  if (o->cancelled) return HOOKD_STORE_OK; /* its endpoint is gone: nothing more to follow */
+  /* its endpoint is gone, or the delivery moved on: nothing more to follow */
+  if (o->cancelled || o->superseded) return HOOKD_STORE_OK;
   if (o->lane && !hookd_dstate_active(o->to)) {
     int rc = pg_lane_advance(c, o->delivery_seq);
     if (rc) return rc;

@@ -1144,10 +1144,12 @@ const char sq_held_deleted[] = "destination deleted while a request to it may ha
   "EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id"                       \
   " AND e.deleted_at IS NOT NULL)"
 
-/* The outcome's new state, shared by the fenced update and the one on a held delivery. */
+/* The outcome's new state, shared by the fenced update and the one on a held delivery (the
+ * larger attempt count: an attempt appended late during this lease, late_outcome, took the
+ * number after this one's). */
 #define OUTCOME_SET                                                                             \
   "UPDATE deliveries SET state = ?4,"                                                           \
-  " attempt_count = CASE WHEN ?5 > 0 THEN ?5 ELSE attempt_count END,"                           \
+  " attempt_count = CASE WHEN ?5 > 0 THEN MAX(attempt_count, ?5) ELSE attempt_count END,"       \
   " next_attempt_at = ?6, last_error = ?7,"                                                     \
   " last_status = CASE WHEN ?5 > 0 THEN ?8 ELSE last_status END,"                               \
   " lease_owner = NULL, leased_until = NULL, updated_at = ?9,"                                  \
@@ -1188,21 +1190,37 @@ static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
  * got) or a hold (an ambiguous end at a destination that is not idempotent: the receiver may
  * have done the work; an operator decides) stands; anything else cancels it, as the delete
  * does: retrying, it would wait for ever. Anything else since (a resolve, a replay, another
- * claim) changed the state or the token: STALE. */
+ * claim) changed the state or the token: STALE — but for a destination that is not idempotent
+ * (keep_attempt), whose outcome is written until it lands, and which an operator may have
+ * resolved meanwhile: the delivery and its record stay as they are, and the attempt is
+ * appended all the same (docs/inbound.md "An outcome that cannot be written"), under the next
+ * free number (o->superseded) — its own may be a new cycle's first attempt's — past every
+ * attempt recorded and past a live lease's (numbered attempt_count + 1 at its claim;
+ * OUTCOME_SET keeps the larger count). The running cycle's budget leaves it out (cycle_base
+ * moves with it). STALE still when this lease's attempt is recorded (a write that committed
+ * after all). */
 static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   sqlite3_stmt *st = sq_stmt(c, SQ_OUTCOME_GONE,
                              "SELECT e.deleted_at IS NOT NULL, d.state = 'unknown',"
                              " (SELECT v.purged_at IS NOT NULL FROM events v"
-                             " WHERE v.seq = d.event_seq) FROM deliveries"
+                             " WHERE v.seq = d.event_seq), EXISTS (SELECT 1 FROM attempts a"
+                             " WHERE a.delivery_seq = d.seq AND a.lease_token = ?2),"
+                             " MAX(d.attempt_count + (d.leased_until IS NOT NULL),"
+                             " COALESCE((SELECT MAX(a.attempt_number) FROM attempts a"
+                             " WHERE a.delivery_seq = d.seq), 0)) + 1 FROM deliveries"
                              " d JOIN endpoints e ON e.id = d.endpoint_id WHERE d.seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, o->delivery_seq);
+  sq_bind_i64(st, 2, o->lease_token);
   int step = sqlite3_step(st);
   bool gone = step == SQLITE_ROW && sqlite3_column_int(st, 0);
   bool held = step == SQLITE_ROW && sqlite3_column_int(st, 1);
   /* its event's payload deleted while the request was out (DELETE …/payload cancelled it): as
    * for a deleted endpoint, only a success stands — nothing is left to send again */
   bool purged = step == SQLITE_ROW && sqlite3_column_int(st, 2);
+  bool keep = step == SQLITE_ROW && !sqlite3_column_int(st, 3) && o->keep_attempt &&
+              o->attempt_number > 0;
+  int64_t next = step == SQLITE_ROW ? sqlite3_column_int64(st, 4) : 0;
   sqlite3_reset(st);
   if (step != SQLITE_ROW && step != SQLITE_DONE) return sq_fail(c, "record outcome");
   hookd_outcome late = *o;
@@ -1225,6 +1243,17 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   sq_bind_text(bind_outcome(st, &late), 12, lease_lost);
   sq_bind_text(st, 13, sq_held_deleted);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
+  if (sqlite3_changes(c->db) != 1 && keep) {
+    st = sq_stmt(c, SQ_SUPERSEDED_COUNT,
+                 "UPDATE deliveries SET attempt_count = ?2, cycle_base = cycle_base + 1"
+                 " WHERE seq = ?1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, o->delivery_seq);
+    sq_bind_i64(st, 2, next);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "record outcome");
+    o->superseded = (int)next;
+    return HOOKD_STORE_OK;
+  }
   if (sqlite3_changes(c->db) != 1) {
     snprintf(c->err, sizeof c->err, "lease token %lld is no longer current",
              (long long)o->lease_token);
@@ -1280,6 +1309,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   o->disable_declined = o->disabled_now = o->failing_run_ended = false;
   o->disabled_updated_ms = 0;
   o->was_held = false;
+  o->superseded = 0;
   if (sqlite3_changes(c->db) != 1) {
     int rc = late_outcome(c, o);
     if (rc) return rc;
@@ -1293,7 +1323,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, o->delivery_seq);
-    sq_bind_i64(st, 2, o->attempt_number);
+    sq_bind_i64(st, 2, o->superseded ? o->superseded : o->attempt_number);
     sq_bind_i64(st, 3, a->started_ms);
     sq_bind_i64(st, 4, a->finished_ms);
     sq_bind_text(st, 5, a->outcome);
@@ -1310,11 +1340,13 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     sq_bind_text(st, 12, a->url);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert attempt");
   }
-  if (o->inbound) {
-    int rc = sq_inbox_follow(c, o->delivery_seq, o->now_ms, o->last_error, o->result_ref);
+  if (o->inbound) { /* (superseded: its attempt count alone, the status and error as they are) */
+    int rc = sq_inbox_follow(c, o->delivery_seq, o->now_ms, o->superseded ? NULL : o->last_error,
+                             o->superseded ? NULL : o->result_ref);
     if (rc) return rc;
   }
-  if (o->cancelled) return HOOKD_STORE_OK; /* its endpoint is gone: nothing more to follow */
+  /* its endpoint is gone, or the delivery moved on: nothing more to follow */
+  if (o->cancelled || o->superseded) return HOOKD_STORE_OK;
   if (o->lane && !hookd_dstate_active(o->to)) {
     int rc = sq_lane_advance(c, o->delivery_seq);
     if (rc) return rc;
