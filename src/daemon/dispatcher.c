@@ -540,6 +540,8 @@ static void submit_item_op(hookd_dispatcher *d, item *it, item_op_kind kind) {
   /* a fenced lease (HOOKD_STORE_STALE) is found by the first UPDATE, before anything is written;
    * all write only the store, so they may run twice */
   it->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
+  it->op_net_ms = d->clock_net_ms;
+  it->op_leases_ms = d->clock_leases_ms;
   d->store_ops++;
   it->ep->item_ops++; /* the endpoint outlives the op even if it is deleted meanwhile */
   hookd_storeq_submit(d->store->writer, &it->op);
@@ -1319,10 +1321,24 @@ static void rescan_soon(hookd_dispatcher *d, bool asked) {
   if (at < d->next_rescan_ms) d->next_rescan_ms = at;
 }
 
+/* An outcome whose write was out while the wall clock stepped (move_items walks only the items
+ * queued, in flight or waiting to write again): its lease moved in the store with the others,
+ * and its times move here, so that a write failed after a step forward is tried again for as
+ * long as the moved lease allows — not given up at once and the delivery, answered 2xx, sent
+ * again once the moved lease ran out. */
+static void catch_up_steps(hookd_dispatcher *d, item *it) {
+  if (!it->recording) return;
+  it->c.d.leased_until_ms += d->clock_leases_ms - it->op_leases_ms;
+  it->out.sent_ms += d->clock_net_ms - it->op_net_ms;
+  it->op_leases_ms = d->clock_leases_ms;
+  it->op_net_ms = d->clock_net_ms;
+}
+
 static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   ep *e = it->ep;
   hookd_outcome *o = &it->out;
   e->item_ops--;
+  catch_up_steps(d, it);
   for (int k = 0; k < 2; k++) { /* the operational events it published go now */
     for (size_t i = 0; recorded && it->rc == 0 && i < it->ops[k].n_endpoints; i++) {
       ep *to = ep_get(d, it->ops[k].endpoints[i]);
@@ -1733,9 +1749,10 @@ static int run_move_leases(hookd_store_conn *c, const hookd_store_backend *be, v
  * out (compared with when an operator moved or enabled its endpoint again, health_since, written
  * on the new clock; and how long it has been out), when an outcome is written again, and — on a
  * step forward (leases: true) — the leases of all of them: waiting in the queues, in flight, or
- * waiting to write their outcome again. One whose send mark or release is being written, or
- * whose claim was queued before the step (its rows are moved in the store, not here), is given
- * back when its lease reads short: a release and a claim more, nothing sent twice. */
+ * waiting to write their outcome again. One whose outcome is being written catches up at the
+ * write's end (catch_up_steps). One whose send mark or release is being written, or whose claim
+ * was queued before the step (its rows are moved in the store, not here), is given back when
+ * its lease reads short: a release and a claim more, nothing sent twice. */
 static void move_items(hookd_dispatcher *d, int64_t delta_ms, bool leases) {
   const char *k;
   void *v;
@@ -1807,6 +1824,7 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
     return;
   }
   d->clock_net_ms += delta_ms;
+  d->clock_leases_ms += delta_ms;
   d->clock_forward_ms += delta_ms;
   d->clock_forward_at = disp_now(d); /* (on the new clock) */
   d->lease_move_pending += delta_ms;

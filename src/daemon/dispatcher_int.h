@@ -133,6 +133,9 @@ typedef struct item {
   int rc;
   int record_tries;           /* outcome writes that failed with a store error */
   int64_t retry_ms;           /* when to write the outcome again (in d->record_retry) */
+  int64_t op_net_ms, op_leases_ms; /* d->clock_net_ms and d->clock_leases_ms at its op's submit:
+                                      the steps taken while its outcome was being written,
+                                      caught up with at its end (catch_up_steps) */
   struct item *retry_next;
   struct hookd_dispatcher *d;
 } item;
@@ -349,6 +352,8 @@ struct hookd_dispatcher {
                                  started before the latest (its max age counts time passed) */
   int64_t clock_forward_at;   /* when the latest was taken (dispatcher time) */
   int64_t clock_net_ms;            /* the clock steps taken, net (+ forward) */
+  int64_t clock_leases_ms;         /* the steps forward taken, summed: this node's leases moved
+                                      by them (an outcome's write out meanwhile catches up) */
   uint64_t pause_gen;              /* apply_pauses's rescans, counted (ep.pause_gen) */
   _Atomic int64_t stepped_back_ms; /* the most clock_net_ms has read behind 0 (by retention) */
   int64_t lease_move_pending; /* ms this node's stored leases still have to move forward: no

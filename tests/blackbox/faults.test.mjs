@@ -1140,6 +1140,42 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
+  it('a step forward while an answered request\'s outcome waits for the store\'s write lock: the failed write is tried again within the moved lease, not given up and sent again', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env, args: ['--lease-margin-ms', '1000'] });
+    const recv = await startReceiver((req, n) => (n === 1 ? 'hang' : { status: 200 }));
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 4000 }); // lease: 2 × 4 s + 1 s
+    const first = (await publish(h, tenant, { type: 'a', payload: { n: 1 } })).json.id;
+    await recv.waitFor(1);
+    const inFlight = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_in_flight');
+    // another writer takes the database: the outcome's transaction waits out the busy timeout (5 s)
+    const release = await h.lockStore();
+    let wrote;
+    try {
+      recv.releaseHanging(200);
+      // answered: its outcome's write is out (the request no longer in flight), waiting for the
+      // lock — and the wall clock steps forward by more than the lease has left
+      await waitUntil(async () => (await inFlight()) === 0, { what: 'the answer taken, its outcome being written' });
+      clock.step(60 * 1000);
+      await h.waitForLog((l) => l.msg === 'clock.stepped');
+      wrote = await h.waitForLog((l) => l.msg === 'outcome.write_retry' || l.msg === 'outcome.write_failed', 15000,
+        'the failed write tried again, or given up');
+    } finally {
+      await release();
+    }
+    assert.equal(wrote.msg, 'outcome.write_retry', 'tried again within its lease, moved with the step');
+    const ds = await waitDelivery(h, first, (x) => x[0]?.state === 'delivered', 'delivered', 15000);
+    assert.deepEqual((await getDelivery(h, ds[0].id)).attempts.map((a) => a.http_status), [200]);
+    const second = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
+    await waitDelivery(h, second, (x) => x[0]?.state === 'delivered', 'delivered', 15000);
+    assert.deepEqual(recv.requests.map((q) => q.headers['webhook-id']), [first, second], 'each sent once');
+    assert.ok(!h.logs.some((l) => l.msg === 'outcome.write_failed' || l.msg === 'leases.reclaimed'));
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   // A request hangs; an operator disables and enables its endpoint again, with a step of the wall
   // clock before (stepFirst) or after that; the request is then answered 410: the enable is
   // newer than the request, so nothing is disabled, and the next event is delivered.
