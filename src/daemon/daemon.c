@@ -538,6 +538,15 @@ static void on_unknown_commit(void) {
   _exit(1);
 }
 
+/* A sync of the store's files failed (hookd_storeq_lost_sync): pages the kernel was given may
+ * never reach the disk, and a later sync would say they had — stop before anything builds on
+ * them; the next start copies the WAL into the database again. */
+static void on_lost_sync(const char *error) {
+  HLOG(HOOKD_LOG_ERROR, "store.sync_failed", KV_S("error", error),
+       KV_S("action", "exiting; the next start copies the WAL into the database again"));
+  _exit(1);
+}
+
 /* A store op or batch failed: one log line with the backend's error text (a locked or full
  * disk, I/O errors), at most one a second (a failing store fails every op), the rest counted. */
 static void on_store_failure(const char *queue, const char *what, const char *error) {
@@ -689,6 +698,7 @@ int hookd_serve(const hookd_config *cfg) {
       .url = cfg->store_url, .max_batch = cfg->store_batch, .stop_requested = stop_pending,
       .node_id = cfg->node_id, .wait_s = cfg->store_wait_s, .waiting = on_store_waiting};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
+  hookd_storeq_set_lost_sync_handler(on_lost_sync);
   hookd_storeq_set_failure_handler(on_store_failure);
   hookd_storeq_set_settled_handler(on_settled_commit);
   hookd_storeq_set_slow_handler(on_slow_batch);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 
@@ -37,6 +38,19 @@ struct hookd_storeq {
 static _Atomic(void (*)(void)) unknown_commit_handler;
 
 void hookd_storeq_set_unknown_commit_handler(void (*fn)(void)) { unknown_commit_handler = fn; }
+
+static _Atomic(void (*)(const char *)) lost_sync_handler;
+
+void hookd_storeq_set_lost_sync_handler(void (*fn)(const char *)) { lost_sync_handler = fn; }
+
+void hookd_storeq_lost_sync(const char *error) {
+  void (*fn)(const char *) = lost_sync_handler;
+  if (fn) fn(error);
+  /* (no handler: the CLI) said, and ended as the daemon ends */
+  fprintf(stderr, "hookd: the store's sync failed (%s): stopping; the next start recovers it\n",
+          error);
+  _exit(1);
+}
 
 static _Atomic(void (*)(const char *, size_t, int64_t, int64_t)) slow_handler;
 

@@ -83,6 +83,16 @@ void hookd_storeq_set_slow_handler(void (*fn)(const char *queue, size_t ops, int
  * what it asked for may or may not be stored. */
 void hookd_storeq_set_unknown_commit_handler(void (*fn)(void));
 
+/* A sync of the store's files failed after their pages were handed to the kernel (a checkpoint
+ * of SQLite's WAL into the database: its fsync answered EIO). Linux reports a failed writeback
+ * once and forgets the pages, so a later sync "succeeds" while they never reached the disk —
+ * and a checkpoint that then succeeds lets the WAL start over over frames acknowledged long ago
+ * (lost, or a corrupt database at the next reboot). Nothing may run on: the backend calls
+ * hookd_storeq_lost_sync, which calls fn(error) (the daemon logs and exits) and then _exit(1);
+ * the next start's recovery copies the whole WAL again, as PostgreSQL's does after its PANIC. */
+void hookd_storeq_set_lost_sync_handler(void (*fn)(const char *error));
+_Noreturn void hookd_storeq_lost_sync(const char *error);
+
 /* Who hears of commits whose answer was lost and whose outcome the backend then settled
  * (process-wide; the daemon logs them): fn(queue, committed), before the callers are told. */
 void hookd_storeq_set_settled_handler(void (*fn)(const char *queue, bool committed));

@@ -30,6 +30,7 @@
 
 #include "core/clock.h"
 #include "store/sqlite/sqlite_int.h"
+#include "store/storeq.h"
 
 /* Wake the checkpointer once this many WAL frames (4 MiB at 4 KiB pages) are not yet copied: a
  * page written by several commits in between is copied to the database once. The writer's own
@@ -172,13 +173,24 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
  * failed: a busy connection (another checkpoint running, a reader on old frames) is not a
  * failure, the next one goes on. Only one that copied something (or had nothing to copy) says
  * the disk takes writes again: a reader's old snapshot can make a checkpoint copy nothing and
- * succeed. */
+ * succeed. A failed write (a full disk, EIO from pwrite) leaves the WAL's copy mark where it
+ * was, and the next checkpoint copies those frames again; a failed sync of the database does
+ * not end so well (pages whose writeback failed are forgotten by Linux, which reports the error
+ * once: the next checkpoint's sync succeeds, the WAL starts over, and commits acknowledged long
+ * ago are gone) — the process stops there (hookd_storeq_lost_sync), and the next start copies
+ * the whole WAL again. */
 static int ckpt_note(sq_shared *sh, sqlite3 *db, int rc, bool progressed) {
   if (rc == SQLITE_OK) {
     if (progressed) sh->ckpt_failing = 0;
     return 0;
   }
   if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) return 0;
+  int ec = sqlite3_extended_errcode(db);
+  if (ec == SQLITE_IOERR_FSYNC || ec == SQLITE_IOERR_DIR_FSYNC) {
+    char why[300];
+    snprintf(why, sizeof why, "checkpoint: %s (%d)", sqlite3_errmsg(db), ec);
+    hookd_storeq_lost_sync(why);
+  }
   sh->ckpt_failures++;
   sh->ckpt_failing = 1;
   snprintf(sh->ckpt_err, sizeof sh->ckpt_err, "%s (%d)", sqlite3_errmsg(db), rc);
@@ -509,11 +521,16 @@ static int sq_commit(hookd_store_conn *c) {
    * with powersafe overwrite nothing is written after it (no padding frames), so the commit
    * frame is incomplete or absent, and recovery drops the transaction — a failure, as ENOSPC's
    * SQLITE_FULL is. */
-  int ec = sqlite3_extended_errcode(c->db);
-  if (rc != HOOKD_STORE_OK && (ec & 0xff) == SQLITE_IOERR &&
-      !(ec == SQLITE_IOERR_WRITE && c->psow))
-    return HOOKD_STORE_UNKNOWN;
-  return rc;
+  if (rc == HOOKD_STORE_OK) return rc;
+  /* Only the failures known to come before anything of the commit is durable say "failed";
+   * any other (an fsync's EIO, an out-of-memory appending to the WAL index after the frames
+   * were synced) may have committed: unknown, never answered as a failure (a client would
+   * retry a publish that landed) */
+  int ec = sqlite3_extended_errcode(c->db), pc = ec & 0xff;
+  bool failed = pc == SQLITE_FULL || pc == SQLITE_CONSTRAINT || pc == SQLITE_BUSY ||
+                pc == SQLITE_LOCKED || pc == SQLITE_READONLY ||
+                (ec == SQLITE_IOERR_WRITE && c->psow);
+  return failed ? rc : HOOKD_STORE_UNKNOWN;
 }
 static int sq_rollback(hookd_store_conn *c) {
   reset_all(c);
