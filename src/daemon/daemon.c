@@ -712,6 +712,8 @@ int hookd_serve(const hookd_config *cfg) {
   if (app.store->schema_to != app.store->schema_from) /* an upgrade (a new store: from 0) */
     HLOG(HOOKD_LOG_INFO, "store.migrated", KV_I("from", app.store->schema_from),
          KV_I("to", app.store->schema_to), KV_I("ms", app.store->migrate_ms));
+  if (app.store->not_durable[0]) /* (said at every start: a test server's, never production's) */
+    HLOG(HOOKD_LOG_WARN, "store.not_durable", KV_S("why", app.store->not_durable));
   if (cfg->config_loose_mode) { /* (as the master key file's: keyring.c) */
     char octal[8];
     snprintf(octal, sizeof octal, "%04o", cfg->config_loose_mode);

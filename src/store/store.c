@@ -741,6 +741,8 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
                            &s->schema_to);
   s->migrate_ms = hookd_mono_ms() - m0;
   if (mrc == 0 && cfg->recover_wal && s->be->recover) mrc = s->be->recover(wc);
+  if (mrc == 0 && s->be->durability_check)
+    mrc = s->be->durability_check(wc, s->not_durable, sizeof s->not_durable);
   if (mrc != 0) {
     snprintf(err, errlen, "%s%s", cfg->no_migrate ? "" : "migrate: ", s->be->errmsg(wc));
     s->be->close(wc);

@@ -738,6 +738,10 @@ typedef struct hookd_store_backend {
   /* A CLI command alone on an embedded store (no daemon holds it), about to write: the WAL a
    * crashed run left copied into the database first, as a daemon's start does (NULL: none). */
   int (*recover)(hookd_store_conn *c);
+  /* What of the server's own settings voids "a commit answered is on disk", which no session
+   * setting can restore (PostgreSQL's fsync off, full_page_writes off): a sentence in out, or
+   * "" (NULL: a backend that has none to check). 0, or a store error. */
+  int (*durability_check)(hookd_store_conn *c, char *out, size_t cap);
 
   /* Transactions, driven by the executor. */
   int (*begin)(hookd_store_conn *c, int writer);
@@ -1077,6 +1081,8 @@ typedef struct hookd_store {
   int64_t schema_from, schema_to; /* the schema versions the open found and left (upgraded
                                    * when they differ; the daemon logs it) */
   int64_t migrate_ms;             /* how long the migrations took */
+  char not_durable[200];          /* the backend's durability_check at the open ("": none; the
+                                   * daemon warns of it) */
   void *watch;                    /* the change feed, when started (hookd_store_watch) */
   void (*watch_stop)(void *watch);
 } hookd_store;

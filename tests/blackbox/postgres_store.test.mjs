@@ -135,6 +135,13 @@ test('the sessions set what the store rests on: a role\'s lock_timeout and an is
     assert.deepEqual([...new Set(answers.map((a) => a.status))], [202], answers.find((a) => a.status !== 202)?.text);
     await rx.waitFor((r) => new Set(r.requests.map((q) => q.headers['webhook-id'])).size === 200, 30000, 'each delivered');
     for (const h of nodes) assert.ok(!h.logs.some((l) => l.msg === 'store.error'), JSON.stringify(h.logs.find((l) => l.msg === 'store.error')));
+    // what no session can set is said at start: the test server runs with fsync off (its
+    // commits are not on disk), which voids "2xx only after a durable commit"
+    for (const h of nodes) {
+      const said = h.logs.find((l) => l.msg === 'store.not_durable');
+      assert.equal(said?.level, 'warn', JSON.stringify(said));
+      assert.match(said.why, /runs with fsync off: a commit it answers is not on disk/);
+    }
   } finally {
     for (const h of nodes) await h.stop();
     await rx.close();

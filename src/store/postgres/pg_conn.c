@@ -670,6 +670,30 @@ static int pg_probe(hookd_store_conn *c) {
   return HOOKD_STORE_OK;
 }
 
+/* The server's settings no session can override (store.h durability_check): with fsync off a
+ * COMMIT answered is not on disk (a crash of the server or its host loses acknowledged
+ * events), with full_page_writes off a torn page may corrupt the database. */
+static int pg_durability_check(hookd_store_conn *c, char *out, size_t cap) {
+  out[0] = '\0';
+  PGresult *r =
+      PQexec(c->pg, "SELECT current_setting('fsync'), current_setting('full_page_writes')");
+  if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+    statement_failed(c, r, "read the server's durability settings");
+    return HOOKD_STORE_ERR;
+  }
+  bool fsync_off = !strcmp(PQgetvalue(r, 0, 0), "off");
+  bool fpw_off = !strcmp(PQgetvalue(r, 0, 1), "off");
+  PQclear(r);
+  if (fsync_off || fpw_off)
+    snprintf(out, cap, "the PostgreSQL server runs with %s off: %s",
+             fsync_off && fpw_off ? "fsync and full_page_writes" : fsync_off ? "fsync"
+                                                                            : "full_page_writes",
+             fsync_off ? "a commit it answers is not on disk, and a crash of the server or its "
+                         "host loses events hookd acknowledged"
+                       : "a crash during a page write may corrupt the database");
+  return HOOKD_STORE_OK;
+}
+
 bool pg_reports_read_only(const PGconn *pg) {
   const char *ro = PQparameterStatus(pg, "default_transaction_read_only");
   const char *hs = PQparameterStatus(pg, "in_hot_standby");
@@ -857,6 +881,7 @@ const hookd_store_backend hookd_pg_backend = {
     .clear_error = pg_clear_error,
     .interrupt = pg_interrupt,
     .migrate = pg_migrate,
+    .durability_check = pg_durability_check,
     .begin = pg_begin,
     .commit = pg_commit,
     .commit_settled = pg_commit_settled,
