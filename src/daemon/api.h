@@ -32,6 +32,7 @@ struct hookd_api_op {
   void (*cleanup)(hookd_api_op *op);
   char err[256]; /* the backend's error text when run failed */
   char actor[64];   /* the API key id of the principal ("" on public routes) */
+  bool read_counted; /* one of its key's --max-reads-per-key (given back when it is freed) */
   char reason[256]; /* Hookd-Reason header, for the audit log */
   int chain;        /* set by hookd_api_chain: 1 + HOOKD_API_* (the op runs again there) */
   /* hookd_api_keys_reload: the API keys read again after a change, and what answers then */

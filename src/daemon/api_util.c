@@ -2,6 +2,7 @@
  * shared by the API handlers. */
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include "core/jsonio.h"
 #include "core/num.h"
 #include "core/shown_text.h"
+#include "core/strmap.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/metrics.h"
@@ -31,7 +33,36 @@ static int op_run(hookd_store_conn *c, const hookd_store_backend *be, void *arg)
   return rc;
 }
 
+/* The reads of each API key waiting for the store or running (docs/api.md 429): key id → count
+ * (as a pointer), taken on the HTTP thread, given back wherever the op ends. */
+static pthread_mutex_t reads_mu = PTHREAD_MUTEX_INITIALIZER;
+static hookd_strmap reads_by_key;
+
+/* A read of op's key may go to the store: false when --max-reads-per-key are out already. Ops
+ * of no request (the daemon's own) and of public routes are not counted. */
+static bool read_slot_take(hookd_api_op *op) {
+  if (!op->req || !op->actor[0]) return true;
+  pthread_mutex_lock(&reads_mu);
+  intptr_t n = (intptr_t)hookd_strmap_get(&reads_by_key, op->actor);
+  bool ok = n < op->app->cfg->max_reads_per_key &&
+            hookd_strmap_put(&reads_by_key, op->actor, (void *)(n + 1)) == 0;
+  pthread_mutex_unlock(&reads_mu);
+  op->read_counted = ok;
+  return ok;
+}
+
+static void read_slot_give(hookd_api_op *op) {
+  if (!op->read_counted) return;
+  op->read_counted = false;
+  pthread_mutex_lock(&reads_mu);
+  intptr_t n = (intptr_t)hookd_strmap_get(&reads_by_key, op->actor);
+  if (n > 1) hookd_strmap_put(&reads_by_key, op->actor, (void *)(n - 1)); /* (no allocation) */
+  else hookd_strmap_del(&reads_by_key, op->actor);
+  pthread_mutex_unlock(&reads_mu);
+}
+
 static void op_free(hookd_api_op *op) {
+  read_slot_give(op);
   if (op->cleanup) op->cleanup(op);
   if (op->keys) hookd_api_keys_free(op->keys, op->n_keys);
   free(op);
@@ -171,7 +202,20 @@ int hookd_api_audit(hookd_api_op *op, hookd_store_conn *c, const hookd_store_bac
   return be->audit_append(c, &a);
 }
 
+/* A read refused for its key's reads out already (read_slot_take): 429, the op freed. */
+static bool read_refused(hookd_api_op *op) {
+  if (read_slot_take(op)) return false;
+  hookd_req_add_header(op->req, "Retry-After", "1");
+  hookd_req_error(op->req, 429, "too_many_requests",
+                  "this API key has %d reads waiting for the store already "
+                  "(--max-reads-per-key): retry once they are answered",
+                  op->app->cfg->max_reads_per_key);
+  op_free(op);
+  return true;
+}
+
 void hookd_api_submit(hookd_api_op *op, bool write) {
+  if (!write && read_refused(op)) return;
   hookd_req_suspend(op->req);
   hookd_storeq_submit(write ? op->app->store->writer : op->app->store->reader, &op->sop);
 }
@@ -222,6 +266,7 @@ int hookd_api_type_time_query(hookd_req *r, const char **type, int64_t *since_ms
 }
 
 void hookd_api_submit_scan(hookd_api_op *op) {
+  if (read_refused(op)) return;
   hookd_req_suspend(op->req);
   hookd_storeq_submit(op->app->store->scan, &op->sop);
 }

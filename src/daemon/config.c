@@ -107,6 +107,9 @@ static const opt opts[] = {
      "(retried after the restart)"},
     {"max-store-queue", NULL, T_INT, OFF(max_store_queue), 0, 100, 10000000, "N",
      "publish and /in/ answer 503 with Retry-After while more store writes than this wait"},
+    {"max-reads-per-key", NULL, T_INT, OFF(max_reads_per_key), 0, 1, 100000, "N",
+     "API reads (lists, searches, gets) of one API key waiting for the store at once; more are "
+     "answered 429 with Retry-After"},
     {"breaker-window-ms", NULL, T_I64, OFF(breaker_window_ms), 0, 100, 3600000, "MS",
      "circuit breaker: outcomes are counted over this window"},
     {"breaker-min-requests", NULL, T_INT, OFF(breaker_min_requests), 0, 1, 100000, "N",
@@ -254,6 +257,7 @@ void hookd_config_defaults(hookd_config *c) {
   c->disable_failing_after_s = 5LL * 24 * 3600;
   c->shutdown_grace_s = 10;
   c->max_store_queue = 20000;
+  c->max_reads_per_key = 32;
   c->breaker_window_ms = 60000;
   c->breaker_min_requests = 10;
   c->breaker_failure_percent = 50;

@@ -45,6 +45,7 @@ typedef struct hookd_config {
   int64_t disable_failing_after_s; /* disable an endpoint failing this long (0 = never) */
   int shutdown_grace_s;        /* at shutdown, requests in flight longer are abandoned */
   int max_store_queue;         /* publish answers 503 beyond this many queued store writes */
+  int max_reads_per_key;       /* API reads of one key at once; more are answered 429 */
   int64_t breaker_window_ms;   /* circuit breaker: outcome window … */
   int breaker_min_requests;    /* … fewest outcomes before it decides … */
   int breaker_failure_percent; /* … failure share that opens it … */

@@ -1759,3 +1759,39 @@ test('a change made through one node reaches the other at once, not at its next 
     await rxNew.close();
   }
 });
+
+test('one API key\'s reads waiting for the store are bounded (--max-reads-per-key): the next is 429 with Retry-After at once, another key\'s read waits its turn', async () => {
+  const store = await pg.database();
+  const h = await node(store, masterKey(), 'n1', ['--max-reads-per-key', '1']);
+  const db = new PgClient({ connectionString: store });
+  await db.connect();
+  try {
+    const tenant = 'readcap';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    const other = await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [tenant] });
+    assert.equal(other.status, 201, other.text);
+    // the reader's session waits on a lock another session holds: the key's one read is out
+    await db.query('BEGIN');
+    await db.query('LOCK TABLE tenants IN ACCESS EXCLUSIVE MODE');
+    const first = h.api('GET', `/v1/tenants/${tenant}`);
+    await waitUntil(async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%tenants%'`)).rows[0].n > 0 || null,
+    { what: 'the first read waiting for the lock' });
+    // (answered at once: without the bound it would wait behind the lock, held until below)
+    const second = await withTimeout(h.api('GET', `/v1/tenants/${tenant}`), 5000, 'the second read answered');
+    assert.equal(second.status, 429, second.text);
+    assert.equal(second.json.error.code, 'too_many_requests');
+    assert.equal(second.headers.get('retry-after'), '1');
+    // another key is not refused: its read waits behind the first in the reader's queue
+    const otherRead = h.api('GET', `/v1/tenants/${tenant}`, undefined, { Authorization: `Bearer ${other.json.key}` });
+    await db.query('COMMIT');
+    assert.equal((await first).status, 200);
+    assert.equal((await otherRead).status, 200);
+    // the slot is given back with the answer
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}`)).status, 200);
+  } finally {
+    await db.query('ROLLBACK').catch(() => {});
+    await db.end();
+    await h.stop();
+  }
+});
