@@ -1795,3 +1795,29 @@ test('one API key\'s reads waiting for the store are bounded (--max-reads-per-ke
     await h.stop();
   }
 });
+
+test('a schema upgrade waits for the nodes of the older hookd to stop, then refuses (they would write by their rules over what it set right); nodes of the new version starting beside it are not waited for', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const first = await node(store, key, 'n1');
+  assert.equal((await first.stop()).code, 0);
+  const db = new PgClient({ connectionString: store });
+  await db.connect();
+  try {
+    // the store one version behind, and a node of the older hookd running on it (its node lock)
+    const { rows: [{ v }] } = await db.query('SELECT max(version)::int AS v FROM hookd_schema_version');
+    await db.query('DELETE FROM hookd_schema_version WHERE version = $1', [v]);
+    await db.query("SELECT pg_advisory_lock(1752133476, hashtext('old-node'))");
+    await assert.rejects(node(store, key, 'n1', ['--store-wait-s', '1']),
+      new RegExp(`schema is to be upgraded \\(${v - 1} to ${v}\\), and 1 other hookd node is running on it: stop every node`));
+    assert.equal((await db.query('SELECT max(version)::int AS v FROM hookd_schema_version')).rows[0].v, v - 1,
+      'nothing migrated');
+    // a node of the new version (it holds the lock of the schema it runs on): not waited for
+    await db.query('SELECT pg_advisory_lock_shared(1752133477, $1::int)', [v]);
+    const h = await node(store, key, 'n1', ['--store-wait-s', '1']);
+    assert.equal((await db.query('SELECT max(version)::int AS v FROM hookd_schema_version')).rows[0].v, v, 'migrated');
+    assert.equal((await h.stop()).code, 0);
+  } finally {
+    await db.end();
+  }
+});

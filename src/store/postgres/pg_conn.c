@@ -17,6 +17,7 @@ struct pg_shared {
   /* the start's wait (hookd_pg_wait_ready), for the node's lock too: the writer's first open
    * only (start_wait_s 0 after it) */
   int start_wait_s;
+  int migrate_wait_s; /* the same, kept for the migrations' wait for the other nodes to stop */
   bool (*start_stop)(void);
   void (*start_waiting)(const char *reason, int wait_s);
   pg_rix *rix; /* retention's indexes: asked for by the walks, built by the main thread */
@@ -71,7 +72,7 @@ int hookd_pg_shared_open(const char *url, const char *node_id, void **shared, ch
 int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
                         void (*waiting)(const char *reason, int wait_s)) {
   pg_shared *sh = shared;
-  sh->start_wait_s = wait_s;
+  sh->start_wait_s = sh->migrate_wait_s = wait_s;
   sh->start_stop = stop;
   sh->start_waiting = waiting;
   const char *const keys[] = PG_LINK_KEYS;
@@ -99,6 +100,7 @@ int hookd_pg_wait_ready(void *shared, int wait_s, bool (*stop)(void),
 const char *pg_shared_url(const pg_shared *sh) { return sh->url; }
 const char *pg_shared_node_id(const pg_shared *sh) { return sh->node_id; }
 pg_rix *pg_shared_rix(const pg_shared *sh) { return sh->rix; }
+int pg_shared_migrate_wait_s(const pg_shared *sh) { return sh->migrate_wait_s; }
 
 void hookd_pg_shared_free(void *shared) {
   pg_shared *sh = shared;
@@ -173,7 +175,17 @@ static int node_lock(hookd_store_conn *c) {
   if (!r) return -1;
   int got = !strcmp(PQgetvalue(r, 0, 0), "t");
   PQclear(r);
-  return got;
+  if (!got) return 0;
+  /* and, beside it, the schema this node's hookd runs on (shared: never waited for), so that a
+   * migration tells the nodes of an older hookd from those starting on the new one (pg_schema.c
+   * others_stopped) */
+  pg_p_init(&p);
+  pg_p_i64(&p, pg_schema_latest());
+  r = pg_q(c, "SELECT pg_advisory_lock_shared(" PG_SCHEMA_LOCK_KEY ", $1::int)", &p,
+           "node lock");
+  if (!r) return -1;
+  PQclear(r);
+  return 1;
 }
 
 /* The session holding the node's lock, as the server shows it, into out (what the start's wait

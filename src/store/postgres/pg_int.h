@@ -56,6 +56,8 @@ typedef struct pg_rix pg_rix; /* what the walks asked for, and its builder */
 pg_rix *pg_rix_new(void);     /* (NULL: out of memory) */
 void pg_rix_free(pg_rix *x);  /* a build under way is cancelled: the next one starts over */
 pg_rix *pg_shared_rix(const pg_shared *sh);
+/* The start's wait (--store-wait-s), for the migrations' wait for the other nodes to stop. */
+int pg_shared_migrate_wait_s(const pg_shared *sh);
 /* In a walk's transaction: 1 when every index of `need` is there and valid; else 0, the
  * missing ones asked for (hookd_pg_indexes_step builds them) and the walk to do nothing, over
  * for this round (*after_seq, when given, 0); -1 on a failed read (c->err). */
@@ -71,6 +73,13 @@ int pg_rix_ready(hookd_store_conn *c, unsigned need, int64_t *after_seq);
   "locktype = 'advisory' AND classid = 1752133476 AND objsubid = 2 AND granted"                 \
   " AND objid NOT IN (2003986804, 1835624289, 1768842360) AND database ="                       \
   " (SELECT oid FROM pg_database WHERE datname = current_database())"
+
+/* The first key of the lock each node holds (shared) on the schema its hookd runs on, the
+ * second being that schema's version: not hookd's first key, so that no older node counts it as
+ * a node's lock. */
+#define PG_SCHEMA_LOCK_KEY "1752133477"
+/* The latest schema version this hookd knows (pg_schema.c). */
+int64_t pg_schema_latest(void);
 
 /* Every connection of a node to its store (the executors', the change feed's): libpq's
  * settings, then the URL's own (they win), then the application name (it does not). A link gone

@@ -277,6 +277,57 @@ fail:;
   return HOOKD_STORE_ERR;
 }
 
+int64_t pg_schema_latest(void) { return N_MIGRATIONS; }
+
+/* Other nodes of an older hookd running on this store (their node locks held, without the lock
+ * on this schema's version beside: pg_conn.c node_lock; nodes of this version, waiting to
+ * migrate too, are not counted, nor is this node): their count, -1 on error. */
+static int64_t other_nodes(hookd_store_conn *c) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, pg_shared_node_id(c->sh));
+  pg_p_i64(&p, N_MIGRATIONS);
+  PGresult *r = pg_q(c,
+                     "SELECT count(DISTINCT objid) FROM pg_locks l WHERE " PG_NODE_LOCKS
+                     " AND objid::bigint <> (hashtext($1)::bigint & 4294967295)"
+                     " AND NOT EXISTS (SELECT 1 FROM pg_locks s WHERE s.pid = l.pid AND"
+                     " s.locktype = 'advisory' AND s.classid = " PG_SCHEMA_LOCK_KEY
+                     " AND s.objid::bigint >= $2 AND s.granted)",
+                     &p, "count the running nodes");
+  if (!r) return -1;
+  int64_t n = pg_i64(r, 0, 0);
+  PQclear(r);
+  return n;
+}
+
+/* A store with data, to be migrated: the nodes of an older hookd still running on it would go
+ * on writing by their rules over what the migration set right (migration 7 re-ranked inbox
+ * statuses the old ranking writes again), and their transactions would wait on the migration's
+ * row locks holding the writer lock — every node's writes stopped. So a migration runs with no
+ * other node up: this waits for them to stop, up to the start's wait (--store-wait-s), then
+ * refuses (docs/postgres.md "Upgrades"). 0, or a store error (c->err). */
+static int others_stopped(hookd_store_conn *c, bool (*stop)(void), int64_t v) {
+  if (!pg_shared_node_id(c->sh)) return HOOKD_STORE_OK; /* (the CLI migrates nothing) */
+  int64_t deadline = hookd_mono_ms() + (int64_t)pg_shared_migrate_wait_s(c->sh) * 1000;
+  for (;;) {
+    int64_t n = other_nodes(c);
+    if (n < 0) return HOOKD_STORE_ERR;
+    if (n == 0) return HOOKD_STORE_OK;
+    if (hookd_mono_ms() >= deadline) {
+      snprintf(c->err, sizeof c->err,
+               "the store's schema is to be upgraded (%lld to %lld), and %lld other hookd node%s "
+               "running on it: stop every node before starting one of this version (it "
+               "migrates; the others start after it)",
+               (long long)v, (long long)N_MIGRATIONS, (long long)n, n == 1 ? " is" : "s are");
+      return HOOKD_STORE_ERR;
+    }
+    for (int i = 0; i < 5; i++) { /* 500 ms, a stop heard within 100 */
+      if (stop && stop()) return HOOKD_STORE_STOPPED;
+      usleep(100 * 1000);
+    }
+  }
+}
+
 int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t *from,
                int64_t *to) {
   /* the lock: another node migrating makes this one wait (a stop gives up). Only to migrate: a
@@ -311,9 +362,16 @@ int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t
     rc = HOOKD_STORE_ERR;
     goto out;
   }
+  if (v > 0 && v < N_MIGRATIONS && (rc = others_stopped(c, stop, v)) != 0) goto out;
   for (int64_t m = v + 1; m <= N_MIGRATIONS; m++) {
     if ((rc = apply(c, m)) != 0) goto out;
     *to = m;
+    /* a stop asked for meanwhile ends the start here, the migrations done so far kept (each
+     * with its version: the next start goes on from it) */
+    if (m < N_MIGRATIONS && stop && stop()) {
+      rc = HOOKD_STORE_STOPPED;
+      goto out;
+    }
   }
   /* a node starting: its clock as stored by its last life is no vote (the others would count
    * that old skew until this life's first check, which inserts the row again and notifies them) */

@@ -740,6 +740,9 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
     }
     if (sq_exec(c, "COMMIT") != 0) return HOOKD_STORE_ERR;
     *to = migrations[i].version;
+    /* a stop asked for meanwhile ends the start here, the migrations done so far kept (each
+     * with its version: the next start goes on from it) */
+    if (*to < latest && stop && stop()) return HOOKD_STORE_STOPPED;
   }
   return HOOKD_STORE_OK;
 }
