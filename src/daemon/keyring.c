@@ -223,6 +223,24 @@ int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen) {
   hookd_master_key k;
   int rc = hookd_keyring_read(hookd_master_key_env() ? NULL : cfg->master_key_file, &k, err,
                               errlen);
+  /* the default key file next to the database counts too: holding another key, new secrets
+   * would be sealed with a key other than the one every later start without the variable
+   * reads (the same key in both is fine: a deployment that moved it to the environment).
+   * Checked here, before the store is opened and migrated: refused after the migrations, the
+   * start left a store the previous hookd no longer opens */
+  if (rc == 0 && hookd_master_key_env() && strncmp(cfg->store_url, "sqlite:", 7) == 0) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
+    hookd_master_key file_key;
+    if (access(path, F_OK) == 0 && (hookd_keyring_read(path, &file_key, err, errlen) != 0 ||
+                                    strcmp(file_key.id, k.id) != 0)) {
+      snprintf(err, errlen,
+               "HOOKD_MASTER_KEY and the store's key file (%s) hold different keys: keep one",
+               path);
+      rc = -1;
+    }
+    OPENSSL_cleanse(&file_key, sizeof file_key);
+  }
   OPENSSL_cleanse(&k, sizeof k);
   return rc;
 }
@@ -255,24 +273,8 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
   char path[1100] = "";
   if (hookd_keyring_check(cfg, err, errlen) != 0) return -1;
   if (hookd_master_key_env()) {
-    /* the default key file next to the database counts too: holding another key, new secrets
-     * would be sealed with a key other than the one every later start without the variable
-     * reads (the same key in both is fine: a deployment that moved it to the environment) */
+    /* (the store's key file beside it, if any, holds the same: hookd_keyring_check) */
     rc = hookd_keyring_read(NULL, &out->key, err, errlen);
-    if (rc == 0 && strncmp(cfg->store_url, "sqlite:", 7) == 0) {
-      snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
-      hookd_master_key file_key;
-      if (access(path, F_OK) == 0 &&
-          (hookd_keyring_read(path, &file_key, err, errlen) != 0 ||
-           strcmp(file_key.id, out->key.id) != 0)) {
-        OPENSSL_cleanse(&file_key, sizeof file_key);
-        snprintf(err, errlen,
-                 "HOOKD_MASTER_KEY and the store's key file (%s) hold different keys: keep one",
-                 path);
-        return -1;
-      }
-      OPENSSL_cleanse(&file_key, sizeof file_key);
-    }
   } else if (cfg->master_key_file[0]) {
     rc = hookd_keyring_read(cfg->master_key_file, &out->key, err, errlen);
   } else if (strncmp(cfg->store_url, "sqlite:", 7) == 0) {

@@ -935,8 +935,17 @@ describe('secrets', () => {
     // nor the variable holding another key than the store's own key file (new secrets would be
     // sealed with a key the file does not hold); the same key in both is fine
     writeFileSync(keyFile, keyText);
+    // refused before the store is opened: a migration due (the store one version behind) is
+    // not run — else the start left a store the previous hookd no longer opens
+    const db = join(dir, 'hookd.db');
+    const sql = (q) => spawnSync('sqlite3', [db, q], { encoding: 'utf8' }).stdout.trim();
+    const latest = sql('SELECT max(version) FROM schema_migrations');
+    const row = sql(`SELECT applied_at FROM schema_migrations WHERE version = ${latest}`);
+    sql(`DELETE FROM schema_migrations WHERE version = ${latest}`);
     await assert.rejects(startHookd({ dir, env: { HOOKD_MASTER_KEY: readFileSync(wrong, 'utf8').trim() } }),
       /HOOKD_MASTER_KEY and the store's key file \(.*\) hold different keys/);
+    assert.equal(sql('SELECT max(version) FROM schema_migrations'), String(latest - 1), 'nothing migrated');
+    sql(`INSERT INTO schema_migrations(version, applied_at) VALUES (${latest}, ${row})`);
     h = await startHookd({ dir, env: { HOOKD_MASTER_KEY: keyText.trim(), HOOKD_METRICS_TOKEN: 'metrics-token-SECRET-42',
       HOOKD_EGRESS_PROXY: 'http://proxyuser:PROXY-SECRET-7@127.0.0.1:9', HOOKD_API_KEY: 'env-admin-key-SECRET-5' } });
     // once read, the variable is wiped from the process's environment (/proc, a core dump), and
