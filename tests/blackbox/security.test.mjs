@@ -4,7 +4,7 @@
 // signatures, secrets at rest, and master-key rotation.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash, createHmac, createPublicKey, randomBytes, verify as edVerify } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, writeFileSync, readdirSync, statSync, chmodSync, chownSync } from 'node:fs';
 import https from 'node:https';
@@ -376,6 +376,15 @@ describe('TLS session keys', () => {
       await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
       assert.ok(!existsSync(keylog) || statSync(keylog).size === 0, 'TLS secrets were written');
       assert.equal((await h.waitForLog((l) => l.msg === 'config.sslkeylogfile_ignored')).file, keylog);
+      // the control: this machine's libcurl does write them where the variable is left in place
+      // (the curl tool, on the same library, to the same server: spawned, as the server answers
+      // from this process)
+      const control = join(dir, 'control-keys.log');
+      const curl = spawn('curl', ['-sS', '-o', '/dev/null', '--cacert',
+        new URL('./fixtures/tls/ca.pem', import.meta.url).pathname, `https://127.0.0.1:${server.address().port}/hook`],
+      { env: { ...process.env, SSLKEYLOGFILE: control }, stdio: 'ignore' });
+      assert.equal(await new Promise((resolve) => curl.on('close', resolve)), 0, 'the control request');
+      assert.ok(existsSync(control) && statSync(control).size > 0, 'libcurl writes the keys when told to');
       assert.equal((await h.stop()).code, 0);
     } finally { // (a test failing with the server open would keep the test process alive)
       server.closeAllConnections();
