@@ -787,19 +787,26 @@ static void redact_excerpt(hookd_egress_req *req, const char *header_lines) {
  * of its endpoint's queue are given back, and the endpoint claims again in a second (not at
  * once: the release's own due time would have it claim, fail and give back in a loop).
  * Logged at most once a second, counted always. */
+bool disp_log_pass(disp_log_throttle *t, int64_t now_ms, int64_t *muted) {
+  if (t->last_ms && now_ms - t->last_ms < 1000) {
+    t->muted++;
+    return false;
+  }
+  *muted = t->muted;
+  t->last_ms = now_ms;
+  t->muted = 0;
+  return true;
+}
+
 static void local_failure(hookd_dispatcher *d, item *it, hookd_egress_req *req, int64_t now) {
   ep *e = it->ep;
   if (req->local_failure) HOOKD_INC(egress_local_failures);
   else HOOKD_INC(egress_fd_exhausted);
-  if (now - d->fd_exhausted_log_ms >= 1000) {
+  int64_t muted;
+  if (disp_log_pass(&d->fd_exhausted_log, now, &muted))
     HLOG(HOOKD_LOG_ERROR, req->local_failure ? "egress.local_failure" : "egress.fd_exhausted",
          KV_DELIVERY(d, &it->c.d, e->cfg.id), KV_S("why", req->local_failure),
-         KV_S("error", req->error), KV_I("suppressed", d->fd_exhausted_suppressed));
-    d->fd_exhausted_log_ms = now;
-    d->fd_exhausted_suppressed = 0;
-  } else {
-    d->fd_exhausted_suppressed++;
-  }
+         KV_S("error", req->error), KV_I("suppressed", muted));
   hookd_egress_req_cleanup(req);
   if (disp_probe(it)) hookd_breaker_cancel_probe(&e->br);
   hookd_bucket_refund(&e->bucket); /* tokens pay for requests sent only */
@@ -1136,16 +1143,11 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
   if (m->rc != 0) {
     /* a failing store fails every endpoint's claim: a line a second, with how many it stands
      * for (2,000 endpoints through a minute's outage wrote 120,000) */
-    int64_t mono = hookd_mono_ms();
-    if (mono - d->claim_fail_log_ms >= 1000) {
+    int64_t muted;
+    if (disp_log_pass(&d->claim_fail_log, hookd_mono_ms(), &muted))
       HLOG(HOOKD_LOG_ERROR, "claim.failed", KV_S("endpoint_id", e->cfg.id),
            KV_S("tenant_id", e->cfg.tenant_id), KV_S("worker_id", d->node_id),
-           KV_S("error", hookd_store_strerror(m->rc)), KV_I("suppressed", d->claim_fail_muted));
-      d->claim_fail_log_ms = mono;
-      d->claim_fail_muted = 0;
-    } else {
-      d->claim_fail_muted++;
-    }
+           KV_S("error", hookd_store_strerror(m->rc)), KV_I("suppressed", muted));
     e->next_due = disp_now(d) + 1000; /* try again later rather than spinning */
     claimed_drop(m); /* a claim that ran but whose batch did not commit */
   } else {

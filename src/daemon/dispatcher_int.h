@@ -140,6 +140,16 @@ typedef struct item {
   struct hookd_dispatcher *d;
 } item;
 
+/* A log line that a failing dependency would repeat for every item: one a second, with how
+ * many it stands for (disp_log_pass). */
+typedef struct disp_log_throttle {
+  int64_t last_ms;  /* the last line (the clock passed in) */
+  int64_t muted;    /* occurrences not logged since */
+} disp_log_throttle;
+/* true when a line may be written now (*muted: the occurrences it stands for besides its own);
+ * else the occurrence is counted for the next. */
+bool disp_log_pass(disp_log_throttle *t, int64_t now_ms, int64_t *muted);
+
 typedef struct tenant {
   char *id;
   int max_in_flight;          /* effective cap */
@@ -298,8 +308,7 @@ struct hookd_dispatcher {
   pthread_cond_t exited_cv;   /* CLOCK_MONOTONIC: the loop's thread has ended (exited) */
   bool exited;
   msg *in_head, *in_tail;
-  int64_t fd_exhausted_log_ms;        /* last egress.fd_exhausted line (one a second) */
-  uint64_t fd_exhausted_suppressed;   /* those not logged since */
+  disp_log_throttle fd_exhausted_log; /* egress.fd_exhausted / local_failure lines */
   _Atomic bool stopping;      /* set by hookd_dispatcher_stop, read by the loop anywhere */
   int64_t stop_ms;            /* when the loop saw the stop (monotonic), 0 before */
   int writes_given_up;        /* outcomes and releases not written while stopping */
@@ -364,8 +373,7 @@ struct hookd_dispatcher {
   int64_t lease_move_logged_ms; /* when the last of those was logged (monotonic) */
   int nodes;                  /* nodes running on the store, this one included: each applies
                                  its share of the customers' limits (sched_share) */
-  int64_t claim_fail_log_ms;  /* claim.failed last logged (monotonic): a line a second */
-  int64_t claim_fail_muted;   /* failed claims not logged since */
+  disp_log_throttle claim_fail_log; /* claim.failed lines */
   bool clock_checked;         /* shared store: the database's clock was read once at least */
   atomic_bool clock_agrees;   /* shared store: checked, and not outvoted (read by retention) */
   atomic_bool clock_outvoted; /* outvoted at the last check, other live nodes voting (read by
