@@ -85,6 +85,9 @@ void hookd_api_reply_json_applied(hookd_api_op *op, int status, json_t *v) {
 
 static void op_done(void *arg, int rc) {
   hookd_api_op *op = arg;
+  /* the key's read slot is free before its answer leaves: a client sending its reads one after
+   * the other must never find its own last one still counted */
+  read_slot_give(op);
   op->reply(op, rc);
   if (op->applied_body) { /* the last touch of op here: the dispatcher may free it at once */
     hookd_dispatcher_sync(op->app->disp, op_applied, op);

@@ -1773,10 +1773,13 @@ test('one API key\'s reads waiting for the store are bounded (--max-reads-per-ke
     // the reader's session waits on a lock another session holds: the key's one read is out
     await db.query('BEGIN');
     await db.query('LOCK TABLE tenants IN ACCESS EXCLUSIVE MODE');
-    const first = h.api('GET', `/v1/tenants/${tenant}`);
-    await waitUntil(async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity
-      WHERE pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%tenants%'`)).rows[0].n > 0 || null,
-    { what: 'the first read waiting for the lock' });
+    let answered = null;
+    const first = h.api('GET', `/v1/tenants/${tenant}`).then((r) => { answered = r; return r; });
+    await waitUntil(async () => {
+      if (answered) assert.fail(`the first read was answered without waiting: ${answered.status} ${answered.text}`);
+      return (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid()
+        AND wait_event_type = 'Lock' AND query LIKE '%tenants%'`)).rows[0].n > 0 || null;
+    }, { what: 'the first read waiting for the lock' });
     // (answered at once: without the bound it would wait behind the lock, held until below)
     const second = await withTimeout(h.api('GET', `/v1/tenants/${tenant}`), 5000, 'the second read answered');
     assert.equal(second.status, 429, second.text);
