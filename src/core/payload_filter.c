@@ -322,17 +322,23 @@ static json_t *cached(hookd_pfilter_cache *c, const char *text) {
   return f;
 }
 
-int hookd_pfilter_match_envelope(hookd_pfilter_cache *cache, const char *filter,
-                                 const char *envelope, size_t len, json_t **parsed, long *left) {
+int hookd_pfilter_match_payload(hookd_pfilter_cache *cache, const char *filter,
+                                const json_t *payload, long *left) {
   if (!filter) return HOOKD_PFILTER_YES;
   json_t *f = cached(cache, filter);
   if (!f) return HOOKD_PFILTER_NO;
+  int rc = hookd_pfilter_match(f, payload, left);
+  json_decref(f);
+  return rc;
+}
+
+int hookd_pfilter_match_envelope(hookd_pfilter_cache *cache, const char *filter,
+                                 const char *envelope, size_t len, json_t **parsed, long *left) {
+  if (!filter) return HOOKD_PFILTER_YES;
   if (!*parsed) {
     *parsed = envelope ? json_loadb(envelope, len, 0, NULL) : NULL;
     if (!*parsed) *parsed = json_object(); /* (never: the envelope is hookd's own) */
   }
-  int rc = *parsed ? hookd_pfilter_match(f, json_object_get(*parsed, "data"), left)
-                    : HOOKD_PFILTER_NO;
-  json_decref(f);
-  return rc;
+  if (!*parsed) return HOOKD_PFILTER_NO;
+  return hookd_pfilter_match_payload(cache, filter, json_object_get(*parsed, "data"), left);
 }

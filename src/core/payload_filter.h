@@ -52,4 +52,10 @@ void hookd_pfilter_cache_free(hookd_pfilter_cache *c);
 int hookd_pfilter_match_envelope(hookd_pfilter_cache *cache, const char *filter,
                                  const char *envelope, size_t len, json_t **parsed, long *left);
 
+/* The same over a payload parsed already (the envelope's "data": a publish's payload, which the
+ * API's thread parsed to check it and hands to the writer), so that the writer never parses
+ * the envelope for it. payload NULL: there is none (matches no filter naming fields). */
+int hookd_pfilter_match_payload(hookd_pfilter_cache *cache, const char *filter,
+                                const json_t *payload, long *left);
+
 #endif

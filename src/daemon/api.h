@@ -66,7 +66,9 @@ typedef struct hookd_publish_outcome {
 /* Publishes `body` (members of POST /v1/tenants/{t}/events only: type, payload, id, …) to
  * `tenant` as that route would, without an HTTP request (the outbox relay, docs/outbox.md).
  * 0: submitted to the writer, and done(arg, outcome) is called on the writer's thread after
- * the commit (or its failure); -1: refused before, *refused filled, done never called. */
+ * the commit (or its failure); -1: refused before, *refused filled, done never called. The
+ * op reads body's payload (its payload filters' match) until done: the caller keeps body, and
+ * touches it no more, until then. */
 int hookd_api_publish_submit(hookd_app *app, const char *tenant, json_t *body,
                              void (*done)(void *arg, const hookd_publish_outcome *o), void *arg,
                              hookd_publish_outcome *refused);

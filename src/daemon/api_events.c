@@ -16,6 +16,7 @@
  * "same request" for idempotency is SHA-256 over the request's canonical JSON, so key order and
  * whitespace do not matter. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,43 @@ static void pub_cleanup(hookd_api_op *base) {
   hookd_publish_res_free(&op->res);
   free(op->channels);
   op->channels = NULL;
+}
+
+/* The parsed payload handed to the writer's fan-out (req.payload: it matches payload filters
+ * without parsing the envelope again) is kept with the request and freed on the HTTP thread
+ * after the answer — not on the writer, which every tenant waits for. Within KEPT_MAX bytes of
+ * envelopes kept so at once (a dense payload parses to some 20 times its bytes); past that the
+ * writer parses the envelope when a filter needs it, as without. */
+#define KEPT_MAX ((size_t)16 << 20)
+static atomic_size_t kept_bytes;
+
+typedef struct kept {
+  json_t *v;
+  size_t bytes;
+} kept;
+
+static void kept_free(void *p) {
+  kept *k = p;
+  json_decref(k->v);
+  atomic_fetch_sub(&kept_bytes, k->bytes);
+  free(k);
+}
+
+/* Takes v (which holds op->req.payload, or NULL): kept with request r, or freed now and the
+ * payload left to the writer's parse. */
+static void keep_payload(pub_op *op, hookd_req *r, json_t *v) {
+  size_t bytes = op->body.len;
+  kept *k = NULL;
+  if (v && op->req.payload && atomic_fetch_add(&kept_bytes, bytes) + bytes <= KEPT_MAX) {
+    if ((k = malloc(sizeof *k))) {
+      *k = (kept){.v = v, .bytes = bytes};
+      hookd_req_keep(r, k, kept_free);
+      return;
+    }
+  }
+  if (v && op->req.payload) atomic_fetch_sub(&kept_bytes, bytes);
+  op->req.payload = NULL;
+  json_decref(v);
 }
 
 static int run_publish(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -318,6 +356,7 @@ static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body,
     return -1;
   }
   fill_req(op, app, occurred_ms, now);
+  op->req.payload = payload; /* (body's: the caller keeps body until the op is done) */
   op->reserved_id = id && hookd_id_reserved(id);
   op->req.existing_only = op->reserved_id;
   op->req.ordering_key = okey ? op->ordering_key : NULL;
@@ -353,6 +392,8 @@ void hookd_api_event_publish(hookd_req *r, hookd_app *app) {
     free(op);
     goto done;
   }
+  keep_payload(op, r, body); /* the HTTP thread touches body no more */
+  body = NULL;
   hookd_api_submit(&op->base, true);
 done:
   json_decref(body);
@@ -989,7 +1030,7 @@ static void reply_source(hookd_api_op *base, int rc) {
   /* and to the same channels: the endpoints that take them now */
   if (!brc && op->ev.channels && !(op->pub.channels = strdup(op->ev.channels))) brc = -1;
   if (!brc) brc = envelope(&op->pub, app, op->ev.occurred_ms, payload);
-  json_decref(env);
+  if (brc) json_decref(env);
   if (brc == HOOKD_BUF_TOOBIG) { /* published under a larger --max-body-bytes: as a publish */
     hookd_req_error(base->req, 413, "invalid_payload",
                     "the source event's payload is too large to send again under "
@@ -1002,6 +1043,8 @@ static void reply_source(hookd_api_op *base, int rc) {
     return;
   }
   fill_req(&op->pub, app, op->ev.occurred_ms, now);
+  op->pub.req.payload = payload; /* parsed here, on the reader's thread: not again on the writer */
+  keep_payload(&op->pub, base->req, env);
   op->pub.reserved_id = op->caller_id && hookd_id_reserved(op->pub.event_id);
   op->pub.req.existing_only = op->pub.reserved_id;
   op->pub.base.sop.flags = HOOKD_STORE_OP_NO_SAVEPOINT; /* refuses before writing, as publish */

@@ -22,20 +22,24 @@ int hookd_ops_publish(hookd_store_conn *c, const hookd_store_backend *be, const 
   json_t *env = json_pack("{s:s,s:s,s:s,s:o}", "id", id, "type", type, "timestamp", ts, "data",
                           data);
   char *body = env ? json_dumps(env, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-  json_decref(env);
-  if (!body) return HOOKD_STORE_ERR;
+  if (!body) {
+    json_decref(env);
+    return HOOKD_STORE_ERR;
+  }
   static const unsigned char no_hash[32]; /* a generated id: no request can repeat it */
   hookd_publish_req req = {.tenant_id = ops_tenant,
                            .event_id = id,
                            .type = type,
                            .body = body,
                            .body_len = strlen(body),
+                           .payload = data, /* (env's: no parse of body for the filters) */
                            .request_hash = no_hash,
                            .occurred_ms = now_ms,
                            .now_ms = now_ms};
   hookd_publish_res_free(res); /* a redone batch runs the op again */
   int rc = be->publish(c, &req, res);
   free(body);
+  json_decref(env);
   if (rc == HOOKD_STORE_NOTFOUND) { /* no such tenant (yet): nothing to tell it */
     hookd_publish_res_free(res);
     if (!atomic_exchange(&told, true))

@@ -72,6 +72,7 @@ typedef struct row {
   hookd_publish_outcome o;
   bool marked; /* refused, and relay_error written */
   batch *b;    /* the cycle's, while its publish is out */
+  json_t *body; /* the publish's fields, read by its op until it is done */
 } row;
 
 static void publish_done(void *arg, const hookd_publish_outcome *o) {
@@ -442,11 +443,15 @@ static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, int n)
       b.pending--;
       pthread_mutex_unlock(&b.mu);
     }
-    json_decref(body);
+    rows[i].body = body; /* freed here once its publish is done, not on the store's thread */
   }
   pthread_mutex_lock(&b.mu);
   while (b.pending > 0) pthread_cond_wait(&b.cv, &b.mu);
   pthread_mutex_unlock(&b.mu);
+  for (int i = 0; i < n; i++) {
+    json_decref(rows[i].body);
+    rows[i].body = NULL;
+  }
   pthread_cond_destroy(&b.cv);
   pthread_mutex_destroy(&b.mu);
 }

@@ -81,6 +81,8 @@ struct hookd_req {
   char *params[HOOKD_REQ_MAX_PARAMS];
   void *app_data;
   void (*app_free)(void *);
+  void *kept;                      /* hookd_req_keep: freed with the request */
+  void (*kept_free)(void *);
   const void *route;               /* the gate's choice */
   size_t announced;                /* the head's Content-Length (0: none, or chunked) */
   size_t buffered;                 /* body memory counted in srv->buffered (its buffer's
@@ -192,6 +194,12 @@ void hookd_req_set_app(hookd_req *r, void *data, void (*free_fn)(void *)) {
 }
 
 void *hookd_req_get_app(const hookd_req *r) { return r->app_data; }
+
+void hookd_req_keep(hookd_req *r, void *data, void (*free_fn)(void *)) {
+  if (r->kept_free) r->kept_free(r->kept);
+  r->kept = data;
+  r->kept_free = free_fn;
+}
 
 /* ---------- answering ---------- */
 
@@ -344,6 +352,7 @@ static void req_free(hookd_req *r) {
   }
   for (int i = 0; i < HOOKD_REQ_MAX_PARAMS; i++) free(r->params[i]);
   if (r->app_free) r->app_free(r->app_data);
+  if (r->kept_free) r->kept_free(r->kept);
   free(r);
 }
 

@@ -95,6 +95,10 @@ void hookd_req_set_route(hookd_req *r, const void *route);
 const void *hookd_req_route(const hookd_req *r);
 void hookd_req_set_app(hookd_req *r, void *data, void (*free_fn)(void *));
 void *hookd_req_get_app(const hookd_req *r);
+/* Data freed with the request by free_fn on the HTTP thread, once the request is done (after
+ * its answer): what a store op reads until it answers, and the store's thread should not spend
+ * its time freeing (a publish's parsed payload). One per request: a second frees the first. */
+void hookd_req_keep(hookd_req *r, void *data, void (*free_fn)(void *));
 
 /* ---- answering (exactly once per request; from any thread once suspended) ---- */
 void hookd_req_suspend(hookd_req *r);

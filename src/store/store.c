@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/payload_filter.h"
 #include "core/scope.h"
 #include "core/secretbox.h"
 #include "store/postgres/pg_store.h"
@@ -256,6 +257,12 @@ void hookd_publish_res_free(hookd_publish_res *r) {
   free(r->event_id);
   for (size_t i = 0; i < r->n_endpoints; i++) free(r->endpoints[i]);
   memset(r, 0, sizeof *r);
+}
+
+int hookd_publish_pfilter(struct hookd_pfilter_cache *pf, const char *filter,
+                          const hookd_publish_req *req, json_t **parsed, long *steps) {
+  if (req->payload) return hookd_pfilter_match_payload(pf, filter, req->payload, steps);
+  return hookd_pfilter_match_envelope(pf, filter, req->body, req->body_len, parsed, steps);
 }
 
 int hookd_claim_passes(hookd_store_conn *c, const hookd_claim_req *req, hookd_claim_kind_fn kind,

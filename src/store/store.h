@@ -15,6 +15,7 @@
 #ifndef HOOKD_STORE_STORE_H
 #define HOOKD_STORE_STORE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -200,6 +201,11 @@ typedef struct hookd_publish_req {
   const char *type;
   const char *body;           /* envelope bytes */
   size_t body_len;
+  /* The envelope's "data" parsed already (the API's thread parsed the request), for payload
+   * filters: the fan-out matches it instead of parsing the envelope on the writer. NULL: none
+   * (the envelope is parsed, once, when a filter needs it). Read only, and kept alive by the
+   * caller until the op has completed. */
+  const json_t *payload;
   const unsigned char *request_hash; /* 32 bytes: SHA-256 of the canonical request */
   const char *idempotency_key;       /* NULL when absent */
   int64_t occurred_ms, now_ms, expires_ms;
@@ -232,6 +238,13 @@ typedef struct hookd_publish_res {
   int filters_over;           /* payload filters that gave up (HOOKD_PFILTER_BUDGET): not taken */
 } hookd_publish_res;
 void hookd_publish_res_free(hookd_publish_res *r);
+
+/* Whether an endpoint's payload filter takes a publish's payload (HOOKD_PFILTER_*, a fan-out's
+ * steps taken from *steps): req->payload when the API gave it, else the envelope, parsed once
+ * into *parsed (NULL at first, json_decref'd by the caller). */
+struct hookd_pfilter_cache;
+int hookd_publish_pfilter(struct hookd_pfilter_cache *pf, const char *filter,
+                          const hookd_publish_req *req, json_t **parsed, long *steps);
 
 typedef struct hookd_claim_req {
   const char *endpoint_id;
@@ -616,6 +629,11 @@ typedef enum {
 #define HOOKD_REPLAY_BUILD_STALE_MS 60000 /* a job building no chunk for this long was abandoned
                                              (its daemon died): it reads as failed */
 #define HOOKD_REPLAY_STEP_MAX 500          /* items per job per step */
+/* Event bodies a step may read for `missing` items whose endpoint has a payload filter, across
+ * its jobs: the item that passes it is the step's last (the first is always taken), as
+ * retention's HOOKD_PURGE_BYTES. Skipped items take no share of a job's rate, so without it a
+ * job whose filter now refuses everything parsed 500 large bodies a step. */
+#define HOOKD_REPLAY_STEP_BYTES (1LL << 20)
 #define HOOKD_REPLAY_RATE_MAX 10000.0      /* items a second: STEP_MAX per 50 ms step */
 #define HOOKD_REPLAY_ITEMS_KEEP_MS (7LL * 86400000) /* an ended job's items, then purged */
 

@@ -908,3 +908,44 @@ describe('replay jobs: listing and scope', () => {
     await recv.close();
   });
 });
+
+describe('replay jobs: a missing job whose filter now refuses everything', () => {
+  it('filter.state missing over large events the endpoint\'s payload_filter refuses since the preview: skipped over several steps (1 MiB of bodies a step), not in one', { timeout: 60000 }, async () => {
+    const a = await startReceiver();
+    const b = await startReceiver();
+    const { tenant } = await setup(h, a.url);
+    const N = 10;
+    const pad = 'x'.repeat(300 * 1024); // 10 × 300 KiB: at least 3 steps at 1 MiB a step
+    for (let i = 0; i < N; i++) {
+      const p = await publish(h, tenant, { type: 'big.x', payload: { i, pad } });
+      assert.equal(p.status, 202, p.text);
+    }
+    const e2 = await h.api('POST', `/v1/tenants/${tenant}/endpoints`,
+      { url: b.url, payload_filter: { pad: { $exist: true } } });
+    assert.equal(e2.status, 201, e2.text);
+    const pv = await createJob(h, tenant, { filter: { state: 'missing', endpoint: e2.json.id }, reason: 'backfill', rate: { per_second: 10000 } });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.total, N, 'the preview takes them all');
+    const patched = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${e2.json.id}`, { payload_filter: { pad: 'no' } });
+    assert.equal(patched.status, 200, patched.text);
+    assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
+    // a bounded poll, as fast as the API answers: steps are 50 ms apart at the least
+    const seen = new Set();
+    let job;
+    const deadline = Date.now() + 30000;
+    for (;;) {
+      const r = await h.api('GET', jobPath(tenant, pv.json.id));
+      assert.equal(r.status, 200, r.text);
+      job = r.json;
+      seen.add(job.progress.skipped);
+      if (job.state === 'completed' || Date.now() > deadline) break;
+    }
+    assert.equal(job.state, 'completed', JSON.stringify(job));
+    assert.deepEqual([job.progress.replayed, job.progress.skipped], [0, N]);
+    const between = [...seen].filter((n) => n > 0 && n < N);
+    assert.ok(between.length > 0, `progress seen between none and all (a step per 1 MiB of bodies): ${[...seen]}`);
+    assert.equal(b.requests.length, 0, 'nothing sent to the endpoint its filter refuses');
+    await a.close();
+    await b.close();
+  });
+});

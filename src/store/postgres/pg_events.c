@@ -326,7 +326,7 @@ static int existing_event(hookd_store_conn *c, const hookd_publish_req *req,
  * read go in one statement. */
 static int fan_out(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_res *res,
                    const PGresult *eps, int64_t seq) {
-  json_t *parsed = NULL; /* the envelope, parsed for the first payload filter */
+  json_t *parsed = NULL; /* the envelope, parsed for the first filter (no req->payload) */
   long filter_steps = HOOKD_PFILTER_EVENT_BUDGET; /* for all the payload filters together */
   pg_arr ids, many, policies;
   pg_arr_init(&ids);
@@ -344,8 +344,7 @@ static int fan_out(hookd_store_conn *c, const hookd_publish_req *req, hookd_publ
                                                        req->channels))
       continue;
     if (!req->only_endpoint && pfilter) {
-      int takes = hookd_pfilter_match_envelope(&c->pf, pfilter, req->body, req->body_len, &parsed,
-                                               &filter_steps);
+      int takes = hookd_publish_pfilter(&c->pf, pfilter, req, &parsed, &filter_steps);
       if (takes == HOOKD_PFILTER_OVER) res->filters_over++;
       if (takes != HOOKD_PFILTER_YES) continue;
     }
@@ -933,10 +932,33 @@ int pg_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
 
 /* ---------- an operator's delivery of an event ---------- */
 
+/* Whether the endpoint's payload filter takes event `seq` (*takes, HOOKD_PFILTER_*): its body
+ * fetched and parsed only when there is a filter; *bytes += what was read. */
+static int deliver_pfilter(hookd_store_conn *c, int64_t seq, const hookd_endpoint *ep,
+                           int64_t *bytes, int *takes) {
+  *takes = HOOKD_PFILTER_YES;
+  if (!ep->payload_filter) return HOOKD_STORE_OK;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, seq);
+  PGresult *r = pg_q(c, "SELECT body FROM events WHERE seq = $1", &p, "read event body");
+  if (!r) return HOOKD_STORE_ERR;
+  size_t len = 0;
+  char *body = PQntuples(r) ? (char *)pg_blob(r, 0, 0, &len) : NULL;
+  PQclear(r);
+  *bytes += (int64_t)len;
+  json_t *parsed = NULL;
+  *takes = hookd_pfilter_match_envelope(&c->pf, ep->payload_filter, len ? body : NULL, len,
+                                        &parsed, NULL);
+  json_decref(parsed);
+  free(body);
+  return HOOKD_STORE_OK;
+}
+
 /* An event's delivery to one endpoint, made by an operator (store.h event_deliver). */
 static int deliver_checks(hookd_store_conn *c, const char *type, const char *channels,
-                          const char *envelope, size_t len, const hookd_endpoint *ep,
-                          const char *tenant_id) {
+                          int64_t seq, const hookd_endpoint *ep, const char *tenant_id,
+                          int64_t *bytes) {
   if (strcmp(ep->tenant_id, tenant_id) != 0) {
     snprintf(c->err, sizeof c->err, "endpoint");
     return HOOKD_STORE_NOTFOUND;
@@ -958,10 +980,8 @@ static int deliver_checks(hookd_store_conn *c, const char *type, const char *cha
     snprintf(c->err, sizeof c->err, "the endpoint's channels do not take the event's");
     return HOOKD_STORE_STATE;
   }
-  json_t *parsed = NULL;
-  int takes =
-      hookd_pfilter_match_envelope(&c->pf, ep->payload_filter, envelope, len, &parsed, NULL);
-  json_decref(parsed);
+  int takes, rc = deliver_pfilter(c, seq, ep, bytes, &takes);
+  if (rc) return rc;
   if (takes != HOOKD_PFILTER_YES) {
     snprintf(c->err, sizeof c->err, "the endpoint's payload_filter does not take the event's "
                                     "payload%s", takes == HOOKD_PFILTER_OVER
@@ -1041,9 +1061,11 @@ static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char
  * endpoint_deleted, endpoint_disabled, lane_moved_on, state_changed). */
 int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                          int64_t event_seq, const char *endpoint_id, int64_t now_ms,
-                         hookd_delivery *out, const char **why) {
+                         hookd_delivery *out, const char **why, int64_t *body_bytes) {
   static const char *unused;
+  int64_t bytes_unused = 0;
   if (!why) why = &unused;
+  if (!body_bytes) body_bytes = &bytes_unused;
   *why = "state_changed";
   memset(out, 0, sizeof *out);
   pg_params p;
@@ -1053,7 +1075,7 @@ int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   pg_p_i64(&p, event_seq);
   PGresult *r = pg_q(c,
                      "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
-                     " ordering_version, created_at, channels, test_endpoint, body"
+                     " ordering_version, created_at, channels, test_endpoint"
                      " FROM events WHERE id = $1 AND tenant_id = $2"
                      " AND ($3::bigint = 0 OR seq = $3::bigint)",
                      &p, "read event");
@@ -1071,13 +1093,7 @@ int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   bool versioned = !pg_null(r, 0, 6);
   int64_t version = pg_i64(r, 0, 6), published = pg_i64(r, 0, 7);
   char *channels = pg_str(r, 0, 8), *test_for = pg_str(r, 0, 9);
-  size_t body_len = 0;
-  char *body = (char *)pg_blob(r, 0, 10, &body_len);
   PQclear(r);
-  if (body && !body_len) { /* none: NULL, as the SQLite store's empty blob */
-    free(body);
-    body = NULL;
-  }
   hookd_endpoint ep;
   memset(&ep, 0, sizeof ep);
   bool have_ep = false;
@@ -1105,7 +1121,7 @@ int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
     *why = "endpoint_deleted";
   } else if (rc == HOOKD_STORE_OK) {
     have_ep = true;
-    rc = deliver_checks(c, type, channels, body, body ? body_len : 0, &ep, tenant_id);
+    rc = deliver_checks(c, type, channels, seq, &ep, tenant_id, body_bytes);
     if (rc && !ep.enabled) *why = "endpoint_disabled";
   }
   if (rc == HOOKD_STORE_OK) rc = pair_delivery(c, seq, endpoint_id, out);
@@ -1143,7 +1159,6 @@ int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   free(key);
   free(channels);
   free(test_for);
-  free(body);
   if (have_ep) hookd_endpoint_free(&ep);
   if (rc != HOOKD_STORE_OK) return rc;
   return pg_delivery_get(c, did, out, NULL, NULL);
@@ -1151,5 +1166,5 @@ int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
 
 int pg_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                      const char *endpoint_id, int64_t now_ms, hookd_delivery *out) {
-  return pg_event_deliver_why(c, tenant_id, event_id, 0, endpoint_id, now_ms, out, NULL);
+  return pg_event_deliver_why(c, tenant_id, event_id, 0, endpoint_id, now_ms, out, NULL, NULL);
 }

@@ -378,7 +378,7 @@ int pg_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char *
                   hookd_replay_memo *memo);
 int pg_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                          int64_t event_seq, const char *endpoint_id, int64_t now_ms,
-                         hookd_delivery *out, const char **why);
+                         hookd_delivery *out, const char **why, int64_t *body_bytes);
 int pg_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why);
 /* pg_inbound.c */
 extern const char pg_held_deleted[];

@@ -648,7 +648,7 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
 /* One item of a "missing" job: the event given a delivery to the job's endpoint — the item
  * then names that delivery, for the job's breakdowns — or why not. */
 static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
-                        const char **result, char **endpoint) {
+                        const char **result, char **endpoint, int64_t *bytes) {
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, j->seq);
@@ -670,7 +670,7 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   hookd_delivery dl;
   const char *why = NULL;
   int rc = pg_event_deliver_why(c, j->tenant_id, event_id, event_seq, j->endpoint_id, now_ms,
-                                &dl, &why);
+                                &dl, &why, bytes);
   free(event_id);
   if (rc == HOOKD_STORE_OK) {
     pg_p_init(&p);
@@ -698,11 +698,12 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
 
 /* One item: replayed, or why not. Sets *endpoint (owned) for a replayed one. */
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
-                     hookd_replay_memo *memo, const char **result, char **endpoint) {
+                     hookd_replay_memo *memo, const char **result, char **endpoint,
+                     int64_t *bytes) {
   *endpoint = NULL;
   *result = NULL;
   if (!strcmp(j->filter_state, "missing")) {
-    int rc = step_missing(c, j, n, now_ms, result, endpoint);
+    int rc = step_missing(c, j, n, now_ms, result, endpoint, bytes);
     if (rc) {
       free(*endpoint);
       *endpoint = NULL;
@@ -771,7 +772,7 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
 /* Steps job j: its bucket on the database's clock, pace_ms (every node steps the same rows:
  * docs/replay.md "Rate"); what it writes stamped with the node's, now_ms. */
 static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_t pace_ms,
-                        hookd_replay_step_res *res, size_t *hcap) {
+                        hookd_replay_step_res *res, size_t *hcap, int64_t *bytes_left) {
   double per_item = 1000.0 / j->rate;
   /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
    * burst its whole delay */
@@ -783,11 +784,16 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
   hookd_replay_memo memo = {.swept = true};
-  while (n <= j->total && at <= (double)pace_ms && taken < HOOKD_REPLAY_STEP_MAX) {
+  /* the step's bytes of bodies are shared by its jobs: once spent, the jobs after take none
+   * (the next step starts with the one due first) */
+  while (n <= j->total && at <= (double)pace_ms && taken < HOOKD_REPLAY_STEP_MAX &&
+         *bytes_left > 0) {
     const char *result;
     char *ep = NULL;
-    int rc = step_item(c, j, n, now_ms, &memo, &result, &ep);
+    int64_t read = 0;
+    int rc = step_item(c, j, n, now_ms, &memo, &result, &ep, &read);
     if (rc) return rc;
+    *bytes_left -= read;
     if (result && !strcmp(result, "replayed")) {
       replayed++;
       int hrc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
@@ -877,8 +883,9 @@ int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   int64_t pace_ms = rows ? pg_i64(r, 0, 11) : 0;
   PQclear(r);
   size_t hcap = 0;
+  int64_t bytes_left = HOOKD_REPLAY_STEP_BYTES;
   for (size_t i = 0; i < nj && !out; i++)
-    out = step_job_run(c, &jobs[i], now_ms, pace_ms, res, &hcap);
+    out = step_job_run(c, &jobs[i], now_ms, pace_ms, res, &hcap, &bytes_left);
   for (size_t i = 0; i < nj; i++) {
     free(jobs[i].id);
     free(jobs[i].tenant_id);

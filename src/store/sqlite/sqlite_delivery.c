@@ -346,7 +346,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
                     " VALUES (?1, ?2, ?3, ?4, 'dead', ?5, ?5, ?6, ?5, ?5, ?7, ?5, 'superseded')"
                     " ON CONFLICT(event_seq, endpoint_id) DO NOTHING")
           : NULL;
-  json_t *parsed = NULL; /* the envelope, parsed for the first payload filter */
+  json_t *parsed = NULL; /* the envelope, parsed for the first filter (no req->payload) */
   long filter_steps = HOOKD_PFILTER_EVENT_BUDGET; /* for all the payload filters together */
   while ((rc = sqlite3_step(eps)) == SQLITE_ROW) {
     const char *filter = (const char *)sqlite3_column_text(eps, 1);
@@ -358,8 +358,7 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
                                                        req->channels))
       continue;
     if (!req->only_endpoint && pfilter) {
-      int takes = hookd_pfilter_match_envelope(&c->pf, pfilter, req->body, req->body_len, &parsed,
-                                               &filter_steps);
+      int takes = hookd_publish_pfilter(&c->pf, pfilter, req, &parsed, &filter_steps);
       if (takes == HOOKD_PFILTER_OVER) res->filters_over++;
       if (takes != HOOKD_PFILTER_YES) continue;
     }
@@ -715,10 +714,35 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
 }
 
+/* Whether the endpoint's payload filter takes event `seq` (*takes, HOOKD_PFILTER_*): its body
+ * read (no copy) and parsed only when there is a filter; *bytes += what was read. */
+static int deliver_pfilter(hookd_store_conn *c, int64_t seq, const hookd_endpoint *ep,
+                           int64_t *bytes, int *takes) {
+  *takes = HOOKD_PFILTER_YES;
+  if (!ep->payload_filter) return HOOKD_STORE_OK;
+  sqlite3_stmt *st = sq_stmt(c, SQ_EV_DELIVER_BODY, "SELECT body FROM events WHERE seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, seq);
+  int step = sqlite3_step(st);
+  if (step != SQLITE_ROW) {
+    sqlite3_reset(st);
+    return sq_fail(c, "read event body"); /* (read in this transaction a moment ago) */
+  }
+  size_t len = (size_t)sqlite3_column_bytes(st, 0);
+  *bytes += (int64_t)len;
+  json_t *parsed = NULL;
+  *takes = hookd_pfilter_match_envelope(&c->pf, ep->payload_filter,
+                                        len ? sqlite3_column_blob(st, 0) : NULL, len, &parsed,
+                                        NULL);
+  sqlite3_reset(st);
+  json_decref(parsed);
+  return HOOKD_STORE_OK;
+}
+
 /* An event's delivery to one endpoint, made by an operator (store.h event_deliver). */
 static int deliver_checks(hookd_store_conn *c, const char *type, const char *channels,
-                          const char *envelope, size_t len, const hookd_endpoint *ep,
-                          const char *tenant_id) {
+                          int64_t seq, const hookd_endpoint *ep, const char *tenant_id,
+                          int64_t *bytes) {
   if (strcmp(ep->tenant_id, tenant_id) != 0) {
     snprintf(c->err, sizeof c->err, "endpoint");
     return HOOKD_STORE_NOTFOUND;
@@ -740,10 +764,8 @@ static int deliver_checks(hookd_store_conn *c, const char *type, const char *cha
     snprintf(c->err, sizeof c->err, "the endpoint's channels do not take the event's");
     return HOOKD_STORE_STATE;
   }
-  json_t *parsed = NULL;
-  int takes =
-      hookd_pfilter_match_envelope(&c->pf, ep->payload_filter, envelope, len, &parsed, NULL);
-  json_decref(parsed);
+  int takes, rc = deliver_pfilter(c, seq, ep, bytes, &takes);
+  if (rc) return rc;
   if (takes != HOOKD_PFILTER_YES) {
     snprintf(c->err, sizeof c->err, "the endpoint's payload_filter does not take the event's "
                                     "payload%s", takes == HOOKD_PFILTER_OVER
@@ -819,19 +841,21 @@ static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char
 
 int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                      const char *endpoint_id, int64_t now_ms, hookd_delivery *out) {
-  return sq_event_deliver_why(c, tenant_id, event_id, 0, endpoint_id, now_ms, out, NULL);
+  return sq_event_deliver_why(c, tenant_id, event_id, 0, endpoint_id, now_ms, out, NULL, NULL);
 }
 
 int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                          int64_t event_seq, const char *endpoint_id, int64_t now_ms,
-                         hookd_delivery *out, const char **why) {
+                         hookd_delivery *out, const char **why, int64_t *body_bytes) {
   static const char *unused;
+  int64_t bytes_unused = 0;
   if (!why) why = &unused;
+  if (!body_bytes) body_bytes = &bytes_unused;
   *why = "state_changed";
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_DELIVER_READ,
                              "SELECT seq, type, kind, expires_at, purged_at, ordering_key,"
-                             " ordering_version, created_at, channels, test_endpoint, body"
+                             " ordering_version, created_at, channels, test_endpoint"
                              " FROM events WHERE id = ?1 AND tenant_id = ?2"
                              " AND (?3 = 0 OR seq = ?3)");
   if (!st) return HOOKD_STORE_ERR;
@@ -853,9 +877,6 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   bool versioned = sqlite3_column_type(st, 6) != SQLITE_NULL;
   int64_t version = sq_col_i64(st, 6), published = sq_col_i64(st, 7);
   char *channels = sq_col_str(st, 8), *test_for = sq_col_str(st, 9);
-  size_t body_len = (size_t)sqlite3_column_bytes(st, 10);
-  char *body = body_len ? malloc(body_len) : NULL;
-  if (body) memcpy(body, sqlite3_column_blob(st, 10), body_len);
   sqlite3_reset(st);
   hookd_endpoint ep;
   bool have_ep = false;
@@ -882,7 +903,7 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
     *why = "endpoint_deleted";
   } else if (rc == HOOKD_STORE_OK) {
     have_ep = true;
-    rc = deliver_checks(c, type, channels, body, body ? body_len : 0, &ep, tenant_id);
+    rc = deliver_checks(c, type, channels, seq, &ep, tenant_id, body_bytes);
     if (rc && !ep.enabled) *why = "endpoint_disabled";
   }
   if (rc == HOOKD_STORE_OK) rc = pair_delivery(c, seq, endpoint_id, out);
@@ -923,7 +944,6 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   free(key);
   free(channels);
   free(test_for);
-  free(body);
   if (have_ep) hookd_endpoint_free(&ep);
   if (rc != HOOKD_STORE_OK) return rc;
   return sq_delivery_get(c, did, out, NULL, NULL);

@@ -22,6 +22,7 @@ enum sq_stmt_id {
   SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_OPEN, SQ_LANE_ADVANCE, SQ_LANE_REPAIR,
   SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_CANCEL_LEASED, SQ_EP_CANCEL_LEFT, SQ_EP_FLAG_CANCEL,
   SQ_EP_CANCEL_NEXT, SQ_CLAIM_LIVE_EP, SQ_EP_IS_DEST, SQ_EP_DELETE_HOLD, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_LET_IN, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
+  SQ_EV_DELIVER_BODY,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_DL_LIST_WIDE,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_LATE, SQ_OUTCOME_GONE, SQ_ATTEMPT_INSERT, SQ_RELEASE,
@@ -101,12 +102,14 @@ int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
 int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const char *id,
                             int64_t now_ms, int64_t *seq, int64_t *purged_ms, int *cancelled);
 /* event_deliver, with why it refused (a replay item's result: gone, payload_purged, expired,
- * endpoint_deleted, endpoint_disabled, lane_moved_on, state_changed). event_seq: the event's
+ * endpoint_deleted, endpoint_disabled, lane_moved_on, state_changed), and the bytes of the
+ * event's body it read (*body_bytes, when given: only for an endpoint's payload filter, the one
+ * use of the body here; a replay step's budget, HOOKD_REPLAY_STEP_BYTES). event_seq: the event's
  * seq as a replay job snapshotted it, or 0 — another event given the id since (it was deleted
  * by retention and the id published again) is `gone`, not that one. */
 int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                          int64_t event_seq, const char *endpoint_id, int64_t now_ms,
-                         hookd_delivery *out, const char **why);
+                         hookd_delivery *out, const char **why, int64_t *body_bytes);
 int64_t sq_col_i64(sqlite3_stmt *st, int i);                 /* 0 for NULL */
 
 /* Steps st to the end, reading each row into a growing array of elem-sized records with read();

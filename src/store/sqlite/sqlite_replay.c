@@ -595,7 +595,7 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
 /* One item of a "missing" job: the event given a delivery to the job's endpoint — the item
  * then names that delivery, for the job's breakdowns — or why not. */
 static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
-                        const char **result, char **endpoint) {
+                        const char **result, char **endpoint, int64_t *bytes) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_EVENT,
                              "SELECT result, delivery_id, delivery_seq FROM replay_items"
                              " WHERE job_seq = ?1 AND n = ?2");
@@ -615,7 +615,7 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   hookd_delivery dl;
   const char *why = NULL;
   rc = sq_event_deliver_why(c, j->tenant_id, event_id, event_seq, j->endpoint_id, now_ms, &dl,
-                            &why);
+                            &why, bytes);
   free(event_id);
   if (rc == HOOKD_STORE_OK) {
     st = sq_stmt(c, SQ_RPL_ITEM_MADE,
@@ -645,11 +645,12 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
 
 /* One item: replayed, or why not. Sets *endpoint (owned) for a replayed one. */
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
-                     hookd_replay_memo *memo, const char **result, char **endpoint) {
+                     hookd_replay_memo *memo, const char **result, char **endpoint,
+                     int64_t *bytes) {
   *endpoint = NULL;
   *result = NULL;
   if (!strcmp(j->filter_state, "missing")) {
-    int rc = step_missing(c, j, n, now_ms, result, endpoint);
+    int rc = step_missing(c, j, n, now_ms, result, endpoint, bytes);
     if (rc) {
       free(*endpoint);
       *endpoint = NULL;
@@ -717,7 +718,7 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
 }
 
 static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_replay_step_res *res,
-                        size_t *hcap) {
+                        size_t *hcap, int64_t *bytes_left) {
   double per_item = 1000.0 / j->rate;
   /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
    * burst its whole delay */
@@ -729,11 +730,16 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
   hookd_replay_memo memo = {.swept = true};
-  while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX) {
+  /* the step's bytes of bodies are shared by its jobs: once spent, the jobs after take none
+   * (the next step starts with the one due first) */
+  while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX &&
+         *bytes_left > 0) {
     const char *result;
     char *ep = NULL;
-    int rc = step_item(c, j, n, now_ms, &memo, &result, &ep);
+    int64_t read = 0;
+    int rc = step_item(c, j, n, now_ms, &memo, &result, &ep, &read);
     if (rc) return rc;
+    *bytes_left -= read;
     if (result && !strcmp(result, "replayed")) {
       replayed++;
       int hrc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
@@ -817,7 +823,9 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   sqlite3_reset(st);
   int out = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? HOOKD_STORE_OK : sq_fail(c, "due replay jobs");
   size_t hcap = 0;
-  for (size_t i = 0; i < nj && !out; i++) out = step_job_run(c, &jobs[i], now_ms, res, &hcap);
+  int64_t bytes_left = HOOKD_REPLAY_STEP_BYTES;
+  for (size_t i = 0; i < nj && !out; i++)
+    out = step_job_run(c, &jobs[i], now_ms, res, &hcap, &bytes_left);
   for (size_t i = 0; i < nj; i++) {
     free(jobs[i].id);
     free(jobs[i].tenant_id);

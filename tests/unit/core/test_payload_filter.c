@@ -139,6 +139,17 @@ static void payloads_that_are_not_objects(void **s) {
                      HOOKD_PFILTER_NO);
     assert_int_equal(cache.m.len, 3); /* (the one that does not parse is not kept) */
   }
+  /* a payload parsed already (a publish's, by the API's thread) matches as its envelope's data
+   * would, through the same kept filters */
+  json_t *given = json_object_get(parsed, "data");
+  assert_int_equal(hookd_pfilter_match_payload(&cache, "{\"a\": 1}", given, NULL),
+                   HOOKD_PFILTER_YES);
+  assert_int_equal(hookd_pfilter_match_payload(&cache, "{\"a\": 2}", given, NULL),
+                   HOOKD_PFILTER_NO);
+  assert_int_equal(hookd_pfilter_match_payload(&cache, NULL, NULL, NULL), HOOKD_PFILTER_YES);
+  assert_int_equal(hookd_pfilter_match_payload(&cache, "{\"a\": 1}", NULL, NULL),
+                   HOOKD_PFILTER_NO); /* no payload: no field */
+  assert_int_equal(cache.m.len, 3);
   /* past 4,096 filters one entry makes way for each new one: the others stay parsed */
   char text[64];
   for (int i = 0; i < 4096 + 100; i++) {

@@ -572,6 +572,33 @@ static int run_exec(hookd_store_conn *c, const hookd_store_backend *be, void *a)
   return sq_exec(c, a) == 0 ? 0 : HOOKD_STORE_ERR;
 }
 
+/* A publish's fan-out matches payload filters against the payload the API parsed (req.payload),
+ * not the envelope parsed again on the writer: an envelope whose data differs shows which one
+ * was read. Without req.payload the envelope is parsed, as for the ops that have none. */
+static void fan_out_matches_the_payload_it_is_given(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  assert_int_equal(w(f, run_exec, (call *)"UPDATE endpoints SET payload_filter = '{\"a\":2}'"), 0);
+  static const char env[] =
+      "{\"id\":\"x\",\"type\":\"a.x\",\"timestamp\":\"t\",\"data\":{\"a\":1}}";
+  json_t *given = json_pack("{s:i}", "a", 2);
+  unsigned char hash[32] = {0};
+  for (int with = 0; with < 2; with++) {
+    char id[32];
+    snprintf(id, sizeof id, "evt_given_%d", with);
+    hookd_publish_req req = {.tenant_id = "t1", .event_id = id, .type = "a.x", .body = env,
+                             .body_len = sizeof env - 1, .request_hash = hash,
+                             .payload = with ? given : NULL, .occurred_ms = hookd_now_ms(),
+                             .now_ms = hookd_now_ms()};
+    hookd_publish_res res;
+    call c = {.in = &req, .out = &res};
+    assert_int_equal(w(f, run_publish, &c), 0);
+    assert_int_equal(res.n_deliveries, with); /* {"a":1} parsed; {"a":2} given */
+    hookd_publish_res_free(&res);
+  }
+  json_decref(given);
+}
+
 static void attempts_are_append_only_and_replay_starts_a_cycle(void **state) {
   fx *f = *state;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
@@ -1998,6 +2025,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_delete_cancels_in_bounded_steps, setup, teardown),
       cmocka_unit_test_setup_teardown(a_replacement_takes_what_the_delete_walk_has_not_reached,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(fan_out_matches_the_payload_it_is_given, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
