@@ -690,10 +690,18 @@ int pg_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
 #define DL_LIST_END " ORDER BY d.id DESC LIMIT $3"
 #define IN_STATES(n) "strpos(" n "::text, ',' || d.state || ',') > 0"
 static const char dl_list_sql[] = DL_LIST_BASE DL_LIST_END;
-static const char dl_list_ep_sql[] = DL_LIST_BASE " AND d.endpoint_id = $4" DL_LIST_END;
-static const char dl_list_state_sql[] = DL_LIST_BASE " AND " IN_STATES("$4") DL_LIST_END;
-static const char dl_list_ep_state_sql[] =
-    DL_LIST_BASE " AND d.endpoint_id = $4 AND " IN_STATES("$5") DL_LIST_END;
+/* By state or endpoint: each state's newest deliveries ($4, an array: the states asked for, or
+ * every one), read from (tenant_id, state, id) or (endpoint_id, state, id), merged by id — not
+ * a walk of the tenant's deliveries for the few in a state (strpos() is no index's condition).
+ * An endpoint's arms leave its tenant to the outer query: an endpoint is one tenant's. */
+#define DL_MERGED(range)                                                                        \
+  "SELECT " PG_DELIVERY_COLS " FROM deliveries d JOIN events e ON e.seq = d.event_seq"          \
+  " WHERE d.tenant_id = $1 AND d.seq IN (SELECT x.seq FROM unnest($4::text[]) s(state)"         \
+  " CROSS JOIN LATERAL (SELECT d.seq FROM deliveries d WHERE " range " AND d.state = s.state"   \
+  " AND d.id < $2 ORDER BY d.id DESC LIMIT $3) x)" DL_LIST_END
+static const char dl_list_states_sql[] = DL_MERGED("d.tenant_id = $1");
+static const char dl_list_ep_states_sql[] = DL_MERGED("d.endpoint_id = $5");
+#undef DL_MERGED
 /* deliveries of one event are few: found by the event's seq (the (event_seq, endpoint_id)
  * index), not by walking the tenant's deliveries for its id */
 static const char dl_list_event_sql[] =
@@ -741,16 +749,18 @@ int pg_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
     pg_p_text(&p, f->event_id);
     pg_p_text(&p, f->endpoint_id);
     pg_p_text(&p, f->states ? states : NULL);
-  } else if (f->endpoint_id && f->states) {
-    sql = dl_list_ep_state_sql;
-    pg_p_text(&p, f->endpoint_id);
-    pg_p_text(&p, states);
-  } else if (f->endpoint_id) {
-    sql = dl_list_ep_sql;
-    pg_p_text(&p, f->endpoint_id);
-  } else if (f->states) {
-    sql = dl_list_state_sql;
-    pg_p_text(&p, states);
+  } else if (f->endpoint_id || f->states) {
+    /* the states as an array literal, {a,b}: every one for an endpoint alone */
+    char arr[128] = "{";
+    for (int s = 0; s < HOOKD_DS__COUNT; s++)
+      if (!f->states || f->states & (1u << s)) {
+        if (arr[1]) strcat(arr, ",");
+        strcat(arr, hookd_dstate_name((hookd_dstate)s));
+      }
+    strcat(arr, "}");
+    sql = f->endpoint_id ? dl_list_ep_states_sql : dl_list_states_sql;
+    pg_p_text(&p, arr);
+    if (f->endpoint_id) pg_p_text(&p, f->endpoint_id);
   } else {
     sql = dl_list_sql;
   }

@@ -784,11 +784,12 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
   pg_p_i64(&p, f->until_ms);
   /* the status as GET shows it: "processing" is a received or retryable_failed record under a
    * live lease (stored statuses $3 and $7, the lease wanted by $8: 2 live, 1 not, 0 either).
-   * One statement per shape of tenant and status, each an index's condition (sqlite_inbound.c's
-   * sq_inbox_list): a catch-all "$1 IS NULL OR …" is none once the plan is generic. */
-#define INBOX_LIST(who)                                                                         \
-  "SELECT " INBOX_COLS " FROM inbox i WHERE " who                                               \
-  " AND ($2::text IS NULL OR i.source_id = $2)"                                                 \
+   * One statement per shape, each read from an index's ranges (sqlite_inbound.c's
+   * sq_inbox_list): a provider's event id, else a source's records, else a tenant's; a range
+   * without a status is one per status, each its newest matches, merged by seq. A catch-all
+   * "$1 IS NULL OR …" is no index's condition once the plan is generic. */
+#define INBOX_FILTERS                                                                           \
+  " AND ($1::text IS NULL OR i.tenant_id = $1) AND ($2::text IS NULL OR i.source_id = $2)"      \
   " AND ($8::bigint = 0 OR (COALESCE((SELECT MAX(d.leased_until) FROM"                          \
   " deliveries d WHERE d.event_seq = i.event_seq), 0) > $6::bigint) = ($8 = 2))"                \
   " AND ($9::text IS NULL OR i.provider_event_id = $9)"                                         \
@@ -796,15 +797,40 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
   " AND ($11::text IS NULL OR substr(i.event_type, 1, length($11::text)) = $11)"               \
   " AND ($12::bigint = 0 OR i.received_at >= $12)"                                              \
   " AND ($13::bigint = 0 OR i.received_at < $13)"                                               \
-  " AND i.seq < $4::bigint ORDER BY i.seq DESC LIMIT $5"
+  " AND i.seq < $4::bigint"
+#define INBOX_LIST(range)                                                                       \
+  "SELECT " INBOX_COLS " FROM inbox i WHERE " range INBOX_FILTERS " ORDER BY i.seq DESC LIMIT $5"
+  /* each stored status's newest matches in a range, merged */
+#define MERGED(range, statuses)                                                                 \
+  "SELECT " INBOX_COLS " FROM inbox i WHERE i.seq IN (SELECT x.seq FROM unnest(ARRAY["         \
+  statuses "]::text[]) s(status) CROSS JOIN LATERAL (SELECT i.seq FROM inbox i WHERE " range   \
+  " AND i.status = s.status" INBOX_FILTERS " ORDER BY i.seq DESC LIMIT $5) x)"                  \
+  " AND " ANY_STATUS " ORDER BY i.seq DESC LIMIT $5"
+#define LEASABLE "'received','retryable_failed'"
+#define ALL                                                                                     \
+  LEASABLE ",'completed','dead_lettered','unknown','filtered','stale','conflict','duplicate'"
 #define ANY_STATUS "($3::text IS NULL OR i.status = $3 OR i.status = $7::text)"
+#define ONE_STATUS " AND i.status = $3 AND $7::text IS NULL"
+#define SRC "i.source_id = $2"
+#define TNT "i.tenant_id = $1"
   PGresult *r = pg_q(
       c,
-      !f->tenant_id ? INBOX_LIST("$1::text IS NULL AND " ANY_STATUS)
-      : !st         ? INBOX_LIST("i.tenant_id = $1 AND " ANY_STATUS)
-      : processing  ? INBOX_LIST("i.tenant_id = $1 AND i.status IN ($3::text, $7::text)")
-                    : INBOX_LIST("i.tenant_id = $1 AND i.status = $3 AND $7::text IS NULL"),
+      f->event_id   ? INBOX_LIST("i.provider_event_id = $9 AND " ANY_STATUS)
+      : f->source_id ? (!st         ? MERGED(SRC, ALL)
+                        : processing ? MERGED(SRC, LEASABLE)
+                                     : INBOX_LIST(SRC ONE_STATUS))
+      : f->tenant_id ? (!st         ? MERGED(TNT, ALL)
+                        : processing ? MERGED(TNT, LEASABLE)
+                                     : INBOX_LIST(TNT ONE_STATUS))
+                     : INBOX_LIST(ANY_STATUS),
       &p, "list inbox");
+#undef TNT
+#undef SRC
+#undef ONE_STATUS
+#undef ALL
+#undef LEASABLE
+#undef MERGED
+#undef INBOX_FILTERS
 #undef ANY_STATUS
 #undef INBOX_LIST
   free(prefix);

@@ -232,9 +232,20 @@ static const char *const migration_7[] = {
     " AND x.replaced = 0)",
     NULL};
 
+/* 8: the lists' ranges (docs/api.md "Inbox", "Deliveries"; sqlite_schema.c, 43): a source's
+ * records by status, a provider's event id, a tenant's and an endpoint's deliveries by state.
+ * Built in the migration's transaction, with every node stopped ("Upgrades"). */
+static const char *const migration_8[] = {
+    "CREATE INDEX IF NOT EXISTS inbox_source_status ON inbox(source_id, status, seq)",
+    "CREATE INDEX IF NOT EXISTS inbox_provider_event ON inbox(provider_event_id, seq)"
+    " WHERE provider_event_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS deliveries_tenant_state ON deliveries(tenant_id, state, id)",
+    "CREATE INDEX IF NOT EXISTS deliveries_endpoint_state ON deliveries(endpoint_id, state, id)",
+    NULL};
+
 static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
                                                 migration_4, migration_5, migration_6,
-                                                migration_7};
+                                                migration_7, migration_8};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

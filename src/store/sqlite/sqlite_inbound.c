@@ -693,33 +693,66 @@ static void free_inboxes(void *v, size_t n) { hookd_inboxes_free(v, n); }
 int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox **out, size_t *n) {
   /* the status as GET shows it: "processing" is a received or retryable_failed record under a
    * live lease (stored statuses ?3 and ?7, the lease wanted by ?8: 2 live, 1 not, 0 either).
-   * One statement per shape of tenant and status, each a range of an index: a tenant's records
-   * of a status (inbox_tenant_status), else the newest first (the rowid; "+" keeps the planner
-   * off the tenant's index, which would read and sort all its records). A catch-all
-   * "?1 IS NULL OR …" made every list a scan of every tenant's records. */
-#define INBOX_LIST(who)                                                                         \
-  "SELECT " INBOX_COLS " FROM inbox i WHERE " who " AND (?2 IS NULL OR i.source_id = ?2)"        \
+   * One statement per shape, each read from an index's ranges newest first, so that a page
+   * costs the page plus the records its other filters reject: a provider's event id
+   * (inbox_provider_event), else a source's records (inbox_source_status), else a tenant's
+   * (inbox_tenant_status). A range without a status is one arm per status, each its newest
+   * matches, merged by seq (a walk of the table newest first for a tenant's records read every
+   * tenant's when it had fewer than a page). Without any of them: the table newest first.
+   * A catch-all "?1 IS NULL OR …" made every list a scan of every tenant's records. */
+#define INBOX_FILTERS                                                                           \
+  " AND (?1 IS NULL OR +i.tenant_id = ?1) AND (?2 IS NULL OR +i.source_id = ?2)"                \
   " AND (?8 = 0 OR (COALESCE((SELECT MAX(d.leased_until) FROM"                                  \
   " deliveries d WHERE d.event_seq = i.event_seq), 0) > ?6) = (?8 = 2))"                        \
-  " AND (?9 IS NULL OR i.provider_event_id = ?9)"                                               \
+  " AND (?9 IS NULL OR +i.provider_event_id = ?9)"                                              \
   " AND (?10 IS NULL OR i.event_type = ?10)"                                                    \
   " AND (?11 IS NULL OR substr(i.event_type, 1, length(?11)) = ?11)"                            \
   " AND (?12 = 0 OR i.received_at >= ?12)"                                                      \
   " AND (?13 = 0 OR i.received_at < ?13)"                                                       \
-  " AND i.seq < ?4 ORDER BY i.seq DESC LIMIT ?5"
+  " AND i.seq < ?4"
+#define INBOX_LIST(range)                                                                       \
+  "SELECT " INBOX_COLS " FROM inbox i WHERE " range INBOX_FILTERS " ORDER BY i.seq DESC LIMIT ?5"
+  /* one stored status's newest matches in a range */
+#define ARM(range, status)                                                                      \
+  "SELECT seq FROM (SELECT i.seq FROM inbox i WHERE " range " AND i.status = '" status "'"      \
+  INBOX_FILTERS " ORDER BY i.seq DESC LIMIT ?5)"
+#define ARMS_LEASABLE(range) ARM(range, "received") " UNION ALL " ARM(range, "retryable_failed")
+#define ARMS_ALL(range)                                                                         \
+  ARMS_LEASABLE(range) " UNION ALL " ARM(range, "completed") " UNION ALL "                      \
+  ARM(range, "dead_lettered") " UNION ALL " ARM(range, "unknown") " UNION ALL "                 \
+  ARM(range, "filtered") " UNION ALL " ARM(range, "stale") " UNION ALL "                        \
+  ARM(range, "conflict") " UNION ALL " ARM(range, "duplicate")
+#define MERGED(arms)                                                                            \
+  "SELECT " INBOX_COLS " FROM inbox i WHERE i.seq IN (" arms ") ORDER BY i.seq DESC LIMIT ?5"
 #define ANY_STATUS "(?3 IS NULL OR i.status = ?3 OR i.status = ?7)"
+#define ONE_STATUS " AND i.status = ?3 AND ?7 IS NULL"
+#define SRC "i.source_id = ?2"
+#define TNT "i.tenant_id = ?1"
   const char *st = f->status;
   bool processing = st && !strcmp(st, "processing");
   bool leasable = st && (!strcmp(st, "received") || !strcmp(st, "retryable_failed"));
   sqlite3_stmt *q =
-      !f->tenant_id ? sq_stmt(c, SQ_INBOX_LIST, INBOX_LIST("?1 IS NULL AND " ANY_STATUS))
-      : !st         ? sq_stmt(c, SQ_INBOX_LIST_T, INBOX_LIST("+i.tenant_id = ?1 AND " ANY_STATUS))
-      : processing  ? sq_stmt(c, SQ_INBOX_LIST_TP,
-                              INBOX_LIST("i.tenant_id = ?1 AND i.status IN (?3, ?7)"))
-                    : sq_stmt(c, SQ_INBOX_LIST_TS,
-                              INBOX_LIST("i.tenant_id = ?1 AND i.status = ?3 AND ?7 IS NULL"));
+      f->event_id ? sq_stmt(c, SQ_INBOX_LIST_EV,
+                            INBOX_LIST("i.provider_event_id = ?9 AND " ANY_STATUS))
+      : f->source_id
+          ? (!st         ? sq_stmt(c, SQ_INBOX_LIST_S, MERGED(ARMS_ALL(SRC)))
+             : processing ? sq_stmt(c, SQ_INBOX_LIST_SP, MERGED(ARMS_LEASABLE(SRC)))
+                          : sq_stmt(c, SQ_INBOX_LIST_SS, INBOX_LIST(SRC ONE_STATUS)))
+      : f->tenant_id
+          ? (!st         ? sq_stmt(c, SQ_INBOX_LIST_T, MERGED(ARMS_ALL(TNT)))
+             : processing ? sq_stmt(c, SQ_INBOX_LIST_TP, MERGED(ARMS_LEASABLE(TNT)))
+                          : sq_stmt(c, SQ_INBOX_LIST_TS, INBOX_LIST(TNT ONE_STATUS)))
+          : sq_stmt(c, SQ_INBOX_LIST, INBOX_LIST(ANY_STATUS));
+#undef TNT
+#undef SRC
+#undef ONE_STATUS
 #undef ANY_STATUS
+#undef MERGED
+#undef ARMS_ALL
+#undef ARMS_LEASABLE
+#undef ARM
 #undef INBOX_LIST
+#undef INBOX_FILTERS
   if (!q) return HOOKD_STORE_ERR;
   sq_bind_text(q, 1, f->tenant_id);
   sq_bind_text(q, 2, f->source_id);

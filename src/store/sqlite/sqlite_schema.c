@@ -569,6 +569,18 @@ static const struct {
      "  WHERE status = 'dead_lettered' AND EXISTS (SELECT 1 FROM deliveries x"
      "  WHERE x.event_seq = inbox.event_seq AND (x.state = 'retrying' OR x.state = 'pending')"
      "  AND NOT x.replaced);"},
+    {43,
+     /* The lists' ranges (docs/api.md "Inbox", "Deliveries"): a page is read from an index's
+      * ranges, one per status or state, merged — not a walk of every record newest first. A
+      * source's records by status, a provider's event id (partial: the records without one are
+      * not in it), a tenant's and an endpoint's deliveries by state. Each is written at every
+      * receive (the inbox's two) or delivery made, and moved by a change of status or state. */
+     "CREATE INDEX IF NOT EXISTS inbox_source_status ON inbox(source_id, status, seq);"
+     "CREATE INDEX IF NOT EXISTS inbox_provider_event ON inbox(provider_event_id)"
+     "  WHERE provider_event_id IS NOT NULL;"
+     "CREATE INDEX IF NOT EXISTS deliveries_tenant_state ON deliveries(tenant_id, state, id);"
+     "CREATE INDEX IF NOT EXISTS deliveries_endpoint_state"
+     "  ON deliveries(endpoint_id, state, id);"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
