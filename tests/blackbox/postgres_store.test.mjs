@@ -1775,11 +1775,18 @@ test('one API key\'s reads waiting for the store are bounded (--max-reads-per-ke
     await db.query('LOCK TABLE tenants IN ACCESS EXCLUSIVE MODE');
     let answered = null;
     const first = h.api('GET', `/v1/tenants/${tenant}`).then((r) => { answered = r; return r; });
-    await waitUntil(async () => {
-      if (answered) assert.fail(`the first read was answered without waiting: ${answered.status} ${answered.text}`);
-      return (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid()
-        AND wait_event_type = 'Lock' AND query LIKE '%tenants%'`)).rows[0].n > 0 || null;
-    }, { what: 'the first read waiting for the lock' });
+    const sessions = async () => JSON.stringify((await db.query(`SELECT application_name, state, wait_event_type,
+      wait_event, left(query, 120) AS query FROM pg_stat_activity WHERE datname = current_database()
+      AND pid <> pg_backend_pid()`)).rows);
+    try {
+      await waitUntil(async () => {
+        if (answered) assert.fail(`the first read was answered without waiting: ${answered.status} ${answered.text}`);
+        return (await db.query(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted
+          AND relation = 'tenants'::regclass`)).rows[0].n > 0 || null;
+      }, { what: 'the first read waiting for the lock' });
+    } catch (e) {
+      throw new Error(`${e.message}; sessions: ${await sessions()}; hookd: ${h.stderrText.slice(-1500)}`);
+    }
     // (answered at once: without the bound it would wait behind the lock, held until below)
     const second = await withTimeout(h.api('GET', `/v1/tenants/${tenant}`), 5000, 'the second read answered');
     assert.equal(second.status, 429, second.text);

@@ -730,6 +730,7 @@ int pg_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   bool wide = f->event_type || f->since_ms > 0 || f->until_ms > 0;
   const char *sql;
   char *prefix = NULL;
+  char arr[128] = "{"; /* (bound below: it lives as long as the query's parameters) */
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, f->tenant_id);
@@ -751,7 +752,6 @@ int pg_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
     pg_p_text(&p, f->states ? states : NULL);
   } else if (f->endpoint_id || f->states) {
     /* the states as an array literal, {a,b}: every one for an endpoint alone */
-    char arr[128] = "{";
     for (int s = 0; s < HOOKD_DS__COUNT; s++)
       if (!f->states || f->states & (1u << s)) {
         if (arr[1]) strcat(arr, ",");
