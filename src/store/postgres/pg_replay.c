@@ -785,7 +785,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
   int taken = 0;
   hookd_replay_memo memo = {.swept = true};
   /* the step's bytes of bodies are shared by its jobs: once spent, the jobs after take none
-   * (the next step starts with the one due first) */
+   * and go first at the next step (hookd_replay_turn_end) */
   while (n <= j->total && at <= (double)pace_ms && taken < HOOKD_REPLAY_STEP_MAX &&
          *bytes_left > 0) {
     const char *result;
@@ -807,6 +807,8 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
     taken++;
   }
   bool complete = n > j->total;
+  if (!hookd_replay_turn_end(taken, *bytes_left, complete, &at, (double)pace_ms))
+    return HOOKD_STORE_OK;
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, j->seq);

@@ -731,7 +731,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
   int taken = 0;
   hookd_replay_memo memo = {.swept = true};
   /* the step's bytes of bodies are shared by its jobs: once spent, the jobs after take none
-   * (the next step starts with the one due first) */
+   * and go first at the next step (hookd_replay_turn_end) */
   while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX &&
          *bytes_left > 0) {
     const char *result;
@@ -753,6 +753,8 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
     taken++;
   }
   bool complete = n > j->total;
+  if (!hookd_replay_turn_end(taken, *bytes_left, complete, &at, (double)now_ms))
+    return HOOKD_STORE_OK;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ADVANCE,
                              "UPDATE replay_jobs SET next_item = ?2, next_item_at = ?3,"
                              " replayed = replayed + ?4, skipped = skipped + ?5, updated_at = ?6,"

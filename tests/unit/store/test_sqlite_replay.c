@@ -747,6 +747,65 @@ static void missing_steps_read_bounded_bytes(void **state) {
   hookd_replay_detail_free(&d);
 }
 
+/* Two missing jobs over the same large events, every item skipped by its endpoint's filter:
+ * the first spends a step's bytes, and the second goes first at the next step — it does not
+ * wait for the first to finish. */
+static void missing_steps_take_turns(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  enum { N = 8, PAD = 300 * 1024 };
+  char *env = malloc(PAD + 128);
+  int len = snprintf(env, 128, "{\"id\":\"x\",\"type\":\"a.x\",\"timestamp\":\"t\","
+                               "\"data\":{\"pad\":\"");
+  memset(env + len, 'x', PAD);
+  len += PAD;
+  len += snprintf(env + len, 16, "\"}}");
+  unsigned char hash[32] = {0};
+  for (int i = 0; i < N; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "evt_turn_%d", i);
+    hookd_publish_req req = {.tenant_id = "t1", .event_id = id, .type = "a.x", .body = env,
+                             .body_len = (size_t)len, .request_hash = hash,
+                             .occurred_ms = hookd_now_ms(), .now_ms = hookd_now_ms()};
+    hookd_publish_res res;
+    call c = {.in = &req, .out = &res};
+    assert_int_equal(w(f, run_publish, &c), 0);
+    hookd_publish_res_free(&res);
+  }
+  free(env);
+  int64_t t0 = hookd_now_ms();
+  const char *const eps[] = {"ep2", "ep3"}, *const ids[] = {"rpl_first", "rpl_second"};
+  for (int i = 0; i < 2; i++) {
+    make_tenant_endpoint(f, "t1", eps[i], NULL);
+    rcall k = {.tenant = "t1", .f = {.endpoint_id = eps[i], .missing = true}, .max = 1000,
+               .now = t0, .rate = 1000};
+    assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
+    assert_int_equal(k.snap.n, N);
+    snprintf(k.id, sizeof k.id, "%s", ids[i]);
+    int rc;
+    do rc = w(f, run_create, (call *)&k);
+    while (rc == 0 && k.from < k.snap.n);
+    assert_int_equal(rc, 0);
+    hookd_replay_snapshot_free(&k.snap);
+    assert_int_equal(act(f, ids[i], HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  }
+  sql(f, "UPDATE endpoints SET payload_filter = '{\"pad\":\"no\"}' WHERE id IN ('ep2','ep3')");
+  for (int s = 1; s <= 2; s++) {
+    hookd_replay_step_res r = step(f, t0 + 100 * s);
+    hookd_replay_step_res_free(&r);
+  }
+  /* two steps: each job has had one */
+  for (int i = 0; i < 2; i++) {
+    hookd_replay_job j;
+    hookd_replay_detail d;
+    get_job(f, ids[i], &j, &d);
+    assert_true(j.skipped >= 1);
+    assert_true(j.skipped < N);
+    hookd_replay_job_free(&j);
+    hookd_replay_detail_free(&d);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(the_filter_selects_what_it_names, setup, teardown),
@@ -760,6 +819,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(resume_keeps_the_wait, setup, teardown),
       cmocka_unit_test_setup_teardown(ended_jobs_items_are_purged, setup, teardown),
       cmocka_unit_test_setup_teardown(missing_steps_read_bounded_bytes, setup, teardown),
+      cmocka_unit_test_setup_teardown(missing_steps_take_turns, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
