@@ -689,20 +689,20 @@ static void ended_jobs_items_are_purged(void **state) {
  * at most HOOKD_REPLAY_STEP_BYTES of them a step: a job over large events whose endpoint's
  * filter was changed after the preview to refuse them all (skips take no share of the rate)
  * goes in several steps, not 500 parses in one writer transaction. */
-static void missing_steps_read_bounded_bytes(void **state) {
-  fx *f = *state;
+/* Tenant t1 with endpoint ep1, and n events of `pad` bytes of payload each (ids prefix_i). */
+static void publish_big(fx *f, const char *prefix, int n, int pad) {
   make_tenant_endpoint(f, "t1", "ep1", NULL);
-  enum { N = 8, PAD = 300 * 1024 };
-  char *env = malloc(PAD + 128);
+  char *env = malloc((size_t)pad + 128);
+  assert_non_null(env);
   int len = snprintf(env, 128, "{\"id\":\"x\",\"type\":\"a.x\",\"timestamp\":\"t\","
                                "\"data\":{\"pad\":\"");
-  memset(env + len, 'x', PAD);
-  len += PAD;
+  memset(env + len, 'x', (size_t)pad);
+  len += pad;
   len += snprintf(env + len, 16, "\"}}");
   unsigned char hash[32] = {0};
-  for (int i = 0; i < N; i++) {
+  for (int i = 0; i < n; i++) {
     char id[32];
-    snprintf(id, sizeof id, "evt_big_%d", i);
+    snprintf(id, sizeof id, "%s_%d", prefix, i);
     hookd_publish_req req = {.tenant_id = "t1", .event_id = id, .type = "a.x", .body = env,
                              .body_len = (size_t)len, .request_hash = hash,
                              .occurred_ms = hookd_now_ms(), .now_ms = hookd_now_ms()};
@@ -712,6 +712,12 @@ static void missing_steps_read_bounded_bytes(void **state) {
     hookd_publish_res_free(&res);
   }
   free(env);
+}
+
+static void missing_steps_read_bounded_bytes(void **state) {
+  fx *f = *state;
+  enum { N = 8, PAD = 300 * 1024 };
+  publish_big(f, "evt_big", N, PAD);
   make_tenant_endpoint(f, "t1", "ep2", NULL); /* made after them: it lacks them all */
   int64_t t0 = hookd_now_ms();
   rcall k = {.tenant = "t1", .f = {.endpoint_id = "ep2", .missing = true}, .max = 1000,
@@ -752,27 +758,8 @@ static void missing_steps_read_bounded_bytes(void **state) {
  * wait for the first to finish. */
 static void missing_steps_take_turns(void **state) {
   fx *f = *state;
-  make_tenant_endpoint(f, "t1", "ep1", NULL);
   enum { N = 8, PAD = 300 * 1024 };
-  char *env = malloc(PAD + 128);
-  int len = snprintf(env, 128, "{\"id\":\"x\",\"type\":\"a.x\",\"timestamp\":\"t\","
-                               "\"data\":{\"pad\":\"");
-  memset(env + len, 'x', PAD);
-  len += PAD;
-  len += snprintf(env + len, 16, "\"}}");
-  unsigned char hash[32] = {0};
-  for (int i = 0; i < N; i++) {
-    char id[32];
-    snprintf(id, sizeof id, "evt_turn_%d", i);
-    hookd_publish_req req = {.tenant_id = "t1", .event_id = id, .type = "a.x", .body = env,
-                             .body_len = (size_t)len, .request_hash = hash,
-                             .occurred_ms = hookd_now_ms(), .now_ms = hookd_now_ms()};
-    hookd_publish_res res;
-    call c = {.in = &req, .out = &res};
-    assert_int_equal(w(f, run_publish, &c), 0);
-    hookd_publish_res_free(&res);
-  }
-  free(env);
+  publish_big(f, "evt_turn", N, PAD);
   int64_t t0 = hookd_now_ms();
   const char *const eps[] = {"ep2", "ep3"}, *const ids[] = {"rpl_first", "rpl_second"};
   for (int i = 0; i < 2; i++) {
