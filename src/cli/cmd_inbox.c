@@ -27,7 +27,7 @@
 #include "core/clock.h"
 #include "core/num.h"
 #include "core/sign.h"
-#include "core/utf8.h"
+#include "core/shown_text.h"
 #include "daemon/keyring.h"
 #include "store/storeq.h"
 
@@ -120,35 +120,18 @@ static int sign_header(const load *l, const hookd_hmac_key *keys, size_t n, int6
   return o < cap ? 0 : -1;
 }
 
-static size_t collect(char *p, size_t size, size_t n, void *arg) {
-  char *buf = arg;
-  size_t have = strlen(buf), len = size * n, room = 199 - have;
-  memcpy(buf + have, p, len < room ? len : room);
-  buf[have + (len < room ? len : room)] = '\0';
-  return size * n;
-}
+/* The first bytes of a handler's answer, NULs included. */
+typedef struct answer {
+  char b[200];
+  size_t len;
+} answer;
 
-/* Prints a handler's answer (untrusted: a dev handler echoing a provider's payload, any server
- * with --allow-remote) on one line as text only: line ends and tabs as blanks, other control
- * bytes (ESC, BEL: a terminal's escape sequences), C1 controls and bytes that are not UTF-8 as
- * \xNN. */
-static void print_shown(const char *s) {
-  for (size_t n = strlen(s); n > 0;) {
-    size_t k = hookd_utf8_len(s, n);
-    unsigned char c = (unsigned char)*s;
-    if (c == '\n' || c == '\r' || c == '\t') {
-      putchar(' ');
-    } else if (!k || c < 0x20 || c == 0x7f) {
-      printf("\\x%02X", c);
-      k = 1;
-    } else if (k == 2 && c == 0xc2 && (unsigned char)s[1] < 0xa0) { /* U+0080-U+009F */
-      printf("\\xC2\\x%02X", (unsigned char)s[1]);
-    } else {
-      fwrite(s, 1, k, stdout);
-    }
-    s += k;
-    n -= k;
-  }
+static size_t collect(char *p, size_t size, size_t n, void *arg) {
+  answer *a = arg;
+  size_t len = size * n, room = sizeof a->b - a->len;
+  memcpy(a->b + a->len, p, len < room ? len : room);
+  a->len += len < room ? len : room;
+  return size * n;
 }
 
 static void usage(FILE *to) {
@@ -317,7 +300,8 @@ int hookd_cmd_inbox(int argc, char **argv) {
   }
   char refused_ip[64] = "";
   for (long i = 1; i <= times && e; i++) {
-    char resp[200] = "", ts[80], sig[MAX_KEYS * (HOOKD_SIG_MAX + 1) + 32];
+    answer resp = {.len = 0};
+    char ts[80], sig[MAX_KEYS * (HOOKD_SIG_MAX + 1) + 32];
     int64_t now = (int64_t)time(NULL);
     struct curl_slist *call = NULL; /* this call's timestamp and signatures, then the rest */
     snprintf(ts, sizeof ts, "webhook-timestamp: %lld", (long long)now);
@@ -352,7 +336,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, call);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 30000L);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, resp);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &resp);
     CURLcode cc = curl_easy_perform(e);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(call);
@@ -371,7 +355,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
       failures++;
     } else {
       printf("%ld/%ld  %ld  ", i, times, status);
-      print_shown(resp);
+      hookd_shown_print(stdout, resp.b, resp.len); /* (an answer is untrusted) */
       putchar('\n');
       if (status < 200 || status > 299) failures++;
     }

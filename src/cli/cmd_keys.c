@@ -365,12 +365,18 @@ static int cmd_list(keys_args *a) {
     const hookd_api_key *k = &x.keys[i];
     char why[160];
     bool invalid = hookd_auth_key_check(k, NULL, why, sizeof why) != 0; /* as hookd loads */
-    printf("%-32s %-10s %-20s %-8s %s\n", k->id, k->role,
+    /* (a role written by hand, perhaps with a terminal's escape sequences: as text) */
+    const char *role = k->role ? k->role : "";
+    printf("%-32s ", k->id);
+    hookd_shown_print(stdout, role, strlen(role));
+    printf("%*s %-20s %-8s %s\n", strlen(role) < 10 ? (int)(10 - strlen(role)) : 0, "",
            !k->tenants ? "*" : k->tenants[0] ? k->tenants : "\"\"",
            k->revoked_ms ? "revoked" : invalid ? "invalid" : "active", k->name ? k->name : "");
-    if (invalid && !k->revoked_ms)
-      fprintf(stderr, "key %s: %s; hookd refuses it: revoke it and create another\n", k->id,
-              why);
+    if (invalid && !k->revoked_ms) {
+      fprintf(stderr, "key %s: ", k->id);
+      hookd_shown_print(stderr, why, strlen(why)); /* (it quotes the role) */
+      fprintf(stderr, "; hookd refuses it: revoke it and create another\n");
+    }
   }
   hookd_api_keys_free(x.keys, x.n);
   return 0;

@@ -36,6 +36,25 @@ bool hookd_shown_text_ok(const char *s, bool lines, bool *visible) {
   return true;
 }
 
+void hookd_shown_print(FILE *to, const char *s, size_t n) {
+  while (n > 0) {
+    size_t k = hookd_utf8_len(s, n);
+    unsigned char c = (unsigned char)*s;
+    if (c == '\n' || c == '\r' || c == '\t') {
+      fputc(' ', to);
+    } else if (!k || c < 0x20 || c == 0x7f) {
+      fprintf(to, "\\x%02X", c);
+      k = 1;
+    } else if (k == 2 && c == 0xc2 && (unsigned char)s[1] < 0xa0) { /* U+0080-U+009F */
+      fprintf(to, "\\xC2\\x%02X", (unsigned char)s[1]);
+    } else {
+      fwrite(s, 1, k, to);
+    }
+    s += k;
+    n -= k;
+  }
+}
+
 bool hookd_shown_name_ok(const char *s) {
   return strlen(s) <= HOOKD_SHOWN_NAME_MAX && hookd_shown_text_ok(s, false, NULL);
 }

@@ -5,6 +5,8 @@
 #define HOOKD_CORE_SHOWN_TEXT_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 
 /* The longest name (of a key, a tenant) in bytes. */
 #define HOOKD_SHOWN_NAME_MAX 200
@@ -17,5 +19,10 @@
 bool hookd_shown_text_ok(const char *s, bool lines, bool *visible);
 /* A name: at most HOOKD_SHOWN_NAME_MAX bytes of shown text on one line. */
 bool hookd_shown_name_ok(const char *s);
+/* Writes n bytes of untrusted text (a handler's answer, a value written to the store by hand)
+ * to a terminal on one line, as text only: line ends and tabs as blanks; other control bytes
+ * (ESC, BEL: a terminal's escape sequences, NUL), C1 controls and bytes that are not UTF-8 as
+ * \xNN. */
+void hookd_shown_print(FILE *to, const char *s, size_t n);
 
 #endif

@@ -65,9 +65,10 @@ static bool within(const key_op *op, const char *tenants) {
 static json_t *key_json(const hookd_api_key *k) {
   char why[160];
   bool invalid = hookd_auth_key_check(k, NULL, why, sizeof why) != 0; /* as the daemon loads */
-  /* a name that is not UTF-8 (written to the store by hand, or by a CLI before it refused
-   * one) as a placeholder: a NULL here would drop the key from the list, hiding it */
-  return json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:s}", "id", k->id, "role", k->role ? k->role : "",
+  /* a name or role that is not UTF-8 (written to the store by hand, or by a CLI before it
+   * refused one) as a placeholder: a NULL here would drop the key from the list, hiding it */
+  return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:s}", "id", k->id, "role",
+                   hookd_json_str_or_null(k->role ? k->role : ""),
                    "tenants", hookd_json_csv(k->tenants), "name",
                    hookd_json_str_or_null(k->name ? k->name : ""),
                    "created_at", hookd_json_time(k->created_ms), "revoked_at",

@@ -41,7 +41,7 @@ static hookd_strmap reads_by_key;
 /* A read of op's key may go to the store: false when --max-reads-per-key are out already. Ops
  * of no request (the daemon's own) and of public routes are not counted. */
 static bool read_slot_take(hookd_api_op *op) {
-  if (!op->req || !op->actor[0]) return true;
+  if (!op->req || !op->actor[0] || op->write_first_read) return true;
   pthread_mutex_lock(&reads_mu);
   intptr_t n = (intptr_t)hookd_strmap_get(&reads_by_key, op->actor);
   bool ok = n < op->app->cfg->max_reads_per_key &&

@@ -803,7 +803,7 @@ static void local_failure(hookd_dispatcher *d, item *it, hookd_egress_req *req, 
   if (req->local_failure) HOOKD_INC(egress_local_failures);
   else HOOKD_INC(egress_fd_exhausted);
   int64_t muted;
-  if (disp_log_pass(&d->fd_exhausted_log, now, &muted))
+  if (disp_log_pass(&d->fd_exhausted_log, hookd_mono_ms(), &muted))
     HLOG(HOOKD_LOG_ERROR, req->local_failure ? "egress.local_failure" : "egress.fd_exhausted",
          KV_DELIVERY(d, &it->c.d, e->cfg.id), KV_S("why", req->local_failure),
          KV_S("error", req->error), KV_I("suppressed", muted));

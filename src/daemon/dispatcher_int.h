@@ -147,7 +147,8 @@ typedef struct disp_log_throttle {
   int64_t muted;    /* occurrences not logged since */
 } disp_log_throttle;
 /* true when a line may be written now (*muted: the occurrences it stands for besides its own);
- * else the occurrence is counted for the next. */
+ * else the occurrence is counted for the next. now_ms: the monotonic clock (a wall clock
+ * stepped back would mute the lines for as long as the step). */
 bool disp_log_pass(disp_log_throttle *t, int64_t now_ms, int64_t *muted);
 
 typedef struct tenant {

@@ -544,6 +544,28 @@ describe('hookd CLI', () => {
     }
   });
 
+  it('a key whose role was written by hand as bytes that are not UTF-8 (a terminal\'s escape sequence among them) is listed by GET /v1/keys and shown as text by keys list', { skip: SQLITE_ONLY }, async () => {
+    const h = await startHookd();
+    try {
+      const tok = `hk_test_raw_${Math.random().toString(36).slice(2)}`;
+      const hex = createHash('sha256').update(tok).digest('hex');
+      h.query('INSERT INTO api_keys(id, hash, role, tenants, name, created_at) VALUES '
+        + `('key_raw', ${h.sqlBlob(hex)}, CAST(X'1b5b33316d78ff' AS TEXT), NULL, 'raw', 1)`);
+      await waitUntil(() => h.logs.some((l) => l.msg === 'auth.key_refused' && l.key_id === 'key_raw'),
+        { what: 'the key refused at the reload' });
+      const list = await h.api('GET', '/v1/keys');
+      assert.equal(list.status, 200, list.text);
+      const raw = list.json.data.find((k) => k.id === 'key_raw');
+      assert.equal(raw?.state, 'invalid', `listed, not dropped: ${list.text}`);
+      const cli = run(['keys', 'list', '--store', h.store]);
+      assert.equal(cli.status, 0, cli.stderr);
+      assert.match(cli.stdout, /key_raw\s+\\x1B\[31mx\\xFF\s+\*\s+invalid\s+raw/);
+      assert.ok(!/[\x00-\x09\x0b-\x1f\x7f]/.test(cli.stdout + cli.stderr), 'no control byte reaches the terminal');
+    } finally {
+      assert.equal((await h.stop()).code, 0);
+    }
+  });
+
   it('a --resolve-file that does not exist (yet) is logged at start', async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir, args: ['--resolve-file', join(dir, 'pins')] });

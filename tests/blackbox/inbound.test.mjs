@@ -2889,7 +2889,7 @@ describe('durability and local replay', () => {
     }
     // what the handler answered is shown as text: a terminal's escape sequences (OSC 52 writes
     // the clipboard) and C1 controls are not passed on to the operator's terminal
-    const echo = await startReceiver(() => ({ status: 200, body: '\x1b]52;c;ZXZpbA==\x07ok\u0085\n' }));
+    const echo = await startReceiver(() => ({ status: 200, body: '\x1b]52;c;ZXZpbA==\x07ok\u0085\n\u0000z' }));
     // (spawned, not spawnSync: the receiver answers from this process's event loop)
     const replayer = spawn(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', echo.url, '--store', h.store],
       { env: { ...process.env, ...h.storeEnv } });
@@ -2900,7 +2900,7 @@ describe('durability and local replay', () => {
     await echo.close();
     assert.equal(shown.status, 0, shown.stdout + shown.stderr);
     assert.ok(!/[\x00-\x09\x0b-\x1f\x7f\x80-\x9f]/.test(shown.stdout), JSON.stringify(shown.stdout));
-    assert.equal(shown.stdout, '1/1  200  \\x1B]52;c;ZXZpbA==\\x07ok\\xC2\\x85 \n');
+    assert.equal(shown.stdout, '1/1  200  \\x1B]52;c;ZXZpbA==\\x07ok\\xC2\\x85 \\x00z\n'); // (past a NUL too)
     await dest.close();
     cleanup();
   });
