@@ -516,7 +516,8 @@ static int run_release(hookd_store_conn *c, const hookd_store_backend *be, void 
                      .next_attempt_ms = it->c.d.next_attempt_ms,
                      .last_error = it->c.d.last_error,
                      .inbound = it->c.inbound,
-                     .now_ms = hookd_now_ms()};
+                     .now_ms = hookd_now_ms(),
+                     .attempt_number = it->c.d.attempt_count + 1};
   return be->release_lease(c, &r);
 }
 

@@ -403,6 +403,9 @@ typedef struct hookd_release {
   const char *last_error;     /* as claimed */
   bool inbound;               /* its inbox record follows */
   int64_t now_ms;
+  int attempt_number;         /* the attempt it was claimed for (attempt_count + 1; 0: not
+                                 given): one a late outcome's appended attempt went past while
+                                 it was claimed (late_outcome) is given back to the cycle */
 } hookd_release;
 
 typedef struct hookd_due_hint {

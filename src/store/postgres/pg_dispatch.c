@@ -638,9 +638,15 @@ int pg_release_lease(hookd_store_conn *c, const hookd_release *r) {
   pg_p_init(&p);
   pg_p_i64(&p, r->delivery_seq);
   pg_p_i64(&p, r->lease_token);
+  pg_p_i64(&p, r->attempt_number);
+  /* (a late outcome's appended attempt past this claim's number: sqlite_delivery.c) */
   int64_t changed = pg_x(c,
-                         "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL"
-                         " WHERE seq = $1 AND lease_token = $2",
+                         "UPDATE deliveries d SET lease_owner = NULL, leased_until = NULL,"
+                         " cycle_base = d.cycle_base + CASE WHEN $3::bigint > 0"
+                         " AND $3::bigint <= d.attempt_count AND NOT EXISTS (SELECT 1"
+                         " FROM attempts a WHERE a.delivery_seq = d.seq"
+                         " AND a.attempt_number = $3::bigint) THEN 1 ELSE 0 END"
+                         " WHERE d.seq = $1 AND d.lease_token = $2",
                          &p, "release lease");
   if (changed < 0) return HOOKD_STORE_ERR;
   if (changed == 1) return HOOKD_STORE_OK;

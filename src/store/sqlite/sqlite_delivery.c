@@ -1493,12 +1493,20 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
 }
 
 int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
+  /* a late outcome appended while it was claimed numbered its attempt past this claim's and
+   * moved the cycle's base by one attempt only (late_outcome): given back unsent, this claim's
+   * number is a gap, and the cycle's count is set right (else the delivery went DEAD one try
+   * early) */
   sqlite3_stmt *st = sq_stmt(c, SQ_RELEASE,
-                             "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL"
+                             "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL,"
+                             " cycle_base = cycle_base + (?3 > 0 AND ?3 <= attempt_count"
+                             " AND NOT EXISTS (SELECT 1 FROM attempts a WHERE"
+                             " a.delivery_seq = deliveries.seq AND a.attempt_number = ?3))"
                              " WHERE seq = ?1 AND lease_token = ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, r->delivery_seq);
   sq_bind_i64(st, 2, r->lease_token);
+  sq_bind_i64(st, 3, r->attempt_number);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "release lease");
   if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
   /* The sweep took it back (token + 1) and, the destination not idempotent, held it as

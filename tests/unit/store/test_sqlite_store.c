@@ -1029,8 +1029,47 @@ static int run_release_lease(hookd_store_conn *c, const hookd_store_backend *be,
   const hookd_claimed *cl = ((call *)a)->in;
   hookd_release r = {.delivery_seq = cl->d.seq, .lease_token = cl->d.lease_token,
                      .state = cl->d.state, .next_attempt_ms = cl->d.next_attempt_ms,
-                     .now_ms = hookd_now_ms()};
+                     .now_ms = hookd_now_ms(), .attempt_number = cl->d.attempt_count + 1};
   return be->release_lease(c, &r);
+}
+
+/* A claim given back unsent moves nothing of the cycle — but one whose number a late outcome's
+ * attempt went past while it was claimed (late_outcome: the count raised by two, the cycle's
+ * base by one) gives that number back to the cycle: else it counted an attempt never made, and
+ * the delivery went DEAD one try early. */
+static void release_after_an_appended_late_attempt(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  hookd_receive_res r;
+  assert_int_equal(receive(f, "in_r", "kr", "h", hookd_now_ms(), &r), 0);
+  hookd_receive_res_free(&r);
+  hookd_claimed *cl = NULL;
+  assert_int_equal(claim(f, "dst1", "n", hookd_now_ms() + 1000, 60000, &cl), 1);
+  char q[256];
+  snprintf(q, sizeof q, "SELECT attempt_count - cycle_base FROM deliveries WHERE seq = %lld",
+           (long long)cl[0].d.seq);
+  int64_t in_cycle = query_i64(f, q);
+  call rel = {.in = &cl[0]};
+  assert_int_equal(w(f, run_release_lease, &rel), 0);
+  assert_int_equal(query_i64(f, q), in_cycle); /* given back as claimed: nothing moved */
+  free_claimed(cl, 1);
+  assert_int_equal(claim(f, "dst1", "n", hookd_now_ms() + 1000, 60000, &cl), 1);
+  /* while claimed for attempt count + 1, a late outcome's attempt is appended past it */
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO attempts (delivery_seq, attempt_number, started_at, finished_at, outcome,"
+           " http_status, latency_ms, lease_token, kind) VALUES (%lld, %d, 1, 2, 'http_error',"
+           " 500, 1, 0, 'live');"
+           "UPDATE deliveries SET attempt_count = attempt_count + 2, cycle_base = cycle_base + 1"
+           " WHERE seq = %lld",
+           (long long)cl[0].d.seq, cl[0].d.attempt_count + 2, (long long)cl[0].d.seq);
+  call c = {.in = sql};
+  assert_int_equal(w(f, run_sql, &c), 0);
+  assert_int_equal(query_i64(f, q), in_cycle + 1); /* the claim's number counted, not made */
+  call rel2 = {.in = &cl[0]};
+  assert_int_equal(w(f, run_release_lease, &rel2), 0);
+  assert_int_equal(query_i64(f, q), in_cycle); /* given back unsent: set right */
+  free_claimed(cl, 1);
 }
 
 /* As the sweep does to a lapsed lease of a destination that is not idempotent. */
@@ -2006,6 +2045,7 @@ int main(void) {
       cmocka_unit_test(expire_takes_whole_events_within_the_budget),
       cmocka_unit_test_setup_teardown(expire_op_keeps_to_the_budget, setup, teardown),
       cmocka_unit_test_setup_teardown(payload_purge_keeps_to_its_bytes, setup, teardown),
+      cmocka_unit_test_setup_teardown(release_after_an_appended_late_attempt, setup, teardown),
       cmocka_unit_test_setup_teardown(late_outcome_and_release_after_the_sweeps_hold, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
