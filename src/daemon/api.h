@@ -33,8 +33,6 @@ struct hookd_api_op {
   char err[256]; /* the backend's error text when run failed */
   char actor[64];   /* the API key id of the principal ("" on public routes) */
   bool read_counted; /* one of its key's --max-reads-per-key (given back when it is freed) */
-  bool write_first_read; /* a write that reads first (a replay job's snapshot, a republish's
-                            event): none of its key's reads */
   char reason[256]; /* Hookd-Reason header, for the audit log */
   int chain;        /* set by hookd_api_chain: 1 + HOOKD_API_* (the op runs again there) */
   /* hookd_api_keys_reload: the API keys read again after a change, and what answers then */

@@ -1080,7 +1080,6 @@ void hookd_api_event_republish(hookd_req *r, hookd_app *app) {
   }
   if (idem) snprintf(op->pub.idem, sizeof op->pub.idem, "%s", idem);
   if (reason) snprintf(op->pub.base.reason, sizeof op->pub.base.reason, "%s", reason);
-  op->pub.base.write_first_read = true; /* (a write: not one of the key's reads) */
   hookd_api_submit(&op->pub.base, false);
 done:
   json_decref(body);

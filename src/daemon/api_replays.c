@@ -482,7 +482,6 @@ void hookd_api_replay_create(hookd_req *r, hookd_app *app) {
   if (!parse_filter(r, op, json_object_get(body, "filter"))) goto fail;
   if (!take_reason(r, op, body, true)) goto fail;
   json_decref(body);
-  op->base.write_first_read = true; /* (a write: --max-store-queue's, not a read's) */
   hookd_api_submit_scan(&op->base); /* the snapshot's scan, then the writer, then the reader */
   return;
 fail:

@@ -38,10 +38,13 @@ static int op_run(hookd_store_conn *c, const hookd_store_backend *be, void *arg)
 static pthread_mutex_t reads_mu = PTHREAD_MUTEX_INITIALIZER;
 static hookd_strmap reads_by_key;
 
-/* A read of op's key may go to the store: false when --max-reads-per-key are out already. Ops
- * of no request (the daemon's own) and of public routes are not counted. */
+/* A read of op's key may go to the store: false when --max-reads-per-key are out already. Only
+ * a GET's (or HEAD's) counts: ops of no request (the daemon's own), of public routes, and of
+ * writes that read first (a replay job's snapshot, a republish's event: --max-store-queue's)
+ * are not counted. */
 static bool read_slot_take(hookd_api_op *op) {
-  if (!op->req || !op->actor[0] || op->write_first_read) return true;
+  const char *m = op->req ? hookd_req_method(op->req) : NULL;
+  if (!m || !op->actor[0] || (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0)) return true;
   pthread_mutex_lock(&reads_mu);
   intptr_t n = (intptr_t)hookd_strmap_get(&reads_by_key, op->actor);
   bool ok = n < op->app->cfg->max_reads_per_key &&
