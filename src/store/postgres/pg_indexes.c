@@ -117,7 +117,10 @@ static int rix_fail(pg_rix *x, const char *what, const char *msg, char *err, siz
 
 static int rix_connect(pg_rix *x, const char *url, char *err, size_t errlen) {
   const char *const keys[] = PG_LINK_KEYS;
-  const char *const vals[] = PG_LINK_VALS(url, "hookd-index");
+  const char *vals[] = PG_LINK_VALS(url, "hookd-index");
+  /* connect_timeout: this runs on the main thread (signals, reloads): a host that drops packets
+   * holds it 2 s at most, not the store's 10 (the URL's own setting still wins) */
+  vals[0] = "2";
   x->pg = PQconnectdbParams(keys, vals, 1);
   if (!x->pg) {
     snprintf(err, errlen, "retention indexes: out of memory");
