@@ -810,10 +810,13 @@ test('a COMMIT whose answer the link lost is asked about on a session of its own
 // A TCP relay on a port of the OS's choosing to the server on `port` (null: none yet — each
 // connection is cut at once, as near a refusal as a listener comes — until to(port)). cut() ends
 // the node's side of every link while the server's side stays open: the server sees nothing, as
-// when a link dies without a word.
-async function relay(port) {
+// when a link dies without a word. hold(sent), if given, is asked at each piece a client sends
+// with all it sent on that link so far (as latin1 text): true stops that link there, both ways,
+// its sockets left open — a server that took the link and answers nothing more (held counts them).
+async function relay(port, { hold } = {}) {
   const pairs = new Set();
   const cutOff = [];
+  let held = 0;
   const server = net.createServer((c) => {
     if (port === null) { c.destroy(); return; }
     const s = net.connect(port, '127.0.0.1');
@@ -821,13 +824,24 @@ async function relay(port) {
     pairs.add(pair);
     c.on('error', () => {});
     s.on('error', () => {});
-    c.pipe(s);
+    if (hold) {
+      let sent = '', stopped = false;
+      c.on('data', (d) => {
+        if (stopped) return;
+        sent += d.toString('latin1');
+        if (hold(sent)) { stopped = true; held++; s.unpipe(c); return; }
+        s.write(d);
+      });
+    } else {
+      c.pipe(s);
+    }
     s.pipe(c);
     s.on('close', () => c.destroy());
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   return {
     port: server.address().port,
+    get held() { return held; },
     to(p) { port = p; },
     cut() { for (const { c, s } of pairs) { s.unpipe(c); c.unpipe(s); c.destroy(); cutOff.push(s); } pairs.clear(); },
     close() {
@@ -1067,6 +1081,29 @@ test('retention on a fresh PostgreSQL store builds its indexes concurrently: pub
     for (const h of [a, b]) await h?.stop();
     await db.end();
     await rx.close();
+  }
+});
+
+// docs/postgres.md "Retention's indexes": the builder runs on the main thread (signals, reloads)
+test('the retention index builder never waits on its server: with its link held silent after the connection, a stop ends at once', async () => {
+  const store = await pg.database();
+  // the builder's session (its application_name) held as it tries the builders' lock: its
+  // connection and settings went through, the server answers nothing more (a hung server, a
+  // stalled proxy: TCP stays up, so no link timeout ever fires)
+  const link = await relay(Number(new URL(store).port), {
+    hold: (sent) => sent.includes('hookd-index') && sent.includes('pg_try_advisory_lock'),
+  });
+  const args = ['--payload-retention-s', '1', '--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+  const h = await node(store.replace(/:\d+\//, `:${link.port}/`), masterKey(), 'n-rixheld', args);
+  try {
+    await waitUntil(async () => link.held > 0 || null, { what: 'the builder held at its lock' });
+    assert.ok(!h.logs.some((l) => l.msg === 'retention.index_failed'), 'nothing failed yet');
+    // (a builder that waited for the answer kept the main thread, and SIGTERM with it, for ever)
+    const r = await withTimeout(h.stop(), 10000, 'the stop while the builder is held');
+    assert.equal(r.code, 0);
+  } finally {
+    await h.stop().catch(() => {});
+    await link.close();
   }
 });
 

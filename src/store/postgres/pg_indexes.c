@@ -20,6 +20,8 @@
 
 #define RIX_STEP_MS 250     /* the most a step waits for the server (the main thread's) */
 #define RIX_RETRY_MS 60000  /* after a failure: the next retention round */
+#define RIX_CONNECT_MS 10000 /* the most the connection may take (over rounds) */
+#define RIX_SHORT_MS 30000   /* the most a short statement may take (a build: no limit) */
 /* The builders' lock: hookd's first key, "indx" in ASCII (left out of PG_NODE_LOCKS). */
 #define RIX_TRY_LOCK "SELECT pg_try_advisory_lock(1752133476, 1768842360)"
 
@@ -41,13 +43,26 @@ static const struct {
 };
 #define N_DEFS (sizeof defs / sizeof defs[0])
 
-enum { RIX_IDLE, RIX_DROPPING, RIX_CREATING };
+/* What is in flight on the builder's connection: nothing, the connection being made, or one
+ * statement (the session's settings, the lock tried, an index's state read, a drop, a build). */
+enum {
+  RIX_IDLE,
+  RIX_CONNECTING,
+  RIX_SETTING,
+  RIX_LOCKING,
+  RIX_CHECKING,
+  RIX_DROPPING,
+  RIX_CREATING
+};
 
 struct pg_rix {
   _Atomic unsigned wanted; /* asked for by the walks (the writer's thread), cleared once valid */
   PGconn *pg;              /* the builder's connection (the main thread's); NULL: none */
   bool locked;             /* it holds the builders' lock */
   int phase;               /* what is in flight on pg */
+  PostgresPollingStatusType polling; /* RIX_CONNECTING: what PQconnectPoll last asked for */
+  int64_t phase_until;     /* the connection or a short statement fails past it (monotonic) */
+  char answer[8];          /* a short statement's one value ("" for NULL) */
   size_t at;               /* the index of defs being built */
   bool built;              /* defs[at] was built by this connection: it must be valid now */
   int64_t retry_at;        /* after a failure, no connection before (monotonic ms) */
@@ -57,7 +72,8 @@ pg_rix *pg_rix_new(void) { return calloc(1, sizeof(pg_rix)); }
 
 void pg_rix_free(pg_rix *x) {
   if (!x) return;
-  if (x->pg && x->phase != RIX_IDLE) { /* a stop during a build: the next one starts over */
+  if (x->pg && (x->phase == RIX_DROPPING || x->phase == RIX_CREATING)) {
+    /* a stop during a build: the next one starts over */
     PGcancel *k = PQgetCancel(x->pg);
     char buf[256];
     if (k) PQcancel(k, buf, sizeof buf);
@@ -115,68 +131,119 @@ static int rix_fail(pg_rix *x, const char *what, const char *msg, char *err, siz
   return -1;
 }
 
-static int rix_connect(pg_rix *x, const char *url, char *err, size_t errlen) {
+/* What a failure of the statement in flight is reported as. */
+static const char *rix_what(const pg_rix *x) {
+  return x->phase == RIX_DROPPING || x->phase == RIX_CREATING ? defs[x->at].name
+                                                              : "retention indexes";
+}
+
+/* Waits (until `until` at most) for pg's socket to be ready for `events`: 1 ready, 0 not yet,
+ * -1 failed (err set). */
+static int rix_wait(pg_rix *x, short events, int64_t until, char *err, size_t errlen) {
+  int64_t left = until - hookd_mono_ms();
+  if (left <= 0) return 0;
+  struct pollfd p = {.fd = PQsocket(x->pg), .events = events};
+  if (p.fd < 0) return rix_fail(x, rix_what(x), "the link failed", err, errlen);
+  int n = poll(&p, 1, (int)left);
+  if (n < 0 && errno != EINTR) return rix_fail(x, rix_what(x), strerror(errno), err, errlen);
+  return n > 0;
+}
+
+/* Starts the connection without waiting for it (the name's resolution excepted). */
+static int rix_start(pg_rix *x, const char *url, char *err, size_t errlen) {
   const char *const keys[] = PG_LINK_KEYS;
   const char *vals[] = PG_LINK_VALS(url, "hookd-index");
-  /* connect_timeout: this runs on the main thread (signals, reloads): a host that drops packets
-   * holds it 2 s at most, not the store's 10 (the URL's own setting still wins) */
-  vals[0] = "2";
-  x->pg = PQconnectdbParams(keys, vals, 1);
+  x->pg = PQconnectStartParams(keys, vals, 1);
   if (!x->pg) {
     snprintf(err, errlen, "retention indexes: out of memory");
     x->retry_at = hookd_mono_ms() + RIX_RETRY_MS;
     return -1;
   }
-  if (PQstatus(x->pg) != CONNECTION_OK)
+  if (PQstatus(x->pg) == CONNECTION_BAD)
     return rix_fail(x, "retention indexes: cannot connect", PQerrorMessage(x->pg), err, errlen);
+  x->phase = RIX_CONNECTING;
+  x->polling = PGRES_POLLING_WRITING; /* (what libpq's documentation says to start with) */
+  x->phase_until = hookd_mono_ms() + RIX_CONNECT_MS;
+  return 0;
+}
+
+/* The connection being made: 1 made, 0 not yet when `until` came, -1 failed (err set). */
+static int rix_connect_poll(pg_rix *x, int64_t until, char *err, size_t errlen) {
+  static const char *const what = "retention indexes: cannot connect";
+  while (x->polling != PGRES_POLLING_OK) {
+    if (x->polling == PGRES_POLLING_FAILED)
+      return rix_fail(x, what, PQerrorMessage(x->pg), err, errlen);
+    if (hookd_mono_ms() >= x->phase_until)
+      return rix_fail(x, what, "no answer within 10 s", err, errlen);
+    int64_t by = until < x->phase_until ? until : x->phase_until;
+    short ev = x->polling == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+    int ready = rix_wait(x, ev, by, err, errlen);
+    if (ready < 0) return -1;
+    if (ready) x->polling = PQconnectPoll(x->pg);
+    else if (hookd_mono_ms() >= until) return 0;
+  }
   PQsetNoticeProcessor(x->pg, pg_no_notices, NULL); /* (IF NOT EXISTS that found it) */
   PQsetErrorVerbosity(x->pg, PQERRORS_TERSE);
-  /* a build takes as long as the table needs: no role's timeout cuts it short (into an
-   * INVALID index, built again and cut short again) */
-  PGresult *r = PQexec(x->pg, "SET statement_timeout = 0; SET lock_timeout = 0");
-  bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-  PQclear(r);
-  if (!ok) return rix_fail(x, "retention indexes", PQerrorMessage(x->pg), err, errlen);
-  return 0;
+  if (PQsetnonblocking(x->pg, 1) != 0)
+    return rix_fail(x, "retention indexes", PQerrorMessage(x->pg), err, errlen);
+  return 1;
 }
 
-/* A single-row, single-column answer of a short statement (blocking: a catalog read, a tried
- * lock), or NULL (the failure recorded in err, the session closed). */
-static char *rix_one(pg_rix *x, const char *sql, const char *param, char *err, size_t errlen) {
-  PGresult *r = PQexecParams(x->pg, sql, param ? 1 : 0, NULL, param ? &param : NULL, NULL, NULL,
-                             0);
-  char *v = NULL;
-  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
-    v = strdup(PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0));
-  PQclear(r);
-  if (!v) rix_fail(x, "retention indexes", PQerrorMessage(x->pg), err, errlen);
-  return v;
-}
-
-/* The statement in flight: 1 done, 0 still running when `until` came, -1 failed (err set). */
+/* The statement in flight: 1 done (a short statement's value in x->answer), 0 still running
+ * when `until` came, -1 failed (err set). */
 static int rix_poll(pg_rix *x, int64_t until, char *err, size_t errlen) {
+  bool bounded = x->phase != RIX_DROPPING && x->phase != RIX_CREATING;
   for (;;) {
-    if (!PQconsumeInput(x->pg))
-      return rix_fail(x, defs[x->at].name, PQerrorMessage(x->pg), err, errlen);
-    if (!PQisBusy(x->pg)) break;
-    int64_t left = until - hookd_mono_ms();
-    if (left <= 0) return 0;
-    struct pollfd p = {.fd = PQsocket(x->pg), .events = POLLIN};
-    if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
-      return rix_fail(x, defs[x->at].name, strerror(errno), err, errlen);
+    int flushed = PQflush(x->pg); /* (non-blocking: what the socket did not take yet) */
+    if (flushed < 0) return rix_fail(x, rix_what(x), PQerrorMessage(x->pg), err, errlen);
+    if (!PQconsumeInput(x->pg)) return rix_fail(x, rix_what(x), PQerrorMessage(x->pg), err, errlen);
+    if (!flushed && !PQisBusy(x->pg)) break;
+    if (bounded && hookd_mono_ms() >= x->phase_until)
+      return rix_fail(x, rix_what(x), "no answer within 30 s", err, errlen);
+    int64_t by = bounded && x->phase_until < until ? x->phase_until : until;
+    int ready = rix_wait(x, flushed ? POLLIN | POLLOUT : POLLIN, by, err, errlen);
+    if (ready < 0) return -1;
+    if (!ready && hookd_mono_ms() >= until) return 0;
   }
   char msg[300] = "";
-  for (PGresult *r; (r = PQgetResult(x->pg)) != NULL; PQclear(r))
-    if (PQresultStatus(r) != PGRES_COMMAND_OK && !msg[0])
+  x->answer[0] = '\0';
+  for (PGresult *r; (r = PQgetResult(x->pg)) != NULL; PQclear(r)) {
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 1)
+      snprintf(x->answer, sizeof x->answer, "%s", PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0));
+    else if (st != PGRES_COMMAND_OK && !msg[0])
       snprintf(msg, sizeof msg, "%s", PQresultErrorMessage(r));
-  return msg[0] ? rix_fail(x, defs[x->at].name, msg, err, errlen) : 1;
+  }
+  return msg[0] ? rix_fail(x, rix_what(x), msg, err, errlen) : 1;
 }
 
-static int rix_send(pg_rix *x, const char *sql, int phase, char *err, size_t errlen) {
-  if (!PQsendQuery(x->pg, sql))
-    return rix_fail(x, defs[x->at].name, PQerrorMessage(x->pg), err, errlen);
+/* Sends a statement (param: its one parameter, or NULL) without waiting for it. */
+static int rix_send(pg_rix *x, const char *sql, const char *param, int phase, char *err,
+                    size_t errlen) {
   x->phase = phase;
+  x->phase_until = hookd_mono_ms() + RIX_SHORT_MS;
+  int ok = param ? PQsendQueryParams(x->pg, sql, 1, NULL, &param, NULL, NULL, 0)
+                 : PQsendQuery(x->pg, sql);
+  if (!ok) return rix_fail(x, rix_what(x), PQerrorMessage(x->pg), err, errlen);
   return 0;
+}
+
+/* The next index asked for: its state read, or, none left, the session ended (1). */
+static int rix_next(pg_rix *x, char *err, size_t errlen) {
+  unsigned wanted = atomic_load(&x->wanted);
+  size_t i = 0;
+  while (i < N_DEFS && !(wanted & defs[i].bit)) i++;
+  if (i == N_DEFS) { /* every index asked for is valid: the walks go on now */
+    rix_close(x, false);
+    return 1;
+  }
+  if (i != x->at) x->built = false;
+  x->at = i;
+  /* "": none; "false": INVALID (a build that failed, or was cut short); "true": valid */
+  return rix_send(x,
+                  "SELECT (SELECT i.indisvalid::text FROM pg_index i"
+                  " WHERE i.indexrelid = to_regclass($1::text))",
+                  defs[i].name, RIX_CHECKING, err, errlen);
 }
 
 int hookd_pg_indexes_step(void *shared, char *err, size_t errlen) {
@@ -184,57 +251,59 @@ int hookd_pg_indexes_step(void *shared, char *err, size_t errlen) {
   err[0] = '\0';
   if (!x->pg) {
     if (!atomic_load(&x->wanted) || hookd_mono_ms() < x->retry_at) return 0;
-    if (rix_connect(x, pg_shared_url(shared), err, errlen) != 0) return -1;
+    if (rix_start(x, pg_shared_url(shared), err, errlen) != 0) return -1;
   }
   int64_t until = hookd_mono_ms() + RIX_STEP_MS;
   for (;;) {
-    if (x->phase != RIX_IDLE) {
-      int done = rix_poll(x, until, err, errlen);
-      if (done <= 0) return done;
-      if (x->phase == RIX_DROPPING) { /* the INVALID one gone: built again */
-        if (rix_send(x, defs[x->at].create, RIX_CREATING, err, errlen) != 0) return -1;
-        continue;
-      }
+    int done = x->phase == RIX_CONNECTING ? rix_connect_poll(x, until, err, errlen)
+               : x->phase != RIX_IDLE     ? rix_poll(x, until, err, errlen)
+                                          : 1;
+    if (done <= 0) return done;
+    int rc = 0;
+    switch (x->phase) {
+    case RIX_CONNECTING:
+      /* a build takes as long as the table needs: no role's timeout cuts it short (into an
+       * INVALID index, built again and cut short again) */
+      rc = rix_send(x, "SET statement_timeout = 0; SET lock_timeout = 0", NULL, RIX_SETTING, err,
+                    errlen);
+      break;
+    case RIX_DROPPING: /* the INVALID one gone: built again */
+      rc = rix_send(x, defs[x->at].create, NULL, RIX_CREATING, err, errlen);
+      break;
+    case RIX_LOCKING:
       x->phase = RIX_IDLE;
-      x->built = true; /* (checked below) */
-    }
-    if (!x->locked) {
-      char *got = rix_one(x, RIX_TRY_LOCK, NULL, err, errlen);
-      if (!got) return -1;
-      x->locked = !strcmp(got, "t");
-      free(got);
+      x->locked = !strcmp(x->answer, "t");
       if (!x->locked) return 0; /* another node builds: tried again at the next round */
+      rc = rix_next(x, err, errlen);
+      break;
+    case RIX_CHECKING: {
+      x->phase = RIX_IDLE;
+      bool ok = !strcmp(x->answer, "true"), absent = !x->answer[0];
+      if (ok) {
+        atomic_fetch_and(&x->wanted, ~defs[x->at].bit);
+        x->built = false;
+        rc = rix_next(x, err, errlen);
+        break;
+      }
+      if (x->built)
+        return rix_fail(x, defs[x->at].name, "not valid after its build (dropped meanwhile?)", err,
+                        errlen);
+      if (hookd_mono_ms() >= until) return 0; /* (the next round reads its state again) */
+      char drop[96];
+      snprintf(drop, sizeof drop, "DROP INDEX CONCURRENTLY IF EXISTS %s", defs[x->at].name);
+      rc = absent ? rix_send(x, defs[x->at].create, NULL, RIX_CREATING, err, errlen)
+                  : rix_send(x, drop, NULL, RIX_DROPPING, err, errlen);
+      break;
     }
-    unsigned wanted = atomic_load(&x->wanted);
-    size_t i = 0;
-    while (i < N_DEFS && !(wanted & defs[i].bit)) i++;
-    if (i == N_DEFS) { /* every index asked for is valid: the walks go on now */
-      rix_close(x, false);
-      return 1;
+    case RIX_CREATING:
+      x->built = true; /* (its state is read next: it must be valid now) */
+      /* fallthrough */
+    default: /* RIX_SETTING, RIX_IDLE */
+      x->phase = RIX_IDLE;
+      rc = x->locked ? rix_next(x, err, errlen)
+                     : rix_send(x, RIX_TRY_LOCK, NULL, RIX_LOCKING, err, errlen);
+      break;
     }
-    if (i != x->at) x->built = false;
-    x->at = i;
-    /* "": none; "false": INVALID (a build that failed, or was cut short); "true": valid */
-    char *valid = rix_one(x,
-                          "SELECT (SELECT i.indisvalid::text FROM pg_index i"
-                          " WHERE i.indexrelid = to_regclass($1::text))",
-                          defs[i].name, err, errlen);
-    if (!valid) return -1;
-    bool ok = !strcmp(valid, "true"), absent = !valid[0];
-    free(valid);
-    if (ok) {
-      atomic_fetch_and(&x->wanted, ~defs[i].bit);
-      x->built = false;
-      continue;
-    }
-    if (x->built)
-      return rix_fail(x, defs[i].name, "not valid after its build (dropped meanwhile?)", err,
-                      errlen);
-    if (hookd_mono_ms() >= until) return 0; /* (the next round goes on) */
-    char drop[96];
-    snprintf(drop, sizeof drop, "DROP INDEX CONCURRENTLY IF EXISTS %s", defs[i].name);
-    if (absent ? rix_send(x, defs[i].create, RIX_CREATING, err, errlen)
-               : rix_send(x, drop, RIX_DROPPING, err, errlen))
-      return -1;
+    if (rc != 0) return rc; /* (1: every one valid, the session ended; -1 failed) */
   }
 }
