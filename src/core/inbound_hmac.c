@@ -59,16 +59,22 @@ static int key_fits(const char *secret) {
   return strlen(secret) % 4 == 0;
 }
 
+void hookd_in_standard_headers(const hookd_in_request *req, const char **id, const char **ts,
+                               const char **sig) {
+  *id = hookd_in_header_get(req, "webhook-id");
+  *ts = hookd_in_header_get(req, "webhook-timestamp");
+  *sig = hookd_in_header_get(req, "webhook-signature");
+  if (!*id && !*ts && !*sig) {
+    *id = hookd_in_header_get(req, "svix-id");
+    *ts = hookd_in_header_get(req, "svix-timestamp");
+    *sig = hookd_in_header_get(req, "svix-signature");
+  }
+}
+
 int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                              hookd_verify_result *out) {
-  const char *id = hookd_in_header_get(req, "webhook-id");
-  const char *ts = hookd_in_header_get(req, "webhook-timestamp");
-  const char *sig = hookd_in_header_get(req, "webhook-signature");
-  if (!id && !ts && !sig) {
-    id = hookd_in_header_get(req, "svix-id");
-    ts = hookd_in_header_get(req, "svix-timestamp");
-    sig = hookd_in_header_get(req, "svix-signature");
-  }
+  const char *id, *ts, *sig;
+  hookd_in_standard_headers(req, &id, &ts, &sig);
   if (!id || !ts || !sig)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
                            "standard: missing webhook-id, -timestamp or -signature header");

@@ -237,10 +237,11 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
     h = hookd_in_header_get(req, "X-Shopify-Webhook-Id");
     if (!h || !*h) h = hookd_in_header_get(req, "X-Shopify-Event-Id");
     return put_str(out, outlen, h);
-  case HOOKD_PROVIDER_STANDARD:
-    h = hookd_in_header_get(req, "webhook-id");
-    if (!h || !*h) h = hookd_in_header_get(req, "svix-id");
+  case HOOKD_PROVIDER_STANDARD: { /* the id the signature covered */
+    const char *ts, *sig;
+    hookd_in_standard_headers(req, &h, &ts, &sig);
     return put_str(out, outlen, h);
+  }
   case HOOKD_PROVIDER_SLACK: return put_json(out, outlen, obj_get(body, "event_id"));
   case HOOKD_PROVIDER_PADDLE:
     if (put_json(out, outlen, obj_get(body, "event_id")) == 0) return 0;
@@ -252,10 +253,12 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
      * distinct events (the second a conflict, never forwarded) — the payload hash keys those.
      * Signed with a signing token (Standard Webhooks' way), the request's webhook-id, which
      * GitLab sets to its Idempotency-Key and which the signature covers: a captured request
-     * sent again with another Idempotency-Key stays a duplicate */
-    if (hookd_in_header_get(req, "webhook-signature")) {
-      h = hookd_in_header_get(req, "webhook-id");
-      if (h && *h) return put_str(out, outlen, h);
+     * sent again with another Idempotency-Key stays a duplicate — and so does one whose headers
+     * were renamed svix-* (verified by those: its svix-id is the signed id) */
+    {
+      const char *ts, *sig;
+      hookd_in_standard_headers(req, &h, &ts, &sig);
+      if (sig && h && *h) return put_str(out, outlen, h);
     }
     return put_str(out, outlen, hookd_in_header_get(req, "Idempotency-Key"));
   case HOOKD_PROVIDER_TWILIO: return twilio_id(req, body, false, out, outlen);

@@ -63,6 +63,12 @@ void hookd_in_form_sort(hookd_in_form *f);
  * '#' fragment). *len gets its length; NULL when there is none. */
 const char *hookd_in_query(const hookd_in_request *req, size_t *len);
 
+/* The Standard Webhooks headers a request is verified by: its webhook-* ones, or, when it has
+ * none of them, its svix-* ones (each NULL when absent). The identity takes its id from the same
+ * set: an id the signature did not cover never keys a request. */
+void hookd_in_standard_headers(const hookd_in_request *req, const char **id, const char **ts,
+                               const char **sig);
+
 /* Provider verifiers. Each fills out and returns out->rc. secrets->n >= 1. */
 int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets *s, int64_t tol,
                              hookd_verify_result *out);

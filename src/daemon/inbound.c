@@ -148,6 +148,14 @@ static bool is_xml(const char *ct) {
          (n == 8 && !strncasecmp(ct, "text/xml", 8));
 }
 
+/* Whether a body reads as JSON by its bytes: its first byte past blanks (and a UTF-8 byte order
+ * mark) opens an object or an array. */
+static bool looks_json(const char *b, size_t n) {
+  size_t i = n >= 3 && !memcmp(b, "\xEF\xBB\xBF", 3) ? 3 : 0;
+  while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
+  return i < n && (b[i] == '{' || b[i] == '[');
+}
+
 /* Content types each provider sends. */
 static bool content_type_ok(hookd_provider p, const char *ct) {
   switch (p) {
@@ -552,12 +560,26 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     goto done;
   }
 
-  /* the body as JSON, when it is JSON */
-  if (body_len && (is_json(ct) || (!ct && (body[0] == '{' || body[0] == '[')))) {
+  /* The body as JSON, when it is JSON — read from its bytes, which the signature covers, not
+   * from Content-Type, which no provider signs: a captured request sent again under another
+   * type would otherwise lose its id, composite, business key and version and take another
+   * hash, a new key — forwarded twice (docs/inbound.md, "The content type is not signed"). */
+  bool json_ct = is_json(ct), json_bytes = body_len && looks_json(body, body_len);
+  if (json_bytes && !json_ct && p != HOOKD_PROVIDER_GENERIC && p != HOOKD_PROVIDER_VNPAY) {
+    /* a provider that sends a form or XML as well as JSON: none sends JSON under those */
+    reject(app, r, p, rt, 400, "invalid_request", HOOKD_REJECT_INVALID_REQUEST,
+           is_xml(ct) ? "the body is JSON but its Content-Type says XML"
+                      : "the body is JSON but its Content-Type says a form");
+    goto done;
+  }
+  if (body_len && (json_ct || json_bytes)) {
     char err[HOOKD_JSON_ERR_MAX];
     bool too_deep;
     json = hookd_json_parse_body(body, body_len, &app->json_limits, &lossy, &too_deep, err);
-    if (too_deep) {
+    if (!json && !too_deep && ct && !json_ct) {
+      /* typed as something else (text/plain) and not JSON after all: kept as bytes */
+      lossy = false;
+    } else if (too_deep) {
       /* valid or not, deeper than hookd reads (--max-json-depth, which bounds its recursion):
        * a provider signed it, and a 400 would only make it retry until it gives up — kept as
        * bytes, like a body that is not JSON (hashed raw, keyed by a header id or that hash) */

@@ -668,3 +668,89 @@ describe('providers as they really send (an audit against their documentation)',
     await dest.close();
   });
 });
+
+// docs/inbound.md "The content type is not signed"; the identity takes the id the signature
+// covered. A captured request sent again with what no signature covers changed must stay the
+// duplicate it is: one record, one forward.
+describe('a captured request sent again with its unsigned parts changed is still a duplicate', () => {
+  const post = (src, body, headers) => fetch(`${h.url}/in/${src.id}`, { method: 'POST', body, headers })
+    .then(async (res) => ({ status: res.status, text: await res.text() }));
+  const json = (r) => { try { return JSON.parse(r.text); } catch { return {}; } };
+
+  it('GitLab with a signing token: its webhook-* headers renamed svix-* (which verify too) and a new Idempotency-Key', async () => {
+    const dest = await startReceiver();
+    const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    const src = await source('gitlab', [SECRET], [{ url: dest.url }]);
+    const body = JSON.stringify({ object_kind: 'push', ref: 'refs/heads/main', checkout_sha: 'abc' });
+    const signed = sign.standard(body, SECRET, 'idem-orig');
+    const first = await post(src, body, { ...signed, 'X-Gitlab-Event': 'Push Hook', 'Idempotency-Key': 'idem-orig' });
+    assert.equal(first.status, 200, first.text);
+    assert.equal(json(first).duplicate, false);
+    const renamed = { 'Content-Type': 'application/json', 'X-Gitlab-Event': 'Push Hook',
+      'svix-id': signed['webhook-id'], 'svix-timestamp': signed['webhook-timestamp'],
+      'svix-signature': signed['webhook-signature'] };
+    for (const extra of [{ 'Idempotency-Key': 'attacker-new' }, {}]) {
+      const again = await post(src, body, { ...renamed, ...extra });
+      assert.equal(again.status, 200, again.text);
+      assert.equal(json(again).duplicate, true, `${JSON.stringify(extra)}: ${again.text}`);
+    }
+    await dest.waitFor(1);
+    assert.equal((await inbox(src)).length, 1, 'one record');
+    assert.equal(dest.requests.length, 1, 'one forward');
+    await dest.close();
+  });
+
+  it('Slack and Twilio: a JSON body sent again as a form is refused 400, not read as another event', async () => {
+    const dest = await startReceiver();
+    const slack = await source('slack', ['slack_ct'], [{ url: dest.url }]);
+    const ev = JSON.stringify({ type: 'event_callback', event_id: 'EvCt1', event: { type: 'app_mention' } });
+    const headers = sign.slack(ev, 'slack_ct');
+    assert.equal((await post(slack, ev, headers)).status, 200);
+    const form = { ...headers, 'Content-Type': 'application/x-www-form-urlencoded' };
+    const r = await post(slack, ev, form);
+    assert.equal(r.status, 400, r.text);
+    assert.equal(json(r).error?.code, 'invalid_request', r.text);
+    assert.match(json(r).error?.message, /JSON but its Content-Type says a form/);
+    // (leading blanks too: JSON allows them)
+    assert.equal((await post(slack, `\n ${ev}`, { ...sign.slack(`\n ${ev}`, 'slack_ct'), 'Content-Type': 'application/x-www-form-urlencoded' })).status, 400);
+
+    const twilio = await source('twilio', ['tw_ct'], [{ url: dest.url }]);
+    const body = JSON.stringify({ MessageSid: 'SMct', MessageStatus: 'delivered' });
+    const url = `${h.url}/in/${twilio.id}?bodySHA256=${createHash('sha256').update(body).digest('hex')}`;
+    const sig = createHmac('sha1', 'tw_ct').update(url).digest('base64');
+    const send = (ct) => fetch(url, { method: 'POST', body, headers: { 'Content-Type': ct, 'X-Twilio-Signature': sig,
+      'I-Twilio-Idempotency-Token': `tok-${ct}` } }).then(async (res) => ({ status: res.status, text: await res.text() }));
+    assert.equal((await send('application/json')).status, 200);
+    assert.equal((await send('application/x-www-form-urlencoded')).status, 400, 'a form type over JSON');
+    await dest.waitFor(2);
+    assert.equal((await inbox(slack)).length, 1);
+    assert.equal((await inbox(twilio)).length, 1);
+    assert.equal(dest.requests.length, 2, 'one forward each');
+    await dest.close();
+  });
+
+  it('generic: a JSON body keyed by its fields is the same event under text/plain (read from its bytes); text/plain that is not JSON is kept as bytes', async () => {
+    const dest = await startReceiver();
+    const src = await source('generic', ['s3cret'], [{ url: dest.url }],
+      { generic: { header: 'X-Sig', algorithm: 'sha256', encoding: 'hex', template: '{body}' }, identity_paths: ['order.id', 'op'] });
+    const mac = (b) => createHmac('sha256', 's3cret').update(b).digest('hex');
+    const body = JSON.stringify({ order: { id: 'o-77' }, op: 'paid', at: 1 });
+    const first = await post(src, body, { 'Content-Type': 'application/json', 'X-Sig': mac(body) });
+    assert.equal(first.status, 200, first.text);
+    for (const ct of ['text/plain', 'text/plain; charset=utf-8', 'application/octet-stream']) {
+      const again = await post(src, body, { 'Content-Type': ct, 'X-Sig': mac(body) });
+      assert.equal(again.status, 200, again.text);
+      assert.equal(json(again).duplicate, true, `${ct}: ${again.text}`);
+    }
+    const text = '{not json, a partner\'s text';
+    const t = await post(src, text, { 'Content-Type': 'text/plain', 'X-Sig': mac(text) });
+    assert.equal(t.status, 200, t.text);
+    assert.equal(json(t).duplicate, false);
+    await dest.waitFor(2);
+    const records = await inbox(src);
+    assert.equal(records.length, 2, JSON.stringify(records));
+    assert.deepEqual(records.map((x) => x.identity_kind).sort(), ['composite', 'payload_hash']);
+    assert.equal(dest.requests.length, 2, 'one forward each');
+    await dest.close();
+  });
+});
