@@ -119,6 +119,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg) {
     header_value(p, len, 17, req->result_ref, sizeof req->result_ref);
   } else if (len > 9 && strncasecmp(p, "location:", 9) == 0 && !req->result_ref[0]) {
     header_value(p, len, 9, req->result_ref, sizeof req->result_ref);
+  } else if (len > 19 && strncasecmp(p, "proxy-authenticate:", 19) == 0) {
+    req->proxy_auth_asked = true; /* (a CONNECT's answer: the proxy asks for credentials) */
   }
   return len;
 }
@@ -302,6 +304,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->response_total = req->header_total = 0;
   req->request_sent = req->fd_exhausted = req->lookup_abandoned = false;
   req->stale_conn = req->fresh = req->resend_refused = req->bad_version = false;
+  req->proxy_auth_asked = false;
   req->sockets_opened = 0;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);
 
@@ -420,8 +423,11 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   /* before sending, hookd's own side may be what failed: the receiver is not in question (no
    * attempt, no breaker failure, no failing run: given back as for want of descriptors) — its
    * HTTP proxy not reached (no answer to CONNECT: down, or its name not resolved), the proxy
-   * asking for hookd's credentials (407), its CA file. A proxy that answers CONNECT 403 refuses
-   * the destination: `blocked`, as hookd's own rules. (A SOCKS proxy's refusals cannot be told
+   * asking for hookd's credentials (407 with a Proxy-Authenticate challenge), its CA file. A
+   * proxy that answers CONNECT 403 refuses the destination: `blocked`, as hookd's own rules; so
+   * does a 407 without a challenge — Smokescreen's refusal ("Request rejected by proxy"), which,
+   * taken for a credentials problem, gave the delivery back every second for ever, no attempt
+   * recorded, the operator told to fix credentials. (A SOCKS proxy's refusals cannot be told
    * from its being down: left the receiver's, retried. Nor is a connect's errno read: an IPv6
    * receiver from a host without IPv6 gives EADDRNOTAVAIL too — the receiver's, not hookd's.)
    * A request hookd's own policy refused opened no socket (CURLE_COULDNT_CONNECT, no CONNECT
@@ -435,6 +441,10 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
     if (http_proxy && connect_code == 403) {
       req->net = HOOKD_NET_BLOCKED;
       snprintf(req->blocked_rule, sizeof req->blocked_rule, "of the egress proxy (CONNECT 403)");
+    } else if (http_proxy && connect_code == 407 && !req->proxy_auth_asked) {
+      req->net = HOOKD_NET_BLOCKED;
+      snprintf(req->blocked_rule, sizeof req->blocked_rule,
+               "of the egress proxy (CONNECT 407 refusal)");
     } else if (http_proxy && connect_code == 407) {
       req->local_failure = "the egress proxy asks for credentials (407)";
     } else if (http_proxy && connect_code == 0 &&

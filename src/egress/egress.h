@@ -104,6 +104,7 @@ typedef struct hookd_egress_req {
   bool fresh;                    /* started again on a new connection */
   bool resend_refused;           /* libcurl's own second send was refused (on_prereq) */
   bool bad_version;              /* a cleartext answer's status line claimed HTTP/2 or 3 */
+  bool proxy_auth_asked;         /* an answer (the proxy's to CONNECT) had Proxy-Authenticate */
   int sockets_opened;            /* to addresses the policy allowed */
   CURL *easy;
   struct hookd_egress *eg;

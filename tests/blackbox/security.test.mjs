@@ -358,6 +358,40 @@ describe('egress proxy failures', () => {
     assert.deepEqual(guard.offMachine(), [], 'nothing tried off the machine');
     proxy.close();
   });
+
+  it('a proxy answering CONNECT 407 without a challenge refuses the destination (Smokescreen\'s way): DEAD blocked, not given back for ever; with Proxy-Authenticate it asks for hookd\'s credentials', async () => {
+    const guard = faultLoopbackOnly(tempDir().dir);
+    const proxyAnswering = async (answer) => {
+      const proxy = net.createServer((sock) => {
+        sock.on('error', () => {});
+        sock.once('data', () => sock.end(answer));
+      });
+      await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+      const h = await startHookd({ testArgs: ['--allow-http'], env: guard.env,
+        args: ['--egress-proxy', `http://127.0.0.1:${proxy.address().port}`, '--resolve', 'hooks.example.com:443:93.184.216.34'] });
+      const { tenant } = await setup(h, 'https://hooks.example.com/hook');
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      return { h, proxy, id: p.json.id };
+    };
+    // Smokescreen: 407 "Request rejected by proxy", an X-Smokescreen-Error header, no challenge
+    let { h, proxy, id } = await proxyAnswering('HTTP/1.1 407 Request rejected by proxy\r\n' +
+      'X-Smokescreen-Error: Egress proxying is denied to host hooks.example.com\r\nContent-Length: 0\r\n\r\n');
+    const [dead] = await waitDelivery(h, id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(dead.dead_reason, 'blocked', JSON.stringify(dead));
+    assert.ok(!h.logs.some((l) => l.msg === 'egress.local_failure'), 'not taken for hookd\'s own failure');
+    assert.equal((await h.stop()).code, 0);
+    proxy.close();
+    // a proxy that wants credentials says so: hookd's failure, given back, no attempt spent
+    ({ h, proxy, id } = await proxyAnswering('HTTP/1.1 407 Proxy Authentication Required\r\n' +
+      'Proxy-Authenticate: Basic realm="egress"\r\nContent-Length: 0\r\n\r\n'));
+    const logged = await h.waitForLog((l) => l.msg === 'egress.local_failure', 10000, 'the proxy\'s demand logged');
+    assert.equal(logged.why, 'the egress proxy asks for credentials (407)');
+    const [d] = (await h.api('GET', `/v1/events/${id}`)).json.deliveries;
+    assert.deepEqual([d.state, d.attempt_count], ['pending', 0], 'no attempt spent on the receiver');
+    assert.equal((await h.stop()).code, 0);
+    proxy.close();
+    assert.deepEqual(guard.offMachine(), [], 'nothing tried off the machine');
+  });
 });
 
 describe('TLS session keys', () => {
