@@ -289,6 +289,37 @@ static bool expire_owed(hookd_app *app, int64_t now_ms) {
   return !stopped;
 }
 
+typedef struct windows_op {
+  int64_t mine[3], used[3];
+} windows_op;
+
+static int run_retention_windows(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  windows_op *w = arg;
+  return be->retention_windows(c, w->mine, w->used);
+}
+
+/* The windows the walks go by (inbox, payload, event, in s): this node's, or on a shared store
+ * the longest of the running nodes' (docs/postgres.md "Several nodes": with each node's own, the
+ * shortest won over every node's records). false: not known (the store failed) — no walk. */
+static bool retention_windows(hookd_app *app, int64_t used[3]) {
+  windows_op w = {.mine = {app->cfg->inbox_retention_s, app->cfg->payload_retention_s,
+                           app->cfg->event_retention_s}};
+  memcpy(w.used, w.mine, sizeof w.used);
+  if (app->store->be->retention_windows &&
+      hookd_storeq_run_sync(app->store->writer, run_retention_windows, &w) != 0)
+    return false;
+  memcpy(used, w.used, sizeof w.used);
+  if (memcmp(used, app->retention_used, sizeof w.used) != 0) {
+    memcpy(app->retention_used, used, sizeof w.used);
+    if (memcmp(used, w.mine, sizeof w.used) != 0)
+      HLOG(HOOKD_LOG_WARN, "retention.longer_window", KV_I("inbox_retention_s", used[0]),
+           KV_I("payload_retention_s", used[1]), KV_I("event_retention_s", used[2]),
+           KV_S("why", "another node running on the store keeps records longer (0: off): its "
+                       "windows are walked by — give the nodes one configuration"));
+  }
+  return true;
+}
+
 /* Retention of dedup records with their inbound events (I9) and of objects' newest versions,
  * the expiry of what disabled endpoints owe of expired events, and, when set, of settled
  * outbound events: their payloads, then the events themselves (O17)
@@ -313,6 +344,8 @@ static void purge_old(hookd_app *app) {
     HLOG(HOOKD_LOG_INFO, "retention.resumed");
   }
   if (outvoted) return;
+  int64_t used[3]; /* inbox, payload, event */
+  if (!retention_windows(app, used)) return;
   /* now, as far as the monotonic clock has run since the start: a step forward of the wall
    * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
    * that was behind when hookd started, set right since) and becomes the reference
@@ -340,26 +373,27 @@ static void purge_old(hookd_app *app) {
   /* (while it still reads behind, the time read holds that much back already) */
   int64_t held = hookd_bounded_clock_behind(&app->retention_clock, wall, mono);
   if (behind > held) now -= behind - held;
-  if (!purge_walk(app, now, app->cfg->inbox_retention_s, run_inbox_purge, &hookd_m.inbox_purged,
-                  "inbox.purged", &app->inbox_walk) ||
-      !purge_walk(app, now, app->cfg->inbox_retention_s, run_object_versions_purge,
+  if (!purge_walk(app, now, used[0], run_inbox_purge, &hookd_m.inbox_purged, "inbox.purged",
+                  &app->inbox_walk) ||
+      !purge_walk(app, now, used[0], run_object_versions_purge,
                   &hookd_m.versions_purged, "object_versions.purged", NULL))
     return;
   /* (with --event-ttl-s set: without, no event published since expires; one published under an
    * earlier setting expires at its claim) */
   if (app->cfg->event_ttl_s > 0 && !expire_owed(app, now)) return;
-  if (app->cfg->payload_retention_s > 0 &&
-      !purge_walk(app, now, app->cfg->payload_retention_s, run_event_purge,
-                  &hookd_m.payloads_purged, "payload.purged", &app->payload_walk))
+  if (used[1] > 0 && !purge_walk(app, now, used[1], run_event_purge, &hookd_m.payloads_purged,
+                                 "payload.purged", &app->payload_walk))
     return;
-  if (app->cfg->event_retention_s > 0 &&
-      (!purge_walk(app, now, app->cfg->event_retention_s, run_event_expire,
-                   &hookd_m.events_expired, "event.expired", &app->expire_walk) ||
-       !purge_walk(app, now, app->cfg->event_retention_s, run_lane_versions_purge,
-                   &hookd_m.versions_purged, "lane_versions.purged", NULL)))
+  if (used[2] > 0 &&
+      (!purge_walk(app, now, used[2], run_event_expire, &hookd_m.events_expired, "event.expired",
+                   &app->expire_walk) ||
+       !purge_walk(app, now, used[2], run_lane_versions_purge, &hookd_m.versions_purged,
+                   "lane_versions.purged", NULL)))
     return;
-  purge_walk(app, now, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge,
-             &hookd_m.replay_purged, "replay.items_purged", NULL);
+  if (purge_walk(app, now, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge,
+                 &hookd_m.replay_purged, "replay.items_purged", NULL))
+    HLOG(HOOKD_LOG_DEBUG, "retention.walked", KV_I("inbox_retention_s", used[0]),
+         KV_I("payload_retention_s", used[1]), KV_I("event_retention_s", used[2]));
 }
 
 /* A shared store's retention indexes (docs/postgres.md "Retention's indexes"): a walk that

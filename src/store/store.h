@@ -802,6 +802,11 @@ typedef struct hookd_store_backend {
    * skews the other nodes running on the store stored (*out: free()). NULL: none. */
   int (*clock_votes)(hookd_store_conn *c, int64_t skew_ms, int64_t err_ms,
                      hookd_clock_voter **out, size_t *n);
+  /* The retention windows to walk by (docs/postgres.md "Several nodes"): stores this node's
+   * (mine: inbox, payload, event, in s; 0 for payload and event: off) and sets *out to the
+   * longest of them and those of the other nodes running (0, off, the longest). NULL: one
+   * node, its own. */
+  int (*retention_windows)(hookd_store_conn *c, const int64_t mine[3], int64_t out[3]);
   /* Every node id whose clock check the store keeps, by id (*out: hookd_node_rows_free), and
    * *live the nodes running (nodes_live's count: one not yet checked is counted, not listed).
    * NULL: none (SQLite: one node, no check). */

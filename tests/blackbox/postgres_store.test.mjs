@@ -82,7 +82,7 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   const h = await node(store, masterKey(), 'n1');
   try {
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [0, 8], 'the schema made at the first start');
+    assert.deepEqual([migrated?.from, migrated?.to], [0, 9], 'the schema made at the first start');
     const { tenant, endpoint, secret } = await setup(h, rx.url);
     const body = { id: 'evt_pg_1', type: 'order.created', payload: { n: 1 } };
     const p1 = await publish(h, tenant, body, { 'Idempotency-Key': 'k1' });
@@ -1084,6 +1084,48 @@ test('retention on a fresh PostgreSQL store builds its indexes concurrently: pub
   }
 });
 
+// docs/postgres.md "Several nodes": each node's walks run over the whole store
+test('the retention walks go by the longest windows of the running nodes: a node with 1 s windows deletes nothing another running node keeps; alone, it walks by its own', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver();
+  const short = ['--payload-retention-s', '1', '--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+  let a, b;
+  try {
+    a = await node(store, key, 'n-winA'); // (payloads and events kept: 0, off)
+    const { tenant } = await setup(a, rx.url);
+    assert.equal((await publish(a, tenant, { id: 'evt_win_1', type: 'a', payload: { n: 1 } })).status, 202);
+    await waitDelivery(a, 'evt_win_1', (ds) => ds[0]?.state === 'delivered');
+    // (the store's newest event is always kept: this one)
+    assert.equal((await publish(a, tenant, { id: 'evt_win_2', type: 'a', payload: {} })).status, 202);
+    await waitDelivery(a, 'evt_win_2', (ds) => ds[0]?.state === 'delivered');
+    await a.waitForLog((l) => l.msg === 'retention.walked', 20000, 'the first node\'s windows written');
+    const created = Date.parse((await a.api('GET', '/v1/events/evt_win_1')).json.created_at);
+    await waitUntil(async () => Date.now() > created + 1500, { what: 'the short window passes' });
+
+    b = await node(store, key, 'n-winB', short);
+    const warned = await b.waitForLog((l) => l.msg === 'retention.longer_window', 20000, 'the longer windows said');
+    assert.deepEqual([warned.inbox_retention_s, warned.payload_retention_s, warned.event_retention_s], [2592000, 0, 0]);
+    const walked = await b.waitForLog((l) => l.msg === 'retention.walked', 20000, 'a walk by them');
+    assert.deepEqual([walked.payload_retention_s, walked.event_retention_s], [0, 0]);
+    const kept = await b.api('GET', '/v1/events/evt_win_1');
+    assert.equal(kept.status, 200, 'the event another running node keeps');
+    assert.deepEqual(kept.json.payload, { n: 1 }, 'its payload too');
+    assert.equal((await a.stop()).code, 0);
+    assert.equal((await b.stop()).code, 0);
+
+    // alone, the node walks by its own windows
+    b = await node(store, key, 'n-winB', short);
+    await waitUntil(async () => (await b.api('GET', '/v1/events/evt_win_1')).status === 404 || null,
+      { timeout: 30000, what: 'the event deleted by the node\'s own window' });
+    assert.ok(!b.logs.some((l) => l.msg === 'retention.longer_window'), 'no other node running');
+    assert.equal((await b.stop()).code, 0);
+  } finally {
+    for (const h of [a, b]) await h?.stop();
+    await rx.close();
+  }
+});
+
 // docs/postgres.md "Retention's indexes": the builder runs on the main thread (signals, reloads)
 test('the retention index builder never waits on its server: with its link held silent after the connection, a stop ends at once', async () => {
   const store = await pg.database();
@@ -1284,7 +1326,7 @@ test('a store at schema 1 is upgraded at start, its data kept, the change feed\'
     await c.query('DELETE FROM hookd_schema_version WHERE version > 1');
     h = await node(store, key, 'n1');
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [1, 8]);
+    assert.deepEqual([migrated?.from, migrated?.to], [1, 9]);
     const triggers = (await c.query(`SELECT tgname FROM pg_trigger WHERE tgname LIKE '%notify%' ORDER BY 1`)).rows;
     assert.deepEqual(triggers.map((t) => t.tgname), ['api_keys_notify', 'endpoints_notify_rows',
       'endpoints_notify_update', 'node_clocks_notify', 'sources_notify', 'tenants_notify']);

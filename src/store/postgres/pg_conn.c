@@ -530,6 +530,42 @@ static int pg_clock_votes(hookd_store_conn *c, int64_t skew_ms, int64_t err_ms,
   return HOOKD_STORE_OK;
 }
 
+/* The retention windows (store.h): this node's stored, the others running read (the upsert is
+ * not seen by the statement's own read: this node's are added here). Rows of ids not seen for
+ * 7 days and not running go. */
+#define PG_RETENTION_SQL                                                                        \
+  "WITH up AS (INSERT INTO node_retention (node_id, inbox_s, payload_s, event_s, seen_at)"      \
+  " VALUES ($1, $2, $3, $4, " PG_DB_NOW_MS ") ON CONFLICT (node_id) DO UPDATE SET"              \
+  " inbox_s = excluded.inbox_s, payload_s = excluded.payload_s, event_s = excluded.event_s,"    \
+  " seen_at = excluded.seen_at),"                                                               \
+  " gone AS (DELETE FROM node_retention g WHERE g.node_id <> $1 AND g.seen_at < " PG_DB_NOW_MS \
+  " - 604800000 AND NOT " PG_NODE_LIVE("g.node_id") ")"                                         \
+  " SELECT count(*), COALESCE(max(r.inbox_s), 0), bool_or(r.payload_s = 0),"                    \
+  " COALESCE(max(r.payload_s), 0), bool_or(r.event_s = 0), COALESCE(max(r.event_s), 0)"         \
+  " FROM node_retention r WHERE r.node_id <> $1 AND " PG_NODE_LIVE("r.node_id")
+
+static int pg_retention_windows(hookd_store_conn *c, const int64_t mine[3], int64_t out[3]) {
+  memcpy(out, mine, 3 * sizeof *out);
+  if (!c->sh->node_id) return HOOKD_STORE_OK; /* (the CLI walks nothing) */
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, c->sh->node_id);
+  for (int i = 0; i < 3; i++) pg_p_i64(&p, mine[i]);
+  PGresult *r = pg_q(c, PG_RETENTION_SQL, &p, "the nodes' retention windows");
+  if (!r) return HOOKD_STORE_ERR;
+  pg_wrote(c, 1); /* the upsert (a SELECT's tag counts no CTE's writes) */
+  if (PQntuples(r) == 1 && pg_i64(r, 0, 0) > 0) {
+    if (pg_i64(r, 0, 1) > out[0]) out[0] = pg_i64(r, 0, 1);
+    for (int i = 1; i < 3; i++) { /* (0: off, kept for ever — the longest) */
+      bool off = !strcmp(PQgetvalue(r, 0, 2 * i), "t");
+      int64_t longest = pg_i64(r, 0, 2 * i + 1);
+      if (out[i] != 0 && (off || longest > out[i])) out[i] = off ? 0 : longest;
+    }
+  }
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
 static int pg_nodes_list(hookd_store_conn *c, hookd_node_row **out, size_t *n, int *live) {
   *out = NULL;
   *n = 0;
@@ -907,6 +943,7 @@ const hookd_store_backend hookd_pg_backend = {
     .nodes_live = pg_nodes_live,
     .clock_votes = pg_clock_votes,
     .nodes_list = pg_nodes_list,
+    .retention_windows = pg_retention_windows,
     .endpoint_pauses = pg_endpoint_pauses,
     .in_txn = pg_in_txn,
     .tenant_create = pg_tenant_create,

@@ -243,9 +243,17 @@ static const char *const migration_8[] = {
     "CREATE INDEX IF NOT EXISTS deliveries_endpoint_state ON deliveries(endpoint_id, state, id)",
     NULL};
 
+/* 9: each running node's retention windows (docs/postgres.md "Several nodes", pg_conn.c): the
+ * walks go by the longest. */
+static const char *const migration_9[] = {
+    "CREATE TABLE IF NOT EXISTS node_retention (node_id text COLLATE \"C\" PRIMARY KEY,"
+    " inbox_s bigint NOT NULL, payload_s bigint NOT NULL, event_s bigint NOT NULL,"
+    " seen_at bigint NOT NULL)",
+    NULL};
+
 static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
                                                 migration_4, migration_5, migration_6,
-                                                migration_7, migration_8};
+                                                migration_7, migration_8, migration_9};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */
