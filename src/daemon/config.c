@@ -1,5 +1,6 @@
 /* config.c — the option table and its three sources (flags, environment, file). */
 #include "daemon/config.h"
+#include "daemon/server.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -799,13 +800,14 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
              c->max_buffered_bytes, c->max_body_bytes);
     return -1;
   }
-  /* each connection may hold max-header-bytes of memory: a client opening every allowed
-   * connection must not take more than this */
-  if ((uint64_t)c->max_connections * c->max_header_bytes > (2ULL << 30)) {
+  /* each connection may hold max-header-bytes of memory and the answer's head: a client opening
+   * every allowed connection must not take more than this */
+  uint64_t conn_mem = (uint64_t)c->max_connections * (c->max_header_bytes + HOOKD_HTTP_HEAD_ROOM);
+  if (conn_mem > (2ULL << 30)) {
     snprintf(err, errlen,
-             "--max-connections × --max-header-bytes is %llu MiB of connection memory: at most"
-             " 2048",
-             (unsigned long long)(((uint64_t)c->max_connections * c->max_header_bytes) >> 20));
+             "--max-connections × (--max-header-bytes + 4 KiB for the answer) is %llu MiB of"
+             " connection memory: at most 2048",
+             (unsigned long long)(conn_mem >> 20));
     return -1;
   }
   return 0;

@@ -562,6 +562,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       hookd_req_error(r, 400, "invalid_header", "%s", framing);
       return queue_close(r);
     }
+    /* the head's bytes: libmicrohttpd's pool holds them and the answer's head
+     * (HOOKD_HTTP_HEAD_ROOM more), so the limit is hookd's to keep */
+    const union MHD_ConnectionInfo *hs =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (srv->cfg.max_head_bytes && hs && hs->header_size > srv->cfg.max_head_bytes) {
+      hookd_req_error(r, 431, "headers_too_large",
+                      "request head of %zu bytes exceeds the limit of %zu bytes "
+                      "(--max-header-bytes)",
+                      hs->header_size, srv->cfg.max_head_bytes);
+      return queue_close(r);
+    }
     if (srv->cfg.max_headers && h.headers > srv->cfg.max_headers) {
       hookd_req_error(r, 431, "headers_too_large", "more than %d request headers",
                       srv->cfg.max_headers);
@@ -601,6 +612,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (known) r->announced = len > SIZE_MAX ? SIZE_MAX : (size_t)len;
     /* a request that cannot succeed is answered before its body is read (and then discarded) */
     if (srv->cfg.gate && !srv->cfg.gate(r, srv->cfg.app)) return queue(r);
+    /* no GET or HEAD reads a body: the public ones (/healthz, GET /in/{id}) held it all the
+     * same, and anonymous bodies could fill --max-buffered-bytes for every provider (a review) */
+    bool body_coming = known ? len > 0
+                             : MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                           "Transfer-Encoding") != NULL;
+    if (body_coming && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
+      hookd_req_error(r, 400, "invalid_request", "a %s request carries no body", method);
+      return queue_close(r);
+    }
     /* a body of known length that would not fit beside the bodies held now is refused at its
      * head: a whole answer, before any "100 Continue" (refused in mid-body, the client sending
      * it usually saw the connection reset). Not reserved: a client announcing lengths it never
@@ -790,7 +810,7 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
       (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       (unsigned)cfg->max_connections_per_ip, /* 0: no limit, as for libmicrohttpd */
       MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-      (size_t)(cfg->max_head_bytes ? cfg->max_head_bytes : 32768),
+      (size_t)(cfg->max_head_bytes ? cfg->max_head_bytes : 32768) + HOOKD_HTTP_HEAD_ROOM,
       MHD_OPTION_END); /* SO_REUSEADDR only: never a port shared with another process */
   if (!s->mhd) {
     snprintf(err, errlen, "cannot listen on %s:%d (address in use or not permitted)", cfg->host,

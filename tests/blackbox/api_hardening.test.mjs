@@ -728,6 +728,37 @@ describe('bodies hookd holds', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
+  it('a GET or HEAD announcing a body is refused 400 at its head, public routes too: anonymous bodies cannot fill --max-buffered-bytes', async () => {
+    const h = await startHookd({ args: ['--max-body-bytes', '2048', '--max-buffered-bytes', '2048'] });
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'gb' })).status, 201);
+    assert.equal((await h.api('POST', '/v1/sources', { id: 'src_gb', tenant: 'gb', provider: 'vnpay', secrets: ['VNPAYGB'],
+      destinations: [{ url: 'http://127.0.0.1:9/unused' }] })).status, 201);
+    const key = `Authorization: Bearer ${h.apiKey}\r\n`;
+    for (const [head, framing] of [['GET /healthz', 'Content-Length: 1500'], ['GET /dashboard', 'Content-Length: 1500'],
+      ['GET /in/src_gb?vnp_TxnRef=1', 'Content-Length: 1500'], ['HEAD /readyz', 'Content-Length: 1500'],
+      [`GET /v1/tenants HTTP/1.1\r\n${key}`, 'Content-Length: 1500'], ['GET /healthz', 'Transfer-Encoding: chunked']]) {
+      const line = head.includes('HTTP/1.1') ? head : `${head} HTTP/1.1\r\n`;
+      const c = await holding(h.port, `${line}Host: hookd\r\n${framing}\r\n\r\n${'x'.repeat(1000)}`);
+      await c.closed;
+      const [r] = responses(c.text);
+      assert.equal(r?.status, 400, `${head}: ${c.text}`);
+      assert.equal(r.headers.connection, 'close');
+      if (!head.startsWith('HEAD')) assert.match(JSON.parse(r.body).error.message, /request carries no body/);
+    }
+    // a body that is held while another arrives: none of them is
+    const held = await holding(h.port, 'GET /healthz HTTP/1.1\r\nHost: hookd\r\nContent-Length: 2000\r\n\r\n' + 'x'.repeat(1500));
+    await held.closed;
+    assert.equal(await bufferedBytes(h), 0);
+    const body = JSON.stringify({ id: 'gb-after' }).padEnd(1500, ' ');
+    const ok = await exchange(h.port, `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\n${key}Content-Type: application/json\r\n`
+      + `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    assert.equal(responses(ok.text)[0]?.status, 201, ok.text);
+    // (a GET with an empty body is a GET)
+    const empty = await exchange(h.port, 'GET /healthz HTTP/1.1\r\nHost: hookd\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+    assert.equal(responses(empty.text)[0]?.status, 200, empty.text);
+    assert.equal((await h.stop()).code, 0);
+  });
+
   it('a too small --max-buffered-bytes is refused at start', () => {
     const r = spawnSync(HOOKD_BIN, ['serve', '--max-body-bytes', '4096', '--max-buffered-bytes', '1024'], { encoding: 'utf8' });
     assert.equal(r.status, 2);
@@ -781,6 +812,36 @@ describe('the edge, after the HTTP audit', () => {
     clearInterval(drip);
     assert.equal(responses(c.text()).at(-1)?.status, 408, c.text());
     assert.equal((await h.api('GET', '/v1/tenants/late-trailer')).status, 404, 'not served late');
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
+describe('request heads near --max-header-bytes', () => {
+  // libmicrohttpd builds the answer's head in the memory that holds the request's: with none left
+  // it closed the connection without a word after the handler had served the request
+  it('every head up to the limit is answered, and every one past it refused 431 (JSON while it fits the connection): none served without an answer', async () => {
+    const h = await startHookd(); // (--max-header-bytes: 16 KiB)
+    const key = `Authorization: Bearer ${h.apiKey}\r\n`;
+    let n = 0;
+    for (let pad = 15000; pad <= 16800; pad += 40) {
+      const id = `hd-${++n}`;
+      const body = JSON.stringify({ id });
+      const post = `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\n${key}Content-Type: application/json\r\n`
+        + `X-Pad: ${'p'.repeat(pad)}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`;
+      const r = await exchange(h.port, post);
+      const [a] = responses(r.text);
+      assert.ok(a, `pad ${pad}: no answer (${r.text.length} bytes)`);
+      const created = (await h.api('GET', `/v1/tenants/${id}`)).status === 200;
+      assert.ok(a.status === 201 || a.status === 431, `pad ${pad}: ${a.status}`);
+      assert.equal(created, a.status === 201, `pad ${pad}: answered ${a.status}, created ${created}`);
+      const g = await exchange(h.port, `GET /healthz HTTP/1.1\r\nHost: hookd\r\nX-Pad: ${'p'.repeat(pad)}\r\nConnection: close\r\n\r\n`);
+      const [b] = responses(g.text);
+      assert.ok(b && (b.status === 200 || b.status === 431), `GET, pad ${pad}: ${g.text.slice(0, 80)}`);
+      if (pad + 200 < 16384) assert.equal(b.status, 200, `GET, pad ${pad}: under the limit`);
+      if (b.status === 431 && b.headers['content-type'] === 'application/json') {
+        assert.match(JSON.parse(b.body).error.message, /request head of \d+ bytes exceeds the limit of 16384 bytes/);
+      }
+    }
     assert.equal((await h.stop()).code, 0);
   });
 });
