@@ -105,8 +105,8 @@ static bool valid_type_pattern(const char *s) {
     char c = s[i];
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '-' || c == '.' || c == ':';
-    /* '*' only as "*" or a final ".*" */
-    if (c == '*') ok = (n == 1) || (i == n - 1 && i > 0 && s[i - 1] == '.');
+    /* '*' only as "*" or a final ".*" after a prefix (".*" alone matched nothing) */
+    if (c == '*') ok = (n == 1) || (i == n - 1 && i > 1 && s[i - 1] == '.');
     if (!ok) return false;
   }
   return true;
@@ -960,7 +960,9 @@ static void reply_rotate(hookd_api_op *base, int rc) {
   json_t *v = json_pack("{s:s,s:s,s:o}", "id", op->id, "secret", op->plain_secret,
                         "previous_expires_at", hookd_json_time(op->ep.previous_expires_ms));
   if (op->public_key[0]) json_object_set_new(v, "public_key", json_string(op->public_key));
-  hookd_req_reply_json(base->req, 200, v);
+  /* once the dispatcher signs with the new secret: a receiver switching to it on this answer
+   * must not get a request signed with the old one alone */
+  hookd_api_reply_json_applied(base, 200, v);
 }
 
 void hookd_api_endpoint_rotate(hookd_req *r, hookd_app *app) {

@@ -371,6 +371,7 @@ describe('bad input gets a clear 4xx', () => {
       [{ url: recv.url, timeout_ms: 10 }, 'invalid_field', 'timeout_ms'],
       [{ url: recv.url, event_types: [] }, 'invalid_field', 'event_types'],
       [{ url: recv.url, event_types: ['a*b'] }, 'invalid_field', 'event_types[0]'],
+      [{ url: recv.url, event_types: ['.*'] }, 'invalid_field', 'event_types[0]'], // (no prefix: matches nothing)
       [{ url: recv.url, event_types: ['a'.repeat(257)] }, 'invalid_field', 'event_types[0]'], // longer than any type
       [{ url: recv.url, retry: { max_attempts: 0 } }, 'invalid_field', 'retry.max_attempts'],
       [{ url: recv.url, retry: { backoff_base_ms: 1000, backoff_cap_ms: 10 } }, 'invalid_field', 'retry.backoff_cap_ms'],
@@ -728,6 +729,16 @@ describe('a test event to one endpoint', () => {
     assert.equal(rcv.requests.length, 1, 'one request to the receiver');
     const audit = await h.api('GET', `/v1/audit?tenant=${t}`);
     assert.equal(audit.json.data.filter((a) => a.action === 'endpoint.test').length, 1, 'audited once');
+    // the endpoint disabled (by hookd after a 410, say), then deleted, since: still the first
+    // answer, not "not sent" for a test that was
+    assert.equal((await h.api('PATCH', `/v1/tenants/${t}/endpoints/${ep}`, { enabled: false })).status, 200);
+    const disabled = await test(undefined, 'test-1');
+    assert.deepEqual([disabled.status, disabled.json.id, disabled.json.duplicate], [202, first.json.id, true], disabled.text);
+    assertError(await test(undefined, 'test-2'), 409, 'invalid_state');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${t}/endpoints/${ep}`)).status, 200);
+    const deleted = await test(undefined, 'test-1');
+    assert.deepEqual([deleted.status, deleted.json.id, deleted.json.duplicate], [202, first.json.id, true], deleted.text);
+    assertError(await test(undefined, 'test-3'), 404, 'not_found');
     await rcv.close();
   });
 });

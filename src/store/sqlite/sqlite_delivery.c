@@ -243,27 +243,6 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
   int rc = sq_tenant_get(c, req->tenant_id, &t);
   if (rc) return rc;
   hookd_tenant_free(&t);
-  if (req->only_endpoint) { /* a test event: its one endpoint must take it */
-    hookd_endpoint ep;
-    rc = sq_endpoint_get(c, req->only_endpoint, &ep);
-    if (rc == HOOKD_STORE_OK) {
-      bool mine = !strcmp(ep.tenant_id, req->tenant_id), dest = ep.source_id != NULL;
-      bool on = ep.enabled;
-      hookd_endpoint_free(&ep);
-      if (!mine) rc = HOOKD_STORE_NOTFOUND;
-      else if (dest || !on) {
-        snprintf(c->err, sizeof c->err, "%s",
-                 dest ? "an inbound source's destination gets its source's events"
-                      : "the endpoint is disabled: enable it first");
-        return HOOKD_STORE_STATE;
-      }
-    }
-    if (rc == HOOKD_STORE_NOTFOUND) {
-      snprintf(c->err, sizeof c->err, "endpoint");
-      return HOOKD_STORE_STATE; /* (the caller names it: 404) */
-    }
-    if (rc) return rc;
-  }
 
   /* Every refusal (unknown tenant, a key or an event id used with another body) comes before
    * the first write: publish runs without a savepoint of its own (storeq.h). */
@@ -291,6 +270,29 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
       return count_deliveries(c, seq, res);
     }
     if (step != SQLITE_DONE) return sq_fail(c, "read idempotency key");
+  }
+  /* a test event: its one endpoint must take it — checked after its Idempotency-Key, so that
+   * a test sent again gets its first answer when the endpoint was disabled or deleted since */
+  if (req->only_endpoint) {
+    hookd_endpoint ep;
+    rc = sq_endpoint_get(c, req->only_endpoint, &ep);
+    if (rc == HOOKD_STORE_OK) {
+      bool mine = !strcmp(ep.tenant_id, req->tenant_id), dest = ep.source_id != NULL;
+      bool on = ep.enabled;
+      hookd_endpoint_free(&ep);
+      if (!mine) rc = HOOKD_STORE_NOTFOUND;
+      else if (dest || !on) {
+        snprintf(c->err, sizeof c->err, "%s",
+                 dest ? "an inbound source's destination gets its source's events"
+                      : "the endpoint is disabled: enable it first");
+        return HOOKD_STORE_STATE;
+      }
+    }
+    if (rc == HOOKD_STORE_NOTFOUND) {
+      snprintf(c->err, sizeof c->err, "endpoint");
+      return HOOKD_STORE_STATE; /* (the caller names it: 404) */
+    }
+    if (rc) return rc;
   }
   if (req->existing_only) { /* none: HOOKD_STORE_STATE (NOTFOUND is the tenant's) */
     rc = existing_event(c, req, res);
