@@ -150,13 +150,16 @@ int hookd_api_audit(hookd_api_op *op, hookd_store_conn *c, const hookd_store_bac
 /* Answers with the HTTP status matching a store error, the op's error text as message. */
 void hookd_api_store_error(hookd_api_op *op, int rc, const char *what);
 
+/* A store writer that has not moved for this long (a batch running, an op waiting) is stalled:
+ * /readyz says so, and new writes are refused (docs/isolation.md "Backpressure"). */
+#define HOOKD_STORE_STALL_MS 10000
 /* Backpressure: true (after answering 503 with Retry-After) when the store writer has more
- * queued work than --max-store-queue. */
+ * queued work than --max-store-queue, or is stalled. */
 bool hookd_api_store_overloaded(hookd_req *r, hookd_app *app);
-/* Its two halves: whether more than --max-store-queue writes wait (how many in depth), and
- * the 503 + Retry-After answer (for a caller that counts it elsewhere). */
+/* Its two halves: whether more than --max-store-queue writes wait (how many in depth) or the
+ * writer is stalled, and the 503 + Retry-After answer (for a caller that counts it elsewhere). */
 bool hookd_api_store_behind(hookd_app *app, uint64_t *depth);
-void hookd_api_reply_overloaded(hookd_req *r, uint64_t depth);
+void hookd_api_reply_overloaded(hookd_req *r, hookd_app *app, uint64_t depth);
 
 /* Parses the request body as a JSON object within the configured limits; on failure answers 400
  * and returns NULL. */

@@ -15,9 +15,8 @@ void hookd_api_healthz(hookd_req *r, hookd_app *app) {
 }
 
 /* Ready: started, not shutting down, and the store committing — its last group commit did not
- * fail and no batch or op has waited past STORE_STALL_MS (twice the busy timeout): a node whose
- * store is locked, full or failing should not be sent traffic it can only answer 503. */
-#define STORE_STALL_MS 10000
+ * fail and no batch or op has waited past HOOKD_STORE_STALL_MS (twice the busy timeout): a node
+ * whose store is locked, full or failing should not be sent traffic it can only answer 503. */
 void hookd_api_readyz(hookd_req *r, hookd_app *app) {
   if (!atomic_load(&app->ready)) {
     hookd_req_error(r, 503, "not_ready", "hookd is starting or shutting down");
@@ -25,7 +24,7 @@ void hookd_api_readyz(hookd_req *r, hookd_app *app) {
   }
   hookd_storeq_stats st;
   hookd_storeq_get_stats(app->store->writer, &st);
-  if (st.last_failed || st.stalled_ms > STORE_STALL_MS) {
+  if (st.last_failed || st.stalled_ms > HOOKD_STORE_STALL_MS) {
     hookd_req_add_header(r, "Retry-After", "1"); /* as every other storage_unavailable */
     if (st.last_failed)
       hookd_req_error(r, 503, "storage_unavailable",

@@ -307,21 +307,33 @@ bool hookd_api_store_behind(hookd_app *app, uint64_t *depth) {
   hookd_storeq_stats st;
   hookd_storeq_get_stats(app->store->writer, &st);
   *depth = st.queue_depth;
-  return st.queue_depth > (uint64_t)app->cfg->max_store_queue;
+  /* stalled: fewer HTTP writes than --max-connections can wait, under the default queue bound —
+   * without this, every connection slot filled with requests waiting on it (and /readyz,
+   * which would have said so, could no longer be reached) */
+  return st.queue_depth > (uint64_t)app->cfg->max_store_queue ||
+         st.stalled_ms > HOOKD_STORE_STALL_MS;
 }
 
-void hookd_api_reply_overloaded(hookd_req *r, uint64_t depth) {
+void hookd_api_reply_overloaded(hookd_req *r, hookd_app *app, uint64_t depth) {
+  hookd_storeq_stats st;
+  hookd_storeq_get_stats(app->store->writer, &st);
   hookd_req_add_header(r, "Retry-After", "1");
-  hookd_req_error(r, 503, "overloaded",
-                  "the store is falling behind (%llu writes waiting); retry after a second",
-                  (unsigned long long)depth);
+  if (depth <= (uint64_t)app->cfg->max_store_queue && st.stalled_ms > HOOKD_STORE_STALL_MS)
+    hookd_req_error(r, 503, "overloaded",
+                    "the store has not committed for %lld ms (%llu writes waiting); retry "
+                    "after a second",
+                    (long long)st.stalled_ms, (unsigned long long)depth);
+  else
+    hookd_req_error(r, 503, "overloaded",
+                    "the store is falling behind (%llu writes waiting); retry after a second",
+                    (unsigned long long)depth);
 }
 
 bool hookd_api_store_overloaded(hookd_req *r, hookd_app *app) {
   uint64_t depth;
   if (!hookd_api_store_behind(app, &depth)) return false;
   HOOKD_INC(publish_backpressure);
-  hookd_api_reply_overloaded(r, depth);
+  hookd_api_reply_overloaded(r, app, depth);
   return true;
 }
 

@@ -624,7 +624,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "99", "Message",
                                              "Unknown error"));
     else
-      hookd_api_reply_overloaded(r, depth); /* 503 + Retry-After */
+      hookd_api_reply_overloaded(r, app, depth); /* 503 + Retry-After */
     goto done;
   }
   op = hookd_api_op_new(sizeof *op, r, app, run_receive, reply_receive);

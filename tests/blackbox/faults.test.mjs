@@ -958,6 +958,43 @@ describe('durability', () => {
     cleanup();
   });
 
+  // docs/isolation.md "Backpressure": fewer HTTP writes than --max-connections can wait, under
+  // the default --max-store-queue — its bound alone never refused them
+  it('a store writer stalled 10 s: new publishes and provider requests are refused 503 at once (Retry-After), not left waiting on it; the one waiting is answered at its commit', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir, 'SLOW', 4000, '-wal'); // every write to the WAL takes 4 s
+    const h = await startHookd({ dir, env: disk.env });
+    const r = await startReceiver();
+    const { tenant } = await setup(h, r.url);
+    const src = (await h.api('POST', '/v1/sources', { tenant, provider: 'stripe', secrets: ['whsec_stall'],
+      destinations: [{ url: r.url }] })).json;
+    const stalled = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_store_writer_stalled_seconds');
+    disk.fill();
+    const first = publish(h, tenant, { id: 'evt_stall_1', type: 'a', payload: {} });
+    await waitUntil(async () => (await stalled()) > 10 || null, { timeout: 30000, what: 'the writer stalled 10 s' });
+    const second = await withTimeout(publish(h, tenant, { id: 'evt_stall_2', type: 'a', payload: {} }), 5000,
+      'a publish while the writer is stalled');
+    assert.equal(second.status, 503, second.text);
+    assert.equal(second.json.error.code, 'overloaded');
+    assert.match(second.json.error.message, /the store has not committed for \d+ ms/);
+    assert.equal(second.headers.get('retry-after'), '1');
+    const body = JSON.stringify({ id: 'evt_in_stall', type: 'invoice.paid' });
+    const inbound = await withTimeout(fetch(`${h.url}/in/${src.id}`, { method: 'POST', body, headers: stripe(body, 'whsec_stall') }),
+      5000, 'a provider request while the writer is stalled');
+    assert.equal(inbound.status, 503, await inbound.text());
+    assert.equal(inbound.headers.get('retry-after'), '1');
+    assert.equal((await h.api('GET', '/readyz')).status, 503);
+    disk.free();
+    const f = await first;
+    assert.equal(f.status, 202, f.text);
+    const again = await publish(h, tenant, { id: 'evt_stall_2', type: 'a', payload: {} });
+    assert.equal(again.status, 202, again.text);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+    cleanup();
+  });
+
   it('a second hookd on the same SQLite store refuses to start', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });
