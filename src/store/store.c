@@ -327,6 +327,10 @@ int hookd_take_within(const int64_t *cost, int n, int64_t budget) {
   return k;
 }
 
+int64_t hookd_retention_weight(int64_t bytes, int64_t deliveries, int64_t attempts) {
+  return bytes + deliveries * HOOKD_DELIVERY_WEIGHT + attempts * HOOKD_ATTEMPT_WEIGHT;
+}
+
 const char *hookd_inbox_status_of(int64_t unknown, int64_t dead, int64_t retrying,
                                   int64_t pending, int64_t delivered, const char **deciding) {
   /* a forward still retried or waiting comes before a dead one: dead_lettered is final, and a

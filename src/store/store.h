@@ -723,20 +723,34 @@ void hookd_replay_memo_fill(hookd_replay_memo *m, hookd_store_conn *c, const cha
 int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, int64_t now_ms,
                        char *err, size_t errlen, const char **why);
 
-/* A retention op takes whole rows of its walk, in order, while their cost stays within a budget
- * (the first one always): event retention the events' deliveries (HOOKD_EXPIRE_DELIVERIES: a
- * batch of events fanned out to a thousand endpoints each held the writer, and every ack behind
- * it, for seconds), the payload and inbox purges the bodies they free (HOOKD_PURGE_BYTES: the
- * freed pages are zeroed into the WAL and synced — a thousand 1 MiB payloads, a gigabyte). Returns
- * how many of the n rows (cost: each one's) this op takes. */
 /* "Retry now" of a delivery whose next attempt is due already (the UPDATE moved nothing: it
  * waits on a concurrency cap, a paused endpoint, its claim): OK for the single retry-now (202,
  * as a repeated one), HOOKD_STORE_STATE with *why "already_due" and a message in err for a
  * replay job's item (why != NULL), which is then skipped, not counted replayed. */
 int hookd_retry_due_already(char *err, size_t errlen, const char **why);
-#define HOOKD_EXPIRE_DELIVERIES 500
+
+/* A retention op takes whole rows of its walk, in order, while their cost stays within a budget
+ * (the first one always): the bytes it frees (HOOKD_PURGE_BYTES: the freed pages are zeroed into
+ * the WAL and synced — a thousand 1 MiB payloads, a gigabyte), with what each row takes with it
+ * weighed in bytes too (hookd_retention_weight). Returns how many of the n rows (cost: each
+ * one's) this op takes. */
 #define HOOKD_PURGE_BYTES (8LL << 20)
 int hookd_take_within(const int64_t *cost, int n, int64_t budget);
+/* What an event's deletion weighs (event retention; the inbox purge, for a record's event): the
+ * bytes of its body and of its attempts' response excerpts, and each delivery and attempt
+ * deleted with it. A delivery weighs 1/HOOKD_EXPIRE_DELIVERIES of the budget (a batch
+ * of events fanned out to a thousand endpoints each held the writer, and every ack behind it,
+ * for seconds), an attempt a page besides its excerpt: an op of 25 events, each to 20 endpoints
+ * DEAD after 24 attempts with 4 KiB excerpts, took 0.35 s. Measured: on SQLite an attempt takes
+ * ~25 us with an excerpt past ~1 KiB (which has a page of its own), ~1.5 us without one; on
+ * PostgreSQL ~15 us even without one (its trigger reads its delivery and event). A row of either
+ * kind weighs HOOKD_ATTEMPT_WEIGHT at least, so a weighing counts at most HOOKD_WEIGH_ROWS of
+ * each: past that, an event is over the budget alone. */
+#define HOOKD_EXPIRE_DELIVERIES 500
+#define HOOKD_DELIVERY_WEIGHT (HOOKD_PURGE_BYTES / HOOKD_EXPIRE_DELIVERIES)
+#define HOOKD_ATTEMPT_WEIGHT 4096
+#define HOOKD_WEIGH_ROWS (HOOKD_PURGE_BYTES / HOOKD_ATTEMPT_WEIGHT + 1)
+int64_t hookd_retention_weight(int64_t bytes, int64_t deliveries, int64_t attempts);
 
 /* An inbox record's status from its forwards' states (counts of each; docs/inbound.md "Inbox
  * states": the least advanced decides — unknown > retryable_failed > received > dead_lettered >

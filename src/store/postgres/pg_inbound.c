@@ -1059,11 +1059,12 @@ int pg_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
                              " ELSE 0 END"
                              " FROM inbox i WHERE i.seq > $2 ORDER BY i.seq LIMIT $1",
                              true, before_ms, limit, after_seq, &del, &n);
-  if (!rc) /* the bodies an op frees within its budget (sq_event_purge) */
+  if (!rc) /* what an op frees within its budget: bodies, forwards, attempts (as sq_inbox_purge) */
     rc = pg_retention_trim(c,
-                           "SELECT coalesce((SELECT octet_length(v.body) FROM inbox i"
-                           " JOIN events v ON v.seq = i.event_seq WHERE i.seq = x.s), 0)"
-                           " FROM unnest($1::bigint[]) WITH ORDINALITY AS x(s, o) ORDER BY x.o",
+                           PG_WEIGH(PG_WEIGH_EVENT(
+                               "(SELECT i.event_seq FROM inbox i WHERE i.seq = x.s)",
+                               "(SELECT octet_length(v.body) FROM inbox i"
+                               " JOIN events v ON v.seq = i.event_seq WHERE i.seq = x.s)")),
                            HOOKD_PURGE_BYTES, del, &n, after_seq);
   if (rc) {
     free(del);

@@ -335,10 +335,30 @@ int pg_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                        hookd_delete_counts *out);
 int pg_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out);
 int pg_owed_expired(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n);
-/* Keeps the first *n of a retention walk's ids whose costs (cost_sql: one row per element of the
- * bigint[] $1, in its order) fit budget, the first always; the walk goes on after the last. */
-int pg_retention_trim(hookd_store_conn *c, const char *cost_sql, int64_t budget,
+/* Keeps the first *n of a retention walk's ids whose costs fit budget, the first always
+ * (hookd_take_within); the walk goes on after the last. weigh_sql: PG_WEIGH(cost), where cost
+ * gives one row (b, d, a) for the id x.s — the bytes, deliveries and attempts its deletion frees
+ * (hookd_retention_weight), counting at most x.cap rows of a kind (HOOKD_WEIGH_ROWS). One
+ * statement, which weighs the ids in order ($1) and no further than the first past the budget
+ * ($2; its running total is hookd_retention_weight's sum, with the weights as $3 and $4). */
+int pg_retention_trim(hookd_store_conn *c, const char *weigh_sql, int64_t budget,
                       const int64_t *ids, int *n, int64_t *after_seq);
+/* (the ids' text is read once, in v: cast at each step, 1,000 ids took 100 ms) */
+#define PG_WEIGH(cost)                                                                          \
+  "WITH RECURSIVE v(ids, n) AS MATERIALIZED (SELECT $1::bigint[], cardinality($1::bigint[])),"  \
+  " w(i, b, d, a, t) AS (SELECT 0, 0::bigint, 0::bigint, 0::bigint, 0::bigint"                  \
+  " UNION ALL SELECT w.i + 1, c.b, c.d, c.a, w.t + c.b + c.d * $3::bigint + c.a * $4::bigint"   \
+  " FROM w CROSS JOIN v CROSS JOIN LATERAL (SELECT v.ids[w.i + 1] AS s, $5::bigint AS cap) x"   \
+  " CROSS JOIN LATERAL (" cost ") c WHERE w.i < v.n AND w.t <= $2::bigint)"                     \
+  " SELECT b, d, a FROM w WHERE i > 0 ORDER BY i"
+/* A cost for PG_WEIGH: the deletion of event ev with its deliveries and attempts, and bytes
+ * (SQL: an integer or NULL) freed besides (sqlite_int.h SQ_WEIGH_EVENT). octet_length() reads no
+ * excerpt: a stored bytea's size is in its header, or its TOAST pointer. */
+#define PG_WEIGH_EVENT(ev, bytes)                                                               \
+  "SELECT coalesce(" bytes ", 0) + coalesce(sum(k.n), 0) AS b, (SELECT count(*) FROM"           \
+  " (SELECT 1 FROM deliveries d WHERE d.event_seq = " ev " LIMIT x.cap) q) AS d, count(*) AS a" \
+  " FROM (SELECT octet_length(t.response) AS n FROM deliveries d JOIN attempts t"               \
+  " ON t.delivery_seq = d.seq WHERE d.event_seq = " ev " LIMIT x.cap) k"
 int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t before_ms,
                    int64_t now_ms, int *expired);
 int pg_master_key_claim(hookd_store_conn *c, const char *key_id, bool take, int64_t now_ms,

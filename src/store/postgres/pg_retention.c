@@ -145,7 +145,7 @@ int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
   return k < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
 }
 
-int pg_retention_trim(hookd_store_conn *c, const char *cost_sql, int64_t budget,
+int pg_retention_trim(hookd_store_conn *c, const char *weigh_sql, int64_t budget,
                       const int64_t *ids, int *n, int64_t *after_seq) {
   if (*n < 2) return HOOKD_STORE_OK;
   pg_arr a;
@@ -157,14 +157,21 @@ int pg_retention_trim(hookd_store_conn *c, const char *cost_sql, int64_t budget,
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, seqs);
-  PGresult *r = pg_q(c, cost_sql, &p, "retention: weigh a batch");
+  pg_p_i64(&p, budget);
+  pg_p_i64(&p, HOOKD_DELIVERY_WEIGHT);
+  pg_p_i64(&p, HOOKD_ATTEMPT_WEIGHT);
+  pg_p_i64(&p, HOOKD_WEIGH_ROWS);
+  PGresult *r = pg_q(c, weigh_sql, &p, "retention: weigh a batch");
   pg_arr_free(&a);
   if (!r) return HOOKD_STORE_ERR;
-  int64_t *cost = PQntuples(r) == *n ? malloc((size_t)*n * sizeof *cost) : NULL;
-  for (int i = 0; cost && i < *n; i++) cost[i] = pg_i64(r, i, 0);
+  /* the ids up to the first past the budget (those after it cannot be taken: not weighed) */
+  int m = PQntuples(r);
+  int64_t *cost = m > 0 && m <= *n ? malloc((size_t)m * sizeof *cost) : NULL;
+  for (int i = 0; cost && i < m; i++)
+    cost[i] = hookd_retention_weight(pg_i64(r, i, 0), pg_i64(r, i, 1), pg_i64(r, i, 2));
   PQclear(r);
   if (!cost) return pg_fail(c, "retention: weigh a batch");
-  int k = hookd_take_within(cost, *n, budget);
+  int k = hookd_take_within(cost, m, budget);
   free(cost);
   if (k < *n) *after_seq = ids[k - 1]; /* on after the last taken */
   *n = k;
@@ -192,10 +199,12 @@ int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                              " WHERE e.kind = 'outbound' AND e.seq > $2 ORDER BY e.seq LIMIT $1",
                              true, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
+  /* whole events while what goes with them (payloads, deliveries, attempts and their excerpts)
+   * fits the op's budget (sq_event_expire); the walk goes on after the last */
   rc = pg_retention_trim(c,
-                         "SELECT (SELECT count(*) FROM deliveries d WHERE d.event_seq = x.s)"
-                         " FROM unnest($1::bigint[]) WITH ORDINALITY AS x(s, i) ORDER BY x.i",
-                         HOOKD_EXPIRE_DELIVERIES, ids, &n, after_seq);
+                         PG_WEIGH(PG_WEIGH_EVENT("x.s", "(SELECT octet_length(v.body)"
+                                                        " FROM events v WHERE v.seq = x.s)")),
+                         HOOKD_PURGE_BYTES, ids, &n, after_seq);
   if (!rc && n > 0) rc = pg_retention_mark(c, "outbound", before_ms);
   if (!rc && n > 0) {
     pg_arr a;
@@ -401,9 +410,9 @@ int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                              false, before_ms, limit, after_seq, &ids, &n);
   if (!rc) /* the bodies an op frees within its budget (sq_event_purge) */
     rc = pg_retention_trim(c,
-                           "SELECT (SELECT coalesce(octet_length(v.body), 0) FROM events v"
-                           " WHERE v.seq = x.s) FROM unnest($1::bigint[]) WITH ORDINALITY"
-                           " AS x(s, i) ORDER BY x.i",
+                           PG_WEIGH("SELECT coalesce((SELECT octet_length(v.body) FROM events v"
+                                    " WHERE v.seq = x.s), 0)::bigint AS b, 0::bigint AS d,"
+                                    " 0::bigint AS a"),
                            HOOKD_PURGE_BYTES, ids, &n, after_seq);
   if (rc) {
     free(ids);

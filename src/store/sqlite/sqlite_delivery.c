@@ -1831,14 +1831,19 @@ int sq_retention_trim(hookd_store_conn *c, enum sq_stmt_id id, const char *cost_
   if (!cost) return sq_fail(c, "retention: out of memory");
   sqlite3_stmt *st = sq_stmt(c, id, cost_sql);
   int rc = st ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
-  for (int i = 0; !rc && i < *n; i++) {
-    sq_bind_i64(st, 1, ids[i]);
+  int cols = st ? sqlite3_column_count(st) : 0, m = 0;
+  if (st && sqlite3_bind_parameter_count(st) >= 2) sq_bind_i64(st, 2, HOOKD_WEIGH_ROWS);
+  /* (those after the first past the budget cannot be taken: not weighed) */
+  for (int64_t sum = 0; !rc && m < *n && sum <= budget; m++) {
+    sq_bind_i64(st, 1, ids[m]);
     if (sqlite3_step(st) != SQLITE_ROW) rc = sq_fail(c, "retention: weigh a batch");
-    else cost[i] = sq_col_i64(st, 0);
+    int64_t deliveries = !rc && cols > 1 ? sq_col_i64(st, 1) : 0;
+    int64_t attempts = !rc && cols > 2 ? sq_col_i64(st, 2) : 0;
+    if (!rc) sum += cost[m] = hookd_retention_weight(sq_col_i64(st, 0), deliveries, attempts);
     sqlite3_reset(st);
   }
   if (!rc) {
-    int k = hookd_take_within(cost, *n, budget);
+    int k = hookd_take_within(cost, m, budget);
     if (k < *n) *after_seq = ids[k - 1]; /* on after the last taken */
     *n = k;
   }
@@ -1909,9 +1914,12 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   int64_t *ids;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
-  /* whole events while their deliveries fit the op's budget; the walk goes on after the last */
-  rc = sq_retention_trim(c, SQ_EV_FANOUT, "SELECT COUNT(*) FROM deliveries WHERE event_seq = ?1",
-                         HOOKD_EXPIRE_DELIVERIES, ids, &n, after_seq);
+  /* whole events while what goes with them (payloads, deliveries, attempts and their excerpts:
+   * freed pages zeroed and synced) fits the op's budget; the walk goes on after the last */
+  rc = sq_retention_trim(c, SQ_EV_WEIGH,
+                         "WITH e(s, b) AS (SELECT seq, length(body) FROM events WHERE seq = ?1)"
+                         SQ_WEIGH_EVENT,
+                         HOOKD_PURGE_BYTES, ids, &n, after_seq);
   if (!rc && n > 0) rc = sq_retention_mark(c, "outbound", before_ms);
   for (int i = 0; !rc && i < n; i++)
     if (!(rc = sq_event_delete(c, ids[i], true))) (*expired)++;

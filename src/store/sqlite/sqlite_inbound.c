@@ -990,10 +990,11 @@ int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
   sq_bind_i64(st, 3, before_ms);
   int64_t *del;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &del, &n);
-  if (!rc) /* the bodies an op frees within its budget (sq_event_purge) */
-    rc = sq_retention_trim(c, SQ_INBOX_PURGE_SIZE,
-                           "SELECT COALESCE((SELECT length(v.body) FROM events v"
-                           " WHERE v.seq = i.event_seq), 0) FROM inbox i WHERE i.seq = ?1",
+  if (!rc) /* what an op frees within its budget: bodies, forwards, attempts (as sq_event_expire) */
+    rc = sq_retention_trim(c, SQ_INBOX_WEIGH,
+                           "WITH e(s, b) AS (SELECT i.event_seq, length(v.body) FROM inbox i"
+                           " LEFT JOIN events v ON v.seq = i.event_seq WHERE i.seq = ?1)"
+                           SQ_WEIGH_EVENT,
                            HOOKD_PURGE_BYTES, del, &n, after_seq);
   if (rc) {
     free(del);

@@ -41,7 +41,7 @@ enum sq_stmt_id {
   SQ_VERSION_PURGE, SQ_LANE_VERSION_OLD, SQ_LANE_VERSION_DROP, SQ_LANE_VERSION_KEEP,
   SQ_VERSION_SET, SQ_DL_DEST, SQ_DL_HAS_DEST, SQ_EV_PURGE, SQ_EV_PURGE_SET, SQ_EV_INSERT_IN, SQ_EV_NEXT_SEQ, SQ_INBOX_DL, SQ_INBOX_LIST, SQ_INBOX_LIST_T, SQ_INBOX_LIST_TS,
   SQ_INBOX_LIST_TP, SQ_INBOX_LIST_EV, SQ_INBOX_LIST_S, SQ_INBOX_LIST_SP, SQ_INBOX_LIST_SS,
-  SQ_EV_EXPIRE, SQ_EV_FANOUT, SQ_EV_PURGE_SIZE, SQ_INBOX_PURGE_SIZE, SQ_OWED_OLD, SQ_OWED_EXPIRE,
+  SQ_EV_EXPIRE, SQ_EV_WEIGH, SQ_EV_PURGE_SIZE, SQ_INBOX_WEIGH, SQ_OWED_OLD, SQ_OWED_EXPIRE,
   SQ_RET_MARK, SQ_EV_DEL_ATTEMPTS, SQ_EV_DEL_DELIVERIES, SQ_EV_DEL_KEYS, SQ_EV_DEL, SQ_EP_DISABLE_AUDIT,
   SQ_EP_DISABLE_DECLINED,
   SQ_DL_RESOLVE, SQ_DL_RESOLVE_EP,
@@ -136,10 +136,22 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
 /* Clears lane_wait on the new head of the lane of delivery seq (which just left the open
  * states); nothing for a delivery without an ordering key. sqlite_delivery.c. */
 int sq_lane_advance(hookd_store_conn *c, int64_t seq);
-/* Keeps the first *n of a retention walk's ids whose costs (cost_sql: one integer for ?1) fit
- * budget, the first always (hookd_take_within); the walk goes on after the last kept. */
+/* Keeps the first *n of a retention walk's ids whose costs fit budget, the first always
+ * (hookd_take_within); the walk goes on after the last kept. cost_sql: one row for ?1 of up to
+ * three integers, the bytes, deliveries and attempts its deletion frees (hookd_retention_weight),
+ * with ?2, when it has one, the rows of a kind it needs to count at most (HOOKD_WEIGH_ROWS). The
+ * ids are weighed in order, and no further than the first past the budget. */
 int sq_retention_trim(hookd_store_conn *c, enum sq_stmt_id id, const char *cost_sql,
                       int64_t budget, const int64_t *ids, int *n, int64_t *after_seq);
+/* The tail of a cost_sql for sq_retention_trim that weighs the deletion of event e.s with its
+ * deliveries and attempts (e.b: bytes freed besides, its body), after "WITH e(s, b) AS (…)": each
+ * count stops at ?2 rows (a row weighs HOOKD_ATTEMPT_WEIGHT at least: past ?2, over the budget
+ * alone), and length() reads no excerpt (SQLite takes a blob's size from its record header). */
+#define SQ_WEIGH_EVENT                                                                          \
+  " SELECT COALESCE((SELECT b FROM e), 0) + COALESCE(SUM(n), 0),"                               \
+  " (SELECT COUNT(*) FROM (SELECT 1 FROM e, deliveries d WHERE d.event_seq = e.s LIMIT ?2)),"   \
+  " COUNT(*) FROM (SELECT length(a.response) AS n FROM e, deliveries d, attempts a"             \
+  " WHERE d.event_seq = e.s AND a.delivery_seq = d.seq LIMIT ?2)"
 int sq_owed_expired(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n);
 int sq_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t before_ms,
                    int64_t now_ms, int *expired);

@@ -910,10 +910,11 @@ static void purge_stops_at_the_first_fresh_record(void **state) {
 static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a);
 static int64_t query_i64(fx *f, const char *sql);
 
-/* limit 1 and a cursor, as the daemon walks: i64 = window, ival = purged, out = int64_t cursor */
+/* a cursor, as the daemon walks: i64 = window, ival = purged, out = int64_t cursor; n = the
+ * records an op reads (0: one) */
 static int run_purge_step(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
-  return be->inbox_purge(c, k->i64, 1, (int64_t *)k->out, &k->ival);
+  return be->inbox_purge(c, k->i64, k->n ? (int)k->n : 1, (int64_t *)k->out, &k->ival);
 }
 
 /* A record whose forward is not finished is kept whatever its age (its resolve and the
@@ -955,6 +956,40 @@ static void purge_keeps_records_whose_forward_is_not_finished(void **state) {
   /* in_d's event went with it: its raw body and its forward */
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events"), 2);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 2);
+}
+
+static void add_attempts(fx *f, const char *which, int n, int excerpt);
+static void walk_op(fx *f, int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
+                    call *c, int taken, bool more);
+
+/* An op of the inbox's retention weighs what each record takes with it as event retention does:
+ * its event's body, and its forwards' attempts with their excerpts. Three old records whose
+ * forward was tried 500 times with 4 KiB excerpts (~4 MiB each): two an op, then the third.
+ * Before, only the bodies counted ("{}"), and the three went in one op. */
+static void purge_weighs_the_forwards_attempts(void **state) {
+  fx *f = *state;
+  make_source(f, true);
+  int64_t now = hookd_now_ms(), old = now - 10 * 86400 * 1000LL;
+  const char *recs[] = {"in_a", "in_b", "in_c"}, *keys[] = {"ka", "kb", "kc"};
+  hookd_receive_res r;
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(receive(f, recs[i], keys[i], "h", old, &r), 0);
+    assert_int_equal(r.n_endpoints, 1);
+    hookd_receive_res_free(&r);
+  }
+  assert_int_equal(receive(f, "in_n", "kn", "h", now, &r), 0); /* inside the window */
+  hookd_receive_res_free(&r);
+  assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_finish_deliveries, NULL), 0);
+  add_attempts(f, "e.seq IN (SELECT event_seq FROM inbox WHERE id <> 'in_n')", 500,
+               HOOKD_EXCERPT_MAX);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 3 * 500);
+  int64_t cursor = 0;
+  call c = {.i64 = now - 86400 * 1000LL, .out = &cursor, .n = 200}; /* the daemon's 200 an op */
+  walk_op(f, run_purge_step, &c, 2, true);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 500);
+  walk_op(f, run_purge_step, &c, 1, false); /* in_n is inside the window: walk done */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM inbox"), 1);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 0);
 }
 
 /* A record stamped far ahead (received while the wall clock had stepped a year forward, then
@@ -1439,44 +1474,69 @@ static void expire_deletes_settled_events_with_their_history(void **state) {
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id IN ('e3', 'e6')"), 0);
 }
 
-/* An op of event retention takes whole events while their deliveries fit its budget, the first
- * one always (an event is deleted whole, however large its fan-out). */
+/* An op of event retention takes whole events while what goes with them fits its budget, the
+ * first one always (an event is deleted whole, however large its fan-out or its history): 500
+ * deliveries, fewer with attempts, each weighed with its excerpt. */
 static void expire_takes_whole_events_within_the_budget(void **state) {
   (void)state;
+  const int64_t budget = HOOKD_PURGE_BYTES;
   int64_t small[25];
-  for (int i = 0; i < 25; i++) small[i] = 1;
-  assert_int_equal(hookd_take_within(small, 25, HOOKD_EXPIRE_DELIVERIES), 25);
-  const int64_t wide[] = {300, 300, 1};
-  assert_int_equal(hookd_take_within(wide, 3, HOOKD_EXPIRE_DELIVERIES), 1);
-  const int64_t huge[] = {1000, 1};
-  assert_int_equal(hookd_take_within(huge, 2, HOOKD_EXPIRE_DELIVERIES), 1);
-  const int64_t fits[] = {200, 200, 100, 1};
-  assert_int_equal(hookd_take_within(fits, 4, HOOKD_EXPIRE_DELIVERIES), 3);
+  for (int i = 0; i < 25; i++) small[i] = hookd_retention_weight(0, 1, 1);
+  assert_int_equal(hookd_take_within(small, 25, budget), 25);
+  const int64_t wide[] = {hookd_retention_weight(0, 300, 0), hookd_retention_weight(0, 300, 0),
+                          hookd_retention_weight(0, 1, 0)};
+  assert_int_equal(hookd_take_within(wide, 3, budget), 1);
+  const int64_t huge[] = {hookd_retention_weight(0, 1000, 0), hookd_retention_weight(0, 1, 0)};
+  assert_int_equal(hookd_take_within(huge, 2, budget), 1);
+  const int64_t fits[] = {hookd_retention_weight(0, 200, 0), hookd_retention_weight(0, 200, 0),
+                          hookd_retention_weight(0, 100, 0), hookd_retention_weight(0, 1, 0)};
+  assert_int_equal(hookd_take_within(fits, 4, budget), 3);
   assert_int_equal(HOOKD_EXPIRE_DELIVERIES, 500);
+  /* 20 deliveries DEAD after 24 attempts of 4 KiB excerpts: one such event an op (25 were
+   * 0.35 s of the writer's); after 16 attempts, two; with empty excerpts, three */
+  int64_t dead[3], empty[4];
+  for (int i = 0; i < 3; i++) dead[i] = hookd_retention_weight(24 * 20 * 4096, 20, 24 * 20);
+  assert_int_equal(hookd_take_within(dead, 3, budget), 1);
+  for (int i = 0; i < 3; i++) dead[i] = hookd_retention_weight(16 * 20 * 4096, 20, 16 * 20);
+  assert_int_equal(hookd_take_within(dead, 3, budget), 2);
+  for (int i = 0; i < 4; i++) empty[i] = hookd_retention_weight(0, 20, 24 * 20);
+  assert_int_equal(hookd_take_within(empty, 4, budget), 3);
+  /* a row of either kind weighs enough that counting HOOKD_WEIGH_ROWS of one kind is over */
+  assert_true(HOOKD_WEIGH_ROWS * (int64_t)HOOKD_ATTEMPT_WEIGHT > budget);
+  assert_true(HOOKD_DELIVERY_WEIGHT >= HOOKD_ATTEMPT_WEIGHT);
+}
+
+/* Tenant t1 with `endpoints` endpoints (ep1 and its copies), then events w1..wn published to
+ * every one of them. */
+static void fan_out(fx *f, int endpoints, int n) {
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  char q[512];
+  snprintf(q, sizeof q,
+           "CREATE TEMP TABLE x AS SELECT * FROM endpoints WHERE id = 'ep1';"
+           "INSERT INTO x SELECT x.* FROM x, (WITH RECURSIVE r(i) AS (SELECT 2"
+           " UNION ALL SELECT i + 1 FROM r WHERE i < %d) SELECT i FROM r);"
+           "UPDATE x SET id = 'epx' || rowid; DELETE FROM x WHERE rowid = 1;"
+           "INSERT INTO endpoints SELECT * FROM x; DROP TABLE x",
+           endpoints);
+  call sql = {.in = q};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM endpoints"), endpoints);
+  for (int i = 1; i <= n; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "w%d", i);
+    hookd_publish_res res;
+    assert_int_equal(publish(f, "t1", id, "a.b", NULL, 1, &res), 0);
+    hookd_publish_res_free(&res);
+  }
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), (int64_t)n * endpoints);
 }
 
 /* ... and sq_event_expire keeps to it: three old events fanned out to 512 endpoints each, one
  * op deletes one of them (two before: 1,024 deliveries in one op), and says where to go on. */
 static void expire_op_keeps_to_the_budget(void **state) {
   fx *f = *state;
-  make_tenant_endpoint(f, "t1", "ep1", NULL);
-  call sql = {.in = "CREATE TEMP TABLE x AS SELECT * FROM endpoints WHERE id = 'ep1';"
-                    "INSERT INTO x SELECT * FROM x; INSERT INTO x SELECT * FROM x;"
-                    "INSERT INTO x SELECT * FROM x; INSERT INTO x SELECT * FROM x;"
-                    "INSERT INTO x SELECT * FROM x; INSERT INTO x SELECT * FROM x;"
-                    "INSERT INTO x SELECT * FROM x; INSERT INTO x SELECT * FROM x;"
-                    "INSERT INTO x SELECT * FROM x;"
-                    "UPDATE x SET id = 'epx' || rowid; DELETE FROM x WHERE rowid = 1;"
-                    "INSERT INTO endpoints SELECT * FROM x; DROP TABLE x"};
-  assert_int_equal(w(f, run_sql, &sql), 0);
-  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM endpoints"), 512);
-  hookd_publish_res res;
-  const char *ids[] = {"w1", "w2", "w3"};
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(publish(f, "t1", ids[i], "a.b", NULL, 1, &res), 0);
-    hookd_publish_res_free(&res);
-  }
-  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 3 * 512);
+  fan_out(f, 512, 3);
+  call sql;
   sql.in = "UPDATE deliveries SET state = 'delivered', delivered_at = updated_at - 864000000,"
            " next_attempt_at = NULL, updated_at = updated_at - 864000000;"
            "UPDATE events SET created_at = created_at - 864000000";
@@ -1486,6 +1546,69 @@ static void expire_op_keeps_to_the_budget(void **state) {
   assert_int_equal(c.ival, 1);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id = 'w1'"), 0);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"), 2 * 512);
+}
+
+/* Old settled events' history: each delivery of the events e that `which` names ("e.id = 'w1'")
+ * gets attempts 1..n, each with an excerpt of `excerpt` bytes, finished long ago. */
+static void add_attempts(fx *f, const char *which, int n, int excerpt) {
+  char q[1024];
+  snprintf(q, sizeof q,
+           "INSERT INTO attempts(delivery_seq, attempt_number, started_at, finished_at, outcome,"
+           " http_status, latency_ms, error, response, lease_token, kind)"
+           " SELECT d.seq, r.i, 1, 1, 'http_error', 502, 1, 'HTTP 502', randomblob(%d), 1, 'live'"
+           " FROM events e JOIN deliveries d ON d.event_seq = e.seq, (WITH RECURSIVE r(i) AS"
+           " (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < %d) SELECT i FROM r) r"
+           " WHERE %s",
+           excerpt, n, which);
+  call sql = {.in = q};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+}
+
+/* i64 = window, ival = expired, out = int64_t cursor: the daemon's walk (25 events an op) */
+static int run_expire_step(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->event_expire(c, k->i64, 25, (int64_t *)k->out, &k->ival);
+}
+
+/* One op of a retention walk (c->out: its cursor) takes `taken` rows, and says whether the walk
+ * goes on after them. */
+static void walk_op(fx *f, int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
+                    call *c, int taken, bool more) {
+  assert_int_equal(w(f, run, c), 0);
+  assert_int_equal(c->ival, taken);
+  assert_int_equal(*(int64_t *)c->out != 0, more);
+}
+
+/* ... and weighs each event's attempts with their excerpts, and its payload, not its
+ * deliveries only: every freed page is zeroed and synced (25 events to 20 endpoints, DEAD after
+ * 24 attempts of 4 KiB excerpts, held the writer 0.35 s in one op). Five old events to 20
+ * endpoints: w1, 100 attempts a delivery, over the budget alone, still goes, alone; then w2 and
+ * w3 (16 attempts a delivery, ~2.8 MiB each) together; w4 (a 6 MiB payload) and w5 (as w2) in
+ * an op each. Before, the five went in one op. */
+static void expire_op_weighs_the_attempts(void **state) {
+  fx *f = *state;
+  fan_out(f, 20, 6); /* w6, the newest, stays */
+  call sql;
+  sql.in = "UPDATE deliveries SET state = 'dead', dead_reason = 'max_attempts', dead_at = 1,"
+           " next_attempt_at = NULL, updated_at = updated_at - 864000000;"
+           "UPDATE events SET created_at = created_at - 864000000;"
+           "UPDATE events SET body = randomblob(6291456) WHERE id = 'w4'";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  add_attempts(f, "e.id = 'w1'", 100, HOOKD_EXCERPT_MAX);
+  add_attempts(f, "e.id IN ('w2', 'w3', 'w5')", 16, HOOKD_EXCERPT_MAX);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 2000 + 3 * 320);
+  int64_t after = 0;
+  call c = {.i64 = hookd_now_ms() - 86400 * 1000LL, .out = &after};
+  walk_op(f, run_expire_step, &c, 1, true);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id = 'w1'"), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 3 * 320);
+  walk_op(f, run_expire_step, &c, 2, true);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id IN ('w2', 'w3')"), 0);
+  walk_op(f, run_expire_step, &c, 1, true);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id = 'w4'"), 0);
+  walk_op(f, run_expire_step, &c, 1, false); /* the walk is done: w6 stays */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events"), 1);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 0);
 }
 
 static int run_payload_purge(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
@@ -2037,6 +2160,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(outcome_run_again_starts_from_the_request, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_keeps_records_whose_forward_is_not_finished, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(purge_weighs_the_forwards_attempts, setup, teardown),
       cmocka_unit_test_setup_teardown(purge_takes_the_event_and_keeps_recent_history, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(expire_deletes_settled_events_with_their_history, setup,
@@ -2044,6 +2168,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(expire_keeps_the_newest_delivery, setup, teardown),
       cmocka_unit_test(expire_takes_whole_events_within_the_budget),
       cmocka_unit_test_setup_teardown(expire_op_keeps_to_the_budget, setup, teardown),
+      cmocka_unit_test_setup_teardown(expire_op_weighs_the_attempts, setup, teardown),
       cmocka_unit_test_setup_teardown(payload_purge_keeps_to_its_bytes, setup, teardown),
       cmocka_unit_test_setup_teardown(release_after_an_appended_late_attempt, setup, teardown),
       cmocka_unit_test_setup_teardown(late_outcome_and_release_after_the_sweeps_hold, setup,
