@@ -880,11 +880,15 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* a request that may have reached a non-idempotent destination without an answer is not
    * resent: it waits for an operator (inbound destinations marked idempotent: false). A
    * gateway's answer that it got none from the handler behind it (which may have done the work
-   * meanwhile) is as ambiguous as a timeout: 502, 504; a 503 without Retry-After (Heroku's
-   * router after 30 s, Envoy's upstream reset — one with it asks for a retry); Cloudflare's
-   * 520 and 524 (the origin took the request, then nothing); 598, 599 (proxies' read timeouts) */
+   * meanwhile) is as ambiguous as a timeout: 502, 504; a 503 without a Retry-After that reads
+   * (Heroku's router after 30 s, Envoy's upstream reset — one with it asks for a retry; one
+   * whose value does not parse, "soon", asks for nothing either); Cloudflare's 520 and 524
+   * (the origin took the request, then nothing); 598, 599 (proxies' read timeouts) */
   int st = req->status;
-  bool gateway = st == 502 || st == 504 || (st == 503 && !req->retry_after[0]) || st == 520 ||
+  int64_t ra_read;
+  bool asks_retry = req->retry_after[0] &&
+                    hookd_retry_after_parse(req->retry_after, now, &ra_read) == 0;
+  bool gateway = st == 502 || st == 504 || (st == 503 && !asks_retry) || st == 520 ||
                  st == 524 || st == 598 || st == 599;
   bool ambiguous = req->request_sent &&
                    (req->net == HOOKD_NET_TIMEOUT || req->net == HOOKD_NET_PROTOCOL ||

@@ -2031,17 +2031,18 @@ describe('forwarding', () => {
     await dest.close();
   });
 
-  it('a 502, 504, 503 without Retry-After, 520 or 524 (a gateway that got no answer from the handler) holds a non-idempotent forward unknown; an idempotent one is retried; a 500, or a 503 asking for a retry, is the handler\'s own answer', async () => {
+  it('a 502, 504, 503 without a Retry-After that reads, 520 or 524 (a gateway that got no answer from the handler) holds a non-idempotent forward unknown; an idempotent one is retried; a 500, or a 503 asking for a retry, is the handler\'s own answer', async () => {
     // the destination answers `first`, then 200; the forward ends in `status` after `sent` requests
     for (const [first, idempotent, status, sent, headers] of [[502, false, 'unknown', 1], [504, false, 'unknown', 1],
       [503, false, 'unknown', 1], [524, false, 'unknown', 1], [520, false, 'unknown', 1],
-      [503, false, 'completed', 2, { 'Retry-After': '1' }],
+      [503, false, 'completed', 2, { 'Retry-After': '1' }], [503, false, 'unknown', 1, { 'Retry-After': 'soon' }],
       [504, true, 'completed', 2], [500, false, 'completed', 2]]) {
       let n = 0;
       const dest = await startReceiver(() => (n++ === 0 ? { status: first, headers } : { status: 200 }));
-      const secret = `whsec_gw${first}${idempotent}${headers ? 'ra' : ''}`;
+      const ra = headers ? `ra${headers['Retry-After']}` : '';
+      const secret = `whsec_gw${first}${idempotent}${ra}`;
       const src = await source('stripe', [secret], [{ url: dest.url, idempotent }]);
-      const body = stripeEvent(`evt_gw_${first}_${idempotent}${headers ? '_ra' : ''}`);
+      const body = stripeEvent(`evt_gw_${first}_${idempotent}${ra ? `_${ra}` : ''}`);
       const r = await post(src, body, sign.stripe(body, secret));
       await waitStatus(src, r.json.inbox_id, status);
       assert.equal(dest.requests.length, sent, `${first} to a destination idempotent: ${idempotent}`);
