@@ -84,13 +84,12 @@ size_t hookd_req_query_names(const hookd_req *r, const char **names, size_t max)
 /* How long ago the request line arrived, in ms (monotonic clock). */
 int64_t hookd_req_age_ms(const hookd_req *r);
 int64_t hookd_req_age_us(const hookd_req *r); /* the same, to the µs */
-/* Router-captured path parameters. */
-#define HOOKD_REQ_MAX_PARAMS 4
-
 /* A connection's memory beyond the request head it may hold (max_head_bytes): the answer's head,
  * which libmicrohttpd builds in the same pool — with none left it closes the connection without
  * a word, after the handler has served the request. */
 #define HOOKD_HTTP_HEAD_ROOM 4096
+/* Router-captured path parameters. */
+#define HOOKD_REQ_MAX_PARAMS 4
 const char *hookd_req_param(const hookd_req *r, int i);
 int hookd_req_set_param(hookd_req *r, int i, const char *v, size_t len); /* -1: no memory */
 /* Per-request data of the application (e.g. the authenticated principal), freed with the
