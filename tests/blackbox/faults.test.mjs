@@ -988,6 +988,9 @@ describe('durability', () => {
     disk.free();
     const f = await first;
     assert.equal(f.status, 202, f.text);
+    // (a write begun while the disk was slow still takes its 4 s, and ops queued meanwhile count
+    // their wait: the writer is stalled until it has moved past them)
+    await waitUntil(async () => (await stalled()) < 10 || null, { timeout: 30000, what: 'the writer moving again' });
     const again = await publish(h, tenant, { id: 'evt_stall_2', type: 'a', payload: {} });
     assert.equal(again.status, 202, again.text);
     assert.equal((await h.stop()).code, 0);
