@@ -63,6 +63,7 @@ struct pg_rix {
   PostgresPollingStatusType polling; /* RIX_CONNECTING: what PQconnectPoll last asked for */
   int64_t phase_until;     /* the connection or a short statement fails past it (monotonic) */
   char answer[8];          /* a short statement's one value ("" for NULL) */
+  char failed[300];        /* the statement's error, once one of its results said it */
   size_t at;               /* the index of defs being built */
   bool built;              /* defs[at] was built by this connection: it must be valid now */
   int64_t retry_at;        /* after a failure, no connection before (monotonic ms) */
@@ -190,14 +191,27 @@ static int rix_connect_poll(pg_rix *x, int64_t until, char *err, size_t errlen) 
 }
 
 /* The statement in flight: 1 done (a short statement's value in x->answer), 0 still running
- * when `until` came, -1 failed (err set). */
+ * when `until` came, -1 failed (err set). Each result is taken once it is whole, never waited
+ * for: PQgetResult blocks for a result (or the end) still to come, even on a non-blocking
+ * connection — the settings' two statements answer twice. */
 static int rix_poll(pg_rix *x, int64_t until, char *err, size_t errlen) {
   bool bounded = x->phase != RIX_DROPPING && x->phase != RIX_CREATING;
   for (;;) {
     int flushed = PQflush(x->pg); /* (non-blocking: what the socket did not take yet) */
     if (flushed < 0) return rix_fail(x, rix_what(x), PQerrorMessage(x->pg), err, errlen);
     if (!PQconsumeInput(x->pg)) return rix_fail(x, rix_what(x), PQerrorMessage(x->pg), err, errlen);
-    if (!flushed && !PQisBusy(x->pg)) break;
+    while (!flushed && !PQisBusy(x->pg)) {
+      PGresult *r = PQgetResult(x->pg);
+      if (!r) /* the statement's end */
+        return x->failed[0] ? rix_fail(x, rix_what(x), x->failed, err, errlen) : 1;
+      ExecStatusType st = PQresultStatus(r);
+      if (st == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 1)
+        snprintf(x->answer, sizeof x->answer, "%s",
+                 PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0));
+      else if (st != PGRES_COMMAND_OK && !x->failed[0])
+        snprintf(x->failed, sizeof x->failed, "%s", PQresultErrorMessage(r));
+      PQclear(r);
+    }
     if (bounded && hookd_mono_ms() >= x->phase_until)
       return rix_fail(x, rix_what(x), "no answer within 30 s", err, errlen);
     int64_t by = bounded && x->phase_until < until ? x->phase_until : until;
@@ -205,16 +219,6 @@ static int rix_poll(pg_rix *x, int64_t until, char *err, size_t errlen) {
     if (ready < 0) return -1;
     if (!ready && hookd_mono_ms() >= until) return 0;
   }
-  char msg[300] = "";
-  x->answer[0] = '\0';
-  for (PGresult *r; (r = PQgetResult(x->pg)) != NULL; PQclear(r)) {
-    ExecStatusType st = PQresultStatus(r);
-    if (st == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 1)
-      snprintf(x->answer, sizeof x->answer, "%s", PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0));
-    else if (st != PGRES_COMMAND_OK && !msg[0])
-      snprintf(msg, sizeof msg, "%s", PQresultErrorMessage(r));
-  }
-  return msg[0] ? rix_fail(x, rix_what(x), msg, err, errlen) : 1;
 }
 
 /* Sends a statement (param: its one parameter, or NULL) without waiting for it. */
@@ -222,6 +226,7 @@ static int rix_send(pg_rix *x, const char *sql, const char *param, int phase, ch
                     size_t errlen) {
   x->phase = phase;
   x->phase_until = hookd_mono_ms() + RIX_SHORT_MS;
+  x->answer[0] = x->failed[0] = '\0';
   int ok = param ? PQsendQueryParams(x->pg, sql, 1, NULL, &param, NULL, NULL, 0)
                  : PQsendQuery(x->pg, sql);
   if (!ok) return rix_fail(x, rix_what(x), PQerrorMessage(x->pg), err, errlen);
