@@ -299,6 +299,47 @@ describe('endpoint health and ordering lanes', () => {
     await r.close();
   });
 
+  it('lane_policy block: a lane held by a DEAD head leaves the due index (every claim walked it); its replay, a higher version and a PATCH to skip let it in', async () => {
+    const h = await startHookd();
+    const failing = new Set([1, 10, 20]);
+    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
+    const pub = (n, key, v) => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: key,
+      ...(v ? { ordering_version: v } : {}) });
+    const state = async (p, st) => (await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === st))[0];
+    // the store's hint: 1 = out of the due index the claims walk
+    const hint = (p) => h.query(`SELECT d.lane_wait AS w FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE e.id = '${p.json.id}'`)[0].w;
+    // lane k: 2 waits behind 1 in flight; 1 goes DEAD, and 2 stays out
+    const [p1, p2] = [await pub(1, 'k'), await pub(2, 'k')];
+    const d1 = await state(p1, 'dead');
+    assert.equal(hint(p2), 1, '2 is held by the DEAD 1: out of the due index');
+    // lane j: 11 published behind the DEAD 10 is out at once
+    const p10 = await pub(10, 'j');
+    await state(p10, 'dead');
+    const p11 = await pub(11, 'j');
+    assert.equal(hint(p11), 1, '11 is held by the DEAD 10');
+    // lane v: the DEAD v1 holds v1-again; v2 outranks it, and the lane goes on
+    const v1 = await pub(20, 'v', 1);
+    await state(v1, 'dead');
+    const v1again = await pub(21, 'v', 1);
+    assert.equal(hint(v1again), 1);
+    const v2 = await pub(22, 'v', 2);
+    await state(v2, 'delivered');
+    // 1 replayed and delivered: 2 goes
+    failing.delete(1);
+    assert.equal((await h.api('POST', `/v1/deliveries/${d1.id}/replay`)).status, 202);
+    await state(p2, 'delivered');
+    // lane j: a PATCH to skip lets 11 in
+    assert.equal(hint(p11), 1);
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { lane_policy: 'skip' })).status, 200);
+    assert.equal(hint(p11), 0, 'let in by the PATCH');
+    await state(p11, 'delivered');
+    await state(v1again, 'delivered');
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 10, 20, 21, 22, 1, 2, 11]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('lane_policy block: a DEAD head whose version the lane has passed (never replayable) holds the lane no more', async () => {
     const h = await startHookd();
     const r = await startReceiver((req) => ({ status: JSON.parse(req.body).data.v === 3 ? 400 : 200 }));

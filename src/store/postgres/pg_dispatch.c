@@ -40,13 +40,8 @@ static const char lease_lost[] = "lease lost: hookd stopped while the request ma
   " AND (d.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM deliveries p"                     \
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
   " AND p.ordering_key IS NOT NULL AND p.state IN ('pending','retrying','unknown'))"           \
-  " AND NOT (" block " <> 0 AND EXISTS (SELECT 1 FROM deliveries p"                             \
-  " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
-  " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
-  " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
-  " AND COALESCE((SELECT ev.purged_at IS NULL AND (ev.expires_at IS NULL OR ev.expires_at > "   \
-  now ") FROM events ev WHERE ev.seq = p.event_seq), true)"                                    \
-  " AND NOT " PG_LANE_MOVED_PAST("p", "d.seq") " AND NOT " PG_LANE_OUTRANKED("p") "))"         \
+  " AND NOT (" block " <> 0 AND EXISTS ("                                                      \
+  PG_LANE_DEAD_HOLDS("d.endpoint_id", "d.ordering_key", "d.seq", now) "))"                      \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > " now ")))"
@@ -524,7 +519,7 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   /* its endpoint is gone, or the delivery moved on: nothing more to follow */
   if (o->cancelled || o->superseded) return HOOKD_STORE_OK;
   if (o->lane && !hookd_dstate_active(o->to)) {
-    int rc = pg_lane_advance(c, o->delivery_seq);
+    int rc = pg_lane_advance(c, o->delivery_seq, o->now_ms);
     if (rc) return rc;
   }
   if (o->lane && o->attempt_number > 0) {
@@ -806,8 +801,9 @@ int pg_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
   " AND state IN ('pending','retrying','unknown')"
 
 /* The lanes of ordered endpoint $1 after key $2 (in key order), $3 at most: each lane's key and
- * first open delivery, with its hint. The keys are walked one index probe each (a skip-scan),
- * so the cost follows the number of lanes, not their backlog. */
+ * first open delivery, with its hint and the hint it is to have at $4 (PG_LANE_HELD). The keys
+ * are walked one index probe each (a skip-scan), so the cost follows the number of lanes, not
+ * their backlog. */
 #define LANES_WALK_SQL                                                                          \
   "WITH RECURSIVE l(k, n) AS (SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS                  \
   " AND ordering_key > $2::text), 1"                                                            \
@@ -815,7 +811,8 @@ int pg_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
   " FROM l WHERE l.k IS NOT NULL AND n < $3::int),"                                             \
   " h(k, s) AS (SELECT k, (SELECT seq" LANE_OPEN_ROWS " AND ordering_key = l.k ORDER BY seq"     \
   " LIMIT 1) FROM l WHERE l.k IS NOT NULL)"                                                     \
-  " SELECT h.k, h.s, d.lane_wait FROM h JOIN deliveries d ON d.seq = h.s ORDER BY h.k"
+  " SELECT h.k, h.s, d.lane_wait, CASE WHEN " PG_LANE_HELD("$4::bigint") " THEN 1 ELSE 0 END"   \
+  " FROM h JOIN deliveries d ON d.seq = h.s ORDER BY h.k"
 
 /* Lanes one rescan's repair walks at most, going on from where the last one stopped
  * (docs/isolation.md "Ordering lanes"); LANE_KEY_END: a cursor past every ordering key (1-256 of
@@ -823,44 +820,67 @@ int pg_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
 #define LANE_REPAIR_STEP 4096
 #define LANE_KEY_END "\x7f"
 
-/* How many waiting rows of endpoints that are no longer ordered one rescan lets in. */
+/* How many waiting rows of endpoints that are no longer ordered one rescan lets in; and how
+ * many lanes of an endpoint that no longer blocks its PATCH walks. */
 #define UNORDER_STEP 50000
 
-/* One endpoint's lanes after c->lane_key, `budget` at most: each head whose hint is set is let
- * in. The cursor moves to the last lane seen, or past every key when the endpoint is done.
- * *walked: the lanes seen. */
-static int lanes_walk(hookd_store_conn *c, const char *endpoint_id, int budget, int *walked) {
+/* One endpoint's lanes after key cursor `key` (sizeof c->lane_key), `budget` at most: each
+ * head's hint is set to what it is to be at now_ms — let in, or hinted out behind a DEAD head
+ * that holds its lane. The cursor moves to the last lane seen, or past every key when the
+ * endpoint is done. *walked: the lanes seen. */
+static int lanes_walk(hookd_store_conn *c, const char *endpoint_id, char *key, int budget,
+                      int64_t now_ms, int *walked) {
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, endpoint_id);
-  pg_p_text(&p, c->lane_key);
+  pg_p_text(&p, key);
   pg_p_i64(&p, budget);
+  pg_p_i64(&p, now_ms);
   PGresult *r = pg_q(c, LANES_WALK_SQL, &p, "walk lanes");
   if (!r) return HOOKD_STORE_ERR;
-  int n = PQntuples(r);
+  int n = PQntuples(r), flips[2] = {0, 0};
+  pg_arr to[2]; /* the heads to let in, to hint out: one statement each */
+  pg_arr_init(&to[0]);
+  pg_arr_init(&to[1]);
   for (int i = 0; i < n; i++) {
-    if (pg_i64(r, i, 2) != 1) continue;
-    pg_p_init(&p);
-    pg_p_i64(&p, pg_i64(r, i, 1));
-    if (pg_x(c, "UPDATE deliveries SET lane_wait = 0 WHERE seq = $1", &p, "repair lanes") < 0) {
-      PQclear(r);
-      return HOOKD_STORE_ERR;
-    }
+    int64_t want = pg_i64(r, i, 3) ? 1 : 0;
+    if (pg_i64(r, i, 2) == want) continue;
+    pg_arr_i64(&to[want], pg_i64(r, i, 1));
+    flips[want]++;
   }
-  if (n) pg_copy(r, n - 1, 0, c->lane_key, sizeof c->lane_key);
-  if (n < budget) snprintf(c->lane_key, sizeof c->lane_key, "%s", LANE_KEY_END);
+  if (n) pg_copy(r, n - 1, 0, key, sizeof c->lane_key);
+  if (n < budget) snprintf(key, sizeof c->lane_key, "%s", LANE_KEY_END);
   PQclear(r);
+  int rc = HOOKD_STORE_OK;
+  for (int want = 0; want < 2 && !rc; want++) {
+    if (!flips[want]) continue;
+    const char *lit = pg_arr_done(&to[want]);
+    if (!lit) {
+      rc = pg_fail(c, "walk lanes: out of memory");
+      break;
+    }
+    pg_p_init(&p);
+    pg_p_text(&p, lit);
+    pg_p_i64(&p, want);
+    if (pg_x(c, "UPDATE deliveries SET lane_wait = $2 WHERE seq = ANY($1::bigint[])", &p,
+             "repair lanes") < 0)
+      rc = HOOKD_STORE_ERR;
+  }
+  pg_arr_free(&to[0]);
+  pg_arr_free(&to[1]);
   *walked = n;
-  return HOOKD_STORE_OK;
+  return rc;
 }
 
 /* The safety net under the lane hints, run by each rescan: every lane's first open delivery is
- * let in, even if some path that finished a head forgot to say so — LANE_REPAIR_STEP lanes a
+ * let in, even if some path that finished a head forgot to say so, unless a DEAD head holds its
+ * lane (then it is hinted out: one that went DEAD before this rule, or under a lane policy
+ * patched to block, a head whose event has expired since) — LANE_REPAIR_STEP lanes a
  * rescan, on from where the last stopped (endpoints in id order, then from the first again;
  * a step whose batch failed moves the cursor all the same: its lanes wait for the next round);
  * and the hints of endpoints that are no longer ordered are cleared in bounded steps (the PATCH
  * clears the first step itself). */
-static int lanes_repair(hookd_store_conn *c) {
+static int lanes_repair(hookd_store_conn *c, int64_t now_ms) {
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, c->lane_ep);
@@ -877,7 +897,7 @@ static int lanes_repair(hookd_store_conn *c) {
       c->lane_key[0] = '\0';
     }
     int walked = 0;
-    if (lanes_walk(c, id, budget, &walked) != 0) {
+    if (lanes_walk(c, id, c->lane_key, budget, now_ms, &walked) != 0) {
       PQclear(eps);
       return HOOKD_STORE_ERR;
     }
@@ -894,6 +914,12 @@ static int lanes_repair(hookd_store_conn *c) {
               &p, "unorder lanes") < 0
              ? HOOKD_STORE_ERR
              : HOOKD_STORE_OK;
+}
+
+int pg_lane_unblock(hookd_store_conn *c, const char *endpoint_id, int64_t now_ms) {
+  char key[sizeof c->lane_key] = "";
+  int walked = 0;
+  return lanes_walk(c, endpoint_id, key, UNORDER_STEP, now_ms, &walked);
 }
 
 int pg_lane_unorder(hookd_store_conn *c, const char *endpoint_id) {
@@ -947,7 +973,7 @@ int pg_endpoint_pauses(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out
 }
 
 int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
-  int rc = lanes_repair(c);
+  int rc = lanes_repair(c, now_ms);
   if (rc) return rc;
   pg_params p;
   pg_p_init(&p);

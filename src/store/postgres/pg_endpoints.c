@@ -250,6 +250,10 @@ int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   }
   /* a destination made non-idempotent: a request in flight went out without a send mark */
   bool now_no_resend = cur.source_id && cur.idempotent && !ep->idempotent;
+  /* its lanes no longer wait on a DEAD head: the ones that did are let in */
+  bool unblocked = cur.ordered && ep->ordered && cur.lane_policy &&
+                   !strcmp(cur.lane_policy, "block") &&
+                   !(ep->lane_policy && !strcmp(ep->lane_policy, "block"));
   hookd_endpoint_free(&cur);
   pg_params p;
   pg_p_init(&p);
@@ -317,7 +321,8 @@ int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
      * dispatcher, disp_record_hold): a scan of them here held the writer for seconds */
   }
   /* no lanes any more: nothing waits (a first bounded step here, the rest by the rescans) */
-  return ep->ordered ? HOOKD_STORE_OK : pg_lane_unorder(c, ep->id);
+  if (!ep->ordered) return pg_lane_unorder(c, ep->id);
+  return unblocked ? pg_lane_unblock(c, ep->id, ep->updated_ms) : HOOKD_STORE_OK;
 }
 
 /* Runs an UPDATE … RETURNING seq over an endpoint's deliveries ($1 the endpoint, $2 now, $3

@@ -124,9 +124,10 @@ static int idem_insert(hookd_store_conn *c, const hookd_publish_req *req, int64_
 
 /* Versions in order on an ordered endpoint's lane: *superseded when a higher version than v was
  * given to the lane before (the receiver has it, or will, and must not go back to v); otherwise v
- * is recorded as the lane's highest. Equal versions go through. */
+ * is recorded as the lane's highest (*raised: a DEAD head of a lower version may hold the lane no
+ * more). Equal versions go through. */
 static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char *key, int64_t v,
-                        int64_t now_ms, bool *superseded) {
+                        int64_t now_ms, bool *superseded, bool *raised) {
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, endpoint_id);
@@ -140,7 +141,9 @@ static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char
   int64_t seen = known ? pg_i64(r, 0, 0) : 0;
   PQclear(r);
   *superseded = known && v < seen;
+  *raised = false;
   if (*superseded || (known && v == seen)) return HOOKD_STORE_OK;
+  *raised = true;
   pg_p_init(&p);
   pg_p_text(&p, endpoint_id);
   pg_p_text(&p, key);
@@ -161,39 +164,68 @@ static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char
   " FROM deliveries WHERE endpoint_id = $1 AND ordering_key IS NOT NULL"                        \
   " AND state IN ('pending','retrying','unknown')"
 
-/* *open = 1 when lane `key` of the endpoint has an open delivery. */
-static int lane_open(hookd_store_conn *c, const char *endpoint_id, const char *key, int64_t *open) {
+/* *wait = 1 when a new delivery of lane `key` of the endpoint waits: the lane has an open
+ * delivery, or (a block endpoint) a DEAD one holds it at now_ms. The DEAD rows are probed only
+ * when no open one is there. */
+static int lane_hint(hookd_store_conn *c, const char *endpoint_id, const char *key,
+                     int64_t now_ms, int64_t *wait) {
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, endpoint_id);
   pg_p_text(&p, key);
+  pg_p_i64(&p, now_ms);
   PGresult *r = pg_q(c,
                      "SELECT CASE WHEN EXISTS (SELECT 1" LANE_OPEN_ROWS " AND ordering_key = $2)"
-                     " THEN 1 ELSE 0 END",
+                     " THEN 1 WHEN NOT EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = $1"
+                     " AND ep.ordered = 1 AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL)"
+                     " THEN 0 WHEN EXISTS ("
+                     PG_LANE_DEAD_HOLDS("$1::text", "$2::text", PG_SEQ_MAX, "$3::bigint")
+                     ") THEN 1 ELSE 0 END",
                      &p, "read lane");
-  *open = 0;
+  *wait = 0;
   if (!r) return HOOKD_STORE_ERR;
   if (PQntuples(r) != 1) {
     PQclear(r);
     return pg_fail(c, "read lane");
   }
-  *open = pg_i64(r, 0, 0);
+  *wait = pg_i64(r, 0, 0);
   PQclear(r);
   return HOOKD_STORE_OK;
 }
 
-int pg_lane_advance(hookd_store_conn *c, int64_t seq) {
+int pg_lane_advance(hookd_store_conn *c, int64_t seq, int64_t now_ms) {
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, seq);
+  pg_p_i64(&p, now_ms);
   return pg_x(c,
-              "UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq ="
-              " (SELECT n.seq FROM deliveries me, deliveries n WHERE me.seq = $1"
-              " AND me.ordering_key IS NOT NULL AND n.endpoint_id = me.endpoint_id"
-              " AND n.ordering_key = me.ordering_key AND n.ordering_key IS NOT NULL"
-              " AND n.state IN ('pending','retrying','unknown') ORDER BY n.seq"
-              " LIMIT 1)",
+              PG_LANE_SETTLE_SQL("(SELECT n.seq FROM deliveries me, deliveries n"
+                                 " WHERE me.seq = $1 AND me.ordering_key IS NOT NULL"
+                                 " AND n.endpoint_id = me.endpoint_id"
+                                 " AND n.ordering_key = me.ordering_key"
+                                 " AND n.ordering_key IS NOT NULL"
+                                 " AND n.state IN ('pending','retrying','unknown')"
+                                 " ORDER BY n.seq LIMIT 1)",
+                                 "$2::bigint"),
               &p, "advance lane") < 0
+             ? HOOKD_STORE_ERR
+             : HOOKD_STORE_OK;
+}
+
+/* The same for lane `key` of an endpoint: after its version was raised, a DEAD head of a lower
+ * one holds it no more. */
+static int lane_settle(hookd_store_conn *c, const char *endpoint_id, const char *key,
+                       int64_t now_ms) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, endpoint_id);
+  pg_p_text(&p, key);
+  pg_p_i64(&p, now_ms);
+  return pg_x(c,
+              PG_LANE_SETTLE_SQL("(SELECT seq" LANE_OPEN_ROWS " AND ordering_key = $2"
+                                 " ORDER BY seq LIMIT 1)",
+                                 "$3::bigint"),
+              &p, "settle lane") < 0
              ? HOOKD_STORE_ERR
              : HOOKD_STORE_OK;
 }
@@ -236,14 +268,17 @@ static int fan_out_lane(hookd_store_conn *c, const hookd_publish_req *req, hookd
   char did[HOOKD_ID_MAX];
   if (hookd_id_new("dlv", req->now_ms, did) != 0) return pg_fail(c, "new delivery id");
   const char *ep_id = PQgetvalue(eps, row, PUB_EP_ID);
-  bool superseded = false;
+  bool superseded = false, raised = false;
   if (req->has_ordering_version &&
       (rc = lane_version(c, ep_id, req->ordering_key, req->ordering_version, req->now_ms,
-                         &superseded)) != 0)
+                         &superseded, &raised)) != 0)
     return rc;
-  int64_t wait = 0; /* behind an open delivery of its lane: left out of the due index */
+  int64_t wait = 0; /* behind an open delivery of its lane, or a DEAD one that holds it: left
+                     * out of the due index */
   if (!superseded &&
-      (rc = lane_open(c, ep_id, req->ordering_key, &wait)) != 0)
+      (rc = lane_hint(c, ep_id, req->ordering_key, req->now_ms, &wait)) != 0)
+    return rc;
+  if (raised && wait && (rc = lane_settle(c, ep_id, req->ordering_key, req->now_ms)) != 0)
     return rc;
   pg_params p;
   pg_p_init(&p);
@@ -1042,10 +1077,10 @@ static int pair_delivery(hookd_store_conn *c, int64_t event_seq, const char *end
 static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char *key,
                         int64_t seq, bool versioned, int64_t version, int64_t now_ms,
                         int64_t *wait) {
-  bool behind = false;
+  bool behind = false, raised = false;
   int rc;
   if (versioned) {
-    rc = lane_version(c, endpoint_id, key, version, now_ms, &behind);
+    rc = lane_version(c, endpoint_id, key, version, now_ms, &behind, &raised);
   } else {
     pg_params p;
     pg_p_init(&p);
@@ -1066,7 +1101,8 @@ static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char
                        : "has a later event already");
     return HOOKD_STORE_STATE;
   }
-  return lane_open(c, endpoint_id, key, wait);
+  if ((rc = lane_hint(c, endpoint_id, key, now_ms, wait)) != 0) return rc;
+  return raised && *wait ? lane_settle(c, endpoint_id, key, now_ms) : HOOKD_STORE_OK;
 }
 
 /* event_deliver, with why it refused (a replay item's result: gone, payload_purged, expired,

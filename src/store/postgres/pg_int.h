@@ -258,6 +258,31 @@ int pg_read_deliveries(hookd_store_conn *c, PGresult *r, hookd_delivery **out, s
   "COALESCE((SELECT ev.ordering_version < lv.version FROM events ev JOIN lane_versions lv"      \
   " ON lv.endpoint_id = " p ".endpoint_id AND lv.ordering_key = " p ".ordering_key"            \
   " WHERE ev.seq = " p ".event_seq), false)"
+/* The lane rule's DEAD part, for EXISTS ( … ): a DEAD delivery p of lane (ep, key) before seq
+ * `before` that holds it when its endpoint's lane_policy is block — neither superseded nor
+ * expired, its event neither purged nor expired at `now`, not moved past up to `before`, not
+ * outranked. (ep, key, before, now: SQL expressions.) The claim's LANE_HEAD and the lane hints
+ * (docs/isolation.md "Ordering lanes") share it. */
+#define PG_LANE_DEAD_HOLDS(ep, key, before, now)                                                \
+  "SELECT 1 FROM deliveries p"                                                                  \
+  " WHERE p.endpoint_id = " ep " AND p.ordering_key = " key " AND p.seq < " before              \
+  " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
+  " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
+  " AND COALESCE((SELECT ev.purged_at IS NULL AND (ev.expires_at IS NULL OR ev.expires_at > "   \
+  now ") FROM events ev WHERE ev.seq = p.event_seq), true)"                                    \
+  " AND NOT " PG_LANE_MOVED_PAST("p", before) " AND NOT " PG_LANE_OUTRANKED("p")
+/* The hint a lane's first open delivery (alias d) is to have at `now`: true when it could be
+ * claimed but a DEAD head holds its lane (its endpoint ordered, live, and blocking). */
+#define PG_LANE_HELD(now)                                                                       \
+  "(d.state IN ('pending','retrying') AND d.leased_until IS NULL"                               \
+  " AND EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = d.endpoint_id AND ep.ordered = 1"      \
+  " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL) AND EXISTS ("                       \
+  PG_LANE_DEAD_HOLDS("d.endpoint_id", "d.ordering_key", "d.seq", now) "))"
+/* Sets the hints of deliveries `first` (an SQL expression, for IN: lanes' first open
+ * deliveries) to what they are to be; writes none that already is. */
+#define PG_LANE_SETTLE_SQL(first, now)                                                          \
+  "UPDATE deliveries d SET lane_wait = 1 - d.lane_wait WHERE d.seq IN " first                   \
+  " AND d.lane_wait = CASE WHEN " PG_LANE_HELD(now) " THEN 0 ELSE 1 END"
 /* A DEAD delivery (alias d) that may be what holds its lane: the head of a lane of a live
  * ordered endpoint whose lane_policy is block, neither superseded nor expired, and not one the
  * lane has moved past. Replaying it is the remedy, so retention keeps its payload and its event
@@ -288,7 +313,7 @@ int pg_read_deliveries(hookd_store_conn *c, PGresult *r, hookd_delivery **out, s
 int pg_tenant_live(hookd_store_conn *c, const char *id);                         /* pg_config.c */
 int pg_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
                               hookd_delete_counts *out);                      /* pg_endpoints.c */
-int pg_lane_advance(hookd_store_conn *c, int64_t seq);                          /* pg_events.c */
+int pg_lane_advance(hookd_store_conn *c, int64_t seq, int64_t now_ms);         /* pg_events.c */
 /* Pending deliveries of the event at event_seq, due now, one per element of the arrays ids,
  * endpoints and policies (delivery ids, endpoint ids, policy ids), in one statement; an
  * endpoint with a delivery of the event already gets none. The result's rows are the endpoint
@@ -297,6 +322,8 @@ PGresult *pg_insert_deliveries(hookd_store_conn *c, int64_t event_seq, const cha
                                int64_t now_ms, const char *ordering_key, pg_arr *ids,
                                pg_arr *endpoints, pg_arr *policies);          /* pg_events.c */
 int pg_lane_unorder(hookd_store_conn *c, const char *endpoint_id);            /* pg_dispatch.c */
+int pg_lane_unblock(hookd_store_conn *c, const char *endpoint_id,
+                    int64_t now_ms);                                          /* pg_dispatch.c */
 
 /* The ops, by file, assembled into the table in pg_conn.c. */
 /* pg_config.c */

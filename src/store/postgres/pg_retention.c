@@ -126,19 +126,22 @@ int pg_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
                    " AND e.deleted_at IS NULL AND v.seq = d.event_seq AND v.expires_at <= $3",
                    &p, "expire owed deliveries");
   /* then their lanes move on, in one statement (each row's own was a round trip under the
-   * writer lock): each lane's first open delivery left waiting is let go */
+   * writer lock): each lane's first open delivery left waiting is let go, unless a DEAD head
+   * holds its lane (pg_lane_advance) */
   if (k > 0) {
     *expired = (int)k;
     pg_p_init(&p);
     pg_p_text(&p, lit);
+    pg_p_i64(&p, now_ms);
     k = pg_x(c,
-             "UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq IN"
-             " (SELECT (SELECT n.seq FROM deliveries n WHERE n.endpoint_id = l.endpoint_id"
-             " AND n.ordering_key = l.ordering_key"
-             " AND n.state IN ('pending','retrying','unknown') ORDER BY n.seq LIMIT 1)"
-             " FROM (SELECT DISTINCT me.endpoint_id, me.ordering_key FROM deliveries me"
-             " WHERE me.seq = ANY($1::bigint[]) AND me.ordering_key IS NOT NULL"
-             " AND me.state = 'dead' AND me.dead_reason = 'expired') l)",
+             PG_LANE_SETTLE_SQL(
+                 "(SELECT (SELECT n.seq FROM deliveries n WHERE n.endpoint_id = l.endpoint_id"
+                 " AND n.ordering_key = l.ordering_key"
+                 " AND n.state IN ('pending','retrying','unknown') ORDER BY n.seq LIMIT 1)"
+                 " FROM (SELECT DISTINCT me.endpoint_id, me.ordering_key FROM deliveries me"
+                 " WHERE me.seq = ANY($1::bigint[]) AND me.ordering_key IS NOT NULL"
+                 " AND me.state = 'dead' AND me.dead_reason = 'expired') l)",
+                 "$2::bigint"),
              &p, "advance lanes");
   }
   pg_arr_free(&a);
@@ -366,7 +369,7 @@ int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   PQclear(r);
   /* the next of each lane goes on: a cancelled one holds no place */
   int rc = HOOKD_STORE_OK;
-  for (size_t i = 0; i < n && !rc; i++) rc = pg_lane_advance(c, laned[i]);
+  for (size_t i = 0; i < n && !rc; i++) rc = pg_lane_advance(c, laned[i], now_ms);
   free(laned);
   if (rc) return rc;
   pg_p_init(&p);

@@ -549,6 +549,10 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   }
   /* a destination made non-idempotent: a request in flight went out without a send mark */
   bool now_no_resend = cur.source_id && cur.idempotent && !ep->idempotent;
+  /* its lanes no longer wait on a DEAD head: the ones that did are let in */
+  bool unblocked = cur.ordered && ep->ordered && cur.lane_policy &&
+                   !strcmp(cur.lane_policy, "block") &&
+                   !(ep->lane_policy && !strcmp(ep->lane_policy, "block"));
   hookd_endpoint_free(&cur);
   sqlite3_stmt *st =
       sq_stmt(c, SQ_EP_UPDATE,
@@ -606,7 +610,8 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
      * dispatcher, disp_record_hold): a scan of them here held the writer for seconds */
   }
   /* no lanes any more: nothing waits (a first bounded step here, the rest by the rescans) */
-  return ep->ordered ? HOOKD_STORE_OK : sq_lane_unorder(c, ep->id);
+  if (!ep->ordered) return sq_lane_unorder(c, ep->id);
+  return unblocked ? sq_lane_unblock(c, ep->id, ep->updated_ms) : HOOKD_STORE_OK;
 }
 
 /* Steps an UPDATE … RETURNING seq over an endpoint's deliveries (?1 the endpoint, ?2 now, ?3

@@ -104,9 +104,10 @@ static int idem_insert(hookd_store_conn *c, const hookd_publish_req *req, int64_
 
 /* Versions in order on an ordered endpoint's lane: *superseded when a higher version than v was
  * given to the lane before (the receiver has it, or will, and must not go back to v); otherwise v
- * is recorded as the lane's highest. Equal versions go through. */
+ * is recorded as the lane's highest (*raised: a DEAD head of a lower version may hold the lane no
+ * more). Equal versions go through. */
 static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char *key, int64_t v,
-                        int64_t now_ms, bool *superseded) {
+                        int64_t now_ms, bool *superseded, bool *raised) {
   sqlite3_stmt *st = sq_stmt(c, SQ_LANE_VERSION_GET,
                              "SELECT version FROM lane_versions WHERE endpoint_id = ?1"
                              " AND ordering_key = ?2");
@@ -119,7 +120,9 @@ static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read lane version");
   *superseded = known && v < seen;
+  *raised = false;
   if (*superseded || (known && v == seen)) return HOOKD_STORE_OK;
+  *raised = true;
   st = sq_stmt(c, SQ_LANE_VERSION_SET,
                "INSERT INTO lane_versions(endpoint_id, ordering_key, version, seen_at)"
                " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(endpoint_id, ordering_key)"
@@ -140,32 +143,71 @@ static int lane_version(hookd_store_conn *c, const char *endpoint_id, const char
   " FROM deliveries WHERE endpoint_id = ?1 AND ordering_key IS NOT NULL"                        \
   " AND state IN ('pending','retrying','unknown')"
 
-/* *open = 1 when lane `key` of the endpoint has an open delivery. */
-static int lane_open(hookd_store_conn *c, const char *endpoint_id, const char *key, int64_t *open) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_OPEN,
-                             "SELECT EXISTS (SELECT 1" LANE_OPEN_ROWS " AND ordering_key = ?2)");
+/* *wait = 1 when a new delivery of lane `key` of the endpoint waits: the lane has an open
+ * delivery, or (a block endpoint) a DEAD one holds it at now_ms. The DEAD rows are probed only
+ * when no open one is there. */
+static int lane_hint(hookd_store_conn *c, const char *endpoint_id, const char *key,
+                     int64_t now_ms, int64_t *wait) {
+  sqlite3_stmt *st =
+      sq_stmt(c, SQ_LANE_OPEN,
+              "SELECT CASE WHEN EXISTS (SELECT 1" LANE_OPEN_ROWS " AND ordering_key = ?2) THEN 1"
+              " WHEN NOT " LANE_BLOCKS("?1") " THEN 0"
+              " ELSE EXISTS (" LANE_DEAD_HOLDS("?1", "?2", SQ_SEQ_MAX, "?3") ") END");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, endpoint_id);
   sq_bind_text(st, 2, key);
+  sq_bind_i64(st, 3, now_ms);
   int rc = sqlite3_step(st);
-  *open = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  *wait = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
   sqlite3_reset(st);
   return rc == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "read lane");
 }
 
-int sq_lane_advance(hookd_store_conn *c, int64_t seq) {
+/* The hint a lane's first open delivery (alias d) is to have at `now`: 1 when it could be
+ * claimed but a DEAD head holds its lane, else 0 (docs/isolation.md "Ordering lanes"). */
+#define LANE_HELD(now)                                                                          \
+  "(d.state IN ('pending','retrying') AND d.leased_until IS NULL"                               \
+  " AND " LANE_BLOCKS("d.endpoint_id") " AND EXISTS ("                                          \
+  LANE_DEAD_HOLDS("d.endpoint_id", "d.ordering_key", "d.seq", now) "))"
+/* Sets the hint of delivery `first` (an SQL expression: a lane's first open delivery) to what it
+ * is to be; writes nothing when it already is. */
+#define LANE_SETTLE_SQL(first, now)                                                             \
+  "UPDATE deliveries AS d SET lane_wait = 1 - d.lane_wait WHERE d.seq = " first                 \
+  " AND d.lane_wait = CASE WHEN " LANE_HELD(now) " THEN 0 ELSE 1 END"
+
+int sq_lane_advance(hookd_store_conn *c, int64_t seq, int64_t now_ms) {
   sqlite3_stmt *st = sq_stmt(c, SQ_LANE_ADVANCE,
-                             "UPDATE deliveries SET lane_wait = 0 WHERE lane_wait = 1 AND seq ="
-                             " (SELECT n.seq FROM deliveries me, deliveries n WHERE me.seq = ?1"
-                             " AND me.ordering_key IS NOT NULL AND n.endpoint_id = me.endpoint_id"
-                             " AND n.ordering_key = me.ordering_key AND n.ordering_key IS NOT NULL"
-                             " AND n.state IN ('pending','retrying','unknown') ORDER BY n.seq"
-                             " LIMIT 1)");
+                             LANE_SETTLE_SQL("(SELECT n.seq FROM deliveries me, deliveries n"
+                                             " WHERE me.seq = ?1 AND me.ordering_key IS NOT NULL"
+                                             " AND n.endpoint_id = me.endpoint_id"
+                                             " AND n.ordering_key = me.ordering_key"
+                                             " AND n.ordering_key IS NOT NULL"
+                                             " AND n.state IN ('pending','retrying','unknown')"
+                                             " ORDER BY n.seq LIMIT 1)",
+                                             "?2"));
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, seq);
+  sq_bind_i64(st, 2, now_ms);
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "advance lane");
+}
+
+/* The same for lane `key` of an endpoint: after its version was raised, a DEAD head of a lower
+ * one holds it no more. */
+static int lane_settle(hookd_store_conn *c, const char *endpoint_id, const char *key,
+                       int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_SETTLE,
+                             LANE_SETTLE_SQL("(SELECT seq" LANE_OPEN_ROWS " AND ordering_key = ?2"
+                                             " ORDER BY seq LIMIT 1)",
+                                             "?3"));
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, endpoint_id);
+  sq_bind_text(st, 2, key);
+  sq_bind_i64(st, 3, now_ms);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "settle lane");
 }
 
 /* One endpoint's delivery of a new event (eps: the fan-out's row; ins, superseded_ins: the
@@ -177,14 +219,17 @@ static int fan_out_one(hookd_store_conn *c, const hookd_publish_req *req, hookd_
   char did[HOOKD_ID_MAX];
   if (hookd_id_new("dlv", req->now_ms, did) != 0) return HOOKD_STORE_ERR;
   const char *ep_id = (const char *)sqlite3_column_text(eps, 0);
-  bool superseded = false;
+  bool superseded = false, raised = false;
   if (req->ordering_key && req->has_ordering_version && sq_col_i64(eps, 3) &&
       (rc = lane_version(c, ep_id, req->ordering_key, req->ordering_version, req->now_ms,
-                         &superseded)) != 0)
+                         &superseded, &raised)) != 0)
     return rc;
-  int64_t wait = 0; /* behind an open delivery of its lane: left out of the due index */
+  int64_t wait = 0; /* behind an open delivery of its lane, or a DEAD one that holds it: left
+                     * out of the due index */
   if (!superseded && req->ordering_key && sq_col_i64(eps, 3) &&
-      (rc = lane_open(c, ep_id, req->ordering_key, &wait)) != 0)
+      (rc = lane_hint(c, ep_id, req->ordering_key, req->now_ms, &wait)) != 0)
+    return rc;
+  if (raised && wait && (rc = lane_settle(c, ep_id, req->ordering_key, req->now_ms)) != 0)
     return rc;
   sqlite3_stmt *to = ins;
   if (superseded && !(to = superseded_ins)) return HOOKD_STORE_ERR;
@@ -840,10 +885,10 @@ static int pair_delivery(hookd_store_conn *c, int64_t event_seq, const char *end
 static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char *key,
                         int64_t seq, bool versioned, int64_t version, int64_t now_ms,
                         int64_t *wait) {
-  bool behind = false;
+  bool behind = false, raised = false;
   int rc;
   if (versioned) {
-    rc = lane_version(c, endpoint_id, key, version, now_ms, &behind);
+    rc = lane_version(c, endpoint_id, key, version, now_ms, &behind, &raised);
   } else {
     sqlite3_stmt *st = sq_stmt(c, SQ_LANE_NEWER,
                                "SELECT event_seq FROM deliveries WHERE endpoint_id = ?1"
@@ -863,7 +908,8 @@ static int deliver_lane(hookd_store_conn *c, const char *endpoint_id, const char
                        : "has a later event already");
     return HOOKD_STORE_STATE;
   }
-  return lane_open(c, endpoint_id, key, wait);
+  if ((rc = lane_hint(c, endpoint_id, key, now_ms, wait)) != 0) return rc;
+  return raised && *wait ? lane_settle(c, endpoint_id, key, now_ms) : HOOKD_STORE_OK;
 }
 
 int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
@@ -1004,13 +1050,8 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
   " AND (d.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM deliveries p"                     \
   " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
   " AND p.ordering_key IS NOT NULL AND p.state IN ('pending','retrying','unknown'))"           \
-  " AND NOT (?6 AND EXISTS (SELECT 1 FROM deliveries p"                                         \
-  " WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.seq < d.seq"  \
-  " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
-  " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
-  " AND IFNULL((SELECT ev.purged_at IS NULL AND IFNULL(ev.expires_at > ?3, 1) FROM events ev"   \
-  " WHERE ev.seq = p.event_seq), 1)"                                                            \
-  " AND NOT " LANE_MOVED_PAST("p", "d.seq") " AND NOT " LANE_OUTRANKED("p") "))"               \
+  " AND NOT (?6 AND EXISTS ("                                                                  \
+  LANE_DEAD_HOLDS("d.endpoint_id", "d.ordering_key", "d.seq", "?3") "))"                        \
   " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = d.endpoint_id"             \
   " AND p.ordering_key = d.ordering_key AND p.ordering_key IS NOT NULL"                         \
   " AND p.leased_until IS NOT NULL AND p.leased_until > ?3)))"
@@ -1395,7 +1436,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   /* its endpoint is gone, or the delivery moved on: nothing more to follow */
   if (o->cancelled || o->superseded) return HOOKD_STORE_OK;
   if (o->lane && !hookd_dstate_active(o->to)) {
-    int rc = sq_lane_advance(c, o->delivery_seq);
+    int rc = sq_lane_advance(c, o->delivery_seq, o->now_ms);
     if (rc) return rc;
   }
   if (o->lane && o->attempt_number > 0) {
@@ -1657,8 +1698,9 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
 }
 
 /* The lanes of ordered endpoint ?1 after key ?2 (in key order), ?3 at most: each lane's key and
- * first open delivery, with its hint. The keys are walked one index probe each (a skip-scan),
- * so the cost follows the number of lanes, not their backlog. */
+ * first open delivery, with its hint and the hint it is to have at ?4 (LANE_HELD). The keys are
+ * walked one index probe each (a skip-scan), so the cost follows the number of lanes, not their
+ * backlog. */
 #define LANES_WALK_SQL                                                                          \
   "WITH RECURSIVE l(k, n) AS (SELECT (SELECT MIN(ordering_key)" LANE_OPEN_ROWS                  \
   " AND ordering_key > ?2), 1"                                                                  \
@@ -1666,56 +1708,65 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
   " FROM l WHERE l.k IS NOT NULL AND n < ?3),"                                                  \
   " h(k, s) AS (SELECT k, (SELECT seq" LANE_OPEN_ROWS " AND ordering_key = l.k ORDER BY seq"     \
   " LIMIT 1) FROM l WHERE l.k IS NOT NULL)"                                                     \
-  " SELECT h.k, h.s, d.lane_wait FROM h JOIN deliveries d ON d.seq = h.s ORDER BY h.k"
+  " SELECT h.k, h.s, d.lane_wait, CASE WHEN " LANE_HELD("?4") " THEN 1 ELSE 0 END"            \
+  " FROM h JOIN deliveries d ON d.seq = h.s ORDER BY h.k"
 
-/* Lanes one rescan's repair walks at most (about 12 ms: ~3 µs a lane), going on from where the
- * last one stopped (docs/isolation.md "Ordering lanes"). */
+/* Lanes one rescan's repair walks at most (about 12 ms: ~3 µs a lane, ~4.5 µs one a DEAD head
+ * holds), going on from where the last one stopped (docs/isolation.md "Ordering lanes"). */
 #define LANE_REPAIR_STEP 4096
 /* A cursor past every ordering key (1-256 of [A-Za-z0-9_.:-], all below DEL): the endpoint done */
 #define LANE_KEY_END "\x7f"
 
-/* How many waiting rows of endpoints that are no longer ordered one rescan lets in. */
+/* How many waiting rows of endpoints that are no longer ordered one rescan lets in; and how
+ * many lanes of an endpoint that no longer blocks its PATCH walks. */
 #define UNORDER_STEP 50000
 
-/* One endpoint's lanes after c->lane_key, `budget` at most: each head whose hint is set is let
- * in. The cursor moves to the last lane seen, or past every key when the endpoint is done
- * (LANE_KEY_END). *walked: the lanes seen. */
-static int lanes_walk(hookd_store_conn *c, const char *endpoint_id, int budget, int *walked) {
+/* One endpoint's lanes after key cursor `key` (sizeof c->lane_key), `budget` at most: each
+ * head's hint is set to what it is to be at now_ms — let in, or hinted out behind a DEAD head
+ * that holds its lane. The cursor moves to the last lane seen, or past every key when the
+ * endpoint is done (LANE_KEY_END). *walked: the lanes seen. */
+static int lanes_walk(hookd_store_conn *c, const char *endpoint_id, char *key, int budget,
+                      int64_t now_ms, int *walked) {
   sqlite3_stmt *st = sq_stmt(c, SQ_LANE_REPAIR, LANES_WALK_SQL);
   sqlite3_stmt *up = st ? sq_stmt(c, SQ_LANE_LET_IN,
-                                  "UPDATE deliveries SET lane_wait = 0 WHERE seq = ?1") : NULL;
+                                  "UPDATE deliveries SET lane_wait = ?2 WHERE seq = ?1") : NULL;
   int64_t *heads = up ? malloc((size_t)budget * sizeof *heads) : NULL;
   if (!heads) return up ? sq_fail(c, "walk lanes: out of memory") : HOOKD_STORE_ERR;
   sq_bind_text(st, 1, endpoint_id);
-  sq_bind_text(st, 2, c->lane_key);
+  sq_bind_text(st, 2, key);
   sq_bind_i64(st, 3, budget);
+  sq_bind_i64(st, 4, now_ms);
   int n = 0, nh = 0, rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     n++;
-    snprintf(c->lane_key, sizeof c->lane_key, "%s", (const char *)sqlite3_column_text(st, 0));
-    if (sqlite3_column_int(st, 2) == 1 && nh < budget) heads[nh++] = sqlite3_column_int64(st, 1);
+    snprintf(key, sizeof c->lane_key, "%s", (const char *)sqlite3_column_text(st, 0));
+    if (sqlite3_column_int(st, 2) != sqlite3_column_int(st, 3) && nh < budget) /* the hint */
+      heads[nh++] = sqlite3_column_int64(st, 1) * 2 + sqlite3_column_int(st, 3);
   }
   sqlite3_reset(st);
   for (int i = 0; rc == SQLITE_DONE && i < nh; i++) { /* (after the walk: it reads what this
                                                          * writes) */
-    sq_bind_i64(up, 1, heads[i]);
+    sq_bind_i64(up, 1, heads[i] / 2);
+    sq_bind_i64(up, 2, heads[i] % 2);
     rc = sqlite3_step(up);
     sqlite3_reset(up);
   }
   free(heads);
   if (rc != SQLITE_DONE) return sq_fail(c, "repair lanes");
-  if (n < budget) snprintf(c->lane_key, sizeof c->lane_key, "%s", LANE_KEY_END);
+  if (n < budget) snprintf(key, sizeof c->lane_key, "%s", LANE_KEY_END);
   *walked = n;
   return HOOKD_STORE_OK;
 }
 
 /* The safety net under the lane hints, run by each rescan: every lane's first open delivery is
- * let in, even if some path that finished a head forgot to say so — LANE_REPAIR_STEP lanes a
+ * let in, even if some path that finished a head forgot to say so, unless a DEAD head holds its
+ * lane (then it is hinted out: one that went DEAD before this rule, or under a lane policy
+ * patched to block, a head whose event has expired since) — LANE_REPAIR_STEP lanes a
  * rescan, on from where the last stopped (endpoints in id order, then from the first again;
  * a step whose batch failed moves the cursor all the same: its lanes wait for the next round);
  * and the hints of endpoints that are no longer ordered are cleared in bounded steps (the PATCH
  * clears the first step itself). */
-static int lanes_repair(hookd_store_conn *c) {
+static int lanes_repair(hookd_store_conn *c, int64_t now_ms) {
   sqlite3_stmt *eps = sq_stmt(c, SQ_LANE_ORDERED_EPS,
                               "SELECT id FROM endpoints WHERE ordered = 1 AND deleted_at IS NULL"
                               " AND id >= ?1 ORDER BY id");
@@ -1729,7 +1780,7 @@ static int lanes_repair(hookd_store_conn *c) {
       c->lane_key[0] = '\0';
     }
     int walked = 0;
-    if (lanes_walk(c, id, budget, &walked) != 0) {
+    if (lanes_walk(c, id, c->lane_key, budget, now_ms, &walked) != 0) {
       sqlite3_reset(eps);
       return HOOKD_STORE_ERR;
     }
@@ -1761,8 +1812,14 @@ int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id) {
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "unorder lanes");
 }
 
+int sq_lane_unblock(hookd_store_conn *c, const char *endpoint_id, int64_t now_ms) {
+  char key[sizeof c->lane_key] = "";
+  int walked = 0;
+  return lanes_walk(c, endpoint_id, key, UNORDER_STEP, now_ms, &walked);
+}
+
 int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n) {
-  int rc = lanes_repair(c);
+  int rc = lanes_repair(c, now_ms);
   if (rc) return rc;
   sqlite3_stmt *st = sq_stmt(
       c, SQ_DUE_HINTS,
@@ -1980,7 +2037,7 @@ int sq_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
     if (step != SQLITE_DONE) rc = sq_fail(c, "expire owed delivery");
     else if (sqlite3_changes(c->db) == 1) {
       (*expired)++;
-      rc = sq_lane_advance(c, seqs[i]); /* its lane's next, if it waited on it */
+      rc = sq_lane_advance(c, seqs[i], now_ms); /* its lane's next, if it waited on it */
     }
   }
   return rc;
@@ -2109,7 +2166,7 @@ int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   }
   /* the next of each lane goes on: a cancelled one holds no place */
   rc = HOOKD_STORE_OK;
-  for (size_t i = 0; i < n && !rc; i++) rc = sq_lane_advance(c, laned[i]);
+  for (size_t i = 0; i < n && !rc; i++) rc = sq_lane_advance(c, laned[i], now_ms);
   free(laned);
   if (rc) return rc;
   st = sq_stmt(c, SQ_EV_PURGE_SET,

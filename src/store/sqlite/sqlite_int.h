@@ -21,7 +21,7 @@ enum sq_stmt_id {
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
   SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_OPEN, SQ_LANE_ADVANCE, SQ_LANE_REPAIR,
   SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_CANCEL_LEASED, SQ_EP_CANCEL_LEFT, SQ_EP_FLAG_CANCEL,
-  SQ_EP_CANCEL_NEXT, SQ_CLAIM_LIVE_EP, SQ_EP_IS_DEST, SQ_EP_DELETE_HOLD, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_LET_IN, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
+  SQ_EP_CANCEL_NEXT, SQ_CLAIM_LIVE_EP, SQ_EP_IS_DEST, SQ_EP_DELETE_HOLD, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_LET_IN, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_LANE_SETTLE, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
   SQ_EV_DELIVER_BODY,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_DL_LIST_WIDE, SQ_DL_LIST_STATES, SQ_DL_LIST_EP_STATES,
@@ -133,9 +133,11 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
   " VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?5, ?5, ?7, COALESCE(?8, 0))"                \
   " ON CONFLICT(event_seq, endpoint_id) DO NOTHING"
 
-/* Clears lane_wait on the new head of the lane of delivery seq (which just left the open
- * states); nothing for a delivery without an ordering key. sqlite_delivery.c. */
-int sq_lane_advance(hookd_store_conn *c, int64_t seq);
+/* Settles the hint of the first open delivery of the lane of delivery seq (which just left the
+ * open states, or was cancelled): let in, unless a DEAD head holds the lane at now_ms, when it is
+ * hinted out (docs/isolation.md "Ordering lanes"); nothing for a delivery without an ordering
+ * key. sqlite_delivery.c. */
+int sq_lane_advance(hookd_store_conn *c, int64_t seq, int64_t now_ms);
 /* Keeps the first *n of a retention walk's ids whose costs fit budget, the first always
  * (hookd_take_within); the walk goes on after the last kept. cost_sql: one row for ?1 of up to
  * three integers, the bytes, deliveries and attempts its deletion frees (hookd_retention_weight),
@@ -158,6 +160,10 @@ int sq_expire_owed(hookd_store_conn *c, const int64_t *seqs, int n, int64_t befo
 /* An endpoint no longer ordered: lets its waiting deliveries in — a bounded step; each rescan
  * takes the next (sqlite_delivery.c). */
 int sq_lane_unorder(hookd_store_conn *c, const char *endpoint_id);
+/* An ordered endpoint whose lanes no longer block on a DEAD head: lets in the first open
+ * delivery of each of its lanes that one held — a bounded walk; the rescans' walk takes the
+ * rest (sqlite_delivery.c). */
+int sq_lane_unblock(hookd_store_conn *c, const char *endpoint_id, int64_t now_ms);
 
 /* Row readers shared between files. */
 #define SQ_EP_COLS                                                                              \
@@ -331,6 +337,23 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   "IFNULL((SELECT ev.ordering_version < lv.version FROM events ev JOIN lane_versions lv"        \
   " ON lv.endpoint_id = " p ".endpoint_id AND lv.ordering_key = " p ".ordering_key"            \
   " WHERE ev.seq = " p ".event_seq), 0)"
+/* The lane rule's DEAD part, for EXISTS ( … ): a DEAD delivery p of lane (ep, key) before seq
+ * `before` that holds it when its endpoint's lane_policy is block — neither superseded nor
+ * expired, its event neither purged nor expired at `now`, not moved past up to `before`, not
+ * outranked. (ep, key, before, now: SQL expressions.) The claim's LANE_HEAD and the lane hints
+ * (docs/isolation.md "Ordering lanes") share it. */
+#define LANE_DEAD_HOLDS(ep, key, before, now)                                                   \
+  "SELECT 1 FROM deliveries p"                                                                  \
+  " WHERE p.endpoint_id = " ep " AND p.ordering_key = " key " AND p.seq < " before              \
+  " AND p.ordering_key IS NOT NULL AND p.state = 'dead'"                                        \
+  " AND p.dead_reason NOT IN ('superseded','expired')"                                          \
+  " AND IFNULL((SELECT ev.purged_at IS NULL AND IFNULL(ev.expires_at > " now ", 1) FROM events ev" \
+  " WHERE ev.seq = p.event_seq), 1)"                                                            \
+  " AND NOT " LANE_MOVED_PAST("p", before) " AND NOT " LANE_OUTRANKED("p")
+/* Endpoint `ep` (an SQL expression) is ordered, live, and its lanes block on a DEAD head. */
+#define LANE_BLOCKS(ep)                                                                         \
+  "EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = " ep " AND ep.ordered = 1"                  \
+  " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL)"
 /* A DEAD delivery (alias d) that may be what holds its lane: the head of a lane of a live
  * ordered endpoint whose lane_policy is block, neither superseded nor expired, and not one the
  * lane has moved past. Replaying it is the remedy, so retention keeps its payload and its event

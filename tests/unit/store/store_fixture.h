@@ -158,6 +158,8 @@ static void free_claimed(hookd_claimed *v, size_t n) {
 static int64_t last_outcome_changes; /* rows the last record() changed */
 static bool record_lane;             /* record() says its delivery has an ordering key */
 static int64_t record_ago;           /* record() happens this many ms in the past */
+/* record()'s dead_reason when it goes DEAD (none unless set) */
+static const char *record_dead_reason;
 static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
   hookd_outcome o = {0};
   o.lane = record_lane;
@@ -165,6 +167,7 @@ static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
   o.lease_token = cl->d.lease_token;
   o.from = cl->d.state;
   o.to = to;
+  o.dead_reason = to == HOOKD_DS_DEAD ? record_dead_reason : NULL;
   o.attempt_number = cl->d.attempt_count + 1;
   o.next_attempt_ms = hookd_now_ms() - record_ago;
   o.now_ms = hookd_now_ms() - record_ago;
