@@ -299,10 +299,15 @@ describe('endpoint health and ordering lanes', () => {
     await r.close();
   });
 
-  it('lane_policy block: a lane held by a DEAD head leaves the due index (every claim walked it); its replay, a higher version and a PATCH to skip let it in', async () => {
+  it('lane_policy block: a lane held by a DEAD head leaves the due index (every claim walked it); its replay, a higher version, its payload deleted and a PATCH to skip let it in', async () => {
     const h = await startHookd();
-    const failing = new Set([1, 10, 20]);
-    const r = await startReceiver((req) => ({ status: failing.has(JSON.parse(req.body).data.n) ? 400 : 200 }));
+    const failing = new Set([1, 10, 20, 30]);
+    let holdFirst = true; // 1 is held in flight until 2 waits behind it
+    const r = await startReceiver((req) => {
+      const { n } = JSON.parse(req.body).data;
+      if (n === 1 && holdFirst) { holdFirst = false; return 'hang'; }
+      return { status: failing.has(n) ? 400 : 200 };
+    });
     const { tenant, endpoint } = await setup(h, r.url, { ordered: true, lane_policy: 'block' });
     const pub = (n, key, v) => publish(h, tenant, { type: 'a', payload: { n }, ordering_key: key,
       ...(v ? { ordering_version: v } : {}) });
@@ -310,7 +315,10 @@ describe('endpoint health and ordering lanes', () => {
     // the store's hint: 1 = out of the due index the claims walk
     const hint = (p) => h.query(`SELECT d.lane_wait AS w FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE e.id = '${p.json.id}'`)[0].w;
     // lane k: 2 waits behind 1 in flight; 1 goes DEAD, and 2 stays out
-    const [p1, p2] = [await pub(1, 'k'), await pub(2, 'k')];
+    const p1 = await pub(1, 'k');
+    await r.waitFor(1, 10000, '1 in flight');
+    const p2 = await pub(2, 'k');
+    r.releaseHanging(400);
     const d1 = await state(p1, 'dead');
     assert.equal(hint(p2), 1, '2 is held by the DEAD 1: out of the due index');
     // lane j: 11 published behind the DEAD 10 is out at once
@@ -329,13 +337,20 @@ describe('endpoint health and ordering lanes', () => {
     failing.delete(1);
     assert.equal((await h.api('POST', `/v1/deliveries/${d1.id}/replay`)).status, 202);
     await state(p2, 'delivered');
+    // lane p: the DEAD 30's payload deleted (it can no longer be replayed): 31 goes
+    const p30 = await pub(30, 'p');
+    await state(p30, 'dead');
+    const p31 = await pub(31, 'p');
+    assert.equal(hint(p31), 1);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/events/${p30.json.id}/payload`)).status, 200);
+    await state(p31, 'delivered');
     // lane j: a PATCH to skip lets 11 in
     assert.equal(hint(p11), 1);
     assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { lane_policy: 'skip' })).status, 200);
     assert.equal(hint(p11), 0, 'let in by the PATCH');
     await state(p11, 'delivered');
     await state(v1again, 'delivered');
-    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 10, 20, 21, 22, 1, 2, 11]);
+    assert.deepEqual(r.requests.map((q) => JSON.parse(q.body).data.n), [1, 10, 20, 21, 22, 1, 2, 30, 31, 11]);
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

@@ -71,6 +71,26 @@ static const char *seq_array(hookd_store_conn *c, pg_arr *a, const int64_t *ids,
   return lit;
 }
 
+/* Settles the lanes of the DEAD deliveries of the events seqs (a bigint[] literal), whose
+ * payloads are gone (deleted, or purged by retention): they hold their lanes no more. */
+static int lanes_of_purged(hookd_store_conn *c, const char *seqs, int64_t now_ms) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, seqs);
+  pg_p_i64(&p, now_ms);
+  return pg_x(c,
+              PG_LANE_SETTLE_SQL(
+                  "(SELECT (SELECT n.seq FROM deliveries n WHERE n.endpoint_id = me.endpoint_id"
+                  " AND n.ordering_key = me.ordering_key AND n.ordering_key IS NOT NULL"
+                  " AND n.state IN ('pending','retrying','unknown') ORDER BY n.seq LIMIT 1)"
+                  " FROM deliveries me WHERE me.event_seq = ANY($1::bigint[])"
+                  " AND me.ordering_key IS NOT NULL AND me.state = 'dead')",
+                  "$2::bigint"),
+              &p, "settle lanes") < 0
+             ? HOOKD_STORE_ERR
+             : HOOKD_STORE_OK;
+}
+
 int pg_owed_expired(hookd_store_conn *c, int64_t before_ms, int limit, int64_t **seqs, int *n) {
   *n = 0;
   *seqs = NULL;
@@ -376,6 +396,10 @@ int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   pg_p_i64(&p, *seq);
   pg_p_i64(&p, now_ms);
   if (pg_x(c, purge_set_sql, &p, "delete event payload") < 0) return HOOKD_STORE_ERR;
+  /* a DEAD head of the event, no longer replayable, holds its lane no more */
+  char lit[32];
+  snprintf(lit, sizeof lit, "{%lld}", (long long)*seq);
+  if (lanes_of_purged(c, lit, now_ms) != 0) return HOOKD_STORE_ERR;
   /* every node's feed hears of it at the commit: a delivery another node claimed and has not
    * sent is given back there, not sent with the payload just deleted */
   pg_p_init(&p);
@@ -433,7 +457,9 @@ int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                       " WHERE seq = ANY($1::bigint[])",
                       &p, "purge event payloads") < 0)
       rc = HOOKD_STORE_ERR;
-    else
+    /* DEAD_LANE_HEAD reads a lane moved past up to its last delivery, the claim up to the one
+     * waiting: a DEAD head purged here may still have held that one, which now goes */
+    else if ((rc = lanes_of_purged(c, seqs, now_ms)) == HOOKD_STORE_OK)
       *purged = n;
     pg_arr_free(&a);
   }

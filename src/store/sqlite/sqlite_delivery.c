@@ -169,10 +169,10 @@ static int lane_hint(hookd_store_conn *c, const char *endpoint_id, const char *k
   "(d.state IN ('pending','retrying') AND d.leased_until IS NULL"                               \
   " AND " LANE_BLOCKS("d.endpoint_id") " AND EXISTS ("                                          \
   LANE_DEAD_HOLDS("d.endpoint_id", "d.ordering_key", "d.seq", now) "))"
-/* Sets the hint of delivery `first` (an SQL expression: a lane's first open delivery) to what it
- * is to be; writes nothing when it already is. */
+/* Sets the hints of deliveries `first` (an SQL expression, for IN: lanes' first open deliveries)
+ * to what they are to be; writes none that already is. */
 #define LANE_SETTLE_SQL(first, now)                                                             \
-  "UPDATE deliveries AS d SET lane_wait = 1 - d.lane_wait WHERE d.seq = " first                 \
+  "UPDATE deliveries AS d SET lane_wait = 1 - d.lane_wait WHERE d.seq IN " first                \
   " AND d.lane_wait = CASE WHEN " LANE_HELD(now) " THEN 0 ELSE 1 END"
 
 int sq_lane_advance(hookd_store_conn *c, int64_t seq, int64_t now_ms) {
@@ -208,6 +208,28 @@ static int lane_settle(hookd_store_conn *c, const char *endpoint_id, const char 
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "settle lane");
+}
+
+/* The same for the lanes of the DEAD deliveries of event event_seq, whose payload is gone
+ * (deleted, or purged by retention): they hold their lanes no more. */
+static int lanes_of_purged(hookd_store_conn *c, int64_t event_seq, int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_LANE_SETTLE_PURGED,
+                             LANE_SETTLE_SQL("(SELECT (SELECT n.seq FROM deliveries n"
+                                             " WHERE n.endpoint_id = me.endpoint_id"
+                                             " AND n.ordering_key = me.ordering_key"
+                                             " AND n.ordering_key IS NOT NULL"
+                                             " AND n.state IN ('pending','retrying','unknown')"
+                                             " ORDER BY n.seq LIMIT 1) FROM deliveries me"
+                                             " WHERE me.event_seq = ?1"
+                                             " AND me.ordering_key IS NOT NULL"
+                                             " AND me.state = 'dead')",
+                                             "?2"));
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, event_seq);
+  sq_bind_i64(st, 2, now_ms);
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "settle lanes");
 }
 
 /* One endpoint's delivery of a new event (eps: the fan-out's row; ins, superseded_ins: the
@@ -2176,7 +2198,8 @@ int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete event payload");
   *purged_ms = now_ms;
-  return HOOKD_STORE_OK;
+  /* a DEAD head of the event, no longer replayable, holds its lane no more */
+  return lanes_of_purged(c, *seq, now_ms);
 }
 
 /* Payload retention: outbound events only (inbound ones follow the inbox's retention), and only
@@ -2220,6 +2243,12 @@ int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
     if (rc != SQLITE_DONE) {
       free(ids);
       return sq_fail(c, "purge event payload");
+    }
+    /* DEAD_LANE_HEAD reads a lane moved past up to its last delivery, the claim up to the one
+     * waiting: a DEAD head purged here may still have held that one, which now goes */
+    if ((rc = lanes_of_purged(c, ids[i], now_ms)) != 0) {
+      free(ids);
+      return rc;
     }
     (*purged)++;
   }

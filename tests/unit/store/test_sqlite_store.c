@@ -1842,6 +1842,14 @@ static void publish_in_lane(fx *f, const char *id, const char *key, int64_t vers
   hookd_publish_res_free(&res);
 }
 
+/* Deletes event k->in's payload (tenant t1). */
+static int run_payload_delete(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  int64_t seq = 0, purged = 0;
+  int cancelled = 0;
+  return be->event_payload_delete(c, "t1", ((call *)a)->in, hookd_now_ms(), &seq, &purged,
+                                  &cancelled);
+}
+
 /* The hint of event id's delivery. */
 static int64_t hint_of(fx *f, const char *event_id) {
   char q[160];
@@ -1867,7 +1875,8 @@ static void claim_one(fx *f, const char *id, hookd_dstate to, char *delivery_id)
  * the head is hinted out at the head's DEAD outcome and at its own publish, so a claim never
  * walks the blocked lanes (a review: 20,000 of them made a claim 68 ms, and every tenant's
  * writes waited behind it); each way the head stops holding its lane lets it in — the head's
- * replay, a higher version, the rescans' walk (a head whose event expired), a PATCH to skip —
+ * replay, a higher version, its payload deleted, the rescans' walk (a head whose event
+ * expired), a PATCH to skip —
  * and the walk hints out a blocked lane a path left in (docs/isolation.md "Ordering lanes"). */
 static void blocked_lanes_stay_out_of_the_due_index(void **state) {
   fx *f = *state;
@@ -1930,12 +1939,28 @@ static void blocked_lanes_stay_out_of_the_due_index(void **state) {
   publish_in_lane(f, "v2", "v", 2);
   assert_int_equal(hint_of(f, "v1-again"), 0);
   assert_int_equal(hint_of(f, "v2"), 1); /* behind v1-again */
+  sql.in = "UPDATE deliveries SET state = 'delivered' WHERE event_seq IN (SELECT seq FROM events"
+           " WHERE id IN ('v1-again', 'v2'))";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+
+  /* the DEAD head's payload deleted: it can no longer be replayed, nor hold its lane */
+  publish_in_lane(f, "p1", "p", 0);
+  claim_one(f, "p1", HOOKD_DS_DEAD, NULL);
+  publish_in_lane(f, "p2", "p", 0);
+  assert_int_equal(hint_of(f, "p2"), 1);
+  call pd = {.in = "p1"};
+  assert_int_equal(w(f, run_payload_delete, &pd), 0);
+  assert_int_equal(hint_of(f, "p2"), 0);
+
+  sql.in = "UPDATE deliveries SET state = 'delivered' WHERE event_seq = (SELECT seq FROM events"
+           " WHERE id = 'p2')";
+  assert_int_equal(w(f, run_sql, &sql), 0);
 
   /* a PATCH to skip lets every blocked lane in */
   call pol = {.in = "skip"};
   assert_int_equal(w(f, run_lane_policy, &pol), 0);
-  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE lane_wait = 1"), 1);
-  assert_int_equal(hint_of(f, "v2"), 1);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE lane_wait = 1"
+                                 " AND state = 'pending'"), 0);
 }
 
 /* ---- the WAL stays bounded ---- */
