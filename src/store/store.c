@@ -305,9 +305,9 @@ int64_t hookd_walk_next(const hookd_walk_batch *w, int limit) {
   return w->fresh || w->scanned < limit ? 0 : w->last;
 }
 
-bool hookd_replay_turn_end(int taken, int64_t bytes_left, bool complete, double *at,
+bool hookd_replay_turn_end(int taken, const hookd_replay_budget *left, bool complete, double *at,
                            double now) {
-  if (bytes_left > 0 || complete) return true;
+  if ((left->bytes > 0 && left->items > 0) || complete) return true;
   if (!taken) return false;
   if (*at < now) *at = now;
   return true;

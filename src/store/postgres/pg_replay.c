@@ -772,7 +772,7 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
 /* Steps job j: its bucket on the database's clock, pace_ms (every node steps the same rows:
  * docs/replay.md "Rate"); what it writes stamped with the node's, now_ms. */
 static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_t pace_ms,
-                        hookd_replay_step_res *res, size_t *hcap, int64_t *bytes_left) {
+                        hookd_replay_step_res *res, size_t *hcap, hookd_replay_budget *left) {
   double per_item = 1000.0 / j->rate;
   /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
    * burst its whole delay */
@@ -784,16 +784,17 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
   hookd_replay_memo memo = {.swept = true};
-  /* the step's bytes of bodies are shared by its jobs: once spent, the jobs after take none
-   * and go first at the next step (hookd_replay_turn_end) */
+  /* the step's bytes of bodies and its items are shared by its jobs: once spent, the jobs after
+   * take none and go first at the next step (hookd_replay_turn_end) */
   while (n <= j->total && at <= (double)pace_ms && taken < HOOKD_REPLAY_STEP_MAX &&
-         *bytes_left > 0) {
+         left->bytes > 0 && left->items > 0) {
     const char *result;
     char *ep = NULL;
     int64_t read = 0;
     int rc = step_item(c, j, n, now_ms, &memo, &result, &ep, &read);
     if (rc) return rc;
-    *bytes_left -= read;
+    left->bytes -= read;
+    left->items--;
     if (result && !strcmp(result, "replayed")) {
       replayed++;
       int hrc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
@@ -807,7 +808,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
     taken++;
   }
   bool complete = n > j->total;
-  if (!hookd_replay_turn_end(taken, *bytes_left, complete, &at, (double)pace_ms))
+  if (!hookd_replay_turn_end(taken, left, complete, &at, (double)pace_ms))
     return HOOKD_STORE_OK;
   pg_params p;
   pg_p_init(&p);
@@ -885,9 +886,9 @@ int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   int64_t pace_ms = rows ? pg_i64(r, 0, 11) : 0;
   PQclear(r);
   size_t hcap = 0;
-  int64_t bytes_left = HOOKD_REPLAY_STEP_BYTES;
+  hookd_replay_budget left = {.bytes = HOOKD_REPLAY_STEP_BYTES, .items = HOOKD_REPLAY_STEP_ITEMS};
   for (size_t i = 0; i < nj && !out; i++)
-    out = step_job_run(c, &jobs[i], now_ms, pace_ms, res, &hcap, &bytes_left);
+    out = step_job_run(c, &jobs[i], now_ms, pace_ms, res, &hcap, &left);
   for (size_t i = 0; i < nj; i++) {
     free(jobs[i].id);
     free(jobs[i].tenant_id);

@@ -718,7 +718,7 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
 }
 
 static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_replay_step_res *res,
-                        size_t *hcap, int64_t *bytes_left) {
+                        size_t *hcap, hookd_replay_budget *left) {
   double per_item = 1000.0 / j->rate;
   /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
    * burst its whole delay */
@@ -730,16 +730,17 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0;
   hookd_replay_memo memo = {.swept = true};
-  /* the step's bytes of bodies are shared by its jobs: once spent, the jobs after take none
-   * and go first at the next step (hookd_replay_turn_end) */
+  /* the step's bytes of bodies and its items are shared by its jobs: once spent, the jobs after
+   * take none and go first at the next step (hookd_replay_turn_end) */
   while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX &&
-         *bytes_left > 0) {
+         left->bytes > 0 && left->items > 0) {
     const char *result;
     char *ep = NULL;
     int64_t read = 0;
     int rc = step_item(c, j, n, now_ms, &memo, &result, &ep, &read);
     if (rc) return rc;
-    *bytes_left -= read;
+    left->bytes -= read;
+    left->items--;
     if (result && !strcmp(result, "replayed")) {
       replayed++;
       int hrc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
@@ -753,7 +754,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
     taken++;
   }
   bool complete = n > j->total;
-  if (!hookd_replay_turn_end(taken, *bytes_left, complete, &at, (double)now_ms))
+  if (!hookd_replay_turn_end(taken, left, complete, &at, (double)now_ms))
     return HOOKD_STORE_OK;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ADVANCE,
                              "UPDATE replay_jobs SET next_item = ?2, next_item_at = ?3,"
@@ -825,9 +826,9 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   sqlite3_reset(st);
   int out = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? HOOKD_STORE_OK : sq_fail(c, "due replay jobs");
   size_t hcap = 0;
-  int64_t bytes_left = HOOKD_REPLAY_STEP_BYTES;
+  hookd_replay_budget left = {.bytes = HOOKD_REPLAY_STEP_BYTES, .items = HOOKD_REPLAY_STEP_ITEMS};
   for (size_t i = 0; i < nj && !out; i++)
-    out = step_job_run(c, &jobs[i], now_ms, res, &hcap, &bytes_left);
+    out = step_job_run(c, &jobs[i], now_ms, res, &hcap, &left);
   for (size_t i = 0; i < nj; i++) {
     free(jobs[i].id);
     free(jobs[i].tenant_id);
