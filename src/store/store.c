@@ -320,6 +320,20 @@ int hookd_retry_due_already(char *err, size_t errlen, const char **why) {
   return HOOKD_STORE_STATE;
 }
 
+int hookd_replay_over(char *err, size_t errlen, int64_t count, int64_t max, const char *what,
+                      const char *narrow) {
+  if (count > HOOKD_REPLAY_COUNT_UPTO(max))
+    snprintf(err, errlen,
+             "the filter matches more than %lld %s, more than --max-replay-items (%lld): "
+             "narrow it (%s)",
+             (long long)HOOKD_REPLAY_COUNT_UPTO(max), what, (long long)max, narrow);
+  else
+    snprintf(err, errlen,
+             "the filter matches %lld %s, more than --max-replay-items (%lld): narrow it (%s)",
+             (long long)count, what, (long long)max, narrow);
+  return HOOKD_STORE_LIMIT;
+}
+
 int hookd_take_within(const int64_t *cost, int n, int64_t budget) {
   int64_t sum = 0;
   int k = 0;

@@ -736,6 +736,14 @@ int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, 
  * as a repeated one), HOOKD_STORE_STATE with *why "already_due" and a message in err for a
  * replay job's item (why != NULL), which is then skipped, not counted replayed. */
 int hookd_retry_due_already(char *err, size_t errlen, const char **why);
+/* A replay filter matching more than --max-replay-items (max): its count is read up to
+ * HOOKD_REPLAY_COUNT_UPTO(max) matches, no further (a tenant's scan past it held the one scan
+ * thread, every tenant's job progress and lists waiting: a review measured 1.8 s over 3,000,000
+ * events). The error names the count, or says it is over that bound; returns
+ * HOOKD_STORE_LIMIT. what: "events" or "deliveries"; narrow: how to narrow the filter. */
+#define HOOKD_REPLAY_COUNT_UPTO(max) (2 * (max))
+int hookd_replay_over(char *err, size_t errlen, int64_t count, int64_t max, const char *what,
+                      const char *narrow);
 
 /* A retention op takes whole rows of its walk, in order, while their cost stays within a budget
  * (the first one always): the bytes it frees (HOOKD_PURGE_BYTES: the freed pages are zeroed into

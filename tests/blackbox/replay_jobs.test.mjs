@@ -783,7 +783,7 @@ describe('replay jobs: an expired preview', () => {
 });
 
 describe('replay jobs: limits', () => {
-  it('--max-replay-items: a filter matching more is 422 limit_exceeded naming the count; exactly the limit is fine', { timeout: 60000 }, async () => {
+  it('--max-replay-items: a filter matching more is 422 limit_exceeded naming the count (counted up to twice the limit); exactly the limit is fine', { timeout: 60000 }, async () => {
     const d = await startHookd({ args: ['--max-replay-items', '3'] });
     const { recv } = await switchableReceiver();
     const { tenant } = await setup(d, recv.url, { retry: { max_attempts: 1 } });
@@ -795,6 +795,18 @@ describe('replay jobs: limits', () => {
     const at = await createJob(d, tenant, { filter: { event_type: 'l.a' }, reason: 'three' });
     assert.equal(at.status, 201, `three matching, at the limit: ${at.text}`);
     assert.equal(at.json.total, 3);
+    // past twice the limit the count stops (a tenant's scan holds the scan thread every tenant's
+    // job progress and lists share): the deliveries, and the events an endpoint misses
+    for (let i = 0; i < 2; i++) assert.equal((await publish(d, tenant, { type: 'l.c', payload: { i } })).status, 202);
+    await waitUntil(async () => (await deadCount(d, tenant)) === 7, { what: 'seven DEAD' });
+    const far = await createJob(d, tenant, { reason: 'far too many' });
+    assertError(far, 422, 'limit_exceeded', 'seven matching with a limit of 3');
+    assert.match(far.json.error.message, /more than 6 deliveries/);
+    const e2 = await d.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url });
+    assert.equal(e2.status, 201, e2.text);
+    const missing = await createJob(d, tenant, { filter: { state: 'missing', endpoint: e2.json.id }, reason: 'backfill' });
+    assertError(missing, 422, 'limit_exceeded', 'seven events missing with a limit of 3');
+    assert.match(missing.json.error.message, /more than 6 events/);
     assert.equal((await d.stop()).code, 0);
     await recv.close();
   });

@@ -186,18 +186,16 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
       out->count++;
       if (out->n <= (size_t)max_items && snap_push(c, out, &cap, pg_i64(r, i, 0)) != 0)
         rc = HOOKD_STORE_ERR;
+      if (out->count > HOOKD_REPLAY_COUNT_UPTO(max_items)) break; /* counted far enough */
     }
     PQclear(r);
-    if (rc || rows < MISSING_FETCH) break;
+    if (rc || rows < MISSING_FETCH || out->count > HOOKD_REPLAY_COUNT_UPTO(max_items)) break;
   }
   if (pg_exec(c, "CLOSE hookd_replay_missing", "select events") != 0) return HOOKD_STORE_ERR;
   if (rc) return rc;
   if (out->count <= max_items) return HOOKD_STORE_OK;
-  snprintf(c->err, sizeof c->err,
-           "the filter matches %lld events, more than --max-replay-items (%lld): narrow it "
-           "(time range, event type)",
-           (long long)out->count, (long long)max_items);
-  return HOOKD_STORE_LIMIT;
+  return hookd_replay_over(c->err, sizeof c->err, out->count, max_items, "events",
+                           "time range, event type");
 }
 
 int pg_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
@@ -278,19 +276,18 @@ int pg_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_rep
   PQclear(r);
   out->count = (int64_t)out->n;
   if (out->count <= max_items) return HOOKD_STORE_OK;
-  /* over the limit: say how many, so the operator knows how far to narrow the filter */
+  /* over the limit: say how many (up to a bound), so the operator knows how far to narrow */
   if (bind_filter(&p, tenant_id, f, &prefix) != 0)
     return pg_fail(c, "count deliveries: out of memory");
-  r = pg_q(c, "SELECT COUNT(*)" SELECT_WHERE, &p, "count deliveries");
+  pg_p_i64(&p, HOOKD_REPLAY_COUNT_UPTO(max_items) + 1);
+  r = pg_q(c, "SELECT COUNT(*) FROM (SELECT 1" SELECT_WHERE " LIMIT $8) x", &p,
+           "count deliveries");
   free(prefix);
   if (!r) return HOOKD_STORE_ERR;
   if (PQntuples(r) == 1) out->count = pg_i64(r, 0, 0);
   PQclear(r);
-  snprintf(c->err, sizeof c->err,
-           "the filter matches %lld deliveries, more than --max-replay-items (%lld): narrow it "
-           "(time range, endpoint, event type)",
-           (long long)out->count, (long long)max_items);
-  return HOOKD_STORE_LIMIT;
+  return hookd_replay_over(c->err, sizeof c->err, out->count, max_items, "deliveries",
+                           "time range, endpoint, event type");
 }
 
 /* The job row, state `building`, once the tenant's cap allows it. */

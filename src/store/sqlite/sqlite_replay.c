@@ -170,15 +170,13 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
       sqlite3_reset(st);
       return HOOKD_STORE_ERR;
     }
+    if (out->count > HOOKD_REPLAY_COUNT_UPTO(max_items)) break; /* counted far enough */
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) return sq_fail(c, "select events");
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return sq_fail(c, "select events");
   if (out->count <= max_items) return HOOKD_STORE_OK;
-  snprintf(c->err, sizeof c->err,
-           "the filter matches %lld events, more than --max-replay-items (%lld): narrow it "
-           "(time range, event type)",
-           (long long)out->count, (long long)max_items);
-  return HOOKD_STORE_LIMIT;
+  return hookd_replay_over(c->err, sizeof c->err, out->count, max_items, "events",
+                           "time range, event type");
 }
 
 int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_replay_filter *f,
@@ -262,19 +260,17 @@ int sq_replay_select(hookd_store_conn *c, const char *tenant_id, const hookd_rep
   }
   out->count = (int64_t)out->n;
   if (out->count <= max_items) return HOOKD_STORE_OK;
-  /* over the limit: say how many, so the operator knows how far to narrow the filter */
-  st = sq_stmt(c, SQ_RPL_COUNT, "SELECT COUNT(*)" SELECT_WHERE);
+  /* over the limit: say how many (up to a bound), so the operator knows how far to narrow */
+  st = sq_stmt(c, SQ_RPL_COUNT, "SELECT COUNT(*) FROM (SELECT 1" SELECT_WHERE " LIMIT ?8)");
   if (!st) return HOOKD_STORE_ERR;
   bind_filter(st, tenant_id, f);
+  sq_bind_i64(st, 8, HOOKD_REPLAY_COUNT_UPTO(max_items) + 1);
   rc = sqlite3_step(st);
   out->count = rc == SQLITE_ROW ? sq_col_i64(st, 0) : out->count;
   sqlite3_reset(st);
   if (rc != SQLITE_ROW) return sq_fail(c, "count deliveries");
-  snprintf(c->err, sizeof c->err,
-           "the filter matches %lld deliveries, more than --max-replay-items (%lld): narrow it "
-           "(time range, endpoint, event type)",
-           (long long)out->count, (long long)max_items);
-  return HOOKD_STORE_LIMIT;
+  return hookd_replay_over(c->err, sizeof c->err, out->count, max_items, "deliveries",
+                           "time range, endpoint, event type");
 }
 
 /* The job row, state `building`, once the tenant's cap allows it. */
