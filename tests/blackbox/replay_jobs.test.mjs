@@ -403,10 +403,14 @@ describe('replay jobs: the events an endpoint never got', () => {
     const pv = await createJob(h, tenant, { filter: { state: 'missing', endpoint: e2.json.id }, reason: 'backfill the new endpoint' });
     assert.equal(pv.status, 201, pv.text);
     assert.deepEqual([pv.json.filter.state, pv.json.total], ['missing', 3]);
+    // the preview names the endpoint its items go to, with its state (none were listed: the
+    // items name events until their deliveries are made)
+    assert.deepEqual(pv.json.endpoints.map((e) => [e.id, e.count, e.remaining, e.enabled]), [[e2.json.id, 3, 3, true]]);
     assert.equal(b.requests.length, 1, 'a preview sends nothing');
     assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
     const done = await waitAllDelivered(h, tenant, pv.json.id, 3, 'the three missing delivered');
     assert.equal(done.progress.replayed, 3);
+    assert.deepEqual(done.endpoints.map((e) => [e.id, e.count, e.remaining]), [[e2.json.id, 3, 0]]);
     const got = countById(b);
     assert.deepEqual([...got.entries()].sort(), [...before, whileOff, live].map((id) => [id, 1]).sort(),
       'each missing event once, the live one once, nothing of other.y');

@@ -482,12 +482,21 @@ int pg_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, out->seq);
+  /* (a `missing` job's items name events until their deliveries are made: its endpoint is the
+   * filter's, all its items — a preview listed no endpoint, nor its state and health) */
   PGresult *r = pg_q(c,
                      "SELECT d.endpoint_id, COUNT(*),"
                      " SUM(CASE WHEN i.result IS NULL THEN 1 ELSE 0 END)"
                      " FROM replay_items i JOIN deliveries d ON d.seq = i.delivery_seq"
                      " AND d.id = i.delivery_id"
-                     " WHERE i.job_seq = $1 GROUP BY d.endpoint_id"
+                     " WHERE i.job_seq = $1 AND NOT EXISTS (SELECT 1 FROM replay_jobs j"
+                     " WHERE j.seq = $1 AND j.filter_state = 'missing')"
+                     " GROUP BY d.endpoint_id"
+                     " UNION ALL SELECT j.filter_endpoint, (SELECT COUNT(*) FROM"
+                     " replay_items i WHERE i.job_seq = j.seq), (SELECT COUNT(*) FROM"
+                     " replay_items i WHERE i.job_seq = j.seq AND i.result IS NULL)"
+                     " FROM replay_jobs j WHERE j.seq = $1 AND j.filter_state = 'missing'"
+                     " AND j.filter_endpoint IS NOT NULL"
                      " ORDER BY 2 DESC, 1 LIMIT 100",
                      &p, "replay job's endpoints");
   if (!r) goto fail;

@@ -436,11 +436,20 @@ int sq_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
   int rc = read_job(c, tenant_id, id, out);
   if (rc || !detail) return rc;
   memset(detail, 0, sizeof *detail);
+  /* (a `missing` job's items name events until their deliveries are made: its endpoint is the
+   * filter's, all its items — a preview listed no endpoint, nor its state and health) */
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BY_EP,
                              "SELECT d.endpoint_id, COUNT(*), SUM(i.result IS NULL)"
                              " FROM replay_items i JOIN deliveries d ON d.seq = i.delivery_seq"
                              " AND d.id = i.delivery_id"
-                             " WHERE i.job_seq = ?1 GROUP BY d.endpoint_id"
+                             " WHERE i.job_seq = ?1 AND NOT EXISTS (SELECT 1 FROM replay_jobs j"
+                             " WHERE j.seq = ?1 AND j.filter_state = 'missing')"
+                             " GROUP BY d.endpoint_id"
+                             " UNION ALL SELECT j.filter_endpoint, (SELECT COUNT(*) FROM"
+                             " replay_items i WHERE i.job_seq = j.seq), (SELECT COUNT(*) FROM"
+                             " replay_items i WHERE i.job_seq = j.seq AND i.result IS NULL)"
+                             " FROM replay_jobs j WHERE j.seq = ?1 AND j.filter_state = 'missing'"
+                             " AND j.filter_endpoint IS NOT NULL"
                              " ORDER BY 2 DESC, 1 LIMIT 100");
   if (!st) goto fail;
   sq_bind_i64(st, 1, out->seq);
