@@ -427,6 +427,15 @@ int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, 
     *why = "given_up";
     return HOOKD_STORE_STATE;
   }
+  /* a delivered forward to such a destination was applied by its handler, which cannot tell a
+   * second one (a review: a sweep of delivered deliveries sent each again); a replay naming it
+   * by its id sends it */
+  if (m->swept && !m->idempotent && f->state == HOOKD_DS_DELIVERED) {
+    snprintf(err, errlen,
+             "its destination applied it and is not idempotent: replay it by its id");
+    *why = "not_idempotent";
+    return HOOKD_STORE_STATE;
+  }
   /* superseded at publish: a higher version of its lane was given first; it was never sent,
    * and sending it now would take the receiver back */
   if (f->dead_reason && !strcmp(f->dead_reason, "superseded")) {

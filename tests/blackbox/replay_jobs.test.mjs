@@ -281,7 +281,7 @@ describe('replay jobs: preview, then confirm', () => {
 });
 
 describe('replay jobs: what an operator gave up', () => {
-  it('a forward to a non-idempotent destination resolved dead_lettered is left by a job (given_up); replayed by its id, it goes', { timeout: 60000 }, async () => {
+  it('a forward to a non-idempotent destination resolved dead_lettered, or delivered, is left by a job (given_up, not_idempotent); replayed by its id, it goes', { timeout: 60000 }, async () => {
     const tenant = 'rj-given-up';
     assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
     let answer = 'hang';
@@ -319,6 +319,14 @@ describe('replay jobs: what an operator gave up', () => {
     assert.equal((await h.api('POST', `/v1/inbox/${i1}/replay`)).status, 202);
     await waitUntil(async () => (await rec(i1)).status === 'completed' || null, { what: 'replayed by its id' });
     assert.equal(held.requests.length, sent + 1);
+    // delivered now: its handler applied it, and cannot tell a second one — a sweep leaves it
+    const dv = await createJob(h, tenant, { filter: { state: 'delivered' }, reason: 'resend all' });
+    assert.equal(dv.status, 201, dv.text);
+    assert.equal(dv.json.total, 1);
+    assert.equal((await act(h, tenant, dv.json.id, 'confirm')).status, 200);
+    const left = await waitJob(h, tenant, dv.json.id, (j) => j.state === 'completed', 'the sweep completes');
+    assert.deepEqual(left.progress.skipped_by_reason, { not_idempotent: 1 }, JSON.stringify(left.progress));
+    assert.equal(held.requests.length, sent + 1, 'not sent again by the sweep');
     await held.close();
     await bad.close();
   });
