@@ -337,6 +337,37 @@ test('two nodes whose clocks differ by 5 s step one replay job at its rate (its 
   }
 });
 
+// docs/isolation.md "Ordering lanes": a lane a DEAD head holds (lane_policy block) is out of
+// the due index; the rescans' walk applies the rule to each lane's first open delivery, both ways
+test('on a block endpoint, the rescans hint out a lane a DEAD head holds, and let it in once the head holds it no more', async () => {
+  const store = await pg.database();
+  const rx = await startReceiver((q) => ({ status: JSON.parse(q.body).data.n === 1 ? 400 : 200 }));
+  const h = await node(store, masterKey(), 'n-held', ['--rescan-interval-ms', '200']);
+  const db = new PgClient({ connectionString: store });
+  await db.connect();
+  try {
+    const { tenant } = await setup(h, rx.url, { ordered: true, lane_policy: 'block' });
+    const p1 = await publish(h, tenant, { type: 't.x', payload: { n: 1 }, ordering_key: 'k' });
+    await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'dead');
+    const p2 = await publish(h, tenant, { type: 't.x', payload: { n: 2 }, ordering_key: 'k' });
+    const hint = async () => (await db.query('SELECT d.lane_wait::int AS w FROM deliveries d'
+      + ' JOIN events e ON e.seq = d.event_seq WHERE e.id = $1', [p2.json.id])).rows[0].w;
+    assert.equal(await hint(), 1, 'held by the DEAD 1: out of the due index');
+    // a hint a path left in: a rescan hints it out again
+    await db.query('UPDATE deliveries SET lane_wait = 0 WHERE event_seq = (SELECT seq FROM events'
+      + ' WHERE id = $1)', [p2.json.id]);
+    await waitUntil(async () => (await hint()) === 1 || null, { what: 'hinted out by a rescan' });
+    // the head's event expires (nothing writes when): a rescan sees it, and 2 goes
+    await db.query('UPDATE events SET expires_at = 1 WHERE id = $1', [p1.json.id]);
+    await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered', 'let in by a rescan');
+    assert.deepEqual(rx.requests.map((q) => JSON.parse(q.body).data.n), [1, 2]);
+  } finally {
+    await db.end();
+    await h.stop();
+    await rx.close();
+  }
+});
+
 // docs/isolation.md "Ordering lanes": the rescans' safety net under the lane hints
 test('on an ordered endpoint, the rescans let in a lane head whose hint was left set, in steps, on from where the last stopped', async () => {
   const store = await pg.database();
