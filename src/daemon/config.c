@@ -690,6 +690,13 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
       list_clear(c, o);
     }
     if (apply(c, o, v, 0, err, errlen) != 0) return -1;
+    if (o->secret && holds_credential(o, v)) { /* read: argv's copy goes (ps, /proc) */
+      size_t used = strlen(c->argv_secrets);
+      if (!strstr(c->argv_secrets, o->name))
+        snprintf(c->argv_secrets + used, sizeof c->argv_secrets - used, "%s%s",
+                 used ? "," : "", o->name);
+      memset((char *)v, 'x', strlen(v));
+    }
   }
   const char *bad = hookd_retry_policy_check(&c->policy);
   if (bad) { /* named by its flag: the policy's field names are the API's */
@@ -702,6 +709,15 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     for (size_t i = 0; i < sizeof flag / sizeof *flag; i++)
       if (!strcmp(bad, flag[i][0])) bad = flag[i][1];
     snprintf(err, errlen, "invalid default retry policy: %s", bad);
+    return -1;
+  }
+  /* an admin key given by flag or environment lives in memory only (never revoked, never
+   * rotated): a short one on an address others reach is a guessable admin password */
+  if (c->api_key[0] && strlen(c->api_key) < 16 && !hookd_config_loopback(c)) {
+    snprintf(err, errlen,
+             "--api-key (HOOKD_API_KEY) has %zu characters: listening beyond loopback (%s), an "
+             "admin key needs 16 or more (e.g. `openssl rand -hex 24`)",
+             strlen(c->api_key), c->listen_host);
     return -1;
   }
   if (c->default_timeout_ms > c->max_timeout_ms) {
@@ -811,6 +827,11 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     return -1;
   }
   return 0;
+}
+
+bool hookd_config_loopback(const hookd_config *c) {
+  const char *h = c->listen_host;
+  return !strncmp(h, "127.", 4) || !strcmp(h, "::1") || !strcmp(h, "localhost");
 }
 
 void hookd_config_usage(FILE *out) {

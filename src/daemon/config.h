@@ -92,6 +92,10 @@ typedef struct hookd_config {
    * API key, the metrics token, a URL with a password): its mode, for a warning at start */
   char config_loose_path[256];
   unsigned config_loose_mode;
+  /* the options given a credential on the command line ("api-key,metrics-token"): their values
+   * are overwritten in argv once read (/proc/<pid>/cmdline shows argv to every local user), and
+   * the start warns of them */
+  char argv_secrets[96];
 } hookd_config;
 
 void hookd_config_defaults(hookd_config *c);
@@ -102,6 +106,9 @@ void hookd_config_free(hookd_config *c);
 int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t errlen);
 
 void hookd_config_usage(FILE *out);
+
+/* Whether --listen is a loopback address (127.x, ::1, localhost): only this host reaches it. */
+bool hookd_config_loopback(const hookd_config *c);
 
 /* Wipes and unsets the environment variable of every option holding a credential (the admin
  * key, the metrics token, URLs that may carry a password), once they are read into a config:

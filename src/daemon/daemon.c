@@ -748,6 +748,20 @@ int hookd_serve(const hookd_config *cfg) {
          KV_I("to", app.store->schema_to), KV_I("ms", app.store->migrate_ms));
   if (app.store->not_durable[0]) /* (said at every start: a test server's, never production's) */
     HLOG(HOOKD_LOG_WARN, "store.not_durable", KV_S("why", app.store->not_durable));
+  if (cfg->argv_secrets[0]) /* (their values overwritten in argv once read: config.c) */
+    HLOG(HOOKD_LOG_WARN, "config.secret_in_argv", KV_S("options", cfg->argv_secrets),
+         KV_S("why", "a command line is visible to every local user until it is read: give "
+                     "credentials through the environment or a --config file"));
+  unsigned store_mode = 0; /* a store made by an older hookd, or restored under umask 022 */
+  if (!strncmp(cfg->store_url, "sqlite:", 7) &&
+      hookd_keyring_file_loose(cfg->store_url + 7, &store_mode)) {
+    char octal[8];
+    snprintf(octal, sizeof octal, "%04o", store_mode);
+    HLOG(HOOKD_LOG_WARN, "store.file_readable", KV_S("file", cfg->store_url + 7),
+         KV_S("mode", octal),
+         KV_S("why", "it holds payloads and people's data: readable by group or others; chmod "
+                     "600 it (its -wal and -shm files take its mode)"));
+  }
   if (cfg->config_loose_mode) { /* (as the master key file's: keyring.c) */
     char octal[8];
     snprintf(octal, sizeof octal, "%04o", cfg->config_loose_mode);
@@ -767,13 +781,13 @@ int hookd_serve(const hookd_config *cfg) {
   /* /metrics without a token answers whoever reaches the port: on loopback, the host's own;
    * listening wider (providers must reach /in/), every tenant's endpoint ids and health */
   const char *lh = cfg->listen_host;
-  bool loopback = !strncmp(lh, "127.", 4) || !strcmp(lh, "::1") || !strcmp(lh, "localhost");
-  if (!cfg->metrics_token[0] && !loopback)
+  if (!cfg->metrics_token[0] && !hookd_config_loopback(cfg))
     HLOG(HOOKD_LOG_WARN, "config.metrics_public", KV_S("listen", lh),
          KV_S("advice", "set --metrics-token (HOOKD_METRICS_TOKEN): /metrics answers anyone "
                         "who reaches this address"));
   /* an admin key given by flag lives in memory only (no `keys revoke`): a short one is a
-   * guessable admin password — said at every start (generated keys have 32 random bytes) */
+   * guessable admin password — said at every start (generated keys have 32 random bytes), and
+   * refused beyond loopback (hookd_config_load) */
   if (cfg->api_key[0] && strlen(cfg->api_key) < 16)
     HLOG(HOOKD_LOG_WARN, "config.weak_api_key", KV_I("length", (int64_t)strlen(cfg->api_key)),
          KV_S("advice", "use 16 characters or more, e.g. `openssl rand -hex 24`"));

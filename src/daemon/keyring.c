@@ -219,7 +219,14 @@ int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen) {
              cfg->master_key_file);
     return -1;
   }
-  if (!hookd_master_key_env() && !cfg->master_key_file[0]) return 0; /* the store's key file */
+  if (!hookd_master_key_env() && !cfg->master_key_file[0]) {
+    /* the store's key file (or no store hookd opens: said by the open) */
+    if (!hookd_store_is_postgres(cfg->store_url)) return 0;
+    /* a shared store has no key file of its own: refused here, before the store is opened and
+     * migrated (refused after, the previous hookd no longer opened the store: no way back) */
+    snprintf(err, errlen, "no master key configured (--master-key-file or HOOKD_MASTER_KEY)");
+    return -1;
+  }
   hookd_master_key k;
   int rc = hookd_keyring_read(hookd_master_key_env() ? NULL : cfg->master_key_file, &k, err,
                               errlen);

@@ -269,6 +269,41 @@ describe('hookd CLI', () => {
     const long = await startHookd();
     assert.ok(!long.logs.some((l) => l.msg === 'config.weak_api_key'));
     assert.equal((await long.stop()).code, 0);
+    // beyond loopback, refused: a guessable admin password on an address others reach
+    const r = run(['serve', '--listen', '0.0.0.0:0', '--api-key', 'short-key', '--store', `sqlite:${join(tempDir().dir, 'h.db')}`],
+      { timeout: 20000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /--api-key \(HOOKD_API_KEY\) has 9 characters: listening beyond loopback \(0\.0\.0\.0\)/);
+    assert.ok(!r.stderr.includes('short-key'), 'the key itself is not echoed');
+  });
+
+  it('a store file others may read (made by an older hookd, restored under umask 022) is said at start; a 0600 one is not', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    let h = await startHookd({ dir });
+    assert.ok(!h.logs.some((l) => l.msg === 'store.file_readable'), 'a new store is 0600');
+    assert.equal(statSync(h.db).mode & 0o777, 0o600);
+    assert.equal((await h.stop()).code, 0);
+    chmodSync(h.db, 0o644);
+    h = await startHookd({ dir });
+    const w = h.logs.find((l) => l.msg === 'store.file_readable');
+    assert.ok(w && w.level === 'warn' && w.file === h.db && w.mode === '0644', JSON.stringify(w));
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
+  it('a credential given on the command line is overwritten in argv once read (every local user reads /proc/PID/cmdline), and said at start', async () => {
+    const key = `hk_${'c'.repeat(40)}`;
+    const h = await startHookd({ apiKey: key, args: ['--metrics-token', 'mt-0123456789abcdef'] });
+    const cmdline = readFileSync(`/proc/${h.proc.pid}/cmdline`, 'utf8');
+    assert.ok(cmdline.includes('--api-key') && cmdline.includes('--metrics-token'), cmdline);
+    assert.ok(!cmdline.includes(key) && !cmdline.includes('mt-0123456789abcdef'), 'the values are gone from argv');
+    const w = h.logs.find((l) => l.msg === 'config.secret_in_argv');
+    // (on a PostgreSQL store, its URL with a user in it too)
+    assert.ok(w && w.level === 'warn' && w.options.split(',').includes('api-key')
+      && w.options.split(',').includes('metrics-token'), JSON.stringify(w));
+    assert.ok(!JSON.stringify(w).includes(key));
+    assert.equal((await h.api('GET', '/v1/tenants')).status, 200, 'the key read before it was overwritten');
+    assert.equal((await h.stop()).code, 0);
   });
 
   it('a master key setting that cannot be used stops the start before the store is touched: nothing left behind', () => {

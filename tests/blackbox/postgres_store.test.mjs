@@ -118,6 +118,23 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   }
 });
 
+test('a start on a PostgreSQL store without a master key is refused before the store is touched (no key file there: refused after the migrations, no way back)', async () => {
+  const store = await pg.database();
+  const env = { ...process.env };
+  delete env.HOOKD_MASTER_KEY;
+  const r = spawnSync(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', '--node-id', 'n-nokey', '--store', store], { encoding: 'utf8', env, timeout: 30000 });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stdout + r.stderr, /no master key configured/);
+  const db = new PgClient({ connectionString: store });
+  await db.connect();
+  try {
+    const t = await db.query("SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'");
+    assert.equal(t.rows[0].n, 0, 'no table made: the schema untouched');
+  } finally {
+    await db.end();
+  }
+});
+
 test('the sessions set what the store rests on: a role\'s lock_timeout and an isolation default (in the URL, beside synchronous_commit off) change nothing', async () => {
   // two nodes publishing at once wait for each other's writer lock: a 1 ms lock_timeout failed
   // those waits (503s) before the sessions set their own
