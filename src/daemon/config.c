@@ -529,7 +529,8 @@ void hookd_config_wipe_secret_env(void) {
   }
 }
 
-static int load_file(hookd_config *c, const char *path, char *err, size_t errlen) {
+/* set[i]: option i was given a value by the file */
+static int load_file(hookd_config *c, const char *path, bool *set, char *err, size_t errlen) {
   FILE *f = fopen(path, "r");
   if (!f) {
     snprintf(err, errlen, "--config %s: %s", path, strerror(errno));
@@ -613,6 +614,7 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
       snprintf(err, errlen, "%s:%d: %s", path, lineno, why); /* where the value came from */
       rc = -1;
     }
+    if (rc == 0) set[o - opts] = true;
   }
   if (rc == 0 && ferror(f)) { /* a directory reads as an error, not as an empty file */
     snprintf(err, errlen, "--config %s: %s", path, strerror(errno));
@@ -625,6 +627,7 @@ static int load_file(hookd_config *c, const char *path, char *err, size_t errlen
 
 int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t errlen) {
   /* 1. config file (found among the flags first) */
+  bool file_set[NOPTS] = {false};
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       hookd_config_usage(stdout);
@@ -637,7 +640,7 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     }
     if (!strcmp(argv[i], "--config")) file = argv[i + 1];
     else if (!strncmp(argv[i], "--config=", 9)) file = argv[i] + 9;
-    if (file && load_file(c, file, err, errlen) != 0) return -1;
+    if (file && load_file(c, file, file_set, err, errlen) != 0) return -1;
   }
   /* 2. environment (a list from it replaces the file's) */
   for (size_t i = 0; i < NOPTS; i++) {
@@ -656,6 +659,10 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
       snprintf(err, errlen, "%s (environment): %s", env, why);
       return -1;
     }
+    size_t used = strlen(c->env_over_file); /* (a unit's Environment= over the file's) */
+    if (file_set[i] && !flag_given(argc, argv, opts[i].name))
+      snprintf(c->env_over_file + used, sizeof c->env_over_file - used, "%s%s",
+               used ? "," : "", env);
   }
   /* 3. flags; lists given by flag replace those from the environment and file */
   int list_reset[NOPTS] = {0};
@@ -843,8 +850,9 @@ void hookd_config_usage(FILE *out) {
                "(--config FILE, lines \"name = value\", the value optionally quoted, and\n"
                "\"# comments\" on their own line or after a blank) and, where shown, the\n"
                "environment.\n"
-               "Precedence: flag > environment > file > default; an empty environment\n"
-               "variable counts as unset (but HOOKD_METRICS_TOKEN: an empty one is refused).\n\n"
+               "Precedence: flag > environment > file > default (a variable that replaces\n"
+               "a file's value is said at start); an empty environment variable counts as\n"
+               "unset (but HOOKD_METRICS_TOKEN: an empty one is refused).\n\n"
                "  --config FILE\n      read options from FILE\n");
   for (size_t i = 0; i < NOPTS; i++) {
     const opt *o = &opts[i];

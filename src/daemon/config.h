@@ -96,6 +96,10 @@ typedef struct hookd_config {
    * are overwritten in argv once read (/proc/<pid>/cmdline shows argv to every local user), and
    * the start warns of them */
   char argv_secrets[96];
+  /* the variables that replaced a --config file's values ("HOOKD_STORE,…"; environment >
+   * file): said at start — a unit's Environment=HOOKD_STORE=… silently put a node configured
+   * for PostgreSQL on a new SQLite file */
+  char env_over_file[256];
 } hookd_config;
 
 void hookd_config_defaults(hookd_config *c);

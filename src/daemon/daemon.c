@@ -748,6 +748,10 @@ int hookd_serve(const hookd_config *cfg) {
          KV_I("to", app.store->schema_to), KV_I("ms", app.store->migrate_ms));
   if (app.store->not_durable[0]) /* (said at every start: a test server's, never production's) */
     HLOG(HOOKD_LOG_WARN, "store.not_durable", KV_S("why", app.store->not_durable));
+  if (cfg->env_over_file[0])
+    HLOG(HOOKD_LOG_WARN, "config.environment_over_file", KV_S("variables", cfg->env_over_file),
+         KV_S("why", "the environment's values replace the --config file's (flag > environment "
+                     "> file): unset them, or give the value there"));
   if (cfg->argv_secrets[0]) /* (their values overwritten in argv once read: config.c) */
     HLOG(HOOKD_LOG_WARN, "config.secret_in_argv", KV_S("options", cfg->argv_secrets),
          KV_S("why", "a command line is visible to every local user until it is read: give "

@@ -198,6 +198,11 @@ describe('hookd CLI', () => {
     assert.equal((await h.api('GET', '/v1/tenants/x')).status, 401, 'the file key was overridden');
     h.apiKey = 'from-env';
     assert.equal((await h.api('GET', '/v1/tenants/x')).status, 404, 'the environment key works');
+    // said at start (a unit's Environment= silently replaced a --config file's store): the
+    // variable, not the flag, which is the command's own word
+    const over = h.logs.find((l) => l.msg === 'config.environment_over_file');
+    assert.ok(over && over.level === 'warn' && over.variables === 'HOOKD_API_KEY', JSON.stringify(over));
+    assert.ok(!JSON.stringify(over).includes('from-env'));
     assert.equal((await h.stop()).code, 0);
     cleanup();
   });
