@@ -261,6 +261,14 @@ static void set_constant_options(hookd_egress *eg, CURL *e) {
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
   if (eg->cfg.ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, eg->cfg.ca_file);
+  /* The key exchanges a receiver may choose: elliptic curves, or RSA key transport. A
+   * finite-field Diffie-Hellman one costs the client by the size of the group the server picks:
+   * a receiver forcing an 8192-bit group took ~240 ms of this one thread per handshake, every
+   * endpoint's deliveries waiting behind it (a review). Neither TLS 1.2's DHE suites nor TLS
+   * 1.3's ffdhe groups, then (a receiver that speaks only those fails its handshake: a failed
+   * attempt, its error said). */
+  curl_easy_setopt(e, CURLOPT_SSL_CIPHER_LIST, "DEFAULT:!kDHE");
+  curl_easy_setopt(e, CURLOPT_SSL_EC_CURVES, "X25519:P-256:X448:P-521:P-384");
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   /* a kept-alive connection is found again by host and port alone, whatever the name resolves
    * to now: busy, it was reused for ever, past a receiver's DNS change (a move, a failover) or a

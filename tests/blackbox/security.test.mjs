@@ -394,6 +394,60 @@ describe('egress proxy failures', () => {
   });
 });
 
+describe('TLS key exchange', () => {
+  it('a receiver that speaks only finite-field Diffie-Hellman (TLS 1.2 DHE suites, TLS 1.3 ffdhe groups) fails its handshake: the client\'s cost grows with the group the server picks, on the one dispatcher thread', async () => {
+    const fixture = (f) => readFileSync(new URL(`./fixtures/tls/${f}`, import.meta.url));
+    // TLS 1.2's DHE suites sign with RSA: a self-signed RSA certificate for it, trusted beside
+    // the fixtures' CA
+    const { dir, cleanup } = tempDir();
+    const gen = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2',
+      '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+      '-keyout', join(dir, 'rsa.key'), '-out', join(dir, 'rsa.pem')], { encoding: 'utf8' });
+    assert.equal(gen.status, 0, gen.stderr);
+    const ca = join(dir, 'ca.pem');
+    writeFileSync(ca, Buffer.concat([fixture('ca.pem'), readFileSync(join(dir, 'rsa.pem'))]));
+    const rsa = { key: readFileSync(join(dir, 'rsa.key')), cert: readFileSync(join(dir, 'rsa.pem')) };
+    const served = new Map();
+    const listen = async (name, opts) => {
+      served.set(name, 0);
+      const server = https.createServer({ key: fixture('server.key'), cert: fixture('server.pem'), ...opts },
+        (req, res) => { served.set(name, served.get(name) + 1); req.resume(); req.on('end', () => res.end('ok')); });
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+      return server;
+    };
+    const servers = {
+      dhe: await listen('dhe', { ...rsa, maxVersion: 'TLSv1.2', ciphers: 'DHE-RSA-AES128-GCM-SHA256', dhparam: 'auto' }),
+      ffdhe: await listen('ffdhe', { minVersion: 'TLSv1.3', ecdhCurve: 'ffdhe2048' }),
+      plain: await listen('plain', {}),
+    };
+    const url = (name) => `https://127.0.0.1:${servers[name].address().port}/hook`;
+    try {
+      // the controls: each server answers a client that offers its key exchange (curl, on the
+      // libcurl hookd uses)
+      for (const [name, extra] of [['dhe', ['--ciphers', 'DHE-RSA-AES128-GCM-SHA256']], ['ffdhe', ['--curves', 'ffdhe2048']]]) {
+        const curl = spawn('curl', ['-sS', '-o', '/dev/null', '--cacert', ca, ...extra, url(name)], { stdio: 'ignore' });
+        assert.equal(await new Promise((resolve) => curl.on('close', resolve)), 0, `the ${name} control request`);
+      }
+      const h = await startHookd({ args: ['--egress-ca-file', ca] });
+      const states = {};
+      for (const name of ['dhe', 'ffdhe', 'plain']) {
+        const { tenant } = await setup(h, url(name), { retry: { max_attempts: 1 } });
+        const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+        states[name] = (await waitDelivery(h, p.json.id, (ds) => ['delivered', 'dead'].includes(ds[0]?.state)))[0].state;
+      }
+      assert.deepEqual(states, { dhe: 'dead', ffdhe: 'dead', plain: 'delivered' });
+      assert.deepEqual(Object.fromEntries(served), { dhe: 1, ffdhe: 1, plain: 1 }, 'hookd sent nothing to the two (the controls\' requests only), one to the third');
+      assert.equal((await h.stop()).code, 0);
+    } finally {
+      for (const server of Object.values(servers)) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+      cleanup();
+    }
+  });
+});
+
 describe('TLS session keys', () => {
   it('SSLKEYLOGFILE in the environment is ignored, said at the start: libcurl would write every delivery\'s TLS secrets to it', async () => {
     const fixture = (f) => readFileSync(new URL(`./fixtures/tls/${f}`, import.meta.url));
