@@ -834,15 +834,18 @@ typedef struct payload_del_op {
   char id[160];
   int64_t seq, purged_ms;
   int cancelled;
+  bool now; /* emptied by this request (not before) */
 } payload_del_op;
 
 static int run_payload_delete(hookd_store_conn *c, const hookd_store_backend *be,
                               hookd_api_op *base) {
   payload_del_op *op = (payload_del_op *)base;
   int64_t now = hookd_now_ms();
+  op->now = false; /* (a redone batch runs the op again) */
   int rc = be->event_payload_delete(c, op->tenant, op->id, now, &op->seq, &op->purged_ms,
                                     &op->cancelled);
   if (rc || op->purged_ms != now) return rc; /* emptied before: nothing done, nothing audited */
+  op->now = true;
   char detail[64];
   snprintf(detail, sizeof detail, "cancelled_deliveries=%d", op->cancelled);
   return hookd_api_audit(base, c, be, "event.payload_delete", op->id, op->tenant, detail);
@@ -854,12 +857,15 @@ static void reply_payload_delete(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "event");
     return;
   }
-  /* what this node claimed of it and has not sent is given back, not sent */
-  hookd_dispatcher_event_purged(base->app->disp, op->seq);
+  /* what this node claimed of it and has not sent is given back, not sent; a lane behind a
+   * cancelled one, or behind a DEAD head whose payload is gone (a blocking lane's head holds it
+   * only while a replay could send it), goes on now. (Emptied before: done then — a repeated
+   * DELETE made the dispatcher walk every endpoint's queues each time, a review.) */
+  if (op->now) {
+    hookd_dispatcher_event_purged(base->app->disp, op->seq);
+    hookd_dispatcher_rescan(base->app->disp);
+  }
   if (op->cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)op->cancelled);
-  /* a lane behind a cancelled one, or behind a DEAD head whose payload is gone (a blocking
-   * lane's head holds it only while a replay could send it), goes on now */
-  hookd_dispatcher_rescan(base->app->disp);
   HLOG(HOOKD_LOG_INFO, "event.payload_deleted", KV_S("event_id", op->id),
        KV_S("tenant_id", op->tenant), KV_I("cancelled", op->cancelled),
        KV_S("actor", base->actor[0] ? base->actor : NULL));
