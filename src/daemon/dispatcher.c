@@ -1022,17 +1022,18 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     /* the old URL's speed is not the new one's; an answer sent before an operator enabled the
      * endpoint again is still an answer of its URL */
     if (!moved) e->proven = true;
-  } else if (req->net == HOOKD_NET_TIMEOUT || latency_ms * 2 > e->cfg.timeout_ms) {
+  } else if (req->net == HOOKD_NET_TIMEOUT || latency_ms > ep_slow_after_ms(e)) {
     sched_ep_marked_slow(d, e);
     e->fast_streak = 0;
     e->proven = true;
   } else {
     e->proven = true; /* heard from: a newcomer no more (the newcomer share) */
-    /* 8 successes in a row under 0.4 of its timeout clear the mark (only those under a quarter
+    /* 8 successes in a row under 0.8 of the mark's time (0.4 of its timeout, 4 s at most) clear
+     * the mark (only those under a quarter
      * counted before, and an endpoint answering in a third of its timeout, slow once, stayed
      * slow until a restart); the gap below the mark's half keeps one answering about half its
      * timeout from being marked and cleared in turn */
-    if (e->slow && ok && latency_ms * 5 < (int64_t)e->cfg.timeout_ms * 2 &&
+    if (e->slow && ok && latency_ms * 5 < ep_slow_after_ms(e) * 4 &&
         ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow */
       ep_set_slow(e, false);
   }

@@ -26,6 +26,10 @@ enum { CLS_LIVE = 0, CLS_RETRY, CLS_REPLAY, CLS__COUNT };
 #define RETRY_AFTER_FLOOR_MS 1000
 /* Fast successes in a row that clear an endpoint's slow flag. */
 #define SLOW_CLEAR_STREAK 8
+/* A request held longer than this is slow whatever its endpoint's timeout (half of it, below):
+ * timeouts are the tenants' own, up to 60 s, and four tenants whose receivers answered just
+ * under half of theirs held the global cap, every other tenant down to its reserve (a review). */
+#define SLOW_ABS_MS 5000
 /* What an endpoint holding nothing may always claim, whatever its tenant's claim budget: its
  * tenant's other endpoints (a wall of hanging ones) cannot take every claim from it. */
 #define EP_CLAIM_FLOOR 4
@@ -249,6 +253,13 @@ typedef struct ep {
   int64_t failing_since_stored; /* the same as the store has it (a clock step moves only the
                                    one above) */
 } ep;
+
+/* How long a request of endpoint e may be held before it counts slow: half its timeout, and
+ * SLOW_ABS_MS at most. */
+static inline int64_t ep_slow_after_ms(const ep *e) {
+  int64_t half = (int64_t)e->cfg.timeout_ms / 2;
+  return half < SLOW_ABS_MS ? half : SLOW_ABS_MS;
+}
 
 /* Marks an endpoint slow or clears the mark, keeping its tenant's count — of enabled endpoints
  * only, as the stats walk recounts it (a disabled one holds back no newcomer). */

@@ -942,7 +942,7 @@ void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
   for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
     item *it = r->user;
     ep *e = it->ep;
-    if (it->slow || 2 * (now - it->sent_ms) <= e->cfg.timeout_ms) continue;
+    if (it->slow || now - it->sent_ms <= ep_slow_after_ms(e)) continue;
     /* a newcomer's request keeps its place in the newcomer share until it ends: given to the
      * next newcomer now, the wave's requests would pile up in the slow share past its half
      * and take the slots of the endpoints that answered before */

@@ -458,6 +458,21 @@ describe('isolation', () => {
     await ok.close();
   });
 
+  it('an answer past 5 s is slow whatever the endpoint\'s timeout (a tenant\'s long timeouts must not keep its receivers out of the slow share)', async () => {
+    const h = await startHookd();
+    const r = await startReceiver((rec) => ({ status: 200, delayMs: rec.n === 1 ? 5300 : 0 }));
+    const { tenant, endpoint } = await setup(h, r.url, { max_in_flight: 1, timeout_ms: 20000 });
+    const p = await publish(h, tenant, { type: 'a', payload: {} });
+    // marked while the request is still held past 5 s (not half its 20 s timeout), and by its
+    // answer
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.slow === true || null,
+      { what: 'slow past 5 s', timeout: 15000 });
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered', 'delivered', 20000);
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.slow, true);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('an endpoint alternating slow and fast answers stays slow (one fast success does not clear it)', async () => {
     const h = await startHookd();
     const r = await startReceiver((rec) => (rec.n % 2 ? { status: 200, delayMs: 700 } : { status: 200 }));
