@@ -486,12 +486,12 @@ static int cmd_rotate_master(keys_args *a) {
   /* the store's own key file, named or not: the new key goes there (left beside the store, the
    * old one would sit in its backups) */
   else if (beside[0] && same_file(old_file, beside))
-    printf("re-sealed %d secrets with master key %s; move %s over %s (mv %s %s && chown "
-           "--reference=%s %s: the daemon's user must read it): hookd reads its key there. Keep "
-           "the old key with the backups taken before now: a backup restored opens with it "
-           "alone\n",
-           x.resealed, new_key.id, a->new_master_file, beside, a->new_master_file, beside,
-           a->store + 7, beside);
+    printf("re-sealed %d secrets with master key %s; keep the old key for the backups taken "
+           "before now, which open with it alone (cp %s %s.%s), then move %s over %s (mv %s %s "
+           "&& chown --reference=%s %s: the daemon's user must read it): hookd reads its key "
+           "there\n",
+           x.resealed, new_key.id, beside, beside, old_key.id, a->new_master_file, beside,
+           a->new_master_file, beside, a->store + 7, beside);
   else
     printf("re-sealed %d secrets with master key %s; start hookd with "
            "--master-key-file %s\n",

@@ -699,6 +699,16 @@ int hookd_serve(const hookd_config *cfg) {
    * printed by a start that then failed */
   app.dest = hookd_destinations_new(cfg, err, sizeof err);
   if (!app.dest) goto fail;
+  /* (said before anything is opened: a variable that replaced the file's store would otherwise
+   * be said only once that store was made and migrated, or not at all if it failed) */
+  if (cfg->env_over_file[0])
+    HLOG(HOOKD_LOG_WARN, "config.environment_over_file", KV_S("variables", cfg->env_over_file),
+         KV_S("why", "the environment's values replace the --config file's (flag > environment "
+                     "> file): unset them, or give the value there"));
+  if (cfg->argv_secrets[0]) /* (their values overwritten in argv once read: config.c) */
+    HLOG(HOOKD_LOG_WARN, "config.secret_in_argv", KV_S("options", cfg->argv_secrets),
+         KV_S("why", "a command line is visible to every local user until it is read: give "
+                     "credentials through the environment or a --config file"));
   if (hookd_keyring_check(cfg, err, sizeof err) != 0) goto fail; /* (the same for the key) */
   /* The listener opens before the store: recovering a large WAL or running a migration may take
    * a while, and a supervisor's liveness probe (/healthz) must be answered meanwhile; every
@@ -748,14 +758,6 @@ int hookd_serve(const hookd_config *cfg) {
          KV_I("to", app.store->schema_to), KV_I("ms", app.store->migrate_ms));
   if (app.store->not_durable[0]) /* (said at every start: a test server's, never production's) */
     HLOG(HOOKD_LOG_WARN, "store.not_durable", KV_S("why", app.store->not_durable));
-  if (cfg->env_over_file[0])
-    HLOG(HOOKD_LOG_WARN, "config.environment_over_file", KV_S("variables", cfg->env_over_file),
-         KV_S("why", "the environment's values replace the --config file's (flag > environment "
-                     "> file): unset them, or give the value there"));
-  if (cfg->argv_secrets[0]) /* (their values overwritten in argv once read: config.c) */
-    HLOG(HOOKD_LOG_WARN, "config.secret_in_argv", KV_S("options", cfg->argv_secrets),
-         KV_S("why", "a command line is visible to every local user until it is read: give "
-                     "credentials through the environment or a --config file"));
   unsigned store_mode = 0; /* a store made by an older hookd, or restored under umask 022 */
   if (!strncmp(cfg->store_url, "sqlite:", 7) &&
       hookd_keyring_file_loose(cfg->store_url + 7, &store_mode)) {

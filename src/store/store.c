@@ -324,8 +324,7 @@ int hookd_replay_over(char *err, size_t errlen, int64_t count, int64_t max, cons
                       const char *narrow) {
   if (count > HOOKD_REPLAY_COUNT_UPTO(max))
     snprintf(err, errlen,
-             "the filter matches more than %lld %s, more than --max-replay-items (%lld): "
-             "narrow it (%s)",
+             "the filter matches more than %lld %s (--max-replay-items is %lld): narrow it (%s)",
              (long long)HOOKD_REPLAY_COUNT_UPTO(max), what, (long long)max, narrow);
   else
     snprintf(err, errlen,

@@ -800,23 +800,27 @@ static void steps_take_bounded_items_across_jobs(void **state) {
   fx *f = *state;
   int seq = 0;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
-  dead_events(f, "t1", "ep1", "a.x", 600, &seq);
+  dead_events(f, "t1", "ep1", "a.x", 1000, &seq);
   int64_t t0 = hookd_now_ms();
   const char *const ids[] = {"rpl_a", "rpl_b", "rpl_c"};
-  for (int i = 0; i < 3; i++) { /* three jobs over the same 600 (the later ones' items skipped) */
-    assert_int_equal(create_job_at(f, ids[i], t0, 10000, 0), 600);
+  for (int i = 0; i < 3; i++) { /* three jobs over the same 1,000 (the later ones' skipped) */
+    assert_int_equal(create_job_at(f, ids[i], t0, 10000, 0), 1000);
     assert_int_equal(act(f, ids[i], HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
   }
   hookd_replay_step_res r = step(f, t0 + 1000); /* a second's worth due: 500 items each */
   assert_int_equal(r.replayed + r.skipped, HOOKD_REPLAY_STEP_ITEMS);
   hookd_replay_step_res_free(&r);
   r = step(f, t0 + 1000);
+  assert_int_equal(r.replayed + r.skipped, HOOKD_REPLAY_STEP_ITEMS);
   hookd_replay_step_res_free(&r);
-  for (int i = 0; i < 3; i++) { /* two steps: each job has had its turn */
+  /* the first step: a and b 500 each; the second: c first (it took nothing), then a — c
+   * last, it would have had nothing again */
+  const int64_t taken[] = {1000, 500, 500};
+  for (int i = 0; i < 3; i++) {
     hookd_replay_job j;
     hookd_replay_detail d;
     get_job(f, ids[i], &j, &d);
-    assert_true(j.replayed + j.skipped >= 1);
+    assert_int_equal(j.replayed + j.skipped, taken[i]);
     hookd_replay_job_free(&j);
     hookd_replay_detail_free(&d);
   }
