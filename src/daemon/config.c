@@ -2,6 +2,7 @@
 #include "daemon/config.h"
 #include "daemon/server.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
 #include <libpq-fe.h>
@@ -838,7 +839,9 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
 
 bool hookd_config_loopback(const hookd_config *c) {
   const char *h = c->listen_host;
-  return !strncmp(h, "127.", 4) || !strcmp(h, "::1") || !strcmp(h, "localhost");
+  struct in_addr a; /* (an address: a name "127.x.example" is anyone's) */
+  if (inet_pton(AF_INET, h, &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
+  return !strcmp(h, "::1") || !strcmp(h, "localhost");
 }
 
 void hookd_config_usage(FILE *out) {
