@@ -839,8 +839,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   }
   /* its name server never answered in time: libcurl's resolver thread stays behind until the
    * lookup ends — the endpoint sends nothing meanwhile, so that it leaves one at a time, not one
-   * per attempt (a tenant's silent names took every thread and descriptor of the process) */
-  if (req->lookup_abandoned) {
+   * per attempt (a tenant's silent names took every thread and descriptor of the process). Not
+   * when hookd cut the request short itself (its payload deleted, say): that says nothing of the
+   * name server, and held the endpoint 30 s after a lookup of a millisecond (a review). */
+  if (req->lookup_abandoned && !req->abandoned) {
     e->lookup_hold_until = now + LOOKUP_HOLD_MS;
     HOOKD_INC(egress_lookups_abandoned);
   }

@@ -220,6 +220,29 @@ describe('destination policy', () => {
     cleanup();
   });
 
+  it('a request hookd ends itself while its name is looked up (its payload deleted) holds its endpoint not at all: that says nothing of the name server', async () => {
+    const { dir, cleanup } = tempDir();
+    const dns = faultDns(dir, 'silent.test', 8000);
+    const recv = await startReceiver();
+    const h = await startHookd({ dir, env: dns.env });
+    const { tenant, endpoint } = await setup(h, `http://silent.test:${recv.port}/hook`, { timeout_ms: 5000, max_in_flight: 1 });
+    dns.slow();
+    const first = await publish(h, tenant, { type: 'a.b', payload: { n: 1 } });
+    // in flight, its name being looked up (the lookup takes 8 s): its payload deleted
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health?.in_flight === 1 || null,
+      { what: 'the first in flight' });
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/events/${first.json.id}/payload`)).status, 200);
+    dns.fast();
+    const second = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
+    await waitDelivery(h, second.json.id, (ds) => ds[0]?.state === 'delivered', 'the next one sent at once (not held 30 s)', 10000);
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_egress_lookups_abandoned_total'), 0);
+    assert.deepEqual(recv.requests.map((q) => JSON.parse(q.body).data.n), [2]);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('a pin taken out of --resolve-file stops applying to deliveries (libcurl caches every pin it was given)', async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver(() => ({ status: 200, headers: { Connection: 'close' } }), { host: '127.0.0.2' });
