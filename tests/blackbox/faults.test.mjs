@@ -1433,6 +1433,9 @@ describe('steps of the wall clock', () => {
     const first = (await publish(h, tenant, { type: 'a', payload: { n: 1 } })).json.id;
     await waitDelivery(h, first, (x) => x[0]?.state === 'retrying', 'retrying after the 429');
     clock.step(-3600 * 1000);
+    // (the step seen first: published in the 20 ms before, the event was stamped on the old
+    // clock, an hour ahead of the new one — a CI run under load met it)
+    await h.waitForLog((l) => l.msg === 'clock.stepped');
     // published after the step, due at once: held by the pause (2 s), not by the step (an hour)
     const second = (await publish(h, tenant, { type: 'a', payload: { n: 2 } })).json.id;
     await waitDelivery(h, second, (x) => x[0]?.state === 'delivered', 'delivered after the pause', 10000);
