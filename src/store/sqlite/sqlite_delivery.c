@@ -175,6 +175,13 @@ static int lane_hint(hookd_store_conn *c, const char *endpoint_id, const char *k
   "UPDATE deliveries AS d SET lane_wait = 1 - d.lane_wait WHERE d.seq IN " first                \
   " AND d.lane_wait = CASE WHEN " LANE_HELD(now) " THEN 0 ELSE 1 END"
 
+/* Runs a LANE_SETTLE_SQL statement whose parameters are bound. */
+static int settle_run(hookd_store_conn *c, sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "settle lane");
+}
+
 int sq_lane_advance(hookd_store_conn *c, int64_t seq, int64_t now_ms) {
   sqlite3_stmt *st = sq_stmt(c, SQ_LANE_ADVANCE,
                              LANE_SETTLE_SQL("(SELECT n.seq FROM deliveries me, deliveries n"
@@ -188,9 +195,7 @@ int sq_lane_advance(hookd_store_conn *c, int64_t seq, int64_t now_ms) {
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, seq);
   sq_bind_i64(st, 2, now_ms);
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "advance lane");
+  return settle_run(c, st);
 }
 
 /* The same for lane `key` of an endpoint: after its version was raised, a DEAD head of a lower
@@ -205,9 +210,7 @@ static int lane_settle(hookd_store_conn *c, const char *endpoint_id, const char 
   sq_bind_text(st, 1, endpoint_id);
   sq_bind_text(st, 2, key);
   sq_bind_i64(st, 3, now_ms);
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "settle lane");
+  return settle_run(c, st);
 }
 
 /* The same for the lanes of the DEAD deliveries of event event_seq, whose payload is gone
@@ -227,9 +230,7 @@ static int lanes_of_purged(hookd_store_conn *c, int64_t event_seq, int64_t now_m
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, event_seq);
   sq_bind_i64(st, 2, now_ms);
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "settle lanes");
+  return settle_run(c, st);
 }
 
 /* One endpoint's delivery of a new event (eps: the fan-out's row; ins, superseded_ins: the

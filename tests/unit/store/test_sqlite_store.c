@@ -1956,6 +1956,34 @@ static void blocked_lanes_stay_out_of_the_due_index(void **state) {
            " WHERE id = 'p2')";
   assert_int_equal(w(f, run_sql, &sql), 0);
 
+  /* payload retention purges a DEAD head the lane was moved past beyond its next delivery
+   * (lane_passed_by: r3; retention reads "moved past" to the lane's end, the claim to r2): the
+   * head held r2 until then, and no longer can */
+  publish_in_lane(f, "r1", "r", 0);
+  publish_in_lane(f, "r2", "r", 0);
+  publish_in_lane(f, "r3", "r", 0);
+  sql.in = "UPDATE deliveries SET state = 'dead', dead_reason = 'max_attempts', dead_at = 1,"
+           " lane_passed_by = (SELECT d.seq FROM deliveries d JOIN events e ON e.seq = d.event_seq"
+           " WHERE e.id = 'r3') WHERE event_seq = (SELECT seq FROM events WHERE id = 'r1');"
+           "UPDATE deliveries SET state = 'delivered' WHERE event_seq = (SELECT seq FROM events"
+           " WHERE id = 'r3')";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+  call rr = {.i64 = now};
+  assert_int_equal(w(f, run_due_hints, &rr), 0); /* (the walk: r2 is held, hinted out) */
+  assert_int_equal(hint_of(f, "r2"), 1);
+  int64_t after = 0, purged = 0;
+  call pp = {.i64 = hookd_now_ms() + 1, .out = &after};
+  do { /* (the walk goes through this test's earlier events first) */
+    assert_int_equal(w(f, run_payload_purge, &pp), 0);
+    purged += pp.ival;
+  } while (after > 0);
+  assert_int_equal(query_i64(f, "SELECT purged_at IS NOT NULL FROM events WHERE id = 'r1'"), 1);
+  assert_true(purged >= 1);
+  assert_int_equal(hint_of(f, "r2"), 0);
+  sql.in = "UPDATE deliveries SET state = 'delivered' WHERE event_seq = (SELECT seq FROM events"
+           " WHERE id = 'r2')";
+  assert_int_equal(w(f, run_sql, &sql), 0);
+
   /* a PATCH to skip lets every blocked lane in — not one that waits behind an open head */
   publish_in_lane(f, "o1", "o", 0);
   publish_in_lane(f, "o2", "o", 0);
