@@ -2163,6 +2163,7 @@ static void *thread_main(void *arg) {
     if (now >= d->next_stats_ms) { /* the stats walk every endpoint: a few times a second */
       sched_mark_overdue(d, now); /* and requests in flight, likewise */
       if (!stopping) release_expiring(d, now);
+      if (!stopping && sched_share_recheck(d)) sched_dispatch(d, now);
       update_stats(d);
       d->next_stats_ms = now + 200;
     }

@@ -178,9 +178,13 @@ typedef struct tenant {
   bool waiting;
   int refs;                   /* endpoints pointing here */
   bool deleted;               /* deleted: freed once no endpoint and no work is left of it */
-  bool share_blocked;         /* on d->share_wait: the global cap is down to its reserve */
+  bool share_blocked;         /* on d->share_wait: the global cap is down to its reserve, or to
+                                 the band above it and the tenant holds its fair share */
   struct tenant *share_next;
   struct ep *share_wait;      /* its endpoints stopped by the reserve of its cap */
+  bool demanding;             /* it has work ready to send: endpoints ready and neither its cap
+                                 nor its rate holds it (weighed in d->demand_weight) */
+  int demand_eps;             /* its endpoints with work ready to send (ep.demanding) */
   int ready_live;             /* its endpoints with live_ready set */
   int in_flight_cls[CLS__COUNT];
 } tenant;
@@ -228,8 +232,10 @@ typedef struct ep {
   bool budget_blocked;        /* waiting for a retry/replay budget (on d->budget_wait) */
   bool slow_blocked;          /* waiting for the slow or newcomer share (on d->slow_wait) */
   bool share_blocked;         /* on its tenant's share_wait: the tenant cap is down to its
-                                 reserve */
+                                 reserve, or to the band above it and e holds its fair share */
   struct ep *share_next;
+  bool demanding;             /* in_ready or share_blocked: counted in its tenant's demand_eps
+                                 (the fair shares of the band above the reserve) */
   /* one link per wait list: an endpoint may be on both (waiting for a budget, then served by a
    * claim and stopped by the slow share), and a shared link crossed the lists */
   struct ep *budget_next, *slow_next;
@@ -338,7 +344,10 @@ struct hookd_dispatcher {
   tenant *ring_head, *ring_tail; /* tenants with endpoints ready to send */
   tenant *tenant_wait;        /* rate-limited tenants */
   ep *budget_wait, *slow_wait;
-  tenant *share_wait;         /* tenants stopped by the reserve of the global cap */
+  tenant *share_wait;         /* tenants stopped by the reserve of the global cap, or by their
+                                 fair share of the band above it */
+  int demand_weight;          /* the weights of the tenants with work ready (tenant.demanding):
+                                 the band's fair shares divide the global cap by it */
   int in_flight, queued, slow_in_flight;
   hookd_strmap bodies;        /* event seq (decimal) → body_ref of claimed deliveries */
   int64_t body_bytes;         /* bytes of those bodies (each counted once) */
@@ -423,6 +432,7 @@ int64_t disp_now(hookd_dispatcher *d);
 void sched_clock_step(hookd_dispatcher *d, int64_t delta_ms);
 void sched_sent_done(hookd_dispatcher *d, item *it);  /* a request finished: free its slot */
 void sched_mark_overdue(hookd_dispatcher *d, int64_t now); /* in flight past half the timeout */
+bool sched_share_recheck(hookd_dispatcher *d); /* the band's shares, when no answer comes */
 /* Marks e slow (an overdue request, or a slow or timed-out answer): its requests still in flight
  * count in the slow share from now. */
 void sched_ep_marked_slow(hookd_dispatcher *d, ep *e);

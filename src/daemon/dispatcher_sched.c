@@ -170,6 +170,7 @@ void sched_tenant_apply(hookd_dispatcher *d, tenant *t, const hookd_tenant *cfg)
   int weight = cfg->weight > 0 ? cfg->weight : 1;
   for (int c = 0; c < CLS__COUNT; c++)
     if (t->in_flight_cls[c] > 0) d->cls_weight[c] += weight - t->weight;
+  if (t->demanding) d->demand_weight += weight - t->weight;
   t->weight = weight;
   if (t->turn_left > weight) t->turn_left = weight; /* a turn kept or going on, by the new one */
   double rate = sched_share_rate(d, cfg->rate_limit);
@@ -268,11 +269,30 @@ static void live_update(hookd_dispatcher *d, ep *e) {
   if (tenant_open(e->t)) d->ready_live += now ? 1 : -1;
 }
 
+/* Keeps t->demanding and d->demand_weight in step: a tenant has work ready to send when it has
+ * endpoints ready and neither its cap nor its rate holds it (the band's fair shares). */
+static void demand_update(hookd_dispatcher *d, tenant *t) {
+  bool now = t->ready_head != NULL && tenant_open(t);
+  if (now == t->demanding) return;
+  t->demanding = now;
+  d->demand_weight += now ? t->weight : -t->weight;
+}
+
+/* Keeps e->demanding and its tenant's demand_eps in step: ready, or waiting for the reserve of
+ * its tenant's cap (or its share of the band above it). */
+static void ep_demand_update(ep *e) {
+  bool now = e->in_ready || e->share_blocked;
+  if (now == e->demanding || !e->t) return;
+  e->demanding = now;
+  e->t->demand_eps += now ? 1 : -1;
+}
+
 /* Sets a tenant's blocked_cap or waiting flag, moving its live work in or out of the count. */
 static void tenant_hold(hookd_dispatcher *d, tenant *t, bool *flag, bool on) {
   bool before = tenant_open(t);
   *flag = on;
   if (before != tenant_open(t)) d->ready_live += before ? -t->ready_live : t->ready_live;
+  demand_update(d, t);
 }
 
 static void ready_push(hookd_dispatcher *d, ep *e) {
@@ -285,6 +305,8 @@ static void ready_push(hookd_dispatcher *d, ep *e) {
   if (t->ready_tail) t->ready_tail->ready_next = e;
   else t->ready_head = e;
   t->ready_tail = e;
+  ep_demand_update(e);
+  demand_update(d, t);
   ring_push(d, t);
 }
 
@@ -297,6 +319,8 @@ static ep *ready_pop(hookd_dispatcher *d, tenant *t) {
   e->in_ready = false;
   e->ready_next = e->ready_prev = NULL;
   live_update(d, e);
+  ep_demand_update(e);
+  demand_update(d, t);
   return e;
 }
 
@@ -310,6 +334,8 @@ static void ready_remove(hookd_dispatcher *d, ep *e) {
   e->in_ready = false;
   e->ready_next = e->ready_prev = NULL;
   live_update(d, e);
+  ep_demand_update(e);
+  demand_update(d, t);
 }
 
 /* The link of e on the budget or the slow wait list. */
@@ -348,9 +374,19 @@ void sched_ep_unlink(hookd_dispatcher *d, ep *e) {
  * requests must not be able to hold every slot. */
 static int cap_reserve(int cap) { return cap / 16 > 0 ? cap / 16 : 1; }
 
-static bool reserve_allows(int cap, int used, int held) {
-  int floor = cap_reserve(cap) / 8;
-  return cap - used > cap_reserve(cap) || held < (floor > 0 ? floor : 1);
+/* Whether a holder of held of a cap's used slots may start one more. Past the reserve, the next
+ * sixteenth of the cap goes by fair shares (docs/isolation.md "The band above the reserve"): once
+ * no more than twice the reserve is free, a holder at its share of the slots outside the
+ * reserve — its weight of demand, the weights of the holders with work ready (its own among
+ * them), rounded up — starts nothing: at a full cap slots free one at a time, and holders
+ * answering slowly held every one while a fast holder got turns only. The floor holds
+ * whatever the share. */
+static bool cap_allows(int cap, int used, int held, int weight, int demand) {
+  int res = cap_reserve(cap), floor = res / 8 > 0 ? res / 8 : 1;
+  if (cap - used > 2 * res || held < floor) return true;
+  if (cap - used <= res || demand <= 0) return cap - used > res;
+  int64_t fair = ((int64_t)(cap - res) * weight + demand - 1) / demand;
+  return held < fair;
 }
 
 static void share_wait_remove(ep *e) {
@@ -362,6 +398,7 @@ static void share_wait_remove(ep *e) {
   }
   e->share_next = NULL;
   e->share_blocked = false;
+  ep_demand_update(e);
 }
 
 /* The global cap has more than its reserve free again: stopped tenants go back to the ring, in
@@ -402,7 +439,50 @@ static void flush_share_eps(hookd_dispatcher *d, tenant *t) {
     e->share_next = NULL;
     e->share_blocked = false;
     sched_ep_ready(d, e);
+    ep_demand_update(e);
   }
+}
+
+/* Holders stopped by a share of the band are let go once those who wanted more stop wanting (their
+ * work sent, or their own limits holding them): at every answer, and here, five times a second,
+ * for when no answer comes (every request in flight hanging). true when any was let go. */
+bool sched_share_recheck(hookd_dispatcher *d) {
+  bool any = false;
+  if (d->share_wait && d->cfg.max_in_flight - d->in_flight > cap_reserve(d->cfg.max_in_flight)) {
+    flush_share_tenants(d);
+    any = true;
+  }
+  const char *k;
+  void *v;
+#ifndef NDEBUG
+  int weights = 0; /* debug builds (the test suite's): the demand counts are what they say */
+#endif
+  for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
+    tenant *t = v;
+    if (t->share_wait && t->max_in_flight - t->in_flight > cap_reserve(t->max_in_flight)) {
+      flush_share_eps(d, t);
+      any = true;
+    }
+#ifndef NDEBUG
+    int eps = 0;
+    for (ep *e = t->ready_head; e; e = e->ready_next) eps++;
+    for (ep *e = t->share_wait; e; e = e->share_next) eps += !e->in_ready;
+    if (t->demanding != (t->ready_head && tenant_open(t)) || eps != t->demand_eps) {
+      HLOG(HOOKD_LOG_ERROR, "dispatcher.demand_broken", KV_S("tenant_id", t->id),
+           KV_I("demand_eps", t->demand_eps), KV_I("counted", eps));
+      abort();
+    }
+    weights += t->demanding ? t->weight : 0;
+#endif
+  }
+#ifndef NDEBUG
+  if (weights != d->demand_weight) {
+    HLOG(HOOKD_LOG_ERROR, "dispatcher.demand_broken", KV_I("demand_weight", d->demand_weight),
+         KV_I("counted", weights));
+    abort();
+  }
+#endif
+  return any;
 }
 
 static void wake_at(hookd_dispatcher *d, ep *e, int64_t when) {
@@ -736,7 +816,8 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       tenant_hold(d, t, &t->blocked_cap, true); /* back in the ring on one of its completions */
       continue;
     }
-    if (!reserve_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight)) {
+    if (!cap_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight, t->weight,
+                    d->demand_weight + (t->demanding ? 0 : t->weight))) {
       t->serving = false;
       t->keep_turn = true;
       if (!t->share_blocked) { /* back when the reserve is exceeded, or on a completion */
@@ -761,11 +842,13 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       tenant_forget_if_done(d, t); /* (deleted while it waited in the ring) */
       continue; /* nothing ready: out of the ring until an endpoint is */
     }
-    if (!reserve_allows(t->max_in_flight, t->in_flight, e->in_flight)) {
+    if (!cap_allows(t->max_in_flight, t->in_flight, e->in_flight, 1,
+                    t->demand_eps + (e->demanding ? 0 : 1))) {
       if (!e->share_blocked) { /* back as its tenant's are, or on its own completion */
         e->share_blocked = true;
         e->share_next = t->share_wait;
         t->share_wait = e;
+        ep_demand_update(e); /* (still wanting a slot: its tenant's shares count it) */
       }
       turn_goes_on(d, t, e);
       continue;

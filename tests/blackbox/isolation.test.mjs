@@ -15,11 +15,13 @@ const p99 = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min
 // taken again before the next (as at any full cap under load, answers come one at a time): `full`
 // requests open at once, or more when holders of none took reserve slots (then an answer frees
 // a slot the reserve keeps, and nothing is taken).
-// Returns how many requests each receiver got meanwhile: who took the slots freed.
-async function releaseOneByOne(rs, n, full) {
-  const open = () => rs.reduce((a, r) => a + r.open, 0);
-  const total = () => rs.reduce((a, r) => a + r.requests.length, 0);
-  const start = rs.map((r) => r.requests.length);
+// Returns how many requests each receiver got meanwhile: who took the slots freed. `also`:
+// receivers whose requests hang too, never answered here, that may take the slots freed.
+async function releaseOneByOne(rs, n, full, also = []) {
+  const all = [...rs, ...also];
+  const open = () => all.reduce((a, r) => a + r.open, 0);
+  const total = () => all.reduce((a, r) => a + r.requests.length, 0);
+  const start = all.map((r) => r.requests.length);
   for (let k = 0; k < n; k++) {
     const r = rs.filter((x) => x.hanging.length).sort((a, b) => a.hanging[0].hangSeq - b.hanging[0].hangSeq)[0];
     if (!r) throw new Error(`answer ${k}: nothing hangs (open ${rs.map((x) => x.open)})`);
@@ -27,9 +29,9 @@ async function releaseOneByOne(rs, n, full) {
     await r.releaseFirst(r.answerStatus ?? 200);
     if (total() === before && wasOpen - 1 >= full) continue; // a reserve slot freed
     await waitUntil(async () => total() > before && open() >= full,
-      { what: `answer ${k}: its slot taken again (open ${rs.map((x) => x.open)})`, timeout: 5000, interval: 2 });
+      { what: `answer ${k}: its slot taken again (open ${all.map((x) => x.open)})`, timeout: 5000, interval: 2 });
   }
-  return rs.map((r, i) => r.requests.length - start[i]);
+  return all.map((r, i) => r.requests.length - start[i]);
 }
 
 describe('isolation', () => {
@@ -683,6 +685,48 @@ describe('isolation', () => {
     assert.equal((await h.stop()).code, 0);
     await heavy.close();
     await light.close();
+  });
+
+  // Three holders of one cap, each with work ready: A and B fill it to its reserve with hanging
+  // requests, then F comes; A and B answer one at a time (as receivers answering in 4.9 s do at a
+  // full cap) and F's requests hang. Its share of the 30 slots outside the reserve (2) is 10.
+  async function bandShares(h, add) {
+    const [A, B, F] = [await startReceiver(() => 'hang'), await startReceiver(() => 'hang'), await startReceiver(() => 'hang')];
+    const [pa, pb] = [await add(A, 'a'), await add(B, 'b')];
+    for (let i = 0; i < 60; i++) { await pa({ i }); await pb({ i }); }
+    await waitUntil(async () => A.open + B.open === 30, { what: 'A and B filling the cap to its reserve', timeout: 5000 });
+    const pf = await add(F, 'f');
+    for (let i = 0; i < 40; i++) await pf({ i });
+    await F.waitFor(1, 5000, 'F\'s first request (the reserve\'s floor)');
+    // before 2026-12-05 each slot freed went to A, B and F in turn: F got one in three, and a
+    // holder answering fast (its slots freed at once) lost each to A and B waiting for one
+    await releaseOneByOne([A, B], 12, 30, [F]);
+    assert.ok(F.open >= 9, `after 12 slots freed F holds ${F.open} (A ${A.open}, B ${B.open}): its share is 10`);
+    // at its share, F takes no more: the slots freed go back to A and B
+    await releaseOneByOne([A, B], 20, 30, [F]);
+    assert.equal(F.open, 10, `after 20 more, F holds its share (A ${A.open}, B ${B.open})`);
+    assert.equal(A.open + B.open, 20);
+    for (const r of [A, B, F]) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [A, B, F]) await r.close();
+  }
+
+  it('at a full global cap the slots freed go to a tenant below its fair share of the cap, up to its share (not one in three)', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '32', '--tenant-max-in-flight', '32'] });
+    await bandShares(h, async (r, name) => {
+      const { tenant } = await setup(h, r.url, { max_in_flight: 32 }, `band${name}`);
+      return (payload) => publish(h, tenant, { type: 'x', payload });
+    });
+  });
+
+  it('at a full tenant cap the slots freed go to an endpoint below its fair share of the tenant, up to its share', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '256', '--tenant-max-in-flight', '32'] });
+    const { tenant } = await setup(h, 'http://127.0.0.1:9/unused', { event_types: ['none'] }, 'bandeps');
+    await bandShares(h, async (r, name) => {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, max_in_flight: 32, event_types: [name] });
+      assert.equal(e.status, 201, e.text);
+      return (payload) => publish(h, tenant, { type: name, payload });
+    });
   });
 
   it('lifting a tenant\'s rate limit lets its waiting deliveries go at once (not when the old rate would have)', async () => {
