@@ -693,7 +693,10 @@ describe('isolation', () => {
   async function bandShares(h, add) {
     const [A, B, F] = [await startReceiver(() => 'hang'), await startReceiver(() => 'hang'), await startReceiver(() => 'hang')];
     const [pa, pb] = [await add(A, 'a'), await add(B, 'b')];
-    for (let i = 0; i < 60; i++) { await pa({ i }); await pb({ i }); }
+    // 40 each: enough to retake every slot freed, and the claims they hold waiting (2 × 25) leave
+    // room in a tenant's claim budget (2 × 32) for F's queue to stay stocked (with 60 each, F of
+    // the same tenant claimed 4 at a time and a slot freed while it claimed went to A or B)
+    for (let i = 0; i < 40; i++) { await pa({ i }); await pb({ i }); }
     await waitUntil(async () => A.open + B.open === 30, { what: 'A and B filling the cap to its reserve', timeout: 5000 });
     const pf = await add(F, 'f');
     for (let i = 0; i < 40; i++) await pf({ i });
