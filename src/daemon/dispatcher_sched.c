@@ -377,10 +377,10 @@ static int cap_reserve(int cap) { return cap / 16 > 0 ? cap / 16 : 1; }
 /* Whether a holder of held of a cap's used slots may start one more. Past the reserve, the next
  * sixteenth of the cap goes by fair shares (docs/isolation.md "The band above the reserve"): once
  * no more than twice the reserve is free, a holder at its share of the slots outside the
- * reserve — its weight of demand, the weights of the holders with work ready (its own among
- * them), rounded up — starts nothing: at a full cap slots free one at a time, and holders
- * answering slowly held every one while a fast holder got turns only. The floor holds
- * whatever the share. */
+ * reserve starts nothing. Its share: those slots × its weight ÷ demand, the weights of the
+ * holders with work ready (its own among them), rounded up. At a full cap slots free one at a
+ * time, and holders answering slowly took back every one while a fast holder got turns only.
+ * The floor holds whatever the share. */
 static bool cap_allows(int cap, int used, int held, int weight, int demand) {
   int res = cap_reserve(cap), floor = res / 8 > 0 ? res / 8 : 1;
   if (cap - used > 2 * res || held < floor) return true;
