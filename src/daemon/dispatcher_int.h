@@ -185,6 +185,7 @@ typedef struct tenant {
   bool demanding;             /* it has work ready to send: endpoints ready and neither its cap
                                  nor its rate holds it (weighed in d->demand_weight) */
   int demand_eps;             /* its endpoints with work ready to send (ep.demanding) */
+  int demand_held;            /* the requests in flight of those endpoints */
   int ready_live;             /* its endpoints with live_ready set */
   int in_flight_cls[CLS__COUNT];
 } tenant;
@@ -348,6 +349,8 @@ struct hookd_dispatcher {
                                  fair share of the band above it */
   int demand_weight;          /* the weights of the tenants with work ready (tenant.demanding):
                                  the band's fair shares divide the global cap by it */
+  int demand_held;            /* the requests in flight of those tenants (the rest are held by
+                                 tenants wanting no more: not shared out) */
   int in_flight, queued, slow_in_flight;
   hookd_strmap bodies;        /* event seq (decimal) → body_ref of claimed deliveries */
   int64_t body_bytes;         /* bytes of those bodies (each counted once) */

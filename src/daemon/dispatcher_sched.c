@@ -276,6 +276,7 @@ static void demand_update(hookd_dispatcher *d, tenant *t) {
   if (now == t->demanding) return;
   t->demanding = now;
   d->demand_weight += now ? t->weight : -t->weight;
+  d->demand_held += now ? t->in_flight : -t->in_flight;
 }
 
 /* Keeps e->demanding and its tenant's demand_eps in step: ready, or waiting for the reserve of
@@ -285,6 +286,7 @@ static void ep_demand_update(ep *e) {
   if (now == e->demanding || !e->t) return;
   e->demanding = now;
   e->t->demand_eps += now ? 1 : -1;
+  e->t->demand_held += now ? e->in_flight : -e->in_flight;
 }
 
 /* Sets a tenant's blocked_cap or waiting flag, moving its live work in or out of the count. */
@@ -376,16 +378,17 @@ static int cap_reserve(int cap) { return cap / 16 > 0 ? cap / 16 : 1; }
 
 /* Whether a holder of held of a cap's used slots may start one more. Past the reserve, the next
  * sixteenth of the cap goes by fair shares (docs/isolation.md "The band above the reserve"): once
- * no more than twice the reserve is free, a holder at its share of the slots outside the
- * reserve starts nothing. Its share: those slots × its weight ÷ demand, the weights of the
- * holders with work ready (its own among them), rounded up. At a full cap slots free one at a
- * time, and holders answering slowly took back every one while a fast holder got turns only.
- * The floor holds whatever the share. */
-static bool cap_allows(int cap, int used, int held, int weight, int demand) {
+ * no more than twice the reserve is free, a holder at its share starts nothing. Its share: the
+ * slots outside the reserve less those held by holders wanting no more (others: no work ready),
+ * × its weight ÷ demand, the weights of the holders with work ready (its own among them),
+ * rounded up (so the shares cover what is left: one is always below its own in the band). At a
+ * full cap slots free one at a time, and holders answering slowly took back every one while a
+ * fast holder got turns only. The floor holds whatever the share. */
+static bool cap_allows(int cap, int used, int held, int weight, int demand, int others) {
   int res = cap_reserve(cap), floor = res / 8 > 0 ? res / 8 : 1;
   if (cap - used > 2 * res || held < floor) return true;
   if (cap - used <= res || demand <= 0) return cap - used > res;
-  int64_t fair = ((int64_t)(cap - res) * weight + demand - 1) / demand;
+  int64_t fair = ((int64_t)(cap - res - others) * weight + demand - 1) / demand;
   return held < fair;
 }
 
@@ -455,7 +458,7 @@ bool sched_share_recheck(hookd_dispatcher *d) {
   const char *k;
   void *v;
 #ifndef NDEBUG
-  int weights = 0; /* debug builds (the test suite's): the demand counts are what they say */
+  int weights = 0, held = 0; /* debug builds (the test suite's): the demand counts are right */
 #endif
   for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
     tenant *t = v;
@@ -464,21 +467,25 @@ bool sched_share_recheck(hookd_dispatcher *d) {
       any = true;
     }
 #ifndef NDEBUG
-    int eps = 0;
-    for (ep *e = t->ready_head; e; e = e->ready_next) eps++;
-    for (ep *e = t->share_wait; e; e = e->share_next) eps += !e->in_ready;
-    if (t->demanding != (t->ready_head && tenant_open(t)) || eps != t->demand_eps) {
+    int eps = 0, eps_held = 0;
+    for (ep *e = t->ready_head; e; e = e->ready_next) eps++, eps_held += e->in_flight;
+    for (ep *e = t->share_wait; e; e = e->share_next)
+      if (!e->in_ready) eps++, eps_held += e->in_flight;
+    if (t->demanding != (t->ready_head && tenant_open(t)) || eps != t->demand_eps ||
+        eps_held != t->demand_held) {
       HLOG(HOOKD_LOG_ERROR, "dispatcher.demand_broken", KV_S("tenant_id", t->id),
-           KV_I("demand_eps", t->demand_eps), KV_I("counted", eps));
+           KV_I("demand_eps", t->demand_eps), KV_I("counted", eps),
+           KV_I("demand_held", t->demand_held), KV_I("held", eps_held));
       abort();
     }
     weights += t->demanding ? t->weight : 0;
+    held += t->demanding ? t->in_flight : 0;
 #endif
   }
 #ifndef NDEBUG
-  if (weights != d->demand_weight) {
+  if (weights != d->demand_weight || held != d->demand_held) {
     HLOG(HOOKD_LOG_ERROR, "dispatcher.demand_broken", KV_I("demand_weight", d->demand_weight),
-         KV_I("counted", weights));
+         KV_I("counted", weights), KV_I("demand_held", d->demand_held), KV_I("held", held));
     abort();
   }
 #endif
@@ -817,7 +824,8 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       continue;
     }
     if (!cap_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight, t->weight,
-                    d->demand_weight + (t->demanding ? 0 : t->weight))) {
+                    d->demand_weight + (t->demanding ? 0 : t->weight),
+                    d->in_flight - d->demand_held - (t->demanding ? 0 : t->in_flight))) {
       t->serving = false;
       t->keep_turn = true;
       if (!t->share_blocked) { /* back when the reserve is exceeded, or on a completion */
@@ -843,7 +851,8 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       continue; /* nothing ready: out of the ring until an endpoint is */
     }
     if (!cap_allows(t->max_in_flight, t->in_flight, e->in_flight, 1,
-                    t->demand_eps + (e->demanding ? 0 : 1))) {
+                    t->demand_eps + (e->demanding ? 0 : 1),
+                    t->in_flight - t->demand_held - (e->demanding ? 0 : e->in_flight))) {
       if (!e->share_blocked) { /* back as its tenant's are, or on its own completion */
         e->share_blocked = true;
         e->share_next = t->share_wait;
@@ -920,6 +929,8 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       e->last_turn = it->cls != CLS_LIVE;
       t->in_flight++;
       d->in_flight++;
+      t->demand_held += e->demanding; /* (the band's counts: held by holders with work ready) */
+      d->demand_held += t->demanding;
       d->in_flight_cls[it->cls]++;
       if (t->in_flight_cls[it->cls]++ == 0) d->cls_weight[it->cls] += t->weight;
       it->slow = e->slow;
@@ -972,6 +983,8 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   e->in_flight_replays -= it->cls == CLS_REPLAY;
   t->in_flight--;
   d->in_flight--;
+  t->demand_held -= e->demanding;
+  d->demand_held -= t->demanding;
   d->in_flight_cls[it->cls]--;
   if (--t->in_flight_cls[it->cls] == 0) d->cls_weight[it->cls] -= t->weight;
   if (it->newcomer) t->new_in_flight--;

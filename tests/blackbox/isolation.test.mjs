@@ -689,27 +689,29 @@ describe('isolation', () => {
 
   // Three holders of one cap, each with work ready: A and B fill it to its reserve with hanging
   // requests, then F comes; A and B answer one at a time (as receivers answering in 4.9 s do at a
-  // full cap) and F's requests hang. Its share of the 30 slots outside the reserve (2) is 10.
-  async function bandShares(h, add) {
+  // full cap) and F's requests hang. Its share of the 30 slots outside the reserve (2) is 10;
+  // `filled`: the slots A and B fill (fewer when `others`, receivers of other holders, keep some),
+  // `share`: F's.
+  async function bandShares(h, add, { filled = 30, share = 10, others = [] } = {}) {
     const [A, B, F] = [await startReceiver(() => 'hang'), await startReceiver(() => 'hang'), await startReceiver(() => 'hang')];
     const [pa, pb] = [await add(A, 'a'), await add(B, 'b')];
     // 40 each: enough to retake every slot freed, and the claims they hold waiting (2 × 25) leave
     // room in a tenant's claim budget (2 × 32) for F's queue to stay stocked (with 60 each, F of
     // the same tenant claimed 4 at a time and a slot freed while it claimed went to A or B)
     for (let i = 0; i < 40; i++) { await pa({ i }); await pb({ i }); }
-    await waitUntil(async () => A.open + B.open === 30, { what: 'A and B filling the cap to its reserve', timeout: 5000 });
+    await waitUntil(async () => A.open + B.open === filled, { what: 'A and B filling the cap to its reserve', timeout: 5000 });
     const pf = await add(F, 'f');
     for (let i = 0; i < 40; i++) await pf({ i });
     await F.waitFor(1, 5000, 'F\'s first request (the reserve\'s floor)');
     // before 2026-12-05 each slot freed went to A, B and F in turn: F got one in three, and a
     // holder answering fast (its slots freed at once) lost each to A and B waiting for one
-    await releaseOneByOne([A, B], 12, 30, [F]);
-    assert.ok(F.open >= 9, `after 12 slots freed F holds ${F.open} (A ${A.open}, B ${B.open}): its share is 10`);
+    await releaseOneByOne([A, B], 12, filled, [F]);
+    assert.ok(F.open >= share - 1, `after 12 slots freed F holds ${F.open} (A ${A.open}, B ${B.open}): its share is ${share}`);
     // at its share, F takes no more: the slots freed go back to A and B
-    await releaseOneByOne([A, B], 20, 30, [F]);
-    assert.equal(F.open, 10, `after 20 more, F holds its share (A ${A.open}, B ${B.open})`);
-    assert.equal(A.open + B.open, 20);
-    for (const r of [A, B, F]) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    await releaseOneByOne([A, B], 20, filled, [F]);
+    assert.equal(F.open, share, `after 20 more, F holds its share (A ${A.open}, B ${B.open})`);
+    assert.equal(A.open + B.open, filled - share);
+    for (const r of [A, B, F, ...others]) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
     assert.equal((await h.stop()).code, 0);
     for (const r of [A, B, F]) await r.close();
   }
@@ -720,6 +722,24 @@ describe('isolation', () => {
       const { tenant } = await setup(h, r.url, { max_in_flight: 32 }, `band${name}`);
       return (payload) => publish(h, tenant, { type: 'x', payload });
     });
+  });
+
+  it('a tenant at its own cap keeps its slots out of the shares: the others share what is left of the global cap', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '32', '--tenant-max-in-flight', '32'] });
+    // C holds 7 hanging requests, all its own cap of 8 lets it (less its reserve), with more
+    // waiting: it wants no slot more, so the others share the 23 slots it leaves outside the
+    // reserve: ceil(23 / 3) = 8 each (before, a review: the shares were of the whole 30, and F
+    // held 10 while A and B came down to 6 or 7)
+    const C = await startReceiver(() => 'hang');
+    const tc = await setup(h, C.url, { max_in_flight: 32 }, 'bandC');
+    assert.equal((await h.api('PATCH', '/v1/tenants/bandC', { max_in_flight: 8 })).status, 200);
+    for (let i = 0; i < 20; i++) await publish(h, tc.tenant, { type: 'x', payload: { i } });
+    await waitUntil(async () => C.open === 7, { what: 'C at its own cap', timeout: 5000 });
+    await bandShares(h, async (r, name) => {
+      const { tenant } = await setup(h, r.url, { max_in_flight: 32 }, `band${name}`);
+      return (payload) => publish(h, tenant, { type: 'x', payload });
+    }, { filled: 23, share: 8, others: [C] });
+    await C.close();
   });
 
   it('at a full tenant cap the slots freed go to an endpoint below its fair share of the tenant, up to its share', async () => {
