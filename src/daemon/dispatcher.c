@@ -1031,10 +1031,9 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   } else {
     e->proven = true; /* heard from: a newcomer no more (the newcomer share) */
     /* 8 successes in a row under 0.8 of the mark's time (0.4 of its timeout, 4 s at most) clear
-     * the mark (only those under a quarter
-     * counted before, and an endpoint answering in a third of its timeout, slow once, stayed
-     * slow until a restart); the gap below the mark's half keeps one answering about half its
-     * timeout from being marked and cleared in turn */
+     * the mark (only those under a quarter counted before, and an endpoint answering in a third
+     * of its timeout, slow once, stayed slow until a restart); the gap below the mark keeps one
+     * answering about at the mark from being marked and cleared in turn */
     if (e->slow && ok && latency_ms * 5 < ep_slow_after_ms(e) * 4 &&
         ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow */
       ep_set_slow(e, false);

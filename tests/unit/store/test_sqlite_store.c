@@ -1858,6 +1858,15 @@ static int64_t hint_of(fx *f, const char *event_id) {
   return query_i64(f, q);
 }
 
+/* Marks the deliveries of events ids (an SQL list: "'a', 'b'") delivered: their lane done with. */
+static void set_delivered(fx *f, const char *ids) {
+  char q[256];
+  snprintf(q, sizeof q, "UPDATE deliveries SET state = 'delivered' WHERE event_seq IN (SELECT seq"
+           " FROM events WHERE id IN (%s))", ids);
+  call sql = {.in = q};
+  assert_int_equal(w(f, run_sql, &sql), 0);
+}
+
 /* Claims ep1's one due delivery, which must be event id's, and records its outcome. */
 static void claim_one(fx *f, const char *id, hookd_dstate to, char *delivery_id) {
   hookd_claimed *cl = NULL;
@@ -1912,9 +1921,7 @@ static void blocked_lanes_stay_out_of_the_due_index(void **state) {
   assert_int_equal(hint_of(f, "next-1"), 1);
   assert_int_equal(w(f, run_due_hints, &r), 0);
   assert_int_equal(hint_of(f, "next-1"), 0);
-  sql.in = "UPDATE deliveries SET state = 'delivered' WHERE event_seq = (SELECT seq FROM events"
-           " WHERE id = 'next-1')";
-  assert_int_equal(w(f, run_sql, &sql), 0);
+  set_delivered(f, "'next-1'");
 
   /* the outcome: a head gone DEAD leaves the next one out; delivered on its replay, lets it in */
   publish_in_lane(f, "a1", "a", 0);
@@ -1939,9 +1946,7 @@ static void blocked_lanes_stay_out_of_the_due_index(void **state) {
   publish_in_lane(f, "v2", "v", 2);
   assert_int_equal(hint_of(f, "v1-again"), 0);
   assert_int_equal(hint_of(f, "v2"), 1); /* behind v1-again */
-  sql.in = "UPDATE deliveries SET state = 'delivered' WHERE event_seq IN (SELECT seq FROM events"
-           " WHERE id IN ('v1-again', 'v2'))";
-  assert_int_equal(w(f, run_sql, &sql), 0);
+  set_delivered(f, "'v1-again', 'v2'");
 
   /* the DEAD head's payload deleted: it can no longer be replayed, nor hold its lane */
   publish_in_lane(f, "p1", "p", 0);
@@ -1952,9 +1957,7 @@ static void blocked_lanes_stay_out_of_the_due_index(void **state) {
   assert_int_equal(w(f, run_payload_delete, &pd), 0);
   assert_int_equal(hint_of(f, "p2"), 0);
 
-  sql.in = "UPDATE deliveries SET state = 'delivered' WHERE event_seq = (SELECT seq FROM events"
-           " WHERE id = 'p2')";
-  assert_int_equal(w(f, run_sql, &sql), 0);
+  set_delivered(f, "'p2'");
 
   /* payload retention purges a DEAD head the lane was moved past beyond its next delivery
    * (lane_passed_by: r3; retention reads "moved past" to the lane's end, the claim to r2): the
@@ -1964,10 +1967,9 @@ static void blocked_lanes_stay_out_of_the_due_index(void **state) {
   publish_in_lane(f, "r3", "r", 0);
   sql.in = "UPDATE deliveries SET state = 'dead', dead_reason = 'max_attempts', dead_at = 1,"
            " lane_passed_by = (SELECT d.seq FROM deliveries d JOIN events e ON e.seq = d.event_seq"
-           " WHERE e.id = 'r3') WHERE event_seq = (SELECT seq FROM events WHERE id = 'r1');"
-           "UPDATE deliveries SET state = 'delivered' WHERE event_seq = (SELECT seq FROM events"
-           " WHERE id = 'r3')";
+           " WHERE e.id = 'r3') WHERE event_seq = (SELECT seq FROM events WHERE id = 'r1')";
   assert_int_equal(w(f, run_sql, &sql), 0);
+  set_delivered(f, "'r3'");
   call rr = {.i64 = now};
   assert_int_equal(w(f, run_due_hints, &rr), 0); /* (the walk: r2 is held, hinted out) */
   assert_int_equal(hint_of(f, "r2"), 1);
@@ -1980,9 +1982,7 @@ static void blocked_lanes_stay_out_of_the_due_index(void **state) {
   assert_int_equal(query_i64(f, "SELECT purged_at IS NOT NULL FROM events WHERE id = 'r1'"), 1);
   assert_true(purged >= 1);
   assert_int_equal(hint_of(f, "r2"), 0);
-  sql.in = "UPDATE deliveries SET state = 'delivered' WHERE event_seq = (SELECT seq FROM events"
-           " WHERE id = 'r2')";
-  assert_int_equal(w(f, run_sql, &sql), 0);
+  set_delivered(f, "'r2'");
 
   /* a PATCH to skip lets every blocked lane in — not one that waits behind an open head */
   publish_in_lane(f, "o1", "o", 0);
