@@ -3,7 +3,7 @@
  * benchmark's nginx sink on this machine, with no storage, signing or bookkeeping.
  *
  *   curl_ceiling URL [-c CONNECTIONS] [-d SECONDS] [-w WARMUP_SECONDS] [-b BODY_BYTES]
- *                    [-m poll|socket|hookd]
+ *                    [-m poll|socket|hookd] [-k CA_FILE]
  *
  * Keeps CONNECTIONS requests in flight, one per keep-alive connection (each easy handle is
  * re-added when it completes, so its connection is reused), each a POST of a BODY_BYTES JSON
@@ -16,6 +16,9 @@
  *            and hookd is the cost of that per-request setup, not of HTTP).
  * Prints one line:
  *   requests_per_s=N completed=N errors=N seconds=S connections=C body_bytes=B mode=M
+ * With -k (an https URL), the receiver's CAs are read from CA_FILE alone, the parsed store kept
+ * between connections as hookd keeps it (src/egress/egress.c; bench/tls.sh: a receiver closing
+ * every connection, each request a new TLS handshake).
  * Requests completed during the warm-up are not counted. */
 #include <curl/curl.h>
 #include <stdio.h>
@@ -32,6 +35,14 @@ static size_t body_len;
 static long completed, errors;
 static int hookd_mode;
 static const char *the_url;
+static const char *ca_file;
+
+static void set_ca(CURL *e) {
+  if (!ca_file) return;
+  curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+  curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+  curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 3600L);
+}
 
 /* What src/egress/egress.c sets on a pooled handle for every request (after curl_easy_reset),
  * with the header list src/daemon/dispatcher.c builds for it. */
@@ -72,6 +83,7 @@ static void setup_like_hookd(CURL *e) {
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, discard);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, err);
+  set_ca(e);
 }
 
 static void setup(CURL *e, const char *url) {
@@ -84,6 +96,7 @@ static void setup(CURL *e, const char *url) {
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 15000L);
+  set_ca(e);
 }
 
 /* Counts finished transfers and starts each handle again. */
@@ -148,10 +161,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-w") && i + 1 < argc) warmup = atof(argv[++i]);
     else if (!strcmp(argv[i], "-b") && i + 1 < argc) bytes = atol(argv[++i]);
     else if (!strcmp(argv[i], "-m") && i + 1 < argc) mode = argv[++i];
+    else if (!strcmp(argv[i], "-k") && i + 1 < argc) ca_file = argv[++i];
     else if (argv[i][0] != '-' && !url) url = argv[i];
     else {
       fprintf(stderr, "usage: %s URL [-c CONNECTIONS] [-d SECONDS] [-w WARMUP] [-b BODY_BYTES] "
-                      "[-m poll|socket|hookd]\n", argv[0]);
+                      "[-m poll|socket|hookd] [-k CA_FILE]\n", argv[0]);
       return 2;
     }
   }

@@ -16,6 +16,8 @@
 #   bench/run.sh replay     a bulk replay job over 100,000 DEAD deliveries vs the same live backlog
 #   bench/run.sh delete     an endpoint's delete of 500,000 pending deliveries; inbound acks meanwhile
 #   bench/run.sh outbox     the transactional outbox's relay: 50,000 PostgreSQL rows vs the API
+#   bench/run.sh tls        deliveries over TLS to a receiver closing every connection (a
+#                           handshake each) vs raw libcurl doing the same
 #
 # Environment knobs (defaults in brackets): BENCH_REPS [3], BENCH_EVENTS [100000] (drain backlog),
 # BENCH_STEADY_EVENTS [50000] (0 = skip the steady phase), BENCH_PUBLISH_RATES ["2000 5000"],
@@ -28,8 +30,8 @@ set -euo pipefail
 
 what=${1:-all}
 case "$what" in
-all | outbound | publish | inbound | isolation | idle | retention | replay | delete | outbox) ;;
-*) echo "usage: bench/run.sh [all|outbound|publish|inbound|isolation|idle|retention|replay|delete|outbox]" >&2; exit 2 ;;
+all | outbound | publish | inbound | isolation | idle | retention | replay | delete | outbox | tls) ;;
+*) echo "usage: bench/run.sh [all|outbound|publish|inbound|isolation|idle|retention|replay|delete|outbox|tls]" >&2; exit 2 ;;
 esac
 
 cd "$(dirname "$0")/.."
@@ -46,6 +48,7 @@ cd "$(dirname "$0")/.."
 . bench/replay.sh
 . bench/delete.sh
 . bench/outbox.sh
+. bench/tls.sh
 bench_install_trap
 
 started=$(date +%s)
@@ -74,10 +77,12 @@ say "- versions: $(nginx -v 2>&1 | sed 's/^nginx version: //'), $(wrk -v 2>&1 | 
 say "- command: bench/run.sh $what"
 
 nginx_start "$NGINX_WORKERS"
+# (bench/tls.sh changes these in a subshell of its own, on purpose)
+# shellcheck disable=SC2031
 log "nginx sink at $SINK_URL (pid $NGINX_PID)"
 
 case "$what" in
-all) outbound_main; publish_main; inbound_main; isolation_main; idle_main; retention_main; replay_main; delete_main; outbox_main ;;
+all) outbound_main; publish_main; inbound_main; isolation_main; idle_main; retention_main; replay_main; delete_main; outbox_main; tls_main ;;
 outbound) outbound_main ;;
 publish) publish_main ;;
 inbound) inbound_main ;;
@@ -87,6 +92,7 @@ retention) retention_main ;;
 replay) replay_main ;;
 delete) delete_main ;;
 outbox) outbox_main ;;
+tls) tls_main ;;
 esac
 
 nginx_stop

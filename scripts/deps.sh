@@ -8,7 +8,7 @@ pkgs=(build-essential cmake pkg-config
       libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev libjansson-dev
       libpq-dev postgresql libcmocka-dev clang libclang-rt-14-dev sqlite3 curl ca-certificates)
 case "${1:-}" in
-  --bench) pkgs+=(nginx wrk python3) ;;
+  --bench) pkgs+=(nginx wrk python3 openssl) ;;
 esac
 
 missing=()

@@ -29,7 +29,20 @@ struct hookd_egress {
   int conn_key_cap;
   CURL *pool[POOL_MAX];
   int pool_len;
+  bool ca_file_only; /* the CAs come from one file: no CA directory, the parsed store kept */
 };
+
+/* Whether libcurl's built-in CA bundle can be read: then its CA directory (a copy of the same
+ * certificates on Debian) is not needed, and the parsed store can be kept (set_constant_options). */
+static bool default_ca_file_readable(void) {
+  CURL *e = curl_easy_init();
+  if (!e) return false;
+  char *file = NULL;
+  bool ok = curl_easy_getinfo(e, CURLINFO_CAINFO, &file) == CURLE_OK && file &&
+            access(file, R_OK) == 0;
+  curl_easy_cleanup(e);
+  return ok;
+}
 
 hookd_egress *hookd_egress_new(const hookd_egress_config *cfg) {
   hookd_egress *eg = calloc(1, sizeof *eg);
@@ -47,6 +60,7 @@ hookd_egress *hookd_egress_new(const hookd_egress_config *cfg) {
     return NULL;
   }
   curl_multi_setopt(eg->multi, CURLMOPT_MAXCONNECTS, eg->cfg.max_connects);
+  eg->ca_file_only = eg->cfg.ca_file || default_ca_file_readable();
   curl_multi_setopt(eg->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING); /* (egress.h) */
   hookd_strmap_init(&eg->conns);
   return eg;
@@ -261,6 +275,13 @@ static void set_constant_options(hookd_egress *eg, CURL *e) {
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
   if (eg->cfg.ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, eg->cfg.ca_file);
+  /* The CAs parsed once and kept: libcurl keeps its parsed CA store (in the multi handle) only
+   * when the CAs come from a file alone, and Debian's names a directory beside its bundle — every
+   * new connection parsed the whole bundle again, ~21 ms of this one thread (docs/security.md) */
+  if (eg->ca_file_only) {
+    curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 3600L);
+  }
   /* The key exchanges a receiver may choose: elliptic curves, or RSA key transport. A
    * finite-field Diffie-Hellman one costs the client by the size of the group the server picks:
    * a receiver forcing an 8192-bit group took ~240 ms of this one thread per handshake, every
