@@ -269,6 +269,24 @@ static int request_hash(const json_t *request, size_t cap, unsigned char hash[32
   return brc;
 }
 
+/* A publish's body as it is compared with a repeat's: an optional member sent as null is the
+ * member left out (prepare reads null as "not given"), so the two hash alike — a client sending
+ * `"channels": null` on one try and nothing on the next was answered 409. payload's null is a
+ * value. A new reference (NULL when out of memory); the members are shared, not copied. */
+static json_t *without_nulls(json_t *body) {
+  json_t *given = json_object();
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    if (json_is_null(v) && strcmp(k, "payload") != 0) continue;
+    if (given && json_object_set(given, k, v) != 0) {
+      json_decref(given);
+      given = NULL;
+    }
+  }
+  return given;
+}
+
 /* Checks a publish's body (its members already known to be a publish's) and fills op from it:
  * the event, its envelope, its request hash, the store request. op->idem is set by the caller.
  * -1 when refused (e answered). */
@@ -347,7 +365,11 @@ static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body,
    * be repeated — a caller's event id or an Idempotency-Key; a generated id never collides. */
   int brc = 0;
   /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
-  if (id || op->idem[0]) brc = request_hash(body, app->cfg->max_body_bytes * 6 + 1024, op->hash);
+  if (id || op->idem[0]) {
+    json_t *given = without_nulls(body);
+    brc = request_hash(given, app->cfg->max_body_bytes * 6 + 1024, op->hash);
+    json_decref(given);
+  }
 
   if (!brc) brc = envelope(op, app, occurred_ms, payload);
   if (brc) {

@@ -44,6 +44,26 @@ describe('publish idempotency', () => {
     assert.equal(sent.length, 1, 'one event, one delivery');
   });
 
+  it('an optional member sent as null is the member left out: the same request (payload null is a value)', async () => {
+    const nulls = { id: null, occurred_at: null, channels: null, schema_version: null, ordering_key: null, ordering_version: null };
+    const a = await publish(h, tenant, { type: 'order.paid', payload: { order: 4 } }, { 'Idempotency-Key': 'key-nulls' });
+    const b = await publish(h, tenant, { type: 'order.paid', payload: { order: 4 }, ...nulls }, { 'Idempotency-Key': 'key-nulls' });
+    assert.equal(a.status, 202, a.text);
+    assert.deepEqual([b.status, b.json.id, b.json.duplicate], [202, a.json.id, true], b.text);
+    // the other way round, with the caller's id
+    const c = await publish(h, tenant, { id: 'evt-nulls-1', type: 'x.y', payload: { v: 1 }, channels: null, ordering_key: null });
+    const d = await publish(h, tenant, { id: 'evt-nulls-1', type: 'x.y', payload: { v: 1 } });
+    assert.equal(c.status, 202, c.text);
+    assert.deepEqual([d.status, d.json.id, d.json.duplicate], [202, 'evt-nulls-1', true], d.text);
+    // payload's null is the event's data, not a member left out
+    const e = await publish(h, tenant, { type: 'x.y', payload: null }, { 'Idempotency-Key': 'key-null-payload' });
+    const f = await publish(h, tenant, { type: 'x.y', payload: null, schema_version: null }, { 'Idempotency-Key': 'key-null-payload' });
+    const g = await publish(h, tenant, { type: 'x.y', payload: {} }, { 'Idempotency-Key': 'key-null-payload' });
+    assert.equal(e.status, 202, e.text);
+    assert.deepEqual([f.status, f.json.id], [202, e.json.id], f.text);
+    assertError(g, 409, 'conflict');
+  });
+
   it('the same Idempotency-Key with a different body: 409', async () => {
     await publish(h, tenant, { type: 'order.paid', payload: { order: 2 } }, { 'Idempotency-Key': 'key-2' });
     const r = await publish(h, tenant, { type: 'order.paid', payload: { order: 3 } }, { 'Idempotency-Key': 'key-2' });
