@@ -11,9 +11,9 @@
  *   poll   — curl_multi_perform + curl_multi_poll, as hookd's egress does (src/egress/egress.c);
  *   socket — curl_multi_socket_action with epoll and a timer: libcurl only touches the
  *            transfers whose sockets are ready (the default);
- *   hookd  — poll, plus what hookd's egress does for every request: curl_easy_reset, its full
- *            list of options, a freshly built header list (a diagnostic: the gap between poll
- *            and hookd is the cost of that per-request setup, not of HTTP).
+ *   hookd  — poll, plus what hookd's egress once did for every request: curl_easy_reset, its
+ *            full list of options, a freshly built header list (a diagnostic: the gap between
+ *            poll and hookd is the cost of that per-request setup, not of HTTP).
  * Prints one line:
  *   requests_per_s=N completed=N errors=N seconds=S connections=C body_bytes=B mode=M
  * With -k (an https URL), the receiver's CAs are read from CA_FILE alone, the parsed store kept
@@ -44,8 +44,9 @@ static void set_ca(CURL *e) {
   curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 3600L);
 }
 
-/* What src/egress/egress.c sets on a pooled handle for every request (after curl_easy_reset),
- * with the header list src/daemon/dispatcher.c builds for it. */
+/* What src/egress/egress.c set on a pooled handle for every request after curl_easy_reset (it
+ * sets the constant ones once per handle now), with the header list src/daemon/dispatcher.c
+ * builds for it. */
 static void setup_like_hookd(CURL *e) {
   static char err[CURL_ERROR_SIZE];
   char h[256];

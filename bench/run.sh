@@ -77,8 +77,6 @@ say "- versions: $(nginx -v 2>&1 | sed 's/^nginx version: //'), $(wrk -v 2>&1 | 
 say "- command: bench/run.sh $what"
 
 nginx_start "$NGINX_WORKERS"
-# (bench/tls.sh changes these in a subshell of its own, on purpose)
-# shellcheck disable=SC2031
 log "nginx sink at $SINK_URL (pid $NGINX_PID)"
 
 case "$what" in

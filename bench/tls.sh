@@ -56,6 +56,17 @@ tls_ceiling_run() {
   TLS_CEIL_BEST=$best
 }
 
+# tls_drain REP — outbound.sh's drain pointed at the TLS receiver: its settings are locals here,
+# which bash lets the functions called see (not a subshell: a hookd started in one outlived a
+# failure, the cleanup trap's list of processes being the subshell's copy). Sets DRAIN_*.
+tls_drain() {
+  # shellcheck disable=SC2034
+  local OUT_EVENTS=$TLS_EVENTS OUT_EP_MIF=$TLS_EP_MIF OUT_MIF=$TLS_MIF SINK_URL=$TLS_SINK_URL \
+    NGINX_PID=$TLS_NGINX_PID
+  local HOOKD_ARGS_BASE=("${HOOKD_ARGS_BASE[@]}" --egress-ca-file "$TLS_CA_BUNDLE")
+  drain_run "tls-$1"
+}
+
 tls_main() {
   local rep drains=() ratios=() ceils=()
   tls_nginx_start
@@ -73,17 +84,7 @@ tls_main() {
     wait_quiet
     tls_ceiling_run
     ceils+=("$TLS_CEIL_BEST")
-    # outbound.sh's drain, pointed at the TLS receiver (its settings changed in a subshell only)
-    # shellcheck disable=SC2030,SC2034
-    (
-      OUT_EVENTS=$TLS_EVENTS OUT_EP_MIF=$TLS_EP_MIF OUT_MIF=$TLS_MIF SINK_URL=$TLS_SINK_URL
-      NGINX_PID=$TLS_NGINX_PID
-      HOOKD_ARGS_BASE+=(--egress-ca-file "$TLS_CA_BUNDLE")
-      drain_run "tls-$rep"
-      declare -p DRAIN_RATE DRAIN_LINE DRAIN_CPU DRAIN_THREADS DRAIN_STORE >"$BENCH_TMP/tls-$rep.vars"
-    ) || die "the TLS drain failed"
-    # shellcheck disable=SC1090
-    . "$BENCH_TMP/tls-$rep.vars"
+    tls_drain "$rep"
     drains+=("$DRAIN_RATE")
     ratios+=("$(calc "$DRAIN_RATE / $TLS_CEIL_BEST" %.3f)")
     say "run $rep: drain $DRAIN_RATE deliveries/s | ceiling $TLS_CEIL_BEST req/s ($TLS_CEIL_DETAIL) | ratio ${ratios[-1]}"

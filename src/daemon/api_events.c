@@ -59,6 +59,8 @@ typedef struct pub_op {
   char only_ep[HOOKD_ID_MAX + 64]; /* a test event's endpoint; "" otherwise */
   hookd_buf body;
   unsigned char hash[32];
+  unsigned char hash_legacy[32]; /* the body hashed with its null members (has_legacy) */
+  bool has_legacy;
   bool reserved_id; /* the caller's id has hookd's form: existing_only */
 } pub_op;
 
@@ -192,6 +194,7 @@ static void fill_req(pub_op *op, hookd_app *app, int64_t occurred_ms, int64_t no
   op->req.body = op->body.data;
   op->req.body_len = op->body.len;
   op->req.request_hash = op->hash;
+  op->req.request_hash_legacy = op->has_legacy ? op->hash_legacy : NULL;
   op->req.idempotency_key = op->idem[0] ? op->idem : NULL;
   op->req.schema_version = op->schema_version[0] ? op->schema_version : NULL;
   op->req.channels = op->channels;
@@ -272,13 +275,18 @@ static int request_hash(const json_t *request, size_t cap, unsigned char hash[32
 /* A publish's body as it is compared with a repeat's: an optional member sent as null is the
  * member left out (prepare reads null as "not given"), so the two hash alike — a client sending
  * `"channels": null` on one try and nothing on the next was answered 409. payload's null is a
- * value. A new reference (NULL when out of memory); the members are shared, not copied. */
-static json_t *without_nulls(json_t *body) {
+ * value. A new reference (NULL when out of memory); the members are shared, not copied. *dropped:
+ * whether one was left out. */
+static json_t *without_nulls(json_t *body, bool *dropped) {
   json_t *given = json_object();
   const char *k;
   json_t *v;
+  *dropped = false;
   json_object_foreach(body, k, v) {
-    if (json_is_null(v) && strcmp(k, "payload") != 0) continue;
+    if (json_is_null(v) && strcmp(k, "payload") != 0) {
+      *dropped = true;
+      continue;
+    }
     if (given && json_object_set(given, k, v) != 0) {
       json_decref(given);
       given = NULL;
@@ -366,9 +374,14 @@ static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body,
   int brc = 0;
   /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
   if (id || op->idem[0]) {
-    json_t *given = without_nulls(body);
-    brc = request_hash(given, app->cfg->max_body_bytes * 6 + 1024, op->hash);
+    size_t cap = app->cfg->max_body_bytes * 6 + 1024;
+    bool dropped;
+    json_t *given = without_nulls(body, &dropped);
+    brc = request_hash(given, cap, op->hash);
     json_decref(given);
+    /* earlier builds hashed the nulls too: a request they stored is still this one (upgrades) */
+    if (!brc && dropped) brc = request_hash(body, cap, op->hash_legacy);
+    op->has_legacy = !brc && dropped;
   }
 
   if (!brc) brc = envelope(op, app, occurred_ms, payload);

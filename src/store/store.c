@@ -107,6 +107,12 @@ void hookd_store_unlock(hookd_store_lockset *l) {
   l->db_fd = l->legacy_fd = -1;
 }
 
+bool hookd_publish_same_request(const hookd_publish_req *req, const void *stored, size_t len) {
+  if (!stored || len != 32) return false;
+  return memcmp(stored, req->request_hash, 32) == 0 ||
+         (req->request_hash_legacy && memcmp(stored, req->request_hash_legacy, 32) == 0);
+}
+
 const char *hookd_store_strerror(int rc) {
   switch (rc) {
   case HOOKD_STORE_OK: return "ok";

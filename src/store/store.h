@@ -207,6 +207,10 @@ typedef struct hookd_publish_req {
    * caller until the op has completed. */
   const json_t *payload;
   const unsigned char *request_hash; /* 32 bytes: SHA-256 of the canonical request */
+  /* 32 bytes or NULL: the hash hookd gave the same request before null members were left out
+   * of it (a request with some): also the same request, so that a retry of one published
+   * before an upgrade is not refused (hookd_publish_same_request) */
+  const unsigned char *request_hash_legacy;
   const char *idempotency_key;       /* NULL when absent */
   int64_t occurred_ms, now_ms, expires_ms;
   const char *ordering_key;          /* NULL when absent */
@@ -222,6 +226,9 @@ typedef struct hookd_publish_req {
                                       * id, same hash): HOOKD_STORE_STATE instead of creating
                                       * (a republish retried after its source was purged) */
 } hookd_publish_req;
+
+/* Whether a stored request hash (len bytes) is req's own or its legacy form. */
+bool hookd_publish_same_request(const hookd_publish_req *req, const void *stored, size_t len);
 
 #define HOOKD_FANOUT_MAX 64 /* endpoints reported back per publish (for dispatcher hints) */
 

@@ -3,6 +3,7 @@
 // health and metrics, graceful shutdown.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
@@ -62,6 +63,27 @@ describe('publish idempotency', () => {
     assert.equal(e.status, 202, e.text);
     assert.deepEqual([f.status, f.json.id], [202, e.json.id], f.text);
     assertError(g, 409, 'conflict');
+  });
+
+  // hookd hashed a request's null members until they were left out: a request stored by such a
+  // build (here its hash written into the store) and retried as it was is still the same one
+  it('a retry of a request an earlier build stored with its null members hashed is the same request', async () => {
+    const body = { type: 'order.paid', payload: { order: 5 }, channels: null, ordering_key: null };
+    const withId = { id: 'evt-legacy-1', ...body };
+    const a = await publish(h, tenant, body, { 'Idempotency-Key': 'key-legacy' });
+    const b = await publish(h, tenant, withId);
+    assert.deepEqual([a.status, b.status], [202, 202], `${a.text} ${b.text}`);
+    // what such a build stored: SHA-256 of the canonical body, nulls and all (JCS: keys sorted)
+    const canonical = (o) => JSON.stringify(Object.fromEntries(Object.entries(o).sort(([x], [y]) => (x < y ? -1 : 1))));
+    const legacy = (o) => h.sqlBlob(createHash('sha256').update(canonical(o)).digest('hex').toUpperCase());
+    h.query(`UPDATE idempotency_keys SET request_hash = ${legacy(body)} WHERE tenant_id = '${tenant}' AND key = 'key-legacy'`);
+    h.query(`UPDATE events SET request_hash = ${legacy(withId)} WHERE tenant_id = '${tenant}' AND id = 'evt-legacy-1'`);
+    const c = await publish(h, tenant, body, { 'Idempotency-Key': 'key-legacy' });
+    const d = await publish(h, tenant, withId);
+    assert.deepEqual([c.status, c.json.id, c.json.duplicate], [202, a.json.id, true], c.text);
+    assert.deepEqual([d.status, d.json.id, d.json.duplicate], [202, 'evt-legacy-1', true], d.text);
+    // and a different request is still one
+    assertError(await publish(h, tenant, { ...body, payload: { order: 6 } }, { 'Idempotency-Key': 'key-legacy' }), 409, 'conflict');
   });
 
   it('the same Idempotency-Key with a different body: 409', async () => {

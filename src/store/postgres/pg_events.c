@@ -346,7 +346,7 @@ static int existing_event(hookd_store_conn *c, const hookd_publish_req *req,
   unsigned char hash[32];
   int rc = event_by_key(c, req->tenant_id, req->event_id, &seq, hash);
   if (rc) return rc;
-  if (memcmp(hash, req->request_hash, 32) != 0) {
+  if (!hookd_publish_same_request(req, hash, sizeof hash)) {
     snprintf(c->err, sizeof c->err, "event id already used with a different request body");
     return HOOKD_STORE_CONFLICT;
   }
@@ -456,7 +456,7 @@ int pg_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     if (PQntuples(r) > 0) {
       size_t len = 0;
       unsigned char *h = pg_blob(r, 0, 0, &len);
-      bool same = h && len == 32 && memcmp(h, req->request_hash, 32) == 0;
+      bool same = hookd_publish_same_request(req, h, len);
       free(h);
       if (!same) {
         PQclear(r);

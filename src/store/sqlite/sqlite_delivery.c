@@ -295,7 +295,7 @@ static int existing_event(hookd_store_conn *c, const hookd_publish_req *req,
   unsigned char hash[32];
   int rc = event_by_key(c, req->tenant_id, req->event_id, &seq, hash);
   if (rc) return rc;
-  if (memcmp(hash, req->request_hash, 32) != 0) {
+  if (!hookd_publish_same_request(req, hash, sizeof hash)) {
     snprintf(c->err, sizeof c->err, "event id already used with a different request body");
     return HOOKD_STORE_CONFLICT;
   }
@@ -324,8 +324,8 @@ int sq_publish(hookd_store_conn *c, const hookd_publish_req *req, hookd_publish_
     sq_bind_text(st, 2, req->idempotency_key);
     int step = sqlite3_step(st);
     if (step == SQLITE_ROW) {
-      if (sqlite3_column_bytes(st, 0) != 32 ||
-          memcmp(sqlite3_column_blob(st, 0), req->request_hash, 32) != 0) {
+      if (!hookd_publish_same_request(req, sqlite3_column_blob(st, 0),
+                                      (size_t)sqlite3_column_bytes(st, 0))) {
         snprintf(c->err, sizeof c->err,
                  "Idempotency-Key was already used with a different request body");
         res->key_conflict = true;
