@@ -533,8 +533,10 @@ describe('access control', () => {
       viewer: createKey(h, 'viewer'), publisher: createKey(h, 'publisher'),
       scoped: createKey(h, 'operator', tenant),
     };
-    // the running daemon picks the new keys up within seconds
-    await waitUntil(async () => (await as(h, keys.viewer.token, 'GET', `/v1/tenants/${tenant}`)).status === 200,
+    // the running daemon picks the new keys up within seconds: each of them (one seen active
+    // said nothing of a key made after it, which a refresh between the two had not read yet)
+    const active = async (k) => (await as(h, k.token, 'GET', `/v1/tenants/${tenant}`)).status !== 401;
+    await waitUntil(async () => (await Promise.all(Object.values(keys).map(active))).every(Boolean),
       { timeout: 10000, what: 'new keys active' });
 
     // one DEAD delivery per role, so that each replay finds its delivery replayable
