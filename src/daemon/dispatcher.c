@@ -949,9 +949,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->now_ms = now;
   o->inbound = it->c.inbound;
   o->ambiguous = ambiguous;
-  /* written until it lands (record_retry_later): an operator may have settled the delivery by
-   * then, and the handler's answer is history all the same */
-  o->keep_attempt = ep_no_resend(e);
+  /* the request went out: its attempt is history even when the delivery has moved on past this
+   * lease (a thread stalled past it, a node stopped, a write that landed only after it: claimed
+   * and sent again meanwhile, or settled by an operator) — appended, the delivery untouched */
+  o->keep_attempt = true;
   o->lane = dl->ordering_key != NULL;
   if (req->result_ref[0] && cls.cls == HOOKD_CLASS_SUCCESS) {
     /* shown to every reader of the tenant (and to an inbound provider's duplicate), as the
@@ -1188,39 +1189,34 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
 
 /* An outcome whose write failed with a store error (a commit that failed, a busy or full disk, a
  * database restarting or failing over): the request was sent and answered, so giving the outcome
- * up would send it again once the lease expires. The write is fenced by the lease token, so it
- * may simply run again: later, for as long as the lease leaves room for it (one that did commit
- * after all comes back STALE); a release, a few times. Returns true when the item waits in
- * d->record_retry. */
+ * up would leave that request out of the history. The write is fenced by the lease token, so it
+ * may simply run again, later (one that did commit after all comes back STALE); a release, a
+ * few times. Returns true when the item waits in d->record_retry. */
 #define RECORD_TRIES 6
 #define RECORD_RETRY_BASE_MS 100
-#define RECORD_LEASE_GUARD_MS 1000
 static bool record_retry_later(hookd_dispatcher *d, item *it) {
   int64_t now = disp_now(d);
-  /* such an outcome is written until it lands (every 6.4 s after the first six tries): given
-   * up, it would leave an answer hookd saw to an operator ("lease lost"); so is the release of a
-   * delivery whose send mark was written — the sweep would hold one never sent as unknown */
-  bool until_it_lands = (it->recording || it->mark_written) && ep_no_resend(it->ep);
-  /* 0.1 s … 3.2 s; stopping (tries unbounded then, see below), and for a release, 0.1 s */
-  int64_t delay = (!it->recording && !until_it_lands) || d->stop_ms
+  /* An outcome is written until it lands (every 6.4 s after the first six tries), past its
+   * lease too: the request went out, and its attempt is history. Landing after the lease, it
+   * appends its attempt to a delivery claimed and sent again meanwhile (given up at the lease,
+   * that request was missing from the history: a review's known limit) — or, for a destination
+   * that is not idempotent, settles the sweep's hold ("lease lost"), which would have left an
+   * answer hookd saw to an operator. So is the release of a delivery whose send mark was
+   * written — the sweep would hold one never sent as unknown; it is fenced by its token, and
+   * one that lands after the sweep held the delivery puts it back (it was never sent). */
+  bool until_it_lands = it->recording || (it->mark_written && ep_no_resend(it->ep));
+  /* 0.1 s … 3.2 s; stopping (tries unbounded then, see below), and for another release, 0.1 s */
+  int64_t delay = !until_it_lands || d->stop_ms
                       ? RECORD_RETRY_BASE_MS
                       : (int64_t)RECORD_RETRY_BASE_MS
                             << (it->record_tries < RECORD_TRIES ? it->record_tries : RECORD_TRIES);
-  /* An outcome must land while its lease holds, else the sweep sends the delivery again — but
-   * for a destination that is not idempotent the sweep holds it as unknown instead, and a late
-   * outcome settles that (sq_record_outcome). A release is fenced by its token, and one that
-   * lands after the sweep held the delivery puts it back (it was never sent). */
-  bool held_by_sweep = !it->recording || ep_no_resend(it->ep);
   /* stopping, the writes are tried every 0.1 s for the grace period — not 6 × the store's busy
    * timeout (a SIGTERM with the store locked took 45 s), nor 6 tries in a few ms when the store
    * fails at once (a full disk): what is not written is redone after the restart, as after a
    * crash */
   if (d->stop_ms && hookd_mono_ms() - d->stop_ms >= d->cfg.shutdown_grace_ms) return false;
-  /* (an outcome is not given up after its tries: a PostgreSQL failover takes 10-60 s, and the
-   * lease — 2 × the timeout + the margin — has most of a minute left; the guard below ends it) */
-  if ((!d->stop_ms && !it->recording && !until_it_lands && it->record_tries >= RECORD_TRIES) ||
-      (!held_by_sweep && now + delay > it->c.d.leased_until_ms - RECORD_LEASE_GUARD_MS))
-    return false;
+  /* (an outcome is not given up after its tries: a PostgreSQL failover takes 10-60 s) */
+  if (!d->stop_ms && !until_it_lands && it->record_tries >= RECORD_TRIES) return false;
   if (!it->out.failed_write_ms) it->out.failed_write_ms = now;
   it->record_tries++;
   it->retry_ms = now + delay;
@@ -1373,13 +1369,14 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       }
       if (!it->record_tries) undo_disable(d, e, o, "endpoint.disable_not_recorded");
     } else if (it->rc == 0 && o->superseded) {
-      /* the delivery moved on past the sweep's hold (an operator's resolve): the answer is
-       * appended to its history, the state the operator chose stands (docs/inbound.md) */
+      /* the delivery moved on past this lease (claimed and sent again, an operator's resolve
+       * of the sweep's hold): the answer is appended to its history, its state stands
+       * (docs/architecture.md "Failure windows", docs/inbound.md) */
       HOOKD_INC(stale_outcomes);
       HLOG(HOOKD_LOG_WARN, "outcome.superseded", KV_DELIVERY(d, &it->c.d, e->cfg.id),
            KV_ATTEMPT(&it->c.d, o->superseded), KV_I("sent_as", o->attempt_number),
            KV_S("outcome", o->attempt.outcome), KV_I("status", o->attempt.http_status),
-           KV_S("kept", "the delivery's state as it was settled meanwhile"));
+           KV_S("kept", "the delivery's state as it moved on meanwhile"));
       undo_disable(d, e, o, "endpoint.disable_not_recorded");
     } else if (it->rc != 0) {
       if (record_retry_later(d, it)) return;

@@ -160,7 +160,8 @@ int hookd_metrics_render(hookd_buf *o) {
                          "dead_lettered until replayed to a replacement)",
                          LOAD(m->cancelled));
   rc = rc ? rc : counter(o, "hookd_stale_outcomes_total",
-                         "outcome writes refused because the lease token was superseded",
+                         "outcomes written after their lease was superseded: the delivery "
+                         "left as it was (the attempt appended, or recorded already)",
                          LOAD(m->stale_outcomes));
   rc = rc ? rc : counter(o, "hookd_outcome_write_retries_total",
                          "outcome and lease-release writes that failed (store error) and were"

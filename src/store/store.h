@@ -328,8 +328,8 @@ typedef struct hookd_outcome {
   bool was_held;              /* out: it was held `unknown` already (a delete, a lease that ran
                                  out) and stays so: counted when it was held, not again */
   bool keep_attempt;          /* the attempt is history even when the delivery has moved on
-                                 past its lease and the sweep's hold (an operator's resolve): a
-                                 destination that is not idempotent, written until it lands */
+                                 past its lease (claimed again, an operator's resolve of the
+                                 sweep's hold): appended, the delivery untouched */
   int superseded;             /* out, with keep_attempt: the delivery had moved on, so only the
                                  attempt was appended, under this number (0: not so) */
   /* The request's to, next_attempt_ms, dead_reason and last_error as asked: the store's

@@ -236,6 +236,47 @@ test('two nodes share one database: every event is delivered once whichever node
   }
 });
 
+// (its outcome was refused whole by the token check: that request was missing from the history,
+// and the resend carried its attempt number — a review's known limit)
+test('a node stopped past its lease while its request was out: the other sends the delivery again, and the stopped one, going on, appends its request\'s attempt to the history', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  let hang = true;
+  const rx = await startReceiver(() => (hang ? 'hang' : { status: 200 }));
+  const fast = ['--rescan-interval-ms', '200', '--lease-margin-ms', '1000'];
+  const a = await node(store, key, 'node-a', fast);
+  const b = await node(store, key, 'node-b', fast);
+  let stopped = null;
+  try {
+    const { tenant } = await setup(a, rx.url, { timeout_ms: 2000 }); // lease: 2 × 2 s + 1 s
+    assert.equal((await publish(a, tenant, { id: 'evt_stall', type: 't.x', payload: {} })).status, 202);
+    await rx.waitFor(1);
+    const [held] = await waitDelivery(a, 'evt_stall', (dl) => dl[0]?.lease?.owner, 'its lease shown');
+    const [holder, other] = held.lease.owner === 'node-a' ? [a, b] : [b, a];
+    process.kill(holder.proc.pid, 'SIGSTOP');
+    stopped = holder;
+    hang = false;
+    const [d] = await waitDelivery(other, 'evt_stall', (dl) => dl[0]?.state === 'delivered',
+      'sent again by the other node once the lease ran out', 20000);
+    rx.releaseHanging(200); // the first request answered too: read (or timed out) when its node goes on
+    process.kill(holder.proc.pid, 'SIGCONT');
+    stopped = null;
+    const late = await holder.waitForLog((l) => l.msg === 'outcome.superseded' || l.msg === 'outcome.stale',
+      15000, 'the stopped node\'s outcome written');
+    assert.equal(late.msg, 'outcome.superseded', JSON.stringify(late));
+    const full = await getDelivery(other, d.id);
+    assert.equal(full.state, 'delivered', 'the other node\'s delivery stands');
+    assert.equal(full.attempts.length, 2, `both requests in the history: ${JSON.stringify(full.attempts)}`);
+    assert.deepEqual(full.attempts.map((x) => x.attempt).sort(), [1, 2], 'numbered apart');
+    assert.equal(rx.requests.length, 2);
+  } finally {
+    if (stopped) process.kill(stopped.proc.pid, 'SIGCONT');
+    await a.stop().catch(() => {});
+    await b.stop().catch(() => {});
+    await rx.close();
+  }
+});
+
 test('two nodes receive copies of one provider event at once: one record, the rest duplicates, one forward; a business key holds across the nodes too', async () => {
   const store = await pg.database();
   const key = masterKey();

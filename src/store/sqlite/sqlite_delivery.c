@@ -1301,11 +1301,11 @@ static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
  * got) or a hold (an ambiguous end at a destination that is not idempotent: the receiver may
  * have done the work; an operator decides) stands; anything else cancels it, as the delete
  * does: retrying, it would wait for ever. Anything else since (a resolve, a replay, another
- * claim) changed the state or the token: STALE — but for a destination that is not idempotent
- * (keep_attempt), whose outcome is written until it lands, and which an operator may have
- * resolved meanwhile: the delivery and its record stay as they are, and the attempt is
- * appended all the same (docs/inbound.md "An outcome that cannot be written"), under the next
- * free number (o->superseded) — its own may be a new cycle's first attempt's — past every
+ * claim) changed the state or the token: STALE — but with keep_attempt (every request that
+ * went out: its outcome is written until it lands, and the delivery may have been claimed and
+ * sent again, or resolved by an operator, meanwhile): the delivery and its record stay as they
+ * are, and the attempt is appended all the same (docs/architecture.md "Failure windows"), under
+ * the next free number (o->superseded) — its own may be a new cycle's first attempt's — past every
  * attempt recorded and past a live lease's (numbered attempt_count + 1 at its claim;
  * OUTCOME_SET keeps the larger count). The running cycle's budget leaves it out (cycle_base
  * moves with it). STALE still when this lease's attempt is recorded (a write that committed
