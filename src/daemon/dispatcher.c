@@ -1328,9 +1328,8 @@ static void rescan_soon(hookd_dispatcher *d, bool asked) {
 
 /* An outcome whose write was out while the wall clock stepped (move_items walks only the items
  * queued, in flight or waiting to write again): its lease moved in the store with the others,
- * and its times move here, so that a write failed after a step forward is tried again for as
- * long as the moved lease allows — not given up at once and the delivery, answered 2xx, sent
- * again once the moved lease ran out. */
+ * and its times move here — its send time, which the store compares with the endpoint's changes
+ * (HEALTH_CURRENT), with them. */
 static void catch_up_steps(hookd_dispatcher *d, item *it) {
   if (!it->recording) return;
   it->c.d.leased_until_ms += d->clock_leases_ms - it->op_leases_ms;
@@ -1384,7 +1383,8 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
       HLOG(HOOKD_LOG_ERROR, "outcome.write_failed", KV_DELIVERY(d, &it->c.d, e->cfg.id),
            KV_ATTEMPT(&it->c.d, o->attempt_number), KV_S("error", hookd_store_strerror(it->rc)),
            KV_I("tries", it->record_tries + 1));
-      /* the lease expires and the delivery is attempted again: at-least-once */
+      /* (stopping only: the lease expires and the delivery is attempted again after the
+       * restart, at-least-once, that request missing from the history as after a crash) */
       undo_disable(d, e, o, "endpoint.disable_not_recorded");
     } else if (o->cancelled) {
       HLOG(HOOKD_LOG_INFO, "delivery.cancelled_in_flight", KV_DELIVERY(d, &it->c.d, e->cfg.id),

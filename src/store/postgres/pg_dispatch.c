@@ -310,6 +310,8 @@ static void bind_outcome(pg_params *p, const hookd_outcome *o) {
  *    ran out before this outcome could be written (store locked or failing).
  *  - the delete of an inbound destination that is not idempotent, which held it as unknown
  *    (pg_held_deleted) because the request may have been out.
+ *  - the sweep's reclaim of its lapsed lease alone (the state as claimed, no claim since): the
+ *    outcome settles it as it would have within its lease.
  * The request went out, so its attempt is history all the same (the caller appends it). The
  * outcome decides the state — but with the endpoint deleted, only a success (what the receiver
  * got) or a hold (an ambiguous end at a destination that is not idempotent: the receiver may
@@ -357,10 +359,15 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   bind_outcome(&p, &late);
   pg_p_text(&p, lease_lost);
   pg_p_text(&p, pg_held_deleted);
+  pg_p_text(&p, hookd_dstate_name(o->from));
+  /* (the state as claimed: the sweep's reclaim alone, no claim since — the outcome settles it as
+   * it would have within its lease; appended only, a 410 was dropped and the delivery sent again
+   * to a receiver that had said Gone: a review) */
   int64_t changed = pg_x(c,
                          OUTCOME_SET " WHERE seq = $10 AND lease_token = $11::bigint + 1"
                          " AND lease_owner IS NULL AND (state = 'cancelled' OR (state = 'unknown'"
-                         " AND (last_error = $12::text OR last_error = $13::text)))",
+                         " AND (last_error = $12::text OR last_error = $13::text))"
+                         " OR state = $14::text)",
                          &p, "record outcome");
   if (changed < 0) return HOOKD_STORE_ERR;
   if (changed != 1 && o->keep_attempt && o->attempt_number > 0) {

@@ -1296,6 +1296,8 @@ static sqlite3_stmt *bind_outcome(sqlite3_stmt *st, const hookd_outcome *o) {
  *    ran out before this outcome could be written (store locked or failing).
  *  - the delete of an inbound destination that is not idempotent, which held it as unknown
  *    (sq_held_deleted) because the request may have been out.
+ *  - the sweep's reclaim of its lapsed lease alone (the state as claimed, no claim since): the
+ *    outcome settles it as it would have within its lease.
  * The request went out, so its attempt is history all the same (the caller appends it). The
  * outcome decides the state — but with the endpoint deleted, only a success (what the receiver
  * got) or a hold (an ambiguous end at a destination that is not idempotent: the receiver may
@@ -1346,10 +1348,13 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   } else if (gone && late.to == HOOKD_DS_UNKNOWN) {
     late.last_error = sq_held_deleted; /* held still: the operator reads why (the attempt, how) */
   }
+  /* (the state as claimed: the sweep's reclaim alone, no claim since — the outcome settles it as
+   * it would have within its lease; appended only, a 410 was dropped and the delivery sent again
+   * to a receiver that had said Gone: a review) */
   st = sq_stmt(c, SQ_OUTCOME_LATE,
                OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 + 1 AND lease_owner IS NULL"
                " AND (state = 'cancelled' OR (state = 'unknown'"
-               " AND (last_error = ?12 OR last_error = ?13)))");
+               " AND (last_error = ?12 OR last_error = ?13)) OR state = ?3)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(bind_outcome(st, &late), 12, lease_lost);
   sq_bind_text(st, 13, sq_held_deleted);
