@@ -680,6 +680,9 @@ int hookd_serve(const hookd_config *cfg) {
   /* a write past the file-size limit (RLIMIT_FSIZE) fails with EFBIG, a store error answered
    * 503 like a full disk's, instead of killing the daemon */
   signal(SIGXFSZ, SIG_IGN);
+  /* a log reader that stops reading must not stop a thread (docs/api.md "Logs"); started with
+   * the signals blocked, as every thread of the daemon */
+  hookd_log_async_start();
 
   hookd_app app = {.cfg = cfg, .started_ms = hookd_now_ms(), .started_mono_ms = hookd_mono_ms(),
                    .main_thread = pthread_self()};
@@ -969,5 +972,6 @@ fail:
     pthread_join(watch, NULL);
   }
   if (exit_code == 0) HLOG(HOOKD_LOG_INFO, "shutdown.complete", KV_I("exit", 0));
+  hookd_log_async_stop();
   return exit_code;
 }

@@ -1,9 +1,20 @@
 /* log.c — JSON-lines logger. Each line is formatted into a thread-local buffer and written
- * with a single write(2), so lines from different threads never interleave. */
+ * with a single write(2), so lines from different threads never interleave. With the writer
+ * thread started (hookd_log_async_start, `serve`), a line that stderr — a pipe or a socket whose
+ * reader fell behind — cannot take at once waits in a bounded queue that thread writes out, and
+ * past the queue lines are dropped and counted: no thread ever waits for the log's reader. */
 #include "daemon/log.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -59,6 +70,143 @@ size_t hookd_log_escape(const char *s, char *out, size_t cap) {
   return o;
 }
 
+/* ---------- the writer thread and its queue ---------- */
+
+#define LOG_QUEUE_BYTES (1u << 20)
+
+static struct {
+  _Atomic bool on;  /* the writer thread runs: lines go through log_write's queue path */
+  bool stop;        /* asked to end once the queue is written */
+  int nb_fd;        /* stderr reopened without blocking (a pipe); -1: a socket (send) */
+  char *q;          /* ring of queued bytes */
+  size_t cap, head, len;
+  uint64_t dropped; /* since the last log.dropped line */
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} lq = {.nb_fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+static _Atomic uint64_t dropped_total;
+
+uint64_t hookd_log_dropped_total(void) { return atomic_load(&dropped_total); }
+
+static void write_all(const char *p, size_t n) {
+  while (n) {
+    ssize_t w = write(STDERR_FILENO, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return; /* (stderr closed or failing: the line is lost, as before) */
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+/* A write that does not wait: the bytes taken, or -1 (errno EAGAIN when the reader is behind). */
+static ssize_t try_write(const char *p, size_t n) {
+  if (lq.nb_fd >= 0) return write(lq.nb_fd, p, n);
+  return send(STDERR_FILENO, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+static void enqueue(const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) lq.q[(lq.head + lq.len + i) % lq.cap] = p[i];
+  lq.len += n;
+}
+
+/* Under lq.mu: a line goes at once while nothing waits (the usual case: the order of lines and
+ * the moment they are read are as without the queue), else behind what waits; a line the
+ * queue has no room for is dropped whole. */
+static void log_write(const char *line, size_t n) {
+  if (!atomic_load(&lq.on)) {
+    write_all(line, n);
+    return;
+  }
+  pthread_mutex_lock(&lq.mu);
+  size_t done = 0;
+  if (lq.len == 0 && !lq.dropped) {
+    ssize_t w;
+    do w = try_write(line, n); while (w < 0 && errno == EINTR);
+    done = w > 0 ? (size_t)w : 0;
+    /* another failure than a full pipe: lost, as a blocking write's would be */
+    if (done == n || (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) done = n;
+  }
+  if (done < n) {
+    if (done == 0 && n > lq.cap - lq.len) { /* (a line begun is always finished) */
+      lq.dropped++;
+      atomic_fetch_add(&dropped_total, 1);
+    } else {
+      enqueue(line + done, n - done);
+      pthread_cond_signal(&lq.cv);
+    }
+  }
+  pthread_mutex_unlock(&lq.mu);
+}
+
+static void *writer_main(void *arg) {
+  (void)arg;
+  static char chunk[64 * 1024];
+  pthread_mutex_lock(&lq.mu);
+  for (;;) {
+    while (!lq.len && !lq.stop) pthread_cond_wait(&lq.cv, &lq.mu);
+    if (!lq.len) break; /* stopping, everything written */
+    size_t n = lq.len < sizeof chunk ? lq.len : sizeof chunk;
+    for (size_t i = 0; i < n; i++) chunk[i] = lq.q[(lq.head + i) % lq.cap];
+    pthread_mutex_unlock(&lq.mu);
+    write_all(chunk, n); /* waits for the reader: only this thread does */
+    pthread_mutex_lock(&lq.mu);
+    lq.head = (lq.head + n) % lq.cap;
+    lq.len -= n;
+    if (!lq.len && lq.dropped) { /* caught up: said once, behind the lines written */
+      uint64_t lost = lq.dropped;
+      lq.dropped = 0;
+      pthread_mutex_unlock(&lq.mu);
+      HLOG(HOOKD_LOG_WARN, "log.dropped", KV_I("lines", (int64_t)lost),
+           KV_S("why", "stderr's reader fell behind by more than the log queue"));
+      pthread_mutex_lock(&lq.mu);
+    }
+  }
+  pthread_mutex_unlock(&lq.mu);
+  return NULL;
+}
+
+void hookd_log_async_start(void) {
+  struct stat st;
+  if (atomic_load(&lq.on) || fstat(STDERR_FILENO, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+    return; /* a terminal or a file: written as before */
+  if (S_ISFIFO(st.st_mode)) {
+    /* a description of its own (O_NONBLOCK on stderr's would reach every process sharing it) */
+    lq.nb_fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (lq.nb_fd < 0) return;
+  }
+  const char *knob = getenv("HOOKD_LOG_QUEUE_BYTES"); /* (tests: a small queue) */
+  long bytes = knob ? strtol(knob, NULL, 10) : 0;
+  lq.cap = bytes >= 8192 && bytes <= (1L << 30) ? (size_t)bytes : LOG_QUEUE_BYTES;
+  lq.q = malloc(lq.cap);
+  lq.head = lq.len = 0;
+  lq.stop = false;
+  if (!lq.q || pthread_create(&lq.thread, NULL, writer_main, NULL) != 0) {
+    free(lq.q);
+    lq.q = NULL;
+    if (lq.nb_fd >= 0) close(lq.nb_fd);
+    lq.nb_fd = -1;
+    return;
+  }
+  atomic_store(&lq.on, true);
+}
+
+void hookd_log_async_stop(void) {
+  if (!atomic_load(&lq.on)) return;
+  pthread_mutex_lock(&lq.mu);
+  lq.stop = true;
+  pthread_cond_signal(&lq.cv);
+  pthread_mutex_unlock(&lq.mu);
+  pthread_join(lq.thread, NULL); /* what waits is written (a stalled reader: waited for) */
+  pthread_mutex_lock(&lq.mu);
+  atomic_store(&lq.on, false);
+  pthread_mutex_unlock(&lq.mu);
+  free(lq.q);
+  lq.q = NULL;
+  if (lq.nb_fd >= 0) close(lq.nb_fd);
+  lq.nb_fd = -1;
+}
+
 void hookd_log_kv(int level, const char *msg, const hookd_kv *kv, size_t n) {
   static _Thread_local char line[4096];
   char ts[HOOKD_RFC3339_MAX];
@@ -98,6 +246,5 @@ void hookd_log_kv(int level, const char *msg, const hookd_kv *kv, size_t n) {
   }
   line[o++] = '}';
   line[o++] = '\n';
-  ssize_t wr = write(STDERR_FILENO, line, o);
-  (void)wr;
+  log_write(line, o);
 }

@@ -36,6 +36,12 @@ void hookd_log_kv(int level, const char *msg, const hookd_kv *kv, size_t n);
     }                                                                                          \
   } while (0)
 
+/* The writer thread (serve): when stderr is a pipe or a socket, a line it cannot take at once
+ * waits in a bounded queue that thread writes out; past it, lines are dropped and counted. */
+void hookd_log_async_start(void);
+void hookd_log_async_stop(void); /* writes what waits, then lines go straight out again */
+uint64_t hookd_log_dropped_total(void);
+
 /* Appends s (untrusted) as a JSON string body — without quotes — to out[0..cap), always
  * NUL-terminating; returns the bytes written. Exposed for tests. */
 size_t hookd_log_escape(const char *s, char *out, size_t cap);

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "daemon/log.h"
+
 hookd_metrics hookd_m;
 
 /* Upper bounds in ms of the latency histograms. */
@@ -159,6 +161,9 @@ int hookd_metrics_render(hookd_buf *o) {
                          "delivered too; an inbound destination's: their inbox records "
                          "dead_lettered until replayed to a replacement)",
                          LOAD(m->cancelled));
+  rc = rc ? rc : counter(o, "hookd_log_lines_dropped_total",
+                         "log lines dropped: stderr's reader fell behind by more than the queue",
+                         hookd_log_dropped_total());
   rc = rc ? rc : counter(o, "hookd_stale_outcomes_total",
                          "outcomes written after their lease was superseded: the delivery "
                          "left as it was (the attempt appended, or recorded already)",

@@ -7,11 +7,46 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { HOOKD_BIN, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { HOOKD_BIN, publish, setup, startHookd, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 describe('observability', () => {
+  // stderr's reader stops reading (a stalled journald, a blocked container log driver): the
+  // pipe fills, and each line's write(2) blocked its thread — the dispatcher's, the store
+  // writer's, the HTTP thread's — until the reader read again
+  it('a log reader that stops reading stops nothing: deliveries and the API go on, lines past the queue are dropped, counted and said', async () => {
+    const recv = await startReceiver();
+    const h = await startHookd({ args: ['--log-level', 'debug'], env: { HOOKD_LOG_QUEUE_BYTES: '16384' } });
+    let resumed = false;
+    try {
+      const { tenant } = await setup(h, recv.url);
+      const first = await publish(h, tenant, { type: 'a.b', payload: { n: 0 } });
+      await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'delivered');
+      h.proc.stderr.pause(); // nothing read: the pipe (64 KiB) and the queue (16 KiB) fill
+      const dropped = await withTimeout((async () => {
+        for (let b = 0; b < 10; b++) {
+          const ps = await Promise.all(Array.from({ length: 40 }, (_, i) => publish(h, tenant, { type: 'a.b', payload: { b, i } })));
+          assert.ok(ps.every((p) => p.status === 202));
+          for (const p of ps) await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+        }
+        return waitUntil(async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+          'hookd_log_lines_dropped_total') || null, { what: 'lines dropped' });
+      })(), 60000, 'deliveries and the API went on while stderr was not read');
+      assert.ok(dropped > 0);
+      h.proc.stderr.resume();
+      resumed = true;
+      // once the reader catches up, what was dropped is said (once per stall), as counted
+      const said = () => h.logs.filter((l) => l.msg === 'log.dropped').reduce((s, l) => s + l.lines, 0);
+      const total = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_log_lines_dropped_total');
+      await waitUntil(async () => said() > 0 && said() === await total(), { what: 'log.dropped said as counted' });
+    } finally {
+      if (!resumed) h.proc.stderr.resume();
+    }
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+
   it('every metric family /metrics shows is named and described in docs/metrics.md', async () => {
     const h = await startHookd();
     const text = (await h.api('GET', '/metrics')).text;
