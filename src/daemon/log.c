@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -197,7 +198,12 @@ void hookd_log_async_stop(void) {
   lq.stop = true;
   pthread_cond_signal(&lq.cv);
   pthread_mutex_unlock(&lq.mu);
-  pthread_join(lq.thread, NULL); /* what waits is written (a stalled reader: waited for) */
+  /* what waits is written — for 5 s at most: a reader stalled for good must not hold the exit
+   * (the thread, left writing, goes with the process; nothing of it is freed under it) */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 5;
+  if (pthread_timedjoin_np(lq.thread, NULL, &until) != 0) return;
   pthread_mutex_lock(&lq.mu);
   atomic_store(&lq.on, false);
   pthread_mutex_unlock(&lq.mu);
