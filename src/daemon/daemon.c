@@ -190,6 +190,7 @@ static void *stop_watch(void *arg) {
       HLOG(HOOKD_LOG_ERROR, "shutdown.store_stalled", KV_I("after_ms", now - seen),
            KV_S("why", "the stop did not end in time: a store write that never returned (a "
                        "PostgreSQL statement waiting on a lock) held it"));
+      hookd_log_flush(2000); /* the line that says why goes out first */
       _exit(1);
     }
   }
@@ -569,6 +570,7 @@ static int bootstrap_key(hookd_app *app, size_t stored) {
 static void on_unknown_commit(void) {
   HLOG(HOOKD_LOG_ERROR, "store.commit_unknown",
        KV_S("action", "exiting; the next start recovers the store"));
+  hookd_log_flush(2000); /* the line that says why goes out first */
   _exit(1);
 }
 
@@ -578,6 +580,7 @@ static void on_unknown_commit(void) {
 static void on_lost_sync(const char *error) {
   HLOG(HOOKD_LOG_ERROR, "store.sync_failed", KV_S("error", error),
        KV_S("action", "exiting; the next start copies the WAL into the database again"));
+  hookd_log_flush(2000); /* the line that says why goes out first */
   _exit(1);
 }
 
@@ -924,6 +927,7 @@ fail:
        * now without freeing anything: none of them was acknowledged, and what did commit is
        * in the store (the next start recovers the WAL). */
       HLOG(HOOKD_LOG_ERROR, "shutdown.store_stalled", KV_I("requests_waiting", (int64_t)waiting));
+      hookd_log_flush(2000); /* the line that says why goes out first */
       _exit(1);
     }
     /* the answers just given go out before the daemon stops (that closes every connection: a
@@ -946,6 +950,7 @@ fail:
     HLOG(HOOKD_LOG_ERROR, "shutdown.store_stalled",
          KV_S("why", "the dispatcher's store writes did not return within the grace period "
                      "and 30 s more"));
+    hookd_log_flush(2000); /* the line that says why goes out first */
     _exit(1);
   }
   if (lost > 0) { /* a supervisor must see a shutdown that did not complete */

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -77,6 +78,7 @@ size_t hookd_log_escape(const char *s, char *out, size_t cap) {
 
 static struct {
   _Atomic bool on;  /* the writer thread runs: lines go through log_write's queue path */
+  bool direct;      /* a line may go out at once (nb_fd, or a socket): else always queued */
   bool stop;        /* asked to end once the queue is written */
   int nb_fd;        /* stderr reopened without blocking (a pipe); -1: a socket (send) */
   char *q;          /* ring of queued bytes */
@@ -84,8 +86,12 @@ static struct {
   uint64_t dropped; /* since the last log.dropped line */
   pthread_t thread;
   pthread_mutex_t mu;
-  pthread_cond_t cv;
-} lq = {.nb_fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  pthread_cond_t cv;      /* something to write, or stop */
+  pthread_cond_t drained; /* the queue is empty (hookd_log_flush) */
+} lq = {.nb_fd = -1,
+        .mu = PTHREAD_MUTEX_INITIALIZER,
+        .cv = PTHREAD_COND_INITIALIZER,
+        .drained = PTHREAD_COND_INITIALIZER};
 static _Atomic uint64_t dropped_total;
 
 uint64_t hookd_log_dropped_total(void) { return atomic_load(&dropped_total); }
@@ -94,6 +100,10 @@ static void write_all(const char *p, size_t n) {
   while (n) {
     ssize_t w = write(STDERR_FILENO, p, n);
     if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) { /* stderr non-blocking already */
+      struct pollfd pfd = {.fd = STDERR_FILENO, .events = POLLOUT};
+      if (poll(&pfd, 1, -1) >= 0 || errno == EINTR) continue;
+    }
     if (w <= 0) return; /* (stderr closed or failing: the line is lost, as before) */
     p += w;
     n -= (size_t)w;
@@ -121,7 +131,7 @@ static void log_write(const char *line, size_t n) {
   }
   pthread_mutex_lock(&lq.mu);
   size_t done = 0;
-  if (lq.len == 0 && !lq.dropped) {
+  if (lq.direct && lq.len == 0 && !lq.dropped) {
     ssize_t w;
     do w = try_write(line, n); while (w < 0 && errno == EINTR);
     done = w > 0 ? (size_t)w : 0;
@@ -142,18 +152,25 @@ static void log_write(const char *line, size_t n) {
 
 static void *writer_main(void *arg) {
   (void)arg;
-  static char chunk[64 * 1024];
+  /* whole lines, PIPE_BUF at most a write (a line is 4,096 bytes at most): a pipe takes each
+   * write whole, so no other writer of it (hookd's stdout under 2>&1) lands inside a line, and a
+   * process ended mid-queue leaves no line cut */
+  static char chunk[4096];
   pthread_mutex_lock(&lq.mu);
   for (;;) {
     while (!lq.len && !lq.stop) pthread_cond_wait(&lq.cv, &lq.mu);
     if (!lq.len) break; /* stopping, everything written */
     size_t n = lq.len < sizeof chunk ? lq.len : sizeof chunk;
     for (size_t i = 0; i < n; i++) chunk[i] = lq.q[(lq.head + i) % lq.cap];
+    size_t end = n;
+    while (end > 0 && chunk[end - 1] != '\n') end--;
+    if (end) n = end; /* (none: the rest of one line, taken whole) */
     pthread_mutex_unlock(&lq.mu);
     write_all(chunk, n); /* waits for the reader: only this thread does */
     pthread_mutex_lock(&lq.mu);
     lq.head = (lq.head + n) % lq.cap;
     lq.len -= n;
+    if (!lq.len) pthread_cond_broadcast(&lq.drained);
     if (!lq.len && lq.dropped) { /* caught up: said once, behind the lines written */
       uint64_t lost = lq.dropped;
       lq.dropped = 0;
@@ -169,13 +186,14 @@ static void *writer_main(void *arg) {
 
 void hookd_log_async_start(void) {
   struct stat st;
-  if (atomic_load(&lq.on) || fstat(STDERR_FILENO, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+  if (atomic_load(&lq.on) || fstat(STDERR_FILENO, &st) != 0 ||
+      !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
     return; /* a terminal or a file: written as before */
-  if (S_ISFIFO(st.st_mode)) {
-    /* a description of its own (O_NONBLOCK on stderr's would reach every process sharing it) */
-    lq.nb_fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (lq.nb_fd < 0) return;
-  }
+  /* a pipe: a description of its own (O_NONBLOCK on stderr's would reach every process sharing
+   * it). Refused (a pipe of another user's: sudo -u, a container runtime's), every line is
+   * queued, the writer thread alone writing — never the thread that logs */
+  if (S_ISFIFO(st.st_mode)) lq.nb_fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  lq.direct = S_ISSOCK(st.st_mode) || lq.nb_fd >= 0;
   const char *knob = getenv("HOOKD_LOG_QUEUE_BYTES"); /* (tests: a small queue) */
   long bytes = knob ? strtol(knob, NULL, 10) : 0;
   lq.cap = bytes >= 8192 && bytes <= (1L << 30) ? (size_t)bytes : LOG_QUEUE_BYTES;
@@ -190,6 +208,21 @@ void hookd_log_async_start(void) {
     return;
   }
   atomic_store(&lq.on, true);
+}
+
+void hookd_log_flush(int ms) {
+  if (!atomic_load(&lq.on)) return;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&lq.mu);
+  while (lq.len && pthread_cond_timedwait(&lq.drained, &lq.mu, &until) == 0) continue;
+  pthread_mutex_unlock(&lq.mu);
 }
 
 void hookd_log_async_stop(void) {

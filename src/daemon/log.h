@@ -40,6 +40,8 @@ void hookd_log_kv(int level, const char *msg, const hookd_kv *kv, size_t n);
  * waits in a bounded queue that thread writes out; past it, lines are dropped and counted. */
 void hookd_log_async_start(void);
 void hookd_log_async_stop(void); /* writes what waits, then lines go straight out again */
+/* Waits (ms at most) until what waits is written: before an _exit, whose reason was just said */
+void hookd_log_flush(int ms);
 uint64_t hookd_log_dropped_total(void);
 
 /* Appends s (untrusted) as a JSON string body — without quotes — to out[0..cap), always
