@@ -80,6 +80,7 @@ static struct {
   _Atomic bool on;  /* the writer thread runs: lines go through log_write's queue path */
   bool direct;      /* a line may go out at once (nb_fd, or a socket): else always queued */
   bool stop;        /* asked to end once the queue is written */
+  bool ended;       /* the writer thread is past its last write (then joined at once) */
   int nb_fd;        /* stderr reopened without blocking (a pipe); -1: a socket (send) */
   char *q;          /* ring of queued bytes */
   size_t cap, head, len;
@@ -87,7 +88,7 @@ static struct {
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t cv;      /* something to write, or stop */
-  pthread_cond_t drained; /* the queue is empty (hookd_log_flush) */
+  pthread_cond_t drained; /* the queue is empty (hookd_log_flush), or the writer ended */
 } lq = {.nb_fd = -1,
         .mu = PTHREAD_MUTEX_INITIALIZER,
         .cv = PTHREAD_COND_INITIALIZER,
@@ -180,6 +181,8 @@ static void *writer_main(void *arg) {
       pthread_mutex_lock(&lq.mu);
     }
   }
+  lq.ended = true;
+  pthread_cond_broadcast(&lq.drained);
   pthread_mutex_unlock(&lq.mu);
   return NULL;
 }
@@ -199,7 +202,7 @@ void hookd_log_async_start(void) {
   lq.cap = bytes >= 8192 && bytes <= (1L << 30) ? (size_t)bytes : LOG_QUEUE_BYTES;
   lq.q = malloc(lq.cap);
   lq.head = lq.len = 0;
-  lq.stop = false;
+  lq.stop = lq.ended = false;
   if (!lq.q || pthread_create(&lq.thread, NULL, writer_main, NULL) != 0) {
     free(lq.q);
     lq.q = NULL;
@@ -242,7 +245,13 @@ void hookd_log_async_stop(void) {
   /* what waits is written — for 5 s at most: a reader stalled for good must not hold the exit
    * (the thread, left writing, goes with the process; nothing of it is freed under it) */
   struct timespec until = mono_after(5000);
-  if (pthread_clockjoin_np(lq.thread, NULL, CLOCK_MONOTONIC, &until) != 0) return;
+  pthread_mutex_lock(&lq.mu);
+  while (!lq.ended && pthread_cond_clockwait(&lq.drained, &lq.mu, CLOCK_MONOTONIC, &until) == 0)
+    continue;
+  bool ended = lq.ended;
+  pthread_mutex_unlock(&lq.mu);
+  if (!ended) return;
+  pthread_join(lq.thread, NULL); /* (past its last write: at once) */
   pthread_mutex_lock(&lq.mu);
   atomic_store(&lq.on, false);
   pthread_mutex_unlock(&lq.mu);
