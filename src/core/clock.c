@@ -51,3 +51,15 @@ int64_t hookd_bounded_clock_read(hookd_bounded_clock *c, int64_t wall_now, int64
   }
   return now;
 }
+
+struct timespec hookd_mono_deadline(int64_t ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  t.tv_sec += (time_t)(ms / 1000);
+  t.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
+  }
+  return t;
+}

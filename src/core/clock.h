@@ -5,11 +5,15 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 int64_t hookd_now_ms(void);  /* CLOCK_REALTIME, ms since the Unix epoch */
 int64_t hookd_now_us(void);  /* CLOCK_REALTIME, µs since the Unix epoch */
 int64_t hookd_mono_ms(void); /* CLOCK_MONOTONIC, ms */
 int64_t hookd_mono_us(void); /* CLOCK_MONOTONIC, µs */
+/* ms from now on CLOCK_MONOTONIC, as a deadline for pthread_cond_clockwait or a condition
+ * variable set to that clock: a step of the wall clock moves it not */
+struct timespec hookd_mono_deadline(int64_t ms);
 
 /* The wall time now, read no further ahead than the monotonic clock has run since a reference
  * taken at once from both (wall_ref, mono_ref): what a step forward of the wall clock cannot

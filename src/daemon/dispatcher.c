@@ -2315,15 +2315,9 @@ int hookd_dispatcher_stop(hookd_dispatcher *d) {
   if (!d) return 0;
   d->stopping = true;
   hookd_egress_wakeup(d->eg);
-  struct timespec until; /* on the monotonic clock: a step of the wall clock moves nothing */
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  int64_t wait_ms = d->cfg.shutdown_grace_ms + HOOKD_DISPATCHER_STOP_MARGIN_MS;
-  until.tv_sec += wait_ms / 1000;
-  until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  /* on the monotonic clock: a step of the wall clock moves nothing */
+  struct timespec until =
+      hookd_mono_deadline(d->cfg.shutdown_grace_ms + HOOKD_DISPATCHER_STOP_MARGIN_MS);
   /* (a wait on the loop's own word, then a join: ThreadSanitizer knows no timed join) */
   pthread_mutex_lock(&d->mu);
   while (!d->exited)

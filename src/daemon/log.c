@@ -213,23 +213,10 @@ void hookd_log_async_start(void) {
   atomic_store(&lq.on, true);
 }
 
-/* ms from now on the monotonic clock: the waits below are not moved by a step of the wall clock
- * (one set back an hour made the stop's 5 s wait end at once, the writer left running) */
-static struct timespec mono_after(int ms) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  t.tv_sec += ms / 1000;
-  t.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  return t;
-}
-
 void hookd_log_flush(int ms) {
   if (!atomic_load(&lq.on)) return;
-  struct timespec until = mono_after(ms);
+  /* (on the monotonic clock: one set back an hour ended the wall clock's wait at once) */
+  struct timespec until = hookd_mono_deadline(ms);
   pthread_mutex_lock(&lq.mu);
   while (lq.len && pthread_cond_clockwait(&lq.drained, &lq.mu, CLOCK_MONOTONIC, &until) == 0)
     continue;
@@ -244,7 +231,7 @@ void hookd_log_async_stop(void) {
   pthread_mutex_unlock(&lq.mu);
   /* what waits is written — for 5 s at most: a reader stalled for good must not hold the exit
    * (the thread, left writing, goes with the process; nothing of it is freed under it) */
-  struct timespec until = mono_after(5000);
+  struct timespec until = hookd_mono_deadline(5000);
   pthread_mutex_lock(&lq.mu);
   while (!lq.ended && pthread_cond_clockwait(&lq.drained, &lq.mu, CLOCK_MONOTONIC, &until) == 0)
     continue;

@@ -77,14 +77,7 @@ static void *main_loop(void *arg) {
       while (!r->woken && !r->stopping) pthread_cond_wait(&r->cv, &r->mu);
       continue;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += wait / 1000;
-    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = hookd_mono_deadline(wait);
     while (!r->woken && !r->stopping) {
       if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0) break; /* timed out */
     }

@@ -366,10 +366,7 @@ int hookd_storeq_run_polled(hookd_storeq *q,
       pthread_cond_wait(&call.cv, &call.mu);
       continue;
     }
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_nsec += 100 * 1000000L;
-    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    struct timespec until = hookd_mono_deadline(100);
     if (pthread_cond_timedwait(&call.cv, &call.mu, &until) != ETIMEDOUT || call.finished) continue;
     pthread_mutex_unlock(&call.mu); /* (go_on may run ops of its own) */
     if (!go_on(ctx)) hookd_storeq_interrupt(q); /* what runs now, ours or one ahead of it */
