@@ -274,12 +274,19 @@ static void set_constant_options(hookd_egress *eg, CURL *e) {
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-  if (eg->cfg.ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, eg->cfg.ca_file);
+  /* An HTTPS proxy is verified against the same CAs: one trust for every TLS connection the
+   * egress opens, and one kept store (libcurl keeps one per multi handle, replaced when a
+   * connection's CA file differs) */
+  if (eg->cfg.ca_file) {
+    curl_easy_setopt(e, CURLOPT_CAINFO, eg->cfg.ca_file);
+    curl_easy_setopt(e, CURLOPT_PROXY_CAINFO, eg->cfg.ca_file);
+  }
   /* The CAs parsed once and kept: libcurl keeps its parsed CA store (in the multi handle) only
    * when the CAs come from a file alone, and Debian's names a directory beside its bundle — every
    * new connection parsed the whole bundle again, ~21 ms of this one thread (docs/security.md) */
   if (eg->ca_file_only) {
     curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    curl_easy_setopt(e, CURLOPT_PROXY_CAPATH, NULL);
     curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 3600L);
   }
   /* The key exchanges a receiver may choose: elliptic curves, or RSA key transport. A

@@ -1146,4 +1146,42 @@ describe('HTTPS destinations (a private CA: --egress-ca-file)', () => {
     }
     assert.equal(stopped.code, 0);
   });
+
+  it('an HTTPS --egress-proxy is verified against --egress-ca-file, its CAs read once (a proxy closing each connection)', async () => {
+    const t = tempDir();
+    const caCopy = `${t.dir}/ca.pem`;
+    writeFileSync(caCopy, readFileSync(ca));
+    // the proxy answers the absolute-form requests itself, one connection each (the test CA's
+    // certificate: the system's CAs do not trust it)
+    const asked = [];
+    let connections = 0;
+    const proxy = https.createServer(tls, (req, res) => {
+      req.resume();
+      req.on('end', () => { asked.push(req.url); res.writeHead(200, { connection: 'close' }); res.end('ok'); });
+    });
+    proxy.on('secureConnection', () => { connections++; });
+    await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const port = proxy.address().port;
+    const d = await startHookd({ args: ['--egress-ca-file', caCopy, '--egress-proxy', `https://127.0.0.1:${port}`] });
+    let stopped;
+    try {
+      const url = `http://127.0.0.1:${port}/hook`;
+      const { tenant } = await setup(d, url, { retry: { max_attempts: 1 } });
+      const first = await publish(d, tenant, { type: 'a.b', payload: { n: 0 } });
+      await waitDelivery(d, first.json.id, (ds) => ds[0]?.state === 'delivered', 'through the proxy');
+      rmSync(caCopy);
+      for (let n = 1; n <= 3; n++) {
+        const p = await publish(d, tenant, { type: 'a.b', payload: { n } });
+        await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'delivered', `delivery ${n} without the file`);
+      }
+      assert.deepEqual(asked, [url, url, url, url], 'each delivery asked of the proxy');
+      assert.equal(connections, 4, 'each on a connection of its own');
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((resolve) => proxy.close(resolve));
+      stopped = await d.stop();
+      t.cleanup();
+    }
+    assert.equal(stopped.code, 0);
+  });
 });
