@@ -167,9 +167,16 @@ const char *hookd_addr_judge(const hookd_addr_policy *p, int family, const unsig
   const char *meta = is_v4 ? match_table(v4_metadata, COUNT(v4_metadata), v4)
                            : match_table(v6_metadata, COUNT(v6_metadata), addr);
   if (meta) return meta;
-  if (family == AF_INET6 && prefix_match(addr, nat64_local_prefix, 48) &&
-      !allowlisted(p, AF_INET6, addr))
-    return "nat64_local";
+  if (family == AF_INET6 && prefix_match(addr, nat64_local_prefix, 48)) {
+    if (!allowlisted(p, AF_INET6, addr)) return "nat64_local";
+    /* allowlisted: metadata stays refused at every layout a gateway may use inside the /48
+     * (RFC 6052 §2.2: the IPv4 address around the u octet, bits 64-71) */
+    static const int at[3][4] = {{6, 7, 9, 10}, {7, 9, 10, 11}, {9, 10, 11, 12}};
+    for (size_t i = 0; i < COUNT(at); i++) {
+      unsigned char w[4] = {addr[at[i][0]], addr[at[i][1]], addr[at[i][2]], addr[at[i][3]]};
+      if ((meta = match_table(v4_metadata, COUNT(v4_metadata), w))) return meta;
+    }
+  }
   /* An allowlist entry covers the address as given or the IPv4 address it embeds. */
   if (allowlisted(p, family, addr)) return NULL;
   if (family == AF_INET6 && is_v4 && allowlisted(p, AF_INET, v4)) return NULL;
@@ -197,14 +204,15 @@ const char *hookd_addr_judge_sockaddr(const hookd_addr_policy *p, const struct s
 
 /* ---- parsing ---- */
 
-/* Parses one part [s, e) of a loose IPv4 literal: decimal, octal (leading 0) or hex (0x; a bare
- * "0x" is 0, as inet_aton and the WHATWG URL parser read it). Values above 2^32-1 fail. */
+/* Parses one part [s, e) of a loose IPv4 literal: decimal, octal (leading 0) or hex (0x and at
+ * least one digit). Values above 2^32-1 fail. */
 static int parse_part(const char *s, const char *e, uint32_t *out) {
   if (s >= e) return -1;
   unsigned base = 10;
   if (e - s >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
     base = 16;
     s += 2;
+    if (s == e) return -1; /* a bare "0x": glibc's inet_aton and libcurl take it for a name */
   } else if (e - s >= 2 && s[0] == '0') {
     base = 8;
     s++;
@@ -336,15 +344,18 @@ int hookd_cidr_parse(const char *s, hookd_cidr *out) {
     if (v < 0) return -1;
     c.prefix = v;
   }
-  /* Clear the host bits so that "10.1.2.3/8" is the network 10.0.0.0/8. */
+  /* The network: "10.1.2.3/8" names 10.0.0.0/8, and is refused (-2) with that network in *out */
   int bytes = c.family == AF_INET ? 4 : 16;
+  bool host_bits = false;
   for (int i = 0; i < bytes; i++) {
     int keep = c.prefix - 8 * i;
     if (keep >= 8) continue;
-    c.addr[i] &= keep <= 0 ? 0 : (unsigned char)(0xff << (8 - keep));
+    unsigned char net = c.addr[i] & (keep <= 0 ? 0 : (unsigned char)(0xff << (8 - keep)));
+    host_bits |= net != c.addr[i];
+    c.addr[i] = net;
   }
   *out = c;
-  return 0;
+  return host_bits ? -2 : 0;
 }
 
 void hookd_addr_format(int family, const unsigned char *addr, char *out, size_t outlen) {

@@ -42,7 +42,8 @@ typedef struct hookd_addr_policy {
   bool allow_private;      /* lift the private, unique-local, site-local and CGNAT rules */
 } hookd_addr_policy;
 
-/* Parses "a.b.c.d/n", "a.b.c.d" (= /32), "x::y/n", "x::y" (= /128). Returns 0 or -1. */
+/* Parses "a.b.c.d/n", "a.b.c.d" (= /32), "x::y/n", "x::y" (= /128). Returns 0, -1 (not a CIDR)
+ * or -2 (bits set past the prefix: *out holds the network it would mean, host bits cleared). */
 int hookd_cidr_parse(const char *s, hookd_cidr *out);
 
 /* Returns NULL when the address may be connected to, else the rule name that forbids it.

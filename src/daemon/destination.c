@@ -318,8 +318,17 @@ hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, s
   hookd_destinations *d = calloc(1, sizeof *d);
   if (!d) return NULL;
   for (size_t i = 0; i < cfg->n_egress_allow; i++) {
-    if (hookd_cidr_parse(cfg->egress_allow[i], &d->allow[i]) != 0) {
+    int rc = hookd_cidr_parse(cfg->egress_allow[i], &d->allow[i]);
+    if (rc == -2) { /* "::ffff:10.0.0.0/8" would allow ::/8: loopback, every mapped address */
+      char net[64];
+      hookd_addr_format(d->allow[i].family, d->allow[i].addr, net, sizeof net);
+      snprintf(err, errlen,
+               "--egress-allow: \"%.60s\" has bits set past its prefix: it would mean %s/%d, "
+               "write that if it is meant", cfg->egress_allow[i], net, d->allow[i].prefix);
+    } else if (rc != 0) {
       snprintf(err, errlen, "--egress-allow: \"%.60s\" is not a CIDR", cfg->egress_allow[i]);
+    }
+    if (rc != 0) {
       free(d);
       return NULL;
     }

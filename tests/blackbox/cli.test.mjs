@@ -453,6 +453,8 @@ describe('hookd CLI', () => {
     const { dir, cleanup } = tempDir();
     const db = join(dir, 'f.db');
     for (const [flag, value, msg] of [['--egress-allow', '10.0.0.0/33', /is not a CIDR/],
+      ['--egress-allow', '::ffff:10.0.0.0/8', /::ffff:10\.0\.0\.0\/8\\" has bits set past its prefix: it would mean ::\/8,/],
+      ['--egress-allow', '10.1.2.3/8', /it would mean 10\.0\.0\.0\/8/],
       ['--egress-ports', 'foo', /--egress-ports/], ['--egress-ports', '80,', /got \\"\\"/], ['--egress-ports', '+80', /got \\"\+80\\"/],
       ['--egress-ports', ',', /--egress-ports/]]) {
       const r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${db}`, flag, value], { timeout: 20000 });

@@ -43,7 +43,6 @@ static const host_case host_cases[] = {
     {"0", AF_INET, "0.0.0.0", "unspecified"},
     {"0.0.0.0", AF_INET, "0.0.0.0", "unspecified"},
     {"0.1.2.3", AF_INET, "0.1.2.3", "unspecified"},
-    {"0x", AF_INET, "0.0.0.0", "unspecified"},
     /* the other IPv4 ranges */
     {"10.0.0.1", AF_INET, "10.0.0.1", "private"},
     {"012.1", AF_INET, "10.0.0.1", "private"},
@@ -150,6 +149,9 @@ static const host_case host_cases[] = {
     {"[2001:4860:4860::8888]", AF_INET6, "2001:4860:4860::8888", NULL},
     /* not IP literals (names, or garbage that is neither) */
     {"example.com", 0, NULL, NULL},
+    {"0x", 0, NULL, NULL}, /* a bare 0x: a name to glibc and libcurl */
+    {"8.8.8.0x", 0, NULL, NULL},
+    {"1.0x.0177", 0, NULL, NULL},
     {"localhost", 0, NULL, NULL},
     {"127.0.0.1..", 0, NULL, NULL},
     {".127.0.0.1", 0, NULL, NULL},
@@ -232,8 +234,16 @@ static void cidr(void **s) {
   assert_int_equal(c.family, AF_INET);
   assert_int_equal(c.prefix, 8);
   assert_memory_equal(c.addr, "\x0a\x00\x00\x00", 4);
-  assert_int_equal(hookd_cidr_parse("10.1.2.3/8", &c), 0); /* host bits cleared */
+  /* bits set past the prefix: refused, the network it would mean given back */
+  assert_int_equal(hookd_cidr_parse("10.1.2.3/8", &c), -2);
   assert_memory_equal(c.addr, "\x0a\x00\x00\x00", 4);
+  assert_int_equal(c.prefix, 8);
+  assert_int_equal(hookd_cidr_parse("::ffff:10.0.0.0/8", &c), -2); /* would be ::/8 */
+  assert_int_equal(c.family, AF_INET6);
+  assert_int_equal(c.addr[10], 0);
+  assert_int_equal(hookd_cidr_parse("::ffff:10.0.0.0/104", &c), 0);
+  assert_int_equal(hookd_cidr_parse("10.0.0.1/31", &c), -2);
+  assert_int_equal(hookd_cidr_parse("10.0.0.2/31", &c), 0);
   assert_int_equal(hookd_cidr_parse("127.0.0.2", &c), 0);
   assert_int_equal(c.prefix, 32);
   assert_int_equal(hookd_cidr_parse("0.0.0.0/0", &c), 0);
@@ -244,7 +254,7 @@ static void cidr(void **s) {
   assert_int_equal(hookd_cidr_parse("2001:db8::1", &c), 0);
   assert_int_equal(c.prefix, 128);
   assert_int_equal(hookd_cidr_parse("::/0", &c), 0);
-  assert_int_equal(hookd_cidr_parse("2001:db8:ffff::/33", &c), 0);
+  assert_int_equal(hookd_cidr_parse("2001:db8:ffff::/33", &c), -2);
   assert_int_equal(c.addr[4], 0x80);
   assert_int_equal(c.addr[5], 0x00);
 
@@ -380,7 +390,18 @@ static void allow_private(void **s) {
   hookd_cidr nat;
   assert_int_equal(hookd_cidr_parse("64:ff9b:1::/48", &nat), 0);
   hookd_addr_policy pa = {.allow = &nat, .n_allow = 1};
+  parse6("64:ff9b:1:cb00:71:700::", a); /* 203.0.113.7 at the /48 layout */
   assert_null(hookd_addr_judge(&pa, AF_INET6, a));
+  /* allowlisted, metadata stays refused at each layout a gateway may use inside it: 169.254.169.254
+   * at /48, /56, /64 and /96 */
+  const char *nat_meta[] = {"64:ff9b:1:a9fe:a9:fe00::", "64:ff9b:1:a9:fe:a9fe::",
+                            "64:ff9b:1:0:a9:fea9:fe00:0", "64:ff9b:1::a9fe:a9fe"};
+  for (size_t i = 0; i < COUNT(nat_meta); i++) {
+    parse6(nat_meta[i], a);
+    const char *got = hookd_addr_judge(&pa, AF_INET6, a);
+    if (!got || strcmp(got, "metadata"))
+      fail_msg("%s allowlisted: %s, want metadata", nat_meta[i], got ? got : "allowed");
+  }
   /* a NULL policy is the default policy */
   parse4("10.0.0.1", a);
   assert_string_equal(hookd_addr_judge(NULL, AF_INET, a), "private");

@@ -82,6 +82,9 @@ static const url_case https_cases[] = {
     {"https://256.1.1.1/", "host", NULL, 0},
     {"https://08.0.0.1/", "host", NULL, 0},
     {"https://example.0x10/", "host", NULL, 0},
+    {"https://8.8.8.0x/", "host", NULL, 0}, /* not an address to libcurl: looked up as a name */
+    {"https://8.8.8.0%78/", "host", NULL, 0},
+    {"https://1.0x.0177/", "host", NULL, 0},
     {"https://[fe80::1%25eth0]/", "host", NULL, 0},
     {"https://localhost/", "loopback", NULL, 0},
     {"https://LOCALHOST./", "loopback", NULL, 0},
