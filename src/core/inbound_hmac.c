@@ -311,11 +311,15 @@ int hookd_in_verify_gitlab(const hookd_in_request *req, const hookd_in_secrets *
    * alone: a valid token beside a signature that does not match is a tampered body, and a
    * token without a signature is a captured request whose body may have been changed (GitLab
    * sends the token with every request of the hook). */
-  bool signing_token = false;
+  /* the signing tokens alone sign: a plain token that reads as base64 (most do) was taken for
+   * an HMAC key too, and GitLab sends it in clear with every request — anyone who saw one
+   * signed any body with it (a review) */
+  const char *signing[HOOKD_IN_MAX_SECRETS];
+  hookd_in_secrets only = {signing, 0};
   for (size_t i = 0; i < s->n && i < HOOKD_IN_MAX_SECRETS; i++)
-    signing_token |= is_signing_token(s->v[i]);
-  if (signing_token) {
-    int rc = hookd_in_verify_standard(req, s, tol, out);
+    if (is_signing_token(s->v[i])) signing[only.n++] = s->v[i];
+  if (only.n) {
+    int rc = hookd_in_verify_standard(req, &only, tol, out);
     switch (rc) {
     case HOOKD_VERIFY_OK: return hookd_in_result(out, rc, "gitlab: signature valid");
     case HOOKD_VERIFY_STALE: return hookd_in_result(out, rc, "gitlab: timestamp too old");

@@ -304,6 +304,20 @@ static void gitlab(void **st) {
   hdr(&b, "X-Gitlab-Token", SW_SECRET);
   assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, both, 2), HOOKD_VERIFY_MALFORMED);
   assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, signing, 1), HOOKD_VERIFY_MALFORMED);
+  /* beside a signing token, a plain token is no signing key, even one that reads as base64
+   * (GitLab sends it in clear: whoever saw one request could sign any body with it).
+   * Standard Webhooks' message signed with the key the token reads as ("glsecret+123/abc" =
+   * base64 of 825b1e72b7adfb5db7fda6dc): printf '%s' 'msg_p5jXN8AQM9LWM0D4loKWxJek.1614265330.
+   * {"test": 2432232314}' | openssl dgst -sha256 -mac HMAC -macopt hexkey:825b1e72b7adfb5db7fda6dc
+   * -binary | base64 */
+#define TOKEN_SIG "WmyJRIh6opo50gd3usJ5B3VDxJ5Wr+X2IGoElgss0U8="
+  const char *b64tok[] = {"glsecret+123/abc", SW_SECRET};
+  req_init(&b, SW_BODY, 1614265330 + 5);
+  hdr(&b, "webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek");
+  hdr(&b, "webhook-timestamp", "1614265330");
+  hdr(&b, "webhook-signature", "v1," TOKEN_SIG);
+  assert_int_equal(run(HOOKD_PROVIDER_STANDARD, &b, b64tok, 1), HOOKD_VERIFY_OK); /* (the vector) */
+  assert_int_equal(run(HOOKD_PROVIDER_GITLAB, &b, b64tok, 2), HOOKD_VERIFY_MISMATCH);
 }
 
 /* ---- Paddle Billing ------------------------------------------------------------------------- */
