@@ -36,6 +36,7 @@ void hookd_in_form_free(hookd_in_form *f) {
   f->mem = NULL;
   f->n = 0;
   f->empty_names = 0;
+  f->empty_pairs = 0;
 }
 
 /* The pairs of form text s[0..len), or 0 when it is past the bounds (hookd_in_form_too_big). */
@@ -53,6 +54,7 @@ int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out) {
   out->mem = NULL;
   out->n = 0;
   out->empty_names = 0;
+  out->empty_pairs = 0;
   if (!s || len == 0) return 0;
   size_t pairs = pairs_within(s, len);
   if (!pairs) return -1;
@@ -88,6 +90,8 @@ int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out) {
       w += vd + 1;
       if (kd > 0) out->n++;
       else out->empty_names++;
+    } else {
+      out->empty_pairs++;
     }
     start = end + 1;
   }

@@ -45,11 +45,13 @@ typedef struct hookd_in_form {
   size_t n;
   size_t empty_names; /* pairs left out for their empty name ("=x", "="): a signer that skips
                          them leaves them unsigned, so callers refuse them */
+  size_t empty_pairs; /* empty pairs ("a=1&&b=2", a trailing '&'): signed by no one either */
   char *mem;          /* decoded text */
 } hookd_in_form;
 
 /* Parses "a=1&b=2" with percent-decoding and '+' as space. Pairs with an empty name are
- * left out of kv and counted in empty_names; empty pairs ("a=1&&b=2") are ignored. Returns 0,
+ * left out of kv and counted in empty_names; empty pairs ("a=1&&b=2") are left out and counted
+ * in empty_pairs. Returns 0,
  * or -1 when s is longer than HOOKD_IN_MAX_FORM, has more than HOOKD_IN_MAX_PAIRS pairs, a bad
  * percent escape, or memory runs out. */
 int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out);

@@ -144,6 +144,15 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
       goto done;
     }
   } else if (req->body_len) {
+    /* Twilio signs a form's fields, and any other body only through bodySHA256: a JSON body
+     * read as fields was verified by a form's signature whose name-value run it spells (a
+     * captured message whose Body held the JSON's punctuation — a review) */
+    const char *ct = hookd_in_header_get(req, "Content-Type");
+    if (!ct || !hookd_in_is_form(ct)) {
+      rc = HOOKD_VERIFY_MALFORMED;
+      reason = "twilio: a body that is not a form needs bodySHA256 in the URL";
+      goto done;
+    }
     if (hookd_in_form_parse(req->body, req->body_len, &form) != 0) {
       rc = HOOKD_VERIFY_MALFORMED;
       reason = "twilio: malformed form body";
@@ -152,6 +161,13 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
     if (form.empty_names) { /* left out of the signed text, yet forwarded */
       rc = HOOKD_VERIFY_MALFORMED;
       reason = "twilio: form field with an empty name";
+      goto done;
+    }
+    /* unsigned too: a captured request sent again with '&' added was another body, keyed by
+     * another hash, forwarded again (Twilio sends none) */
+    if (form.empty_pairs) {
+      rc = HOOKD_VERIFY_MALFORMED;
+      reason = "twilio: empty form field ('&&' or a trailing '&')";
       goto done;
     }
     hookd_in_form_sort(&form);
