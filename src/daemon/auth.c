@@ -89,8 +89,12 @@ static bool was_refused(const hookd_auth *a, const char *id) {
 uint64_t hookd_auth_begin_load(hookd_auth *a) { return atomic_fetch_add(&a->next_gen, 1) + 1; }
 
 void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uint64_t gen) {
-  cached_key *v = calloc(n ? n : 1, sizeof *v);
-  char(*refused)[64] = calloc(n ? n : 1, sizeof *refused);
+  /* sized by the keys not revoked: every key ever made is a row, and the cache kept ~0.7 KB for
+   * each for the daemon's life (a review: 6,400 keys made and revoked, 4.4 MB) */
+  size_t live = 0;
+  for (size_t i = 0; i < n; i++) live += !keys[i].revoked_ms;
+  cached_key *v = calloc(live ? live : 1, sizeof *v);
+  char(*refused)[64] = calloc(live ? live : 1, sizeof *refused);
   if (!v || !refused) {
     free(v);
     free(refused);
