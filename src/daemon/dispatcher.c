@@ -1708,11 +1708,48 @@ static void note_config_seen(hookd_dispatcher *d, int64_t updated_ms) {
 
 /* A shared store's rescan: the endpoints and tenants other nodes changed, applied as this node's
  * API applies its own changes (an endpoint this node already holds as stored is left alone). */
+/* The tenants deleted through another node (or by this one's API while the rescan read): the
+ * rescan lists every tenant not deleted, and a tenant this node knew before the rescan was sent
+ * — a committed one: the dispatcher learns of tenants only from the store or after a commit —
+ * that the list lacks is gone. Kept, every tenant ever deleted elsewhere stayed, walked a few
+ * times a second (docs/postgres.md "Several nodes"). */
+static void forget_tenants_gone(hookd_dispatcher *d, const msg *m) {
+  hookd_strmap listed;
+  hookd_strmap_init(&listed);
+  for (size_t i = 0; i < m->n_tenants; i++)
+    if (hookd_strmap_put(&listed, m->tenants[i].id, &listed) != 0) goto done; /* (next time) */
+  char **gone = NULL;
+  size_t n = 0, cap = 0;
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
+    const tenant *t = v;
+    if (t->deleted || t->known_mono_ms >= m->sent_mono_ms || hookd_strmap_get(&listed, k))
+      continue;
+    if (n == cap) {
+      char **g = realloc(gone, (cap = cap ? 2 * cap : 16) * sizeof *g);
+      if (!g) break;
+      gone = g;
+    }
+    if (!(gone[n] = strdup(k))) break;
+    n++;
+  }
+  /* (marked apart from the walk: a tenant marked may be freed, and the map changed) */
+  for (size_t i = 0; i < n; i++) {
+    sched_tenant_deleted(d, gone[i]);
+    free(gone[i]);
+  }
+  free(gone);
+done:
+  hookd_strmap_free(&listed);
+}
+
 static void apply_shared_config(hookd_dispatcher *d, msg *m) {
   for (size_t i = 0; i < m->n_tenants; i++) {
     tenant *t = sched_tenant(d, m->tenants[i].id);
     if (t) sched_tenant_apply(d, t, &m->tenants[i]);
   }
+  if (d->cfg.shared_store) forget_tenants_gone(d, m);
   for (size_t i = 0; i < m->n_eps; i++) {
     const hookd_endpoint *cfg = &m->eps[i];
     note_config_seen(d, cfg->updated_ms);

@@ -178,6 +178,7 @@ typedef struct tenant {
   bool waiting;
   int refs;                   /* endpoints pointing here */
   bool deleted;               /* deleted: freed once no endpoint and no work is left of it */
+  int64_t known_mono_ms;      /* when this node first knew of it (forget_tenants_gone) */
   bool share_blocked;         /* on d->share_wait: the global cap is down to its reserve, or to
                                  the band above it and the tenant holds its fair share */
   struct tenant *share_next;

@@ -155,6 +155,7 @@ tenant *sched_tenant(hookd_dispatcher *d, const char *id) {
   }
   t->max_in_flight = d->cfg.tenant_max_in_flight;
   t->weight = 1;
+  t->known_mono_ms = hookd_mono_ms();
   hookd_bucket_init(&t->bucket, 0, 1, disp_now(d));
   return t;
 }

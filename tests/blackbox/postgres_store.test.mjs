@@ -1779,6 +1779,35 @@ test('an API key or a source created, revoked or deleted through one node is in 
   }
 });
 
+test('a tenant deleted through one node is forgotten by the other\'s dispatcher (hookd_tenants): tenants made and deleted elsewhere do not pile up', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const [n1, n2] = [await node(store, key, 'n1'), await node(store, key, 'n2')];
+  try {
+    await waitUntil(async () => (await metricOf(n1, 'hookd_store_nodes')) === 2 || null,
+      { timeout: 10000, what: 'n2 counted by n1' });
+    const before = await metricOf(n2, 'hookd_tenants');
+    const made = [];
+    for (let i = 0; i < 3; i++) {
+      // one with an endpoint (its endpoint's delete comes to n2 too), two with none
+      if (i === 0) made.push((await setup(n1, 'http://127.0.0.1:9/unused')).tenant);
+      else {
+        const t = `gone${i}`;
+        assert.equal((await n1.api('POST', '/v1/tenants', { id: t })).status, 201);
+        made.push(t);
+      }
+    }
+    await waitUntil(async () => (await metricOf(n2, 'hookd_tenants')) === before + 3 || null,
+      { timeout: 10000, what: 'the three tenants known to n2' });
+    for (const t of made) assert.equal((await n1.api('DELETE', `/v1/tenants/${t}`)).status, 200);
+    await waitUntil(async () => (await metricOf(n2, 'hookd_tenants')) === before || null,
+      { timeout: 10000, what: 'the deleted tenants forgotten by n2' });
+    assert.equal(await metricOf(n1, 'hookd_tenants'), before);
+  } finally {
+    for (const h of [n1, n2]) await h.stop();
+  }
+});
+
 test('an event\'s payload deleted through one node: a delivery of it the other node claimed and has not sent is given back there, never sent', async () => {
   const store = await pg.database();
   const key = masterKey();
