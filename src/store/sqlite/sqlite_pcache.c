@@ -3,7 +3,7 @@
  * statistics. See docs/architecture.md, "The page cache's scan at every commit".
  *
  * Why: when a page split reorders sibling pages, balance_nonroot() moves one page for a moment
- * to the number just past the lock-byte page (PENDING_BYTE / page size + 1; 262,145 at 4 KiB)
+ * to the number of the lock-byte page (PENDING_BYTE / page size + 1; 262,145 at 4 KiB)
  * and two moves later off it again. SQLite's default cache (pcache1) remembers the largest key it
  * has held, and the truncation to the database's size that ends every transaction scans the whole
  * hash table whenever that key is far past the end — at every commit that split a page, as long
@@ -16,7 +16,8 @@
  * a time is parked; a second one, or a move whose page is not the parked one, passes through
  * unchanged (the old behaviour: a slow truncation, nothing worse). A parked page dropped before
  * its move back is forgotten. Anything else that concerns the temporary number while a page is
- * parked — a fetch of it, a truncation at or below it — first moves the page back to it, so the
+ * parked — a fetch of it, a truncation at or below it, the page unpinned (evictable from then
+ * on) — first moves the page back to it, so the
  * cache then behaves exactly as SQLite's own (SQLite 3.40 does neither between the moves; this
  * keeps the wrapper right if another version does). Each cache belongs to one connection, which one thread uses at a
  * time (SQLITE_OPEN_NOMUTEX, no shared cache), so the parking state needs no lock. */
@@ -79,7 +80,12 @@ static sqlite3_pcache_page *pc_fetch(sqlite3_pcache *p, unsigned key, int create
 
 static void pc_unpin(sqlite3_pcache *p, sqlite3_pcache_page *page, int discard) {
   sq_pcache *pc = (sq_pcache *)p;
-  if (page == pc->parked && discard) pc->parked = NULL;
+  /* unpinned, a page may be evicted or reused for another number at any time: one left parked
+   * goes back under its own number first (3.40 never unpins a parked page; a review) */
+  if (page == pc->parked) {
+    if (discard) pc->parked = NULL;
+    else unpark(pc);
+  }
   base.xUnpin(pc->inner, page, discard);
 }
 

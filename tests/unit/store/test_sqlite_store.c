@@ -2292,6 +2292,25 @@ static void page_cache_parked_page_answers_to_its_number(void **state) {
   m->xTruncate(c, tmp + 1);
   assert_ptr_equal(m->xFetch(c, tmp, 0), pg);
   m->xDestroy(c);
+
+  /* parked and unpinned, then evicted (a small cache, new pages fetched): the page SQLite's cache
+   * reused is not moved back from key 0 — before, that rekey ran off the hash chain (SEGV) */
+  c = m->xCreate(psz, 64, 1);
+  assert_non_null(c);
+  m->xCachesize(c, 10);
+  pg = m->xFetch(c, 7, 2);
+  assert_non_null(pg);
+  m->xRekey(c, pg, 7, tmp);
+  m->xUnpin(c, pg, 0);
+  for (unsigned k = 100; k < 120; k++) {
+    sqlite3_pcache_page *other = m->xFetch(c, k, 2);
+    assert_non_null(other);
+    m->xUnpin(c, other, 0);
+  }
+  assert_null(m->xFetch(c, tmp, 0)); /* evicted: gone, as from SQLite's own cache */
+  m->xTruncate(c, 50);
+  assert_null(m->xFetch(c, 0, 0));
+  m->xDestroy(c);
 }
 
 /* ---- a long scan at shutdown ---- */
