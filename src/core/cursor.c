@@ -1,6 +1,7 @@
 /* cursor.c — opaque list cursors (see cursor.h). */
 #include "core/cursor.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ int hookd_cursor_key_derive(const unsigned char *master, size_t len, hookd_curso
            n >= sizeof out->k;
   EVP_MD_CTX_free(ctx);
   if (ok) memcpy(out->k, md, sizeof out->k);
+  OPENSSL_cleanse(md, sizeof md);
   return ok ? 0 : -1;
 }
 

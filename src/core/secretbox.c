@@ -29,13 +29,18 @@ int hookd_master_key_parse(const char *text, hookd_master_key *out) {
   while (n && (text[n - 1] == ' ' || text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == '\t'))
     n--;
   unsigned char buf[64];
+  int rc = -1;
   if (n == 64) {
     /* digit by digit: strtoul took " f", "+f" and "-1" (0xff) for a pair */
-    if (hookd_hex_decode(text, n, out->key, 32) != 0) return -1;
+    rc = hookd_hex_decode(text, n, out->key, 32);
   } else if (n == 44 && hookd_b64_decode(text, n, buf) == HOOKD_MASTER_KEY_LEN) {
     memcpy(out->key, buf, HOOKD_MASTER_KEY_LEN);
-    OPENSSL_cleanse(buf, sizeof buf);
-  } else {
+    rc = 0;
+  }
+  /* (a text that failed may have left part of a key in either) */
+  OPENSSL_cleanse(buf, sizeof buf);
+  if (rc != 0) {
+    OPENSSL_cleanse(out->key, sizeof out->key);
     return -1;
   }
   return key_id(out);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "core/clock.h"
 #include "core/inbound.h"
 #include "core/sign.h"
@@ -19,12 +21,16 @@ static int keyed_hex(const hookd_app *app, const void *data, size_t len, char he
   const size_t label_len[] = {20};
   const void *parts[] = {data};
   const size_t lens[] = {len};
-  if (hookd_hmac(HOOKD_MD_SHA256, app->keyring.key.key, sizeof app->keyring.key.key, label,
-                 label_len, 1, k) != 32 ||
-      hookd_hmac(HOOKD_MD_SHA256, k, 32, parts, lens, 1, mac) != 32)
-    return -1;
-  for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", mac[i]);
-  return 0;
+  int rc = hookd_hmac(HOOKD_MD_SHA256, app->keyring.key.key, sizeof app->keyring.key.key, label,
+                      label_len, 1, k) == 32 &&
+                   hookd_hmac(HOOKD_MD_SHA256, k, 32, parts, lens, 1, mac) == 32
+               ? 0
+               : -1;
+  if (!rc)
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+  OPENSSL_cleanse(k, sizeof k); /* (drawn from the master key: not left on the stack) */
+  OPENSSL_cleanse(mac, sizeof mac);
+  return rc;
 }
 
 /* The request's key and hash: the route, the record's id (NULL for a batch), the reason (the
