@@ -1706,8 +1706,6 @@ static void note_config_seen(hookd_dispatcher *d, int64_t updated_ms) {
   if (v > d->config_seen_ms) d->config_seen_ms = v;
 }
 
-/* A shared store's rescan: the endpoints and tenants other nodes changed, applied as this node's
- * API applies its own changes (an endpoint this node already holds as stored is left alone). */
 /* The tenants deleted through another node (or by this one's API while the rescan read): the
  * rescan lists every tenant not deleted, and a tenant this node knew before the rescan was sent
  * — a committed one: the dispatcher learns of tenants only from the store or after a commit —
@@ -1744,6 +1742,8 @@ done:
   hookd_strmap_free(&listed);
 }
 
+/* A shared store's rescan: the endpoints and tenants other nodes changed, applied as this node's
+ * API applies its own changes (an endpoint this node already holds as stored is left alone). */
 static void apply_shared_config(hookd_dispatcher *d, msg *m) {
   for (size_t i = 0; i < m->n_tenants; i++) {
     tenant *t = sched_tenant(d, m->tenants[i].id);
