@@ -34,6 +34,7 @@ static bool ends_value(unsigned char c) {
          c == '"' || c == '\'';
 }
 static bool key_char(unsigned char c) { return is_alnum(c) || c == '_' || c == '-'; }
+static bool is_backslash(unsigned char c) { return c == '\\'; }
 
 static inline __attribute__((always_inline)) size_t run(const char *in, size_t len, size_t i,
                                                          bool (*ok)(unsigned char)) {
@@ -146,6 +147,23 @@ size_t hookd_redact_cut(const char *s, size_t len, size_t max, bool more) {
       if (n - (i - 1) < need) n = i - 1;
     }
   }
+  /* The text's end is where its read stopped (more): the masks never saw whole the ASCII word
+   * running to it — a token, an address, a card number's groups and a separator after them
+   * ("4111 1111 1111 11 ") — so none of it is kept, however long (a review: with masks before it
+   * shortening the text, 14 of a card's digits fitted, unmasked) */
+  if (more) {
+    size_t end = len;
+    if (end >= 2 && (u[end - 1] == ' ' || u[end - 1] == '-') && is_digit(u[end - 2])) end--;
+    size_t start = end;
+    while (start > 0) {
+      unsigned char c = u[start - 1];
+      bool sep = (c == ' ' || c == '-') && start >= 2 && is_digit(u[start - 2]) &&
+                 start < end && is_digit(u[start]);
+      if (!(c < 0x80 && word_byte(c)) && !sep) break;
+      start--;
+    }
+    if ((start < end || end < len) && n > start) n = start;
+  }
   size_t at = n;
   if (n > 0 && word_byte(u[n - 1]) && (n == len || word_byte(u[n]))) {
     while (n > 0 && at - n <= 128) {
@@ -245,21 +263,25 @@ static span match_named(const char *in, size_t len, size_t i) {
       !sensitive_key(in, i, w, &auth, &too_long))
     return kept(w);
   j++;
+  if (j < len && in[j - 1] == '=' && in[j] == '>') j++; /* Ruby's and PHP's "password" => … */
   while (j < len && (in[j] == ' ' || in[j] == '\t')) j++;
-  bool esc = j + 1 < len && in[j] == '\\' && (in[j + 1] == '"' || in[j + 1] == '\'');
+  /* a quote escaped once (JSON in a JSON string: \"), or thrice (in a string in a string: \\\") */
+  size_t esc = run(in, len, j, is_backslash);
+  if (!(esc % 2) || j + esc >= len || (in[j + esc] != '"' && in[j + esc] != '\'')) esc = 0;
   j += esc;
   if (j < len && (in[j] == '"' || in[j] == '\'')) {
     char q = in[j];
     size_t v = ++j;
-    if (esc) { /* an escaped value ends at the next quote escaped once (\"), before its
-                * backslash; one escaped thrice (\\\") is a quote inside the value, and a
-                * backslash ending the value is escaped four times (\\\\\" ends it too) */
+    if (esc) { /* an escaped value ends at the next quote escaped as the opening one (\"),
+                * before its backslashes; one escaped once more (\\\") is a quote inside the
+                * value, and a backslash ending the value is escaped more (\\\\\" ends it too):
+                * the run before the closing quote is esc, give or take 2 * (esc + 1) */
       size_t end = len;
       for (size_t k = j; k < len && end == len; k++) {
         if (in[k] != q) continue;
         size_t b = 0;
         while (k - b > v && in[k - 1 - b] == '\\') b++;
-        if (b % 4 == 1) end = k - 1;
+        if (b % (2 * (esc + 1)) == esc) end = k - esc;
       }
       j = end;
     } else {
@@ -479,12 +501,15 @@ static int emit_masked(const char *in, size_t len, const unsigned char *mask, ho
   return rc;
 }
 
+static int mark_decoded(const char *in, size_t len, unsigned char *mask);
+
 int hookd_redact(const char *in, size_t len, hookd_buf *out) {
   if (!len) return HOOKD_BUF_OK;
   unsigned char *mask = calloc(len, 1);
   if (!mask) return HOOKD_BUF_NOMEM;
   redact_mark(in, len, mask);
-  int rc = emit_masked(in, len, mask, out);
+  int rc = mark_decoded(in, len, mask);
+  if (!rc) rc = emit_masked(in, len, mask, out);
   free(mask);
   return rc;
 }
@@ -594,6 +619,31 @@ static int mask_value(const view *w, size_t len, const char *v, size_t n, bool c
   return HOOKD_BUF_OK;
 }
 
+/* The masks above run again over the response as JSON's escapes and as percent-encoding decode
+ * it, each byte they mask there masking the bytes it decodes from: a field written inside a
+ * string escaped otherwise than \" (.NET's \u0022password\u0022:\u0022…, JSON in a string in
+ * a string) or inside an encoded URL (redirect_uri=…%3Faccess_token%3D…) showed its value (a
+ * review). */
+static int mark_decoded(const char *in, size_t len, unsigned char *mask) {
+  int rc = HOOKD_BUF_OK;
+  for (int how = DECODE_JSON; how <= DECODE_URL && !rc; how++) {
+    if (!memchr(in, how == DECODE_JSON ? '\\' : '%', len)) continue;
+    view w = {malloc(len), malloc((len + 1) * sizeof(size_t)), 0};
+    unsigned char *vm = calloc(len, 1);
+    if (!w.b || !w.from || !vm) {
+      rc = HOOKD_BUF_NOMEM;
+    } else if (decode(in, len, how, true, &w)) {
+      redact_mark(w.b, w.n, vm);
+      for (size_t i = 0; i < w.n; i++)
+        if (vm[i]) memset(mask + w.from[i], 1, w.from[i + 1] - w.from[i]);
+    }
+    free(w.b);
+    free(w.from);
+    free(vm);
+  }
+  return rc;
+}
+
 /* Marks in mask (len bytes) every occurrence of the values of lines (hookd_redact_values). */
 static int values_mark(const char *in, size_t len, const char *lines, bool cut,
                        unsigned char *mask) {
@@ -667,6 +717,7 @@ int hookd_redact_excerpt(const char *in, size_t len, const char *lines, bool cut
   if (!rc) redact_mark(in, len, mask);
   if (apart) redact_mark(apart, len, mask);
   free(apart);
+  if (!rc) rc = mark_decoded(in, len, mask);
   if (!rc) rc = emit_masked(in, len, mask, out);
   free(mask);
   return rc;

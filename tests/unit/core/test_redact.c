@@ -78,6 +78,21 @@ static void named_values(void **s) {
   assert_string_equal(R("Stripe-Signature:\tt=1492774577,v1=5257a869e7\n"), "Stripe-Signature:\t[redacted]\n");
   assert_string_equal(R("X-Signature: sha256 9f86d081884c7d65\n"), "X-Signature: [redacted]\n");
   assert_string_equal(R("signature: abcdefghijklmnopqrstuvwxyzabcdef"), "signature: [redacted]");
+  /* written otherwise (a review): .NET's \u0022 quotes, JSON in a string in a string, Ruby's
+   * and PHP's =>, a field inside a percent-encoded URL */
+  assert_string_equal(
+      R("{\"detail\":\"{\\u0022password\\u0022:\\u0022hunter2\\u0022,\\u0022api_key\\u0022:"
+        "\\u0022k-123456\\u0022}\"}"),
+      "{\"detail\":\"{\\u0022password\\u0022:\\u0022[redacted]\\u0022,\\u0022api_key\\u0022:"
+      "\\u0022[redacted]\\u0022}\"}");
+  assert_string_equal(R("{\"user\"=>{\"password\"=>\"hunter2\", \"api_token\"=>\"tok_abc123\"}}"),
+                      "{\"user\"=>{\"password\"=>\"[redacted]\", \"api_token\"=>\"[redacted]\"}}");
+  assert_string_equal(R("password => hunter2"), "password => [redacted]");
+  assert_string_equal(R("{\"error\":\"upstream: {\\\\\\\"client_secret\\\\\\\":\\\\\\\"abcXYZ123\\\\\\\"}\"}"),
+                      "{\"error\":\"upstream: {\\\\\\\"client_secret\\\\\\\":\\\\\\\"[redacted]\\\\\\\"}\"}");
+  assert_string_equal(
+      R("redirect_uri=https%3A%2F%2Fapp.example%2Fcb%3Faccess_token%3Dya29.A0ARrdaM-secret%26state%3D1"),
+      "redirect_uri=https%3A%2F%2Fapp.example%2Fcb%3Faccess_token%3D[redacted]%26state%3D1");
   /* a credential's word in the name wins over a signature's: masked, as far as a signature runs,
    * and never forwarded */
   assert_string_equal(R("X-Signature-Secret: topsecret value"), "X-Signature-Secret: [redacted]");
@@ -341,6 +356,19 @@ static void cut_between_words(void **st) {
   k += 2;
   assert_int_equal(hookd_redact_cut(cjk, k, 4096, true), k - 2);
   assert_int_equal(hookd_redact_cut(cjk, k - 2, 4096, true), k - 2); /* whole: kept */
+  /* a text whose read stopped inside a card number's groups, a separator last: the groups are
+   * cut off (14 digits of 16 fitted — masks before them had shortened the text: a review) */
+  const char *part = "card 4111 1111 1111 11 ";
+  assert_int_equal(hookd_redact_cut(part, strlen(part), 4096, true), 5);
+  assert_int_equal(hookd_redact_cut(part, strlen(part), 4096, false), strlen(part));
+  /* and an ASCII word running to the read's end, however long (a JWT cut before its
+   * signature): never seen whole by the masks */
+  char jwt[400] = "x eyJhbGciOiJIUzI1NiJ9.";
+  size_t jl = strlen(jwt);
+  memset(jwt + jl, 'a', 300);
+  jwt[jl + 300] = '\0';
+  assert_int_equal(hookd_redact_cut(jwt, strlen(jwt), 4096, true), 2);
+  assert_int_equal(hookd_redact_cut(jwt, strlen(jwt), 4096, false), strlen(jwt));
 }
 
 int main(void) {
