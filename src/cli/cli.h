@@ -21,4 +21,10 @@ bool hookd_cli_store_exists(const char *who, const char *url);
 int hookd_cli_master_key_file(const char *who, const char *flag_file, const char *store,
                               char *buf, size_t cap, const char **out);
 
+/* An unexpected argument, said without repeating it when it is no option: a secret pasted
+ * without its option, two secrets after one --secret — not to a terminal or a CI log. */
+#define HOOKD_CLI_NOT_SHOWN                                                                     \
+  "an argument that is no option (not shown: it may be a secret; each secret needs its own "  \
+  "--secret)"
+
 #endif

@@ -187,7 +187,10 @@ int hookd_cmd_inbox(int argc, char **argv) {
     size_t o = 0;
     while (o < sizeof with_value / sizeof *with_value && strcmp(argv[i], with_value[o])) o++;
     if (o == sizeof with_value / sizeof *with_value) {
-      fprintf(stderr, "hookd inbox replay: unknown option %.40s\n", argv[i]);
+      if (!strncmp(argv[i], "--", 2))
+        fprintf(stderr, "hookd inbox replay: unknown option %.40s\n", argv[i]);
+      else
+        fprintf(stderr, "hookd inbox replay: %s\n", HOOKD_CLI_NOT_SHOWN);
       usage(stderr);
       return 2;
     }
@@ -211,7 +214,13 @@ int hookd_cmd_inbox(int argc, char **argv) {
       }
       times = (long)n;
     }
-    else if (!strcmp(argv[i], "--store")) store = argv[i + 1];
+    else if (!strcmp(argv[i], "--store")) {
+      if (!*argv[i + 1]) { /* ("$STORE" unset: hookd.db here was read instead) */
+        fprintf(stderr, "hookd inbox replay: --store is empty\n");
+        return 2;
+      }
+      store = argv[i + 1];
+    }
     else key_file = argv[i + 1]; /* --master-key-file */
   }
   if (sign_remote && !remote) {

@@ -175,23 +175,25 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
   return rc ? rc : be->audit_append(c, &x->audit);
 }
 
+/* A text column of `keys list`, shown as text (hookd_shown_print) and padded to width, then
+ * a blank. */
+static void column(const char *s, size_t width) {
+  hookd_shown_print(stdout, s, strlen(s));
+  printf("%*s ", strlen(s) < width ? (int)(width - strlen(s)) : 0, "");
+}
+
 /* Each option at most once (a second --role silently won), one positional argument at most. */
 static int parse(int argc, char **argv, keys_args *a) {
   for (int i = 0; i < argc; i++) {
     const char *k = argv[i];
     if (strncmp(k, "--", 2) != 0) {
       if (a->id) {
-        fprintf(stderr, "hookd keys: one argument at most (\"%.40s\" is a second)\n", k);
+        fprintf(stderr, "hookd keys: one argument at most (a second given, not shown)\n");
         return -1;
       }
       a->id = k;
       continue;
     }
-    if (i + 1 >= argc) {
-      fprintf(stderr, "hookd keys: %.40s needs a value\n", k);
-      return -1;
-    }
-    const char *v = argv[++i];
     const char **slot = !strcmp(k, "--store")                 ? &a->store
                         : !strcmp(k, "--role")                ? &a->role
                         : !strcmp(k, "--tenants")             ? &a->tenants
@@ -199,11 +201,16 @@ static int parse(int argc, char **argv, keys_args *a) {
                         : !strcmp(k, "--master-key-file")     ? &a->master_file
                         : !strcmp(k, "--new-master-key-file") ? &a->new_master_file
                                                               : NULL;
+    /* (an unknown one said so, not as wanting a value: `keys list --json`) */
     if (!slot || *slot) {
       fprintf(stderr, "hookd keys: %s option %.40s\n", slot ? "repeated" : "unknown", k);
       return -1;
     }
-    *slot = v;
+    if (i + 1 >= argc) {
+      fprintf(stderr, "hookd keys: %.40s needs a value\n", k);
+      return -1;
+    }
+    *slot = argv[++i];
   }
   /* an empty HOOKD_STORE is unset, as for `hookd serve` */
   const char *env = getenv("HOOKD_STORE");
@@ -367,11 +374,15 @@ static int cmd_list(keys_args *a) {
     bool invalid = hookd_auth_key_check(k, NULL, why, sizeof why) != 0; /* as hookd loads */
     /* (a role written by hand, perhaps with a terminal's escape sequences: as text) */
     const char *role = k->role ? k->role : "";
-    printf("%-32s ", k->id);
-    hookd_shown_print(stdout, role, strlen(role));
-    printf("%*s %-20s %-8s %s\n", strlen(role) < 10 ? (int)(10 - strlen(role)) : 0, "",
-           !k->tenants ? "*" : k->tenants[0] ? k->tenants : "\"\"",
-           k->revoked_ms ? "revoked" : invalid ? "invalid" : "active", k->name ? k->name : "");
+    /* (an older CLI stored names unchecked, a hand edit anything: every text column shown) */
+    const char *tenants = !k->tenants ? "*" : k->tenants[0] ? k->tenants : "\"\"";
+    const char *name = k->name ? k->name : "";
+    column(k->id, 32);
+    column(role, 10);
+    column(tenants, 20);
+    printf("%-8s ", k->revoked_ms ? "revoked" : invalid ? "invalid" : "active");
+    hookd_shown_print(stdout, name, strlen(name));
+    printf("\n");
     if (invalid && !k->revoked_ms) {
       fprintf(stderr, "key %s: ", k->id);
       hookd_shown_print(stderr, why, strlen(why)); /* (it quotes the role) */
@@ -386,6 +397,11 @@ static int cmd_revoke(keys_args *a) {
   if (!a->id) {
     fprintf(stderr, "hookd keys revoke: the key id is missing\n");
     usage(stderr);
+    return 2;
+  }
+  if (!strncmp(a->id, "hk_", 3)) { /* (the credential itself: not repeated) */
+    fprintf(stderr, "hookd keys revoke: that is a key's token (not shown), not its id: give the "
+                    "id (key_…) `hookd keys list` shows\n");
     return 2;
   }
   if (!hookd_cli_store_exists("hookd keys revoke", a->store)) return 1;

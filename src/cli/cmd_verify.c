@@ -162,7 +162,8 @@ int hookd_cmd_verify(int argc, char **argv) {
         if (slot == 2) sig = hv[2];
       }
     } else {
-      fprintf(stderr, "hookd verify: unknown option %.40s\n", a);
+      if (!strncmp(a, "--", 2)) fprintf(stderr, "hookd verify: unknown option %.40s\n", a);
+      else fprintf(stderr, "hookd verify: %s\n", HOOKD_CLI_NOT_SHOWN);
       goto usage_out;
     }
     i++;

@@ -592,7 +592,7 @@ describe('hookd CLI', () => {
       const tok = `hk_test_raw_${Math.random().toString(36).slice(2)}`;
       const hex = createHash('sha256').update(tok).digest('hex');
       h.query('INSERT INTO api_keys(id, hash, role, tenants, name, created_at) VALUES '
-        + `('key_raw', ${h.sqlBlob(hex)}, CAST(X'1b5b33316d78ff' AS TEXT), NULL, 'raw', 1)`);
+        + `('key_raw', ${h.sqlBlob(hex)}, CAST(X'1b5b33316d78ff' AS TEXT), NULL, CAST(X'7261771b5d3532' AS TEXT), 1)`);
       await waitUntil(() => h.logs.some((l) => l.msg === 'auth.key_refused' && l.key_id === 'key_raw'),
         { what: 'the key refused at the reload' });
       const list = await h.api('GET', '/v1/keys');
@@ -601,7 +601,7 @@ describe('hookd CLI', () => {
       assert.equal(raw?.state, 'invalid', `listed, not dropped: ${list.text}`);
       const cli = run(['keys', 'list', '--store', h.store]);
       assert.equal(cli.status, 0, cli.stderr);
-      assert.match(cli.stdout, /key_raw\s+\\x1B\[31mx\\xFF\s+\*\s+invalid\s+raw/);
+      assert.match(cli.stdout, /key_raw\s+\\x1B\[31mx\\xFF\s+\*\s+invalid\s+raw\\x1B\]52/); // (the name too: a review)
       assert.ok(!/[\x00-\x09\x0b-\x1f\x7f]/.test(cli.stdout + cli.stderr), 'no control byte reaches the terminal');
     } finally {
       assert.equal((await h.stop()).code, 0);
@@ -739,6 +739,28 @@ describe('hookd CLI', () => {
     assert.ok(!execFileSync('sqlite3', [h.db, '.dump'], { encoding: 'utf8' }).includes(m[1]), 'the key itself is not stored');
     assert.equal((await h.stop()).code, 0);
     cleanup();
+  });
+
+  it('an argument that may be a secret is not repeated by an error (exit 2): a second secret after one --secret, a token given for a key id, a second argument to keys', () => {
+    const secret = `whsec_${'Q'.repeat(40)}`, token = `hk_${'T'.repeat(40)}`;
+    for (const [args, reason] of [
+      [['verify', '--secret', 'whsec_x', secret, '--id', 'x'], /an argument that is no option \(not shown: it may be a secret/],
+      [['inbox', 'replay', 'in_x', secret, '--to', 'http://127.0.0.1:9/'], /an argument that is no option \(not shown/],
+      [['keys', 'revoke', token, '--store', 'sqlite:/nonexistent/x.db'], /that is a key's token \(not shown\), not its id/],
+      [['keys', 'revoke', 'key_x', secret], /one argument at most \(a second given, not shown\)/]]) {
+      const r = run(args, { env: { ...process.env, HOOKD_VERIFY_SECRET: '' } });
+      assert.equal(r.status, 2, `${args[0]} ${args[1]}: ${r.stderr}`);
+      assert.match(r.stderr, reason);
+      assert.ok(!/QQQQ|TTTT/.test(r.stdout + r.stderr), `not repeated: ${r.stderr}`);
+    }
+    // an empty --store ("$STORE" unset) is refused, not read as ./hookd.db; an unknown option
+    // is said so, not as wanting a value
+    const e = run(['inbox', 'replay', 'in_x', '--store', '', '--to', 'http://127.0.0.1:9/']);
+    assert.equal(e.status, 2);
+    assert.match(e.stderr, /--store is empty/);
+    const j = run(['keys', 'list', '--json']);
+    assert.equal(j.status, 2);
+    assert.match(j.stderr, /unknown option --json/);
   });
 
   it('a wrong usage says what is wrong before the usage (exit 2)', () => {
