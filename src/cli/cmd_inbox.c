@@ -14,16 +14,19 @@
  * stored payload may carry personal data. Sent elsewhere, the calls are unsigned unless --sign
  * asks: a validly signed copy in someone else's hands could be sent on to the real handler. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/crypto.h>
 #include <time.h>
 
 #include "cli/cli.h"
 #include "core/addrpolicy.h"
+#include "core/buf.h"
 #include "core/clock.h"
 #include "core/num.h"
 #include "core/sign.h"
@@ -106,6 +109,58 @@ static size_t open_keys(const load *l, const char *key_file, hookd_hmac_key keys
   if (!n)
     fprintf(stderr, "hookd inbox replay: sent unsigned (no destination secret to sign with)\n");
   return n;
+}
+
+/* The names of the destinations' own headers ("name\n" each, lower case; NULL when none or
+ * unknown): the forward sends those, not a stored provider line of the same name, so neither
+ * does a replay — a sender's value under a name the operator keeps for its gateway. Without the
+ * master key they are unknown, and stderr says so. */
+static char *reserved_names(const load *l, const char *key_file) {
+  bool any = false;
+  for (size_t i = 0; i < l->n_dests; i++) any |= l->dests[i].headers && *l->dests[i].headers;
+  if (!any) return NULL;
+  char err[512] = "";
+  hookd_keyring k;
+  if (hookd_keyring_read(key_file, &k.key, err, sizeof err) != 0) {
+    fprintf(stderr, "hookd inbox replay: the destinations' own header names are unknown without "
+                    "the master key: the stored header lines are sent as they are (%s)\n", err);
+    return NULL;
+  }
+  hookd_buf names;
+  hookd_buf_init(&names, 64 * 1024);
+  for (size_t i = 0; i < l->n_dests; i++) {
+    const hookd_endpoint *e = &l->dests[i];
+    json_t *h = e->headers && *e->headers ? hookd_keyring_open_json(&k, e->headers, e->id) : NULL;
+    if (e->headers && *e->headers && !json_is_object(h))
+      fprintf(stderr, "hookd inbox replay: destination %s: its headers do not open\n", e->id);
+    const char *name;
+    json_t *v;
+    json_object_foreach(h, name, v) {
+      size_t at = names.len;
+      hookd_buf_append(&names, name, strlen(name));
+      for (size_t j = at; j < names.len; j++) names.data[j] = (char)tolower(names.data[j]);
+      hookd_buf_append(&names, "\n", 1);
+    }
+    json_decref(h);
+  }
+  OPENSSL_cleanse(&k, sizeof k);
+  if (!names.len) {
+    hookd_buf_free(&names);
+    return NULL;
+  }
+  return hookd_buf_steal(&names);
+}
+
+/* Whether the header line (`Name: value`, ll bytes) is named in names (reserved_names). */
+static bool line_reserved(const char *line, size_t ll, const char *names) {
+  const char *colon = memchr(line, ':', ll);
+  size_t nl = colon ? (size_t)(colon - line) : ll;
+  for (const char *n = names; n && *n;) {
+    const char *end = strchr(n, '\n');
+    if ((size_t)(end - n) == nl && !strncasecmp(n, line, nl)) return true;
+    n = end + 1;
+  }
+  return false;
 }
 
 /* "webhook-signature: v1,… v1,…" for one call, signed now. */
@@ -292,15 +347,18 @@ int hookd_cmd_inbox(int argc, char **argv) {
   hs = curl_slist_append(hs, "User-Agent: hookd/" HOOKD_VERSION);
   snprintf(h, sizeof h, "webhook-id: %s", l.rec.id);
   hs = curl_slist_append(hs, h);
-  /* the header lines its forwards carry, each whole (a provider's value may be 1 KiB) */
+  /* the header lines its forwards carry, each whole (a provider's value may be 1 KiB), but
+   * those a destination's own headers replace in the forward */
+  char *reserved = reserved_names(&l, key_file);
   for (const char *line = l.ev.meta; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t ll = end ? (size_t)(end - line) : strlen(line);
-    char *one = ll ? strndup(line, ll) : NULL;
+    char *one = ll && !line_reserved(line, ll, reserved) ? strndup(line, ll) : NULL;
     if (one) hs = curl_slist_append(hs, one);
     free(one);
     line = end ? end + 1 : line + ll;
   }
+  free(reserved);
   int failures = 0;
   CURL *e = curl_easy_init();
   if (!e) {

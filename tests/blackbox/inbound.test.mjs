@@ -2906,6 +2906,30 @@ describe('durability and local replay', () => {
     cleanup();
   });
 
+  it('hookd inbox replay leaves out a stored provider header that a destination\'s own header replaces in the forward (a sender\'s value under a name kept for the gateway)', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_rh'], [{ url: dest.url }]);
+    const epPath = `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`;
+    assert.equal((await h.api('PATCH', epPath, { headers: { 'X-Custom': 'gateway-cred' } })).status, 200);
+    const body = stripeEvent('evt_rh_1');
+    const r = await post(src, body, { ...sign.stripe(body, 'whsec_rh'), 'X-Custom': 'from-provider', 'X-Other': 'kept' });
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests.at(-1).headers['x-custom'], 'gateway-cred', 'the forward: the destination\'s own');
+    const local = await startReceiver();
+    const child = spawn(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to', local.url, '--store', h.store],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...h.storeEnv } });
+    let err = '';
+    child.stderr.setEncoding('utf8').on('data', (t) => { err += t; });
+    assert.equal(await new Promise((resolve) => child.on('exit', resolve)), 0, err);
+    assert.equal(local.requests.length, 1);
+    const q = local.requests[0];
+    assert.equal(q.headers['x-custom'], undefined, 'not the sender\'s value under the gateway\'s name');
+    assert.equal(q.headers['x-other'], 'kept', 'the other stored lines as the forward carried them');
+    assert.equal(dest.requests.at(-1).headers['x-other'], 'kept');
+    await local.close();
+    await dest.close();
+  });
+
   it('hookd inbox replay during a rotation of the destination\'s secret signs with both, as the forward does: a handler still on the previous one takes it', async () => {
     const { dir, cleanup } = tempDir();
     const dest = await startReceiver();
