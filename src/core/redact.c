@@ -254,11 +254,21 @@ static span match_named(const char *in, size_t len, size_t i) {
   size_t w = run(in, len, i, key_char);
   if (!w) return kept(0);
   size_t j = i + w;
-  /* (a quote after the name may be escaped: JSON quoted in a JSON string, {"got":"{\"token\":…) */
-  while (j < len && (in[j] == '"' || in[j] == '\'' || in[j] == '\\')) j++;
-  while (j < len && (in[j] == ' ' || in[j] == '\t')) j++;
   value_kind auth = VALUE_PLAIN; /* a name (followed by ':' or '='), then a sensitive one */
   bool too_long;
+  /* an XML element's text: <password>…</password> */
+  if (i > 0 && in[i - 1] == '<' && j < len && in[j] == '>' && w >= 3 &&
+      sensitive_key(in, i, w, &auth, &too_long)) {
+    size_t v = j + 1, e = v;
+    while (e < len && in[e] != '<') e++;
+    return e > v ? masked(v - i, e - i) : kept(v - i);
+  }
+  /* (a quote after the name may be escaped: JSON quoted in a JSON string, {"got":"{\"token\":…;
+   * PHP's print_r brackets it: [password] => …) */
+  bool bracket = i > 0 && in[i - 1] == '[';
+  while (j < len && (in[j] == '"' || in[j] == '\'' || in[j] == '\\' || (bracket && in[j] == ']')))
+    j++;
+  while (j < len && (in[j] == ' ' || in[j] == '\t')) j++;
   if (j >= len || (in[j] != ':' && in[j] != '=') || w < 3 ||
       !sensitive_key(in, i, w, &auth, &too_long))
     return kept(w);
@@ -357,7 +367,20 @@ static const struct {
 } prefixes[] = {P("whsec_", 8),  P("whsk_", 8),   P("sk_live_", 8), P("sk_test_", 8),
                 P("rk_live_", 8), P("rk_test_", 8), P("xoxb-", 8),   P("xoxp-", 8),
                 P("xoxa-", 8),   P("ghp_", 16),    P("gho_", 16),    P("ghs_", 16),
-                P("github_pat_", 16), P("AKIA", 16)};
+                P("github_pat_", 16), P("AKIA", 16), P("AIza", 30), P("glpat-", 16),
+                P("sk-", 20)};
+
+/* A URL's credentials (scheme://user:password@host), i at its "://": masked to the '@',
+ * whatever the host (an address's mask needs a domain: postgres://app:pw@db:5432 is none) */
+static span match_userinfo(const char *in, size_t len, size_t i) {
+  if (len - i < 5 || in[i + 1] != '/' || in[i + 2] != '/') return kept(0);
+  for (size_t k = i + 3; k < len && k - i < 512; k++) {
+    unsigned char c = (unsigned char)in[k];
+    if (c == '@') return k > i + 3 ? masked(3, k - i) : kept(0);
+    if (c <= ' ' || strchr("/?#\"'<>\\[]{}", c)) break;
+  }
+  return kept(0);
+}
 
 /* a token with a known prefix, or a JSON Web Token */
 static span match_token(const char *in, size_t len, size_t i) {
@@ -459,6 +482,7 @@ static void redact_mark(const char *in, size_t len, unsigned char *mask) {
       if (!s.n && is_digit(c)) s = match_card(in, len, i);
       if (!s.n && key_char(c)) s = match_named(in, len, i);
     }
+    if (!s.n && c == ':') s = match_userinfo(in, len, i);
     if (!s.n && c == '@' && in_local) {
       bool address;
       size_t end;

@@ -88,6 +88,23 @@ static void named_values(void **s) {
   assert_string_equal(R("{\"user\"=>{\"password\"=>\"hunter2\", \"api_token\"=>\"tok_abc123\"}}"),
                       "{\"user\"=>{\"password\"=>\"[redacted]\", \"api_token\"=>\"[redacted]\"}}");
   assert_string_equal(R("password => hunter2"), "password => [redacted]");
+  /* PHP's print_r, an XML element, a JSON name with an escaped letter */
+  assert_string_equal(R("Array\n(\n    [password] => hunter2\n    [user] => bob\n)"),
+                      "Array\n(\n    [password] => [redacted]\n    [user] => bob\n)");
+  assert_string_equal(R("<auth><user>bob</user><password>hunter2</password></auth>"),
+                      "<auth><user>bob</user><password>[redacted]</password></auth>");
+  assert_string_equal(R("{\"pass\\u0077ord\":\"hunter2\"}"), "{\"pass\\u0077ord\":\"[redacted]\"}");
+  /* a URL's credentials, whatever its host; keys with a known prefix */
+  assert_string_equal(R("dial postgres://app:hunter2xyz@db:5432/app failed"),
+                      "dial postgres://[redacted]@db:5432/app failed");
+  assert_string_equal(R("{\"url\":\"https://admin:S3cretPass@10.0.0.5/hook\"}"),
+                      "{\"url\":\"https://[redacted]@10.0.0.5/hook\"}");
+  assert_string_equal(R("see https://example.com/a@b and mailto://x"),
+                      "see https://example.com/a@b and mailto://x");
+  assert_string_equal(R("key=AIzaSyD-1234567890abcdefghijklmnopqrs used"),
+                      "key=[redacted] used");
+  assert_string_equal(R("token glpat-abcdefghij1234567890 and sk-proj-abcdefghijklmnopqrstuv"),
+                      "token [redacted] and [redacted]");
   assert_string_equal(R("{\"error\":\"upstream: {\\\\\\\"client_secret\\\\\\\":\\\\\\\"abcXYZ123\\\\\\\"}\"}"),
                       "{\"error\":\"upstream: {\\\\\\\"client_secret\\\\\\\":\\\\\\\"[redacted]\\\\\\\"}\"}");
   assert_string_equal(
