@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -15,6 +16,15 @@ bool hookd_cli_store_exists(const char *who, const char *url) {
   if (exists && !S_ISREG(st.st_mode)) {
     fprintf(stderr, "%s: %s is not a store file (--store sqlite:PATH, or HOOKD_STORE)\n", who,
             url + 7);
+    return false;
+  }
+  /* a store of another user's (the daemon's): its connections write (the WAL's files, the
+   * lock), so even a command that reads cannot — said as such, not as "attempt to write a
+   * readonly database" or a running daemon (a review) */
+  if (exists && st.st_size > 0 && access(url + 7, R_OK | W_OK) != 0) {
+    fprintf(stderr, "%s: %s cannot be read and written by this user (uid %u; the file's owner is "
+                    "uid %u): run the command as the store's owner, e.g. sudo -u its user\n",
+            who, url + 7, (unsigned)geteuid(), (unsigned)st.st_uid);
     return false;
   }
   /* an empty file is no store either: opening it would make it an SQLite database */

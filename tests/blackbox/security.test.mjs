@@ -973,6 +973,22 @@ describe('secrets', () => {
     }
     cleanup();
   });
+  it('a CLI command run as another user than the store\'s owner says so (not "attempt to write a readonly database", nor that a daemon runs)',
+    { skip: SQLITE_ONLY || (process.getuid() !== 0 && 'needs root') }, async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir });
+    assert.equal((await h.stop()).code, 0);
+    chmodSync(dir, 0o755);
+    for (const f of readdirSync(dir)) { chownSync(join(dir, f), 65534, 65534); chmodSync(join(dir, f), 0o600); }
+    const store = `sqlite:${join(dir, 'hookd.db')}`;
+    for (const args of [['keys', 'list', '--store', store], ['keys', 'revoke', 'key_x', '--store', store]]) {
+      // (uid 1, daemon: neither the owner, nobody, nor root)
+      const r = spawnSync('setpriv', ['--reuid=1', '--regid=1', '--clear-groups', HOOKD_BIN, ...args], { encoding: 'utf8' });
+      assert.equal(r.status, 1, `${args[1]}: ${r.stderr}`);
+      assert.match(r.stderr, /cannot be read and written by this user \(uid 1; the file's owner is uid 65534\): run the command as the store's owner/);
+    }
+    cleanup();
+  });
   it('a value meant to be sealed but stored in clear (written outside hookd) is used as it is and said at start', async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver();
