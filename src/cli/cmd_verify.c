@@ -220,7 +220,16 @@ int hookd_cmd_verify(int argc, char **argv) {
     printf("valid\n");
     ret = 0;
   } else {
-    fprintf(stderr, "invalid: %s\n", hookd_verify_strerror(rc));
+    /* a header of the other scheme's signatures alone: which option checks them */
+    bool v1 = false, v1a = false;
+    for (const char *p = sig; (p = strstr(p, "v1")) != NULL; p += 2)
+      if (p == sig || p[-1] == ' ') *(p[2] == 'a' ? &v1a : &v1) |= p[2] == ',' || p[2] == 'a';
+    const char *hint = nsecrets && v1a && !v1   ? " (its signatures are v1a, Ed25519: check them "
+                                                  "with --public-key whpk_…)"
+                       : !nsecrets && v1 && !v1a ? " (its signatures are v1, HMAC: check them "
+                                                   "with --secret whsec_…)"
+                                                 : "";
+    fprintf(stderr, "invalid: %s%s\n", hookd_verify_strerror(rc), hint);
     ret = 1;
   }
   goto out;

@@ -886,6 +886,13 @@ describe('hookd CLI', () => {
     r = run(['verify', '--secret', whpk, ...args.slice(3)]);
     assert.equal(r.status, 2);
     assert.match(r.stderr, /goes with --public-key/);
+    // a header of the other scheme's signatures alone says which option checks them
+    r = run(['verify', '--secret', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', ...args.slice(3)]);
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /its signatures are v1a, Ed25519: check them with --public-key/);
+    r = run([...args.slice(0, 9), '--signature', 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=']);
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /its signatures are v1, HMAC: check them with --secret/);
     // a second key is refused, not taken silently over the first (the valid one first here)
     r = run(['verify', '--public-key', whpk, '--public-key', whpk, ...args.slice(3)]);
     assert.equal(r.status, 2);
