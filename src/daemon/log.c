@@ -176,7 +176,8 @@ static void *writer_main(void *arg) {
       uint64_t lost = lq.dropped;
       lq.dropped = 0;
       pthread_mutex_unlock(&lq.mu);
-      HLOG(HOOKD_LOG_WARN, "log.dropped", KV_I("lines", (int64_t)lost),
+      /* an error: the lines dropped may have been errors, and --log-level error shows it */
+      HLOG(HOOKD_LOG_ERROR, "log.dropped", KV_I("lines", (int64_t)lost),
            KV_S("why", "stderr's reader fell behind by more than the log queue"));
       pthread_mutex_lock(&lq.mu);
     }

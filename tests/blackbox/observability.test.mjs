@@ -40,6 +40,8 @@ describe('observability', () => {
       const said = () => h.logs.filter((l) => l.msg === 'log.dropped').reduce((s, l) => s + l.lines, 0);
       const total = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_log_lines_dropped_total');
       await waitUntil(async () => said() > 0 && said() === await total(), { what: 'log.dropped said as counted' });
+      // an error: the lines dropped may have been errors (--log-level error shows it)
+      assert.ok(h.logs.filter((l) => l.msg === 'log.dropped').every((l) => l.level === 'error'));
     } finally {
       if (!resumed) h.proc.stderr.resume();
     }
