@@ -69,8 +69,7 @@ int hookd_kept_lookup(hookd_kept *k, hookd_api_op *base, hookd_store_conn *c,
   k->replayed = false;
   if (!k->idem[0]) return HOOKD_STORE_NOTFOUND;
   char *hash = NULL;
-  int rc = be->answer_get(c, k->scope, k->idem, k->at_ms, HOOKD_KEPT_MS, &hash,
-                          &k->status, &k->answer);
+  int rc = be->answer_get(c, k->scope, k->idem, &hash, &k->status, &k->answer);
   if (rc) return rc;
   bool same = !strcmp(hash, k->hash);
   free(hash);
@@ -93,8 +92,7 @@ int hookd_kept_store(hookd_kept *k, hookd_store_conn *c, const hookd_store_backe
   json_decref(v);
   k->status = status;
   if (!k->answer) return HOOKD_STORE_ERR;
-  return k->idem[0] ? be->answer_put(c, k->scope, k->idem, k->hash, status, k->answer,
-                                     k->at_ms, HOOKD_KEPT_MS)
+  return k->idem[0] ? be->answer_put(c, k->scope, k->idem, k->hash, status, k->answer, k->at_ms)
                     : 0;
 }
 

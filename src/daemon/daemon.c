@@ -25,6 +25,7 @@
 
 #include "core/clock.h"
 #include "core/ids.h"
+#include "daemon/api.h"
 #include "daemon/app.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -237,6 +238,14 @@ static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, 
   return rc;
 }
 
+static int run_answers_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  purge *p = arg;
+  bool more = false;
+  int rc = be->answer_purge(c, p->before_ms, 1000, &p->purged, &more);
+  p->after_seq = more ? 1 : 0;
+  return rc;
+}
+
 #define RETENTION_STEP_TRUSTED_MS (3600 * 1000) /* a step ahead this old is the right time */
 
 /* The deliveries a disabled endpoint still owes of expired events (the claim expires the others),
@@ -344,9 +353,11 @@ static void purge_old(hookd_app *app) {
     app->retention_held = false;
     HLOG(HOOKD_LOG_INFO, "retention.resumed");
   }
-  if (outvoted) return;
+  /* this node's windows recorded even while it is held (the store's clock stamps them): the
+   * others walk by the longest of the running nodes', this one's among them (a review) */
   int64_t used[3]; /* inbox, payload, event */
-  if (!retention_windows(app, used)) return;
+  bool windows = retention_windows(app, used);
+  if (outvoted || !windows) return;
   /* now, as far as the monotonic clock has run since the start: a step forward of the wall
    * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
    * that was behind when hookd started, set right since) and becomes the reference
@@ -390,6 +401,11 @@ static void purge_old(hookd_app *app) {
                    &app->expire_walk) ||
        !purge_walk(app, now, used[2], run_lane_versions_purge, &hookd_m.versions_purged,
                    "lane_versions.purged", NULL)))
+    return;
+  /* the answers kept under an API write's Idempotency-Key: by this clock, not by each write's
+   * (a node started days ahead dropped every node's at its next keyed write, a review) */
+  if (!purge_walk(app, now, HOOKD_KEPT_MS / 1000, run_answers_purge, &hookd_m.answers_purged,
+                  "kept_answers.purged", NULL))
     return;
   if (purge_walk(app, now, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge,
                  &hookd_m.replay_purged, "replay.items_purged", NULL))

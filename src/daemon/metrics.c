@@ -217,6 +217,10 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_replay_items_purged_total",
                          "items of replay jobs that ended over a week ago, deleted",
                          LOAD(m->replay_purged));
+  rc = rc ? rc : counter(o, "hookd_kept_answers_purged_total",
+                         "answers kept under an API write's Idempotency-Key, deleted past their "
+                         "24 hours by the retention walk",
+                         LOAD(m->answers_purged));
   if (!rc && atomic_load_explicit(&m->outbox_enabled, memory_order_relaxed)) {
     rc = rc ? rc : counter(o, "hookd_outbox_relayed_total",
                            "outbox rows published as new events (docs/outbox.md)",

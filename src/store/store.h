@@ -987,16 +987,20 @@ typedef struct hookd_store_backend {
   /* Audit log: append in the transaction of the action it records; list newest first,
    * optionally for one tenant, before a seq cursor (0 = from the newest). */
   int (*audit_append)(hookd_store_conn *c, const hookd_audit *a);
-  /* The answer an API request gave, kept under its caller's Idempotency-Key (the inbox's write
+  /* The answer an API request gave, kept under its caller's Idempotency-Key (the API's write
    * routes; docs/api.md): scope names the caller (its API key), hash the request (hex). 0 with
-   * *hash, *status and *answer (malloc'd) when one younger than keep_ms is kept, else
-   * HOOKD_STORE_NOTFOUND. */
-  int (*answer_get)(hookd_store_conn *c, const char *scope, const char *key, int64_t now_ms,
-                    int64_t keep_ms, char **hash, int *status, char **answer);
-  /* Keeps one (replacing one older than keep_ms under the same key), in the transaction of what
-   * the request changed, and drops a few older than keep_ms. */
+   * *hash, *status and *answer (malloc'd) when one is kept — until answer_purge drops it: no
+   * age read here, by a clock that may be off — else HOOKD_STORE_NOTFOUND. */
+  int (*answer_get)(hookd_store_conn *c, const char *scope, const char *key, char **hash,
+                    int *status, char **answer);
+  /* Keeps one, stamped now_ms, in the transaction of what the request changed (replacing one
+   * under the same key). */
   int (*answer_put)(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
-                    int status, const char *answer, int64_t now_ms, int64_t keep_ms);
+                    int status, const char *answer, int64_t now_ms);
+  /* Drops up to limit answers stamped before before_ms (the retention walk's, by its clock);
+   * *more when there may be others. */
+  int (*answer_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                      bool *more);
   int (*audit_list)(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
                     hookd_audit **out, size_t *n);
 

@@ -1139,6 +1139,31 @@ describe('recovery', () => {
 // docs/architecture.md "Clocks": the wall clock steps (an NTP correction, a VM resumed) while
 // the monotonic clock runs on; the fault shim moves CLOCK_REALTIME only.
 describe('steps of the wall clock', () => {
+  it('a create made while the clock read two days behind and sent again once it is set right is answered as kept, not made twice', { skip: ONE_NODE_CLOCK }, async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env });
+    try {
+      assert.equal((await h.api('POST', '/v1/tenants', { id: 'kb' })).status, 201);
+      clock.step(-2 * 86400 * 1000);
+      await h.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step back seen');
+      const create = () => h.api('POST', '/v1/tenants/kb/endpoints', { url: 'http://127.0.0.1:9/k' },
+        { 'Idempotency-Key': 'back-key-1' });
+      const first = await create();
+      assert.equal(first.status, 201, first.text);
+      clock.step(0); // set right
+      await waitUntil(() => h.logs.filter((l) => l.msg === 'clock.stepped').length >= 2 || null, { what: 'set right' });
+      const again = await create();
+      assert.equal(again.status, 201, again.text);
+      assert.equal(again.headers.get('idempotent-replayed'), 'true', 'the kept answer (before: a second endpoint)');
+      assert.equal(again.json.id, first.json.id);
+      assert.equal((await h.api('GET', '/v1/tenants/kb/endpoints')).json.data.length, 1);
+    } finally {
+      await h.stop();
+      cleanup();
+    }
+  });
+
   it('a step forward longer than a lease: the request in flight is not taken over and sent again, and its answer is its attempt', { skip: ONE_NODE_CLOCK }, async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);

@@ -1238,6 +1238,34 @@ test('the retention index builder never waits on its server: with its link held 
   }
 });
 
+test('a node whose clock runs days ahead drops no other node\'s answers kept under an Idempotency-Key: a create sent again is answered as kept, not made twice', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const a = await node(store, key, 'n-a', ['--rescan-interval-ms', '100']);
+  const { dir } = tempDir();
+  const clock = faultClock(dir);
+  clock.step(5 * 86400000);
+  let b;
+  try {
+    assert.equal((await a.api('POST', '/v1/tenants', { id: 'ka' })).status, 201);
+    const create = () => a.api('POST', '/v1/tenants/ka/endpoints', { url: 'http://127.0.0.1:9/k' },
+      { 'Idempotency-Key': 'ka-key-1' });
+    const first = await create();
+    assert.equal(first.status, 201, first.text);
+    b = await node(store, key, 'n-b', ['--rescan-interval-ms', '100'], clock.env);
+    await b.waitForLog((l) => l.msg === 'clock.skew', 10000, 'n-b outvoted');
+    // a keyed write on the node ahead (before: it dropped every answer older than a day by its clock)
+    assert.equal((await b.api('POST', '/v1/tenants', { id: 'kb2' }, { 'Idempotency-Key': 'other-key' })).status, 201);
+    const again = await create();
+    assert.equal(again.headers.get('idempotent-replayed'), 'true', `the kept answer: ${again.status} ${again.text}`);
+    assert.equal(again.json.id, first.json.id);
+    assert.equal((await a.api('GET', '/v1/tenants/ka/endpoints')).json.data.length, 1);
+  } finally {
+    await b?.stop();
+    await a.stop();
+  }
+});
+
 test('a node whose clock runs days ahead runs no retention walk while its clock is outvoted: another node\'s dedup record is kept, a provider\'s redelivery still a duplicate', async () => {
   const store = await pg.database();
   const key = masterKey();

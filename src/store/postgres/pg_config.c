@@ -398,16 +398,15 @@ int pg_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms) {
 
 /* ---------- answers kept under an Idempotency-Key ---------- */
 
-int pg_answer_get(hookd_store_conn *c, const char *scope, const char *key, int64_t now_ms,
-                  int64_t keep_ms, char **hash, int *status, char **answer) {
+int pg_answer_get(hookd_store_conn *c, const char *scope, const char *key, char **hash,
+                  int *status, char **answer) {
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, scope);
   pg_p_text(&p, key);
-  pg_p_i64(&p, now_ms - keep_ms);
   PGresult *r = pg_q(c,
                      "SELECT request_hash, status, answer FROM api_answers"
-                     " WHERE scope = $1 AND key = $2 AND created_at > $3",
+                     " WHERE scope = $1 AND key = $2",
                      &p, "get kept answer");
   if (!r) return HOOKD_STORE_ERR;
   if (PQntuples(r) == 0) {
@@ -427,18 +426,26 @@ int pg_answer_get(hookd_store_conn *c, const char *scope, const char *key, int64
   return HOOKD_STORE_OK;
 }
 
-int pg_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
-                  int status, const char *answer, int64_t now_ms, int64_t keep_ms) {
-  /* a few of those past their time first (on the index by age): a key used again later is new */
+int pg_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                    bool *more) {
   pg_params p;
   pg_p_init(&p);
-  pg_p_i64(&p, now_ms - keep_ms);
-  if (pg_x(c,
-           "DELETE FROM api_answers WHERE (scope, key) IN (SELECT scope, key"
-           " FROM api_answers WHERE created_at <= $1 ORDER BY created_at"
-           " LIMIT 16)",
-           &p, "drop kept answers") < 0)
-    return HOOKD_STORE_ERR;
+  pg_p_i64(&p, before_ms);
+  pg_p_i64(&p, limit);
+  /* (on the index by age) */
+  long n = pg_x(c,
+                "DELETE FROM api_answers WHERE (scope, key) IN (SELECT scope, key"
+                " FROM api_answers WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
+                &p, "drop kept answers");
+  if (n < 0) return HOOKD_STORE_ERR;
+  *purged = (int)n;
+  *more = n >= limit;
+  return HOOKD_STORE_OK;
+}
+
+int pg_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
+                  int status, const char *answer, int64_t now_ms) {
+  pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, scope);
   pg_p_text(&p, key);

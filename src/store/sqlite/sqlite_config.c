@@ -905,15 +905,14 @@ int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms) {
 
 /* ---------- answers kept under an Idempotency-Key ---------- */
 
-int sq_answer_get(hookd_store_conn *c, const char *scope, const char *key, int64_t now_ms,
-                  int64_t keep_ms, char **hash, int *status, char **answer) {
+int sq_answer_get(hookd_store_conn *c, const char *scope, const char *key, char **hash,
+                  int *status, char **answer) {
   sqlite3_stmt *st = sq_stmt(c, SQ_ANSWER_GET,
                              "SELECT request_hash, status, answer FROM api_answers"
-                             " WHERE scope = ?1 AND key = ?2 AND created_at > ?3");
+                             " WHERE scope = ?1 AND key = ?2");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, scope);
   sq_bind_text(st, 2, key);
-  sq_bind_i64(st, 3, now_ms - keep_ms);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
   if (rc != SQLITE_ROW) return sq_fail(c, "get kept answer");
@@ -930,17 +929,25 @@ int sq_answer_get(hookd_store_conn *c, const char *scope, const char *key, int64
   return HOOKD_STORE_OK;
 }
 
-int sq_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
-                  int status, const char *answer, int64_t now_ms, int64_t keep_ms) {
-  /* a few of those past their time first (on the index by age): a key used again later is new */
+int sq_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                    bool *more) {
+  /* (on the index by age) */
   sqlite3_stmt *st = sq_stmt(c, SQ_ANSWER_DROP,
                              "DELETE FROM api_answers WHERE (scope, key) IN (SELECT scope, key"
-                             " FROM api_answers WHERE created_at <= ?1 ORDER BY created_at"
-                             " LIMIT 16)");
+                             " FROM api_answers WHERE created_at < ?1 ORDER BY created_at"
+                             " LIMIT ?2)");
   if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, now_ms - keep_ms);
+  sq_bind_i64(st, 1, before_ms);
+  sq_bind_i64(st, 2, limit);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "drop kept answers");
-  st = sq_stmt(c, SQ_ANSWER_PUT,
+  *purged = sqlite3_changes(c->db);
+  *more = *purged >= limit;
+  return HOOKD_STORE_OK;
+}
+
+int sq_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
+                  int status, const char *answer, int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_ANSWER_PUT,
                "INSERT OR REPLACE INTO api_answers(scope, key, request_hash, status, answer,"
                " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
   if (!st) return HOOKD_STORE_ERR;

@@ -608,6 +608,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .audit_append = sq_audit_append,
     .answer_get = sq_answer_get,
     .answer_put = sq_answer_put,
+    .answer_purge = sq_answer_purge,
     .audit_list = sq_audit_list,
     .source_create = sq_source_create,
     .source_get = sq_source_get,

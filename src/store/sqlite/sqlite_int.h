@@ -271,10 +271,12 @@ int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k);
 int sq_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n);
 int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms);
 int sq_audit_append(hookd_store_conn *c, const hookd_audit *a);
-int sq_answer_get(hookd_store_conn *c, const char *scope, const char *key, int64_t now_ms,
-                  int64_t keep_ms, char **hash, int *status, char **answer);
+int sq_answer_get(hookd_store_conn *c, const char *scope, const char *key, char **hash,
+                  int *status, char **answer);
 int sq_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
-                  int status, const char *answer, int64_t now_ms, int64_t keep_ms);
+                  int status, const char *answer, int64_t now_ms);
+int sq_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                    bool *more);
 int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
                   hookd_audit **out, size_t *n);
 

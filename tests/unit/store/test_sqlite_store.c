@@ -213,36 +213,43 @@ static void publish_refuses_before_writing(void **state) {
   assert_true(changed > 0);
 }
 
-/* Answers kept under an Idempotency-Key: per scope, for keep_ms, the same key kept again
- * after that (replaced), and the oldest ones dropped by a later put. */
+/* Answers kept under an Idempotency-Key: per scope, until the retention walk's purge drops them
+ * (no age read at the lookup: a node's clock may be off), the oldest first, a batch at a time. */
 static int run_answers(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   (void)a;
   const int64_t day = 24LL * 3600 * 1000, t0 = 1000 * day;
   char *hash = NULL, *answer = NULL;
   int status = 0;
-  assert_int_equal(be->answer_get(c, "key_a", "k1", t0, day, &hash, &status, &answer),
+  assert_int_equal(be->answer_get(c, "key_a", "k1", &hash, &status, &answer),
                    HOOKD_STORE_NOTFOUND);
-  assert_int_equal(be->answer_put(c, "key_a", "k1", "h1", 200, "{\"n\":1}", t0, day), 0);
-  assert_int_equal(be->answer_get(c, "key_a", "k1", t0 + 10, day, &hash, &status, &answer), 0);
+  assert_int_equal(be->answer_put(c, "key_a", "k1", "h1", 200, "{\"n\":1}", t0), 0);
+  assert_int_equal(be->answer_get(c, "key_a", "k1", &hash, &status, &answer), 0);
   assert_string_equal(hash, "h1");
   assert_string_equal(answer, "{\"n\":1}");
   assert_int_equal(status, 200);
   free(hash);
   free(answer);
   /* another scope's key is its own */
-  assert_int_equal(be->answer_get(c, "key_b", "k1", t0 + 10, day, &hash, &status, &answer),
+  assert_int_equal(be->answer_get(c, "key_b", "k1", &hash, &status, &answer),
                    HOOKD_STORE_NOTFOUND);
-  /* past its time: not given, and kept anew under the same key */
-  assert_int_equal(be->answer_get(c, "key_a", "k1", t0 + day, day, &hash, &status, &answer),
-                   HOOKD_STORE_NOTFOUND);
-  assert_int_equal(be->answer_put(c, "key_a", "k1", "h2", 202, "{}", t0 + day, day), 0);
-  assert_int_equal(be->answer_get(c, "key_a", "k1", t0 + day, day, &hash, &status, &answer), 0);
-  assert_string_equal(hash, "h2");
+  /* a put keeps nothing else from being found, however old (before, a put dropped answers by
+   * its own clock: a node started days ahead dropped every node's) */
+  assert_int_equal(be->answer_put(c, "key_b", "new", "h", 200, "{}", t0 + 5 * day), 0);
+  assert_int_equal(be->answer_get(c, "key_a", "k1", &hash, &status, &answer), 0);
   free(hash);
   free(answer);
-  /* a put drops answers past their time */
-  assert_int_equal(be->answer_put(c, "key_b", "old", "h", 200, "{}", t0, day), 0);
-  assert_int_equal(be->answer_put(c, "key_b", "new", "h", 200, "{}", t0 + 2 * day, day), 0);
+  /* the purge: those stamped before its time, oldest first, limit at a time */
+  assert_int_equal(be->answer_put(c, "key_b", "old", "h", 200, "{}", t0 - day), 0);
+  int purged = 0;
+  bool more = false;
+  assert_int_equal(be->answer_purge(c, t0 + 1, 1, &purged, &more), 0);
+  assert_int_equal(purged, 1);
+  assert_true(more);
+  assert_int_equal(be->answer_get(c, "key_b", "old", &hash, &status, &answer),
+                   HOOKD_STORE_NOTFOUND);
+  assert_int_equal(be->answer_purge(c, t0 + 1, 10, &purged, &more), 0);
+  assert_int_equal(purged, 1);
+  assert_false(more);
   sqlite3_stmt *st;
   assert_int_equal(sqlite3_prepare_v2(c->db, "SELECT group_concat(key) FROM api_answers", -1, &st,
                                       NULL),
