@@ -124,7 +124,9 @@ bool hookd_api_idempotency_key(hookd_req *r, const char **key);
 typedef struct hookd_kept {
   char idem[256]; /* the key, or "" */
   char scope[64]; /* the API key that sent it ("" without keys) */
-  char hash[65];  /* the route, the record, the reason and the body (canonical JSON), hashed */
+  char hash[65];  /* the route, the record, the reason and the body (canonical JSON, its
+                   * top-level nulls left out: hookd_json_without_nulls), hashed */
+  char hash_nulls[65]; /* the same with the nulls, as earlier builds kept it; "" without any */
   char *answer;   /* the answer's JSON: built by the run, kept under the key with its writes */
   int status;
   bool replayed;  /* the answer kept for the key, given again: nothing was done */
@@ -164,6 +166,13 @@ void hookd_api_reply_overloaded(hookd_req *r, hookd_app *app, uint64_t depth);
 /* Parses the request body as a JSON object within the configured limits; on failure answers 400
  * and returns NULL. */
 json_t *hookd_api_body_object(hookd_req *r, hookd_app *app);
+/* A request body as it is compared with a repeat's (an Idempotency-Key's, a publish's id): an
+ * optional member sent as null is the member left out (the routes read null as "not given"), so
+ * the two hash alike — a client sending `"channels": null` on one try and nothing on the next
+ * was answered 409. A null of the member named value (may be NULL) is kept: a value there. A new
+ * reference (NULL when out of memory); the members are shared, not copied. *dropped: whether one
+ * was left out. */
+json_t *hookd_json_without_nulls(json_t *body, const char *value, bool *dropped);
 
 /* The principal the router authenticated (NULL on public routes). */
 const hookd_principal *hookd_api_principal(hookd_req *r);

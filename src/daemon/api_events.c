@@ -272,29 +272,6 @@ static int request_hash(const json_t *request, size_t cap, unsigned char hash[32
   return brc;
 }
 
-/* A publish's body as it is compared with a repeat's: an optional member sent as null is the
- * member left out (prepare reads null as "not given"), so the two hash alike — a client sending
- * `"channels": null` on one try and nothing on the next was answered 409. payload's null is a
- * value. A new reference (NULL when out of memory); the members are shared, not copied. *dropped:
- * whether one was left out. */
-static json_t *without_nulls(json_t *body, bool *dropped) {
-  json_t *given = json_object();
-  const char *k;
-  json_t *v;
-  *dropped = false;
-  json_object_foreach(body, k, v) {
-    if (json_is_null(v) && strcmp(k, "payload") != 0) {
-      *dropped = true;
-      continue;
-    }
-    if (given && json_object_set(given, k, v) != 0) {
-      json_decref(given);
-      given = NULL;
-    }
-  }
-  return given;
-}
-
 /* Checks a publish's body (its members already known to be a publish's) and fills op from it:
  * the event, its envelope, its request hash, the store request. op->idem is set by the caller.
  * -1 when refused (e answered). */
@@ -376,7 +353,7 @@ static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body,
   if (id || op->idem[0]) {
     size_t cap = app->cfg->max_body_bytes * 6 + 1024;
     bool dropped;
-    json_t *given = without_nulls(body, &dropped);
+    json_t *given = hookd_json_without_nulls(body, "payload", &dropped); /* (a value there) */
     brc = request_hash(given, cap, op->hash);
     json_decref(given);
     /* earlier builds hashed the nulls too: a request they stored is still this one (upgrades) */

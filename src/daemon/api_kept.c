@@ -33,6 +33,20 @@ static int keyed_hex(const hookd_app *app, const void *data, size_t len, char he
   return rc;
 }
 
+/* hex of the hash of route, record, reason and canonical body (NULL: none); false out of memory */
+static bool request_hash(const hookd_app *app, const char *route, const char *id, const char *why,
+                         const json_t *body, bool keyed, size_t max_body, char out[65]) {
+  hookd_buf b;
+  /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
+  hookd_buf_init(&b, max_body * 6 + 1024);
+  bool ok = hookd_buf_printf(&b, "%s\x1f%s\x1f%s\x1f", route, id ? id : "", why ? why : "") == 0 &&
+            (!body || hookd_jcs(body, &b) == 0) &&
+            (keyed ? keyed_hex(app, b.data, b.len, out) : hookd_in_sha256_hex(b.data, b.len, out)) ==
+                0;
+  hookd_buf_free(&b);
+  return ok;
+}
+
 /* The request's key and hash: the route, the record's id (NULL for a batch), the reason (the
  * body's; NULL: the Hookd-Reason header's, as the audit records it) and the body (canonical;
  * NULL: none); keyed when the body may carry secrets. False once answered. */
@@ -47,14 +61,16 @@ bool hookd_kept_prepare(hookd_req *r, hookd_app *app, hookd_kept *k, const char 
                                  app->started_mono_ms);
   const hookd_principal *p = hookd_api_principal(r);
   snprintf(k->scope, sizeof k->scope, "%s", p ? p->key_id : "");
-  hookd_buf b;
-  /* canonical numbers take up to 5.25 times their bytes ("1e20" is 21 digits) */
-  hookd_buf_init(&b, app->cfg->max_body_bytes * 6 + 1024);
-  bool ok = hookd_buf_printf(&b, "%s\x1f%s\x1f%s\x1f", route, id ? id : "", why ? why : "") == 0 &&
-            (!body || hookd_jcs(body, &b) == 0) &&
-            (keyed ? keyed_hex(app, b.data, b.len, k->hash)
-                   : hookd_in_sha256_hex(b.data, b.len, k->hash)) == 0;
-  hookd_buf_free(&b);
+  /* a member sent as null is the member left out (a retry that leaves it out is the same request:
+   * a review); the hash of the body as sent is kept beside, which earlier builds kept */
+  bool dropped = false;
+  json_t *given = body ? hookd_json_without_nulls((json_t *)body, NULL, &dropped) : NULL;
+  bool ok = (!body || given) &&
+            request_hash(app, route, id, why, given, keyed, app->cfg->max_body_bytes, k->hash);
+  json_decref(given);
+  k->hash_nulls[0] = '\0';
+  if (ok && dropped)
+    ok = request_hash(app, route, id, why, body, keyed, app->cfg->max_body_bytes, k->hash_nulls);
   if (!ok) hookd_req_error(r, 503, "unavailable", "out of memory");
   return ok;
 }
@@ -71,7 +87,7 @@ int hookd_kept_lookup(hookd_kept *k, hookd_api_op *base, hookd_store_conn *c,
   char *hash = NULL;
   int rc = be->answer_get(c, k->scope, k->idem, &hash, &k->status, &k->answer);
   if (rc) return rc;
-  bool same = !strcmp(hash, k->hash);
+  bool same = !strcmp(hash, k->hash) || (k->hash_nulls[0] && !strcmp(hash, k->hash_nulls));
   free(hash);
   if (!same) {
     free(k->answer);

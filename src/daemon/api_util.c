@@ -398,6 +398,24 @@ bool hookd_api_parse_headers(hookd_req *r, const json_t *v, const char *field, c
   return true;
 }
 
+json_t *hookd_json_without_nulls(json_t *body, const char *value, bool *dropped) {
+  json_t *given = json_object();
+  const char *k;
+  json_t *v;
+  *dropped = false;
+  json_object_foreach(body, k, v) {
+    if (json_is_null(v) && (!value || strcmp(k, value) != 0)) {
+      *dropped = true;
+      continue;
+    }
+    if (given && json_object_set(given, k, v) != 0) {
+      json_decref(given);
+      given = NULL;
+    }
+  }
+  return given;
+}
+
 json_t *hookd_api_header_names(const hookd_app *app, const hookd_endpoint *ep) {
   json_t *h = ep->headers ? hookd_keyring_open_json(&app->keyring, ep->headers, ep->id) : NULL;
   /* a value that does not open (a key the store was not sealed with) shows null: unknown */
