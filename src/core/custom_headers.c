@@ -75,8 +75,8 @@ bool hookd_custom_headers_check(const json_t *v, const char *field, char *err, s
                "%s.%s is a header hookd or HTTP sets itself, or one that changes what the request "
                "means (content-*, transfer-encoding, host, connection, keep-alive, te, trailer, "
                "upgrade, expect, proxy-*, user-agent, idempotency-key, accept-encoding, range, "
-               "x-http-method-override, x-http-method, x-method-override, webhook-*, svix-*, "
-               "hookd-*)",
+               "if-range, x-http-method-override, x-http-method, x-method-override, "
+               "x-original-url, x-rewrite-url, webhook-*, svix-*, hookd-*)",
                field, k);
       return false;
     }

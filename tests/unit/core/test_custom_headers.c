@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <ctype.h>
+#include <stdbool.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -61,6 +63,16 @@ static void reserved_names(void **st) {
     assert_false(check(js, err, sizeof err));
     snprintf(want, sizeof want, "headers.%s is a header hookd or HTTP sets", names[i]);
     assert_non_null(strstr(err, want));
+    /* and the list it gives names it (or its prefix): the refused is told why */
+    char lower[64], *dash;
+    snprintf(lower, sizeof lower, "%s", names[i]);
+    for (char *p = lower; *p; p++) *p = (char)tolower((unsigned char)*p);
+    bool named = strstr(strchr(err, '(') ? strchr(err, '(') : err, lower) != NULL;
+    if (!named && (dash = strchr(lower, '-')) != NULL) {
+      dash[1] = '*', dash[2] = '\0';
+      named = strstr(err, lower) != NULL;
+    }
+    if (!named) fail_msg("%s is not in the list the message gives: %s", names[i], err);
   }
 }
 
