@@ -333,8 +333,8 @@ static bool retention_windows(hookd_app *app, int64_t used[3]) {
 /* Retention of dedup records with their inbound events (I9) and of objects' newest versions,
  * the expiry of what disabled endpoints owe of expired events, and, when set, of settled
  * outbound events: their payloads, then the events themselves (O17)
- * and their ordered lanes' versions; the items of replay jobs that ended a week ago
- * (docs/replay.md). */
+ * and their ordered lanes' versions; the answers kept under API writes' Idempotency-Keys past
+ * their 24 hours; the items of replay jobs that ended a week ago (docs/replay.md). */
 static void purge_old(hookd_app *app) {
   /* a shared store: not while this node's clock is outvoted or not checked yet — every node's
    * records go by it (docs/postgres.md "The clock guard") */
