@@ -238,6 +238,10 @@ int hookd_metrics_render(hookd_buf *o) {
     rc = rc ? rc : counter(o, "hookd_outbox_errors_total",
                            "failures to connect to or query the outbox's database",
                            LOAD(m->outbox_errors));
+    rc = rc ? rc : counter(o, "hookd_outbox_standby_total",
+                           "outbox batches not taken: another relay's batch held the table's "
+                           "lock (tried again after --outbox-poll-ms)",
+                           LOAD(m->outbox_standby));
     rc = rc ? rc : hookd_metrics_gauge(o, "hookd_outbox_connected",
                                        "1 while the outbox relay holds its connection",
                                        (double)atomic_load_explicit(&m->outbox_connected,

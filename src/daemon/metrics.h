@@ -102,6 +102,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t outbox_refused;    /* outbox rows the engine refused (marked in the table) */
   _Atomic uint64_t outbox_deferred;   /* outbox rows the engine could not take now (a 5xx) */
   _Atomic uint64_t outbox_errors;     /* the outbox database's connection or query failures */
+  _Atomic uint64_t outbox_standby;    /* batches not taken: another relay's batch held the table */
   _Atomic int64_t outbox_connected;   /* gauge: 1 while the relay holds a connection */
   _Atomic int64_t outbox_active;      /* gauge: 1 while it holds the table's relay lock */
   _Atomic int64_t outbox_lag_ms;      /* gauge: the oldest waiting row's age, as last seen */

@@ -41,6 +41,9 @@ enum { C_SEQ, C_TENANT, C_ID, C_TYPE, C_PAYLOAD, C_OCCURRED, C_OKEY, C_OVER, C_C
 /* A batch's payload text fetched at most (its first row whatever its size): docs/outbox.md. */
 #define OUTBOX_BATCH_BYTES "16777216"
 #define DEFERRED_LOG_MS 60000 /* outbox.deferred names one row at most once a minute */
+/* payload text handed to the engine before its commits are waited for and the parsed bodies
+ * freed: parsed, a payload takes up to ~20 times its text (docs/outbox.md) */
+#define PARSED_TEXT_MAX ((size_t)2 << 20)
 
 struct hookd_outbox {
   hookd_app *app;
@@ -56,7 +59,9 @@ struct hookd_outbox {
   bool waiting_said;   /* outbox.standby logged for this wait */
   long long deferred_seq;     /* the row outbox.deferred last named, and when (monotonic) */
   int64_t deferred_logged_ms;
-  char select_sql[2048], delete_sql[300], mark_sql[300], lag_sql[400];
+  char select_sql[2048], delete_sql[300], mark_sql[300], lag_sql[400], first_sql[400];
+  char probe_sql[500];
+  char table[300]; /* the table's name, quoted */
 };
 
 /* One cycle's publishes in flight: their outcomes come on the writer's thread. */
@@ -421,18 +426,37 @@ static int skip_array(const hookd_outbox *o, hookd_buf *out) {
   return rc ? rc : hookd_buf_puts(out, "}");
 }
 
+/* Waits for every outcome handed out so far, then frees the bodies of rows[from..to). */
+static void settle(batch *b, row *rows, int from, int to) {
+  pthread_mutex_lock(&b->mu);
+  while (b->pending > 0) pthread_cond_wait(&b->cv, &b->mu);
+  pthread_mutex_unlock(&b->mu);
+  for (int i = from; i < to; i++) {
+    json_decref(rows[i].body);
+    rows[i].body = NULL;
+  }
+}
+
 /* Publishes the batch's rows into the engine and waits for every outcome (the engine's
- * commits). */
+ * commits), PARSED_TEXT_MAX of payload text at a time. */
 static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, int n) {
   batch b = {.pending = 0};
   pthread_mutex_init(&b.mu, NULL);
   pthread_cond_init(&b.cv, NULL);
+  size_t parsed = 0;
+  int from = 0;
   for (int i = 0; i < n; i++) {
+    if (parsed >= PARSED_TEXT_MAX) {
+      settle(&b, rows, from, i);
+      parsed = 0;
+      from = i;
+    }
     rows[i].seq = strtoll(val(res, i, C_SEQ), NULL, 10);
     rows[i].event_id = PQgetvalue(res, i, C_ID); /* ("" when NULL: refused below) */
     rows[i].tenant = PQgetvalue(res, i, C_TENANT);
     json_t *body = row_body(o, res, i, &rows[i].o);
     if (!body) continue;
+    parsed += strlen(val(res, i, C_PAYLOAD));
     rows[i].b = &b;
     pthread_mutex_lock(&b.mu);
     b.pending++;
@@ -445,13 +469,7 @@ static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, int n)
     }
     rows[i].body = body; /* freed here once its publish is done, not on the store's thread */
   }
-  pthread_mutex_lock(&b.mu);
-  while (b.pending > 0) pthread_cond_wait(&b.cv, &b.mu);
-  pthread_mutex_unlock(&b.mu);
-  for (int i = 0; i < n; i++) {
-    json_decref(rows[i].body);
-    rows[i].body = NULL;
-  }
+  settle(&b, rows, from, n);
   pthread_cond_destroy(&b.cv);
   pthread_mutex_destroy(&b.mu);
 }
@@ -468,6 +486,49 @@ static void deferred(hookd_outbox *o, const row *r, int n) {
        KV_S("error", r->o.message), KV_I("rows", n));
 }
 
+/* Whether res is a failure to convert a row's text to UTF-8 (the database's encoding has no
+ * UTF-8 form for it: WIN1252's undefined bytes, SQL_ASCII's non-UTF-8 ones). */
+static bool unconvertible(const PGresult *res) {
+  const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+  return state && (!strcmp(state, "22P05") || !strcmp(state, "22021"));
+}
+
+/* The first row waiting, its text read alone (in the batch's transaction): when that fails the
+ * conversion, the row is marked refused for its encoding, by its seq, and the transaction
+ * committed (0); 1 when it reads (the batch's failure was another row's); -1 when the database
+ * failed. */
+static int mark_unreadable(hookd_outbox *o, const char *skip) {
+  const char *p1[1] = {skip};
+  PGresult *f = query(o, o->first_sql, 1, p1);
+  if (!f || PQresultStatus(f) != PGRES_TUPLES_OK) {
+    PQclear(f);
+    return -1;
+  }
+  char seq[24] = "";
+  if (PQntuples(f) == 1) snprintf(seq, sizeof seq, "%s", PQgetvalue(f, 0, 0));
+  PQclear(f);
+  if (!seq[0]) return exec_ok(o, "COMMIT") ? 0 : -1;
+  if (!exec_ok(o, "SAVEPOINT probe")) return -1;
+  const char *p2[1] = {seq};
+  PGresult *t = query(o, o->probe_sql, 1, p2);
+  bool bad = unconvertible(t);
+  PQclear(t);
+  if (!bad) return 1;
+  static const char why[] = "422 invalid_encoding: a text column of the row has no UTF-8 form "
+                            "in the database's encoding";
+  const char *p3[2] = {seq, why};
+  if (!exec_ok(o, "ROLLBACK TO SAVEPOINT probe")) return -1;
+  PGresult *m = query(o, o->mark_sql, 2, p3);
+  bool ok = m && PQresultStatus(m) == PGRES_COMMAND_OK;
+  PQclear(m);
+  if (!ok || !exec_ok(o, "COMMIT")) return -1;
+  HOOKD_INC(outbox_refused);
+  HLOG(HOOKD_LOG_WARN, "outbox.refused", KV_I("seq", strtoll(seq, NULL, 10)), KV_I("status", 422),
+       KV_S("code", "invalid_encoding"),
+       KV_S("error", "a text column of the row has no UTF-8 form in the database's encoding"));
+  return 0;
+}
+
 /* One relay's batch at a time per table, whatever the nodes given --outbox-url: two split a
  * backlog with SKIP LOCKED and their batches reached the engine in either order (a lane without
  * versions out of seq order). A transaction lock, keyed by the table's name, taken by each batch
@@ -477,12 +538,20 @@ static void deferred(hookd_outbox *o, const row *r, int n) {
 static bool take_relay_lock(hookd_outbox *o) {
   char key[160];
   snprintf(key, sizeof key, "hookd_outbox:%s", o->app->cfg->outbox_table);
-  const char *params[1] = {key};
-  PGresult *res = query(o, "SELECT pg_try_advisory_xact_lock(hashtext($1))", 1, params);
+  const char *params[2] = {key, o->table};
+  /* keyed by the table's OID — "hookd_outbox" and "public.hookd_outbox", or another
+   * search_path, name one table (a review) — and by the name as given, the key of earlier
+   * builds, which a node not yet upgraded takes */
+  PGresult *res = query(o,
+                        "SELECT pg_try_advisory_xact_lock(hashtext($1)) AND "
+                        "pg_try_advisory_xact_lock(hashtext('hookd_outbox_oid:' || "
+                        "$2::regclass::oid::text))",
+                        2, params);
   bool held = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
               !strcmp(PQgetvalue(res, 0, 0), "t");
   PQclear(res);
   atomic_store_explicit(&hookd_m.outbox_active, held, memory_order_relaxed);
+  if (!held) HOOKD_INC(outbox_standby);
   if (held && o->waiting_said)
     HLOG(HOOKD_LOG_INFO, "outbox.relaying", KV_S("table", o->app->cfg->outbox_table));
   else if (!held && !o->waiting_said)
@@ -494,7 +563,8 @@ static bool take_relay_lock(hookd_outbox *o) {
 
 /* One cycle. Returns the rows taken (>= 0), -1 when the database failed, -2 when the engine
  * could not take them now (they stay for the next cycle), -3 when the relay is stuck (too many
- * rows it can neither publish nor mark), -4 when another relay's batch holds the table. *cut: the byte bound left rows out of the batch (more
+ * rows it can neither publish nor mark), -4 when another relay's batch holds the table, -5 when
+ * rows published were not deleted (outbox.not_deleted). *cut: the byte bound left rows out of the batch (more
  * are waiting, however few were taken). */
 static int cycle(hookd_outbox *o, bool *cut) {
   *cut = false;
@@ -540,7 +610,30 @@ static int cycle(hookd_outbox *o, bool *cut) {
   char max[24];
   snprintf(max, sizeof max, "%zu", app->cfg->max_body_bytes);
   const char *params[3] = {limit, skip.data, max};
+  if (!exec_ok(o, "SAVEPOINT batch")) {
+    hookd_buf_free(&skip);
+    return -1;
+  }
   PGresult *res = query(o, o->select_sql, 3, params);
+  /* a row whose text has no UTF-8 form fails the whole batch's conversion: the first row is
+   * read alone — relayed alone, or, failing too, marked by its seq (docs/outbox.md) */
+  bool narrowed = false;
+  if (unconvertible(res)) {
+    PQclear(res);
+    res = NULL;
+    narrowed = *cut = true; /* (the rows behind it wait no poll) */
+    int rc = exec_ok(o, "ROLLBACK TO SAVEPOINT batch") ? mark_unreadable(o, skip.data) : -1;
+    if (rc == 1 && exec_ok(o, "ROLLBACK TO SAVEPOINT batch")) {
+      params[0] = "1"; /* the first row reads: relayed alone */
+      res = query(o, o->select_sql, 3, params);
+    }
+    if (rc != 1 || unconvertible(res)) { /* marked, failed, or another row first meanwhile */
+      PQclear(res);
+      hookd_buf_free(&skip);
+      if (rc == 1) return exec_ok(o, "ROLLBACK") ? -2 : -1;
+      return rc;
+    }
+  }
   hookd_buf_free(&skip);
   if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) != C__COUNT) {
     PQclear(res);
@@ -552,6 +645,7 @@ static int cycle(hookd_outbox *o, bool *cut) {
    * outbox drained, no poll interval before the next */
   *cut = n && (strtoll(PQgetvalue(res, 0, C_LOCKED), NULL, 10) > n ||
                (take < app->cfg->outbox_batch && n >= take));
+  if (narrowed) *cut = true;
   atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
   if (n == 0) {
     PQclear(res);
@@ -582,13 +676,26 @@ static int cycle(hookd_outbox *o, bool *cut) {
   hookd_buf seqs;
   hookd_buf_init(&seqs, (size_t)n * 24 + 16);
   bool ok = true;
+  long long published = 0, deleted = 0;
+  for (int i = 0; i < n; i++) published += rows[i].o.status >= 200 && rows[i].o.status <= 299;
   if (seq_array(rows, n, &seqs)) {
     const char *p[1] = {seqs.data};
     PGresult *d = query(o, o->delete_sql, 1, p);
     ok = d && PQresultStatus(d) == PGRES_COMMAND_OK;
+    if (ok) deleted = strtoll(PQcmdTuples(d), NULL, 10);
     PQclear(d);
   }
   hookd_buf_free(&seqs);
+  /* fewer deleted than published (a trigger returning NULL, row-level security): they would be
+   * published again at every poll, as duplicates, silently (a review) */
+  bool not_deleted = ok && deleted < published;
+  if (not_deleted) {
+    HOOKD_INC(outbox_errors);
+    HLOG(HOOKD_LOG_ERROR, "outbox.not_deleted", KV_I("published", published),
+         KV_I("deleted", deleted),
+         KV_S("hint", "a trigger or row-level security keeps the relay's DELETE from removing "
+                      "relayed rows: they are relayed again (duplicates) until it can"));
+  }
   for (int i = 0; ok && i < n; i++)
     if (rows[i].o.status >= 400 && rows[i].o.status < 500) ok = mark(o, &rows[i]);
   if (ok) {
@@ -609,6 +716,7 @@ static int cycle(hookd_outbox *o, bool *cut) {
   free(rows);
   PQclear(res);
   if (!ok) return -1;
+  if (not_deleted) return -5;
   if (!n_deferred) return n;
   return -2;
 }
@@ -644,6 +752,11 @@ static void *main_loop(void *arg) {
       backoff = next_backoff(backoff);
       continue;
     }
+    if (n == -5) { /* (said: outbox.not_deleted) */
+      wait_for(o, backoff, false);
+      backoff = next_backoff(backoff);
+      continue;
+    }
     if (n == -3) {
       HOOKD_INC(outbox_errors);
       HLOG(HOOKD_LOG_ERROR, "outbox.stuck",
@@ -656,7 +769,9 @@ static void *main_loop(void *arg) {
     }
     backoff = BACKOFF_MIN_MS;
     if (n == -2) wait_for(o, BUSY_WAIT_MS, false);
-    else if (n == -4) wait_for(o, o->app->cfg->outbox_poll_ms, true);
+    /* (a standby relay waits the poll: woken by each producer's notification, it tried again
+     * at every commit — a review) */
+    else if (n == -4) wait_for(o, o->app->cfg->outbox_poll_ms, false);
     /* fewer than a batch: drained, unless the byte bound cut it (large payloads: a batch of
      * them is 16 MiB, and waiting a poll after each drained a backlog at 16 MiB a poll) */
     else if (n < o->app->cfg->outbox_batch && !cut)
@@ -735,6 +850,14 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            "WHERE relay_error IS NULL AND seq <> ALL($1::bigint[]) ORDER BY seq LIMIT 1", t);
   snprintf(o->mark_sql, sizeof o->mark_sql,
            "UPDATE %s SET relay_error = $2, relay_failed_at = now() WHERE seq = $1::bigint", t);
+  /* the first row waiting, by its seq alone (none of its text converted), then its text */
+  snprintf(o->first_sql, sizeof o->first_sql,
+           "SELECT seq FROM %s WHERE relay_error IS NULL AND seq <> ALL($1::bigint[]) ORDER BY"
+           " seq LIMIT 1 FOR UPDATE SKIP LOCKED", t);
+  snprintf(o->probe_sql, sizeof o->probe_sql,
+           "SELECT tenant, event_id, type, payload::text, ordering_key, channels::text,"
+           " schema_version FROM %s WHERE seq = $1::bigint", t);
+  snprintf(o->table, sizeof o->table, "%s", t);
   o->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (o->wake_fd < 0 || pthread_create(&o->thread, NULL, main_loop, o) != 0) {
     if (o->wake_fd >= 0) close(o->wake_fd);

@@ -549,3 +549,101 @@ test('two relays on one outbox table: one batch at a time (the table\'s transact
     await rx.close();
   }
 });
+
+test('a row whose text has no UTF-8 form (WIN1252\'s undefined 0x81) is marked invalid_encoding, by its seq; the rows before and after it are relayed', async () => {
+  await pg.query("CREATE DATABASE w1252 ENCODING 'WIN1252' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+  const url = pg.url.replace(/\/postgres$/, '/w1252');
+  const c = new (await import('pg')).default.Client({ connectionString: url });
+  await c.connect();
+  const rx = await startReceiver();
+  try {
+    await c.query(DDL);
+    const h = await startHookd({ args: ['--outbox-url', url, '--outbox-poll-ms', '200'] });
+    const { tenant } = await setup(h, rx.url);
+    await c.query(`INSERT INTO hookd_outbox (event_id, tenant, type, payload) VALUES
+      ('w0', $1, 'a.b', '{"name":"Café"}'),
+      ('w1', $1, 'a.b', ('{"note":"' || convert_from('\\x81'::bytea, 'WIN1252') || '"}')::json),
+      ('w2', $1, 'a.b', '{"after":true}')`, [tenant]);
+    // (before: every batch's SELECT failed the conversion, for ever, w0 too)
+    await rx.waitFor((r) => r.requests.length === 2, 15000, 'w0 and w2 relayed');
+    assert.deepEqual(rx.requests.map((q) => q.headers['webhook-id']).sort(), ['w0', 'w2']);
+    assert.deepEqual(JSON.parse(rx.requests.find((q) => q.headers['webhook-id'] === 'w0').body).data, { name: 'Café' });
+    const left = (await c.query('SELECT event_id, relay_error FROM hookd_outbox')).rows;
+    assert.equal(left.length, 1);
+    assert.equal(left[0].event_id, 'w1');
+    assert.match(left[0].relay_error, /^422 invalid_encoding: a text column of the row has no UTF-8 form/);
+    const said = await h.waitForLog((l) => l.msg === 'outbox.refused' && l.code === 'invalid_encoding');
+    assert.equal(typeof said.seq, 'number');
+    assert.equal(await metric(h, 'hookd_outbox_refused_total'), 1);
+    assert.equal((await h.stop()).code, 0);
+  } finally { await c.end(); await rx.close(); }
+});
+
+test('a DELETE that removes fewer rows than were published (a BEFORE DELETE trigger returning NULL) is said and counted, and the relay backs off', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await pg.query(`CREATE FUNCTION ${name}_keep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$`);
+    await pg.query(`CREATE TRIGGER ${name}_keep BEFORE DELETE ON ${name} FOR EACH ROW EXECUTE FUNCTION ${name}_keep()`);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('k1', $1, 'a.b', '{}')`, [tenant]);
+    const said = await h.waitForLog((l) => l.msg === 'outbox.not_deleted', 15000, 'the rows left said');
+    assert.deepEqual([said.level, said.published, said.deleted], ['error', 1, 0]);
+    assert.ok((await metric(h, 'hookd_outbox_errors_total')) >= 1);
+    // backing off (1 s, 2 s, …), not a duplicate every 200 ms poll
+    await h.waitForLog((l) => l.msg === 'outbox.not_deleted' && l !== said, 15000, 'said again after the backoff');
+    const lines = h.logs.filter((l) => l.msg === 'outbox.not_deleted');
+    assert.ok(Date.parse(lines[1].ts) - Date.parse(lines[0].ts) >= 900, `${lines[0].ts} ${lines[1].ts}`);
+    await pg.query(`DROP TRIGGER ${name}_keep ON ${name}`);
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { what: 'deleted once the trigger is gone' });
+    assert.equal(rx.requests.filter((q) => q.headers['webhook-id'] === 'k1').length, 1, 'one event, one delivery');
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); }
+});
+
+test('a relay waiting for another\'s batch (standby) tries again after a poll, not at each producer\'s notification', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name, ['--outbox-poll-ms', '1000']) });
+  const holder = await pg.client();
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await holder.query('BEGIN');
+    const got = await holder.query('SELECT pg_try_advisory_xact_lock(hashtext($1)) AS l', [`hookd_outbox:${name}`]);
+    assert.equal(got.rows[0].l, true);
+    await h.waitForLog((l) => l.msg === 'outbox.standby', 10000, 'standby');
+    const r0 = await metric(h, 'hookd_outbox_standby_total');
+    const t0 = Date.now();
+    const c = await pg.client();
+    for (let i = 0; i < 200; i++) await c.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ($2, $1, 'a.b', '{}')`, [tenant, `s${i}`]);
+    await c.end();
+    const r1 = await metric(h, 'hookd_outbox_standby_total');
+    const secs = (Date.now() - t0) / 1000;
+    // one try a poll (1 s) at most: before, one per producer's commit (~200)
+    assert.ok(r1 - r0 <= Math.ceil(secs) + 2, `${r1 - r0} tries in ${secs.toFixed(2)} s`);
+    await holder.query('ROLLBACK');
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { timeout: 30000, what: 'relayed once free' });
+    assert.equal((await h.stop()).code, 0);
+  } finally { await holder.end(); await rx.close(); }
+});
+
+test('two relays naming one table differently (its name and its schema-qualified name) share its lock: one batch at a time', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const holder = await pg.client();
+  const h = await startHookd({ args: relay(`public.${name}`) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    // another node's batch open on the table named without its schema (the key by its OID)
+    await holder.query('BEGIN');
+    const got = await holder.query("SELECT pg_try_advisory_xact_lock(hashtext('hookd_outbox_oid:' || $1::regclass::oid::text)) AS l", [`"${name}"`]);
+    assert.equal(got.rows[0].l, true);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('q1', $1, 'a.b', '{}')`, [tenant]);
+    await h.waitForLog((l) => l.msg === 'outbox.standby', 10000, 'the same table: standby');
+    assert.equal((await rows(name)).length, 1, 'not relayed while the other holds it');
+    await holder.query('ROLLBACK');
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { what: 'relayed once free' });
+    assert.equal((await h.stop()).code, 0);
+  } finally { await holder.end(); await rx.close(); }
+});
