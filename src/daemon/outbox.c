@@ -603,9 +603,9 @@ static int cycle(hookd_outbox *o, bool *cut) {
   snprintf(limit, sizeof limit, "%d", take);
   hookd_buf skip;
   hookd_buf_init(&skip, o->n_skip * 24 + 16);
-  if (skip_array(o, &skip)) {
+  if (skip_array(o, &skip)) { /* (out of memory: the transaction and its lock not left open) */
     hookd_buf_free(&skip);
-    return -2;
+    return exec_ok(o, "ROLLBACK") ? -2 : -1;
   }
   char max[24];
   snprintf(max, sizeof max, "%zu", app->cfg->max_body_bytes);
