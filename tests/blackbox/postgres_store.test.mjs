@@ -82,7 +82,7 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   const h = await node(store, masterKey(), 'n1');
   try {
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [0, 9], 'the schema made at the first start');
+    assert.deepEqual([migrated?.from, migrated?.to], [0, 10], 'the schema made at the first start');
     const { tenant, endpoint, secret } = await setup(h, rx.url);
     const body = { id: 'evt_pg_1', type: 'order.created', payload: { n: 1 } };
     const p1 = await publish(h, tenant, body, { 'Idempotency-Key': 'k1' });
@@ -941,6 +941,65 @@ async function relay(port, { hold } = {}) {
   };
 }
 
+// docs/postgres.md "Failure windows": a server that crashed before the COMMIT reached its disk
+// restarts on the same timeline and gives the same transaction id to its next transaction
+test('a COMMIT lost with a server that crashed before writing it: the transaction id, given again to another\'s transaction that commits, is not taken for it — the publish is refused, nothing answered that is not stored', async () => {
+  const own = await startPostgres(); // (its crash ends every session on it: not the file's server)
+  const store = await own.database();
+  const db = store.split('/').pop();
+  const port = Number(new URL(store).port);
+  const link = await relay(port);
+  const rx = await startReceiver();
+  const h = await node(store.replace(/:\d+\//, `:${link.port}/`), masterKey(), 'n-reuse');
+  let c = new PgClient({ connectionString: store });
+  await c.connect();
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await c.query('CREATE TABLE other_node (x int)');
+    await c.query(`CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(600); RETURN NULL; END $$`);
+    await c.query(`CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW WHEN (NEW.id = 'evt_reuse') EXECUTE FUNCTION hold()`);
+    const answer = publish(h, tenant, { id: 'evt_reuse', type: 't.x', payload: {} });
+    const [held] = await waitUntil(async () => {
+      const w = (await c.query("SELECT pid, backend_xid::text AS xid FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'PgSleep'", [db])).rows;
+      return w.length === 1 && w;
+    }, { what: 'the COMMIT held' });
+    await c.end();
+    link.to(null); // new connections through the relay refused for now (the resolver's too)
+    link.cut(); // the node's link gone: its COMMIT unanswered
+    // the server crashes (a backend killed: crash recovery, the same timeline) before the held
+    // COMMIT's record was written; then another node's transaction is the first after it
+    process.kill(held.pid, 'SIGKILL');
+    const other = await waitUntil(async () => {
+      const o = new PgClient({ connectionString: store });
+      try { await o.connect(); } catch { await o.end().catch(() => {}); return null; }
+      try {
+        await o.query('BEGIN');
+        const x = (await o.query('SELECT txid_current()::text AS x')).rows[0].x;
+        await o.query('INSERT INTO other_node VALUES (1)');
+        await o.query('COMMIT');
+        return x;
+      } catch { return null; } finally { await o.end().catch(() => {}); }
+    }, { timeout: 30000, what: 'the server back, another transaction committed' });
+    assert.equal(other, held.xid, 'the same transaction id given again (what the test is about)');
+    link.to(port); // the resolver reaches the server again
+    const r = await answer;
+    c = new PgClient({ connectionString: store });
+    await c.connect();
+    const n = (await c.query("SELECT count(*)::int AS n FROM events WHERE id = 'evt_reuse'")).rows[0].n;
+    assert.equal(n, 0, 'the event is not stored');
+    assert.equal(r.status, 503, `refused, not answered 202 for rows that do not exist: ${r.text}`);
+    const settled = h.logs.filter((l) => l.msg === 'store.commit_settled');
+    assert.deepEqual(settled.map((l) => l.outcome), ['rolled_back']);
+  } finally {
+    await c.end().catch(() => {});
+    await h.stop().catch(() => {});
+    await link.close();
+    await rx.close();
+    await own.stop();
+  }
+});
+
 test('a COMMIT whose link died without a word while the server still runs the transaction is asked about until the server ends it', async () => {
   const store = await pg.database();
   const db = store.split('/').pop();
@@ -1439,11 +1498,14 @@ test('a store at schema 1 is upgraded at start, its data kept, the change feed\'
     // schema 1 as an older hookd left it
     await c.query('DROP TABLE node_clocks');
     await c.query('DROP TABLE master_key');
+    await c.query('DROP TABLE commit_marks');
     await c.query('DROP FUNCTION hookd_notify_config CASCADE'); // (and its triggers)
     await c.query('DELETE FROM hookd_schema_version WHERE version > 1');
     h = await node(store, key, 'n1');
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [1, 9]);
+    assert.deepEqual([migrated?.from, migrated?.to], [1, 10]);
+    await h.api('POST', '/v1/tenants', { id: 'after-upgrade' }); // (a writing batch: its token)
+    assert.equal((await c.query("SELECT count(*)::int AS n FROM commit_marks WHERE node_id = 'n1'")).rows[0].n, 1);
     const triggers = (await c.query(`SELECT tgname FROM pg_trigger WHERE tgname LIKE '%notify%' ORDER BY 1`)).rows;
     assert.deepEqual(triggers.map((t) => t.tgname), ['api_keys_notify', 'endpoints_notify_rows',
       'endpoints_notify_update', 'node_clocks_notify', 'sources_notify', 'tenants_notify']);

@@ -783,6 +783,13 @@ static int pg_begin(hookd_store_conn *c, int writer) {
  * ended the old session yet ("in progress") or cannot be reached, for up to PG_RESOLVE_MS.
  * HOOKD_STORE_OK: committed; HOOKD_STORE_ERR: rolled back; HOOKD_STORE_UNKNOWN: no answer
  * (docs/postgres.md "Failure windows"). */
+/* The key of this writer's row in commit_marks: the node's id (one writer a node, its lock
+ * held), or the CLI's. */
+static const char *mark_key(const hookd_store_conn *c) {
+  const char *id = pg_shared_node_id(c->sh);
+  return id ? id : "hookd-cli";
+}
+
 static int commit_outcome(hookd_store_conn *c, const char *xid) {
   const char *const base_k[] = PG_LINK_KEYS;
   const char *const base_v[] = PG_LINK_VALS(c->sh->url, "hookd");
@@ -819,10 +826,27 @@ static int commit_outcome(hookd_store_conn *c, const char *xid) {
       bool same = !c->timeline[0] ||
                   (answered && !PQgetisnull(r, 0, 1) && !strcmp(PQgetvalue(r, 0, 1), c->timeline));
       const char *st = answered && same && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
-      if (!strcmp(st, "committed")) rc = HOOKD_STORE_OK;
-      else if (!strcmp(st, "aborted")) rc = HOOKD_STORE_ERR;
+      bool ended = !strcmp(st, "committed") || !strcmp(st, "aborted");
       bool wait = !strcmp(st, "in progress") || (!answered && PQstatus(q) != CONNECTION_OK);
       PQclear(r);
+      /* ended: the token decides, not the id — a server that crashed before the COMMIT reached
+       * its disk gives the same id to its next transaction, whose "committed" was taken for
+       * this one's (rows answered 2xx that do not exist: a review). The token is there only if
+       * this transaction's writes are. (An id recycled and its transaction still running reads
+       * "in progress": waited for, then the token.) */
+      if (ended && c->token[0]) {
+        const char *mp[1] = {mark_key(c)};
+        PGresult *m = PQexecParams(q, "SELECT token::text FROM commit_marks WHERE node_id = $1",
+                                   1, NULL, mp, NULL, NULL, 0);
+        if (PQresultStatus(m) == PGRES_TUPLES_OK)
+          rc = PQntuples(m) == 1 && !strcmp(PQgetvalue(m, 0, 0), c->token) ? HOOKD_STORE_OK
+                                                                            : HOOKD_STORE_ERR;
+        else
+          wait = PQstatus(q) != CONNECTION_OK; /* (asked again; a refusal is no answer) */
+        PQclear(m);
+      } else if (ended) { /* (no token written: a transaction of the CLI's older paths) */
+        rc = !strcmp(st, "committed") ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
+      }
       /* any other answer (an id the server never gave out: a promoted replica) is no answer */
       if (rc != HOOKD_STORE_UNKNOWN || !wait) break;
     }
@@ -844,13 +868,28 @@ static int pg_commit(hookd_store_conn *c) {
   /* the transaction's id, if it wrote: what to ask the server about should the COMMIT's answer
    * not come (without one it wrote nothing, and a lost COMMIT lost nothing) */
   char xid[24] = "";
+  c->token[0] = '\0';
   if (c->writer && PQtransactionStatus(c->pg) == PQTRANS_INTRANS) {
-    PGresult *x = PQexec(c->pg, "SELECT txid_current_if_assigned()");
+    /* and, when it wrote, the batch's token into commit_marks, in the same round trip: what
+     * a lost COMMIT's outcome is read by (commit_outcome) */
+    uint64_t t = 0;
+    if (hookd_random_bytes(&t, sizeof t) != 0) t = (uint64_t)hookd_mono_ms();
+    char token[24];
+    snprintf(token, sizeof token, "%lld", (long long)(t >> 1)); /* (a bigint: positive) */
+    const char *p[2] = {mark_key(c), token};
+    PGresult *x = PQexecParams(
+        c->pg,
+        "WITH x AS (SELECT txid_current_if_assigned() AS id), m AS (INSERT INTO"
+        " commit_marks(node_id, token) SELECT $1, $2::bigint FROM x WHERE x.id IS NOT NULL"
+        " ON CONFLICT (node_id) DO UPDATE SET token = EXCLUDED.token RETURNING 1)"
+        " SELECT (SELECT id FROM x), (SELECT count(*) FROM m)",
+        2, NULL, p, NULL, NULL, 0);
     if (PQresultStatus(x) != PGRES_TUPLES_OK || PQntuples(x) != 1) {
       statement_failed(c, x, "commit"); /* not sent: the server rolls the transaction back */
       return HOOKD_STORE_ERR;
     }
     pg_copy(x, 0, 0, xid, sizeof xid);
+    if (xid[0]) snprintf(c->token, sizeof c->token, "%s", token);
     PQclear(x);
   }
   PGresult *r = PQexec(c->pg, "COMMIT");

@@ -37,6 +37,7 @@ struct hookd_store_conn {
   char sqlstate[6];  /* of the last failed statement */
   char timeline[9];  /* writer: the server's WAL timeline at the session's start ("": unknown) —
                       * a lost COMMIT's outcome is asked of a server on the same one only */
+  char token[24];    /* writer: the batch's commit_marks token, decimal ("": none written) */
   pg_prep *preps;    /* open addressing by sql address; cap a power of two */
   size_t n_preps, cap_preps;
   hookd_pfilter_cache pf; /* endpoints' payload filters, parsed (the fan-out's) */

@@ -251,9 +251,19 @@ static const char *const migration_9[] = {
     " seen_at bigint NOT NULL)",
     NULL};
 
+/* 10: each node's token of its last writing batch, written in the batch's transaction: a lost
+ * COMMIT is committed only if its token is there (pg_conn.c commit_outcome; docs/postgres.md
+ * "Failure windows") — a transaction's id is no answer after a crash that lost it, as the
+ * restarted server gives it again. */
+static const char *const migration_10[] = {
+    "CREATE TABLE IF NOT EXISTS commit_marks (node_id text COLLATE \"C\" PRIMARY KEY,"
+    " token bigint NOT NULL)",
+    NULL};
+
 static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
                                                 migration_4, migration_5, migration_6,
-                                                migration_7, migration_8, migration_9};
+                                                migration_7, migration_8, migration_9,
+                                                migration_10};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

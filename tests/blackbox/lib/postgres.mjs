@@ -89,7 +89,12 @@ export async function startPostgres({ port: wanted } = {}) {
         let c;
         try {
           c = await client(2000);
-          if ((await c.query('SHOW data_directory')).rows[0].data_directory === data) { main = c; return true; }
+          if ((await c.query('SHOW data_directory')).rows[0].data_directory === data) {
+            main = c;
+            // (a server's crash ends this session too: its next query fails, not the process)
+            main.on('error', () => {});
+            return true;
+          }
         } catch { /* not yet */ }
         await c?.end().catch(() => {});
         return false;
