@@ -819,6 +819,13 @@ static int commit_outcome(hookd_store_conn *c, const char *xid) {
     if (q && PQstatus(q) == CONNECTION_OK) {
       PGresult *r = PQexecParams(q, "SELECT txid_status($1::bigint), " PG_TIMELINE_SQL, 1, NULL,
                                  params, NULL, NULL, 0);
+      /* an id past the server's next (22023): a crash lost the transaction and nothing has
+       * taken the id since — asked as a transaction that ended, its token deciding */
+      const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      if (state && !strcmp(state, "22023") && c->token[0]) {
+        PQclear(r);
+        r = PQexec(q, "SELECT 'aborted', " PG_TIMELINE_SQL);
+      }
       bool answered = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
       /* another timeline (a replica promoted meanwhile, which never saw the id and may since
        * have given it to another transaction: "committed" would be another node's) is no answer,
@@ -826,9 +833,9 @@ static int commit_outcome(hookd_store_conn *c, const char *xid) {
       bool same = !c->timeline[0] ||
                   (answered && !PQgetisnull(r, 0, 1) && !strcmp(PQgetvalue(r, 0, 1), c->timeline));
       const char *st = answered && same && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
-      bool ended = !strcmp(st, "committed") || !strcmp(st, "aborted");
+      bool committed = !strcmp(st, "committed"), ended = committed || !strcmp(st, "aborted");
       bool wait = !strcmp(st, "in progress") || (!answered && PQstatus(q) != CONNECTION_OK);
-      PQclear(r);
+      PQclear(r); /* (st with it) */
       /* ended: the token decides, not the id — a server that crashed before the COMMIT reached
        * its disk gives the same id to its next transaction, whose "committed" was taken for
        * this one's (rows answered 2xx that do not exist: a review). The token is there only if
@@ -845,7 +852,7 @@ static int commit_outcome(hookd_store_conn *c, const char *xid) {
           wait = PQstatus(q) != CONNECTION_OK; /* (asked again; a refusal is no answer) */
         PQclear(m);
       } else if (ended) { /* (no token written: a transaction of the CLI's older paths) */
-        rc = !strcmp(st, "committed") ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
+        rc = committed ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
       }
       /* any other answer (an id the server never gave out: a promoted replica) is no answer */
       if (rc != HOOKD_STORE_UNKNOWN || !wait) break;
