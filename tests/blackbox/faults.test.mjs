@@ -43,11 +43,12 @@ async function patchBeforeOutcome(h, path, body, answer) {
 describe('durability', () => {
   it('kill -9 right after publishes are acknowledged: every one is delivered after restart', async () => {
     const { dir, cleanup } = tempDir();
-    // The receiver is not there yet: nothing can be delivered before the kill.
-    const placeholder = await startReceiver();
+    // The receiver is not there yet: nothing can be delivered before the kill. (Its port held
+    // meanwhile by a listener dropping every request: freed, another connection's ephemeral
+    // port took it once — EADDRINUSE at the receiver's start, on PostgreSQL's busier loopback.)
+    const placeholder = await startReceiver(() => 'drop');
     const url = placeholder.url;
     const port = placeholder.port;
-    await placeholder.close();
     let h = await startHookd({ dir, args: ['--retry-base-ms', '1000', '--retry-cap-ms', '1000'] });
     const { tenant, secret } = await setup(h, url);
     const acked = await Promise.all(Array.from({ length: 50 }, (_, i) =>
@@ -57,6 +58,7 @@ describe('durability', () => {
 
     const recv = await startReceiver();
     await new Promise((resolve) => recv.server.close(resolve)); // move it to the endpoint's port
+    await placeholder.close();
     await new Promise((resolve) => recv.server.listen(port, '127.0.0.1', resolve));
     h = await startHookd({ dir, args: ['--retry-base-ms', '50', '--retry-cap-ms', '100'] });
     const ids = new Set(acked.map((r) => r.json.id));
