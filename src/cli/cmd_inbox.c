@@ -14,12 +14,10 @@
  * stored payload may carry personal data. Sent elsewhere, the calls are unsigned unless --sign
  * asks: a validly signed copy in someone else's hands could be sent on to the real handler. */
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <openssl/crypto.h>
 #include <time.h>
@@ -28,6 +26,7 @@
 #include "core/addrpolicy.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/custom_headers.h"
 #include "core/num.h"
 #include "core/sign.h"
 #include "core/shown_text.h"
@@ -111,8 +110,8 @@ static size_t open_keys(const load *l, const char *key_file, hookd_hmac_key keys
   return n;
 }
 
-/* The names of the destinations' own headers ("name\n" each, lower case; NULL when none or
- * unknown): the forward sends those, not a stored provider line of the same name, so neither
+/* The names of the destinations' own headers ("Name:\n" lines, hookd_header_line_named's;
+ * NULL when none or unknown): the forward sends those, not a stored provider line of the same name, so neither
  * does a replay — a sender's value under a name the operator keeps for its gateway. Without the
  * master key they are unknown, and stderr says so. */
 static char *reserved_names(const load *l, const char *key_file) {
@@ -135,12 +134,7 @@ static char *reserved_names(const load *l, const char *key_file) {
       fprintf(stderr, "hookd inbox replay: destination %s: its headers do not open\n", e->id);
     const char *name;
     json_t *v;
-    json_object_foreach(h, name, v) {
-      size_t at = names.len;
-      hookd_buf_append(&names, name, strlen(name));
-      for (size_t j = at; j < names.len; j++) names.data[j] = (char)tolower(names.data[j]);
-      hookd_buf_append(&names, "\n", 1);
-    }
+    json_object_foreach(h, name, v) hookd_buf_printf(&names, "%s:\n", name);
     json_decref(h);
   }
   OPENSSL_cleanse(&k, sizeof k);
@@ -149,18 +143,6 @@ static char *reserved_names(const load *l, const char *key_file) {
     return NULL;
   }
   return hookd_buf_steal(&names);
-}
-
-/* Whether the header line (`Name: value`, ll bytes) is named in names (reserved_names). */
-static bool line_reserved(const char *line, size_t ll, const char *names) {
-  const char *colon = memchr(line, ':', ll);
-  size_t nl = colon ? (size_t)(colon - line) : ll;
-  for (const char *n = names; n && *n;) {
-    const char *end = strchr(n, '\n');
-    if ((size_t)(end - n) == nl && !strncasecmp(n, line, nl)) return true;
-    n = end + 1;
-  }
-  return false;
 }
 
 /* "webhook-signature: v1,… v1,…" for one call, signed now. */
@@ -353,7 +335,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
   for (const char *line = l.ev.meta; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t ll = end ? (size_t)(end - line) : strlen(line);
-    char *one = ll && !line_reserved(line, ll, reserved) ? strndup(line, ll) : NULL;
+    char *one = ll && !hookd_header_line_named(line, ll, reserved) ? strndup(line, ll) : NULL;
     if (one) hs = curl_slist_append(hs, one);
     free(one);
     line = end ? end + 1 : line + ll;

@@ -114,3 +114,15 @@ char *hookd_custom_headers_lines(const json_t *v) {
   *p = '\0';
   return out;
 }
+
+bool hookd_header_line_named(const char *line, size_t ll, const char *lines) {
+  const char *colon = memchr(line, ':', ll);
+  size_t nl = colon ? (size_t)(colon - line) : ll;
+  for (const char *l = lines; l && *l;) {
+    const char *c = strchr(l, ':'), *end = strchr(l, '\n');
+    if (c && (size_t)(c - l) == nl && !strncasecmp(l, line, nl)) return true;
+    if (!end) break;
+    l = end + 1;
+  }
+  return false;
+}

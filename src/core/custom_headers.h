@@ -32,4 +32,9 @@ bool hookd_custom_header_reserved(const char *name);
  * (malloc'd; "" for an empty object; NULL out of memory). */
 char *hookd_custom_headers_lines(const json_t *v);
 
+/* Whether the header line (`Name: value`, ll bytes) names a header of lines ('\n'-ended
+ * `Name: value` or `Name:` lines, NULL: none), names compared without case: a provider's header
+ * that an endpoint's own replaces (the forward, and `hookd inbox replay`). */
+bool hookd_header_line_named(const char *line, size_t ll, const char *lines);
+
 #endif

@@ -598,19 +598,6 @@ static const char *attempt_kind(const hookd_delivery *dl) {
   return dl->replay_cycle ? "replay" : "live";
 }
 
-/* Whether the header line (`Name: value`, ll bytes) names a header of lines. */
-static bool line_named_in(const char *line, size_t ll, const char *lines) {
-  const char *colon = memchr(line, ':', ll);
-  size_t nl = colon ? (size_t)(colon - line) : ll;
-  for (const char *l = lines; l && *l;) {
-    const char *c = strchr(l, ':'), *end = strchr(l, '\n');
-    if (c && (size_t)(c - l) == nl && !strncasecmp(l, line, nl)) return true;
-    if (!end) break;
-    l = end + 1;
-  }
-  return false;
-}
-
 /* Appends each '\n'-ended line of lines (NULL: none) to *hs, through buf (a line longer than
  * cap through one of its size: a provider's header is forwarded whole), but those naming a
  * header of skip; -1 out of memory. */
@@ -619,7 +606,7 @@ static int add_lines(struct curl_slist **hs, const char *lines, const char *skip
   for (const char *line = lines; line && *line;) {
     const char *end = strchr(line, '\n');
     size_t ll = end ? (size_t)(end - line) : strlen(line);
-    if (ll && !line_named_in(line, ll, skip)) {
+    if (ll && !hookd_header_line_named(line, ll, skip)) {
       char *b = ll < cap ? buf : malloc(ll + 1);
       if (!b) return -1;
       memcpy(b, line, ll);
