@@ -1369,6 +1369,14 @@ test('a node whose clock runs days ahead runs no retention walk while its clock 
     b = await startHookd({ dir, store, args: ['--node-id', 'n-ahead-ret', '--inbox-retention-s', '345600', '--rescan-interval-ms', '100'],
       env: { HOOKD_MASTER_KEY: key, ...clock.env } });
     await b.waitForLog((l) => l.msg === 'retention.held', 10000, 'the start\'s walk held until the clock is checked');
+    // held, its windows are recorded all the same: the others walk by the longest of the
+    // running nodes' (before, a held node's row was never written)
+    const windows = new PgClient({ connectionString: store });
+    await windows.connect();
+    try {
+      await waitUntil(async () => (await windows.query("SELECT inbox_s FROM node_retention WHERE node_id = 'n-ahead-ret'"))
+        .rows[0]?.inbox_s == 345600 || null, { timeout: 10000, what: 'the held node\'s windows recorded' });
+    } finally { await windows.end(); }
     await b.waitForLog((l) => l.msg === 'clock.skew', 10000, 'then outvoted');
     assert.equal((await a.api('GET', '/v1/inbox?tenant=tret')).json.data.length, 2, 'the records kept');
     const again = await send();
