@@ -1698,19 +1698,14 @@ static void note_config_seen(hookd_dispatcher *d, int64_t updated_ms) {
  * — a committed one: the dispatcher learns of tenants only from the store or after a commit —
  * that the list lacks is gone. Kept, every tenant ever deleted elsewhere stayed, walked a few
  * times a second (docs/postgres.md "Several nodes"). */
-static void forget_tenants_gone(hookd_dispatcher *d, const msg *m) {
-  hookd_strmap listed;
-  hookd_strmap_init(&listed);
-  for (size_t i = 0; i < m->n_tenants; i++)
-    if (hookd_strmap_put(&listed, m->tenants[i].id, &listed) != 0) goto done; /* (next time) */
+static void forget_tenants_gone(hookd_dispatcher *d, const msg *m, uint64_t gen) {
   char **gone = NULL;
   size_t n = 0, cap = 0;
   const char *k;
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
     const tenant *t = v;
-    if (t->deleted || t->known_mono_ms >= m->sent_mono_ms || hookd_strmap_get(&listed, k))
-      continue;
+    if (t->deleted || t->known_mono_ms >= m->sent_mono_ms || t->listed_gen == gen) continue;
     if (n == cap) {
       char **g = realloc(gone, (cap = cap ? 2 * cap : 16) * sizeof *g);
       if (!g) break;
@@ -1725,18 +1720,18 @@ static void forget_tenants_gone(hookd_dispatcher *d, const msg *m) {
     free(gone[i]);
   }
   free(gone);
-done:
-  hookd_strmap_free(&listed);
 }
 
 /* A shared store's rescan: the endpoints and tenants other nodes changed, applied as this node's
  * API applies its own changes (an endpoint this node already holds as stored is left alone). */
 static void apply_shared_config(hookd_dispatcher *d, msg *m) {
+  uint64_t gen = ++d->rescans_applied;
   for (size_t i = 0; i < m->n_tenants; i++) {
     tenant *t = sched_tenant(d, m->tenants[i].id);
     if (t) sched_tenant_apply(d, t, &m->tenants[i]);
+    if (t) t->listed_gen = gen;
   }
-  if (d->cfg.shared_store) forget_tenants_gone(d, m);
+  if (d->cfg.shared_store) forget_tenants_gone(d, m, gen);
   for (size_t i = 0; i < m->n_eps; i++) {
     const hookd_endpoint *cfg = &m->eps[i];
     note_config_seen(d, cfg->updated_ms);

@@ -179,6 +179,7 @@ typedef struct tenant {
   int refs;                   /* endpoints pointing here */
   bool deleted;               /* deleted: freed once no endpoint and no work is left of it */
   int64_t known_mono_ms;      /* when this node first knew of it (forget_tenants_gone) */
+  uint64_t listed_gen;        /* the last shared-store rescan whose tenant list held it */
   bool share_blocked;         /* on d->share_wait: the global cap is down to its reserve, or to
                                  the band above it and the tenant holds its fair share */
   struct tenant *share_next;
@@ -339,6 +340,7 @@ struct hookd_dispatcher {
 
   hookd_strmap eps;
   hookd_strmap tenants;
+  uint64_t rescans_applied;  /* shared-store rescans applied (tenant.listed_gen) */
   ep **heap;                  /* claim heap by heap_key */
   size_t heap_len, heap_cap;
   ep **wake;                  /* wake heap by wake_ms */
