@@ -1125,6 +1125,29 @@ static void sweep_hold(fx *f, int64_t seq) {
   assert_int_equal(w(f, run_sql, &c), 0);
 }
 
+/* An outcome written again after it landed (its first commit reported lost) finds the token
+ * bumped once by an operator's replay, the delivery lease-free in the state it was claimed from
+ * — the shape of the sweep's reclaim, which a late outcome settles. Its attempt is recorded:
+ * stale, the replay stands (before, the replay was undone, the write failing only on the
+ * attempt's number). */
+static void an_outcome_written_again_leaves_a_replay_alone(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  hookd_publish_res res;
+  assert_int_equal(publish(f, "t1", "evt1", "a.b", NULL, 1, &res), 0);
+  hookd_publish_res_free(&res);
+  hookd_claimed *a = NULL;
+  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms(), 60000, &a), 1);
+  assert_int_equal(a[0].d.state, HOOKD_DS_PENDING);
+  assert_int_equal(record(f, &a[0], HOOKD_DS_DELIVERED, 200), 0);
+  call c = {.in = a[0].d.id};
+  assert_int_equal(w(f, run_replay, &c), 0);
+  assert_int_equal(record(f, &a[0], HOOKD_DS_DELIVERED, 200), HOOKD_STORE_STALE);
+  assert_int_equal(query_i64(f, "SELECT state = 'pending' FROM deliveries"), 1);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 1);
+  free_claimed(a, 1);
+}
+
 /* The node that held a lapsed lease knows what the sweep could not: its late outcome settles a
  * held delivery, its late release (never sent) puts it back — unless anything else happened
  * since. When the destination was deleted meanwhile, a final outcome still stands, and one that
@@ -2396,6 +2419,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(expire_op_weighs_the_attempts, setup, teardown),
       cmocka_unit_test_setup_teardown(payload_purge_keeps_to_its_bytes, setup, teardown),
       cmocka_unit_test_setup_teardown(release_after_an_appended_late_attempt, setup, teardown),
+      cmocka_unit_test_setup_teardown(an_outcome_written_again_leaves_a_replay_alone, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(late_outcome_and_release_after_the_sweeps_hold, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(lanes_wait_out_of_the_due_index, setup, teardown),
