@@ -28,6 +28,17 @@
 
 /* ---- tests ---- */
 
+/* Endpoint ep1 of tenant t1, one event published to it, its delivery claimed by node "n". */
+static hookd_claimed *one_event_claimed(fx *f) {
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  hookd_publish_res res;
+  assert_int_equal(publish(f, "t1", "evt1", "a.b", NULL, 1, &res), 0);
+  hookd_publish_res_free(&res);
+  hookd_claimed *a = NULL;
+  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms(), 60000, &a), 1);
+  return a;
+}
+
 static void stale_lease_is_fenced(void **state) {
   fx *f = *state;
   make_tenant_endpoint(f, "t1", "ep1", NULL);
@@ -608,12 +619,7 @@ static void fan_out_matches_the_payload_it_is_given(void **state) {
 
 static void attempts_are_append_only_and_replay_starts_a_cycle(void **state) {
   fx *f = *state;
-  make_tenant_endpoint(f, "t1", "ep1", NULL);
-  hookd_publish_res res;
-  assert_int_equal(publish(f, "t1", "evt1", "a.b", NULL, 1, &res), 0);
-  hookd_publish_res_free(&res);
-  hookd_claimed *a = NULL;
-  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms(), 60000, &a), 1);
+  hookd_claimed *a = one_event_claimed(f);
   assert_int_equal(record(f, &a[0], HOOKD_DS_DEAD, 400), 0);
   assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_exec,
                                          "UPDATE attempts SET http_status = 200"),
@@ -1132,12 +1138,7 @@ static void sweep_hold(fx *f, int64_t seq) {
  * attempt's number). */
 static void an_outcome_written_again_leaves_a_replay_alone(void **state) {
   fx *f = *state;
-  make_tenant_endpoint(f, "t1", "ep1", NULL);
-  hookd_publish_res res;
-  assert_int_equal(publish(f, "t1", "evt1", "a.b", NULL, 1, &res), 0);
-  hookd_publish_res_free(&res);
-  hookd_claimed *a = NULL;
-  assert_int_equal(claim(f, "ep1", "n", hookd_now_ms(), 60000, &a), 1);
+  hookd_claimed *a = one_event_claimed(f);
   assert_int_equal(a[0].d.state, HOOKD_DS_PENDING);
   assert_int_equal(record(f, &a[0], HOOKD_DS_DELIVERED, 200), 0);
   call c = {.in = a[0].d.id};
