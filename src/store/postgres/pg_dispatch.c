@@ -362,15 +362,17 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   pg_p_text(&p, hookd_dstate_name(o->from));
   /* (the state as claimed: the sweep's reclaim alone, no claim since — the outcome settles it as
    * it would have within its lease; appended only, a 410 was dropped and the delivery sent again
-   * to a receiver that had said Gone: a review. Never when this lease's attempt is recorded: an
-   * operator's resolve or replay bumps the token once too, and leaves the state this outcome was
-   * claimed from — the same write run again (its commit unknown) would undo it: a review) */
+   * to a receiver that had said Gone: a review. Never once an attempt under this lease or a later
+   * one is recorded: a claim that took the lapsed lease over and wrote its outcome, an operator's
+   * resolve or replay of this one's, bump the token once too and may leave the state this outcome
+   * was claimed from — it was overwritten (the attempt's insert does nothing on a conflict): two
+   * reviews) */
   int64_t changed = pg_x(c,
                          OUTCOME_SET " WHERE seq = $10 AND lease_token = $11::bigint + 1"
                          " AND lease_owner IS NULL AND (state = 'cancelled' OR (state = 'unknown'"
                          " AND (last_error = $12::text OR last_error = $13::text))"
                          " OR state = $14::text) AND NOT EXISTS (SELECT 1 FROM attempts a"
-                         " WHERE a.delivery_seq = $10 AND a.lease_token = $11::bigint)",
+                         " WHERE a.delivery_seq = $10 AND a.lease_token >= $11::bigint)",
                          &p, "record outcome");
   if (changed < 0) return HOOKD_STORE_ERR;
   if (changed != 1 && o->keep_attempt && o->attempt_number > 0) {

@@ -1350,15 +1350,17 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   }
   /* (the state as claimed: the sweep's reclaim alone, no claim since — the outcome settles it as
    * it would have within its lease; appended only, a 410 was dropped and the delivery sent again
-   * to a receiver that had said Gone: a review. Never when this lease's attempt is recorded: an
-   * operator's resolve or replay bumps the token once too, and leaves the state this outcome was
-   * claimed from — the same write run again would undo it: a review) */
+   * to a receiver that had said Gone: a review. Never once an attempt under this lease or a later
+   * one is recorded: a claim that took the lapsed lease over and wrote its outcome, an operator's
+   * resolve or replay of this one's, bump the token once too and may leave the state this outcome
+   * was claimed from — it was overwritten, and the attempt's number failed the write at each try,
+   * for hours: two reviews) */
   st = sq_stmt(c, SQ_OUTCOME_LATE,
                OUTCOME_SET " WHERE seq = ?1 AND lease_token = ?2 + 1 AND lease_owner IS NULL"
                " AND (state = 'cancelled' OR (state = 'unknown'"
                " AND (last_error = ?12 OR last_error = ?13)) OR state = ?3)"
                " AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = ?1"
-               " AND a.lease_token = ?2)");
+               " AND a.lease_token >= ?2)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(bind_outcome(st, &late), 12, lease_lost);
   sq_bind_text(st, 13, sq_held_deleted);

@@ -1133,10 +1133,11 @@ static void sweep_hold(fx *f, int64_t seq) {
 
 /* An outcome written again after it landed (its first commit reported lost) finds the token
  * bumped once by an operator's replay, the delivery lease-free in the state it was claimed from
- * — the shape of the sweep's reclaim, which a late outcome settles. Its attempt is recorded:
- * stale, the replay stands (before, the replay was undone, the write failing only on the
- * attempt's number). */
-static void an_outcome_written_again_leaves_a_replay_alone(void **state) {
+ * — the shape of the sweep's reclaim, which a late outcome settles; so does a lapsed lease's
+ * outcome after a claim took it over and wrote its own. An attempt under its lease or a later
+ * one is recorded: stale, the replay (the newer outcome) stands — before, it was overwritten, the
+ * write failing only on the attempt's number. */
+static void a_late_outcome_leaves_a_newer_one_alone(void **state) {
   fx *f = *state;
   hookd_claimed *a = one_event_claimed(f);
   assert_int_equal(a[0].d.state, HOOKD_DS_PENDING);
@@ -1146,7 +1147,26 @@ static void an_outcome_written_again_leaves_a_replay_alone(void **state) {
   assert_int_equal(record(f, &a[0], HOOKD_DS_DELIVERED, 200), HOOKD_STORE_STALE);
   assert_int_equal(query_i64(f, "SELECT state = 'pending' FROM deliveries"), 1);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 1);
+  /* a retry claimed, its lease lapses, a claim takes it over and writes its outcome (retrying
+   * again): the lapsed one's, landing late, finds the token bumped once, no owner, the state as
+   * claimed */
+  hookd_claimed *r = NULL, *b = NULL, *b2 = NULL;
+  int64_t now = hookd_now_ms();
+  assert_int_equal(claim(f, "ep1", "n", now, 60000, &r), 1);
+  assert_int_equal(record(f, &r[0], HOOKD_DS_RETRYING, 500), 0);
+  assert_int_equal(claim(f, "ep1", "n", now + 3600000, 1000, &b), 1);
+  assert_int_equal(b[0].d.state, HOOKD_DS_RETRYING);
+  assert_int_equal(claim(f, "ep1", "n", now + 3605000, 60000, &b2), 1);
+  assert_int_equal(b2[0].d.lease_token, b[0].d.lease_token + 1);
+  assert_int_equal(record(f, &b2[0], HOOKD_DS_RETRYING, 503), 0);
+  assert_int_equal(record(f, &b[0], HOOKD_DS_DELIVERED, 200), HOOKD_STORE_STALE);
+  assert_int_equal(query_i64(f, "SELECT state = 'retrying' AND last_status = 503"
+                                " FROM deliveries"), 1);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 3);
   free_claimed(a, 1);
+  free_claimed(r, 1);
+  free_claimed(b, 1);
+  free_claimed(b2, 1);
 }
 
 /* The node that held a lapsed lease knows what the sweep could not: its late outcome settles a
@@ -2420,7 +2440,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(expire_op_weighs_the_attempts, setup, teardown),
       cmocka_unit_test_setup_teardown(payload_purge_keeps_to_its_bytes, setup, teardown),
       cmocka_unit_test_setup_teardown(release_after_an_appended_late_attempt, setup, teardown),
-      cmocka_unit_test_setup_teardown(an_outcome_written_again_leaves_a_replay_alone, setup,
+      cmocka_unit_test_setup_teardown(a_late_outcome_leaves_a_newer_one_alone, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(late_outcome_and_release_after_the_sweeps_hold, setup,
                                       teardown),
