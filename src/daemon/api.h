@@ -162,6 +162,10 @@ bool hookd_api_store_overloaded(hookd_req *r, hookd_app *app);
  * writer is stalled, and the 503 + Retry-After answer (for a caller that counts it elsewhere). */
 bool hookd_api_store_behind(hookd_app *app, uint64_t *depth);
 void hookd_api_reply_overloaded(hookd_req *r, hookd_app *app, uint64_t depth);
+/* A shared store's node whose clock the other nodes outvote (docs/postgres.md "The clock
+ * guard") takes no write it would stamp by its clock: true after answering 503 not_ready with
+ * Retry-After (/readyz says the same). */
+bool hookd_api_clock_outvoted(hookd_req *r, hookd_app *app);
 
 /* Parses the request body as a JSON object within the configured limits; on failure answers 400
  * and returns NULL. */

@@ -36,15 +36,9 @@ void hookd_api_readyz(hookd_req *r, hookd_app *app) {
   }
   /* a shared store's node whose clock the others outvote stamps what it takes — a publish's
    * next attempt, a received event's — by its clock: a balancer sends the traffic to the nodes
-   * that agree (docs/postgres.md "The clock guard"); a lone node has no other to send it to,
-   * and a step being checked is a moment's */
-  if (hookd_dispatcher_clock_outvoted(app->disp)) {
-    hookd_req_add_header(r, "Retry-After", "1");
-    hookd_req_error(r, 503, "not_ready",
-                    "this node's clock is off the database's and most other nodes' (the clock "
-                    "guard): it claims nothing, and what it takes would be stamped by its clock");
-    return;
-  }
+   * that agree, and it refuses the writes itself (docs/postgres.md "The clock guard"); a lone
+   * node has no other to send it to, and a step being checked is a moment's */
+  if (hookd_api_clock_outvoted(r, app)) return;
   hookd_req_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
 }
 

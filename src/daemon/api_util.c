@@ -20,6 +20,7 @@
 #include "core/strmap.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
+#include "daemon/dispatcher.h"
 #include "daemon/metrics.h"
 
 static int op_run(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -312,6 +313,15 @@ bool hookd_api_store_behind(hookd_app *app, uint64_t *depth) {
    * which would have said so, could no longer be reached) */
   return st.queue_depth > (uint64_t)app->cfg->max_store_queue ||
          st.stalled_ms > HOOKD_STORE_STALL_MS;
+}
+
+bool hookd_api_clock_outvoted(hookd_req *r, hookd_app *app) {
+  if (!app->disp || !hookd_dispatcher_clock_outvoted(app->disp)) return false;
+  hookd_req_add_header(r, "Retry-After", "1");
+  hookd_req_error(r, 503, "not_ready",
+                  "this node's clock is off the database's and most other nodes' (the clock "
+                  "guard): it claims nothing, and what it takes would be stamped by its clock");
+  return true;
 }
 
 void hookd_api_reply_overloaded(hookd_req *r, hookd_app *app, uint64_t depth) {

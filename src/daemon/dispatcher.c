@@ -443,6 +443,7 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
     return;
   }
   m->claim_ep = e;
+  m->claim_back_ms = d->clock_back_ms;
   m->claim.endpoint_id = m->endpoint_id;
   m->claim.owner = d->node_id;
   m->claim.limit = limit;
@@ -542,7 +543,7 @@ static void submit_item_op(hookd_dispatcher *d, item *it, item_op_kind kind) {
    * all write only the store, so they may run twice */
   it->op.flags = HOOKD_STORE_OP_NO_SAVEPOINT;
   it->op_net_ms = d->clock_net_ms;
-  it->op_leases_ms = d->clock_leases_ms;
+  it->op_back_ms = d->clock_back_ms;
   d->store_ops++;
   it->ep->item_ops++; /* the endpoint outlives the op even if it is deleted meanwhile */
   hookd_storeq_submit(d->store->writer, &it->op);
@@ -1154,6 +1155,9 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
         continue; /* its lease expires and it is claimed again */
       }
       it->c = m->claimed[i];
+      /* its lease ends as long after the claim's time as the store says: a step back since
+       * then moves it as it moved those held (clock_stepped) */
+      it->c.d.leased_until_ms += d->clock_back_ms - m->claim_back_ms;
       it->ep = e;
       it->d = d;
       body_share(d, it);
@@ -1313,16 +1317,21 @@ static void rescan_soon(hookd_dispatcher *d, bool asked) {
   if (at < d->next_rescan_ms) d->next_rescan_ms = at;
 }
 
-/* An outcome whose write was out while the wall clock stepped (move_items walks only the items
- * queued, in flight or waiting to write again): its lease moved in the store with the others,
- * and its times move here — its send time, which the store compares with the endpoint's changes
- * (HEALTH_CURRENT), with them. */
+/* An item whose op was out while the wall clock stepped (move_items walks only the items queued,
+ * in flight or waiting to write again) catches up at its end. An outcome's: its lease moved in
+ * the store with the others on a step forward, and in memory on any step; its send time, which
+ * the store compares with the endpoint's changes (HEALTH_CURRENT), moves with them. A send mark's
+ * or a release's: its lease moves by the steps back alone (on a step forward, its stored lease
+ * moved or not, it reads short: given back, nothing sent twice). */
 static void catch_up_steps(hookd_dispatcher *d, item *it) {
-  if (!it->recording) return;
-  it->c.d.leased_until_ms += d->clock_leases_ms - it->op_leases_ms;
-  it->out.sent_ms += d->clock_net_ms - it->op_net_ms;
-  it->op_leases_ms = d->clock_leases_ms;
+  if (it->recording) {
+    it->c.d.leased_until_ms += d->clock_net_ms - it->op_net_ms;
+    it->out.sent_ms += d->clock_net_ms - it->op_net_ms;
+  } else {
+    it->c.d.leased_until_ms += d->clock_back_ms - it->op_back_ms;
+  }
   it->op_net_ms = d->clock_net_ms;
+  it->op_back_ms = d->clock_back_ms;
 }
 
 static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
@@ -1467,6 +1476,7 @@ static void on_marked(hookd_dispatcher *d, item *it) {
   ep *e = it->ep;
   e->item_ops--;
   it->marking = false;
+  catch_up_steps(d, it);
   int64_t now = disp_now(d);
   it->mark_written = it->rc == 0;
   /* what dispatch_ring checked before the mark, again after its commit (a slow or locked store
@@ -1772,16 +1782,19 @@ static int run_move_leases(hookd_store_conn *c, const hookd_store_backend *be, v
 
 /* The items this node holds, moved by a step of the wall clock: when a request in flight went
  * out (compared with when an operator moved or enabled its endpoint again, health_since, written
- * on the new clock; and how long it has been out), when an outcome is written again, and — on a
- * step forward (leases: true) — the leases of all of them: waiting in the queues, in flight, or
- * waiting to write their outcome again. One whose outcome is being written catches up at the
- * write's end (catch_up_steps). One whose send mark or release is being written, or whose claim
- * was queued before the step (its rows are moved in the store, not here), is given back when
- * its lease reads short: a release and a claim more, nothing sent twice. */
-static void move_items(hookd_dispatcher *d, int64_t delta_ms, bool leases) {
+ * on the new clock; and how long it has been out), when an outcome is written again, and the
+ * leases of all of them — waiting in the queues, in flight, or waiting to write their outcome
+ * again: each keeps the time it had left. A step forward moves this node's stored leases too; a
+ * step back does not (written on the clock before it, they are the other nodes' to read, and
+ * they read the time each has left — left as it was here, a lease read the step's length longer
+ * and the node sent a request after the other nodes took it over: two at once, a review). One
+ * whose op is out catches up at its end (catch_up_steps); one whose claim was queued before a
+ * step forward (its rows are moved in the store, not here) is given back when its lease reads
+ * short: a release and a claim more, nothing sent twice. */
+static void move_items(hookd_dispatcher *d, int64_t delta_ms) {
   const char *k;
   void *v;
-  for (size_t i = 0; leases && (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
     ep *e = v;
     for (int c = 0; c < CLS__COUNT; c++)
       for (item *it = e->q_head[c]; it; it = it->next) it->c.d.leased_until_ms += delta_ms;
@@ -1789,12 +1802,12 @@ static void move_items(hookd_dispatcher *d, int64_t delta_ms, bool leases) {
   for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
     item *it = r->user;
     it->sent_ms += delta_ms;
-    if (leases) it->c.d.leased_until_ms += delta_ms;
+    it->c.d.leased_until_ms += delta_ms;
   }
   for (item *it = d->record_retry; it; it = it->retry_next) {
     it->retry_ms += delta_ms;
     it->out.sent_ms += delta_ms;
-    if (leases) it->c.d.leased_until_ms += delta_ms;
+    it->c.d.leased_until_ms += delta_ms;
   }
 }
 
@@ -1813,9 +1826,10 @@ static void submit_lease_move(hookd_dispatcher *d) {
 }
 
 /* The wall clock moved by delta_ms against the monotonic one: what this thread times moves
- * with it, so that each wait keeps its length. A step forward moves this node's leases too:
- * else a lease would look run out while its request is still out, and be taken over and sent
- * again. Claims and sweeps read the new time only once the move has committed. */
+ * with it, so that each wait keeps its length, and each lease held the time it has left. A step
+ * forward moves this node's stored leases too: else a lease would look run out while its request
+ * is still out, and be taken over and sent again. Claims and sweeps read the new time only once
+ * the move has committed. */
 static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   HOOKD_INC(clock_steps);
   HLOG(HOOKD_LOG_WARN, "clock.stepped", KV_I("delta_ms", delta_ms),
@@ -1833,8 +1847,9 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
     atomic_store(&d->clock_agrees, false);
     d->next_rescan_ms = 0;
   }
-  move_items(d, delta_ms, delta_ms > 0); /* a step back: leases only last longer than given */
+  move_items(d, delta_ms);
   if (delta_ms <= 0) {
+    d->clock_back_ms += delta_ms;
     /* retention keeps what is stamped from now on as much longer as the clock reads behind
      * where it was at the start, net of the steps forward (two time sources taking turns,
      * +5 s then -5 s, leave nothing behind: their sum grew without end) */
@@ -1849,7 +1864,6 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
     return;
   }
   d->clock_net_ms += delta_ms;
-  d->clock_leases_ms += delta_ms;
   d->clock_forward_ms += delta_ms;
   d->clock_forward_at = disp_now(d); /* (on the new clock) */
   d->lease_move_pending += delta_ms;
@@ -2287,9 +2301,14 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   }
   hookd_endpoints_free(b.eps, b.n_eps);
 
-  /* 2. leases this node held before it stopped (a crash or kill -9) are void now */
+  /* 2. leases this node held before it stopped (a crash or kill -9) are void now — on a store
+   * of its own. On a shared store they run out first (the sweep takes them then, on any node):
+   * the node lock came free when the server saw the old session end, which says nothing of the
+   * old process — cut off from the database but not from its receivers, it still sent what it
+   * had claimed while a start under its id sent the same deliveries again (a review: two
+   * requests at once) */
   int total = 0, held = 0;
-  do {
+  while (!d->cfg.shared_store) {
     b.hints = NULL;
     b.n_hints = 0;
     if (hookd_storeq_run_sync(d->store->writer, run_boot_reclaim, &b) != 0) {
@@ -2299,7 +2318,8 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
     hookd_due_hints_free(b.hints, b.n_hints);
     total += b.reclaimed;
     held += b.held;
-  } while (b.reclaimed >= RECLAIM_BATCH);
+    if (b.reclaimed < RECLAIM_BATCH) break;
+  }
   hookd_held_unknown(held, "hookd stopped while their requests may have been sent");
   if (total) {
     HOOKD_ADD(leases_reclaimed, (uint64_t)total);

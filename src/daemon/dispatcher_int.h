@@ -58,6 +58,7 @@ typedef struct msg {
   bool tenant_deleted;        /* MSG_TENANT: the tenant was deleted (only its id is set) */
   hookd_claim_req claim;      /* MSG_CLAIMED */
   struct ep *claim_ep;
+  int64_t claim_back_ms;      /* MSG_CLAIMED: d->clock_back_ms at its submit */
   hookd_claimed *claimed;
   size_t n_claimed;
   int64_t next_due;
@@ -137,9 +138,9 @@ typedef struct item {
   int rc;
   int record_tries;           /* outcome writes that failed with a store error */
   int64_t retry_ms;           /* when to write the outcome again (in d->record_retry) */
-  int64_t op_net_ms, op_leases_ms; /* d->clock_net_ms and d->clock_leases_ms at its op's submit:
-                                      the steps taken while its outcome was being written,
-                                      caught up with at its end (catch_up_steps) */
+  int64_t op_net_ms, op_back_ms; /* d->clock_net_ms and d->clock_back_ms at its op's submit:
+                                    the steps taken while its op was out, caught up with at
+                                    its end (catch_up_steps) */
   struct item *retry_next;
   struct hookd_dispatcher *d;
 } item;
@@ -388,8 +389,9 @@ struct hookd_dispatcher {
                                  started before the latest (its max age counts time passed) */
   int64_t clock_forward_at;   /* when the latest was taken (dispatcher time) */
   int64_t clock_net_ms;            /* the clock steps taken, net (+ forward) */
-  int64_t clock_leases_ms;         /* the steps forward taken, summed: this node's leases moved
-                                      by them (an outcome's write out meanwhile catches up) */
+  int64_t clock_back_ms;           /* the steps back taken, summed (<= 0): the leases held in
+                                      memory moved by them (a claim or an item's op out
+                                      meanwhile catches up at its end), the stored ones not */
   uint64_t pause_gen;              /* apply_pauses's rescans, counted (ep.pause_gen) */
   _Atomic int64_t stepped_back_ms; /* the most clock_net_ms has read behind 0 (by retention) */
   int64_t lease_move_pending; /* ms this node's stored leases still have to move forward: no

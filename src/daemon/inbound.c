@@ -617,6 +617,15 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   }
   hookd_buf_free(&hs);
 
+  if (hookd_dispatcher_clock_outvoted(app->disp)) { /* its times would be this node's clock's */
+    HOOKD_INC(inbound_unavailable[HOOKD_UNAVAIL_CLOCK]);
+    if (p == HOOKD_PROVIDER_VNPAY) /* "99": VNPay retries */
+      hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "99", "Message",
+                                             "Unknown error"));
+    else
+      hookd_api_clock_outvoted(r, app);
+    goto done;
+  }
   uint64_t depth;
   if (hookd_api_store_behind(app, &depth)) { /* the provider retries */
     HOOKD_INC(inbound_unavailable[HOOKD_UNAVAIL_OVERLOADED]);

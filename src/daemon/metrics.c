@@ -76,7 +76,7 @@ const char *const hookd_reject_names[HOOKD_REJECT__COUNT] = {
 static const char *const unavail_names[HOOKD_UNAVAIL__COUNT] = {
     [HOOKD_UNAVAIL_OVERLOADED] = "overloaded",
     [HOOKD_UNAVAIL_NO_DESTINATION] = "no_destination",
-    [HOOKD_UNAVAIL_STORE] = "store_error"};
+    [HOOKD_UNAVAIL_STORE] = "store_error", [HOOKD_UNAVAIL_CLOCK] = "clock_outvoted"};
 
 static int labelled(hookd_buf *o, const char *name, const char *help, const char *label,
                     const char *const *names, _Atomic uint64_t *v, int n) {

@@ -33,6 +33,7 @@ typedef enum {
   HOOKD_UNAVAIL_OVERLOADED,     /* more than --max-store-queue writes waiting */
   HOOKD_UNAVAIL_NO_DESTINATION, /* every destination of the source deleted */
   HOOKD_UNAVAIL_STORE,          /* the store failed the receive */
+  HOOKD_UNAVAIL_CLOCK,          /* this node's clock outvoted (docs/postgres.md) */
   HOOKD_UNAVAIL__COUNT
 } hookd_unavail_reason;
 

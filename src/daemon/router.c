@@ -330,6 +330,11 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
     }
   }
   if (rt->fn == hookd_inbound_handle && !hookd_inbound_gate(r, app)) return false;
+  /* every API write stamps the node's clock (an inbound event is refused past its signature
+   * check: hookd_inbound_handle) */
+  if (rt->fn != hookd_inbound_handle && strcmp(rt->method, "GET") != 0 &&
+      hookd_api_clock_outvoted(r, app))
+    return false;
   hookd_req_set_route(r, rt);
   return true;
 }

@@ -8,7 +8,7 @@ import net from 'node:net';
 import { existsSync, linkSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { API_KEY, HOOKD_BIN, TEST_ARGS, faultClock, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout, SQLITE_ONLY, ONE_NODE_CLOCK } from './lib/hookd.mjs';
+import { API_KEY, HOOKD_BIN, TEST_ARGS, faultClock, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout, SQLITE_ONLY, ONE_NODE_CLOCK, SHARED_STORE } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { stripe } from './lib/providers.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -49,8 +49,10 @@ describe('durability', () => {
     const placeholder = await startReceiver(() => 'drop');
     const url = placeholder.url;
     const port = placeholder.port;
-    let h = await startHookd({ dir, args: ['--retry-base-ms', '1000', '--retry-cap-ms', '1000'] });
-    const { tenant, secret } = await setup(h, url);
+    // (on a shared store a start leaves its id's leases to run out: a lease of 2 × 2 s + 1 s)
+    const lease = SHARED_STORE ? ['--lease-margin-ms', '1000'] : [];
+    let h = await startHookd({ dir, args: ['--retry-base-ms', '1000', '--retry-cap-ms', '1000', ...lease] });
+    const { tenant, secret } = await setup(h, url, SHARED_STORE ? { timeout_ms: 2000 } : {});
     const acked = await Promise.all(Array.from({ length: 50 }, (_, i) =>
       publish(h, tenant, { type: 'order.paid', payload: { i } })));
     assert.ok(acked.every((r) => r.status === 202));
@@ -94,8 +96,10 @@ describe('durability', () => {
     const { dir, cleanup } = tempDir();
     let hold = true;
     const recv = await startReceiver(() => (hold ? 'hang' : { status: 200 }));
-    let h = await startHookd({ dir });
-    const { tenant } = await setup(h, recv.url, { max_in_flight: 10 });
+    // (on a shared store a start leaves its id's leases to run out: a lease of 2 × 3 s + 1 s)
+    const args = SHARED_STORE ? ['--lease-margin-ms', '1000'] : [];
+    let h = await startHookd({ dir, args });
+    const { tenant } = await setup(h, recv.url, { max_in_flight: 10, ...(SHARED_STORE ? { timeout_ms: 3000 } : {}) });
     const acked = await Promise.all(Array.from({ length: 10 }, (_, i) => publish(h, tenant, { type: 'a.b', payload: { i } })));
     await recv.waitFor(10, 15000, 'all ten requests in flight');
     await h.kill9();
@@ -108,8 +112,8 @@ describe('durability', () => {
     assert.ok(rows.every((r) => r.lease_owner === node), 'the dead process still holds the leases');
 
     hold = false;
-    h = await startHookd({ dir });
-    await h.waitForLog((l) => l.msg === 'leases.released_at_start' && l.count === 10, 10000);
+    h = await startHookd({ dir, args });
+    if (!SHARED_STORE) await h.waitForLog((l) => l.msg === 'leases.released_at_start' && l.count === 10, 10000);
     for (const r of acked) {
       const [d] = await waitDelivery(h, r.json.id, (ds) => ds[0]?.state === 'delivered');
       const full = (await h.api('GET', `/v1/deliveries/${d.id}`)).json;
@@ -1192,6 +1196,38 @@ describe('steps of the wall clock', () => {
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();
+  });
+
+  it('a step back: each lease held keeps the time it had left — a delivery waiting in its queue past its lease is given back and claimed again, not sent under it', { skip: ONE_NODE_CLOCK }, async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    // lease = 2 × 2 s + 1 s; one request each 10 s: the second waits in the queue past its lease
+    const h = await startHookd({ dir, env: clock.env, args: ['--lease-margin-ms', '1000'] });
+    const recv = await startReceiver(() => ({ status: 200 }));
+    try {
+      const { tenant } = await setup(h, recv.url, { timeout_ms: 2000, rate_limit: { per_minute: 6 } });
+      for (const n of [1, 2]) assert.equal((await publish(h, tenant, { id: `evt_back${n}`, type: 'a', payload: { n } })).status, 202);
+      await recv.waitFor(1);
+      const [held] = await waitUntil(() => {
+        const rows = h.query("SELECT d.seq, d.lease_token FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE e.id = 'evt_back2' AND d.lease_owner IS NOT NULL");
+        return rows.length ? rows : null;
+      }, { what: 'the second claimed, waiting for its rate token' });
+      // (12 s: the lease it holds would read 17 s long; given back, it is due again once the clock
+      // reads its publish time again, 12 s on)
+      clock.step(-12 * 1000);
+      await h.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step back seen');
+      await waitDelivery(h, 'evt_back2', (x) => x[0]?.state === 'delivered', 'delivered', 30000);
+      // (before: it went under the lease it held at the step, which had run out ~5 s earlier —
+      // on a shared store, another node had taken it over and sent it too)
+      const sent = h.query(`SELECT lease_token FROM attempts WHERE delivery_seq = ${held.seq}`);
+      assert.equal(sent.length, 1);
+      assert.ok(sent[0].lease_token > held.lease_token, `sent under lease ${sent[0].lease_token}, held ${held.lease_token} at the step`);
+      assert.deepEqual(recv.requests.map((q) => q.headers['webhook-id']), ['evt_back1', 'evt_back2'], 'each sent once');
+    } finally {
+      await h.stop();
+      await recv.close();
+      cleanup();
+    }
   });
 
   it('a step forward of two days expires no Idempotency-Key\'s kept answer: the request sent again is answered as before, nothing done twice', { skip: ONE_NODE_CLOCK }, async () => {

@@ -9,7 +9,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import net from 'node:net';
 import { Webhook } from 'standardwebhooks';
-import { HOOKD_BIN, faultClock, startHookd, tempDir, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultClock, startHookd, tempDir, waitUntil, SQLITE_ONLY, SHARED_STORE } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
@@ -2410,10 +2410,15 @@ describe('forwarding', () => {
   });
 });
 
+// On a shared store a start leaves its node id's leases to run out (docs/postgres.md "Several
+// nodes"): the tests that kill hookd mid-forward hold short leases there (2 × timeout + 1 s).
+const LEASE = SHARED_STORE ? ['--lease-margin-ms', '1000'] : [];
+const short = (timeoutMs) => (SHARED_STORE ? { timeout_ms: timeoutMs } : {});
+
 describe('durability and local replay', () => {
   it('hookd killed mid-forward: resumed after restart, one effect at a deduplicating handler', async () => {
     const { dir, cleanup } = tempDir();
-    let d = await startHookd({ dir });
+    let d = await startHookd({ dir, args: LEASE });
     await d.api('POST', '/v1/tenants', { id: TENANT });
     const effects = new Set();
     const keys = [];
@@ -2422,14 +2427,14 @@ describe('durability and local replay', () => {
       effects.add(rec.headers['idempotency-key']); // dedup on the key, as the recipe says
       return i === 1 ? 'hang' : { status: 200 };
     });
-    const src = await source('stripe', ['whsec_kill'], [{ url: dest.url }], {}, d);
+    const src = await source('stripe', ['whsec_kill'], [{ url: dest.url, ...short(2000) }], {}, d);
     const body = stripeEvent('evt_kill_1');
     const r = await post(src, body, sign.stripe(body, 'whsec_kill'), d);
     assert.equal(r.status, 200);
     await dest.waitFor(1);
     await d.kill9();
     dest.releaseHanging();
-    d = await startHookd({ dir });
+    d = await startHookd({ dir, args: LEASE });
     await waitStatus(src, r.json.inbox_id, 'completed', 15000, d);
     assert.equal(keys.length, 2);
     assert.deepEqual(keys, [r.json.inbox_id, r.json.inbox_id], 'the record\'s Idempotency-Key, the same after the restart');
@@ -2598,17 +2603,17 @@ describe('durability and local replay', () => {
 
   it('hookd killed mid-forward to a non-idempotent destination: held as unknown after the restart, not sent again', async () => {
     const { dir, cleanup } = tempDir();
-    let d = await startHookd({ dir });
+    let d = await startHookd({ dir, args: LEASE });
     await d.api('POST', '/v1/tenants', { id: TENANT });
     const dest = await startReceiver(() => 'hang');
-    const src = await source('stripe', ['whsec_kill_ni'], [{ url: dest.url, idempotent: false }], {}, d);
+    const src = await source('stripe', ['whsec_kill_ni'], [{ url: dest.url, idempotent: false, ...short(2000) }], {}, d);
     const body = stripeEvent('evt_kill_ni_1');
     const r = await post(src, body, sign.stripe(body, 'whsec_kill_ni'), d);
     assert.equal(r.status, 200);
     await dest.waitFor(1);
     await d.kill9();
     dest.behave = () => ({ status: 200 });
-    d = await startHookd({ dir });
+    d = await startHookd({ dir, args: LEASE });
     const rec = await waitStatus(src, r.json.inbox_id, 'unknown', 15000, d);
     assert.equal(rec.deliveries[0].state, 'unknown');
     assert.match(rec.last_error, /lease lost/);
@@ -2632,10 +2637,10 @@ describe('durability and local replay', () => {
 
   it('a destination made non-idempotent while a request is in flight, then hookd killed: that request is held unknown, not sent again', async () => {
     const { dir, cleanup } = tempDir();
-    let d = await startHookd({ dir });
+    let d = await startHookd({ dir, args: LEASE });
     await d.api('POST', '/v1/tenants', { id: TENANT });
     const dest = await startReceiver(() => 'hang');
-    const src = await source('stripe', ['whsec_flip'], [{ url: dest.url, idempotent: true, timeout_ms: 10000 }], {}, d);
+    const src = await source('stripe', ['whsec_flip'], [{ url: dest.url, idempotent: true, timeout_ms: 10000, ...short(2000) }], {}, d);
     const body = stripeEvent('evt_flip_1');
     const r = await post(src, body, sign.stripe(body, 'whsec_flip'), d);
     assert.equal(r.status, 200);
@@ -2643,7 +2648,7 @@ describe('durability and local replay', () => {
     const flip = await d.api('PATCH', `/v1/tenants/${TENANT}/endpoints/${src.destinations[0].id}`, { idempotent: false });
     assert.equal(flip.status, 200, flip.text);
     await d.kill9();
-    d = await startHookd({ dir });
+    d = await startHookd({ dir, args: LEASE });
     const rec = await waitStatus(src, r.json.inbox_id, 'unknown', 15000, d);
     assert.match(rec.last_error, /lease lost/);
     assert.equal(dest.requests.length, 1, 'not sent again under the new setting');
@@ -2655,10 +2660,10 @@ describe('durability and local replay', () => {
 
   it('a destination made non-idempotent with forwards queued behind its max_in_flight: those are given back, so a crash holds only the one sent', async () => {
     const { dir, cleanup } = tempDir();
-    let d = await startHookd({ dir });
+    let d = await startHookd({ dir, args: LEASE });
     await d.api('POST', '/v1/tenants', { id: TENANT });
     const dest = await startReceiver((rec, n) => (n === 1 ? 'hang' : { status: 200 }));
-    const src = await source('stripe', ['whsec_flipq'], [{ url: dest.url, idempotent: true, timeout_ms: 30000, max_in_flight: 1 }], {}, d);
+    const src = await source('stripe', ['whsec_flipq'], [{ url: dest.url, idempotent: true, timeout_ms: 30000, max_in_flight: 1, ...short(5000) }], {}, d);
     const inbox = [];
     for (let i = 0; i < 3; i++) {
       const body = stripeEvent(`evt_flipq_${i}`);
@@ -2674,7 +2679,7 @@ describe('durability and local replay', () => {
     // well before the first request's timeout (30 s), which would free its slot too
     await waitUntil(async () => leased() === 1, { what: 'the lease queued behind the one in flight given back', timeout: 10000 });
     await d.kill9();
-    d = await startHookd({ dir });
+    d = await startHookd({ dir, args: LEASE });
     await waitUntil(async () => d.query("SELECT COUNT(*) n FROM deliveries WHERE state IN ('pending', 'retrying')")[0].n === 0,
       { what: 'every forward settled', timeout: 20000 });
     const states = Object.fromEntries(d.query('SELECT state, COUNT(*) n FROM deliveries GROUP BY state').map((x) => [x.state, x.n]));
@@ -2689,10 +2694,10 @@ describe('durability and local replay', () => {
 
   it('hookd killed with a non-idempotent destination busy: only the forwards in flight are held unknown; those waiting were never claimed ahead and resume', async () => {
     const { dir, cleanup } = tempDir();
-    let d = await startHookd({ dir });
+    let d = await startHookd({ dir, args: LEASE });
     await d.api('POST', '/v1/tenants', { id: TENANT });
     const dest = await startReceiver(() => 'hang');
-    const src = await source('stripe', ['whsec_ahead'], [{ url: dest.url, idempotent: false, timeout_ms: 10000, max_in_flight: 4 }], {}, d);
+    const src = await source('stripe', ['whsec_ahead'], [{ url: dest.url, idempotent: false, timeout_ms: 10000, max_in_flight: 4, ...short(3000) }], {}, d);
     for (let i = 0; i < 12; i++) {
       const body = stripeEvent(`evt_ahead_${i}`);
       assert.equal((await post(src, body, sign.stripe(body, 'whsec_ahead'), d)).status, 200);
@@ -2706,7 +2711,7 @@ describe('durability and local replay', () => {
     await d.kill9();
     dest.behave = () => ({ status: 200 });
     dest.releaseHanging();
-    d = await startHookd({ dir });
+    d = await startHookd({ dir, args: LEASE });
     await waitUntil(async () => d.query("SELECT COUNT(*) n FROM deliveries WHERE state IN ('pending', 'retrying')")[0].n === 0,
       { what: 'every forward settled', timeout: 20000 });
     const states = Object.fromEntries(d.query('SELECT state, COUNT(*) n FROM deliveries GROUP BY state').map((x) => [x.state, x.n]));
@@ -2718,11 +2723,11 @@ describe('durability and local replay', () => {
 
   it('hookd killed while forwards to a non-idempotent destination wait on the tenant rate limit: those never sent are sent after the restart, not held unknown', async () => {
     const { dir, cleanup } = tempDir();
-    let d = await startHookd({ dir });
+    let d = await startHookd({ dir, args: LEASE });
     await d.api('POST', '/v1/tenants', { id: TENANT });
     assert.equal((await d.api('PATCH', `/v1/tenants/${TENANT}`, { rate_limit: { per_minute: 2 } })).status, 200);
     const dest = await startReceiver();
-    const src = await source('stripe', ['whsec_wait'], [{ url: dest.url, idempotent: false, max_in_flight: 4 }], {}, d);
+    const src = await source('stripe', ['whsec_wait'], [{ url: dest.url, idempotent: false, max_in_flight: 4, ...short(2000) }], {}, d);
     const ids = [];
     for (let i = 0; i < 5; i++) {
       const body = stripeEvent(`evt_wait_${i}`);
@@ -2736,7 +2741,7 @@ describe('durability and local replay', () => {
     await waitUntil(async () => d.query('SELECT COUNT(*) n FROM deliveries WHERE leased_until IS NOT NULL')[0].n >= 1,
       { what: 'forwards claimed, waiting on the rate limit' });
     await d.kill9();
-    d = await startHookd({ dir });
+    d = await startHookd({ dir, args: LEASE });
     assert.equal((await d.api('PATCH', `/v1/tenants/${TENANT}`, { rate_limit: null })).status, 200);
     for (const id of ids) await waitStatus(src, id, 'completed', 15000, d);
     assert.equal(d.query("SELECT COUNT(*) n FROM deliveries WHERE state = 'unknown'")[0].n, 0, 'nothing held for an operator');

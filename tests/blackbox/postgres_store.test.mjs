@@ -540,6 +540,39 @@ const nodeLocks = async (db) => (await pg.query(`SELECT l.pid FROM pg_locks l JO
   WHERE l.locktype = 'advisory' AND l.classid = 1752133476 AND l.objsubid = 2 AND l.objid NOT IN (2003986804, 1835624289)
   AND l.granted AND d.datname = $1`, [db])).rows.map((r) => r.pid);
 
+// docs/postgres.md "Several nodes": the node lock frees when the server sees the old session end
+test('a node started under the id of a run cut off from the database leaves that run\'s leases to run out: its request in flight is not sent again beside it', async () => {
+  const store = await pg.database();
+  const link = await relay(Number(new URL(store).port));
+  const key = masterKey();
+  const rx = await startReceiver((req, n) => (n === 1 ? 'hang' : { status: 200 }));
+  const args = ['--lease-margin-ms', '1000'];
+  const a = await node(store.replace(/:\d+\//, `:${link.port}/`), key, 'n-twin', args);
+  let a2;
+  const c = new PgClient({ connectionString: store });
+  await c.connect();
+  try {
+    const { tenant } = await setup(a, rx.url, { timeout_ms: 2000 }); // a lease of 2 × 2 s + 1 s
+    assert.equal((await publish(a, tenant, { id: 'evt_twin', type: 't.x', payload: {} })).status, 202);
+    await rx.waitFor(1);
+    const [{ until }] = (await c.query('SELECT leased_until::bigint AS until FROM deliveries')).rows;
+    // the first run still sends (its receivers are reachable), but its sessions end at the server
+    link.partition();
+    a2 = await node(store, key, 'n-twin', args);
+    await rx.waitFor(2, 20000, 'sent again once the lease ran out');
+    assert.equal(rx.maxOpen, 1, 'never two requests at once (before: the start released the lease and sent it at once)');
+    assert.ok(rx.requests[1].at >= Number(until), `sent again ${Number(until) - rx.requests[1].at} ms before the lease ran out`);
+    await waitDelivery(a2, 'evt_twin', (ds) => ds[0]?.state === 'delivered', 'delivered');
+    assert.ok(!a2.logs.some((l) => l.msg === 'leases.released_at_start'));
+  } finally {
+    await c.end();
+    await a.kill9();
+    await a2?.stop();
+    await link.close();
+    await rx.close();
+  }
+});
+
 // docs/postgres.md "Failure windows": a node starts and finds its node lock held
 test('a node restarted while the server still keeps its dead run\'s session waits for its node lock, naming the session, and starts once the server ends it; a stop during the wait ends the start', async () => {
   const store = await pg.database();
@@ -905,8 +938,9 @@ test('a COMMIT whose answer the link lost is asked about on a session of its own
 async function relay(port, { hold } = {}) {
   const pairs = new Set();
   const cutOff = [];
-  let held = 0;
+  let held = 0, silent = false;
   const server = net.createServer((c) => {
+    if (silent) { c.on('error', () => {}); cutOff.push(c); return; }
     if (port === null) { c.destroy(); return; }
     const s = net.connect(port, '127.0.0.1');
     const pair = { c, s };
@@ -933,6 +967,13 @@ async function relay(port, { hold } = {}) {
     get held() { return held; },
     to(p) { port = p; },
     cut() { for (const { c, s } of pairs) { s.unpipe(c); c.unpipe(s); c.destroy(); cutOff.push(s); } pairs.clear(); },
+    // the other way round: the server's side of every link ends (its sessions end), the node's
+    // stays open and hears nothing more; new links are taken and never answered
+    partition() {
+      silent = true;
+      for (const { c, s } of pairs) { s.unpipe(c); c.unpipe(s); s.destroy(); cutOff.push(c); }
+      pairs.clear();
+    },
     close() {
       for (const { c, s } of pairs) { c.destroy(); s.destroy(); }
       for (const s of cutOff) s.destroy();
@@ -1316,9 +1357,10 @@ test('the retention index builder never waits on its server: with its link held 
   }
 });
 
-test('a node whose clock runs days ahead drops no other node\'s answers kept under an Idempotency-Key: a create sent again is answered as kept, not made twice', async () => {
+test('a node whose clock runs days ahead drops no other node\'s answers kept under an Idempotency-Key (a create sent again is answered as kept, not made twice), and outvoted takes no write stamped by its clock: API writes and inbound events 503, reads served', async () => {
   const store = await pg.database();
   const key = masterKey();
+  const rx = await startReceiver();
   const a = await node(store, key, 'n-a', ['--rescan-interval-ms', '100']);
   const { dir } = tempDir();
   const clock = faultClock(dir);
@@ -1330,17 +1372,39 @@ test('a node whose clock runs days ahead drops no other node\'s answers kept und
       { 'Idempotency-Key': 'ka-key-1' });
     const first = await create();
     assert.equal(first.status, 201, first.text);
+    const src = (await a.api('POST', '/v1/sources', { tenant: 'ka', provider: 'stripe', secrets: ['whsec_ka'],
+      destinations: [{ url: rx.url }] })).json;
     b = await node(store, key, 'n-b', ['--rescan-interval-ms', '100'], clock.env);
     await b.waitForLog((l) => l.msg === 'clock.skew', 10000, 'n-b outvoted');
-    // a keyed write on the node ahead (before: it dropped every answer older than a day by its clock)
-    assert.equal((await b.api('POST', '/v1/tenants', { id: 'kb2' }, { 'Idempotency-Key': 'other-key' })).status, 201);
+    // a keyed write on the node ahead: refused (before: taken, it dropped every answer older than a
+    // day by its clock; then, stamped five days ahead — a publish due five days on, on every node)
+    const refused = await b.api('POST', '/v1/tenants', { id: 'kb2' }, { 'Idempotency-Key': 'other-key' });
+    assert.deepEqual([refused.status, refused.json.error.code, refused.headers.get('retry-after')], [503, 'not_ready', '1']);
+    for (const [method, path, body] of [['POST', '/v1/tenants/ka/events', { type: 't.x', payload: {} }],
+      ['PATCH', `/v1/tenants/ka/endpoints/${first.json.id}`, { enabled: false }],
+      ['DELETE', `/v1/tenants/ka/endpoints/${first.json.id}`]]) {
+      const r = await b.api(method, path, body);
+      assert.deepEqual([r.status, r.json.error.code], [503, 'not_ready'], `${method} ${path}: ${r.text}`);
+    }
+    assert.equal((await b.api('GET', '/v1/tenants/ka/endpoints')).status, 200, 'reads served');
+    assert.equal((await b.api('GET', '/readyz')).status, 503);
+    const body = JSON.stringify({ id: 'evt_ka', type: 'invoice.paid', data: { object: { id: 'in_ka' } } });
+    const ts = Math.floor(Date.now() / 1000) + 5 * 86400; // (a timestamp within n-b's tolerance)
+    const sent = await fetch(`${b.url}/in/${src.id}`, { method: 'POST', body, headers: sign.stripe(body, 'whsec_ka', ts) });
+    assert.deepEqual([sent.status, (await sent.json()).error.code], [503, 'not_ready']);
+    const forged = await fetch(`${b.url}/in/${src.id}`, { method: 'POST', body, headers: sign.stripe(body, 'whsec_other', ts) });
+    assert.equal(forged.status, 401, 'the signature is checked first');
+    assert.match((await b.api('GET', '/metrics')).text, /^hookd_inbound_unavailable_total\{reason="clock_outvoted"\} 1$/m);
+    assert.equal((await a.api('GET', '/v1/inbox?tenant=ka')).json.data.length, 0, 'nothing stored');
     const again = await create();
     assert.equal(again.headers.get('idempotent-replayed'), 'true', `the kept answer: ${again.status} ${again.text}`);
     assert.equal(again.json.id, first.json.id);
-    assert.equal((await a.api('GET', '/v1/tenants/ka/endpoints')).json.data.length, 1);
+    assert.equal((await a.api('GET', '/v1/tenants/ka/endpoints')).json.data.filter((e) => e.url === 'http://127.0.0.1:9/k').length, 1);
+    assert.equal((await a.api('POST', '/v1/tenants/ka/events', { type: 't.x', payload: {} })).status, 202, 'the node that agrees takes writes');
   } finally {
     await b?.stop();
     await a.stop();
+    await rx.close();
   }
 });
 

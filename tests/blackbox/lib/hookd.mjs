@@ -39,6 +39,8 @@ export const SQLITE_ONLY = PG_MODE && 'reads or breaks the SQLite store itself';
 // Where a node's wall clock steps away from the database's by more than the clock guard's bound:
 // on a shared store the node then holds its claims until its clock agrees again (docs/postgres.md
 // "The clock guard"), instead of going on as one node alone does (docs/architecture.md "Clocks").
+// a store other nodes share (PostgreSQL): a start leaves its node id's leases to run out
+export const SHARED_STORE = PG_MODE;
 export const ONE_NODE_CLOCK = PG_MODE && 'a shared store holds a node whose clock steps away from the database\'s';
 // The server stops once the file's daemons have exited: this hook runs before the file's own
 // `after` hooks (registered later), which may still stop a daemon that drains into its store.
