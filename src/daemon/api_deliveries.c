@@ -112,11 +112,16 @@ static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_ap
   dl_op *op = (dl_op *)base;
   int rc = hookd_api_tenant_known(base, c, be, op->tenant);
   if (!rc) rc = be->delivery_list(c, &op->f, &op->list, &op->n);
-  /* nothing for an endpoint: none left, or a mistyped id (404, as a mistyped tenant) */
+  /* nothing for an endpoint: none left, or a mistyped id (404, as a mistyped tenant); for an
+   * event, a mistyped id too (a review: it read as "no deliveries") */
   if (!rc && !op->n && op->f.endpoint_id &&
       (rc = be->ever_made(c, HOOKD_MADE_ENDPOINT, op->tenant, op->f.endpoint_id)) ==
           HOOKD_STORE_NOTFOUND)
     snprintf(base->err, sizeof base->err, "endpoint");
+  if (!rc && !op->n && op->f.event_id &&
+      (rc = be->ever_made(c, HOOKD_MADE_EVENT, op->tenant, op->f.event_id)) ==
+          HOOKD_STORE_NOTFOUND)
+    snprintf(base->err, sizeof base->err, "event");
   return rc;
 }
 

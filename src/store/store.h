@@ -554,7 +554,8 @@ typedef struct hookd_receive_res {
 } hookd_receive_res;
 void hookd_receive_res_free(hookd_receive_res *r);
 
-enum { HOOKD_MADE_ENDPOINT, HOOKD_MADE_SOURCE, HOOKD_MADE_TENANT }; /* ever_made's kinds */
+/* ever_made's kinds */
+enum { HOOKD_MADE_ENDPOINT, HOOKD_MADE_SOURCE, HOOKD_MADE_TENANT, HOOKD_MADE_EVENT };
 
 typedef struct hookd_inbox_filter {
   const char *tenant_id;       /* NULL = any (unscoped keys) */
@@ -885,8 +886,9 @@ typedef struct hookd_store_backend {
   int (*endpoint_create)(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant);
   int (*endpoint_get)(hookd_store_conn *c, const char *id, hookd_endpoint *out);
   /* Whether an endpoint (HOOKD_MADE_ENDPOINT) or a source (HOOKD_MADE_SOURCE) of this id was
-   * ever made in the tenant (NULL: in any), deleted ones included: a list filtered by one tells
-   * "none left" from "no such id". HOOKD_STORE_OK or HOOKD_STORE_NOTFOUND. */
+   * ever made in the tenant (NULL: in any), deleted ones included — or an event
+   * (HOOKD_MADE_EVENT) is kept: a list filtered by one tells "none left" from "no such id".
+   * HOOKD_STORE_OK or HOOKD_STORE_NOTFOUND. */
   int (*ever_made)(hookd_store_conn *c, int kind, const char *tenant_id, const char *id);
   int (*endpoint_list)(hookd_store_conn *c, const char *tenant_id, const char *after_id,
                        int limit, hookd_endpoint **out, size_t *n);

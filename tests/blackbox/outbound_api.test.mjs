@@ -1306,6 +1306,13 @@ describe('finding deliveries', () => {
     assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${idle.json.id}`)).status, 200);
     const none = await h.api('GET', `/v1/tenants/${tenant}/deliveries?endpoint=${idle.json.id}`);
     assert.deepEqual([none.status, none.json.data], [200, []], 'deleted, and never sent anything: no deliveries');
+    // so is a mistyped event (before: an empty page, read as "no deliveries"); one with none, a page
+    assertError(await h.api('GET', `/v1/tenants/${tenant}/deliveries?event=${one.event_id}x`), 404, 'not_found', 'event not found');
+    assertError(await h.api('GET', `/v1/tenants/${tenant}-other/deliveries?event=${one.event_id}`), 404, 'not_found', 'event not found');
+    const quiet = await h.api('POST', `/v1/tenants/${tenant}-other/events`, { type: 'nobody.listens', payload: {} });
+    assert.equal(quiet.status, 202, quiet.text); // (a tenant without endpoints)
+    const noDl = await h.api('GET', `/v1/tenants/${tenant}-other/deliveries?event=${quiet.json.id}`);
+    assert.deepEqual([noDl.status, noDl.json.data], [200, []], 'an event no endpoint took: no deliveries');
     // a cursor that is not one of this list's (a typo, another list's) is refused, not read as
     // a position that lists from the start again ("zzzz" sorts after every id) or lists nothing
     for (const bad of ['zzzz', 'a', ids[0], `${page1.json.next_cursor}x`]) {

@@ -212,6 +212,8 @@ int pg_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const cha
           ? "SELECT 1 FROM endpoints WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)"
       : kind == HOOKD_MADE_SOURCE
           ? "SELECT 1 FROM sources WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)"
+      : kind == HOOKD_MADE_EVENT
+          ? "SELECT 1 FROM events WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)"
           : /* deleted ones too */
           "SELECT 1 FROM tenants WHERE id = $1 AND ($2::text IS NULL OR id = $2)";
   pg_params p;

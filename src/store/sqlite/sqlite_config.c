@@ -513,6 +513,9 @@ int sq_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const cha
       : kind == HOOKD_MADE_SOURCE
           ? sq_stmt(c, SQ_SRC_MADE,
                     "SELECT 1 FROM sources WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)")
+      : kind == HOOKD_MADE_EVENT
+          ? sq_stmt(c, SQ_EVENT_MADE,
+                    "SELECT 1 FROM events WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)")
           : sq_stmt(c, SQ_TENANT_MADE, /* deleted ones too */
                     "SELECT 1 FROM tenants WHERE id = ?1 AND (?2 IS NULL OR id = ?2)");
   if (!st) return HOOKD_STORE_ERR;
