@@ -105,8 +105,9 @@ static bool valid_type_pattern(const char *s) {
     char c = s[i];
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '-' || c == '.' || c == ':';
-    /* '*' only as "*" or a final ".*" after a prefix (".*" alone matched nothing) */
-    if (c == '*') ok = (n == 1) || (i == n - 1 && i > 1 && s[i - 1] == '.');
+    /* '*' only as "*" or a final ".*" after a prefix (".*" alone matched nothing) that does
+     * not end with a '.' ("a..*", a typo of "a.*", matched "a..x" alone) */
+    if (c == '*') ok = (n == 1) || (i == n - 1 && i > 1 && s[i - 1] == '.' && s[i - 2] != '.');
     if (!ok) return false;
   }
   return true;

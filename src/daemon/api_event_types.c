@@ -96,10 +96,11 @@ void hookd_api_event_type_create(hookd_req *r, hookd_app *app) {
   const char *name = NULL;
   if (!hookd_api_known_members(r, body, NULL, names)) goto done;
   if (hookd_json_get_str(body, "name", &name) != 0 || !hookd_id_valid(name, 256)) {
-    hookd_req_field_error(r, 422, json_object_get(body, "name") ? "invalid_field" : "missing_field",
-                          "name",
-                          "name is required: 1-256 characters of letters, digits, '_', '-', "
-                          "'.', ':' (as an event's type)");
+    bool given = json_object_get(body, "name") != NULL; /* (given: "inv.*" read as missing) */
+    hookd_req_field_error(r, 422, given ? "invalid_field" : "missing_field", "name",
+                          "name %s 1-256 characters of letters, digits, '_', '-', "
+                          "'.', ':' (as an event's type)",
+                          given ? "must be" : "is required:");
     goto done;
   }
   if (!(op = hookd_api_op_new(sizeof *op, r, app, run_create, reply_create))) goto done;

@@ -440,6 +440,7 @@ describe('bad input gets a clear 4xx', () => {
       [{ url: recv.url, event_types: [] }, 'invalid_field', 'event_types'],
       [{ url: recv.url, event_types: ['a*b'] }, 'invalid_field', 'event_types[0]'],
       [{ url: recv.url, event_types: ['.*'] }, 'invalid_field', 'event_types[0]'], // (no prefix: matches nothing)
+      [{ url: recv.url, event_types: ['a..*'] }, 'invalid_field', 'event_types[0]'], // (a typo of "a.*")
       [{ url: recv.url, event_types: ['a'.repeat(257)] }, 'invalid_field', 'event_types[0]'], // longer than any type
       [{ url: recv.url, retry: { max_attempts: 0 } }, 'invalid_field', 'retry.max_attempts'],
       [{ url: recv.url, retry: { backoff_base_ms: 1000, backoff_cap_ms: 10 } }, 'invalid_field', 'retry.backoff_cap_ms'],
@@ -677,9 +678,10 @@ describe('the event-type catalog', () => {
     assert.deepEqual([a.json.name, a.json.description, a.json.archived], ['invoice.paid', 'an invoice was paid', false]);
     assert.equal((await mk('invoice.voided')).status, 201);
     assertError(await mk('invoice.paid'), 409, 'already_exists');
-    assertError(await mk('a b'), 422, 'invalid_field');
+    assertError(await mk('a b'), 422, 'invalid_field', 'name must be 1-256 characters');
+    assertError(await mk('inv.*'), 422, 'invalid_field', 'name must be'); // (before: "name is required")
     assertError(await mk(5), 422, 'invalid_field'); // there, but not text: not "missing"
-    assertError(await d.api('POST', '/v1/event-types', {}), 422, 'missing_field');
+    assertError(await d.api('POST', '/v1/event-types', {}), 422, 'missing_field', 'name is required');
     const ep = (body) => d.api('POST', `/v1/tenants/${t}/endpoints`, { url: r.url, ...body });
     assert.equal((await ep({ event_types: ['invoice.*'] })).status, 201, 'a prefix that matches');
     assert.equal((await ep({ event_types: ['invoice.paid', '*'] })).status, 201);
