@@ -52,6 +52,16 @@ int64_t hookd_bounded_clock_read(hookd_bounded_clock *c, int64_t wall_now, int64
   return now;
 }
 
+int hookd_mono_cond_init(pthread_cond_t *cv) {
+  pthread_condattr_t ca;
+  int rc = pthread_condattr_init(&ca);
+  if (rc) return rc;
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  rc = pthread_cond_init(cv, &ca);
+  pthread_condattr_destroy(&ca);
+  return rc;
+}
+
 struct timespec hookd_mono_deadline(int64_t ms) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);

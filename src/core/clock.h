@@ -3,6 +3,7 @@
 #ifndef HOOKD_CORE_CLOCK_H
 #define HOOKD_CORE_CLOCK_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -14,6 +15,9 @@ int64_t hookd_mono_us(void); /* CLOCK_MONOTONIC, µs */
 /* ms from now on CLOCK_MONOTONIC, as a deadline for pthread_cond_clockwait or a condition
  * variable set to that clock: a step of the wall clock moves it not */
 struct timespec hookd_mono_deadline(int64_t ms);
+/* Initialises *cv timed on CLOCK_MONOTONIC, for waits until hookd_mono_deadline (0, or an
+ * error number as pthread_cond_init's). */
+int hookd_mono_cond_init(pthread_cond_t *cv);
 
 /* The wall time now, read no further ahead than the monotonic clock has run since a reference
  * taken at once from both (wall_ref, mono_ref): what a step forward of the wall clock cannot

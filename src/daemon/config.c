@@ -184,7 +184,8 @@ static const opt opts[] = {
     {"max-header-bytes", NULL, T_SIZE, OFF(max_header_bytes), 0, 4096, 65536, "BYTES",
      "request line plus headers (431 beyond); also each connection's memory"},
     {"header-timeout-s", NULL, T_INT, OFF(header_timeout_s), 0, 1, 3600, "S",
-     "close a client connection idle (or trickling) this long"},
+     "close a client connection idle this long, or whose request head (line and headers) has "
+     "not arrived whole this long after the connection's start or its last request's end"},
     {"request-timeout-s", NULL, T_INT, OFF(request_timeout_s), 0, 1, 3600, "S",
      "a request must arrive whole (line, headers, body) within this; 408 beyond"},
     {"max-connections-per-ip", NULL, T_INT, OFF(max_connections_per_ip), 0, 0, 1000000, "N",

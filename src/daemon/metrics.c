@@ -125,6 +125,11 @@ int hookd_metrics_render(hookd_buf *o) {
   if (!rc)
     rc = hookd_buf_printf(o, "hookd_http_requests_total{code=\"other\"} %llu\n",
                           LOAD(m->http_requests[0]));
+  rc = rc ? rc : counter(o, "hookd_http_head_timeouts_total",
+                         "client connections shut down because a request head did not arrive "
+                         "whole within --header-timeout-s of the connection's start or of its "
+                         "last request's end",
+                         LOAD(m->http_head_timeouts));
   rc = rc ? rc : counter(o, "hookd_events_published_total", "events accepted (new)",
                          LOAD(m->events_published));
   rc = rc ? rc : counter(o, "hookd_publish_duplicates_total",

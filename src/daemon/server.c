@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -55,6 +56,14 @@ struct hookd_server {
                             * the drain lets them go out before it stops the daemon, which
                             * closes every connection */
   int quiesced_fd; /* the listening socket MHD_quiesce_daemon handed back, -1 until then */
+  /* The head deadline: every connection's slot, listed under conns_lock from libmicrohttpd's
+   * NOTIFY_STARTED to its NOTIFY_CLOSED (before it closes the descriptor: a slot's fd is never
+   * used after); the watchdog thread shuts down those whose head is late (head_watch) */
+  pthread_mutex_t conns_lock;
+  pthread_cond_t conns_wake; /* (the monotonic clock) the watchdog's tick, or its stop */
+  struct conn_slot *conns;
+  bool watchdog_stop, watchdog_running;
+  pthread_t watchdog;
 };
 
 struct hookd_req {
@@ -483,30 +492,36 @@ static enum MHD_Result queue_close(hookd_req *r) {
  * so hookd writes this one on the socket itself — MHD has written nothing there yet but perhaps
  * a complete "100 Continue", and hookd speaks plain HTTP — then returns MHD_NO, on which MHD
  * closes the connection (shutdown, then close) without reading further. Best effort: a client
- * still sending may see the connection reset before it reads the answer. */
-static enum MHD_Result answer_mid_body(hookd_req *r) {
-  const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-  const char *reason = MHD_get_reason_phrase_for((unsigned)r->status);
+ * still sending may see the connection reset before it reads the answer. send_direct writes
+ * such an answer (the watchdog's 408 too), on a non-blocking socket. */
+static void send_direct(int fd, int status, const char *content_type, char *const *names,
+                        char *const *values, int n_hdr, const char *body, size_t len) {
+  const char *reason = MHD_get_reason_phrase_for((unsigned)status);
   char head[1024];
   int n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: %s\r\n",
-                   r->status, reason ? reason : "", r->content_type);
+                   status, reason ? reason : "", content_type);
   bool cache_said = false; /* as queue(): no cache keeps an answer of hookd's */
-  for (int i = 0; i < r->n_hdr && n > 0 && (size_t)n < sizeof head; i++) { /* Retry-After … */
-    n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n", r->hdr_name[i],
-                  r->hdr_value[i]);
-    cache_said |= !strcasecmp(r->hdr_name[i], "Cache-Control");
+  for (int i = 0; i < n_hdr && n > 0 && (size_t)n < sizeof head; i++) { /* Retry-After … */
+    n += snprintf(head + n, sizeof head - (size_t)n, "%s: %s\r\n", names[i], values[i]);
+    cache_said |= !strcasecmp(names[i], "Cache-Control");
   }
   if (n > 0 && (size_t)n < sizeof head)
     n += snprintf(head + n, sizeof head - (size_t)n, "%sContent-Length: %zu\r\n\r\n",
-                  cache_said ? "" : "Cache-Control: no-store\r\n", r->resp_len);
-  if (ci && n > 0 && (size_t)n < sizeof head) {
-    struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
+                  cache_said ? "" : "Cache-Control: no-store\r\n", len);
+  if (fd >= 0 && n > 0 && (size_t)n < sizeof head) {
+    struct iovec iov[2] = {{head, (size_t)n}, {(void *)body, len}};
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
     /* a fresh socket's send buffer takes a few hundred bytes at once; a short write is left
      * short (the connection closes either way) */
-    (void)sendmsg(ci->connect_fd, &m, MSG_NOSIGNAL);
+    (void)sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
+}
+
+static enum MHD_Result answer_mid_body(hookd_req *r) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  send_direct(ci ? ci->connect_fd : -1, r->status, r->content_type, r->hdr_name, r->hdr_value,
+              r->n_hdr, r->resp, r->resp_len);
   r->queued = true;
   int cls = r->status / 100;
   HOOKD_INC(http_requests[cls >= 1 && cls <= 5 ? cls : 0]);
@@ -534,6 +549,39 @@ static bool too_slow(hookd_req *r) {
   return true;
 }
 
+/* A connection's own slot: the request on_uri made for it until MHD completes that request.
+ * MHD completes only requests it handed to the access handler; one it drops while reading the
+ * head (too many query parameters for its memory pool, say) is freed here, at the next request
+ * of the connection or when it closes — else every such request leaked ~11 KB. The slot also
+ * keeps the connection's head deadline (head_watch). Every field under srv->conns_lock. */
+typedef struct conn_slot {
+  hookd_req *pending;
+  struct conn_slot *prev, *next; /* srv->conns */
+  int fd;
+  int64_t since_us;  /* the head's clock: the connection's start, or its last request's end */
+  bool in_request;   /* its head is complete: the request's own limits hold from here */
+  bool cut;          /* shut down by the watchdog: a head completing now is not served */
+} conn_slot;
+
+static conn_slot *slot_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+/* The head is complete (the access handler's first call of a request): from here the request's
+ * own limits hold (--request-timeout-s), not the head deadline. false: the watchdog has cut the
+ * connection already — the request is not served (its client was told 408, or saw the close). */
+static bool head_arrived(hookd_server *srv, struct MHD_Connection *conn) {
+  conn_slot *s = slot_of(conn);
+  if (!s) return true;
+  pthread_mutex_lock(&srv->conns_lock);
+  bool cut = s->cut;
+  s->in_request = true;
+  pthread_mutex_unlock(&srv->conns_lock);
+  return !cut;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -542,6 +590,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   hookd_req *r = *con_cls;
 
   if (!r || !r->conn) {
+    if (!head_arrived(srv, conn)) return MHD_NO; /* too late: its connection is shut down */
     if (!r && !(r = calloc(1, sizeof *r))) return MHD_NO;
     if (!r->started_us) r->started_us = hookd_mono_us();
     r->srv = srv;
@@ -699,30 +748,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   return MHD_YES;
 }
 
-/* A connection's own slot: the request on_uri made for it until MHD completes that request.
- * MHD completes only requests it handed to the access handler; one it drops while reading the
- * head (too many query parameters for its memory pool, say) is freed here, at the next request
- * of the connection or when it closes — else every such request leaked ~11 KB. */
-typedef struct conn_slot {
-  hookd_req *pending;
-} conn_slot;
-
-static conn_slot *slot_of(struct MHD_Connection *conn) {
-  const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-  return ci ? ci->socket_context : NULL;
-}
-
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
-  (void)cls;
-  (void)conn;
+  hookd_server *srv = cls;
   if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-    *socket_context = calloc(1, sizeof(conn_slot)); /* NULL: requests are still freed when MHD
-                                                     * completes them */
+    conn_slot *s = calloc(1, sizeof *s); /* NULL: requests are still freed when MHD completes
+                                          * them (the connection is left to the idle timer) */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (s) {
+      s->fd = ci ? ci->connect_fd : -1;
+      s->since_us = hookd_mono_us();
+      pthread_mutex_lock(&srv->conns_lock);
+      s->next = srv->conns;
+      if (s->next) s->next->prev = s;
+      srv->conns = s;
+      pthread_mutex_unlock(&srv->conns_lock);
+    }
+    *socket_context = s;
   } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
     conn_slot *s = *socket_context;
-    if (s && s->pending) req_free(s->pending);
+    if (s) {
+      /* unlisted before MHD closes the descriptor: the watchdog never shuts down a number the
+       * process may have given to another file since */
+      pthread_mutex_lock(&srv->conns_lock);
+      if (s->prev) s->prev->next = s->next;
+      else srv->conns = s->next;
+      if (s->next) s->next->prev = s->prev;
+      pthread_mutex_unlock(&srv->conns_lock);
+      if (s->pending) req_free(s->pending);
+    }
     free(s);
     *socket_context = NULL;
   }
@@ -730,9 +785,17 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
+  (void)toe;
+  hookd_server *srv = cls;
   hookd_req *r = *con_cls;
   conn_slot *s = slot_of(conn);
-  if (s && s->pending == r) s->pending = NULL;
+  if (s) { /* the next head's deadline runs from here (a keep-alive connection) */
+    pthread_mutex_lock(&srv->conns_lock);
+    if (s->pending == r) s->pending = NULL;
+    s->in_request = false;
+    s->since_us = hookd_mono_us();
+    pthread_mutex_unlock(&srv->conns_lock);
+  }
   if (r) req_free(r);
   *con_cls = NULL;
 }
@@ -740,6 +803,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* Called with the raw request target before MHD splits it: keep the query string verbatim
  * (provider signatures such as Twilio's and VNPay's cover it). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+  hookd_server *srv = cls;
   hookd_req *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->started_us = hookd_mono_us();
@@ -749,10 +813,56 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
     if (p[0] == '%' && p[1] == '2' && (p[2] == 'F' || p[2] == 'f')) r->encoded_slash = true;
   conn_slot *s = slot_of(conn);
   if (s) {
-    if (s->pending) req_free(s->pending); /* the last request, dropped by MHD */
+    pthread_mutex_lock(&srv->conns_lock);
+    hookd_req *dropped = s->pending; /* the last request, dropped by MHD */
     s->pending = r;
+    pthread_mutex_unlock(&srv->conns_lock);
+    if (dropped) req_free(dropped);
   }
   return r;
+}
+
+/* The head deadline. libmicrohttpd 0.9.75 reads a request's head without calling hookd, under
+ * its idle timer alone: a client sending a header byte every few seconds held its connection
+ * for ever, and enough of them (--max-connections) kept every other client in the listen queue
+ * (a review: a /healthz waited 32 s, as long as the attack). Once a second this thread shuts
+ * down (shutdown(2): MHD then reads the end and closes it) every connection whose head has not
+ * arrived whole within --header-timeout-s of the connection's start or of its last request's
+ * end, telling the client 408 when its request line had come (a connection idle between
+ * requests is closed without a word, as the idle timer does). Counted always, logged at most
+ * once a second. */
+static void *head_watch(void *arg) {
+  hookd_server *srv = arg;
+  int64_t limit_us = (int64_t)srv->cfg.idle_timeout_s * 1000000;
+  char body[192];
+  int blen = snprintf(body, sizeof body,
+                      "{\"error\":{\"code\":\"request_timeout\",\"message\":\"the request "
+                      "head did not arrive whole within %d s (--header-timeout-s)\"}}",
+                      srv->cfg.idle_timeout_s);
+  pthread_mutex_lock(&srv->conns_lock);
+  while (!srv->watchdog_stop) {
+    struct timespec tick = hookd_mono_deadline(1000);
+    pthread_cond_timedwait(&srv->conns_wake, &srv->conns_lock, &tick);
+    if (srv->watchdog_stop) break;
+    int64_t now = hookd_mono_us();
+    int cut = 0;
+    for (conn_slot *s = srv->conns; s; s = s->next) {
+      if (s->in_request || s->cut || s->fd < 0 || now - s->since_us <= limit_us) continue;
+      s->cut = true;
+      if (s->pending && blen > 0 && (size_t)blen < sizeof body)
+        send_direct(s->fd, 408, "application/json", NULL, NULL, 0, body, (size_t)blen);
+      shutdown(s->fd, SHUT_RDWR);
+      cut++;
+    }
+    if (!cut) continue;
+    HOOKD_ADD(http_head_timeouts, (uint64_t)cut);
+    pthread_mutex_unlock(&srv->conns_lock);
+    HLOG(HOOKD_LOG_WARN, "http.head_timeout", KV_I("connections", cut),
+         KV_I("header_timeout_s", srv->cfg.idle_timeout_s));
+    pthread_mutex_lock(&srv->conns_lock);
+  }
+  pthread_mutex_unlock(&srv->conns_lock);
+  return NULL;
 }
 
 __attribute__((format(printf, 2, 0))) /* fmt is libmicrohttpd's own */
@@ -764,11 +874,23 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   HLOG(HOOKD_LOG_DEBUG, "http.server", KV_S("detail", msg));
 }
 
+static void server_free(hookd_server *s) {
+  pthread_cond_destroy(&s->conns_wake);
+  pthread_mutex_destroy(&s->conns_lock);
+  free(s);
+}
+
 hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size_t errlen) {
   hookd_server *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->cfg = *cfg;
   s->quiesced_fd = -1;
+  if (hookd_mono_cond_init(&s->conns_wake) != 0) {
+    snprintf(err, errlen, "cannot start the HTTP server (a condition variable)");
+    free(s);
+    return NULL;
+  }
+  pthread_mutex_init(&s->conns_lock, NULL);
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
   struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
@@ -788,7 +910,7 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     if (getaddrinfo(cfg->host, NULL, &hints, &res) != 0 || !res) {
       snprintf(err, errlen, "cannot resolve listen host \"%s\"", cfg->host);
-      free(s);
+      server_free(s);
       return NULL;
     }
     memcpy(&ss, res->ai_addr, res->ai_addrlen);
@@ -815,7 +937,14 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
   if (!s->mhd) {
     snprintf(err, errlen, "cannot listen on %s:%d (address in use or not permitted)", cfg->host,
              cfg->port);
-    free(s);
+    server_free(s);
+    return NULL;
+  }
+  s->watchdog_running = pthread_create(&s->watchdog, NULL, head_watch, s) == 0;
+  if (!s->watchdog_running) {
+    snprintf(err, errlen, "cannot start the HTTP server's watchdog thread");
+    MHD_stop_daemon(s->mhd);
+    server_free(s);
     return NULL;
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
@@ -850,7 +979,14 @@ void hookd_server_quiesce(hookd_server *s) {
 
 void hookd_server_stop(hookd_server *s) {
   if (!s) return;
+  if (s->watchdog_running) {
+    pthread_mutex_lock(&s->conns_lock);
+    s->watchdog_stop = true;
+    pthread_cond_signal(&s->conns_wake);
+    pthread_mutex_unlock(&s->conns_lock);
+    pthread_join(s->watchdog, NULL);
+  }
   MHD_stop_daemon(s->mhd);
   if (s->quiesced_fd >= 0) close(s->quiesced_fd);
-  free(s);
+  server_free(s);
 }

@@ -868,6 +868,56 @@ describe('slow clients', () => {
   });
 });
 
+describe('request heads trickled in', () => {
+  it('a head must arrive whole within --header-timeout-s: every connection trickling one is cut, '
+    + 'and a healthy request is answered meanwhile', async () => {
+    // each trickling connection sends a header byte every 300 ms, well inside the idle timer:
+    // libmicrohttpd alone kept them for as long as the client went on, and with every allowed
+    // connection held so, a /healthz waited in the listen queue as long (a review: 32 s)
+    const h = await startHookd({ args: ['--header-timeout-s', '2', '--max-connections', '8'] });
+    const trickling = await Promise.all(Array.from({ length: 8 }, async () => {
+      const c = await rawConnection(h.port);
+      c.sock.write('GET /healthz HTTP/1.1\r\nHost: hookd\r\nX-Slow: ');
+      c.cut = false;
+      c.closed.then(() => { c.cut = true; }); // (the test never closes them itself)
+      c.drip = setInterval(() => { if (!c.sock.destroyed) c.sock.write('a'); }, 300);
+      return c;
+    }));
+    const t0 = Date.now();
+    // a new connection, queued behind the eight: answered once the heads' deadline frees a slot
+    const r = await exchange(h.port,
+      'GET /healthz HTTP/1.1\r\nHost: hookd\r\nConnection: close\r\n\r\n', { timeout: 8000 });
+    const waited = Date.now() - t0;
+    assert.equal(responses(r.text)[0]?.status, 200,
+      `answered while the heads trickle (${waited} ms): ${r.text}`);
+    assert.ok(waited < 4500, `about --header-timeout-s, not the attack's length: ${waited} ms`);
+    // (still trickling: closed by the deadline, not by the idle timer)
+    await waitUntil(() => trickling.every((c) => c.cut),
+      { what: 'every trickling connection cut by the server' });
+    for (const c of trickling) clearInterval(c.drip);
+    for (const c of trickling) {
+      // told 408 when the answer came before the close (best effort: a reset may drop it)
+      if (c.text()) {
+        const [a] = responses(c.text());
+        assert.equal(a?.status, 408, c.text());
+        assert.equal(JSON.parse(a.body).error.code, 'request_timeout');
+        assert.match(JSON.parse(a.body).error.message, /--header-timeout-s/);
+      }
+    }
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.ok(sampleValue(m, 'hookd_http_head_timeouts_total') >= 8, 'counted');
+    assert.ok(h.logs.some((l) => l.msg === 'http.head_timeout'), 'logged');
+    // a keep-alive connection's next head runs on the same deadline, from its last request's end
+    const k = await rawConnection(h.port);
+    k.sock.write('GET /healthz HTTP/1.1\r\nHost: hookd\r\n\r\nGET /healthz HTTP/1.1\r\nX-Slow: ');
+    const kdrip = setInterval(() => { if (!k.sock.destroyed) k.sock.write('a'); }, 300);
+    await k.closed;
+    clearInterval(kdrip);
+    assert.deepEqual(responses(k.text()).map((a) => a.status), [200, 408], k.text());
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
 describe('requests the HTTP library drops', () => {
   it('a head with more query parameters than a connection\'s memory holds is dropped, and nothing of it is kept', async () => {
     // libmicrohttpd answers nothing and holds such a connection until its idle timeout
