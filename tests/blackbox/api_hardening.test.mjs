@@ -480,6 +480,48 @@ describe('request framing', () => {
     assert.equal((await h.api('GET', '/v1/tenants/smuggled-10')).status, 404);
   });
 
+  it('an HTTP/1.0 POST, PUT or PATCH without Content-Length: 411, the connection closed (its body, '
+    + 'running to the close, was read as empty)', async () => {
+    // a credential-checked provider source: the empty body was stored and acknowledged, and every
+    // later request so framed answered as its duplicate (a review)
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'len-10' })).status, 201);
+    const src = await h.api('POST', '/v1/sources', {
+      id: 'src_len10', tenant: 'len-10', provider: 'generic',
+      secrets: ['tok-live-1-abcdefgh'], generic: { header: 'X-A', algorithm: 'token' },
+      destinations: [{ url: 'http://127.0.0.1:9/unused' }] });
+    assert.equal(src.status, 201, src.text);
+    const inbound = (body, framing = '') => 'POST /in/src_len10 HTTP/1.0\r\n'
+      + `X-A: tok-live-1-abcdefgh\r\nContent-Type: application/json\r\n${framing}\r\n${body}`;
+    const tenant = (method, path, body) => `${method} ${path} HTTP/1.0\r\n`
+      + `Authorization: Bearer ${h.apiKey}\r\nContent-Type: application/json\r\n\r\n${body}`;
+    for (const bytes of [inbound('{"order":1}'), inbound('{"order":2}'),
+      tenant('POST', '/v1/tenants', '{"id":"len-10b"}'),
+      tenant('PATCH', '/v1/tenants/len-10', '{"name":"x"}'),
+      tenant('PUT', '/v1/tenants/len-10', '{"name":"x"}')]) {
+      const r = await exchange(h.port, bytes);
+      const rs = responses(r.text);
+      assert.equal(rs.length, 1, r.text);
+      assert.equal(rs[0].status, 411, r.text);
+      assert.equal(rs[0].headers.connection?.toLowerCase(), 'close');
+      const err = JSON.parse(rs[0].body).error;
+      assert.equal(err.code, 'length_required');
+      assert.match(err.message, /HTTP\/1\.0 (POST|PATCH|PUT) request needs a Content-Length/);
+      assert.ok(r.closed, 'the connection is closed');
+    }
+    assert.equal((await h.api('GET', '/v1/tenants/len-10b')).status, 404, 'nothing created');
+    assert.notEqual((await h.api('GET', '/v1/tenants/len-10')).json.name, 'x', 'nothing changed');
+    // with a Content-Length, each body is its own event; HTTP/1.1 without one is an empty body
+    for (const body of ['{"order":3}', '{"order":4}']) {
+      const r = await exchange(h.port, inbound(body, `Content-Length: ${body.length}\r\n`));
+      assert.equal(responses(r.text)[0]?.status, 200, r.text);
+      assert.equal(JSON.parse(responses(r.text)[0].body).duplicate, false, r.text);
+    }
+    const empty = await exchange(h.port, 'POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\n'
+      + `Authorization: Bearer ${h.apiKey}\r\nContent-Type: application/json\r\n`
+      + 'Connection: close\r\n\r\n');
+    assert.notEqual(responses(empty.text)[0]?.status, 411, empty.text);
+  });
+
   it('a plain chunked body still works, and the connection is kept for the next request', async () => {
     const r = await exchange(h.port, head('Transfer-Encoding: chunked\r\n') + chunk('{"id":"chunked-ok"}') + chunk('')
       + pipelined.replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n'));
