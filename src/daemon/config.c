@@ -167,7 +167,8 @@ static const opt opts[] = {
      "BYTES", "largest request body accepted (413 beyond)"},
     {"max-buffered-bytes", NULL, T_SIZE, OFF(max_buffered_bytes), 0, 64, 1LL << 40, "BYTES",
      "request bodies held while they arrive, all connections together (503 and Retry-After "
-     "beyond); at least --max-body-bytes"},
+     "beyond; one client address: an eighth of it, at least --max-body-bytes); at least "
+     "--max-body-bytes"},
     {"max-claimed-bytes", NULL, T_SIZE, OFF(max_claimed_bytes), 0, 0, 1LL << 40, "BYTES",
      "bodies the dispatcher holds for claimed deliveries, all tenants together (each tenant "
      "keeps its weighted share); 0 = bounded by counts only"},

@@ -64,7 +64,20 @@ struct hookd_server {
   struct conn_slot *conns;
   bool watchdog_stop, watchdog_running;
   pthread_t watchdog;
+  /* request-body bytes held by each client address (addr_hold; libmicrohttpd's thread only) */
+  struct addr_hold *holds[256];
 };
+
+/* The bodies one client address holds while they arrive: at most addr_share() of
+ * --max-buffered-bytes, so that one address sending bodies slowly to a public /in/{source}
+ * cannot fill the budget and turn every provider away (a review: 300 unsigned 1 MB bodies from
+ * one address held 256 MB). Listed while a request of the address holds a charge. */
+typedef struct addr_hold {
+  struct addr_hold *next;
+  unsigned char key[8]; /* an IPv4 address (IPv4-mapped too), or an IPv6 address's /64 */
+  size_t bytes;
+  int refs; /* requests charged to it */
+} addr_hold;
 
 struct hookd_req {
   hookd_server *srv;
@@ -94,6 +107,7 @@ struct hookd_req {
   void (*kept_free)(void *);
   const void *route;               /* the gate's choice */
   size_t announced;                /* the head's Content-Length (0: none, or chunked) */
+  addr_hold *hold;                 /* its client address's, once it holds body memory */
   size_t buffered;                 /* body memory counted in srv->buffered (its buffer's
                                     * capacity: a chunked body's doubling holds up to twice its
                                     * bytes) */
@@ -346,10 +360,91 @@ static enum MHD_Result queue(hookd_req *r) {
   return rc;
 }
 
+/* ---------- bodies held per client address ---------- */
+
+/* The share of --max-buffered-bytes one address may hold: an eighth, and at least one largest
+ * body (so that an address can always send one). */
+static size_t addr_share(const hookd_server *srv) {
+  size_t share = srv->cfg.max_buffered / 8;
+  return share > srv->cfg.max_body ? share : srv->cfg.max_body;
+}
+
+/* The connection's client address as a key: false when it has none (a Unix socket). IPv6 is
+ * counted by its /64, the block one client is usually given. */
+static bool addr_key(struct MHD_Connection *conn, unsigned char key[8]) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  memset(key, 0, 8);
+  if (sa && sa->sa_family == AF_INET) {
+    memcpy(key, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    return true;
+  }
+  if (!sa || sa->sa_family != AF_INET6) return false;
+  const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(a)) memcpy(key, a->s6_addr + 12, 4);
+  else memcpy(key, a->s6_addr, 8);
+  return true;
+}
+
+static addr_hold **addr_slot(hookd_server *srv, const unsigned char key[8]) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (int i = 0; i < 8; i++) h = (h ^ key[i]) * 16777619u;
+  addr_hold **p = &srv->holds[h % (sizeof srv->holds / sizeof srv->holds[0])];
+  while (*p && memcmp((*p)->key, key, 8) != 0) p = &(*p)->next;
+  return p;
+}
+
+/* Body bytes the request's client address holds now (0: none, or no address). */
+static size_t addr_held(hookd_req *r) {
+  if (r->hold) return r->hold->bytes;
+  unsigned char key[8];
+  if (!addr_key(r->conn, key)) return 0;
+  addr_hold *h = *addr_slot(r->srv, key);
+  return h ? h->bytes : 0;
+}
+
+/* Charges n more bytes to the request's address: false (nothing charged) past its share. */
+static bool addr_charge(hookd_req *r, size_t n) {
+  if (!r->hold) {
+    unsigned char key[8];
+    if (!addr_key(r->conn, key)) return true;
+    addr_hold **p = addr_slot(r->srv, key);
+    if (!*p && !(*p = calloc(1, sizeof **p))) return true; /* (out of memory: the global bound
+                                                             * still holds) */
+    memcpy((*p)->key, key, 8);
+    r->hold = *p;
+    r->hold->refs++;
+  }
+  if (n && r->hold->bytes + n > addr_share(r->srv)) return false;
+  r->hold->bytes += n;
+  return true;
+}
+
+static void addr_release(hookd_server *srv, addr_hold *h, size_t n) {
+  h->bytes -= n < h->bytes ? n : h->bytes;
+  if (--h->refs > 0) return;
+  addr_hold **p = addr_slot(srv, h->key);
+  *p = h->next;
+  free(h);
+}
+
+/* The answer to a body its client address has no room for: 503, as for the budget itself (a
+ * provider retries), other addresses served meanwhile. */
+static void address_busy(hookd_req *r) {
+  HOOKD_INC(http_address_busy);
+  hookd_req_add_header(r, "Retry-After", "1");
+  hookd_req_error(r, 503, "unavailable",
+                  "too many request bodies arriving at once from this client address (its share "
+                  "of --max-buffered-bytes: %zu bytes): retry",
+                  addr_share(r->srv));
+}
+
 /* ---------- MHD callbacks ---------- */
 
 static void req_free(hookd_req *r) {
   if (r->buffered) atomic_fetch_sub(&r->srv->buffered, r->buffered);
+  if (r->hold) addr_release(r->srv, r->hold, r->buffered);
   if (r->unsent) atomic_fetch_sub(&r->srv->unsent, 1); /* sent, or its connection gone */
   hookd_buf_free(&r->body);
   free(r->path);
@@ -693,6 +788,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                       "too many request bodies arriving at once (--max-buffered-bytes): retry");
       return queue(r);
     }
+    if (known && srv->cfg.max_buffered && addr_held(r) + len > addr_share(srv)) {
+      address_busy(r);
+      return queue(r);
+    }
     /* a known length bounds the buffer's growth too: doubling, a body just past a power of two
      * held twice its bytes, only its bytes counted against --max-buffered-bytes */
     if (known) r->body.max = (size_t)len;
@@ -720,6 +819,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       hookd_req_add_header(r, "Retry-After", "1");
       hookd_req_error(r, 503, "unavailable",
                       "too many request bodies arriving at once (--max-buffered-bytes): retry");
+      return answer_mid_body(r);
+    }
+    if (srv->cfg.max_buffered && !addr_charge(r, charge)) { /* a chunked body, say */
+      atomic_fetch_sub(&srv->buffered, charge);
+      *upload_data_size = 0;
+      address_busy(r);
       return answer_mid_body(r);
     }
     r->buffered += charge;

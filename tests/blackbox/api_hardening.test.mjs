@@ -801,6 +801,55 @@ describe('bodies hookd holds', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
+  it('one client address holds at most an eighth of --max-buffered-bytes (at least a largest '
+    + 'body): beyond, 503 with Retry-After; other addresses are served meanwhile', async () => {
+    // a review: 300 unsigned 1 MB bodies sent slowly from one address to a public /in/{source}
+    // held the whole budget, and providers' requests were refused
+    const h = await startHookd({
+      args: ['--max-body-bytes', '2048', '--max-buffered-bytes', '16384'] });
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'share' })).status, 201);
+    assert.equal((await h.api('POST', '/v1/sources', {
+      id: 'src_share', tenant: 'share', provider: 'stripe', secrets: ['whsec_share'],
+      destinations: [{ url: 'http://127.0.0.1:9/unused' }] })).status, 201);
+    const post = (body, headers = { 'Content-Type': 'application/json' }) =>
+      'POST /in/src_share HTTP/1.1\r\n'
+      + `Host: hookd\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}`
+      + `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n`;
+    const junk = 'x'.repeat(1500);
+    // A, from 127.0.0.1, sends most of an unsigned body and waits
+    const a = await holding(h.port, post(junk) + junk.slice(0, 1000));
+    await waitUntil(async () => (await bufferedBytes(h)) >= 1000, { what: 'A\'s bytes held' });
+    // B, from the same address: 1000 + 1500 passes its share (2048), not the budget (16384)
+    const b = await exchange(h.port, post(junk) + junk);
+    const [rb] = responses(b.text);
+    assert.equal(rb?.status, 503, b.text);
+    assert.equal(rb.headers['retry-after'], '1');
+    const err = JSON.parse(rb.body).error;
+    assert.equal(err.code, 'unavailable');
+    assert.match(err.message,
+      /this client address \(its share of --max-buffered-bytes: 2048 bytes\)/);
+    // a provider's request from another address is served
+    const event = JSON.stringify({ id: 'evt_share', type: 'a.b' }).padEnd(1500, ' ');
+    const other = await new Promise((resolve) => {
+      const sock = net.connect({ port: h.port, host: '127.0.0.1', localAddress: '127.0.0.2' });
+      let text = '';
+      sock.on('connect', () => sock.write(post(event, stripe(event, 'whsec_share')) + event));
+      sock.on('data', (d) => { text += d.toString('latin1'); });
+      sock.on('error', () => {});
+      sock.on('close', () => resolve(text));
+    });
+    assert.equal(responses(other)[0]?.status, 200, other);
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_http_address_busy_total'), 1);
+    // once A is done, its address has room again
+    a.write(junk.slice(1000));
+    await a.closed;
+    await waitUntil(async () => (await bufferedBytes(h)) === 0 || null, { what: 'nothing held' });
+    const again = await exchange(h.port, post(junk) + junk);
+    assert.notEqual(responses(again.text)[0]?.status, 503, again.text);
+    assert.equal((await h.stop()).code, 0);
+  });
+
   it('a too small --max-buffered-bytes is refused at start', () => {
     const r = spawnSync(HOOKD_BIN, ['serve', '--max-body-bytes', '4096', '--max-buffered-bytes', '1024'], { encoding: 'utf8' });
     assert.equal(r.status, 2);
