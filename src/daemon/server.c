@@ -90,6 +90,7 @@ struct hookd_req {
   int64_t started_us;              /* the request line arrived (monotonic, µs) */
   bool handled;
   bool encoded_slash;              /* the raw path holds %2F: one segment, or two? */
+  bool refused;                    /* answered at its request line (on_uri): not served */
   bool async;                      /* the handler suspended the connection */
   _Atomic bool ready;              /* a response is stored */
   bool unsent;                     /* counted in srv->unsent until MHD completes the request */
@@ -686,6 +687,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   if (!r || !r->conn) {
     if (!head_arrived(srv, conn)) return MHD_NO; /* too late: its connection is shut down */
+    if (r && r->refused) return MHD_NO;          /* answered already (too many parameters) */
     if (!r && !(r = calloc(1, sizeof *r))) return MHD_NO;
     if (!r->started_us) r->started_us = hookd_mono_us();
     r->srv = srv;
@@ -917,6 +919,34 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   *con_cls = NULL;
 }
 
+/* A query of more parameters than a connection's memory can index: libmicrohttpd 0.9.75 then
+ * has no memory left for its own answer and drops the request without a word, the client
+ * waiting for the idle timer (a review: ~250 short ones at the default 16 KiB; hookd's own "more
+ * than 32" came after MHD's parse, below that only). Counted here, on the raw target, before MHD
+ * parses the query: past one parameter per 256 bytes of --max-header-bytes (64 at the default,
+ * at least 16; a provider's query holds ~15-30), answered 400 on the socket itself — MHD has
+ * written nothing of this request — and the connection's sending side shut down: MHD does not
+ * serve the request (on_request) and closes the connection. */
+static void refuse_many_params(hookd_server *srv, hookd_req *r, struct MHD_Connection *conn,
+                               const char *query) {
+  size_t limit = srv->cfg.max_head_bytes / 256, n = 1;
+  if (limit < 16) limit = 16;
+  for (const char *p = query; *p && *p != '#'; p++) n += *p == '&';
+  if (n <= limit) return;
+  char body[192];
+  int len = snprintf(body, sizeof body,
+                     "{\"error\":{\"code\":\"invalid_parameter\",\"message\":\"more than %zu "
+                     "query parameters (one per 256 bytes of --max-header-bytes)\"}}",
+                     limit);
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!ci || len <= 0 || (size_t)len >= sizeof body) return;
+  r->refused = true;
+  send_direct(ci->connect_fd, 400, "application/json", NULL, NULL, 0, body, (size_t)len);
+  shutdown(ci->connect_fd, SHUT_WR);
+  HOOKD_INC(http_requests[4]);
+}
+
 /* Called with the raw request target before MHD splits it: keep the query string verbatim
  * (provider signatures such as Twilio's and VNPay's cover it). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
@@ -928,6 +958,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   if (q && (r->url_copy = strdup(q + 1))) r->query = r->url_copy;
   for (const char *p = uri; *p && *p != '?'; p++)
     if (p[0] == '%' && p[1] == '2' && (p[2] == 'F' || p[2] == 'f')) r->encoded_slash = true;
+  if (q) refuse_many_params(srv, r, conn, q + 1);
   conn_slot *s = slot_of(conn);
   if (s) {
     pthread_mutex_lock(&srv->conns_lock);
