@@ -256,11 +256,17 @@ void hookd_api_delivery_replay(hookd_req *r, hookd_app *app) {
 
 static int run_deliver(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   dl_op *op = (dl_op *)base;
-  int rc = be->event_deliver(c, op->tenant, op->event, op->endpoint, hookd_now_ms(), &op->d);
+  if (op->loaded) hookd_delivery_free(&op->d); /* a second run (its batch redone) */
+  op->loaded = false;
+  /* sent again with its Idempotency-Key: its answer (before, a 409 "replay it" — and a client
+   * following it sent the delivery twice: a review) */
+  int rc = hookd_kept_lookup(&op->k, base, c, be);
+  if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  rc = be->event_deliver(c, op->tenant, op->event, op->endpoint, hookd_now_ms(), &op->d);
   op->loaded = rc == 0 || rc == HOOKD_STORE_EXISTS;
-  return rc ? rc
-            : hookd_api_audit(base, c, be, "delivery.create", op->d.id, op->tenant,
-                              op->d.event_id);
+  if (!rc)
+    rc = hookd_api_audit(base, c, be, "delivery.create", op->d.id, op->tenant, op->d.event_id);
+  return rc ? rc : hookd_kept_store(&op->k, c, be, 201, hookd_json_delivery(&op->d));
 }
 
 static void reply_deliver(hookd_api_op *base, int rc) {
@@ -269,12 +275,16 @@ static void reply_deliver(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, base->err[0] ? base->err : "delivery");
     return;
   }
+  if (op->k.replayed) {
+    hookd_kept_reply(&op->k, base->req);
+    return;
+  }
   HOOKD_INC(deliveries_created);
   hookd_dispatcher_hint(base->app->disp, op->d.endpoint_id, op->d.next_attempt_ms);
   HLOG(HOOKD_LOG_INFO, "delivery.created", KV_S("delivery_id", op->d.id),
        KV_S("event_id", op->d.event_id), KV_S("tenant_id", op->d.tenant_id),
        KV_S("endpoint_id", op->d.endpoint_id), KV_S("actor", base->actor[0] ? base->actor : NULL));
-  hookd_req_reply_json(base->req, 201, hookd_json_delivery(&op->d));
+  hookd_kept_reply(&op->k, base->req);
 }
 
 void hookd_api_event_deliver(hookd_req *r, hookd_app *app) {
@@ -299,6 +309,13 @@ void hookd_api_event_deliver(hookd_req *r, hookd_app *app) {
   snprintf(op->event, sizeof op->event, "%s", hookd_req_param(r, 1));
   snprintf(op->endpoint, sizeof op->endpoint, "%s", ep);
   if (reason) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+  char record[sizeof op->tenant + sizeof op->event]; /* (the path's: the body names neither) */
+  snprintf(record, sizeof record, "%s/%s", op->tenant, op->event);
+  if (!hookd_kept_prepare(r, app, &op->k, "delivery.create", record, reason, body, false)) {
+    dl_cleanup(&op->base);
+    free(op);
+    goto done;
+  }
   hookd_api_submit(&op->base, true);
 done:
   json_decref(body);

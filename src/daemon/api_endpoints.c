@@ -925,7 +925,8 @@ static int run_rotate(hookd_store_conn *c, const hookd_store_backend *be, hookd_
     hookd_fmt_rfc3339_ms(op->ep.previous_expires_ms, until);
     snprintf(base->err, sizeof base->err,
              "the previous secret is valid until %s: rotating again now would end that overlap"
-             " early; rotate after it, or pass \"expire_previous_after_s\": 0 to end every"
+             " early (a rotation sent again after its answer was lost: its secret is at GET"
+             " …/secret); rotate after it, or pass \"expire_previous_after_s\": 0 to end every"
              " previous secret now",
              until);
     return HOOKD_STORE_CONFLICT;

@@ -1197,7 +1197,8 @@ describe('an event delivered to one more endpoint', () => {
     // still disabled: refused, nothing made
     assertError(await h.api('POST', path, { endpoint }), 409, 'invalid_state', 'the endpoint is disabled');
     assert.equal((await h.api('PATCH', epPath, { enabled: true })).status, 200);
-    const made = await h.api('POST', path, { endpoint, reason: 'customer fixed their endpoint' });
+    const keyed = { 'Idempotency-Key': 'deliver-missed-1' };
+    const made = await h.api('POST', path, { endpoint, reason: 'customer fixed their endpoint' }, keyed);
     assert.equal(made.status, 201, made.text);
     assert.deepEqual([made.json.event_id, made.json.endpoint_id, made.json.state], [missed.json.id, endpoint, 'pending']);
     const ev = (await h.api('GET', `/v1/events/${missed.json.id}`)).json;
@@ -1210,6 +1211,13 @@ describe('an event delivered to one more endpoint', () => {
     assert.equal(got.json.attempts[0].trigger, 'replay', 'an operator\'s, not a live attempt');
     // once: the pair has its delivery now (replay that)
     assertError(await h.api('POST', path, { endpoint }), 409, 'already_exists', `the event has a delivery to this endpoint (${made.json.id})`);
+    // sent again with its Idempotency-Key (its answer lost): the first answer, nothing made or
+    // sent again (before: the 409 above, whose "replay it" sent it twice); the key with another
+    // request is 409 conflict
+    const again = await h.api('POST', path, { endpoint, reason: 'customer fixed their endpoint' }, keyed);
+    assert.deepEqual([again.status, again.headers.get('idempotent-replayed'), again.json.id], [201, 'true', made.json.id], again.text);
+    assertError(await h.api('POST', path, { endpoint, reason: 'another reason' }, keyed), 409, 'conflict');
+    assert.equal(r.requests.length, 1, 'sent once');
     const audit = (await h.api('GET', `/v1/audit?tenant=${tenant}`)).json.data;
     assert.ok(audit.some((a) => a.action === 'delivery.create' && a.target === made.json.id &&
       a.reason === 'customer fixed their endpoint'), JSON.stringify(audit));
