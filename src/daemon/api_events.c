@@ -162,10 +162,14 @@ static void reply_publish(hookd_api_op *base, int rc) {
   hookd_hist_observe_us(&hookd_m.publish_ack, hookd_req_age_us(base->req));
   /* superseded: of those deliveries, how many were created DEAD, behind a higher version of
    * their lane (never sent) */
-  hookd_req_reply_json(base->req, 202,
-                       json_pack("{s:s,s:i,s:i,s:b}", "id", op->res.event_id, "deliveries",
-                                 op->res.n_deliveries, "superseded", op->res.n_superseded,
-                                 "duplicate", op->res.duplicate));
+  json_t *v = json_pack("{s:s,s:i,s:i,s:b}", "id", op->res.event_id, "deliveries",
+                        op->res.n_deliveries, "superseded", op->res.n_superseded, "duplicate",
+                        op->res.duplicate);
+  /* endpoints whose payload filter gave up on this payload (they did not take the event): said,
+   * not only counted — 0 deliveries read as "no subscribers" (a review) */
+  if (v && op->res.filters_over)
+    json_object_set_new(v, "filters_gave_up", json_integer(op->res.filters_over));
+  hookd_req_reply_json(base->req, 202, v);
 }
 
 /* The Standard Webhooks envelope, serialised once into op->body. */

@@ -889,9 +889,10 @@ describe('payload filters (an endpoint takes the events whose payload matches)',
       const p = await publish(h, t, { type: 'pay.x', payload });
       assert.equal(p.status, 202, p.text);
       const e = (await h.api('GET', `/v1/events/${p.json.id}`)).json;
-      return { id: p.json.id, eps: e.deliveries.map((d) => d.endpoint_id).sort() };
+      return { id: p.json.id, eps: e.deliveries.map((d) => d.endpoint_id).sort(), gaveUp: p.json.filters_gave_up };
     };
     const small = await to({ amount: 50, currency: 'usd', customer: { tier: 1 } });
+    assert.equal(small.gaveUp, undefined, 'said only when a filter gave up');
     assert.deepEqual(small.eps, [all]);
     assert.deepEqual((await to({ amount: 150, currency: 'usd', customer: { tier: 1 } })).eps, [all, big].sort());
     assert.deepEqual((await to({ amount: 150, currency: 'gbp', customer: { tier: 1 } })).eps, [all]);
@@ -931,6 +932,7 @@ describe('payload filters (an endpoint takes the events whose payload matches)',
     const overBefore = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_payload_filters_over_total');
     const long = await to({ tags: Array.from({ length: 100 }, () => 'x') });
     assert.ok(!long.eps.includes(costly.json.id), 'not taken');
+    assert.equal(long.gaveUp, 1, 'said in the answer (before: only counted and logged — a client read "no subscribers")');
     assert.deepEqual((await to({ tags: ['t7'] })).eps.includes(costly.json.id), true, 'a short one is');
     const overAfter = sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_payload_filters_over_total');
     assert.equal(overAfter - overBefore, 1);
