@@ -914,7 +914,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->from = dl->state;
   o->to = dec.next;
   o->attempt_number = dl->attempt_count + 1;
-  o->next_attempt_ms = dec.next_attempt_ms;
+  /* outvoted by the other nodes' clocks, this one's next attempt is theirs to send, when their
+   * clocks say: written on the database's (before, a node an hour ahead wrote a retry due an
+   * hour late, a review) */
+  o->next_attempt_ms = dec.next_attempt_ms + d->outvoted_skew_ms;
   o->last_error = cls.cls == HOOKD_CLASS_SUCCESS ? NULL : it->last_error;
   if (dec.dead_reason) {
     snprintf(it->dead_reason, sizeof it->dead_reason, "%s", dec.dead_reason);
@@ -1604,6 +1607,7 @@ static void check_clock(hookd_dispatcher *d, const msg *m) {
   d->store_clock_off = store_off;
   d->clock_skewed = skewed;
   atomic_store(&d->clock_outvoted, skewed && voters > 2);
+  d->outvoted_skew_ms = skewed && voters > 2 ? m->skew_ms : 0;
   d->clock_checked = true;
   atomic_store(&d->clock_agrees, !skewed);
   HOOKD_INC(clock_checks);
@@ -1844,6 +1848,7 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
      * (one read before the step, or across it, is void: clock_gen) */
     d->clock_gen++;
     d->clock_checked = false;
+    if (d->outvoted_skew_ms) d->outvoted_skew_ms -= delta_ms; /* (the skew the step left) */
     atomic_store(&d->clock_agrees, false);
     d->next_rescan_ms = 0;
   }

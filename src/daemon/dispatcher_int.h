@@ -409,6 +409,9 @@ struct hookd_dispatcher {
                                  /readyz: a lone node has no other to send the traffic to) */
   bool clock_skewed;          /* and this node's wall clock was outvoted at the last read: no
                                  claim nor sweep (docs/postgres.md "The clock guard") */
+  int64_t outvoted_skew_ms;   /* outvoted by other nodes: the database's time minus this node's
+                                 at the last check (an outcome's next attempt is written on the
+                                 database's clock), else 0 */
   bool store_clock_off;       /* and it won the vote against the database's clock */
   bool claims_shown;          /* stats.claims_held as last set (the loop sets it on a change) */
   uint64_t clock_gen;         /* steps of the wall clock seen: a check read before one is void */

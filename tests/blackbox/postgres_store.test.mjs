@@ -1462,6 +1462,33 @@ test('a node whose clock runs days ahead runs no retention walk while its clock 
   }
 });
 
+test('a node outvoted an hour ahead writes the outcome of its request in flight on the database\'s clock: the retry is due at once, and another node sends it', async () => {
+  const store = await pg.database();
+  const key = masterKey();
+  const rx = await startReceiver((rec, n) => (n === 1 ? 'hang' : { status: 200 }));
+  const { dir } = tempDir();
+  const clock = faultClock(dir);
+  const fast = ['--rescan-interval-ms', '100'];
+  const a = await startHookd({ dir, store, args: ['--node-id', 'n-step', ...fast], env: { HOOKD_MASTER_KEY: key, ...clock.env } });
+  let b;
+  try {
+    const { tenant } = await setup(a, rx.url, { timeout_ms: 30000 });
+    assert.equal((await publish(a, tenant, { id: 'evt_late', type: 't.x', payload: {} })).status, 202);
+    await rx.waitFor(1, 10000, 'n-step sends, and the receiver holds the request');
+    clock.step(3600 * 1000);
+    b = await node(store, key, 'n-right', fast);
+    await waitUntil(async () => (await a.api('GET', '/readyz')).status === 503 || null, { what: 'n-step outvoted' });
+    rx.releaseHanging(500); // its answer: a retry, written by the node an hour ahead
+    await rx.waitFor(2, 15000, 'the retry sent by n-right (before: due an hour later on every node)');
+    assert.equal(rx.requests[1].headers['webhook-id'], 'evt_late');
+    await waitDelivery(b, 'evt_late', (dl) => dl[0]?.state === 'delivered', 'delivered');
+  } finally {
+    await b?.stop();
+    await a.stop();
+    await rx.close();
+  }
+});
+
 test('a node whose clock runs ahead of the database\'s claims and sweeps nothing — another node\'s lease is not taken over and its request not sent twice — until its clock agrees again', async () => {
   const store = await pg.database();
   const key = masterKey();
