@@ -911,8 +911,9 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       /* a retry after an attempt that may have reached it, made before the destination was
        * made not idempotent (as the dispatcher judged it when it ended: last_ambiguous) */
       disp_record_hold(d, it);
-    } else if (!disp_lease_room(it, e, now, d->cfg.lease_margin_ms)) {
-      /* waited too long for a slot: the lease could lapse mid-request; claim it again later */
+    } else if (!disp_lease_room(it, e, disp_now(d), d->cfg.lease_margin_ms)) {
+      /* waited too long for a slot: the lease could lapse mid-request; claim it again later
+       * (read at the item, not at the pass's start: a long pass ate into the lease, a review) */
       disp_release_item(d, it);
       if (!e->next_due || e->next_due > now) e->next_due = now;
     } else if (e->key_ok &&
