@@ -39,6 +39,7 @@ typedef struct src_op {
   char refusal[400];
   hookd_dest_check check;
   unsigned patch;                 /* PATCH: fields present */
+  bool force;                     /* PATCH: a second identity change within the first's window */
   int unfit[HOOKD_PROVIDER__COUNT]; /* PATCH: per provider, the first new secret that cannot
                                        verify its requests, or -1 (the provider is read with the
                                        source, in run_patch) */
@@ -62,6 +63,8 @@ typedef struct src_op {
   hookd_kept k; /* create, destination add: an Idempotency-Key's answer (the id it made) */
   bool loaded;
   bool adding;                    /* POST …/destinations: one destination, named so in errors */
+  const char *body_refused;       /* PATCH: a JSON-body rule (its field) of a provider sending
+                                     no JSON body (body_field) */
   const char *types_refused;      /* PATCH: the allowlist (its field) of a provider whose
                                      requests name no type */
   int limit;                      /* list: the page's size, after the id `after` */
@@ -432,6 +435,24 @@ static void types_refused(hookd_req *r, const char *provider, const char *field)
                   "%s: %s requests name no event type, so an allowlist would %s every event "
                   "(leave it out, or null)",
                   field, provider, strcmp(field, "event_types") ? "leave out" : "filter");
+}
+
+/* The rule fields read from a JSON body, which a provider sending none (VNPay's IPN: a GET's
+ * query) refuses — accepted, they were never read (a review: a business key on vnp_TxnRef let
+ * two payments of one order through, each forwarded); or NULL. */
+static const char *body_field(hookd_provider p, const hookd_source *s, unsigned patch) {
+  if (p != HOOKD_PROVIDER_VNPAY) return NULL;
+  if ((patch & P_IDENTITY) && s->identity_paths) return "identity_paths";
+  if ((patch & P_BKEY) && s->business_paths) return "business_key";
+  if ((patch & P_VERSION) && (s->version_path || s->version_header)) return "version";
+  return NULL;
+}
+
+static void body_refused(hookd_req *r, const char *provider, const char *field) {
+  hookd_req_field_error(r, 422, "invalid_field", field,
+                        "%s: %s requests carry no JSON body for it to read (its identity is the "
+                        "provider's: vnp_TxnRef and vnp_TransactionNo); leave it out, or null",
+                        field, provider);
 }
 
 /* The allowlist field of the rules that a provider naming no type refuses, or NULL. */
@@ -861,6 +882,11 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     types_refused(r, op->src.provider, typed);
     ok = false;
   }
+  const char *unread = body_field(prov, &op->src, P_IDENTITY | P_BKEY | P_VERSION);
+  if (ok && unread) {
+    body_refused(r, op->src.provider, unread);
+    ok = false;
+  }
   json_t *gen = json_object_get(body, "generic");
   if (ok && (prov == HOOKD_PROVIDER_GENERIC) != (gen != NULL)) {
     hookd_req_error(r, 422, "invalid_field",
@@ -1172,6 +1198,12 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     hookd_source_free(&cur);
     return HOOKD_STORE_STATE; /* nothing written */
   }
+  if (hookd_provider_parse(cur.provider, &prov) == 0 && body_field(prov, &op->src, op->patch)) {
+    op->body_refused = body_field(prov, &op->src, op->patch);
+    op->refused_for = prov;
+    hookd_source_free(&cur);
+    return HOOKD_STORE_STATE; /* nothing written */
+  }
   /* keep what the PATCH does not name */
 #define KEEP(bit, f)                                                                         \
   if (!(op->patch & (bit))) {                                                                 \
@@ -1192,8 +1224,25 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   /* a changed identity rule: the one it replaces is still looked up until the inbox's retention
    * has passed (docs/inbound.md "Changing the identity rule"); else a prior one goes on */
   int64_t now = hookd_now_ms();
-  const char *was = cur.identity_paths, *is = op->src.identity_paths;
-  if ((op->patch & P_IDENTITY) && (!was != !is || (was && strcmp(was, is)))) {
+  const char *was = cur.identity_paths, *is = op->src.identity_paths,
+             *prior = cur.prior_identity_paths;
+  bool changed = (op->patch & P_IDENTITY) && (!was != !is || (was && strcmp(was, is)));
+  /* a second change while the first's prior rule is looked up would drop that one: the events
+   * received under it, redelivered, taken as new and forwarded again under a new key (a review).
+   * Refused, unless it goes back to that rule (both stay looked up) or says force */
+  if (changed && cur.prior_identity_until_ms > now && !op->force &&
+      (!prior != !is || (prior && strcmp(prior, is)))) {
+    char until[HOOKD_RFC3339_MAX];
+    hookd_fmt_rfc3339_ms(cur.prior_identity_until_ms, until);
+    snprintf(base->err, sizeof base->err,
+             "identity_paths was changed before: its prior rule is looked up until %s, and a "
+             "second change would drop it (redeliveries of events received under it forwarded "
+             "again): set prior_identity back, wait, or send \"force\": true",
+             until);
+    hookd_source_free(&cur);
+    return HOOKD_STORE_CONFLICT; /* nothing written */
+  }
+  if (changed) {
     op->src.prior_identity_paths = cur.identity_paths;
     cur.identity_paths = NULL;
     op->src.prior_identity_until_ms = now + base->app->cfg->inbox_retention_s * 1000;
@@ -1208,8 +1257,12 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   op->src.generic = cur.generic;
   op->src.created_ms = cur.created_ms;
   cur.tenant_id = cur.provider = cur.generic = NULL;
+  /* past the one stored whatever this node's clock: every node's cache takes a source whose
+   * updated_at differs from its copy's, and two changes through two nodes in one millisecond
+   * (or a clock a little behind) left the second unseen — a node verifying with the secrets a
+   * rotation removed (a review); writes are serialised, so this orders them */
+  op->src.updated_ms = now > cur.updated_ms ? now : cur.updated_ms + 1;
   hookd_source_free(&cur);
-  op->src.updated_ms = now;
   if ((rc = be->source_update(c, &op->src)) != 0) return rc;
   char detail[96];
   snprintf(detail, sizeof detail, "%s%s%s%s%s%s", op->patch & P_SECRETS ? "secrets " : "",
@@ -1235,6 +1288,10 @@ static void reply_patch(hookd_api_op *base, int rc) {
     types_refused(base->req, hookd_provider_name(op->refused_for), op->types_refused);
     return;
   }
+  if (rc == HOOKD_STORE_STATE && op->body_refused) {
+    body_refused(base->req, hookd_provider_name(op->refused_for), op->body_refused);
+    return;
+  }
   if (rc) {
     hookd_api_store_error(base, rc, "source");
     return;
@@ -1253,7 +1310,8 @@ void hookd_api_source_patch(hookd_req *r, hookd_app *app) {
   json_t *v;
   json_object_foreach(body, k, v) {
     if (strcmp(k, "secrets") && strcmp(k, "tolerance_s") && strcmp(k, "event_types") &&
-        strcmp(k, "identity_paths") && strcmp(k, "business_key") && strcmp(k, "version")) {
+        strcmp(k, "identity_paths") && strcmp(k, "business_key") && strcmp(k, "version") &&
+        strcmp(k, "force")) {
       /* a field of the create that a PATCH may not change: named as such, as an endpoint's */
       bool fixed = !strcmp(k, "id") || !strcmp(k, "tenant") || !strcmp(k, "provider") ||
                    !strcmp(k, "generic") || !strcmp(k, "destinations");
@@ -1278,6 +1336,12 @@ void hookd_api_source_patch(hookd_req *r, hookd_app *app) {
     op->patch |= P_SECRETS;
   }
   if (ok) ok = parse_rules(r, body, op);
+  json_t *force = json_object_get(body, "force");
+  if (ok && force && !json_is_boolean(force)) {
+    hookd_req_error(r, 422, "invalid_field", "force must be true or false");
+    ok = false;
+  }
+  op->force = json_is_true(force);
   json_decref(body);
   if (!ok) {
     fail_op(op);

@@ -2596,6 +2596,24 @@ describe('durability and local replay', () => {
     // a PATCH that leaves the rule as it is keeps the prior one as it was
     const kept = await d.api('PATCH', `/v1/sources/${src.id}`, { tolerance_s: 600 });
     assert.deepEqual([kept.json.prior_identity.identity_paths, Date.parse(kept.json.prior_identity.until)], [['type'], until]);
+
+    // a second change while the prior rule is looked up is refused: it would drop that rule, and
+    // evt_rule_1's redelivery be forwarded again (before: taken, a review) — unless it sets the
+    // prior rule back (both stay looked up), or says force
+    const third = await d.api('PATCH', `/v1/sources/${src.id}`, { identity_paths: ['data.object.id'] });
+    assert.deepEqual([third.status, third.json.error.code], [409, 'conflict'], third.text);
+    assert.match(third.json.error.message, /^identity_paths was changed before: its prior rule is looked up until /);
+    assert.deepEqual((await d.api('GET', `/v1/sources/${src.id}`)).json.prior_identity.identity_paths, ['type'], 'nothing changed');
+    const back = await d.api('PATCH', `/v1/sources/${src.id}`, { identity_paths: ['type'] });
+    assert.equal(back.status, 200, back.text);
+    assert.deepEqual([back.json.identity_paths, back.json.prior_identity.identity_paths], [['type'], null]);
+    const retry2 = await post(src, e1, sign.stripe(e1, 'whsec_rule'), d);
+    assert.deepEqual([retry2.json.duplicate, retry2.json.inbox_id], [true, first.json.inbox_id], retry2.text);
+    assert.equal((await d.api('PATCH', `/v1/sources/${src.id}`, { identity_paths: ['id'], force: 'yes' })).status, 422);
+    const forced = await d.api('PATCH', `/v1/sources/${src.id}`, { identity_paths: ['id'], force: true });
+    assert.equal(forced.status, 200, forced.text);
+    assert.deepEqual(forced.json.prior_identity.identity_paths, ['type']);
+    assert.equal(dest.requests.length, 2, 'each event still forwarded once');
     assert.equal((await d.stop()).code, 0);
     await dest.close();
     cleanup();
@@ -3210,6 +3228,37 @@ describe('source lifecycle', () => {
 });
 
 describe('source configuration', () => {
+  it('VNPay refuses the rules read from a JSON body (its IPN has none: they were never read); a change\'s updated_at moves past the one stored whatever the clock', async () => {
+    const { dir } = tempDir();
+    const clock = faultClock(dir);
+    const d = await startHookd({ dir, env: clock.env });
+    try {
+      assert.equal((await d.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+      const dest = await startReceiver();
+      for (const [field, rule] of [['business_key', { paths: ['vnp_TxnRef'] }], ['identity_paths', ['vnp_TxnRef']],
+        ['version', { object_path: 'vnp_TxnRef', path: 'vnp_PayDate' }]]) {
+        const r = await d.api('POST', '/v1/sources', { tenant: TENANT, provider: 'vnpay', secrets: ['VNSECRET'],
+          destinations: [{ url: dest.url }], [field]: rule });
+        assert.deepEqual([r.status, r.json.error.code, r.json.error.param], [422, 'invalid_field', field], r.text);
+      }
+      const vn = await source('vnpay', ['VNSECRET'], [{ url: dest.url }], {}, d);
+      const p = await d.api('PATCH', `/v1/sources/${vn.id}`, { business_key: { paths: ['vnp_TxnRef'] } });
+      assert.deepEqual([p.status, p.json.error.param], [422, 'business_key'], p.text);
+      assert.equal((await d.api('PATCH', `/v1/sources/${vn.id}`, { business_key: null })).status, 200, 'null: none');
+      // (a PATCH through a node whose clock reads behind the last change's: before, its updated_at
+      // went back, and a node's cache that held a change of the same millisecond kept it)
+      const a = await d.api('PATCH', `/v1/sources/${vn.id}`, { tolerance_s: 600 });
+      clock.step(-60000);
+      await d.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step back seen');
+      const b = await d.api('PATCH', `/v1/sources/${vn.id}`, { tolerance_s: 700 });
+      assert.equal(b.status, 200, b.text);
+      assert.ok(Date.parse(b.json.updated_at) > Date.parse(a.json.updated_at), `${b.json.updated_at} after ${a.json.updated_at}`);
+      await dest.close();
+    } finally {
+      await d.stop();
+    }
+  });
+
   it('a rotation\'s previous secret given an expiry is accepted until then, and no longer after; the source shows each secret\'s expiry, never its value', async () => {
     const { dir } = tempDir();
     const clock = faultClock(dir);
