@@ -3228,12 +3228,18 @@ describe('source lifecycle', () => {
 });
 
 describe('source configuration', () => {
-  it('VNPay refuses the rules read from a JSON body (its IPN has none: they were never read); a change\'s updated_at moves past the one stored whatever the clock', async () => {
+  // a daemon whose wall clock the test steps (faultClock), with the file's tenant
+  const clockedDaemon = async () => {
     const { dir } = tempDir();
     const clock = faultClock(dir);
     const d = await startHookd({ dir, env: clock.env });
+    assert.equal((await d.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
+    return { d, clock };
+  };
+
+  it('VNPay refuses the rules read from a JSON body (its IPN has none: they were never read); a change\'s updated_at moves past the one stored whatever the clock', async () => {
+    const { d, clock } = await clockedDaemon();
     try {
-      assert.equal((await d.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
       const dest = await startReceiver();
       for (const [field, rule] of [['business_key', { paths: ['vnp_TxnRef'] }], ['identity_paths', ['vnp_TxnRef']],
         ['version', { object_path: 'vnp_TxnRef', path: 'vnp_PayDate' }]]) {
@@ -3260,11 +3266,8 @@ describe('source configuration', () => {
   });
 
   it('a rotation\'s previous secret given an expiry is accepted until then, and no longer after; the source shows each secret\'s expiry, never its value', async () => {
-    const { dir } = tempDir();
-    const clock = faultClock(dir);
-    const d = await startHookd({ dir, env: clock.env });
+    const { d, clock } = await clockedDaemon();
     try {
-      assert.equal((await d.api('POST', '/v1/tenants', { id: TENANT })).status, 201);
       const dest = await startReceiver();
       const until = new Date(Date.now() + 3600e3).toISOString();
       const src = await source('github', ['gh-new', { secret: 'gh-old', expires_at: until }], [{ url: dest.url }], {}, d);
