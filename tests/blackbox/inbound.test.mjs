@@ -2801,11 +2801,11 @@ describe('durability and local replay', () => {
 
   it('kill -9 while events arrive: every acknowledged one survives, the provider\'s retries are deduplicated, each event forwarded under one key', async () => {
     const { dir, cleanup } = tempDir();
-    let d = await startHookd({ dir });
+    let d = await startHookd({ dir, args: LEASE });
     await d.api('POST', '/v1/tenants', { id: TENANT });
     const dest = await startReceiver();
     try { // on a failed assertion, no daemon or receiver is left to keep the runner waiting
-      const src = await source('stripe', ['whsec_crash'], [{ url: dest.url }], {}, d);
+      const src = await source('stripe', ['whsec_crash'], [{ url: dest.url, ...short(2000) }], {}, d);
       const N = 400;
       const bodies = Array.from({ length: N }, (_, i) => stripeEvent(`evt_crash_${i}`));
       const acked = new Map(); // index -> inbox id, for every 200 received before the kill
@@ -2820,7 +2820,7 @@ describe('durability and local replay', () => {
       await killed;
       assert.ok(acked.size >= 20 && acked.size < N, `${acked.size} acknowledged before the kill`);
 
-      d = await startHookd({ dir });
+      d = await startHookd({ dir, args: LEASE });
       // the provider retries everything it sent: acknowledged events are duplicates of their record
       const retries = await Promise.all(bodies.map((b) => post(src, b, sign.stripe(b, 'whsec_crash'), d)));
       assert.ok(retries.every((r) => r.status === 200), 'every retry acknowledged');
