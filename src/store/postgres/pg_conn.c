@@ -871,6 +871,15 @@ static int commit_outcome(hookd_store_conn *c, const char *xid) {
   return rc;
 }
 
+/* The batch's transaction id, and its token written into commit_marks when it wrote: prepared
+ * (pg_q) — planned anew at each batch, a data-modifying CTE, it doubled the ack's latency at
+ * a moderate load (BENCHMARKS.md "Stop 54") */
+static const char mark_sql[] =
+    "WITH x AS (SELECT txid_current_if_assigned() AS id), m AS (INSERT INTO"
+    " commit_marks(node_id, token) SELECT $1, $2::bigint FROM x WHERE x.id IS NOT NULL"
+    " ON CONFLICT (node_id) DO UPDATE SET token = EXCLUDED.token RETURNING 1)"
+    " SELECT (SELECT id FROM x), (SELECT count(*) FROM m)";
+
 static int pg_commit(hookd_store_conn *c) {
   /* the transaction's id, if it wrote: what to ask the server about should the COMMIT's answer
    * not come (without one it wrote nothing, and a lost COMMIT lost nothing) */
@@ -883,16 +892,13 @@ static int pg_commit(hookd_store_conn *c) {
     if (hookd_random_bytes(&t, sizeof t) != 0) t = (uint64_t)hookd_mono_ms();
     char token[24];
     snprintf(token, sizeof token, "%lld", (long long)(t >> 1)); /* (a bigint: positive) */
-    const char *p[2] = {mark_key(c), token};
-    PGresult *x = PQexecParams(
-        c->pg,
-        "WITH x AS (SELECT txid_current_if_assigned() AS id), m AS (INSERT INTO"
-        " commit_marks(node_id, token) SELECT $1, $2::bigint FROM x WHERE x.id IS NOT NULL"
-        " ON CONFLICT (node_id) DO UPDATE SET token = EXCLUDED.token RETURNING 1)"
-        " SELECT (SELECT id FROM x), (SELECT count(*) FROM m)",
-        2, NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(x) != PGRES_TUPLES_OK || PQntuples(x) != 1) {
-      statement_failed(c, x, "commit"); /* not sent: the server rolls the transaction back */
+    pg_params p;
+    pg_p_init(&p);
+    pg_p_text(&p, mark_key(c));
+    pg_p_text(&p, token);
+    PGresult *x = pg_q(c, mark_sql, &p, "commit");
+    if (!x || PQntuples(x) != 1) { /* not sent: the server rolls the transaction back */
+      if (x) statement_failed(c, x, "commit");
       return HOOKD_STORE_ERR;
     }
     pg_copy(x, 0, 0, xid, sizeof xid);
