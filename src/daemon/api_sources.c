@@ -1198,8 +1198,8 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     hookd_source_free(&cur);
     return HOOKD_STORE_STATE; /* nothing written */
   }
-  if (hookd_provider_parse(cur.provider, &prov) == 0 && body_field(prov, &op->src, op->patch)) {
-    op->body_refused = body_field(prov, &op->src, op->patch);
+  if (hookd_provider_parse(cur.provider, &prov) == 0 &&
+      (op->body_refused = body_field(prov, &op->src, op->patch)) != NULL) {
     op->refused_for = prov;
     hookd_source_free(&cur);
     return HOOKD_STORE_STATE; /* nothing written */

@@ -316,7 +316,7 @@ bool hookd_api_store_behind(hookd_app *app, uint64_t *depth) {
 }
 
 bool hookd_api_clock_outvoted(hookd_req *r, hookd_app *app) {
-  if (!app->disp || !hookd_dispatcher_clock_outvoted(app->disp)) return false;
+  if (!hookd_dispatcher_clock_outvoted(app->disp)) return false;
   hookd_req_add_header(r, "Retry-After", "1");
   hookd_req_error(r, 503, "not_ready",
                   "this node's clock is off the database's and most other nodes' (the clock "

@@ -1880,7 +1880,7 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
  * loop, with no structure half-walked (seen at any read, a step moved every endpoint from inside
  * a health update holding its lock, and from inside a dispatch pass walking the ready ring). */
 bool hookd_dispatcher_clock_outvoted(hookd_dispatcher *d) {
-  return d->cfg.shared_store && atomic_load(&d->clock_outvoted);
+  return d && d->cfg.shared_store && atomic_load(&d->clock_outvoted); /* (none: not started) */
 }
 
 bool hookd_dispatcher_clock_holds(hookd_dispatcher *d) {
