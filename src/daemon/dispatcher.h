@@ -146,8 +146,8 @@ int64_t hookd_dispatcher_stepped_back_ms(hookd_dispatcher *d);
  * (docs/postgres.md): retention, which deletes by it, waits. Thread-safe. */
 bool hookd_dispatcher_clock_holds(hookd_dispatcher *d);
 /* A shared store: this node's clock was outvoted at its last check by the database's and other
- * live nodes' (not a step being checked, nor a lone node's disagreement). Thread-safe; false without a
- * dispatcher (not started yet). */
+ * live nodes' (not a step being checked, nor a lone node's disagreement). Thread-safe; false
+ * without a dispatcher (not started yet). */
 bool hookd_dispatcher_clock_outvoted(hookd_dispatcher *d);
 
 #endif
