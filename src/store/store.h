@@ -609,6 +609,7 @@ typedef struct hookd_replay_job {
   int64_t next_item_ms;        /* the job's token bucket: when its next item may go (a shared
                                   store: on the database's clock, docs/replay.md "Rate") */
   int64_t items_purged_ms;     /* its items (the breakdowns) were purged then; 0 = kept */
+  int64_t recalled;            /* replay_act's pause or cancel: the moves it took back */
 } hookd_replay_job;
 void hookd_replay_job_free(hookd_replay_job *j);
 void hookd_replay_jobs_free(hookd_replay_job *v, size_t n);

@@ -767,6 +767,181 @@ describe('replay jobs: rate, pause, resume, cancel', () => {
   });
 });
 
+describe('replay jobs: pause and cancel take back what was not sent', () => {
+  // The fields a take-back restores, as the delivery reads before its move and after.
+  const asWas = (d) => [d.state, d.attempt_count, d.policy_version, d.dead_at, d.dead_reason,
+    d.delivered_at, d.last_error, d.last_status, d.next_attempt_at];
+
+  // A receiver that refuses (400: DEAD at once) while ctl.mode is 'refuse', holds each request
+  // open while it is 'hang', and answers 200 when it is 'ok'.
+  async function heldReceiver() {
+    const ctl = { mode: 'refuse' };
+    const recv = await startReceiver(() => (ctl.mode === 'refuse' ? { status: 400 }
+      : ctl.mode === 'hang' ? 'hang' : { status: 200 }));
+    return { recv, ctl };
+  }
+
+  it('a cancel, of a completed job too, puts back each moved delivery not claimed yet: DEAD as it was, never sent; what was claimed is sent', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await heldReceiver();
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
+    const total = 8;
+    const items = await makeDead(h, tenant, Array.from({ length: total }, () => 'tb.c'));
+    const before = new Map();
+    for (const it of items) before.set(it.deliveryId, asWas(await getDelivery(h, it.deliveryId)));
+    ctl.mode = 'hang';
+    const base = recv.requests.length;
+    const pv = await createJob(h, tenant, { reason: 'faster than the endpoint', rate: { per_second: 100 } });
+    assert.equal(pv.status, 201, pv.text);
+    const id = pv.json.id;
+    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
+    // every item moved; the endpoint (one request at a time) holds its first one open
+    await waitJob(h, tenant, id, (j) => j.state === 'completed', 'every item moved');
+    await recv.waitFor(base + 1, 15000, 'the first moved delivery in flight');
+    const cc = await act(h, tenant, id, 'cancel', { reason: 'the endpoint cannot keep up' });
+    assert.equal(cc.status, 200, cc.text);
+    assert.equal(cc.json.state, 'cancelled');
+    const recalled = cc.json.progress.skipped_by_reason?.recalled ?? 0;
+    // one request in flight, and a claim takes at most twice the endpoint's cap: one more
+    assert.ok(recalled >= total - 2 && recalled <= total - 1, `taken back: ${recalled} of ${total}`);
+    assert.equal(cc.json.progress.replayed, total - recalled, 'replayed counts what stays moved');
+    assert.equal(cc.json.progress.skipped, recalled);
+    const row = (await auditRows(h, tenant)).find((x) => x.target === id && x.action === 'replay.cancel');
+    assert.ok(row, 'replay.cancel audited');
+    assert.equal(row.detail, `recalled ${recalled}`);
+    assert.equal(await deadCount(h, tenant), recalled, 'each one taken back is DEAD again');
+    for (const it of items) {
+      const d = await getDelivery(h, it.deliveryId);
+      if (d.state === 'dead') assert.deepEqual(asWas(d), before.get(it.deliveryId), `${it.deliveryId} as it was before the job`);
+    }
+    // what was claimed before the cancel is sent; nothing taken back ever is
+    const sent = total - recalled;
+    ctl.mode = 'ok';
+    recv.releaseHanging(200);
+    await waitAllDelivered(h, tenant, id, sent, 'what was claimed before the cancel delivered');
+    await holdsFor(1500, async () => {
+      if (recv.requests.length - base !== sent) return `the receiver got ${recv.requests.length - base}, not ${sent}`;
+      return null;
+    }, 'a delivery taken back is not sent');
+    for (const a of ['confirm', 'pause', 'resume', 'cancel']) {
+      assertError(await act(h, tenant, id, a), 409, 'invalid_state', `${a} a cancelled job`);
+    }
+    await recv.close();
+  });
+
+  it('a pause puts them back in the job\'s queue; resumed, the job moves each again and each is sent once', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await heldReceiver();
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
+    const total = 12;
+    const items = await makeDead(h, tenant, Array.from({ length: total }, () => 'tb.p'));
+    ctl.mode = 'hang';
+    const base = recv.requests.length;
+    // 4 a second: the pause comes while items are still to be moved (the job stays running)
+    const pv = await createJob(h, tenant, { reason: 'pause me', rate: { per_second: 4 } });
+    assert.equal(pv.status, 201, pv.text);
+    const id = pv.json.id;
+    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
+    await recv.waitFor(base + 1, 15000, 'the first moved delivery in flight');
+    await waitJob(h, tenant, id, (j) => j.progress.replayed >= 4, 'four items moved');
+    const pz = await act(h, tenant, id, 'pause', { reason: 'hold on' });
+    assert.equal(pz.status, 200, pz.text);
+    assert.equal(pz.json.state, 'paused');
+    const kept = pz.json.progress.replayed;
+    // one in flight, at most one more claimed: the rest of what was moved is queued again
+    assert.ok(kept >= 1 && kept <= 2, `still moved after the pause: ${kept}`);
+    assert.equal(pz.json.progress.remaining, total - kept - pz.json.progress.skipped);
+    assert.equal(pz.json.progress.skipped_by_reason?.recalled, undefined, 'a pause skips nothing');
+    const row = (await auditRows(h, tenant)).find((x) => x.target === id && x.action === 'replay.pause');
+    assert.ok(/^recalled [1-9]\d*$/.test(row?.detail ?? ''), `replay.pause audited with what it took back: ${row?.detail}`);
+    assert.equal(await deadCount(h, tenant), total - kept, 'what was taken back is DEAD again');
+    ctl.mode = 'ok';
+    recv.releaseHanging(200);
+    await waitAllDelivered(h, tenant, id, kept, 'what was claimed before the pause delivered');
+    assert.equal(recv.requests.length - base, kept, 'nothing taken back was sent while paused');
+    assert.equal((await act(h, tenant, id, 'resume')).status, 200);
+    const done = await waitJob(h, tenant, id, (j) => j.state === 'completed', 'job completed', 30000);
+    await waitAllDelivered(h, tenant, id, total, 'all delivered');
+    assert.equal(done.progress.replayed, total);
+    assert.equal(done.progress.skipped, 0, 'no item taken back by the pause was skipped');
+    const got = countById(recv, base);
+    for (const it of items) assert.equal(got.get(it.eventId), 1, `${it.eventId} sent exactly once by the job`);
+    await recv.close();
+  });
+
+  it('a missing job\'s delivery taken back by a cancel is removed: the endpoint again never got that event', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await heldReceiver();
+    ctl.mode = 'hang';
+    const { tenant, endpoint } = await setup(h, recv.url, { max_in_flight: 1 });
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false })).status, 200);
+    const total = 6;
+    for (let i = 0; i < total; i++) assert.equal((await publish(h, tenant, { type: 'tb.m', payload: { i } })).status, 202);
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: true })).status, 200);
+    const pv = await createJob(h, tenant, { filter: { state: 'missing', endpoint }, reason: 'backfill', rate: { per_second: 100 } });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.total, total);
+    assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
+    await waitJob(h, tenant, pv.json.id, (j) => j.state === 'completed', 'every delivery made');
+    await recv.waitFor(1, 15000, 'the first one in flight');
+    const cc = await act(h, tenant, pv.json.id, 'cancel', { reason: 'not now' });
+    assert.equal(cc.status, 200, cc.text);
+    const recalled = cc.json.progress.skipped_by_reason?.recalled ?? 0;
+    assert.ok(recalled >= total - 2 && recalled <= total - 1, `taken back: ${recalled} of ${total}`);
+    const list = await h.api('GET', `/v1/tenants/${tenant}/deliveries?endpoint=${endpoint}&limit=100`);
+    assert.equal(list.status, 200, list.text);
+    assert.equal(list.json.data.length, total - recalled, 'the deliveries taken back are gone');
+    // a new preview finds those events missing again
+    const again = await createJob(h, tenant, { filter: { state: 'missing', endpoint }, reason: 'later' });
+    assert.equal(again.status, 201, again.text);
+    assert.equal(again.json.total, recalled, 'the events taken back are missing again');
+    assert.equal((await act(h, tenant, again.json.id, 'cancel')).status, 200);
+    ctl.mode = 'ok';
+    recv.releaseHanging(200);
+    await waitAllDelivered(h, tenant, pv.json.id, total - recalled, 'what was claimed delivered');
+    await holdsFor(1000, async () => (recv.requests.length !== total - recalled
+      ? `the receiver got ${recv.requests.length}, not ${total - recalled}` : null), 'nothing taken back is sent');
+    await recv.close();
+  });
+
+  it('an inbound forward taken back leaves its inbox record dead_lettered again, as before the job', { timeout: 60000 }, async () => {
+    const tenant = `tb-in-${Math.random().toString(36).slice(2, 8)}`;
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    const { recv, ctl } = await heldReceiver();
+    const src = (await h.api('POST', '/v1/sources', { tenant, provider: 'stripe', secrets: ['whsec_tbin'],
+      destinations: [{ url: recv.url, retry: { max_attempts: 1 } }] })).json;
+    const dest = src.destinations[0].id;
+    const cap = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${dest}`, { max_in_flight: 1 });
+    assert.equal(cap.status, 200, cap.text);
+    const ids = [];
+    for (let i = 0; i < 4; i++) {
+      const body = JSON.stringify({ id: `evt_tb_${i}`, type: 'invoice.paid', data: { object: { id: `o_${i}` } } });
+      const r = await fetch(`${h.url}/in/${src.id}`, { method: 'POST', body, headers: sign.stripe(body, 'whsec_tbin') });
+      assert.equal(r.status, 200);
+      ids.push((await r.json()).inbox_id);
+    }
+    const rec = async (id) => (await h.api('GET', `/v1/inbox/${id}`)).json;
+    for (const id of ids) await waitUntil(async () => (await rec(id)).status === 'dead_lettered' || null, { what: `${id} dead_lettered` });
+    ctl.mode = 'hang';
+    const base = recv.requests.length;
+    const pv = await createJob(h, tenant, { reason: 'after the fix', rate: { per_second: 100 } });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.total, 4);
+    assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
+    await waitJob(h, tenant, pv.json.id, (j) => j.state === 'completed', 'every forward moved');
+    await recv.waitFor(base + 1, 15000, 'the first forward in flight');
+    const cc = await act(h, tenant, pv.json.id, 'cancel', { reason: 'not yet' });
+    assert.equal(cc.status, 200, cc.text);
+    const recalled = cc.json.progress.skipped_by_reason?.recalled ?? 0;
+    assert.ok(recalled >= 2 && recalled <= 3, `taken back: ${recalled} of 4`);
+    const states = await Promise.all(ids.map(async (id) => (await rec(id)).status));
+    assert.equal(states.filter((s) => s === 'dead_lettered').length, recalled,
+      `each record whose forward was taken back reads dead_lettered: ${states}`);
+    ctl.mode = 'ok';
+    recv.releaseHanging(200);
+    await waitUntil(async () => (await Promise.all(ids.map(rec))).filter((r) => r.status === 'completed').length === 4 - recalled || null,
+      { what: 'the forwards claimed before the cancel completed' });
+    await recv.close();
+  });
+});
+
 describe('replay jobs: an expired preview', () => {
   it('is refused after an hour, and stays expired once refused, whatever the clock does next', { timeout: 60000 }, async () => {
     const { dir, cleanup } = tempDir();

@@ -545,6 +545,196 @@ int pg_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after
 
 /* ---------- the state machine ---------- */
 
+/* ---------- taking back what was not sent (docs/replay.md "Taking back") ---------- */
+
+static int move_x(hookd_store_conn *c, const char *sql, pg_params *p) {
+  return pg_x(c, sql, p, "keep replay move") < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
+}
+
+/* Before item n's move of delivery seq: what the move changes, as it is (the token is the
+ * move's once it is done: move_token). Not for a delivery of an ordered lane. */
+static int move_keep(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t seq) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  pg_p_i64(&p, n);
+  pg_p_i64(&p, seq);
+  return move_x(c,
+                "INSERT INTO replay_moves(job_seq, n, delivery_seq, delivery_id, token, attempts,"
+                " made, state, cycle_base, cycle_kind, cycle_started_at, policy_id,"
+                " next_attempt_at, dead_at, dead_reason, delivered_at)"
+                " SELECT $1::bigint, $2::bigint, seq, id, lease_token, attempt_count, 0, state,"
+                " cycle_base, cycle_kind, cycle_started_at, policy_id, next_attempt_at, dead_at,"
+                " dead_reason, delivered_at FROM deliveries"
+                " WHERE seq = $3 AND ordering_key IS NULL"
+                " ON CONFLICT (job_seq, n) DO UPDATE SET delivery_seq = EXCLUDED.delivery_seq,"
+                " delivery_id = EXCLUDED.delivery_id, token = EXCLUDED.token,"
+                " attempts = EXCLUDED.attempts, made = 0, event_seq = NULL, event_id = NULL,"
+                " state = EXCLUDED.state, cycle_base = EXCLUDED.cycle_base,"
+                " cycle_kind = EXCLUDED.cycle_kind, cycle_started_at = EXCLUDED.cycle_started_at,"
+                " policy_id = EXCLUDED.policy_id, next_attempt_at = EXCLUDED.next_attempt_at,"
+                " dead_at = EXCLUDED.dead_at, dead_reason = EXCLUDED.dead_reason,"
+                " delivered_at = EXCLUDED.delivered_at",
+                &p);
+}
+
+/* After item n's move: the delivery's lease token as the move left it. */
+static int move_token(hookd_store_conn *c, int64_t job_seq, int64_t n) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  pg_p_i64(&p, n);
+  return move_x(c,
+                "UPDATE replay_moves m SET token = d.lease_token FROM deliveries d"
+                " WHERE m.job_seq = $1 AND m.n = $2 AND d.seq = m.delivery_seq",
+                &p);
+}
+
+/* A `missing` job's item n made delivery seq for the event (event_seq, event_id). */
+static int move_made(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t seq,
+                     int64_t event_seq, const char *event_id) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  pg_p_i64(&p, n);
+  pg_p_i64(&p, seq);
+  pg_p_i64(&p, event_seq);
+  pg_p_text(&p, event_id);
+  return move_x(c,
+                "INSERT INTO replay_moves(job_seq, n, delivery_seq, delivery_id, token, attempts,"
+                " made, event_seq, event_id)"
+                " SELECT $1::bigint, $2::bigint, seq, id, lease_token, attempt_count, 1,"
+                " $4::bigint, $5::text FROM deliveries WHERE seq = $3 AND ordering_key IS NULL"
+                " ON CONFLICT (job_seq, n) DO UPDATE SET delivery_seq = EXCLUDED.delivery_seq,"
+                " delivery_id = EXCLUDED.delivery_id, token = EXCLUDED.token,"
+                " attempts = EXCLUDED.attempts, made = 1, event_seq = EXCLUDED.event_seq,"
+                " event_id = EXCLUDED.event_id, state = NULL, cycle_base = NULL,"
+                " cycle_kind = NULL, cycle_started_at = NULL, policy_id = NULL,"
+                " next_attempt_at = NULL, dead_at = NULL, dead_reason = NULL,"
+                " delivered_at = NULL",
+                &p);
+}
+
+static int64_t run_back(hookd_store_conn *c, const char *sql, int64_t job_seq, int64_t now_ms,
+                        bool with_now) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  if (with_now) pg_p_i64(&p, now_ms);
+  return pg_x(c, sql, &p, "take back replay moves");
+}
+
+/* The inbox records of the inbound forwards a take-back restored follow them, as they followed
+ * the replay (dead_lettered again, say). */
+static int follow_inbound(hookd_store_conn *c, int64_t job_seq, int64_t now_ms) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  PGresult *r = pg_q(c,
+                     "SELECT m.delivery_seq FROM replay_moves m JOIN replay_items i"
+                     " ON i.job_seq = m.job_seq AND i.n = m.n"
+                     " JOIN deliveries d ON d.seq = m.delivery_seq"
+                     " JOIN events e ON e.seq = d.event_seq"
+                     " WHERE m.job_seq = $1 AND i.result = 'recalling' AND m.made = 0"
+                     " AND e.kind = 'inbound'",
+                     &p, "take back replay moves");
+  if (!r) return HOOKD_STORE_ERR;
+  int rc = HOOKD_STORE_OK;
+  for (int i = 0; i < PQntuples(r) && !rc; i++)
+    rc = pg_inbox_follow(c, pg_i64(r, i, 0), now_ms, NULL, NULL);
+  PQclear(r);
+  return rc;
+}
+
+/* Takes back the moves of job job_seq whose deliveries are still as the moves left them:
+ * never claimed since (the token: a claim waiting on these rows' locks re-reads it and leaves
+ * them), no attempt since, no lease, in the state the move gave. Each delivery is restored (a
+ * made one deleted); its item goes back to the queue (requeue: a pause) or reads `recalled` (a
+ * cancel). *count: how many. */
+static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t now_ms,
+                     int64_t *count) {
+  *count = 0;
+  int64_t taken = run_back(c,
+                           "UPDATE replay_items SET result = 'recalling' WHERE job_seq = $1"
+                           " AND result = 'replayed' AND n IN (SELECT m.n FROM replay_moves m"
+                           " JOIN deliveries d ON d.seq = m.delivery_seq"
+                           " AND d.id = m.delivery_id"
+                           " WHERE m.job_seq = $1 AND d.lease_token = m.token"
+                           " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
+                           " AND d.ordering_key IS NULL AND d.state = CASE WHEN m.state ="
+                           " 'retrying' THEN 'retrying' ELSE 'pending' END FOR UPDATE OF d)",
+                           job_seq, now_ms, false);
+  if (taken < 0) return HOOKD_STORE_ERR;
+  if (!taken) return HOOKD_STORE_OK;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  PGresult *r = pg_q(c,
+                     "SELECT MIN(n) FROM replay_items WHERE job_seq = $1"
+                     " AND result = 'recalling'",
+                     &p, "take back replay moves");
+  if (!r) return HOOKD_STORE_ERR;
+  int64_t first = pg_i64(r, 0, 0);
+  PQclear(r);
+  /* each delivery as it was before its move, its token bumped */
+  if (run_back(c,
+               "UPDATE deliveries d SET state = m.state, cycle_base = m.cycle_base,"
+               " cycle_kind = m.cycle_kind, cycle_started_at = m.cycle_started_at,"
+               " policy_id = m.policy_id, next_attempt_at = m.next_attempt_at,"
+               " dead_at = m.dead_at, dead_reason = m.dead_reason,"
+               " delivered_at = m.delivered_at, lease_token = d.lease_token + 1,"
+               " updated_at = $2::bigint"
+               " FROM replay_moves m JOIN replay_items i ON i.job_seq = m.job_seq AND i.n = m.n"
+               " WHERE m.job_seq = $1 AND i.result = 'recalling' AND m.made = 0"
+               " AND d.seq = m.delivery_seq",
+               job_seq, now_ms, true) < 0)
+    return HOOKD_STORE_ERR;
+  int rc = follow_inbound(c, job_seq, now_ms);
+  if (rc) return rc;
+  /* a made one never was: no attempt, nothing names it */
+  if (run_back(c,
+               "DELETE FROM deliveries d USING replay_moves m JOIN replay_items i"
+               " ON i.job_seq = m.job_seq AND i.n = m.n"
+               " WHERE m.job_seq = $1 AND i.result = 'recalling' AND m.made = 1"
+               " AND d.seq = m.delivery_seq",
+               job_seq, now_ms, false) < 0)
+    return HOOKD_STORE_ERR;
+  /* a pause: the items queued again, each checked against its delivery as it is now (its
+   * token, or for a made one its event) when the resumed job reaches it */
+  if (requeue && run_back(c,
+                          "UPDATE replay_items i SET result = NULL,"
+                          " lease_token = CASE WHEN m.made = 1 THEN i.lease_token"
+                          "   ELSE m.token + 1 END,"
+                          " delivery_seq = CASE WHEN m.made = 1 THEN m.event_seq"
+                          "   ELSE i.delivery_seq END,"
+                          " delivery_id = CASE WHEN m.made = 1 THEN m.event_id"
+                          "   ELSE i.delivery_id END"
+                          " FROM replay_moves m WHERE i.job_seq = $1 AND i.result = 'recalling'"
+                          " AND m.job_seq = i.job_seq AND m.n = i.n",
+                          job_seq, now_ms, false) < 0)
+    return HOOKD_STORE_ERR;
+  if (!requeue && run_back(c,
+                           "UPDATE replay_items SET result = 'recalled' WHERE job_seq = $1"
+                           " AND result = 'recalling'",
+                           job_seq, now_ms, false) < 0)
+    return HOOKD_STORE_ERR;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  pg_p_i64(&p, taken);
+  pg_p_bool(&p, requeue);
+  pg_p_i64(&p, first);
+  if (pg_x(c,
+           "UPDATE replay_jobs SET replayed = replayed - $2::bigint,"
+           " skipped = skipped + CASE WHEN $3::bigint = 1 THEN 0 ELSE $2::bigint END,"
+           " next_item = CASE WHEN $3::bigint = 1 THEN LEAST(next_item, $4::bigint)"
+           "   ELSE next_item END"
+           " WHERE seq = $1",
+           &p, "take back replay moves") < 0)
+    return HOOKD_STORE_ERR;
+  *count = taken;
+  return HOOKD_STORE_OK;
+}
+
 int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                   hookd_replay_action action, int64_t now_ms, hookd_replay_job *out) {
   hookd_replay_job j;
@@ -564,7 +754,9 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
     if (!strcmp(from, "paused")) to = "running", start = true;
     break;
   case HOOKD_REPLAY_CANCEL:
-    if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused"))
+    /* (a completed job moved every item; some may still wait at their endpoint) */
+    if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused") ||
+        !strcmp(from, "completed"))
       to = "cancelled", finish = true;
     break;
   }
@@ -620,10 +812,18 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                          "   ELSE finished_at END"
                          " WHERE seq = $1 AND state = $6::text",
                          &p, "update replay job");
+  int64_t seq = j.seq;
   hookd_replay_job_free(&j);
   if (changed < 0) return HOOKD_STORE_ERR;
   if (changed != 1) return HOOKD_STORE_STATE;
-  return read_job(c, tenant_id, id, out);
+  int64_t back = 0;
+  if (action == HOOKD_REPLAY_PAUSE || action == HOOKD_REPLAY_CANCEL) {
+    rc = take_back(c, seq, action == HOOKD_REPLAY_PAUSE, now_ms, &back);
+    if (rc) return rc;
+  }
+  rc = read_job(c, tenant_id, id, out);
+  if (!rc) out->recalled = back;
+  return rc;
 }
 
 /* ---------- the step ---------- */
@@ -677,26 +877,29 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   const char *why = NULL;
   int rc = pg_event_deliver_why(c, j->tenant_id, event_id, event_seq, j->endpoint_id, now_ms,
                                 &dl, &why, bytes);
-  free(event_id);
   if (rc == HOOKD_STORE_OK) {
+    rc = move_made(c, j->seq, n, dl.seq, event_seq, event_id);
     pg_p_init(&p);
     pg_p_i64(&p, j->seq);
     pg_p_i64(&p, n);
     pg_p_i64(&p, dl.seq);
     pg_p_text(&p, dl.id);
-    if (pg_x(c,
-             "UPDATE replay_items SET delivery_seq = $3::bigint, delivery_id = $4::text"
-             " WHERE job_seq = $1 AND n = $2",
-             &p, "mark replay item") < 0)
+    if (!rc && pg_x(c,
+                    "UPDATE replay_items SET delivery_seq = $3::bigint, delivery_id = $4::text"
+                    " WHERE job_seq = $1 AND n = $2",
+                    &p, "mark replay item") < 0)
       rc = HOOKD_STORE_ERR;
+    free(event_id);
     hookd_delivery_free(&dl);
     if (rc) return rc;
     *result = "replayed";
     *endpoint = strdup(j->endpoint_id);
   } else if (rc == HOOKD_STORE_STATE || rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_EXISTS) {
+    free(event_id);
     hookd_delivery_free(&dl); /* (EXISTS: the pair's delivery, made since the preview) */
     *result = why ? why : "state_changed";
   } else {
+    free(event_id);
     return rc;
   }
   return item_result(c, j->seq, n, *result);
@@ -753,12 +956,16 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
     *result = "state_changed"; /* replayed by hand, say: the job never sends it twice */
   } else {
     const char *why = NULL;
+    /* what the move changes, kept for a pause or a cancel to put back */
+    rc = move_keep(c, j->seq, n, seq);
     /* a job over retrying deliveries brings each one's next attempt forward (the single
      * replay's "retry now"), in its own retry budget */
-    rc = !strcmp(j->filter_state, "retrying") ? pg_retry_now(c, seq, now_ms, &why)
-                                              : pg_replay_one(c, seq, now_ms, &why, memo);
+    if (!rc)
+      rc = !strcmp(j->filter_state, "retrying") ? pg_retry_now(c, seq, now_ms, &why)
+                                                : pg_replay_one(c, seq, now_ms, &why, memo);
     if (rc == HOOKD_STORE_OK) {
       *result = "replayed";
+      rc = move_token(c, j->seq, n);
     } else if (rc == HOOKD_STORE_STATE) {
       *result = why ? why : "state_changed";
       rc = HOOKD_STORE_OK;
@@ -941,6 +1148,11 @@ int pg_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int 
   pg_p_init(&p);
   pg_p_i64(&p, job);
   pg_p_i64(&p, limit);
+  if (pg_x(c,
+           "DELETE FROM replay_moves WHERE job_seq = $1 AND n IN"
+           " (SELECT n FROM replay_items WHERE job_seq = $1 ORDER BY n LIMIT $2)",
+           &p, "purge replay moves") < 0)
+    return HOOKD_STORE_ERR;
   int64_t gone = pg_x(c,
                       "DELETE FROM replay_items WHERE job_seq = $1 AND n IN"
                       " (SELECT n FROM replay_items WHERE job_seq = $1 ORDER BY n LIMIT $2)",

@@ -260,10 +260,22 @@ static const char *const migration_10[] = {
     " token bigint NOT NULL)",
     NULL};
 
+/* 11: a replay job's moves (docs/replay.md "Taking back"; SQLite's migration 44): what each
+ * move changed in its delivery, as it was, and its lease token after it. */
+static const char *const migration_11[] = {
+    "CREATE TABLE IF NOT EXISTS replay_moves (job_seq bigint NOT NULL, n bigint NOT NULL,"
+    " delivery_seq bigint NOT NULL, delivery_id text COLLATE \"C\" NOT NULL, token bigint NOT"
+    " NULL, attempts bigint NOT NULL, made bigint NOT NULL DEFAULT 0, event_seq bigint,"
+    " event_id text COLLATE \"C\", state text COLLATE \"C\", cycle_base bigint, cycle_kind"
+    " text COLLATE \"C\", cycle_started_at bigint, policy_id bigint, next_attempt_at bigint,"
+    " dead_at bigint, dead_reason text COLLATE \"C\", delivered_at bigint,"
+    " PRIMARY KEY (job_seq, n))",
+    NULL};
+
 static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
                                                 migration_4, migration_5, migration_6,
                                                 migration_7, migration_8, migration_9,
-                                                migration_10};
+                                                migration_10, migration_11};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

@@ -488,6 +488,182 @@ int sq_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after
                       "list replay jobs");
 }
 
+/* ---------- taking back what was not sent (docs/replay.md "Taking back") ---------- */
+
+/* Before item n's move of delivery seq: what the move changes, as it is (the token is the
+ * move's once it is done: move_token). Not for a delivery of an ordered lane. */
+static int move_keep(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t seq) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_MOVE_KEEP,
+                             "INSERT OR REPLACE INTO replay_moves(job_seq, n, delivery_seq,"
+                             " delivery_id, token, attempts, made, state, cycle_base,"
+                             " cycle_kind, cycle_started_at, policy_id, next_attempt_at, dead_at,"
+                             " dead_reason, delivered_at)"
+                             " SELECT ?1, ?2, seq, id, lease_token, attempt_count, 0, state,"
+                             " cycle_base, cycle_kind, cycle_started_at, policy_id,"
+                             " next_attempt_at, dead_at, dead_reason, delivered_at"
+                             " FROM deliveries WHERE seq = ?3 AND ordering_key IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  sq_bind_i64(st, 2, n);
+  sq_bind_i64(st, 3, seq);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "keep replay move");
+}
+
+/* After item n's move: the delivery's lease token as the move left it. */
+static int move_token(hookd_store_conn *c, int64_t job_seq, int64_t n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_MOVE_TOKEN,
+                             "UPDATE replay_moves SET token = (SELECT d.lease_token FROM"
+                             " deliveries d WHERE d.seq = replay_moves.delivery_seq)"
+                             " WHERE job_seq = ?1 AND n = ?2");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  sq_bind_i64(st, 2, n);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "keep replay move");
+}
+
+/* A `missing` job's item n made delivery seq for the event (event_seq, event_id). */
+static int move_made(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t seq,
+                     int64_t event_seq, const char *event_id) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_MOVE_MADE,
+                             "INSERT OR REPLACE INTO replay_moves(job_seq, n, delivery_seq,"
+                             " delivery_id, token, attempts, made, event_seq, event_id)"
+                             " SELECT ?1, ?2, seq, id, lease_token, attempt_count, 1, ?4, ?5"
+                             " FROM deliveries WHERE seq = ?3 AND ordering_key IS NULL");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  sq_bind_i64(st, 2, n);
+  sq_bind_i64(st, 3, seq);
+  sq_bind_i64(st, 4, event_seq);
+  sq_bind_text(st, 5, event_id);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "keep replay move");
+}
+
+static int run_back(hookd_store_conn *c, int id, const char *sql, int64_t job_seq, int64_t now_ms,
+                    const char *what) {
+  sqlite3_stmt *st = sq_stmt(c, id, sql);
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  if (sqlite3_bind_parameter_count(st) >= 2) sq_bind_i64(st, 2, now_ms);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, what);
+}
+
+/* The inbox records of the inbound forwards a take-back restored follow them, as they followed
+ * the replay (dead_lettered again, say). */
+static int follow_inbound(hookd_store_conn *c, int64_t job_seq, int64_t now_ms) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BACK_INBOUND,
+                             "SELECT m.delivery_seq FROM replay_moves m JOIN replay_items i"
+                             " ON i.job_seq = m.job_seq AND i.n = m.n"
+                             " JOIN deliveries d ON d.seq = m.delivery_seq"
+                             " JOIN events e ON e.seq = d.event_seq"
+                             " WHERE m.job_seq = ?1 AND i.result = 'recalling' AND m.made = 0"
+                             " AND e.kind = 'inbound'");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  int64_t *seqs = NULL;
+  size_t n = 0, cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == cap) {
+      size_t nc = cap ? cap * 2 : 16;
+      int64_t *nv = realloc(seqs, nc * sizeof *nv);
+      if (!nv) break;
+      seqs = nv;
+      cap = nc;
+    }
+    seqs[n++] = sq_col_i64(st, 0);
+  }
+  sqlite3_reset(st);
+  int out = rc == SQLITE_DONE ? HOOKD_STORE_OK : rc == SQLITE_ROW ? HOOKD_STORE_ERR
+                                                                  : sq_fail(c, "take back");
+  for (size_t i = 0; i < n && !out; i++) out = sq_inbox_follow(c, seqs[i], now_ms, NULL, NULL);
+  free(seqs);
+  return out;
+}
+
+/* Takes back the moves of job job_seq whose deliveries are still as the moves left them:
+ * never claimed since (the token), no attempt since, no lease, in the state the move gave. Each
+ * delivery is restored (a made one deleted); its item goes back to the queue (requeue: a pause)
+ * or reads `recalled` (a cancel). *count: how many. */
+static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t now_ms,
+                     int64_t *count) {
+  *count = 0;
+  int rc = run_back(c, SQ_RPL_BACK_MARK,
+                    "UPDATE replay_items SET result = 'recalling' WHERE job_seq = ?1"
+                    " AND result = 'replayed' AND n IN (SELECT m.n FROM replay_moves m"
+                    " JOIN deliveries d ON d.seq = m.delivery_seq AND d.id = m.delivery_id"
+                    " WHERE m.job_seq = ?1 AND d.lease_token = m.token"
+                    " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
+                    " AND d.ordering_key IS NULL AND d.state = CASE WHEN m.state = 'retrying'"
+                    " THEN 'retrying' ELSE 'pending' END)",
+                    job_seq, now_ms, "take back replay moves");
+  if (rc) return rc;
+  int64_t taken = sqlite3_changes(c->db);
+  if (!taken) return HOOKD_STORE_OK;
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BACK_FIRST,
+                             "SELECT MIN(n) FROM replay_items WHERE job_seq = ?1"
+                             " AND result = 'recalling'");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  int src = sqlite3_step(st);
+  int64_t first = src == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  sqlite3_reset(st);
+  if (src != SQLITE_ROW) return sq_fail(c, "take back replay moves");
+  /* each delivery as it was before its move, its token bumped */
+  rc = run_back(c, SQ_RPL_BACK_RESTORE,
+                "UPDATE deliveries SET state = m.state, cycle_base = m.cycle_base,"
+                " cycle_kind = m.cycle_kind, cycle_started_at = m.cycle_started_at,"
+                " policy_id = m.policy_id, next_attempt_at = m.next_attempt_at,"
+                " dead_at = m.dead_at, dead_reason = m.dead_reason,"
+                " delivered_at = m.delivered_at, lease_token = deliveries.lease_token + 1,"
+                " updated_at = ?2"
+                " FROM replay_moves m JOIN replay_items i ON i.job_seq = m.job_seq AND i.n = m.n"
+                " WHERE m.job_seq = ?1 AND i.result = 'recalling' AND m.made = 0"
+                " AND deliveries.seq = m.delivery_seq",
+                job_seq, now_ms, "take back replay moves");
+  if (!rc) rc = follow_inbound(c, job_seq, now_ms);
+  /* a made one never was: no attempt, nothing names it */
+  if (!rc)
+    rc = run_back(c, SQ_RPL_BACK_DELETE,
+                  "DELETE FROM deliveries WHERE seq IN (SELECT m.delivery_seq FROM replay_moves m"
+                  " JOIN replay_items i ON i.job_seq = m.job_seq AND i.n = m.n"
+                  " WHERE m.job_seq = ?1 AND i.result = 'recalling' AND m.made = 1)",
+                  job_seq, now_ms, "take back replay moves");
+  /* a pause: the items queued again, each checked against its delivery as it is now (its
+   * token, or for a made one its event) when the resumed job reaches it */
+  if (!rc && requeue)
+    rc = run_back(c, SQ_RPL_BACK_REQUEUE,
+                  "UPDATE replay_items SET result = NULL,"
+                  " lease_token = CASE WHEN m.made THEN replay_items.lease_token"
+                  "   ELSE m.token + 1 END,"
+                  " delivery_seq = CASE WHEN m.made THEN m.event_seq"
+                  "   ELSE replay_items.delivery_seq END,"
+                  " delivery_id = CASE WHEN m.made THEN m.event_id"
+                  "   ELSE replay_items.delivery_id END"
+                  " FROM replay_moves m WHERE replay_items.job_seq = ?1"
+                  " AND replay_items.result = 'recalling' AND m.job_seq = replay_items.job_seq"
+                  " AND m.n = replay_items.n",
+                  job_seq, now_ms, "take back replay moves");
+  if (!rc && !requeue)
+    rc = run_back(c, SQ_RPL_BACK_END,
+                  "UPDATE replay_items SET result = 'recalled' WHERE job_seq = ?1"
+                  " AND result = 'recalling'",
+                  job_seq, now_ms, "take back replay moves");
+  if (rc) return rc;
+  st = sq_stmt(c, SQ_RPL_BACK_JOB,
+               "UPDATE replay_jobs SET replayed = replayed - ?2,"
+               " skipped = skipped + CASE WHEN ?3 THEN 0 ELSE ?2 END,"
+               " next_item = CASE WHEN ?3 THEN MIN(next_item, ?4) ELSE next_item END"
+               " WHERE seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  sq_bind_i64(st, 2, taken);
+  sq_bind_i64(st, 3, requeue);
+  sq_bind_i64(st, 4, first);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "take back replay moves");
+  *count = taken;
+  return HOOKD_STORE_OK;
+}
+
 /* ---------- the state machine ---------- */
 
 int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
@@ -509,7 +685,9 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
     if (!strcmp(from, "paused")) to = "running", start = true;
     break;
   case HOOKD_REPLAY_CANCEL:
-    if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused"))
+    /* (a completed job moved every item; some may still wait at their endpoint) */
+    if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused") ||
+        !strcmp(from, "completed"))
       to = "cancelled", finish = true;
     break;
   }
@@ -569,10 +747,18 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   sq_bind_i64(st, 5, finish);
   sq_bind_text(st, 6, from);
   rc = sqlite3_step(st);
+  int64_t seq = j.seq;
   hookd_replay_job_free(&j);
   if (rc != SQLITE_DONE) return sq_fail(c, "update replay job");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_STATE;
-  return read_job(c, tenant_id, id, out);
+  int64_t back = 0;
+  if (action == HOOKD_REPLAY_PAUSE || action == HOOKD_REPLAY_CANCEL) {
+    rc = take_back(c, seq, action == HOOKD_REPLAY_PAUSE, now_ms, &back);
+    if (rc) return rc;
+  }
+  rc = read_job(c, tenant_id, id, out);
+  if (!rc) out->recalled = back;
+  return rc;
 }
 
 /* ---------- the step ---------- */
@@ -621,12 +807,13 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   const char *why = NULL;
   rc = sq_event_deliver_why(c, j->tenant_id, event_id, event_seq, j->endpoint_id, now_ms, &dl,
                             &why, bytes);
-  free(event_id);
   if (rc == HOOKD_STORE_OK) {
-    st = sq_stmt(c, SQ_RPL_ITEM_MADE,
-                 "UPDATE replay_items SET delivery_seq = ?3, delivery_id = ?4"
-                 " WHERE job_seq = ?1 AND n = ?2");
-    if (!st) rc = HOOKD_STORE_ERR;
+    rc = move_made(c, j->seq, n, dl.seq, event_seq, event_id);
+    st = rc ? NULL
+            : sq_stmt(c, SQ_RPL_ITEM_MADE,
+                      "UPDATE replay_items SET delivery_seq = ?3, delivery_id = ?4"
+                      " WHERE job_seq = ?1 AND n = ?2");
+    if (!st && !rc) rc = HOOKD_STORE_ERR;
     if (st) {
       sq_bind_i64(st, 1, j->seq);
       sq_bind_i64(st, 2, n);
@@ -636,13 +823,16 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
       sqlite3_reset(st);
     }
     hookd_delivery_free(&dl);
+    free(event_id);
     if (rc) return rc;
     *result = "replayed";
     *endpoint = strdup(j->endpoint_id);
   } else if (rc == HOOKD_STORE_STATE || rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_EXISTS) {
+    free(event_id);
     hookd_delivery_free(&dl); /* (EXISTS: the pair's delivery, made since the preview) */
     *result = why ? why : "state_changed";
   } else {
+    free(event_id);
     return rc;
   }
   return item_result(c, j->seq, n, *result);
@@ -700,12 +890,16 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
     *result = "state_changed"; /* replayed by hand, say: the job never sends it twice */
   } else {
     const char *why = NULL;
+    /* what the move changes, kept for a pause or a cancel to put back */
+    rc = move_keep(c, j->seq, n, seq);
     /* a job over retrying deliveries brings each one's next attempt forward (the single
      * replay's "retry now"), in its own retry budget */
-    rc = !strcmp(j->filter_state, "retrying") ? sq_retry_now(c, seq, now_ms, &why)
-                                              : sq_replay_one(c, seq, now_ms, &why, memo);
+    if (!rc)
+      rc = !strcmp(j->filter_state, "retrying") ? sq_retry_now(c, seq, now_ms, &why)
+                                                : sq_replay_one(c, seq, now_ms, &why, memo);
     if (rc == HOOKD_STORE_OK) {
       *result = "replayed";
+      rc = move_token(c, j->seq, n);
     } else if (rc == HOOKD_STORE_STATE) {
       *result = why ? why : "state_changed";
       rc = HOOKD_STORE_OK;
@@ -871,6 +1065,13 @@ int sq_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int 
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "find ended replay jobs");
   if (!job) return HOOKD_STORE_OK;
+  st = sq_stmt(c, SQ_RPL_PURGE_MOVES,
+               "DELETE FROM replay_moves WHERE job_seq = ?1 AND n IN"
+               " (SELECT n FROM replay_items WHERE job_seq = ?1 ORDER BY n LIMIT ?2)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job);
+  sq_bind_i64(st, 2, limit);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "purge replay moves");
   st = sq_stmt(c, SQ_RPL_PURGE_ITEMS,
                "DELETE FROM replay_items WHERE job_seq = ?1 AND n IN"
                " (SELECT n FROM replay_items WHERE job_seq = ?1 ORDER BY n LIMIT ?2)");

@@ -581,6 +581,33 @@ static const struct {
      "CREATE INDEX IF NOT EXISTS deliveries_tenant_state ON deliveries(tenant_id, state, id);"
      "CREATE INDEX IF NOT EXISTS deliveries_endpoint_state"
      "  ON deliveries(endpoint_id, state, id);"},
+    {44,
+     /* A replay job's moves (docs/replay.md "Taking back"): what each move changed in its
+      * delivery, as it was, and the delivery's lease token after it — for a pause or a cancel
+      * to put back a moved delivery not sent yet. made: the move made the delivery (a
+      * `missing` job's), then deleted by a take-back; event_seq/event_id are what its item
+      * named before. Purged with the job's items. */
+     "CREATE TABLE IF NOT EXISTS replay_moves ("
+     "  job_seq INTEGER NOT NULL,"
+     "  n INTEGER NOT NULL,"
+     "  delivery_seq INTEGER NOT NULL,"
+     "  delivery_id TEXT NOT NULL,"
+     "  token INTEGER NOT NULL,"
+     "  attempts INTEGER NOT NULL,"
+     "  made INTEGER NOT NULL DEFAULT 0,"
+     "  event_seq INTEGER,"
+     "  event_id TEXT,"
+     "  state TEXT,"
+     "  cycle_base INTEGER,"
+     "  cycle_kind TEXT,"
+     "  cycle_started_at INTEGER,"
+     "  policy_id INTEGER,"
+     "  next_attempt_at INTEGER,"
+     "  dead_at INTEGER,"
+     "  dead_reason TEXT,"
+     "  delivered_at INTEGER,"
+     "  PRIMARY KEY (job_seq, n)"
+     ") WITHOUT ROWID;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose

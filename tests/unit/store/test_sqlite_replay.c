@@ -192,6 +192,16 @@ static int act(fx *f, const char *id, hookd_replay_action a, int64_t now, char *
   return rc;
 }
 
+/* A pause or a cancel: how many moved deliveries it took back. */
+static int64_t act_back(fx *f, const char *id, hookd_replay_action a, int64_t now) {
+  rcall k = {.tenant = "t1", .action = a, .now = now};
+  snprintf(k.id, sizeof k.id, "%s", id);
+  assert_int_equal(w(f, run_act, (call *)&k), 0);
+  int64_t n = k.job.recalled;
+  hookd_replay_job_free(&k.job);
+  return n;
+}
+
 static void get_job(fx *f, const char *id, hookd_replay_job *out, hookd_replay_detail *d) {
   rcall k = {.tenant = "t1"};
   snprintf(k.id, sizeof k.id, "%s", id);
@@ -392,8 +402,10 @@ static void steps_keep_the_rate_and_never_resend(void **state) {
   assert_int_equal(r.replayed, 1);
   hookd_replay_step_res_free(&r);
 
-  /* paused: nothing; resumed: the bucket starts at the resume, full with one second at most */
-  assert_int_equal(act(f, "rpl_r", HOOKD_REPLAY_PAUSE, t0 + 1000, NULL), 0);
+  /* paused: the item moved at the last step, not claimed since, is taken back (docs/replay.md
+   * "Taking back") and queued again; then nothing; resumed: the bucket starts at the resume,
+   * full with one second at most */
+  assert_int_equal(act_back(f, "rpl_r", HOOKD_REPLAY_PAUSE, t0 + 1000), 1);
   r = step(f, t0 + 5000);
   assert_int_equal(r.replayed + r.skipped, 0);
   hookd_replay_step_res_free(&r);
@@ -403,6 +415,10 @@ static void steps_keep_the_rate_and_never_resend(void **state) {
   assert_int_equal(r.n_completed, 0);
   hookd_replay_step_res_free(&r);
   r = step(f, t0 + 10500);
+  assert_int_equal(r.replayed, 1);
+  assert_int_equal(r.n_completed, 0);
+  hookd_replay_step_res_free(&r);
+  r = step(f, t0 + 11000); /* the item taken back went again: one more than before the pause */
   assert_int_equal(r.replayed, 1);
   assert_int_equal(r.n_completed, 1);
   assert_string_equal(r.completed[0], "rpl_r");
