@@ -842,6 +842,85 @@ static void steps_take_bounded_items_across_jobs(void **state) {
   }
 }
 
+/* A cancel takes back what a `retrying` job brought forward and was not sent: its next attempt
+ * back at its time (docs/replay.md "Taking back"); one claimed since is left to its outcome. */
+static void a_cancel_puts_a_retry_back_at_its_time(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  for (int i = 0; i < 2; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "evt_r_%d", i);
+    hookd_publish_res res;
+    assert_int_equal(publish(f, "t1", id, "r.x", NULL, 1, &res), 0);
+    hookd_publish_res_free(&res);
+  }
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, "ep1", "node", hookd_now_ms() + 1, 60000, &cl);
+  assert_int_equal(got, 2);
+  record_ago = -3600000; /* their next attempts an hour from now */
+  for (size_t i = 0; i < got; i++) assert_int_equal(record(f, &cl[i], HOOKD_DS_RETRYING, 500), 0);
+  record_ago = 0;
+  free_claimed(cl, got);
+  char ids[2][HOOKD_ID_MAX];
+  int64_t at[2];
+  for (int i = 0; i < 2; i++) {
+    char ev[32];
+    snprintf(ev, sizeof ev, "evt_r_%d", i);
+    delivery_of(f, ev, ids[i]);
+    hookd_delivery dl;
+    call g = {.in = ids[i], .out = &dl};
+    assert_int_equal(w(f, run_get, &g), 0);
+    at[i] = dl.next_attempt_ms;
+    hookd_delivery_free(&dl);
+  }
+
+  int64_t t0 = hookd_now_ms();
+  assert_true(at[0] > t0 + 3000000 && at[1] > t0 + 3000000);
+  rcall k = {.tenant = "t1", .f = {.state = HOOKD_DS_RETRYING}, .max = 100, .now = t0,
+             .rate = 100};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
+  snprintf(k.id, sizeof k.id, "rpl_rt");
+  assert_int_equal(w(f, run_create, (call *)&k), 0);
+  hookd_replay_snapshot_free(&k.snap);
+  assert_int_equal(act(f, "rpl_rt", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  for (int i = 0; i < 2; i++) { /* both brought forward, one per 10 ms */
+    hookd_replay_step_res r = step(f, t0 + 10 * i);
+    assert_int_equal(r.replayed, 1);
+    hookd_replay_step_res_free(&r);
+  }
+  /* one is claimed since: its attempt is being made */
+  hookd_claim_req req = {.endpoint_id = "ep1", .owner = "node", .limit = 1, .replay_limit = 1,
+                         .now_ms = t0 + 11, .lease_ms = 60000};
+  call c = {.in = &req, .out = &cl};
+  assert_int_equal(w(f, run_claim, &c), 0);
+  assert_int_equal(c.n, 1);
+  int claimed = !strcmp(cl[0].d.id, ids[0]) ? 0 : 1;
+  free_claimed(cl, c.n);
+
+  char st[32];
+  assert_int_equal(act_back(f, "rpl_rt", HOOKD_REPLAY_CANCEL, t0 + 12), 1);
+  assert_int_equal(act(f, "rpl_rt", HOOKD_REPLAY_CANCEL, t0 + 13, st), HOOKD_STORE_STATE);
+  for (int i = 0; i < 2; i++) {
+    hookd_delivery dl;
+    call g = {.in = ids[i], .out = &dl};
+    assert_int_equal(w(f, run_get, &g), 0);
+    assert_int_equal(dl.state, HOOKD_DS_RETRYING);
+    if (i == claimed) assert_true(dl.next_attempt_ms <= t0 + 11); /* left as the job moved it */
+    else assert_int_equal(dl.next_attempt_ms, at[i]);            /* back at its time */
+    hookd_delivery_free(&dl);
+  }
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_rt", &j, &d);
+  assert_string_equal(j.state, "cancelled");
+  assert_int_equal(j.replayed, 1);
+  assert_int_equal(j.skipped, 1);
+  assert_int_equal(d.n_skipped, 1);
+  assert_string_equal(d.skipped[0].key, "recalled");
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(the_filter_selects_what_it_names, setup, teardown),
@@ -857,6 +936,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(missing_steps_read_bounded_bytes, setup, teardown),
       cmocka_unit_test_setup_teardown(missing_steps_take_turns, setup, teardown),
       cmocka_unit_test_setup_teardown(steps_take_bounded_items_across_jobs, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_cancel_puts_a_retry_back_at_its_time, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
