@@ -880,9 +880,11 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
                     hookd_retry_after_parse(req->retry_after, now, &ra_read) == 0;
   bool gateway = st == 502 || st == 504 || (st == 503 && !asks_retry) || st == 520 ||
                  st == 524 || st == 598 || st == 599;
+  /* (too_large: header lines, or 1xx answers, past the bound before a final status — the
+   * request was read, its outcome unknown) */
   bool ambiguous = req->request_sent &&
                    (req->net == HOOKD_NET_TIMEOUT || req->net == HOOKD_NET_PROTOCOL ||
-                    (req->net == HOOKD_NET_OK && gateway));
+                    req->net == HOOKD_NET_TOO_LARGE || (req->net == HOOKD_NET_OK && gateway));
   bool hold = ep_no_resend(e) && ambiguous;
   hookd_decision dec;
   if (hookd_decide(&it->c.policy, &view, cls, ra, now, hookd_random_u64(), hold, &dec) != 0) {

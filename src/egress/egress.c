@@ -12,6 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #include "core/clock.h"
 #include "core/strmap.h"
 
@@ -114,11 +116,44 @@ static void header_value(const char *p, size_t len, size_t nl, char *out, size_t
  * in every request in flight. */
 #define HEADER_BYTES_MAX (64 * 1024)
 
+/* How long an answer's body may take after its head (its final status line and headers): past
+ * it the transfer is cut, the status deciding as before (docs/security.md). libcurl 7.88 parses
+ * a chunked body's chunk extensions unbounded and uncounted — on_body and on_header never see
+ * them — so a 200 followed by an endless `1;aaaa…` held this one thread parsing until the
+ * endpoint's timeout, every other endpoint's deliveries waiting behind it (a review). */
+#define BODY_GRACE_US (1000 * 1000)
+
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+  (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+  hookd_egress_req *req = arg;
+  if (!req->head_done_us || hookd_mono_us() - req->head_done_us <= BODY_GRACE_US) return 0;
+  req->body_cut = true;
+  return 1; /* CURLE_ABORTED_BY_CALLBACK: the status read decides (map_result) */
+}
+
+/* Renegotiation refused: a TLS 1.2 receiver asking for it over and over had each handshake
+ * made on this one thread (docs/security.md). */
+static CURLcode on_ssl_ctx(CURL *e, void *ctx, void *arg) {
+  (void)e, (void)arg;
+  SSL_CTX_set_options((SSL_CTX *)ctx, SSL_OP_NO_RENEGOTIATION);
+  return CURLE_OK;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *arg) {
   hookd_egress_req *req = arg;
   size_t len = size * n;
   req->header_total += len;
   if (req->header_total > HEADER_BYTES_MAX) return 0; /* abort: too large (a write error) */
+  if ((len == 2 && p[0] == '\r' && p[1] == '\n') || (len == 1 && p[0] == '\n')) {
+    /* a head's end: the final answer's (not a 1xx, not a proxy's answer to CONNECT, which
+     * comes before the request is sent) starts the body's grace */
+    long code = 0;
+    curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (req->request_sent && code >= 200 && !req->head_done_us)
+      req->head_done_us = hookd_mono_us();
+    return len;
+  }
   if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
     if (len > 5 && (p[5] == '2' || p[5] == '3') && strncasecmp(req->url, "https:", 6) != 0) {
       /* HTTP/2 or 3 cannot be spoken over http:// here (no upgrade is asked): refused before
@@ -322,6 +357,9 @@ static void set_constant_options(hookd_egress *eg, CURL *e) {
   curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, eg);
+  curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
 }
 
 int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
@@ -340,7 +378,8 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   req->response_total = req->header_total = 0;
   req->request_sent = req->fd_exhausted = req->lookup_abandoned = false;
   req->stale_conn = req->fresh = req->resend_refused = req->bad_version = false;
-  req->proxy_auth_asked = false;
+  req->proxy_auth_asked = req->body_cut = false;
+  req->head_done_us = 0;
   req->sockets_opened = 0;
   hookd_buf_init(&req->response, eg->cfg.excerpt_bytes);
 
@@ -358,6 +397,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
   curl_easy_setopt(e, CURLOPT_HEADERDATA, req);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, req);
   curl_easy_setopt(e, CURLOPT_PREREQDATA, req);
+  curl_easy_setopt(e, CURLOPT_XFERINFODATA, req);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, req->error);
   curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 0L);
   if (eg->cfg.resolve_list) curl_easy_setopt(e, CURLOPT_RESOLVE, eg->cfg.resolve_list(eg->cfg.resolve_ctx));
@@ -390,8 +430,10 @@ static hookd_net map_result(CURLcode rc, hookd_egress_req *req) {
   /* A status line already received decides the outcome whatever becomes of the rest (a header
    * libcurl refuses — too long, a NUL in it —, a body cut short, too large, or still trickling
    * at the timeout): the receiver has answered. A 2xx read as a timeout or a protocol error was
-   * sent again. (hookd's own aborts come before any status.) */
-  if (rc == CURLE_OK || (req->status >= 200 && rc != CURLE_ABORTED_BY_CALLBACK))
+   * sent again. (hookd's own aborts come before any status, but the cut of a body that
+   * outlasted its grace.) */
+  if (rc == CURLE_OK ||
+      (req->status >= 200 && (rc != CURLE_ABORTED_BY_CALLBACK || req->body_cut)))
     return HOOKD_NET_OK;
   switch (rc) {
   case CURLE_OPERATION_TIMEDOUT: return HOOKD_NET_TIMEOUT;

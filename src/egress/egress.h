@@ -105,6 +105,8 @@ typedef struct hookd_egress_req {
   bool resend_refused;           /* libcurl's own second send was refused (on_prereq) */
   bool bad_version;              /* a cleartext answer's status line claimed HTTP/2 or 3 */
   bool proxy_auth_asked;         /* an answer (the proxy's to CONNECT) had Proxy-Authenticate */
+  bool body_cut;                 /* the body outlasted BODY_GRACE_MS after the head: cut */
+  int64_t head_done_us;          /* monotonic µs the final answer's head ended (0: not yet) */
   int sockets_opened;            /* to addresses the policy allowed */
   CURL *easy;
   struct hookd_egress *eg;

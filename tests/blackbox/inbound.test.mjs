@@ -2050,6 +2050,41 @@ describe('forwarding', () => {
     }
   });
 
+  it('header lines past 64 KiB before a final status (1xx answers without end) hold a non-idempotent forward unknown: the handler read the request', async () => {
+    const socks = new Set();
+    let requests = 0;
+    const server = net.createServer((sock) => {
+      socks.add(sock);
+      sock.on('error', () => {});
+      sock.once('data', () => {
+        requests++;
+        const one = `HTTP/1.1 102 Processing\r\nX-Pad: ${'a'.repeat(1000)}\r\n\r\n`;
+        let sent = 0;
+        const more = () => { // 200 KB of them, then silence (the cut is hookd's)
+          while (sent < 200 && sock.write(one)) sent++;
+          if (sent < 200) sock.once('drain', more);
+        };
+        more();
+      });
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const src = await source('stripe', ['whsec_1xx'], [{ url: `http://127.0.0.1:${server.address().port}/hook`,
+        idempotent: false, timeout_ms: 10000 }]);
+      const body = stripeEvent('evt_1xx_flood');
+      const r = await post(src, body, sign.stripe(body, 'whsec_1xx'));
+      assert.equal(r.status, 200, r.text);
+      await waitStatus(src, r.json.inbox_id, 'unknown');
+      const rec = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+      const dl = (await h.api('GET', `/v1/deliveries/${rec.deliveries[0].id}`)).json;
+      assert.deepEqual(dl.attempts.map((a) => a.outcome), ['too_large']);
+      assert.equal(requests, 1, 'sent once, not again');
+    } finally {
+      for (const s of socks) s.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('an answer whose outcome could not be written until after an operator resolved the held record: its attempt is appended under a number of its own (the retry\'s attempt in flight keeps its own), the resolve stands (retry, dead_lettered)', async () => {
     // a daemon of its own: leases of 2 × 1 s + 1 s, so the sweep holds the forwards in seconds
     const { dir } = tempDir();

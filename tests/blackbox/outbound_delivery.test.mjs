@@ -1051,6 +1051,76 @@ describe('republish ("send as a new event", O12)', () => {
   });
 });
 
+describe('receivers that would make the dispatcher work for ever (docs/security.md)', () => {
+  // A raw server: answers each request's first bytes with `head`, then calls more(sock) to go on.
+  async function rawServer(head, more) {
+    const s = { conns: new Set() };
+    s.server = net.createServer((sock) => {
+      s.conns.add(sock);
+      sock.on('error', () => {});
+      sock.on('close', () => s.conns.delete(sock));
+      sock.once('data', () => { sock.write(head); more(sock); });
+    });
+    await new Promise((resolve) => s.server.listen(0, '127.0.0.1', resolve));
+    s.url = `http://127.0.0.1:${s.server.address().port}/hook`;
+    s.close = async () => { for (const c of s.conns) c.destroy(); await new Promise((resolve) => s.server.close(resolve)); };
+    return s;
+  }
+
+  it('a 200 whose chunked body never ends — an endless chunk extension, bytes counted by no limit — is cut a second after its head: success then, not parsed until the timeout', { timeout: 60000 }, async () => {
+    const flood = Buffer.alloc(64 * 1024, 'a');
+    const s = await rawServer('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;', (sock) => {
+      const pump = () => { if (!sock.destroyed) sock.write(flood, () => setImmediate(pump)); };
+      pump();
+    });
+    try {
+      const { tenant } = await setup(h, s.url, { timeout_ms: 30000 });
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      const ds = await waitDelivery(h, p.json.id, (d) => d[0]?.state === 'delivered', 'delivered, its body cut', 10000);
+      const a = (await getDelivery(h, ds[0].id)).attempts[0];
+      assert.equal(a.outcome, 'success');
+      assert.equal(a.http_status, 200);
+      assert.ok(a.latency_ms >= 900 && a.latency_ms < 5000, `cut ${a.latency_ms} ms after the start (timeout_ms 30000)`);
+    } finally { await s.close(); }
+  });
+
+  it('a TLS 1.2 receiver asking for renegotiation over and over is refused it: no handshake made on the dispatcher\'s thread', { timeout: 60000 }, async () => {
+    const fixture = (f) => readFileSync(new URL(`./fixtures/tls/${f}`, import.meta.url));
+    let renegotiated = 0;
+    let asked = 0;
+    const conns = new Set();
+    const server = tlsServer({ key: fixture('server.key'), cert: fixture('server.pem'), maxVersion: 'TLSv1.2' }, (sock) => {
+      conns.add(sock);
+      sock.on('error', () => {});
+      sock.on('close', () => conns.delete(sock));
+      sock.once('data', () => {
+        sock.write('HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n');
+        const again = () => {
+          if (sock.destroyed) return;
+          asked++;
+          const ok = sock.renegotiate({}, (err) => { if (!err) { renegotiated++; setImmediate(again); } });
+          if (!ok) return;
+        };
+        again();
+      });
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const hh = await startHookd({ args: ['--egress-ca-file', fileURLToPath(new URL('./fixtures/tls/ca.pem', import.meta.url))] });
+    try {
+      const { tenant } = await setup(hh, `https://127.0.0.1:${server.address().port}/hook`, { timeout_ms: 30000 });
+      const p = await publish(hh, tenant, { type: 'a.b', payload: {} });
+      const ds = await waitDelivery(hh, p.json.id, (d) => d[0]?.state === 'delivered', 'delivered, its body cut', 10000);
+      assert.equal((await getDelivery(hh, ds[0].id)).attempts[0].http_status, 200);
+      assert.ok(asked >= 1, 'the receiver asked for renegotiation');
+      assert.equal(renegotiated, 0, 'no renegotiation was made');
+      assert.equal((await hh.stop()).code, 0);
+    } finally {
+      for (const c of conns) c.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
 describe('HTTPS destinations (a private CA: --egress-ca-file)', () => {
   const fixture = (f) => readFileSync(new URL(`./fixtures/tls/${f}`, import.meta.url));
   const tls = { key: fixture('server.key'), cert: fixture('server.pem') };
