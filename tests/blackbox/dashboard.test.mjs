@@ -31,7 +31,7 @@ after(async () => {
 // The dashboard in jsdom against h, its key given, the tenant chosen and the running job jobId
 // found. The job's second GET (its first poll) is answered by holdPoll(real) (real: the fetch
 // itself); prompt: what window.prompt answers.
-async function openJob(jobId, holdPoll, { prompt } = {}) {
+async function openJob(jobId, holdPoll, { prompt, state = 'running' } = {}) {
   let jobGets = 0;
   const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
     runScripts: 'dangerously',
@@ -60,7 +60,7 @@ async function openJob(jobId, holdPoll, { prompt } = {}) {
     doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
     doc.getElementById('find').value = jobId;
     doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-    await waitUntil(() => h2() === `replay job ${jobId} — running`, { what: 'the job shown' });
+    await waitUntil(() => h2() === `replay job ${jobId} — ${state}`, { what: 'the job shown' });
   } catch (e) {
     w.close();
     throw e;
@@ -281,6 +281,26 @@ describe('the dashboard page, run against the daemon', () => {
     } finally {
       w.close();
       await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/cancel`, { reason: 'test done' });
+    }
+  });
+
+  it('a completed job offers Cancel: what it moved and was not sent yet is taken back (docs/replay.md)', async () => {
+    const id = (await publish(h, tenant, { type: 'order.paid', payload: { n: 6 } })).json.id;
+    await waitDelivery(h, id, (x) => x[0]?.state === 'dead');
+    const job = await h.api('POST', `/v1/tenants/${tenant}/replays`,
+      { filter: { state: 'dead' }, reason: 'completes', rate: { per_second: 1000 } });
+    assert.equal(job.status, 201, job.text);
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/confirm`)).status, 200);
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/replays/${job.json.id}`)).json.state === 'completed' || null,
+      { what: 'the job completed' });
+    const { w, doc, h2 } = await openJob(job.json.id, (real) => real(), { prompt: 'too fast', state: 'completed' });
+    try {
+      const buttons = [...doc.querySelectorAll('#view .actions button')].map((b) => b.textContent);
+      assert.deepEqual(buttons, ['Cancel']);
+      doc.querySelector('#view .actions button').click();
+      await waitUntil(() => h2() === `replay job ${job.json.id} — cancelled`, { what: 'the cancel drawn' });
+    } finally {
+      w.close();
     }
   });
 

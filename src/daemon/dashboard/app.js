@@ -171,7 +171,9 @@ function showEndpoint(ep) {
     ep.health ? kv(ep.health) : el('p', {}, 'none'));
 }
 
-const JOB_ACTIONS = { preview: ['confirm', 'cancel'], running: ['pause', 'cancel'], paused: ['resume', 'cancel'] };
+// (a completed job moved every item; a cancel takes back those not sent yet: docs/replay.md)
+const JOB_ACTIONS = { preview: ['confirm', 'cancel'], running: ['pause', 'cancel'],
+  paused: ['resume', 'cancel'], completed: ['cancel'] };
 
 function showJob(job) {
   const draw = st.jobDraw = (st.jobDraw || 0) + 1;
