@@ -123,7 +123,10 @@ static json_t *render(rp_op *op) {
               !strcmp(j->state, "paused");
   double drain = live && j->rate_per_s > 0 ? (double)remaining / j->rate_per_s : 0;
   json_t *eps = json_array();
-  for (size_t i = 0; i < d->n_endpoints; i++) {
+  /* (the breakdown reads one endpoint more than it shows: there are more) */
+  size_t shown = d->n_endpoints < HOOKD_REPLAY_ENDPOINTS_SHOWN ? d->n_endpoints
+                                                                : HOOKD_REPLAY_ENDPOINTS_SHOWN;
+  for (size_t i = 0; i < shown; i++) {
     const hookd_endpoint *e = &op->eps[i];
     json_t *health = json_null();
     hookd_endpoint_health h;
@@ -150,6 +153,7 @@ static json_t *render(rp_op *op) {
   json_object_set_new(progress, "skipped_by_reason", counts_object(d->skipped, d->n_skipped));
   json_object_set_new(progress, "deliveries", counts_object(d->states, d->n_states));
   json_object_set_new(v, "endpoints", eps);
+  json_object_set_new(v, "endpoints_truncated", json_boolean(d->n_endpoints > shown));
   json_object_set_new(v, "estimated_drain_s", json_real((double)(int64_t)(drain * 10 + 0.5) / 10));
   return v;
 }

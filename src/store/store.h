@@ -621,7 +621,8 @@ typedef struct hookd_replay_count {
 } hookd_replay_count;
 
 typedef struct hookd_replay_detail {
-  hookd_replay_count *endpoints; /* largest first, at most 100 */
+  hookd_replay_count *endpoints; /* largest first, at most HOOKD_REPLAY_ENDPOINTS_SHOWN + 1
+                                    (the one more says there are more) */
   size_t n_endpoints;
   hookd_replay_count *skipped;   /* by reason */
   size_t n_skipped;
@@ -635,6 +636,7 @@ typedef enum {
   HOOKD_REPLAY_CONFIRM, HOOKD_REPLAY_PAUSE, HOOKD_REPLAY_RESUME, HOOKD_REPLAY_CANCEL
 } hookd_replay_action;
 
+#define HOOKD_REPLAY_ENDPOINTS_SHOWN 100 /* a job's endpoints in its breakdown */
 #define HOOKD_REPLAY_ACTIVE_MAX 8 /* building/preview/running/paused jobs per tenant */
 #define HOOKD_REPLAY_PREVIEW_TTL_MS 3600000 /* a preview older than this cannot be confirmed */
 #define HOOKD_REPLAY_CREATE_CHUNK 2000      /* items stored per writer transaction (a few ms) */

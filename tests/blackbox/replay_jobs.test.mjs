@@ -602,6 +602,30 @@ describe('replay jobs: bounds', () => {
     assert.equal((await createJob(h, tenant, { reason: 'r', filter: { endpoint } })).status, 201);
     await recv.close();
   });
+
+  it('a snapshot over more than 100 endpoints lists the 100 largest and says there are more', { timeout: 60000 }, async () => {
+    const recv = await startReceiver(() => ({ status: 400 }));
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    for (let i = 0; i < 100; i++) {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, retry: { max_attempts: 1 } });
+      assert.equal(e.status, 201, e.text);
+    }
+    const p = await publish(h, tenant, { type: 'w.x', payload: {} });
+    assert.equal(p.json.deliveries, 101);
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=500`)).json.data.length === 101 || null,
+      { timeout: 30000, what: '101 deliveries DEAD' });
+    const pv = await createJob(h, tenant, { reason: 'wide' });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.total, 101);
+    assert.equal(pv.json.endpoints.length, 100);
+    assert.equal(pv.json.endpoints_truncated, true);
+    assert.equal((await act(h, tenant, pv.json.id, 'cancel')).status, 200);
+    const one = await createJob(h, tenant, { reason: 'narrow', filter: { endpoint: pv.json.endpoints[0].id } });
+    assert.equal(one.json.endpoints.length, 1);
+    assert.equal(one.json.endpoints_truncated, false);
+    assert.equal((await act(h, tenant, one.json.id, 'cancel')).status, 200);
+    await recv.close();
+  });
 });
 
 describe('replay jobs: the snapshot is re-checked item by item', () => {

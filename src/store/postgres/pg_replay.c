@@ -483,7 +483,8 @@ int pg_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
   pg_p_init(&p);
   pg_p_i64(&p, out->seq);
   /* (a `missing` job's items name events until their deliveries are made: its endpoint is the
-   * filter's, all its items — a preview listed no endpoint, nor its state and health) */
+   * filter's, all its items — a preview listed no endpoint, nor its state and health); one
+   * endpoint more than HOOKD_REPLAY_ENDPOINTS_SHOWN (101) says there are more */
   PGresult *r = pg_q(c,
                      "SELECT d.endpoint_id, COUNT(*),"
                      " SUM(CASE WHEN i.result IS NULL THEN 1 ELSE 0 END)"
@@ -497,7 +498,7 @@ int pg_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
                      " replay_items i WHERE i.job_seq = j.seq AND i.result IS NULL)"
                      " FROM replay_jobs j WHERE j.seq = $1 AND j.filter_state = 'missing'"
                      " AND j.filter_endpoint IS NOT NULL"
-                     " ORDER BY 2 DESC, 1 LIMIT 100",
+                     " ORDER BY 2 DESC, 1 LIMIT 101",
                      &p, "replay job's endpoints");
   if (!r) goto fail;
   rc = read_counts(c, r, &detail->endpoints, &detail->n_endpoints, true);

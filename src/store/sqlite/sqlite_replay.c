@@ -437,7 +437,8 @@ int sq_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
   if (rc || !detail) return rc;
   memset(detail, 0, sizeof *detail);
   /* (a `missing` job's items name events until their deliveries are made: its endpoint is the
-   * filter's, all its items — a preview listed no endpoint, nor its state and health) */
+   * filter's, all its items — a preview listed no endpoint, nor its state and health); one
+   * endpoint more than HOOKD_REPLAY_ENDPOINTS_SHOWN (101) says there are more */
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BY_EP,
                              "SELECT d.endpoint_id, COUNT(*), SUM(i.result IS NULL)"
                              " FROM replay_items i JOIN deliveries d ON d.seq = i.delivery_seq"
@@ -450,7 +451,7 @@ int sq_replay_get(hookd_store_conn *c, const char *tenant_id, const char *id,
                              " replay_items i WHERE i.job_seq = j.seq AND i.result IS NULL)"
                              " FROM replay_jobs j WHERE j.seq = ?1 AND j.filter_state = 'missing'"
                              " AND j.filter_endpoint IS NOT NULL"
-                             " ORDER BY 2 DESC, 1 LIMIT 100");
+                             " ORDER BY 2 DESC, 1 LIMIT 101");
   if (!st) goto fail;
   sq_bind_i64(st, 1, out->seq);
   if ((rc = read_counts(c, st, &detail->endpoints, &detail->n_endpoints, true)) != 0) goto fail;
