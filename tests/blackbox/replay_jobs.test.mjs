@@ -925,6 +925,42 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
     await recv.close();
   });
 
+  it('a delivery claimed, then given back unsent (its endpoint disabled), is taken back too; so is an event\'s with an ordering key on an endpoint that is not ordered', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await heldReceiver();
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 3 });
+    const total = 12;
+    for (let i = 0; i < total; i++) {
+      const p = await publish(h, tenant, { type: 'tb.g', payload: { i }, ordering_key: `cust-${i}` });
+      assert.equal(p.status, 202, p.text);
+    }
+    await waitUntil(async () => (await deadCount(h, tenant)) === total || null, { what: `${total} DEAD` });
+    ctl.mode = 'hang';
+    const base = recv.requests.length;
+    const pv = await createJob(h, tenant, { reason: 'given back', rate: { per_second: 100 } });
+    assert.equal(pv.status, 201, pv.text);
+    const id = pv.json.id;
+    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
+    await waitJob(h, tenant, id, (j) => j.state === 'completed', 'every item moved');
+    await recv.waitFor(base + 3, 15000, 'three requests in flight');
+    // disabled: what the dispatcher claimed and had not sent is given back (the three in flight
+    // stay out)
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false })).status, 200);
+    const leased = async () => (await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=pending&limit=100`)).json.data
+      .filter((d) => d.lease).length;
+    await waitUntil(async () => (await leased()) === 3 || null, { what: 'the queued claims given back' });
+    const cc = await act(h, tenant, id, 'cancel', { reason: 'endpoint off' });
+    assert.equal(cc.status, 200, cc.text);
+    assert.equal(cc.json.progress.skipped_by_reason?.recalled, total - 3, JSON.stringify(cc.json.progress));
+    assert.equal(await deadCount(h, tenant), total - 3, 'each unsent one DEAD again');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: true })).status, 200);
+    ctl.mode = 'ok';
+    recv.releaseHanging(200);
+    await waitAllDelivered(h, tenant, id, 3, 'the three in flight delivered');
+    await holdsFor(1500, async () => (recv.requests.length - base !== 3
+      ? `the receiver got ${recv.requests.length - base}, not 3` : null), 'nothing taken back is sent');
+    await recv.close();
+  });
+
   it('an inbound forward taken back leaves its inbox record dead_lettered again, as before the job', { timeout: 60000 }, async () => {
     const tenant = `tb-in-${Math.random().toString(36).slice(2, 8)}`;
     assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);

@@ -649,6 +649,7 @@ int pg_release_lease(hookd_store_conn *c, const hookd_release *r) {
   /* (a late outcome's appended attempt past this claim's number: sqlite_delivery.c) */
   int64_t changed = pg_x(c,
                          "UPDATE deliveries d SET lease_owner = NULL, leased_until = NULL,"
+                         " released_token = d.lease_token," /* unsent (replay take-back) */
                          " cycle_base = d.cycle_base + CASE WHEN $3::bigint > 0"
                          " AND $3::bigint <= d.attempt_count AND NOT EXISTS (SELECT 1"
                          " FROM attempts a WHERE a.delivery_seq = d.seq"

@@ -552,22 +552,29 @@ static int move_x(hookd_store_conn *c, const char *sql, pg_params *p) {
   return pg_x(c, sql, p, "keep replay move") < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
 }
 
-/* Before item n's move of delivery seq: what the move changes, as it is (the token is the
- * move's once it is done: move_token). Not for a delivery of an ordered lane. */
-static int move_keep(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t seq) {
+/* A delivery of an ordered lane (its key, its endpoint ordered) is not taken back: the lane's
+ * later deliveries wait on it, their order settled with it at the lane's head. */
+#define NOT_LANED(d)                                                                            \
+  " (" d ".ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM endpoints p"                       \
+  " WHERE p.id = " d ".endpoint_id AND p.ordered <> 0))"
+
+/* Before item n's move of delivery seq: what the move changes, as it is, and the token the move
+ * gives it (bump: 1 for a replay, 0 for a retry brought forward). Not for an ordered lane's. */
+static int move_keep(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t seq, int bump) {
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, job_seq);
   pg_p_i64(&p, n);
   pg_p_i64(&p, seq);
+  pg_p_i64(&p, bump);
   return move_x(c,
                 "INSERT INTO replay_moves(job_seq, n, delivery_seq, delivery_id, token, attempts,"
                 " made, state, cycle_base, cycle_kind, cycle_started_at, policy_id,"
                 " next_attempt_at, dead_at, dead_reason, delivered_at)"
-                " SELECT $1::bigint, $2::bigint, seq, id, lease_token, attempt_count, 0, state,"
-                " cycle_base, cycle_kind, cycle_started_at, policy_id, next_attempt_at, dead_at,"
-                " dead_reason, delivered_at FROM deliveries"
-                " WHERE seq = $3 AND ordering_key IS NULL"
+                " SELECT $1::bigint, $2::bigint, d.seq, d.id, d.lease_token + $4::bigint,"
+                " d.attempt_count, 0, d.state, d.cycle_base, d.cycle_kind, d.cycle_started_at,"
+                " d.policy_id, d.next_attempt_at, d.dead_at, d.dead_reason, d.delivered_at"
+                " FROM deliveries d WHERE d.seq = $3 AND" NOT_LANED("d")
                 " ON CONFLICT (job_seq, n) DO UPDATE SET delivery_seq = EXCLUDED.delivery_seq,"
                 " delivery_id = EXCLUDED.delivery_id, token = EXCLUDED.token,"
                 " attempts = EXCLUDED.attempts, made = 0, event_seq = NULL, event_id = NULL,"
@@ -576,18 +583,6 @@ static int move_keep(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t se
                 " policy_id = EXCLUDED.policy_id, next_attempt_at = EXCLUDED.next_attempt_at,"
                 " dead_at = EXCLUDED.dead_at, dead_reason = EXCLUDED.dead_reason,"
                 " delivered_at = EXCLUDED.delivered_at",
-                &p);
-}
-
-/* After item n's move: the delivery's lease token as the move left it. */
-static int move_token(hookd_store_conn *c, int64_t job_seq, int64_t n) {
-  pg_params p;
-  pg_p_init(&p);
-  pg_p_i64(&p, job_seq);
-  pg_p_i64(&p, n);
-  return move_x(c,
-                "UPDATE replay_moves m SET token = d.lease_token FROM deliveries d"
-                " WHERE m.job_seq = $1 AND m.n = $2 AND d.seq = m.delivery_seq",
                 &p);
 }
 
@@ -604,8 +599,8 @@ static int move_made(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t se
   return move_x(c,
                 "INSERT INTO replay_moves(job_seq, n, delivery_seq, delivery_id, token, attempts,"
                 " made, event_seq, event_id)"
-                " SELECT $1::bigint, $2::bigint, seq, id, lease_token, attempt_count, 1,"
-                " $4::bigint, $5::text FROM deliveries WHERE seq = $3 AND ordering_key IS NULL"
+                " SELECT $1::bigint, $2::bigint, d.seq, d.id, d.lease_token, d.attempt_count, 1,"
+                " $4::bigint, $5::text FROM deliveries d WHERE d.seq = $3 AND" NOT_LANED("d")
                 " ON CONFLICT (job_seq, n) DO UPDATE SET delivery_seq = EXCLUDED.delivery_seq,"
                 " delivery_id = EXCLUDED.delivery_id, token = EXCLUDED.token,"
                 " attempts = EXCLUDED.attempts, made = 1, event_seq = EXCLUDED.event_seq,"
@@ -647,11 +642,10 @@ static int follow_inbound(hookd_store_conn *c, int64_t job_seq, int64_t now_ms) 
   return rc;
 }
 
-/* Takes back the moves of job job_seq whose deliveries are still as the moves left them:
- * never claimed since (the token: a claim waiting on these rows' locks re-reads it and leaves
- * them), no attempt since, no lease, in the state the move gave. Each delivery is restored (a
- * made one deleted); its item goes back to the queue (requeue: a pause) or reads `recalled` (a
- * cancel). *count: how many. */
+/* Takes back the moves of job job_seq whose deliveries are still as the moves left them (as
+ * sqlite_replay.c's take_back: never sent since — the move's token, or the release's mark —, no
+ * attempt since, no lease, in the state the move gave, not of an ordered lane). The writer lock
+ * makes it serial with every node's claims and steps. *count: how many. */
 static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t now_ms,
                      int64_t *count) {
   *count = 0;
@@ -660,10 +654,11 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
                            " AND result = 'replayed' AND n IN (SELECT m.n FROM replay_moves m"
                            " JOIN deliveries d ON d.seq = m.delivery_seq"
                            " AND d.id = m.delivery_id"
-                           " WHERE m.job_seq = $1 AND d.lease_token = m.token"
+                           " WHERE m.job_seq = $1 AND (d.lease_token = m.token"
+                           " OR (d.lease_token > m.token AND d.released_token = d.lease_token))"
                            " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
-                           " AND d.ordering_key IS NULL AND d.state = CASE WHEN m.state ="
-                           " 'retrying' THEN 'retrying' ELSE 'pending' END FOR UPDATE OF d)",
+                           " AND d.state = CASE WHEN m.state = 'retrying' THEN 'retrying'"
+                           " ELSE 'pending' END AND" NOT_LANED("d") ")",
                            job_seq, now_ms, false);
   if (taken < 0) return HOOKD_STORE_ERR;
   if (!taken) return HOOKD_STORE_OK;
@@ -705,7 +700,8 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
   if (requeue && run_back(c,
                           "UPDATE replay_items i SET result = NULL,"
                           " lease_token = CASE WHEN m.made = 1 THEN i.lease_token"
-                          "   ELSE m.token + 1 END,"
+                          "   ELSE (SELECT d.lease_token FROM deliveries d"
+                          "   WHERE d.seq = m.delivery_seq) END,"
                           " delivery_seq = CASE WHEN m.made = 1 THEN m.event_seq"
                           "   ELSE i.delivery_seq END,"
                           " delivery_id = CASE WHEN m.made = 1 THEN m.event_id"
@@ -757,7 +753,7 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   case HOOKD_REPLAY_CANCEL:
     /* (a completed job moved every item; some may still wait at their endpoint) */
     if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused") ||
-        !strcmp(from, "completed"))
+        (!strcmp(from, "completed") && !j.items_purged_ms))
       to = "cancelled", finish = true;
     break;
   }
@@ -809,8 +805,9 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                          "   THEN $3::bigint ELSE confirmed_at END,"
                          " next_item_at = CASE WHEN $4::bigint = 1"
                          "   THEN GREATEST(next_item_at, " PG_DB_NOW_MS ") ELSE next_item_at END,"
-                         " finished_at = CASE WHEN $5::bigint = 1 THEN $3::bigint"
-                         "   ELSE finished_at END"
+                         /* (a completed job cancelled: it finished then) */
+                         " finished_at = CASE WHEN $5::bigint = 1"
+                         "   THEN COALESCE(finished_at, $3::bigint) ELSE finished_at END"
                          " WHERE seq = $1 AND state = $6::text",
                          &p, "update replay job");
   int64_t seq = j.seq;
@@ -958,15 +955,14 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
   } else {
     const char *why = NULL;
     /* what the move changes, kept for a pause or a cancel to put back */
-    rc = move_keep(c, j->seq, n, seq);
+    bool retry = !strcmp(j->filter_state, "retrying");
+    rc = move_keep(c, j->seq, n, seq, retry ? 0 : 1);
     /* a job over retrying deliveries brings each one's next attempt forward (the single
      * replay's "retry now"), in its own retry budget */
     if (!rc)
-      rc = !strcmp(j->filter_state, "retrying") ? pg_retry_now(c, seq, now_ms, &why)
-                                                : pg_replay_one(c, seq, now_ms, &why, memo);
+      rc = retry ? pg_retry_now(c, seq, now_ms, &why) : pg_replay_one(c, seq, now_ms, &why, memo);
     if (rc == HOOKD_STORE_OK) {
       *result = "replayed";
-      rc = move_token(c, j->seq, n);
     } else if (rc == HOOKD_STORE_STATE) {
       *result = why ? why : "state_changed";
       rc = HOOKD_STORE_OK;

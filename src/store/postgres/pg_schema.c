@@ -272,10 +272,15 @@ static const char *const migration_11[] = {
     " PRIMARY KEY (job_seq, n))",
     NULL};
 
+/* 12: the release's mark (SQLite's migration 45): the lease token of a claim given back
+ * unsent, which a replay job's take-back may take back (docs/replay.md "Taking back"). */
+static const char *const migration_12[] = {
+    "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS released_token bigint", NULL};
+
 static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
                                                 migration_4, migration_5, migration_6,
                                                 migration_7, migration_8, migration_9,
-                                                migration_10, migration_11};
+                                                migration_10, migration_11, migration_12};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

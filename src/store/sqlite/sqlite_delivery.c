@@ -1576,6 +1576,7 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
    * early) */
   sqlite3_stmt *st = sq_stmt(c, SQ_RELEASE,
                              "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL,"
+                             " released_token = lease_token," /* unsent (replay take-back) */
                              " cycle_base = cycle_base + (?3 > 0 AND ?3 <= attempt_count"
                              " AND NOT EXISTS (SELECT 1 FROM attempts a WHERE"
                              " a.delivery_seq = deliveries.seq AND a.attempt_number = ?3))"

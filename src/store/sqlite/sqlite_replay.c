@@ -491,34 +491,30 @@ int sq_replay_list(hookd_store_conn *c, const char *tenant_id, const char *after
 
 /* ---------- taking back what was not sent (docs/replay.md "Taking back") ---------- */
 
-/* Before item n's move of delivery seq: what the move changes, as it is (the token is the
- * move's once it is done: move_token). Not for a delivery of an ordered lane. */
-static int move_keep(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t seq) {
+/* A delivery of an ordered lane (its key, its endpoint ordered) is not taken back: the lane's
+ * later deliveries wait on it, their order settled with it at the lane's head. */
+#define NOT_LANED(d)                                                                            \
+  " (" d ".ordering_key IS NULL OR NOT (SELECT p.ordered FROM endpoints p"                      \
+  " WHERE p.id = " d ".endpoint_id))"
+
+/* Before item n's move of delivery seq: what the move changes, as it is, and the token the move
+ * gives it (bump: 1 for a replay, 0 for a retry brought forward). Not for an ordered lane's. */
+static int move_keep(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t seq, int bump) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_MOVE_KEEP,
                              "INSERT OR REPLACE INTO replay_moves(job_seq, n, delivery_seq,"
                              " delivery_id, token, attempts, made, state, cycle_base,"
                              " cycle_kind, cycle_started_at, policy_id, next_attempt_at, dead_at,"
                              " dead_reason, delivered_at)"
-                             " SELECT ?1, ?2, seq, id, lease_token, attempt_count, 0, state,"
-                             " cycle_base, cycle_kind, cycle_started_at, policy_id,"
-                             " next_attempt_at, dead_at, dead_reason, delivered_at"
-                             " FROM deliveries WHERE seq = ?3 AND ordering_key IS NULL");
+                             " SELECT ?1, ?2, d.seq, d.id, d.lease_token + ?4, d.attempt_count, 0,"
+                             " d.state, d.cycle_base, d.cycle_kind, d.cycle_started_at,"
+                             " d.policy_id, d.next_attempt_at, d.dead_at, d.dead_reason,"
+                             " d.delivered_at FROM deliveries d WHERE d.seq = ?3 AND"
+                             NOT_LANED("d"));
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, job_seq);
   sq_bind_i64(st, 2, n);
   sq_bind_i64(st, 3, seq);
-  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "keep replay move");
-}
-
-/* After item n's move: the delivery's lease token as the move left it. */
-static int move_token(hookd_store_conn *c, int64_t job_seq, int64_t n) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_MOVE_TOKEN,
-                             "UPDATE replay_moves SET token = (SELECT d.lease_token FROM"
-                             " deliveries d WHERE d.seq = replay_moves.delivery_seq)"
-                             " WHERE job_seq = ?1 AND n = ?2");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, job_seq);
-  sq_bind_i64(st, 2, n);
+  sq_bind_i64(st, 4, bump);
   return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "keep replay move");
 }
 
@@ -528,8 +524,8 @@ static int move_made(hookd_store_conn *c, int64_t job_seq, int64_t n, int64_t se
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_MOVE_MADE,
                              "INSERT OR REPLACE INTO replay_moves(job_seq, n, delivery_seq,"
                              " delivery_id, token, attempts, made, event_seq, event_id)"
-                             " SELECT ?1, ?2, seq, id, lease_token, attempt_count, 1, ?4, ?5"
-                             " FROM deliveries WHERE seq = ?3 AND ordering_key IS NULL");
+                             " SELECT ?1, ?2, d.seq, d.id, d.lease_token, d.attempt_count, 1,"
+                             " ?4, ?5 FROM deliveries d WHERE d.seq = ?3 AND" NOT_LANED("d"));
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, job_seq);
   sq_bind_i64(st, 2, n);
@@ -581,10 +577,12 @@ static int follow_inbound(hookd_store_conn *c, int64_t job_seq, int64_t now_ms) 
   return out;
 }
 
-/* Takes back the moves of job job_seq whose deliveries are still as the moves left them:
- * never claimed since (the token), no attempt since, no lease, in the state the move gave. Each
- * delivery is restored (a made one deleted); its item goes back to the queue (requeue: a pause)
- * or reads `recalled` (a cancel). *count: how many. */
+/* Takes back the moves of job job_seq whose deliveries are still as the moves left them: never
+ * sent since — not claimed (the move's token), or claimed and given back unsent (the release's
+ * mark: released_token; a lease reclaimed, which may have been sent, has none) —, no attempt
+ * since, no lease, in the state the move gave, not of an ordered lane. Each delivery is
+ * restored (a made one deleted); its item goes back to the queue (requeue: a pause) or reads
+ * `recalled` (a cancel). *count: how many. */
 static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t now_ms,
                      int64_t *count) {
   *count = 0;
@@ -592,10 +590,11 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
                     "UPDATE replay_items SET result = 'recalling' WHERE job_seq = ?1"
                     " AND result = 'replayed' AND n IN (SELECT m.n FROM replay_moves m"
                     " JOIN deliveries d ON d.seq = m.delivery_seq AND d.id = m.delivery_id"
-                    " WHERE m.job_seq = ?1 AND d.lease_token = m.token"
+                    " WHERE m.job_seq = ?1 AND (d.lease_token = m.token"
+                    " OR (d.lease_token > m.token AND d.released_token = d.lease_token))"
                     " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
-                    " AND d.ordering_key IS NULL AND d.state = CASE WHEN m.state = 'retrying'"
-                    " THEN 'retrying' ELSE 'pending' END)",
+                    " AND d.state = CASE WHEN m.state = 'retrying' THEN 'retrying'"
+                    " ELSE 'pending' END AND" NOT_LANED("d") ")",
                     job_seq, now_ms, "take back replay moves");
   if (rc) return rc;
   int64_t taken = sqlite3_changes(c->db);
@@ -635,7 +634,8 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
     rc = run_back(c, SQ_RPL_BACK_REQUEUE,
                   "UPDATE replay_items SET result = NULL,"
                   " lease_token = CASE WHEN m.made THEN replay_items.lease_token"
-                  "   ELSE m.token + 1 END,"
+                  "   ELSE (SELECT d.lease_token FROM deliveries d"
+                  "   WHERE d.seq = m.delivery_seq) END,"
                   " delivery_seq = CASE WHEN m.made THEN m.event_seq"
                   "   ELSE replay_items.delivery_seq END,"
                   " delivery_id = CASE WHEN m.made THEN m.event_id"
@@ -688,7 +688,7 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   case HOOKD_REPLAY_CANCEL:
     /* (a completed job moved every item; some may still wait at their endpoint) */
     if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused") ||
-        !strcmp(from, "completed"))
+        (!strcmp(from, "completed") && !j.items_purged_ms))
       to = "cancelled", finish = true;
     break;
   }
@@ -735,7 +735,9 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                              "   ELSE confirmed_at END,"
                              " next_item_at = CASE WHEN ?4 THEN MAX(next_item_at, ?3)"
                              "   ELSE next_item_at END,"
-                             " finished_at = CASE WHEN ?5 THEN ?3 ELSE finished_at END"
+                             /* (a completed job cancelled: it finished then) */
+                             " finished_at = CASE WHEN ?5 THEN COALESCE(finished_at, ?3)"
+                             "   ELSE finished_at END"
                              " WHERE seq = ?1 AND state = ?6");
   if (!st) {
     hookd_replay_job_free(&j);
@@ -892,15 +894,14 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
   } else {
     const char *why = NULL;
     /* what the move changes, kept for a pause or a cancel to put back */
-    rc = move_keep(c, j->seq, n, seq);
+    bool retry = !strcmp(j->filter_state, "retrying");
+    rc = move_keep(c, j->seq, n, seq, retry ? 0 : 1);
     /* a job over retrying deliveries brings each one's next attempt forward (the single
      * replay's "retry now"), in its own retry budget */
     if (!rc)
-      rc = !strcmp(j->filter_state, "retrying") ? sq_retry_now(c, seq, now_ms, &why)
-                                                : sq_replay_one(c, seq, now_ms, &why, memo);
+      rc = retry ? sq_retry_now(c, seq, now_ms, &why) : sq_replay_one(c, seq, now_ms, &why, memo);
     if (rc == HOOKD_STORE_OK) {
       *result = "replayed";
-      rc = move_token(c, j->seq, n);
     } else if (rc == HOOKD_STORE_STATE) {
       *result = why ? why : "state_changed";
       rc = HOOKD_STORE_OK;

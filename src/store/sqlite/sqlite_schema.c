@@ -608,6 +608,12 @@ static const struct {
      "  delivered_at INTEGER,"
      "  PRIMARY KEY (job_seq, n)"
      ") WITHOUT ROWID;"},
+    {45,
+     /* The release's mark: the lease token of a claim given back unsent (sq_release_lease). A
+      * replay job's take-back takes a delivery claimed since its move only when that claim was
+      * given back so (docs/replay.md "Taking back"); a lease reclaimed, whose request may have
+      * gone out, has no mark. */
+     "ALTER TABLE deliveries ADD COLUMN released_token INTEGER;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -661,6 +667,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'cancel_pending'";
   case 40:
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'payload_filter'";
+  case 45:
+    return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'released_token'";
   default: return NULL;
   }
 }
