@@ -526,8 +526,8 @@ static void reply_act(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc ? rc : HOOKD_STORE_STATE, "replay job");
     return;
   }
-  if (op->action == HOOKD_REPLAY_CONFIRM || op->action == HOOKD_REPLAY_RESUME)
-    hookd_replayer_wake(base->app->replayer);
+  /* (a pause's or a cancel's take-back goes on at the replayer's steps, in chunks) */
+  hookd_replayer_wake(base->app->replayer);
   HLOG(HOOKD_LOG_INFO, action_names[op->action], KV_S("replay_id", op->id),
        KV_S("tenant_id", op->tenant), KV_S("actor", base->actor[0] ? base->actor : NULL));
   op->written = true;

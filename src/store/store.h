@@ -640,6 +640,7 @@ typedef enum {
 #define HOOKD_REPLAY_ACTIVE_MAX 8 /* building/preview/running/paused jobs per tenant */
 #define HOOKD_REPLAY_PREVIEW_TTL_MS 3600000 /* a preview older than this cannot be confirmed */
 #define HOOKD_REPLAY_CREATE_CHUNK 2000      /* items stored per writer transaction (a few ms) */
+#define HOOKD_REPLAY_BACK_CHUNK 1000 /* items a pause's or cancel's take-back walks per writer op */
 #define HOOKD_REPLAY_BUILD_STALE_MS 60000 /* a job building no chunk for this long was abandoned
                                              (its daemon died): it reads as failed */
 #define HOOKD_REPLAY_STEP_MAX 500          /* items per job per step */

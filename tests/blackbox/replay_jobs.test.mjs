@@ -961,6 +961,44 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
     await recv.close();
   });
 
+  it('a cancel over more than 1,000 moved items takes back the first 1,000 at once and the rest at the replayer\'s next steps', { timeout: 120000 }, async () => {
+    const { recv, ctl } = await heldReceiver();
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
+    const total = 1010;
+    for (let i = 0; i < total; i += 50) {
+      const batch = [];
+      for (let k = i; k < Math.min(total, i + 50); k++) batch.push(publish(h, tenant, { type: 'tb.k', payload: { k } }));
+      for (const p of await Promise.all(batch)) assert.equal(p.status, 202, p.text);
+    }
+    await waitUntil(async () => { // (a preview counts them: a list pages at 500)
+      const pv = await createJob(h, tenant, { reason: 'count' });
+      const n = pv.json.total;
+      await act(h, tenant, pv.json.id, 'cancel');
+      return n === total || null;
+    }, { timeout: 60000, interval: 500, what: `${total} DEAD` });
+    ctl.mode = 'hang';
+    const base = recv.requests.length;
+    const pv = await createJob(h, tenant, { reason: 'many', rate: { per_second: 10000 } });
+    assert.equal(pv.json.total, total);
+    assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
+    await waitJob(h, tenant, pv.json.id, (j) => j.state === 'completed', 'every item moved', 30000);
+    await recv.waitFor(base + 1, 15000, 'one request in flight');
+    const cc = await act(h, tenant, pv.json.id, 'cancel', { reason: 'too many' });
+    assert.equal(cc.status, 200, cc.text);
+    const first = cc.json.progress.skipped_by_reason?.recalled ?? 0;
+    assert.ok(first >= 998 && first <= 1000, `the first chunk took back ${first}`);
+    const done = await waitJob(h, tenant, pv.json.id, (j) => (j.progress.skipped_by_reason?.recalled ?? 0) > first,
+      'the rest taken back by the replayer');
+    const recalled = done.progress.skipped_by_reason.recalled;
+    assert.ok(recalled >= total - 2 && recalled <= total - 1, `taken back in all: ${recalled}`);
+    ctl.mode = 'ok';
+    recv.releaseHanging(200);
+    await waitAllDelivered(h, tenant, pv.json.id, total - recalled, 'what was claimed delivered');
+    await holdsFor(1000, async () => (recv.requests.length - base !== total - recalled
+      ? `the receiver got ${recv.requests.length - base}, not ${total - recalled}` : null), 'nothing taken back is sent');
+    await recv.close();
+  });
+
   it('an inbound forward taken back leaves its inbox record dead_lettered again, as before the job', { timeout: 60000 }, async () => {
     const tenant = `tb-in-${Math.random().toString(36).slice(2, 8)}`;
     assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);

@@ -646,23 +646,29 @@ static int follow_inbound(hookd_store_conn *c, int64_t job_seq, int64_t now_ms) 
  * sqlite_replay.c's take_back: never sent since — the move's token, or the release's mark —, no
  * attempt since, no lease, in the state the move gave, not of an ordered lane). The writer lock
  * makes it serial with every node's claims and steps. *count: how many. */
-static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t now_ms,
-                     int64_t *count) {
+static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t from,
+                     int64_t to, int64_t now_ms, int64_t *count) {
   *count = 0;
-  int64_t taken = run_back(c,
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  pg_p_i64(&p, from);
+  pg_p_i64(&p, to);
+  int64_t taken = pg_x(c,
                            "UPDATE replay_items SET result = 'recalling' WHERE job_seq = $1"
+                           " AND n > $2::bigint AND n <= $3::bigint"
                            " AND result = 'replayed' AND n IN (SELECT m.n FROM replay_moves m"
                            " JOIN deliveries d ON d.seq = m.delivery_seq"
                            " AND d.id = m.delivery_id"
-                           " WHERE m.job_seq = $1 AND (d.lease_token = m.token"
+                           " WHERE m.job_seq = $1 AND m.n > $2::bigint AND m.n <= $3::bigint"
+                           " AND (d.lease_token = m.token"
                            " OR (d.lease_token > m.token AND d.released_token = d.lease_token))"
                            " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
                            " AND d.state = CASE WHEN m.state = 'retrying' THEN 'retrying'"
                            " ELSE 'pending' END AND" NOT_LANED("d") ")",
-                           job_seq, now_ms, false);
+                           &p, "take back replay moves");
   if (taken < 0) return HOOKD_STORE_ERR;
   if (!taken) return HOOKD_STORE_OK;
-  pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, job_seq);
   PGresult *r = pg_q(c,
@@ -729,6 +735,48 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
            &p, "take back replay moves") < 0)
     return HOOKD_STORE_ERR;
   *count = taken;
+  return HOOKD_STORE_OK;
+}
+
+/* One chunk of a pause's or a cancel's take-back, items (from, from + CHUNK]: the job's mark
+ * moved on, or cleared at its last item (docs/replay.md "Taking back", "In chunks"). */
+static int back_chunk(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t from,
+                      int64_t now_ms, int64_t *count) {
+  int64_t to = from + HOOKD_REPLAY_BACK_CHUNK;
+  int rc = take_back(c, job_seq, requeue, from, to, now_ms, count);
+  if (rc) return rc;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  pg_p_i64(&p, to);
+  return pg_x(c,
+              "UPDATE replay_jobs SET back_from = CASE WHEN $2::bigint >= total THEN NULL"
+              " ELSE $2::bigint END WHERE seq = $1",
+              &p, "take back replay moves") < 0
+             ? HOOKD_STORE_ERR
+             : HOOKD_STORE_OK;
+}
+
+/* The replayer's share: the next chunk of up to 4 jobs' take-backs. *more: some remain. */
+static int back_step(hookd_store_conn *c, int64_t now_ms, bool *more) {
+  *more = false;
+  PGresult *r = pg_q(c,
+                     "SELECT seq, (state = 'paused')::int, back_from, total FROM replay_jobs"
+                     " WHERE back_from IS NOT NULL ORDER BY seq LIMIT 4",
+                     NULL, "due take-backs");
+  if (!r) return HOOKD_STORE_ERR;
+  int64_t jobs[4][4];
+  int nj = PQntuples(r) < 4 ? PQntuples(r) : 4;
+  for (int i = 0; i < nj; i++)
+    for (int k = 0; k < 4; k++) jobs[i][k] = pg_i64(r, i, k);
+  PQclear(r);
+  for (int i = 0; i < nj; i++) {
+    int64_t n = 0;
+    /* (a job resumed clears its mark: only a paused or a cancelled job has one) */
+    int rc = back_chunk(c, jobs[i][0], jobs[i][1] != 0, jobs[i][2], now_ms, &n);
+    if (rc) return rc;
+    if (jobs[i][2] + HOOKD_REPLAY_BACK_CHUNK < jobs[i][3]) *more = true;
+  }
   return HOOKD_STORE_OK;
 }
 
@@ -800,7 +848,9 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   pg_p_bool(&p, finish);
   pg_p_text(&p, from);
   int64_t changed = pg_x(c,
+                         /* (a resume ends a pause's take-back where it is) */
                          "UPDATE replay_jobs SET state = $2::text, updated_at = $3::bigint,"
+                         " back_from = CASE WHEN $4::bigint = 1 THEN NULL ELSE back_from END,"
                          " confirmed_at = CASE WHEN $4::bigint = 1 AND confirmed_at IS NULL"
                          "   THEN $3::bigint ELSE confirmed_at END,"
                          " next_item_at = CASE WHEN $4::bigint = 1"
@@ -816,7 +866,8 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   if (changed != 1) return HOOKD_STORE_STATE;
   int64_t back = 0;
   if (action == HOOKD_REPLAY_PAUSE || action == HOOKD_REPLAY_CANCEL) {
-    rc = take_back(c, seq, action == HOOKD_REPLAY_PAUSE, now_ms, &back);
+    /* the first chunk now, the rest by the replayers (a cancel after a pause: from the start) */
+    rc = back_chunk(c, seq, action == HOOKD_REPLAY_PAUSE, 0, now_ms, &back);
     if (rc) return rc;
   }
   rc = read_job(c, tenant_id, id, out);
@@ -1059,6 +1110,9 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
 
 int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res) {
   hookd_replay_step_res_free(res); /* a redone batch runs the op again */
+  bool backs = false;
+  int brc = back_step(c, now_ms, &backs);
+  if (brc) return brc;
   /* the buckets on the database's clock, read once (a volatile CTE is not inlined) */
   PGresult *r = pg_q(c,
                      "WITH t AS (SELECT " PG_DB_NOW_MS " AS now)"
@@ -1118,6 +1172,7 @@ int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   bool any = PQntuples(r) == 1 && !pg_null(r, 0, 0);
   res->next_ms = any ? pg_i64(r, 0, 0) : 0;
   if (any && res->next_ms <= 0) res->next_ms = 1;
+  if (backs && (!res->next_ms || res->next_ms > now_ms)) res->next_ms = now_ms; /* (50 ms) */
   PQclear(r);
   return HOOKD_STORE_OK;
 }

@@ -277,10 +277,13 @@ static const char *const migration_11[] = {
 static const char *const migration_12[] = {
     "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS released_token bigint", NULL};
 
-static const char *const *const migrations[] = {migration_1, migration_2, migration_3,
-                                                migration_4, migration_5, migration_6,
-                                                migration_7, migration_8, migration_9,
-                                                migration_10, migration_11, migration_12};
+/* 13: a pause's or a cancel's take-back still to walk (SQLite's migration 46). */
+static const char *const migration_13[] = {
+    "ALTER TABLE replay_jobs ADD COLUMN IF NOT EXISTS back_from bigint", NULL};
+
+static const char *const *const migrations[] = {
+    migration_1, migration_2, migration_3,  migration_4,  migration_5,  migration_6, migration_7,
+    migration_8, migration_9, migration_10, migration_11, migration_12, migration_13};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

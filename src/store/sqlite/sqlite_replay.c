@@ -583,23 +583,27 @@ static int follow_inbound(hookd_store_conn *c, int64_t job_seq, int64_t now_ms) 
  * since, no lease, in the state the move gave, not of an ordered lane. Each delivery is
  * restored (a made one deleted); its item goes back to the queue (requeue: a pause) or reads
  * `recalled` (a cancel). *count: how many. */
-static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t now_ms,
-                     int64_t *count) {
+static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t from,
+                     int64_t to, int64_t now_ms, int64_t *count) {
   *count = 0;
-  int rc = run_back(c, SQ_RPL_BACK_MARK,
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BACK_MARK,
                     "UPDATE replay_items SET result = 'recalling' WHERE job_seq = ?1"
+                    " AND n > ?2 AND n <= ?3"
                     " AND result = 'replayed' AND n IN (SELECT m.n FROM replay_moves m"
                     " JOIN deliveries d ON d.seq = m.delivery_seq AND d.id = m.delivery_id"
-                    " WHERE m.job_seq = ?1 AND (d.lease_token = m.token"
+                    " WHERE m.job_seq = ?1 AND m.n > ?2 AND m.n <= ?3 AND (d.lease_token = m.token"
                     " OR (d.lease_token > m.token AND d.released_token = d.lease_token))"
                     " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
                     " AND d.state = CASE WHEN m.state = 'retrying' THEN 'retrying'"
-                    " ELSE 'pending' END AND" NOT_LANED("d") ")",
-                    job_seq, now_ms, "take back replay moves");
-  if (rc) return rc;
+                    " ELSE 'pending' END AND" NOT_LANED("d") ")");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  sq_bind_i64(st, 2, from);
+  sq_bind_i64(st, 3, to);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "take back replay moves");
   int64_t taken = sqlite3_changes(c->db);
   if (!taken) return HOOKD_STORE_OK;
-  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BACK_FIRST,
+  st = sq_stmt(c, SQ_RPL_BACK_FIRST,
                              "SELECT MIN(n) FROM replay_items WHERE job_seq = ?1"
                              " AND result = 'recalling'");
   if (!st) return HOOKD_STORE_ERR;
@@ -609,7 +613,7 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
   sqlite3_reset(st);
   if (src != SQLITE_ROW) return sq_fail(c, "take back replay moves");
   /* each delivery as it was before its move, its token bumped */
-  rc = run_back(c, SQ_RPL_BACK_RESTORE,
+  int rc = run_back(c, SQ_RPL_BACK_RESTORE,
                 "UPDATE deliveries SET state = m.state, cycle_base = m.cycle_base,"
                 " cycle_kind = m.cycle_kind, cycle_started_at = m.cycle_started_at,"
                 " policy_id = m.policy_id, next_attempt_at = m.next_attempt_at,"
@@ -662,6 +666,47 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
   sq_bind_i64(st, 4, first);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "take back replay moves");
   *count = taken;
+  return HOOKD_STORE_OK;
+}
+
+/* One chunk of a pause's or a cancel's take-back, items (from, from + CHUNK]: the job's mark
+ * moved on, or cleared at its last item (docs/replay.md "Taking back", "In chunks"). */
+static int back_chunk(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t from,
+                      int64_t now_ms, int64_t *count) {
+  int64_t to = from + HOOKD_REPLAY_BACK_CHUNK;
+  int rc = take_back(c, job_seq, requeue, from, to, now_ms, count);
+  if (rc) return rc;
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BACK_MARKED,
+                             "UPDATE replay_jobs SET back_from = CASE WHEN ?2 >= total THEN NULL"
+                             " ELSE ?2 END WHERE seq = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  sq_bind_i64(st, 2, to);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "take back replay moves");
+}
+
+/* The replayer's share: the next chunk of up to 4 jobs' take-backs. *more: some remain. */
+static int back_step(hookd_store_conn *c, int64_t now_ms, bool *more) {
+  *more = false;
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BACK_DUE,
+                             "SELECT seq, state = 'paused', back_from, total FROM replay_jobs"
+                             " WHERE back_from IS NOT NULL ORDER BY seq LIMIT 4");
+  if (!st) return HOOKD_STORE_ERR;
+  int64_t jobs[4][4];
+  int nj = 0, rc;
+  while (nj < 4 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    for (int k = 0; k < 4; k++) jobs[nj][k] = sq_col_i64(st, k);
+    nj++;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "due take-backs");
+  for (int i = 0; i < nj; i++) {
+    int64_t n = 0;
+    /* (a job resumed clears its mark: only a paused or a cancelled job has one) */
+    rc = back_chunk(c, jobs[i][0], jobs[i][1] != 0, jobs[i][2], now_ms, &n);
+    if (rc) return rc;
+    if (jobs[i][2] + HOOKD_REPLAY_BACK_CHUNK < jobs[i][3]) *more = true;
+  }
   return HOOKD_STORE_OK;
 }
 
@@ -729,8 +774,10 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   }
   /* the bucket starts at confirm; at resume, not before the next item was due anyway (pausing
    * and resuming does not skip the rate's wait), and a paused job does not save up its rate */
+  /* (a resume ends a pause's take-back where it is: docs/replay.md "In chunks") */
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_SET,
                              "UPDATE replay_jobs SET state = ?2, updated_at = ?3,"
+                             " back_from = CASE WHEN ?4 THEN NULL ELSE back_from END,"
                              " confirmed_at = CASE WHEN ?4 AND confirmed_at IS NULL THEN ?3"
                              "   ELSE confirmed_at END,"
                              " next_item_at = CASE WHEN ?4 THEN MAX(next_item_at, ?3)"
@@ -756,7 +803,8 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_STATE;
   int64_t back = 0;
   if (action == HOOKD_REPLAY_PAUSE || action == HOOKD_REPLAY_CANCEL) {
-    rc = take_back(c, seq, action == HOOKD_REPLAY_PAUSE, now_ms, &back);
+    /* the first chunk now, the rest by the replayer (a cancel after a pause: from the start) */
+    rc = back_chunk(c, seq, action == HOOKD_REPLAY_PAUSE, 0, now_ms, &back);
     if (rc) return rc;
   }
   rc = read_job(c, tenant_id, id, out);
@@ -993,6 +1041,9 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
 
 int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res) {
   hookd_replay_step_res_free(res); /* a redone batch runs the op again */
+  bool backs = false;
+  int brc = back_step(c, now_ms, &backs);
+  if (brc) return brc;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_DUE,
                              "SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
                              " next_item, next_item_at, replayed, skipped, filter_endpoint"
@@ -1044,6 +1095,7 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   bool any = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL;
   res->next_ms = any ? sq_col_i64(st, 0) : 0;
   if (any && res->next_ms <= 0) res->next_ms = 1;
+  if (backs && (!res->next_ms || res->next_ms > now_ms)) res->next_ms = now_ms; /* (50 ms) */
   sqlite3_reset(st);
   return rc == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "next replay step");
 }

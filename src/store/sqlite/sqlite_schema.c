@@ -614,6 +614,10 @@ static const struct {
       * given back so (docs/replay.md "Taking back"); a lease reclaimed, whose request may have
       * gone out, has no mark. */
      "ALTER TABLE deliveries ADD COLUMN released_token INTEGER;"},
+    {46,
+     /* A pause's or a cancel's take-back still to walk, from this item on (NULL: none), by the
+      * replayer a chunk a step (docs/replay.md "Taking back", "In chunks"). */
+     "ALTER TABLE replay_jobs ADD COLUMN back_from INTEGER;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -669,6 +673,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'payload_filter'";
   case 45:
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'released_token'";
+  case 46:
+    return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'back_from'";
   default: return NULL;
   }
 }

@@ -921,6 +921,56 @@ static void a_cancel_puts_a_retry_back_at_its_time(void **state) {
   hookd_replay_detail_free(&d);
 }
 
+/* A cancel takes back its job's first HOOKD_REPLAY_BACK_CHUNK items at once, the rest at the
+ * replayer's next step (docs/replay.md "In chunks"). */
+static void a_take_back_goes_in_chunks(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  int total = HOOKD_REPLAY_BACK_CHUNK + 5;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "c.x", total, &seq);
+  int64_t t0 = hookd_now_ms();
+  rcall k = {.tenant = "t1", .f = {.state = HOOKD_DS_DEAD}, .max = 10000, .now = t0,
+             .rate = 10000};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
+  snprintf(k.id, sizeof k.id, "rpl_c");
+  int crc;
+  do crc = w(f, run_create, (call *)&k);
+  while (crc == 0 && k.from < k.snap.n);
+  assert_int_equal(crc, 0);
+  hookd_replay_snapshot_free(&k.snap);
+  assert_int_equal(k.job.total, total);
+  assert_int_equal(act(f, "rpl_c", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  int moved = 0;
+  for (int i = 1; moved < total && i < 10; i++) {
+    hookd_replay_step_res r = step(f, t0 + 1000 * i);
+    moved += r.replayed;
+    hookd_replay_step_res_free(&r);
+  }
+  assert_int_equal(moved, total);
+  int64_t now = t0 + 20000;
+  assert_int_equal(act_back(f, "rpl_c", HOOKD_REPLAY_CANCEL, now), HOOKD_REPLAY_BACK_CHUNK);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_c", &j, &d);
+  assert_string_equal(j.state, "cancelled");
+  assert_int_equal(j.replayed, 5);
+  assert_int_equal(j.skipped, HOOKD_REPLAY_BACK_CHUNK);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  hookd_replay_step_res r = step(f, now + 50); /* the rest */
+  assert_true(r.next_ms == 0 || r.next_ms > now + 50); /* nothing left to take back */
+  hookd_replay_step_res_free(&r);
+  get_job(f, "rpl_c", &j, &d);
+  assert_int_equal(j.replayed, 0);
+  assert_int_equal(j.skipped, total);
+  assert_int_equal(d.n_skipped, 1);
+  assert_string_equal(d.skipped[0].key, "recalled");
+  assert_int_equal(d.skipped[0].n, total);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(the_filter_selects_what_it_names, setup, teardown),
@@ -937,6 +987,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(missing_steps_take_turns, setup, teardown),
       cmocka_unit_test_setup_teardown(steps_take_bounded_items_across_jobs, setup, teardown),
       cmocka_unit_test_setup_teardown(a_cancel_puts_a_retry_back_at_its_time, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_take_back_goes_in_chunks, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
