@@ -43,6 +43,7 @@ typedef struct rp_op {
   /* act */
   hookd_replay_action action;
   bool expired; /* an action refused on an expired preview (its expiry written) */
+  int64_t recalled; /* a pause's or a cancel's first chunk took back so many */
   /* read back */
   hookd_replay_job job;
   hookd_replay_detail detail;
@@ -506,7 +507,7 @@ static int run_act(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   int rc = be->replay_act(c, op->tenant, op->id, op->action, hookd_now_ms(), &j);
   if (rc) return rc;
   op->expired = !strcmp(j.state, "expired"); /* refused; its expiry written */
-  int64_t back = j.recalled;
+  int64_t back = op->recalled = j.recalled;
   hookd_replay_job_free(&j);
   if (op->expired) {
     snprintf(base->err, sizeof base->err, "%s", be->errmsg(c));
@@ -528,6 +529,8 @@ static void reply_act(hookd_api_op *base, int rc) {
   }
   /* (a pause's or a cancel's take-back goes on at the replayer's steps, in chunks) */
   hookd_replayer_wake(base->app->replayer);
+  atomic_fetch_add_explicit(&hookd_m.replay_recalled, (uint64_t)op->recalled,
+                            memory_order_relaxed);
   HLOG(HOOKD_LOG_INFO, action_names[op->action], KV_S("replay_id", op->id),
        KV_S("tenant_id", op->tenant), KV_S("actor", base->actor[0] ? base->actor : NULL));
   op->written = true;

@@ -217,8 +217,14 @@ int hookd_metrics_render(hookd_buf *o) {
                          "requests ended before their name was resolved (the lookup's thread "
                          "stays behind): each holds its endpoint 30 s",
                          LOAD(m->egress_lookups_abandoned));
-  rc = rc ? rc : counter(o, "hookd_replays_total", "deliveries replayed (one by one and by jobs)",
+  rc = rc ? rc : counter(o, "hookd_replays_total",
+                         "deliveries replayed (one by one and by jobs; one a job's pause took "
+                         "back and its resume moved again counts again)",
                          LOAD(m->replays));
+  rc = rc ? rc : counter(o, "hookd_replay_recalled_total",
+                         "deliveries a replay job moved, then its pause or cancel took back "
+                         "before they were sent",
+                         LOAD(m->replay_recalled));
   rc = rc ? rc : counter(o, "hookd_replay_skipped_total",
                          "replay jobs' deliveries skipped (no longer in the filter's state, or "
                          "refused as a single replay would be)",

@@ -84,6 +84,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t egress_lookups_abandoned; /* requests ended before their name was resolved */
   _Atomic uint64_t replays;
   _Atomic uint64_t replay_skipped; /* replay jobs' items not replayed (docs/replay.md) */
+  _Atomic uint64_t replay_recalled; /* moves taken back by a job's pause or cancel */
   _Atomic uint64_t replay_purged;  /* ended replay jobs' items deleted after a week */
   _Atomic uint64_t answers_purged; /* answers kept under Idempotency-Keys, deleted after 24 h */
   _Atomic uint64_t auth_failures;

@@ -53,6 +53,8 @@ static int64_t step(hookd_replayer *r) {
   atomic_fetch_add_explicit(&hookd_m.replays, (uint64_t)res.replayed, memory_order_relaxed);
   atomic_fetch_add_explicit(&hookd_m.replay_skipped, (uint64_t)res.skipped,
                             memory_order_relaxed);
+  atomic_fetch_add_explicit(&hookd_m.replay_recalled, (uint64_t)res.recalled,
+                            memory_order_relaxed);
   for (size_t i = 0; i < res.n_completed; i++)
     HLOG(HOOKD_LOG_INFO, "replay.completed", KV_S("replay_id", res.completed[i]));
   int64_t wait = r->idle_ms > 0 ? r->idle_ms : -1;

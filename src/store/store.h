@@ -671,6 +671,7 @@ typedef struct hookd_replay_step_res {
   hookd_due_hint *hints;       /* endpoints given deliveries to send */
   size_t n_hints;
   int replayed, skipped;
+  int recalled;                /* moves taken back by paused or cancelled jobs' chunks */
   char **completed;            /* ids of jobs that completed in this step */
   size_t n_completed;
   int64_t next_ms;             /* earliest next_item_at of a running job, 0 = none running */

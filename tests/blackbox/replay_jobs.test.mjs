@@ -11,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { HOOKD_BIN, faultClock, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import * as sign from './lib/providers.mjs';
+import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 
 let h;
 before(async () => { h = await startHookd(); });
@@ -983,6 +984,9 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
     assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
     await waitJob(h, tenant, pv.json.id, (j) => j.state === 'completed', 'every item moved', 30000);
     await recv.waitFor(base + 1, 15000, 'one request in flight');
+    const counted = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_replay_recalled_total');
+    const before = await counted();
     const cc = await act(h, tenant, pv.json.id, 'cancel', { reason: 'too many' });
     assert.equal(cc.status, 200, cc.text);
     const first = cc.json.progress.skipped_by_reason?.recalled ?? 0;
@@ -991,6 +995,8 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
       'the rest taken back by the replayer');
     const recalled = done.progress.skipped_by_reason.recalled;
     assert.ok(recalled >= total - 2 && recalled <= total - 1, `taken back in all: ${recalled}`);
+    await waitUntil(async () => (await counted()) - before === recalled || null,
+      { what: 'hookd_replay_recalled_total counts them, the action\'s chunk and the replayer\'s' });
     ctl.mode = 'ok';
     recv.releaseHanging(200);
     await waitAllDelivered(h, tenant, pv.json.id, total - recalled, 'what was claimed delivered');

@@ -686,7 +686,7 @@ static int back_chunk(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_
 }
 
 /* The replayer's share: the next chunk of up to 4 jobs' take-backs. *more: some remain. */
-static int back_step(hookd_store_conn *c, int64_t now_ms, bool *more) {
+static int back_step(hookd_store_conn *c, int64_t now_ms, bool *more, int *recalled) {
   *more = false;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BACK_DUE,
                              "SELECT seq, state = 'paused', back_from, total FROM replay_jobs"
@@ -705,6 +705,7 @@ static int back_step(hookd_store_conn *c, int64_t now_ms, bool *more) {
     /* (a job resumed clears its mark: only a paused or a cancelled job has one) */
     rc = back_chunk(c, jobs[i][0], jobs[i][1] != 0, jobs[i][2], now_ms, &n);
     if (rc) return rc;
+    *recalled += (int)n;
     if (jobs[i][2] + HOOKD_REPLAY_BACK_CHUNK < jobs[i][3]) *more = true;
   }
   return HOOKD_STORE_OK;
@@ -1042,7 +1043,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
 int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res) {
   hookd_replay_step_res_free(res); /* a redone batch runs the op again */
   bool backs = false;
-  int brc = back_step(c, now_ms, &backs);
+  int brc = back_step(c, now_ms, &backs, &res->recalled);
   if (brc) return brc;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_DUE,
                              "SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
