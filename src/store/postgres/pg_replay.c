@@ -655,18 +655,18 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
   pg_p_i64(&p, from);
   pg_p_i64(&p, to);
   int64_t taken = pg_x(c,
-                           "UPDATE replay_items SET result = 'recalling' WHERE job_seq = $1"
-                           " AND n > $2::bigint AND n <= $3::bigint"
-                           " AND result = 'replayed' AND n IN (SELECT m.n FROM replay_moves m"
-                           " JOIN deliveries d ON d.seq = m.delivery_seq"
-                           " AND d.id = m.delivery_id"
-                           " WHERE m.job_seq = $1 AND m.n > $2::bigint AND m.n <= $3::bigint"
-                           " AND (d.lease_token = m.token"
-                           " OR (d.lease_token > m.token AND d.released_token = d.lease_token))"
-                           " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
-                           " AND d.state = CASE WHEN m.state = 'retrying' THEN 'retrying'"
-                           " ELSE 'pending' END AND" NOT_LANED("d") ")",
-                           &p, "take back replay moves");
+                       "UPDATE replay_items SET result = 'recalling' WHERE job_seq = $1"
+                       " AND n > $2::bigint AND n <= $3::bigint"
+                       " AND result = 'replayed' AND n IN (SELECT m.n FROM replay_moves m"
+                       " JOIN deliveries d ON d.seq = m.delivery_seq"
+                       " AND d.id = m.delivery_id"
+                       " WHERE m.job_seq = $1 AND m.n > $2::bigint AND m.n <= $3::bigint"
+                       " AND (d.lease_token = m.token"
+                       " OR (d.lease_token > m.token AND d.released_token = d.lease_token))"
+                       " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
+                       " AND d.state = CASE WHEN m.state = 'retrying' THEN 'retrying'"
+                       " ELSE 'pending' END AND" NOT_LANED("d") ")",
+                       &p, "take back replay moves");
   if (taken < 0) return HOOKD_STORE_ERR;
   if (!taken) return HOOKD_STORE_OK;
   pg_p_init(&p);

@@ -587,15 +587,16 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
                      int64_t to, int64_t now_ms, int64_t *count) {
   *count = 0;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_BACK_MARK,
-                    "UPDATE replay_items SET result = 'recalling' WHERE job_seq = ?1"
-                    " AND n > ?2 AND n <= ?3"
-                    " AND result = 'replayed' AND n IN (SELECT m.n FROM replay_moves m"
-                    " JOIN deliveries d ON d.seq = m.delivery_seq AND d.id = m.delivery_id"
-                    " WHERE m.job_seq = ?1 AND m.n > ?2 AND m.n <= ?3 AND (d.lease_token = m.token"
-                    " OR (d.lease_token > m.token AND d.released_token = d.lease_token))"
-                    " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
-                    " AND d.state = CASE WHEN m.state = 'retrying' THEN 'retrying'"
-                    " ELSE 'pending' END AND" NOT_LANED("d") ")");
+                             "UPDATE replay_items SET result = 'recalling' WHERE job_seq = ?1"
+                             " AND n > ?2 AND n <= ?3 AND result = 'replayed' AND n IN"
+                             " (SELECT m.n FROM replay_moves m JOIN deliveries d"
+                             " ON d.seq = m.delivery_seq AND d.id = m.delivery_id"
+                             " WHERE m.job_seq = ?1 AND m.n > ?2 AND m.n <= ?3"
+                             " AND (d.lease_token = m.token OR (d.lease_token > m.token"
+                             " AND d.released_token = d.lease_token))"
+                             " AND d.attempt_count = m.attempts AND d.leased_until IS NULL"
+                             " AND d.state = CASE WHEN m.state = 'retrying' THEN 'retrying'"
+                             " ELSE 'pending' END AND" NOT_LANED("d") ")");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, job_seq);
   sq_bind_i64(st, 2, from);
@@ -604,8 +605,7 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
   int64_t taken = sqlite3_changes(c->db);
   if (!taken) return HOOKD_STORE_OK;
   st = sq_stmt(c, SQ_RPL_BACK_FIRST,
-                             "SELECT MIN(n) FROM replay_items WHERE job_seq = ?1"
-                             " AND result = 'recalling'");
+               "SELECT MIN(n) FROM replay_items WHERE job_seq = ?1 AND result = 'recalling'");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, job_seq);
   int src = sqlite3_step(st);
@@ -614,16 +614,16 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
   if (src != SQLITE_ROW) return sq_fail(c, "take back replay moves");
   /* each delivery as it was before its move, its token bumped */
   int rc = run_back(c, SQ_RPL_BACK_RESTORE,
-                "UPDATE deliveries SET state = m.state, cycle_base = m.cycle_base,"
-                " cycle_kind = m.cycle_kind, cycle_started_at = m.cycle_started_at,"
-                " policy_id = m.policy_id, next_attempt_at = m.next_attempt_at,"
-                " dead_at = m.dead_at, dead_reason = m.dead_reason,"
-                " delivered_at = m.delivered_at, lease_token = deliveries.lease_token + 1,"
-                " updated_at = ?2"
-                " FROM replay_moves m JOIN replay_items i ON i.job_seq = m.job_seq AND i.n = m.n"
-                " WHERE m.job_seq = ?1 AND i.result = 'recalling' AND m.made = 0"
-                " AND deliveries.seq = m.delivery_seq",
-                job_seq, now_ms, "take back replay moves");
+                    "UPDATE deliveries SET state = m.state, cycle_base = m.cycle_base,"
+                    " cycle_kind = m.cycle_kind, cycle_started_at = m.cycle_started_at,"
+                    " policy_id = m.policy_id, next_attempt_at = m.next_attempt_at,"
+                    " dead_at = m.dead_at, dead_reason = m.dead_reason,"
+                    " delivered_at = m.delivered_at, lease_token = deliveries.lease_token + 1,"
+                    " updated_at = ?2 FROM replay_moves m JOIN replay_items i"
+                    " ON i.job_seq = m.job_seq AND i.n = m.n"
+                    " WHERE m.job_seq = ?1 AND i.result = 'recalling' AND m.made = 0"
+                    " AND deliveries.seq = m.delivery_seq",
+                    job_seq, now_ms, "take back replay moves");
   if (!rc) rc = follow_inbound(c, job_seq, now_ms);
   /* a made one never was: no attempt, nothing names it */
   if (!rc)
