@@ -1,6 +1,7 @@
 /* jsonio.c — bounded JSON parse, a deterministic compact serialiser, and the shortest round-trip
  * digits of a double that it and jcs.c write (see jsonio.h). The depth pre-scan only counts
- * brackets outside strings; jansson does the parsing. */
+ * brackets outside strings; jansson does the parsing, its allocations watched (a parse that
+ * ran out of memory is said so, never taken for a text that is not JSON). */
 #include "core/jsonio.h"
 #include "core/num.h"
 
@@ -9,6 +10,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* jansson's allocations, watched: a parse during which one failed is out of memory, whatever
+ * jansson made of it (it reports most such failures with no message at all, some as "invalid
+ * token", and goes on past a character of a string it could not keep). */
+static _Thread_local bool alloc_failed;
+static _Thread_local unsigned alloc_fail_in; /* (hookd_json_fail_alloc_in: the unit tests) */
+
+static void *watched_malloc(size_t n) {
+  void *p = alloc_fail_in && --alloc_fail_in == 0 ? NULL : malloc(n);
+  if (!p) alloc_failed = true;
+  return p;
+}
+
+/* before main, on one thread: every jansson value is allocated through it (its free is libc's,
+ * so a value allocated before would be freed alike) */
+__attribute__((constructor)) static void watch_jansson_allocs(void) {
+  json_set_alloc_funcs(watched_malloc, free);
+}
+
+void hookd_json_fail_alloc_in(unsigned n) { alloc_fail_in = n; }
+
+bool hookd_json_out_of_memory(const char *err) { return !strcmp(err, HOOKD_JSON_ERR_NOMEM); }
 
 static int depth_exceeds(const char *p, size_t n, size_t max, size_t *at) {
   size_t depth = 0;
@@ -40,7 +63,7 @@ json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *l
 /* Why a parse failed, for a provider's body: a number beyond 64 bits (read again as doubles), a
  * valid JSON text that is not I-JSON (RFC 7493: a duplicate key, a \u0000 or a lone surrogate
  * escape — read again with those replaced), or anything else (refused). */
-enum fail_kind { FAIL_OTHER, FAIL_OVERFLOW, FAIL_NOT_IJSON, FAIL_DEPTH };
+enum fail_kind { FAIL_OTHER, FAIL_OVERFLOW, FAIL_NOT_IJSON, FAIL_DEPTH, FAIL_NOMEM };
 
 static json_t *parse_as(const char *buf, size_t len, const hookd_json_limits *lim, int flags,
                         bool dups, char err[HOOKD_JSON_ERR_MAX], enum fail_kind *kind) {
@@ -57,7 +80,14 @@ static json_t *parse_as(const char *buf, size_t len, const hookd_json_limits *li
     return NULL;
   }
   json_error_t je;
+  alloc_failed = false;
   json_t *v = json_loadb(buf, len, (dups ? 0 : JSON_REJECT_DUPLICATES) | (size_t)flags, &je);
+  if (alloc_failed) { /* (a value too: a string may have lost a character) */
+    json_decref(v);
+    snprintf(err, HOOKD_JSON_ERR_MAX, HOOKD_JSON_ERR_NOMEM);
+    *kind = FAIL_NOMEM;
+    return NULL;
+  }
   if (!v) {
     /* jansson's messages name the problem: "invalid UTF-8", "duplicate object key",
      * "too big integer", "\u0000 is not allowed without JSON_ALLOW_NUL", … */
@@ -151,7 +181,10 @@ json_t *hookd_json_parse_fields(const char *buf, size_t len, const hookd_json_li
   json_t *v = parse_as(buf, len, lim, 0, false, err, &kind);
   if (v || kind != FAIL_NOT_IJSON) return v;
   char *copy = malloc(len ? len : 1);
-  if (!copy) return NULL; /* err says why the first read failed */
+  if (!copy) {
+    snprintf(err, HOOKD_JSON_ERR_MAX, HOOKD_JSON_ERR_NOMEM);
+    return NULL;
+  }
   memcpy(copy, buf, len);
   if (replace_non_ijson_escapes(copy, len, false))
     v = parse_as(copy, len, lim, 0, false, err, &kind); /* a duplicate key is refused again */
@@ -201,7 +234,10 @@ json_t *hookd_json_parse_body(const char *buf, size_t len, const hookd_json_limi
     if (kind == FAIL_OVERFLOW && !(flags & JSON_DECODE_INT_AS_REAL)) {
       flags |= JSON_DECODE_INT_AS_REAL;
     } else if (kind == FAIL_NOT_IJSON && !copy) {
-      if (!(copy = malloc(len ? len : 1))) break;
+      if (!(copy = malloc(len ? len : 1))) {
+        snprintf(err, HOOKD_JSON_ERR_MAX, HOOKD_JSON_ERR_NOMEM);
+        break;
+      }
       memcpy(copy, buf, len);
       replace_non_ijson_escapes(copy, len, true);
       text = copy;

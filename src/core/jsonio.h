@@ -19,6 +19,16 @@ typedef struct hookd_json_limits {
 
 #define HOOKD_JSON_ERR_MAX 160
 
+/* err's message when a parse failed for want of memory (any of jansson's allocations during it,
+ * even one jansson went on past): not the text's fault — the caller answers 503, to be tried
+ * again, never a refusal of the text. */
+#define HOOKD_JSON_ERR_NOMEM "out of memory"
+bool hookd_json_out_of_memory(const char *err);
+
+/* The unit tests' fault: the calling thread's n-th allocation by jansson from now fails (and
+ * only that one; 0 none). */
+void hookd_json_fail_alloc_in(unsigned n);
+
 /* Parses buf[0..len). On failure returns NULL and writes a message to err. */
 json_t *hookd_json_parse(const char *buf, size_t len, const hookd_json_limits *lim,
                          char err[HOOKD_JSON_ERR_MAX]);

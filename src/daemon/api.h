@@ -168,7 +168,7 @@ void hookd_api_reply_overloaded(hookd_req *r, hookd_app *app, uint64_t depth);
 bool hookd_api_clock_outvoted(hookd_req *r, hookd_app *app);
 
 /* Parses the request body as a JSON object within the configured limits; on failure answers 400
- * and returns NULL. */
+ * (503 unavailable when the parse ran out of memory: to be tried again) and returns NULL. */
 json_t *hookd_api_body_object(hookd_req *r, hookd_app *app);
 /* A request body as it is compared with a repeat's (an Idempotency-Key's, a publish's id): an
  * optional member sent as null is the member left out (the routes read null as "not given"), so
@@ -199,7 +199,9 @@ int hookd_api_metadata(hookd_req *r, const json_t *v, char **out);
 /* A comma-separated list as a JSON array of strings (NULL: null). */
 json_t *hookd_json_csv(const char *csv);
 /* A body's channel list (an array of 1 to max names, each kept once; null or absent: *out
- * NULL) as a comma-separated string (malloc'd); -1 once answered (422 naming field). */
+ * NULL) as a comma-separated string (malloc'd); -1 once answered (422 naming field), -2 out of
+ * memory (answered 503 unavailable; r NULL: the caller answers, for neither is the list's
+ * fault). */
 int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t max,
                        char **out);
 json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms);

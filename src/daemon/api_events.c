@@ -276,6 +276,18 @@ static int request_hash(const json_t *request, size_t cap, unsigned char hash[32
   return brc;
 }
 
+/* Answers a failure of the envelope or the request hash (a hookd_buf code). A body parsed within
+ * the limits holds nothing the two cannot write (valid UTF-8, finite numbers, nested at most
+ * --max-json-depth, under the canonical form's 4096): any failure but the size's is out of
+ * memory — not the request's fault, and not to be refused for good (the outbox relay marks a
+ * 4xx's row refused; before, a 400 invalid_payload). */
+static void serialise_failed(perr *e, int brc) {
+  if (brc == HOOKD_BUF_TOOBIG)
+    fail(e, 413, "invalid_payload", "payload cannot be serialised (too large)");
+  else
+    fail(e, 503, "unavailable", "out of memory");
+}
+
 /* Checks a publish's body (its members already known to be a publish's) and fills op from it:
  * the event, its envelope, its request hash, the store request. op->idem is set by the caller.
  * -1 when refused (e answered). */
@@ -334,9 +346,11 @@ static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body,
     fail(e, 422, "invalid_field", SCHEMA_VERSION_RULE);
     return -1;
   }
-  if (hookd_api_channels(e->r, json_object_get(body, "channels"), "channels", 5,
-                         &op->channels) != 0) {
-    if (!e->r)
+  int crc = hookd_api_channels(e->r, json_object_get(body, "channels"), "channels", 5,
+                               &op->channels);
+  if (crc != 0) {
+    if (!e->r && crc == -2) fail(e, 503, "unavailable", "out of memory");
+    else if (!e->r)
       fail(e, 422, "invalid_field",
            "channels must be null or an array of 1 to 5 channel names (1 to 128 of letters, "
            "digits, '_', '-', '.', ':')");
@@ -367,8 +381,7 @@ static int prepare(pub_op *op, hookd_app *app, const char *tenant, json_t *body,
 
   if (!brc) brc = envelope(op, app, occurred_ms, payload);
   if (brc) {
-    fail(e, brc == HOOKD_BUF_TOOBIG ? 413 : 400, "invalid_payload",
-         "payload cannot be serialised (too large or not representable)");
+    serialise_failed(e, brc);
     return -1;
   }
   fill_req(op, app, occurred_ms, now);
@@ -818,7 +831,7 @@ void hookd_api_endpoint_test(hookd_req *r, hookd_app *app) {
   snprintf(op->type, sizeof op->type, "%s", type);
   if (idem) snprintf(op->idem, sizeof op->idem, "%s", idem);
   hookd_id_new("evt", now, op->event_id);
-  int brc = envelope(op, app, now, payload ? payload : dflt);
+  int brc = payload || dflt ? envelope(op, app, now, payload ? payload : dflt) : HOOKD_BUF_NOMEM;
   if (!brc && idem) { /* (test_endpoint: no publish's body has it, so no publish is the same) */
     json_t *request = json_pack("{s:o,s:s,s:O}", "test_endpoint",
                                 hookd_json_str_or_null(op->only_ep), "type", type, "payload",
@@ -827,8 +840,7 @@ void hookd_api_endpoint_test(hookd_req *r, hookd_app *app) {
     json_decref(request);
   }
   if (brc) {
-    hookd_req_error(r, brc == HOOKD_BUF_TOOBIG ? 413 : 400, "invalid_payload",
-                    "payload cannot be serialised (too large or not representable)");
+    serialise_failed(&(perr){.r = r}, brc);
     pub_cleanup(&op->base);
     free(op);
     goto done;

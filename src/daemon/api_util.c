@@ -356,6 +356,10 @@ json_t *hookd_api_body_object(hookd_req *r, hookd_app *app) {
   }
   char err[HOOKD_JSON_ERR_MAX];
   json_t *v = hookd_json_parse(body, len, &app->json_limits, err);
+  if (!v && hookd_json_out_of_memory(err)) { /* (not the body's fault: a 400 is never retried) */
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return NULL;
+  }
   if (!v) {
     hookd_req_error(r, 400, "invalid_json", "%s", err);
     return NULL;
@@ -747,18 +751,25 @@ int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t 
   *out = NULL;
   if (!v || json_is_null(v)) return 0;
   size_t n = json_is_array(v) ? json_array_size(v) : 0, distinct = 0;
-  bool ok = n >= 1 && n <= 64; /* (at most max once each is kept once) */
+  bool ok = n >= 1 && n <= 64, nomem = false; /* (at most max once each is kept once) */
   hookd_buf b;
-  hookd_buf_init(&b, n * 130 + 1);
+  hookd_buf_init(&b, n * 130 + 1); /* (room for 64 names: never HOOKD_BUF_TOOBIG) */
   for (size_t i = 0; ok && i < n; i++) {
     const char *c = json_string_value(json_array_get(v, i));
     ok = c && hookd_id_valid(c, 128);
     size_t j = 0; /* a name given twice is kept once */
     while (ok && j < i && strcmp(json_string_value(json_array_get(v, j)), c)) j++;
     if (ok && j == i) {
-      ok = ++distinct <= max && (!b.len || hookd_buf_puts(&b, ",") == 0) &&
-           hookd_buf_puts(&b, c) == 0;
+      ok = ++distinct <= max;
+      nomem = ok && ((b.len && hookd_buf_puts(&b, ",")) || hookd_buf_puts(&b, c));
     }
+    if (nomem) break;
+  }
+  if (ok && !nomem && !(*out = hookd_buf_steal(&b))) nomem = true;
+  if (nomem) { /* (before, a 422 with the list's rule, and a steal's failure left unanswered) */
+    hookd_buf_free(&b);
+    if (r) hookd_req_error(r, 503, "unavailable", "out of memory");
+    return -2;
   }
   if (!ok) {
     hookd_buf_free(&b);
@@ -769,8 +780,7 @@ int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t 
                             field, max);
     return -1;
   }
-  *out = hookd_buf_steal(&b);
-  return *out ? 0 : -1;
+  return 0;
 }
 
 json_t *hookd_json_retry(const hookd_retry_policy *p) {

@@ -1,5 +1,6 @@
-/* test_jsonio.c — bounded JSON input (depth, NUL, UTF-8, duplicate keys, huge integers) and the
- * deterministic compact output (order kept, shortest round-trip reals, escaping). */
+/* test_jsonio.c — bounded JSON input (depth, NUL, UTF-8, duplicate keys, huge integers, a parse
+ * out of memory told from a refusal) and the deterministic compact output (order kept, shortest
+ * round-trip reals, escaping). */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -7,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -278,6 +280,47 @@ static void fmt_keeps_printf_layout(void **st) {
   }
 }
 
+/* Whichever of jansson's allocations fails, the parse says "out of memory" (an answer to try
+ * again, 503), never a refusal of the text: before, most such failures came back with no message
+ * at all, a string's as "invalid token" (a 400 for a valid body; the outbox relay marked its row
+ * refused for good), and one while a long string was read dropped a character of it and the
+ * value was taken, a byte short. */
+static void out_of_memory(void **st) {
+  static const char *const texts[] = {
+      "{\"a\":[1,2.5,true,null,\"x\"],\"b\":{\"c\":\"abcdefghijklmnopqrstuvwxyz\"}}",
+      "[\"abcdefghijklmnopqrstuvwxyz\",{\"k\":-1}]"};
+  char err[HOOKD_JSON_ERR_MAX];
+  for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
+    int failed = 0;
+    for (unsigned n = 1; n < 1000; n++) {
+      hookd_json_fail_alloc_in(n);
+      err[0] = '\0';
+      json_t *v = parse(texts[t], err);
+      hookd_json_fail_alloc_in(0);
+      if (v) { /* (fewer allocations than n: the parse whole) */
+        char *out = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        assert_string_equal(out, texts[t]);
+        free(out);
+        json_decref(v);
+        break;
+      }
+      failed++;
+      assert_string_equal(err, HOOKD_JSON_ERR_NOMEM);
+      assert_true(hookd_json_out_of_memory(err));
+    }
+    assert_true(failed >= 5);
+  }
+  /* the provider's reads as well */
+  bool lossy, deep;
+  hookd_json_fail_alloc_in(1);
+  assert_null(hookd_json_parse_body("{\"a\":1}", 7, &lim, &lossy, &deep, err));
+  assert_true(hookd_json_out_of_memory(err));
+  assert_false(deep);
+  /* a text that is not JSON is no memory failure */
+  assert_null(parse("{\"a\":", err));
+  assert_false(hookd_json_out_of_memory(err));
+}
+
 static void buffer_limit(void **st) {
   hookd_buf b;
   hookd_buf_init(&b, 4);
@@ -297,6 +340,7 @@ int main(void) {
       cmocka_unit_test(shortest_fast_path_matches_the_search),
       cmocka_unit_test(fmt_keeps_printf_layout),
       cmocka_unit_test(buffer_limit),
+      cmocka_unit_test(out_of_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
