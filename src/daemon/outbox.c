@@ -290,8 +290,16 @@ static const char *val(const PGresult *res, int i, int c) {
   return PQgetisnull(res, i, c) ? NULL : PQgetvalue(res, i, c);
 }
 
+/* o as the engine's answer to a row it cannot take now for want of memory (NULL): tried again. */
+static json_t *unavailable(hookd_publish_outcome *o) {
+  o->status = 503;
+  snprintf(o->code, sizeof o->code, "unavailable");
+  snprintf(o->message, sizeof o->message, "out of memory");
+  return NULL;
+}
+
 /* The publish a row asks for, as POST /v1/tenants/{t}/events would take it; NULL with o filled
- * when the row cannot be one. */
+ * when the row cannot be one (a 503 when that is for want of memory, not the row's fault). */
 static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publish_outcome *o) {
   static const struct {
     int col;
@@ -329,6 +337,8 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   }
   json_t *data = hookd_json_parse_ex(payload, strlen(payload), &ob->app->json_limits,
                                      JSON_DECODE_ANY, err);
+  if (!data && hookd_json_out_of_memory(err)) /* (before, a 400 invalid_json: refused for good) */
+    return unavailable(o);
   if (!data) {
     o->status = 400;
     snprintf(o->code, sizeof o->code, "invalid_json");
@@ -345,18 +355,19 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
                            val(res, i, C_TYPE), "payload", data, "occurred_at", ts);
   const char *okey = val(res, i, C_OKEY), *over = val(res, i, C_OVER);
   const char *channels = val(res, i, C_CHANNELS), *schema = val(res, i, C_SCHEMA);
-  if (body && okey) json_object_set_new(body, "ordering_key", json_string(okey));
-  if (body && over)
-    json_object_set_new(body, "ordering_version", json_integer(strtoll(over, NULL, 10)));
-  if (body && schema) json_object_set_new(body, "schema_version", json_string(schema));
-  if (body && channels) {
-    json_t *a = json_loads(channels, 0, NULL); /* PostgreSQL's to_json of a text[] */
-    if (a) json_object_set_new(body, "channels", a);
-  }
-  if (!body) {
-    o->status = 503;
-    snprintf(o->code, sizeof o->code, "unavailable");
-    snprintf(o->message, sizeof o->message, "out of memory");
+  /* each member the row has, or none of the publish: a row is never published without its
+   * channels, lane or schema version (before, a failed json_loads or set dropped the member and
+   * the row went out without it). Each fails only out of memory (the channels are PostgreSQL's
+   * to_json of a text[]): 503, the row tried again. */
+  bool ok = body != NULL;
+  if (ok && okey) ok = !json_object_set_new(body, "ordering_key", json_string(okey));
+  if (ok && over)
+    ok = !json_object_set_new(body, "ordering_version", json_integer(strtoll(over, NULL, 10)));
+  if (ok && schema) ok = !json_object_set_new(body, "schema_version", json_string(schema));
+  if (ok && channels) ok = !json_object_set_new(body, "channels", json_loads(channels, 0, NULL));
+  if (!ok) {
+    json_decref(body);
+    return unavailable(o);
   }
   return body;
 }
@@ -472,6 +483,22 @@ static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, int n)
   settle(&b, rows, from, n);
   pthread_cond_destroy(&b.cv);
   pthread_mutex_destroy(&b.mu);
+}
+
+/* A row is marked refused for good on a 4xx the engine classified (its code: the row's own
+ * fault, as the API answers it); published on a 2xx; anything else is tried again, as a 5xx is —
+ * an outcome without a code or of no class is no reason to give up on a row (O2). */
+static void retry_unclassified(row *r) {
+  hookd_publish_outcome *o = &r->o;
+  if ((o->status >= 200 && o->status <= 299) || (o->status >= 500 && o->status <= 599) ||
+      (o->status >= 400 && o->status <= 499 && o->code[0]))
+    return;
+  char was[sizeof o->message];
+  snprintf(was, sizeof was, "%s", o->message);
+  snprintf(o->message, sizeof o->message, "an outcome not classified (%d %s: %s): tried again",
+           o->status, o->code, was);
+  o->status = 503;
+  snprintf(o->code, sizeof o->code, "unavailable");
 }
 
 /* Rows the engine could not take now (a 5xx: relayed again later), r the first of them: logged
@@ -658,6 +685,7 @@ static int cycle(hookd_outbox *o, bool *cut) {
     return -2;
   }
   publish_rows(o, res, rows, n);
+  for (int i = 0; i < n; i++) retry_unclassified(&rows[i]);
 
   /* the engine has committed what it took: now the rows */
   const row *first_deferred = NULL;
