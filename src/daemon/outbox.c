@@ -244,6 +244,25 @@ static bool tuples_ok(hookd_outbox *o, const char *sql) {
   " set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true),"         \
   " (SELECT set_config('jit', 'off', true) FROM pg_settings WHERE name = 'jit')"
 
+/* Whether the relay's table is there, named as its statements name it (to_regclass, on the
+ * session's search_path): 1 yes; 0 no, logged outbox.no_table (an error naming it); -1 the query
+ * failed. Before (a review), a table missing or misnamed failed each batch's lock query, which
+ * read as another relay's lock held: outbox.standby (info) for ever, no error counted. */
+static int table_found(hookd_outbox *o) {
+  const char *p[1] = {o->table};
+  PGresult *res = query(o, "SELECT to_regclass($1) IS NOT NULL", 1, p);
+  int found = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1
+                  ? !strcmp(PQgetvalue(res, 0, 0), "t")
+                  : -1;
+  PQclear(res);
+  if (found == 0)
+    HLOG(HOOKD_LOG_ERROR, "outbox.no_table", KV_S("table", o->app->cfg->outbox_table),
+         KV_S("error", "no such table in the outbox's database (on its search_path)"),
+         KV_S("hint", "create it (sql/outbox_postgres.sql) or mend --outbox-table; the relay "
+                      "connects again with a backoff up to 30 s"));
+  return found;
+}
+
 /* The session: UTF-8 text whatever the database's encoding, and a link kept alive and bounded
  * as the store's (a link gone silent fails within 30 s, not the kernel's two hours, while the
  * server's side of it held the batch's row locks). Each batch's transaction sets the rest
@@ -274,10 +293,17 @@ static bool connect_pg(hookd_outbox *o) {
   char msg[512];
   if (o->pg && PQstatus(o->pg) == CONNECTION_OK) {
     PQsetNoticeProcessor(o->pg, on_notice, o);
-    if (PQsetnonblocking(o->pg, 1) == 0 && exec_ok(o, "LISTEN hookd_outbox")) {
+    int found = PQsetnonblocking(o->pg, 1) == 0 && exec_ok(o, "LISTEN hookd_outbox")
+                    ? table_found(o)
+                    : -1;
+    if (found == 1) {
       atomic_store_explicit(&hookd_m.outbox_connected, 1, memory_order_relaxed);
       HLOG(HOOKD_LOG_INFO, "outbox.connected", KV_S("table", o->app->cfg->outbox_table));
       return true;
+    }
+    if (found == 0) { /* (said: outbox.no_table) */
+      disconnect(o);
+      return false;
     }
   }
   if (o->pg && !atomic_load(&o->stopping)) /* (NULL: a query dropped it, and said why) */
@@ -560,9 +586,11 @@ static int mark_unreadable(hookd_outbox *o, const char *skip) {
  * backlog with SKIP LOCKED and their batches reached the engine in either order (a lane without
  * versions out of seq order). A transaction lock, keyed by the table's name, taken by each batch
  * (a session's would outlive a holder gone silent for the server's keepalive, hours, and behind
- * a pooler in transaction mode land on whichever server connection ran it). True when this
- * batch holds it; false, the caller rolls back and waits a poll. */
-static bool take_relay_lock(hookd_outbox *o) {
+ * a pooler in transaction mode land on whichever server connection ran it). 1 when this
+ * batch holds it; 0 when another's does (the query answered false): the caller rolls back and
+ * waits a poll; -1 when the query failed (the table gone, a statement timeout): a failure, not a
+ * standby — before (a review), read as the lock held, a missing table was a standby for ever. */
+static int take_relay_lock(hookd_outbox *o) {
   char key[160];
   snprintf(key, sizeof key, "hookd_outbox:%s", o->app->cfg->outbox_table);
   const char *params[2] = {key, o->table};
@@ -574,8 +602,12 @@ static bool take_relay_lock(hookd_outbox *o) {
                         "pg_try_advisory_xact_lock(hashtext('hookd_outbox_oid:' || "
                         "$2::regclass::oid::text))",
                         2, params);
-  bool held = res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-              !strcmp(PQgetvalue(res, 0, 0), "t");
+  if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+    PQclear(res);
+    atomic_store_explicit(&hookd_m.outbox_active, 0, memory_order_relaxed);
+    return -1;
+  }
+  bool held = !strcmp(PQgetvalue(res, 0, 0), "t");
   PQclear(res);
   atomic_store_explicit(&hookd_m.outbox_active, held, memory_order_relaxed);
   if (!held) HOOKD_INC(outbox_standby);
@@ -625,7 +657,9 @@ static int cycle(hookd_outbox *o, bool *cut) {
   /* the settings are the transaction's own (a pooler in transaction mode would hand session
    * settings on to the application's next transaction on this server connection) */
   if (!exec_ok(o, "BEGIN") || !tuples_ok(o, BATCH_SETTINGS)) return -1;
-  if (!take_relay_lock(o)) return exec_ok(o, "ROLLBACK") ? -4 : -1; /* another relay's batch */
+  int lock = take_relay_lock(o);
+  if (lock < 0) return -1;
+  if (!lock) return exec_ok(o, "ROLLBACK") ? -4 : -1; /* another relay's batch */
   char limit[16];
   snprintf(limit, sizeof limit, "%d", take);
   hookd_buf skip;

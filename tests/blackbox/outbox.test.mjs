@@ -18,8 +18,7 @@ after(async () => { await pg?.stop(); });
 // Each test has its own table (--outbox-table), so that tests never take each other's rows; its
 // trigger notifies the relay's channel, hookd_outbox, whatever the table's name.
 let tables = 0;
-async function table() {
-  const name = `outbox_${++tables}`;
+async function table(name = `outbox_${++tables}`) {
   await pg.query(DDL.replaceAll("pg_notify('hookd_outbox'", 'pg_notify(CHANNEL').replaceAll('hookd_outbox', name)
     .replaceAll('pg_notify(CHANNEL', "pg_notify('hookd_outbox'"));
   return name;
@@ -646,4 +645,36 @@ test('two relays naming one table differently (its name and its schema-qualified
     await waitUntil(async () => (await rows(name)).length === 0 || null, { what: 'relayed once free' });
     assert.equal((await h.stop()).code, 0);
   } finally { await holder.end(); await rx.close(); }
+});
+
+test('a missing outbox table is an error, never a standby: at the start (outbox.no_table) and when it goes under a running relay (outbox.failed); once there, its rows are relayed', async () => {
+  const name = `outbox_missing_${++tables}`;
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    // (before: the lock query's error read as another relay's lock held — outbox.standby, an
+    // info line, for ever, and no error counted)
+    const said = await h.waitForLog((l) => l.msg === 'outbox.no_table', 10000, 'the missing table said');
+    assert.deepEqual([said.level, said.table], ['error', name]);
+    await waitUntil(async () => await metric(h, 'hookd_outbox_errors_total') >= 1 || null, { what: 'counted' });
+    assert.equal(await metric(h, 'hookd_outbox_connected'), 0, 'no relay on a table it cannot find');
+    // the table made: the relay connects (its backoff: 1 s, 2 s, …) and relays
+    await table(name);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('x1', $1, 'a.b', '{}')`, [tenant]);
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { timeout: 20000, what: 'relayed once the table is there' });
+    // the table renamed away under the running relay: each batch's lock query fails
+    await pg.query(`ALTER TABLE ${name} RENAME TO ${name}_away`);
+    const errors = await metric(h, 'hookd_outbox_errors_total');
+    const failed = await h.waitForLog((l) => l.msg === 'outbox.failed' && l.error.includes(name), 10000, 'the failing batch said');
+    assert.match(failed.error, /does not exist/);
+    assert.ok(await metric(h, 'hookd_outbox_errors_total') > errors, 'counted');
+    await pg.query(`ALTER TABLE ${name}_away RENAME TO ${name}`);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('x2', $1, 'a.b', '{}')`, [tenant]);
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { timeout: 20000, what: 'relayed once it is back' });
+    assert.ok(!h.logs.some((l) => l.msg === 'outbox.standby'), 'never a standby');
+    assert.equal(await metric(h, 'hookd_outbox_standby_total'), 0);
+    await rx.waitFor((r) => r.requests.length === 2, 15000, 'both delivered');
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); }
 });
