@@ -678,3 +678,32 @@ test('a missing outbox table is an error, never a standby: at the start (outbox.
     assert.equal((await h.stop()).code, 0);
   } finally { await rx.close(); }
 });
+
+test('a row the engine answers 5xx at every try holds up neither the rows behind it (no second\'s wait a batch) nor gives up its place in its lane: rows of its ordering_key wait behind it', { skip: SQLITE_ONLY }, async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name, ['--outbox-batch', '20']) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    // the engine's store refuses this one event's insert: a 503 at every try
+    h.query("CREATE TRIGGER no_head BEFORE INSERT ON events WHEN NEW.id = 'head' BEGIN SELECT RAISE(ABORT, 'a test refuses it'); END");
+    // the head, 400 rows behind it (twenty batches of 20), and, batches later, a row of its lane
+    const t0 = Date.now();
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, ordering_key)
+                    SELECT CASE i WHEN 0 THEN 'head' WHEN 150 THEN 'same-lane' ELSE 'behind-' || i END,
+                           $1, 'a.b', '{}', CASE WHEN i IN (0, 150) THEN 'lane-1' END
+                    FROM generate_series(0, 400) i ORDER BY i`, [tenant]);
+    await waitUntil(async () => (await rows(name)).length === 2 || null, { timeout: 60000, what: 'the rows behind relayed' });
+    const secs = (Date.now() - t0) / 1000;
+    // before: each batch took the head again and waited a second for it (~20 s)
+    assert.ok(secs < 8, `the rows behind relayed in ${secs} s`);
+    assert.ok(await metric(h, 'hookd_outbox_deferred_total') <= 5, 'the head tried on its own backoff, not at every batch');
+    assert.deepEqual((await rows(name)).map((r) => [r.event_id, r.relay_error]), [['head', null], ['same-lane', null]],
+      'the row of its lane waits behind it');
+    h.query('DROP TRIGGER no_head');
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { timeout: 40000, what: 'both relayed once the store takes the head' });
+    const [head, same] = await Promise.all(['head', 'same-lane'].map((id) => h.api('GET', `/v1/tenants/${tenant}/events/${id}`)));
+    assert.ok(Date.parse(head.json.created_at) <= Date.parse(same.json.created_at), 'the lane in its order');
+    assert.equal((await h.stop()).code, 0);
+  } finally { await rx.close(); }
+});
