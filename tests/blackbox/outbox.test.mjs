@@ -567,6 +567,9 @@ test('a row whose text has no UTF-8 form (WIN1252\'s undefined 0x81) is marked i
     await rx.waitFor((r) => r.requests.length === 2, 15000, 'w0 and w2 relayed');
     assert.deepEqual(rx.requests.map((q) => q.headers['webhook-id']).sort(), ['w0', 'w2']);
     assert.deepEqual(JSON.parse(rx.requests.find((q) => q.headers['webhook-id'] === 'w0').body).data, { name: 'Café' });
+    // (a delivery can arrive before the relay's DELETE of its row commits)
+    await waitUntil(async () => (await c.query('SELECT 1 FROM hookd_outbox')).rows.length === 1 || null,
+      { what: 'the relayed rows deleted' });
     const left = (await c.query('SELECT event_id, relay_error FROM hookd_outbox')).rows;
     assert.equal(left.length, 1);
     assert.equal(left[0].event_id, 'w1');
@@ -706,4 +709,34 @@ test('a row the engine answers 5xx at every try holds up neither the rows behind
     assert.ok(Date.parse(head.json.created_at) <= Date.parse(same.json.created_at), 'the lane in its order');
     assert.equal((await h.stop()).code, 0);
   } finally { await rx.close(); }
+});
+
+test('looking for a row without a UTF-8 form transfers no row\'s text: a 64 MiB payload probed costs hookd no memory', async () => {
+  await pg.query("CREATE DATABASE w1252probe ENCODING 'WIN1252' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+  const url = pg.url.replace(/\/postgres$/, '/w1252probe');
+  const c = new (await import('pg')).default.Client({ connectionString: url });
+  await c.connect();
+  const rx = await startReceiver();
+  try {
+    await c.query(DDL);
+    const h = await startHookd({ args: ['--outbox-url', url, '--outbox-poll-ms', '200'] });
+    const { tenant } = await setup(h, rx.url);
+    await h.waitForLog((l) => l.msg === 'outbox.connected');
+    const hwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${h.proc.pid}/status`, 'utf8'))[1]) * 1024;
+    const before = hwm();
+    // a valid row of 64 MiB first (over --max-body-bytes: measured, never fetched), then a row
+    // whose text has no UTF-8 form: the batch's SELECT fails, and the rows are probed
+    await c.query(`INSERT INTO hookd_outbox (event_id, tenant, type, payload) VALUES
+      ('big', $1, 'a.b', jsonb_build_array(repeat('x', 67108864))::json),
+      ('bad', $1, 'a.b', ('{"note":"' || convert_from('\\x81'::bytea, 'WIN1252') || '"}')::json)`, [tenant]);
+    await waitUntil(async () => (await c.query('SELECT 1 FROM hookd_outbox WHERE relay_error IS NULL')).rows.length === 0 || null,
+      { timeout: 30000, what: 'both rows marked' });
+    const left = Object.fromEntries((await c.query('SELECT event_id, relay_error FROM hookd_outbox')).rows.map((r) => [r.event_id, r.relay_error]));
+    assert.match(left.big, /^413 body_too_large/);
+    assert.match(left.bad, /^422 invalid_encoding/);
+    // (before: the probe selected the first row's text whole — 64 MiB and more held by hookd)
+    const grew = hwm() - before;
+    assert.ok(grew < 24 << 20, `hookd's peak memory grew by ${(grew / 1048576).toFixed(1)} MiB`);
+    assert.equal((await h.stop()).code, 0);
+  } finally { await c.end(); await rx.close(); }
 });
