@@ -39,6 +39,7 @@
  * batch again */
 #define HELD_MAX 1000
 #define WHY_MAX 200    /* the refusal written to relay_error (ASCII: the API's messages) */
+#define UNCONVERTIBLE "a text column of the row has no UTF-8 form in the database's encoding"
 /* a text column's length in UTF-8, converted by the server (the encoding probe) */
 #define PROBE_LEN(col) "coalesce(octet_length(convert_to(" col ", 'UTF8')), 0)"
 
@@ -67,7 +68,7 @@ struct hookd_outbox {
   bool waiting_said;   /* outbox.standby logged for this wait */
   long long deferred_seq;     /* the row outbox.deferred last named, and when (monotonic) */
   int64_t deferred_logged_ms;
-  char select_sql[2048], delete_sql[300], mark_sql[300], lag_sql[400], first_sql[400];
+  char select_sql[2048], delete_sql[300], mark_sql[300], lag_sql[400], seqs_sql[600];
   char probe_sql[1024];
   char table[300]; /* the table's name, quoted */
 };
@@ -661,40 +662,92 @@ static bool unconvertible(const PGresult *res) {
   return state && (!strcmp(state, "22P05") || !strcmp(state, "22021"));
 }
 
-/* The first row waiting, its text read alone (in the batch's transaction): when that fails the
- * conversion, the row is marked refused for its encoding, by its seq, and the transaction
- * committed (0); 1 when it reads (the batch's failure was another row's); -1 when the database
- * failed. */
-static int mark_unreadable(hookd_outbox *o, const char *skip) {
-  const char *p1[1] = {skip};
-  PGresult *f = query(o, o->first_sql, 1, p1);
+/* Whether the rows of seqs[0..n) convert to UTF-8 (the probe: their text converted by the
+ * server, a number fetched), in a savepoint of the batch's transaction: 1 yes, 0 one of them
+ * has no UTF-8 form, -1 the database failed. */
+static int probe(hookd_outbox *o, const long long *seqs, int n) {
+  hookd_buf arr;
+  hookd_buf_init(&arr, (size_t)n * 24 + 16);
+  int brc = hookd_buf_puts(&arr, "{");
+  for (int i = 0; !brc && i < n; i++)
+    brc = hookd_buf_printf(&arr, "%s%lld", i ? "," : "", seqs[i]);
+  if (!brc) brc = hookd_buf_puts(&arr, "}");
+  PGresult *t = NULL;
+  if (!brc && exec_ok(o, "SAVEPOINT probe")) {
+    const char *p[1] = {arr.data};
+    t = query(o, o->probe_sql, 1, p);
+  }
+  hookd_buf_free(&arr);
+  int rc = t && PQresultStatus(t) == PGRES_TUPLES_OK ? 1 : unconvertible(t) ? 0 : -1;
+  PQclear(t);
+  if (rc == 0 && !exec_ok(o, "ROLLBACK TO SAVEPOINT probe")) return -1;
+  return rc >= 0 && exec_ok(o, "RELEASE SAVEPOINT probe") ? rc : -1;
+}
+
+/* The rows of seqs[0..n) that have no UTF-8 form, found by halves (known: the whole is known
+ * to fail, not probed again), written to bad: how many, or -1 when the database failed. */
+static int find_unconvertible(hookd_outbox *o, const long long *seqs, int n, bool known,
+                              long long *bad) {
+  int rc = known ? 0 : probe(o, seqs, n);
+  if (rc != 0) return rc < 0 ? -1 : 0;
+  if (n == 1) {
+    bad[0] = seqs[0];
+    return 1;
+  }
+  int half = n / 2;
+  int first = find_unconvertible(o, seqs, half, false, bad);
+  if (first < 0) return -1;
+  /* (none in the first half: the second fails) */
+  int second = find_unconvertible(o, seqs + half, n - half, first == 0, bad + first);
+  return second < 0 ? -1 : first + second;
+}
+
+/* The batch's SELECT failed to convert a row's text to UTF-8: its rows are taken again by their
+ * seqs alone (none of their text converted) and probed by halves, and each that has no UTF-8
+ * form is marked refused (422 invalid_encoding, by its seq) and the transaction committed, the
+ * next batch going on at once (0) — whatever the other rows' outcomes: before (a review), the
+ * first row was relayed alone until the failing one came first, and a first row deferred (a
+ * 5xx) at every try held the whole queue for ever. -1 when the database failed; -5 when no row
+ * was found (said, and counted). params: the batch's limit, skip and lanes. */
+static int mark_unreadable(hookd_outbox *o, const char *const *params) {
+  const char *p[3] = {params[0], params[1], params[3]};
+  PGresult *f = query(o, o->seqs_sql, 3, p);
   if (!f || PQresultStatus(f) != PGRES_TUPLES_OK) {
     PQclear(f);
     return -1;
   }
-  char seq[24] = "";
-  if (PQntuples(f) == 1) snprintf(seq, sizeof seq, "%s", PQgetvalue(f, 0, 0));
+  int n = PQntuples(f);
+  long long *seqs = calloc((size_t)n * 2 + 1, sizeof *seqs); /* (and the bad ones after) */
+  for (int i = 0; seqs && i < n; i++) seqs[i] = strtoll(PQgetvalue(f, i, 0), NULL, 10);
   PQclear(f);
-  if (!seq[0]) return exec_ok(o, "COMMIT") ? 0 : -1;
-  if (!exec_ok(o, "SAVEPOINT probe")) return -1;
-  const char *p2[1] = {seq};
-  PGresult *t = query(o, o->probe_sql, 1, p2);
-  bool bad = unconvertible(t);
-  PQclear(t);
-  if (!bad) return 1;
-  static const char why[] = "422 invalid_encoding: a text column of the row has no UTF-8 form "
-                            "in the database's encoding";
-  const char *p3[2] = {seq, why};
-  if (!exec_ok(o, "ROLLBACK TO SAVEPOINT probe")) return -1;
-  PGresult *m = query(o, o->mark_sql, 2, p3);
-  bool ok = m && PQresultStatus(m) == PGRES_COMMAND_OK;
-  PQclear(m);
-  if (!ok || !exec_ok(o, "COMMIT")) return -1;
-  HOOKD_INC(outbox_refused);
-  HLOG(HOOKD_LOG_WARN, "outbox.refused", KV_I("seq", strtoll(seq, NULL, 10)), KV_I("status", 422),
-       KV_S("code", "invalid_encoding"),
-       KV_S("error", "a text column of the row has no UTF-8 form in the database's encoding"));
-  return 0;
+  if (!seqs) return exec_ok(o, "ROLLBACK") ? -2 : -1;
+  long long *bad = seqs + n;
+  int n_bad = n ? find_unconvertible(o, seqs, n, true, bad) : 0;
+  if (n_bad == 0) { /* (a row changed meanwhile, or converted in a way the probe does not) */
+    free(seqs);
+    HOOKD_INC(outbox_errors);
+    HLOG(HOOKD_LOG_WARN, "outbox.failed",
+         KV_S("error", "a row of the batch has no UTF-8 form, and no row was found so alone"));
+    return exec_ok(o, "ROLLBACK") ? -5 : -1;
+  }
+  row *rows = n_bad > 0 ? calloc((size_t)n_bad, sizeof *rows) : NULL;
+  bool ok = rows != NULL;
+  for (int i = 0; ok && i < n_bad; i++) {
+    rows[i] = (row){.seq = bad[i], .event_id = "", .tenant = "",
+                    .o = {.status = 422, .code = "invalid_encoding"}};
+    snprintf(rows[i].o.message, sizeof rows[i].o.message, "%s", UNCONVERTIBLE);
+    ok = mark(o, &rows[i]);
+  }
+  ok = ok && exec_ok(o, "COMMIT");
+  for (int i = 0; ok && i < n_bad; i++) {
+    if (!rows[i].marked) continue; /* (said: outbox.mark_failed, left alone this run) */
+    HOOKD_INC(outbox_refused);
+    HLOG(HOOKD_LOG_WARN, "outbox.refused", KV_I("seq", rows[i].seq), KV_I("status", 422),
+         KV_S("code", "invalid_encoding"), KV_S("error", UNCONVERTIBLE));
+  }
+  free(rows);
+  free(seqs);
+  return ok ? 0 : -1;
 }
 
 /* One relay's batch at a time per table, whatever the nodes given --outbox-url: two split a
@@ -736,10 +789,11 @@ static int take_relay_lock(hookd_outbox *o) {
 }
 
 /* One cycle. Returns the rows taken (>= 0), -1 when the database failed, -2 when the engine
- * could not take them now (they stay for the next cycle), -3 when the relay is stuck (too many
- * rows it can neither publish nor mark), -4 when another relay's batch holds the table, -5 when
- * rows published were not deleted (outbox.not_deleted). *cut: the byte bound left rows out of the batch (more
- * are waiting, however few were taken). */
+ * could not take any now (they stay for the next cycle), -3 when the relay is stuck (too many
+ * rows it can neither publish nor mark), -4 when another relay's batch holds the table, -5 a
+ * failure said already (rows published not deleted, outbox.not_deleted; a row without a UTF-8
+ * form not found): back off. *cut: the byte bound left rows out of the batch, or rows were
+ * marked for their encoding (more are waiting, however few were taken). */
 static int cycle(hookd_outbox *o, bool *cut) {
   *cut = false;
   hookd_app *app = o->app;
@@ -791,25 +845,15 @@ static int cycle(hookd_outbox *o, bool *cut) {
   snprintf(max, sizeof max, "%zu", app->cfg->max_body_bytes);
   const char *params[4] = {limit, skip.data, max, lanes.data};
   PGresult *res = exec_ok(o, "SAVEPOINT batch") ? query(o, o->select_sql, 4, params) : NULL;
-  /* a row whose text has no UTF-8 form fails the whole batch's conversion: the first row is
-   * read alone — relayed alone, or, failing too, marked by its seq (docs/outbox.md) */
-  bool narrowed = false;
+  /* a row whose text has no UTF-8 form fails the whole batch's conversion: the rows that fail
+   * are found and marked (docs/outbox.md), and the next batch goes on at once */
   if (unconvertible(res)) {
     PQclear(res);
-    res = NULL;
-    narrowed = *cut = true; /* (the rows behind it wait no poll) */
-    int rc = exec_ok(o, "ROLLBACK TO SAVEPOINT batch") ? mark_unreadable(o, skip.data) : -1;
-    if (rc == 1 && exec_ok(o, "ROLLBACK TO SAVEPOINT batch")) {
-      params[0] = "1"; /* the first row reads: relayed alone */
-      res = query(o, o->select_sql, 4, params);
-    }
-    if (rc != 1 || unconvertible(res)) { /* marked, failed, or another row first meanwhile */
-      PQclear(res);
-      hookd_buf_free(&skip);
-      hookd_buf_free(&lanes);
-      if (rc == 1) return exec_ok(o, "ROLLBACK") ? -2 : -1;
-      return rc;
-    }
+    *cut = true;
+    int rc = exec_ok(o, "ROLLBACK TO SAVEPOINT batch") ? mark_unreadable(o, params) : -1;
+    hookd_buf_free(&skip);
+    hookd_buf_free(&lanes);
+    return rc;
   }
   hookd_buf_free(&skip);
   hookd_buf_free(&lanes);
@@ -823,7 +867,6 @@ static int cycle(hookd_outbox *o, bool *cut) {
    * outbox drained, no poll interval before the next */
   *cut = n && (strtoll(PQgetvalue(res, 0, C_LOCKED), NULL, 10) > n ||
                (take < app->cfg->outbox_batch && n >= take));
-  if (narrowed) *cut = true;
   if (held_lag(o, start) > age) age = held_lag(o, start); /* (the rows held wait too) */
   atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
   if (n == 0) {
@@ -946,7 +989,7 @@ static void *main_loop(void *arg) {
       backoff = next_backoff(backoff);
       continue;
     }
-    if (n == -5) { /* (said: outbox.not_deleted) */
+    if (n == -5) { /* (said: outbox.not_deleted, or outbox.failed for an unreadable row) */
       wait_for(o, backoff, false);
       backoff = next_backoff(backoff);
       continue;
@@ -1048,10 +1091,12 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            "WHERE relay_error IS NULL AND seq <> ALL($1::bigint[]) ORDER BY seq LIMIT 1", t);
   snprintf(o->mark_sql, sizeof o->mark_sql,
            "UPDATE %s SET relay_error = $2, relay_failed_at = now() WHERE seq = $1::bigint", t);
-  /* the first row waiting, by its seq alone (none of its text converted), then its text */
-  snprintf(o->first_sql, sizeof o->first_sql,
-           "SELECT seq FROM %s WHERE relay_error IS NULL AND seq <> ALL($1::bigint[]) ORDER BY"
-           " seq LIMIT 1 FOR UPDATE SKIP LOCKED", t);
+  /* the batch's rows by their seqs alone (none of their text converted): $1 limit, $2 skip,
+   * $3 lanes, as the batch's SELECT */
+  snprintf(o->seqs_sql, sizeof o->seqs_sql,
+           "SELECT seq FROM %s WHERE relay_error IS NULL AND seq <> ALL($2::bigint[])"
+           " AND NOT coalesce(tenant || '/' || ordering_key = ANY($3::text[]), false)"
+           " ORDER BY seq LIMIT $1::int FOR UPDATE SKIP LOCKED", t);
   /* each text column converted to UTF-8 by the server, as the batch's SELECT has it converted,
    * and only a number sent: the conversion fails alike (22P05, 22021), and a row's text is
    * neither transferred nor held (before, a review: the text itself, a 300 MB payload's
@@ -1060,7 +1105,7 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            "SELECT sum(" PROBE_LEN("tenant") "+" PROBE_LEN("event_id") "+" PROBE_LEN("type")
            "+" PROBE_LEN("payload::text") "+" PROBE_LEN("ordering_key") "+"
            PROBE_LEN("channels::text") "+" PROBE_LEN("schema_version")
-           ") FROM %s WHERE seq = $1::bigint", t);
+           ") FROM %s WHERE seq = ANY($1::bigint[])", t);
   snprintf(o->table, sizeof o->table, "%s", t);
   o->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (o->wake_fd < 0 || pthread_create(&o->thread, NULL, main_loop, o) != 0) {

@@ -39,6 +39,17 @@ const relayWaiting = (key) => waitUntil(async () => (await pg.query(
   "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND NOT granted", [key])).rows.length === 1,
 { what: 'the relay waiting on its DELETE' });
 const rows = async (name) => (await pg.query(`SELECT seq, event_id, relay_error FROM ${name} ORDER BY seq`)).rows;
+// A database of its own in WIN1252, whose byte 0x81 has no UTF-8 form, with the outbox table:
+// its URL and a client (ended by the caller). bad81 is SQL for a payload holding that byte.
+async function win1252(db) {
+  await pg.query(`CREATE DATABASE ${db} ENCODING 'WIN1252' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`);
+  const url = pg.url.replace(/\/postgres$/, `/${db}`);
+  const c = new (await import('pg')).default.Client({ connectionString: url });
+  await c.connect();
+  await c.query(DDL);
+  return { url, c };
+}
+const bad81 = `('{"note":"' || convert_from('\\x81'::bytea, 'WIN1252') || '"}')::json`;
 
 test('a row committed with the business change is published under its event id, delivered once and deleted; a rolled-back one never is', async () => {
   const name = await table();
@@ -550,18 +561,14 @@ test('two relays on one outbox table: one batch at a time (the table\'s transact
 });
 
 test('a row whose text has no UTF-8 form (WIN1252\'s undefined 0x81) is marked invalid_encoding, by its seq; the rows before and after it are relayed', async () => {
-  await pg.query("CREATE DATABASE w1252 ENCODING 'WIN1252' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
-  const url = pg.url.replace(/\/postgres$/, '/w1252');
-  const c = new (await import('pg')).default.Client({ connectionString: url });
-  await c.connect();
+  const { url, c } = await win1252('w1252');
   const rx = await startReceiver();
   try {
-    await c.query(DDL);
     const h = await startHookd({ args: ['--outbox-url', url, '--outbox-poll-ms', '200'] });
     const { tenant } = await setup(h, rx.url);
     await c.query(`INSERT INTO hookd_outbox (event_id, tenant, type, payload) VALUES
       ('w0', $1, 'a.b', '{"name":"Café"}'),
-      ('w1', $1, 'a.b', ('{"note":"' || convert_from('\\x81'::bytea, 'WIN1252') || '"}')::json),
+      ('w1', $1, 'a.b', ${bad81}),
       ('w2', $1, 'a.b', '{"after":true}')`, [tenant]);
     // (before: every batch's SELECT failed the conversion, for ever, w0 too)
     await rx.waitFor((r) => r.requests.length === 2, 15000, 'w0 and w2 relayed');
@@ -712,13 +719,9 @@ test('a row the engine answers 5xx at every try holds up neither the rows behind
 });
 
 test('looking for a row without a UTF-8 form transfers no row\'s text: a 64 MiB payload probed costs hookd no memory', async () => {
-  await pg.query("CREATE DATABASE w1252probe ENCODING 'WIN1252' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
-  const url = pg.url.replace(/\/postgres$/, '/w1252probe');
-  const c = new (await import('pg')).default.Client({ connectionString: url });
-  await c.connect();
+  const { url, c } = await win1252('w1252probe');
   const rx = await startReceiver();
   try {
-    await c.query(DDL);
     const h = await startHookd({ args: ['--outbox-url', url, '--outbox-poll-ms', '200'] });
     const { tenant } = await setup(h, rx.url);
     await h.waitForLog((l) => l.msg === 'outbox.connected');
@@ -728,7 +731,7 @@ test('looking for a row without a UTF-8 form transfers no row\'s text: a 64 MiB 
     // whose text has no UTF-8 form: the batch's SELECT fails, and the rows are probed
     await c.query(`INSERT INTO hookd_outbox (event_id, tenant, type, payload) VALUES
       ('big', $1, 'a.b', jsonb_build_array(repeat('x', 67108864))::json),
-      ('bad', $1, 'a.b', ('{"note":"' || convert_from('\\x81'::bytea, 'WIN1252') || '"}')::json)`, [tenant]);
+      ('bad', $1, 'a.b', ${bad81})`, [tenant]);
     await waitUntil(async () => (await c.query('SELECT 1 FROM hookd_outbox WHERE relay_error IS NULL')).rows.length === 0 || null,
       { timeout: 30000, what: 'both rows marked' });
     const left = Object.fromEntries((await c.query('SELECT event_id, relay_error FROM hookd_outbox')).rows.map((r) => [r.event_id, r.relay_error]));
@@ -737,6 +740,35 @@ test('looking for a row without a UTF-8 form transfers no row\'s text: a 64 MiB 
     // (before: the probe selected the first row's text whole — 64 MiB and more held by hookd)
     const grew = hwm() - before;
     assert.ok(grew < 24 << 20, `hookd's peak memory grew by ${(grew / 1048576).toFixed(1)} MiB`);
+    assert.equal((await h.stop()).code, 0);
+  } finally { await c.end(); await rx.close(); }
+});
+
+test('a row without a UTF-8 form behind a row the engine defers at every try is found and marked; the rows after it are relayed', { skip: SQLITE_ONLY }, async () => {
+  const { url, c } = await win1252('w1252head');
+  const rx = await startReceiver();
+  try {
+    const h = await startHookd({ args: ['--outbox-url', url, '--outbox-poll-ms', '200'] });
+    const { tenant } = await setup(h, rx.url);
+    // the engine's store refuses the head's insert: a 503 at every try
+    h.query("CREATE TRIGGER no_head BEFORE INSERT ON events WHEN NEW.id = 'head' BEGIN SELECT RAISE(ABORT, 'a test refuses it'); END");
+    await c.query(`INSERT INTO hookd_outbox (event_id, tenant, type, payload) VALUES
+      ('head', $1, 'a.b', '{}'), ('ok1', $1, 'a.b', '{}'), ('bad', $1, 'a.b', ${bad81}),
+      ('ok2', $1, 'a.b', '{}'), ('bad2', $1, 'a.b', ${bad81}), ('ok3', $1, 'a.b', '{}')`, [tenant]);
+    // (before: each batch failed the conversion, the head was relayed alone and deferred, and
+    // so on for ever — nothing behind it relayed, the bad rows never marked)
+    await rx.waitFor((r) => r.requests.length === 3, 15000, 'the rows after the unreadable ones relayed');
+    assert.deepEqual(rx.requests.map((q) => q.headers['webhook-id']).sort(), ['ok1', 'ok2', 'ok3']);
+    await waitUntil(async () => (await c.query('SELECT 1 FROM hookd_outbox')).rows.length === 3 || null,
+      { what: 'the relayed rows deleted' });
+    const left = (await c.query('SELECT event_id, relay_error FROM hookd_outbox ORDER BY seq')).rows;
+    assert.deepEqual(left.map((r) => r.event_id), ['head', 'bad', 'bad2']);
+    assert.equal(left[0].relay_error, null, 'the head kept, to be tried again');
+    assert.match(left[1].relay_error, /^422 invalid_encoding/);
+    assert.match(left[2].relay_error, /^422 invalid_encoding/);
+    assert.equal(await metric(h, 'hookd_outbox_refused_total'), 2);
+    h.query('DROP TRIGGER no_head');
+    await rx.waitFor((r) => r.requests.length === 4, 40000, 'the head relayed once the store takes it');
     assert.equal((await h.stop()).code, 0);
   } finally { await c.end(); await rx.close(); }
 });
