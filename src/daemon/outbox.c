@@ -468,12 +468,17 @@ static bool mark(hookd_outbox *o, row *r) {
   HLOG(HOOKD_LOG_ERROR, "outbox.mark_failed", KV_I("seq", r->seq), KV_S("event_id", r->event_id),
        KV_S("refused", why), KV_S("error", msg),
        KV_S("hint", "the row stays unmarked and is left alone until hookd restarts"));
-  long long *s = o->n_skip < SKIP_MAX ? realloc(o->skip, (o->n_skip + 1) * sizeof *s) : NULL;
+  if (o->n_skip >= SKIP_MAX) { /* (more than SKIP_MAX: outbox.stuck) */
+    o->stuck = true;
+    return true;
+  }
+  /* out of memory for one more, the row is not left alone this time: taken again by the next
+   * batch, its mark tried again (before, a review, the relay stopped: outbox.stuck until a
+   * restart, for a transient failure of one realloc) */
+  long long *s = realloc(o->skip, (o->n_skip + 1) * sizeof *s);
   if (s) {
     o->skip = s;
     o->skip[o->n_skip++] = r->seq;
-  } else {
-    o->stuck = true;
   }
   return true;
 }
