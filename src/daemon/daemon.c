@@ -956,7 +956,14 @@ fail:
     }
     hookd_server_stop(app.srv);
   }
-  hookd_outbox_stop(outbox); /* before the writer and the dispatcher its publishes use */
+  if (hookd_outbox_stop(outbox)) { /* (before the writer and the dispatcher its publishes use) */
+    /* publishes the store never answered within the grace: their outcomes would reach the
+     * freed dispatcher. Nothing of them was acknowledged; their rows were not deleted */
+    HLOG(HOOKD_LOG_ERROR, "shutdown.store_stalled",
+         KV_S("why", "the outbox relay's publishes did not return within the shutdown grace"));
+    hookd_log_flush(2000); /* the line that says why goes out first */
+    _exit(1);
+  }
   hookd_replayer_stop(app.replayer); /* before the dispatcher it hints */
   hookd_store_unwatch(app.store);    /* likewise */
   int lost = hookd_dispatcher_stop(app.disp);

@@ -48,6 +48,7 @@ enum { C_SEQ, C_TENANT, C_ID, C_TYPE, C_PAYLOAD, C_OCCURRED, C_OKEY, C_OVER, C_C
 /* A batch's payload text fetched at most (its first row whatever its size): docs/outbox.md. */
 #define OUTBOX_BATCH_BYTES "16777216"
 #define DEFERRED_LOG_MS 60000 /* outbox.deferred names one row at most once a minute */
+#define SETTLE_SAY_MS 10000   /* outbox.settling while the engine's outcomes do not come */
 /* payload text handed to the engine before its commits are waited for and the parsed bodies
  * freed: parsed, a payload takes up to ~20 times its text (docs/outbox.md) */
 #define PARSED_TEXT_MAX ((size_t)2 << 20)
@@ -66,6 +67,7 @@ struct hookd_outbox {
   size_t n_held;
   bool reconnect;      /* a statement failed as a server not (or no longer) the primary does */
   bool waiting_said;   /* outbox.standby logged for this wait */
+  bool abandoned;      /* publishes left unanswered at a stop (settle): the process must end */
   long long deferred_seq;     /* the row outbox.deferred last named, and when (monotonic) */
   int64_t deferred_logged_ms;
   char select_sql[2048], delete_sql[300], mark_sql[300], lag_sql[400], seqs_sql[600];
@@ -582,54 +584,103 @@ static int64_t held_due_in(const hookd_outbox *o, int64_t now) {
   return in;
 }
 
-/* Waits for every outcome handed out so far, then frees the bodies of rows[from..to). */
-static void settle(batch *b, row *rows, int from, int to) {
+/* Waits for every outcome handed out so far (the engine's commits), then frees the bodies of
+ * rows[from..to). Bounded and said: while the engine does not answer, outbox.settling every
+ * SETTLE_SAY_MS; after a stop, the shutdown grace at most (1 s at least) — then the outcomes are
+ * abandoned (outbox.settle_abandoned): false, the bodies, rows and batch left to the writer's
+ * thread, never freed, and o->abandoned set, for the stop ends the process (hookd_outbox_stop).
+ * Before (a review), an unbounded wait: a store that never answered held the relay, and a stop,
+ * until the stop's watchdog. */
+static bool settle(hookd_outbox *o, batch *b, row *rows, int from, int to) {
+  int64_t began = hookd_mono_ms(), said = began, stop_seen = 0;
+  int64_t grace = o->app->cfg->shutdown_grace_s * (int64_t)1000;
+  if (grace < 1000) grace = 1000;
   pthread_mutex_lock(&b->mu);
-  while (b->pending > 0) pthread_cond_wait(&b->cv, &b->mu);
+  while (b->pending > 0) {
+    struct timespec until = hookd_mono_deadline(100); /* (a stop is looked at each 100 ms) */
+    pthread_cond_timedwait(&b->cv, &b->mu, &until);
+    int pending = b->pending;
+    int64_t now = hookd_mono_ms();
+    if (pending <= 0) break;
+    if (!stop_seen && atomic_load(&o->stopping)) stop_seen = now;
+    if (stop_seen && now - stop_seen >= grace) {
+      pthread_mutex_unlock(&b->mu);
+      o->abandoned = true;
+      HLOG(HOOKD_LOG_ERROR, "outbox.settle_abandoned", KV_I("publishes", pending),
+           KV_I("waited_ms", now - began),
+           KV_S("why", "the engine's store did not answer the relay's publishes within the "
+                       "shutdown grace: the stop ends the process; the rows were not deleted "
+                       "and are relayed again (duplicates where committed) at the next start"));
+      return false;
+    }
+    if (now - said >= SETTLE_SAY_MS) {
+      said = now;
+      pthread_mutex_unlock(&b->mu);
+      HLOG(HOOKD_LOG_WARN, "outbox.settling", KV_I("publishes", pending),
+           KV_I("waited_ms", now - began),
+           KV_S("why", "the engine's store has not answered the relay's publishes: nothing is "
+                       "deleted until it does"));
+      pthread_mutex_lock(&b->mu);
+    }
+  }
   pthread_mutex_unlock(&b->mu);
   for (int i = from; i < to; i++) {
     json_decref(rows[i].body);
     rows[i].body = NULL;
   }
+  return true;
 }
 
 /* Publishes the batch's rows into the engine and waits for every outcome (the engine's
- * commits), PARSED_TEXT_MAX of payload text at a time. */
-static void publish_rows(hookd_outbox *o, const PGresult *res, row *rows, int n) {
-  batch b = {.pending = 0};
-  pthread_mutex_init(&b.mu, NULL);
-  pthread_cond_init(&b.cv, NULL);
-  size_t parsed = 0;
-  int from = 0;
+ * commits), PARSED_TEXT_MAX of payload text at a time. False when they were abandoned at a stop
+ * (settle): rows then stays the writer's. */
+static bool publish_rows(hookd_outbox *o, const PGresult *res, row *rows, int n) {
   for (int i = 0; i < n; i++) {
-    if (parsed >= PARSED_TEXT_MAX) {
-      settle(&b, rows, from, i);
-      parsed = 0;
-      from = i;
-    }
     rows[i].seq = strtoll(val(res, i, C_SEQ), NULL, 10);
     rows[i].event_id = PQgetvalue(res, i, C_ID); /* ("" when NULL: refused below) */
     rows[i].tenant = PQgetvalue(res, i, C_TENANT);
     rows[i].okey = val(res, i, C_OKEY);
     rows[i].age_ms = strtoll(PQgetvalue(res, i, C_AGE), NULL, 10); /* (NULL: "", 0) */
+  }
+  batch *b = calloc(1, sizeof *b); /* (on the heap: an abandoned batch outlives the thread) */
+  if (!b) {
+    for (int i = 0; i < n; i++) unavailable(&rows[i].o);
+    return true;
+  }
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&b->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  size_t parsed = 0;
+  int from = 0;
+  for (int i = 0; i < n; i++) {
+    if (parsed >= PARSED_TEXT_MAX) {
+      if (!settle(o, b, rows, from, i)) return false;
+      parsed = 0;
+      from = i;
+    }
     json_t *body = row_body(o, res, i, &rows[i].o);
     if (!body) continue;
     parsed += strlen(val(res, i, C_PAYLOAD));
-    rows[i].b = &b;
-    pthread_mutex_lock(&b.mu);
-    b.pending++;
-    pthread_mutex_unlock(&b.mu);
+    rows[i].b = b;
+    pthread_mutex_lock(&b->mu);
+    b->pending++;
+    pthread_mutex_unlock(&b->mu);
     if (hookd_api_publish_submit(o->app, rows[i].tenant, body, publish_done, &rows[i],
                                  &rows[i].o) != 0) {
-      pthread_mutex_lock(&b.mu);
-      b.pending--;
-      pthread_mutex_unlock(&b.mu);
+      pthread_mutex_lock(&b->mu);
+      b->pending--;
+      pthread_mutex_unlock(&b->mu);
     }
     rows[i].body = body; /* freed here once its publish is done, not on the store's thread */
   }
-  settle(&b, rows, from, n);
-  pthread_cond_destroy(&b.cv);
-  pthread_mutex_destroy(&b.mu);
+  if (!settle(o, b, rows, from, n)) return false;
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
+  free(b);
+  return true;
 }
 
 /* A row is marked refused for good on a 4xx the engine classified (its code: the row's own
@@ -885,7 +936,10 @@ static int cycle(hookd_outbox *o, bool *cut) {
     exec_ok(o, "ROLLBACK");
     return -2;
   }
-  publish_rows(o, res, rows, n);
+  if (!publish_rows(o, res, rows, n)) { /* (a stop: abandoned, rows left to the writer) */
+    PQclear(res);
+    return -1;
+  }
   for (int i = 0; i < n; i++) retry_unclassified(&rows[i]);
 
   /* the engine has committed what it took: now the rows */
@@ -1125,8 +1179,8 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
   return o;
 }
 
-void hookd_outbox_stop(hookd_outbox *o) {
-  if (!o) return;
+bool hookd_outbox_stop(hookd_outbox *o) {
+  if (!o) return false;
   atomic_store(&o->stopping, true);
   uint64_t one = 1; /* the relay's waits and queries poll this: each returns at once */
   if (write(o->wake_fd, &one, sizeof one) < 0) { /* (a full counter wakes it as well) */
@@ -1137,5 +1191,7 @@ void hookd_outbox_stop(hookd_outbox *o) {
   while (o->n_held) unhold(o, &o->held[0]);
   free(o->held);
   free(o->password);
+  bool abandoned = o->abandoned;
   free(o);
+  return abandoned;
 }

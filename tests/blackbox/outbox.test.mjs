@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { HOOKD_BIN, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, SQLITE_ONLY } from './lib/hookd.mjs';
+import { HOOKD_BIN, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, SQLITE_ONLY, faultDisk } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { startPostgres, holdPort } from './lib/postgres.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
@@ -771,4 +771,26 @@ test('a row without a UTF-8 form behind a row the engine defers at every try is 
     await rx.waitFor((r) => r.requests.length === 4, 40000, 'the head relayed once the store takes it');
     assert.equal((await h.stop()).code, 0);
   } finally { await c.end(); await rx.close(); }
+});
+
+test('publishes the engine\'s store does not answer are said while the relay waits for them (outbox.settling); once it answers, the row is relayed and the stop is clean', { skip: SQLITE_ONLY }, async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const { dir, cleanup } = tempDir();
+  const disk = faultDisk(dir, 'SLOW', 15000); // each store write takes 15 s while filled
+  const h = await startHookd({ dir, args: relay(name), env: disk.env });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    disk.fill();
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('slow1', $1, 'a.b', '{}')`, [tenant]);
+    // (before: the relay waited for the engine's commits without a bound or a word)
+    const said = await h.waitForLog((l) => l.msg === 'outbox.settling', 14000, 'the wait said');
+    assert.deepEqual([said.level, said.publishes], ['warn', 1]);
+    assert.ok(said.waited_ms >= 10000, `${said.waited_ms}`);
+    assert.deepEqual((await rows(name)).map((r) => r.event_id), ['slow1'], 'nothing deleted meanwhile');
+    disk.free();
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { timeout: 40000, what: 'relayed once the store answers' });
+    await rx.waitFor((r) => r.requests.some((q) => q.headers['webhook-id'] === 'slow1'), 15000, 'delivered');
+    assert.equal((await h.stop()).code, 0);
+  } finally { disk.free(); await h.stop().catch(() => {}); await rx.close(); cleanup(); }
 });
