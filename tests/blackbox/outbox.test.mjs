@@ -794,3 +794,21 @@ test('publishes the engine\'s store does not answer are said while the relay wai
     assert.equal((await h.stop()).code, 0);
   } finally { disk.free(); await h.stop().catch(() => {}); await rx.close(); cleanup(); }
 });
+
+test('every metric family /metrics shows with a relay is in docs/metrics.md, and each of the relay\'s in docs/outbox.md', async () => {
+  const name = await table();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    await h.waitForLog((l) => l.msg === 'outbox.connected');
+    const text = (await h.api('GET', '/metrics')).text;
+    const families = [...text.matchAll(/^# TYPE (\S+) /gm)].map((x) => x[1]);
+    const doc = (path) => readFileSync(new URL(`../../docs/${path}`, import.meta.url), 'utf8');
+    assert.deepEqual(families.filter((f) => !doc('metrics.md').includes(`| \`${f}\` |`)), [], 'not in docs/metrics.md');
+    const relays = families.filter((f) => f.startsWith('hookd_outbox_'));
+    assert.ok(relays.length >= 9, relays.join(' '));
+    const section = doc('outbox.md').split('\n## Metrics\n')[1];
+    // (before: hookd_outbox_standby_total and hookd_outbox_active were not there)
+    assert.deepEqual(relays.filter((f) => !section.includes(`\`${f}\``)), [], 'not in docs/outbox.md "Metrics"');
+    assert.equal((await h.stop()).code, 0);
+  } finally { await h.stop().catch(() => {}); }
+});
