@@ -578,8 +578,9 @@ static int64_t held_lag(const hookd_outbox *o, int64_t now) {
 static int64_t held_due_in(const hookd_outbox *o, int64_t now) {
   int64_t in = -1;
   for (size_t i = 0; i < o->n_held; i++) {
-    int64_t d = o->held[i].due_ms > now ? o->held[i].due_ms - now : 0;
-    if (in < 0 || d < in) in = d;
+    /* (one due already and not taken waits for its lane: no turn of its own, no spin) */
+    int64_t d = o->held[i].due_ms - now;
+    if (d > 0 && (in < 0 || d < in)) in = d;
   }
   return in;
 }
