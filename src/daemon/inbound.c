@@ -585,6 +585,10 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
        * bytes, like a body that is not JSON (hashed raw, keyed by a header id or that hash) */
       HLOG(HOOKD_LOG_INFO, "inbound.body_not_read", KV_S("source_id", rt->src.id),
            KV_S("tenant_id", rt->src.tenant_id), KV_S("reason", err));
+    } else if (!json && hookd_json_out_of_memory(err)) {
+      /* hookd's own failure, not the body's: a 400 is never retried by a provider */
+      hookd_req_error(r, 503, "unavailable", "out of memory");
+      goto done;
     } else if (!json) { /* jansson's message quotes the body near the error: the provider's
                          * own bytes */
       reject_as(app, r, p, rt, 400, "invalid_json", HOOKD_REJECT_INVALID_JSON, err,
