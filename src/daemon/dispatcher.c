@@ -517,6 +517,7 @@ static int run_release(hookd_store_conn *c, const hookd_store_backend *be, void 
                      .next_attempt_ms = it->c.d.next_attempt_ms,
                      .last_error = it->c.d.last_error,
                      .inbound = it->c.inbound,
+                     .maybe_sent = it->maybe_sent,
                      .now_ms = hookd_now_ms(),
                      .attempt_number = it->c.d.attempt_count + 1};
   return be->release_lease(c, &r);
@@ -890,6 +891,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   if (hookd_decide(&it->c.policy, &view, cls, ra, now, hookd_random_u64(), hold, &dec) != 0) {
     HLOG(HOOKD_LOG_ERROR, "delivery.illegal_transition", KV_DELIVERY(d, dl, e->cfg.id),
          KV_S("state", hookd_dstate_name(dl->state)));
+    it->maybe_sent = req->request_sent; /* (read before the cleanup) */
     hookd_egress_req_cleanup(req);
     if (disp_probe(it)) hookd_breaker_cancel_probe(&e->br);
     sched_sent_done(d, it);

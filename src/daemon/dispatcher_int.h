@@ -127,6 +127,8 @@ typedef struct item {
                                * else the sweep holds a delivery never sent as unknown) */
   bool purged;                /* its request was ended before it was sent: its payload was
                                  deleted (released, no attempt) */
+  bool maybe_sent;            /* given back after its request may have gone out (an outcome
+                                 that could not be decided): hookd_release.maybe_sent */
   char *endpoint_id;          /* copy for the writer thread */
   hookd_outcome out;
   char last_error[32];

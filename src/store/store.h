@@ -409,6 +409,8 @@ typedef struct hookd_release {
   int64_t next_attempt_ms;    /* as claimed */
   const char *last_error;     /* as claimed */
   bool inbound;               /* its inbox record follows */
+  bool maybe_sent;            /* its request may have gone out (an error after it): no release
+                                 mark, a replay job's take-back leaves it (docs/replay.md) */
   int64_t now_ms;
   int attempt_number;         /* the attempt it was claimed for (attempt_count + 1; 0: not
                                  given): one a late outcome's appended attempt went past while

@@ -646,10 +646,13 @@ int pg_release_lease(hookd_store_conn *c, const hookd_release *r) {
   pg_p_i64(&p, r->delivery_seq);
   pg_p_i64(&p, r->lease_token);
   pg_p_i64(&p, r->attempt_number);
+  pg_p_bool(&p, r->maybe_sent);
   /* (a late outcome's appended attempt past this claim's number: sqlite_delivery.c) */
   int64_t changed = pg_x(c,
                          "UPDATE deliveries d SET lease_owner = NULL, leased_until = NULL,"
-                         " released_token = d.lease_token," /* unsent (replay take-back) */
+                         /* the release's mark: given back unsent (replay take-back) */
+                         " released_token = CASE WHEN $4::bigint = 1 THEN d.released_token"
+                         "   ELSE d.lease_token END,"
                          " cycle_base = d.cycle_base + CASE WHEN $3::bigint > 0"
                          " AND $3::bigint <= d.attempt_count AND NOT EXISTS (SELECT 1"
                          " FROM attempts a WHERE a.delivery_seq = d.seq"

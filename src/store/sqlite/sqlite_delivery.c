@@ -1576,7 +1576,9 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
    * early) */
   sqlite3_stmt *st = sq_stmt(c, SQ_RELEASE,
                              "UPDATE deliveries SET lease_owner = NULL, leased_until = NULL,"
-                             " released_token = lease_token," /* unsent (replay take-back) */
+                             /* the release's mark: given back unsent (replay take-back) */
+                             " released_token = CASE WHEN ?4 THEN released_token"
+                             "   ELSE lease_token END,"
                              " cycle_base = cycle_base + (?3 > 0 AND ?3 <= attempt_count"
                              " AND NOT EXISTS (SELECT 1 FROM attempts a WHERE"
                              " a.delivery_seq = deliveries.seq AND a.attempt_number = ?3))"
@@ -1585,6 +1587,7 @@ int sq_release_lease(hookd_store_conn *c, const hookd_release *r) {
   sq_bind_i64(st, 1, r->delivery_seq);
   sq_bind_i64(st, 2, r->lease_token);
   sq_bind_i64(st, 3, r->attempt_number);
+  sq_bind_i64(st, 4, r->maybe_sent);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "release lease");
   if (sqlite3_changes(c->db) == 1) return HOOKD_STORE_OK;
   /* The sweep took it back (token + 1) and, the destination not idempotent, held it as
