@@ -669,15 +669,18 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
                        &p, "take back replay moves");
   if (taken < 0) return HOOKD_STORE_ERR;
   if (!taken) return HOOKD_STORE_OK;
-  pg_p_init(&p);
-  pg_p_i64(&p, job_seq);
-  PGresult *r = pg_q(c,
-                     "SELECT MIN(n) FROM replay_items WHERE job_seq = $1"
-                     " AND result = 'recalling'",
-                     &p, "take back replay moves");
-  if (!r) return HOOKD_STORE_ERR;
-  int64_t first = pg_i64(r, 0, 0);
-  PQclear(r);
+  int64_t first = 0; /* a pause: where the job's queue starts again */
+  if (requeue) {
+    pg_p_init(&p);
+    pg_p_i64(&p, job_seq);
+    PGresult *r = pg_q(c,
+                       "SELECT MIN(n) FROM replay_items WHERE job_seq = $1"
+                       " AND result = 'recalling'",
+                       &p, "take back replay moves");
+    if (!r) return HOOKD_STORE_ERR;
+    first = pg_i64(r, 0, 0);
+    PQclear(r);
+  }
   /* each delivery as it was before its move, its token bumped */
   if (run_back(c,
                "UPDATE deliveries d SET state = m.state, cycle_base = m.cycle_base,"

@@ -281,9 +281,15 @@ static const char *const migration_12[] = {
 static const char *const migration_13[] = {
     "ALTER TABLE replay_jobs ADD COLUMN IF NOT EXISTS back_from bigint", NULL};
 
+/* 14: the jobs with a take-back to walk, read at every replayer step (SQLite's 47). */
+static const char *const migration_14[] = {
+    "CREATE INDEX IF NOT EXISTS replay_jobs_back ON replay_jobs(seq) WHERE back_from IS NOT NULL",
+    NULL};
+
 static const char *const *const migrations[] = {
-    migration_1, migration_2, migration_3,  migration_4,  migration_5,  migration_6, migration_7,
-    migration_8, migration_9, migration_10, migration_11, migration_12, migration_13};
+    migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
+    migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
+    migration_11, migration_12, migration_13, migration_14};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

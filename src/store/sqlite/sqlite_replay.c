@@ -604,14 +604,17 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "take back replay moves");
   int64_t taken = sqlite3_changes(c->db);
   if (!taken) return HOOKD_STORE_OK;
-  st = sq_stmt(c, SQ_RPL_BACK_FIRST,
-               "SELECT MIN(n) FROM replay_items WHERE job_seq = ?1 AND result = 'recalling'");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, job_seq);
-  int src = sqlite3_step(st);
-  int64_t first = src == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
-  sqlite3_reset(st);
-  if (src != SQLITE_ROW) return sq_fail(c, "take back replay moves");
+  int64_t first = 0; /* a pause: where the job's queue starts again */
+  if (requeue) {
+    st = sq_stmt(c, SQ_RPL_BACK_FIRST,
+                 "SELECT MIN(n) FROM replay_items WHERE job_seq = ?1 AND result = 'recalling'");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, job_seq);
+    int src = sqlite3_step(st);
+    first = src == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+    sqlite3_reset(st);
+    if (src != SQLITE_ROW) return sq_fail(c, "take back replay moves");
+  }
   /* each delivery as it was before its move, its token bumped */
   int rc = run_back(c, SQ_RPL_BACK_RESTORE,
                     "UPDATE deliveries SET state = m.state, cycle_base = m.cycle_base,"

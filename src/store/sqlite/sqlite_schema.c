@@ -618,6 +618,11 @@ static const struct {
      /* A pause's or a cancel's take-back still to walk, from this item on (NULL: none), by the
       * replayer a chunk a step (docs/replay.md "Taking back", "In chunks"). */
      "ALTER TABLE replay_jobs ADD COLUMN back_from INTEGER;"},
+    {47,
+     /* The jobs with a take-back to walk, read at every replayer step: the rows marked, not
+      * every job ever made (their rows stay, like the audit log). */
+     "CREATE INDEX IF NOT EXISTS replay_jobs_back ON replay_jobs(seq)"
+     "  WHERE back_from IS NOT NULL;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose

@@ -164,10 +164,10 @@ static void the_filter_selects_what_it_names(void **state) {
   select_count(f, "t1", fl, 100, HOOKD_STORE_NOTFOUND);
 }
 
-/* Creates a job over every DEAD delivery of t1; returns its total. */
-static int64_t create_job_at(fx *f, const char *id, int64_t now, double rate, int expect_rc) {
-  rcall k = {.tenant = "t1", .f = {.state = HOOKD_DS_DEAD}, .max = 1000, .now = now,
-             .rate = rate};
+/* Creates a job over every delivery of t1 in `state`; returns its total. */
+static int64_t create_job_for(fx *f, const char *id, hookd_dstate state, int64_t now, double rate,
+                              int expect_rc) {
+  rcall k = {.tenant = "t1", .f = {.state = state}, .max = 10000, .now = now, .rate = rate};
   assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
   snprintf(k.id, sizeof k.id, "%s", id);
   int rc;
@@ -176,6 +176,10 @@ static int64_t create_job_at(fx *f, const char *id, int64_t now, double rate, in
   assert_int_equal(rc, expect_rc);
   hookd_replay_snapshot_free(&k.snap);
   return k.job.total;
+}
+/* Over every DEAD delivery of t1. */
+static int64_t create_job_at(fx *f, const char *id, int64_t now, double rate, int expect_rc) {
+  return create_job_for(f, id, HOOKD_DS_DEAD, now, rate, expect_rc);
 }
 static int64_t create_job(fx *f, const char *id, int64_t now, int expect_rc) {
   return create_job_at(f, id, now, 0, expect_rc);
@@ -876,12 +880,7 @@ static void a_cancel_puts_a_retry_back_at_its_time(void **state) {
 
   int64_t t0 = hookd_now_ms();
   assert_true(at[0] > t0 + 3000000 && at[1] > t0 + 3000000);
-  rcall k = {.tenant = "t1", .f = {.state = HOOKD_DS_RETRYING}, .max = 100, .now = t0,
-             .rate = 100};
-  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
-  snprintf(k.id, sizeof k.id, "rpl_rt");
-  assert_int_equal(w(f, run_create, (call *)&k), 0);
-  hookd_replay_snapshot_free(&k.snap);
+  assert_int_equal(create_job_for(f, "rpl_rt", HOOKD_DS_RETRYING, t0, 100, 0), 2);
   assert_int_equal(act(f, "rpl_rt", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
   for (int i = 0; i < 2; i++) { /* both brought forward, one per 10 ms */
     hookd_replay_step_res r = step(f, t0 + 10 * i);
@@ -930,16 +929,7 @@ static void a_take_back_goes_in_chunks(void **state) {
   make_tenant_endpoint(f, "t1", "ep1", NULL);
   dead_events(f, "t1", "ep1", "c.x", total, &seq);
   int64_t t0 = hookd_now_ms();
-  rcall k = {.tenant = "t1", .f = {.state = HOOKD_DS_DEAD}, .max = 10000, .now = t0,
-             .rate = 10000};
-  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_select, &k), 0);
-  snprintf(k.id, sizeof k.id, "rpl_c");
-  int crc;
-  do crc = w(f, run_create, (call *)&k);
-  while (crc == 0 && k.from < k.snap.n);
-  assert_int_equal(crc, 0);
-  hookd_replay_snapshot_free(&k.snap);
-  assert_int_equal(k.job.total, total);
+  assert_int_equal(create_job_at(f, "rpl_c", t0, 10000, 0), total);
   assert_int_equal(act(f, "rpl_c", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
   int moved = 0;
   for (int i = 1; moved < total && i < 10; i++) {
@@ -971,6 +961,49 @@ static void a_take_back_goes_in_chunks(void **state) {
   hookd_replay_detail_free(&d);
 }
 
+static int run_release_as(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  const hookd_claimed *cl = k->in;
+  hookd_release r = {.delivery_seq = cl->d.seq, .lease_token = cl->d.lease_token,
+                     .state = cl->d.state, .next_attempt_ms = cl->d.next_attempt_ms,
+                     .maybe_sent = k->i64 != 0, .now_ms = hookd_now_ms(),
+                     .attempt_number = cl->d.attempt_count + 1};
+  return be->release_lease(c, &r);
+}
+
+/* A moved delivery claimed, then given back unsent, is taken back by a cancel; one given back
+ * after its request may have gone out (maybe_sent) is not (docs/replay.md "Taking back"). */
+static void a_claim_given_back_unsent_is_taken_back(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "g.x", 2, &seq);
+  int64_t t0 = hookd_now_ms();
+  assert_int_equal(create_job_at(f, "rpl_g", t0, 100, 0), 2);
+  assert_int_equal(act(f, "rpl_g", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  for (int i = 0; i < 2; i++) {
+    hookd_replay_step_res r = step(f, t0 + 10 * i);
+    assert_int_equal(r.replayed, 1);
+    hookd_replay_step_res_free(&r);
+  }
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, "ep1", "node", t0 + 1000, 60000, &cl);
+  assert_int_equal(got, 2);
+  for (size_t i = 0; i < got; i++) {
+    call c = {.in = &cl[i], .i64 = (int64_t)i}; /* the second: maybe sent */
+    assert_int_equal(w(f, run_release_as, &c), 0);
+  }
+  char unsent[HOOKD_ID_MAX];
+  snprintf(unsent, sizeof unsent, "%s", cl[0].d.id);
+  free_claimed(cl, got);
+  assert_int_equal(act_back(f, "rpl_g", HOOKD_REPLAY_CANCEL, t0 + 100), 1);
+  hookd_delivery dl;
+  call g = {.in = unsent, .out = &dl};
+  assert_int_equal(w(f, run_get, &g), 0);
+  assert_int_equal(dl.state, HOOKD_DS_DEAD); /* the one given back unsent: DEAD again */
+  hookd_delivery_free(&dl);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(the_filter_selects_what_it_names, setup, teardown),
@@ -988,6 +1021,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(steps_take_bounded_items_across_jobs, setup, teardown),
       cmocka_unit_test_setup_teardown(a_cancel_puts_a_retry_back_at_its_time, setup, teardown),
       cmocka_unit_test_setup_teardown(a_take_back_goes_in_chunks, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_claim_given_back_unsent_is_taken_back, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
