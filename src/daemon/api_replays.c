@@ -507,7 +507,7 @@ static int run_act(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   int rc = be->replay_act(c, op->tenant, op->id, op->action, hookd_now_ms(), &j);
   if (rc) return rc;
   op->expired = !strcmp(j.state, "expired"); /* refused; its expiry written */
-  int64_t back = op->recalled = j.recalled;
+  op->recalled = j.recalled;
   hookd_replay_job_free(&j);
   if (op->expired) {
     snprintf(base->err, sizeof base->err, "%s", be->errmsg(c));
@@ -515,7 +515,7 @@ static int run_act(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   }
   /* a pause or a cancel says how many moved deliveries it took back (docs/replay.md) */
   char detail[64];
-  snprintf(detail, sizeof detail, "recalled %lld", (long long)back);
+  snprintf(detail, sizeof detail, "recalled %lld", (long long)op->recalled);
   bool takes = op->action == HOOKD_REPLAY_PAUSE || op->action == HOOKD_REPLAY_CANCEL;
   return hookd_api_audit(base, c, be, action_names[op->action], op->id, op->tenant,
                          takes ? detail : NULL);
