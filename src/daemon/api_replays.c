@@ -112,6 +112,12 @@ static json_t *render_brief(const hookd_replay_job *j) {
   json_object_set_new(v, "finished_at", hookd_json_time(j->finished_ms));
   json_object_set_new(v, "updated_at", hookd_json_time(j->updated_ms));
   json_object_set_new(v, "items_purged_at", hookd_json_time(j->items_purged_ms));
+  /* held behind an endpoint that fell behind (docs/replay.md): only a running job's word */
+  json_t *held = j->held_endpoint && !strcmp(j->state, "running")
+                     ? json_pack("{s:s,s:o}", "endpoint_id", j->held_endpoint, "since",
+                                 hookd_json_time(j->held_since_ms))
+                     : NULL;
+  json_object_set_new(v, "held", held ? held : json_null());
   return v;
 }
 

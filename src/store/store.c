@@ -319,6 +319,47 @@ bool hookd_replay_turn_end(int taken, const hookd_replay_budget *left, bool comp
   return true;
 }
 
+hookd_hold_seen *hookd_hold_find(hookd_hold_memo *m, const char *endpoint_id) {
+  for (size_t i = 0; i < m->n; i++)
+    if (!strcmp(m->v[i].endpoint_id, endpoint_id)) return &m->v[i];
+  return NULL;
+}
+
+hookd_hold_seen *hookd_hold_add(hookd_hold_memo *m, const char *endpoint_id, bool enabled,
+                                int64_t waiting, int64_t oldest) {
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 8;
+    hookd_hold_seen *v = realloc(m->v, cap * sizeof *v);
+    if (!v) return NULL;
+    m->v = v;
+    m->cap = cap;
+  }
+  char *id = strdup(endpoint_id);
+  if (!id) return NULL;
+  m->v[m->n] = (hookd_hold_seen){
+      .endpoint_id = id, .enabled = enabled, .waiting = waiting, .oldest = oldest};
+  return &m->v[m->n++];
+}
+
+bool hookd_hold_behind(const hookd_hold_seen *s, int64_t now_ms) {
+  if (!s->enabled) return false; /* its items are refused (endpoint_disabled, _deleted) */
+  return s->waiting >= HOOKD_REPLAY_HOLD_COUNT ||
+         (s->oldest > 0 && now_ms - s->oldest >= HOOKD_REPLAY_HOLD_AFTER_MS);
+}
+
+void hookd_hold_moved(hookd_hold_seen *s, int64_t now_ms) {
+  s->waiting++;
+  if (s->oldest <= 0 || now_ms < s->oldest) s->oldest = now_ms;
+}
+
+void hookd_hold_memo_free(hookd_hold_memo *m) {
+  for (size_t i = 0; i < m->n; i++) free(m->v[i].endpoint_id);
+  free(m->v);
+  *m = (hookd_hold_memo){0};
+}
+
+int64_t hookd_walk_again(int64_t seq) { return seq > 1 ? seq - 1 : -1; }
+
 int hookd_retry_due_already(char *err, size_t errlen, const char **why) {
   if (!why) return HOOKD_STORE_OK;
   *why = "already_due";
@@ -879,6 +920,7 @@ void hookd_replay_job_free(hookd_replay_job *j) {
   free(j->filter);
   free(j->actor);
   free(j->reason);
+  free(j->held_endpoint);
   memset(j, 0, sizeof *j);
 }
 

@@ -612,6 +612,8 @@ typedef struct hookd_replay_job {
                                   store: on the database's clock, docs/replay.md "Rate") */
   int64_t items_purged_ms;     /* its items (the breakdowns) were purged then; 0 = kept */
   int64_t recalled;            /* replay_act's pause or cancel: the moves it took back */
+  char *held_endpoint;         /* running, held behind this endpoint (NULL: moving) */
+  int64_t held_since_ms;
 } hookd_replay_job;
 void hookd_replay_job_free(hookd_replay_job *j);
 void hookd_replay_jobs_free(hookd_replay_job *v, size_t n);
@@ -666,6 +668,34 @@ typedef struct hookd_replay_budget {
  * Returns whether the job's turn is to be written. */
 bool hookd_replay_turn_end(int taken, const hookd_replay_budget *left, bool complete, double *at,
                            double now);
+
+/* Held behind an endpoint (docs/replay.md): a job moves no item to an endpoint that already has
+ * HOOKD_REPLAY_HOLD_COUNT deliveries due and unclaimed, or one of them due for
+ * HOOKD_REPLAY_HOLD_AFTER_MS; it is looked at again HOOKD_REPLAY_HOLD_POLL_MS later. */
+#define HOOKD_REPLAY_HOLD_COUNT 1000
+#define HOOKD_REPLAY_HOLD_AFTER_MS 2000
+#define HOOKD_REPLAY_HOLD_POLL_MS 250
+/* What a step saw waiting at one endpoint, plus what it moved there since. */
+typedef struct hookd_hold_seen {
+  char *endpoint_id;
+  bool enabled;    /* enabled and not deleted: else its items are skipped, never held */
+  int64_t waiting; /* due, unclaimed (counted up to HOOKD_REPLAY_HOLD_COUNT) */
+  int64_t oldest;  /* the earliest due time among them; 0 = none */
+} hookd_hold_seen;
+typedef struct hookd_hold_memo {
+  hookd_hold_seen *v;
+  size_t n, cap;
+} hookd_hold_memo;
+/* The step's record of endpoint_id, NULL when not probed yet. */
+hookd_hold_seen *hookd_hold_find(hookd_hold_memo *m, const char *endpoint_id);
+/* Records a probe's answer; NULL when out of memory. */
+hookd_hold_seen *hookd_hold_add(hookd_hold_memo *m, const char *endpoint_id, bool enabled,
+                                int64_t waiting, int64_t oldest);
+/* Whether a job holds before moving one more delivery to the endpoint. */
+bool hookd_hold_behind(const hookd_hold_seen *s, int64_t now_ms);
+/* One delivery moved to the endpoint, due now. */
+void hookd_hold_moved(hookd_hold_seen *s, int64_t now_ms);
+void hookd_hold_memo_free(hookd_hold_memo *m);
 #define HOOKD_REPLAY_RATE_MAX 10000.0      /* items a second: STEP_MAX per 50 ms step */
 #define HOOKD_REPLAY_ITEMS_KEEP_MS (7LL * 86400000) /* an ended job's items, then purged */
 
@@ -782,6 +812,14 @@ int hookd_take_within(const int64_t *cost, int n, int64_t budget);
 #define HOOKD_ATTEMPT_WEIGHT 4096
 #define HOOKD_WEIGH_ROWS (HOOKD_PURGE_BYTES / HOOKD_ATTEMPT_WEIGHT + 1)
 int64_t hookd_retention_weight(int64_t bytes, int64_t deliveries, int64_t attempts);
+/* An event past the budget alone goes in parts (docs/api.md "Event retention"), an op each:
+ * HOOKD_SHED_ATTEMPTS of its attempts, then HOOKD_EXPIRE_DELIVERIES of its deliveries, then the
+ * rest with it. A review: one event to 1,000 endpoints, 100 attempts each, held the writer 8.8 s
+ * whole. */
+#define HOOKD_SHED_ATTEMPTS (HOOKD_WEIGH_ROWS - 1)
+/* Where a walk stopped at seq goes on so that seq is read again (its rows are `> after`): 0
+ * would end the walk, so the first seq gives -1. */
+int64_t hookd_walk_again(int64_t seq);
 
 /* An inbox record's status from its forwards' states (counts of each; docs/inbound.md "Inbox
  * states": the least advanced decides — unknown > retryable_failed > received > dead_lettered >

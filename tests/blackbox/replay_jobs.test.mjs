@@ -964,11 +964,17 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
 
   it('a cancel over more than 1,000 moved items takes back the first 1,000 at once and the rest at the replayer\'s next steps', { timeout: 120000 }, async () => {
     const { recv, ctl } = await heldReceiver();
-    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
-    const total = 1010;
-    for (let i = 0; i < total; i += 50) {
+    // two endpoints, 505 deliveries each: no endpoint has 1,000 moves waiting, which would hold
+    // the job (docs/replay.md "Held behind an endpoint")
+    const fields = { retry: { max_attempts: 1 }, max_in_flight: 1 };
+    const { tenant } = await setup(h, recv.url, fields);
+    const two = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, ...fields });
+    assert.equal(two.status, 201, two.text);
+    // one hanging request per endpoint, and a claim takes up to twice its cap: 2 to 4 claimed
+    const total = 1010, inFlight = 2, claimedMax = 4;
+    for (let i = 0; i < total / 2; i += 50) {
       const batch = [];
-      for (let k = i; k < Math.min(total, i + 50); k++) batch.push(publish(h, tenant, { type: 'tb.k', payload: { k } }));
+      for (let k = i; k < Math.min(total / 2, i + 50); k++) batch.push(publish(h, tenant, { type: 'tb.k', payload: { k } }));
       for (const p of await Promise.all(batch)) assert.equal(p.status, 202, p.text);
     }
     await waitUntil(async () => { // (a preview counts them: a list pages at 500)
@@ -983,18 +989,18 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
     assert.equal(pv.json.total, total);
     assert.equal((await act(h, tenant, pv.json.id, 'confirm')).status, 200);
     await waitJob(h, tenant, pv.json.id, (j) => j.state === 'completed', 'every item moved', 30000);
-    await recv.waitFor(base + 1, 15000, 'one request in flight');
+    await recv.waitFor(base + inFlight, 15000, 'one request in flight at each endpoint');
     const counted = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
       'hookd_replay_recalled_total');
     const before = await counted();
     const cc = await act(h, tenant, pv.json.id, 'cancel', { reason: 'too many' });
     assert.equal(cc.status, 200, cc.text);
     const first = cc.json.progress.skipped_by_reason?.recalled ?? 0;
-    assert.ok(first >= 998 && first <= 1000, `the first chunk took back ${first}`);
+    assert.ok(first >= 1000 - claimedMax && first <= 1000, `the first chunk took back ${first}`);
     const done = await waitJob(h, tenant, pv.json.id, (j) => (j.progress.skipped_by_reason?.recalled ?? 0) > first,
       'the rest taken back by the replayer');
     const recalled = done.progress.skipped_by_reason.recalled;
-    assert.ok(recalled >= total - 2 && recalled <= total - 1, `taken back in all: ${recalled}`);
+    assert.ok(recalled >= total - claimedMax && recalled <= total - inFlight, `taken back in all: ${recalled}`);
     await waitUntil(async () => (await counted()) - before === recalled || null,
       { what: 'hookd_replay_recalled_total counts them, the action\'s chunk and the replayer\'s' });
     ctl.mode = 'ok';
@@ -1042,6 +1048,47 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
     recv.releaseHanging(200);
     await waitUntil(async () => (await Promise.all(ids.map(rec))).filter((r) => r.status === 'completed').length === 4 - recalled || null,
       { what: 'the forwards claimed before the cancel completed' });
+    await recv.close();
+  });
+});
+
+describe('replay jobs: held behind an endpoint that falls behind', () => {
+  it('a job faster than its endpoint stops once a delivery has waited 2 s there, names the endpoint, and moves on when it catches up: each sent once', { timeout: 90000 }, async () => {
+    const ctl = { mode: 'refuse' };
+    const recv = await startReceiver(() => (ctl.mode === 'refuse' ? { status: 400 }
+      : ctl.mode === 'hang' ? 'hang' : { status: 200 }));
+    const { tenant, endpoint } = await setup(h, recv.url,
+      { retry: { max_attempts: 1 }, max_in_flight: 1, timeout_ms: 60000 });
+    const total = 100, rate = 20; // five seconds of moves: the endpoint takes none of them
+    await makeDead(h, tenant, Array.from({ length: total }, () => 'hb.x'));
+    ctl.mode = 'hang';
+    const base = recv.requests.length;
+    const pv = await createJob(h, tenant, { reason: 'faster than its endpoint', rate: { per_second: rate } });
+    assert.equal(pv.status, 201, pv.text);
+    assert.equal(pv.json.held, null, 'a preview is held by nothing');
+    const id = pv.json.id;
+    const t0 = Date.now();
+    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
+    const held = await waitJob(h, tenant, id, (j) => j.held, 'the job held', 15000);
+    assert.equal(held.state, 'running');
+    assert.equal(held.held.endpoint_id, endpoint);
+    assert.ok(Date.parse(held.held.since) >= t0 + 1900, `held at ${Date.parse(held.held.since) - t0} ms`);
+    // what ran ahead: about two seconds of the job's rate (it would have moved all 100)
+    const moved = held.progress.replayed;
+    assert.ok(moved >= rate && moved <= 2.5 * rate + 5, `moved before the hold: ${moved}`);
+    await holdsFor(1500, async () => {
+      const j = await getJob(h, tenant, id);
+      if (j.progress.replayed !== moved) return `moved ${j.progress.replayed - moved} more`;
+      return j.held?.endpoint_id === endpoint ? null : `held: ${JSON.stringify(j.held)}`;
+    }, 'nothing moved while the endpoint is behind');
+    ctl.mode = 'ok';
+    recv.releaseHanging(200);
+    const done = await waitJob(h, tenant, id, (j) => j.state === 'completed', 'the job completed', 30000);
+    assert.equal(done.held, null);
+    await waitAllDelivered(h, tenant, id, total, 'every one delivered', 30000);
+    const counts = countById(recv, base);
+    assert.equal(counts.size, total);
+    for (const [k, n] of counts) assert.equal(n, 1, `${k} sent ${n} times`);
     await recv.close();
   });
 });

@@ -17,7 +17,8 @@
 
 #define JOB_COLS                                                                                \
   "seq, id, tenant_id, state, filter, actor, reason, rate_per_s, total, replayed, skipped,"     \
-  " created_at, confirmed_at, updated_at, finished_at, next_item_at, items_purged_at"
+  " created_at, confirmed_at, updated_at, finished_at, next_item_at, items_purged_at,"         \
+  " held_endpoint, held_since"
 
 /* A preview older than its time to live reads as expired (the row is not rewritten). */
 static bool preview_expired(const char *state, int64_t created_ms, int64_t now_ms) {
@@ -50,6 +51,8 @@ static void rd_job(const PGresult *r, int row, void *rec) {
   j->finished_ms = pg_i64(r, row, 14);
   j->next_item_ms = pg_i64(r, row, 15);
   j->items_purged_ms = pg_i64(r, row, 16);
+  j->held_endpoint = pg_str(r, row, 17);
+  j->held_since_ms = pg_i64(r, row, 18);
   int64_t now = hookd_now_ms();
   if (preview_expired(j->state, j->created_ms, now) ||
       build_abandoned(j->state, j->updated_ms, now)) {
@@ -805,7 +808,8 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   case HOOKD_REPLAY_CANCEL:
     /* (a completed job moved every item; some may still wait at their endpoint) */
     if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused") ||
-        (!strcmp(from, "completed") && !j.items_purged_ms))
+        (!strcmp(from, "completed") && !j.items_purged_ms &&
+         j.finished_ms > now_ms - HOOKD_REPLAY_ITEMS_KEEP_MS)) /* (its purge not begun) */
       to = "cancelled", finish = true;
     break;
   }
@@ -854,6 +858,7 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   int64_t changed = pg_x(c,
                          /* (a resume ends a pause's take-back where it is) */
                          "UPDATE replay_jobs SET state = $2::text, updated_at = $3::bigint,"
+                         " held_endpoint = NULL, held_since = NULL," /* (the step's word) */
                          " back_from = CASE WHEN $4::bigint = 1 THEN NULL ELSE back_from END,"
                          " confirmed_at = CASE WHEN $4::bigint = 1 AND confirmed_at IS NULL"
                          "   THEN $3::bigint ELSE confirmed_at END,"
@@ -904,10 +909,51 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
              : HOOKD_STORE_OK;
 }
 
+/* ---------- held behind an endpoint (docs/replay.md) ---------- */
+
+/* An endpoint's deliveries due and not claimed, of one cycle: deliveries_due in due order, past
+ * the leased ones (the endpoint's in flight). */
+#define WAITING(kind)                                                                           \
+  " FROM deliveries d WHERE d.endpoint_id = $1 AND d.cycle_kind = '" kind "'"                  \
+  " AND d.state IN ('pending','retrying') AND d.lane_wait = 0 AND d.next_attempt_at <= $2"     \
+  " AND (d.leased_until IS NULL OR d.leased_until <= $2)"
+
+/* The step's view of what waits at endpoint_id: probed once per job and step, then kept up to
+ * date with the job's own moves (hookd_hold_moved). */
+static int hold_seen(hookd_store_conn *c, hookd_hold_memo *m, const char *endpoint_id,
+                     int64_t now_ms, hookd_hold_seen **out) {
+  if ((*out = hookd_hold_find(m, endpoint_id))) return HOOKD_STORE_OK;
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, endpoint_id);
+  pg_p_i64(&p, now_ms);
+  pg_p_i64(&p, HOOKD_REPLAY_HOLD_COUNT);
+  PGresult *r = pg_q(c,
+                     "SELECT (e.enabled = 1 AND e.deleted_at IS NULL)::int,"
+                     " LEAST((SELECT d.next_attempt_at" WAITING("live")
+                     " ORDER BY d.next_attempt_at LIMIT 1),"
+                     " (SELECT d.next_attempt_at" WAITING("replay")
+                     " ORDER BY d.next_attempt_at LIMIT 1)),"
+                     " (SELECT COUNT(*) FROM (SELECT 1" WAITING("live") " LIMIT $3) w)"
+                     " + (SELECT COUNT(*) FROM (SELECT 1" WAITING("replay") " LIMIT $3) w)"
+                     " FROM endpoints e WHERE e.id = $1",
+                     &p, "read an endpoint's backlog");
+  if (!r) return HOOKD_STORE_ERR;
+  bool row = PQntuples(r) == 1;
+  bool enabled = row && pg_i64(r, 0, 0) == 1;
+  int64_t oldest = row && !pg_null(r, 0, 1) ? pg_i64(r, 0, 1) : 0;
+  int64_t waiting = row ? pg_i64(r, 0, 2) : 0;
+  PQclear(r);
+  *out = hookd_hold_add(m, endpoint_id, enabled, waiting, oldest);
+  return *out ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
+}
+
 /* One item of a "missing" job: the event given a delivery to the job's endpoint — the item
- * then names that delivery, for the job's breakdowns — or why not. */
+ * then names that delivery, for the job's breakdowns — or why not ("held": not moved, the job
+ * stops at it). */
 static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
-                        const char **result, char **endpoint, int64_t *bytes) {
+                        hookd_hold_memo *hm, const char **result, char **endpoint,
+                        int64_t *bytes) {
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, j->seq);
@@ -926,9 +972,18 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
     free(event_id);
     return HOOKD_STORE_OK;
   }
+  hookd_hold_seen *hold;
+  int rc = hold_seen(c, hm, j->endpoint_id, now_ms, &hold);
+  if (rc || hookd_hold_behind(hold, now_ms)) {
+    free(event_id);
+    if (rc) return rc;
+    *result = "held";
+    *endpoint = strdup(j->endpoint_id);
+    return *endpoint ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
+  }
   hookd_delivery dl;
   const char *why = NULL;
-  int rc = pg_event_deliver_why(c, j->tenant_id, event_id, event_seq, j->endpoint_id, now_ms,
+  rc = pg_event_deliver_why(c, j->tenant_id, event_id, event_seq, j->endpoint_id, now_ms,
                                 &dl, &why, bytes);
   if (rc == HOOKD_STORE_OK) {
     rc = move_made(c, j->seq, n, dl.seq, event_seq, event_id);
@@ -945,6 +1000,7 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
     free(event_id);
     hookd_delivery_free(&dl);
     if (rc) return rc;
+    hookd_hold_moved(hold, now_ms);
     *result = "replayed";
     *endpoint = strdup(j->endpoint_id);
   } else if (rc == HOOKD_STORE_STATE || rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_EXISTS) {
@@ -958,14 +1014,15 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   return item_result(c, j->seq, n, *result);
 }
 
-/* One item: replayed, or why not. Sets *endpoint (owned) for a replayed one. */
+/* One item: replayed, or why not, or "held" (not moved: its endpoint is behind). Sets *endpoint
+ * (owned) for a replayed or held one. */
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
-                     hookd_replay_memo *memo, const char **result, char **endpoint,
-                     int64_t *bytes) {
+                     hookd_replay_memo *memo, hookd_hold_memo *hm, const char **result,
+                     char **endpoint, int64_t *bytes) {
   *endpoint = NULL;
   *result = NULL;
   if (!strcmp(j->filter_state, "missing")) {
-    int rc = step_missing(c, j, n, now_ms, result, endpoint, bytes);
+    int rc = step_missing(c, j, n, now_ms, hm, result, endpoint, bytes);
     if (rc) {
       free(*endpoint);
       *endpoint = NULL;
@@ -1007,7 +1064,15 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
     *result = "gone"; /* removed by event retention since the snapshot (its seq may be reused) */
   } else if (!same_state) {
     *result = "state_changed"; /* replayed by hand, say: the job never sends it twice */
+  } else if (!*endpoint) {
+    return HOOKD_STORE_ERR; /* (out of memory: the delivery's row has its endpoint) */
   } else {
+    hookd_hold_seen *hold;
+    if ((rc = hold_seen(c, hm, *endpoint, now_ms, &hold)) != 0) goto out;
+    if (hookd_hold_behind(hold, now_ms)) {
+      *result = "held"; /* not marked: the job stops at it */
+      return HOOKD_STORE_OK;
+    }
     const char *why = NULL;
     /* what the move changes, kept for a pause or a cancel to put back */
     bool retry = !strcmp(j->filter_state, "retrying");
@@ -1018,6 +1083,7 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
       rc = retry ? pg_retry_now(c, seq, now_ms, &why) : pg_replay_one(c, seq, now_ms, &why, memo);
     if (rc == HOOKD_STORE_OK) {
       *result = "replayed";
+      hookd_hold_moved(hold, now_ms);
     } else if (rc == HOOKD_STORE_STATE) {
       *result = why ? why : "state_changed";
       rc = HOOKD_STORE_OK;
@@ -1027,6 +1093,7 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
     }
   }
   if (!rc && *result) rc = item_result(c, j->seq, n, *result);
+out:
   if (rc || !*result || strcmp(*result, "replayed") != 0) {
     free(*endpoint);
     *endpoint = NULL;
@@ -1047,8 +1114,10 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
    * (docs/architecture.md "Clocks"; the claim below takes such a job too) */
   if (at > (double)pace_ms + per_item + 1000) at = (double)pace_ms;
   int64_t replayed = 0, skipped = 0, n = j->next_item;
-  int taken = 0;
+  int taken = 0, rc = HOOKD_STORE_OK;
   hookd_replay_memo memo = {.swept = true};
+  hookd_hold_memo hm = {0};
+  char *held = NULL; /* the endpoint the job stopped at (docs/replay.md "Held behind…") */
   /* the step's bytes of bodies and its items are shared by its jobs: once spent, the jobs after
    * take none and go first at the next step (hookd_replay_turn_end) */
   while (n <= j->total && at <= (double)pace_ms && taken < HOOKD_REPLAY_STEP_MAX &&
@@ -1056,15 +1125,18 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
     const char *result;
     char *ep = NULL;
     int64_t read = 0;
-    int rc = step_item(c, j, n, now_ms, &memo, &result, &ep, &read);
-    if (rc) return rc;
+    if ((rc = step_item(c, j, n, now_ms, &memo, &hm, &result, &ep, &read)) != 0) break;
+    if (result && !strcmp(result, "held")) {
+      held = ep; /* item n stays the next one */
+      break;
+    }
     left->bytes -= read;
     left->items--;
     if (result && !strcmp(result, "replayed")) {
       replayed++;
-      int hrc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms);
+      rc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms) ? HOOKD_STORE_ERR : 0;
       free(ep);
-      if (hrc) return HOOKD_STORE_ERR;
+      if (rc) break;
       at += per_item;
     } else if (result) {
       skipped++; /* a skip sends nothing: it takes no share of the rate */
@@ -1072,9 +1144,14 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
     n++;
     taken++;
   }
+  hookd_hold_memo_free(&hm);
   bool complete = n > j->total;
-  if (!hookd_replay_turn_end(taken, left, complete, &at, (double)pace_ms))
-    return HOOKD_STORE_OK;
+  if (rc || !hookd_replay_turn_end(taken, left, complete, &at, (double)pace_ms)) {
+    free(held);
+    return rc;
+  }
+  if (held && at < (double)(pace_ms + HOOKD_REPLAY_HOLD_POLL_MS))
+    at = (double)(pace_ms + HOOKD_REPLAY_HOLD_POLL_MS); /* looked at again then */
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, j->seq);
@@ -1084,15 +1161,23 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
   pg_p_i64(&p, skipped);
   pg_p_i64(&p, now_ms);
   pg_p_bool(&p, complete);
-  if (pg_x(c,
-           "UPDATE replay_jobs SET next_item = $2::bigint, next_item_at = $3::bigint,"
-           " replayed = replayed + $4::bigint, skipped = skipped + $5::bigint,"
-           " updated_at = $6::bigint,"
-           " state = CASE WHEN $7::bigint = 1 THEN 'completed' ELSE state END,"
-           " finished_at = CASE WHEN $7::bigint = 1 THEN $6::bigint ELSE finished_at END"
-           " WHERE seq = $1 AND state = 'running'",
-           &p, "advance replay job") < 0)
-    return HOOKD_STORE_ERR;
+  pg_p_text(&p, held);
+  rc = pg_x(c,
+            "UPDATE replay_jobs SET next_item = $2::bigint, next_item_at = $3::bigint,"
+            " replayed = replayed + $4::bigint, skipped = skipped + $5::bigint,"
+            " updated_at = $6::bigint,"
+            " state = CASE WHEN $7::bigint = 1 THEN 'completed' ELSE state END,"
+            " finished_at = CASE WHEN $7::bigint = 1 THEN $6::bigint ELSE finished_at END,"
+            /* since: kept while the same endpoint holds it, nothing moved */
+            " held_since = CASE WHEN $8::text IS NULL THEN NULL WHEN held_endpoint = $8::text"
+            " AND $4::bigint = 0 THEN held_since ELSE $6::bigint END,"
+            " held_endpoint = $8::text"
+            " WHERE seq = $1 AND state = 'running'",
+            &p, "advance replay job") < 0
+           ? HOOKD_STORE_ERR
+           : HOOKD_STORE_OK;
+  free(held);
+  if (rc) return rc;
   res->replayed += (int)replayed;
   res->skipped += (int)skipped;
   if (complete) {
@@ -1101,8 +1186,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
              (long long)(j->replayed + replayed), (long long)(j->skipped + skipped));
     hookd_audit a = {.at_ms = now_ms, .actor = "system", .action = "replay.complete",
                      .target = j->id, .tenant_id = j->tenant_id, .detail = detail};
-    int rc = pg_audit_append(c, &a);
-    if (rc) return rc;
+    if ((rc = pg_audit_append(c, &a)) != 0) return rc;
     char **nv = realloc(res->completed, (res->n_completed + 1) * sizeof *nv);
     if (!nv) return HOOKD_STORE_ERR;
     res->completed = nv;
@@ -1192,8 +1276,9 @@ int pg_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int 
   pg_p_i64(&p, before_ms);
   pg_p_i64(&p, before_ms - HOOKD_REPLAY_PREVIEW_TTL_MS);
   PGresult *r = pg_q(c,
+                     /* (a take-back still to walk needs its moves) */
                      "SELECT seq FROM replay_jobs WHERE items_purged_at IS NULL AND"
-                     " (finished_at < $1::bigint OR (state = 'preview' AND created_at < $2::bigint)"
+                     " back_from IS NULL AND (finished_at < $1::bigint OR (state = 'preview' AND created_at < $2::bigint)"
                      " OR (state = 'building' AND updated_at < $1::bigint))"
                      " ORDER BY seq LIMIT 1",
                      &p, "find ended replay jobs");

@@ -62,6 +62,36 @@ int pg_events_delete(hookd_store_conn *c, const char *seqs, bool keys) {
   return HOOKD_STORE_OK;
 }
 
+/* Part of event seq's history, when one op should not take it whole (sqlite_delivery.c's
+ * event_shed): HOOKD_SHED_ATTEMPTS of its attempts or, none left, HOOKD_EXPIRE_DELIVERIES of
+ * its deliveries; *whole once fewer were left. */
+static int event_shed(hookd_store_conn *c, int64_t seq, bool *whole) {
+  static const struct {
+    const char *sql;
+    int limit;
+  } part[] = {
+      {"DELETE FROM attempts WHERE (delivery_seq, attempt_number) IN (SELECT a.delivery_seq,"
+       " a.attempt_number FROM deliveries d JOIN attempts a ON a.delivery_seq = d.seq"
+       " WHERE d.event_seq = $1 LIMIT $2)",
+       HOOKD_SHED_ATTEMPTS},
+      {"DELETE FROM deliveries WHERE seq IN (SELECT seq FROM deliveries WHERE event_seq = $1"
+       " LIMIT $2)",
+       HOOKD_EXPIRE_DELIVERIES},
+  };
+  *whole = false;
+  for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+    pg_params p;
+    pg_p_init(&p);
+    pg_p_i64(&p, seq);
+    pg_p_i64(&p, part[i].limit);
+    int64_t n = pg_x(c, part[i].sql, &p, "delete part of an expired event");
+    if (n < 0) return HOOKD_STORE_ERR;
+    if (n >= part[i].limit) return HOOKD_STORE_OK; /* more: the next op */
+  }
+  *whole = true;
+  return HOOKD_STORE_OK;
+}
+
 /* ids[0..n) as a bigint[] literal into a (NULL: out of memory, c->err set). */
 static const char *seq_array(hookd_store_conn *c, pg_arr *a, const int64_t *ids, int n) {
   pg_arr_init(a);
@@ -229,6 +259,13 @@ int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                                                         " FROM events v WHERE v.seq = x.s)")),
                          HOOKD_PURGE_BYTES, ids, &n, after_seq);
   if (!rc && n > 0) rc = pg_retention_mark(c, "outbound", before_ms);
+  if (!rc && n == 1) { /* (alone: perhaps past the budget, in parts then) */
+    bool whole = false;
+    if (!(rc = event_shed(c, ids[0], &whole)) && !whole) {
+      *after_seq = hookd_walk_again(ids[0]);
+      n = 0;
+    }
+  }
   if (!rc && n > 0) {
     pg_arr a;
     const char *seqs = seq_array(c, &a, ids, n);

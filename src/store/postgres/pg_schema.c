@@ -286,10 +286,16 @@ static const char *const migration_14[] = {
     "CREATE INDEX IF NOT EXISTS replay_jobs_back ON replay_jobs(seq) WHERE back_from IS NOT NULL",
     NULL};
 
+/* 15: a running job held behind an endpoint that fell behind (SQLite's migration 48;
+ * docs/replay.md "Held behind an endpoint"). */
+static const char *const migration_15[] = {
+    "ALTER TABLE replay_jobs ADD COLUMN IF NOT EXISTS held_endpoint text COLLATE \"C\"",
+    "ALTER TABLE replay_jobs ADD COLUMN IF NOT EXISTS held_since bigint", NULL};
+
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
     migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
-    migration_11, migration_12, migration_13, migration_14};
+    migration_11, migration_12, migration_13, migration_14, migration_15};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

@@ -1987,6 +1987,40 @@ int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys) {
   return HOOKD_STORE_OK;
 }
 
+/* Part of event seq's history, when one op should not take it whole: HOOKD_SHED_ATTEMPTS of its
+ * attempts or, none left, HOOKD_EXPIRE_DELIVERIES of its deliveries; *whole once fewer were
+ * left (then deleted: sq_event_delete takes the rest, the keys and the event, at once). */
+static int event_shed(hookd_store_conn *c, int64_t seq, bool *whole) {
+  static const struct {
+    enum sq_stmt_id id;
+    const char *sql;
+    int limit;
+  } part[] = {
+      {SQ_EV_SHED_ATTEMPTS,
+       "DELETE FROM attempts WHERE (delivery_seq, attempt_number) IN (SELECT a.delivery_seq,"
+       " a.attempt_number FROM deliveries d JOIN attempts a ON a.delivery_seq = d.seq"
+       " WHERE d.event_seq = ?1 LIMIT ?2)",
+       HOOKD_SHED_ATTEMPTS},
+      {SQ_EV_SHED_DELIVERIES,
+       "DELETE FROM deliveries WHERE seq IN (SELECT seq FROM deliveries WHERE event_seq = ?1"
+       " LIMIT ?2)",
+       HOOKD_EXPIRE_DELIVERIES},
+  };
+  *whole = false;
+  for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+    sqlite3_stmt *st = sq_stmt(c, part[i].id, part[i].sql);
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, seq);
+    sq_bind_i64(st, 2, part[i].limit);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) return sq_fail(c, "delete part of an expired event");
+    if (sqlite3_changes(c->db) >= part[i].limit) return HOOKD_STORE_OK; /* more: the next op */
+  }
+  *whole = true;
+  return HOOKD_STORE_OK;
+}
+
 /* Event retention (outbound; inbound events go with their dedup record, sq_inbox_purge): the
  * walk goes through a partial index of the outbound events, made by the first run, so that it
  * never reads inbound rows or bodies; the newest event of the store stays (its seq must not be
@@ -2016,6 +2050,13 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                          SQ_WEIGH_EVENT,
                          HOOKD_PURGE_BYTES, ids, &n, after_seq);
   if (!rc && n > 0) rc = sq_retention_mark(c, "outbound", before_ms);
+  if (!rc && n == 1) { /* (alone: perhaps past the budget, in parts then) */
+    bool whole = false;
+    if (!(rc = event_shed(c, ids[0], &whole)) && !whole) {
+      *after_seq = hookd_walk_again(ids[0]);
+      n = 0;
+    }
+  }
   for (int i = 0; !rc && i < n; i++)
     if (!(rc = sq_event_delete(c, ids[i], true))) (*expired)++;
   free(ids);

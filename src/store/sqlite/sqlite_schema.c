@@ -623,6 +623,11 @@ static const struct {
       * every job ever made (their rows stay, like the audit log). */
      "CREATE INDEX IF NOT EXISTS replay_jobs_back ON replay_jobs(seq)"
      "  WHERE back_from IS NOT NULL;"},
+    {48,
+     /* A running job held behind an endpoint that fell behind (docs/replay.md "Held behind an
+      * endpoint"): which one, and since when (NULL: moving). Written by each step. */
+     "ALTER TABLE replay_jobs ADD COLUMN held_endpoint TEXT;"
+     "ALTER TABLE replay_jobs ADD COLUMN held_since INTEGER;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -680,6 +685,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('deliveries') WHERE name = 'released_token'";
   case 46:
     return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'back_from'";
+  case 48: /* (both columns in one transaction: one there, both are) */
+    return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'held_endpoint'";
   default: return NULL;
   }
 }

@@ -920,20 +920,108 @@ static void a_cancel_puts_a_retry_back_at_its_time(void **state) {
   hookd_replay_detail_free(&d);
 }
 
+/* A job stops at an item whose endpoint has had a delivery due and unclaimed for
+ * HOOKD_REPLAY_HOLD_AFTER_MS, says so, and moves on once the endpoint took them
+ * (docs/replay.md "Held behind an endpoint"). */
+static void a_job_holds_behind_its_endpoint(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "h.x", 6, &seq);
+  int64_t t0 = hookd_now_ms();
+  assert_int_equal(create_job_at(f, "rpl_h", t0, 10, 0), 6);
+  assert_int_equal(act(f, "rpl_h", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  hookd_replay_step_res r = step(f, t0 + 100); /* the items due at t0 and t0 + 100 */
+  assert_int_equal(r.replayed, 2);
+  hookd_replay_step_res_free(&r);
+  /* nothing claimed them: HOOKD_REPLAY_HOLD_AFTER_MS later, the endpoint is behind */
+  int64_t at = t0 + 100 + HOOKD_REPLAY_HOLD_AFTER_MS;
+  r = step(f, at);
+  assert_int_equal(r.replayed, 0);
+  assert_int_equal(r.skipped, 0);
+  assert_int_equal(r.next_ms, at + HOOKD_REPLAY_HOLD_POLL_MS); /* looked at again then */
+  hookd_replay_step_res_free(&r);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_h", &j, &d);
+  assert_string_equal(j.state, "running");
+  assert_non_null(j.held_endpoint);
+  assert_string_equal(j.held_endpoint, "ep1");
+  assert_int_equal(j.held_since_ms, at);
+  assert_int_equal(j.replayed, 2);
+  assert_int_equal(j.skipped, 0);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  /* still behind at the next look: held since the first */
+  r = step(f, at + HOOKD_REPLAY_HOLD_POLL_MS);
+  assert_int_equal(r.replayed, 0);
+  hookd_replay_step_res_free(&r);
+  get_job(f, "rpl_h", &j, &d);
+  assert_int_equal(j.held_since_ms, at);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  /* the dispatcher claims them: the job moves on, no longer held */
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, "ep1", "node", at + 300, 60000, &cl);
+  assert_int_equal(got, 2);
+  free_claimed(cl, got);
+  r = step(f, at + 600);
+  assert_true(r.replayed >= 1);
+  hookd_replay_step_res_free(&r);
+  get_job(f, "rpl_h", &j, &d);
+  assert_null(j.held_endpoint);
+  assert_int_equal(j.held_since_ms, 0);
+  assert_true(j.replayed >= 3);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+}
+
+/* However fast the job, no more than HOOKD_REPLAY_HOLD_COUNT of its moves wait at one endpoint
+ * (each step counts its own). */
+static void a_job_holds_at_the_count_waiting(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  int total = HOOKD_REPLAY_HOLD_COUNT + 10;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "k.x", total, &seq);
+  int64_t t0 = hookd_now_ms();
+  assert_int_equal(create_job_at(f, "rpl_k", t0, 10000, 0), total);
+  assert_int_equal(act(f, "rpl_k", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  int moved = 0;
+  for (int i = 1; i <= 4; i++) { /* 500 a step at most: the third and fourth are held */
+    hookd_replay_step_res r = step(f, t0 + 50 * i);
+    moved += r.replayed;
+    hookd_replay_step_res_free(&r);
+  }
+  assert_int_equal(moved, HOOKD_REPLAY_HOLD_COUNT);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_k", &j, &d);
+  assert_non_null(j.held_endpoint);
+  assert_string_equal(j.held_endpoint, "ep1");
+  assert_int_equal(j.held_since_ms, t0 + 150);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+}
+
 /* A cancel takes back its job's first HOOKD_REPLAY_BACK_CHUNK items at once, the rest at the
  * replayer's next step (docs/replay.md "In chunks"). */
 static void a_take_back_goes_in_chunks(void **state) {
   fx *f = *state;
   int seq = 0;
   int total = HOOKD_REPLAY_BACK_CHUNK + 5;
-  make_tenant_endpoint(f, "t1", "ep1", NULL);
-  dead_events(f, "t1", "ep1", "c.x", total, &seq);
+  /* over two endpoints, in steps 50 ms apart: no endpoint has HOOKD_REPLAY_HOLD_COUNT moves
+   * waiting, none for HOOKD_REPLAY_HOLD_AFTER_MS (the job would be held: "Held behind…") */
+  make_tenant_endpoint(f, "t1", "ep1", "a.*");
+  make_tenant_endpoint(f, "t1", "ep2", "b.*");
+  dead_events(f, "t1", "ep1", "a.x", total / 2, &seq);
+  dead_events(f, "t1", "ep2", "b.x", total - total / 2, &seq);
   int64_t t0 = hookd_now_ms();
   assert_int_equal(create_job_at(f, "rpl_c", t0, 10000, 0), total);
   assert_int_equal(act(f, "rpl_c", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
   int moved = 0;
   for (int i = 1; moved < total && i < 10; i++) {
-    hookd_replay_step_res r = step(f, t0 + 1000 * i);
+    hookd_replay_step_res r = step(f, t0 + 50 * i);
     moved += r.replayed;
     hookd_replay_step_res_free(&r);
   }
@@ -948,6 +1036,10 @@ static void a_take_back_goes_in_chunks(void **state) {
   assert_int_equal(j.skipped, HOOKD_REPLAY_BACK_CHUNK);
   hookd_replay_job_free(&j);
   hookd_replay_detail_free(&d);
+  /* its items are not purged while the take-back has moves to walk */
+  call k = {.i64 = now + 1};
+  assert_int_equal(w(f, run_purge, &k), 0);
+  assert_int_equal(k.ival, 0);
   hookd_replay_step_res r = step(f, now + 50); /* the rest */
   assert_true(r.next_ms == 0 || r.next_ms > now + 50); /* nothing left to take back */
   hookd_replay_step_res_free(&r);
@@ -959,6 +1051,34 @@ static void a_take_back_goes_in_chunks(void **state) {
   assert_int_equal(d.skipped[0].n, total);
   hookd_replay_job_free(&j);
   hookd_replay_detail_free(&d);
+}
+
+/* A completed job a week old is not cancelled: its purge may have begun, and a move purged is
+ * one a cancel cannot take back (a review). */
+static void a_completed_job_a_week_old_is_not_cancelled(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", NULL);
+  dead_events(f, "t1", "ep1", "w.x", 2, &seq);
+  int64_t t0 = hookd_now_ms();
+  assert_int_equal(create_job_at(f, "rpl_w", t0, 1000, 0), 2);
+  assert_int_equal(act(f, "rpl_w", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  hookd_replay_step_res r = step(f, t0 + 100);
+  assert_int_equal(r.replayed, 2);
+  hookd_replay_step_res_free(&r);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_w", &j, &d);
+  assert_string_equal(j.state, "completed");
+  int64_t done = j.finished_ms;
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  char st[32];
+  assert_int_equal(act(f, "rpl_w", HOOKD_REPLAY_CANCEL, done + HOOKD_REPLAY_ITEMS_KEEP_MS, st),
+                   HOOKD_STORE_STATE);
+  assert_int_equal(act(f, "rpl_w", HOOKD_REPLAY_CANCEL, done + HOOKD_REPLAY_ITEMS_KEEP_MS - 1, st),
+                   0);
+  assert_string_equal(st, "cancelled");
 }
 
 static int run_release_as(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
@@ -1021,6 +1141,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(steps_take_bounded_items_across_jobs, setup, teardown),
       cmocka_unit_test_setup_teardown(a_cancel_puts_a_retry_back_at_its_time, setup, teardown),
       cmocka_unit_test_setup_teardown(a_take_back_goes_in_chunks, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_job_holds_behind_its_endpoint, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_completed_job_a_week_old_is_not_cancelled, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(a_job_holds_at_the_count_waiting, setup, teardown),
       cmocka_unit_test_setup_teardown(a_claim_given_back_unsent_is_taken_back, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

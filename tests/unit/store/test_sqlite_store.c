@@ -1583,7 +1583,8 @@ static void fan_out(fx *f, int endpoints, int n) {
 }
 
 /* ... and sq_event_expire keeps to it: three old events fanned out to 512 endpoints each, one
- * op deletes one of them (two before: 1,024 deliveries in one op), and says where to go on. */
+ * op deletes 500 of the first one's deliveries, the next the rest with it (two events before:
+ * 1,024 deliveries in one op; then one whole, 512), and says where to go on. */
 static void expire_op_keeps_to_the_budget(void **state) {
   fx *f = *state;
   fan_out(f, 512, 3);
@@ -1593,6 +1594,11 @@ static void expire_op_keeps_to_the_budget(void **state) {
            "UPDATE events SET created_at = created_at - 864000000";
   assert_int_equal(w(f, run_sql, &sql), 0);
   call c = {.i64 = hookd_now_ms() - 86400 * 1000LL};
+  assert_int_equal(w(f, run_expire, &c), 0);
+  assert_int_equal(c.ival, 0); /* w1 in part */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id = 'w1'"), 1);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries"),
+                   3 * 512 - HOOKD_EXPIRE_DELIVERIES);
   assert_int_equal(w(f, run_expire, &c), 0);
   assert_int_equal(c.ival, 1);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id = 'w1'"), 0);
@@ -1633,9 +1639,11 @@ static void walk_op(fx *f, int (*run)(hookd_store_conn *, const hookd_store_back
 /* ... and weighs each event's attempts with their excerpts, and its payload, not its
  * deliveries only: every freed page is zeroed and synced (25 events to 20 endpoints, DEAD after
  * 24 attempts of 4 KiB excerpts, held the writer 0.35 s in one op). Five old events to 20
- * endpoints: w1, 100 attempts a delivery, over the budget alone, still goes, alone; then w2 and
- * w3 (16 attempts a delivery, ~2.8 MiB each) together; w4 (a 6 MiB payload) and w5 (as w2) in
- * an op each. Before, the five went in one op. */
+ * endpoints: w1, 200 attempts a delivery, over the budget alone, goes alone and in parts
+ * (HOOKD_SHED_ATTEMPTS of its 4,000 attempts, then the rest with it: whole, one event's 100,000
+ * attempts held the writer 8.8 s, a review); then w2 and w3 (16 attempts a delivery, ~2.8 MiB
+ * each) together; w4 (a 6 MiB payload) and w5 (as w2) in an op each. Before, the five went in
+ * one op. */
 static void expire_op_weighs_the_attempts(void **state) {
   fx *f = *state;
   fan_out(f, 20, 6); /* w6, the newest, stays */
@@ -1645,11 +1653,15 @@ static void expire_op_weighs_the_attempts(void **state) {
            "UPDATE events SET created_at = created_at - 864000000;"
            "UPDATE events SET body = randomblob(6291456) WHERE id = 'w4'";
   assert_int_equal(w(f, run_sql, &sql), 0);
-  add_attempts(f, "e.id = 'w1'", 100, HOOKD_EXCERPT_MAX);
+  add_attempts(f, "e.id = 'w1'", 200, HOOKD_EXCERPT_MAX);
   add_attempts(f, "e.id IN ('w2', 'w3', 'w5')", 16, HOOKD_EXCERPT_MAX);
-  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 2000 + 3 * 320);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 4000 + 3 * 320);
   int64_t after = 0;
   call c = {.i64 = hookd_now_ms() - 86400 * 1000LL, .out = &after};
+  walk_op(f, run_expire_step, &c, 0, true); /* w1 in part; the walk comes back to it */
+  assert_int_equal(after, -1); /* (w1 is the store's first event) */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"),
+                   4000 - HOOKD_SHED_ATTEMPTS + 3 * 320);
   walk_op(f, run_expire_step, &c, 1, true);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM events WHERE id = 'w1'"), 0);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 3 * 320);
