@@ -129,6 +129,10 @@ static int run_lane_versions_purge(hookd_store_conn *c, const hookd_store_backen
   return rc;
 }
 
+/* The shortest event retention that keeps an event's id and Idempotency-Keys taken as long as
+ * the API's other keyed writes keep theirs (HOOKD_KEPT_MS): under it, a warning at start. */
+#define HOOKD_DEDUP_FLOOR_S (HOOKD_KEPT_MS / 1000)
+
 /* A SIGTERM or SIGINT waits (blocked) for the signal loop: a retention walk, which runs on the
  * same thread, stops between batches for it — a first purge of a large backlog takes minutes,
  * and the next walk resumes where the window says. */
@@ -888,6 +892,12 @@ int hookd_serve(const hookd_config *cfg) {
   HLOG(HOOKD_LOG_INFO, "listening", KV_S("host", cfg->listen_host),
        KV_I("port", hookd_server_port(app.srv)), KV_S("store", store_shown),
        KV_S("node_id", cfg->node_id), KV_S("version", HOOKD_VERSION));
+  /* an event deleted frees its id and Idempotency-Keys: a producer's retry, or an outbox relaying
+   * again, after the window is a new event (docs/api.md "Event retention") */
+  if (cfg->event_retention_s > 0 && cfg->event_retention_s < HOOKD_DEDUP_FLOOR_S)
+    HLOG(HOOKD_LOG_WARN, "config.short_event_retention",
+         KV_I("event_retention_s", cfg->event_retention_s),
+         KV_I("dedup_floor_s", HOOKD_DEDUP_FLOOR_S));
 
   int64_t next_purge = 0;
   watch_started = pthread_create(&watch, NULL, stop_watch, &app) == 0;

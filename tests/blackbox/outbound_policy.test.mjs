@@ -305,6 +305,11 @@ describe('event retention', () => {
     // (a window must outlast the longest request: --max-timeout-ms below it)
     const args = ['--event-retention-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
     let d = await startHookd({ dir, args });
+    // a window under a day frees ids and keys a producer may still retry with: said at start
+    const warned = await d.waitForLog((l) => l.msg === 'config.short_event_retention', 10000,
+      'the short window warned');
+    assert.equal(warned.level, 'warn');
+    assert.equal(warned.event_retention_s, 1);
     const ok = await startReceiver();
     const failing = await startReceiver(() => ({ status: 500 }));
     const A = await setup(d, ok.url);
