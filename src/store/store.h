@@ -675,22 +675,35 @@ bool hookd_replay_turn_end(int taken, const hookd_replay_budget *left, bool comp
 #define HOOKD_REPLAY_HOLD_COUNT 1000
 #define HOOKD_REPLAY_HOLD_AFTER_MS 2000
 #define HOOKD_REPLAY_HOLD_POLL_MS 250
-/* What a step saw waiting at one endpoint, plus what it moved there since. */
+/* held this long, looked at again HOOKD_REPLAY_HOLD_SLOW_POLL_MS later instead */
+#define HOOKD_REPLAY_HOLD_LONG_MS 10000
+#define HOOKD_REPLAY_HOLD_SLOW_POLL_MS 1000
+/* rows a step's probes read at most, across its jobs (each a row read for its lease) */
+#define HOOKD_REPLAY_STEP_PROBE_ROWS 4000
+/* What a probe saw waiting at one endpoint, plus what steps moved there since. Kept by the
+ * writer connection for HOOKD_REPLAY_HOLD_POLL_MS (steps are 50 ms apart: probing at each cost
+ * a job ~40 % of its pace, bench/run.sh replay), then probed again. */
 typedef struct hookd_hold_seen {
   char *endpoint_id;
-  bool enabled;    /* enabled and not deleted: else its items are skipped, never held */
-  int64_t waiting; /* due, unclaimed (counted up to HOOKD_REPLAY_HOLD_COUNT) */
-  int64_t oldest;  /* the earliest due time among them; 0 = none */
+  bool enabled;      /* enabled and not deleted: else its items are skipped, never held */
+  int64_t waiting;   /* due, unclaimed (counted up to HOOKD_REPLAY_HOLD_COUNT) */
+  int64_t oldest;    /* the earliest due time among them; 0 = none */
+  int64_t probed_at; /* the node's clock */
 } hookd_hold_seen;
 typedef struct hookd_hold_memo {
   hookd_hold_seen *v;
   size_t n, cap;
+  int64_t rows_left; /* of this step's probes (HOOKD_REPLAY_STEP_PROBE_ROWS) */
 } hookd_hold_memo;
-/* The step's record of endpoint_id, NULL when not probed yet. */
-hookd_hold_seen *hookd_hold_find(hookd_hold_memo *m, const char *endpoint_id);
-/* Records a probe's answer; NULL when out of memory. */
+/* The record of endpoint_id while fresh (probed less than HOOKD_REPLAY_HOLD_POLL_MS before
+ * now_ms), else NULL: probe it. */
+hookd_hold_seen *hookd_hold_find(hookd_hold_memo *m, const char *endpoint_id, int64_t now_ms);
+/* Records a probe's answer at now_ms (in place of a stale one); NULL when out of memory. */
 hookd_hold_seen *hookd_hold_add(hookd_hold_memo *m, const char *endpoint_id, bool enabled,
-                                int64_t waiting, int64_t oldest);
+                                int64_t waiting, int64_t oldest, int64_t now_ms);
+/* Forgets the records no longer fresh (each step's start: the memo holds the endpoints of the
+ * last HOOKD_REPLAY_HOLD_POLL_MS only), and gives the step its probes' rows. */
+void hookd_hold_sweep(hookd_hold_memo *m, int64_t now_ms);
 /* Whether a job holds before moving one more delivery to the endpoint. */
 bool hookd_hold_behind(const hookd_hold_seen *s, int64_t now_ms);
 /* One delivery moved to the endpoint, due now. */
@@ -698,6 +711,9 @@ void hookd_hold_moved(hookd_hold_seen *s, int64_t now_ms);
 void hookd_hold_memo_free(hookd_hold_memo *m);
 #define HOOKD_REPLAY_RATE_MAX 10000.0      /* items a second: STEP_MAX per 50 ms step */
 #define HOOKD_REPLAY_ITEMS_KEEP_MS (7LL * 86400000) /* an ended job's items, then purged */
+/* a completed job is not cancelled this close to its purge (another node's clock may be ahead
+ * by up to the clock guard's bound: docs/replay.md "Taking back") */
+#define HOOKD_REPLAY_CANCEL_MARGIN_MS 60000
 
 typedef struct hookd_replay_step_res {
   hookd_due_hint *hints;       /* endpoints given deliveries to send */

@@ -338,3 +338,43 @@ describe('the dashboard page, run against the daemon', () => {
     }
   });
 });
+
+describe('the dashboard and ids that producers choose', () => {
+  it('an event id two tenants both use (evt_… picked by their producers): with a tenant chosen, find shows that tenant\'s event', async () => {
+    const one = await setup(h, recv.url);
+    const two = await setup(h, recv.url);
+    const id = `evt_order_${Math.random().toString(36).slice(2, 8)}`;
+    for (const t of [one.tenant, two.tenant]) {
+      const p = await publish(h, t, { id, type: 'order.paid', payload: { t } });
+      assert.equal(p.status, 202, p.text);
+    }
+    const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
+      runScripts: 'dangerously',
+      resources: 'usable',
+      beforeParse(window) {
+        window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
+        window.TextEncoder = TextEncoder;
+      },
+    });
+    const w = dom.window;
+    const doc = w.document;
+    try {
+      await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
+      doc.getElementById('key').value = API_KEY;
+      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === two.tenant),
+        { what: 'the tenants listed' });
+      doc.getElementById('tenant').value = two.tenant;
+      doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
+      doc.getElementById('find').value = id;
+      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
+      await waitUntil(() => h2() === `event ${id}` || null,
+        { what: `the event shown (status: ${doc.getElementById('status')?.textContent})` });
+      const row = [...doc.querySelectorAll('#view tr')].find((r) => r.querySelector('th')?.textContent === 'tenant_id');
+      assert.equal(row?.querySelector('td')?.textContent, two.tenant, 'the chosen tenant\'s event');
+    } finally {
+      w.close();
+    }
+  });
+});

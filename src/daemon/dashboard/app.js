@@ -66,11 +66,13 @@ const enc = encodeURIComponent;
 const tpath = (rest, tenant = st.tenant) => `/v1/tenants/${enc(tenant)}${rest}`;
 
 // An id that can be looked up is a link to its view, in the tenant of the row that names it
-// (a delivery found with no tenant chosen, or another one, links to its own endpoint).
+// (a delivery found with no tenant chosen, or another one, links to its own endpoint). A
+// provider's ids (provider_event_id: whatever a sender put there) are text, never links.
 const PREFIXES = ['evt_', 'dlv_', 'in_', 'rpl_', 'ep_'];
 function cell(key, v, tenant) {
   if (v !== null && typeof v === 'object') return el('td', { class: 'json' }, JSON.stringify(v, null, 1));
-  if (typeof v === 'string' && /(^|_)id$/.test(key) && PREFIXES.some((p) => v.startsWith(p)))
+  if (typeof v === 'string' && /(^|_)id$/.test(key) && !key.startsWith('provider')
+    && PREFIXES.some((p) => v.startsWith(p)))
     return el('td', {}, el('a', { class: 'id', onclick: () => find(v, tenant) }, v));
   return el('td', {}, v);
 }
@@ -136,9 +138,12 @@ function find(id, tenant) {
     else if (id.startsWith('in_')) got = [showInbox, await api('GET', `/v1/inbox/${enc(id)}`)];
     else if (id.startsWith('rpl_')) got = [showJob, await api('GET', tpath(`/replays/${enc(id)}`, tenant))];
     else if (id.startsWith('ep_')) got = [showEndpoint, await api('GET', tpath(`/endpoints/${enc(id)}`, tenant))];
-    else { // an event: generated ids are unique; a producer's own id is unique within its tenant
-      got = [showEvent, id.startsWith('evt_') || !tenant
-        ? await api('GET', `/v1/events/${enc(id)}`) : await api('GET', tpath(`/events/${enc(id)}`, tenant))];
+    else { // an event: a producer's own id is unique within its tenant only, and it may start with
+      // evt_ as generated ones do (another tenant's event of that id made the global lookup 409);
+      // a generated id from another tenant than the chosen one is found globally
+      const global = () => api('GET', `/v1/events/${enc(id)}`);
+      got = [showEvent, !tenant ? await global() : await api('GET', tpath(`/events/${enc(id)}`, tenant))
+        .catch((e) => (id.startsWith('evt_') && e.message.startsWith('404') ? global() : Promise.reject(e)))];
     }
     if (gen === st.gen) got[0](got[1]);
   }, gen);

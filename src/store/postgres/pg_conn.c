@@ -691,6 +691,7 @@ static void pg_close(hookd_store_conn *c) {
   if (c->cancel) PQfreeCancel(c->cancel);
   preps_clear(c);
   hookd_pfilter_cache_free(&c->pf);
+  hookd_hold_memo_free(&c->hold);
   free(c);
 }
 

@@ -43,6 +43,7 @@ struct hookd_store_conn {
   hookd_pfilter_cache pf; /* endpoints' payload filters, parsed (the fan-out's) */
   /* the lane repair's walk (writer): where the last rescan's step stopped ("": the start) */
   char lane_ep[HOOKD_ID_MAX + 64], lane_key[260];
+  hookd_hold_memo hold; /* the replayer's view of endpoints' backlogs (writer; store.h) */
 };
 
 /* The session advisory lock that serialises migrations (two keys of hookd's own: these read

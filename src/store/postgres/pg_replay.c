@@ -808,8 +808,8 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   case HOOKD_REPLAY_CANCEL:
     /* (a completed job moved every item; some may still wait at their endpoint) */
     if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused") ||
-        (!strcmp(from, "completed") && !j.items_purged_ms &&
-         j.finished_ms > now_ms - HOOKD_REPLAY_ITEMS_KEEP_MS)) /* (its purge not begun) */
+        (!strcmp(from, "completed") && !j.items_purged_ms && /* (its purge not begun) */
+         j.finished_ms > now_ms - HOOKD_REPLAY_ITEMS_KEEP_MS + HOOKD_REPLAY_CANCEL_MARGIN_MS))
       to = "cancelled", finish = true;
     break;
   }
@@ -893,6 +893,7 @@ typedef struct step_job {
   double rate;
   int64_t total, next_item, next_at;
   int64_t replayed, skipped; /* before this step */
+  int64_t held_since;        /* held since (the node's clock), 0: moving */
 } step_job;
 
 static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const char *result) {
@@ -911,18 +912,21 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
 
 /* ---------- held behind an endpoint (docs/replay.md) ---------- */
 
-/* An endpoint's deliveries due and not claimed, of one cycle: deliveries_due in due order, past
- * the leased ones (the endpoint's in flight). */
-#define WAITING(kind)                                                                           \
-  " FROM deliveries d WHERE d.endpoint_id = $1 AND d.cycle_kind = '" kind "'"                  \
+/* An endpoint's deliveries due and not claimed, of the cycles `kinds`: deliveries_due in due
+ * order, past the leased ones (the endpoint's in flight), and but those of an ordered endpoint's
+ * lanes (they wait on their lane's head, not on the endpoint). e: the endpoint's row. */
+#define WAITING(kinds)                                                                          \
+  " FROM deliveries d WHERE d.endpoint_id = $1 AND d.cycle_kind IN (" kinds ")"                \
   " AND d.state IN ('pending','retrying') AND d.lane_wait = 0 AND d.next_attempt_at <= $2"     \
-  " AND (d.leased_until IS NULL OR d.leased_until <= $2)"
+  " AND (d.leased_until IS NULL OR d.leased_until <= $2)"                                       \
+  " AND (d.ordering_key IS NULL OR e.ordered = 0)"
 
-/* The step's view of what waits at endpoint_id: probed once per job and step, then kept up to
- * date with the job's own moves (hookd_hold_moved). */
+/* What waits at endpoint_id: probed, then kept by the writer connection for
+ * HOOKD_REPLAY_HOLD_POLL_MS with the steps' moves added (hookd_hold_moved; store.h). */
 static int hold_seen(hookd_store_conn *c, hookd_hold_memo *m, const char *endpoint_id,
                      int64_t now_ms, hookd_hold_seen **out) {
-  if ((*out = hookd_hold_find(m, endpoint_id))) return HOOKD_STORE_OK;
+  if ((*out = hookd_hold_find(m, endpoint_id, now_ms)) || m->rows_left <= 0)
+    return HOOKD_STORE_OK; /* (NULL: the step's probes are spent) */
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, endpoint_id);
@@ -930,12 +934,12 @@ static int hold_seen(hookd_store_conn *c, hookd_hold_memo *m, const char *endpoi
   pg_p_i64(&p, HOOKD_REPLAY_HOLD_COUNT);
   PGresult *r = pg_q(c,
                      "SELECT (e.enabled = 1 AND e.deleted_at IS NULL)::int,"
-                     " LEAST((SELECT d.next_attempt_at" WAITING("live")
+                     " LEAST((SELECT d.next_attempt_at" WAITING("'live'")
                      " ORDER BY d.next_attempt_at LIMIT 1),"
-                     " (SELECT d.next_attempt_at" WAITING("replay")
+                     " (SELECT d.next_attempt_at" WAITING("'replay'")
                      " ORDER BY d.next_attempt_at LIMIT 1)),"
-                     " (SELECT COUNT(*) FROM (SELECT 1" WAITING("live") " LIMIT $3) w)"
-                     " + (SELECT COUNT(*) FROM (SELECT 1" WAITING("replay") " LIMIT $3) w)"
+                     " (SELECT COUNT(*) FROM (SELECT 1" WAITING("'live','replay'")
+                     " LIMIT $3) w)"
                      " FROM endpoints e WHERE e.id = $1",
                      &p, "read an endpoint's backlog");
   if (!r) return HOOKD_STORE_ERR;
@@ -944,7 +948,8 @@ static int hold_seen(hookd_store_conn *c, hookd_hold_memo *m, const char *endpoi
   int64_t oldest = row && !pg_null(r, 0, 1) ? pg_i64(r, 0, 1) : 0;
   int64_t waiting = row ? pg_i64(r, 0, 2) : 0;
   PQclear(r);
-  *out = hookd_hold_add(m, endpoint_id, enabled, waiting, oldest);
+  m->rows_left -= waiting + 1;
+  *out = hookd_hold_add(m, endpoint_id, enabled, waiting, oldest, now_ms);
   return *out ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
 }
 
@@ -974,10 +979,10 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   }
   hookd_hold_seen *hold;
   int rc = hold_seen(c, hm, j->endpoint_id, now_ms, &hold);
-  if (rc || hookd_hold_behind(hold, now_ms)) {
+  if (rc || !hold || hookd_hold_behind(hold, now_ms)) {
     free(event_id);
     if (rc) return rc;
-    *result = "held";
+    *result = hold ? "held" : "spent";
     *endpoint = strdup(j->endpoint_id);
     return *endpoint ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
   }
@@ -1014,8 +1019,8 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   return item_result(c, j->seq, n, *result);
 }
 
-/* One item: replayed, or why not, or "held" (not moved: its endpoint is behind). Sets *endpoint
- * (owned) for a replayed or held one. */
+/* One item: replayed, or why not, or "held" (not moved: its endpoint is behind), or "spent" (not
+ * moved: the step's probes are spent). Sets *endpoint (owned) for a replayed, held or spent one. */
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
                      hookd_replay_memo *memo, hookd_hold_memo *hm, const char **result,
                      char **endpoint, int64_t *bytes) {
@@ -1069,8 +1074,8 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
   } else {
     hookd_hold_seen *hold;
     if ((rc = hold_seen(c, hm, *endpoint, now_ms, &hold)) != 0) goto out;
-    if (hookd_hold_behind(hold, now_ms)) {
-      *result = "held"; /* not marked: the job stops at it */
+    if (!hold || hookd_hold_behind(hold, now_ms)) {
+      *result = hold ? "held" : "spent"; /* not marked: the job stops at it */
       return HOOKD_STORE_OK;
     }
     const char *why = NULL;
@@ -1116,7 +1121,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0, rc = HOOKD_STORE_OK;
   hookd_replay_memo memo = {.swept = true};
-  hookd_hold_memo hm = {0};
+  hookd_hold_memo *hm = &c->hold; /* (kept across steps: store.h) */
   char *held = NULL; /* the endpoint the job stopped at (docs/replay.md "Held behind…") */
   /* the step's bytes of bodies and its items are shared by its jobs: once spent, the jobs after
    * take none and go first at the next step (hookd_replay_turn_end) */
@@ -1125,9 +1130,14 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
     const char *result;
     char *ep = NULL;
     int64_t read = 0;
-    if ((rc = step_item(c, j, n, now_ms, &memo, &hm, &result, &ep, &read)) != 0) break;
+    if ((rc = step_item(c, j, n, now_ms, &memo, hm, &result, &ep, &read)) != 0) break;
     if (result && !strcmp(result, "held")) {
       held = ep; /* item n stays the next one */
+      break;
+    }
+    if (result && !strcmp(result, "spent")) { /* (the step's probes: docs/replay.md) */
+      free(ep);
+      left->items = 0; /* item n stays the next one; the jobs after go first at the next step */
       break;
     }
     left->bytes -= read;
@@ -1144,14 +1154,16 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
     n++;
     taken++;
   }
-  hookd_hold_memo_free(&hm);
   bool complete = n > j->total;
   if (rc || !hookd_replay_turn_end(taken, left, complete, &at, (double)pace_ms)) {
     free(held);
     return rc;
   }
-  if (held && at < (double)(pace_ms + HOOKD_REPLAY_HOLD_POLL_MS))
-    at = (double)(pace_ms + HOOKD_REPLAY_HOLD_POLL_MS); /* looked at again then */
+  /* looked at again a poll later (held long, a slower one: each look writes the row) */
+  int64_t poll = j->held_since > 0 && now_ms - j->held_since >= HOOKD_REPLAY_HOLD_LONG_MS
+                     ? HOOKD_REPLAY_HOLD_SLOW_POLL_MS
+                     : HOOKD_REPLAY_HOLD_POLL_MS;
+  if (held && at < (double)(pace_ms + poll)) at = (double)(pace_ms + poll);
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, j->seq);
@@ -1198,6 +1210,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
 
 int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res) {
   hookd_replay_step_res_free(res); /* a redone batch runs the op again */
+  hookd_hold_sweep(&c->hold, now_ms);
   bool backs = false;
   int brc = back_step(c, now_ms, &backs, &res->recalled);
   if (brc) return brc;
@@ -1205,7 +1218,8 @@ int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   PGresult *r = pg_q(c,
                      "WITH t AS (SELECT " PG_DB_NOW_MS " AS now)"
                      " SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
-                     " next_item, next_item_at, replayed, skipped, filter_endpoint, t.now"
+                     " next_item, next_item_at, replayed, skipped, filter_endpoint, t.now,"
+                     " held_since"
                      " FROM replay_jobs, t"
                      " WHERE state = 'running' AND (next_item_at <= t.now"
                      " OR next_item_at > t.now + 1000 + 1000.0 / rate_per_s)"
@@ -1229,6 +1243,7 @@ int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
     j->replayed = pg_i64(r, i, 8);
     j->skipped = pg_i64(r, i, 9);
     j->endpoint_id = pg_str(r, i, 10);
+    j->held_since = pg_null(r, i, 12) ? 0 : pg_i64(r, i, 12);
     nj++;
     if (!j->id || !j->tenant_id || !j->filter_state || !(j->rate > 0)) {
       out = pg_fail(c, "due replay jobs");
@@ -1278,7 +1293,8 @@ int pg_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int 
   PGresult *r = pg_q(c,
                      /* (a take-back still to walk needs its moves) */
                      "SELECT seq FROM replay_jobs WHERE items_purged_at IS NULL AND"
-                     " back_from IS NULL AND (finished_at < $1::bigint OR (state = 'preview' AND created_at < $2::bigint)"
+                     " back_from IS NULL AND (finished_at < $1::bigint"
+                     " OR (state = 'preview' AND created_at < $2::bigint)"
                      " OR (state = 'building' AND updated_at < $1::bigint))"
                      " ORDER BY seq LIMIT 1",
                      &p, "find ended replay jobs");

@@ -478,6 +478,7 @@ static void sq_close(hookd_store_conn *c) {
   for (int i = 0; i < SQ__COUNT; i++) sqlite3_finalize(c->stmts[i]);
   sqlite3_close(c->db);
   hookd_pfilter_cache_free(&c->pf);
+  hookd_hold_memo_free(&c->hold);
   free(c);
 }
 

@@ -79,6 +79,7 @@ struct hookd_store_conn {
   hookd_pfilter_cache pf; /* endpoints' payload filters, parsed (the fan-out's) */
   /* the lane repair's walk (writer): where the last rescan's step stopped ("": the start) */
   char lane_ep[HOOKD_ID_MAX + 64], lane_key[260];
+  hookd_hold_memo hold; /* the replayer's view of endpoints' backlogs (writer; store.h) */
 };
 
 /* Returns the cached statement (reset, bindings cleared), preparing it on first use; NULL on

@@ -740,8 +740,8 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
   case HOOKD_REPLAY_CANCEL:
     /* (a completed job moved every item; some may still wait at their endpoint) */
     if (!strcmp(from, "preview") || !strcmp(from, "running") || !strcmp(from, "paused") ||
-        (!strcmp(from, "completed") && !j.items_purged_ms &&
-         j.finished_ms > now_ms - HOOKD_REPLAY_ITEMS_KEEP_MS)) /* (its purge not begun) */
+        (!strcmp(from, "completed") && !j.items_purged_ms && /* (its purge not begun) */
+         j.finished_ms > now_ms - HOOKD_REPLAY_ITEMS_KEEP_MS + HOOKD_REPLAY_CANCEL_MARGIN_MS))
       to = "cancelled", finish = true;
     break;
   }
@@ -830,6 +830,7 @@ typedef struct step_job {
   double rate;
   int64_t total, next_item, next_at;
   int64_t replayed, skipped; /* before this step */
+  int64_t held_since;        /* held since (the node's clock), 0: moving */
 } step_job;
 
 static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const char *result) {
@@ -845,26 +846,29 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
 
 /* ---------- held behind an endpoint (docs/replay.md) ---------- */
 
-/* An endpoint's deliveries due and not claimed, of one cycle: deliveries_due in due order, past
- * the leased ones (the endpoint's in flight). */
-#define WAITING(kind)                                                                           \
-  " FROM deliveries d WHERE d.endpoint_id = ?1 AND d.cycle_kind = '" kind "'"                  \
+/* An endpoint's deliveries due and not claimed, of the cycles `kinds`: deliveries_due in due
+ * order, past the leased ones (the endpoint's in flight), and but those of an ordered endpoint's
+ * lanes (they wait on their lane's head, not on the endpoint). e: the endpoint's row. */
+#define WAITING(kinds)                                                                          \
+  " FROM deliveries d WHERE d.endpoint_id = ?1 AND d.cycle_kind IN (" kinds ")"                \
   " AND d.state IN ('pending','retrying') AND d.lane_wait = 0 AND d.next_attempt_at <= ?2"     \
-  " AND (d.leased_until IS NULL OR d.leased_until <= ?2)"
+  " AND (d.leased_until IS NULL OR d.leased_until <= ?2)"                                       \
+  " AND (d.ordering_key IS NULL OR e.ordered = 0)"
 
-/* The step's view of what waits at endpoint_id: probed once per job and step, then kept up to
- * date with the job's own moves (hookd_hold_moved). */
+/* What waits at endpoint_id: probed, then kept by the writer connection for
+ * HOOKD_REPLAY_HOLD_POLL_MS with the steps' moves added (hookd_hold_moved; store.h). */
 static int hold_seen(hookd_store_conn *c, hookd_hold_memo *m, const char *endpoint_id,
                      int64_t now_ms, hookd_hold_seen **out) {
-  if ((*out = hookd_hold_find(m, endpoint_id))) return HOOKD_STORE_OK;
+  if ((*out = hookd_hold_find(m, endpoint_id, now_ms)) || m->rows_left <= 0)
+    return HOOKD_STORE_OK; /* (NULL: the step's probes are spent) */
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_HOLD,
                              "SELECT e.enabled = 1 AND e.deleted_at IS NULL,"
-                             " MIN(COALESCE((SELECT d.next_attempt_at" WAITING("live")
+                             " MIN(COALESCE((SELECT d.next_attempt_at" WAITING("'live'")
                              " ORDER BY d.next_attempt_at LIMIT 1), 9e18),"
-                             " COALESCE((SELECT d.next_attempt_at" WAITING("replay")
+                             " COALESCE((SELECT d.next_attempt_at" WAITING("'replay'")
                              " ORDER BY d.next_attempt_at LIMIT 1), 9e18)),"
-                             " (SELECT COUNT(*) FROM (SELECT 1" WAITING("live") " LIMIT ?3))"
-                             " + (SELECT COUNT(*) FROM (SELECT 1" WAITING("replay") " LIMIT ?3))"
+                             " (SELECT COUNT(*) FROM (SELECT 1" WAITING("'live','replay'")
+                             " LIMIT ?3))"
                              " FROM endpoints e WHERE e.id = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, endpoint_id);
@@ -877,7 +881,9 @@ static int hold_seen(hookd_store_conn *c, hookd_hold_memo *m, const char *endpoi
   int64_t waiting = row ? sq_col_i64(st, 2) : 0;
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read an endpoint's backlog");
-  *out = hookd_hold_add(m, endpoint_id, enabled, waiting, oldest >= 9e18 ? 0 : (int64_t)oldest);
+  m->rows_left -= waiting + 1;
+  *out = hookd_hold_add(m, endpoint_id, enabled, waiting, oldest >= 9e18 ? 0 : (int64_t)oldest,
+                        now_ms);
   return *out ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
 }
 
@@ -904,11 +910,11 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
     return HOOKD_STORE_OK;
   }
   hookd_hold_seen *hold;
-  if ((rc = hold_seen(c, hm, j->endpoint_id, now_ms, &hold)) != 0 ||
+  if ((rc = hold_seen(c, hm, j->endpoint_id, now_ms, &hold)) != 0 || !hold ||
       hookd_hold_behind(hold, now_ms)) {
     free(event_id);
     if (rc) return rc;
-    *result = "held";
+    *result = hold ? "held" : "spent";
     *endpoint = strdup(j->endpoint_id);
     return *endpoint ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
   }
@@ -948,8 +954,8 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   return item_result(c, j->seq, n, *result);
 }
 
-/* One item: replayed, or why not, or "held" (not moved: its endpoint is behind). Sets *endpoint
- * (owned) for a replayed or held one. */
+/* One item: replayed, or why not, or "held" (not moved: its endpoint is behind), or "spent" (not
+ * moved: the step's probes are spent). Sets *endpoint (owned) for a replayed, held or spent one. */
 static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t now_ms,
                      hookd_replay_memo *memo, hookd_hold_memo *hm, const char **result,
                      char **endpoint, int64_t *bytes) {
@@ -1004,8 +1010,8 @@ static int step_item(hookd_store_conn *c, const step_job *j, int64_t n, int64_t 
   } else {
     hookd_hold_seen *hold;
     if ((rc = hold_seen(c, hm, *endpoint, now_ms, &hold)) != 0) goto out;
-    if (hookd_hold_behind(hold, now_ms)) {
-      *result = "held"; /* not marked: the job stops at it */
+    if (!hold || hookd_hold_behind(hold, now_ms)) {
+      *result = hold ? "held" : "spent"; /* not marked: the job stops at it */
       return HOOKD_STORE_OK;
     }
     const char *why = NULL;
@@ -1049,7 +1055,7 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
   int64_t replayed = 0, skipped = 0, n = j->next_item;
   int taken = 0, rc = HOOKD_STORE_OK;
   hookd_replay_memo memo = {.swept = true};
-  hookd_hold_memo hm = {0};
+  hookd_hold_memo *hm = &c->hold; /* (kept across steps: store.h) */
   char *held = NULL; /* the endpoint the job stopped at (docs/replay.md "Held behind…") */
   /* the step's bytes of bodies and its items are shared by its jobs: once spent, the jobs after
    * take none and go first at the next step (hookd_replay_turn_end) */
@@ -1058,9 +1064,14 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
     const char *result;
     char *ep = NULL;
     int64_t read = 0;
-    if ((rc = step_item(c, j, n, now_ms, &memo, &hm, &result, &ep, &read)) != 0) break;
+    if ((rc = step_item(c, j, n, now_ms, &memo, hm, &result, &ep, &read)) != 0) break;
     if (result && !strcmp(result, "held")) {
       held = ep; /* item n stays the next one */
+      break;
+    }
+    if (result && !strcmp(result, "spent")) { /* (the step's probes: docs/replay.md) */
+      free(ep);
+      left->items = 0; /* item n stays the next one; the jobs after go first at the next step */
       break;
     }
     left->bytes -= read;
@@ -1077,14 +1088,16 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
     n++;
     taken++;
   }
-  hookd_hold_memo_free(&hm);
   bool complete = n > j->total;
   if (rc || !hookd_replay_turn_end(taken, left, complete, &at, (double)now_ms)) {
     free(held);
     return rc;
   }
-  if (held && at < (double)(now_ms + HOOKD_REPLAY_HOLD_POLL_MS))
-    at = (double)(now_ms + HOOKD_REPLAY_HOLD_POLL_MS); /* looked at again then */
+  /* looked at again a poll later (held long, a slower one: each look writes the row) */
+  int64_t poll = j->held_since > 0 && now_ms - j->held_since >= HOOKD_REPLAY_HOLD_LONG_MS
+                     ? HOOKD_REPLAY_HOLD_SLOW_POLL_MS
+                     : HOOKD_REPLAY_HOLD_POLL_MS;
+  if (held && at < (double)(now_ms + poll)) at = (double)(now_ms + poll);
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ADVANCE,
                              "UPDATE replay_jobs SET next_item = ?2, next_item_at = ?3,"
                              " replayed = replayed + ?4, skipped = skipped + ?5, updated_at = ?6,"
@@ -1130,12 +1143,14 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
 
 int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *res) {
   hookd_replay_step_res_free(res); /* a redone batch runs the op again */
+  hookd_hold_sweep(&c->hold, now_ms);
   bool backs = false;
   int brc = back_step(c, now_ms, &backs, &res->recalled);
   if (brc) return brc;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_DUE,
                              "SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
-                             " next_item, next_item_at, replayed, skipped, filter_endpoint"
+                             " next_item, next_item_at, replayed, skipped, filter_endpoint,"
+                             " held_since"
                              " FROM replay_jobs"
                              " WHERE state = 'running' AND (next_item_at <= ?1"
                              " OR next_item_at > ?1 + 1000 + 1000.0 / rate_per_s)"
@@ -1158,6 +1173,7 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
     j->replayed = sq_col_i64(st, 8);
     j->skipped = sq_col_i64(st, 9);
     j->endpoint_id = sq_col_str(st, 10);
+    j->held_since = sq_col_i64(st, 11);
     nj++;
     if (!j->id || !j->tenant_id || !j->filter_state || !(j->rate > 0)) {
       rc = SQLITE_NOMEM;
@@ -1198,7 +1214,8 @@ int sq_replay_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int 
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_PURGE_JOB,
                              /* (a take-back still to walk needs its moves) */
                              "SELECT seq FROM replay_jobs WHERE items_purged_at IS NULL AND"
-                             " back_from IS NULL AND (finished_at < ?1 OR (state = 'preview' AND created_at < ?2)"
+                             " back_from IS NULL AND (finished_at < ?1"
+                             " OR (state = 'preview' AND created_at < ?2)"
                              " OR (state = 'building' AND updated_at < ?1))"
                              " ORDER BY seq LIMIT 1");
   if (!st) return HOOKD_STORE_ERR;
