@@ -1392,9 +1392,18 @@ describe('steps of the wall clock', () => {
     const get = async () => (await h.api('GET', `/v1/tenants/${tenant}/replays/${job.id}`)).json;
     await waitUntil(async () => (await get()).progress.replayed >= 1, { what: 'the job started' });
     clock.step(-3600 * 1000);
-    const done = await waitUntil(async () => { const j = await get(); return j.state === 'completed' ? j : null; },
-      { timeout: 10000, what: 'the job completed at its rate' });
-    assert.equal(done.progress.replayed, 6);
+    if (SHARED_STORE) {
+      // a node whose clock stepped away from the database's sends nothing (docs/postgres.md), so
+      // the job is held behind its endpoint once a moved delivery has waited 2 s there
+      // (docs/replay.md "Held behind an endpoint"): its next items still come at its rate
+      const moved = await waitUntil(async () => { const j = await get(); return j.progress.replayed >= 4 ? j : null; },
+        { timeout: 10000, what: 'the job moving at its rate' });
+      assert.ok(moved.state === 'running' || moved.state === 'completed', moved.state);
+    } else {
+      const done = await waitUntil(async () => { const j = await get(); return j.state === 'completed' ? j : null; },
+        { timeout: 10000, what: 'the job completed at its rate' });
+      assert.equal(done.progress.replayed, 6);
+    }
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();
