@@ -110,6 +110,11 @@ void hookd_api_reply_json_applied(hookd_api_op *op, int status, json_t *v);
 /* An audit reason (the Hookd-Reason header, a body's "reason"): 1-255 bytes of UTF-8, not
  * blank (nor only invisible characters), no control characters. */
 bool hookd_api_reason_valid(const char *s);
+/* A destination check that could not judge its URL now (rc HOOKD_DEST_BUSY or
+ * HOOKD_DEST_DNS_AGAIN, daemon/destination.h): 503 unavailable with Retry-After, and true;
+ * false for any other rc (nothing answered). field: the URL's path in the request's body. */
+struct hookd_dest_check;
+bool hookd_api_dest_retry(hookd_req *r, const struct hookd_dest_check *c, const char *field);
 /* A body's optional "reason" (NULL when absent or no body), or a 422 answered (false). */
 bool hookd_api_body_reason(hookd_req *r, const json_t *body, const char **reason);
 /* A request whose body is optional and holds at most a "reason": the reason into out ("" when

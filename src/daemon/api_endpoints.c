@@ -401,10 +401,8 @@ static void refuse_destination(hookd_req *r, const ep_op *op, const hookd_url_er
 /* After the destination check (resolver thread): store, or answer 422. */
 static void dest_checked(hookd_dest_check *c, void *arg) {
   ep_op *op = arg;
-  if (c->rc == HOOKD_DEST_BUSY) {
-    hookd_req_add_header(op->base.req, "Retry-After", "1");
-    hookd_req_error(op->base.req, 503, "unavailable",
-                    "too many destination checks are waiting for DNS; retry after a second");
+  if (hookd_api_dest_retry(op->base.req, c, "url")) {
+    /* answered: the name could not be judged now */
   } else if (c->rc != 0 && op->k.idem[0]) {
     op->refused = true; /* a create sent again: its kept answer, if any, first */
     op->refusal = c->err;

@@ -634,10 +634,10 @@ static void check_next(src_op *op);
 
 static void dest_checked(hookd_dest_check *c, void *arg) {
   src_op *op = arg;
-  if (c->rc == HOOKD_DEST_BUSY) {
-    hookd_req_add_header(op->base.req, "Retry-After", "1");
-    hookd_req_error(op->base.req, 503, "unavailable",
-                    "too many destination checks are waiting for DNS; retry after a second");
+  char field[48];
+  if (op->adding) snprintf(field, sizeof field, "url");
+  else snprintf(field, sizeof field, "destinations[%zu].url", op->checking);
+  if (hookd_api_dest_retry(op->base.req, c, field)) {
     fail_op(op);
     return;
   }

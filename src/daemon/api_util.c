@@ -20,6 +20,7 @@
 #include "core/strmap.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
+#include "daemon/destination.h"
 #include "daemon/dispatcher.h"
 #include "daemon/metrics.h"
 
@@ -116,6 +117,19 @@ void hookd_api_chain(hookd_api_op *op,
   op->run = run;
   op->reply = reply;
   op->chain = 1 + where;
+}
+
+bool hookd_api_dest_retry(hookd_req *r, const struct hookd_dest_check *c, const char *field) {
+  if (c->rc == HOOKD_DEST_BUSY) {
+    hookd_req_add_header(r, "Retry-After", "1");
+    hookd_req_error(r, 503, "unavailable",
+                    "too many destination checks are waiting for DNS; retry after a second");
+    return true;
+  }
+  if (c->rc != HOOKD_DEST_DNS_AGAIN) return false;
+  hookd_req_add_header(r, "Retry-After", "5"); /* (a name server's trouble: seconds, not ms) */
+  hookd_req_error(r, 503, "unavailable", "%s: %s; retry", field, c->err.message);
+  return true;
 }
 
 bool hookd_api_reason_valid(const char *s) {

@@ -2,6 +2,7 @@
 #include "daemon/destination.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -209,6 +210,19 @@ static void check_one(hookd_destinations *d, hookd_dest_check *c) {
   if (n == 0) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     int g = getaddrinfo(c->info.host, NULL, &hints, &res);
+    /* no such name, or no address: the `dns` rule's 422 below; any other failure (the name
+     * server failing or not answering) says nothing of the name: retry (docs/security.md) */
+    if (g != 0 && g != EAI_NONAME && g != EAI_NODATA && g != EAI_ADDRFAMILY) {
+      if (res) freeaddrinfo(res);
+      c->rc = HOOKD_DEST_DNS_AGAIN;
+      snprintf(c->err.rule, sizeof c->err.rule, "dns");
+      snprintf(c->err.message, sizeof c->err.message, "the host's name could not be looked up "
+               "now (%s)", g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+      c->err.address[0] = '\0';
+      HLOG(HOOKD_LOG_WARN, "destination.dns_failed", KV_S("host", c->info.host),
+           KV_S("error", gai_strerror(g)), KV_S("who", c->who));
+      return;
+    }
     for (struct addrinfo *a = res; g == 0 && a && n < MAX_ADDRS; a = a->ai_next) {
       if (a->ai_family == AF_INET) {
         memcpy(addrs[n], &((struct sockaddr_in *)a->ai_addr)->sin_addr, 4);

@@ -15,7 +15,8 @@ typedef struct hookd_destinations hookd_destinations;
 typedef struct hookd_dest_check {
   char *url;                      /* in (owned by the check) */
   char who[72];                   /* in: whose it is (the tenant): checks are shared out by it */
-  int rc;                         /* out: 0 allowed, -1 refused, HOOKD_DEST_BUSY */
+  int rc;                         /* out: 0 allowed, -1 refused, HOOKD_DEST_BUSY or
+                                     HOOKD_DEST_DNS_AGAIN */
   hookd_url_info info;
   hookd_url_error err;
   void (*done)(struct hookd_dest_check *c, void *arg); /* runs on a resolver thread */
@@ -43,6 +44,10 @@ int hookd_destinations_check_shape(hookd_destinations *d, const char *url, hookd
                                    hookd_url_error *err);
 /* The resolver queue is full: the check was not made (answer 503, the client retries). */
 #define HOOKD_DEST_BUSY (-2)
+/* The name's lookup failed for a reason other than its not existing (EAI_AGAIN, EAI_FAIL, …:
+ * the name server failing or not answering): nothing judged (answer 503, c->err.message says
+ * why; a 422 would be final to the client, docs/security.md). */
+#define HOOKD_DEST_DNS_AGAIN (-3)
 
 /* Full check on a resolver thread; c->done is called there — or at once, on the caller's
  * thread, for a URL with nothing to resolve (refused by its shape, or an address for host), and

@@ -140,6 +140,32 @@ describe('destination policy', () => {
     cleanup();
   });
 
+  it('a destination name whose lookup fails now (the name server failing or not answering) is 503 with Retry-After, not a final 422; once it resolves, created', async () => {
+    const { dir, cleanup } = tempDir();
+    for (const err of ['EAI_AGAIN', 'EAI_FAIL']) {
+      const dns = faultDns(dir, 'flaky.test', err);
+      const h = await startHookd({ dir, env: dns.env });
+      const { tenant } = await setup(h, 'http://127.0.0.1:9/first');
+      dns.slow();
+      const url = 'http://flaky.test:8080/hook';
+      const r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url });
+      assert.equal(r.status, 503, `${err}: ${r.text}`);
+      assert.equal(r.json.error.code, 'unavailable');
+      assert.equal(r.headers.get('retry-after'), '5');
+      assert.match(r.json.error.message, /^url: the host's name could not be looked up now/);
+      const src = await h.api('POST', '/v1/sources', { tenant, provider: 'github', secrets: ['s3cr3t'],
+        destinations: [{ url: 'http://127.0.0.1:9/a' }, { url }] });
+      assert.equal(src.status, 503, src.text);
+      assert.match(src.json.error.message, /^destinations\[1\]\.url: the host's name could not be looked up now/);
+      dns.fast(); // the name server answers again: the same requests succeed
+      assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url })).status, 201);
+      assert.equal((await h.api('POST', '/v1/sources', { tenant, provider: 'github', secrets: ['s3cr3t'],
+        destinations: [{ url: 'http://127.0.0.1:9/a' }, { url }] })).status, 201);
+      assert.equal((await h.stop()).code, 0);
+    }
+    cleanup();
+  });
+
   it('an endpoint changed while its request waits for a slow name server: the request keeps the URL it was built with (the change freed the one its connect-time check read)', async () => {
     const { dir, cleanup } = tempDir();
     const dns = faultDns(dir, 'slow.test', 1500);

@@ -110,7 +110,8 @@ export function faultNoLink() {
   return faultEnv({ HOOKD_FAULT_NOLINK: '1' });
 }
 // A slow name server for one hostname of the test's own: it resolves to 127.0.0.1, after ms
-// milliseconds once slow() is called (at once before, and after fast()).
+// milliseconds once slow() is called (at once before, and after fast()). ms 'EAI_AGAIN' or
+// 'EAI_FAIL': the lookup fails so instead while slow (a name server not answering, failing).
 export function faultDns(dir, name, ms) {
   const flag = join(dir, 'dns-slow');
   return {
