@@ -50,14 +50,20 @@ static int check_object(check_ctx *x, const json_t *f, const char *path, int dep
   const char *k;
   const json_t *v;
   char sub[600];
+  const char *field = NULL, *scalar_op = NULL; /* (both: a value that is no value) */
   json_object_foreach((json_t *)f, k, v) {
     snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", k);
     if (k[0] != '$') {
       if (!*k) return fail(x, path, "a field name is empty");
       if (check_node(x, v, sub, depth + 1)) return -1;
+      field = k;
       continue;
     }
     enum op op = op_of(k);
+    /* these hold only for a scalar (or a string, a list), which has no fields */
+    if (op == OP_EQ || op == OP_GT || op == OP_GTE || op == OP_LT || op == OP_LTE ||
+        op == OP_STARTS || op == OP_ENDS || op == OP_CONTAINS || op == OP_IN)
+      scalar_op = k;
     size_t n = json_is_array(v) ? json_array_size(v) : 0;
     switch (op) {
     case OP_NONE:
@@ -110,6 +116,12 @@ static int check_object(check_ctx *x, const json_t *f, const char *path, int dep
       }
       break;
     }
+  }
+  if (field && scalar_op) {
+    char why[200];
+    snprintf(why, sizeof why, "%.40s needs a value without fields, and \"%.60s\" names one: it "
+             "can never match", scalar_op, field);
+    return fail(x, path, why);
   }
   return 0;
 }

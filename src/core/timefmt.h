@@ -16,6 +16,8 @@ int hookd_parse_rfc3339(const char *s, int64_t *ms);
  * rounds up (a time at ms t is at or after "….1375Z" exactly when t >= ….138, and before it
  * exactly when t < ….138), where hookd_parse_rfc3339 cuts it. */
 int hookd_parse_rfc3339_bound(const char *s, int64_t *ms);
+/* The last millisecond RFC 3339 writes (9999-12-31T23:59:59.999Z). */
+#define HOOKD_RFC3339_LAST_MS 253402300799999LL
 
 /* Same grammar, exactly: seconds since the epoch and the fraction's digits without trailing
  * zeros ("" when none); -1 also when the fraction has more than HOOKD_RFC3339_FRAC_MAX-1 digits. */

@@ -922,10 +922,10 @@ static int run_rotate(hookd_store_conn *c, const hookd_store_backend *be, hookd_
     char until[HOOKD_RFC3339_MAX];
     hookd_fmt_rfc3339_ms(op->ep.previous_expires_ms, until);
     snprintf(base->err, sizeof base->err,
-             "the previous secret is valid until %s: rotating again now would end that overlap"
-             " early (a rotation sent again after its answer was lost: its secret is at GET"
-             " …/secret); rotate after it, or pass \"expire_previous_after_s\": 0 to end every"
-             " previous secret now",
+             /* (under base->err's 256 bytes: a review found the end, the fix, cut off) */
+             "the previous secret is valid until %s: a rotation now would end that overlap early"
+             " (one sent again after a lost answer: its secret is at GET …/secret); rotate after"
+             " it, or pass \"expire_previous_after_s\": 0 to end it now",
              until);
     return HOOKD_STORE_CONFLICT;
   }

@@ -663,7 +663,8 @@ static bool resolve_ids(hookd_req *r, const json_t *ids, many_op *op) {
   }
   for (size_t i = 0; i < n; i++) {
     const char *id = json_string_value(json_array_get(ids, i));
-    if (!id || !*id || strlen(id) >= sizeof op->items[i].id) {
+    /* (an id's characters: one that is not an id is named here, never echoed in a result) */
+    if (!id || !hookd_id_valid(id, sizeof op->items[i].id - 1)) {
       hookd_req_error(r, 422, "invalid_field", "ids[%zu] must be an inbox record id", i);
       return false;
     }

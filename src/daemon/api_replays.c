@@ -361,8 +361,10 @@ static void reply_select(hookd_api_op *base, int rc) {
 static bool parse_time(hookd_req *r, const json_t *filter, const char *key, int64_t *ms) {
   const json_t *v = json_object_get(filter, key);
   if (!v || json_is_null(v)) return true;
+  /* (rounded up to the millisecond, a time past 9999-12-31T23:59:59.999Z would be shown back
+   * with a five-digit year, which no RFC 3339 parser reads: a review) */
   if (!json_is_string(v) || hookd_parse_rfc3339_bound(json_string_value(v), ms) != 0 ||
-      *ms <= 0) {
+      *ms <= 0 || *ms > HOOKD_RFC3339_LAST_MS) {
     hookd_req_error(r, 422, "invalid_field", "filter.%s must be an RFC 3339 time", key);
     return false;
   }

@@ -17,6 +17,7 @@
 #include "core/ids.h"
 #include "core/inbound.h"
 #include "core/secretbox.h"
+#include "core/shown_text.h"
 #include "core/sign.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
@@ -403,6 +404,12 @@ static char *parse_secrets(hookd_req *r, hookd_app *app, const char *provider, j
       hookd_req_error(r, 422, "invalid_field", "secrets[%zu] begins or ends with a blank", i);
       return NULL;
     }
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+      if (*p < 0x20 || *p == 0x7f) { /* no provider issues one: an encoding mistake (a review) */
+        json_decref(stored);
+        hookd_req_error(r, 422, "invalid_field", "secrets[%zu] holds a control character", i);
+        return NULL;
+      }
     for (size_t j = 0; j < i; j++) {
       json_t *pj = json_array_get(stored, j);
       const char *prev = json_string_value(json_is_object(pj) ? json_object_get(pj, "secret") : pj);
@@ -502,6 +509,11 @@ static bool parse_rules(hookd_req *r, json_t *body, src_op *op) {
       if (!json_is_object(v) || hookd_json_get_str(v, "operation", &opn) < 0 || strlen(opn) > 64) {
         hookd_req_error(r, 422, "invalid_field",
                         "business_key must be {\"paths\": [...], \"operation\"?: \"name\"}");
+        return false;
+      }
+      if (!hookd_shown_name_ok(opn)) { /* shown to operators, as every name (a review) */
+        hookd_req_error(r, 422, "invalid_field", "business_key.operation must be text on one "
+                        "line, without control or bidirectional characters");
         return false;
       }
       op->src.business_paths = join_strings(r, json_object_get(v, "paths"), "business_key.paths", 8,

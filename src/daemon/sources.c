@@ -51,13 +51,23 @@ const char *hookd_generic_parse(const json_t *v, hookd_generic_hmac *g) {
   if (basic || token) {
     /* a credential, not a signature: nothing to encode, sign or time */
     g->mode = basic ? HOOKD_GENERIC_BASIC : HOOKD_GENERIC_TOKEN;
-    static const char *const none[] = {"encoding", "template", "timestamp_header", NULL};
-    for (size_t i = 0; none[i]; i++)
-      if (json_object_get(v, none[i]))
-        return basic ? "generic.encoding, template and timestamp_header do not apply to "
-                       "algorithm basic"
-                     : "generic.encoding, template and timestamp_header do not apply to "
-                       "algorithm token";
+    /* (each message begins with its field's path: the error's param) */
+    static const char *const none[][3] = {
+        {"encoding", "generic.encoding does not apply to algorithm token (a credential: nor do "
+                     "template and timestamp_header)",
+         "generic.encoding does not apply to algorithm basic (a credential: nor do template and "
+         "timestamp_header)"},
+        {"template", "generic.template does not apply to algorithm token (a credential: nor do "
+                     "encoding and timestamp_header)",
+         "generic.template does not apply to algorithm basic (a credential: nor do encoding and "
+         "timestamp_header)"},
+        {"timestamp_header", "generic.timestamp_header does not apply to algorithm token (a "
+                             "credential: nor do encoding and template)",
+         "generic.timestamp_header does not apply to algorithm basic (a credential: nor do "
+         "encoding and template)"},
+    };
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+      if (json_object_get(v, none[i][0])) return none[i][basic ? 2 : 1];
     if (basic && g->prefix) return "generic.prefix does not apply to algorithm basic";
   } else if (!strcasecmp(alg, "sha1")) g->algorithm = HOOKD_MD_SHA1;
   else if (!strcasecmp(alg, "sha256")) g->algorithm = HOOKD_MD_SHA256;

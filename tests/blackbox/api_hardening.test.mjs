@@ -1044,3 +1044,50 @@ describe('requests the HTTP library would drop', () => {
     assert.equal((await h.stop()).code, 0);
   });
 });
+
+describe('the API input review (untrusted input gets a clear 4xx naming the field)', () => {
+  it('refuses what could never work or would show badly, names the field, and never cuts its advice', async () => {
+    const h = await startHookd();
+    const tenant = `inrev${Date.now()}`;
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    const dest = [{ url: 'http://127.0.0.1:9/in' }];
+    const source = (extra) => h.api('POST', '/v1/sources', { tenant, provider: 'stripe', secrets: ['whsec_abc'],
+      destinations: dest, ...extra });
+    // a business key's operation is shown to operators: no control or bidirectional characters
+    let r = await source({ business_key: { paths: ['a'], operation: 'a\u0001\u202e' } });
+    assert.equal(r.status, 422, r.text);
+    assert.equal(r.json.error.param, 'business_key.operation');
+    // a secret with a control character could never verify a request
+    r = await source({ secrets: ['whsec_a\u0001b'] });
+    assert.equal(r.status, 422, r.text);
+    assert.match(r.json.error.message, /^secrets\[0\] holds a control character/);
+    // a payload filter holding an operator that needs a scalar beside a field name never matches
+    r = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: 'http://127.0.0.1:9/m',
+      payload_filter: { a: { $eq: 1, b: 2 } } });
+    assert.equal(r.status, 422, r.text);
+    assert.match(r.json.error.message, /\$eq needs a value without fields, and "b" names one/);
+    // a generic source's credential algorithm: the field that does not apply, in param
+    r = await h.api('POST', '/v1/sources', { tenant, provider: 'generic', secrets: ['s'.repeat(20)],
+      generic: { header: 'X-S', algorithm: 'token', encoding: 'hex' }, destinations: dest });
+    assert.equal(r.status, 422, r.text);
+    assert.equal(r.json.error.param, 'generic.encoding');
+    // the rotation's 409 keeps its advice whole
+    const ep = (await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: 'http://127.0.0.1:9/r' })).json;
+    const rotate = (body) => h.api('POST', `/v1/tenants/${tenant}/endpoints/${ep.id}/secret/rotate`, body);
+    assert.equal((await rotate({ expire_previous_after_s: 60 })).status, 200);
+    r = await rotate({});
+    assert.equal(r.status, 409, r.text);
+    assert.match(r.json.error.message, /"expire_previous_after_s": 0 to end it now$/);
+    // a bulk inbox action names an id that is not one, and does not echo it back
+    r = await h.api('POST', '/v1/inbox/resolve', { ids: ['in_ok', 'in_\u202ebad'], outcome: 'completed',
+      reason: 'checked' });
+    assert.equal(r.status, 422, r.text);
+    assert.match(r.json.error.message, /^ids\[1\] must be an inbox record id/);
+    // a replay filter's time past what RFC 3339 writes (it would be shown back with 5 digits)
+    r = await h.api('POST', `/v1/tenants/${tenant}/replays`, { reason: 'r',
+      filter: { until: '9999-12-31T23:59:59.999999Z' } });
+    assert.equal(r.status, 422, r.text);
+    assert.equal(r.json.error.param, 'filter.until');
+    assert.equal((await h.stop()).code, 0);
+  });
+});
