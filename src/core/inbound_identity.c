@@ -156,21 +156,31 @@ enum tw_kind { TW_NONE, TW_MSG, TW_CALL, TW_TOKEN, TW_FIELDS };
 /* "fields:" and the SHA-256 (hex) of the form's fields' canonical JSON (RFC 8785: sorted,
  * escaped one way) but RetryCount, which Twilio's retries of one event change. 1 when they
  * cannot be written. */
-static int fields_id(const json_t *form, char *out, size_t outlen) {
+static int fields_hash(const json_t *form, char hex[65]) {
   json_t *f = json_is_object(form) ? json_copy((json_t *)form) : NULL;
   if (f) json_object_del(f, "RetryCount");
   hookd_buf b;
   hookd_buf_init(&b, (size_t)8 << 20);
-  char hex[65];
-  int rc = f && outlen > 7 + 64 && hookd_jcs(f, &b) == HOOKD_BUF_OK &&
-                   hookd_in_sha256_hex(b.data, b.len, hex) == 0
+  int rc = f && hookd_jcs(f, &b) == HOOKD_BUF_OK && hookd_in_sha256_hex(b.data, b.len, hex) == 0
                ? 0
                : 1;
   hookd_buf_free(&b);
   json_decref(f);
-  if (!rc) snprintf(out, outlen, "fields:%s", hex);
   return rc;
 }
+static int fields_id(const json_t *form, char *out, size_t outlen) {
+  char hex[65];
+  if (outlen <= 7 + 64 || fields_hash(form, hex)) return 1;
+  snprintf(out, outlen, "fields:%s", hex);
+  return 0;
+}
+int hookd_in_twilio_form_hash(const char *s, size_t len, char out[65]) {
+  json_t *form = form_object(s, len);
+  int rc = form ? fields_hash(form, out) : 1;
+  json_decref(form);
+  return rc;
+}
+
 static int twilio_id(const hookd_in_request *req, const json_t *body, bool legacy, char *out,
                      size_t outlen) {
   const char *token = hookd_in_header_get(req, "I-Twilio-Idempotency-Token");

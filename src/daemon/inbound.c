@@ -572,6 +572,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                       : "the body is JSON but its Content-Type says a form");
     goto done;
   }
+  bool body_unread = false; /* too deep to read: its type too, where the body holds it */
   if (body_len && (json_ct || json_bytes)) {
     char err[HOOKD_JSON_ERR_MAX];
     bool too_deep;
@@ -583,6 +584,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       /* valid or not, deeper than hookd reads (--max-json-depth, which bounds its recursion):
        * a provider signed it, and a 400 would only make it retry until it gives up — kept as
        * bytes, like a body that is not JSON (hashed raw, keyed by a header id or that hash) */
+      body_unread = true;
       HLOG(HOOKD_LOG_INFO, "inbound.body_not_read", KV_S("source_id", rt->src.id),
            KV_S("tenant_id", rt->src.tenant_id), KV_S("reason", err));
     } else if (!json && hookd_json_out_of_memory(err)) {
@@ -656,7 +658,14 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* a type that is not printable ASCII is no type the allowlist may match ("in\u00e9voice.paid"
    * made "invoice.paid" once its é was left out): unknown, filtered where a list is set */
   if (strcmp(type, op->event_type) != 0) op->event_type[0] = '\0';
-  bool filtered = rt->src.event_types && !hookd_filter_match(rt->src.event_types, op->event_type);
+  /* a body too deep to read has no type an allowlist could judge (where the body holds it):
+   * forwarded, the handler decides — filtered, it was dropped for good (docs/inbound.md) */
+  bool type_unread = body_unread && !op->event_type[0] && hookd_in_provider_has_type(p);
+  if (type_unread && rt->src.event_types)
+    HLOG(HOOKD_LOG_WARN, "inbound.body_not_read", KV_S("source_id", rt->src.id),
+         KV_S("tenant_id", rt->src.tenant_id), KV_S("type", "unread: forwarded, not filtered"));
+  bool filtered = rt->src.event_types && !type_unread &&
+                  !hookd_filter_match(rt->src.event_types, op->event_type);
 
   /* the body forwarded and stored: the raw bytes; VNPay: only what vnp_SecureHash signs.
    * Not built (out of memory): 503 / "99", nothing stored. */
@@ -688,6 +697,15 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   } else if (p == HOOKD_PROVIDER_VNPAY) {
     op->hash_failed |= hookd_in_sha256_hex(op->body.data, vnp_signed, op->payload_hash) != 0 ||
                        hookd_in_sha256_hex(op->body.data, op->body.len, op->alt_payload_hash) != 0;
+  } else if (p == HOOKD_PROVIDER_TWILIO && (query_body || hookd_in_is_form(ct)) &&
+             hookd_in_twilio_form_hash(query_body ? op->body.data : body,
+                                       query_body ? op->body.len : body_len,
+                                       op->payload_hash) == 0) {
+    /* its fields but RetryCount, which a retry changes (a retry was a conflict: a review); the
+     * raw bytes' hash, an earlier hookd's, is the alternative (no failure: a form parsed) */
+    op->hash_failed |= hookd_in_sha256_hex(query_body ? op->body.data : body,
+                                           query_body ? op->body.len : body_len,
+                                           op->alt_payload_hash) != 0;
   } else if (query_body)
     op->hash_failed |= hookd_in_sha256_hex(op->body.data, op->body.len, op->payload_hash) != 0;
   else

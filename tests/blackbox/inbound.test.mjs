@@ -752,6 +752,18 @@ describe('verification', () => {
     await dest.close();
   });
 
+  it('a signed body too deep to read its type is forwarded, not filtered, by a source with an event-type allowlist', async () => {
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_deep2'], [{ url: dest.url }], { event_types: ['invoice.paid'] });
+    const body = `{"id":"evt_deep2","type":"invoice.paid","data":${'{"c":'.repeat(40)}1${'}'.repeat(40)}}`;
+    const r = await post(src, body, sign.stripe(body, 'whsec_deep2'));
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests.length, 1);
+    assert.equal(dest.requests[0].body, body, 'byte for byte');
+    await dest.close();
+  });
+
   it('a Stripe request signed with two v1 signatures during rotation is accepted', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_new'], [{ url: dest.url }]);

@@ -446,6 +446,30 @@ describe('providers as they really send (an audit against their documentation)',
     await dest.close();
   });
 
+  it('Twilio Conversations: a retry (its RetryCount changed) is a duplicate of the event, not a conflict; forwarded once', async () => {
+    const dest = await startReceiver();
+    const src = await source('twilio', ['tw_tok_retry'], [{ url: dest.url }]);
+    const url = `${h.url}/in/${src.id}`;
+    const form = (q) => post(src, q, { 'content-type': 'application/x-www-form-urlencoded',
+      'X-Twilio-Signature': createHmac('sha1', 'tw_tok_retry').update(url + [...new URLSearchParams(q)]
+        .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([k, v]) => k + v).join('')).digest('base64') });
+    const ev = 'EventType=onMessageAdded&ConversationSid=CH1&MessageSid=IM1&Body=hi&Source=SMS';
+    const first = await form(`${ev}&RetryCount=0`);
+    assert.equal(first.status, 200, first.text);
+    for (const n of [1, 2]) {
+      const retry = await form(`${ev}&RetryCount=${n}`);
+      assert.equal(retry.status, 200, retry.text);
+    }
+    await dest.waitFor(1);
+    const records = await waitUntil(async () => {
+      const rs = await inbox(src);
+      return rs.every((r) => r.status === 'completed' || r.status === 'conflict') ? rs : null;
+    }, { what: 'the record completed' });
+    assert.deepEqual(records.map((r) => r.status), ['completed'], 'one record, no conflict');
+    assert.equal(dest.requests.length, 1);
+    await dest.close();
+  });
+
   it('Twilio: a form over 64 KiB or 256 fields, signed as Twilio signs, is refused 413 naming the bound, not 401; one at the bounds verifies', async () => {
     const dest = await startReceiver();
     const src = await source('twilio', ['tw_tok_big'], [{ url: dest.url }]);
