@@ -71,6 +71,12 @@ bool hookd_in_header_name_valid(const char *s) {
   return n <= 128 && hookd_http_token(s, n);
 }
 
+int hookd_in_ipn_time(int64_t signed_s, int64_t now_s) {
+  if (signed_s < now_s - HOOKD_IN_IPN_MAX_AGE_S) return HOOKD_VERIFY_STALE;
+  if (signed_s > now_s + HOOKD_IN_IPN_MAX_AHEAD_S) return HOOKD_VERIFY_FUTURE;
+  return HOOKD_VERIFY_OK;
+}
+
 int hookd_in_result(hookd_verify_result *out, int rc, const char *reason) {
   out->rc = rc;
   size_t n = strlen(reason);

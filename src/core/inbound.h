@@ -113,6 +113,15 @@ typedef struct hookd_verify_result {
                            tells (Slack, Zoom); else NULL */
 } hookd_verify_result;
 
+/* An IPN's signed time (MoMo's responseTime, VNPay's vnp_PayDate), judged: more than
+ * HOOKD_IN_IPN_MAX_AGE_S old is HOOKD_VERIFY_STALE, more than HOOKD_IN_IPN_MAX_AHEAD_S ahead
+ * HOOKD_VERIFY_FUTURE, else HOOKD_VERIFY_OK. Less than the inbox's shortest retention (4 days):
+ * a captured IPN sent again after its record was purged is refused, not a new event
+ * (docs/inbound.md). */
+#define HOOKD_IN_IPN_MAX_AGE_S (3 * 86400)
+#define HOOKD_IN_IPN_MAX_AHEAD_S 86400
+int hookd_in_ipn_time(int64_t signed_s, int64_t now_s);
+
 /* A source's tolerance_s as the verifiers apply it: <= 0 is the default (300 s), more than 366
  * days is 366 days. */
 int64_t hookd_in_tolerance(int64_t tolerance_s);

@@ -19,6 +19,7 @@
 /* Fills out and returns rc. reason is a fixed string (never request data). */
 int hookd_in_result(hookd_verify_result *out, int rc, const char *reason);
 
+
 /* Parses a decimal Unix timestamp (digits only, at most 18). Returns 0 or -1. */
 int hookd_in_parse_ts(const char *s, size_t len, int64_t *out);
 

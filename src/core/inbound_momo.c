@@ -122,6 +122,13 @@ int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
     rc = match ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH;
     reason = match ? "momo: signature valid" : "momo: signature does not match";
   }
+  if (rc == HOOKD_VERIFY_OK) { /* (an integer: shape_error checked it) */
+    int64_t ms = (int64_t)json_integer_value(json_object_get(root, "responseTime"));
+    out->timestamp_s = ms / 1000;
+    rc = hookd_in_ipn_time(ms / 1000, req->now_s);
+    if (rc == HOOKD_VERIFY_STALE) reason = "momo: responseTime is more than 3 days old";
+    if (rc == HOOKD_VERIFY_FUTURE) reason = "momo: responseTime is more than a day ahead";
+  }
 done:
   hookd_buf_free(&tail);
   json_decref(root);

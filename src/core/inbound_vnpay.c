@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "core/inbound_int.h"
 
@@ -142,6 +143,23 @@ static const char *vnp_parse(const hookd_in_request *req, vnp_query *v) {
   return signed_text(v, PHP_FLAVOUR, &v->data) ? "vnpay: query too large" : NULL;
 }
 
+/* vnp_PayDate (yyyyMMddHHmmss, Vietnam's time: GMT+7, no daylight saving) as Unix seconds;
+ * false when absent or not that shape (then judged by the signature alone). */
+static bool pay_date(const hookd_in_kv *kv, int64_t *out) {
+  if (!kv || kv->vlen != 14 || strspn(kv->v, "0123456789") < 14) return false;
+  int d[14];
+  for (int i = 0; i < 14; i++) d[i] = kv->v[i] - '0';
+  struct tm tm = {.tm_year = d[0] * 1000 + d[1] * 100 + d[2] * 10 + d[3] - 1900,
+                  .tm_mon = d[4] * 10 + d[5] - 1, .tm_mday = d[6] * 10 + d[7],
+                  .tm_hour = d[8] * 10 + d[9], .tm_min = d[10] * 10 + d[11],
+                  .tm_sec = d[12] * 10 + d[13]};
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60)
+    return false;
+  *out = (int64_t)timegm(&tm) - 7 * 3600;
+  return true;
+}
+
 int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s,
                           hookd_verify_result *out) {
   if (req->body_len)
@@ -177,6 +195,13 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
   OPENSSL_cleanse(mac, sizeof mac);
   rc = match ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH;
   reason = match ? "vnpay: signature valid" : "vnpay: vnp_SecureHash does not match";
+  int64_t paid_s;
+  if (rc == HOOKD_VERIFY_OK && pay_date(hookd_in_form_get(&v.f, "vnp_PayDate"), &paid_s)) {
+    out->timestamp_s = paid_s;
+    rc = hookd_in_ipn_time(paid_s, req->now_s);
+    if (rc == HOOKD_VERIFY_STALE) reason = "vnpay: vnp_PayDate is more than 3 days old";
+    if (rc == HOOKD_VERIFY_FUTURE) reason = "vnpay: vnp_PayDate is more than a day ahead";
+  }
 done:
   vnp_free(&v);
   return hookd_in_result(out, rc, reason);

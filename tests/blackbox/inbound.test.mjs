@@ -947,6 +947,33 @@ describe('verification', () => {
     await dest.close();
   });
 
+  it('a MoMo or VNPay IPN signed more than 3 days ago (a captured one sent again after its record was purged) is refused, nothing stored', async () => {
+    const dest = await startReceiver();
+    const momo = await source('momo', ['F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'], [{ url: dest.url }]);
+    const ipn = (id, at) => sign.momoBody({ partnerCode: 'MOMO', orderId: `ord-${id}`, requestId: `req-${id}`,
+      amount: 50000, orderInfo: 'pay', orderType: 'momo_wallet', transId: 2588659900, resultCode: 0,
+      message: 'Successful.', payType: 'qr', responseTime: at, extraData: '' }, 'F8BBA842ECF85',
+    'K951B6PE1waDMi640xX08PD3vg6EkVlz');
+    const old = await post(momo, ipn('old', Date.now() - 4 * 86400e3), { 'Content-Type': 'application/json' });
+    assert.deepEqual([old.status, old.json?.error?.code], [401, 'invalid_signature'], old.text);
+    assert.match(old.json.error.message, /responseTime is more than 3 days old/);
+    const ahead = await post(momo, ipn('ahead', Date.now() + 2 * 86400e3), { 'Content-Type': 'application/json' });
+    assert.equal(ahead.status, 401, ahead.text);
+    assert.equal((await post(momo, ipn('now', Date.now() - 3600e3), { 'Content-Type': 'application/json' })).status, 204);
+    // VNPay: vnp_PayDate is Vietnam's time (GMT+7), yyyyMMddHHmmss
+    const vn = await source('vnpay', ['VNPAYSECRET'], [{ url: dest.url }]);
+    const payDate = (ms) => new Date(ms + 7 * 3600e3).toISOString().replace(/[-:T]/g, '').slice(0, 14);
+    const vq = (ref, at) => sign.vnpayQuery({ vnp_Amount: '1000000', vnp_TxnRef: ref, vnp_TransactionNo: '14000099',
+      vnp_ResponseCode: '00', vnp_OrderInfo: 'Thanh toan', vnp_TmnCode: 'DEMO', vnp_PayDate: payDate(at) }, 'VNPAYSECRET');
+    const stale = await fetch(`${h.url}/in/${vn.id}?${vq('order-old', Date.now() - 4 * 86400e3)}`);
+    assert.deepEqual(await stale.json(), { RspCode: '97', Message: 'Invalid Checksum' });
+    const fresh = await fetch(`${h.url}/in/${vn.id}?${vq('order-new', Date.now() - 60e3)}`);
+    assert.equal((await fresh.json()).RspCode, '00');
+    assert.deepEqual((await inbox(momo)).map((x) => x.event_id), ['ord-now:req-now']);
+    assert.deepEqual((await inbox(vn)).map((x) => x.event_id), ['order-new:14000099']);
+    await dest.close();
+  });
+
   it('VNPay IPN (GET) answers RspCode 00, 97 for a bad checksum; MoMo IPN answers 204', async () => {
     const dest = await startReceiver();
     const vn = await source('vnpay', ['VNPAYSECRET'], [{ url: dest.url }]);
@@ -996,7 +1023,7 @@ describe('verification', () => {
     const momo = await source('momo', ['F8BBA842ECF85:K951B6PE1waDMi640xX08PD3vg6EkVlz'], [{ url: dest.url }]);
     const mb = sign.momoBody({ partnerCode: 'MOMO', orderId: 'ord-5', requestId: 'req-5', amount: 50000,
       orderInfo: 'pay', orderType: 'momo_wallet', transId: 2588659987, resultCode: 0, message: 'Successful.',
-      payType: 'qr', responseTime: 1700000000000, extraData: '' }, 'F8BBA842ECF85', 'K951B6PE1waDMi640xX08PD3vg6EkVlz');
+      payType: 'qr', responseTime: Date.now(), extraData: '' }, 'F8BBA842ECF85', 'K951B6PE1waDMi640xX08PD3vg6EkVlz');
     const mr = await post(momo, mb, { 'Content-Type': 'application/json' });
     assert.equal(mr.status, 204, mr.text);
     assert.equal((await inbox(momo))[0].event_id, 'ord-5:req-5');
@@ -1011,7 +1038,7 @@ describe('verification', () => {
     assert.ok(h.logs.some((l) => l.msg === 'inbound.rejected' && l.kind === 'body_too_large' && l.source_id === momo.id), 'counted and logged');
     const padded = sign.momoBody({ partnerCode: 'MOMO', orderId: 'ord-6', requestId: 'req-6', amount: 50000,
       orderInfo: 'pay', orderType: 'momo_wallet', transId: 2588659988, resultCode: 0, message: 'Successful.',
-      payType: 'qr', responseTime: 1700000000000, extraData: 'e'.repeat(60000) }, 'F8BBA842ECF85', 'K951B6PE1waDMi640xX08PD3vg6EkVlz');
+      payType: 'qr', responseTime: Date.now(), extraData: 'e'.repeat(60000) }, 'F8BBA842ECF85', 'K951B6PE1waDMi640xX08PD3vg6EkVlz');
     assert.equal((await post(momo, padded, { 'Content-Type': 'application/json' })).status, 204);
     await dest.close();
   });

@@ -18,6 +18,10 @@
 
 static char last_reason[128];
 
+/* The vector's responseTime, in seconds: the clock of its IPN's verification. */
+#define SIGNED_S 1721720663LL
+static int64_t verify_now = SIGNED_S + 5;
+
 static int verify(const char *body, const char *const *secrets, size_t n) {
   hookd_in_header h[] = {{"Content-Type", "application/json"}};
   hookd_in_request r = {.method = "POST",
@@ -26,7 +30,7 @@ static int verify(const char *body, const char *const *secrets, size_t n) {
                         .n_headers = 1,
                         .body = body,
                         .body_len = strlen(body),
-                        .now_s = 1};
+                        .now_s = verify_now};
   hookd_in_secrets s = {secrets, n};
   hookd_verify_result res;
   int rc = hookd_in_verify(HOOKD_PROVIDER_MOMO, &r, &s, 0, NULL, &res);
@@ -43,6 +47,26 @@ static void body_with(char *out, size_t n, const char *amount, const char *sig) 
            "\"resultCode\":0,\"message\":\"Thành công.\",\"payType\":\"qr\","
            "\"responseTime\":1721720663942,\"extraData\":\"\",\"signature\":\"%s\"}",
            amount, sig);
+}
+
+/* A valid IPN signed more than 3 days before now, or more than a day after, is refused: the
+ * inbox keeps its record 4 days at least, so a captured IPN sent again after its purge is not
+ * a new event (docs/inbound.md). */
+static void momo_signed_time(void **st) {
+  (void)st;
+  char body[1024];
+  const char *one[] = {SECRET};
+  body_with(body, sizeof body, "50000", SIG);
+  verify_now = SIGNED_S + HOOKD_IN_IPN_MAX_AGE_S;
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_OK);
+  verify_now = SIGNED_S + HOOKD_IN_IPN_MAX_AGE_S + 1;
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_STALE);
+  assert_string_equal(last_reason, "momo: responseTime is more than 3 days old");
+  verify_now = SIGNED_S - HOOKD_IN_IPN_MAX_AHEAD_S;
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_OK);
+  verify_now = SIGNED_S - HOOKD_IN_IPN_MAX_AHEAD_S - 2;
+  assert_int_equal(verify(body, one, 1), HOOKD_VERIFY_FUTURE);
+  verify_now = SIGNED_S + 5;
 }
 
 static void momo(void **st) {
@@ -161,6 +185,7 @@ static void not_ijson(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(momo),
+      cmocka_unit_test(momo_signed_time),
       cmocka_unit_test(unsigned_look_alikes),
       cmocka_unit_test(not_ijson),
   };

@@ -24,14 +24,37 @@
   "20toan+don%20hang%3a5~x&vnp_PayDate=20240101120000&vnp_ResponseCode=00&vnp_TmnCode=DEMO1234&" \
   "vnp_TransactionNo=14226112&vnp_SecureHashType=HmacSHA512"
 
+/* The vector's vnp_PayDate (2024-01-01 12:00:00 in Vietnam, GMT+7), in Unix seconds: the clock of
+ * its IPN's verification. */
+#define PAID_S 1704085200LL
+static int64_t verify_now = PAID_S + 5;
+
 static int verify_q(const char *query, const char *url, const char *const *secrets, size_t n) {
-  hookd_in_request r = {.method = "GET", .url = url, .query = query, .body = "", .now_s = 1};
+  hookd_in_request r = {
+      .method = "GET", .url = url, .query = query, .body = "", .now_s = verify_now};
   hookd_in_secrets s = {secrets, n};
   hookd_verify_result res;
   int rc = hookd_in_verify(HOOKD_PROVIDER_VNPAY, &r, &s, 0, NULL, &res);
   assert_int_equal(rc, res.rc);
   assert_null(strstr(res.reason, HASH));
   return rc;
+}
+
+/* A valid IPN paid more than 3 days before now, or more than a day after, is refused
+ * (docs/inbound.md); vnp_PayDate is Vietnam's time, GMT+7. */
+static void vnpay_signed_time(void **st) {
+  (void)st;
+  const char *one[] = {SECRET};
+  const char *q = PARAMS "&vnp_SecureHash=" HASH;
+  verify_now = PAID_S + HOOKD_IN_IPN_MAX_AGE_S;
+  assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_OK);
+  verify_now = PAID_S + HOOKD_IN_IPN_MAX_AGE_S + 1;
+  assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_STALE);
+  verify_now = PAID_S - HOOKD_IN_IPN_MAX_AHEAD_S;
+  assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_OK);
+  verify_now = PAID_S - HOOKD_IN_IPN_MAX_AHEAD_S - 1;
+  assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_FUTURE);
+  verify_now = PAID_S + 5;
 }
 
 static void vnpay(void **st) {
@@ -74,7 +97,8 @@ static void vnpay(void **st) {
 static int verify_body(const char *method, const char *query, const char *body) {
   const char *one[] = {SECRET};
   hookd_in_request r = {
-      .method = method, .query = query, .body = body, .body_len = strlen(body), .now_s = 1};
+      .method = method, .query = query, .body = body, .body_len = strlen(body),
+      .now_s = verify_now};
   hookd_in_secrets s = {one, 1};
   hookd_verify_result res;
   return hookd_in_verify(HOOKD_PROVIDER_VNPAY, &r, &s, 0, NULL, &res);
@@ -125,7 +149,8 @@ static void look_alikes(void **st) {
 /* The forward is the signed text, then the hash type and hash; nothing else of the query. */
 static void forward(void **st) {
   const char *one[] = {SECRET};
-  hookd_in_request r = {.method = "GET", .query = PARAMS "&vnp_SecureHash=" HASH, .now_s = 1};
+  hookd_in_request r = {
+      .method = "GET", .query = PARAMS "&vnp_SecureHash=" HASH, .now_s = verify_now};
   hookd_buf out;
   hookd_buf_init(&out, 65536);
   assert_int_equal(hookd_in_vnpay_forward(&r, &out, NULL), 0);
@@ -199,6 +224,7 @@ static void encoder_flavours(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(vnpay),
+      cmocka_unit_test(vnpay_signed_time),
       cmocka_unit_test(empty_secret),
       cmocka_unit_test(body_refused),
       cmocka_unit_test(look_alikes),
