@@ -191,7 +191,9 @@ int hookd_ed25519_verify(const unsigned char pub[32], const void *msg, size_t le
  *   zoom endpoint.url_validation → 200 {"plainToken": t, "encryptedToken": hex HMAC-SHA256(
  *     secret, t)} (the first of secrets: pass the one that verified the request)
  *   discord interactions PING (type 1) → 200 {"type": 1}; webhook events PING (type 0) → 204
- * Returns 1 and fills status/body when req is a handshake, 0 otherwise. */
+ * Returns 1 and fills status/body when req is a handshake, 0 otherwise, -1 for a handshake that
+ * cannot be answered (Slack's challenge, Zoom's plainToken missing, not a string, or past the
+ * answer's 4 KiB): refused, not stored as an event (a review: it was, and forwarded). */
 int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json_t *body,
                        const hookd_in_secrets *secrets, int *status, hookd_buf *resp_body);
 

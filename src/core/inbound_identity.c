@@ -375,13 +375,13 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
     const char *type = NULL, *challenge = NULL;
     if (hookd_json_get_str(body, "type", &type) != 0 || strcmp(type, "url_verification") != 0)
       return 0;
-    if (hookd_json_get_str(body, "challenge", &challenge) != 0) return 0;
+    if (hookd_json_get_str(body, "challenge", &challenge) != 0) return -1;
     const json_t *c = json_object_get(body, "challenge");
     hookd_buf_reset(resp_body);
     int rc = hookd_buf_puts(resp_body, "{\"challenge\":");
     if (!rc) rc = hookd_json_quote(resp_body, challenge, json_string_length(c));
     if (!rc) rc = hookd_buf_puts(resp_body, "}");
-    if (rc) return 0;
+    if (rc) return -1;
     *status = 200;
     return 1;
   }
@@ -391,7 +391,7 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
         strcmp(event, "endpoint.url_validation") != 0)
       return 0;
     const json_t *t = obj_get(obj_get(body, "payload"), "plainToken");
-    if (!json_is_string(t) || !secrets || !secrets->n || !secrets->v || !secrets->v[0]) return 0;
+    if (!json_is_string(t) || !secrets || !secrets->n || !secrets->v || !secrets->v[0]) return -1;
     const void *parts[] = {json_string_value(t)};
     size_t lens[] = {json_string_length(t)};
     unsigned char mac[64];
@@ -405,7 +405,7 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
     int rc = hookd_buf_puts(resp_body, "{\"plainToken\":");
     if (!rc) rc = hookd_json_quote(resp_body, json_string_value(t), json_string_length(t));
     if (!rc) rc = hookd_buf_printf(resp_body, ",\"encryptedToken\":\"%s\"}", hex);
-    if (rc) return 0;
+    if (rc) return -1;
     *status = 200;
     return 1;
   }

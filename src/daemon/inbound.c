@@ -606,7 +606,16 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* Zoom's answer is keyed with the secret that verified the request (during a rotation the
    * provider may hold either) */
   hookd_in_secrets matched = {&vr.secret, 1};
-  if (hookd_in_handshake(p, &in, json, vr.secret ? &matched : &secrets, &hs_status, &hs) == 1) {
+  int hs_rc = hookd_in_handshake(p, &in, json, vr.secret ? &matched : &secrets, &hs_status, &hs);
+  if (hs_rc < 0) {
+    hookd_buf_free(&hs);
+    reject(app, r, p, rt, 400, "invalid_request", HOOKD_REJECT_INVALID_REQUEST,
+           p == HOOKD_PROVIDER_SLACK
+               ? "slack: a url_verification without a challenge string (of 4 KiB at most)"
+               : "zoom: an endpoint.url_validation without a plainToken string (of 4 KiB at most)");
+    goto done;
+  }
+  if (hs_rc == 1) {
     HOOKD_INC(inbound_handshakes);
     /* a source being set up (or re-checked by its provider): seen in the log, its token not */
     HLOG(HOOKD_LOG_INFO, "inbound.handshake", KV_S("source_id", rt->src.id),

@@ -916,6 +916,16 @@ describe('verification', () => {
     assert.ok(!JSON.stringify(line).includes('abc123'), 'without its challenge');
     const bad = await post(sl, challenge, sign.slack(challenge, 'wrong'));
     assert.equal(bad.status, 401, 'handshakes are verified too');
+    // one that cannot be answered (no challenge string, or one past 4 KiB) is refused, not stored
+    // and forwarded as an event
+    for (const c of [{ type: 'url_verification' }, { type: 'url_verification', challenge: 7 },
+      { type: 'url_verification', challenge: 'c'.repeat(5000) }]) {
+      const body = JSON.stringify(c);
+      const r = await post(sl, body, sign.slack(body, '8f742231b10e8888abcd99yyyzzz85a5'));
+      assert.deepEqual([r.status, r.json?.error?.code], [400, 'invalid_request'], r.text);
+      assert.match(r.json.error.message, /url_verification without a challenge string/);
+    }
+    assert.equal((await inbox(sl)).length, 0, 'nothing stored');
 
     const std = await source('standard', ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'], [{ url: dest.url }]);
     const sb = JSON.stringify({ type: 'user.created', data: { id: 1 } });

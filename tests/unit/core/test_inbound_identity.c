@@ -368,7 +368,20 @@ static void handshakes(void **st) {
   assert_string_equal(hookd_buf_str(&out),
                       "{\"plainToken\":\"qgg8vlvZRS6UYooatFL8Aw\",\"encryptedToken\":"
                       "\"8d4dd13bef79e3935d4da689b9e1bb2f36cd7182ef1655edf4b46b51d8119c93\"}");
-  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_ZOOM, &r, b, NULL, &status, &out), 0);
+  /* a handshake that cannot be answered (no secret to key it, no token, a token past the
+   * answer's bound) is one to refuse, not an event (-1) */
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_ZOOM, &r, b, NULL, &status, &out), -1);
+  json_decref(b);
+  b = J("{\"payload\":{\"plainToken\":7},\"event\":\"endpoint.url_validation\"}");
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_ZOOM, &r, b, &secrets, &status, &out), -1);
+  json_decref(b);
+  b = J("{\"type\":\"url_verification\"}");
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_SLACK, &r, b, NULL, &status, &out), -1);
+  json_decref(b);
+  char big[6000];
+  snprintf(big, sizeof big, "{\"type\":\"url_verification\",\"challenge\":\"%05000d\"}", 0);
+  b = J(big);
+  assert_int_equal(hookd_in_handshake(HOOKD_PROVIDER_SLACK, &r, b, NULL, &status, &out), -1);
   json_decref(b);
 
   b = J("{\"type\":1,\"id\":\"1\"}");
