@@ -2,7 +2,6 @@
 #include "daemon/destination.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -217,7 +216,7 @@ static void check_one(hookd_destinations *d, hookd_dest_check *c) {
       c->rc = HOOKD_DEST_DNS_AGAIN;
       snprintf(c->err.rule, sizeof c->err.rule, "dns");
       snprintf(c->err.message, sizeof c->err.message, "the host's name could not be looked up "
-               "now (%s)", g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+               "now (%s)", gai_strerror(g)); /* (strerror is not this thread's to call) */
       c->err.address[0] = '\0';
       HLOG(HOOKD_LOG_WARN, "destination.dns_failed", KV_S("host", c->info.host),
            KV_S("error", gai_strerror(g)), KV_S("who", c->who));
