@@ -250,8 +250,9 @@ int hookd_in_composite_key(const json_t *root, const char *paths, hookd_buf *out
 int hookd_in_sha256_hex(const void *p, size_t n, char out[65]);
 /* A Twilio form's payload hash (hex): its fields but RetryCount, decoded and sorted, as RFC 8785
  * JSON, hashed — the hash its Conversations identity takes (docs/inbound.md), so that a retry,
- * whose RetryCount differs, is a duplicate and not a conflict. 1 when s is no form or the hash
- * cannot be written. */
+ * whose RetryCount differs, is a duplicate and not a conflict. 1 when s is no form, names a
+ * field twice (hash its bytes then: the fields' object keeps one value) or the hash cannot be
+ * written. */
 int hookd_in_twilio_form_hash(const char *s, size_t len, char out[65]);
 
 /* RFC 8785 JSON Canonicalization Scheme: object members sorted by their names' UTF-16 code
