@@ -324,15 +324,10 @@ static bool hold_fresh(const hookd_hold_seen *s, int64_t now_ms) {
   return now_ms >= s->probed_at && now_ms - s->probed_at < HOOKD_REPLAY_HOLD_POLL_MS;
 }
 
-static hookd_hold_seen *hold_entry(hookd_hold_memo *m, const char *endpoint_id) {
+hookd_hold_seen *hookd_hold_find(hookd_hold_memo *m, const char *endpoint_id) {
   for (size_t i = 0; i < m->n; i++)
     if (!strcmp(m->v[i].endpoint_id, endpoint_id)) return &m->v[i];
   return NULL;
-}
-
-hookd_hold_seen *hookd_hold_find(hookd_hold_memo *m, const char *endpoint_id, int64_t now_ms) {
-  hookd_hold_seen *s = hold_entry(m, endpoint_id);
-  return s && hold_fresh(s, now_ms) ? s : NULL;
 }
 
 void hookd_hold_sweep(hookd_hold_memo *m, int64_t now_ms) {
@@ -347,11 +342,6 @@ void hookd_hold_sweep(hookd_hold_memo *m, int64_t now_ms) {
 
 hookd_hold_seen *hookd_hold_add(hookd_hold_memo *m, const char *endpoint_id, bool enabled,
                                 int64_t waiting, int64_t oldest, int64_t now_ms) {
-  hookd_hold_seen *s = hold_entry(m, endpoint_id);
-  if (s) {
-    s->enabled = enabled, s->waiting = waiting, s->oldest = oldest, s->probed_at = now_ms;
-    return s;
-  }
   if (m->n == m->cap) {
     size_t cap = m->cap ? m->cap * 2 : 8;
     hookd_hold_seen *v = realloc(m->v, cap * sizeof *v);

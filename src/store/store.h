@@ -695,10 +695,10 @@ typedef struct hookd_hold_memo {
   size_t n, cap;
   int64_t rows_left; /* of this step's probes (HOOKD_REPLAY_STEP_PROBE_ROWS) */
 } hookd_hold_memo;
-/* The record of endpoint_id while fresh (probed less than HOOKD_REPLAY_HOLD_POLL_MS before
- * now_ms), else NULL: probe it. */
-hookd_hold_seen *hookd_hold_find(hookd_hold_memo *m, const char *endpoint_id, int64_t now_ms);
-/* Records a probe's answer at now_ms (in place of a stale one); NULL when out of memory. */
+/* The record of endpoint_id, NULL when there is none: probe it. (A step sweeps the memo first:
+ * what it holds then is fresh.) */
+hookd_hold_seen *hookd_hold_find(hookd_hold_memo *m, const char *endpoint_id);
+/* Records a probe's answer at now_ms (an endpoint find did not find); NULL when out of memory. */
 hookd_hold_seen *hookd_hold_add(hookd_hold_memo *m, const char *endpoint_id, bool enabled,
                                 int64_t waiting, int64_t oldest, int64_t now_ms);
 /* Forgets the records no longer fresh (each step's start: the memo holds the endpoints of the

@@ -925,7 +925,7 @@ static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const ch
  * HOOKD_REPLAY_HOLD_POLL_MS with the steps' moves added (hookd_hold_moved; store.h). */
 static int hold_seen(hookd_store_conn *c, hookd_hold_memo *m, const char *endpoint_id,
                      int64_t now_ms, hookd_hold_seen **out) {
-  if ((*out = hookd_hold_find(m, endpoint_id, now_ms)) || m->rows_left <= 0)
+  if ((*out = hookd_hold_find(m, endpoint_id)) || m->rows_left <= 0)
     return HOOKD_STORE_OK; /* (NULL: the step's probes are spent) */
   pg_params p;
   pg_p_init(&p);
