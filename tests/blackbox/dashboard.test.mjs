@@ -68,6 +68,39 @@ async function openJob(jobId, holdPoll, { prompt, state = 'running' } = {}) {
   return { w, doc, h2, gets: () => jobGets };
 }
 
+// The dashboard in jsdom against h, its key given and `tenant` chosen: { w, doc, h2, view, find }
+// (find(id): typed in the find box and submitted). The caller closes w.
+async function openWithTenant(tenant) {
+  const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
+    runScripts: 'dangerously',
+    resources: 'usable',
+    beforeParse(window) {
+      window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
+      window.TextEncoder = TextEncoder;
+    },
+  });
+  const w = dom.window;
+  const doc = w.document;
+  try {
+    await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
+    doc.getElementById('key').value = API_KEY;
+    doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+    await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === tenant),
+      { what: 'the tenants listed' });
+    doc.getElementById('tenant').value = tenant;
+    doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
+  } catch (e) {
+    w.close();
+    throw e;
+  }
+  const find = (id) => {
+    doc.getElementById('find').value = id;
+    doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+  };
+  return { w, doc, find, h2: () => doc.querySelector('#view h2')?.textContent ?? '',
+    view: () => doc.getElementById('view').textContent };
+}
+
 describe('the dashboard\'s files', () => {
   it('the page, its script and its style, each with a policy that allows nothing but this origin', async () => {
     for (const [path, type] of [['/dashboard', 'text/html'], ['/dashboard/app.js', 'text/javascript'],
@@ -188,35 +221,15 @@ describe('the dashboard page, run against the daemon', () => {
     assert.equal(pub.status, 202, pub.text);
     const other = `other${Date.now()}`; // another tenant, the one chosen on the page
     assert.equal((await h.api('POST', '/v1/tenants', { id: other })).status, 201);
-    const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
-      runScripts: 'dangerously',
-      resources: 'usable',
-      beforeParse(window) {
-        window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
-        window.TextEncoder = TextEncoder;
-      },
-    });
-    const w = dom.window;
-    const doc = w.document;
-    const view = () => doc.getElementById('view').textContent;
-    const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
+    const { w, doc, find, h2, view } = await openWithTenant(other);
     try {
-      await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
-      doc.getElementById('key').value = API_KEY;
-      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-      await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === other),
-        { what: 'the tenants listed' });
-      doc.getElementById('tenant').value = other;
-      doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
       // the event is found by its generated id, its numbers shown with every digit
-      doc.getElementById('find').value = pub.json.id;
-      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      find(pub.json.id);
       await waitUntil(() => h2() === `event ${pub.json.id}`, { what: 'the event' });
       assert.ok(view().includes(big), `the payload's integer exactly: ${view()}`);
       assert.ok(view().includes(version), 'the ordering_version exactly');
       // a delivery found by id (another tenant chosen) links to its endpoint in its own tenant
-      doc.getElementById('find').value = deliveryId;
-      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
+      find(deliveryId);
       await waitUntil(() => h2() === `delivery ${deliveryId}`, { what: 'the delivery' });
       const d = (await h.api('GET', `/v1/deliveries/${deliveryId}`)).json;
       const link = [...doc.querySelectorAll('#view a.id')].find((a) => a.textContent === d.endpoint_id);
@@ -348,27 +361,9 @@ describe('the dashboard and ids that producers choose', () => {
       const p = await publish(h, t, { id, type: 'order.paid', payload: { t } });
       assert.equal(p.status, 202, p.text);
     }
-    const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
-      runScripts: 'dangerously',
-      resources: 'usable',
-      beforeParse(window) {
-        window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
-        window.TextEncoder = TextEncoder;
-      },
-    });
-    const w = dom.window;
-    const doc = w.document;
+    const { w, doc, find, h2 } = await openWithTenant(two.tenant);
     try {
-      await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
-      doc.getElementById('key').value = API_KEY;
-      doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-      await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === two.tenant),
-        { what: 'the tenants listed' });
-      doc.getElementById('tenant').value = two.tenant;
-      doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
-      doc.getElementById('find').value = id;
-      doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-      const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
+      find(id);
       await waitUntil(() => h2() === `event ${id}` || null,
         { what: `the event shown (status: ${doc.getElementById('status')?.textContent})` });
       const row = [...doc.querySelectorAll('#view tr')].find((r) => r.querySelector('th')?.textContent === 'tenant_id');
