@@ -1174,8 +1174,15 @@ describe('deleting an endpoint with deliveries in hand', () => {
     const h2 = await startHookd();
     const r = await startReceiver();
     const { tenant: t2, endpoint } = await setup(h2, r.url, { rate_limit: { per_second: 1 } });
-    for (let i = 0; i < 4; i++) await publish(h2, t2, { type: 'a', payload: { i } });
+    const ids = [];
+    for (let i = 0; i < 4; i++) ids.push((await publish(h2, t2, { type: 'a', payload: { i } })).json.id);
     await r.waitFor(1); // the next claimed ones wait for a token, in the dispatcher's queue
+    // the first one's outcome recorded (answered is not recorded yet: in flight at the delete, it
+    // was counted cancelled too — a race CI met under load)
+    await waitUntil(async () => {
+      const ds = await Promise.all(ids.map(async (id) => (await h2.api('GET', `/v1/events/${id}`)).json.deliveries[0]));
+      return ds.some((d) => d.state === 'delivered') || null;
+    }, { what: 'the first delivered' });
     const del = await h2.api('DELETE', `/v1/tenants/${t2}/endpoints/${endpoint}`);
     assert.equal(del.status, 200);
     assert.equal(del.json.cancelled_deliveries, 3);
