@@ -24,6 +24,7 @@ typedef struct dl_op {
   size_t n_att;
   bool loaded;
   bool retried_now; /* replay of a delivery still scheduled: its next attempt brought forward */
+  bool already_due; /* … which was due already: nothing changed, nothing audited */
   hookd_kept k;     /* replay: an Idempotency-Key's answer */
   /* listing */
   char tenant[HOOKD_ID_MAX + 64], endpoint[HOOKD_ID_MAX + 64], event[160], after[HOOKD_ID_MAX + 64];
@@ -208,12 +209,16 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   /* a request sent again with its Idempotency-Key gets its answer, and sends nothing again */
   rc = hookd_kept_lookup(&op->k, base, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc;
+  int64_t now = hookd_now_ms();
   op->retried_now = op->d.state == HOOKD_DS_PENDING || op->d.state == HOOKD_DS_RETRYING;
+  /* due already (waiting for a slot, its endpoint's rate or breaker): the store changes nothing
+   * and answers it as it stands — not an action to audit (a review: each repeat was a row) */
+  op->already_due = op->retried_now && op->d.next_attempt_ms <= now;
   hookd_delivery_free(&op->d);
   op->loaded = false;
-  rc = be->delivery_replay(c, op->id, hookd_now_ms(), &op->d);
+  rc = be->delivery_replay(c, op->id, now, &op->d);
   op->loaded = rc == 0;
-  if (!rc)
+  if (!rc && !op->already_due)
     rc = hookd_api_audit(base, c, be, op->retried_now ? "delivery.retry_now" : "delivery.replay",
                          op->d.id, op->d.tenant_id, op->d.event_id);
   return rc ? rc : hookd_kept_store(&op->k, c, be, 202, hookd_json_delivery(&op->d));
@@ -231,7 +236,10 @@ static void reply_replay(hookd_api_op *base, int rc) {
   }
   if (!op->retried_now) HOOKD_INC(replays);
   hookd_dispatcher_hint(base->app->disp, op->d.endpoint_id, op->d.next_attempt_ms);
-  HLOG(HOOKD_LOG_INFO, op->retried_now ? "delivery.retried_now" : "delivery.replayed",
+  HLOG(HOOKD_LOG_INFO,
+       op->already_due   ? "delivery.already_due"
+       : op->retried_now ? "delivery.retried_now"
+                         : "delivery.replayed",
        KV_S("delivery_id", op->d.id),
        KV_S("event_id", op->d.event_id), KV_S("tenant_id", op->d.tenant_id),
        KV_S("endpoint_id", op->d.endpoint_id), KV_S("actor", base->actor[0] ? base->actor : NULL));

@@ -976,7 +976,8 @@ static int run_source(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 static void reply_purged(hookd_api_op *base, int rc) {
   if (rc == HOOKD_STORE_NOTFOUND || rc == HOOKD_STORE_STATE) { /* (STATE: no such republish) */
     hookd_req_error(base->req, 409, "invalid_state",
-                    "its payload was purged (--payload-retention-s): nothing left to send");
+                    "its payload was deleted (DELETE …/payload) or purged"
+                    " (--payload-retention-s): nothing left to send");
     return;
   }
   reply_publish(base, rc);

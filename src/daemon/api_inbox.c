@@ -76,13 +76,19 @@ static const char *shown_status(const hookd_inbox *r, bool *live) {
   return r->status;
 }
 
+/* A record without a type reads "unknown", as the event its request made (which needs one) and
+ * its deliveries do; the list's event_type filter finds it so (the stores' *_INBOX_TYPE). */
+static json_t *event_type_json(const hookd_inbox *r) {
+  return r->event_type && r->event_type[0] ? str_or_null(r->event_type) : json_string("unknown");
+}
+
 static json_t *inbox_json(const hookd_inbox *r) {
   bool live;
   const char *status = shown_status(r, &live);
   return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:s,s:s,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "id",
                    r->id, "source_id", r->source_id, "tenant_id", r->tenant_id, "provider",
                    r->provider, "event_id", str_or_null(r->provider_event_id), "identity_kind",
-                   r->identity_kind, "event_type", str_or_null(r->event_type), "payload_hash",
+                   r->identity_kind, "event_type", event_type_json(r), "payload_hash",
                    r->payload_hash, "status", status, "attempt_count", r->attempt_count,
                    "lease_until", live ? hookd_json_time(r->lease_until_ms) : json_null(),
                    "received_at", hookd_json_time(r->received_ms), "completed_at",

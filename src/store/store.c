@@ -534,7 +534,8 @@ int hookd_replay_check(const hookd_replay_facts *f, const hookd_replay_memo *m, 
   }
   if (f->purged) { /* never rebuilt from current state (O17) */
     snprintf(err, errlen,
-             "its event's payload was purged (--payload-retention-s): nothing left to send");
+             "its event's payload was deleted (DELETE …/payload) or purged"
+             " (--payload-retention-s): nothing left to send");
     *why = "payload_purged";
     return HOOKD_STORE_STATE;
   }

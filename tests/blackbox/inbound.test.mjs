@@ -3245,6 +3245,14 @@ describe('finding inbound events by their provider\'s type', () => {
       'x-gitlab-event': 'Push Hook', 'x-gitlab-event-uuid': 'bt-uuid-1' });
     assert.equal(push.status, 200, push.text);
     assert.deepEqual(await inboxTypes('Push Hook'), [push.json.inbox_id]);
+    // a request without a type: its record reads "unknown", as its event and deliveries do, and
+    // the same filter finds it in each list (its record read "" and no filter found it)
+    const bare = await post(gl.json, '{"x":1}', { 'content-type': 'application/json', 'x-gitlab-token': 'gl_bt',
+      'x-gitlab-event-uuid': 'bt-uuid-2' });
+    assert.equal(bare.status, 200, bare.text);
+    assert.equal((await h.api('GET', `/v1/inbox/${bare.json.inbox_id}`)).json.event_type, 'unknown');
+    assert.deepEqual(await inboxTypes('unknown'), [bare.json.inbox_id]);
+    assert.deepEqual((await h.api('GET', `/v1/tenants/${t}/events?event_type=unknown`)).json.data.map((e) => e.id), [bare.json.inbox_id]);
     for (const bad of [' Push Hook', 'a,b', 'inv*ce', 'caf\u00e9']) {
       for (const path of [`/v1/inbox?tenant=${t}`, `/v1/tenants/${t}/events?kind=inbound`, `/v1/tenants/${t}/deliveries?state=dead`]) {
         const r = await h.api('GET', `${path}&event_type=${q(bad)}`);

@@ -841,6 +841,25 @@ describe('replay', () => {
     const busy = await h.api('POST', `/v1/deliveries/${inFlight.id}/replay`);
     assert.equal(busy.status, 409, busy.text);
     assert.match(busy.json.error.message, /being made now/);
+    // one due already, waiting behind its endpoint's Retry-After pause: answered as it stands,
+    // nothing changed and nothing audited, however often it is asked (each was a retry_now row)
+    const slow = await startReceiver(() => ({ status: 429, headers: { 'Retry-After': '3600' } }));
+    const S = await setup(h, slow.url);
+    await publish(h, S.tenant, { type: 'a.b', payload: {} });
+    await slow.waitFor(1);
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${S.tenant}/endpoints/${S.endpoint}`)).json.health.paused_until, { what: 'paused' });
+    const w = await publish(h, S.tenant, { type: 'a.b', payload: { waiting: true } });
+    const [due] = await waitDelivery(h, w.json.id, (ds) => ds[0]?.state === 'pending' && ds[0]);
+    for (let i = 0; i < 3; i++) {
+      const r2 = await h.api('POST', `/v1/deliveries/${due.id}/replay`);
+      assert.equal(r2.status, 202, r2.text);
+      assert.equal(r2.json.next_attempt_at, due.next_attempt_at, 'its next attempt unchanged');
+    }
+    const audit = (await h.api('GET', '/v1/audit?limit=50')).json.data;
+    assert.ok(!audit.some((a) => a.target === due.id), 'nothing audited for it');
+    await waitUntil(() => h.logs.filter((l) => l.msg === 'delivery.already_due' && l.delivery_id === due.id).length === 3 || null, { what: 'three already_due lines' });
+    assert.equal(slow.requests.length, 1, 'nothing sent through the pause');
+    await slow.close();
     await hang.close();
     await recv.close();
   });

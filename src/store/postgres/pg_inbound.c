@@ -788,13 +788,15 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
    * sq_inbox_list): a provider's event id, else a source's records, else a tenant's; a range
    * without a status is one per status, each its newest matches, merged by seq. A catch-all
    * "$1 IS NULL OR …" is no index's condition once the plan is generic. */
+/* a record without a type reads "unknown", as the event its request made (which needs one) */
+#define PG_INBOX_TYPE "COALESCE(NULLIF(i.event_type, ''), 'unknown')"
 #define INBOX_FILTERS                                                                           \
   " AND ($1::text IS NULL OR i.tenant_id = $1) AND ($2::text IS NULL OR i.source_id = $2)"      \
   " AND ($8::bigint = 0 OR (COALESCE((SELECT MAX(d.leased_until) FROM"                          \
   " deliveries d WHERE d.event_seq = i.event_seq), 0) > $6::bigint) = ($8 = 2))"                \
   " AND ($9::text IS NULL OR i.provider_event_id = $9)"                                         \
-  " AND ($10::text IS NULL OR i.event_type = $10)"                                              \
-  " AND ($11::text IS NULL OR substr(i.event_type, 1, length($11::text)) = $11)"               \
+  " AND ($10::text IS NULL OR " PG_INBOX_TYPE " = $10)"                                        \
+  " AND ($11::text IS NULL OR substr(" PG_INBOX_TYPE ", 1, length($11::text)) = $11)"          \
   " AND ($12::bigint = 0 OR i.received_at >= $12)"                                              \
   " AND ($13::bigint = 0 OR i.received_at < $13)"                                               \
   " AND i.seq < $4::bigint"
@@ -831,6 +833,7 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
 #undef LEASABLE
 #undef MERGED
 #undef INBOX_FILTERS
+#undef PG_INBOX_TYPE
 #undef ANY_STATUS
 #undef INBOX_LIST
   free(prefix);

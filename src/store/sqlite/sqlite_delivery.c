@@ -987,7 +987,8 @@ int sq_event_deliver_why(hookd_store_conn *c, const char *tenant_id, const char 
     rc = HOOKD_STORE_STATE;
   } else if (purged) {
     snprintf(c->err, sizeof c->err,
-             "the event's payload was purged (--payload-retention-s): nothing left to send");
+             "the event's payload was deleted (DELETE …/payload) or purged"
+             " (--payload-retention-s): nothing left to send");
     rc = HOOKD_STORE_STATE;
     *why = "payload_purged";
   } else if (expires && expires <= now_ms) {

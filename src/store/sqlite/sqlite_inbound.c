@@ -700,13 +700,15 @@ int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
    * matches, merged by seq (a walk of the table newest first for a tenant's records read every
    * tenant's when it had fewer than a page). Without any of them: the table newest first.
    * A catch-all "?1 IS NULL OR …" made every list a scan of every tenant's records. */
+/* a record without a type reads "unknown", as the event its request made (which needs one) */
+#define SQ_INBOX_TYPE "COALESCE(NULLIF(i.event_type, ''), 'unknown')"
 #define INBOX_FILTERS                                                                           \
   " AND (?1 IS NULL OR +i.tenant_id = ?1) AND (?2 IS NULL OR +i.source_id = ?2)"                \
   " AND (?8 = 0 OR (COALESCE((SELECT MAX(d.leased_until) FROM"                                  \
   " deliveries d WHERE d.event_seq = i.event_seq), 0) > ?6) = (?8 = 2))"                        \
   " AND (?9 IS NULL OR +i.provider_event_id = ?9)"                                              \
-  " AND (?10 IS NULL OR i.event_type = ?10)"                                                    \
-  " AND (?11 IS NULL OR substr(i.event_type, 1, length(?11)) = ?11)"                            \
+  " AND (?10 IS NULL OR " SQ_INBOX_TYPE " = ?10)"                                               \
+  " AND (?11 IS NULL OR substr(" SQ_INBOX_TYPE ", 1, length(?11)) = ?11)"                       \
   " AND (?12 = 0 OR i.received_at >= ?12)"                                                      \
   " AND (?13 = 0 OR i.received_at < ?13)"                                                       \
   " AND i.seq < ?4"
@@ -753,6 +755,7 @@ int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
 #undef ARM
 #undef INBOX_LIST
 #undef INBOX_FILTERS
+#undef SQ_INBOX_TYPE
   if (!q) return HOOKD_STORE_ERR;
   sq_bind_text(q, 1, f->tenant_id);
   sq_bind_text(q, 2, f->source_id);
