@@ -216,7 +216,7 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   op->already_due = op->retried_now && op->d.next_attempt_ms <= now;
   hookd_delivery_free(&op->d);
   op->loaded = false;
-  rc = be->delivery_replay(c, op->id, now, &op->d);
+  rc = be->delivery_replay(c, op->id, now, false, &op->d);
   op->loaded = rc == 0;
   if (!rc && !op->already_due)
     rc = hookd_api_audit(base, c, be, op->retried_now ? "delivery.retry_now" : "delivery.replay",

@@ -168,7 +168,10 @@ void hookd_api_inbox_get(hookd_req *r, hookd_app *app) {
 
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
-  int rc = op->f.tenant_id ? hookd_api_tenant_known(base, c, be, op->f.tenant_id) : 0;
+  /* a deleted tenant's records stay listed, as its audit log: those held unknown by its
+   * destinations' delete are still to settle (a review: 404 once the tenant was deleted) */
+  int rc = op->f.tenant_id ? be->ever_made(c, HOOKD_MADE_TENANT, NULL, op->f.tenant_id) : 0;
+  if (rc == HOOKD_STORE_NOTFOUND) snprintf(base->err, sizeof base->err, "tenant");
   if (!rc) rc = be->inbox_list(c, &op->f, &op->list, &op->n_list);
   /* nothing for a source: none left, or a mistyped id (404, as a mistyped tenant) */
   if (!rc && !op->n_list && op->f.source_id &&
@@ -427,9 +430,12 @@ static bool hints_append(hookd_due_hint **all, size_t *n_all, hookd_due_hint *mo
 }
 
 /* The replay of one record (its deliveries dl, n): how many forwards went again, and the
- * endpoints made due (appended to *hints). HOOKD_STORE_STATE with err written: none could. */
+ * endpoints made due (appended to *hints). HOOKD_STORE_STATE with err written: none could.
+ * swept: one of a batch — a sweep of records listed dead_lettered, not a record named: a forward
+ * an operator gave up to a destination that is not idempotent (which may have applied it) is
+ * left, as a replay job leaves it (a review: a batch after a give-up sent each again). */
 static int replay_record(hookd_store_conn *c, const hookd_store_backend *be, const char *id,
-                         const hookd_delivery *dl, size_t n, size_t *count,
+                         const hookd_delivery *dl, size_t n, bool swept, size_t *count,
                          hookd_due_hint **hints, size_t *n_hints, char *err, size_t errlen) {
   *count = 0;
   hookd_due_hint *mine = n ? calloc(n, sizeof *mine) : NULL;
@@ -439,7 +445,7 @@ static int replay_record(hookd_store_conn *c, const hookd_store_backend *be, con
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < n; i++) {
     if (dl[i].state != HOOKD_DS_DEAD) continue;
-    rc = be->delivery_replay(c, dl[i].id, now, NULL);
+    rc = be->delivery_replay(c, dl[i].id, now, swept, NULL);
     if (rc == HOOKD_STORE_STATE) { /* refused before writing: left as it is */
       rc = 0;
       continue;
@@ -452,13 +458,14 @@ static int replay_record(hookd_store_conn *c, const hookd_store_backend *be, con
   /* a forward its destination's delete cut off goes to the destinations that replaced it */
   size_t made = 0, n_more = 0;
   hookd_due_hint *more = NULL;
-  if (rc == 0) rc = be->inbox_reforward(c, id, now, &made, &more, &n_more);
+  if (rc == 0) rc = be->inbox_reforward(c, id, now, swept, &made, &more, &n_more);
   *count += made;
   if (rc == 0 && !*count) {
     snprintf(err, errlen,
              "nothing to replay: no dead-lettered forward can be sent again (a held one is "
              "settled with resolve; a disabled destination, a purged payload or a deleted "
-             "destination without a replacement cannot be)");
+             "destination without a replacement cannot be%s)",
+             swept ? "; in a batch, nor one given up: replay its record alone" : "");
     rc = HOOKD_STORE_STATE;
   }
   if (rc) {
@@ -480,8 +487,8 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc || (rc = hide_foreign(op)) != 0) return rc; /* (first: a kept answer names no tenant) */
   rc = hookd_kept_lookup(&op->k, base, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc; /* given again, or refused */
-  rc = replay_record(c, be, op->id, op->dl, op->n, &op->n_resolved, &op->hints, &op->n_hints,
-                     base->err, sizeof base->err);
+  rc = replay_record(c, be, op->id, op->dl, op->n, false, &op->n_resolved, &op->hints,
+                     &op->n_hints, base->err, sizeof base->err);
   if (rc) return rc;
   char detail[48];
   snprintf(detail, sizeof detail, "replayed=%zu", op->n_resolved);
@@ -589,7 +596,7 @@ static int many_one(many_op *op, hookd_store_conn *c, const hookd_store_backend 
   hookd_due_hint *hints = NULL;
   size_t n_hints = 0;
   if (rc == 0 && op->replay)
-    rc = replay_record(c, be, it->id, dl, n, &it->n, &op->hints, &op->n_hints, err, sizeof err);
+    rc = replay_record(c, be, it->id, dl, n, true, &it->n, &op->hints, &op->n_hints, err, sizeof err);
   else if (rc == 0)
     rc = be->inbox_resolve(c, it->id, op->to, hookd_now_ms(), &it->n, &hints, &n_hints);
   hookd_deliveries_free(dl, n);

@@ -1000,8 +1000,10 @@ typedef struct hookd_store_backend {
                       hookd_attempt **att, size_t *n);
   int (*delivery_list)(hookd_store_conn *c, const hookd_delivery_filter *f,
                        hookd_delivery **out, size_t *n);
-  /* Moves a delivered or dead delivery back to pending, due now, with a new cycle. */
-  int (*delivery_replay)(hookd_store_conn *c, const char *id, int64_t now_ms,
+  /* Moves a delivered or dead delivery back to pending, due now, with a new cycle. swept: a
+   * sweep of many (an inbox record's dead forwards), not a delivery named — it leaves what a
+   * replay job leaves (hookd_replay_memo.swept: a forward given up, one applied). */
+  int (*delivery_replay)(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
                          hookd_delivery *out);
   /* Creates the delivery of a tenant's outbound event to one of its endpoints that has none —
    * published while the endpoint was disabled, or before it existed or subscribed —, pending
@@ -1099,9 +1101,10 @@ typedef struct hookd_store_backend {
   /* A record whose forward was cut off by its destination's delete (dead or cancelled, the
    * destination deleted): a forward to each destination the source has now that has none of
    * the record — the one that replaced it. Reports how many were made (0: none to make) and
-   * their endpoints as hints; the record follows. */
-  int (*inbox_reforward)(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
-                         hookd_due_hint **hints, size_t *n_hints);
+   * their endpoints as hints; the record follows. swept (a batch of records, not one named): a
+   * forward an operator gave up to a destination that is not idempotent is no cut-off. */
+  int (*inbox_reforward)(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
+                         size_t *n_made, hookd_due_hint **hints, size_t *n_hints);
   /* Deletes up to `limit` inbox records received before `before_ms`, each with its event (body,
    * deliveries, attempts) unless a forward of it is open or was touched since `before_ms`. */
   int (*inbox_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,

@@ -1871,6 +1871,74 @@ describe('forwarding', () => {
     await dest.close();
   });
 
+  it('a deleted tenant\'s inbox stays listed: its records held unknown are found by tenant and settled', async () => {
+    const t = 'tdel_inbox';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: t })).status, 201);
+    const dest = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_tdel'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }], { tenant: t });
+    const body = stripeEvent('evt_tdel_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_tdel'));
+    await waitStatus(src, r.json.inbox_id, 'unknown');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${t}`)).status, 200);
+    const held = await h.api('GET', `/v1/inbox?tenant=${t}&state=unknown`);
+    assert.equal(held.status, 200, held.text);
+    assert.deepEqual(held.json.data.map((x) => x.id), [r.json.inbox_id]);
+    const settled = await h.api('POST', '/v1/inbox/resolve', { ids: [r.json.inbox_id], outcome: 'completed', reason: 'in the ledger' });
+    assert.equal(settled.status, 200, settled.text);
+    assert.equal((await h.api('GET', `/v1/inbox?tenant=${t}&state=unknown`)).json.data.length, 0);
+    const never = await h.api('GET', '/v1/inbox?tenant=tdel_never_made');
+    assert.deepEqual([never.status, never.json.error.message], [404, 'tenant not found']);
+    dest.releaseHanging();
+    await dest.close();
+  });
+
+  it('a batch inbox replay leaves a forward an operator gave up to a non-idempotent destination (nor forwards it to a replacement); a replay of its record alone sends it', async () => {
+    const a = await startReceiver(() => ({ status: 400 }));
+    const b = await startReceiver(() => 'hang');
+    const src = await source('stripe', ['whsec_giveup'], [{ url: a.url }, { url: b.url, idempotent: false, timeout_ms: 300 }]);
+    const body = stripeEvent('evt_giveup_1');
+    const r = await post(src, body, sign.stripe(body, 'whsec_giveup'));
+    const id = r.json.inbox_id;
+    let rec = await waitStatus(src, id, 'unknown');
+    const give = await h.api('POST', `/v1/inbox/${id}/resolve`, { outcome: 'dead_lettered', reason: 'may have applied it: give up' });
+    assert.equal(give.status, 200, give.text);
+    a.behave = () => ({ status: 200 });
+    b.behave = () => ({ status: 200 }); // the handlers fixed
+    const rep = await h.api('POST', '/v1/inbox/replay', { ids: [id] });
+    assert.equal(rep.status, 202, rep.text);
+    assert.equal(rep.json.replayed, 1, `only the 4xx one: ${rep.text}`);
+    rec = (await h.api('GET', `/v1/inbox/${id}`)).json;
+    const toB = rec.deliveries.find((x) => x.endpoint_id === src.destinations[1].id);
+    assert.deepEqual([toB.state, toB.dead_reason], ['dead', 'operator'], 'the given-up forward left as it is');
+    await waitUntil(async () => a.requests.length === 2 || null, { what: 'the 4xx forward sent again' });
+    const batch = await h.api('POST', '/v1/inbox/replay', { ids: [id] });
+    assert.equal(batch.status, 202, batch.text);
+    assert.equal(batch.json.data[0].error.code, 'invalid_state', batch.text);
+    assert.match(batch.json.data[0].error.message, /in a batch, nor one given up: replay its record alone\)$/);
+    // its record named alone, it goes: the operator's word
+    const one = await h.api('POST', `/v1/inbox/${id}/replay`);
+    assert.deepEqual([one.status, one.json.replayed], [202, 1], one.text);
+    await waitUntil(async () => b.requests.length === 2 || null, { what: 'the named forward sent' });
+    // a given-up forward of a deleted destination is no forward to its replacement
+    const c = await startReceiver(() => 'hang');
+    const src2 = await source('stripe', ['whsec_giveup2'], [{ url: c.url, idempotent: false, timeout_ms: 300 }]);
+    const body2 = stripeEvent('evt_giveup_2');
+    const r2 = await post(src2, body2, sign.stripe(body2, 'whsec_giveup2'));
+    await waitStatus(src2, r2.json.inbox_id, 'unknown');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${TENANT}/endpoints/${src2.destinations[0].id}`)).status, 200);
+    assert.equal((await h.api('POST', `/v1/inbox/${r2.json.inbox_id}/resolve`, { outcome: 'dead_lettered', reason: 'give up' })).status, 200);
+    const fresh = await startReceiver();
+    assert.equal((await h.api('POST', `/v1/sources/${src2.id}/destinations`, { url: fresh.url })).status, 201);
+    const rep2 = await h.api('POST', '/v1/inbox/replay', { ids: [r2.json.inbox_id] });
+    assert.equal(rep2.status, 202, rep2.text);
+    assert.equal(rep2.json.data[0].error.code, 'invalid_state', rep2.text);
+    assert.equal((await h.api('GET', `/v1/inbox/${r2.json.inbox_id}`)).json.deliveries.length, 1, 'no forward made for the replacement');
+    const named = await h.api('POST', `/v1/inbox/${r2.json.inbox_id}/replay`);
+    assert.deepEqual([named.status, named.json.replayed], [202, 1], named.text);
+    await waitUntil(async () => fresh.requests.length === 1 || null, { what: 'its record named alone: forwarded to the replacement' });
+    for (const x of [a, b, c, fresh]) await x.close();
+  });
+
   it('a non-idempotent destination that times out: unknown, not resent; an operator resolves it', async () => {
     const dest = await startReceiver(() => 'hang');
     const src = await source('stripe', ['whsec_un'], [{ url: dest.url, idempotent: false, timeout_ms: 300 }]);

@@ -959,7 +959,8 @@ int pg_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
   return inbound ? pg_inbox_follow(c, seq, now_ms, NULL, NULL) : HOOKD_STORE_OK;
 }
 
-int pg_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
+int pg_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
+                       hookd_delivery *out) {
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, id);
@@ -972,7 +973,8 @@ int pg_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   int64_t seq = pg_i64(r, 0, 0);
   PQclear(r);
   int rc = pg_retry_now(c, seq, now_ms, NULL);
-  if (rc == HOOKD_STORE_NOTFOUND) rc = pg_replay_one(c, seq, now_ms, NULL, NULL);
+  hookd_replay_memo memo = {.swept = swept};
+  if (rc == HOOKD_STORE_NOTFOUND) rc = pg_replay_one(c, seq, now_ms, NULL, &memo);
   if (rc) return rc;
   return out ? pg_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
 }

@@ -843,8 +843,8 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
 
 /* ---------- operator resolution ---------- */
 
-int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
-                       hookd_due_hint **hints, size_t *n_hints) {
+int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
+                       size_t *n_made, hookd_due_hint **hints, size_t *n_hints) {
   *n_made = 0;
   *hints = NULL;
   *n_hints = 0;
@@ -859,6 +859,7 @@ int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
   pg_p_init(&p);
   pg_p_text(&p, rec.source_id);
   pg_p_i64(&p, rec.event_seq);
+  pg_p_i64(&p, swept ? 1 : 0);
   PGresult *eps = pg_q(
       c,
       "SELECT e.id, e.policy_id FROM endpoints e WHERE e.source_id = $1 AND e.deleted_at IS NULL"
@@ -871,6 +872,10 @@ int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
       " OR (d.state IN ('pending', 'retrying') AND d.leased_until IS NULL))"
       /* (one replaced already by a forward made since: a destination added later is no
        * replacement of it — an old event fanned out to it) */
+      /* (in a sweep, nor one an operator gave up, its destination not idempotent: its
+       * handler may have applied it — api_inbox.c's replay_record) */
+      " AND NOT ($3::bigint = 1 AND d.state = 'dead' AND d.dead_reason = 'operator'"
+      " AND g.idempotent = 0)"
       " AND d.replaced = 0 AND g.deleted_at IS NOT NULL)",
       &p, "reforward");
   if (!eps) {

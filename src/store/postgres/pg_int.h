@@ -407,7 +407,8 @@ int pg_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
                     size_t *n);
 int pg_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_delivery **out,
                      size_t *n);
-int pg_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out);
+int pg_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
+                       hookd_delivery *out);
 int pg_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                      const char *endpoint_id, int64_t now_ms, hookd_delivery *out);
 /* pg_dispatch.c */
@@ -454,8 +455,8 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
                   size_t *n);
 int pg_inbox_resolve(hookd_store_conn *c, const char *id, hookd_dstate to, int64_t now_ms,
                      size_t *n_resolved, hookd_due_hint **hints, size_t *n_hints);
-int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
-                       hookd_due_hint **hints, size_t *n_hints);
+int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
+                       size_t *n_made, hookd_due_hint **hints, size_t *n_hints);
 int pg_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *after_seq,
                    int *purged);
 int pg_object_versions_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,

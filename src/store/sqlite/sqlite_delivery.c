@@ -794,7 +794,8 @@ int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
   return inbound ? sq_inbox_follow(c, seq, now_ms, NULL, NULL) : HOOKD_STORE_OK;
 }
 
-int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out) {
+int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
+                       hookd_delivery *out) {
   sqlite3_stmt *st = sq_stmt(c, SQ_DL_SEQ_BY_ID, "SELECT seq FROM deliveries WHERE id = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
@@ -804,7 +805,8 @@ int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hook
   if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
   if (rc != SQLITE_ROW) return sq_fail(c, "find delivery");
   rc = sq_retry_now(c, seq, now_ms, NULL);
-  if (rc == HOOKD_STORE_NOTFOUND) rc = sq_replay_one(c, seq, now_ms, NULL, NULL);
+  hookd_replay_memo memo = {.swept = swept};
+  if (rc == HOOKD_STORE_NOTFOUND) rc = sq_replay_one(c, seq, now_ms, NULL, &memo);
   if (rc) return rc;
   return out ? sq_delivery_get(c, id, out, NULL, NULL) : HOOKD_STORE_OK;
 }

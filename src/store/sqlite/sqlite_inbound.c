@@ -774,8 +774,8 @@ int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
 
 /* ---------- operator resolution ---------- */
 
-int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
-                       hookd_due_hint **hints, size_t *n_hints) {
+int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
+                       size_t *n_made, hookd_due_hint **hints, size_t *n_hints) {
   *n_made = 0;
   *hints = NULL;
   *n_hints = 0;
@@ -798,6 +798,9 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
       " OR (d.state IN ('pending', 'retrying') AND d.leased_until IS NULL))"
       /* (one replaced already by a forward made since: a destination added later is no
        * replacement of it — an old event fanned out to it) */
+      /* (in a sweep, nor one an operator gave up, its destination not idempotent: its
+       * handler may have applied it — api_inbox.c's replay_record) */
+      " AND NOT (?3 AND d.state = 'dead' AND d.dead_reason = 'operator' AND g.idempotent = 0)"
       " AND NOT d.replaced AND g.deleted_at IS NOT NULL)");
   sqlite3_stmt *ins = eps ? sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL) : NULL;
   if (!ins) {
@@ -806,6 +809,7 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size
   }
   sq_bind_text(eps, 1, rec.source_id);
   sq_bind_i64(eps, 2, rec.event_seq);
+  sqlite3_bind_int(eps, 3, swept);
   size_t cap = 0;
   int64_t first = 0;
   int fail = 0; /* a write or an allocation failed */

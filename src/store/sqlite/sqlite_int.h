@@ -237,7 +237,8 @@ int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
                     size_t *n);
 int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_delivery **out,
                      size_t *n);
-int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, hookd_delivery *out);
+int sq_delivery_replay(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
+                       hookd_delivery *out);
 int sq_event_deliver(hookd_store_conn *c, const char *tenant_id, const char *event_id,
                      const char *endpoint_id, int64_t now_ms, hookd_delivery *out);
 /* delivery_replay's checks and write, without reading the delivery back; on HOOKD_STORE_STATE
@@ -266,8 +267,8 @@ int sq_claim(hookd_store_conn *c, const hookd_claim_req *req, hookd_claimed **ou
 int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o);
 int sq_release_lease(hookd_store_conn *c, const hookd_release *r);
 int sq_mark_sent(hookd_store_conn *c, int64_t delivery_seq, int64_t lease_token);
-int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, size_t *n_made,
-                       hookd_due_hint **hints, size_t *n_hints);
+int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, bool swept,
+                       size_t *n_made, hookd_due_hint **hints, size_t *n_hints);
 int sq_lease_shift(hookd_store_conn *c, const char *owner, int64_t delta_ms, int *shifted);
 int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, int limit,
                       hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);

@@ -95,7 +95,7 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, void *a) 
 }
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;
-  return be->delivery_replay(c, k->in, hookd_now_ms(), NULL);
+  return be->delivery_replay(c, k->in, hookd_now_ms(), false, NULL);
 }
 static int run_reclaim(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   call *k = a;

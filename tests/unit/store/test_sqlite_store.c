@@ -1332,7 +1332,7 @@ static int run_reforward(hookd_store_conn *c, const hookd_store_backend *be, voi
   call *k = a;
   hookd_due_hint *h = NULL;
   size_t n = 0, made = 0;
-  int rc = be->inbox_reforward(c, k->in, hookd_now_ms(), &made, &h, &n);
+  int rc = be->inbox_reforward(c, k->in, hookd_now_ms(), false, &made, &h, &n);
   hookd_due_hints_free(h, n);
   k->ival = (int)made;
   return rc;
