@@ -194,9 +194,12 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
       return false;
     }
     if (!create && (!strcmp(k, "id") || !strcmp(k, "signing") || !strcmp(k, "secret"))) {
-      hookd_req_error(r, 422, "immutable_field",
-                      "%s cannot be changed%s", k,
-                      strcmp(k, "id") ? ": rotate with POST …/secret/rotate" : "");
+      /* (a rotation keeps the scheme: signing is fixed at creation — a review) */
+      hookd_req_error(r, 422, "immutable_field", "%s cannot be changed%s", k,
+                      !strcmp(k, "secret")    ? ": rotate with POST …/secret/rotate"
+                      : !strcmp(k, "signing") ? ": it is fixed at creation (create an endpoint "
+                                                "with the scheme wanted)"
+                                              : "");
       return false;
     }
     /* null means "every type" / "no limit" / "empty" for these; for the others it would silently

@@ -947,6 +947,10 @@ describe('secrets', () => {
     assert.match(ep.secret, /^whsk_/);
     assert.match(ep.public_key, /^whpk_/);
     assert.equal(ep.signing, 'ed25519');
+    // the scheme is fixed at creation (a rotation keeps it): the 422 says so, not "rotate"
+    const fixed = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { signing: 'hmac' });
+    assert.deepEqual([fixed.status, fixed.json.error.code], [422, 'immutable_field'], fixed.text);
+    assert.match(fixed.json.error.message, /^signing cannot be changed: it is fixed at creation/);
     const pk = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}/public-key`);
     assert.equal(pk.json.public_key, ep.public_key);
     const p = await publish(h, tenant, { type: 'a.b', payload: { x: 1 } });
