@@ -604,6 +604,15 @@ static void on_lost_sync(const char *error) {
   _exit(1);
 }
 
+/* The store's files were removed or replaced under it: nothing more may be acknowledged. */
+static void on_store_gone(const char *what) {
+  HLOG(HOOKD_LOG_ERROR, "store.file_gone", KV_S("error", what),
+       KV_S("action", "exiting: what was written since is in no file a name reaches; restore the "
+                      "store from a backup (a start refuses the remains: docs/architecture.md)"));
+  hookd_log_flush(2000);
+  _exit(1);
+}
+
 /* A store op or batch failed: one log line with the backend's error text (a locked or full
  * disk, I/O errors), at most one a second (a failing store fails every op), the rest counted. */
 static void on_store_failure(const char *queue, const char *what, const char *error) {
@@ -769,6 +778,7 @@ int hookd_serve(const hookd_config *cfg) {
       .node_id = cfg->node_id, .wait_s = cfg->store_wait_s, .waiting = on_store_waiting};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_lost_sync_handler(on_lost_sync);
+  hookd_storeq_set_store_gone_handler(on_store_gone);
   hookd_storeq_set_failure_handler(on_store_failure);
   hookd_storeq_set_settled_handler(on_settled_commit);
   hookd_storeq_set_slow_handler(on_slow_batch);

@@ -43,6 +43,17 @@ static _Atomic(void (*)(const char *)) lost_sync_handler;
 
 void hookd_storeq_set_lost_sync_handler(void (*fn)(const char *)) { lost_sync_handler = fn; }
 
+static _Atomic(void (*)(const char *)) store_gone_handler;
+
+void hookd_storeq_set_store_gone_handler(void (*fn)(const char *)) { store_gone_handler = fn; }
+
+void hookd_storeq_store_gone(const char *what) {
+  void (*fn)(const char *) = store_gone_handler;
+  if (fn) fn(what);
+  fprintf(stderr, "hookd: %s: stopping\n", what); /* (no handler: the CLI) */
+  _exit(1);
+}
+
 void hookd_storeq_lost_sync(const char *error) {
   void (*fn)(const char *) = lost_sync_handler;
   if (fn) fn(error);

@@ -93,6 +93,12 @@ void hookd_storeq_set_unknown_commit_handler(void (*fn)(void));
 void hookd_storeq_set_lost_sync_handler(void (*fn)(const char *error));
 _Noreturn void hookd_storeq_lost_sync(const char *error);
 
+/* The store's files were removed or replaced under it (docs/architecture.md "Failure windows"):
+ * every commit from now on would go to files no name reaches. The backend calls
+ * hookd_storeq_store_gone, which calls fn(what) (the daemon logs and exits) and then _exit(1). */
+void hookd_storeq_set_store_gone_handler(void (*fn)(const char *what));
+_Noreturn void hookd_storeq_store_gone(const char *what);
+
 /* Who hears of commits whose answer was lost and whose outcome the backend then settled
  * (process-wide; the daemon logs them): fn(queue, committed), before the callers are told. */
 void hookd_storeq_set_settled_handler(void (*fn)(const char *queue, bool committed));

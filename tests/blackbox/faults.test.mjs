@@ -1026,6 +1026,31 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('the store\'s database or WAL removed while hookd runs: it exits 1 at once, and the next start refuses the remains instead of making an empty store', { skip: SQLITE_ONLY }, async () => {
+    for (const gone of ['hookd.db', 'hookd.db-wal']) {
+      const { dir, cleanup } = tempDir();
+      const h = await startHookd({ dir });
+      assert.equal((await h.api('POST', '/v1/tenants', { id: 'kept' })).status, 201);
+      await waitUntil(() => existsSync(join(dir, 'hookd.db-wal')) || null, { what: 'the WAL' });
+      rmSync(join(dir, gone));
+      const r = await withTimeout(h.exited, 10000, `hookd still running without ${gone}`);
+      assert.equal(r.code, 1, h.stderrText.slice(-2000));
+      assert.ok(h.logs.some((l) => l.msg === 'store.file_gone' && l.error.includes(join(dir, gone))), h.stderrText.slice(-2000));
+      if (gone === 'hookd.db') {
+        // the WAL and the key file left: not a new store's place
+        await assert.rejects(startHookd({ dir }), /the remains of a store/);
+        assert.ok(!existsSync(join(dir, 'hookd.db')), 'no new database made');
+        rmSync(join(dir, 'hookd.db-wal'));
+        await assert.rejects(startHookd({ dir }), /hookd\.db\.key is there/);
+        rmSync(join(dir, 'hookd.db.key')); // the operator's choice: an empty store
+        const fresh = await startHookd({ dir });
+        assert.equal((await fresh.api('GET', '/v1/tenants/kept')).status, 404);
+        assert.equal((await fresh.stop()).code, 0);
+      }
+      cleanup();
+    }
+  });
+
   it('a second hookd on the same SQLite store refuses to start', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });
