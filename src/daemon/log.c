@@ -131,6 +131,11 @@ static void log_write(const char *line, size_t n) {
     return;
   }
   pthread_mutex_lock(&lq.mu);
+  if (!atomic_load(&lq.on)) { /* stopped while this waited for the lock: the queue is gone */
+    pthread_mutex_unlock(&lq.mu);
+    write_all(line, n);
+    return;
+  }
   size_t done = 0;
   if (lq.direct && lq.len == 0 && !lq.dropped) {
     ssize_t w;
