@@ -6,7 +6,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import { existsSync, linkSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import assert from 'node:assert/strict';
 import { API_KEY, HOOKD_BIN, TEST_ARGS, faultClock, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout, SQLITE_ONLY, ONE_NODE_CLOCK, SHARED_STORE } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
@@ -1049,6 +1049,17 @@ describe('durability', () => {
       }
       cleanup();
     }
+  });
+
+  it('a start whose sync of the store\'s directory fails stops there (the WAL\'s name must reach the disk)', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir, 'FSYNC', 0, basename(dir)); // the directory's syncs only
+    disk.fill();
+    await assert.rejects(startHookd({ dir, env: disk.env }), /sync the store's directory .*Input\/output error/);
+    disk.free();
+    const h = await startHookd({ dir });
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
   });
 
   it('a second hookd on the same SQLite store refuses to start', { skip: SQLITE_ONLY }, async () => {

@@ -1,6 +1,10 @@
 /* sqlite_schema.c — the SQLite schema as numbered migrations, applied in order at start.
  * A migration is never edited once released: add a new one. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "store/sqlite/sqlite_int.h"
@@ -702,6 +706,29 @@ int sq_recover(hookd_store_conn *c) {
   return HOOKD_STORE_OK;
 }
 
+/* The store's directory synced: the names of the database (a new store's) and of the WAL this
+ * start made reach the disk. SQLite syncs the directory as it makes the WAL but ignores a
+ * failure there by design, and a WAL whose name never reached the disk takes every commit in it
+ * with it at a power cut (a review). A failure stops the start, as a failing disk. */
+static int sync_dir(hookd_store_conn *c) {
+  const char *db = sqlite3_db_filename(c->db, "main");
+  if (!db || !*db) return HOOKD_STORE_OK; /* (an in-memory database: tests) */
+  char dir[1100];
+  snprintf(dir, sizeof dir, "%s", db);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else slash[slash == dir] = '\0'; /* ("/x.db": the root) */
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int rc = fd < 0 ? -1 : fsync(fd);
+  int e = errno;
+  if (fd >= 0) close(fd);
+  if (rc == 0) return HOOKD_STORE_OK;
+  char eb[128];
+  snprintf(c->err, sizeof c->err, "sync the store's directory %s: %s", dir,
+           strerror_r(e, eb, sizeof eb));
+  return HOOKD_STORE_ERR;
+}
+
 /* How long a start waits for other processes to let go of the store before copying the WAL. */
 #define STARTUP_CKPT_S 30
 
@@ -743,6 +770,7 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
       return HOOKD_STORE_ERR;
     }
     if (rc != SQLITE_OK) return sq_fail(c, "checkpoint the WAL left by the last run");
+    if (sync_dir(c) != HOOKD_STORE_OK) return HOOKD_STORE_ERR;
   }
   /* a command that does not migrate writes nothing: no table made in a store that has none */
   if (!apply && sqlite3_table_column_metadata(c->db, NULL, "schema_migrations", "version", NULL,
