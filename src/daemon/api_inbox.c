@@ -596,7 +596,8 @@ static int many_one(many_op *op, hookd_store_conn *c, const hookd_store_backend 
   hookd_due_hint *hints = NULL;
   size_t n_hints = 0;
   if (rc == 0 && op->replay)
-    rc = replay_record(c, be, it->id, dl, n, true, &it->n, &op->hints, &op->n_hints, err, sizeof err);
+    rc = replay_record(c, be, it->id, dl, n, true, &it->n, &op->hints, &op->n_hints, err,
+                       sizeof err);
   else if (rc == 0)
     rc = be->inbox_resolve(c, it->id, op->to, hookd_now_ms(), &it->n, &hints, &n_hints);
   hookd_deliveries_free(dl, n);
