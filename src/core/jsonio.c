@@ -3,6 +3,7 @@
  * brackets outside strings; jansson does the parsing, its allocations watched (a parse that
  * ran out of memory is said so, never taken for a text that is not JSON). */
 #include "core/jsonio.h"
+#include "core/inbound.h" /* hookd_jcs_number */
 #include "core/num.h"
 
 #include <float.h>
@@ -413,7 +414,16 @@ int hookd_json_quote(hookd_buf *out, const char *s, size_t n) {
   return rc;
 }
 
-int hookd_json_dump(const json_t *v, hookd_buf *out) {
+typedef void (*fmt_real)(double d, char out[32]);
+
+/* A real as shown to people (hookd_json_dump_shown): ECMAScript's shortest text, "0.1" for 0.1
+ * where jansson's "%.17g" writes 0.10000000000000001, and ".0" after a whole one ("100.0"). */
+static void fmt_shown(double d, char out[32]) {
+  hookd_jcs_number(d, out);
+  if (isfinite(d) && !strpbrk(out, ".e")) strcat(out, ".0"); /* (at most 21 digits and '-') */
+}
+
+static int dump(const json_t *v, hookd_buf *out, fmt_real fmt) {
   char num[32];
   int rc = 0;
   switch (json_typeof(v)) {
@@ -423,7 +433,7 @@ int hookd_json_dump(const json_t *v, hookd_buf *out) {
   case JSON_INTEGER:
     return hookd_buf_printf(out, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
   case JSON_REAL:
-    hookd_json_fmt_double(json_real_value(v), num);
+    fmt(json_real_value(v), num);
     return hookd_buf_puts(out, num);
   case JSON_STRING:
     return hookd_json_quote(out, json_string_value(v), json_string_length(v));
@@ -431,7 +441,7 @@ int hookd_json_dump(const json_t *v, hookd_buf *out) {
     rc = hookd_buf_append(out, "[", 1);
     for (size_t i = 0; i < json_array_size(v) && !rc; i++) {
       if (i) rc = hookd_buf_append(out, ",", 1);
-      if (!rc) rc = hookd_json_dump(json_array_get(v, i), out);
+      if (!rc) rc = dump(json_array_get(v, i), out, fmt);
     }
     return rc ? rc : hookd_buf_append(out, "]", 1);
   }
@@ -447,12 +457,26 @@ int hookd_json_dump(const json_t *v, hookd_buf *out) {
       first = 0;
       if (!rc) rc = hookd_json_quote(out, k, klen);
       if (!rc) rc = hookd_buf_append(out, ":", 1);
-      if (!rc) rc = hookd_json_dump(child, out);
+      if (!rc) rc = dump(child, out, fmt);
     }
     return rc ? rc : hookd_buf_append(out, "}", 1);
   }
   }
   return -1;
+}
+
+int hookd_json_dump(const json_t *v, hookd_buf *out) { return dump(v, out, hookd_json_fmt_double); }
+
+int hookd_json_dump_shown(const json_t *v, hookd_buf *out) { return dump(v, out, fmt_shown); }
+
+char *hookd_json_text_shown(const json_t *v) {
+  hookd_buf b;
+  hookd_buf_init(&b, SIZE_MAX);
+  if (dump(v, &b, fmt_shown) != 0) {
+    hookd_buf_free(&b);
+    return NULL;
+  }
+  return hookd_buf_steal(&b);
 }
 
 int hookd_json_get_str(const json_t *obj, const char *key, const char **out) {

@@ -64,6 +64,12 @@ json_t *hookd_json_parse_fields(const char *buf, size_t len, const hookd_json_li
 /* Appends the compact serialisation of v to out. Object keys keep their order. Returns
  * HOOKD_BUF_* codes. */
 int hookd_json_dump(const json_t *v, hookd_buf *out);
+/* The same for the API's answers, read by people: a real as its shortest text in ECMAScript's
+ * layout ("0.1", "15.9", "100.0", "1e+21"; jansson's json_dumps wrote 0.10000000000000001 and
+ * 15.899999999999999: a payload's 0.1 read so in GET …/events/{id}, a review). */
+int hookd_json_dump_shown(const json_t *v, hookd_buf *out);
+/* hookd_json_dump_shown's text, the caller's to free; NULL out of memory. */
+char *hookd_json_text_shown(const json_t *v);
 
 /* Appends a JSON string literal (with quotes) for s[0..n). */
 int hookd_json_quote(hookd_buf *out, const char *s, size_t n);

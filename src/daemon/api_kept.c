@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/inbound.h"
+#include "core/jsonio.h"
 #include "core/sign.h"
 #include "daemon/api.h"
 
@@ -104,7 +105,7 @@ int hookd_kept_lookup(hookd_kept *k, hookd_api_op *base, hookd_store_conn *c,
 /* A run's end: its answer (v, taken over), kept under the key with the run's writes. */
 int hookd_kept_store(hookd_kept *k, hookd_store_conn *c, const hookd_store_backend *be,
                      int status, json_t *v) {
-  k->answer = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  k->answer = v ? hookd_json_text_shown(v) : NULL; /* (as hookd_req_reply_json writes it) */
   json_decref(v);
   k->status = status;
   if (!k->answer) return HOOKD_STORE_ERR;

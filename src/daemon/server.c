@@ -35,6 +35,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/inbound.h"
+#include "core/jsonio.h"
 #include "core/utf8.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -268,7 +269,7 @@ void hookd_req_reply(hookd_req *r, int status, const char *content_type, char *b
 }
 
 void hookd_req_reply_json(hookd_req *r, int status, json_t *v) {
-  char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  char *s = hookd_json_text_shown(v);
   json_decref(v);
   const char *m = hookd_req_method(r);
   if (!s && status >= 200 && status < 300 && strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0) {
