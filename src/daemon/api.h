@@ -356,6 +356,7 @@ void hookd_api_healthz(hookd_req *r, hookd_app *app);
 /* The operator dashboard's page and files (dashboard.c, docs/dashboard.md). */
 void hookd_api_dashboard(hookd_req *r, hookd_app *app);
 void hookd_api_dashboard_file(hookd_req *r, hookd_app *app);
+void hookd_api_dashboard_home(hookd_req *r, hookd_app *app);
 void hookd_api_readyz(hookd_req *r, hookd_app *app);
 void hookd_api_metrics(hookd_req *r, hookd_app *app);
 

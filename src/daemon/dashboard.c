@@ -54,9 +54,20 @@ void hookd_api_dashboard(hookd_req *r, hookd_app *app) {
   serve(r, "index.html");
 }
 
-void hookd_api_dashboard_file(hookd_req *r, hookd_app *app) {
+/* /dashboard/ and /dashboard/index.html: the page is /dashboard itself, one address (its
+ * files' relative paths resolve there) — a redirect, not a 404 (a review: a bookmark or a
+ * typed trailing slash met a JSON error) */
+void hookd_api_dashboard_home(hookd_req *r, hookd_app *app) {
   (void)app;
+  hookd_req_add_header(r, "Location", "/dashboard");
+  hookd_req_reply(r, 308, NULL, NULL, 0);
+}
+
+void hookd_api_dashboard_file(hookd_req *r, hookd_app *app) {
   const char *name = hookd_req_param(r, 0);
-  /* the page is /dashboard itself: its file name is not a second address of it */
-  serve(r, strcmp(name, "index.html") ? name : "");
+  if (!strcmp(name, "index.html")) {
+    hookd_api_dashboard_home(r, app);
+    return;
+  }
+  serve(r, name);
 }

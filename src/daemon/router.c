@@ -30,6 +30,7 @@ static const route routes[] = {
     {"GET", "/metrics", HOOKD_PERM_SCRAPE, -1, hookd_api_metrics, "*"},
     /* the dashboard's files hold no data: its page calls the API with the operator's key */
     {"GET", "/dashboard", HOOKD_PERM_PUBLIC, -1, hookd_api_dashboard, "*"},
+    {"GET", "/dashboard/", HOOKD_PERM_PUBLIC, -1, hookd_api_dashboard_home, "*"},
     {"GET", "/dashboard/{}", HOOKD_PERM_PUBLIC, -1, hookd_api_dashboard_file, "*"},
     /* provider-facing: the provider's signature is the authentication, the query is theirs */
     {"POST", "/in/{}", HOOKD_PERM_PUBLIC, -1, hookd_inbound_handle, "*"},

@@ -114,10 +114,13 @@ describe('the dashboard\'s files', () => {
       assert.equal(r.headers.get('referrer-policy'), 'no-referrer');
       assert.equal(r.headers.get('cache-control'), 'no-cache');
     }
-    for (const path of ['/dashboard/nope.js', '/dashboard/index.html']) {
-      const r = await fetch(`${h.url}${path}`);
-      assert.equal(r.status, 404, path);
-      assert.equal((await r.json()).error.code, 'not_found');
+    const nope = await fetch(`${h.url}/dashboard/nope.js`);
+    assert.equal(nope.status, 404);
+    assert.equal((await nope.json()).error.code, 'not_found');
+    // the page has one address: a trailing slash or its file's name redirects there
+    for (const path of ['/dashboard/', '/dashboard/index.html']) {
+      const r = await fetch(`${h.url}${path}`, { redirect: 'manual' });
+      assert.deepEqual([r.status, r.headers.get('location')], [308, '/dashboard'], path);
     }
     assert.equal((await fetch(`${h.url}/dashboard`, { method: 'POST' })).status, 405);
   });
