@@ -419,6 +419,10 @@ typedef void (*fmt_real)(double d, char out[32]);
 /* A real as shown to people (hookd_json_dump_shown): ECMAScript's shortest text, "0.1" for 0.1
  * where jansson's "%.17g" writes 0.10000000000000001, and ".0" after a whole one ("100.0"). */
 static void fmt_shown(double d, char out[32]) {
+  if (d == 0 && signbit(d)) { /* (RFC 8785 writes "0" for both zeros; the body sent keeps it) */
+    memcpy(out, "-0.0", 5);
+    return;
+  }
   hookd_jcs_number(d, out);
   if (isfinite(d) && !strpbrk(out, ".e")) strcat(out, ".0"); /* (at most 21 digits and '-') */
 }
@@ -467,9 +471,12 @@ static int dump(const json_t *v, hookd_buf *out, fmt_real fmt) {
 
 int hookd_json_dump(const json_t *v, hookd_buf *out) { return dump(v, out, hookd_json_fmt_double); }
 
-int hookd_json_dump_shown(const json_t *v, hookd_buf *out) { return dump(v, out, fmt_shown); }
+int hookd_json_dump_shown(const json_t *v, hookd_buf *out) {
+  return v ? dump(v, out, fmt_shown) : -1;
+}
 
 char *hookd_json_text_shown(const json_t *v) {
+  if (!v) return NULL; /* (a builder's json_pack that failed: json_dumps answered NULL too) */
   hookd_buf b;
   hookd_buf_init(&b, SIZE_MAX);
   if (dump(v, &b, fmt_shown) != 0) {

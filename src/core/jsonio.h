@@ -68,7 +68,8 @@ int hookd_json_dump(const json_t *v, hookd_buf *out);
  * layout ("0.1", "15.9", "100.0", "1e+21"; jansson's json_dumps wrote 0.10000000000000001 and
  * 15.899999999999999: a payload's 0.1 read so in GET …/events/{id}, a review). */
 int hookd_json_dump_shown(const json_t *v, hookd_buf *out);
-/* hookd_json_dump_shown's text, the caller's to free; NULL out of memory. */
+/* hookd_json_dump_shown's text, the caller's to free; NULL out of memory or for v NULL (as
+ * json_dumps: a value whose build failed). */
 char *hookd_json_text_shown(const json_t *v);
 
 /* Appends a JSON string literal (with quotes) for s[0..n). */

@@ -64,27 +64,23 @@ int hookd_store_lock_offline(const char *url, hookd_store_lockset *out, char *er
   return hookd_pg_lock_offline(url, &out->pg, err, errlen);
 }
 
-/* A database missing where its WAL or its key file is, not empty: the remains of a store
- * (removed, moved, or not restored with its key), not a place for a new one — made there, the
- * start would go on as an empty store, every tenant and event gone (a review: a restart after an
- * `rm` did so). An empty one holds nothing (a first start killed as it made its key file).
- * Checked before the lock, which creates the file. */
+/* A database missing where its WAL is, not empty: the remains of a store (removed, moved), not
+ * a place for a new one — made there, the start would go on as an empty store, every tenant and
+ * event gone (a review: a restart after an `rm` did so). Checked before the lock, which creates
+ * the file. (The store's key file alone is checked by the daemon: keyring.c, which knows
+ * whether it is the store's own key.) */
 static int store_remains(const char *path, char *err, size_t errlen) {
   if (access(path, F_OK) == 0 || errno != ENOENT) return 0;
-  static const char *const kin[] = {"-wal", ".key"};
-  for (size_t i = 0; i < sizeof kin / sizeof *kin; i++) {
-    char other[1100];
-    snprintf(other, sizeof other, "%s%s", path, kin[i]);
-    struct stat st;
-    if (stat(other, &st) != 0 || st.st_size == 0) continue;
-    snprintf(err, errlen,
-             "the store's database %s is missing but %s is there: the remains of a store, not a "
-             "new one — restore the database (with its key file), or remove %s to start an "
-             "empty store",
-             path, other, other);
-    return -1;
-  }
-  return 0;
+  char wal[1100];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  struct stat st;
+  if (stat(wal, &st) != 0 || st.st_size == 0) return 0;
+  snprintf(err, errlen,
+           "the store's database %s is missing but %s is there: the remains of a store, not a "
+           "new one — restore the database (with its key file), or remove %s to start an empty "
+           "store",
+           path, wal, wal);
+  return -1;
 }
 
 int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_t errlen) {

@@ -5,7 +5,8 @@ import { describe, it } from 'node:test';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
-import { existsSync, linkSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { basename, join } from 'node:path';
 import assert from 'node:assert/strict';
 import { API_KEY, HOOKD_BIN, TEST_ARGS, faultClock, faultDisk, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout, SQLITE_ONLY, ONE_NODE_CLOCK, SHARED_STORE } from './lib/hookd.mjs';
@@ -1049,6 +1050,28 @@ describe('durability', () => {
       }
       cleanup();
     }
+  });
+
+  it('a store reached through a symlink: its real WAL removed is noticed too; a key provisioned at <store>.key before the first start, named by --master-key-file, is no remains', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    mkdirSync(join(dir, 'real'));
+    mkdirSync(join(dir, 'links'));
+    symlinkSync(join(dir, 'real', 'hookd.db'), join(dir, 'links', 'hookd.db'));
+    writeFileSync(join(dir, 'real', 'hookd.db'), '');
+    const h = await startHookd({ dir, store: `sqlite:${join(dir, 'links', 'hookd.db')}` });
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'kept' })).status, 201);
+    await waitUntil(() => existsSync(join(dir, 'real', 'hookd.db-wal')) || null, { what: 'the WAL' });
+    rmSync(join(dir, 'real', 'hookd.db-wal'));
+    const r = await withTimeout(h.exited, 10000, 'hookd still running without its WAL');
+    assert.equal(r.code, 1, h.stderrText.slice(-2000));
+    assert.ok(h.logs.some((l) => l.msg === 'store.file_gone' && l.error.includes(join(dir, 'real', 'hookd.db-wal'))));
+    const other = tempDir();
+    const key = join(other.dir, 'hookd.db.key');
+    writeFileSync(key, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
+    const k = await startHookd({ dir: other.dir, args: ['--master-key-file', key] });
+    assert.equal((await k.stop()).code, 0);
+    other.cleanup();
+    cleanup();
   });
 
   it('a start whose sync of the store\'s directory fails stops there (the WAL\'s name must reach the disk)', { skip: SQLITE_ONLY }, async () => {

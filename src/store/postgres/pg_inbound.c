@@ -874,8 +874,8 @@ int pg_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, bool
        * replacement of it — an old event fanned out to it) */
       /* (in a sweep, nor one an operator gave up, its destination not idempotent: its
        * handler may have applied it — api_inbox.c's replay_record) */
-      " AND NOT ($3::bigint = 1 AND d.state = 'dead' AND d.dead_reason = 'operator'"
-      " AND g.idempotent = 0)"
+      " AND NOT ($3::bigint = 1 AND d.state = 'dead'"
+      " AND COALESCE(d.dead_reason, '') = 'operator' AND g.idempotent = 0)"
       " AND d.replaced = 0 AND g.deleted_at IS NOT NULL)",
       &p, "reforward");
   if (!eps) {

@@ -209,9 +209,8 @@ typedef struct {
   bool seen[2];
 } files_seen;
 
-static void files_check(const sq_shared *sh, files_seen *f) {
-  char wal[1100], what[1300];
-  snprintf(wal, sizeof wal, "%s-wal", sh->path);
+static void files_check(const sq_shared *sh, const char *wal, files_seen *f) {
+  char what[1300];
   const char *paths[2] = {sh->path, wal};
   for (int i = 0; i < 2; i++) {
     struct stat st;
@@ -236,8 +235,15 @@ static void *ckpt_main(void *arg) {
     sqlite3_close(db);
     return NULL;
   }
+  /* the database by the name it was given (a symlink's removal counts), the WAL by the name
+   * SQLite gives it, after the database's real path (a review: "<symlink>-wal" never existed,
+   * and the real WAL's removal went unseen) */
+  const char *main_file = sqlite3_db_filename(db, "main");
+  const char *wal = main_file ? sqlite3_filename_wal(main_file) : NULL;
+  char wal_name[1100];
+  snprintf(wal_name, sizeof wal_name, "%s%s", wal ? wal : sh->path, wal ? "" : "-wal");
   files_seen seen = {0};
-  files_check(sh, &seen);
+  files_check(sh, wal_name, &seen);
   sqlite3_busy_timeout(db, 1000);
   sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
   pthread_mutex_lock(&sh->mu);
@@ -260,7 +266,7 @@ static void *ckpt_main(void *arg) {
     failed = 0;
     stalled = false;
     if (sh->stop) break;
-    files_check(sh, &seen); /* (at least every 2 s: the idle pass's wait) */
+    files_check(sh, wal_name, &seen); /* (at least every 2 s: the idle pass's wait) */
     /* a pass, then short ones for what the writer appended meanwhile, so that what is left for
      * the writer to copy itself is a few commits' frames */
     for (int round = 0; round < CKPT_ROUNDS && !sh->stop; round++) {

@@ -800,7 +800,7 @@ int sq_inbox_reforward(hookd_store_conn *c, const char *id, int64_t now_ms, bool
        * replacement of it — an old event fanned out to it) */
       /* (in a sweep, nor one an operator gave up, its destination not idempotent: its
        * handler may have applied it — api_inbox.c's replay_record) */
-      " AND NOT (?3 AND d.state = 'dead' AND d.dead_reason = 'operator' AND g.idempotent = 0)"
+      " AND NOT (?3 AND d.state = 'dead' AND d.dead_reason IS 'operator' AND g.idempotent = 0)"
       " AND NOT d.replaced AND g.deleted_at IS NOT NULL)");
   sqlite3_stmt *ins = eps ? sq_stmt(c, SQ_DL_INSERT, SQ_DL_INSERT_SQL) : NULL;
   if (!ins) {

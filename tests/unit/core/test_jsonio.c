@@ -157,6 +157,30 @@ static void dump(void **st) {
   json_decref(v);
 }
 
+/* The API's answers: each real's shortest text in ECMAScript's layout, ".0" after a whole one,
+ * the sign of a zero kept; strings and integers as the body's writer writes them; NULL (a value
+ * whose build failed) is no text, as json_dumps answered. */
+static void dump_shown(void **st) {
+  char err[HOOKD_JSON_ERR_MAX];
+  json_t *v = parse("{ \"z\" : 9223372036854775807, \"n\" : -9223372036854775808,"
+                    " \"a\" : [ 1.1, 0.1, 1e300, -0.0, 0.0, 2.5e-7, 3.0, 100.0, 1e21, 1e20, 15.9,"
+                    " 5e-324, 1.7976931348623157e308 ],"
+                    " \"s\" : \"q\\\"\\\\\\n\\u0001\\u001f\x7f\xe2\x80\xa8\xf0\x9f\x98\x80\" }", err);
+  assert_non_null(v);
+  char *s = hookd_json_text_shown(v);
+  assert_string_equal(s, "{\"z\":9223372036854775807,\"n\":-9223372036854775808,"
+                         "\"a\":[1.1,0.1,1e+300,-0.0,0.0,2.5e-7,3.0,100.0,1e+21,"
+                         "100000000000000000000.0,15.9,5e-324,1.7976931348623157e+308],"
+                         "\"s\":\"q\\\"\\\\\\n\\u0001\\u001f\x7f\xe2\x80\xa8\xf0\x9f\x98\x80\"}");
+  free(s);
+  json_decref(v);
+  assert_null(hookd_json_text_shown(NULL));
+  hookd_buf b;
+  hookd_buf_init(&b, 64);
+  assert_int_not_equal(hookd_json_dump_shown(NULL, &b), 0);
+  hookd_buf_free(&b);
+}
+
 /* The shortest digits at a power of two, whose gap below is half the gap above: the nearest
  * 16-digit decimal lies beyond the narrow half-gap below while the next one up reads back, so 16
  * digits, not 17 (node: String(2 ** -24) is 5.960464477539063e-8). */
@@ -340,6 +364,7 @@ int main(void) {
       cmocka_unit_test(shortest_fast_path_matches_the_search),
       cmocka_unit_test(fmt_keeps_printf_layout),
       cmocka_unit_test(buffer_limit),
+      cmocka_unit_test(dump_shown),
       cmocka_unit_test(out_of_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
