@@ -51,8 +51,16 @@
 #define CKPT_ROUNDS 4
 #define CKPT_LEFT_PAGES 256
 
+typedef struct {
+  dev_t dev[2];
+  ino_t ino[2];
+  bool seen[2];
+} files_seen;
+
 struct sq_shared {
   char *path;
+  char wal_name[1100]; /* the WAL's name as SQLite makes it (after the database's real path) */
+  files_seen seen;     /* files_check's: set at the writer's open, then the checkpointer's */
   pthread_t ckpt_thread;
   int ckpt_started;
   pthread_mutex_t mu;
@@ -199,19 +207,16 @@ static int ckpt_note(sq_shared *sh, sqlite3 *db, int rc, bool progressed) {
   return 1;
 }
 
-/* The files a name reached when they were first seen (the database at the checkpointer's
- * start, the WAL once it exists): removed or replaced since, every commit goes to a file no name
- * reaches — acknowledged, and lost at the next start (a review: an `rm` of the database went
- * unnoticed, 202s and a clean exit, then a new empty store). Each check stats both names. */
-typedef struct {
-  dev_t dev[2];
-  ino_t ino[2];
-  bool seen[2];
-} files_seen;
-
-static void files_check(const sq_shared *sh, const char *wal, files_seen *f) {
+/* The store's files as their names reached them when first seen — at the writer's open, before
+ * the checkpointer starts and the daemon listens (the WAL made by then: a review's test removed
+ * it before a later first look, which then never knew it): removed or replaced since, every
+ * commit goes to a file no name reaches — acknowledged, and lost at the next start (a review:
+ * an `rm` of the database went unnoticed, 202s and a clean exit, then a new empty store). Each
+ * check stats both names; the checkpointer's thread alone checks once it runs. */
+static void files_check(sq_shared *sh) {
   char what[1300];
-  const char *paths[2] = {sh->path, wal};
+  files_seen *f = &sh->seen;
+  const char *paths[2] = {sh->path, sh->wal_name};
   for (int i = 0; i < 2; i++) {
     struct stat st;
     int rc = stat(paths[i], &st);
@@ -235,15 +240,6 @@ static void *ckpt_main(void *arg) {
     sqlite3_close(db);
     return NULL;
   }
-  /* the database by the name it was given (a symlink's removal counts), the WAL by the name
-   * SQLite gives it, after the database's real path (a review: "<symlink>-wal" never existed,
-   * and the real WAL's removal went unseen) */
-  const char *main_file = sqlite3_db_filename(db, "main");
-  const char *wal = main_file ? sqlite3_filename_wal(main_file) : NULL;
-  char wal_name[1100];
-  snprintf(wal_name, sizeof wal_name, "%s%s", wal ? wal : sh->path, wal ? "" : "-wal");
-  files_seen seen = {0};
-  files_check(sh, wal_name, &seen);
   sqlite3_busy_timeout(db, 1000);
   sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
   pthread_mutex_lock(&sh->mu);
@@ -266,7 +262,7 @@ static void *ckpt_main(void *arg) {
     failed = 0;
     stalled = false;
     if (sh->stop) break;
-    files_check(sh, wal_name, &seen); /* (at least every 2 s: the idle pass's wait) */
+    files_check(sh); /* (at least every 2 s: the idle pass's wait) */
     /* a pass, then short ones for what the writer appended meanwhile, so that what is left for
      * the writer to copy itself is a few commits' frames */
     for (int round = 0; round < CKPT_ROUNDS && !sh->stop; round++) {
@@ -497,6 +493,17 @@ static int sq_open(void *shared, int writer, hookd_store_conn **out, char *err, 
     sq_exec(c, limit); /* only a size hint: a failure costs disk space, nothing else */
     sqlite3_wal_hook(c->db, wal_hook, sh);
     sqlite3_commit_hook(c->db, commit_guard, c);
+    if (!sh->ckpt_started) {
+      /* the files as they are now, the WAL opened (made if missing) by a read first; the database
+       * by the name it was given (a symlink's removal counts), the WAL by the name SQLite gives
+       * it (a review: "<symlink>-wal" never existed, the real WAL's removal went unseen) */
+      sq_exec(c, "SELECT 1 FROM sqlite_master LIMIT 1");
+      const char *main_file = sqlite3_db_filename(c->db, "main");
+      const char *wal = main_file ? sqlite3_filename_wal(main_file) : NULL;
+      snprintf(sh->wal_name, sizeof sh->wal_name, "%s%s", wal ? wal : sh->path,
+               wal ? "" : "-wal");
+      files_check(sh);
+    }
     if (!sh->ckpt_started && pthread_create(&sh->ckpt_thread, NULL, ckpt_main, sh) == 0) {
       pthread_setname_np(sh->ckpt_thread, "checkpoint");
       sh->ckpt_started = 1;
