@@ -28,55 +28,18 @@ after(async () => {
   assert.equal((await h.stop()).code, 0);
 });
 
-// The dashboard in jsdom against h, its key given, the tenant chosen and the running job jobId
-// found. The job's second GET (its first poll) is answered by holdPoll(real) (real: the fetch
-// itself); prompt: what window.prompt answers.
-async function openJob(jobId, holdPoll, { prompt, state = 'running' } = {}) {
-  let jobGets = 0;
-  const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
-    runScripts: 'dangerously',
-    resources: 'usable',
-    beforeParse(window) {
-      window.TextEncoder = TextEncoder;
-      if (prompt) window.prompt = () => prompt;
-      window.fetch = async (path, opts) => {
-        const real = () => fetch(new URL(path, h.url), opts);
-        const get = !opts?.method || opts.method === 'GET';
-        if (get && String(path).endsWith(`/replays/${jobId}`) && ++jobGets === 2) return holdPoll(real);
-        return real();
-      };
-    },
-  });
-  const w = dom.window;
-  const doc = w.document;
-  const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
-  try {
-    await new Promise((resolve) => (doc.readyState === 'complete' ? resolve() : w.addEventListener('load', resolve)));
-    doc.getElementById('key').value = API_KEY;
-    doc.getElementById('key-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-    await waitUntil(() => [...doc.querySelectorAll('#tenant-list option')].some((o) => o.value === tenant),
-      { what: 'the tenants listed' });
-    doc.getElementById('tenant').value = tenant;
-    doc.getElementById('tenant').dispatchEvent(new w.Event('change'));
-    doc.getElementById('find').value = jobId;
-    doc.getElementById('find-form').dispatchEvent(new w.Event('submit', { cancelable: true }));
-    await waitUntil(() => h2() === `replay job ${jobId} — ${state}`, { what: 'the job shown' });
-  } catch (e) {
-    w.close();
-    throw e;
-  }
-  return { w, doc, h2, gets: () => jobGets };
-}
-
 // The dashboard in jsdom against h, its key given and `tenant` chosen: { w, doc, h2, view, find }
-// (find(id): typed in the find box and submitted). The caller closes w.
-async function openWithTenant(tenant) {
+// (find(id): typed in the find box and submitted). setUp(window, realFetch) may replace what the
+// page's window has (its fetch, its prompt) before the page runs. The caller closes w.
+async function openWithTenant(tenant, setUp = () => {}) {
   const dom = await JSDOM.fromURL(`${h.url}/dashboard`, {
     runScripts: 'dangerously',
     resources: 'usable',
     beforeParse(window) {
-      window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
+      const realFetch = (path, opts) => fetch(new URL(path, h.url), opts);
+      window.fetch = realFetch;
       window.TextEncoder = TextEncoder;
+      setUp(window, realFetch);
     },
   });
   const w = dom.window;
@@ -99,6 +62,30 @@ async function openWithTenant(tenant) {
   };
   return { w, doc, find, h2: () => doc.querySelector('#view h2')?.textContent ?? '',
     view: () => doc.getElementById('view').textContent };
+}
+
+// The dashboard opened on the suite's tenant with the running job jobId found. The job's second
+// GET (its first poll) is answered by holdPoll(real) (real: the fetch itself); prompt: what
+// window.prompt answers.
+async function openJob(jobId, holdPoll, { prompt, state = 'running' } = {}) {
+  let jobGets = 0;
+  const page = await openWithTenant(tenant, (window, realFetch) => {
+    if (prompt) window.prompt = () => prompt;
+    window.fetch = async (path, opts) => {
+      const real = () => realFetch(path, opts);
+      const get = !opts?.method || opts.method === 'GET';
+      if (get && String(path).endsWith(`/replays/${jobId}`) && ++jobGets === 2) return holdPoll(real);
+      return real();
+    };
+  });
+  try {
+    page.find(jobId);
+    await waitUntil(() => page.h2() === `replay job ${jobId} — ${state}`, { what: 'the job shown' });
+  } catch (e) {
+    page.w.close();
+    throw e;
+  }
+  return { w: page.w, doc: page.doc, h2: page.h2, gets: () => jobGets };
 }
 
 describe('the dashboard\'s files', () => {
