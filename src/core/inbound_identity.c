@@ -92,9 +92,12 @@ static int put_joined(char *out, size_t outlen, const json_t *const *parts, size
 }
 
 /* Form fields of the body (Twilio) or of the query (VNPay), as JSON strings in an object. */
-static json_t *form_object(const char *s, size_t len) {
+/* The form's fields as an object, the first of a name sent twice kept; *pairs (when asked) the
+ * fields the form holds, repeats counted. */
+static json_t *form_object(const char *s, size_t len, size_t *pairs) {
   hookd_in_form f;
   if (!s || hookd_in_form_parse(s, len, &f) != 0) return NULL;
+  if (pairs) *pairs = f.n;
   json_t *o = json_object();
   for (size_t i = 0; o && i < f.n; i++)
     if (!json_object_getn(o, f.kv[i].k, f.kv[i].klen)) /* first occurrence wins */
@@ -175,11 +178,8 @@ static int fields_id(const json_t *form, char *out, size_t outlen) {
   return 0;
 }
 int hookd_in_twilio_form_hash(const char *s, size_t len, char out[65]) {
-  hookd_in_form f;
-  if (!s || hookd_in_form_parse(s, len, &f) != 0) return 1;
-  size_t pairs = f.n;
-  hookd_in_form_free(&f);
-  json_t *form = form_object(s, len);
+  size_t pairs = 0;
+  json_t *form = form_object(s, len, &pairs);
   /* a name sent twice: the object keeps its first value, and two forms differing only in a later
    * one would hash alike — one event's payload taken for another's (keyed by it: dropped as its
    * duplicate). Such a form is hashed as its bytes (1). */
@@ -198,7 +198,8 @@ static int twilio_id(const hookd_in_request *req, const json_t *body, bool legac
    * NULL) is keyed by its hash, not split on '&' */
   const char *ct = hookd_in_header_get(req, "Content-Type");
   bool form_ok = !req->body_len || !ct || hookd_in_is_form(ct);
-  json_t *form = body || !form_ok ? NULL : form_object(q, req->body_len ? req->body_len : qlen);
+  json_t *form =
+      body || !form_ok ? NULL : form_object(q, req->body_len ? req->body_len : qlen, NULL);
   const json_t *from = body ? body : form;
   const json_t *msg[] = {obj_get(from, "MessageSid"), obj_get(from, "MessageStatus")};
   const json_t *call[] = {obj_get(from, "CallSid"), obj_get(from, "CallStatus")};
@@ -282,7 +283,7 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
   case HOOKD_PROVIDER_VNPAY: {
     size_t qlen = 0;
     const char *q = hookd_in_query(req, &qlen);
-    json_t *form = form_object(q, qlen);
+    json_t *form = form_object(q, qlen, NULL);
     const json_t *parts[] = {obj_get(form, "vnp_TxnRef"), obj_get(form, "vnp_TransactionNo")};
     int rc = put_joined(out, outlen, parts, 2, 2);
     json_decref(form);
@@ -306,7 +307,7 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
  * block_actions, view_submission, shortcut, …), or "slash_command" for a slash command. */
 static int slack_form_type(const hookd_in_request *req, char *out, size_t outlen) {
   if (!hookd_in_is_form(hookd_in_header_get(req, "Content-Type"))) return 1;
-  json_t *form = form_object(req->body, req->body_len);
+  json_t *form = form_object(req->body, req->body_len, NULL);
   const json_t *pl = obj_get(form, "payload"), *cmd = obj_get(form, "command");
   int rc = 1;
   if (json_is_string(pl)) {
