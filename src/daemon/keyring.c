@@ -212,26 +212,6 @@ static int run_claim(hookd_store_conn *c, const hookd_store_backend *be, void *a
   return be->master_key_claim(c, k->key_id, k->take, hookd_now_ms(), k->held, sizeof k->held);
 }
 
-/* The store's own key file (no other key configured) beside no database: the remains of a
- * store — removed, or not restored with its key — not a place for a new one, which would start
- * empty, every tenant and event gone (a review). An empty file holds no key (a first start
- * killed as it made it). With --master-key-file or HOOKD_MASTER_KEY the file is no proof of a
- * store: a key may be provisioned there before the first start. */
-static int orphan_key(const char *url, char *err, size_t errlen) {
-  if (strncmp(url, "sqlite:", 7) != 0) return 0;
-  char key[1100];
-  snprintf(key, sizeof key, "%s.key", url + 7);
-  struct stat st;
-  if (access(url + 7, F_OK) == 0 || errno != ENOENT || stat(key, &st) != 0 || st.st_size == 0)
-    return 0;
-  snprintf(err, errlen,
-           "the store's database %s is missing but its key file %s is there: the remains of a "
-           "store, not a new one — restore the database with it, or remove %s to start an "
-           "empty store",
-           url + 7, key, key);
-  return -1;
-}
-
 int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen) {
   if (hookd_master_key_env() && cfg->master_key_file[0]) {
     snprintf(err, errlen,
@@ -241,7 +221,10 @@ int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen) {
   }
   if (!hookd_master_key_env() && !cfg->master_key_file[0]) {
     /* the store's key file (or no store hookd opens: said by the open) */
-    if (!hookd_store_is_postgres(cfg->store_url)) return orphan_key(cfg->store_url, err, errlen);
+    /* its own key file beside no database: a store's remains (with --master-key-file or
+     * HOOKD_MASTER_KEY, a key provisioned there before the first start proves nothing) */
+    if (!hookd_store_is_postgres(cfg->store_url))
+      return hookd_store_remains(cfg->store_url, ".key", err, errlen);
     /* a shared store has no key file of its own: refused here, before the store is opened and
      * migrated (refused after, the previous hookd no longer opened the store: no way back) */
     snprintf(err, errlen, "no master key configured (--master-key-file or HOOKD_MASTER_KEY)");

@@ -64,22 +64,19 @@ int hookd_store_lock_offline(const char *url, hookd_store_lockset *out, char *er
   return hookd_pg_lock_offline(url, &out->pg, err, errlen);
 }
 
-/* A database missing where its WAL is, not empty: the remains of a store (removed, moved), not
- * a place for a new one — made there, the start would go on as an empty store, every tenant and
- * event gone (a review: a restart after an `rm` did so). Checked before the lock, which creates
- * the file. (The store's key file alone is checked by the daemon: keyring.c, which knows
- * whether it is the store's own key.) */
-static int store_remains(const char *path, char *err, size_t errlen) {
+int hookd_store_remains(const char *url, const char *suffix, char *err, size_t errlen) {
+  if (strncmp(url, "sqlite:", 7) != 0) return 0;
+  const char *path = url + 7;
   if (access(path, F_OK) == 0 || errno != ENOENT) return 0;
-  char wal[1100];
-  snprintf(wal, sizeof wal, "%s-wal", path);
+  char other[1100];
+  snprintf(other, sizeof other, "%s%s", path, suffix);
   struct stat st;
-  if (stat(wal, &st) != 0 || st.st_size == 0) return 0;
+  if (stat(other, &st) != 0 || st.st_size == 0) return 0; /* (empty: a start killed early) */
   snprintf(err, errlen,
            "the store's database %s is missing but %s is there: the remains of a store, not a "
            "new one — restore the database (with its key file), or remove %s to start an empty "
            "store",
-           path, wal, wal);
+           path, other, other);
   return -1;
 }
 
@@ -89,7 +86,9 @@ int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_
   if (strncmp(url, "sqlite:", 7) != 0) return 0;
   const char *path = url + 7;
   if (sqlite_path_ok(path, err, errlen) != 0) return -1;
-  if (store_remains(path, err, errlen) != 0) return -1;
+  /* (before the lock, which creates the file; the key file is the daemon's to ask about:
+   * keyring.c knows whether it is the store's own key) */
+  if (hookd_store_remains(url, "-wal", err, errlen) != 0) return -1;
   char legacy[1100];
   snprintf(legacy, sizeof legacy, "%s.lock", path);
   bool created;

@@ -1263,6 +1263,11 @@ typedef struct hookd_store_lockset {
   void *pg;             /* hookd_store_lock_offline on a PostgreSQL store: its connection */
 } hookd_store_lockset;
 int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_t errlen);
+/* A SQLite store's database missing beside `<path><suffix>`, not empty ("-wal"; the daemon asks
+ * for ".key" when that is the store's own key): the remains of a store, not a place for a new
+ * one — made there, a start would go on empty, every tenant and event gone (a review: a restart
+ * after an `rm` did so). -1 with err naming both, else 0 (and for any other store). */
+int hookd_store_remains(const char *url, const char *suffix, char *err, size_t errlen);
 /* The same for a CLI command that must not run beside any hookd (a master-key rotation): on a
  * PostgreSQL store, refused while a node runs on it, and no node starts until the unlock
  * (docs/postgres.md). */
