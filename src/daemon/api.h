@@ -270,9 +270,6 @@ int hookd_api_parse_retry(hookd_req *r, const json_t *v, const char *field, hook
 void hookd_api_retry_apply(const hookd_api_retry *in, hookd_retry_policy *p);
 
 /* Query parameter helpers: limit (1..max, default def), returns -1 after answering 400. */
-/* A request that takes no field: no body, or {} (one field sent is 422 naming it: refused, not
- * ignored). false once answered. */
-bool hookd_api_no_fields(hookd_req *r, hookd_app *app, const char *what);
 int hookd_api_limit(hookd_req *r, int def, int max);
 /* A list's page: ?limit= (1..500, default 50) and ?after= (an id, copied into after, "" when
  * absent; with a prefix, a list of generated ids, one of that form). Returns -1 after answering

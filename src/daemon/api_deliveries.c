@@ -247,12 +247,16 @@ static void reply_replay(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_delivery_replay(hookd_req *r, hookd_app *app) {
-  /* it takes no field: one sent (a "send as a new event" flag, say) is refused, not ignored */
-  if (!hookd_api_no_fields(r, app, "replay")) return;
+  /* it takes a reason alone (as the Hookd-Reason header): another field (a "send as a new
+   * event" flag, say) is refused, not ignored */
+  char reason[256];
+  if (!hookd_api_reason_only_body(r, app, reason)) return;
   dl_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
   take_id(op, r);
-  if (!hookd_kept_prepare(r, app, &op->k, "delivery.replay", op->id, NULL, NULL, false)) {
+  if (reason[0]) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
+  if (!hookd_kept_prepare(r, app, &op->k, "delivery.replay", op->id, reason[0] ? reason : NULL,
+                          NULL, false)) {
     dl_cleanup(&op->base);
     free(op);
     return;

@@ -511,11 +511,13 @@ static void reply_replay(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_inbox_replay(hookd_req *r, hookd_app *app) {
-  if (!hookd_api_no_fields(r, app, "replay")) return; /* (a reason goes in Hookd-Reason) */
+  char reason[256]; /* (the body's {"reason"}, or the Hookd-Reason header's) */
+  if (!hookd_api_reason_only_body(r, app, reason)) return;
   inbox_op *op = new_op(r, app, run_replay, reply_replay);
   if (!op) return;
+  if (reason[0]) snprintf(op->base.reason, sizeof op->base.reason, "%s", reason);
   if (!hookd_kept_prepare(r, app, &op->k, "inbox.replay.one", hookd_req_param(r, 0),
-                          NULL, NULL, false)) {
+                          reason[0] ? reason : NULL, NULL, false)) {
     inbox_cleanup(&op->base);
     free(op);
     return;

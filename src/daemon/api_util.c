@@ -578,20 +578,6 @@ void hookd_api_retry_apply(const hookd_api_retry *in, hookd_retry_policy *p) {
   }
 }
 
-bool hookd_api_no_fields(hookd_req *r, hookd_app *app, const char *what) {
-  size_t len;
-  hookd_req_body(r, &len);
-  if (!len) return true;
-  json_t *body = hookd_api_body_object(r, app);
-  if (!body) return false;
-  const char *k = NULL;
-  json_t *v;
-  json_object_foreach(body, k, v) break;
-  if (k) hookd_api_unknown_field(r, NULL, k, what);
-  json_decref(body);
-  return !k;
-}
-
 int hookd_api_limit(hookd_req *r, int def, int max) {
   const char *s = hookd_req_query(r, "limit");
   if (!s) return def;

@@ -10,6 +10,7 @@
 
 #include "core/ids.h"
 #include "core/sign.h"
+#include "core/utf8.h"
 #include "daemon/api.h"
 #include "daemon/inbound.h"
 #include "daemon/log.h"
@@ -150,6 +151,15 @@ static bool match(const char *pattern, const char *path, hookd_req *r, bool capt
 /* The token of "Authorization: Bearer <token>", without the blanks before it (those after a
  * value the server cut: scan_header): NULL when there is none, "" when it is too long to be one
  * (an invalid key, not a missing one). */
+/* A query parameter's name as an error's `param` (out, 257 bytes): "" (none given) when it is
+ * longer than 256 bytes or not UTF-8 (a JSON string could not hold it). */
+static const char *param_name(const char *name, char out[257]) {
+  size_t n = strlen(name);
+  if (n > 256) return "";
+  memcpy(out, name, n + 1);
+  return hookd_utf8_scrub(out) ? "" : out;
+}
+
 static const char *bearer(hookd_req *r, char out[512]) {
   const char *h = hookd_req_header(r, "Authorization");
   if (!h || strncasecmp(h, "Bearer ", 7) != 0) return NULL;
@@ -294,17 +304,20 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
       if (!rt->query || n < 0 || (size_t)n >= sizeof needle || strchr(names[i], ',') ||
           !strstr(rt->query, needle)) { /* ("limit,after" is no name the route reads) */
         int ql = rt->query ? (int)strlen(rt->query) - 2 : 0; /* without the outer commas */
-        hookd_req_error(r, 400, "invalid_parameter",
-                        "unknown query parameter \"%.64s\" (this route reads %s%.*s)", names[i],
-                        ql > 0 ? "" : "none", ql > 0 ? ql : 0, ql > 0 ? rt->query + 1 : "");
+        char pn[257];
+        hookd_req_field_error(r, 400, "invalid_parameter", param_name(names[i], pn),
+                              "unknown query parameter \"%.64s\" (this route reads %s%.*s)",
+                              names[i], ql > 0 ? "" : "none", ql > 0 ? ql : 0,
+                              ql > 0 ? rt->query + 1 : "");
         return false;
       }
       /* sent twice, a parameter would mean what each reader takes (hookd the first, a proxy
        * maybe the last): refused, like a header sent twice */
       for (size_t j = 0; j < i; j++) {
         if (strcmp(names[j], names[i]) == 0) {
-          hookd_req_error(r, 400, "invalid_parameter", "query parameter \"%.64s\" given twice",
-                          names[i]);
+          char pn[257];
+          hookd_req_field_error(r, 400, "invalid_parameter", param_name(names[i], pn),
+                                "query parameter \"%.64s\" given twice", names[i]);
           return false;
         }
       }

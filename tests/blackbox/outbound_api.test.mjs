@@ -370,6 +370,11 @@ describe('bad input gets a clear 4xx', () => {
     const q = await h.api('GET', `/v1/tenants/${tenant}/deliveries?${encodeURIComponent(long)}=1`);
     assertError(q, 400, 'invalid_parameter');
     assert.match(q.json.error.message, /^unknown query parameter "aé+\?"/, q.text);
+    assert.equal(q.json.error.param, long, 'error.param names it whole');
+    const bytes = await h.api('GET', `/v1/tenants/${tenant}/deliveries?a%FFb=1`);
+    assertError(bytes, 400, 'invalid_parameter');
+    assert.deepEqual([bytes.json.error.param, bytes.json.error.message.slice(0, 29)],
+      [undefined, 'unknown query parameter "a?b"'], 'a name that is not UTF-8: no param');
     assertError(await publish(h, tenant, { type: 'a', payload: {}, occurred_at: 'yesterday' }), 422, 'invalid_field');
     assertError(await publish(h, tenant, { type: 'a', payload: {}, id: 'has space' }), 422, 'invalid_field');
     // "." and ".." are path segments every HTTP client rewrites: such an id could not be reached

@@ -770,10 +770,13 @@ describe('replay', () => {
     const p = await publish(h, tenant, { type: 'a.b', payload: { k: 'v' } });
     const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
     assert.ok(d.delivered_at);
-    // it takes no field: one sent is refused, not ignored
+    // it takes a reason and no other field: one sent is refused, not ignored
     const odd = await h.api('POST', `/v1/deliveries/${d.id}/replay`, { as_new_event: true });
     assert.equal(odd.status, 422, odd.text);
     assert.equal(odd.json.error.code, 'unknown_field');
+    assert.match(odd.json.error.message, /as_new_event/);
+    const blank = await h.api('POST', `/v1/deliveries/${d.id}/replay`, { reason: ' ' });
+    assert.equal(blank.status, 422, blank.text);
     // counted as delivered, but not in the publish → delivered histogram (it would measure from
     // the original publish): measured as a difference, other tests' live deliveries add to both
     const counts = async () => {
@@ -781,8 +784,11 @@ describe('replay', () => {
       return sampleValue(m, 'hookd_deliveries_delivered_total') - sampleValue(m, 'hookd_delivered_after_seconds_count');
     };
     const before = await counts();
-    const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`);
+    const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`, { reason: 'receiver fixed' });
     assert.equal(r.status, 202);
+    const audit = (await h.api('GET', `/v1/audit?tenant=${tenant}&limit=50`)).json.data
+      .find((x) => x.action === 'delivery.replay' && x.target === d.id);
+    assert.equal(audit?.reason, 'receiver fixed', 'the body\'s reason audited');
     assert.equal(r.json.id, d.id);
     assert.equal(r.json.state, 'pending');
     assert.equal(r.json.delivered_at, null, 'pending again: not shown as delivered');

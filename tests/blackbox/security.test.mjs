@@ -843,6 +843,7 @@ describe('API input from keys of every role', () => {
     const typo = await h.api('GET', `/v1/tenants/${tenant}/deliveries?status=dead`);
     assert.equal(typo.status, 400, typo.text);
     assert.match(typo.json.error.message, /unknown query parameter "status" \(this route reads state,endpoint,event,event_type,since,until,after,limit\)/);
+    assert.equal(typo.json.error.param, 'status', 'named in param, as a bad value\'s parameter');
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}?verbose=1`)).status, 400);
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}/deliveries?limit%2Cafter=5`)).status, 400);
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}/deliveries?state=dead&limit=5`)).status, 200);
@@ -851,6 +852,7 @@ describe('API input from keys of every role', () => {
       const twice = await h.api('GET', `/v1/tenants/${tenant}/deliveries?${q}`);
       assert.equal(twice.status, 400, `${q}: ${twice.text}`);
       assert.match(twice.json.error.message, /query parameter "(limit|state)" given twice/);
+      assert.equal(twice.json.error.param, q.split('=')[0]);
     }
     const scoped = await as(h, keys.operator.token, 'GET', `/v1/inbox?tenant=${tenant}&tenant=${other.tenant}`);
     assert.equal(scoped.status, 400, scoped.text);
