@@ -212,6 +212,10 @@ static int parse(int argc, char **argv, keys_args *a) {
     }
     *slot = argv[++i];
   }
+  if (a->store && !*a->store) { /* (`--store "$URL"` with the variable unset: no default) */
+    fprintf(stderr, "hookd keys: --store is empty\n");
+    return -1;
+  }
   /* an empty HOOKD_STORE is unset, as for `hookd serve` */
   const char *env = getenv("HOOKD_STORE");
   if (!a->store) a->store = env && *env ? env : "sqlite:hookd.db";

@@ -425,6 +425,10 @@ static int apply(hookd_config *c, const opt *o, const char *v, int from_env, cha
     const char *h = v;
     size_t hl = (size_t)(colon - v);
     if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2;
+    if (!hl) { /* "[]:80" */
+      snprintf(err, errlen, "--listen: expected HOST:PORT, got \"%.60s\" (no host)", v);
+      return -1;
+    }
     memcpy(c->listen_host, h, hl);
     c->listen_host[hl] = '\0';
     c->listen_port = (int)ll;
@@ -533,6 +537,24 @@ void hookd_config_wipe_secret_env(void) {
 }
 
 /* set[i]: option i was given a value by the file */
+/* One line of f into line (cap bytes; its '\n' kept, as fgets): 0, -1 at the end of the file,
+ * 1 for a line longer than cap - 2 bytes, 2 for one holding a NUL byte. Reads at most cap - 1
+ * bytes (/dev/zero as the file is one long line). */
+static int read_line(FILE *f, char *line, size_t cap) {
+  size_t n = 0;
+  bool nul = false;
+  int ch = EOF;
+  while (n + 1 < cap && (ch = getc(f)) != EOF) {
+    nul |= ch == '\0';
+    line[n++] = (char)ch;
+    if (ch == '\n') break;
+  }
+  line[n] = '\0';
+  if (!n) return -1;
+  if (nul) return 2;
+  return line[n - 1] != '\n' && ch != EOF && getc(f) != EOF ? 1 : 0;
+}
+
 static int load_file(hookd_config *c, const char *path, bool *set, char *err, size_t errlen) {
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -543,11 +565,16 @@ static int load_file(hookd_config *c, const char *path, bool *set, char *err, si
   unsigned loose = fstat(fileno(f), &st) == 0 ? (unsigned)(st.st_mode & 0777) : 0;
   if (!(loose & 077)) loose = 0; /* (its owner's alone: nothing to say) */
   char line[2048];
-  int lineno = 0, rc = 0;
-  while (rc == 0 && fgets(line, sizeof line, f)) {
+  int lineno = 0, rc = 0, got;
+  while (rc == 0 && (got = read_line(f, line, sizeof line)) != -1) {
     lineno++;
-    if (!strchr(line, '\n') && !feof(f)) { /* read on, its tail would be taken as a line */
+    if (got == 1) { /* read on, its tail would be taken as a line */
       snprintf(err, errlen, "%s:%d: line longer than %zu bytes", path, lineno, sizeof line - 2);
+      rc = -1;
+      break;
+    }
+    if (got == 2) { /* (a NUL cut the line short: fgets said "longer") */
+      snprintf(err, errlen, "%s:%d: holds a NUL byte (not a text file?)", path, lineno);
       rc = -1;
       break;
     }
@@ -757,6 +784,15 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     snprintf(err, errlen, "--node-id must be a non-empty name without spaces");
     return -1;
   }
+  /* refused here, before the port is bound (exit 2), not by the store's open or the egress's
+   * set-up after it (exit 1, a log line) */
+  if (hookd_store_url_check(c->store_url, err, errlen) != 0) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", err);
+    snprintf(err, errlen, "--store: %s", why);
+    return -1;
+  }
+  if (hookd_destinations_check(c, err, errlen) != 0) return -1;
   if (hookd_store_is_postgres(c->store_url)) { /* docs/postgres.md */
     if (!strcmp(c->node_id, "local")) {
       snprintf(err, errlen, "a PostgreSQL store is shared by nodes: give each its own --node-id "

@@ -327,9 +327,10 @@ void hookd_destinations_check_async(hookd_destinations *d, hookd_dest_check *c) 
   pthread_mutex_unlock(&d->mu);
 }
 
-hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, size_t errlen) {
-  hookd_destinations *d = calloc(1, sizeof *d);
-  if (!d) return NULL;
+/* The egress policy's settings into d (its allow list, ports and URL policy); -1 with err when
+ * one is not valid. */
+static int policy_parse(hookd_destinations *d, const hookd_config *cfg, char *err,
+                        size_t errlen) {
   for (size_t i = 0; i < cfg->n_egress_allow; i++) {
     int rc = hookd_cidr_parse(cfg->egress_allow[i], &d->allow[i]);
     if (rc == -2) { /* "::ffff:10.0.0.0/8" would allow ::/8: loopback, every mapped address */
@@ -341,10 +342,7 @@ hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, s
     } else if (rc != 0) {
       snprintf(err, errlen, "--egress-allow: \"%.60s\" is not a CIDR", cfg->egress_allow[i]);
     }
-    if (rc != 0) {
-      free(d);
-      return NULL;
-    }
+    if (rc != 0) return -1;
   }
   d->url.addr.allow = d->allow;
   d->url.addr.n_allow = cfg->n_egress_allow;
@@ -367,8 +365,7 @@ hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, s
       if (!ok || v < 1 || v > 65535) {
         snprintf(err, errlen, "--egress-ports: expected \"any\" or up to 64 ports (1-65535, "
                               "comma-separated), got \"%.*s\"", (int)(n > 40 ? 40 : n), t);
-        free(d);
-        return NULL;
+        return -1;
       }
       d->ports[d->url.n_ports++] = (uint16_t)v;
       t = comma ? comma + 1 : NULL;
@@ -376,6 +373,27 @@ hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, s
     d->url.ports = d->ports;
   }
   d->url.max_url_len = cfg->max_url_len;
+  return 0;
+}
+
+int hookd_destinations_check(const hookd_config *cfg, char *err, size_t errlen) {
+  hookd_destinations *d = calloc(1, sizeof *d);
+  if (!d) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  int rc = policy_parse(d, cfg, err, errlen);
+  free(d);
+  return rc;
+}
+
+hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, size_t errlen) {
+  hookd_destinations *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  if (policy_parse(d, cfg, err, errlen) != 0) {
+    free(d);
+    return NULL;
+  }
   for (size_t i = 0; i < cfg->n_resolve; i++) {
     struct curl_slist *t = curl_slist_append(d->fixed, cfg->resolve[i]);
     if (t) d->fixed = t;

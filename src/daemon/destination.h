@@ -26,6 +26,10 @@ typedef struct hookd_dest_check {
 
 /* Builds the policy from cfg (CIDRs parsed; an invalid one fails with err). */
 hookd_destinations *hookd_destinations_new(const hookd_config *cfg, char *err, size_t errlen);
+/* The egress policy's settings (--egress-allow, --egress-ports) checked as _new reads them: 0,
+ * or -1 with err naming the bad one (the configuration's load refuses them before hookd binds
+ * its port). */
+int hookd_destinations_check(const hookd_config *cfg, char *err, size_t errlen);
 /* Whether a pin has libcurl's HOST:PORT:ADDR[,ADDR…] shape (--resolve, --resolve-file lines). */
 bool hookd_resolve_pin_valid(const char *pin);
 void hookd_destinations_free(hookd_destinations *d);

@@ -35,7 +35,8 @@ static int lock_file(const char *path, const char *store_path, bool *created, ch
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK)
-      snprintf(err, errlen, "another hookd is running on %s", store_path);
+      snprintf(err, errlen, "another hookd is running on %s (a daemon, or a hookd keys command "
+                            "writing to it: start again once it ends)", store_path);
     else
       snprintf(err, errlen, "cannot lock %s: %s (a local file system is needed)", path,
                strerror(errno));
@@ -782,6 +783,27 @@ size_t hookd_type_filter_split(const char *type, const char **exact) {
   return 0;
 }
 
+int hookd_store_url_check(const char *url, char *err, size_t errlen) {
+  if (!strncmp(url, "sqlite:", 7) && url[7]) return sqlite_path_ok(url + 7, err, errlen);
+  if (hookd_store_is_postgres(url)) return 0;
+  /* the scheme only: a database URL may carry a password */
+  size_t scheme = strcspn(url, ":/@");
+  bool bare = url[scheme] != ':' || !scheme; /* no scheme: a path, perhaps */
+  /* key=value, or a URL with its scheme mistyped ("postgresql//u:pw@h", ":pw@h"): either may
+   * hold a password */
+  if ((strchr(url, '=') && url[scheme] != ':') || (bare && (strchr(url, '@') || strchr(url, ':'))))
+    snprintf(err, errlen, "unsupported store (its text is not repeated: it may hold a "
+                          "password): a store is a URL (sqlite:PATH or postgresql://…)");
+  else if (bare) /* a path (no password) */
+    snprintf(err, errlen, "unsupported store \"%.64s\": a store is a URL (sqlite:PATH or "
+                          "postgresql://…)", url);
+  else
+    snprintf(err, errlen, "unsupported store \"%.*s:…\" (expected sqlite:PATH or "
+                          "postgresql://…)",
+             (int)(scheme > 32 ? 32 : scheme), url);
+  return -1;
+}
+
 bool hookd_store_is_postgres(const char *url) {
   return !strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11);
 }
@@ -833,22 +855,7 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
       goto fail;
     }
   } else {
-    /* the scheme only: a database URL may carry a password */
-    size_t scheme = strcspn(cfg->url, ":/@");
-    bool bare = cfg->url[scheme] != ':' || !scheme; /* no scheme: a path, perhaps */
-    /* key=value, or a URL with its scheme mistyped ("postgresql//u:pw@h", ":pw@h"): either may
-     * hold a password */
-    if ((strchr(cfg->url, '=') && cfg->url[scheme] != ':') ||
-        (bare && (strchr(cfg->url, '@') || strchr(cfg->url, ':'))))
-      snprintf(err, errlen, "unsupported store (its text is not repeated: it may hold a "
-                            "password): a store is a URL (sqlite:PATH or postgresql://…)");
-    else if (bare) /* a path (no password) */
-      snprintf(err, errlen, "unsupported store \"%.64s\": a store is a URL (sqlite:PATH or "
-                            "postgresql://…)", cfg->url);
-    else
-      snprintf(err, errlen, "unsupported store \"%.*s:…\" (expected sqlite:PATH or "
-                            "postgresql://…)",
-               (int)(scheme > 32 ? 32 : scheme), cfg->url);
+    hookd_store_url_check(cfg->url, err, errlen); /* (its message) */
     goto fail;
   }
 
@@ -867,7 +874,10 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
   if (mrc == 0 && s->be->durability_check)
     mrc = s->be->durability_check(wc, s->not_durable, sizeof s->not_durable);
   if (mrc != 0) {
-    snprintf(err, errlen, "%s%s", cfg->no_migrate ? "" : "migrate: ", s->be->errmsg(wc));
+    if (mrc == HOOKD_STORE_STOPPED) /* (each migration commits alone: the next start goes on) */
+      snprintf(err, errlen, "stopped while migrating the store (the next start finishes it)");
+    else
+      snprintf(err, errlen, "%s%s", cfg->no_migrate ? "" : "migrate: ", s->be->errmsg(wc));
     s->be->close(wc);
     ret = mrc == HOOKD_STORE_STOPPED ? mrc : HOOKD_STORE_ERR;
     goto fail;

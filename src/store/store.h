@@ -1247,6 +1247,9 @@ typedef struct hookd_store_config {
 
 /* Whether url names a PostgreSQL store (postgresql:// or postgres://: docs/postgres.md). */
 bool hookd_store_is_postgres(const char *url);
+/* A store URL hookd can open (sqlite:PATH, a file's path; postgresql://… or postgres://…): 0, or
+ * -1 with err saying why (never repeating a text that may hold a password). */
+int hookd_store_url_check(const char *url, char *err, size_t errlen);
 /* url as logs may show it: a PostgreSQL URL's user, host, port and database only. */
 void hookd_store_url_shown(const char *url, char *out, size_t cap);
 

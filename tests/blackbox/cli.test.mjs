@@ -89,23 +89,34 @@ describe('hookd CLI', () => {
       assert.equal(last.msg, 'startup.failed', res.stderr);
       return last.error;
     };
+    // a setting refused by the configuration's checks, before the port is bound: exit 2 and
+    // its message (before, the egress policy and the store's URL were refused by the start, once
+    // the port was bound: exit 1 and a log line)
+    const refusedAtLoad = (res, re, what) => {
+      assert.equal(res.status, 2, `${what}: ${res.stderr}`);
+      assert.match(res.stderr, new RegExp(`^hookd serve: ${re.source}`), what);
+    };
     r = run(['serve', '--egress-allow', 'not-a-cidr', '--store', 'sqlite:/tmp/hookd-cli-unused.db', '--listen', '127.0.0.1:0']);
-    assert.notEqual(r.status, 0);
-    assert.match(startupError(r), /--egress-allow: "not-a-cidr" is not a CIDR/);
+    refusedAtLoad(r, /--egress-allow: "not-a-cidr" is not a CIDR/, 'a CIDR');
     r = run(['serve', '--store', 'mysql://x', '--listen', '127.0.0.1:0']);
-    assert.notEqual(r.status, 0);
-    assert.match(startupError(r), /unsupported store "mysql:…"/, 'the scheme only: a URL may hold a password');
+    refusedAtLoad(r, /--store: unsupported store "mysql:…"/, 'the scheme only: a URL may hold a password');
     // a path without its scheme is named as it was given
     r = run(['serve', '--store', '/tmp/hookd-cli-unused.db', '--listen', '127.0.0.1:0']);
-    assert.notEqual(r.status, 0);
-    assert.match(startupError(r), /unsupported store "\/tmp\/hookd-cli-unused.db": a store is a URL \(sqlite:PATH or postgresql:\/\/…\)/);
+    refusedAtLoad(r, /--store: unsupported store "\/tmp\/hookd-cli-unused.db": a store is a URL \(sqlite:PATH or postgresql:\/\/…\)/, 'a path');
     // a URL whose scheme lost its colon is not taken for a path: its password is not repeated
     for (const store of ['postgresql//hookd:S3cret@db/hookd', '//hookd:S3cret@db/hookd', ':S3cret@db']) {
       r = run(['serve', '--store', store, '--listen', '127.0.0.1:0']);
-      assert.notEqual(r.status, 0);
-      assert.match(startupError(r), /unsupported store \(its text is not repeated: it may hold a password\)/, store);
+      refusedAtLoad(r, /--store: unsupported store \(its text is not repeated: it may hold a password\)/, store);
       assert.ok(!r.stderr.includes('S3cret'), store);
     }
+    for (const [env, re] of [[{ HOOKD_EGRESS_PORTS: '0,70000' }, /HOOKD_EGRESS_PORTS|--egress-ports/],
+      [{ HOOKD_STORE: 'hookd.db' }, /--store: unsupported store "hookd\.db"/]]) {
+      r = run(['serve', '--listen', '127.0.0.1:0'], { env: { ...process.env, ...env } });
+      refusedAtLoad(r, re, JSON.stringify(env));
+    }
+    r = run(['serve', '--listen', '[]:80']);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /--listen: expected HOST:PORT, got "\[\]:80" \(no host\)/);
     // values that would break a promise are out of range
     r = run(['serve', '--max-header-bytes', '1048576']);
     assert.equal(r.status, 2);
@@ -161,6 +172,16 @@ describe('hookd CLI', () => {
     r = withConf(conf('long.conf', `# ${'x'.repeat(2100)} node-id = injected\nlog-level = loud\n`));
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /long\.conf:1: line longer than 2046 bytes/);
+    // a NUL byte is named as one (it read as a line too long)
+    r = withConf(conf('nul.conf', 'log-level = info\na\0b\n'));
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /nul\.conf:2: holds a NUL byte/);
+    r = withConf(conf('last.conf', `# ${'x'.repeat(2040)}\nlog-level = loud`)); // (no final newline)
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /last\.conf:2: --log-level: expected/);
+    // an empty --store is refused by the commands as by serve (`--store "$URL"`, URL unset)
+    r = run(['keys', 'list', '--store', ''], { cwd: dir });
+    assert.deepEqual([r.status, r.stderr.split('\n')[0]], [2, 'hookd keys: --store is empty']);
     // a URI or :memory: is no store path (file:NAME was opened as NAME by SQLite, while the lock
     // and the key file went to "file:NAME": two daemons served one database)
     for (const store of [`sqlite:file:${join(dir, 'u.db')}`, 'sqlite::memory:']) {
@@ -453,12 +474,12 @@ describe('hookd CLI', () => {
     const { dir, cleanup } = tempDir();
     const db = join(dir, 'f.db');
     for (const [flag, value, msg] of [['--egress-allow', '10.0.0.0/33', /is not a CIDR/],
-      ['--egress-allow', '::ffff:10.0.0.0/8', /::ffff:10\.0\.0\.0\/8\\" has bits set past its prefix: it would mean ::\/8,/],
+      ['--egress-allow', '::ffff:10.0.0.0/8', /::ffff:10\.0\.0\.0\/8" has bits set past its prefix: it would mean ::\/8,/],
       ['--egress-allow', '10.1.2.3/8', /it would mean 10\.0\.0\.0\/8/],
-      ['--egress-ports', 'foo', /--egress-ports/], ['--egress-ports', '80,', /got \\"\\"/], ['--egress-ports', '+80', /got \\"\+80\\"/],
+      ['--egress-ports', 'foo', /--egress-ports/], ['--egress-ports', '80,', /got ""/], ['--egress-ports', '+80', /got "\+80"/],
       ['--egress-ports', ',', /--egress-ports/]]) {
       const r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${db}`, flag, value], { timeout: 20000 });
-      assert.equal(r.status, 1, `${flag} ${value}: ${r.stderr}`);
+      assert.equal(r.status, 2, `${flag} ${value}: ${r.stderr}`);
       assert.match(r.stderr, msg);
       assert.equal(r.stdout, '', 'no key printed');
       assert.deepEqual(readdirSync(dir), [], `${flag} ${value}: nothing created`);
