@@ -176,6 +176,11 @@ describe('the dashboard page, run against the daemon', () => {
       [...doc.querySelectorAll('#view button')].find((b) => b.textContent === 'Replay').click();
       await waitUntil(() => status() === 'Replay: done' || status().startsWith('Replay:'), { what: 'the replay answered' });
       assert.equal(status(), 'Replay: done');
+      // the delivery drawn again with its attempts (the replay's answer has none: "none" before)
+      const attemptsShown = () => doc.querySelector('#view h2:nth-of-type(2)')?.nextElementSibling;
+      assert.equal(doc.querySelector('#view h2:nth-of-type(2)')?.textContent, 'attempts');
+      assert.equal(attemptsShown()?.tagName, 'TABLE', view());
+      assert.ok(attemptsShown().querySelectorAll('tr').length >= 2, 'the first attempt listed');
       await recv.waitFor(2, 15000, 'sent again');
       const audit = (await h.api('GET', `/v1/audit?tenant=${tenant}&limit=20`)).json.data
         .find((a) => a.action === 'delivery.replay' && a.target === deliveryId);

@@ -154,10 +154,16 @@ function showEvent(ev) {
     el('h2', {}, 'deliveries'), table(ev.deliveries, ev.tenant_id));
 }
 
+// (a replay's answer is the delivery without its attempts: read again, with them — or, that
+// read failing, the answer as it is)
+async function replayDelivery(d, why) {
+  const res = await api('POST', `/v1/deliveries/${enc(d.id)}/replay`, undefined, why);
+  return api('GET', `/v1/deliveries/${enc(d.id)}`).catch(() => res);
+}
+
 function showDelivery(d) {
   show(el('h2', {}, `delivery ${d.id}`),
-    el('div', { class: 'actions' },
-      action('Replay', (why) => api('POST', `/v1/deliveries/${enc(d.id)}/replay`, undefined, why), showDelivery)),
+    el('div', { class: 'actions' }, action('Replay', (why) => replayDelivery(d, why), showDelivery)),
     kv(d, ['attempts']), el('h2', {}, 'attempts'), table(d.attempts, d.tenant_id));
 }
 

@@ -714,6 +714,10 @@ static int back_step(hookd_store_conn *c, int64_t now_ms, bool *more, int *recal
     *recalled += (int)n;
     if (jobs[i][2] + HOOKD_REPLAY_BACK_CHUNK < jobs[i][3]) *more = true;
   }
+  /* four taken: a fifth job's walk may wait, whether or not these four are done — the next step
+   * looks (before, four ending together left it waiting for a wake-up: its deliveries sent
+   * after its cancel, a review) */
+  if (nj == 4) *more = true;
   return HOOKD_STORE_OK;
 }
 

@@ -1184,6 +1184,51 @@ static void a_take_back_goes_in_chunks(void **state) {
   hookd_replay_detail_free(&d);
 }
 
+/* A step walks four jobs' take-backs; with a fifth waiting, it asks for the next step even when
+ * those four end in it (before, four ending together left the fifth's walk until something else
+ * woke the replayer: its moved deliveries were sent after its cancel, a review). */
+static void a_fifth_take_back_is_walked_too(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  int total = HOOKD_REPLAY_BACK_CHUNK + 5;
+  make_tenant_endpoint(f, "t1", "ep1", "a.*");
+  make_tenant_endpoint(f, "t1", "ep2", "b.*");
+  dead_events(f, "t1", "ep1", "a.x", total / 2, &seq);
+  dead_events(f, "t1", "ep2", "b.x", total - total / 2, &seq);
+  int64_t t0 = hookd_now_ms();
+  /* four previews first (the older jobs: walked first), each walked past its first chunk */
+  const char *previews[] = {"rpl_p0", "rpl_p1", "rpl_p2", "rpl_p3"};
+  for (int i = 0; i < 4; i++) assert_int_equal(create_job_at(f, previews[i], t0, 10000, 0), total);
+  assert_int_equal(create_job_at(f, "rpl_last", t0, 10000, 0), total);
+  assert_int_equal(act(f, "rpl_last", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  int moved = 0;
+  for (int i = 1; moved < total && i < 10; i++) {
+    hookd_replay_step_res r = step(f, t0 + 50 * i);
+    moved += r.replayed;
+    hookd_replay_step_res_free(&r);
+  }
+  assert_int_equal(moved, total);
+  int64_t now = t0 + 20000;
+  for (int i = 0; i < 4; i++) assert_int_equal(act_back(f, previews[i], HOOKD_REPLAY_CANCEL, now), 0);
+  assert_int_equal(act_back(f, "rpl_last", HOOKD_REPLAY_CANCEL, now), HOOKD_REPLAY_BACK_CHUNK);
+  hookd_replay_step_res r = step(f, now + 50); /* the four previews' walks, which end here */
+  assert_int_equal(r.recalled, 0);
+  assert_true(r.next_ms > 0 && r.next_ms <= now + 50); /* the next step comes at once */
+  hookd_replay_step_res_free(&r);
+  r = step(f, now + 100); /* the fifth's */
+  assert_int_equal(r.recalled, 5);
+  hookd_replay_step_res_free(&r);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, "rpl_last", &j, &d);
+  assert_int_equal(j.skipped, total);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+  r = step(f, now + 150); /* nothing left: no step asked for */
+  assert_int_equal(r.next_ms, 0);
+  hookd_replay_step_res_free(&r);
+}
+
 /* A completed job a week old is not cancelled: its purge may have begun, and a move purged is
  * one a cancel cannot take back (a review). */
 static void a_completed_job_a_week_old_is_not_cancelled(void **state) {
@@ -1271,6 +1316,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(steps_take_bounded_items_across_jobs, setup, teardown),
       cmocka_unit_test_setup_teardown(a_cancel_puts_a_retry_back_at_its_time, setup, teardown),
       cmocka_unit_test_setup_teardown(a_take_back_goes_in_chunks, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_fifth_take_back_is_walked_too, setup, teardown),
       cmocka_unit_test_setup_teardown(a_job_holds_behind_its_endpoint, setup, teardown),
       cmocka_unit_test_setup_teardown(a_completed_job_a_week_old_is_not_cancelled, setup,
                                       teardown),
