@@ -1135,21 +1135,20 @@ static void a_job_holds_at_the_count_waiting(void **state) {
   hookd_replay_detail_free(&d);
 }
 
-/* A cancel takes back its job's first HOOKD_REPLAY_BACK_CHUNK items at once, the rest at the
- * replayer's next step (docs/replay.md "In chunks"). */
-static void a_take_back_goes_in_chunks(void **state) {
-  fx *f = *state;
+/* total DEAD deliveries of t1 over two endpoints (ep1 a.*, ep2 b.*). */
+static void dead_over_two(fx *f, int total) {
   int seq = 0;
-  int total = HOOKD_REPLAY_BACK_CHUNK + 5;
-  /* over two endpoints, in steps 50 ms apart: no endpoint has HOOKD_REPLAY_HOLD_COUNT moves
-   * waiting, none for HOOKD_REPLAY_HOLD_AFTER_MS (the job would be held: "Held behind…") */
   make_tenant_endpoint(f, "t1", "ep1", "a.*");
   make_tenant_endpoint(f, "t1", "ep2", "b.*");
   dead_events(f, "t1", "ep1", "a.x", total / 2, &seq);
   dead_events(f, "t1", "ep2", "b.x", total - total / 2, &seq);
-  int64_t t0 = hookd_now_ms();
-  assert_int_equal(create_job_at(f, "rpl_c", t0, 10000, 0), total);
-  assert_int_equal(act(f, "rpl_c", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+}
+
+/* Job `id`, made over them before, confirmed at t0 and stepped until every item moved: in
+ * steps 50 ms apart over two endpoints, none has HOOKD_REPLAY_HOLD_COUNT moves waiting, none
+ * for HOOKD_REPLAY_HOLD_AFTER_MS (the job would be held: "Held behind…"). */
+static void moved_all(fx *f, const char *id, int total, int64_t t0) {
+  assert_int_equal(act(f, id, HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
   int moved = 0;
   for (int i = 1; moved < total && i < 10; i++) {
     hookd_replay_step_res r = step(f, t0 + 50 * i);
@@ -1157,6 +1156,17 @@ static void a_take_back_goes_in_chunks(void **state) {
     hookd_replay_step_res_free(&r);
   }
   assert_int_equal(moved, total);
+}
+
+/* A cancel takes back its job's first HOOKD_REPLAY_BACK_CHUNK items at once, the rest at the
+ * replayer's next step (docs/replay.md "In chunks"). */
+static void a_take_back_goes_in_chunks(void **state) {
+  fx *f = *state;
+  int total = HOOKD_REPLAY_BACK_CHUNK + 5;
+  dead_over_two(f, total);
+  int64_t t0 = hookd_now_ms();
+  assert_int_equal(create_job_at(f, "rpl_c", t0, 10000, 0), total);
+  moved_all(f, "rpl_c", total, t0);
   int64_t now = t0 + 20000;
   assert_int_equal(act_back(f, "rpl_c", HOOKD_REPLAY_CANCEL, now), HOOKD_REPLAY_BACK_CHUNK);
   hookd_replay_job j;
@@ -1189,25 +1199,14 @@ static void a_take_back_goes_in_chunks(void **state) {
  * woke the replayer: its moved deliveries were sent after its cancel, a review). */
 static void a_fifth_take_back_is_walked_too(void **state) {
   fx *f = *state;
-  int seq = 0;
   int total = HOOKD_REPLAY_BACK_CHUNK + 5;
-  make_tenant_endpoint(f, "t1", "ep1", "a.*");
-  make_tenant_endpoint(f, "t1", "ep2", "b.*");
-  dead_events(f, "t1", "ep1", "a.x", total / 2, &seq);
-  dead_events(f, "t1", "ep2", "b.x", total - total / 2, &seq);
+  dead_over_two(f, total);
   int64_t t0 = hookd_now_ms();
   /* four previews first (the older jobs: walked first), each walked past its first chunk */
   const char *previews[] = {"rpl_p0", "rpl_p1", "rpl_p2", "rpl_p3"};
   for (int i = 0; i < 4; i++) assert_int_equal(create_job_at(f, previews[i], t0, 10000, 0), total);
   assert_int_equal(create_job_at(f, "rpl_last", t0, 10000, 0), total);
-  assert_int_equal(act(f, "rpl_last", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
-  int moved = 0;
-  for (int i = 1; moved < total && i < 10; i++) {
-    hookd_replay_step_res r = step(f, t0 + 50 * i);
-    moved += r.replayed;
-    hookd_replay_step_res_free(&r);
-  }
-  assert_int_equal(moved, total);
+  moved_all(f, "rpl_last", total, t0);
   int64_t now = t0 + 20000;
   for (int i = 0; i < 4; i++) assert_int_equal(act_back(f, previews[i], HOOKD_REPLAY_CANCEL, now), 0);
   assert_int_equal(act_back(f, "rpl_last", HOOKD_REPLAY_CANCEL, now), HOOKD_REPLAY_BACK_CHUNK);
