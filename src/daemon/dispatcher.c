@@ -2255,6 +2255,36 @@ static int run_boot_reclaim(hookd_store_conn *c, const hookd_store_backend *be, 
                             &b->n_hints, &b->reclaimed, &b->held);
 }
 
+/* At start: the enabled endpoints whose URL the egress policy refuses as written (scheme, port,
+ * an address given literally; a name is judged when resolved, at each connection) — a restart
+ * with a narrower policy (--allow-http left out, a CIDR gone from --egress-allow) makes each of
+ * their deliveries DEAD `blocked` at its next attempt: said once, before that happens. */
+static void boot_policy_check(const hookd_dispatcher_config *cfg, const hookd_endpoint *eps,
+                              size_t n) {
+  if (!cfg->egress.url_check) return;
+  size_t refused = 0;
+  char first[160] = "", rule[48] = "", others[700] = ""; /* (ids of up to 128 bytes) */
+  for (size_t i = 0; i < n; i++) {
+    char why[48];
+    if (eps[i].deleted_ms || !eps[i].enabled || !eps[i].url ||
+        cfg->egress.url_check(cfg->egress.addr_check_ctx, eps[i].url, why, sizeof why) == 0)
+      continue;
+    if (!refused++) {
+      snprintf(first, sizeof first, "%s", eps[i].id);
+      snprintf(rule, sizeof rule, "%s", why);
+    } else if (refused <= 5) {
+      size_t used = strlen(others);
+      snprintf(others + used, sizeof others - used, "%s%s", used ? "," : "", eps[i].id);
+    }
+  }
+  if (!refused) return;
+  HLOG(HOOKD_LOG_WARN, "egress.endpoints_refused", KV_I("count", (int64_t)refused),
+       KV_S("endpoint_id", first), KV_S("rule", rule), KV_S("also", others[0] ? others : NULL),
+       KV_S("effect", "the egress policy refuses these endpoints' URLs: each of their deliveries "
+                      "goes DEAD (blocked) at its next attempt — restore the policy "
+                      "(--allow-http, --egress-ports, --egress-allow) or fix the URLs"));
+}
+
 hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, char *err,
                                          size_t errlen) {
   hookd_dispatcher *d = calloc(1, sizeof *d);
@@ -2308,6 +2338,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
     note_config_seen(d, b.eps[i].updated_ms);
     if (!b.eps[i].deleted_ms) ep_upsert(d, &b.eps[i]);
   }
+  boot_policy_check(cfg, b.eps, b.n_eps);
   hookd_endpoints_free(b.eps, b.n_eps);
 
   /* 2. leases this node held before it stopped (a crash or kill -9) are void now — on a store

@@ -77,12 +77,16 @@ describe('destination policy', () => {
     const args = proxied ? ['--egress-proxy', `http://127.0.0.1:${recv.port}`] : [];
     let h = await startHookd({ dir, args });
     const { tenant } = await setup(h, recv.url); // http, on a port only '--egress-ports any' allows
+    assert.ok(!h.logs.some((l) => l.msg === 'egress.endpoints_refused'), 'nothing refused');
     const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
     assert.equal((await h.stop()).code, 0);
     const strict = (extra) => ['--egress-allow', '127.0.0.0/8', '--retry-base-ms', '100', '--retry-cap-ms', '400', ...extra];
     for (const [extra, rule] of [[['--allow-http'], 'port'], [['--egress-ports', 'any'], 'scheme']]) {
       h = await startHookd({ dir, args, testArgs: strict(extra) });
+      // said at the start, once, before any delivery goes DEAD for it
+      const warned = h.logs.find((l) => l.msg === 'egress.endpoints_refused');
+      assert.deepEqual([warned?.count, warned?.rule, warned?.level], [1, rule, 'warn'], JSON.stringify(warned));
       const p = await publish(h, tenant, { type: 'a.b', payload: {} });
       const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
       assert.equal(d.dead_reason, 'blocked');
