@@ -114,6 +114,10 @@ describe('hookd CLI', () => {
       r = run(['serve', '--listen', '127.0.0.1:0'], { env: { ...process.env, ...env } });
       refusedAtLoad(r, re, JSON.stringify(env));
     }
+    // a failure once the port is bound (the store's open) is exit 1 and the log's last line
+    r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${emptyDir}`]);
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(startupError(r), /cannot open .*: Is a directory/);
     r = run(['serve', '--listen', '[]:80']);
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /--listen: expected HOST:PORT, got "\[\]:80" \(no host\)/);
