@@ -339,6 +339,107 @@ bool hookd_replay_turn_end(int taken, const hookd_replay_budget *left, bool comp
   return true;
 }
 
+int hookd_replay_walk_run(hookd_store_conn *c, hookd_replay_walk *w, hookd_replay_step_res *res,
+                          size_t *hcap, hookd_replay_budget *left) {
+  const hookd_replay_due *j = w->job;
+  int rc = HOOKD_STORE_OK;
+  hookd_replay_memo memo = {.swept = true};
+  double per_item = 1000.0 / j->rate;
+  /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
+   * burst its whole delay */
+  double bucket = (double)j->next_at, *at = &bucket;
+  if (bucket < w->limit - 1000) bucket = w->limit - 1000;
+  /* never more than one item's wait ahead, unless the clock stepped back: then due now
+   * (docs/architecture.md "Clocks"; the claim of due jobs takes such a job too) */
+  if (bucket > w->limit + per_item + 1000) bucket = w->limit;
+  w->replayed = w->skipped = w->passed = 0;
+  w->taken = 0;
+  w->held = NULL;
+  /* the walk's frontier: items from it on were never looked at in this round; below it, from
+   * the first open item on, the open items are those passed. The walk starts at the first item,
+   * goes on in order while items move, and at the first held one there jumps to the frontier */
+  /* a job over one endpoint (filter.endpoint, a missing job's) stops at its held item; another
+   * passes it and goes on with the others */
+  bool single = j->endpoint_id != NULL;
+  int64_t first = j->next_item;
+  int64_t frontier = single || j->scan_item < first ? first : j->scan_item;
+  int64_t cur = first;
+  bool end = false; /* the walk reached the job's last open item */
+  /* the step's bytes of bodies and its items are shared by its jobs: once spent, the jobs after
+   * take none and go first at the next step (hookd_replay_turn_end) */
+  while (*at <= w->limit && w->taken < HOOKD_REPLAY_STEP_MAX && left->bytes > 0 &&
+         left->items > 0) {
+    int64_t n;
+    if ((rc = w->open_from(c, j->seq, cur, &n)) != 0) break;
+    if (!n) {
+      end = true;
+      break;
+    }
+    if (n >= frontier) frontier = n; /* (past what was passed: the frontier goes on) */
+    bool passed_before = n < frontier;
+    const char *result;
+    char *ep = NULL;
+    int64_t read = 0;
+    if ((rc = w->item(c, j, n, w->now_ms, &memo, w->hm, &result, &ep, &read)) != 0) break;
+    if (result && !strcmp(result, "spent")) { /* (the step's probes: docs/replay.md) */
+      free(ep);
+      left->items = 0; /* item n stays open; the jobs after go first at the next step */
+      break;
+    }
+    w->taken++;
+    left->items--;
+    if (result && !strcmp(result, "held")) { /* left open */
+      if (n == first || !w->held) {
+        free(w->held);
+        w->held = ep;
+      } else {
+        free(ep);
+      }
+      if (single) break;
+      w->passed++;
+      if (passed_before) cur = frontier; /* (the rest passed before waits: to the frontier) */
+      else cur = frontier = n + 1;
+      continue;
+    }
+    cur = n + 1;
+    if (!passed_before) frontier = cur;
+    left->bytes -= read;
+    if (result && !strcmp(result, "replayed")) {
+      w->replayed++;
+      rc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, w->now_ms) ? HOOKD_STORE_ERR : 0;
+      free(ep);
+      if (rc) break;
+      *at += per_item;
+    } else if (result) {
+      w->skipped++; /* a skip sends nothing: it takes no share of the rate */
+    }
+  }
+  w->next = 0; /* the first open item now; 0: none, the job is complete */
+  if (!rc) rc = w->open_from(c, j->seq, first, &w->next);
+  if (rc) {
+    free(w->held);
+    w->held = NULL;
+    return rc;
+  }
+  w->complete = !w->next;
+  if (w->complete) w->next = j->total + 1;
+  /* at its end the walk starts over at the first item (the round's passed items looked at
+   * again); never behind the first open item */
+  w->frontier = end || frontier < w->next ? w->next : frontier;
+  w->write = hookd_replay_turn_end(w->taken, left, w->complete, at, w->limit);
+  /* looked at again a poll later (held long, a slower one: each look writes the row) when it
+   * stopped at its held item, or moved nothing of what it looked at */
+  bool moved = w->replayed || w->skipped;
+  bool wait = single ? w->held != NULL
+                        : (w->passed > 0 && !moved) || (end && !moved && !w->complete);
+  int64_t poll = j->held_since > 0 && w->now_ms - j->held_since >= HOOKD_REPLAY_HOLD_LONG_MS
+                     ? HOOKD_REPLAY_HOLD_SLOW_POLL_MS
+                     : HOOKD_REPLAY_HOLD_POLL_MS;
+  if (wait && bucket < w->limit + poll) bucket = w->limit + poll;
+  w->at = bucket;
+  return HOOKD_STORE_OK;
+}
+
 /* (a clock stepped back makes every record stale: probed again) */
 static bool hold_fresh(const hookd_hold_seen *s, int64_t now_ms) {
   return now_ms >= s->probed_at && now_ms - s->probed_at < HOOKD_REPLAY_HOLD_POLL_MS;

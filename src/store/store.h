@@ -669,6 +669,8 @@ typedef struct hookd_replay_budget {
 bool hookd_replay_turn_end(int taken, const hookd_replay_budget *left, bool complete, double *at,
                            double now);
 
+typedef struct hookd_store_conn hookd_store_conn; /* backend-defined */
+
 /* Held behind an endpoint (docs/replay.md): a job moves no item to an endpoint that already has
  * HOOKD_REPLAY_HOLD_COUNT deliveries due and unclaimed, or one of them due for
  * HOOKD_REPLAY_HOLD_AFTER_MS; it is looked at again HOOKD_REPLAY_HOLD_POLL_MS later. */
@@ -728,7 +730,6 @@ void hookd_replay_step_res_free(hookd_replay_step_res *r);
 
 /* ---------- the backend ops table ---------- */
 
-typedef struct hookd_store_conn hookd_store_conn; /* backend-defined */
 
 /* One kind of a claim (a backend's): up to limit deliveries of live or replay cycles appended
  * to v[*len…]. */
@@ -781,6 +782,54 @@ typedef struct hookd_replay_memo {
   bool idempotent;              /* an inbound destination's flag (true for an endpoint) */
   bool swept;                   /* set by a replay job: a filter's sweep, not a delivery named */
 } hookd_replay_memo;
+
+/* A running job due for a replay step, as the backends read it. */
+typedef struct hookd_replay_due {
+  int64_t seq;
+  char *id, *tenant_id, *filter_state;
+  char *endpoint_id; /* the job's filter.endpoint (a "missing" job's endpoint) */
+  double rate;
+  int64_t total, next_item, next_at;
+  int64_t scan_item;         /* where its walk goes on (docs/replay.md "Held behind…") */
+  int64_t replayed, skipped; /* before this step */
+  int64_t held_since;        /* held since (the node's clock), 0: moving */
+} hookd_replay_due;
+
+/* A running job's turn in a replay step (docs/replay.md "Held behind an endpoint"): its open
+ * items walked from its first open item, in order while they move, then from its frontier
+ * (scan_item) on; an item whose endpoint is behind is passed (left open), or, for a job over
+ * one endpoint, stops it. Shared by the backends, whose callbacks read and decide items. */
+typedef struct hookd_replay_walk {
+  /* in */
+  const hookd_replay_due *job;
+  double limit;       /* the bucket's now (the node's clock, or the database's) */
+  int64_t now_ms;     /* the node's clock (hints, holds) */
+  hookd_hold_memo *hm; /* the writer connection's (kept across steps) */
+  /* the first open item of job_seq from `from` on, 0 when none */
+  int (*open_from)(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *n);
+  /* item n: its result ("replayed", a skip's reason, NULL when decided already, "held" or
+   * "spent": left open), *endpoint (owned) for a replayed, held or spent one, *bytes the bodies
+   * it read */
+  int (*item)(hookd_store_conn *c, const hookd_replay_due *j, int64_t n, int64_t now_ms,
+              hookd_replay_memo *memo, hookd_hold_memo *hm, const char **result,
+              char **endpoint, int64_t *bytes);
+  /* out */
+  int64_t replayed, skipped, passed;
+  int taken;        /* items looked at (the job's share of the step's bounds) */
+  int64_t next;     /* the first open item after the turn; total + 1 once complete */
+  int64_t frontier; /* scan_item after the turn */
+  bool complete;    /* no open item left */
+  bool write;       /* the turn is to be written (hookd_replay_turn_end) */
+  double at;        /* the bucket after the turn (next_item_at, whole ms up) */
+  char *held;       /* (owned) the first open item's endpoint when behind, else the first passed
+                       one's; NULL: none */
+} hookd_replay_walk;
+/* Runs w's turn: the bucket moves by the rate for each item replayed (it holds one second's
+ * worth at most), res gets the hints, left is spent by each item looked at (and the bytes
+ * read); a turn that stopped at its held item or moved nothing is looked at again a poll later.
+ * Returns 0 or the store's error (w->held then NULL). */
+int hookd_replay_walk_run(hookd_store_conn *c, hookd_replay_walk *w, hookd_replay_step_res *res,
+                          size_t *hcap, hookd_replay_budget *left);
 typedef int (*hookd_endpoint_get_fn)(hookd_store_conn *c, const char *id, hookd_endpoint *out);
 /* Before the endpoint is looked up: refused by the delivery's state alone (still scheduled, or
  * held unknown: settled by a resolve). 0 or HOOKD_STORE_STATE. */

@@ -1093,6 +1093,46 @@ describe('replay jobs: held behind an endpoint that falls behind', () => {
   });
 });
 
+describe('replay jobs: an endpoint behind holds its own items only', () => {
+  it('a job over two endpoints: the one behind keeps its items waiting, named held, while the other\'s are all sent; caught up, it gets its own, each once', { timeout: 90000 }, async () => {
+    const mode = { slow: 'refuse', fast: 'refuse' };
+    const answer = (m) => (m === 'refuse' ? { status: 400 } : m === 'hang' ? 'hang' : { status: 200 });
+    const slow = await startReceiver(() => answer(mode.slow));
+    const fast = await startReceiver(() => answer(mode.fast));
+    const fields = { retry: { max_attempts: 1 }, max_in_flight: 1, timeout_ms: 60000 };
+    const { tenant, endpoint } = await setup(h, slow.url, { ...fields, event_types: ['hp.a'] });
+    const other = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: fast.url, ...fields, event_types: ['hp.b'] });
+    assert.equal(other.status, 201, other.text);
+    const each = 60;
+    await makeDead(h, tenant, Array.from({ length: 2 * each }, (_, i) => (i % 2 ? 'hp.b' : 'hp.a')));
+    mode.slow = 'hang'; // one request at a time, never answered: the rest wait there
+    mode.fast = 'ok';
+    const base = { slow: slow.requests.length, fast: fast.requests.length };
+    // 120 items at 40/s: the slow endpoint is behind 2 s in, with half the queue still to go
+    const pv = await createJob(h, tenant, { reason: 'both endpoints', rate: { per_second: 40 } });
+    assert.equal(pv.status, 201, pv.text);
+    const id = pv.json.id;
+    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
+    await fast.waitFor(base.fast + each, 20000, 'every item of the endpoint that keeps up sent');
+    const mid = await getJob(h, tenant, id);
+    assert.equal(mid.state, 'running', 'the slow endpoint\'s items still wait');
+    assert.equal(mid.held?.endpoint_id, endpoint, JSON.stringify(mid.held));
+    assert.ok(mid.progress.remaining > 0, `remaining ${mid.progress.remaining}`);
+    mode.slow = 'ok';
+    slow.releaseHanging(200);
+    const done = await waitJob(h, tenant, id, (j) => j.state === 'completed', 'the job completed', 30000);
+    assert.equal(done.held, null);
+    await waitAllDelivered(h, tenant, id, 2 * each, 'every one delivered', 30000);
+    for (const [recv, from] of [[slow, base.slow], [fast, base.fast]]) {
+      const counts = countById(recv, from);
+      assert.equal(counts.size, each);
+      for (const [k, n] of counts) assert.equal(n, 1, `${k} sent ${n} times`);
+    }
+    await slow.close();
+    await fast.close();
+  });
+});
+
 describe('replay jobs: an expired preview', () => {
   it('is refused after an hour, and stays expired once refused, whatever the clock does next', { timeout: 60000 }, async () => {
     const { dir, cleanup } = tempDir();

@@ -190,9 +190,9 @@ function showJob(job) {
   const draw = st.jobDraw = (st.jobDraw || 0) + 1;
   const acts = (JOB_ACTIONS[job.state] || []).map((a) => action(a[0].toUpperCase() + a.slice(1),
     (why) => api('POST', tpath(`/replays/${enc(job.id)}/${a}`), why ? { reason: why } : {}), showJobAnswer));
-  // (held: the job waits for an endpoint that fell behind — docs/replay.md "Held behind…")
+  // (held: items wait for an endpoint that fell behind — docs/replay.md "Held behind…")
   const held = job.held ? [el('p', { class: 'held' }, `held: endpoint ${job.held.endpoint_id} is behind`
-    + ` (since ${job.held.since}); the job moves on when it catches up`)] : [];
+    + ` (since ${job.held.since}); its items wait until it catches up, the others go on`)] : [];
   show(el('h2', {}, `replay job ${job.id} — ${job.state}`), ...held, el('div', { class: 'actions' }, ...acts),
     kv(job));
   if (st.poll) { clearTimeout(st.poll); st.poll = null; }

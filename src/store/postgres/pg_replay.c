@@ -736,7 +736,9 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
            "UPDATE replay_jobs SET replayed = replayed - $2::bigint,"
            " skipped = skipped + CASE WHEN $3::bigint = 1 THEN 0 ELSE $2::bigint END,"
            " next_item = CASE WHEN $3::bigint = 1 THEN LEAST(next_item, $4::bigint)"
-           "   ELSE next_item END"
+           "   ELSE next_item END,"
+           " scan_item = CASE WHEN $3::bigint = 1 THEN LEAST(scan_item, $4::bigint)"
+           "   ELSE scan_item END"
            " WHERE seq = $1",
            &p, "take back replay moves") < 0)
     return HOOKD_STORE_ERR;
@@ -864,6 +866,7 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                          "UPDATE replay_jobs SET state = $2::text, updated_at = $3::bigint,"
                          " held_endpoint = NULL, held_since = NULL," /* (the step's word) */
                          " back_from = CASE WHEN $4::bigint = 1 THEN NULL ELSE back_from END,"
+                         " scan_item = CASE WHEN $4::bigint = 1 THEN next_item ELSE scan_item END,"
                          " confirmed_at = CASE WHEN $4::bigint = 1 AND confirmed_at IS NULL"
                          "   THEN $3::bigint ELSE confirmed_at END,"
                          " next_item_at = CASE WHEN $4::bigint = 1"
@@ -890,15 +893,24 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
 
 /* ---------- the step ---------- */
 
-typedef struct step_job {
-  int64_t seq;
-  char *id, *tenant_id, *filter_state;
-  char *endpoint_id; /* a "missing" job's endpoint */
-  double rate;
-  int64_t total, next_item, next_at;
-  int64_t replayed, skipped; /* before this step */
-  int64_t held_since;        /* held since (the node's clock), 0: moving */
-} step_job;
+typedef hookd_replay_due step_job; /* (store.h) */
+
+/* The first open item (not decided) of job_seq from item `from` on, by the open items' index;
+ * 0 when there is none. */
+static int open_from(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *n) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, job_seq);
+  pg_p_i64(&p, from);
+  PGresult *r = pg_q(c,
+                     "SELECT n FROM replay_items WHERE job_seq = $1 AND n >= $2::bigint"
+                     " AND result IS NULL ORDER BY n LIMIT 1",
+                     &p, "read replay items");
+  if (!r) return HOOKD_STORE_ERR;
+  *n = PQntuples(r) ? pg_i64(r, 0, 0) : 0;
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
 
 static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const char *result) {
   pg_params p;
@@ -1114,80 +1126,37 @@ out:
  * docs/replay.md "Rate"); what it writes stamped with the node's, now_ms. */
 static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_t pace_ms,
                         hookd_replay_step_res *res, size_t *hcap, hookd_replay_budget *left) {
-  double per_item = 1000.0 / j->rate;
-  /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
-   * burst its whole delay */
-  double at = (double)j->next_at;
-  if (at < (double)(pace_ms - 1000)) at = (double)(pace_ms - 1000);
-  /* never more than one item's wait ahead, unless the clock stepped back: then due now
-   * (docs/architecture.md "Clocks"; the claim below takes such a job too) */
-  if (at > (double)pace_ms + per_item + 1000) at = (double)pace_ms;
-  int64_t replayed = 0, skipped = 0, n = j->next_item;
-  int taken = 0, rc = HOOKD_STORE_OK;
-  hookd_replay_memo memo = {.swept = true};
-  hookd_hold_memo *hm = &c->hold; /* (kept across steps: store.h) */
-  char *held = NULL; /* the endpoint the job stopped at (docs/replay.md "Held behind…") */
-  /* the step's bytes of bodies and its items are shared by its jobs: once spent, the jobs after
-   * take none and go first at the next step (hookd_replay_turn_end) */
-  while (n <= j->total && at <= (double)pace_ms && taken < HOOKD_REPLAY_STEP_MAX &&
-         left->bytes > 0 && left->items > 0) {
-    const char *result;
-    char *ep = NULL;
-    int64_t read = 0;
-    if ((rc = step_item(c, j, n, now_ms, &memo, hm, &result, &ep, &read)) != 0) break;
-    if (result && !strcmp(result, "held")) {
-      held = ep; /* item n stays the next one */
-      break;
-    }
-    if (result && !strcmp(result, "spent")) { /* (the step's probes: docs/replay.md) */
-      free(ep);
-      left->items = 0; /* item n stays the next one; the jobs after go first at the next step */
-      break;
-    }
-    left->bytes -= read;
-    left->items--;
-    if (result && !strcmp(result, "replayed")) {
-      replayed++;
-      rc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms) ? HOOKD_STORE_ERR : 0;
-      free(ep);
-      if (rc) break;
-      at += per_item;
-    } else if (result) {
-      skipped++; /* a skip sends nothing: it takes no share of the rate */
-    }
-    n++;
-    taken++;
-  }
-  bool complete = n > j->total;
-  if (rc || !hookd_replay_turn_end(taken, left, complete, &at, (double)pace_ms)) {
+  hookd_replay_walk w = {.job = j, .limit = (double)pace_ms, .now_ms = now_ms, .hm = &c->hold,
+                         .open_from = open_from, .item = step_item};
+  int rc = hookd_replay_walk_run(c, &w, res, hcap, left);
+  char *held = w.held; /* the endpoint an item waits for (docs/replay.md "Held behind…") */
+  if (rc || !w.write) {
     free(held);
     return rc;
   }
-  /* looked at again a poll later (held long, a slower one: each look writes the row) */
-  int64_t poll = j->held_since > 0 && now_ms - j->held_since >= HOOKD_REPLAY_HOLD_LONG_MS
-                     ? HOOKD_REPLAY_HOLD_SLOW_POLL_MS
-                     : HOOKD_REPLAY_HOLD_POLL_MS;
-  if (held && at < (double)(pace_ms + poll)) at = (double)(pace_ms + poll);
+  int64_t replayed = w.replayed, skipped = w.skipped;
+  bool complete = w.complete;
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, j->seq);
-  pg_p_i64(&p, n);
-  pg_p_i64(&p, (int64_t)ceil(at)); /* whole ms, up: never over the rate (replay.md) */
+  pg_p_i64(&p, w.next);
+  pg_p_i64(&p, (int64_t)ceil(w.at)); /* whole ms, up: never over the rate (replay.md) */
   pg_p_i64(&p, replayed);
   pg_p_i64(&p, skipped);
   pg_p_i64(&p, now_ms);
   pg_p_bool(&p, complete);
   pg_p_text(&p, held);
+  pg_p_i64(&p, w.frontier);
   rc = pg_x(c,
             "UPDATE replay_jobs SET next_item = $2::bigint, next_item_at = $3::bigint,"
             " replayed = replayed + $4::bigint, skipped = skipped + $5::bigint,"
             " updated_at = $6::bigint,"
             " state = CASE WHEN $7::bigint = 1 THEN 'completed' ELSE state END,"
             " finished_at = CASE WHEN $7::bigint = 1 THEN $6::bigint ELSE finished_at END,"
-            /* since: kept while the same endpoint holds it, nothing moved */
+            /* since: kept while the same endpoint holds the same first item */
             " held_since = CASE WHEN $8::text IS NULL THEN NULL WHEN held_endpoint = $8::text"
-            " AND $4::bigint = 0 THEN held_since ELSE $6::bigint END,"
-            " held_endpoint = $8::text"
+            " AND next_item = $2::bigint THEN held_since ELSE $6::bigint END,"
+            " held_endpoint = $8::text, scan_item = $9::bigint"
             " WHERE seq = $1 AND state = 'running'",
             &p, "advance replay job") < 0
            ? HOOKD_STORE_ERR
@@ -1223,7 +1192,7 @@ int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
                      "WITH t AS (SELECT " PG_DB_NOW_MS " AS now)"
                      " SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
                      " next_item, next_item_at, replayed, skipped, filter_endpoint, t.now,"
-                     " held_since"
+                     " held_since, scan_item"
                      " FROM replay_jobs, t"
                      " WHERE state = 'running' AND (next_item_at <= t.now"
                      " OR next_item_at > t.now + 1000 + 1000.0 / rate_per_s)"
@@ -1248,6 +1217,7 @@ int pg_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
     j->skipped = pg_i64(r, i, 9);
     j->endpoint_id = pg_str(r, i, 10);
     j->held_since = pg_null(r, i, 12) ? 0 : pg_i64(r, i, 12);
+    j->scan_item = pg_i64(r, i, 13);
     nj++;
     if (!j->id || !j->tenant_id || !j->filter_state || !(j->rate > 0)) {
       out = pg_fail(c, "due replay jobs");

@@ -292,10 +292,19 @@ static const char *const migration_15[] = {
     "ALTER TABLE replay_jobs ADD COLUMN IF NOT EXISTS held_endpoint text COLLATE \"C\"",
     "ALTER TABLE replay_jobs ADD COLUMN IF NOT EXISTS held_since bigint", NULL};
 
+/* 16: a running job's walk past the items of an endpoint that fell behind, and its open items'
+ * index (SQLite's migration 49; docs/replay.md "Held behind an endpoint"). */
+static const char *const migration_16[] = {
+    "ALTER TABLE replay_jobs ADD COLUMN IF NOT EXISTS scan_item bigint NOT NULL DEFAULT 1",
+    "CREATE INDEX IF NOT EXISTS replay_items_open ON replay_items(job_seq, n)"
+    " WHERE result IS NULL",
+    NULL};
+
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
     migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
-    migration_11, migration_12, migration_13, migration_14, migration_15};
+    migration_11, migration_12, migration_13, migration_14, migration_15,
+    migration_16};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

@@ -663,7 +663,8 @@ static int take_back(hookd_store_conn *c, int64_t job_seq, bool requeue, int64_t
   st = sq_stmt(c, SQ_RPL_BACK_JOB,
                "UPDATE replay_jobs SET replayed = replayed - ?2,"
                " skipped = skipped + CASE WHEN ?3 THEN 0 ELSE ?2 END,"
-               " next_item = CASE WHEN ?3 THEN MIN(next_item, ?4) ELSE next_item END"
+               " next_item = CASE WHEN ?3 THEN MIN(next_item, ?4) ELSE next_item END,"
+               " scan_item = CASE WHEN ?3 THEN MIN(scan_item, ?4) ELSE scan_item END"
                " WHERE seq = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, job_seq);
@@ -791,6 +792,7 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
                              "UPDATE replay_jobs SET state = ?2, updated_at = ?3,"
                              " held_endpoint = NULL, held_since = NULL," /* (the step's word) */
                              " back_from = CASE WHEN ?4 THEN NULL ELSE back_from END,"
+                             " scan_item = CASE WHEN ?4 THEN next_item ELSE scan_item END,"
                              " confirmed_at = CASE WHEN ?4 AND confirmed_at IS NULL THEN ?3"
                              "   ELSE confirmed_at END,"
                              " next_item_at = CASE WHEN ?4 THEN MAX(next_item_at, ?3)"
@@ -827,15 +829,23 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
 
 /* ---------- the step ---------- */
 
-typedef struct step_job {
-  int64_t seq;
-  char *id, *tenant_id, *filter_state;
-  char *endpoint_id; /* a "missing" job's endpoint */
-  double rate;
-  int64_t total, next_item, next_at;
-  int64_t replayed, skipped; /* before this step */
-  int64_t held_since;        /* held since (the node's clock), 0: moving */
-} step_job;
+typedef hookd_replay_due step_job; /* (store.h) */
+
+/* The first open item (not decided) of job_seq from item `from` on, by the open items' index;
+ * 0 when there is none. */
+static int open_from(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *n) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_RPL_OPEN_FROM,
+                             "SELECT n FROM replay_items INDEXED BY replay_items_open"
+                             " WHERE job_seq = ?1 AND n >= ?2 AND result IS NULL"
+                             " ORDER BY n LIMIT 1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, job_seq);
+  sq_bind_i64(st, 2, from);
+  int rc = sqlite3_step(st);
+  *n = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "read replay items");
+}
 
 static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const char *result) {
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ITEM_SET,
@@ -1048,81 +1058,39 @@ out:
 
 static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_replay_step_res *res,
                         size_t *hcap, hookd_replay_budget *left) {
-  double per_item = 1000.0 / j->rate;
-  /* the bucket holds at most one second's worth: a job held up (the store, a restart) does not
-   * burst its whole delay */
-  double at = (double)j->next_at;
-  if (at < (double)(now_ms - 1000)) at = (double)(now_ms - 1000);
-  /* never more than one item's wait ahead, unless the wall clock stepped back: then due now
-   * (docs/architecture.md "Clocks"; the claim below takes such a job too) */
-  if (at > (double)now_ms + per_item + 1000) at = (double)now_ms;
-  int64_t replayed = 0, skipped = 0, n = j->next_item;
-  int taken = 0, rc = HOOKD_STORE_OK;
-  hookd_replay_memo memo = {.swept = true};
-  hookd_hold_memo *hm = &c->hold; /* (kept across steps: store.h) */
-  char *held = NULL; /* the endpoint the job stopped at (docs/replay.md "Held behind…") */
-  /* the step's bytes of bodies and its items are shared by its jobs: once spent, the jobs after
-   * take none and go first at the next step (hookd_replay_turn_end) */
-  while (n <= j->total && at <= (double)now_ms && taken < HOOKD_REPLAY_STEP_MAX &&
-         left->bytes > 0 && left->items > 0) {
-    const char *result;
-    char *ep = NULL;
-    int64_t read = 0;
-    if ((rc = step_item(c, j, n, now_ms, &memo, hm, &result, &ep, &read)) != 0) break;
-    if (result && !strcmp(result, "held")) {
-      held = ep; /* item n stays the next one */
-      break;
-    }
-    if (result && !strcmp(result, "spent")) { /* (the step's probes: docs/replay.md) */
-      free(ep);
-      left->items = 0; /* item n stays the next one; the jobs after go first at the next step */
-      break;
-    }
-    left->bytes -= read;
-    left->items--;
-    if (result && !strcmp(result, "replayed")) {
-      replayed++;
-      rc = hookd_hint_add(&res->hints, &res->n_hints, hcap, ep, now_ms) ? HOOKD_STORE_ERR : 0;
-      free(ep);
-      if (rc) break;
-      at += per_item;
-    } else if (result) {
-      skipped++; /* a skip sends nothing: it takes no share of the rate */
-    }
-    n++;
-    taken++;
-  }
-  bool complete = n > j->total;
-  if (rc || !hookd_replay_turn_end(taken, left, complete, &at, (double)now_ms)) {
+  hookd_replay_walk w = {.job = j, .limit = (double)now_ms, .now_ms = now_ms, .hm = &c->hold,
+                         .open_from = open_from, .item = step_item};
+  int rc = hookd_replay_walk_run(c, &w, res, hcap, left);
+  char *held = w.held; /* the endpoint an item waits for (docs/replay.md "Held behind…") */
+  if (rc || !w.write) {
     free(held);
     return rc;
   }
-  /* looked at again a poll later (held long, a slower one: each look writes the row) */
-  int64_t poll = j->held_since > 0 && now_ms - j->held_since >= HOOKD_REPLAY_HOLD_LONG_MS
-                     ? HOOKD_REPLAY_HOLD_SLOW_POLL_MS
-                     : HOOKD_REPLAY_HOLD_POLL_MS;
-  if (held && at < (double)(now_ms + poll)) at = (double)(now_ms + poll);
+  int64_t replayed = w.replayed, skipped = w.skipped;
+  bool complete = w.complete;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_ADVANCE,
                              "UPDATE replay_jobs SET next_item = ?2, next_item_at = ?3,"
                              " replayed = replayed + ?4, skipped = skipped + ?5, updated_at = ?6,"
                              " state = CASE WHEN ?7 THEN 'completed' ELSE state END,"
                              " finished_at = CASE WHEN ?7 THEN ?6 ELSE finished_at END,"
-                             /* since: kept while the same endpoint holds it, nothing moved */
+                             /* since: kept while the same endpoint holds the same first item */
                              " held_since = CASE WHEN ?8 IS NULL THEN NULL WHEN held_endpoint IS ?8"
-                             " AND ?4 = 0 THEN held_since ELSE ?6 END, held_endpoint = ?8"
+                             " AND next_item = ?2 THEN held_since ELSE ?6 END, held_endpoint = ?8,"
+                             " scan_item = ?9"
                              " WHERE seq = ?1 AND state = 'running'");
   if (!st) {
     free(held);
     return HOOKD_STORE_ERR;
   }
   sq_bind_i64(st, 1, j->seq);
-  sq_bind_i64(st, 2, n);
-  sq_bind_i64(st, 3, (int64_t)ceil(at)); /* whole ms, up: never over the rate (replay.md) */
+  sq_bind_i64(st, 2, w.next);
+  sq_bind_i64(st, 3, (int64_t)ceil(w.at)); /* whole ms, up: never over the rate (replay.md) */
   sq_bind_i64(st, 4, replayed);
   sq_bind_i64(st, 5, skipped);
   sq_bind_i64(st, 6, now_ms);
   sq_bind_i64(st, 7, complete);
   sq_bind_text(st, 8, held);
+  sq_bind_i64(st, 9, w.frontier);
   rc = sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "advance replay job");
   sqlite3_clear_bindings(st); /* (held is freed next) */
   free(held);
@@ -1154,7 +1122,7 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_DUE,
                              "SELECT seq, id, tenant_id, filter_state, rate_per_s, total,"
                              " next_item, next_item_at, replayed, skipped, filter_endpoint,"
-                             " held_since"
+                             " held_since, scan_item"
                              " FROM replay_jobs"
                              " WHERE state = 'running' AND (next_item_at <= ?1"
                              " OR next_item_at > ?1 + 1000 + 1000.0 / rate_per_s)"
@@ -1178,6 +1146,7 @@ int sq_replay_step(hookd_store_conn *c, int64_t now_ms, hookd_replay_step_res *r
     j->skipped = sq_col_i64(st, 9);
     j->endpoint_id = sq_col_str(st, 10);
     j->held_since = sq_col_i64(st, 11);
+    j->scan_item = sq_col_i64(st, 12);
     nj++;
     if (!j->id || !j->tenant_id || !j->filter_state || !(j->rate > 0)) {
       rc = SQLITE_NOMEM;

@@ -632,6 +632,14 @@ static const struct {
       * endpoint"): which one, and since when (NULL: moving). Written by each step. */
      "ALTER TABLE replay_jobs ADD COLUMN held_endpoint TEXT;"
      "ALTER TABLE replay_jobs ADD COLUMN held_since INTEGER;"},
+    {49,
+     /* A running job's walk goes on past the items of an endpoint that fell behind (docs/replay.md
+      * "Held behind an endpoint"): where it goes on (below it, next_item on: done or passed),
+      * and the open items, an index of their own, which the walk and next_item are read from
+      * (an item leaves it when decided: the items passed cost nothing to step over). */
+     "ALTER TABLE replay_jobs ADD COLUMN scan_item INTEGER NOT NULL DEFAULT 1;"
+     "CREATE INDEX IF NOT EXISTS replay_items_open ON replay_items(job_seq, n)"
+     "  WHERE result IS NULL;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -691,6 +699,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'back_from'";
   case 48: /* (both columns in one transaction: one there, both are) */
     return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'held_endpoint'";
+  case 49: /* (the index is IF NOT EXISTS: with the column, both are there) */
+    return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'scan_item'";
   default: return NULL;
   }
 }

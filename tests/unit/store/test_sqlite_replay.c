@@ -923,6 +923,22 @@ static void a_cancel_puts_a_retry_back_at_its_time(void **state) {
 /* A job stops at an item whose endpoint has had a delivery due and unclaimed for
  * HOOKD_REPLAY_HOLD_AFTER_MS, says so, and moves on once the endpoint took them
  * (docs/replay.md "Held behind an endpoint"). */
+/* Job id runs, held by endpoint ep since `since`, having replayed `replayed` (none skipped). */
+static void assert_held_by(fx *f, const char *id, const char *ep, int64_t since,
+                           int64_t replayed) {
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  get_job(f, id, &j, &d);
+  assert_string_equal(j.state, "running");
+  assert_non_null(j.held_endpoint);
+  assert_string_equal(j.held_endpoint, ep);
+  assert_int_equal(j.held_since_ms, since);
+  assert_int_equal(j.replayed, replayed);
+  assert_int_equal(j.skipped, 0);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+}
+
 static void a_job_holds_behind_its_endpoint(void **state) {
   fx *f = *state;
   int seq = 0;
@@ -941,17 +957,9 @@ static void a_job_holds_behind_its_endpoint(void **state) {
   assert_int_equal(r.skipped, 0);
   assert_int_equal(r.next_ms, at + HOOKD_REPLAY_HOLD_POLL_MS); /* looked at again then */
   hookd_replay_step_res_free(&r);
+  assert_held_by(f, "rpl_h", "ep1", at, 2);
   hookd_replay_job j;
   hookd_replay_detail d;
-  get_job(f, "rpl_h", &j, &d);
-  assert_string_equal(j.state, "running");
-  assert_non_null(j.held_endpoint);
-  assert_string_equal(j.held_endpoint, "ep1");
-  assert_int_equal(j.held_since_ms, at);
-  assert_int_equal(j.replayed, 2);
-  assert_int_equal(j.skipped, 0);
-  hookd_replay_job_free(&j);
-  hookd_replay_detail_free(&d);
   /* still behind at the next look: held since the first */
   r = step(f, at + HOOKD_REPLAY_HOLD_POLL_MS);
   assert_int_equal(r.replayed, 0);
@@ -972,6 +980,57 @@ static void a_job_holds_behind_its_endpoint(void **state) {
   assert_null(j.held_endpoint);
   assert_int_equal(j.held_since_ms, 0);
   assert_true(j.replayed >= 3);
+  hookd_replay_job_free(&j);
+  hookd_replay_detail_free(&d);
+}
+
+/* Only the items of an endpoint that is behind wait: the job's other endpoints' items go on,
+ * and the held ones move, in order, once it catches up (docs/replay.md "Held behind…"). */
+static void only_the_held_endpoints_items_wait(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", "a.*");
+  make_tenant_endpoint(f, "t1", "ep2", "b.*");
+  for (int i = 0; i < 3; i++) { /* a, b, a, b, a, b: the queue alternates */
+    dead_events(f, "t1", "ep1", "a.x", 1, &seq);
+    dead_events(f, "t1", "ep2", "b.x", 1, &seq);
+  }
+  int64_t t0 = hookd_now_ms();
+  assert_int_equal(create_job_at(f, "rpl_p", t0, 10, 0), 6);
+  assert_int_equal(act(f, "rpl_p", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  hookd_replay_step_res r = step(f, t0 + 100); /* the items due at t0 and t0 + 100: a, b */
+  assert_int_equal(r.replayed, 2);
+  hookd_replay_step_res_free(&r);
+  /* ep2 keeps up (its delivery claimed), ep1 does not: 2 s later it is behind */
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, "ep2", "node", t0 + 200, 60000, &cl);
+  assert_int_equal(got, 1);
+  free_claimed(cl, got);
+  int64_t at = t0 + 100 + HOOKD_REPLAY_HOLD_AFTER_MS;
+  r = step(f, at);
+  assert_int_equal(r.replayed, 2); /* ep2's two, past ep1's */
+  assert_int_equal(r.n_hints, 1);
+  assert_string_equal(r.hints[0].endpoint_id, "ep2");
+  hookd_replay_step_res_free(&r);
+  assert_held_by(f, "rpl_p", "ep1", at, 4);
+  hookd_replay_job j;
+  hookd_replay_detail d;
+  /* nothing to move but ep1's: looked at again a poll later, not at every step */
+  r = step(f, at + 50);
+  assert_int_equal(r.replayed, 0);
+  hookd_replay_step_res_free(&r);
+  /* ep1 catches up: its two go, in order, and the job completes */
+  got = claim(f, "ep1", "node", at + 300, 60000, &cl);
+  assert_int_equal(got, 1);
+  free_claimed(cl, got);
+  r = step(f, at + 600);
+  assert_int_equal(r.replayed, 2);
+  assert_int_equal(r.n_completed, 1);
+  hookd_replay_step_res_free(&r);
+  get_job(f, "rpl_p", &j, &d);
+  assert_string_equal(j.state, "completed");
+  assert_null(j.held_endpoint);
+  assert_int_equal(j.replayed, 6);
   hookd_replay_job_free(&j);
   hookd_replay_detail_free(&d);
 }
@@ -1317,6 +1376,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_take_back_goes_in_chunks, setup, teardown),
       cmocka_unit_test_setup_teardown(a_fifth_take_back_is_walked_too, setup, teardown),
       cmocka_unit_test_setup_teardown(a_job_holds_behind_its_endpoint, setup, teardown),
+      cmocka_unit_test_setup_teardown(only_the_held_endpoints_items_wait, setup, teardown),
       cmocka_unit_test_setup_teardown(a_completed_job_a_week_old_is_not_cancelled, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(a_job_holds_at_the_count_waiting, setup, teardown),
