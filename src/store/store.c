@@ -365,16 +365,24 @@ int hookd_replay_walk_run(hookd_store_conn *c, hookd_replay_walk *w, hookd_repla
   int64_t frontier = single || j->scan_item < first ? first : j->scan_item;
   int64_t cur = first;
   bool end = false; /* the walk reached the job's last open item */
+  /* the open items from cur on, read a few at a time (one query an item cost the bench's jobs
+   * their pace): valid while the walk goes on in order, read again where it jumps */
+  int64_t ahead[64];
+  size_t n_ahead = 0, at_ahead = 0;
   /* the step's bytes of bodies and its items are shared by its jobs: once spent, the jobs after
    * take none and go first at the next step (hookd_replay_turn_end) */
   while (*at <= w->limit && w->taken < HOOKD_REPLAY_STEP_MAX && left->bytes > 0 &&
          left->items > 0) {
-    int64_t n;
-    if ((rc = w->open_from(c, j->seq, cur, &n)) != 0) break;
-    if (!n) {
+    while (at_ahead < n_ahead && ahead[at_ahead] < cur) at_ahead++; /* (jumped past) */
+    if (at_ahead == n_ahead) {
+      at_ahead = 0;
+      if ((rc = w->open_from(c, j->seq, cur, ahead, 64, &n_ahead)) != 0) break;
+    }
+    if (at_ahead == n_ahead) {
       end = true;
       break;
     }
+    int64_t n = ahead[at_ahead++];
     if (n >= frontier) frontier = n; /* (past what was passed: the frontier goes on) */
     bool passed_before = n < frontier;
     const char *result;
@@ -414,14 +422,14 @@ int hookd_replay_walk_run(hookd_store_conn *c, hookd_replay_walk *w, hookd_repla
       w->skipped++; /* a skip sends nothing: it takes no share of the rate */
     }
   }
-  w->next = 0; /* the first open item now; 0: none, the job is complete */
-  if (!rc) rc = w->open_from(c, j->seq, first, &w->next);
+  size_t got = 0; /* the first open item now; none: the job is complete */
+  if (!rc) rc = w->open_from(c, j->seq, first, &w->next, 1, &got);
   if (rc) {
     free(w->held);
     w->held = NULL;
     return rc;
   }
-  w->complete = !w->next;
+  w->complete = !got;
   if (w->complete) w->next = j->total + 1;
   /* at its end the walk starts over at the first item (the round's passed items looked at
    * again); never behind the first open item */

@@ -805,8 +805,9 @@ typedef struct hookd_replay_walk {
   double limit;       /* the bucket's now (the node's clock, or the database's) */
   int64_t now_ms;     /* the node's clock (hints, holds) */
   hookd_hold_memo *hm; /* the writer connection's (kept across steps) */
-  /* the first open item of job_seq from `from` on, 0 when none */
-  int (*open_from)(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *n);
+  /* the open items of job_seq from `from` on, in order: up to max into out, *n of them */
+  int (*open_from)(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *out, size_t max,
+                   size_t *n);
   /* item n: its result ("replayed", a skip's reason, NULL when decided already, "held" or
    * "spent": left open), *endpoint (owned) for a replayed, held or spent one, *bytes the bodies
    * it read */

@@ -895,19 +895,22 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
 
 typedef hookd_replay_due step_job; /* (store.h) */
 
-/* The first open item (not decided) of job_seq from item `from` on, by the open items' index;
- * 0 when there is none. */
-static int open_from(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *n) {
+/* The open items (not decided) of job_seq from item `from` on, in order, by the open items'
+ * index: up to max into out, *n of them. */
+static int open_from(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *out,
+                     size_t max, size_t *n) {
+  *n = 0;
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, job_seq);
   pg_p_i64(&p, from);
+  pg_p_i64(&p, (int64_t)max);
   PGresult *r = pg_q(c,
                      "SELECT n FROM replay_items WHERE job_seq = $1 AND n >= $2::bigint"
-                     " AND result IS NULL ORDER BY n LIMIT 1",
+                     " AND result IS NULL ORDER BY n LIMIT $3::bigint",
                      &p, "read replay items");
   if (!r) return HOOKD_STORE_ERR;
-  *n = PQntuples(r) ? pg_i64(r, 0, 0) : 0;
+  for (int i = 0; i < PQntuples(r) && *n < max; i++) out[(*n)++] = pg_i64(r, i, 0);
   PQclear(r);
   return HOOKD_STORE_OK;
 }

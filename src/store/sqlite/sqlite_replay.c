@@ -831,20 +831,24 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
 
 typedef hookd_replay_due step_job; /* (store.h) */
 
-/* The first open item (not decided) of job_seq from item `from` on, by the open items' index;
- * 0 when there is none. */
-static int open_from(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *n) {
+/* The open items (not decided) of job_seq from item `from` on, in order, by the open items'
+ * index: up to max into out, *n of them. */
+static int open_from(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *out,
+                     size_t max, size_t *n) {
+  *n = 0;
   sqlite3_stmt *st = sq_stmt(c, SQ_RPL_OPEN_FROM,
                              "SELECT n FROM replay_items INDEXED BY replay_items_open"
                              " WHERE job_seq = ?1 AND n >= ?2 AND result IS NULL"
-                             " ORDER BY n LIMIT 1");
+                             " ORDER BY n LIMIT ?3");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, job_seq);
   sq_bind_i64(st, 2, from);
-  int rc = sqlite3_step(st);
-  *n = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+  sq_bind_i64(st, 3, (int64_t)max);
+  int rc = SQLITE_DONE;
+  while (*n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) out[(*n)++] = sq_col_i64(st, 0);
+  if (*n == max) rc = SQLITE_DONE;
   sqlite3_reset(st);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "read replay items");
+  return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "read replay items");
 }
 
 static int item_result(hookd_store_conn *c, int64_t job_seq, int64_t n, const char *result) {
