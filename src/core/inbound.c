@@ -149,6 +149,30 @@ int64_t hookd_in_tolerance(int64_t tolerance_s) {
                                          : tolerance_s;
 }
 
+static int verify_as(hookd_provider p, const hookd_in_request *req, const hookd_in_secrets *sp,
+                     int64_t tol, const hookd_generic_hmac *generic, hookd_verify_result *out);
+
+/* A header a verifier found "missing" because it was sent twice (hookd_in_header_get takes
+ * neither: which one a proxy read is anyone's guess) is named so: "stripe: missing
+ * Stripe-Signature" sent the operator after a header that was there. */
+static void sent_twice(const hookd_in_request *req, hookd_verify_result *out) {
+  char *m = strstr(out->reason, "missing ");
+  if (!m) return;
+  const char *name = m + 8;
+  size_t n = 0;
+  while (name[n] && (isalnum((unsigned char)name[n]) || name[n] == '-' || name[n] == '_')) n++;
+  char h[64];
+  if (!n || n >= sizeof h) return;
+  memcpy(h, name, n);
+  h[n] = '\0';
+  size_t count = 0;
+  for (size_t i = 0; i < req->n_headers; i++)
+    count += req->headers[i].name && !strcasecmp(req->headers[i].name, h);
+  if (count < 2) return;
+  size_t at = (size_t)(m - out->reason);
+  snprintf(m, sizeof out->reason - at, "%s sent twice (a proxy may have read the other)", h);
+}
+
 int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_in_secrets *secrets,
                     int64_t tolerance_s, const hookd_generic_hmac *generic,
                     hookd_verify_result *out) {
@@ -170,6 +194,14 @@ int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_i
     return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "only empty secrets configured");
   int64_t tol = hookd_in_tolerance(tolerance_s);
 
+  int rc = verify_as(p, req, &s, tol, generic, out);
+  if (rc == HOOKD_VERIFY_MALFORMED) sent_twice(req, out);
+  return rc;
+}
+
+static int verify_as(hookd_provider p, const hookd_in_request *req, const hookd_in_secrets *sp,
+                     int64_t tol, const hookd_generic_hmac *generic, hookd_verify_result *out) {
+  hookd_in_secrets s = *sp;
   switch (p) {
   case HOOKD_PROVIDER_STANDARD: return hookd_in_verify_standard(req, &s, tol, out);
   case HOOKD_PROVIDER_STRIPE: return hookd_in_verify_stripe(req, &s, tol, out);

@@ -100,6 +100,14 @@ typedef struct hookd_generic_hmac {
   const char *timestamp_header;  /* value of {timestamp}; when set, tolerance applies */
 } hookd_generic_hmac;
 
+/* What is wrong with a generic HMAC template (NULL: nothing; NULL and "" are "{body}"), as the
+ * end of a sentence about it: it signs no {body}, two placeholders touch ("{id}{body}": its
+ * bytes could be split anew into another id and body under the same signature), or a
+ * placeholder follows {body}. Checked at a source's create and change, and at each request (a
+ * source stored before is refused, never verified). At each request, too, an id or a timestamp
+ * holding the first character of the text after it in the template is refused. */
+const char *hookd_in_generic_template_problem(const char *tpl);
+
 typedef struct hookd_in_secrets {
   const char *const *v;
   size_t n;
@@ -174,7 +182,8 @@ int hookd_in_legacy_event_id(hookd_provider p, const hookd_in_request *req, cons
  * X-Shopify-Topic, standard body "type", slack event.type or type, paddle "event_type", zoom
  * "event", gitlab X-Gitlab-Event, discord event.type or "type" as a number, vnpay "payment",
  * momo "payment").
- * Returns 0 when found, 1 otherwise (out = ""). */
+ * Returns 0 when found, 1 otherwise (out = ""), 2 when what holds it could not be read (a
+ * Slack form or its payload past hookd's bounds: the type is unread, not absent). */
 int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const json_t *body,
                         char *out, size_t outlen);
 /* Whether p's requests name an event type at all (twilio's and generic's never do: an

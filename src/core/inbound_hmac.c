@@ -391,6 +391,35 @@ int hookd_in_verify_paddle(const hookd_in_request *req, const hookd_in_secrets *
 #define TEMPLATE_MAX 512
 #define TEMPLATE_PARTS 64
 
+/* The placeholder at t ({body}, {id} or {timestamp}): its length, 0 for none. */
+static size_t placeholder_at(const char *t) {
+  return !strncmp(t, "{body}", 6) ? 6 : !strncmp(t, "{id}", 4) ? 4
+                                        : !strncmp(t, "{timestamp}", 11) ? 11 : 0;
+}
+
+const char *hookd_in_generic_template_problem(const char *tpl) {
+  if (!tpl || !*tpl) return NULL; /* ("{body}") */
+  if (!strstr(tpl, "{body}")) return "does not sign {body}";
+  bool after_tag = false, body_seen = false;
+  for (size_t i = 0; tpl[i];) {
+    size_t k = placeholder_at(tpl + i);
+    if (!k) {
+      after_tag = false;
+      i++;
+      continue;
+    }
+    /* what signs "{id}{body}" signs id "evt_1" and body "2{…}" as well as "evt_12" and "{…}":
+     * a captured request replayed as a new event, its bytes split anew (a review) */
+    if (after_tag) return "must put literal text between its placeholders ({id}.{body})";
+    /* a body holds any separator: a placeholder after it could take a piece of it */
+    if (body_seen) return "must have {body} as its last placeholder ({timestamp}.{body})";
+    body_seen = k == 6;
+    after_tag = true;
+    i += k;
+  }
+  return NULL;
+}
+
 /* generic, token and basic modes: the request carries a credential, not a signature — nothing
  * binds it to the body or to a time (docs/inbound.md "Generic sources"). */
 static int verify_credential(const hookd_in_request *req, const hookd_in_secrets *s,
@@ -436,7 +465,11 @@ int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets 
   if (g->encoding != HOOKD_ENC_HEX && g->encoding != HOOKD_ENC_BASE64)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: unknown encoding");
   const char *h = hookd_in_header_get(req, g->header);
-  if (!h) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: missing signature header");
+  if (!h) {
+    char why[128];
+    snprintf(why, sizeof why, "generic: missing %s", g->header);
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, why);
+  }
   if (g->prefix && *g->prefix) {
     h = after_prefix(h, g->prefix);
     if (!h) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: signature prefix absent");
@@ -456,9 +489,12 @@ int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets 
   /* A configured timestamp or id the template leaves out would be trusted unsigned (a
    * captured request replayed later under a fresh timestamp and id), as would the body. */
   const char *tpl = g->template && *g->template ? g->template : "{body}";
-  if (!strstr(tpl, "{body}"))
-    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
-                           "generic: the template does not sign {body}");
+  const char *bad_tpl = hookd_in_generic_template_problem(tpl);
+  if (bad_tpl) { /* (a source stored before the check: refused, never verified) */
+    char why[128];
+    snprintf(why, sizeof why, "generic: the template %s", bad_tpl);
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, why);
+  }
   if (g->timestamp_header && *g->timestamp_header && !strstr(tpl, "{timestamp}"))
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
                            "generic: timestamp_header set but the template does not sign it");
@@ -520,6 +556,13 @@ int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets 
         overflow = 1;
         break;
       }
+      /* an id or a timestamp holding the separator after it could be split anew with what
+       * follows it: refused (a value without it ends where the separator begins) */
+      if (taglen != 6 && tpl[i + taglen] && memchr(val, tpl[i + taglen], vlen))
+        return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
+                               taglen == 4 ? "generic: the id holds the template's separator"
+                                           : "generic: the timestamp holds the template's "
+                                             "separator");
       parts[nparts] = val;
       lens[nparts++] = vlen;
       i += taglen;

@@ -304,10 +304,13 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
 /* ---- event type ------------------------------------------------------------------------------ */
 
 /* A Slack form post's type: an interaction's own (its payload field's JSON "type":
- * block_actions, view_submission, shortcut, …), or "slash_command" for a slash command. */
+ * block_actions, view_submission, shortcut, …), or "slash_command" for a slash command; 2 when
+ * the form or its payload cannot be read (past the form's bounds — a large view_submission's
+ * whole view passes 64 KiB —, or JSON deeper than 64 or not valid): unread, not absent. */
 static int slack_form_type(const hookd_in_request *req, char *out, size_t outlen) {
   if (!hookd_in_is_form(hookd_in_header_get(req, "Content-Type"))) return 1;
   json_t *form = form_object(req->body, req->body_len, NULL);
+  if (!form && req->body_len) return 2;
   const json_t *pl = obj_get(form, "payload"), *cmd = obj_get(form, "command");
   int rc = 1;
   if (json_is_string(pl)) {
@@ -316,6 +319,7 @@ static int slack_form_type(const hookd_in_request *req, char *out, size_t outlen
     json_t *v = hookd_json_parse(json_string_value(pl), json_string_length(pl), &lim, err);
     const json_t *t = obj_get(v, "type");
     if (json_is_string(t)) rc = put_json(out, outlen, t);
+    else if (!v) rc = 2;
     json_decref(v);
   } else if (json_is_string(cmd) && json_string_length(cmd)) {
     rc = put_str(out, outlen, "slash_command");

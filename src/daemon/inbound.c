@@ -662,14 +662,16 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   snprintf(op->tenant_id, sizeof op->tenant_id, "%s", rt->src.tenant_id);
   snprintf(op->provider_name, sizeof op->provider_name, "%s", hookd_provider_name(p));
   char type[256] = "";
-  hookd_in_event_type(p, &in, json, type, sizeof type);
+  /* (2: a form too large to read — Slack's — holds the type: unread, as a body too deep) */
+  bool form_unread = hookd_in_event_type(p, &in, json, type, sizeof type) == 2;
   header_safe(type, op->event_type, sizeof op->event_type);
   /* a type that is not printable ASCII is no type the allowlist may match ("in\u00e9voice.paid"
    * made "invoice.paid" once its é was left out): unknown, filtered where a list is set */
   if (strcmp(type, op->event_type) != 0) op->event_type[0] = '\0';
   /* a body too deep to read has no type an allowlist could judge (where the body holds it):
    * forwarded, the handler decides — filtered, it was dropped for good (docs/inbound.md) */
-  bool type_unread = body_unread && !op->event_type[0] && hookd_in_provider_has_type(p);
+  bool type_unread = (body_unread || form_unread) && !op->event_type[0] &&
+                     hookd_in_provider_has_type(p);
   if (type_unread && rt->src.event_types)
     HLOG(HOOKD_LOG_WARN, "inbound.body_not_read", KV_S("source_id", rt->src.id),
          KV_S("tenant_id", rt->src.tenant_id), KV_S("type", "unread: forwarded, not filtered"));

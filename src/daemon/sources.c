@@ -2,6 +2,7 @@
 #include "daemon/sources.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -95,6 +96,14 @@ const char *hookd_generic_parse(const json_t *v, hookd_generic_hmac *g) {
     return "generic.template must contain {timestamp} if and only if timestamp_header is set";
   if (has_id != (strstr(tpl, "{id}") != NULL))
     return "generic.template must contain {id} if and only if id_header is set";
+  /* placeholders that touch, or one after {body}: its signed bytes could be split anew (a
+   * captured request sent again as a new event); a source stored so before no longer loads */
+  const char *tp = hookd_in_generic_template_problem(tpl);
+  if (tp) {
+    static _Thread_local char why[160];
+    snprintf(why, sizeof why, "generic.template %s", tp);
+    return why;
+  }
   return NULL;
 }
 

@@ -608,6 +608,21 @@ static void names_and_headers(void **st) {
 }
 
 /* Generic credentials (no signature): a static token, HTTP Basic. */
+/* A template whose bytes split one way only (hookd_in_generic_template_problem). */
+static void generic_template_splits_one_way(void **st) {
+  (void)st;
+  const char *fine[] = {NULL, "", "{body}", "{id}.{timestamp}.{body}", "v0:{timestamp}\n{body}",
+                        "{timestamp}.{body}.end"};
+  for (size_t i = 0; i < sizeof fine / sizeof *fine; i++)
+    assert_null(hookd_in_generic_template_problem(fine[i]));
+  assert_string_equal(hookd_in_generic_template_problem("{id}.{timestamp}"),
+                      "does not sign {body}");
+  const char *touching[] = {"{id}{body}", "{timestamp}{id}.{body}", "x{timestamp}{body}"};
+  for (size_t i = 0; i < sizeof touching / sizeof *touching; i++)
+    assert_non_null(strstr(hookd_in_generic_template_problem(touching[i]), "literal text"));
+  assert_non_null(strstr(hookd_in_generic_template_problem("{timestamp}.{body}.{id}"), "last"));
+}
+
 static void generic_credentials(void **st) {
   (void)st;
   reqb b;
@@ -657,6 +672,7 @@ int main(void) {
       cmocka_unit_test(generic),  cmocka_unit_test(names_and_headers),
       cmocka_unit_test(tolerance_extremes), cmocka_unit_test(empty_secrets),
       cmocka_unit_test(generic_unsigned_parts), cmocka_unit_test(generic_credentials),
+      cmocka_unit_test(generic_template_splits_one_way),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
