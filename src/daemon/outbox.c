@@ -1,9 +1,9 @@
 /* outbox.c — the transactional outbox's relay (docs/outbox.md, O2).
  *
  * One thread, one libpq connection to the producer's database. A cycle is one transaction
- * there: take the oldest waiting rows (FOR UPDATE SKIP LOCKED), publish each into the engine
- * under its row's event id and wait for the engine's fsync'd commits, then delete the rows
- * published and mark the rows refused, and commit. A crash anywhere before that commit leaves
+ * there: take the oldest waiting rows (FOR UPDATE, a locked one waited for), publish each into
+ * the engine under its row's event id and wait for the engine's fsync'd commits, then delete the
+ * rows published and mark the rows refused, and commit. A crash anywhere before that commit leaves
  * the rows to be taken again; the engine answers the repeat as a duplicate. Between cycles the
  * thread waits for a NOTIFY on the channel hookd_outbox, a poll interval, or a stop. */
 #include "daemon/outbox.h"
@@ -265,6 +265,7 @@ static bool tuples_ok(hookd_outbox *o, const char *sql) {
  * setting is then left as it is). */
 #define BATCH_SETTINGS                                                                          \
   "SELECT set_config('statement_timeout', '60s', true),"                                        \
+  " set_config('lock_timeout', '1s', true),"                                                    \
   " set_config('idle_in_transaction_session_timeout', '120s', true),"                           \
   " set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true),"         \
   " (SELECT set_config('jit', 'off', true) FROM pg_settings WHERE name = 'jit')"
@@ -918,6 +919,12 @@ static int cycle(hookd_outbox *o, bool *cut) {
     PQclear(res);
     return -1;
   }
+  /* the lock wait bounds the rows' select alone: a DELETE waiting on the producer's trigger
+   * waits as it did (the statement bound still holds) */
+  if (!tuples_ok(o, "SELECT set_config('lock_timeout', '0', true)")) {
+    PQclear(res);
+    return -1;
+  }
   int n = PQntuples(res);
   long long age = n ? strtoll(PQgetvalue(res, 0, C_AGE), NULL, 10) : 0; /* (NULL: "") */
   /* cut short by the byte bound, or by the store queue's room (a full smaller batch): not the
@@ -1123,7 +1130,9 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            " FROM %s WHERE relay_error IS NULL AND seq <> ALL($2::bigint[])"
            /* the lanes of rows held (a 5xx) wait behind them */
            " AND NOT coalesce(tenant || '/' || ordering_key = ANY($4::text[]), false)"
-           " ORDER BY seq LIMIT $1::int FOR UPDATE SKIP LOCKED),"
+           /* a row another transaction locked is waited for (lock_timeout), never skipped:
+            * the rows of its lane behind it would go first (a review) */
+           " ORDER BY seq LIMIT $1::int FOR UPDATE),"
            " s AS (SELECT r.*, octet_length(payload::text) AS plen FROM r),"
            " w AS (SELECT s.*, row_number() OVER (ORDER BY seq) AS k, sum(CASE WHEN plen <="
            " $3::bigint THEN plen ELSE 0 END) OVER (ORDER BY seq) AS upto FROM s) "
@@ -1156,7 +1165,7 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
   snprintf(o->seqs_sql, sizeof o->seqs_sql,
            "SELECT seq FROM %s WHERE relay_error IS NULL AND seq <> ALL($2::bigint[])"
            " AND NOT coalesce(tenant || '/' || ordering_key = ANY($3::text[]), false)"
-           " ORDER BY seq LIMIT $1::int FOR UPDATE SKIP LOCKED", t);
+           " ORDER BY seq LIMIT $1::int FOR UPDATE", t);
   /* each text column converted to UTF-8 by the server, as the batch's SELECT has it converted,
    * and only a number sent: the conversion fails alike (22P05, 22021), and a row's text is
    * neither transferred nor held (before, a review: the text itself, a 300 MB payload's

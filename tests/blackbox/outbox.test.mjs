@@ -689,6 +689,39 @@ test('a missing outbox table is an error, never a standby: at the start (outbox.
   } finally { await rx.close(); }
 });
 
+test('a waiting row another transaction holds locked is waited for, not skipped: the rows of its lane behind it are not published before it', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  const holder = await pg.client();
+  try {
+    const { tenant } = await setup(h, rx.url);
+    // three rows of one lane, set aside (relay_error) until the first is locked: the relay never
+    // sees them unlocked
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, ordering_key, relay_error)
+                    SELECT 'lk-' || i, $1, 'a.b', '{}', 'lane-lk', 'set aside' FROM generate_series(1, 3) i ORDER BY i`, [tenant]);
+    // an operator's transaction left open on the first (KEY SHARE: a foreign key's check takes
+    // as much), which the relay's FOR UPDATE waits for
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM ${name} WHERE event_id = 'lk-1' FOR KEY SHARE`);
+    await pg.query(`UPDATE ${name} SET relay_error = NULL WHERE event_id LIKE 'lk-%'`);
+    await waitUntil(async () => (await pg.query(`SELECT 1 FROM pg_stat_activity
+      WHERE application_name = 'hookd-outbox' AND wait_event_type = 'Lock'`)).rows.length > 0 || null,
+    { what: 'the relay waiting for the locked row (before: it skipped it and took the two behind)' });
+    assert.equal((await rows(name)).length, 3, 'none relayed meanwhile');
+    await holder.query('COMMIT');
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { timeout: 20000, what: 'all three relayed' });
+    const made = await Promise.all(['lk-1', 'lk-2', 'lk-3'].map(async (id) =>
+      Date.parse((await h.api('GET', `/v1/tenants/${tenant}/events/${id}`)).json.created_at)));
+    assert.ok(made[0] <= made[1] && made[1] <= made[2], `published in the lane's order: ${made}`);
+    assert.equal((await h.stop()).code, 0);
+  } finally {
+    await holder.query('ROLLBACK').catch(() => {});
+    await holder.end();
+    await rx.close();
+  }
+});
+
 test('a row the engine answers 5xx at every try holds up neither the rows behind it (no second\'s wait a batch) nor gives up its place in its lane: rows of its ordering_key wait behind it', { skip: SQLITE_ONLY }, async () => {
   const name = await table();
   const rx = await startReceiver();
