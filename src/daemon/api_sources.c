@@ -972,7 +972,8 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
     }
     return rc;
   }
-  int rc = hookd_api_tenant_known(base, c, be, op->src.tenant_id); /* 404 "tenant" */
+  int rc = op->src.tenant_id ? hookd_api_tenant_known(base, c, be, op->src.tenant_id)
+                             : HOOKD_STORE_OK; /* 404 "tenant" */
   /* the page: `limit` sources by id after `after`, one more telling whether there is a next
    * (read from the tenant's index: every source of the tenant, read for each page, before) */
   if (!rc)
@@ -1018,14 +1019,19 @@ void hookd_api_source_get(hookd_req *r, hookd_app *app) {
 }
 
 void hookd_api_source_list(hookd_req *r, hookd_app *app) {
+  /* every tenant's without ?tenant= (a key of every tenant: "which source is /in/src_…?"), as
+   * the inbox's list; a key scoped to tenants asks for one */
   const char *tenant = hookd_req_query(r, "tenant");
   const hookd_principal *p = hookd_api_principal(r);
-  if (!tenant || !hookd_id_valid(tenant, 64)) {
-    hookd_req_field_error(r, 400, "invalid_parameter", "tenant", "%s",
-                          tenant ? "tenant must be a tenant id" : "tenant is required (?tenant=)");
+  if (tenant && !hookd_id_valid(tenant, 64)) {
+    hookd_req_field_error(r, 400, "invalid_parameter", "tenant", "tenant must be a tenant id");
     return;
   }
-  if (p && !hookd_api_tenant_allowed(r, tenant)) return;
+  if (p && p->tenants[0] && !tenant) {
+    hookd_api_forbid(r, "a key scoped to tenants must ask for one (?tenant=)");
+    return;
+  }
+  if (p && tenant && !hookd_api_tenant_allowed(r, tenant)) return;
   const char *provider = hookd_req_query(r, "provider");
   hookd_provider prov = HOOKD_PROVIDER_STANDARD;
   if (provider && hookd_provider_parse(provider, &prov) != 0) {
@@ -1040,7 +1046,12 @@ void hookd_api_source_list(hookd_req *r, hookd_app *app) {
   op->limit = limit;
   op->provider_only = provider ? hookd_provider_name(prov) : NULL;
   snprintf(op->after, sizeof op->after, "%s", after);
-  op->src.tenant_id = strdup(tenant);
+  op->src.tenant_id = tenant ? strdup(tenant) : NULL;
+  if (tenant && !op->src.tenant_id) {
+    fail_op(op);
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    return;
+  }
   hookd_api_submit(&op->base, false);
 }
 

@@ -1133,7 +1133,8 @@ typedef struct hookd_store_backend {
   /* Every live source (the receive path's cache, the keyring's checks). */
   int (*source_list)(hookd_store_conn *c, hookd_source **out, size_t *n);
   /* A page of one tenant's live sources by id: up to limit after `after` ("" from the first),
-   * of one provider (its name) or any (NULL) — a range of the tenant's index, not all of them. */
+   * of one provider (its name) or any (NULL) — a range of the tenant's index, not all of them;
+   * tenant_id NULL: every tenant's, by id. */
   int (*source_page)(hookd_store_conn *c, const char *tenant_id, const char *provider,
                      const char *after, int limit, hookd_source **out, size_t *n);
 

@@ -3657,6 +3657,30 @@ describe('source configuration', () => {
     assert.deepEqual([bad.status, bad.json.error.code], [400, 'invalid_parameter'], bad.text);
     assert.match(bad.json.error.message, /provider must be one of/);
     assert.equal(bad.json.error.param, 'provider');
+    // without ?tenant=, every tenant's, by id, paged the same way ("which source is /in/…?")
+    const elsewhere = await h.api('POST', '/v1/sources', { id: 'pg_elsewhere', tenant: TENANT, provider: 'stripe',
+      secrets: ['whsec_pg'], destinations: [{ url: dest.url }] });
+    assert.equal(elsewhere.status, 201, elsewhere.text);
+    const every = [];
+    after = '';
+    for (let page = 0; page < 100; page++) {
+      const r = await h.api('GET', `/v1/sources?provider=stripe&limit=7${after ? `&after=${after}` : ''}`);
+      assert.equal(r.status, 200, r.text);
+      every.push(...r.json.data.map((s) => [s.id, s.tenant_id]));
+      if (!r.json.next_cursor) break;
+      after = r.json.next_cursor;
+    }
+    assert.deepEqual(every.map(([id]) => id), every.map(([id]) => id).sort(), 'by id');
+    assert.ok(ids.every((id) => every.some(([x, t]) => x === id && t === 'paged')), 'the paged tenant\'s');
+    assert.ok(every.some(([x, t]) => x === 'pg_elsewhere' && t === TENANT), 'and another tenant\'s');
+    // a key scoped to tenants names one
+    const key = await h.api('POST', '/v1/keys', { role: 'viewer', tenants: ['paged'] });
+    assert.equal(key.status, 201, key.text);
+    const asPaged = { Authorization: `Bearer ${key.json.key}` };
+    const scoped = await h.api('GET', '/v1/sources', undefined, asPaged);
+    assert.equal(scoped.status, 403, scoped.text);
+    assert.match(scoped.json.error.message, /must ask for one \(\?tenant=\)/);
+    assert.equal((await h.api('GET', '/v1/sources?tenant=paged', undefined, asPaged)).json.data.length, 7);
     await dest.close();
   });
 

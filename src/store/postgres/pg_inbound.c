@@ -211,11 +211,19 @@ int pg_source_page(hookd_store_conn *c, const char *tenant_id, const char *provi
   pg_p_text(&p, after);
   pg_p_text(&p, provider);
   pg_p_i64(&p, limit);
-  PGresult *r = pg_q(c,
-                     "SELECT " SRC_COLS " FROM sources WHERE tenant_id = $1 AND id > $2"
-                     " AND deleted_at IS NULL AND ($3::text IS NULL OR provider = $3)"
-                     " ORDER BY id LIMIT $4::bigint",
-                     &p, "list sources");
+  /* (no tenant: every tenant's, by id) */
+  PGresult *r = tenant_id ? pg_q(c,
+                                 "SELECT " SRC_COLS " FROM sources WHERE tenant_id = $1"
+                                 " AND id > $2 AND deleted_at IS NULL"
+                                 " AND ($3::text IS NULL OR provider = $3)"
+                                 " ORDER BY id LIMIT $4::bigint",
+                                 &p, "list sources")
+                          : pg_q(c,
+                                 "SELECT " SRC_COLS " FROM sources WHERE $1::text IS NULL"
+                                 " AND id > $2 AND deleted_at IS NULL"
+                                 " AND ($3::text IS NULL OR provider = $3)"
+                                 " ORDER BY id LIMIT $4::bigint",
+                                 &p, "list sources");
   return pg_read_rows(c, r, sizeof **out, rd_source, (void **)out, n,
                       "list sources: out of memory");
 }

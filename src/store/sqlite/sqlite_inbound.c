@@ -190,10 +190,16 @@ int sq_source_list(hookd_store_conn *c, hookd_source **out, size_t *n) {
 
 int sq_source_page(hookd_store_conn *c, const char *tenant_id, const char *provider,
                    const char *after, int limit, hookd_source **out, size_t *n) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_SRC_PAGE,
-                             "SELECT " SRC_COLS " FROM sources WHERE tenant_id = ?1 AND id > ?2"
-                             " AND deleted_at IS NULL AND (?3 IS NULL OR provider = ?3)"
-                             " ORDER BY id LIMIT ?4");
+  /* (no tenant: every tenant's, by id) */
+  sqlite3_stmt *st =
+      tenant_id ? sq_stmt(c, SQ_SRC_PAGE,
+                          "SELECT " SRC_COLS " FROM sources WHERE tenant_id = ?1 AND id > ?2"
+                          " AND deleted_at IS NULL AND (?3 IS NULL OR provider = ?3)"
+                          " ORDER BY id LIMIT ?4")
+                : sq_stmt(c, SQ_SRC_PAGE_ALL,
+                          "SELECT " SRC_COLS " FROM sources WHERE ?1 IS NULL AND id > ?2"
+                          " AND deleted_at IS NULL AND (?3 IS NULL OR provider = ?3)"
+                          " ORDER BY id LIMIT ?4");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, tenant_id);
   sq_bind_text(st, 2, after);
