@@ -67,13 +67,14 @@ static json_t *key_json(const hookd_api_key *k) {
   bool invalid = hookd_auth_key_check(k, NULL, why, sizeof why) != 0; /* as the daemon loads */
   /* a name or role that is not UTF-8 (written to the store by hand, or by a CLI before it
    * refused one) as a placeholder: a NULL here would drop the key from the list, hiding it */
-  return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:s}", "id", k->id, "role",
+  return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:s,s:b}", "id", k->id, "role",
                    hookd_json_str_or_null(k->role ? k->role : ""),
                    "tenants", hookd_json_csv(k->tenants), "name",
                    hookd_json_str_or_null(k->name ? k->name : ""),
                    "created_at", hookd_json_time(k->created_ms), "revoked_at",
                    hookd_json_time(k->revoked_ms),
-                   "state", k->revoked_ms ? "revoked" : invalid ? "invalid" : "active");
+                   "state", k->revoked_ms ? "revoked" : invalid ? "invalid" : "active",
+                   "configured", 0);
 }
 
 /* ---------- the reload after a change ---------- */
@@ -244,6 +245,14 @@ static void reply_list(hookd_api_op *base, int rc) {
     return;
   }
   json_t *data = json_array();
+  /* the node's --api-key first (a key of every tenant's to see: it is one), as the store's are
+   * shown — but for its token, which the configuration holds */
+  const char *conf = hookd_auth_configured(base->app->auth);
+  if (conf && !op->scoped)
+    json_array_append_new(data, json_pack("{s:s,s:s,s:n,s:s,s:n,s:n,s:s,s:b}", "id", conf,
+                                          "role", "admin", "tenants", "name", "--api-key",
+                                          "created_at", "revoked_at", "state", "active",
+                                          "configured", 1));
   for (size_t i = 0; i < op->n; i++)
     if (within(op, op->list[i].tenants)) json_array_append_new(data, key_json(&op->list[i]));
   hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "data", data));
@@ -290,6 +299,15 @@ static void reply_revoke(hookd_api_op *base, int rc) {
 void hookd_api_key_revoke(hookd_req *r, hookd_app *app) {
   char reason[256];
   if (!hookd_api_reason_only_body(r, app, reason)) return;
+  const char *conf = hookd_auth_configured(app->auth);
+  const hookd_principal *p = hookd_api_principal(r);
+  if (conf && !strcmp(hookd_req_param(r, 0), conf) && !(p && p->tenants[0])) {
+    hookd_req_error(r, 409, "conflict",
+                    "%s is this node's --api-key (HOOKD_API_KEY), not a key of the store: "
+                    "restart the node without it",
+                    conf);
+    return;
+  }
   key_op *op = new_op(r, app, run_revoke, reply_revoke);
   if (op) {
     snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 0));

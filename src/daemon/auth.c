@@ -46,10 +46,14 @@ hookd_auth *hookd_auth_new(const char *bootstrap_key) {
   if (bootstrap_key && *bootstrap_key) {
     /* a hash that could not be computed must not become a key anything matches */
     a->has_bootstrap = hookd_auth_hash(bootstrap_key, a->bootstrap.hash) == 0;
-    snprintf(a->bootstrap.p.key_id, sizeof a->bootstrap.p.key_id, "key_config");
+    snprintf(a->bootstrap.p.key_id, sizeof a->bootstrap.p.key_id, HOOKD_AUTH_CONFIG_ID);
     a->bootstrap.p.role = HOOKD_ROLE_ADMIN;
   }
   return a;
+}
+
+const char *hookd_auth_configured(const hookd_auth *a) {
+  return a && a->has_bootstrap ? a->bootstrap.p.key_id : NULL;
 }
 
 void hookd_auth_free(hookd_auth *a) {

@@ -55,6 +55,10 @@ uint64_t hookd_auth_begin_load(hookd_auth *a);
  * not know) is left out and logged (auth.key_refused) the first time it is seen. */
 void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uint64_t gen);
 size_t hookd_auth_count(hookd_auth *a);
+/* The id of the key given by --api-key (the configuration's, not the store's), or NULL when
+ * there is none. */
+#define HOOKD_AUTH_CONFIG_ID "key_config"
+const char *hookd_auth_configured(const hookd_auth *a);
 
 /* Resolves a bearer token. Returns true and fills p when the token is a valid key. */
 bool hookd_auth_check(hookd_auth *a, const char *token, hookd_principal *p);

@@ -702,7 +702,16 @@ describe('API keys over the API', () => {
     assert.equal(r.json.revoked, true);
     assert.equal((await as(h, v.json.key, 'GET', `/v1/tenants/${a.tenant}`)).status, 401, 'refused when answered');
     assert.equal((await h.api('DELETE', `/v1/keys/${v.json.id}`)).status, 404, 'revoked already');
-    assert.equal((await h.api('DELETE', '/v1/keys/key_config')).status, 404, 'the --api-key one is not the store\'s');
+    // the --api-key one is listed (first, configured), and is not the store's to revoke
+    const conf = await h.api('DELETE', '/v1/keys/key_config');
+    assert.equal(conf.status, 409, conf.text);
+    assert.match(conf.json.error.message, /key_config is this node's --api-key/);
+    const listed = (await h.api('GET', '/v1/keys')).json.data;
+    assert.deepEqual(listed[0], { id: 'key_config', role: 'admin', tenants: null, name: '--api-key', created_at: null,
+      revoked_at: null, state: 'active', configured: true });
+    assert.ok(listed.slice(1).every((k) => k.configured === false && k.id !== 'key_config'));
+    assert.ok(!(await as(h, sa, 'GET', '/v1/keys')).json.data.some((k) => k.id === 'key_config'),
+      'not shown to a key scoped to tenants');
     // a request whose headers came before the revocation and its body after does not act: the
     // key is checked at the headers (answered "100 Continue"), and again once the body is in
     const held = (await h.api('POST', '/v1/keys', { role: 'admin' })).json;
