@@ -409,10 +409,18 @@ const char *hookd_in_generic_template_problem(const char *tpl) {
       continue;
     }
     /* what signs "{id}{body}" signs id "evt_1" and body "2{…}" as well as "evt_12" and "{…}":
-     * a captured request replayed as a new event, its bytes split anew (a review) */
-    if (after_tag) return "must put literal text between its placeholders ({id}.{body})";
+     * a captured request replayed as a new event, its bytes split anew (a review). But for a
+     * {timestamp} after it (HubSpot's v3 signs method, URL, body, timestamp): digits without a
+     * leading zero, checked against the tolerance, and nothing appended to it (a placeholder
+     * after one is refused here) — a digit moved across its start changes it tenfold */
+    bool ts = k == 11;
+    if (after_tag && !ts)
+      return "must put literal text between its placeholders ({id}.{body}; a {timestamp} may "
+             "follow one directly)";
     /* a body holds any separator: a placeholder after it could take a piece of it */
-    if (body_seen) return "must have {body} as its last placeholder ({timestamp}.{body})";
+    if (body_seen && !ts)
+      return "must have {body} as its last placeholder but for a {timestamp} "
+             "({timestamp}.{body}, {body}{timestamp})";
     body_seen = k == 6;
     after_tag = true;
     i += k;
@@ -507,7 +515,9 @@ int hookd_in_verify_generic(const hookd_in_request *req, const hookd_in_secrets 
   if (g->timestamp_header && *g->timestamp_header) {
     ts = hookd_in_header_get(req, g->timestamp_header);
     int64_t t;
-    if (!ts || hookd_in_parse_ts(ts, strlen(ts), &t) != 0)
+    /* (a leading zero: none is sent, and a template whose {timestamp} touches another
+     * placeholder relies on there being none) */
+    if (!ts || ts[0] == '0' || hookd_in_parse_ts(ts, strlen(ts), &t) != 0)
       return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
                              "generic: missing or malformed timestamp");
     if (t >= 100000000000LL) t /= 1000; /* milliseconds */

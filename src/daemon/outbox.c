@@ -259,12 +259,23 @@ static bool tuples_ok(hookd_outbox *o, const char *sql) {
   return ok;
 }
 
+/* The batch's 1 s lock wait bounds the rows' selects alone (a row another transaction locks is
+ * waited for, not skipped: docs/outbox.md): after them, the server's own setting again, so that
+ * a DELETE or a mark waiting on a producer's trigger waits as it did (the statement bound still
+ * holds). */
+static bool lock_wait_restore(hookd_outbox *o) {
+  return tuples_ok(o, "SELECT set_config('lock_timeout', current_setting('hookd.lock_timeout'),"
+                      " true)");
+}
+
 /* A batch's settings, its transaction's own: a bound on any statement and on the transaction
  * left idle (a relay whose link died holds no row locks past it), and the plans the batch's
  * statements are written for (connect_pg); no JIT (servers before PostgreSQL 11 have none: the
  * setting is then left as it is). */
 #define BATCH_SETTINGS                                                                          \
   "SELECT set_config('statement_timeout', '60s', true),"                                        \
+  /* (the server's own kept, for the statements after the rows' select: lock_wait_restore) */ \
+  " set_config('hookd.lock_timeout', current_setting('lock_timeout'), true),"                  \
   " set_config('lock_timeout', '1s', true),"                                                    \
   " set_config('idle_in_transaction_session_timeout', '120s', true),"                           \
   " set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true),"         \
@@ -770,7 +781,7 @@ static int find_unconvertible(hookd_outbox *o, const long long *seqs, int n, boo
 static int mark_unreadable(hookd_outbox *o, const char *const *params) {
   const char *p[3] = {params[0], params[1], params[3]};
   PGresult *f = query(o, o->seqs_sql, 3, p);
-  if (!f || PQresultStatus(f) != PGRES_TUPLES_OK) {
+  if (!f || PQresultStatus(f) != PGRES_TUPLES_OK || !lock_wait_restore(o)) {
     PQclear(f);
     return -1;
   }
@@ -852,6 +863,25 @@ static int take_relay_lock(hookd_outbox *o) {
  * failure said already (rows published not deleted, outbox.not_deleted; a row without a UTF-8
  * form not found): back off. *cut: the byte bound left rows out of the batch, or rows were
  * marked for their encoding (more are waiting, however few were taken). */
+/* The lag read alone, outside a batch: the oldest waiting row's age (the rows left alone are no
+ * lag, as the batch's select; the rows held are waiting: lag). For a cycle that takes nothing,
+ * or failed: the gauge kept its last value (often 0) through the wait, and no alert fired. */
+static void lag_refresh(hookd_outbox *o) {
+  hookd_buf skip;
+  hookd_buf_init(&skip, o->n_skip * 24 + 16);
+  PGresult *lag = NULL;
+  if (!skip_array(o, false, 0, &skip)) {
+    const char *lp[1] = {skip.data};
+    lag = query(o, o->lag_sql, 1, lp);
+  }
+  hookd_buf_free(&skip);
+  if (lag && PQresultStatus(lag) == PGRES_TUPLES_OK && PQnfields(lag) == 1) {
+    long long age = PQntuples(lag) ? strtoll(PQgetvalue(lag, 0, 0), NULL, 10) : 0;
+    atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
+  }
+  PQclear(lag);
+}
+
 static int cycle(hookd_outbox *o, bool *cut) {
   *cut = false;
   hookd_app *app = o->app;
@@ -865,19 +895,7 @@ static int cycle(hookd_outbox *o, bool *cut) {
   if (room == 0) {
     /* nothing taken while the engine's writes are behind or have no room; the lag still shown
      * as it grows (an hour of overload kept the last value, often 0, and no outbox alert fired) */
-    hookd_buf skip; /* (the rows left alone are no lag: as the batch's select) */
-    hookd_buf_init(&skip, o->n_skip * 24 + 16);
-    PGresult *lag = NULL;
-    if (!skip_array(o, false, 0, &skip)) { /* (the rows held are waiting: lag) */
-      const char *lp[1] = {skip.data};
-      lag = query(o, o->lag_sql, 1, lp);
-    }
-    hookd_buf_free(&skip);
-    if (lag && PQresultStatus(lag) == PGRES_TUPLES_OK && PQnfields(lag) == 1) {
-      long long age = PQntuples(lag) ? strtoll(PQgetvalue(lag, 0, 0), NULL, 10) : 0;
-      atomic_store_explicit(&hookd_m.outbox_lag_ms, age > 0 ? age : 0, memory_order_relaxed);
-    }
-    PQclear(lag);
+    lag_refresh(o);
     return -2;
   }
   int take = (uint64_t)app->cfg->outbox_batch < room ? app->cfg->outbox_batch : (int)room;
@@ -919,9 +937,7 @@ static int cycle(hookd_outbox *o, bool *cut) {
     PQclear(res);
     return -1;
   }
-  /* the lock wait bounds the rows' select alone: a DELETE waiting on the producer's trigger
-   * waits as it did (the statement bound still holds) */
-  if (!tuples_ok(o, "SELECT set_config('lock_timeout', '0', true)")) {
+  if (!lock_wait_restore(o)) {
     PQclear(res);
     return -1;
   }
@@ -1050,6 +1066,9 @@ static void *main_loop(void *arg) {
         HLOG(HOOKD_LOG_WARN, "outbox.failed", KV_S("error", pg_error(o, msg, sizeof msg)));
         if (o->reconnect) disconnect(o); /* (read-only now, or going away) */
         else if (PQtransactionStatus(o->pg) != PQTRANS_IDLE) exec_ok(o, "ROLLBACK");
+        /* the rows wait meanwhile (a row another transaction locks: every batch fails on it
+         * until the lock goes): their lag shown as it grows */
+        if (o->pg && PQtransactionStatus(o->pg) == PQTRANS_IDLE) lag_refresh(o);
       }
       o->reconnect = false;
       wait_for(o, backoff, false);

@@ -285,6 +285,19 @@ describe('generic HMAC: the template signs the body, and the timestamp and id it
     });
     assert.equal(twice[0], 401, twice[1]);
     assert.match(twice[1], /generic: X-Sig sent twice/);
+    // a {timestamp} may follow {body} directly (HubSpot's v3: method, URL, body, timestamp in
+    // ms): its digits cannot move without changing it tenfold; a leading zero is refused
+    const hs = await source('generic', ['hs3cret'], [{ url: rec.url }], { generic: { header: 'X-HubSpot-Signature-v3',
+      encoding: 'base64', template: 'POSThttps://app.example/hook{body}{timestamp}', timestamp_header: 'X-HubSpot-Request-Timestamp' } });
+    const hsBody = '{"eventId":1}';
+    const ms = String(Date.now());
+    const hsSend = (ts) => fetch(`${h.url}/in/${hs.id}`, { method: 'POST', body: hsBody, headers: { 'Content-Type': 'application/json',
+      'X-HubSpot-Request-Timestamp': ts,
+      'X-HubSpot-Signature-v3': createHmac('sha256', 'hs3cret').update(`POSThttps://app.example/hook${hsBody}${ts}`).digest('base64') } });
+    assert.equal((await hsSend(ms)).status, 200);
+    const zero = await hsSend(`0${ms}`);
+    assert.equal(zero.status, 401);
+    assert.match(await zero.text(), /malformed timestamp/);
     await rec.close();
   });
 });

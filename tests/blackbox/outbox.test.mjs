@@ -709,6 +709,10 @@ test('a waiting row another transaction holds locked is waited for, not skipped:
       WHERE application_name = 'hookd-outbox' AND wait_event_type = 'Lock'`)).rows.length > 0 || null,
     { what: 'the relay waiting for the locked row (before: it skipped it and took the two behind)' });
     assert.equal((await rows(name)).length, 3, 'none relayed meanwhile');
+    // the relay stands still while the lock lives: its lag grows (it kept its last value, 0)
+    await waitUntil(async () => (await metric(h, 'hookd_outbox_lag_seconds')) >= 1 || null,
+      { what: 'the lag shown while the batches fail on the lock' });
+    assert.ok(h.logs.some((l) => l.msg === 'outbox.failed' && /lock timeout/.test(l.error)), 'said');
     await holder.query('COMMIT');
     await waitUntil(async () => (await rows(name)).length === 0 || null, { timeout: 20000, what: 'all three relayed' });
     const made = await Promise.all(['lk-1', 'lk-2', 'lk-3'].map(async (id) =>

@@ -895,6 +895,12 @@ int pg_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
 
 typedef hookd_replay_due step_job; /* (store.h) */
 
+/* The endpoint a job's items wait for after a turn: the turn's ($8), else the last turn's while
+ * items passed wait between its first open item ($2) and its frontier ($9). */
+#define PG_HELD_NOW                                                                             \
+  "(CASE WHEN $8::text IS NOT NULL THEN $8::text WHEN $2::bigint < $9::bigint"                \
+  " THEN held_endpoint END)"
+
 /* The open items (not decided) of job_seq from item `from` on, in order, by the open items'
  * index: up to max into out, *n of them. */
 static int open_from(hookd_store_conn *c, int64_t job_seq, int64_t from, int64_t *out,
@@ -994,7 +1000,9 @@ static int step_missing(hookd_store_conn *c, const step_job *j, int64_t n, int64
   PQclear(r);
   if (done || !event_id || !j->endpoint_id) { /* another node's step took it */
     free(event_id);
-    return HOOKD_STORE_OK;
+    /* (an open item is decided by the walk, or the step fails: one left open without a result
+     * would hold the job's first item for ever — out of memory reading its event's id) */
+    return done ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
   }
   hookd_hold_seen *hold;
   int rc = hold_seen(c, hm, j->endpoint_id, now_ms, &hold);
@@ -1156,10 +1164,13 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
             " updated_at = $6::bigint,"
             " state = CASE WHEN $7::bigint = 1 THEN 'completed' ELSE state END,"
             " finished_at = CASE WHEN $7::bigint = 1 THEN $6::bigint ELSE finished_at END,"
-            /* since: kept while the same endpoint holds the same first item */
-            " held_since = CASE WHEN $8::text IS NULL THEN NULL WHEN held_endpoint = $8::text"
-            " AND next_item = $2::bigint THEN held_since ELSE $6::bigint END,"
-            " held_endpoint = $8::text, scan_item = $9::bigint"
+            /* held: the turn's word, else the last one's while items it passed wait (a turn
+             * that did not reach them); since: kept while the same endpoint holds the same
+             * first item */
+            " held_since = CASE WHEN " PG_HELD_NOW " IS NULL THEN NULL"
+            " WHEN held_endpoint = " PG_HELD_NOW " AND (next_item = $2::bigint"
+            " OR $8::text IS NULL) THEN held_since ELSE $6::bigint END,"
+            " held_endpoint = " PG_HELD_NOW ", scan_item = $9::bigint"
             " WHERE seq = $1 AND state = 'running'",
             &p, "advance replay job") < 0
            ? HOOKD_STORE_ERR

@@ -612,7 +612,8 @@ static void names_and_headers(void **st) {
 static void generic_template_splits_one_way(void **st) {
   (void)st;
   const char *fine[] = {NULL, "", "{body}", "{id}.{timestamp}.{body}", "v0:{timestamp}\n{body}",
-                        "{timestamp}.{body}.end"};
+                        "{timestamp}.{body}.end", "POSThttps://h/in/src_x{body}{timestamp}",
+                        "{id}{timestamp}.{body}"};
   for (size_t i = 0; i < sizeof fine / sizeof *fine; i++)
     assert_null(hookd_in_generic_template_problem(fine[i]));
   assert_string_equal(hookd_in_generic_template_problem("{id}.{timestamp}"),
