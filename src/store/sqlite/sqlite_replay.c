@@ -831,9 +831,13 @@ int sq_replay_act(hookd_store_conn *c, const char *tenant_id, const char *id,
 
 typedef hookd_replay_due step_job; /* (store.h) */
 
-/* The endpoint a job's items wait for after a turn: the turn's (?8), else the last turn's while
- * items passed wait between its first open item (?2) and its frontier (?9). */
-#define SQ_HELD_NOW "(CASE WHEN ?8 IS NOT NULL THEN ?8 WHEN ?2 < ?9 THEN held_endpoint END)"
+/* The endpoint a job's items wait for after a turn: the turn's (?8), else, while items it passed
+ * wait between its first open item (?2) and its frontier (?9), the first one's (a turn the rate
+ * ended before it reached them: the last turn's word may name an endpoint caught up since). */
+#define SQ_HELD_NOW                                                                             \
+  "(CASE WHEN ?8 IS NOT NULL THEN ?8 WHEN ?2 < ?9 THEN (SELECT d.endpoint_id FROM replay_items i" \
+  " JOIN deliveries d ON d.seq = i.delivery_seq AND d.id = i.delivery_id"                     \
+  " WHERE i.job_seq = ?1 AND i.n = ?2) END)"
 
 /* The open items (not decided) of job_seq from item `from` on, in order, by the open items'
  * index: up to max into out, *n of them. */

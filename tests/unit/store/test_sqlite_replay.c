@@ -1035,6 +1035,44 @@ static void only_the_held_endpoints_items_wait(void **state) {
   hookd_replay_detail_free(&d);
 }
 
+/* A turn the rate ends before it reaches the items passed earlier still names the endpoint the
+ * first of them waits for — not nothing, nor the last turn's, caught up since. */
+static void held_names_the_first_waiting_item(void **state) {
+  fx *f = *state;
+  int seq = 0;
+  make_tenant_endpoint(f, "t1", "ep1", "a.*");
+  make_tenant_endpoint(f, "t1", "ep2", "b.*");
+  make_tenant_endpoint(f, "t1", "ep3", "c.*");
+  dead_events(f, "t1", "ep1", "a.x", 1, &seq); /* the queue: a1, c1, b1..b6 */
+  dead_events(f, "t1", "ep3", "c.x", 1, &seq);
+  dead_events(f, "t1", "ep2", "b.x", 6, &seq);
+  /* a live delivery due now at ep1 and at ep3, not claimed: 2 s on, both are behind */
+  const char *live[][2] = {{"evt_live_a", "a.live"}, {"evt_live_c", "c.live"}};
+  for (int i = 0; i < 2; i++) {
+    hookd_publish_res res;
+    assert_int_equal(publish(f, "t1", live[i][0], live[i][1], NULL, 1, &res), 0);
+    hookd_publish_res_free(&res);
+  }
+  int64_t t0 = hookd_now_ms();
+  assert_int_equal(create_job_at(f, "rpl_n", t0, 2, 0), 8);
+  assert_int_equal(act(f, "rpl_n", HOOKD_REPLAY_CONFIRM, t0, NULL), 0);
+  /* a1 and c1 passed, b1..b3 moved (the bucket's second at 2/s), held by a1's endpoint */
+  int64_t t1 = t0 + HOOKD_REPLAY_HOLD_AFTER_MS + 100;
+  hookd_replay_step_res r = step(f, t1);
+  assert_int_equal(r.replayed, 3);
+  hookd_replay_step_res_free(&r);
+  assert_held_by(f, "rpl_n", "ep1", t1, 3);
+  /* ep1 catches up: a1 moves, and the rate ends the turn before c1 */
+  hookd_claimed *cl = NULL;
+  size_t got = claim(f, "ep1", "node", t1 + 1, 60000, &cl);
+  assert_int_equal(got, 1);
+  free_claimed(cl, got);
+  r = step(f, t1 + 500);
+  assert_int_equal(r.replayed, 1);
+  hookd_replay_step_res_free(&r);
+  assert_held_by(f, "rpl_n", "ep3", t1 + 500, 4); /* c1 waits for ep3 */
+}
+
 static void publish_keyed(fx *f, const char *id, const char *key, int64_t now) {
   unsigned char hash[32] = {0};
   hookd_publish_req req = {.tenant_id = "t1", .event_id = id, .type = "a.x", .body = "{}",
@@ -1377,6 +1415,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_fifth_take_back_is_walked_too, setup, teardown),
       cmocka_unit_test_setup_teardown(a_job_holds_behind_its_endpoint, setup, teardown),
       cmocka_unit_test_setup_teardown(only_the_held_endpoints_items_wait, setup, teardown),
+      cmocka_unit_test_setup_teardown(held_names_the_first_waiting_item, setup, teardown),
       cmocka_unit_test_setup_teardown(a_completed_job_a_week_old_is_not_cancelled, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(a_job_holds_at_the_count_waiting, setup, teardown),
