@@ -377,6 +377,18 @@ void sched_ep_unlink(hookd_dispatcher *d, ep *e) {
  * requests must not be able to hold every slot. */
 static int cap_reserve(int cap) { return cap / 16 > 0 ? cap / 16 : 1; }
 
+/* The cap a tenant's endpoints share: its own, or, when the global one binds first, what the
+ * global cap leaves one tenant (all of it but its reserve: --tenant-max-in-flight at or above
+ * --max-in-flight, a tenant given more). Before, a review: the endpoints' reserve was counted on
+ * the tenant's own cap alone, which never filled — a tenant's hanging endpoints held the global
+ * cap's every slot but its reserve (other tenants'), and its healthy sibling waited for their
+ * timeouts. */
+static int tenant_cap(const hookd_dispatcher *d, const tenant *t) {
+  int g = d->cfg.max_in_flight - cap_reserve(d->cfg.max_in_flight);
+  if (g < 1) g = 1;
+  return t->max_in_flight < g ? t->max_in_flight : g;
+}
+
 /* Whether a holder of held of a cap's used slots may start one more. Past the reserve, the next
  * sixteenth of the cap goes by fair shares (docs/isolation.md "The band above the reserve"): once
  * no more than twice the reserve is free, a holder at its share starts nothing. Its share: the
@@ -463,7 +475,7 @@ bool sched_share_recheck(hookd_dispatcher *d) {
 #endif
   for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
     tenant *t = v;
-    if (t->share_wait && t->max_in_flight - t->in_flight > cap_reserve(t->max_in_flight)) {
+    if (t->share_wait && tenant_cap(d, t) - t->in_flight > cap_reserve(tenant_cap(d, t))) {
       flush_share_eps(d, t);
       any = true;
     }
@@ -851,7 +863,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       tenant_forget_if_done(d, t); /* (deleted while it waited in the ring) */
       continue; /* nothing ready: out of the ring until an endpoint is */
     }
-    if (!cap_allows(t->max_in_flight, t->in_flight, e->in_flight, 1,
+    if (!cap_allows(tenant_cap(d, t), t->in_flight, e->in_flight, 1,
                     t->demand_eps + (e->demanding ? 0 : 1),
                     t->in_flight - t->demand_held - (e->demanding ? 0 : e->in_flight))) {
       if (!e->share_blocked) { /* back as its tenant's are, or on its own completion */
@@ -1004,7 +1016,7 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
     flush_share_tenants(d);
   else if (t->share_blocked)
     ring_push(d, t); /* holding one less, it may be under the floor */
-  if (t->share_wait && t->max_in_flight - t->in_flight > cap_reserve(t->max_in_flight))
+  if (t->share_wait && tenant_cap(d, t) - t->in_flight > cap_reserve(tenant_cap(d, t)))
     flush_share_eps(d, t);
   sched_ep_ready(d, e);
   sched_ep_schedule(d, e);

@@ -158,6 +158,33 @@ describe('isolation', () => {
     for (const r of [...hanging, healthy]) await r.close();
   });
 
+  it('nor when the global cap binds before the tenant\'s own (--tenant-max-in-flight at or above --max-in-flight): its healthy endpoint keeps delivering', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '16', '--tenant-max-in-flight', '256'] });
+    const hanging = [];
+    for (let i = 0; i < 4; i++) hanging.push(await startReceiver(() => 'hang'));
+    const healthy = await startReceiver();
+    const tenant = 'alone';
+    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
+    for (const r of hanging) {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, max_in_flight: 8, timeout_ms: 60000,
+        event_types: ['h'], retry: { max_attempts: 1 } });
+      assert.equal(e.status, 201, e.text);
+    }
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: healthy.url, event_types: ['ok'] })).status, 201);
+    for (let j = 0; j < 10; j++) await publish(h, tenant, { type: 'h', payload: { j } });
+    const held = () => hanging.reduce((n, r) => n + r.open, 0);
+    // the global cap (16) leaves one tenant 15, and its endpoints' reserve is kept of those: the
+    // hanging ones stop at 14 (before, a review: at 15, every slot the tenant could have, and the
+    // healthy sibling waited for their 60 s timeouts)
+    await waitUntil(async () => held() === 14, { what: 'hanging endpoints holding all but the reserves', timeout: 5000 });
+    for (let j = 0; j < 10; j++) await publish(h, tenant, { type: 'ok', payload: { j } });
+    await healthy.waitFor(10, 15000, 'the healthy endpoint\'s deliveries, while its siblings hang for 60 s');
+    assert.equal(held(), 14, 'the hanging requests were still held: the healthy ones went beside them');
+    for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of [...hanging, healthy]) await r.close();
+  });
+
   // A first endpoint of the tenant that hangs: slow once its request passed half its timeout,
   // and after its delivery timed out (DEAD). Its receiver.
   async function slowEndpoint(h, tenant) {
@@ -838,7 +865,9 @@ describe('isolation', () => {
       P.push({ r, ids });
     }
     for (let j = 0; j < 200; j++) await publish(h, live.tenant, { type: 'a', payload: { j } });
-    await waitUntil(async () => L.open === 30, { what: 'the live tenant fills the slots', timeout: 10000 });
+    // (its one endpoint: the global cap leaves the tenant 30, of which its endpoints' reserve
+    // keeps 1 for a sibling: 29)
+    await waitUntil(async () => L.open === 29, { what: 'the live tenant fills the slots', timeout: 10000 });
     for (const { r, ids } of P) {
       await r.waitFor(20);
       r.behave = () => 'hang';
@@ -848,8 +877,8 @@ describe('isolation', () => {
       }
     }
     const rs = [L, ...P.map((x) => x.r)];
-    // a replay holding none may take a reserve slot: 30 or 31 open
-    await releaseOneByOne(rs, 90, 30);
+    // a replay holding none may take a reserve slot: 29 to 31 open
+    await releaseOneByOne(rs, 90, 29);
     const replays = P.reduce((a, x) => a + x.r.open, 0);
     // 10 % of 32 while live work waits, passed by at most as much again by first replays of
     // tenants holding none; before: the live tenant's claims were its requests in flight, its
