@@ -133,8 +133,11 @@ describe('isolation', () => {
     for (const r of [...hanging, healthy]) await r.close();
   });
 
-  it('endpoints whose first requests hang cannot take every slot of their tenant: its healthy endpoint keeps delivering', async () => {
-    const h = await startHookd({ args: ['--max-in-flight', '256', '--tenant-max-in-flight', '16'] });
+  // Four endpoints of one tenant whose first requests hang for 60 s (8 each at most) and a healthy
+  // sibling: the hanging ones stop at `held` (the tenant's reserves kept), and the sibling's ten
+  // deliveries go beside them.
+  async function hangingSiblings(args, held, why) {
+    const h = await startHookd({ args });
     const hanging = [];
     for (let i = 0; i < 4; i++) hanging.push(await startReceiver(() => 'hang'));
     const healthy = await startReceiver();
@@ -147,43 +150,25 @@ describe('isolation', () => {
     }
     assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: healthy.url, event_types: ['ok'] })).status, 201);
     for (let j = 0; j < 10; j++) await publish(h, tenant, { type: 'h', payload: { j } });
-    const held = () => hanging.reduce((n, r) => n + r.open, 0);
-    // four endpoints may hold 4 × 8, their tenant 16: they stop at its reserve (1)
-    await waitUntil(async () => held() === 15, { what: 'hanging endpoints holding all but the reserve', timeout: 5000 });
+    const open = () => hanging.reduce((n, r) => n + r.open, 0);
+    await waitUntil(async () => open() === held, { what: `hanging endpoints holding ${held}: ${why}`, timeout: 5000 });
     for (let j = 0; j < 10; j++) await publish(h, tenant, { type: 'ok', payload: { j } });
     await healthy.waitFor(10, 15000, 'the healthy endpoint\'s deliveries, while its siblings hang for 60 s');
-    assert.equal(held(), 15, 'the hanging requests were still held: the healthy ones went beside them');
+    assert.equal(open(), held, 'the hanging requests were still held: the healthy ones went beside them');
     for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
     assert.equal((await h.stop()).code, 0);
     for (const r of [...hanging, healthy]) await r.close();
-  });
+  }
 
-  it('nor when the global cap binds before the tenant\'s own (--tenant-max-in-flight at or above --max-in-flight): its healthy endpoint keeps delivering', async () => {
-    const h = await startHookd({ args: ['--max-in-flight', '16', '--tenant-max-in-flight', '256'] });
-    const hanging = [];
-    for (let i = 0; i < 4; i++) hanging.push(await startReceiver(() => 'hang'));
-    const healthy = await startReceiver();
-    const tenant = 'alone';
-    assert.equal((await h.api('POST', '/v1/tenants', { id: tenant })).status, 201);
-    for (const r of hanging) {
-      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, max_in_flight: 8, timeout_ms: 60000,
-        event_types: ['h'], retry: { max_attempts: 1 } });
-      assert.equal(e.status, 201, e.text);
-    }
-    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: healthy.url, event_types: ['ok'] })).status, 201);
-    for (let j = 0; j < 10; j++) await publish(h, tenant, { type: 'h', payload: { j } });
-    const held = () => hanging.reduce((n, r) => n + r.open, 0);
+  it('endpoints whose first requests hang cannot take every slot of their tenant: its healthy endpoint keeps delivering', () =>
+    // four endpoints may hold 4 × 8, their tenant 16: they stop at its reserve (1)
+    hangingSiblings(['--max-in-flight', '256', '--tenant-max-in-flight', '16'], 15, 'all but the tenant\'s reserve'));
+
+  it('nor when the global cap binds before the tenant\'s own (--tenant-max-in-flight at or above --max-in-flight): its healthy endpoint keeps delivering', () =>
     // the global cap (16) leaves one tenant 15, and its endpoints' reserve is kept of those: the
     // hanging ones stop at 14 (before, a review: at 15, every slot the tenant could have, and the
     // healthy sibling waited for their 60 s timeouts)
-    await waitUntil(async () => held() === 14, { what: 'hanging endpoints holding all but the reserves', timeout: 5000 });
-    for (let j = 0; j < 10; j++) await publish(h, tenant, { type: 'ok', payload: { j } });
-    await healthy.waitFor(10, 15000, 'the healthy endpoint\'s deliveries, while its siblings hang for 60 s');
-    assert.equal(held(), 14, 'the hanging requests were still held: the healthy ones went beside them');
-    for (const r of hanging) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
-    assert.equal((await h.stop()).code, 0);
-    for (const r of [...hanging, healthy]) await r.close();
-  });
+    hangingSiblings(['--max-in-flight', '16', '--tenant-max-in-flight', '256'], 14, 'all but the reserves'));
 
   // A first endpoint of the tenant that hangs: slow once its request passed half its timeout,
   // and after its delivery timed out (DEAD). Its receiver.
