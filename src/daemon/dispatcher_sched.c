@@ -1057,6 +1057,11 @@ void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
      * next newcomer now, the wave's requests would pile up in the slow share past its half
      * and take the slots of the endpoints that answered before */
     mark_slow(d, it);
+    /* a request sent before an operator moved the endpoint or enabled it again holds its slot
+     * in the slow share, but says nothing of the endpoint's health now (as its answer would
+     * not: docs/isolation.md) — before, a review: one hanging at the old URL marked the moved
+     * endpoint slow */
+    if (it->sent_ms < e->health_since) continue;
     e->fast_streak = 0;
     if (!e->slow) {
       ep_set_slow(e, true);

@@ -380,6 +380,25 @@ describe('isolation', () => {
     await ok.close();
   });
 
+  it('a request sent before its endpoint moved to another URL does not make it slow, however long it hangs there', async () => {
+    const h = await startHookd();
+    const old = await startReceiver(() => 'hang');
+    const moved = await startReceiver();
+    const { tenant, endpoint } = await setup(h, old.url, { timeout_ms: 1000, retry: { max_attempts: 1 } });
+    const p = await publish(h, tenant, { type: 'a', payload: {} });
+    await old.waitFor(1);
+    const r = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { url: moved.url });
+    assert.equal(r.status, 200, r.text);
+    // the old URL's request passes half its timeout, then times out (its attempt recorded)
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.attempt_count >= 1, 'the request at the old URL timed out');
+    const health = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
+    assert.equal(health.slow, false, `moved, not slow: ${JSON.stringify(health)}`);
+    const q = await publish(h, tenant, { type: 'a', payload: {} });
+    await waitDelivery(h, q.json.id, (ds) => ds[0]?.state === 'delivered', 'delivered at the new URL');
+    assert.equal((await h.stop()).code, 0);
+    for (const x of [old, moved]) await x.close();
+  });
+
   it('a request in flight past half its timeout makes its endpoint slow before it times out', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => 'hang');
