@@ -878,11 +878,14 @@ test('a COMMIT whose answer the link lost is asked about on a session of its own
     await pg.query(on ? "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" : 'ALTER SYSTEM RESET synchronous_standby_names');
     await pg.query('SELECT pg_reload_conf()');
   };
-  // the node's store sessions waiting on `wait` (a wait event): its own sessions only — the
-  // retention index builder's (`hookd-index`, CREATE INDEX CONCURRENTLY) commits wait for the
-  // standby too, and one taken for the writer's left the publish's COMMIT never lost (a flake)
-  const waiting = async (wait) => (await pg.query(`SELECT pid FROM pg_stat_activity
-    WHERE datname = $1 AND wait_event = $2 AND application_name = 'hookd'`, [db, wait])).rows;
+  // the node's writer session waiting on `wait` (a wait event): the session holding the writer
+  // lock (PG_WRITER_BEGIN's transaction lock, held until its COMMIT is done). Any session's
+  // commit waits for the standby — the retention index builder's (CREATE INDEX CONCURRENTLY),
+  // say —, and one taken for the writer's left the publish's COMMIT never lost (a flake)
+  const waiting = async (wait) => (await pg.query(`SELECT a.pid FROM pg_stat_activity a
+    JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.granted
+      AND l.classid = 1752133476 AND l.objid = 2003986804 AND l.objsubid = 2
+    WHERE a.datname = $1 AND a.wait_event = $2`, [db, wait])).rows;
   try {
     const { tenant } = await setup(h, rx.url);
     // 1. a deferred trigger holds evt_roll's COMMIT before it commits; the session ends there
