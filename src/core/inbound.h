@@ -103,9 +103,10 @@ typedef struct hookd_generic_hmac {
 /* What is wrong with a generic HMAC template (NULL: nothing; NULL and "" are "{body}"), as the
  * end of a sentence about it: it signs no {body}, two placeholders touch ("{id}{body}": its
  * bytes could be split anew into another id and body under the same signature) but for a
- * {timestamp} second, or a placeholder but a {timestamp} follows {body}. Checked at a source's create and change, and at each request (a
- * source stored before is refused, never verified). At each request, too, an id or a timestamp
- * holding the first character of the text after it in the template is refused. */
+ * {timestamp} second, or a placeholder but a {timestamp} follows {body}. Checked at a source's
+ * create and change, and at each request (a source stored before is refused, never verified).
+ * At each request, too, an id or a timestamp holding the first character of the text after it
+ * in the template is refused, and a timestamp with a leading zero. */
 const char *hookd_in_generic_template_problem(const char *tpl);
 
 typedef struct hookd_in_secrets {

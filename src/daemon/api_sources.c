@@ -242,7 +242,6 @@ static const char *generic_sane(const hookd_generic_hmac *g) {
   for (const unsigned char *u = (const unsigned char *)t; *u; u++) /* bytes: UTF-8 passes */
     if ((*u < 0x20 && *u != '\n') || *u == 0x7f)
       return "generic.template may hold no control character but a line feed";
-
   const char *id = g->id_header && *g->id_header ? g->id_header : NULL;
   const char *ts = g->timestamp_header && *g->timestamp_header ? g->timestamp_header : NULL;
   if ((id && !strcasecmp(id, g->header)) || (ts && !strcasecmp(ts, g->header)) ||

@@ -1305,7 +1305,8 @@ static void a_fifth_take_back_is_walked_too(void **state) {
   assert_int_equal(create_job_at(f, "rpl_last", t0, 10000, 0), total);
   moved_all(f, "rpl_last", total, t0);
   int64_t now = t0 + 20000;
-  for (int i = 0; i < 4; i++) assert_int_equal(act_back(f, previews[i], HOOKD_REPLAY_CANCEL, now), 0);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(act_back(f, previews[i], HOOKD_REPLAY_CANCEL, now), 0);
   assert_int_equal(act_back(f, "rpl_last", HOOKD_REPLAY_CANCEL, now), HOOKD_REPLAY_BACK_CHUNK);
   hookd_replay_step_res r = step(f, now + 50); /* the four previews' walks, which end here */
   assert_int_equal(r.recalled, 0);
