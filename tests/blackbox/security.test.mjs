@@ -77,9 +77,12 @@ describe('destination policy', () => {
     const args = proxied ? ['--egress-proxy', `http://127.0.0.1:${recv.port}`] : [];
     let h = await startHookd({ dir, args });
     const { tenant } = await setup(h, recv.url); // http, on a port only '--egress-ports any' allows
-    assert.ok(!h.logs.some((l) => l.msg === 'egress.endpoints_refused'), 'nothing refused');
     const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await h.stop()).code, 0);
+    // a restart under the policy it was registered with: the start's check refuses nothing
+    h = await startHookd({ dir, args });
+    assert.ok(!h.logs.some((l) => l.msg === 'egress.endpoints_refused'), 'nothing refused');
     assert.equal((await h.stop()).code, 0);
     const strict = (extra) => ['--egress-allow', '127.0.0.0/8', '--retry-base-ms', '100', '--retry-cap-ms', '400', ...extra];
     for (const [extra, rule] of [[['--allow-http'], 'port'], [['--egress-ports', 'any'], 'scheme']]) {
