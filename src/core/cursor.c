@@ -5,10 +5,27 @@
 #include <openssl/evp.h>
 #include <string.h>
 
-/* the check: 7 fixed bytes and the list's letter, so a cursor of one list is refused by another */
-static void check_of(char list, unsigned char out[8]) {
-  memcpy(out, "hookdcu", 7);
+/* the check: 7 bytes naming the scope and the list's letter, so a cursor of one list is refused
+ * by another. No scope: 7 fixed bytes (the cursors before scopes); a scope: the first 7 bytes of
+ * a SHA-256 over a label and it (a tenant's events cursor was taken by another tenant's list: a
+ * review). -1 when the hash failed. */
+static int check_of(char list, const char *scope, unsigned char out[8]) {
   out[7] = (unsigned char)list;
+  if (!scope || !*scope) {
+    memcpy(out, "hookdcu", 7);
+    return 0;
+  }
+  static const char label[] = "hookd list cursor scope v1";
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+           EVP_DigestUpdate(ctx, label, sizeof label) == 1 && /* (its NUL: a separator) */
+           EVP_DigestUpdate(ctx, scope, strlen(scope)) == 1 &&
+           EVP_DigestFinal_ex(ctx, md, &n) == 1 && n >= 7;
+  EVP_MD_CTX_free(ctx);
+  if (ok) memcpy(out, md, 7);
+  return ok ? 0 : -1;
 }
 
 int hookd_cursor_key_derive(const unsigned char *master, size_t len, hookd_cursor_key *out) {
@@ -38,12 +55,11 @@ static int block(const hookd_cursor_key *k, int enc, const unsigned char in[16],
   return ok ? 0 : -1;
 }
 
-int hookd_cursor_seal(const hookd_cursor_key *k, char list, int64_t seq,
+int hookd_cursor_seal(const hookd_cursor_key *k, char list, const char *scope, int64_t seq,
                       char out[HOOKD_CURSOR_LEN + 1]) {
   unsigned char in[16], ct[16];
   for (int i = 0; i < 8; i++) in[i] = (unsigned char)((uint64_t)seq >> (56 - 8 * i));
-  check_of(list, in + 8);
-  if (seq <= 0 || block(k, 1, in, ct) != 0) return -1;
+  if (seq <= 0 || check_of(list, scope, in + 8) != 0 || block(k, 1, in, ct) != 0) return -1;
   static const char hex[] = "0123456789abcdef";
   for (int i = 0; i < 16; i++) {
     out[2 * i] = hex[ct[i] >> 4];
@@ -57,10 +73,10 @@ static int nibble(char c) {
   return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-int hookd_cursor_open(const hookd_cursor_key *k, char list, const char *s, int64_t *seq) {
+int hookd_cursor_open(const hookd_cursor_key *k, char list, const char *scope, const char *s,
+                      int64_t *seq) {
   unsigned char ct[16], in[16], check[8];
-  check_of(list, check);
-  if (!s || strlen(s) != HOOKD_CURSOR_LEN) return -1;
+  if (!s || strlen(s) != HOOKD_CURSOR_LEN || check_of(list, scope, check) != 0) return -1;
   for (int i = 0; i < 16; i++) {
     int hi = nibble(s[2 * i]), lo = nibble(s[2 * i + 1]);
     if (hi < 0 || lo < 0) return -1;

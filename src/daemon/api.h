@@ -280,12 +280,17 @@ int hookd_api_page(hookd_req *r, const char *prefix, int *limit, char *after,
 json_t *hookd_api_page_body(json_t *data, const char *last_id);
 /* A store position as the API shows it: sealed (core/cursor.h: seqs are shared by every tenant,
  * and their gaps would tell one tenant how much the others write); null for 0. */
-json_t *hookd_api_cursor_json(const hookd_app *app, char list, int64_t seq);
+json_t *hookd_api_cursor_json(const hookd_app *app, char list, const char *scope, int64_t seq);
 /* {"data": data, "next_cursor": next_seq sealed, or null (0)}: the newest-first lists paged by
- * ?before= (audit, inbox, events). */
-json_t *hookd_api_seq_page_body(const hookd_app *app, char list, json_t *data, int64_t next_seq);
-/* ?before= (a next_cursor value of the list, opened; 0 when absent); -1 after answering 400. */
-int hookd_api_before(hookd_req *r, const hookd_app *app, char list, long long *before);
+ * ?before= (audit, inbox, events). scope: the tenant whose list it is (events: its cursor is
+ * refused by another tenant's list), NULL for the cross-tenant lists (a key scoped to tenants
+ * lists its own there). */
+json_t *hookd_api_seq_page_body(const hookd_app *app, char list, const char *scope, json_t *data,
+                                int64_t next_seq);
+/* ?before= (a next_cursor value of the list and scope, opened; 0 when absent); -1 after
+ * answering 400. */
+int hookd_api_before(hookd_req *r, const hookd_app *app, char list, const char *scope,
+                     long long *before);
 
 /* The scope of a cross-tenant listing (audit, inbox): a key scoped to tenants must name one of
  * them in ?tenant=, and ?before= is a cursor (0 when absent). Returns 0, or -1 after answering

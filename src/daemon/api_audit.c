@@ -45,14 +45,14 @@ static void reply_list(hookd_api_op *base, int rc) {
     hookd_audit *a = &op->rows[i];
     json_array_append_new(
         data, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "id",
-                        hookd_api_cursor_json(base->app, 'a', a->seq), "at",
+                        hookd_api_cursor_json(base->app, 'a', NULL, a->seq), "at",
                         hookd_json_time(a->at_ms), "actor", str_or_null(a->actor ? a->actor : ""),
                         "action", str_or_null(a->action ? a->action : ""), "target", str_or_null(a->target),
                         "tenant_id", str_or_null(a->tenant_id), "reason", str_or_null(a->reason),
                         "detail", str_or_null(a->detail)));
   }
   int64_t next = op->n > shown ? op->rows[shown - 1].seq : 0;
-  hookd_req_reply_json(base->req, 200, hookd_api_seq_page_body(base->app, 'a', data, next));
+  hookd_req_reply_json(base->req, 200, hookd_api_seq_page_body(base->app, 'a', NULL, data, next));
 }
 
 void hookd_api_audit_list(hookd_req *r, hookd_app *app) {

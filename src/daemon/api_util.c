@@ -613,15 +613,17 @@ json_t *hookd_api_page_body(json_t *data, const char *last_id) {
                    last_id ? json_string(last_id) : json_null());
 }
 
-json_t *hookd_api_cursor_json(const hookd_app *app, char list, int64_t seq) {
+json_t *hookd_api_cursor_json(const hookd_app *app, char list, const char *scope, int64_t seq) {
   char c[HOOKD_CURSOR_LEN + 1];
-  return seq > 0 && hookd_cursor_seal(&app->cursor_key, list, seq, c) == 0 ? json_string(c)
-                                                                            : json_null();
+  return seq > 0 && hookd_cursor_seal(&app->cursor_key, list, scope, seq, c) == 0
+             ? json_string(c)
+             : json_null();
 }
 
-json_t *hookd_api_seq_page_body(const hookd_app *app, char list, json_t *data, int64_t next_seq) {
+json_t *hookd_api_seq_page_body(const hookd_app *app, char list, const char *scope, json_t *data,
+                                int64_t next_seq) {
   return json_pack("{s:o,s:o}", "data", data, "next_cursor",
-                   hookd_api_cursor_json(app, list, next_seq));
+                   hookd_api_cursor_json(app, list, scope, next_seq));
 }
 
 int hookd_api_list_scope(hookd_req *r, const hookd_app *app, char list, const char *tenant,
@@ -632,14 +634,15 @@ int hookd_api_list_scope(hookd_req *r, const hookd_app *app, char list, const ch
     return -1;
   }
   if (tenant && !hookd_api_tenant_allowed(r, tenant)) return -1;
-  return hookd_api_before(r, app, list, before);
+  return hookd_api_before(r, app, list, NULL, before);
 }
 
-int hookd_api_before(hookd_req *r, const hookd_app *app, char list, long long *before) {
+int hookd_api_before(hookd_req *r, const hookd_app *app, char list, const char *scope,
+                     long long *before) {
   const char *s = hookd_req_query(r, "before");
   int64_t seq = 0;
   *before = 0;
-  if (s && hookd_cursor_open(&app->cursor_key, list, s, &seq) != 0) {
+  if (s && hookd_cursor_open(&app->cursor_key, list, scope, s, &seq) != 0) {
     hookd_req_field_error(r, 400, "invalid_parameter", "before",
                           "before must be a next_cursor value of this list (cursors are opaque)");
     return -1;

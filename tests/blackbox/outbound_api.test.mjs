@@ -1440,6 +1440,11 @@ describe('events list', () => {
     const flipped = c1.slice(0, 31) + (c1[31] === '0' ? '1' : '0');
     assertError(await h.api('GET', `/v1/tenants/${t}/events?before=${flipped}`), 400, 'invalid_parameter');
     assertError(await h.api('GET', `/v1/audit?before=${c1}`), 400, 'invalid_parameter'); // another list's
+    // another tenant's list refuses it (it would page that tenant's events around this one's
+    // position: a review), and takes its own
+    assertError(await h.api('GET', `/v1/tenants/${other.tenant}/events?before=${c1}`), 400, 'invalid_parameter');
+    const oc = (await h.api('GET', `/v1/tenants/${other.tenant}/events?limit=1`)).json.next_cursor;
+    assert.equal((await h.api('GET', `/v1/tenants/${other.tenant}/events?before=${oc}`)).json.data.length, 2);
     const at = [...all.data].reverse().map((e) => e.created_at); // publish times, oldest first
     // filters
     const types = async (q) => (await list(q)).data.map((e) => e.type);
