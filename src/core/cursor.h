@@ -3,8 +3,7 @@
  * of one tenant's cursors would otherwise tell it how many rows other tenants wrote in between.
  * One AES-128 block (the position and a check naming the list and its scope) under a key derived
  * from the master key, as 32 hex digits: a cursor this key did not make for this list is refused.
- * Pure
- * logic on OpenSSL. */
+ * Pure logic on OpenSSL. */
 #ifndef HOOKD_CORE_CURSOR_H
 #define HOOKD_CORE_CURSOR_H
 
