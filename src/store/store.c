@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/inbound.h"
 #include "core/payload_filter.h"
 #include "core/scope.h"
 #include "core/secretbox.h"
@@ -1107,4 +1108,12 @@ void hookd_replay_step_res_free(hookd_replay_step_res *r) {
   for (size_t i = 0; i < r->n_completed; i++) free(r->completed[i]);
   free(r->completed);
   memset(r, 0, sizeof *r);
+}
+
+int hookd_inbox_conflict_key(const char *identity_key, const char *payload_hash, char out[65]) {
+  char text[256];
+  int n = snprintf(text, sizeof text, "conflict\n%s\n%s", identity_key ? identity_key : "",
+                   payload_hash ? payload_hash : "");
+  if (n < 0 || (size_t)n >= sizeof text) return -1;
+  return hookd_in_sha256_hex(text, (size_t)n, out);
 }

@@ -555,6 +555,10 @@ typedef struct hookd_receive_res {
   int64_t due_ms;
 } hookd_receive_res;
 void hookd_receive_res_free(hookd_receive_res *r);
+/* The identity key a conflict row is stored under: a SHA-256 (hex) of the identity key and the
+ * conflicting payload's hash, so that the same conflicting request again is found as its
+ * duplicate (docs/inbound.md), never an identity a request has. 0, or -1 (hashing failed). */
+int hookd_inbox_conflict_key(const char *identity_key, const char *payload_hash, char out[65]);
 
 /* ever_made's kinds */
 enum { HOOKD_MADE_ENDPOINT, HOOKD_MADE_SOURCE, HOOKD_MADE_TENANT, HOOKD_MADE_EVENT };

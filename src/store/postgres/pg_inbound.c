@@ -490,8 +490,20 @@ static int known_identity(hookd_store_conn *c, const hookd_receive_req *req, hoo
     res->record = *orig;
     return HOOKD_STORE_OK;
   }
-  rc = inbox_insert(c, req, req->inbox_id, NULL, "conflict", orig->id, NULL);
+  /* keyed by identity and payload: the same conflicting request again is its duplicate (before,
+   * a review: a row and a conflict counted at each repeat) */
+  char key[65];
+  if (hookd_inbox_conflict_key(req->identity_key, req->payload_hash, key) != 0) {
+    hookd_inbox_free(orig);
+    return HOOKD_STORE_ERR;
+  }
+  rc = inbox_insert(c, req, req->inbox_id, key, "conflict", orig->id, NULL);
   hookd_inbox_free(orig);
+  if (rc == HOOKD_STORE_EXISTS) {
+    rc = inbox_by(c, inbox_by_key_sql, req->source_id, key, &res->record);
+    if (!rc) res->outcome = HOOKD_RECV_DUPLICATE;
+    return rc;
+  }
   if (rc) return rc;
   res->outcome = HOOKD_RECV_CONFLICT;
   return inbox_get_row(c, req->inbox_id, &res->record);

@@ -703,6 +703,12 @@ static void receive_dedup_conflict_purge(void **state) {
   assert_string_equal(r.record.status, "conflict");
   assert_string_equal(r.record.conflict_of, "in_1");
   hookd_receive_res_free(&r);
+  /* the same conflicting payload again: the conflict row's duplicate, no row more */
+  assert_int_equal(receive(f, "in_4", "key-a", "hash-2", hookd_now_ms(), &r), 0);
+  assert_int_equal(r.outcome, HOOKD_RECV_DUPLICATE);
+  assert_string_equal(r.record.id, "in_3");
+  assert_string_equal(r.record.status, "conflict");
+  hookd_receive_res_free(&r);
   /* a later event: the store's newest one stays whatever its age (its seq is not reused) */
   assert_int_equal(receive(f, "in_5", "key-b", "hash-1", hookd_now_ms(), &r), 0);
   hookd_receive_res_free(&r);
