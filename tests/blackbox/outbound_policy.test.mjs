@@ -256,6 +256,35 @@ describe('endpoint state', () => {
     await r.close();
   });
 
+  it('retention takes a DEAD head of a block lane once its event has expired (it holds the lane no more and cannot be replayed): its payload, then its event', async () => {
+    const { dir, cleanup } = tempDir();
+    const ttl = ['--event-ttl-s', '1', '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+    let h2 = await startHookd({ dir, args: ttl });
+    const r = await startReceiver((req) => (JSON.parse(req.body).data.fail ? { status: 400 } : { status: 200 }));
+    const { tenant } = await setup(h2, r.url, { ordered: true, lane_policy: 'block' });
+    const a = await publish(h2, tenant, { type: 'a', payload: { fail: true }, ordering_key: 'k' });
+    const [dead] = await waitDelivery(h2, a.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(dead.dead_reason, 'permanent');
+    const expires = Date.parse((await h2.api('GET', `/v1/events/${a.json.id}`)).json.expires_at);
+    await waitUntil(async () => Date.now() > expires + 1100, { what: 'the head\'s event expired, past the windows' });
+    // another lane's event: the store's newest event and delivery are always kept
+    const z = await publish(h2, tenant, { type: 'a', payload: {}, ordering_key: 'z' });
+    await waitDelivery(h2, z.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal((await h2.stop()).code, 0);
+    // (the retention jobs run at the start, then every minute)
+    h2 = await startHookd({ dir, args: [...ttl, '--payload-retention-s', '1'] });
+    await waitUntil(async () => (await h2.api('GET', `/v1/events/${a.json.id}`)).json.payload_purged_at || null,
+      { what: 'the expired head\'s payload purged (before, a review: kept for ever)' });
+    assert.equal((await h2.stop()).code, 0);
+    h2 = await startHookd({ dir, args: [...ttl, '--event-retention-s', '1'] });
+    await waitUntil(async () => (await h2.api('GET', `/v1/events/${a.json.id}`)).status === 404,
+      { what: 'the expired head\'s event deleted' });
+    assert.equal((await h2.api('GET', `/v1/deliveries/${dead.id}`)).status, 404);
+    assert.equal((await h2.stop()).code, 0);
+    await r.close();
+    cleanup();
+  });
+
   it('a waiting delivery whose event has expired is not "sent now" (its claim would make it DEAD unsent): 409, not 202', async () => {
     const h2 = await startHookd({ args: ['--event-ttl-s', '1'] });
     // the endpoint's rate holds the second event past its expiry (the next token is 1000 s away)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/ids.h"
 #include "core/version.h"
 #include "store/postgres/pg_int.h"
@@ -1086,7 +1087,7 @@ int pg_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
                              "  AND NOT EXISTS (" PG_RETAINED_DELIVERY("i.event_seq") ") THEN 1"
                              " ELSE 0 END"
                              " FROM inbox i WHERE i.seq > $2 ORDER BY i.seq LIMIT $1",
-                             true, before_ms, limit, after_seq, &del, &n);
+                             true, before_ms, hookd_now_ms(), limit, after_seq, &del, &n);
   if (!rc) /* what an op frees within its budget: bodies, forwards, attempts (as sq_inbox_purge) */
     rc = pg_retention_trim(c,
                            PG_WEIGH(PG_WEIGH_EVENT(

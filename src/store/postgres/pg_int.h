@@ -170,13 +170,13 @@ typedef void (*pg_row_reader)(const PGresult *r, int row, void *rec);
 int pg_read_rows(hookd_store_conn *c, PGresult *r, size_t elem, pg_row_reader read, void **out,
                  size_t *n, const char *what);
 /* A retention walk (sqlite_delivery.c's sq_retention_walk): runs sql — its rows (seq, time, may
- * go as 0/1) in seq order, with $1 the limit, $2 *after_seq and, when with_before, $3 before_ms
- * — and stops at the first row whose time is at or after before_ms (passing over one stamped
+ * go as 0/1) in seq order, with $1 the limit, $2 *after_seq, when with_before $3 before_ms, and
+ * then now_ms ($4, or $3: what PG_DEAD_LANE_HEAD compares an event's expiry with) — and stops at the first row whose time is at or after before_ms (passing over one stamped
  * HOOKD_RETENTION_AHEAD_MS past the wall clock). The seqs of the rows before
  * it that may go in *ids (malloc'd, n of them); *after_seq where the next batch goes on, 0 when
  * the walk is done. */
 int pg_retention_walk(hookd_store_conn *c, const char *sql, bool with_before, int64_t before_ms,
-                      int limit, int64_t *after_seq, int64_t **ids, int *n);
+                      int64_t now_ms, int limit, int64_t *after_seq, int64_t **ids, int *n);
 /* The failure of an INSERT of a tenant's row (pg_x gave -1): one whose tenant is gone (its
  * foreign key, 23503) is HOOKD_STORE_NOTFOUND, "tenant not found"; any other HOOKD_STORE_ERR. */
 int pg_insert_failed(hookd_store_conn *c);
@@ -286,21 +286,20 @@ int pg_read_deliveries(hookd_store_conn *c, PGresult *r, hookd_delivery **out, s
   "UPDATE deliveries d SET lane_wait = 1 - d.lane_wait WHERE d.seq IN " first                   \
   " AND d.lane_wait = CASE WHEN " PG_LANE_HELD(now) " THEN 0 ELSE 1 END"
 /* A DEAD delivery (alias d) that may be what holds its lane: the head of a lane of a live
- * ordered endpoint whose lane_policy is block, neither superseded nor expired, and not one the
- * lane has moved past. Replaying it is the remedy, so retention keeps its payload and its event
- * (and the lane's later deliveries that show it was moved past are as old or newer: they go no
- * sooner); any other DEAD delivery (an endpoint that is not ordered, skips, or was deleted)
- * holds nothing, and goes as the others do — and once its payload is purged it can no longer
- * hold a lane either (LANE_HEAD). */
-#define PG_DEAD_LANE_HEAD(d)                                                                    \
+ * ordered endpoint whose lane_policy is block, neither superseded nor expired, its event not
+ * expired at `now` (an SQL expression), and not one the lane has moved past: the SQLite store's
+ * DEAD_LANE_HEAD (sqlite_int.h, which says why). */
+#define PG_DEAD_LANE_HEAD(d, now)                                                               \
   "(" d ".ordering_key IS NOT NULL AND " d ".state = 'dead'"                                    \
   " AND COALESCE(" d ".dead_reason, '') NOT IN ('superseded','expired')"                        \
+  " AND COALESCE((SELECT COALESCE(ev.expires_at > " now ", true) FROM events ev"                 \
+  " WHERE ev.seq = " d ".event_seq), true)"                                                     \
   " AND EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = " d ".endpoint_id AND ep.ordered = 1"  \
   " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL)"                                    \
   " AND NOT " PG_LANE_MOVED_PAST(d, PG_SEQ_MAX) " AND NOT " PG_LANE_OUTRANKED(d) ")"
 /* A delivery of event `ev` that keeps the event (and its dedup record) whatever its age: still
  * open (pending, retrying, held), touched or attempted at or after the cut-off $3, or a DEAD
- * delivery that may hold its lane (DEAD_LANE_HEAD). For NOT EXISTS ( … ).
+ * delivery that may hold its lane at $4 (now: DEAD_LANE_HEAD). For NOT EXISTS ( … ).
  * (The SQLite store also keeps its newest delivery there: deliveries.seq is a rowid, and
  * deleting the largest hands it out again, so that a late outcome of the deleted one, fenced by
  * seq and lease token, could land on the new one. An identity column never hands a value out
@@ -308,7 +307,7 @@ int pg_read_deliveries(hookd_store_conn *c, PGresult *r, hookd_delivery **out, s
 #define PG_RETAINED_DELIVERY(ev)                                                                \
   "SELECT 1 FROM deliveries d WHERE d.event_seq = " ev                                          \
   " AND (d.state IN ('pending','retrying','unknown') OR d.updated_at >= $3"                     \
-  " OR " PG_DEAD_LANE_HEAD("d")                                                                 \
+  " OR " PG_DEAD_LANE_HEAD("d", "$4::bigint")                                                   \
   " OR EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = d.seq AND a.finished_at >= $3))"
 
 /* Cross-file helpers (each file's owner implements them as the SQLite backend's namesakes). */

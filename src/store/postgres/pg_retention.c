@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "store/postgres/pg_int.h"
 
 /* Marks an outbound event's payload purged (shared by the walk and the delete on demand). */
@@ -250,7 +251,7 @@ int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                              " AND NOT EXISTS (" PG_RETAINED_DELIVERY("e.seq") "))::int"
                              " FROM events e"
                              " WHERE e.kind = 'outbound' AND e.seq > $2 ORDER BY e.seq LIMIT $1",
-                             true, before_ms, limit, after_seq, &ids, &n);
+                             true, before_ms, hookd_now_ms(), limit, after_seq, &ids, &n);
   if (rc) return rc;
   /* whole events while what goes with them (payloads, deliveries, attempts and their excerpts)
    * fits the op's budget (sq_event_expire); the walk goes on after the last */
@@ -467,11 +468,11 @@ int pg_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                              "SELECT e.seq, e.created_at, (NOT EXISTS (SELECT 1 FROM deliveries d"
                              "  WHERE d.event_seq = e.seq"
                              "  AND (d.state IN ('pending', 'retrying', 'unknown')"
-                             "  OR " PG_DEAD_LANE_HEAD("d") ")))::int"
+                             "  OR " PG_DEAD_LANE_HEAD("d", "$3::bigint") ")))::int"
                              " FROM events e"
                              " WHERE e.purged_at IS NULL AND e.kind = 'outbound' AND e.seq > $2"
                              " ORDER BY e.seq LIMIT $1",
-                             false, before_ms, limit, after_seq, &ids, &n);
+                             false, before_ms, now_ms, limit, after_seq, &ids, &n);
   if (!rc) /* the bodies an op frees within its budget (sq_event_purge) */
     rc = pg_retention_trim(c,
                            PG_WEIGH("SELECT coalesce((SELECT octet_length(v.body) FROM events v"

@@ -25,7 +25,7 @@ int pg_read_rows(hookd_store_conn *c, PGresult *r, size_t elem, pg_row_reader re
 }
 
 int pg_retention_walk(hookd_store_conn *c, const char *sql, bool with_before, int64_t before_ms,
-                      int limit, int64_t *after_seq, int64_t **ids, int *n) {
+                      int64_t now_ms, int limit, int64_t *after_seq, int64_t **ids, int *n) {
   *n = 0;
   if (!(*ids = malloc((size_t)(limit > 0 ? limit : 1) * sizeof **ids)))
     return pg_fail(c, "retention walk: out of memory");
@@ -34,6 +34,7 @@ int pg_retention_walk(hookd_store_conn *c, const char *sql, bool with_before, in
   pg_p_i64(&p, limit);
   pg_p_i64(&p, *after_seq);
   if (with_before) pg_p_i64(&p, before_ms);
+  pg_p_i64(&p, now_ms);
   PGresult *r = pg_q(c, sql, &p, "retention walk");
   if (!r) {
     free(*ids);

@@ -2043,6 +2043,7 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
                              " WHERE e.kind = 'outbound' AND e.seq > ?2 ORDER BY e.seq LIMIT ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 3, before_ms);
+  sq_bind_i64(st, 4, hookd_now_ms()); /* (an expired event's DEAD head holds no lane) */
   int64_t *ids;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &ids, &n);
   if (rc) return rc;
@@ -2279,11 +2280,12 @@ int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
                              "SELECT e.seq, e.created_at, NOT EXISTS (SELECT 1 FROM deliveries d"
                              "  WHERE d.event_seq = e.seq"
                              "  AND (d.state IN ('pending', 'retrying', 'unknown')"
-                             "  OR " DEAD_LANE_HEAD("d") "))"
+                             "  OR " DEAD_LANE_HEAD("d", "?3") "))"
                              " FROM events e INDEXED BY events_unpurged"
                              " WHERE e.purged_at IS NULL AND e.kind = 'outbound' AND e.seq > ?2"
                              " ORDER BY e.seq LIMIT ?1");
   if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 3, now_ms);
   int64_t *ids;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &ids, &n);
   if (!rc) /* the bodies an op frees within its budget (zeroed into the WAL: secure_delete) */

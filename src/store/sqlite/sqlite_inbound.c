@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/ids.h"
 #include "core/version.h"
 #include "store/sqlite/sqlite_int.h"
@@ -1013,6 +1014,7 @@ int sq_inbox_purge(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *a
                              " FROM inbox i WHERE i.seq > ?2 ORDER BY i.seq LIMIT ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 3, before_ms);
+  sq_bind_i64(st, 4, hookd_now_ms()); /* (RETAINED_DELIVERY's now) */
   int64_t *del;
   int n, rc = sq_retention_walk(c, st, before_ms, limit, after_seq, &del, &n);
   if (!rc) /* what an op frees within its budget: bodies, forwards, attempts (as sq_event_expire) */

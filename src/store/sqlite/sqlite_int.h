@@ -364,28 +364,32 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   "EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = " ep " AND ep.ordered = 1"                  \
   " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL)"
 /* A DEAD delivery (alias d) that may be what holds its lane: the head of a lane of a live
- * ordered endpoint whose lane_policy is block, neither superseded nor expired, and not one the
- * lane has moved past. Replaying it is the remedy, so retention keeps its payload and its event
- * (and the lane's later deliveries that show it was moved past are as old or newer: they go no
- * sooner); any other DEAD delivery (an endpoint that is not ordered, skips, or was deleted)
- * holds nothing, and goes as the others do — and once its payload is purged it can no longer
- * hold a lane either (LANE_HEAD). */
-#define DEAD_LANE_HEAD(d)                                                                       \
+ * ordered endpoint whose lane_policy is block, neither superseded nor expired, its event not
+ * expired at `now` (an SQL expression), and not one the lane has moved past. Replaying it is
+ * the remedy, so retention keeps its payload and its event (and the lane's later deliveries that
+ * show it was moved past are as old or newer: they go no sooner); any other DEAD delivery (an
+ * endpoint that is not ordered, skips, or was deleted) holds nothing, and goes as the others do
+ * — and once its payload is purged it can no longer hold a lane either (LANE_HEAD). Its event
+ * expired, it holds nothing either (LANE_DEAD_HOLDS) and cannot be replayed: kept for that
+ * before, a review — for ever, on a lane nothing more was published to. */
+#define DEAD_LANE_HEAD(d, now)                                                                  \
   "(" d ".ordering_key IS NOT NULL AND " d ".state = 'dead'"                                    \
   " AND IFNULL(" d ".dead_reason, '') NOT IN ('superseded','expired')"                          \
+  " AND IFNULL((SELECT IFNULL(ev.expires_at > " now ", 1) FROM events ev"                        \
+  " WHERE ev.seq = " d ".event_seq), 1)"                                                        \
   " AND EXISTS (SELECT 1 FROM endpoints ep WHERE ep.id = " d ".endpoint_id AND ep.ordered = 1"  \
   " AND ep.lane_policy = 'block' AND ep.deleted_at IS NULL)"                                    \
   " AND NOT " LANE_MOVED_PAST(d, SQ_SEQ_MAX) " AND NOT " LANE_OUTRANKED(d) ")"
 /* A delivery of event `ev` that keeps the event (and its dedup record) whatever its age: still
  * open (pending, retrying, held), touched or attempted at or after the cut-off ?3, a DEAD
- * delivery that may hold its lane (DEAD_LANE_HEAD), or the store's newest delivery
+ * delivery that may hold its lane at ?4 (now: DEAD_LANE_HEAD), or the store's newest delivery
  * (deliveries.seq is a rowid: deleting the largest hands it out again, and a late outcome of
  * the deleted one, fenced by seq and lease token, could land on the new one). For
  * NOT EXISTS ( … ). */
 #define RETAINED_DELIVERY(ev)                                                                   \
   "SELECT 1 FROM deliveries d WHERE d.event_seq = " ev                                          \
   " AND (d.state IN ('pending','retrying','unknown') OR d.updated_at >= ?3"                     \
-  " OR " DEAD_LANE_HEAD("d") " OR d.seq = (SELECT MAX(seq) FROM deliveries)"                 \
+  " OR " DEAD_LANE_HEAD("d", "?4") " OR d.seq = (SELECT MAX(seq) FROM deliveries)"                 \
   " OR EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = d.seq AND a.finished_at >= ?3))"
 int sq_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms);
 int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys);
