@@ -16,6 +16,7 @@
  * shown as "*" by list; --name is shown text (core/shown_text.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
@@ -119,6 +120,31 @@ static char *reseal(ctx *x, const char *stored, const char *id) {
   return out;
 }
 
+/* A source's secrets re-sealed without those whose overlap has ended ({"secret", "expires_at":
+ * ms} at or before now), as an endpoint's previous secret is dropped: they verify nothing, and
+ * carried over, the new key would open them (a review). NULL when they do not open. */
+static char *reseal_source_secrets(ctx *x, const char *stored, const char *id, int64_t now) {
+  if (!stored || !*stored || !hookd_is_sealed(stored)) return reseal(x, stored, id);
+  char *plain = hookd_unseal(x->old_key, stored, id);
+  if (!plain) return NULL;
+  json_t *arr = json_loads(plain, 0, NULL);
+  hookd_secret_free(plain);
+  if (!json_is_array(arr)) { /* not the form this version writes: as it is */
+    json_decref(arr);
+    return reseal(x, stored, id);
+  }
+  for (size_t i = json_array_size(arr); i-- > 0;) {
+    json_t *at = json_object_get(json_array_get(arr, i), "expires_at");
+    if (json_is_integer(at) && json_integer_value(at) <= now) json_array_remove(arr, i);
+  }
+  char *kept = json_array_size(arr) ? json_dumps(arr, JSON_COMPACT) : NULL;
+  json_decref(arr); /* (the secrets' bytes in jansson's freed strings: as the API's own reads) */
+  if (!kept) return reseal(x, stored, id); /* none left: as it was (no source without one) */
+  char *out = hookd_seal(x->new_key, kept, id);
+  hookd_secret_free(kept);
+  return out;
+}
+
 static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   ctx *x = arg;
   hookd_endpoint *eps = NULL;
@@ -156,7 +182,7 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
   size_t ns = 0;
   if (rc == 0) rc = be->source_list(c, &srcs, &ns);
   for (size_t i = 0; rc == 0 && i < ns; i++) {
-    char *sealed = reseal(x, srcs[i].secrets, srcs[i].id);
+    char *sealed = reseal_source_secrets(x, srcs[i].secrets, srcs[i].id, now);
     if (!sealed) {
       snprintf(x->err, sizeof x->err,
                "the secrets of source %s do not open with the current master key", srcs[i].id);
@@ -506,11 +532,12 @@ static int cmd_rotate_master(keys_args *a) {
   /* the store's own key file, named or not: the new key goes there (left beside the store, the
    * old one would sit in its backups) */
   else if (beside[0] && same_file(old_file, beside))
-    printf("re-sealed %d secrets with master key %s; keep the old key for the backups taken "
-           "before now, which open with it alone (cp %s %s.%s), then move %s over %s (mv %s %s "
-           "&& chown --reference=%s %s: the daemon's user must read it): hookd reads its key "
-           "there\n",
-           x.resealed, new_key.id, beside, beside, old_key.id, a->new_master_file, beside,
+    printf("re-sealed %d secrets with master key %s; keep a copy of the old key (%s, id %s) "
+           "for the backups taken before now, which open with it alone — away from the store's "
+           "directory and its backups (beside them, it opens those backups for whoever takes "
+           "one) —, then move %s over %s (mv %s %s && chown --reference=%s %s: the daemon's "
+           "user must read it): hookd reads its key there\n",
+           x.resealed, new_key.id, beside, old_key.id, a->new_master_file, beside,
            a->new_master_file, beside, a->store + 7, beside);
   else
     printf("re-sealed %d secrets with master key %s; start hookd with "

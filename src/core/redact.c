@@ -7,6 +7,7 @@
  * are copied in runs, not one by one. Email addresses are found at their '@': the local part
  * just before it, still waiting to be copied, goes into the mask. */
 #include "core/redact.h"
+#include "core/b64.h"
 #include "core/num.h"
 
 #include <stdbool.h>
@@ -668,6 +669,72 @@ static int mark_decoded(const char *in, size_t len, unsigned char *mask) {
   return rc;
 }
 
+/* A value's part masked on its own is at least this long: a credential's words ("Bearer
+ * <token>"), a Basic credential's password — shorter ones are common words. */
+#define PART_MIN 8
+
+/* Marks v[0..n) in every view, and its HTML-escaped form when it holds a character HTML escapes
+ * (an error page echoing it: &amp;, &lt;, &gt;, &quot;, &#39;). */
+static int mask_views(const view *views, size_t n_views, size_t len, const char *v, size_t n,
+                      bool cut, unsigned char *mask, size_t **fail) {
+  int rc = HOOKD_BUF_OK;
+  for (size_t k = 0; k < n_views && !rc; k++)
+    rc = mask_value(&views[k], len, v, n, cut, mask, fail);
+  size_t extra = 0;
+  for (size_t i = 0; i < n; i++)
+    extra += v[i] == '&' ? 4 : v[i] == '<' || v[i] == '>' ? 3 : v[i] == '"' || v[i] == '\'' ? 4 : 0;
+  if (rc || !extra) return rc;
+  char *h = malloc(n + extra), *o = h;
+  if (!h) return HOOKD_BUF_NOMEM;
+  for (size_t i = 0; i < n; i++) {
+    const char *e = v[i] == '&'   ? "&amp;"
+                    : v[i] == '<' ? "&lt;"
+                    : v[i] == '>' ? "&gt;"
+                    : v[i] == '"' ? "&quot;"
+                    : v[i] == '\'' ? "&#39;"
+                                   : NULL;
+    if (e) {
+      memcpy(o, e, strlen(e));
+      o += strlen(e);
+    } else {
+      *o++ = v[i];
+    }
+  }
+  for (size_t k = 0; k < n_views && !rc; k++)
+    rc = mask_value(&views[k], len, h, (size_t)(o - h), cut, mask, fail);
+  free(h);
+  return rc;
+}
+
+/* Marks the parts of a value v[0..n) a receiver echoes alone: each blank-separated word of
+ * PART_MIN bytes or more of a value of several ("Bearer <token>": the token, as a 401's body
+ * quotes it), and of a Basic credential the user:password it decodes to and the password (a
+ * review: each shown to every reader of the tenant's deliveries while the whole value was
+ * masked). */
+static int mask_parts(const view *views, size_t n_views, size_t len, const char *v, size_t n,
+                      bool cut, unsigned char *mask, size_t **fail) {
+  if (!memchr(v, ' ', n)) return HOOKD_BUF_OK;
+  int rc = HOOKD_BUF_OK;
+  bool basic = n > 6 && !strncasecmp(v, "basic ", 6);
+  for (size_t i = 0; i < n && !rc;) {
+    while (i < n && v[i] == ' ') i++;
+    size_t s = i;
+    while (i < n && v[i] != ' ') i++;
+    if (i - s >= PART_MIN) rc = mask_views(views, n_views, len, v + s, i - s, cut, mask, fail);
+    if (rc || !basic || s != 6 || i - s > 1024) continue;
+    unsigned char dec[768 + 3];
+    long dn = hookd_b64_decode(v + s, i - s, dec);
+    const unsigned char *colon = dn > 0 ? memchr(dec, ':', (size_t)dn) : NULL;
+    if (!colon) continue;
+    size_t pw = (size_t)dn - (size_t)(colon + 1 - dec);
+    if ((size_t)dn >= VALUE_MIN)
+      rc = mask_views(views, n_views, len, (const char *)dec, (size_t)dn, cut, mask, fail);
+    if (!rc && pw >= PART_MIN)
+      rc = mask_views(views, n_views, len, (const char *)colon + 1, pw, cut, mask, fail);
+  }
+  return rc;
+}
+
 /* Marks in mask (len bytes) every occurrence of the values of lines (hookd_redact_values). */
 static int values_mark(const char *in, size_t len, const char *lines, bool cut,
                        unsigned char *mask) {
@@ -703,8 +770,8 @@ static int values_mark(const char *in, size_t len, const char *lines, bool cut,
     size_t n = (size_t)(end - v);
     l = nl ? nl + 1 : end;
     if (n < VALUE_MIN) continue;
-    for (size_t k = 0; k < n_views && !rc; k++)
-      rc = mask_value(&views[k], len, v, n, cut, mask, &fail);
+    rc = mask_views(views, n_views, len, v, n, cut, mask, &fail);
+    if (!rc) rc = mask_parts(views, n_views, len, v, n, cut, mask, &fail);
   }
   free(fail);
   for (size_t k = 1; k < n_views; k++) {
