@@ -682,7 +682,7 @@ static int mask_views(const view *views, size_t n_views, size_t len, const char 
     rc = mask_value(&views[k], len, v, n, cut, mask, fail);
   size_t extra = 0;
   for (size_t i = 0; i < n; i++)
-    extra += v[i] == '&' ? 4 : v[i] == '<' || v[i] == '>' ? 3 : v[i] == '"' || v[i] == '\'' ? 4 : 0;
+    extra += v[i] == '"' ? 5 : v[i] == '&' || v[i] == '\'' ? 4 : v[i] == '<' || v[i] == '>' ? 3 : 0;
   if (rc || !extra) return rc;
   char *h = malloc(n + extra), *o = h;
   if (!h) return HOOKD_BUF_NOMEM;

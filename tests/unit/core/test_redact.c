@@ -267,6 +267,8 @@ static void own_header_value_parts(void **st) {
   assert_string_equal(V("password Pa55w0rdQq refused", lines, false),
                       "password [redacted] refused");
   assert_string_equal(V("<p>k3y&amp;v4lue&lt;z&gt;Q9</p>", lines, false), "<p>[redacted]</p>");
+  assert_string_equal(V("<i>say&quot;it&#39;s&quot;</i>", "X-Q: say\"it's\"\n", false),
+                      "<i>[redacted]</i>");
   assert_string_equal(V("Bearer tokens and Basic auth", lines, false),
                       "Bearer tokens and Basic auth");
   /* cut short: a part's beginning at the end is masked too */
