@@ -6,7 +6,7 @@
 #   scripts/test.sh unit       unit tests only
 #   scripts/test.sh blackbox   black-box tests only
 #   scripts/test.sh tsan       unit and black-box tests on a ThreadSanitizer build (make tsan; not
-#                              part of make test: about three times as long)
+#                              part of make test: about as long, the isolation file left out)
 #   scripts/test.sh postgres   the black-box tests again with every daemon on a PostgreSQL store
 #                              (docs/postgres.md; part of make test)
 set -euo pipefail
