@@ -672,6 +672,7 @@ static int mark_decoded(const char *in, size_t len, unsigned char *mask) {
 /* A value's part masked on its own is at least this long: a credential's words ("Bearer
  * <token>"), a Basic credential's password — shorter ones are common words. */
 #define PART_MIN 8
+#define PARTS_MAX 4 /* words of a value masked on their own */
 
 /* Marks v[0..n) in every view, and its HTML-escaped form when it holds a character HTML escapes
  * (an error page echoing it: &amp;, &lt;, &gt;, &quot;, &#39;). */
@@ -714,13 +715,16 @@ static int mask_views(const view *views, size_t n_views, size_t len, const char 
 static int mask_parts(const view *views, size_t n_views, size_t len, const char *v, size_t n,
                       bool cut, unsigned char *mask, size_t **fail) {
   if (!memchr(v, ' ', n)) return HOOKD_BUF_OK;
-  int rc = HOOKD_BUF_OK;
+  int rc = HOOKD_BUF_OK, parts = 0;
   bool basic = n > 6 && !strncasecmp(v, "basic ", 6);
-  for (size_t i = 0; i < n && !rc;) {
+  /* (the first PARTS_MAX words: a credential has one or two, and each is a pass over the
+   * response — 20 values of 100 words would be 2,000 on the dispatcher's thread) */
+  for (size_t i = 0; i < n && !rc && parts < PARTS_MAX;) {
     while (i < n && v[i] == ' ') i++;
     size_t s = i;
     while (i < n && v[i] != ' ') i++;
-    if (i - s >= PART_MIN) rc = mask_views(views, n_views, len, v + s, i - s, cut, mask, fail);
+    if (i - s >= PART_MIN && ++parts)
+      rc = mask_views(views, n_views, len, v + s, i - s, cut, mask, fail);
     if (rc || !basic || s != 6 || i - s > 1024) continue;
     unsigned char dec[768 + 3];
     long dn = hookd_b64_decode(v + s, i - s, dec);

@@ -48,7 +48,8 @@ int hookd_redact(const char *in, size_t len, hookd_buf *out);
  * writes a '+'), and percent-encoded as a URL or a form shows them ('%2B', '%2b', '+' for a
  * blank); an escape is matched as the character it stands for, so any mix of them is found.
  * Every occurrence, overlapping ones too, also of the parts a receiver echoes alone: each word of
- * 8 bytes or more of a value of several ("Bearer <token>"), a Basic credential's user:password
+ * 8 bytes or more of a value of several (its first 4 such: "Bearer <token>"), a Basic
+ * credential's user:password
  * and password; and each HTML-escaped (&amp; &lt; &gt; &quot; &#39;). Values
  * shorter than 4 bytes are left (they would mask every such word). With `cut` (the input is
  * the beginning of a longer response) a value's beginning at the very end of in, 4 bytes or
