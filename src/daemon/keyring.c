@@ -255,6 +255,27 @@ int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen) {
   return rc;
 }
 
+int hookd_keyring_expected_id(const hookd_config *cfg, char id[HOOKD_KEY_ID_LEN]) {
+  char path[1100] = "", err[256];
+  const char *file = NULL;
+  if (hookd_master_key_env()) {
+    file = NULL;
+  } else if (cfg->master_key_file[0]) {
+    file = cfg->master_key_file;
+  } else if (!strncmp(cfg->store_url, "sqlite:", 7)) {
+    snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
+    if (access(path, F_OK) != 0) return -1;
+    file = path;
+  } else {
+    return -1;
+  }
+  hookd_master_key k;
+  int rc = hookd_keyring_read(file, &k, err, sizeof err);
+  if (rc == 0) snprintf(id, HOOKD_KEY_ID_LEN, "%s", k.id);
+  OPENSSL_cleanse(&k, sizeof k);
+  return rc;
+}
+
 int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyring *out, char *err,
                        size_t errlen) {
   scan s = {0};

@@ -976,6 +976,25 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
     if (orc == HOOKD_STORE_STOPPED) ret = orc;
     goto fail;
   }
+  /* the master key that sealed the stored secrets, against the one the start will use: refused
+   * here, before the migrations (refused after them, by the keyring's load, a start given the
+   * wrong key file during an upgrade left a store the previous hookd no longer opens: a
+   * review) */
+  char sealed_by[17];
+  int frc = cfg->expect_key_id && cfg->expect_key_id[0] && s->be->first_sealed
+                ? s->be->first_sealed(wc, sealed_by)
+                : 0;
+  if (frc < 0 || (frc == 1 && strcmp(sealed_by, cfg->expect_key_id) != 0)) {
+    if (frc < 0)
+      snprintf(err, errlen, "%s", s->be->errmsg(wc));
+    else
+      snprintf(err, errlen,
+               "the store's secrets were sealed with master key %s but the configured key is %s: "
+               "refusing to start (the store was not migrated)",
+               sealed_by, cfg->expect_key_id);
+    s->be->close(wc);
+    goto fail;
+  }
   int64_t m0 = hookd_mono_ms();
   int mrc = s->be->migrate(wc, !cfg->no_migrate, cfg->stop_requested, &s->schema_from,
                            &s->schema_to);
@@ -984,8 +1003,9 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
   if (mrc == 0 && s->be->durability_check)
     mrc = s->be->durability_check(wc, s->not_durable, sizeof s->not_durable);
   if (mrc != 0) {
-    if (mrc == HOOKD_STORE_STOPPED) /* (each migration commits alone: the next start goes on) */
-      snprintf(err, errlen, "stopped while migrating the store (the next start finishes it)");
+    if (mrc == HOOKD_STORE_STOPPED) /* the backend's words: where it stopped, or what it
+                                     * waited for (before, a review: "while migrating" for any) */
+      snprintf(err, errlen, "%s", s->be->errmsg(wc));
     else
       snprintf(err, errlen, "%s%s", cfg->no_migrate ? "" : "migrate: ", s->be->errmsg(wc));
     s->be->close(wc);

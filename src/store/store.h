@@ -923,6 +923,11 @@ typedef struct hookd_store_backend {
    * setting can restore (PostgreSQL's fsync off, full_page_writes off): a sentence in out, or
    * "" (NULL: a backend that has none to check). 0, or a store error. */
   int (*durability_check)(hookd_store_conn *c, char *out, size_t cap);
+  /* The id of the master key that sealed a stored secret (an endpoint's secret, previous secret
+   * or headers, a source's secrets), read with statements every schema version answers (a
+   * column or table a version lacks: none there) — before the migrations. 1 with id, 0 when
+   * nothing is sealed, or a store error. */
+  int (*first_sealed)(hookd_store_conn *c, char id[17]);
 
   /* Transactions, driven by the executor. */
   int (*begin)(hookd_store_conn *c, int writer);
@@ -1298,6 +1303,9 @@ typedef struct hookd_store_config {
                              or rejects connections yet, and then for the node id's lock
                              another session holds (0: not at all) */
   void (*waiting)(const char *reason, int wait_s); /* told once as each wait starts */
+  const char *expect_key_id; /* the master key's id the start will use (NULL: unknown yet): a
+                                store whose secrets another key sealed is refused before it is
+                                migrated (docs/architecture.md "Upgrades") */
 } hookd_store_config;
 
 /* Whether url names a PostgreSQL store (postgresql:// or postgres://: docs/postgres.md). */

@@ -700,6 +700,8 @@ describe('durability', () => {
       assert.equal(code, 0, logOf().slice(-800));
       assert.ok(at - t0 < 3000, `stopped ${at - t0} ms after the signal (the wait is 30 s)`);
       assert.ok(logOf().includes('"msg":"startup.stopped"'), logOf().slice(-800));
+      // what it waited for (before, a review: "stopped while migrating", none having run)
+      assert.match(logOf(), /"msg":"startup.stopped"[^\n]*"reason":"stopped while another process held the store"/);
       assert.ok(!logOf().includes('"msg":"listening"'), 'nothing started');
       assert.ok(!logOf().includes('startup.failed'));
     } finally {

@@ -1131,6 +1131,12 @@ describe('secrets', () => {
     await assert.rejects(startHookd({ dir, env: { HOOKD_MASTER_KEY: readFileSync(wrong, 'utf8').trim() } }),
       /HOOKD_MASTER_KEY and the store's key file \(.*\) hold different keys/);
     assert.equal(sql('SELECT max(version) FROM schema_migrations'), String(latest - 1), 'nothing migrated');
+    // nor a key file that did not seal the store's secrets (a typo in an upgrade's unit file):
+    // refused before the migrations too (before, a review: after them, the store one version
+    // ahead of the hookd that could roll back)
+    await assert.rejects(startHookd({ dir, args: ['--master-key-file', wrong] }),
+      /sealed with master key .* refusing to start \(the store was not migrated\)/);
+    assert.equal(sql('SELECT max(version) FROM schema_migrations'), String(latest - 1), 'nothing migrated');
     sql(`INSERT INTO schema_migrations(version, applied_at) VALUES (${latest}, ${row})`);
     h = await startHookd({ dir, env: { HOOKD_MASTER_KEY: keyText.trim(), HOOKD_METRICS_TOKEN: 'metrics-token-SECRET-42',
       HOOKD_EGRESS_PROXY: 'http://proxyuser:PROXY-SECRET-7@127.0.0.1:9', HOOKD_API_KEY: 'env-admin-key-SECRET-5' } });

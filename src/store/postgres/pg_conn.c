@@ -983,6 +983,7 @@ const hookd_store_backend hookd_pg_backend = {
     .interrupt = pg_interrupt,
     .migrate = pg_migrate,
     .durability_check = pg_durability_check,
+    .first_sealed = pg_first_sealed,
     .begin = pg_begin,
     .commit = pg_commit,
     .commit_settled = pg_commit_settled,

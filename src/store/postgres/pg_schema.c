@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/secretbox.h"
 #include "store/postgres/pg_int.h"
 
 
@@ -392,10 +393,47 @@ static int others_stopped(hookd_store_conn *c, bool (*stop)(void), int64_t v) {
       return HOOKD_STORE_ERR;
     }
     for (int i = 0; i < 5; i++) { /* 500 ms, a stop heard within 100 */
-      if (stop && stop()) return HOOKD_STORE_STOPPED;
+      if (stop && stop()) {
+        snprintf(c->err, sizeof c->err,
+                 "stopped while waiting for the store's other nodes to stop (its schema is to "
+                 "be upgraded: nothing was migrated)");
+        return HOOKD_STORE_STOPPED;
+      }
       usleep(100 * 1000);
     }
   }
+}
+
+/* The stored places of sealed values, in every schema version that has them (a column is looked
+ * up first: a statement naming one a version lacks would fail). */
+static const char *const sealed_at[][2] = {{"endpoints", "secret"},
+                                           {"endpoints", "previous_secret"},
+                                           {"endpoints", "headers"},
+                                           {"sources", "secrets"}};
+
+int pg_first_sealed(hookd_store_conn *c, char id[17]) {
+  for (size_t i = 0; i < sizeof sealed_at / sizeof *sealed_at; i++) {
+    pg_params p;
+    pg_p_init(&p);
+    pg_p_text(&p, sealed_at[i][0]);
+    pg_p_text(&p, sealed_at[i][1]);
+    PGresult *r = pg_q(c,
+                       "SELECT 1 FROM information_schema.columns WHERE table_schema ="
+                       " current_schema() AND table_name = $1 AND column_name = $2",
+                       &p, "look up a sealed column");
+    if (!r) return HOOKD_STORE_ERR;
+    bool there = PQntuples(r) > 0;
+    PQclear(r);
+    if (!there) continue;
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT %s FROM %s WHERE %s LIKE 'sealed:%%' LIMIT 1",
+             sealed_at[i][1], sealed_at[i][0], sealed_at[i][1]);
+    if (!(r = pg_q_dyn(c, sql, NULL, "read a sealed value"))) return HOOKD_STORE_ERR;
+    bool found = PQntuples(r) > 0 && hookd_sealed_key_id(PQgetvalue(r, 0, 0), id) == 0;
+    PQclear(r);
+    if (found) return 1;
+  }
+  return 0;
 }
 
 int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t *from,
@@ -409,7 +447,11 @@ int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t
     bool got = !strcmp(PQgetvalue(r, 0, 0), "t");
     PQclear(r);
     if (got) break;
-    if (stop && stop()) return HOOKD_STORE_STOPPED;
+    if (stop && stop()) {
+      snprintf(c->err, sizeof c->err,
+               "stopped while waiting for another node's migration of the store");
+      return HOOKD_STORE_STOPPED;
+    }
     usleep(100 * 1000);
   }
   int rc = HOOKD_STORE_OK;
@@ -439,6 +481,9 @@ int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t
     /* a stop asked for meanwhile ends the start here, the migrations done so far kept (each
      * with its version: the next start goes on from it) */
     if (m < N_MIGRATIONS && stop && stop()) {
+      snprintf(c->err, sizeof c->err,
+               "stopped while migrating the store, at version %lld of %lld (the next start "
+               "finishes it)", (long long)m, (long long)N_MIGRATIONS);
       rc = HOOKD_STORE_STOPPED;
       goto out;
     }

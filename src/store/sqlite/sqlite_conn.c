@@ -605,6 +605,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .interrupt = sq_interrupt,
     .migrate = sq_migrate,
     .recover = sq_recover,
+    .first_sealed = sq_first_sealed,
     .begin = sq_begin,
     .commit = sq_commit,
     .rollback = sq_rollback,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/secretbox.h"
 #include "store/sqlite/sqlite_int.h"
 
 static const struct {
@@ -745,6 +746,32 @@ static int sync_dir(hookd_store_conn *c) {
 /* How long a start waits for other processes to let go of the store before copying the WAL. */
 #define STARTUP_CKPT_S 30
 
+/* The stored places of sealed values, in every schema version that has them. */
+static const char *const sealed_at[][2] = {{"endpoints", "secret"},
+                                           {"endpoints", "previous_secret"},
+                                           {"endpoints", "headers"},
+                                           {"sources", "secrets"}};
+
+int sq_first_sealed(hookd_store_conn *c, char id[17]) {
+  for (size_t i = 0; i < sizeof sealed_at / sizeof *sealed_at; i++) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT %s FROM %s WHERE %s LIKE 'sealed:%%' LIMIT 1",
+             sealed_at[i][1], sealed_at[i][0], sealed_at[i][1]);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK) { /* not in this version */
+      sqlite3_finalize(st);
+      continue;
+    }
+    int rc = sqlite3_step(st);
+    const char *v = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    bool found = v && hookd_sealed_key_id(v, id) == 0;
+    sqlite3_finalize(st);
+    if (found) return 1;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read a sealed value");
+  }
+  return 0;
+}
+
 int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from,
                int64_t *to) {
   if (apply) {
@@ -848,7 +875,12 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
     *to = migrations[i].version;
     /* a stop asked for meanwhile ends the start here, the migrations done so far kept (each
      * with its version: the next start goes on from it) */
-    if (*to < latest && stop && stop()) return HOOKD_STORE_STOPPED;
+    if (*to < latest && stop && stop()) {
+      snprintf(c->err, sizeof c->err,
+               "stopped while migrating the store, at version %lld of %lld (the next start "
+               "finishes it)", (long long)*to, (long long)latest);
+      return HOOKD_STORE_STOPPED;
+    }
   }
   return HOOKD_STORE_OK;
 }
