@@ -89,22 +89,31 @@ void hookd_dispatcher_event_purged(hookd_dispatcher *d, int64_t event_seq) {
  * such an endpoint: what else it held is claimed again). */
 static void on_http_done(hookd_egress_req *req, void *arg);
 
-static void drop_event_items(hookd_dispatcher *d, int64_t event_seq) {
-  /* and the requests not sent yet (waiting for a name, a connection): ended now, given back */
+/* Ends the requests handed to libcurl but not sent yet (waiting for a name, a connection) of
+ * the event event_seq, or else of the endpoint e: given back, no attempt (item.purged). Returns
+ * how many. */
+static size_t end_unsent(hookd_dispatcher *d, int64_t event_seq, const ep *e, const char *why) {
   hookd_egress_req *cut[64];
-  size_t n, ended = 0, queues = 0;
+  size_t n, ended = 0;
   do { /* (each one ended leaves the live list) */
     n = 0;
     for (hookd_egress_req *r = hookd_egress_live(d->eg); r && n < 64; r = r->live_next) {
       item *it = r->user;
-      if (it->c.d.event_seq == event_seq && !r->request_sent && !it->purged) cut[n++] = r;
+      if ((e ? it->ep == e : it->c.d.event_seq == event_seq) && !r->request_sent && !it->purged)
+        cut[n++] = r;
     }
     for (size_t i = 0; i < n; i++) {
       ((item *)cut[i]->user)->purged = true;
-      hookd_egress_abort(d->eg, cut[i], "its event's payload was deleted", on_http_done, d);
+      hookd_egress_abort(d->eg, cut[i], why, on_http_done, d);
     }
     ended += n;
   } while (n == 64);
+  return ended;
+}
+
+static void drop_event_items(hookd_dispatcher *d, int64_t event_seq) {
+  /* and the requests not sent yet (waiting for a name, a connection): ended now, given back */
+  size_t ended = end_unsent(d, event_seq, NULL, "its event's payload was deleted"), queues = 0;
   const char *k;
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) {
@@ -336,12 +345,17 @@ static void ep_apply_config(hookd_dispatcher *d, ep *e, const hookd_endpoint *cf
 
 static ep *ep_get(hookd_dispatcher *d, const char *id) { return hookd_strmap_get(&d->eps, id); }
 
+static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
 static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
   ep *e = ep_get(d, cfg->id);
   int64_t now = disp_now(d);
   if (cfg->deleted_ms) {
     if (!e) return;
     e->gone = true;
+    /* nothing starts from the answer on: its requests not sent yet are ended too (before, a
+     * review: one waiting for a slow name went out seconds after the DELETE's answer) */
+    end_unsent(d, 0, e, "its endpoint was deleted");
     sched_release_queue(d, e);
     sched_ep_unlink(d, e);
     ep_maybe_free(d, e);
@@ -376,6 +390,10 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     bool was_lanes = ep_lanes_block(e);
     bool was_ordered = e->cfg.ordered;
     bool moved = !e->cfg.url || !cfg->url || strcmp(e->cfg.url, cfg->url) != 0;
+    /* signed or given its headers under the old ones: a secret rotated, a header changed */
+    bool resigned = !same_text(e->cfg.secret, cfg->secret) ||
+                    !same_text(e->cfg.previous_secret, cfg->previous_secret) ||
+                    !same_text(e->cfg.headers, cfg->headers);
     ep_apply_config(d, e, cfg);
     e->disabled_by_outcome = false; /* the store's word now */
     /* a new URL is another destination, and an operator who enables the endpoint again has
@@ -402,6 +420,16 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     /* any change may make something claimable (enabled, no longer ordered, a lane policy
      * that skips a DEAD head): a claim finds out */
     if (e->cfg.enabled && (!e->next_due || e->next_due > now)) e->next_due = now;
+    /* from the answer on, no request starts under the old settings (docs/api.md): those handed
+     * to libcurl but not sent yet (waiting for a slow name, a connection) were signed and
+     * addressed under them — ended, given back, claimed again under the new ones (before, a
+     * review: sent seconds after a DELETE, a disable, a move or a cut-over rotation was
+     * answered; the rotation's went DEAD at a receiver checking the new secret) */
+    if ((was_enabled && !e->cfg.enabled) || moved || resigned)
+      end_unsent(d, 0, e,
+                 !e->cfg.enabled ? "its endpoint was disabled"
+                 : moved         ? "its endpoint moved to another URL"
+                                 : "its endpoint's secret or headers changed");
     if (was_enabled && !e->cfg.enabled) sched_release_queue(d, e);
     /* made not idempotent: the PATCH marked every lease as maybe sent, since the store cannot
      * tell the requests out from the leases still queued here. Those queued are given back (the

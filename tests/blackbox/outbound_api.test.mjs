@@ -1142,6 +1142,49 @@ describe('deleting an event\'s payload (it carried what it should not)', () => {
 });
 
 describe('deleting an endpoint with deliveries in hand', () => {
+  it('a request not sent yet (its name resolving) when its endpoint is deleted, disabled, moved or its secret cut over is ended: nothing starts under the old settings after the answer', async () => {
+    for (const mode of ['delete', 'disable', 'url', 'rotate']) {
+      const { dir, cleanup } = tempDir();
+      const dns = faultDns(dir, 'slow.test', 8000);
+      const r = await startReceiver();
+      const r2 = await startReceiver();
+      // (timeouts past the slow name's 8 s: a claim again under the new settings that began its
+      // lookup before the name was made fast again still goes, once it resolves)
+      const d = await startHookd({ dir, env: dns.env, args: ['--connect-timeout-ms', '20000'] });
+      const { tenant: t, endpoint } = await setup(d, `http://slow.test:${r.port}/hook`, { timeout_ms: 20000 });
+      dns.slow();
+      const p = await publish(d, t, { type: 'a', payload: { mode } });
+      const path = `/v1/tenants/${t}/endpoints/${endpoint}`;
+      await waitUntil(async () => (await d.api('GET', path)).json.health?.in_flight === 1, { what: `${mode}: the request resolving` });
+      const a = mode === 'delete' ? await d.api('DELETE', path)
+        : mode === 'disable' ? await d.api('PATCH', path, { enabled: false })
+          : mode === 'url' ? await d.api('PATCH', path, { url: r2.url })
+            : await d.api('POST', `${path}/secret/rotate`, { expire_previous_after_s: 0 });
+      assert.equal(a.status, 200, `${mode}: ${a.text}`);
+      // ended at the answer, unsent (before, a review: it went out when the name resolved,
+      // seconds after the answer)
+      const ended = await d.api('GET', `/v1/events/${p.json.id}`);
+      assert.equal(ended.json.deliveries[0].attempt_count, 0, `${mode}: no attempt counted`);
+      dns.fast();
+      if (mode === 'delete') {
+        assert.equal(ended.json.deliveries[0].state, 'cancelled', mode);
+      } else if (mode === 'disable') {
+        assert.equal(ended.json.deliveries[0].state, 'pending', mode);
+      } else if (mode === 'url') {
+        await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'delivered', 'delivered at the new URL');
+        assert.equal(r2.requests.length, 1);
+      } else {
+        await r.waitFor(1, 15000, 'sent again, signed anew');
+        assert.doesNotThrow(() => r.verify(r.requests[0], a.json.secret), 'signed with the new secret');
+      }
+      if (mode !== 'rotate') assert.equal(r.requests.length, 0, `${mode}: nothing reached the old settings' receiver`);
+      assert.equal((await d.stop()).code, 0);
+      await r.close();
+      await r2.close();
+      cleanup();
+    }
+  });
+
   it('a request in flight when its endpoint is deleted keeps its attempt; answered 2xx, the delivery reads delivered, and counts as delivered', async () => {
     const h = await startHookd(); // its own: the counters below are the daemon's
     const r = await startReceiver((rec) => (rec.n <= 2 ? 'hang' : { status: 200 }));
