@@ -858,9 +858,12 @@ json_t *hookd_json_attempt(const hookd_attempt *a, const char *delivery_id) {
   json_t *resp = json_null();
   if (a->response && a->response_len) {
     /* the excerpt is the receiver's bytes: shown as text when they are UTF-8 (the cut never
-     * splits a character), else not at all */
-    resp = json_stringn(a->response, a->response_len);
-    if (!resp) resp = json_string("(binary response not shown)");
+     * splits a character) without a NUL, else not at all (a body of NULs, as a decoded
+     * Transfer-Encoding bomb gives, was 4 KiB of \u0000: 24 KB of JSON — a review) */
+    json_t *text = memchr(a->response, '\0', a->response_len)
+                       ? NULL
+                       : json_stringn(a->response, a->response_len);
+    resp = text ? text : json_string("(binary response not shown)");
   }
   char aid[HOOKD_ATTEMPT_ID_MAX];
   const char *id = hookd_attempt_id(delivery_id, a->number, aid);

@@ -317,6 +317,17 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('a response that is not text (not UTF-8, or holding NUL bytes) is not shown in the excerpt', async () => {
+    for (const body of [Buffer.from([0x6f, 0x6b, 0xff, 0xfe, 0x00]), Buffer.alloc(4096, 0), Buffer.from('err\u0000or')]) {
+      const recv = await startReceiver(() => ({ status: 400, body }));
+      const { tenant } = await setup(h, recv.url);
+      const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+      const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+      assert.equal((await getDelivery(h, d.id)).attempts[0].response_excerpt, '(binary response not shown)', JSON.stringify(body.subarray(0, 8)));
+      await recv.close();
+    }
+  });
+
   it('the response excerpt is stored with credentials and personal data masked', async () => {
     const body = '{"error":"invalid token","token":"tok_live_8f3a9","contact":"jane.doe@corp.example",'
       + '"card":"4111 1111 1111 1111","auth":"Bearer abc.def.ghi","key":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZ"}';
