@@ -738,7 +738,8 @@ static void reply_list(hookd_api_op *base, int rc) {
   json_t *data = json_array();
   for (size_t i = 0; i < shown; i++) json_array_append_new(data, event_json(&op->list[i]));
   int64_t next = op->n > shown ? op->list[shown - 1].seq : 0;
-  hookd_req_reply_json(base->req, 200, hookd_api_seq_page_body(base->app, 'e', op->tenant, data, next));
+  hookd_req_reply_json(base->req, 200,
+                       hookd_api_seq_page_body(base->app, 'e', op->tenant, data, next));
 }
 
 void hookd_api_event_list(hookd_req *r, hookd_app *app) {

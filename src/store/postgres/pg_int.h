@@ -171,10 +171,10 @@ int pg_read_rows(hookd_store_conn *c, PGresult *r, size_t elem, pg_row_reader re
                  size_t *n, const char *what);
 /* A retention walk (sqlite_delivery.c's sq_retention_walk): runs sql — its rows (seq, time, may
  * go as 0/1) in seq order, with $1 the limit, $2 *after_seq, when with_before $3 before_ms, and
- * then now_ms ($4, or $3: what PG_DEAD_LANE_HEAD compares an event's expiry with) — and stops at the first row whose time is at or after before_ms (passing over one stamped
- * HOOKD_RETENTION_AHEAD_MS past the wall clock). The seqs of the rows before
- * it that may go in *ids (malloc'd, n of them); *after_seq where the next batch goes on, 0 when
- * the walk is done. */
+ * then now_ms ($4, or $3: what PG_DEAD_LANE_HEAD compares an event's expiry with) — and stops
+ * at the first row whose time is at or after before_ms (passing over one stamped
+ * HOOKD_RETENTION_AHEAD_MS past the wall clock). The seqs of the rows before it that may go in
+ * *ids (malloc'd, n of them); *after_seq where the next batch goes on, 0 when the walk is done. */
 int pg_retention_walk(hookd_store_conn *c, const char *sql, bool with_before, int64_t before_ms,
                       int64_t now_ms, int limit, int64_t *after_seq, int64_t **ids, int *n);
 /* The failure of an INSERT of a tenant's row (pg_x gave -1): one whose tenant is gone (its
