@@ -630,6 +630,12 @@ static void on_store_failure(const char *queue, const char *what, const char *er
 
 /* The start waits for a PostgreSQL server not up yet (docs/postgres.md "Failure windows"), for
  * up to wait_s (--store-wait-s). */
+/* An upgrade's migrations begin: said before they run (one may take minutes on a large store,
+ * and a stop waits for the one under way). */
+static void on_store_migrating(int64_t from, int64_t to) {
+  HLOG(HOOKD_LOG_INFO, "store.migrating", KV_I("from", from), KV_I("to", to));
+}
+
 static void on_store_waiting(const char *reason, int wait_s) {
   HLOG(HOOKD_LOG_WARN, "startup.store_waiting", KV_S("reason", reason),
        KV_I("wait_s", wait_s));
@@ -777,6 +783,7 @@ int hookd_serve(const hookd_config *cfg) {
   hookd_store_config sc = {
       .url = cfg->store_url, .max_batch = cfg->store_batch, .stop_requested = stop_pending,
       .node_id = cfg->node_id, .wait_s = cfg->store_wait_s, .waiting = on_store_waiting,
+      .migrating = on_store_migrating,
       .expect_key_id = hookd_keyring_expected_id(cfg, key_id) == 0 ? key_id : NULL};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_lost_sync_handler(on_lost_sync);

@@ -996,7 +996,8 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
     goto fail;
   }
   int64_t m0 = hookd_mono_ms();
-  int mrc = s->be->migrate(wc, !cfg->no_migrate, cfg->stop_requested, &s->schema_from,
+  int mrc = s->be->migrate(wc, !cfg->no_migrate, cfg->stop_requested, cfg->migrating,
+                           &s->schema_from,
                            &s->schema_to);
   s->migrate_ms = hookd_mono_ms() - m0;
   if (mrc == 0 && cfg->recover_wal && s->be->recover) mrc = s->be->recover(wc);

@@ -912,10 +912,11 @@ typedef struct hookd_store_backend {
   void (*interrupt)(hookd_store_conn *c);
   /* Applies numbered migrations not yet applied. Runs once at start on the writer. */
   /* Brings the schema to this hookd's version; with apply false, only checks that it is.
-   * stop (NULL: none) is asked while it waits for another process: true gives up. The schema
-   * versions found and left are written to *from and *to (equal: nothing to do). */
-  int (*migrate)(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from,
-                 int64_t *to);
+   * stop (NULL: none) is asked while it waits for another process: true gives up. migrating
+   * (NULL: none) is told once before an upgrade's first migration runs (not a new store's). The
+   * schema versions found and left are written to *from and *to (equal: nothing to do). */
+  int (*migrate)(hookd_store_conn *c, bool apply, bool (*stop)(void),
+                 void (*migrating)(int64_t from, int64_t to), int64_t *from, int64_t *to);
   /* A CLI command alone on an embedded store (no daemon holds it), about to write: the WAL a
    * crashed run left copied into the database first, as a daemon's start does (NULL: none). */
   int (*recover)(hookd_store_conn *c);
@@ -1303,6 +1304,8 @@ typedef struct hookd_store_config {
                              or rejects connections yet, and then for the node id's lock
                              another session holds (0: not at all) */
   void (*waiting)(const char *reason, int wait_s); /* told once as each wait starts */
+  void (*migrating)(int64_t from, int64_t to); /* told as an upgrade's migrations begin (a long
+                                                  one is silent until it ends otherwise) */
   const char *expect_key_id; /* the master key's id the start will use (NULL: unknown yet): a
                                 store whose secrets another key sealed is refused before it is
                                 migrated (docs/architecture.md "Upgrades") */

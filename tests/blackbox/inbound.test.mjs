@@ -2687,6 +2687,9 @@ describe('durability and local replay', () => {
     const rec5 = (await d.api('GET', `/v1/inbox/${r5.json.inbox_id}`)).json;
     assert.deepEqual([rec5.status, rec5.last_error], ['dead_lettered', 'destination deleted'], 'named by its deciding forward');
     assert.ok(d.logs.some((l) => l.msg === 'store.migrated' && l.from === 26 && l.to >= 29), 'the upgrade logged');
+    // and said before its migrations ran (a long one was silent until it ended: a review)
+    const began = d.logs.findIndex((l) => l.msg === 'store.migrating' && l.from === 26);
+    assert.ok(began >= 0 && began < d.logs.findIndex((l) => l.msg === 'store.migrated'), 'the upgrade announced');
     assert.equal((await d.api('GET', `/v1/inbox/${r2.json.inbox_id}`)).json.status, 'completed', 'a record rightly completed stays so');
     assert.equal((await d.api('GET', `/v1/inbox/${r0.json.inbox_id}`)).json.status, 'completed', 'and one whose forward was replaced');
     assert.equal((await d.stop()).code, 0);

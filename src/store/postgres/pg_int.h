@@ -205,7 +205,8 @@ void pg_arr_free(pg_arr *a);
 
 
 /* Migrations (pg_schema.c). */
-int pg_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from, int64_t *to);
+int pg_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void),
+               void (*migrating)(int64_t from, int64_t to), int64_t *from, int64_t *to);
 int pg_first_sealed(hookd_store_conn *c, char id[17]); /* (pg_schema.c) */
 
 /* Row readers shared between files: the same column lists as the SQLite backend's. */

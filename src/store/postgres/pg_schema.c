@@ -436,8 +436,8 @@ int pg_first_sealed(hookd_store_conn *c, char id[17]) {
   return 0;
 }
 
-int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t *from,
-               int64_t *to) {
+int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void),
+               void (*migrating)(int64_t from, int64_t to), int64_t *from, int64_t *to) {
   /* the lock: another node migrating makes this one wait (a stop gives up). Only to migrate: a
    * check (the CLI's) reads the version alone, and may run under hookd_pg_lock_offline's hold
    * of this same lock */
@@ -475,6 +475,7 @@ int pg_migrate(hookd_store_conn *c, bool apply_them, bool (*stop)(void), int64_t
     goto out;
   }
   if (v > 0 && v < N_MIGRATIONS && (rc = others_stopped(c, stop, v)) != 0) goto out;
+  if (migrating && v > 0 && v < N_MIGRATIONS) migrating(v, N_MIGRATIONS);
   for (int64_t m = v + 1; m <= N_MIGRATIONS; m++) {
     if ((rc = apply(c, m)) != 0) goto out;
     *to = m;

@@ -128,8 +128,8 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
 /* Migrations, sqlite_schema.c. */
 int sq_recover(hookd_store_conn *c);
 int sq_first_sealed(hookd_store_conn *c, char id[17]); /* (sqlite_schema.c) */
-int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from,
-               int64_t *to);
+int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void),
+               void (*migrating)(int64_t from, int64_t to), int64_t *from, int64_t *to);
 /* How long a statement waits for another process's lock (SQLite's busy handler). */
 #define SQ_BUSY_TIMEOUT_MS 5000
 

@@ -772,8 +772,8 @@ int sq_first_sealed(hookd_store_conn *c, char id[17]) {
   return 0;
 }
 
-int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *from,
-               int64_t *to) {
+int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void),
+               void (*migrating)(int64_t from, int64_t to), int64_t *from, int64_t *to) {
   if (apply) {
     /* A daemon starting: the WAL its last run left (after a crash) is copied into the database
      * and synced, and starts over, before anything new is written. Its frames were read back
@@ -846,6 +846,7 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void), int64_t *fro
              (long long)current, latest);
     return HOOKD_STORE_ERR;
   }
+  if (migrating && current > 0 && current < latest) migrating(current, latest);
   for (size_t i = 0; i < sizeof migrations / sizeof migrations[0]; i++) {
     if (migrations[i].version <= current) continue;
     if (sq_exec(c, "BEGIN IMMEDIATE") != 0) return HOOKD_STORE_ERR;
