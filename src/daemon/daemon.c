@@ -628,14 +628,14 @@ static void on_store_failure(const char *queue, const char *what, const char *er
        KV_S("error", error), KV_I("suppressed", atomic_exchange(&suppressed, 0)));
 }
 
-/* The start waits for a PostgreSQL server not up yet (docs/postgres.md "Failure windows"), for
- * up to wait_s (--store-wait-s). */
 /* An upgrade's migrations begin: said before they run (one may take minutes on a large store,
  * and a stop waits for the one under way). */
 static void on_store_migrating(int64_t from, int64_t to) {
   HLOG(HOOKD_LOG_INFO, "store.migrating", KV_I("from", from), KV_I("to", to));
 }
 
+/* The start waits for a PostgreSQL server not up yet (docs/postgres.md "Failure windows"), for
+ * up to wait_s (--store-wait-s). */
 static void on_store_waiting(const char *reason, int wait_s) {
   HLOG(HOOKD_LOG_WARN, "startup.store_waiting", KV_S("reason", reason),
        KV_I("wait_s", wait_s));

@@ -255,22 +255,25 @@ int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen) {
   return rc;
 }
 
+/* Where cfg's master key comes from: KEY_ENV (HOOKD_MASTER_KEY), KEY_FILE (--master-key-file),
+ * KEY_STORE_FILE (a SQLite store's own, path set: it may not exist yet), or KEY_NONE (a
+ * PostgreSQL store given none). The load and the check before the migrations read the same. */
+enum key_place { KEY_NONE, KEY_ENV, KEY_FILE, KEY_STORE_FILE };
+static enum key_place key_place(const hookd_config *cfg, char *path, size_t cap) {
+  if (hookd_master_key_env()) return KEY_ENV;
+  if (cfg->master_key_file[0]) return KEY_FILE;
+  if (strncmp(cfg->store_url, "sqlite:", 7) != 0) return KEY_NONE;
+  snprintf(path, cap, "%s.key", cfg->store_url + 7);
+  return KEY_STORE_FILE;
+}
+
 int hookd_keyring_expected_id(const hookd_config *cfg, char id[HOOKD_KEY_ID_LEN]) {
   char path[1100] = "", err[256];
-  const char *file = NULL;
-  if (hookd_master_key_env()) {
-    file = NULL;
-  } else if (cfg->master_key_file[0]) {
-    file = cfg->master_key_file;
-  } else if (!strncmp(cfg->store_url, "sqlite:", 7)) {
-    snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
-    if (access(path, F_OK) != 0) return -1;
-    file = path;
-  } else {
-    return -1;
-  }
+  enum key_place at = key_place(cfg, path, sizeof path);
+  if (at == KEY_NONE || (at == KEY_STORE_FILE && access(path, F_OK) != 0)) return -1;
   hookd_master_key k;
-  int rc = hookd_keyring_read(file, &k, err, sizeof err);
+  int rc = hookd_keyring_read(at == KEY_ENV ? NULL : at == KEY_FILE ? cfg->master_key_file : path,
+                              &k, err, sizeof err);
   if (rc == 0) snprintf(id, HOOKD_KEY_ID_LEN, "%s", k.id);
   OPENSSL_cleanse(&k, sizeof k);
   return rc;
@@ -303,13 +306,13 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
   int rc;
   char path[1100] = "";
   if (hookd_keyring_check(cfg, err, errlen) != 0) return -1;
-  if (hookd_master_key_env()) {
+  enum key_place at = key_place(cfg, path, sizeof path);
+  if (at == KEY_ENV) {
     /* (the store's key file beside it, if any, holds the same: hookd_keyring_check) */
     rc = hookd_keyring_read(NULL, &out->key, err, errlen);
-  } else if (cfg->master_key_file[0]) {
+  } else if (at == KEY_FILE) {
     rc = hookd_keyring_read(cfg->master_key_file, &out->key, err, errlen);
-  } else if (strncmp(cfg->store_url, "sqlite:", 7) == 0) {
-    snprintf(path, sizeof path, "%s.key", cfg->store_url + 7);
+  } else if (at == KEY_STORE_FILE) {
     if (empty_unused_key_file(path, secrets)) unlink(path);
     char tmp[sizeof path + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);

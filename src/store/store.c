@@ -1138,3 +1138,12 @@ int hookd_inbox_conflict_key(const char *identity_key, const char *payload_hash,
   if (n < 0 || (size_t)n >= sizeof text) return -1;
   return hookd_in_sha256_hex(text, (size_t)n, out);
 }
+
+const char *const hookd_sealed_columns[HOOKD_SEALED_COLUMNS][2] = {
+    {"endpoints", "secret"}, {"endpoints", "previous_secret"}, {"endpoints", "headers"},
+    {"sources", "secrets"}};
+
+void hookd_sealed_column_sql(size_t i, char *sql, size_t cap) {
+  snprintf(sql, cap, "SELECT %s FROM %s WHERE %s LIKE 'sealed:%%' LIMIT 1",
+           hookd_sealed_columns[i][1], hookd_sealed_columns[i][0], hookd_sealed_columns[i][1]);
+}

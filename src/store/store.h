@@ -1311,6 +1311,14 @@ typedef struct hookd_store_config {
                                 migrated (docs/architecture.md "Upgrades") */
 } hookd_store_config;
 
+/* Where sealed values are stored ({table, column}: an endpoint's secret, previous secret and
+ * headers, a source's secrets), for the backends' first_sealed, and the statement reading one of
+ * them (each column in every schema version that has it: a backend skips one its store lacks).
+ * The statement is written to sql (cap bytes). */
+#define HOOKD_SEALED_COLUMNS 4
+extern const char *const hookd_sealed_columns[HOOKD_SEALED_COLUMNS][2];
+void hookd_sealed_column_sql(size_t i, char *sql, size_t cap);
+
 /* Whether url names a PostgreSQL store (postgresql:// or postgres://: docs/postgres.md). */
 bool hookd_store_is_postgres(const char *url);
 /* A store URL hookd can open (sqlite:PATH, a file's path; postgresql://… or postgres://…): 0, or

@@ -404,19 +404,13 @@ static int others_stopped(hookd_store_conn *c, bool (*stop)(void), int64_t v) {
   }
 }
 
-/* The stored places of sealed values, in every schema version that has them (a column is looked
- * up first: a statement naming one a version lacks would fail). */
-static const char *const sealed_at[][2] = {{"endpoints", "secret"},
-                                           {"endpoints", "previous_secret"},
-                                           {"endpoints", "headers"},
-                                           {"sources", "secrets"}};
-
+/* (a column is looked up first: a statement naming one the store's version lacks would fail) */
 int pg_first_sealed(hookd_store_conn *c, char id[17]) {
-  for (size_t i = 0; i < sizeof sealed_at / sizeof *sealed_at; i++) {
+  for (size_t i = 0; i < HOOKD_SEALED_COLUMNS; i++) {
     pg_params p;
     pg_p_init(&p);
-    pg_p_text(&p, sealed_at[i][0]);
-    pg_p_text(&p, sealed_at[i][1]);
+    pg_p_text(&p, hookd_sealed_columns[i][0]);
+    pg_p_text(&p, hookd_sealed_columns[i][1]);
     PGresult *r = pg_q(c,
                        "SELECT 1 FROM information_schema.columns WHERE table_schema ="
                        " current_schema() AND table_name = $1 AND column_name = $2",
@@ -426,8 +420,7 @@ int pg_first_sealed(hookd_store_conn *c, char id[17]) {
     PQclear(r);
     if (!there) continue;
     char sql[160];
-    snprintf(sql, sizeof sql, "SELECT %s FROM %s WHERE %s LIKE 'sealed:%%' LIMIT 1",
-             sealed_at[i][1], sealed_at[i][0], sealed_at[i][1]);
+    hookd_sealed_column_sql(i, sql, sizeof sql);
     if (!(r = pg_q_dyn(c, sql, NULL, "read a sealed value"))) return HOOKD_STORE_ERR;
     bool found = PQntuples(r) > 0 && hookd_sealed_key_id(PQgetvalue(r, 0, 0), id) == 0;
     PQclear(r);

@@ -746,17 +746,10 @@ static int sync_dir(hookd_store_conn *c) {
 /* How long a start waits for other processes to let go of the store before copying the WAL. */
 #define STARTUP_CKPT_S 30
 
-/* The stored places of sealed values, in every schema version that has them. */
-static const char *const sealed_at[][2] = {{"endpoints", "secret"},
-                                           {"endpoints", "previous_secret"},
-                                           {"endpoints", "headers"},
-                                           {"sources", "secrets"}};
-
 int sq_first_sealed(hookd_store_conn *c, char id[17]) {
-  for (size_t i = 0; i < sizeof sealed_at / sizeof *sealed_at; i++) {
+  for (size_t i = 0; i < HOOKD_SEALED_COLUMNS; i++) {
     char sql[160];
-    snprintf(sql, sizeof sql, "SELECT %s FROM %s WHERE %s LIKE 'sealed:%%' LIMIT 1",
-             sealed_at[i][1], sealed_at[i][0], sealed_at[i][1]);
+    hookd_sealed_column_sql(i, sql, sizeof sql);
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK) { /* not in this version */
       sqlite3_finalize(st);
