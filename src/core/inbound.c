@@ -152,25 +152,35 @@ int64_t hookd_in_tolerance(int64_t tolerance_s) {
 static int verify_as(hookd_provider p, const hookd_in_request *req, const hookd_in_secrets *sp,
                      int64_t tol, const hookd_generic_hmac *generic, hookd_verify_result *out);
 
-/* A header a verifier found "missing" because it was sent twice (hookd_in_header_get takes
- * neither: which one a proxy read is anyone's guess) is named so: "stripe: missing
- * Stripe-Signature" sent the operator after a header that was there. */
+/* A refusal that names a header sent twice (hookd_in_header_get takes neither: which one a
+ * proxy read is anyone's guess) says so: "stripe: missing Stripe-Signature" sent the operator
+ * after a header that was there. Found by the request's own duplicates, named in the reason as
+ * the verifier wrote it (one name or several: "missing X-Slack-Signature or …"), not by reading
+ * its wording. */
+static bool name_char(char c) { return isalnum((unsigned char)c) || c == '-' || c == '_'; }
+
 static void sent_twice(const hookd_in_request *req, hookd_verify_result *out) {
-  char *m = strstr(out->reason, "missing ");
-  if (!m) return;
-  const char *name = m + 8;
-  size_t n = 0;
-  while (name[n] && (isalnum((unsigned char)name[n]) || name[n] == '-' || name[n] == '_')) n++;
-  char h[64];
-  if (!n || n >= sizeof h) return;
-  memcpy(h, name, n);
-  h[n] = '\0';
-  size_t count = 0;
-  for (size_t i = 0; i < req->n_headers; i++)
-    count += req->headers[i].name && !strcasecmp(req->headers[i].name, h);
-  if (count < 2) return;
-  size_t at = (size_t)(m - out->reason);
-  snprintf(m, sizeof out->reason - at, "%s sent twice (a proxy may have read the other)", h);
+  for (size_t i = 0; i < req->n_headers; i++) {
+    const char *name = req->headers[i].name;
+    size_t n = name ? strlen(name) : 0, seen = 0;
+    for (size_t j = 0; n && j < req->n_headers; j++)
+      seen += req->headers[j].name && !strcasecmp(req->headers[j].name, name);
+    if (seen < 2) continue;
+    for (char *at = out->reason; *at; at++) { /* the name as the reason writes it, whole */
+      if (strncasecmp(at, name, n) != 0 || (at > out->reason && name_char(at[-1])) ||
+          name_char(at[n]))
+        continue;
+      char named[64];
+      const char *colon = strchr(out->reason, ':');
+      int pre = colon && colon < at ? (int)(colon - out->reason) : 0;
+      snprintf(named, sizeof named, "%.*s", (int)n, at);
+      char why[sizeof out->reason];
+      snprintf(why, sizeof why, "%.*s%s%s sent twice (a proxy may have read the other)", pre,
+               out->reason, pre ? ": " : "", named);
+      snprintf(out->reason, sizeof out->reason, "%s", why);
+      return;
+    }
+  }
 }
 
 int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_in_secrets *secrets,

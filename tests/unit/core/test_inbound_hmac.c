@@ -599,6 +599,18 @@ static void names_and_headers(void **st) {
   hdr(&g, "X-Hub-Signature-256", "sha256=00");
   assert_int_not_equal(hookd_in_verify(HOOKD_PROVIDER_GITHUB, &g.r, &one, 0, NULL, &vr),
                        HOOKD_VERIFY_OK);
+  assert_string_equal(vr.reason,
+                      "github: X-Hub-Signature-256 sent twice (a proxy may have read the other)");
+  /* a reason naming two headers: the one sent twice is the one named, the second too */
+  reqb sl;
+  req_init(&sl, "{}", 0);
+  hdr(&sl, "X-Slack-Signature", "v0=00");
+  hdr(&sl, "X-Slack-Request-Timestamp", "1");
+  hdr(&sl, "x-slack-request-timestamp", "2");
+  assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_SLACK, &sl.r, &one, 0, NULL, &vr),
+                   HOOKD_VERIFY_MALFORMED);
+  assert_string_equal(vr.reason, "slack: X-Slack-Request-Timestamp sent twice (a proxy may have "
+                                 "read the other)");
 
   /* no secrets configured */
   hookd_in_secrets none = {NULL, 0};
