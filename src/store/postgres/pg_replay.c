@@ -1169,10 +1169,12 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, int64_
             /* held: the turn's word, else the last one's while items it passed wait (a turn
              * that did not reach them); since: kept while the same endpoint holds the same
              * first item */
-            " held_since = CASE WHEN " PG_HELD_NOW " IS NULL THEN NULL"
-            " WHEN held_endpoint = " PG_HELD_NOW " AND (next_item = $2::bigint"
+            " held_since = CASE WHEN x.h IS NULL THEN NULL"
+            " WHEN held_endpoint = x.h AND (next_item = $2::bigint"
             " OR $8::text IS NULL) THEN held_since ELSE $6::bigint END,"
-            " held_endpoint = " PG_HELD_NOW ", scan_item = $9::bigint"
+            " held_endpoint = x.h, scan_item = $9::bigint"
+            /* (read once: written out at each use, it ran up to three times) */
+            " FROM (SELECT " PG_HELD_NOW " AS h) AS x"
             " WHERE seq = $1 AND state = 'running'",
             &p, "advance replay job") < 0
            ? HOOKD_STORE_ERR

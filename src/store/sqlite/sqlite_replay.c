@@ -1090,10 +1090,12 @@ static int step_job_run(hookd_store_conn *c, step_job *j, int64_t now_ms, hookd_
                              /* held: the turn's word, else the last one's while items it
                               * passed wait (a turn that did not reach them); since: kept while
                               * the same endpoint holds the same first item */
-                             " held_since = CASE WHEN " SQ_HELD_NOW " IS NULL THEN NULL"
-                             " WHEN held_endpoint IS " SQ_HELD_NOW " AND (next_item = ?2"
+                             " held_since = CASE WHEN x.h IS NULL THEN NULL"
+                             " WHEN held_endpoint IS x.h AND (next_item = ?2"
                              " OR ?8 IS NULL) THEN held_since ELSE ?6 END,"
-                             " held_endpoint = " SQ_HELD_NOW ", scan_item = ?9"
+                             " held_endpoint = x.h, scan_item = ?9"
+                             /* (read once: written out at each use, it ran up to three times) */
+                             " FROM (SELECT " SQ_HELD_NOW " AS h) AS x"
                              " WHERE seq = ?1 AND state = 'running'");
   if (!st) {
     free(held);
