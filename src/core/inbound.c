@@ -162,14 +162,17 @@ static bool name_char(char c) { return isalnum((unsigned char)c) || c == '-' || 
 static void sent_twice(const hookd_in_request *req, hookd_verify_result *out) {
   for (size_t i = 0; i < req->n_headers; i++) {
     const char *name = req->headers[i].name;
-    size_t n = name ? strlen(name) : 0, seen = 0;
-    for (size_t j = 0; n && j < req->n_headers; j++)
-      seen += req->headers[j].name && !strcasecmp(req->headers[j].name, name);
-    if (seen < 2) continue;
-    for (char *at = out->reason; *at; at++) { /* the name as the reason writes it, whole */
+    size_t n = name ? strlen(name) : 0;
+    for (char *at = out->reason; n && *at; at++) { /* the name as the reason writes it, whole */
       if (strncasecmp(at, name, n) != 0 || (at > out->reason && name_char(at[-1])) ||
           name_char(at[n]))
         continue;
+      /* (counted only for a name the reason holds: a refused request's headers are anyone's,
+       * and counting each one's copies was a pass over all of them per header) */
+      size_t seen = 0;
+      for (size_t j = 0; j < req->n_headers; j++)
+        seen += req->headers[j].name && !strcasecmp(req->headers[j].name, name);
+      if (seen < 2) break;
       char named[64];
       const char *colon = strchr(out->reason, ':');
       int pre = colon && colon < at ? (int)(colon - out->reason) : 0;
