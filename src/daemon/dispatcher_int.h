@@ -104,6 +104,8 @@ typedef struct item {
   int cls;                    /* CLS_* */
   bool slow;                  /* counted in the slow share while in flight */
   bool newcomer;              /* counted in its tenant's newcomer share while in flight */
+  bool spare;                 /* started by an idle endpoint past the global cap's refusal:
+                                 counted in its tenant's spare_in_flight (sched spare_ep) */
   bool probe;                 /* sent as a half-open breaker probe (of the breaker of
                                  probe_gen: disp_probe) */
   unsigned probe_gen;
@@ -170,6 +172,8 @@ typedef struct tenant {
   int claiming;               /* limits of its endpoints' claims not completed yet */
   int64_t body_bytes;         /* bytes of the bodies its claimed deliveries hold */
   struct ep *ready_head, *ready_tail; /* endpoints with something they may send */
+  int ready_idle;             /* those of them holding no request in flight */
+  int spare_in_flight;        /* its requests started past the global cap's refusal (item.spare) */
   bool in_ring;               /* in the dispatcher's sending ring */
   struct tenant *ring_next;
   int turn_left;              /* sends left in its current turn */

@@ -302,6 +302,7 @@ static void ready_push(hookd_dispatcher *d, ep *e) {
   tenant *t = e->t;
   if (e->in_ready || !t) return;
   e->in_ready = true;
+  t->ready_idle += e->in_flight == 0;
   live_update(d, e);
   e->ready_next = NULL;
   e->ready_prev = t->ready_tail;
@@ -320,6 +321,7 @@ static ep *ready_pop(hookd_dispatcher *d, tenant *t) {
   if (t->ready_head) t->ready_head->ready_prev = NULL;
   else t->ready_tail = NULL;
   e->in_ready = false;
+  t->ready_idle -= e->in_flight == 0;
   e->ready_next = e->ready_prev = NULL;
   live_update(d, e);
   ep_demand_update(e);
@@ -335,6 +337,7 @@ static void ready_remove(hookd_dispatcher *d, ep *e) {
   if (e->ready_next) e->ready_next->ready_prev = e->ready_prev;
   else t->ready_tail = e->ready_prev;
   e->in_ready = false;
+  t->ready_idle -= e->in_flight == 0;
   e->ready_next = e->ready_prev = NULL;
   live_update(d, e);
   ep_demand_update(e);
@@ -403,6 +406,23 @@ static bool cap_allows(int cap, int used, int held, int weight, int demand, int 
   if (cap - used <= res || demand <= 0) return cap - used > res;
   int64_t fair = ((int64_t)(cap - res - others) * weight + demand - 1) / demand;
   return held < fair;
+}
+
+/* An endpoint of t that may start a request although the global cap stopped t
+ * (docs/isolation.md "An idle endpoint of a tenant stopped by the global cap"): ready, not
+ * slow, holding none, while fewer than the global reserve's floor of t's requests started so are
+ * in flight, and more than that floor of the cap is free (kept for tenants holding little: with
+ * a reserve of one slot, a wall of idle hanging endpoints took it). The endpoints' reserve is
+ * kept of the tenant's cap, not of what other tenants leave it: a tenant's hanging endpoints
+ * filling that held its healthy sibling to their timeouts. */
+static ep *spare_ep(const hookd_dispatcher *d, const tenant *t) {
+  int res = cap_reserve(d->cfg.max_in_flight), floor = res / 8 > 0 ? res / 8 : 1;
+  if (t->ready_idle <= 0 || t->spare_in_flight >= floor ||
+      d->cfg.max_in_flight - d->in_flight <= floor)
+    return NULL;
+  for (ep *e = t->ready_head; e; e = e->ready_next)
+    if (e->in_flight == 0 && !e->slow) return e;
+  return NULL;
 }
 
 static void share_wait_remove(ep *e) {
@@ -480,15 +500,17 @@ bool sched_share_recheck(hookd_dispatcher *d) {
       any = true;
     }
 #ifndef NDEBUG
-    int eps = 0, eps_held = 0;
-    for (ep *e = t->ready_head; e; e = e->ready_next) eps++, eps_held += e->in_flight;
+    int eps = 0, eps_held = 0, idle = 0;
+    for (ep *e = t->ready_head; e; e = e->ready_next)
+      eps++, eps_held += e->in_flight, idle += e->in_flight == 0;
     for (ep *e = t->share_wait; e; e = e->share_next)
       if (!e->in_ready) eps++, eps_held += e->in_flight;
     if (t->demanding != (t->ready_head && tenant_open(t)) || eps != t->demand_eps ||
-        eps_held != t->demand_held) {
+        eps_held != t->demand_held || idle != t->ready_idle) {
       HLOG(HOOKD_LOG_ERROR, "dispatcher.demand_broken", KV_S("tenant_id", t->id),
            KV_I("demand_eps", t->demand_eps), KV_I("counted", eps),
-           KV_I("demand_held", t->demand_held), KV_I("held", eps_held));
+           KV_I("demand_held", t->demand_held), KV_I("held", eps_held),
+           KV_I("ready_idle", t->ready_idle), KV_I("idle", idle));
       abort();
     }
     weights += t->demanding ? t->weight : 0;
@@ -836,9 +858,11 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       tenant_hold(d, t, &t->blocked_cap, true); /* back in the ring on one of its completions */
       continue;
     }
+    ep *spare = NULL;
     if (!cap_allows(d->cfg.max_in_flight, d->in_flight, t->in_flight, t->weight,
                     d->demand_weight + (t->demanding ? 0 : t->weight),
-                    d->in_flight - d->demand_held - (t->demanding ? 0 : t->in_flight))) {
+                    d->in_flight - d->demand_held - (t->demanding ? 0 : t->in_flight)) &&
+        !(spare = spare_ep(d, t))) {
       t->serving = false;
       t->keep_turn = true;
       if (!t->share_blocked) { /* back when the reserve is exceeded, or on a completion */
@@ -857,7 +881,9 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       d->tenant_wait = t;
       continue;
     }
-    ep *e = ready_pop(d, t);
+    ep *e = spare;
+    if (e) ready_remove(d, e); /* (the idle endpoint, wherever it is in the tenant's list) */
+    else e = ready_pop(d, t);
     if (!e) {
       t->serving = false;
       tenant_forget_if_done(d, t); /* (deleted while it waited in the ring) */
@@ -954,6 +980,8 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       }
       it->newcomer = ep_newcomer(e);
       t->new_in_flight += it->newcomer;
+      it->spare = spare != NULL;
+      t->spare_in_flight += it->spare;
     } else {
       disp_release_item(d, it);
     }
@@ -995,6 +1023,8 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   tenant *t = e->t;
   e->in_flight--;
   e->in_flight_replays -= it->cls == CLS_REPLAY;
+  t->ready_idle += e->in_ready && e->in_flight == 0;
+  t->spare_in_flight -= it->spare;
   t->in_flight--;
   d->in_flight--;
   t->demand_held -= e->demanding;
