@@ -348,6 +348,31 @@ describe('the dashboard page, run against the daemon', () => {
 });
 
 describe('the dashboard and ids that producers choose', () => {
+  it('an id is linked by its place, not its form: a producer\'s event id shaped as another tenant\'s delivery id links to the event', async () => {
+    // the producer of one tenant names its event after the suite tenant's DEAD delivery (ids are
+    // the producer's to pick): linked by its prefix, the event_id in its own DEAD list opened
+    // the other tenant's delivery, with its Replay button (a review)
+    const mine = await setup(h, recv.url); // recv answers 400: DEAD at once
+    const p = await publish(h, mine.tenant, { id: deliveryId, type: 'order.paid', payload: {} });
+    assert.equal(p.status, 202, p.text);
+    await waitDelivery(h, p.json.id, (x) => x[0]?.state === 'dead');
+    const { w, doc, h2 } = await openWithTenant(mine.tenant);
+    try {
+      doc.querySelector('nav button[data-view="dead"]').click();
+      await waitUntil(() => h2().startsWith('dead deliveries (1'), { what: 'the tenant\'s DEAD list' });
+      const link = [...doc.querySelectorAll('#view a.id')].find((a) => a.textContent === deliveryId);
+      assert.ok(link, 'its event_id is a link');
+      link.click();
+      await waitUntil(() => (h2() === `event ${deliveryId}` || h2() === `delivery ${deliveryId}`) || null,
+        { what: `the link followed (status: ${doc.getElementById('status')?.textContent})` });
+      assert.equal(h2(), `event ${deliveryId}`, 'the tenant\'s own event, not the other tenant\'s delivery');
+      const row = [...doc.querySelectorAll('#view tr')].find((r) => r.querySelector('th')?.textContent === 'tenant_id');
+      assert.equal(row?.querySelector('td')?.textContent, mine.tenant);
+    } finally {
+      w.close();
+    }
+  });
+
   it('an event id two tenants both use (evt_… picked by their producers): with a tenant chosen, find shows that tenant\'s event', async () => {
     const one = await setup(h, recv.url);
     const two = await setup(h, recv.url);

@@ -66,30 +66,38 @@ const enc = encodeURIComponent;
 const tpath = (rest, tenant = st.tenant) => `/v1/tenants/${enc(tenant)}${rest}`;
 
 // An id that can be looked up is a link to its view, in the tenant of the row that names it
-// (a delivery found with no tenant chosen, or another one, links to its own endpoint). A
-// provider's ids (provider_event_id: whatever a sender put there) are text, never links.
-const PREFIXES = ['evt_', 'dlv_', 'in_', 'rpl_', 'ep_'];
-function cell(key, v, tenant) {
+// (a delivery found with no tenant chosen, or another one, links to its own endpoint). What it
+// names is told by its place, never by its form: a publisher picks its events' ids (`dlv_…` of
+// another tenant's delivery, say) and a sender an inbox record's event_id; linked by prefix,
+// such an id led an operator to another tenant's delivery and its Replay button (a review). So
+// a row's `id` is of the row's kind, `event_id` and `endpoint_id` name an event and an endpoint,
+// and an inbox record's ids other than its own (the provider's) are text.
+const KEY_KINDS = { event_id: 'event', endpoint_id: 'endpoint' };
+function linkKind(key, kind) {
+  if (key === 'id') return kind;
+  return kind === 'inbox' ? undefined : KEY_KINDS[key];
+}
+function cell(key, v, tenant, kind) {
   if (v !== null && typeof v === 'object') return el('td', { class: 'json' }, JSON.stringify(v, null, 1));
-  if (typeof v === 'string' && /(^|_)id$/.test(key) && !key.startsWith('provider')
-    && PREFIXES.some((p) => v.startsWith(p)))
-    return el('td', {}, el('a', { class: 'id', onclick: () => find(v, tenant) }, v));
+  const k = typeof v === 'string' && v ? linkKind(key, kind) : undefined;
+  if (k) return el('td', {}, el('a', { class: 'id', onclick: () => find(v, tenant, k) }, v));
   return el('td', {}, v);
 }
 
-// rows (objects) as a table, one column per key any of them has.
-function table(rows, tenant) {
+// rows (objects, each of kind: 'event', 'delivery', 'endpoint', 'inbox', 'job' or none) as a
+// table, one column per key any of them has.
+function table(rows, tenant, kind) {
   if (!rows || rows.length === 0) return el('p', {}, 'none');
   const cols = [];
   for (const r of rows) for (const k of Object.keys(r)) if (!cols.includes(k)) cols.push(k);
   return el('table', {}, el('tr', {}, ...cols.map((c) => el('th', {}, c))),
-    ...rows.map((r) => el('tr', {}, ...cols.map((c) => cell(c, r[c], r.tenant_id ?? tenant)))));
+    ...rows.map((r) => el('tr', {}, ...cols.map((c) => cell(c, r[c], r.tenant_id ?? tenant, kind)))));
 }
 
-// one object as key / value rows (leaving out what is shown as its own table)
-function kv(obj, skip = []) {
+// one object of kind as key / value rows (leaving out what is shown as its own table)
+function kv(obj, skip = [], kind) {
   return el('table', {}, ...Object.entries(obj).filter(([k]) => !skip.includes(k))
-    .map(([k, v]) => el('tr', {}, el('th', {}, k), cell(k, v, obj.tenant_id))));
+    .map(([k, v]) => el('tr', {}, el('th', {}, k), cell(k, v, obj.tenant_id, kind))));
 }
 
 // An action asks for its reason (audited by the API), then runs and shows what it answered.
@@ -126,32 +134,43 @@ const showFor = (gen) => (...nodes) => { if (gen === st.gen) show(...nodes); };
 
 // ---------- views ----------
 
-function find(id, tenant) {
+// The forms of the ids hookd generates, for an id typed in the find box.
+const FORMS = [['dlv_', 'delivery'], ['in_', 'inbox'], ['rpl_', 'job'], ['ep_', 'endpoint']];
+
+// Shows the object of kind (a link's) with that id; an id typed (no kind) is looked up by its
+// form, and as an event of the chosen tenant when nothing of that form has it (a producer's own
+// event id may have any form).
+function find(id, tenant, kind) {
   id = id.trim();
   tenant = tenant || st.tenant;
   if (!id) return;
   $('find').value = id;
   const gen = navigate();
-  guard(async () => {
-    let got;
-    if (id.startsWith('dlv_')) got = [showDelivery, await api('GET', `/v1/deliveries/${enc(id)}`)];
-    else if (id.startsWith('in_')) got = [showInbox, await api('GET', `/v1/inbox/${enc(id)}`)];
-    else if (id.startsWith('rpl_')) got = [showJob, await api('GET', tpath(`/replays/${enc(id)}`, tenant))];
-    else if (id.startsWith('ep_')) got = [showEndpoint, await api('GET', tpath(`/endpoints/${enc(id)}`, tenant))];
-    else { // an event: a producer's own id is unique within its tenant only, and it may start with
-      // evt_ as generated ones do (another tenant's event of that id made the global lookup 409);
-      // a generated id from another tenant than the chosen one is found globally
+  const by = {
+    delivery: async () => [showDelivery, await api('GET', `/v1/deliveries/${enc(id)}`)],
+    inbox: async () => [showInbox, await api('GET', `/v1/inbox/${enc(id)}`)],
+    job: async () => [showJob, await api('GET', tpath(`/replays/${enc(id)}`, tenant))],
+    endpoint: async () => [showEndpoint, await api('GET', tpath(`/endpoints/${enc(id)}`, tenant))],
+    // an event: a producer's own id is unique within its tenant only, and it may start with evt_
+    // as generated ones do (another tenant's event of that id made the global lookup 409); a
+    // generated id from another tenant than the chosen one is found globally
+    event: async () => {
       const global = () => api('GET', `/v1/events/${enc(id)}`);
-      got = [showEvent, !tenant ? await global() : await api('GET', tpath(`/events/${enc(id)}`, tenant))
+      return [showEvent, !tenant ? await global() : await api('GET', tpath(`/events/${enc(id)}`, tenant))
         .catch((e) => (id.startsWith('evt_') && e.message.startsWith('404') ? global() : Promise.reject(e)))];
-    }
+    },
+  };
+  guard(async () => {
+    const guess = kind ?? FORMS.find(([p]) => id.startsWith(p))?.[1] ?? 'event';
+    const got = await by[guess]().catch((e) => (!kind && guess !== 'event' && tenant
+      && e.message.startsWith('404') ? by.event() : Promise.reject(e)));
     if (gen === st.gen) got[0](got[1]);
   }, gen);
 }
 
 function showEvent(ev) {
-  show(el('h2', {}, `event ${ev.id}`), kv(ev, ['deliveries']),
-    el('h2', {}, 'deliveries'), table(ev.deliveries, ev.tenant_id));
+  show(el('h2', {}, `event ${ev.id}`), kv(ev, ['deliveries'], 'event'),
+    el('h2', {}, 'deliveries'), table(ev.deliveries, ev.tenant_id, 'delivery'));
 }
 
 // (a replay's answer is the delivery without its attempts: read again, with them — or, that
@@ -164,7 +183,7 @@ async function replayDelivery(d, why) {
 function showDelivery(d) {
   show(el('h2', {}, `delivery ${d.id}`),
     el('div', { class: 'actions' }, action('Replay', (why) => replayDelivery(d, why), showDelivery)),
-    kv(d, ['attempts']), el('h2', {}, 'attempts'), table(d.attempts, d.tenant_id));
+    kv(d, ['attempts'], 'delivery'), el('h2', {}, 'attempts'), table(d.attempts, d.tenant_id));
 }
 
 function showInbox(rec) {
@@ -174,11 +193,12 @@ function showInbox(rec) {
     el('div', { class: 'actions' },
       action('Replay', (why) => api('POST', `/v1/inbox/${enc(rec.id)}/replay`, undefined, why), showInbox),
       resolve('completed'), resolve('dead_lettered'), resolve('retry')),
-    kv(rec, ['deliveries']), el('h2', {}, 'forwards'), table(rec.deliveries, rec.tenant_id));
+    kv(rec, ['deliveries'], 'inbox'), el('h2', {}, 'forwards'),
+    table(rec.deliveries, rec.tenant_id, 'delivery'));
 }
 
 function showEndpoint(ep) {
-  show(el('h2', {}, `endpoint ${ep.id}`), kv(ep, ['health']), el('h2', {}, 'health (this node)'),
+  show(el('h2', {}, `endpoint ${ep.id}`), kv(ep, ['health'], 'endpoint'), el('h2', {}, 'health (this node)'),
     ep.health ? kv(ep.health) : el('p', {}, 'none'));
 }
 
@@ -194,7 +214,7 @@ function showJob(job) {
   const held = job.held ? [el('p', { class: 'held' }, `held: endpoint ${job.held.endpoint_id} is behind`
     + ` (since ${job.held.since}); its items wait until it catches up, the others go on`)] : [];
   show(el('h2', {}, `replay job ${job.id} — ${job.state}`), ...held, el('div', { class: 'actions' }, ...acts),
-    kv(job));
+    kv(job, [], 'job'));
   if (st.poll) { clearTimeout(st.poll); st.poll = null; }
   if (job.state === 'running' || job.state === 'building') { // its progress, while it moves
     const gen = st.gen;
@@ -233,8 +253,9 @@ function showJobAnswer(job) {
   }, gen);
 }
 
-// A list with its next pages: path without the cursor, the cursor's parameter name.
-async function list(title, path, cursorParam, extra) {
+// A list of rows of kind (table) with its next pages: path without the cursor, the cursor's
+// parameter name.
+async function list(title, kind, path, cursorParam, extra) {
   const rows = [];
   let next = null;
   const gen = st.gen;
@@ -244,7 +265,7 @@ async function list(title, path, cursorParam, extra) {
     rows.push(...r.data);
     next = r.next_cursor || null;
     showFor(gen)(el('h2', {}, `${title} (${rows.length}${next ? '+' : ''})`), ...(extra || []),
-      table(rows), next ? el('button', { type: 'button', onclick: (ev) => { // one page at a time
+      table(rows, undefined, kind), next ? el('button', { type: 'button', onclick: (ev) => { // one page at a time
         if (ev.target.disabled) return;
         ev.target.disabled = true;
         guard(async () => { try { await page(); } finally { ev.target.disabled = false; } }, gen);
@@ -285,16 +306,18 @@ function view(name) {
   const t = enc(st.tenant);
   guard(async () => {
     switch (name) {
-      case 'endpoints': return list('endpoints', tpath('/endpoints?limit=100'), 'after');
+      case 'endpoints': return list('endpoints', 'endpoint', tpath('/endpoints?limit=100'), 'after');
       case 'dead': case 'retrying': case 'unknown':
-        return list(`${name} deliveries`, tpath(`/deliveries?state=${name}&limit=100`), 'after');
-      case 'conflicts': return list('inbox conflicts', `/v1/inbox?tenant=${t}&state=conflict&limit=100`, 'before');
-      case 'inbox-dead':
-        return list('inbox dead-lettered', `/v1/inbox?tenant=${t}&state=dead_lettered&limit=100`, 'before');
+        return list(`${name} deliveries`, 'delivery', tpath(`/deliveries?state=${name}&limit=100`), 'after');
+      case 'conflicts':
+        return list('inbox conflicts', 'inbox', `/v1/inbox?tenant=${t}&state=conflict&limit=100`, 'before');
+      case 'inbox-dead': return list('inbox dead-lettered', 'inbox',
+        `/v1/inbox?tenant=${t}&state=dead_lettered&limit=100`, 'before');
       case 'inbox-unknown': // held for an operator: each record's Resolve is on its own page
-        return list('inbox unknown', `/v1/inbox?tenant=${t}&state=unknown&limit=100`, 'before');
-      case 'replays': return list('replay jobs', tpath('/replays?limit=50'), 'after', replayForm());
-      case 'audit': return list('audit log', `/v1/audit?limit=100${st.tenant ? `&tenant=${t}` : ''}`, 'before');
+        return list('inbox unknown', 'inbox', `/v1/inbox?tenant=${t}&state=unknown&limit=100`, 'before');
+      case 'replays': return list('replay jobs', 'job', tpath('/replays?limit=50'), 'after', replayForm());
+      case 'audit': // (its ids: cursors; its targets: text)
+        return list('audit log', undefined, `/v1/audit?limit=100${st.tenant ? `&tenant=${t}` : ''}`, 'before');
       case 'nodes': { // the store's nodes as the node serving this page sees them
         const r = await api('GET', '/v1/nodes');
         const { data, ...self } = r;
