@@ -772,7 +772,10 @@ static int find_unconvertible(hookd_outbox *o, const long long *seqs, int n, boo
 }
 
 /* The batch's SELECT failed to convert a row's text to UTF-8: its rows are taken again by their
- * seqs alone (none of their text converted) and probed by halves, and each that has no UTF-8
+ * seqs alone (none of their text converted) and probed, the whole then by halves (the rows
+ * taken again are another statement's: a row of a lower seq committed meanwhile moves the
+ * batch's window, and the failing row may be out of it — assumed to fail, the whole set's
+ * last row was blamed, a good row refused for ever: a review), and each that has no UTF-8
  * form is marked refused (422 invalid_encoding, by its seq) and the transaction committed, the
  * next batch going on at once (0) — whatever the other rows' outcomes: before (a review), the
  * first row was relayed alone until the failing one came first, and a first row deferred (a
@@ -791,7 +794,7 @@ static int mark_unreadable(hookd_outbox *o, const char *const *params) {
   PQclear(f);
   if (!seqs) return exec_ok(o, "ROLLBACK") ? -2 : -1;
   long long *bad = seqs + n;
-  int n_bad = n ? find_unconvertible(o, seqs, n, true, bad) : 0;
+  int n_bad = n ? find_unconvertible(o, seqs, n, false, bad) : 0;
   if (n_bad == 0) { /* (a row changed meanwhile, or converted in a way the probe does not) */
     free(seqs);
     HOOKD_INC(outbox_errors);
@@ -904,7 +907,13 @@ static int cycle(hookd_outbox *o, bool *cut) {
   if (!exec_ok(o, "BEGIN") || !tuples_ok(o, BATCH_SETTINGS)) return -1;
   int lock = take_relay_lock(o);
   if (lock < 0) return -1;
-  if (!lock) return exec_ok(o, "ROLLBACK") ? -4 : -1; /* another relay's batch */
+  if (!lock) { /* another relay's batch: the rows' lag shown as it grows (that relay's gauge is
+                * read at its batches' starts: one held in its DELETE showed its last value, this
+                * one 0, and no alert fired — a review) */
+    if (!exec_ok(o, "ROLLBACK")) return -1;
+    lag_refresh(o);
+    return -4;
+  }
   char limit[16];
   snprintf(limit, sizeof limit, "%d", take);
   int64_t start = hookd_mono_ms();

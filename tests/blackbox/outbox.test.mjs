@@ -588,6 +588,45 @@ test('a row whose text has no UTF-8 form (WIN1252\'s undefined 0x81) is marked i
   } finally { await c.end(); await rx.close(); }
 });
 
+test('a row of a lower seq committed while a batch fails the conversion (the rows taken again are another window): the good row is relayed, only the one without a UTF-8 form marked', async () => {
+  const { url, c } = await win1252('w1252late');
+  const t = new (await import('pg')).default.Client({ connectionString: url });
+  await t.connect();
+  const rx = await startReceiver();
+  const { dir, cleanup } = tempDir();
+  try {
+    // the tenant first, the relay off: the rows and locks are set before it reads any
+    const h0 = await startHookd({ dir });
+    const { tenant } = await setup(h0, rx.url);
+    assert.equal((await h0.stop()).code, 0);
+    // seq 1 written in an open transaction T; 2 good and 3 without a UTF-8 form committed; T
+    // locks 2, so the relay's batch of two (2 and 3, as its snapshot sees them) waits for it
+    await t.query('BEGIN');
+    await t.query("INSERT INTO hookd_outbox (event_id, tenant, type, payload) VALUES ('late', $1, 'a.b', '{}')", [tenant]);
+    await c.query("INSERT INTO hookd_outbox (event_id, tenant, type, payload) VALUES ('good', $1, 'a.b', '{}')", [tenant]);
+    await c.query(`INSERT INTO hookd_outbox (event_id, tenant, type, payload) VALUES ('bad', $1, 'a.b', ${bad81})`, [tenant]);
+    await t.query("SELECT 1 FROM hookd_outbox WHERE event_id = 'good' FOR UPDATE");
+    const h = await startHookd({ dir, args: ['--outbox-url', url, '--outbox-poll-ms', '200', '--outbox-batch', '2'] });
+    await waitUntil(async () => (await c.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'hookd-outbox'"
+      + " AND wait_event_type = 'Lock'")).rows.length === 1 || null, { what: 'the batch waiting for row 2', interval: 5 });
+    // T commits within the batch's lock wait (1 s): its select goes on and fails on row 3; the
+    // rows taken again by seq are now 1 and 2 (before, a review: assumed to hold the failing
+    // row, 2 was blamed and refused for ever)
+    await t.query('COMMIT');
+    await rx.waitFor((r) => r.requests.length === 2, 15000, 'late and good relayed');
+    assert.deepEqual(rx.requests.map((q) => q.headers['webhook-id']).sort(), ['good', 'late']);
+    // (the row without a UTF-8 form is marked by the batch after the one that found the window
+    // moved: it backs off, said outbox.failed)
+    const left = await waitUntil(async () => {
+      const r = (await c.query('SELECT event_id, relay_error FROM hookd_outbox')).rows;
+      return r.length === 1 && r[0].relay_error ? r : null;
+    }, { what: 'the relayed rows deleted, the other marked' });
+    assert.equal(left[0].event_id, 'bad');
+    assert.match(left[0].relay_error, /^422 invalid_encoding/);
+    assert.equal((await h.stop()).code, 0);
+  } finally { await t.end(); await c.end(); await rx.close(); cleanup(); }
+});
+
 test('a DELETE that removes fewer rows than were published (a BEFORE DELETE trigger returning NULL) is said and counted, and the relay backs off', async () => {
   const name = await table();
   const rx = await startReceiver();
@@ -633,6 +672,28 @@ test('a relay waiting for another\'s batch (standby) tries again after a poll, n
     assert.ok(r1 - r0 <= Math.ceil(secs) + 2, `${r1 - r0} tries in ${secs.toFixed(2)} s`);
     await holder.query('ROLLBACK');
     await waitUntil(async () => (await rows(name)).length === 0 || null, { timeout: 30000, what: 'relayed once free' });
+    assert.equal((await h.stop()).code, 0);
+  } finally { await holder.end(); await rx.close(); }
+});
+
+test('a relay waiting for another\'s batch shows the waiting rows\' lag as it grows (the other\'s batch held: its gauge is not read meanwhile)', async () => {
+  const name = await table();
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  const holder = await pg.client();
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await holder.query('BEGIN');
+    await holder.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`hookd_outbox:${name}`]);
+    await h.waitForLog((l) => l.msg === 'outbox.standby', 10000, 'standby');
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('lag1', $1, 'a.b', '{}')`, [tenant]);
+    // (before, a review: 0 for as long as the other batch was held)
+    await waitUntil(async () => (await metric(h, 'hookd_outbox_lag_seconds')) >= 1 || null,
+      { timeout: 10000, what: 'the lag growing while standby' });
+    assert.equal((await rows(name)).length, 1, 'not relayed meanwhile');
+    await holder.query('ROLLBACK');
+    await waitUntil(async () => (await rows(name)).length === 0 || null, { what: 'relayed once free' });
+    await waitUntil(async () => (await metric(h, 'hookd_outbox_lag_seconds')) < 1 || null, { what: 'the lag down again' });
     assert.equal((await h.stop()).code, 0);
   } finally { await holder.end(); await rx.close(); }
 });
