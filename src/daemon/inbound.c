@@ -701,10 +701,24 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf canon;
   hookd_buf_init(&canon, app->cfg->max_body_bytes * 6 + 64);
   if (json && !lossy) {
-    if (hookd_jcs(json, &canon) == 0)
+    /* Stripe: without the event's pending_webhooks (its endpoints not answered yet when it was
+     * sent), which a retry of the same event may carry changed — a retry was a conflict, and a
+     * filtered event re-sent so never promoted (a review); the whole body's hash, an earlier
+     * hookd's, is the alternative */
+    json_t *steady = NULL;
+    if (p == HOOKD_PROVIDER_STRIPE && json_is_object(json) &&
+        json_object_get(json, "pending_webhooks")) {
+      steady = json_copy(json); /* (shallow: the members shared, the object its own) */
+      op->hash_failed |= !steady || json_object_del(steady, "pending_webhooks") != 0 ||
+                         hookd_jcs(json, &canon) != 0 ||
+                         hookd_in_sha256_hex(canon.data, canon.len, op->alt_payload_hash) != 0;
+      hookd_buf_reset(&canon);
+    }
+    if (!op->hash_failed && hookd_jcs(steady ? steady : json, &canon) == 0)
       op->hash_failed |= hookd_in_sha256_hex(canon.data, canon.len, op->payload_hash) != 0;
     else
       op->hash_failed = true;
+    json_decref(steady);
   } else if (p == HOOKD_PROVIDER_VNPAY) {
     op->hash_failed |= hookd_in_sha256_hex(op->body.data, vnp_signed, op->payload_hash) != 0 ||
                        hookd_in_sha256_hex(op->body.data, op->body.len, op->alt_payload_hash) != 0;

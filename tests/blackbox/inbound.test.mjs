@@ -3727,6 +3727,30 @@ describe('source configuration', () => {
     await dest.close();
   });
 
+  it('a Stripe retry whose pending_webhooks changed is the same event (a duplicate, not a conflict): filtered, it is forwarded once its type is allowed', async () => {
+    // pending_webhooks: the event's endpoints not answered yet when it was sent, which a retry
+    // may carry changed (before, a review: hashed whole, the retry was a conflict and the
+    // filtered event was never forwarded)
+    const dest = await startReceiver();
+    const src = await source('stripe', ['whsec_pend'], [{ url: dest.url }], { event_types: ['charge.*'] });
+    const body = (pending) => stripeEvent('evt_pend_1', { pending_webhooks: pending });
+    const first = await post(src, body(2), sign.stripe(body(2), 'whsec_pend'));
+    assert.equal(first.json.status, 'filtered');
+    assert.equal((await h.api('PATCH', `/v1/sources/${src.id}`, { event_types: ['invoice.*'] })).status, 200);
+    const again = await post(src, body(1), sign.stripe(body(1), 'whsec_pend'));
+    assert.deepEqual([again.status, again.json.inbox_id, again.json.duplicate], [200, first.json.inbox_id, false], again.text);
+    await waitStatus(src, first.json.inbox_id, 'completed');
+    const third = await post(src, body(0), sign.stripe(body(0), 'whsec_pend'));
+    assert.deepEqual([third.json.duplicate, third.json.status], [true, 'completed'], third.text);
+    assert.equal((await inbox(src, 'conflict')).length, 0, 'no conflict');
+    assert.equal(dest.requests.length, 1, 'forwarded once');
+    // another member changed is a conflict still
+    const other = stripeEvent('evt_pend_1', { pending_webhooks: 0, livemode: true });
+    const fourth = await post(src, other, sign.stripe(other, 'whsec_pend'));
+    assert.equal(fourth.json.status, 'conflict', fourth.text);
+    await dest.close();
+  });
+
   it('a filtered event redelivered after the allowlist was widened while the source has no destination: 503, so the provider retries until one is added', async () => {
     const dest = await startReceiver();
     const src = await source('stripe', ['whsec_widen0'], [{ url: dest.url }], { event_types: ['charge.*'] });
