@@ -345,8 +345,10 @@ static int cmd_create(keys_args *a) {
   /* a tenant of the scope that does not exist: refused before a token is printed */
   int rc = hookd_storeq_run_sync(s->reader, run_tenants_exist, &x);
   /* the token is written out before the key is stored: a key whose token nobody received
-   * (stdout full, closed) would be a live admin credential held by no one */
-  bool written = !rc && printf("%s\n", token) > 0 && fflush(stdout) == 0 && !ferror(stdout);
+   * (stdout full, closed — main gives a closed one /dev/null, where a write succeeds: a review)
+   * would be a live admin credential held by no one */
+  bool written = !rc && !hookd_auth_stdout_is_null() && printf("%s\n", token) > 0 &&
+                 fflush(stdout) == 0 && !ferror(stdout);
   OPENSSL_cleanse(token, sizeof token);
   if (!written) {
     hookd_store_close(s);
@@ -357,8 +359,8 @@ static int cmd_create(keys_args *a) {
     else if (rc)
       fprintf(stderr, "hookd keys create: %s; no key created\n", store_problem(rc));
     else
-      fprintf(stderr, "hookd keys create: the token could not be written to standard output: "
-                      "no key created\n");
+      fprintf(stderr, "hookd keys create: the token could not be written to standard output "
+                      "(closed, full, or /dev/null): no key created\n");
     return 1;
   }
   rc = hookd_storeq_run_sync(s->writer, run_create, &x);
@@ -560,14 +562,19 @@ int hookd_cmd_keys(int argc, char **argv) {
     }
   if (argc < 1)
     fprintf(stderr, "hookd keys: which command? (create, list, revoke, rotate-master)\n");
-  if (argc < 1 || parse(argc - 1, argv + 1, &a) != 0) {
+  else if (!strncmp(argv[0], "-", 1)) /* (`keys --store S list`: its options after it) */
+    fprintf(stderr, "hookd keys: the command (create, list, revoke, rotate-master) comes first, "
+                    "its options after it\n");
+  if (argc < 1 || !strncmp(argv[0], "-", 1) || parse(argc - 1, argv + 1, &a) != 0) {
     usage(stderr);
     return 2;
   }
   const char *sub = argv[0];
   /* only revoke takes a positional argument (the key id) */
   if (a.id && strcmp(sub, "revoke") != 0) {
-    fprintf(stderr, "hookd keys %s: unexpected argument \"%.64s\"\n", sub, a.id);
+    /* (not repeated: a token pasted there is a secret — a review) */
+    fprintf(stderr, "hookd keys %s: unexpected argument (not shown: it may be a secret; only "
+                    "revoke takes one, a key's id)\n", sub);
     return 2;
   }
   /* an option the subcommand does not read is a mistake (`keys list --role admin` listed every

@@ -134,8 +134,9 @@ int hookd_cmd_verify(int argc, char **argv) {
     } else if (!strcmp(a, "--header")) {
       const char *colon = strchr(v, ':');
       if (!colon) {
-        fprintf(stderr, "hookd verify: --header takes \"Name: value\" (no colon in \"%.40s\")\n",
-                v);
+        /* (not repeated: a secret given as --header's value is not to land in a log) */
+        fprintf(stderr, "hookd verify: --header takes \"Name: value\" (no colon in the value "
+                        "given, not shown: it may be a secret)\n");
         goto usage_out;
       }
       size_t nl = (size_t)(colon - v);

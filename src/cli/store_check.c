@@ -1,5 +1,6 @@
 /* store_check.c — the CLI's commands that only work on an existing store say so, instead of
  * creating (and migrating) an empty one at a mistyped path. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "store/store.h"
 
 bool hookd_cli_store_exists(const char *who, const char *url) {
   if (strncmp(url, "sqlite:", 7) != 0) return true; /* a server's database: it says itself */
@@ -22,9 +24,19 @@ bool hookd_cli_store_exists(const char *who, const char *url) {
    * lock), so even a command that reads cannot — said as such, not as "attempt to write a
    * readonly database" or a running daemon (a review) */
   if (exists && st.st_size > 0 && access(url + 7, R_OK | W_OK) != 0) {
+    if (errno == EROFS) { /* (not the user's: the mount's — a review) */
+      fprintf(stderr, "%s: %s is on a read-only file system: a store's connections write (its "
+                      "WAL, its lock) even to read\n", who, url + 7);
+      return false;
+    }
     fprintf(stderr, "%s: %s cannot be read and written by this user (uid %u; the file's owner is "
                     "uid %u): run the command as the store's owner, e.g. sudo -u its user\n",
             who, url + 7, (unsigned)geteuid(), (unsigned)st.st_uid);
+    return false;
+  }
+  char err[1300];
+  if (exists && st.st_size > 0 && hookd_store_dir_check(url, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: %s\n", who, err);
     return false;
   }
   /* an empty file is no store either: opening it would make it an SQLite database */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/b64.h"
 #include "core/ids.h"
@@ -220,6 +222,12 @@ int hookd_role_parse(const char *s, hookd_role *out) {
     }
   }
   return -1;
+}
+
+bool hookd_auth_stdout_is_null(void) {
+  struct stat out, null;
+  return fstat(STDOUT_FILENO, &out) == 0 && stat("/dev/null", &null) == 0 &&
+         S_ISCHR(out.st_mode) && out.st_rdev == null.st_rdev;
 }
 
 int hookd_auth_generate(char token[64], unsigned char hash[32]) {

@@ -82,6 +82,9 @@ void hookd_auth_key_detail(const char *role, const char *tenants, char *out, siz
 
 /* Generates a new key token "hk_<43 base64url chars>" and its hash. */
 int hookd_auth_generate(char token[64], unsigned char hash[32]);
+/* Whether standard output goes nowhere: /dev/null, or closed at start (main gives a closed one
+ * /dev/null). A token shown only once, written there, is held by no one. */
+bool hookd_auth_stdout_is_null(void);
 /* SHA-256 of a key token (what the store keeps). Returns 0 or -1. */
 int hookd_auth_hash(const char *token, unsigned char hash[32]);
 

@@ -699,7 +699,11 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strncmp(a, "--", 2) != 0) {
-      snprintf(err, errlen, "unexpected argument \"%.60s\" (see --help)", a);
+      /* (not repeated: a second value after an option, `--api-key A B`, may be a secret — a
+       * review) */
+      snprintf(err, errlen, "unexpected argument, the %d%s after serve (not shown: it may be a "
+                            "secret; each option takes one value; see --help)",
+               i + 1, i == 0 ? "st" : i == 1 ? "nd" : i == 2 ? "rd" : "th");
       return -1;
     }
     a += 2;

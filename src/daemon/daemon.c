@@ -542,13 +542,6 @@ static void on_store_change(void *arg, int what, int64_t seq) {
     hookd_dispatcher_store_changed(app->disp, what == HOOKD_STORE_WATCH_UP);
 }
 
-/* stdout goes nowhere (/dev/null, or closed at start: main gives it /dev/null) */
-static bool stdout_is_null(void) {
-  struct stat out, null;
-  return fstat(STDOUT_FILENO, &out) == 0 && stat("/dev/null", &null) == 0 &&
-         S_ISCHR(out.st_mode) && out.st_rdev == null.st_rdev;
-}
-
 /* The first start of a store with no key and no --api-key creates an admin key and shows it
  * once. A store whose keys were all revoked is not a first start: a new admin key printed there
  * would undo the lockdown (keys are made with `hookd keys create`). */
@@ -572,7 +565,7 @@ static int bootstrap_key(hookd_app *app, size_t stored) {
   if (hookd_storeq_run_sync(app->store->writer, run_key_create, &k) != 0) return -1;
   int shown = printf("hookd: created the first admin API key (%s). It is shown only this once:\n"
                      "  %s\n", id, token);
-  shown = shown > 0 && fflush(stdout) == 0 && !stdout_is_null();
+  shown = shown > 0 && fflush(stdout) == 0 && !hookd_auth_stdout_is_null();
   OPENSSL_cleanse(token, sizeof token);
   HLOG(HOOKD_LOG_WARN, "auth.bootstrap_key_created", KV_S("key_id", id));
   if (!shown) /* stdout closed or full: nobody has the key; it opens nothing, and a new one is

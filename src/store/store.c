@@ -82,12 +82,50 @@ int hookd_store_remains(const char *url, const char *suffix, char *err, size_t e
   return -1;
 }
 
+/* (store.h) */
+int hookd_store_dir_check(const char *url, char *err, size_t errlen) {
+  if (strncmp(url, "sqlite:", 7) != 0) return 0;
+  const char *path = url + 7;
+  /* SQLite makes the -wal and -shm files beside the database: a directory this user cannot
+   * write failed with "attempt to write a readonly database" (a review) — said as such, unless
+   * both are there already */
+  char dir[1100], wal[1100], shm[1100];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+  else snprintf(dir, sizeof dir, ".");
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  snprintf(shm, sizeof shm, "%s-shm", path);
+  if ((access(wal, F_OK) != 0 || access(shm, F_OK) != 0) && access(dir, W_OK | X_OK) != 0 &&
+      (errno == EACCES || errno == EPERM)) {
+    snprintf(err, errlen, "the directory %s cannot be written by this user (uid %u): the store's "
+                          "-wal and -shm files are made there",
+             dir, (unsigned)geteuid());
+    return -1;
+  }
+  return 0;
+}
+
 int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_t errlen) {
   out->db_fd = out->legacy_fd = -1;
   out->pg = NULL;
   if (strncmp(url, "sqlite:", 7) != 0) return 0;
   const char *path = url + 7;
   if (sqlite_path_ok(path, err, errlen) != 0) return -1;
+  /* a device, a pipe or a directory is no store: refused before anything is made beside it
+   * (before, a review: `sqlite:/dev/null` wrote /dev/null.lock and /dev/null-journal, then
+   * failed with "disk I/O error") */
+  struct stat at;
+  if (stat(path, &at) == 0 && !S_ISREG(at.st_mode)) {
+    snprintf(err, errlen, "%s is not a store file but %s: a store is a regular file (or a path "
+                          "where none is yet)",
+             path, S_ISDIR(at.st_mode) ? "a directory" : S_ISCHR(at.st_mode) || S_ISBLK(at.st_mode)
+                                                            ? "a device"
+                                                        : S_ISFIFO(at.st_mode) ? "a pipe"
+                                                                               : "a special file");
+    return -1;
+  }
+  if (hookd_store_dir_check(url, err, errlen) != 0) return -1;
   /* (before the lock, which creates the file; the key file is the daemon's to ask about:
    * keyring.c knows whether it is the store's own key) */
   if (hookd_store_remains(url, "-wal", err, errlen) != 0) return -1;

@@ -1335,6 +1335,10 @@ void hookd_store_url_shown(const char *url, char *out, size_t cap);
  * design (PostgreSQL). Returns 0, or -1 with err ("another hookd is running on PATH" when held).
  * Release with hookd_store_unlock only after the store is closed: closing any descriptor of the
  * database file drops SQLite's own POSIX locks. */
+/* SQLite makes a store's -wal and -shm files beside its database: -1 with err naming the
+ * directory when this user cannot write it and they are not both there (a review: "attempt to
+ * write a readonly database" said nothing of it). 0 otherwise, and for other stores. */
+int hookd_store_dir_check(const char *url, char *err, size_t errlen);
 typedef struct hookd_store_lockset {
   int db_fd, legacy_fd; /* -1 when not held */
   void *pg;             /* hookd_store_lock_offline on a PostgreSQL store: its connection */

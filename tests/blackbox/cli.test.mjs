@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
-import { chmodSync, existsSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOOKD_BIN, faultDisk, faultNoLink, publish, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
@@ -117,7 +117,7 @@ describe('hookd CLI', () => {
     // a failure once the port is bound (the store's open) is exit 1 and the log's last line
     r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${emptyDir}`]);
     assert.equal(r.status, 1, r.stderr);
-    assert.match(startupError(r), /cannot open .*: Is a directory/);
+    assert.match(startupError(r), /is not a store file but a directory/);
     r = run(['serve', '--listen', '[]:80']);
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /--listen: expected HOST:PORT, got "\[\]:80" \(no host\)/);
@@ -499,9 +499,33 @@ describe('hookd CLI', () => {
     const before = run(['keys', 'list', '--store', store]).stdout;
     const full = run(['keys', 'create', '--role', 'admin', '--name', 'lost', '--store', store], { stdio: ['ignore', openSync('/dev/full', 'w'), 'pipe'] });
     assert.equal(full.status, 1, full.stderr);
-    assert.match(full.stderr, /could not be written to standard output: no key created/);
+    assert.match(full.stderr, /could not be written to standard output \(closed, full, or \/dev\/null\): no key created/);
+    // stdout closed (main gives it /dev/null, where a write succeeds: before, a review, the key
+    // was created, exit 0) or /dev/null itself
+    for (const to of ['>&-', '>/dev/null']) {
+      const r = spawnSync('sh', ['-c', `"$0" keys create --role admin --name lost --store "$1" ${to}`, HOOKD_BIN, store],
+        { encoding: 'utf8', timeout: 60000 });
+      assert.equal(r.status, 1, `${to}: ${r.stderr}`);
+      assert.match(r.stderr, /no key created/);
+    }
     const after = run(['keys', 'list', '--store', store]).stdout;
     assert.equal(after, before, 'no key named lost');
+    cleanup();
+  });
+
+  it('a store path naming a pipe or a directory is refused before anything is made beside it', () => {
+    const { dir, cleanup } = tempDir();
+    const fifo = join(dir, 'pipe.db'), sub = join(dir, 'sub.db');
+    assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
+    mkdirSync(sub);
+    // (before, a review: `sqlite:/dev/null` wrote /dev/null.lock and /dev/null-journal, then
+    // failed with "disk I/O error"; a pipe, pipe.db.lock, then "disk I/O error")
+    for (const [path, what] of [[fifo, 'a pipe'], [sub, 'a directory']]) {
+      const r = run(['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${path}`], { timeout: 20000 });
+      assert.equal(r.status, 1, `${path}: ${r.stderr}`);
+      assert.match(r.stderr, new RegExp(`is not a store file but ${what}`));
+    }
+    assert.deepEqual(readdirSync(dir).sort(), ['pipe.db', 'sub.db'], 'nothing made beside them');
     cleanup();
   });
 
@@ -674,11 +698,20 @@ describe('hookd CLI', () => {
     assert.equal(run(['keys', 'list', ...store]).status, 0);
     for (const [args, why] of [[['keys', 'create', 'oops', '--role', 'admin'], /unexpected argument/],
       [['keys', 'list', 'extra'], /unexpected argument/],
+      [['keys', '--role', 'admin', 'create'], /the command \(create, list, revoke, rotate-master\) comes first/],
       [['keys', 'create', '--role', 'admin', '--role', 'viewer'], /usage/],
       [['keys', 'create', '--role', 'viewer', '--name', 'a\nkey_FAKE admin'], /control characters/]]) {
       const r = run([...args, ...store]);
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, why);
+    }
+    // a token pasted where no argument goes is not repeated (before, a review: the first 64
+    // characters of it, to a terminal or a CI log)
+    for (const args of [['keys', 'list', 'hk_PASTED_SECRET'], ['serve', '--api-key', 'hk_one', 'hk_PASTED_SECRET'],
+      ['verify', '--secret', 'whsec_a', '--header', 'whsec_PASTED_SECRET', '--body', '/dev/null']]) {
+      const r = run([...args, ...(args[0] === 'verify' ? [] : store)]);
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.ok(!r.stderr.includes('PASTED'), r.stderr);
     }
     for (const cmd of ['keys', 'inbox', 'verify']) { // asked for, the usage goes to stdout, as serve's
       const help = run([cmd, '--help']);
@@ -805,7 +838,7 @@ describe('hookd CLI', () => {
       [['verify', '--secret', 'whsec_x', '--id', 'a', '--header', 'webhook-id: b'], /--id given twice/],
       [['verify', '--body', 'a', '--body=b'], /--body given twice/],
       [['keys', 'create', '--role=admin', '--role', 'viewer'], /repeated option --role/],
-      [['verify', '--header', 'webhook-id x'], /no colon in "webhook-id x"/],
+      [['verify', '--header', 'webhook-id x'], /no colon in the value given, not shown/],
       [['verify', '--id', 'x'], /give --secret \(or HOOKD_VERIFY_SECRET\) or --public-key/],
       [['verify', '--secret', 'whsec_x', '--id', 'x', '--timestamp', '1'], /the webhook-signature is missing/],
     ];

@@ -1042,6 +1042,24 @@ describe('secrets', () => {
     }
     cleanup();
   });
+  it('a store whose directory its user cannot write is said so at start (not "attempt to write a readonly database")',
+    { skip: SQLITE_ONLY || (process.getuid() !== 0 && 'needs root') }, async () => {
+    const { dir, cleanup } = tempDir();
+    const h = await startHookd({ dir });
+    assert.equal((await h.stop()).code, 0);
+    // the store's files are uid 1's, their directory root's (755): its -wal and -shm cannot be
+    // made there (before, a review: "configure …: attempt to write a readonly database")
+    chmodSync(dir, 0o755);
+    for (const f of readdirSync(dir)) chownSync(join(dir, f), 1, 1);
+    const store = `sqlite:${join(dir, 'hookd.db')}`;
+    for (const args of [['serve', '--listen', '127.0.0.1:0', '--store', store], ['keys', 'list', '--store', store]]) {
+      const r = spawnSync('setpriv', ['--reuid=1', '--regid=1', '--clear-groups', HOOKD_BIN, ...args],
+        { encoding: 'utf8', timeout: 20000 });
+      assert.equal(r.status, 1, `${args[0]}: ${r.stderr}`);
+      assert.match(r.stderr, /the directory .* cannot be written by this user \(uid 1\): the store's -wal and -shm files are made there/);
+    }
+    cleanup();
+  });
   it('a value meant to be sealed but stored in clear (written outside hookd) is used as it is and said at start', async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver();
