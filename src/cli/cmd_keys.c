@@ -59,6 +59,7 @@ typedef struct ctx {
   const hookd_master_key *old_key, *new_key;
   int resealed;
   char err[256];
+  bool sealed_new; /* rotate-master: what the old key did not open, the new one does */
 } ctx;
 
 /* The key's audit row under its tenant for a key of one tenant, else under none — as the API
@@ -120,6 +121,16 @@ static char *reseal(ctx *x, const char *stored, const char *id) {
   return out;
 }
 
+/* Whether a stored value is sealed and opens with key: a rotation to it that completed before
+ * (killed before it printed its advice), run again. */
+static bool opens_with(const hookd_master_key *key, const char *stored, const char *id) {
+  if (!stored || !*stored || !hookd_is_sealed(stored)) return false;
+  char *plain = hookd_unseal(key, stored, id);
+  bool opens = plain != NULL;
+  hookd_secret_free(plain);
+  return opens;
+}
+
 /* A source's secrets re-sealed without those whose overlap has ended ({"secret", "expires_at":
  * ms} at or before now), as an endpoint's previous secret is dropped: they verify nothing, and
  * carried over, the new key would open them (a review). NULL when they do not open. */
@@ -167,6 +178,8 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
                "the %s of endpoint %s do%s not open with the current master key",
                eps[i].headers && !hdrs ? "custom headers" : "secret", eps[i].id,
                eps[i].headers && !hdrs ? "" : "es");
+      x->sealed_new = opens_with(x->new_key, eps[i].secret, eps[i].id) ||
+                      opens_with(x->new_key, eps[i].headers, eps[i].id);
       rc = HOOKD_STORE_ERR;
     } else {
       rc = be->endpoint_reseal(c, eps[i].id, cur, prev, hdrs);
@@ -186,6 +199,7 @@ static int run_rotate_master(hookd_store_conn *c, const hookd_store_backend *be,
     if (!sealed) {
       snprintf(x->err, sizeof x->err,
                "the secrets of source %s do not open with the current master key", srcs[i].id);
+      x->sealed_new = opens_with(x->new_key, srcs[i].secrets, srcs[i].id);
       rc = HOOKD_STORE_ERR;
       break;
     }
@@ -513,9 +527,18 @@ static int cmd_rotate_master(keys_args *a) {
                     "store needs\n", store_problem(src), old_key.id, new_key.id);
     goto out;
   }
+  if (src && x.sealed_new) { /* (a review: said only that the secrets did not open) */
+    fprintf(stderr, "hookd keys rotate-master: the stored secrets are sealed with the new key "
+                    "already (%s, id %s): a rotation to it completed before; nothing changed. "
+                    "Start hookd with that key (in place of %s, id %s)\n",
+            a->new_master_file, new_key.id, old_file ? old_file : "HOOKD_MASTER_KEY", old_key.id);
+    goto out;
+  }
   if (src) {
-    fprintf(stderr, "hookd keys rotate-master: %s (nothing changed)\n",
-            x.err[0] ? x.err : hookd_store_strerror(src));
+    fprintf(stderr, "hookd keys rotate-master: %s (nothing changed; the current key tried: %s, "
+                    "id %s)\n",
+            x.err[0] ? x.err : hookd_store_strerror(src), old_file ? old_file : "HOOKD_MASTER_KEY",
+            old_key.id);
     goto out;
   }
   /* where the old key came from is where the new one goes: a start given both the variable
