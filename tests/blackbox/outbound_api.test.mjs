@@ -1164,15 +1164,19 @@ describe('deleting an endpoint with deliveries in hand', () => {
       // ended at the answer, unsent (before, a review: it went out when the name resolved,
       // seconds after the answer)
       const ended = await d.api('GET', `/v1/events/${p.json.id}`);
-      assert.equal(ended.json.deliveries[0].attempt_count, 0, `${mode}: no attempt counted`);
+      // (moved to a receiver that answers at once, it may be claimed again and delivered there
+      // before this read: its attempts are checked below, each at the new URL)
+      if (mode !== 'url') assert.equal(ended.json.deliveries[0].attempt_count, 0, `${mode}: no attempt counted`);
       dns.fast();
       if (mode === 'delete') {
         assert.equal(ended.json.deliveries[0].state, 'cancelled', mode);
       } else if (mode === 'disable') {
         assert.equal(ended.json.deliveries[0].state, 'pending', mode);
       } else if (mode === 'url') {
-        await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'delivered', 'delivered at the new URL');
+        const [dl] = await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'delivered', 'delivered at the new URL');
         assert.equal(r2.requests.length, 1);
+        const { attempts } = (await d.api('GET', `/v1/deliveries/${dl.id}`)).json;
+        assert.deepEqual(attempts.map((x) => x.url), [r2.url], 'one attempt, at the new URL: none counted for the old one');
       } else {
         await r.waitFor(1, 15000, 'sent again, signed anew');
         assert.doesNotThrow(() => r.verify(r.requests[0], a.json.secret), 'signed with the new secret');
