@@ -105,7 +105,7 @@ typedef struct item {
   bool slow;                  /* counted in the slow share while in flight */
   bool newcomer;              /* counted in its tenant's newcomer share while in flight */
   bool spare;                 /* started by an idle endpoint past the global cap's refusal:
-                                 counted in its tenant's spare_in_flight (sched spare_ep) */
+                                 counted in the dispatcher's spare_in_flight (sched spare_ep) */
   bool probe;                 /* sent as a half-open breaker probe (of the breaker of
                                  probe_gen: disp_probe) */
   unsigned probe_gen;
@@ -173,7 +173,6 @@ typedef struct tenant {
   int64_t body_bytes;         /* bytes of the bodies its claimed deliveries hold */
   struct ep *ready_head, *ready_tail; /* endpoints with something they may send */
   int ready_idle;             /* those of them holding no request in flight */
-  int spare_in_flight;        /* its requests started past the global cap's refusal (item.spare) */
   bool in_ring;               /* in the dispatcher's sending ring */
   struct tenant *ring_next;
   int turn_left;              /* sends left in its current turn */
@@ -362,6 +361,7 @@ struct hookd_dispatcher {
   int demand_held;            /* the requests in flight of those tenants (the rest are held by
                                  tenants wanting no more: not shared out) */
   int in_flight, queued, slow_in_flight;
+  int spare_in_flight;        /* requests started past the global cap's refusal (item.spare) */
   hookd_strmap bodies;        /* event seq (decimal) → body_ref of claimed deliveries */
   int64_t body_bytes;         /* bytes of those bodies (each counted once) */
   int64_t claim_bytes_avg;    /* new body bytes per claimed delivery (moving average): what a

@@ -409,19 +409,21 @@ static bool cap_allows(int cap, int used, int held, int weight, int demand, int 
 }
 
 /* An endpoint of t that may start a request although the global cap stopped t
- * (docs/isolation.md "An idle endpoint of a tenant stopped by the global cap"): ready, not
- * slow, holding none, while fewer than the global reserve's floor of t's requests started so are
- * in flight, and more than that floor of the cap is free (kept for tenants holding little: with
- * a reserve of one slot, a wall of idle hanging endpoints took it). The endpoints' reserve is
- * kept of the tenant's cap, not of what other tenants leave it: a tenant's hanging endpoints
- * filling that held its healthy sibling to their timeouts. */
+ * (docs/isolation.md "An idle endpoint of a tenant stopped by the global cap"): ready, holding
+ * none, proven and not slow (it has answered, in less than half its timeout: a wall of new
+ * hanging endpoints, never heard from, took every such slot, and with many tenants the global
+ * reserve — a review), while fewer than the global reserve's floor of requests started so are in
+ * flight, all tenants' together, and more than that floor of the cap is free (kept for tenants
+ * holding little). The endpoints' reserve is kept of the tenant's cap, not of what other tenants
+ * leave it: a tenant's hanging endpoints filling that held its healthy sibling to their
+ * timeouts. */
 static ep *spare_ep(const hookd_dispatcher *d, const tenant *t) {
   int res = cap_reserve(d->cfg.max_in_flight), floor = res / 8 > 0 ? res / 8 : 1;
-  if (t->ready_idle <= 0 || t->spare_in_flight >= floor ||
+  if (t->ready_idle <= 0 || d->spare_in_flight >= floor ||
       d->cfg.max_in_flight - d->in_flight <= floor)
     return NULL;
   for (ep *e = t->ready_head; e; e = e->ready_next)
-    if (e->in_flight == 0 && !e->slow) return e;
+    if (e->in_flight == 0 && e->proven && !e->slow) return e;
   return NULL;
 }
 
@@ -981,7 +983,7 @@ static void dispatch_ring(hookd_dispatcher *d, int64_t now) {
       it->newcomer = ep_newcomer(e);
       t->new_in_flight += it->newcomer;
       it->spare = spare != NULL;
-      t->spare_in_flight += it->spare;
+      d->spare_in_flight += it->spare;
     } else {
       disp_release_item(d, it);
     }
@@ -1024,7 +1026,7 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   e->in_flight--;
   e->in_flight_replays -= it->cls == CLS_REPLAY;
   t->ready_idle += e->in_ready && e->in_flight == 0;
-  t->spare_in_flight -= it->spare;
+  d->spare_in_flight -= it->spare;
   t->in_flight--;
   d->in_flight--;
   t->demand_held -= e->demanding;
