@@ -14,10 +14,11 @@ bool hookd_cli_store_exists(const char *who, const char *url) {
   if (strncmp(url, "sqlite:", 7) != 0) return true; /* a server's database: it says itself */
   struct stat st;
   bool exists = stat(url + 7, &st) == 0;
-  /* nor a device (SQLite would write its journal beside /dev/null), a directory or a pipe */
-  if (exists && !S_ISREG(st.st_mode)) {
-    fprintf(stderr, "%s: %s is not a store file (--store sqlite:PATH, or HOOKD_STORE)\n", who,
-            url + 7);
+  /* nor a device (SQLite would write its journal beside /dev/null), a directory or a pipe: the
+   * lock's own check (store.c), said before the user's access */
+  char err[1300];
+  if (exists && !S_ISREG(st.st_mode) && hookd_store_file_check(url, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: %s (--store sqlite:PATH, or HOOKD_STORE)\n", who, err);
     return false;
   }
   /* a store of another user's (the daemon's): its connections write (the WAL's files, the
@@ -34,7 +35,6 @@ bool hookd_cli_store_exists(const char *who, const char *url) {
             who, url + 7, (unsigned)geteuid(), (unsigned)st.st_uid);
     return false;
   }
-  char err[1300];
   if (exists && st.st_size > 0 && hookd_store_dir_check(url, err, sizeof err) != 0) {
     fprintf(stderr, "%s: %s\n", who, err);
     return false;

@@ -83,6 +83,27 @@ int hookd_store_remains(const char *url, const char *suffix, char *err, size_t e
 }
 
 /* (store.h) */
+int hookd_store_file_check(const char *url, char *err, size_t errlen) {
+  if (strncmp(url, "sqlite:", 7) != 0) return 0;
+  const char *path = url + 7;
+  /* a device, a pipe or a directory is no store: refused before anything is made beside it
+   * (before, a review: `sqlite:/dev/null` wrote /dev/null.lock and /dev/null-journal, then
+   * failed with "disk I/O error") */
+  struct stat at;
+  if (stat(path, &at) == 0 && !S_ISREG(at.st_mode)) {
+    const char *what = S_ISDIR(at.st_mode)                          ? "a directory"
+                       : S_ISCHR(at.st_mode) || S_ISBLK(at.st_mode) ? "a device"
+                       : S_ISFIFO(at.st_mode)                       ? "a pipe"
+                                                                    : "a special file";
+    snprintf(err, errlen, "%s is not a store file but %s: a store is a regular file (or a path "
+                          "where none is yet)",
+             path, what);
+    return -1;
+  }
+  return hookd_store_dir_check(url, err, errlen);
+}
+
+/* (store.h) */
 int hookd_store_dir_check(const char *url, char *err, size_t errlen) {
   if (strncmp(url, "sqlite:", 7) != 0) return 0;
   const char *path = url + 7;
@@ -112,20 +133,7 @@ int hookd_store_lock(const char *url, hookd_store_lockset *out, char *err, size_
   if (strncmp(url, "sqlite:", 7) != 0) return 0;
   const char *path = url + 7;
   if (sqlite_path_ok(path, err, errlen) != 0) return -1;
-  /* a device, a pipe or a directory is no store: refused before anything is made beside it
-   * (before, a review: `sqlite:/dev/null` wrote /dev/null.lock and /dev/null-journal, then
-   * failed with "disk I/O error") */
-  struct stat at;
-  if (stat(path, &at) == 0 && !S_ISREG(at.st_mode)) {
-    snprintf(err, errlen, "%s is not a store file but %s: a store is a regular file (or a path "
-                          "where none is yet)",
-             path, S_ISDIR(at.st_mode) ? "a directory" : S_ISCHR(at.st_mode) || S_ISBLK(at.st_mode)
-                                                            ? "a device"
-                                                        : S_ISFIFO(at.st_mode) ? "a pipe"
-                                                                               : "a special file");
-    return -1;
-  }
-  if (hookd_store_dir_check(url, err, errlen) != 0) return -1;
+  if (hookd_store_file_check(url, err, errlen) != 0) return -1;
   /* (before the lock, which creates the file; the key file is the daemon's to ask about:
    * keyring.c knows whether it is the store's own key) */
   if (hookd_store_remains(url, "-wal", err, errlen) != 0) return -1;

@@ -1335,6 +1335,11 @@ void hookd_store_url_shown(const char *url, char *out, size_t cap);
  * design (PostgreSQL). Returns 0, or -1 with err ("another hookd is running on PATH" when held).
  * Release with hookd_store_unlock only after the store is closed: closing any descriptor of the
  * database file drops SQLite's own POSIX locks. */
+/* An embedded store's path before anything is opened or made there: -1 with err saying why when
+ * it names a directory, a device or a pipe, or when its directory cannot be written (below); 0
+ * otherwise (a regular file, or none yet), and for other stores. Shared by the lock (the
+ * daemon's start, the CLI's writes) and the CLI's check of an existing store. */
+int hookd_store_file_check(const char *url, char *err, size_t errlen);
 /* SQLite makes a store's -wal and -shm files beside its database: -1 with err naming the
  * directory when this user cannot write it and they are not both there (a review: "attempt to
  * write a readonly database" said nothing of it). 0 otherwise, and for other stores. */
