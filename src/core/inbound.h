@@ -264,6 +264,10 @@ int hookd_in_sha256_hex(const void *p, size_t n, char out[65]);
  * field twice (hash its bytes then: the fields' object keeps one value) or the hash cannot be
  * written. */
 int hookd_in_twilio_form_hash(const char *s, size_t len, char out[65]);
+/* The top-level member of provider p's JSON body that a retry of the same event may carry
+ * changed, left out of its payload hash (NULL: none). Stripe's pending_webhooks: the event's
+ * endpoints not answered yet when it was sent (docs/inbound.md). */
+const char *hookd_in_volatile_member(hookd_provider p);
 
 /* RFC 8785 JSON Canonicalization Scheme: object members sorted by their names' UTF-16 code
  * units, numbers in ECMAScript shortest form, strings with minimal escaping, no whitespace. One

@@ -177,6 +177,10 @@ static int fields_id(const json_t *form, char *out, size_t outlen) {
   snprintf(out, outlen, "fields:%s", hex);
   return 0;
 }
+const char *hookd_in_volatile_member(hookd_provider p) {
+  return p == HOOKD_PROVIDER_STRIPE ? "pending_webhooks" : NULL;
+}
+
 int hookd_in_twilio_form_hash(const char *s, size_t len, char out[65]) {
   size_t pairs = 0;
   json_t *form = form_object(s, len, &pairs);

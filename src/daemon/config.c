@@ -701,9 +701,9 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     if (strncmp(a, "--", 2) != 0) {
       /* (not repeated: a second value after an option, `--api-key A B`, may be a secret — a
        * review) */
-      snprintf(err, errlen, "unexpected argument, the %d%s after serve (not shown: it may be a "
-                            "secret; each option takes one value; see --help)",
-               i + 1, i == 0 ? "st" : i == 1 ? "nd" : i == 2 ? "rd" : "th");
+      snprintf(err, errlen, "unexpected argument at position %d after serve (not shown: it may "
+                            "be a secret; each option takes one value; see --help)",
+               i + 1);
       return -1;
     }
     a += 2;

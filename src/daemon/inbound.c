@@ -701,15 +701,14 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_buf canon;
   hookd_buf_init(&canon, app->cfg->max_body_bytes * 6 + 64);
   if (json && !lossy) {
-    /* Stripe: without the event's pending_webhooks (its endpoints not answered yet when it was
-     * sent), which a retry of the same event may carry changed — a retry was a conflict, and a
-     * filtered event re-sent so never promoted (a review); the whole body's hash, an earlier
-     * hookd's, is the alternative */
+    /* without a member a retry of the same event may carry changed (Stripe's pending_webhooks:
+     * a retry was a conflict, and a filtered event re-sent so never promoted — a review); the
+     * whole body's hash, an earlier hookd's, is the alternative */
     json_t *steady = NULL;
-    if (p == HOOKD_PROVIDER_STRIPE && json_is_object(json) &&
-        json_object_get(json, "pending_webhooks")) {
+    const char *volatile_member = hookd_in_volatile_member(p);
+    if (volatile_member && json_is_object(json) && json_object_get(json, volatile_member)) {
       steady = json_copy(json); /* (shallow: the members shared, the object its own) */
-      op->hash_failed |= !steady || json_object_del(steady, "pending_webhooks") != 0 ||
+      op->hash_failed |= !steady || json_object_del(steady, volatile_member) != 0 ||
                          hookd_jcs(json, &canon) != 0 ||
                          hookd_in_sha256_hex(canon.data, canon.len, op->alt_payload_hash) != 0;
       hookd_buf_reset(&canon);
