@@ -408,6 +408,7 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
       e->health_since = now;
     }
     if (moved) e->proven = false; /* not heard from at the new URL: a newcomer again */
+    sched_ep_idle_sync(e);
     /* a Retry-After pause was the old receiver's word: a new URL, or an operator enabling the
      * endpoint again, ends it (else an hour's 429 held a fixed endpoint that hour) */
     if ((moved || (!was_enabled && e->cfg.enabled)) && e->paused_until > now) {
@@ -1062,6 +1063,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
         ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow */
       ep_set_slow(e, false);
   }
+  sched_ep_idle_sync(e); /* (proven now: it may take a spare slot) */
   if (ok && e->failing_since) {
     e->failing_since = e->failing_since_stored = 0;
     o->failing = -1;

@@ -172,7 +172,8 @@ typedef struct tenant {
   int claiming;               /* limits of its endpoints' claims not completed yet */
   int64_t body_bytes;         /* bytes of the bodies its claimed deliveries hold */
   struct ep *ready_head, *ready_tail; /* endpoints with something they may send */
-  int ready_idle;             /* those of them holding no request in flight */
+  int ready_idle;             /* those of them that may take a spare slot: holding no request,
+                                 proven, not slow (sched_ep_idle_sync; spare_ep) */
   bool in_ring;               /* in the dispatcher's sending ring */
   struct tenant *ring_next;
   int turn_left;              /* sends left in its current turn */
@@ -245,6 +246,7 @@ typedef struct ep {
   struct ep *share_next;
   bool demanding;             /* in_ready or share_blocked: counted in its tenant's demand_eps
                                  (the fair shares of the band above the reserve) */
+  bool idle_counted;          /* counted in its tenant's ready_idle (sched_ep_idle_sync) */
   /* one link per wait list: an endpoint may be on both (waiting for a budget, then served by a
    * claim and stopped by the slow share), and a shared link crossed the lists */
   struct ep *budget_next, *slow_next;
@@ -278,10 +280,12 @@ static inline int64_t ep_slow_after_ms(const ep *e) {
 
 /* Marks an endpoint slow or clears the mark, keeping its tenant's count — of enabled endpoints
  * only, as the stats walk recounts it (a disabled one holds back no newcomer). */
+void sched_ep_idle_sync(ep *e);
 static inline void ep_set_slow(ep *e, bool slow) {
   if (e->slow == slow) return;
   e->slow = slow;
   if (e->cfg.enabled && !e->gone) e->t->slow_eps += slow ? 1 : -1;
+  sched_ep_idle_sync(e);
 }
 
 /* Whether the endpoint is a newcomer: never heard from, in a tenant with slow endpoints. Its

@@ -280,6 +280,17 @@ static void demand_update(hookd_dispatcher *d, tenant *t) {
   d->demand_held += now ? t->in_flight : -t->in_flight;
 }
 
+/* Keeps e counted in its tenant's ready_idle while it may take a spare slot (spare_ep): ready,
+ * holding no request, proven (it has answered) and not slow. Called wherever one of these
+ * changes; so a tenant whose ready endpoints are all new or slow (a wall of hanging ones) is not
+ * walked for one at each refusal. */
+void sched_ep_idle_sync(ep *e) {
+  bool now = e->t && e->in_ready && e->in_flight == 0 && e->proven && !e->slow;
+  if (now == e->idle_counted) return;
+  e->idle_counted = now;
+  e->t->ready_idle += now ? 1 : -1;
+}
+
 /* Keeps e->demanding and its tenant's demand_eps in step: ready, or waiting for the reserve of
  * its tenant's cap (or its share of the band above it). */
 static void ep_demand_update(ep *e) {
@@ -302,7 +313,7 @@ static void ready_push(hookd_dispatcher *d, ep *e) {
   tenant *t = e->t;
   if (e->in_ready || !t) return;
   e->in_ready = true;
-  t->ready_idle += e->in_flight == 0;
+  sched_ep_idle_sync(e);
   live_update(d, e);
   e->ready_next = NULL;
   e->ready_prev = t->ready_tail;
@@ -321,7 +332,7 @@ static ep *ready_pop(hookd_dispatcher *d, tenant *t) {
   if (t->ready_head) t->ready_head->ready_prev = NULL;
   else t->ready_tail = NULL;
   e->in_ready = false;
-  t->ready_idle -= e->in_flight == 0;
+  sched_ep_idle_sync(e);
   e->ready_next = e->ready_prev = NULL;
   live_update(d, e);
   ep_demand_update(e);
@@ -337,7 +348,7 @@ static void ready_remove(hookd_dispatcher *d, ep *e) {
   if (e->ready_next) e->ready_next->ready_prev = e->ready_prev;
   else t->ready_tail = e->ready_prev;
   e->in_ready = false;
-  t->ready_idle -= e->in_flight == 0;
+  sched_ep_idle_sync(e);
   e->ready_next = e->ready_prev = NULL;
   live_update(d, e);
   ep_demand_update(e);
@@ -504,7 +515,7 @@ bool sched_share_recheck(hookd_dispatcher *d) {
 #ifndef NDEBUG
     int eps = 0, eps_held = 0, idle = 0;
     for (ep *e = t->ready_head; e; e = e->ready_next)
-      eps++, eps_held += e->in_flight, idle += e->in_flight == 0;
+      eps++, eps_held += e->in_flight, idle += e->in_flight == 0 && e->proven && !e->slow;
     for (ep *e = t->share_wait; e; e = e->share_next)
       if (!e->in_ready) eps++, eps_held += e->in_flight;
     if (t->demanding != (t->ready_head && tenant_open(t)) || eps != t->demand_eps ||
@@ -1025,7 +1036,7 @@ void sched_sent_done(hookd_dispatcher *d, item *it) {
   tenant *t = e->t;
   e->in_flight--;
   e->in_flight_replays -= it->cls == CLS_REPLAY;
-  t->ready_idle += e->in_ready && e->in_flight == 0;
+  sched_ep_idle_sync(e);
   d->spare_in_flight -= it->spare;
   t->in_flight--;
   d->in_flight--;
