@@ -894,8 +894,9 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     types_refused(r, op->src.provider, typed);
     ok = false;
   }
-  const char *unread = body_field(prov, &op->src, P_IDENTITY | P_BKEY | P_VERSION);
-  if (ok && unread) {
+  /* prov is set only once the provider was read */
+  const char *unread = ok ? body_field(prov, &op->src, P_IDENTITY | P_BKEY | P_VERSION) : NULL;
+  if (unread) {
     body_refused(r, op->src.provider, unread);
     ok = false;
   }
@@ -1191,7 +1192,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
     return HOOKD_STORE_NOTFOUND;
   }
   /* new secrets must fit the stored provider, as on create: else every request fails */
-  hookd_provider prov;
+  hookd_provider prov = HOOKD_PROVIDER_GENERIC; /* only a generic source has a credential rule */
   if ((op->patch & P_SECRETS) && hookd_provider_parse(cur.provider, &prov) == 0 &&
       op->unfit[prov] >= 0) {
     op->refused = op->unfit[prov];
