@@ -7,6 +7,7 @@
 
 #include "core/inbound_int.h"
 #include "core/num.h"
+#include "core/utf8.h"
 
 /* Decodes s[0..len) into dst (room for len + 1), NUL-terminates; returns decoded length or -1. */
 static long decode(const char *s, size_t len, char *dst) {
@@ -123,4 +124,14 @@ static int kv_cmp(const void *pa, const void *pb) {
 
 void hookd_in_form_sort(hookd_in_form *f) {
   if (f->n > 1) qsort(f->kv, f->n, sizeof *f->kv, kv_cmp);
+}
+
+static int kv_cmp_utf16(const void *pa, const void *pb) {
+  const hookd_in_kv *a = pa, *b = pb;
+  int c = hookd_utf16_cmp(a->k, a->klen, b->k, b->klen);
+  return c ? c : hookd_utf16_cmp(a->v, a->vlen, b->v, b->vlen);
+}
+
+void hookd_in_form_sort_utf16(hookd_in_form *f) {
+  if (f->n > 1) qsort(f->kv, f->n, sizeof *f->kv, kv_cmp_utf16);
 }

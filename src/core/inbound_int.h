@@ -61,6 +61,8 @@ void hookd_in_form_free(hookd_in_form *f);
 const hookd_in_kv *hookd_in_form_get(const hookd_in_form *f, const char *name);
 /* Sorts by name, then value (bytewise). */
 void hookd_in_form_sort(hookd_in_form *f);
+/* The same by UTF-16 code units (JavaScript's sort), names then values. */
+void hookd_in_form_sort_utf16(hookd_in_form *f);
 
 /* The query string of the request: req->query, or the part of req->url after '?' (without a
  * '#' fragment). *len gets its length; NULL when there is none. */

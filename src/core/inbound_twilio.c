@@ -16,32 +16,58 @@
 #include <strings.h>
 
 #include "core/b64.h"
+#include "core/buf.h"
 #include "core/inbound_int.h"
+#include "core/utf8.h"
 
-#define VARIANTS 3
+/* The URL as received and its port variant, then the same with its query as a WHATWG URL
+ * serialises it and as Node's legacy querystring re-encodes that (twilio-node's fall-backs, for
+ * back ends that signed an escaped form), each with its port variant: at most 6, none twice. */
+#define VARIANTS 6
 
 typedef struct url_variants {
   char *buf[VARIANTS];
   size_t len[VARIANTS];
   size_t n;
-  char *mem;
+  size_t first; /* those of the URL as received */
 } url_variants;
 
-/* Fills v with the URL as given and its port variants. Returns 0 or -1 (malformed/too long). */
-static int make_variants(const char *url, size_t url_len, url_variants *v) {
-  v->n = 0;
-  v->mem = malloc(VARIANTS * (url_len + 8));
-  if (!v->mem) return -1;
-  for (size_t i = 0; i < VARIANTS; i++) v->buf[i] = v->mem + i * (url_len + 8);
-  memcpy(v->buf[0], url, url_len);
-  v->len[0] = url_len;
-  v->n = 1;
+#define TWILIO_HASH_BUDGET (4u << 20)
 
+static void variants_free(url_variants *v) {
+  for (size_t i = 0; i < v->n; i++) free(v->buf[i]);
+  v->n = 0;
+}
+
+/* Adds s[0..len) unless it is there already. -1: out of memory. */
+static int variant_add(url_variants *v, const char *s, size_t len) {
+  for (size_t i = 0; i < v->n; i++)
+    if (v->len[i] == len && memcmp(v->buf[i], s, len) == 0) return 0;
+  if (v->n == VARIANTS) return 0;
+  char *c = malloc(len + 1);
+  if (!c) return -1;
+  memcpy(c, s, len);
+  c[len] = '\0';
+  v->buf[v->n] = c;
+  v->len[v->n++] = len;
+  return 0;
+}
+
+/* The end of url's scheme ("://" at *a0 - 3) and of its authority (*a1). false: no scheme. */
+static bool authority(const char *url, size_t url_len, size_t *a0, size_t *a1) {
   const char *sep = strstr(url, "://");
-  if (!sep || (size_t)(sep - url) >= url_len) return 0;
-  size_t scheme_len = (size_t)(sep - url);
-  size_t a0 = scheme_len + 3, a1 = a0;
-  while (a1 < url_len && url[a1] != '/' && url[a1] != '?' && url[a1] != '#') a1++;
+  if (!sep || (size_t)(sep - url) >= url_len) return false;
+  *a0 = *a1 = (size_t)(sep - url) + 3;
+  while (*a1 < url_len && url[*a1] != '/' && url[*a1] != '?' && url[*a1] != '#') (*a1)++;
+  return true;
+}
+
+/* Adds url and url with its port dropped (when it has one) or the scheme's default added. */
+static int add_with_port(url_variants *v, const char *url, size_t url_len) {
+  if (variant_add(v, url, url_len) != 0) return -1;
+  size_t a0, a1;
+  if (!authority(url, url_len, &a0, &a1)) return 0;
+  size_t scheme_len = a0 - 3;
   /* Port: trailing ":digits" of the authority, after any IPv6 literal's ']'. */
   size_t colon = a1;
   for (size_t i = a1; i > a0; i--) {
@@ -52,33 +78,134 @@ static int make_variants(const char *url, size_t url_len, url_variants *v) {
     }
     if (c < '0' || c > '9') break;
   }
-  if (colon < a1) {
-    /* Without the port. */
-    size_t n = 0;
-    memcpy(v->buf[1], url, colon);
-    n = colon;
-    memcpy(v->buf[1] + n, url + a1, url_len - a1);
-    n += url_len - a1;
-    v->len[1] = n;
-    v->n = 2;
+  hookd_buf b;
+  hookd_buf_init(&b, url_len + 8);
+  int rc = 0;
+  if (colon < a1) { /* without the port */
+    rc = hookd_buf_append(&b, url, colon) || hookd_buf_append(&b, url + a1, url_len - a1);
   } else {
     const char *port = NULL;
-    if (scheme_len == 5 && strncasecmp(url, "https", 5) == 0)
-      port = ":443";
-    else if (scheme_len == 4 && strncasecmp(url, "http", 4) == 0)
-      port = ":80";
-    if (port) {
-      size_t plen = strlen(port), n = a1;
-      memcpy(v->buf[1], url, a1);
-      memcpy(v->buf[1] + n, port, plen);
-      n += plen;
-      memcpy(v->buf[1] + n, url + a1, url_len - a1);
-      n += url_len - a1;
-      v->len[1] = n;
-      v->n = 2;
+    if (scheme_len == 5 && strncasecmp(url, "https", 5) == 0) port = ":443";
+    else if (scheme_len == 4 && strncasecmp(url, "http", 4) == 0) port = ":80";
+    if (port)
+      rc = hookd_buf_append(&b, url, a1) || hookd_buf_puts(&b, port) ||
+           hookd_buf_append(&b, url + a1, url_len - a1);
+  }
+  if (!rc && b.len) rc = variant_add(v, b.data, b.len);
+  hookd_buf_free(&b);
+  return rc ? -1 : 0;
+}
+
+static const char HEX[] = "0123456789ABCDEF";
+
+static int put_escaped(hookd_buf *b, unsigned char c) {
+  char e[3] = {'%', HEX[c >> 4], HEX[c & 15]};
+  return hookd_buf_append(b, e, 3);
+}
+
+/* url as `new URL(url).toString()` spells it, as far as a Twilio URL goes: scheme and host in
+ * lower case, a scheme's default port dropped, the query's bytes of the special-query
+ * percent-encode set escaped (controls, space, '"', '#', '<', '>', '\'', DEL and non-ASCII;
+ * escapes already there kept). 0, or -1 (out of memory, or no scheme: out->len 0). */
+static int whatwg_form(const char *url, size_t url_len, hookd_buf *out) {
+  size_t a0, a1;
+  if (!authority(url, url_len, &a0, &a1)) return 0;
+  size_t scheme_len = a0 - 3, host_end = a1;
+  if (scheme_len == 5 && strncasecmp(url, "https", 5) == 0 && a1 - a0 > 4 &&
+      memcmp(url + a1 - 4, ":443", 4) == 0)
+    host_end = a1 - 4;
+  else if (scheme_len == 4 && strncasecmp(url, "http", 4) == 0 && a1 - a0 > 3 &&
+           memcmp(url + a1 - 3, ":80", 3) == 0)
+    host_end = a1 - 3;
+  int rc = 0;
+  for (size_t i = 0; i < host_end && !rc; i++) {
+    char c = url[i];
+    if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+    rc = hookd_buf_append(out, &c, 1);
+  }
+  const char *q = memchr(url + a1, '?', url_len - a1);
+  size_t qat = q ? (size_t)(q - url) : url_len;
+  if (!rc) rc = hookd_buf_append(out, url + a1, qat - a1);
+  for (size_t i = qat; i < url_len && !rc; i++) {
+    unsigned char c = (unsigned char)url[i];
+    bool esc = i > qat && (c <= 0x20 || c >= 0x7F || c == '"' || c == '#' || c == '<' ||
+                           c == '>' || c == '\'');
+    rc = esc ? put_escaped(out, c) : hookd_buf_append(out, &url[i], 1);
+  }
+  return rc ? -1 : 0;
+}
+
+/* Node's querystring.escape: all but A-Z a-z 0-9 - _ . ! ~ * ' ( ) percent-encoded. */
+static int qs_escape(hookd_buf *b, const char *s, size_t n) {
+  int rc = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    unsigned char c = (unsigned char)s[i];
+    bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                (c && strchr("-_.!~*'()", c));
+    rc = keep ? hookd_buf_append(b, &s[i], 1) : put_escaped(b, c);
+  }
+  return rc;
+}
+
+/* Whether s[0..n) is well-formed UTF-8 without a NUL. */
+static bool utf8_text(const char *s, size_t n) {
+  for (size_t i = 0, l; i < n; i += l)
+    if (!s[i] || !(l = hookd_utf8_len(s + i, n - i))) return false;
+  return true;
+}
+
+/* url with its query as querystring.stringify(querystring.parse(query)) re-encodes it: decoded,
+ * the values of a name grouped where the name first appears, each escaped. 0 with out->len 0
+ * when there is nothing to re-encode or the query is one Node would read otherwise (a bad
+ * escape, an empty name: left to the other variants); -1 out of memory. */
+static int legacy_form(const char *url, size_t url_len, hookd_buf *out) {
+  const char *q = memchr(url, '?', url_len);
+  if (!q || (size_t)(q - url) + 1 == url_len) return 0;
+  size_t qat = (size_t)(q - url) + 1;
+  hookd_in_form f;
+  if (hookd_in_form_parse(url + qat, url_len - qat, &f) != 0) return 0;
+  bool valid = !f.empty_names; /* and text Node decodes as UTF-8 */
+  for (size_t i = 0; i < f.n && valid; i++)
+    valid = utf8_text(f.kv[i].k, f.kv[i].klen) && utf8_text(f.kv[i].v, f.kv[i].vlen);
+  if (!valid) {
+    hookd_in_form_free(&f);
+    return 0;
+  }
+  int rc = hookd_buf_append(out, url, qat);
+  bool first = true;
+  for (size_t i = 0; i < f.n && !rc; i++) {
+    bool seen = false; /* this name written already, with all its values */
+    for (size_t j = 0; j < i && !seen; j++)
+      seen = f.kv[j].klen == f.kv[i].klen && memcmp(f.kv[j].k, f.kv[i].k, f.kv[i].klen) == 0;
+    for (size_t j = i; j < f.n && !seen && !rc; j++) {
+      if (f.kv[j].klen != f.kv[i].klen || memcmp(f.kv[j].k, f.kv[i].k, f.kv[i].klen) != 0)
+        continue;
+      rc = (!first && hookd_buf_append(out, "&", 1)) || qs_escape(out, f.kv[j].k, f.kv[j].klen) ||
+           hookd_buf_append(out, "=", 1) || qs_escape(out, f.kv[j].v, f.kv[j].vlen);
+      first = false;
     }
   }
+  hookd_in_form_free(&f);
+  if (rc) return -1;
+  if (first) hookd_buf_reset(out); /* (no pair: nothing to re-encode) */
   return 0;
+}
+
+/* Fills v with the URL's variants (above). Returns 0 or -1 (out of memory). */
+static int make_variants(const char *url, size_t url_len, url_variants *v) {
+  v->n = 0;
+  if (add_with_port(v, url, url_len) != 0) return -1;
+  v->first = v->n;
+  hookd_buf w, l;
+  hookd_buf_init(&w, 3 * url_len + 1);
+  hookd_buf_init(&l, 3 * url_len + 1);
+  int rc = whatwg_form(url, url_len, &w);
+  if (!rc && w.len) rc = add_with_port(v, w.data, w.len);
+  if (!rc && w.len) rc = legacy_form(w.data, w.len, &l);
+  if (!rc && l.len) rc = add_with_port(v, l.data, l.len);
+  hookd_buf_free(&w);
+  hookd_buf_free(&l);
+  return rc ? -1 : 0;
 }
 
 static int body_hash_ok(const hookd_in_request *req, const hookd_in_kv *kv) {
@@ -193,25 +320,46 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
     reason = "twilio: out of memory";
     goto done;
   }
-  for (int distinct = 0; distinct <= (int)repeated; distinct++) {
-    size_t nparts = 1;
-    for (size_t i = 0; i < form.n; i++) {
-      if (distinct && i && lens[nparts - 2] == form.kv[i].klen &&
-          lens[nparts - 1] == form.kv[i].vlen &&
-          memcmp(parts[nparts - 2], form.kv[i].k, form.kv[i].klen) == 0 &&
-          memcmp(parts[nparts - 1], form.kv[i].v, form.kv[i].vlen) == 0)
-        continue; /* the same pair as the one before (sorted: every repeat is adjacent) */
-      parts[nparts] = form.kv[i].k;
-      lens[nparts++] = form.kv[i].klen;
-      parts[nparts] = form.kv[i].v;
-      lens[nparts++] = form.kv[i].vlen;
-    }
-    for (size_t k = 0; k < s->n && k < HOOKD_IN_MAX_SECRETS; k++) {
-      for (size_t u = 0; u < uv.n; u++) {
+  /* the fields in JavaScript's order too where it differs from bytes' (twilio-node sorts by
+   * UTF-16 code units) */
+  unsigned ranges = 0;
+  size_t pass = 0; /* bytes one HMAC reads, but the URL */
+  for (size_t i = 0; i < form.n; i++) {
+    ranges |= hookd_utf16_ranges(form.kv[i].k, form.kv[i].klen) |
+              hookd_utf16_ranges(form.kv[i].v, form.kv[i].vlen);
+    pass += form.kv[i].klen + form.kv[i].vlen;
+  }
+  int orders = ranges == (HOOKD_UTF16_HIGH_BMP | HOOKD_UTF16_ASTRAL) ? 2 : 1;
+  /* The likeliest text first, and past the first order's plain text of the URL as received, at
+   * most TWILIO_HASH_BUDGET bytes hashed: a forged request of the largest form, an escaped
+   * query, repeats and both orders cost one thread that serves every provider 24 passes a
+   * secret otherwise. */
+  size_t hashed = 0, nsec = s->n < HOOKD_IN_MAX_SECRETS ? s->n : HOOKD_IN_MAX_SECRETS;
+  for (int order = 0; order < orders && !match; order++) {
+    if (order) hookd_in_form_sort_utf16(&form);
+    for (int distinct = 0; distinct <= (int)repeated && !match; distinct++) {
+      size_t nparts = 1;
+      for (size_t i = 0; i < form.n; i++) {
+        if (distinct && i && lens[nparts - 2] == form.kv[i].klen &&
+            lens[nparts - 1] == form.kv[i].vlen &&
+            memcmp(parts[nparts - 2], form.kv[i].k, form.kv[i].klen) == 0 &&
+            memcmp(parts[nparts - 1], form.kv[i].v, form.kv[i].vlen) == 0)
+          continue; /* the same pair as the one before (sorted: every repeat is adjacent) */
+        parts[nparts] = form.kv[i].k;
+        lens[nparts++] = form.kv[i].klen;
+        parts[nparts] = form.kv[i].v;
+        lens[nparts++] = form.kv[i].vlen;
+      }
+      for (size_t u = 0; u < uv.n && !match; u++) {
+        bool first = !order && !distinct && u < uv.first;
+        if (!first && hashed + (uv.len[u] + pass) * nsec > TWILIO_HASH_BUDGET) break;
         parts[0] = uv.buf[u];
         lens[0] = uv.len[u];
-        int n = hookd_hmac(md, s->v[k], strlen(s->v[k]), parts, lens, nparts, mac);
-        if (n == (int)sig_len) match |= hookd_ct_equal(sig, sig_len, mac, sig_len);
+        for (size_t k = 0; k < nsec; k++) {
+          int n = hookd_hmac(md, s->v[k], strlen(s->v[k]), parts, lens, nparts, mac);
+          if (n == (int)sig_len) match |= hookd_ct_equal(sig, sig_len, mac, sig_len);
+          hashed += uv.len[u] + pass;
+        }
       }
     }
   }
@@ -225,7 +373,7 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
 done:
   free(parts);
   free(lens);
-  free(uv.mem);
+  variants_free(&uv);
   hookd_in_form_free(&query);
   hookd_in_form_free(&form);
   free(url);

@@ -21,6 +21,7 @@
 
 #include "core/inbound.h"
 #include "core/jsonio.h"
+#include "core/utf8.h"
 
 #define JCS_MAX_DEPTH 4096 /* guards against cyclic or absurdly deep values */
 #define JCS_EXACT_INT ((json_int_t)1 << 53) /* integers up to this magnitude are doubles */
@@ -160,29 +161,6 @@ static int jcs_string(hookd_buf *out, const char *s, size_t n) {
 
 /* ---- member order: UTF-16 code units ------------------------------------------------------ */
 
-typedef struct u16iter {
-  const unsigned char *s;
-  size_t n, i;
-  unsigned pending; /* low surrogate still to return, or 0 */
-} u16iter;
-
-/* Next UTF-16 code unit, or -1 at the end. A malformed byte stands for itself. */
-static long u16_next(u16iter *it) {
-  if (it->pending) {
-    unsigned u = it->pending;
-    it->pending = 0;
-    return u;
-  }
-  if (it->i >= it->n) return -1;
-  size_t at = it->i;
-  long cp = utf8_next(it->s, it->n, &it->i);
-  if (cp < 0) return it->s[at];
-  if (cp < 0x10000) return cp;
-  cp -= 0x10000;
-  it->pending = 0xDC00 | (unsigned)(cp & 0x3FF);
-  return 0xD800 | (cp >> 10);
-}
-
 typedef struct member {
   const char *key;
   size_t len;
@@ -191,22 +169,7 @@ typedef struct member {
 
 static int member_cmp(const void *pa, const void *pb) {
   const member *a = pa, *b = pb;
-  /* UTF-8 byte order is code point order, and UTF-16 code-unit order differs from it only
-   * between U+E000..U+FFFF (lead bytes EE, EF) and U+10000 and above (F0..F4), whose surrogates
-   * sort lower. So where the names first differ in bytes below EE, bytes decide (the usual,
-   * ASCII case); otherwise walk code units from the start. */
-  size_t n = a->len < b->len ? a->len : b->len, i = 0;
-  const unsigned char *ka = (const unsigned char *)a->key, *kb = (const unsigned char *)b->key;
-  while (i < n && ka[i] == kb[i]) i++;
-  if (i == n) return a->len < b->len ? -1 : a->len > b->len;
-  if (ka[i] < 0xEE && kb[i] < 0xEE) return ka[i] < kb[i] ? -1 : 1;
-  u16iter ia = {(const unsigned char *)a->key, a->len, 0, 0};
-  u16iter ib = {(const unsigned char *)b->key, b->len, 0, 0};
-  for (;;) {
-    long ua = u16_next(&ia), ub = u16_next(&ib);
-    if (ua != ub) return ua < ub ? -1 : 1; /* the end (-1) sorts first */
-    if (ua < 0) return 0;
-  }
+  return hookd_utf16_cmp(a->key, a->len, b->key, b->len);
 }
 
 /* ---- values ------------------------------------------------------------------------------- */

@@ -593,6 +593,29 @@ describe('providers as they really send (an audit against their documentation)',
     await dest.close();
   });
 
+  it('Twilio: a URL whose query was signed escaped otherwise than it is sent (\' as %27, | as %7C) verifies, as twilio-node accepts it; another value does not', async () => {
+    const dest = await startReceiver();
+    const src = await source('twilio', ['tw_escaped'], [{ url: dest.url }]);
+    const form = 'CallSid=CA77&CallStatus=ringing';
+    const fields = 'CallSidCA77CallStatusringing';
+    const sig = (signedQuery) => createHmac('sha1', 'tw_escaped').update(`${h.url}/in/${src.id}${signedQuery}${fields}`).digest('base64');
+    // sent with the query's bytes as written (fetch would escape them itself)
+    const post = (sentQuery, signature) => new Promise((resolve, reject) => {
+      const q = httpRequest(`${h.url}/in/${src.id}`, { method: 'POST', path: `/in/${src.id}${sentQuery}`,
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'X-Twilio-Signature': signature } },
+      (res) => { let t = ''; res.on('data', (d) => { t += d; }); res.on('end', () => resolve([res.statusCode, t])); });
+      q.on('error', reject);
+      q.end(form);
+    });
+    for (const [signed, sent] of [["?name=O%27Brien", "?name=O'Brien"], ["?name=O'Brien", '?name=O%27Brien'], ['?a=x%7Cy', '?a=x|y']]) {
+      const [status, text] = await post(sent, sig(signed));
+      assert.equal(status, 200, `signed ${signed}, sent ${sent}: ${text}`);
+    }
+    const [other] = await post("?name=O'Brien", sig('?name=O%27Brian'));
+    assert.equal(other, 401, 'another value is another URL');
+    await dest.close();
+  });
+
   it('Twilio behind --public-url: a trailing slash in it is dropped (the URL Twilio signs has one); a shared-key HMAC-SHA256 signature verifies too', async () => {
     const h2 = await startHookd({ args: ['--public-url', 'https://hooks.example.com/'] });
     assert.equal((await h2.api('POST', '/v1/tenants', { id: TENANT })).status, 201);

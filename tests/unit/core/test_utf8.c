@@ -1,4 +1,5 @@
-/* test_utf8.c — well-formed UTF-8 sequences and the scrub of error messages quoting input. */
+/* test_utf8.c — well-formed UTF-8 sequences, the scrub of error messages quoting input, and the
+ * order of strings by UTF-16 code units (JavaScript's sort). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,10 +41,32 @@ static void utf8_scrub(void **st) {
   assert_string_equal(copy, good);
 }
 
+/* JavaScript's order: as bytes but between U+E000..U+FFFF and beyond U+FFFF (surrogates first). */
+static int cmp(const char *a, const char *b) { return hookd_utf16_cmp(a, strlen(a), b, strlen(b)); }
+
+static void utf16_order(void **st) {
+  (void)st;
+  assert_true(cmp("a", "b") < 0);
+  assert_true(cmp("ab", "a") > 0); /* a prefix first */
+  assert_int_equal(cmp("", ""), 0);
+  assert_int_equal(cmp("\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"), 0);
+  assert_true(cmp("\xef\xbc\x81", "\xf0\x9f\x98\x80") > 0); /* U+FF01 after U+1F600 */
+  assert_true(cmp("\xee\x80\x80", "\xf0\x90\x80\x80") > 0); /* U+E000 after U+10000 */
+  assert_true(cmp("\xed\x9f\xbf", "\xf0\x90\x80\x80") < 0); /* U+D7FF before, as bytes */
+  assert_true(cmp("x\xef\xbc\x81", "x\xf0\x9f\x98\x80y") > 0);
+  assert_true(cmp("\xc3\xa9", "z") > 0);                     /* é after z, as bytes */
+  assert_true(cmp("\xff", "\xef\xbc\x81") < 0); /* a malformed byte: the unit of its value */
+  assert_int_equal(hookd_utf16_ranges("plain", 5), 0);
+  assert_int_equal(hookd_utf16_ranges("\xef\xbc\x81", 3), HOOKD_UTF16_HIGH_BMP);
+  assert_int_equal(hookd_utf16_ranges("\xf0\x9f\x98\x80 \xee\x80\x80", 8),
+                   HOOKD_UTF16_HIGH_BMP | HOOKD_UTF16_ASTRAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lengths),
       cmocka_unit_test(utf8_scrub),
+      cmocka_unit_test(utf16_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
