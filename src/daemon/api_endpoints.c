@@ -470,7 +470,8 @@ static int types_in_catalog(ep_op *op, hookd_store_conn *c, const hookd_store_ba
   /* named by its place in the request (a pattern given twice is stored once) */
   size_t at = op->types_at ? op->types_at[bad] : (size_t)bad;
   snprintf(op->base.err, sizeof op->base.err,
-           "event_types[%zu] (%.*s) matches no event type in the catalog (GET /v1/event-types)",
+           "event_types[%zu] (%.*s) matches no event type in the catalog that is not archived "
+           "(GET /v1/event-types?include_archived=true lists every one)",
            at, (int)(len > 128 ? 128 : len), p ? p : "");
   op->bad_types = true;
   return HOOKD_STORE_LIMIT;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/bucket.h"
 #include "core/clock.h"
@@ -364,8 +365,21 @@ bool hookd_api_store_overloaded(hookd_req *r, hookd_app *app) {
 json_t *hookd_api_body_object(hookd_req *r, hookd_app *app) {
   size_t len;
   const char *body = hookd_req_body(r, &len);
+  /* a compressed body parsed as it is read as "a NUL byte" (a review): said as what it is */
+  const char *coding = hookd_req_header(r, "Content-Encoding");
+  size_t coding_len = coding ? strlen(coding) : 0; /* (its trailing blanks cut: scan_header) */
+  if (coding_len && !(coding_len == 8 && !strncasecmp(coding, "identity", 8))) {
+    hookd_req_error(r, 415, "unsupported_media_type",
+                    "Content-Encoding %.32s is not accepted: send the JSON uncompressed", coding);
+    return NULL;
+  }
   if (len == 0) {
     hookd_req_error(r, 400, "invalid_json", "request body is empty; expected a JSON object");
+    return NULL;
+  }
+  if (len >= 3 && !memcmp(body, "\xEF\xBB\xBF", 3)) {
+    hookd_req_error(r, 400, "invalid_json",
+                    "a UTF-8 byte order mark (EF BB BF) precedes the JSON: send it without one");
     return NULL;
   }
   char err[HOOKD_JSON_ERR_MAX];

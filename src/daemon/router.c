@@ -276,8 +276,13 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
       free(p);
       HOOKD_INC(auth_failures);
       hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
-      hookd_req_error(r, 401, "unauthorized",
-                      tok ? "invalid API key" : "missing API key (Authorization: Bearer …)");
+      /* a key sent without its scheme, or as Basic, is not read: said so (never echoed) */
+      hookd_req_error(r, 401, "unauthorized", "%s",
+                      tok ? "invalid API key"
+                      : hookd_req_header(r, "Authorization")
+                          ? "the Authorization header is not a bearer token: send "
+                            "Authorization: Bearer <API key>"
+                          : "missing API key (Authorization: Bearer …)");
       return false;
     }
     hookd_req_set_app(r, p, free);

@@ -630,6 +630,47 @@ describe('ambiguous requests', () => {
   });
 });
 
+describe('API requests a client sent otherwise', () => {
+  it('a compressed body is 415 naming its Content-Encoding (not "a NUL byte"); identity is fine; a byte order mark before the JSON is 400 naming it', async () => {
+    const h = await startHookd();
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'enc' })).status, 201);
+    const { gzipSync } = await import('node:zlib');
+    const body = JSON.stringify({ type: 'invoice.paid', payload: { n: 1 } });
+    const post = (bytes, headers) => fetch(`${h.url}/v1/tenants/enc/events`, { method: 'POST',
+      headers: { Authorization: `Bearer ${h.apiKey}`, 'Content-Type': 'application/json', ...headers }, body: bytes })
+      .then(async (res) => ({ status: res.status, json: await res.json() }));
+    const gz = await post(gzipSync(body), { 'Content-Encoding': 'gzip' });
+    assert.equal(gz.status, 415, JSON.stringify(gz.json));
+    assert.equal(gz.json.error.code, 'unsupported_media_type');
+    assert.match(gz.json.error.message, /Content-Encoding gzip is not accepted: send the JSON uncompressed/);
+    const br = await post(body, { 'Content-Encoding': 'br' }); // (named, whatever the bytes)
+    assert.equal(br.status, 415);
+    assert.equal((await post(body, { 'Content-Encoding': 'identity' })).status, 202, 'identity: the body as it is');
+    const bom = await post(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(body)]), {});
+    assert.equal(bom.status, 400);
+    assert.equal(bom.json.error.code, 'invalid_json');
+    assert.match(bom.json.error.message, /byte order mark \(EF BB BF\) precedes the JSON/);
+    const list = await h.api('GET', '/v1/tenants/enc/events');
+    assert.equal(list.json.data.length, 1, 'only the identity one published');
+    assert.equal((await h.stop()).code, 0);
+  });
+
+  it('an API key sent without its scheme, or as Basic, is 401 saying the header is not a bearer token (not "missing"), never echoing it', async () => {
+    const h = await startHookd();
+    for (const value of [h.apiKey, `Basic ${Buffer.from(`x:${h.apiKey}`).toString('base64')}`, `Token ${h.apiKey}`]) {
+      const r = await h.api('GET', '/v1/tenants', undefined, { Authorization: value });
+      assert.equal(r.status, 401, r.text);
+      assert.equal(r.json.error.message, 'the Authorization header is not a bearer token: send Authorization: Bearer <API key>');
+      assert.ok(!r.text.includes(h.apiKey));
+    }
+    const none = await fetch(`${h.url}/v1/tenants`);
+    assert.equal(none.status, 401);
+    assert.match((await none.json()).error.message, /^missing API key/);
+    assert.equal((await h.api('GET', '/v1/tenants', undefined, { Authorization: 'Bearer nope' })).json.error.message, 'invalid API key');
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
 describe('connections per address', () => {
   it('--max-connections-per-ip 2: a third connection from one address is closed at once; the two open keep working', async () => {
     const h = await startHookd({ args: ['--max-connections-per-ip', '2'] });

@@ -950,8 +950,10 @@ describe('verification', () => {
     assert.equal(r3.status, 200, r3.text);
     assert.equal((await h.api('GET', `/v1/inbox/${r3.json.inbox_id}`)).json.event_id, 'msg_std_1');
     // its receive logged under the id its forwards' lines carry as event_id
+    // and the provider's id, which an operator reads on the provider's dashboard (a review:
+    // grepping the logs for it found nothing)
     assert.ok(h.logs.some((l) => l.msg === 'inbound.received' && l.inbox_id === r3.json.inbox_id
-      && l.event_id === r3.json.inbox_id), 'the receive logged with event_id');
+      && l.event_id === r3.json.inbox_id && l.provider_event_id === 'msg_std_1'), 'the receive logged with event_id and provider_event_id');
     await dest.close();
   });
 
