@@ -44,22 +44,8 @@ uint64_t hookd_random_u64(void) {
 static pthread_mutex_t id_mu = PTHREAD_MUTEX_INITIALIZER;
 static int64_t id_wall, id_mono; /* the last stamp taken from the wall clock, and when */
 
-int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]) {
-  unsigned char raw[16];
-  if (hookd_random_bytes(raw + 6, 10) != 0) return -1;
-  int64_t mono = hookd_mono_ms();
-  pthread_mutex_lock(&id_mu);
-  int64_t carried = id_wall ? id_wall + (mono - id_mono) : INT64_MIN;
-  if (now_ms >= carried) {
-    id_wall = now_ms;
-    id_mono = mono;
-  }
-  uint64_t t = (uint64_t)(now_ms >= carried ? now_ms : carried);
-  pthread_mutex_unlock(&id_mu);
-  for (int i = 5; i >= 0; i--) {
-    raw[i] = (unsigned char)(t & 0xff);
-    t >>= 8;
-  }
+/* "<prefix>_" and raw's 128 bits as 26 base32 digits, most significant first. */
+static void encode(const char *prefix, const unsigned char raw[16], char out[HOOKD_ID_MAX]) {
   size_t plen = strlen(prefix);
   if (plen > 8) plen = 8;
   memcpy(out, prefix, plen);
@@ -77,7 +63,36 @@ int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]) {
     p[d] = crockford[v & 31];
   }
   p[26] = '\0';
+}
+
+int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]) {
+  unsigned char raw[16];
+  if (hookd_random_bytes(raw + 6, 10) != 0) return -1;
+  int64_t mono = hookd_mono_ms();
+  pthread_mutex_lock(&id_mu);
+  int64_t carried = id_wall ? id_wall + (mono - id_mono) : INT64_MIN;
+  if (now_ms >= carried) {
+    id_wall = now_ms;
+    id_mono = mono;
+  }
+  uint64_t t = (uint64_t)(now_ms >= carried ? now_ms : carried);
+  pthread_mutex_unlock(&id_mu);
+  for (int i = 5; i >= 0; i--) {
+    raw[i] = (unsigned char)(t & 0xff);
+    t >>= 8;
+  }
+  encode(prefix, raw, out);
   return 0;
+}
+
+void hookd_id_floor(const char *prefix, int64_t ms, char out[HOOKD_ID_MAX]) {
+  unsigned char raw[16] = {0};
+  uint64_t t = ms < 0 ? 0 : ms > 0xFFFFFFFFFFFFLL ? 0xFFFFFFFFFFFFull : (uint64_t)ms;
+  for (int i = 5; i >= 0; i--) {
+    raw[i] = (unsigned char)(t & 0xff);
+    t >>= 8;
+  }
+  encode(prefix, raw, out);
 }
 
 int hookd_id_valid(const char *s, size_t max) {

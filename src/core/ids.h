@@ -19,6 +19,11 @@
  * fresh. Returns 0, or -1 if the CSPRNG failed. */
 int hookd_id_new(const char *prefix, int64_t now_ms, char out[HOOKD_ID_MAX]);
 
+/* The least id of this prefix stamped at ms (its random part all zeros): every id made at ms or
+ * later sorts at or after it, every one made before, before it — a time bound on an index of
+ * ids (clamped to 0..2^48-1 ms). */
+void hookd_id_floor(const char *prefix, int64_t ms, char out[HOOKD_ID_MAX]);
+
 /* Fills out with n bytes from the CSPRNG. Returns 0 or -1. */
 int hookd_random_bytes(void *out, size_t n);
 

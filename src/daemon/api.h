@@ -325,6 +325,7 @@ void hookd_api_endpoint_secret(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_headers(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_rotate(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_public_key(hookd_req *r, hookd_app *app);
+void hookd_api_endpoint_stats(hookd_req *r, hookd_app *app); /* api_endpoint_stats.c */
 void hookd_api_audit_list(hookd_req *r, hookd_app *app);
 void hookd_api_nodes_list(hookd_req *r, hookd_app *app);
 void hookd_api_source_create(hookd_req *r, hookd_app *app);

@@ -59,6 +59,8 @@ static const route routes[] = {
      hookd_api_endpoint_rotate, NULL},
     {"GET", "/v1/tenants/{}/endpoints/{}/public-key", HOOKD_PERM_READ, 0,
      hookd_api_endpoint_public_key, NULL},
+    {"GET", "/v1/tenants/{}/endpoints/{}/stats", HOOKD_PERM_READ, 0, hookd_api_endpoint_stats,
+     ",since,until,"},
     {"GET", "/v1/audit", HOOKD_PERM_ADMIN, -1, hookd_api_audit_list, ",tenant,limit,before,"},
     {"GET", "/v1/nodes", HOOKD_PERM_READ, -1, hookd_api_nodes_list, NULL},
     {"POST", "/v1/event-types", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_create, NULL},

@@ -1429,6 +1429,60 @@ describe('finding deliveries', () => {
   });
 });
 
+describe('endpoint stats', () => {
+  it('GET …/endpoints/{id}/stats counts the endpoint\'s deliveries made in [since, until) by state as they are now, with its success rate; another tenant\'s endpoint is 404; bad bounds 400', async () => {
+    const st = `st${Date.now().toString(36)}`;
+    assert.equal((await h.api('POST', '/v1/tenants', { id: st })).status, 201);
+    const r = await startReceiver((req) => ({ status: JSON.parse(req.body).data.ok ? 200 : 400 }));
+    const e = await h.api('POST', `/v1/tenants/${st}/endpoints`, { url: r.url, event_types: ['stat.x'], retry: { max_attempts: 1 } });
+    const other = await h.api('POST', `/v1/tenants/${st}/endpoints`, { url: r.url, event_types: ['other'] });
+    const statsOf = (q = '') => h.api('GET', `/v1/tenants/${st}/endpoints/${e.json.id}/stats${q}`);
+    const before = new Date(Date.now() - 1000).toISOString();
+    const empty = await statsOf();
+    assert.equal(empty.status, 200, empty.text);
+    assert.deepEqual(empty.json.deliveries, { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0, unknown: 0 });
+    assert.equal(empty.json.success_rate, null, 'nothing settled: no rate');
+    assert.equal(Date.parse(empty.json.until) - Date.parse(empty.json.since), 7 * 24 * 3600 * 1000, 'the last 7 days by default');
+    const ids = [];
+    for (const ok of [true, true, true, false]) ids.push((await publish(h, st, { type: 'stat.x', payload: { ok } })).json.id);
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds.find((x) => x.endpoint_id === e.json.id && ['delivered', 'dead'].includes(x.state)));
+    await publish(h, st, { type: 'other', payload: { ok: true } }); // the other endpoint's alone
+    const now = await statsOf();
+    assert.deepEqual(now.json.deliveries, { pending: 0, retrying: 0, delivered: 3, dead: 1, cancelled: 0, unknown: 0 });
+    assert.equal(now.json.success_rate, 0.75);
+    assert.deepEqual(now.json.at_least, []);
+    assert.equal(now.json.endpoint_id, e.json.id);
+    // the window: by the deliveries' creation
+    const mid = (await getDelivery(h, (await waitDelivery(h, ids[2], (ds) => ds[0])).find((x) => x.endpoint_id === e.json.id).id)).created_at;
+    const firstTwo = await statsOf(`?since=${encodeURIComponent(before)}&until=${encodeURIComponent(mid)}`);
+    assert.deepEqual([firstTwo.json.deliveries.delivered, firstTwo.json.deliveries.dead], [2, 0], 'made before the third');
+    assert.equal(firstTwo.json.since, before);
+    const fromThird = await statsOf(`?since=${encodeURIComponent(mid)}`);
+    assert.deepEqual([fromThird.json.deliveries.delivered, fromThird.json.deliveries.dead], [1, 1], 'made from the third on');
+    const earlier = await statsOf(`?until=${encodeURIComponent(before)}`);
+    assert.equal(earlier.json.deliveries.delivered, 0);
+    // counted by state as they are now: the dead one replayed and delivered
+    r.behave = () => ({ status: 200 });
+    const dead = (await waitDelivery(h, ids[3], (ds) => ds[0])).find((x) => x.endpoint_id === e.json.id);
+    assert.equal((await h.api('POST', `/v1/deliveries/${dead.id}/replay`)).status, 202);
+    await waitDelivery(h, ids[3], (ds) => ds.find((x) => x.endpoint_id === e.json.id && x.state === 'delivered'));
+    const after = await statsOf();
+    assert.deepEqual([after.json.deliveries.delivered, after.json.deliveries.dead, after.json.success_rate], [4, 0, 1]);
+    // bounds refused, named
+    assertError(await statsOf('?since=yesterday'), 400, 'invalid_parameter', 'since must be an RFC 3339 time');
+    assertError(await statsOf(`?since=${encodeURIComponent(mid)}&until=${encodeURIComponent(before)}`), 400, 'invalid_parameter', 'since must be before until');
+    assertError(await statsOf('?since=2999-01-01T00:00:00Z'), 400, 'invalid_parameter', 'since must be before until');
+    assertError(await statsOf('?state=dead'), 400, 'invalid_parameter');
+    // another tenant's endpoint, or none: 404 (not "no deliveries")
+    const t2 = `st2${Date.now().toString(36)}`;
+    assert.equal((await h.api('POST', '/v1/tenants', { id: t2 })).status, 201);
+    assertError(await h.api('GET', `/v1/tenants/${t2}/endpoints/${e.json.id}/stats`), 404, 'not_found');
+    assertError(await h.api('GET', `/v1/tenants/${st}/endpoints/ep_none/stats`), 404, 'not_found');
+    assert.equal((await h.api('GET', `/v1/tenants/${st}/endpoints/${other.json.id}/stats`)).json.deliveries.delivered, 1);
+    await r.close();
+  });
+});
+
 describe('events list', () => {
   it('a payload\'s reals read as written: 0.1, not 0.10000000000000001 (the API\'s answers write each real\'s shortest text)', async () => {
     const r = await startReceiver(() => ({ status: 200 }));

@@ -1012,6 +1012,7 @@ const hookd_store_backend hookd_pg_backend = {
     .tenant_page = pg_tenant_page,
     .endpoint_create = pg_endpoint_create,
     .endpoint_get = pg_endpoint_get,
+    .endpoint_stats = pg_endpoint_stats,
     .event_deliver = pg_event_deliver,
     .ever_made = pg_ever_made,
     .endpoint_list = pg_endpoint_list,

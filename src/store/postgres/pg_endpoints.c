@@ -206,6 +206,36 @@ int pg_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out) {
   return HOOKD_STORE_OK;
 }
 
+#define PG_STATE_COUNT(st)                                                                 \
+  "(SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state = '" st  \
+  "' AND id >= $2 AND id < $3 LIMIT $4) x)"
+
+int pg_endpoint_stats(hookd_store_conn *c, const char *endpoint_id, const char *from_id,
+                      const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT]) {
+  /* one range of the (endpoint_id, state, id) index a state, cut at cap; in hookd_dstate's
+   * order */
+  _Static_assert(HOOKD_DS_PENDING == 0 && HOOKD_DS_RETRYING == 1 && HOOKD_DS_DELIVERED == 2 &&
+                     HOOKD_DS_DEAD == 3 && HOOKD_DS_CANCELLED == 4 && HOOKD_DS_UNKNOWN == 5 &&
+                     HOOKD_DS__COUNT == 6,
+                 "the columns below follow hookd_dstate");
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, endpoint_id);
+  pg_p_text(&p, from_id);
+  pg_p_text(&p, to_id);
+  pg_p_i64(&p, cap);
+  PGresult *r = pg_q(c,
+                     "SELECT " PG_STATE_COUNT("pending") ", " PG_STATE_COUNT("retrying") ", "
+                     PG_STATE_COUNT("delivered") ", " PG_STATE_COUNT("dead") ", "
+                     PG_STATE_COUNT("cancelled") ", " PG_STATE_COUNT("unknown"),
+                     &p, "endpoint stats");
+  if (!r) return HOOKD_STORE_ERR;
+  for (int s = 0; s < HOOKD_DS__COUNT; s++) counts[s] = pg_i64(r, 0, s);
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+#undef PG_STATE_COUNT
+
 int pg_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const char *id) {
   const char *sql =
       kind == HOOKD_MADE_ENDPOINT

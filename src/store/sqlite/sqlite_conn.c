@@ -627,6 +627,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .tenant_page = sq_tenant_page,
     .endpoint_create = sq_endpoint_create,
     .endpoint_get = sq_endpoint_get,
+    .endpoint_stats = sq_endpoint_stats,
     .event_deliver = sq_event_deliver,
     .ever_made = sq_ever_made,
     .endpoint_list = sq_endpoint_list,

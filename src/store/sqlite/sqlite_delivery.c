@@ -648,6 +648,28 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
   return sq_read_deliveries(c, st, out, n);
 }
 
+int sq_endpoint_stats(hookd_store_conn *c, const char *endpoint_id, const char *from_id,
+                      const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT]) {
+  /* one range of the (endpoint_id, state, id) index a state, cut at cap */
+  sqlite3_stmt *st = sq_stmt(c, SQ_EP_STATS,
+                             "SELECT count(*) FROM (SELECT 1 FROM deliveries"
+                             " INDEXED BY deliveries_endpoint_state WHERE endpoint_id = ?1"
+                             " AND state = ?2 AND id >= ?3 AND id < ?4 LIMIT ?5)");
+  if (!st) return HOOKD_STORE_ERR;
+  for (int s = 0; s < HOOKD_DS__COUNT; s++) {
+    sq_bind_text(st, 1, endpoint_id);
+    sq_bind_text(st, 2, hookd_dstate_name((hookd_dstate)s));
+    sq_bind_text(st, 3, from_id);
+    sq_bind_text(st, 4, to_id);
+    sq_bind_i64(st, 5, cap);
+    int rc = sqlite3_step(st);
+    counts[s] = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW) return sq_fail(c, "endpoint stats");
+  }
+  return HOOKD_STORE_OK;
+}
+
 int sq_replay_one(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **why,
                   hookd_replay_memo *memo) {
   static const char *unused;

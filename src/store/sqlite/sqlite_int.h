@@ -24,7 +24,7 @@ enum sq_stmt_id {
   SQ_EP_CANCEL_NEXT, SQ_CLAIM_LIVE_EP, SQ_EP_IS_DEST, SQ_EP_DELETE_HOLD, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_LET_IN, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_LANE_SETTLE, SQ_LANE_SETTLE_PURGED, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
   SQ_EV_DELIVER_BODY,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
-  SQ_DL_LIST_WIDE, SQ_DL_LIST_STATES, SQ_DL_LIST_EP_STATES,
+  SQ_DL_LIST_WIDE, SQ_DL_LIST_STATES, SQ_DL_LIST_EP_STATES, SQ_EP_STATS,
   SQ_CLAIM, SQ_CLAIM_DETAIL, SQ_NEXT_DUE, SQ_OUTCOME, SQ_OUTCOME_LATE, SQ_OUTCOME_GONE, SQ_ATTEMPT_INSERT, SQ_RELEASE,
   SQ_SUPERSEDED_COUNT,
   SQ_RECLAIM_EXPIRED, SQ_RECLAIM_OWNER, SQ_LEASE_SHIFT, SQ_RECLAIM_HOLD, SQ_RELEASE_HELD,
@@ -215,6 +215,8 @@ int sq_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_t
                    size_t *n);
 int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant);
 int sq_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out);
+int sq_endpoint_stats(hookd_store_conn *c, const char *endpoint_id, const char *from_id,
+                      const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT]);
 int sq_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const char *id);
 int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
                      hookd_endpoint **out, size_t *n);
