@@ -214,6 +214,13 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms);
 json_t *hookd_json_retry(const hookd_retry_policy *p);
 int hookd_api_timeout_shown(int timeout_ms, int max_timeout_ms); /* the lower of the two */
 json_t *hookd_json_delivery(const hookd_delivery *d);
+/* When a delivery still to be sent is tried, as this node sees it: its next_attempt_ms held
+ * back to when its endpoint's open breaker probes or its Retry-After pause ends; 0 (none) while
+ * the endpoint is disabled. */
+int64_t hookd_api_delivery_next(hookd_app *app, const hookd_delivery *dl);
+/* hookd_json_delivery with that next_attempt_at: what the API's reads show (a kept answer,
+ * replayed later, is the plain one). */
+json_t *hookd_api_delivery_json(hookd_app *app, const hookd_delivery *d);
 json_t *hookd_json_attempt(const hookd_attempt *a, const char *delivery_id);
 json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
 /* In a run: HOOKD_STORE_NOTFOUND unless the tenant exists (a list under a mistyped tenant is

@@ -92,7 +92,7 @@ static void reply_get(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "delivery");
     return;
   }
-  json_t *v = hookd_json_delivery(&op->d);
+  json_t *v = hookd_api_delivery_json(op->base.app, &op->d);
   json_t *att = json_array();
   for (size_t i = 0; i < op->n_att; i++)
     json_array_append_new(att, hookd_json_attempt(&op->att[i], op->d.id));
@@ -134,7 +134,8 @@ static void reply_list(hookd_api_op *base, int rc) {
   }
   size_t shown = op->n > (size_t)op->f.limit - 1 ? (size_t)op->f.limit - 1 : op->n;
   json_t *data = json_array();
-  for (size_t i = 0; i < shown; i++) json_array_append_new(data, hookd_json_delivery(&op->list[i]));
+  for (size_t i = 0; i < shown; i++)
+    json_array_append_new(data, hookd_api_delivery_json(op->base.app, &op->list[i]));
   json_t *next = op->n > shown ? json_string(op->list[shown - 1].id) : json_null();
   hookd_req_reply_json(base->req, 200, json_pack("{s:o,s:o}", "data", data, "next_cursor", next));
 }

@@ -676,7 +676,8 @@ static void reply_event_get(hookd_api_op *base, int rc) {
     json_decref(env);
   }
   json_t *dl = json_array();
-  for (size_t i = 0; i < op->n; i++) json_array_append_new(dl, hookd_json_delivery(&op->dl[i]));
+  for (size_t i = 0; i < op->n; i++)
+    json_array_append_new(dl, hookd_api_delivery_json(op->base.app, &op->dl[i]));
   json_t *v = event_json(&op->ev);
   if (op->ev.inbound) {
     json_object_set_new(v, "content_type", hookd_json_str_or_null(op->ev.content_type));

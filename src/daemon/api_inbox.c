@@ -107,22 +107,6 @@ static int hide_foreign(inbox_op *op) {
 
 /* ---------- get ---------- */
 
-/* When a forward still to be sent may go: its own time, held back by its destination's open
- * breaker or Retry-After pause (this node's view); 0 while the destination is disabled (it goes
- * when an operator enables it). An operator reading the record during an outage sees when it is
- * really tried, not a time already past (an outage audit). */
-static int64_t forward_next(hookd_app *app, const hookd_delivery *dl) {
-  int64_t next = dl->next_attempt_ms;
-  hookd_endpoint_health hh;
-  if (!next || !app->disp || !dl->endpoint_id ||
-      hookd_dispatcher_endpoint_health(app->disp, dl->endpoint_id, &hh) != 0)
-    return next;
-  if (!hh.sending) return 0;
-  if (hh.breaker_retry_ms > next) next = hh.breaker_retry_ms;
-  if (hh.paused_until_ms > next) next = hh.paused_until_ms;
-  return next;
-}
-
 /* The record with its deliveries (forwards) and the earliest next attempt among them. */
 static json_t *record_json(const inbox_op *op) {
   json_t *v = inbox_json(&op->rec);
@@ -130,9 +114,9 @@ static json_t *record_json(const inbox_op *op) {
   int64_t next = 0; /* the earliest next attempt of a forward still to be sent */
   for (size_t i = 0; i < op->n; i++) {
     const hookd_delivery *dl = &op->dl[i];
-    json_array_append_new(d, hookd_json_delivery(dl));
+    json_array_append_new(d, hookd_api_delivery_json(op->base.app, dl));
     int64_t at = dl->state == HOOKD_DS_PENDING || dl->state == HOOKD_DS_RETRYING
-                     ? forward_next(op->base.app, dl)
+                     ? hookd_api_delivery_next(op->base.app, dl)
                      : 0;
     if (at && (!next || at < next)) next = at;
   }

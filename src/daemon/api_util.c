@@ -846,6 +846,29 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
   return v;
 }
 
+/* When a delivery still to be sent may go: its own time, held back by its endpoint's open
+ * breaker or Retry-After pause (this node's view); 0 while the endpoint is disabled (it goes
+ * when an operator enables it). An operator reading it during an outage sees when it is really
+ * tried, not a time already past (an outage audit, then a review of the deliveries'). */
+int64_t hookd_api_delivery_next(hookd_app *app, const hookd_delivery *dl) {
+  int64_t next = dl->next_attempt_ms;
+  hookd_endpoint_health hh;
+  if (!next || !app || !app->disp || !dl->endpoint_id ||
+      hookd_dispatcher_endpoint_health(app->disp, dl->endpoint_id, &hh) != 0)
+    return next;
+  if (!hh.sending) return 0;
+  if (hh.breaker_retry_ms > next) next = hh.breaker_retry_ms;
+  if (hh.paused_until_ms > next) next = hh.paused_until_ms;
+  return next;
+}
+
+json_t *hookd_api_delivery_json(hookd_app *app, const hookd_delivery *d) {
+  json_t *v = hookd_json_delivery(d);
+  if (v && hookd_dstate_active(d->state))
+    json_object_set_new(v, "next_attempt_at", hookd_json_time(hookd_api_delivery_next(app, d)));
+  return v;
+}
+
 json_t *hookd_json_delivery(const hookd_delivery *d) {
   json_t *v = json_pack(
       "{s:s,s:s,s:o,s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o}", "id", d->id,
