@@ -218,8 +218,9 @@ json_t *hookd_json_delivery(const hookd_delivery *d);
  * back to when its endpoint's open breaker probes or its Retry-After pause ends; 0 (none) while
  * the endpoint is disabled. */
 int64_t hookd_api_delivery_next(hookd_app *app, const hookd_delivery *dl);
-/* hookd_json_delivery with that next_attempt_at: what the API's reads show (a kept answer,
- * replayed later, is the plain one). */
+/* hookd_json_delivery and, while it is pending or retrying, "held": what holds it past its own
+ * next_attempt_at — {"by": "retry_after" | "breaker", "until"}, {"by": "disabled", "until":
+ * null}, or null: what the API's reads show (a kept answer, replayed later, is the plain one). */
 json_t *hookd_api_delivery_json(hookd_app *app, const hookd_delivery *d);
 json_t *hookd_json_attempt(const hookd_attempt *a, const char *delivery_id);
 json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */

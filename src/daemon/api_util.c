@@ -864,8 +864,17 @@ int64_t hookd_api_delivery_next(hookd_app *app, const hookd_delivery *dl) {
 
 json_t *hookd_api_delivery_json(hookd_app *app, const hookd_delivery *d) {
   json_t *v = hookd_json_delivery(d);
-  if (v && hookd_dstate_active(d->state))
-    json_object_set_new(v, "next_attempt_at", hookd_json_time(hookd_api_delivery_next(app, d)));
+  if (!v || !hookd_dstate_active(d->state) || !d->next_attempt_ms) return v;
+  int64_t next = hookd_api_delivery_next(app, d);
+  hookd_endpoint_health hh = {0};
+  json_t *held = json_null();
+  if (!next)
+    held = json_pack("{s:s,s:n}", "by", "disabled", "until");
+  else if (next > d->next_attempt_ms &&
+           hookd_dispatcher_endpoint_health(app->disp, d->endpoint_id, &hh) == 0)
+    held = json_pack("{s:s,s:o}", "by", next == hh.paused_until_ms ? "retry_after" : "breaker",
+                     "until", hookd_json_time(next));
+  json_object_set_new(v, "held", held ? held : json_null());
   return v;
 }
 

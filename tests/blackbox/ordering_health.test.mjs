@@ -513,35 +513,39 @@ describe('endpoint health and ordering lanes', () => {
     await r.close();
   });
 
-  it('a delivery held by its endpoint\'s Retry-After pause shows next_attempt_at at the pause\'s end, not its own time already past; none while the endpoint is disabled', async () => {
+  it('a delivery held by its endpoint\'s Retry-After pause says so (held: by retry_after, until the pause\'s end) beside its own next_attempt_at already past; by disabled while the endpoint is', async () => {
     const h = await startHookd();
     let hold = true;
     const r = await startReceiver(() => (hold ? { status: 429, headers: { 'Retry-After': '3600' } } : { status: 200 }));
     const { tenant, endpoint } = await setup(h, r.url, { max_in_flight: 1 });
     const a = await publish(h, tenant, { type: 'a', payload: { n: 1 } });
     await r.waitFor(1);
-    const pausedUntil = Date.parse(await waitUntil(async () =>
-      (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.paused_until, { what: 'the pause' }));
-    assert.ok(pausedUntil > Date.now() + 3500 * 1000);
+    const pausedUntil = await waitUntil(async () =>
+      (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.paused_until, { what: 'the pause' });
+    assert.ok(Date.parse(pausedUntil) > Date.now() + 3500 * 1000);
     const b = await publish(h, tenant, { type: 'a', payload: { n: 2 } });
     const [held] = await waitDelivery(h, b.json.id, (ds) => ds[0]?.state === 'pending');
-    // (its own time is its publish's; it is tried when the pause ends)
-    assert.ok(Date.parse(held.next_attempt_at) >= pausedUntil, `next_attempt_at ${held.next_attempt_at}, pause until ${new Date(pausedUntil).toISOString()}`);
+    assert.ok(Date.parse(held.next_attempt_at) <= Date.now(), 'its own time: its publish\'s');
+    assert.deepEqual(held.held, { by: 'retry_after', until: pausedUntil });
     const one = await h.api('GET', `/v1/deliveries/${held.id}`);
-    assert.equal(one.json.next_attempt_at, held.next_attempt_at, 'the delivery read alone says the same');
+    assert.deepEqual(one.json.held, held.held, 'the delivery read alone says the same');
     const listed = (await h.api('GET', `/v1/tenants/${tenant}/deliveries?endpoint=${endpoint}`)).json.data;
-    assert.ok(listed.every((d) => Date.parse(d.next_attempt_at) >= pausedUntil), JSON.stringify(listed.map((d) => d.next_attempt_at)));
+    // (the one answered 429 waits its own time, the pause's end: nothing holds it past that)
+    assert.deepEqual(listed.map((d) => [d.event_id, d.held?.by ?? null]), [[b.json.id, 'retry_after'], [a.json.id, null]]);
     assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false })).status, 200);
-    await waitUntil(async () => (await h.api('GET', `/v1/deliveries/${held.id}`)).json.next_attempt_at === null,
-      { what: 'no next attempt while disabled' });
+    await waitUntil(async () => (await h.api('GET', `/v1/deliveries/${held.id}`)).json.held?.by === 'disabled',
+      { what: 'held by the disable' });
+    assert.equal((await h.api('GET', `/v1/deliveries/${held.id}`)).json.held.until, null);
     // enabled again: the pause ends with it (docs/api.md), and the one held by it goes; the one
-    // answered 429 keeps its own time, an hour on
+    // answered 429 keeps its own time, an hour on, and nothing holds it past that
     hold = false;
     assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: true })).status, 200);
-    await waitDelivery(h, b.json.id, (ds) => ds[0]?.state === 'delivered');
+    const [sent] = await waitDelivery(h, b.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(sent.held, undefined, 'settled: nothing to hold');
     const [own] = (await h.api('GET', `/v1/events/${a.json.id}`)).json.deliveries;
     assert.equal(own.state, 'retrying');
-    assert.ok(Date.parse(own.next_attempt_at) >= pausedUntil - 5000, own.next_attempt_at);
+    assert.ok(Date.parse(own.next_attempt_at) >= Date.parse(pausedUntil) - 5000, own.next_attempt_at);
+    assert.equal(own.held, null);
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });
