@@ -64,6 +64,7 @@ typedef struct ep_op {
   hookd_endpoint ep;
   hookd_delete_counts deleted;
   bool listing;
+  int kind; /* a listing's: HOOKD_EP_ANY, _OWN or _DEST */
   hookd_endpoint *list;
   size_t n;
   int limit;
@@ -600,7 +601,9 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   ep_op *op = (ep_op *)base;
   if (op->listing) {
     int rc = hookd_api_tenant_known(base, c, be, op->tenant);
-    return rc ? rc : be->endpoint_list(c, op->tenant, op->after, op->limit + 1, &op->list, &op->n);
+    return rc ? rc
+              : be->endpoint_list(c, op->tenant, op->after, op->limit + 1, op->kind, &op->list,
+                                  &op->n);
   }
   int rc = be->endpoint_get(c, op->id, &op->ep);
   if (rc == 0 && strcmp(op->ep.tenant_id, op->tenant) != 0) {
@@ -703,6 +706,17 @@ static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret, 
       return;
     }
     snprintf(op->after, sizeof op->after, "%s", after ? after : "");
+    const char *kind = hookd_req_query(r, "kind");
+    op->kind = !kind ? HOOKD_EP_ANY
+               : !strcmp(kind, "endpoint") ? HOOKD_EP_OWN
+               : !strcmp(kind, "destination") ? HOOKD_EP_DEST
+                                               : -1;
+    if (op->kind < 0) {
+      hookd_req_field_error(r, 400, "invalid_parameter", "kind",
+                            "kind must be endpoint or destination");
+      free(op);
+      return;
+    }
   } else {
     snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
   }

@@ -898,6 +898,8 @@ int64_t hookd_walk_again(int64_t seq);
 const char *hookd_inbox_status_of(int64_t unknown, int64_t dead, int64_t retrying,
                                   int64_t pending, int64_t delivered, const char **deciding);
 
+enum { HOOKD_EP_ANY = 0, HOOKD_EP_OWN = 1, HOOKD_EP_DEST = 2 }; /* endpoint_list's kind */
+
 typedef struct hookd_store_backend {
   const char *name;
   /* Opens a connection. writer != 0 for the connection that commits mutations. Returns 0, or
@@ -1011,8 +1013,9 @@ typedef struct hookd_store_backend {
    * (HOOKD_MADE_EVENT) is kept: a list filtered by one tells "none left" from "no such id".
    * HOOKD_STORE_OK or HOOKD_STORE_NOTFOUND. */
   int (*ever_made)(hookd_store_conn *c, int kind, const char *tenant_id, const char *id);
+  /* kind: HOOKD_EP_ANY, or HOOKD_EP_OWN (no source's) or HOOKD_EP_DEST (a source's) alone. */
   int (*endpoint_list)(hookd_store_conn *c, const char *tenant_id, const char *after_id,
-                       int limit, hookd_endpoint **out, size_t *n);
+                       int limit, int kind, hookd_endpoint **out, size_t *n);
   /* An endpoint's deliveries with ids in [from_id, to_id) (ids sort by creation time:
    * hookd_id_floor) counted by state, each up to cap (an index range of at most cap rows a
    * state): counts[s] for every hookd_dstate. */

@@ -672,6 +672,34 @@ describe('endpoints CRUD', () => {
   });
 });
 
+describe('endpoints and destinations listed apart', () => {
+  it('?kind=endpoint lists the tenant\'s own endpoints alone, ?kind=destination its sources\' destinations; another kind is 400', async () => {
+    const kt = `kind${Date.now().toString(36)}`;
+    assert.equal((await h.api('POST', '/v1/tenants', { id: kt })).status, 201);
+    const own = [];
+    for (let i = 0; i < 3; i++) own.push((await h.api('POST', `/v1/tenants/${kt}/endpoints`, { url: recv.url })).json.id);
+    const src = await h.api('POST', '/v1/sources', { tenant: kt, provider: 'github', secrets: ['gh-secret'],
+      destinations: [{ url: recv.url }, { url: recv.url }] });
+    assert.equal(src.status, 201, src.text);
+    const dests = src.json.destinations.map((d) => d.id);
+    const ids = async (q) => {
+      const out = [];
+      let cursor = null;
+      do { // one a page: the filter holds across pages
+        const r = await h.api('GET', `/v1/tenants/${kt}/endpoints?limit=1${q}${cursor ? `&after=${cursor}` : ''}`);
+        assert.equal(r.status, 200, r.text);
+        out.push(...r.json.data.map((e) => [e.id, e.kind]));
+        cursor = r.json.next_cursor;
+      } while (cursor);
+      return out;
+    };
+    assert.deepEqual(await ids('&kind=endpoint'), [...own].sort().map((id) => [id, 'endpoint']));
+    assert.deepEqual(await ids('&kind=destination'), [...dests].sort().map((id) => [id, 'destination']));
+    assert.equal((await ids('')).length, 5, 'without it, both');
+    assertError(await h.api('GET', `/v1/tenants/${kt}/endpoints?kind=source`), 400, 'invalid_parameter', 'kind must be endpoint or destination');
+  });
+});
+
 describe('the event-type catalog', () => {
   it('while it holds a type, an endpoint\'s patterns must each match one (a typo is 422, not silence); archived types match nothing new', async () => {
     const d = await startHookd(); // (its own daemon: a catalog applies to every tenant)
