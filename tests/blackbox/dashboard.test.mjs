@@ -233,6 +233,15 @@ describe('the dashboard page, run against the daemon', () => {
       await waitUntil(() => h2() === `endpoint ${d.endpoint_id}` || doc.getElementById('status').textContent.startsWith('404'),
         { what: 'the endpoint, or a refusal' });
       assert.equal(h2(), `endpoint ${d.endpoint_id}`, doc.getElementById('status').textContent);
+      // with its last 7 days' deliveries by state, as GET …/stats counts them
+      const stats = (await h.api('GET', `/v1/tenants/${d.tenant_id}/endpoints/${d.endpoint_id}/stats`)).json;
+      const heads = [...doc.querySelectorAll('#view h2')].map((x) => x.textContent);
+      assert.ok(heads.includes('deliveries made in the last 7 days (by state now)'), heads.join(' | '));
+      const rows = Object.fromEntries([...[...doc.querySelectorAll('#view table')].at(-1).querySelectorAll('tr')]
+        .map((tr) => [tr.querySelector('th').textContent, tr.querySelector('td').textContent]));
+      assert.equal(rows.dead, String(stats.deliveries.dead));
+      assert.ok(stats.deliveries.dead >= 1, 'the DEAD delivery found above counted');
+      assert.equal(rows.success_rate, String(stats.success_rate));
     } finally {
       w.close();
     }

@@ -150,7 +150,9 @@ function find(id, tenant, kind) {
     delivery: async () => [showDelivery, await api('GET', `/v1/deliveries/${enc(id)}`)],
     inbox: async () => [showInbox, await api('GET', `/v1/inbox/${enc(id)}`)],
     job: async () => [showJob, await api('GET', tpath(`/replays/${enc(id)}`, tenant))],
-    endpoint: async () => [showEndpoint, await api('GET', tpath(`/endpoints/${enc(id)}`, tenant))],
+    // (with its last 7 days' counts: a page without them rather than none when that read fails)
+    endpoint: async () => [showEndpoint, await api('GET', tpath(`/endpoints/${enc(id)}`, tenant)),
+      await api('GET', tpath(`/endpoints/${enc(id)}/stats`, tenant)).catch(() => null)],
     // an event: a producer's own id is unique within its tenant only, and it may start with evt_
     // as generated ones do (another tenant's event of that id made the global lookup 409); a
     // generated id from another tenant than the chosen one is found globally
@@ -164,7 +166,7 @@ function find(id, tenant, kind) {
     const guess = kind ?? FORMS.find(([p]) => id.startsWith(p))?.[1] ?? 'event';
     const got = await by[guess]().catch((e) => (!kind && guess !== 'event' && tenant
       && e.message.startsWith('404') ? by.event() : Promise.reject(e)));
-    if (gen === st.gen) got[0](got[1]);
+    if (gen === st.gen) got[0](got[1], got[2]);
   }, gen);
 }
 
@@ -197,9 +199,13 @@ function showInbox(rec) {
     table(rec.deliveries, rec.tenant_id, 'delivery'));
 }
 
-function showEndpoint(ep) {
+// stats: GET …/stats's answer (docs/api.md), or null when it could not be read
+function showEndpoint(ep, stats) {
+  const counts = stats ? [el('h2', {}, 'deliveries made in the last 7 days (by state now)'),
+    kv({ ...stats.deliveries, success_rate: stats.success_rate,
+      at_least: stats.at_least.length ? stats.at_least.join(', ') : 'none' })] : [];
   show(el('h2', {}, `endpoint ${ep.id}`), kv(ep, ['health'], 'endpoint'), el('h2', {}, 'health (this node)'),
-    ep.health ? kv(ep.health) : el('p', {}, 'none'));
+    ep.health ? kv(ep.health) : el('p', {}, 'none'), ...counts);
 }
 
 // (a completed job moved every item; a cancel takes back those not sent yet: docs/replay.md)
