@@ -105,8 +105,10 @@ static int put_escaped(hookd_buf *b, unsigned char c) {
 
 /* url as `new URL(url).toString()` spells it, as far as a Twilio URL goes: scheme and host in
  * lower case, a scheme's default port dropped, the query's bytes of the special-query
- * percent-encode set escaped (controls, space, '"', '#', '<', '>', '\'', DEL and non-ASCII;
- * escapes already there kept). 0, or -1 (out of memory, or no scheme: out->len 0). */
+ * percent-encode set escaped (controls, space, '"', '<', '>', '\'', DEL and non-ASCII; escapes
+ * already there kept), and past a '#' the fragment's (the same but '`' for '\''). A raw
+ * non-ASCII byte is escaped as it is (Node, reading the request as latin1, would escape its
+ * UTF-8): the same bytes once decoded. 0, or -1 (out of memory, or no scheme: out->len 0). */
 static int whatwg_form(const char *url, size_t url_len, hookd_buf *out) {
   size_t a0, a1;
   if (!authority(url, url_len, &a0, &a1)) return 0;
@@ -126,10 +128,13 @@ static int whatwg_form(const char *url, size_t url_len, hookd_buf *out) {
   const char *q = memchr(url + a1, '?', url_len - a1);
   size_t qat = q ? (size_t)(q - url) : url_len;
   if (!rc) rc = hookd_buf_append(out, url + a1, qat - a1);
+  bool fragment = false; /* past a '#': the fragment's set (not '\'', but '`') */
   for (size_t i = qat; i < url_len && !rc; i++) {
     unsigned char c = (unsigned char)url[i];
-    bool esc = i > qat && (c <= 0x20 || c >= 0x7F || c == '"' || c == '#' || c == '<' ||
-                           c == '>' || c == '\'');
+    bool esc = i > qat && !(c == '#' && !fragment) &&
+               (c <= 0x20 || c >= 0x7F || c == '"' || c == '<' || c == '>' ||
+                c == (fragment ? '`' : '\''));
+    fragment |= c == '#';
     rc = esc ? put_escaped(out, c) : hookd_buf_append(out, &url[i], 1);
   }
   return rc ? -1 : 0;
@@ -324,12 +329,15 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
    * UTF-16 code units) */
   unsigned ranges = 0;
   size_t pass = 0; /* bytes one HMAC reads, but the URL */
+  bool text = true; /* (a JavaScript signer reads fields as UTF-8 text: its order is of that) */
   for (size_t i = 0; i < form.n; i++) {
     ranges |= hookd_utf16_ranges(form.kv[i].k, form.kv[i].klen) |
               hookd_utf16_ranges(form.kv[i].v, form.kv[i].vlen);
     pass += form.kv[i].klen + form.kv[i].vlen;
+    text = text && utf8_text(form.kv[i].k, form.kv[i].klen) &&
+           utf8_text(form.kv[i].v, form.kv[i].vlen);
   }
-  int orders = ranges == (HOOKD_UTF16_HIGH_BMP | HOOKD_UTF16_ASTRAL) ? 2 : 1;
+  int orders = text && ranges == (HOOKD_UTF16_HIGH_BMP | HOOKD_UTF16_ASTRAL) ? 2 : 1;
   /* The likeliest text first, and past the first order's plain text of the URL as received, at
    * most TWILIO_HASH_BUDGET bytes hashed: a forged request of the largest form, an escaped
    * query, repeats and both orders cost one thread that serves every provider 24 passes a
@@ -351,14 +359,13 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
         lens[nparts++] = form.kv[i].vlen;
       }
       for (size_t u = 0; u < uv.n && !match; u++) {
-        bool first = !order && !distinct && u < uv.first;
-        if (!first && hashed + (uv.len[u] + pass) * nsec > TWILIO_HASH_BUDGET) break;
+        bool first = !order && !distinct && u < uv.first; /* (not counted) */
         parts[0] = uv.buf[u];
         lens[0] = uv.len[u];
-        for (size_t k = 0; k < nsec; k++) {
+        for (size_t k = 0; k < nsec && !match; k++) {
+          if (!first && (hashed += uv.len[u] + pass) > TWILIO_HASH_BUDGET) break;
           int n = hookd_hmac(md, s->v[k], strlen(s->v[k]), parts, lens, nparts, mac);
           if (n == (int)sig_len) match |= hookd_ct_equal(sig, sig_len, mac, sig_len);
-          hashed += uv.len[u] + pass;
         }
       }
     }

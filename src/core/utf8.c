@@ -72,8 +72,11 @@ int hookd_utf16_cmp(const char *a, size_t alen, const char *b, size_t blen) {
   const unsigned char *ka = (const unsigned char *)a, *kb = (const unsigned char *)b;
   while (i < n && ka[i] == kb[i]) i++;
   if (i == n) return alen < blen ? -1 : alen > blen;
-  /* where they first differ in bytes below EE, bytes decide (the usual, ASCII case) */
-  if (ka[i] < 0xEE && kb[i] < 0xEE) return ka[i] < kb[i] ? -1 : 1;
+  /* where they first differ in ASCII bytes, bytes decide (the usual case): the common prefix
+   * decodes alike in both, a sequence cut at i malformed alike. Otherwise the units from the
+   * start — not bytes below EE, which a malformed byte's unit disagrees with (a review found
+   * the order then not transitive, which qsort may not be given) */
+  if (ka[i] < 0x80 && kb[i] < 0x80) return ka[i] < kb[i] ? -1 : 1;
   u16iter ia = {ka, alen, 0, 0}, ib = {kb, blen, 0, 0};
   for (;;) {
     long ua = u16_next(&ia), ub = u16_next(&ib);

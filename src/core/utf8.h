@@ -18,7 +18,8 @@ size_t hookd_utf8_scrub(char *s);
 
 /* <0, 0 or >0 as a sorts before, as or after b compared by their UTF-16 code units (a prefix
  * first). Byte order is code point order, and the two differ only between U+E000..U+FFFF and
- * U+10000 and above (whose surrogates sort lower). A malformed byte stands for itself. */
+ * U+10000 and above (whose surrogates sort lower). A malformed byte is the unit of its value:
+ * a total order on any bytes (transitive: qsort's comparator). */
 int hookd_utf16_cmp(const char *a, size_t alen, const char *b, size_t blen);
 
 /* Which of those two ranges s holds characters of: HOOKD_UTF16_HIGH_BMP (U+E000..U+FFFF) and/or

@@ -3,14 +3,14 @@
  * its success rate — what a customer's failure rate is, without paging through its deliveries.
  * Each state's count is an index range of ids (ids sort by creation time) cut at a bound, so
  * the read costs the same for an endpoint of millions. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/delivery_stats.h"
 #include "core/ids.h"
 #include "daemon/api.h"
 
-#define STATS_CAP 10000                         /* rows read at most per state */
+#define STATS_CAP 10000                         /* a count's bound (rows read: one more) */
 #define STATS_DEFAULT_MS (7LL * 24 * 3600 * 1000) /* since, before until, when not given */
 
 typedef struct stats_op {
@@ -18,7 +18,7 @@ typedef struct stats_op {
   char tenant[128], id[128];
   char from_id[HOOKD_ID_MAX], to_id[HOOKD_ID_MAX];
   int64_t since_ms, until_ms;
-  int64_t counts[HOOKD_DS__COUNT];
+  hookd_delivery_counts n;
 } stats_op;
 
 static int run_stats(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -29,7 +29,9 @@ static int run_stats(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   bool mine = !strcmp(ep.tenant_id, op->tenant);
   hookd_endpoint_free(&ep);
   if (!mine) return HOOKD_STORE_NOTFOUND; /* another tenant's: as none */
-  return be->endpoint_stats(c, op->id, op->from_id, op->to_id, STATS_CAP, op->counts);
+  /* one row past the bound tells a count of exactly the bound from one over it */
+  return be->endpoint_stats(c, op->id, op->from_id, op->to_id, STATS_CAP + 1, op->n.by_state,
+                            &op->n.dead_unsent);
 }
 
 static void reply_stats(hookd_api_op *base, int rc) {
@@ -38,18 +40,20 @@ static void reply_stats(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "endpoint");
     return;
   }
-  json_t *counts = json_object(), *capped = json_array();
-  for (int s = 0; s < HOOKD_DS__COUNT; s++) {
-    const char *name = hookd_dstate_name((hookd_dstate)s);
-    json_object_set_new(counts, name, json_integer(op->counts[s]));
-    if (op->counts[s] >= STATS_CAP) json_array_append_new(capped, json_string(name));
+  unsigned capped;
+  hookd_delivery_counts_clamp(&op->n, STATS_CAP, &capped);
+  json_t *counts = json_object(), *at_least = json_array();
+  for (int s = 0; s <= HOOKD_DS__COUNT; s++) {
+    const char *name = s == HOOKD_DS__COUNT ? "dead_unsent" : hookd_dstate_name((hookd_dstate)s);
+    if (s < HOOKD_DS__COUNT) json_object_set_new(counts, name, json_integer(op->n.by_state[s]));
+    if (capped & 1u << s) json_array_append_new(at_least, json_string(name));
   }
-  int64_t ok = op->counts[HOOKD_DS_DELIVERED], dead = op->counts[HOOKD_DS_DEAD];
-  json_t *rate = ok + dead ? json_real(round((double)ok / (double)(ok + dead) * 1e4) / 1e4)
-                           : json_null();
-  json_t *out = json_pack("{s:s,s:o,s:o,s:o,s:o,s:o}", "endpoint_id", op->id, "since",
+  double r;
+  json_t *rate = hookd_delivery_success_rate(&op->n, capped, &r) ? json_real(r) : json_null();
+  json_t *out = json_pack("{s:s,s:o,s:o,s:o,s:I,s:o,s:o}", "endpoint_id", op->id, "since",
                           hookd_json_time(op->since_ms), "until", hookd_json_time(op->until_ms),
-                          "deliveries", counts, "at_least", capped, "success_rate", rate);
+                          "deliveries", counts, "dead_unsent", (json_int_t)op->n.dead_unsent,
+                          "at_least", at_least, "success_rate", rate);
   if (!out) {
     hookd_req_error(base->req, 503, "unavailable", "out of memory");
     return;

@@ -850,29 +850,41 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
  * breaker or Retry-After pause (this node's view); 0 while the endpoint is disabled (it goes
  * when an operator enables it). An operator reading it during an outage sees when it is really
  * tried, not a time already past (an outage audit, then a review of the deliveries'). */
-int64_t hookd_api_delivery_next(hookd_app *app, const hookd_delivery *dl) {
+/* next from the endpoint's health as read (hh NULL: none read) */
+static int64_t held_next(const hookd_delivery *dl, const hookd_endpoint_health *hh) {
   int64_t next = dl->next_attempt_ms;
-  hookd_endpoint_health hh;
-  if (!next || !app || !app->disp || !dl->endpoint_id ||
-      hookd_dispatcher_endpoint_health(app->disp, dl->endpoint_id, &hh) != 0)
-    return next;
-  if (!hh.sending) return 0;
-  if (hh.breaker_retry_ms > next) next = hh.breaker_retry_ms;
-  if (hh.paused_until_ms > next) next = hh.paused_until_ms;
+  if (!next || !hh) return next;
+  if (!hh->sending) return 0;
+  if (hh->breaker_retry_ms > next) next = hh->breaker_retry_ms;
+  if (hh->paused_until_ms > next) next = hh->paused_until_ms;
   return next;
+}
+
+/* The endpoint's health as this node sees it, into hh; NULL when there is none to read. */
+static const hookd_endpoint_health *health_of(hookd_app *app, const hookd_delivery *dl,
+                                              hookd_endpoint_health *hh) {
+  return app && app->disp && dl->endpoint_id &&
+                 hookd_dispatcher_endpoint_health(app->disp, dl->endpoint_id, hh) == 0
+             ? hh
+             : NULL;
+}
+
+int64_t hookd_api_delivery_next(hookd_app *app, const hookd_delivery *dl) {
+  hookd_endpoint_health hh;
+  return held_next(dl, dl->next_attempt_ms ? health_of(app, dl, &hh) : NULL);
 }
 
 json_t *hookd_api_delivery_json(hookd_app *app, const hookd_delivery *d) {
   json_t *v = hookd_json_delivery(d);
-  if (!v || !hookd_dstate_active(d->state) || !d->next_attempt_ms) return v;
-  int64_t next = hookd_api_delivery_next(app, d);
-  hookd_endpoint_health hh = {0};
+  if (!v || !hookd_dstate_active(d->state)) return v;
+  hookd_endpoint_health hh;
+  const hookd_endpoint_health *seen = d->next_attempt_ms ? health_of(app, d, &hh) : NULL;
+  int64_t next = held_next(d, seen); /* (one read of the health: by and until agree) */
   json_t *held = json_null();
-  if (!next)
+  if (seen && !next)
     held = json_pack("{s:s,s:n}", "by", "disabled", "until");
-  else if (next > d->next_attempt_ms &&
-           hookd_dispatcher_endpoint_health(app->disp, d->endpoint_id, &hh) == 0)
-    held = json_pack("{s:s,s:o}", "by", next == hh.paused_until_ms ? "retry_after" : "breaker",
+  else if (seen && next > d->next_attempt_ms)
+    held = json_pack("{s:s,s:o}", "by", next == seen->paused_until_ms ? "retry_after" : "breaker",
                      "until", hookd_json_time(next));
   json_object_set_new(v, "held", held ? held : json_null());
   return v;

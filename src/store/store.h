@@ -1018,9 +1018,11 @@ typedef struct hookd_store_backend {
                        int limit, int kind, hookd_endpoint **out, size_t *n);
   /* An endpoint's deliveries with ids in [from_id, to_id) (ids sort by creation time:
    * hookd_id_floor) counted by state, each up to cap (an index range of at most cap rows a
-   * state): counts[s] for every hookd_dstate. */
+   * state): counts[s] for every hookd_dstate, and *dead_unsent the DEAD ones never attempted
+   * (superseded, expired, …), up to cap too. */
   int (*endpoint_stats)(hookd_store_conn *c, const char *endpoint_id, const char *from_id,
-                        const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT]);
+                        const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT],
+                        int64_t *dead_unsent);
   /* Writes every mutable field of ep; a policy different from the stored current version
    * becomes a new version (ep->policy.id updated). */
   int (*endpoint_update)(hookd_store_conn *c, hookd_endpoint *ep);

@@ -1478,6 +1478,7 @@ describe('endpoint stats', () => {
     const now = await statsOf();
     assert.deepEqual(now.json.deliveries, { pending: 0, retrying: 0, delivered: 3, dead: 1, cancelled: 0, unknown: 0 });
     assert.equal(now.json.success_rate, 0.75);
+    assert.equal(now.json.dead_unsent, 0, 'the DEAD one was attempted');
     assert.deepEqual(now.json.at_least, []);
     assert.equal(now.json.endpoint_id, e.json.id);
     // the window: by the deliveries' creation
@@ -1507,6 +1508,16 @@ describe('endpoint stats', () => {
     assertError(await h.api('GET', `/v1/tenants/${t2}/endpoints/${e.json.id}/stats`), 404, 'not_found');
     assertError(await h.api('GET', `/v1/tenants/${st}/endpoints/ep_none/stats`), 404, 'not_found');
     assert.equal((await h.api('GET', `/v1/tenants/${st}/endpoints/${other.json.id}/stats`)).json.deliveries.delivered, 1);
+    // a delivery DEAD before any attempt (superseded by a newer version) is no failure of the
+    // endpoint's: counted in dead_unsent, left out of the rate (a review read 0.0)
+    const o = await h.api('POST', `/v1/tenants/${st}/endpoints`, { url: r.url, ordered: true, event_types: ['ord.x'] });
+    const v2 = await publish(h, st, { type: 'ord.x', payload: { ok: true }, ordering_key: 'k', ordering_version: 2 });
+    const v1 = await publish(h, st, { type: 'ord.x', payload: { ok: true }, ordering_key: 'k', ordering_version: 1 });
+    await waitDelivery(h, v2.json.id, (ds) => ds[0]?.state === 'delivered');
+    const [sup] = await waitDelivery(h, v1.json.id, (ds) => ds[0]?.state === 'dead');
+    assert.equal(sup.dead_reason, 'superseded');
+    const os = (await h.api('GET', `/v1/tenants/${st}/endpoints/${o.json.id}/stats`)).json;
+    assert.deepEqual([os.deliveries.delivered, os.deliveries.dead, os.dead_unsent, os.success_rate], [1, 1, 1, 1]);
     await r.close();
   });
 });

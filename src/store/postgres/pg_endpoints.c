@@ -206,14 +206,15 @@ int pg_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out) {
   return HOOKD_STORE_OK;
 }
 
-#define PG_STATE_COUNT(st)                                                                 \
+#define PG_STATE_COUNT(st, extra)                                                          \
   "(SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state = '" st  \
-  "' AND id >= $2 AND id < $3 LIMIT $4) x)"
+  "' AND id >= $2 AND id < $3" extra " LIMIT $4) x)"
 
 int pg_endpoint_stats(hookd_store_conn *c, const char *endpoint_id, const char *from_id,
-                      const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT]) {
-  /* one range of the (endpoint_id, state, id) index a state, cut at cap; in hookd_dstate's
-   * order */
+                      const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT],
+                      int64_t *dead_unsent) {
+  /* one range of the (endpoint_id, state, id) index a state, cut at cap, in hookd_dstate's
+   * order; then the DEAD ones never attempted among at most cap DEAD rows */
   _Static_assert(HOOKD_DS_PENDING == 0 && HOOKD_DS_RETRYING == 1 && HOOKD_DS_DELIVERED == 2 &&
                      HOOKD_DS_DEAD == 3 && HOOKD_DS_CANCELLED == 4 && HOOKD_DS_UNKNOWN == 5 &&
                      HOOKD_DS__COUNT == 6,
@@ -225,12 +226,14 @@ int pg_endpoint_stats(hookd_store_conn *c, const char *endpoint_id, const char *
   pg_p_text(&p, to_id);
   pg_p_i64(&p, cap);
   PGresult *r = pg_q(c,
-                     "SELECT " PG_STATE_COUNT("pending") ", " PG_STATE_COUNT("retrying") ", "
-                     PG_STATE_COUNT("delivered") ", " PG_STATE_COUNT("dead") ", "
-                     PG_STATE_COUNT("cancelled") ", " PG_STATE_COUNT("unknown"),
+                     "SELECT " PG_STATE_COUNT("pending", "") ", " PG_STATE_COUNT("retrying", "")
+                     ", " PG_STATE_COUNT("delivered", "") ", " PG_STATE_COUNT("dead", "") ", "
+                     PG_STATE_COUNT("cancelled", "") ", " PG_STATE_COUNT("unknown", "") ", "
+                     PG_STATE_COUNT("dead", " AND attempt_count = 0"),
                      &p, "endpoint stats");
   if (!r) return HOOKD_STORE_ERR;
   for (int s = 0; s < HOOKD_DS__COUNT; s++) counts[s] = pg_i64(r, 0, s);
+  *dead_unsent = pg_i64(r, 0, HOOKD_DS__COUNT);
   PQclear(r);
   return HOOKD_STORE_OK;
 }

@@ -360,7 +360,8 @@ int pg_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purg
 int pg_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tenant);
 int pg_endpoint_get(hookd_store_conn *c, const char *id, hookd_endpoint *out);
 int pg_endpoint_stats(hookd_store_conn *c, const char *endpoint_id, const char *from_id,
-                      const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT]);
+                      const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT],
+                      int64_t *dead_unsent);
 int pg_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const char *id);
 int pg_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
                      int kind, hookd_endpoint **out, size_t *n);

@@ -649,23 +649,30 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
 }
 
 int sq_endpoint_stats(hookd_store_conn *c, const char *endpoint_id, const char *from_id,
-                      const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT]) {
-  /* one range of the (endpoint_id, state, id) index a state, cut at cap */
+                      const char *to_id, int64_t cap, int64_t counts[HOOKD_DS__COUNT],
+                      int64_t *dead_unsent) {
+  /* one range of the (endpoint_id, state, id) index a state, cut at cap; then the DEAD ones
+   * never attempted among at most cap DEAD rows */
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_STATS,
                              "SELECT count(*) FROM (SELECT 1 FROM deliveries"
                              " INDEXED BY deliveries_endpoint_state WHERE endpoint_id = ?1"
-                             " AND state = ?2 AND id >= ?3 AND id < ?4 LIMIT ?5)");
+                             " AND state = ?2 AND id >= ?3 AND id < ?4"
+                             " AND (?6 = 0 OR attempt_count = 0) LIMIT ?5)");
   if (!st) return HOOKD_STORE_ERR;
-  for (int s = 0; s < HOOKD_DS__COUNT; s++) {
+  for (int s = 0; s <= HOOKD_DS__COUNT; s++) {
+    bool unsent = s == HOOKD_DS__COUNT;
     sq_bind_text(st, 1, endpoint_id);
-    sq_bind_text(st, 2, hookd_dstate_name((hookd_dstate)s));
+    sq_bind_text(st, 2, hookd_dstate_name(unsent ? HOOKD_DS_DEAD : (hookd_dstate)s));
     sq_bind_text(st, 3, from_id);
     sq_bind_text(st, 4, to_id);
     sq_bind_i64(st, 5, cap);
+    sq_bind_i64(st, 6, unsent);
     int rc = sqlite3_step(st);
-    counts[s] = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
+    int64_t n = rc == SQLITE_ROW ? sq_col_i64(st, 0) : 0;
     sqlite3_reset(st);
     if (rc != SQLITE_ROW) return sq_fail(c, "endpoint stats");
+    if (unsent) *dead_unsent = n;
+    else counts[s] = n;
   }
   return HOOKD_STORE_OK;
 }

@@ -249,6 +249,12 @@ static void escaped_query(void **st) {
   assert_int_equal(verify("https://mycompany.com/in/src_1?name=O'Brien", NULL, "CallSid=CA1", sig,
                           one, 1),
                    HOOKD_VERIFY_MISMATCH);
+  /* a '#' starts the fragment, which `new URL()` leaves as it is: not escaped as %23 (a review:
+   * twilio-node refuses that text) */
+  sign("https://mycompany.com/in/src_1?a=1%23x%27CallSidCA1", sig);
+  assert_int_equal(verify("https://mycompany.com/in/src_1?a=1#x'", NULL, "CallSid=CA1", sig, one,
+                          1),
+                   HOOKD_VERIFY_MISMATCH);
   /* nor a field moved from the body into the query */
   sign("https://mycompany.com/in/src_1CallSidCA1", sig);
   assert_int_equal(verify("https://mycompany.com/in/src_1?CallSid=CA1", NULL, "", sig, one, 1),

@@ -62,11 +62,44 @@ static void utf16_order(void **st) {
                    HOOKD_UTF16_HIGH_BMP | HOOKD_UTF16_ASTRAL);
 }
 
+/* Any bytes, malformed ones too (a form's decoded value is any bytes), are ordered consistently:
+ * antisymmetric and transitive over every triple of 60 strings of the bytes where the two
+ * orders and malformed sequences meet (a review found a < b, b < c and not a < c). */
+static void utf16_order_is_total(void **st) {
+  (void)st;
+  static const unsigned char alphabet[] = {0x41, 0x80, 0xBF, 0xC3, 0xA9, 0xED, 0x9F, 0xEE,
+                                           0xEF, 0xBC, 0x81, 0xF0, 0x90, 0x9F, 0x98, 0xFF};
+  char s[60][8];
+  size_t len[60];
+  uint32_t x = 12345;
+  for (int i = 0; i < 60; i++) {
+    len[i] = (size_t)(i % 7) + 1;
+    for (size_t k = 0; k < len[i]; k++) {
+      x = x * 1103515245u + 12345u;
+      s[i][k] = (char)alphabet[(x >> 16) % sizeof alphabet];
+    }
+  }
+  for (int a = 0; a < 60; a++)
+    for (int b = 0; b < 60; b++) {
+      int ab = hookd_utf16_cmp(s[a], len[a], s[b], len[b]);
+      int ba = hookd_utf16_cmp(s[b], len[b], s[a], len[a]);
+      assert_true((ab < 0) == (ba > 0) && (ab == 0) == (ba == 0));
+      for (int c = 0; c < 60 && ab < 0; c++)
+        if (hookd_utf16_cmp(s[b], len[b], s[c], len[c]) < 0)
+          assert_true(hookd_utf16_cmp(s[a], len[a], s[c], len[c]) < 0);
+    }
+  const char *ta = "\xED\x9F\xBF\xF0\x90\x80\x80\xC3\xBF", *tb = "\xEE\x80\x80\xED\x9F\xBF\xFF",
+             *tc = "\xEE\xC4\x80"; /* the review's triple */
+  if (cmp(ta, tb) < 0 && cmp(tb, tc) < 0) assert_true(cmp(ta, tc) < 0);
+  if (cmp(ta, tb) > 0 && cmp(tb, tc) > 0) assert_true(cmp(ta, tc) > 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lengths),
       cmocka_unit_test(utf8_scrub),
       cmocka_unit_test(utf16_order),
+      cmocka_unit_test(utf16_order_is_total),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

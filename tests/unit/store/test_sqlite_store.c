@@ -2427,12 +2427,12 @@ static void a_scan_is_interrupted_at_shutdown(void **state) {
 typedef struct stats_call {
   const char *ep, *from, *to;
   int64_t cap;
-  int64_t counts[HOOKD_DS__COUNT];
+  int64_t counts[HOOKD_DS__COUNT], unsent;
 } stats_call;
 
 static int run_stats(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   stats_call *k = a;
-  return be->endpoint_stats(c, k->ep, k->from, k->to, k->cap, k->counts);
+  return be->endpoint_stats(c, k->ep, k->from, k->to, k->cap, k->counts, &k->unsent);
 }
 
 static void endpoint_stats_by_state_in_a_window_cut_at_the_cap(void **state) {
