@@ -232,7 +232,8 @@ static void reply_receive(hookd_api_op *base, int rc) {
        KV_S("outcome", hookd_recv_outcome_names[out]), KV_S("inbox_id", op->rs.record.id),
        KV_S("event_id", op->rs.record.id), /* its forwards' lines name it so */
        /* the provider's (as the inbox shows it): what an operator greps for from its dashboard */
-       KV_S("provider_event_id", op->provider_event_id), KV_S("source_id", op->source_id), KV_S("tenant_id", op->tenant_id),
+       KV_S("provider_event_id", op->provider_event_id), KV_S("source_id", op->source_id),
+       KV_S("tenant_id", op->tenant_id),
        KV_S("provider", op->provider_name), KV_S("event_type", op->event_type),
        KV_S("identity_kind", op->identity_kind));
   hookd_hist_observe_us(&hookd_m.inbound_ack, hookd_req_age_us(base->req));
