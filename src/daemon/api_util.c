@@ -847,10 +847,10 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
 }
 
 /* When a delivery still to be sent may go: its own time, held back by its endpoint's open
- * breaker or Retry-After pause (this node's view); 0 while the endpoint is disabled (it goes
- * when an operator enables it). An operator reading it during an outage sees when it is really
- * tried, not a time already past (an outage audit, then a review of the deliveries'). */
-/* next from the endpoint's health as read (hh NULL: none read) */
+ * breaker or Retry-After pause (this node's view, hh as read; NULL: none read); 0 while the
+ * endpoint is disabled (it goes when an operator enables it). An operator reading it during an
+ * outage sees when it is really tried, not a time already past (an outage audit, then a review
+ * of the deliveries'). */
 static int64_t held_next(const hookd_delivery *dl, const hookd_endpoint_health *hh) {
   int64_t next = dl->next_attempt_ms;
   if (!next || !hh) return next;
