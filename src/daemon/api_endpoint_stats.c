@@ -3,7 +3,7 @@
  * its success rate — what a customer's failure rate is, without paging through its deliveries.
  * Each state's count is an index range of ids (ids sort by creation time) cut at a bound, so
  * the read costs the same for an endpoint of millions. */
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/delivery_stats.h"
