@@ -165,6 +165,7 @@ try {
   console.log(`  curl -s -H "Authorization: Bearer $KEY" ${API}/v1/deliveries/${retried.id}`);
   console.log(`  curl -s -H "Authorization: Bearer $KEY" '${API}/v1/tenants/acme/deliveries?state=delivered'`);
   console.log(`  curl -s -X POST -H "Authorization: Bearer $KEY" ${API}/v1/deliveries/${retried.id}/replay`);
+  console.log(`  curl -s -H "Authorization: Bearer $KEY" ${API}/v1/tenants/acme/endpoints/${retried.endpoint_id}/stats  # by state, success rate`);
   console.log(`  curl -s -H "Authorization: Bearer $KEY" '${API}/v1/inbox?tenant=acme'`);
   console.log(`  curl -s ${API}/metrics | grep hookd_attempts_total`);
   console.log(`  ${API}/dashboard  (in a browser, with the key above: find ${retried.id}, its attempts, replay it)`);
