@@ -135,3 +135,29 @@ static int kv_cmp_utf16(const void *pa, const void *pb) {
 void hookd_in_form_sort_utf16(hookd_in_form *f) {
   if (f->n > 1) qsort(f->kv, f->n, sizeof *f->kv, kv_cmp_utf16);
 }
+
+int hookd_in_urlencode(hookd_buf *b, const char *s, size_t n, const char *extra, bool space_plus) {
+  static const char digits[] = "0123456789ABCDEF";
+  int rc = 0;
+  size_t run = 0; /* bytes kept, appended at once */
+  for (size_t i = 0; i < n && !rc; i++) {
+    unsigned char c = (unsigned char)s[i];
+    int keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_' || c == '.' || (c && strchr(extra, c));
+    if (keep) {
+      run++;
+      continue;
+    }
+    rc = hookd_buf_append(b, s + i - run, run);
+    run = 0;
+    if (rc) break;
+    if (c == ' ' && space_plus) {
+      rc = hookd_buf_append(b, "+", 1);
+    } else {
+      char esc[3] = {'%', digits[c >> 4], digits[c & 15]};
+      rc = hookd_buf_append(b, esc, 3);
+    }
+  }
+  if (!rc) rc = hookd_buf_append(b, s + n - run, run);
+  return rc;
+}

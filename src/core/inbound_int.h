@@ -63,6 +63,11 @@ const hookd_in_kv *hookd_in_form_get(const hookd_in_form *f, const char *name);
 void hookd_in_form_sort(hookd_in_form *f);
 /* The same by UTF-16 code units (JavaScript's sort), names then values. */
 void hookd_in_form_sort_utf16(hookd_in_form *f);
+/* s[0..n) percent-encoded into b: ASCII letters, digits, "-_." and the characters of extra kept,
+ * a space as '+' when space_plus (PHP's urlencode, VNPay's signers) else %20, the rest %XX in
+ * upper case. extra "!~*'()" is encodeURIComponent's set, Node's querystring.escape's. 0, or
+ * the hookd_buf error. */
+int hookd_in_urlencode(hookd_buf *b, const char *s, size_t n, const char *extra, bool space_plus);
 
 /* The query string of the request: req->query, or the part of req->url after '?' (without a
  * '#' fragment). *len gets its length; NULL when there is none. */

@@ -142,14 +142,7 @@ static int whatwg_form(const char *url, size_t url_len, hookd_buf *out) {
 
 /* Node's querystring.escape: all but A-Z a-z 0-9 - _ . ! ~ * ' ( ) percent-encoded. */
 static int qs_escape(hookd_buf *b, const char *s, size_t n) {
-  int rc = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
-    unsigned char c = (unsigned char)s[i];
-    bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                (c && strchr("-_.!~*'()", c));
-    rc = keep ? hookd_buf_append(b, &s[i], 1) : put_escaped(b, c);
-  }
-  return rc;
+  return hookd_in_urlencode(b, s, n, "!~*'()", false);
 }
 
 /* Whether s[0..n) is well-formed UTF-8 without a NUL. */

@@ -26,35 +26,8 @@
 static const char *const flavours[] = {"", "*", "!*()", "!~*'()"};
 #define PHP_FLAVOUR flavours[0]
 
-/* urlencode of s[0..n) appended to b, keeping the characters of `extra` as well. */
-static int php_urlencode_ex(hookd_buf *b, const char *s, size_t n, const char *extra) {
-  static const char digits[] = "0123456789ABCDEF";
-  int rc = 0;
-  size_t run = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
-    unsigned char c = (unsigned char)s[i];
-    int keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-               c == '-' || c == '_' || c == '.' || (c && strchr(extra, c));
-    if (keep) {
-      run++;
-      continue;
-    }
-    rc = hookd_buf_append(b, s + i - run, run);
-    run = 0;
-    if (rc) break;
-    if (c == ' ') {
-      rc = hookd_buf_append(b, "+", 1);
-    } else {
-      char esc[3] = {'%', digits[c >> 4], digits[c & 15]};
-      rc = hookd_buf_append(b, esc, 3);
-    }
-  }
-  if (!rc) rc = hookd_buf_append(b, s + n - run, run);
-  return rc;
-}
-
 static int php_urlencode(hookd_buf *b, const char *s, size_t n) {
-  return php_urlencode_ex(b, s, n, PHP_FLAVOUR);
+  return hookd_in_urlencode(b, s, n, PHP_FLAVOUR, true);
 }
 
 /* 1 when s[0..n) is all ASCII letters and digits, and '_' when underscore is set. */
@@ -100,7 +73,7 @@ static int signed_text(const vnp_query *v, const char *extra, hookd_buf *out) {
     rc = out->len ? hookd_buf_append(out, "&", 1) : 0;
     if (!rc) rc = php_urlencode(out, kv->k, kv->klen); /* [A-Za-z0-9_]: the same in each */
     if (!rc) rc = hookd_buf_append(out, "=", 1);
-    if (!rc) rc = php_urlencode_ex(out, kv->v, kv->vlen, extra);
+    if (!rc) rc = hookd_in_urlencode(out, kv->v, kv->vlen, extra, true);
   }
   return rc;
 }
