@@ -316,6 +316,7 @@ void hookd_api_event_payload_delete(hookd_req *r, hookd_app *app);
 void hookd_api_endpoint_test(hookd_req *r, hookd_app *app);
 void hookd_api_event_type_create(hookd_req *r, hookd_app *app);
 void hookd_api_event_type_list(hookd_req *r, hookd_app *app);
+void hookd_api_event_type_get(hookd_req *r, hookd_app *app);
 void hookd_api_event_type_patch(hookd_req *r, hookd_app *app);
 void hookd_api_event_type_delete(hookd_req *r, hookd_app *app);
 void hookd_api_key_create(hookd_req *r, hookd_app *app);

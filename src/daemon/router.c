@@ -65,7 +65,8 @@ static const route routes[] = {
     {"GET", "/v1/nodes", HOOKD_PERM_READ, -1, hookd_api_nodes_list, NULL},
     {"POST", "/v1/event-types", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_create, NULL},
     {"GET", "/v1/event-types", HOOKD_PERM_READ, -1, hookd_api_event_type_list,
-     ",include_archived,"},
+     ",include_archived,with_content,"},
+    {"GET", "/v1/event-types/{}", HOOKD_PERM_READ, -1, hookd_api_event_type_get, NULL},
     {"PATCH", "/v1/event-types/{}", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_patch, NULL},
     {"DELETE", "/v1/event-types/{}", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_delete, NULL},
     {"POST", "/v1/keys", HOOKD_PERM_ADMIN, -1, hookd_api_key_create, NULL},
@@ -341,7 +342,9 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
     }
   }
   /* (an event type's name is as long as an event's type may be: 256) */
-  size_t id_max = rt->fn == hookd_api_event_type_patch || rt->fn == hookd_api_event_type_delete
+  size_t id_max = rt->fn == hookd_api_event_type_patch ||
+                          rt->fn == hookd_api_event_type_delete ||
+                          rt->fn == hookd_api_event_type_get
                       ? 256
                       : 128;
   for (int i = 0; i < HOOKD_REQ_MAX_PARAMS && hookd_req_param(r, i); i++) {

@@ -215,6 +215,7 @@ void hookd_event_types_free(hookd_event_type *v, size_t n) {
   for (size_t i = 0; i < n; i++) {
     free(v[i].name);
     free(v[i].description);
+    free(v[i].schemas);
   }
   free(v);
 }

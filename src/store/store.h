@@ -347,6 +347,7 @@ void hookd_outcome_run(hookd_outcome *o);
 /* An entry of the event-type catalog. */
 typedef struct hookd_event_type {
   char *name, *description;
+  char *schemas; /* JSON Schemas by version: a compact JSON object, NULL = none (or not read) */
   int64_t created_ms, updated_ms, archived_ms; /* archived_ms 0: not archived */
 } hookd_event_type;
 void hookd_event_types_free(hookd_event_type *v, size_t n);
@@ -981,15 +982,18 @@ typedef struct hookd_store_backend {
   int (*tenant_create)(hookd_store_conn *c, const hookd_tenant *t);
   int (*tenant_get)(hookd_store_conn *c, const char *id, hookd_tenant *out);
   /* The event-type catalog: create (HOOKD_STORE_EXISTS when the name is there, archived or
-   * not), list by name, update (description NULL: kept; archived -1: kept, 0/1: set;
-   * HOOKD_STORE_NOTFOUND), and the check of an endpoint's patterns (comma-separated): while the
-   * catalog holds a type not archived, each must match one — else HOOKD_STORE_STATE with
-   * *bad the index of the first that does not. */
+   * not), list by name (schemas read when with_schemas), get one (archived or not;
+   * HOOKD_STORE_NOTFOUND), update (description, schemas NULL: kept, schemas "": cleared;
+   * archived -1: kept, 0/1: set; HOOKD_STORE_NOTFOUND), and the check of an endpoint's patterns
+   * (comma-separated): while the catalog holds a type not archived, each must match one — else
+   * HOOKD_STORE_STATE with *bad the index of the first that does not. */
   int (*event_type_create)(hookd_store_conn *c, const hookd_event_type *t);
-  int (*event_type_list)(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
-                         size_t *n);
+  int (*event_type_list)(hookd_store_conn *c, bool archived_too, bool with_schemas,
+                         hookd_event_type **out, size_t *n);
+  int (*event_type_get)(hookd_store_conn *c, const char *name, hookd_event_type *out);
   int (*event_type_update)(hookd_store_conn *c, const char *name, const char *description,
-                           int archived, int64_t now_ms, hookd_event_type *out,
+                           const char *schemas, int archived, int64_t now_ms,
+                           hookd_event_type *out,
                            int *changed); /* out: 0 nothing, 1 archived now, 2 else */
   int (*event_types_check)(hookd_store_conn *c, const char *patterns, int *bad);
   /* Writes the tenant's name and limits. */

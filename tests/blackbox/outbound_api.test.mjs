@@ -763,6 +763,78 @@ describe('the event-type catalog', () => {
     assert.equal((await d.stop()).code, 0);
     await r.close();
   });
+
+  it('keeps each type\'s JSON Schemas by schema version (Svix\'s schemas): create, get one, replace, clear, listed with or without them', async () => {
+    const dir = tempDir().dir;
+    let d = await startHookd({ dir });
+    const v1 = { type: 'object', required: ['id'], properties: { id: { type: 'string' }, amount: { type: 'integer', minimum: 0 } } };
+    const v2 = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { id: { type: 'string' } } };
+    const made = await d.api('POST', '/v1/event-types', { name: 'invoice.paid', description: 'paid', schemas: { 1: v1, '2024-07-01': v2 } });
+    assert.equal(made.status, 201, made.text);
+    assert.deepEqual(made.json.schemas, { 1: v1, '2024-07-01': v2 });
+    assert.deepEqual(Object.keys(made.json.schemas), ['1', '2024-07-01'], 'the versions in their order');
+    assert.deepEqual(Object.keys(made.json.schemas[1]), ['type', 'required', 'properties'], 'a schema\'s members in their order');
+    const plain = await d.api('POST', '/v1/event-types', { name: 'invoice.voided' });
+    assert.deepEqual(plain.json.schemas, {}, 'none: {}');
+    // one, archived or not; an unknown name is 404
+    const one = await d.api('GET', '/v1/event-types/invoice.paid');
+    assert.equal(one.status, 200, one.text);
+    assert.deepEqual([one.json.name, one.json.description, one.json.schemas], ['invoice.paid', 'paid', { 1: v1, '2024-07-01': v2 }]);
+    assertError(await d.api('GET', '/v1/event-types/invoice.nope'), 404, 'not_found', 'event type not found');
+    // the list carries them, or not (with_content=false: a catalog read for its names)
+    const all = (await d.api('GET', '/v1/event-types')).json.data;
+    assert.deepEqual(all.map((x) => [x.name, x.schemas]), [['invoice.paid', { 1: v1, '2024-07-01': v2 }], ['invoice.voided', {}]]);
+    const bare = (await d.api('GET', '/v1/event-types?with_content=false')).json.data;
+    assert.deepEqual(bare.map((x) => [x.name, 'schemas' in x]), [['invoice.paid', false], ['invoice.voided', false]]);
+    assertError(await d.api('GET', '/v1/event-types?with_content=yes'), 400, 'invalid_parameter', 'with_content must be true or false');
+    // PATCH replaces them all (a change: a new updated_at, audited); the same again changes nothing
+    const before = one.json.updated_at;
+    await new Promise((res) => setTimeout(res, 5)); // (a later millisecond to tell updated_at by)
+    const rep = await d.api('PATCH', '/v1/event-types/invoice.paid', { schemas: { 3: true } });
+    assert.equal(rep.status, 200, rep.text);
+    assert.deepEqual([rep.json.schemas, rep.json.description], [{ 3: true }, 'paid']);
+    assert.notEqual(rep.json.updated_at, before);
+    const same = await d.api('PATCH', '/v1/event-types/invoice.paid', { schemas: { 3: true } });
+    assert.equal(same.json.updated_at, rep.json.updated_at, 'the same schemas: nothing changes');
+    const desc = await d.api('PATCH', '/v1/event-types/invoice.paid', { description: 'paid in full' });
+    assert.deepEqual(desc.json.schemas, { 3: true }, 'a PATCH without schemas keeps them');
+    const updates = (await d.api('GET', '/v1/audit?limit=100')).json.data.filter((x) => x.action === 'event_type.update');
+    assert.equal(updates.length, 2, 'the replacement and the description, not the repeat');
+    // null or {} clears them; an archived type keeps its schemas and is read by name
+    assert.deepEqual((await d.api('PATCH', '/v1/event-types/invoice.paid', { schemas: null })).json.schemas, {});
+    await d.api('PATCH', '/v1/event-types/invoice.paid', { schemas: { 1: v1 } });
+    assert.deepEqual((await d.api('PATCH', '/v1/event-types/invoice.paid', { schemas: {} })).json.schemas, {});
+    await d.api('PATCH', '/v1/event-types/invoice.voided', { schemas: { 1: v1 } });
+    await d.api('DELETE', '/v1/event-types/invoice.voided');
+    const arch = await d.api('GET', '/v1/event-types/invoice.voided');
+    assert.deepEqual([arch.json.archived, arch.json.schemas], [true, { 1: v1 }]);
+    // what is refused, named
+    const bad = (schemas) => d.api('POST', '/v1/event-types', { name: 'order.made', schemas });
+    assertError(await bad([v1]), 422, 'invalid_field', 'schemas must be null or an object');
+    assertError(await bad('{}'), 422, 'invalid_field', 'schemas must be null or an object');
+    assertError(await bad({ 'v 1': v1 }), 422, 'invalid_field', 'schemas\' names are schema versions');
+    assertError(await bad({ ['x'.repeat(65)]: v1 }), 422, 'invalid_field', 'schemas\' names are schema versions');
+    const notSchema = await bad({ 1: 'object' });
+    assertError(notSchema, 422, 'invalid_field', 'schemas.1 must be a JSON Schema');
+    assert.equal(notSchema.json.error.param, 'schemas.1');
+    const many = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [String(i + 1), true]));
+    assertError(await bad(many), 422, 'invalid_field', 'schemas must be null or an object of at most 16 schema versions');
+    const big = { 1: { description: 'x'.repeat(70000) } };
+    assertError(await bad(big), 422, 'invalid_field', 'schemas are 70');
+    assertError(await d.api('PATCH', '/v1/event-types/invoice.paid', { schemas: 5 }), 422, 'invalid_field', 'schemas must be');
+    assert.equal((await d.api('GET', '/v1/event-types/order.made')).status, 404, 'nothing refused was made');
+    assert.equal((await bad(Object.fromEntries(Array.from({ length: 16 }, (_, i) => [String(i + 1), true])))).status, 201, '16 versions');
+    // a key of one tenant reads them (a portal's), changes them not
+    const scoped = (await d.api('POST', '/v1/keys', { role: 'viewer', tenants: [(await d.api('POST', '/v1/tenants', { id: 'ts1' })).json.id] })).json.key;
+    const as = { Authorization: `Bearer ${scoped}` };
+    assert.equal((await d.api('GET', '/v1/event-types/invoice.paid', undefined, as)).status, 200);
+    assertError(await d.api('PATCH', '/v1/event-types/invoice.paid', { schemas: {} }, as), 403, 'forbidden');
+    // kept across a restart
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir });
+    assert.deepEqual((await d.api('GET', '/v1/event-types/invoice.voided')).json.schemas, { 1: v1 });
+    assert.equal((await d.stop()).code, 0);
+  });
 });
 
 describe('a test event to one endpoint', () => {

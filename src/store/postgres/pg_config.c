@@ -242,6 +242,7 @@ static void rd_event_type(const PGresult *r, int row, void *rec) {
   t->created_ms = pg_i64(r, row, 2);
   t->updated_ms = pg_i64(r, row, 3);
   t->archived_ms = pg_i64(r, row, 4);
+  t->schemas = pg_str(r, row, 5);
 }
 
 int pg_event_type_create(hookd_store_conn *c, const hookd_event_type *t) {
@@ -250,29 +251,48 @@ int pg_event_type_create(hookd_store_conn *c, const hookd_event_type *t) {
   pg_p_text(&p, t->name);
   pg_p_text(&p, t->description ? t->description : "");
   pg_p_i64(&p, t->created_ms);
+  pg_p_text(&p, t->schemas && t->schemas[0] ? t->schemas : NULL);
   int64_t n = pg_x(c,
-                   "INSERT INTO event_types(name, description, created_at, updated_at)"
-                   " VALUES ($1, $2, $3, $3) ON CONFLICT(name) DO NOTHING",
+                   "INSERT INTO event_types(name, description, created_at, updated_at, schemas)"
+                   " VALUES ($1, $2, $3, $3, $4) ON CONFLICT(name) DO NOTHING",
                    &p, "insert event type");
   if (n < 0) return HOOKD_STORE_ERR;
   return n == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
 }
 
-int pg_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
-                       size_t *n) {
+int pg_event_type_list(hookd_store_conn *c, bool archived_too, bool with_schemas,
+                       hookd_event_type **out, size_t *n) {
   pg_params p;
   pg_p_init(&p);
   pg_p_bool(&p, archived_too);
+  pg_p_bool(&p, with_schemas);
   PGresult *r = pg_q(c,
-                     "SELECT name, description, created_at, updated_at, archived_at"
+                     "SELECT name, description, created_at, updated_at, archived_at,"
+                     " CASE WHEN $2::bigint <> 0 THEN schemas END"
                      " FROM event_types WHERE $1::bigint <> 0 OR archived_at IS NULL"
                      " ORDER BY name",
                      &p, "list event types");
   return pg_read_rows(c, r, sizeof **out, rd_event_type, (void **)out, n, "list event types");
 }
 
+int pg_event_type_get(hookd_store_conn *c, const char *name, hookd_event_type *out) {
+  memset(out, 0, sizeof *out);
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_text(&p, name);
+  PGresult *r = pg_q(c,
+                     "SELECT name, description, created_at, updated_at, archived_at, schemas"
+                     " FROM event_types WHERE name = $1",
+                     &p, "read event type");
+  if (!r) return HOOKD_STORE_ERR;
+  if (PQntuples(r) > 0) rd_event_type(r, 0, out);
+  PQclear(r);
+  return out->name ? HOOKD_STORE_OK : HOOKD_STORE_NOTFOUND;
+}
+
 int pg_event_type_update(hookd_store_conn *c, const char *name, const char *description,
-                         int archived, int64_t now_ms, hookd_event_type *out, int *changed) {
+                         const char *schemas, int archived, int64_t now_ms,
+                         hookd_event_type *out, int *changed) {
   memset(out, 0, sizeof *out);
   *changed = 0;
   /* what it is now: a write that changes nothing is none (no new updated_at, no audit) */
@@ -280,8 +300,8 @@ int pg_event_type_update(hookd_store_conn *c, const char *name, const char *desc
   pg_p_init(&p);
   pg_p_text(&p, name);
   PGresult *r = pg_q(c,
-                     "SELECT description, (archived_at IS NOT NULL)::int FROM event_types"
-                     " WHERE name = $1",
+                     "SELECT description, (archived_at IS NOT NULL)::int,"
+                     " COALESCE(schemas, '') FROM event_types WHERE name = $1",
                      &p, "read event type");
   if (!r) return HOOKD_STORE_ERR;
   if (PQntuples(r) == 0) {
@@ -290,24 +310,29 @@ int pg_event_type_update(hookd_store_conn *c, const char *name, const char *desc
   }
   char *desc = pg_str(r, 0, 0);
   bool was = pg_i64(r, 0, 1) != 0;
+  char *had = pg_str(r, 0, 2);
   PQclear(r);
   bool new_desc = description && (!desc || strcmp(desc, description) != 0);
+  bool new_schemas = schemas && (!had || strcmp(had, schemas) != 0);
   free(desc);
+  free(had);
   bool flips = archived >= 0 && (archived == 1) != was;
-  *changed = flips && archived == 1 ? 1 : (flips || new_desc) ? 2 : 0;
+  *changed = flips && archived == 1 ? 1 : (flips || new_desc || new_schemas) ? 2 : 0;
   pg_p_init(&p);
   pg_p_text(&p, name);
   pg_p_text(&p, description);
   pg_p_i64(&p, archived);
   pg_p_i64(&p, now_ms);
   pg_p_bool(&p, *changed != 0);
+  pg_p_text(&p, schemas);
   r = pg_q(c,
            "UPDATE event_types SET description = COALESCE($2::text, description),"
            " archived_at = CASE $3::bigint WHEN 1 THEN COALESCE(archived_at, $4::bigint)"
            " WHEN 0 THEN NULL ELSE archived_at END,"
-           " updated_at = CASE WHEN $5::bigint <> 0 THEN $4::bigint ELSE updated_at END"
+           " updated_at = CASE WHEN $5::bigint <> 0 THEN $4::bigint ELSE updated_at END,"
+           " schemas = CASE WHEN $6::text IS NULL THEN schemas ELSE NULLIF($6::text, '') END"
            " WHERE name = $1"
-           " RETURNING name, description, created_at, updated_at, archived_at",
+           " RETURNING name, description, created_at, updated_at, archived_at, schemas",
            &p, "update event type");
   if (!r) return HOOKD_STORE_ERR;
   if (PQntuples(r) > 0) rd_event_type(r, 0, out);
@@ -320,7 +345,7 @@ int pg_event_types_check(hookd_store_conn *c, const char *patterns, int *bad) {
   if (!patterns) return HOOKD_STORE_OK; /* every type: nothing to name */
   hookd_event_type *v = NULL;
   size_t n = 0;
-  int rc = pg_event_type_list(c, false, &v, &n);
+  int rc = pg_event_type_list(c, false, false, &v, &n);
   if (rc || n == 0) { /* (no catalog: any pattern) */
     hookd_event_types_free(v, n);
     return rc;

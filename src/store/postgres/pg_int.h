@@ -339,10 +339,12 @@ int pg_tenant_list(hookd_store_conn *c, hookd_tenant **out, size_t *n);
 int pg_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_tenant **out,
                    size_t *n);
 int pg_event_type_create(hookd_store_conn *c, const hookd_event_type *t);
-int pg_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
-                       size_t *n);
+int pg_event_type_list(hookd_store_conn *c, bool archived_too, bool with_schemas,
+                       hookd_event_type **out, size_t *n);
+int pg_event_type_get(hookd_store_conn *c, const char *name, hookd_event_type *out);
 int pg_event_type_update(hookd_store_conn *c, const char *name, const char *description,
-                         int archived, int64_t now_ms, hookd_event_type *out, int *changed);
+                         const char *schemas, int archived, int64_t now_ms,
+                         hookd_event_type *out, int *changed);
 int pg_event_types_check(hookd_store_conn *c, const char *patterns, int *bad);
 int pg_api_key_create(hookd_store_conn *c, const hookd_api_key *k);
 int pg_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n);

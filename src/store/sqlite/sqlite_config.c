@@ -214,65 +214,93 @@ static void rd_event_type(sqlite3_stmt *st, void *rec) {
   t->created_ms = sq_col_i64(st, 2);
   t->updated_ms = sq_col_i64(st, 3);
   t->archived_ms = sq_col_i64(st, 4);
+  t->schemas = sq_col_str(st, 5);
 }
 static void free_event_types(void *v, size_t n) { hookd_event_types_free(v, n); }
 
 int sq_event_type_create(hookd_store_conn *c, const hookd_event_type *t) {
   sqlite3_stmt *st = sq_stmt(c, SQ_ET_INSERT,
-                             "INSERT INTO event_types(name, description, created_at, updated_at)"
-                             " VALUES (?1, ?2, ?3, ?3) ON CONFLICT(name) DO NOTHING");
+                             "INSERT INTO event_types(name, description, created_at, updated_at,"
+                             " schemas) VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT(name) DO NOTHING");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, t->name);
   sq_bind_text(st, 2, t->description ? t->description : "");
   sq_bind_i64(st, 3, t->created_ms);
+  sq_bind_text(st, 4, t->schemas && t->schemas[0] ? t->schemas : NULL);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert event type");
   return sqlite3_changes(c->db) == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
 }
 
-int sq_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
-                       size_t *n) {
+int sq_event_type_list(hookd_store_conn *c, bool archived_too, bool with_schemas,
+                       hookd_event_type **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_ET_LIST,
-                             "SELECT name, description, created_at, updated_at, archived_at"
+                             "SELECT name, description, created_at, updated_at, archived_at,"
+                             " CASE WHEN ?2 THEN schemas END"
                              " FROM event_types WHERE ?1 OR archived_at IS NULL ORDER BY name");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, archived_too);
+  sq_bind_i64(st, 2, with_schemas);
   return sq_read_rows(c, st, sizeof **out, rd_event_type, free_event_types, (void **)out, n,
                       "list event types");
 }
 
+int sq_event_type_get(hookd_store_conn *c, const char *name, hookd_event_type *out) {
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = sq_stmt(c, SQ_ET_ONE,
+                             "SELECT name, description, created_at, updated_at, archived_at,"
+                             " schemas FROM event_types WHERE name = ?1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, name);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) rd_event_type(st, out);
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
+  return rc == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "read event type");
+}
+
 int sq_event_type_update(hookd_store_conn *c, const char *name, const char *description,
-                         int archived, int64_t now_ms, hookd_event_type *out, int *changed) {
+                         const char *schemas, int archived, int64_t now_ms,
+                         hookd_event_type *out, int *changed) {
   memset(out, 0, sizeof *out);
   *changed = 0;
   /* what it is now: a write that changes nothing is none (no new updated_at, no audit) */
   sqlite3_stmt *st = sq_stmt(c, SQ_ET_GET,
-                             "SELECT description, archived_at IS NOT NULL FROM event_types"
-                             " WHERE name = ?1");
+                             "SELECT description, archived_at IS NOT NULL, COALESCE(schemas, '')"
+                             " FROM event_types WHERE name = ?1");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, name);
   int rc = sqlite3_step(st);
   char *desc = rc == SQLITE_ROW ? sq_col_str(st, 0) : NULL;
   bool was = rc == SQLITE_ROW && sqlite3_column_int(st, 1);
+  char *had = rc == SQLITE_ROW ? sq_col_str(st, 2) : NULL;
   sqlite3_reset(st);
   if (rc == SQLITE_DONE) return HOOKD_STORE_NOTFOUND;
-  if (rc != SQLITE_ROW) return sq_fail(c, "read event type");
+  if (rc != SQLITE_ROW) {
+    free(desc);
+    free(had);
+    return sq_fail(c, "read event type");
+  }
   bool new_desc = description && (!desc || strcmp(desc, description) != 0);
+  bool new_schemas = schemas && (!had || strcmp(had, schemas) != 0);
   free(desc);
+  free(had);
   bool flips = archived >= 0 && (archived == 1) != was;
-  *changed = flips && archived == 1 ? 1 : (flips || new_desc) ? 2 : 0;
+  *changed = flips && archived == 1 ? 1 : (flips || new_desc || new_schemas) ? 2 : 0;
   st = sq_stmt(c, SQ_ET_UPDATE,
                "UPDATE event_types SET description = COALESCE(?2, description),"
                " archived_at = CASE ?3 WHEN 1 THEN COALESCE(archived_at, ?4)"
                " WHEN 0 THEN NULL ELSE archived_at END,"
-               " updated_at = CASE WHEN ?5 THEN ?4 ELSE updated_at END"
+               " updated_at = CASE WHEN ?5 THEN ?4 ELSE updated_at END,"
+               " schemas = CASE WHEN ?6 IS NULL THEN schemas ELSE NULLIF(?6, '') END"
                " WHERE name = ?1"
-               " RETURNING name, description, created_at, updated_at, archived_at");
+               " RETURNING name, description, created_at, updated_at, archived_at, schemas");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, name);
   sq_bind_text(st, 2, description);
   sq_bind_i64(st, 3, archived);
   sq_bind_i64(st, 4, now_ms);
   sq_bind_i64(st, 5, *changed != 0);
+  sq_bind_text(st, 6, schemas);
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     rd_event_type(st, out);
@@ -288,7 +316,7 @@ int sq_event_types_check(hookd_store_conn *c, const char *patterns, int *bad) {
   if (!patterns) return HOOKD_STORE_OK; /* every type: nothing to name */
   hookd_event_type *v = NULL;
   size_t n = 0;
-  int rc = sq_event_type_list(c, false, &v, &n);
+  int rc = sq_event_type_list(c, false, false, &v, &n);
   if (rc || n == 0) { /* (no catalog: any pattern) */
     hookd_event_types_free(v, n);
     return rc;

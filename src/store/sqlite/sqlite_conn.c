@@ -621,6 +621,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .tenant_delete = sq_tenant_delete,
     .event_type_create = sq_event_type_create,
     .event_type_list = sq_event_type_list,
+    .event_type_get = sq_event_type_get,
     .event_type_update = sq_event_type_update,
     .event_types_check = sq_event_types_check,
     .tenant_list = sq_tenant_list,

@@ -481,10 +481,15 @@ int sq_event_get(hookd_store_conn *c, const char *tenant_id, const char *id, hoo
   ev->meta = sq_col_str(st, 10);
   ev->purged_ms = sq_col_i64(st, 11);
   sq_read_event_extras(st, 12, ev);
-  if (sqlite3_step(st) == SQLITE_ROW) {
+  int next = sqlite3_step(st); /* (a failed step is no answer, not "one tenant's") */
+  if (next == SQLITE_ROW) {
     hookd_event_free(ev);
     snprintf(c->err, sizeof c->err, "event id is used by several tenants");
     return HOOKD_STORE_CONFLICT;
+  }
+  if (next != SQLITE_DONE) {
+    hookd_event_free(ev);
+    return sq_fail(c, "read event");
   }
   if (!ev->body) {
     hookd_event_free(ev);

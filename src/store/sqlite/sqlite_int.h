@@ -56,7 +56,7 @@ enum sq_stmt_id {
   SQ_RPL_BUILDING, SQ_EV_LIST, SQ_RPL_ABANDON, SQ_RPL_EXPIRE, SQ_RPL_SELECT_MISSING,
   SQ_RPL_ITEM_INSERT_MISSING, SQ_RPL_ITEM_EVENT, SQ_RPL_ITEM_MADE, SQ_EV_PAYLOAD_READ,
   SQ_EV_PAYLOAD_CANCEL, SQ_TENANT_MADE, SQ_EVENT_MADE, SQ_ET_INSERT,
-  SQ_ET_LIST, SQ_ET_UPDATE, SQ_ET_GET,
+  SQ_ET_LIST, SQ_ET_UPDATE, SQ_ET_GET, SQ_ET_ONE,
   SQ_RPL_PURGE_JOB, SQ_RPL_PURGE_ITEMS, SQ_RPL_PURGE_MARK, SQ_RPL_PURGE_MOVES,
   SQ_RPL_MOVE_KEEP, SQ_RPL_MOVE_MADE, SQ_RPL_BACK_MARK, SQ_RPL_BACK_FIRST,
   SQ_RPL_BACK_RESTORE, SQ_RPL_BACK_DELETE, SQ_RPL_BACK_REQUEUE, SQ_RPL_BACK_END,
@@ -203,10 +203,12 @@ int sq_tenant_get(hookd_store_conn *c, const char *id, hookd_tenant *out);
 int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t);
 int sq_tenant_live(hookd_store_conn *c, const char *id);
 int sq_event_type_create(hookd_store_conn *c, const hookd_event_type *t);
-int sq_event_type_list(hookd_store_conn *c, bool archived_too, hookd_event_type **out,
-                       size_t *n);
+int sq_event_type_list(hookd_store_conn *c, bool archived_too, bool with_schemas,
+                       hookd_event_type **out, size_t *n);
+int sq_event_type_get(hookd_store_conn *c, const char *name, hookd_event_type *out);
 int sq_event_type_update(hookd_store_conn *c, const char *name, const char *description,
-                         int archived, int64_t now_ms, hookd_event_type *out, int *changed);
+                         const char *schemas, int archived, int64_t now_ms,
+                         hookd_event_type *out, int *changed);
 int sq_event_types_check(hookd_store_conn *c, const char *patterns, int *bad);
 int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                      hookd_tenant_delete_res *out);

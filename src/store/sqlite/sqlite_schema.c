@@ -641,6 +641,10 @@ static const struct {
      "ALTER TABLE replay_jobs ADD COLUMN scan_item INTEGER NOT NULL DEFAULT 1;"
      "CREATE INDEX IF NOT EXISTS replay_items_open ON replay_items(job_seq, n)"
      "  WHERE result IS NULL;"},
+    {50,
+     /* An event type's JSON Schemas by version (docs/api.md "Event types"): compact JSON,
+      * NULL = none. */
+     "ALTER TABLE event_types ADD COLUMN schemas TEXT;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -702,6 +706,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'held_endpoint'";
   case 49: /* (the index is IF NOT EXISTS: with the column, both are there) */
     return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'scan_item'";
+  case 50:
+    return "SELECT COUNT(*) FROM pragma_table_info('event_types') WHERE name = 'schemas'";
   default: return NULL;
   }
 }
