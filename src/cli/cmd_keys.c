@@ -1,6 +1,7 @@
 /* cmd_keys.c — `hookd keys`: API keys and the master key, against the store directly.
  *
  *   hookd keys create --role admin|operator|viewer|publisher [--tenants a,b] [--name N]
+ *                     [--expires-in-s S]
  *   hookd keys list
  *   hookd keys revoke KEY_ID
  *   hookd keys rotate-master --new-master-key-file PATH
@@ -31,18 +32,19 @@
 #include "core/scope.h"
 #include "core/secretbox.h"
 #include "core/shown_text.h"
+#include "core/timefmt.h"
 #include "daemon/auth.h"
 #include "daemon/keyring.h"
 #include "store/storeq.h"
 
 typedef struct keys_args {
-  const char *store, *role, *tenants, *name, *id, *master_file, *new_master_file;
+  const char *store, *role, *tenants, *name, *id, *master_file, *new_master_file, *expires;
 } keys_args;
 
 static void usage(FILE *to) {
   fprintf(to,
           "usage: hookd keys create --role admin|operator|viewer|publisher [--tenants a,b] "
-          "[--name NAME] [--store URL]\n"
+          "[--name NAME] [--expires-in-s S] [--store URL]\n"
           "       hookd keys list [--store URL]\n"
           "       hookd keys revoke KEY_ID [--store URL]\n"
           "       hookd keys rotate-master --new-master-key-file PATH [--master-key-file OLD] "
@@ -86,7 +88,7 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, void *
 }
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   ctx *x = arg;
-  return be->api_key_list(c, &x->keys, &x->n);
+  return be->api_key_list(c, 0, &x->keys, &x->n);
 }
 static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   ctx *x = arg;
@@ -238,6 +240,7 @@ static int parse(int argc, char **argv, keys_args *a) {
                         : !strcmp(k, "--role")                ? &a->role
                         : !strcmp(k, "--tenants")             ? &a->tenants
                         : !strcmp(k, "--name")                ? &a->name
+                        : !strcmp(k, "--expires-in-s")        ? &a->expires
                         : !strcmp(k, "--master-key-file")     ? &a->master_file
                         : !strcmp(k, "--new-master-key-file") ? &a->new_master_file
                                                               : NULL;
@@ -332,6 +335,19 @@ static int cmd_create(keys_args *a) {
             HOOKD_SHOWN_NAME_MAX);
     return 2;
   }
+  /* an expiry as POST /v1/keys takes one: 60 s to a year */
+  int64_t expires_in_s = 0;
+  if (a->expires) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(a->expires, &end, 10);
+    if (errno || end == a->expires || *end || v < 60 || v > 365 * 86400LL) {
+      fprintf(stderr, "hookd keys create: --expires-in-s must be an integer from 60 to 31536000 "
+                      "(seconds)\n");
+      return 2;
+    }
+    expires_in_s = v;
+  }
   /* a key in a store nobody serves is no key: a mistyped path is not created */
   if (!hookd_cli_store_exists("hookd keys create", a->store)) return 1;
   ctx x = {0};
@@ -352,8 +368,15 @@ static int cmd_create(keys_args *a) {
   x.key.tenants = a->tenants ? scope.csv : NULL;
   x.key.name = (char *)(a->name ? a->name : "");
   x.key.created_ms = hookd_now_ms();
-  char detail[HOOKD_KEY_DETAIL_MAX];
+  x.key.expires_ms = expires_in_s ? x.key.created_ms + expires_in_s * 1000 : 0;
+  char detail[HOOKD_KEY_DETAIL_MAX + 64];
   hookd_auth_key_detail(a->role, x.key.tenants, detail, sizeof detail);
+  if (x.key.expires_ms) { /* (as api_keys.c writes it) */
+    char at[HOOKD_RFC3339_MAX];
+    hookd_fmt_rfc3339_ms(x.key.expires_ms, at);
+    size_t dl = strlen(detail);
+    snprintf(detail + dl, sizeof detail - dl, " expires=%s", at);
+  }
   x.audit = (hookd_audit){.at_ms = x.key.created_ms, .actor = "cli", .action = "key.create",
                           .target = id, .detail = detail};
   /* a tenant of the scope that does not exist: refused before a token is printed */
@@ -426,7 +449,11 @@ static int cmd_list(keys_args *a) {
     column(k->id, 32);
     column(role, 10);
     column(tenants, 20);
-    printf("%-8s ", k->revoked_ms ? "revoked" : invalid ? "invalid" : "active");
+    bool expired = k->expires_ms > 0 && hookd_now_ms() >= k->expires_ms;
+    printf("%-8s ", k->revoked_ms ? "revoked"
+                    : invalid     ? "invalid"
+                    : expired     ? "expired"
+                                  : "active");
     hookd_shown_print(stdout, name, strlen(name));
     printf("\n");
     if (invalid && !k->revoked_ms) {
@@ -604,7 +631,7 @@ int hookd_cmd_keys(int argc, char **argv) {
    * key as if it filtered), not something to ignore: each subcommand's options, by name */
   static const struct {
     const char *sub, *reads;
-  } reads[] = {{"create", ",--role,--tenants,--name,"},
+  } reads[] = {{"create", ",--role,--tenants,--name,--expires-in-s,"},
                {"list", ","},
                {"revoke", ","},
                {"rotate-master", ",--master-key-file,--new-master-key-file,"}};
@@ -614,6 +641,7 @@ int hookd_cmd_keys(int argc, char **argv) {
   } given[] = {{"--role", a.role != NULL},
                {"--tenants", a.tenants != NULL},
                {"--name", a.name != NULL},
+               {"--expires-in-s", a.expires != NULL},
                {"--master-key-file", a.master_file != NULL},
                {"--new-master-key-file", a.new_master_file != NULL}};
   for (size_t r = 0; r < sizeof reads / sizeof *reads; r++) {

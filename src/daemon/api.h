@@ -320,6 +320,7 @@ void hookd_api_event_type_get(hookd_req *r, hookd_app *app);
 void hookd_api_event_type_patch(hookd_req *r, hookd_app *app);
 void hookd_api_event_type_delete(hookd_req *r, hookd_app *app);
 void hookd_api_key_create(hookd_req *r, hookd_app *app);
+void hookd_api_portal_access(hookd_req *r, hookd_app *app);
 /* From a reply, after a commit that changed API keys: they are read again on the reader and put
  * in force on this node (unless a later read is there already), then after(op) answers. */
 void hookd_api_keys_reload(hookd_api_op *op, void (*after)(hookd_api_op *op));

@@ -1,7 +1,10 @@
 /* api_keys.c — API keys over the API (docs/api.md "API keys"), admin only:
- *   POST   /v1/keys {role, tenants?, name?}  → 201 with the token, shown once
+ *   POST   /v1/keys {role, tenants?, name?, expires_in_s?}  → 201 with the token, shown once
  *   GET    /v1/keys                          → the keys, never a token
  *   DELETE /v1/keys/{id} {reason?}           → revoked
+ *   POST   /v1/tenants/{t}/portal-access {role?, expires_in_s?, name?}
+ *          → 201 a key of that tenant alone that expires, and the dashboard's link opening it
+ * A key that expires makes no key (one it made would outlive it).
  * A key scoped to tenants manages only keys within its scope. A change is answered once this
  * node's key cache holds it: after the commit, the keys are read again on the store's reader
  * and the cache takes that read unless a later one is there already (hookd_auth_set_keys). */
@@ -12,6 +15,7 @@
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/shown_text.h"
+#include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
 
@@ -24,6 +28,7 @@ typedef struct key_op {
   bool has_tenants;
   bool bad_tenant;     /* create: a tenant of its scope does not exist */
   char token[64];      /* create: the token, wiped once answered */
+  bool portal;         /* create: answered as portal access (the dashboard's link) */
   int64_t revoked_ms;
   hookd_api_key *list; /* list, revoke */
   size_t n;
@@ -65,15 +70,20 @@ static bool within(const key_op *op, const char *tenants) {
 static json_t *key_json(const hookd_api_key *k) {
   char why[160];
   bool invalid = hookd_auth_key_check(k, NULL, why, sizeof why) != 0; /* as the daemon loads */
+  bool expired = k->expires_ms > 0 && hookd_now_ms() >= k->expires_ms;
   /* a name or role that is not UTF-8 (written to the store by hand, or by a CLI before it
    * refused one) as a placeholder: a NULL here would drop the key from the list, hiding it */
-  return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:s,s:b}", "id", k->id, "role",
+  return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:s,s:b}", "id", k->id, "role",
                    hookd_json_str_or_null(k->role ? k->role : ""),
                    "tenants", hookd_json_csv(k->tenants), "name",
                    hookd_json_str_or_null(k->name ? k->name : ""),
-                   "created_at", hookd_json_time(k->created_ms), "revoked_at",
-                   hookd_json_time(k->revoked_ms),
-                   "state", k->revoked_ms ? "revoked" : invalid ? "invalid" : "active",
+                   "created_at", hookd_json_time(k->created_ms), "expires_at",
+                   hookd_json_time(k->expires_ms), "revoked_at", hookd_json_time(k->revoked_ms),
+                   "state",
+                   k->revoked_ms ? "revoked"
+                   : invalid     ? "invalid"
+                   : expired     ? "expired"
+                                 : "active",
                    "configured", 0);
 }
 
@@ -85,7 +95,8 @@ static int run_keys_reload(hookd_store_conn *c, const hookd_store_backend *be,
   base->keys = NULL;
   base->n_keys = 0;
   base->keys_gen = hookd_auth_begin_load(base->app->auth);
-  return be->api_key_list(c, &base->keys, &base->n_keys);
+  return be->api_key_list(c, hookd_now_ms() - HOOKD_AUTH_EXPIRED_KEPT_MS, &base->keys,
+                          &base->n_keys);
 }
 
 /* (a reload that failed leaves the change to the periodic one, --reload-interval-ms: it is
@@ -123,8 +134,14 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   }
   if (rc == 0) rc = be->api_key_create(c, &op->key);
   if (rc) return rc;
-  char detail[HOOKD_KEY_DETAIL_MAX];
+  char detail[HOOKD_KEY_DETAIL_MAX + 64];
   hookd_auth_key_detail(op->role, op->has_tenants ? op->tenants : NULL, detail, sizeof detail);
+  if (op->key.expires_ms) { /* (HOOKD_KEY_DETAIL_MAX holds the role and scope; this, the rest) */
+    char at[HOOKD_RFC3339_MAX];
+    hookd_fmt_rfc3339_ms(op->key.expires_ms, at);
+    size_t len = strlen(detail);
+    snprintf(detail + len, sizeof detail - len, " expires=%s%s", at, op->portal ? " portal" : "");
+  }
   return audit_key(base, c, be, "key.create", op->id, op->has_tenants ? op->tenants : NULL, detail);
 }
 
@@ -132,6 +149,21 @@ static void answer_create(hookd_api_op *base) {
   key_op *op = (key_op *)base;
   json_t *v = key_json(&op->key);
   json_object_set_new(v, "key", json_string(op->token));
+  if (op->portal) { /* the dashboard's link: the key in its fragment, sent to no server */
+    char path[256];
+    snprintf(path, sizeof path, "/dashboard#key=%s&tenant=%s", op->token, op->tenants);
+    json_t *url = json_null();
+    if (base->app->cfg->public_url[0]) {
+      char full[1024];
+      snprintf(full, sizeof full, "%s%s", base->app->cfg->public_url, path);
+      url = json_string(full);
+    }
+    json_object_set_new(v, "url", url);
+    json_object_set_new(v, "path", json_string(path));
+    json_object_set_new(v, "key_id", json_string(op->id));
+    json_object_set_new(v, "tenant", json_string(op->tenants));
+    OPENSSL_cleanse(path, sizeof path);
+  }
   OPENSSL_cleanse(op->token, sizeof op->token);
   HLOG(HOOKD_LOG_INFO, "key.created", KV_S("key_id", op->id), KV_S("role", op->role),
        KV_S("actor", op->base.actor[0] ? op->base.actor : NULL));
@@ -139,6 +171,10 @@ static void answer_create(hookd_api_op *base) {
 }
 
 static void reply_create(hookd_api_op *base, int rc) {
+  if (rc && ((key_op *)base)->bad_tenant && ((key_op *)base)->portal) {
+    hookd_req_error(base->req, 404, "not_found", "tenant not found");
+    return;
+  }
   if (rc && ((key_op *)base)->bad_tenant) {
     hookd_req_field_error(base->req, 422, "invalid_field", "tenants", "%s", base->err);
     return;
@@ -185,12 +221,78 @@ static bool take_tenants(hookd_req *r, key_op *op, const json_t *v) {
   return true;
 }
 
+/* A key that expires makes none: one it made would outlive it (a portal link's key would mint a
+ * lasting one). False once answered. */
+static bool may_make_keys(hookd_req *r) {
+  const hookd_principal *p = hookd_api_principal(r);
+  if (!p || !p->expires_ms) return true;
+  hookd_api_forbid(r, "a key that expires cannot create keys (one it made would outlive it)");
+  return false;
+}
+
+/* body's name (at most 200 bytes of shown text; absent: dflt) and expires_in_s (absent or null:
+ * dflt_s, 0 = never; else in [60, max_s]); false once answered */
+static bool take_name_expiry(hookd_req *r, const json_t *body, const char *dflt,
+                             int64_t dflt_s, int64_t max_s, const char **name, int64_t *secs) {
+  *name = dflt;
+  *secs = dflt_s;
+  if (hookd_json_get_str(body, "name", name) < 0 || (*name && !hookd_shown_name_ok(*name))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "name must be a string of at most 200 bytes, without control characters or "
+                    "bidirectional controls");
+    return false;
+  }
+  if (!*name) *name = dflt;
+  int rc = hookd_json_get_int(body, "expires_in_s", secs);
+  if (rc == 1) *secs = dflt_s;
+  if (rc < 0 || (rc == 0 && (*secs < 60 || *secs > max_s))) {
+    hookd_req_field_error(r, 422, "invalid_field", "expires_in_s",
+                          "expires_in_s must be an integer from 60 to %lld (seconds), or null "
+                          "for a key that does not expire",
+                          (long long)max_s);
+    return false;
+  }
+  return true;
+}
+
+/* The new key's token, id and row into op (its tenants taken already); false once answered. */
+static bool make_key(hookd_req *r, key_op *op, hookd_role role, const char *name,
+                     int64_t expires_in_s) {
+  int64_t now = hookd_now_ms();
+  if (hookd_auth_generate(op->token, op->key.hash) != 0 || hookd_id_new("key", now, op->id) != 0) {
+    hookd_req_error(r, 503, "unavailable", "the random generator failed");
+    return false;
+  }
+  snprintf(op->role, sizeof op->role, "%s", hookd_role_name(role));
+  snprintf(op->name, sizeof op->name, "%s", name ? name : "");
+  op->key.id = op->id;
+  op->key.role = op->role;
+  op->key.tenants = op->has_tenants ? op->tenants : NULL;
+  op->key.name = op->name;
+  op->key.created_ms = now;
+  op->key.expires_ms = expires_in_s ? now + expires_in_s * 1000 : 0;
+  return true;
+}
+
+/* make_key, then submitted — or op freed once answered */
+static void submit_key(hookd_req *r, key_op *op, hookd_role role, const char *name,
+                       int64_t expires_in_s) {
+  if (make_key(r, op, role, name, expires_in_s)) {
+    hookd_api_submit(&op->base, true);
+    return;
+  }
+  key_cleanup(&op->base);
+  free(op);
+}
+
 void hookd_api_key_create(hookd_req *r, hookd_app *app) {
-  static const char *const names[] = {"role", "tenants", "name", NULL};
+  static const char *const names[] = {"role", "tenants", "name", "expires_in_s", NULL};
+  if (!may_make_keys(r)) return;
   json_t *body = hookd_api_body_object(r, app);
   if (!body) return;
   key_op *op = NULL;
   const char *role = NULL, *name = NULL;
+  int64_t secs;
   hookd_role parsed;
   if (!hookd_api_known_members(r, body, NULL, names)) goto done;
   if (!json_object_get(body, "role")) {
@@ -202,31 +304,54 @@ void hookd_api_key_create(hookd_req *r, hookd_app *app) {
     hookd_req_error(r, 422, "invalid_field", "role must be admin, operator, viewer or publisher");
     goto done;
   }
-  if (hookd_json_get_str(body, "name", &name) < 0 || (name && !hookd_shown_name_ok(name))) {
-    hookd_req_error(r, 422, "invalid_field",
-                    "name must be a string of at most 200 bytes, without control characters or "
-                    "bidirectional controls");
+  if (!take_name_expiry(r, body, NULL, 0, 365 * 86400LL, &name, &secs)) goto done;
+  if (!(op = new_op(r, app, run_create, reply_create))) goto done;
+  if (!take_tenants(r, op, json_object_get(body, "tenants"))) {
+    key_cleanup(&op->base);
+    free(op);
+    goto done;
+  }
+  submit_key(r, op, parsed, name, secs);
+done:
+  json_decref(body);
+}
+
+void hookd_api_portal_access(hookd_req *r, hookd_app *app) {
+  static const char *const names[] = {"role", "name", "expires_in_s", NULL};
+  if (!may_make_keys(r)) return;
+  json_t *body = NULL;
+  size_t len;
+  hookd_req_body(r, &len);
+  if (len && !(body = hookd_api_body_object(r, app))) return; /* (no body: the defaults) */
+  key_op *op = NULL;
+  const char *role = NULL, *name = NULL;
+  int64_t secs;
+  hookd_role parsed;
+  if (body && !hookd_api_known_members(r, body, NULL, names)) goto done;
+  int rrc = body ? hookd_json_get_str(body, "role", &role) : 1;
+  if (rrc == 1) role = "operator"; /* (absent or null: the default) */
+  if (rrc < 0 || hookd_role_parse(role, &parsed) != 0 ||
+      (parsed != HOOKD_ROLE_VIEWER && parsed != HOOKD_ROLE_OPERATOR)) {
+    hookd_req_field_error(r, 422, "invalid_field", "role",
+                          "role must be viewer or operator (a portal's key reads, and an "
+                          "operator's replays)");
+    goto done;
+  }
+  json_t *none = json_object();
+  bool ok = take_name_expiry(r, body ? body : none, "portal", 3600, 7 * 86400LL, &name, &secs);
+  json_decref(none);
+  if (!ok) goto done;
+  if (body && json_is_null(json_object_get(body, "expires_in_s"))) { /* (it always expires) */
+    hookd_req_field_error(r, 422, "invalid_field", "expires_in_s",
+                          "expires_in_s must be an integer from 60 to 604800 (seconds): a "
+                          "portal's key expires");
     goto done;
   }
   if (!(op = new_op(r, app, run_create, reply_create))) goto done;
-  if (!take_tenants(r, op, json_object_get(body, "tenants"))) goto fail;
-  int64_t now = hookd_now_ms();
-  if (hookd_auth_generate(op->token, op->key.hash) != 0 || hookd_id_new("key", now, op->id) != 0) {
-    hookd_req_error(r, 503, "unavailable", "the random generator failed");
-    goto fail;
-  }
-  snprintf(op->role, sizeof op->role, "%s", hookd_role_name(parsed));
-  snprintf(op->name, sizeof op->name, "%s", name ? name : "");
-  op->key.id = op->id;
-  op->key.role = op->role;
-  op->key.tenants = op->has_tenants ? op->tenants : NULL;
-  op->key.name = op->name;
-  op->key.created_ms = now;
-  hookd_api_submit(&op->base, true);
-  goto done;
-fail:
-  key_cleanup(&op->base);
-  free(op);
+  snprintf(op->tenants, sizeof op->tenants, "%s", hookd_req_param(r, 0));
+  op->has_tenants = true;
+  op->portal = true;
+  submit_key(r, op, parsed, name, secs);
 done:
   json_decref(body);
 }
@@ -235,7 +360,7 @@ done:
 
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   key_op *op = (key_op *)base;
-  return be->api_key_list(c, &op->list, &op->n);
+  return be->api_key_list(c, 0, &op->list, &op->n);
 }
 
 static void reply_list(hookd_api_op *base, int rc) {
@@ -249,10 +374,10 @@ static void reply_list(hookd_api_op *base, int rc) {
    * shown — but for its token, which the configuration holds */
   const char *conf = hookd_auth_configured(base->app->auth);
   if (conf && !op->scoped)
-    json_array_append_new(data, json_pack("{s:s,s:s,s:n,s:s,s:n,s:n,s:s,s:b}", "id", conf,
+    json_array_append_new(data, json_pack("{s:s,s:s,s:n,s:s,s:n,s:n,s:n,s:s,s:b}", "id", conf,
                                           "role", "admin", "tenants", "name", "--api-key",
-                                          "created_at", "revoked_at", "state", "active",
-                                          "configured", 1));
+                                          "created_at", "expires_at", "revoked_at", "state",
+                                          "active", "configured", 1));
   for (size_t i = 0; i < op->n; i++)
     if (within(op, op->list[i].tenants)) json_array_append_new(data, key_json(&op->list[i]));
   hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "data", data));

@@ -123,6 +123,7 @@ void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uin
     memcpy(v[m].hash, keys[i].hash, 32);
     snprintf(v[m].p.key_id, sizeof v[m].p.key_id, "%s", keys[i].id);
     v[m].p.role = role;
+    v[m].p.expires_ms = keys[i].expires_ms;
     snprintf(v[m].p.tenants, sizeof v[m].p.tenants, "%s", keys[i].tenants ? keys[i].tenants : "");
     m++;
   }
@@ -197,6 +198,10 @@ bool hookd_role_allows(hookd_role role, hookd_perm perm) {
   case HOOKD_PERM_SCRAPE: return true; /* not a key's: the router checks the metrics token */
   }
   return false;
+}
+
+bool hookd_principal_expired(const hookd_principal *p, int64_t now_ms) {
+  return p->expires_ms > 0 && now_ms >= p->expires_ms;
 }
 
 bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id) {

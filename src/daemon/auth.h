@@ -40,7 +40,14 @@ typedef struct hookd_principal {
   hookd_role role;
   char tenants[HOOKD_SCOPE_MAX + 1]; /* comma-separated scope, "" = every tenant */
   uint64_t loaded;                   /* the key table's load it was found in */
+  int64_t expires_ms;                /* 0: never; from then on the key opens nothing */
 } hookd_principal;
+
+/* How long after it expired a key stays in the cache, to be refused as expired (401 "this API
+ * key expired at …") rather than as unknown; the loads leave older ones out. */
+#define HOOKD_AUTH_EXPIRED_KEPT_MS (3600 * 1000LL)
+/* Whether p's key has expired at now_ms. */
+bool hookd_principal_expired(const hookd_principal *p, int64_t now_ms);
 
 typedef struct hookd_auth hookd_auth;
 

@@ -42,7 +42,7 @@ typedef struct keys_load {
 static int run_keys_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   keys_load *k = arg;
   k->gen = hookd_auth_begin_load(k->auth);
-  return be->api_key_list(c, &k->keys, &k->n);
+  return be->api_key_list(c, hookd_now_ms() - HOOKD_AUTH_EXPIRED_KEPT_MS, &k->keys, &k->n);
 }
 
 /* The bootstrap key, audited in the same transaction as any key creation (actor "system"). */

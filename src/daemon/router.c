@@ -8,8 +8,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/clock.h"
 #include "core/ids.h"
 #include "core/sign.h"
+#include "core/timefmt.h"
 #include "core/utf8.h"
 #include "daemon/api.h"
 #include "daemon/inbound.h"
@@ -70,6 +72,7 @@ static const route routes[] = {
     {"PATCH", "/v1/event-types/{}", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_patch, NULL},
     {"DELETE", "/v1/event-types/{}", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_delete, NULL},
     {"POST", "/v1/keys", HOOKD_PERM_ADMIN, -1, hookd_api_key_create, NULL},
+    {"POST", "/v1/tenants/{}/portal-access", HOOKD_PERM_ADMIN, 0, hookd_api_portal_access, NULL},
     {"GET", "/v1/keys", HOOKD_PERM_ADMIN, -1, hookd_api_key_list, NULL},
     {"DELETE", "/v1/keys/{}", HOOKD_PERM_ADMIN, -1, hookd_api_key_revoke, NULL},
     {"POST", "/v1/sources", HOOKD_PERM_ADMIN, -1, hookd_api_source_create, NULL},
@@ -289,6 +292,14 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
       return false;
     }
     hookd_req_set_app(r, p, free);
+    if (hookd_principal_expired(p, hookd_now_ms())) {
+      char at[HOOKD_RFC3339_MAX];
+      hookd_fmt_rfc3339_ms(p->expires_ms, at);
+      HOOKD_INC(auth_failures);
+      hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
+      hookd_req_error(r, 401, "unauthorized", "this API key expired at %s", at);
+      return false;
+    }
     if (!hookd_role_allows(p->role, rt->perm)) {
       hookd_api_forbid(r, "the %s role may not do this",
                       hookd_role_name(p->role));
@@ -370,10 +381,12 @@ void hookd_api_handle(hookd_req *r, void *arg) {
   /* the key was checked at the headers; a body held back past its revocation (a minute at
    * most: --request-timeout-s) must not then act: checked again (docs/api.md "API keys") */
   const hookd_principal *p = hookd_api_principal(r);
-  if (p && !hookd_auth_still_valid(((hookd_app *)arg)->auth, p)) {
+  bool expired = p && hookd_principal_expired(p, hookd_now_ms());
+  if (p && (expired || !hookd_auth_still_valid(((hookd_app *)arg)->auth, p))) {
     HOOKD_INC(auth_failures);
     hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
-    hookd_req_error(r, 401, "unauthorized", "the API key was revoked while the request was sent");
+    hookd_req_error(r, 401, "unauthorized", "the API key %s while the request was sent",
+                    expired ? "expired" : "was revoked");
     return;
   }
   rt->fn(r, arg);

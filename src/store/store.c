@@ -826,7 +826,7 @@ const hookd_api_key *hookd_api_key_find_active(hookd_store_conn *c, const hookd_
   hookd_api_keys_free(*list, *n);
   *list = NULL;
   *n = 0;
-  if ((*rc = be->api_key_list(c, list, n)) != 0) return NULL;
+  if ((*rc = be->api_key_list(c, 0, list, n)) != 0) return NULL;
   for (size_t i = 0; i < *n; i++)
     if (!strcmp((*list)[i].id, id)) return (*list)[i].revoked_ms ? NULL : &(*list)[i];
   return NULL;

@@ -448,6 +448,7 @@ typedef struct hookd_api_key {
   char *name;
   int64_t created_ms;
   int64_t revoked_ms;         /* 0 when active */
+  int64_t expires_ms;         /* 0: never; opens nothing from then on */
 } hookd_api_key;
 void hookd_api_key_free(hookd_api_key *k);
 
@@ -1120,7 +1121,9 @@ typedef struct hookd_store_backend {
 
   /* API keys. */
   int (*api_key_create)(hookd_store_conn *c, const hookd_api_key *k);
-  int (*api_key_list)(hookd_store_conn *c, hookd_api_key **out, size_t *n);
+  /* every row (live_at_ms 0), or the keys the daemon loads: not revoked, and not expired before
+   * live_at_ms */
+  int (*api_key_list)(hookd_store_conn *c, int64_t live_at_ms, hookd_api_key **out, size_t *n);
   int (*api_key_revoke)(hookd_store_conn *c, const char *id, int64_t now_ms);
 
   /* Audit log: append in the transaction of the action it records; list newest first,

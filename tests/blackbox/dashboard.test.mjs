@@ -356,6 +356,33 @@ describe('the dashboard page, run against the daemon', () => {
   });
 });
 
+describe('a portal link', () => {
+  it('opens the tenant\'s endpoints with the key from the fragment, kept in the tab and taken out of the address bar', async () => {
+    const p = await h.api('POST', `/v1/tenants/${tenant}/portal-access`, { role: 'viewer', expires_in_s: 600 });
+    assert.equal(p.status, 201, p.text);
+    const dom = await JSDOM.fromURL(`${h.url}${p.json.path}`, {
+      runScripts: 'dangerously',
+      resources: 'usable',
+      beforeParse(window) {
+        window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
+        window.TextEncoder = TextEncoder;
+      },
+    });
+    const w = dom.window;
+    try {
+      await waitUntil(() => /^endpoints \(1\)/.test(w.document.querySelector('#view h2')?.textContent ?? ''),
+        { what: 'the tenant\'s endpoints shown' });
+      assert.equal(w.sessionStorage.getItem('hookd.key'), p.json.key, 'the key kept in the tab');
+      assert.equal(w.location.hash, '', 'the fragment taken out of the address bar');
+      assert.equal(w.location.href, `${h.url}/dashboard`);
+      assert.ok(!w.history.state, 'replaced, not pushed');
+      assert.equal(w.document.getElementById('tenant').value, tenant);
+    } finally {
+      w.close();
+    }
+  });
+});
+
 describe('the dashboard and ids that producers choose', () => {
   it('an id is linked by its place, not its form: a producer\'s event id shaped as another tenant\'s delivery id links to the event', async () => {
     // the producer of one tenant names its event after the suite tenant's DEAD delivery (ids are

@@ -11,7 +11,7 @@ import https from 'node:https';
 import net from 'node:net';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
-import { HOOKD_BIN, faultDns, faultLoopbackOnly, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
+import { HOOKD_BIN, ONE_NODE_CLOCK, faultClock, faultDns, faultLoopbackOnly, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 
@@ -716,7 +716,7 @@ describe('API keys over the API', () => {
     assert.match(conf.json.error.message, /key_config is this node's --api-key/);
     const listed = (await h.api('GET', '/v1/keys')).json.data;
     assert.deepEqual(listed[0], { id: 'key_config', role: 'admin', tenants: null, name: '--api-key', created_at: null,
-      revoked_at: null, state: 'active', configured: true });
+      expires_at: null, revoked_at: null, state: 'active', configured: true });
     assert.ok(listed.slice(1).every((k) => k.configured === false && k.id !== 'key_config'));
     assert.ok(!(await as(h, sa, 'GET', '/v1/keys')).json.data.some((k) => k.id === 'key_config'),
       'not shown to a key scoped to tenants');
@@ -766,6 +766,121 @@ describe('API keys over the API', () => {
     assert.ok(mine.some((x) => x.action === 'key.create' && x.target === pub.json.id), 'the key it made');
     assert.ok(!mine.some((x) => x.target === outside), 'not another tenant\'s key');
     assert.ok(!JSON.stringify(audit).includes(v.json.key), 'no token in the audit log');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+});
+
+describe('keys that expire, and portal access', () => {
+  it('a key made to expire opens nothing from expires_at on (401 naming it, listed expired), and makes no key meanwhile', { skip: ONE_NODE_CLOCK }, async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env });
+    try {
+      const { tenant } = await setup(h, 'http://127.0.0.1:9/x');
+      const t0 = Date.now();
+      const k = await h.api('POST', '/v1/keys', { role: 'admin', tenants: [tenant], expires_in_s: 3600, name: 'support, today' });
+      assert.equal(k.status, 201, k.text);
+      const at = Date.parse(k.json.expires_at);
+      assert.ok(at >= t0 + 3600e3 && at <= Date.now() + 3600e3, k.json.expires_at);
+      assert.equal((await as(h, k.json.key, 'GET', `/v1/tenants/${tenant}`)).status, 200, 'works until then');
+      // it makes no key: one it made would outlive it
+      const mint = await as(h, k.json.key, 'POST', '/v1/keys', { role: 'viewer', tenants: [tenant] });
+      assert.equal(mint.status, 403, mint.text);
+      assert.match(mint.json.error.message, /a key that expires cannot create keys/);
+      const mintPortal = await as(h, k.json.key, 'POST', `/v1/tenants/${tenant}/portal-access`);
+      assert.equal(mintPortal.status, 403, mintPortal.text);
+      const forever = (await h.api('POST', '/v1/keys', { role: 'viewer' })).json;
+      assert.equal(forever.expires_at, null, 'without expires_in_s: never');
+      // bounds
+      for (const v of [59, 365 * 86400 + 1, 1.5, '3600']) {
+        const bad = await h.api('POST', '/v1/keys', { role: 'viewer', expires_in_s: v });
+        assert.equal(bad.status, 422, bad.text);
+        assert.equal(bad.json.error.param, 'expires_in_s');
+      }
+      assert.equal((await h.api('POST', '/v1/keys', { role: 'viewer', expires_in_s: null })).json.expires_at, null);
+      // the CLI's, by the same rules
+      assert.equal(hookd(['keys', 'create', '--role', 'viewer', '--expires-in-s', '59', '--store', h.store], clock.env).status, 2);
+      const cli = hookd(['keys', 'create', '--role', 'viewer', '--expires-in-s', '120', '--name', 'cli-expiring', '--store', h.store], clock.env);
+      assert.equal(cli.status, 0, cli.stderr);
+      const cliRow = (await h.api('GET', '/v1/keys')).json.data.find((x) => x.name === 'cli-expiring');
+      const cliAt = Date.parse(cliRow.expires_at) - Date.parse(cliRow.created_at);
+      assert.equal(cliAt, 120e3, JSON.stringify(cliRow));
+      // past it (the wall clock 3,700 s on): refused, saying so; a key that never expires works on
+      clock.step(3700 * 1000);
+      await h.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step seen');
+      const late = await as(h, k.json.key, 'GET', `/v1/tenants/${tenant}`);
+      assert.equal(late.status, 401, late.text);
+      assert.equal(late.json.error.message, `this API key expired at ${k.json.expires_at}`);
+      assert.equal((await as(h, forever.key, 'GET', `/v1/tenants/${tenant}`)).status, 200);
+      const row = (await h.api('GET', '/v1/keys')).json.data.find((x) => x.id === k.json.id);
+      assert.deepEqual([row.state, row.expires_at, row.name], ['expired', k.json.expires_at, 'support, today']);
+      // the CLI lists it so
+      const list = hookd(['keys', 'list', '--store', h.store], clock.env);
+      assert.match(list.stdout, new RegExp(`${k.json.id}\\s+admin\\s+${tenant}\\s+expired`), list.stdout);
+      const audit = (await h.api('GET', '/v1/audit?limit=100')).json.data.find((x) => x.target === k.json.id);
+      assert.match(audit.detail, new RegExp(`expires=${k.json.expires_at}`));
+    } finally {
+      await h.stop();
+      cleanup();
+    }
+  });
+
+  it('portal access: a key of one tenant that expires, and the dashboard link opening it; nothing of another tenant or of the node', async () => {
+    const h = await startHookd({ args: ['--public-url', 'https://hooks.example.com'] });
+    const recv = await startReceiver();
+    const a = await setup(h, recv.url);
+    const b = await setup(h, recv.url);
+    const t0 = Date.now();
+    const p = await h.api('POST', `/v1/tenants/${a.tenant}/portal-access`);
+    assert.equal(p.status, 201, p.text);
+    assert.deepEqual([p.json.role, p.json.tenant, p.json.tenants, p.json.name], ['operator', a.tenant, [a.tenant], 'portal']);
+    assert.match(p.json.key, /^hk_/);
+    assert.equal(p.json.key_id, p.json.id);
+    assert.equal(p.json.path, `/dashboard#key=${p.json.key}&tenant=${a.tenant}`);
+    assert.equal(p.json.url, `https://hooks.example.com${p.json.path}`);
+    const at = Date.parse(p.json.expires_at);
+    assert.ok(at >= t0 + 3600e3 && at <= Date.now() + 3600e3, `an hour by default: ${p.json.expires_at}`);
+    const as_ = (method, path, body) => as(h, p.json.key, method, path, body);
+    assert.equal((await as_('GET', `/v1/tenants/${a.tenant}/endpoints`)).status, 200);
+    assert.equal((await as_('GET', `/v1/tenants/${b.tenant}/endpoints`)).status, 403, 'another tenant');
+    assert.equal((await as_('GET', '/v1/nodes')).status, 403, 'the node');
+    assert.equal((await as_('GET', '/v1/audit?tenant=' + a.tenant)).status, 403, 'the audit log (admins)');
+    assert.equal((await as_('POST', '/v1/keys', { role: 'viewer', tenants: [a.tenant] })).status, 403, 'no keys');
+    // an operator's: it replays a delivery of its tenant
+    const ev = await publish(h, a.tenant, { type: 'invoice.paid', payload: { n: 1 } });
+    const [d] = await waitDelivery(h, ev.json.id, (ds) => ds.length === 1 && ds[0].state === 'delivered');
+    assert.equal((await as_('POST', `/v1/tenants/${a.tenant}/deliveries/${d.id}/replay`)).status, 202);
+    // a viewer's, shorter; refused: another role, bounds, an unknown tenant, a scoped admin's other tenant
+    const v = await h.api('POST', `/v1/tenants/${a.tenant}/portal-access`, { role: 'viewer', expires_in_s: 600, name: 'acme support' });
+    assert.deepEqual([v.status, v.json.role, v.json.name], [201, 'viewer', 'acme support'], v.text);
+    assert.equal((await as(h, v.json.key, 'POST', `/v1/tenants/${a.tenant}/deliveries/${d.id}/replay`)).status, 403);
+    for (const [body, param] of [[{ role: 'admin' }, 'role'], [{ role: 'publisher' }, 'role'], [{ expires_in_s: 7 * 86400 + 1 }, 'expires_in_s'],
+      [{ expires_in_s: null }, 'expires_in_s'], [{ expires_in_s: 30 }, 'expires_in_s']]) {
+      const bad = await h.api('POST', `/v1/tenants/${a.tenant}/portal-access`, body);
+      assert.equal(bad.status, 422, `${JSON.stringify(body)}: ${bad.text}`);
+      assert.equal(bad.json.error.param, param);
+    }
+    assert.equal((await h.api('POST', `/v1/tenants/${a.tenant}/portal-access`, { tenants: [b.tenant] })).status, 422, 'no other field');
+    assert.equal((await h.api('POST', '/v1/tenants/nope/portal-access')).status, 404);
+    const sa = (await h.api('POST', '/v1/keys', { role: 'admin', tenants: [a.tenant] })).json.key;
+    assert.equal((await as(h, sa, 'POST', `/v1/tenants/${a.tenant}/portal-access`)).status, 201, 'an admin of the tenant');
+    assert.equal((await as(h, sa, 'POST', `/v1/tenants/${b.tenant}/portal-access`)).status, 403);
+    // listed and revoked as any key; audited as a portal's, never with the token
+    const row = (await h.api('GET', '/v1/keys')).json.data.find((x) => x.id === p.json.id);
+    assert.deepEqual([row.state, row.expires_at], ['active', p.json.expires_at]);
+    const audit = (await h.api('GET', `/v1/audit?tenant=${a.tenant}&limit=100`)).json.data.find((x) => x.target === p.json.id);
+    assert.equal(audit.action, 'key.create');
+    assert.match(audit.detail, /^role=operator tenants=.* expires=.* portal$/);
+    assert.ok(!JSON.stringify(await h.api('GET', '/v1/audit?limit=200')).includes(p.json.key));
+    assert.equal((await h.api('DELETE', `/v1/keys/${p.json.id}`)).status, 200);
+    assert.equal((await as_('GET', `/v1/tenants/${a.tenant}/endpoints`)).status, 401, 'revoked');
+    // without --public-url: no url (hookd builds none from a request's Host)
+    const h2 = await startHookd();
+    const c = await setup(h2, recv.url);
+    const q = await h2.api('POST', `/v1/tenants/${c.tenant}/portal-access`, {}, { Host: 'evil.example' });
+    assert.deepEqual([q.status, q.json.url, q.json.path.startsWith('/dashboard#key=hk_')], [201, null, true], q.text);
+    assert.equal((await h2.stop()).code, 0);
     assert.equal((await h.stop()).code, 0);
     await recv.close();
   });

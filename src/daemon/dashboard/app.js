@@ -381,4 +381,19 @@ $('tenant').addEventListener('change', () => {
 });
 for (const b of document.querySelectorAll('nav button[data-view]'))
   b.addEventListener('click', () => view(b.dataset.view));
-loadTenants();
+// A portal link (POST /v1/tenants/{t}/portal-access): /dashboard#key=…&tenant=… — the key taken
+// from the fragment (which no server is sent) into this tab's sessionStorage, as if typed, and the
+// fragment out of the address bar and the history at once; then the tenant's endpoints.
+const link = new URLSearchParams(location.hash.slice(1));
+if (link.get('key')) {
+  st.key = link.get('key');
+  sessionStorage.setItem('hookd.key', st.key);
+  history.replaceState(null, '', location.pathname + location.search);
+}
+loadTenants().then(() => {
+  const t = link.get('tenant');
+  if (!link.get('key') || !t || !st.key) return;
+  st.tenant = t;
+  $('tenant').value = t;
+  view('endpoints');
+});

@@ -209,7 +209,7 @@ int pg_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
    * history, and could mint more keys of it (keys are few: the whole list is read) */
   hookd_api_key *keys = NULL;
   size_t nk = 0;
-  if ((rc = pg_api_key_list(c, &keys, &nk)) != 0) return rc;
+  if ((rc = pg_api_key_list(c, 0, &keys, &nk)) != 0) return rc;
   size_t idlen = strlen(id);
   for (size_t i = 0; !rc && i < nk; i++) {
     const char *scope = keys[i].tenants;
@@ -376,11 +376,13 @@ int pg_api_key_create(hookd_store_conn *c, const hookd_api_key *k) {
   pg_p_text(&p, k->tenants);
   pg_p_text(&p, k->name ? k->name : "");
   pg_p_i64(&p, k->created_ms);
+  pg_p_i64(&p, k->expires_ms);
   /* an id or a hash taken is an answer, not a failure (which would abort the transaction):
    * no conflict target, so that either unique key's conflict inserts nothing */
   int64_t n = pg_x(c,
-                   "INSERT INTO api_keys(id, hash, role, tenants, name, created_at)"
-                   " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+                   "INSERT INTO api_keys(id, hash, role, tenants, name, created_at, expires_at)"
+                   " VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7::bigint, 0))"
+                   " ON CONFLICT DO NOTHING",
                    &p, "insert api key");
   if (n < 0) return HOOKD_STORE_ERR;
   return n == 1 ? HOOKD_STORE_OK : HOOKD_STORE_EXISTS;
@@ -398,13 +400,18 @@ static void rd_api_key(const PGresult *r, int row, void *rec) {
   k->name = pg_str(r, row, 4);
   k->created_ms = pg_i64(r, row, 5);
   k->revoked_ms = pg_i64(r, row, 6);
+  k->expires_ms = pg_i64(r, row, 7);
 }
 
-int pg_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n) {
+int pg_api_key_list(hookd_store_conn *c, int64_t live_at_ms, hookd_api_key **out, size_t *n) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, live_at_ms);
   PGresult *r = pg_q(c,
-                     "SELECT id, hash, role, tenants, name, created_at, revoked_at FROM api_keys"
-                     " ORDER BY created_at, id",
-                     NULL, "list api keys");
+                     "SELECT id, hash, role, tenants, name, created_at, revoked_at, expires_at"
+                     " FROM api_keys WHERE $1::bigint = 0 OR (revoked_at IS NULL AND"
+                     " (expires_at IS NULL OR expires_at > $1::bigint)) ORDER BY created_at, id",
+                     &p, "list api keys");
   return pg_read_rows(c, r, sizeof **out, rd_api_key, (void **)out, n, "list api keys");
 }
 

@@ -347,7 +347,8 @@ int pg_event_type_update(hookd_store_conn *c, const char *name, const char *desc
                          hookd_event_type *out, int *changed);
 int pg_event_types_check(hookd_store_conn *c, const char *patterns, int *bad);
 int pg_api_key_create(hookd_store_conn *c, const hookd_api_key *k);
-int pg_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n);
+int pg_api_key_list(hookd_store_conn *c, int64_t live_at_ms, hookd_api_key **out,
+                    size_t *n);
 int pg_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms);
 int pg_audit_append(hookd_store_conn *c, const hookd_audit *a);
 int pg_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,

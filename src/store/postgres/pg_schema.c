@@ -306,11 +306,15 @@ static const char *const migration_16[] = {
 static const char *const migration_17[] = {
     "ALTER TABLE event_types ADD COLUMN IF NOT EXISTS schemas text COLLATE \"C\"", NULL};
 
+/* 18: a key that expires (SQLite's migration 51; docs/api.md "API keys"): NULL = never. */
+static const char *const migration_18[] = {
+    "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS expires_at bigint", NULL};
+
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
     migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
     migration_11, migration_12, migration_13, migration_14, migration_15,
-    migration_16, migration_17};
+    migration_16, migration_17, migration_18};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

@@ -181,7 +181,7 @@ int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
    * history, and could mint more keys of it (keys are few: the whole list is read) */
   hookd_api_key *keys = NULL;
   size_t nk = 0;
-  if ((rc = sq_api_key_list(c, &keys, &nk)) != 0) return rc;
+  if ((rc = sq_api_key_list(c, 0, &keys, &nk)) != 0) return rc;
   size_t idlen = strlen(id);
   for (size_t i = 0; !rc && i < nk; i++) {
     const char *scope = keys[i].tenants;
@@ -889,8 +889,8 @@ int sq_endpoints_since(hookd_store_conn *c, int64_t since_ms, hookd_endpoint **o
 
 int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k) {
   sqlite3_stmt *st = sq_stmt(c, SQ_KEY_INSERT,
-                             "INSERT INTO api_keys(id, hash, role, tenants, name, created_at)"
-                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+                             "INSERT INTO api_keys(id, hash, role, tenants, name, created_at,"
+                             " expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULLIF(?7, 0))");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, k->id);
   sqlite3_bind_blob(st, 2, k->hash, 32, SQLITE_STATIC);
@@ -898,6 +898,7 @@ int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k) {
   sq_bind_text(st, 4, k->tenants);
   sq_bind_text(st, 5, k->name ? k->name : "");
   sq_bind_i64(st, 6, k->created_ms);
+  sq_bind_i64(st, 7, k->expires_ms);
   int rc = sqlite3_step(st);
   if ((rc & 0xff) == SQLITE_CONSTRAINT) return HOOKD_STORE_EXISTS;
   return rc == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "insert api key");
@@ -912,15 +913,18 @@ static void rd_api_key(sqlite3_stmt *st, void *rec) {
   k->name = sq_col_str(st, 4);
   k->created_ms = sq_col_i64(st, 5);
   k->revoked_ms = sq_col_i64(st, 6);
+  k->expires_ms = sq_col_i64(st, 7);
 }
 static void free_api_keys(void *v, size_t n) { hookd_api_keys_free(v, n); }
 
-int sq_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n) {
+int sq_api_key_list(hookd_store_conn *c, int64_t live_at_ms, hookd_api_key **out, size_t *n) {
   sqlite3_stmt *st =
       sq_stmt(c, SQ_KEY_LIST,
-              "SELECT id, hash, role, tenants, name, created_at, revoked_at FROM api_keys"
-              " ORDER BY created_at, id");
+              "SELECT id, hash, role, tenants, name, created_at, revoked_at, expires_at"
+              " FROM api_keys WHERE ?1 = 0 OR (revoked_at IS NULL AND (expires_at IS NULL"
+              " OR expires_at > ?1)) ORDER BY created_at, id");
   if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, live_at_ms);
   return sq_read_rows(c, st, sizeof **out, rd_api_key, free_api_keys, (void **)out, n,
                       "list api keys");
 }

@@ -281,7 +281,8 @@ int sq_reclaim_leases(hookd_store_conn *c, const char *owner, int64_t now_ms, in
                       hookd_due_hint **hints, size_t *n, int *reclaimed, int *held);
 int sq_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size_t *n);
 int sq_api_key_create(hookd_store_conn *c, const hookd_api_key *k);
-int sq_api_key_list(hookd_store_conn *c, hookd_api_key **out, size_t *n);
+int sq_api_key_list(hookd_store_conn *c, int64_t live_at_ms, hookd_api_key **out,
+                    size_t *n);
 int sq_api_key_revoke(hookd_store_conn *c, const char *id, int64_t now_ms);
 int sq_audit_append(hookd_store_conn *c, const hookd_audit *a);
 int sq_answer_get(hookd_store_conn *c, const char *scope, const char *key, char **hash,

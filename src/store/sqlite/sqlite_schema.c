@@ -645,6 +645,9 @@ static const struct {
      /* An event type's JSON Schemas by version (docs/api.md "Event types"): compact JSON,
       * NULL = none. */
      "ALTER TABLE event_types ADD COLUMN schemas TEXT;"},
+    {51,
+     /* A key that expires (docs/api.md "API keys", "Portal access"): NULL = never. */
+     "ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -708,6 +711,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('replay_jobs') WHERE name = 'scan_item'";
   case 50:
     return "SELECT COUNT(*) FROM pragma_table_info('event_types') WHERE name = 'schemas'";
+  case 51:
+    return "SELECT COUNT(*) FROM pragma_table_info('api_keys') WHERE name = 'expires_at'";
   default: return NULL;
   }
 }
