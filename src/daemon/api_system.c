@@ -202,6 +202,23 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
                                      "how overdue the most overdue delivery is that an open "
                                      "breaker or a Retry-After pause holds",
                                      held);
+  /* the store's count, as of its last read (the age says when: a store that does not answer) */
+  int64_t read_at = atomic_load(&app->backlog_read_mono_ms);
+  double backlog_age = (hookd_mono_ms() - (read_at ? read_at : app->started_mono_ms)) / 1e3;
+  rc = rc ? rc
+          : hookd_metrics_gauge(&o, "hookd_deliveries_backlog",
+                                "deliveries waiting to be sent, every tenant's — pending or "
+                                "retrying, due or not, held by a breaker, a pause or an ordered "
+                                "lane too (a disabled endpoint's as well) — counted every 30 s up "
+                                "to 1,000,000 (that value: at least); the store's count, the same "
+                                "on every node",
+                                (double)atomic_load(&app->backlog));
+  rc = rc ? rc
+          : hookd_metrics_gauge(&o, "hookd_deliveries_backlog_age_seconds",
+                                "how long ago hookd_deliveries_backlog was counted (its count is "
+                                "read on the store's scan connection: a store that does not "
+                                "answer shows here)",
+                                backlog_age);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints", "endpoints known to the dispatcher",
                                      ds.endpoints);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_tenants",

@@ -67,7 +67,13 @@ typedef struct hookd_app {
   _Atomic int watch_state;       /* a shared store's change feed (its thread): HOOKD_WATCH_* */
   _Atomic int64_t stop_began_ms; /* monotonic: the main loop took a stop signal (daemon.c) */
   _Atomic bool stop_watch_done;  /* the stop's watchdog may end (daemon.c) */
+  /* the store's count of deliveries waiting to be sent, and when it was read (monotonic; 0:
+   * not yet): every HOOKD_BACKLOG_EVERY_MS by the main loop, shown by /metrics */
+  _Atomic int64_t backlog, backlog_read_mono_ms;
 } hookd_app;
+
+#define HOOKD_BACKLOG_EVERY_MS 30000
+#define HOOKD_BACKLOG_CAP 1000000
 
 /* The request handler installed in the server (router.c). */
 void hookd_api_handle(hookd_req *r, void *app);

@@ -465,6 +465,20 @@ static void watch_checkpoints(hookd_app *app) {
   }
 }
 
+static int run_backlog(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  return be->backlog_count ? be->backlog_count(c, HOOKD_BACKLOG_CAP, arg) : HOOKD_STORE_OK;
+}
+
+/* The backlog gauge's count (docs/metrics.md hookd_deliveries_backlog), on the scan connection:
+ * a count of a large backlog holds up no API read and no write. A failed count leaves the last
+ * one, its age growing. */
+static void count_backlog(hookd_app *app) {
+  int64_t n = 0;
+  if (hookd_storeq_run_sync(app->store->scan, run_backlog, &n) != 0) return;
+  atomic_store(&app->backlog, n);
+  atomic_store(&app->backlog_read_mono_ms, hookd_mono_ms());
+}
+
 static int run_delete_step(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   return be->delete_step(c, hookd_now_ms(), HOOKD_DELETE_STEP, arg);
 }
@@ -911,7 +925,7 @@ int hookd_serve(const hookd_config *cfg) {
          KV_I("event_retention_s", cfg->event_retention_s),
          KV_I("dedup_floor_s", HOOKD_DEDUP_FLOOR_S));
 
-  int64_t next_purge = 0;
+  int64_t next_purge = 0, next_backlog = 0;
   watch_started = pthread_create(&watch, NULL, stop_watch, &app) == 0;
   for (;;) {
     int64_t now = hookd_mono_ms(), wait = TICK_MS - (now - app.ticked_ms);
@@ -930,7 +944,12 @@ int hookd_serve(const hookd_config *cfg) {
       HLOG(HOOKD_LOG_INFO, "shutdown.begin", KV_S("signal", sig == SIGTERM ? "TERM" : "INT"));
       break;
     }
-    if (sig == SIGHUP) app.reload_asked = true;
+    if (sig == SIGHUP) { /* (said: an operator sees it taken) */
+      app.reload_asked = true;
+      next_backlog = 0;
+      HLOG(HOOKD_LOG_INFO, "reload.signal",
+           KV_S("action", "API keys and sources read again, the backlog counted again"));
+    }
     if (!refresh_config(&app)) continue; /* (a reload only) */
     finish_deletes(&app);
     if (indexes_step(&app)) next_purge = 0; /* (the walks that waited for them go now) */
@@ -938,6 +957,10 @@ int hookd_serve(const hookd_config *cfg) {
     if (hookd_mono_ms() >= next_purge) {
       purge_old(&app);
       next_purge = hookd_mono_ms() + 60 * 1000;
+    }
+    if (hookd_mono_ms() >= next_backlog) {
+      count_backlog(&app);
+      next_backlog = hookd_mono_ms() + HOOKD_BACKLOG_EVERY_MS;
     }
   }
   exit_code = 0;

@@ -970,6 +970,10 @@ typedef struct hookd_store_backend {
    * longest of them and those of the other nodes running (0, off, the longest). NULL: one
    * node, its own. */
   int (*retention_windows)(hookd_store_conn *c, const int64_t mine[3], int64_t out[3]);
+  /* The deliveries waiting to be sent, every tenant's (pending or retrying: lane heads and the
+   * rows behind them), counted up to cap (docs/metrics.md hookd_deliveries_backlog): read from
+   * the partial indexes that hold exactly them, so its cost is the backlog's, not the table's. */
+  int (*backlog_count)(hookd_store_conn *c, int64_t cap, int64_t *n);
   /* Every node id whose clock check the store keeps, by id (*out: hookd_node_rows_free), and
    * *live the nodes running (nodes_live's count: one not yet checked is counted, not listed).
    * NULL: none (SQLite: one node, no check). */

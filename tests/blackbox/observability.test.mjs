@@ -218,6 +218,45 @@ describe('observability', () => {
     await hang.close();
   });
 
+  it('hookd_deliveries_backlog counts what waits to be sent — retrying, pending behind a hanging endpoint, a disabled endpoint\'s made before its disable — and a SIGHUP counts it again at once', async () => {
+    const h = await startHookd();
+    const scrape = async () => parsePrometheus((await h.api('GET', '/metrics')).text);
+    const states = async (t) => (await h.api('GET', `/v1/tenants/${t}/deliveries?limit=100`)).json.data.map((d) => d.state);
+    const first = await scrape();
+    assert.ok(sampleValue(first, 'hookd_deliveries_backlog_age_seconds') >= 0);
+    // 3 retrying (a receiver answering 500), 5 for a hanging one (1 in flight), 2 of an endpoint
+    // disabled once they were made (those published while it is disabled are not fanned out)
+    const failing = await startReceiver(() => ({ status: 500 }));
+    const a = await setup(h, failing.url);
+    const hang = await startReceiver(() => 'hang');
+    const b = await setup(h, hang.url, { max_in_flight: 1 });
+    const off = await setup(h, failing.url);
+    for (let i = 0; i < 2; i++) await publish(h, off.tenant, { type: 'a', payload: { i } });
+    await waitUntil(async () => (await states(off.tenant)).filter((x) => x === 'retrying').length === 2 || null, { what: 'retrying' });
+    await h.api('PATCH', `/v1/tenants/${off.tenant}/endpoints/${off.endpoint}`, { enabled: false });
+    for (let i = 0; i < 3; i++) await publish(h, a.tenant, { type: 'a', payload: { i } });
+    for (let i = 0; i < 5; i++) await publish(h, b.tenant, { type: 'a', payload: { i } });
+    await waitUntil(async () => (await states(a.tenant)).filter((x) => x === 'retrying').length === 3 || null, { what: 'retrying' });
+    await waitUntil(() => hang.requests.length === 1 || null, { what: 'one in flight to the hanging receiver' });
+    const want = 3 + 5 + 2; // (the one in flight is pending too: leased, waiting for its answer)
+    h.proc.kill('SIGHUP');
+    await h.waitForLog((l) => l.msg === 'reload.signal', 10000, 'the SIGHUP taken');
+    let last;
+    const got = await waitUntil(async () => {
+      const m = await scrape();
+      const n = sampleValue(m, 'hookd_deliveries_backlog');
+      last = n;
+      return n >= want ? [n, sampleValue(m, 'hookd_deliveries_backlog_age_seconds')] : null;
+    }, { what: 'the backlog counted', timeout: 10000 }).catch((e) => { throw new Error(`${e.message}: ${last}`); });
+    assert.equal(got[0], want);
+    assert.ok(got[1] < 5, `counted just now: ${got[1]} s ago`);
+    hang.behave = () => ({ status: 200 });
+    hang.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    await failing.close();
+    await hang.close();
+  });
+
   it('hookd_oldest_pending_age_seconds once the work is sent never grows: it reads as of its last walk, which comes while work remains, and drops to 0', async () => {
     const h = await startHookd();
     const age = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_oldest_pending_age_seconds');

@@ -1007,6 +1007,7 @@ const hookd_store_backend hookd_pg_backend = {
     .event_type_create = pg_event_type_create,
     .event_type_list = pg_event_type_list,
     .event_type_get = pg_event_type_get,
+    .backlog_count = pg_backlog_count,
     .event_type_update = pg_event_type_update,
     .event_types_check = pg_event_types_check,
     .tenant_list = pg_tenant_list,

@@ -1010,3 +1010,23 @@ int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
       &p, "due hints");
   return read_hints(c, r, out, n, "due hints: out of memory");
 }
+
+int pg_backlog_count(hookd_store_conn *c, int64_t cap, int64_t *n) {
+  *n = 0;
+  /* each from its partial index: the open rows not waiting behind a lane's head, then those
+   * waiting */
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, cap);
+  PGresult *r = pg_q(c,
+                     "SELECT (SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE state IN"
+                     " ('pending','retrying') AND lane_wait = 0 LIMIT $1::bigint) a) + (SELECT"
+                     " count(*) FROM (SELECT 1 FROM deliveries WHERE lane_wait = 1 AND state IN"
+                     " ('pending','retrying') LIMIT $1::bigint) b)",
+                     &p, "count the backlog");
+  if (!r) return HOOKD_STORE_ERR;
+  *n = PQntuples(r) == 1 ? pg_i64(r, 0, 0) : 0;
+  PQclear(r);
+  if (*n > cap) *n = cap;
+  return HOOKD_STORE_OK;
+}

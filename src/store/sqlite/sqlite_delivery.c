@@ -2351,3 +2351,22 @@ int sq_event_purge(hookd_store_conn *c, int64_t before_ms, int64_t now_ms, int l
   free(ids);
   return st ? HOOKD_STORE_OK : HOOKD_STORE_ERR;
 }
+
+int sq_backlog_count(hookd_store_conn *c, int64_t cap, int64_t *n) {
+  *n = 0;
+  /* each from its partial index (INDEXED BY: a plan that would read the table is an error, not
+   * a slow count): the open rows not waiting behind a lane's head, then those waiting */
+  sqlite3_stmt *st = sq_stmt(c, SQ_BACKLOG,
+                             "SELECT (SELECT count(*) FROM (SELECT 1 FROM deliveries"
+                             " INDEXED BY deliveries_due WHERE state IN ('pending','retrying')"
+                             " AND lane_wait = 0 LIMIT ?1)) + (SELECT count(*) FROM (SELECT 1"
+                             " FROM deliveries INDEXED BY deliveries_lane_wait WHERE lane_wait = 1"
+                             " AND state IN ('pending','retrying') LIMIT ?1))");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, cap);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *n = sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  if (*n > cap) *n = cap;
+  return rc == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "count the backlog");
+}
