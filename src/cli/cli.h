@@ -7,6 +7,7 @@ int hookd_cmd_version(int argc, char **argv);
 int hookd_cmd_verify(int argc, char **argv);
 int hookd_cmd_keys(int argc, char **argv);
 int hookd_cmd_inbox(int argc, char **argv);
+int hookd_cmd_backup(int argc, char **argv);
 
 #include <stdbool.h>
 /* false (and a message on stderr naming `who`) when url names an embedded store that does not

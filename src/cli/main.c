@@ -16,6 +16,7 @@ static void usage(FILE *out) {
                "  verify    check a Standard Webhooks signature (receivers' kit)\n"
                "  keys      API keys (create, list, revoke) and master-key rotation\n"
                "  inbox     replay a stored inbound request at a local handler\n"
+               "  backup    copy a live embedded store (consistent, 0600)\n"
                "  version   print the version\n");
 }
 
@@ -41,7 +42,7 @@ static int split_eq(int argc, char **argv, char **out, char **names) {
       out[n++] = eq + 1;
     } else {
       out[n++] = a;
-      /* every option of verify, keys and inbox takes a value but these */
+      /* every option of verify, keys, inbox and backup takes a value but these */
       value_next = strcmp(a, "--allow-remote") && strcmp(a, "--sign") && strcmp(a, "--help");
     }
   }
@@ -68,6 +69,7 @@ int main(int argc, char **argv) {
   int (*sub)(int, char **) = !strcmp(cmd, "verify") ? hookd_cmd_verify
                              : !strcmp(cmd, "keys")  ? hookd_cmd_keys
                              : !strcmp(cmd, "inbox") ? hookd_cmd_inbox
+                             : !strcmp(cmd, "backup") ? hookd_cmd_backup
                                                      : NULL;
   if (sub) {
     char **args = calloc(2 * (size_t)argc + 1, sizeof *args);

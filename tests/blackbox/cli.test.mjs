@@ -6,9 +6,9 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HOOKD_BIN, faultDisk, faultNoLink, publish, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultDisk, faultNoLink, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 // (bounded: a start that should have been refused would otherwise serve, and the test hang)
@@ -970,5 +970,51 @@ describe('hookd CLI', () => {
     assert.match(r.stdout, /status=completed attempts=1; \/handler got 1 forward \(Idempotency-Key in_/);
     assert.match(r.stdout, /It worked/);
     cleanup();
+  });
+});
+
+describe('hookd backup', () => {
+  it('copies a live store consistently into a new 0600 file, naming its master key; the copy restored serves what it held', { skip: SQLITE_ONLY }, async () => {
+    const { dir } = tempDir();
+    const recv = await startReceiver();
+    const h = await startHookd({ dir });
+    const { tenant, endpoint, secret } = await setup(h, recv.url);
+    const before = [];
+    for (let i = 0; i < 3; i++) before.push((await publish(h, tenant, { type: 'order.paid', payload: { i } })).json.id);
+    await waitUntil(() => recv.requests.length >= 3 || null, { what: 'delivered' });
+    const to = join(dir, 'copy.db');
+    const r = run(['backup', '--store', h.store, '--to', to]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^backed up .* to .*copy\.db \(\d+ bytes, schema version \d+\)\n/);
+    const keyId = r.stdout.match(/its secrets open with master key ([0-9a-f]+)/)?.[1];
+    assert.ok(keyId, r.stdout);
+    assert.equal(statSync(to).mode & 0o777, 0o600, 'private, as the store');
+    // never over a file there; its problems named
+    const again = run(['backup', '--store', h.store, '--to', to]);
+    assert.equal(again.status, 1);
+    assert.match(again.stderr, /cannot create .*copy\.db: File exists/);
+    assert.equal(run(['backup', '--store', h.store]).status, 2, 'no --to');
+    const pg = run(['backup', '--store', 'postgresql://x@127.0.0.1/db', '--to', join(dir, 'pg.db')]);
+    assert.equal(pg.status, 2);
+    assert.match(pg.stderr, /pg_dump/);
+    const none = run(['backup', '--store', `sqlite:${join(dir, 'nope.db')}`, '--to', join(dir, 'none.db')]);
+    assert.equal(none.status, 1);
+    assert.ok(!existsSync(join(dir, 'none.db')), 'nothing left behind');
+    // published after the copy: not in it
+    const later = (await publish(h, tenant, { type: 'order.paid', payload: { i: 3 } })).json.id;
+    assert.equal((await h.stop()).code, 0);
+    // restored: the copy and the key, in a directory of their own
+    const { dir: rdir } = tempDir();
+    copyFileSync(to, join(rdir, 'hookd.db'));
+    copyFileSync(join(dir, 'hookd.db.key'), join(rdir, 'hookd.db.key'));
+    const back = await startHookd({ dir: rdir });
+    const ids = (await back.api('GET', `/v1/tenants/${tenant}/events?limit=100`)).json.data.map((e) => e.id);
+    assert.deepEqual(ids.sort(), [...before].sort(), 'what the store held at the copy');
+    assert.ok(!ids.includes(later));
+    // its sealed signing secret opens with the key the command named
+    const read = await back.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}/secret`);
+    assert.equal(read.json.secret, secret, read.text);
+    assert.equal((await back.stop()).code, 0);
+    await recv.close();
   });
 });
