@@ -87,7 +87,9 @@ int hookd_cmd_backup(int argc, char **argv) {
   const char *to = NULL, *store = getenv("HOOKD_STORE");
   if (store && !*store) store = NULL; /* (an empty one is unset, as for `hookd serve`) */
   for (int i = 0; i < argc; i++) {
-    const char **slot = !strcmp(argv[i], "--to") ? &to : !strcmp(argv[i], "--store") ? &store : NULL;
+    const char **slot = !strcmp(argv[i], "--to")      ? &to
+                        : !strcmp(argv[i], "--store") ? &store
+                                                      : NULL;
     if (!strcmp(argv[i], "--help")) {
       usage(stdout);
       return 0;

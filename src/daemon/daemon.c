@@ -479,6 +479,42 @@ static void count_backlog(hookd_app *app) {
   atomic_store(&app->backlog_read_mono_ms, hookd_mono_ms());
 }
 
+/* The store's heartbeat (docs/architecture.md "Clocks"). */
+typedef struct heartbeat_op {
+  int64_t now_ms, last_ms, moved;
+  bool at_start;
+} heartbeat_op;
+
+#define HEARTBEAT_EVERY_MS 60000
+#define HEARTBEAT_GAP_MS (5 * 60000) /* a start after a longer gap moves the failing windows */
+
+static int run_heartbeat(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  heartbeat_op *h = arg;
+  if (!be->heartbeat) return HOOKD_STORE_OK;
+  return be->heartbeat(c, h->now_ms, h->at_start, HEARTBEAT_GAP_MS, &h->last_ms, &h->moved);
+}
+
+/* Stamps the store (a failure is the next minute's to mend: a stamp up to a minute older reads
+ * at most a minute's more gap); at the start, says what the stamp found. */
+static void heartbeat(hookd_app *app, bool at_start) {
+  heartbeat_op h = {.now_ms = hookd_now_ms(), .at_start = at_start};
+  if (hookd_storeq_run_sync(app->store->writer, run_heartbeat, &h) != 0 || !at_start ||
+      !h.last_ms)
+    return;
+  if (h.now_ms - h.last_ms > HEARTBEAT_GAP_MS)
+    HLOG(h.moved ? HOOKD_LOG_WARN : HOOKD_LOG_INFO, "clock.gap_at_start",
+         KV_I("gap_s", (h.now_ms - h.last_ms) / 1000), KV_I("endpoints_moved", h.moved),
+         KV_S("why", "hookd did not run for this long, or the clock was set ahead meanwhile: "
+                     "the failing windows of the endpoints failing then are moved on by it, so "
+                     "the gap does not count toward their disable"));
+  else if (h.last_ms - h.now_ms > 60000)
+    HLOG(HOOKD_LOG_WARN, "clock.behind_store", KV_I("behind_s", (h.last_ms - h.now_ms) / 1000),
+         KV_S("why", "the wall clock reads before this store's last run (a snapshot restored, "
+                     "the clock set back, NTP not answered yet): deliveries scheduled on the "
+                     "later clock wait that much longer; POST …/deliveries/{id}/replay sends "
+                     "one now, a replay job many"));
+}
+
 static int run_delete_step(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   return be->delete_step(c, hookd_now_ms(), HOOKD_DELETE_STEP, arg);
 }
@@ -897,6 +933,7 @@ int hookd_serve(const hookd_config *cfg) {
                  .resolve_list = hookd_destinations_resolve_list,
                  .resolve_ctx = app.dest},
   };
+  heartbeat(&app, true); /* before the dispatcher reads the failing windows */
   app.disp = hookd_dispatcher_start(&dc, err, sizeof err);
   if (!app.disp) goto fail;
   /* a shared store's changes reach the dispatcher at once (docs/postgres.md "Several nodes") */
@@ -926,6 +963,7 @@ int hookd_serve(const hookd_config *cfg) {
          KV_I("dedup_floor_s", HOOKD_DEDUP_FLOOR_S));
 
   int64_t next_purge = 0, next_backlog = 0;
+  int64_t next_heartbeat = hookd_mono_ms() + HEARTBEAT_EVERY_MS;
   watch_started = pthread_create(&watch, NULL, stop_watch, &app) == 0;
   for (;;) {
     int64_t now = hookd_mono_ms(), wait = TICK_MS - (now - app.ticked_ms);
@@ -957,6 +995,10 @@ int hookd_serve(const hookd_config *cfg) {
     if (hookd_mono_ms() >= next_purge) {
       purge_old(&app);
       next_purge = hookd_mono_ms() + 60 * 1000;
+    }
+    if (hookd_mono_ms() >= next_heartbeat) {
+      heartbeat(&app, false);
+      next_heartbeat = hookd_mono_ms() + HEARTBEAT_EVERY_MS;
     }
     if (hookd_mono_ms() >= next_backlog) {
       count_backlog(&app);
@@ -1027,6 +1069,7 @@ fail:
                      "held unknown for a destination that is not idempotent"));
     exit_code = 1;
   }
+  if (app.disp) heartbeat(&app, false); /* a stop's stamp: the next start reads the gap by it */
   hookd_destinations_free(app.dest);
   hookd_source_cache_free(app.sources);
   hookd_rejections_free(app.rejections);

@@ -974,6 +974,13 @@ typedef struct hookd_store_backend {
    * rows behind them), counted up to cap (docs/metrics.md hookd_deliveries_backlog): read from
    * the partial indexes that hold exactly them, so its cost is the backlog's, not the table's. */
   int (*backlog_count)(hookd_store_conn *c, int64_t cap, int64_t *n);
+  /* The store's heartbeat (docs/architecture.md "Clocks"): *last_ms the stamp found (0: none),
+   * then the stamp set to now_ms. at_start, with a stamp older than now_ms - gap_ms (hookd
+   * stopped that long, or its clock set ahead meanwhile): each live endpoint's failing_since
+   * moved on by the gap first (*moved: how many) — the time hookd did not run is no endpoint's
+   * failing time. NULL: none (a shared store: its clock guard). */
+  int (*heartbeat)(hookd_store_conn *c, int64_t now_ms, bool at_start, int64_t gap_ms,
+                   int64_t *last_ms, int64_t *moved);
   /* Every node id whose clock check the store keeps, by id (*out: hookd_node_rows_free), and
    * *live the nodes running (nodes_live's count: one not yet checked is counted, not listed).
    * NULL: none (SQLite: one node, no check). */

@@ -1259,6 +1259,40 @@ describe('steps of the wall clock', () => {
     cleanup();
   });
 
+  it('a restart after a gap (hookd stopped, or its clock set ahead meanwhile) does not count the gap as failing: no endpoint disabled for it; a clock behind the store is said', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const recv = await startReceiver(() => ({ status: 500 }));
+    let h = await startHookd({ dir, env: clock.env });
+    const { tenant, endpoint } = await setup(h, recv.url);
+    await publish(h, tenant, { type: 'a', payload: { n: 1 } });
+    const failing = await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.failing_since,
+      { what: 'the endpoint failing' });
+    assert.equal((await h.stop()).code, 0);
+    // six days later by the clock (the default disable: 5 days failing without a success)
+    clock.step(6 * 86400 * 1000);
+    h = await startHookd({ dir, env: clock.env });
+    const gap = h.logs.find((l) => l.msg === 'clock.gap_at_start');
+    assert.ok(gap && gap.endpoints_moved === 1 && gap.gap_s >= 6 * 86400 - 60, JSON.stringify(gap));
+    const seen = recv.requests.length;
+    await publish(h, tenant, { type: 'a', payload: { n: 2 } });
+    await waitUntil(() => recv.requests.length > seen + 1 || null, { what: 'failures after the restart' });
+    const ep = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+    assert.equal(ep.enabled, true, 'not disabled for the gap (before: within a second)');
+    assert.ok(!h.logs.some((l) => l.msg === 'endpoint.disabled'));
+    assert.ok(Date.parse(ep.failing_since) - Date.parse(failing) >= 6 * 86400 * 1000 - 60000, `${failing} → ${ep.failing_since}`);
+    assert.equal((await h.stop()).code, 0);
+    // the clock set right again: behind the store's last run, said
+    clock.step(0);
+    h = await startHookd({ dir, env: clock.env });
+    const behind = h.logs.find((l) => l.msg === 'clock.behind_store');
+    assert.ok(behind && behind.behind_s >= 6 * 86400 - 60, JSON.stringify(behind));
+    assert.ok(!h.logs.some((l) => l.msg === 'clock.gap_at_start'));
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('a step back: each lease held keeps the time it had left — a delivery waiting in its queue past its lease is given back and claimed again, not sent under it', { skip: ONE_NODE_CLOCK }, async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);

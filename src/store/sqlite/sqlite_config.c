@@ -1043,3 +1043,32 @@ int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq
   sq_bind_i64(st, 3, limit);
   return sq_read_rows(c, st, sizeof **out, rd_audit, free_audits, (void **)out, n, "list audit");
 }
+
+/* ---------- the heartbeat ---------- */
+
+int sq_heartbeat(hookd_store_conn *c, int64_t now_ms, bool at_start, int64_t gap_ms,
+                 int64_t *last_ms, int64_t *moved) {
+  *last_ms = *moved = 0;
+  sqlite3_stmt *st = sq_stmt(c, SQ_HB_GET, "SELECT at FROM heartbeat WHERE one = 1");
+  if (!st) return HOOKD_STORE_ERR;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *last_ms = sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read the heartbeat");
+  if (at_start && *last_ms > 0 && now_ms - *last_ms > gap_ms) {
+    /* (a deleted endpoint's health is read by nothing) */
+    st = sq_stmt(c, SQ_HB_MOVE,
+                 "UPDATE endpoints SET failing_since = failing_since + ?1"
+                 " WHERE failing_since IS NOT NULL AND deleted_at IS NULL");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, now_ms - *last_ms);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "move the failing windows");
+    *moved = sqlite3_changes(c->db);
+  }
+  st = sq_stmt(c, SQ_HB_SET,
+               "INSERT INTO heartbeat(one, at) VALUES (1, ?1)"
+               " ON CONFLICT(one) DO UPDATE SET at = excluded.at");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, now_ms);
+  return sqlite3_step(st) == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "write the heartbeat");
+}

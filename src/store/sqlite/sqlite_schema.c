@@ -648,6 +648,13 @@ static const struct {
     {51,
      /* A key that expires (docs/api.md "API keys", "Portal access"): NULL = never. */
      "ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;"},
+    {52,
+     /* The store's heartbeat (docs/architecture.md "Clocks"): the main loop's stamp, every
+      * minute and at a clean stop; a start reads how long hookd did not run. */
+     "CREATE TABLE IF NOT EXISTS heartbeat ("
+     "  one INTEGER PRIMARY KEY CHECK (one = 1),"
+     "  at INTEGER NOT NULL"
+     ");"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
