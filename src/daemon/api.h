@@ -185,9 +185,13 @@ json_t *hookd_json_without_nulls(json_t *body, const char *value, bool *dropped)
 
 /* The principal the router authenticated (NULL on public routes). */
 const hookd_principal *hookd_api_principal(hookd_req *r);
-/* Answers 403 and returns false if the principal may not act on tenant_id. */
-/* 403 forbidden with the message, counted in hookd_auth_failures_total (every 403 goes here). */
+/* 403 forbidden with the message, counted in hookd_auth_failures_total and logged
+ * (auth.refused, at most a line a second) — every 403 goes here. */
 void hookd_api_forbid(hookd_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 401 unauthorized with WWW-Authenticate: Bearer; counted and logged as hookd_api_forbid is. */
+void hookd_api_unauthorized(hookd_req *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Answers 403 and returns false if the principal may not act on tenant_id. */
 bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id);
 
 /* Renderers. */

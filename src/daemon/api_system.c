@@ -283,6 +283,12 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
                                 "the store's write-ahead log in use (bounded near 128 MiB while "
                                 "checkpoints succeed)",
                                 (double)sh.wal_bytes);
+  if (sh.db_bytes > 0) /* (SQLite's: a PostgreSQL store's size is the server's to show) */
+    rc = rc ? rc
+            : hookd_metrics_gauge(&o, "hookd_store_bytes",
+                                  "the store's database file (SQLite), the WAL apart: it does not "
+                                  "shrink after retention deletes (their pages are reused)",
+                                  (double)sh.db_bytes);
   if (rc) {
     hookd_buf_free(&o);
     hookd_req_error(r, 500, "internal", "metrics too large");

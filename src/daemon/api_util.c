@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "core/strmap.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
+#include "daemon/log.h"
 #include "daemon/destination.h"
 #include "daemon/dispatcher.h"
 #include "daemon/metrics.h"
@@ -402,14 +404,48 @@ json_t *hookd_api_body_object(hookd_req *r, hookd_app *app) {
 
 const hookd_principal *hookd_api_principal(hookd_req *r) { return hookd_req_get_app(r); }
 
-void hookd_api_forbid(hookd_req *r, const char *fmt, ...) {
+/* A refused request, counted and logged (auth.refused: at most one line a second, the lines
+ * left out counted in the next; never a token — the key's id when one was found): after a
+ * revocation, an operator sees which client is refused, and for what (an operator review). */
+static void refused(hookd_req *r, int status, const char *why) {
+  static _Atomic int64_t last_ms;
+  static _Atomic uint64_t skipped;
   HOOKD_INC(auth_failures);
+  int64_t now = hookd_mono_ms(), last = atomic_load(&last_ms);
+  if ((last && now - last < 1000) || !atomic_compare_exchange_strong(&last_ms, &last, now)) {
+    atomic_fetch_add(&skipped, 1);
+    return;
+  }
+  const hookd_principal *p = hookd_api_principal(r);
+  char path[200];
+  snprintf(path, sizeof path, "%s", hookd_req_path(r) ? hookd_req_path(r) : "");
+  HLOG(HOOKD_LOG_INFO, "auth.refused", KV_I("status", status),
+       KV_S("method", hookd_req_method(r)), KV_S("path", path),
+       KV_S("key_id", p ? p->key_id : NULL), KV_S("reason", why),
+       KV_I("not_logged_before", (int64_t)atomic_exchange(&skipped, 0)));
+}
+
+/* the 401 or 403 answered with its message, after refused() */
+static void refuse(hookd_req *r, int status, const char *fmt, va_list ap) {
   char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  refused(r, status, msg);
+  if (status == 401) hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
+  hookd_req_error(r, status, status == 401 ? "unauthorized" : "forbidden", "%s", msg);
+}
+
+void hookd_api_forbid(hookd_req *r, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  refuse(r, 403, fmt, ap);
   va_end(ap);
-  hookd_req_error(r, 403, "forbidden", "%s", msg);
+}
+
+void hookd_api_unauthorized(hookd_req *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  refuse(r, 401, fmt, ap);
+  va_end(ap);
 }
 
 bool hookd_api_tenant_allowed(hookd_req *r, const char *tenant_id) {

@@ -604,9 +604,11 @@ static int load_file(hookd_config *c, const char *path, bool *set, char *err, si
           const char *after = q + 1 + strspn(q + 1, " \t");
           if (!*after || (*after == '#' && after > q + 1)) close = q;
         }
-        if (!close) {
-          snprintf(err, errlen, "%s:%d: text after the closing quote (a comment starts with "
-                                "' #')", path, lineno);
+        if (!close) { /* none at all: unclosed (an operator review read "text after" then) */
+          bool any = strchr(val + 1, val[0]) != NULL;
+          snprintf(err, errlen, "%s:%d: %s", path, lineno,
+                   any ? "text after the closing quote (a comment starts with ' #')"
+                       : "the value's quote is not closed on its line");
           rc = -1;
           break;
         }
@@ -655,6 +657,56 @@ static int load_file(hookd_config *c, const char *path, bool *set, char *err, si
 }
 
 
+/* Levenshtein distance of a and b, at most 3 (a longer one reads 3). */
+static int edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63 || (la > lb ? la - lb : lb - la) > 2) return 3;
+  int row[64];
+  for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int up = row[j];
+      int best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb] > 3 ? 3 : row[lb];
+}
+
+extern char **environ;
+
+/* The HOOKD_ variables set that no option reads but one is named within two edits of (a typo:
+ * HOOKD_LISTN, read by nothing, started hookd on its default — an operator review; a flag or a
+ * file's key so mistyped is refused): noted in c->env_typos, never their values. Others (the
+ * test shims', a wrapper's own) are none of hookd's business. */
+static void note_env_typos(hookd_config *c) {
+  for (char **e = environ; e && *e; e++) {
+    const char *eq = strchr(*e, '=');
+    if (strncmp(*e, "HOOKD_", 6) != 0 || !eq || eq - *e > 63) continue;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+    if (!strcmp(name, "HOOKD_MASTER_KEY")) continue;
+    char near[64] = "";
+    bool known = false;
+    for (size_t i = 0; i < NOPTS && !known; i++) {
+      char envbuf[64];
+      const char *env = env_name(&opts[i], envbuf, sizeof envbuf);
+      int d = edit_distance(name, env);
+      known = d == 0;
+      if (d <= 2 && !near[0]) snprintf(near, sizeof near, "%s", env);
+    }
+    size_t used = strlen(c->env_typos);
+    if (!known && near[0])
+      snprintf(c->env_typos + used, sizeof c->env_typos - used, "%s%s (%s?)", used ? "," : "",
+               name, near);
+  }
+}
+
 int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t errlen) {
   /* 1. config file (found among the flags first) */
   bool file_set[NOPTS] = {false};
@@ -694,6 +746,7 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
       snprintf(c->env_over_file + used, sizeof c->env_over_file - used, "%s%s",
                used ? "," : "", env);
   }
+  note_env_typos(c);
   /* 3. flags; lists given by flag replace those from the environment and file */
   int list_reset[NOPTS] = {0};
   for (int i = 0; i < argc; i++) {

@@ -100,6 +100,9 @@ typedef struct hookd_config {
    * file): said at start — a unit's Environment=HOOKD_STORE=… silently put a node configured
    * for PostgreSQL on a new SQLite file */
   char env_over_file[256];
+  /* HOOKD_ variables no option reads whose names are a typo's distance from one's (said at
+   * start: config.unknown_variable), "NAME (HOOKD_OPTION?)" comma-separated */
+  char env_typos[256];
 } hookd_config;
 
 void hookd_config_defaults(hookd_config *c);

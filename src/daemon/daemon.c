@@ -630,8 +630,8 @@ static int bootstrap_key(hookd_app *app, size_t stored) {
  * PostgreSQL does on a failed fsync. The next start's recovery decides whether it happened;
  * every client of the batch sees its connection close (ambiguous: it retries, and publishes and
  * provider deliveries are deduplicated), none is answered "failed" for what may be written. */
-static void on_unknown_commit(void) {
-  HLOG(HOOKD_LOG_ERROR, "store.commit_unknown",
+static void on_unknown_commit(const char *error) {
+  HLOG(HOOKD_LOG_ERROR, "store.commit_unknown", KV_S("error", error),
        KV_S("action", "exiting; the next start recovers the store"));
   hookd_log_flush(2000); /* the line that says why goes out first */
   _exit(1);
@@ -785,6 +785,10 @@ int hookd_serve(const hookd_config *cfg) {
   if (!app.dest) goto fail;
   /* (said before anything is opened: a variable that replaced the file's store would otherwise
    * be said only once that store was made and migrated, or not at all if it failed) */
+  if (cfg->env_typos[0])
+    HLOG(HOOKD_LOG_WARN, "config.unknown_variable", KV_S("variables", cfg->env_typos),
+         KV_S("why", "no option reads these: a typo of the option's variable named beside each? "
+                     "(hookd serve --help lists them)"));
   if (cfg->env_over_file[0])
     HLOG(HOOKD_LOG_WARN, "config.environment_over_file", KV_S("variables", cfg->env_over_file),
          KV_S("why", "the environment's values replace the --config file's (flag > environment "
@@ -879,6 +883,13 @@ int hookd_serve(const hookd_config *cfg) {
     HLOG(HOOKD_LOG_WARN, "config.metrics_public", KV_S("listen", lh),
          KV_S("advice", "set --metrics-token (HOOKD_METRICS_TOKEN): /metrics answers anyone "
                         "who reaches this address"));
+  /* hookd speaks plain HTTP: beyond loopback, keys and secrets cross the network as they are
+   * unless a proxy in front ends TLS (an operator review: only /metrics was said) */
+  if (!hookd_config_loopback(cfg))
+    HLOG(HOOKD_LOG_INFO, "config.plain_http", KV_S("listen", lh),
+         KV_S("advice", "hookd's listener is plain HTTP: API keys, the secrets the API shows and "
+                        "payloads cross the network in clear unless TLS ends in front of it (a "
+                        "reverse proxy or load balancer on this host or its private network)"));
   /* an admin key given by flag lives in memory only (no `keys revoke`): a short one is a
    * guessable admin password — said at every start (generated keys have 32 random bytes), and
    * refused beyond loopback (hookd_config_load) */

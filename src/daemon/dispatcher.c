@@ -1017,7 +1017,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   int lvl = cls.cls == HOOKD_CLASS_SUCCESS ? HOOKD_LOG_DEBUG : HOOKD_LOG_INFO;
   HLOG(lvl, "attempt", KV_DELIVERY(d, dl, e->cfg.id), KV_ATTEMPT(dl, o->attempt_number),
        KV_S("outcome", cls.outcome), KV_I("status", o->attempt.http_status),
-       KV_I("latency_ms", latency_ms), KV_S("next_state", hookd_dstate_name(dec.next)));
+       KV_I("latency_ms", latency_ms), KV_S("next_state", hookd_dstate_name(dec.next)),
+       /* what the network said (libcurl's words: the host and port, never the path or query),
+        * for an operator reading the log, as GET …/deliveries/{id} shows it */
+       KV_S("error", o->attempt.error));
 
   /* the endpoint's health: breaker, slowness, failing streak */
   bool ok, bad, reached;

@@ -264,10 +264,7 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
   if (rt->perm == HOOKD_PERM_SCRAPE) {
     char tokbuf[512];
     if (!scrape_allowed(app->cfg->metrics_token, bearer(r, tokbuf))) {
-      HOOKD_INC(auth_failures);
-      hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
-      hookd_req_error(r, 401, "unauthorized", "%s needs the metrics token as a bearer token",
-                      path);
+      hookd_api_unauthorized(r, "%s needs the metrics token as a bearer token", path);
       return false;
     }
   } else if (rt->perm != HOOKD_PERM_PUBLIC) {
@@ -280,24 +277,20 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
     }
     if (!tok || !hookd_auth_check(app->auth, tok, p)) {
       free(p);
-      HOOKD_INC(auth_failures);
-      hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
       /* a key sent without its scheme, or as Basic, is not read: said so (never echoed) */
-      hookd_req_error(r, 401, "unauthorized", "%s",
-                      tok ? "invalid API key"
-                      : hookd_req_header(r, "Authorization")
-                          ? "the Authorization header is not a bearer token: send "
-                            "Authorization: Bearer <API key>"
-                          : "missing API key (Authorization: Bearer …)");
+      hookd_api_unauthorized(r, "%s",
+                             tok ? "invalid API key"
+                             : hookd_req_header(r, "Authorization")
+                                 ? "the Authorization header is not a bearer token: send "
+                                   "Authorization: Bearer <API key>"
+                                 : "missing API key (Authorization: Bearer …)");
       return false;
     }
     hookd_req_set_app(r, p, free);
     if (hookd_principal_expired(p, hookd_now_ms())) {
       char at[HOOKD_RFC3339_MAX];
       hookd_fmt_rfc3339_ms(p->expires_ms, at);
-      HOOKD_INC(auth_failures);
-      hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
-      hookd_req_error(r, 401, "unauthorized", "this API key expired at %s", at);
+      hookd_api_unauthorized(r, "this API key expired at %s", at);
       return false;
     }
     if (!hookd_role_allows(p->role, rt->perm)) {
@@ -383,10 +376,8 @@ void hookd_api_handle(hookd_req *r, void *arg) {
   const hookd_principal *p = hookd_api_principal(r);
   bool expired = p && hookd_principal_expired(p, hookd_now_ms());
   if (p && (expired || !hookd_auth_still_valid(((hookd_app *)arg)->auth, p))) {
-    HOOKD_INC(auth_failures);
-    hookd_req_add_header(r, "WWW-Authenticate", "Bearer");
-    hookd_req_error(r, 401, "unauthorized", "the API key %s while the request was sent",
-                    expired ? "expired" : "was revoked");
+    hookd_api_unauthorized(r, "the API key %s while the request was sent",
+                           expired ? "expired" : "was revoked");
     return;
   }
   rt->fn(r, arg);

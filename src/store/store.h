@@ -1293,6 +1293,7 @@ typedef struct hookd_store_health {
   bool checkpoint_failing;      /* the last checkpoint failed */
   char checkpoint_error[160];   /* the last failure's text */
   int64_t wal_bytes;            /* the WAL in use: frames since it last started over */
+  int64_t db_bytes;             /* the database file's size (SQLite; -1: not known) */
 } hookd_store_health;
 
 typedef struct hookd_store {

@@ -35,9 +35,11 @@ struct hookd_storeq {
   hookd_storeq_stats stats;
 };
 
-static _Atomic(void (*)(void)) unknown_commit_handler;
+static _Atomic(void (*)(const char *)) unknown_commit_handler;
 
-void hookd_storeq_set_unknown_commit_handler(void (*fn)(void)) { unknown_commit_handler = fn; }
+void hookd_storeq_set_unknown_commit_handler(void (*fn)(const char *)) {
+  unknown_commit_handler = fn;
+}
 
 static _Atomic(void (*)(const char *)) lost_sync_handler;
 
@@ -199,9 +201,10 @@ static void run_batch_writer(hookd_storeq *q, hookd_store_op *batch, size_t n) {
     void (*fn)(const char *, bool) = settled_handler;
     if (fn) fn(q->name, settled == HOOKD_STORE_SETTLED_COMMITTED);
   }
-  if (txn_rc == HOOKD_STORE_UNKNOWN) {
-    void (*fn)(void) = unknown_commit_handler;
-    if (fn) fn();
+  if (txn_rc == HOOKD_STORE_UNKNOWN) { /* (with the store's words: an operator's first clue) */
+    void (*fn)(const char *) = unknown_commit_handler;
+    const char *e = q->be->errmsg ? q->be->errmsg(q->conn) : NULL;
+    if (fn) fn(e && *e ? e : "storage error");
   }
   int64_t dt = hookd_mono_us() - t0;
   if (txn_rc != 0) {

@@ -81,7 +81,7 @@ void hookd_storeq_set_slow_handler(void (*fn)(const char *queue, size_t ops, int
  * may have committed — a client would retry a create that happened). Without one (the CLI) the
  * batch's ops complete with HOOKD_STORE_UNKNOWN, not HOOKD_STORE_ERR: the caller must say that
  * what it asked for may or may not be stored. */
-void hookd_storeq_set_unknown_commit_handler(void (*fn)(void));
+void hookd_storeq_set_unknown_commit_handler(void (*fn)(const char *error));
 
 /* A sync of the store's files failed after their pages were handed to the kernel (a checkpoint
  * of SQLite's WAL into the database: its fsync answered EIO). Linux reports a failed writeback

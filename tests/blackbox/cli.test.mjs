@@ -270,7 +270,24 @@ describe('hookd CLI', () => {
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /hookd\.conf:1: text after the closing quote/);
     assert.ok(!r.stderr.includes('and more'), 'the line is not echoed');
+    // a quote never closed is said as such (an operator review: read "text after the closing quote")
+    writeFileSync(conf, 'listen = "127.0.0.1:18101\n');
+    const open = spawnSync(HOOKD_BIN, ['serve', '--config', conf], { encoding: 'utf8', timeout: 10000 });
+    assert.equal(open.status, 2, open.stderr);
+    assert.match(open.stderr, /hookd\.conf:1: the value's quote is not closed on its line/);
     cleanup();
+  });
+
+  it('a HOOKD_ variable a typo away from an option\'s is said at start (config.unknown_variable, never its value); others are not hookd\'s business', async () => {
+    const h = await startHookd({ env: { HOOKD_LISTN: '127.0.0.1:1', HOOKD_RETRY_BASE_M: 'secret-ish', HOOKD_WRAPPER_ROLE: 'x' } });
+    const w = h.logs.find((l) => l.msg === 'config.unknown_variable');
+    assert.ok(w, 'said');
+    assert.equal(w.variables, 'HOOKD_LISTN (HOOKD_LISTEN?),HOOKD_RETRY_BASE_M (HOOKD_RETRY_BASE_MS?)');
+    assert.ok(!JSON.stringify(h.logs).includes('secret-ish'), 'never a value');
+    assert.equal((await h.stop()).code, 0);
+    const plain = await startHookd();
+    assert.ok(!plain.logs.some((l) => l.msg === 'config.unknown_variable'), 'none: nothing said');
+    assert.equal((await plain.stop()).code, 0);
   });
 
   it('lists from the environment: blanks around items are dropped; HOOKD_RESOLVE items are blank-separated (a pin holds several comma-separated addresses)', async () => {

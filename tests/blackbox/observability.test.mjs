@@ -224,6 +224,8 @@ describe('observability', () => {
     const states = async (t) => (await h.api('GET', `/v1/tenants/${t}/deliveries?limit=100`)).json.data.map((d) => d.state);
     const first = await scrape();
     assert.ok(sampleValue(first, 'hookd_deliveries_backlog_age_seconds') >= 0);
+    if (!process.env.HOOKD_TEST_STORE) // (SQLite's file; a PostgreSQL store's size is the server's)
+      assert.ok(sampleValue(first, 'hookd_store_bytes') > 0, 'the database file\'s size');
     // 3 retrying (a receiver answering 500), 5 for a hanging one (1 in flight), 2 of an endpoint
     // disabled once they were made (those published while it is disabled are not fanned out)
     const failing = await startReceiver(() => ({ status: 500 }));
@@ -318,6 +320,13 @@ describe('observability', () => {
       assert.ok(Number.isInteger(line.lease_token) && line.lease_token >= 1, `${msg}.lease_token`);
       assert.equal(typeof line.worker_id, 'string', `${msg}.worker_id`);
     }
+    // a network failure's line says what the network said (an operator review: only the class)
+    const closed = await setup(h, 'http://127.0.0.1:9/hook');
+    const q = await publish(h, closed.tenant, { type: 'a', payload: {} });
+    const line = await h.waitForLog((l) => l.msg === 'attempt' && l.event_id === q.json.id, 10000, 'the refused attempt');
+    assert.equal(line.outcome, 'connect_error', JSON.stringify(line));
+    assert.match(line.error, /127\.0\.0\.1 port 9|Couldn't connect|Connection refused/, JSON.stringify(line));
+    assert.ok(!line.error.includes('/hook'), 'never the path');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

@@ -670,6 +670,35 @@ describe('access control', () => {
   });
 });
 
+describe('refused requests in the log', () => {
+  it('a 401 or 403 is logged (auth.refused: status, route, reason, the key\'s id when one was found — never a token), at most a line a second', async () => {
+    const h = await startHookd();
+    const { tenant } = await setup(h, 'http://127.0.0.1:9/x');
+    const bogus = `hk_${'A'.repeat(43)}`;
+    const bad = await as(h, bogus, 'GET', `/v1/tenants/${tenant}`);
+    assert.equal(bad.status, 401);
+    const l401 = await h.waitForLog((l) => l.msg === 'auth.refused' && l.status === 401, 5000, 'the 401 logged');
+    assert.deepEqual([l401.method, l401.path, l401.reason, l401.key_id], ['GET', `/v1/tenants/${tenant}`, 'invalid API key', undefined]);
+    const viewer = (await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [tenant] })).json;
+    // (one line a second: asked again until the 403's line is out)
+    const l403 = await waitUntil(async () => {
+      assert.equal((await as(h, viewer.key, 'DELETE', `/v1/tenants/${tenant}`)).status, 403);
+      return h.logs.find((l) => l.msg === 'auth.refused' && l.status === 403) ?? null;
+    }, { what: 'the 403 logged' });
+    assert.deepEqual([l403.method, l403.key_id], ['DELETE', viewer.id]);
+    assert.match(l403.reason, /the viewer role may not do this/);
+    const all = JSON.stringify(h.logs);
+    assert.ok(!all.includes(bogus) && !all.includes(viewer.key), 'no token in the log');
+    // a flood: counted, not a line each
+    for (let i = 0; i < 50; i++) await as(h, bogus, 'GET', '/v1/tenants');
+    const lines = h.logs.filter((l) => l.msg === 'auth.refused').length;
+    assert.ok(lines < 20, `${lines} lines for 52 refusals`);
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.ok(sampleValue(m, 'hookd_auth_failures_total') >= 52);
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
 describe('API keys over the API', () => {
   it('an admin makes, lists and revokes keys; each works or stops the moment it is answered; a scoped admin only within its scope', async () => {
     const h = await startHookd();

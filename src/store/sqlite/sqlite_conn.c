@@ -405,6 +405,8 @@ void hookd_sqlite_shared_health(void *shared, hookd_store_health *out) {
   snprintf(out->checkpoint_error, sizeof out->checkpoint_error, "%s", sh->ckpt_err);
   out->wal_bytes = (int64_t)sh->wal_pages * 4096; /* hookd keeps SQLite's 4 KiB pages */
   pthread_mutex_unlock(&sh->mu);
+  struct stat st; /* (one stat a scrape: the file's size as the kernel has it) */
+  out->db_bytes = sh->path && stat(sh->path, &st) == 0 ? (int64_t)st.st_size : -1;
 }
 
 void hookd_sqlite_shared_free(void *shared) {

@@ -846,7 +846,8 @@ int sq_migrate(hookd_store_conn *c, bool apply, bool (*stop)(void),
   *from = *to = current;
   if (current > latest) {
     snprintf(c->err, sizeof c->err,
-             "database schema version %lld is newer than this hookd (%d): refusing to start",
+             "database schema version %lld is newer than this hookd's (%d): use a hookd of "
+             "that version or later on it",
              (long long)current, latest);
     return HOOKD_STORE_ERR;
   }

@@ -40,13 +40,22 @@ static int in_txn(hookd_store_conn *c) {
   return 1;
 }
 static void close_conn(hookd_store_conn *c) { (void)c; }
+static const char *errmsg(hookd_store_conn *c) {
+  (void)c;
+  return "disk I/O error";
+}
 
 static const hookd_store_backend fake = {.name = "fake", .close = close_conn, .begin = begin,
                                          .commit = commit, .rollback = rollback,
                                          .savepoint = ok, .release = ok, .rollback_to = ok,
-                                         .changes = changes, .in_txn = in_txn};
+                                         .changes = changes, .in_txn = in_txn,
+                                         .errmsg = errmsg};
 
-static void on_unknown(void) { handler_calls++; } /* the daemon's exits; this one returns */
+static char handler_error[64];
+static void on_unknown(const char *error) { /* the daemon's exits; this one returns */
+  handler_calls++;
+  snprintf(handler_error, sizeof handler_error, "%s", error);
+}
 
 static int run_ok(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
   (void)c, (void)be, (void)a;
@@ -69,6 +78,7 @@ static void unknown_commit_calls_the_handler_first(void **s) {
   commit_rc = HOOKD_STORE_UNKNOWN;
   assert_int_equal(one_op(), HOOKD_STORE_UNKNOWN); /* were the handler to return */
   assert_int_equal(handler_calls, 1);
+  assert_string_equal(handler_error, "disk I/O error"); /* the store's words, for the log */
   assert_int_equal(rolled_back, 1);
 }
 
