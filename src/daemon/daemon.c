@@ -242,6 +242,14 @@ static int run_replay_purge(hookd_store_conn *c, const hookd_store_backend *be, 
   return rc;
 }
 
+static int run_keys_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  purge *p = arg;
+  bool more = false;
+  int rc = be->api_key_purge(c, p->before_ms, 1000, &p->purged, &more);
+  p->after_seq = more ? 1 : 0;
+  return rc;
+}
+
 static int run_answers_purge(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   purge *p = arg;
   bool more = false;
@@ -410,6 +418,10 @@ static void purge_old(hookd_app *app) {
    * (a node started days ahead dropped every node's at its next keyed write, a review) */
   if (!purge_walk(app, now, HOOKD_KEPT_MS / 1000, run_answers_purge, &hookd_m.answers_purged,
                   "kept_answers.purged", NULL))
+    return;
+  /* keys a week past their expiry (listed expired until then; their audit rows stay) */
+  if (!purge_walk(app, now, 7 * 86400, run_keys_purge, &hookd_m.keys_purged, "api_keys.purged",
+                  NULL))
     return;
   if (purge_walk(app, now, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge,
                  &hookd_m.replay_purged, "replay.items_purged", NULL))

@@ -236,6 +236,10 @@ int hookd_metrics_render(hookd_buf *o) {
                          "answers kept under an API write's Idempotency-Key, deleted past their "
                          "24 hours by the retention walk",
                          LOAD(m->answers_purged));
+  rc = rc ? rc : counter(o, "hookd_api_keys_purged_total",
+                         "API keys deleted a week after they expired (a portal link's among "
+                         "them), by the retention walk",
+                         LOAD(m->keys_purged));
   if (!rc && atomic_load_explicit(&m->outbox_enabled, memory_order_relaxed)) {
     rc = rc ? rc : counter(o, "hookd_outbox_relayed_total",
                            "outbox rows published as new events (docs/outbox.md)",

@@ -1154,6 +1154,10 @@ typedef struct hookd_store_backend {
    * *more when there may be others. */
   int (*answer_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
                       bool *more);
+  /* Deletes up to limit API keys that expired before before_ms (a portal link's keys, one a
+   * page view, would otherwise pile up, each read at every reload); *more as above. */
+  int (*api_key_purge)(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                       bool *more);
   int (*audit_list)(hookd_store_conn *c, const char *tenant_id, int64_t before_seq, int limit,
                     hookd_audit **out, size_t *n);
 

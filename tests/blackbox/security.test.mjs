@@ -804,7 +804,7 @@ describe('keys that expire, and portal access', () => {
   it('a key made to expire opens nothing from expires_at on (401 naming it, listed expired), and makes no key meanwhile', { skip: ONE_NODE_CLOCK }, async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);
-    const h = await startHookd({ dir, env: clock.env });
+    let h = await startHookd({ dir, env: clock.env });
     try {
       const { tenant } = await setup(h, 'http://127.0.0.1:9/x');
       const t0 = Date.now();
@@ -849,6 +849,18 @@ describe('keys that expire, and portal access', () => {
       assert.match(list.stdout, new RegExp(`${k.json.id}\\s+admin\\s+${tenant}\\s+expired`), list.stdout);
       const audit = (await h.api('GET', '/v1/audit?limit=100')).json.data.find((x) => x.target === k.json.id);
       assert.match(audit.detail, new RegExp(`expires=${k.json.expires_at}`));
+      // a week past its expiry, its row goes (a portal's keys, one a page view, would pile up);
+      // its audit rows stay. (A restart: retention reads a step forward only from a start.)
+      assert.equal((await h.stop()).code, 0);
+      clock.step(8 * 86400 * 1000);
+      h = await startHookd({ dir, env: clock.env });
+      const purged = await h.waitForLog((l) => l.msg === 'api_keys.purged', 10000, 'the expired keys deleted');
+      assert.equal(purged.count, 2, 'the key and the CLI\'s');
+      const left = (await h.api('GET', '/v1/keys')).json.data.map((x) => x.id);
+      assert.ok(!left.includes(k.json.id) && left.includes(forever.id), JSON.stringify(left));
+      assert.ok((await h.api('GET', '/v1/audit?limit=200')).json.data.some((x) => x.target === k.json.id), 'audited still');
+      const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+      assert.equal(sampleValue(m, 'hookd_api_keys_purged_total'), 2);
     } finally {
       await h.stop();
       cleanup();

@@ -475,6 +475,23 @@ int pg_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purg
   return HOOKD_STORE_OK;
 }
 
+int pg_api_key_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                     bool *more) {
+  pg_params p;
+  pg_p_init(&p);
+  pg_p_i64(&p, before_ms);
+  pg_p_i64(&p, limit);
+  /* (on the index of the keys that expire) */
+  long n = pg_x(c,
+                "DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys"
+                " WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)",
+                &p, "delete expired keys");
+  if (n < 0) return HOOKD_STORE_ERR;
+  *purged = (int)n;
+  *more = n >= limit;
+  return HOOKD_STORE_OK;
+}
+
 int pg_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
                   int status, const char *answer, int64_t now_ms) {
   pg_params p;

@@ -1046,6 +1046,7 @@ const hookd_store_backend hookd_pg_backend = {
     .answer_get = pg_answer_get,
     .answer_put = pg_answer_put,
     .answer_purge = pg_answer_purge,
+    .api_key_purge = pg_api_key_purge,
     .audit_list = pg_audit_list,
     .source_create = pg_source_create,
     .source_get = pg_source_get,

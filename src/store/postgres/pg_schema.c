@@ -308,7 +308,10 @@ static const char *const migration_17[] = {
 
 /* 18: a key that expires (SQLite's migration 51; docs/api.md "API keys"): NULL = never. */
 static const char *const migration_18[] = {
-    "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS expires_at bigint", NULL};
+    "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS expires_at bigint",
+    "CREATE INDEX IF NOT EXISTS api_keys_expiry ON api_keys(expires_at) WHERE expires_at IS NOT"
+    " NULL",
+    NULL};
 
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,

@@ -982,6 +982,21 @@ int sq_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purg
   return HOOKD_STORE_OK;
 }
 
+int sq_api_key_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                     bool *more) {
+  /* (on the index of the keys that expire) */
+  sqlite3_stmt *st = sq_stmt(c, SQ_KEY_PURGE,
+                             "DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys"
+                             " WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, before_ms);
+  sq_bind_i64(st, 2, limit);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete expired keys");
+  *purged = sqlite3_changes(c->db);
+  *more = *purged >= limit;
+  return HOOKD_STORE_OK;
+}
+
 int sq_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,
                   int status, const char *answer, int64_t now_ms) {
   sqlite3_stmt *st = sq_stmt(c, SQ_ANSWER_PUT,

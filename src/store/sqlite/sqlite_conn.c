@@ -664,6 +664,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .answer_get = sq_answer_get,
     .answer_put = sq_answer_put,
     .answer_purge = sq_answer_purge,
+    .api_key_purge = sq_api_key_purge,
     .audit_list = sq_audit_list,
     .source_create = sq_source_create,
     .source_get = sq_source_get,

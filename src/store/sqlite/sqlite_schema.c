@@ -647,7 +647,9 @@ static const struct {
      "ALTER TABLE event_types ADD COLUMN schemas TEXT;"},
     {51,
      /* A key that expires (docs/api.md "API keys", "Portal access"): NULL = never. */
-     "ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;"},
+     "ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;"
+     "CREATE INDEX IF NOT EXISTS api_keys_expiry ON api_keys(expires_at)"
+     "  WHERE expires_at IS NOT NULL;"},
     {52,
      /* The store's heartbeat (docs/architecture.md "Clocks"): the main loop's stamp, every
       * minute and at a clean stop; a start reads how long hookd did not run. */
