@@ -19,6 +19,7 @@
 
 #include "cli/cli.h"
 #include "daemon/keyring.h"
+#include "store/store.h"
 
 #define WHO "hookd backup"
 
@@ -49,7 +50,9 @@ static int copy(const char *src_path, const char *to, sqlite3 **dst_out) {
     goto done;
   }
   sqlite3_busy_timeout(src, 10000);
-  if (sqlite3_open_v2(to, &dst, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+  /* (the file just made: a link put in its place meanwhile is not followed) */
+  if (sqlite3_open_v2(to, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) !=
+      SQLITE_OK) {
     fprintf(stderr, WHO ": cannot open %s: %s\n", to, sqlite3_errmsg(dst));
     goto done;
   }
@@ -113,6 +116,11 @@ int hookd_cmd_backup(int argc, char **argv) {
             strncmp(store, "postgres", 8) ? "--store" : "a postgresql:// store");
     return 2;
   }
+  char why[600];
+  if (hookd_store_url_check(store, why, sizeof why) != 0) { /* (as `serve` reads the URL) */
+    fprintf(stderr, WHO ": %s\n", why);
+    return 2;
+  }
   if (!hookd_cli_store_exists(WHO, store)) return 1;
   /* made new, never over a file there (another copy, the store itself), and private from the
    * start: the copy holds payloads, sealed secrets and key hashes */
@@ -149,8 +157,13 @@ int hookd_cmd_backup(int argc, char **argv) {
              key_id);
     else
       printf("it holds no secret sealed by a master key yet\n");
-  } else {
-    unlink(to); /* (no partial copy left to be taken for a backup) */
+  } else { /* no partial copy left to be taken for a backup, nor its journal */
+    static const char *const sides[] = {"", "-journal", "-wal", "-shm"};
+    for (size_t i = 0; i < sizeof sides / sizeof *sides; i++) {
+      char side[4200];
+      snprintf(side, sizeof side, "%s%s", to, sides[i]);
+      unlink(side);
+    }
     rc = -1;
   }
   free(key_id);

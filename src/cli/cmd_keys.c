@@ -418,8 +418,14 @@ static int cmd_create(keys_args *a) {
     fprintf(stderr, "hookd keys create: %s (the token above is not valid)\n", store_problem(rc));
     return 1;
   }
-  fprintf(stderr, "created %s (role %s, tenants %s); the token above is shown only once; %s\n", id,
-          a->role, x.key.tenants ? x.key.tenants : "* (all)", when_read(a->store));
+  char until[HOOKD_RFC3339_MAX + 16] = "";
+  if (x.key.expires_ms) {
+    char at[HOOKD_RFC3339_MAX];
+    hookd_fmt_rfc3339_ms(x.key.expires_ms, at);
+    snprintf(until, sizeof until, ", expires %s", at);
+  }
+  fprintf(stderr, "created %s (role %s, tenants %s%s); the token above is shown only once; %s\n",
+          id, a->role, x.key.tenants ? x.key.tenants : "* (all)", until, when_read(a->store));
   return 0;
 }
 

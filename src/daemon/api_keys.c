@@ -231,7 +231,8 @@ static bool may_make_keys(hookd_req *r) {
 }
 
 /* body's name (at most 200 bytes of shown text; absent: dflt) and expires_in_s (absent or null:
- * dflt_s, 0 = never; else in [60, max_s]); false once answered */
+ * dflt_s — 0: the key never expires, which null then says; else in [60, max_s]); false once
+ * answered */
 static bool take_name_expiry(hookd_req *r, const json_t *body, const char *dflt,
                              int64_t dflt_s, int64_t max_s, const char **name, int64_t *secs) {
   *name = dflt;
@@ -247,9 +248,9 @@ static bool take_name_expiry(hookd_req *r, const json_t *body, const char *dflt,
   if (rc == 1) *secs = dflt_s;
   if (rc < 0 || (rc == 0 && (*secs < 60 || *secs > max_s))) {
     hookd_req_field_error(r, 422, "invalid_field", "expires_in_s",
-                          "expires_in_s must be an integer from 60 to %lld (seconds), or null "
-                          "for a key that does not expire",
-                          (long long)max_s);
+                          "expires_in_s must be an integer from 60 to %lld (seconds)%s",
+                          (long long)max_s,
+                          dflt_s ? "" : ", or null for a key that does not expire");
     return false;
   }
   return true;

@@ -977,8 +977,9 @@ typedef struct hookd_store_backend {
   /* The store's heartbeat (docs/architecture.md "Clocks"): *last_ms the stamp found (0: none),
    * then the stamp set to now_ms. at_start, with a stamp older than now_ms - gap_ms (hookd
    * stopped that long, or its clock set ahead meanwhile): each live endpoint's failing_since
-   * moved on by the gap first (*moved: how many) — the time hookd did not run is no endpoint's
-   * failing time. NULL: none (a shared store: its clock guard). */
+   * moved on by the gap first, never past now_ms (*moved: how many) — the time hookd did not run
+   * is no endpoint's failing time; at_start, none is left after now_ms either. NULL: none (a
+   * shared store: its clock guard). */
   int (*heartbeat)(hookd_store_conn *c, int64_t now_ms, bool at_start, int64_t gap_ms,
                    int64_t *last_ms, int64_t *moved);
   /* Every node id whose clock check the store keeps, by id (*out: hookd_node_rows_free), and

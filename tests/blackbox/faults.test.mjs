@@ -1288,6 +1288,33 @@ describe('steps of the wall clock', () => {
     const behind = h.logs.find((l) => l.msg === 'clock.behind_store');
     assert.ok(behind && behind.behind_s >= 6 * 86400 - 60, JSON.stringify(behind));
     assert.ok(!h.logs.some((l) => l.msg === 'clock.gap_at_start'));
+    // the window the run 6 days ahead left in its future is brought back to now: else it would
+    // hold the endpoint's disable off for 6 days (a review)
+    const back = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.failing_since;
+    assert.ok(Date.parse(back) <= Date.now() + 1000, `failing_since ${back}, not ahead of now`);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
+  it('after a crash, a failing window opened since the last stamp is moved on by the gap no further than the start\'s time', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const recv = await startReceiver(() => ({ status: 500 }));
+    let h = await startHookd({ dir, env: clock.env }); // (its start stamps the store)
+    const { tenant, endpoint } = await setup(h, recv.url);
+    clock.step(60 * 1000); // (the window opens a minute after the stamp: a stamp's whole interval)
+    await h.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step seen');
+    await publish(h, tenant, { type: 'a', payload: { n: 1 } });
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.failing_since,
+      { what: 'the endpoint failing, after the stamp' });
+    await h.kill9(); // (no stop's stamp)
+    clock.step(86400 * 1000);
+    h = await startHookd({ dir, env: clock.env });
+    assert.equal(h.logs.find((l) => l.msg === 'clock.gap_at_start')?.endpoints_moved, 1);
+    const ep = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+    const started = Date.now() + 86400 * 1000; // (read after the start: later than it)
+    assert.ok(Date.parse(ep.failing_since) <= started, `failing_since ${ep.failing_since}: not after the start (a review: 7 s after)`);
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();

@@ -901,6 +901,7 @@ describe('keys that expire, and portal access', () => {
       const bad = await h.api('POST', `/v1/tenants/${a.tenant}/portal-access`, body);
       assert.equal(bad.status, 422, `${JSON.stringify(body)}: ${bad.text}`);
       assert.equal(bad.json.error.param, param);
+      assert.ok(!bad.json.error.message.includes('or null'), 'a portal\'s key always expires: not offered');
     }
     assert.equal((await h.api('POST', `/v1/tenants/${a.tenant}/portal-access`, { tenants: [b.tenant] })).status, 422, 'no other field');
     assert.equal((await h.api('POST', '/v1/tenants/nope/portal-access')).status, 404);

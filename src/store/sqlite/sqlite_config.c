@@ -1070,15 +1070,21 @@ int sq_heartbeat(hookd_store_conn *c, int64_t now_ms, bool at_start, int64_t gap
   if (rc == SQLITE_ROW) *last_ms = sqlite3_column_int64(st, 0);
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(c, "read the heartbeat");
-  if (at_start && *last_ms > 0 && now_ms - *last_ms > gap_ms) {
-    /* (a deleted endpoint's health is read by nothing) */
+  if (at_start) {
+    /* on by the gap, never past now (a window opened after the last stamp, before a crash);
+     * and at every start, none left ahead of now (a run whose clock read ahead stamped and
+     * moved them so: a window cannot open in the future — it would hold the disable off).
+     * (A deleted endpoint's health is read by nothing.) */
+    int64_t gap = *last_ms > 0 && now_ms - *last_ms > gap_ms ? now_ms - *last_ms : 0;
     st = sq_stmt(c, SQ_HB_MOVE,
-                 "UPDATE endpoints SET failing_since = failing_since + ?1"
-                 " WHERE failing_since IS NOT NULL AND deleted_at IS NULL");
+                 "UPDATE endpoints SET failing_since = MIN(failing_since + ?1, ?2)"
+                 " WHERE failing_since IS NOT NULL AND deleted_at IS NULL"
+                 " AND (?1 > 0 OR failing_since > ?2)");
     if (!st) return HOOKD_STORE_ERR;
-    sq_bind_i64(st, 1, now_ms - *last_ms);
+    sq_bind_i64(st, 1, gap);
+    sq_bind_i64(st, 2, now_ms);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "move the failing windows");
-    *moved = sqlite3_changes(c->db);
+    *moved = gap ? sqlite3_changes(c->db) : 0;
   }
   st = sq_stmt(c, SQ_HB_SET,
                "INSERT INTO heartbeat(one, at) VALUES (1, ?1)"
