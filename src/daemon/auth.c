@@ -1,5 +1,8 @@
-/* auth.c — API-key cache and role checks (see auth.h). Tokens are compared by hash, in
- * constant time against every cached key, so timing reveals nothing about which key is close. */
+/* auth.c — API-key cache and role checks (see auth.h). A token is looked up by its SHA-256
+ * among the cached keys' hashes, kept sorted (a binary search: the cost of a request does not
+ * grow with the keys; its timing tells at most how many leading bytes of the token's hash a
+ * stored one shares — nothing to steer a guess by). The configured key is compared in constant
+ * time. */
 #include "daemon/auth.h"
 
 #include <openssl/crypto.h>
@@ -92,6 +95,10 @@ static bool was_refused(const hookd_auth *a, const char *id) {
   return false;
 }
 
+static int cmp_hash(const void *x, const void *y) {
+  return memcmp(((const cached_key *)x)->hash, ((const cached_key *)y)->hash, 32);
+}
+
 uint64_t hookd_auth_begin_load(hookd_auth *a) { return atomic_fetch_add(&a->next_gen, 1) + 1; }
 
 void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uint64_t gen) {
@@ -127,6 +134,7 @@ void hookd_auth_set_keys(hookd_auth *a, const hookd_api_key *keys, size_t n, uin
     snprintf(v[m].p.tenants, sizeof v[m].p.tenants, "%s", keys[i].tenants ? keys[i].tenants : "");
     m++;
   }
+  qsort(v, m, sizeof *v, cmp_hash); /* (hookd_auth_check's binary search) */
   pthread_rwlock_wrlock(&a->lock);
   cached_key *old = v;
   size_t oldn = m;
@@ -165,11 +173,15 @@ bool hookd_auth_check(hookd_auth *a, const char *token, hookd_principal *p) {
     *p = a->bootstrap.p;
     found = true;
   }
-  for (size_t i = 0; i < a->n; i++) {
-    if (CRYPTO_memcmp(h, a->keys[i].hash, 32) == 0 && !found) {
-      *p = a->keys[i].p;
+  if (!found) {
+    cached_key probe;
+    memcpy(probe.hash, h, 32);
+    const cached_key *k = a->n ? bsearch(&probe, a->keys, a->n, sizeof *a->keys, cmp_hash) : NULL;
+    if (k) {
+      *p = k->p;
       found = true;
     }
+    OPENSSL_cleanse(&probe, sizeof probe);
   }
   p->loaded = a->applied_gen;
   pthread_rwlock_unlock(&a->lock);

@@ -1007,9 +1007,10 @@ int hookd_serve(const hookd_config *cfg) {
     }
     if (sig == SIGHUP) { /* (said: an operator sees it taken) */
       app.reload_asked = true;
-      next_backlog = 0;
       HLOG(HOOKD_LOG_INFO, "reload.signal",
            KV_S("action", "API keys and sources read again, the backlog counted again"));
+      count_backlog(&app); /* at once (a round that only reloads does no other duty) */
+      next_backlog = hookd_mono_ms() + HOOKD_BACKLOG_EVERY_MS;
     }
     if (!refresh_config(&app)) continue; /* (a reload only) */
     finish_deletes(&app);

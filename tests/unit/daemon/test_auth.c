@@ -121,12 +121,53 @@ static void a_later_load_is_never_replaced_by_an_older_one(void **state) {
   hookd_auth_free(a);
 }
 
+/* Among many keys (looked up by hash: a binary search over them sorted), each token finds its own
+ * key — its id, role, scope and expiry — and another finds none; the configured key too. */
+static void each_of_many_keys_is_found_by_its_token(void **state) {
+  (void)state;
+  enum { N = 2000 };
+  static hookd_api_key keys[N];
+  static char ids[N][24], toks[N][24];
+  for (int i = 0; i < N; i++) {
+    snprintf(ids[i], sizeof ids[i], "key_%d", i);
+    snprintf(toks[i], sizeof toks[i], "tok-%d", i);
+    keys[i] = (hookd_api_key){.id = ids[i], .role = i % 2 ? "viewer" : "operator",
+                              .tenants = i % 3 ? "acme" : NULL, .expires_ms = i};
+    assert_int_equal(hookd_auth_hash(toks[i], keys[i].hash), 0);
+  }
+  keys[7].revoked_ms = 1; /* (revoked: not cached) */
+  hookd_auth *a = hookd_auth_new("configured-key-of-some-length");
+  hookd_auth_set_keys(a, keys, N, hookd_auth_begin_load(a));
+  assert_int_equal(hookd_auth_count(a), N - 1 + 1);
+  hookd_principal p;
+  for (int i = 0; i < N; i++) {
+    memset(&p, 0, sizeof p);
+    if (i == 7) {
+      assert_false(hookd_auth_check(a, toks[i], &p));
+      continue;
+    }
+    assert_true(hookd_auth_check(a, toks[i], &p));
+    assert_string_equal(p.key_id, ids[i]);
+    assert_int_equal(p.role, i % 2 ? HOOKD_ROLE_VIEWER : HOOKD_ROLE_OPERATOR);
+    assert_string_equal(p.tenants, i % 3 ? "acme" : "");
+    assert_int_equal(p.expires_ms, i);
+  }
+  assert_false(hookd_auth_check(a, "tok-none", &p));
+  assert_true(hookd_auth_check(a, "configured-key-of-some-length", &p));
+  assert_string_equal(p.key_id, HOOKD_AUTH_CONFIG_ID);
+  hookd_auth_free(a);
+  hookd_auth *empty = hookd_auth_new(NULL);
+  assert_false(hookd_auth_check(empty, "tok-1", &p));
+  hookd_auth_free(empty);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(scope_check_refuses_empty_blank_bad_and_long),
       cmocka_unit_test(cache_leaves_out_keys_it_would_cut_or_widen),
       cmocka_unit_test(key_detail_names_role_and_scope),
       cmocka_unit_test(a_later_load_is_never_replaced_by_an_older_one),
+      cmocka_unit_test(each_of_many_keys_is_found_by_its_token),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
