@@ -338,7 +338,11 @@ void hookd_api_portal_access(hookd_req *r, hookd_app *app) {
                           "operator's replays)");
     goto done;
   }
-  json_t *none = json_object();
+  json_t *none = body ? NULL : json_object(); /* (no body: every member absent) */
+  if (!body && !none) {
+    hookd_req_error(r, 503, "unavailable", "out of memory");
+    goto done;
+  }
   bool ok = take_name_expiry(r, body ? body : none, "portal", 3600, 7 * 86400LL, &name, &secs);
   json_decref(none);
   if (!ok) goto done;
