@@ -99,7 +99,7 @@ static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, void *
   if ((rc = be->api_key_revoke(c, x->id, hookd_now_ms())) != 0) return rc;
   /* its role and scope in the audit row, as the API's revoke writes them */
   char detail[HOOKD_KEY_DETAIL_MAX];
-  hookd_auth_key_detail(k->role, k->tenants, detail, sizeof detail);
+  hookd_auth_key_detail(k->role, k->tenants, 0, detail, sizeof detail);
   x->audit.detail = detail;
   rc = audit_scoped(c, be, &x->audit, k->tenants);
   x->audit.detail = NULL;
@@ -369,14 +369,8 @@ static int cmd_create(keys_args *a) {
   x.key.name = (char *)(a->name ? a->name : "");
   x.key.created_ms = hookd_now_ms();
   x.key.expires_ms = expires_in_s ? x.key.created_ms + expires_in_s * 1000 : 0;
-  char detail[HOOKD_KEY_DETAIL_MAX + 64];
-  hookd_auth_key_detail(a->role, x.key.tenants, detail, sizeof detail);
-  if (x.key.expires_ms) { /* (as api_keys.c writes it) */
-    char at[HOOKD_RFC3339_MAX];
-    hookd_fmt_rfc3339_ms(x.key.expires_ms, at);
-    size_t dl = strlen(detail);
-    snprintf(detail + dl, sizeof detail - dl, " expires=%s", at);
-  }
+  char detail[HOOKD_KEY_DETAIL_MAX];
+  hookd_auth_key_detail(a->role, x.key.tenants, x.key.expires_ms, detail, sizeof detail);
   x.audit = (hookd_audit){.at_ms = x.key.created_ms, .actor = "cli", .action = "key.create",
                           .target = id, .detail = detail};
   /* a tenant of the scope that does not exist: refused before a token is printed */
@@ -455,11 +449,7 @@ static int cmd_list(keys_args *a) {
     column(k->id, 32);
     column(role, 10);
     column(tenants, 20);
-    bool expired = k->expires_ms > 0 && hookd_now_ms() >= k->expires_ms;
-    printf("%-8s ", k->revoked_ms ? "revoked"
-                    : invalid     ? "invalid"
-                    : expired     ? "expired"
-                                  : "active");
+    printf("%-8s ", hookd_auth_key_state(k, hookd_now_ms()));
     hookd_shown_print(stdout, name, strlen(name));
     printf("\n");
     if (invalid && !k->revoked_ms) {

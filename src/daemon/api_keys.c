@@ -68,9 +68,6 @@ static bool within(const key_op *op, const char *tenants) {
 }
 
 static json_t *key_json(const hookd_api_key *k) {
-  char why[160];
-  bool invalid = hookd_auth_key_check(k, NULL, why, sizeof why) != 0; /* as the daemon loads */
-  bool expired = k->expires_ms > 0 && hookd_now_ms() >= k->expires_ms;
   /* a name or role that is not UTF-8 (written to the store by hand, or by a CLI before it
    * refused one) as a placeholder: a NULL here would drop the key from the list, hiding it */
   return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:s,s:b}", "id", k->id, "role",
@@ -79,12 +76,7 @@ static json_t *key_json(const hookd_api_key *k) {
                    hookd_json_str_or_null(k->name ? k->name : ""),
                    "created_at", hookd_json_time(k->created_ms), "expires_at",
                    hookd_json_time(k->expires_ms), "revoked_at", hookd_json_time(k->revoked_ms),
-                   "state",
-                   k->revoked_ms ? "revoked"
-                   : invalid     ? "invalid"
-                   : expired     ? "expired"
-                                 : "active",
-                   "configured", 0);
+                   "state", hookd_auth_key_state(k, hookd_now_ms()), "configured", 0);
 }
 
 /* ---------- the reload after a change ---------- */
@@ -134,14 +126,10 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   }
   if (rc == 0) rc = be->api_key_create(c, &op->key);
   if (rc) return rc;
-  char detail[HOOKD_KEY_DETAIL_MAX + 64];
-  hookd_auth_key_detail(op->role, op->has_tenants ? op->tenants : NULL, detail, sizeof detail);
-  if (op->key.expires_ms) { /* (HOOKD_KEY_DETAIL_MAX holds the role and scope; this, the rest) */
-    char at[HOOKD_RFC3339_MAX];
-    hookd_fmt_rfc3339_ms(op->key.expires_ms, at);
-    size_t len = strlen(detail);
-    snprintf(detail + len, sizeof detail - len, " expires=%s%s", at, op->portal ? " portal" : "");
-  }
+  char detail[HOOKD_KEY_DETAIL_MAX + 8];
+  hookd_auth_key_detail(op->role, op->has_tenants ? op->tenants : NULL, op->key.expires_ms, detail,
+                        sizeof detail);
+  if (op->portal) strcat(detail, " portal"); /* (the 8 bytes above) */
   return audit_key(base, c, be, "key.create", op->id, op->has_tenants ? op->tenants : NULL, detail);
 }
 
@@ -405,7 +393,7 @@ static int run_revoke(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   op->revoked_ms = hookd_now_ms();
   if ((rc = be->api_key_revoke(c, op->id, op->revoked_ms)) != 0) return rc;
   char detail[HOOKD_KEY_DETAIL_MAX];
-  hookd_auth_key_detail(k->role, k->tenants, detail, sizeof detail);
+  hookd_auth_key_detail(k->role, k->tenants, 0, detail, sizeof detail);
   return audit_key(base, c, be, "key.revoke", op->id, k->tenants, detail);
 }
 

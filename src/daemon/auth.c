@@ -17,6 +17,7 @@
 #include "core/b64.h"
 #include "core/ids.h"
 #include "core/sign.h"
+#include "core/timefmt.h"
 #include "daemon/log.h"
 
 typedef struct cached_key {
@@ -85,8 +86,19 @@ int hookd_auth_key_check(const hookd_api_key *k, hookd_role *role, char *why, si
   return hookd_scope_check(k->tenants, why, len);
 }
 
-void hookd_auth_key_detail(const char *role, const char *tenants, char *out, size_t len) {
-  snprintf(out, len, "role=%s tenants=%s", role ? role : "", tenants ? tenants : "*");
+void hookd_auth_key_detail(const char *role, const char *tenants, int64_t expires_ms, char *out,
+                           size_t len) {
+  char at[HOOKD_RFC3339_MAX] = "";
+  if (expires_ms) hookd_fmt_rfc3339_ms(expires_ms, at);
+  snprintf(out, len, "role=%s tenants=%s%s%s", role ? role : "", tenants ? tenants : "*",
+           at[0] ? " expires=" : "", at);
+}
+
+const char *hookd_auth_key_state(const hookd_api_key *k, int64_t now_ms) {
+  char why[160];
+  if (k->revoked_ms) return "revoked";
+  if (hookd_auth_key_check(k, NULL, why, sizeof why) != 0) return "invalid"; /* as loaded */
+  return k->expires_ms > 0 && now_ms >= k->expires_ms ? "expired" : "active";
 }
 
 static bool was_refused(const hookd_auth *a, const char *id) {

@@ -84,8 +84,13 @@ int hookd_role_parse(const char *s, hookd_role *out);
  * GET /v1/keys show it "invalid" (a key written by another version of hookd or by hand). */
 int hookd_auth_key_check(const hookd_api_key *k, hookd_role *role, char *why, size_t len);
 /* The audit detail of a key's creation: "role=R tenants=a,b" ("tenants=*": every tenant). */
-#define HOOKD_KEY_DETAIL_MAX (HOOKD_SCOPE_MAX + 64)
-void hookd_auth_key_detail(const char *role, const char *tenants, char *out, size_t len);
+#define HOOKD_KEY_DETAIL_MAX (HOOKD_SCOPE_MAX + 128)
+/* (expires_ms non-zero: " expires=<RFC 3339>" after them — a create's; a revoke's passes 0) */
+void hookd_auth_key_detail(const char *role, const char *tenants, int64_t expires_ms, char *out,
+                           size_t len);
+/* A stored key's state as listed (GET /v1/keys, `hookd keys list`): "revoked", "invalid" (it
+ * fails hookd_auth_key_check: not loaded), "expired" at now_ms, else "active". */
+const char *hookd_auth_key_state(const hookd_api_key *k, int64_t now_ms);
 
 /* Generates a new key token "hk_<43 base64url chars>" and its hash. */
 int hookd_auth_generate(char token[64], unsigned char hash[32]);

@@ -51,7 +51,7 @@ static int run_keys_list(hookd_store_conn *c, const hookd_store_backend *be, voi
 static int run_key_create(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   const hookd_api_key *k = arg;
   char detail[HOOKD_KEY_DETAIL_MAX];
-  hookd_auth_key_detail(k->role, k->tenants, detail, sizeof detail);
+  hookd_auth_key_detail(k->role, k->tenants, 0, detail, sizeof detail);
   hookd_audit a = {.at_ms = k->created_ms, .actor = "system", .action = "key.create",
                    .target = k->id, .detail = detail};
   int rc = be->api_key_create(c, k);

@@ -162,6 +162,8 @@ describe('observability', () => {
       [[], false]]) {
       const h = await startHookd({ args });
       assert.equal(h.logs.some((l) => l.msg === 'config.metrics_public'), said, JSON.stringify(args));
+      // plain HTTP beyond loopback is said whatever the token (an operator review)
+      assert.equal(h.logs.some((l) => l.msg === 'config.plain_http'), args.length > 0, JSON.stringify(args));
       assert.equal((await h.stop()).code, 0);
     }
   });

@@ -458,38 +458,36 @@ int pg_answer_get(hookd_store_conn *c, const char *scope, const char *key, char 
   return HOOKD_STORE_OK;
 }
 
-int pg_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
-                    bool *more) {
+/* A retention step's delete ($1 before, $2 limit): *purged rows, *more when it was full. */
+static int purge_step(hookd_store_conn *c, const char *sql, int64_t before_ms, int limit,
+                      int *purged, bool *more, const char *what) {
   pg_params p;
   pg_p_init(&p);
   pg_p_i64(&p, before_ms);
   pg_p_i64(&p, limit);
-  /* (on the index by age) */
-  long n = pg_x(c,
-                "DELETE FROM api_answers WHERE (scope, key) IN (SELECT scope, key"
-                " FROM api_answers WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
-                &p, "drop kept answers");
+  long n = pg_x(c, sql, &p, what);
   if (n < 0) return HOOKD_STORE_ERR;
   *purged = (int)n;
   *more = n >= limit;
   return HOOKD_STORE_OK;
 }
 
+int pg_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                    bool *more) {
+  /* (on the index by age) */
+  return purge_step(c,
+                    "DELETE FROM api_answers WHERE (scope, key) IN (SELECT scope, key"
+                    " FROM api_answers WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
+                    before_ms, limit, purged, more, "drop kept answers");
+}
+
 int pg_api_key_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
                      bool *more) {
-  pg_params p;
-  pg_p_init(&p);
-  pg_p_i64(&p, before_ms);
-  pg_p_i64(&p, limit);
   /* (on the index of the keys that expire) */
-  long n = pg_x(c,
-                "DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys"
-                " WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)",
-                &p, "delete expired keys");
-  if (n < 0) return HOOKD_STORE_ERR;
-  *purged = (int)n;
-  *more = n >= limit;
-  return HOOKD_STORE_OK;
+  return purge_step(c,
+                    "DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys"
+                    " WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)",
+                    before_ms, limit, purged, more, "delete expired keys");
 }
 
 int pg_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,

@@ -966,35 +966,35 @@ int sq_answer_get(hookd_store_conn *c, const char *scope, const char *key, char 
   return HOOKD_STORE_OK;
 }
 
-int sq_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
-                    bool *more) {
-  /* (on the index by age) */
-  sqlite3_stmt *st = sq_stmt(c, SQ_ANSWER_DROP,
-                             "DELETE FROM api_answers WHERE (scope, key) IN (SELECT scope, key"
-                             " FROM api_answers WHERE created_at < ?1 ORDER BY created_at"
-                             " LIMIT ?2)");
+/* A retention step's delete (?1 before, ?2 limit): *purged rows, *more when it was full. */
+static int purge_step(hookd_store_conn *c, enum sq_stmt_id id, const char *sql,
+                      int64_t before_ms, int limit, int *purged, bool *more, const char *what) {
+  sqlite3_stmt *st = sq_stmt(c, id, sql);
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, before_ms);
   sq_bind_i64(st, 2, limit);
-  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "drop kept answers");
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, what);
   *purged = sqlite3_changes(c->db);
   *more = *purged >= limit;
   return HOOKD_STORE_OK;
 }
 
+int sq_answer_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
+                    bool *more) {
+  /* (on the index by age) */
+  return purge_step(c, SQ_ANSWER_DROP,
+                    "DELETE FROM api_answers WHERE (scope, key) IN (SELECT scope, key"
+                    " FROM api_answers WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)",
+                    before_ms, limit, purged, more, "drop kept answers");
+}
+
 int sq_api_key_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
                      bool *more) {
   /* (on the index of the keys that expire) */
-  sqlite3_stmt *st = sq_stmt(c, SQ_KEY_PURGE,
-                             "DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys"
-                             " WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)");
-  if (!st) return HOOKD_STORE_ERR;
-  sq_bind_i64(st, 1, before_ms);
-  sq_bind_i64(st, 2, limit);
-  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete expired keys");
-  *purged = sqlite3_changes(c->db);
-  *more = *purged >= limit;
-  return HOOKD_STORE_OK;
+  return purge_step(c, SQ_KEY_PURGE,
+                    "DELETE FROM api_keys WHERE id IN (SELECT id FROM api_keys"
+                    " WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)",
+                    before_ms, limit, purged, more, "delete expired keys");
 }
 
 int sq_answer_put(hookd_store_conn *c, const char *scope, const char *key, const char *hash,

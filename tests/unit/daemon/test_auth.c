@@ -96,10 +96,26 @@ static void cache_leaves_out_keys_it_would_cut_or_widen(void **s) {
 
 static void key_detail_names_role_and_scope(void **s) {
   char d[HOOKD_KEY_DETAIL_MAX];
-  hookd_auth_key_detail("viewer", "acme,other", d, sizeof d);
+  hookd_auth_key_detail("viewer", "acme,other", 0, d, sizeof d);
   assert_string_equal(d, "role=viewer tenants=acme,other");
-  hookd_auth_key_detail("admin", NULL, d, sizeof d);
+  hookd_auth_key_detail("admin", NULL, 0, d, sizeof d);
   assert_string_equal(d, "role=admin tenants=*");
+  hookd_auth_key_detail("viewer", "acme", 1796587085541, d, sizeof d); /* a key that expires */
+  assert_string_equal(d, "role=viewer tenants=acme expires=2026-12-06T19:58:05.541Z");
+}
+
+/* A key's listed state: revoked before invalid before expired (at now) before active. */
+static void key_state_orders_revoked_invalid_expired_active(void **s) {
+  (void)s;
+  hookd_api_key k = {.id = "key_a", .role = "viewer", .expires_ms = 1000};
+  assert_string_equal(hookd_auth_key_state(&k, 999), "active");
+  assert_string_equal(hookd_auth_key_state(&k, 1000), "expired");
+  k.role = "root";
+  assert_string_equal(hookd_auth_key_state(&k, 1000), "invalid");
+  k.revoked_ms = 5;
+  assert_string_equal(hookd_auth_key_state(&k, 1000), "revoked");
+  k = (hookd_api_key){.id = "key_b", .role = "admin"};
+  assert_string_equal(hookd_auth_key_state(&k, INT64_MAX), "active"); /* (never expires) */
 }
 
 /* Two loads crossing (the periodic reload and an API change's own): the later read wins,
@@ -166,6 +182,7 @@ int main(void) {
       cmocka_unit_test(scope_check_refuses_empty_blank_bad_and_long),
       cmocka_unit_test(cache_leaves_out_keys_it_would_cut_or_widen),
       cmocka_unit_test(key_detail_names_role_and_scope),
+      cmocka_unit_test(key_state_orders_revoked_invalid_expired_active),
       cmocka_unit_test(a_later_load_is_never_replaced_by_an_older_one),
       cmocka_unit_test(each_of_many_keys_is_found_by_its_token),
   };
