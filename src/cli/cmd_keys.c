@@ -435,8 +435,10 @@ static int cmd_list(keys_args *a) {
     return 1;
   }
   /* TENANTS: "*" is every tenant. STATE "invalid": a key hookd refuses to load (a scope an older
-   * hookd wrote empty or overlong, a role a newer one or a hand edit wrote), so it opens nothing */
-  printf("%-32s %-10s %-20s %-8s %s\n", "ID", "ROLE", "TENANTS", "STATE", "NAME");
+   * hookd wrote empty or overlong, a role a newer one or a hand edit wrote), so it opens nothing.
+   * EXPIRES: "-" for a key that never does */
+  printf("%-32s %-10s %-20s %-8s %-24s %s\n", "ID", "ROLE", "TENANTS", "STATE", "EXPIRES",
+         "NAME");
   for (size_t i = 0; i < x.n; i++) {
     const hookd_api_key *k = &x.keys[i];
     char why[160];
@@ -450,6 +452,9 @@ static int cmd_list(keys_args *a) {
     column(role, 10);
     column(tenants, 20);
     printf("%-8s ", hookd_auth_key_state(k, hookd_now_ms()));
+    char expires[HOOKD_RFC3339_MAX] = "-";
+    if (k->expires_ms) hookd_fmt_rfc3339_ms(k->expires_ms, expires);
+    printf("%-24s ", expires);
     hookd_shown_print(stdout, name, strlen(name));
     printf("\n");
     if (invalid && !k->revoked_ms) {

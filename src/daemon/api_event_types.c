@@ -1,7 +1,8 @@
 /* api_event_types.c — the catalog of event types (docs/api.md "Event types"), shared by every
  * tenant:
  *   POST   /v1/event-types {name, description?, schemas?}     (admin of every tenant)
- *   GET    /v1/event-types?include_archived=true&with_content=false   (any reader)
+ *   GET    /v1/event-types?include_archived=true&with_content=false&limit=&after=
+ *                                             (any reader; by name)
  *   GET    /v1/event-types/{name}
  *   PATCH  /v1/event-types/{name} {description?, schemas?, archived?}
  *   DELETE /v1/event-types/{name} {reason?}            archives it
@@ -23,6 +24,7 @@ typedef struct et_op {
   char name[272], description[1040];
   char *schemas;               /* the body's, compact ("" clears); NULL: not given */
   bool has_description, loaded, archived_too, with_content;
+  int limit;                   /* list: a page's; one more is read to know there is more */
   int archived;                /* update: -1 kept, 0, 1 */
   hookd_event_type *list;
   size_t n;
@@ -191,7 +193,8 @@ done:
 
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   et_op *op = (et_op *)base;
-  return be->event_type_list(c, op->archived_too, op->with_content, &op->list, &op->n);
+  return be->event_type_list(c, op->archived_too, op->with_content, op->name, op->limit + 1,
+                             &op->list, &op->n);
 }
 
 static void reply_list(hookd_api_op *base, int rc) {
@@ -200,10 +203,12 @@ static void reply_list(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, "event types");
     return;
   }
+  size_t shown = op->n > (size_t)op->limit ? (size_t)op->limit : op->n;
   json_t *data = json_array();
-  for (size_t i = 0; i < op->n; i++)
+  for (size_t i = 0; i < shown; i++)
     json_array_append_new(data, et_json(&op->list[i], op->with_content));
-  hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "data", data));
+  const char *next = op->n > shown ? op->list[shown - 1].name : NULL;
+  hookd_req_reply_json(base->req, 200, hookd_api_page_body(data, next));
 }
 
 void hookd_api_event_type_list(hookd_req *r, hookd_app *app) {
@@ -217,9 +222,19 @@ void hookd_api_event_type_list(hookd_req *r, hookd_app *app) {
     hookd_req_field_error(r, 400, "invalid_parameter", bad, "%s must be true or false", bad);
     return;
   }
+  int limit = hookd_api_limit(r, 50, 500);
+  if (limit < 0) return;
+  const char *after = hookd_req_query(r, "after");
+  if (after && !hookd_id_valid(after, 256)) {
+    hookd_req_field_error(r, 400, "invalid_parameter", "after",
+                          "after must be a next_cursor of this list: an event type's name");
+    return;
+  }
   et_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
   if (!op) return;
   op->base.cleanup = et_cleanup;
+  op->limit = limit;
+  snprintf(op->name, sizeof op->name, "%s", after ? after : "");
   op->archived_too = arch && !strcmp(arch, "true");
   op->with_content = !content || !strcmp(content, "true");
   hookd_api_submit(&op->base, false);

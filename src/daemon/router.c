@@ -67,7 +67,7 @@ static const route routes[] = {
     {"GET", "/v1/nodes", HOOKD_PERM_READ, -1, hookd_api_nodes_list, NULL},
     {"POST", "/v1/event-types", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_create, NULL},
     {"GET", "/v1/event-types", HOOKD_PERM_READ, -1, hookd_api_event_type_list,
-     ",include_archived,with_content,"},
+     ",include_archived,with_content,limit,after,"},
     {"GET", "/v1/event-types/{}", HOOKD_PERM_READ, -1, hookd_api_event_type_get, NULL},
     {"PATCH", "/v1/event-types/{}", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_patch, NULL},
     {"DELETE", "/v1/event-types/{}", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_delete, NULL},

@@ -1002,7 +1002,8 @@ typedef struct hookd_store_backend {
    * HOOKD_STORE_STATE with *bad the index of the first that does not. */
   int (*event_type_create)(hookd_store_conn *c, const hookd_event_type *t);
   int (*event_type_list)(hookd_store_conn *c, bool archived_too, bool with_schemas,
-                         hookd_event_type **out, size_t *n);
+                         const char *after, int limit, hookd_event_type **out,
+                         size_t *n); /* names > after (NULL/"": from the first); limit 0: all */
   int (*event_type_get)(hookd_store_conn *c, const char *name, hookd_event_type *out);
   int (*event_type_update)(hookd_store_conn *c, const char *name, const char *description,
                            const char *schemas, int archived, int64_t now_ms,

@@ -644,7 +644,7 @@ describe('hookd CLI', () => {
       assert.equal(state('key_good'), 'active');
       const cli = run(['keys', 'list', '--store', h.store]);
       assert.equal(cli.status, 0, cli.stderr);
-      assert.match(cli.stdout, /key_future\s+auditor\s+\*\s+invalid\s+newer/);
+      assert.match(cli.stdout, /key_future\s+auditor\s+\*\s+invalid\s+-\s+newer/);
       assert.match(cli.stdout, /key_good\s+viewer\s+\*\s+active/);
       assert.match(cli.stderr, /key key_future: its role "auditor" is not admin, operator, viewer or publisher; hookd refuses it/);
     } finally {
@@ -667,7 +667,7 @@ describe('hookd CLI', () => {
       assert.equal(raw?.state, 'invalid', `listed, not dropped: ${list.text}`);
       const cli = run(['keys', 'list', '--store', h.store]);
       assert.equal(cli.status, 0, cli.stderr);
-      assert.match(cli.stdout, /key_raw\s+\\x1B\[31mx\\xFF\s+\*\s+invalid\s+raw\\x1B\]52/); // (the name too: a review)
+      assert.match(cli.stdout, /key_raw\s+\\x1B\[31mx\\xFF\s+\*\s+invalid\s+-\s+raw\\x1B\]52/); // (the name too: a review)
       assert.ok(!/[\x00-\x09\x0b-\x1f\x7f]/.test(cli.stdout + cli.stderr), 'no control byte reaches the terminal');
     } finally {
       assert.equal((await h.stop()).code, 0);

@@ -835,6 +835,38 @@ describe('the event-type catalog', () => {
     assert.deepEqual((await d.api('GET', '/v1/event-types/invoice.voided')).json.schemas, { 1: v1 });
     assert.equal((await d.stop()).code, 0);
   });
+
+  it('is listed in pages by name, byte order (limit, after = next_cursor), archived ones on request', async () => {
+    const d = await startHookd();
+    const names = ['b', 'a_b', 'a:b', 'a.b.c', 'a.b', 'a-b', 'A.z', 'a9'];
+    for (const name of names) assert.equal((await d.api('POST', '/v1/event-types', { name })).status, 201);
+    assert.equal((await d.api('DELETE', '/v1/event-types/a.b')).status, 200);
+    const sorted = [...names].sort(); // (UTF-16 code units: byte order for these)
+    const walk = async (query) => {
+      const seen = [];
+      let after = null;
+      for (let pages = 0; pages < 10; pages++) {
+        const res = await d.api('GET', `/v1/event-types?limit=3${query}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+        assert.equal(res.status, 200, res.text);
+        assert.ok(res.json.data.length <= 3);
+        seen.push(...res.json.data.map((x) => x.name));
+        after = res.json.next_cursor;
+        if (after === null) return seen;
+        assert.equal(after, seen.at(-1), 'the cursor is the last name shown');
+      }
+      assert.fail('the pages never ended');
+    };
+    assert.deepEqual(await walk(''), sorted.filter((x) => x !== 'a.b'), 'every live type once, in order');
+    assert.deepEqual(await walk('&include_archived=true'), sorted, 'the archived one too');
+    const full = await d.api('GET', '/v1/event-types?limit=8&include_archived=true');
+    assert.deepEqual([full.json.data.length, full.json.next_cursor], [8, null], 'a page that holds the rest is the last');
+    const dflt = await d.api('GET', '/v1/event-types');
+    assert.deepEqual([dflt.json.data.length, dflt.json.next_cursor], [7, null], 'default: 50 a page');
+    assertError(await d.api('GET', '/v1/event-types?limit=0'), 400, 'invalid_parameter');
+    assertError(await d.api('GET', '/v1/event-types?limit=501'), 400, 'invalid_parameter');
+    assertError(await d.api('GET', '/v1/event-types?after=a*b'), 400, 'invalid_parameter', 'after must be a next_cursor');
+    assert.equal((await d.stop()).code, 0);
+  });
 });
 
 describe('a test event to one endpoint', () => {

@@ -846,7 +846,8 @@ describe('keys that expire, and portal access', () => {
       assert.deepEqual([row.state, row.expires_at, row.name], ['expired', k.json.expires_at, 'support, today']);
       // the CLI lists it so
       const list = hookd(['keys', 'list', '--store', h.store], clock.env);
-      assert.match(list.stdout, new RegExp(`${k.json.id}\\s+admin\\s+${tenant}\\s+expired`), list.stdout);
+      assert.match(list.stdout, new RegExp(`${k.json.id}\\s+admin\\s+${tenant}\\s+expired\\s+${k.json.expires_at}\\s+support, today`), list.stdout);
+      assert.match(list.stdout, new RegExp(`${forever.id}\\s+\\S+\\s+\\S+\\s+active\\s+-\\s`), 'a key that never expires: -');
       const audit = (await h.api('GET', '/v1/audit?limit=100')).json.data.find((x) => x.target === k.json.id);
       assert.match(audit.detail, new RegExp(`expires=${k.json.expires_at}`));
       // a week past its expiry, its row goes (a portal's keys, one a page view, would pile up);

@@ -261,16 +261,18 @@ int pg_event_type_create(hookd_store_conn *c, const hookd_event_type *t) {
 }
 
 int pg_event_type_list(hookd_store_conn *c, bool archived_too, bool with_schemas,
-                       hookd_event_type **out, size_t *n) {
+                       const char *after, int limit, hookd_event_type **out, size_t *n) {
   pg_params p;
   pg_p_init(&p);
   pg_p_bool(&p, archived_too);
   pg_p_bool(&p, with_schemas);
+  pg_p_text(&p, after ? after : "");
+  pg_p_i64(&p, limit);
   PGresult *r = pg_q(c,
                      "SELECT name, description, created_at, updated_at, archived_at,"
                      " CASE WHEN $2::bigint <> 0 THEN schemas END"
-                     " FROM event_types WHERE $1::bigint <> 0 OR archived_at IS NULL"
-                     " ORDER BY name",
+                     " FROM event_types WHERE name > $3 AND ($1::bigint <> 0 OR archived_at IS"
+                     " NULL) ORDER BY name LIMIT CASE WHEN $4::bigint > 0 THEN $4::bigint END",
                      &p, "list event types");
   return pg_read_rows(c, r, sizeof **out, rd_event_type, (void **)out, n, "list event types");
 }
@@ -345,7 +347,7 @@ int pg_event_types_check(hookd_store_conn *c, const char *patterns, int *bad) {
   if (!patterns) return HOOKD_STORE_OK; /* every type: nothing to name */
   hookd_event_type *v = NULL;
   size_t n = 0;
-  int rc = pg_event_type_list(c, false, false, &v, &n);
+  int rc = pg_event_type_list(c, false, false, NULL, 0, &v, &n);
   if (rc || n == 0) { /* (no catalog: any pattern) */
     hookd_event_types_free(v, n);
     return rc;

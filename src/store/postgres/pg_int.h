@@ -340,7 +340,7 @@ int pg_tenant_page(hookd_store_conn *c, const char *after_id, int limit, hookd_t
                    size_t *n);
 int pg_event_type_create(hookd_store_conn *c, const hookd_event_type *t);
 int pg_event_type_list(hookd_store_conn *c, bool archived_too, bool with_schemas,
-                       hookd_event_type **out, size_t *n);
+                       const char *after, int limit, hookd_event_type **out, size_t *n);
 int pg_event_type_get(hookd_store_conn *c, const char *name, hookd_event_type *out);
 int pg_event_type_update(hookd_store_conn *c, const char *name, const char *description,
                          const char *schemas, int archived, int64_t now_ms,

@@ -232,14 +232,17 @@ int sq_event_type_create(hookd_store_conn *c, const hookd_event_type *t) {
 }
 
 int sq_event_type_list(hookd_store_conn *c, bool archived_too, bool with_schemas,
-                       hookd_event_type **out, size_t *n) {
+                       const char *after, int limit, hookd_event_type **out, size_t *n) {
   sqlite3_stmt *st = sq_stmt(c, SQ_ET_LIST,
                              "SELECT name, description, created_at, updated_at, archived_at,"
-                             " CASE WHEN ?2 THEN schemas END"
-                             " FROM event_types WHERE ?1 OR archived_at IS NULL ORDER BY name");
+                             " CASE WHEN ?2 THEN schemas END FROM event_types"
+                             " WHERE name > ?3 AND (?1 OR archived_at IS NULL) ORDER BY name"
+                             " LIMIT ?4");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_i64(st, 1, archived_too);
   sq_bind_i64(st, 2, with_schemas);
+  sq_bind_text(st, 3, after ? after : "");
+  sq_bind_i64(st, 4, limit > 0 ? limit : -1); /* (SQLite: a negative LIMIT is none) */
   return sq_read_rows(c, st, sizeof **out, rd_event_type, free_event_types, (void **)out, n,
                       "list event types");
 }
@@ -316,7 +319,7 @@ int sq_event_types_check(hookd_store_conn *c, const char *patterns, int *bad) {
   if (!patterns) return HOOKD_STORE_OK; /* every type: nothing to name */
   hookd_event_type *v = NULL;
   size_t n = 0;
-  int rc = sq_event_type_list(c, false, false, &v, &n);
+  int rc = sq_event_type_list(c, false, false, NULL, 0, &v, &n);
   if (rc || n == 0) { /* (no catalog: any pattern) */
     hookd_event_types_free(v, n);
     return rc;

@@ -204,7 +204,7 @@ int sq_tenant_update(hookd_store_conn *c, const hookd_tenant *t);
 int sq_tenant_live(hookd_store_conn *c, const char *id);
 int sq_event_type_create(hookd_store_conn *c, const hookd_event_type *t);
 int sq_event_type_list(hookd_store_conn *c, bool archived_too, bool with_schemas,
-                       hookd_event_type **out, size_t *n);
+                       const char *after, int limit, hookd_event_type **out, size_t *n);
 int sq_event_type_get(hookd_store_conn *c, const char *name, hookd_event_type *out);
 int sq_event_type_update(hookd_store_conn *c, const char *name, const char *description,
                          const char *schemas, int archived, int64_t now_ms,
