@@ -60,6 +60,8 @@ typedef struct hookd_app {
   int64_t ticked_ms;        /* its last round of duties: checkpoints, deletes (monotonic) */
   bool reload_asked;        /* a SIGHUP came since that reload: another is due (daemon.c) */
   bool reload_failed;       /* that reload failed: tried again at the next round */
+  int64_t keys_stamp, sources_stamp; /* the change stamps their last reads went with (-1: none
+                                      * known: the next round reads the table) */
   pthread_t main_thread;    /* the one that waits for signals: a SIGHUP to it reloads */
   uint64_t ckpt_failures_logged; /* store checkpoint failures already logged (main thread) */
   int64_t ckpt_logged_ms;        /* when the last store.checkpoint_failed line was (monotonic) */

@@ -43,6 +43,7 @@ typedef struct keys_load {
 static int run_keys_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   keys_load *k = arg;
   k->gen = hookd_auth_begin_load(k->auth);
+  atomic_fetch_add_explicit(&hookd_m.config_reads[0], 1, memory_order_relaxed);
   return be->api_key_list(c, k->every_row ? 0 : hookd_now_ms() - HOOKD_AUTH_EXPIRED_KEPT_MS,
                           &k->keys, &k->n);
 }
@@ -65,6 +66,7 @@ typedef struct sources_load {
 
 static int run_sources_list(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   sources_load *l = arg;
+  atomic_fetch_add_explicit(&hookd_m.config_reads[1], 1, memory_order_relaxed);
   return be->source_list(c, &l->v, &l->n);
 }
 
@@ -557,6 +559,37 @@ static void finish_deletes(hookd_app *app) {
   }
 }
 
+typedef struct stamps {
+  int64_t keys, sources;
+} stamps;
+
+static int run_stamps(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
+  stamps *s = arg;
+  return be->config_stamps(c, &s->keys, &s->sources);
+}
+
+/* One reload round: each table read again when its change stamp moved since its last read
+ * (docs/architecture.md "Shutdown"), or whatever the stamps say when forced (a SIGHUP) or when
+ * they cannot be read. The stamps are read before the rows: a change committed between the two
+ * moves a stamp past the one kept, and is read at the next round. A table whose read failed
+ * keeps no stamp (-1): read at the next round. Returns 0, or -1 when a read failed. */
+static int reload_config(hookd_app *app, bool forced) {
+  stamps s = {-1, -1};
+  if (hookd_storeq_run_sync(app->store->reader, run_stamps, &s) != 0) s.keys = s.sources = -1;
+  int rc = 0;
+  if (forced || s.keys < 0 || s.keys != app->keys_stamp) {
+    bool ok = refresh_keys(app, NULL) == 0;
+    app->keys_stamp = ok ? s.keys : -1;
+    rc = ok ? rc : -1;
+  }
+  if (forced || s.sources < 0 || s.sources != app->sources_stamp) {
+    bool ok = refresh_sources(app) == 0;
+    app->sources_stamp = ok ? s.sources : -1;
+    rc = ok ? rc : -1;
+  }
+  return rc;
+}
+
 /* The main thread's periodic duties: keys created or revoked by `hookd keys`, and sources
  * changed by another node, take effect (reload_in: a pending SIGHUP is taken here, one reload
  * answers every SIGHUP before it); every TICK_MS the store's checkpoints are watched. Returns
@@ -569,8 +602,7 @@ static bool refresh_config(hookd_app *app) {
   if (sigtimedwait(&h, NULL, &none) == SIGHUP) app->reload_asked = true;
   int64_t now = hookd_mono_ms();
   if (reload_in(app, now) == 0) {
-    bool ok = refresh_keys(app, NULL) == 0;
-    ok = refresh_sources(app) == 0 && ok;
+    bool ok = reload_config(app, app->reload_asked) == 0;
     app->refreshed_ms = now;
     app->reload_asked = false;
     app->reload_failed = !ok; /* (a revocation must not wait --reload-interval-ms more) */
@@ -926,6 +958,7 @@ int hookd_serve(const hookd_config *cfg) {
     goto fail;
   }
   app.refreshed_ms = app.ticked_ms = hookd_mono_ms(); /* both read: the next reload is due later */
+  app.keys_stamp = app.sources_stamp = -1;            /* (read before the stamps: read again) */
 
   hookd_dispatcher_config dc = {
       .store = app.store,

@@ -88,6 +88,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t replay_purged;  /* ended replay jobs' items deleted after a week */
   _Atomic uint64_t answers_purged; /* answers kept under Idempotency-Keys, deleted after 24 h */
   _Atomic uint64_t keys_purged;    /* API keys deleted a week after they expired */
+  _Atomic uint64_t config_reads[2]; /* full reads of the API keys [0] and the sources [1] */
   _Atomic uint64_t auth_failures;
   _Atomic uint64_t unknown;                 /* deliveries held: ambiguous, not idempotent */
   _Atomic uint64_t inbound[HOOKD_RECV__COUNT]; /* by HOOKD_RECV_* outcome */

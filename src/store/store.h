@@ -982,6 +982,11 @@ typedef struct hookd_store_backend {
    * shared store: its clock guard). */
   int (*heartbeat)(hookd_store_conn *c, int64_t now_ms, bool at_start, int64_t gap_ms,
                    int64_t *last_ms, int64_t *moved);
+  /* The change stamps of the API keys and of the sources (docs/architecture.md "Shutdown"):
+   * each moves, in the writing transaction (triggers), whenever a row of its table is inserted,
+   * updated or deleted — so a reload that read a stamp before the rows reads them again only
+   * when it moved. */
+  int (*config_stamps)(hookd_store_conn *c, int64_t *keys, int64_t *sources);
   /* Every node id whose clock check the store keeps, by id (*out: hookd_node_rows_free), and
    * *live the nodes running (nodes_live's count: one not yet checked is counted, not listed).
    * NULL: none (SQLite: one node, no check). */

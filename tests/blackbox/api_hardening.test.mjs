@@ -236,6 +236,41 @@ describe('a running daemon reads its keys back from the store', () => {
     }
   });
 
+  it('a round reads a table again only when its change stamp moved: an idle node reads neither; a change, the changed one; a SIGHUP, both', async () => {
+    const h = await startHookd({ args: ['--reload-interval-ms', '100', '--no-change-feed'] });
+    try {
+      const reads = async () => {
+        const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+        return ['api_keys', 'sources'].map((table) => sampleValue(m, 'hookd_config_reads_total', { table }));
+      };
+      assert.equal((await h.api('POST', '/v1/tenants', { id: 'stamp' })).status, 201);
+      const r = createKey(h, 'viewer', 'stamp');
+      assert.equal(r.status, 0, r.stderr);
+      const token = r.stdout.trim();
+      const read = async () => (await as(h, token, 'GET', '/v1/tenants/stamp')).status;
+      await waitUntil(async () => (await read()) === 200, { what: 'the key read by a round' });
+      const [k1, s1] = await reads();
+      assert.ok(k1 >= 2 && s1 >= 1, `the start's reads counted: ${[k1, s1]}`);
+      // an observation window of 20 rounds, for what must not happen (nothing to wait for):
+      // without the stamps each round read every key and every source
+      await new Promise((res) => setTimeout(res, 2000));
+      assert.deepEqual(await reads(), [k1, s1], 'an idle store: no round read either table');
+      // a revocation through the CLI moves the keys' stamp: read at the next round, the sources not
+      const id = /created (key_\w+)/.exec(r.stderr)?.[1];
+      const rv = spawnSync(HOOKD_BIN, ['keys', 'revoke', id, '--store', h.store], { encoding: 'utf8' });
+      assert.equal(rv.status, 0, rv.stderr);
+      await waitUntil(async () => (await read()) === 401, { timeout: 2000, what: 'the revocation read' });
+      const [k2, s2] = await reads();
+      assert.ok(k2 > k1, `${k2} > ${k1}`);
+      assert.equal(s2, s1, 'the sources unchanged: not read');
+      // a SIGHUP reads both, whatever the stamps say (an operator's "read it now")
+      h.proc.kill('SIGHUP');
+      await waitUntil(async () => { const [k, s] = await reads(); return k > k2 && s > s2; }, { what: 'both read on the SIGHUP' });
+    } finally {
+      assert.equal((await h.stop()).code, 0);
+    }
+  });
+
   it('an interval shorter than the main loop\'s 2 s round is kept: each key read within a second', async () => {
     const h = await startHookd({ args: ['--reload-interval-ms', '200', '--no-change-feed'] });
     try {

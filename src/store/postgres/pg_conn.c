@@ -1008,6 +1008,7 @@ const hookd_store_backend hookd_pg_backend = {
     .event_type_list = pg_event_type_list,
     .event_type_get = pg_event_type_get,
     .backlog_count = pg_backlog_count,
+    .config_stamps = pg_config_stamps,
     .event_type_update = pg_event_type_update,
     .event_types_check = pg_event_types_check,
     .tenant_list = pg_tenant_list,

@@ -1011,6 +1011,21 @@ int pg_due_hints(hookd_store_conn *c, int64_t now_ms, hookd_due_hint **out, size
   return read_hints(c, r, out, n, "due hints: out of memory");
 }
 
+int pg_config_stamps(hookd_store_conn *c, int64_t *keys, int64_t *sources) {
+  *keys = *sources = 0;
+  PGresult *r = pg_q(c,
+                     "SELECT (SELECT n FROM config_stamps WHERE what = 'api_keys'),"
+                     " (SELECT n FROM config_stamps WHERE what = 'sources')",
+                     NULL, "read the change stamps");
+  if (!r) return HOOKD_STORE_ERR;
+  if (PQntuples(r) == 1) {
+    *keys = pg_i64(r, 0, 0);
+    *sources = pg_i64(r, 0, 1);
+  }
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
 int pg_backlog_count(hookd_store_conn *c, int64_t cap, int64_t *n) {
   *n = 0;
   /* each from its partial index: the open rows not waiting behind a lane's head, then those

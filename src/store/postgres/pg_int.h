@@ -346,6 +346,7 @@ int pg_event_type_update(hookd_store_conn *c, const char *name, const char *desc
                          const char *schemas, int archived, int64_t now_ms,
                          hookd_event_type *out, int *changed);
 int pg_backlog_count(hookd_store_conn *c, int64_t cap, int64_t *n);
+int pg_config_stamps(hookd_store_conn *c, int64_t *keys, int64_t *sources);
 int pg_api_key_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
                      bool *more);
 int pg_event_types_check(hookd_store_conn *c, const char *patterns, int *bad);

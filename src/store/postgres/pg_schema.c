@@ -313,11 +313,29 @@ static const char *const migration_18[] = {
     " NULL",
     NULL};
 
+/* 19: the change stamps of the API keys and of the sources (SQLite's migration 53;
+ * docs/architecture.md "Shutdown"): moved by a row trigger in the writing transaction,
+ * whichever node or tool writes, so that each node's periodic reload reads a table again only
+ * when it changed (a statement trigger fired for statements that changed no row: the retention
+ * walk's delete of expired keys, every round, moved the stamp of an unchanged table). */
+static const char *const migration_19[] = {
+    "CREATE TABLE IF NOT EXISTS config_stamps (what text COLLATE \"C\" PRIMARY KEY, n bigint NOT"
+    " NULL)",
+    "INSERT INTO config_stamps(what, n) VALUES ('api_keys', 0), ('sources', 0) ON CONFLICT DO"
+    " NOTHING",
+    "CREATE OR REPLACE FUNCTION hookd_config_stamp() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " BEGIN UPDATE config_stamps SET n = n + 1 WHERE what = TG_TABLE_NAME; RETURN NULL; END $$",
+    "CREATE TRIGGER api_keys_stamp AFTER INSERT OR UPDATE OR DELETE ON api_keys FOR EACH"
+    " ROW EXECUTE FUNCTION hookd_config_stamp()",
+    "CREATE TRIGGER sources_stamp AFTER INSERT OR UPDATE OR DELETE ON sources FOR EACH"
+    " ROW EXECUTE FUNCTION hookd_config_stamp()",
+    NULL};
+
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
     migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
     migration_11, migration_12, migration_13, migration_14, migration_15,
-    migration_16, migration_17, migration_18};
+    migration_16, migration_17, migration_18, migration_19};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

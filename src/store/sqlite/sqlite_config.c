@@ -1062,6 +1062,23 @@ int sq_audit_list(hookd_store_conn *c, const char *tenant_id, int64_t before_seq
   return sq_read_rows(c, st, sizeof **out, rd_audit, free_audits, (void **)out, n, "list audit");
 }
 
+/* ---------- the change stamps of keys and sources ---------- */
+
+int sq_config_stamps(hookd_store_conn *c, int64_t *keys, int64_t *sources) {
+  *keys = *sources = 0;
+  sqlite3_stmt *st = sq_stmt(c, SQ_STAMPS,
+                             "SELECT (SELECT n FROM config_stamps WHERE what = 'api_keys'),"
+                             " (SELECT n FROM config_stamps WHERE what = 'sources')");
+  if (!st) return HOOKD_STORE_ERR;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *keys = sqlite3_column_int64(st, 0);
+    *sources = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW ? HOOKD_STORE_OK : sq_fail(c, "read the change stamps");
+}
+
 /* ---------- the heartbeat ---------- */
 
 int sq_heartbeat(hookd_store_conn *c, int64_t now_ms, bool at_start, int64_t gap_ms,

@@ -625,6 +625,7 @@ const hookd_store_backend hookd_sqlite_backend = {
     .event_type_list = sq_event_type_list,
     .event_type_get = sq_event_type_get,
     .backlog_count = sq_backlog_count,
+    .config_stamps = sq_config_stamps,
     .heartbeat = sq_heartbeat,
     .event_type_update = sq_event_type_update,
     .event_types_check = sq_event_types_check,

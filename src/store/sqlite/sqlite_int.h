@@ -57,6 +57,7 @@ enum sq_stmt_id {
   SQ_RPL_ITEM_INSERT_MISSING, SQ_RPL_ITEM_EVENT, SQ_RPL_ITEM_MADE, SQ_EV_PAYLOAD_READ,
   SQ_EV_PAYLOAD_CANCEL, SQ_TENANT_MADE, SQ_EVENT_MADE, SQ_ET_INSERT,
   SQ_ET_LIST, SQ_ET_UPDATE, SQ_ET_GET, SQ_ET_ONE, SQ_BACKLOG, SQ_HB_GET, SQ_HB_SET, SQ_HB_MOVE, SQ_KEY_PURGE,
+  SQ_STAMPS,
   SQ_RPL_PURGE_JOB, SQ_RPL_PURGE_ITEMS, SQ_RPL_PURGE_MARK, SQ_RPL_PURGE_MOVES,
   SQ_RPL_MOVE_KEEP, SQ_RPL_MOVE_MADE, SQ_RPL_BACK_MARK, SQ_RPL_BACK_FIRST,
   SQ_RPL_BACK_RESTORE, SQ_RPL_BACK_DELETE, SQ_RPL_BACK_REQUEUE, SQ_RPL_BACK_END,
@@ -210,6 +211,7 @@ int sq_event_type_update(hookd_store_conn *c, const char *name, const char *desc
                          const char *schemas, int archived, int64_t now_ms,
                          hookd_event_type *out, int *changed);
 int sq_backlog_count(hookd_store_conn *c, int64_t cap, int64_t *n);
+int sq_config_stamps(hookd_store_conn *c, int64_t *keys, int64_t *sources);
 int sq_api_key_purge(hookd_store_conn *c, int64_t before_ms, int limit, int *purged,
                      bool *more);
 int sq_heartbeat(hookd_store_conn *c, int64_t now_ms, bool at_start, int64_t gap_ms,

@@ -657,6 +657,28 @@ static const struct {
      "  one INTEGER PRIMARY KEY CHECK (one = 1),"
      "  at INTEGER NOT NULL"
      ");"},
+    {53,
+     /* The change stamps of the API keys and of the sources (docs/architecture.md "Shutdown"):
+      * moved in the transaction of any change to their table, whoever writes it (the API, the
+      * CLI, a retention walk, a hand edit), so that the periodic reload reads a table again
+      * only when it changed. */
+     "CREATE TABLE IF NOT EXISTS config_stamps ("
+     "  what TEXT PRIMARY KEY,"
+     "  n INTEGER NOT NULL"
+     ") WITHOUT ROWID;"
+     "INSERT OR IGNORE INTO config_stamps(what, n) VALUES ('api_keys', 0), ('sources', 0);"
+     "CREATE TRIGGER IF NOT EXISTS api_keys_stamp_insert AFTER INSERT ON api_keys BEGIN"
+     "  UPDATE config_stamps SET n = n + 1 WHERE what = 'api_keys'; END;"
+     "CREATE TRIGGER IF NOT EXISTS api_keys_stamp_update AFTER UPDATE ON api_keys BEGIN"
+     "  UPDATE config_stamps SET n = n + 1 WHERE what = 'api_keys'; END;"
+     "CREATE TRIGGER IF NOT EXISTS api_keys_stamp_delete AFTER DELETE ON api_keys BEGIN"
+     "  UPDATE config_stamps SET n = n + 1 WHERE what = 'api_keys'; END;"
+     "CREATE TRIGGER IF NOT EXISTS sources_stamp_insert AFTER INSERT ON sources BEGIN"
+     "  UPDATE config_stamps SET n = n + 1 WHERE what = 'sources'; END;"
+     "CREATE TRIGGER IF NOT EXISTS sources_stamp_update AFTER UPDATE ON sources BEGIN"
+     "  UPDATE config_stamps SET n = n + 1 WHERE what = 'sources'; END;"
+     "CREATE TRIGGER IF NOT EXISTS sources_stamp_delete AFTER DELETE ON sources BEGIN"
+     "  UPDATE config_stamps SET n = n + 1 WHERE what = 'sources'; END;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose

@@ -682,6 +682,67 @@ static int run_finish_deliveries(hookd_store_conn *c, const hookd_store_backend 
 
 static void make_source(fx *f, bool with_destination);
 
+/* ---- the change stamps of keys and sources (the periodic reload's skip) ---- */
+
+static int run_stamps(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  call *k = a;
+  return be->config_stamps(c, &k->i64, (int64_t *)k->out);
+}
+static int run_key_make(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  return be->api_key_create(c, ((call *)a)->in);
+}
+static int run_key_revoke(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  return be->api_key_revoke(c, ((call *)a)->in, 5);
+}
+static int run_src_delete(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  hookd_delete_counts n;
+  return be->source_delete(c, ((call *)a)->in, 6, &n);
+}
+static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
+  (void)be;
+  return sq_exec(c, ((call *)a)->in);
+}
+
+/* asserts the stamps moved (1) or not (0) since *keys, *sources, and keeps the new ones */
+static void stamps_moved(fx *f, int64_t *keys, int64_t *sources, int keys_moved,
+                         int sources_moved) {
+  int64_t s = -1;
+  call c = {.out = &s};
+  assert_int_equal(hookd_storeq_run_sync(f->s->reader, run_stamps, &c), 0);
+  assert_int_equal(c.i64 != *keys, keys_moved);
+  assert_int_equal(s != *sources, sources_moved);
+  *keys = c.i64;
+  *sources = s;
+}
+
+static void config_stamps_move_with_keys_and_sources(void **state) {
+  fx *f = *state;
+  int64_t keys = 0, sources = 0;
+  stamps_moved(f, &keys, &sources, 0, 0); /* a new store: both 0 */
+  hookd_api_key k = {.id = "key_a", .role = "viewer", .name = "a", .created_ms = 1};
+  call c = {.in = &k};
+  assert_int_equal(w(f, run_key_make, &c), 0);
+  stamps_moved(f, &keys, &sources, 1, 0);
+  c.in = "key_a";
+  assert_int_equal(w(f, run_key_revoke, &c), 0);
+  stamps_moved(f, &keys, &sources, 1, 0);
+  make_source(f, true); /* (its tenant and endpoint with it: neither moves a stamp) */
+  stamps_moved(f, &keys, &sources, 0, 1);
+  hookd_receive_res r; /* an event received writes no source */
+  assert_int_equal(receive(f, "in_1", "key-a", "hash-1", hookd_now_ms(), &r), 0);
+  hookd_receive_res_free(&r);
+  stamps_moved(f, &keys, &sources, 0, 0);
+  c.in = "UPDATE api_keys SET name = 'edited by hand'"; /* whoever writes */
+  assert_int_equal(w(f, run_sql, &c), 0);
+  stamps_moved(f, &keys, &sources, 1, 0);
+  c.in = "DELETE FROM api_keys";
+  assert_int_equal(w(f, run_sql, &c), 0);
+  stamps_moved(f, &keys, &sources, 1, 0);
+  c.in = "src1";
+  assert_int_equal(w(f, run_src_delete, &c), 0);
+  stamps_moved(f, &keys, &sources, 0, 1);
+}
+
 static void receive_dedup_conflict_purge(void **state) {
   fx *f = *state;
   make_source(f, true);
@@ -2066,11 +2127,6 @@ static void blocked_lanes_stay_out_of_the_due_index(void **state) {
 
 /* ---- the WAL stays bounded ---- */
 
-static int run_sql(hookd_store_conn *c, const hookd_store_backend *be, void *a) {
-  (void)be;
-  return sq_exec(c, ((call *)a)->in);
-}
-
 static long file_size(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 ? (long)st.st_size : 0;
@@ -2529,6 +2585,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(fan_out_matches_the_payload_it_is_given, setup, teardown),
       cmocka_unit_test_setup_teardown(endpoint_stats_by_state_in_a_window_cut_at_the_cap, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(config_stamps_move_with_keys_and_sources, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
