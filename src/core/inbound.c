@@ -4,6 +4,7 @@
 #include "core/inbound.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -55,6 +56,13 @@ const char *hookd_in_header_get(const hookd_in_request *req, const char *name) {
     }
   }
   return found;
+}
+
+const char *hookd_in_shopify_header(const hookd_in_request *req, const char *name) {
+  char full[64];
+  snprintf(full, sizeof full, "X-Shopify-%s", name);
+  const char *v = hookd_in_header_get(req, full);
+  return v ? v : hookd_in_header_get(req, full + 2);
 }
 
 bool hookd_http_token(const char *s, size_t n) {

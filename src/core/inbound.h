@@ -68,6 +68,10 @@ typedef struct hookd_in_request {
 /* Returns the header with this name (case-insensitive); NULL when it is absent or was sent more
  * than once (ambiguous: a signature header sent twice verifies as missing). */
 const char *hookd_in_header_get(const hookd_in_request *req, const char *name);
+/* Shopify's header X-Shopify-<name>, else Shopify-<name>: its Events deliveries name them
+ * without the X- (sent beside the X- names for now; Shopify's own library reads shopify-*
+ * first). */
+const char *hookd_in_shopify_header(const hookd_in_request *req, const char *name);
 
 /* True when s[0..n) is an RFC 9110 token (1 or more of letters, digits, !#$%&'*+-.^_`|~): what
  * a header name is made of. */
@@ -219,7 +223,9 @@ int hookd_in_handshake(hookd_provider p, const hookd_in_request *req, const json
  *           modal gets an ephemeral "not handled" message instead (unforwarded_body), since a
  *           deferred answer nobody follows up shows "thinking…" for 15 minutes
  *   twilio  an empty TwiML <Response> (an incoming message or call takes nothing else)
- *   slack   a form post (slash command, interaction) an empty 200 (a body would be shown)
+ *   slack   a form post (slash command, interaction) an empty 200 (a body would be shown);
+ *           an options request (block_suggestion, dialog_suggestion) no options, as JSON —
+ *           the menu waits for a list, and the application's answer cannot reach Slack
  * Returns 1 and fills *ack (static strings; content_type and body NULL for none), 0 when hookd's
  * own answer is the one to give. The providers' refusals (VNPay 97/99) stay with the caller. */
 typedef struct hookd_in_ack {

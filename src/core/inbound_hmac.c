@@ -209,9 +209,10 @@ int hookd_in_verify_github(const hookd_in_request *req, const hookd_in_secrets *
 
 int hookd_in_verify_shopify(const hookd_in_request *req, const hookd_in_secrets *s,
                             hookd_verify_result *out) {
-  const char *h = hookd_in_header_get(req, "X-Shopify-Hmac-Sha256");
+  const char *h = hookd_in_shopify_header(req, "Hmac-Sha256");
   if (!h)
-    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "shopify: missing X-Shopify-Hmac-Sha256");
+    return hookd_in_result(out, HOOKD_VERIFY_MALFORMED,
+                           "shopify: missing X-Shopify-Hmac-Sha256 (or Shopify-Hmac-Sha256)");
   size_t len = strlen(h);
   h = hookd_in_trim(h, &len);
   unsigned char sig[48];

@@ -256,8 +256,8 @@ int hookd_in_event_id(hookd_provider p, const hookd_in_request *req, const json_
   case HOOKD_PROVIDER_GITHUB:
     return put_str(out, outlen, hookd_in_header_get(req, "X-GitHub-Delivery"));
   case HOOKD_PROVIDER_SHOPIFY:
-    h = hookd_in_header_get(req, "X-Shopify-Webhook-Id");
-    if (!h || !*h) h = hookd_in_header_get(req, "X-Shopify-Event-Id");
+    h = hookd_in_shopify_header(req, "Webhook-Id");
+    if (!h || !*h) h = hookd_in_shopify_header(req, "Event-Id");
     return put_str(out, outlen, h);
   case HOOKD_PROVIDER_STANDARD: { /* the id the signature covered */
     const char *ts, *sig;
@@ -345,7 +345,7 @@ int hookd_in_event_type(hookd_provider p, const hookd_in_request *req, const jso
   case HOOKD_PROVIDER_GITHUB:
     return put_str(out, outlen, hookd_in_header_get(req, "X-GitHub-Event"));
   case HOOKD_PROVIDER_SHOPIFY:
-    return put_str(out, outlen, hookd_in_header_get(req, "X-Shopify-Topic"));
+    return put_str(out, outlen, hookd_in_shopify_header(req, "Topic"));
   case HOOKD_PROVIDER_SLACK: {
     const json_t *t = obj_get(obj_get(body, "event"), "type");
     if (!json_is_string(t)) t = obj_get(body, "type");
@@ -461,7 +461,14 @@ int hookd_in_stored_ack(hookd_provider p, const hookd_in_request *req, const jso
     *ack = (hookd_in_ack){200, "text/xml",
                           "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response></Response>", NULL};
     return 1;
-  case HOOKD_PROVIDER_SLACK: return hookd_in_is_form(hookd_in_header_get(req, "Content-Type"));
+  case HOOKD_PROVIDER_SLACK: {
+    if (!hookd_in_is_form(hookd_in_header_get(req, "Content-Type"))) return 0;
+    char type[64];
+    if (slack_form_type(req, type, sizeof type) == 0 &&
+        (!strcmp(type, "block_suggestion") || !strcmp(type, "dialog_suggestion")))
+      *ack = (hookd_in_ack){200, json, "{\"options\":[]}", NULL};
+    return 1;
+  }
   case HOOKD_PROVIDER_DISCORD: {
     const json_t *t = obj_get(body, "type");
     json_int_t type = json_is_integer(t) ? json_integer_value(t) : -1;

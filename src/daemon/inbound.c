@@ -793,8 +793,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
      * webhook id per subscription, the event id the same. It keys as a business key (the
      * identity stays the webhook id, constant over retries, as before), with the topic: one
      * event may trigger several topics, each its own webhook to forward. */
-    const char *eid = hookd_in_header_get(&in, "X-Shopify-Event-Id");
-    const char *topic = hookd_in_header_get(&in, "X-Shopify-Topic");
+    const char *eid = hookd_in_shopify_header(&in, "Event-Id");
+    const char *topic = hookd_in_shopify_header(&in, "Topic");
     if (eid && *eid) { /* sized to the headers: a long id must not fail the key (503 for ever) */
       hookd_buf_init(&comp, strlen(eid) + (topic ? strlen(topic) : 0) + 32);
       op->hash_failed |= hookd_buf_printf(&comp, "shopify-event\x1f%s\x1f%s", topic ? topic : "",

@@ -701,6 +701,13 @@ describe('providers as they really send (an audit against their documentation)',
     for (const body of [big, many]) assert.equal((await form(body)).status, 200);
     await dest.waitFor(3);
     assert.deepEqual(dest.requests.slice(1).map((q) => q.body.length).sort((x, y) => x - y), [many.length, big.length].sort((x, y) => x - y));
+    // an external select menu's options request (one a keystroke) waits for a list: no options,
+    // as JSON (an empty 200 left the menu with nothing to show); other forms an empty 200
+    const suggest = `payload=${encodeURIComponent(JSON.stringify({ type: 'block_suggestion', action_id: 'pick', value: 'ab' }))}`;
+    const opts = await form(suggest);
+    assert.deepEqual([opts.status, opts.type, opts.text], [200, 'application/json', '{"options":[]}']);
+    const click2 = await form(click.replace('1.2', '1.3'));
+    assert.deepEqual([click2.status, click2.text], [200, '']);
     await dest.close();
   });
 

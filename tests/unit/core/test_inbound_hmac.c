@@ -220,6 +220,11 @@ static void shopify(void **st) {
   req_init(&b, SH_BODY, 0);
   hdr(&b, "X-Shopify-Hmac-Sha256", "S+58/IB8otvy35btFksU2LZeOdUgHfxAm9+dHXijP5c");
   assert_int_equal(run(HOOKD_PROVIDER_SHOPIFY, &b, one, 1), HOOKD_VERIFY_MALFORMED);
+  /* Shopify Events' names, without the X- (shopify-app-js reads them first) */
+  req_init(&b, SH_BODY, 0);
+  hdr(&b, "shopify-hmac-sha256", SH_SIG);
+  assert_int_equal(run(HOOKD_PROVIDER_SHOPIFY, &b, one, 1), HOOKD_VERIFY_OK);
+  assert_int_equal(run(HOOKD_PROVIDER_SHOPIFY, &b, wrong, 1), HOOKD_VERIFY_MISMATCH);
 }
 
 /* ---- Slack: the worked example in Slack's "Verifying requests from Slack" docs --------------- */

@@ -52,6 +52,17 @@ static void event_ids(void **st) {
   r = R(sh2, 2, "{}");
   assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_SHOPIFY, &r, NULL, NULL, id, sizeof id), 0);
   assert_string_equal(id, "wh-1");
+  /* Shopify Events' names, without the X-; an X- one first */
+  hookd_in_header sh3[] = {{"shopify-webhook-id", "wh-2"}, {"shopify-topic", "orders/paid"}};
+  r = R(sh3, 2, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_SHOPIFY, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "wh-2");
+  assert_int_equal(hookd_in_event_type(HOOKD_PROVIDER_SHOPIFY, &r, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "orders/paid");
+  hookd_in_header sh4[] = {{"Shopify-Webhook-Id", "wh-3"}, {"X-Shopify-Webhook-Id", "wh-4"}};
+  r = R(sh4, 2, "{}");
+  assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_SHOPIFY, &r, NULL, NULL, id, sizeof id), 0);
+  assert_string_equal(id, "wh-4");
 
   hookd_in_header sv[] = {{"svix-id", "msg_2"}};
   r = R(sv, 1, "{}");
