@@ -1,6 +1,6 @@
 /* cmd_keys.c — `hookd keys`: API keys and the master key, against the store directly.
  *
- *   hookd keys create --role admin|operator|viewer|publisher [--tenants a,b] [--name N]
+ *   hookd keys create --role admin|manager|operator|viewer|publisher [--tenants a,b] [--name N]
  *                     [--expires-in-s S]
  *   hookd keys list
  *   hookd keys revoke KEY_ID
@@ -43,7 +43,7 @@ typedef struct keys_args {
 
 static void usage(FILE *to) {
   fprintf(to,
-          "usage: hookd keys create --role admin|operator|viewer|publisher [--tenants a,b] "
+          "usage: hookd keys create --role admin|manager|operator|viewer|publisher [--tenants a,b] "
           "[--name NAME] [--expires-in-s S] [--store URL]\n"
           "       hookd keys list [--store URL]\n"
           "       hookd keys revoke KEY_ID [--store URL]\n"
@@ -308,7 +308,7 @@ static const char *when_read(const char *store) {
 static int cmd_create(keys_args *a) {
   hookd_role role;
   if (!a->role || hookd_role_parse(a->role, &role) != 0) {
-    fprintf(stderr, "hookd keys create: --role must be admin, operator, viewer or publisher\n");
+    fprintf(stderr, "hookd keys create: --role must be " HOOKD_ROLES_TEXT "\n");
     return 2;
   }
   /* an empty list must not become a key for every tenant, nor a long one a list the daemon

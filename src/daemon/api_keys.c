@@ -286,11 +286,11 @@ void hookd_api_key_create(hookd_req *r, hookd_app *app) {
   if (!hookd_api_known_members(r, body, NULL, names)) goto done;
   if (!json_object_get(body, "role")) {
     hookd_req_error(r, 422, "missing_field",
-                    "role is required: admin, operator, viewer or publisher");
+                    "role is required: " HOOKD_ROLES_TEXT);
     goto done;
   }
   if (hookd_json_get_str(body, "role", &role) != 0 || hookd_role_parse(role, &parsed) != 0) {
-    hookd_req_error(r, 422, "invalid_field", "role must be admin, operator, viewer or publisher");
+    hookd_req_error(r, 422, "invalid_field", "role must be " HOOKD_ROLES_TEXT);
     goto done;
   }
   if (!take_name_expiry(r, body, NULL, 0, 365 * 86400LL, &name, &secs)) goto done;
@@ -320,10 +320,11 @@ void hookd_api_portal_access(hookd_req *r, hookd_app *app) {
   int rrc = body ? hookd_json_get_str(body, "role", &role) : 1;
   if (rrc == 1) role = "operator"; /* (absent or null: the default) */
   if (rrc < 0 || hookd_role_parse(role, &parsed) != 0 ||
-      (parsed != HOOKD_ROLE_VIEWER && parsed != HOOKD_ROLE_OPERATOR)) {
+      (parsed != HOOKD_ROLE_VIEWER && parsed != HOOKD_ROLE_OPERATOR &&
+       parsed != HOOKD_ROLE_MANAGER)) {
     hookd_req_field_error(r, 422, "invalid_field", "role",
-                          "role must be viewer or operator (a portal's key reads, and an "
-                          "operator's replays)");
+                          "role must be viewer, operator or manager (a portal's key reads, an "
+                          "operator's replays, a manager's looks after the tenant's endpoints)");
     goto done;
   }
   json_t *none = body ? NULL : json_object(); /* (no body: every member absent) */

@@ -76,8 +76,7 @@ int hookd_auth_key_check(const hookd_api_key *k, hookd_role *role, char *why, si
   hookd_role r;
   /* a role of a newer version, or a hand edit's: what it may do is unknown, so nothing */
   if (hookd_role_parse(k->role, &r) != 0) {
-    snprintf(why, len, "its role \"%.32s\" is not admin, operator, viewer or publisher",
-             k->role ? k->role : "");
+    snprintf(why, len, "its role \"%.32s\" is not " HOOKD_ROLES_TEXT, k->role ? k->role : "");
     return -1;
   }
   if (role) *role = r;
@@ -214,10 +213,10 @@ bool hookd_auth_still_valid(hookd_auth *a, const hookd_principal *p) {
 bool hookd_role_allows(hookd_role role, hookd_perm perm) {
   switch (perm) {
   case HOOKD_PERM_PUBLIC: return true;
-  case HOOKD_PERM_READ:
-    return role == HOOKD_ROLE_VIEWER || role == HOOKD_ROLE_OPERATOR || role == HOOKD_ROLE_ADMIN;
+  case HOOKD_PERM_READ: return role >= HOOKD_ROLE_VIEWER && role <= HOOKD_ROLE_ADMIN;
   case HOOKD_PERM_PUBLISH: return role == HOOKD_ROLE_PUBLISHER || role == HOOKD_ROLE_ADMIN;
-  case HOOKD_PERM_OPERATE: return role == HOOKD_ROLE_OPERATOR || role == HOOKD_ROLE_ADMIN;
+  case HOOKD_PERM_OPERATE: return role >= HOOKD_ROLE_OPERATOR && role <= HOOKD_ROLE_ADMIN;
+  case HOOKD_PERM_MANAGE: return role == HOOKD_ROLE_MANAGER || role == HOOKD_ROLE_ADMIN;
   case HOOKD_PERM_ADMIN: return role == HOOKD_ROLE_ADMIN;
   case HOOKD_PERM_SCRAPE: return true; /* not a key's: the router checks the metrics token */
   }
@@ -237,7 +236,8 @@ bool hookd_principal_has_tenant(const hookd_principal *p, const char *tenant_id)
   return false;
 }
 
-static const char *const role_names[] = {"none", "publisher", "viewer", "operator", "admin"};
+static const char *const role_names[] = {"none",     "publisher", "viewer",
+                                         "operator", "manager",   "admin"};
 
 const char *hookd_role_name(hookd_role r) {
   return (unsigned)r <= HOOKD_ROLE_ADMIN ? role_names[r] : "none";

@@ -22,8 +22,12 @@ typedef enum hookd_role {
   HOOKD_ROLE_PUBLISHER,
   HOOKD_ROLE_VIEWER,
   HOOKD_ROLE_OPERATOR,
+  HOOKD_ROLE_MANAGER, /* an operator's, and its tenants' endpoints (docs/security.md) */
   HOOKD_ROLE_ADMIN,
 } hookd_role;
+
+/* The roles' names, as messages list them */
+#define HOOKD_ROLES_TEXT "admin, manager, operator, viewer or publisher"
 
 /* What a route needs. */
 typedef enum hookd_perm {
@@ -31,6 +35,7 @@ typedef enum hookd_perm {
   HOOKD_PERM_READ,
   HOOKD_PERM_PUBLISH,
   HOOKD_PERM_OPERATE,
+  HOOKD_PERM_MANAGE,     /* a tenant's endpoints: create, delete, secrets, headers */
   HOOKD_PERM_ADMIN,
   HOOKD_PERM_SCRAPE,     /* no key; the --metrics-token bearer token when one is set */
 } hookd_perm;

@@ -636,7 +636,7 @@ describe('hookd CLI', () => {
       assert.equal(await as(future), 401, 'a role it does not know opens nothing');
       const refused = h.logs.filter((l) => l.msg === 'auth.key_refused' && l.key_id === 'key_future');
       assert.equal(refused.length, 1, 'logged once');
-      assert.match(refused[0].reason, /its role "auditor" is not admin, operator, viewer or publisher/);
+      assert.match(refused[0].reason, /its role "auditor" is not admin, manager, operator, viewer or publisher/);
       const list = await h.api('GET', '/v1/keys');
       assert.equal(list.status, 200, list.text);
       const state = (id) => list.json.data.find((k) => k.id === id)?.state;
@@ -646,7 +646,7 @@ describe('hookd CLI', () => {
       assert.equal(cli.status, 0, cli.stderr);
       assert.match(cli.stdout, /key_future\s+auditor\s+\*\s+invalid\s+-\s+newer/);
       assert.match(cli.stdout, /key_good\s+viewer\s+\*\s+active/);
-      assert.match(cli.stderr, /key key_future: its role "auditor" is not admin, operator, viewer or publisher; hookd refuses it/);
+      assert.match(cli.stderr, /key key_future: its role "auditor" is not admin, manager, operator, viewer or publisher; hookd refuses it/);
     } finally {
       assert.equal((await h.stop()).code, 0);
     }

@@ -356,19 +356,26 @@ describe('the dashboard page, run against the daemon', () => {
   });
 });
 
+// The dashboard in jsdom opened at path (a portal link's, its key in the fragment): its window,
+// which the caller closes. setUp(window) as openWithTenant's.
+async function openLink(path, setUp = () => {}) {
+  const dom = await JSDOM.fromURL(`${h.url}${path}`, {
+    runScripts: 'dangerously',
+    resources: 'usable',
+    beforeParse(window) {
+      window.fetch = (p, opts) => fetch(new URL(p, h.url), opts);
+      window.TextEncoder = TextEncoder;
+      setUp(window);
+    },
+  });
+  return dom.window;
+}
+
 describe('a portal link', () => {
   it('opens the tenant\'s endpoints with the key from the fragment, kept in the tab and taken out of the address bar', async () => {
     const p = await h.api('POST', `/v1/tenants/${tenant}/portal-access`, { role: 'viewer', expires_in_s: 600 });
     assert.equal(p.status, 201, p.text);
-    const dom = await JSDOM.fromURL(`${h.url}${p.json.path}`, {
-      runScripts: 'dangerously',
-      resources: 'usable',
-      beforeParse(window) {
-        window.fetch = (path, opts) => fetch(new URL(path, h.url), opts);
-        window.TextEncoder = TextEncoder;
-      },
-    });
-    const w = dom.window;
+    const w = await openLink(p.json.path);
     try {
       await waitUntil(() => /^endpoints \(1\)/.test(w.document.querySelector('#view h2')?.textContent ?? ''),
         { what: 'the tenant\'s endpoints shown' });
@@ -377,6 +384,59 @@ describe('a portal link', () => {
       assert.equal(w.location.href, `${h.url}/dashboard`);
       assert.ok(!w.history.state, 'replaced, not pushed');
       assert.equal(w.document.getElementById('tenant').value, tenant);
+    } finally {
+      w.close();
+    }
+  });
+});
+
+describe('endpoints from the page (a manager\'s portal link: the customer looks after their own)', () => {
+  it('adds one (its secret shown), edits it, disables it, reads and rotates its secret, and deletes it, each through the API with a reason', async () => {
+    const mine = await setup(h, recv.url);
+    const p = await h.api('POST', `/v1/tenants/${mine.tenant}/portal-access`, { role: 'manager' });
+    assert.equal(p.status, 201, p.text);
+    const w = await openLink(p.json.path, (window) => {
+      window.prompt = () => 'customer asked';
+      window.confirm = () => true;
+    });
+    const doc = w.document;
+    const h2 = () => doc.querySelector('#view h2')?.textContent ?? '';
+    const status = () => doc.getElementById('status').textContent;
+    const button = (label) => [...doc.querySelectorAll('#view button')].find((b) => b.textContent === label);
+    const submit = (form, values) => {
+      for (const [k, v] of Object.entries(values)) form.querySelector(`[name="${k}"]`).value = v;
+      form.dispatchEvent(new w.Event('submit', { cancelable: true }));
+    };
+    const eps = () => h.api('GET', `/v1/tenants/${mine.tenant}/endpoints?kind=endpoint`);
+    try {
+      await waitUntil(() => /^endpoints \(1\)/.test(h2()), { what: 'the tenant\'s endpoints shown' });
+      submit(doc.querySelector('#view form.endpoint'), { url: `${recv.url}/mine`, description: 'my endpoint', event_types: 'order.paid, order.*' });
+      await waitUntil(() => h2().startsWith('endpoint ') || status().startsWith('4') || null, { what: 'created' });
+      const id = h2().slice('endpoint '.length);
+      const made = (await eps()).json.data.find((x) => x.id === id);
+      assert.deepEqual([made?.url, made?.description, made?.event_types], [`${recv.url}/mine`, 'my endpoint', ['order.paid', 'order.*']]);
+      assert.match(doc.getElementById('view').textContent, /whsec_/, 'its secret shown once, as the API answered it');
+      // edited through its form (a reason asked: PATCH with Hookd-Reason)
+      button('Edit').click();
+      submit(doc.querySelector('#view form.endpoint'), { description: 'renamed', event_types: '' });
+      await waitUntil(async () => (await eps()).json.data.find((x) => x.id === id)?.description === 'renamed' || null, { what: 'the edit saved' });
+      assert.equal((await eps()).json.data.find((x) => x.id === id).event_types, null, 'no types: every type');
+      await waitUntil(() => h2() === `endpoint ${id}` && button('Disable') || null, { what: 'the view drawn again' });
+      button('Disable').click();
+      await waitUntil(() => button('Enable') || null, { what: 'disabled, drawn again' });
+      assert.equal((await eps()).json.data.find((x) => x.id === id).enabled, false);
+      button('Show secret').click();
+      const secret = (await h.api('GET', `/v1/tenants/${mine.tenant}/endpoints/${id}/secret`)).json.secret;
+      await waitUntil(() => doc.getElementById('view').textContent.includes(secret) || null, { what: 'the secret shown' });
+      button('Rotate secret').click();
+      await waitUntil(() => status() === 'Rotate secret: done' || null, { what: 'rotated' });
+      assert.notEqual((await h.api('GET', `/v1/tenants/${mine.tenant}/endpoints/${id}/secret`)).json.secret, secret);
+      button('Delete').click();
+      await waitUntil(() => /^endpoints \(1\)/.test(h2()) || null, { what: 'deleted, back to the list' });
+      assert.ok(!(await eps()).json.data.some((x) => x.id === id));
+      const audit = (await h.api('GET', `/v1/audit?tenant=${mine.tenant}&limit=50`)).json.data;
+      for (const action of ['endpoint.update', 'endpoint.delete'])
+        assert.equal(audit.find((x) => x.action === action && x.target === id)?.reason, 'customer asked', action);
     } finally {
       w.close();
     }

@@ -929,6 +929,54 @@ describe('keys that expire, and portal access', () => {
   });
 });
 
+describe('the manager role (a customer looking after their own endpoints)', () => {
+  it('creates, changes, rotates and deletes its tenant\'s endpoints, reads their secrets; nothing of another tenant, nor sources, tenants, keys, the audit log or publishing', async () => {
+    const h = await startHookd();
+    const recv = await startReceiver();
+    const a = await setup(h, recv.url);
+    const b = await setup(h, recv.url);
+    const p = await h.api('POST', `/v1/tenants/${a.tenant}/portal-access`, { role: 'manager' });
+    assert.deepEqual([p.status, p.json.role], [201, 'manager'], p.text);
+    const m = (method, path, body) => as(h, p.json.key, method, path, body);
+    const eps = `/v1/tenants/${a.tenant}/endpoints`;
+    const made = await m('POST', eps, { url: recv.url, description: 'mine', event_types: ['invoice.*'] });
+    assert.equal(made.status, 201, made.text);
+    assert.match(made.json.secret, /^whsec_/, 'its secret shown at creation, as to an admin');
+    const ep = `${eps}/${made.json.id}`;
+    const patched = await m('PATCH', ep, { description: 'renamed', event_types: ['invoice.paid'] });
+    assert.deepEqual([patched.status, patched.json.description, patched.json.event_types], [200, 'renamed', ['invoice.paid']], patched.text);
+    assert.equal((await m('GET', `${ep}/secret`)).json.secret, made.json.secret);
+    const rot = await m('POST', `${ep}/secret/rotate`);
+    assert.equal(rot.status, 200, rot.text);
+    assert.notEqual((await m('GET', `${ep}/secret`)).json.secret, made.json.secret);
+    assert.equal((await m('GET', `${ep}/headers`)).status, 200);
+    assert.equal((await m('POST', `${ep}/test`, {})).status, 202, 'a test event, as an operator');
+    assert.equal((await m('PATCH', ep, { enabled: false })).status, 200);
+    assert.equal((await m('DELETE', ep, { reason: 'not needed' })).status, 200);
+    const audit = (await h.api('GET', `/v1/audit?tenant=${a.tenant}&limit=100`)).json.data;
+    assert.equal(audit.find((x) => x.action === 'endpoint.delete' && x.target === made.json.id)?.actor, p.json.key_id, 'audited as the key');
+    // nothing of another tenant
+    assert.equal((await m('POST', `/v1/tenants/${b.tenant}/endpoints`, { url: recv.url })).status, 403);
+    assert.equal((await m('GET', `/v1/tenants/${b.tenant}/endpoints/${b.endpoint}/secret`)).status, 403);
+    // nor what an admin alone does
+    for (const [method, path, body] of [['POST', '/v1/sources', { tenant: a.tenant, provider: 'stripe', secrets: ['whsec_x'], destinations: [{ url: recv.url }] }],
+      ['PATCH', `/v1/tenants/${a.tenant}`, { name: 'x' }], ['DELETE', `/v1/tenants/${a.tenant}`, undefined],
+      ['POST', '/v1/keys', { role: 'viewer', tenants: [a.tenant] }], ['POST', `/v1/tenants/${a.tenant}/portal-access`, undefined],
+      ['GET', `/v1/audit?tenant=${a.tenant}`, undefined], ['POST', `/v1/tenants/${a.tenant}/events`, { type: 'invoice.paid', payload: {} }],
+      ['POST', `${eps}/${a.endpoint}/test`, { type: 'invoice.paid', payload: { forged: true } }], ['POST', '/v1/event-types', { name: 'x.y' }]]) {
+      const r = await m(method, path, body);
+      assert.equal(r.status, 403, `${method} ${path}: ${r.text}`);
+    }
+    // a key made with the role through the API and the CLI
+    const k = await h.api('POST', '/v1/keys', { role: 'manager', tenants: [a.tenant] });
+    assert.deepEqual([k.status, k.json.role], [201, 'manager'], k.text);
+    const cli = createKey(h, 'manager', a.tenant); // (asserts the CLI's success)
+    assert.match(cli.id, /^key_/);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+  });
+});
+
 describe('API input from keys of every role', () => {
   it('an endpoint\'s and a source\'s DELETE take a {"reason"} for the audit, and refuse any other field', async () => {
     const h = await startHookd();

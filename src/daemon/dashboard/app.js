@@ -101,21 +101,21 @@ function kv(obj, skip = [], kind) {
 }
 
 // An action asks for its reason (audited by the API), then runs and shows what it answered.
+async function act(label, run, after) {
+  const reason = prompt(`${label}: the reason (kept in the audit log)`);
+  if (reason === null) return;
+  const gen = st.gen;
+  try {
+    const res = await run(reason.trim());
+    if (gen !== st.gen) return; /* another view since: its answer is not shown over it */
+    status(`${label}: done`);
+    if (after) after(res);
+  } catch (e) { if (gen === st.gen) status(`${label}: ${e.message}`, true); }
+}
+
+// act() as a button
 function action(label, run, after) {
-  return el('button', {
-    type: 'button',
-    onclick: async () => {
-      const reason = prompt(`${label}: the reason (kept in the audit log)`);
-      if (reason === null) return;
-      const gen = st.gen;
-      try {
-        const res = await run(reason.trim());
-        if (gen !== st.gen) return; /* another view since: its answer is not shown over it */
-        status(`${label}: done`);
-        if (after) after(res);
-      } catch (e) { if (gen === st.gen) status(`${label}: ${e.message}`, true); }
-    },
-  }, label);
+  return el('button', { type: 'button', onclick: () => act(label, run, after) }, label);
 }
 
 // Runs a view's work; its answer is shown only while it is still the current view.
@@ -199,13 +199,66 @@ function showInbox(rec) {
     table(rec.deliveries, rec.tenant_id, 'delivery'));
 }
 
-// stats: GET …/stats's answer (docs/api.md), or null when it could not be read
+// An endpoint's fields as a form (a new one's, or ep's to change): URL, description, event types
+// (comma-separated; none: every type). onBody gets the API's body of what was typed.
+function endpointForm(ep, label, onBody) {
+  const f = el('form', { class: 'endpoint' },
+    el('input', { name: 'url', placeholder: 'https://… (URL)', size: '40', value: ep?.url ?? '' }), ' ',
+    el('input', { name: 'description', placeholder: 'description', value: ep?.description ?? '' }), ' ',
+    el('input', { name: 'event_types', placeholder: 'event types (a.b, c.*; none: every type)', size: '30',
+      value: (ep?.event_types ?? []).join(', ') }), ' ',
+    el('button', { type: 'submit' }, label));
+  f.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const v = Object.fromEntries(new FormData(f));
+    const types = v.event_types.split(',').map((x) => x.trim()).filter((x) => x);
+    onBody({ url: v.url.trim(), description: v.description, event_types: types.length ? types : null });
+  });
+  return f;
+}
+
+// The tenant's endpoints view's form for a new one: created, then shown with the signing secret
+// the API answers this once.
+function newEndpointForm() {
+  return [el('h2', {}, 'new endpoint'), endpointForm(null, 'Create', (body) => {
+    const gen = st.gen;
+    guard(async () => {
+      const ep = await api('POST', tpath('/endpoints'), body);
+      if (gen === st.gen) showEndpoint(ep, null);
+    }, gen);
+  })];
+}
+
+// An endpoint's view again, read from the API (after one of its actions)
+const reopenEndpoint = (ep) => () => find(ep.id, ep.tenant_id, 'endpoint');
+
+// stats: GET …/stats's answer (docs/api.md), or null when it could not be read. Its actions are
+// offered to every key: the API refuses (403) what the key's role may not do.
 function showEndpoint(ep, stats) {
+  const path = tpath(`/endpoints/${enc(ep.id)}`, ep.tenant_id);
+  const secret = el('p', { class: 'json' });
+  const edit = el('div');
+  const acts = el('div', { class: 'actions' },
+    el('button', { type: 'button', onclick: () => edit.replaceChildren(endpointForm(ep, 'Save',
+      (body) => act('Save', (why) => api('PATCH', path, body, why), reopenEndpoint(ep)))) }, 'Edit'),
+    action(ep.enabled === false ? 'Enable' : 'Disable',
+      (why) => api('PATCH', path, { enabled: ep.enabled === false }, why), reopenEndpoint(ep)),
+    action('Send test event', (why) => api('POST', `${path}/test`, {}, why)),
+    el('button', { type: 'button', onclick: () => guard(async () => {
+      secret.textContent = `signing secret: ${(await api('GET', `${path}/secret`)).secret}`;
+    }) }, 'Show secret'),
+    action('Rotate secret', (why) => api('POST', `${path}/secret/rotate`, {}, why), (r) => {
+      secret.textContent = r?.secret ? `signing secret: ${r.secret}` : '';
+    }),
+    action('Delete', async (why) => {
+      if (!confirm(`Delete endpoint ${ep.id}? Its deliveries not sent yet are cancelled.`)) throw new Error('not deleted');
+      return api('DELETE', path, undefined, why);
+    }, () => view('endpoints')));
   const counts = stats ? [el('h2', {}, 'deliveries made in the last 7 days (by state now)'),
     kv({ ...stats.deliveries, success_rate: stats.success_rate,
       at_least: stats.at_least.length ? stats.at_least.join(', ') : 'none' })] : [];
-  show(el('h2', {}, `endpoint ${ep.id}`), kv(ep, ['health'], 'endpoint'), el('h2', {}, 'health (this node)'),
-    ep.health ? kv(ep.health) : el('p', {}, 'none'), ...counts);
+  show(el('h2', {}, `endpoint ${ep.id}`), acts, edit, secret, kv(ep, ['health'], 'endpoint'),
+    el('h2', {}, 'health (this node)'), ep.health ? kv(ep.health) : el('p', {}, 'none'), ...counts);
 }
 
 // (a completed job moved every item; a cancel takes back those not sent yet: docs/replay.md)
@@ -312,7 +365,8 @@ function view(name) {
   const t = enc(st.tenant);
   guard(async () => {
     switch (name) {
-      case 'endpoints': return list('endpoints', 'endpoint', tpath('/endpoints?limit=100'), 'after');
+      case 'endpoints':
+        return list('endpoints', 'endpoint', tpath('/endpoints?limit=100'), 'after', newEndpointForm());
       case 'dead': case 'retrying': case 'unknown':
         return list(`${name} deliveries`, 'delivery', tpath(`/deliveries?state=${name}&limit=100`), 'after');
       case 'conflicts':
