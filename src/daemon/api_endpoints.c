@@ -78,6 +78,7 @@ typedef struct ep_op {
    * first send may have made it, before DNS failed or the policy changed), else this refusal */
   bool refused;
   hookd_url_error refusal;
+  bool not_managers; /* a manager's key at an inbound source's destination: 403 */
 } ep_op;
 
 static void ep_op_cleanup(hookd_api_op *op) {
@@ -595,6 +596,26 @@ void hookd_api_endpoint_create(hookd_req *r, hookd_app *app) {
   submit_with_check(op);
 }
 
+/* A manager looks after its tenants' own endpoints; an inbound source's destination — its URL,
+ * secret and headers (a gateway's credential, say) — is the source's, an admin's: a manager
+ * does with it what an operator does (reads it, enables or disables it). Before, a review: a
+ * manager's key read a destination's headers and pointed it at a URL of its own. Checked on
+ * the store thread once the endpoint is read (HOOKD_STORE_STATE), answered 403 by the reply. */
+static bool manager_refused(ep_op *op, bool beyond_operator) {
+  const hookd_principal *p = hookd_api_principal(op->base.req);
+  op->not_managers = beyond_operator && p && p->role == HOOKD_ROLE_MANAGER && op->ep.source_id;
+  return op->not_managers;
+}
+
+/* the reply to a manager_refused op; false when it was not */
+static bool reply_not_managers(ep_op *op) {
+  if (!op->not_managers) return false;
+  hookd_api_forbid(op->base.req, "endpoint %s is a destination of inbound source %s: an admin's "
+                                 "key changes it and reads its secret and headers",
+                   op->id, op->ep.source_id);
+  return true;
+}
+
 /* ---------- get / list / secret ---------- */
 
 static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -610,6 +631,8 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
     hookd_endpoint_free(&op->ep);
     rc = HOOKD_STORE_NOTFOUND;
   }
+  if (rc == 0 && manager_refused(op, op->want_secret || op->want_headers))
+    return HOOKD_STORE_STATE;
   if (rc == 0 && op->want_secret) /* reading a secret is itself audited */
     rc = hookd_api_audit(base, c, be, "endpoint.secret.read", op->id, op->tenant, NULL);
   if (rc == 0 && op->want_headers) /* and so are the headers, which may be credentials */
@@ -619,6 +642,7 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
 
 static void reply_get(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
+  if (reply_not_managers(op)) return;
   if (rc) {
     hookd_api_store_error(base, rc, op->listing && base->err[0] ? base->err : "endpoint");
     return;
@@ -747,6 +771,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   int rc = be->endpoint_get(c, op->id, &op->ep);
   if (rc) return rc;
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
+  if (manager_refused(op, op->fields != F_ENABLED)) return HOOKD_STORE_STATE;
   /* an inbound source's destination gets every event its source accepts (the source's
    * event_types filter them), without lanes: stored, these would be ignored */
   if (op->ep.source_id &&
@@ -801,6 +826,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
  * validation the store op made on the merged endpoint comes back as LIMIT with its message);
  * true once the dispatcher knows the new endpoint. */
 static bool ep_changed(hookd_api_op *base, int rc) {
+  if (reply_not_managers((ep_op *)base)) return false;
   if (rc == HOOKD_STORE_LIMIT && base->err[0]) {
     hookd_req_error(base->req, 422, "invalid_field", "%s", base->err);
     return false;
@@ -866,6 +892,7 @@ static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   int rc = be->endpoint_get(c, op->id, &op->ep);
   if (rc) return rc;
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
+  if (manager_refused(op, true)) return HOOKD_STORE_STATE;
   op->ep.deleted_ms = hookd_now_ms();
   rc = be->endpoint_delete(c, op->id, op->ep.deleted_ms, &op->deleted);
   if (rc) return rc;
@@ -877,6 +904,7 @@ static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_
 
 static void reply_delete(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
+  if (reply_not_managers(op)) return;
   if (rc) {
     hookd_api_store_error(base, rc, "endpoint");
     return;
@@ -913,6 +941,7 @@ static int run_rotate(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   int rc = be->endpoint_get(c, op->id, &op->ep);
   if (rc) return rc;
   if (strcmp(op->ep.tenant_id, op->tenant) != 0) return HOOKD_STORE_NOTFOUND;
+  if (manager_refused(op, true)) return HOOKD_STORE_STATE;
   int64_t now = hookd_now_ms();
   /* the secret given is checked first (a malformed one is the caller's to fix, whatever the
    * overlap): of the endpoint's scheme, and not the one it has (a "rotation" to the same

@@ -443,6 +443,35 @@ describe('endpoints from the page (a manager\'s portal link: the customer looks 
   });
 });
 
+describe('an inbound source\'s destination from the page', () => {
+  it('is edited with the fields it has (no event types: its source\'s filter them), the changed ones alone sent', async () => {
+    const mine = await setup(h, recv.url);
+    const src = await h.api('POST', '/v1/sources', { tenant: mine.tenant, provider: 'stripe', secrets: ['whsec_dash'],
+      destinations: [{ url: recv.url, idempotent: true }] });
+    assert.equal(src.status, 201, src.text);
+    const id = src.json.destinations[0].id;
+    const { w, doc, h2 } = await openWithTenant(mine.tenant, (window) => { window.prompt = () => 'renamed it'; });
+    try {
+      doc.querySelector('nav button[data-view="endpoints"]').click(); // (listed with the endpoints)
+      const link = () => [...doc.querySelectorAll('#view a.id')].find((a) => a.textContent === id);
+      await waitUntil(() => link() || null, { what: 'the destination listed' });
+      link().click();
+      await waitUntil(() => h2() === `endpoint ${id}` || null, { what: 'the destination\'s view' });
+      [...doc.querySelectorAll('#view button')].find((b) => b.textContent === 'Edit').click();
+      const form = doc.querySelector('#view form.endpoint');
+      assert.equal(form.querySelector('[name="event_types"]'), null, 'no event types to edit');
+      form.querySelector('[name="description"]').value = 'payments handler';
+      form.dispatchEvent(new w.Event('submit', { cancelable: true }));
+      const read = async () => (await h.api('GET', `/v1/tenants/${mine.tenant}/endpoints/${id}`)).json;
+      await waitUntil(async () => (await read()).description === 'payments handler' || null,
+        { what: `saved (status: ${doc.getElementById('status').textContent})` });
+      assert.equal((await read()).url, recv.url, 'the URL as it was');
+    } finally {
+      w.close();
+    }
+  });
+});
+
 describe('the dashboard and ids that producers choose', () => {
   it('an id is linked by its place, not its form: a producer\'s event id shaped as another tenant\'s delivery id links to the event', async () => {
     // the producer of one tenant names its event after the suite tenant's DEAD delivery (ids are

@@ -967,6 +967,24 @@ describe('the manager role (a customer looking after their own endpoints)', () =
       const r = await m(method, path, body);
       assert.equal(r.status, 403, `${method} ${path}: ${r.text}`);
     }
+    // an inbound source's destination is the source's (an admin's): a manager reads it and
+    // enables or disables it, as an operator — its URL, secret and headers stay out of reach
+    // (a review: a manager's key read a destination's gateway credential and redirected it)
+    const src = await h.api('POST', '/v1/sources', { tenant: a.tenant, provider: 'stripe', secrets: ['whsec_dst'],
+      destinations: [{ url: recv.url, idempotent: true, headers: { Authorization: 'Bearer internal-gateway' } }] });
+    assert.equal(src.status, 201, src.text);
+    const dst = `${eps}/${src.json.destinations[0].id}`;
+    assert.equal((await m('GET', dst)).status, 200);
+    for (const [method, path, body] of [['GET', `${dst}/secret`], ['GET', `${dst}/headers`], ['PATCH', dst, { url: `${recv.url}/mine` }],
+      ['PATCH', dst, { enabled: false, description: 'x' }], ['POST', `${dst}/secret/rotate`], ['DELETE', dst]]) {
+      const r = await m(method, path, body);
+      assert.equal(r.status, 403, `${method} ${path} ${JSON.stringify(body)}: ${r.text}`);
+      assert.match(r.json.error.message, /is a destination of inbound source/);
+      assert.ok(!r.text.includes('internal-gateway') && !r.text.includes('whsec_'), 'nothing of its secrets');
+    }
+    assert.equal((await m('PATCH', dst, { enabled: false })).status, 200, 'enabled, as an operator');
+    const kept = (await h.api('GET', dst)).json;
+    assert.deepEqual([kept.url, kept.enabled], [recv.url, false], 'nothing else changed');
     // a key made with the role through the API and the CLI
     const k = await h.api('POST', '/v1/keys', { role: 'manager', tenants: [a.tenant] });
     assert.deepEqual([k.status, k.json.role], [201, 'manager'], k.text);

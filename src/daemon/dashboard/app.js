@@ -200,19 +200,26 @@ function showInbox(rec) {
 }
 
 // An endpoint's fields as a form (a new one's, or ep's to change): URL, description, event types
-// (comma-separated; none: every type). onBody gets the API's body of what was typed.
+// (comma-separated; none: every type — an inbound source's destination has none: its source's
+// filter them). onBody gets the API's body: for ep, the fields changed alone.
 function endpointForm(ep, label, onBody) {
+  const dest = Boolean(ep?.source_id);
   const f = el('form', { class: 'endpoint' },
     el('input', { name: 'url', placeholder: 'https://… (URL)', size: '40', value: ep?.url ?? '' }), ' ',
     el('input', { name: 'description', placeholder: 'description', value: ep?.description ?? '' }), ' ',
-    el('input', { name: 'event_types', placeholder: 'event types (a.b, c.*; none: every type)', size: '30',
-      value: (ep?.event_types ?? []).join(', ') }), ' ',
+    dest ? '' : el('input', { name: 'event_types', placeholder: 'event types (a.b, c.*; none: every type)',
+      size: '30', value: (ep?.event_types ?? []).join(', ') }), ' ',
     el('button', { type: 'submit' }, label));
   f.addEventListener('submit', (e) => {
     e.preventDefault();
     const v = Object.fromEntries(new FormData(f));
-    const types = v.event_types.split(',').map((x) => x.trim()).filter((x) => x);
-    onBody({ url: v.url.trim(), description: v.description, event_types: types.length ? types : null });
+    const body = { url: v.url.trim(), description: v.description };
+    if (!dest) {
+      const types = v.event_types.split(',').map((x) => x.trim()).filter((x) => x);
+      body.event_types = types.length ? types : null;
+    }
+    const same = (k) => JSON.stringify(body[k]) === JSON.stringify(ep[k] ?? null);
+    onBody(ep ? Object.fromEntries(Object.entries(body).filter(([k]) => !same(k))) : body);
   });
   return f;
 }

@@ -323,8 +323,12 @@ static const char *const migration_19[] = {
     " NULL)",
     "INSERT INTO config_stamps(what, n) VALUES ('api_keys', 0), ('sources', 0) ON CONFLICT DO"
     " NOTHING",
+    /* (the stamps' table named in the written table's schema, not found through the writer's
+     * search_path: a restore's session sets it empty, a DBA's psql may not name hookd's schema —
+     * their writes failed, a review) */
     "CREATE OR REPLACE FUNCTION hookd_config_stamp() RETURNS trigger LANGUAGE plpgsql AS $$"
-    " BEGIN UPDATE config_stamps SET n = n + 1 WHERE what = TG_TABLE_NAME; RETURN NULL; END $$",
+    " BEGIN EXECUTE format('UPDATE %I.config_stamps SET n = n + 1 WHERE what = %L',"
+    " TG_TABLE_SCHEMA, TG_TABLE_NAME); RETURN NULL; END $$",
     "CREATE TRIGGER api_keys_stamp AFTER INSERT OR UPDATE OR DELETE ON api_keys FOR EACH"
     " ROW EXECUTE FUNCTION hookd_config_stamp()",
     "CREATE TRIGGER sources_stamp AFTER INSERT OR UPDATE OR DELETE ON sources FOR EACH"
