@@ -130,6 +130,10 @@ int hookd_metrics_render(hookd_buf *o) {
                          "whole within --header-timeout-s of the connection's start or of its "
                          "last request's end",
                          LOAD(m->http_head_timeouts));
+  rc = rc ? rc : counter(o, "hookd_http_request_timeouts_total",
+                         "requests that did not arrive whole within --request-timeout-s: answered "
+                         "408 as their bytes came, or their connection shut down 5 s past it",
+                         LOAD(m->http_request_timeouts));
   rc = rc ? rc : counter(o, "hookd_http_address_busy_total",
                          "requests refused 503 because their client address already held its "
                          "share of --max-buffered-bytes (an eighth, at least --max-body-bytes)",

@@ -56,6 +56,7 @@ enum { M_DEAD_PERMANENT, M_DEAD_GONE, M_DEAD_BLOCKED, M_DEAD_MAX_ATTEMPTS, M_DEA
 typedef struct hookd_metrics {
   _Atomic uint64_t http_requests[6];      /* by status class: 1xx..5xx, [0] other */
   _Atomic uint64_t http_head_timeouts;    /* connections cut: head late (--header-timeout-s) */
+  _Atomic uint64_t http_request_timeouts; /* requests late (--request-timeout-s): 408 or cut */
   _Atomic uint64_t http_address_busy;     /* bodies refused: their address held its share */
   _Atomic uint64_t events_published;
   _Atomic uint64_t publish_duplicates;

@@ -643,6 +643,7 @@ static bool too_slow(hookd_req *r) {
   if (limit <= 0 || hookd_req_age_ms(r) <= (int64_t)limit * 1000) return false;
   hookd_req_error(r, 408, "request_timeout", "the request did not arrive whole within %d s",
                   limit);
+  HOOKD_ADD(http_request_timeouts, 1);
   return true;
 }
 
@@ -657,6 +658,8 @@ typedef struct conn_slot {
   int fd;
   int64_t since_us;  /* the head's clock: the connection's start, or its last request's end */
   bool in_request;   /* its head is complete: the request's own limits hold from here */
+  int64_t head_us;   /* when its head was complete */
+  bool body_in;      /* its body too (the handler runs or ran): no deadline of the watchdog's */
   bool cut;          /* shut down by the watchdog: a head completing now is not served */
 } conn_slot;
 
@@ -675,8 +678,20 @@ static bool head_arrived(hookd_server *srv, struct MHD_Connection *conn) {
   pthread_mutex_lock(&srv->conns_lock);
   bool cut = s->cut;
   s->in_request = true;
+  s->head_us = hookd_mono_us();
+  s->body_in = false;
   pthread_mutex_unlock(&srv->conns_lock);
   return !cut;
+}
+
+/* The body is complete (the request goes to its handler): the watchdog's request deadline no
+ * longer holds — an answer that takes its time (a commit) is not a client's trickle. */
+static void body_arrived(hookd_server *srv, struct MHD_Connection *conn) {
+  conn_slot *s = slot_of(conn);
+  if (!s) return;
+  pthread_mutex_lock(&srv->conns_lock);
+  s->body_in = true;
+  pthread_mutex_unlock(&srv->conns_lock);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -848,6 +863,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   if (!r->handled) {
     r->handled = true;
+    body_arrived(srv, conn);
     /* a chunked body's size lines, extensions and trailers reach hookd as no data: a request
      * whose end trickled in past the limit is refused here, not served late */
     if (too_slow(r)) return queue_close(r);
@@ -979,10 +995,18 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
  * arrived whole within --header-timeout-s of the connection's start or of its last request's
  * end, telling the client 408 when its request line had come (a connection idle between
  * requests is closed without a word, as the idle timer does). Counted always, logged at most
- * once a second. */
+ * once a second.
+ * It bounds a request whose head is complete too: one whose body has not arrived whole
+ * REQUEST_GRACE_US past --request-timeout-s is shut down without an answer (libmicrohttpd may
+ * be sending an early one). too_slow answers 408 when the bytes reach hookd; a chunk
+ * extension or a trailer reaches it as no data, and trickled a byte at a time held its slot
+ * until libmicrohttpd's buffer filled, hours (a review). */
+#define REQUEST_GRACE_US 5000000
 static void *head_watch(void *arg) {
   hookd_server *srv = arg;
   int64_t limit_us = (int64_t)srv->cfg.idle_timeout_s * 1000000;
+  int64_t req_limit_us = (int64_t)srv->cfg.request_timeout_s * 1000000;
+  if (req_limit_us > 0) req_limit_us += REQUEST_GRACE_US;
   char body[192];
   int blen = snprintf(body, sizeof body,
                       "{\"error\":{\"code\":\"request_timeout\",\"message\":\"the request "
@@ -994,20 +1018,33 @@ static void *head_watch(void *arg) {
     pthread_cond_timedwait(&srv->conns_wake, &srv->conns_lock, &tick);
     if (srv->watchdog_stop) break;
     int64_t now = hookd_mono_us();
-    int cut = 0;
+    int cut = 0, late = 0;
     for (conn_slot *s = srv->conns; s; s = s->next) {
-      if (s->in_request || s->cut || s->fd < 0 || now - s->since_us <= limit_us) continue;
+      if (s->cut || s->fd < 0) continue;
+      if (s->in_request) { /* its body still arriving past the request's deadline */
+        if (s->body_in || !req_limit_us || now - s->head_us <= req_limit_us) continue;
+        s->cut = true;
+        shutdown(s->fd, SHUT_RDWR);
+        late++;
+        continue;
+      }
+      if (now - s->since_us <= limit_us) continue;
       s->cut = true;
       if (s->pending && blen > 0 && (size_t)blen < sizeof body)
         send_direct(s->fd, 408, "application/json", NULL, NULL, 0, body, (size_t)blen);
       shutdown(s->fd, SHUT_RDWR);
       cut++;
     }
-    if (!cut) continue;
-    HOOKD_ADD(http_head_timeouts, (uint64_t)cut);
+    if (!cut && !late) continue;
+    if (cut) HOOKD_ADD(http_head_timeouts, (uint64_t)cut);
+    if (late) HOOKD_ADD(http_request_timeouts, (uint64_t)late);
     pthread_mutex_unlock(&srv->conns_lock);
-    HLOG(HOOKD_LOG_WARN, "http.head_timeout", KV_I("connections", cut),
-         KV_I("header_timeout_s", srv->cfg.idle_timeout_s));
+    if (cut)
+      HLOG(HOOKD_LOG_WARN, "http.head_timeout", KV_I("connections", cut),
+           KV_I("header_timeout_s", srv->cfg.idle_timeout_s));
+    if (late)
+      HLOG(HOOKD_LOG_WARN, "http.request_timeout", KV_I("connections", late),
+           KV_I("request_timeout_s", srv->cfg.request_timeout_s));
     pthread_mutex_lock(&srv->conns_lock);
   }
   pthread_mutex_unlock(&srv->conns_lock);

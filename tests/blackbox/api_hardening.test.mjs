@@ -987,6 +987,32 @@ describe('the edge, after the HTTP audit', () => {
   });
 });
 
+describe('requests whose end never comes', () => {
+  it('a chunk extension trickled in (no data reaches hookd) is cut 5 s past --request-timeout-s, however long the client goes on; a healthy request is answered meanwhile', async () => {
+    // a review: one extension byte every few seconds held the slot until libmicrohttpd's buffer
+    // filled (hours); with every slot so held, publishes and acks went unanswered
+    const h = await startHookd({ args: ['--request-timeout-s', '1', '--header-timeout-s', '5', '--max-connections', '4'] });
+    const held = await Promise.all(Array.from({ length: 4 }, async () => {
+      const c = await rawConnection(h.port);
+      c.sock.write(`POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
+        + 'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n1;');
+      c.drip = setInterval(() => { if (!c.sock.destroyed) c.sock.write('e'); }, 300);
+      return c;
+    }));
+    const t0 = Date.now();
+    const r = await exchange(h.port, 'GET /healthz HTTP/1.1\r\nHost: hookd\r\nConnection: close\r\n\r\n', { timeout: 15000 });
+    assert.equal(responses(r.text)[0]?.status, 200, `answered once the held slots were cut: ${r.text}`);
+    await Promise.all(held.map((c) => c.closed));
+    const waited = Date.now() - t0;
+    for (const c of held) clearInterval(c.drip);
+    assert.ok(waited >= 4000 && waited < 12000, `cut 5 s past the 1 s limit (about), not at the client's pace: ${waited} ms`);
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.ok(sampleValue(m, 'hookd_http_request_timeouts_total') >= 4, 'counted');
+    assert.ok(h.logs.some((l) => l.msg === 'http.request_timeout' && l.request_timeout_s === 1), 'logged');
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
 describe('request heads near --max-header-bytes', () => {
   // libmicrohttpd builds the answer's head in the memory that holds the request's: with none left
   // it closed the connection without a word after the handler had served the request
