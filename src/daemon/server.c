@@ -772,6 +772,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     /* decoded, "/v1/…/ep_1%2Fsecret" would reach the route of ".../ep_1/secret" (a proxy's
      * rule on paths would see one segment where hookd saw two): no id holds a '/' */
+    /* the leftovers of a body shorter than its Content-Length read as the next request line:
+     * a "method" such as {"a": is no HTTP token — a malformed request, not a method this route
+     * lacks (it was answered 405 naming it: a review) */
+    if (!method || !hookd_http_token(method, strlen(method))) {
+      hookd_req_error(r, 400, "invalid_request", "the request method is not an HTTP token");
+      return queue_close(r);
+    }
     if (r->encoded_slash) {
       hookd_req_error(r, 404, "not_found", "no such resource (an encoded '/' in the path)");
       return queue(r);

@@ -1015,6 +1015,17 @@ describe('a body announced over --max-body-bytes', () => {
     assert.equal(huge.status, 413, huge.text);
     assert.equal((await h.stop()).code, 0);
   });
+
+  it('a request line whose method is no HTTP token (a short body\'s leftovers) is 400, not a 405 naming it', async () => {
+    const h = await startHookd();
+    const r = await exchange(h.port, `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\nAuthorization: Bearer ${h.apiKey}\r\n`
+      + 'Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'
+      + '{"a":1} /v1/tenants HTTP/1.1\r\nHost: hookd\r\nConnection: close\r\n\r\n');
+    const rs = responses(r.text);
+    assert.deepEqual(rs.map((x) => x.status), [201, 400], r.text); // (no id: one is made)
+    assert.equal(JSON.parse(rs[1].body).error.message, 'the request method is not an HTTP token');
+    assert.equal((await h.stop()).code, 0);
+  });
 });
 
 describe('requests whose end never comes', () => {
