@@ -87,6 +87,7 @@ static int run_keys_reload(hookd_store_conn *c, const hookd_store_backend *be,
   base->keys = NULL;
   base->n_keys = 0;
   base->keys_gen = hookd_auth_begin_load(base->app->auth);
+  atomic_fetch_add_explicit(&hookd_m.config_reads[0], 1, memory_order_relaxed);
   return be->api_key_list(c, hookd_now_ms() - HOOKD_AUTH_EXPIRED_KEPT_MS, &base->keys,
                           &base->n_keys);
 }

@@ -243,8 +243,8 @@ int hookd_metrics_render(hookd_buf *o) {
   static const char *const tables[2] = {"api_keys", "sources"};
   rc = rc ? rc : labelled(o, "hookd_config_reads_total",
                           "reads of every API key or every source into the node's cache (its "
-                          "start, a change through its API, a SIGHUP, a periodic reload finding "
-                          "the table's change stamp moved)",
+                          "start, a key's change through its API, a SIGHUP, a periodic reload "
+                          "finding the table's change stamp moved)",
                           "table", tables, m->config_reads, 2);
   rc = rc ? rc : counter(o, "hookd_api_keys_purged_total",
                          "API keys deleted a week after they expired (a portal link's among "

@@ -97,7 +97,7 @@ struct hookd_req {
   bool unsent;                     /* counted in srv->unsent until MHD completes the request */
   bool queued;
   bool discarding;                 /* its answer made at its head (413): the body read, thrown
-                                    * away, then the answer queued (not_read_413) */
+                                    * away, then the answer queued (read_then_answer) */
   int status;
   char *resp;
   size_t resp_len;
@@ -770,8 +770,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                       srv->cfg.max_headers);
       return queue(r);
     }
-    /* decoded, "/v1/…/ep_1%2Fsecret" would reach the route of ".../ep_1/secret" (a proxy's
-     * rule on paths would see one segment where hookd saw two): no id holds a '/' */
     /* the leftovers of a body shorter than its Content-Length read as the next request line:
      * a "method" such as {"a": is no HTTP token — a malformed request, not a method this route
      * lacks (it was answered 405 naming it: a review) */
@@ -779,6 +777,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       hookd_req_error(r, 400, "invalid_request", "the request method is not an HTTP token");
       return queue_close(r);
     }
+    /* decoded, "/v1/…/ep_1%2Fsecret" would reach the route of ".../ep_1/secret" (a proxy's
+     * rule on paths would see one segment where hookd saw two): no id holds a '/' */
     if (r->encoded_slash) {
       hookd_req_error(r, 404, "not_found", "no such resource (an encoded '/' in the path)");
       return queue(r);
