@@ -313,7 +313,8 @@ static const char *const migration_18[] = {
     " NULL",
     NULL};
 
-/* 19: the change stamps of the API keys and of the sources (SQLite's migration 53;
+/* 19 (each statement may run again: a store whose version row was restored older than its
+ * tables): the change stamps of the API keys and of the sources (SQLite's migration 53;
  * docs/architecture.md "Shutdown"): moved by a row trigger in the writing transaction,
  * whichever node or tool writes, so that each node's periodic reload reads a table again only
  * when it changed (a statement trigger fired for statements that changed no row: the retention
@@ -329,8 +330,10 @@ static const char *const migration_19[] = {
     "CREATE OR REPLACE FUNCTION hookd_config_stamp() RETURNS trigger LANGUAGE plpgsql AS $$"
     " BEGIN EXECUTE format('UPDATE %I.config_stamps SET n = n + 1 WHERE what = %L',"
     " TG_TABLE_SCHEMA, TG_TABLE_NAME); RETURN NULL; END $$",
+    "DROP TRIGGER IF EXISTS api_keys_stamp ON api_keys",
     "CREATE TRIGGER api_keys_stamp AFTER INSERT OR UPDATE OR DELETE ON api_keys FOR EACH"
     " ROW EXECUTE FUNCTION hookd_config_stamp()",
+    "DROP TRIGGER IF EXISTS sources_stamp ON sources",
     "CREATE TRIGGER sources_stamp AFTER INSERT OR UPDATE OR DELETE ON sources FOR EACH"
     " ROW EXECUTE FUNCTION hookd_config_stamp()",
     NULL};
