@@ -1126,6 +1126,11 @@ describe('deleting a tenant (offboarding a customer)', () => {
     assert.equal(own.status, 201, own.text);
     const twice = await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [t, t] }); // one tenant, named twice
     assert.deepEqual(twice.json.tenants, [t]);
+    // what names the customer, and an endpoint URL carrying a credential (a Slack hook's path)
+    assert.equal((await h.api('PATCH', `/v1/tenants/${t}`, { name: 'Acme Personal', metadata: { owner: 'jane@acme.example' } })).status, 200);
+    const ep = await h.api('PATCH', `/v1/tenants/${t}/endpoints/${endpoint}`, { url: `${dead.url}/services/T0/SECRETPATH?token=SECRETQ`,
+      description: 'Jane\'s hook', metadata: { owner: 'jane@acme.example' } });
+    assert.equal(ep.status, 200, ep.text);
     const del = await h.api('DELETE', `/v1/tenants/${t}`, { reason: 'customer left' });
     assert.equal(del.status, 200, del.text);
     assert.deepEqual(del.json, { id: t, deleted: true, endpoints_deleted: 1, sources_deleted: 1, replays_cancelled: 1,
@@ -1161,19 +1166,28 @@ describe('deleting a tenant (offboarding a customer)', () => {
     const audit = (await h.api('GET', `/v1/audit?tenant=${t}&limit=50`)).json.data.find((a) => a.action === 'tenant.delete');
     assert.ok(audit, 'audited');
     assert.equal(audit.reason, 'customer left');
+    // its rows keep their ids: the name, metadata and description erased, the URL cut to its
+    // origin (a review found them kept for ever)
+    assert.deepEqual(h.query(`SELECT name, metadata FROM tenants WHERE id = '${t}'`), [{ name: '', metadata: null }]);
+    assert.deepEqual(h.query(`SELECT url, description, metadata FROM endpoints WHERE id = '${endpoint}'`),
+      [{ url: new URL(dead.url).origin, description: '', metadata: null }]);
     await dead.close();
   });
 });
 
 describe('deleting an event\'s payload (it carried what it should not)', () => {
   it('empties it now, cancels what it still had to send (its lane goes on), refuses a replay of it; the same answer again; audited', async () => {
-    const fail = await startReceiver(() => ({ status: 503 }));
+    // (the failing receiver echoes what it got, as a validation error quoting a field would)
+    const fail = await startReceiver((q) => ({ status: 503, body: `cannot take ${q.body}` }));
     const ok = await startReceiver();
     const { tenant: t, endpoint: failing } = await setup(h, fail.url, { retry: { max_attempts: 5, backoff_base_ms: 86400000, backoff_cap_ms: 86400000 } });
     const good = (await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: ok.url, event_types: ['pii.*'] })).json.id;
-    const p = await publish(h, t, { type: 'pii.leak', payload: { ssn: '078-05-1120' } });
+    const p = await publish(h, t, { type: 'pii.leak', payload: { ssn: '078-05-1120', customer: 'Jane Q. Customer' } });
     const ds = await waitDelivery(h, p.json.id, (x) => x.length === 2 && x.some((d) => d.state === 'retrying') &&
       x.some((d) => d.state === 'delivered'));
+    const echoed = `/v1/deliveries/${ds.find((d) => d.endpoint_id === failing).id}`;
+    // (a field named as a credential or an id number is masked in excerpts; free text is not)
+    assert.match((await h.api('GET', echoed)).json.attempts[0].response_excerpt, /Jane Q\. Customer/, 'echoed by the receiver');
     const del = await h.api('DELETE', `/v1/tenants/${t}/events/${p.json.id}/payload`, { reason: 'personal data' });
     assert.equal(del.status, 200, del.text);
     assert.equal(del.json.cancelled_deliveries, 1);
@@ -1181,6 +1195,11 @@ describe('deleting an event\'s payload (it carried what it should not)', () => {
     const e = (await h.api('GET', `/v1/events/${p.json.id}`)).json;
     assert.deepEqual([e.payload, e.payload_purged_at], [null, del.json.payload_purged_at]);
     assert.ok(!JSON.stringify(e).includes('078-05-1120'));
+    // the attempts stay, their response excerpts erased (a review: the echo was served on)
+    const after = (await h.api('GET', echoed)).json;
+    assert.deepEqual(after.attempts.map((a) => [a.http_status, a.response_excerpt]), [[503, null]]);
+    assert.ok(!JSON.stringify(after).includes('Jane Q. Customer'));
+    assert.equal(h.query(`SELECT count(*) AS n FROM attempts WHERE ${h.sqlHex('response')} LIKE '%${Buffer.from('Jane Q. Customer').toString('hex').toUpperCase()}%'`)[0].n, 0, 'nor in the store');
     const byEp = new Map(e.deliveries.map((d) => [d.endpoint_id, d]));
     assert.deepEqual([byEp.get(failing).state, byEp.get(failing).last_error], ['cancelled', 'payload deleted']);
     assert.equal(byEp.get(good).state, 'delivered', 'what was delivered stays so');

@@ -152,7 +152,8 @@ int pg_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   pg_p_text(&p, id);
   pg_p_i64(&p, now_ms);
   int64_t changed = pg_x(c,
-                         "UPDATE tenants SET deleted_at = $2, updated_at = $2"
+                         "UPDATE tenants SET deleted_at = $2, updated_at = $2, name = '',"
+                         " metadata = NULL" /* (its id and times alone stay) */
                          " WHERE id = $1 AND deleted_at IS NULL",
                          &p, "delete tenant");
   if (changed < 0) return HOOKD_STORE_ERR;

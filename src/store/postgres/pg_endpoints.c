@@ -469,7 +469,10 @@ int pg_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
                    /* nothing is signed for it again (a request in flight has its key
                     * already): its secrets go, and its headers (credentials) */
                    " secret = '', previous_secret = NULL, previous_expires_at = NULL,"
-                   " headers = NULL"
+                   " headers = NULL, description = '', metadata = NULL,"
+                   /* its URL cut to its origin: a path or query may hold a credential (a
+                    * Slack hook's) */
+                   " url = COALESCE(substring(url from '^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*'), '')"
                    " WHERE id = $1 AND deleted_at IS NULL",
                    &p, "delete endpoint");
   if (k < 0) return HOOKD_STORE_ERR;

@@ -434,6 +434,15 @@ int pg_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   pg_p_i64(&p, *seq);
   pg_p_i64(&p, now_ms);
   if (pg_x(c, purge_set_sql, &p, "delete event payload") < 0) return HOOKD_STORE_ERR;
+  /* its attempts' response excerpts too: a receiver may have echoed the payload (a validation
+   * error quoting a field) — the one change attempts allow (migration 20) */
+  pg_p_init(&p);
+  pg_p_i64(&p, *seq);
+  if (pg_x(c,
+           "UPDATE attempts SET response = NULL WHERE response IS NOT NULL AND delivery_seq IN"
+           " (SELECT seq FROM deliveries WHERE event_seq = $1)",
+           &p, "erase response excerpts") < 0)
+    return HOOKD_STORE_ERR;
   /* a DEAD head of the event, no longer replayable, holds its lane no more */
   char lit[32];
   snprintf(lit, sizeof lit, "{%lld}", (long long)*seq);

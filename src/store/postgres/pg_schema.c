@@ -338,11 +338,24 @@ static const char *const migration_19[] = {
     " ROW EXECUTE FUNCTION hookd_config_stamp()",
     NULL};
 
+/* 20: an attempt's response excerpt may be erased (SQLite's migration 54: an event's payload
+ * deleted on demand, a receiver may have echoed it); nothing else of an attempt changes (every
+ * other column compared: a column added to attempts later is to be added here too). */
+static const char *const migration_20[] = {
+    "CREATE OR REPLACE FUNCTION hookd_attempts_no_update() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " BEGIN IF NEW.response IS NULL AND ROW(NEW.delivery_seq, NEW.attempt_number,"
+    " NEW.started_at, NEW.finished_at, NEW.outcome, NEW.http_status, NEW.latency_ms, NEW.error,"
+    " NEW.lease_token, NEW.kind, NEW.url) IS NOT DISTINCT FROM ROW(OLD.delivery_seq,"
+    " OLD.attempt_number, OLD.started_at, OLD.finished_at, OLD.outcome, OLD.http_status,"
+    " OLD.latency_ms, OLD.error, OLD.lease_token, OLD.kind, OLD.url) THEN RETURN NEW; END IF;"
+    " RAISE EXCEPTION 'attempts are append-only (but an erased excerpt)'; END $$",
+    NULL};
+
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
     migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
     migration_11, migration_12, migration_13, migration_14, migration_15,
-    migration_16, migration_17, migration_18, migration_19};
+    migration_16, migration_17, migration_18, migration_19, migration_20};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

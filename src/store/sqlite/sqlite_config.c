@@ -127,7 +127,8 @@ int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                      hookd_tenant_delete_res *out) {
   hookd_tenant_delete_res_free(out); /* a redone batch runs the op again */
   sqlite3_stmt *st = sq_stmt(c, SQ_TENANT_DELETE,
-                             "UPDATE tenants SET deleted_at = ?2, updated_at = ?2"
+                             "UPDATE tenants SET deleted_at = ?2, updated_at = ?2, name = '',"
+                             " metadata = NULL" /* (its id and times alone stay) */
                              " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
@@ -746,7 +747,17 @@ int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
                              /* nothing is signed for it again (a request in flight has its
                               * key already): its secrets go, and its headers (credentials) */
                              " secret = '', previous_secret = NULL, previous_expires_at = NULL,"
-                             " headers = NULL"
+                             " headers = NULL, description = '', metadata = NULL,"
+                             /* its URL cut to its origin: a path or query may hold a
+                              * credential (a Slack hook's) — up to the first '/', '?' or '#'
+                              * after "://" (a URL the API checked: http or https, no
+                              * userinfo) */
+                             " url = (SELECT CASE WHEN k < 100000 THEN substr(url, 1, s + k - 2)"
+                             " ELSE url END FROM (SELECT s, min(coalesce(nullif(instr(r, '/'), 0),"
+                             " 100000), coalesce(nullif(instr(r, '?'), 0), 100000),"
+                             " coalesce(nullif(instr(r, '#'), 0), 100000)) AS k FROM (SELECT"
+                             " instr(url, '://') + 3 AS s,"
+                             " substr(url, instr(url, '://') + 3) AS r)))"
                              " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);

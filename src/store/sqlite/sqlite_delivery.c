@@ -2292,6 +2292,14 @@ int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   sq_bind_i64(st, 1, *seq);
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete event payload");
+  /* its attempts' response excerpts too: a receiver may have echoed the payload (a validation
+   * error quoting a field) — the one change attempts allow (migration 54) */
+  st = sq_stmt(c, SQ_EV_ERASE_EXCERPTS,
+               "UPDATE attempts SET response = NULL WHERE response IS NOT NULL AND delivery_seq"
+               " IN (SELECT seq FROM deliveries WHERE event_seq = ?1)");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_i64(st, 1, *seq);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "erase response excerpts");
   *purged_ms = now_ms;
   /* a DEAD head of the event, no longer replayable, holds its lane no more */
   return lanes_of_purged(c, *seq, now_ms);

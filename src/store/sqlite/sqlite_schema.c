@@ -679,6 +679,20 @@ static const struct {
      "  UPDATE config_stamps SET n = n + 1 WHERE what = 'sources'; END;"
      "CREATE TRIGGER IF NOT EXISTS sources_stamp_delete AFTER DELETE ON sources BEGIN"
      "  UPDATE config_stamps SET n = n + 1 WHERE what = 'sources'; END;"},
+    {54,
+     /* An attempt's response excerpt may be erased — its event's payload deleted on demand
+      * (docs/api.md): a receiver may have echoed the payload in its answer —, nothing else of
+      * an attempt changes (every other column compared: a column added to attempts later is to
+      * be added here too). */
+     "DROP TRIGGER IF EXISTS attempts_no_update;"
+     "CREATE TRIGGER attempts_no_update BEFORE UPDATE ON attempts"
+     "  WHEN NOT (NEW.response IS NULL AND NEW.delivery_seq IS OLD.delivery_seq"
+     "    AND NEW.attempt_number IS OLD.attempt_number AND NEW.started_at IS OLD.started_at"
+     "    AND NEW.finished_at IS OLD.finished_at AND NEW.outcome IS OLD.outcome"
+     "    AND NEW.http_status IS OLD.http_status AND NEW.latency_ms IS OLD.latency_ms"
+     "    AND NEW.error IS OLD.error AND NEW.lease_token IS OLD.lease_token"
+     "    AND NEW.kind IS OLD.kind AND NEW.url IS OLD.url)"
+     "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only (but an erased excerpt)'); END;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose

@@ -626,6 +626,16 @@ static void attempts_are_append_only_and_replay_starts_a_cycle(void **state) {
                    HOOKD_STORE_ERR);
   assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_exec, "DELETE FROM attempts"),
                    HOOKD_STORE_ERR);
+  /* the one change allowed: the response excerpt erased (a payload deleted on demand), alone */
+  assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_exec,
+                                         "UPDATE attempts SET response = NULL, error = 'x'"),
+                   HOOKD_STORE_ERR);
+  assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_exec,
+                                         "UPDATE attempts SET response = x'01'"),
+                   HOOKD_STORE_ERR);
+  assert_int_equal(hookd_storeq_run_sync(f->s->writer, run_exec,
+                                         "UPDATE attempts SET response = NULL"),
+                   0);
   call c = {.in = a[0].d.id};
   assert_int_equal(w(f, run_replay, &c), 0);
   /* replayed again while still scheduled (due already): "send it now" changes nothing, and
