@@ -356,14 +356,14 @@ describe('the dashboard page, run against the daemon', () => {
   });
 });
 
-// The dashboard in jsdom opened at path (a portal link's, its key in the fragment): its window,
-// which the caller closes. setUp(window) as openWithTenant's.
-async function openLink(path, setUp = () => {}) {
-  const dom = await JSDOM.fromURL(`${h.url}${path}`, {
+// The dashboard in jsdom opened at path (a portal link's, its key in the fragment) of daemon d:
+// its window, which the caller closes. setUp(window) as openWithTenant's.
+async function openLink(path, setUp = () => {}, d = h) {
+  const dom = await JSDOM.fromURL(`${d.url}${path}`, {
     runScripts: 'dangerously',
     resources: 'usable',
     beforeParse(window) {
-      window.fetch = (p, opts) => fetch(new URL(p, h.url), opts);
+      window.fetch = (p, opts) => fetch(new URL(p, d.url), opts);
       window.TextEncoder = TextEncoder;
       setUp(window);
     },
@@ -439,6 +439,41 @@ describe('endpoints from the page (a manager\'s portal link: the customer looks 
         assert.equal(audit.find((x) => x.action === action && x.target === id)?.reason, 'customer asked', action);
     } finally {
       w.close();
+    }
+  });
+});
+
+describe('event types from the catalog on the page', () => {
+  it('are offered as boxes to tick in the endpoint form; ticked ones and typed patterns make its event_types', async () => {
+    const d = await startHookd(); // (its own daemon: a catalog applies to every tenant)
+    const r = await startReceiver();
+    try {
+      for (const [name, description] of [['order.paid', 'an order was paid'], ['order.refunded', 'refunded'], ['invoice.sent', '']])
+        assert.equal((await d.api('POST', '/v1/event-types', { name, description })).status, 201);
+      const mine = await setup(d, r.url);
+      const p = await d.api('POST', `/v1/tenants/${mine.tenant}/portal-access`, { role: 'manager' });
+      const w = await openLink(p.json.path, undefined, d);
+      try {
+        const doc = w.document;
+        const boxes = () => [...doc.querySelectorAll('#view form.endpoint input[type="checkbox"]')];
+        await waitUntil(() => boxes().length === 3 || null, { what: 'the catalog\'s types offered' });
+        assert.deepEqual(boxes().map((b) => b.value), ['invoice.sent', 'order.paid', 'order.refunded']);
+        assert.equal(boxes()[1].parentElement.getAttribute('title'), 'an order was paid', 'its description shown');
+        const form = doc.querySelector('#view form.endpoint');
+        form.querySelector('[name="url"]').value = `${r.url}/mine`;
+        boxes()[1].checked = true;
+        form.querySelector('[name="event_types"]').value = 'invoice.*';
+        form.dispatchEvent(new w.Event('submit', { cancelable: true }));
+        const made = async () => (await d.api('GET', `/v1/tenants/${mine.tenant}/endpoints?kind=endpoint`)).json.data
+          .find((x) => x.url === `${r.url}/mine`);
+        await waitUntil(async () => (await made()) || null, { what: 'created' });
+        assert.deepEqual((await made()).event_types, ['order.paid', 'invoice.*']);
+      } finally {
+        w.close();
+      }
+    } finally {
+      await r.close();
+      assert.equal((await d.stop()).code, 0);
     }
   });
 });

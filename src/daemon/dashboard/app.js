@@ -200,22 +200,35 @@ function showInbox(rec) {
 }
 
 // An endpoint's fields as a form (a new one's, or ep's to change): URL, description, event types
-// (comma-separated; none: every type — an inbound source's destination has none: its source's
+// — the catalog's offered as boxes to tick (GET /v1/event-types), other patterns typed,
+// comma-separated; none: every type (an inbound source's destination has none: its source's
 // filter them). onBody gets the API's body: for ep, the fields changed alone.
 function endpointForm(ep, label, onBody) {
   const dest = Boolean(ep?.source_id);
+  const typed = el('input', { name: 'event_types', placeholder: 'event types (a.b, c.*; none: every type)',
+    size: '30', value: (ep?.event_types ?? []).join(', ') });
+  const boxes = el('span', { class: 'types' });
   const f = el('form', { class: 'endpoint' },
     el('input', { name: 'url', placeholder: 'https://… (URL)', size: '40', value: ep?.url ?? '' }), ' ',
     el('input', { name: 'description', placeholder: 'description', value: ep?.description ?? '' }), ' ',
-    dest ? '' : el('input', { name: 'event_types', placeholder: 'event types (a.b, c.*; none: every type)',
-      size: '30', value: (ep?.event_types ?? []).join(', ') }), ' ',
-    el('button', { type: 'submit' }, label));
+    dest ? '' : typed, ' ', dest ? '' : boxes, ' ', el('button', { type: 'submit' }, label));
+  if (!dest) { // the catalog's types as boxes, ticked for the ones ep has; the rest stay typed
+    api('GET', '/v1/event-types?with_content=false&limit=500').then((r) => {
+      const names = new Set(r.data.map((t) => t.name));
+      const had = (ep?.event_types ?? []);
+      boxes.replaceChildren(...r.data.map((t) => el('label', { title: t.description || '' },
+        el('input', { type: 'checkbox', name: 'type', value: t.name, ...(had.includes(t.name) ? { checked: '' } : {}) }),
+        ` ${t.name} `)));
+      typed.value = had.filter((x) => !names.has(x)).join(', ');
+    }).catch(() => {}); // (no catalog read: the types are typed)
+  }
   f.addEventListener('submit', (e) => {
     e.preventDefault();
     const v = Object.fromEntries(new FormData(f));
     const body = { url: v.url.trim(), description: v.description };
     if (!dest) {
-      const types = v.event_types.split(',').map((x) => x.trim()).filter((x) => x);
+      const ticked = [...f.querySelectorAll('input[name="type"]:checked')].map((x) => x.value);
+      const types = [...new Set([...ticked, ...v.event_types.split(',').map((x) => x.trim()).filter((x) => x)])];
       body.event_types = types.length ? types : null;
     }
     const same = (k) => JSON.stringify(body[k]) === JSON.stringify(ep[k] ?? null);
