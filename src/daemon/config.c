@@ -692,18 +692,30 @@ static void note_env_typos(hookd_config *c) {
     snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
     if (!strcmp(name, "HOOKD_MASTER_KEY")) continue;
     char near[64] = "";
-    bool known = false;
+    bool known = false, secret = false;
+    /* (the master key is read by the keyring, not an option: a typo of it is looked for too) */
+    if (edit_distance(name, "HOOKD_MASTER_KEY") <= 2) {
+      snprintf(near, sizeof near, "HOOKD_MASTER_KEY");
+      secret = true;
+    }
     for (size_t i = 0; i < NOPTS && !known; i++) {
       char envbuf[64];
       const char *env = env_name(&opts[i], envbuf, sizeof envbuf);
       int d = edit_distance(name, env);
       known = d == 0;
-      if (d <= 2 && !near[0]) snprintf(near, sizeof near, "%s", env);
+      if (d <= 2 && !near[0]) {
+        snprintf(near, sizeof near, "%s", env);
+        secret = opts[i].secret;
+      }
     }
     size_t used = strlen(c->env_typos);
     if (!known && near[0])
       snprintf(c->env_typos + used, sizeof c->env_typos - used, "%s%s (%s?)", used ? "," : "",
                name, near);
+    /* a typo of a credential's variable holds the credential all the same: wiped as its
+     * variable would be once read (/proc/<pid>/environ, a core dump) — in place, the value's
+     * bytes (the environment is not changed while it is walked) */
+    if (!known && secret) OPENSSL_cleanse((char *)eq + 1, strlen(eq + 1));
   }
 }
 

@@ -288,6 +288,16 @@ describe('hookd CLI', () => {
     const plain = await startHookd();
     assert.ok(!plain.logs.some((l) => l.msg === 'config.unknown_variable'), 'none: nothing said');
     assert.equal((await plain.stop()).code, 0);
+    // a typo of a credential's variable holds the credential all the same: wiped from the
+    // daemon's environment as its variable would be (the master key's is read by no option)
+    const typo = await startHookd({ env: { HOOKD_MASTER_KY: 'typo-master-SECRET-1', HOOKD_METRICS_TOKN: 'typo-metrics-SECRET-2',
+      HOOKD_LISTN: 'kept-as-is-3' } });
+    const said = typo.logs.find((l) => l.msg === 'config.unknown_variable')?.variables ?? '';
+    for (const v of ['HOOKD_MASTER_KY (HOOKD_MASTER_KEY?)', 'HOOKD_METRICS_TOKN (HOOKD_METRICS_TOKEN?)']) assert.ok(said.includes(v), said);
+    const environ = readFileSync(`/proc/${typo.proc.pid}/environ`, 'latin1');
+    assert.ok(!environ.includes('SECRET-1') && !environ.includes('SECRET-2'), 'the credentials wiped');
+    assert.ok(environ.includes('kept-as-is-3'), 'a typo of an option that is no credential: left as it is');
+    assert.equal((await typo.stop()).code, 0);
   });
 
   it('lists from the environment: blanks around items are dropped; HOOKD_RESOLVE items are blank-separated (a pin holds several comma-separated addresses)', async () => {
