@@ -861,7 +861,7 @@ void hookd_api_endpoint_patch(hookd_req *r, hookd_app *app) {
   /* the role first: nothing of the body is looked at for a field the key may not change */
   const hookd_principal *p = hookd_api_principal(r);
   bool ok = true;
-  if (p && p->role != HOOKD_ROLE_ADMIN && p->role != HOOKD_ROLE_MANAGER &&
+  if (p && !hookd_role_allows(p->role, HOOKD_PERM_MANAGE) &&
       (json_object_size(body) != 1 || !json_object_get(body, "enabled"))) {
     hookd_api_forbid(r, "the %s role may only change \"enabled\"",
                     hookd_role_name(p->role));

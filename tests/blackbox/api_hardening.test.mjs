@@ -255,6 +255,10 @@ describe('a running daemon reads its keys back from the store', () => {
       // without the stamps each round read every key and every source
       await new Promise((res) => setTimeout(res, 2000));
       assert.deepEqual(await reads(), [k1, s1], 'an idle store: no round read either table');
+      // a key made through the API is read back at once (counted), and once more at the next
+      // round (its stamp moved)
+      assert.equal((await h.api('POST', '/v1/keys', { role: 'viewer', tenants: ['stamp'] })).status, 201);
+      await waitUntil(async () => (await reads())[0] >= k1 + 2 || null, { timeout: 2000, what: 'the API\'s reload and the round\'s' });
       // a revocation by hand moves the keys' stamp (a trigger: whoever writes — on PostgreSQL
       // from a session whose search_path names no schema, as a restore's, a review): read at
       // the next round, the sources not
