@@ -264,6 +264,10 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
                                      "publish or a provider's delivery until its commit, an API "
                                      "read) or on a destination's address check",
                                      (double)hookd_server_waiting(app->srv));
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_http_body_worker_queued",
+                                     "requests with a big body (16 KiB or more) waiting for a "
+                                     "body worker to handle them",
+                                     (double)hookd_server_body_queued(app->srv));
   rc = rc ? rc : endpoint_metrics(&o, app->disp);
   rc = rc ? rc : storeq_metrics(&o, "writer", app->store->writer);
   rc = rc ? rc : storeq_metrics(&o, "reader", app->store->reader);

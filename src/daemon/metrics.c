@@ -138,6 +138,10 @@ int hookd_metrics_render(hookd_buf *o) {
                          "requests refused 503 because their client address already held its "
                          "share of --max-buffered-bytes (an eighth, at least --max-body-bytes)",
                          LOAD(m->http_address_busy));
+  rc = rc ? rc : counter(o, "hookd_http_body_worker_requests_total",
+                         "requests whose body (16 KiB or more) was handled on a body worker, "
+                         "not on the HTTP server's thread",
+                         LOAD(m->http_body_worker_requests));
   rc = rc ? rc : counter(o, "hookd_events_published_total", "events accepted (new)",
                          LOAD(m->events_published));
   rc = rc ? rc : counter(o, "hookd_publish_duplicates_total",

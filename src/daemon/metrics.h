@@ -58,6 +58,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t http_head_timeouts;    /* connections cut: head late (--header-timeout-s) */
   _Atomic uint64_t http_request_timeouts; /* requests late (--request-timeout-s): 408 or cut */
   _Atomic uint64_t http_address_busy;     /* bodies refused: their address held its share */
+  _Atomic uint64_t http_body_worker_requests; /* handled on a body worker (a big body) */
   _Atomic uint64_t events_published;
   _Atomic uint64_t publish_duplicates;
   _Atomic uint64_t publish_conflicts;

@@ -4,7 +4,13 @@
  * chunks, then with an empty chunk when the body is complete. The request moves through
  * READING → HANDLED; a handler that suspends sets `async`, and the answer (from any thread)
  * stores the response and resumes the connection, after which MHD calls us once more and the
- * stored response is queued. */
+ * stored response is queued.
+ *
+ * A request whose body is BIG_BODY bytes or more is handled on a body worker instead
+ * (body_work): suspended, queued, its handler run there — parsing a big body (a 650 KB object
+ * of 60,000 keys: 40–75 ms) on libmicrohttpd's one thread held every other request behind it
+ * (docs/architecture.md). Its connection is resumed once the handler has returned and the
+ * answer is given, whichever is last (`pins`). */
 #include "daemon/server.h"
 
 #include <arpa/inet.h>
@@ -41,6 +47,12 @@
 #include "daemon/metrics.h"
 
 #define MAX_RESP_HEADERS 8 /* (the dashboard sends five) */
+#ifndef HOOKD_BIG_BODY     /* (-DHOOKD_BIG_BODY=1: every body, to test the handlers on them) */
+#define BIG_BODY 16384     /* a body from this size is handled on a body worker */
+#else
+#define BIG_BODY HOOKD_BIG_BODY
+#endif
+#define BODY_WORKERS 2     /* (two: one giant body does not hold every other big one) */
 
 struct hookd_server {
   struct MHD_Daemon *mhd;
@@ -67,6 +79,15 @@ struct hookd_server {
   pthread_t watchdog;
   /* request-body bytes held by each client address (addr_hold; libmicrohttpd's thread only) */
   struct addr_hold *holds[256];
+  /* the body workers' queue: big-bodied requests, suspended, waiting for a worker (body_work) */
+  pthread_mutex_t work_lock;
+  pthread_cond_t work_wake;
+  struct hookd_req *work_head, *work_tail;
+  bool work_stop;
+  _Atomic int work_queued; /* waiting, not yet taken (a gauge) */
+  int workers;             /* started */
+  bool workers_joined;     /* (stop_workers: once) */
+  pthread_t worker[BODY_WORKERS];
 };
 
 /* The bodies one client address holds while they arrive: at most addr_share() of
@@ -98,6 +119,10 @@ struct hookd_req {
   bool queued;
   bool discarding;                 /* its answer made at its head (413): the body read, thrown
                                     * away, then the answer queued (read_then_answer) */
+  /* what a suspended request waits for before its connection is resumed: its answer (1), and
+   * on a body worker its handler's return too (2) — whoever ends it resumes (req_resume) */
+  _Atomic int pins;
+  struct hookd_req *work_next;     /* in the body workers' queue */
   int status;
   char *resp;
   size_t resp_len;
@@ -230,7 +255,19 @@ void hookd_req_keep(hookd_req *r, void *data, void (*free_fn)(void *)) {
 
 /* ---------- answering ---------- */
 
+/* A suspended request's answer is given and its handler done: from here on the request belongs
+ * to MHD's thread again (it may be freed at once: r is not read after the resume). */
+static void req_resume(hookd_req *r) {
+  hookd_server *srv = r->srv;
+  struct MHD_Connection *conn = r->conn;
+  /* counted until resumed: the drain, seeing 0, stops the daemon, and a connection still
+   * suspended then aborts libmicrohttpd's stop (srv outlives every request) */
+  MHD_resume_connection(conn);
+  atomic_fetch_sub(&srv->suspended, 1);
+}
+
 void hookd_req_suspend(hookd_req *r) {
+  if (r->async) return; /* on a body worker: suspended before its handler ran */
   r->async = true;
   atomic_fetch_add(&r->srv->suspended, 1);
   MHD_suspend_connection(r->conn);
@@ -259,15 +296,8 @@ void hookd_req_reply(hookd_req *r, int status, const char *content_type, char *b
     atomic_fetch_add(&r->srv->unsent, 1);
   }
   atomic_store(&r->ready, true);
-  if (r->async) {
-    /* From here on the request belongs to MHD's thread again. */
-    hookd_server *srv = r->srv;
-    struct MHD_Connection *conn = r->conn;
-    /* counted until resumed: the drain, seeing 0, stops the daemon, and a connection still
-     * suspended then aborts libmicrohttpd's stop (srv outlives every request) */
-    MHD_resume_connection(conn);
-    atomic_fetch_sub(&srv->suspended, 1);
-  }
+  /* (a handler still running on a body worker resumes the request as it returns) */
+  if (r->async && atomic_fetch_sub(&r->pins, 1) == 1) req_resume(r);
 }
 
 void hookd_req_reply_json(hookd_req *r, int status, json_t *v) {
@@ -712,6 +742,8 @@ static void body_arrived(hookd_server *srv, struct MHD_Connection *conn) {
   pthread_mutex_unlock(&srv->conns_lock);
 }
 
+static void body_handle(hookd_server *srv, hookd_req *r);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -906,6 +938,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       hookd_req_error(r, 503, "not_ready", "hookd is shutting down: retry");
       return queue_close(r);
     }
+    if (srv->workers && r->body.len >= BIG_BODY) {
+      atomic_store(&r->pins, 2); /* its answer and its handler's return */
+      hookd_req_suspend(r);
+      atomic_fetch_sub(&srv->in_handler, 1); /* (counted as suspended from here) */
+      HOOKD_INC(http_body_worker_requests);
+      pthread_mutex_lock(&srv->work_lock);
+      bool stopped = srv->work_stop; /* (hookd_server_stop without a drain: handled here) */
+      if (!stopped) {
+        if (srv->work_tail) srv->work_tail->work_next = r;
+        else srv->work_head = r;
+        srv->work_tail = r;
+        atomic_fetch_add(&srv->work_queued, 1);
+        pthread_cond_signal(&srv->work_wake);
+      }
+      pthread_mutex_unlock(&srv->work_lock);
+      if (stopped) body_handle(srv, r);
+      return MHD_YES; /* answered after resume */
+    }
+    atomic_store(&r->pins, 1); /* its answer, should it suspend */
     srv->cfg.handler(r, srv->cfg.app);
     atomic_fetch_sub(&srv->in_handler, 1);
     if (r->async) return MHD_YES; /* answered after resume */
@@ -1081,6 +1132,42 @@ static void *head_watch(void *arg) {
   return NULL;
 }
 
+/* Runs a big-bodied request's handler; r is not read after (it may be freed). */
+static void body_handle(hookd_server *srv, hookd_req *r) {
+  srv->cfg.handler(r, srv->cfg.app);
+  if (atomic_fetch_sub(&r->pins, 1) == 1) req_resume(r); /* answered already: ours to resume */
+}
+
+/* A body worker: runs the handlers of big-bodied requests, in their order of arrival, until
+ * told to stop with none left (hookd_server_stop, after the drain). */
+static void *body_work(void *arg) {
+  hookd_server *srv = arg;
+  pthread_mutex_lock(&srv->work_lock);
+  for (;;) {
+    while (!srv->work_head && !srv->work_stop) pthread_cond_wait(&srv->work_wake, &srv->work_lock);
+    hookd_req *r = srv->work_head;
+    if (!r) break;
+    srv->work_head = r->work_next;
+    if (!srv->work_head) srv->work_tail = NULL;
+    atomic_fetch_sub(&srv->work_queued, 1);
+    pthread_mutex_unlock(&srv->work_lock);
+    body_handle(srv, r);
+    pthread_mutex_lock(&srv->work_lock);
+  }
+  pthread_mutex_unlock(&srv->work_lock);
+  return NULL;
+}
+
+static void stop_workers(hookd_server *s) {
+  if (s->workers_joined) return;
+  s->workers_joined = true;
+  pthread_mutex_lock(&s->work_lock);
+  s->work_stop = true;
+  pthread_cond_broadcast(&s->work_wake);
+  pthread_mutex_unlock(&s->work_lock);
+  for (int i = 0; i < s->workers; i++) pthread_join(s->worker[i], NULL);
+}
+
 __attribute__((format(printf, 2, 0))) /* fmt is libmicrohttpd's own */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   char msg[512];
@@ -1091,6 +1178,9 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 static void server_free(hookd_server *s) {
+  stop_workers(s);
+  pthread_cond_destroy(&s->work_wake);
+  pthread_mutex_destroy(&s->work_lock);
   pthread_cond_destroy(&s->conns_wake);
   pthread_mutex_destroy(&s->conns_lock);
   free(s);
@@ -1106,7 +1196,23 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
     free(s);
     return NULL;
   }
+  if (pthread_cond_init(&s->work_wake, NULL) != 0) {
+    snprintf(err, errlen, "cannot start the HTTP server (a condition variable)");
+    pthread_cond_destroy(&s->conns_wake);
+    free(s);
+    return NULL;
+  }
   pthread_mutex_init(&s->conns_lock, NULL);
+  pthread_mutex_init(&s->work_lock, NULL);
+  /* before libmicrohttpd's thread, which reads `workers` (none is started after) */
+  while (s->workers < BODY_WORKERS &&
+         pthread_create(&s->worker[s->workers], NULL, body_work, s) == 0)
+    pthread_setname_np(s->worker[s->workers++], "hookd-body");
+  if (s->workers < BODY_WORKERS) {
+    snprintf(err, errlen, "cannot start the HTTP server's body workers");
+    server_free(s);
+    return NULL;
+  }
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
   struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
@@ -1159,6 +1265,7 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
   s->watchdog_running = pthread_create(&s->watchdog, NULL, head_watch, s) == 0;
   if (!s->watchdog_running) {
     snprintf(err, errlen, "cannot start the HTTP server's watchdog thread");
+    stop_workers(s);
     MHD_stop_daemon(s->mhd);
     server_free(s);
     return NULL;
@@ -1171,6 +1278,8 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
 int hookd_server_port(const hookd_server *s) { return s->port; }
 
 int hookd_server_waiting(const hookd_server *s) { return atomic_load(&s->suspended); }
+
+int hookd_server_body_queued(const hookd_server *s) { return atomic_load(&s->work_queued); }
 
 int hookd_server_unsent(const hookd_server *s) { return atomic_load(&s->unsent); }
 
@@ -1202,6 +1311,7 @@ void hookd_server_stop(hookd_server *s) {
     pthread_mutex_unlock(&s->conns_lock);
     pthread_join(s->watchdog, NULL);
   }
+  stop_workers(s); /* (after the drain none is queued; any that is runs and is answered) */
   MHD_stop_daemon(s->mhd);
   if (s->quiesced_fd >= 0) close(s->quiesced_fd);
   server_free(s);

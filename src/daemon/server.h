@@ -1,10 +1,12 @@
-/* server.h — the HTTP front door on libmicrohttpd (one epoll thread).
+/* server.h — the HTTP front door on libmicrohttpd (one epoll thread; a body of 16 KiB or more
+ * is handled on one of two body workers instead).
  *
  * The server reads a request (head limits; ambiguous framing — Transfer-Encoding with
  * Content-Length, several Content-Length or Transfer-Encoding headers, a coding other than
  * chunked — 400 and the connection closed; a body bounded by max_body: 413 beyond, answered
  * without reading the rest, a chunked body as soon as it passes the limit), then calls the
- * handler once with the complete request. The handler
+ * handler once with the complete request (on a body worker for a big body: a handler must be
+ * safe to run on several threads at once). The handler
  * answers at once (hookd_req_reply*), or calls hookd_req_suspend() and answers later from any
  * thread — typically the store writer, after the commit. A suspended request costs no thread. */
 #ifndef HOOKD_DAEMON_SERVER_H
@@ -58,6 +60,8 @@ size_t hookd_server_buffered(hookd_server *s);
 int hookd_server_suspended(const hookd_server *s);
 /* Requests suspended while their store op runs (a gauge: /metrics). */
 int hookd_server_waiting(const hookd_server *s);
+/* Requests with a big body waiting for a body worker (a gauge: /metrics). */
+int hookd_server_body_queued(const hookd_server *s);
 /* Answers given that libmicrohttpd has not finished sending (stopping it closes connections). */
 int hookd_server_unsent(const hookd_server *s);
 void hookd_server_stop(hookd_server *s);

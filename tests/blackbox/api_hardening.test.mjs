@@ -10,7 +10,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import net from 'node:net';
-import { HOOKD_BIN, startHookd, tempDir, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
+import { HOOKD_BIN, startHookd, tempDir, waitUntil, SQLITE_ONLY, publish } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { stripe } from './lib/providers.mjs';
 
@@ -987,6 +987,87 @@ describe('the edge, after the HTTP audit', () => {
     clearInterval(drip);
     assert.equal(responses(c.text()).at(-1)?.status, 408, c.text());
     assert.equal((await h.api('GET', '/v1/tenants/late-trailer')).status, 404, 'not served late');
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
+describe('bodies of 16 KiB or more, handled on a body worker', () => {
+  // A body from 16 KiB is handled off the HTTP server's thread (docs/architecture.md): each kind
+  // of handler — one answering at once (a refusal), one answering from the store's writer after
+  // the commit (a publish, a provider's event), one from the reader — must be answered exactly
+  // once and its connection taken back, while small requests on the same thread go on.
+  it('publishes, provider events, refusals and edits with big bodies are answered as small ones are, each once', async () => {
+    const h = await startHookd();
+    const metric = async (name) => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), name);
+    const before = await metric('hookd_http_body_worker_requests_total');
+    assert.equal(await metric('hookd_http_body_worker_queued'), 0);
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'big' })).status, 201);
+    const src = await h.api('POST', '/v1/sources', { id: 'src_big', tenant: 'big', provider: 'stripe', secrets: ['whsec_big'],
+      destinations: [{ url: 'http://127.0.0.1:9/unused' }] });
+    assert.equal(src.status, 201, src.text);
+    const ep = await h.api('POST', '/v1/tenants/big/endpoints', { url: 'http://127.0.0.1:9/unused' });
+    assert.equal(ep.status, 201, ep.text);
+    // an object of many keys: what costs a parse most for its size
+    const many = (tag, n) => Object.fromEntries(Array.from({ length: n }, (_, k) => [`${tag}_${k}`, 'v'.repeat(16)]));
+    const bigBody = (tag) => ({ type: 'big.one', payload: many(tag, 1500) }); // ~40 KiB
+    assert.ok(JSON.stringify(bigBody('x')).length >= 16384);
+    const stripeEvent = (id, n) => JSON.stringify({ id, type: 'invoice.paid', data: { object: many(id, n) } });
+    const jobs = [];
+    let big = 0;
+    for (let i = 0; i < 12; i++) {
+      jobs.push(publish(h, 'big', bigBody(`p${i}`)).then((r) => ['publish', r, 202])); big++;
+      jobs.push(publish(h, 'big', { type: 'small.one', payload: { i } }).then((r) => ['small publish', r, 202]));
+      const ev = stripeEvent(`evt_big_${i}`, 1200);
+      jobs.push(h.api('POST', '/in/src_big', ev, stripe(ev, 'whsec_big')).then((r) => ['provider event', r, 200])); big++;
+      // refused after its parse (an unknown field), and before it (a bad signature: nothing parsed)
+      jobs.push(h.api('POST', '/v1/tenants/big/events', { ...bigBody(`u${i}`), nonsense: 1 })
+        .then((r) => ['unknown field', r, 422])); big++;
+      jobs.push(h.api('POST', '/in/src_big', ev, stripe(ev, 'whsec_wrong')).then((r) => ['bad signature', r, 401])); big++;
+      jobs.push(h.api('PATCH', `/v1/tenants/big/endpoints/${ep.json.id}`, `{"description": "edit ${i}"}${' '.repeat(17000)}`)
+        .then((r) => ['endpoint edit', r, 200])); big++;
+      jobs.push(h.api('GET', '/v1/tenants/big').then((r) => ['small read', r, 200]));
+    }
+    const done = await Promise.all(jobs);
+    for (const [what, r, status] of done) assert.equal(r.status, status, `${what}: ${r.text.slice(0, 300)}`);
+    for (const [what, r] of done) if (what === 'unknown field') assert.equal(r.json.error.code, 'unknown_field');
+    // each provider event stored once; a repeat of one is its duplicate, answered from a worker too
+    const ev0 = stripeEvent('evt_big_0', 1200);
+    const again = await h.api('POST', '/in/src_big', ev0, stripe(ev0, 'whsec_big')); big++;
+    assert.equal(again.status, 200, again.text);
+    const first = done.find(([what, r]) => what === 'provider event' && r.json.inbox_id === again.json.inbox_id);
+    assert.ok(first, `the repeat answers the first's inbox record: ${again.text}`);
+    const events = new Set(done.filter(([what]) => what === 'publish').map(([, r]) => r.json.id));
+    assert.equal(events.size, 12);
+    for (const id of events) assert.equal((await h.api('GET', `/v1/events/${id}`)).status, 200);
+    assert.equal(await metric('hookd_http_body_worker_requests_total') - before, big);
+    assert.equal(await metric('hookd_http_body_worker_queued'), 0);
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
+describe('a big body\'s handling', () => {
+  it('does not hold the HTTP server\'s thread: a small request is answered while a 4 MB body is still being parsed', async () => {
+    const h = await startHookd({ args: ['--max-body-bytes', String(8 << 20), '--max-buffered-bytes', String(64 << 20)] });
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'giant' })).status, 201);
+    // ~200,000 keys (a parse of tens of ms at least, hundreds under the sanitizers), refused
+    // for its last member once parsed: its answer is 422
+    const keys = Array.from({ length: 200000 }, (_, k) => `"k${k}":1`).join(',');
+    const body = `{"type":"giant.one","payload":{${keys}},"nonsense":1}`;
+    const buffered = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_http_buffered_bytes');
+    assert.equal(await buffered(), 0);
+    let answered = null;
+    const giant = h.api('POST', '/v1/tenants/giant/events', body).then((r) => { answered = r; return r; });
+    // the whole body is held: hookd has read it, and its handler runs from then until the
+    // answer. Handled on the server's thread, no other request is answered meanwhile (this
+    // wait would see the body held only after its answer, when it is let go, and time out)
+    await waitUntil(async () => (await buffered()) >= body.length, { timeout: 20000, what: 'the giant body held whole' });
+    const health = await fetch(`${h.url}/healthz`);
+    assert.equal(health.status, 200);
+    assert.equal(answered, null, 'the small request was answered first');
+    const r = await giant;
+    assert.equal(r.status, 422, r.text);
+    assert.equal(r.json.error.code, 'unknown_field');
     assert.equal((await h.stop()).code, 0);
   });
 });
