@@ -4,8 +4,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
-import { faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -1292,6 +1293,30 @@ describe('deleting an event\'s payload (it carried what it should not)', () => {
     assert.equal((await d.stop()).code, 0);
     await r.close();
     cleanup();
+  });
+});
+
+describe('what an erasure leaves in SQLite\'s -wal file', () => {
+  // The WAL file is cut back, never emptied, while hookd runs: a frame once copied into the
+  // database is no longer read, but its bytes stayed until written over (a review found a
+  // deleted payload there minutes later on a quiet store). An erasure has it emptied.
+  it('nothing: a deleted payload, and a deleted endpoint\'s URL path, leave the database and its -wal within seconds', { skip: SQLITE_ONLY }, async () => {
+    const inFiles = (marker) => [h.db, `${h.db}-wal`].filter((f) => existsSync(f) && readFileSync(f).includes(marker));
+    const marker = `erase-me-${Math.random().toString(36).slice(2)}`;
+    const { tenant: t } = await setup(h, 'http://127.0.0.1:9/');
+    const p = await publish(h, t, { type: 'pii.leak', payload: { note: marker } });
+    assert.equal(p.status, 202, p.text);
+    assert.ok(inFiles(marker).length > 0, 'committed: in the database or its -wal');
+    const del = await h.api('DELETE', `/v1/tenants/${t}/events/${p.json.id}/payload`);
+    assert.equal(del.status, 200, del.text);
+    await waitUntil(() => inFiles(marker).length === 0, { timeout: 15000, what: `the payload gone from ${inFiles(marker)}` });
+    // an endpoint's URL path (a Slack hook's is its credential)
+    const path = `hook-${Math.random().toString(36).slice(2)}`;
+    const ep = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: `http://127.0.0.1:9/${path}` });
+    assert.equal(ep.status, 201, ep.text);
+    assert.ok(inFiles(path).length > 0, 'committed: in the database or its -wal');
+    assert.equal((await h.api('DELETE', `/v1/tenants/${t}/endpoints/${ep.json.id}`)).status, 200);
+    await waitUntil(() => inFiles(path).length === 0, { timeout: 15000, what: `the URL's path gone from ${inFiles(path)}` });
   });
 });
 

@@ -135,6 +135,7 @@ int sq_tenant_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete tenant");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
+  c->erased = true; /* its commit has the WAL file emptied (its name, its metadata) */
   /* every live endpoint (a source's destinations too: the dispatcher forgets each), then the
    * sources (their destinations with them), then the endpoints left */
   bool *outbound = NULL, *unused = NULL;
@@ -764,6 +765,7 @@ int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
+  c->erased = true; /* its commit has the WAL file emptied (its secrets, headers, URL's path) */
   /* an inbound destination's inbox records follow their cancelled deliveries (they would say
    * `received` for ever) */
   st = sq_stmt(c, SQ_EP_IS_DEST,

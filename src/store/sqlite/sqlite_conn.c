@@ -80,6 +80,10 @@ struct sq_shared {
   uint64_t ckpt_failures;  /* checkpoints that failed, busy connections aside (store.h) */
   int ckpt_failing;        /* the last checkpoint failed */
   char ckpt_err[160];
+  /* an erasure committed: the checkpointer empties the WAL file then (monotonic ms; 0: none
+   * asked), and not again before truncate_next_ms (ckpt_erase) */
+  int64_t erase_due_ms, truncate_next_ms;
+  uint64_t truncations; /* WAL files emptied so (tests) */
 };
 
 /* ---------- helpers ---------- */
@@ -178,6 +182,13 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
  * holds the frames back for as long as it reads; another checkpoint holds the lock). 100 ms let
  * the WAL grow under load between passes: publish p50 at 5,000/s +0.3 ms (BENCHMARKS.md). */
 #define CKPT_STALL_MS 10
+/* After an erasure's commit (sq_erased): the WAL file is emptied ERASE_DELAY_MS later (the
+ * erasures of one request, or of a burst, together), at most once every ERASE_EVERY_MS; the
+ * TRUNCATE checkpoint waits at most ERASE_WAIT_MS for readers on older frames (the writer's
+ * transactions wait as long), and is tried again ERASE_DELAY_MS later while they are there. */
+#define ERASE_DELAY_MS 1000
+#define ERASE_EVERY_MS 10000
+#define ERASE_WAIT_MS 50
 
 /* A checkpoint's result, for hookd_sqlite_shared_health (sh->mu held). Returns whether it
  * failed: a busy connection (another checkpoint running, a reader on old frames) is not a
@@ -232,6 +243,46 @@ static void files_check(sq_shared *sh) {
   }
 }
 
+/* An erasure's WAL file emptied (sh->mu held): a TRUNCATE checkpoint copies every frame into
+ * the database (whose freed pages are zeroed: secure_delete) and cuts the file to zero bytes —
+ * a frame once copied is no longer read, but its bytes (a deleted payload's page) stayed in the
+ * file until written over (docs/security.md "The -wal file after an erasure"). Returns whether
+ * it failed; busy (a reader on older frames, the writer's transaction), it is tried again later. */
+static int ckpt_erase(sq_shared *sh, sqlite3 *db) {
+  pthread_mutex_unlock(&sh->mu);
+  sqlite3_busy_timeout(db, ERASE_WAIT_MS);
+  int log = 0, done = 0;
+  int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
+  sqlite3_busy_timeout(db, 1000);
+  pthread_mutex_lock(&sh->mu);
+  sh->tries++;
+  int failed = ckpt_note(sh, db, rc, rc == SQLITE_OK);
+  int64_t now = hookd_mono_ms();
+  if (rc != SQLITE_OK) {
+    sh->erase_due_ms = now + (failed ? CKPT_RETRY_MS : ERASE_DELAY_MS);
+    return failed;
+  }
+  /* emptied: an erasure committed since asks for the next, not before ERASE_EVERY_MS */
+  sh->erase_due_ms = 0;
+  sh->truncate_next_ms = now + ERASE_EVERY_MS;
+  sh->truncations++;
+  sh->backfilled = 0;
+  sh->wal_pages = 0;
+  sh->ckpt_passed = 0;
+  return 0;
+}
+
+/* An erasure committed on c (sq_commit): the checkpointer is asked to empty the WAL file. */
+static void erase_asked(sq_shared *sh) {
+  pthread_mutex_lock(&sh->mu);
+  if (!sh->erase_due_ms) {
+    int64_t due = hookd_mono_ms() + ERASE_DELAY_MS;
+    sh->erase_due_ms = due > sh->truncate_next_ms ? due : sh->truncate_next_ms;
+    pthread_cond_signal(&sh->cv);
+  }
+  pthread_mutex_unlock(&sh->mu);
+}
+
 static void *ckpt_main(void *arg) {
   sq_shared *sh = arg;
   sqlite3 *db = NULL;
@@ -256,13 +307,28 @@ static void *ckpt_main(void *arg) {
     deadline.tv_nsec %= 1000000000L;
     while (!sh->stop && (failed || stalled ||
                          !(sh->ckpt_pages && sh->wal_pages - sh->backfilled >= sh->ckpt_pages))) {
-      if (!sh->ckpt_pages) pthread_cond_wait(&sh->cv, &sh->mu); /* tests: only stop wakes it */
-      else if (pthread_cond_timedwait(&sh->cv, &sh->mu, &deadline) != 0) break;
+      if (!sh->ckpt_pages) {
+        pthread_cond_wait(&sh->cv, &sh->mu); /* tests: only stop wakes it */
+        continue;
+      }
+      /* an erasure's WAL file to empty (erase_asked) wakes it at its time */
+      int64_t now_ns = hookd_mono_us() * 1000;
+      if (sh->erase_due_ms && now_ns >= sh->erase_due_ms * 1000000) break;
+      int64_t until_ns = deadline.tv_sec * 1000000000LL + deadline.tv_nsec;
+      if (now_ns >= until_ns) break;
+      if (sh->erase_due_ms && sh->erase_due_ms * 1000000 < until_ns)
+        until_ns = sh->erase_due_ms * 1000000;
+      struct timespec until = {until_ns / 1000000000LL, until_ns % 1000000000LL};
+      pthread_cond_timedwait(&sh->cv, &sh->mu, &until);
     }
     failed = 0;
     stalled = false;
     if (sh->stop) break;
     files_check(sh); /* (at least every 2 s: the idle pass's wait) */
+    if (sh->erase_due_ms && hookd_mono_ms() >= sh->erase_due_ms) {
+      failed = ckpt_erase(sh, db);
+      continue;
+    }
     /* a pass, then short ones for what the writer appended meanwhile, so that what is left for
      * the writer to copy itself is a few commits' frames */
     for (int round = 0; round < CKPT_ROUNDS && !sh->stop; round++) {
@@ -565,6 +631,8 @@ static int sq_commit(hookd_store_conn *c) {
   int rc = tx(c, SQ_TX_COMMIT, "COMMIT");
   c->committing = false;
   c->guarded = !sqlite3_get_autocommit(c->db);
+  if (c->erased) erase_asked(c->sh); /* (a commit failed may have committed: asked all the same) */
+  c->erased = false;
   /* the WAL frames, commit mark included, may be written and only their sync have failed:
    * recovery would then bring the transaction back. A write that failed (EFBIG past a file-size
    * limit, EIO) is another matter: the frames are written in order, the commit frame last, and
@@ -585,6 +653,7 @@ static int sq_commit(hookd_store_conn *c) {
 static int sq_rollback(hookd_store_conn *c) {
   reset_all(c);
   c->guarded = false;
+  c->erased = false;
   if (sqlite3_get_autocommit(c->db)) return HOOKD_STORE_OK;
   return tx(c, SQ_TX_ROLLBACK, "ROLLBACK");
 }

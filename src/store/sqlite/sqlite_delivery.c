@@ -2301,6 +2301,7 @@ int sq_event_payload_delete(hookd_store_conn *c, const char *tenant_id, const ch
   sq_bind_i64(st, 1, *seq);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "erase response excerpts");
   *purged_ms = now_ms;
+  c->erased = true; /* its commit has the WAL file emptied */
   /* a DEAD head of the event, no longer replayable, holds its lane no more */
   return lanes_of_purged(c, *seq, now_ms);
 }

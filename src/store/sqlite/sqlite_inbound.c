@@ -157,6 +157,7 @@ int sq_source_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms,
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete source");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
+  c->erased = true; /* its commit has the WAL file emptied (its secrets) */
   hookd_endpoint *dests = NULL;
   size_t n = 0;
   int rc = source_dests(c, id, &dests, &n);

@@ -75,6 +75,8 @@ struct hookd_store_conn {
   int psow; /* powersafe overwrite (SQLite's default): a commit whose write failed did not commit */
   /* between sq_begin and its end: a commit now is only sq_commit's (commit_guard) */
   bool guarded, committing;
+  bool erased; /* this transaction erased data on demand (sq_erased): its commit has the WAL
+                * file emptied (sqlite_conn.c ckpt_erase) */
   sq_shared *sh;
   char err[256];
   sqlite3_stmt *stmts[SQ__COUNT];
