@@ -7,8 +7,8 @@
  * stored response is queued.
  *
  * A request whose body is BIG_BODY bytes or more is handled on a body worker instead
- * (body_work): suspended, queued, its handler run there — parsing a big body (a 650 KB object
- * of 60,000 keys: 40–75 ms) on libmicrohttpd's one thread held every other request behind it
+ * (body_work): suspended, queued, its handler run there — parsing a big body (an object of
+ * 60,000 keys: 40–75 ms) on libmicrohttpd's one thread held every other request behind it
  * (docs/architecture.md). Its connection is resumed once the handler has returned and the
  * answer is given, whichever is last (`pins`). */
 #include "daemon/server.h"
