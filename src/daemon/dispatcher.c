@@ -2274,12 +2274,19 @@ typedef struct boot {
   hookd_due_hint *hints;
   size_t n_hints;
   int reclaimed, held;
+  char why[200]; /* the store's word on a load that failed */
 } boot;
 
 static int run_boot_load(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
   boot *b = arg;
+  /* (a batch redone runs it again: what the first run read goes) */
+  hookd_tenants_free(b->tenants, b->n_tenants);
+  hookd_endpoints_free(b->eps, b->n_eps);
+  b->tenants = NULL, b->eps = NULL, b->n_tenants = b->n_eps = 0;
   int rc = be->tenant_list(c, &b->tenants, &b->n_tenants);
-  return rc ? rc : be->endpoints_since(c, 0, &b->eps, &b->n_eps);
+  rc = rc ? rc : be->endpoints_since(c, 0, &b->eps, &b->n_eps);
+  if (rc) snprintf(b->why, sizeof b->why, "%s", be->errmsg(c));
+  return rc;
 }
 
 static int run_boot_reclaim(hookd_store_conn *c, const hookd_store_backend *be, void *arg) {
@@ -2359,7 +2366,11 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   /* 1. tenants and endpoints */
   boot b = {.d = d};
   if (hookd_storeq_run_sync(d->store->writer, run_boot_load, &b) != 0) {
-    snprintf(err, errlen, "cannot load endpoints");
+    /* (its reads may have succeeded and its commit failed: what they read is freed) */
+    hookd_tenants_free(b.tenants, b.n_tenants);
+    hookd_endpoints_free(b.eps, b.n_eps);
+    if (!b.why[0]) hookd_storeq_last_error(d->store->writer, b.why, sizeof b.why);
+    snprintf(err, errlen, "cannot load endpoints: %s", b.why[0] ? b.why : "storage error");
     goto fail;
   }
   for (size_t i = 0; i < b.n_tenants; i++) {

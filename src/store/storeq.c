@@ -33,6 +33,7 @@ struct hookd_storeq {
   int running;  /* an op of the reader's runs now (hookd_storeq_interrupt may stop it) */
   int64_t batch_started_ms; /* the batch being run, 0 when idle (monotonic) */
   hookd_storeq_stats stats;
+  char last_error[200]; /* the store's words on its last failure (hookd_storeq_last_error) */
 };
 
 static _Atomic(void (*)(const char *)) unknown_commit_handler;
@@ -90,6 +91,17 @@ static void report_failure(hookd_storeq *q, const char *what) {
   const char *e = q->be->errmsg ? q->be->errmsg(q->conn) : NULL;
   bool commit = !strcmp(what, "commit"); /* a failed transaction is the store's, worded or not */
   if (fn && ((e && *e) || commit)) fn(q->name, what, e && *e ? e : "storage error");
+  if ((e && *e) || commit) {
+    pthread_mutex_lock(&q->mu);
+    snprintf(q->last_error, sizeof q->last_error, "%s: %s", what, e && *e ? e : "storage error");
+    pthread_mutex_unlock(&q->mu);
+  }
+}
+
+void hookd_storeq_last_error(hookd_storeq *q, char *out, size_t n) {
+  pthread_mutex_lock(&q->mu);
+  snprintf(out, n, "%s", q->last_error);
+  pthread_mutex_unlock(&q->mu);
 }
 
 static int run_op(hookd_storeq *q, hookd_store_op *op) {

@@ -127,6 +127,9 @@ int hookd_storeq_run_polled(hookd_storeq *q,
                             void *arg, bool (*go_on)(void *ctx), void *ctx);
 /* Fails the op running now on a read executor, if the backend can interrupt one
  * (backend->interrupt); queued ops run as usual. Any thread. */
+/* The store's words on the queue's last failure (an op's, or a commit's: "commit: disk I/O
+ * error"), "" if none: for a caller of hookd_storeq_run_sync whose op failed at its commit. */
+void hookd_storeq_last_error(hookd_storeq *q, char *out, size_t n);
 void hookd_storeq_interrupt(hookd_storeq *q);
 /* Completes every queued op, then stops the thread and closes the connection. */
 void hookd_storeq_stop(hookd_storeq *q);

@@ -647,6 +647,31 @@ describe('durability', () => {
     return { proc, port, log: () => log, exited };
   }
 
+  it('a start whose store cannot be written (EIO on its WAL, after a crash) fails naming the disk\'s error, exit 1, nothing leaked', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const first = await startHookd({ dir });
+    const { tenant } = await setup(first, 'http://127.0.0.1:9/');
+    for (let i = 0; i < 5; i++) assert.equal((await publish(first, tenant, { type: 'a', payload: { i } })).status, 202);
+    await first.kill9(); // the WAL stays
+    const fault = faultDisk(dir, 'EIO', 0, '-wal');
+    fault.fill();
+    try {
+      const p = spawnSync(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${first.db}`,
+        '--api-key', API_KEY, ...TEST_ARGS], { env: { ...process.env, ...fault.env }, encoding: 'utf8', timeout: 60000 });
+      // (under the sanitizers a leak makes the exit status LeakSanitizer's own, not 1)
+      assert.equal(p.status, 1, p.stderr.slice(-3000));
+      const failed = p.stderr.split('\n').filter((l) => l.includes('"startup.failed"'));
+      assert.equal(failed.length, 1, p.stderr.slice(-3000));
+      assert.match(failed[0], /I\/O error|disk/i, 'the disk\'s error named where the start failed');
+    } finally {
+      fault.free();
+    }
+    const h = await startHookd({ dir }); // the fault gone: every event there
+    assert.equal(h.query('SELECT COUNT(*) n FROM events')[0].n, 5);
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
   it('a slow start (its store held by another process) answers /healthz at once, every other route 503 not_ready until it has started', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const first = await startHookd({ dir });
