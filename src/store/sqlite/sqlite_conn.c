@@ -11,8 +11,8 @@
  * its beginning only when a write transaction begins on a fully checkpointed WAL, and while the
  * writer commits every few milliseconds a checkpoint on another connection always ends a few
  * commits behind: the file kept growing (75 → 206 MB in 60 s at 3,000 received events/s). So
- * after each of the checkpointer's passes, and whenever the WAL passes WAL_LIMIT_PAGES, the
- * writer itself runs a PASSIVE checkpoint before its next transaction: it copies only what the
+ * after each of the checkpointer's passes (and whenever the WAL passes WAL_LIMIT_PAGES — times
+ * WAL_HARD_FACTOR while the checkpointer runs), the writer itself runs a PASSIVE checkpoint before its next transaction: it copies only what the
  * checkpointer has not (the frames of the last few commits), nothing commits meanwhile, and the
  * transaction that follows restarts the WAL (unless a reader still uses old frames; then the
  * next one tries again). The price is one short pause of the writer per CKPT_PAGES written.
@@ -42,8 +42,13 @@
 #define CKPT_PAGES 1000
 /* The writer also checkpoints itself past this many WAL pages (128 MiB at 4 KiB): when the
  * checkpointer cannot keep up. The file is cut back to this size when the WAL restarts after a
- * longer pile-up (journal_size_limit). */
+ * longer pile-up (journal_size_limit). While the checkpointer runs, the writer leaves a pile-up
+ * up to WAL_HARD_FACTOR times that to it: frames a long reader held back (a `hookd backup`'s
+ * snapshot) were all copied by the writer, inline, the moment the reader let go — every commit
+ * paused ~1 s (a scale review); the checkpointer copies them on its own thread, and the writer
+ * then only the last commits' (its pass's end). */
 #define WAL_LIMIT_PAGES 32000
+#define WAL_HARD_FACTOR 4
 /* After a pass the checkpointer makes up to CKPT_ROUNDS - 1 shorter ones while more than
  * CKPT_LEFT_PAGES frames were appended meanwhile, so that the writer's own checkpoint copies at
  * most about that many (with 8,000-frame passes at 2,000 events/s: p99 18–21 ms with the extra
@@ -84,6 +89,7 @@ struct sq_shared {
    * asked), and not again before truncate_next_ms (ckpt_erase) */
   int64_t erase_due_ms, truncate_next_ms;
   uint64_t truncations; /* WAL files emptied so (tests) */
+  int writer_copied_max; /* the most frames one of the writer's own checkpoints copied (tests) */
 };
 
 /* ---------- helpers ---------- */
@@ -384,7 +390,15 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
   pthread_mutex_lock(&sh->mu);
   if (pages < sh->wal_pages) sh->backfilled = 0; /* the WAL started over */
   sh->wal_pages = pages;
-  sh->wal_over = pages >= sh->wal_limit || sh->ckpt_passed;
+  /* With a checkpointer running, the writer copies a pass's end (what it left: at most about
+   * the frames that wake it), never a pile-up below the hard limit (WAL_HARD_FACTOR): those
+   * are the checkpointer's, on its own thread */
+  bool helped = sh->ckpt_pages && sh->ckpt_started && !sh->stop;
+  if (helped)
+    sh->wal_over = pages >= (int64_t)sh->wal_limit * WAL_HARD_FACTOR ||
+                   (sh->ckpt_passed && pages - sh->backfilled <= sh->ckpt_pages);
+  else
+    sh->wal_over = pages >= sh->wal_limit || sh->ckpt_passed;
   if (sh->ckpt_pages && pages - sh->backfilled >= sh->ckpt_pages) pthread_cond_signal(&sh->cv);
   pthread_mutex_unlock(&sh->mu);
   return SQLITE_OK;
@@ -395,10 +409,15 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
 static void writer_checkpoint(hookd_store_conn *c) {
   sq_shared *sh = c->sh;
   if (sh->writer_retry_ms && hookd_mono_ms() < sh->writer_retry_ms) return;
+  pthread_mutex_lock(&sh->mu);
+  int before = sh->backfilled;
+  pthread_mutex_unlock(&sh->mu);
   int log = 0, done = 0;
   int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
   pthread_mutex_lock(&sh->mu);
   int failed = ckpt_note(sh, c->db, rc, done == log);
+  if (rc == SQLITE_OK && done - before > sh->writer_copied_max)
+    sh->writer_copied_max = done - before;
   pthread_mutex_unlock(&sh->mu);
   if (failed) sh->writer_retry_ms = hookd_mono_ms() + CKPT_RETRY_MS;
   else if (done == log) sh->writer_retry_ms = 0;
@@ -419,6 +438,14 @@ void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages) {
   sh->ckpt_pages = ckpt_pages;
   sh->wal_limit = limit_pages;
   pthread_mutex_unlock(&sh->mu);
+}
+
+int hookd_sqlite_writer_copied_max(void *shared) {
+  sq_shared *sh = shared;
+  pthread_mutex_lock(&sh->mu);
+  int n = sh->writer_copied_max;
+  pthread_mutex_unlock(&sh->mu);
+  return n;
 }
 
 uint64_t hookd_sqlite_checkpoint_count(void *shared, bool tries) {
@@ -460,7 +487,9 @@ void hookd_sqlite_shared_stop(void *shared, bool final) {
   pthread_cond_signal(&sh->cv);
   pthread_mutex_unlock(&sh->mu);
   pthread_join(sh->ckpt_thread, NULL);
+  pthread_mutex_lock(&sh->mu);
   sh->ckpt_started = 0;
+  pthread_mutex_unlock(&sh->mu);
 }
 
 void hookd_sqlite_shared_health(void *shared, hookd_store_health *out) {

@@ -428,6 +428,8 @@ void hookd_sqlite_set_wal_pages(void *shared, int ckpt_pages, int limit_pages);
 /* The checkpointer's passes that copied frames since the store opened, or (tries) every
  * checkpoint it ran, copying or not (tests). */
 uint64_t hookd_sqlite_checkpoint_count(void *shared, bool tries);
+/* The most frames one of the writer's own checkpoints has copied (tests). */
+int hookd_sqlite_writer_copied_max(void *shared);
 /* Process-wide SQLite set-up (sqlite_pcache.c), made once before the first connection: the
  * page-cache wrapper and no global memory statistics. Returns 1 if the wrapper is installed
  * (0: SQLite was already in use in this process, so its defaults stay). */

@@ -2295,6 +2295,46 @@ static void checkpointer_waits_while_a_reader_holds_the_frames_back(void **state
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM scratch"), 4 * CKPT);
 }
 
+/* Frames a long reader held back (a backup's snapshot) past the writer's WAL limit are copied by
+ * the checkpointer once the reader lets go, not by the writer inline at its next transaction:
+ * that copy paused every commit ~1 s at the end of a backup (a scale review). */
+static void a_pile_up_behind_a_reader_is_the_checkpointers_to_copy(void **state) {
+  fx *f = *state;
+  enum { CKPT = 50, LIMIT = 300 };
+  hookd_sqlite_set_wal_pages(f->s->shared, CKPT, LIMIT);
+  call c = {.in = "CREATE TABLE scratch(b BLOB)"};
+  assert_int_equal(w(f, run_sql, &c), 0);
+  char path[160], wal[170];
+  snprintf(path, sizeof path, "%s/t.db", f->dir);
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  sqlite3 *reader;
+  assert_int_equal(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(reader, "BEGIN; SELECT COUNT(*) FROM scratch;", NULL, NULL, NULL),
+                   SQLITE_OK); /* its snapshot, kept until COMMIT */
+  c.in = "INSERT INTO scratch VALUES (randomblob(6000))"; /* ~3 frames each */
+  int rows = 0;
+  while (file_size(wal) < (long)(LIMIT + 150) * (24 + 4096)) { /* past the limit, held back */
+    assert_int_equal(w(f, run_sql, &c), 0);
+    rows++;
+  }
+  uint64_t passes0 = hookd_sqlite_checkpoint_count(f->s->shared, false);
+  assert_int_equal(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(reader);
+  /* the writer's next transactions come at once, as under traffic: none copies the pile-up */
+  for (int i = 0; i < 5; i++, rows++) assert_int_equal(w(f, run_sql, &c), 0);
+  /* the checkpointer's pass (it retries every 10 ms while it finds nothing to copy) */
+  for (int i = 0; i < 500 && hookd_sqlite_checkpoint_count(f->s->shared, false) == passes0; i++) {
+    struct timespec ms = {0, 10 * 1000 * 1000};
+    nanosleep(&ms, NULL);
+  }
+  assert_true(hookd_sqlite_checkpoint_count(f->s->shared, false) > passes0);
+  /* then the writer copies the last commits' frames alone, and the WAL starts over */
+  for (int i = 0; i < 50; i++, rows++) assert_int_equal(w(f, run_sql, &c), 0);
+  int copied = hookd_sqlite_writer_copied_max(f->s->shared);
+  if (copied > 100) fail_msg("the writer copied %d frames itself, inline", copied);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM scratch"), rows);
+}
+
 /* A daemon opening a store with a WAL left by a crash copies it into the database and starts it
  * over before writing anything: commits appended behind frames a failed fsync never wrote would
  * otherwise be lost with them at a power cut. */
@@ -2582,6 +2622,8 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(checkpointer_copies_in_passes_and_the_wal_starts_over, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(a_pile_up_behind_a_reader_is_the_checkpointers_to_copy,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(page_cache_parks_split_pages_under_key_zero, setup,
                                       teardown),
       cmocka_unit_test(page_cache_parked_page_answers_to_its_number),
