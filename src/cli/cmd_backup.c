@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/secretbox.h"
 #include "daemon/keyring.h"
 #include "store/store.h"
 
@@ -37,6 +38,22 @@ static char *one_text(sqlite3 *db, const char *sql) {
     out = strdup((const char *)sqlite3_column_text(st, 0));
   sqlite3_finalize(st);
   return out;
+}
+
+/* The master key id the copy's secrets open with (NULL: none sealed), malloc'd: the one the store
+ * records, or on a store older than that record (SQLite migration 41 — the copy an operator
+ * takes before upgrading) the id a sealed value names, as the daemon reads it before migrating
+ * (a review: such a copy was said to hold no sealed secret, and its key could be left behind). */
+static char *copy_key_id(sqlite3 *db) {
+  char *id = one_text(db, "SELECT key_id FROM master_key WHERE one = 1");
+  for (size_t i = 0; !id && i < HOOKD_SEALED_COLUMNS; i++) {
+    char sql[160], kid[HOOKD_KEY_ID_LEN];
+    hookd_sealed_column_sql(i, sql, sizeof sql);
+    char *v = one_text(db, sql); /* (a column not in that version: none) */
+    if (v && hookd_sealed_key_id(v, kid) == 0) id = strdup(kid);
+    free(v);
+  }
+  return id;
 }
 
 /* The copy, made and checked; 0, or -1 said on stderr (the caller removes the file). */
@@ -135,7 +152,7 @@ int hookd_cmd_backup(int argc, char **argv) {
   int rc = copy(store + 7, to, &dst);
   char *key_id = NULL, *version = NULL;
   if (rc == 0) {
-    key_id = one_text(dst, "SELECT key_id FROM master_key WHERE one = 1");
+    key_id = copy_key_id(dst);
     version = one_text(dst, "SELECT MAX(version) FROM schema_migrations");
     rc = sqlite3_close(dst) == SQLITE_OK ? 0 : -1;
   }

@@ -1044,4 +1044,20 @@ describe('hookd backup', () => {
     assert.equal((await back.stop()).code, 0);
     await recv.close();
   });
+
+  it('of a store older than its master key record (taken before an upgrade) names the key its sealed secrets name, not "no secret"', { skip: SQLITE_ONLY }, async () => {
+    const { dir } = tempDir();
+    const h = await startHookd({ dir });
+    await setup(h, 'http://127.0.0.1:9/'); // an endpoint: a sealed signing secret
+    assert.equal((await h.stop()).code, 0);
+    // as a store made before SQLite migration 41: sealed secrets, no master_key table
+    execFileSync('sqlite3', [h.db, 'DROP TABLE master_key']);
+    const keyOf = (value) => value.split(':')[2];
+    const sealed = execFileSync('sqlite3', [h.db, 'SELECT secret FROM endpoints LIMIT 1'], { encoding: 'utf8' }).trim();
+    assert.match(sealed, /^sealed:v1:[0-9a-f]{16}:/);
+    const r = run(['backup', '--store', h.store, '--to', join(dir, 'old.db')]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`its secrets open with master key ${keyOf(sealed)}:`), r.stdout);
+    assert.doesNotMatch(r.stdout, /no secret/);
+  });
 });
