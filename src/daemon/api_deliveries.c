@@ -197,6 +197,18 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
     hookd_api_submit(&op->base, false);
 }
 
+/* The delivery's answer as it stands now, with what holds it on this node (`held`, as GET
+ * shows it: a replay into an open breaker is not "sent now"; a review) in place of the text
+ * kept under the Idempotency-Key, which carries no node's view. */
+static void answer_now(dl_op *op) {
+  json_t *v = hookd_api_delivery_json(op->base.app, &op->d);
+  char *text = v ? hookd_json_text_shown(v) : NULL;
+  json_decref(v);
+  if (!text) return; /* (out of memory: the kept text, as it was) */
+  free(op->k.answer);
+  op->k.answer = text;
+}
+
 /* ---------- replay ---------- */
 
 static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
@@ -237,6 +249,7 @@ static void reply_replay(hookd_api_op *base, int rc) {
   }
   if (!op->retried_now) HOOKD_INC(replays);
   hookd_dispatcher_hint(base->app->disp, op->d.endpoint_id, op->d.next_attempt_ms);
+  answer_now(op);
   HLOG(HOOKD_LOG_INFO,
        op->already_due   ? "delivery.already_due"
        : op->retried_now ? "delivery.retried_now"
@@ -274,6 +287,19 @@ static int run_deliver(hookd_store_conn *c, const hookd_store_backend *be, hookd
   /* sent again with its Idempotency-Key: its answer (before, a 409 "replay it" — and a client
    * following it sent the delivery twice: a review) */
   int rc = hookd_kept_lookup(&op->k, base, c, be);
+  if (!rc && op->k.replayed) { /* a create's answer: the delivery it made as it is now */
+    char made[HOOKD_ID_MAX + 64];
+    if (!hookd_kept_id(&op->k, made, sizeof made)) return HOOKD_STORE_ERR;
+    rc = be->delivery_get(c, made, &op->d, NULL, NULL);
+    op->loaded = rc == 0;
+    if (rc == HOOKD_STORE_NOTFOUND) {
+      snprintf(base->err, sizeof base->err,
+               "this Idempotency-Key's request created delivery %s, gone since (its event's "
+               "retention)", made);
+      return HOOKD_STORE_STATE;
+    }
+    return rc;
+  }
   if (rc != HOOKD_STORE_NOTFOUND) return rc;
   rc = be->event_deliver(c, op->tenant, op->event, op->endpoint, hookd_now_ms(), &op->d);
   op->loaded = rc == 0 || rc == HOOKD_STORE_EXISTS;
@@ -288,6 +314,7 @@ static void reply_deliver(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, base->err[0] ? base->err : "delivery");
     return;
   }
+  answer_now(op); /* (sent again: the delivery as it is now, as a create's answer is) */
   if (op->k.replayed) {
     hookd_kept_reply(&op->k, base->req);
     return;

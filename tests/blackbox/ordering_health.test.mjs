@@ -529,6 +529,10 @@ describe('endpoint health and ordering lanes', () => {
     assert.deepEqual(held.held, { by: 'retry_after', until: pausedUntil });
     const one = await h.api('GET', `/v1/deliveries/${held.id}`);
     assert.deepEqual(one.json.held, held.held, 'the delivery read alone says the same');
+    // a replay's answer says it too: due, yet held (a review: no `held`, read as "sent now")
+    const replayed = await h.api('POST', `/v1/deliveries/${held.id}/replay`);
+    assert.equal(replayed.status, 202, replayed.text);
+    assert.deepEqual(replayed.json.held, held.held, replayed.text);
     const listed = (await h.api('GET', `/v1/tenants/${tenant}/deliveries?endpoint=${endpoint}`)).json.data;
     // (the one answered 429 waits its own time, the pause's end: nothing holds it past that)
     assert.deepEqual(listed.map((d) => [d.event_id, d.held?.by ?? null]), [[b.json.id, 'retry_after'], [a.json.id, null]]);

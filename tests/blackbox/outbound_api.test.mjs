@@ -1458,6 +1458,8 @@ describe('an event delivered to one more endpoint', () => {
     // request is 409 conflict
     const again = await h.api('POST', path, { endpoint, reason: 'customer fixed their endpoint' }, keyed);
     assert.deepEqual([again.status, again.headers.get('idempotent-replayed'), again.json.id], [201, 'true', made.json.id], again.text);
+    // a create's answer: the delivery as it is now, not as it was made (a review: `pending`)
+    assert.deepEqual([again.json.state, again.json.attempt_count], ['delivered', 1], again.text);
     assertError(await h.api('POST', path, { endpoint, reason: 'another reason' }, keyed), 409, 'conflict');
     assert.equal(r.requests.length, 1, 'sent once');
     const audit = (await h.api('GET', `/v1/audit?tenant=${tenant}`)).json.data;
