@@ -88,6 +88,7 @@ struct sq_shared {
   /* an erasure committed: the checkpointer empties the WAL file then (monotonic ms; 0: none
    * asked), and not again before truncate_next_ms (ckpt_erase) */
   int64_t erase_due_ms, truncate_next_ms;
+  int erase_busy; /* tries found busy since the last that emptied it (its retry's backoff) */
   uint64_t truncations; /* WAL files emptied so (tests) */
   int writer_copied_max; /* the most frames one of the writer's own checkpoints copied (tests) */
 };
@@ -191,10 +192,13 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
 /* After an erasure's commit (sq_erased): the WAL file is emptied ERASE_DELAY_MS later (the
  * erasures of one request, or of a burst, together), at most once every ERASE_EVERY_MS; the
  * TRUNCATE checkpoint waits at most ERASE_WAIT_MS for readers on older frames (the writer's
- * transactions wait as long), and is tried again ERASE_DELAY_MS later while they are there. */
+ * transactions wait as long), and is tried again while they are there: ERASE_DELAY_MS later,
+ * then twice as long each time, up to ERASE_RETRY_MAX_MS (a reader of many seconds — a backup's
+ * — held the writer ERASE_WAIT_MS of every second otherwise). */
 #define ERASE_DELAY_MS 1000
 #define ERASE_EVERY_MS 10000
 #define ERASE_WAIT_MS 50
+#define ERASE_RETRY_MAX_MS 30000
 
 /* A checkpoint's result, for hookd_sqlite_shared_health (sh->mu held). Returns whether it
  * failed: a busy connection (another checkpoint running, a reader on old frames) is not a
@@ -265,9 +269,13 @@ static int ckpt_erase(sq_shared *sh, sqlite3 *db) {
   int failed = ckpt_note(sh, db, rc, rc == SQLITE_OK);
   int64_t now = hookd_mono_ms();
   if (rc != SQLITE_OK) {
-    sh->erase_due_ms = now + (failed ? CKPT_RETRY_MS : ERASE_DELAY_MS);
+    int64_t wait = ERASE_DELAY_MS << (sh->erase_busy < 5 ? sh->erase_busy : 5);
+    sh->erase_busy++;
+    sh->erase_due_ms = now + (failed ? CKPT_RETRY_MS : wait < ERASE_RETRY_MAX_MS ? wait
+                                                                                : ERASE_RETRY_MAX_MS);
     return failed;
   }
+  sh->erase_busy = 0;
   /* emptied: an erasure committed since asks for the next, not before ERASE_EVERY_MS */
   sh->erase_due_ms = 0;
   sh->truncate_next_ms = now + ERASE_EVERY_MS;
