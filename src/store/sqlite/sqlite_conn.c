@@ -89,6 +89,8 @@ struct sq_shared {
    * asked), and not again before truncate_next_ms (ckpt_erase) */
   int64_t erase_due_ms, truncate_next_ms;
   int erase_busy; /* tries found busy since the last that emptied it (its retry's backoff) */
+  uint64_t erase_gen; /* erasures asked (erase_asked): one asked while a truncation ran is not
+                       * taken as done by it */
   uint64_t truncations; /* WAL files emptied so (tests) */
   int writer_copied_max; /* the most frames one of the writer's own checkpoints copied (tests) */
 };
@@ -259,6 +261,7 @@ static void files_check(sq_shared *sh) {
  * file until written over (docs/security.md "The -wal file after an erasure"). Returns whether
  * it failed; busy (a reader on older frames, the writer's transaction), it is tried again later. */
 static int ckpt_erase(sq_shared *sh, sqlite3 *db) {
+  uint64_t gen = sh->erase_gen;
   pthread_mutex_unlock(&sh->mu);
   sqlite3_busy_timeout(db, ERASE_WAIT_MS);
   int log = 0, done = 0;
@@ -276,9 +279,10 @@ static int ckpt_erase(sq_shared *sh, sqlite3 *db) {
     return failed;
   }
   sh->erase_busy = 0;
-  /* emptied: an erasure committed since asks for the next, not before ERASE_EVERY_MS */
-  sh->erase_due_ms = 0;
+  /* emptied: an erasure committed since asks for the next, not before ERASE_EVERY_MS (one
+   * asked while this ran may have committed after it: its own truncation is due then) */
   sh->truncate_next_ms = now + ERASE_EVERY_MS;
+  sh->erase_due_ms = sh->erase_gen != gen ? sh->truncate_next_ms : 0;
   sh->truncations++;
   sh->backfilled = 0;
   sh->wal_pages = 0;
@@ -289,6 +293,7 @@ static int ckpt_erase(sq_shared *sh, sqlite3 *db) {
 /* An erasure committed on c (sq_commit): the checkpointer is asked to empty the WAL file. */
 static void erase_asked(sq_shared *sh) {
   pthread_mutex_lock(&sh->mu);
+  sh->erase_gen++;
   if (!sh->erase_due_ms) {
     int64_t due = hookd_mono_ms() + ERASE_DELAY_MS;
     sh->erase_due_ms = due > sh->truncate_next_ms ? due : sh->truncate_next_ms;
