@@ -197,9 +197,8 @@ void hookd_api_delivery_list(hookd_req *r, hookd_app *app) {
     hookd_api_submit(&op->base, false);
 }
 
-/* The delivery's answer as it stands now, with what holds it on this node (`held`, as GET
- * shows it: a replay into an open breaker is not "sent now"; a review) in place of the text
- * kept under the Idempotency-Key, which carries no node's view. */
+/* A create sent again: the delivery as it stands now, with what holds it on this node (`held`,
+ * as GET shows it), in place of the text kept under the Idempotency-Key. */
 static void answer_now(dl_op *op) {
   json_t *v = hookd_api_delivery_json(op->base.app, &op->d);
   char *text = v ? hookd_json_text_shown(v) : NULL;
@@ -234,7 +233,10 @@ static int run_replay(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (!rc && !op->already_due)
     rc = hookd_api_audit(base, c, be, op->retried_now ? "delivery.retry_now" : "delivery.replay",
                          op->d.id, op->d.tenant_id, op->d.event_id);
-  return rc ? rc : hookd_kept_store(&op->k, c, be, 202, hookd_json_delivery(&op->d));
+  /* with what holds it, as GET shows it (a replay into an open breaker is not "sent now": a
+   * review); kept so: a request sent again gets this first answer as it was */
+  return rc ? rc
+            : hookd_kept_store(&op->k, c, be, 202, hookd_api_delivery_json(base->app, &op->d));
 }
 
 static void reply_replay(hookd_api_op *base, int rc) {
@@ -249,7 +251,6 @@ static void reply_replay(hookd_api_op *base, int rc) {
   }
   if (!op->retried_now) HOOKD_INC(replays);
   hookd_dispatcher_hint(base->app->disp, op->d.endpoint_id, op->d.next_attempt_ms);
-  answer_now(op);
   HLOG(HOOKD_LOG_INFO,
        op->already_due   ? "delivery.already_due"
        : op->retried_now ? "delivery.retried_now"
@@ -305,7 +306,8 @@ static int run_deliver(hookd_store_conn *c, const hookd_store_backend *be, hookd
   op->loaded = rc == 0 || rc == HOOKD_STORE_EXISTS;
   if (!rc)
     rc = hookd_api_audit(base, c, be, "delivery.create", op->d.id, op->tenant, op->d.event_id);
-  return rc ? rc : hookd_kept_store(&op->k, c, be, 201, hookd_json_delivery(&op->d));
+  return rc ? rc
+            : hookd_kept_store(&op->k, c, be, 201, hookd_api_delivery_json(base->app, &op->d));
 }
 
 static void reply_deliver(hookd_api_op *base, int rc) {
@@ -314,8 +316,8 @@ static void reply_deliver(hookd_api_op *base, int rc) {
     hookd_api_store_error(base, rc, base->err[0] ? base->err : "delivery");
     return;
   }
-  answer_now(op); /* (sent again: the delivery as it is now, as a create's answer is) */
   if (op->k.replayed) {
+    answer_now(op); /* (the delivery as it is now, as a create's answer is) */
     hookd_kept_reply(&op->k, base->req);
     return;
   }
