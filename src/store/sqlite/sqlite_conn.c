@@ -12,8 +12,9 @@
  * writer commits every few milliseconds a checkpoint on another connection always ends a few
  * commits behind: the file kept growing (75 → 206 MB in 60 s at 3,000 received events/s). So
  * after each of the checkpointer's passes (and whenever the WAL passes WAL_LIMIT_PAGES — times
- * WAL_HARD_FACTOR while the checkpointer runs), the writer itself runs a PASSIVE checkpoint before its next transaction: it copies only what the
- * checkpointer has not (the frames of the last few commits), nothing commits meanwhile, and the
+ * WAL_HARD_FACTOR while the checkpointer runs), the writer itself runs a PASSIVE checkpoint
+ * before its next transaction: it copies only what the checkpointer has not (the frames of the
+ * last few commits), nothing commits meanwhile, and the
  * transaction that follows restarts the WAL (unless a reader still uses old frames; then the
  * next one tries again). The price is one short pause of the writer per CKPT_PAGES written.
  *
@@ -191,12 +192,12 @@ int sq_read_rows(hookd_store_conn *c, sqlite3_stmt *st, size_t elem,
  * holds the frames back for as long as it reads; another checkpoint holds the lock). 100 ms let
  * the WAL grow under load between passes: publish p50 at 5,000/s +0.3 ms (BENCHMARKS.md). */
 #define CKPT_STALL_MS 10
-/* After an erasure's commit (sq_erased): the WAL file is emptied ERASE_DELAY_MS later (the
- * erasures of one request, or of a burst, together), at most once every ERASE_EVERY_MS; the
- * TRUNCATE checkpoint waits at most ERASE_WAIT_MS for readers on older frames (the writer's
- * transactions wait as long), and is tried again while they are there: ERASE_DELAY_MS later,
- * then twice as long each time, up to ERASE_RETRY_MAX_MS (a reader of many seconds — a backup's
- * — held the writer ERASE_WAIT_MS of every second otherwise). */
+/* After an erasure's commit (c->erased, sq_commit): the WAL file is emptied ERASE_DELAY_MS
+ * later (the erasures of one request, or of a burst, together), at most once every
+ * ERASE_EVERY_MS; the TRUNCATE checkpoint waits at most ERASE_WAIT_MS for readers on older
+ * frames (the writer's transactions wait as long), and is tried again while they are there:
+ * ERASE_DELAY_MS later, then twice as long each time, up to ERASE_RETRY_MAX_MS (a reader of
+ * many seconds — a backup's — held the writer ERASE_WAIT_MS of every second otherwise). */
 #define ERASE_DELAY_MS 1000
 #define ERASE_EVERY_MS 10000
 #define ERASE_WAIT_MS 50
@@ -272,10 +273,10 @@ static int ckpt_erase(sq_shared *sh, sqlite3 *db) {
   int failed = ckpt_note(sh, db, rc, rc == SQLITE_OK);
   int64_t now = hookd_mono_ms();
   if (rc != SQLITE_OK) {
-    int64_t wait = ERASE_DELAY_MS << (sh->erase_busy < 5 ? sh->erase_busy : 5);
+    int64_t wait = (int64_t)ERASE_DELAY_MS << (sh->erase_busy < 5 ? sh->erase_busy : 5);
     sh->erase_busy++;
-    sh->erase_due_ms = now + (failed ? CKPT_RETRY_MS : wait < ERASE_RETRY_MAX_MS ? wait
-                                                                                : ERASE_RETRY_MAX_MS);
+    if (wait > ERASE_RETRY_MAX_MS) wait = ERASE_RETRY_MAX_MS;
+    sh->erase_due_ms = now + (failed ? CKPT_RETRY_MS : wait);
     return failed;
   }
   sh->erase_busy = 0;
