@@ -43,13 +43,15 @@
 #define CKPT_PAGES 1000
 /* The writer also checkpoints itself past this many WAL pages (128 MiB at 4 KiB): when the
  * checkpointer cannot keep up. The file is cut back to this size when the WAL restarts after a
- * longer pile-up (journal_size_limit). While the checkpointer runs, the writer leaves a pile-up
- * up to WAL_HARD_FACTOR times that to it: frames a long reader held back (a `hookd backup`'s
- * snapshot) were all copied by the writer, inline, the moment the reader let go — every commit
- * paused ~1 s (a scale review); the checkpointer copies them on its own thread, and the writer
- * then only the last commits' (its pass's end). */
+ * longer pile-up (journal_size_limit). While the checkpointer runs and its checkpoints do not
+ * fail, the writer leaves a pile-up up to WAL_HARD_FACTOR times that to it: frames a long reader
+ * held back (a `hookd backup`'s snapshot) were all copied by the writer, inline, the moment the
+ * reader let go — every commit paused ~1 s (a scale review); the checkpointer copies them on its
+ * own thread, and the writer then only the last commits' (its pass's end). The writer's own
+ * copy of a pile-up is for a checkpointer whose checkpoints fail, or one slower than the writes
+ * (the same disk: the pause is the back-pressure) past 2 GiB. */
 #define WAL_LIMIT_PAGES 32000
-#define WAL_HARD_FACTOR 4
+#define WAL_HARD_FACTOR 16
 /* After a pass the checkpointer makes up to CKPT_ROUNDS - 1 shorter ones while more than
  * CKPT_LEFT_PAGES frames were appended meanwhile, so that the writer's own checkpoint copies at
  * most about that many (with 8,000-frame passes at 2,000 events/s: p99 18–21 ms with the extra
@@ -263,15 +265,25 @@ static void files_check(sq_shared *sh) {
  * it failed; busy (a reader on older frames, the writer's transaction), it is tried again later. */
 static int ckpt_erase(sq_shared *sh, sqlite3 *db) {
   uint64_t gen = sh->erase_gen;
+  int left_max = sh->ckpt_pages > CKPT_LEFT_PAGES ? sh->ckpt_pages : CKPT_LEFT_PAGES;
   pthread_mutex_unlock(&sh->mu);
-  sqlite3_busy_timeout(db, ERASE_WAIT_MS);
+  /* first what can be copied without holding the writer (PASSIVE): the TRUNCATE holds its
+   * transactions while it copies what is left, so it runs only once that is little — a pile-up
+   * behind a reader that just let go (a backup's) would have held them while it was copied (a
+   * review: a 284 ms commit at a backup's end); a frame count of one commit's worth is busy */
   int log = 0, done = 0;
-  int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
-  sqlite3_busy_timeout(db, 1000);
+  int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+  if (rc == SQLITE_OK && log - done > left_max) rc = SQLITE_BUSY;
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(db, ERASE_WAIT_MS);
+    rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
+    sqlite3_busy_timeout(db, 1000);
+  }
   pthread_mutex_lock(&sh->mu);
   sh->tries++;
   int failed = ckpt_note(sh, db, rc, rc == SQLITE_OK);
   int64_t now = hookd_mono_ms();
+  if (done > sh->backfilled && done <= sh->wal_pages) sh->backfilled = done; /* (its PASSIVE's) */
   if (rc != SQLITE_OK) {
     int64_t wait = (int64_t)ERASE_DELAY_MS << (sh->erase_busy < 5 ? sh->erase_busy : 5);
     sh->erase_busy++;
@@ -407,7 +419,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages) {
   /* With a checkpointer running, the writer copies a pass's end (what it left: at most about
    * the frames that wake it), never a pile-up below the hard limit (WAL_HARD_FACTOR): those
    * are the checkpointer's, on its own thread */
-  bool helped = sh->ckpt_pages && sh->ckpt_started && !sh->stop;
+  bool helped = sh->ckpt_pages && sh->ckpt_started && !sh->stop && !sh->ckpt_failing;
   if (helped)
     sh->wal_over = pages >= (int64_t)sh->wal_limit * WAL_HARD_FACTOR ||
                    (sh->ckpt_passed && pages - sh->backfilled <= sh->ckpt_pages);
