@@ -938,7 +938,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       hookd_req_error(r, 503, "not_ready", "hookd is shutting down: retry");
       return queue_close(r);
     }
-    if (srv->workers && r->body.len >= BIG_BODY) {
+    if (r->body.len >= BIG_BODY) { /* (the workers run from the start: hookd_server_start) */
       atomic_store(&r->pins, 2); /* its answer and its handler's return */
       hookd_req_suspend(r);
       atomic_fetch_sub(&srv->in_handler, 1); /* (counted as suspended from here) */

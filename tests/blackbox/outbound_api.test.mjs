@@ -1310,7 +1310,8 @@ describe('what an erasure leaves in SQLite\'s -wal file', () => {
     const del = await h.api('DELETE', `/v1/tenants/${t}/events/${p.json.id}/payload`);
     assert.equal(del.status, 200, del.text);
     await waitUntil(() => inFiles(marker).length === 0, { timeout: 15000, what: `the payload gone from ${inFiles(marker)}` });
-    // an endpoint's URL path (a Slack hook's is its credential)
+    // an endpoint's URL path (a Slack hook's is its credential); one with no attempts: each
+    // attempt keeps the URL it went to until event retention (docs/api.md, endpoint delete)
     const path = `hook-${Math.random().toString(36).slice(2)}`;
     const ep = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: `http://127.0.0.1:9/${path}` });
     assert.equal(ep.status, 201, ep.text);
