@@ -939,7 +939,11 @@ describe('isolation', () => {
     // 10 % of 32 while live work waits, passed by at most as much again by first replays of
     // tenants holding none; before: the live tenant's claims were its requests in flight, its
     // queue ran dry, and replays held 22 of the slots
-    assert.ok(replays <= 8 && L.open >= 22, `live ${L.open}, replays ${replays} in flight (${P.map((x) => x.r.open)})`);
+    // (replays past their budget never; the live tenant's slot freed by the last answer may be
+    // taken again a moment after the wait above saw 29 open: 21 + 8 once in 27 runs, then 22 + 8)
+    assert.ok(replays <= 8, `live ${L.open}, replays ${replays} in flight (${P.map((x) => x.r.open)})`);
+    await waitUntil(async () => L.open >= 22 && P.reduce((a, x) => a + x.r.open, 0) <= 8,
+      { what: `the live tenant holds the rest (live ${L.open}, replays ${P.map((x) => x.r.open)})`, timeout: 3000, interval: 5 });
     for (const r of rs) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
     assert.equal((await h.stop()).code, 0);
     for (const r of rs) await r.close();
