@@ -2,7 +2,8 @@
 # (500,000) pending deliveries (written with sqlite3, the endpoint disabled so nothing is sent)
 # and is deleted while an open loop sends 2,000 signed inbound webhooks a second to another
 # tenant's source (bench/openloop, as in inbound.sh). Measured: the delete's answer time, the
-# time until every delivery is cancelled (hookd_deliveries_cancelled_total), and the slowest
+# time until every delivery is cancelled (hookd_deliveries_cancelled_total), then until the URL
+# walk has read the tenant's deliveries (its attempts' URLs cut: url_cuts empty), and the slowest
 # inbound ack meanwhile. Target: the slowest ack <= 50 ms — a delete cancels in bounded writer
 # steps (docs/architecture.md "Deletes"), so another tenant's acks wait for one step at most.
 # (sourced by run.sh, not run)
@@ -16,7 +17,7 @@ delete_fill() {
 
 delete_main() {
   local n=${BENCH_DELETE_DELIVERIES:-500000} reps=${BENCH_REPS:-3} dir i r t0 ans done_s ol
-  local ep k mx maxes=() answers=() finishes=() lines=()
+  local ep k mx urls_s maxes=() answers=() finishes=() walks=() lines=()
   say ""
   say "## An endpoint's delete with $n pending deliveries, inbound acks at 2,000/s meanwhile"
   for ((i = 1; i <= reps; i++)); do
@@ -40,6 +41,12 @@ delete_main() {
       sleep 0.05
     done
     done_s=$(calc "$(now) - $t0" %.2f)
+    # then the URL walk over the tenant's deliveries (its attempts' URLs cut to their origin)
+    for ((k = 0; k < 6000; k++)); do
+      [ "$(sqlite3 -cmd '.timeout 1000' "$dir/hookd.db" "SELECT COUNT(*) FROM url_cuts;")" = 0 ] && break
+      sleep 0.05
+    done
+    urls_s=$(calc "$(now) - $t0" %.2f)
     wait "$ol" || die "openloop reported no successful request"
     lines+=("$(cat "$dir/openloop.txt")")
     hookd_stop
@@ -47,10 +54,11 @@ delete_main() {
     maxes+=("$mx")
     answers+=("$ans")
     finishes+=("$done_s")
-    log "delete run $i: answered in $ans s, all cancelled in $done_s s, slowest ack $mx ms"
+    walks+=("$urls_s")
+    log "delete run $i: answered in $ans s, all cancelled in $done_s s, URLs walked in $urls_s s, slowest ack $mx ms"
     [ "${BENCH_KEEP_TMP:-0}" = 1 ] || rm -rf "$dir"
   done
-  say "- the delete answered in: ${answers[*]} s; every delivery cancelled after: ${finishes[*]} s"
+  say "- the delete answered in: ${answers[*]} s; every delivery cancelled after: ${finishes[*]} s; the URL walk done after: ${walks[*]} s"
   say "- inbound acks meanwhile (one line a run): ${lines[*]}"
   say "RESULT inbound acks during an endpoint delete of $n: slowest $(median "${maxes[@]}") ms — target <= 50 ms: $(awk -v v="$(median "${maxes[@]}")" 'BEGIN { print (v <= 50) ? "PASS" : "MISS" }')"
 }

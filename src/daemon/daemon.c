@@ -539,15 +539,27 @@ static int run_delete_step(hookd_store_conn *c, const hookd_store_backend *be, v
 }
 
 /* The delete walk (docs/architecture.md "Deletes"): what a delete left of a large backlog is
- * cancelled one bounded writer op at a time, so another tenant's ack waits for one step at most;
- * it stops between steps for a stop signal (the next start goes on), and after 10 s, for the
- * main loop's other duties (retention), to go on at its next turn. */
+ * cancelled, then its attempts' URLs cut, one bounded writer op at a time, so another tenant's
+ * ack waits for one step at most; it stops between steps for a stop signal (the next start goes
+ * on), and after 10 s, for the main loop's other duties (retention), to go on at its next
+ * turn. */
 static void finish_deletes(hookd_app *app) {
   hookd_delete_step s;
   static int64_t total; /* of the endpoint being walked, across turns (the main thread's only) */
+  static int64_t urls;  /* attempts' URLs cut in the tenant being walked, likewise */
   int64_t until = hookd_mono_ms() + 10000;
   while (!stop_pending() && hookd_mono_ms() < until &&
          hookd_storeq_run_sync(app->store->writer, run_delete_step, &s) == 0 && s.found) {
+    if (s.urls) { /* a step of the URL walk (docs/architecture.md "Deletes") */
+      urls += s.urls_cut;
+      if (s.finished) {
+        HLOG(HOOKD_LOG_INFO, "tenant.urls_cut", KV_S("tenant_id", s.tenant_id),
+             KV_I("attempts", urls));
+        urls = 0;
+      }
+      if (tick_due(app)) refresh_config(app);
+      continue;
+    }
     if (s.counts.cancelled > 0) HOOKD_ADD(cancelled, (uint64_t)s.counts.cancelled);
     total += s.counts.cancelled;
     if (s.finished) {

@@ -325,6 +325,8 @@ typedef struct hookd_outcome {
                                  concurrent answer of the same endpoint) */
   int64_t disabled_updated_ms; /* out, with disabled_now: the endpoint's updated_at as stored
                                   (moved on by the disable: its node's copy takes it) */
+  bool endpoint_gone;         /* out: its endpoint was deleted while the request was out: the
+                                 attempt is recorded with its URL cut to its origin */
   bool was_held;              /* out: it was held `unknown` already (a delete, a lease that ran
                                  out) and stays so: counted when it was held, not again */
   bool keep_attempt;          /* the attempt is history even when the delivery has moved on
@@ -383,10 +385,13 @@ typedef struct hookd_delete_counts {
 
 /* What one step of the delete walk did (delete_step). */
 typedef struct hookd_delete_step {
-  bool found;                    /* an endpoint owed cancels */
-  bool finished;                 /* and none are left: its flag is cleared */
+  bool found;                    /* an endpoint owed cancels, or (urls) a tenant the URL walk */
+  bool finished;                 /* and none are left: its flag is cleared (its walk is done) */
   char endpoint_id[HOOKD_ID_MAX];
   hookd_delete_counts counts;
+  bool urls;                     /* a step of the URL walk (its deleted endpoints' attempts) */
+  char tenant_id[HOOKD_ID_MAX];  /* with urls: whose */
+  int urls_cut;                  /* with urls: attempts whose URL was cut to its origin */
 } hookd_delete_step;
 
 /* What a tenant's delete did (tenant_delete). */

@@ -1310,8 +1310,8 @@ describe('what an erasure leaves in SQLite\'s -wal file', () => {
     const del = await h.api('DELETE', `/v1/tenants/${t}/events/${p.json.id}/payload`);
     assert.equal(del.status, 200, del.text);
     await waitUntil(() => inFiles(marker).length === 0, { timeout: 15000, what: `the payload gone from ${inFiles(marker)}` });
-    // an endpoint's URL path (a Slack hook's is its credential); one with no attempts: each
-    // attempt keeps the URL it went to until event retention (docs/api.md, endpoint delete)
+    // an endpoint's URL path (a Slack hook's is its credential; its attempts': "deleting an
+    // endpoint with deliveries in hand")
     const path = `hook-${Math.random().toString(36).slice(2)}`;
     const ep = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: `http://127.0.0.1:9/${path}` });
     assert.equal(ep.status, 201, ep.text);
@@ -1367,6 +1367,42 @@ describe('deleting an endpoint with deliveries in hand', () => {
       await r2.close();
       cleanup();
     }
+  });
+
+  it('its attempts keep no URL path (a Slack hook\'s is its credential): shown cut from the delete\'s answer on and cut in the store by the delete walk — a URL before a PATCH, and a request that ends after the delete, too', async () => {
+    const h = await startHookd();
+    let hang = false;
+    const r = await startReceiver(() => (hang ? 'hang' : { status: 200 }));
+    const origin = new URL(r.url).origin;
+    const mark = Math.random().toString(36).slice(2);
+    const { tenant: t, endpoint } = await setup(h, `${origin}/services/T0/${mark}-one?sig=${mark}`);
+    const p1 = await publish(h, t, { type: 'a', payload: { i: 1 } });
+    await r.waitFor(1);
+    const path = `/v1/tenants/${t}/endpoints/${endpoint}`;
+    assert.equal((await h.api('PATCH', path, { url: `${origin}/services/T0/${mark}-two` })).status, 200);
+    const p2 = await publish(h, t, { type: 'a', payload: { i: 2 } });
+    await r.waitFor(2);
+    hang = true;
+    const p3 = await publish(h, t, { type: 'a', payload: { i: 3 } });
+    await waitUntil(() => r.open === 1, { what: 'a request in flight' });
+    const urls = async (p) => {
+      const [dl] = (await h.api('GET', `/v1/events/${p.json.id}`)).json.deliveries;
+      return (await h.api('GET', `/v1/deliveries/${dl.id}`)).json.attempts.map((a) => a.url);
+    };
+    assert.deepEqual(await urls(p1), [`${origin}/services/T0/${mark}-one?sig=${mark}`], 'kept while the endpoint lives');
+    assert.equal((await h.api('DELETE', path)).status, 200);
+    assert.deepEqual(await urls(p1), [origin], 'shown cut from the answer on');
+    assert.deepEqual(await urls(p2), [origin]);
+    r.releaseHanging(200);
+    await waitDelivery(h, p3.json.id, (ds) => ds[0]?.state === 'delivered', 'the request in flight delivered');
+    assert.deepEqual(await urls(p3), [origin]);
+    // the store's rows (the walk runs every 2 s), the endpoint's own URL already
+    const left = () => h.query(`SELECT url FROM attempts WHERE url LIKE '%${mark}%' UNION ALL SELECT url FROM endpoints WHERE url LIKE '%${mark}%'`);
+    await waitUntil(() => left().length === 0, { timeout: 10000, what: 'no attempt row holds the path' });
+    const rows = h.query(`SELECT a.url FROM attempts a JOIN deliveries d ON d.seq = a.delivery_seq WHERE d.endpoint_id = '${endpoint}'`);
+    assert.deepEqual(rows.map((x) => x.url), [origin, origin, origin]);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
   });
 
   it('a request in flight when its endpoint is deleted keeps its attempt; answered 2xx, the delivery reads delivered, and counts as delivered', async () => {

@@ -339,6 +339,7 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   if (!r) return HOOKD_STORE_ERR;
   bool found = PQntuples(r) > 0;
   bool gone = found && pg_i64(r, 0, 0);
+  o->endpoint_gone = gone; /* its attempt's URL recorded cut (docs/architecture.md "Deletes") */
   bool held = found && pg_i64(r, 0, 1);
   /* its event's payload deleted while the request was out (DELETE …/payload cancelled it): as
    * for a deleted endpoint, only a success stands — nothing is left to send again */
@@ -478,7 +479,10 @@ static const char outcome_attempt_sql[] =
 /* The attempt's row alone, after an outcome that landed late (late_outcome): $1 delivery seq,
  * $2 attempt number, $3 lease token, then bind_attempt's from $4. */
 static const char attempt_sql[] =
-    ATTEMPT_COLS " VALUES ($1, $2, $4, $5, $6, $7, $8, $9, $10, $3, $11, $12)"
+    ATTEMPT_COLS " VALUES ($1, $2, $4, $5, $6, $7, $8, $9, $10, $3, $11,"
+    /* $13: its endpoint deleted while the request was out — its URL cut to its origin
+     * (docs/architecture.md "Deletes") */
+    " CASE WHEN $13::int = 1 THEN " PG_URL_ORIGIN("$12::text") " ELSE $12::text END)"
     " ON CONFLICT (delivery_seq, attempt_number) DO NOTHING";
 
 int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
@@ -505,7 +509,7 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   o->cancelled = false;
   o->disable_declined = o->disabled_now = o->failing_run_ended = false;
   o->disabled_updated_ms = 0;
-  o->was_held = false;
+  o->was_held = o->endpoint_gone = false;
   o->superseded = 0;
   if (changed != 1) {
     int rc = late_outcome(c, o);
@@ -518,6 +522,7 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     pg_p_i64(&q, o->superseded ? o->superseded : o->attempt_number);
     pg_p_i64(&q, o->lease_token);
     bind_attempt(&q, o);
+    pg_p_i64(&q, o->endpoint_gone);
     inserted = pg_x(c, attempt_sql, &q, "insert attempt");
     if (inserted < 0) return HOOKD_STORE_ERR;
   }

@@ -477,6 +477,16 @@ int pg_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
                    &p, "delete endpoint");
   if (k < 0) return HOOKD_STORE_ERR;
   if (k != 1) return HOOKD_STORE_NOTFOUND;
+  /* its attempts' URLs are the URL walk's (docs/architecture.md "Deletes"): its tenant's walk
+   * starts (over) from the first delivery */
+  pg_p_init(&p);
+  pg_p_text(&p, id);
+  if (pg_x(c,
+           "INSERT INTO url_cuts(tenant_id, after, gen) SELECT tenant_id, '', 0 FROM endpoints"
+           " WHERE id = $1 ON CONFLICT (tenant_id) DO UPDATE SET after = '',"
+           " gen = url_cuts.gen + 1",
+           &p, "mark the URL walk") < 0)
+    return HOOKD_STORE_ERR;
   /* an inbound destination's inbox records follow their cancelled deliveries (they would say
    * `received` for ever) */
   pg_p_init(&p);
@@ -539,6 +549,49 @@ int pg_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   return pg_endpoint_delete_within(c, id, now_ms, &budget, out);
 }
 
+/* The deliveries of a tenant the URL walk reads a step (docs/architecture.md "Deletes"). */
+#define URLCUT_STEP 2000
+
+/* One step of the URL walk: the next URLCUT_STEP deliveries of a tenant past its cursor, the
+ * URLs of the attempts of those whose endpoint is deleted cut to their origin — one statement
+ * (the writers' transactions of every node are one at a time: PG_WRITER_BEGIN's lock). */
+static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
+  PGresult *cur = pg_q(c, "SELECT tenant_id, after, gen FROM url_cuts LIMIT 1", NULL, "URL walk");
+  if (!cur) return HOOKD_STORE_ERR;
+  if (PQntuples(cur) == 0) {
+    PQclear(cur);
+    return HOOKD_STORE_OK;
+  }
+  pg_params p;
+  pg_p_init(&p);
+  pg_copy(cur, 0, 0, out->tenant_id, sizeof out->tenant_id);
+  pg_p_text(&p, out->tenant_id);
+  pg_p_text(&p, PQgetvalue(cur, 0, 1)); /* (cur is cleared after the statement) */
+  pg_p_i64(&p, pg_i64(cur, 0, 2));
+  pg_p_i64(&p, URLCUT_STEP);
+  out->found = out->urls = true;
+  PGresult *r = pg_q(c,
+           "WITH s AS (SELECT d.seq, d.id, e.deleted_at IS NOT NULL AS gone FROM deliveries d"
+           " JOIN endpoints e ON e.id = d.endpoint_id WHERE d.tenant_id = $1"
+           " AND d.id > $2::text ORDER BY d.id LIMIT $4),"
+           " a AS (UPDATE attempts SET url = " PG_URL_ORIGIN("url") " WHERE delivery_seq IN"
+           " (SELECT seq FROM s WHERE gone) AND url IS DISTINCT FROM " PG_URL_ORIGIN("url")
+           " RETURNING 1),"
+           " m AS (SELECT count(*) AS n, max(id) AS last FROM s),"
+           " u AS (UPDATE url_cuts SET after = m.last FROM m WHERE tenant_id = $1"
+           " AND gen = $3::bigint AND m.n >= $4 RETURNING 1),"
+           " x AS (DELETE FROM url_cuts USING m WHERE tenant_id = $1 AND gen = $3::bigint"
+           " AND m.n < $4 RETURNING 1)"
+           " SELECT (SELECT count(*) FROM a), (SELECT n FROM m)",
+           &p, "URL walk");
+  PQclear(cur);
+  if (!r) return HOOKD_STORE_ERR;
+  out->urls_cut = (int)pg_i64(r, 0, 0);
+  out->finished = pg_i64(r, 0, 1) < URLCUT_STEP;
+  PQclear(r);
+  return HOOKD_STORE_OK;
+}
+
 int pg_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out) {
   *out = (hookd_delete_step){0};
   PGresult *r = pg_q(c,
@@ -546,9 +599,9 @@ int pg_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_
                      " WHERE cancel_pending = 1 LIMIT 1",
                      NULL, "delete walk");
   if (!r) return HOOKD_STORE_ERR;
-  if (PQntuples(r) == 0) {
+  if (PQntuples(r) == 0) { /* the cancels first; then the URLs */
     PQclear(r);
-    return HOOKD_STORE_OK;
+    return url_cut_step(c, out);
   }
   pg_copy(r, 0, 0, out->endpoint_id, sizeof out->endpoint_id);
   out->found = true;

@@ -705,9 +705,14 @@ int pg_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
 
   pg_p_init(&p);
   pg_p_i64(&p, d->seq);
+  pg_p_text(&p, d->endpoint_id);
   r = pg_q(c,
            "SELECT attempt_number, started_at, finished_at, outcome, http_status, latency_ms,"
-           " error, response, lease_token, kind, url FROM attempts WHERE delivery_seq = $1"
+           " error, response, lease_token, kind,"
+           /* its endpoint deleted: the URL cut to its origin, as the URL walk cuts the row
+            * (docs/architecture.md "Deletes") — from the delete's answer on */
+           " CASE WHEN (SELECT deleted_at FROM endpoints WHERE id = $2) IS NULL THEN url"
+           " ELSE " PG_URL_ORIGIN("url") " END FROM attempts WHERE delivery_seq = $1"
            " ORDER BY attempt_number",
            &p, "read attempts");
   if (pg_read_rows(c, r, sizeof **att, rd_attempt, (void **)att, n,

@@ -12,6 +12,11 @@
 #include "store/postgres/pg_store.h"
 #include "store/store.h"
 
+/* A URL (an http or https one the API checked) cut to its origin: a path or query may hold a
+ * credential (a Slack hook's). `u` is an SQL expression of type text. */
+#define PG_URL_ORIGIN(u)                                                                        \
+  "COALESCE(substring(" u " from '^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*'), " u ")"
+
 typedef struct pg_shared pg_shared; /* the connection string, pg_conn.c */
 const char *pg_shared_url(const pg_shared *sh);
 const char *pg_shared_node_id(const pg_shared *sh); /* NULL: the CLI's */

@@ -351,11 +351,38 @@ static const char *const migration_20[] = {
     " RAISE EXCEPTION 'attempts are append-only (but an erased excerpt)'; END $$",
     NULL};
 
+/* 21: the URL walk (SQLite's migration 55; docs/architecture.md "Deletes"): a deleted
+ * endpoint's attempts' URLs cut to their origin (a path or query may hold a credential), reached
+ * through its tenant's deliveries by id; a tenant's cursor here. An attempt's URL may become a
+ * prefix of itself as its response excerpt may become NULL — nothing else of it changes (every
+ * other column compared). The endpoints deleted before: their URLs cut now (a delete cut only
+ * the ones made since), their attempts' by the first start's walk. */
+static const char *const migration_21[] = {
+    "CREATE TABLE IF NOT EXISTS url_cuts (tenant_id text COLLATE \"C\" PRIMARY KEY,"
+    " after text COLLATE \"C\" NOT NULL, gen bigint NOT NULL)",
+    "INSERT INTO url_cuts(tenant_id, after, gen) SELECT DISTINCT tenant_id, '', 0 FROM endpoints"
+    " WHERE deleted_at IS NOT NULL ON CONFLICT (tenant_id) DO NOTHING",
+    "UPDATE endpoints SET url = " PG_URL_ORIGIN("url") " WHERE deleted_at IS NOT NULL"
+    " AND url IS DISTINCT FROM " PG_URL_ORIGIN("url"),
+    "CREATE OR REPLACE FUNCTION hookd_attempts_no_update() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " BEGIN IF (NEW.response IS NULL OR NEW.response IS NOT DISTINCT FROM OLD.response)"
+    " AND (NEW.url IS NOT DISTINCT FROM OLD.url OR COALESCE(length(NEW.url) < length(OLD.url)"
+    " AND left(OLD.url, length(NEW.url)) = NEW.url, false))"
+    " AND ROW(NEW.delivery_seq, NEW.attempt_number,"
+    " NEW.started_at, NEW.finished_at, NEW.outcome, NEW.http_status, NEW.latency_ms, NEW.error,"
+    " NEW.lease_token, NEW.kind) IS NOT DISTINCT FROM ROW(OLD.delivery_seq,"
+    " OLD.attempt_number, OLD.started_at, OLD.finished_at, OLD.outcome, OLD.http_status,"
+    " OLD.latency_ms, OLD.error, OLD.lease_token, OLD.kind) THEN RETURN NEW; END IF;"
+    " RAISE EXCEPTION 'attempts are append-only (but an erased excerpt, a URL cut to its"
+    " origin)'; END $$",
+    NULL};
+
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
     migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
     migration_11, migration_12, migration_13, migration_14, migration_15,
-    migration_16, migration_17, migration_18, migration_19, migration_20};
+    migration_16, migration_17, migration_18, migration_19, migration_20,
+    migration_21};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

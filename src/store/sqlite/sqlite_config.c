@@ -749,16 +749,9 @@ int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
                               * key already): its secrets go, and its headers (credentials) */
                              " secret = '', previous_secret = NULL, previous_expires_at = NULL,"
                              " headers = NULL, description = '', metadata = NULL,"
-                             /* its URL cut to its origin: a path or query may hold a
-                              * credential (a Slack hook's) — up to the first '/', '?' or '#'
-                              * after "://" (a URL the API checked: http or https, no
-                              * userinfo) */
-                             " url = (SELECT CASE WHEN k < 100000 THEN substr(url, 1, s + k - 2)"
-                             " ELSE url END FROM (SELECT s, min(coalesce(nullif(instr(r, '/'), 0),"
-                             " 100000), coalesce(nullif(instr(r, '?'), 0), 100000),"
-                             " coalesce(nullif(instr(r, '#'), 0), 100000)) AS k FROM (SELECT"
-                             " instr(url, '://') + 3 AS s,"
-                             " substr(url, instr(url, '://') + 3) AS r)))"
+                             /* its URL cut to its origin (its attempts' by the URL
+                              * walk, marked below) */
+                             " url = " SQ_URL_ORIGIN("url")
                              " WHERE id = ?1 AND deleted_at IS NULL");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
@@ -766,6 +759,14 @@ int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "delete endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
   c->erased = true; /* its commit has the WAL file emptied (its secrets, headers, URL's path) */
+  /* its attempts' URLs are the URL walk's (docs/architecture.md "Deletes"): its tenant's walk
+   * starts (over) from the first delivery */
+  st = sq_stmt(c, SQ_URLCUT_MARK,
+               "INSERT INTO url_cuts(tenant_id, after, gen) SELECT tenant_id, '', 0 FROM endpoints"
+               " WHERE id = ?1 ON CONFLICT (tenant_id) DO UPDATE SET after = '', gen = gen + 1");
+  if (!st) return HOOKD_STORE_ERR;
+  sq_bind_text(st, 1, id);
+  if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "mark the URL walk");
   /* an inbound destination's inbox records follow their cancelled deliveries (they would say
    * `received` for ever) */
   st = sq_stmt(c, SQ_EP_IS_DEST,
@@ -830,6 +831,82 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   return sq_endpoint_delete_within(c, id, now_ms, &budget, out);
 }
 
+/* The deliveries of a tenant the URL walk reads a step (docs/architecture.md "Deletes"). */
+#define URLCUT_STEP 2000
+
+/* One step of the URL walk: the next URLCUT_STEP deliveries of a tenant past its cursor, the
+ * URLs of the attempts of those whose endpoint is deleted cut to their origin. */
+static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_URLCUT_NEXT, "SELECT tenant_id, after, gen FROM url_cuts LIMIT 1");
+  if (!st) return HOOKD_STORE_ERR;
+  int step = sqlite3_step(st);
+  char *after = NULL;
+  int64_t gen = 0;
+  if (step == SQLITE_ROW) {
+    snprintf(out->tenant_id, sizeof out->tenant_id, "%s", (const char *)sqlite3_column_text(st, 0));
+    after = sq_col_str(st, 1);
+    gen = sqlite3_column_int64(st, 2);
+  }
+  sqlite3_reset(st);
+  if (step != SQLITE_ROW) return step == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "URL walk");
+  if (!after) return sq_fail(c, "URL walk");
+  out->found = out->urls = true;
+  st = sq_stmt(c, SQ_URLCUT_SCAN,
+               "SELECT d.seq, d.id, e.deleted_at IS NOT NULL FROM deliveries d"
+               " INDEXED BY deliveries_tenant JOIN endpoints e ON e.id = d.endpoint_id"
+               " WHERE d.tenant_id = ?1 AND d.id > ?2 ORDER BY d.id LIMIT ?3");
+  sqlite3_stmt *cut = st ? sq_stmt(c, SQ_URLCUT_ATTEMPTS,
+                                   "UPDATE attempts SET url = " SQ_URL_ORIGIN("url")
+                                   " WHERE delivery_seq = ?1 AND url IS NOT NULL"
+                                   " AND url IS NOT " SQ_URL_ORIGIN("url"))
+                         : NULL;
+  if (!cut) {
+    free(after);
+    return HOOKD_STORE_ERR;
+  }
+  sq_bind_text(st, 1, out->tenant_id);
+  sq_bind_text(st, 2, after);
+  sqlite3_bind_int(st, 3, URLCUT_STEP);
+  int rows = 0, rc = HOOKD_STORE_OK;
+  /* (the cuts between the reads: the scan's index is not the table written) */
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    rows++;
+    free(after);
+    after = sq_col_str(st, 1);
+    if (!after) break;
+    if (!sqlite3_column_int(st, 2)) continue;
+    sqlite3_bind_int64(cut, 1, sqlite3_column_int64(st, 0));
+    int k = sqlite3_step(cut);
+    out->urls_cut += k == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
+    sqlite3_reset(cut);
+    if (k != SQLITE_DONE) {
+      rc = sq_fail(c, "cut attempts' URLs");
+      break;
+    }
+  }
+  sqlite3_reset(st);
+  if (!rc && (step != SQLITE_DONE || !after)) rc = sq_fail(c, "URL walk");
+  if (out->urls_cut > 0) c->erased = true; /* its commit has the WAL file emptied */
+  out->finished = rows < URLCUT_STEP;
+  /* the cursor moved on, or the tenant's row gone — unless a delete started it over since */
+  st = rc ? NULL
+          : out->finished ? sq_stmt(c, SQ_URLCUT_DONE,
+                                    "DELETE FROM url_cuts WHERE tenant_id = ?1 AND gen = ?3")
+                          : sq_stmt(c, SQ_URLCUT_MOVE,
+                                    "UPDATE url_cuts SET after = ?2 WHERE tenant_id = ?1"
+                                    " AND gen = ?3");
+  if (st) {
+    sq_bind_text(st, 1, out->tenant_id);
+    sq_bind_text(st, 2, after);
+    sq_bind_i64(st, 3, gen);
+    if (sqlite3_step(st) != SQLITE_DONE) rc = sq_fail(c, "URL walk");
+  } else if (!rc) {
+    rc = HOOKD_STORE_ERR;
+  }
+  free(after);
+  return rc;
+}
+
 int sq_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out) {
   *out = (hookd_delete_step){0};
   sqlite3_stmt *st = sq_stmt(c, SQ_EP_CANCEL_NEXT,
@@ -844,7 +921,9 @@ int sq_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_
   }
   bool inbound = step == SQLITE_ROW && sqlite3_column_int(st, 1);
   sqlite3_reset(st);
-  if (step != SQLITE_ROW) return step == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "delete walk");
+  /* the cancels first; then the URLs */
+  if (step == SQLITE_DONE) return url_cut_step(c, out);
+  if (step != SQLITE_ROW) return sq_fail(c, "delete walk");
   int64_t *seqs = NULL;
   size_t n = 0, cap = 0;
   int budget = limit;

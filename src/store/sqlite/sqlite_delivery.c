@@ -546,10 +546,15 @@ int sq_delivery_get(hookd_store_conn *c, const char *id, hookd_delivery *d, hook
 
   st = sq_stmt(c, SQ_DL_ATTEMPTS,
                "SELECT attempt_number, started_at, finished_at, outcome, http_status, latency_ms,"
-               " error, response, lease_token, kind, url FROM attempts WHERE delivery_seq = ?1"
+               " error, response, lease_token, kind,"
+               /* its endpoint deleted: the URL cut to its origin, as the URL walk cuts the row
+                * (docs/architecture.md "Deletes") — from the delete's answer on */
+               " CASE WHEN (SELECT deleted_at FROM endpoints WHERE id = ?2) IS NULL THEN url"
+               " ELSE " SQ_URL_ORIGIN("url") " END FROM attempts WHERE delivery_seq = ?1"
                " ORDER BY attempt_number");
   if (!st) goto fail;
   sq_bind_i64(st, 1, d->seq);
+  sq_bind_text(st, 2, d->endpoint_id);
   if (sq_read_rows(c, st, sizeof **att, rd_attempt, free_attempts, (void **)att, n,
                    "read attempts") != 0)
     goto fail;
@@ -1368,6 +1373,7 @@ static int late_outcome(hookd_store_conn *c, hookd_outcome *o) {
   /* its event's payload deleted while the request was out (DELETE …/payload cancelled it): as
    * for a deleted endpoint, only a success stands — nothing is left to send again */
   bool purged = step == SQLITE_ROW && sqlite3_column_int(st, 2);
+  o->endpoint_gone = gone; /* its attempt's URL recorded cut (docs/architecture.md "Deletes") */
   bool keep = step == SQLITE_ROW && !sqlite3_column_int(st, 3) && o->keep_attempt &&
               o->attempt_number > 0;
   int64_t next = step == SQLITE_ROW ? sqlite3_column_int64(st, 4) : 0;
@@ -1467,7 +1473,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   o->cancelled = false;
   o->disable_declined = o->disabled_now = o->failing_run_ended = false;
   o->disabled_updated_ms = 0;
-  o->was_held = false;
+  o->was_held = o->endpoint_gone = false;
   o->superseded = 0;
   if (sqlite3_changes(c->db) != 1) {
     int rc = late_outcome(c, o);
@@ -1479,7 +1485,8 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     st = sq_stmt(c, SQ_ATTEMPT_INSERT,
                  "INSERT INTO attempts(delivery_seq, attempt_number, started_at, finished_at,"
                  " outcome, http_status, latency_ms, error, response, lease_token, kind, url)"
-                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+                 " CASE WHEN ?13 THEN " SQ_URL_ORIGIN("?12") " ELSE ?12 END)");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, o->delivery_seq);
     sq_bind_i64(st, 2, o->superseded ? o->superseded : o->attempt_number);
@@ -1497,6 +1504,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     sq_bind_i64(st, 10, o->lease_token);
     sq_bind_text(st, 11, a->trigger ? a->trigger : "live");
     sq_bind_text(st, 12, a->url);
+    sqlite3_bind_int(st, 13, o->endpoint_gone);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "insert attempt");
   }
   if (o->inbound) { /* (superseded: its attempt count alone, the status and error as they are) */

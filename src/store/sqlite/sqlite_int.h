@@ -10,6 +10,15 @@
 #include "core/payload_filter.h"
 #include "store/store.h"
 
+/* A URL (an http or https one the API checked: no userinfo) cut to its origin — up to the first
+ * '/', '?' or '#' after "://": a path or query may hold a credential (a Slack hook's). `u` is
+ * an SQL expression, read several times. */
+#define SQ_URL_ORIGIN(u)                                                                        \
+  "(SELECT CASE WHEN k < 100000 THEN substr(" u ", 1, s + k - 2) ELSE " u " END FROM (SELECT"  \
+  " s, min(coalesce(nullif(instr(r, '/'), 0), 100000), coalesce(nullif(instr(r, '?'), 0),"     \
+  " 100000), coalesce(nullif(instr(r, '#'), 0), 100000)) AS k FROM (SELECT instr(" u ", '://')" \
+  " + 3 AS s, substr(" u ", instr(" u ", '://') + 3) AS r)))"
+
 /* Every cached statement has an id; its SQL is written where it is used (sq_stmt). */
 enum sq_stmt_id {
   SQ_TENANT_INSERT, SQ_TENANT_GET, SQ_TENANT_DELETE, SQ_TENANT_ENDPOINTS, SQ_TENANT_SOURCES,
@@ -37,7 +46,8 @@ enum sq_stmt_id {
   SQ_INBOX_INSERT, SQ_INBOX_BY_KEY, SQ_INBOX_BY_BKEY, SQ_INBOX_GET, SQ_INBOX_AGG, SQ_INBOX_SET,
   SQ_INBOX_LEASE, SQ_INBOX_PURGE, SQ_INBOX_PURGE_DEL, SQ_INBOX_RESOLVE, SQ_INBOX_LAST_ERROR,
   SQ_INBOX_REPLACED,
-  SQ_VERSION_GET,
+  SQ_VERSION_GET, SQ_URLCUT_MARK, SQ_URLCUT_NEXT, SQ_URLCUT_SCAN, SQ_URLCUT_ATTEMPTS,
+  SQ_URLCUT_MOVE, SQ_URLCUT_DONE,
   SQ_VERSION_PURGE, SQ_LANE_VERSION_OLD, SQ_LANE_VERSION_DROP, SQ_LANE_VERSION_KEEP,
   SQ_VERSION_SET, SQ_DL_DEST, SQ_DL_HAS_DEST, SQ_EV_PURGE, SQ_EV_PURGE_SET, SQ_EV_INSERT_IN, SQ_EV_NEXT_SEQ, SQ_INBOX_DL, SQ_INBOX_LIST, SQ_INBOX_LIST_T, SQ_INBOX_LIST_TS,
   SQ_INBOX_LIST_TP, SQ_INBOX_LIST_EV, SQ_INBOX_LIST_S, SQ_INBOX_LIST_SP, SQ_INBOX_LIST_SS,

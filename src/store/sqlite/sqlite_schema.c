@@ -693,6 +693,35 @@ static const struct {
      "    AND NEW.error IS OLD.error AND NEW.lease_token IS OLD.lease_token"
      "    AND NEW.kind IS OLD.kind AND NEW.url IS OLD.url)"
      "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only (but an erased excerpt)'); END;"},
+    {55,
+     /* The URL walk (docs/architecture.md "Deletes"): a deleted endpoint's attempts' URLs cut to
+      * their origin (a path or query may hold a credential), reached through its tenant's
+      * deliveries by id; a tenant's cursor here. An attempt's URL may become a prefix of itself
+      * as its response excerpt may become NULL — nothing else of it changes (every other column
+      * compared: a column added to attempts later is to be added here too). The endpoints
+      * deleted before: their URLs cut now, their attempts' by the first start's walk. */
+     "CREATE TABLE IF NOT EXISTS url_cuts ("
+     "  tenant_id TEXT PRIMARY KEY,"
+     "  after TEXT NOT NULL,"
+     "  gen INTEGER NOT NULL"
+     ") WITHOUT ROWID;"
+     "INSERT OR IGNORE INTO url_cuts(tenant_id, after, gen)"
+     "  SELECT DISTINCT tenant_id, '', 0 FROM endpoints WHERE deleted_at IS NOT NULL;"
+     "UPDATE endpoints SET url = " SQ_URL_ORIGIN("url") " WHERE deleted_at IS NOT NULL"
+     "  AND url IS NOT " SQ_URL_ORIGIN("url") ";"
+     "DROP TRIGGER IF EXISTS attempts_no_update;"
+     "CREATE TRIGGER attempts_no_update BEFORE UPDATE ON attempts"
+     "  WHEN NOT ((NEW.response IS NULL OR NEW.response IS OLD.response)"
+     "    AND (NEW.url IS OLD.url OR coalesce(length(NEW.url) < length(OLD.url)"
+     "      AND substr(OLD.url, 1, length(NEW.url)) = NEW.url, 0))"
+     "    AND NEW.delivery_seq IS OLD.delivery_seq"
+     "    AND NEW.attempt_number IS OLD.attempt_number AND NEW.started_at IS OLD.started_at"
+     "    AND NEW.finished_at IS OLD.finished_at AND NEW.outcome IS OLD.outcome"
+     "    AND NEW.http_status IS OLD.http_status AND NEW.latency_ms IS OLD.latency_ms"
+     "    AND NEW.error IS OLD.error AND NEW.lease_token IS OLD.lease_token"
+     "    AND NEW.kind IS OLD.kind)"
+     "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only (but an erased excerpt, a URL cut"
+     " to its origin)'); END;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose

@@ -160,6 +160,7 @@ static bool record_lane;             /* record() says its delivery has an orderi
 static int64_t record_ago;           /* record() happens this many ms in the past */
 /* record()'s dead_reason when it goes DEAD (none unless set) */
 static const char *record_dead_reason;
+static const char *record_url; /* the URL record()'s attempt went to (none unless set) */
 static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
   hookd_outcome o = {0};
   o.lane = record_lane;
@@ -176,6 +177,7 @@ static int record(fx *f, const hookd_claimed *cl, hookd_dstate to, int status) {
   o.attempt.outcome = (char *)(status == 200 ? "success" : "http_error");
   o.attempt.http_status = status;
   o.attempt.trigger = (char *)"live";
+  o.attempt.url = (char *)record_url;
   call c = {.in = &o};
   int rc = w(f, run_outcome, &c);
   last_outcome_changes = c.i64;

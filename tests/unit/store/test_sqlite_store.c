@@ -1367,6 +1367,13 @@ static void a_delete_cancels_in_bounded_steps(void **state) {
   assert_int_equal(s.counts.cancelled, left);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM deliveries WHERE state = 'cancelled'"), n);
   assert_int_equal(query_i64(f, "SELECT cancel_pending FROM endpoints WHERE id = 'ep1'"), 0);
+  /* then the URL walk: the tenant's deliveries 2,000 a step (its endpoint's attempt, recorded
+   * after the delete, has no URL to cut) */
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_true(s.found && s.urls && !s.finished);
+  assert_string_equal(s.tenant_id, "t1");
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_true(s.found && s.urls && s.finished);
   assert_int_equal(w(f, run_delete_step, &step), 0);
   assert_false(s.found);
   free_claimed(cl, 10);
@@ -1419,6 +1426,94 @@ static int run_reforward(hookd_store_conn *c, const hookd_store_backend *be, voi
  * record whose forward is still pending there is replayed to the replacement at once (a review:
  * it was refused, "a deleted destination without a replacement", until the walk's step), and
  * the pending one, never to be sent, no longer decides the record. */
+static int run_get_attempts(fx *f, const char *delivery_id, hookd_attempt **att, size_t *n) {
+  hookd_delivery d = {0};
+  call c = {.in = (void *)delivery_id, .out = &d, .out2 = att};
+  int rc = w(f, run_get, &c);
+  *n = c.n;
+  if (rc == 0) hookd_delivery_free(&d);
+  return rc;
+}
+
+static char *query_text(fx *f, const char *sql);
+
+/* A deleted endpoint's attempts keep no URL path (docs/architecture.md "Deletes": a Slack hook's
+ * path is its credential): read cut from the delete on, recorded cut when the request ends after
+ * it, and the rows cut by the URL walk; another endpoint's attempts keep theirs; nothing else of
+ * an attempt may change. */
+static void a_deleted_endpoints_attempts_keep_no_url_path(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "t9", "epA", NULL);
+  make_tenant_endpoint(f, "t9", "epB", NULL);
+  backlog(f, "t9", "epA", 1, 6);
+  backlog(f, "t9", "epB", 101, 2);
+  record_url = "https://hooks.example.com/services/T0/B0/s3cr3t?k=v";
+  hookd_claimed *ca = NULL, *cb = NULL;
+  assert_int_equal(claim(f, "epA", "n", hookd_now_ms(), 60000, &ca), 6);
+  assert_int_equal(claim(f, "epB", "n", hookd_now_ms(), 60000, &cb), 2);
+  for (int i = 0; i < 3; i++) assert_int_equal(record(f, &ca[i], HOOKD_DS_DELIVERED, 200), 0);
+  for (int i = 0; i < 2; i++) assert_int_equal(record(f, &cb[i], HOOKD_DS_DELIVERED, 200), 0);
+  hookd_delete_counts d;
+  call del = {.in = "epA", .out = &d};
+  assert_int_equal(w(f, run_ep_delete, &del), 0);
+  assert_int_equal(d.cancelled, 3); /* the three in flight */
+  /* a request in flight at the delete ends after it: its attempt is recorded cut */
+  assert_int_equal(record(f, &ca[3], HOOKD_DS_DELIVERED, 200), 0);
+  char sql[200];
+  snprintf(sql, sizeof sql, "SELECT url FROM attempts WHERE delivery_seq = %lld",
+           (long long)ca[3].d.seq);
+  char *u = query_text(f, sql);
+  assert_string_equal(u, "https://hooks.example.com");
+  free(u);
+  /* before the walk: the rows hold the path, a read shows it cut */
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts WHERE url LIKE '%s3cr3t%'"), 5);
+  hookd_attempt *att = NULL;
+  size_t n = 0;
+  assert_int_equal(run_get_attempts(f, ca[0].d.id, &att, &n), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(att[0].url, "https://hooks.example.com");
+  hookd_attempts_free(att, n);
+  assert_int_equal(run_get_attempts(f, cb[0].d.id, &att, &n), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(att[0].url, record_url);
+  hookd_attempts_free(att, n);
+  /* the walk: one step for the tenant's 8 deliveries, its three attempts cut */
+  hookd_delete_step s;
+  call step = {.out = &s};
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_true(s.found && s.urls && s.finished);
+  assert_string_equal(s.tenant_id, "t9");
+  assert_int_equal(s.urls_cut, 3);
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_false(s.found);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts WHERE url LIKE '%s3cr3t%'"), 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts a JOIN deliveries d"
+                                " ON d.seq = a.delivery_seq WHERE d.endpoint_id = 'epA'"
+                                " AND a.url = 'https://hooks.example.com'"), 4);
+  /* the trigger: a URL may become a prefix of itself, nothing else */
+  snprintf(sql, sizeof sql, "UPDATE attempts SET url = 'https://other.example.com' WHERE"
+                            " delivery_seq = %lld", (long long)cb[0].d.seq);
+  call c = {.in = sql};
+  assert_int_not_equal(w(f, run_sql, &c), 0);
+  snprintf(sql, sizeof sql, "UPDATE attempts SET url = substr(url, 1, 25), outcome = 'x' WHERE"
+                            " delivery_seq = %lld", (long long)cb[0].d.seq);
+  assert_int_not_equal(w(f, run_sql, &c), 0);
+  snprintf(sql, sizeof sql, "UPDATE attempts SET url = NULL WHERE delivery_seq = %lld",
+           (long long)cb[0].d.seq);
+  assert_int_not_equal(w(f, run_sql, &c), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts WHERE url LIKE '%s3cr3t%'"), 2);
+  /* another delete in the tenant: its walk again */
+  del.in = "epB";
+  assert_int_equal(w(f, run_ep_delete, &del), 0);
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_true(s.found && s.urls && s.finished);
+  assert_int_equal(s.urls_cut, 2);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts WHERE url LIKE '%s3cr3t%'"), 0);
+  record_url = NULL;
+  free_claimed(ca, 6);
+  free_claimed(cb, 2);
+}
+
 static void a_replacement_takes_what_the_delete_walk_has_not_reached(void **state) {
   fx *f = *state;
   make_source(f, true);
@@ -2143,7 +2238,8 @@ static long file_size(const char *path) {
 }
 
 /* Runs one query returning a single integer on a read-only connection of its own. */
-static int64_t query_i64(fx *f, const char *sql) {
+/* One query's first row, on a read-only connection of its own (query_done closes both). */
+static sqlite3_stmt *query_row(fx *f, const char *sql) {
   sqlite3 *db;
   char path[160];
   snprintf(path, sizeof path, "%s/t.db", f->dir);
@@ -2151,9 +2247,28 @@ static int64_t query_i64(fx *f, const char *sql) {
   sqlite3_stmt *st;
   assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-  int64_t v = sqlite3_column_int64(st, 0);
+  return st;
+}
+static void query_done(sqlite3_stmt *st) {
+  sqlite3 *db = sqlite3_db_handle(st);
   sqlite3_finalize(st);
   sqlite3_close(db);
+}
+
+/* Runs one query returning a single text (strdup). */
+static char *query_text(fx *f, const char *sql) {
+  sqlite3_stmt *st = query_row(f, sql);
+  const unsigned char *t = sqlite3_column_text(st, 0);
+  char *v = strdup(t ? (const char *)t : "(null)");
+  query_done(st);
+  return v;
+}
+
+/* Runs one query returning a single integer. */
+static int64_t query_i64(fx *f, const char *sql) {
+  sqlite3_stmt *st = query_row(f, sql);
+  int64_t v = sqlite3_column_int64(st, 0);
+  query_done(st);
   return v;
 }
 
@@ -2632,6 +2747,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(object_versions_go_after_the_window, setup, teardown),
       cmocka_unit_test_setup_teardown(lane_versions_go_with_their_deliveries, setup, teardown),
       cmocka_unit_test_setup_teardown(a_delete_cancels_in_bounded_steps, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_deleted_endpoints_attempts_keep_no_url_path, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(a_replacement_takes_what_the_delete_walk_has_not_reached,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(fan_out_matches_the_payload_it_is_given, setup, teardown),
