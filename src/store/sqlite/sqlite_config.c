@@ -837,7 +837,8 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
 /* One step of the URL walk: the next URLCUT_STEP deliveries of a tenant past its cursor, the
  * URLs of the attempts of those whose endpoint is deleted cut to their origin. */
 static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
-  sqlite3_stmt *st = sq_stmt(c, SQ_URLCUT_NEXT, "SELECT tenant_id, after, gen FROM url_cuts LIMIT 1");
+  sqlite3_stmt *st =
+      sq_stmt(c, SQ_URLCUT_NEXT, "SELECT tenant_id, after, gen FROM url_cuts LIMIT 1");
   if (!st) return HOOKD_STORE_ERR;
   int step = sqlite3_step(st);
   char *after = NULL;
