@@ -8,11 +8,19 @@
 # steps (docs/architecture.md "Deletes"), so another tenant's acks wait for one step at most.
 # (sourced by run.sh, not run)
 
-# delete_fill DIR N — tenant t1 with one disabled endpoint holding N pending deliveries.
+# delete_fill DIR N — tenant t1 with one disabled endpoint holding N pending deliveries, each
+# with BENCH_DELETE_ATTEMPTS (1) failed attempts whose URL has a path: the URL walk's to cut.
 delete_fill() {
   local dir=$1 n=$2
   REPLAY_TENANTS=1 replay_fill "$dir" "$n" pending
-  sqlite3 "$dir/hookd.db" "UPDATE endpoints SET enabled = 0 WHERE tenant_id = 't1';"
+  sqlite3 "$dir/hookd.db" "UPDATE endpoints SET enabled = 0 WHERE tenant_id = 't1';
+    WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k
+      WHERE i < ${BENCH_DELETE_ATTEMPTS:-1})
+    INSERT INTO attempts(delivery_seq, attempt_number, started_at, finished_at, outcome,
+      http_status, latency_ms, lease_token, kind, url)
+    SELECT d.seq, k.i, 1, 1, 'http_error', 500, 10, 0, 'live',
+      'https://hooks.example.com/services/T0/B0/secret-path' FROM deliveries d, k
+    WHERE d.tenant_id = 't1';"
 }
 
 delete_main() {

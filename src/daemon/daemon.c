@@ -546,17 +546,13 @@ static int run_delete_step(hookd_store_conn *c, const hookd_store_backend *be, v
 static void finish_deletes(hookd_app *app) {
   hookd_delete_step s;
   static int64_t total; /* of the endpoint being walked, across turns (the main thread's only) */
-  static int64_t urls;  /* attempts' URLs cut in the tenant being walked, likewise */
   int64_t until = hookd_mono_ms() + 10000;
   while (!stop_pending() && hookd_mono_ms() < until &&
          hookd_storeq_run_sync(app->store->writer, run_delete_step, &s) == 0 && s.found) {
     if (s.urls) { /* a step of the URL walk (docs/architecture.md "Deletes") */
-      urls += s.urls_cut;
-      if (s.finished) {
+      if (s.finished)
         HLOG(HOOKD_LOG_INFO, "tenant.urls_cut", KV_S("tenant_id", s.tenant_id),
-             KV_I("attempts", urls));
-        urls = 0;
-      }
+             KV_I("attempts", s.urls_total));
       if (tick_due(app)) refresh_config(app);
       continue;
     }

@@ -386,12 +386,13 @@ typedef struct hookd_delete_counts {
 /* What one step of the delete walk did (delete_step). */
 typedef struct hookd_delete_step {
   bool found;                    /* an endpoint owed cancels, or (urls) a tenant the URL walk */
-  bool finished;                 /* and none are left: its flag is cleared (its walk is done) */
+  bool finished;                 /* and none are left: its flag is cleared (its walk ended) */
   char endpoint_id[HOOKD_ID_MAX];
   hookd_delete_counts counts;
   bool urls;                     /* a step of the URL walk (its deleted endpoints' attempts) */
   char tenant_id[HOOKD_ID_MAX];  /* with urls: whose */
-  int urls_cut;                  /* with urls: attempts whose URL was cut to its origin */
+  int urls_cut;                  /* with urls: attempts whose URL this step cut to its origin */
+  int64_t urls_total;            /* with urls: and the tenant's walk so far, this step's too */
 } hookd_delete_step;
 
 /* What a tenant's delete did (tenant_delete). */

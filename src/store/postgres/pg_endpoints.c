@@ -482,9 +482,12 @@ int pg_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
   pg_p_init(&p);
   pg_p_text(&p, id);
   if (pg_x(c,
-           "INSERT INTO url_cuts(tenant_id, after, gen) SELECT tenant_id, '', 0 FROM endpoints"
-           " WHERE id = $1 ON CONFLICT (tenant_id) DO UPDATE SET after = '',"
-           " gen = url_cuts.gen + 1",
+           "INSERT INTO url_cuts(tenant_id, after, again, turn, cut) SELECT tenant_id, '', 0,"
+           " (SELECT coalesce(max(turn), 0) + 1 FROM url_cuts), 0 FROM endpoints WHERE id = $1"
+           /* a pass under way cuts its deliveries past the cursor; those before need
+            * another pass */
+           " ON CONFLICT (tenant_id) DO UPDATE SET again = CASE WHEN url_cuts.again = 1"
+           " OR url_cuts.after <> '' THEN 1 ELSE 0 END",
            &p, "mark the URL walk") < 0)
     return HOOKD_STORE_ERR;
   /* an inbound destination's inbox records follow their cancelled deliveries (they would say
@@ -549,14 +552,20 @@ int pg_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   return pg_endpoint_delete_within(c, id, now_ms, &budget, out);
 }
 
-/* The deliveries of a tenant the URL walk reads a step (docs/architecture.md "Deletes"). */
+/* What a step of the URL walk reads and cuts at most (docs/architecture.md "Deletes"): deliveries
+ * of the tenant, attempts of its deleted endpoints. */
 #define URLCUT_STEP 2000
+#define URLCUT_ATTEMPTS 1000
 
-/* One step of the URL walk: the next URLCUT_STEP deliveries of a tenant past its cursor, the
- * URLs of the attempts of those whose endpoint is deleted cut to their origin — one statement
- * (the writers' transactions of every node are one at a time: PG_WRITER_BEGIN's lock). */
+/* One step of the URL walk, for the tenant whose turn it is: the next URLCUT_STEP deliveries past
+ * its cursor, the URLs of the attempts of those whose endpoint is deleted cut to their origin —
+ * URLCUT_ATTEMPTS at most, in delivery id order, the cursor then before the delivery not
+ * finished (the writers' transactions of every node are one at a time: PG_WRITER_BEGIN's
+ * lock). */
 static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
-  PGresult *cur = pg_q(c, "SELECT tenant_id, after, gen FROM url_cuts LIMIT 1", NULL, "URL walk");
+  PGresult *cur = pg_q(c,
+                       "SELECT tenant_id, after, again, cut FROM url_cuts ORDER BY turn LIMIT 1",
+                       NULL, "URL walk");
   if (!cur) return HOOKD_STORE_ERR;
   if (PQntuples(cur) == 0) {
     PQclear(cur);
@@ -566,30 +575,62 @@ static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
   pg_p_init(&p);
   pg_copy(cur, 0, 0, out->tenant_id, sizeof out->tenant_id);
   pg_p_text(&p, out->tenant_id);
-  pg_p_text(&p, PQgetvalue(cur, 0, 1)); /* (cur is cleared after the statement) */
-  pg_p_i64(&p, pg_i64(cur, 0, 2));
+  pg_p_text(&p, PQgetvalue(cur, 0, 1)); /* (cur is cleared at the end) */
   pg_p_i64(&p, URLCUT_STEP);
+  pg_p_i64(&p, URLCUT_ATTEMPTS);
+  bool again = pg_i64(cur, 0, 2) != 0;
+  int64_t total = pg_i64(cur, 0, 3);
   out->found = out->urls = true;
+  /* its cut, the deliveries read, the last one's id, the attempts cut, the id of the last
+   * delivery read before the one whose attempt was cut last */
   PGresult *r = pg_q(c,
            "WITH s AS (SELECT d.seq, d.id, e.deleted_at IS NOT NULL AS gone FROM deliveries d"
            " JOIN endpoints e ON e.id = d.endpoint_id WHERE d.tenant_id = $1"
-           " AND d.id > $2::text ORDER BY d.id LIMIT $4),"
-           " a AS (UPDATE attempts SET url = " PG_URL_ORIGIN("url") " WHERE delivery_seq IN"
-           " (SELECT seq FROM s WHERE gone) AND url IS DISTINCT FROM " PG_URL_ORIGIN("url")
-           " RETURNING 1),"
-           " m AS (SELECT count(*) AS n, max(id) AS last FROM s),"
-           " u AS (UPDATE url_cuts SET after = m.last FROM m WHERE tenant_id = $1"
-           " AND gen = $3::bigint AND m.n >= $4 RETURNING 1),"
-           " x AS (DELETE FROM url_cuts USING m WHERE tenant_id = $1 AND gen = $3::bigint"
-           " AND m.n < $4 RETURNING 1)"
-           " SELECT (SELECT count(*) FROM a), (SELECT n FROM m)",
+           " AND d.id > $2::text ORDER BY d.id LIMIT $3),"
+           " t AS (SELECT a.delivery_seq, a.attempt_number, s.id FROM s JOIN attempts a"
+           " ON a.delivery_seq = s.seq WHERE s.gone AND a.url IS DISTINCT FROM "
+           PG_URL_ORIGIN("a.url") " ORDER BY s.id, a.attempt_number LIMIT $4),"
+           " a AS (UPDATE attempts x SET url = " PG_URL_ORIGIN("x.url") " FROM t"
+           " WHERE x.delivery_seq = t.delivery_seq AND x.attempt_number = t.attempt_number"
+           " RETURNING 1)"
+           " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM s), (SELECT max(id) FROM s),"
+           " (SELECT max(id) FROM s WHERE id < (SELECT max(id) FROM t))",
            &p, "URL walk");
-  PQclear(cur);
-  if (!r) return HOOKD_STORE_ERR;
+  if (!r) {
+    PQclear(cur);
+    return HOOKD_STORE_ERR;
+  }
   out->urls_cut = (int)pg_i64(r, 0, 0);
-  out->finished = pg_i64(r, 0, 1) < URLCUT_STEP;
+  bool full = out->urls_cut >= URLCUT_ATTEMPTS;
+  bool pass_done = !full && pg_i64(r, 0, 1) < URLCUT_STEP;
+  out->finished = pass_done && !again;
+  out->urls_total = total + out->urls_cut;
+  /* the cursor: the last delivery read, or, the budget spent, the one before the delivery not
+   * finished (none read before it: where it was) */
+  const char *next = pass_done ? ""
+                     : !full   ? PQgetvalue(r, 0, 2)
+                     : PQgetisnull(r, 0, 3) ? PQgetvalue(cur, 0, 1)
+                                            : PQgetvalue(r, 0, 3);
+  /* the tenant's row gone, or its next pass from the first delivery, or its cursor moved on; its
+   * turn after every other tenant's */
+  pg_p_init(&p);
+  pg_p_text(&p, out->tenant_id);
+  int64_t k;
+  if (out->finished) {
+    k = pg_x(c, "DELETE FROM url_cuts WHERE tenant_id = $1", &p, "URL walk");
+  } else {
+    pg_p_text(&p, next);
+    pg_p_i64(&p, pass_done);
+    pg_p_i64(&p, out->urls_cut);
+    k = pg_x(c,
+             "UPDATE url_cuts SET after = $2, again = CASE WHEN $3::bigint = 1 THEN 0"
+             " ELSE again END, cut = cut + $4::bigint,"
+             " turn = (SELECT max(turn) + 1 FROM url_cuts) WHERE tenant_id = $1",
+             &p, "URL walk");
+  }
   PQclear(r);
-  return HOOKD_STORE_OK;
+  PQclear(cur);
+  return k < 0 ? HOOKD_STORE_ERR : HOOKD_STORE_OK;
 }
 
 int pg_delete_step(hookd_store_conn *c, int64_t now_ms, int limit, hookd_delete_step *out) {

@@ -353,21 +353,23 @@ static const char *const migration_20[] = {
 
 /* 21: the URL walk (SQLite's migration 55; docs/architecture.md "Deletes"): a deleted
  * endpoint's attempts' URLs cut to their origin (a path or query may hold a credential), reached
- * through its tenant's deliveries by id; a tenant's cursor here. An attempt's URL may become a
- * prefix of itself as its response excerpt may become NULL — nothing else of it changes (every
- * other column compared). The endpoints deleted before: their URLs cut now (a delete cut only
- * the ones made since), their attempts' by the first start's walk. */
+ * through its tenant's deliveries by id; a tenant's cursor here (the last delivery id done,
+ * another pass owed, its turn, attempts cut so far). An attempt's URL may become its origin as
+ * its response excerpt may become NULL — nothing else of it changes (every other column
+ * compared). The endpoints deleted before: their URLs cut now (a delete cut only the ones made
+ * since), their attempts' by the first start's walk. */
 static const char *const migration_21[] = {
     "CREATE TABLE IF NOT EXISTS url_cuts (tenant_id text COLLATE \"C\" PRIMARY KEY,"
-    " after text COLLATE \"C\" NOT NULL, gen bigint NOT NULL)",
-    "INSERT INTO url_cuts(tenant_id, after, gen) SELECT DISTINCT tenant_id, '', 0 FROM endpoints"
-    " WHERE deleted_at IS NOT NULL ON CONFLICT (tenant_id) DO NOTHING",
+    " after text COLLATE \"C\" NOT NULL, again bigint NOT NULL, turn bigint NOT NULL,"
+    " cut bigint NOT NULL)",
+    "INSERT INTO url_cuts(tenant_id, after, again, turn, cut) SELECT DISTINCT tenant_id, '', 0, 0,"
+    " 0 FROM endpoints WHERE deleted_at IS NOT NULL ON CONFLICT (tenant_id) DO NOTHING",
     "UPDATE endpoints SET url = " PG_URL_ORIGIN("url") " WHERE deleted_at IS NOT NULL"
     " AND url IS DISTINCT FROM " PG_URL_ORIGIN("url"),
     "CREATE OR REPLACE FUNCTION hookd_attempts_no_update() RETURNS trigger LANGUAGE plpgsql AS $$"
     " BEGIN IF (NEW.response IS NULL OR NEW.response IS NOT DISTINCT FROM OLD.response)"
-    " AND (NEW.url IS NOT DISTINCT FROM OLD.url OR COALESCE(length(NEW.url) < length(OLD.url)"
-    " AND left(OLD.url, length(NEW.url)) = NEW.url, false))"
+    " AND (NEW.url IS NOT DISTINCT FROM OLD.url OR NEW.url IS NOT DISTINCT FROM "
+    PG_URL_ORIGIN("OLD.url") ")"
     " AND ROW(NEW.delivery_seq, NEW.attempt_number,"
     " NEW.started_at, NEW.finished_at, NEW.outcome, NEW.http_status, NEW.latency_ms, NEW.error,"
     " NEW.lease_token, NEW.kind) IS NOT DISTINCT FROM ROW(OLD.delivery_seq,"

@@ -762,8 +762,11 @@ int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
   /* its attempts' URLs are the URL walk's (docs/architecture.md "Deletes"): its tenant's walk
    * starts (over) from the first delivery */
   st = sq_stmt(c, SQ_URLCUT_MARK,
-               "INSERT INTO url_cuts(tenant_id, after, gen) SELECT tenant_id, '', 0 FROM endpoints"
-               " WHERE id = ?1 ON CONFLICT (tenant_id) DO UPDATE SET after = '', gen = gen + 1");
+               "INSERT INTO url_cuts(tenant_id, after, again, turn, cut) SELECT tenant_id, '', 0,"
+               " (SELECT coalesce(max(turn), 0) + 1 FROM url_cuts), 0 FROM endpoints WHERE id = ?1"
+               /* a pass under way cuts its deliveries past the cursor; those before need
+                * another pass */
+               " ON CONFLICT (tenant_id) DO UPDATE SET again = (again OR after <> '')");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, id);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "mark the URL walk");
@@ -831,22 +834,45 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
   return sq_endpoint_delete_within(c, id, now_ms, &budget, out);
 }
 
-/* The deliveries of a tenant the URL walk reads a step (docs/architecture.md "Deletes"). */
+/* What a step of the URL walk reads and cuts at most (docs/architecture.md "Deletes"): deliveries
+ * of the tenant, attempts of its deleted endpoints. */
 #define URLCUT_STEP 2000
+#define URLCUT_ATTEMPTS 1000
 
-/* One step of the URL walk: the next URLCUT_STEP deliveries of a tenant past its cursor, the
- * URLs of the attempts of those whose endpoint is deleted cut to their origin. */
+/* Cuts the URLs of up to `budget` attempts of one delivery; *cut: how many. */
+static int url_cut_delivery(hookd_store_conn *c, int64_t seq, int budget, int *cut) {
+  sqlite3_stmt *st = sq_stmt(c, SQ_URLCUT_ATTEMPTS,
+                             "UPDATE attempts SET url = " SQ_URL_ORIGIN("url")
+                             " WHERE delivery_seq = ?1 AND attempt_number IN (SELECT"
+                             " attempt_number FROM attempts WHERE delivery_seq = ?1"
+                             " AND url IS NOT NULL AND url IS NOT " SQ_URL_ORIGIN("url")
+                             " ORDER BY attempt_number LIMIT ?2)");
+  if (!st) return HOOKD_STORE_ERR;
+  sqlite3_bind_int64(st, 1, seq);
+  sqlite3_bind_int(st, 2, budget);
+  int k = sqlite3_step(st);
+  *cut = k == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
+  sqlite3_reset(st);
+  return k == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "cut attempts' URLs");
+}
+
+/* One step of the URL walk, for the tenant whose turn it is: the next URLCUT_STEP deliveries past
+ * its cursor, the URLs of the attempts of those whose endpoint is deleted cut to their origin —
+ * URLCUT_ATTEMPTS at most, the cursor then before the delivery not finished. */
 static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
-  sqlite3_stmt *st =
-      sq_stmt(c, SQ_URLCUT_NEXT, "SELECT tenant_id, after, gen FROM url_cuts LIMIT 1");
+  sqlite3_stmt *st = sq_stmt(c, SQ_URLCUT_NEXT,
+                             "SELECT tenant_id, after, again, cut FROM url_cuts"
+                             " ORDER BY turn LIMIT 1");
   if (!st) return HOOKD_STORE_ERR;
   int step = sqlite3_step(st);
   char *after = NULL;
-  int64_t gen = 0;
+  bool again = false;
+  int64_t total = 0;
   if (step == SQLITE_ROW) {
     snprintf(out->tenant_id, sizeof out->tenant_id, "%s", (const char *)sqlite3_column_text(st, 0));
     after = sq_col_str(st, 1);
-    gen = sqlite3_column_int64(st, 2);
+    again = sqlite3_column_int(st, 2);
+    total = sqlite3_column_int64(st, 3);
   }
   sqlite3_reset(st);
   if (step != SQLITE_ROW) return step == SQLITE_DONE ? HOOKD_STORE_OK : sq_fail(c, "URL walk");
@@ -856,12 +882,7 @@ static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
                "SELECT d.seq, d.id, e.deleted_at IS NOT NULL FROM deliveries d"
                " INDEXED BY deliveries_tenant JOIN endpoints e ON e.id = d.endpoint_id"
                " WHERE d.tenant_id = ?1 AND d.id > ?2 ORDER BY d.id LIMIT ?3");
-  sqlite3_stmt *cut = st ? sq_stmt(c, SQ_URLCUT_ATTEMPTS,
-                                   "UPDATE attempts SET url = " SQ_URL_ORIGIN("url")
-                                   " WHERE delivery_seq = ?1 AND url IS NOT NULL"
-                                   " AND url IS NOT " SQ_URL_ORIGIN("url"))
-                         : NULL;
-  if (!cut) {
+  if (!st) {
     free(after);
     return HOOKD_STORE_ERR;
   }
@@ -869,39 +890,49 @@ static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
   sq_bind_text(st, 2, after);
   sqlite3_bind_int(st, 3, URLCUT_STEP);
   int rows = 0, rc = HOOKD_STORE_OK;
+  bool full = false; /* the attempts' budget spent: the cursor stays before this delivery */
   /* (the cuts between the reads: the scan's index is not the table written) */
-  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+  while (!full && (step = sqlite3_step(st)) == SQLITE_ROW) {
     rows++;
-    free(after);
-    after = sq_col_str(st, 1);
-    if (!after) break;
-    if (!sqlite3_column_int(st, 2)) continue;
-    sqlite3_bind_int64(cut, 1, sqlite3_column_int64(st, 0));
-    int k = sqlite3_step(cut);
-    out->urls_cut += k == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
-    sqlite3_reset(cut);
-    if (k != SQLITE_DONE) {
-      rc = sq_fail(c, "cut attempts' URLs");
-      break;
+    if (sqlite3_column_int(st, 2)) {
+      int cut = 0;
+      rc = url_cut_delivery(c, sqlite3_column_int64(st, 0), URLCUT_ATTEMPTS - out->urls_cut,
+                            &cut);
+      if (rc) break;
+      out->urls_cut += cut;
+      full = out->urls_cut >= URLCUT_ATTEMPTS;
+      if (full) break;
     }
+    free(after);
+    if (!(after = sq_col_str(st, 1))) break;
   }
   sqlite3_reset(st);
-  if (!rc && (step != SQLITE_DONE || !after)) rc = sq_fail(c, "URL walk");
+  if (!rc && ((!full && step != SQLITE_DONE && step != SQLITE_ROW) || !after))
+    rc = sq_fail(c, "URL walk");
+  if (rc) {
+    free(after);
+    return rc;
+  }
   if (out->urls_cut > 0) c->erased = true; /* its commit has the WAL file emptied */
-  out->finished = rows < URLCUT_STEP;
-  /* the cursor moved on, or the tenant's row gone — unless a delete started it over since */
-  st = rc ? NULL
-          : out->finished ? sq_stmt(c, SQ_URLCUT_DONE,
-                                    "DELETE FROM url_cuts WHERE tenant_id = ?1 AND gen = ?3")
-                          : sq_stmt(c, SQ_URLCUT_MOVE,
-                                    "UPDATE url_cuts SET after = ?2 WHERE tenant_id = ?1"
-                                    " AND gen = ?3");
+  bool pass_done = !full && rows < URLCUT_STEP;
+  out->finished = pass_done && !again;
+  out->urls_total = total + out->urls_cut;
+  /* the tenant's row gone, or its next pass from the first delivery, or its cursor moved on; its
+   * turn after every other tenant's */
+  st = out->finished ? sq_stmt(c, SQ_URLCUT_DONE, "DELETE FROM url_cuts WHERE tenant_id = ?1")
+                     : sq_stmt(c, SQ_URLCUT_MOVE,
+                               "UPDATE url_cuts SET after = ?2, again = again AND NOT ?3,"
+                               " cut = cut + ?4, turn = (SELECT max(turn) + 1 FROM url_cuts)"
+                               " WHERE tenant_id = ?1");
   if (st) {
     sq_bind_text(st, 1, out->tenant_id);
-    sq_bind_text(st, 2, after);
-    sq_bind_i64(st, 3, gen);
+    if (!out->finished) {
+      sq_bind_text(st, 2, pass_done ? "" : after);
+      sqlite3_bind_int(st, 3, pass_done);
+      sqlite3_bind_int(st, 4, out->urls_cut);
+    }
     if (sqlite3_step(st) != SQLITE_DONE) rc = sq_fail(c, "URL walk");
-  } else if (!rc) {
+  } else {
     rc = HOOKD_STORE_ERR;
   }
   free(after);

@@ -696,24 +696,25 @@ static const struct {
     {55,
      /* The URL walk (docs/architecture.md "Deletes"): a deleted endpoint's attempts' URLs cut to
       * their origin (a path or query may hold a credential), reached through its tenant's
-      * deliveries by id; a tenant's cursor here. An attempt's URL may become a prefix of itself
-      * as its response excerpt may become NULL — nothing else of it changes (every other column
+      * deliveries by id; a tenant's cursor here. An attempt's URL may become its origin as its
+      * response excerpt may become NULL — nothing else of it changes (every other column
       * compared: a column added to attempts later is to be added here too). The endpoints
       * deleted before: their URLs cut now, their attempts' by the first start's walk. */
      "CREATE TABLE IF NOT EXISTS url_cuts ("
      "  tenant_id TEXT PRIMARY KEY,"
-     "  after TEXT NOT NULL,"
-     "  gen INTEGER NOT NULL"
+     "  after TEXT NOT NULL,"     /* the cursor: the last delivery id done */
+     "  again INTEGER NOT NULL,"  /* another pass owed (a delete during this one) */
+     "  turn INTEGER NOT NULL,"   /* the tenants take turns, a step each */
+     "  cut INTEGER NOT NULL"     /* attempts cut so far */
      ") WITHOUT ROWID;"
-     "INSERT OR IGNORE INTO url_cuts(tenant_id, after, gen)"
-     "  SELECT DISTINCT tenant_id, '', 0 FROM endpoints WHERE deleted_at IS NOT NULL;"
+     "INSERT OR IGNORE INTO url_cuts(tenant_id, after, again, turn, cut)"
+     "  SELECT DISTINCT tenant_id, '', 0, 0, 0 FROM endpoints WHERE deleted_at IS NOT NULL;"
      "UPDATE endpoints SET url = " SQ_URL_ORIGIN("url") " WHERE deleted_at IS NOT NULL"
      "  AND url IS NOT " SQ_URL_ORIGIN("url") ";"
      "DROP TRIGGER IF EXISTS attempts_no_update;"
      "CREATE TRIGGER attempts_no_update BEFORE UPDATE ON attempts"
      "  WHEN NOT ((NEW.response IS NULL OR NEW.response IS OLD.response)"
-     "    AND (NEW.url IS OLD.url OR coalesce(length(NEW.url) < length(OLD.url)"
-     "      AND substr(OLD.url, 1, length(NEW.url)) = NEW.url, 0))"
+     "    AND (NEW.url IS OLD.url OR NEW.url IS " SQ_URL_ORIGIN("OLD.url") ")"
      "    AND NEW.delivery_seq IS OLD.delivery_seq"
      "    AND NEW.attempt_number IS OLD.attempt_number AND NEW.started_at IS OLD.started_at"
      "    AND NEW.finished_at IS OLD.finished_at AND NEW.outcome IS OLD.outcome"

@@ -1514,6 +1514,74 @@ static void a_deleted_endpoints_attempts_keep_no_url_path(void **state) {
   free_claimed(cb, 2);
 }
 
+/* Every delivery of endpoint ep dead after `per` attempts whose URL's path is `s3cr3t`. */
+static void attempts_for(fx *f, const char *ep, int per) {
+  char sql[900];
+  snprintf(sql, sizeof sql,
+           "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d)"
+           " INSERT INTO attempts(delivery_seq, attempt_number, started_at, finished_at, outcome,"
+           " latency_ms, lease_token, kind, url) SELECT d.seq, n.i, 1, 1, 'http_error', 1, 0,"
+           " 'live', 'https://hooks.example.com/services/s3cr3t' FROM deliveries d, n"
+           " WHERE d.endpoint_id = '%s';"
+           "UPDATE deliveries SET state = 'dead', dead_at = 1, next_attempt_at = NULL,"
+           " attempt_count = %d WHERE endpoint_id = '%s'",
+           per, ep, per, ep);
+  call c = {.in = sql};
+  assert_int_equal(w(f, run_sql, &c), 0);
+}
+
+static void url_step(fx *f, const char *tenant, int cut, bool finished) {
+  hookd_delete_step s;
+  call step = {.out = &s};
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_true(s.found && s.urls);
+  assert_string_equal(s.tenant_id, tenant);
+  assert_int_equal(s.urls_cut, cut);
+  assert_int_equal(s.finished, finished);
+}
+
+/* A step of the URL walk cuts 1,000 attempts at most, whatever its 2,000 deliveries hold (a
+ * review: 2,000 dead deliveries of 24 attempts each held the writer 0.6-1 s a step); tenants
+ * take turns; a delete during a pass has the pass go on to its end, then another from the first
+ * delivery (a review: each delete started the pass over, and one tenant's deletes coming faster
+ * than a pass kept it, and every other tenant's, from ending). */
+static void the_url_walk_is_bounded_fair_and_ends(void **state) {
+  fx *f = *state;
+  make_tenant_endpoint(f, "tA", "epA1", NULL);
+  make_tenant_endpoint(f, "tA", "epA2", NULL);
+  make_tenant_endpoint(f, "tB", "epB", NULL);
+  make_tenant_endpoint(f, "tC", "epC", NULL);
+  backlog(f, "tA", "epA1", 1, 2500);
+  backlog(f, "tB", "epB", 3001, 2);
+  backlog(f, "tC", "epC", 4001, 3);
+  attempts_for(f, "epA1", 1);
+  attempts_for(f, "epB", 1);
+  attempts_for(f, "epC", 600); /* 1,800 attempts in 3 deliveries */
+  hookd_delete_counts d;
+  call del = {.in = "epA2", .out = &d};
+  assert_int_equal(w(f, run_ep_delete, &del), 0);
+  url_step(f, "tA", 0, false); /* 2,000 of tA's deliveries, none of a deleted endpoint */
+  del.in = "epA1"; /* during tA's pass: its last 500 by this one, the rest by another */
+  assert_int_equal(w(f, run_ep_delete, &del), 0);
+  del.in = "epB";
+  assert_int_equal(w(f, run_ep_delete, &del), 0);
+  del.in = "epC";
+  assert_int_equal(w(f, run_ep_delete, &del), 0);
+  url_step(f, "tA", 500, false); /* the pass's end; another is owed */
+  url_step(f, "tB", 2, true);    /* turns: tB and tC are not held by tA's walk */
+  url_step(f, "tC", 1000, false); /* the budget: 600 + 400 */
+  url_step(f, "tA", 1000, false);
+  url_step(f, "tC", 800, true);
+  url_step(f, "tA", 1000, false);
+  url_step(f, "tA", 0, true);
+  hookd_delete_step s;
+  call step = {.out = &s};
+  assert_int_equal(w(f, run_delete_step, &step), 0);
+  assert_false(s.found);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts WHERE url LIKE '%s3cr3t%'"), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 2500 + 2 + 1800);
+}
+
 static void a_replacement_takes_what_the_delete_walk_has_not_reached(void **state) {
   fx *f = *state;
   make_source(f, true);
@@ -2749,6 +2817,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(a_delete_cancels_in_bounded_steps, setup, teardown),
       cmocka_unit_test_setup_teardown(a_deleted_endpoints_attempts_keep_no_url_path, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(the_url_walk_is_bounded_fair_and_ends, setup, teardown),
       cmocka_unit_test_setup_teardown(a_replacement_takes_what_the_delete_walk_has_not_reached,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(fan_out_matches_the_payload_it_is_given, setup, teardown),
