@@ -967,6 +967,13 @@ int hookd_serve(const hookd_config *cfg) {
   }
   app.refreshed_ms = app.ticked_ms = hookd_mono_ms(); /* both read: the next reload is due later */
   app.keys_stamp = app.sources_stamp = -1;            /* (read before the stamps: read again) */
+  /* a node stopped while holding the writer lock holds every node's writes up to 10 s
+   * (docs/postgres.md "Failure windows"): a lease margin below that lets another node's sweep
+   * take leases whose answers (2xx) were waiting to be written, and send them again */
+  if (hookd_store_is_postgres(cfg->store_url) && cfg->lease_margin_ms < 10000)
+    HLOG(HOOKD_LOG_WARN, "config.lease_margin_short", KV_I("lease_margin_ms", cfg->lease_margin_ms),
+         KV_S("why", "below the 10 s a stopped node may hold the shared store's writes: a "
+                     "delivery answered meanwhile may be sent again"));
 
   hookd_dispatcher_config dc = {
       .store = app.store,

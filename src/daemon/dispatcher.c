@@ -1374,11 +1374,27 @@ static void catch_up_steps(hookd_dispatcher *d, item *it) {
   it->op_back_ms = d->clock_back_ms;
 }
 
+/* A write of the dispatcher's landed (rc: its op's): the store takes writes again — the outcomes
+ * waiting out their backoff go now, not up to 6.4 s later (meanwhile, after a database restart,
+ * another node's sweep took a lapsed lease and sent again a delivery whose 2xx waited here: a
+ * review); at most once a second, so that a write failing for a reason of its own is not tried
+ * again at every other one's. */
+static void store_writes_again(hookd_dispatcher *d, int rc) {
+  int64_t now = disp_now(d);
+  if ((rc != 0 && rc != HOOKD_STORE_STALE) || !d->record_retry ||
+      now - d->retries_hurried_ms < 1000)
+    return;
+  d->retries_hurried_ms = now;
+  for (item *w = d->record_retry; w; w = w->retry_next)
+    if (w->retry_ms > now) w->retry_ms = now;
+}
+
 static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   ep *e = it->ep;
   hookd_outcome *o = &it->out;
   e->item_ops--;
   catch_up_steps(d, it);
+
   for (int k = 0; k < 2; k++) { /* the operational events it published go now */
     for (size_t i = 0; recorded && it->rc == 0 && i < it->ops[k].n_endpoints; i++) {
       ep *to = ep_get(d, it->ops[k].endpoints[i]);
@@ -1994,22 +2010,27 @@ static void process_inbox(hookd_dispatcher *d) {
     }
     case MSG_CLAIMED:
       d->store_ops--;
+      store_writes_again(d, m->rc);
       on_claimed(d, m);
       break;
     case MSG_RECORDED:
     case MSG_RELEASED:
       d->store_ops--;
       keep = true; /* embedded in the item, freed with it */
+      store_writes_again(d, m->item->rc);
       on_item_done(d, m->item, m->type == MSG_RECORDED);
       break;
     case MSG_MARKED:
       d->store_ops--;
       keep = true;
+      store_writes_again(d, m->item->rc);
       on_marked(d, m->item);
       break;
     case MSG_SWEPT:
       d->store_ops--;
       d->sweeping = false;
+      /* (every second: after a failure its batch commits a probe write — storeq.c) */
+      store_writes_again(d, m->rc);
       if (m->rc == 0) {
         if (m->reclaimed) {
           HOOKD_ADD(leases_reclaimed, (uint64_t)m->reclaimed);

@@ -396,6 +396,29 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('an outcome waiting out its write backoff is written as soon as the store takes writes again, not when its backoff ends', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir);
+    const h = await startHookd({ dir, env: disk.env });
+    const r = await startReceiver(() => 'hang');
+    const { tenant } = await setup(h, r.url, { timeout_ms: 10000 });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await r.waitFor(1);
+    disk.fill();
+    r.releaseHanging(200);
+    // its next try 6.4 s away (before, a review: after a database restart another node's sweep
+    // took the lapsed lease and sent the delivery again while its 2xx waited here)
+    await h.waitForLog((l) => l.msg === 'outcome.write_retry' && l.in_ms === 6400, 20000, 'the write backing off 6.4 s');
+    disk.free();
+    const freed = Date.now();
+    await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered', 'delivered once the store takes writes', 3000);
+    assert.ok(Date.now() - freed < 3000, `${Date.now() - freed} ms`);
+    assert.equal(r.requests.length, 1, 'sent once');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+    cleanup();
+  });
+
   it('a send mark committed too late for the lease (the store locked meanwhile) sends nothing: given back and claimed again, never held unknown while in flight', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     // lease: 2 × 4 s + 1 s; the second forward waits 2 s for a token, then its mark waits on the lock

@@ -285,6 +285,51 @@ test('a node stopped past its lease while its request was out: the other sends t
   }
 });
 
+// docs/postgres.md "Failure windows": a node stopped inside a writer transaction
+test('a node stopped while its writer holds the lock holds the other nodes\' writes 10 s at most: the server ends its session, and the node goes on when it resumes', async () => {
+  const store = await pg.database();
+  const db = new URL(store).pathname.slice(1);
+  const key = masterKey();
+  const a = await node(store, key, 'n-stop-a');
+  const b = await node(store, key, 'n-stop-b');
+  const { tenant } = await setup(a, 'http://127.0.0.1:9/', { enabled: false });
+  let go = true, stopped = false;
+  const load = Array.from({ length: 4 }, async () => {
+    while (go) await publish(a, tenant, { type: 't.x', payload: {} }).catch(() => {});
+  });
+  // the writer session of a, idle inside a transaction holding the writer lock: a stopped there
+  const idleHolder = async () => (await pg.query(`SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+    WHERE a.datname = $1 AND a.state = 'idle in transaction' AND l.locktype = 'advisory' AND l.granted
+    AND l.classid = 1752133476 AND l.objid = 2003986804`, [db])).rows[0]?.pid;
+  try {
+    let pid = null;
+    for (let k = 0; k < 400 && !pid; k++) {
+      process.kill(a.proc.pid, 'SIGSTOP');
+      stopped = true;
+      pid = await idleHolder();
+      if (!pid) { process.kill(a.proc.pid, 'SIGCONT'); stopped = false; await new Promise((r) => setImmediate(r)); }
+    }
+    assert.ok(pid, 'a stopped inside a writer transaction');
+    const t0 = Date.now();
+    // before: 30 s (idle_in_transaction_session_timeout), every node answering 503 meanwhile
+    const p = await publish(b, tenant, { type: 't.y', payload: {} });
+    const waited = Date.now() - t0;
+    assert.equal(p.status, 202, p.text);
+    assert.ok(waited < 20000, `b's publish waited ${waited} ms`);
+    assert.equal((await pg.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1', [pid])).rows[0].n, 0, 'its session ended');
+    process.kill(a.proc.pid, 'SIGCONT');
+    stopped = false;
+    go = false;
+    await Promise.all(load);
+    assert.equal((await publish(a, tenant, { type: 't.z', payload: {} })).status, 202, 'a writes again');
+  } finally {
+    go = false;
+    if (stopped) process.kill(a.proc.pid, 'SIGCONT');
+    assert.equal((await a.stop()).code, 0);
+    assert.equal((await b.stop()).code, 0);
+  }
+});
+
 test('two nodes receive copies of one provider event at once: one record, the rest duplicates, one forward; a business key holds across the nodes too', async () => {
   const store = await pg.database();
   const key = masterKey();

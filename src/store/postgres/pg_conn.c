@@ -30,6 +30,12 @@ struct pg_shared {
 #define PG_NODES_SQL "SELECT count(DISTINCT objid) FROM pg_locks WHERE " PG_NODE_LOCKS
 #define PG_READER_BEGIN "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 #define PG_IDLE_IN_TXN_S "30"
+/* The writer's: its transactions run their statements back to back (a batch is gathered before
+ * its BEGIN), so one idle this long is a node stopped while holding the writer lock — paused (a
+ * VM suspended, SIGSTOP, swapping) or its link silent — and every other node's writes wait behind
+ * it until the server ends it (a review: 25 s of 503s on every node for one node paused). Below
+ * the least lease margin a shared store should have (docs/postgres.md "Failure windows"). */
+#define PG_WRITER_IDLE_IN_TXN_S "10"
 /* How long a writer whose COMMIT went unanswered asks the server what became of it: past the
  * link timeout (30 s), within which the server ends the old session and so decides. */
 #define PG_RESOLVE_MS 45000
@@ -289,8 +295,11 @@ static int session_setup(hookd_store_conn *c) {
    * (its link dropped without a word: a NAT's state lost) ends with the node lock it holds,
    * instead of refusing the node's own reconnect for the OS's two hours of keepalive */
   if (pg_exec(c, HOOKD_PG_NO_JIT, "session") != 0) return HOOKD_STORE_ERR;
-  if (pg_exec(c, "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TXN_S "s';"
-                 " SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
+  if (pg_exec(c, c->writer ? "SET idle_in_transaction_session_timeout = '" PG_WRITER_IDLE_IN_TXN_S
+                            "s'"
+                          : "SET idle_in_transaction_session_timeout = '" PG_IDLE_IN_TXN_S "s'",
+              "session") != 0 ||
+      pg_exec(c, "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
                  " SET tcp_keepalives_count = 3; SET tcp_user_timeout = " PG_LINK_TIMEOUT_MS,
               "session") != 0)
     return HOOKD_STORE_ERR;
