@@ -555,7 +555,7 @@ int pg_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
 /* What a step of the URL walk reads and cuts at most (docs/architecture.md "Deletes"): deliveries
  * of the tenant, attempts of its deleted endpoints. */
 #define URLCUT_STEP 2000
-#define URLCUT_ATTEMPTS 1000
+#define URLCUT_ATTEMPTS 100
 
 /* One step of the URL walk, for the tenant whose turn it is: the next URLCUT_STEP deliveries past
  * its cursor, the URLs of the attempts of those whose endpoint is deleted cut to their origin —

@@ -837,7 +837,7 @@ int sq_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
 /* What a step of the URL walk reads and cuts at most (docs/architecture.md "Deletes"): deliveries
  * of the tenant, attempts of its deleted endpoints. */
 #define URLCUT_STEP 2000
-#define URLCUT_ATTEMPTS 1000
+#define URLCUT_ATTEMPTS 100
 
 /* Cuts the URLs of up to `budget` attempts of one delivery; *cut: how many. */
 static int url_cut_delivery(hookd_store_conn *c, int64_t seq, int budget, int *cut) {
@@ -913,10 +913,13 @@ static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
     free(after);
     return rc;
   }
-  if (out->urls_cut > 0) c->erased = true; /* its commit has the WAL file emptied */
   bool pass_done = !full && rows < URLCUT_STEP;
   out->finished = pass_done && !again;
   out->urls_total = total + out->urls_cut;
+  /* the walk's last commit has the WAL file emptied (its frames hold the rows as cut; what held
+   * the paths is in the database's pages, written over by the checkpoint — once, not a
+   * checkpoint asked for after every step) */
+  if (out->finished && out->urls_total > 0) c->erased = true;
   /* the tenant's row gone, or its next pass from the first delivery, or its cursor moved on; its
    * turn after every other tenant's */
   st = out->finished ? sq_stmt(c, SQ_URLCUT_DONE, "DELETE FROM url_cuts WHERE tenant_id = ?1")
