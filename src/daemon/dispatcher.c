@@ -1394,7 +1394,6 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   hookd_outcome *o = &it->out;
   e->item_ops--;
   catch_up_steps(d, it);
-
   for (int k = 0; k < 2; k++) { /* the operational events it published go now */
     for (size_t i = 0; recorded && it->rc == 0 && i < it->ops[k].n_endpoints; i++) {
       ep *to = ep_get(d, it->ops[k].endpoints[i]);

@@ -478,7 +478,7 @@ int pg_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
   if (k < 0) return HOOKD_STORE_ERR;
   if (k != 1) return HOOKD_STORE_NOTFOUND;
   /* its attempts' URLs are the URL walk's (docs/architecture.md "Deletes"): its tenant's walk
-   * starts (over) from the first delivery */
+   * starts, or, under way, owes another pass */
   pg_p_init(&p);
   pg_p_text(&p, id);
   if (pg_x(c,

@@ -760,7 +760,7 @@ int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
   c->erased = true; /* its commit has the WAL file emptied (its secrets, headers, URL's path) */
   /* its attempts' URLs are the URL walk's (docs/architecture.md "Deletes"): its tenant's walk
-   * starts (over) from the first delivery */
+   * starts, or, under way, owes another pass */
   st = sq_stmt(c, SQ_URLCUT_MARK,
                "INSERT INTO url_cuts(tenant_id, after, again, turn, cut) SELECT tenant_id, '', 0,"
                " (SELECT coalesce(max(turn), 0) + 1 FROM url_cuts), 0 FROM endpoints WHERE id = ?1"
