@@ -1405,6 +1405,26 @@ describe('deleting an endpoint with deliveries in hand', () => {
     await r.close();
   });
 
+  it('its attempts, hundreds to a delivery (several steps of the walk: 100 attempts a step), are all cut, each counted once when the tenant\'s walk ends', async () => {
+    const h = await startHookd();
+    const r = await startReceiver();
+    const { tenant: t, endpoint } = await setup(h, `${r.url}/T0/s3cr3t`);
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await publish(h, t, { type: 'a', payload: { i } })).json.id);
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered');
+    // 120 more attempts for each (as a replayed, often failing delivery has): 363 in all
+    h.query(`INSERT INTO attempts(delivery_seq, attempt_number, started_at, finished_at, outcome, latency_ms,
+      lease_token, kind, url) SELECT d.seq, n.i, 1, 1, 'http_error', 1, 0, 'replay', '${r.url}/T0/s3cr3t'
+      FROM deliveries d, (WITH RECURSIVE k(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM k WHERE i < 121)
+      SELECT i FROM k) n WHERE d.endpoint_id = '${endpoint}'`);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${t}/endpoints/${endpoint}`)).status, 200);
+    const end = await h.waitForLog((l) => l.msg === 'tenant.urls_cut' && l.tenant_id === t, 15000, 'the tenant\'s walk ended');
+    assert.equal(end.attempts, 363);
+    assert.equal(h.query(`SELECT url FROM attempts WHERE url LIKE '%s3cr3t%'`).length, 0);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('a request in flight when its endpoint is deleted keeps its attempt; answered 2xx, the delivery reads delivered, and counts as delivered', async () => {
     const h = await startHookd(); // its own: the counters below are the daemon's
     const r = await startReceiver((rec) => (rec.n <= 2 ? 'hang' : { status: 200 }));

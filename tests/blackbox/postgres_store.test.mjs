@@ -257,6 +257,9 @@ test('a node stopped past its lease while its request was out: the other sends t
   let stopped = null;
   try {
     const { tenant } = await setup(a, rx.url, { timeout_ms: 2000 }); // lease: 2 × 2 s + 1 s
+    // (a margin below the 10 s a stopped writer may hold the store: said at the start)
+    const short = a.logs.find((l) => l.msg === 'config.lease_margin_short');
+    assert.ok(short?.level === 'warn' && short.lease_margin_ms === 1000, JSON.stringify(short));
     assert.equal((await publish(a, tenant, { id: 'evt_stall', type: 't.x', payload: {} })).status, 202);
     await rx.waitFor(1);
     const [held] = await waitDelivery(a, 'evt_stall', (dl) => dl[0]?.lease?.owner, 'its lease shown');

@@ -471,19 +471,21 @@ int pg_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
                    " secret = '', previous_secret = NULL, previous_expires_at = NULL,"
                    " headers = NULL, description = '', metadata = NULL,"
                    /* its URL cut to its origin: a path or query may hold a credential (a
-                    * Slack hook's) */
-                   " url = COALESCE(substring(url from '^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*'), '')"
+                    * Slack hook's); its attempts' by the URL walk, marked below */
+                   " url = " PG_URL_ORIGIN("url")
                    " WHERE id = $1 AND deleted_at IS NULL",
                    &p, "delete endpoint");
   if (k < 0) return HOOKD_STORE_ERR;
   if (k != 1) return HOOKD_STORE_NOTFOUND;
   /* its attempts' URLs are the URL walk's (docs/architecture.md "Deletes"): its tenant's walk
-   * starts, or, under way, owes another pass */
+   * starts, or, under way, owes another pass — when it has a delivery (an endpoint never sent
+   * to has no attempt) */
   pg_p_init(&p);
   pg_p_text(&p, id);
   if (pg_x(c,
            "INSERT INTO url_cuts(tenant_id, after, again, turn, cut) SELECT tenant_id, '', 0,"
            " (SELECT coalesce(max(turn), 0) + 1 FROM url_cuts), 0 FROM endpoints WHERE id = $1"
+           " AND EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1)"
            /* a pass under way cuts its deliveries past the cursor; those before need
             * another pass */
            " ON CONFLICT (tenant_id) DO UPDATE SET again = CASE WHEN url_cuts.again = 1"

@@ -760,10 +760,12 @@ int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_m
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
   c->erased = true; /* its commit has the WAL file emptied (its secrets, headers, URL's path) */
   /* its attempts' URLs are the URL walk's (docs/architecture.md "Deletes"): its tenant's walk
-   * starts, or, under way, owes another pass */
+   * starts, or, under way, owes another pass — when it has a delivery (an endpoint never sent
+   * to has no attempt: no walk of the tenant's deliveries for it) */
   st = sq_stmt(c, SQ_URLCUT_MARK,
                "INSERT INTO url_cuts(tenant_id, after, again, turn, cut) SELECT tenant_id, '', 0,"
                " (SELECT coalesce(max(turn), 0) + 1 FROM url_cuts), 0 FROM endpoints WHERE id = ?1"
+               " AND EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = ?1)"
                /* a pass under way cuts its deliveries past the cursor; those before need
                 * another pass */
                " ON CONFLICT (tenant_id) DO UPDATE SET again = (again OR after <> '')");
@@ -907,8 +909,8 @@ static int url_cut_step(hookd_store_conn *c, hookd_delete_step *out) {
     if (!(after = sq_col_str(st, 1))) break;
   }
   sqlite3_reset(st);
-  if (!rc && ((!full && step != SQLITE_DONE && step != SQLITE_ROW) || !after))
-    rc = sq_fail(c, "URL walk");
+  /* (the scan ended, or stopped at the budget; else a failed step or copy) */
+  if (!rc && (!after || (!full && step != SQLITE_DONE))) rc = sq_fail(c, "URL walk");
   if (rc) {
     free(after);
     return rc;

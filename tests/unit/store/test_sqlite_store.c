@@ -1552,6 +1552,7 @@ static void the_url_walk_is_bounded_fair_and_ends(void **state) {
   make_tenant_endpoint(f, "tB", "epB", NULL);
   make_tenant_endpoint(f, "tC", "epC", NULL);
   backlog(f, "tA", "epA1", 1, 2500);
+  backlog(f, "tA", "epA2", 2501, 1); /* (no attempt) */
   backlog(f, "tB", "epB", 3001, 2);
   backlog(f, "tC", "epC", 4001, 3);
   attempts_for(f, "epA1", 1);
@@ -1560,7 +1561,7 @@ static void the_url_walk_is_bounded_fair_and_ends(void **state) {
   hookd_delete_counts d;
   call del = {.in = "epA2", .out = &d};
   assert_int_equal(w(f, run_ep_delete, &del), 0);
-  url_step(f, "tA", 0, false); /* 2,000 of tA's deliveries, none of a deleted endpoint */
+  url_step(f, "tA", 0, false); /* 2,000 of tA's deliveries, no attempt of a deleted endpoint */
   del.in = "epA1"; /* during tA's pass: its last 500 by this one, the rest by another */
   assert_int_equal(w(f, run_ep_delete, &del), 0);
   del.in = "epB";
@@ -1592,6 +1593,11 @@ static void the_url_walk_is_bounded_fair_and_ends(void **state) {
   assert_int_equal(cut[1], 450);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts WHERE url LIKE '%s3cr3t%'"), 0);
   assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM attempts"), 2500 + 2 + 450);
+  /* an endpoint never sent to has no attempt: its delete walks nothing */
+  make_tenant_endpoint(f, "tA", "epA3", NULL);
+  del.in = "epA3";
+  assert_int_equal(w(f, run_ep_delete, &del), 0);
+  assert_int_equal(query_i64(f, "SELECT COUNT(*) FROM url_cuts"), 0);
 }
 
 static void a_replacement_takes_what_the_delete_walk_has_not_reached(void **state) {
