@@ -1279,6 +1279,38 @@ describe('steps of the wall clock', () => {
     }
   });
 
+  it('a day\'s step forward set right a moment later: the endpoint\'s stats still count the deliveries made since (their ids carry the day ahead)', { skip: ONE_NODE_CLOCK }, async () => {
+    const { dir, cleanup } = tempDir();
+    const clock = faultClock(dir);
+    const h = await startHookd({ dir, env: clock.env });
+    const recv = await startReceiver(() => ({ status: 200 }));
+    try {
+      const { tenant, endpoint } = await setup(h, recv.url);
+      const send = async (n) => {
+        const id = (await publish(h, tenant, { type: 'a', payload: { n } })).json.id;
+        await waitDelivery(h, id, (x) => x[0]?.state === 'delivered', 'delivered');
+      };
+      await send(1);
+      clock.step(86400 * 1000);
+      await h.waitForLog((l) => l.msg === 'clock.stepped', 10000, 'the step seen');
+      await send(2);
+      clock.step(0); // set right
+      await waitUntil(() => h.logs.filter((l) => l.msg === 'clock.stepped').length >= 2 || null, { what: 'set right' });
+      for (let n = 3; n <= 5; n++) await send(n);
+      const listed = (await h.api('GET', `/v1/tenants/${tenant}/deliveries?endpoint=${endpoint}`)).json.data;
+      assert.equal(listed.length, 5);
+      const stats = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}/stats`);
+      assert.equal(stats.status, 200, stats.text);
+      // before: 1 (the ids made after the step back carry on from the day ahead, past "now")
+      assert.equal(stats.json.deliveries.delivered, 5, stats.text);
+      assert.equal(stats.json.success_rate, 1);
+    } finally {
+      await h.stop();
+      await recv.close();
+      cleanup();
+    }
+  });
+
   it('a step forward longer than a lease: the request in flight is not taken over and sent again, and its answer is its attempt', { skip: ONE_NODE_CLOCK }, async () => {
     const { dir, cleanup } = tempDir();
     const clock = faultClock(dir);
