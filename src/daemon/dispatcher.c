@@ -668,7 +668,7 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
    * by the caller, never sent unsigned (an Ed25519 key NULL) or without its gateway's headers */
   if (!e->key_ok) return -1;
   hookd_delivery *dl = &it->c.d;
-  char ts[24], sig[2 * 100 + 2], h[HOOKD_ID_MAX + 2048] /* most lines fit */;
+  char ts[24], *sig = it->sig, h[HOOKD_ID_MAX + 2048] /* most lines fit */;
   int64_t now_s = now / 1000;
   snprintf(ts, sizeof ts, "%lld", (long long)now_s);
   /* the current signature, then during a rotation overlap the previous one */
@@ -771,6 +771,24 @@ static void health_signal(const hookd_egress_req *req, hookd_classification cls,
   *bad = cls.cls == HOOKD_CLASS_RETRY && (req->net != HOOKD_NET_OK || req->status >= 500);
   *reached = *ok || (req->net == HOOKD_NET_OK && req->status >= 300 && req->status < 500 &&
                      req->status != 408 && req->status != 429);
+}
+
+/* The lines hookd_redact_values masks the values of (core/redact.h): `had` (an endpoint's
+ * redact_lines, or NULL) and each signature of a webhook-signature value ("v1,<base64>
+ * v1,<base64>"), its base64 alone (a receiver may quote either). NULL when out of memory. */
+static char *sig_lines(const char *had, const char *sig) {
+  size_t n = (had ? strlen(had) : 0) + 2 * strlen(sig) + 8;
+  char *out = malloc(n), *w = out;
+  if (!out) return NULL;
+  w += snprintf(w, n, "%s", had ? had : "");
+  for (const char *p = sig; *p;) {
+    size_t len = strcspn(p, " ");
+    const char *comma = memchr(p, ',', len);
+    const char *b64 = comma ? comma + 1 : p;
+    w += snprintf(w, n - (size_t)(w - out), "s: %.*s\n", (int)(len - (size_t)(b64 - p)), b64);
+    p += len + (p[len] == ' ');
+  }
+  return out;
 }
 
 /* The response excerpt as stored and shown: the values of the endpoint's custom headers and its
@@ -978,13 +996,18 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * and sent again meanwhile, or settled by an operator) — appended, the delivery untouched */
   o->keep_attempt = true;
   o->lane = dl->ordering_key != NULL;
+  /* the endpoint's secrets and headers, and the signature the request carried: a receiver
+   * answering "signature mismatch: received v1,…" quotes it in prose, which the masks by field
+   * name leave (a review); out of memory, the endpoint's alone */
+  char *sig_masked = sig_lines(e->redact_lines, it->sig);
+  const char *mask = sig_masked ? sig_masked : e->redact_lines;
   if (req->result_ref[0] && cls.cls == HOOKD_CLASS_SUCCESS) {
     /* shown to every reader of the tenant (and to an inbound provider's duplicate), as the
      * excerpt is: masked as it is; none rather than one unmasked */
     hookd_buf red;
     hookd_buf_init(&red, 5 * sizeof it->result_ref);
-    if (hookd_redact_excerpt(req->result_ref, strlen(req->result_ref), e->redact_lines, false,
-                             &red) == HOOKD_BUF_OK &&
+    if (hookd_redact_excerpt(req->result_ref, strlen(req->result_ref), mask, false, &red) ==
+            HOOKD_BUF_OK &&
         red.len) {
       size_t n = hookd_redact_cut(red.data, red.len, sizeof it->result_ref - 1, false);
       memcpy(it->result_ref, red.data, n);
@@ -999,7 +1022,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->attempt.http_status = req->net == HOOKD_NET_OK ? req->status : 0;
   o->attempt.latency_ms = latency_ms;
   o->attempt.error = req->error[0] ? req->error : NULL;
-  redact_excerpt(req, e->redact_lines);
+  redact_excerpt(req, mask);
+  free(sig_masked);
   o->attempt.response = req->response.data;
   o->attempt.response_len = req->response.len;
   o->attempt.trigger = (char *)attempt_kind(dl);

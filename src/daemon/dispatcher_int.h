@@ -96,6 +96,10 @@ typedef struct body_ref {
 } body_ref;
 
 /* One claimed delivery, from claim to recorded outcome. */
+/* A webhook-signature header's value: two signatures (v1a, Ed25519's, the longest) during a
+ * rotation's overlap, a blank between them */
+#define DISP_SIG_MAX (2 * 100 + 2)
+
 typedef struct item {
   hookd_claimed c;             /* c.body borrowed from body when that is set */
   body_ref *body;
@@ -112,6 +116,8 @@ typedef struct item {
   hookd_egress_req req;
   struct curl_slist *hdrs;
   bool wipe_hdrs;             /* hdrs carry the endpoint's custom headers: wiped when freed */
+  char sig[DISP_SIG_MAX];     /* the webhook-signature it was sent with (masked in its
+                                 response: dispatcher.c on_http_done) */
   char *url;                  /* req.url: the item's own copy (an endpoint update frees the
                                  endpoint's while the request may still be connecting, and the
                                  connect-time check reads it) */

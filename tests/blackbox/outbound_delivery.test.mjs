@@ -359,6 +359,22 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('a receiver\'s answer quoting, in prose, the signature it was sent (whole, or its base64 alone) is masked in the excerpt', async () => {
+    const recv = await startReceiver((req) => {
+      const sig = req.headers['webhook-signature'];
+      return { status: 401, body: `signature mismatch: received ${sig}, computed ${sig.slice(3)} over the body` };
+    });
+    const { tenant } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'dead');
+    const excerpt = (await getDelivery(h, d.id)).attempts[0].response_excerpt;
+    const b64 = recv.requests[0].headers['webhook-signature'].slice(3);
+    // before: shown as it was sent (the masks by field name leave prose)
+    assert.ok(!excerpt.includes(b64.slice(0, 8)) && !excerpt.includes(b64.slice(-12)), excerpt);
+    assert.equal(excerpt, 'signature mismatch: received v1,[redacted], computed [redacted] over the body');
+    await recv.close();
+  });
+
   it('the excerpt\'s 4 KiB bound never shows half of a card number or an address, nor turns UTF-8 into "binary"', async () => {
     const pad = (n) => 'x'.repeat(n) + ' ';
     const cases = [
