@@ -278,8 +278,11 @@ int hookd_api_type_time_query(hookd_req *r, const char **type, int64_t *since_ms
                         ? "until"
                         : NULL;
   if (bad) {
+    /* an offset's '+' sent unencoded reads as a blank (a query's '+'): said, as the fix */
+    bool blank = strchr(bad[0] == 's' ? since : until, ' ') != NULL;
     hookd_req_field_error(r, 400, "invalid_parameter", bad,
-                          "%s must be an RFC 3339 time after 1970-01-01T00:00:00Z", bad);
+                          "%s must be an RFC 3339 time after 1970-01-01T00:00:00Z%s", bad,
+                          blank ? " (a '+' in a query reads as a blank: send it as %2B)" : "");
     return -1;
   }
   if (*since_ms && *until_ms && *since_ms >= *until_ms) { /* swapped: not "nothing happened" */

@@ -1716,6 +1716,10 @@ describe('endpoint stats', () => {
     assert.deepEqual([after.json.deliveries.delivered, after.json.deliveries.dead, after.json.success_rate], [4, 0, 1]);
     // bounds refused, named
     assertError(await statsOf('?since=yesterday'), 400, 'invalid_parameter', 'since must be an RFC 3339 time');
+    // an offset's '+' sent unencoded (a query reads it as a blank): the fix said
+    const plus = await statsOf('?until=2026-01-01T00:00:00+01:00');
+    assertError(plus, 400, 'invalid_parameter', 'until must be an RFC 3339 time');
+    assert.match(plus.json.error.message, /send it as %2B/, plus.text);
     assertError(await statsOf(`?since=${encodeURIComponent(mid)}&until=${encodeURIComponent(before)}`), 400, 'invalid_parameter', 'since must be before until');
     assertError(await statsOf('?since=2999-01-01T00:00:00Z'), 400, 'invalid_parameter', 'since must be before until');
     assertError(await statsOf('?state=dead'), 400, 'invalid_parameter');

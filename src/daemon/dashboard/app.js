@@ -113,9 +113,14 @@ async function act(label, run, after) {
   } catch (e) { if (gen === st.gen) status(`${label}: ${e.message}`, true); }
 }
 
-// act() as a button
+// act() as a button, not pressed again while its request is out (a replay clicked twice would
+// send twice: each is an operator's replay)
 function action(label, run, after) {
-  return el('button', { type: 'button', onclick: () => act(label, run, after) }, label);
+  const b = el('button', { type: 'button', onclick: async () => {
+    b.disabled = true;
+    try { await act(label, run, after); } finally { b.disabled = false; }
+  } }, label);
+  return b;
 }
 
 // Runs a view's work; its answer is shown only while it is still the current view.
