@@ -710,6 +710,7 @@ typedef struct list_op {
   hookd_api_op base;
   char tenant[HOOKD_ID_MAX + 64];
   char type[272];
+  char channel[129];
   hookd_event_filter f;
   hookd_event *list;
   size_t n;
@@ -754,6 +755,13 @@ void hookd_api_event_list(hookd_req *r, hookd_app *app) {
     hookd_req_field_error(r, 400, "invalid_parameter", "kind", "kind must be outbound or inbound");
     return;
   }
+  const char *channel = hookd_req_query(r, "channel");
+  if (channel && !hookd_id_valid(channel, 128)) {
+    hookd_req_field_error(r, 400, "invalid_parameter", "channel",
+                          "channel must be a channel name (1 to 128 of letters, digits, '_', "
+                          "'-', '.', ':')");
+    return;
+  }
   long long before;
   if (hookd_api_before(r, app, 'e', hookd_req_param(r, 0), &before) != 0) return;
   list_op *op = hookd_api_op_new(sizeof *op, r, app, run_list, reply_list);
@@ -764,11 +772,13 @@ void hookd_api_event_list(hookd_req *r, hookd_app *app) {
   op->f.tenant_id = op->tenant;
   op->f.event_type = type ? op->type : NULL;
   op->f.kind = k;
+  snprintf(op->channel, sizeof op->channel, "%s", channel ? channel : "");
+  op->f.channel = channel ? op->channel : NULL;
   op->f.since_ms = since_ms;
   op->f.until_ms = until_ms;
   op->f.before_seq = before;
   op->f.limit = limit + 1; /* one more tells whether there is a next page */
-  if (type || kind || since_ms || until_ms)
+  if (type || kind || channel || since_ms || until_ms)
     hookd_api_submit_scan(&op->base); /* it may walk much of the tenant's events */
   else
     hookd_api_submit(&op->base, false);

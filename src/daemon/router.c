@@ -93,7 +93,7 @@ static const route routes[] = {
     {"POST", "/v1/inbox/{}/replay", HOOKD_PERM_OPERATE, -1, hookd_api_inbox_replay, NULL},
     {"POST", "/v1/tenants/{}/events", HOOKD_PERM_PUBLISH, 0, hookd_api_event_publish, NULL},
     {"GET", "/v1/tenants/{}/events", HOOKD_PERM_READ, 0, hookd_api_event_list,
-     ",event_type,kind,since,until,limit,before,"},
+     ",event_type,kind,channel,since,until,limit,before,"},
     {"GET", "/v1/tenants/{}/events/{}", HOOKD_PERM_READ, 0, hookd_api_event_get, NULL},
     {"POST", "/v1/tenants/{}/events/{}/deliveries", HOOKD_PERM_OPERATE, 0,
      hookd_api_event_deliver, NULL},

@@ -116,6 +116,7 @@ typedef struct hookd_event_filter {
   const char *tenant_id;
   const char *event_type;     /* a type, a prefix as "invoice.*", "*", or NULL */
   int kind;                   /* 0 = any, 1 = outbound, 2 = inbound */
+  const char *channel;        /* only events published to this channel, or NULL */
   int64_t since_ms, until_ms; /* publish time in [since, until); 0 = unbounded */
   int64_t before_seq;         /* only events older than this one (a cursor); 0 = the newest */
   int limit;

@@ -1014,6 +1014,37 @@ describe('channels (one customer\'s user or account among the tenant\'s)', () =>
     assertError(six, 422, 'invalid_field', 'channels must be');
     assert.equal(six.json.error.param, 'channels');
   });
+
+  it('the events list by channel: the events published to it, the exact name (a "_" is no wildcard, a prefix no match), paged', async () => {
+    const { tenant: t } = await setup(h, recv.url);
+    const ids = {};
+    const to = async (key, channels) => {
+      const p = await publish(h, t, { type: 'c.y', payload: {}, ...(channels ? { channels } : {}) });
+      assert.equal(p.status, 202, p.text);
+      (ids[key] ??= []).unshift(p.json.id); // newest first, as listed
+    };
+    await to('a', ['user_a']);
+    await to('none', null);
+    await to('a', ['org_1', 'user_a']);
+    await to('other', ['userxa', 'user_ab', 'user']); // like user_a, none of them it
+    await to('a', ['user_a', 'org_2']);
+    const list = async (q) => {
+      const r = await h.api('GET', `/v1/tenants/${t}/events?${q}`);
+      assert.equal(r.status, 200, r.text);
+      return r.json;
+    };
+    assert.deepEqual((await list('channel=user_a')).data.map((e) => e.id), ids.a);
+    assert.deepEqual((await list('channel=org_1')).data.map((e) => e.id), [ids.a[1]]);
+    assert.deepEqual((await list('channel=user_a&event_type=c.z')).data, []);
+    // two pages of one
+    const first = await list('channel=user_a&limit=2');
+    assert.deepEqual(first.data.map((e) => e.id), ids.a.slice(0, 2));
+    const second = await list(`channel=user_a&limit=2&before=${encodeURIComponent(first.next_cursor)}`);
+    assert.deepEqual(second.data.map((e) => e.id), ids.a.slice(2));
+    assert.equal(second.next_cursor, null);
+    for (const bad of ['a%20b', 'x'.repeat(129), 'a,b', ''])
+      assertError(await h.api('GET', `/v1/tenants/${t}/events?channel=${bad}`), 400, 'invalid_parameter', 'channel must be');
+  });
 });
 
 describe('payload filters (an endpoint takes the events whose payload matches)', () => {

@@ -648,6 +648,7 @@ int pg_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event 
   pg_p_i64(&p, f->since_ms > 0 ? f->since_ms : INT64_MIN);
   pg_p_i64(&p, f->until_ms > 0 ? f->until_ms : INT64_MAX);
   pg_p_i64(&p, f->limit);
+  pg_p_text(&p, f->channel);
   PGresult *r = pg_q(c,
                      "SELECT seq, id, tenant_id, type, occurred_at, created_at, expires_at,"
                      " kind, purged_at, schema_version, ordering_key, ordering_version,"
@@ -657,7 +658,9 @@ int pg_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event 
                      " AND ($4::text IS NULL OR substr(type, 1, length($4::text)) = $4)"
                      " AND ($5::text IS NULL OR kind = $5)"
                      " AND created_at >= $6 AND created_at < $7"
-                     " ORDER BY seq DESC LIMIT $8",
+                     /* one of its channels (comma-separated; a name holds no comma) */
+                     " AND ($9::text IS NULL OR strpos(',' || channels || ',', ',' || $9 || ',')"
+                     " > 0) ORDER BY seq DESC LIMIT $8",
                      &p, "list events");
   free(prefix);
   return pg_read_rows(c, r, sizeof **out, rd_event, (void **)out, n,

@@ -45,7 +45,9 @@ int sq_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event 
                              " AND (?4 IS NULL OR substr(type, 1, length(?4)) = ?4)"
                              " AND (?5 IS NULL OR kind = ?5)"
                              " AND created_at >= ?6 AND created_at < ?7"
-                             " ORDER BY seq DESC LIMIT ?8");
+                             /* one of its channels (comma-separated; a name holds no comma) */
+                             " AND (?9 IS NULL OR instr(',' || channels || ',', ',' || ?9 || ',')"
+                             " > 0) ORDER BY seq DESC LIMIT ?8");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, f->tenant_id);
   sq_bind_i64(st, 2, f->before_seq > 0 ? f->before_seq : INT64_MAX);
@@ -54,6 +56,7 @@ int sq_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event 
   sq_bind_i64(st, 6, f->since_ms > 0 ? f->since_ms : INT64_MIN);
   sq_bind_i64(st, 7, f->until_ms > 0 ? f->until_ms : INT64_MAX);
   sq_bind_i64(st, 8, f->limit);
+  sq_bind_text(st, 9, f->channel);
   return sq_read_rows(c, st, sizeof **out, rd_event, free_events, (void **)out, n,
                       "list events");
 }
