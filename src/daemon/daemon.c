@@ -262,7 +262,11 @@ static int run_answers_purge(hookd_store_conn *c, const hookd_store_backend *be,
   return rc;
 }
 
-#define RETENTION_STEP_TRUSTED_MS (3600 * 1000) /* a step ahead this old is the right time */
+/* a step ahead this old is the right time: a day — a wrong step that a bad time source keeps for
+ * hours purges nothing early, and a right one (a clock behind at the start set right, a VM's
+ * suspension) keeps data a day longer at most (an hour before: a +5-day step kept past it would
+ * have purged 2-day-old payloads of a 7-day retention, a review) */
+#define RETENTION_STEP_TRUSTED_MS (24 * 3600 * 1000LL)
 
 /* The deliveries a disabled endpoint still owes of expired events (the claim expires the others),
  * found on the scan connection — a read of the open deliveries of the disabled endpoints, which
