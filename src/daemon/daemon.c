@@ -783,9 +783,16 @@ static void on_slow_batch(const char *queue, size_t ops, int64_t run_us, int64_t
  * 1,024): idle inbound connections then took every descriptor and deliveries failed to connect
  * to healthy receivers. The soft limit is raised to the hard one, as a process may; a hard
  * limit below what the configuration needs is logged (raise it: ulimit -Hn, LimitNOFILE=). */
-static void raise_fd_limit(const hookd_config *cfg) {
+/* Raises the soft descriptor limit to the hard one; returns how many connections libcurl's cache
+ * may keep open after use (CURLMOPT_MAXCONNECTS): up to max(--max-in-flight, 1024), but no more
+ * than the limit leaves beside the HTTP server's connections and the requests in flight — kept
+ * connections to healthy receivers filled a limit of 1,024 that the check below passed
+ * (--max-connections 256, --max-in-flight 64), and /healthz waited 18 s for a descriptor (a
+ * review). */
+static long raise_fd_limit(const hookd_config *cfg) {
+  long pool = cfg->max_in_flight > 1024 ? cfg->max_in_flight : 1024;
   struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return pool;
   if (rl.rlim_cur < rl.rlim_max) {
     struct rlimit want = rl;
     want.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
@@ -793,11 +800,21 @@ static void raise_fd_limit(const hookd_config *cfg) {
   }
   /* the store, its WAL, the listener, wake-up pipes, logs: a few dozen */
   rlim_t need = (rlim_t)cfg->max_connections + (rlim_t)cfg->max_in_flight + 64;
+  long room = rl.rlim_cur > need ? (long)(rl.rlim_cur - need > 1048576 ? 1048576
+                                                                        : rl.rlim_cur - need)
+                                 : 0;
+  long fitted = room < pool ? (room > 16 ? room : 16) : pool;
   if (rl.rlim_cur < need)
     HLOG(HOOKD_LOG_WARN, "startup.fd_limit", KV_I("limit", (int64_t)rl.rlim_cur),
-         KV_I("needed", (int64_t)need),
+         KV_I("needed", (int64_t)need), KV_I("egress_pool", fitted),
          KV_S("hint", "connections and deliveries past the limit fail: raise the hard limit "
                       "(ulimit -Hn, systemd LimitNOFILE=) or lower --max-connections"));
+  else if (fitted < pool)
+    HLOG(HOOKD_LOG_INFO, "startup.egress_pool", KV_I("limit", (int64_t)rl.rlim_cur),
+         KV_I("egress_pool", fitted), KV_I("wanted", pool),
+         KV_S("why", "connections kept open to receivers are fitted to what the descriptor "
+                     "limit leaves: raise it to keep more"));
+  return fitted;
 }
 
 int hookd_serve(const hookd_config *cfg) {
@@ -816,7 +833,7 @@ int hookd_serve(const hookd_config *cfg) {
    * dump) while no thread runs (unsetenv is not thread-safe); HOOKD_MASTER_KEY kept in memory */
   hookd_config_wipe_secret_env();
   hookd_master_key_env_take();
-  raise_fd_limit(cfg);
+  long egress_pool = raise_fd_limit(cfg);
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
@@ -1003,6 +1020,7 @@ int hookd_serve(const hookd_config *cfg) {
                   .cooldown_ms = cfg->breaker_cooldown_ms,
                   .probes = 1},
       .lease_margin_ms = cfg->lease_margin_ms,
+      .max_claim_ops = cfg->max_store_queue / 4 > 16 ? cfg->max_store_queue / 4 : 16,
       .rescan_interval_ms = cfg->rescan_interval_ms,
       .shared_store = hookd_store_is_postgres(cfg->store_url),
       .max_timeout_ms = cfg->max_timeout_ms,
@@ -1012,7 +1030,7 @@ int hookd_serve(const hookd_config *cfg) {
                  .max_response_bytes = cfg->max_response_bytes,
                  .excerpt_bytes = HOOKD_EXCERPT_READ,
                  .user_agent = "hookd/" HOOKD_VERSION,
-                 .max_connects = cfg->max_in_flight > 1024 ? cfg->max_in_flight : 1024,
+                 .max_connects = egress_pool,
                  .addr_check = hookd_destinations_addr_check,
                  .addr_check_ctx = app.dest,
                  .url_check = hookd_destinations_url_check,

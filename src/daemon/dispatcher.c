@@ -493,6 +493,7 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
   e->claiming = limit;
   e->t->claiming += limit;
   d->claiming += limit;
+  d->claim_ops++;
   d->store_ops++;
   HOOKD_INC(claims);
   hookd_storeq_submit(d->store->writer, &m->op);
@@ -1198,6 +1199,7 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
   ep *e = m->claim_ep;
   e->t->claiming -= e->claiming;
   d->claiming -= e->claiming;
+  d->claim_ops--;
   e->claiming = 0;
   free(m->endpoint_id);
   if (m->rc != 0) {

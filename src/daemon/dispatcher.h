@@ -27,6 +27,8 @@ typedef struct hookd_dispatcher_config {
   const char *node_id;        /* lease owner name */
   int max_in_flight;          /* global concurrency cap */
   int tenant_max_in_flight;   /* a tenant's cap unless it sets one */
+  int max_claim_ops;          /* claims in progress at most, each a writer operation (0: no
+                                 bound): the daemon's is a quarter of --max-store-queue */
   int64_t disable_failing_after_ms; /* disable an endpoint failing this long (0 = never) */
   int64_t shutdown_grace_ms;  /* stopping: requests in flight longer are abandoned (0 = at once) */
   int64_t max_claimed_bytes;  /* bodies held by claimed deliveries, all tenants (0 = no bound) */

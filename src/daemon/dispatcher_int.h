@@ -379,6 +379,7 @@ struct hookd_dispatcher {
   int claiming;               /* limits of the claims in progress: counted against the claim
                                  budgets before they return, or one pass over many due endpoints
                                  claims far past them */
+  int claim_ops;              /* claims in progress (cfg.max_claim_ops bounds them) */
   int in_flight_cls[CLS__COUNT];
   /* live deliveries that could take a global slot now: endpoints with live_ready, of tenants
    * neither at their cap nor waiting for their rate limit. The retry and replay budgets apply

@@ -782,6 +782,11 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     int by_bytes = bytes_room(d, e, t, &weights);
     if (room > by_bytes) room = by_bytes;
     if (room > CLAIM_LIMIT_MAX) room = CLAIM_LIMIT_MAX;
+    /* each claim is one writer operation: those in progress are bounded whatever the budgets
+     * (the floors above pass them), or a tenant of 52,000 endpoints due at once queued 47,000,
+     * past --max-store-queue — every tenant's publishes refused 503 overloaded while the store
+     * kept up (a review); the others wait for the next pass */
+    if (d->cfg.max_claim_ops > 0 && d->claim_ops >= d->cfg.max_claim_ops) room = 0;
     if (room <= 0) {
       if (n_later == d->later_cap) {
         size_t nc = d->later_cap ? 2 * d->later_cap : 64;

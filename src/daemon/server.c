@@ -1170,10 +1170,23 @@ static void stop_workers(hookd_server *s) {
 
 __attribute__((format(printf, 2, 0))) /* fmt is libmicrohttpd's own */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
   char msg[512];
   vsnprintf(msg, sizeof msg, fmt, ap);
   size_t n = strlen(msg);
   while (n && msg[n - 1] == '\n') msg[--n] = '\0';
+  /* the listener out of descriptors (EMFILE, ENFILE: libmicrohttpd stops accepting a while) is
+   * the operator's to know — every client waits meanwhile, and it was said at debug alone (a
+   * review: /healthz waited 18 s, nothing logged); once every 10 s at most */
+  if (strstr(msg, "resource limit") || strstr(msg, "accepting")) {
+    static _Atomic int64_t last_ms;
+    int64_t now = hookd_mono_ms(), was = atomic_load(&last_ms);
+    if ((!was || now - was >= 10000) && atomic_compare_exchange_strong(&last_ms, &was, now))
+      HLOG(HOOKD_LOG_WARN, "http.accept_failed", KV_S("detail", msg),
+           KV_S("hint", "out of file descriptors? raise the limit (systemd LimitNOFILE=) or "
+                        "lower --max-connections"));
+    return;
+  }
   HLOG(HOOKD_LOG_DEBUG, "http.server", KV_S("detail", msg));
 }
 

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
-import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, join } from 'node:path';
 import assert from 'node:assert/strict';
@@ -1205,7 +1205,48 @@ describe('recovery', () => {
     assert.ok(warn, 'a hard limit of 1024 is below --max-connections 4096 + --max-in-flight 1024');
     assert.equal(warn.limit, 1024);
     assert.equal(warn.needed, 4096 + 1024 + 64);
+    assert.equal(warn.egress_pool, 16, 'no room left: the fewest connections kept');
     assert.equal((await h.stop()).code, 0);
+  });
+
+  it('the connections kept open to receivers are fitted to what the descriptor limit leaves: after a fan-out to hundreds of healthy receivers the API still takes its connections', async () => {
+    // 400 descriptors: 100 connections + 16 in flight + 64 leave 220 to keep (libcurl's 1,024 before)
+    const h = await startHookd({ wrap: ['prlimit', '--nofile=400:400'], args: ['--max-connections', '100', '--max-in-flight', '16'] });
+    const recvs = [];
+    try {
+      assert.ok(!h.logs.some((l) => l.msg === 'startup.fd_limit'), 'enough for the configuration');
+      assert.equal(h.logs.find((l) => l.msg === 'startup.egress_pool')?.egress_pool, 220);
+      const n = 300;
+      for (let i = 0; i < n; i++) recvs.push(await startReceiver());
+      assert.equal((await h.api('POST', '/v1/tenants', { id: 'fan' })).status, 201);
+      for (let i = 0; i < n; i += 50)
+        await Promise.all(recvs.slice(i, i + 50).map(async (r) => assert.equal((await h.api('POST', '/v1/tenants/fan/endpoints', { url: r.url })).status, 201)));
+      assert.equal((await publish(h, 'fan', { type: 'f', payload: {} })).json.deliveries, n);
+      await waitUntil(() => recvs.every((r) => r.requests.length === 1), { what: 'every receiver reached', timeout: 30000 });
+      // hookd's sockets connected to a receiver (its own descriptors' inodes in /proc/net/tcp)
+      const ports = new Set(recvs.map((r) => Number(new URL(r.url).port)));
+      const inodes = new Set(readdirSync(`/proc/${h.proc.pid}/fd`).map((f) => {
+        try { return /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${h.proc.pid}/fd/${f}`))?.[1]; } catch { return undefined; }
+      }).filter(Boolean));
+      const kept = readFileSync(`/proc/${h.proc.pid}/net/tcp`, 'utf8').trim().split('\n').slice(1)
+        .map((l) => l.trim().split(/\s+/))
+        .filter((c) => inodes.has(c[9]) && ports.has(parseInt(c[2].split(':')[1], 16))).length;
+      assert.ok(kept > 0 && kept <= 220, `${kept} connections to receivers kept open (before: 300, one a receiver)`);
+      // the HTTP server's own connections still have their descriptors: 90 idle clients, then a
+      // request answered at once (before: /healthz waited for a descriptor, 18 s in a review)
+      const idle = [];
+      for (let i = 0; i < 90; i++) idle.push(net.connect(h.port, '127.0.0.1').on('error', () => {}));
+      await Promise.all(idle.map((c) => new Promise((resolve) => c.once('connect', resolve).once('error', resolve))));
+      const t0 = Date.now();
+      const health = await withTimeout(h.api('GET', '/healthz'), 5000, 'healthz');
+      assert.equal(health.status, 200);
+      assert.ok(Date.now() - t0 < 2000, `healthz answered in ${Date.now() - t0} ms`);
+      for (const c of idle) c.destroy();
+      assert.equal((await h.stop()).code, 0);
+    } finally {
+      await h.stop();
+      for (const r of recvs) await r.close();
+    }
   });
 
   it('out of file descriptors (idle inbound connections hold them): deliveries are given back unsent, not failures of a healthy receiver; they go once descriptors are free', async () => {

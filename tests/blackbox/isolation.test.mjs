@@ -378,6 +378,37 @@ describe('isolation', () => {
     await b.close();
   });
 
+  it('one tenant\'s event to thousands of endpoints at once does not fill the store\'s queue with claims: another tenant\'s publishes are taken meanwhile', async () => {
+    const n = 2500;
+    const h = await startHookd({ args: ['--max-endpoints-per-tenant', String(n), '--max-store-queue', '600'] });
+    const recv = await startReceiver();
+    const ok = await startReceiver();
+    for (const id of ['wide', 'other']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
+    for (let i = 0; i < n; i += 50) {
+      await Promise.all(Array.from({ length: 50 }, async () => assert.equal((await h.api('POST', '/v1/tenants/wide/endpoints',
+        { url: recv.url })).status, 201)));
+    }
+    assert.equal((await h.api('POST', '/v1/tenants/other/endpoints', { url: ok.url })).status, 201);
+    const depth = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_store_writer_queue_depth');
+    assert.equal((await publish(h, 'wide', { type: 'x', payload: {} })).json.deliveries, n);
+    // every endpoint due at once: each used to claim its floor, one writer operation each, and
+    // the queue (2,500 claims) went past --max-store-queue — every tenant's publishes refused
+    const refused = [], depths = [];
+    let j = 0;
+    while (recv.requests.length < n) {
+      const [p, d] = await Promise.all([publish(h, 'other', { type: 'y', payload: { j: j++ } }), depth()]);
+      if (p.status !== 202) refused.push(`${p.status} ${p.text}`);
+      depths.push(d);
+    }
+    assert.deepEqual(refused, [], `the other tenant's publishes refused (queue depths ${depths.join(', ')})`);
+    assert.ok(Math.max(...depths) < 600, `queue depths ${depths.join(', ')}`);
+    await ok.waitFor(j, 15000);
+    assert.equal(recv.requests.length, n, 'each delivered once');
+    await h.stop();
+    await recv.close();
+    await ok.close();
+  });
+
   it('a claim pass reaches a healthy tenant\'s endpoint behind another tenant\'s hundreds of endpoints stopped by the claim budget', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '8', '--tenant-max-in-flight', '8'] });
     const hang = await startReceiver(() => 'hang');
