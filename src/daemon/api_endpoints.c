@@ -378,6 +378,8 @@ static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create
     } else if (!op->enabled && ep->enabled) {
       free(ep->disabled_reason);
       ep->disabled_reason = strdup("disabled by an operator");
+      /* a create's time (the store stamps a change's own, read back for its answer) */
+      ep->disabled_ms = ep->updated_ms;
     }
     ep->enabled = op->enabled;
   }

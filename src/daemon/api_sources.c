@@ -140,6 +140,7 @@ static json_t *dest_json(hookd_app *app, const hookd_endpoint *e, const char *se
                         "disabled_reason",
                         e->disabled_reason ? json_string(e->disabled_reason) : json_null());
   if (v) {
+    json_object_set_new(v, "disabled_at", hookd_json_time(e->enabled ? 0 : e->disabled_ms));
     json_object_set_new(v, "max_in_flight", json_integer(e->max_in_flight));
     json_object_set_new(v, "rate_limit", hookd_json_rate(e->rate_limit));
     json_object_set_new(v, "retry", hookd_json_retry(&e->policy));

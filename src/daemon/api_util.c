@@ -866,6 +866,8 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
           : json_null(),
       "created_at",
       hookd_json_time(e->created_ms), "updated_at", hookd_json_time(e->updated_ms));
+  /* when (null while enabled): what support asks first of one disabled by its answers */
+  json_object_set_new(v, "disabled_at", hookd_json_time(e->enabled ? 0 : e->disabled_ms));
   json_object_set_new(v, "rate_limit", hookd_json_rate(e->rate_limit));
   json_object_set_new(v, "ordered", json_boolean(e->ordered));
   json_object_set_new(v, "lane_policy", json_string(e->lane_policy ? e->lane_policy : "skip"));

@@ -80,6 +80,8 @@ typedef struct hookd_endpoint {
   char *lane_policy;     /* "skip" or "block": a lane whose head is DEAD */
   int64_t failing_since_ms; /* first failure since the last success, 0 = healthy */
   int64_t paused_until_ms;  /* a receiver's Retry-After pause (docs/isolation.md), 0 = none */
+  int64_t disabled_ms;      /* when it was last disabled (by its answers or an operator), 0 while
+                               enabled (read only: the store sets it) */
   int64_t created_ms;
   int64_t updated_ms;
   int64_t deleted_ms;    /* 0 unless deleted */

@@ -3,6 +3,7 @@
 // health and metrics, graceful shutdown.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
@@ -583,6 +584,60 @@ describe('bad input gets a clear 4xx', () => {
 });
 
 describe('endpoints CRUD', () => {
+  it('an endpoint disabled before schema 56 reads its last change\'s time as disabled_at after the upgrade; an enabled one none', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    let d = await startHookd({ dir });
+    const { tenant: t, endpoint } = await setup(d, recv.url);
+    const on = (await d.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url })).json.id;
+    const off = await d.api('PATCH', `/v1/tenants/${t}/endpoints/${endpoint}`, { enabled: false, description: 'off' });
+    assert.equal(off.status, 200, off.text);
+    assert.equal((await d.stop()).code, 0);
+    // the store as schema 55 left it
+    const q = spawnSync('sqlite3', [d.db, 'ALTER TABLE endpoints DROP COLUMN disabled_at;'
+      + ' DELETE FROM schema_migrations WHERE version >= 56;'], { encoding: 'utf8' });
+    assert.equal(q.status, 0, q.stderr);
+    d = await startHookd({ dir });
+    try {
+      assert.equal((await d.api('GET', `/v1/tenants/${t}/endpoints/${endpoint}`)).json.disabled_at, off.json.updated_at);
+      assert.deepEqual(d.query(`SELECT disabled_at FROM endpoints WHERE id = '${on}'`), [{ disabled_at: null }]);
+      assert.equal((await d.stop()).code, 0);
+    } finally {
+      await d.stop();
+      cleanup();
+    }
+  });
+
+  it('disabled_at says when an endpoint was disabled, by an operator or by its answers (a 410); a change while disabled keeps it; enabled, null', async () => {
+    const { tenant: t, endpoint } = await setup(h, recv.url);
+    const path = `/v1/tenants/${t}/endpoints/${endpoint}`;
+    assert.equal((await h.api('GET', path)).json.disabled_at, null);
+    assert.deepEqual(h.query(`SELECT disabled_at FROM endpoints WHERE id = '${endpoint}'`), [{ disabled_at: null }], 'made enabled: none stored');
+    const before = Date.now();
+    const off = await h.api('PATCH', path, { enabled: false });
+    assert.equal(off.status, 200, off.text);
+    const at = Date.parse(off.json.disabled_at);
+    assert.ok(at >= before - 5 && at <= Date.now() + 5, off.text);
+    const desc = await h.api('PATCH', path, { description: 'still off' });
+    assert.equal(desc.json.disabled_at, off.json.disabled_at, 'kept through a change while disabled');
+    assert.equal((await h.api('GET', path)).json.disabled_at, off.json.disabled_at);
+    assert.equal((await h.api('PATCH', path, { enabled: true })).json.disabled_at, null);
+    assert.deepEqual(h.query(`SELECT disabled_at FROM endpoints WHERE id = '${endpoint}'`), [{ disabled_at: null }], 'none stored');
+    const made = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url, enabled: false });
+    assert.equal(made.json.disabled_at, made.json.created_at, 'made disabled');
+    assert.equal((await h.api('GET', `/v1/tenants/${t}/endpoints/${made.json.id}`)).json.disabled_at, made.json.created_at);
+    // by its answers
+    const gone = await startReceiver(() => ({ status: 410 }));
+    const g = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: gone.url });
+    await publish(h, t, { type: 'a', payload: {} });
+    const disabled = await waitUntil(async () => {
+      const e = (await h.api('GET', `/v1/tenants/${t}/endpoints/${g.json.id}`)).json;
+      return e.enabled ? null : e;
+    }, { what: 'disabled by its 410' });
+    assert.equal(disabled.disabled_reason, 'endpoint answered 410 Gone');
+    assert.ok(Date.parse(disabled.disabled_at) >= Date.parse(g.json.created_at), JSON.stringify(disabled));
+    await gone.close();
+  });
+
   it('create, get, list, patch (new policy version), disable, delete', async () => {
     const c = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, description: 'd', event_types: ['a.*'] });
     assert.equal(c.status, 201);

@@ -604,6 +604,7 @@ int pg_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
     PGresult *dr =
         pg_q(c,
              "UPDATE endpoints SET enabled = 0, disabled_reason = $2::text,"
+             " disabled_at = $3::bigint,"
              " updated_at = GREATEST(updated_at + 1, $3::bigint)"
              " WHERE id = $1 AND deleted_at IS NULL AND enabled = 1"
              " AND ($4::bigint = 0 OR updated_at <= $4::bigint)"

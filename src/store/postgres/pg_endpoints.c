@@ -92,6 +92,7 @@ void pg_read_endpoint(const PGresult *r, int row, hookd_endpoint *e) {
   e->channels = pg_str(r, row, 31);
   e->metadata = pg_str(r, row, 32);
   e->payload_filter = pg_str(r, row, 33);
+  e->disabled_ms = pg_i64(r, row, 34);
 }
 
 static void rd_endpoint(const PGresult *r, int row, void *rec) { pg_read_endpoint(r, row, rec); }
@@ -158,8 +159,9 @@ int pg_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
            "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
            " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
            " updated_at, signing, source_id, idempotent, rate_limit, ordered, lane_policy,"
-           " headers, channels, metadata, payload_filter) VALUES ($1, $2, $3, $4, $5, $6, $7,"
-           " $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
+           " headers, channels, metadata, payload_filter, disabled_at) VALUES ($1, $2, $3, $4, $5,"
+           " $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,"
+           " CASE WHEN $6::bigint = 1 THEN NULL ELSE $12::bigint END)"
            " ON CONFLICT (id) DO NOTHING",
            &p, "insert endpoint");
   if (made < 0) return pg_insert_failed(c);
@@ -329,6 +331,9 @@ int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
            " previous_expires_at = $13, rate_limit = $14, ordered = $15, lane_policy = $16,"
            " headers = $18, channels = $19, metadata = $20, payload_filter = $21,"
            " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE $17::bigint END,"
+           /* (the right-hand sides read the row as it was: `enabled` is the old value) */
+           " disabled_at = CASE WHEN $5::bigint = 1 THEN NULL WHEN enabled = 1 THEN $11::bigint"
+           " ELSE disabled_at END,"
            /* enabled again, or a new URL (another destination): its failures start over,
             * and the old receiver's Retry-After pause ends */
            " failing_since = CASE WHEN ($5::bigint = 1 AND enabled = 0)"

@@ -379,12 +379,21 @@ static const char *const migration_21[] = {
     " origin)'; END $$",
     NULL};
 
+/* 22: when an endpoint was last disabled, by its answers or an operator (SQLite's migration 56):
+ * NULL while enabled; the ones disabled before get their last change's time, the nearest
+ * known. */
+static const char *const migration_22[] = {
+    "ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS disabled_at bigint",
+    "UPDATE endpoints SET disabled_at = updated_at WHERE enabled = 0 AND deleted_at IS NULL"
+    " AND disabled_at IS NULL",
+    NULL};
+
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
     migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
     migration_11, migration_12, migration_13, migration_14, migration_15,
     migration_16, migration_17, migration_18, migration_19, migration_20,
-    migration_21};
+    migration_21, migration_22};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

@@ -420,6 +420,7 @@ void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->channels = sq_col_str(st, 31);
   e->metadata = sq_col_str(st, 32);
   e->payload_filter = sq_col_str(st, 33);
+  e->disabled_ms = sq_col_i64(st, 34);
 }
 
 static void rd_endpoint(sqlite3_stmt *st, void *rec) { sq_read_endpoint(st, rec); }
@@ -462,8 +463,9 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
                "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
                " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
                " updated_at, signing, source_id, idempotent, rate_limit, ordered, lane_policy,"
-               " headers, channels, metadata, payload_filter) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
-               " ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)");
+               " headers, channels, metadata, payload_filter, disabled_at) VALUES (?1, ?2, ?3, ?4,"
+               " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,"
+               " ?21, ?22, CASE WHEN ?6 THEN NULL ELSE ?12 END)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);
   sq_bind_text(st, 2, ep->tenant_id);
@@ -600,6 +602,8 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
               " rate_limit = ?14, ordered = ?15, lane_policy = ?16, headers = ?18, channels = ?19,"
               " metadata = ?20, payload_filter = ?21,"
               " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE ?17 END,"
+              /* (the right-hand sides read the row as it was: `enabled` is the old value) */
+              " disabled_at = CASE WHEN ?5 THEN NULL WHEN enabled THEN ?11 ELSE disabled_at END,"
               /* enabled again, or a new URL (another destination): its failures start over,
                * and the old receiver's Retry-After pause ends */
               " failing_since = CASE WHEN (?5 AND NOT enabled) OR url IS NOT ?2 THEN NULL"

@@ -1565,7 +1565,7 @@ int sq_record_outcome(hookd_store_conn *c, hookd_outcome *o) {
   }
   if (o->disable_endpoint && o->endpoint_id) {
     st = sq_stmt(c, SQ_EP_DISABLE,
-                 "UPDATE endpoints SET enabled = 0, disabled_reason = ?2,"
+                 "UPDATE endpoints SET enabled = 0, disabled_reason = ?2, disabled_at = ?3,"
                  /* its time is the answer's, maybe older; moved on in any case (as PostgreSQL's,
                   * where other nodes see a change by it) */
                  " updated_at = MAX(updated_at + 1, ?3)"

@@ -723,6 +723,12 @@ static const struct {
      "    AND NEW.kind IS OLD.kind)"
      "  BEGIN SELECT RAISE(ABORT, 'attempts are append-only (but an erased excerpt, a URL cut"
      " to its origin)'); END;"},
+    {56,
+     /* When an endpoint was last disabled, by its answers or an operator (docs/api.md
+      * "Endpoints"): NULL while enabled. The ones disabled before: their last change's time,
+      * the nearest known. */
+     "ALTER TABLE endpoints ADD COLUMN disabled_at INTEGER;"
+     "UPDATE endpoints SET disabled_at = updated_at WHERE enabled = 0 AND deleted_at IS NULL;"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -788,6 +794,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('event_types') WHERE name = 'schemas'";
   case 51:
     return "SELECT COUNT(*) FROM pragma_table_info('api_keys') WHERE name = 'expires_at'";
+  case 56:
+    return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'disabled_at'";
   default: return NULL;
   }
 }
