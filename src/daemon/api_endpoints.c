@@ -65,6 +65,7 @@ typedef struct ep_op {
   hookd_delete_counts deleted;
   bool listing;
   int kind; /* a listing's: HOOKD_EP_ANY, _OWN or _DEST */
+  int enabled_filter; /* a listing's: -1 either, 1 the enabled ones, 0 the disabled ones */
   hookd_endpoint *list;
   size_t n;
   int limit;
@@ -625,8 +626,8 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   if (op->listing) {
     int rc = hookd_api_tenant_known(base, c, be, op->tenant);
     return rc ? rc
-              : be->endpoint_list(c, op->tenant, op->after, op->limit + 1, op->kind, &op->list,
-                                  &op->n);
+              : be->endpoint_list(c, op->tenant, op->after, op->limit + 1, op->kind,
+                                  op->enabled_filter, &op->list, &op->n);
   }
   int rc = be->endpoint_get(c, op->id, &op->ep);
   if (rc == 0 && strcmp(op->ep.tenant_id, op->tenant) != 0) {
@@ -740,6 +741,17 @@ static void submit_get(hookd_req *r, hookd_app *app, bool listing, bool secret, 
     if (op->kind < 0) {
       hookd_req_field_error(r, 400, "invalid_parameter", "kind",
                             "kind must be endpoint or destination");
+      free(op);
+      return;
+    }
+    const char *enabled = hookd_req_query(r, "enabled");
+    op->enabled_filter = !enabled                  ? -1
+                         : !strcmp(enabled, "true")  ? 1
+                         : !strcmp(enabled, "false") ? 0
+                                                     : -2;
+    if (op->enabled_filter == -2) {
+      hookd_req_field_error(r, 400, "invalid_parameter", "enabled",
+                            "enabled must be true or false");
       free(op);
       return;
     }

@@ -45,7 +45,7 @@ static const route routes[] = {
     {"DELETE", "/v1/tenants/{}", HOOKD_PERM_ADMIN, 0, hookd_api_tenant_delete, NULL},
     {"POST", "/v1/tenants/{}/endpoints", HOOKD_PERM_MANAGE, 0, hookd_api_endpoint_create, NULL},
     {"GET", "/v1/tenants/{}/endpoints", HOOKD_PERM_READ, 0, hookd_api_endpoint_list,
-     ",limit,after,kind,"},
+     ",limit,after,kind,enabled,"},
     {"GET", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_READ, 0, hookd_api_endpoint_get, NULL},
     {"PATCH", "/v1/tenants/{}/endpoints/{}", HOOKD_PERM_OPERATE, 0, hookd_api_endpoint_patch,
      NULL},

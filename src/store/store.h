@@ -1045,9 +1045,10 @@ typedef struct hookd_store_backend {
    * (HOOKD_MADE_EVENT) is kept: a list filtered by one tells "none left" from "no such id".
    * HOOKD_STORE_OK or HOOKD_STORE_NOTFOUND. */
   int (*ever_made)(hookd_store_conn *c, int kind, const char *tenant_id, const char *id);
-  /* kind: HOOKD_EP_ANY, or HOOKD_EP_OWN (no source's) or HOOKD_EP_DEST (a source's) alone. */
+  /* kind: HOOKD_EP_ANY, or HOOKD_EP_OWN (no source's) or HOOKD_EP_DEST (a source's) alone;
+   * enabled: -1 either, 1 the enabled ones, 0 the disabled ones. */
   int (*endpoint_list)(hookd_store_conn *c, const char *tenant_id, const char *after_id,
-                       int limit, int kind, hookd_endpoint **out, size_t *n);
+                       int limit, int kind, int enabled, hookd_endpoint **out, size_t *n);
   /* An endpoint's deliveries with ids in [from_id, to_id) (ids sort by creation time:
    * hookd_id_floor) counted by state, each up to cap (an index range of at most cap rows a
    * state): counts[s] for every hookd_dstate, and *dead_unsent the DEAD ones never attempted

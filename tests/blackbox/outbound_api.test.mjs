@@ -625,6 +625,14 @@ describe('endpoints CRUD', () => {
     const made = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url, enabled: false });
     assert.equal(made.json.disabled_at, made.json.created_at, 'made disabled');
     assert.equal((await h.api('GET', `/v1/tenants/${t}/endpoints/${made.json.id}`)).json.disabled_at, made.json.created_at);
+    // the list of the disabled ones, and of the others
+    const listed = async (q) => (await h.api('GET', `/v1/tenants/${t}/endpoints?${q}`)).json.data.map((e) => e.id);
+    assert.deepEqual(await listed('enabled=false'), [made.json.id]);
+    assert.deepEqual(await listed('enabled=true'), [endpoint]);
+    assert.deepEqual((await listed('enabled=false&kind=destination')), []);
+    const bad = await h.api('GET', `/v1/tenants/${t}/endpoints?enabled=no`);
+    assert.equal(bad.status, 400, bad.text);
+    assert.equal(bad.json.error.param, 'enabled');
     // by its answers
     const gone = await startReceiver(() => ({ status: 410 }));
     const g = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: gone.url });

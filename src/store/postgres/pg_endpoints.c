@@ -263,17 +263,19 @@ int pg_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const cha
 }
 
 int pg_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
-                     int kind, hookd_endpoint **out, size_t *n) {
+                     int kind, int enabled, hookd_endpoint **out, size_t *n) {
   pg_params p;
   pg_p_init(&p);
   pg_p_text(&p, tenant_id);
   pg_p_text(&p, after_id ? after_id : "");
   pg_p_i64(&p, limit);
   pg_p_i64(&p, kind);
+  pg_p_i64(&p, enabled);
   return query_endpoints(c,
                          "SELECT " PG_EP_COLS PG_EP_FROM " WHERE e.tenant_id = $1"
                          " AND e.deleted_at IS NULL AND e.id > $2 AND ($4::bigint = 0 OR"
-                         " ($4::bigint = 1) = (e.source_id IS NULL)) ORDER BY e.id LIMIT $3",
+                         " ($4::bigint = 1) = (e.source_id IS NULL)) AND ($5::bigint < 0 OR"
+                         " (e.enabled <> 0) = ($5::bigint = 1)) ORDER BY e.id LIMIT $3",
                          &p, out, n);
 }
 

@@ -376,7 +376,7 @@ int pg_endpoint_stats(hookd_store_conn *c, const char *endpoint_id, const char *
                       int64_t *dead_unsent);
 int pg_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const char *id);
 int pg_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
-                     int kind, hookd_endpoint **out, size_t *n);
+                     int kind, int enabled, hookd_endpoint **out, size_t *n);
 int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
 int pg_endpoint_delete(hookd_store_conn *c, const char *id, int64_t now_ms,
                        hookd_delete_counts *out);

@@ -563,17 +563,18 @@ int sq_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const cha
 }
 
 int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
-                     int kind, hookd_endpoint **out, size_t *n) {
+                     int kind, int enabled, hookd_endpoint **out, size_t *n) {
   sqlite3_stmt *st =
       sq_stmt(c, SQ_EP_LIST,
               "SELECT " SQ_EP_COLS SQ_EP_FROM " WHERE e.tenant_id = ?1 AND e.deleted_at IS NULL"
               " AND e.id > ?2 AND (?4 = 0 OR (?4 = 1) = (e.source_id IS NULL))"
-              " ORDER BY e.id LIMIT ?3");
+              " AND (?5 < 0 OR (e.enabled <> 0) = (?5 = 1)) ORDER BY e.id LIMIT ?3");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, tenant_id);
   sq_bind_text(st, 2, after_id ? after_id : "");
   sq_bind_i64(st, 3, limit);
   sq_bind_i64(st, 4, kind);
+  sq_bind_i64(st, 5, enabled);
   return sq_read_endpoints(c, st, out, n);
 }
 

@@ -241,7 +241,7 @@ int sq_endpoint_stats(hookd_store_conn *c, const char *endpoint_id, const char *
                       int64_t *dead_unsent);
 int sq_ever_made(hookd_store_conn *c, int kind, const char *tenant_id, const char *id);
 int sq_endpoint_list(hookd_store_conn *c, const char *tenant_id, const char *after_id, int limit,
-                     int kind, hookd_endpoint **out, size_t *n);
+                     int kind, int enabled, hookd_endpoint **out, size_t *n);
 int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep);
 /* An endpoint's (a source's) delete within a budget of cancels shared by a tenant's delete. */
 int sq_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,
