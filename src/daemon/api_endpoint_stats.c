@@ -66,7 +66,9 @@ void hookd_api_endpoint_stats(hookd_req *r, hookd_app *app) {
   int64_t since, until;
   /* (type stays NULL: the route reads no event_type) */
   if (hookd_api_type_time_query(r, &type, &since, &until) != 0) return;
-  if (!until) until = hookd_now_ms();
+  int64_t now = hookd_now_ms();
+  bool open_top = !until || until >= now; /* a window ending now or later (below) */
+  if (!until) until = now;
   if (!since) since = until > STATS_DEFAULT_MS ? until - STATS_DEFAULT_MS : 1;
   if (since >= until) { /* (since in the future, until left out: not "nothing happened") */
     hookd_req_field_error(r, 400, "invalid_parameter", "since", "since must be before until");
@@ -82,6 +84,6 @@ void hookd_api_endpoint_stats(hookd_req *r, hookd_app *app) {
    * back ids carry on from the time it had reached (docs/architecture.md "Ids"), ahead of it:
    * a window that ends now or later is open at the top, so no delivery made in it is missed */
   hookd_id_floor("dlv", since, op->from_id);
-  hookd_id_floor("dlv", until < hookd_now_ms() ? until : INT64_MAX, op->to_id);
+  hookd_id_floor("dlv", open_top ? INT64_MAX : until, op->to_id);
   hookd_api_submit(&op->base, false);
 }
