@@ -30,7 +30,11 @@
 # Part 3, waves (bench/waves.mjs): a tenant (cap 256) with a slow endpoint adds BENCH_WAVES_N
 # (500) endpoints that all hang (5 s timeout); its healthy endpoint's first attempts, once the
 # wave is sending. Ceiling: 1 s (a timeout, 5 s, without the newcomer share).
-# BENCH_ISO_PARTS ("hanging backlog waves") picks the parts to run.
+# Part 4, wide (bench/wide.mjs): one event to a tenant's BENCH_WIDE_N (20,000) endpoints, all due
+# at once, beside another tenant publishing every 20 ms: the fan-out's time, the writer's queue at
+# its deepest and the other tenant's publishes refused (each claim is a writer operation: before
+# their bound, one per endpoint filled the queue past --max-store-queue).
+# BENCH_ISO_PARTS ("hanging backlog waves wide") picks the parts to run.
 # Targets: RSS < 512 MB, big-backlog rate >= 80 % of the small-backlog rate, restart <= 5 s.
 # shellcheck shell=bash
 
@@ -40,7 +44,7 @@ ISO_SECONDS=${BENCH_ISO_SECONDS:-20}
 ISO_BACKLOG=${BENCH_ISO_BACKLOG:-100000}
 ISO_BIG=${BENCH_ISO_BIG:-10000000}
 ISO_SMALL=${BENCH_ISO_SMALL:-100000}
-ISO_PARTS=${BENCH_ISO_PARTS:-"hanging backlog waves"}
+ISO_PARTS=${BENCH_ISO_PARTS:-"hanging backlog waves wide"}
 ISO_ENDPOINTS=50
 ISO_TENANTS=5
 ISO_HANG=" 0 11 22 33 44 "
@@ -298,7 +302,29 @@ isolation_main() {
   [[ " $ISO_PARTS " == *" hanging "* ]] && iso_hanging_main
   [[ " $ISO_PARTS " == *" backlog "* ]] && iso_backlog_main
   [[ " $ISO_PARTS " == *" waves "* ]] && iso_waves_main
+  [[ " $ISO_PARTS " == *" wide "* ]] && iso_wide_main
   return 0
+}
+
+# One event to a tenant's N endpoints beside another tenant's steady publishes (bench/wide.mjs).
+# Targets: none of the other tenant's publishes refused, the writer's queue under a quarter of
+# --max-store-queue (20,000) plus the outcomes in flight (the claims' bound: 5,000 + 1,024).
+iso_wide_main() {
+  local n=${BENCH_WIDE_N:-20000} line refused queue
+  say ""
+  say "## Isolation: one event to $n endpoints of one tenant, another tenant publishing meanwhile"
+  wait_quiet
+  line=$(node_line bench/wide.mjs wide_ N="$n") || {
+    say "wide run failed"
+    return 0
+  }
+  say "$line"
+  refused=$(field other_refused "$line")
+  queue=$(field queue_max "$line")
+  say "RESULT the other tenant's publishes refused during the fan-out: $refused —" \
+    "target 0: $(at_most "$refused" 0)"
+  say "RESULT the writer's queue at its deepest: $queue writes — target <= 6024:" \
+    "$(at_most "$queue" 6024)"
 }
 
 # A tenant's wall of new hanging endpoints beside a slow one (bench/waves.mjs): its healthy

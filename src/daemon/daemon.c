@@ -379,7 +379,7 @@ static void purge_old(hookd_app *app) {
   bool windows = retention_windows(app, used);
   if (outvoted || !windows) return;
   /* now, as far as the monotonic clock has run since the start: a step forward of the wall
-   * clock purges nothing early; one that lasts an hour is taken as the right time (a clock
+   * clock purges nothing early; one that lasts a day is taken as the right time (a clock
    * that was behind when hookd started, set right since) and becomes the reference
    * (docs/architecture.md "Clocks") */
   int64_t wall = hookd_now_ms(), mono = hookd_mono_ms();
@@ -387,11 +387,11 @@ static void purge_old(hookd_app *app) {
   int64_t now = hookd_bounded_clock_read(&app->retention_clock, wall, mono, &rebased);
   if (rebased)
     HLOG(HOOKD_LOG_WARN, "retention.clock_rebased",
-         KV_S("why", "the wall clock has read ahead of the time run for an hour: taken as right"));
+         KV_S("why", "the wall clock has read ahead of the time run for a day: taken as right"));
   if (wall - now >= 1000)
     HLOG(HOOKD_LOG_WARN, "retention.clock_ahead", KV_I("ahead_ms", wall - now),
          KV_S("hint", "the wall clock reads past the time run since the start: retention "
-                      "purges by the latter until that has lasted an hour"));
+                      "purges by the latter until that has lasted a day"));
   /* what was stamped while the clock read behind looks that much older: kept that much longer */
   int64_t behind = app->retention_clock.behind_max;
   int64_t back = hookd_dispatcher_stepped_back_ms(app->disp);
@@ -803,7 +803,12 @@ static long raise_fd_limit(const hookd_config *cfg) {
   long room = rl.rlim_cur > need ? (long)(rl.rlim_cur - need > 1048576 ? 1048576
                                                                         : rl.rlim_cur - need)
                                  : 0;
-  long fitted = room < pool ? (room > 16 ? room : 16) : pool;
+  /* 16 at least; past the limit already (warned below), an eighth of it: the HTTP server's
+   * connections rarely all come at once, and 16 kept connections lose keep-alive to every busy
+   * receiver of a machine whose hard limit is 4,096 (a review) */
+  long eighth = (long)(rl.rlim_cur / 8 > 1048576 ? 1048576 : rl.rlim_cur / 8);
+  long least = rl.rlim_cur < need && eighth > 16 ? eighth : 16;
+  long fitted = room >= pool ? pool : room > least ? room : least < pool ? least : pool;
   if (rl.rlim_cur < need)
     HLOG(HOOKD_LOG_WARN, "startup.fd_limit", KV_I("limit", (int64_t)rl.rlim_cur),
          KV_I("needed", (int64_t)need), KV_I("egress_pool", fitted),

@@ -494,6 +494,7 @@ void disp_submit_claim(hookd_dispatcher *d, ep *e, int limit, int replay_limit, 
   e->t->claiming += limit;
   d->claiming += limit;
   d->claim_ops++;
+  e->t->claim_ops++;
   d->store_ops++;
   HOOKD_INC(claims);
   hookd_storeq_submit(d->store->writer, &m->op);
@@ -1200,7 +1201,9 @@ static void on_claimed(hookd_dispatcher *d, msg *m) {
   e->t->claiming -= e->claiming;
   d->claiming -= e->claiming;
   d->claim_ops--;
+  e->t->claim_ops--;
   e->claiming = 0;
+  sched_claims_freed(d, disp_now(d));
   free(m->endpoint_id);
   if (m->rc != 0) {
     /* a failing store fails every endpoint's claim: a line a second, with how many it stands

@@ -176,6 +176,7 @@ typedef struct tenant {
   int slow_eps;               /* its endpoints marked slow (kept as they change; the stats walk
                                  recounts it) */
   int claiming;               /* limits of its endpoints' claims not completed yet */
+  int claim_ops;              /* its endpoints' claims in progress (the ops bound's share) */
   int64_t body_bytes;         /* bytes of the bodies its claimed deliveries hold */
   struct ep *ready_head, *ready_tail; /* endpoints with something they may send */
   int ready_idle;             /* those of them that may take a spare slot: holding no request,
@@ -238,6 +239,8 @@ typedef struct ep {
   int64_t next_due;           /* 0 = nothing known due */
   size_t heap_pos;            /* claim heap, index + 1 (0 = not in it) */
   int64_t heap_key;           /* when it may claim: max(next_due, pause, breaker) */
+  bool capped;                /* put off by the claims-in-progress bound: its key brought back
+                                 to now once they fall to half the bound (sched_claims_freed) */
   bool in_ready;              /* in its tenant's ready list */
   bool live_ready;            /* in_ready with live deliveries queued (counted in its tenant's
                                  ready_live) */
@@ -380,6 +383,7 @@ struct hookd_dispatcher {
                                  budgets before they return, or one pass over many due endpoints
                                  claims far past them */
   int claim_ops;              /* claims in progress (cfg.max_claim_ops bounds them) */
+  bool capped_any;            /* endpoints were put off by that bound (ep.capped) */
   int in_flight_cls[CLS__COUNT];
   /* live deliveries that could take a global slot now: endpoints with live_ready, of tenants
    * neither at their cap nor waiting for their rate limit. The retry and replay budgets apply
@@ -450,6 +454,9 @@ void sched_ep_unlink(hookd_dispatcher *d, ep *e);     /* out of every list and h
 void sched_enqueue(hookd_dispatcher *d, ep *e, item *it);
 void sched_release_queue(hookd_dispatcher *d, ep *e); /* claimed deliveries back to the store */
 void sched_claim_due(hookd_dispatcher *d, int64_t now);
+/* A claim completed: the endpoints the claims-in-progress bound put off are due again once the
+ * claims in progress have fallen to half the bound. */
+void sched_claims_freed(hookd_dispatcher *d, int64_t now);
 void sched_dispatch(hookd_dispatcher *d, int64_t now);
 void sched_wake(hookd_dispatcher *d, int64_t now);    /* timers that have fired */
 /* The wall clock as the dispatcher thread keeps it: as of the thread's last check (once a turn

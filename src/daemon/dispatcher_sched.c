@@ -744,6 +744,7 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
   while (d->heap_len && d->heap[0]->heap_key <= now) {
     ep *e = d->heap[0];
     claimh_remove(d, e);
+    e->capped = false;
     tenant *t = e->t;
     int room = ep_room(d, e);
     /* the budgets count what waits in memory for a slot, not what is in flight (bounded by the
@@ -785,9 +786,21 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     /* each claim is one writer operation: those in progress are bounded whatever the budgets
      * (the floors above pass them), or a tenant of 52,000 endpoints due at once queued 47,000,
      * past --max-store-queue — every tenant's publishes refused 503 overloaded while the store
-     * kept up (a review); the others wait for the next pass */
-    if (d->cfg.max_claim_ops > 0 && d->claim_ops >= d->cfg.max_claim_ops) room = 0;
+     * kept up (a review). A tenant below its weighted share of the bound may still claim (a
+     * small tenant is not held behind a big one's fan-out: 1.5 s in a review); the others are
+     * put off until the claims in progress fall to half the bound (sched_claims_freed), not
+     * for the next pass's 50 ms (which paced a fan-out: 25 claims each 50 ms, a review) */
+    bool capped = false;
+    if (room > 0 && d->cfg.max_claim_ops > 0 && d->claim_ops >= d->cfg.max_claim_ops) {
+      int share = (int)((int64_t)d->cfg.max_claim_ops * t->weight / active_weight(d, t, &weights));
+      capped = t->claim_ops >= (share > 1 ? share : 1);
+      if (capped) room = 0;
+    }
     if (room <= 0) {
+      if (capped) {
+        e->capped = true;
+        d->capped_any = true;
+      }
       if (n_later == d->later_cap) {
         size_t nc = d->later_cap ? 2 * d->later_cap : 64;
         ep **nl = realloc(d->later, nc * sizeof *nl);
@@ -811,6 +824,18 @@ void sched_claim_due(hookd_dispatcher *d, int64_t now) {
     d->later[i]->heap_key = now + 50;
     claimh_set(d, d->later[i]);
   }
+}
+
+void sched_claims_freed(hookd_dispatcher *d, int64_t now) {
+  if (!d->capped_any || d->claim_ops > d->cfg.max_claim_ops / 2) return;
+  d->capped_any = false;
+  /* their keys back to now, the heap made again (one walk: put off, they are many) */
+  for (size_t i = 0; i < d->heap_len; i++)
+    if (d->heap[i]->capped) {
+      d->heap[i]->capped = false;
+      if (d->heap[i]->heap_key > now) d->heap[i]->heap_key = now;
+    }
+  for (size_t i = d->heap_len / 2; i-- > 0;) claimh_down(d, i);
 }
 
 /* ---------- sending ---------- */

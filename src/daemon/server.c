@@ -1178,7 +1178,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   /* the listener out of descriptors (EMFILE, ENFILE: libmicrohttpd stops accepting a while) is
    * the operator's to know — every client waits meanwhile, and it was said at debug alone (a
    * review: /healthz waited 18 s, nothing logged); once every 10 s at most */
-  if (strstr(msg, "resource limit") || strstr(msg, "accepting")) {
+  if (strstr(msg, "resource limit")) {
     static _Atomic int64_t last_ms;
     int64_t now = hookd_mono_ms(), was = atomic_load(&last_ms);
     if ((!was || now - was >= 10000) && atomic_compare_exchange_strong(&last_ms, &was, now))

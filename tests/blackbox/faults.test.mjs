@@ -1205,7 +1205,7 @@ describe('recovery', () => {
     assert.ok(warn, 'a hard limit of 1024 is below --max-connections 4096 + --max-in-flight 1024');
     assert.equal(warn.limit, 1024);
     assert.equal(warn.needed, 4096 + 1024 + 64);
-    assert.equal(warn.egress_pool, 16, 'no room left: the fewest connections kept');
+    assert.equal(warn.egress_pool, 128, 'no room left: an eighth of the limit kept');
     assert.equal((await h.stop()).code, 0);
   });
 

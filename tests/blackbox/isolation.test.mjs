@@ -393,20 +393,46 @@ describe('isolation', () => {
     assert.equal((await publish(h, 'wide', { type: 'x', payload: {} })).json.deliveries, n);
     // every endpoint due at once: each used to claim its floor, one writer operation each, and
     // the queue (2,500 claims) went past --max-store-queue — every tenant's publishes refused
-    const refused = [], depths = [];
+    const refused = [], depths = [], sent = new Map();
     let j = 0;
     while (recv.requests.length < n) {
+      const t0 = Date.now();
       const [p, d] = await Promise.all([publish(h, 'other', { type: 'y', payload: { j: j++ } }), depth()]);
       if (p.status !== 202) refused.push(`${p.status} ${p.text}`);
+      else sent.set(p.json.id, t0);
       depths.push(d);
     }
     assert.deepEqual(refused, [], `the other tenant's publishes refused (queue depths ${depths.join(', ')})`);
     assert.ok(Math.max(...depths) < 600, `queue depths ${depths.join(', ')}`);
     await ok.waitFor(j, 15000);
+    // and its deliveries are not held behind the fan-out's claims (a tenant below its share of
+    // the bound claims past it)
+    const late = ok.requests.map((q) => q.at - sent.get(q.headers['webhook-id']));
+    assert.ok(Math.max(...late) < 1500, `the other tenant's first attempts after ${late.join(', ')} ms`);
     assert.equal(recv.requests.length, n, 'each delivered once');
     await h.stop();
     await recv.close();
     await ok.close();
+  });
+
+  it('endpoints put off by the claims-in-progress bound claim as soon as the claims in progress fall, not at the next pass: a fan-out is not paced by the passes', async () => {
+    // --max-store-queue 100: 25 claims in progress at most; 1,500 endpoints due at once were
+    // claimed 25 every 50 ms (3 s at the least) before
+    const n = 1500;
+    const h = await startHookd({ args: ['--max-endpoints-per-tenant', String(n), '--max-store-queue', '100'] });
+    const recv = await startReceiver();
+    assert.equal((await h.api('POST', '/v1/tenants', { id: 'paced' })).status, 201);
+    for (let i = 0; i < n; i += 50) {
+      await Promise.all(Array.from({ length: 50 }, async () => assert.equal((await h.api('POST', '/v1/tenants/paced/endpoints',
+        { url: recv.url })).status, 201)));
+    }
+    const t0 = Date.now();
+    assert.equal((await publish(h, 'paced', { type: 'x', payload: {} })).json.deliveries, n);
+    await recv.waitFor(n, 30000);
+    const ms = recv.requests[n - 1].at - t0;
+    assert.ok(ms < 2400, `the fan-out took ${ms} ms (the passes' pace: 3,000 ms at the least)`);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
   });
 
   it('a claim pass reaches a healthy tenant\'s endpoint behind another tenant\'s hundreds of endpoints stopped by the claim budget', async () => {

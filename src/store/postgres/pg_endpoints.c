@@ -334,8 +334,8 @@ int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
            " headers = $18, channels = $19, metadata = $20, payload_filter = $21,"
            " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE $17::bigint END,"
            /* (the right-hand sides read the row as it was: `enabled` is the old value) */
-           " disabled_at = CASE WHEN $5::bigint = 1 THEN NULL WHEN enabled = 1 THEN $11::bigint"
-           " ELSE disabled_at END,"
+           " disabled_at = CASE WHEN $5::bigint = 1 THEN NULL WHEN enabled = 1 THEN"
+           " GREATEST(updated_at + 1, $11::bigint) ELSE disabled_at END,"
            /* enabled again, or a new URL (another destination): its failures start over,
             * and the old receiver's Retry-After pause ends */
            " failing_since = CASE WHEN ($5::bigint = 1 AND enabled = 0)"
