@@ -306,21 +306,30 @@ isolation_main() {
   return 0
 }
 
+# iso_node_part TITLE SCRIPT PREFIX VAR=value… — a part run by a node script (bench/*.mjs): its
+# heading, its line said and left in ISO_LINE; status 1 (said) when the run failed.
+iso_node_part() {
+  local title=$1 script=$2 prefix=$3
+  shift 3
+  say ""
+  say "## Isolation: $title"
+  wait_quiet
+  ISO_LINE=$(node_line "$script" "$prefix" "$@") || {
+    say "$(basename "$script" .mjs) run failed"
+    return 1
+  }
+  say "$ISO_LINE"
+}
+
 # One event to a tenant's N endpoints beside another tenant's steady publishes (bench/wide.mjs).
 # Targets: none of the other tenant's publishes refused, the writer's queue under a quarter of
 # --max-store-queue (20,000) plus the outcomes in flight (the claims' bound: 5,000 + 1,024).
 iso_wide_main() {
-  local n=${BENCH_WIDE_N:-20000} line refused queue
-  say ""
-  say "## Isolation: one event to $n endpoints of one tenant, another tenant publishing meanwhile"
-  wait_quiet
-  line=$(node_line bench/wide.mjs wide_ N="$n") || {
-    say "wide run failed"
-    return 0
-  }
-  say "$line"
-  refused=$(field other_refused "$line")
-  queue=$(field queue_max "$line")
+  local n=${BENCH_WIDE_N:-20000} refused queue
+  iso_node_part "one event to $n endpoints of one tenant, another tenant publishing meanwhile" \
+    bench/wide.mjs wide_ N="$n" || return 0
+  refused=$(field other_refused "$ISO_LINE")
+  queue=$(field queue_max "$ISO_LINE")
   say "RESULT the other tenant's publishes refused during the fan-out: $refused —" \
     "target 0: $(at_most "$refused" 0)"
   say "RESULT the writer's queue at its deepest: $queue writes — target <= 6024:" \
@@ -330,16 +339,10 @@ iso_wide_main() {
 # A tenant's wall of new hanging endpoints beside a slow one (bench/waves.mjs): its healthy
 # endpoint's first attempts. Ceiling: 1 s at the most (before the newcomer share: a timeout, 5 s).
 iso_waves_main() {
-  local n=${BENCH_WAVES_N:-500} line ms
-  say ""
-  say "## Isolation: a wave of $n new hanging endpoints beside a slow one (tenant cap 256)"
-  wait_quiet
-  line=$(node_line bench/waves.mjs waves_ N="$n") || {
-    say "waves run failed"
-    return 0
-  }
-  say "$line"
-  ms=$(field waves_healthy_ms_max "$line")
+  local n=${BENCH_WAVES_N:-500} ms
+  iso_node_part "a wave of $n new hanging endpoints beside a slow one (tenant cap 256)" \
+    bench/waves.mjs waves_ N="$n" || return 0
+  ms=$(field waves_healthy_ms_max "$ISO_LINE")
   say "RESULT healthy endpoint's first attempts beside $n new hanging endpoints: max ${ms} ms —" \
     "ceiling <= 1000 ms: $(at_most "$ms" 1000)"
 }
