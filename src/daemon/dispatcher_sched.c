@@ -687,6 +687,7 @@ static int ep_room(hookd_dispatcher *d, const ep *e) {
 
 void sched_ep_schedule(hookd_dispatcher *d, ep *e) {
   int64_t key = claim_key(d, e);
+  e->capped = false; /* its own key from now on (a pause's, a breaker's: never brought forward) */
   if (key > 0 && !e->claiming && !e->gone && e->cfg.enabled && e->key_ok && ep_room(d, e) > 0 &&
       !d->stopping) {
     e->heap_key = key;
