@@ -782,13 +782,12 @@ static void on_slow_batch(const char *queue, size_t ops, int64_t run_us, int64_t
  * usual soft limit (1,024) is below the defaults (--max-connections 4,096 + --max-in-flight
  * 1,024): idle inbound connections then took every descriptor and deliveries failed to connect
  * to healthy receivers. The soft limit is raised to the hard one, as a process may; a hard
- * limit below what the configuration needs is logged (raise it: ulimit -Hn, LimitNOFILE=). */
-/* Raises the soft descriptor limit to the hard one; returns how many connections libcurl's cache
- * may keep open after use (CURLMOPT_MAXCONNECTS): up to max(--max-in-flight, 1024), but no more
- * than the limit leaves beside the HTTP server's connections and the requests in flight — kept
- * connections to healthy receivers filled a limit of 1,024 that the check below passed
- * (--max-connections 256, --max-in-flight 64), and /healthz waited 18 s for a descriptor (a
- * review). */
+ * limit below what the configuration needs is logged (raise it: ulimit -Hn, LimitNOFILE=).
+ * Returns how many connections libcurl's cache may keep open after use (CURLMOPT_MAXCONNECTS):
+ * up to max(--max-in-flight, 1024), but no more than the limit leaves beside the HTTP server's
+ * connections and the requests in flight — kept connections to healthy receivers filled a limit
+ * of 1,024 that the check below passed (--max-connections 256, --max-in-flight 64), and /healthz
+ * waited 18 s for a descriptor (a review). */
 static long raise_fd_limit(const hookd_config *cfg) {
   long pool = cfg->max_in_flight > 1024 ? cfg->max_in_flight : 1024;
   struct rlimit rl;

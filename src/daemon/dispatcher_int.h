@@ -95,11 +95,11 @@ typedef struct body_ref {
   struct tenant *t;            /* the event's tenant: its claimed bytes count there too */
 } body_ref;
 
-/* One claimed delivery, from claim to recorded outcome. */
 /* A webhook-signature header's value: two signatures (v1a, Ed25519's, the longest) during a
  * rotation's overlap, a blank between them */
 #define DISP_SIG_MAX (2 * 100 + 2)
 
+/* One claimed delivery, from claim to recorded outcome. */
 typedef struct item {
   hookd_claimed c;             /* c.body borrowed from body when that is set */
   body_ref *body;
