@@ -1000,8 +1000,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   o->lane = dl->ordering_key != NULL;
   /* the endpoint's secrets and headers, and the signature the request carried: a receiver
    * answering "signature mismatch: received v1,…" quotes it in prose, which the masks by field
-   * name leave (a review); out of memory, the endpoint's alone */
-  char *sig_masked = sig_lines(e->redact_lines, it->sig);
+   * name leave (a review); out of memory, the endpoint's alone. Built only when there is an
+   * answer to mask (most 2xx have no body: no allocation on the dispatcher thread for them) */
+  bool answered = req->response.len || (req->result_ref[0] && cls.cls == HOOKD_CLASS_SUCCESS);
+  char *sig_masked = answered ? sig_lines(e->redact_lines, it->sig) : NULL;
   const char *mask = sig_masked ? sig_masked : e->redact_lines;
   if (req->result_ref[0] && cls.cls == HOOKD_CLASS_SUCCESS) {
     /* shown to every reader of the tenant (and to an inbound provider's duplicate), as the
