@@ -34,6 +34,16 @@ async function releaseOneByOne(rs, n, full, also = []) {
   return all.map((r, i) => r.requests.length - start[i]);
 }
 
+// Makes n endpoints of tenant with these fields, 50 requests at a time.
+async function makeEndpoints(h, tenant, n, fields) {
+  for (let i = 0; i < n; i += 50) {
+    await Promise.all(Array.from({ length: Math.min(50, n - i) }, async () => {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, fields);
+      assert.equal(e.status, 201, e.text);
+    }));
+  }
+}
+
 describe('isolation', () => {
   it('10% of endpoints hang until the timeout: healthy endpoints keep flowing; hanging ones stay within their cap', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '24', '--tenant-max-in-flight', '24'] });
@@ -384,10 +394,7 @@ describe('isolation', () => {
     const recv = await startReceiver();
     const ok = await startReceiver();
     for (const id of ['wide', 'other']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
-    for (let i = 0; i < n; i += 50) {
-      await Promise.all(Array.from({ length: 50 }, async () => assert.equal((await h.api('POST', '/v1/tenants/wide/endpoints',
-        { url: recv.url })).status, 201)));
-    }
+    await makeEndpoints(h, 'wide', n, { url: recv.url });
     assert.equal((await h.api('POST', '/v1/tenants/other/endpoints', { url: ok.url })).status, 201);
     const depth = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_store_writer_queue_depth');
     assert.equal((await publish(h, 'wide', { type: 'x', payload: {} })).json.deliveries, n);
@@ -422,10 +429,7 @@ describe('isolation', () => {
     const h = await startHookd({ args: ['--max-endpoints-per-tenant', String(n), '--max-store-queue', '100'] });
     const recv = await startReceiver();
     assert.equal((await h.api('POST', '/v1/tenants', { id: 'paced' })).status, 201);
-    for (let i = 0; i < n; i += 50) {
-      await Promise.all(Array.from({ length: 50 }, async () => assert.equal((await h.api('POST', '/v1/tenants/paced/endpoints',
-        { url: recv.url })).status, 201)));
-    }
+    await makeEndpoints(h, 'paced', n, { url: recv.url });
     const t0 = Date.now();
     assert.equal((await publish(h, 'paced', { type: 'x', payload: {} })).json.deliveries, n);
     await recv.waitFor(n, 30000);
@@ -440,10 +444,7 @@ describe('isolation', () => {
     const hang = await startReceiver(() => 'hang');
     const ok = await startReceiver();
     for (const id of ['wall', 'small']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
-    for (let i = 0; i < 900; i += 50) {
-      await Promise.all(Array.from({ length: 50 }, async () => assert.equal((await h.api('POST', '/v1/tenants/wall/endpoints',
-        { url: hang.url, max_in_flight: 1, timeout_ms: 30000 })).status, 201)));
-    }
+    await makeEndpoints(h, 'wall', 900, { url: hang.url, max_in_flight: 1, timeout_ms: 30000 });
     assert.equal((await h.api('POST', '/v1/tenants/small/endpoints', { url: ok.url })).status, 201);
     // one event to 900 hanging endpoints: the claim budget (16) is full, 884 wait in the heap
     await publish(h, 'wall', { type: 'x', payload: {} });
