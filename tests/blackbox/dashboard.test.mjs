@@ -354,6 +354,41 @@ describe('the dashboard page, run against the daemon', () => {
       w.close();
     }
   });
+
+  it('an action\'s button is not pressed again while its request is out: a replay clicked twice is sent once', async () => {
+    let posts = 0;
+    let release;
+    const gate = new Promise((resolve) => { release = resolve; });
+    const { w, doc, find, h2 } = await openWithTenant(tenant, (window, realFetch) => {
+      window.prompt = () => 'double click';
+      window.fetch = async (path, opts) => {
+        if (opts?.method === 'POST' && String(path).endsWith(`/deliveries/${deliveryId}/replay`)) {
+          posts++;
+          await gate; // the replay's request held out until the second click has been made
+        }
+        return realFetch(path, opts);
+      };
+    });
+    try {
+      find(deliveryId);
+      await waitUntil(() => h2() === `delivery ${deliveryId}`, { what: 'its view' });
+      const button = () => [...doc.querySelectorAll('#view button')].find((b) => b.textContent === 'Replay');
+      await waitUntil(() => button(), { what: 'its Replay button' });
+      const b = button();
+      b.click();
+      await waitUntil(() => posts === 1, { what: 'the replay sent' });
+      assert.equal(b.disabled, true, 'the button is disabled while its request is out');
+      b.click(); // a disabled button's click runs nothing (as in a browser)
+      b.dispatchEvent(new w.MouseEvent('click')); // nor does a synthetic one reaching the handler
+      release();
+      await waitUntil(() => doc.getElementById('status').textContent.startsWith('Replay:'), { what: 'the replay answered' });
+      assert.equal(doc.getElementById('status').textContent, 'Replay: done');
+      assert.equal(posts, 1, 'one replay sent for two clicks');
+    } finally {
+      release();
+      w.close();
+    }
+  });
 });
 
 // The dashboard in jsdom opened at path (a portal link's, its key in the fragment) of daemon d:

@@ -114,9 +114,11 @@ async function act(label, run, after) {
 }
 
 // act() as a button, not pressed again while its request is out (a replay clicked twice would
-// send twice: each is an operator's replay)
+// send twice: each is an operator's replay); a click that reaches it all the same (an event
+// dispatched by a script or an extension) runs nothing
 function action(label, run, after) {
   const b = el('button', { type: 'button', onclick: async () => {
+    if (b.disabled) return;
     b.disabled = true;
     try { await act(label, run, after); } finally { b.disabled = false; }
   } }, label);
