@@ -1055,7 +1055,9 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   health_signal(req, cls, &ok, &bad, &reached);
   /* neither: a probe's slot is given back. Nor when hookd abandoned the request at its stop: the
    * endpoint did not fail (a failing window stored then would date its disable from the stop) */
-  if (stale || req->abandoned) ok = bad = reached = false;
+  if (stale || req->abandoned || req->stalled_ms) ok = bad = reached = false;
+  /* (a stall of hookd's own, docs/architecture.md: its timeouts are no failure of the endpoint) */
+  if (req->stalled_ms) d->stall_ended++;
   /* a half-open breaker's probe closes on a reached receiver; only while half-open (a probe
    * ending after another closed it: a 4xx is no success of a closed breaker's window) */
   bool probe = disp_probe(it);
@@ -1074,8 +1076,9 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* slow: set by one slow attempt, cleared only by a run of fast successes — an endpoint that
    * alternates (holds one request to just under its timeout, answers the next at once) must not
    * escape the slow share every other attempt */
-  if (req->abandoned) {
-    /* (cut short by hookd: says nothing of its speed) */
+  if (req->abandoned || req->stalled_ms) {
+    /* (cut short by hookd, or its answer left unread by hookd's stall: says nothing of its
+     * speed) */
   } else if (stale) {
     /* the old URL's speed is not the new one's; an answer sent before an operator enabled the
      * endpoint again is still an answer of its URL */
@@ -2230,6 +2233,24 @@ static void release_expiring(hookd_dispatcher *d, int64_t now) {
   }
 }
 
+/* The egress read its sockets `ms` late (a stall: docs/architecture.md "A stall of hookd's
+ * own"): the requests still in flight have it taken off how long they have been out (the slow
+ * mark), as a step of the clock is; said and counted. */
+static void disp_stalled(hookd_dispatcher *d, int64_t ms) {
+  int64_t now = disp_now(d);
+  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
+    item *it = r->user;
+    it->sent_ms = it->sent_ms + ms < now ? it->sent_ms + ms : now;
+  }
+  HOOKD_INC(egress_stalls);
+  HLOG(HOOKD_LOG_WARN, "egress.stalled", KV_I("stalled_ms", ms),
+       KV_I("timed_out", d->stall_ended), KV_I("in_flight", d->in_flight),
+       KV_S("hint", "hookd did not run (SIGSTOP, a paused VM, swapping, an overloaded host): "
+                    "the requests its stall timed out are retried, not held against their "
+                    "endpoints"));
+  d->stall_ended = 0;
+}
+
 static void *thread_main(void *arg) {
   hookd_dispatcher *d = arg;
   int64_t stop_ms = 0;
@@ -2305,7 +2326,8 @@ static void *thread_main(void *arg) {
     if ((d->queued || d->stats_busy) && d->next_stats_ms - now < timeout)
       timeout = d->next_stats_ms - now;
     if (timeout < 0) timeout = 0;
-    hookd_egress_poll(d->eg, stopping ? 100 : (int)timeout, on_http_done, d);
+    int64_t stalled = hookd_egress_poll(d->eg, stopping ? 100 : (int)timeout, on_http_done, d);
+    if (stalled) disp_stalled(d, stalled);
   }
   pthread_mutex_lock(&d->mu); /* (hookd_dispatcher_stop waits for this, bounded) */
   d->exited = true;

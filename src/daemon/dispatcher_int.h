@@ -394,6 +394,7 @@ struct hookd_dispatcher {
   ep **later;                 /* a claim pass's endpoints stopped by the caps */
   size_t later_cap;
   int store_ops;
+  int stall_ended;            /* requests ended by a stall's timeouts, since the last one said */
   int breakers_open;          /* endpoints whose breaker is not closed (the stats walk counts
                                  them; a breaker's move adjusts the count between walks) */
   hookd_dispatcher_stats published; /* what update_counts last copied into stats */

@@ -212,6 +212,11 @@ int hookd_metrics_render(hookd_buf *o) {
                          LOAD(m->filters_over));
   rc = rc ? rc : counter(o, "hookd_egress_blocked_total",
                          "connections refused by the destination policy", LOAD(m->egress_blocked));
+  rc = rc ? rc : counter(o, "hookd_egress_stalls_total",
+                         "stalls of hookd's own (its sockets read a second or more late: "
+                         "SIGSTOP, a paused VM, swapping): the timeouts they caused are not "
+                         "counted against the endpoints",
+                         LOAD(m->egress_stalls));
   rc = rc ? rc : counter(o, "hookd_egress_fd_exhausted_total",
                          "deliveries given back unsent: hookd had no file descriptor left for the "
                          "connection (not counted against the endpoint)",

@@ -81,6 +81,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t ops_events;       /* operational events published (--ops-tenant) */
   _Atomic uint64_t filters_over;     /* payload filters that gave up on an event's payload */
   _Atomic uint64_t egress_blocked;
+  _Atomic uint64_t egress_stalls;    /* sockets read a second or more late: hookd's own stall */
   _Atomic uint64_t egress_fd_exhausted; /* requests not made: no file descriptor left */
   _Atomic uint64_t egress_local_failures; /* requests not made: hookd's proxy, CA file, port */
   _Atomic uint64_t egress_lookups_abandoned; /* requests ended before their name was resolved */

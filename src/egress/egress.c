@@ -32,6 +32,8 @@ struct hookd_egress {
   CURL *pool[POOL_MAX];
   int pool_len;
   bool ca_file_only; /* the CAs come from one file: no CA directory, the parsed store kept */
+  int64_t read_us;   /* monotonic µs at the end of the last read of the sockets (0: none yet) */
+  int64_t stall_ms;  /* a stall found before the read being drained (0: none) */
 };
 
 /* Whether libcurl's built-in CA bundle can be read: then its CA directory (a copy of the same
@@ -552,6 +554,17 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   if (req->net == HOOKD_NET_BLOCKED)
     snprintf(req->error, sizeof req->error, "destination refused by rule %s",
              req->blocked_rule);
+  req->stalled_ms = 0;
+  if (rc == CURLE_OPERATION_TIMEDOUT && !why && eg->stall_ms) {
+    /* its deadline judged before what waits on its socket was read (docs/architecture.md "A
+     * stall of hookd's own") */
+    req->stalled_ms = eg->stall_ms;
+    char was[sizeof req->error];
+    memcpy(was, req->error, sizeof was);
+    snprintf(req->error, sizeof req->error,
+             "%.160s; hookd stalled for %lld ms before reading its answer", was,
+             (long long)eg->stall_ms);
+  }
   char *ip = NULL;
   if (curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip)
     snprintf(req->primary_ip, sizeof req->primary_ip, "%s", ip);
@@ -585,18 +598,37 @@ static int drain(hookd_egress *eg, void (*on_done)(hookd_egress_req *req, void *
   return n;
 }
 
-void hookd_egress_poll(hookd_egress *eg, int timeout_ms,
-                       void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
+/* Reads the sockets and runs libcurl's timers. `waited_ms`: how long the caller was entitled to
+ * leave them unread since the last read (the poll's wait; 0 for the owner's turn): a read later
+ * than that by HOOKD_EGRESS_STALL_MS, with requests in flight, follows a stall — the timeouts it
+ * finds may be of answers that waited unread. Returns the stall's length in ms, else 0. */
+static int64_t perform(hookd_egress *eg, int64_t waited_ms) {
+  int64_t now = hookd_mono_us();
+  eg->stall_ms = 0;
+  if (eg->read_us && eg->live && now - eg->read_us > (waited_ms + HOOKD_EGRESS_STALL_MS) * 1000)
+    eg->stall_ms = (now - eg->read_us) / 1000;
   int running = 0;
   curl_multi_perform(eg->multi, &running);
+  eg->read_us = hookd_mono_us();
+  return eg->stall_ms;
+}
+
+int64_t hookd_egress_poll(hookd_egress *eg, int timeout_ms,
+                          void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {
+  int64_t stalled = perform(eg, 0);
   /* Transfers the first perform ended are handed over before sleeping: a response read whole on
    * a reused connection waited out the poll (up to the caller's timeout, ~1 s), inflating its
    * latency, holding its slot and making a fast endpoint look slow. */
   int ended = drain(eg, on_done, arg);
+  /* (libcurl shortens the wait to its next deadline: that is the wait allowed) */
+  long wait = ended ? 0 : timeout_ms, next = -1;
+  if (curl_multi_timeout(eg->multi, &next) == CURLM_OK && next >= 0 && next < wait) wait = next;
   int numfds = 0;
   curl_multi_poll(eg->multi, NULL, 0, ended ? 0 : timeout_ms, &numfds);
-  curl_multi_perform(eg->multi, &running);
+  int64_t after = perform(eg, wait);
   drain(eg, on_done, arg);
+  eg->stall_ms = 0;
+  return after > stalled ? after : stalled;
 }
 
 hookd_egress_req *hookd_egress_live(hookd_egress *eg) { return eg->live; }

@@ -127,6 +127,51 @@ describe('endpoint health and ordering lanes', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
+  it('a stall of hookd\'s own (SIGSTOP past its requests\' timeouts) is not held against the endpoint: its timeouts retried, said, and no breaker, slow mark or failing run', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '4', '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
+    let stalled = true;
+    const r = await startReceiver(() => (stalled ? 'hang' : { status: 200 }));
+    const { tenant, endpoint } = await setup(h, r.url, { timeout_ms: 1000, max_in_flight: 16,
+      retry: { max_attempts: 5, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+    const ids = [];
+    for (let i = 0; i < 6; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    await r.waitFor(6, 10000, 'the six requests out');
+    h.proc.kill('SIGSTOP');
+    let resumed = false;
+    try {
+      stalled = false;
+      r.releaseHanging(200); // the answers reach hookd's sockets while it is stopped
+      // the stimulus is time itself: every request's 1 s deadline passes, and the second of
+      // slack a stall is told by, while hookd does not run
+      const last = Math.max(...r.requests.map((q) => q.at));
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, last + 2600 - Date.now())));
+    } finally {
+      h.proc.kill('SIGCONT');
+      resumed = true;
+    }
+    assert.ok(resumed);
+    for (const id of ids) await waitDelivery(h, id, (d) => d[0]?.state === 'delivered', 'delivered on a retry', 20000);
+    const first = await Promise.all(ids.map(async (id) => {
+      const d = (await h.api('GET', `/v1/events/${id}`)).json.deliveries[0];
+      return (await getDelivery(h, d.id)).attempts[0];
+    }));
+    for (const a of first) {
+      assert.equal(a.outcome, 'timeout', JSON.stringify(a));
+      assert.match(a.error, /hookd stalled for \d+ ms before reading its answer/, a.error);
+    }
+    const e = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+    assert.equal(e.health.breaker, 'closed', 'six timeouts of hookd\'s stall opened no breaker');
+    assert.equal(e.health.slow, false, 'nor marked the endpoint slow');
+    assert.equal(e.health.failing_since, null, 'nor began a failing run');
+    assert.ok(!h.logs.some((l) => l.msg === 'endpoint.breaker'), 'no breaker moved');
+    const said = h.logs.filter((l) => l.msg === 'egress.stalled');
+    assert.ok(said.length >= 1 && said[0].stalled_ms >= 2000, JSON.stringify(said));
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.ok(sampleValue(m, 'hookd_egress_stalls_total', {}) >= 1);
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('a half-open breaker whose probe candidate has expired probes with the next one (the probe slot is not lost)', async () => {
     const h = await startHookd({ args: ['--breaker-min-requests', '2', '--breaker-cooldown-ms', '3000',
       '--event-ttl-s', '2', '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
