@@ -1241,6 +1241,14 @@ describe('request heads trickled in', () => {
     await k.closed;
     clearInterval(kdrip);
     assert.deepEqual(responses(k.text()).map((a) => a.status), [200, 408], k.text());
+    // a client silent after its request line (and after a header) is told 408 too: the idle
+    // timer, at the same length, closed it first without a word (a review)
+    for (const head of ['GET /healthz HTTP/1.1\r\n', 'GET /healthz HTTP/1.1\r\nHost: hookd\r\n']) {
+      const s = await rawConnection(h.port);
+      s.sock.write(head);
+      await s.closed;
+      assert.deepEqual(responses(s.text()).map((a) => a.status), [408], `${JSON.stringify(head)}: ${s.text()}`);
+    }
     assert.equal((await h.stop()).code, 0);
   });
 });
