@@ -171,7 +171,10 @@ static bool tick_due(hookd_app *app) {
          (sigpending(&set) == 0 && sigismember(&set, SIGHUP) == 1);
 }
 
-#define WALK_FULL_EVERY_MS (3600 * 1000) /* a seq walk from the start, to read what it kept */
+/* a seq walk from the start, to read what it kept: once an hour, or once a window when that is
+ * shorter (a row kept when a walk passed it — a delivery then still owed, or touched inside the
+ * window — waited an hour, past a 2-minute window: a soak review) */
+#define WALK_FULL_EVERY_MS (3600 * 1000)
 
 /* The stop's watchdog. The main thread takes SIGTERM between its duties, and a duty that writes
  * (a delete's step, a retention batch, a reload) waits for the store: a PostgreSQL write waiting
@@ -211,7 +214,7 @@ static void *stop_watch(void *arg) {
  * (the API keys and sources reloaded when due or asked for): a first purge of a large backlog
  * takes minutes, and a revoked key must stop working meanwhile. A walk in seq order (wc set)
  * goes on where the one before ended its last full (or trimmed) batch, and from the start once
- * an hour: the rows it keeps (a forward still open, an event a disabled endpoint still owes:
+ * an hour (once a window, when shorter): the rows it keeps (a forward still open, an event a disabled endpoint still owes:
  * months of them) were read again, every one, every minute (a review). */
 static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
@@ -232,7 +235,9 @@ static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
   } while (p.after_seq != 0);
   if (wc && !stopped && !failed) {
     wc->resume_seq = reached;
-    if (full) wc->full_at_ms = mono + WALK_FULL_EVERY_MS;
+    if (full)
+      wc->full_at_ms = mono + (retention_s * 1000 < WALK_FULL_EVERY_MS ? retention_s * 1000
+                                                                       : WALK_FULL_EVERY_MS);
   }
   if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
   return !stopped;
