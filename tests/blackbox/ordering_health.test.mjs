@@ -131,20 +131,25 @@ describe('endpoint health and ordering lanes', () => {
     const h = await startHookd({ args: ['--breaker-min-requests', '4', '--retry-base-ms', '50', '--retry-cap-ms', '100'] });
     let stalled = true;
     const r = await startReceiver(() => (stalled ? 'hang' : { status: 200 }));
-    const { tenant, endpoint } = await setup(h, r.url, { timeout_ms: 1000, max_in_flight: 16,
+    const { tenant, endpoint } = await setup(h, r.url, { timeout_ms: 2000, max_in_flight: 16,
       retry: { max_attempts: 5, backoff_base_ms: 50, backoff_cap_ms: 100 } });
-    const ids = [];
-    for (let i = 0; i < 6; i++) ids.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
+    // published at once, so that each first request is out well before the first one's deadline
+    // (one after the other on a loaded machine, the first timed out and was sent again before
+    // the last went out)
+    const ids = (await Promise.all(Array.from({ length: 6 },
+      (_, i) => publish(h, tenant, { type: 'a', payload: { i } })))).map((p) => p.json.id);
     await r.waitFor(6, 10000, 'the six requests out');
     h.proc.kill('SIGSTOP');
+    assert.equal(new Set(r.requests.map((q) => q.headers['webhook-id'])).size, 6,
+      'six first requests (none sent again) when hookd was stopped');
     let resumed = false;
     try {
       stalled = false;
       r.releaseHanging(200); // the answers reach hookd's sockets while it is stopped
-      // the stimulus is time itself: every request's 1 s deadline passes, and the second of
-      // slack a stall is told by, while hookd does not run
+      // the stimulus is time itself: every request's 2 s deadline passes, and the second of
+      // slack a stall is told by (with room), while hookd does not run
       const last = Math.max(...r.requests.map((q) => q.at));
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, last + 2600 - Date.now())));
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, last + 4000 - Date.now())));
     } finally {
       h.proc.kill('SIGCONT');
       resumed = true;
