@@ -1055,9 +1055,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   health_signal(req, cls, &ok, &bad, &reached);
   /* neither: a probe's slot is given back. Nor when hookd abandoned the request at its stop: the
    * endpoint did not fail (a failing window stored then would date its disable from the stop) */
-  if (stale || req->abandoned || req->stalled_ms) ok = bad = reached = false;
-  /* (a stall of hookd's own, docs/architecture.md: its timeouts are no failure of the endpoint) */
-  if (req->stalled_ms) d->stall_ended++;
+  /* nor a timeout of hookd's own stall (docs/architecture.md): its answer may have waited unread */
+  bool stall_timeout = req->stalled_ms && req->net == HOOKD_NET_TIMEOUT;
+  if (stale || req->abandoned || stall_timeout) ok = bad = reached = false;
+  if (stall_timeout) d->stall_ended++;
   /* a half-open breaker's probe closes on a reached receiver; only while half-open (a probe
    * ending after another closed it: a 4xx is no success of a closed breaker's window) */
   bool probe = disp_probe(it);
@@ -1077,8 +1078,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * alternates (holds one request to just under its timeout, answers the next at once) must not
    * escape the slow share every other attempt */
   if (req->abandoned || req->stalled_ms) {
-    /* (cut short by hookd, or its answer left unread by hookd's stall: says nothing of its
-     * speed) */
+    /* (cut short by hookd, or read late by hookd's stall — its latency holds the stall: says
+     * nothing of its speed) */
   } else if (stale) {
     /* the old URL's speed is not the new one's; an answer sent before an operator enabled the
      * endpoint again is still an answer of its URL */

@@ -554,11 +554,10 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
   if (req->net == HOOKD_NET_BLOCKED)
     snprintf(req->error, sizeof req->error, "destination refused by rule %s",
              req->blocked_rule);
-  req->stalled_ms = 0;
-  if (rc == CURLE_OPERATION_TIMEDOUT && !why && eg->stall_ms) {
+  req->stalled_ms = why ? 0 : eg->stall_ms;
+  if (rc == CURLE_OPERATION_TIMEDOUT && req->stalled_ms) {
     /* its deadline judged before what waits on its socket was read (docs/architecture.md "A
      * stall of hookd's own") */
-    req->stalled_ms = eg->stall_ms;
     char was[sizeof req->error];
     memcpy(was, req->error, sizeof was);
     snprintf(req->error, sizeof req->error,

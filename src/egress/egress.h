@@ -85,11 +85,11 @@ typedef struct hookd_egress_req {
                                     sent twice: libcurl's own resend on a new connection, after a
                                     reused one closed without an answer, is refused) */
   bool abandoned;                /* ended by hookd_egress_abort_all (shutdown), not the peer */
-  int64_t stalled_ms;            /* ended by its timeout at the first read of the sockets after
-                                    hookd's own thread did not read them for this long (a stall:
-                                    SIGSTOP, a paused VM, swapping, a long turn of the owner's
-                                    loop): its answer may have waited unread — not the peer's
-                                    failure (0: no stall) */
+  int64_t stalled_ms;            /* ended at the first read of the sockets after hookd's own
+                                    thread did not read them for this long (a stall: SIGSTOP, a
+                                    paused VM, swapping, a long turn of the owner's loop): its
+                                    latency holds the stall, and a timeout then may be of an
+                                    answer that waited unread — not the peer's doing (0: none) */
   bool fd_exhausted;             /* a socket could not be opened for want of file descriptors
                                     (EMFILE, ENFILE): hookd's own failure, not the peer's */
   bool lookup_abandoned;         /* ended (timed out or stopped) before its name was resolved:
@@ -130,7 +130,7 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req);
  * request's response buffer belongs to the caller afterwards (hookd_egress_req_cleanup).
  * Returns the length in ms of a stall this call found (the sockets read more than
  * HOOKD_EGRESS_STALL_MS later than the waits asked for allow, requests in flight), else 0;
- * the requests it ended by their timeout have req->stalled_ms set. */
+ * the requests the read after it ended have req->stalled_ms set. */
 #define HOOKD_EGRESS_STALL_MS 1000
 int64_t hookd_egress_poll(hookd_egress *eg, int timeout_ms,
                           void (*on_done)(hookd_egress_req *req, void *arg), void *arg);

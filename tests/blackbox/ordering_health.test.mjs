@@ -138,7 +138,13 @@ describe('endpoint health and ordering lanes', () => {
     // the last went out)
     const ids = (await Promise.all(Array.from({ length: 6 },
       (_, i) => publish(h, tenant, { type: 'a', payload: { i } })))).map((p) => p.json.id);
+    // and an endpoint whose 6 s timeout the stall does not reach: its answer, read after the
+    // stall, is a success whose latency holds the stall (past half its timeout: the slow mark)
+    const rb = await startReceiver(() => (stalled ? 'hang' : { status: 200 }));
+    const B = await setup(h, rb.url, { timeout_ms: 6000 });
+    const pb = await publish(h, B.tenant, { type: 'a', payload: {} });
     await r.waitFor(6, 10000, 'the six requests out');
+    await rb.waitFor(1, 10000, 'the other endpoint\'s request out');
     h.proc.kill('SIGSTOP');
     assert.equal(new Set(r.requests.map((q) => q.headers['webhook-id'])).size, 6,
       'six first requests (none sent again) when hookd was stopped');
@@ -146,6 +152,7 @@ describe('endpoint health and ordering lanes', () => {
     try {
       stalled = false;
       r.releaseHanging(200); // the answers reach hookd's sockets while it is stopped
+      rb.releaseHanging(200);
       // the stimulus is time itself: every request's 2 s deadline passes, and the second of
       // slack a stall is told by (with room), while hookd does not run
       const last = Math.max(...r.requests.map((q) => q.at));
@@ -169,12 +176,19 @@ describe('endpoint health and ordering lanes', () => {
     assert.equal(e.health.slow, false, 'nor marked the endpoint slow');
     assert.equal(e.health.failing_since, null, 'nor began a failing run');
     assert.ok(!h.logs.some((l) => l.msg === 'endpoint.breaker'), 'no breaker moved');
+    const [db] = await waitDelivery(h, pb.json.id, (d) => d[0]?.state === 'delivered', 'the other delivered');
+    const [ab] = (await getDelivery(h, db.id)).attempts;
+    assert.equal(ab.outcome, 'success', JSON.stringify(ab));
+    assert.ok(ab.latency_ms >= 3000, `its latency holds the stall: ${ab.latency_ms} ms`);
+    const eb = (await h.api('GET', `/v1/tenants/${B.tenant}/endpoints/${B.endpoint}`)).json;
+    assert.equal(eb.health.slow, false, 'a success read late by hookd\'s stall marks nothing slow');
     const said = h.logs.filter((l) => l.msg === 'egress.stalled');
     assert.ok(said.length >= 1 && said[0].stalled_ms >= 2000, JSON.stringify(said));
     const m = parsePrometheus((await h.api('GET', '/metrics')).text);
     assert.ok(sampleValue(m, 'hookd_egress_stalls_total', {}) >= 1);
     assert.equal((await h.stop()).code, 0);
     await r.close();
+    await rb.close();
   });
 
   it('a half-open breaker whose probe candidate has expired probes with the next one (the probe slot is not lost)', async () => {
